@@ -1,0 +1,2 @@
+// placeholder: filled by the tensor-core rungs
+#pragma once

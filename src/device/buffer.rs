@@ -1,0 +1,79 @@
+//! Device memory: an owned allocation with typed upload/download and byte fills.
+
+use cudarc::driver::{result, sys};
+
+use crate::error::{Error, Result};
+
+/// One device allocation, freed on drop.
+pub struct DeviceBuffer {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+}
+
+impl DeviceBuffer {
+    pub fn new(bytes: usize) -> Result<DeviceBuffer> {
+        let bytes = bytes.max(1);
+        // SAFETY: a plain allocation in the current context.
+        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
+            Error::cuda(
+                format!("allocating {bytes} bytes of device memory"),
+                format!("{e:?}"),
+            )
+        })?;
+        Ok(DeviceBuffer { ptr, bytes })
+    }
+
+    pub fn from_host<T: Copy>(data: &[T]) -> Result<DeviceBuffer> {
+        let b = DeviceBuffer::new(std::mem::size_of_val(data))?;
+        b.upload(data)?;
+        Ok(b)
+    }
+
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn upload<T: Copy>(&self, data: &[T]) -> Result<()> {
+        let n = std::mem::size_of_val(data);
+        if n > self.bytes {
+            return Err(Error::invalid(format!(
+                "upload of {n} bytes into a {}-byte buffer",
+                self.bytes
+            )));
+        }
+        // SAFETY: the destination holds at least `n` bytes; the copy is synchronous.
+        unsafe { result::memcpy_htod_sync(self.ptr, data) }
+            .map_err(|e| Error::cuda("copying to the device", format!("{e:?}")))
+    }
+
+    pub fn download<T: Copy + Default>(&self, count: usize) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); count];
+        if std::mem::size_of_val(out.as_slice()) > self.bytes {
+            return Err(Error::invalid("download larger than the buffer"));
+        }
+        // SAFETY: the source holds at least the bytes requested; the copy is synchronous.
+        unsafe { result::memcpy_dtoh_sync(&mut out, self.ptr) }
+            .map_err(|e| Error::cuda("copying from the device", format!("{e:?}")))?;
+        Ok(out)
+    }
+
+    /// Sets every byte to `value` on `stream` (asynchronous).
+    pub fn fill_bytes(&self, value: u8, stream: sys::CUstream) -> Result<()> {
+        // SAFETY: the range lies inside this allocation.
+        unsafe { result::memset_d8_async(self.ptr, value, self.bytes, stream) }
+            .map_err(|e| Error::cuda("memset", format!("{e:?}")))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the allocation is ours and no longer used (callers synchronise before dropping).
+        unsafe {
+            let _ = result::free_sync(self.ptr);
+        }
+    }
+}

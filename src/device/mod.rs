@@ -1,0 +1,190 @@
+//! The GPU: finding devices and reading their properties, a context with one stream, device
+//! memory, loaded kernels and launches (clusters included), and timing events. Thin over the
+//! CUDA driver API (cudarc's `sys`/`result` layers), loaded at run time so CPU-only machines work.
+
+mod buffer;
+mod info;
+mod launch;
+
+pub use buffer::DeviceBuffer;
+pub use info::DeviceInfo;
+pub use launch::{Function, LaunchConfig};
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use cudarc::driver::{result, sys};
+
+use crate::error::{Error, Result};
+use crate::jit::{Compiled, Jit, KernelSpec};
+
+/// Whether the CUDA driver library can be loaded at all on this machine.
+pub fn driver_present() -> bool {
+    // SAFETY: loading libcuda runs only its initialisers.
+    unsafe {
+        libloading::os::unix::Library::open(Some("libcuda.so.1"), libloading::os::unix::RTLD_NOW)
+    }
+    .map(std::mem::forget)
+    .is_ok()
+}
+
+/// Initialises the driver, or says plainly why there is no GPU to use.
+pub fn init() -> Result<()> {
+    if !driver_present() {
+        return Err(Error::NoGpu(
+            "no NVIDIA driver found (libcuda.so.1 cannot be loaded): this command needs a GPU; \
+             run it on a machine with an NVIDIA driver"
+                .into(),
+        ));
+    }
+    result::init().map_err(|e| {
+        Error::NoGpu(format!(
+            "the CUDA driver did not initialise ({e:?}): this command needs a working GPU"
+        ))
+    })?;
+    let n = result::device::get_count()
+        .map_err(|e| Error::cuda("counting devices", format!("{e:?}")))?;
+    if n == 0 {
+        return Err(Error::NoGpu(
+            "the CUDA driver sees no GPU: this command needs one".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Every GPU the driver sees.
+pub fn list() -> Result<Vec<DeviceInfo>> {
+    init()?;
+    let n = result::device::get_count()
+        .map_err(|e| Error::cuda("counting devices", format!("{e:?}")))?;
+    (0..n).map(|i| DeviceInfo::query(i as u32)).collect()
+}
+
+/// A GPU ready for work: its primary context (current on this thread), one stream, the JIT, and
+/// the kernels loaded so far (each compiled once per process).
+pub struct Context {
+    pub info: DeviceInfo,
+    pub jit: Jit,
+    ctx: sys::CUcontext,
+    dev: sys::CUdevice,
+    pub stream: sys::CUstream,
+    functions: RefCell<HashMap<KernelSpec, (Function, Compiled)>>,
+}
+
+impl Context {
+    /// Opens GPU `ordinal` and makes its primary context current on the calling thread.
+    pub fn open(ordinal: u32, jit: Jit) -> Result<Context> {
+        init()?;
+        let info = DeviceInfo::query(ordinal)?;
+        let dev = result::device::get(ordinal as i32)
+            .map_err(|e| Error::cuda("cuDeviceGet", format!("{e:?}")))?;
+        // SAFETY: `dev` is a valid device handle; the context is released in Drop.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }
+            .map_err(|e| Error::cuda("retaining the context", format!("{e:?}")))?;
+        // SAFETY: `ctx` was just retained.
+        unsafe { result::ctx::set_current(ctx) }
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", format!("{e:?}")))?;
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| Error::cuda("creating a stream", format!("{e:?}")))?;
+        Ok(Context {
+            info,
+            jit,
+            ctx,
+            dev,
+            stream,
+            functions: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// The arch to compile for: `sm_90a` on Hopper, `sm_XY` elsewhere.
+    pub fn arch(&self) -> String {
+        self.info.arch()
+    }
+
+    /// The loaded kernel for `spec`, compiling (or reading the JIT cache) on first use.
+    pub fn function(&self, spec: &KernelSpec) -> Result<Function> {
+        if let Some((f, _)) = self.functions.borrow().get(spec) {
+            return Ok(*f);
+        }
+        let compiled = self.jit.compile(spec)?;
+        let f = Function::load(&compiled)?;
+        self.functions
+            .borrow_mut()
+            .insert(spec.clone(), (f, compiled));
+        Ok(f)
+    }
+
+    /// Resources of every kernel loaded so far.
+    pub fn loaded(&self) -> Vec<Compiled> {
+        self.functions
+            .borrow()
+            .values()
+            .map(|(_, c)| c.clone())
+            .collect()
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: the stream belongs to this context.
+        unsafe { result::stream::synchronize(self.stream) }
+            .map_err(|e| Error::cuda("synchronising the stream", format!("{e:?}")))
+    }
+
+    /// Allocates `bytes` of device memory.
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
+        DeviceBuffer::new(bytes)
+    }
+
+    /// Creates a timing event pair recorder.
+    pub fn event(&self) -> Result<Event> {
+        let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map_err(|e| Error::cuda("creating an event", format!("{e:?}")))?;
+        Ok(Event(e))
+    }
+
+    pub fn raw_device(&self) -> sys::CUdevice {
+        self.dev
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: the stream and the retained primary context are ours; nothing uses them after.
+        unsafe {
+            let _ = result::stream::synchronize(self.stream);
+            let _ = result::stream::destroy(self.stream);
+            let _ = result::primary_ctx::release(self.dev);
+        }
+        let _ = self.ctx;
+    }
+}
+
+/// A CUDA event created with timing enabled.
+pub struct Event(sys::CUevent);
+
+impl Event {
+    pub fn record(&self, ctx: &Context) -> Result<()> {
+        // SAFETY: both handles are live and belong to the current context.
+        unsafe { result::event::record(self.0, ctx.stream) }
+            .map_err(|e| Error::cuda("recording an event", format!("{e:?}")))
+    }
+
+    /// Milliseconds from `self` to `end`, waiting for `end` to complete.
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
+        // SAFETY: both events are live.
+        unsafe {
+            result::event::synchronize(end.0)
+                .map_err(|e| Error::cuda("waiting for an event", format!("{e:?}")))?;
+            result::event::elapsed(self.0, end.0)
+                .map_err(|e| Error::cuda("reading an event", format!("{e:?}")))
+        }
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: the event is ours.
+        unsafe {
+            let _ = result::event::destroy(self.0);
+        }
+    }
+}

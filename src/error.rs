@@ -1,0 +1,74 @@
+//! The library's error type: one variant per way kiln can refuse or fail, each printing one
+//! lowercase sentence that says what went wrong and what to do about it.
+
+use std::path::PathBuf;
+
+/// Everything the library can fail with. The CLI maps each kind to an exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    NoGpu(String),
+    #[error("{0}")]
+    NvrtcMissing(String),
+    #[error("compiling {kernel} failed:\n{log}")]
+    Compile { kernel: String, log: String },
+    #[error("{0}")]
+    InvalidInput(String),
+    #[error("{kernel} does not support this problem: {reason}")]
+    Unsupported { kernel: String, reason: String },
+    #[error("unknown {what} `{name}`; known: {known}")]
+    Unknown {
+        what: &'static str,
+        name: String,
+        known: String,
+    },
+    #[error("CUDA error in {context}: {message}")]
+    Cuda { context: String, message: String },
+    #[error("{0}")]
+    Config(String),
+    #[error("{what} at {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("store: {0}")]
+    Store(String),
+    #[error("verification failed: {0}")]
+    Verification(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidInput(msg.into())
+    }
+
+    pub fn cuda(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
+        Error::Cuda {
+            context: context.into(),
+            message: err.to_string(),
+        }
+    }
+
+    /// The exit code the CLI uses for this kind of failure, so scripts can tell them apart.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::InvalidInput(_) | Error::Unknown { .. } | Error::Config(_) => 2,
+            Error::Unsupported { .. } => 3,
+            Error::NoGpu(_) => 4,
+            Error::NvrtcMissing(_) => 5,
+            Error::Compile { .. } => 6,
+            Error::Verification(_) => 7,
+            Error::Cuda { .. } => 8,
+            Error::Io { .. } | Error::Store(_) => 9,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Store(e.to_string())
+    }
+}

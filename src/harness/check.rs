@@ -1,0 +1,97 @@
+//! The compile check: every registered kernel variant compiled for an arch (no GPU needed), with
+//! its resources, and a verdict: spills, a stack frame, serialised wgmma or ignored setmaxnreg, or
+//! shared memory over the device limit each fail the variant.
+
+use serde::Serialize;
+
+use crate::device::DeviceInfo;
+use crate::jit::{Jit, KernelSpec, Resources};
+use crate::ops::registry::Registry;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckRow {
+    pub op: String,
+    pub version: String,
+    pub variant: String,
+    pub resources: Option<Resources>,
+    pub compile_ms: f64,
+    pub cached: bool,
+    /// Empty when the variant is fine.
+    pub problems: Vec<String>,
+}
+
+impl CheckRow {
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Dynamic shared memory a variant will request, declared by its `KILN_SMEM` define if any.
+fn dynamic_smem(spec: &KernelSpec) -> u32 {
+    spec.defines
+        .iter()
+        .find(|(k, _)| k == "KILN_SMEM")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Judges one compiled variant against `dev`'s limits.
+pub fn judge(spec: &KernelSpec, r: &Resources, dev: &DeviceInfo) -> Vec<String> {
+    let mut problems = Vec::new();
+    if r.spills() {
+        problems.push(format!(
+            "spills ({} B stores, {} B loads)",
+            r.spill_stores, r.spill_loads
+        ));
+    }
+    if r.stack_frame > 0 {
+        problems.push(format!("{} B stack frame (local memory)", r.stack_frame));
+    }
+    let smem = r.static_smem + dynamic_smem(spec);
+    if smem > dev.smem_optin_bytes {
+        problems.push(format!(
+            "{smem} B shared memory over the {} B limit",
+            dev.smem_optin_bytes
+        ));
+    }
+    problems.extend(r.warnings.iter().cloned());
+    problems
+}
+
+/// Compiles every variant of every version for `arch`, calling `progress` after each.
+pub fn check_all(
+    jit: &Jit,
+    registry: &Registry,
+    arch: &str,
+    dev: &DeviceInfo,
+    mut progress: impl FnMut(&CheckRow),
+) -> Vec<CheckRow> {
+    let mut rows = Vec::new();
+    for k in registry.gemm() {
+        for spec in k.variants(arch) {
+            let row = match jit.compile(&spec) {
+                Ok(c) => CheckRow {
+                    op: "gemm".into(),
+                    version: k.name().into(),
+                    variant: spec.label(),
+                    problems: judge(&spec, &c.resources, dev),
+                    resources: Some(c.resources),
+                    compile_ms: if c.cached { c.load_ms } else { c.compile_ms },
+                    cached: c.cached,
+                },
+                Err(e) => CheckRow {
+                    op: "gemm".into(),
+                    version: k.name().into(),
+                    variant: spec.label(),
+                    resources: None,
+                    compile_ms: 0.0,
+                    cached: false,
+                    problems: vec![e.to_string()],
+                },
+            };
+            progress(&row);
+            rows.push(row);
+        }
+    }
+    rows
+}

@@ -1,0 +1,220 @@
+//! The JIT: renders a kernel specialisation (source + defines + arch), compiles it with NVRTC to a
+//! CUBIN, caches it on disk, and reports its resources. Knows nothing about ops.
+
+pub mod cache;
+pub mod nvrtc;
+pub mod resources;
+pub mod sources;
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use resources::Resources;
+
+use crate::error::{Error, Result};
+
+/// One specialisation of one kernel source: what to compile and how.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KernelSpec {
+    /// Source path relative to `kernels/`, e.g. `gemm/simt_tiled.cu`.
+    pub source: String,
+    /// The `extern "C"` entry point.
+    pub entry: String,
+    /// Preprocessor defines that specialise the source (tile sizes, dtypes, layouts).
+    pub defines: Vec<(String, String)>,
+    /// Target, e.g. `sm_90a`.
+    pub arch: String,
+}
+
+impl KernelSpec {
+    pub fn new(source: &str, entry: &str, arch: &str) -> Self {
+        KernelSpec {
+            source: source.into(),
+            entry: entry.into(),
+            defines: Vec::new(),
+            arch: arch.into(),
+        }
+    }
+
+    pub fn define(mut self, name: &str, value: impl ToString) -> Self {
+        self.defines.push((name.into(), value.to_string()));
+        self
+    }
+
+    /// A short human name: the source stem plus its defines.
+    pub fn label(&self) -> String {
+        let stem = self.stem();
+        let d: Vec<String> = self
+            .defines
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if d.is_empty() {
+            stem.to_string()
+        } else {
+            format!("{stem}[{}]", d.join(","))
+        }
+    }
+
+    pub fn stem(&self) -> &str {
+        let file = self.source.rsplit('/').next().unwrap_or(&self.source);
+        file.split('.').next().unwrap_or(file)
+    }
+
+    /// NVRTC options for this spec.
+    pub fn options(&self) -> Vec<String> {
+        let mut o = vec![
+            format!("--gpu-architecture={}", self.arch),
+            "--std=c++17".to_string(),
+            "-default-device".to_string(),
+            "--ptxas-options=--verbose".to_string(),
+            "-DKILN_NVRTC=1".to_string(),
+        ];
+        o.extend(self.defines.iter().map(|(k, v)| format!("-D{k}={v}")));
+        o
+    }
+}
+
+/// A compiled kernel: the CUBIN, what it costs, and what compiling it cost.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub spec: KernelSpec,
+    pub cubin: Vec<u8>,
+    pub resources: Resources,
+    /// Time NVRTC took when this CUBIN was first built.
+    pub compile_ms: f64,
+    /// Time this call took (a cache hit is a file read).
+    pub load_ms: f64,
+    pub cached: bool,
+    pub log: String,
+}
+
+/// The compiler front door: NVRTC plus the disk cache.
+pub struct Jit {
+    pub cache: Option<cache::DiskCache>,
+}
+
+impl Default for Jit {
+    fn default() -> Self {
+        Jit {
+            cache: Some(cache::DiskCache {
+                root: cache::default_dir(),
+            }),
+        }
+    }
+}
+
+impl Jit {
+    pub fn without_cache() -> Self {
+        Jit { cache: None }
+    }
+
+    /// The cache key: everything that changes the CUBIN.
+    pub fn digest(spec: &KernelSpec, nvrtc_version: (i32, i32)) -> String {
+        let mut h = Sha256::new();
+        for path in sources::closure(&spec.source) {
+            h.update(path.as_bytes());
+            h.update([0]);
+            h.update(sources::get(path).unwrap_or("").as_bytes());
+            h.update([0]);
+        }
+        h.update(spec.entry.as_bytes());
+        for o in spec.options() {
+            h.update([0]);
+            h.update(o.as_bytes());
+        }
+        h.update(format!("nvrtc{}.{}", nvrtc_version.0, nvrtc_version.1).as_bytes());
+        let d = h.finalize();
+        d.iter().take(10).map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Compiles `spec` (or reads it from the cache).
+    pub fn compile(&self, spec: &KernelSpec) -> Result<Compiled> {
+        let start = Instant::now();
+        let source = sources::get(&spec.source).ok_or_else(|| {
+            Error::invalid(format!("no embedded kernel source `{}`", spec.source))
+        })?;
+        let version = nvrtc::version()?;
+        let digest = Self::digest(spec, version);
+        if let Some(c) = &self.cache {
+            if let Some((cubin, meta)) = c.get(spec.stem(), &digest) {
+                return Ok(Compiled {
+                    spec: spec.clone(),
+                    cubin,
+                    resources: meta.resources,
+                    compile_ms: meta.compile_ms,
+                    load_ms: start.elapsed().as_secs_f64() * 1e3,
+                    cached: true,
+                    log: meta.log,
+                });
+            }
+        }
+        let headers: Vec<(&str, &str)> = sources::closure(&spec.source)
+            .into_iter()
+            .filter(|p| *p != spec.source)
+            .map(|p| (p, sources::get(p).unwrap_or("")))
+            .collect();
+        let t = Instant::now();
+        let out =
+            nvrtc::compile(&spec.source, source, &headers, &spec.options()).map_err(
+                |e| match e {
+                    Error::Compile { log, .. } => Error::Compile {
+                        kernel: spec.label(),
+                        log,
+                    },
+                    other => other,
+                },
+            )?;
+        let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let resources = Resources::parse(&out.log, &spec.entry);
+        if let Some(c) = &self.cache {
+            let meta = cache::Meta {
+                kernel: spec.label(),
+                entry: spec.entry.clone(),
+                options: spec.options(),
+                nvrtc: version,
+                resources: resources.clone(),
+                compile_ms,
+                log: out.log.clone(),
+            };
+            c.put(spec.stem(), &digest, &out.cubin, &meta)?;
+        }
+        Ok(Compiled {
+            spec: spec.clone(),
+            cubin: out.cubin,
+            resources,
+            compile_ms,
+            load_ms: start.elapsed().as_secs_f64() * 1e3,
+            cached: false,
+            log: out.log,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_changes_with_defines_arch_and_version() {
+        let a = KernelSpec::new("gemm/simt_naive.cu", "k", "sm_90a");
+        let b = a.clone().define("X", 1);
+        let c = KernelSpec {
+            arch: "sm_80".into(),
+            ..a.clone()
+        };
+        let d0 = Jit::digest(&a, (13, 0));
+        assert_ne!(d0, Jit::digest(&b, (13, 0)));
+        assert_ne!(d0, Jit::digest(&c, (13, 0)));
+        assert_ne!(d0, Jit::digest(&a, (13, 1)));
+        assert_eq!(d0, Jit::digest(&a.clone(), (13, 0)));
+    }
+
+    #[test]
+    fn label_names_the_stem_and_defines() {
+        let s = KernelSpec::new("gemm/simt_tiled.cu", "k", "sm_90a").define("BM", 128);
+        assert_eq!(s.label(), "simt_tiled[BM=128]");
+    }
+}

@@ -1,0 +1,112 @@
+//! The CUDA sources under `kernels/`, embedded in the binary, and the include graph between them
+//! (our own headers only: device code needs no toolkit headers).
+
+/// Every file under `kernels/`, as (path relative to `kernels/`, text).
+pub static FILES: &[(&str, &str)] = &[
+    (
+        "common/types.cuh",
+        include_str!("../../kernels/common/types.cuh"),
+    ),
+    (
+        "common/gemm_args.cuh",
+        include_str!("../../kernels/common/gemm_args.cuh"),
+    ),
+    (
+        "common/epilogue.cuh",
+        include_str!("../../kernels/common/epilogue.cuh"),
+    ),
+    (
+        "common/cp_async.cuh",
+        include_str!("../../kernels/common/cp_async.cuh"),
+    ),
+    (
+        "common/mma_sync.cuh",
+        include_str!("../../kernels/common/mma_sync.cuh"),
+    ),
+    (
+        "common/wgmma.cuh",
+        include_str!("../../kernels/common/wgmma.cuh"),
+    ),
+    (
+        "common/mbarrier.cuh",
+        include_str!("../../kernels/common/mbarrier.cuh"),
+    ),
+    (
+        "common/tma.cuh",
+        include_str!("../../kernels/common/tma.cuh"),
+    ),
+    (
+        "gemm/simt_naive.cu",
+        include_str!("../../kernels/gemm/simt_naive.cu"),
+    ),
+    (
+        "gemm/simt_tiled.cu",
+        include_str!("../../kernels/gemm/simt_tiled.cu"),
+    ),
+];
+
+/// The text of `path` (relative to `kernels/`).
+pub fn get(path: &str) -> Option<&'static str> {
+    FILES.iter().find(|(p, _)| *p == path).map(|(_, s)| *s)
+}
+
+/// The quoted includes of `text`, in order.
+pub fn includes(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.strip_prefix("#include")?.trim_start();
+            let rest = rest.strip_prefix('"')?;
+            rest.split('"').next()
+        })
+        .collect()
+}
+
+/// `path` and every header it reaches, each once, in a stable order.
+pub fn closure(path: &str) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    let mut stack = vec![path.to_string()];
+    while let Some(p) = stack.pop() {
+        if let Some((name, text)) = FILES.iter().find(|(n, _)| *n == p) {
+            if out.contains(name) {
+                continue;
+            }
+            out.push(name);
+            for inc in includes(text) {
+                stack.push(inc.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn includes_are_parsed_and_resolved() {
+        assert_eq!(
+            includes("#include \"common/types.cuh\"\n  #include \"x.cuh\"\n#include <y>"),
+            vec!["common/types.cuh", "x.cuh"]
+        );
+        for (path, text) in FILES {
+            for inc in includes(text) {
+                assert!(
+                    get(inc).is_some(),
+                    "{path} includes {inc}, which is not embedded"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn device_code_includes_no_toolkit_headers() {
+        for (path, text) in FILES {
+            assert!(
+                !text.contains("#include <"),
+                "{path} includes a system header"
+            );
+        }
+    }
+}

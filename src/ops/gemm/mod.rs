@@ -1,0 +1,130 @@
+//! GEMM: the problem type, the versions (one host file per device file under `kernels/gemm/`),
+//! and what they share: the kernel interface and the argument block every GEMM kernel receives.
+
+pub mod problem;
+pub mod simt_naive;
+pub mod simt_tiled;
+
+use std::ffi::c_void;
+
+pub use problem::{parse_shape, DType, GemmProblem, Layout};
+
+use crate::device::{Context, DeviceBuffer, DeviceInfo};
+use crate::error::Result;
+use crate::jit::KernelSpec;
+
+/// The device buffers of one GEMM call.
+pub struct GemmOperands<'a> {
+    pub a: &'a DeviceBuffer,
+    pub b: &'a DeviceBuffer,
+    pub c: &'a DeviceBuffer,
+}
+
+/// One version of the GEMM op.
+pub trait GemmKernel: Send + Sync {
+    /// Registry name, e.g. `simt_tiled`; the same as its device file's stem.
+    fn name(&self) -> &'static str;
+    /// One line: the technique this rung adds.
+    fn summary(&self) -> &'static str;
+    /// Position on the ladder (higher is expected faster); the default picks the highest that
+    /// supports the problem, after any tuned or configured choice.
+    fn rung(&self) -> u32;
+    /// The vendor baseline is never picked by default dispatch.
+    fn is_vendor(&self) -> bool {
+        false
+    }
+    /// `Ok` or the reason this version cannot compute `p` on `dev` (never a wrong result).
+    fn supports(&self, p: &GemmProblem, dev: &DeviceInfo) -> std::result::Result<(), String>;
+    /// Every specialisation this version can compile to for `arch` (for `kiln check`).
+    fn variants(&self, arch: &str) -> Vec<KernelSpec>;
+    /// Enqueues the GEMM on the context's stream. Callers have validated `p` and the buffers and
+    /// checked `supports`.
+    fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()>;
+}
+
+/// The argument block, laid out as `GemmArgs` in `kernels/common/gemm_args.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GemmArgs {
+    pub a: u64,
+    pub b: u64,
+    pub c: u64,
+    pub m: i32,
+    pub n: i32,
+    pub k: i32,
+    pub lda: i64,
+    pub ldb: i64,
+    pub ldc: i64,
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+impl GemmArgs {
+    pub fn new(p: &GemmProblem, ops: &GemmOperands) -> Self {
+        GemmArgs {
+            a: ops.a.ptr(),
+            b: ops.b.ptr(),
+            c: ops.c.ptr(),
+            m: p.m as i32,
+            n: p.n as i32,
+            k: p.k as i32,
+            lda: p.lda as i64,
+            ldb: p.ldb as i64,
+            ldc: p.ldc as i64,
+            alpha: p.alpha,
+            beta: p.beta,
+        }
+    }
+
+    pub fn as_param(&mut self) -> *mut c_void {
+        self as *mut GemmArgs as *mut c_void
+    }
+}
+
+/// Adds the dtype and layout defines every GEMM kernel reads.
+pub fn with_problem_defines(
+    spec: KernelSpec,
+    layout: Layout,
+    input: DType,
+    output: DType,
+) -> KernelSpec {
+    spec.define("KILN_IN", input.code())
+        .define("KILN_OUT", output.code())
+        .define("KILN_A_ROW", layout.a_row_major() as u32)
+        .define("KILN_B_ROW", layout.b_row_major() as u32)
+}
+
+/// Every (layout, input, output) combination, for variant listings.
+pub fn all_combinations() -> Vec<(Layout, DType, DType)> {
+    let mut v = Vec::new();
+    for l in Layout::ALL {
+        for i in DType::INPUTS {
+            for o in DType::OUTPUTS {
+                v.push((l, i, o));
+            }
+        }
+    }
+    v
+}
+
+/// Byte alignment of a device pointer (capped at 256).
+pub fn alignment(ptr: u64) -> u64 {
+    if ptr == 0 {
+        256
+    } else {
+        (ptr & ptr.wrapping_neg()).min(256)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemm_args_match_the_device_layout() {
+        // pointers 3x8, three ints, pad to 8, three i64, two floats
+        assert_eq!(std::mem::size_of::<GemmArgs>(), 72);
+        assert_eq!(std::mem::offset_of!(GemmArgs, lda), 40);
+        assert_eq!(std::mem::offset_of!(GemmArgs, alpha), 64);
+    }
+}

@@ -1,0 +1,4 @@
+//! The ops kiln runs, each with its ladder of versions, and the registry that picks one.
+
+pub mod gemm;
+pub mod registry;

@@ -1,0 +1,3 @@
+//! Vendor baselines every kiln kernel is measured against in the same run.
+
+pub mod cublas;

@@ -1,12 +1,16 @@
 //! kiln: Hopper GEMM/attention/MoE kernels and the lab that builds them (JIT compile, verify
 //! against float64 references, time against the vendor in the same run, record every result).
 
+pub mod config;
 pub mod device;
 pub mod error;
 pub mod harness;
 pub mod jit;
 pub mod libs;
 pub mod ops;
+pub mod reference;
+pub mod report;
+pub mod store;
 pub mod vendor;
 
 pub use error::{Error, Result};

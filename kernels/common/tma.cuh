@@ -1,2 +1,24 @@
-// placeholder: filled by the tensor-core rungs
+// TMA (sm_90): tensor-map tiles copied from global to shared memory, completing on an mbarrier.
+// The map is built on the host (src/device/tma.rs) and passed by value as a __grid_constant__
+// kernel parameter; instructions take its generic address.
 #pragma once
+#include "common/types.cuh"
+
+// The 128-byte CUtensorMap, declared here because device code includes no toolkit headers.
+struct alignas(64) TmaMap {
+  u64 opaque[16];
+};
+
+__device__ __forceinline__ void tma_prefetch(const TmaMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(map)) : "memory");
+}
+
+// Loads the box at element coordinates (c0 innermost, c1) into shared address `dst` (128-byte
+// aligned; 1024-byte aligned for 128B swizzle) and counts its bytes on `bar`. Out-of-bounds
+// elements are zero-filled and still counted.
+__device__ __forceinline__ void tma_load_2d(u32 dst, const TmaMap* map, u32 bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}

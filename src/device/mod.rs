@@ -5,10 +5,12 @@
 mod buffer;
 mod info;
 mod launch;
+mod tma;
 
 pub use buffer::DeviceBuffer;
 pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
+pub use tma::{TensorMap, Tma2d, TmaDType, TmaSwizzle};
 
 use std::cell::RefCell;
 use std::collections::HashMap;

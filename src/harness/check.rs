@@ -14,6 +14,8 @@ pub struct CheckRow {
     pub version: String,
     pub variant: String,
     pub resources: Option<Resources>,
+    /// Dynamic shared memory the launch requests, on top of the static amount in `resources`.
+    pub dynamic_smem: u32,
     pub compile_ms: f64,
     pub cached: bool,
     /// Empty when the variant is fine.
@@ -27,7 +29,7 @@ impl CheckRow {
 }
 
 /// Dynamic shared memory a variant will request, declared by its `KILN_SMEM` define if any.
-fn dynamic_smem(spec: &KernelSpec) -> u32 {
+pub fn dynamic_smem(spec: &KernelSpec) -> u32 {
     spec.defines
         .iter()
         .find(|(k, _)| k == "KILN_SMEM")
@@ -64,16 +66,18 @@ pub fn check_all(
     registry: &Registry,
     arch: &str,
     dev: &DeviceInfo,
+    only: Option<&str>,
     mut progress: impl FnMut(&CheckRow),
 ) -> Vec<CheckRow> {
     let mut rows = Vec::new();
-    for k in registry.gemm() {
+    for k in registry.gemm().iter().filter(|k| only.is_none_or(|v| v == k.name())) {
         for spec in k.variants(arch) {
             let row = match jit.compile(&spec) {
                 Ok(c) => CheckRow {
                     op: "gemm".into(),
                     version: k.name().into(),
                     variant: spec.label(),
+                    dynamic_smem: dynamic_smem(&spec),
                     problems: judge(&spec, &c.resources, dev),
                     resources: Some(c.resources),
                     compile_ms: if c.cached { c.load_ms } else { c.compile_ms },
@@ -84,6 +88,7 @@ pub fn check_all(
                     version: k.name().into(),
                     variant: spec.label(),
                     resources: None,
+                    dynamic_smem: dynamic_smem(&spec),
                     compile_ms: 0.0,
                     cached: false,
                     problems: vec![e.to_string()],

@@ -43,6 +43,14 @@ pub static FILES: &[(&str, &str)] = &[
         "gemm/simt_tiled.cu",
         include_str!("../../kernels/gemm/simt_tiled.cu"),
     ),
+    (
+        "gemm/wgmma_tma_ws.cu",
+        include_str!("../../kernels/gemm/wgmma_tma_ws.cu"),
+    ),
+    (
+        "gemm/mma_sync.cu",
+        include_str!("../../kernels/gemm/mma_sync.cu"),
+    ),
 ];
 
 /// The text of `path` (relative to `kernels/`).

@@ -1,9 +1,11 @@
 //! GEMM: the problem type, the versions (one host file per device file under `kernels/gemm/`),
 //! and what they share: the kernel interface and the argument block every GEMM kernel receives.
 
+pub mod mma_sync;
 pub mod problem;
 pub mod simt_naive;
 pub mod simt_tiled;
+pub mod wgmma_tma_ws;
 
 use std::ffi::c_void;
 

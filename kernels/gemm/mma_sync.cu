@@ -1,0 +1,224 @@
+// GEMM on tensor cores through mma.sync (the sm_80/sm_89 path, and Hopper's rung below wgmma):
+// a KILN_BM x KILN_BN block tile, K in steps of 32 through a KILN_STAGES-deep cp.async pipeline
+// into XOR-swizzled shared memory, fragments by ldmatrix (.trans for an MN-contiguous operand),
+// 8 warps in a 2 x 4 grid, each accumulating a (BM/2) x (BN/4) fp32 sub-tile with m16n8k16.
+// Boundary tiles are zero-filled by cp.async (src-size < 16), so any M, N, K works as long as the
+// host keeps every row start 16-byte aligned. Blocks walk the tiles in groups of KILN_GROUP_M
+// tile rows, so blocks running together share A and B panels in L2.
+#include "common/gemm_args.cuh"
+#include "common/epilogue.cuh"
+#include "common/cp_async.cuh"
+#include "common/mma_sync.cuh"
+
+#define BM KILN_BM
+#define BN KILN_BN
+#define BK 32
+#define STAGES KILN_STAGES
+#define THREADS 256
+#define WM (BM / 2)  // warp tile: 2 warps along M ...
+#define WN (BN / 4)  // ... and 4 along N
+#define MT (WM / 16) // m16 tiles per warp
+#define NT (WN / 8)  // n8 tiles per warp
+#define A_BYTES (BM * BK * 2)
+#define STAGE_BYTES ((BM + BN) * BK * 2)
+
+static_assert(STAGES >= 2, "the pipeline needs at least two stages");
+static_assert(STAGES * STAGE_BYTES <= KILN_SMEM, "KILN_SMEM must cover the pipeline");
+static_assert(MT == 2 || MT == 4, "the ldmatrix addressing needs a power-of-two MT");
+static_assert(NT == 4 || NT == 8, "the ldmatrix addressing needs NT/2 a power of two");
+static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
+
+// cp.async of 16 bytes of which the first src_bytes (0..16) are read and the rest zero-filled.
+// (A u32-address, src-size form of common/cp_async.cuh's cp_async16, with an L2 prefetch hint.)
+__device__ __forceinline__ void cp_async16_zfill(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+// Byte offset of 16-byte chunk c of row r in a tile of CPR chunks per row. Rows of 4 chunks
+// (64 B, K-major with BK = 32) XOR the chunk with bits 1-2 of the row; wider rows XOR with the
+// row's low 3 bits. Either way the 8 rows one ldmatrix matrix reads, and the 8 chunks 8 threads
+// copy, land in 8 different 16-byte bank groups.
+template <int CPR> __device__ __forceinline__ u32 swz(int r, int c) {
+  const int phys = CPR == 4 ? c ^ ((r >> 1) & 3) : c ^ (r & 7);
+  return (u32)(r * CPR * 16 + phys * 16);
+}
+
+// Copies a ROWS x (8 * CPR) tile whose rows run along the strided dimension of the global
+// operand (rows r0.., valid while < row_lim) and whose chunks run along its contiguous one
+// (columns c0.., valid while < col_lim). Out-of-range parts are zero-filled, never read.
+template <int ROWS, int CPR>
+__device__ __forceinline__ void load_tile(u32 dst, const in_t* src, i64 ld, int r0, int row_lim, int c0, int col_lim) {
+  static_assert(ROWS * CPR % THREADS == 0, "every thread copies the same number of chunks");
+#pragma unroll
+  for (int i = 0; i < ROWS * CPR / THREADS; ++i) {
+    const int id = threadIdx.x + i * THREADS;
+    const int r = id / CPR, c = id % CPR;
+    const int row = r0 + r, col = c0 + c * 8;
+    const int n = row < row_lim ? min(max(col_lim - col, 0), 8) : 0;
+    const in_t* g = n > 0 ? src + (i64)row * ld + col : src;
+    cp_async16_zfill(dst + swz<CPR>(r, c), g, n * 2);
+  }
+}
+
+// Issues the copies of K tile [k0, k0 + BK) into the stage at `stage`.
+__device__ __forceinline__ void load_stage(u32 stage, const GemmArgs& p, int m0, int n0, int k0) {
+  const in_t* a = static_cast<const in_t*>(p.a);
+  const in_t* b = static_cast<const in_t*>(p.b);
+  if (KILN_A_ROW) load_tile<BM, BK / 8>(stage, a, p.lda, m0, p.m, k0, p.k);
+  else load_tile<BK, BM / 8>(stage, a, p.lda, k0, p.k, m0, p.m);
+  if (KILN_B_ROW) load_tile<BK, BN / 8>(stage + A_BYTES, b, p.ldb, k0, p.k, n0, p.n);
+  else load_tile<BN, BK / 8>(stage + A_BYTES, b, p.ldb, n0, p.n, k0, p.k);
+}
+
+// This lane's ldmatrix offsets (for m/n sub-tile 0 at k step 0) within a stage's A and B tiles.
+// K-major: lanes 0-15 address rows 0-15 at k 0-7 and lanes 16-31 the same rows at k 8-15 (A);
+// for B, lanes 8j.. address rows (j/2)*8.. at k-chunk j%2. MN-major (.trans): A's lane addresses
+// k row (j/2)*8 + l%8 at m-chunk j%2, B's k row (j%2)*8 + l%8 at n-chunk j/2. Both give matrix j
+// = fragment register j of A, and registers {b0, b1} of n8 tiles 2i and 2i+1 for B.
+__device__ __forceinline__ u32 a_lane_offset(int wm, int lane) {
+  if (KILN_A_ROW) return swz<BK / 8>(wm * WM + (lane & 15), lane >> 4);
+  return swz<BM / 8>(((lane >> 4) << 3) | (lane & 7), wm * (WM / 8) + ((lane >> 3) & 1));
+}
+__device__ __forceinline__ u32 b_lane_offset(int wn, int lane) {
+  if (KILN_B_ROW) return swz<BN / 8>((((lane >> 3) & 1) << 3) | (lane & 7), wn * (WN / 8) + (lane >> 4));
+  return swz<BK / 8>(wn * WN + ((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
+}
+
+// Loads the A and B fragments of k step kk (16 deep) from the stage at `stage`. Stepping to
+// another sub-tile or k step flips chunk bits (XOR) where the swizzle mixes them, else adds.
+__device__ __forceinline__ void load_frags(u32 (&af)[MT][4], u32 (&bf)[NT][2], u32 stage, u32 a_lane, u32 b_lane, int kk) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    if (KILN_A_ROW) ldmatrix_x4(af[mt], stage + ((a_lane + mt * 16 * BK * 2) ^ (kk << 5)));
+    else ldmatrix_x4_trans(af[mt], stage + ((a_lane ^ (mt << 5)) + kk * 16 * BM * 2));
+  }
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    u32 r[4];
+    if (KILN_B_ROW) ldmatrix_x4_trans(r, stage + A_BYTES + ((b_lane ^ (np << 5)) + kk * 16 * BN * 2));
+    else ldmatrix_x4(r, stage + A_BYTES + ((b_lane + np * 16 * BK * 2) ^ (kk << 5)));
+    bf[2 * np][0] = r[0];
+    bf[2 * np][1] = r[1];
+    bf[2 * np + 1][0] = r[2];
+    bf[2 * np + 1][1] = r[3];
+  }
+}
+
+// Tile (tm, tn) of block `pid`: column-major within groups of KILN_GROUP_M tile rows.
+// Mirrored by `block_tile` in src/ops/gemm/mma_sync.rs.
+__device__ __forceinline__ void block_tile(int pid, int tiles_m, int tiles_n, int& tm, int& tn) {
+  const int per_group = KILN_GROUP_M * tiles_n;
+  const int group = pid / per_group;
+  const int first = group * KILN_GROUP_M;
+  const int rows = min(tiles_m - first, KILN_GROUP_M);
+  const int in_group = pid - group * per_group;
+  tm = first + in_group % rows;
+  tn = in_group / rows;
+}
+
+// Two adjacent outputs (row, col), (row, col + 1) in one store when both exist and `pair` says
+// C's rows and base keep them aligned; otherwise one at a time. Never reads C when beta == 0.
+__device__ __forceinline__ void store2(const GemmArgs& p, int row, int col, float v0, float v1, bool pair) {
+  if (row >= p.m || col >= p.n) return;
+  out_t* c = static_cast<out_t*>(p.c);
+  const i64 idx = (i64)row * p.ldc + col;
+  if (pair && col + 1 < p.n) {
+    v0 *= p.alpha;
+    v1 *= p.alpha;
+    if (sizeof(out_t) == 4) {
+      float2* dst = reinterpret_cast<float2*>(c + idx);
+      if (p.beta != 0.0f) {
+        const float2 old = *dst;
+        v0 += p.beta * old.x;
+        v1 += p.beta * old.y;
+      }
+      *dst = make_float2(v0, v1);
+    } else {
+      u32* dst = reinterpret_cast<u32*>(c + idx);
+      if (p.beta != 0.0f) {
+        const u32 old = *dst;
+        out_t lo, hi;
+        lo.bits = (u16)(old & 0xffff);
+        hi.bits = (u16)(old >> 16);
+        v0 += p.beta * to_float(lo);
+        v1 += p.beta * to_float(hi);
+      }
+      *dst = pack2<out_t>(v0, v1);
+    }
+    return;
+  }
+  store_scaled(c, idx, v0, p.alpha, p.beta);
+  if (col + 1 < p.n) store_scaled(c, idx + 1, v1, p.alpha, p.beta);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_mma_sync(GemmArgs p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const u32 sbase = smem_addr(smem);
+  const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
+  int tm, tn;
+  block_tile(blockIdx.x, tiles_m, tiles_n, tm, tn);
+  const int m0 = tm * BM, n0 = tn * BN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / 4, wn = warp % 4;
+  const u32 a_lane = a_lane_offset(wm, lane), b_lane = b_lane_offset(wn, lane);
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  // Prologue: tiles 0..STAGES-2 in flight, one commit group each (empty past the end of K, so
+  // the group count stays uniform and wait_group<STAGES-2> always means "the next tile landed").
+  const int ktiles = (p.k + BK - 1) / BK;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < ktiles) load_stage(sbase + s * STAGE_BYTES, p, m0, n0, s * BK);
+    cp_async_commit();
+  }
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+
+  u32 af[2][MT][4], bf[2][NT][2];
+  int read = 0, write = STAGES - 1;
+  load_frags(af[0], bf[0], sbase, a_lane, b_lane, 0);
+  for (int kt = 0; kt < ktiles; ++kt) {
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      if (kk == BK / 16 - 1) {
+        // Tile kt + 1 has landed and every warp is done reading tile kt - 1's stage.
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        read = read + 1 == STAGES ? 0 : read + 1;
+      }
+      // Fragments of the next k step (the next tile's first after the last step of this one).
+      load_frags(af[(kk + 1) % 2], bf[(kk + 1) % 2], sbase + read * STAGE_BYTES, a_lane, b_lane, (kk + 1) % (BK / 16));
+      if (kk == 0) {
+        // Refill the stage tile kt - 1 used (all reads of it finished before the last barrier).
+        if (kt + STAGES - 1 < ktiles) load_stage(sbase + write * STAGE_BYTES, p, m0, n0, (kt + STAGES - 1) * BK);
+        cp_async_commit();
+        write = write + 1 == STAGES ? 0 : write + 1;
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_16816<in_t>(acc[mt][nt], af[kk % 2][mt], bf[kk % 2][nt]);
+    }
+  }
+  cp_async_wait<0>();
+
+  const int g = lane >> 2, t = lane & 3;
+  const bool pair = (p.ldc % 2 == 0) && ((u64)p.c % (2 * sizeof(out_t)) == 0);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int row = m0 + wm * WM + mt * 16 + g;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int col = n0 + wn * WN + nt * 8 + 2 * t;
+      store2(p, row, col, acc[mt][nt][0], acc[mt][nt][1], pair);
+      store2(p, row + 8, col, acc[mt][nt][2], acc[mt][nt][3], pair);
+    }
+  }
+}

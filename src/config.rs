@@ -1,0 +1,257 @@
+//! The config file, `kiln.toml`: the GEMM version the default dispatch uses, where the JIT cache
+//! and the store live, and the benchmark's repetitions. It is read from the working folder or
+//! from an explicit path; every key is optional, and a key kiln does not know is an error that
+//! names it, so a misspelling never passes silently.
+//!
+//! ```toml
+//! [gemm]
+//! version = "simt_tiled"
+//! [jit]
+//! cache_dir = "/path"
+//! [store]
+//! path = "/path/kiln.db"
+//! [bench]
+//! reps = 50
+//! warmup = 5
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The name kiln looks for in the working folder.
+pub const FILE_NAME: &str = "kiln.toml";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub gemm: OpConfig,
+    pub jit: JitConfig,
+    pub store: StoreConfig,
+    pub bench: BenchConfig,
+}
+
+/// Per-op settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpConfig {
+    /// The version the default dispatch uses, instead of the fastest that supports the problem.
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JitConfig {
+    /// The compiled-kernel cache; a relative path is taken from the config file's folder.
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// The store's file; a relative path is taken from the config file's folder.
+    pub path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BenchConfig {
+    /// Timed repetitions per measurement (at least 1).
+    pub reps: Option<usize>,
+    /// Untimed launches before timing.
+    pub warmup: Option<usize>,
+}
+
+impl Config {
+    /// The config at `explicit`, which must exist; else `./kiln.toml` if present; else defaults.
+    pub fn load(explicit: Option<&Path>) -> Result<Config> {
+        Config::load_in(explicit, Path::new("."))
+    }
+
+    fn load_in(explicit: Option<&Path>, dir: &Path) -> Result<Config> {
+        match explicit {
+            Some(path) if !path.exists() => Err(Error::Config(format!(
+                "config file {} does not exist",
+                path.display()
+            ))),
+            Some(path) => Config::from_file(path),
+            None => {
+                let path = dir.join(FILE_NAME);
+                if path.is_file() {
+                    Config::from_file(&path)
+                } else {
+                    Ok(Config::default())
+                }
+            }
+        }
+    }
+
+    /// Reads and checks the config file at `path`.
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::Config(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses `text`, the contents of the file at `path` (named in errors, and the base of
+    /// relative paths).
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        let mut config: Config =
+            toml::from_str(text).map_err(|e| Error::Config(describe(&e, text, path)))?;
+        if config.bench.reps == Some(0) {
+            return Err(Error::Config(format!(
+                "config file {}: bench.reps must be at least 1",
+                path.display()
+            )));
+        }
+        let base = path.parent().unwrap_or(Path::new(""));
+        for p in [&mut config.jit.cache_dir, &mut config.store.path]
+            .into_iter()
+            .flatten()
+        {
+            *p = resolve(p, base);
+        }
+        Ok(config)
+    }
+
+    /// The version configured for `op`, if any.
+    pub fn version_for(&self, op: &str) -> Option<&str> {
+        match op {
+            "gemm" => self.gemm.version.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The store's file: `KILN_STORE` if set, else `[store] path`, else the default location.
+    pub fn store_path(&self) -> PathBuf {
+        match std::env::var_os("KILN_STORE").filter(|v| !v.is_empty()) {
+            Some(_) => crate::store::default_path(),
+            None => self
+                .store
+                .path
+                .clone()
+                .unwrap_or_else(crate::store::default_path),
+        }
+    }
+}
+
+/// `~/x` from the home folder, a relative path from `base`, an absolute one as it is.
+fn resolve(p: &Path, base: &Path) -> PathBuf {
+    if let (Ok(rest), Some(home)) = (p.strip_prefix("~"), std::env::var_os("HOME")) {
+        return PathBuf::from(home).join(rest);
+    }
+    if p.is_relative() {
+        base.join(p)
+    } else {
+        p.to_path_buf()
+    }
+}
+
+/// One sentence: the file, the line (and its text, which shows the key), toml's complaint.
+fn describe(e: &toml::de::Error, text: &str, path: &Path) -> String {
+    let message = e.message().trim().replace('\n', "; ");
+    let Some(span) = e.span() else {
+        return format!("config file {}: {message}", path.display());
+    };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+    let shown: String = line.chars().take(60).collect();
+    let ellipsis = if line.chars().count() > 60 { "..." } else { "" };
+    format!(
+        "config file {}, line {line_no} (`{shown}{ellipsis}`): {message}",
+        path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_err(text: &str) -> String {
+        match Config::parse(text, Path::new("/etc/kiln/kiln.toml")) {
+            Err(Error::Config(m)) => m,
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_file_parses() {
+        let text = "[gemm]\nversion = \"simt_tiled\"\n[jit]\ncache_dir = \"/tmp/jit\"\n\
+                    [store]\npath = \"db/kiln.db\"\n[bench]\nreps = 50\nwarmup = 5\n";
+        let c = Config::parse(text, Path::new("/etc/kiln/kiln.toml")).unwrap();
+        assert_eq!(c.version_for("gemm"), Some("simt_tiled"));
+        assert_eq!(c.version_for("attention"), None);
+        assert_eq!(c.jit.cache_dir, Some(PathBuf::from("/tmp/jit")));
+        // Relative paths are taken from the config file's folder.
+        assert_eq!(c.store.path, Some(PathBuf::from("/etc/kiln/db/kiln.db")));
+        assert_eq!((c.bench.reps, c.bench.warmup), (Some(50), Some(5)));
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse("", Path::new("kiln.toml")).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.version_for("gemm"), None);
+        let c = Config::parse("[gemm]\n# nothing yet\n", Path::new("kiln.toml")).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_file_and_line() {
+        let m = config_err("[gemm]\nverison = \"simt_tiled\"\n");
+        assert!(m.contains("`verison`"), "{m}");
+        assert!(m.contains("/etc/kiln/kiln.toml"), "{m}");
+        assert!(m.contains("line 2"), "{m}");
+        assert!(!m.contains('\n'), "{m}");
+
+        let m = config_err("[bench]\nreps = 3\n[gmem]\nversion = \"x\"\n");
+        assert!(m.contains("`gmem`"), "{m}");
+        let m = config_err("[store]\npath = \"a\"\nfile = \"b\"\n");
+        assert!(m.contains("`file`"), "{m}");
+    }
+
+    #[test]
+    fn wrong_type_shows_the_line_with_the_key() {
+        let m = config_err("[bench]\nreps = \"many\"\n");
+        assert!(m.contains("line 2 (`reps = \"many\"`)"), "{m}");
+        let m = config_err("[bench]\nreps = 0\n");
+        assert!(m.contains("bench.reps must be at least 1"), "{m}");
+    }
+
+    #[test]
+    fn missing_explicit_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope.toml");
+        let e = Config::load(Some(&missing)).unwrap_err();
+        assert!(matches!(e, Error::Config(_)));
+        assert_eq!(
+            e.to_string(),
+            format!("config file {} does not exist", missing.display())
+        );
+    }
+
+    #[test]
+    fn working_folder_file_is_found_and_absence_gives_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            Config::load_in(None, dir.path()).unwrap(),
+            Config::default()
+        );
+        std::fs::write(
+            dir.path().join(FILE_NAME),
+            "[gemm]\nversion = \"simt_naive\"\n",
+        )
+        .unwrap();
+        let c = Config::load_in(None, dir.path()).unwrap();
+        assert_eq!(c.version_for("gemm"), Some("simt_naive"));
+        // An explicit file wins over the working folder's.
+        let other = dir.path().join("other.toml");
+        std::fs::write(&other, "[bench]\nwarmup = 2\n").unwrap();
+        let c = Config::load_in(Some(&other), dir.path()).unwrap();
+        assert_eq!((c.version_for("gemm"), c.bench.warmup), (None, Some(2)));
+    }
+}

@@ -1,0 +1,129 @@
+//! Benchmarking: CUDA events around each launch, warm-up excluded, L2 flushed before every timed
+//! repetition, random inputs, median/min/max, TFLOPS, and the ratio to the vendor measured in
+//! the same run on the same inputs.
+
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
+use crate::reference::data::HostData;
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BenchOptions {
+    pub warmup: usize,
+    pub reps: usize,
+    /// Flush L2 before each timed repetition (else repeated runs may measure the cache).
+    pub flush_l2: bool,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions { warmup: 5, reps: 30, flush_l2: true }
+    }
+}
+
+/// Timings of one version on one problem.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timing {
+    pub version: String,
+    pub problem: GemmProblem,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub reps: usize,
+    pub tflops: f64,
+    pub gbps: f64,
+}
+
+/// Summary statistics of a set of times (ms).
+pub fn stats(times: &mut [f64]) -> (f64, f64, f64) {
+    times.sort_by(|a, b| a.total_cmp(b));
+    let n = times.len();
+    let median = if n % 2 == 1 { times[n / 2] } else { 0.5 * (times[n / 2 - 1] + times[n / 2]) };
+    (median, times[0], times[n - 1])
+}
+
+/// Device buffers for one problem filled with random data (C random too, in case beta != 0).
+pub struct BenchBuffers {
+    pub a: DeviceBuffer,
+    pub b: DeviceBuffer,
+    pub c: DeviceBuffer,
+}
+
+impl BenchBuffers {
+    pub fn random(p: &GemmProblem, seed: u64) -> Result<BenchBuffers> {
+        Ok(BenchBuffers {
+            a: DeviceBuffer::from_host(HostData::random(p.input, p.a_elems(), seed).bytes())?,
+            b: DeviceBuffer::from_host(HostData::random(p.input, p.b_elems(), seed + 1).bytes())?,
+            c: DeviceBuffer::from_host(HostData::random(p.output, p.c_elems(), seed + 2).bytes())?,
+        })
+    }
+
+    pub fn operands(&self) -> GemmOperands<'_> {
+        GemmOperands { a: &self.a, b: &self.b, c: &self.c }
+    }
+}
+
+/// A buffer twice the L2 size: writing it evicts whatever the last launch left in L2.
+pub struct L2Flusher {
+    buf: DeviceBuffer,
+}
+
+impl L2Flusher {
+    pub fn new(ctx: &Context) -> Result<L2Flusher> {
+        Ok(L2Flusher { buf: DeviceBuffer::new((ctx.info.l2_bytes as usize * 2).max(64 << 20))? })
+    }
+    pub fn flush(&self, ctx: &Context) -> Result<()> {
+        self.buf.fill_bytes(0, ctx.stream)
+    }
+}
+
+/// Times `kernel` on `p` with the given buffers.
+pub fn time_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem, bufs: &BenchBuffers, flusher: &L2Flusher, opt: &BenchOptions) -> Result<Timing> {
+    let ops = bufs.operands();
+    // The first launch is timed on its own: a version far behind (the naive rung at 8192^3) gets
+    // fewer repetitions instead of holding the run for minutes.
+    let (s0, e0) = (ctx.event()?, ctx.event()?);
+    s0.record(ctx)?;
+    kernel.launch(ctx, p, &ops)?;
+    e0.record(ctx)?;
+    let first_ms = s0.elapsed_ms(&e0)? as f64;
+    let (warmup, reps) = if first_ms > 100.0 { (0, opt.reps.min(5)) } else { (opt.warmup, opt.reps) };
+    for _ in 0..warmup {
+        kernel.launch(ctx, p, &ops)?;
+    }
+    ctx.synchronize()?;
+    let events: Vec<_> = (0..reps.max(1)).map(|_| Ok((ctx.event()?, ctx.event()?))).collect::<Result<_>>()?;
+    for (start, end) in &events {
+        if opt.flush_l2 {
+            flusher.flush(ctx)?;
+        }
+        start.record(ctx)?;
+        kernel.launch(ctx, p, &ops)?;
+        end.record(ctx)?;
+    }
+    let mut times: Vec<f64> = events.iter().map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64)).collect::<Result<_>>()?;
+    let (median, min, max) = stats(&mut times);
+    Ok(Timing {
+        version: kernel.name().into(),
+        problem: *p,
+        median_ms: median,
+        min_ms: min,
+        max_ms: max,
+        reps: times.len(),
+        tflops: p.flops() / (median * 1e-3) / 1e12,
+        gbps: p.min_bytes() / (median * 1e-3) / 1e9,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_are_median_min_max() {
+        assert_eq!(stats(&mut [3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(stats(&mut [4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
+    }
+}

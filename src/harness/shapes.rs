@@ -1,0 +1,106 @@
+//! The shape suites verification runs: the boundaries that broke the seeds (1, 40, 64, 127, 128,
+//! 129, 4096+1), K values that are multiples of no tile, primes, tall-skinny, every layout,
+//! every dtype pair, alpha/beta and padded leading dimensions.
+
+use crate::ops::gemm::{DType, GemmProblem, Layout};
+
+pub const EDGES: [usize; 7] = [1, 40, 64, 127, 128, 129, 4097];
+/// K values: primes and odd sizes that divide no tile (16, 32, 64, 128).
+pub const ODD_K: [usize; 6] = [1, 13, 67, 251, 1031, 4099];
+
+/// Which suite to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// A handful of shapes per layout: seconds.
+    Quick,
+    /// The whole boundary suite.
+    Full,
+}
+
+impl std::str::FromStr for Suite {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "quick" => Ok(Suite::Quick),
+            "full" => Ok(Suite::Full),
+            _ => Err(crate::Error::invalid(format!("unknown suite `{s}`; use quick or full"))),
+        }
+    }
+}
+
+/// The GEMM problems of `suite`.
+pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
+    let mut v = Vec::new();
+    let bf = |m, n, k, l| GemmProblem::new(m, n, k, l, DType::Bf16, DType::Bf16);
+    match suite {
+        Suite::Quick => {
+            for l in Layout::ALL {
+                for &(m, n, k) in &[(1, 1, 1), (129, 127, 67), (128, 256, 1024), (257, 263, 4099)] {
+                    v.push(bf(m, n, k, l));
+                }
+            }
+            for (i, o) in dtype_pairs() {
+                v.push(GemmProblem::new(200, 136, 250, Layout::RC, i, o));
+            }
+        }
+        Suite::Full => {
+            for l in Layout::ALL {
+                let mut ki = 0;
+                for &m in &EDGES {
+                    for &n in &EDGES {
+                        // 4097 x 4097 with a long K is slow on the naive rung; keep K moderate there.
+                        let k = if m == 4097 && n == 4097 { 251 } else { ODD_K[ki % ODD_K.len()] };
+                        ki += 1;
+                        v.push(bf(m, n, k, l));
+                    }
+                }
+                for &(m, n, k) in &[(1024, 1024, 1024), (8192, 16, 1024), (16, 8192, 1024), (2053, 1031, 509), (256, 256, 65)] {
+                    v.push(bf(m, n, k, l));
+                }
+                for (i, o) in dtype_pairs() {
+                    for &(m, n, k) in &[(129, 200, 131), (512, 384, 1000)] {
+                        v.push(GemmProblem::new(m, n, k, l, i, o));
+                    }
+                }
+            }
+        }
+    }
+    // alpha/beta with a padded, aligned C and padded A/B leading dimensions.
+    for l in Layout::ALL {
+        let mut p = GemmProblem::new(200, 136, 264, l, DType::Bf16, DType::F32);
+        p.alpha = 0.75;
+        p.beta = -0.5;
+        p.ldc += 8;
+        p.lda += 16;
+        p.ldb += 8;
+        v.push(p);
+    }
+    v
+}
+
+/// Every (input, output) dtype pair kiln supports.
+pub fn dtype_pairs() -> Vec<(DType, DType)> {
+    DType::INPUTS.iter().flat_map(|&i| DType::OUTPUTS.iter().map(move |&o| (i, o))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suites_are_valid_and_cover_the_boundaries() {
+        for s in [Suite::Quick, Suite::Full] {
+            let v = gemm_suite(s);
+            assert!(v.iter().all(|p| p.validate().is_ok()));
+            for l in Layout::ALL {
+                assert!(v.iter().any(|p| p.layout == l));
+            }
+        }
+        let full = gemm_suite(Suite::Full);
+        for e in EDGES {
+            assert!(full.iter().any(|p| p.m == e) && full.iter().any(|p| p.n == e));
+        }
+        assert!(full.iter().any(|p| p.beta != 0.0 && p.ldc > p.n));
+        assert!(full.iter().all(|p| p.k % 16 != 0 || p.k >= 1024 || p.k == 264));
+    }
+}

@@ -1,0 +1,112 @@
+//! Verification and benchmark campaigns over many versions and shapes, each result handed to a
+//! callback as it lands (so the CLI can show progress and the store can keep it at once).
+
+use serde::Serialize;
+
+use super::bench::{time_gemm, BenchBuffers, BenchOptions, L2Flusher, Timing};
+use super::verify::{fresh_seed, verify_gemm, CheckOutcome};
+use crate::device::Context;
+use crate::error::{Error, Result};
+use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
+
+/// Verifies each of `kernels` on each of `problems`.
+pub fn verify_all(ctx: &Context, kernels: &[&dyn GemmKernel], problems: &[GemmProblem], mut on_result: impl FnMut(&CheckOutcome)) -> Result<Vec<CheckOutcome>> {
+    let mut out = Vec::new();
+    for k in kernels {
+        for p in problems {
+            let o = match verify_gemm(ctx, *k, p) {
+                Ok(o) => o,
+                // A launch fault poisons the context: report it as this check's failure and stop.
+                Err(e @ Error::Cuda { .. }) => {
+                    let o = failed(*k, p, e.to_string());
+                    on_result(&o);
+                    out.push(o);
+                    return Ok(out);
+                }
+                Err(e) => failed(*k, p, e.to_string()),
+            };
+            on_result(&o);
+            out.push(o);
+        }
+    }
+    Ok(out)
+}
+
+fn failed(k: &dyn GemmKernel, p: &GemmProblem, message: String) -> CheckOutcome {
+    CheckOutcome {
+        version: k.name().into(),
+        problem: *p,
+        passed: false,
+        skipped: None,
+        rel_error: f64::NAN,
+        bound: super::verify::bound(p.output),
+        nan_or_unwritten: 0,
+        written_outside: 0,
+        rows_checked: 0,
+        seed: 0,
+        message,
+    }
+}
+
+/// One benchmarked problem: each version's timing and its ratio to the vendor's.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRow {
+    pub problem: GemmProblem,
+    pub vendor: Option<Timing>,
+    pub versions: Vec<(Timing, Option<f64>)>,
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Times each of `kernels` and the vendor on each problem, with the same inputs.
+pub fn bench_all(ctx: &Context, kernels: &[&dyn GemmKernel], vendor: Option<&dyn GemmKernel>, problems: &[GemmProblem], opt: &BenchOptions, mut on_row: impl FnMut(&BenchRow)) -> Result<Vec<BenchRow>> {
+    let flusher = L2Flusher::new(ctx)?;
+    let mut rows = Vec::new();
+    for p in problems {
+        p.validate()?;
+        let bufs = BenchBuffers::random(p, fresh_seed())?;
+        let vendor_t = match vendor {
+            Some(v) if v.supports(p, &ctx.info).is_ok() => Some(time_gemm(ctx, v, p, &bufs, &flusher, opt)?),
+            _ => None,
+        };
+        let mut row = BenchRow { problem: *p, vendor: vendor_t.clone(), versions: Vec::new(), skipped: Vec::new() };
+        for k in kernels {
+            if let Err(r) = k.supports(p, &ctx.info) {
+                row.skipped.push((k.name().into(), r));
+                continue;
+            }
+            match time_gemm(ctx, *k, p, &bufs, &flusher, opt) {
+                Ok(t) => {
+                    let ratio = vendor_t.as_ref().map(|v| v.median_ms / t.median_ms);
+                    row.versions.push((t, ratio));
+                }
+                Err(Error::Unsupported { reason, .. }) => row.skipped.push((k.name().into(), reason)),
+                Err(e) => return Err(e),
+            }
+        }
+        on_row(&row);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The ladder shapes `kiln suite` times every version on.
+pub fn ladder_problems() -> Vec<GemmProblem> {
+    let mut v = Vec::new();
+    for s in [4096, 8192] {
+        v.push(GemmProblem::new(s, s, s, Layout::RC, DType::Bf16, DType::Bf16));
+    }
+    v.push(GemmProblem::new(4000, 4000, 4000, Layout::RC, DType::Bf16, DType::Bf16));
+    for l in [Layout::CR, Layout::RR, Layout::CC] {
+        v.push(GemmProblem::new(4096, 4096, 4096, l, DType::Bf16, DType::Bf16));
+    }
+    v.push(GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::F16, DType::F32));
+    v
+}
+
+/// Geometric mean of positive values.
+pub fn geomean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
+}

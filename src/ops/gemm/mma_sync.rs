@@ -1,0 +1,276 @@
+//! Host side of `kernels/gemm/mma_sync.cu`: tensor cores through warp-level `mma.sync`
+//! (m16n8k16, fp32 accumulation), fed by a multi-stage cp.async pipeline through swizzled shared
+//! memory and ldmatrix. Runs on sm_80 and newer; the rung below wgmma on Hopper.
+
+use super::{
+    alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem,
+};
+use crate::device::{Context, DeviceInfo, LaunchConfig};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+
+pub struct MmaSync;
+
+/// The block tile and pipeline the kernel is specialised for (its K step is fixed at 32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileConfig {
+    pub bm: u32,
+    pub bn: u32,
+    pub stages: u32,
+    /// Tile rows per group in the block order (blocks sweep a group column by column).
+    pub group_m: u32,
+}
+
+/// The kernel's K step and block size.
+pub const BK: u32 = 32;
+pub const THREADS: u32 = 256;
+
+impl TileConfig {
+    /// 128x256 blocks (8 warps of 64x64), 4 stages: 96 KB of shared memory, which also fits the
+    /// 99 KB opt-in of sm_86/sm_89.
+    pub const DEFAULT: TileConfig = TileConfig {
+        bm: 128,
+        bn: 256,
+        stages: 4,
+        group_m: 8,
+    };
+
+    /// Dynamic shared memory: one A and one B tile of 16-bit elements per stage.
+    pub fn smem_bytes(&self) -> u32 {
+        (self.bm + self.bn) * BK * 2 * self.stages
+    }
+
+    /// Tiles along M and N.
+    pub fn tiles(&self, p: &GemmProblem) -> (u64, u64) {
+        (
+            (p.m as u64).div_ceil(self.bm as u64),
+            (p.n as u64).div_ceil(self.bn as u64),
+        )
+    }
+
+    /// The 1-D grid (one block per tile), or `None` when it would not fit the kernel's `int`
+    /// block index.
+    pub fn grid(&self, p: &GemmProblem) -> Option<u32> {
+        let (tm, tn) = self.tiles(p);
+        let blocks = tm.checked_mul(tn)?;
+        (blocks <= i32::MAX as u64).then_some(blocks as u32)
+    }
+
+    fn spec(&self, arch: &str, p: &GemmProblem) -> KernelSpec {
+        with_problem_defines(
+            KernelSpec::new("gemm/mma_sync.cu", "gemm_mma_sync", arch),
+            p.layout,
+            p.input,
+            p.output,
+        )
+        .define("KILN_BM", self.bm)
+        .define("KILN_BN", self.bn)
+        .define("KILN_STAGES", self.stages)
+        .define("KILN_GROUP_M", self.group_m)
+        .define("KILN_SMEM", self.smem_bytes())
+    }
+}
+
+/// The tile (row, column) block `pid` computes: the device's `block_tile`, for tests and tools.
+pub fn block_tile(pid: u32, tiles_m: u32, tiles_n: u32, group_m: u32) -> (u32, u32) {
+    let per_group = group_m * tiles_n;
+    let group = pid / per_group;
+    let first = group * group_m;
+    let rows = (tiles_m - first).min(group_m);
+    let in_group = pid - group * per_group;
+    (first + in_group % rows, in_group / rows)
+}
+
+impl GemmKernel for MmaSync {
+    fn name(&self) -> &'static str {
+        "mma_sync"
+    }
+    fn summary(&self) -> &'static str {
+        "tensor cores via mma.sync m16n8k16: 128x256 block tile, 4-stage cp.async pipeline, swizzled ldmatrix"
+    }
+    fn rung(&self) -> u32 {
+        2
+    }
+    fn supports(&self, p: &GemmProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        if dev.compute_capability < (8, 0) {
+            let (maj, min) = dev.compute_capability;
+            return Err(format!(
+                "needs compute capability 8.0 or newer for mma.sync and cp.async; this GPU is {maj}.{min}"
+            ));
+        }
+        if p.input == DType::F32 {
+            return Err("inputs must be bf16 or f16".into());
+        }
+        let es = p.input.size();
+        for (name, ld) in [("lda", p.lda), ("ldb", p.ldb)] {
+            if ld * es % 16 != 0 {
+                return Err(format!(
+                    "{name} = {ld} puts rows {} bytes apart; 16-byte copies need a multiple of 16 \
+                     (pad the leading dimension to a multiple of {})",
+                    ld * es,
+                    16 / es
+                ));
+            }
+        }
+        let t = TileConfig::DEFAULT;
+        if t.smem_bytes() > dev.smem_optin_bytes {
+            return Err(format!(
+                "needs {} bytes of shared memory per block; this GPU allows {}",
+                t.smem_bytes(),
+                dev.smem_optin_bytes
+            ));
+        }
+        if t.grid(p).is_none() {
+            return Err(format!(
+                "{}x{} outputs need more than 2^31 - 1 blocks of {}x{}",
+                p.m, p.n, t.bm, t.bn
+            ));
+        }
+        Ok(())
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        super::all_combinations()
+            .into_iter()
+            .map(|(l, i, o)| TileConfig::DEFAULT.spec(arch, &GemmProblem::new(1, 1, 1, l, i, o)))
+            .collect()
+    }
+    fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
+        for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
+            if alignment(ptr) < 16 {
+                return Err(Error::Unsupported {
+                    kernel: self.name().into(),
+                    reason: format!(
+                        "{name} starts at {ptr:#x}, which is not 16-byte aligned (cp.async copies 16 bytes)"
+                    ),
+                });
+            }
+        }
+        let t = TileConfig::DEFAULT;
+        let blocks = t.grid(p).ok_or_else(|| Error::Unsupported {
+            kernel: self.name().into(),
+            reason: "too many blocks for a 1-D grid".into(),
+        })?;
+        let f = ctx.function(&t.spec(&ctx.arch(), p))?;
+        let mut args = GemmArgs::new(p, ops);
+        let cfg = LaunchConfig {
+            smem_bytes: t.smem_bytes(),
+            ..LaunchConfig::simple((blocks, 1, 1), THREADS)
+        };
+        // SAFETY: one parameter, a GemmArgs, whose buffers the caller keeps alive and checked;
+        // both operand bases are 16-byte aligned (checked above) and supports() checked the rows.
+        unsafe { f.launch(ctx.stream, &cfg, &mut [args.as_param()]) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::Layout;
+
+    fn problem(m: usize, n: usize, k: usize, layout: Layout) -> GemmProblem {
+        GemmProblem::new(m, n, k, layout, DType::Bf16, DType::Bf16)
+    }
+
+    #[test]
+    fn block_order_visits_every_tile_once() {
+        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (17, 3), (9, 40), (16, 1)] {
+            for group in [1, 4, 8] {
+                let mut seen = vec![false; (tm * tn) as usize];
+                for pid in 0..tm * tn {
+                    let (r, c) = block_tile(pid, tm, tn, group);
+                    assert!(r < tm && c < tn, "pid {pid} of {tm}x{tn} -> ({r}, {c})");
+                    let i = (r * tn + c) as usize;
+                    assert!(!seen[i], "tile ({r}, {c}) visited twice");
+                    seen[i] = true;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn block_order_sweeps_a_group_column_by_column() {
+        let order: Vec<_> = (0..6).map(|pid| block_tile(pid, 10, 4, 3)).collect();
+        assert_eq!(order, [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]);
+        // the last group holds the single leftover row
+        assert_eq!(block_tile(36, 10, 4, 3), (9, 0));
+        assert_eq!(block_tile(39, 10, 4, 3), (9, 3));
+    }
+
+    #[test]
+    fn grid_and_shared_memory() {
+        let t = TileConfig::DEFAULT;
+        assert_eq!(t.smem_bytes(), 96 * 1024);
+        assert_eq!(t.grid(&problem(4096, 4096, 4096, Layout::RC)), Some(32 * 16));
+        assert_eq!(t.grid(&problem(1, 1, 1, Layout::RC)), Some(1));
+        assert_eq!(t.grid(&problem(129, 257, 8, Layout::RC)), Some(4));
+        let huge = problem(i32::MAX as usize, i32::MAX as usize, 8, Layout::RC);
+        assert_eq!(t.grid(&huge), None);
+    }
+
+    #[test]
+    fn supports_needs_sm80_and_16_byte_rows() {
+        let h100 = DeviceInfo::h100_sxm();
+        assert!(MmaSync
+            .supports(&problem(4096, 4096, 4096, Layout::RC), &h100)
+            .is_ok());
+        // any M, N, K when the leading dimensions keep rows aligned
+        let odd = GemmProblem {
+            lda: 16,
+            ldb: 16,
+            ..problem(13, 7, 3, Layout::RC)
+        };
+        assert!(MmaSync.supports(&odd, &h100).is_ok());
+        let turing = DeviceInfo {
+            compute_capability: (7, 5),
+            ..h100.clone()
+        };
+        let e = MmaSync
+            .supports(&problem(64, 64, 64, Layout::RC), &turing)
+            .unwrap_err();
+        assert!(e.contains("8.0"), "{e}");
+        // packed K-major A with K = 12 puts rows 24 bytes apart
+        let e = MmaSync
+            .supports(&problem(64, 64, 12, Layout::RC), &h100)
+            .unwrap_err();
+        assert!(e.contains("lda = 12"), "{e}");
+        // B row-major is N-contiguous: N = 100 is fine for A but not for B
+        let e = MmaSync
+            .supports(&problem(64, 100, 64, Layout::RR), &h100)
+            .unwrap_err();
+        assert!(e.contains("ldb = 100"), "{e}");
+        let small_smem = DeviceInfo {
+            smem_optin_bytes: 48 * 1024,
+            ..h100.clone()
+        };
+        assert!(MmaSync
+            .supports(&problem(64, 64, 64, Layout::RC), &small_smem)
+            .is_err());
+    }
+
+    #[test]
+    fn variants_cover_every_layout_and_dtype_with_their_shared_memory() {
+        let v = MmaSync.variants("sm_90a");
+        assert_eq!(v.len(), 4 * 2 * 3);
+        for s in &v {
+            assert!(s
+                .defines
+                .contains(&("KILN_SMEM".into(), (96 * 1024).to_string())));
+        }
+        let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
+        assert_eq!(unique.len(), v.len());
+    }
+
+    /// The sm_80 path: the same source must build for Ampere without spills or local memory.
+    #[test]
+    fn compiles_for_sm80_without_spills() {
+        let p = GemmProblem::new(1, 1, 1, Layout::CR, DType::F16, DType::F32);
+        let spec = TileConfig::DEFAULT.spec("sm_80", &p);
+        let c = crate::jit::Jit::without_cache()
+            .compile(&spec)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!c.cubin.is_empty());
+        assert!(c.resources.registers > 0, "{}", c.log);
+        assert!(!c.resources.spills(), "{}", c.log);
+        assert_eq!(c.resources.stack_frame, 0, "{}", c.log);
+    }
+}

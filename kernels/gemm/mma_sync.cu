@@ -43,32 +43,52 @@ template <int CPR> __device__ __forceinline__ u32 swz(int r, int c) {
   return (u32)(r * CPR * 16 + phys * 16);
 }
 
-// Copies a ROWS x (8 * CPR) tile whose rows run along the strided dimension of the global
-// operand (rows r0.., valid while < row_lim) and whose chunks run along its contiguous one
-// (columns c0.., valid while < col_lim). Out-of-range parts are zero-filled, never read.
-template <int ROWS, int CPR>
-__device__ __forceinline__ void load_tile(u32 dst, const in_t* src, i64 ld, int r0, int row_lim, int c0, int col_lim) {
-  static_assert(ROWS * CPR % THREADS == 0, "every thread copies the same number of chunks");
-#pragma unroll
-  for (int i = 0; i < ROWS * CPR / THREADS; ++i) {
-    const int id = threadIdx.x + i * THREADS;
-    const int r = id / CPR, c = id % CPR;
-    const int row = r0 + r, col = c0 + c * 8;
-    const int n = row < row_lim ? min(max(col_lim - col, 0), 8) : 0;
-    const in_t* g = n > 0 ? src + (i64)row * ld + col : src;
-    cp_async16_zfill(dst + swz<CPR>(r, c), g, n * 2);
-  }
-}
+// One operand's share of the tile copies. The tile is ROWS x CPR 16-byte chunks; its rows run
+// along the operand's strided dimension and its chunks along the contiguous one. MN = false: a
+// K-major tile (rows along M or N, chunks along K); MN = true: rows along K, chunks along M or N.
+// This thread copies chunks (r + i * RS, c), all at the same swizzled column, so one pointer, one
+// stride and two counters describe them; each issue() copies the current K tile and steps on.
+// Out-of-range parts are zero-filled and never read.
+template <int ROWS, int CPR, bool MN> struct TileLoader {
+  static constexpr int PER = ROWS * CPR / THREADS, RS = THREADS / CPR;
+  static_assert(ROWS * CPR % THREADS == 0 && RS % 8 == 0, "chunks i > 0 share chunk 0's swizzle");
+  const in_t* ptr; // chunk 0 of the current K tile
+  i64 step;        // elements from chunk i to chunk i + 1
+  i64 advance;     // elements from one K tile to the next
+  u32 dst;         // shared offset of chunk 0 within the tile
+  int fixed;       // K-major: M/N rows left from chunk 0's row; MN-major: its valid elements (0..8)
+  int moving;      // K-major: K left from chunk 0's column; MN-major: K rows left from its row
 
-// Issues the copies of K tile [k0, k0 + BK) into the stage at `stage`.
-__device__ __forceinline__ void load_stage(u32 stage, const GemmArgs& p, int m0, int n0, int k0) {
-  const in_t* a = static_cast<const in_t*>(p.a);
-  const in_t* b = static_cast<const in_t*>(p.b);
-  if (KILN_A_ROW) load_tile<BM, BK / 8>(stage, a, p.lda, m0, p.m, k0, p.k);
-  else load_tile<BK, BM / 8>(stage, a, p.lda, k0, p.k, m0, p.m);
-  if (KILN_B_ROW) load_tile<BK, BN / 8>(stage + A_BYTES, b, p.ldb, k0, p.k, n0, p.n);
-  else load_tile<BN, BK / 8>(stage + A_BYTES, b, p.ldb, n0, p.n, k0, p.k);
-}
+  __device__ __forceinline__ void init(const in_t* src, i64 ld, int row0, int row_lim, int col0, int col_lim) {
+    const int r = threadIdx.x / CPR, c = threadIdx.x % CPR;
+    dst = swz<CPR>(r, c);
+    step = (i64)RS * ld;
+    ptr = src + (i64)(row0 + r) * ld + col0 + c * 8;
+    if (MN) {
+      fixed = min(max(col_lim - (col0 + c * 8), 0), 8);
+      moving = row_lim - (row0 + r);
+      advance = (i64)BK * ld;
+    } else {
+      fixed = row_lim - (row0 + r);
+      moving = col_lim - (col0 + c * 8);
+      advance = BK;
+    }
+  }
+
+  // `base` is any valid address of the operand, given for fully zero-filled chunks.
+  __device__ __forceinline__ void issue(u32 tile, const void* base) {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int n = MN ? (i * RS < moving ? fixed : 0) : (i * RS < fixed ? min(max(moving, 0), 8) : 0);
+      cp_async16_zfill(tile + dst + i * RS * CPR * 16, n > 0 ? (const void*)(ptr + i * step) : base, n * 2);
+    }
+    ptr += advance;
+    moving -= BK;
+  }
+};
+
+typedef TileLoader<KILN_A_ROW ? BM : BK, KILN_A_ROW ? BK / 8 : BM / 8, !KILN_A_ROW> ALoader;
+typedef TileLoader<KILN_B_ROW ? BK : BN, KILN_B_ROW ? BN / 8 : BK / 8, (bool)KILN_B_ROW> BLoader;
 
 // This lane's ldmatrix offsets (for m/n sub-tile 0 at k step 0) within a stage's A and B tiles.
 // K-major: lanes 0-15 address rows 0-15 at k 0-7 and lanes 16-31 the same rows at k 8-15 (A);
@@ -116,35 +136,37 @@ __device__ __forceinline__ void block_tile(int pid, int tiles_m, int tiles_n, in
   tn = in_group / rows;
 }
 
-// Two adjacent outputs (row, col), (row, col + 1) in one store when both exist and `pair` says
-// C's rows and base keep them aligned; otherwise one at a time. Never reads C when beta == 0.
+// alpha-scaled v0, v1 (+ beta * old) into two adjacent outputs with one aligned store.
+template <class T> __device__ __forceinline__ void store_pair(T* dst, float v0, float v1, float beta) {
+  u32* d = reinterpret_cast<u32*>(dst);
+  if (beta != 0.0f) {
+    const u32 old = *d;
+    T lo, hi;
+    lo.bits = (u16)(old & 0xffff);
+    hi.bits = (u16)(old >> 16);
+    v0 += beta * to_float(lo);
+    v1 += beta * to_float(hi);
+  }
+  *d = pack2<T>(v0, v1);
+}
+__device__ __forceinline__ void store_pair(float* dst, float v0, float v1, float beta) {
+  float2* d = reinterpret_cast<float2*>(dst);
+  if (beta != 0.0f) {
+    const float2 old = *d;
+    v0 += beta * old.x;
+    v1 += beta * old.y;
+  }
+  *d = make_float2(v0, v1);
+}
+
+// Outputs (row, col) and (row, col + 1): one store when both exist and `pair` says C's rows and
+// base keep them aligned, else one at a time. Never reads C when beta == 0.
 __device__ __forceinline__ void store2(const GemmArgs& p, int row, int col, float v0, float v1, bool pair) {
   if (row >= p.m || col >= p.n) return;
   out_t* c = static_cast<out_t*>(p.c);
   const i64 idx = (i64)row * p.ldc + col;
   if (pair && col + 1 < p.n) {
-    v0 *= p.alpha;
-    v1 *= p.alpha;
-    if (sizeof(out_t) == 4) {
-      float2* dst = reinterpret_cast<float2*>(c + idx);
-      if (p.beta != 0.0f) {
-        const float2 old = *dst;
-        v0 += p.beta * old.x;
-        v1 += p.beta * old.y;
-      }
-      *dst = make_float2(v0, v1);
-    } else {
-      u32* dst = reinterpret_cast<u32*>(c + idx);
-      if (p.beta != 0.0f) {
-        const u32 old = *dst;
-        out_t lo, hi;
-        lo.bits = (u16)(old & 0xffff);
-        hi.bits = (u16)(old >> 16);
-        v0 += p.beta * to_float(lo);
-        v1 += p.beta * to_float(hi);
-      }
-      *dst = pack2<out_t>(v0, v1);
-    }
+    store_pair(c + idx, p.alpha * v0, p.alpha * v1, p.beta);
     return;
   }
   store_scaled(c, idx, v0, p.alpha, p.beta);
@@ -172,10 +194,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_mma_sync(GemmArgs 
 
   // Prologue: tiles 0..STAGES-2 in flight, one commit group each (empty past the end of K, so
   // the group count stays uniform and wait_group<STAGES-2> always means "the next tile landed").
+  ALoader la;
+  BLoader lb;
+  if (KILN_A_ROW) la.init(static_cast<const in_t*>(p.a), p.lda, m0, p.m, 0, p.k);
+  else la.init(static_cast<const in_t*>(p.a), p.lda, 0, p.k, m0, p.m);
+  if (KILN_B_ROW) lb.init(static_cast<const in_t*>(p.b), p.ldb, 0, p.k, n0, p.n);
+  else lb.init(static_cast<const in_t*>(p.b), p.ldb, n0, p.n, 0, p.k);
   const int ktiles = (p.k + BK - 1) / BK;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < ktiles) load_stage(sbase + s * STAGE_BYTES, p, m0, n0, s * BK);
+    if (s < ktiles) {
+      la.issue(sbase + s * STAGE_BYTES, p.a);
+      lb.issue(sbase + s * STAGE_BYTES + A_BYTES, p.b);
+    }
     cp_async_commit();
   }
   cp_async_wait<STAGES - 2>();
@@ -197,7 +228,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_mma_sync(GemmArgs 
       load_frags(af[(kk + 1) % 2], bf[(kk + 1) % 2], sbase + read * STAGE_BYTES, a_lane, b_lane, (kk + 1) % (BK / 16));
       if (kk == 0) {
         // Refill the stage tile kt - 1 used (all reads of it finished before the last barrier).
-        if (kt + STAGES - 1 < ktiles) load_stage(sbase + write * STAGE_BYTES, p, m0, n0, (kt + STAGES - 1) * BK);
+        if (kt + STAGES - 1 < ktiles) {
+          la.issue(sbase + write * STAGE_BYTES, p.a);
+          lb.issue(sbase + write * STAGE_BYTES + A_BYTES, p.b);
+        }
         cp_async_commit();
         write = write + 1 == STAGES ? 0 : write + 1;
       }

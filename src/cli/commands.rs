@@ -356,13 +356,27 @@ fn run_bench(env: &Env, ctx: &Context, ks: &[&dyn GemmKernel], vendor: &dyn Gemm
     }
     finish(&run, "ok")?;
     if !env.json {
-        print!("{}", bench_table(&rows).render());
+        print!("{}", bench_table(&rows, latest_peak(env, &ctx.info.name).as_ref()).render());
     }
     Ok(rows)
 }
 
-fn bench_table(rows: &[suite::BenchRow]) -> Table {
-    let mut t = Table::new(&["problem", "version", "median ms", "min ms", "max ms", "TFLOPS", "x vendor"]);
+/// The newest `kiln peak` measured on a device of this name, if the store has one.
+fn latest_peak(env: &Env, device_name: &str) -> Option<peak::Peak> {
+    if env.no_store {
+        return None;
+    }
+    let store = match &env.config.store.path {
+        Some(p) => Store::open(p).ok()?,
+        None => Store::open_default().ok()?,
+    };
+    let rows = store.results(Some("peak"), None, 50).ok()?;
+    let r = rows.into_iter().find(|r| r.device.as_deref() == Some(device_name))?;
+    serde_json::from_value(r.metrics).ok()
+}
+
+fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
+    let mut t = Table::new(&["problem", "version", "median ms", "min ms", "max ms", "TFLOPS", "x vendor", "of peak"]);
     for row in rows {
         let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> = row.versions.iter().map(|(t, r)| (t, *r)).collect();
         if let Some(v) = &row.vendor {
@@ -377,10 +391,11 @@ fn bench_table(rows: &[suite::BenchRow]) -> Table {
                 format!("{:.4}", tm.max_ms),
                 format!("{:.1}", tm.tflops),
                 ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into()),
+                peak.map(|pk| format!("{:.0}% gemm, {:.0}% bw", 100.0 * tm.tflops / pk.gemm_bf16_tflops, 100.0 * tm.gbps / 1e3 / pk.copy_tbps)).unwrap_or_else(|| "run `kiln peak`".into()),
             ]);
         }
         for (v, why) in &row.skipped {
-            t.row(&[row.problem.label(), v.clone(), "-".into(), "-".into(), "-".into(), "-".into(), format!("skipped: {why}")]);
+            t.row(&[row.problem.label(), v.clone(), "-".into(), "-".into(), "-".into(), "-".into(), format!("skipped: {why}"), String::new()]);
         }
     }
     t
@@ -388,34 +403,45 @@ fn bench_table(rows: &[suite::BenchRow]) -> Table {
 
 pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     let verify_suite: shapes::Suite = a.verify.parse()?;
-    println!("== compile check (sm_90a) ==");
+    // Section headers and the summary go to stderr under --json, so stdout stays one JSON value.
+    let say = |s: &str| if env.json { eprintln!("{s}") } else { println!("{s}") };
+    say("== compile check (sm_90a) ==");
     let (check_rows, check_failed) = run_check(env, "sm_90a", None)?;
     let ctx = match env.context() {
         Ok(ctx) => ctx,
         Err(Error::NoGpu(why)) => {
-            println!("\n== CPU references ==");
-            let summary = kiln::harness::cpu::reference_selftest()?;
-            println!("{summary}");
-            println!("\nGPU part skipped: {why}");
-            println!("(the compile check and the CPU references ran; verify and bench need a GPU)");
-            save(a, &json!({"check": check_rows, "gpu": null}))?;
+            say("\n== CPU references ==");
+            say(&kiln::harness::cpu::reference_selftest()?);
+            say(&format!("\nGPU part skipped: {why}"));
+            say("(the compile check and the CPU references ran; verify and bench need a GPU)");
+            let v = json!({"kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "gpu": null, "gpu_skipped": why});
+            emit(env, a, &v)?;
             return Ok(if check_failed { ExitCode::from(1) } else { ExitCode::SUCCESS });
         }
         Err(e) => return Err(e),
     };
-    println!("\n== {} ==", ctx.info.name);
+    say(&format!("\n== {} ==", ctx.info.name));
     let ks: Vec<&dyn GemmKernel> = env.registry.gemm().iter().map(|k| k.as_ref()).collect();
-    println!("\n== verify ({} suite) ==", a.verify);
+    say(&format!("\n== verify ({} suite) ==", a.verify));
     let outcomes = run_verify(env, &ctx, &ks, &shapes::gemm_suite(verify_suite))?;
-    println!("\n== bench (ratio to the vendor measured in the same run) ==");
+    say("\n== bench (ratio to the vendor measured in the same run) ==");
     let vendor = env.registry.gemm_version("cublas")?;
     let ours: Vec<&dyn GemmKernel> = ks.iter().copied().filter(|k| !k.is_vendor()).collect();
     let rows = run_bench(env, &ctx, &ours, vendor, &suite::ladder_problems(), &bench_options(env, None, None, false))?;
-    println!("\n== summary ==");
-    print!("{}", ladder_table(&ks, &outcomes, &rows).render());
-    save(a, &json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "verify": outcomes, "bench": rows}))?;
+    say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
+    say(ladder_table(&ks, &outcomes, &rows).render().trim_end());
+    let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "verify": outcomes, "bench": rows});
+    emit(env, a, &v)?;
     let ok = !check_failed && outcomes.iter().all(|o| o.passed);
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(7) })
+}
+
+/// Prints the suite's JSON under --json and writes it to --save.
+fn emit(env: &Env, a: &SuiteArgs, v: &serde_json::Value) -> Result<()> {
+    if env.json {
+        env.print_json(v);
+    }
+    save(a, v)
 }
 
 fn save(a: &SuiteArgs, v: &serde_json::Value) -> Result<()> {

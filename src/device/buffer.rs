@@ -2,6 +2,8 @@
 
 use cudarc::driver::{result, sys};
 
+use super::Context;
+
 use crate::error::{Error, Result};
 
 /// One device allocation, freed on drop.
@@ -61,8 +63,9 @@ impl DeviceBuffer {
         Ok(out)
     }
 
-    /// Sets every byte to `value` on `stream` (asynchronous).
-    pub fn fill_bytes(&self, value: u8, stream: sys::CUstream) -> Result<()> {
+    /// Sets every byte to `value` on the context's stream (asynchronous).
+    pub fn fill_bytes(&self, value: u8, ctx: &Context) -> Result<()> {
+        let stream = ctx.stream;
         // SAFETY: the range lies inside this allocation.
         unsafe { result::memset_d8_async(self.ptr, value, self.bytes, stream) }
             .map_err(|e| Error::cuda("memset", format!("{e:?}")))

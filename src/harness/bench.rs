@@ -75,7 +75,7 @@ impl L2Flusher {
         Ok(L2Flusher { buf: DeviceBuffer::new((ctx.info.l2_bytes as usize * 2).max(64 << 20))? })
     }
     pub fn flush(&self, ctx: &Context) -> Result<()> {
-        self.buf.fill_bytes(0, ctx.stream)
+        self.buf.fill_bytes(0, ctx)
     }
 }
 

@@ -60,43 +60,54 @@ pub fn judge(spec: &KernelSpec, r: &Resources, dev: &DeviceInfo) -> Vec<String> 
     problems
 }
 
-/// Compiles every variant of every version for `arch`, calling `progress` after each.
+/// Compiles every variant of every version for `arch` (in parallel: NVRTC programs are
+/// independent), calling `progress` after each; rows come back in registry order.
 pub fn check_all(
     jit: &Jit,
     registry: &Registry,
     arch: &str,
     dev: &DeviceInfo,
     only: Option<&str>,
-    mut progress: impl FnMut(&CheckRow),
+    progress: impl FnMut(&CheckRow) + Send,
 ) -> Vec<CheckRow> {
-    let mut rows = Vec::new();
-    for k in registry.gemm().iter().filter(|k| only.is_none_or(|v| v == k.name())) {
-        for spec in k.variants(arch) {
-            let row = match jit.compile(&spec) {
-                Ok(c) => CheckRow {
-                    op: "gemm".into(),
-                    version: k.name().into(),
-                    variant: spec.label(),
-                    dynamic_smem: dynamic_smem(&spec),
-                    problems: judge(&spec, &c.resources, dev),
-                    resources: Some(c.resources),
-                    compile_ms: if c.cached { c.load_ms } else { c.compile_ms },
-                    cached: c.cached,
-                },
-                Err(e) => CheckRow {
-                    op: "gemm".into(),
-                    version: k.name().into(),
-                    variant: spec.label(),
-                    resources: None,
-                    dynamic_smem: dynamic_smem(&spec),
-                    compile_ms: 0.0,
-                    cached: false,
-                    problems: vec![e.to_string()],
-                },
-            };
-            progress(&row);
-            rows.push(row);
+    use rayon::prelude::*;
+    let work: Vec<(&'static str, KernelSpec)> = registry
+        .gemm()
+        .iter()
+        .filter(|k| only.is_none_or(|v| v == k.name()))
+        .flat_map(|k| k.variants(arch).into_iter().map(move |s| (k.name(), s)))
+        .collect();
+    let progress = std::sync::Mutex::new(progress);
+    work.par_iter()
+        .map(|(version, spec)| {
+            let row = check_one(jit, version, spec, dev);
+            if let Ok(mut f) = progress.lock() {
+                f(&row);
+            }
+            row
+        })
+        .collect()
+}
+
+fn check_one(jit: &Jit, version: &str, spec: &KernelSpec, dev: &DeviceInfo) -> CheckRow {
+    let mut row = CheckRow {
+        op: "gemm".into(),
+        version: version.into(),
+        variant: spec.label(),
+        resources: None,
+        dynamic_smem: dynamic_smem(spec),
+        compile_ms: 0.0,
+        cached: false,
+        problems: Vec::new(),
+    };
+    match jit.compile(spec) {
+        Ok(c) => {
+            row.problems = judge(spec, &c.resources, dev);
+            row.compile_ms = if c.cached { c.load_ms } else { c.compile_ms };
+            row.cached = c.cached;
+            row.resources = Some(c.resources);
         }
+        Err(e) => row.problems.push(e.to_string()),
     }
-    rows
+    row
 }

@@ -20,7 +20,7 @@ pub struct Peak {
 pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
     let bytes = 1usize << 30;
     let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
-    src.fill_bytes(1, ctx.stream)?;
+    src.fill_bytes(1, ctx)?;
     let mut times = Vec::new();
     for i in 0..13 {
         let (s, e) = (ctx.event()?, ctx.event()?);

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs what kiln needs beyond cargo into the repository (nothing system-wide): NVRTC 13.0.88
+# (to compile kernels, also without a GPU) and cuobjdump/nvdisasm (SASS inspection), as PyPI
+# wheels under .deps/py. Safe to run again: it does nothing when they are present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEPS=.deps/py
+if [ ! -f "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -x "$DEPS/nvidia/cu13/bin/cuobjdump" ]; then
+  echo "setup: installing NVRTC and the SASS tools into $DEPS" >&2
+  python3 -m pip install --quiet --disable-pip-version-check --target "$DEPS" --upgrade \
+    nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37 >&2
+fi
+test -f "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" || { echo "setup: NVRTC did not install into $DEPS" >&2; exit 1; }

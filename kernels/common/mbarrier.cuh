@@ -40,3 +40,29 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
       "r"(parity)
       : "memory");
 }
+
+// Cluster scope (sm_90). A barrier's address in a peer CTA of the cluster: the same offset there.
+__device__ __forceinline__ u32 mbar_peer(u32 bar, u32 cta_rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(bar), "r"(cta_rank));
+  return r;
+}
+
+// Arrives on a barrier given as a shared::cluster address (from mbar_peer; own CTA included).
+// Default (.release.cta) semantics, as CUTLASS's consumer release: the reads being released are
+// wgmma's, already complete after wgmma.wait_group.
+__device__ __forceinline__ void mbar_arrive_cluster(u32 cluster_bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
+}
+
+__device__ __forceinline__ u32 cluster_ctarank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// Every thread of every CTA in the cluster (exited threads excepted) meets here; orders earlier
+// shared-memory writes (barrier inits included) before later accesses from peers.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}

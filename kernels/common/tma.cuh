@@ -22,3 +22,12 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const TmaMap* map, u32 bar,
       "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
 }
+
+// As tma_load_2d, but the box lands at `dst` in every CTA of the cluster whose bit is set in
+// `cta_mask`, and completes bytes on the barrier at `bar`'s offset in each of them.
+__device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaMap* map, u32 bar, int c0, int c1, u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
+      : "memory");
+}

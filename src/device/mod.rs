@@ -12,8 +12,9 @@ pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
 pub use tma::{TensorMap, Tma2d, TmaDType, TmaSwizzle};
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{result, sys};
 
@@ -71,6 +72,8 @@ pub struct Context {
     dev: sys::CUdevice,
     pub stream: sys::CUstream,
     functions: RefCell<HashMap<KernelSpec, (Function, Compiled)>>,
+    /// Set when a launch overran its bound: the stream may never drain, so Drop must not wait.
+    hung: Cell<bool>,
 }
 
 impl Context {
@@ -95,6 +98,7 @@ impl Context {
             dev,
             stream,
             functions: RefCell::new(HashMap::new()),
+            hung: Cell::new(false),
         })
     }
 
@@ -131,6 +135,28 @@ impl Context {
             .map_err(|e| Error::cuda("synchronising the stream", format!("{e:?}")))
     }
 
+    /// Waits for the stream like [`Context::synchronize`], but gives up after `limit` with
+    /// [`Error::Hang`] naming `what` (the kernel and its problem) instead of freezing. After a hang
+    /// the context is abandoned: dropping it no longer waits for the stream.
+    pub fn synchronize_within(&self, limit: Duration, what: &str) -> Result<()> {
+        let start = Instant::now();
+        let mut nap = Duration::from_micros(20);
+        loop {
+            // SAFETY: the stream belongs to this context, which is current on this thread.
+            match unsafe { sys::cuStreamQuery(self.stream) } {
+                sys::CUresult::CUDA_SUCCESS => return Ok(()),
+                sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => return Err(Error::cuda(format!("running {what}"), format!("{e:?}"))),
+            }
+            if start.elapsed() >= limit {
+                self.hung.set(true);
+                return Err(Error::Hang { what: what.to_string(), limit_ms: limit.as_millis() as u64 });
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(5));
+        }
+    }
+
     /// Allocates `bytes` of device memory.
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
         DeviceBuffer::new(bytes)
@@ -150,6 +176,10 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        if self.hung.get() {
+            // A hung kernel never lets the stream drain; the driver reclaims all at process exit.
+            return;
+        }
         // SAFETY: the stream and the retained primary context are ours; nothing uses them after.
         unsafe {
             let _ = result::stream::synchronize(self.stream);

@@ -107,7 +107,7 @@ impl Tma2d {
     /// Checks the rules `cuTensorMapEncodeTiled` enforces, naming the one broken.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let es = self.dtype.size();
-        if self.addr % 16 != 0 {
+        if !self.addr.is_multiple_of(16) {
             return Err(format!(
                 "the global address {:#x} is not 16-byte aligned (TMA needs 16)",
                 self.addr
@@ -118,7 +118,7 @@ impl Tma2d {
                 return Err(format!("dimension {i} = {d} is outside 1..=2^32"));
             }
         }
-        if self.row_stride_bytes % 16 != 0 {
+        if !self.row_stride_bytes.is_multiple_of(16) {
             return Err(format!(
                 "the row stride is {} bytes, not a multiple of 16: the leading dimension must \
                  be a multiple of {} elements for TMA",
@@ -144,7 +144,7 @@ impl Tma2d {
             }
         }
         let inner = self.box_dims[0] as u64 * es;
-        if inner % 16 != 0 {
+        if !inner.is_multiple_of(16) {
             return Err(format!(
                 "the box's inner row is {inner} bytes, not a multiple of 16"
             ));
@@ -232,12 +232,40 @@ mod tests {
         assert_eq!(base().validate(), Ok(()));
         assert_eq!(base().box_bytes(), 32768);
         let e = |t: Tma2d| t.validate().unwrap_err();
-        assert!(e(Tma2d { addr: 0x7f00_0000_0008, ..base() }).contains("16-byte aligned"));
-        assert!(e(Tma2d { row_stride_bytes: 8190, ..base() }).contains("multiple of 8 elements"));
-        assert!(e(Tma2d { box_dims: [64, 512], ..base() }).contains("outside 1..=256"));
-        assert!(e(Tma2d { box_dims: [128, 64], ..base() }).contains("128-byte swizzle span"));
-        assert!(e(Tma2d { box_dims: [4, 64], ..base() }).contains("not a multiple of 16"));
-        assert!(e(Tma2d { dims: [0, 4], ..base() }).contains("dimension 0"));
-        assert!(e(Tma2d { row_stride_bytes: 16, ..base() }).contains("shorter than a row"));
+        assert!(e(Tma2d {
+            addr: 0x7f00_0000_0008,
+            ..base()
+        })
+        .contains("16-byte aligned"));
+        assert!(e(Tma2d {
+            row_stride_bytes: 8190,
+            ..base()
+        })
+        .contains("multiple of 8 elements"));
+        assert!(e(Tma2d {
+            box_dims: [64, 512],
+            ..base()
+        })
+        .contains("outside 1..=256"));
+        assert!(e(Tma2d {
+            box_dims: [128, 64],
+            ..base()
+        })
+        .contains("128-byte swizzle span"));
+        assert!(e(Tma2d {
+            box_dims: [4, 64],
+            ..base()
+        })
+        .contains("not a multiple of 16"));
+        assert!(e(Tma2d {
+            dims: [0, 4],
+            ..base()
+        })
+        .contains("dimension 0"));
+        assert!(e(Tma2d {
+            row_stride_bytes: 16,
+            ..base()
+        })
+        .contains("shorter than a row"));
     }
 }

@@ -59,8 +59,7 @@ fn number_before(line: &str, marker: &str) -> Option<u32> {
     let idx = line.find(marker)?;
     line[..idx]
         .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .next_back()?
+        .rfind(|s| !s.is_empty())?
         .parse()
         .ok()
 }

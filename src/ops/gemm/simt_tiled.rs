@@ -23,8 +23,8 @@ impl SimtTiled {
         let es = p.input.size() as u64;
         alignment(ops.a.ptr()) >= 16
             && alignment(ops.b.ptr()) >= 16
-            && (p.lda as u64 * es) % 16 == 0
-            && (p.ldb as u64 * es) % 16 == 0
+            && (p.lda as u64 * es).is_multiple_of(16)
+            && (p.ldb as u64 * es).is_multiple_of(16)
     }
 }
 

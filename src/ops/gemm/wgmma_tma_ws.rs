@@ -1,12 +1,17 @@
 //! Host side of `kernels/gemm/wgmma_tma_ws.cu`: the warp-specialised persistent WGMMA + TMA
-//! GEMM for sm_90a. Picks a tile shape, builds the two operand tensor maps for the problem, and
-//! launches one block of 384 threads per SM (or per tile, when there are fewer tiles).
+//! GEMM for sm_90a. Picks a tile shape (and whether CTAs pair up in clusters to share B tiles),
+//! builds the two operand tensor maps for the problem, and launches one block of 384 threads per
+//! SM (or per tile, when there are fewer tiles).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use cudarc::driver::{result, sys};
 
 use super::{
-    alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem,
-    Layout,
+    alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
 };
-use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
+use crate::device::{Context, DeviceInfo, Function, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 
@@ -20,21 +25,37 @@ pub const GROUP_M: u32 = 8;
 /// Threads per block: one producer and two consumer warpgroups.
 pub const THREADS: u32 = 384;
 
-/// One tile shape: BM x `bn` x BK with a ring of `stages` shared buffers.
+/// One tile shape: BM x `bn` x BK with a ring of `stages` shared buffers, run by clusters of
+/// `cluster` CTAs along M that share (multicast) each B tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
     pub bn: u32,
     pub stages: u32,
+    pub cluster: u32,
 }
 
 impl TileConfig {
     /// The default: 128 x 256 tiles, 4 stages of 48 KB.
-    pub const LARGE: TileConfig = TileConfig { bn: 256, stages: 4 };
+    pub const LARGE: TileConfig = TileConfig {
+        bn: 256,
+        stages: 4,
+        cluster: 1,
+    };
+    /// As LARGE, with pairs of CTAs along M loading half of the shared B tile each (multicast).
+    pub const LARGE_PAIR: TileConfig = TileConfig {
+        bn: 256,
+        stages: 4,
+        cluster: 2,
+    };
     /// For problems too small to fill the GPU with 128 x 256 tiles: 6 stages of 32 KB.
-    pub const SMALL: TileConfig = TileConfig { bn: 128, stages: 6 };
-    pub const ALL: [TileConfig; 2] = [TileConfig::LARGE, TileConfig::SMALL];
+    pub const SMALL: TileConfig = TileConfig {
+        bn: 128,
+        stages: 6,
+        cluster: 1,
+    };
+    pub const ALL: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::LARGE_PAIR, TileConfig::SMALL];
 
-    /// Bytes of A and B one stage holds (and one stage's TMA loads deliver).
+    /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
     pub fn stage_bytes(self) -> u32 {
         (BM + self.bn) * BK * 2
     }
@@ -47,13 +68,22 @@ impl TileConfig {
 
     /// (tiles along M, tiles along N).
     pub fn tiles(self, m: usize, n: usize) -> (u32, u32) {
-        (m.div_ceil(BM as usize) as u32, n.div_ceil(self.bn as usize) as u32)
+        (
+            m.div_ceil(BM as usize) as u32,
+            n.div_ceil(self.bn as usize) as u32,
+        )
     }
 
-    /// Persistent grid: one block per SM, or per tile when there are fewer.
-    pub fn grid(self, m: usize, n: usize, sm_count: u32) -> u32 {
+    /// Cluster tiles (`cluster` block tiles stacked along M): the units the grid walks.
+    pub fn cluster_tiles(self, m: usize, n: usize) -> u32 {
         let (tm, tn) = self.tiles(m, n);
-        (tm * tn).min(sm_count).max(1)
+        tm.div_ceil(self.cluster) * tn
+    }
+
+    /// Persistent grid in CTAs: one cluster per `max_clusters` slot (SMs / cluster size, or what
+    /// the occupancy query allows), or per cluster tile when there are fewer.
+    pub fn grid(self, m: usize, n: usize, max_clusters: u32) -> u32 {
+        self.cluster_tiles(m, n).min(max_clusters).max(1) * self.cluster
     }
 
     /// Wave-quantised cost: full waves of tiles, each costing its width. Lower is better.
@@ -64,11 +94,14 @@ impl TileConfig {
     }
 
     /// The 128-wide tile only where it takes clearly fewer waves' worth of work: the 256-wide
-    /// one reuses each A tile twice as much, so it wins ties.
-    pub fn choose(m: usize, n: usize, sm_count: u32) -> TileConfig {
+    /// one reuses each A tile twice as much, so it wins ties. Pairs of CTAs (multicast B) when
+    /// `pairs` and there are at least two tile-rows to pair.
+    pub fn choose(m: usize, n: usize, sm_count: u32, pairs: bool) -> TileConfig {
         let (large, small) = (TileConfig::LARGE, TileConfig::SMALL);
         if small.cost(m, n, sm_count) * 10 < large.cost(m, n, sm_count) * 9 {
             small
+        } else if pairs && large.tiles(m, n).0 >= 2 {
+            TileConfig::LARGE_PAIR
         } else {
             large
         }
@@ -87,8 +120,9 @@ pub fn tile_coords(t: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
 }
 
 /// The tensor maps of A and B for `p` at these addresses. The K-major operand (A row-major,
-/// B column-major) loads one box {64 k, rows}; the MN-major one loads boxes {64 m|n, 64 k}, one
-/// per 64 elements of M or N. Global extents are the true M, N, K: TMA zero-fills the rest.
+/// B column-major) loads one box {64 k, rows} (B: rows / cluster per CTA); the MN-major one
+/// loads boxes {64 m|n, 64 k}, one per 64 elements of M or N. Global extents are the true
+/// M, N, K: TMA zero-fills the rest.
 pub fn operand_maps(p: &GemmProblem, a: u64, b: u64, cfg: TileConfig) -> (Tma2d, Tma2d) {
     let dtype = match p.input {
         DType::Bf16 => TmaDType::Bf16,
@@ -111,15 +145,16 @@ pub fn operand_maps(p: &GemmProblem, a: u64, b: u64, cfg: TileConfig) -> (Tma2d,
         map(a, [m, k], p.lda, [64, BK])
     };
     let tb = if p.layout.b_k_major() {
-        map(b, [k, n], p.ldb, [BK, cfg.bn])
+        map(b, [k, n], p.ldb, [BK, cfg.bn / cfg.cluster])
     } else {
         map(b, [n, k], p.ldb, [64, BK])
     };
     (ta, tb)
 }
 
-/// TMA loads per stage for an operand of `rows` (M or N) extent: one box if K-major, else one
-/// per 64 rows. Mirrors the producer's loop.
+/// TMA loads one CTA issues per stage for `rows` (M or N) of an operand: one box if K-major,
+/// else one per 64 rows. For B in a cluster, `rows` is the CTA's part, bn / cluster. Mirrors
+/// the producer's loop.
 pub fn loads_per_stage(k_major: bool, rows: u32) -> u32 {
     if k_major {
         1
@@ -129,7 +164,13 @@ pub fn loads_per_stage(k_major: bool, rows: u32) -> u32 {
 }
 
 impl WgmmaTmaWs {
-    fn spec(arch: &str, layout: Layout, input: DType, output: DType, cfg: TileConfig) -> KernelSpec {
+    fn spec(
+        arch: &str,
+        layout: Layout,
+        input: DType,
+        output: DType,
+        cfg: TileConfig,
+    ) -> KernelSpec {
         with_problem_defines(
             KernelSpec::new("gemm/wgmma_tma_ws.cu", "gemm_wgmma_tma_ws", arch),
             layout,
@@ -139,6 +180,7 @@ impl WgmmaTmaWs {
         .define("KILN_BN", cfg.bn)
         .define("KILN_STAGES", cfg.stages)
         .define("KILN_GROUP_M", GROUP_M)
+        .define("KILN_CLUSTER", cfg.cluster)
         .define("KILN_SMEM", cfg.smem_bytes())
     }
 }
@@ -149,7 +191,8 @@ impl GemmKernel for WgmmaTmaWs {
     }
     fn summary(&self) -> &'static str {
         "persistent warp-specialised WGMMA + TMA: 1 producer and 2 consumer warpgroups, \
-         128x256x64 tiles (128x128 for small grids), 4-6 stage mbarrier ring, 128B swizzle"
+         128x256x64 tiles in CTA pairs multicasting B (128x128 for small grids), 4-6 stage \
+         mbarrier ring, 128B swizzle"
     }
     fn rung(&self) -> u32 {
         10
@@ -163,7 +206,7 @@ impl GemmKernel for WgmmaTmaWs {
         }
         let es = p.input.size();
         for (name, ld) in [("lda", p.lda), ("ldb", p.ldb)] {
-            if (ld * es) % 16 != 0 {
+            if !(ld * es).is_multiple_of(16) {
                 return Err(format!(
                     "{name} = {ld} is not a multiple of {} elements: TMA needs row strides that \
                      are multiples of 16 bytes",
@@ -171,10 +214,16 @@ impl GemmKernel for WgmmaTmaWs {
                 ));
             }
             if (ld * es) as u64 >= 1 << 40 {
-                return Err(format!("{name} = {ld} gives a row stride of 2^40 bytes or more"));
+                return Err(format!(
+                    "{name} = {ld} gives a row stride of 2^40 bytes or more"
+                ));
             }
         }
-        let smem = TileConfig::ALL.iter().map(|c| c.smem_bytes()).max().unwrap_or(0);
+        let smem = TileConfig::ALL
+            .iter()
+            .map(|c| c.smem_bytes())
+            .max()
+            .unwrap_or(0);
         if smem > dev.smem_optin_bytes {
             return Err(format!(
                 "needs {smem} B of shared memory per block; this GPU allows {}",
@@ -197,14 +246,12 @@ impl GemmKernel for WgmmaTmaWs {
             if alignment(ptr) < 16 {
                 return Err(Error::Unsupported {
                     kernel: self.name().into(),
-                    reason: format!(
-                        "{name} at {ptr:#x} is not 16-byte aligned, which TMA needs"
-                    ),
+                    reason: format!("{name} at {ptr:#x} is not 16-byte aligned, which TMA needs"),
                 });
             }
         }
         let sms = ctx.info.sm_count;
-        let cfg = TileConfig::choose(p.m, p.n, sms);
+        let cfg = TileConfig::choose(p.m, p.n, sms, pairs_enabled());
         let (ta, tb) = operand_maps(p, ops.a.ptr(), ops.b.ptr(), cfg);
         for t in [&ta, &tb] {
             t.validate().map_err(|reason| Error::Unsupported {
@@ -216,11 +263,12 @@ impl GemmKernel for WgmmaTmaWs {
         let mut map_b = tb.encode()?;
         let f = ctx.function(&Self::spec(&ctx.arch(), p.layout, p.input, p.output, cfg))?;
         let mut args = GemmArgs::new(p, ops);
+        let slots = max_clusters(&f, ctx, cfg);
         let lc = LaunchConfig {
-            grid: (cfg.grid(p.m, p.n, sms), 1, 1),
+            grid: (cfg.grid(p.m, p.n, slots), 1, 1),
             block: (THREADS, 1, 1),
             smem_bytes: cfg.smem_bytes(),
-            cluster: None,
+            cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
         };
         // SAFETY: the kernel takes (TmaMap, TmaMap, GemmArgs): two 128-byte maps and the
         // argument block, in that order. The maps address A and B, which the caller keeps alive
@@ -233,6 +281,64 @@ impl GemmKernel for WgmmaTmaWs {
             )
         }
     }
+}
+
+/// Whether large problems run as CTA pairs sharing B through multicast. On by default;
+/// `KILN_WGMMA_PAIRS=0` turns it off, to time or rule out the cluster path.
+fn pairs_enabled() -> bool {
+    std::env::var("KILN_WGMMA_PAIRS").map_or(true, |v| v != "0")
+}
+
+/// Clusters of `cfg` that can be resident at once: the SM count for single CTAs; for pairs, the
+/// driver's occupancy answer (GPC boundaries can leave SMs unpaired), else SMs / 2. Cached per
+/// loaded function.
+fn max_clusters(f: &Function, ctx: &Context, cfg: TileConfig) -> u32 {
+    let sms = ctx.info.sm_count;
+    let fallback = (sms / cfg.cluster).max(1);
+    if cfg.cluster == 1 {
+        return sms.max(1);
+    }
+    static CACHE: OnceLock<Mutex<HashMap<usize, u32>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = f.raw as usize;
+    if let Some(n) = cache.lock().ok().and_then(|c| c.get(&key).copied()) {
+        return n;
+    }
+    // SAFETY: `f` is a loaded function of the current context; the config and its one
+    // attribute live across the calls, which only read them.
+    let n = unsafe {
+        let _ = result::function::set_function_attribute(
+            f.raw,
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            cfg.smem_bytes() as i32,
+        );
+        let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = cfg.cluster;
+        attr.value.clusterDim.y = 1;
+        attr.value.clusterDim.z = 1;
+        let lc = sys::CUlaunchConfig {
+            gridDimX: fallback * cfg.cluster,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: THREADS,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: cfg.smem_bytes(),
+            hStream: ctx.stream,
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut n: std::ffi::c_int = 0;
+        match sys::cuOccupancyMaxActiveClusters(&mut n, f.raw, &lc).result() {
+            Ok(()) if n > 0 => (n as u32).min(fallback),
+            _ => fallback,
+        }
+    };
+    if let Ok(mut c) = cache.lock() {
+        c.insert(key, n);
+    }
+    n
 }
 
 #[cfg(test)]
@@ -281,14 +387,33 @@ mod tests {
         assert_eq!(c.tiles(1, 1), (1, 1));
         assert_eq!(c.grid(1, 1, 132), 1);
         assert_eq!(c.tiles(129, 257), (2, 2));
+        // pairs: cluster tiles stack two tile-rows; the grid is whole clusters
+        let pair = TileConfig::LARGE_PAIR;
+        assert_eq!(pair.cluster_tiles(8192, 8192), 32 * 32);
+        assert_eq!(pair.grid(8192, 8192, 66), 132);
+        assert_eq!(pair.cluster_tiles(129, 257), 2);
+        assert_eq!(pair.grid(129, 257, 66), 4);
+        assert_eq!(pair.grid(1, 1, 66), 2);
     }
 
     #[test]
     fn small_tiles_only_when_they_cut_waves() {
-        assert_eq!(TileConfig::choose(8192, 8192, 132), TileConfig::LARGE);
-        assert_eq!(TileConfig::choose(4096, 4096, 132), TileConfig::LARGE);
-        assert_eq!(TileConfig::choose(1024, 1024, 132), TileConfig::SMALL);
-        assert_eq!(TileConfig::choose(128, 128, 132), TileConfig::SMALL);
+        assert_eq!(
+            TileConfig::choose(8192, 8192, 132, false),
+            TileConfig::LARGE
+        );
+        assert_eq!(
+            TileConfig::choose(4096, 4096, 132, false),
+            TileConfig::LARGE
+        );
+        assert_eq!(
+            TileConfig::choose(4096, 4096, 132, true),
+            TileConfig::LARGE_PAIR
+        );
+        assert_eq!(TileConfig::choose(1024, 1024, 132, true), TileConfig::SMALL);
+        assert_eq!(TileConfig::choose(128, 128, 132, true), TileConfig::SMALL);
+        // one tile-row: nothing to pair
+        assert_eq!(TileConfig::choose(128, 65536, 132, true), TileConfig::LARGE);
     }
 
     #[test]
@@ -305,8 +430,12 @@ mod tests {
                 ta.validate().unwrap();
                 tb.validate().unwrap();
                 // expect_tx in the kernel is the stage size: the loads must deliver exactly that
+                // (each CTA of a cluster loads bn / cluster rows of B and multicasts them to all)
+                let b_part = cfg.bn / cfg.cluster;
                 let bytes = loads_per_stage(l.a_k_major(), BM) as u64 * ta.box_bytes()
-                    + loads_per_stage(l.b_k_major(), cfg.bn) as u64 * tb.box_bytes();
+                    + cfg.cluster as u64
+                        * loads_per_stage(l.b_k_major(), b_part) as u64
+                        * tb.box_bytes();
                 assert_eq!(bytes, cfg.stage_bytes() as u64, "{l} {cfg:?}");
                 if l.a_k_major() {
                     assert_eq!((ta.dims, ta.box_dims), ([700, 1000], [64, 128]));
@@ -314,7 +443,10 @@ mod tests {
                     assert_eq!((ta.dims, ta.box_dims), ([1000, 700], [64, 64]));
                 }
                 if l.b_k_major() {
-                    assert_eq!((tb.dims, tb.box_dims), ([700, 1500], [64, cfg.bn]));
+                    assert_eq!(
+                        (tb.dims, tb.box_dims),
+                        ([700, 1500], [64, cfg.bn / cfg.cluster])
+                    );
                 } else {
                     assert_eq!((tb.dims, tb.box_dims), ([1500, 700], [64, 64]));
                 }
@@ -330,11 +462,17 @@ mod tests {
         let ok = GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16);
         assert_eq!(WgmmaTmaWs.supports(&ok, &h100), Ok(()));
         let odd = GemmProblem::new(64, 64, 65, Layout::RC, DType::Bf16, DType::Bf16);
-        assert!(WgmmaTmaWs.supports(&odd, &h100).unwrap_err().contains("lda = 65"));
+        assert!(WgmmaTmaWs
+            .supports(&odd, &h100)
+            .unwrap_err()
+            .contains("lda = 65"));
         let a100 = DeviceInfo {
             compute_capability: (8, 0),
             ..h100.clone()
         };
-        assert!(WgmmaTmaWs.supports(&ok, &a100).unwrap_err().contains("Hopper"));
+        assert!(WgmmaTmaWs
+            .supports(&ok, &a100)
+            .unwrap_err()
+            .contains("Hopper"));
     }
 }

@@ -1,10 +1,11 @@
 // GEMM on tensor cores through mma.sync (the sm_80/sm_89 path, and Hopper's rung below wgmma):
-// a KILN_BM x KILN_BN block tile, K in steps of 32 through a KILN_STAGES-deep cp.async pipeline
+// a KILN_BM x KILN_BN block tile, K in steps of KILN_BK through a KILN_STAGES-deep cp.async pipeline
 // into XOR-swizzled shared memory, fragments by ldmatrix (.trans for an MN-contiguous operand),
 // 8 warps in a 2 x 4 grid, each accumulating a (BM/2) x (BN/4) fp32 sub-tile with m16n8k16.
 // Boundary tiles are zero-filled by cp.async (src-size < 16), so any M, N, K works as long as the
-// host keeps every row start 16-byte aligned. Blocks walk the tiles in groups of KILN_GROUP_M
-// tile rows, so blocks running together share A and B panels in L2.
+// host keeps every row start 16-byte aligned; blocks wholly inside M and N copy their full K
+// tiles without predicates. Blocks walk the tiles in groups of KILN_GROUP_M tile rows, so blocks
+// running together share A and B panels in L2.
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
 #include "common/cp_async.cuh"
@@ -12,7 +13,7 @@
 
 #define BM KILN_BM
 #define BN KILN_BN
-#define BK 32
+#define BK KILN_BK
 #define STAGES KILN_STAGES
 #define THREADS 256
 #define WM (BM / 2)  // warp tile: 2 warps along M ...
@@ -22,6 +23,7 @@
 #define A_BYTES (BM * BK * 2)
 #define STAGE_BYTES ((BM + BN) * BK * 2)
 
+static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
 static_assert(STAGES >= 2, "the pipeline needs at least two stages");
 static_assert(STAGES * STAGE_BYTES <= KILN_SMEM, "KILN_SMEM must cover the pipeline");
 static_assert(MT == 2 || MT == 4, "the ldmatrix addressing needs a power-of-two MT");
@@ -32,6 +34,11 @@ static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 // (A u32-address, src-size form of common/cp_async.cuh's cp_async16, with an L2 prefetch hint.)
 __device__ __forceinline__ void cp_async16_zfill(u32 dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+// cp.async of 16 bytes, all in range.
+__device__ __forceinline__ void cp_async16_full(u32 dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 
 // Byte offset of 16-byte chunk c of row r in a tile of CPR chunks per row. Rows of 4 chunks
@@ -82,6 +89,14 @@ template <int ROWS, int CPR, bool MN> struct TileLoader {
       const int n = MN ? (i * RS < moving ? fixed : 0) : (i * RS < fixed ? min(max(moving, 0), 8) : 0);
       cp_async16_zfill(tile + dst + i * RS * CPR * 16, n > 0 ? (const void*)(ptr + i * step) : base, n * 2);
     }
+    ptr += advance;
+    moving -= BK;
+  }
+
+  // issue() for a tile the caller knows lies wholly inside the operand: no predicates.
+  __device__ __forceinline__ void issue_full(u32 tile) {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) cp_async16_full(tile + dst + i * RS * CPR * 16, ptr + i * step);
     ptr += advance;
     moving -= BK;
   }
@@ -173,10 +188,47 @@ __device__ __forceinline__ void store2(const GemmArgs& p, int row, int col, floa
   if (col + 1 < p.n) store_scaled(c, idx + 1, v1, p.alpha, p.beta);
 }
 
+// One K tile of the main loop: mma over the tile in `read` while refilling the stage in `write`
+// with tile kt + STAGES - 1 (FULL: known to lie wholly inside A and B).
+template <bool FULL>
+__device__ __forceinline__ void k_tile(float (&acc)[MT][NT][4], u32 (&af)[2][MT][4], u32 (&bf)[2][NT][2], ALoader& la, BLoader& lb,
+                                       const GemmArgs& p, u32 sbase, u32 a_lane, u32 b_lane, int kt, int ktiles, int& read, int& write) {
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {
+    if (kk == BK / 16 - 1) {
+      // Tile kt + 1 has landed and every warp is done reading tile kt - 1's stage.
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      read = read + 1 == STAGES ? 0 : read + 1;
+    }
+    // Fragments of the next k step (the next tile's first after the last step of this one).
+    load_frags(af[(kk + 1) % 2], bf[(kk + 1) % 2], sbase + read * STAGE_BYTES, a_lane, b_lane, (kk + 1) % (BK / 16));
+    if (kk == 0) {
+      // Refill the stage tile kt - 1 used (all reads of it finished before the last barrier).
+      // The predicate-free copies interleave well with the mma below; the predicated ones are
+      // faster kept apart, behind a branch (measured on H100).
+      if (FULL) {
+        la.issue_full(sbase + write * STAGE_BYTES);
+        lb.issue_full(sbase + write * STAGE_BYTES + A_BYTES);
+      } else if (kt + STAGES - 1 < ktiles) {
+        la.issue(sbase + write * STAGE_BYTES, p.a);
+        lb.issue(sbase + write * STAGE_BYTES + A_BYTES, p.b);
+      }
+      cp_async_commit();
+      write = write + 1 == STAGES ? 0 : write + 1;
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_16816<in_t>(acc[mt][nt], af[kk % 2][mt], bf[kk % 2][nt]);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_mma_sync(GemmArgs p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 sbase = smem_addr(smem);
-  const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
+  // (x - 1) / T + 1 rounds up without overflowing for extents near INT_MAX.
+  const int tiles_m = (p.m - 1) / BM + 1, tiles_n = (p.n - 1) / BN + 1;
   int tm, tn;
   block_tile(blockIdx.x, tiles_m, tiles_n, tm, tn);
   const int m0 = tm * BM, n0 = tn * BN;
@@ -200,7 +252,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_mma_sync(GemmArgs 
   else la.init(static_cast<const in_t*>(p.a), p.lda, 0, p.k, m0, p.m);
   if (KILN_B_ROW) lb.init(static_cast<const in_t*>(p.b), p.ldb, 0, p.k, n0, p.n);
   else lb.init(static_cast<const in_t*>(p.b), p.ldb, n0, p.n, 0, p.k);
-  const int ktiles = (p.k + BK - 1) / BK;
+  const int ktiles = (p.k - 1) / BK + 1;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < ktiles) {
@@ -215,32 +267,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_mma_sync(GemmArgs 
   u32 af[2][MT][4], bf[2][NT][2];
   int read = 0, write = STAGES - 1;
   load_frags(af[0], bf[0], sbase, a_lane, b_lane, 0);
-  for (int kt = 0; kt < ktiles; ++kt) {
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      if (kk == BK / 16 - 1) {
-        // Tile kt + 1 has landed and every warp is done reading tile kt - 1's stage.
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        read = read + 1 == STAGES ? 0 : read + 1;
-      }
-      // Fragments of the next k step (the next tile's first after the last step of this one).
-      load_frags(af[(kk + 1) % 2], bf[(kk + 1) % 2], sbase + read * STAGE_BYTES, a_lane, b_lane, (kk + 1) % (BK / 16));
-      if (kk == 0) {
-        // Refill the stage tile kt - 1 used (all reads of it finished before the last barrier).
-        if (kt + STAGES - 1 < ktiles) {
-          la.issue(sbase + write * STAGE_BYTES, p.a);
-          lb.issue(sbase + write * STAGE_BYTES + A_BYTES, p.b);
-        }
-        cp_async_commit();
-        write = write + 1 == STAGES ? 0 : write + 1;
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_16816<in_t>(acc[mt][nt], af[kk % 2][mt], bf[kk % 2][nt]);
-    }
-  }
+  // Interior blocks copy whole tiles without predicates until the refills reach the K tail.
+  const bool interior = p.m - m0 >= BM && p.n - n0 >= BN;
+  const int split = interior ? max(0, min(ktiles, p.k / BK - (STAGES - 1))) : 0;
+  int kt = 0;
+  for (; kt < split; ++kt) k_tile<true>(acc, af, bf, la, lb, p, sbase, a_lane, b_lane, kt, ktiles, read, write);
+  for (; kt < ktiles; ++kt) k_tile<false>(acc, af, bf, la, lb, p, sbase, a_lane, b_lane, kt, ktiles, read, write);
   cp_async_wait<0>();
 
   const int g = lane >> 2, t = lane & 3;

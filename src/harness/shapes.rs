@@ -7,6 +7,9 @@ use crate::ops::gemm::{DType, GemmProblem, Layout};
 pub const EDGES: [usize; 7] = [1, 40, 64, 127, 128, 129, 4097];
 /// K values: primes and odd sizes that divide no tile (16, 32, 64, 128).
 pub const ODD_K: [usize; 6] = [1, 13, 67, 251, 1031, 4099];
+/// K values that keep 16-byte row alignment (multiples of 8) but divide no 64-wide K tile, so the
+/// TMA and cp.async rungs (which need aligned rows) run their K tails on the boundary shapes too.
+pub const ALIGNED_K: [usize; 5] = [8, 72, 264, 1032, 4104];
 
 /// Which suite to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,9 +41,13 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                 for &(m, n, k) in &[(1, 1, 1), (129, 127, 67), (128, 256, 1024), (257, 263, 4099)] {
                     v.push(bf(m, n, k, l));
                 }
+                for &(m, n, k) in &[(1, 1, 1), (129, 127, 67), (257, 263, 4099)] {
+                    v.push(padded(bf(m, n, k, l)));
+                }
             }
             for (i, o) in dtype_pairs() {
                 v.push(GemmProblem::new(200, 136, 250, Layout::RC, i, o));
+                v.push(padded(GemmProblem::new(200, 136, 250, Layout::CR, i, o)));
             }
         }
         Suite::Full => {
@@ -52,6 +59,16 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                         let k = if m == 4097 && n == 4097 { 251 } else { ODD_K[ki % ODD_K.len()] };
                         ki += 1;
                         v.push(bf(m, n, k, l));
+                    }
+                }
+                // The same boundaries with every leading dimension padded to a multiple of 8
+                // elements, as frameworks allocate: the aligned rungs must cover them too.
+                let mut ki = 0;
+                for &m in &EDGES {
+                    for &n in &EDGES {
+                        let k = if m == 4097 && n == 4097 { 264 } else { ALIGNED_K[ki % ALIGNED_K.len()] };
+                        ki += 1;
+                        v.push(padded(bf(m, n, k, l)));
                     }
                 }
                 for &(m, n, k) in &[(1024, 1024, 1024), (8192, 16, 1024), (16, 8192, 1024), (2053, 1031, 509), (256, 256, 65)] {
@@ -78,6 +95,15 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
     v
 }
 
+/// `p` with each leading dimension rounded up to a multiple of 8 elements.
+pub fn padded(mut p: GemmProblem) -> GemmProblem {
+    let up = |x: usize| x.div_ceil(8) * 8;
+    p.lda = up(p.lda);
+    p.ldb = up(p.ldb);
+    p.ldc = up(p.ldc);
+    p
+}
+
 /// Every (input, output) dtype pair kiln supports.
 pub fn dtype_pairs() -> Vec<(DType, DType)> {
     DType::INPUTS.iter().flat_map(|&i| DType::OUTPUTS.iter().map(move |&o| (i, o))).collect()
@@ -101,6 +127,9 @@ mod tests {
             assert!(full.iter().any(|p| p.m == e) && full.iter().any(|p| p.n == e));
         }
         assert!(full.iter().any(|p| p.beta != 0.0 && p.ldc > p.n));
-        assert!(full.iter().all(|p| p.k % 16 != 0 || p.k >= 1024 || p.k == 264));
+        // Boundary M/N with aligned rows exist for every layout, so the TMA rungs meet them.
+        for l in Layout::ALL {
+            assert!(full.iter().any(|p| p.layout == l && p.m == 127 && p.lda % 8 == 0 && p.ldb % 8 == 0 && p.ldc % 8 == 0));
+        }
     }
 }

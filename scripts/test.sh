@@ -3,7 +3,7 @@
 # including the NVRTC compile check of every kernel variant for sm_90a (never skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+KILN_BROWSER_TESTS=1 bash scripts/setup.sh
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$PWD/target/kiln-jit-cache}"
 export KILN_STORE="${KILN_STORE:-$PWD/target/kiln-test.db}"
 export KILN_REQUIRE_NVRTC=1

@@ -36,6 +36,14 @@ pub enum Error {
     Store(String),
     #[error("verification failed: {0}")]
     Verification(String),
+    /// An external tool (cuobjdump, compute-sanitizer, ncu) is not installed.
+    #[error("{0}")]
+    ToolMissing(String),
+    /// A launch that did not finish within its time bound.
+    #[error("{what} did not finish within {limit_ms} ms: the kernel is probably hung (a barrier \
+             that never completes or a loop that never exits); its context was abandoned, so rerun \
+             it alone, e.g. under `kiln sanitize --tool synccheck`")]
+    Hang { what: String, limit_ms: u64 },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -63,6 +71,8 @@ impl Error {
             Error::Verification(_) => 7,
             Error::Cuda { .. } => 8,
             Error::Io { .. } | Error::Store(_) => 9,
+            Error::ToolMissing(_) => 10,
+            Error::Hang { .. } => 11,
         }
     }
 }

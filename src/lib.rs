@@ -11,6 +11,7 @@ pub mod ops;
 pub mod reference;
 pub mod report;
 pub mod store;
+pub mod tools;
 pub mod vendor;
 
 pub use error::{Error, Result};

@@ -41,6 +41,18 @@ pub enum Command {
     Cache(CacheArgs),
     /// Show results kept in the store.
     Results(ResultsArgs),
+    /// Compile one version for a problem class (no GPU needed): resources and a SASS histogram.
+    Inspect(InspectArgs),
+    /// Run compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over versions at small
+    /// shapes; exit 1 if any reports an error.
+    Sanitize(SanitizeArgs),
+    /// Nsight Compute metrics of one version on one shape, or a time split by differencing two
+    /// timed variants (--split).
+    Profile(ProfileArgs),
+    /// The experiment ledger: record a hypothesis, measure it, close it, show the log.
+    Exp(ExpArgs),
+    /// Write a self-contained HTML page and a markdown file from the store.
+    Report(ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +125,13 @@ pub struct BenchArgs {
     /// Do not flush L2 between repetitions.
     #[arg(long)]
     pub no_flush: bool,
+    /// Time a named shape set instead of --shape: `ladder` or `targets` (issue 3's shapes, in
+    /// every layout given by --layouts).
+    #[arg(long)]
+    pub set: Option<String>,
+    /// Layouts for --set targets, comma-separated (default: all four).
+    #[arg(long, default_value = "RC,CR,RR,CC")]
+    pub layouts: String,
 }
 
 #[derive(Debug, Args)]
@@ -139,4 +158,138 @@ pub struct ResultsArgs {
     pub version: Option<String>,
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The op.
+    pub op: String,
+    /// The version to inspect.
+    pub version: String,
+    /// Layout of A and B: RC, CR, RR, CC.
+    #[arg(long, default_value = "RC")]
+    pub layout: String,
+    /// Input dtype: bf16 or f16.
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    /// Output dtype (default: the input dtype).
+    #[arg(long)]
+    pub out: Option<String>,
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
+    /// How many of the most frequent opcodes to show (watched ones are always shown).
+    #[arg(long, default_value_t = 12)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SanitizeArgs {
+    /// Versions to check (default: every kiln version).
+    #[arg(long = "version")]
+    pub versions: Vec<String>,
+    /// Sanitizer tools (default: memcheck, racecheck, synccheck, initcheck).
+    #[arg(long = "tool")]
+    pub tools: Vec<String>,
+    /// Seconds after which one sanitizer run is killed and reported as hung.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The op.
+    pub op: String,
+    /// The version to profile.
+    pub version: String,
+    /// Shape MxNxK (or one number for a cube).
+    #[arg(long)]
+    pub shape: String,
+    #[arg(long, default_value = "RC")]
+    pub layout: String,
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    #[arg(long)]
+    pub out: Option<String>,
+    /// Instead of counters: time this other version (VERSION, or VERSION@MxNxK for another
+    /// shape) as well and report the difference as a share of the first one's time.
+    #[arg(long)]
+    pub split: Option<String>,
+    #[arg(long)]
+    pub reps: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExpArgs {
+    #[command(subcommand)]
+    pub action: ExpAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExpAction {
+    /// Record a new experiment (before measuring anything).
+    New(Box<ExpNewArgs>),
+    /// Measure an experiment's baseline and candidate in one run, twice (needs a GPU).
+    Run(ExpRunArgs),
+    /// Record the verdict: kept, eliminated or inconclusive.
+    Close(ExpCloseArgs),
+    /// The iteration log and the table of eliminated ideas.
+    Log(ExpLogArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExpNewArgs {
+    #[arg(long)]
+    pub title: String,
+    #[arg(long)]
+    pub hypothesis: String,
+    /// VERSION[:k=v,...]
+    #[arg(long)]
+    pub baseline: String,
+    /// VERSION[:k=v,...]
+    #[arg(long)]
+    pub candidate: String,
+    /// The predicted change of the candidate over the baseline: `+8%`, `-5%` or `1.5x`.
+    #[arg(long)]
+    pub predict: String,
+    /// When to stop: `abort if < 3%`.
+    #[arg(long)]
+    pub gate: Option<String>,
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExpRunArgs {
+    pub id: i64,
+    /// Rounds of (baseline, candidate); two or more show the noise.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    #[arg(long)]
+    pub reps: Option<usize>,
+    #[arg(long)]
+    pub warmup: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExpCloseArgs {
+    pub id: i64,
+    /// kept, eliminated or inconclusive.
+    #[arg(long)]
+    pub verdict: String,
+    #[arg(long)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExpLogArgs {
+    /// Print markdown (headings and tables) for a document.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Folder to write report.html, report.md and charts/ into.
+    #[arg(long, default_value = "report")]
+    pub out: PathBuf,
 }

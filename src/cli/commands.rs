@@ -21,7 +21,7 @@ pub struct Env {
     pub no_store: bool,
     pub config: kiln::config::Config,
     pub registry: Registry,
-    command: String,
+    pub(super) command: String,
 }
 
 impl Env {
@@ -35,19 +35,19 @@ impl Env {
         }
     }
 
-    fn jit(&self) -> Jit {
+    pub(super) fn jit(&self) -> Jit {
         match &self.config.jit.cache_dir {
             Some(d) => Jit { cache: Some(cache::DiskCache { root: d.clone() }) },
             None => Jit::default(),
         }
     }
 
-    fn context(&self) -> Result<Context> {
+    pub(super) fn context(&self) -> Result<Context> {
         Context::open(0, self.jit())
     }
 
     /// Opens the store and starts a run; `None` with --no-store.
-    fn begin(&self, kind: &str, device: Option<&DeviceInfo>) -> Result<Option<(Store, i64)>> {
+    pub(super) fn begin(&self, kind: &str, device: Option<&DeviceInfo>) -> Result<Option<(Store, i64)>> {
         if self.no_store {
             return Ok(None);
         }
@@ -59,19 +59,19 @@ impl Env {
         Ok(Some((store, id)))
     }
 
-    fn print_json(&self, v: &serde_json::Value) {
+    pub(super) fn print_json(&self, v: &serde_json::Value) {
         println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     }
 }
 
-fn record(run: &Option<(Store, i64)>, row: ResultRow) -> Result<()> {
+pub(super) fn record(run: &Option<(Store, i64)>, row: ResultRow) -> Result<()> {
     if let Some((s, id)) = run {
         s.record(*id, &row)?;
     }
     Ok(())
 }
 
-fn finish(run: &Option<(Store, i64)>, status: &str) -> Result<()> {
+pub(super) fn finish(run: &Option<(Store, i64)>, status: &str) -> Result<()> {
     if let Some((s, id)) = run {
         s.finish_run(*id, status)?;
     }
@@ -132,7 +132,7 @@ pub fn versions(env: &Env) -> Result<ExitCode> {
 }
 
 /// The device limits to judge a compile against: the GPU present, else an H100.
-fn device_or_h100() -> DeviceInfo {
+pub(super) fn device_or_h100() -> DeviceInfo {
     device::init().ok().and_then(|_| DeviceInfo::query(0).ok()).unwrap_or_else(DeviceInfo::h100_sxm)
 }
 
@@ -200,7 +200,7 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
 }
 
 /// The typed problem from command-line arguments.
-fn problem_from(a: &ProblemArgs, default_shape: Option<&str>) -> Result<Option<GemmProblem>> {
+pub(super) fn problem_from(a: &ProblemArgs, default_shape: Option<&str>) -> Result<Option<GemmProblem>> {
     Registry::check_op(&a.op)?;
     let Some(shape) = a.shape.as_deref().or(default_shape) else { return Ok(None) };
     let (m, n, k) = parse_shape(shape)?;
@@ -294,7 +294,7 @@ fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome]) -> Table {
     t
 }
 
-fn bench_options(env: &Env, reps: Option<usize>, warmup: Option<usize>, no_flush: bool) -> BenchOptions {
+pub(super) fn bench_options(env: &Env, reps: Option<usize>, warmup: Option<usize>, no_flush: bool) -> BenchOptions {
     let d = BenchOptions::default();
     BenchOptions {
         reps: reps.or(env.config.bench.reps).unwrap_or(d.reps),
@@ -304,24 +304,40 @@ fn bench_options(env: &Env, reps: Option<usize>, warmup: Option<usize>, no_flush
 }
 
 pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
-    let p = problem_from(&a.problem, Some("4096x4096x4096"))?.expect("a default shape is given");
+    let problems = match a.set.as_deref() {
+        None => vec![problem_from(&a.problem, Some("4096x4096x4096"))?.expect("a default shape is given")],
+        Some("ladder") => suite::ladder_problems(),
+        Some("targets") => {
+            let layouts: Vec<Layout> = a.layouts.split(',').map(|l| l.trim().parse()).collect::<Result<_>>()?;
+            suite::target_problems(&layouts)
+        }
+        Some(other) => return Err(Error::invalid(format!("unknown shape set `{other}`; use ladder or targets"))),
+    };
     let ctx = env.context()?;
     let ks: Vec<&dyn GemmKernel> = if a.all {
         env.registry.gemm().iter().filter(|k| !k.is_vendor()).map(|k| k.as_ref()).collect()
     } else if a.versions.is_empty() {
-        vec![env.registry.select_gemm(&p, &ctx.info, env.config.version_for("gemm"))?]
+        vec![env.registry.select_gemm(&problems[0], &ctx.info, env.config.version_for("gemm"))?]
     } else {
         let ks = kernels(env, &a.versions)?;
-        for k in &ks {
-            k.supports(&p, &ctx.info).map_err(|reason| Error::Unsupported { kernel: k.name().into(), reason })?;
+        if a.set.is_none() {
+            for k in &ks {
+                k.supports(&problems[0], &ctx.info).map_err(|reason| Error::Unsupported { kernel: k.name().into(), reason })?;
+            }
         }
         ks
     };
     let vendor = env.registry.gemm_version("cublas")?;
     let opt = bench_options(env, a.reps, a.warmup, a.no_flush);
-    let rows = run_bench(env, &ctx, &ks, vendor, &[p], &opt)?;
+    let rows = run_bench(env, &ctx, &ks, vendor, &problems, &opt)?;
     if env.json {
         env.print_json(&json!(rows));
+    } else if problems.len() > 1 {
+        for k in &ks {
+            if let Some((g, min, n)) = suite::ratio_summary(&rows, k.name()) {
+                println!("{}: geometric mean {:.3}x the vendor over {n} problems, lowest {:.3}x", k.name(), g, min);
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

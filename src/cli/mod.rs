@@ -3,6 +3,7 @@
 mod args;
 mod commands;
 mod progress;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -24,5 +25,10 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Suite(a) => commands::suite(&env, a),
         Command::Cache(a) => commands::cache(&env, a),
         Command::Results(a) => commands::results(&env, a),
+        Command::Inspect(a) => tools::inspect(&env, a),
+        Command::Sanitize(a) => tools::sanitize(&env, a),
+        Command::Profile(a) => tools::profile(&env, a),
+        Command::Exp(a) => tools::exp(&env, a),
+        Command::Report(a) => tools::report(&env, a),
     }
 }

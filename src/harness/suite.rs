@@ -16,8 +16,9 @@ pub fn verify_all(ctx: &Context, kernels: &[&dyn GemmKernel], problems: &[GemmPr
         for p in problems {
             let o = match verify_gemm(ctx, *k, p) {
                 Ok(o) => o,
-                // A launch fault poisons the context: report it as this check's failure and stop.
-                Err(e @ Error::Cuda { .. }) => {
+                // A launch fault poisons the context and a hang holds the GPU: report it as this
+                // check's failure and stop.
+                Err(e @ (Error::Cuda { .. } | Error::Hang { .. })) => {
                     let o = failed(*k, p, e.to_string());
                     on_result(&o);
                     out.push(o);
@@ -101,6 +102,35 @@ pub fn ladder_problems() -> Vec<GemmProblem> {
     }
     v.push(GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::F16, DType::F32));
     v
+}
+
+/// The GEMM performance targets' shapes (issue 3): squares 512-16384, LLM projections with
+/// M in {128, 512, 2048, 8192} and (N, K) in {(4096, 4096), (14336, 4096), (4096, 14336),
+/// (128256, 4096)}, odd shapes 4000^3 and 4096x4096x4088; bf16 in and out, in `layouts`.
+pub fn target_problems(layouts: &[Layout]) -> Vec<GemmProblem> {
+    let mut shapes: Vec<(usize, usize, usize)> = [512, 1024, 2048, 4096, 8192, 16384].iter().map(|&s| (s, s, s)).collect();
+    for m in [128, 512, 2048, 8192] {
+        for (n, k) in [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)] {
+            shapes.push((m, n, k));
+        }
+    }
+    shapes.extend([(4000, 4000, 4000), (4096, 4096, 4088)]);
+    layouts
+        .iter()
+        .flat_map(|&l| shapes.iter().map(move |&(m, n, k)| GemmProblem::new(m, n, k, l, DType::Bf16, DType::Bf16)))
+        .collect()
+}
+
+/// Ratios to the vendor of one version over benchmarked rows: (geometric mean, min, count).
+pub fn ratio_summary(rows: &[BenchRow], version: &str) -> Option<(f64, f64, usize)> {
+    let ratios: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r.versions.iter().find(|(t, _)| t.version == version).and_then(|(_, ratio)| *ratio))
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    Some((geomean(&ratios), ratios.iter().cloned().fold(f64::INFINITY, f64::min), ratios.len()))
 }
 
 /// Geometric mean of positive values.

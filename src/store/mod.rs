@@ -114,6 +114,12 @@ impl Store {
         Ok(Store { conn, path })
     }
 
+    /// The SQLite connection, for modules that keep their own tables beside runs and results
+    /// (the experiment ledger).
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
     /// Where the store lives (`:memory:` for an in-memory one).
     pub fn path(&self) -> &Path {
         &self.path

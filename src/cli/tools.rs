@@ -1,0 +1,457 @@
+//! Handlers of the toolchain subcommands (inspect, sanitize, profile, exp, report): build the
+//! typed request, call `kiln::tools` / `kiln::report`, print.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kiln::error::{Error, Result};
+use kiln::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
+use kiln::ops::registry::Registry;
+use kiln::report::grid::Grid;
+use kiln::report::Table;
+use kiln::store::{ResultRow, Store};
+use kiln::tools::ledger::{BenchMeasurer, Ledger, NewExperiment};
+use kiln::tools::ledger_text::{self, Arm, Gate, Prediction};
+use kiln::tools::{inspect as insp, profile as prof, sanitize as san};
+use serde_json::json;
+
+use super::args::*;
+use super::commands::{bench_options, device_or_h100, finish, problem_from, record, Env};
+use super::progress::bar;
+
+fn store(env: &Env) -> Result<Store> {
+    match &env.config.store.path {
+        Some(p) => Store::open(p),
+        None => Store::open_default(),
+    }
+}
+
+pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
+    Registry::check_op(&a.op)?;
+    let kernel = env.registry.gemm_version(&a.version)?;
+    let (layout, input): (Layout, DType) = (a.layout.parse()?, a.dtype.parse()?);
+    let output: DType = a
+        .out
+        .as_deref()
+        .map(str::parse)
+        .transpose()?
+        .unwrap_or(input);
+    let spec = insp::pick_variant(kernel, &a.arch, layout, input, output)?;
+    kiln::jit::nvrtc::version()?;
+    let r = insp::inspect(&env.jit(), kernel.name(), &spec, &device_or_h100())?;
+    if env.json {
+        env.print_json(&json!(r));
+    } else {
+        let res = &r.resources;
+        println!("{} for {}: {}", r.version, r.arch, r.variant);
+        println!(
+            "resources: {} registers, {} B shared memory ({} static + {} dynamic), {} B stack, spills {} B stored / {} B loaded; compile {:.0} ms{}",
+            res.registers,
+            res.static_smem + r.dynamic_smem,
+            res.static_smem,
+            r.dynamic_smem,
+            res.stack_frame,
+            res.spill_stores,
+            res.spill_loads,
+            r.compile_ms,
+            if r.cached { format!(" (cached: read in {:.0} ms)", r.load_ms) } else { String::new() }
+        );
+        println!(
+            "SASS of {}: {} instructions, {} distinct opcodes",
+            r.sass.functions.join(", "),
+            r.sass.total,
+            r.sass.counts.len()
+        );
+        let mut t = Table::new(&["opcode", "count", "share"]);
+        for (op, n) in r.sass.shown(a.top) {
+            t.row(&[
+                op.to_string(),
+                n.to_string(),
+                format!("{:.1}%", 100.0 * n as f64 / r.sass.total.max(1) as f64),
+            ]);
+        }
+        print!("{}", t.render());
+        if r.flags.is_empty() {
+            println!("flags: none");
+        }
+        for f in &r.flags {
+            println!("FLAG: {f}");
+        }
+    }
+    Ok(if r.flags.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
+    let versions: Vec<String> = if a.versions.is_empty() {
+        env.registry
+            .gemm()
+            .iter()
+            .filter(|k| !k.is_vendor())
+            .map(|k| k.name().to_string())
+            .collect()
+    } else {
+        a.versions
+            .iter()
+            .map(|v| env.registry.gemm_version(v).map(|k| k.name().to_string()))
+            .collect::<Result<_>>()?
+    };
+    let tools: Vec<String> = if a.tools.is_empty() {
+        san::TOOLS.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.tools.clone()
+    };
+    if let Some(t) = tools.iter().find(|t| !san::TOOLS.contains(&t.as_str())) {
+        return Err(Error::Unknown {
+            what: "sanitizer tool",
+            name: t.clone(),
+            known: san::TOOLS.join(", "),
+        });
+    }
+    kiln::device::init()?;
+    let sanitizer = san::SANITIZER.find()?;
+    let kiln_bin = kiln::tools::this_kiln()?;
+    let dev = kiln::device::DeviceInfo::query(0).ok();
+    let run = env.begin("sanitize", dev.as_ref())?;
+    let cases = san::Case::all(&versions, &tools);
+    let pb = bar(cases.len(), "sanitize", env.json);
+    let mut found = Vec::new();
+    for c in &cases {
+        pb.set_message(format!("{} {} {}", c.tool, c.version, c.problem()));
+        let f = san::run_case(&sanitizer, &kiln_bin, c, Duration::from_secs(a.timeout))?;
+        record(
+            &run,
+            ResultRow {
+                op: "gemm".into(),
+                version: c.version.clone(),
+                variant: c.tool.clone(),
+                problem: json!({"shape": c.shape, "layout": c.layout, "dtype": c.dtype, "out": c.out}),
+                metrics: json!({"errors": f.errors, "exit_code": f.exit_code, "timed_out": f.timed_out, "first": f.first}),
+                passed: Some(f.clean()),
+            },
+        )?;
+        if !f.clean() {
+            pb.println(format!(
+                "{} {} {}: {}",
+                c.tool,
+                c.version,
+                c.problem(),
+                f.first.clone().unwrap_or_default()
+            ));
+        }
+        pb.inc(1);
+        found.push(f);
+    }
+    pb.finish_and_clear();
+    let dirty = found.iter().any(|f| !f.clean());
+    finish(&run, if dirty { "failed" } else { "ok" })?;
+    if env.json {
+        env.print_json(&json!(found));
+    } else {
+        let mut g = Grid::new(
+            &std::iter::once("version")
+                .chain(tools.iter().map(String::as_str))
+                .collect::<Vec<_>>(),
+        );
+        for v in &versions {
+            let mut cells = vec![v.clone()];
+            for t in &tools {
+                let mine: Vec<&san::Finding> = found
+                    .iter()
+                    .filter(|f| &f.case.version == v && &f.case.tool == t)
+                    .collect();
+                let errors: usize = mine.iter().filter_map(|f| f.errors).sum();
+                let skipped = mine.iter().filter(|f| f.skipped.is_some()).count();
+                cells.push(if mine.iter().all(|f| f.clean()) && skipped == mine.len() {
+                    "skipped (refused every problem)".into()
+                } else if mine.iter().all(|f| f.clean()) {
+                    format!(
+                        "clean ({} of {} problems ran)",
+                        mine.len() - skipped,
+                        mine.len()
+                    )
+                } else if mine.iter().any(|f| f.timed_out) {
+                    "TIMED OUT".into()
+                } else if errors > 0 {
+                    format!("{errors} errors")
+                } else {
+                    "FAILED".into()
+                });
+            }
+            g.row(&cells);
+        }
+        print!("{}", g.to_table().render());
+        for f in found.iter().filter(|f| !f.clean()) {
+            println!(
+                "{} {} {}: {}",
+                f.case.tool,
+                f.case.version,
+                f.case.problem(),
+                f.first.clone().unwrap_or_default()
+            );
+        }
+        println!(
+            "{} runs over {} versions with {}; {}",
+            found.len(),
+            versions.len(),
+            sanitizer.display(),
+            if dirty {
+                "some reported errors"
+            } else {
+                "all clean"
+            }
+        );
+    }
+    Ok(if dirty {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn problem_args(shape: &str, layout: &str, dtype: &str, out: &Option<String>) -> ProblemArgs {
+    ProblemArgs {
+        op: "gemm".into(),
+        shape: Some(shape.into()),
+        layout: layout.into(),
+        dtype: dtype.into(),
+        out: out.clone(),
+        alpha: 1.0,
+        beta: 0.0,
+        lda: None,
+        ldb: None,
+        ldc: None,
+    }
+}
+
+pub fn profile(env: &Env, a: &ProfileArgs) -> Result<ExitCode> {
+    Registry::check_op(&a.op)?;
+    let kernel = env.registry.gemm_version(&a.version)?;
+    let p = problem_from(&problem_args(&a.shape, &a.layout, &a.dtype, &a.out), None)?
+        .expect("a shape is given");
+    if let Some(other) = &a.split {
+        return split(env, a, kernel, &p, other);
+    }
+    if kernel.is_vendor() {
+        return Err(Error::invalid(
+            "profile one of kiln's own versions; the vendor's kernels have other names",
+        ));
+    }
+    kiln::device::init()?;
+    let entry = insp::pick_variant(kernel, "sm_90a", p.layout, p.input, p.output)?.entry;
+    let mut bench: Vec<String> = [
+        "--version",
+        kernel.name(),
+        "--shape",
+        &a.shape,
+        "--layout",
+        &a.layout,
+        "--dtype",
+        &a.dtype,
+    ]
+    .map(String::from)
+    .to_vec();
+    if let Some(o) = &a.out {
+        bench.extend(["--out".to_string(), o.clone()]);
+    }
+    let (rows, dropped) = prof::profile(&kiln::tools::this_kiln()?, &entry, &bench)?;
+    if env.json {
+        env.print_json(
+            &json!({"version": kernel.name(), "problem": p, "metrics": rows, "dropped": dropped}),
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} on {} (ncu, 4th launch, clocks not locked)",
+        kernel.name(),
+        p.label()
+    );
+    let mut t = Table::new(&["metric", "value", "ncu name"]);
+    for r in &rows {
+        t.row(&[r.label().to_string(), r.shown(), r.name.clone()]);
+    }
+    print!("{}", t.render());
+    if !dropped.is_empty() {
+        println!("not available here: {}", dropped.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn split(
+    env: &Env,
+    a: &ProfileArgs,
+    ka: &dyn GemmKernel,
+    pa: &GemmProblem,
+    other: &str,
+) -> Result<ExitCode> {
+    let (name, shape) = other.split_once('@').unwrap_or((other, &a.shape));
+    let kb = env.registry.gemm_version(name)?;
+    let pb = problem_from(&problem_args(shape, &a.layout, &a.dtype, &a.out), None)?
+        .expect("a shape is given");
+    let ctx = env.context()?;
+    let s = prof::split(
+        &ctx,
+        ka,
+        pa,
+        kb,
+        &pb,
+        &bench_options(env, a.reps, None, false),
+    )?;
+    if env.json {
+        env.print_json(&json!(s));
+    } else {
+        let mut t = Table::new(&["", "version", "problem", "median ms", "min ms", "max ms"]);
+        for (tag, tm) in [("A", &s.a), ("B", &s.b)] {
+            t.row(&[
+                tag.to_string(),
+                tm.version.clone(),
+                tm.problem.label(),
+                format!("{:.4}", tm.median_ms),
+                format!("{:.4}", tm.min_ms),
+                format!("{:.4}", tm.max_ms),
+            ]);
+        }
+        print!("{}", t.render());
+        println!("A - B = {:.4} ms = {:.1}% of A's time (compare with the min-max spread above before trusting it)", s.delta_ms, s.share_pct);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn exp(env: &Env, a: &ExpArgs) -> Result<ExitCode> {
+    let store = store(env)?;
+    let ledger = Ledger::open(&store)?;
+    match &a.action {
+        ExpAction::New(n) => {
+            let problem = problem_from(&n.problem, None)?
+                .ok_or_else(|| Error::invalid("an experiment needs its problem: --shape MxNxK"))?;
+            let (baseline, candidate): (Arm, Arm) = (n.baseline.parse()?, n.candidate.parse()?);
+            for arm in [&baseline, &candidate] {
+                env.registry.gemm_version(&arm.version)?;
+            }
+            let e = NewExperiment {
+                title: n.title.clone(),
+                hypothesis: n.hypothesis.clone(),
+                baseline,
+                candidate,
+                problem,
+                prediction: n.predict.parse::<Prediction>()?,
+                gate: n.gate.as_deref().map(str::parse::<Gate>).transpose()?,
+            };
+            let id = ledger.create(&e)?;
+            let e = ledger.get(id)?;
+            println!(
+                "experiment {id} recorded at commit {}: {} -> {} on {}, predicted {}{}",
+                e.kiln_commit,
+                e.baseline,
+                e.candidate,
+                e.problem.label(),
+                e.prediction,
+                if e.gate.is_empty() {
+                    String::new()
+                } else {
+                    format!(", gate `{}`", e.gate)
+                }
+            );
+            println!("measure it with `kiln exp run {id}` (needs a GPU), then `kiln exp close {id} --verdict kept|eliminated|inconclusive`");
+        }
+        ExpAction::Run(r) => {
+            let e = ledger.get(r.id)?;
+            let ctx = env.context()?;
+            let mut m = BenchMeasurer {
+                ctx: &ctx,
+                registry: &env.registry,
+                options: bench_options(env, r.reps, r.warmup, false),
+            };
+            let e2 = ledger.run(e.id, &mut m, r.rounds)?;
+            if env.json {
+                env.print_json(&json!(e2));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let o = e2.result.as_ref().expect("just measured");
+            let mut t = Table::new(&[
+                "round",
+                "baseline ms",
+                "candidate ms",
+                "vendor ms",
+                "baseline TFLOPS",
+                "candidate TFLOPS",
+            ]);
+            for (i, r) in o.rounds.iter().enumerate() {
+                t.row(&[
+                    (i + 1).to_string(),
+                    format!("{:.4}", r.baseline.median_ms),
+                    format!("{:.4}", r.candidate.median_ms),
+                    r.vendor_median_ms
+                        .map(|v| format!("{v:.4}"))
+                        .unwrap_or_default(),
+                    format!("{:.1}", r.baseline.tflops),
+                    format!("{:.1}", r.candidate.tflops),
+                ]);
+            }
+            print!("{}", t.render());
+            println!(
+                "experiment {}: {} -> {} on {}: measured {}, predicted {}; {}",
+                e2.id,
+                e2.baseline,
+                e2.candidate,
+                e2.problem.label(),
+                ledger_text::measured_cell(&e2),
+                e2.prediction,
+                ledger_text::gate_cell(&e2)
+            );
+            if e2.baseline.contains(':') || e2.candidate.contains(':') {
+                println!("note: kiln's versions take no parameters yet; the k=v parameters are recorded, and both arms ran with their version's defaults");
+            }
+        }
+        ExpAction::Close(c) => {
+            let e = ledger.close(c.id, &c.verdict, c.note.as_deref())?;
+            println!(
+                "experiment {} ({}) closed: {}; measured: {}",
+                e.id,
+                e.title,
+                c.verdict,
+                ledger_text::measured_cell(&e)
+            );
+        }
+        ExpAction::Log(l) => {
+            let all = ledger.list()?;
+            if env.json {
+                env.print_json(&json!(all));
+            } else if l.markdown {
+                print!("{}", ledger_text::markdown(&all, "##"));
+            } else {
+                println!("iteration log");
+                print!("{}", ledger_text::iteration_log(&all).to_table().render());
+                println!("\neliminated ideas (promise vs reality)");
+                print!("{}", ledger_text::eliminated(&all).to_table().render());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn report(env: &Env, a: &ReportArgs) -> Result<ExitCode> {
+    let store = store(env)?;
+    let order: Vec<String> = env
+        .registry
+        .gemm()
+        .iter()
+        .map(|k| k.name().to_string())
+        .collect();
+    let w = kiln::report::document::write(&store, &order, &a.out)?;
+    if env.json {
+        env.print_json(&json!(w));
+    } else {
+        println!(
+            "wrote {} and {} ({} charts) from {}",
+            w.html.display(),
+            w.markdown.display(),
+            w.charts.len(),
+            store.path().display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

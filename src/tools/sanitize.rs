@@ -1,0 +1,327 @@
+//! `kiln sanitize`: compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over kiln's own
+//! kernels. Each case runs this kiln binary again, under the sanitizer, as `verify` of one
+//! version on one small problem (ragged edges, so every boundary path runs), and reads the
+//! sanitizer's `ERROR SUMMARY` line. A case that overruns its time bound is killed and reported.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::ToolSpec;
+use crate::error::{Error, Result};
+
+/// compute-sanitizer: `KILN_COMPUTE_SANITIZER`, PATH, else the toolkit's folder.
+pub const SANITIZER: ToolSpec = ToolSpec {
+    name: "compute-sanitizer",
+    env: "KILN_COMPUTE_SANITIZER",
+    fallback_dirs: &["/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer"],
+    hint: "install the CUDA toolkit's compute-sanitizer (or `pip install nvidia-cuda-sanitizer-api`) and put it on PATH, or set KILN_COMPUTE_SANITIZER",
+};
+
+/// The sanitizer's tools, in the order they run.
+pub const TOOLS: &[&str] = &["memcheck", "racecheck", "synccheck", "initcheck"];
+
+/// The exit code kiln asks the sanitizer to use when it found errors.
+pub const ERROR_EXIT: i32 = 99;
+
+/// The problems each version is checked on: ragged in M, N and K, two layouts and dtypes.
+pub const PROBLEMS: &[(&str, &str, &str, &str)] = &[
+    // K = 67 leaves rows unaligned: the SIMT rungs run it, the others must refuse it cleanly.
+    ("129x127x67", "RC", "bf16", "bf16"),
+    // Ragged M and N with aligned rows, so the tensor-core rungs run their edge paths.
+    ("129x127x72", "RC", "bf16", "bf16"),
+    ("64x40x96", "CR", "f16", "f32"),
+];
+
+/// One sanitizer run: a tool over one version on one problem.
+#[derive(Debug, Clone, Serialize)]
+pub struct Case {
+    pub version: String,
+    pub tool: String,
+    pub shape: String,
+    pub layout: String,
+    pub dtype: String,
+    pub out: String,
+}
+
+impl Case {
+    /// Every (version, tool, problem) combination.
+    pub fn all(versions: &[String], tools: &[String]) -> Vec<Case> {
+        let mut v = Vec::new();
+        for version in versions {
+            for tool in tools {
+                for (shape, layout, dtype, out) in PROBLEMS {
+                    v.push(Case {
+                        version: version.clone(),
+                        tool: tool.clone(),
+                        shape: shape.to_string(),
+                        layout: layout.to_string(),
+                        dtype: dtype.to_string(),
+                        out: out.to_string(),
+                    });
+                }
+            }
+        }
+        v
+    }
+
+    pub fn problem(&self) -> String {
+        format!(
+            "{} {} {}->{}",
+            self.shape, self.layout, self.dtype, self.out
+        )
+    }
+
+    /// The sanitizer's arguments: the tool, then kiln's `verify` of this case.
+    pub fn args(&self, kiln: &Path) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--tool",
+            &self.tool,
+            "--error-exitcode",
+            &ERROR_EXIT.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(kiln.display().to_string());
+        for s in [
+            "--no-store",
+            "--json",
+            "verify",
+            "--version",
+            &self.version,
+            "--shape",
+            &self.shape,
+            "--layout",
+            &self.layout,
+            "--dtype",
+            &self.dtype,
+            "--out",
+            &self.out,
+        ] {
+            a.push(s.to_string());
+        }
+        a
+    }
+}
+
+/// What one case found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub case: Case,
+    /// From `ERROR SUMMARY: N errors`; `None` when the line is missing (the run crashed).
+    pub errors: Option<usize>,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// The first error the sanitizer printed, or why the run failed.
+    pub first: Option<String>,
+    /// Why the version refused the problem, when it did (nothing of it ran).
+    pub skipped: Option<String>,
+}
+
+impl Finding {
+    pub fn clean(&self) -> bool {
+        self.errors == Some(0) && self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+/// The error count from the sanitizer's last `ERROR SUMMARY` line.
+/// racecheck prints no `ERROR SUMMARY` but `RACECHECK SUMMARY: H hazards displayed (N errors, W
+/// warnings)`: its N is taken instead.
+pub fn error_summary(text: &str) -> Option<usize> {
+    let last = |marker: &str, after: &dyn Fn(&str) -> Option<usize>| {
+        text.lines()
+            .rev()
+            .find_map(|l| after(l.split(marker).nth(1)?))
+    };
+    last("ERROR SUMMARY:", &|rest| {
+        rest.split_whitespace().next()?.parse().ok()
+    })
+    .or_else(|| {
+        last("RACECHECK SUMMARY:", &|rest| {
+            rest.split('(')
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+    })
+}
+
+/// The reason in verify's JSON (`"skipped": "..."`) when the version refused the problem.
+pub fn skip_reason(text: &str) -> Option<String> {
+    let rest = &text[text.find("\"skipped\": \"")? + 12..];
+    Some(rest[..rest.find('"')?].to_string())
+}
+
+/// The first reported problem: a `=========` line that is neither the banner nor the summary.
+pub fn first_error(text: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("========="))
+        .map(str::trim)
+        .find(|l| {
+            !l.is_empty()
+                && !l.starts_with("COMPUTE-SANITIZER")
+                && !l.starts_with("ERROR SUMMARY")
+                && !l.starts_with("RACECHECK SUMMARY")
+                && !l.starts_with("Program hit")
+                && !l.starts_with("Saved host backtrace")
+                && !l.starts_with("Host Frame")
+        })
+        .map(str::to_string)
+}
+
+/// Runs one case under `sanitizer`, killing it after `limit`.
+pub fn run_case(sanitizer: &Path, kiln: &Path, case: &Case, limit: Duration) -> Result<Finding> {
+    let mut child = Command::new(sanitizer)
+        .args(case.args(kiln))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| Error::Io {
+            what: "starting compute-sanitizer",
+            path: sanitizer.to_path_buf(),
+            source,
+        })?;
+    // Drain both pipes on threads so a chatty child never blocks on a full pipe.
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(|source| Error::Io {
+            what: "waiting for compute-sanitizer",
+            path: sanitizer.to_path_buf(),
+            source,
+        })? {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            timed_out = true;
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = format!(
+        "{}{}",
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default()
+    );
+    let errors = error_summary(&text);
+    let exit_code = status.and_then(|s| s.code());
+    let first = if timed_out {
+        Some(format!("killed after {} s", limit.as_secs()))
+    } else if errors.is_none() {
+        Some(
+            text.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output")
+                .trim()
+                .to_string(),
+        )
+    } else if exit_code != Some(0) && errors == Some(0) {
+        Some(format!(
+            "kiln verify exited {} (the check itself failed)",
+            exit_code.unwrap_or(-1)
+        ))
+    } else {
+        first_error(&text)
+    };
+    Ok(Finding {
+        case: case.clone(),
+        errors,
+        exit_code,
+        timed_out,
+        first,
+        skipped: skip_reason(&text),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MEMCHECK: &str = "========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 2 bytes
+=========     at gemm_simt_tiled+0x1a40
+=========     by thread (31,0,0) in block (1,1,0)
+=========     Address 0x7f3a00010fe is out of bounds
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2f3d1] in libcuda.so.1
+=========
+| version | passed | failed |
+========= ERROR SUMMARY: 3 errors
+";
+
+    #[test]
+    fn reads_the_error_summary_and_the_first_error() {
+        assert_eq!(error_summary(MEMCHECK), Some(3));
+        assert_eq!(
+            first_error(MEMCHECK).as_deref(),
+            Some("Invalid __global__ write of size 2 bytes")
+        );
+        let clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n";
+        assert_eq!(error_summary(clean), Some(0));
+        assert_eq!(first_error(clean), None);
+        assert_eq!(error_summary("kiln: no NVIDIA driver found"), None);
+        assert_eq!(error_summary("========= ERROR SUMMARY: 1 error\n"), Some(1));
+        // captured from racecheck on an H100
+        let race = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n";
+        assert_eq!(error_summary(race), Some(0));
+        assert_eq!(first_error(race), None);
+        assert_eq!(
+            error_summary(
+                "========= RACECHECK SUMMARY: 4 hazards displayed (3 errors, 1 warnings)"
+            ),
+            Some(3)
+        );
+        let json =
+            "[{\"version\": \"mma_sync\", \"skipped\": \"lda = 67 puts rows 134 bytes apart\"}]";
+        assert_eq!(
+            skip_reason(json).as_deref(),
+            Some("lda = 67 puts rows 134 bytes apart")
+        );
+        assert_eq!(skip_reason("{\"skipped\": null}"), None);
+    }
+
+    #[test]
+    fn cases_cover_every_version_tool_and_problem_and_run_kiln_verify() {
+        let cases = Case::all(
+            &["simt_tiled".into(), "mma_sync".into()],
+            &["memcheck".into(), "racecheck".into()],
+        );
+        assert_eq!(cases.len(), 2 * 2 * PROBLEMS.len());
+        let a = cases[0].args(Path::new("/x/kiln")).join(" ");
+        assert_eq!(a, "--tool memcheck --error-exitcode 99 /x/kiln --no-store --json verify --version simt_tiled --shape 129x127x67 --layout RC --dtype bf16 --out bf16");
+        assert!(cases[PROBLEMS.len()]
+            .args(Path::new("k"))
+            .join(" ")
+            .starts_with("--tool racecheck"));
+    }
+}

@@ -36,6 +36,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/tma.cuh"),
     ),
     (
+        "common/wgmma_epilogue.cuh",
+        include_str!("../../kernels/common/wgmma_epilogue.cuh"),
+    ),
+    (
         "gemm/simt_naive.cu",
         include_str!("../../kernels/gemm/simt_naive.cu"),
     ),
@@ -50,6 +54,14 @@ pub static FILES: &[(&str, &str)] = &[
     (
         "gemm/mma_sync.cu",
         include_str!("../../kernels/gemm/mma_sync.cu"),
+    ),
+    (
+        "gemm/wgmma_cp_async.cu",
+        include_str!("../../kernels/gemm/wgmma_cp_async.cu"),
+    ),
+    (
+        "gemm/wgmma_tma.cu",
+        include_str!("../../kernels/gemm/wgmma_tma.cu"),
     ),
 ];
 

@@ -17,6 +17,8 @@ impl Default for Registry {
         let mut gemm: Vec<Box<dyn GemmKernel>> = vec![
             Box::new(gemm::simt_naive::SimtNaive),
             Box::new(gemm::simt_tiled::SimtTiled),
+            Box::new(gemm::wgmma_cp_async::WgmmaCpAsync),
+            Box::new(gemm::wgmma_tma::WgmmaTma),
             Box::new(gemm::wgmma_tma_ws::WgmmaTmaWs),
             Box::new(gemm::mma_sync::MmaSync),
             Box::new(crate::vendor::cublas::Cublas),

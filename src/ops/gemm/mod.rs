@@ -5,6 +5,8 @@ pub mod mma_sync;
 pub mod problem;
 pub mod simt_naive;
 pub mod simt_tiled;
+pub mod wgmma_cp_async;
+pub mod wgmma_tma;
 pub mod wgmma_tma_ws;
 
 use std::ffi::c_void;

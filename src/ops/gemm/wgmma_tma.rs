@@ -1,0 +1,330 @@
+//! Host side of `kernels/gemm/wgmma_tma.cu`: WGMMA fed by TMA (sm_90a), not warp-specialised.
+//! One warpgroup per 128 x 128 block tile (two m64n128k16 fp32 accumulators); its thread 0
+//! issues the TMA loads (128B swizzle) of K tiles up to 4 stages ahead through full/empty
+//! mbarriers, and all 128 threads compute. One block per tile. Builds the two operand tensor maps
+//! for the problem at launch.
+
+use super::{
+    alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
+};
+use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+
+pub struct WgmmaTma;
+
+/// Block tile (two m64 accumulators of one warpgroup) and the K depth of one stage.
+pub const BM: u32 = 128;
+pub const BN: u32 = 128;
+pub const BK: u32 = 64;
+/// Shared stages in the TMA ring.
+pub const STAGES: u32 = 4;
+/// Tile rows per group in the block order (blocks sweep a group column by column).
+pub const GROUP_M: u32 = 8;
+/// Threads per block: one warpgroup.
+pub const THREADS: u32 = 128;
+
+/// Bytes of A and B one stage holds (and one stage's TMA loads deliver): 32 KB.
+pub const fn stage_bytes() -> u32 {
+    (BM + BN) * BK * 2
+}
+
+/// Dynamic shared memory: 1 KB of slack to round the base up to the 1024-byte swizzle repeat,
+/// the stages, and a full and an empty mbarrier per stage.
+pub const fn smem_bytes() -> u32 {
+    1024 + STAGES * stage_bytes() + 2 * STAGES * 8
+}
+
+/// Tiles along M and N.
+pub fn tiles(p: &GemmProblem) -> (u64, u64) {
+    (
+        (p.m as u64).div_ceil(BM as u64),
+        (p.n as u64).div_ceil(BN as u64),
+    )
+}
+
+/// The 1-D grid (one block per tile), or `None` when it would not fit the kernel's `int` block
+/// index.
+pub fn grid(p: &GemmProblem) -> Option<u32> {
+    let (tm, tn) = tiles(p);
+    let blocks = tm.checked_mul(tn)?;
+    (blocks <= i32::MAX as u64).then_some(blocks as u32)
+}
+
+/// The tile (row, column) block `pid` computes: the kernel's `block_tile`, for tests and tools.
+pub fn block_tile(pid: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
+    let per_group = GROUP_M * tiles_n;
+    let group = pid / per_group;
+    let first = group * GROUP_M;
+    let rows = (tiles_m - first).min(GROUP_M);
+    let in_group = pid - group * per_group;
+    (first + in_group % rows, in_group / rows)
+}
+
+/// The tensor maps of A and B for `p` at these addresses. The K-major operand (A row-major, B
+/// column-major) loads one box {64 k, 128 rows}; the MN-major one loads boxes {64 m|n, 64 k},
+/// one per 64 elements of M or N. Global extents are the true M, N, K: TMA zero-fills the rest.
+pub fn operand_maps(p: &GemmProblem, a: u64, b: u64) -> (Tma2d, Tma2d) {
+    let dtype = match p.input {
+        DType::Bf16 => TmaDType::Bf16,
+        DType::F16 => TmaDType::F16,
+        DType::F32 => TmaDType::F32,
+    };
+    let es = p.input.size() as u64;
+    let (m, n, k) = (p.m as u64, p.n as u64, p.k as u64);
+    let map = |addr, dims, ld: usize, box_dims| Tma2d {
+        dtype,
+        addr,
+        dims,
+        row_stride_bytes: ld as u64 * es,
+        box_dims,
+        swizzle: TmaSwizzle::B128,
+    };
+    let ta = if p.layout.a_k_major() {
+        map(a, [k, m], p.lda, [BK, BM])
+    } else {
+        map(a, [m, k], p.lda, [64, BK])
+    };
+    let tb = if p.layout.b_k_major() {
+        map(b, [k, n], p.ldb, [BK, BN])
+    } else {
+        map(b, [n, k], p.ldb, [64, BK])
+    };
+    (ta, tb)
+}
+
+/// TMA loads thread 0 issues per stage for `rows` (M or N) of an operand: one box if K-major,
+/// else one per 64 rows. Mirrors the kernel's `issue_stage`.
+pub fn loads_per_stage(k_major: bool, rows: u32) -> u32 {
+    if k_major {
+        1
+    } else {
+        rows / 64
+    }
+}
+
+fn spec(arch: &str, layout: Layout, input: DType, output: DType) -> KernelSpec {
+    with_problem_defines(
+        KernelSpec::new("gemm/wgmma_tma.cu", "gemm_wgmma_tma", arch),
+        layout,
+        input,
+        output,
+    )
+    .define("KILN_STAGES", STAGES)
+    .define("KILN_GROUP_M", GROUP_M)
+    .define("KILN_SMEM", smem_bytes())
+}
+
+impl GemmKernel for WgmmaTma {
+    fn name(&self) -> &'static str {
+        "wgmma_tma"
+    }
+    fn summary(&self) -> &'static str {
+        "WGMMA m64n128k16 fed by TMA (128B swizzle): one warpgroup per 128x128 tile, thread 0 \
+         loads 4 stages ahead through full/empty mbarriers, not warp-specialised"
+    }
+    fn rung(&self) -> u32 {
+        4
+    }
+    fn supports(&self, p: &GemmProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        if !dev.is_hopper() {
+            return Err(format!(
+                "needs a Hopper GPU (sm_90a: wgmma, TMA); {} is sm_{}{}",
+                dev.name, dev.compute_capability.0, dev.compute_capability.1
+            ));
+        }
+        if p.input == DType::F32 {
+            return Err("inputs must be bf16 or f16".into());
+        }
+        let es = p.input.size();
+        for (name, ld) in [("lda", p.lda), ("ldb", p.ldb)] {
+            if !(ld * es).is_multiple_of(16) {
+                return Err(format!(
+                    "{name} = {ld} is not a multiple of {} elements: TMA needs row strides that \
+                     are multiples of 16 bytes",
+                    16 / es
+                ));
+            }
+            if (ld * es) as u64 >= 1 << 40 {
+                return Err(format!(
+                    "{name} = {ld} gives a row stride of 2^40 bytes or more"
+                ));
+            }
+        }
+        if smem_bytes() > dev.smem_optin_bytes {
+            return Err(format!(
+                "needs {} B of shared memory per block; this GPU allows {}",
+                smem_bytes(),
+                dev.smem_optin_bytes
+            ));
+        }
+        if grid(p).is_none() {
+            return Err(format!(
+                "{}x{} outputs need more than 2^31 - 1 blocks of {BM}x{BN}",
+                p.m, p.n
+            ));
+        }
+        Ok(())
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        super::all_combinations()
+            .into_iter()
+            .map(|(l, i, o)| spec(arch, l, i, o))
+            .collect()
+    }
+    fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
+        for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
+            if alignment(ptr) < 16 {
+                return Err(Error::Unsupported {
+                    kernel: self.name().into(),
+                    reason: format!("{name} at {ptr:#x} is not 16-byte aligned, which TMA needs"),
+                });
+            }
+        }
+        let blocks = grid(p).ok_or_else(|| Error::Unsupported {
+            kernel: self.name().into(),
+            reason: "too many blocks for a 1-D grid".into(),
+        })?;
+        let (ta, tb) = operand_maps(p, ops.a.ptr(), ops.b.ptr());
+        for t in [&ta, &tb] {
+            t.validate().map_err(|reason| Error::Unsupported {
+                kernel: self.name().into(),
+                reason,
+            })?;
+        }
+        let mut map_a = ta.encode()?;
+        let mut map_b = tb.encode()?;
+        let f = ctx.function(&spec(&ctx.arch(), p.layout, p.input, p.output))?;
+        let mut args = GemmArgs::new(p, ops);
+        let cfg = LaunchConfig {
+            smem_bytes: smem_bytes(),
+            ..LaunchConfig::simple((blocks, 1, 1), THREADS)
+        };
+        // SAFETY: the kernel takes (TmaMap, TmaMap, GemmArgs): two 128-byte maps and the
+        // argument block, in that order. The maps address A and B, which the caller keeps alive
+        // and has checked against the problem; C is reached through `args`.
+        unsafe {
+            f.launch(
+                ctx.stream,
+                &cfg,
+                &mut [map_a.as_param(), map_b.as_param(), args.as_param()],
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(m: usize, n: usize, k: usize, layout: Layout) -> GemmProblem {
+        GemmProblem::new(m, n, k, layout, DType::Bf16, DType::Bf16)
+    }
+
+    #[test]
+    fn shared_memory_and_grid() {
+        assert_eq!(stage_bytes(), 32 * 1024);
+        assert_eq!(stage_bytes() % 1024, 0);
+        assert_eq!(smem_bytes(), 1024 + 4 * 32 * 1024 + 64);
+        assert!(smem_bytes() <= 227 * 1024);
+        assert_eq!(grid(&problem(4096, 4096, 4096, Layout::RC)), Some(32 * 32));
+        assert_eq!(grid(&problem(1, 1, 1, Layout::RC)), Some(1));
+        assert_eq!(grid(&problem(129, 257, 8, Layout::CC)), Some(2 * 3));
+        let huge = problem(i32::MAX as usize, i32::MAX as usize, 8, Layout::RC);
+        assert_eq!(grid(&huge), None);
+    }
+
+    #[test]
+    fn block_order_visits_every_tile_once() {
+        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (17, 3), (9, 40), (16, 1)] {
+            let mut seen = vec![false; (tm * tn) as usize];
+            for pid in 0..tm * tn {
+                let (r, c) = block_tile(pid, tm, tn);
+                assert!(r < tm && c < tn, "pid {pid} of {tm}x{tn} -> ({r}, {c})");
+                let i = (r * tn + c) as usize;
+                assert!(!seen[i], "tile ({r}, {c}) visited twice");
+                seen[i] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn maps_follow_the_layout_and_fill_a_stage_exactly() {
+        for l in Layout::ALL {
+            let p = GemmProblem::new(1000, 1500, 700, l, DType::Bf16, DType::F32);
+            let p = GemmProblem {
+                lda: p.lda.next_multiple_of(8),
+                ldb: p.ldb.next_multiple_of(8),
+                ..p
+            };
+            let (ta, tb) = operand_maps(&p, 1 << 20, 2 << 20);
+            ta.validate().unwrap();
+            tb.validate().unwrap();
+            // expect_tx in the kernel is the stage size: the loads must deliver exactly that
+            let bytes = loads_per_stage(l.a_k_major(), BM) as u64 * ta.box_bytes()
+                + loads_per_stage(l.b_k_major(), BN) as u64 * tb.box_bytes();
+            assert_eq!(bytes, stage_bytes() as u64, "{l}");
+            if l.a_k_major() {
+                assert_eq!((ta.dims, ta.box_dims), ([700, 1000], [64, 128]));
+            } else {
+                assert_eq!((ta.dims, ta.box_dims), ([1000, 700], [64, 64]));
+            }
+            if l.b_k_major() {
+                assert_eq!((tb.dims, tb.box_dims), ([700, 1500], [64, 128]));
+            } else {
+                assert_eq!((tb.dims, tb.box_dims), ([1500, 700], [64, 64]));
+            }
+            assert_eq!(ta.row_stride_bytes, p.lda as u64 * 2);
+            assert_eq!(tb.row_stride_bytes, p.ldb as u64 * 2);
+            assert_eq!(ta.swizzle, TmaSwizzle::B128);
+        }
+        // tiny problems: boxes larger than the tensor are fine (TMA zero-fills)
+        let p = problem(1, 1, 8, Layout::RC);
+        let (ta, tb) = operand_maps(&p, 1 << 20, 2 << 20);
+        assert_eq!(ta.validate(), Ok(()));
+        assert_eq!(tb.validate(), Ok(()));
+    }
+
+    #[test]
+    fn supports_refuses_unaligned_strides_and_other_gpus() {
+        let h100 = DeviceInfo::h100_sxm();
+        for l in Layout::ALL {
+            assert_eq!(WgmmaTma.supports(&problem(64, 64, 64, l), &h100), Ok(()));
+        }
+        let e = WgmmaTma
+            .supports(&problem(64, 64, 65, Layout::RC), &h100)
+            .unwrap_err();
+        assert!(e.contains("lda = 65"), "{e}");
+        let e = WgmmaTma
+            .supports(&problem(64, 100, 64, Layout::CR), &h100)
+            .unwrap_err();
+        assert!(e.contains("ldb = 100"), "{e}");
+        let a100 = DeviceInfo {
+            compute_capability: (8, 0),
+            ..h100.clone()
+        };
+        assert!(WgmmaTma
+            .supports(&problem(64, 64, 64, Layout::RC), &a100)
+            .unwrap_err()
+            .contains("Hopper"));
+        let small_smem = DeviceInfo {
+            smem_optin_bytes: 100 * 1024,
+            ..h100.clone()
+        };
+        assert!(WgmmaTma
+            .supports(&problem(64, 64, 64, Layout::RC), &small_smem)
+            .unwrap_err()
+            .contains("shared memory"));
+    }
+
+    #[test]
+    fn variants_cover_every_layout_and_dtype() {
+        let v = WgmmaTma.variants("sm_90a");
+        assert_eq!(v.len(), 4 * 2 * 3);
+        for s in &v {
+            assert!(s
+                .defines
+                .contains(&("KILN_SMEM".into(), smem_bytes().to_string())));
+        }
+    }
+}

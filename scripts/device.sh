@@ -4,6 +4,6 @@
 set -uo pipefail
 export KILN_STORE=${OUT:-/tmp}/kiln.db
 export KILN_CACHE_DIR=/tmp/kiln-jit
-BIN=.carry/kiln
+BIN=${KILN_BIN:-.carry/kiln}
 chmod +x "$BIN"
 "$BIN" "$@"

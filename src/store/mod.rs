@@ -105,9 +105,18 @@ impl Store {
         let ctx = |e: rusqlite::Error| Error::Store(format!("cannot open {shown}: {e}"));
         conn.busy_timeout(BUSY_TIMEOUT).map_err(ctx)?;
         // Returns the mode now in force: `wal` for a file, `memory` for an in-memory store.
-        let _mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(ctx)?;
+        // Switching a fresh file to WAL takes an exclusive lock without consulting the busy
+        // handler, so processes opening the same new store at once retry here until the timeout.
+        let started = std::time::Instant::now();
+        let _mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+                Ok(mode) => break mode,
+                Err(e) if is_locked(&e) && started.elapsed() < BUSY_TIMEOUT => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(ctx(e)),
+            }
+        };
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(ctx)?;
         schema::migrate(&mut conn, &shown)?;
@@ -320,3 +329,8 @@ pub fn kiln_commit() -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// SQLite's "database is busy/locked" codes, which a concurrent writer makes transient.
+fn is_locked(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}

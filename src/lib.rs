@@ -12,6 +12,7 @@ pub mod reference;
 pub mod report;
 pub mod store;
 pub mod tools;
+pub mod tune;
 pub mod vendor;
 
 pub use error::{Error, Result};

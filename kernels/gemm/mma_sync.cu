@@ -26,8 +26,11 @@
 static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
 static_assert(STAGES >= 2, "the pipeline needs at least two stages");
 static_assert(STAGES * STAGE_BYTES <= KILN_SMEM, "KILN_SMEM must cover the pipeline");
-static_assert(MT == 2 || MT == 4, "the ldmatrix addressing needs a power-of-two MT");
-static_assert(NT == 4 || NT == 8, "the ldmatrix addressing needs NT/2 a power of two");
+// BM in {64, 128, 256} and BN in {64, 128, 256}: the ldmatrix steps between m16 / n16 sub-tiles
+// XOR chunk bits 1-3 (MN-major) that the lane offsets leave clear for these warp tiles, and every
+// loader keeps rows a multiple of 8 apart (src/ops/gemm/mma_sync.rs declares this as the space).
+static_assert(MT == 2 || MT == 4 || MT == 8, "the ldmatrix addressing needs MT in {2, 4, 8}");
+static_assert(NT == 2 || NT == 4 || NT == 8, "the ldmatrix addressing needs NT in {2, 4, 8}");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
 // cp.async of 16 bytes of which the first src_bytes (0..16) are read and the rest zero-filled.

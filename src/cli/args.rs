@@ -34,6 +34,8 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Time versions against the vendor baseline in the same run.
     Bench(BenchArgs),
+    /// Attention forward: `attn verify` against the float64 reference, `attn bench` for TFLOPS.
+    Attn(super::attention::AttnCliArgs),
     /// The main job: check, verify and benchmark everything (compile check and CPU references only
     /// without a GPU).
     Suite(SuiteArgs),
@@ -53,6 +55,18 @@ pub enum Command {
     Exp(ExpArgs),
     /// Write a self-contained HTML page and a markdown file from the store.
     Report(ReportArgs),
+    /// Tune a version's parameters for one problem: guard, search, verify and time each
+    /// candidate in a watched worker process, record every result, cache the best.
+    Tune(TuneArgs),
+    /// Mixture-of-experts: verify the grouped GEMM, the fused SwiGLU and the masked layout;
+    /// time the grouped GEMM or a whole expert FFN.
+    Moe(MoeCmdArgs),
+    /// The tuner's worker process (internal): JSON-line jobs on stdin, results on stdout.
+    #[command(hide = true)]
+    TuneWorker(TuneWorkerArgs),
+    /// Replay the evolutionary search against a recorded landscape (no GPU): how often it gets
+    /// within 2% of the exhaustive best with 15% of the evaluations.
+    TuneReplay(TuneReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -292,4 +306,141 @@ pub struct ReportArgs {
     /// Folder to write report.html, report.md and charts/ into.
     #[arg(long, default_value = "report")]
     pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// The version to tune (not needed with --resume).
+    #[arg(long)]
+    pub version: Option<String>,
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// auto (exhaustive when the space fits the budget), exhaustive or evo.
+    #[arg(long, default_value = "auto")]
+    pub search: String,
+    /// Most candidates to evaluate (default: the whole space for exhaustive, 15% of it for evo).
+    #[arg(long)]
+    pub budget: Option<usize>,
+    /// Seed of the evolutionary search.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// GPUs to run workers on: 0, all, or a list like 0,1 (one worker per GPU).
+    #[arg(long, default_value = "0")]
+    pub gpus: String,
+    /// Continue tuning run RUN_ID, skipping the candidates it already recorded.
+    #[arg(long = "resume", value_name = "RUN_ID")]
+    pub resume: Option<i64>,
+    /// Write every candidate's outcome (the landscape) as JSON to this file.
+    #[arg(long)]
+    pub landscape: Option<PathBuf>,
+    /// Seconds a job may always take before the watchdog kills its worker.
+    #[arg(long, default_value_t = 5.0)]
+    pub timeout_floor: f64,
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// Rows of the final table (fastest first; every failure is summarised below it).
+    #[arg(long, default_value_t = 25)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneWorkerArgs {
+    /// The GPU this worker runs on.
+    #[arg(long, default_value_t = 0)]
+    pub gpu: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneReplayArgs {
+    /// A landscape written by `kiln tune --landscape`.
+    #[arg(long)]
+    pub landscape: PathBuf,
+    #[arg(long, default_value_t = 100)]
+    pub trials: usize,
+    /// Share of the space each trial may evaluate.
+    #[arg(long, default_value_t = 0.15)]
+    pub fraction: f64,
+    /// How close to the exhaustive best counts as found.
+    #[arg(long, default_value_t = 0.02)]
+    pub within: f64,
+    /// First seed (trial i uses seed + i).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct MoeCmdArgs {
+    #[command(subcommand)]
+    pub action: MoeAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MoeAction {
+    /// Verify the MoE kernels against the float64 reference on a shape suite (empty experts,
+    /// one expert, 256 experts, ragged counts, masked layout replayed from a CUDA graph).
+    Verify(MoeVerifyArgs),
+    /// Time the grouped GEMM, or with --swiglu the expert FFN: fused gate/up, down projection,
+    /// and both together.
+    Bench(MoeBenchArgs),
+    /// Compile every MoE kernel variant (no GPU needed): registers, shared memory, spills.
+    Check(MoeCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MoeVerifyArgs {
+    /// Shape suite: quick or full.
+    #[arg(long, default_value = "quick")]
+    pub suite: String,
+    /// Only this version (grouped_gemm or swiglu_dual).
+    #[arg(long)]
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct MoeBenchArgs {
+    /// Experts E.
+    #[arg(long, default_value_t = 8)]
+    pub experts: usize,
+    /// Tokens (rows) spread unevenly over the experts; ignored with --counts.
+    #[arg(long, default_value_t = 7516)]
+    pub tokens: usize,
+    /// Rows per expert, comma-separated (overrides --experts and --tokens).
+    #[arg(long)]
+    pub counts: Option<String>,
+    /// N: output columns (with --swiglu, the FFN width).
+    #[arg(long, default_value_t = 3072)]
+    pub n: usize,
+    /// K: reduction depth (with --swiglu, the hidden size).
+    #[arg(long, default_value_t = 4096)]
+    pub k: usize,
+    /// bf16 or f16 (inputs and outputs).
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    /// Time the expert FFN: fused SwiGLU (N x K), then the down projection (K x N).
+    #[arg(long)]
+    pub swiglu: bool,
+    /// W1/W3 interleaved in one tensor (with --swiglu).
+    #[arg(long)]
+    pub interleaved: bool,
+    /// Multiply each row by a routing weight in the SwiGLU epilogue.
+    #[arg(long)]
+    pub routed: bool,
+    /// Seed of the uneven token split.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub reps: Option<usize>,
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// Do not flush L2 between repetitions.
+    #[arg(long)]
+    pub no_flush: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MoeCheckArgs {
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
 }

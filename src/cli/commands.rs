@@ -147,12 +147,15 @@ pub fn check(env: &Env, a: &CheckArgs) -> Result<ExitCode> {
 /// Compiles every variant, prints the table (unless --json), records, and says if any failed.
 fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::CheckRow>, bool)> {
     if let Some(v) = only {
-        env.registry.gemm_version(v)?;
+        if env.registry.attention_version(v).is_err() {
+            env.registry.gemm_version(v)?;
+        }
     }
     kiln::jit::nvrtc::version()?;
     let dev = device_or_h100();
     let jit = env.jit();
-    let total: usize = env.registry.gemm().iter().filter(|k| only.is_none_or(|v| v == k.name())).map(|k| k.variants(arch).len()).sum();
+    let total: usize = env.registry.gemm().iter().filter(|k| only.is_none_or(|v| v == k.name())).map(|k| k.variants(arch).len()).sum::<usize>()
+        + env.registry.attention().iter().filter(|k| only.is_none_or(|v| v == k.name())).map(|k| k.variants(arch).len()).sum::<usize>();
     let pb = bar(total, "check", env.json);
     let started = std::time::Instant::now();
     let rows: Vec<check::CheckRow> = check::check_all(&jit, &env.registry, arch, &dev, only, |r| {

@@ -1,9 +1,12 @@
 //! Argument parsing and one handler per subcommand.
 
 mod args;
+mod attention;
 mod commands;
+mod moe;
 mod progress;
 mod tools;
+mod tune;
 
 use std::process::ExitCode;
 
@@ -14,6 +17,8 @@ pub use args::{Cli, Command};
 pub fn run() -> kiln::Result<ExitCode> {
     let cli = Cli::parse();
     let config = kiln::config::Config::load(cli.config.as_deref())?;
+    // The tuning cache the default dispatch reads lives in the configured store.
+    kiln::tune::cache::use_store(config.store_path());
     let env = commands::Env::new(&cli, config);
     match &cli.command {
         Command::Devices => commands::devices(&env),
@@ -21,6 +26,7 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Check(a) => commands::check(&env, a),
         Command::Versions => commands::versions(&env),
         Command::Verify(a) => commands::verify(&env, a),
+        Command::Attn(a) => attention::run(&env, a),
         Command::Bench(a) => commands::bench(&env, a),
         Command::Suite(a) => commands::suite(&env, a),
         Command::Cache(a) => commands::cache(&env, a),
@@ -30,5 +36,9 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Profile(a) => tools::profile(&env, a),
         Command::Exp(a) => tools::exp(&env, a),
         Command::Report(a) => tools::report(&env, a),
+        Command::Tune(a) => tune::tune(&env, a),
+        Command::Moe(a) => moe::moe(&env, a),
+        Command::TuneWorker(a) => tune::worker(&env, a),
+        Command::TuneReplay(a) => tune::replay(&env, a),
     }
 }

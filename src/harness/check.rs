@@ -71,16 +71,30 @@ pub fn check_all(
     progress: impl FnMut(&CheckRow) + Send,
 ) -> Vec<CheckRow> {
     use rayon::prelude::*;
-    let work: Vec<(&'static str, KernelSpec)> = registry
+    let mut work: Vec<(&'static str, &'static str, KernelSpec)> = registry
         .gemm()
         .iter()
         .filter(|k| only.is_none_or(|v| v == k.name()))
-        .flat_map(|k| k.variants(arch).into_iter().map(move |s| (k.name(), s)))
+        .flat_map(|k| k.variants(arch).into_iter().map(move |s| ("gemm", k.name(), s)))
         .collect();
+    work.extend(
+        registry
+            .attention()
+            .iter()
+            .filter(|k| only.is_none_or(|v| v == k.name()))
+            .flat_map(|k| k.variants(arch).into_iter().map(move |s| ("attention", k.name(), s))),
+    );
+    work.extend(
+        registry
+            .moe()
+            .iter()
+            .filter(|k| only.is_none_or(|v| v == k.name()))
+            .flat_map(|k| k.variants(arch).into_iter().map(move |s| ("moe", k.name(), s))),
+    );
     let progress = std::sync::Mutex::new(progress);
     work.par_iter()
-        .map(|(version, spec)| {
-            let row = check_one(jit, version, spec, dev);
+        .map(|(op, version, spec)| {
+            let row = check_one(jit, op, version, spec, dev);
             if let Ok(mut f) = progress.lock() {
                 f(&row);
             }
@@ -89,9 +103,9 @@ pub fn check_all(
         .collect()
 }
 
-fn check_one(jit: &Jit, version: &str, spec: &KernelSpec, dev: &DeviceInfo) -> CheckRow {
+fn check_one(jit: &Jit, op: &str, version: &str, spec: &KernelSpec, dev: &DeviceInfo) -> CheckRow {
     let mut row = CheckRow {
-        op: "gemm".into(),
+        op: op.into(),
         version: version.into(),
         variant: spec.label(),
         resources: None,

@@ -1,9 +1,13 @@
 //! The harness: the compile check, verification against float64 references on the shape
 //! suites, and benchmarking against the vendor in the same run.
 
+pub mod attention;
 pub mod bench;
 pub mod check;
 pub mod cpu;
+pub mod moe_bench;
+pub mod moe_shapes;
+pub mod moe_verify;
 pub mod peak;
 pub mod shapes;
 pub mod suite;

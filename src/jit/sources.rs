@@ -36,8 +36,36 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/tma.cuh"),
     ),
     (
+        "common/stmatrix.cuh",
+        include_str!("../../kernels/common/stmatrix.cuh"),
+    ),
+    (
         "common/wgmma_epilogue.cuh",
         include_str!("../../kernels/common/wgmma_epilogue.cuh"),
+    ),
+    (
+        "common/tma_3d.cuh",
+        include_str!("../../kernels/common/tma_3d.cuh"),
+    ),
+    (
+        "moe/sched.cuh",
+        include_str!("../../kernels/moe/sched.cuh"),
+    ),
+    (
+        "moe/epilogue.cuh",
+        include_str!("../../kernels/moe/epilogue.cuh"),
+    ),
+    (
+        "moe/tile_prefix.cu",
+        include_str!("../../kernels/moe/tile_prefix.cu"),
+    ),
+    (
+        "moe/grouped_gemm.cu",
+        include_str!("../../kernels/moe/grouped_gemm.cu"),
+    ),
+    (
+        "moe/swiglu_dual.cu",
+        include_str!("../../kernels/moe/swiglu_dual.cu"),
     ),
     (
         "gemm/simt_naive.cu",
@@ -62,6 +90,30 @@ pub static FILES: &[(&str, &str)] = &[
     (
         "gemm/wgmma_tma.cu",
         include_str!("../../kernels/gemm/wgmma_tma.cu"),
+    ),
+    (
+        "attention/attn_args.cuh",
+        include_str!("../../kernels/attention/attn_args.cuh"),
+    ),
+    (
+        "attention/softmax.cu",
+        include_str!("../../kernels/attention/softmax.cu"),
+    ),
+    (
+        "attention/fa2_mma_sync.cu",
+        include_str!("../../kernels/attention/fa2_mma_sync.cu"),
+    ),
+    (
+        "attention/tma_4d.cuh",
+        include_str!("../../kernels/attention/tma_4d.cuh"),
+    ),
+    (
+        "attention/wgmma_rs.cuh",
+        include_str!("../../kernels/attention/wgmma_rs.cuh"),
+    ),
+    (
+        "attention/fa3_wgmma.cu",
+        include_str!("../../kernels/attention/fa3_wgmma.cu"),
     ),
 ];
 

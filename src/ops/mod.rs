@@ -1,4 +1,6 @@
 //! The ops kiln runs, each with its ladder of versions, and the registry that picks one.
 
+pub mod attention;
 pub mod gemm;
+pub mod moe;
 pub mod registry;

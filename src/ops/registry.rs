@@ -3,13 +3,17 @@
 
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
+use crate::ops::attention::{self, AttentionKernel, AttentionProblem};
 use crate::ops::gemm::{self, GemmKernel, GemmProblem};
+use crate::ops::moe::{self, MoeKernel};
 
 /// The ops kiln knows.
 pub const OPS: &[&str] = &["gemm"];
 
 pub struct Registry {
     gemm: Vec<Box<dyn GemmKernel>>,
+    attention: Vec<Box<dyn AttentionKernel>>,
+    moe: Vec<Box<dyn MoeKernel>>,
 }
 
 impl Default for Registry {
@@ -23,8 +27,19 @@ impl Default for Registry {
             Box::new(gemm::mma_sync::MmaSync),
             Box::new(crate::vendor::cublas::Cublas),
         ];
+        if gemm::planted::enabled() {
+            // Test-only kernels (a hang and an out-of-bounds write) for the tuner's GPU evidence.
+            gemm.push(Box::new(gemm::planted::Planted));
+        }
         gemm.sort_by_key(|k| k.rung());
-        Registry { gemm }
+        let mut attention: Vec<Box<dyn AttentionKernel>> = vec![
+            Box::new(attention::composed::Composed),
+            Box::new(attention::fa2_mma_sync::Fa2MmaSync),
+            Box::new(attention::fa3_wgmma::Fa3Wgmma),
+        ];
+        attention.sort_by_key(|k| k.rung());
+        let moe: Vec<Box<dyn MoeKernel>> = vec![Box::new(moe::grouped_gemm::GroupedGemm), Box::new(moe::swiglu_dual::SwiGluDual)];
+        Registry { gemm, attention, moe }
     }
 }
 
@@ -32,6 +47,59 @@ impl Registry {
     /// GEMM versions, slowest rung first.
     pub fn gemm(&self) -> &[Box<dyn GemmKernel>] {
         &self.gemm
+    }
+
+    /// MoE versions: the grouped GEMM (also the down projection) and the fused SwiGLU.
+    pub fn moe(&self) -> &[Box<dyn MoeKernel>] {
+        &self.moe
+    }
+
+    /// The MoE version named `name`.
+    pub fn moe_version(&self, name: &str) -> Result<&dyn MoeKernel> {
+        self.moe.iter().find(|k| k.name() == name).map(|b| b.as_ref()).ok_or_else(|| Error::Unknown {
+            what: "moe version",
+            name: name.into(),
+            known: self.moe.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// Attention versions, slowest rung first.
+    pub fn attention(&self) -> &[Box<dyn AttentionKernel>] {
+        &self.attention
+    }
+
+    pub fn attention_version(&self, name: &str) -> Result<&dyn AttentionKernel> {
+        self.attention
+            .iter()
+            .find(|k| k.name() == name)
+            .map(|b| b.as_ref())
+            .ok_or_else(|| Error::Unknown {
+                what: "attention version",
+                name: name.into(),
+                known: self.attention.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// The attention version to run `p` with: `requested` if given (refusing clearly if it
+    /// cannot), else the highest rung that supports it.
+    pub fn select_attention(
+        &self,
+        p: &AttentionProblem,
+        dev: &DeviceInfo,
+        requested: Option<&str>,
+    ) -> Result<&dyn AttentionKernel> {
+        if let Some(name) = requested {
+            let k = self.attention_version(name)?;
+            return k.supports(p, dev).map(|_| k).map_err(|reason| Error::Unsupported { kernel: name.into(), reason });
+        }
+        let mut reasons = Vec::new();
+        for k in self.attention.iter().rev() {
+            match k.supports(p, dev) {
+                Ok(()) => return Ok(k.as_ref()),
+                Err(r) => reasons.push(format!("{}: {r}", k.name())),
+            }
+        }
+        Err(Error::Unsupported { kernel: "every attention version".into(), reason: reasons.join("; ") })
     }
 
     /// Checks that `op` names a known op.
@@ -83,11 +151,27 @@ impl Registry {
                 });
         }
         let mut reasons = Vec::new();
-        for k in self.gemm.iter().rev().filter(|k| !k.is_vendor()) {
+        // The test-only `planted` version is never a default choice.
+        let mut supported = Vec::new();
+        for k in self.gemm.iter().rev().filter(|k| !k.is_vendor() && k.name() != gemm::planted::NAME) {
             match k.supports(p, dev) {
-                Ok(()) => return Ok(k.as_ref()),
+                Ok(()) => supported.push(k.as_ref()),
                 Err(r) => reasons.push(format!("{}: {r}", k.name())),
             }
+        }
+        if let Some(&top) = supported.first() {
+            // The tuning cache overrides the rung order only between tuned versions: when the
+            // top rung has a tuned config for this shape class and another version measured
+            // faster in its own tuning, that one runs. An untuned top rung is never demoted.
+            let tuned = |k: &dyn GemmKernel| crate::tune::cache::tuned_tflops(dev, k.name(), p);
+            if let Some(top_tflops) = tuned(top) {
+                let faster = supported
+                    .iter()
+                    .filter_map(|&k| tuned(k).filter(|&t| t > top_tflops).map(|t| (k, t)))
+                    .max_by(|a, b| a.1.total_cmp(&b.1));
+                return Ok(faster.map_or(top, |(k, _)| k));
+            }
+            return Ok(top);
         }
         Err(Error::Unsupported {
             kernel: "every gemm version".into(),

@@ -2,4 +2,6 @@
 //! they read (random bf16/f16/f32 matrices, never zeros).
 
 pub mod data;
+pub mod attention;
 pub mod gemm;
+pub mod moe;

@@ -8,6 +8,7 @@ use super::{
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
+use crate::tune::space::{Config, ParamSpace};
 
 pub struct MmaSync;
 
@@ -59,6 +60,63 @@ impl TileConfig {
         (blocks <= i32::MAX as u64).then_some(blocks as u32)
     }
 
+    /// A 128x128 tile (BK 32, 4 stages): twice the blocks of [`TileConfig::DEFAULT`], for
+    /// problems whose 128x256 tiles leave SMs idle.
+    pub const NARROW: TileConfig = TileConfig {
+        bn: 128,
+        ..TileConfig::DEFAULT
+    };
+
+    /// The tile a config from [`MmaSync`]'s space names, or why the kernel cannot take it.
+    pub fn from_config(cfg: &Config) -> std::result::Result<TileConfig, String> {
+        let get = |k: &str| -> std::result::Result<u32, String> {
+            let v = cfg.require(k)?;
+            u32::try_from(v).map_err(|_| format!("{k}={v} is out of range"))
+        };
+        let t = TileConfig {
+            bm: get("BM")?,
+            bn: get("BN")?,
+            bk: get("BK")?,
+            stages: get("STAGES")?,
+            group_m: get("GROUP_M")?,
+        };
+        let broken = space_rules(&t);
+        if let Some(reason) = broken.first() {
+            return Err(format!("{cfg}: {reason}"));
+        }
+        Ok(t)
+    }
+
+    /// The config naming this tile, in the space's parameter order.
+    pub fn to_config(&self) -> Config {
+        Config::new(&[
+            ("BM", self.bm as i64),
+            ("BN", self.bn as i64),
+            ("BK", self.bk as i64),
+            ("STAGES", self.stages as i64),
+            ("GROUP_M", self.group_m as i64),
+        ])
+    }
+
+    /// The default dispatch's choice without a tuned config: [`TileConfig::DEFAULT`] unless the
+    /// narrower tile finishes in fewer tile-waves. A wave is one block per SM (both tiles run
+    /// one block per SM); a partly filled last wave costs as much as a full one, and a 128x128
+    /// tile does a 128x256 tile's work at about 85% of its efficiency (it reloads B twice as
+    /// often per flop).
+    pub fn heuristic(p: &GemmProblem, dev: &DeviceInfo) -> TileConfig {
+        let sms = dev.sm_count.max(1) as f64;
+        let cost = |t: &TileConfig, efficiency: f64| {
+            let (tm, tn) = t.tiles(p);
+            let waves = ((tm * tn) as f64 / sms).ceil();
+            waves * (t.bm * t.bn) as f64 / efficiency
+        };
+        if cost(&TileConfig::NARROW, 0.85) < cost(&TileConfig::DEFAULT, 1.0) {
+            TileConfig::NARROW
+        } else {
+            TileConfig::DEFAULT
+        }
+    }
+
     fn spec(&self, arch: &str, p: &GemmProblem) -> KernelSpec {
         with_problem_defines(
             KernelSpec::new("gemm/mma_sync.cu", "gemm_mma_sync", arch),
@@ -72,8 +130,47 @@ impl TileConfig {
         .define("KILN_STAGES", self.stages)
         .define("KILN_GROUP_M", self.group_m)
         .define("KILN_SMEM", self.smem_bytes())
+        .define("KILN_THREADS", THREADS)
+    }
+
+    /// The spec of any tile, even one the space refuses (for the guard's tests).
+    #[doc(hidden)]
+    pub fn spec_for_tests(t: &TileConfig, p: &GemmProblem) -> KernelSpec {
+        t.spec("sm_90a", p)
     }
 }
+
+/// The values each parameter of the space may take.
+const BMS: [i64; 3] = [64, 128, 256];
+const BNS: [i64; 3] = [64, 128, 256];
+const BKS: [i64; 2] = [32, 64];
+const STAGES: [i64; 5] = [2, 3, 4, 5, 6];
+const GROUP_MS: [i64; 3] = [4, 8, 16];
+
+/// The kernel's own limits (its static_asserts and register budget), each with its reason.
+fn space_rules(t: &TileConfig) -> Vec<String> {
+    let mut broken = Vec::new();
+    let has = |list: &[i64], v: u32| list.contains(&(v as i64));
+    if !has(&BMS, t.bm) || !has(&BNS, t.bn) {
+        broken.push("BM and BN must each be 64, 128 or 256 (warp tiles of 2, 4 or 8 m16/n8 steps x 8 warps)".into());
+    }
+    if !has(&BKS, t.bk) {
+        broken.push("BK must be 32 or 64 (the swizzle covers 64- and 128-byte rows)".into());
+    }
+    if t.stages < 2 {
+        broken.push("the cp.async pipeline needs at least 2 stages".into());
+    }
+    if t.group_m == 0 {
+        broken.push("GROUP_M must be at least 1".into());
+    }
+    if t.bm * t.bn > 128 * 256 {
+        broken.push(ACC_RULE.into());
+    }
+    broken
+}
+
+const ACC_RULE: &str =
+    "BM x BN over 128 x 256 needs more than 128 fp32 accumulators per thread (spills)";
 
 /// The tile (row, column) block `pid` computes: the device's `block_tile`, for tests and tools.
 pub fn block_tile(pid: u32, tiles_m: u32, tiles_n: u32, group_m: u32) -> (u32, u32) {
@@ -107,7 +204,7 @@ impl GemmKernel for MmaSync {
         }
         let es = p.input.size();
         for (name, ld) in [("lda", p.lda), ("ldb", p.ldb)] {
-            if ld * es % 16 != 0 {
+            if !(ld * es).is_multiple_of(16) {
                 return Err(format!(
                     "{name} = {ld} puts rows {} bytes apart; 16-byte copies need a multiple of 16 \
                      (pad the leading dimension to a multiple of {})",
@@ -135,10 +232,62 @@ impl GemmKernel for MmaSync {
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         super::all_combinations()
             .into_iter()
-            .map(|(l, i, o)| TileConfig::DEFAULT.spec(arch, &GemmProblem::new(1, 1, 1, l, i, o)))
+            .flat_map(|(l, i, o)| {
+                let p = GemmProblem::new(1, 1, 1, l, i, o);
+                [
+                    TileConfig::DEFAULT.spec(arch, &p),
+                    TileConfig::NARROW.spec(arch, &p),
+                ]
+            })
             .collect()
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
+        let t = match crate::tune::cache::lookup(&ctx.info, self.name(), p) {
+            Some(cfg) => TileConfig::from_config(&cfg)
+                .unwrap_or_else(|_| TileConfig::heuristic(p, &ctx.info)),
+            None => TileConfig::heuristic(p, &ctx.info),
+        };
+        self.launch_tile(ctx, p, ops, &t)
+    }
+    fn space(&self, _p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
+        Some(
+            ParamSpace::new()
+                .param("BM", &BMS)
+                .param("BN", &BNS)
+                .param("BK", &BKS)
+                .param("STAGES", &STAGES)
+                .param("GROUP_M", &GROUP_MS)
+                .rule(ACC_RULE, |c| {
+                    c.get("BM").unwrap_or(0) * c.get("BN").unwrap_or(0) <= 128 * 256
+                }),
+        )
+    }
+    fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
+        TileConfig::from_config(cfg).ok().map(|t| t.spec(arch, p))
+    }
+    fn launch_with(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+        cfg: &Config,
+    ) -> Result<()> {
+        let t = TileConfig::from_config(cfg).map_err(|reason| Error::Unsupported {
+            kernel: self.name().into(),
+            reason,
+        })?;
+        self.launch_tile(ctx, p, ops, &t)
+    }
+}
+
+impl MmaSync {
+    fn launch_tile(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+        t: &TileConfig,
+    ) -> Result<()> {
         for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
             if alignment(ptr) < 16 {
                 return Err(Error::Unsupported {
@@ -149,7 +298,6 @@ impl GemmKernel for MmaSync {
                 });
             }
         }
-        let t = TileConfig::DEFAULT;
         let blocks = t.grid(p).ok_or_else(|| Error::Unsupported {
             kernel: self.name().into(),
             reason: "too many blocks for a 1-D grid".into(),
@@ -257,14 +405,107 @@ mod tests {
     #[test]
     fn variants_cover_every_layout_and_dtype_with_their_shared_memory() {
         let v = MmaSync.variants("sm_90a");
-        assert_eq!(v.len(), 4 * 2 * 3);
+        assert_eq!(v.len(), 4 * 2 * 3 * 2);
         for s in &v {
-            assert!(s
-                .defines
-                .contains(&("KILN_SMEM".into(), (96 * 1024).to_string())));
+            let narrow = s.defines.contains(&("KILN_BN".into(), "128".into()));
+            let smem = if narrow { 64 * 1024 } else { 96 * 1024 };
+            assert!(s.defines.contains(&("KILN_SMEM".into(), smem.to_string())));
         }
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
         assert_eq!(unique.len(), v.len());
+    }
+
+    #[test]
+    fn the_space_holds_the_default_and_only_what_the_kernel_takes() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = problem(4096, 4096, 4096, Layout::RC);
+        let space = MmaSync.space(&p, &h100).unwrap();
+        let all = space.enumerate();
+        assert_eq!(all.len(), 8 * 2 * 5 * 3);
+        assert!(all.contains(&TileConfig::DEFAULT.to_config()));
+        assert!(all.contains(&TileConfig::NARROW.to_config()));
+        for c in &all {
+            let t = TileConfig::from_config(c).unwrap();
+            assert_eq!(t.to_config(), *c);
+            assert!(MmaSync.spec_for("sm_90a", &p, c).is_some());
+        }
+        let big = Config::new(&[
+            ("BM", 256),
+            ("BN", 256),
+            ("BK", 32),
+            ("STAGES", 2),
+            ("GROUP_M", 8),
+        ]);
+        assert!(TileConfig::from_config(&big)
+            .unwrap_err()
+            .contains("accumulators"));
+        let odd = Config::new(&[
+            ("BM", 96),
+            ("BN", 128),
+            ("BK", 32),
+            ("STAGES", 2),
+            ("GROUP_M", 8),
+        ]);
+        assert!(TileConfig::from_config(&odd).is_err());
+    }
+
+    #[test]
+    fn heuristic_keeps_the_default_unless_waves_leave_sms_idle() {
+        let h100 = DeviceInfo::h100_sxm();
+        // 4096^2: 512 tiles of 128x256 = 3.9 waves on 132 SMs; 128x128 would take 8.
+        assert_eq!(
+            TileConfig::heuristic(&problem(4096, 4096, 4096, Layout::RC), &h100),
+            TileConfig::DEFAULT
+        );
+        assert_eq!(
+            TileConfig::heuristic(&problem(8192, 8192, 8192, Layout::RC), &h100),
+            TileConfig::DEFAULT
+        );
+        // 1024^2: 32 tiles of 128x256 fill a quarter of the SMs; 64 tiles of 128x128 do better.
+        assert_eq!(
+            TileConfig::heuristic(&problem(1024, 1024, 1024, Layout::RC), &h100),
+            TileConfig::NARROW
+        );
+    }
+
+    /// Every tile shape of the space compiles for sm_90a without spills or a stack frame (the
+    /// guard rejects only shared memory over the limit, per stage count).
+    #[test]
+    fn every_tile_shape_of_the_space_compiles_without_spills() {
+        if crate::jit::nvrtc::version().is_err() {
+            eprintln!("NVRTC not installed: skipping");
+            return;
+        }
+        let jit = crate::jit::Jit::default();
+        for (bm, bn) in [
+            (64, 64),
+            (64, 128),
+            (64, 256),
+            (128, 64),
+            (128, 128),
+            (128, 256),
+            (256, 64),
+            (256, 128),
+        ] {
+            for (bk, layout) in [(32, Layout::RC), (64, Layout::CR)] {
+                let t = TileConfig {
+                    bm,
+                    bn,
+                    bk,
+                    stages: 3,
+                    group_m: 8,
+                };
+                let p = GemmProblem::new(1, 1, 1, layout, DType::Bf16, DType::Bf16);
+                let c = jit
+                    .compile(&t.spec("sm_90a", &p))
+                    .unwrap_or_else(|e| panic!("{t:?}: {e}"));
+                assert!(
+                    !c.resources.spills() && c.resources.stack_frame == 0,
+                    "{t:?}: {}",
+                    c.log
+                );
+            }
+        }
     }
 
     /// The sm_80/sm_89 path: the same source must build for Ampere and Ada without spills or

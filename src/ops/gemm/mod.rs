@@ -2,6 +2,7 @@
 //! and what they share: the kernel interface and the argument block every GEMM kernel receives.
 
 pub mod mma_sync;
+pub mod planted;
 pub mod problem;
 pub mod simt_naive;
 pub mod simt_tiled;
@@ -16,6 +17,7 @@ pub use problem::{parse_shape, DType, GemmProblem, Layout};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::tune::space::{Config, ParamSpace};
 
 /// The device buffers of one GEMM call.
 pub struct GemmOperands<'a> {
@@ -42,8 +44,23 @@ pub trait GemmKernel: Send + Sync {
     /// Every specialisation this version can compile to for `arch` (for `kiln check`).
     fn variants(&self, arch: &str) -> Vec<KernelSpec>;
     /// Enqueues the GEMM on the context's stream. Callers have validated `p` and the buffers and
-    /// checked `supports`.
+    /// checked `supports`. Versions with a parameter space launch the tuned config for `p`'s
+    /// shape class when the tuning cache has one, else their heuristic.
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()>;
+    /// The parameters the tuner may vary for `p` on `dev`, with the rules between them; `None`
+    /// for a version with nothing to tune. Every config the space allows must compute `p`
+    /// correctly (resource limits are left to the tuner's guard).
+    fn space(&self, _p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
+        None
+    }
+    /// The specialisation `cfg` compiles to (for the guard to compile before any launch).
+    fn spec_for(&self, _arch: &str, _p: &GemmProblem, _cfg: &Config) -> Option<KernelSpec> {
+        None
+    }
+    /// [`GemmKernel::launch`] with an explicit config from [`GemmKernel::space`].
+    fn launch_with(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands, _cfg: &Config) -> Result<()> {
+        self.launch(ctx, p, ops)
+    }
 }
 
 /// The argument block, laid out as `GemmArgs` in `kernels/common/gemm_args.cuh`.

@@ -1,0 +1,18 @@
+// The argument block every attention kernel receives; mirrored by `AttnArgs` in
+// src/ops/attention/mod.rs (a unit test pins the offsets). Strides are in elements; O takes Q's.
+#pragma once
+#include "common/types.cuh"
+
+struct AttnArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;       // [batch, heads_q, sq], fp32, natural log
+  i64 q_sb, q_sh, q_ss;
+  i64 kv_sb, kv_sh, kv_ss;
+  int batch, heads_q, group, sq, skv;
+  int causal;       // query i sees keys j <= i + (skv - sq)
+  float scale_log2; // softmax scale * log2(e)
+  float scale;
+};

@@ -1,0 +1,156 @@
+// MoE grouped GEMM (sm_90a): for every expert e, Y[rows of e] = X[rows of e] · W[e]ᵀ in one
+// persistent launch. X holds the tokens sorted by expert, contiguous, any number of rows per
+// expert (0 included, no padding to the tile height); W is [E, N, K], K-major.
+//
+// 384 threads: warpgroup 0 is the producer (one thread issues the TMA loads into a ring of
+// KILN_STAGES stages guarded by full/empty mbarriers), warpgroups 1 and 2 consume with
+// wgmma.m64nWNk16 into fp32 accumulators. BM = 128: each consumer takes 64 rows and all BN
+// columns; BM = 64: both take the 64 rows and BN / 2 columns each.
+//
+// Scheduling: moe_tile_prefix has written the m-tile prefix sums on the GPU; each CTA copies them
+// to shared memory and walks the flat tile index t = blockIdx.x, + gridDim.x, ... in a grouped
+// order; a binary search over the prefix sums gives the expert of t's m-tile. X is one 2D map over
+// all its rows, W one 3D map over [E, N, K] (coordinate e picks the expert; nothing is rewritten
+// per group). A tile's rows past its expert's end load the next expert's rows (or zeros past X)
+// and are masked in the epilogue: each output row depends only on its own X row.
+#include "common/mbarrier.cuh"
+#include "common/tma.cuh"
+#include "common/tma_3d.cuh"
+#include "common/wgmma.cuh"
+#include "moe/epilogue.cuh"
+#include "moe/sched.cuh"
+
+#ifndef KILN_BM
+#define KILN_BM 128
+#endif
+#ifndef KILN_BN
+#define KILN_BN 256
+#endif
+#ifndef KILN_STAGES
+#define KILN_STAGES 4
+#endif
+#ifndef KILN_GROUP_M
+#define KILN_GROUP_M 8
+#endif
+#ifndef KILN_MAX_EXPERTS
+#define KILN_MAX_EXPERTS 1024
+#endif
+
+constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
+constexpr bool SPLIT_N = BM == 64;          // both consumers share the rows, split the columns
+constexpr int WN = SPLIT_N ? BN / 2 : BN;   // columns one consumer computes
+constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2, STAGE_BYTES = X_BYTES + W_BYTES;
+constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
+static_assert(BM == 64 || BM == 128, "KILN_BM is 64 or 128");
+static_assert(WN == 128 || WN == 256, "a consumer computes 128 or 256 columns");
+static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
+              "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    moe_grouped_gemm(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w, const MoeArgs p) {
+  extern __shared__ unsigned char smem_raw[];
+  const u32 raw = smem_u32(smem_raw);
+  const u32 base = (raw + 1023u) & ~1023u;  // the 128B swizzle follows absolute address bits
+  const u32 bars = base + STAGES * STAGE_BYTES;
+  int* table = reinterpret_cast<int*>(smem_raw + (bars - raw) + 2 * STAGES * 8);
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+
+  const int E = p.experts;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full(s), 1);   // the producer's arrive.expect_tx
+      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+    }
+    mbar_fence_init();
+  }
+  moe_load_tables(table, p.sched, E);
+  __syncthreads();
+
+  const int tiles_m = table[E], tiles = tiles_m * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
+  const int wg = threadIdx.x / 128;
+
+  if (wg == 0) {
+    warpgroup_reg_dec<40>();
+    if (threadIdx.x == 0) {
+      tma_prefetch(&tma_x);
+      tma_prefetch(&tma_w);
+      u32 it = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
+          mbar_arrive_expect_tx(full(s), STAGE_BYTES);   // zero-filled parts count too
+          const u32 sx = base + s * STAGE_BYTES;
+          tma_load_2d(sx, &tma_x, full(s), kb * BK, tile.row0);
+          tma_load_3d(sx + X_BYTES, &tma_w, full(s), kb * BK, tile.n0, tile.expert);
+        }
+      }
+    }
+  } else {
+    warpgroup_reg_inc<232>();
+    const int c = wg - 1;
+    const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+    out_t* y = static_cast<out_t*>(p.y);
+    auto release = [&](int s) {
+      if (lane == 0) mbar_arrive(empty(s));
+    };
+    const u32 x_off = SPLIT_N ? 0u : c * 64u * 128u;         // this consumer's rows of the X tile
+    const u32 w_off = X_BYTES + (SPLIT_N ? c * WN * 128u : 0u);  // its rows (columns of Y) of W
+    float acc[WN / 2];
+#pragma unroll
+    for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
+
+    u32 it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+      int prev = 0;
+      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(full(s), (it / STAGES) & 1);
+        const u32 sa = base + s * STAGE_BYTES + x_off, sb = base + s * STAGE_BYTES + w_off;
+#pragma unroll
+        for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const u64 da = wgmma_desc_sw128(sa + kk * 32, 16, 1024);
+          const u64 db = wgmma_desc_sw128(sb + kk * 32, 16, 1024);
+          wgmma_m64k16<in_t, WN, 0, 0>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
+        wgmma_wait<1>();  // one batch in flight: the previous stage can be refilled
+        if (kb > 0) release(prev);
+        prev = s;
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
+      release(prev);
+
+      // Register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1).
+      const int r0 = (SPLIT_N ? 0 : 64 * c) + 16 * w + lane / 4;
+      const int col0 = tile.n0 + (SPLIT_N ? c * WN : 0);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        const bool row_ok = r < tile.valid_rows;
+#pragma unroll
+        for (int j0 = 0; j0 < WN / 8; j0 += 4) {
+          float e[4][2];
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            e[s][0] = acc[4 * (j0 + s) + 2 * h];
+            e[s][1] = acc[4 * (j0 + s) + 2 * h + 1];
+          }
+          moe_quad_transpose(e, q);
+          if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), col0 + 8 * (j0 + q), e);
+        }
+      }
+    }
+  }
+}

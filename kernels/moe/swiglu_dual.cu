@@ -1,0 +1,164 @@
+// MoE fused SwiGLU dual GEMM (sm_90a): for every expert e,
+//   H[rows of e] = silu(X · W1[e]ᵀ) ⊙ (X · W3[e]ᵀ) (⊙ the row's routing weight, if given)
+// in one persistent launch. Each stage holds one X tile and the matching W1 and W3 tiles; the X
+// tile feeds both wgmmas, each consumer keeps two accumulators (gate and up, 64 x 128 each), and
+// SiLU, the product and the routing weight happen in the epilogue, so neither G nor U is ever
+// written. Scheduling, X and W tensor maps, masking: as moe/grouped_gemm.cu.
+//
+// Weights: separate W1 and W3 [E, N, K] (two 3D maps, two 128-row boxes per stage), or one
+// interleaved W13 [E, 2N, K] whose rows alternate 128-row blocks of W1 and W3 (block j of W1 is
+// rows 256j .. 256j + 127, of W3 256j + 128 .. 256j + 255): one 256-row box brings both tiles.
+#include "common/mbarrier.cuh"
+#include "common/tma.cuh"
+#include "common/tma_3d.cuh"
+#include "common/wgmma.cuh"
+#include "moe/epilogue.cuh"
+#include "moe/sched.cuh"
+
+#ifndef KILN_STAGES
+#define KILN_STAGES 4
+#endif
+#ifndef KILN_GROUP_M
+#define KILN_GROUP_M 8
+#endif
+#ifndef KILN_MAX_EXPERTS
+#define KILN_MAX_EXPERTS 1024
+#endif
+
+constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
+constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2, STAGE_BYTES = X_BYTES + 2 * W_BYTES;
+constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
+static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
+              "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    moe_swiglu_dual(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w1,
+                    const __grid_constant__ TmaMap tma_w3, const MoeArgs p) {
+  extern __shared__ unsigned char smem_raw[];
+  const u32 raw = smem_u32(smem_raw);
+  const u32 base = (raw + 1023u) & ~1023u;
+  const u32 bars = base + STAGES * STAGE_BYTES;
+  int* table = reinterpret_cast<int*>(smem_raw + (bars - raw) + 2 * STAGES * 8);
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+
+  const int E = p.experts;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), 8);
+    }
+    mbar_fence_init();
+  }
+  moe_load_tables(table, p.sched, E);
+  __syncthreads();
+
+  const int tiles_m = table[E], tiles = tiles_m * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
+  const int wg = threadIdx.x / 128;
+
+  if (wg == 0) {
+    warpgroup_reg_dec<40>();
+    if (threadIdx.x == 0) {
+      tma_prefetch(&tma_x);
+      tma_prefetch(&tma_w1);
+      if (!p.interleaved) tma_prefetch(&tma_w3);
+      u32 it = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
+          mbar_arrive_expect_tx(full(s), STAGE_BYTES);
+          const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
+          const int k0 = kb * BK;
+          tma_load_2d(sx, &tma_x, full(s), k0, tile.row0);
+          if (p.interleaved) {
+            tma_load_3d(sw, &tma_w1, full(s), k0, 2 * tile.n0, tile.expert);  // W1 block, then W3
+          } else {
+            tma_load_3d(sw, &tma_w1, full(s), k0, tile.n0, tile.expert);
+            tma_load_3d(sw + W_BYTES, &tma_w3, full(s), k0, tile.n0, tile.expert);
+          }
+        }
+      }
+    }
+  } else {
+    warpgroup_reg_inc<232>();
+    const int c = wg - 1;
+    const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+    out_t* y = static_cast<out_t*>(p.y);
+    auto release = [&](int s) {
+      if (lane == 0) mbar_arrive(empty(s));
+    };
+    float gate[BN / 2], up[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) gate[i] = up[i] = 0.0f;
+
+    u32 it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+      int prev = 0;
+      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(full(s), (it / STAGES) & 1);
+        const u32 sa = base + s * STAGE_BYTES + c * 64u * 128u, sw = base + s * STAGE_BYTES + X_BYTES;
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+          wgmma_fence_operand(gate[i]);
+          wgmma_fence_operand(up[i]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const u64 da = wgmma_desc_sw128(sa + kk * 32, 16, 1024);
+          const u64 d1 = wgmma_desc_sw128(sw + kk * 32, 16, 1024);
+          const u64 d3 = wgmma_desc_sw128(sw + W_BYTES + kk * 32, 16, 1024);
+          const int acc = (kb > 0 || kk > 0) ? 1 : 0;
+          wgmma_m64k16<in_t, BN, 0, 0>(gate, da, d1, acc);
+          wgmma_m64k16<in_t, BN, 0, 0>(up, da, d3, acc);
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+          wgmma_fence_operand(gate[i]);
+          wgmma_fence_operand(up[i]);
+        }
+        wgmma_wait<1>();
+        if (kb > 0) release(prev);
+        prev = s;
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) {
+        wgmma_fence_operand(gate[i]);
+        wgmma_fence_operand(up[i]);
+      }
+      release(prev);
+
+      const int r0 = 64 * c + 16 * w + lane / 4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        const bool row_ok = r < tile.valid_rows;
+        const i64 row = (i64)tile.row0 + r;
+        const float scale = (row_ok && p.route != nullptr) ? p.route[row] : 1.0f;
+#pragma unroll
+        for (int j0 = 0; j0 < BN / 8; j0 += 4) {
+          float e[4][2];
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+              const int i = 4 * (j0 + s) + 2 * h + x;
+              e[s][x] = silu(gate[i]) * up[i] * scale;
+            }
+          }
+          moe_quad_transpose(e, q);
+          if (row_ok) moe_store8(y, p.ldy, p.n, row, tile.n0 + 8 * (j0 + q), e);
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,49 @@
+// MoE tile prefix sums: one warp turns the per-expert rows on the GPU (offsets [E + 1] of the
+// contiguous layout, or counts [E] of the masked layout) into the tables the grouped kernels
+// read: m-tile prefix sums, each expert's first X row and its row count. No host round trip, so
+// a forward pass (and a CUDA graph) can launch it and the GEMM back to back. Rows are clamped to
+// X, so even offsets the host never validated cannot send a later kernel out of bounds.
+// Mirrors `Schedule::build` in src/ops/moe/schedule.rs.
+#include "moe/sched.cuh"
+
+// rows_in: offsets (masked == 0) or counts (masked == 1). x_rows: rows of X (E * max_rows when
+// masked). bm: the GEMM's tile height. sched: 3E + 1 ints (see moe/sched.cuh).
+extern "C" __global__ void __launch_bounds__(32)
+    moe_tile_prefix(const int* rows_in, int* sched, int experts, int x_rows, int max_rows, int masked, int bm) {
+  const int lane = threadIdx.x;
+  const int per = (experts + 31) / 32;
+  const int first = min(lane * per, experts), last = min(first + per, experts);
+  auto span = [&](int e, int& start, int& rows) {
+    if (masked) {
+      start = e * max_rows;
+      rows = min(max(rows_in[e], 0), max_rows);
+    } else {
+      const int lo = min(max(rows_in[e], 0), x_rows);
+      const int hi = min(max(rows_in[e + 1], lo), x_rows);
+      start = lo;
+      rows = hi - lo;
+    }
+  };
+  int local = 0;
+  for (int e = first; e < last; ++e) {
+    int s, r;
+    span(e, s, r);
+    local += (r + bm - 1) / bm;
+  }
+  int inclusive = local;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += v;
+  }
+  int run = inclusive - local;
+  for (int e = first; e < last; ++e) {
+    int s, r;
+    span(e, s, r);
+    sched[e] = run;
+    sched[experts + 1 + e] = s;
+    sched[2 * experts + 1 + e] = r;
+    run += (r + bm - 1) / bm;
+  }
+  if (lane == 31) sched[experts] = inclusive;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Peer comparison for `kiln attn bench`: times PyTorch SDPA with the cuDNN backend and the FLASH
+(FlashAttention-2) backend on the same shapes, random data, L2 flushed before each repetition,
+median of CUDA events; prints one JSON object per shape with TFLOPS (4*B*H*D per unmasked
+(query, key) pair, the count kiln uses; causal is aligned top-left here, which equals kiln's
+bottom-right alignment when seqlen_q == seqlen_kv, the only case this script runs).
+
+Usage (on the GPU machine): python3 scripts/attention_peer.py [--shapes B,H,S,D[,causal];...]
+"""
+import argparse
+import json
+import sys
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+import torch.nn.functional as F
+
+DEFAULT = "2,16,8192,128;2,16,8192,128,causal;4,16,4096,128;1,16,16384,128;4,16,4096,64;4,16,4096,256;2,16,8192,128,,f16"
+
+
+def pairs(s, causal):
+    return s * (s + 1) // 2 if causal else s * s
+
+
+def time_backend(backend, q, k, v, causal, reps, warmup, flush):
+    def call():
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        call()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default=DEFAULT, help="B,H,S,D[,causal[,f16]] separated by ';'")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    for spec in a.shapes.split(";"):
+        f = spec.split(",")
+        b, h, s, d = (int(x) for x in f[:4])
+        causal = len(f) > 4 and f[4] == "causal"
+        dtype = torch.float16 if len(f) > 5 and f[5] == "f16" else torch.bfloat16
+        # BSHD storage viewed as BHSD, as a fused projection produces it (kiln's default layout).
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(3))
+        flops = 4.0 * b * h * d * pairs(s, causal)
+        out = {"batch": b, "heads": h, "seqlen": s, "dim": d, "causal": causal, "dtype": str(dtype).split(".")[-1],
+               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+        for name, backend in [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)]:
+            try:
+                ms = time_backend(backend, q, k, v, causal, a.reps, a.warmup, flush)
+                out[name + "_ms"] = round(ms, 4)
+                out[name + "_tflops"] = round(flops / (ms * 1e-3) / 1e12, 1)
+            except Exception as e:  # a backend that refuses the shape is data, not a crash
+                out[name + "_error"] = str(e).splitlines()[0][:200]
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+//! `kiln attn verify` and `kiln attn bench`: the attention forward's versions against the float64
+//! reference on the boundary suite, and timed on one shape (TFLOPS over unmasked pairs).
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use kiln::error::{Error, Result};
+use kiln::harness::attention::{
+    bench::{time_attention, AttnBuffers},
+    shapes::attention_suite,
+    verify::{verify_attention, AttnCheck, LSE_BOUND},
+};
+use kiln::harness::bench::{BenchOptions, L2Flusher};
+use kiln::harness::verify::fresh_seed;
+use kiln::ops::attention::{AttentionKernel, AttentionProblem, AttnLayout};
+use kiln::ops::gemm::DType;
+use kiln::report::Table;
+use kiln::store::ResultRow;
+use serde_json::json;
+
+use super::commands::{finish, record, Env};
+
+#[derive(Debug, Args)]
+pub struct AttnCliArgs {
+    #[command(subcommand)]
+    pub action: AttnAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AttnAction {
+    /// Verify versions against the float64 reference on a shape suite or one problem.
+    Verify(AttnVerifyArgs),
+    /// Time versions on one problem (L2 flushed, median of CUDA events, TFLOPS).
+    Bench(AttnBenchArgs),
+}
+
+/// An attention problem on the command line.
+#[derive(Debug, Args, Clone)]
+pub struct AttnProblemArgs {
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Query heads.
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// Key/value heads (default: the query heads); must divide them.
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
+    /// Query and key length (both).
+    #[arg(long)]
+    pub seqlen: Option<usize>,
+    /// Query length (overrides --seqlen).
+    #[arg(long)]
+    pub seqlen_q: Option<usize>,
+    /// Key/value length (overrides --seqlen).
+    #[arg(long)]
+    pub seqlen_kv: Option<usize>,
+    /// Head dim: 64, 128 or 256.
+    #[arg(long)]
+    pub dim: Option<usize>,
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    /// BSHD or BHSD.
+    #[arg(long, default_value = "BSHD")]
+    pub layout: String,
+    /// Causal mask, aligned bottom-right when the lengths differ.
+    #[arg(long)]
+    pub causal: bool,
+    /// Softmax scale (default 1/sqrt(dim)).
+    #[arg(long)]
+    pub scale: Option<f32>,
+}
+
+impl AttnProblemArgs {
+    fn given(&self) -> bool {
+        self.seqlen.is_some() || self.seqlen_q.is_some() || self.seqlen_kv.is_some()
+    }
+
+    /// The validated problem, with `defaults` (batch, heads, seqlen, dim) for what is not given.
+    fn problem(&self, defaults: (usize, usize, usize, usize)) -> Result<AttentionProblem> {
+        let (b, h, s, d) = defaults;
+        let heads = self.heads.unwrap_or(h);
+        let dim = self.dim.unwrap_or(d);
+        let seq = self.seqlen.unwrap_or(s);
+        let p = AttentionProblem {
+            heads_kv: self.kv_heads.unwrap_or(heads),
+            seqlen_q: self.seqlen_q.unwrap_or(seq),
+            seqlen_kv: self.seqlen_kv.unwrap_or(seq),
+            dtype: self.dtype.parse()?,
+            layout: self.layout.parse::<AttnLayout>()?,
+            causal: self.causal,
+            scale: self.scale.unwrap_or(1.0 / (dim as f32).sqrt()),
+            ..AttentionProblem::new(self.batch.unwrap_or(b), heads, seq, dim)
+        };
+        if p.dtype == DType::F32 {
+            return Err(Error::invalid(
+                "--dtype f32 is not supported; attention inputs are bf16 or f16",
+            ));
+        }
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AttnVerifyArgs {
+    #[command(flatten)]
+    pub problem: AttnProblemArgs,
+    /// Versions to verify (default: all).
+    #[arg(long = "version")]
+    pub versions: Vec<String>,
+    /// Shape suite when no --seqlen is given: quick or full.
+    #[arg(long, default_value = "full")]
+    pub suite: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AttnBenchArgs {
+    #[command(flatten)]
+    pub problem: AttnProblemArgs,
+    /// Versions to time (default: every version that supports the problem).
+    #[arg(long = "version")]
+    pub versions: Vec<String>,
+    #[arg(long)]
+    pub reps: Option<usize>,
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// Do not flush L2 between repetitions.
+    #[arg(long)]
+    pub no_flush: bool,
+}
+
+pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
+    match &a.action {
+        AttnAction::Verify(v) => verify(env, v),
+        AttnAction::Bench(b) => bench(env, b),
+    }
+}
+
+fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionKernel>> {
+    if names.is_empty() {
+        return Ok(env
+            .registry
+            .attention()
+            .iter()
+            .map(|k| k.as_ref())
+            .collect());
+    }
+    names
+        .iter()
+        .map(|n| env.registry.attention_version(n))
+        .collect()
+}
+
+fn problem_json(p: &AttentionProblem) -> serde_json::Value {
+    json!(p)
+}
+
+fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    let problems = if a.problem.given() {
+        vec![a.problem.problem((1, 1, 1, 128))?]
+    } else {
+        attention_suite(a.suite.parse()?)
+    };
+    let ks = versions(env, &a.versions)?;
+    let ctx = env.context()?;
+    let run = env.begin("attn-verify", Some(&ctx.info))?;
+    let mut outcomes: Vec<AttnCheck> = Vec::new();
+    for k in &ks {
+        for p in &problems {
+            let o = match verify_attention(&ctx, *k, p) {
+                Ok(o) => o,
+                Err(e @ Error::Hang { .. }) => return Err(e),
+                Err(e) => AttnCheck {
+                    version: k.name().into(),
+                    problem: *p,
+                    passed: false,
+                    skipped: None,
+                    rel_error: f64::NAN,
+                    bound: 0.0,
+                    lse_max_error: f64::NAN,
+                    nan_or_unwritten: 0,
+                    rows_checked: 0,
+                    seed: 0,
+                    message: e.to_string(),
+                },
+            };
+            if !o.passed && !env.json {
+                eprintln!("FAIL {} {}: {}", o.version, o.problem.label(), o.message);
+            }
+            record(
+                &run,
+                ResultRow {
+                    op: "attention".into(),
+                    version: o.version.clone(),
+                    variant: String::new(),
+                    problem: problem_json(&o.problem),
+                    metrics: json!({"rel_error": o.rel_error, "bound": o.bound, "lse_max_error": o.lse_max_error, "nan_or_unwritten": o.nan_or_unwritten, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message}),
+                    passed: Some(o.passed),
+                },
+            )?;
+            outcomes.push(o);
+        }
+    }
+    let failed = outcomes.iter().any(|o| !o.passed);
+    finish(&run, if failed { "failed" } else { "ok" })?;
+    if env.json {
+        env.print_json(&json!(outcomes));
+    } else {
+        let mut t = Table::new(&[
+            "version",
+            "passed",
+            "failed",
+            "skipped",
+            "max O rel error",
+            "max LSE error",
+            "first failure",
+        ]);
+        for k in &ks {
+            let mine: Vec<&AttnCheck> = outcomes.iter().filter(|o| o.version == k.name()).collect();
+            let ran: Vec<&&AttnCheck> = mine.iter().filter(|o| o.skipped.is_none()).collect();
+            let fails: Vec<&&&AttnCheck> = ran.iter().filter(|o| !o.passed).collect();
+            let max = |f: fn(&AttnCheck) -> f64| {
+                ran.iter()
+                    .map(|o| f(o))
+                    .filter(|e| e.is_finite())
+                    .fold(0.0f64, f64::max)
+            };
+            t.row(&[
+                k.name().to_string(),
+                (ran.len() - fails.len()).to_string(),
+                fails.len().to_string(),
+                (mine.len() - ran.len()).to_string(),
+                format!("{:.2e}", max(|o| o.rel_error)),
+                format!("{:.2e} (bound {LSE_BOUND:.0e})", max(|o| o.lse_max_error)),
+                fails
+                    .first()
+                    .map(|o| format!("{}: {}", o.problem.label(), o.message))
+                    .unwrap_or_default(),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+    Ok(if failed {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
+    let p = a.problem.problem((2, 16, 8192, 128))?;
+    let ctx = env.context()?;
+    let ks: Vec<&dyn AttentionKernel> = if a.versions.is_empty() {
+        env.registry
+            .attention()
+            .iter()
+            .map(|k| k.as_ref())
+            .filter(|k| k.supports(&p, &ctx.info).is_ok())
+            .collect()
+    } else {
+        a.versions
+            .iter()
+            .map(|n| env.registry.select_attention(&p, &ctx.info, Some(n)))
+            .collect::<Result<_>>()?
+    };
+    let mut opt = BenchOptions::default();
+    if let Some(r) = a.reps {
+        opt.reps = r.max(1);
+    }
+    if let Some(w) = a.warmup {
+        opt.warmup = w;
+    }
+    opt.flush_l2 = !a.no_flush;
+    let bufs = AttnBuffers::random(&p, fresh_seed())?;
+    let flusher = L2Flusher::new(&ctx)?;
+    let run = env.begin("attn-bench", Some(&ctx.info))?;
+    let mut rows = Vec::new();
+    for k in &ks {
+        let t = time_attention(&ctx, *k, &p, &bufs, &flusher, &opt)?;
+        record(
+            &run,
+            ResultRow {
+                op: "attention".into(),
+                version: t.version.clone(),
+                variant: String::new(),
+                problem: problem_json(&p),
+                metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops}),
+                passed: None,
+            },
+        )?;
+        rows.push(t);
+    }
+    finish(&run, "ok")?;
+    if env.json {
+        env.print_json(&json!(rows));
+    } else {
+        println!(
+            "{} ({:.3e} FLOPs over unmasked pairs) on {}",
+            p.label(),
+            p.flops(),
+            ctx.info.name
+        );
+        let base = rows
+            .iter()
+            .find(|t| t.version == "composed")
+            .map(|t| t.median_ms);
+        let mut t = Table::new(&["version", "median ms", "min ms", "TFLOPS", "vs composed"]);
+        for r in &rows {
+            t.row(&[
+                r.version.clone(),
+                format!("{:.3}", r.median_ms),
+                format!("{:.3}", r.min_ms),
+                format!("{:.1}", r.tflops),
+                base.map(|b| format!("{:.2}x", b / r.median_ms))
+                    .unwrap_or_default(),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}

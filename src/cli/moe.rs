@@ -1,0 +1,253 @@
+//! `kiln moe verify`, `kiln moe bench` and `kiln moe check`: the MoE kernels against the float64
+//! reference on the MoE shape suite, timed alone or as a whole expert FFN, and compiled.
+
+use std::process::ExitCode;
+
+use kiln::error::{Error, Result};
+use kiln::harness::check::check_all;
+use kiln::harness::moe_bench::{bench_moe, problems, MoeBenchRequest};
+use kiln::harness::moe_shapes::moe_suite;
+use kiln::harness::moe_verify::{verify_moe, MoeOutcome};
+use kiln::ops::gemm::DType;
+use kiln::ops::moe::{parse_counts, uneven_counts, MoeKernel, MoeProblem, WeightLayout};
+use kiln::report::Table;
+use kiln::store::ResultRow;
+use serde_json::json;
+
+use super::args::{MoeAction, MoeBenchArgs, MoeCheckArgs, MoeCmdArgs, MoeVerifyArgs};
+use super::commands::{bench_options, device_or_h100, finish, record, Env};
+use super::progress::bar;
+
+pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
+    match &a.action {
+        MoeAction::Verify(v) => verify(env, v),
+        MoeAction::Bench(b) => bench(env, b),
+        MoeAction::Check(c) => check(env, c),
+    }
+}
+
+/// The version that computes `p`: the fused SwiGLU or the plain grouped GEMM.
+fn kernel_for<'r>(env: &'r Env, p: &MoeProblem) -> Result<&'r dyn MoeKernel> {
+    env.registry.moe_version(if p.swiglu.is_some() {
+        "swiglu_dual"
+    } else {
+        "grouped_gemm"
+    })
+}
+
+fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
+    let cases = moe_suite(a.suite.parse()?);
+    if let Some(v) = &a.version {
+        env.registry.moe_version(v)?;
+    }
+    let ctx = env.context()?;
+    let run = env.begin("verify", Some(&ctx.info))?;
+    let pb = bar(cases.len(), "moe verify", env.json);
+    let mut outcomes: Vec<MoeOutcome> = Vec::new();
+    for (p, mode) in &cases {
+        let k = kernel_for(env, p)?;
+        if a.version.as_deref().is_some_and(|v| v != k.name()) {
+            pb.inc(1);
+            continue;
+        }
+        let o = verify_moe(&ctx, k, p, *mode)?;
+        pb.inc(1);
+        if !o.passed {
+            pb.println(format!(
+                "FAIL {} {} ({:?}): {}",
+                o.version, o.problem, o.mode, o.message
+            ));
+        }
+        record(
+            &run,
+            ResultRow {
+                op: "moe".into(),
+                version: o.version.clone(),
+                variant: format!("{:?}", o.mode).to_lowercase(),
+                problem: json!(p),
+                metrics: json!(o),
+                passed: Some(o.passed),
+            },
+        )?;
+        outcomes.push(o);
+    }
+    pb.finish_and_clear();
+    let failed = outcomes.iter().any(|o| !o.passed);
+    finish(&run, if failed { "failed" } else { "ok" })?;
+    if env.json {
+        env.print_json(&json!(outcomes));
+    } else {
+        let mut t = Table::new(&[
+            "version",
+            "problem",
+            "mode",
+            "rel error",
+            "bound",
+            "rows",
+            "verdict",
+        ]);
+        for o in &outcomes {
+            let verdict = match &o.skipped {
+                Some(why) => format!("skipped: {why}"),
+                None => o.message.clone(),
+            };
+            t.row(&[
+                o.version.clone(),
+                o.problem.clone(),
+                format!("{:?}", o.mode).to_lowercase(),
+                format!("{:.2e}", o.rel_error),
+                format!("{:.0e}", o.bound),
+                o.rows_checked.to_string(),
+                verdict,
+            ]);
+        }
+        print!("{}", t.render());
+        println!(
+            "{} checks, {} failed",
+            outcomes.len(),
+            outcomes.iter().filter(|o| !o.passed).count()
+        );
+    }
+    Ok(if failed {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The typed request from the flags, validated before any GPU is touched.
+fn request(a: &MoeBenchArgs) -> Result<MoeBenchRequest> {
+    let counts = match &a.counts {
+        Some(c) => parse_counts(c)?,
+        None => uneven_counts(a.tokens, a.experts, a.seed),
+    };
+    let dtype: DType = a.dtype.parse()?;
+    if (a.interleaved || a.routed) && !a.swiglu {
+        return Err(Error::invalid(
+            "--interleaved and --routed describe the SwiGLU weights; add --swiglu",
+        ));
+    }
+    let weights = if a.interleaved {
+        WeightLayout::Interleaved
+    } else {
+        WeightLayout::Separate
+    };
+    let r = MoeBenchRequest {
+        counts,
+        n: a.n,
+        k: a.k,
+        dtype,
+        swiglu: a.swiglu.then_some((weights, a.routed)),
+    };
+    let (first, down) = problems(&r);
+    first.validate()?;
+    if let Some(d) = down {
+        d.validate()?;
+    }
+    Ok(r)
+}
+
+fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
+    let r = request(a)?;
+    let ctx = env.context()?;
+    let grouped = env.registry.moe_version("grouped_gemm")?;
+    let swiglu = env.registry.moe_version("swiglu_dual")?;
+    let opt = bench_options(env, a.reps, a.warmup, a.no_flush);
+    let run = env.begin("bench", Some(&ctx.info))?;
+    let rows = bench_moe(&ctx, grouped, swiglu, &r, &opt)?;
+    for t in &rows {
+        record(
+            &run,
+            ResultRow {
+                op: "moe".into(),
+                version: t.piece.clone(),
+                variant: String::new(),
+                problem: json!({"label": t.problem, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype}),
+                metrics: json!(t),
+                passed: None,
+            },
+        )?;
+    }
+    finish(&run, "ok")?;
+    if env.json {
+        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "flush_l2": opt.flush_l2, "rows": rows}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("rows per expert: {:?}", r.counts);
+    let mut t = Table::new(&[
+        "piece",
+        "problem",
+        "tile",
+        "median ms",
+        "min ms",
+        "max ms",
+        "TFLOPS",
+        "GB/s",
+    ]);
+    for x in &rows {
+        t.row(&[
+            x.piece.clone(),
+            x.problem.clone(),
+            x.tile.clone(),
+            format!("{:.4}", x.median_ms),
+            format!("{:.4}", x.min_ms),
+            format!("{:.4}", x.max_ms),
+            format!("{:.1}", x.tflops),
+            format!("{:.0}", x.gbps),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
+    kiln::jit::nvrtc::version()?;
+    let dev = device_or_h100();
+    let jit = env.jit();
+    let mut rows = Vec::new();
+    for k in env.registry.moe() {
+        rows.extend(check_all(
+            &jit,
+            &env.registry,
+            &a.arch,
+            &dev,
+            Some(k.name()),
+            |_| {},
+        ));
+    }
+    let failed = rows.iter().any(|r| !r.ok());
+    if env.json {
+        env.print_json(&json!(rows));
+    } else {
+        let mut t = Table::new(&[
+            "version", "variant", "regs", "smem B", "spills B", "verdict",
+        ]);
+        for r in &rows {
+            let res = r.resources.clone().unwrap_or_default();
+            t.row(&[
+                r.version.clone(),
+                r.variant.clone(),
+                res.registers.to_string(),
+                (res.static_smem + r.dynamic_smem).to_string(),
+                (res.spill_stores + res.spill_loads).to_string(),
+                if r.ok() {
+                    "ok".to_string()
+                } else {
+                    r.problems.join("; ")
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!(
+            "{} MoE variants for {}: {} with problems",
+            rows.len(),
+            a.arch,
+            rows.iter().filter(|r| !r.ok()).count()
+        );
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

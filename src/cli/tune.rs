@@ -1,0 +1,444 @@
+//! `kiln tune`, its hidden worker `kiln tune-worker`, and `kiln tune-replay`: build the typed
+//! request, run the library's tuner, show progress and the final table, record.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kiln::device::{self, DeviceInfo};
+use kiln::error::{Error, Result};
+use kiln::ops::gemm::GemmProblem;
+use kiln::report::Table;
+use kiln::store::Store;
+use kiln::tune::landscape::Landscape;
+use kiln::tune::record::{self, TuningRun};
+use kiln::tune::search::{replay as replay_search, EvoParams, Strategy};
+use kiln::tune::space::Config;
+use kiln::tune::watchdog::Spawner;
+use kiln::tune::worker::Fake;
+use kiln::tune::{cache, run, Outcome, Status};
+use serde_json::json;
+
+use super::args::{TuneArgs, TuneReplayArgs, TuneWorkerArgs};
+use super::commands::{device_or_h100, problem_from, Env};
+use super::progress::bar;
+
+/// `auto` searches exhaustively up to this many configs (without a --budget).
+const AUTO_EXHAUSTIVE: usize = 256;
+
+/// The GPUs `--gpus` names (`all`, `0`, `0,1`); in the fake-worker test mode no GPU is needed.
+fn gpus(spec: &str, fake: bool) -> Result<Vec<u32>> {
+    if spec.trim() == "all" {
+        if fake {
+            return Ok(vec![0]);
+        }
+        return Ok(device::list()?.iter().map(|d| d.ordinal).collect());
+    }
+    let v: Vec<u32> = spec
+        .split(',')
+        .map(|s| {
+            s.trim().parse().map_err(|_| {
+                Error::invalid(format!("--gpus `{spec}`: use all, 0, or a list like 0,1"))
+            })
+        })
+        .collect::<Result<_>>()?;
+    if v.is_empty() {
+        return Err(Error::invalid("--gpus names no GPU"));
+    }
+    Ok(v)
+}
+
+fn open_store(env: &Env) -> Result<Option<Store>> {
+    if env.no_store {
+        return Ok(None);
+    }
+    Ok(Some(Store::open(&env.config.store_path())?))
+}
+
+pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
+    let fake = Fake::from_env().is_some();
+    let store = open_store(env)?;
+    // The request: from the flags, or from the run being resumed.
+    let (run_id, spec, known) = match a.resume {
+        Some(id) => {
+            let s = store
+                .as_ref()
+                .ok_or_else(|| Error::invalid("--resume needs the store (drop --no-store)"))?;
+            let r = record::load_run(s.conn(), id)?;
+            let known: HashMap<Config, Outcome> = record::results(s.conn(), id)?
+                .into_iter()
+                .map(|o| (o.config.clone(), o))
+                .collect();
+            (Some(id), r, known)
+        }
+        None => {
+            let version = a
+                .version
+                .clone()
+                .ok_or_else(|| Error::invalid("kiln tune needs --version (or --resume RUN_ID)"))?;
+            let problem = problem_from(&a.problem, None)?
+                .ok_or_else(|| Error::invalid("kiln tune needs --shape MxNxK"))?;
+            let spec = TuningRun {
+                id: 0,
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+                op: "gemm".into(),
+                version,
+                problem,
+                device_name: None,
+                sm_count: None,
+                search: a.search.clone(),
+                seed: a.seed,
+                budget: a.budget.unwrap_or(0),
+            };
+            (None, spec, HashMap::new())
+        }
+    };
+    let kernel = env.registry.gemm_version(&spec.version)?;
+    let dev: DeviceInfo = if fake {
+        device_or_h100()
+    } else {
+        device::init()?;
+        DeviceInfo::query(0)?
+    };
+    let p: GemmProblem = spec.problem;
+    kernel
+        .supports(&p, &dev)
+        .map_err(|reason| Error::Unsupported {
+            kernel: kernel.name().into(),
+            reason,
+        })?;
+    let space = kernel.space(&p, &dev).ok_or_else(|| Error::Unsupported {
+        kernel: kernel.name().into(),
+        reason: "it declares no parameter space to tune".into(),
+    })?;
+    let size = space.enumerate().len();
+    let budget = (spec.budget > 0).then_some(spec.budget);
+    let exhaustive = match spec.search.as_str() {
+        "exhaustive" => true,
+        "evo" => false,
+        "auto" => size <= budget.unwrap_or(AUTO_EXHAUSTIVE),
+        other => {
+            return Err(Error::invalid(format!(
+                "--search `{other}`: use auto, exhaustive or evo"
+            )))
+        }
+    };
+    let (strategy, budget) = if exhaustive {
+        (Strategy::Exhaustive, budget.unwrap_or(size).min(size))
+    } else {
+        (
+            Strategy::Evolutionary(EvoParams::seeded(spec.seed)),
+            budget
+                .unwrap_or(((size as f64) * 0.15).ceil().max(16.0) as usize)
+                .min(size),
+        )
+    };
+    let gpus = gpus(&a.gpus, fake)?;
+    let run_id = match (&store, run_id) {
+        (Some(s), None) => Some(record::begin(
+            s.conn(),
+            &TuningRun {
+                device_name: Some(dev.name.clone()),
+                sm_count: Some(dev.sm_count),
+                budget,
+                search: if exhaustive {
+                    "exhaustive".into()
+                } else {
+                    "evo".into()
+                },
+                ..spec.clone()
+            },
+        )?),
+        (_, id) => id,
+    };
+    let exe = std::env::current_exe().map_err(|source| Error::Io {
+        what: "finding the kiln binary",
+        path: "kiln".into(),
+        source,
+    })?;
+    let req = run::TuneRequest {
+        kernel,
+        problem: p,
+        dev: dev.clone(),
+        strategy,
+        budget,
+        gpus: gpus.clone(),
+        spawner: Spawner {
+            exe,
+            args: Vec::new(),
+        },
+        timeout_floor: Duration::from_secs_f64(a.timeout_floor.max(0.1)),
+        warmup: a.warmup,
+        reps: a.reps.max(1),
+        known,
+    };
+    if !env.json {
+        eprintln!(
+            "tuning {} on {} ({} SMs) for {}: {} search, {budget} of {size} configs, {} worker(s){}",
+            kernel.name(),
+            dev.name,
+            dev.sm_count,
+            p.label(),
+            if exhaustive { "exhaustive" } else { "evolutionary" },
+            gpus.len(),
+            run_id.map(|id| format!(", tuning run {id}")).unwrap_or_default()
+        );
+    }
+    let pb = bar(budget, "tune", env.json);
+    let mut best: Option<(f64, String)> = None;
+    let jit = env.jit();
+    let report = run::tune(&req, &jit, |o, fresh| {
+        if let (Some(s), Some(id), true) = (&store, run_id, fresh) {
+            record::record(s.conn(), id, o)?;
+        }
+        pb.inc(1);
+        if o.status == Status::Ok {
+            if let (Some(t), Some(tf)) = (o.median_ms, o.tflops) {
+                if best.as_ref().is_none_or(|(b, _)| t < *b) {
+                    best = Some((t, format!("best {} {tf:.1} TFLOPS ({t:.4} ms)", o.config)));
+                }
+            }
+        }
+        if let Some((_, line)) = &best {
+            pb.set_message(line.clone());
+        }
+        if matches!(o.status, Status::Timeout | Status::Crash | Status::Wrong) {
+            pb.println(format!("  {} {}: {}", o.status.name(), o.config, o.reason));
+        }
+        Ok(())
+    });
+    pb.finish_and_clear();
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            if let (Some(s), Some(id)) = (&store, run_id) {
+                let _ = record::finish(s.conn(), id, "failed");
+            }
+            return Err(e);
+        }
+    };
+    if let (Some(s), Some(id)) = (&store, run_id) {
+        record::finish(s.conn(), id, "ok")?;
+        // (The test-only planted version has nothing worth caching.)
+        if let Some(b) = report
+            .best
+            .as_ref()
+            .filter(|_| kernel.name() != kiln::ops::gemm::planted::NAME)
+        {
+            cache::save(
+                s.conn(),
+                &cache::TuneKey::new(&dev, "gemm", kernel.name(), &p),
+                &b.config,
+                b.tflops,
+                Some(id),
+            )?;
+        }
+    }
+    if let Some(path) = &a.landscape {
+        Landscape {
+            version: kernel.name().into(),
+            problem: p,
+            device: Some(dev.clone()),
+            params: space.params.clone(),
+            outcomes: report.outcomes.clone(),
+        }
+        .save(path)?;
+    }
+    if env.json {
+        env_print(&json!({"run": run_id, "device": dev, "problem": p, "report": report}));
+    } else {
+        print_report(&report, a.top, run_id);
+    }
+    Ok(if report.best.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn env_print(v: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+fn print_report(r: &run::TuneReport, top: usize, run_id: Option<i64>) {
+    let best_ms = r.best.as_ref().and_then(|b| b.median_ms);
+    let mut rows: Vec<&Outcome> = r.outcomes.iter().collect();
+    rows.sort_by(|a, b| a.time().total_cmp(&b.time()));
+    let mut t = Table::new(&[
+        "config",
+        "status",
+        "TFLOPS",
+        "vs best",
+        "regs",
+        "smem KiB",
+        "compile ms",
+        "note",
+    ]);
+    for o in rows.iter().take(top) {
+        t.row(&[
+            o.config.label(),
+            o.status.name().to_string(),
+            o.tflops.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            match (o.median_ms, best_ms) {
+                (Some(m), Some(b)) if o.status.timed() => format!("{:.3}", b / m),
+                _ => String::new(),
+            },
+            o.registers.map(|x| x.to_string()).unwrap_or_default(),
+            o.smem
+                .map(|x| format!("{:.0}", x as f64 / 1024.0))
+                .unwrap_or_default(),
+            o.compile_ms.map(|x| format!("{x:.0}")).unwrap_or_default(),
+            o.reason.chars().take(90).collect(),
+        ]);
+    }
+    print!("{}", t.render());
+    if rows.len() > top {
+        println!("({} more; --top N or --json shows them)", rows.len() - top);
+    }
+    let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in &r.outcomes {
+        *by_status.entry(o.status.name()).or_default() += 1;
+    }
+    println!(
+        "\n{} candidates of a {}-config space: {}",
+        r.outcomes.len(),
+        r.space_size,
+        by_status
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // Rejections and failures by reason (numbers in a reason are folded so that alike ones group).
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for o in r.outcomes.iter().filter(|o| !o.status.timed()) {
+        let folded = fold_numbers(o.reason.split(';').next().unwrap_or(""));
+        *reasons
+            .entry(format!("{}: {}", o.status.name(), folded.trim()))
+            .or_default() += 1;
+    }
+    for (reason, n) in &reasons {
+        println!(
+            "  {n:>4} x {}",
+            reason.chars().take(140).collect::<String>()
+        );
+    }
+    match &r.best {
+        Some(b) => println!(
+            "best: {} at {:.1} TFLOPS ({:.4} ms){}",
+            b.config,
+            b.tflops.unwrap_or(0.0),
+            b.median_ms.unwrap_or(0.0),
+            run_id
+                .map(|id| format!(" (tuning run {id})"))
+                .unwrap_or_default()
+        ),
+        None => println!("best: none (no candidate verified and timed)"),
+    }
+    println!(
+        "compile: median cold {} per candidate; warm start (all timed candidates from the JIT cache) {}; wall {:.1} s",
+        r.cold_compile_median_ms.map(|x| format!("{x:.0} ms")).unwrap_or_else(|| "n/a".into()),
+        r.warm_start_ms.map(|x| format!("{x:.1} ms")).unwrap_or_else(|| "n/a".into()),
+        r.wall_s
+    );
+}
+
+/// `reason` with every run of digits (and decimal points between them) replaced by `#`, so that
+/// alike reasons group: "240 B shared memory over the 232448 B limit" -> "# B shared ...".
+fn fold_numbers(reason: &str) -> String {
+    let mut out = String::new();
+    let mut in_number = false;
+    for c in reason.chars() {
+        let digit = c.is_ascii_digit() || (in_number && c == '.');
+        if digit && !in_number {
+            out.push('#');
+        } else if !digit {
+            out.push(c);
+        }
+        in_number = digit;
+    }
+    out
+}
+
+pub fn worker(env: &Env, a: &TuneWorkerArgs) -> Result<ExitCode> {
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let fatal = kiln::tune::worker::serve(a.gpu, env.jit(), stdin.lock(), stdout.lock())?;
+    Ok(if fatal {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {
+    let l = Landscape::load(&a.landscape)?;
+    let points = l.points();
+    let space = l.space();
+    let budget = ((points.len() as f64) * a.fraction).floor().max(1.0) as usize;
+    let s = replay_search(&points, &space, a.trials, budget, a.within, a.seed);
+    if env.json {
+        env_print(
+            &json!({"landscape": a.landscape, "version": l.version, "problem": l.problem, "summary": s}),
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let best = l
+        .outcomes
+        .iter()
+        .filter(|o| o.status == Status::Ok)
+        .min_by(|x, y| x.time().total_cmp(&y.time()));
+    println!(
+        "landscape: {} on {} ({} configs, {} timed)",
+        l.version,
+        l.problem.label(),
+        points.len(),
+        points.iter().filter(|(_, t)| t.is_finite()).count()
+    );
+    if let Some(b) = best {
+        println!(
+            "exhaustive best: {} at {:.4} ms ({:.1} TFLOPS)",
+            b.config,
+            b.median_ms.unwrap_or(0.0),
+            b.tflops.unwrap_or(0.0)
+        );
+    }
+    println!(
+        "evolutionary search, {} trials (seeds {}..{}), {} evaluations each ({:.0}% of the space):",
+        s.trials,
+        a.seed,
+        a.seed + s.trials as u64 - 1,
+        s.budget,
+        100.0 * s.budget as f64 / points.len().max(1) as f64
+    );
+    println!(
+        "  within {:.0}% of the exhaustive best: {}/{} trials ({:.0}%); median evaluations to get there: {}; worst trial: {:.3}x the best time",
+        100.0 * s.within,
+        s.hits,
+        s.trials,
+        100.0 * s.hit_rate,
+        s.median_evals_to_hit.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
+        s.worst_ratio
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_fold_their_numbers() {
+        assert_eq!(
+            fold_numbers("245760 B shared memory over the 232448 B limit"),
+            "# B shared memory over the # B limit"
+        );
+        assert_eq!(
+            fold_numbers("no answer within 3.8 s: killed"),
+            "no answer within # s: killed"
+        );
+        assert_eq!(gpus("0, 1", false).unwrap(), vec![0, 1]);
+        assert_eq!(gpus("all", true).unwrap(), vec![0]);
+        assert!(gpus("x", false).is_err());
+    }
+}

@@ -1,0 +1,103 @@
+//! Attention timing: CUDA events around each launch, warm-up excluded, L2 flushed before every
+//! timed repetition, random inputs, median/min/max and TFLOPS (unmasked pairs only).
+
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::harness::bench::{stats, BenchOptions, L2Flusher};
+use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
+use crate::ops::gemm::DType;
+use crate::reference::data::HostData;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AttnTiming {
+    pub version: String,
+    pub problem: AttentionProblem,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub reps: usize,
+    pub tflops: f64,
+}
+
+/// Random Q, K, V and output buffers for one problem.
+pub struct AttnBuffers {
+    pub q: DeviceBuffer,
+    pub k: DeviceBuffer,
+    pub v: DeviceBuffer,
+    pub o: DeviceBuffer,
+    pub lse: DeviceBuffer,
+}
+
+impl AttnBuffers {
+    pub fn random(p: &AttentionProblem, seed: u64) -> Result<AttnBuffers> {
+        Ok(AttnBuffers {
+            q: DeviceBuffer::from_host(HostData::random(p.dtype, p.q_elems(), seed).bytes())?,
+            k: DeviceBuffer::from_host(HostData::random(p.dtype, p.kv_elems(), seed + 1).bytes())?,
+            v: DeviceBuffer::from_host(HostData::random(p.dtype, p.kv_elems(), seed + 2).bytes())?,
+            o: DeviceBuffer::new(p.q_elems() * p.dtype.size())?,
+            lse: DeviceBuffer::new(p.lse_elems() * DType::F32.size())?,
+        })
+    }
+    pub fn operands(&self) -> AttentionOperands<'_> {
+        AttentionOperands {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            o: &self.o,
+            lse: &self.lse,
+        }
+    }
+}
+
+/// Times `kernel` on `p` with the given buffers.
+pub fn time_attention(
+    ctx: &Context,
+    kernel: &dyn AttentionKernel,
+    p: &AttentionProblem,
+    bufs: &AttnBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+) -> Result<AttnTiming> {
+    let ops = bufs.operands();
+    let (s0, e0) = (ctx.event()?, ctx.event()?);
+    s0.record(ctx)?;
+    kernel.launch(ctx, p, &ops)?;
+    e0.record(ctx)?;
+    let first_ms = s0.elapsed_ms(&e0)? as f64;
+    let (warmup, reps) = if first_ms > 100.0 {
+        (0, opt.reps.min(5))
+    } else {
+        (opt.warmup, opt.reps)
+    };
+    for _ in 0..warmup {
+        kernel.launch(ctx, p, &ops)?;
+    }
+    ctx.synchronize()?;
+    let events: Vec<_> = (0..reps.max(1))
+        .map(|_| Ok((ctx.event()?, ctx.event()?)))
+        .collect::<Result<_>>()?;
+    for (start, end) in &events {
+        if opt.flush_l2 {
+            flusher.flush(ctx)?;
+        }
+        start.record(ctx)?;
+        kernel.launch(ctx, p, &ops)?;
+        end.record(ctx)?;
+    }
+    let mut times: Vec<f64> = events
+        .iter()
+        .map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64))
+        .collect::<Result<_>>()?;
+    let (median, min, max) = stats(&mut times);
+    Ok(AttnTiming {
+        version: kernel.name().into(),
+        problem: *p,
+        median_ms: median,
+        min_ms: min,
+        max_ms: max,
+        reps: times.len(),
+        tflops: p.flops() / (median * 1e-3) / 1e12,
+    })
+}

@@ -1,0 +1,203 @@
+//! Attention verification: fresh random Q, K, V, NaN-poisoned O and LSE, the kernel's output
+//! compared with the float64 reference (all rows, or a sample of rows for large shapes).
+
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::{Error, Result};
+use crate::harness::verify::fresh_seed;
+use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands, AttentionProblem};
+use crate::ops::gemm::DType;
+use crate::reference::{attention::attention_rows, data::HostData};
+
+/// Relative-error bound ‖O−ref‖/‖ref‖ by dtype: P and O are both rounded to the input type.
+pub fn o_bound(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 3e-3,
+        _ => 1e-2,
+    }
+}
+
+/// Largest absolute LSE error accepted (LSE is computed in fp32 from fp32 scores).
+pub const LSE_BOUND: f64 = 2e-3;
+
+/// Above this many multiply-adds the reference samples query rows.
+const FULL_REFERENCE_LIMIT: f64 = 2.0e9;
+const SAMPLED_ROWS: usize = 48;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AttnCheck {
+    pub version: String,
+    pub problem: AttentionProblem,
+    pub passed: bool,
+    pub skipped: Option<String>,
+    pub rel_error: f64,
+    pub bound: f64,
+    pub lse_max_error: f64,
+    pub nan_or_unwritten: usize,
+    pub rows_checked: usize,
+    pub seed: u64,
+    pub message: String,
+}
+
+/// Query rows the reference computes for every (batch, head).
+pub fn rows_to_check(p: &AttentionProblem, seed: u64) -> Vec<usize> {
+    let work = p.batch as f64
+        * p.heads_q as f64
+        * p.seqlen_q as f64
+        * p.seqlen_kv as f64
+        * p.head_dim as f64;
+    if work <= FULL_REFERENCE_LIMIT {
+        return (0..p.seqlen_q).collect();
+    }
+    let sq = p.seqlen_q;
+    let mut rows: Vec<usize> = [0, 1, 15, 16, 63, 64, 127, 128, 129]
+        .into_iter()
+        .filter(|&r| r < sq)
+        .collect();
+    rows.extend([sq - 1, sq.saturating_sub(2), sq / 2]);
+    let mut x = seed | 1;
+    while rows.len() < SAMPLED_ROWS.min(sq) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        rows.push((x % sq as u64) as usize);
+        rows.sort_unstable();
+        rows.dedup();
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+/// Verifies `kernel` on `p` once, with fresh inputs.
+pub fn verify_attention(
+    ctx: &Context,
+    kernel: &dyn AttentionKernel,
+    p: &AttentionProblem,
+) -> Result<AttnCheck> {
+    p.validate()?;
+    let seed = fresh_seed();
+    let mut out = AttnCheck {
+        version: kernel.name().into(),
+        problem: *p,
+        passed: false,
+        skipped: None,
+        rel_error: f64::NAN,
+        bound: o_bound(p.dtype),
+        lse_max_error: f64::NAN,
+        nan_or_unwritten: 0,
+        rows_checked: 0,
+        seed,
+        message: String::new(),
+    };
+    if let Err(reason) = kernel.supports(p, &ctx.info) {
+        out.skipped = Some(reason);
+        out.passed = true;
+        return Ok(out);
+    }
+    let q = HostData::random(p.dtype, p.q_elems(), seed);
+    let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
+    let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
+    let (dq, dk, dv) = (
+        DeviceBuffer::from_host(q.bytes())?,
+        DeviceBuffer::from_host(k.bytes())?,
+        DeviceBuffer::from_host(v.bytes())?,
+    );
+    let doo = DeviceBuffer::from_host(HostData::poison(p.dtype, p.q_elems()).bytes())?;
+    let dl = DeviceBuffer::from_host(HostData::poison(DType::F32, p.lse_elems()).bytes())?;
+    let ops = AttentionOperands {
+        q: &dq,
+        k: &dk,
+        v: &dv,
+        o: &doo,
+        lse: &dl,
+    };
+    check_buffers(p, &ops)?;
+    match kernel.launch(ctx, p, &ops) {
+        Ok(()) => {}
+        Err(Error::Unsupported { reason, .. }) => {
+            out.skipped = Some(reason);
+            out.passed = true;
+            return Ok(out);
+        }
+        Err(e) => return Err(e),
+    }
+    ctx.synchronize_within(
+        std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
+        &format!("{} on {}", kernel.name(), p.label()),
+    )?;
+    let o = HostData::from_bytes(p.dtype, &doo.download::<u8>(p.q_elems() * p.dtype.size())?);
+    let lse: Vec<f32> = dl.download::<f32>(p.lse_elems())?;
+    out.nan_or_unwritten = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
+        + lse.iter().filter(|x| x.is_nan()).count();
+
+    let rows = rows_to_check(p, seed);
+    let reference = attention_rows(p, &q.to_f64(), &k.to_f64(), &v.to_f64(), &rows);
+    let qs = p.q_strides();
+    let (mut diff2, mut ref2, mut lse_err) = (0.0f64, 0.0f64, 0.0f64);
+    for r in &reference {
+        let base = qs.offset(r.b, r.h, r.i);
+        for (dd, want) in r.o.iter().enumerate() {
+            let have = o.get(base + dd);
+            if have.is_finite() {
+                diff2 += (have - want) * (have - want);
+            }
+            ref2 += want * want;
+        }
+        let have = lse[(r.b * p.heads_q + r.h) * p.seqlen_q + r.i] as f64;
+        let e = if r.lse == f64::NEG_INFINITY {
+            if have == f64::NEG_INFINITY {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else if have.is_finite() {
+            (have - r.lse).abs()
+        } else {
+            f64::INFINITY
+        };
+        lse_err = lse_err.max(e);
+    }
+    out.rows_checked = rows.len();
+    out.rel_error = if ref2 > 0.0 {
+        (diff2 / ref2).sqrt()
+    } else {
+        diff2.sqrt()
+    };
+    out.lse_max_error = lse_err;
+    out.passed = out.nan_or_unwritten == 0 && out.rel_error <= out.bound && lse_err <= LSE_BOUND;
+    out.message = if out.passed {
+        "ok".into()
+    } else if out.nan_or_unwritten > 0 {
+        format!(
+            "{} output elements (O or LSE) are NaN or were never written",
+            out.nan_or_unwritten
+        )
+    } else if out.rel_error > out.bound {
+        format!(
+            "O relative error {:.2e} exceeds the {} bound {:.0e}",
+            out.rel_error, p.dtype, out.bound
+        )
+    } else {
+        format!("LSE error {:.2e} exceeds {:.0e}", lse_err, LSE_BOUND)
+    };
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_problems_check_every_row_large_ones_sample_the_edges() {
+        let small = AttentionProblem::new(1, 2, 1000, 128);
+        assert_eq!(rows_to_check(&small, 3).len(), 1000);
+        let big = AttentionProblem::new(2, 16, 8192, 128);
+        let r = rows_to_check(&big, 3);
+        assert!(r.len() <= SAMPLED_ROWS && r.len() >= 12);
+        for must in [0, 127, 128, 129, 8191] {
+            assert!(r.contains(&must));
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! MoE benchmarking: the grouped GEMM alone, or a whole expert FFN (the fused SwiGLU gate/up,
+//! then the down projection as a grouped GEMM on its output), each piece and the sum timed with
+//! CUDA events, warm-up excluded, L2 flushed before every timed repetition, random inputs.
+
+use serde::Serialize;
+
+use super::bench::{stats, BenchOptions, L2Flusher};
+use super::moe_verify::{MoeBuffers, MoeInputs};
+use crate::device::Context;
+use crate::error::Result;
+use crate::ops::gemm::DType;
+use crate::ops::moe::grouped_gemm::GroupedGemm;
+use crate::ops::moe::schedule::TileConfig;
+use crate::ops::moe::{check_operands, MoeKernel, MoeOperands, MoeProblem, WeightLayout};
+use crate::reference::data::HostData;
+
+/// Timings of one piece on one problem.
+#[derive(Debug, Clone, Serialize)]
+pub struct MoeTiming {
+    /// `grouped_gemm`, `swiglu_dual`, `down_proj` or `ffn`.
+    pub piece: String,
+    pub problem: String,
+    /// The tile shape used.
+    pub tile: String,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub reps: usize,
+    pub tflops: f64,
+    pub gbps: f64,
+}
+
+/// What `kiln moe bench` runs.
+#[derive(Debug, Clone)]
+pub struct MoeBenchRequest {
+    /// Rows per expert.
+    pub counts: Vec<usize>,
+    pub n: usize,
+    pub k: usize,
+    pub dtype: DType,
+    /// Time the expert FFN (SwiGLU with N = ffn, K = hidden, then the down projection).
+    pub swiglu: Option<(WeightLayout, bool)>,
+}
+
+/// What one timed launch computes: its name, problem label, tile shape and useful work.
+pub struct Piece {
+    pub name: String,
+    pub problem: String,
+    pub tile: String,
+    pub flops: f64,
+    pub bytes: f64,
+}
+
+impl Piece {
+    pub fn of(name: &str, p: &MoeProblem, sms: u32) -> Piece {
+        Piece {
+            name: name.into(),
+            problem: p.label(),
+            tile: tile_label(p, sms),
+            flops: p.flops(),
+            bytes: p.min_bytes(),
+        }
+    }
+}
+
+/// The tile shape the MoE kernels pick for `p`: `BMxBN`, or `128x(128+128)` for the SwiGLU pair.
+pub fn tile_label(p: &MoeProblem, sms: u32) -> String {
+    if p.swiglu.is_some() {
+        let c = TileConfig::SWIGLU;
+        format!("{}x({}+{})", c.bm, c.bn, c.bn)
+    } else {
+        let c = GroupedGemm::config(p, sms);
+        format!("{}x{}", c.bm, c.bn)
+    }
+}
+
+/// Times `launch` (one enqueue per call) with `opt`, counting the piece's flops and bytes.
+pub fn time_launches(
+    ctx: &Context,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+    piece: Piece,
+    mut launch: impl FnMut() -> Result<()>,
+) -> Result<MoeTiming> {
+    for _ in 0..opt.warmup.max(1) {
+        launch()?;
+    }
+    ctx.synchronize()?;
+    let events: Vec<_> = (0..opt.reps.max(1))
+        .map(|_| Ok((ctx.event()?, ctx.event()?)))
+        .collect::<Result<_>>()?;
+    for (start, end) in &events {
+        if opt.flush_l2 {
+            flusher.flush(ctx)?;
+        }
+        start.record(ctx)?;
+        launch()?;
+        end.record(ctx)?;
+    }
+    let mut times: Vec<f64> = events
+        .iter()
+        .map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64))
+        .collect::<Result<_>>()?;
+    let (median, min, max) = stats(&mut times);
+    Ok(MoeTiming {
+        piece: piece.name,
+        problem: piece.problem,
+        tile: piece.tile,
+        median_ms: median,
+        min_ms: min,
+        max_ms: max,
+        reps: times.len(),
+        tflops: piece.flops / (median * 1e-3) / 1e12,
+        gbps: piece.bytes / (median * 1e-3) / 1e9,
+    })
+}
+
+/// The problems of a request: (first, down projection if an FFN).
+pub fn problems(r: &MoeBenchRequest) -> (MoeProblem, Option<MoeProblem>) {
+    let base = MoeProblem::contiguous(&r.counts, r.n, r.k, r.dtype, r.dtype);
+    match r.swiglu {
+        None => (base, None),
+        Some((weights, routed)) => {
+            let down = MoeProblem::contiguous(&r.counts, r.k, r.n, r.dtype, r.dtype);
+            (base.with_swiglu(weights, routed), Some(down))
+        }
+    }
+}
+
+/// Runs the request: the grouped GEMM, or the SwiGLU, the down projection and the whole FFN.
+pub fn bench_moe(
+    ctx: &Context,
+    grouped: &dyn MoeKernel,
+    swiglu: &dyn MoeKernel,
+    r: &MoeBenchRequest,
+    opt: &BenchOptions,
+) -> Result<Vec<MoeTiming>> {
+    let (first, down) = problems(r);
+    first.validate()?;
+    let seed = super::verify::fresh_seed();
+    let flusher = L2Flusher::new(ctx)?;
+    let sms = ctx.info.sm_count;
+    let b1 = MoeBuffers::upload(
+        &first,
+        &MoeInputs::random(&first, seed),
+        &HostData::random(first.output, first.y_elems(), seed + 7),
+    )?;
+    let ops1 = b1.operands();
+    check_operands(&first, &ops1)?;
+    let Some(down) = down else {
+        grouped
+            .supports(&first, &ctx.info)
+            .map_err(|reason| crate::Error::Unsupported {
+                kernel: grouped.name().into(),
+                reason,
+            })?;
+        let t = time_launches(
+            ctx,
+            &flusher,
+            opt,
+            Piece::of(grouped.name(), &first, sms),
+            || grouped.launch(ctx, &first, &ops1),
+        )?;
+        return Ok(vec![t]);
+    };
+    down.validate()?;
+    for (k, p) in [(swiglu, &first), (grouped, &down)] {
+        k.supports(p, &ctx.info)
+            .map_err(|reason| crate::Error::Unsupported {
+                kernel: k.name().into(),
+                reason,
+            })?;
+    }
+    // The down projection reads H, the SwiGLU's output, in place.
+    let b2 = MoeBuffers::upload(
+        &down,
+        &MoeInputs::random(&down, seed + 11),
+        &HostData::random(down.output, down.y_elems(), seed + 13),
+    )?;
+    let ops2 = MoeOperands {
+        x: &b1.y,
+        ..b2.operands()
+    };
+    check_operands(&down, &ops2)?;
+    let mut rows = Vec::new();
+    rows.push(time_launches(
+        ctx,
+        &flusher,
+        opt,
+        Piece::of(swiglu.name(), &first, sms),
+        || swiglu.launch(ctx, &first, &ops1),
+    )?);
+    rows.push(time_launches(
+        ctx,
+        &flusher,
+        opt,
+        Piece::of("down_proj", &down, sms),
+        || grouped.launch(ctx, &down, &ops2),
+    )?);
+    let label = format!(
+        "ffn E={} rows={} hidden={} ffn={} {}",
+        first.experts,
+        first.routed_rows(),
+        r.k,
+        r.n,
+        r.dtype
+    );
+    let ffn = Piece {
+        name: "ffn".into(),
+        problem: label,
+        tile: format!(
+            "{} then {}",
+            tile_label(&first, sms),
+            tile_label(&down, sms)
+        ),
+        flops: first.flops() + down.flops(),
+        bytes: first.min_bytes() + down.min_bytes(),
+    };
+    rows.push(time_launches(ctx, &flusher, opt, ffn, || {
+        swiglu.launch(ctx, &first, &ops1)?;
+        grouped.launch(ctx, &down, &ops2)
+    })?);
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ffn_is_swiglu_then_down() {
+        let r = MoeBenchRequest {
+            counts: vec![100, 0, 50],
+            n: 3072,
+            k: 4096,
+            dtype: DType::Bf16,
+            swiglu: Some((WeightLayout::Separate, false)),
+        };
+        let (a, b) = problems(&r);
+        let b = b.unwrap();
+        assert!(a.swiglu.is_some() && b.swiglu.is_none());
+        assert_eq!((a.n, a.k, b.n, b.k), (3072, 4096, 4096, 3072));
+        // H (the SwiGLU output) is exactly the down projection's X
+        assert_eq!(a.y_elems(), b.x_elems());
+        assert_eq!(a.flops() + b.flops(), 3.0 * 2.0 * 150.0 * 3072.0 * 4096.0);
+        let plain = problems(&MoeBenchRequest { swiglu: None, ..r }).0;
+        assert!(plain.swiglu.is_none());
+    }
+}

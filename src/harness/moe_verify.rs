@@ -1,0 +1,503 @@
+//! MoE verification: fresh random inputs, a NaN-poisoned Y, one launch (or one replay of a CUDA
+//! graph captured while the device row counts were different), then every routed row checked for
+//! unwritten elements, every other row for stray writes, and sampled rows against the float64
+//! reference with the output dtype's bound. Also the shape suites: empty experts, one expert,
+//! 256 experts, ragged counts (0, 1, 40, 64, 128, ...), both layouts, both weight layouts.
+
+use std::time::Duration;
+
+use cudarc::driver::{result, sys};
+use serde::Serialize;
+
+use super::verify::{bound, fresh_seed};
+use crate::device::{Context, DeviceBuffer};
+use crate::error::{Error, Result};
+use crate::ops::gemm::DType;
+use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{check_operands, MoeKernel, MoeOperands, MoeProblem, SwiGlu, WeightLayout};
+use crate::reference::data::HostData;
+use crate::reference::moe::{moe_rows, row_experts};
+
+/// Above this many f64 multiply-adds the reference samples rows.
+const FULL_REFERENCE_LIMIT: f64 = 2.0e9;
+const SAMPLED_ROWS: usize = 128;
+
+/// How the launch under test is issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Launched directly on the stream.
+    Direct,
+    /// Captured into a CUDA graph while the device counts were all zero, then replayed after the
+    /// real counts were uploaded: proves the kernels read the counts on the GPU.
+    Graph,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MoeOutcome {
+    pub version: String,
+    pub problem: String,
+    pub mode: Mode,
+    pub passed: bool,
+    pub skipped: Option<String>,
+    pub rel_error: f64,
+    pub bound: f64,
+    pub nan_or_unwritten: usize,
+    pub written_outside: usize,
+    pub rows_checked: usize,
+    pub seed: u64,
+    pub message: String,
+}
+
+/// Host inputs of one problem, from one seed.
+pub struct MoeInputs {
+    pub x: HostData,
+    pub w: HostData,
+    pub w3: Option<HostData>,
+    pub route: Option<HostData>,
+}
+
+impl MoeInputs {
+    pub fn random(p: &MoeProblem, seed: u64) -> MoeInputs {
+        let one = p.experts * p.n * p.k;
+        let separate = matches!(
+            p.swiglu,
+            Some(SwiGlu {
+                weights: WeightLayout::Separate,
+                ..
+            })
+        );
+        MoeInputs {
+            x: HostData::random(p.input, p.x_elems(), seed),
+            w: HostData::random(
+                p.input,
+                if separate { one } else { p.w_elems() },
+                seed.wrapping_add(1),
+            ),
+            w3: separate.then(|| HostData::random(p.input, one, seed.wrapping_add(2))),
+            route: p
+                .swiglu
+                .is_some_and(|s| s.routed)
+                .then(|| HostData::random(DType::F32, p.x_rows(), seed.wrapping_add(3))),
+        }
+    }
+}
+
+/// Device buffers of one problem.
+pub struct MoeBuffers {
+    pub x: DeviceBuffer,
+    pub w: DeviceBuffer,
+    pub w3: Option<DeviceBuffer>,
+    pub y: DeviceBuffer,
+    pub rows: DeviceBuffer,
+    pub route: Option<DeviceBuffer>,
+    pub sched: DeviceBuffer,
+}
+
+impl MoeBuffers {
+    /// Uploads `inp`, the rows array and `y_init`, and waits until the copies have landed.
+    pub fn upload(p: &MoeProblem, inp: &MoeInputs, y_init: &HostData) -> Result<MoeBuffers> {
+        let up = |h: &HostData| DeviceBuffer::from_host(h.bytes());
+        let b = MoeBuffers {
+            x: up(&inp.x)?,
+            w: up(&inp.w)?,
+            w3: inp.w3.as_ref().map(up).transpose()?,
+            y: up(y_init)?,
+            rows: DeviceBuffer::from_host(p.rows_array())?,
+            route: inp.route.as_ref().map(up).transpose()?,
+            sched: DeviceBuffer::new(sched_bytes(p.experts))?,
+        };
+        settle()?;
+        Ok(b)
+    }
+
+    pub fn operands(&self) -> MoeOperands<'_> {
+        MoeOperands {
+            x: &self.x,
+            w: &self.w,
+            w3: self.w3.as_ref(),
+            y: &self.y,
+            rows: &self.rows,
+            route: self.route.as_ref(),
+            sched: &self.sched,
+        }
+    }
+}
+
+/// Waits for every copy of the context (synchronous uploads may still be in flight on the legacy
+/// stream, which our non-blocking stream does not wait for).
+pub fn settle() -> Result<()> {
+    result::ctx::synchronize()
+        .map_err(|e| Error::cuda("synchronising the context", format!("{e:?}")))
+}
+
+/// Rows the reference computes: every routed row of small problems, else each expert's first
+/// and last rows plus a spread.
+pub fn rows_to_check(p: &MoeProblem, seed: u64) -> Vec<usize> {
+    let routed: Vec<usize> = row_experts(p)
+        .iter()
+        .enumerate()
+        .filter_map(|(r, e)| e.map(|_| r))
+        .collect();
+    if routed.len() as f64 * p.n as f64 * p.k as f64 <= FULL_REFERENCE_LIMIT {
+        return routed;
+    }
+    let mut rows: Vec<usize> = p
+        .spans()
+        .iter()
+        .filter(|s| s.1 > 0)
+        .flat_map(|&(s, l)| [s, s + l - 1])
+        .collect();
+    rows.truncate(SAMPLED_ROWS / 2);
+    let mut x = seed | 1;
+    while rows.len() < SAMPLED_ROWS.min(routed.len()) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        rows.push(routed[(x % routed.len() as u64) as usize]);
+        rows.sort_unstable();
+        rows.dedup();
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+/// Verifies `kernel` on `p` once, with fresh inputs.
+pub fn verify_moe(
+    ctx: &Context,
+    kernel: &dyn MoeKernel,
+    p: &MoeProblem,
+    mode: Mode,
+) -> Result<MoeOutcome> {
+    p.validate()?;
+    let seed = fresh_seed();
+    let mut out = MoeOutcome {
+        version: kernel.name().into(),
+        problem: p.label(),
+        mode,
+        passed: false,
+        skipped: None,
+        rel_error: f64::NAN,
+        bound: bound(p.output),
+        nan_or_unwritten: 0,
+        written_outside: 0,
+        rows_checked: 0,
+        seed,
+        message: String::new(),
+    };
+    if let Err(reason) = kernel.supports(p, &ctx.info) {
+        out.skipped = Some(reason);
+        out.passed = true;
+        return Ok(out);
+    }
+    let inp = MoeInputs::random(p, seed);
+    let poison = HostData::poison(p.output, p.y_elems());
+    let bufs = MoeBuffers::upload(p, &inp, &poison)?;
+    let ops = bufs.operands();
+    check_operands(p, &ops)?;
+    let limit = Duration::from_secs_f64(10.0 + p.flops() / 1e11);
+    let what = format!("{} on {}", kernel.name(), p.label());
+    let launched = match mode {
+        Mode::Direct => kernel.launch(ctx, p, &ops),
+        Mode::Graph => replay_in_graph(ctx, kernel, p, &bufs, limit, &what),
+    };
+    match launched {
+        Ok(()) => {}
+        Err(Error::Unsupported { reason, .. }) => {
+            out.skipped = Some(reason);
+            out.passed = true;
+            return Ok(out);
+        }
+        Err(e) => return Err(e),
+    }
+    ctx.synchronize_within(limit, &what)?;
+    let got = HostData::from_bytes(
+        p.output,
+        &bufs.y.download::<u8>(p.y_elems() * p.output.size())?,
+    );
+
+    let rows = rows_to_check(p, seed);
+    let sc = score(p, &inp, &got, &poison, &rows);
+    out.nan_or_unwritten = sc.nan_or_unwritten;
+    out.written_outside = sc.written_outside;
+    out.rel_error = sc.rel_error;
+    out.rows_checked = rows.len();
+    out.passed =
+        out.nan_or_unwritten == 0 && out.written_outside == 0 && out.rel_error <= out.bound;
+    out.message = if out.passed {
+        "ok".into()
+    } else if out.nan_or_unwritten > 0 {
+        format!(
+            "{} elements of routed rows are NaN or were never written",
+            out.nan_or_unwritten
+        )
+    } else if out.written_outside > 0 {
+        format!(
+            "{} elements of rows no expert owns were overwritten",
+            out.written_outside
+        )
+    } else {
+        format!(
+            "relative error {:.2e} exceeds the {} bound {:.0e}",
+            out.rel_error, p.output, out.bound
+        )
+    };
+    Ok(out)
+}
+
+/// What the checks found in one output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Score {
+    pub nan_or_unwritten: usize,
+    pub written_outside: usize,
+    pub rel_error: f64,
+}
+
+/// Scores the downloaded `got` (started as `poison`): NaN left in routed rows, any change to rows
+/// no expert owns, and ‖got − ref‖ / ‖ref‖ over `rows` against the float64 reference of `inp`.
+pub fn score(
+    p: &MoeProblem,
+    inp: &MoeInputs,
+    got: &HostData,
+    poison: &HostData,
+    rows: &[usize],
+) -> Score {
+    let (mut nan_or_unwritten, mut written_outside) = (0, 0);
+    let es = p.output.size();
+    for (r, e) in row_experts(p).iter().enumerate() {
+        for i in r * p.n..(r + 1) * p.n {
+            if e.is_some() {
+                nan_or_unwritten += got.get(i).is_nan() as usize;
+            } else {
+                written_outside += (got.bytes()[i * es..(i + 1) * es]
+                    != poison.bytes()[i * es..(i + 1) * es])
+                    as usize;
+            }
+        }
+    }
+    let (x, w) = (inp.x.to_f64(), inp.w.to_f64());
+    let w3 = inp.w3.as_ref().map(HostData::to_f64);
+    let route = inp.route.as_ref().map(HostData::to_f64);
+    let reference = moe_rows(p, &x, &w, w3.as_deref(), route.as_deref(), rows);
+    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
+    for (want_row, &r) in reference.iter().zip(rows) {
+        for (n, &want) in want_row.iter().enumerate() {
+            let have = got.get(r * p.n + n);
+            if have.is_finite() {
+                diff2 += (have - want) * (have - want);
+            }
+            ref2 += want * want;
+        }
+    }
+    let rel_error = if ref2 > 0.0 {
+        (diff2 / ref2).sqrt()
+    } else {
+        diff2.sqrt()
+    };
+    Score {
+        nan_or_unwritten,
+        written_outside,
+        rel_error,
+    }
+}
+
+/// Captures the launch into a graph while the device rows array holds no rows at all, uploads
+/// the real array, and replays the graph once.
+fn replay_in_graph(
+    ctx: &Context,
+    kernel: &dyn MoeKernel,
+    p: &MoeProblem,
+    bufs: &MoeBuffers,
+    limit: Duration,
+    what: &str,
+) -> Result<()> {
+    fn cuda(what: &'static str) -> impl Fn(sys::CUresult) -> Error {
+        move |e| Error::cuda(what, format!("{e:?}"))
+    }
+    let empty = vec![0i32; p.rows_array().len()];
+    bufs.rows.upload(&empty)?;
+    settle()?;
+    // Warm-up with no rows: compiles and loads the kernels outside the capture, writes nothing.
+    kernel.launch(ctx, p, &bufs.operands())?;
+    ctx.synchronize_within(limit, what)?;
+    // SAFETY: the stream is ours and idle; the graph and its executable are destroyed below, and
+    // every buffer the captured launches use outlives the replay (we synchronise before return).
+    unsafe {
+        let ok = |r: sys::CUresult| {
+            if r == sys::CUresult::CUDA_SUCCESS {
+                Ok(())
+            } else {
+                Err(r)
+            }
+        };
+        ok(sys::cuStreamBeginCapture_v2(
+            ctx.stream,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        ))
+        .map_err(cuda("beginning a graph capture"))?;
+        let launched = kernel.launch(ctx, p, &bufs.operands());
+        let mut graph: sys::CUgraph = std::ptr::null_mut();
+        let ended = ok(sys::cuStreamEndCapture(ctx.stream, &mut graph))
+            .map_err(cuda("ending the graph capture"));
+        if launched.is_err() || ended.is_err() {
+            if !graph.is_null() {
+                sys::cuGraphDestroy(graph);
+            }
+            launched?;
+            ended?;
+        }
+        let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+        let inst = ok(sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0))
+            .map_err(cuda("instantiating the graph"));
+        let run = inst.and_then(|_| {
+            bufs.rows.upload(p.rows_array())?;
+            settle()?;
+            ok(sys::cuGraphLaunch(exec, ctx.stream)).map_err(cuda("launching the graph"))?;
+            ctx.synchronize_within(limit, what)
+        });
+        if !exec.is_null() {
+            sys::cuGraphExecDestroy(exec);
+        }
+        sys::cuGraphDestroy(graph);
+        run
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_problems_sample_every_experts_edges() {
+        let p = MoeProblem::contiguous(&[1000, 0, 2000, 1], 4096, 4096, DType::Bf16, DType::Bf16);
+        let r = rows_to_check(&p, 3);
+        assert!(r.len() <= SAMPLED_ROWS && r.len() > 16);
+        for must in [0, 999, 1000, 2999, 3000] {
+            assert!(r.contains(&must), "row {must}");
+        }
+        let small = MoeProblem::masked(&[2, 0, 1], 4, 8, 8, DType::Bf16, DType::Bf16);
+        assert_eq!(rows_to_check(&small, 1), vec![0, 1, 8]);
+    }
+
+    /// An output as a correct kernel would leave it: the reference rounded to the output dtype
+    /// in routed rows, the poison elsewhere.
+    fn correct_output(p: &MoeProblem, inp: &MoeInputs) -> (HostData, HostData) {
+        let poison = HostData::poison(p.output, p.y_elems());
+        let routed: Vec<usize> = (0..p.x_rows())
+            .filter(|&r| row_experts(p)[r].is_some())
+            .collect();
+        let (x, w) = (inp.x.to_f64(), inp.w.to_f64());
+        let w3 = inp.w3.as_ref().map(HostData::to_f64);
+        let route = inp.route.as_ref().map(HostData::to_f64);
+        let want = moe_rows(p, &x, &w, w3.as_deref(), route.as_deref(), &routed);
+        let mut v: Vec<f64> = poison.to_f64();
+        for (row, &r) in want.iter().zip(&routed) {
+            v[r * p.n..(r + 1) * p.n].copy_from_slice(row);
+        }
+        let got = match p.output {
+            DType::Bf16 => HostData::Bf16(
+                v.iter()
+                    .enumerate()
+                    .map(|(i, &x)| {
+                        if x.is_nan() {
+                            poison_bits(&poison, i)
+                        } else {
+                            half::bf16::from_f64(x).to_bits()
+                        }
+                    })
+                    .collect(),
+            ),
+            DType::F16 => HostData::F16(
+                v.iter()
+                    .enumerate()
+                    .map(|(i, &x)| {
+                        if x.is_nan() {
+                            poison_bits(&poison, i)
+                        } else {
+                            half::f16::from_f64(x).to_bits()
+                        }
+                    })
+                    .collect(),
+            ),
+            DType::F32 => HostData::F32(
+                v.iter()
+                    .map(|&x| {
+                        if x.is_nan() {
+                            f32::from_bits(0xFFFF_FFFF)
+                        } else {
+                            x as f32
+                        }
+                    })
+                    .collect(),
+            ),
+        };
+        (got, poison)
+    }
+
+    fn poison_bits(poison: &HostData, i: usize) -> u16 {
+        u16::from_le_bytes([poison.bytes()[2 * i], poison.bytes()[2 * i + 1]])
+    }
+
+    fn with_element(h: &HostData, i: usize, v: f32) -> HostData {
+        let mut h = h.clone();
+        match &mut h {
+            HostData::Bf16(x) => x[i] = half::bf16::from_f32(v).to_bits(),
+            HostData::F16(x) => x[i] = half::f16::from_f32(v).to_bits(),
+            HostData::F32(x) => x[i] = v,
+        }
+        h
+    }
+
+    #[test]
+    fn scoring_passes_a_correct_output_and_names_each_fault() {
+        use crate::ops::moe::WeightLayout;
+        let cases = [
+            MoeProblem::masked(&[3, 0, 5], 6, 40, 24, DType::Bf16, DType::Bf16),
+            MoeProblem::contiguous(&[2, 0, 3], 256, 16, DType::F16, DType::F32)
+                .with_swiglu(WeightLayout::Interleaved, true),
+            MoeProblem::contiguous(&[4, 1], 24, 16, DType::Bf16, DType::F16)
+                .with_swiglu(WeightLayout::Separate, false),
+        ];
+        for p in cases {
+            let inp = MoeInputs::random(&p, 5);
+            let (got, poison) = correct_output(&p, &inp);
+            let rows = rows_to_check(&p, 1);
+            let s = score(&p, &inp, &got, &poison, &rows);
+            assert_eq!(
+                (s.nan_or_unwritten, s.written_outside),
+                (0, 0),
+                "{}",
+                p.label()
+            );
+            assert!(
+                s.rel_error <= bound(p.output),
+                "{}: {}",
+                p.label(),
+                s.rel_error
+            );
+            let (first, _) = p.spans()[0];
+            // an unwritten element of a routed row
+            let unwritten = with_element(&got, first * p.n + 1, f32::NAN);
+            assert_eq!(
+                score(&p, &inp, &unwritten, &poison, &rows).nan_or_unwritten,
+                1
+            );
+            // a write into a row no expert owns
+            if let Some(r) = (0..p.x_rows()).find(|&r| row_experts(&p)[r].is_none()) {
+                assert_eq!(
+                    score(&p, &inp, &with_element(&got, r * p.n, 0.0), &poison, &rows)
+                        .written_outside,
+                    1
+                );
+            }
+            // a wrong value
+            let wrong = with_element(&got, first * p.n, 1e4);
+            assert!(
+                score(&p, &inp, &wrong, &poison, &rows).rel_error > bound(p.output),
+                "{}",
+                p.label()
+            );
+        }
+    }
+}

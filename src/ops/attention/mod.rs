@@ -1,0 +1,137 @@
+//! Attention forward: the problem type, the versions (one host file per device file under
+//! `kernels/attention/`), and what they share: the kernel interface and the argument block.
+
+pub mod composed;
+pub mod fa2_mma_sync;
+pub mod fa3_wgmma;
+pub mod problem;
+
+use std::ffi::c_void;
+
+pub use problem::{AttentionProblem, AttnLayout, Strides, HEAD_DIMS};
+
+use crate::device::{Context, DeviceBuffer, DeviceInfo};
+use crate::error::Result;
+use crate::jit::KernelSpec;
+use crate::ops::gemm::DType;
+
+/// The device buffers of one attention call. O has Q's layout; LSE is fp32 [B, H, Sq].
+pub struct AttentionOperands<'a> {
+    pub q: &'a DeviceBuffer,
+    pub k: &'a DeviceBuffer,
+    pub v: &'a DeviceBuffer,
+    pub o: &'a DeviceBuffer,
+    pub lse: &'a DeviceBuffer,
+}
+
+/// One version of the attention forward.
+pub trait AttentionKernel: Send + Sync {
+    /// Registry name, the same as its device file's stem.
+    fn name(&self) -> &'static str;
+    /// One line: the technique this rung adds.
+    fn summary(&self) -> &'static str;
+    /// Position on the ladder (higher is expected faster).
+    fn rung(&self) -> u32;
+    /// `Ok` or the reason this version cannot compute `p` on `dev` (never a wrong result).
+    fn supports(&self, p: &AttentionProblem, dev: &DeviceInfo) -> std::result::Result<(), String>;
+    /// Every specialisation this version can compile to for `arch` (for `kiln check`).
+    fn variants(&self, arch: &str) -> Vec<KernelSpec>;
+    /// Enqueues the forward on the context's stream. Callers have validated `p`, checked the
+    /// buffers and `supports`.
+    fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()>;
+}
+
+/// The argument block, laid out as `AttnArgs` in `kernels/attention/attn_args.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AttnArgs {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    pub o: u64,
+    pub lse: u64,
+    /// Q and O strides (elements): batch, head, sequence.
+    pub q_sb: i64,
+    pub q_sh: i64,
+    pub q_ss: i64,
+    /// K and V strides (elements).
+    pub kv_sb: i64,
+    pub kv_sh: i64,
+    pub kv_ss: i64,
+    pub batch: i32,
+    pub heads_q: i32,
+    /// Query heads per key/value head.
+    pub group: i32,
+    pub sq: i32,
+    pub skv: i32,
+    pub causal: i32,
+    /// scale · log2(e): scores go straight to exp2.
+    pub scale_log2: f32,
+    pub scale: f32,
+}
+
+impl AttnArgs {
+    pub fn new(p: &AttentionProblem, ops: &AttentionOperands) -> Self {
+        let (qs, ks) = (p.q_strides(), p.kv_strides());
+        AttnArgs {
+            q: ops.q.ptr(),
+            k: ops.k.ptr(),
+            v: ops.v.ptr(),
+            o: ops.o.ptr(),
+            lse: ops.lse.ptr(),
+            q_sb: qs.batch as i64,
+            q_sh: qs.head as i64,
+            q_ss: qs.seq as i64,
+            kv_sb: ks.batch as i64,
+            kv_sh: ks.head as i64,
+            kv_ss: ks.seq as i64,
+            batch: p.batch as i32,
+            heads_q: p.heads_q as i32,
+            group: p.group() as i32,
+            sq: p.seqlen_q as i32,
+            skv: p.seqlen_kv as i32,
+            causal: p.causal as i32,
+            scale_log2: p.scale * std::f32::consts::LOG2_E,
+            scale: p.scale,
+        }
+    }
+
+    pub fn as_param(&mut self) -> *mut c_void {
+        self as *mut AttnArgs as *mut c_void
+    }
+}
+
+/// Checks that the buffers hold the problem's tensors.
+pub fn check_buffers(p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
+    let e = p.dtype.size();
+    for (name, need, have) in [
+        ("Q", p.q_elems() * e, ops.q.bytes()),
+        ("K", p.kv_elems() * e, ops.k.bytes()),
+        ("V", p.kv_elems() * e, ops.v.bytes()),
+        ("O", p.q_elems() * e, ops.o.bytes()),
+        ("LSE", p.lse_elems() * 4, ops.lse.bytes()),
+    ] {
+        if have < need {
+            return Err(crate::Error::invalid(format!(
+                "{name} needs {need} bytes for this shape but its buffer has {have}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The dtypes attention kernels are specialised for.
+pub const DTYPES: [DType; 2] = [DType::Bf16, DType::F16];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attn_args_match_the_device_layout() {
+        assert_eq!(std::mem::offset_of!(AttnArgs, q_sb), 40);
+        assert_eq!(std::mem::offset_of!(AttnArgs, batch), 88);
+        assert_eq!(std::mem::offset_of!(AttnArgs, scale_log2), 112);
+        assert_eq!(std::mem::size_of::<AttnArgs>(), 120);
+    }
+}

@@ -1,0 +1,328 @@
+//! The attention forward problem: O = softmax(scale · Q·Kᵀ + mask)·V per (batch, query head), with
+//! grouped key/value heads, an optional bottom-right-aligned causal mask, and BSHD or BHSD
+//! storage. Validated once, so that no kernel ever sees an impossible problem.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::ops::gemm::DType;
+
+/// How Q, K, V and O are stored (all packed; O takes Q's layout). LSE is always [B, H, Sq].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AttnLayout {
+    /// [batch, seq, heads, dim]: the layout a fused QKV projection produces.
+    Bshd,
+    /// [batch, heads, seq, dim].
+    Bhsd,
+}
+
+impl AttnLayout {
+    pub const ALL: [AttnLayout; 2] = [AttnLayout::Bshd, AttnLayout::Bhsd];
+    pub fn name(self) -> &'static str {
+        match self {
+            AttnLayout::Bshd => "BSHD",
+            AttnLayout::Bhsd => "BHSD",
+        }
+    }
+}
+
+impl fmt::Display for AttnLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AttnLayout {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_uppercase().as_str() {
+            "BSHD" => Ok(AttnLayout::Bshd),
+            "BHSD" => Ok(AttnLayout::Bhsd),
+            _ => Err(Error::invalid(format!(
+                "unknown layout `{s}`; use BSHD or BHSD"
+            ))),
+        }
+    }
+}
+
+/// Element strides of one 4-D tensor: batch, head, sequence (dim is contiguous).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Strides {
+    pub batch: usize,
+    pub head: usize,
+    pub seq: usize,
+}
+
+impl Strides {
+    /// Packed strides of a [batch, seq, heads, dim] or [batch, heads, seq, dim] tensor.
+    pub fn packed(layout: AttnLayout, heads: usize, seq: usize, dim: usize) -> Strides {
+        match layout {
+            AttnLayout::Bshd => Strides {
+                batch: seq * heads * dim,
+                head: dim,
+                seq: heads * dim,
+            },
+            AttnLayout::Bhsd => Strides {
+                batch: heads * seq * dim,
+                head: seq * dim,
+                seq: dim,
+            },
+        }
+    }
+    pub fn offset(&self, b: usize, h: usize, s: usize) -> usize {
+        b * self.batch + h * self.head + s * self.seq
+    }
+}
+
+/// Head dimensions the kernels are specialised for.
+pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
+
+/// One attention forward to run. Construct with [`AttentionProblem::new`], adjust, then
+/// [`validate`](Self::validate).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AttentionProblem {
+    pub batch: usize,
+    pub heads_q: usize,
+    /// Key/value heads; must divide `heads_q` (equal: MHA, fewer: GQA, one: MQA).
+    pub heads_kv: usize,
+    pub seqlen_q: usize,
+    pub seqlen_kv: usize,
+    pub head_dim: usize,
+    pub dtype: DType,
+    /// Query i sees keys j <= i + (seqlen_kv - seqlen_q) (aligned bottom-right).
+    pub causal: bool,
+    pub scale: f32,
+    pub layout: AttnLayout,
+}
+
+impl AttentionProblem {
+    /// Multi-head attention with equal lengths, scale 1/sqrt(d), BSHD, bf16, not causal.
+    pub fn new(batch: usize, heads: usize, seqlen: usize, head_dim: usize) -> Self {
+        AttentionProblem {
+            batch,
+            heads_q: heads,
+            heads_kv: heads,
+            seqlen_q: seqlen,
+            seqlen_kv: seqlen,
+            head_dim,
+            dtype: DType::Bf16,
+            causal: false,
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            layout: AttnLayout::Bshd,
+        }
+    }
+
+    /// Query heads per key/value head.
+    pub fn group(&self) -> usize {
+        self.heads_q / self.heads_kv.max(1)
+    }
+
+    /// Strides of Q and O.
+    pub fn q_strides(&self) -> Strides {
+        Strides::packed(self.layout, self.heads_q, self.seqlen_q, self.head_dim)
+    }
+    /// Strides of K and V.
+    pub fn kv_strides(&self) -> Strides {
+        Strides::packed(self.layout, self.heads_kv, self.seqlen_kv, self.head_dim)
+    }
+
+    pub fn q_elems(&self) -> usize {
+        self.batch * self.heads_q * self.seqlen_q * self.head_dim
+    }
+    pub fn kv_elems(&self) -> usize {
+        self.batch * self.heads_kv * self.seqlen_kv * self.head_dim
+    }
+    pub fn lse_elems(&self) -> usize {
+        self.batch * self.heads_q * self.seqlen_q
+    }
+
+    /// Signed offset of the causal diagonal: query i sees keys j <= i + offset.
+    pub fn causal_offset(&self) -> i64 {
+        self.seqlen_kv as i64 - self.seqlen_q as i64
+    }
+
+    /// Keys query row `i` attends to (a prefix of the keys: 0..visible).
+    pub fn visible_keys(&self, i: usize) -> usize {
+        if !self.causal {
+            return self.seqlen_kv;
+        }
+        (i as i64 + self.causal_offset() + 1).clamp(0, self.seqlen_kv as i64) as usize
+    }
+
+    /// Unmasked (query, key) pairs of one head.
+    pub fn pairs(&self) -> u64 {
+        if !self.causal {
+            return self.seqlen_q as u64 * self.seqlen_kv as u64;
+        }
+        (0..self.seqlen_q)
+            .map(|i| self.visible_keys(i) as u64)
+            .sum()
+    }
+
+    /// 4·B·H·D per unmasked pair (two GEMMs of 2 flops per multiply-add).
+    pub fn flops(&self) -> f64 {
+        4.0 * self.batch as f64 * self.heads_q as f64 * self.head_dim as f64 * self.pairs() as f64
+    }
+
+    /// The fewest bytes a forward must move: read Q, K, V once, write O and LSE once.
+    pub fn min_bytes(&self) -> f64 {
+        let e = self.dtype.size() as f64;
+        (2.0 * self.q_elems() as f64 + 2.0 * self.kv_elems() as f64) * e
+            + 4.0 * self.lse_elems() as f64
+    }
+
+    /// Checks sizes, heads, dims and dtype; names the argument that is wrong.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [
+            ("batch", self.batch),
+            ("heads", self.heads_q),
+            ("kv_heads", self.heads_kv),
+            ("seqlen_q", self.seqlen_q),
+            ("seqlen_kv", self.seqlen_kv),
+        ] {
+            if v == 0 {
+                return Err(Error::invalid(format!(
+                    "{name} is 0; it must be at least 1"
+                )));
+            }
+            if v > i32::MAX as usize {
+                return Err(Error::invalid(format!(
+                    "{name} = {v} exceeds the largest supported extent {}",
+                    i32::MAX
+                )));
+            }
+        }
+        if !self.heads_q.is_multiple_of(self.heads_kv) {
+            return Err(Error::invalid(format!(
+                "kv_heads = {} does not divide heads = {}; key/value heads must divide query heads (GQA/MQA)",
+                self.heads_kv, self.heads_q
+            )));
+        }
+        if !HEAD_DIMS.contains(&self.head_dim) {
+            return Err(Error::invalid(format!(
+                "head_dim = {} is not supported; use 64, 128 or 256",
+                self.head_dim
+            )));
+        }
+        if self.dtype == DType::F32 {
+            return Err(Error::invalid(
+                "dtype = f32 is not supported; attention inputs are bf16 or f16",
+            ));
+        }
+        if !self.scale.is_finite() || self.scale <= 0.0 {
+            return Err(Error::invalid(format!(
+                "scale = {} must be finite and positive",
+                self.scale
+            )));
+        }
+        let elems = [("Q", self.q_elems()), ("K/V", self.kv_elems())];
+        for (name, n) in elems {
+            if n as u64 >= 1u64 << 40 {
+                return Err(Error::invalid(format!(
+                    "{name} has {n} elements, more than kiln addresses"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A short label, e.g. `b2 h16/16 s8192x8192 d128 causal BSHD bf16`.
+    pub fn label(&self) -> String {
+        format!(
+            "b{} h{}/{} s{}x{} d{} {}{} {}",
+            self.batch,
+            self.heads_q,
+            self.heads_kv,
+            self.seqlen_q,
+            self.seqlen_kv,
+            self.head_dim,
+            if self.causal { "causal " } else { "" },
+            self.layout,
+            self.dtype
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flops_count_exactly_the_unmasked_pairs() {
+        let p = AttentionProblem::new(2, 16, 8192, 128);
+        assert_eq!(p.flops(), 4.0 * 2.0 * 16.0 * 128.0 * 8192.0 * 8192.0);
+        let c = AttentionProblem {
+            causal: true,
+            ..AttentionProblem::new(1, 1, 4, 64)
+        };
+        // rows see 1, 2, 3, 4 keys
+        assert_eq!(c.pairs(), 10);
+        // bottom-right: 2 queries over 5 keys see 4 and 5 keys; 5 queries over 2 keys see 0,0,0,1,2
+        let wide = AttentionProblem {
+            seqlen_q: 2,
+            seqlen_kv: 5,
+            ..c
+        };
+        assert_eq!((wide.visible_keys(0), wide.visible_keys(1)), (4, 5));
+        let tall = AttentionProblem {
+            seqlen_q: 5,
+            seqlen_kv: 2,
+            ..c
+        };
+        assert_eq!(
+            (0..5).map(|i| tall.visible_keys(i)).collect::<Vec<_>>(),
+            vec![0, 0, 0, 1, 2]
+        );
+        assert_eq!(tall.pairs(), 3);
+    }
+
+    #[test]
+    fn strides_follow_the_layout() {
+        let s = Strides::packed(AttnLayout::Bshd, 4, 10, 64);
+        assert_eq!((s.batch, s.head, s.seq), (2560, 64, 256));
+        let s = Strides::packed(AttnLayout::Bhsd, 4, 10, 64);
+        assert_eq!((s.batch, s.head, s.seq), (2560, 640, 64));
+        assert_eq!(s.offset(1, 2, 3), 2560 + 1280 + 192);
+    }
+
+    #[test]
+    fn validation_names_the_argument() {
+        let ok = AttentionProblem::new(1, 8, 17, 64);
+        ok.validate().unwrap();
+        let e = AttentionProblem { heads_kv: 3, ..ok }
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("kv_heads = 3"), "{e}");
+        let e = AttentionProblem { head_dim: 96, ..ok }
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("head_dim = 96"), "{e}");
+        let e = AttentionProblem {
+            dtype: DType::F32,
+            ..ok
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("dtype"), "{e}");
+        let e = AttentionProblem { seqlen_kv: 0, ..ok }
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("seqlen_kv"), "{e}");
+        let e = AttentionProblem {
+            scale: f32::NAN,
+            ..ok
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("scale"), "{e}");
+        assert!("bhsd".parse::<AttnLayout>().is_ok() && "bsd".parse::<AttnLayout>().is_err());
+    }
+}

@@ -1,0 +1,185 @@
+//! Host side of `kernels/moe/grouped_gemm.cu`: the persistent grouped GEMM over experts (the MoE
+//! up projection without a gate, and the down projection). Chooses a tile shape against wave
+//! quantisation, launches the prefix-sum kernel, then the GEMM with one 2D map over X and one 3D
+//! map over W [E, N, K].
+
+use super::schedule::{TileConfig, GROUP_M, MAX_EXPERTS};
+use super::tma3d::Tma3d;
+use super::{
+    common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
+    MoeProblem,
+};
+use crate::device::{Context, DeviceInfo, LaunchConfig};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+use crate::ops::gemm::DType;
+
+pub struct GroupedGemm;
+
+pub const ENTRY: &str = "moe_grouped_gemm";
+pub const THREADS: u32 = 384;
+
+impl GroupedGemm {
+    pub fn spec(arch: &str, input: DType, output: DType, cfg: TileConfig) -> KernelSpec {
+        with_dtypes(
+            KernelSpec::new("moe/grouped_gemm.cu", ENTRY, arch),
+            input,
+            output,
+        )
+        .define("KILN_BM", cfg.bm)
+        .define("KILN_BN", cfg.bn)
+        .define("KILN_STAGES", cfg.stages)
+        .define("KILN_GROUP_M", GROUP_M)
+        .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
+        .define("KILN_SMEM", cfg.smem_bytes(1))
+    }
+
+    /// The tile shape for `p` on `sms` SMs, from the host copy of its rows; `KILN_MOE_TILE`
+    /// (`128x256`, `128x128` or `64x256`) overrides the choice, to time the others.
+    pub fn config(p: &MoeProblem, sms: u32) -> TileConfig {
+        if let Some(c) = std::env::var("KILN_MOE_TILE")
+            .ok()
+            .and_then(|v| Self::parse_tile(&v))
+        {
+            return c;
+        }
+        let rows: Vec<usize> = p.spans().iter().map(|s| s.1).collect();
+        TileConfig::choose(&rows, p.n, sms)
+    }
+
+    /// `BMxBN` as one of the compiled tile shapes.
+    pub fn parse_tile(v: &str) -> Option<TileConfig> {
+        TileConfig::ALL
+            .into_iter()
+            .find(|c| format!("{}x{}", c.bm, c.bn) == v.trim())
+    }
+
+    /// The W map: [E, N, K] in boxes of {64 k, bn rows, 1 expert}.
+    pub fn w_map(p: &MoeProblem, addr: u64, cfg: TileConfig) -> Tma3d {
+        Tma3d::packed(
+            tma_dtype(p.input),
+            addr,
+            p.k as u64,
+            p.n as u64,
+            p.experts as u64,
+            64,
+            cfg.bn,
+        )
+    }
+}
+
+impl MoeKernel for GroupedGemm {
+    fn name(&self) -> &'static str {
+        "grouped_gemm"
+    }
+    fn summary(&self) -> &'static str {
+        "persistent grouped WGMMA + TMA over experts: tile->expert by binary search over GPU-built \
+         m-tile prefix sums, one 3D W map, 128x256 / 128x128 / 64x256 tiles chosen against waves"
+    }
+    fn supports(&self, p: &MoeProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        if p.swiglu.is_some() {
+            return Err("computes a plain grouped GEMM; the SwiGLU pair is swiglu_dual's".into());
+        }
+        common_support(p, dev)?;
+        let smem = TileConfig::ALL
+            .iter()
+            .map(|c| c.smem_bytes(1))
+            .max()
+            .unwrap_or(0);
+        if smem > dev.smem_optin_bytes {
+            return Err(format!(
+                "needs {smem} B of shared memory per block; this GPU allows {}",
+                dev.smem_optin_bytes
+            ));
+        }
+        Ok(())
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        let mut v = vec![tile_prefix::spec(arch)];
+        for cfg in TileConfig::ALL {
+            for (i, o) in super::dtype_pairs() {
+                v.push(Self::spec(arch, i, o, cfg));
+            }
+        }
+        v
+    }
+    fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
+        let sms = ctx.info.sm_count;
+        let cfg = Self::config(p, sms);
+        let unsupported = |reason: String| Error::Unsupported {
+            kernel: "grouped_gemm".into(),
+            reason,
+        };
+        let tx = x_map(p, ops.x.ptr(), cfg.bm);
+        tx.validate().map_err(unsupported)?;
+        let tw = Self::w_map(p, ops.w.ptr(), cfg);
+        tw.validate().map_err(unsupported)?;
+        let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
+        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
+        let mut args = MoeArgs::new(p, ops, cfg.bn);
+        tile_prefix::launch(ctx, p, ops, cfg.bm)?;
+        let lc = LaunchConfig {
+            grid: (cfg.grid(p, sms), 1, 1),
+            block: (THREADS, 1, 1),
+            smem_bytes: cfg.smem_bytes(1),
+            cluster: None,
+        };
+        // SAFETY: the kernel takes (TmaMap, TmaMap, MoeArgs) in this order. The maps address X and
+        // W, the args Y, the schedule workspace and nothing else; `check_operands` has matched
+        // every buffer to the problem and the caller keeps them alive until the stream has run.
+        unsafe {
+            f.launch(
+                ctx.stream,
+                &lc,
+                &mut [map_x.as_param(), map_w.as_param(), args.as_param()],
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tile_config_and_dtype_pair_is_a_variant() {
+        let v = GroupedGemm.variants("sm_90a");
+        assert_eq!(v.len(), 1 + 3 * 6);
+        assert_eq!(v[0].entry, "moe_tile_prefix");
+        assert!(v[1].label().contains("KILN_BM=128,KILN_BN=256"));
+    }
+
+    #[test]
+    fn w_map_boxes_fill_the_stage() {
+        let p = MoeProblem::contiguous(&[100, 0, 30], 3072, 4096, DType::Bf16, DType::Bf16);
+        for cfg in TileConfig::ALL {
+            let w = GroupedGemm::w_map(&p, 1 << 20, cfg);
+            assert_eq!(w.validate(), Ok(()));
+            let x = x_map(&p, 1 << 21, cfg.bm);
+            // the kernel's expect_tx is the stage size: one X box plus one W box
+            assert_eq!(
+                w.box_bytes() + x.box_bytes(),
+                cfg.stage_bytes(1) as u64,
+                "{cfg:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn tile_override_names_a_compiled_shape() {
+        assert_eq!(GroupedGemm::parse_tile("64x256"), Some(TileConfig::SHORT));
+        assert_eq!(GroupedGemm::parse_tile("128x128"), Some(TileConfig::NARROW));
+        assert_eq!(GroupedGemm::parse_tile("96x256"), None);
+    }
+
+    #[test]
+    fn refuses_swiglu_and_other_gpus() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = MoeProblem::contiguous(&[1, 2], 64, 64, DType::Bf16, DType::F32);
+        assert_eq!(GroupedGemm.supports(&p, &h100), Ok(()));
+        let s = p
+            .clone()
+            .with_swiglu(super::super::WeightLayout::Separate, false);
+        assert!(GroupedGemm.supports(&s, &h100).is_err());
+    }
+}

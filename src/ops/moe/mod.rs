@@ -1,0 +1,256 @@
+//! Mixture-of-experts: the problem type (tokens sorted by expert, or the masked decode layout),
+//! the scheduling shared by its kernels, and the versions: the grouped GEMM (also the down
+//! projection), the fused SwiGLU gate/up dual GEMM, and the tiny prefix-sum kernel both launch
+//! first. Each version is one host file with the stem of its device file under `kernels/moe/`.
+
+pub mod grouped_gemm;
+pub mod problem;
+pub mod schedule;
+pub mod swiglu_dual;
+pub mod tile_prefix;
+pub mod tma3d;
+
+use std::ffi::c_void;
+
+pub use problem::{parse_counts, uneven_counts, MoeProblem, Rows, SwiGlu, WeightLayout};
+
+use crate::device::{Context, DeviceBuffer, DeviceInfo, Tma2d, TmaDType, TmaSwizzle};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+use crate::ops::gemm::{alignment, DType};
+
+/// The device buffers of one MoE call.
+pub struct MoeOperands<'a> {
+    /// X: [x_rows, K] (contiguous) or [E, max_rows, K] (masked).
+    pub x: &'a DeviceBuffer,
+    /// W [E, N, K]; for SwiGLU, W1 (separate) or W13 (interleaved).
+    pub w: &'a DeviceBuffer,
+    /// SwiGLU with separate weights: W3 [E, N, K].
+    pub w3: Option<&'a DeviceBuffer>,
+    /// Y: X's rows by N; rows of no expert are never written.
+    pub y: &'a DeviceBuffer,
+    /// i32 offsets (E + 1) or counts (E), read on the GPU.
+    pub rows: &'a DeviceBuffer,
+    /// SwiGLU with `routed`: one f32 weight per row of X.
+    pub route: Option<&'a DeviceBuffer>,
+    /// Workspace for the tile tables: at least `schedule::sched_bytes(E)`.
+    pub sched: &'a DeviceBuffer,
+}
+
+/// One version of an MoE op.
+pub trait MoeKernel: Send + Sync {
+    /// Registry name, the stem of its device file.
+    fn name(&self) -> &'static str;
+    /// One line: what it computes and how.
+    fn summary(&self) -> &'static str;
+    /// `Ok` or the reason this version cannot compute `p` on `dev` (never a wrong result).
+    fn supports(&self, p: &MoeProblem, dev: &DeviceInfo) -> std::result::Result<(), String>;
+    /// Every specialisation this version compiles to for `arch` (for `kiln check`).
+    fn variants(&self, arch: &str) -> Vec<KernelSpec>;
+    /// Enqueues the op on the context's stream: no host synchronisation and no allocation, so
+    /// the launch can be captured in a CUDA graph. Callers have validated `p` and the buffers.
+    fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()>;
+}
+
+/// The argument block, laid out as `MoeArgs` in `kernels/moe/sched.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MoeArgs {
+    pub sched: u64,
+    pub y: u64,
+    pub route: u64,
+    pub ldy: i64,
+    pub experts: i32,
+    pub n: i32,
+    pub k: i32,
+    pub tiles_n: i32,
+    pub interleaved: i32,
+    pub pad: i32,
+}
+
+impl MoeArgs {
+    pub fn new(p: &MoeProblem, ops: &MoeOperands, bn: u32) -> Self {
+        MoeArgs {
+            sched: ops.sched.ptr(),
+            y: ops.y.ptr(),
+            route: ops.route.map_or(0, |r| r.ptr()),
+            ldy: p.n as i64,
+            experts: p.experts as i32,
+            n: p.n as i32,
+            k: p.k as i32,
+            tiles_n: p.n.div_ceil(bn as usize) as i32,
+            interleaved: matches!(
+                p.swiglu,
+                Some(SwiGlu {
+                    weights: WeightLayout::Interleaved,
+                    ..
+                })
+            ) as i32,
+            pad: 0,
+        }
+    }
+
+    pub fn as_param(&mut self) -> *mut c_void {
+        self as *mut MoeArgs as *mut c_void
+    }
+}
+
+/// What every MoE kernel needs of the problem and the GPU: Hopper, TMA-aligned rows, few enough
+/// experts for the shared-memory tables.
+pub fn common_support(p: &MoeProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+    if !dev.is_hopper() {
+        return Err(format!(
+            "needs a Hopper GPU (sm_90a: wgmma, TMA); {} is sm_{}{}",
+            dev.name, dev.compute_capability.0, dev.compute_capability.1
+        ));
+    }
+    if !(p.k * p.input.size()).is_multiple_of(16) {
+        return Err(format!(
+            "K = {} is not a multiple of {} elements: TMA needs rows of X and W that are multiples of 16 bytes",
+            p.k,
+            16 / p.input.size()
+        ));
+    }
+    if p.experts > schedule::MAX_EXPERTS {
+        return Err(format!(
+            "{} experts; at most {} per launch",
+            p.experts,
+            schedule::MAX_EXPERTS
+        ));
+    }
+    Ok(())
+}
+
+/// Checks buffer sizes and TMA alignment against the problem; one sentence per problem.
+pub fn check_operands(p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
+    let es = p.input.size();
+    let one_w = p.experts * p.n * p.k * es;
+    let w_need = if matches!(
+        p.swiglu,
+        Some(SwiGlu {
+            weights: WeightLayout::Separate,
+            ..
+        })
+    ) {
+        one_w
+    } else {
+        p.w_elems() * es
+    };
+    let mut need = vec![
+        ("X", ops.x, p.x_elems() * es),
+        ("W", ops.w, w_need),
+        ("Y", ops.y, p.y_elems() * p.output.size()),
+        ("the rows array", ops.rows, p.rows_array().len() * 4),
+        (
+            "the schedule workspace",
+            ops.sched,
+            schedule::sched_bytes(p.experts),
+        ),
+    ];
+    if let Some(sw) = p.swiglu {
+        if sw.weights == WeightLayout::Separate {
+            let w3 = ops
+                .w3
+                .ok_or_else(|| Error::invalid("SwiGLU with separate weights needs W3"))?;
+            need.push(("W3", w3, one_w));
+        }
+        if sw.routed {
+            let r = ops
+                .route
+                .ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
+            need.push(("the routing weights", r, p.x_rows() * 4));
+        }
+    }
+    for (name, buf, bytes) in need {
+        if buf.bytes() < bytes {
+            return Err(Error::invalid(format!(
+                "{name} needs {bytes} bytes for this problem but its buffer has {}",
+                buf.bytes()
+            )));
+        }
+    }
+    for (name, ptr) in [("X", ops.x.ptr()), ("W", ops.w.ptr())]
+        .into_iter()
+        .chain(ops.w3.map(|b| ("W3", b.ptr())))
+    {
+        if alignment(ptr) < 16 {
+            return Err(Error::invalid(format!(
+                "{name} at {ptr:#x} is not 16-byte aligned, which TMA needs"
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn tma_dtype(d: DType) -> TmaDType {
+    match d {
+        DType::Bf16 => TmaDType::Bf16,
+        DType::F16 => TmaDType::F16,
+        DType::F32 => TmaDType::F32,
+    }
+}
+
+/// The map over all rows of X: boxes of {64 k, bm rows}; rows past X are zero-filled.
+pub fn x_map(p: &MoeProblem, addr: u64, bm: u32) -> Tma2d {
+    Tma2d {
+        dtype: tma_dtype(p.input),
+        addr,
+        dims: [p.k as u64, p.x_rows() as u64],
+        row_stride_bytes: (p.k * p.input.size()) as u64,
+        box_dims: [schedule::BK, bm],
+        swizzle: TmaSwizzle::B128,
+    }
+}
+
+/// Adds the dtype defines every MoE kernel reads.
+pub fn with_dtypes(spec: KernelSpec, input: DType, output: DType) -> KernelSpec {
+    spec.define("KILN_IN", input.code())
+        .define("KILN_OUT", output.code())
+}
+
+/// Every (input, output) pair.
+pub fn dtype_pairs() -> Vec<(DType, DType)> {
+    DType::INPUTS
+        .iter()
+        .flat_map(|&i| DType::OUTPUTS.iter().map(move |&o| (i, o)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moe_args_match_the_device_layout() {
+        // three pointers, one i64, six ints
+        assert_eq!(std::mem::size_of::<MoeArgs>(), 56);
+        assert_eq!(std::mem::offset_of!(MoeArgs, ldy), 24);
+        assert_eq!(std::mem::offset_of!(MoeArgs, experts), 32);
+        assert_eq!(std::mem::offset_of!(MoeArgs, interleaved), 48);
+    }
+
+    #[test]
+    fn x_map_spans_all_rows() {
+        let p = MoeProblem::masked(&[3, 0], 40, 256, 4096, DType::Bf16, DType::Bf16);
+        let m = x_map(&p, 1 << 20, 128);
+        assert_eq!(
+            (m.dims, m.box_dims, m.row_stride_bytes),
+            ([4096, 80], [64, 128], 8192)
+        );
+        assert_eq!(m.validate(), Ok(()));
+    }
+
+    #[test]
+    fn support_needs_hopper_and_aligned_k() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = MoeProblem::contiguous(&[5, 6], 64, 72, DType::Bf16, DType::Bf16);
+        assert_eq!(common_support(&p, &h100), Ok(()));
+        let odd = MoeProblem { k: 70, ..p.clone() };
+        assert!(common_support(&odd, &h100).unwrap_err().contains("K = 70"));
+        let a100 = DeviceInfo {
+            compute_capability: (8, 0),
+            ..h100
+        };
+        assert!(common_support(&p, &a100).unwrap_err().contains("Hopper"));
+    }
+}

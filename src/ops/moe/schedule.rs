@@ -1,0 +1,371 @@
+//! MoE tile scheduling, on the host: the tables `moe_tile_prefix` builds on the GPU (m-tile prefix
+//! sums, each expert's rows), the binary search from a tile to its expert and the grouped tile
+//! order the kernels walk (mirrors of `kernels/moe/tile_prefix.cu` and `kernels/moe/sched.cuh`,
+//! so the schedule can be simulated and tested without a GPU), and the wave-quantisation-aware
+//! choice of tile shape.
+
+use super::problem::{MoeProblem, Rows};
+
+/// Tile-rows swept together in the grouped order (the kernels' `KILN_GROUP_M`).
+pub const GROUP_M: u32 = 8;
+/// Most experts one launch takes: the kernels keep 3E + 1 table ints in shared memory.
+pub const MAX_EXPERTS: usize = 1024;
+/// K depth of one pipeline stage.
+pub const BK: u32 = 64;
+
+/// What `moe_tile_prefix` writes: per-expert m-tile prefix sums (E + 1), first X rows and row
+/// counts, clamped to X exactly as the device does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    pub prefix: Vec<i32>,
+    pub start: Vec<i32>,
+    pub rows: Vec<i32>,
+}
+
+impl Schedule {
+    /// The tables for `rows_in` (offsets or counts, as uploaded) and tile height `bm`.
+    pub fn build(p: &MoeProblem, rows_in: &[i32], bm: u32) -> Schedule {
+        let e = p.experts;
+        let x_rows = p.x_rows().min(i32::MAX as usize) as i32;
+        let (mut prefix, mut start, mut rows) = (vec![0i32; e + 1], vec![0i32; e], vec![0i32; e]);
+        let mut run = 0i32;
+        for i in 0..e {
+            let (s, r) = match &p.rows {
+                Rows::Masked { max_rows, .. } => {
+                    let m = *max_rows as i32;
+                    (i as i32 * m, rows_in[i].clamp(0, m))
+                }
+                Rows::Contiguous { .. } => {
+                    let lo = rows_in[i].clamp(0, x_rows);
+                    let hi = rows_in[i + 1].max(lo).min(x_rows);
+                    (lo, hi - lo)
+                }
+            };
+            prefix[i] = run;
+            start[i] = s;
+            rows[i] = r;
+            run += (r + bm as i32 - 1) / bm as i32;
+        }
+        prefix[e] = run;
+        Schedule {
+            prefix,
+            start,
+            rows,
+        }
+    }
+
+    /// The tables as the device lays them out (3E + 1 ints).
+    pub fn flat(&self) -> Vec<i32> {
+        let mut v = self.prefix.clone();
+        v.extend(&self.start);
+        v.extend(&self.rows);
+        v
+    }
+
+    pub fn tiles_m(&self) -> u32 {
+        *self.prefix.last().unwrap_or(&0) as u32
+    }
+}
+
+/// Bytes of the device workspace `moe_tile_prefix` writes for `experts`.
+pub fn sched_bytes(experts: usize) -> usize {
+    (3 * experts + 1) * 4
+}
+
+/// The expert owning global m-tile `g` (prefix[e] <= g < prefix[e + 1]). Mirrors
+/// `moe_find_expert`.
+pub fn find_expert(prefix: &[i32], g: i32) -> usize {
+    let (mut lo, mut hi) = (0usize, prefix.len() - 1);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if prefix[mid] <= g {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Tile `t` of the grouped order as (global m-tile, n-tile). Mirrors `moe_tile_coords`.
+pub fn tile_coords(t: u32, tiles_m: u32, tiles_n: u32, group: u32) -> (u32, u32) {
+    let per_group = group * tiles_n;
+    let first = (t / per_group) * group;
+    let rows = (tiles_m - first).min(group);
+    let r = t - (first / group) * per_group;
+    (first + r % rows, r / rows)
+}
+
+/// One tile as a kernel sees it. Mirrors `MoeTile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tile {
+    pub expert: usize,
+    pub row0: i32,
+    pub valid_rows: i32,
+    pub n0: u32,
+}
+
+/// Tile `t` of schedule `s`. Mirrors `moe_tile`.
+pub fn tile(s: &Schedule, t: u32, tiles_n: u32, bm: u32, bn: u32) -> Tile {
+    let (g, tn) = tile_coords(t, s.tiles_m(), tiles_n, GROUP_M);
+    let e = find_expert(&s.prefix, g as i32);
+    let local = (g as i32 - s.prefix[e]) * bm as i32;
+    Tile {
+        expert: e,
+        row0: s.start[e] + local,
+        valid_rows: (s.rows[e] - local).min(bm as i32),
+        n0: tn * bn,
+    }
+}
+
+/// A tile shape of the grouped kernels: BM x BN x 64 with `stages` pipeline stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileConfig {
+    pub bm: u32,
+    pub bn: u32,
+    pub stages: u32,
+}
+
+impl TileConfig {
+    /// Prefill: 128 x 256, each consumer 64 rows.
+    pub const LARGE: TileConfig = TileConfig {
+        bm: 128,
+        bn: 256,
+        stages: 4,
+    };
+    /// More, narrower tiles, for grids that 128 x 256 tiles leave short of a wave.
+    pub const NARROW: TileConfig = TileConfig {
+        bm: 128,
+        bn: 128,
+        stages: 6,
+    };
+    /// Short experts (tens of rows): 64 x 256, the consumers split the columns.
+    pub const SHORT: TileConfig = TileConfig {
+        bm: 64,
+        bn: 256,
+        stages: 5,
+    };
+    pub const ALL: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::NARROW, TileConfig::SHORT];
+    /// The fused SwiGLU: 128 rows x 128 columns of each of W1 and W3.
+    pub const SWIGLU: TileConfig = TileConfig {
+        bm: 128,
+        bn: 128,
+        stages: 4,
+    };
+
+    /// Bytes of one stage: the X tile and `w_tiles` W tiles.
+    pub fn stage_bytes(self, w_tiles: u32) -> u32 {
+        (self.bm + w_tiles * self.bn) * BK * 2
+    }
+
+    /// Dynamic shared memory: slack to align to 1024, the stages, 2 mbarriers per stage, and the
+    /// expert tables for up to MAX_EXPERTS.
+    pub fn smem_bytes(self, w_tiles: u32) -> u32 {
+        1024 + self.stages * self.stage_bytes(w_tiles)
+            + 16 * self.stages
+            + sched_bytes(MAX_EXPERTS) as u32
+    }
+
+    /// Relative tile throughput: wide tiles reuse each loaded byte more.
+    fn efficiency(self) -> f64 {
+        match (self.bm, self.bn) {
+            (128, 256) => 1.0,
+            (128, 128) => 0.9,
+            _ => 0.85,
+        }
+    }
+
+    /// Wave-quantised cost of `tiles` tiles on `sms` SMs: the tiles the busiest CTA runs, each
+    /// costing its area over its efficiency. Lower is better.
+    pub fn cost(self, tiles: u64, sms: u32) -> f64 {
+        tiles.div_ceil(sms.max(1) as u64) as f64 * (self.bm * self.bn) as f64 / self.efficiency()
+    }
+
+    /// Tiles for these per-expert row counts and N.
+    pub fn tiles(self, rows: &[usize], n: usize) -> u64 {
+        let tm: u64 = rows
+            .iter()
+            .map(|&r| r.div_ceil(self.bm as usize) as u64)
+            .sum();
+        tm * n.div_ceil(self.bn as usize) as u64
+    }
+
+    /// The cheapest of [`TileConfig::ALL`] for the expected rows per expert (the host copy; for
+    /// the masked layout, the counts it was given as a hint).
+    pub fn choose(rows: &[usize], n: usize, sms: u32) -> TileConfig {
+        let mut best = TileConfig::LARGE;
+        let mut best_cost = f64::INFINITY;
+        for c in TileConfig::ALL {
+            let cost = c.cost(c.tiles(rows, n), sms);
+            if cost < best_cost * 0.97 {
+                best = c;
+                best_cost = cost;
+            }
+        }
+        best
+    }
+
+    /// m-tiles that can exist for any rows the GPU may hold (so the grid never depends on the
+    /// counts): x_rows / BM + E for the contiguous layout, E·⌈max_rows / BM⌉ masked.
+    pub fn max_tiles_m(self, p: &MoeProblem) -> u64 {
+        let bm = self.bm as usize;
+        match &p.rows {
+            Rows::Contiguous { x_rows, .. } => (x_rows / bm + p.experts) as u64,
+            Rows::Masked { max_rows, .. } => (p.experts * max_rows.div_ceil(bm)) as u64,
+        }
+    }
+
+    /// Persistent grid: one CTA per SM, or per possible tile when there are fewer.
+    pub fn grid(self, p: &MoeProblem, sms: u32) -> u32 {
+        let tiles = self.max_tiles_m(p) * p.n.div_ceil(self.bn as usize) as u64;
+        tiles.min(sms as u64).max(1) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::DType;
+
+    fn contiguous(counts: &[usize], n: usize) -> MoeProblem {
+        MoeProblem::contiguous(counts, n, 64, DType::Bf16, DType::Bf16)
+    }
+
+    /// Every output element of every expert is produced by exactly one tile of the walk, no tile
+    /// is wasted, and no tile starts a row outside X: what the kernels rely on.
+    fn simulate(p: &MoeProblem, cfg: TileConfig) {
+        let s = Schedule::build(p, p.rows_array(), cfg.bm);
+        let tiles_n = p.n.div_ceil(cfg.bn as usize) as u32;
+        let mut covered = vec![0u8; p.x_rows() * tiles_n as usize];
+        for t in 0..s.tiles_m() * tiles_n {
+            let tl = tile(&s, t, tiles_n, cfg.bm, cfg.bn);
+            assert!(
+                tl.valid_rows >= 1 && tl.valid_rows <= cfg.bm as i32,
+                "{tl:?}"
+            );
+            assert!((tl.row0 as usize) < p.x_rows(), "{tl:?}");
+            let (start, len) = p.spans()[tl.expert];
+            for r in tl.row0..tl.row0 + tl.valid_rows {
+                assert!(
+                    (r as usize) >= start && (r as usize) < start + len,
+                    "row {r} outside expert {}",
+                    tl.expert
+                );
+                covered[r as usize * tiles_n as usize + (tl.n0 / cfg.bn) as usize] += 1;
+            }
+        }
+        for (e, &(start, len)) in p.spans().iter().enumerate() {
+            for r in start..start + len {
+                for tn in 0..tiles_n as usize {
+                    assert_eq!(
+                        covered[r * tiles_n as usize + tn],
+                        1,
+                        "expert {e} row {r} n-tile {tn}"
+                    );
+                }
+            }
+        }
+        let routed = p.routed_rows() * tiles_n as usize;
+        assert_eq!(covered.iter().map(|&c| c as usize).sum::<usize>(), routed);
+        assert!(s.tiles_m() as u64 <= cfg.max_tiles_m(p));
+    }
+
+    #[test]
+    fn prefix_sums_skip_empty_experts() {
+        let p = contiguous(&[0, 1, 40, 64, 128, 129, 0], 64);
+        let s = Schedule::build(&p, p.rows_array(), 64);
+        assert_eq!(s.prefix, vec![0, 0, 1, 2, 3, 5, 8, 8]);
+        assert_eq!(s.start, vec![0, 0, 1, 41, 105, 233, 362]);
+        assert_eq!(s.rows, vec![0, 1, 40, 64, 128, 129, 0]);
+        assert_eq!(s.flat().len(), 3 * 7 + 1);
+        // tiles land on non-empty experts only
+        assert_eq!(find_expert(&s.prefix, 0), 1);
+        assert_eq!(find_expert(&s.prefix, 1), 2);
+        assert_eq!(find_expert(&s.prefix, 4), 4);
+        assert_eq!(find_expert(&s.prefix, 7), 5);
+    }
+
+    #[test]
+    fn the_walk_covers_every_routed_element_once() {
+        let mut ragged = vec![0usize, 1, 40, 64, 128, 129, 255, 256, 257, 0, 0, 3];
+        ragged.extend((0..244).map(|i| (i * 37) % 23));
+        for counts in [
+            vec![1usize],
+            vec![300],
+            vec![0, 0, 5, 0],
+            ragged.clone(),
+            vec![7; 256],
+            vec![1000, 0, 1],
+        ] {
+            for n in [8usize, 130, 256, 600] {
+                for cfg in TileConfig::ALL.into_iter().chain([TileConfig::SWIGLU]) {
+                    simulate(&contiguous(&counts, n), cfg);
+                    let max = counts.iter().copied().max().unwrap_or(0).max(1);
+                    simulate(
+                        &MoeProblem::masked(&counts, max + 3, n, 64, DType::Bf16, DType::F32),
+                        cfg,
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_device_rows_are_clamped_inside_x() {
+        // offsets the host would refuse still give tables inside X (the device does the same)
+        let p = contiguous(&[10, 10], 64);
+        let s = Schedule::build(&p, &[5, 100, 3], 128);
+        assert_eq!(
+            (s.start.clone(), s.rows.clone()),
+            (vec![5, 20], vec![15, 0])
+        );
+        let m = MoeProblem::masked(&[4, 4], 8, 64, 64, DType::Bf16, DType::Bf16);
+        let s = Schedule::build(&m, &[-3, 99], 64);
+        assert_eq!((s.start, s.rows), (vec![0, 8], vec![0, 8]));
+    }
+
+    #[test]
+    fn tile_order_visits_every_tile_once() {
+        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (9, 2), (17, 3), (64, 12)] {
+            let mut seen = vec![false; (tm * tn) as usize];
+            for t in 0..tm * tn {
+                let (r, c) = tile_coords(t, tm, tn, GROUP_M);
+                assert!(r < tm && c < tn);
+                assert!(!std::mem::replace(&mut seen[(r * tn + c) as usize], true));
+            }
+        }
+    }
+
+    #[test]
+    fn shared_memory_fits_an_h100_block() {
+        for c in TileConfig::ALL {
+            assert!(c.smem_bytes(1) <= 227 * 1024, "{c:?}");
+            assert_eq!(c.stage_bytes(1) % 1024, 0);
+        }
+        assert!(TileConfig::SWIGLU.smem_bytes(2) <= 227 * 1024);
+        assert_eq!(TileConfig::SWIGLU.stage_bytes(2), 48 * 1024);
+    }
+
+    #[test]
+    fn tile_choice_follows_the_waves() {
+        // prefill: ~940 rows per expert, N = 3072: 128 x 256 fills 6 waves evenly
+        let prefill = [1124, 731, 1002, 860, 1231, 655, 990, 923];
+        assert_eq!(TileConfig::choose(&prefill, 3072, 132), TileConfig::LARGE);
+        // small M (40-248 rows), N = 4096: 192 wide tiles need 2 waves, the narrow ones 3 smaller
+        let small = [40, 248, 112, 176, 64, 200, 136, 96];
+        assert_ne!(TileConfig::choose(&small, 4096, 132), TileConfig::LARGE);
+        // one short expert and a narrow N: only short tiles stop wasting rows
+        assert_eq!(TileConfig::choose(&[40; 64], 2048, 132), TileConfig::SHORT);
+    }
+
+    #[test]
+    fn grid_never_depends_on_the_counts() {
+        let p = contiguous(&[1000, 0, 3], 512);
+        let a = TileConfig::LARGE.grid(&p, 132);
+        let q = contiguous(&[1, 1001, 1], 512);
+        assert_eq!(a, TileConfig::LARGE.grid(&q, 132));
+        assert_eq!(TileConfig::LARGE.grid(&contiguous(&[1], 8), 132), 1);
+        let m = MoeProblem::masked(&[0, 0], 64, 256, 64, DType::Bf16, DType::Bf16);
+        assert_eq!(TileConfig::SHORT.grid(&m, 132), 2);
+    }
+}

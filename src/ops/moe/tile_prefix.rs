@@ -1,0 +1,47 @@
+//! Host side of `kernels/moe/tile_prefix.cu`: the one-warp kernel that turns the per-expert rows
+//! on the GPU into the m-tile prefix sums and row tables the grouped kernels search, launched on
+//! the same stream just before them (no host synchronisation, graph-capturable).
+
+use super::{MoeOperands, MoeProblem};
+use crate::device::{Context, LaunchConfig};
+use crate::error::Result;
+use crate::jit::KernelSpec;
+
+pub const ENTRY: &str = "moe_tile_prefix";
+
+pub fn spec(arch: &str) -> KernelSpec {
+    KernelSpec::new("moe/tile_prefix.cu", ENTRY, arch)
+}
+
+/// Enqueues the tables of `p` for tile height `bm` into `ops.sched`.
+pub fn launch(ctx: &Context, p: &MoeProblem, ops: &MoeOperands, bm: u32) -> Result<()> {
+    let f = ctx.function(&spec(&ctx.arch()))?;
+    let mut rows_in = ops.rows.ptr();
+    let mut sched = ops.sched.ptr();
+    let mut experts = p.experts as i32;
+    let mut x_rows = p.x_rows() as i32;
+    let (mut max_rows, mut masked) = match &p.rows {
+        super::Rows::Masked { max_rows, .. } => (*max_rows as i32, 1i32),
+        super::Rows::Contiguous { .. } => (0, 0),
+    };
+    let mut bm = bm as i32;
+    let lc = LaunchConfig::simple((1, 1, 1), 32);
+    // SAFETY: the kernel takes (const int*, int*, int, int, int, int, int) in this order; the
+    // rows buffer holds the E + 1 offsets or E counts and the workspace 3E + 1 ints, both checked
+    // by `check_operands` and kept alive by the caller until the stream has run.
+    unsafe {
+        f.launch(
+            ctx.stream,
+            &lc,
+            &mut [
+                &mut rows_in as *mut u64 as *mut _,
+                &mut sched as *mut u64 as *mut _,
+                &mut experts as *mut i32 as *mut _,
+                &mut x_rows as *mut i32 as *mut _,
+                &mut max_rows as *mut i32 as *mut _,
+                &mut masked as *mut i32 as *mut _,
+                &mut bm as *mut i32 as *mut _,
+            ],
+        )
+    }
+}

@@ -1,0 +1,187 @@
+//! Rank-3 TMA tensor maps for the MoE weights: one map over [E, N, K] (K innermost), so a kernel
+//! picks the expert with a coordinate instead of rewriting a descriptor per group. The encode
+//! rules are checked first, so a refusal names the rule. 128B swizzle, zero fill out of bounds.
+
+use std::ffi::c_void;
+
+use cudarc::driver::sys;
+
+use crate::device::TmaDType;
+use crate::error::{Error, Result};
+
+/// An encoded map (the 128-byte `CUtensorMap`), passed by value as a `__grid_constant__`
+/// `TmaMap` kernel parameter.
+#[repr(C, align(128))]
+#[derive(Clone, Copy)]
+pub struct TensorMap3d {
+    opaque: [u64; 16],
+}
+
+impl TensorMap3d {
+    pub fn as_param(&mut self) -> *mut c_void {
+        self as *mut TensorMap3d as *mut c_void
+    }
+}
+
+/// A tiled map over a 3D tensor with dim 0 contiguous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tma3d {
+    pub dtype: TmaDType,
+    pub addr: u64,
+    /// Extents in elements, innermost first: [K, N, E].
+    pub dims: [u64; 3],
+    /// Bytes between consecutive indices of dims 1 and 2.
+    pub strides_bytes: [u64; 2],
+    /// Box in elements, innermost first.
+    pub box_dims: [u32; 3],
+}
+
+impl Tma3d {
+    /// A packed [outer, mid, inner] tensor loaded in boxes of {box_inner, box_mid, 1}.
+    pub fn packed(
+        dtype: TmaDType,
+        addr: u64,
+        inner: u64,
+        mid: u64,
+        outer: u64,
+        box_inner: u32,
+        box_mid: u32,
+    ) -> Tma3d {
+        let es = dtype.size();
+        Tma3d {
+            dtype,
+            addr,
+            dims: [inner, mid, outer],
+            strides_bytes: [inner * es, inner * mid * es],
+            box_dims: [box_inner, box_mid, 1],
+        }
+    }
+
+    /// Checks the rules `cuTensorMapEncodeTiled` enforces, naming the one broken.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let es = self.dtype.size();
+        if !self.addr.is_multiple_of(16) {
+            return Err(format!(
+                "the global address {:#x} is not 16-byte aligned (TMA needs 16)",
+                self.addr
+            ));
+        }
+        for (i, &d) in self.dims.iter().enumerate() {
+            if d == 0 || d > 1 << 32 {
+                return Err(format!("dimension {i} = {d} is outside 1..=2^32"));
+            }
+        }
+        for (i, &s) in self.strides_bytes.iter().enumerate() {
+            if !s.is_multiple_of(16) {
+                return Err(format!(
+                    "stride {} is {s} bytes, not a multiple of 16: the contiguous extent must be a multiple of {} elements for TMA",
+                    i + 1,
+                    16 / es
+                ));
+            }
+            if s >= 1 << 40 {
+                return Err(format!("stride {} = {s} bytes is not below 2^40", i + 1));
+            }
+        }
+        if self.strides_bytes[0] < self.dims[0] * es
+            || self.strides_bytes[1] < self.strides_bytes[0] * self.dims[1]
+        {
+            return Err("the strides overlap the rows they step over".into());
+        }
+        for (i, &b) in self.box_dims.iter().enumerate() {
+            if b == 0 || b > 256 {
+                return Err(format!("box dimension {i} = {b} is outside 1..=256"));
+            }
+        }
+        let inner = self.box_dims[0] as u64 * es;
+        if inner != 128 {
+            return Err(format!(
+                "the box's inner row is {inner} bytes; the 128B swizzle here needs exactly 128"
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn box_bytes(&self) -> u64 {
+        self.box_dims.iter().map(|&b| b as u64).product::<u64>() * self.dtype.size()
+    }
+
+    /// Encodes the map (host-only; the driver must be initialised).
+    pub fn encode(&self) -> Result<TensorMap3d> {
+        self.validate()
+            .map_err(|r| Error::invalid(format!("cannot build a 3D TMA map: {r}")))?;
+        let mut map = TensorMap3d { opaque: [0; 16] };
+        let dtype = match self.dtype {
+            TmaDType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            TmaDType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            TmaDType::F32 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        };
+        let (dims, strides, boxes, elem_strides) =
+            (self.dims, self.strides_bytes, self.box_dims, [1u32; 3]);
+        // SAFETY: every array has the rank's length (strides rank - 1); `map` is 128 bytes,
+        // 128-byte aligned and writable; the call only reads the arrays and writes `map`.
+        let r = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                &mut map as *mut TensorMap3d as *mut sys::CUtensorMap,
+                dtype,
+                3,
+                self.addr as *mut c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxes.as_ptr(),
+                elem_strides.as_ptr(),
+                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        r.result().map_err(|e| {
+            Error::cuda(
+                format!("cuTensorMapEncodeTiled for {self:?}"),
+                format!("{e:?}"),
+            )
+        })?;
+        Ok(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_map_matches_the_driver_type() {
+        assert_eq!(
+            std::mem::size_of::<TensorMap3d>(),
+            std::mem::size_of::<sys::CUtensorMap>()
+        );
+        assert!(std::mem::align_of::<TensorMap3d>() >= std::mem::align_of::<sys::CUtensorMap>());
+    }
+
+    #[test]
+    fn weights_map_and_its_rules() {
+        let w = Tma3d::packed(TmaDType::Bf16, 1 << 20, 4096, 3072, 8, 64, 256);
+        assert_eq!(w.strides_bytes, [8192, 8192 * 3072]);
+        assert_eq!(w.validate(), Ok(()));
+        assert_eq!(w.box_bytes(), 32768);
+        let odd = Tma3d::packed(TmaDType::Bf16, 1 << 20, 4100 - 1, 64, 2, 64, 64);
+        assert!(odd
+            .validate()
+            .unwrap_err()
+            .contains("multiple of 8 elements"));
+        let wide = Tma3d {
+            box_dims: [64, 512, 1],
+            ..w
+        };
+        assert!(wide.validate().unwrap_err().contains("outside 1..=256"));
+        let misaligned = Tma3d {
+            addr: (1 << 20) + 8,
+            ..w
+        };
+        assert!(misaligned
+            .validate()
+            .unwrap_err()
+            .contains("16-byte aligned"));
+    }
+}

@@ -1,0 +1,239 @@
+//! The tuning cache: the best config per (GPU name, SM count, op, version, dtype pair, layout,
+//! shape class), kept in the store's `tuning_cache` table. The default dispatch reads it through
+//! an in-memory map loaded once per process from the store (read-only; no store or no table means
+//! an empty map, and the version's heuristic decides). `KILN_NO_TUNED=1` ignores the cache.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use rusqlite::{params, Connection, OpenFlags};
+
+use super::space::Config;
+use crate::device::DeviceInfo;
+use crate::error::{Error, Result};
+use crate::ops::gemm::GemmProblem;
+
+/// Problems that one tuned config serves: M, N and K bucketed by the next power of two, and M of
+/// 64 or less marked apart (skinny GEMMs want other tiles even when N and K are large).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ShapeClass {
+    pub m_log2: u32,
+    pub n_log2: u32,
+    pub k_log2: u32,
+    pub small_m: bool,
+}
+
+fn bucket(x: usize) -> u32 {
+    x.max(1).next_power_of_two().trailing_zeros()
+}
+
+impl ShapeClass {
+    pub fn of(p: &GemmProblem) -> ShapeClass {
+        ShapeClass {
+            m_log2: bucket(p.m),
+            n_log2: bucket(p.n),
+            k_log2: bucket(p.k),
+            small_m: p.m <= 64,
+        }
+    }
+    /// `m<=2^12,n<=2^12,k<=2^12` (with `,small_m` for M <= 64).
+    pub fn label(&self) -> String {
+        let s = format!(
+            "m<=2^{},n<=2^{},k<=2^{}",
+            self.m_log2, self.n_log2, self.k_log2
+        );
+        if self.small_m {
+            s + ",small_m"
+        } else {
+            s
+        }
+    }
+}
+
+/// Everything a tuned config is specific to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TuneKey {
+    pub gpu: String,
+    pub sm_count: u32,
+    pub op: String,
+    pub version: String,
+    /// `bf16->bf16`
+    pub dtype: String,
+    pub layout: String,
+    pub class: String,
+}
+
+impl TuneKey {
+    pub fn new(dev: &DeviceInfo, op: &str, version: &str, p: &GemmProblem) -> TuneKey {
+        TuneKey {
+            gpu: dev.name.clone(),
+            sm_count: dev.sm_count,
+            op: op.into(),
+            version: version.into(),
+            dtype: format!("{}->{}", p.input, p.output),
+            layout: p.layout.to_string(),
+            class: ShapeClass::of(p).label(),
+        }
+    }
+}
+
+/// Writes (or replaces: the latest tuning run wins) the best config for `key`.
+pub fn save(
+    conn: &Connection,
+    key: &TuneKey,
+    cfg: &Config,
+    tflops: Option<f64>,
+    run_id: Option<i64>,
+) -> Result<()> {
+    super::record::ensure(conn)?;
+    conn.execute(
+        "INSERT OR REPLACE INTO tuning_cache (gpu, sm_count, op, version, dtype, layout, shape_class, config, tflops, run_id, updated)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![key.gpu, key.sm_count, key.op, key.version, key.dtype, key.layout, key.class, cfg.label(), tflops, run_id, crate::store::utc_now()],
+    )
+    .map_err(|e| Error::Store(format!("saving a tuned config: {e}")))?;
+    Ok(())
+}
+
+/// Every cached entry.
+pub fn load_all(conn: &Connection) -> Result<HashMap<TuneKey, Config>> {
+    Ok(load_entries(conn)?
+        .into_iter()
+        .map(|(k, (c, _))| (k, c))
+        .collect())
+}
+
+/// Every cached entry with the TFLOPS its tuning measured.
+pub fn load_entries(conn: &Connection) -> Result<HashMap<TuneKey, (Config, Option<f64>)>> {
+    let mut st = conn
+        .prepare("SELECT gpu, sm_count, op, version, dtype, layout, shape_class, config, tflops FROM tuning_cache")
+        .map_err(|e| Error::Store(format!("reading the tuning cache: {e}")))?;
+    let rows = st
+        .query_map([], |r| {
+            Ok((
+                TuneKey {
+                    gpu: r.get(0)?,
+                    sm_count: r.get(1)?,
+                    op: r.get(2)?,
+                    version: r.get(3)?,
+                    dtype: r.get(4)?,
+                    layout: r.get(5)?,
+                    class: r.get(6)?,
+                },
+                r.get::<_, String>(7)?,
+                r.get::<_, Option<f64>>(8)?,
+            ))
+        })
+        .map_err(|e| Error::Store(format!("reading the tuning cache: {e}")))?;
+    let mut map = HashMap::new();
+    for (k, label, tflops) in rows.flatten() {
+        if let Ok(c) = Config::parse(&label) {
+            map.insert(k, (c, tflops));
+        }
+    }
+    Ok(map)
+}
+
+static STORE_PATH: OnceLock<PathBuf> = OnceLock::new();
+
+/// Points the cache at the store the process uses (the CLI's configured store); without a call,
+/// [`crate::store::default_path`]. Only the first call counts, and only before the first lookup.
+pub fn use_store(path: PathBuf) {
+    let _ = STORE_PATH.set(path);
+}
+
+type Entries = HashMap<TuneKey, (Config, Option<f64>)>;
+
+fn process_map() -> &'static Entries {
+    static MAP: OnceLock<Entries> = OnceLock::new();
+    MAP.get_or_init(|| {
+        if std::env::var("KILN_NO_TUNED").is_ok_and(|v| v == "1") {
+            return HashMap::new();
+        }
+        let path = STORE_PATH
+            .get()
+            .cloned()
+            .unwrap_or_else(crate::store::default_path);
+        if !path.exists() {
+            return HashMap::new();
+        }
+        Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .ok()
+        .and_then(|c| load_entries(&c).ok())
+        .unwrap_or_default()
+    })
+}
+
+/// The tuned config of `version` for `p` on `dev`, if the store has one (cheap after the first
+/// call: one hash lookup).
+pub fn lookup(dev: &DeviceInfo, version: &str, p: &GemmProblem) -> Option<Config> {
+    let map = process_map();
+    if map.is_empty() {
+        return None;
+    }
+    map.get(&TuneKey::new(dev, "gemm", version, p))
+        .map(|(c, _)| c.clone())
+}
+
+/// The TFLOPS `version`'s tuned config measured for `p`'s shape class on `dev`, if tuned.
+pub fn tuned_tflops(dev: &DeviceInfo, version: &str, p: &GemmProblem) -> Option<f64> {
+    let map = process_map();
+    if map.is_empty() {
+        return None;
+    }
+    map.get(&TuneKey::new(dev, "gemm", version, p))
+        .and_then(|(_, t)| *t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::{DType, Layout};
+
+    #[test]
+    fn shape_classes_bucket_by_powers_of_two() {
+        let p = |m, n, k| GemmProblem::new(m, n, k, Layout::RC, DType::Bf16, DType::Bf16);
+        assert_eq!(
+            ShapeClass::of(&p(4096, 4096, 4096)),
+            ShapeClass::of(&p(3000, 2049, 4000))
+        );
+        assert_ne!(
+            ShapeClass::of(&p(4096, 4096, 4096)),
+            ShapeClass::of(&p(4097, 4096, 4096))
+        );
+        assert_eq!(
+            ShapeClass::of(&p(4096, 4096, 4096)).label(),
+            "m<=2^12,n<=2^12,k<=2^12"
+        );
+        assert!(ShapeClass::of(&p(16, 4096, 4096)).small_m);
+        assert!(ShapeClass::of(&p(16, 4096, 4096))
+            .label()
+            .ends_with("small_m"));
+    }
+
+    #[test]
+    fn saved_configs_are_found_by_key() {
+        let store = crate::store::Store::in_memory().unwrap();
+        let dev = DeviceInfo::h100_sxm();
+        let p = GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16);
+        let key = TuneKey::new(&dev, "gemm", "mma_sync", &p);
+        let cfg = Config::new(&[("BM", 128), ("BN", 256)]);
+        save(store.conn(), &key, &cfg, Some(500.0), Some(1)).unwrap();
+        let map = load_all(store.conn()).unwrap();
+        assert_eq!(map.get(&key), Some(&cfg));
+        let other = TuneKey::new(
+            &dev,
+            "gemm",
+            "mma_sync",
+            &GemmProblem {
+                layout: Layout::CR,
+                ..p
+            },
+        );
+        assert!(!map.contains_key(&other));
+    }
+}

@@ -1,0 +1,175 @@
+//! The autotuner: parameter spaces declared by kernel versions ([`space`]), a guard that compiles
+//! each candidate and rejects what cannot fit before anything runs ([`guard`]), exhaustive and
+//! evolutionary search ([`search`]), worker processes with a watchdog so that a candidate that
+//! hangs, traps or computes garbage is recorded and skipped ([`worker`]), the tuning run that
+//! ties them together and records every result at once ([`run`], [`record`]), and the tuning
+//! cache the default dispatch reads ([`cache`]).
+
+pub mod cache;
+pub mod guard;
+pub mod landscape;
+pub mod record;
+pub mod run;
+pub mod search;
+pub mod space;
+pub mod watchdog;
+pub mod worker;
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::{Context, DeviceInfo};
+use crate::error::Result;
+use crate::jit::KernelSpec;
+use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
+use space::Config;
+
+/// How one candidate ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Verified and timed.
+    Ok,
+    /// Verified, timed briefly and stopped early: far behind the best so far.
+    Slow,
+    /// The guard refused it before launch (shared memory, registers, spills, compile error).
+    Rejected,
+    /// Its CUBIN is byte-identical to an earlier candidate's.
+    Duplicate,
+    /// Ran past the watchdog; the worker was killed.
+    Timeout,
+    /// The worker died or the context was corrupted (trap, illegal address).
+    Crash,
+    /// Ran, but the result was wrong.
+    Wrong,
+    /// Any other failure (launch refused, CUDA error that left the worker alive).
+    Error,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Slow => "slow",
+            Status::Rejected => "rejected",
+            Status::Duplicate => "duplicate",
+            Status::Timeout => "timeout",
+            Status::Crash => "crash",
+            Status::Wrong => "wrong",
+            Status::Error => "error",
+        }
+    }
+    pub fn parse(s: &str) -> Status {
+        match s {
+            "ok" => Status::Ok,
+            "slow" => Status::Slow,
+            "rejected" => Status::Rejected,
+            "duplicate" => Status::Duplicate,
+            "timeout" => Status::Timeout,
+            "crash" => Status::Crash,
+            "wrong" => Status::Wrong,
+            _ => Status::Error,
+        }
+    }
+    /// Whether the candidate produced a usable time.
+    pub fn timed(self) -> bool {
+        matches!(self, Status::Ok | Status::Slow)
+    }
+}
+
+/// One candidate's result: what the search sees (a time, infinite unless timed) and what the
+/// store keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub config: Config,
+    pub status: Status,
+    /// The reason for anything but `ok`.
+    pub reason: String,
+    pub median_ms: Option<f64>,
+    pub tflops: Option<f64>,
+    /// NVRTC time of this candidate's CUBIN (when it was first built).
+    pub compile_ms: Option<f64>,
+    /// Whether this run found the CUBIN in the JIT cache.
+    pub cached: bool,
+    pub registers: Option<u32>,
+    /// Static plus dynamic shared memory per block.
+    pub smem: Option<u32>,
+}
+
+impl Outcome {
+    pub fn new(config: Config, status: Status, reason: impl Into<String>) -> Outcome {
+        Outcome {
+            config,
+            status,
+            reason: reason.into(),
+            median_ms: None,
+            tflops: None,
+            compile_ms: None,
+            cached: false,
+            registers: None,
+            smem: None,
+        }
+    }
+    /// The search's view: the time, or infinity for anything that was not timed in full.
+    pub fn time(&self) -> f64 {
+        match (self.status, self.median_ms) {
+            (Status::Ok, Some(t)) => t,
+            // Early-stopped candidates keep their (bad) quick time: they rank, but last.
+            (Status::Slow, Some(t)) => t,
+            _ => f64::INFINITY,
+        }
+    }
+}
+
+/// A version pinned to one config: its `launch` is the version's `launch_with(cfg)`, so the
+/// harness's verify and bench run the candidate unchanged.
+pub struct Configured<'a> {
+    pub inner: &'a dyn GemmKernel,
+    pub config: Config,
+}
+
+impl GemmKernel for Configured<'_> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn summary(&self) -> &'static str {
+        self.inner.summary()
+    }
+    fn rung(&self) -> u32 {
+        self.inner.rung()
+    }
+    fn supports(&self, p: &GemmProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        self.inner.supports(p, dev)
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        self.inner.variants(arch)
+    }
+    fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
+        self.inner.launch_with(ctx, p, ops, &self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_timed_outcomes_have_a_finite_time() {
+        let c = Config::new(&[("X", 1)]);
+        let mut o = Outcome::new(c.clone(), Status::Ok, "");
+        o.median_ms = Some(2.0);
+        assert_eq!(o.time(), 2.0);
+        for s in [
+            Status::Rejected,
+            Status::Timeout,
+            Status::Crash,
+            Status::Wrong,
+            Status::Duplicate,
+            Status::Error,
+        ] {
+            let mut o = Outcome::new(c.clone(), s, "x");
+            o.median_ms = Some(1.0);
+            assert_eq!(o.time(), f64::INFINITY, "{s:?}");
+            assert_eq!(Status::parse(s.name()), s);
+        }
+    }
+}

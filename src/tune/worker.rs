@@ -1,0 +1,362 @@
+//! Isolation, the worker's side: candidates run in a worker process (`kiln tune-worker`, hidden),
+//! which reads jobs as JSON lines on stdin, verifies and times each, and answers one JSON line per
+//! job on stdout; after a hang or a CUDA error (its context is poisoned) it answers and exits. The
+//! parent's watchdog is in [`super::watchdog`].
+//!
+//! TEST-ONLY: `KILN_TUNE_FAKE=hang@3,crash@5,wrong@7` makes the worker skip the GPU and answer
+//! every job with a synthetic time, except that job 3 sleeps forever, job 5 aborts the process
+//! and job 7 reports a wrong result (job ids count the jobs a tuning run sends, from 0). Tests
+//! use it to exercise the watchdog on machines without a GPU.
+
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::search::far_behind;
+use super::space::Config;
+use super::{Configured, Status};
+use crate::device::Context;
+use crate::error::{Error, Result};
+use crate::harness::bench::{time_gemm, BenchBuffers, BenchOptions, L2Flusher};
+use crate::harness::verify::verify_gemm;
+use crate::jit::Jit;
+use crate::ops::gemm::{GemmKernel, GemmProblem};
+use crate::ops::registry::Registry;
+
+/// A candidate whose short timing is this many times the best so far is not timed in full.
+pub const EARLY_STOP_FACTOR: f64 = 1.5;
+
+/// One candidate for the worker: verify on `verify` (in order), then time on `problem`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: u64,
+    pub version: String,
+    pub config: Config,
+    pub problem: GemmProblem,
+    pub verify: Vec<GemmProblem>,
+    /// The best median so far (for the early stop).
+    pub best_ms: Option<f64>,
+    pub warmup: usize,
+    pub reps: usize,
+}
+
+/// The worker's answer to one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobResult {
+    pub id: u64,
+    pub status: Status,
+    pub reason: String,
+    pub median_ms: Option<f64>,
+    pub tflops: Option<f64>,
+    /// The worker's context is unusable after this job (it exits after answering).
+    pub fatal: bool,
+}
+
+impl JobResult {
+    /// A result without a time: the candidate failed with `status` for `reason`.
+    pub fn failed(id: u64, status: Status, reason: impl Into<String>, fatal: bool) -> JobResult {
+        JobResult {
+            id,
+            status,
+            reason: reason.into(),
+            median_ms: None,
+            tflops: None,
+            fatal,
+        }
+    }
+}
+
+/// The test-only fault plan read from `KILN_TUNE_FAKE`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fake {
+    pub hang: Vec<u64>,
+    pub crash: Vec<u64>,
+    pub wrong: Vec<u64>,
+}
+
+impl Fake {
+    pub fn from_env() -> Option<Fake> {
+        std::env::var("KILN_TUNE_FAKE")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| Fake::parse(&v))
+    }
+    pub fn parse(s: &str) -> Fake {
+        let mut f = Fake::default();
+        for part in s.split(',') {
+            if let Some((what, id)) = part.trim().split_once('@') {
+                if let Ok(id) = id.trim().parse() {
+                    match what.trim() {
+                        "hang" => f.hang.push(id),
+                        "crash" => f.crash.push(id),
+                        "wrong" => f.wrong.push(id),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        f
+    }
+
+    fn answer(&self, job: &Job, ordinal: u32) -> JobResult {
+        if self.hang.contains(&job.id) {
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        if self.crash.contains(&job.id) {
+            std::process::abort();
+        }
+        if self.wrong.contains(&job.id) {
+            return JobResult::failed(job.id, Status::Wrong, "fake: planted wrong result", false);
+        }
+        // A deterministic synthetic time per config.
+        let h = job
+            .config
+            .label()
+            .bytes()
+            .fold(1469598103934665603u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(1099511628211)
+            });
+        let ms = 1.0 + (h % 1000) as f64 / 1000.0;
+        JobResult {
+            id: job.id,
+            status: Status::Ok,
+            reason: format!("fake worker on GPU {ordinal}"),
+            median_ms: Some(ms),
+            tflops: Some(job.problem.flops() / (ms * 1e-3) / 1e12),
+            fatal: false,
+        }
+    }
+}
+
+/// The worker loop: answers every job on `input` until it closes (or the context dies, after
+/// answering that job). Returns whether the worker ended on a fatal error.
+pub fn serve(ordinal: u32, jit: Jit, input: impl BufRead, mut output: impl Write) -> Result<bool> {
+    let fake = Fake::from_env();
+    let registry = Registry::default();
+    let mut gpu: Option<Gpu> = None;
+    let mut jit = Some(jit);
+    for line in input.lines() {
+        let line = line.map_err(|e| Error::invalid(format!("reading a tuning job: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let job: Job = serde_json::from_str(&line)
+            .map_err(|e| Error::invalid(format!("bad tuning job: {e}")))?;
+        let result = match &fake {
+            Some(f) => f.answer(&job, ordinal),
+            None => {
+                if gpu.is_none() {
+                    match Context::open(ordinal, jit.take().unwrap_or_default()) {
+                        Ok(ctx) => {
+                            gpu = Some(Gpu {
+                                ctx,
+                                buffers: None,
+                                flusher: None,
+                            })
+                        }
+                        Err(e) => {
+                            let r = JobResult::failed(
+                                job.id,
+                                Status::Error,
+                                format!("worker cannot open GPU {ordinal}: {e}"),
+                                true,
+                            );
+                            answer(&mut output, &r)?;
+                            return Ok(true);
+                        }
+                    }
+                }
+                match (gpu.as_mut(), registry.gemm_version(&job.version)) {
+                    (Some(g), Ok(k)) => g.run(k, &job),
+                    (_, Err(e)) => JobResult::failed(job.id, Status::Error, e.to_string(), false),
+                    (None, _) => JobResult::failed(job.id, Status::Error, "no GPU", true),
+                }
+            }
+        };
+        answer(&mut output, &result)?;
+        if result.fatal {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn answer(out: &mut impl Write, r: &JobResult) -> Result<()> {
+    let line = serde_json::to_string(r).map_err(|e| Error::invalid(e.to_string()))?;
+    writeln!(out, "{line}")
+        .and_then(|_| out.flush())
+        .map_err(|e| Error::invalid(format!("writing a tuning result: {e}")))
+}
+
+/// The worker's GPU state, kept across jobs: buffers for the timed problem, the L2 flusher.
+struct Gpu {
+    ctx: Context,
+    buffers: Option<(GemmProblem, BenchBuffers)>,
+    flusher: Option<L2Flusher>,
+}
+
+/// A failure as the tuner sees it: a hang or a CUDA error poisons the context (fatal).
+fn classify(id: u64, e: Error, during: &str) -> JobResult {
+    match e {
+        Error::Hang { .. } => {
+            JobResult::failed(id, Status::Timeout, format!("{during}: {e}"), true)
+        }
+        Error::Cuda { .. } => JobResult::failed(id, Status::Crash, format!("{during}: {e}"), true),
+        Error::Unsupported { reason, .. } => JobResult::failed(
+            id,
+            Status::Error,
+            format!("{during}: unsupported: {reason}"),
+            false,
+        ),
+        other => JobResult::failed(id, Status::Error, format!("{during}: {other}"), false),
+    }
+}
+
+impl Gpu {
+    fn run(&mut self, kernel: &dyn GemmKernel, job: &Job) -> JobResult {
+        let k = Configured {
+            inner: kernel,
+            config: job.config.clone(),
+        };
+        for vp in &job.verify {
+            match verify_gemm(&self.ctx, &k, vp) {
+                Ok(o) if o.skipped.is_some() => {
+                    return JobResult::failed(
+                        job.id,
+                        Status::Error,
+                        format!(
+                            "unsupported on {}: {}",
+                            vp.label(),
+                            o.skipped.unwrap_or_default()
+                        ),
+                        false,
+                    )
+                }
+                Ok(o) if !o.passed => {
+                    return JobResult::failed(
+                        job.id,
+                        Status::Wrong,
+                        format!("{}: {}", vp.label(), o.message),
+                        false,
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => return classify(job.id, e, &format!("verifying on {}", vp.label())),
+            }
+        }
+        match self.time(&k, job) {
+            Ok(r) => r,
+            Err(e) => classify(job.id, e, "timing"),
+        }
+    }
+
+    fn time(&mut self, k: &Configured, job: &Job) -> Result<JobResult> {
+        let p = &job.problem;
+        if self.buffers.as_ref().is_none_or(|(q, _)| q != p) {
+            self.buffers = None; // free the old ones first
+            self.buffers = Some((*p, BenchBuffers::random(p, 17)?));
+        }
+        if self.flusher.is_none() {
+            self.flusher = Some(L2Flusher::new(&self.ctx)?);
+        }
+        let (Some((_, bufs)), Some(fl)) = (&self.buffers, &self.flusher) else {
+            return Err(Error::invalid("no buffers"));
+        };
+        let quick = time_gemm(
+            &self.ctx,
+            k,
+            p,
+            bufs,
+            fl,
+            &BenchOptions {
+                warmup: 1,
+                reps: 3,
+                flush_l2: true,
+            },
+        )?;
+        if far_behind(quick.median_ms, job.best_ms, EARLY_STOP_FACTOR) {
+            return Ok(JobResult {
+                id: job.id,
+                status: Status::Slow,
+                reason: format!(
+                    "stopped early: {:.3} ms over {EARLY_STOP_FACTOR}x the best so far",
+                    quick.median_ms
+                ),
+                median_ms: Some(quick.median_ms),
+                tflops: Some(quick.tflops),
+                fatal: false,
+            });
+        }
+        let t = time_gemm(
+            &self.ctx,
+            k,
+            p,
+            bufs,
+            fl,
+            &BenchOptions {
+                warmup: job.warmup,
+                reps: job.reps,
+                flush_l2: true,
+            },
+        )?;
+        Ok(JobResult {
+            id: job.id,
+            status: Status::Ok,
+            reason: String::new(),
+            median_ms: Some(t.median_ms),
+            tflops: Some(t.tflops),
+            fatal: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::{DType, Layout};
+
+    fn job(id: u64) -> Job {
+        Job {
+            id,
+            version: "mma_sync".into(),
+            config: Config::new(&[("BM", 128)]),
+            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16),
+            verify: vec![],
+            best_ms: None,
+            warmup: 5,
+            reps: 30,
+        }
+    }
+
+    #[test]
+    fn fake_plans_parse() {
+        let f = Fake::parse("hang@3, crash@5,wrong@7,bogus@1,hang@x");
+        assert_eq!(
+            f,
+            Fake {
+                hang: vec![3],
+                crash: vec![5],
+                wrong: vec![7]
+            }
+        );
+        assert_eq!(f.answer(&job(1), 0).status, Status::Ok);
+        assert_eq!(f.answer(&job(1), 0), f.answer(&job(1), 0));
+        assert_eq!(f.answer(&job(7), 0).status, Status::Wrong);
+    }
+
+    #[test]
+    fn jobs_and_results_round_trip_as_json_lines() {
+        let j = job(4);
+        let line = serde_json::to_string(&j).unwrap();
+        assert!(!line.contains('\n'));
+        assert_eq!(serde_json::from_str::<Job>(&line).unwrap(), j);
+        let r = JobResult::failed(4, Status::Crash, "x", true);
+        assert_eq!(
+            serde_json::from_str::<JobResult>(&serde_json::to_string(&r).unwrap()).unwrap(),
+            r
+        );
+    }
+}

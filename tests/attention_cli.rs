@@ -1,0 +1,61 @@
+//! `kiln attn` on any machine: bad problems are refused before any GPU is touched, with one
+//! clear error naming the argument and the invalid-input exit code (2).
+
+use std::process::{Command, Output};
+
+fn kiln(args: &[&str]) -> Output {
+    let store = std::env::temp_dir().join(format!("kiln-attn-cli-test-{}.db", std::process::id()));
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("KILN_STORE", store)
+        .output()
+        .expect("kiln runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn bad_attention_problems_name_the_argument_and_exit_2() {
+    for (args, needle) in [
+        (vec!["attn", "bench", "--dim", "96"], "head_dim = 96"),
+        (
+            vec!["attn", "bench", "--heads", "8", "--kv-heads", "3"],
+            "kv_heads = 3",
+        ),
+        (vec!["attn", "verify", "--seqlen", "0"], "seqlen_q is 0"),
+        (vec!["attn", "bench", "--dtype", "f32"], "f32"),
+        (vec!["attn", "bench", "--layout", "SBHD"], "BSHD or BHSD"),
+    ] {
+        let mut all = vec!["--no-store"];
+        all.extend(args.iter().copied());
+        let o = kiln(&all);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains(needle), "{args:?}: expected `{needle}` in {t}");
+    }
+}
+
+#[test]
+fn unknown_attention_versions_are_listed() {
+    let o = kiln(&[
+        "--no-store",
+        "attn",
+        "verify",
+        "--seqlen",
+        "4",
+        "--version",
+        "fa9",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    for v in ["composed", "fa2_mma_sync", "fa3_wgmma"] {
+        assert!(t.contains(v), "{v} missing from: {t}");
+    }
+}

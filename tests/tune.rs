@@ -1,0 +1,317 @@
+//! The tuner on a machine without a GPU: the worker isolation exercised with the test-only fake
+//! worker (`KILN_TUNE_FAKE`: a planted hang and a planted crash must be recorded and skipped, and
+//! the run must finish), resuming a run, the replay of a recorded landscape, and the test-only
+//! planted kernels staying out of the normal registry.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kiln::ops::gemm::{DType, GemmProblem, Layout};
+use kiln::tune::landscape::Landscape;
+use kiln::tune::space::{Config, Param};
+use kiln::tune::{Outcome, Status};
+
+fn kiln(args: &[&str], store: &Path, envs: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+    c.args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("KILN_STORE", store)
+        .env_remove("KILN_TUNE_FAKE")
+        .env_remove("KILN_TEST_KERNELS");
+    if std::env::var_os("KILN_CACHE_DIR").is_none() {
+        c.env(
+            "KILN_CACHE_DIR",
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/kiln-jit-cache"),
+        );
+    }
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().expect("kiln runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn nvrtc_available() -> bool {
+    let ok = kiln::jit::nvrtc::version().is_ok();
+    let required =
+        std::env::var_os("KILN_REQUIRE_NVRTC").is_some() || std::env::var_os("CI").is_some();
+    assert!(
+        ok || !required,
+        "NVRTC is required here but missing: run scripts/setup.sh"
+    );
+    if !ok {
+        eprintln!("NVRTC not installed: skipping (run scripts/setup.sh)");
+    }
+    ok
+}
+
+fn statuses(store: &Path, run: i64) -> Vec<Status> {
+    let s = kiln::store::Store::open(store).unwrap();
+    kiln::tune::record::results(s.conn(), run)
+        .unwrap()
+        .iter()
+        .map(|o| o.status)
+        .collect()
+}
+
+fn count(v: &[Status], s: Status) -> usize {
+    v.iter().filter(|&&x| x == s).count()
+}
+
+#[test]
+fn planted_hang_and_crash_are_recorded_and_skipped_and_the_run_finishes_and_resumes() {
+    if !nvrtc_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kiln.db");
+    let args = [
+        "tune",
+        "--version",
+        "mma_sync",
+        "--shape",
+        "256x256x256",
+        "--search",
+        "exhaustive",
+        "--budget",
+        "8",
+        "--timeout-floor",
+        "1",
+    ];
+    let started = std::time::Instant::now();
+    let o = kiln(&args, &store, &[("KILN_TUNE_FAKE", "hang@3,crash@5")]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    // The watchdog scales from the best time so far, which the worker thread must see before
+    // it takes the next job (a race once left the hang a 32 s deadline instead of about 2 s).
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "took {:?}:\n{t}",
+        started.elapsed()
+    );
+    assert!(t.contains("killed the worker"), "{t}");
+    assert!(t.contains("the worker died"), "{t}");
+    assert!(t.contains("best: BM="), "{t}");
+    let got = statuses(&store, 1);
+    assert_eq!(got.len(), 8, "{got:?}");
+    assert_eq!(count(&got, Status::Timeout), 1, "{got:?}");
+    assert_eq!(count(&got, Status::Crash), 1, "{got:?}");
+    assert_eq!(count(&got, Status::Ok), 6, "{got:?}");
+
+    // Resuming measures nothing again: a worker that would crash on its first job is never used.
+    let o = kiln(
+        &["tune", "--resume", "1", "--timeout-floor", "1"],
+        &store,
+        &[("KILN_TUNE_FAKE", "crash@0")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(statuses(&store, 1), got);
+
+    // The best config landed in the tuning cache.
+    let s = kiln::store::Store::open(&store).unwrap();
+    let cached = kiln::tune::cache::load_all(s.conn()).unwrap();
+    assert_eq!(cached.len(), 1);
+    assert!(cached
+        .keys()
+        .all(|k| k.version == "mma_sync" && k.class == "m<=2^8,n<=2^8,k<=2^8"));
+}
+
+#[test]
+fn a_planted_wrong_result_is_recorded_as_wrong() {
+    if !nvrtc_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kiln.db");
+    let o = kiln(
+        &[
+            "tune",
+            "--version",
+            "mma_sync",
+            "--shape",
+            "256x256x256",
+            "--search",
+            "evo",
+            "--budget",
+            "4",
+            "--seed",
+            "9",
+            "--timeout-floor",
+            "1",
+        ],
+        &store,
+        &[("KILN_TUNE_FAKE", "wrong@0")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let got = statuses(&store, 1);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(count(&got, Status::Wrong), 1, "{got:?}");
+}
+
+#[test]
+fn tune_refuses_without_a_version_or_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kiln.db");
+    let o = kiln(&["tune", "--shape", "64"], &store, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--version"));
+    let o = kiln(
+        &["tune", "--version", "simt_naive", "--shape", "64"],
+        &store,
+        &[("KILN_TUNE_FAKE", "hang@99")],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("no parameter space"), "{}", text(&o));
+}
+
+#[test]
+fn planted_kernels_appear_only_with_kiln_test_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kiln.db");
+    let normal = text(&kiln(&["versions"], &store, &[]));
+    assert!(!normal.contains("planted"), "{normal}");
+    let test = text(&kiln(&["versions"], &store, &[("KILN_TEST_KERNELS", "1")]));
+    assert!(test.contains("planted"), "{test}");
+}
+
+/// A GEMM-like landscape: a bowl over tile area and stages, and failures in one corner.
+fn synthetic_landscape() -> Landscape {
+    let params = vec![
+        Param {
+            name: "BM".into(),
+            values: vec![64, 128, 256],
+        },
+        Param {
+            name: "BN".into(),
+            values: vec![64, 128, 256],
+        },
+        Param {
+            name: "STAGES".into(),
+            values: vec![2, 3, 4, 5, 6],
+        },
+        Param {
+            name: "GROUP_M".into(),
+            values: vec![4, 8, 16],
+        },
+    ];
+    let mut outcomes = Vec::new();
+    for bm in [64, 128, 256] {
+        for bn in [64, 128, 256] {
+            for st in [2, 3, 4, 5, 6] {
+                for g in [4, 8, 16] {
+                    let c = Config::new(&[("BM", bm), ("BN", bn), ("STAGES", st), ("GROUP_M", g)]);
+                    let o = if bm * bn > 128 * 256 {
+                        Outcome::new(c, Status::Rejected, "spills")
+                    } else {
+                        let area = ((bm * bn) as f64).log2();
+                        let ms = 1.0
+                            + 0.1 * (area - 15.0).powi(2)
+                            + 0.04 * (st as f64 - 4.0).powi(2)
+                            + 0.003 * (g as f64).log2();
+                        let mut o = Outcome::new(c, Status::Ok, "");
+                        o.median_ms = Some(ms);
+                        o
+                    };
+                    outcomes.push(o);
+                }
+            }
+        }
+    }
+    Landscape {
+        version: "mma_sync".into(),
+        problem: GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16),
+        device: None,
+        params,
+        outcomes,
+    }
+}
+
+#[test]
+fn replay_reports_how_often_evolution_lands_near_the_best() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("landscape.json");
+    synthetic_landscape().save(&path).unwrap();
+    let o = kiln(
+        &[
+            "tune-replay",
+            "--landscape",
+            path.to_str().unwrap(),
+            "--trials",
+            "50",
+        ],
+        &dir.path().join("kiln.db"),
+        &[],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("within 2% of the exhaustive best"), "{t}");
+    let o = kiln(
+        &[
+            "--json",
+            "tune-replay",
+            "--landscape",
+            path.to_str().unwrap(),
+            "--trials",
+            "50",
+        ],
+        &dir.path().join("kiln.db"),
+        &[],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["summary"]["trials"], 50);
+    assert_eq!(v["summary"]["budget"], 20); // 15% of 135 configs
+    assert!(v["summary"]["hit_rate"].as_f64().unwrap() >= 0.9, "{v}");
+}
+
+#[test]
+fn several_gpus_get_one_worker_each_and_share_the_jobs() {
+    if !nvrtc_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kiln.db");
+    let o = kiln(
+        &[
+            "tune",
+            "--version",
+            "mma_sync",
+            "--shape",
+            "256x256x256",
+            "--search",
+            "exhaustive",
+            "--budget",
+            "12",
+            "--gpus",
+            "0,1",
+            "--timeout-floor",
+            "1",
+        ],
+        &store,
+        &[("KILN_TUNE_FAKE", "hang@4")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("2 worker(s)"), "{t}");
+    let s = kiln::store::Store::open(&store).unwrap();
+    let rows = kiln::tune::record::results(s.conn(), 1).unwrap();
+    assert_eq!(rows.len(), 12);
+    assert_eq!(
+        rows.iter().filter(|o| o.status == Status::Timeout).count(),
+        1
+    );
+    for gpu in ["GPU 0", "GPU 1"] {
+        assert!(
+            rows.iter().any(|o| o.reason.ends_with(gpu)),
+            "no job ran on {gpu}: {rows:?}"
+        );
+    }
+}

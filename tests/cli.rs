@@ -138,6 +138,7 @@ fn versions_lists_the_ladder() {
     assert!(o.status.success());
     let t = text(&o);
     assert!(t.contains("simt_naive") && t.contains("cublas"), "{t}");
+    assert!(t.contains("fa3_wgmma") && t.contains("grouped_gemm"), "attention and MoE versions listed: {t}");
 }
 
 #[test]

@@ -127,6 +127,12 @@ pub fn versions(env: &Env) -> Result<ExitCode> {
     for k in env.registry.gemm() {
         t.row(&["gemm", k.name(), &k.rung().to_string(), k.summary()]);
     }
+    for k in env.registry.attention() {
+        t.row(&["attention", k.name(), &k.rung().to_string(), k.summary()]);
+    }
+    for k in env.registry.moe() {
+        t.row(&["moe", k.name(), "-", k.summary()]);
+    }
     print!("{}", t.render());
     Ok(ExitCode::SUCCESS)
 }

@@ -66,3 +66,9 @@ __device__ __forceinline__ u32 cluster_ctarank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
+
+// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32), e.g.
+// one warpgroup synchronising without the rest of the block.
+__device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}

@@ -31,3 +31,33 @@ __device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaMap* map
       "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
       : "memory");
 }
+
+// Generic-proxy writes to shared memory (st.shared, stmatrix) become visible to the async proxy
+// (a TMA store reading them). Every writing thread executes it, then a barrier, then the store.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Stores the box at shared address `src` (128-byte aligned; 1024 for 128B swizzle) to the
+// element coordinates (c0 innermost, c1) of the map's tensor. Elements outside the tensor are
+// not written. Asynchronous: commit with tma_store_commit(), and wait before reusing `src`.
+__device__ __forceinline__ void tma_store_2d(const TmaMap* map, u32 src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<u64>(map)),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+// Closes the issuing thread's pending bulk stores into one group.
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// Waits (in the issuing thread) until at most N of its groups still read shared memory: their
+// source buffers may then be rewritten.
+template <int N> __device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+// Waits until at most N of the issuing thread's groups are incomplete (writes to global done).
+template <int N> __device__ __forceinline__ void tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}

@@ -39,9 +39,30 @@ template <> struct WgmmaIsBf16<bf16> { static constexpr bool value = true; };
 // TA / TB: 0 = K-major, 1 = MN-major (transposed; 16-bit types only). In: bf16 or f16.
 template <class In, int N, int TA, int TB>
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], u64 da, u64 db, int scale_d) {
-  static_assert(N == 128 || N == 256, "wgmma_m64k16 is instantiated for N = 128 and 256");
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma_m64k16 is instantiated for N = 64, 128 and 256");
   static_assert((TA == 0 || TA == 1) && (TB == 0 || TB == 1), "transpose flags are 0 or 1");
   constexpr bool kBf16 = WgmmaIsBf16<In>::value;
+  if constexpr (N == 64) {
+    if constexpr (kBf16) {
+      asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : KILN_F16(0), KILN_F16(16)
+        : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+    } else {
+      asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : KILN_F16(0), KILN_F16(16)
+        : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+    }
+  }
   if constexpr (kBf16 && N == 128) {
     asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"

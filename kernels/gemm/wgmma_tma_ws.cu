@@ -1,13 +1,17 @@
 // GEMM, warp-specialised persistent WGMMA + TMA (sm_90a). 384 threads: warpgroup 0 is the
 // producer (40 registers, 56 with clusters; one thread issues TMA loads of A and B tiles into a
 // ring of KILN_STAGES shared buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are
-// consumers (232 registers, 224 with clusters) that together compute a 128 x KILN_BN block tile,
-// each 64 rows with
-// wgmma.m64nBNk16 from 128B-swizzled shared tiles, fp32 accumulators. The grid is persistent:
-// cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M that share the B tile through TMA
-// multicast) takes tiles b, b + clusters, ... in a grouped order (KILN_GROUP_M tile-rows at a
-// time, for L2 reuse). Edges: the tensor maps carry the true M/N/K, so TMA zero-fills what lies
-// outside; the epilogue stores only in-range elements and never reads C when beta == 0.
+// consumers (232 registers, 224 with clusters) that together compute a 128 x KILN_BN block tile
+// (BN = 64, 128 or 256), each 64 rows with wgmma.m64nBNk16 from 128B-swizzled shared tiles, fp32
+// accumulators. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
+// that share the B tile through TMA multicast) takes work units b, b + clusters, ... in a grouped
+// order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a block tile, or with split-K
+// (Extras.splits > 1, single CTAs with BN <= 128) one K slice of it, reduced through an fp32
+// workspace by the slice that finishes last. Epilogue: for 16-bit C with beta == 0, stmatrix into
+// 64 x 64 swizzled staging chunks stored by TMA (bulk groups drain while the next chunk / tile
+// runs); otherwise from registers (shuffle transpose, 16-byte stores, C read when beta != 0).
+// Edges: the tensor maps carry the true M/N/K, so TMA zero-fills what lies outside and drops
+// stores outside C; the register epilogue stores only in-range elements.
 //
 // Shared tiles (each 1024-byte aligned, rows of 128 bytes = 64 elements, 128B swizzle):
 //   K-major operand (A row-major, B column-major): one box {64 k, rows}, row r = M/N index
@@ -16,6 +20,7 @@
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
 #include "common/mbarrier.cuh"
+#include "common/stmatrix.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 
@@ -45,10 +50,54 @@ static_assert(CLUSTER == 1 || CLUSTER == 2, "KILN_CLUSTER is 1 or 2");
 // needs a few more registers than 40.
 constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1 ? 224 : 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "register file overcommitted");
-static_assert(BN == 128 || BN == 256, "KILN_BN is 128 or 256");
+static_assert(BN == 64 || BN == 128 || BN == 256, "KILN_BN is 64, 128 or 256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8,
+// TMA-store epilogue (16-bit outputs): each consumer converts its 64 x BN accumulator 64 columns
+// at a time into one of two 8 KB staging buffers (stmatrix, 128B-swizzled rows of 64 elements),
+// from which one thread stores it with TMA while the next chunk (or the next tile's mainloop)
+// goes on. f32 outputs, beta != 0 and C that TMA cannot address use the register epilogue.
+constexpr bool TMA_EPI = KILN_OUT != 2;
+constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
+constexpr u32 C_BYTES = TMA_EPI ? 2 * 2 * C_CHUNK_BYTES : 0;
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
+
+// Per-launch extras beside GemmArgs (mirrors `Extras` in src/ops/gemm/wgmma_tma_ws.rs).
+//   splits > 1 (split-K, single CTAs with BN <= 128 only): work unit u is block tile u / splits, K
+//   blocks [sp * kblocks / splits, (sp + 1) * kblocks / splits) for sp = u % splits. Each unit
+//   writes its fp32 partial tile to ws (in the accumulator fragment order, so no transposition),
+//   then counts itself on counters[tile]; the unit that arrives last adds the other partials into
+//   its registers, resets the counter to 0 for the next launch, and runs the epilogue.
+//   epi_tma: C is written through tma_c (TMA-store epilogue) rather than from registers.
+struct Extras {
+  float* ws;
+  u32* counters;
+  int splits;
+  int epi_tma;
+};
+
+// 32-bit: kblocks < 2^25 and splits <= 8 (a 64-bit division spilled the 40-register producer).
+__device__ __forceinline__ void split_range(int sp, int splits, int kblocks, int& kb0, int& kb1) {
+  if (splits == 1) {
+    kb0 = 0;
+    kb1 = kblocks;
+    return;
+  }
+  kb0 = (int)((u32)(sp * kblocks) / (u32)splits);
+  kb1 = (int)((u32)((sp + 1) * kblocks) / (u32)splits);
+}
+__device__ __forceinline__ void st_cg_f4(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+__device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, float& c, float& d) {
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ u32 atom_add_gpu(u32* p, u32 v) {
+  u32 old;
+  asm volatile("atom.add.gpu.global.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
 
 // Tile t of the grouped order: KILN_GROUP_M tile-rows are swept column by column, then the next
 // group. Mirrors `tile_coords` in src/ops/gemm/wgmma_tma_ws.rs.
@@ -136,11 +185,14 @@ __device__ __forceinline__ void store8(out_t* c, const GemmArgs& p, int m, int n
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-    gemm_wgmma_tma_ws(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, const GemmArgs p) {
+    gemm_wgmma_tma_ws(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
+                      const __grid_constant__ TmaMap tma_c, const GemmArgs p, const Extras ex) {
+  __shared__ u32 split_last;  // split-K: whether this CTA's unit arrived last on its tile
   extern __shared__ unsigned char smem_raw[];
   // The 128B swizzle pattern follows absolute address bits: tiles must start on 1024 bytes.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const u32 bars = base + STAGES * STAGE_BYTES;
+  const u32 cstage = base + STAGES * STAGE_BYTES;  // C staging buffers (TMA_EPI), 1024-aligned
+  const u32 bars = cstage + C_BYTES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
@@ -160,6 +212,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
   const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER;
   const int ctiles = ctiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
+  // Split-K only for single CTAs with tiles at most 128 wide: at BN = 256 the CR (both MN-major)
+  // variants spilled a few loop invariants of the split bookkeeping (24 B stack, kiln check).
+  const int splits = (CLUSTER == 1 && BN <= 128) ? ex.splits : 1, units = ctiles * splits;
   const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
 
   if (wg == 0) {
@@ -168,11 +223,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tma_prefetch(&tma_a);
       tma_prefetch(&tma_b);
       u32 it = 0;
-      for (int t = cid; t < ctiles; t += nclusters) {
-        int ctm, tn;
+      for (int u = cid; u < units; u += nclusters) {
+        const int t = u / splits;
+        int ctm, tn, kb0, kb1;
         tile_coords(t, ctiles_m, tiles_n, ctm, tn);
+        split_range(u - t * splits, splits, kblocks, kb0, kb1);
         const int m0 = (ctm * CLUSTER + rank) * BM, n0 = tn * BN;
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
           // Fresh barriers: parity 1 passes. With a cluster, this also waits for the peers'
           // consumers, whose stage s this CTA's multicast overwrites.
@@ -215,17 +272,21 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       else
         for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
     };
+    u32 epi_chunks = 0;  // chunks staged so far: picks the staging buffer
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
 
     u32 it = 0;
-    for (int t = cid; t < ctiles; t += nclusters) {
-      int ctm, tn;
-      tile_coords(t, ctiles_m, tiles_n, ctm, tn);
-      const int tm = ctm * CLUSTER + rank;
+    for (int u = cid; u < units; u += nclusters) {
+      int nk;  // this unit's K blocks (only the count matters here; the producer picks them)
+      {
+        int kb0, kb1;
+        split_range(u % splits, splits, kblocks, kb0, kb1);
+        nk = kb1 - kb0;
+      }
       int prev = 0;
-      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+      for (int kb = 0; kb < nk; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full(s), (it / STAGES) & 1);
         // Rows 64c.. of A: the K-major tile puts them 64 rows (8 KB) in; the MN-major tile keeps
@@ -254,7 +315,89 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
       release(prev);
 
+      const int t = u / splits, sp = u - t * splits;
+      int ctm, tn;
+      tile_coords(t, ctiles_m, tiles_n, ctm, tn);
+      const int tm = ctm * CLUSTER + rank;
+      if (splits > 1) {
+        // Partials: thread ct (of the 256 consumer threads) owns float4 i4 * 256 + ct, i4 < BN / 8.
+        const int ct = threadIdx.x - 128, bt = tm * tiles_n + tn;
+        float* tile_ws = ex.ws + (i64)bt * splits * (BM * BN);
+#pragma unroll
+        for (int i4 = 0; i4 < BN / 8; ++i4)
+          st_cg_f4(tile_ws + (i64)sp * (BM * BN) + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
+        fence_gpu();
+        named_barrier_sync(3, 256);
+        if (ct == 0) {
+          const u32 last = atom_add_gpu(ex.counters + bt, 1) == (u32)(splits - 1);
+          if (last) ex.counters[bt] = 0;  // every unit of the tile has counted: ready for reuse
+          split_last = last;
+        }
+        named_barrier_sync(3, 256);
+        if (!split_last) continue;
+        fence_gpu();
+#pragma unroll 1
+        for (int s2 = 0; s2 < splits; ++s2) {
+          if (s2 == sp) continue;
+          const float* src = tile_ws + (i64)s2 * (BM * BN) + 4 * ct;
+          // Groups of 8 float4 loads in flight; the empty asm after each group's adds keeps the
+          // compiler from hoisting the next group's loads above them (bounded registers).
+#pragma unroll
+          for (int g = 0; g < BN / 64; ++g) {
+            float v[8][4];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) ld_cg_f4(src + 4 * 256 * (8 * g + j), v[j][0], v[j][1], v[j][2], v[j][3]);
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+              for (int x = 0; x < 4; ++x) {
+                acc[4 * (8 * g + j) + x] += v[j][x];
+                wgmma_fence_operand(acc[4 * (8 * g + j) + x]);
+              }
+          }
+        }
+      }
+
       // Epilogue: register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1).
+#if KILN_OUT != 2  // TMA_EPI: stmatrix moves 16-bit elements
+      if (ex.epi_tma) {
+        // Chunk of 64 columns: 16-column block jj of it is one stmatrix.x4 per warp; matrices
+        // (rows 0-7 | 8-15) x (cols 0-7 | 8-15) of the warp's 16 rows are registers
+        // 8J + {0,1}, {2,3}, {4,5}, {6,7} (J = the block's index in the tile). Lane l addresses
+        // row 16w + (l & 15), 16-byte column chunk 2jj + (l >> 4), stored at chunk ^ (row & 7)
+        // (the 128B swizzle the C map reads with): each 8x8 matrix hits 8 distinct bank quads.
+        const int m0 = tm * BM + 64 * c, n0 = tn * BN;
+        const bool leader = (threadIdx.x % 128) == 0;
+        const int srow = 16 * w + (lane & 15);
+        if (m0 < p.m) {
+#pragma unroll
+          for (int ch = 0; ch < BN / 64; ++ch) {
+            if (n0 + 64 * ch >= p.n) break;  // uniform across the warpgroup
+            const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
+            // The store that last read this buffer (two chunks ago) must be done reading it.
+            if (leader) tma_store_wait_read<1>();
+            named_barrier_sync(1 + c, 128);
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+              const int J = 4 * ch + jj;
+              u32 r[4];
+#pragma unroll
+              for (int x = 0; x < 4; ++x) r[x] = pack2<out_t>(p.alpha * acc[8 * J + 2 * x], p.alpha * acc[8 * J + 2 * x + 1]);
+              const u32 chunk = 2 * jj + (lane >> 4);
+              stmatrix_x4(buf + srow * 128 + ((chunk ^ (srow & 7)) << 4), r[0], r[1], r[2], r[3]);
+            }
+            fence_proxy_async_shared();
+            named_barrier_sync(1 + c, 128);
+            if (leader) {
+              tma_store_2d(&tma_c, buf, n0 + 64 * ch, m0);
+              tma_store_commit();
+            }
+            ++epi_chunks;
+          }
+        }
+        continue;
+      }
+#endif
       const int q = lane % 4;
       const int row = tm * BM + 64 * c + 16 * w + lane / 4;
 #pragma unroll
@@ -273,6 +416,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
     }
   }
+  // Bulk stores still in flight must finish before the block's shared memory goes away.
+  if (TMA_EPI && wg > 0 && (threadIdx.x % 128) == 0) tma_store_wait<0>();
   // No CTA may leave while a peer can still arrive on its barriers.
   if (CLUSTER > 1) {
     __syncwarp();

@@ -11,7 +11,9 @@ use cudarc::driver::{result, sys};
 use super::{
     alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
 };
-use crate::device::{Context, DeviceInfo, Function, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
+use crate::device::{
+    Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaDType, TmaSwizzle,
+};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 
@@ -24,6 +26,9 @@ pub const BK: u32 = 64;
 pub const GROUP_M: u32 = 8;
 /// Threads per block: one producer and two consumer warpgroups.
 pub const THREADS: u32 = 384;
+/// The epilogue's staging buffers: 2 consumers x 2 buffers x a 64 x 64 chunk of 16-bit C
+/// (the kernel's `C_BYTES`).
+pub const C_STAGING_BYTES: u32 = 2 * 2 * 64 * 64 * 2;
 
 /// One tile shape: BM x `bn` x BK with a ring of `stages` shared buffers, run by clusters of
 /// `cluster` CTAs along M that share (multicast) each B tile.
@@ -53,7 +58,19 @@ impl TileConfig {
         stages: 6,
         cluster: 1,
     };
-    pub const ALL: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::LARGE_PAIR, TileConfig::SMALL];
+    /// For latency-bound problems with few tiles (512^3 .. 1024^3): 128 x 64 tiles, twice the
+    /// tiles of SMALL, 8 stages of 24 KB.
+    pub const TINY: TileConfig = TileConfig {
+        bn: 64,
+        stages: 8,
+        cluster: 1,
+    };
+    pub const ALL: [TileConfig; 4] = [
+        TileConfig::LARGE,
+        TileConfig::LARGE_PAIR,
+        TileConfig::SMALL,
+        TileConfig::TINY,
+    ];
 
     /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
     pub fn stage_bytes(self) -> u32 {
@@ -61,9 +78,11 @@ impl TileConfig {
     }
 
     /// Dynamic shared memory: 1 KB of slack to round the base up to the 1024-byte swizzle
-    /// repeat, the stages, and a full and an empty mbarrier per stage.
+    /// repeat, the stages, the TMA-store epilogue's C staging buffers (two 64 x 64 16-bit chunks
+    /// per consumer; unused by f32 outputs, which keep the register epilogue), and a full and an
+    /// empty mbarrier per stage.
     pub fn smem_bytes(self) -> u32 {
-        1024 + self.stages * self.stage_bytes() + 2 * self.stages * 8
+        1024 + self.stages * self.stage_bytes() + C_STAGING_BYTES + 2 * self.stages * 8
     }
 
     /// (tiles along M, tiles along N).
@@ -86,26 +105,135 @@ impl TileConfig {
         self.cluster_tiles(m, n).min(max_clusters).max(1) * self.cluster
     }
 
-    /// Wave-quantised cost: full waves of tiles, each costing its width. Lower is better.
-    fn cost(self, m: usize, n: usize, sm_count: u32) -> u64 {
-        let (tm, tn) = self.tiles(m, n);
-        let tiles = tm as u64 * tn as u64;
-        tiles.div_ceil(sm_count.max(1) as u64) * self.bn as u64
+    /// As `grid`, for `splits` K slices per tile (work units = cluster tiles x splits).
+    pub fn grid_split(self, m: usize, n: usize, splits: u32, max_clusters: u32) -> u32 {
+        (self.cluster_tiles(m, n) * splits.max(1))
+            .min(max_clusters)
+            .max(1)
+            * self.cluster
     }
 
-    /// The 128-wide tile only where it takes clearly fewer waves' worth of work: the 256-wide
-    /// one reuses each A tile twice as much, so it wins ties. Pairs of CTAs (multicast B) when
-    /// `pairs` and there are at least two tile-rows to pair.
-    pub fn choose(m: usize, n: usize, sm_count: u32, pairs: bool) -> TileConfig {
-        let (large, small) = (TileConfig::LARGE, TileConfig::SMALL);
-        if small.cost(m, n, sm_count) * 10 < large.cost(m, n, sm_count) * 9 {
-            small
-        } else if pairs && large.tiles(m, n).0 >= 2 {
-            TileConfig::LARGE_PAIR
+    /// Wave-quantised cost of running the tiles as `splits` K slices each, in 128 x 64 x 64
+    /// block-steps: waves of work units (tiles x splits over the SMs), each unit its share of
+    /// the K blocks plus ~3 blocks of pipeline fill and epilogue, plus, when split, ~8 + 3 per
+    /// slice for writing and re-reading fp32 partial tiles (8 + 3s: measured on H200, 1024^3
+    /// split in 2 ran 12 % slower than unsplit, which 3s alone predicted faster). Lower is
+    /// better. A model, not a measurement: it only has to rank the few candidates `choose`
+    /// weighs.
+    fn cost(self, m: usize, n: usize, k: usize, sm_count: u32, splits: u32) -> u64 {
+        let (tm, tn) = self.tiles(m, n);
+        let units = tm as u64 * tn as u64 * splits as u64;
+        let kb = k.div_ceil(BK as usize).max(1) as u64;
+        let split_extra = if splits > 1 { 8 + 3 * splits as u64 } else { 0 };
+        let per_unit = kb.div_ceil(splits as u64) + 3 + split_extra;
+        // Time of one block-step, in quarters of a 128 x 64 x 64 one at full tensor rate: the
+        // width, with m64n64 wgmma charged 25 % extra (each 64 x 64 x 16 step reads 4 KB of
+        // shared memory for 131 kFLOP, near the 128 B/clk an SM can feed).
+        let step = if self.bn == 64 {
+            5
         } else {
-            large
-        }
+            self.bn as u64 / 16
+        };
+        units.div_ceil(sm_count.max(1) as u64) * per_unit * step
     }
+
+    /// The split-K factor (1..=MAX_SPLITS, never more than the K blocks) with the lowest
+    /// `cost`; ties keep fewer slices. Only single CTAs with tiles at most 128 wide split (the
+    /// kernel ignores `splits` otherwise: at BN = 256 the split bookkeeping spilled in the CR
+    /// variants).
+    pub fn best_splits(self, m: usize, n: usize, k: usize, sm_count: u32) -> u32 {
+        if self.cluster != 1 || self.bn > 128 {
+            return 1;
+        }
+        let kb = k.div_ceil(BK as usize).max(1) as u32;
+        (1..=MAX_SPLITS.min(kb))
+            .min_by_key(|&s| (self.cost(m, n, k, sm_count, s), s))
+            .unwrap_or(1)
+    }
+
+    /// (tile config, split-K factor). From the widest tile down (256, 128, 64), a narrower one
+    /// (at its best split) replaces the current pick only where it takes clearly (10 %) less
+    /// modelled time: wider tiles reuse each A tile more, so they win ties. Pairs of CTAs
+    /// (multicast B) for the 256-wide tile when `pairs`, there are at least two tile-rows and
+    /// more tiles than SMs.
+    pub fn choose(m: usize, n: usize, k: usize, sm_count: u32, pairs: bool) -> (TileConfig, u32) {
+        let mut pick = (TileConfig::LARGE, 1);
+        let mut pick_cost = TileConfig::LARGE.cost(m, n, k, sm_count, 1);
+        for cfg in [TileConfig::SMALL, TileConfig::TINY] {
+            let s = cfg.best_splits(m, n, k, sm_count);
+            let c = cfg.cost(m, n, k, sm_count, s);
+            if c * 10 < pick_cost * 9 {
+                pick = (cfg, s);
+                pick_cost = c;
+            }
+        }
+        // Pairs only with more than one wave of tiles: at 2048^3 (128 tiles, one wave) pairs ran
+        // 591-597 TF in four runs, single CTAs 608 (H200).
+        let (tm, tn) = TileConfig::LARGE.tiles(m, n);
+        if pick.0 == TileConfig::LARGE && pairs && tm >= 2 && tm * tn > sm_count {
+            pick = (TileConfig::LARGE_PAIR, 1);
+        }
+        pick
+    }
+
+    /// fp32 workspace bytes for `splits` partial tiles per block tile (0 when not split).
+    pub fn workspace_bytes(self, m: usize, n: usize, splits: u32) -> usize {
+        if splits <= 1 {
+            return 0;
+        }
+        let (tm, tn) = self.tiles(m, n);
+        tm as usize * tn as usize * splits as usize * (BM * self.bn) as usize * 4
+    }
+}
+
+/// The most K slices a tile is split into.
+pub const MAX_SPLITS: u32 = 8;
+
+/// The kernel's `Extras` parameter: split-K workspace and counters, the split factor, and
+/// whether C is stored through its tensor map.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Extras {
+    ws: u64,
+    counters: u64,
+    splits: i32,
+    epi_tma: i32,
+}
+
+/// The split-K workspace (fp32 partial tiles) and per-tile arrival counters, kept across
+/// launches and grown on demand. Counters start at 0 and the kernel returns each to 0 (the last
+/// unit of a tile resets it), so they are zeroed once, at allocation. One per process: kiln
+/// drives one device.
+struct Workspace {
+    ws: DeviceBuffer,
+    counters: DeviceBuffer,
+}
+
+static WORKSPACE: Mutex<Option<Workspace>> = Mutex::new(None);
+
+/// Device addresses of a workspace of at least `ws_bytes` and `counters` counters.
+fn workspace(ctx: &Context, ws_bytes: usize, counters: usize) -> Result<(u64, u64)> {
+    let mut guard = WORKSPACE
+        .lock()
+        .map_err(|_| Error::invalid("the split-K workspace lock is poisoned"))?;
+    let fits = guard
+        .as_ref()
+        .is_some_and(|w| w.ws.bytes() >= ws_bytes && w.counters.bytes() >= counters * 4);
+    if !fits {
+        // Earlier launches may still use the old buffers.
+        ctx.synchronize()?;
+        let (old_ws, old_c) = guard
+            .as_ref()
+            .map_or((0, 0), |w| (w.ws.bytes(), w.counters.bytes()));
+        let w = Workspace {
+            ws: ctx.alloc(ws_bytes.max(old_ws))?,
+            counters: ctx.alloc((counters * 4).max(old_c))?,
+        };
+        w.counters.fill_bytes(0, ctx)?;
+        *guard = Some(w);
+    }
+    let w = guard.as_ref().expect("allocated above");
+    Ok((w.ws.ptr(), w.counters.ptr()))
 }
 
 /// Tile `t` of the grouped order as (tile row, tile column): GROUP_M tile-rows are swept column
@@ -152,6 +280,34 @@ pub fn operand_maps(p: &GemmProblem, a: u64, b: u64, cfg: TileConfig) -> (Tma2d,
     (ta, tb)
 }
 
+/// The tensor map the TMA-store epilogue writes C through: boxes of 64 x 64 elements
+/// (128-byte rows, 128B swizzle, as the kernel stages them), global extents the true N x M, so
+/// stores outside C are dropped. `None` when the epilogue must stay in registers: f32 output
+/// (stmatrix moves 16-bit elements), beta != 0 (C is read), or a C that TMA cannot address
+/// (unaligned base or a row stride that is not a multiple of 16 bytes).
+pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
+    let dtype = match p.output {
+        DType::Bf16 => TmaDType::Bf16,
+        DType::F16 => TmaDType::F16,
+        DType::F32 => return None,
+    };
+    // beta != 0 reads C. A row whose byte length is not a multiple of 16 ends inside a 16-byte
+    // granule, and TMA stores the whole granule (measured on H200: the ldc padding after N = 127
+    // was overwritten), so N must be a multiple of 8 elements.
+    if p.beta != 0.0 || !(p.n * p.output.size()).is_multiple_of(16) {
+        return None;
+    }
+    let map = Tma2d {
+        dtype,
+        addr: c,
+        dims: [p.n as u64, p.m as u64],
+        row_stride_bytes: p.ldc as u64 * p.output.size() as u64,
+        box_dims: [64, 64],
+        swizzle: TmaSwizzle::B128,
+    };
+    map.validate().ok().map(|()| map)
+}
+
 /// TMA loads one CTA issues per stage for `rows` (M or N) of an operand: one box if K-major,
 /// else one per 64 rows. For B in a cluster, `rows` is the CTA's part, bn / cluster. Mirrors
 /// the producer's loop.
@@ -179,7 +335,7 @@ impl WgmmaTmaWs {
         )
         .define("KILN_BN", cfg.bn)
         .define("KILN_STAGES", cfg.stages)
-        .define("KILN_GROUP_M", GROUP_M)
+        .define("KILN_GROUP_M", group_m())
         .define("KILN_CLUSTER", cfg.cluster)
         .define("KILN_SMEM", cfg.smem_bytes())
     }
@@ -191,8 +347,8 @@ impl GemmKernel for WgmmaTmaWs {
     }
     fn summary(&self) -> &'static str {
         "persistent warp-specialised WGMMA + TMA: 1 producer and 2 consumer warpgroups, \
-         128x256x64 tiles in CTA pairs multicasting B (128x128 for small grids), 4-6 stage \
-         mbarrier ring, 128B swizzle"
+         128x256x64 tiles in CTA pairs multicasting B (128x128 / 128x64 and split-K for small \
+         grids), 4-8 stage mbarrier ring, 128B swizzle, stmatrix + TMA-store epilogue"
     }
     fn rung(&self) -> u32 {
         10
@@ -251,7 +407,27 @@ impl GemmKernel for WgmmaTmaWs {
             }
         }
         let sms = ctx.info.sm_count;
-        let cfg = TileConfig::choose(p.m, p.n, sms, pairs_enabled());
+        let (cfg, splits) = TileConfig::choose(p.m, p.n, p.k, sms, pairs_enabled());
+        let (cfg, splits) = match config_override() {
+            Some(c) => (c, c.best_splits(p.m, p.n, p.k, sms)),
+            None => (cfg, splits),
+        };
+        let splits = splits_override().unwrap_or(splits).max(1);
+        let splits = if cfg.cluster > 1 || cfg.bn > 128 {
+            1
+        } else {
+            splits
+        };
+        let (ws, counters) = if splits > 1 {
+            let (tm, tn) = cfg.tiles(p.m, p.n);
+            workspace(
+                ctx,
+                cfg.workspace_bytes(p.m, p.n, splits),
+                (tm * tn) as usize,
+            )?
+        } else {
+            (0, 0)
+        };
         let (ta, tb) = operand_maps(p, ops.a.ptr(), ops.b.ptr(), cfg);
         for t in [&ta, &tb] {
             t.validate().map_err(|reason| Error::Unsupported {
@@ -261,26 +437,85 @@ impl GemmKernel for WgmmaTmaWs {
         }
         let mut map_a = ta.encode()?;
         let mut map_b = tb.encode()?;
+        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
+        // the register epilogue, and the C parameter is a copy of A's map that is never used.
+        let tc = output_map(p, ops.c.ptr()).filter(|_| tma_epilogue_enabled());
+        let mut extras = Extras {
+            ws,
+            counters,
+            splits: splits as i32,
+            epi_tma: tc.is_some() as i32,
+        };
+        let mut map_c = match tc {
+            Some(t) => t.encode()?,
+            None => map_a,
+        };
         let f = ctx.function(&Self::spec(&ctx.arch(), p.layout, p.input, p.output, cfg))?;
         let mut args = GemmArgs::new(p, ops);
         let slots = max_clusters(&f, ctx, cfg);
         let lc = LaunchConfig {
-            grid: (cfg.grid(p.m, p.n, slots), 1, 1),
+            // split-K: one CTA per work unit (tile x slice) up to the resident slots
+            grid: (cfg.grid_split(p.m, p.n, splits, slots), 1, 1),
             block: (THREADS, 1, 1),
             smem_bytes: cfg.smem_bytes(),
             cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
         };
-        // SAFETY: the kernel takes (TmaMap, TmaMap, GemmArgs): two 128-byte maps and the
-        // argument block, in that order. The maps address A and B, which the caller keeps alive
-        // and has checked against the problem; C is reached through `args`.
+        // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, GemmArgs, Extras): three 128-byte
+        // maps, the argument block and the extras (workspace sized for this problem's tiles and
+        // splits above), in that order. The maps address A, B and C
+        // (C's only when the flag is set), which the caller keeps alive and has checked against
+        // the problem; the register epilogue reaches C through `args`.
         unsafe {
             f.launch(
                 ctx.stream,
                 &lc,
-                &mut [map_a.as_param(), map_b.as_param(), args.as_param()],
+                &mut [
+                    map_a.as_param(),
+                    map_b.as_param(),
+                    map_c.as_param(),
+                    args.as_param(),
+                    &mut extras as *mut Extras as *mut std::ffi::c_void,
+                ],
             )
         }
     }
+}
+
+/// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`), for timing one against
+/// another on the same problem; unset or unknown leaves the choice to `TileConfig::choose`.
+fn config_override() -> Option<TileConfig> {
+    match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
+        "large" => Some(TileConfig::LARGE),
+        "pair" => Some(TileConfig::LARGE_PAIR),
+        "small" => Some(TileConfig::SMALL),
+        "tiny" => Some(TileConfig::TINY),
+        _ => None,
+    }
+}
+
+/// A split-K factor forced by `KILN_WGMMA_SPLITS` (ignored by clusters), for timing.
+fn splits_override() -> Option<u32> {
+    std::env::var("KILN_WGMMA_SPLITS")
+        .ok()?
+        .parse()
+        .ok()
+        .map(|s: u32| s.clamp(1, MAX_SPLITS))
+}
+
+/// The grouped order's tile-rows: GROUP_M, or `KILN_WGMMA_GROUP_M` (1..=64) to time another
+/// (an override compiles variants outside `variants()`; for experiments only).
+fn group_m() -> u32 {
+    std::env::var("KILN_WGMMA_GROUP_M")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|g: &u32| (1..=64).contains(g))
+        .unwrap_or(GROUP_M)
+}
+
+/// Whether the TMA-store epilogue may be used. On by default; `KILN_WGMMA_EPI=0` keeps the
+/// register epilogue, to time or rule out the store path.
+fn tma_epilogue_enabled() -> bool {
+    std::env::var("KILN_WGMMA_EPI").map_or(true, |v| v != "0")
 }
 
 /// Whether large problems run as CTA pairs sharing B through multicast. On by default;
@@ -353,7 +588,10 @@ mod tests {
             assert!(c.smem_bytes() <= 227 * 1024, "{c:?}: {}", c.smem_bytes());
             assert_eq!(c.stage_bytes() % 1024, 0);
         }
-        assert_eq!(TileConfig::LARGE.smem_bytes(), 1024 + 4 * 49152 + 64);
+        assert_eq!(
+            TileConfig::LARGE.smem_bytes(),
+            1024 + 4 * 49152 + 32768 + 64
+        );
     }
 
     #[test]
@@ -398,22 +636,22 @@ mod tests {
 
     #[test]
     fn small_tiles_only_when_they_cut_waves() {
-        assert_eq!(
-            TileConfig::choose(8192, 8192, 132, false),
-            TileConfig::LARGE
-        );
-        assert_eq!(
-            TileConfig::choose(4096, 4096, 132, false),
-            TileConfig::LARGE
-        );
-        assert_eq!(
-            TileConfig::choose(4096, 4096, 132, true),
-            TileConfig::LARGE_PAIR
-        );
-        assert_eq!(TileConfig::choose(1024, 1024, 132, true), TileConfig::SMALL);
-        assert_eq!(TileConfig::choose(128, 128, 132, true), TileConfig::SMALL);
+        let c = |m, n, k, pairs| TileConfig::choose(m, n, k, 132, pairs);
+        assert_eq!(c(8192, 8192, 8192, false), (TileConfig::LARGE, 1));
+        assert_eq!(c(4096, 4096, 4096, false), (TileConfig::LARGE, 1));
+        assert_eq!(c(4096, 4096, 4096, true), (TileConfig::LARGE_PAIR, 1));
+        assert_eq!(c(2048, 2048, 2048, true), (TileConfig::LARGE, 1));
+        assert_eq!(c(128, 128, 128, true), (TileConfig::TINY, 1));
+        assert_eq!(c(1024, 1024, 1024, true), (TileConfig::TINY, 1));
         // one tile-row: nothing to pair
-        assert_eq!(TileConfig::choose(128, 65536, 132, true), TileConfig::LARGE);
+        assert_eq!(c(128, 65536, 4096, true), (TileConfig::LARGE, 1));
+        // few tiles, long K: split K across the idle SMs
+        assert_eq!(c(128, 4096, 4096, true), (TileConfig::TINY, 2));
+        assert_eq!(c(128, 4096, 14336, true), (TileConfig::SMALL, 4));
+        assert_eq!(c(128, 14336, 4096, true).1, 1);
+        assert_eq!(TileConfig::SMALL.grid_split(128, 4096, 4, 132), 128);
+        // never more slices than K blocks
+        assert_eq!(TileConfig::SMALL.best_splits(128, 128, 64, 132), 1);
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod planted;
 pub mod problem;
 pub mod simt_naive;
 pub mod simt_tiled;
+pub mod tma_operands;
 pub mod wgmma_cp_async;
 pub mod wgmma_tma;
 pub mod wgmma_tma_ws;

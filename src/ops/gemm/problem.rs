@@ -39,6 +39,15 @@ impl DType {
             DType::F32 => "f32",
         }
     }
+    /// The element type a TMA tensor map uses for this dtype.
+    pub fn tma(self) -> crate::device::TmaDType {
+        use crate::device::TmaDType;
+        match self {
+            DType::Bf16 => TmaDType::Bf16,
+            DType::F16 => TmaDType::F16,
+            DType::F32 => TmaDType::F32,
+        }
+    }
     pub const INPUTS: [DType; 2] = [DType::Bf16, DType::F16];
     pub const OUTPUTS: [DType; 3] = [DType::Bf16, DType::F16, DType::F32];
 }

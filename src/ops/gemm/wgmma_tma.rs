@@ -7,7 +7,7 @@
 use super::{
     alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
 };
-use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
+use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 
@@ -61,36 +61,9 @@ pub fn block_tile(pid: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
     (first + in_group % rows, in_group / rows)
 }
 
-/// The tensor maps of A and B for `p` at these addresses. The K-major operand (A row-major, B
-/// column-major) loads one box {64 k, 128 rows}; the MN-major one loads boxes {64 m|n, 64 k},
-/// one per 64 elements of M or N. Global extents are the true M, N, K: TMA zero-fills the rest.
+/// The tensor maps of A and B for `p` at these addresses (one 128-row box per K-major stage).
 pub fn operand_maps(p: &GemmProblem, a: u64, b: u64) -> (Tma2d, Tma2d) {
-    let dtype = match p.input {
-        DType::Bf16 => TmaDType::Bf16,
-        DType::F16 => TmaDType::F16,
-        DType::F32 => TmaDType::F32,
-    };
-    let es = p.input.size() as u64;
-    let (m, n, k) = (p.m as u64, p.n as u64, p.k as u64);
-    let map = |addr, dims, ld: usize, box_dims| Tma2d {
-        dtype,
-        addr,
-        dims,
-        row_stride_bytes: ld as u64 * es,
-        box_dims,
-        swizzle: TmaSwizzle::B128,
-    };
-    let ta = if p.layout.a_k_major() {
-        map(a, [k, m], p.lda, [BK, BM])
-    } else {
-        map(a, [m, k], p.lda, [64, BK])
-    };
-    let tb = if p.layout.b_k_major() {
-        map(b, [k, n], p.ldb, [BK, BN])
-    } else {
-        map(b, [n, k], p.ldb, [64, BK])
-    };
-    (ta, tb)
+    super::tma_operands::operand_maps(p, a, b, BM, BN)
 }
 
 /// TMA loads thread 0 issues per stage for `rows` (M or N) of an operand: one box if K-major,
@@ -216,6 +189,7 @@ impl GemmKernel for WgmmaTma {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::TmaSwizzle;
 
     fn problem(m: usize, n: usize, k: usize, layout: Layout) -> GemmProblem {
         GemmProblem::new(m, n, k, layout, DType::Bf16, DType::Bf16)

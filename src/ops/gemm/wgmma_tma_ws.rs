@@ -12,7 +12,7 @@ use super::{
     alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
 };
 use crate::device::{
-    Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaDType, TmaSwizzle,
+    Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaSwizzle,
 };
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -247,37 +247,10 @@ pub fn tile_coords(t: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
     (first_m + r % rows, r / rows)
 }
 
-/// The tensor maps of A and B for `p` at these addresses. The K-major operand (A row-major,
-/// B column-major) loads one box {64 k, rows} (B: rows / cluster per CTA); the MN-major one
-/// loads boxes {64 m|n, 64 k}, one per 64 elements of M or N. Global extents are the true
-/// M, N, K: TMA zero-fills the rest.
+/// The tensor maps of A and B for `p` at these addresses: B's K-major box holds the CTA's share
+/// of the tile's columns when a cluster multicasts B.
 pub fn operand_maps(p: &GemmProblem, a: u64, b: u64, cfg: TileConfig) -> (Tma2d, Tma2d) {
-    let dtype = match p.input {
-        DType::Bf16 => TmaDType::Bf16,
-        DType::F16 => TmaDType::F16,
-        DType::F32 => TmaDType::F32,
-    };
-    let es = p.input.size() as u64;
-    let (m, n, k) = (p.m as u64, p.n as u64, p.k as u64);
-    let map = |addr, dims, ld: usize, box_dims| Tma2d {
-        dtype,
-        addr,
-        dims,
-        row_stride_bytes: ld as u64 * es,
-        box_dims,
-        swizzle: TmaSwizzle::B128,
-    };
-    let ta = if p.layout.a_k_major() {
-        map(a, [k, m], p.lda, [BK, BM])
-    } else {
-        map(a, [m, k], p.lda, [64, BK])
-    };
-    let tb = if p.layout.b_k_major() {
-        map(b, [k, n], p.ldb, [BK, cfg.bn / cfg.cluster])
-    } else {
-        map(b, [n, k], p.ldb, [64, BK])
-    };
-    (ta, tb)
+    super::tma_operands::operand_maps(p, a, b, BM, cfg.bn / cfg.cluster)
 }
 
 /// The tensor map the TMA-store epilogue writes C through: boxes of 64 x 64 elements
@@ -286,11 +259,10 @@ pub fn operand_maps(p: &GemmProblem, a: u64, b: u64, cfg: TileConfig) -> (Tma2d,
 /// (stmatrix moves 16-bit elements), beta != 0 (C is read), or a C that TMA cannot address
 /// (unaligned base or a row stride that is not a multiple of 16 bytes).
 pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
-    let dtype = match p.output {
-        DType::Bf16 => TmaDType::Bf16,
-        DType::F16 => TmaDType::F16,
-        DType::F32 => return None,
-    };
+    if p.output == DType::F32 {
+        return None;
+    }
+    let dtype = p.output.tma();
     // beta != 0 reads C. A row whose byte length is not a multiple of 16 ends inside a 16-byte
     // granule, and TMA stores the whole granule (measured on H200: the ldc padding after N = 127
     // was overwritten), so N must be a multiple of 8 elements.

@@ -183,11 +183,7 @@ pub fn check_operands(p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
 }
 
 pub(crate) fn tma_dtype(d: DType) -> TmaDType {
-    match d {
-        DType::Bf16 => TmaDType::Bf16,
-        DType::F16 => TmaDType::F16,
-        DType::F32 => TmaDType::F32,
-    }
+    d.tma()
 }
 
 /// The map over all rows of X: boxes of {64 k, bm rows}; rows past X are zero-filled.

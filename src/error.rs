@@ -40,9 +40,11 @@ pub enum Error {
     #[error("{0}")]
     ToolMissing(String),
     /// A launch that did not finish within its time bound.
-    #[error("{what} did not finish within {limit_ms} ms: the kernel is probably hung (a barrier \
+    #[error(
+        "{what} did not finish within {limit_ms} ms: the kernel is probably hung (a barrier \
              that never completes or a loop that never exits); its context was abandoned, so rerun \
-             it alone, e.g. under `kiln sanitize --tool synccheck`")]
+             it alone, e.g. under `kiln sanitize --tool synccheck`"
+    )]
     Hang { what: String, limit_ms: u64 },
 }
 

@@ -15,14 +15,22 @@ fn kiln(args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// NVRTC is required in CI (KILN_REQUIRE_NVRTC or CI set): the compile check is never skipped there.
 fn nvrtc_available() -> bool {
     let ok = kiln::jit::nvrtc::version().is_ok();
-    let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some() || std::env::var_os("CI").is_some();
-    assert!(ok || !required, "NVRTC is required here but missing: run scripts/setup.sh");
+    let required =
+        std::env::var_os("KILN_REQUIRE_NVRTC").is_some() || std::env::var_os("CI").is_some();
+    assert!(
+        ok || !required,
+        "NVRTC is required here but missing: run scripts/setup.sh"
+    );
     if !ok {
         eprintln!("NVRTC not installed: skipping (run scripts/setup.sh)");
     }
@@ -57,7 +65,9 @@ fn check_json_lists_resources_per_variant() {
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 48);
-    assert!(rows.iter().all(|r| r["resources"]["registers"].as_u64().unwrap() > 0));
+    assert!(rows
+        .iter()
+        .all(|r| r["resources"]["registers"].as_u64().unwrap() > 0));
 }
 
 #[test]
@@ -77,7 +87,12 @@ fn gpu_commands_without_a_gpu_exit_4_with_one_sentence() {
     if gpu_present() {
         return;
     }
-    for args in [&["devices"][..], &["bench", "--shape", "64"], &["verify", "--shape", "64"], &["peak"]] {
+    for args in [
+        &["devices"][..],
+        &["bench", "--shape", "64"],
+        &["verify", "--shape", "64"],
+        &["peak"],
+    ] {
         let o = kiln(args);
         assert_eq!(o.status.code(), Some(4), "{args:?}: {}", text(&o));
         assert!(text(&o).contains("needs a GPU"), "{args:?}: {}", text(&o));
@@ -86,7 +101,12 @@ fn gpu_commands_without_a_gpu_exit_4_with_one_sentence() {
 
 #[test]
 fn bad_shapes_are_one_clear_error() {
-    for (shape, says) in [("0x4x4", "at least 1"), ("-5x4x4", "at least 1"), ("4x4", "MxNxK"), ("ax4x4", "not a number")] {
+    for (shape, says) in [
+        ("0x4x4", "at least 1"),
+        ("-5x4x4", "at least 1"),
+        ("4x4", "MxNxK"),
+        ("ax4x4", "not a number"),
+    ] {
         let arg = format!("--shape={shape}");
         let o = kiln(&["bench", &arg]);
         assert_eq!(o.status.code(), Some(2), "{shape}: {}", text(&o));
@@ -98,7 +118,9 @@ fn bad_shapes_are_one_clear_error() {
 
 #[test]
 fn strides_that_do_not_fit_are_rejected() {
-    let o = kiln(&["bench", "--shape", "64x64x64", "--layout", "RC", "--lda", "32"]);
+    let o = kiln(&[
+        "bench", "--shape", "64x64x64", "--layout", "RC", "--lda", "32",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("lda = 32"), "{}", text(&o));
 }
@@ -106,11 +128,26 @@ fn strides_that_do_not_fit_are_rejected() {
 #[test]
 fn unknown_op_version_layout_dtype_are_rejected() {
     let cases: [(&[&str], &str); 5] = [
-        (&["bench", "--op", "conv", "--shape", "8"], "unknown op `conv`"),
-        (&["check", "--version", "nope"], "unknown gemm version `nope`"),
-        (&["bench", "--shape", "8", "--layout", "XY"], "unknown layout"),
-        (&["bench", "--shape", "8", "--dtype", "int8"], "unknown dtype"),
-        (&["bench", "--shape", "8", "--dtype", "f32"], "f32 inputs are not supported"),
+        (
+            &["bench", "--op", "conv", "--shape", "8"],
+            "unknown op `conv`",
+        ),
+        (
+            &["check", "--version", "nope"],
+            "unknown gemm version `nope`",
+        ),
+        (
+            &["bench", "--shape", "8", "--layout", "XY"],
+            "unknown layout",
+        ),
+        (
+            &["bench", "--shape", "8", "--dtype", "int8"],
+            "unknown dtype",
+        ),
+        (
+            &["bench", "--shape", "8", "--dtype", "f32"],
+            "f32 inputs are not supported",
+        ),
     ];
     for (args, says) in cases {
         let o = kiln(args);
@@ -138,13 +175,20 @@ fn versions_lists_the_ladder() {
     assert!(o.status.success());
     let t = text(&o);
     assert!(t.contains("simt_naive") && t.contains("cublas"), "{t}");
-    assert!(t.contains("fa3_wgmma") && t.contains("grouped_gemm"), "attention and MoE versions listed: {t}");
+    assert!(
+        t.contains("fa3_wgmma") && t.contains("grouped_gemm"),
+        "attention and MoE versions listed: {t}"
+    );
 }
 
 #[test]
 fn cache_path_and_clear() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kiln")).args(["cache", "clear"]).env("KILN_CACHE_DIR", dir.path()).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["cache", "clear"])
+        .env("KILN_CACHE_DIR", dir.path())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("removed 0"));
     let o = kiln(&["cache", "bogus"]);

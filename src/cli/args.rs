@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "kiln", version, about = "Hopper GEMM kernels and the lab that builds them: JIT, verify, bench against cuBLAS, record.")]
+#[command(
+    name = "kiln",
+    version,
+    about = "Hopper GEMM kernels and the lab that builds them: JIT, verify, bench against cuBLAS, record."
+)]
 pub struct Cli {
     /// Config file (default: ./kiln.toml if present).
     #[arg(long, global = true)]

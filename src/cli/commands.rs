@@ -37,7 +37,9 @@ impl Env {
 
     pub(super) fn jit(&self) -> Jit {
         match &self.config.jit.cache_dir {
-            Some(d) => Jit { cache: Some(cache::DiskCache { root: d.clone() }) },
+            Some(d) => Jit {
+                cache: Some(cache::DiskCache { root: d.clone() }),
+            },
             None => Jit::default(),
         }
     }
@@ -47,7 +49,11 @@ impl Env {
     }
 
     /// Opens the store and starts a run; `None` with --no-store.
-    pub(super) fn begin(&self, kind: &str, device: Option<&DeviceInfo>) -> Result<Option<(Store, i64)>> {
+    pub(super) fn begin(
+        &self,
+        kind: &str,
+        device: Option<&DeviceInfo>,
+    ) -> Result<Option<(Store, i64)>> {
         if self.no_store {
             return Ok(None);
         }
@@ -55,7 +61,12 @@ impl Env {
             Some(p) => Store::open(p)?,
             None => Store::open_default()?,
         };
-        let id = store.begin_run(&RunInfo { kind: kind.into(), command: self.command.clone(), device: device.cloned(), kiln_commit: kiln::store::kiln_commit() })?;
+        let id = store.begin_run(&RunInfo {
+            kind: kind.into(),
+            command: self.command.clone(),
+            device: device.cloned(),
+            kiln_commit: kiln::store::kiln_commit(),
+        })?;
         Ok(Some((store, id)))
     }
 
@@ -88,7 +99,18 @@ pub fn devices(env: &Env) -> Result<ExitCode> {
         env.print_json(&json!(list));
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = Table::new(&["#", "name", "cc", "SMs", "L2 MiB", "smem opt-in KiB", "SM MHz", "mem MHz", "bus bits", "memory GiB"]);
+    let mut t = Table::new(&[
+        "#",
+        "name",
+        "cc",
+        "SMs",
+        "L2 MiB",
+        "smem opt-in KiB",
+        "SM MHz",
+        "mem MHz",
+        "bus bits",
+        "memory GiB",
+    ]);
     for d in &list {
         t.row(&[
             d.ordinal.to_string(),
@@ -112,12 +134,25 @@ pub fn peak(env: &Env) -> Result<ExitCode> {
     let run = env.begin("peak", Some(&ctx.info))?;
     let vendor = env.registry.gemm_version("cublas")?;
     let pk = peak::measure(&ctx, vendor)?;
-    record(&run, ResultRow { op: "peak".into(), version: "device".into(), variant: String::new(), problem: json!({}), metrics: json!(pk), passed: None })?;
+    record(
+        &run,
+        ResultRow {
+            op: "peak".into(),
+            version: "device".into(),
+            variant: String::new(),
+            problem: json!({}),
+            metrics: json!(pk),
+            passed: None,
+        },
+    )?;
     finish(&run, "ok")?;
     if env.json {
         env.print_json(&json!({"device": ctx.info, "peak": pk}));
     } else {
-        println!("{}: copy {:.2} TB/s (read+write), vendor bf16 GEMM 8192^3 {:.0} TFLOPS", ctx.info.name, pk.copy_tbps, pk.gemm_bf16_tflops);
+        println!(
+            "{}: copy {:.2} TB/s (read+write), vendor bf16 GEMM 8192^3 {:.0} TFLOPS",
+            ctx.info.name, pk.copy_tbps, pk.gemm_bf16_tflops
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -139,7 +174,10 @@ pub fn versions(env: &Env) -> Result<ExitCode> {
 
 /// The device limits to judge a compile against: the GPU present, else an H100.
 pub(super) fn device_or_h100() -> DeviceInfo {
-    device::init().ok().and_then(|_| DeviceInfo::query(0).ok()).unwrap_or_else(DeviceInfo::h100_sxm)
+    device::init()
+        .ok()
+        .and_then(|_| DeviceInfo::query(0).ok())
+        .unwrap_or_else(DeviceInfo::h100_sxm)
 }
 
 pub fn check(env: &Env, a: &CheckArgs) -> Result<ExitCode> {
@@ -147,7 +185,11 @@ pub fn check(env: &Env, a: &CheckArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!(rows));
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Compiles every variant, prints the table (unless --json), records, and says if any failed.
@@ -160,8 +202,20 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
     kiln::jit::nvrtc::version()?;
     let dev = device_or_h100();
     let jit = env.jit();
-    let total: usize = env.registry.gemm().iter().filter(|k| only.is_none_or(|v| v == k.name())).map(|k| k.variants(arch).len()).sum::<usize>()
-        + env.registry.attention().iter().filter(|k| only.is_none_or(|v| v == k.name())).map(|k| k.variants(arch).len()).sum::<usize>();
+    let total: usize = env
+        .registry
+        .gemm()
+        .iter()
+        .filter(|k| only.is_none_or(|v| v == k.name()))
+        .map(|k| k.variants(arch).len())
+        .sum::<usize>()
+        + env
+            .registry
+            .attention()
+            .iter()
+            .filter(|k| only.is_none_or(|v| v == k.name()))
+            .map(|k| k.variants(arch).len())
+            .sum::<usize>();
     let pb = bar(total, "check", env.json);
     let started = std::time::Instant::now();
     let rows: Vec<check::CheckRow> = check::check_all(&jit, &env.registry, arch, &dev, only, |r| {
@@ -172,12 +226,31 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
     let wall_ms = started.elapsed().as_secs_f64() * 1e3;
     let run = env.begin("check", None)?;
     for r in &rows {
-        record(&run, ResultRow { op: r.op.clone(), version: r.version.clone(), variant: r.variant.clone(), problem: json!({"arch": arch}), metrics: json!(r), passed: Some(r.ok()) })?;
+        record(
+            &run,
+            ResultRow {
+                op: r.op.clone(),
+                version: r.version.clone(),
+                variant: r.variant.clone(),
+                problem: json!({"arch": arch}),
+                metrics: json!(r),
+                passed: Some(r.ok()),
+            },
+        )?;
     }
     let failed = rows.iter().any(|r| !r.ok());
     finish(&run, if failed { "failed" } else { "ok" })?;
     if !env.json {
-        let mut t = Table::new(&["version", "variant", "regs", "smem B", "stack B", "spills B", "compile ms", "verdict"]);
+        let mut t = Table::new(&[
+            "version",
+            "variant",
+            "regs",
+            "smem B",
+            "stack B",
+            "spills B",
+            "compile ms",
+            "verdict",
+        ]);
         for r in &rows {
             let res = r.resources.clone().unwrap_or_default();
             t.row(&[
@@ -187,14 +260,30 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
                 (res.static_smem + r.dynamic_smem).to_string(),
                 res.stack_frame.to_string(),
                 (res.spill_stores + res.spill_loads).to_string(),
-                format!("{:.0}{}", r.compile_ms, if r.cached { " (cached)" } else { "" }),
-                if r.ok() { "ok".to_string() } else { r.problems.join("; ") },
+                format!(
+                    "{:.0}{}",
+                    r.compile_ms,
+                    if r.cached { " (cached)" } else { "" }
+                ),
+                if r.ok() {
+                    "ok".to_string()
+                } else {
+                    r.problems.join("; ")
+                },
             ]);
         }
         print!("{}", t.render());
-        let mut cold: Vec<f64> = rows.iter().filter(|r| !r.cached && r.resources.is_some()).map(|r| r.compile_ms).collect();
+        let mut cold: Vec<f64> = rows
+            .iter()
+            .filter(|r| !r.cached && r.resources.is_some())
+            .map(|r| r.compile_ms)
+            .collect();
         let cached = rows.iter().filter(|r| r.cached).count();
-        let median = if cold.is_empty() { 0.0 } else { kiln::harness::bench::stats(&mut cold).0 };
+        let median = if cold.is_empty() {
+            0.0
+        } else {
+            kiln::harness::bench::stats(&mut cold).0
+        };
         println!(
             "{} variants for {arch} in {:.1} s: {} compiled (median {:.0} ms), {} from the cache; {} with problems",
             rows.len(),
@@ -209,9 +298,14 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
 }
 
 /// The typed problem from command-line arguments.
-pub(super) fn problem_from(a: &ProblemArgs, default_shape: Option<&str>) -> Result<Option<GemmProblem>> {
+pub(super) fn problem_from(
+    a: &ProblemArgs,
+    default_shape: Option<&str>,
+) -> Result<Option<GemmProblem>> {
     Registry::check_op(&a.op)?;
-    let Some(shape) = a.shape.as_deref().or(default_shape) else { return Ok(None) };
+    let Some(shape) = a.shape.as_deref().or(default_shape) else {
+        return Ok(None);
+    };
     let (m, n, k) = parse_shape(shape)?;
     let input: DType = a.dtype.parse()?;
     let output: DType = match &a.out {
@@ -246,10 +340,19 @@ pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!(outcomes));
     }
-    Ok(if outcomes.iter().all(|o| o.passed) { ExitCode::SUCCESS } else { ExitCode::from(7) })
+    Ok(if outcomes.iter().all(|o| o.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(7)
+    })
 }
 
-fn run_verify(env: &Env, ctx: &Context, ks: &[&dyn GemmKernel], problems: &[GemmProblem]) -> Result<Vec<CheckOutcome>> {
+fn run_verify(
+    env: &Env,
+    ctx: &Context,
+    ks: &[&dyn GemmKernel],
+    problems: &[GemmProblem],
+) -> Result<Vec<CheckOutcome>> {
     let run = env.begin("verify", Some(&ctx.info))?;
     let pb = bar(ks.len() * problems.len(), "verify", env.json);
     let mut store_err = None;
@@ -257,7 +360,12 @@ fn run_verify(env: &Env, ctx: &Context, ks: &[&dyn GemmKernel], problems: &[Gemm
         pb.inc(1);
         pb.set_message(format!("{} {}", o.version, o.problem.label()));
         if !o.passed {
-            pb.println(format!("FAIL {} {}: {}", o.version, o.problem.label(), o.message));
+            pb.println(format!(
+                "FAIL {} {}: {}",
+                o.version,
+                o.problem.label(),
+                o.message
+            ));
         }
         let row = ResultRow {
             op: "gemm".into(),
@@ -284,26 +392,45 @@ fn run_verify(env: &Env, ctx: &Context, ks: &[&dyn GemmKernel], problems: &[Gemm
 }
 
 fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome]) -> Table {
-    let mut t = Table::new(&["version", "passed", "failed", "skipped", "max rel error", "first failure"]);
+    let mut t = Table::new(&[
+        "version",
+        "passed",
+        "failed",
+        "skipped",
+        "max rel error",
+        "first failure",
+    ]);
     for k in ks {
         let mine: Vec<&CheckOutcome> = outcomes.iter().filter(|o| o.version == k.name()).collect();
         let run: Vec<&&CheckOutcome> = mine.iter().filter(|o| o.skipped.is_none()).collect();
         let passed = run.iter().filter(|o| o.passed).count();
         let failed: Vec<&&&CheckOutcome> = run.iter().filter(|o| !o.passed).collect();
-        let max_err = run.iter().map(|o| o.rel_error).filter(|e| e.is_finite()).fold(0.0f64, f64::max);
+        let max_err = run
+            .iter()
+            .map(|o| o.rel_error)
+            .filter(|e| e.is_finite())
+            .fold(0.0f64, f64::max);
         t.row(&[
             k.name().to_string(),
             passed.to_string(),
             failed.len().to_string(),
             (mine.len() - run.len()).to_string(),
             format!("{max_err:.2e}"),
-            failed.first().map(|o| format!("{}: {}", o.problem.label(), o.message)).unwrap_or_default(),
+            failed
+                .first()
+                .map(|o| format!("{}: {}", o.problem.label(), o.message))
+                .unwrap_or_default(),
         ]);
     }
     t
 }
 
-pub(super) fn bench_options(env: &Env, reps: Option<usize>, warmup: Option<usize>, no_flush: bool) -> BenchOptions {
+pub(super) fn bench_options(
+    env: &Env,
+    reps: Option<usize>,
+    warmup: Option<usize>,
+    no_flush: bool,
+) -> BenchOptions {
     let d = BenchOptions::default();
     BenchOptions {
         reps: reps.or(env.config.bench.reps).unwrap_or(d.reps),
@@ -313,25 +440,46 @@ pub(super) fn bench_options(env: &Env, reps: Option<usize>, warmup: Option<usize
 }
 
 pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
-    let problems = match a.set.as_deref() {
-        None => vec![problem_from(&a.problem, Some("4096x4096x4096"))?.expect("a default shape is given")],
-        Some("ladder") => suite::ladder_problems(),
-        Some("targets") => {
-            let layouts: Vec<Layout> = a.layouts.split(',').map(|l| l.trim().parse()).collect::<Result<_>>()?;
-            suite::target_problems(&layouts)
-        }
-        Some(other) => return Err(Error::invalid(format!("unknown shape set `{other}`; use ladder or targets"))),
-    };
+    let problems =
+        match a.set.as_deref() {
+            None => vec![problem_from(&a.problem, Some("4096x4096x4096"))?
+                .expect("a default shape is given")],
+            Some("ladder") => suite::ladder_problems(),
+            Some("targets") => {
+                let layouts: Vec<Layout> = a
+                    .layouts
+                    .split(',')
+                    .map(|l| l.trim().parse())
+                    .collect::<Result<_>>()?;
+                suite::target_problems(&layouts)
+            }
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "unknown shape set `{other}`; use ladder or targets"
+                )))
+            }
+        };
     let ctx = env.context()?;
     let ks: Vec<&dyn GemmKernel> = if a.all {
-        env.registry.gemm().iter().filter(|k| !k.is_vendor()).map(|k| k.as_ref()).collect()
+        env.registry
+            .gemm()
+            .iter()
+            .filter(|k| !k.is_vendor())
+            .map(|k| k.as_ref())
+            .collect()
     } else if a.versions.is_empty() {
-        vec![env.registry.select_gemm(&problems[0], &ctx.info, env.config.version_for("gemm"))?]
+        vec![env
+            .registry
+            .select_gemm(&problems[0], &ctx.info, env.config.version_for("gemm"))?]
     } else {
         let ks = kernels(env, &a.versions)?;
         if a.set.is_none() {
             for k in &ks {
-                k.supports(&problems[0], &ctx.info).map_err(|reason| Error::Unsupported { kernel: k.name().into(), reason })?;
+                k.supports(&problems[0], &ctx.info)
+                    .map_err(|reason| Error::Unsupported {
+                        kernel: k.name().into(),
+                        reason,
+                    })?;
             }
         }
         ks
@@ -346,21 +494,38 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         for k in &ks {
             if let Some((g, min, n)) = suite::ratio_summary(&rows, k.name()) {
                 // On stderr under --json, so stdout stays one JSON value.
-                let line = format!("{}: geometric mean {:.3}x the vendor over {n} problems, lowest {:.3}x", k.name(), g, min);
-                if env.json { eprintln!("{line}") } else { println!("{line}") }
+                let line = format!(
+                    "{}: geometric mean {:.3}x the vendor over {n} problems, lowest {:.3}x",
+                    k.name(),
+                    g,
+                    min
+                );
+                if env.json {
+                    eprintln!("{line}")
+                } else {
+                    println!("{line}")
+                }
             }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_bench(env: &Env, ctx: &Context, ks: &[&dyn GemmKernel], vendor: &dyn GemmKernel, problems: &[GemmProblem], opt: &BenchOptions) -> Result<Vec<suite::BenchRow>> {
+fn run_bench(
+    env: &Env,
+    ctx: &Context,
+    ks: &[&dyn GemmKernel],
+    vendor: &dyn GemmKernel,
+    problems: &[GemmProblem],
+    opt: &BenchOptions,
+) -> Result<Vec<suite::BenchRow>> {
     let run = env.begin("bench", Some(&ctx.info))?;
     let pb = bar(problems.len(), "bench", env.json);
     let mut store_err = None;
     let rows = suite::bench_all(ctx, ks, Some(vendor), problems, opt, |row| {
         pb.inc(1);
-        let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> = row.versions.iter().map(|(t, r)| (t, *r)).collect();
+        let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
+            row.versions.iter().map(|(t, r)| (t, *r)).collect();
         if let Some(v) = &row.vendor {
             all.push((v, Some(1.0)));
         }
@@ -384,7 +549,10 @@ fn run_bench(env: &Env, ctx: &Context, ks: &[&dyn GemmKernel], vendor: &dyn Gemm
     }
     finish(&run, "ok")?;
     if !env.json {
-        print!("{}", bench_table(&rows, latest_peak(env, &ctx.info.name).as_ref()).render());
+        print!(
+            "{}",
+            bench_table(&rows, latest_peak(env, &ctx.info.name).as_ref()).render()
+        );
     }
     Ok(rows)
 }
@@ -399,14 +567,26 @@ fn latest_peak(env: &Env, device_name: &str) -> Option<peak::Peak> {
         None => Store::open_default().ok()?,
     };
     let rows = store.results(Some("peak"), None, 50).ok()?;
-    let r = rows.into_iter().find(|r| r.device.as_deref() == Some(device_name))?;
+    let r = rows
+        .into_iter()
+        .find(|r| r.device.as_deref() == Some(device_name))?;
     serde_json::from_value(r.metrics).ok()
 }
 
 fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
-    let mut t = Table::new(&["problem", "version", "median ms", "min ms", "max ms", "TFLOPS", "x vendor", "of peak"]);
+    let mut t = Table::new(&[
+        "problem",
+        "version",
+        "median ms",
+        "min ms",
+        "max ms",
+        "TFLOPS",
+        "x vendor",
+        "of peak",
+    ]);
     for row in rows {
-        let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> = row.versions.iter().map(|(t, r)| (t, *r)).collect();
+        let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
+            row.versions.iter().map(|(t, r)| (t, *r)).collect();
         if let Some(v) = &row.vendor {
             all.push((v, Some(1.0)));
         }
@@ -418,12 +598,30 @@ fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
                 format!("{:.4}", tm.min_ms),
                 format!("{:.4}", tm.max_ms),
                 format!("{:.1}", tm.tflops),
-                ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into()),
-                peak.map(|pk| format!("{:.0}% gemm, {:.0}% bw", 100.0 * tm.tflops / pk.gemm_bf16_tflops, 100.0 * tm.gbps / 1e3 / pk.copy_tbps)).unwrap_or_else(|| "run `kiln peak`".into()),
+                ratio
+                    .map(|r| format!("{r:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                peak.map(|pk| {
+                    format!(
+                        "{:.0}% gemm, {:.0}% bw",
+                        100.0 * tm.tflops / pk.gemm_bf16_tflops,
+                        100.0 * tm.gbps / 1e3 / pk.copy_tbps
+                    )
+                })
+                .unwrap_or_else(|| "run `kiln peak`".into()),
             ]);
         }
         for (v, why) in &row.skipped {
-            t.row(&[row.problem.label(), v.clone(), "-".into(), "-".into(), "-".into(), "-".into(), format!("skipped: {why}"), String::new()]);
+            t.row(&[
+                row.problem.label(),
+                v.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                format!("skipped: {why}"),
+                String::new(),
+            ]);
         }
     }
     t
@@ -432,7 +630,13 @@ fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
 pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     let verify_suite: shapes::Suite = a.verify.parse()?;
     // Section headers and the summary go to stderr under --json, so stdout stays one JSON value.
-    let say = |s: &str| if env.json { eprintln!("{s}") } else { println!("{s}") };
+    let say = |s: &str| {
+        if env.json {
+            eprintln!("{s}")
+        } else {
+            println!("{s}")
+        }
+    };
     say("== compile check (sm_90a) ==");
     let (check_rows, check_failed) = run_check(env, "sm_90a", None)?;
     let ctx = match env.context() {
@@ -444,7 +648,11 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
             say("(the compile check and the CPU references ran; verify and bench need a GPU)");
             let v = json!({"kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "gpu": null, "gpu_skipped": why});
             emit(env, a, &v)?;
-            return Ok(if check_failed { ExitCode::from(1) } else { ExitCode::SUCCESS });
+            return Ok(if check_failed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            });
         }
         Err(e) => return Err(e),
     };
@@ -455,13 +663,24 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     say("\n== bench (ratio to the vendor measured in the same run) ==");
     let vendor = env.registry.gemm_version("cublas")?;
     let ours: Vec<&dyn GemmKernel> = ks.iter().copied().filter(|k| !k.is_vendor()).collect();
-    let rows = run_bench(env, &ctx, &ours, vendor, &suite::ladder_problems(), &bench_options(env, None, None, false))?;
+    let rows = run_bench(
+        env,
+        &ctx,
+        &ours,
+        vendor,
+        &suite::ladder_problems(),
+        &bench_options(env, None, None, false),
+    )?;
     say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
     say(ladder_table(&ks, &outcomes, &rows).render().trim_end());
     let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "verify": outcomes, "bench": rows});
     emit(env, a, &v)?;
     let ok = !check_failed && outcomes.iter().all(|o| o.passed);
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(7) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(7)
+    })
 }
 
 /// Prints the suite's JSON under --json and writes it to --save.
@@ -474,24 +693,49 @@ fn emit(env: &Env, a: &SuiteArgs, v: &serde_json::Value) -> Result<()> {
 
 fn save(a: &SuiteArgs, v: &serde_json::Value) -> Result<()> {
     if let Some(path) = &a.save {
-        std::fs::write(path, serde_json::to_string_pretty(v).unwrap_or_default()).map_err(|source| Error::Io { what: "writing the suite results", path: path.clone(), source })?;
+        std::fs::write(path, serde_json::to_string_pretty(v).unwrap_or_default()).map_err(
+            |source| Error::Io {
+                what: "writing the suite results",
+                path: path.clone(),
+                source,
+            },
+        )?;
     }
     Ok(())
 }
 
 /// One row per version: verification counts, then TFLOPS (and ratio) per ladder problem.
-fn ladder_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome], rows: &[suite::BenchRow]) -> Table {
+fn ladder_table(
+    ks: &[&dyn GemmKernel],
+    outcomes: &[CheckOutcome],
+    rows: &[suite::BenchRow],
+) -> Table {
     let mut header = vec!["version".to_string(), "verified".to_string()];
     header.extend(rows.iter().map(|r| r.problem.label()));
     let mut t = Table::new(&header);
     for k in ks {
-        let mine: Vec<&CheckOutcome> = outcomes.iter().filter(|o| o.version == k.name() && o.skipped.is_none()).collect();
-        let mut cells = vec![k.name().to_string(), format!("{}/{}", mine.iter().filter(|o| o.passed).count(), mine.len())];
+        let mine: Vec<&CheckOutcome> = outcomes
+            .iter()
+            .filter(|o| o.version == k.name() && o.skipped.is_none())
+            .collect();
+        let mut cells = vec![
+            k.name().to_string(),
+            format!(
+                "{}/{}",
+                mine.iter().filter(|o| o.passed).count(),
+                mine.len()
+            ),
+        ];
         for r in rows {
             let cell = if k.is_vendor() {
                 r.vendor.as_ref().map(|v| format!("{:.1}", v.tflops))
             } else {
-                r.versions.iter().find(|(tm, _)| tm.version == k.name()).map(|(tm, ratio)| format!("{:.1} ({:.2}x)", tm.tflops, ratio.unwrap_or(f64::NAN)))
+                r.versions
+                    .iter()
+                    .find(|(tm, _)| tm.version == k.name())
+                    .map(|(tm, ratio)| {
+                        format!("{:.1} ({:.2}x)", tm.tflops, ratio.unwrap_or(f64::NAN))
+                    })
             };
             cells.push(cell.unwrap_or_else(|| "-".into()));
         }
@@ -505,8 +749,16 @@ pub fn cache(env: &Env, a: &CacheArgs) -> Result<ExitCode> {
     let dc = jit.cache.expect("the default JIT has a cache");
     match a.action.as_str() {
         "path" => println!("{}", dc.root.display()),
-        "clear" => println!("removed {} cached kernels from {}", dc.clear()?, dc.root.display()),
-        other => return Err(Error::invalid(format!("unknown cache action `{other}`; use `path` or `clear`"))),
+        "clear" => println!(
+            "removed {} cached kernels from {}",
+            dc.clear()?,
+            dc.root.display()
+        ),
+        other => {
+            return Err(Error::invalid(format!(
+                "unknown cache action `{other}`; use `path` or `clear`"
+            )))
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -521,7 +773,9 @@ pub fn results(env: &Env, a: &ResultsArgs) -> Result<ExitCode> {
         env.print_json(&json!(rows));
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = Table::new(&["run", "started", "kind", "device", "commit", "version", "problem", "passed", "metrics"]);
+    let mut t = Table::new(&[
+        "run", "started", "kind", "device", "commit", "version", "problem", "passed", "metrics",
+    ]);
     for r in rows {
         t.row(&[
             r.run_id.to_string(),

@@ -150,7 +150,10 @@ impl Context {
             }
             if start.elapsed() >= limit {
                 self.hung.set(true);
-                return Err(Error::Hang { what: what.to_string(), limit_ms: limit.as_millis() as u64 });
+                return Err(Error::Hang {
+                    what: what.to_string(),
+                    limit_ms: limit.as_millis() as u64,
+                });
             }
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(5));

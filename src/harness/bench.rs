@@ -19,7 +19,11 @@ pub struct BenchOptions {
 
 impl Default for BenchOptions {
     fn default() -> Self {
-        BenchOptions { warmup: 5, reps: 30, flush_l2: true }
+        BenchOptions {
+            warmup: 5,
+            reps: 30,
+            flush_l2: true,
+        }
     }
 }
 
@@ -40,7 +44,11 @@ pub struct Timing {
 pub fn stats(times: &mut [f64]) -> (f64, f64, f64) {
     times.sort_by(|a, b| a.total_cmp(b));
     let n = times.len();
-    let median = if n % 2 == 1 { times[n / 2] } else { 0.5 * (times[n / 2 - 1] + times[n / 2]) };
+    let median = if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        0.5 * (times[n / 2 - 1] + times[n / 2])
+    };
     (median, times[0], times[n - 1])
 }
 
@@ -61,7 +69,11 @@ impl BenchBuffers {
     }
 
     pub fn operands(&self) -> GemmOperands<'_> {
-        GemmOperands { a: &self.a, b: &self.b, c: &self.c }
+        GemmOperands {
+            a: &self.a,
+            b: &self.b,
+            c: &self.c,
+        }
     }
 }
 
@@ -72,7 +84,9 @@ pub struct L2Flusher {
 
 impl L2Flusher {
     pub fn new(ctx: &Context) -> Result<L2Flusher> {
-        Ok(L2Flusher { buf: DeviceBuffer::new((ctx.info.l2_bytes as usize * 2).max(64 << 20))? })
+        Ok(L2Flusher {
+            buf: DeviceBuffer::new((ctx.info.l2_bytes as usize * 2).max(64 << 20))?,
+        })
     }
     pub fn flush(&self, ctx: &Context) -> Result<()> {
         self.buf.fill_bytes(0, ctx)
@@ -80,7 +94,14 @@ impl L2Flusher {
 }
 
 /// Times `kernel` on `p` with the given buffers.
-pub fn time_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem, bufs: &BenchBuffers, flusher: &L2Flusher, opt: &BenchOptions) -> Result<Timing> {
+pub fn time_gemm(
+    ctx: &Context,
+    kernel: &dyn GemmKernel,
+    p: &GemmProblem,
+    bufs: &BenchBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+) -> Result<Timing> {
     let ops = bufs.operands();
     // The first launch is timed on its own: a version far behind (the naive rung at 8192^3) gets
     // fewer repetitions instead of holding the run for minutes.
@@ -89,12 +110,18 @@ pub fn time_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem, bufs: 
     kernel.launch(ctx, p, &ops)?;
     e0.record(ctx)?;
     let first_ms = s0.elapsed_ms(&e0)? as f64;
-    let (warmup, reps) = if first_ms > 100.0 { (0, opt.reps.min(5)) } else { (opt.warmup, opt.reps) };
+    let (warmup, reps) = if first_ms > 100.0 {
+        (0, opt.reps.min(5))
+    } else {
+        (opt.warmup, opt.reps)
+    };
     for _ in 0..warmup {
         kernel.launch(ctx, p, &ops)?;
     }
     ctx.synchronize()?;
-    let events: Vec<_> = (0..reps.max(1)).map(|_| Ok((ctx.event()?, ctx.event()?))).collect::<Result<_>>()?;
+    let events: Vec<_> = (0..reps.max(1))
+        .map(|_| Ok((ctx.event()?, ctx.event()?)))
+        .collect::<Result<_>>()?;
     for (start, end) in &events {
         if opt.flush_l2 {
             flusher.flush(ctx)?;
@@ -103,7 +130,10 @@ pub fn time_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem, bufs: 
         kernel.launch(ctx, p, &ops)?;
         end.record(ctx)?;
     }
-    let mut times: Vec<f64> = events.iter().map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64)).collect::<Result<_>>()?;
+    let mut times: Vec<f64> = events
+        .iter()
+        .map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64))
+        .collect::<Result<_>>()?;
     let (median, min, max) = stats(&mut times);
     Ok(Timing {
         version: kernel.name().into(),

@@ -75,21 +75,33 @@ pub fn check_all(
         .gemm()
         .iter()
         .filter(|k| only.is_none_or(|v| v == k.name()))
-        .flat_map(|k| k.variants(arch).into_iter().map(move |s| ("gemm", k.name(), s)))
+        .flat_map(|k| {
+            k.variants(arch)
+                .into_iter()
+                .map(move |s| ("gemm", k.name(), s))
+        })
         .collect();
     work.extend(
         registry
             .attention()
             .iter()
             .filter(|k| only.is_none_or(|v| v == k.name()))
-            .flat_map(|k| k.variants(arch).into_iter().map(move |s| ("attention", k.name(), s))),
+            .flat_map(|k| {
+                k.variants(arch)
+                    .into_iter()
+                    .map(move |s| ("attention", k.name(), s))
+            }),
     );
     work.extend(
         registry
             .moe()
             .iter()
             .filter(|k| only.is_none_or(|v| v == k.name()))
-            .flat_map(|k| k.variants(arch).into_iter().map(move |s| ("moe", k.name(), s))),
+            .flat_map(|k| {
+                k.variants(arch)
+                    .into_iter()
+                    .map(move |s| ("moe", k.name(), s))
+            }),
     );
     let progress = std::sync::Mutex::new(progress);
     work.par_iter()

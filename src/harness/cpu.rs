@@ -9,14 +9,34 @@ use crate::ops::gemm::GemmProblem;
 use crate::reference::{data::HostData, gemm::gemm_rows};
 
 /// The straightforward definition, element by element, for cross-checking the reference.
-fn triple_loop(p: &GemmProblem, a: &[f64], b: &[f64], c: Option<&[f64]>, m: usize, n: usize) -> f64 {
+fn triple_loop(
+    p: &GemmProblem,
+    a: &[f64],
+    b: &[f64],
+    c: Option<&[f64]>,
+    m: usize,
+    n: usize,
+) -> f64 {
     let mut acc = 0.0;
     for k in 0..p.k {
-        let av = if p.layout.a_row_major() { a[m * p.lda + k] } else { a[k * p.lda + m] };
-        let bv = if p.layout.b_row_major() { b[k * p.ldb + n] } else { b[n * p.ldb + k] };
+        let av = if p.layout.a_row_major() {
+            a[m * p.lda + k]
+        } else {
+            a[k * p.lda + m]
+        };
+        let bv = if p.layout.b_row_major() {
+            b[k * p.ldb + n]
+        } else {
+            b[n * p.ldb + k]
+        };
         acc += av * bv;
     }
-    p.alpha as f64 * acc + if p.beta != 0.0 { p.beta as f64 * c.map(|c| c[m * p.ldc + n]).unwrap_or(0.0) } else { 0.0 }
+    p.alpha as f64 * acc
+        + if p.beta != 0.0 {
+            p.beta as f64 * c.map(|c| c[m * p.ldc + n]).unwrap_or(0.0)
+        } else {
+            0.0
+        }
 }
 
 /// Runs the reference over the quick suite, cross-checks sampled elements, returns a summary.
@@ -35,7 +55,10 @@ pub fn reference_selftest() -> Result<String> {
         for &(m, n) in &[(0, 0), (p.m - 1, p.n - 1), (p.m / 2, p.n / 3)] {
             let want = triple_loop(p, &a, &b, c.as_deref(), m, n);
             if (r[m][n] - want).abs() > 1e-9 * (1.0 + want.abs()) {
-                return Err(Error::Verification(format!("the float64 reference disagrees with the triple loop on {} at ({m},{n})", p.label())));
+                return Err(Error::Verification(format!(
+                    "the float64 reference disagrees with the triple loop on {} at ({m},{n})",
+                    p.label()
+                )));
             }
         }
     }

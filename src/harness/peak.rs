@@ -26,7 +26,10 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
         let (s, e) = (ctx.event()?, ctx.event()?);
         s.record(ctx)?;
         // SAFETY: both buffers hold `bytes` bytes and belong to this context.
-        unsafe { cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream) }.map_err(|e| Error::cuda("device copy", format!("{e:?}")))?;
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream)
+        }
+        .map_err(|e| Error::cuda("device copy", format!("{e:?}")))?;
         e.record(ctx)?;
         let t = s.elapsed_ms(&e)? as f64;
         if i >= 3 {
@@ -38,6 +41,20 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
     let p = GemmProblem::new(8192, 8192, 8192, Layout::RC, DType::Bf16, DType::Bf16);
     let bufs = BenchBuffers::random(&p, 11)?;
     let flusher = L2Flusher::new(ctx)?;
-    let t = time_gemm(ctx, vendor, &p, &bufs, &flusher, &BenchOptions { warmup: 3, reps: 15, flush_l2: true })?;
-    Ok(Peak { copy_tbps, gemm_bf16_tflops: t.tflops })
+    let t = time_gemm(
+        ctx,
+        vendor,
+        &p,
+        &bufs,
+        &flusher,
+        &BenchOptions {
+            warmup: 3,
+            reps: 15,
+            flush_l2: true,
+        },
+    )?;
+    Ok(Peak {
+        copy_tbps,
+        gemm_bf16_tflops: t.tflops,
+    })
 }

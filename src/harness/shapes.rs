@@ -26,7 +26,9 @@ impl std::str::FromStr for Suite {
         match s {
             "quick" => Ok(Suite::Quick),
             "full" => Ok(Suite::Full),
-            _ => Err(crate::Error::invalid(format!("unknown suite `{s}`; use quick or full"))),
+            _ => Err(crate::Error::invalid(format!(
+                "unknown suite `{s}`; use quick or full"
+            ))),
         }
     }
 }
@@ -38,7 +40,12 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
     match suite {
         Suite::Quick => {
             for l in Layout::ALL {
-                for &(m, n, k) in &[(1, 1, 1), (129, 127, 67), (128, 256, 1024), (257, 263, 4099)] {
+                for &(m, n, k) in &[
+                    (1, 1, 1),
+                    (129, 127, 67),
+                    (128, 256, 1024),
+                    (257, 263, 4099),
+                ] {
                     v.push(bf(m, n, k, l));
                 }
                 for &(m, n, k) in &[(1, 1, 1), (129, 127, 67), (257, 263, 4099)] {
@@ -56,7 +63,11 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                 for &m in &EDGES {
                     for &n in &EDGES {
                         // 4097 x 4097 with a long K is slow on the naive rung; keep K moderate there.
-                        let k = if m == 4097 && n == 4097 { 251 } else { ODD_K[ki % ODD_K.len()] };
+                        let k = if m == 4097 && n == 4097 {
+                            251
+                        } else {
+                            ODD_K[ki % ODD_K.len()]
+                        };
                         ki += 1;
                         v.push(bf(m, n, k, l));
                     }
@@ -66,12 +77,22 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                 let mut ki = 0;
                 for &m in &EDGES {
                     for &n in &EDGES {
-                        let k = if m == 4097 && n == 4097 { 264 } else { ALIGNED_K[ki % ALIGNED_K.len()] };
+                        let k = if m == 4097 && n == 4097 {
+                            264
+                        } else {
+                            ALIGNED_K[ki % ALIGNED_K.len()]
+                        };
                         ki += 1;
                         v.push(padded(bf(m, n, k, l)));
                     }
                 }
-                for &(m, n, k) in &[(1024, 1024, 1024), (8192, 16, 1024), (16, 8192, 1024), (2053, 1031, 509), (256, 256, 65)] {
+                for &(m, n, k) in &[
+                    (1024, 1024, 1024),
+                    (8192, 16, 1024),
+                    (16, 8192, 1024),
+                    (2053, 1031, 509),
+                    (256, 256, 65),
+                ] {
                     v.push(bf(m, n, k, l));
                 }
                 for (i, o) in dtype_pairs() {
@@ -106,7 +127,10 @@ pub fn padded(mut p: GemmProblem) -> GemmProblem {
 
 /// Every (input, output) dtype pair kiln supports.
 pub fn dtype_pairs() -> Vec<(DType, DType)> {
-    DType::INPUTS.iter().flat_map(|&i| DType::OUTPUTS.iter().map(move |&o| (i, o))).collect()
+    DType::INPUTS
+        .iter()
+        .flat_map(|&i| DType::OUTPUTS.iter().map(move |&o| (i, o)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -129,7 +153,11 @@ mod tests {
         assert!(full.iter().any(|p| p.beta != 0.0 && p.ldc > p.n));
         // Boundary M/N with aligned rows exist for every layout, so the TMA rungs meet them.
         for l in Layout::ALL {
-            assert!(full.iter().any(|p| p.layout == l && p.m == 127 && p.lda % 8 == 0 && p.ldb % 8 == 0 && p.ldc % 8 == 0));
+            assert!(full.iter().any(|p| p.layout == l
+                && p.m == 127
+                && p.lda % 8 == 0
+                && p.ldb % 8 == 0
+                && p.ldc % 8 == 0));
         }
     }
 }

@@ -10,7 +10,12 @@ use crate::error::{Error, Result};
 use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 
 /// Verifies each of `kernels` on each of `problems`.
-pub fn verify_all(ctx: &Context, kernels: &[&dyn GemmKernel], problems: &[GemmProblem], mut on_result: impl FnMut(&CheckOutcome)) -> Result<Vec<CheckOutcome>> {
+pub fn verify_all(
+    ctx: &Context,
+    kernels: &[&dyn GemmKernel],
+    problems: &[GemmProblem],
+    mut on_result: impl FnMut(&CheckOutcome),
+) -> Result<Vec<CheckOutcome>> {
     let mut out = Vec::new();
     for k in kernels {
         for p in problems {
@@ -59,17 +64,31 @@ pub struct BenchRow {
 }
 
 /// Times each of `kernels` and the vendor on each problem, with the same inputs.
-pub fn bench_all(ctx: &Context, kernels: &[&dyn GemmKernel], vendor: Option<&dyn GemmKernel>, problems: &[GemmProblem], opt: &BenchOptions, mut on_row: impl FnMut(&BenchRow)) -> Result<Vec<BenchRow>> {
+pub fn bench_all(
+    ctx: &Context,
+    kernels: &[&dyn GemmKernel],
+    vendor: Option<&dyn GemmKernel>,
+    problems: &[GemmProblem],
+    opt: &BenchOptions,
+    mut on_row: impl FnMut(&BenchRow),
+) -> Result<Vec<BenchRow>> {
     let flusher = L2Flusher::new(ctx)?;
     let mut rows = Vec::new();
     for p in problems {
         p.validate()?;
         let bufs = BenchBuffers::random(p, fresh_seed())?;
         let vendor_t = match vendor {
-            Some(v) if v.supports(p, &ctx.info).is_ok() => Some(time_gemm(ctx, v, p, &bufs, &flusher, opt)?),
+            Some(v) if v.supports(p, &ctx.info).is_ok() => {
+                Some(time_gemm(ctx, v, p, &bufs, &flusher, opt)?)
+            }
             _ => None,
         };
-        let mut row = BenchRow { problem: *p, vendor: vendor_t.clone(), versions: Vec::new(), skipped: Vec::new() };
+        let mut row = BenchRow {
+            problem: *p,
+            vendor: vendor_t.clone(),
+            versions: Vec::new(),
+            skipped: Vec::new(),
+        };
         for k in kernels {
             if let Err(r) = k.supports(p, &ctx.info) {
                 row.skipped.push((k.name().into(), r));
@@ -80,7 +99,9 @@ pub fn bench_all(ctx: &Context, kernels: &[&dyn GemmKernel], vendor: Option<&dyn
                     let ratio = vendor_t.as_ref().map(|v| v.median_ms / t.median_ms);
                     row.versions.push((t, ratio));
                 }
-                Err(Error::Unsupported { reason, .. }) => row.skipped.push((k.name().into(), reason)),
+                Err(Error::Unsupported { reason, .. }) => {
+                    row.skipped.push((k.name().into(), reason))
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -94,13 +115,41 @@ pub fn bench_all(ctx: &Context, kernels: &[&dyn GemmKernel], vendor: Option<&dyn
 pub fn ladder_problems() -> Vec<GemmProblem> {
     let mut v = Vec::new();
     for s in [4096, 8192] {
-        v.push(GemmProblem::new(s, s, s, Layout::RC, DType::Bf16, DType::Bf16));
+        v.push(GemmProblem::new(
+            s,
+            s,
+            s,
+            Layout::RC,
+            DType::Bf16,
+            DType::Bf16,
+        ));
     }
-    v.push(GemmProblem::new(4000, 4000, 4000, Layout::RC, DType::Bf16, DType::Bf16));
+    v.push(GemmProblem::new(
+        4000,
+        4000,
+        4000,
+        Layout::RC,
+        DType::Bf16,
+        DType::Bf16,
+    ));
     for l in [Layout::CR, Layout::RR, Layout::CC] {
-        v.push(GemmProblem::new(4096, 4096, 4096, l, DType::Bf16, DType::Bf16));
+        v.push(GemmProblem::new(
+            4096,
+            4096,
+            4096,
+            l,
+            DType::Bf16,
+            DType::Bf16,
+        ));
     }
-    v.push(GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::F16, DType::F32));
+    v.push(GemmProblem::new(
+        4096,
+        4096,
+        4096,
+        Layout::RC,
+        DType::F16,
+        DType::F32,
+    ));
     v
 }
 
@@ -108,7 +157,10 @@ pub fn ladder_problems() -> Vec<GemmProblem> {
 /// M in {128, 512, 2048, 8192} and (N, K) in {(4096, 4096), (14336, 4096), (4096, 14336),
 /// (128256, 4096)}, odd shapes 4000^3 and 4096x4096x4088; bf16 in and out, in `layouts`.
 pub fn target_problems(layouts: &[Layout]) -> Vec<GemmProblem> {
-    let mut shapes: Vec<(usize, usize, usize)> = [512, 1024, 2048, 4096, 8192, 16384].iter().map(|&s| (s, s, s)).collect();
+    let mut shapes: Vec<(usize, usize, usize)> = [512, 1024, 2048, 4096, 8192, 16384]
+        .iter()
+        .map(|&s| (s, s, s))
+        .collect();
     for m in [128, 512, 2048, 8192] {
         for (n, k) in [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)] {
             shapes.push((m, n, k));
@@ -117,7 +169,11 @@ pub fn target_problems(layouts: &[Layout]) -> Vec<GemmProblem> {
     shapes.extend([(4000, 4000, 4000), (4096, 4096, 4088)]);
     layouts
         .iter()
-        .flat_map(|&l| shapes.iter().map(move |&(m, n, k)| GemmProblem::new(m, n, k, l, DType::Bf16, DType::Bf16)))
+        .flat_map(|&l| {
+            shapes
+                .iter()
+                .map(move |&(m, n, k)| GemmProblem::new(m, n, k, l, DType::Bf16, DType::Bf16))
+        })
         .collect()
 }
 
@@ -125,12 +181,21 @@ pub fn target_problems(layouts: &[Layout]) -> Vec<GemmProblem> {
 pub fn ratio_summary(rows: &[BenchRow], version: &str) -> Option<(f64, f64, usize)> {
     let ratios: Vec<f64> = rows
         .iter()
-        .filter_map(|r| r.versions.iter().find(|(t, _)| t.version == version).and_then(|(_, ratio)| *ratio))
+        .filter_map(|r| {
+            r.versions
+                .iter()
+                .find(|(t, _)| t.version == version)
+                .and_then(|(_, ratio)| *ratio)
+        })
         .collect();
     if ratios.is_empty() {
         return None;
     }
-    Some((geomean(&ratios), ratios.iter().cloned().fold(f64::INFINITY, f64::min), ratios.len()))
+    Some((
+        geomean(&ratios),
+        ratios.iter().cloned().fold(f64::INFINITY, f64::min),
+        ratios.len(),
+    ))
 }
 
 /// Geometric mean of positive values.

@@ -44,7 +44,10 @@ pub struct CheckOutcome {
 /// A fresh seed per check: inputs are never reused across checks or runs.
 pub fn fresh_seed() -> u64 {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     t ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -53,7 +56,10 @@ pub fn rows_to_check(p: &GemmProblem, seed: u64) -> Vec<usize> {
     if p.m as f64 * p.n as f64 * p.k as f64 <= FULL_REFERENCE_LIMIT {
         return (0..p.m).collect();
     }
-    let mut rows: Vec<usize> = [0, 1, 63, 64, 127, 128, 129, 255, 256].into_iter().filter(|&r| r < p.m).collect();
+    let mut rows: Vec<usize> = [0, 1, 63, 64, 127, 128, 129, 255, 256]
+        .into_iter()
+        .filter(|&r| r < p.m)
+        .collect();
     rows.extend([p.m - 1, p.m.saturating_sub(2), p.m / 2]);
     let mut x = seed | 1;
     while rows.len() < SAMPLED_ROWS.min(p.m) {
@@ -70,7 +76,11 @@ pub fn rows_to_check(p: &GemmProblem, seed: u64) -> Vec<usize> {
 }
 
 /// Verifies `kernel` on `p` once, with fresh inputs.
-pub fn verify_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem) -> Result<CheckOutcome> {
+pub fn verify_gemm(
+    ctx: &Context,
+    kernel: &dyn GemmKernel,
+    p: &GemmProblem,
+) -> Result<CheckOutcome> {
     p.validate()?;
     let seed = fresh_seed();
     let mut out = CheckOutcome {
@@ -100,8 +110,16 @@ pub fn verify_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem) -> R
         c_host = merge_in_range(p, &c_host, &r);
         c_host.clone()
     });
-    let (da, db, dc) = (DeviceBuffer::from_host(a.bytes())?, DeviceBuffer::from_host(b.bytes())?, DeviceBuffer::from_host(c_host.bytes())?);
-    let ops = GemmOperands { a: &da, b: &db, c: &dc };
+    let (da, db, dc) = (
+        DeviceBuffer::from_host(a.bytes())?,
+        DeviceBuffer::from_host(b.bytes())?,
+        DeviceBuffer::from_host(c_host.bytes())?,
+    );
+    let ops = GemmOperands {
+        a: &da,
+        b: &db,
+        c: &dc,
+    };
     match kernel.launch(ctx, p, &ops) {
         Ok(()) => {}
         Err(Error::Unsupported { reason, .. }) => {
@@ -111,7 +129,10 @@ pub fn verify_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem) -> R
         }
         Err(e) => return Err(e),
     }
-    ctx.synchronize_within(std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11), &format!("{} on {}", kernel.name(), p.label()))?;
+    ctx.synchronize_within(
+        std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
+        &format!("{} on {}", kernel.name(), p.label()),
+    )?;
     let got = HostData::from_bytes(p.output, &dc.download::<u8>(p.c_elems() * p.output.size())?);
 
     // Coverage: every in-range element written (no NaN left), nothing outside C touched.
@@ -141,16 +162,30 @@ pub fn verify_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem) -> R
         }
     }
     out.rows_checked = rows.len();
-    out.rel_error = if ref2 > 0.0 { (diff2 / ref2).sqrt() } else { diff2.sqrt() };
-    out.passed = out.nan_or_unwritten == 0 && out.written_outside == 0 && out.rel_error <= out.bound;
+    out.rel_error = if ref2 > 0.0 {
+        (diff2 / ref2).sqrt()
+    } else {
+        diff2.sqrt()
+    };
+    out.passed =
+        out.nan_or_unwritten == 0 && out.written_outside == 0 && out.rel_error <= out.bound;
     out.message = if out.passed {
         "ok".into()
     } else if out.nan_or_unwritten > 0 {
-        format!("{} output elements are NaN or were never written", out.nan_or_unwritten)
+        format!(
+            "{} output elements are NaN or were never written",
+            out.nan_or_unwritten
+        )
     } else if out.written_outside > 0 {
-        format!("{} elements outside C (in the ldc padding) were overwritten", out.written_outside)
+        format!(
+            "{} elements outside C (in the ldc padding) were overwritten",
+            out.written_outside
+        )
     } else {
-        format!("relative error {:.2e} exceeds the {} bound {:.0e}", out.rel_error, p.output, out.bound)
+        format!(
+            "relative error {:.2e} exceeds the {} bound {:.0e}",
+            out.rel_error, p.output, out.bound
+        )
     };
     Ok(out)
 }

@@ -47,10 +47,7 @@ pub static FILES: &[(&str, &str)] = &[
         "common/tma_3d.cuh",
         include_str!("../../kernels/common/tma_3d.cuh"),
     ),
-    (
-        "moe/sched.cuh",
-        include_str!("../../kernels/moe/sched.cuh"),
-    ),
+    ("moe/sched.cuh", include_str!("../../kernels/moe/sched.cuh")),
     (
         "moe/epilogue.cuh",
         include_str!("../../kernels/moe/epilogue.cuh"),

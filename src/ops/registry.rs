@@ -38,8 +38,15 @@ impl Default for Registry {
             Box::new(attention::fa3_wgmma::Fa3Wgmma),
         ];
         attention.sort_by_key(|k| k.rung());
-        let moe: Vec<Box<dyn MoeKernel>> = vec![Box::new(moe::grouped_gemm::GroupedGemm), Box::new(moe::swiglu_dual::SwiGluDual)];
-        Registry { gemm, attention, moe }
+        let moe: Vec<Box<dyn MoeKernel>> = vec![
+            Box::new(moe::grouped_gemm::GroupedGemm),
+            Box::new(moe::swiglu_dual::SwiGluDual),
+        ];
+        Registry {
+            gemm,
+            attention,
+            moe,
+        }
     }
 }
 
@@ -56,11 +63,20 @@ impl Registry {
 
     /// The MoE version named `name`.
     pub fn moe_version(&self, name: &str) -> Result<&dyn MoeKernel> {
-        self.moe.iter().find(|k| k.name() == name).map(|b| b.as_ref()).ok_or_else(|| Error::Unknown {
-            what: "moe version",
-            name: name.into(),
-            known: self.moe.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
-        })
+        self.moe
+            .iter()
+            .find(|k| k.name() == name)
+            .map(|b| b.as_ref())
+            .ok_or_else(|| Error::Unknown {
+                what: "moe version",
+                name: name.into(),
+                known: self
+                    .moe
+                    .iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     }
 
     /// Attention versions, slowest rung first.
@@ -76,7 +92,12 @@ impl Registry {
             .ok_or_else(|| Error::Unknown {
                 what: "attention version",
                 name: name.into(),
-                known: self.attention.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+                known: self
+                    .attention
+                    .iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 
@@ -90,7 +111,13 @@ impl Registry {
     ) -> Result<&dyn AttentionKernel> {
         if let Some(name) = requested {
             let k = self.attention_version(name)?;
-            return k.supports(p, dev).map(|_| k).map_err(|reason| Error::Unsupported { kernel: name.into(), reason });
+            return k
+                .supports(p, dev)
+                .map(|_| k)
+                .map_err(|reason| Error::Unsupported {
+                    kernel: name.into(),
+                    reason,
+                });
         }
         let mut reasons = Vec::new();
         for k in self.attention.iter().rev() {
@@ -99,7 +126,10 @@ impl Registry {
                 Err(r) => reasons.push(format!("{}: {r}", k.name())),
             }
         }
-        Err(Error::Unsupported { kernel: "every attention version".into(), reason: reasons.join("; ") })
+        Err(Error::Unsupported {
+            kernel: "every attention version".into(),
+            reason: reasons.join("; "),
+        })
     }
 
     /// Checks that `op` names a known op.
@@ -153,7 +183,12 @@ impl Registry {
         let mut reasons = Vec::new();
         // The test-only `planted` version is never a default choice.
         let mut supported = Vec::new();
-        for k in self.gemm.iter().rev().filter(|k| !k.is_vendor() && k.name() != gemm::planted::NAME) {
+        for k in self
+            .gemm
+            .iter()
+            .rev()
+            .filter(|k| !k.is_vendor() && k.name() != gemm::planted::NAME)
+        {
             match k.supports(p, dev) {
                 Ok(()) => supported.push(k.as_ref()),
                 Err(r) => reasons.push(format!("{}: {r}", k.name())),

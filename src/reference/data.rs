@@ -18,8 +18,16 @@ impl HostData {
     pub fn random(dtype: DType, len: usize, seed: u64) -> HostData {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
         match dtype {
-            DType::Bf16 => HostData::Bf16((0..len).map(|_| bf16::from_f32(rng.gen_range(-1.0f32..1.0)).to_bits()).collect()),
-            DType::F16 => HostData::F16((0..len).map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)).to_bits()).collect()),
+            DType::Bf16 => HostData::Bf16(
+                (0..len)
+                    .map(|_| bf16::from_f32(rng.gen_range(-1.0f32..1.0)).to_bits())
+                    .collect(),
+            ),
+            DType::F16 => HostData::F16(
+                (0..len)
+                    .map(|_| f16::from_f32(rng.gen_range(-1.0f32..1.0)).to_bits())
+                    .collect(),
+            ),
             DType::F32 => HostData::F32((0..len).map(|_| rng.gen_range(-1.0f32..1.0)).collect()),
         }
     }
@@ -80,10 +88,22 @@ impl HostData {
     pub fn from_bytes(dtype: DType, bytes: &[u8]) -> HostData {
         match dtype {
             DType::Bf16 | DType::F16 => {
-                let v: Vec<u16> = bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
-                if dtype == DType::Bf16 { HostData::Bf16(v) } else { HostData::F16(v) }
+                let v: Vec<u16> = bytes
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                if dtype == DType::Bf16 {
+                    HostData::Bf16(v)
+                } else {
+                    HostData::F16(v)
+                }
             }
-            DType::F32 => HostData::F32(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+            DType::F32 => HostData::F32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
         }
     }
 }

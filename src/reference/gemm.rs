@@ -7,19 +7,35 @@ use crate::ops::gemm::GemmProblem;
 
 /// Reference rows of C: for each requested row `m`, the `n` exact values alpha*(A·B)[m,:] +
 /// beta*c_in[m,:]. `a`, `b`, `c_in` are the stored elements (as f64) with `p`'s strides.
-pub fn gemm_rows(p: &GemmProblem, a: &[f64], b: &[f64], c_in: Option<&[f64]>, rows: &[usize]) -> Vec<Vec<f64>> {
+pub fn gemm_rows(
+    p: &GemmProblem,
+    a: &[f64],
+    b: &[f64],
+    c_in: Option<&[f64]>,
+    rows: &[usize],
+) -> Vec<Vec<f64>> {
     // Gather B as column-contiguous (n-major over k) once so each row's dot products stream.
     let mut bt = vec![0.0f64; p.n * p.k];
     for n in 0..p.n {
         for k in 0..p.k {
-            let idx = if p.layout.b_row_major() { k * p.ldb + n } else { n * p.ldb + k };
+            let idx = if p.layout.b_row_major() {
+                k * p.ldb + n
+            } else {
+                n * p.ldb + k
+            };
             bt[n * p.k + k] = b[idx];
         }
     }
     rows.par_iter()
         .map(|&m| {
             let arow: Vec<f64> = (0..p.k)
-                .map(|k| a[if p.layout.a_row_major() { m * p.lda + k } else { k * p.lda + m }])
+                .map(|k| {
+                    a[if p.layout.a_row_major() {
+                        m * p.lda + k
+                    } else {
+                        k * p.lda + m
+                    }]
+                })
                 .collect();
             (0..p.n)
                 .map(|n| {
@@ -52,7 +68,11 @@ mod tests {
             let p = GemmProblem::new(2, 2, 3, layout, DType::Bf16, DType::F32);
             let a: &[f64] = if layout.a_row_major() { &a_rm } else { &a_cm };
             let b: &[f64] = if layout.b_row_major() { &b_rm } else { &b_cm };
-            assert_eq!(gemm_rows(&p, a, b, None, &[0, 1]), vec![vec![4., 5.], vec![10., 11.]], "{layout}");
+            assert_eq!(
+                gemm_rows(&p, a, b, None, &[0, 1]),
+                vec![vec![4., 5.], vec![10., 11.]],
+                "{layout}"
+            );
         }
     }
 

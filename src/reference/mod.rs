@@ -1,7 +1,7 @@
 //! CPU references in float64 that every GPU result is checked against, and the host-side data
 //! they read (random bf16/f16/f32 matrices, never zeros).
 
-pub mod data;
 pub mod attention;
+pub mod data;
 pub mod gemm;
 pub mod moe;

@@ -8,11 +8,15 @@ pub struct Table {
 
 impl Table {
     pub fn new<S: ToString>(header: &[S]) -> Table {
-        Table { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn row<S: ToString>(&mut self, cells: &[S]) {
-        self.rows.push(cells.iter().map(|s| s.to_string()).collect());
+        self.rows
+            .push(cells.iter().map(|s| s.to_string()).collect());
     }
 
     pub fn is_empty(&self) -> bool {
@@ -57,6 +61,9 @@ mod tests {
     fn renders_aligned_markdown() {
         let mut t = Table::new(&["a", "long"]);
         t.row(&["xyz", "1"]);
-        assert_eq!(t.render(), "| a   | long |\n|-----|------|\n| xyz | 1    |\n");
+        assert_eq!(
+            t.render(),
+            "| a   | long |\n|-----|------|\n| xyz | 1    |\n"
+        );
     }
 }

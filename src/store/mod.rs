@@ -332,5 +332,8 @@ mod tests;
 
 /// SQLite's "database is busy/locked" codes, which a concurrent writer makes transient.
 fn is_locked(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }

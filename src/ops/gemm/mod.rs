@@ -59,7 +59,13 @@ pub trait GemmKernel: Send + Sync {
         None
     }
     /// [`GemmKernel::launch`] with an explicit config from [`GemmKernel::space`].
-    fn launch_with(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands, _cfg: &Config) -> Result<()> {
+    fn launch_with(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+        _cfg: &Config,
+    ) -> Result<()> {
         self.launch(ctx, p, ops)
     }
 }

@@ -11,9 +11,7 @@ use cudarc::driver::{result, sys};
 use super::{
     alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
 };
-use crate::device::{
-    Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaSwizzle,
-};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 

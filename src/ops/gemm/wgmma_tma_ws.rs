@@ -2,6 +2,10 @@
 //! GEMM for sm_90a. Picks a tile shape (and whether CTAs pair up in clusters to share B tiles),
 //! builds the two operand tensor maps for the problem, and launches one block of 384 threads per
 //! SM (or per tile, when there are fewer tiles).
+//!
+//! Tunable: the space is (BN, PAIRS, SPLITS, GROUP_M) over the compiled tile configs
+//! ([`Choice`]); `launch` runs the tuning cache's config for the problem's shape class when there
+//! is one, else [`TileConfig::choose`], and the `KILN_WGMMA_*` env overrides win over both.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -14,6 +18,7 @@ use super::{
 use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
+use crate::tune::space::{Config, ParamSpace};
 
 pub struct WgmmaTmaWs;
 
@@ -187,6 +192,175 @@ impl TileConfig {
 /// The most K slices a tile is split into.
 pub const MAX_SPLITS: u32 = 8;
 
+/// K blocks (BK deep) of a problem with depth `k` (at least 1).
+pub fn k_blocks(k: usize) -> u32 {
+    k.div_ceil(BK as usize).max(1).min(u32::MAX as usize) as u32
+}
+
+/// The values each parameter of [`WgmmaTmaWs`]'s space may take. BN picks the tile config (its
+/// stage count is the most that fits: 4, 6 or 8), PAIRS the CTA-pair (multicast B) variant of the
+/// 256-wide tile, SPLITS the split-K factor, GROUP_M the grouped tile order's rows (the value the
+/// compiled variants cover).
+const BNS: [i64; 3] = [64, 128, 256];
+const PAIRS: [i64; 2] = [0, 1];
+const SPLITS: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+const GROUP_MS: [i64; 1] = [GROUP_M as i64];
+
+const PAIRS_RULE: &str = "PAIRS=1 (clusters of 2 CTAs multicasting B) only with BN=256: the pair \
+     variant compiled is 128x256 (a narrower tile leaves each CTA a B box under 64 rows)";
+const SPLITS_RULE: &str = "SPLITS>1 only for single CTAs (PAIRS=0) with BN<=128: the kernel \
+     ignores splits otherwise (at BN=256 the split bookkeeping spilled)";
+const SPLITS_K_RULE: &str = "SPLITS at most the K blocks (K / 64): more slices than K blocks \
+     leaves some empty";
+
+/// A launch fully resolved: the tile config, the split-K factor and the grouped order's
+/// tile-rows. `launch` derives it from the tuning cache or [`TileConfig::choose`] (then the env
+/// overrides); `launch_with` parses it from a config of the space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    pub tile: TileConfig,
+    pub splits: u32,
+    pub group_m: u32,
+}
+
+/// The env overrides, for A/B timing: they win over both the tuned config and the heuristic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overrides {
+    /// `KILN_WGMMA_CFG`
+    pub tile: Option<TileConfig>,
+    /// `KILN_WGMMA_SPLITS`
+    pub splits: Option<u32>,
+    /// `KILN_WGMMA_GROUP_M`
+    pub group_m: Option<u32>,
+    /// `KILN_WGMMA_PAIRS` (default on)
+    pub pairs: bool,
+}
+
+impl Overrides {
+    /// No overrides: what an unset environment gives.
+    pub const NONE: Overrides = Overrides {
+        tile: None,
+        splits: None,
+        group_m: None,
+        pairs: true,
+    };
+
+    pub fn from_env() -> Overrides {
+        Overrides {
+            tile: config_override(),
+            splits: splits_override(),
+            group_m: group_m_override(),
+            pairs: pairs_enabled(),
+        }
+    }
+}
+
+/// The reasons a (BN, PAIRS, SPLITS, GROUP_M) point breaks the kernel's limits, independent of
+/// the problem (the space adds SPLITS <= K blocks).
+fn space_rules(bn: i64, pairs: i64, splits: i64, group_m: i64) -> Vec<String> {
+    let mut broken = Vec::new();
+    if !BNS.contains(&bn) {
+        broken.push(format!("BN={bn} is not one of {BNS:?}"));
+    }
+    if !PAIRS.contains(&pairs) {
+        broken.push(format!("PAIRS={pairs} is not 0 or 1"));
+    }
+    if !SPLITS.contains(&splits) {
+        broken.push(format!("SPLITS={splits} is not in 1..={MAX_SPLITS}"));
+    }
+    if !GROUP_MS.contains(&group_m) {
+        broken.push(format!(
+            "GROUP_M={group_m} is not one of {GROUP_MS:?} (the compiled variants)"
+        ));
+    }
+    if pairs == 1 && bn != 256 {
+        broken.push(PAIRS_RULE.into());
+    }
+    if splits > 1 && (pairs != 0 || bn > 128) {
+        broken.push(SPLITS_RULE.into());
+    }
+    broken
+}
+
+impl Choice {
+    /// The choice a config of [`WgmmaTmaWs`]'s space names, or why the kernel cannot take it.
+    pub fn from_config(cfg: &Config) -> std::result::Result<Choice, String> {
+        let bn = cfg.require("BN")?;
+        let pairs = cfg.require("PAIRS")?;
+        let splits = cfg.require("SPLITS")?;
+        let group_m = cfg.require("GROUP_M")?;
+        if let Some(reason) = space_rules(bn, pairs, splits, group_m).first() {
+            return Err(format!("{cfg}: {reason}"));
+        }
+        let tile = match (bn, pairs) {
+            (256, 1) => TileConfig::LARGE_PAIR,
+            (256, _) => TileConfig::LARGE,
+            (128, _) => TileConfig::SMALL,
+            _ => TileConfig::TINY,
+        };
+        Ok(Choice {
+            tile,
+            splits: splits as u32,
+            group_m: group_m as u32,
+        })
+    }
+
+    /// The config naming this choice, in the space's parameter order.
+    pub fn to_config(&self) -> Config {
+        Config::new(&[
+            ("BN", self.tile.bn as i64),
+            ("PAIRS", (self.tile.cluster > 1) as i64),
+            ("SPLITS", self.splits as i64),
+            ("GROUP_M", self.group_m as i64),
+        ])
+    }
+
+    /// The heuristic's choice: [`TileConfig::choose`] with the default group size.
+    pub fn heuristic(p: &GemmProblem, sm_count: u32, pairs: bool) -> Choice {
+        let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, pairs);
+        Choice {
+            tile,
+            splits,
+            group_m: GROUP_M,
+        }
+    }
+
+    /// What `launch` runs: the tuned config for `p`'s shape class when there is a valid one
+    /// (its split factor capped at `p`'s K blocks: the class spans K up to half as deep), else
+    /// the heuristic; then the env overrides, which win (`KILN_WGMMA_PAIRS=0` turns a tuned
+    /// pair into single CTAs; `KILN_WGMMA_CFG` takes that config's best split unless
+    /// `KILN_WGMMA_SPLITS` is set). A pure function, for tests.
+    pub fn resolve(
+        p: &GemmProblem,
+        sm_count: u32,
+        tuned: Option<&Config>,
+        env: &Overrides,
+    ) -> Choice {
+        let mut c = match tuned.and_then(|cfg| Choice::from_config(cfg).ok()) {
+            Some(t) => {
+                let mut t = t;
+                t.splits = t.splits.min(k_blocks(p.k)).max(1);
+                if !env.pairs && t.tile == TileConfig::LARGE_PAIR {
+                    t.tile = TileConfig::LARGE;
+                }
+                t
+            }
+            None => Choice::heuristic(p, sm_count, env.pairs),
+        };
+        if let Some(t) = env.tile {
+            c.tile = t;
+            c.splits = t.best_splits(p.m, p.n, p.k, sm_count);
+        }
+        if let Some(s) = env.splits {
+            c.splits = s;
+        }
+        if let Some(g) = env.group_m {
+            c.group_m = g;
+        }
+        c
+    }
+}
+
 /// The kernel's `Extras` parameter: split-K workspace and counters, the split factor, and
 /// whether C is stored through its tensor map.
 #[repr(C)]
@@ -296,6 +470,7 @@ impl WgmmaTmaWs {
         input: DType,
         output: DType,
         cfg: TileConfig,
+        group_m: u32,
     ) -> KernelSpec {
         with_problem_defines(
             KernelSpec::new("gemm/wgmma_tma_ws.cu", "gemm_wgmma_tma_ws", arch),
@@ -305,9 +480,10 @@ impl WgmmaTmaWs {
         )
         .define("KILN_BN", cfg.bn)
         .define("KILN_STAGES", cfg.stages)
-        .define("KILN_GROUP_M", group_m())
+        .define("KILN_GROUP_M", group_m)
         .define("KILN_CLUSTER", cfg.cluster)
         .define("KILN_SMEM", cfg.smem_bytes())
+        .define("KILN_THREADS", THREADS)
     }
 }
 
@@ -362,12 +538,64 @@ impl GemmKernel for WgmmaTmaWs {
         let mut v = Vec::new();
         for cfg in TileConfig::ALL {
             for (l, i, o) in super::all_combinations() {
-                v.push(Self::spec(arch, l, i, o, cfg));
+                v.push(Self::spec(arch, l, i, o, cfg, group_m()));
             }
         }
         v
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
+        let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
+        let choice = Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env());
+        self.launch_choice(ctx, p, ops, choice)
+    }
+    fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
+        let kb = k_blocks(p.k) as i64;
+        Some(
+            ParamSpace::new()
+                .param("BN", &BNS)
+                .param("PAIRS", &PAIRS)
+                .param("SPLITS", &SPLITS)
+                .param("GROUP_M", &GROUP_MS)
+                .rule(PAIRS_RULE, |c| {
+                    c.get("PAIRS") == Some(0) || c.get("BN") == Some(256)
+                })
+                .rule(SPLITS_RULE, |c| {
+                    c.get("SPLITS") == Some(1)
+                        || (c.get("PAIRS") == Some(0) && c.get("BN").unwrap_or(256) <= 128)
+                })
+                .rule(SPLITS_K_RULE, move |c| c.get("SPLITS").unwrap_or(1) <= kb),
+        )
+    }
+    fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
+        Choice::from_config(cfg)
+            .ok()
+            .map(|c| Self::spec(arch, p.layout, p.input, p.output, c.tile, c.group_m))
+    }
+    fn launch_with(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+        cfg: &Config,
+    ) -> Result<()> {
+        let choice = Choice::from_config(cfg).map_err(|reason| Error::Unsupported {
+            kernel: self.name().into(),
+            reason,
+        })?;
+        self.launch_choice(ctx, p, ops, choice)
+    }
+}
+
+impl WgmmaTmaWs {
+    /// The one launch path: `launch` (tuned config or heuristic, then env overrides) and
+    /// `launch_with` (a config of the space) both end here with the resolved choice.
+    fn launch_choice(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+        choice: Choice,
+    ) -> Result<()> {
         for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
             if alignment(ptr) < 16 {
                 return Err(Error::Unsupported {
@@ -376,13 +604,8 @@ impl GemmKernel for WgmmaTmaWs {
                 });
             }
         }
-        let sms = ctx.info.sm_count;
-        let (cfg, splits) = TileConfig::choose(p.m, p.n, p.k, sms, pairs_enabled());
-        let (cfg, splits) = match config_override() {
-            Some(c) => (c, c.best_splits(p.m, p.n, p.k, sms)),
-            None => (cfg, splits),
-        };
-        let splits = splits_override().unwrap_or(splits).max(1);
+        let cfg = choice.tile;
+        let splits = choice.splits.max(1);
         let splits = if cfg.cluster > 1 || cfg.bn > 128 {
             1
         } else {
@@ -420,7 +643,14 @@ impl GemmKernel for WgmmaTmaWs {
             Some(t) => t.encode()?,
             None => map_a,
         };
-        let f = ctx.function(&Self::spec(&ctx.arch(), p.layout, p.input, p.output, cfg))?;
+        let f = ctx.function(&Self::spec(
+            &ctx.arch(),
+            p.layout,
+            p.input,
+            p.output,
+            cfg,
+            choice.group_m,
+        ))?;
         let mut args = GemmArgs::new(p, ops);
         let slots = max_clusters(&f, ctx, cfg);
         let lc = LaunchConfig {
@@ -475,11 +705,15 @@ fn splits_override() -> Option<u32> {
 /// The grouped order's tile-rows: GROUP_M, or `KILN_WGMMA_GROUP_M` (1..=64) to time another
 /// (an override compiles variants outside `variants()`; for experiments only).
 fn group_m() -> u32 {
+    group_m_override().unwrap_or(GROUP_M)
+}
+
+/// `KILN_WGMMA_GROUP_M` when set to 1..=64.
+fn group_m_override() -> Option<u32> {
     std::env::var("KILN_WGMMA_GROUP_M")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|g: &u32| (1..=64).contains(g))
-        .unwrap_or(GROUP_M)
 }
 
 /// Whether the TMA-store epilogue may be used. On by default; `KILN_WGMMA_EPI=0` keeps the
@@ -682,5 +916,182 @@ mod tests {
             .supports(&ok, &a100)
             .unwrap_err()
             .contains("Hopper"));
+    }
+
+    fn bf16(m: usize, n: usize, k: usize, layout: Layout) -> GemmProblem {
+        GemmProblem::new(m, n, k, layout, DType::Bf16, DType::Bf16)
+    }
+
+    /// Problems spanning the heuristic's regimes (pairs, large, small, tiny, split-K).
+    const SHAPES: [(usize, usize, usize); 12] = [
+        (8192, 8192, 8192),
+        (4096, 4096, 4096),
+        (2048, 2048, 2048),
+        (1024, 1024, 1024),
+        (512, 512, 512),
+        (128, 128, 128),
+        (128, 65536, 4096),
+        (128, 4096, 4096),
+        (128, 4096, 14336),
+        (128, 14336, 4096),
+        (16, 4096, 64),
+        (1000, 1500, 700),
+    ];
+
+    #[test]
+    fn the_space_is_what_the_kernel_takes() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = bf16(4096, 4096, 4096, Layout::RC);
+        let space = WgmmaTmaWs.space(&p, &h100).unwrap();
+        let all = space.enumerate();
+        // BN=256: single or pair, unsplit; BN=128 and BN=64: splits 1..=8
+        assert_eq!(all.len(), 2 + 8 + 8);
+        for c in &all {
+            let ch = Choice::from_config(c).unwrap();
+            assert_eq!(ch.to_config(), *c);
+            assert_eq!(Config::parse(&c.label()).unwrap(), *c);
+            assert!(TileConfig::ALL.contains(&ch.tile));
+            assert!(ch.splits == 1 || (ch.tile.cluster == 1 && ch.tile.bn <= 128));
+        }
+        // short K: no more slices than K blocks
+        let short = bf16(4096, 4096, 128, Layout::RC);
+        let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
+        assert_eq!(few.len(), 2 + 2 + 2);
+        assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
+        let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
+        let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
+        assert!(e.contains("PAIRS=1"), "{e}");
+        let e = bad(&[("BN", 256), ("PAIRS", 0), ("SPLITS", 2), ("GROUP_M", 8)]);
+        assert!(e.contains("SPLITS>1"), "{e}");
+        let e = bad(&[("BN", 256), ("PAIRS", 1), ("SPLITS", 2), ("GROUP_M", 8)]);
+        assert!(e.contains("SPLITS>1"), "{e}");
+        let e = bad(&[("BN", 96), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)]);
+        assert!(e.contains("BN=96"), "{e}");
+        let e = bad(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 9), ("GROUP_M", 8)]);
+        assert!(e.contains("SPLITS=9"), "{e}");
+        let e = bad(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 4)]);
+        assert!(e.contains("GROUP_M=4"), "{e}");
+        assert!(bad(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 1)]).contains("GROUP_M"));
+    }
+
+    /// The guard compiles what `launch` runs: every config of the space names a spec that
+    /// `variants()` lists (so `kiln check` covers it), for every layout and dtype pair.
+    #[test]
+    fn every_config_of_the_space_is_a_checked_variant() {
+        let h100 = DeviceInfo::h100_sxm();
+        let variants: std::collections::HashSet<KernelSpec> =
+            WgmmaTmaWs.variants("sm_90a").into_iter().collect();
+        assert_eq!(variants.len(), 4 * 24);
+        for (l, i, o) in crate::ops::gemm::all_combinations() {
+            let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
+            let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
+            assert!(!all.is_empty());
+            for c in &all {
+                let spec = WgmmaTmaWs.spec_for("sm_90a", &p, c).unwrap();
+                assert!(
+                    variants.contains(&spec),
+                    "{l} {i}->{o} {c}: {}",
+                    spec.label()
+                );
+                let ch = Choice::from_config(c).unwrap();
+                assert!(spec
+                    .defines
+                    .contains(&("KILN_THREADS".into(), THREADS.to_string())));
+                assert!(spec
+                    .defines
+                    .contains(&("KILN_SMEM".into(), ch.tile.smem_bytes().to_string())));
+                assert!(spec
+                    .defines
+                    .contains(&("KILN_CLUSTER".into(), ch.tile.cluster.to_string())));
+            }
+        }
+        let p = bf16(64, 64, 64, Layout::RC);
+        assert!(WgmmaTmaWs
+            .spec_for("sm_90a", &p, &Config::new(&[("BN", 256)]))
+            .is_none());
+    }
+
+    /// Without a tuned entry or env overrides, `launch` runs exactly `TileConfig::choose`'s pick
+    /// (with the default group size), and that pick is a point of the space (the tuner's
+    /// baseline).
+    #[test]
+    fn without_a_tuned_config_launch_keeps_the_heuristic() {
+        let h100 = DeviceInfo::h100_sxm();
+        for (m, n, k) in SHAPES {
+            for sms in [132, 114, 78] {
+                for pairs in [true, false] {
+                    let p = bf16(m, n, k, Layout::RC);
+                    let env = Overrides {
+                        pairs,
+                        ..Overrides::NONE
+                    };
+                    let got = Choice::resolve(&p, sms, None, &env);
+                    let (tile, splits) = TileConfig::choose(m, n, k, sms, pairs);
+                    assert_eq!(
+                        got,
+                        Choice {
+                            tile,
+                            splits,
+                            group_m: GROUP_M
+                        },
+                        "{m}x{n}x{k} on {sms} SMs, pairs {pairs}"
+                    );
+                    let space = WgmmaTmaWs.space(&p, &h100).unwrap();
+                    assert!(space.is_valid(&got.to_config()), "{}", got.to_config());
+                }
+            }
+        }
+        // an entry that does not parse falls back to the heuristic too
+        let p = bf16(4096, 4096, 4096, Layout::RC);
+        let junk = Config::new(&[("BN", 96)]);
+        assert_eq!(
+            Choice::resolve(&p, 132, Some(&junk), &Overrides::NONE),
+            Choice::heuristic(&p, 132, true)
+        );
+    }
+
+    #[test]
+    fn a_tuned_config_wins_over_the_heuristic_and_env_overrides_win_over_both() {
+        let p = bf16(4096, 4096, 4096, Layout::RC);
+        let tuned = Config::new(&[("BN", 128), ("PAIRS", 0), ("SPLITS", 2), ("GROUP_M", 8)]);
+        let c = Choice::resolve(&p, 132, Some(&tuned), &Overrides::NONE);
+        assert_eq!(c, Choice::from_config(&tuned).unwrap());
+        assert_eq!(c.tile, TileConfig::SMALL);
+        // the class spans shallower K: the split factor is capped at the K blocks
+        let shallow = bf16(4096, 4096, 64, Layout::RC);
+        assert_eq!(
+            Choice::resolve(&shallow, 132, Some(&tuned), &Overrides::NONE).splits,
+            1
+        );
+        let env = Overrides {
+            tile: Some(TileConfig::TINY),
+            ..Overrides::NONE
+        };
+        let c = Choice::resolve(&p, 132, Some(&tuned), &env);
+        assert_eq!(c.tile, TileConfig::TINY);
+        assert_eq!(
+            c.splits,
+            TileConfig::TINY.best_splits(4096, 4096, 4096, 132)
+        );
+        let env = Overrides {
+            splits: Some(4),
+            group_m: Some(16),
+            ..Overrides::NONE
+        };
+        let c = Choice::resolve(&p, 132, Some(&tuned), &env);
+        assert_eq!((c.tile, c.splits, c.group_m), (TileConfig::SMALL, 4, 16));
+        let pair = Config::new(&[("BN", 256), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
+        assert_eq!(
+            Choice::resolve(&p, 132, Some(&pair), &Overrides::NONE).tile,
+            TileConfig::LARGE_PAIR
+        );
+        let no_pairs = Overrides {
+            pairs: false,
+            ..Overrides::NONE
+        };
+        assert_eq!(
+            Choice::resolve(&p, 132, Some(&pair), &no_pairs).tile,
+            TileConfig::LARGE
+        );
     }
 }

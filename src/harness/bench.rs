@@ -93,6 +93,58 @@ impl L2Flusher {
     }
 }
 
+/// Event times (ms) of `launch` under `opt`, warm-up excluded. The first launch is timed on
+/// its own: a version far behind (the naive rung at 8192^3) gets fewer repetitions instead of
+/// holding the run for minutes.
+pub fn sample_launches(
+    ctx: &Context,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+    mut launch: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    let (s0, e0) = (ctx.event()?, ctx.event()?);
+    s0.record(ctx)?;
+    launch()?;
+    e0.record(ctx)?;
+    let first_ms = s0.elapsed_ms(&e0)? as f64;
+    let (warmup, reps) = if first_ms > 100.0 {
+        (0, opt.reps.min(5))
+    } else {
+        (opt.warmup, opt.reps)
+    };
+    for _ in 0..warmup {
+        launch()?;
+    }
+    ctx.synchronize()?;
+    timed_reps(ctx, flusher, opt.flush_l2, reps, launch)
+}
+
+/// `reps` (at least one) launches, each between its own pair of events, L2 flushed before each
+/// when `flush_l2`; their times in ms.
+pub fn timed_reps(
+    ctx: &Context,
+    flusher: &L2Flusher,
+    flush_l2: bool,
+    reps: usize,
+    mut launch: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    let events: Vec<_> = (0..reps.max(1))
+        .map(|_| Ok((ctx.event()?, ctx.event()?)))
+        .collect::<Result<_>>()?;
+    for (start, end) in &events {
+        if flush_l2 {
+            flusher.flush(ctx)?;
+        }
+        start.record(ctx)?;
+        launch()?;
+        end.record(ctx)?;
+    }
+    events
+        .iter()
+        .map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64))
+        .collect()
+}
+
 /// Times `kernel` on `p` with the given buffers.
 pub fn time_gemm(
     ctx: &Context,
@@ -103,37 +155,7 @@ pub fn time_gemm(
     opt: &BenchOptions,
 ) -> Result<Timing> {
     let ops = bufs.operands();
-    // The first launch is timed on its own: a version far behind (the naive rung at 8192^3) gets
-    // fewer repetitions instead of holding the run for minutes.
-    let (s0, e0) = (ctx.event()?, ctx.event()?);
-    s0.record(ctx)?;
-    kernel.launch(ctx, p, &ops)?;
-    e0.record(ctx)?;
-    let first_ms = s0.elapsed_ms(&e0)? as f64;
-    let (warmup, reps) = if first_ms > 100.0 {
-        (0, opt.reps.min(5))
-    } else {
-        (opt.warmup, opt.reps)
-    };
-    for _ in 0..warmup {
-        kernel.launch(ctx, p, &ops)?;
-    }
-    ctx.synchronize()?;
-    let events: Vec<_> = (0..reps.max(1))
-        .map(|_| Ok((ctx.event()?, ctx.event()?)))
-        .collect::<Result<_>>()?;
-    for (start, end) in &events {
-        if opt.flush_l2 {
-            flusher.flush(ctx)?;
-        }
-        start.record(ctx)?;
-        kernel.launch(ctx, p, &ops)?;
-        end.record(ctx)?;
-    }
-    let mut times: Vec<f64> = events
-        .iter()
-        .map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64))
-        .collect::<Result<_>>()?;
+    let mut times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
     let (median, min, max) = stats(&mut times);
     Ok(Timing {
         version: kernel.name().into(),

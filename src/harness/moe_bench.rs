@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::bench::{stats, BenchOptions, L2Flusher};
+use super::bench::{stats, timed_reps, BenchOptions, L2Flusher};
 use super::moe_verify::{MoeBuffers, MoeInputs};
 use crate::device::Context;
 use crate::error::Result;
@@ -86,21 +86,7 @@ pub fn time_launches(
         launch()?;
     }
     ctx.synchronize()?;
-    let events: Vec<_> = (0..opt.reps.max(1))
-        .map(|_| Ok((ctx.event()?, ctx.event()?)))
-        .collect::<Result<_>>()?;
-    for (start, end) in &events {
-        if opt.flush_l2 {
-            flusher.flush(ctx)?;
-        }
-        start.record(ctx)?;
-        launch()?;
-        end.record(ctx)?;
-    }
-    let mut times: Vec<f64> = events
-        .iter()
-        .map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64))
-        .collect::<Result<_>>()?;
+    let mut times = timed_reps(ctx, flusher, opt.flush_l2, opt.reps, launch)?;
     let (median, min, max) = stats(&mut times);
     Ok(MoeTiming {
         piece: piece.name,

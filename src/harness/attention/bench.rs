@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
-use crate::harness::bench::{stats, BenchOptions, L2Flusher};
+use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
 use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
 use crate::reference::data::HostData;
@@ -61,35 +61,7 @@ pub fn time_attention(
     opt: &BenchOptions,
 ) -> Result<AttnTiming> {
     let ops = bufs.operands();
-    let (s0, e0) = (ctx.event()?, ctx.event()?);
-    s0.record(ctx)?;
-    kernel.launch(ctx, p, &ops)?;
-    e0.record(ctx)?;
-    let first_ms = s0.elapsed_ms(&e0)? as f64;
-    let (warmup, reps) = if first_ms > 100.0 {
-        (0, opt.reps.min(5))
-    } else {
-        (opt.warmup, opt.reps)
-    };
-    for _ in 0..warmup {
-        kernel.launch(ctx, p, &ops)?;
-    }
-    ctx.synchronize()?;
-    let events: Vec<_> = (0..reps.max(1))
-        .map(|_| Ok((ctx.event()?, ctx.event()?)))
-        .collect::<Result<_>>()?;
-    for (start, end) in &events {
-        if opt.flush_l2 {
-            flusher.flush(ctx)?;
-        }
-        start.record(ctx)?;
-        kernel.launch(ctx, p, &ops)?;
-        end.record(ctx)?;
-    }
-    let mut times: Vec<f64> = events
-        .iter()
-        .map(|(s, e)| s.elapsed_ms(e).map(|t| t as f64))
-        .collect::<Result<_>>()?;
+    let mut times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
     let (median, min, max) = stats(&mut times);
     Ok(AttnTiming {
         version: kernel.name().into(),

@@ -63,20 +63,7 @@ impl Registry {
 
     /// The MoE version named `name`.
     pub fn moe_version(&self, name: &str) -> Result<&dyn MoeKernel> {
-        self.moe
-            .iter()
-            .find(|k| k.name() == name)
-            .map(|b| b.as_ref())
-            .ok_or_else(|| Error::Unknown {
-                what: "moe version",
-                name: name.into(),
-                known: self
-                    .moe
-                    .iter()
-                    .map(|k| k.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        find_version(&self.moe, name, "moe version", |k| k.name())
     }
 
     /// Attention versions, slowest rung first.
@@ -85,20 +72,7 @@ impl Registry {
     }
 
     pub fn attention_version(&self, name: &str) -> Result<&dyn AttentionKernel> {
-        self.attention
-            .iter()
-            .find(|k| k.name() == name)
-            .map(|b| b.as_ref())
-            .ok_or_else(|| Error::Unknown {
-                what: "attention version",
-                name: name.into(),
-                known: self
-                    .attention
-                    .iter()
-                    .map(|k| k.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        find_version(&self.attention, name, "attention version", |k| k.name())
     }
 
     /// The attention version to run `p` with: `requested` if given (refusing clearly if it
@@ -146,20 +120,7 @@ impl Registry {
     }
 
     pub fn gemm_version(&self, name: &str) -> Result<&dyn GemmKernel> {
-        self.gemm
-            .iter()
-            .find(|k| k.name() == name)
-            .map(|b| b.as_ref())
-            .ok_or_else(|| Error::Unknown {
-                what: "gemm version",
-                name: name.into(),
-                known: self
-                    .gemm
-                    .iter()
-                    .map(|k| k.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        find_version(&self.gemm, name, "gemm version", |k| k.name())
     }
 
     /// The version to run `p` with: `requested` if given (refusing clearly if it cannot), else the
@@ -213,4 +174,25 @@ impl Registry {
             reason: reasons.join("; "),
         })
     }
+}
+
+/// The version called `name` in `list`, or an error naming the known ones.
+fn find_version<'a, K: ?Sized>(
+    list: &'a [Box<K>],
+    name: &str,
+    what: &'static str,
+    name_of: impl Fn(&K) -> &'static str,
+) -> Result<&'a K> {
+    list.iter()
+        .map(|b| b.as_ref())
+        .find(|k| name_of(k) == name)
+        .ok_or_else(|| Error::Unknown {
+            what,
+            name: name.into(),
+            known: list
+                .iter()
+                .map(|k| name_of(k))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }

@@ -2,9 +2,7 @@
 //! (m16n8k16, fp32 accumulation), fed by a multi-stage cp.async pipeline through swizzled shared
 //! memory and ldmatrix. Runs on sm_80 and newer; the rung below wgmma on Hopper.
 
-use super::{
-    alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem,
-};
+use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem};
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -288,16 +286,7 @@ impl MmaSync {
         ops: &GemmOperands,
         t: &TileConfig,
     ) -> Result<()> {
-        for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
-            if alignment(ptr) < 16 {
-                return Err(Error::Unsupported {
-                    kernel: self.name().into(),
-                    reason: format!(
-                        "{name} starts at {ptr:#x}, which is not 16-byte aligned (cp.async copies 16 bytes)"
-                    ),
-                });
-            }
-        }
+        super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes")?;
         let blocks = t.grid(p).ok_or_else(|| Error::Unsupported {
             kernel: self.name().into(),
             reason: "too many blocks for a 1-D grid".into(),

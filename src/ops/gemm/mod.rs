@@ -135,6 +135,22 @@ pub fn all_combinations() -> Vec<(Layout, DType, DType)> {
     v
 }
 
+/// Refuses (as `Unsupported`, so the dispatcher falls back) operands A or B whose base is not
+/// 16-byte aligned; `needs` says which copy engine needs it (cp.async, TMA).
+pub fn require_aligned_operands(kernel: &str, ops: &GemmOperands, needs: &str) -> Result<()> {
+    for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
+        if alignment(ptr) < 16 {
+            return Err(crate::error::Error::Unsupported {
+                kernel: kernel.into(),
+                reason: format!(
+                    "{name} starts at {ptr:#x}, which is not 16-byte aligned ({needs})"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Byte alignment of a device pointer (capped at 256).
 pub fn alignment(ptr: u64) -> u64 {
     if ptr == 0 {

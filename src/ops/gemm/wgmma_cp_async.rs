@@ -3,9 +3,7 @@
 //! shared-memory descriptors from 128B-swizzled tiles that every thread fills with cp.async
 //! (the swizzle computed by hand), through a 3-stage pipeline. One block per tile.
 
-use super::{
-    alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
-};
+use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -126,16 +124,7 @@ impl GemmKernel for WgmmaCpAsync {
             .collect()
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
-        for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
-            if alignment(ptr) < 16 {
-                return Err(Error::Unsupported {
-                    kernel: self.name().into(),
-                    reason: format!(
-                        "{name} starts at {ptr:#x}, which is not 16-byte aligned (cp.async copies 16 bytes)"
-                    ),
-                });
-            }
-        }
+        super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes")?;
         let blocks = grid(p).ok_or_else(|| Error::Unsupported {
             kernel: self.name().into(),
             reason: "too many blocks for a 1-D grid".into(),

@@ -4,9 +4,7 @@
 //! mbarriers, and all 128 threads compute. One block per tile. Builds the two operand tensor maps
 //! for the problem at launch.
 
-use super::{
-    alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
-};
+use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
 use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -146,14 +144,7 @@ impl GemmKernel for WgmmaTma {
             .collect()
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
-        for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
-            if alignment(ptr) < 16 {
-                return Err(Error::Unsupported {
-                    kernel: self.name().into(),
-                    reason: format!("{name} at {ptr:#x} is not 16-byte aligned, which TMA needs"),
-                });
-            }
-        }
+        super::require_aligned_operands(self.name(), ops, "TMA needs it")?;
         let blocks = grid(p).ok_or_else(|| Error::Unsupported {
             kernel: self.name().into(),
             reason: "too many blocks for a 1-D grid".into(),

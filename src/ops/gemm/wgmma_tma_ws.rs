@@ -12,9 +12,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::{result, sys};
 
-use super::{
-    alignment, with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout,
-};
+use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
 use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -596,14 +594,7 @@ impl WgmmaTmaWs {
         ops: &GemmOperands,
         choice: Choice,
     ) -> Result<()> {
-        for (name, ptr) in [("A", ops.a.ptr()), ("B", ops.b.ptr())] {
-            if alignment(ptr) < 16 {
-                return Err(Error::Unsupported {
-                    kernel: self.name().into(),
-                    reason: format!("{name} at {ptr:#x} is not 16-byte aligned, which TMA needs"),
-                });
-            }
-        }
+        super::require_aligned_operands(self.name(), ops, "TMA needs it")?;
         let cfg = choice.tile;
         let splits = choice.splits.max(1);
         let splits = if cfg.cluster > 1 || cfg.bn > 128 {

@@ -189,18 +189,22 @@ fn synthetic_landscape() -> Landscape {
         Param {
             name: "BM".into(),
             values: vec![64, 128, 256],
+            launch: false,
         },
         Param {
             name: "BN".into(),
             values: vec![64, 128, 256],
+            launch: false,
         },
         Param {
             name: "STAGES".into(),
             values: vec![2, 3, 4, 5, 6],
+            launch: false,
         },
         Param {
             name: "GROUP_M".into(),
             values: vec![4, 8, 16],
+            launch: false,
         },
     ];
     let mut outcomes = Vec::new();

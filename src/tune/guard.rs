@@ -64,7 +64,7 @@ pub struct Passed {
 pub struct Guard<'a> {
     pub jit: &'a Jit,
     pub dev: DeviceInfo,
-    seen: Mutex<HashMap<[u8; 32], String>>,
+    seen: Mutex<HashMap<([u8; 32], String), String>>,
 }
 
 impl<'a> Guard<'a> {
@@ -78,8 +78,15 @@ impl<'a> Guard<'a> {
 
     /// Compiles `spec` (for `cfg`) and judges it: `Ok` with the compile's facts, or the
     /// rejected / duplicate outcome with its reason. `None` (a version that compiles in its own
-    /// way) passes unjudged.
-    pub fn check(&self, cfg: &Config, spec: Option<&KernelSpec>) -> Result<Passed, Outcome> {
+    /// way) passes unjudged. `launch_key` names the config's launch-time parameters
+    /// ([`super::space::ParamSpace::launch_key`]): a CUBIN seen before is a duplicate only with
+    /// the same launch-time values.
+    pub fn check(
+        &self,
+        cfg: &Config,
+        spec: Option<&KernelSpec>,
+        launch_key: &str,
+    ) -> Result<Passed, Outcome> {
         let Some(spec) = spec else {
             return Ok(Passed::default());
         };
@@ -134,7 +141,8 @@ impl<'a> Guard<'a> {
         }
         let digest: [u8; 32] = Sha256::digest(&c.cubin).into();
         if let Ok(mut seen) = self.seen.lock() {
-            if let Some(first) = seen.get(&digest) {
+            let key = (digest, launch_key.to_string());
+            if let Some(first) = seen.get(&key) {
                 let mut o = Outcome::new(
                     cfg.clone(),
                     Status::Duplicate,
@@ -143,7 +151,7 @@ impl<'a> Guard<'a> {
                 facts(&mut o);
                 return Err(o);
             }
-            seen.insert(digest, cfg.label());
+            seen.insert(key, cfg.label());
         }
         Ok(Passed {
             compile_ms: Some(c.compile_ms),
@@ -191,13 +199,21 @@ mod tests {
             group_m: 8,
         };
         let o = g
-            .check(&t.to_config(), Some(&TileConfig::spec_for_tests(&t, &p)))
+            .check(
+                &t.to_config(),
+                Some(&TileConfig::spec_for_tests(&t, &p)),
+                "",
+            )
             .unwrap_err();
         assert_eq!(o.status, Status::Rejected);
         assert!(o.reason.contains("shared memory over"), "{}", o.reason);
         let ok = TileConfig::DEFAULT;
         let passed = g
-            .check(&ok.to_config(), Some(&TileConfig::spec_for_tests(&ok, &p)))
+            .check(
+                &ok.to_config(),
+                Some(&TileConfig::spec_for_tests(&ok, &p)),
+                "",
+            )
             .unwrap();
         assert!(passed.registers.unwrap() > 0);
         // the same CUBIN again is a duplicate
@@ -205,10 +221,19 @@ mod tests {
             .check(
                 &Config::new(&[("again", 1)]),
                 Some(&TileConfig::spec_for_tests(&ok, &p)),
+                "",
             )
             .unwrap_err();
         assert_eq!(again.status, Status::Duplicate);
         assert!(again.reason.contains("BM=128,BN=256"), "{}", again.reason);
+        // ... unless a launch-time parameter differs: same CUBIN, another candidate
+        assert!(g
+            .check(
+                &Config::new(&[("again", 2)]),
+                Some(&TileConfig::spec_for_tests(&ok, &p)),
+                "SPLITS=2",
+            )
+            .is_ok());
     }
 
     #[test]
@@ -230,6 +255,7 @@ mod tests {
             .check(
                 &bad.to_config(),
                 Some(&TileConfig::spec_for_tests(&bad, &p)),
+                "",
             )
             .unwrap_err();
         assert_eq!(o.status, Status::Rejected);

@@ -79,10 +79,12 @@ mod tests {
                 Param {
                     name: "A".into(),
                     values: vec![1, 2],
+                    launch: false,
                 },
                 Param {
                     name: "B".into(),
                     values: vec![2],
+                    launch: false,
                 },
             ],
             outcomes: vec![

@@ -134,6 +134,7 @@ pub fn tune(
         let results = run_batch(
             req,
             &guard,
+            &space,
             &arch,
             batch,
             &fresh,
@@ -202,6 +203,7 @@ fn warm_start(req: &TuneRequest, jit: &Jit, arch: &str, outcomes: &[Outcome]) ->
 fn run_batch(
     req: &TuneRequest,
     guard: &Guard,
+    space: &ParamSpace,
     arch: &str,
     batch: &[Config],
     fresh: &[usize],
@@ -228,7 +230,11 @@ fn run_batch(
         s.spawn(move || {
             fresh.par_iter().for_each_with(tx, |tx, &i| {
                 let spec = req.kernel.spec_for(arch, &req.problem, &batch[i]);
-                let _ = tx.send(Event::Guarded(i, guard.check(&batch[i], spec.as_ref())));
+                let launch_key = space.launch_key(&batch[i]);
+                let _ = tx.send(Event::Guarded(
+                    i,
+                    guard.check(&batch[i], spec.as_ref(), &launch_key),
+                ));
             });
         });
         for (slot, ordinal) in workers.iter_mut().zip(&req.gpus) {

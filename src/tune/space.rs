@@ -74,6 +74,11 @@ impl fmt::Display for Config {
 pub struct Param {
     pub name: String,
     pub values: Vec<i64>,
+    /// A launch-time parameter (e.g. a split-K factor passed as a kernel argument): it takes no
+    /// part in the compiled code, so configs differing only in it share a CUBIN and are still
+    /// distinct candidates.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub launch: bool,
 }
 
 /// A constraint every config must satisfy, with why.
@@ -108,8 +113,30 @@ impl ParamSpace {
         self.params.push(Param {
             name: name.into(),
             values: values.to_vec(),
+            launch: false,
         });
         self
+    }
+
+    /// A parameter the kernel takes at launch, not at compile time (see [`Param::launch`]).
+    pub fn launch_param(mut self, name: &str, values: &[i64]) -> ParamSpace {
+        self.params.push(Param {
+            name: name.into(),
+            values: values.to_vec(),
+            launch: true,
+        });
+        self
+    }
+
+    /// The values of `cfg`'s launch-time parameters, as a label ("" when there are none): two
+    /// configs with the same CUBIN are the same candidate only if this matches too.
+    pub fn launch_key(&self, cfg: &Config) -> String {
+        self.params
+            .iter()
+            .filter(|p| p.launch)
+            .map(|p| format!("{}={}", p.name, cfg.get(&p.name).unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     pub fn rule(

@@ -552,7 +552,7 @@ impl GemmKernel for WgmmaTmaWs {
             ParamSpace::new()
                 .param("BN", &BNS)
                 .param("PAIRS", &PAIRS)
-                .param("SPLITS", &SPLITS)
+                .launch_param("SPLITS", &SPLITS)
                 .param("GROUP_M", &GROUP_MS)
                 .rule(PAIRS_RULE, |c| {
                     c.get("PAIRS") == Some(0) || c.get("BN") == Some(256)

@@ -5,9 +5,10 @@
 // (BN = 64, 128 or 256), each 64 rows with wgmma.m64nBNk16 from 128B-swizzled shared tiles, fp32
 // accumulators. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
 // that share the B tile through TMA multicast) takes work units b, b + clusters, ... in a grouped
-// order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a block tile, or with split-K
-// (Extras.splits > 1, single CTAs with BN <= 128) one K slice of it, reduced through an fp32
-// workspace by the slice that finishes last. Epilogue: for 16-bit C with beta == 0, stmatrix into
+// order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile, or with
+// split-K (Extras.splits > 1) one K slice of it, reduced through an fp32 workspace by the slice
+// that finishes last; Extras.split_from > 0 splits only the tiles from there on (the last,
+// partial wave: the SMs it would leave idle take the other slices). Epilogue: for 16-bit C with beta == 0, stmatrix into
 // 64 x 64 swizzled staging chunks stored by TMA (bulk groups drain while the next chunk / tile
 // runs); otherwise from registers (shuffle transpose, 16-byte stores, C read when beta != 0).
 // Edges: the tensor maps carry the true M/N/K, so TMA zero-fills what lies outside and drops
@@ -63,18 +64,36 @@ static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 
 // Per-launch extras beside GemmArgs (mirrors `Extras` in src/ops/gemm/wgmma_tma_ws.rs).
-//   splits > 1 (split-K, single CTAs with BN <= 128 only): work unit u is block tile u / splits, K
-//   blocks [sp * kblocks / splits, (sp + 1) * kblocks / splits) for sp = u % splits. Each unit
-//   writes its fp32 partial tile to ws (in the accumulator fragment order, so no transposition),
-//   then counts itself on counters[tile]; the unit that arrives last adds the other partials into
-//   its registers, resets the counter to 0 for the next launch, and runs the epilogue.
+//   splits > 1 (split-K; not for BN = 256 with both operands MN-major, whose bookkeeping spills):
+//   cluster tiles t < split_from are one unit each; the others are `splits` units each, unit
+//   split_from + (t - split_from) * splits + sp taking K blocks
+//   [sp * kblocks / splits, (sp + 1) * kblocks / splits). Each such unit writes its fp32 partial
+//   tile to ws (in the accumulator fragment order, so no transposition), then counts itself on
+//   its tile's counter; the unit that arrives last adds the other partials into its registers,
+//   resets the counter to 0 for the next launch, and runs the epilogue. ws and counters are
+//   indexed by split block tile: (t - split_from) * CLUSTER + rank.
 //   epi_tma: C is written through tma_c (TMA-store epilogue) rather than from registers.
 struct Extras {
   float* ws;
   u32* counters;
   int splits;
   int epi_tma;
+  int split_from;
 };
+
+// Work unit u as (cluster tile t, slice sp of ns slices).
+__device__ __forceinline__ void unit_tile(int u, int split_from, int splits, int& t, int& sp, int& ns) {
+  if (u < split_from) {
+    t = u;
+    sp = 0;
+    ns = 1;
+    return;
+  }
+  const u32 v = (u32)(u - split_from);
+  t = split_from + (int)(v / (u32)splits);
+  sp = (int)(v % (u32)splits);
+  ns = splits;
+}
 
 // 32-bit: kblocks < 2^25 and splits <= 8 (a 64-bit division spilled the 40-register producer).
 __device__ __forceinline__ void split_range(int sp, int splits, int kblocks, int& kb0, int& kb1) {
@@ -212,9 +231,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
   const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER;
   const int ctiles = ctiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
-  // Split-K only for single CTAs with tiles at most 128 wide: at BN = 256 the CR (both MN-major)
-  // variants spilled a few loop invariants of the split bookkeeping (24 B stack, kiln check).
-  const int splits = (CLUSTER == 1 && BN <= 128) ? ex.splits : 1, units = ctiles * splits;
+  // No split-K at BN = 256 with both operands MN-major (CR): those variants spilled a few loop
+  // invariants of the split bookkeeping (24 B stack, kiln check).
+  const int splits = (BN <= 128 || !(TA && TB)) ? ex.splits : 1;
+  const int split_from = splits > 1 ? min(ex.split_from, ctiles) : ctiles;
+  const int units = split_from + (ctiles - split_from) * splits;
   const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
 
   if (wg == 0) {
@@ -224,10 +245,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tma_prefetch(&tma_b);
       u32 it = 0;
       for (int u = cid; u < units; u += nclusters) {
-        const int t = u / splits;
-        int ctm, tn, kb0, kb1;
+        int t, sp, ns, ctm, tn, kb0, kb1;
+        unit_tile(u, split_from, splits, t, sp, ns);
         tile_coords(t, ctiles_m, tiles_n, ctm, tn);
-        split_range(u - t * splits, splits, kblocks, kb0, kb1);
+        split_range(sp, ns, kblocks, kb0, kb1);
         const int m0 = (ctm * CLUSTER + rank) * BM, n0 = tn * BN;
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
@@ -279,10 +300,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
     u32 it = 0;
     for (int u = cid; u < units; u += nclusters) {
-      int nk;  // this unit's K blocks (only the count matters here; the producer picks them)
+      int t, sp, ns, nk;  // nk: this unit's K blocks (the count; the producer picks which)
       {
         int kb0, kb1;
-        split_range(u % splits, splits, kblocks, kb0, kb1);
+        unit_tile(u, split_from, splits, t, sp, ns);
+        split_range(sp, ns, kblocks, kb0, kb1);
         nk = kb1 - kb0;
       }
       int prev = 0;
@@ -315,21 +337,20 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
       release(prev);
 
-      const int t = u / splits, sp = u - t * splits;
       int ctm, tn;
       tile_coords(t, ctiles_m, tiles_n, ctm, tn);
       const int tm = ctm * CLUSTER + rank;
-      if (splits > 1) {
+      if (ns > 1) {
         // Partials: thread ct (of the 256 consumer threads) owns float4 i4 * 256 + ct, i4 < BN / 8.
-        const int ct = threadIdx.x - 128, bt = tm * tiles_n + tn;
-        float* tile_ws = ex.ws + (i64)bt * splits * (BM * BN);
+        const int ct = threadIdx.x - 128, bt = (t - split_from) * CLUSTER + rank;
+        float* tile_ws = ex.ws + (i64)bt * ns * (BM * BN);
 #pragma unroll
         for (int i4 = 0; i4 < BN / 8; ++i4)
           st_cg_f4(tile_ws + (i64)sp * (BM * BN) + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
         fence_gpu();
         named_barrier_sync(3, 256);
         if (ct == 0) {
-          const u32 last = atom_add_gpu(ex.counters + bt, 1) == (u32)(splits - 1);
+          const u32 last = atom_add_gpu(ex.counters + bt, 1) == (u32)(ns - 1);
           if (last) ex.counters[bt] = 0;  // every unit of the tile has counted: ready for reuse
           split_last = last;
         }
@@ -337,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (!split_last) continue;
         fence_gpu();
 #pragma unroll 1
-        for (int s2 = 0; s2 < splits; ++s2) {
+        for (int s2 = 0; s2 < ns; ++s2) {
           if (s2 == sp) continue;
           const float* src = tile_ws + (i64)s2 * (BM * BN) + 4 * ct;
           // Groups of 8 float4 loads in flight; the empty asm after each group's adds keeps the

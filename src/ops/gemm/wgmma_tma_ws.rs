@@ -106,12 +106,32 @@ impl TileConfig {
         self.cluster_tiles(m, n).min(max_clusters).max(1) * self.cluster
     }
 
-    /// As `grid`, for `splits` K slices per tile (work units = cluster tiles x splits).
-    pub fn grid_split(self, m: usize, n: usize, splits: u32, max_clusters: u32) -> u32 {
-        (self.cluster_tiles(m, n) * splits.max(1))
-            .min(max_clusters)
-            .max(1)
-            * self.cluster
+    /// How `splits` K slices are laid over the cluster tiles of an `m` x `n` problem run on
+    /// `max_clusters` resident clusters: every tile split, or with `tail` only the tiles of the
+    /// last, partial wave (none when the waves are whole). Mirrors the kernel's work units.
+    pub fn split_plan(
+        self,
+        m: usize,
+        n: usize,
+        splits: u32,
+        tail: bool,
+        max_clusters: u32,
+    ) -> SplitPlan {
+        let ctiles = self.cluster_tiles(m, n);
+        let slots = max_clusters.max(1);
+        let split_from = match (splits > 1, tail) {
+            (false, _) => ctiles,
+            (true, false) => 0,
+            (true, true) => ctiles / slots * slots,
+        };
+        let splits = if split_from == ctiles { 1 } else { splits };
+        let units = split_from + (ctiles - split_from) * splits;
+        SplitPlan {
+            splits,
+            split_from,
+            split_block_tiles: (ctiles - split_from) * self.cluster,
+            grid: units.min(slots).max(1) * self.cluster,
+        }
     }
 
     /// Wave-quantised cost of running the tiles as `splits` K slices each, in 128 x 64 x 64
@@ -152,6 +172,22 @@ impl TileConfig {
             .unwrap_or(1)
     }
 
+    /// K slices for the tiles of the last wave when that wave is at most half full: about as many
+    /// as fill the SMs it leaves idle (slots / tail tiles, 2..=5 and at most a quarter of the K
+    /// blocks); `None` when the waves are whole or the last one is more than half full. On an
+    /// H200, 512x128256x4096 (2004 tiles of 128x256 on 132 SMs: 24 in a 16th wave) ran at
+    /// 764 TFLOPS with the last wave split in 5 (3 and 4: 760), 742 unsplit, 743 in CTA pairs.
+    pub fn tail_splits(self, m: usize, n: usize, k: usize, sm_count: u32) -> Option<u32> {
+        let slots = (sm_count / self.cluster).max(1);
+        let ctiles = self.cluster_tiles(m, n);
+        let tail = ctiles % slots;
+        if ctiles <= slots || tail == 0 || tail * 2 > slots {
+            return None;
+        }
+        let s = (slots / tail).min(5).min(k_blocks(k) / 4);
+        (s >= 2).then_some(s)
+    }
+
     /// (tile config, split-K factor). From the widest tile down (256, 128, 64), a narrower one
     /// (at its best split) replaces the current pick only where it takes clearly (10 %) less
     /// modelled time: wider tiles reuse each A tile more, so they win ties. Pairs of CTAs
@@ -176,14 +212,28 @@ impl TileConfig {
         }
         pick
     }
+}
 
-    /// fp32 workspace bytes for `splits` partial tiles per block tile (0 when not split).
-    pub fn workspace_bytes(self, m: usize, n: usize, splits: u32) -> usize {
-        if splits <= 1 {
+/// A launch's split-K layout ([`TileConfig::split_plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitPlan {
+    /// K slices per split tile (1: nothing is split).
+    pub splits: u32,
+    /// The first cluster tile that is split (the kernel's `Extras.split_from`).
+    pub split_from: u32,
+    /// Block tiles that are split: one arrival counter each, `splits` fp32 partials each.
+    pub split_block_tiles: u32,
+    /// CTAs to launch: one cluster per work unit, up to the resident slots.
+    pub grid: u32,
+}
+
+impl SplitPlan {
+    /// fp32 workspace bytes for the partial tiles of a `bn`-wide tile (0 when not split).
+    pub fn workspace_bytes(&self, bn: u32) -> usize {
+        if self.splits <= 1 {
             return 0;
         }
-        let (tm, tn) = self.tiles(m, n);
-        tm as usize * tn as usize * splits as usize * (BM * self.bn) as usize * 4
+        self.split_block_tiles as usize * self.splits as usize * (BM * bn) as usize * 4
     }
 }
 
@@ -206,8 +256,10 @@ const GROUP_MS: [i64; 1] = [GROUP_M as i64];
 
 const PAIRS_RULE: &str = "PAIRS=1 (clusters of 2 CTAs multicasting B) only with BN=256: the pair \
      variant compiled is 128x256 (a narrower tile leaves each CTA a B box under 64 rows)";
-const SPLITS_RULE: &str = "SPLITS>1 only for single CTAs (PAIRS=0) with BN<=128: the kernel \
-     ignores splits otherwise (at BN=256 the split bookkeeping spilled)";
+const SPLITS_RULE: &str = "SPLITS>1 not with BN=256 in layout CR (both operands MN-major): the \
+     split bookkeeping spills there, so that variant ignores splits";
+const TAILS: [i64; 2] = [0, 1];
+const TAIL_RULE: &str = "TAIL=1 (split only the last, partial wave's tiles) only with SPLITS>1";
 const SPLITS_K_RULE: &str = "SPLITS at most the K blocks (K / 64): more slices than K blocks \
      leaves some empty";
 
@@ -219,6 +271,8 @@ pub struct Choice {
     pub tile: TileConfig,
     pub splits: u32,
     pub group_m: u32,
+    /// Split only the tiles of the last, partial wave (else every tile).
+    pub tail: bool,
 }
 
 /// The env overrides, for A/B timing: they win over both the tuned config and the heuristic.
@@ -232,6 +286,8 @@ pub struct Overrides {
     pub group_m: Option<u32>,
     /// `KILN_WGMMA_PAIRS` (default on)
     pub pairs: bool,
+    /// `KILN_WGMMA_TAIL` (1: split only the last wave's tiles, 0: all)
+    pub tail: Option<bool>,
 }
 
 impl Overrides {
@@ -241,6 +297,7 @@ impl Overrides {
         splits: None,
         group_m: None,
         pairs: true,
+        tail: None,
     };
 
     pub fn from_env() -> Overrides {
@@ -249,13 +306,14 @@ impl Overrides {
             splits: splits_override(),
             group_m: group_m_override(),
             pairs: pairs_enabled(),
+            tail: std::env::var("KILN_WGMMA_TAIL").ok().map(|v| v == "1"),
         }
     }
 }
 
-/// The reasons a (BN, PAIRS, SPLITS, GROUP_M) point breaks the kernel's limits, independent of
-/// the problem (the space adds SPLITS <= K blocks).
-fn space_rules(bn: i64, pairs: i64, splits: i64, group_m: i64) -> Vec<String> {
+/// The reasons a (BN, PAIRS, SPLITS, GROUP_M, TAIL) point breaks the kernel's limits,
+/// independent of the problem (the space adds SPLITS <= K blocks and the CR rule).
+fn space_rules(bn: i64, pairs: i64, splits: i64, group_m: i64, tail: i64) -> Vec<String> {
     let mut broken = Vec::new();
     if !BNS.contains(&bn) {
         broken.push(format!("BN={bn} is not one of {BNS:?}"));
@@ -274,8 +332,11 @@ fn space_rules(bn: i64, pairs: i64, splits: i64, group_m: i64) -> Vec<String> {
     if pairs == 1 && bn != 256 {
         broken.push(PAIRS_RULE.into());
     }
-    if splits > 1 && (pairs != 0 || bn > 128) {
-        broken.push(SPLITS_RULE.into());
+    if !TAILS.contains(&tail) {
+        broken.push(format!("TAIL={tail} is not 0 or 1"));
+    }
+    if tail == 1 && splits <= 1 {
+        broken.push(TAIL_RULE.into());
     }
     broken
 }
@@ -287,7 +348,9 @@ impl Choice {
         let pairs = cfg.require("PAIRS")?;
         let splits = cfg.require("SPLITS")?;
         let group_m = cfg.require("GROUP_M")?;
-        if let Some(reason) = space_rules(bn, pairs, splits, group_m).first() {
+        // Configs tuned before TAIL existed split every tile.
+        let tail = cfg.get("TAIL").unwrap_or(0);
+        if let Some(reason) = space_rules(bn, pairs, splits, group_m, tail).first() {
             return Err(format!("{cfg}: {reason}"));
         }
         let tile = match (bn, pairs) {
@@ -300,6 +363,7 @@ impl Choice {
             tile,
             splits: splits as u32,
             group_m: group_m as u32,
+            tail: tail == 1,
         })
     }
 
@@ -310,16 +374,31 @@ impl Choice {
             ("PAIRS", (self.tile.cluster > 1) as i64),
             ("SPLITS", self.splits as i64),
             ("GROUP_M", self.group_m as i64),
+            ("TAIL", self.tail as i64),
         ])
     }
 
-    /// The heuristic's choice: [`TileConfig::choose`] with the default group size.
+    /// The heuristic's choice: [`TileConfig::choose`] with the default group size; a 128x256
+    /// pick whose last wave is at most half full runs in single CTAs with that wave split
+    /// ([`TileConfig::tail_splits`]; measured single and paired alike there).
     pub fn heuristic(p: &GemmProblem, sm_count: u32, pairs: bool) -> Choice {
         let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, pairs);
-        Choice {
-            tile,
-            splits,
-            group_m: GROUP_M,
+        let tail = (tile.bn == 256 && splits == 1 && !(p.layout == Layout::CR))
+            .then(|| TileConfig::LARGE.tail_splits(p.m, p.n, p.k, sm_count))
+            .flatten();
+        match tail {
+            Some(s) => Choice {
+                tile: TileConfig::LARGE,
+                splits: s,
+                group_m: GROUP_M,
+                tail: true,
+            },
+            None => Choice {
+                tile,
+                splits,
+                group_m: GROUP_M,
+                tail: false,
+            },
         }
     }
 
@@ -355,6 +434,9 @@ impl Choice {
         if let Some(g) = env.group_m {
             c.group_m = g;
         }
+        if let Some(t) = env.tail {
+            c.tail = t;
+        }
         c
     }
 }
@@ -368,6 +450,7 @@ struct Extras {
     counters: u64,
     splits: i32,
     epi_tma: i32,
+    split_from: i32,
 }
 
 /// The split-K workspace (fp32 partial tiles) and per-tile arrival counters, kept across
@@ -548,18 +631,22 @@ impl GemmKernel for WgmmaTmaWs {
     }
     fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         let kb = k_blocks(p.k) as i64;
+        let cr = p.layout == Layout::CR;
         Some(
             ParamSpace::new()
                 .param("BN", &BNS)
                 .param("PAIRS", &PAIRS)
                 .launch_param("SPLITS", &SPLITS)
                 .param("GROUP_M", &GROUP_MS)
+                .launch_param("TAIL", &TAILS)
                 .rule(PAIRS_RULE, |c| {
                     c.get("PAIRS") == Some(0) || c.get("BN") == Some(256)
                 })
-                .rule(SPLITS_RULE, |c| {
-                    c.get("SPLITS") == Some(1)
-                        || (c.get("PAIRS") == Some(0) && c.get("BN").unwrap_or(256) <= 128)
+                .rule(SPLITS_RULE, move |c| {
+                    c.get("SPLITS") == Some(1) || !cr || c.get("BN").unwrap_or(256) <= 128
+                })
+                .rule(TAIL_RULE, |c| {
+                    c.get("TAIL") == Some(0) || c.get("SPLITS").unwrap_or(1) > 1
                 })
                 .rule(SPLITS_K_RULE, move |c| c.get("SPLITS").unwrap_or(1) <= kb),
         )
@@ -596,18 +683,27 @@ impl WgmmaTmaWs {
     ) -> Result<()> {
         super::require_aligned_operands(self.name(), ops, "TMA needs it")?;
         let cfg = choice.tile;
-        let splits = choice.splits.max(1);
-        let splits = if cfg.cluster > 1 || cfg.bn > 128 {
+        // The CR variant of the 256-wide tile ignores splits (its bookkeeping spilled).
+        let splits = if p.layout == Layout::CR && cfg.bn > 128 {
             1
         } else {
-            splits
+            choice.splits.max(1)
         };
-        let (ws, counters) = if splits > 1 {
-            let (tm, tn) = cfg.tiles(p.m, p.n);
+        let f = ctx.function(&Self::spec(
+            &ctx.arch(),
+            p.layout,
+            p.input,
+            p.output,
+            cfg,
+            choice.group_m,
+        ))?;
+        let slots = max_clusters(&f, ctx, cfg);
+        let plan = cfg.split_plan(p.m, p.n, splits, choice.tail, slots);
+        let (ws, counters) = if plan.splits > 1 {
             workspace(
                 ctx,
-                cfg.workspace_bytes(p.m, p.n, splits),
-                (tm * tn) as usize,
+                plan.workspace_bytes(cfg.bn),
+                plan.split_block_tiles as usize,
             )?
         } else {
             (0, 0)
@@ -627,26 +723,17 @@ impl WgmmaTmaWs {
         let mut extras = Extras {
             ws,
             counters,
-            splits: splits as i32,
+            splits: plan.splits as i32,
             epi_tma: tc.is_some() as i32,
+            split_from: plan.split_from as i32,
         };
         let mut map_c = match tc {
             Some(t) => t.encode()?,
             None => map_a,
         };
-        let f = ctx.function(&Self::spec(
-            &ctx.arch(),
-            p.layout,
-            p.input,
-            p.output,
-            cfg,
-            choice.group_m,
-        ))?;
         let mut args = GemmArgs::new(p, ops);
-        let slots = max_clusters(&f, ctx, cfg);
         let lc = LaunchConfig {
-            // split-K: one CTA per work unit (tile x slice) up to the resident slots
-            grid: (cfg.grid_split(p.m, p.n, splits, slots), 1, 1),
+            grid: (plan.grid, 1, 1),
             block: (THREADS, 1, 1),
             smem_bytes: cfg.smem_bytes(),
             cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
@@ -844,9 +931,44 @@ mod tests {
         assert_eq!(c(128, 4096, 4096, true), (TileConfig::TINY, 2));
         assert_eq!(c(128, 4096, 14336, true), (TileConfig::SMALL, 4));
         assert_eq!(c(128, 14336, 4096, true).1, 1);
-        assert_eq!(TileConfig::SMALL.grid_split(128, 4096, 4, 132), 128);
+        let all = TileConfig::SMALL.split_plan(128, 4096, 4, false, 132);
+        assert_eq!((all.splits, all.split_from, all.grid), (4, 0, 128));
+        assert_eq!(all.workspace_bytes(128), 32 * 4 * 128 * 128 * 4);
+        // the last wave only: 1002 pair tiles on 66 clusters leave 12 for a 16th wave, whose
+        // 5 slices each fill 60 of its 66 slots
+        let tail = TileConfig::LARGE_PAIR.split_plan(512, 128256, 5, true, 66);
+        assert_eq!(
+            (
+                tail.splits,
+                tail.split_from,
+                tail.split_block_tiles,
+                tail.grid
+            ),
+            (5, 990, 24, 132)
+        );
+        // whole waves: nothing to split
+        let whole = TileConfig::LARGE.split_plan(4096, 8448, 4, true, 132);
+        assert_eq!((whole.splits, whole.workspace_bytes(256)), (1, 0));
         // never more slices than K blocks
         assert_eq!(TileConfig::SMALL.best_splits(128, 128, 64, 132), 1);
+    }
+
+    #[test]
+    fn a_sparse_last_wave_is_split() {
+        let h = |m, n, k| Choice::heuristic(&bf16(m, n, k, Layout::RC), 132, true);
+        // 2004 tiles: 24 in the 16th wave, split in 5 (measured best on an H200)
+        let c = h(512, 128256, 4096);
+        assert_eq!((c.tile, c.splits, c.tail), (TileConfig::LARGE, 5, true));
+        // 8192 tiles: 8 in the 63rd wave
+        assert!(h(16384, 16384, 16384).tail);
+        // whole waves, a last wave over half full, a single wave: unchanged
+        for (m, n, k) in [(4096, 8448, 4096), (4096, 4096, 4096), (2048, 2048, 2048)] {
+            assert!(!h(m, n, k).tail, "{m}x{n}x{k}");
+        }
+        // CR keeps the 256-wide tiles unsplit (the variant ignores splits)
+        assert!(!Choice::heuristic(&bf16(512, 128256, 4096, Layout::CR), 132, true).tail);
+        // too shallow to split
+        assert_eq!(TileConfig::LARGE.tail_splits(512, 128256, 256, 132), None);
     }
 
     #[test]
@@ -935,27 +1057,37 @@ mod tests {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let space = WgmmaTmaWs.space(&p, &h100).unwrap();
         let all = space.enumerate();
-        // BN=256: single or pair, unsplit; BN=128 and BN=64: splits 1..=8
-        assert_eq!(all.len(), 2 + 8 + 8);
+        // (BN, PAIRS) in (256, 0), (256, 1), (128, 0), (64, 0); each unsplit, or split 2..=8
+        // over every tile or the last wave only
+        assert_eq!(all.len(), 4 * (1 + 7 * 2));
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
             assert_eq!(Config::parse(&c.label()).unwrap(), *c);
             assert!(TileConfig::ALL.contains(&ch.tile));
-            assert!(ch.splits == 1 || (ch.tile.cluster == 1 && ch.tile.bn <= 128));
+            assert!(ch.splits > 1 || !ch.tail);
         }
+        // CR: the 256-wide tiles do not split
+        let cr = WgmmaTmaWs
+            .space(&bf16(4096, 4096, 4096, Layout::CR), &h100)
+            .unwrap();
+        assert_eq!(cr.enumerate().len(), 2 + 2 * (1 + 7 * 2));
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 2 + 2 + 2);
+        assert_eq!(few.len(), 4 * (1 + 2));
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
         assert!(e.contains("PAIRS=1"), "{e}");
-        let e = bad(&[("BN", 256), ("PAIRS", 0), ("SPLITS", 2), ("GROUP_M", 8)]);
-        assert!(e.contains("SPLITS>1"), "{e}");
-        let e = bad(&[("BN", 256), ("PAIRS", 1), ("SPLITS", 2), ("GROUP_M", 8)]);
-        assert!(e.contains("SPLITS>1"), "{e}");
+        let e = bad(&[
+            ("BN", 256),
+            ("PAIRS", 1),
+            ("SPLITS", 1),
+            ("GROUP_M", 8),
+            ("TAIL", 1),
+        ]);
+        assert!(e.contains("TAIL=1"), "{e}");
         let e = bad(&[("BN", 96), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)]);
         assert!(e.contains("BN=96"), "{e}");
         let e = bad(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 9), ("GROUP_M", 8)]);
@@ -1002,9 +1134,9 @@ mod tests {
             .is_none());
     }
 
-    /// Without a tuned entry or env overrides, `launch` runs exactly `TileConfig::choose`'s pick
-    /// (with the default group size), and that pick is a point of the space (the tuner's
-    /// baseline).
+    /// Without a tuned entry or env overrides, `launch` runs exactly the heuristic's pick
+    /// (`TileConfig::choose`, the last-wave split, the default group size), and that pick is a
+    /// point of the space (the tuner's baseline).
     #[test]
     fn without_a_tuned_config_launch_keeps_the_heuristic() {
         let h100 = DeviceInfo::h100_sxm();
@@ -1017,14 +1149,9 @@ mod tests {
                         ..Overrides::NONE
                     };
                     let got = Choice::resolve(&p, sms, None, &env);
-                    let (tile, splits) = TileConfig::choose(m, n, k, sms, pairs);
                     assert_eq!(
                         got,
-                        Choice {
-                            tile,
-                            splits,
-                            group_m: GROUP_M
-                        },
+                        Choice::heuristic(&p, sms, pairs),
                         "{m}x{n}x{k} on {sms} SMs, pairs {pairs}"
                     );
                     let space = WgmmaTmaWs.space(&p, &h100).unwrap();

@@ -143,6 +143,10 @@ pub struct BenchArgs {
     /// Do not flush L2 between repetitions.
     #[arg(long)]
     pub no_flush: bool,
+    /// Time each version's repetitions back to back instead of in interleaved rounds (one
+    /// launch of each version per round, so that clock drift hits all of them alike).
+    #[arg(long)]
+    pub sequential: bool,
     /// Time a named shape set instead of --shape: `ladder` or `targets` (issue 3's shapes, in
     /// every layout given by --layouts).
     #[arg(long)]

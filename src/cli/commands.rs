@@ -436,6 +436,7 @@ pub(super) fn bench_options(
         reps: reps.or(env.config.bench.reps).unwrap_or(d.reps),
         warmup: warmup.or(env.config.bench.warmup).unwrap_or(d.warmup),
         flush_l2: !no_flush,
+        interleave: d.interleave,
     }
 }
 
@@ -485,7 +486,8 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         ks
     };
     let vendor = env.registry.gemm_version("cublas")?;
-    let opt = bench_options(env, a.reps, a.warmup, a.no_flush);
+    let mut opt = bench_options(env, a.reps, a.warmup, a.no_flush);
+    opt.interleave = !a.sequential;
     let rows = run_bench(env, &ctx, &ks, vendor, &problems, &opt)?;
     if env.json {
         env.print_json(&json!(rows));

@@ -15,6 +15,11 @@ pub struct BenchOptions {
     pub reps: usize,
     /// Flush L2 before each timed repetition (else repeated runs may measure the cache).
     pub flush_l2: bool,
+    /// GEMM bench (`suite::bench_all`): time the versions of a problem in rounds, one launch of
+    /// each per round (A B C A B C ...), rather than each version's repetitions back to back, so
+    /// that clock and power drift (+-5 % between runs on a 700 W H200) lands on all of them
+    /// alike and their ratios stay honest.
+    pub interleave: bool,
 }
 
 impl Default for BenchOptions {
@@ -23,6 +28,7 @@ impl Default for BenchOptions {
             warmup: 5,
             reps: 30,
             flush_l2: true,
+            interleave: true,
         }
     }
 }
@@ -145,6 +151,73 @@ pub fn timed_reps(
         .collect()
 }
 
+/// Interleaved timing of several launches (see [`BenchOptions::interleave`]): each launched
+/// once (timed: over 100 ms for any of them cuts the warm-up and repetitions as in
+/// [`sample_launches`]), warmed up, then `reps` rounds of one launch each, every launch between
+/// its own events with L2 flushed before it. The times (ms) of each launch, in order.
+pub fn sample_interleaved(
+    ctx: &Context,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+    launches: &mut [&mut dyn FnMut() -> Result<()>],
+) -> Result<Vec<Vec<f64>>> {
+    let mut first_ms: f64 = 0.0;
+    for launch in launches.iter_mut() {
+        let (s0, e0) = (ctx.event()?, ctx.event()?);
+        s0.record(ctx)?;
+        launch()?;
+        e0.record(ctx)?;
+        first_ms = first_ms.max(s0.elapsed_ms(&e0)? as f64);
+    }
+    let (warmup, reps) = if first_ms > 100.0 {
+        (0, opt.reps.min(5))
+    } else {
+        (opt.warmup, opt.reps)
+    };
+    for launch in launches.iter_mut() {
+        for _ in 0..warmup {
+            launch()?;
+        }
+    }
+    ctx.synchronize()?;
+    let n = launches.len();
+    let events: Vec<_> = (0..reps.max(1) * n)
+        .map(|_| Ok((ctx.event()?, ctx.event()?)))
+        .collect::<Result<_>>()?;
+    for round in events.chunks(n) {
+        for ((start, end), launch) in round.iter().zip(launches.iter_mut()) {
+            if opt.flush_l2 {
+                flusher.flush(ctx)?;
+            }
+            start.record(ctx)?;
+            launch()?;
+            end.record(ctx)?;
+        }
+    }
+    let mut times = vec![Vec::with_capacity(reps.max(1)); n];
+    for round in events.chunks(n) {
+        for (i, (s, e)) in round.iter().enumerate() {
+            times[i].push(s.elapsed_ms(e)? as f64);
+        }
+    }
+    Ok(times)
+}
+
+/// The summary of `kernel`'s `times` (ms) on `p`.
+pub fn timing_of(kernel: &dyn GemmKernel, p: &GemmProblem, mut times: Vec<f64>) -> Timing {
+    let (median, min, max) = stats(&mut times);
+    Timing {
+        version: kernel.name().into(),
+        problem: *p,
+        median_ms: median,
+        min_ms: min,
+        max_ms: max,
+        reps: times.len(),
+        tflops: p.flops() / (median * 1e-3) / 1e12,
+        gbps: p.min_bytes() / (median * 1e-3) / 1e9,
+    }
+}
+
 /// Times `kernel` on `p` with the given buffers.
 pub fn time_gemm(
     ctx: &Context,
@@ -155,18 +228,8 @@ pub fn time_gemm(
     opt: &BenchOptions,
 ) -> Result<Timing> {
     let ops = bufs.operands();
-    let mut times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
-    let (median, min, max) = stats(&mut times);
-    Ok(Timing {
-        version: kernel.name().into(),
-        problem: *p,
-        median_ms: median,
-        min_ms: min,
-        max_ms: max,
-        reps: times.len(),
-        tflops: p.flops() / (median * 1e-3) / 1e12,
-        gbps: p.min_bytes() / (median * 1e-3) / 1e9,
-    })
+    let times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
+    Ok(timing_of(kernel, p, times))
 }
 
 #[cfg(test)]

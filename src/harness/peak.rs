@@ -51,6 +51,7 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
             warmup: 3,
             reps: 15,
             flush_l2: true,
+            interleave: false,
         },
     )?;
     Ok(Peak {

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use super::bench::{time_gemm, BenchBuffers, BenchOptions, L2Flusher, Timing};
+use super::bench::{
+    sample_interleaved, time_gemm, timing_of, BenchBuffers, BenchOptions, L2Flusher, Timing,
+};
 use super::verify::{fresh_seed, verify_gemm, CheckOutcome};
 use crate::device::Context;
 use crate::error::{Error, Result};
@@ -77,6 +79,12 @@ pub fn bench_all(
     for p in problems {
         p.validate()?;
         let bufs = BenchBuffers::random(p, fresh_seed())?;
+        if opt.interleave {
+            let row = bench_interleaved(ctx, kernels, vendor, p, &bufs, &flusher, opt)?;
+            on_row(&row);
+            rows.push(row);
+            continue;
+        }
         let vendor_t = match vendor {
             Some(v) if v.supports(p, &ctx.info).is_ok() => {
                 Some(time_gemm(ctx, v, p, &bufs, &flusher, opt)?)
@@ -109,6 +117,71 @@ pub fn bench_all(
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// One problem of [`bench_all`] with the vendor and the versions timed in interleaved rounds
+/// ([`sample_interleaved`]). A version that refuses the problem (in `supports`, or at launch with
+/// `Unsupported`: its first launch is a probe) is skipped with its reason.
+fn bench_interleaved(
+    ctx: &Context,
+    kernels: &[&dyn GemmKernel],
+    vendor: Option<&dyn GemmKernel>,
+    p: &GemmProblem,
+    bufs: &BenchBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+) -> Result<BenchRow> {
+    let ops = bufs.operands();
+    let mut row = BenchRow {
+        problem: *p,
+        vendor: None,
+        versions: Vec::new(),
+        skipped: Vec::new(),
+    };
+    // (kernel, is the vendor) for every one that runs the problem
+    let mut timed: Vec<(&dyn GemmKernel, bool)> = Vec::new();
+    let candidates = vendor
+        .map(|v| (v, true))
+        .into_iter()
+        .chain(kernels.iter().map(|k| (*k, false)));
+    for (k, is_vendor) in candidates {
+        if let Err(r) = k.supports(p, &ctx.info) {
+            if !is_vendor {
+                row.skipped.push((k.name().into(), r));
+            }
+            continue;
+        }
+        match k.launch(ctx, p, &ops) {
+            Ok(()) => timed.push((k, is_vendor)),
+            Err(Error::Unsupported { reason, .. }) if !is_vendor => {
+                row.skipped.push((k.name().into(), reason))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let mut closures: Vec<Box<dyn FnMut() -> Result<()> + '_>> = timed
+        .iter()
+        .map(|(k, _)| {
+            let ops = &ops;
+            Box::new(move || k.launch(ctx, p, ops)) as Box<dyn FnMut() -> Result<()>>
+        })
+        .collect();
+    let mut launches: Vec<&mut dyn FnMut() -> Result<()>> =
+        closures.iter_mut().map(|c| c.as_mut() as _).collect();
+    let times = sample_interleaved(ctx, flusher, opt, &mut launches)?;
+    let mut results: Vec<(Timing, bool)> = timed
+        .iter()
+        .zip(times)
+        .map(|((k, is_vendor), t)| (timing_of(*k, p, t), *is_vendor))
+        .collect();
+    if let Some(i) = results.iter().position(|(_, v)| *v) {
+        row.vendor = Some(results.remove(i).0);
+    }
+    for (t, _) in results {
+        let ratio = row.vendor.as_ref().map(|v| v.median_ms / t.median_ms);
+        row.versions.push((t, ratio));
+    }
+    Ok(row)
 }
 
 /// The ladder shapes `kiln suite` times every version on.

@@ -275,6 +275,7 @@ impl Gpu {
                 warmup: 1,
                 reps: 3,
                 flush_l2: true,
+                interleave: false,
             },
         )?;
         if far_behind(quick.median_ms, job.best_ms, EARLY_STOP_FACTOR) {
@@ -300,6 +301,7 @@ impl Gpu {
                 warmup: job.warmup,
                 reps: job.reps,
                 flush_l2: true,
+                interleave: false,
             },
         )?;
         Ok(JobResult {

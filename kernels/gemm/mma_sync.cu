@@ -4,7 +4,9 @@
 // 8 warps in a 2 x 4 grid, each accumulating a (BM/2) x (BN/4) fp32 sub-tile with m16n8k16.
 // Boundary tiles are zero-filled by cp.async (src-size < 16), so any M, N, K works as long as the
 // host keeps every row start 16-byte aligned; blocks wholly inside M and N copy their full K
-// tiles without predicates. Blocks walk the tiles in groups of KILN_GROUP_M tile rows, so blocks
+// tiles without predicates. KILN_ELEM_LOADS=1 is the variant for rows that are not: each 16-byte
+// chunk is read as 2-byte elements through registers and stored to shared memory (synchronous,
+// slower, but still on the tensor cores instead of the SIMT fallback). Blocks walk the tiles in groups of KILN_GROUP_M tile rows, so blocks
 // running together share A and B panels in L2.
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
@@ -42,6 +44,23 @@ __device__ __forceinline__ void cp_async16_zfill(u32 dst, const void* src, int s
 // cp.async of 16 bytes, all in range.
 __device__ __forceinline__ void cp_async16_full(u32 dst, const void* src) {
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
+#ifndef KILN_ELEM_LOADS
+#define KILN_ELEM_LOADS 0
+#endif
+// The first n (0..8) 2-byte elements at src (any 2-byte alignment) into the 16-byte chunk at dst,
+// the rest zero: the KILN_ELEM_LOADS replacement of cp_async16_zfill. src is not read when n == 0.
+__device__ __forceinline__ void copy_elems16(u32 dst, const void* src, int n) {
+  const u16* e = static_cast<const u16*>(src);
+  u32 w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const u32 lo = 2 * j < n ? (u32)e[2 * j] : 0u;
+    const u32 hi = 2 * j + 1 < n ? (u32)e[2 * j + 1] : 0u;
+    w[j] = lo | (hi << 16);
+  }
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
 }
 
 // Byte offset of 16-byte chunk c of row r in a tile of CPR chunks per row. Rows of 4 chunks
@@ -90,7 +109,8 @@ template <int ROWS, int CPR, bool MN> struct TileLoader {
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
       const int n = MN ? (i * RS < moving ? fixed : 0) : (i * RS < fixed ? min(max(moving, 0), 8) : 0);
-      cp_async16_zfill(tile + dst + i * RS * CPR * 16, n > 0 ? (const void*)(ptr + i * step) : base, n * 2);
+      if (KILN_ELEM_LOADS) copy_elems16(tile + dst + i * RS * CPR * 16, ptr + i * step, n);
+      else cp_async16_zfill(tile + dst + i * RS * CPR * 16, n > 0 ? (const void*)(ptr + i * step) : base, n * 2);
     }
     ptr += advance;
     moving -= BK;
@@ -99,7 +119,10 @@ template <int ROWS, int CPR, bool MN> struct TileLoader {
   // issue() for a tile the caller knows lies wholly inside the operand: no predicates.
   __device__ __forceinline__ void issue_full(u32 tile) {
 #pragma unroll
-    for (int i = 0; i < PER; ++i) cp_async16_full(tile + dst + i * RS * CPR * 16, ptr + i * step);
+    for (int i = 0; i < PER; ++i) {
+      if (KILN_ELEM_LOADS) copy_elems16(tile + dst + i * RS * CPR * 16, ptr + i * step, 8);
+      else cp_async16_full(tile + dst + i * RS * CPR * 16, ptr + i * step);
+    }
     ptr += advance;
     moving -= BK;
   }

@@ -10,6 +10,14 @@ use crate::tune::space::{Config, ParamSpace};
 
 pub struct MmaSync;
 
+/// Whether every row of A and B starts 16 bytes after the previous one (the leading dimensions
+/// in bytes are multiples of 16): cp.async can copy them. Otherwise the kernel's element-load
+/// variant runs (on an H200 the SIMT fallback those problems had before ran at ~31 TFLOPS).
+pub fn rows_aligned(p: &GemmProblem) -> bool {
+    let es = p.input.size();
+    (p.lda * es).is_multiple_of(16) && (p.ldb * es).is_multiple_of(16)
+}
+
 /// The block tile and pipeline the kernel is specialised for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
@@ -65,6 +73,10 @@ impl TileConfig {
         ..TileConfig::DEFAULT
     };
 
+    /// The tile of the element-load variant (rows or operands not 16-byte aligned): 128x128, as
+    /// the 128x256 one spills with the loads staged through registers (kiln check, sm_90a).
+    pub const ELEM: TileConfig = TileConfig::NARROW;
+
     /// The tile a config from [`MmaSync`]'s space names, or why the kernel cannot take it.
     pub fn from_config(cfg: &Config) -> std::result::Result<TileConfig, String> {
         let get = |k: &str| -> std::result::Result<u32, String> {
@@ -102,6 +114,9 @@ impl TileConfig {
     /// tile does a 128x256 tile's work at about 85% of its efficiency (it reloads B twice as
     /// often per flop).
     pub fn heuristic(p: &GemmProblem, dev: &DeviceInfo) -> TileConfig {
+        if !rows_aligned(p) {
+            return TileConfig::ELEM;
+        }
         let sms = dev.sm_count.max(1) as f64;
         let cost = |t: &TileConfig, efficiency: f64| {
             let (tm, tn) = t.tiles(p);
@@ -115,8 +130,16 @@ impl TileConfig {
         }
     }
 
+    /// The variant for `p`: with 2-byte element loads when its rows are not 16-byte aligned
+    /// ([`rows_aligned`]).
     fn spec(&self, arch: &str, p: &GemmProblem) -> KernelSpec {
-        with_problem_defines(
+        self.spec_with(arch, p, !rows_aligned(p))
+    }
+
+    /// `elem_loads`: the `KILN_ELEM_LOADS` variant (2-byte loads through registers instead of
+    /// 16-byte cp.async), for rows or operand pointers that are not 16-byte aligned.
+    fn spec_with(&self, arch: &str, p: &GemmProblem, elem_loads: bool) -> KernelSpec {
+        let spec = with_problem_defines(
             KernelSpec::new("gemm/mma_sync.cu", "gemm_mma_sync", arch),
             p.layout,
             p.input,
@@ -128,7 +151,12 @@ impl TileConfig {
         .define("KILN_STAGES", self.stages)
         .define("KILN_GROUP_M", self.group_m)
         .define("KILN_SMEM", self.smem_bytes())
-        .define("KILN_THREADS", THREADS)
+        .define("KILN_THREADS", THREADS);
+        if elem_loads {
+            spec.define("KILN_ELEM_LOADS", 1)
+        } else {
+            spec
+        }
     }
 
     /// The spec of any tile, even one the space refuses (for the guard's tests).
@@ -200,17 +228,6 @@ impl GemmKernel for MmaSync {
         if p.input == DType::F32 {
             return Err("inputs must be bf16 or f16".into());
         }
-        let es = p.input.size();
-        for (name, ld) in [("lda", p.lda), ("ldb", p.ldb)] {
-            if !(ld * es).is_multiple_of(16) {
-                return Err(format!(
-                    "{name} = {ld} puts rows {} bytes apart; 16-byte copies need a multiple of 16 \
-                     (pad the leading dimension to a multiple of {})",
-                    ld * es,
-                    16 / es
-                ));
-            }
-        }
         let t = TileConfig::DEFAULT;
         if t.smem_bytes() > dev.smem_optin_bytes {
             return Err(format!(
@@ -233,8 +250,9 @@ impl GemmKernel for MmaSync {
             .flat_map(|(l, i, o)| {
                 let p = GemmProblem::new(1, 1, 1, l, i, o);
                 [
-                    TileConfig::DEFAULT.spec(arch, &p),
-                    TileConfig::NARROW.spec(arch, &p),
+                    TileConfig::DEFAULT.spec_with(arch, &p, false),
+                    TileConfig::NARROW.spec_with(arch, &p, false),
+                    TileConfig::ELEM.spec_with(arch, &p, true),
                 ]
             })
             .collect()
@@ -286,12 +304,21 @@ impl MmaSync {
         ops: &GemmOperands,
         t: &TileConfig,
     ) -> Result<()> {
-        super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes")?;
+        // Operands that do not start on 16 bytes take the element-load variant too (in its tile,
+        // if a tuned one is larger: those spill with element loads).
+        let elem_loads = !rows_aligned(p)
+            || super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes")
+                .is_err();
+        let t = if elem_loads && t.bm * t.bn > TileConfig::ELEM.bm * TileConfig::ELEM.bn {
+            &TileConfig::ELEM
+        } else {
+            t
+        };
         let blocks = t.grid(p).ok_or_else(|| Error::Unsupported {
             kernel: self.name().into(),
             reason: "too many blocks for a 1-D grid".into(),
         })?;
-        let f = ctx.function(&t.spec(&ctx.arch(), p))?;
+        let f = ctx.function(&t.spec_with(&ctx.arch(), p, elem_loads))?;
         let mut args = GemmArgs::new(p, ops);
         let cfg = LaunchConfig {
             smem_bytes: t.smem_bytes(),
@@ -352,7 +379,7 @@ mod tests {
     }
 
     #[test]
-    fn supports_needs_sm80_and_16_byte_rows() {
+    fn supports_needs_sm80_and_picks_element_loads_for_unaligned_rows() {
         let h100 = DeviceInfo::h100_sxm();
         assert!(MmaSync
             .supports(&problem(4096, 4096, 4096, Layout::RC), &h100)
@@ -372,16 +399,20 @@ mod tests {
             .supports(&problem(64, 64, 64, Layout::RC), &turing)
             .unwrap_err();
         assert!(e.contains("8.0"), "{e}");
-        // packed K-major A with K = 12 puts rows 24 bytes apart
-        let e = MmaSync
-            .supports(&problem(64, 64, 12, Layout::RC), &h100)
-            .unwrap_err();
-        assert!(e.contains("lda = 12"), "{e}");
-        // B row-major is N-contiguous: N = 100 is fine for A but not for B
-        let e = MmaSync
-            .supports(&problem(64, 100, 64, Layout::RR), &h100)
-            .unwrap_err();
-        assert!(e.contains("ldb = 100"), "{e}");
+        // rows not 16 bytes apart (K = 12: 24 bytes; B row-major with N = 100: 200 bytes) run
+        // the element-load variant instead of being refused
+        for (p, spec_has_elem) in [
+            (problem(64, 64, 12, Layout::RC), true),
+            (problem(64, 100, 64, Layout::RR), true),
+            (problem(64, 128, 64, Layout::RR), false),
+        ] {
+            assert!(MmaSync.supports(&p, &h100).is_ok());
+            let spec = TileConfig::DEFAULT.spec("sm_90a", &p);
+            let elem = spec
+                .defines
+                .contains(&("KILN_ELEM_LOADS".into(), "1".into()));
+            assert_eq!(elem, spec_has_elem, "{}", spec.label());
+        }
         let small_smem = DeviceInfo {
             smem_optin_bytes: 48 * 1024,
             ..h100.clone()
@@ -394,7 +425,8 @@ mod tests {
     #[test]
     fn variants_cover_every_layout_and_dtype_with_their_shared_memory() {
         let v = MmaSync.variants("sm_90a");
-        assert_eq!(v.len(), 4 * 2 * 3 * 2);
+        // layouts x input dtypes x outputs x (two cp.async tiles, the element-load one)
+        assert_eq!(v.len(), 4 * 2 * 3 * 3);
         for s in &v {
             let narrow = s.defines.contains(&("KILN_BN".into(), "128".into()));
             let smem = if narrow { 64 * 1024 } else { 96 * 1024 };
@@ -486,7 +518,7 @@ mod tests {
                 };
                 let p = GemmProblem::new(1, 1, 1, layout, DType::Bf16, DType::Bf16);
                 let c = jit
-                    .compile(&t.spec("sm_90a", &p))
+                    .compile(&t.spec_with("sm_90a", &p, false))
                     .unwrap_or_else(|e| panic!("{t:?}: {e}"));
                 assert!(
                     !c.resources.spills() && c.resources.stack_frame == 0,
@@ -503,7 +535,7 @@ mod tests {
     fn compiles_for_sm80_and_sm89_without_spills() {
         for (arch, layout) in [("sm_80", Layout::CR), ("sm_89", Layout::RC)] {
             let p = GemmProblem::new(1, 1, 1, layout, DType::F16, DType::F32);
-            let spec = TileConfig::DEFAULT.spec(arch, &p);
+            let spec = TileConfig::DEFAULT.spec_with(arch, &p, false);
             let c = crate::jit::Jit::without_cache()
                 .compile(&spec)
                 .unwrap_or_else(|e| panic!("{e}"));

@@ -29,7 +29,8 @@ pub const ERROR_EXIT: i32 = 99;
 
 /// The problems each version is checked on: ragged in M, N and K, two layouts and dtypes.
 pub const PROBLEMS: &[(&str, &str, &str, &str)] = &[
-    // K = 67 leaves rows unaligned: the SIMT rungs run it, the others must refuse it cleanly.
+    // K = 67 leaves rows unaligned: the SIMT rungs and mma_sync (element loads) run it, the
+    // TMA / cp.async wgmma rungs must refuse it cleanly.
     ("129x127x67", "RC", "bf16", "bf16"),
     // Ragged M and N with aligned rows, so the tensor-core rungs run their edge paths.
     ("129x127x72", "RC", "bf16", "bf16"),

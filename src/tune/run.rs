@@ -67,10 +67,21 @@ pub fn verify_problems(p: &GemmProblem) -> Vec<GemmProblem> {
         p.input,
         p.output,
     );
-    let small = GemmProblem {
-        alpha: p.alpha,
-        beta: p.beta,
-        ..small
+    // Leading dimensions keep the real ones' residue mod 8 elements (16 bytes for 16-bit
+    // operands), so a problem with unaligned rows is verified on unaligned rows too: kernels pick
+    // another variant for those (mma_sync's element loads).
+    let like = |ld_small: usize, ld_real: usize| ld_small.next_multiple_of(8) + ld_real % 8;
+    let small = if (small.m, small.n, small.k) == (p.m, p.n, p.k) {
+        *p
+    } else {
+        GemmProblem {
+            alpha: p.alpha,
+            beta: p.beta,
+            lda: like(small.lda, p.lda),
+            ldb: like(small.ldb, p.ldb),
+            ldc: like(small.ldc, p.ldc),
+            ..small
+        }
     };
     let mut v = vec![small];
     if (p.m as f64) * (p.n as f64) * (p.k as f64) <= (1u64 << 30) as f64 && small != *p {
@@ -359,5 +370,11 @@ mod tests {
         assert_eq!(v[1], small);
         let cube = GemmProblem::new(300, 300, 300, Layout::RC, DType::Bf16, DType::Bf16);
         assert_eq!(verify_problems(&cube), vec![cube]);
+        // rows not 16-byte aligned (K = 4095, A and B K-major): the small problem's are not either
+        let odd = GemmProblem::new(4096, 4096, 4095, Layout::RC, DType::Bf16, DType::Bf16);
+        let v = verify_problems(&odd);
+        assert_eq!((v[0].k, v[0].lda % 8, v[0].ldb % 8), (520, 7, 7));
+        assert!(v[0].lda >= v[0].k && v[0].ldb >= v[0].k);
+        v[0].validate().unwrap();
     }
 }

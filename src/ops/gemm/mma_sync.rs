@@ -162,7 +162,7 @@ impl TileConfig {
     /// The spec of any tile, even one the space refuses (for the guard's tests).
     #[doc(hidden)]
     pub fn spec_for_tests(t: &TileConfig, p: &GemmProblem) -> KernelSpec {
-        t.spec("sm_90a", p)
+        t.spec_with("sm_90a", p, false)
     }
 }
 

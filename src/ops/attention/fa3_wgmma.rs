@@ -192,7 +192,8 @@ pub fn candidates() -> Vec<Config> {
     let d64 = Config::default_for(64);
     v.push(Config { cwg: 3, ..d64 });
     v.push(Config {
-        cwg: 3,
+        bn: 192,
+        stages: 3,
         pingpong: true,
         ..d64
     });

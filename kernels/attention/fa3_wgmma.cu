@@ -39,6 +39,11 @@
 #ifndef KILN_PINGPONG
 #define KILN_PINGPONG 0
 #endif
+// 0, or P: every P-th 8-column group of scores is exponentiated on the FMA pipe (polynomial)
+// instead of the MUFU unit, which at head dim 64 is as busy as the tensor cores.
+#ifndef KILN_EMU
+#define KILN_EMU 0
+#endif
 
 constexpr int D = KILN_D, BN = KILN_BN, CWG = KILN_CWG, BM = 64 * CWG, STAGES = KILN_STAGES;
 constexpr int THREADS = 128 * (CWG + 1);
@@ -54,7 +59,7 @@ static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
 static_assert(BN % 16 == 0 && BN <= 256, "key tile: a multiple of 16, at most 256 (TMA box)");
 static_assert(HALF_KV % 1024 == 0, "key tiles must keep 128B-swizzled boxes 1024-byte aligned");
 static_assert(128 * PRODUCER_REGS + 128 * CWG * CONSUMER_REGS <= 65536, "register file overcommitted");
-static_assert(KILN_SMEM >= 1024 + Q_BYTES + STAGES * STAGE_BYTES + (2 + 3 * STAGES) * 8, "KILN_SMEM too small");
+static_assert(KILN_SMEM >= 1024 + Q_BYTES + STAGES * STAGE_BYTES + (2 + 4 * STAGES) * 8, "KILN_SMEM too small");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
 #define NEG_INF __int_as_float(0xff800000)
@@ -63,6 +68,21 @@ __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// 2^x for x <= 0 on the FMA and integer pipes: x = i + f with i = round(x) (the 1.5·2^23 trick
+// leaves i in the low mantissa bits), 2^f on [-0.5, 0.5] by a degree-3 fit (relative error
+// 1.0e-4, below bf16's and f16's rounding of P), and i added to the exponent. x is clamped at
+// -126, so a masked score gives 2^-126 instead of 0: negligible beside any visible key, and a row
+// with no visible key at all is recognised by its running max (-inf) at the end.
+__device__ __forceinline__ float ex2_emu(float x) {
+  x = fmaxf(x, -126.0f);
+  const float t = x + 12582912.0f;
+  const float f = x - (t - 12582912.0f);
+  float q = fmaf(0.0559228614f, f, 0.242646076f);
+  q = fmaf(q, f, 0.693120931f);
+  q = fmaf(q, f, 0.999924107f);
+  return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
 }
 
 template <int N> __device__ __forceinline__ void fence_all(float (&r)[N]) {
@@ -168,7 +188,8 @@ struct Softmax {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int i = 4 * n + 2 * rh + e;
-          sc[i] = ex2(fmaf(sc[i], scale_log2, -m_use));
+          const float x = fmaf(sc[i], scale_log2, -m_use);
+          sc[i] = (KILN_EMU > 0 && n % (KILN_EMU > 0 ? KILN_EMU : 1) == KILN_EMU - 1) ? ex2_emu(x) : ex2(x);
           sum += sc[i];
         }
       l[rh] = l[rh] * corr[rh] + sum; // this lane's partial; the quad is summed at the end
@@ -201,9 +222,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 sq = base, ring = base + Q_BYTES, bars = ring + STAGES * STAGE_BYTES;
   const u32 bar_q = bars, q_empty = bars + 8;
+  // K and V of a stage are released separately: K as soon as its S is computed, so the next K
+  // can land while this tile's P·V still reads V (a 2-deep ring then keeps a tile of slack).
   auto full_k = [&](int s) { return bars + 16 + 8 * s; };
   auto full_v = [&](int s) { return bars + 16 + 8 * (STAGES + s); };
-  auto empty = [&](int s) { return bars + 16 + 8 * (2 * STAGES + s); };
+  auto empty_k = [&](int s) { return bars + 16 + 8 * (2 * STAGES + s); };
+  auto empty_v = [&](int s) { return bars + 16 + 8 * (3 * STAGES + s); };
   const int total = ((p.sq + BM - 1) / BM) * p.heads_q * p.batch;
   const int wg = threadIdx.x / 128;
 
@@ -213,7 +237,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_k(s), 1);
       mbar_init(full_v(s), 1);
-      mbar_init(empty(s), 4 * CWG);
+      mbar_init(empty_k(s), 4 * CWG);
+      mbar_init(empty_v(s), 4 * CWG);
     }
     mbar_fence_init();
   }
@@ -235,11 +260,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         ++qi;
         for (int j = 0; j < wk.ntiles; ++j, ++it) {
           const int s = it % STAGES;
-          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          const u32 sk = ring + s * STAGE_BYTES, sv = sk + KV_BYTES;
+          const u32 sk = ring + s * STAGE_BYTES, sv = sk + KV_BYTES, par = ((it / STAGES) & 1) ^ 1;
+          mbar_wait(empty_k(s), par);
           mbar_arrive_expect_tx(full_k(s), KV_BYTES);
 #pragma unroll
           for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, full_k(s), 64 * d, j * BN, hk, wk.b);
+          mbar_wait(empty_v(s), par);
           mbar_arrive_expect_tx(full_v(s), KV_BYTES);
 #pragma unroll
           for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, full_v(s), 64 * d, j * BN, hk, wk.b);
@@ -280,9 +306,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     float sc[SR], corr[2];
     u32 pa[KP][4];
 #if KILN_OVERLAP
-    // Intra-warpgroup overlap (FA3's order): S(j+1) = Q·K(j+1)ᵀ and O += P(j)·V(j) are issued
-    // back to back; the softmax of S(j+1) runs while P(j)·V(j) is still on the tensor cores, and
-    // O is rescaled only once that product is done. P(j) was packed at the end of the previous step.
+    // Intra-warpgroup overlap (FA3's order): S(j+1) = Q·K(j+1)ᵀ is issued, O is rescaled for
+    // tile j while S(j+1) runs (O is no operand of it), then O += P(j)·V(j) is issued; the softmax
+    // of S(j+1) runs while P(j)·V(j) is still on the tensor cores. P(j) was packed at the end of
+    // the previous step, once P(j-1)·V(j-1) had released the registers.
     if (ntiles > 0) {
       mbar_wait(full_k(slot(0)), phase(0));
       turn_wait(c);
@@ -290,6 +317,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       pass(0);
       wgmma_wait<0>();
       fence_all(sc);
+      warp_arrive(empty_k(slot(0)));
       sm.tile(sc, 0, corr);
       pack_p(pa, sc);
       fence_p(pa);
@@ -302,18 +330,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       mbar_wait(full_v(slot(j)), phase(j));
       turn_wait(c);
       issue_s(sc, sqc, stage(j + 1));
+      rescale(o, corr);
+      fence_all(o);
       issue_pv(o, pa, stage(j) + KV_BYTES);
       pass(j + 1);
       wgmma_wait<1>();
       fence_all(sc);
+      warp_arrive(empty_k(slot(j + 1)));
       sm.tile(sc, (j + 1) * BN, corr);
       wgmma_wait<0>();
       fence_all(o);
-      warp_arrive(empty(slot(j)));
-      // Pinned here, before the next tile's wgmmas are issued: a rescale or pack sunk past them
-      // would touch registers inside a wgmma pipeline stage and serialise it.
-      rescale(o, corr);
-      fence_all(o);
+      warp_arrive(empty_v(slot(j)));
       pack_p(pa, sc);
       fence_p(pa);
     }
@@ -322,11 +349,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       warp_arrive(q_empty);  // every S of this item is done: the next item's Q may land
       mbar_wait(full_v(slot(j)), phase(j));
       turn_wait(c);
+      rescale(o, corr);
+      fence_all(o);
       issue_pv(o, pa, stage(j) + KV_BYTES);
       pass(ntiles);
       wgmma_wait<0>();
       fence_all(o);
-      warp_arrive(empty(slot(j)));
+      warp_arrive(empty_v(slot(j)));
     }
 #else
     for (int j = 0; j < ntiles; ++j) {
@@ -335,6 +364,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       issue_s(sc, sqc, stage(j));
       wgmma_wait<0>();
       fence_all(sc);
+      warp_arrive(empty_k(slot(j)));
       if (j + 1 == ntiles) warp_arrive(q_empty);
       sm.tile(sc, j * BN, corr);
       rescale(o, corr);
@@ -345,7 +375,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       pass(j);
       wgmma_wait<0>();
       fence_all(o);
-      warp_arrive(empty(slot(j)));
+      warp_arrive(empty_v(slot(j)));
     }
 #endif
     if (ntiles > 0) {
@@ -360,14 +390,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       float l = sm.l[rh];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const bool seen = sm.m[rh] != NEG_INF && l > 0.0f;  // the row saw at least one key
+      const float inv = seen ? 1.0f / l : 0.0f;
       const int row = row0 + 8 * rh;
       if (row < p.sq) {
         in_t* orow = og + (i64)row * p.q_ss;
 #pragma unroll
         for (int n = 0; n < OT; ++n)
           *reinterpret_cast<u32*>(orow + 8 * n + 2 * t) = pack2<in_t>(o[4 * n + 2 * rh] * inv, o[4 * n + 2 * rh + 1] * inv);
-        if (t == 0) lse[row] = l > 0.0f ? (sm.m[rh] + __log2f(l)) * 0.69314718055994531f : NEG_INF;
+        if (t == 0) lse[row] = seen ? (sm.m[rh] + __log2f(l)) * 0.69314718055994531f : NEG_INF;
       }
     }
   }

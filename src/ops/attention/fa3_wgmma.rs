@@ -18,6 +18,8 @@ pub struct Fa3Wgmma;
 const THREADS_PER_WG: u32 = 128;
 /// The key-tile widths `kernels/attention/wgmma_ss.cuh` was generated for.
 const KEY_TILES: [u32; 6] = [64, 80, 96, 128, 176, 192];
+/// 8-column groups in the narrowest key tile: the longest `emu` period that still emulates some.
+const NT_MIN: u32 = 8;
 
 /// One specialisation of the kernel: head dim, key tile, consumer warpgroups (64 query rows
 /// each), K+V ring depth, and the two FA3 schedules (intra-warpgroup overlap, ping-pong).
@@ -29,8 +31,13 @@ pub struct Config {
     pub stages: u32,
     pub overlap: bool,
     pub pingpong: bool,
-    /// One block per SM walking the work items (else one block per item).
-    pub persist: bool,
+    /// One block per SM walking the work items, else one block per item: 0 never, 1 for
+    /// non-causal problems only (causal ones keep the hardware's dynamic block order, which
+    /// balances their uneven rows), 2 always.
+    pub persist: u32,
+    /// 0, or P: every P-th 8-column group of scores is exponentiated by a polynomial on the FMA
+    /// pipe instead of the MUFU unit.
+    pub emu: u32,
 }
 
 impl Config {
@@ -43,11 +50,12 @@ impl Config {
             64 => Config {
                 d: 64,
                 bn: 128,
-                cwg: 2,
+                cwg: 3,
                 stages: 4,
                 overlap: true,
                 pingpong: false,
-                persist: false,
+                persist: 2,
+                emu: 0,
             },
             256 => Config {
                 d: 256,
@@ -56,7 +64,8 @@ impl Config {
                 stages: 2,
                 overlap: true,
                 pingpong: false,
-                persist: false,
+                persist: 0,
+                emu: 0,
             },
             _ => Config {
                 d: 128,
@@ -65,14 +74,14 @@ impl Config {
                 stages: 3,
                 overlap: true,
                 pingpong: false,
-                persist: false,
+                persist: 1,
+                emu: 0,
             },
         }
     }
 
     /// [`Config::default_for`] with the measurement override `KILN_FA3_D<d>` applied: a comma
-    /// list of `bn=`, `cwg=`, `stages=` (numbers) and `overlap=`, `pingpong=`, `persist=` (0 or
-    /// 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
+    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
     pub fn from_env(d: u32) -> std::result::Result<Config, String> {
         let var = format!("KILN_FA3_D{d}");
         match std::env::var(&var) {
@@ -105,10 +114,11 @@ impl Config {
                 "stages" => self.stages = num()?,
                 "overlap" => self.overlap = flag()?,
                 "pingpong" => self.pingpong = flag()?,
-                "persist" => self.persist = flag()?,
+                "persist" => self.persist = num()?,
+                "emu" => self.emu = num()?,
                 _ => {
                     return Err(format!(
-                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist)"
+                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist, emu)"
                     ))
                 }
             }
@@ -129,6 +139,18 @@ impl Config {
         if !(2..=3).contains(&self.cwg) {
             return Err(format!("{} consumer warpgroups (use 2 or 3)", self.cwg));
         }
+        if self.persist > 2 {
+            return Err(format!(
+                "persist {} (0 never, 1 non-causal only, 2 always)",
+                self.persist
+            ));
+        }
+        if self.emu == 1 || self.emu > NT_MIN {
+            return Err(format!(
+                "emu {} (0 = off, else the period 2..={NT_MIN} of emulated column groups)",
+                self.emu
+            ));
+        }
         if !(1..=8).contains(&self.stages) {
             return Err(format!("{} stages (use 1 to 8)", self.stages));
         }
@@ -145,18 +167,19 @@ impl Config {
     }
 
     /// Dynamic shared memory: 1 KB of alignment slack, the Q tile, the ring of K+V stages, barriers
-    /// (Q full and empty, then full K, full V and empty per stage).
+    /// (Q full and empty, then full K, full V, empty K and empty V per stage).
     pub fn smem_bytes(&self) -> u32 {
         let boxes = self.d / 64; // 64-dim boxes of 128-byte rows
         1024 + boxes * self.bm() * 128
             + self.stages * 2 * boxes * self.bn * 128
-            + (2 + 3 * self.stages) * 8
+            + (2 + 4 * self.stages) * 8
     }
 
     /// The work items (query block, head, batch) and the blocks launched to walk them.
     pub fn grid(&self, p: &AttentionProblem, sms: u32) -> (u64, u32) {
         let items = p.seqlen_q.div_ceil(self.bm() as usize) as u64 * (p.heads_q * p.batch) as u64;
-        let blocks = if self.persist {
+        let persist = self.persist == 2 || (self.persist == 1 && !p.causal);
+        let blocks = if persist {
             items.min(sms.max(1) as u64)
         } else {
             items
@@ -173,6 +196,7 @@ impl Config {
             .define("KILN_STAGES", self.stages)
             .define("KILN_OVERLAP", self.overlap as u32)
             .define("KILN_PINGPONG", self.pingpong as u32)
+            .define("KILN_EMU", self.emu)
             .define("KILN_SMEM", self.smem_bytes())
     }
 }
@@ -180,40 +204,38 @@ impl Config {
 /// The defaults plus the alternatives they are measured against (all compiled by `kiln check`,
 /// all verified on a GPU before any is timed).
 pub fn candidates() -> Vec<Config> {
-    let mut v = Vec::new();
-    for d in [64, 128, 256] {
-        let base = Config::default_for(d);
-        v.push(base);
-        v.push(Config {
-            pingpong: true,
-            ..base
-        });
-    }
     let d64 = Config::default_for(64);
-    v.push(Config { cwg: 3, ..d64 });
-    v.push(Config {
-        bn: 192,
-        stages: 3,
-        pingpong: true,
-        ..d64
-    });
-    v.push(Config {
-        bn: 192,
-        stages: 3,
-        ..d64
-    });
     let d128 = Config::default_for(128);
+    let d256 = Config::default_for(256);
+    let mut v = vec![d64, d128, d256];
+    for emu in [4, 8] {
+        v.push(Config { emu, ..d64 });
+    }
+    let two = Config { cwg: 2, ..d64 };
     v.push(Config {
-        overlap: false,
-        stages: 2,
+        pingpong: true,
+        ..two
+    });
+    v.push(Config {
+        pingpong: true,
+        emu: 4,
+        ..two
+    });
+    v.push(Config { emu: 8, ..d128 });
+    v.push(Config {
+        pingpong: true,
         ..d128
     });
+    v.push(Config { stages: 2, ..d128 });
     v.push(Config {
         bn: 176,
         stages: 2,
         ..d128
     });
-    let d256 = Config::default_for(256);
+    v.push(Config {
+        pingpong: true,
+        ..d256
+    });
     v.push(Config { bn: 64, ..d256 });
     v
 }
@@ -434,18 +456,29 @@ mod tests {
         }
         assert_eq!(
             Config::default_for(256).smem_bytes(),
-            1024 + 65536 + 2 * 81920 + 64
+            1024 + 65536 + 2 * 81920 + 80
         );
-        let c = Config::default_for(128);
+        let c = Config {
+            persist: 0,
+            ..Config::default_for(128)
+        };
         let big = AttentionProblem::new(4, 16, 4096, 128);
         assert_eq!(c.grid(&big, 132), (32 * 64, 32 * 64));
-        let pc = Config { persist: true, ..c };
+        let pc = Config { persist: 2, ..c };
         assert_eq!(pc.grid(&big, 132), (2048, 132));
         assert_eq!(pc.grid(&p, 132), (8 * 3, 24));
         assert_eq!(c.with("pingpong=1, stages=2").unwrap().stages, 2);
         assert!(c.with("bn=100").unwrap_err().contains("key tile 100"));
         assert!(c.with("pp=1").unwrap_err().contains("unknown key `pp`"));
-        assert!(c.with("persist=2").unwrap_err().contains("use 0 or 1"));
+        assert!(c.with("persist=3").unwrap_err().contains("0 never"));
+        assert!(c.with("pingpong=2").unwrap_err().contains("use 0 or 1"));
+        let nc = Config { persist: 1, ..c };
+        let causal = AttentionProblem {
+            causal: true,
+            ..big
+        };
+        assert_eq!(nc.grid(&big, 132).1, 132);
+        assert_eq!(nc.grid(&causal, 132).1, 2048);
         assert_eq!(Fa3Wgmma.variants("sm_90a").len(), 2 * candidates().len());
         assert!(Fa3Wgmma.variants("sm_80").is_empty());
     }

@@ -2,6 +2,9 @@
 //! (head dims 64, 128, 256): a TMA producer warpgroup and WGMMA consumer warpgroups with setmaxnreg,
 //! P kept in registers as the A operand of P·V. Q, K and V are rank-4 tensor maps
 //! [batch, heads, seq, dim] (dim innermost), so either layout and any sequence length work.
+//! The grid is one-dimensional over work items (query block, head, batch): one block per item,
+//! or (persistent) one per SM walking them. [`Config`] is the specialisation per head dim;
+//! `KILN_FA3_D<d>` overrides it for measurement.
 
 use std::ffi::c_void;
 
@@ -45,9 +48,11 @@ impl Config {
     /// d64: three consumer warpgroups (192x128 blocks), persistent when not causal: 0.94-1.00x
     /// cuDNN against 0.86-0.93x with two; persistent causal blocks collapse (static order) (H200,
     /// results/2026-11-22-h200/attention/run1, run2).
-    /// d128: 128x128 tiles and 3 stages (226 KB) measured fastest on an H200 (2 stages starve
-    /// the tensor cores with the overlap on: 502-532 TFLOPS against 648-701). d256: O takes 128
-    /// registers, so the key tile is 80 wide (FA3's choice) and the ring 2 deep (Q alone is 64 KB).
+    /// d128: 128x128 tiles, 3 stages (226 KB), persistent when not causal (+2% at S 4k; causal
+    /// lost 2.5% persistent). With K and V released separately 2 stages come within 0.5-2% of 3
+    /// (they starved the tensor cores before: 502-532 TFLOPS against 648-701). d256: O takes
+    /// 128 registers, so the key tile is 80 wide (FA3's choice) and the ring 2 deep (Q alone is
+    /// 64 KB); persistent when not causal (+0.6/+1.7/+6% at S 4k/8k/16k, run 3).
     pub const fn default_for(d: u32) -> Config {
         match d {
             64 => Config {
@@ -67,7 +72,7 @@ impl Config {
                 stages: 2,
                 overlap: true,
                 pingpong: false,
-                persist: 0,
+                persist: 1,
                 emu: 0,
             },
             _ => Config {

@@ -1,8 +1,8 @@
 // Attention forward, FlashAttention-3 style (sm_90a; head dim 64, 128 or 256): warp
 // specialisation with WGMMA and TMA. Warpgroup 0 is the producer (setmaxnreg down; one thread
-// TMA-loads the Q tile once and the K and V tiles of every key block into a KILN_STAGES ring,
-// each guarded by full/empty mbarriers); KILN_CWG consumer warpgroups (setmaxnreg up) each own
-// 64 of the block's 64·KILN_CWG query rows and walk key tiles of KILN_BN keys:
+// TMA-loads each work item's Q tile and the K and V tiles of every key block into a KILN_STAGES
+// ring, each guarded by full/empty mbarriers); KILN_CWG consumer warpgroups (setmaxnreg up) each
+// own 64 of the block's 64·KILN_CWG query rows and walk key tiles of KILN_BN keys:
 //   S = Q·Kᵀ     wgmma m64nBNk16, both operands K-major from 128B-swizzled shared tiles
 //   softmax      online, fp32, exp2 with scale·log2e folded into one FMA, on the accumulators
 //   O += P·V     wgmma m64nDk16 with P as the register A operand (never stored), V read
@@ -10,11 +10,15 @@
 // KILN_OVERLAP = 1: S(j+1) is issued together with P(j)·V(j) and its softmax runs while that
 // product is on the tensor cores (FA3's intra-warpgroup overlap). KILN_PINGPONG = 1: the
 // consumers take turns issuing their wgmmas (named barriers), so one warpgroup's softmax runs
-// while the others' products occupy the tensor cores (FA3's inter-warpgroup ping-pong).
-// K and V complete on separate barriers, so S(j) starts while V(j) is still landing. Q/K/V are
-// addressed by rank-4 tensor maps [batch, heads, seq, dim] (boxes of 64 dims) whose strides give
-// BSHD or BHSD and whose bounds zero-fill the sequence tails; causal blocks skip key tiles above
-// the diagonal (bottom-right aligned) and run heaviest first. Writes O (Q's layout) and LSE.
+// while the others' products occupy the tensor cores (FA3's inter-warpgroup ping-pong; measured
+// slower here). K and V complete and are released on separate barriers: S(j) starts while V(j)
+// is still landing, and K(j)'s slot refills while P(j)·V(j) still reads V(j). The grid walks
+// work items (query block, head, batch): one block each, or persistently, fewer blocks taking
+// every gridDim.x-th item while the producer loads the next item under the current one's tail.
+// Q/K/V are addressed by rank-4 tensor maps [batch, heads, seq, dim] (boxes of 64 dims) whose
+// strides give BSHD or BHSD and whose bounds zero-fill the sequence tails; causal items skip key
+// tiles above the diagonal (bottom-right aligned) and run heaviest first. Writes O (Q's layout)
+// and LSE.
 #include "attention/attn_args.cuh"
 #include "attention/tma_4d.cuh"
 #include "attention/wgmma_rs.cuh"

@@ -1,36 +1,69 @@
-// Attention forward, FlashAttention-3 style (sm_90a; head dim 128): warp specialisation with
-// WGMMA and TMA. 384 threads: warpgroup 0 is the producer (setmaxnreg down to 40; one thread
-// TMA-loads the Q tile once and the K and V tiles of every key block into a KILN_STAGES ring,
-// each guarded by full/empty mbarriers); warpgroups 1 and 2 are consumers (setmaxnreg up to 232),
-// each owning 64 of the block's 128 query rows (KILN_OVERLAP = 1: S(j+1) is issued together with
-// P(j)·V(j) and its softmax runs while that product is on the tensor cores):
-//   S = Q·Kᵀ     wgmma m64n128k16, both operands K-major from 128B-swizzled shared tiles
+// Attention forward, FlashAttention-3 style (sm_90a; head dim 64, 128 or 256): warp
+// specialisation with WGMMA and TMA. Warpgroup 0 is the producer (setmaxnreg down; one thread
+// TMA-loads each work item's Q tile and the K and V tiles of every key block into a KILN_STAGES
+// ring, each guarded by full/empty mbarriers); KILN_CWG consumer warpgroups (setmaxnreg up) each
+// own 64 of the block's 64·KILN_CWG query rows and walk key tiles of KILN_BN keys:
+//   S = Q·Kᵀ     wgmma m64nBNk16, both operands K-major from 128B-swizzled shared tiles
 //   softmax      online, fp32, exp2 with scale·log2e folded into one FMA, on the accumulators
-//   O += P·V     wgmma m64n128k16 with P as the register A operand (never stored), V read
+//   O += P·V     wgmma m64nDk16 with P as the register A operand (never stored), V read
 //                MN-major (transposed descriptor) from its shared tile
-// K and V complete on separate barriers, so S(j) starts while V(j) is still landing. Q/K/V are
-// addressed by rank-4 tensor maps [batch, heads, seq, dim] whose strides give BSHD or BHSD and
-// whose bounds zero-fill the sequence tails; causal blocks skip key tiles above the diagonal
-// (bottom-right aligned) and run heaviest first. Writes O (Q's layout) and LSE (natural log).
+// KILN_OVERLAP = 1: S(j+1) is issued together with P(j)·V(j) and its softmax runs while that
+// product is on the tensor cores (FA3's intra-warpgroup overlap). KILN_PINGPONG = 1: the
+// consumers take turns issuing their wgmmas (named barriers), so one warpgroup's softmax runs
+// while the others' products occupy the tensor cores (FA3's inter-warpgroup ping-pong; measured
+// slower here). K and V complete and are released on separate barriers: S(j) starts while V(j)
+// is still landing, and K(j)'s slot refills while P(j)·V(j) still reads V(j). The grid walks
+// work items (query block, head, batch): one block each, or persistently, fewer blocks taking
+// every gridDim.x-th item while the producer loads the next item under the current one's tail.
+// Q/K/V are addressed by rank-4 tensor maps [batch, heads, seq, dim] (boxes of 64 dims) whose
+// strides give BSHD or BHSD and whose bounds zero-fill the sequence tails; causal items skip key
+// tiles above the diagonal (bottom-right aligned) and run heaviest first. Writes O (Q's layout)
+// and LSE.
 #include "attention/attn_args.cuh"
 #include "attention/tma_4d.cuh"
 #include "attention/wgmma_rs.cuh"
+#include "attention/wgmma_ss.cuh"
 #include "common/mbarrier.cuh"
 
+#ifndef KILN_D
+#define KILN_D 128
+#endif
+#ifndef KILN_BN
+#define KILN_BN 128
+#endif
+#ifndef KILN_CWG
+#define KILN_CWG 2
+#endif
 #ifndef KILN_STAGES
 #define KILN_STAGES 3
 #endif
-// 1: issue the next tile's Q·Kᵀ beside this tile's P·V and run the softmax under the latter.
 #ifndef KILN_OVERLAP
 #define KILN_OVERLAP 1
 #endif
+#ifndef KILN_PINGPONG
+#define KILN_PINGPONG 0
+#endif
+// 0, or P: every P-th 8-column group of scores is exponentiated on the FMA pipe (polynomial)
+// instead of the MUFU unit, which at head dim 64 is as busy as the tensor cores.
+#ifndef KILN_EMU
+#define KILN_EMU 0
+#endif
 
-constexpr int D = 128, BM = 128, BN = 128, STAGES = KILN_STAGES, NT = BN / 8, OT = D / 8;
-constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-wide half: rows of 128 bytes
-constexpr u32 Q_BYTES = 2 * HALF_Q, KV_BYTES = 2 * HALF_KV, STAGE_BYTES = 2 * KV_BYTES;
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "register file overcommitted");
-static_assert(KILN_SMEM >= 1024 + Q_BYTES + STAGES * STAGE_BYTES + (1 + 3 * STAGES) * 8, "KILN_SMEM too small");
+constexpr int D = KILN_D, BN = KILN_BN, CWG = KILN_CWG, BM = 64 * CWG, STAGES = KILN_STAGES;
+constexpr int THREADS = 128 * (CWG + 1);
+constexpr int SR = BN / 2, OR = D / 2;  // accumulator registers per thread: S and O
+constexpr int NT = BN / 8, OT = D / 8, KP = BN / 16, DH = D / 64;
+constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-dim box: rows of 128 bytes
+constexpr u32 Q_BYTES = DH * HALF_Q, KV_BYTES = DH * HALF_KV, STAGE_BYTES = 2 * KV_BYTES;
+// The register split: O grows with D, and three consumers share the file four ways.
+constexpr int PRODUCER_REGS = CWG == 3 ? 32 : (D == 256 ? 24 : 40);
+constexpr int CONSUMER_REGS = CWG == 3 ? 160 : (D == 256 ? 240 : 232);
+static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
+static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
+static_assert(BN % 16 == 0 && BN <= 256, "key tile: a multiple of 16, at most 256 (TMA box)");
+static_assert(HALF_KV % 1024 == 0, "key tiles must keep 128B-swizzled boxes 1024-byte aligned");
+static_assert(128 * PRODUCER_REGS + 128 * CWG * CONSUMER_REGS <= 65536, "register file overcommitted");
+static_assert(KILN_SMEM >= 1024 + Q_BYTES + STAGES * STAGE_BYTES + (2 + 4 * STAGES) * 8, "KILN_SMEM too small");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
 #define NEG_INF __int_as_float(0xff800000)
@@ -41,30 +74,42 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
-__device__ __forceinline__ void fence_all(float (&r)[64]) {
+// 2^x for x <= 0 on the FMA and integer pipes: x = i + f with i = round(x) (the 1.5·2^23 trick
+// leaves i in the low mantissa bits), 2^f on [-0.5, 0.5] by a degree-3 fit (relative error
+// 1.0e-4, below bf16's and f16's rounding of P), and i added to the exponent. x is clamped at
+// -126, so a masked score gives 2^-126 instead of 0: negligible beside any visible key, and a row
+// with no visible key at all is recognised by its running max (-inf) at the end.
+__device__ __forceinline__ float ex2_emu(float x) {
+  x = fmaxf(x, -126.0f);
+  const float t = x + 12582912.0f;
+  const float f = x - (t - 12582912.0f);
+  float q = fmaf(0.0559228614f, f, 0.242646076f);
+  q = fmaf(q, f, 0.693120931f);
+  q = fmaf(q, f, 0.999924107f);
+  return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
+}
+
+template <int N> __device__ __forceinline__ void fence_all(float (&r)[N]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) wgmma_fence_operand(r[i]);
+  for (int i = 0; i < N; ++i) wgmma_fence_operand(r[i]);
 }
 
 // Issues S = Q·Kᵀ for this consumer's 64 rows (Q at `sqc`, K tile at `sk`) and commits it.
-__device__ __forceinline__ void issue_s(float (&sc)[64], u32 sqc, u32 sk) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) sc[i] = 0.0f;
-  fence_all(sc);
+__device__ __forceinline__ void issue_s(float (&sc)[SR], u32 sqc, u32 sk) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const u64 da = wgmma_desc_sw128(sqc + (kk / 4) * HALF_Q + (kk % 4) * 32, 16, 1024);
     const u64 db = wgmma_desc_sw128(sk + (kk / 4) * HALF_KV + (kk % 4) * 32, 16, 1024);
-    wgmma_m64k16<in_t, BN, 0, 0>(sc, da, db, 1);
+    wgmma_m64k16_ss<in_t, BN>(sc, da, db, kk > 0);  // the first step overwrites (p = false)
   }
   wgmma_commit();
 }
 
 // P (the exponentiated scores) rounded to the input type, in the A-operand register layout.
-__device__ __forceinline__ void pack_p(u32 (&pa)[BN / 16][4], const float (&sc)[64]) {
+__device__ __forceinline__ void pack_p(u32 (&pa)[KP][4], const float (&sc)[SR]) {
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) {
+  for (int kk = 0; kk < KP; ++kk) {
     pa[kk][0] = pack2<in_t>(sc[8 * kk + 0], sc[8 * kk + 1]);
     pa[kk][1] = pack2<in_t>(sc[8 * kk + 2], sc[8 * kk + 3]);
     pa[kk][2] = pack2<in_t>(sc[8 * kk + 4], sc[8 * kk + 5]);
@@ -73,9 +118,9 @@ __device__ __forceinline__ void pack_p(u32 (&pa)[BN / 16][4], const float (&sc)[
 }
 
 // Keeps the packed P where it was computed (as fence_all does for accumulators).
-__device__ __forceinline__ void fence_p(u32 (&pa)[BN / 16][4]) {
+__device__ __forceinline__ void fence_p(u32 (&pa)[KP][4]) {
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk)
+  for (int kk = 0; kk < KP; ++kk)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kk][e])::"memory");
 }
@@ -83,21 +128,31 @@ __device__ __forceinline__ void fence_p(u32 (&pa)[BN / 16][4]) {
 // Issues O += P·V with P in A registers and the V tile at `sv`, and commits it. The caller has
 // fenced O after its last change (a fence here, behind an S wgmma already in flight, would read
 // O inside that pipeline stage and serialise it).
-__device__ __forceinline__ void issue_pv(float (&o)[64], const u32 (&pa)[BN / 16][4], u32 sv) {
+__device__ __forceinline__ void issue_pv(float (&o)[OR], const u32 (&pa)[KP][4], u32 sv) {
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) {
-    // V is [keys][dim]: MN-major for B (K = keys, N = dim); 16 keys = 2048 bytes; the second
-    // 64-wide half of dim is the next box, HALF_KV bytes on (LBO).
+  for (int kk = 0; kk < KP; ++kk) {
+    // V is [keys][dim]: MN-major for B (K = keys, N = dim); 16 keys = 2048 bytes; each further
+    // 64-wide chunk of dim is the next box, HALF_KV bytes on (LBO).
     const u64 db = wgmma_desc_sw128(sv + kk * 2048, HALF_KV, 1024);
-    wgmma_m64n128k16_rs<in_t, 1>(o, pa[kk], db, 1);
+    wgmma_m64k16_rs<in_t, D, 1>(o, pa[kk], db, 1);
   }
   wgmma_commit();
 }
 
-__device__ __forceinline__ void rescale(float (&o)[64], const float (&corr)[2]) {
+__device__ __forceinline__ void rescale(float (&o)[OR], const float (&corr)[2]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
+  for (int i = 0; i < OR; ++i) o[i] *= corr[(i >> 1) & 1];
+}
+
+// Ping-pong turns: consumer c waits on named barrier 1 + c (until the previous consumer has
+// issued), issues its wgmmas, then lets the next one go. Each barrier counts the 128 threads
+// that wait plus the 128 of the warpgroup that signals.
+__device__ __forceinline__ void turn_wait(int c) {
+  if (KILN_PINGPONG) named_barrier_sync(1 + c, 256);
+}
+__device__ __forceinline__ void turn_pass(int c) {
+  if (KILN_PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % CWG) : "memory");
 }
 
 // The online softmax state of this thread's two rows (row0 and row0 + 8), in log2 units.
@@ -110,10 +165,10 @@ struct Softmax {
   // Masks and exponentiates the scores of the key tile at n0 in place; `corr` is the factor O
   // must be rescaled by before this tile's P·V is added.
   // Register i: row row0 + 8((i>>1)&1), column n0 + 8(i>>2) + 2t + (i&1).
-  __device__ __forceinline__ void tile(float (&sc)[64], int n0, float (&corr)[2]) {
+  __device__ __forceinline__ void tile(float (&sc)[SR], int n0, float (&corr)[2]) {
     if (n0 + BN > skv || (causal && n0 + BN - 1 > m0 + off)) {
 #pragma unroll
-      for (int i = 0; i < 64; ++i) {
+      for (int i = 0; i < SR; ++i) {
         const int col = n0 + 8 * (i >> 2) + 2 * t + (i & 1);
         const int row = row0 + 8 * ((i >> 1) & 1);
         const int lim = causal ? min(skv, row + off + 1) : skv;
@@ -137,7 +192,8 @@ struct Softmax {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int i = 4 * n + 2 * rh + e;
-          sc[i] = ex2(fmaf(sc[i], scale_log2, -m_use));
+          const float x = fmaf(sc[i], scale_log2, -m_use);
+          sc[i] = (KILN_EMU > 0 && n % (KILN_EMU > 0 ? KILN_EMU : 1) == KILN_EMU - 1) ? ex2_emu(x) : ex2(x);
           sum += sc[i];
         }
       l[rh] = l[rh] * corr[rh] + sum; // this lane's partial; the quad is summed at the end
@@ -145,52 +201,79 @@ struct Softmax {
   }
 };
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+// Which (query block, head, batch) work item `t` is: query blocks vary fastest (so blocks that
+// run together share a head's K and V in L2), the longest causal rows first.
+struct Work {
+  int m0, h, b, ntiles;
+  __device__ __forceinline__ Work(int t, const AttnArgs& p) {
+    const int nmb = (p.sq + BM - 1) / BM;
+    const int bh = t / nmb;
+    m0 = (nmb - 1 - t % nmb) * BM;
+    h = bh % p.heads_q;
+    b = bh / p.heads_q;
+    const int rows = min(BM, p.sq - m0);
+    const int kv_end = p.causal ? min(p.skv, m0 + rows + p.skv - p.sq) : p.skv;
+    ntiles = kv_end <= 0 ? 0 : (kv_end - 1) / BN + 1;
+  }
+};
+
+// The grid walks the work items: one per block (gridDim.x = all of them), or persistently (fewer
+// blocks, each taking every gridDim.x-th item), where the producer loads the next item's Q and
+// K/V while the consumers finish the last P·V and store O of the current one.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_fa3_wgmma(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, AttnArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 sq = base, ring = base + Q_BYTES, bars = ring + STAGES * STAGE_BYTES;
-  const u32 bar_q = bars;
-  auto full_k = [&](int s) { return bars + 8 + 8 * s; };
-  auto full_v = [&](int s) { return bars + 8 + 8 * (STAGES + s); };
-  auto empty = [&](int s) { return bars + 8 + 8 * (2 * STAGES + s); };
-
-  const int mb = gridDim.x - 1 - blockIdx.x;  // causal: the longest rows first
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-  const int m0 = mb * BM;
-  const int off = p.skv - p.sq;
-  const int rows = min(BM, p.sq - m0);
-  const int kv_end = p.causal ? min(p.skv, m0 + rows + off) : p.skv;
-  const int ntiles = kv_end <= 0 ? 0 : (kv_end - 1) / BN + 1;
+  const u32 bar_q = bars, q_empty = bars + 8;
+  // K and V of a stage are released separately: K as soon as its S is computed, so the next K
+  // can land while this tile's P·V still reads V (a 2-deep ring then keeps a tile of slack).
+  auto full_k = [&](int s) { return bars + 16 + 8 * s; };
+  auto full_v = [&](int s) { return bars + 16 + 8 * (STAGES + s); };
+  auto empty_k = [&](int s) { return bars + 16 + 8 * (2 * STAGES + s); };
+  auto empty_v = [&](int s) { return bars + 16 + 8 * (3 * STAGES + s); };
+  const int total = ((p.sq + BM - 1) / BM) * p.heads_q * p.batch;
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
     mbar_init(bar_q, 1);
+    mbar_init(q_empty, 4 * CWG);  // one arrival per consumer warp
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_k(s), 1);
       mbar_init(full_v(s), 1);
-      mbar_init(empty(s), 8);  // one arrival per consumer warp
+      mbar_init(empty_k(s), 4 * CWG);
+      mbar_init(empty_v(s), 4 * CWG);
     }
     mbar_fence_init();
   }
   __syncthreads();
 
+  // `it` counts the K/V tiles this block has streamed (its ring position), `qi` the Q tiles.
+  int it = 0, qi = 0;
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
-    if (threadIdx.x == 0 && ntiles > 0) {
-      mbar_arrive_expect_tx(bar_q, Q_BYTES);
-      tma_load_4d(sq, &tq, bar_q, 0, m0, h, b);
-      tma_load_4d(sq + HALF_Q, &tq, bar_q, 64, m0, h, b);
-      for (int j = 0; j < ntiles; ++j) {
-        const int s = j % STAGES;
-        mbar_wait(empty(s), ((j / STAGES) & 1) ^ 1);
-        const u32 sk = ring + s * STAGE_BYTES, sv = sk + KV_BYTES;
-        mbar_arrive_expect_tx(full_k(s), KV_BYTES);
-        tma_load_4d(sk, &tk, full_k(s), 0, j * BN, hk, b);
-        tma_load_4d(sk + HALF_KV, &tk, full_k(s), 64, j * BN, hk, b);
-        mbar_arrive_expect_tx(full_v(s), KV_BYTES);
-        tma_load_4d(sv, &tv, full_v(s), 0, j * BN, hk, b);
-        tma_load_4d(sv + HALF_KV, &tv, full_v(s), 64, j * BN, hk, b);
+    if (threadIdx.x == 0) {
+      for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        const Work wk(t, p);
+        if (wk.ntiles == 0) continue;
+        const int hk = wk.h / p.group;
+        if (qi > 0) mbar_wait(q_empty, (qi - 1) & 1);  // every consumer is done reading Q
+        mbar_arrive_expect_tx(bar_q, Q_BYTES);
+#pragma unroll
+        for (int d = 0; d < DH; ++d) tma_load_4d(sq + d * HALF_Q, &tq, bar_q, 64 * d, wk.m0, wk.h, wk.b);
+        ++qi;
+        for (int j = 0; j < wk.ntiles; ++j, ++it) {
+          const int s = it % STAGES;
+          const u32 sk = ring + s * STAGE_BYTES, sv = sk + KV_BYTES, par = ((it / STAGES) & 1) ^ 1;
+          mbar_wait(empty_k(s), par);
+          mbar_arrive_expect_tx(full_k(s), KV_BYTES);
+#pragma unroll
+          for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, full_k(s), 64 * d, j * BN, hk, wk.b);
+          mbar_wait(empty_v(s), par);
+          mbar_arrive_expect_tx(full_v(s), KV_BYTES);
+#pragma unroll
+          for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, full_v(s), 64 * d, j * BN, hk, wk.b);
+        }
       }
     }
     return;
@@ -198,98 +281,129 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   warpgroup_reg_inc<CONSUMER_REGS>();
   const int c = wg - 1, w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int row0 = m0 + c * 64 + 16 * w + g;  // this thread's rows: row0 and row0 + 8
-  const u32 sqc = sq + c * 64 * 128;          // this consumer's 64 rows in each Q half
-  Softmax sm{{NEG_INF, NEG_INF}, {0.0f, 0.0f}, row0, t, m0, off, p.skv, p.causal != 0, p.scale_log2};
-  float o[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  auto stage = [&](int j) { return ring + (j % STAGES) * STAGE_BYTES; };
-  auto phase = [&](int j) { return (u32)((j / STAGES) & 1); };
-  auto release = [&](int j) {
+  const u32 sqc = sq + c * 64 * 128;  // this consumer's 64 rows in each Q box
+  auto warp_arrive = [&](u32 bar) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty(j % STAGES));
+    if (lane == 0) mbar_arrive(bar);
   };
-  if (ntiles > 0) mbar_wait(bar_q, 0);
-  float sc[64], corr[2];
-  u32 pa[BN / 16][4];
+  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+    const Work wk(tile, p);
+    const int ntiles = wk.ntiles;
+    const int row0 = wk.m0 + c * 64 + 16 * w + g;  // this thread's rows: row0 and row0 + 8
+    Softmax sm{{NEG_INF, NEG_INF}, {0.0f, 0.0f}, row0, t, wk.m0, p.skv - p.sq, p.skv, p.causal != 0, p.scale_log2};
+    float o[OR];
+#pragma unroll
+    for (int i = 0; i < OR; ++i) o[i] = 0.0f;
+    const int it0 = it;
+    auto stage = [&](int j) { return ring + ((it0 + j) % STAGES) * STAGE_BYTES; };
+    auto slot = [&](int j) { return (it0 + j) % STAGES; };
+    auto phase = [&](int j) { return (u32)(((it0 + j) / STAGES) & 1); };
+    // Ping-pong: the last consumer opens the first turn; every turn passes to the next consumer,
+    // except the last consumer's final one (nobody waits for it), so each barrier's arrivals
+    // match its waits within every work item.
+    const int turns = ntiles > 0 ? ntiles + KILN_OVERLAP : 0;
+    if (turns > 0 && c == CWG - 1) turn_pass(c);
+    auto pass = [&](int k) {
+      if (c != CWG - 1 || k + 1 < turns) turn_pass(c);
+    };
+    if (ntiles > 0) mbar_wait(bar_q, qi & 1);
+    float sc[SR], corr[2];
+    u32 pa[KP][4];
 #if KILN_OVERLAP
-  // Intra-warpgroup overlap (FA3's order): S(j+1) = Q·K(j+1)ᵀ and O += P(j)·V(j) are issued
-  // back to back; the softmax of S(j+1) runs while P(j)·V(j) is still on the tensor cores, and O
-  // is rescaled only once that product is done. P(j) was packed at the end of the previous step.
-  if (ntiles > 0) {
-    mbar_wait(full_k(0), 0);
-    issue_s(sc, sqc, stage(0));
-    wgmma_wait<0>();
-    fence_all(sc);
-    sm.tile(sc, 0, corr);
-    pack_p(pa, sc);
-    fence_p(pa);
-  }
-  fence_all(o);
-  // Every tile but the last has a successor; the loop body is branch-free so that ptxas can see
-  // that wait<1> retires S(j+1) (the older group) while P(j)·V(j) stays in flight.
-  for (int j = 0; j + 1 < ntiles; ++j) {
-    mbar_wait(full_k((j + 1) % STAGES), phase(j + 1));
-    issue_s(sc, sqc, stage(j + 1));
-    mbar_wait(full_v(j % STAGES), phase(j));
-    issue_pv(o, pa, stage(j) + KV_BYTES);
-    wgmma_wait<1>();
-    fence_all(sc);
-    sm.tile(sc, (j + 1) * BN, corr);
-    wgmma_wait<0>();
+    // Intra-warpgroup overlap (FA3's order): S(j+1) = Q·K(j+1)ᵀ is issued, O is rescaled for
+    // tile j while S(j+1) runs (O is no operand of it), then O += P(j)·V(j) is issued; the softmax
+    // of S(j+1) runs while P(j)·V(j) is still on the tensor cores. P(j) was packed at the end of
+    // the previous step, once P(j-1)·V(j-1) had released the registers.
+    if (ntiles > 0) {
+      mbar_wait(full_k(slot(0)), phase(0));
+      turn_wait(c);
+      issue_s(sc, sqc, stage(0));
+      pass(0);
+      wgmma_wait<0>();
+      fence_all(sc);
+      warp_arrive(empty_k(slot(0)));
+      sm.tile(sc, 0, corr);
+      pack_p(pa, sc);
+      fence_p(pa);
+    }
     fence_all(o);
-    release(j);
-    // Pinned here, before the next tile's wgmmas are issued: a rescale or pack sunk past them
-    // would touch registers inside a wgmma pipeline stage and serialise it.
-    rescale(o, corr);
-    fence_all(o);
-    pack_p(pa, sc);
-    fence_p(pa);
-  }
-  if (ntiles > 0) {
-    const int j = ntiles - 1;
-    mbar_wait(full_v(j % STAGES), phase(j));
-    issue_pv(o, pa, stage(j) + KV_BYTES);
-    wgmma_wait<0>();
-    fence_all(o);
-    release(j);
-  }
+    // Every tile but the last has a successor; the loop body is branch-free so that ptxas can see
+    // that wait<1> retires S(j+1) (the older group) while P(j)·V(j) stays in flight.
+    for (int j = 0; j + 1 < ntiles; ++j) {
+      mbar_wait(full_k(slot(j + 1)), phase(j + 1));
+      mbar_wait(full_v(slot(j)), phase(j));
+      turn_wait(c);
+      issue_s(sc, sqc, stage(j + 1));
+      rescale(o, corr);
+      fence_all(o);
+      issue_pv(o, pa, stage(j) + KV_BYTES);
+      pass(j + 1);
+      wgmma_wait<1>();
+      fence_all(sc);
+      warp_arrive(empty_k(slot(j + 1)));
+      sm.tile(sc, (j + 1) * BN, corr);
+      wgmma_wait<0>();
+      fence_all(o);
+      warp_arrive(empty_v(slot(j)));
+      pack_p(pa, sc);
+      fence_p(pa);
+    }
+    if (ntiles > 0) {
+      const int j = ntiles - 1;
+      warp_arrive(q_empty);  // every S of this item is done: the next item's Q may land
+      mbar_wait(full_v(slot(j)), phase(j));
+      turn_wait(c);
+      rescale(o, corr);
+      fence_all(o);
+      issue_pv(o, pa, stage(j) + KV_BYTES);
+      pass(ntiles);
+      wgmma_wait<0>();
+      fence_all(o);
+      warp_arrive(empty_v(slot(j)));
+    }
 #else
-  for (int j = 0; j < ntiles; ++j) {
-    mbar_wait(full_k(j % STAGES), phase(j));
-    issue_s(sc, sqc, stage(j));
-    wgmma_wait<0>();
-    fence_all(sc);
-    sm.tile(sc, j * BN, corr);
-    rescale(o, corr);
-    fence_all(o);
-    pack_p(pa, sc);
-    mbar_wait(full_v(j % STAGES), phase(j));
-    issue_pv(o, pa, stage(j) + KV_BYTES);
-    wgmma_wait<0>();
-    fence_all(o);
-    release(j);
-  }
+    for (int j = 0; j < ntiles; ++j) {
+      mbar_wait(full_k(slot(j)), phase(j));
+      turn_wait(c);
+      issue_s(sc, sqc, stage(j));
+      wgmma_wait<0>();
+      fence_all(sc);
+      warp_arrive(empty_k(slot(j)));
+      if (j + 1 == ntiles) warp_arrive(q_empty);
+      sm.tile(sc, j * BN, corr);
+      rescale(o, corr);
+      fence_all(o);
+      pack_p(pa, sc);
+      mbar_wait(full_v(slot(j)), phase(j));
+      issue_pv(o, pa, stage(j) + KV_BYTES);
+      pass(j);
+      wgmma_wait<0>();
+      fence_all(o);
+      warp_arrive(empty_v(slot(j)));
+    }
 #endif
-  float (&m_r)[2] = sm.m;
-  float (&l_r)[2] = sm.l;
+    if (ntiles > 0) {
+      it += ntiles;
+      ++qi;
+    }
 
-  in_t* og = static_cast<in_t*>(p.o) + b * p.q_sb + h * p.q_sh;
-  float* lse = p.lse + ((i64)b * p.heads_q + h) * p.sq;
+    in_t* og = static_cast<in_t*>(p.o) + wk.b * p.q_sb + wk.h * p.q_sh;
+    float* lse = p.lse + ((i64)wk.b * p.heads_q + wk.h) * p.sq;
 #pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    float l = l_r[rh];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const int row = row0 + 8 * rh;
-    if (row < p.sq) {
-      in_t* orow = og + (i64)row * p.q_ss;
+    for (int rh = 0; rh < 2; ++rh) {
+      float l = sm.l[rh];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const bool seen = sm.m[rh] != NEG_INF && l > 0.0f;  // the row saw at least one key
+      const float inv = seen ? 1.0f / l : 0.0f;
+      const int row = row0 + 8 * rh;
+      if (row < p.sq) {
+        in_t* orow = og + (i64)row * p.q_ss;
 #pragma unroll
-      for (int n = 0; n < OT; ++n)
-        *reinterpret_cast<u32*>(orow + 8 * n + 2 * t) = pack2<in_t>(o[4 * n + 2 * rh] * inv, o[4 * n + 2 * rh + 1] * inv);
-      if (t == 0) lse[row] = l > 0.0f ? (m_r[rh] + __log2f(l)) * 0.69314718055994531f : NEG_INF;
+        for (int n = 0; n < OT; ++n)
+          *reinterpret_cast<u32*>(orow + 8 * n + 2 * t) = pack2<in_t>(o[4 * n + 2 * rh] * inv, o[4 * n + 2 * rh + 1] * inv);
+        if (t == 0) lse[row] = seen ? (sm.m[rh] + __log2f(l)) * 0.69314718055994531f : NEG_INF;
+      }
     }
   }
 }

@@ -109,6 +109,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/wgmma_rs.cuh"),
     ),
     (
+        "attention/wgmma_ss.cuh",
+        include_str!("../../kernels/attention/wgmma_ss.cuh"),
+    ),
+    (
         "attention/fa3_wgmma.cu",
         include_str!("../../kernels/attention/fa3_wgmma.cu"),
     ),

@@ -1,7 +1,10 @@
 //! Host side of `kernels/attention/fa3_wgmma.cu`: the FlashAttention-3-style forward for Hopper
-//! (head dim 128): a TMA producer warpgroup and two WGMMA consumer warpgroups with setmaxnreg,
+//! (head dims 64, 128, 256): a TMA producer warpgroup and WGMMA consumer warpgroups with setmaxnreg,
 //! P kept in registers as the A operand of P·V. Q, K and V are rank-4 tensor maps
 //! [batch, heads, seq, dim] (dim innermost), so either layout and any sequence length work.
+//! The grid is one-dimensional over work items (query block, head, batch): one block per item,
+//! or (persistent) one per SM walking them. [`Config`] is the specialisation per head dim;
+//! `KILN_FA3_D<d>` overrides it for measurement.
 
 use std::ffi::c_void;
 
@@ -15,47 +18,229 @@ use crate::ops::gemm::{alignment, DType};
 
 pub struct Fa3Wgmma;
 
-/// K+V stages in the ring. Three (226 KB of shared memory with Q) measured fastest on an H200:
-/// with the overlap on, 2 stages starve the tensor cores (502-532 TFLOPS at d128, 4k-16k) while
-/// 3 reach 648-701; without the overlap 2 stages give 578-620 (`KILN_FA3_STAGES=2` to compare).
-pub const STAGES: u32 = 3;
-const BM: u32 = 128;
-const BN: u32 = 128;
-const THREADS: u32 = 384;
+const THREADS_PER_WG: u32 = 128;
+/// The key-tile widths `kernels/attention/wgmma_ss.cuh` was generated for.
+const KEY_TILES: [u32; 6] = [64, 80, 96, 128, 176, 192];
+/// 8-column groups in the narrowest key tile: the longest `emu` period that still emulates some.
+const NT_MIN: u32 = 8;
 
-/// Dynamic shared memory: 1 KB of alignment slack, the Q tile, the ring of K+V stages, barriers.
-pub fn smem_bytes(stages: u32) -> u32 {
-    let tile = 128 * 128 * 2;
-    1024 + tile + stages * 2 * tile + (1 + 3 * stages) * 8
+/// One specialisation of the kernel: head dim, key tile, consumer warpgroups (64 query rows
+/// each), K+V ring depth, and the two FA3 schedules (intra-warpgroup overlap, ping-pong).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    pub d: u32,
+    pub bn: u32,
+    pub cwg: u32,
+    pub stages: u32,
+    pub overlap: bool,
+    pub pingpong: bool,
+    /// One block per SM walking the work items, else one block per item: 0 never, 1 for
+    /// non-causal problems only (causal ones keep the hardware's dynamic block order, which
+    /// balances their uneven rows), 2 always.
+    pub persist: u32,
+    /// 0, or P: every P-th 8-column group of scores is exponentiated by a polynomial on the FMA
+    /// pipe instead of the MUFU unit.
+    pub emu: u32,
 }
 
-fn spec(arch: &str, dtype: DType, overlap: bool, stages: u32) -> KernelSpec {
-    KernelSpec::new("attention/fa3_wgmma.cu", "attn_fa3_wgmma", arch)
-        .define("KILN_IN", dtype.code())
-        .define("KILN_STAGES", stages)
-        .define("KILN_OVERLAP", overlap as u32)
-        .define("KILN_SMEM", smem_bytes(stages))
-}
+impl Config {
+    /// The configuration launches use for head dim `d` unless the environment overrides it.
+    /// d64: three consumer warpgroups (192x128 blocks), persistent when not causal: 0.94-1.00x
+    /// cuDNN against 0.86-0.93x with two; persistent causal blocks collapse (static order) (H200,
+    /// results/2026-11-22-h200/attention/run1, run2).
+    /// d128: 128x128 tiles, 3 stages (226 KB), persistent when not causal (+2% at S 4k; causal
+    /// lost 2.5% persistent). With K and V released separately 2 stages come within 0.5-2% of 3
+    /// (they starved the tensor cores before: 502-532 TFLOPS against 648-701). d256: O takes
+    /// 128 registers, so the key tile is 80 wide (FA3's choice) and the ring 2 deep (Q alone is
+    /// 64 KB); persistent when not causal (+0.6/+1.7/+6% at S 4k/8k/16k, run 3).
+    pub const fn default_for(d: u32) -> Config {
+        match d {
+            64 => Config {
+                d: 64,
+                bn: 128,
+                cwg: 3,
+                stages: 4,
+                overlap: true,
+                pingpong: false,
+                persist: 1,
+                emu: 0,
+            },
+            256 => Config {
+                d: 256,
+                bn: 80,
+                cwg: 2,
+                stages: 2,
+                overlap: true,
+                pingpong: false,
+                persist: 1,
+                emu: 0,
+            },
+            _ => Config {
+                d: 128,
+                bn: 128,
+                cwg: 2,
+                stages: 3,
+                overlap: true,
+                pingpong: false,
+                persist: 1,
+                emu: 0,
+            },
+        }
+    }
 
-/// The ring depth launches use: `KILN_FA3_STAGES` (2 or 3), else [`STAGES`].
-pub fn stages() -> u32 {
-    match std::env::var("KILN_FA3_STAGES").ok().as_deref() {
-        Some("3") => 3,
-        Some("2") => 2,
-        _ => STAGES,
+    /// [`Config::default_for`] with the measurement override `KILN_FA3_D<d>` applied: a comma
+    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
+    pub fn from_env(d: u32) -> std::result::Result<Config, String> {
+        let var = format!("KILN_FA3_D{d}");
+        match std::env::var(&var) {
+            Ok(s) => Config::default_for(d)
+                .with(&s)
+                .map_err(|e| format!("{var}={s}: {e}")),
+            Err(_) => Ok(Config::default_for(d)),
+        }
+    }
+
+    /// This configuration with `key=value` overrides (see [`Config::from_env`]) applied and checked.
+    pub fn with(mut self, overrides: &str) -> std::result::Result<Config, String> {
+        for kv in overrides.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("`{kv}` is not key=value"))?;
+            let (k, v) = (k.trim(), v.trim());
+            let num = || {
+                v.parse::<u32>()
+                    .map_err(|_| format!("{k}={v} is not a number"))
+            };
+            let flag = || match v {
+                "0" => Ok(false),
+                "1" => Ok(true),
+                _ => Err(format!("{k}={v}: use 0 or 1")),
+            };
+            match k {
+                "bn" => self.bn = num()?,
+                "cwg" => self.cwg = num()?,
+                "stages" => self.stages = num()?,
+                "overlap" => self.overlap = flag()?,
+                "pingpong" => self.pingpong = flag()?,
+                "persist" => self.persist = num()?,
+                "emu" => self.emu = num()?,
+                _ => {
+                    return Err(format!(
+                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist, emu)"
+                    ))
+                }
+            }
+        }
+        self.check()?;
+        Ok(self)
+    }
+
+    /// Whether the kernel can be specialised this way (the device-side static_asserts, said
+    /// before compiling).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if ![64, 128, 256].contains(&self.d) {
+            return Err(format!("head dim {} (use 64, 128 or 256)", self.d));
+        }
+        if !KEY_TILES.contains(&self.bn) {
+            return Err(format!("key tile {} (use one of {KEY_TILES:?})", self.bn));
+        }
+        if !(2..=3).contains(&self.cwg) {
+            return Err(format!("{} consumer warpgroups (use 2 or 3)", self.cwg));
+        }
+        if self.persist > 2 {
+            return Err(format!(
+                "persist {} (0 never, 1 non-causal only, 2 always)",
+                self.persist
+            ));
+        }
+        if self.emu == 1 || self.emu > NT_MIN {
+            return Err(format!(
+                "emu {} (0 = off, else the period 2..={NT_MIN} of emulated column groups)",
+                self.emu
+            ));
+        }
+        if !(1..=8).contains(&self.stages) {
+            return Err(format!("{} stages (use 1 to 8)", self.stages));
+        }
+        Ok(())
+    }
+
+    /// Query rows per block: 64 per consumer warpgroup.
+    pub fn bm(&self) -> u32 {
+        64 * self.cwg
+    }
+
+    pub fn threads(&self) -> u32 {
+        THREADS_PER_WG * (self.cwg + 1)
+    }
+
+    /// Dynamic shared memory: 1 KB of alignment slack, the Q tile, the ring of K+V stages, barriers
+    /// (Q full and empty, then full K, full V, empty K and empty V per stage).
+    pub fn smem_bytes(&self) -> u32 {
+        let boxes = self.d / 64; // 64-dim boxes of 128-byte rows
+        1024 + boxes * self.bm() * 128
+            + self.stages * 2 * boxes * self.bn * 128
+            + (2 + 4 * self.stages) * 8
+    }
+
+    /// The work items (query block, head, batch) and the blocks launched to walk them.
+    pub fn grid(&self, p: &AttentionProblem, sms: u32) -> (u64, u32) {
+        let items = p.seqlen_q.div_ceil(self.bm() as usize) as u64 * (p.heads_q * p.batch) as u64;
+        let persist = self.persist == 2 || (self.persist == 1 && !p.causal);
+        let blocks = if persist {
+            items.min(sms.max(1) as u64)
+        } else {
+            items
+        };
+        (items, blocks as u32)
+    }
+
+    fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
+        KernelSpec::new("attention/fa3_wgmma.cu", "attn_fa3_wgmma", arch)
+            .define("KILN_IN", dtype.code())
+            .define("KILN_D", self.d)
+            .define("KILN_BN", self.bn)
+            .define("KILN_CWG", self.cwg)
+            .define("KILN_STAGES", self.stages)
+            .define("KILN_OVERLAP", self.overlap as u32)
+            .define("KILN_PINGPONG", self.pingpong as u32)
+            .define("KILN_EMU", self.emu)
+            .define("KILN_SMEM", self.smem_bytes())
     }
 }
 
-/// Whether launches overlap the next tile's Q·Kᵀ with this tile's softmax (the default), or run
-/// them one after the other (`KILN_FA3_OVERLAP=0`, for comparison). Every combination that
-/// [`Fa3Wgmma::variants`] lists passed the verification suite on an H200.
-pub fn overlap() -> bool {
-    std::env::var("KILN_FA3_OVERLAP")
-        .map(|v| v != "0")
-        .unwrap_or(DEFAULT_OVERLAP)
+/// The defaults plus the alternatives they are measured against (all compiled by `kiln check`,
+/// all verified on a GPU before any is timed).
+pub fn candidates() -> Vec<Config> {
+    let d64 = Config::default_for(64);
+    let d128 = Config::default_for(128);
+    let d256 = Config::default_for(256);
+    let mut v = vec![d64, d128, d256];
+    // Measured slower on an H200 (results/2026-11-22-h200/attention/run1, run2); they keep
+    // compiling so that the comparison can be repeated.
+    v.push(Config { emu: 8, ..d64 });
+    v.push(Config {
+        cwg: 2,
+        pingpong: true,
+        ..d64
+    });
+    v.push(Config {
+        pingpong: true,
+        ..d128
+    });
+    v.push(Config { stages: 2, ..d128 });
+    v.push(Config {
+        bn: 176,
+        stages: 2,
+        ..d128
+    });
+    v.push(Config {
+        pingpong: true,
+        ..d256
+    });
+    v.push(Config { bn: 64, ..d256 });
+    v
 }
-
-const DEFAULT_OVERLAP: bool = true;
 
 /// A 128-byte CUtensorMap, aligned as CUDA 13 requires (`TmaMap` in kernels/common/tma.cuh).
 #[repr(C, align(128))]
@@ -122,7 +307,7 @@ impl AttentionKernel for Fa3Wgmma {
         "fa3_wgmma"
     }
     fn summary(&self) -> &'static str {
-        "FA3-style: TMA producer + 2 WGMMA consumer warpgroups (setmaxnreg), 3-stage K/V ring, QK^T overlapped with softmax, P in registers, d128"
+        "FA3-style: TMA producer + WGMMA consumer warpgroups (setmaxnreg), K/V ring, QK^T overlapped with softmax, optional ping-pong, P in registers, d64/128/256"
     }
     fn rung(&self) -> u32 {
         2
@@ -134,9 +319,9 @@ impl AttentionKernel for Fa3Wgmma {
                 "needs sm_90a (Hopper) for wgmma, TMA and setmaxnreg; this GPU is {maj}.{min}"
             ));
         }
-        if p.head_dim != 128 {
+        if ![64, 128, 256].contains(&p.head_dim) {
             return Err(format!(
-                "specialised for head_dim 128 only so far, not {}; use fa2_mma_sync",
+                "specialised for head_dim 64, 128 and 256, not {}; use fa2_mma_sync",
                 p.head_dim
             ));
         }
@@ -146,15 +331,19 @@ impl AttentionKernel for Fa3Wgmma {
                 p.dtype
             ));
         }
-        let smem = smem_bytes(stages());
+        let cfg = Config::from_env(p.head_dim as u32)?;
+        let smem = cfg.smem_bytes();
         if smem > dev.smem_optin_bytes {
             return Err(format!(
-                "needs {smem} bytes of shared memory per block; this GPU allows {}",
+                "needs {smem} bytes of shared memory per block ({cfg:?}); this GPU allows {}",
                 dev.smem_optin_bytes
             ));
         }
-        if p.batch > 65535 || p.heads_q > 65535 {
-            return Err("batch and heads must each be at most 65535 (grid z and y)".into());
+        let (items, _) = cfg.grid(p, dev.sm_count);
+        if items > i32::MAX as u64 {
+            return Err(format!(
+                "{items} work items (query blocks x heads x batch) exceed the kernel's 32-bit index"
+            ));
         }
         Ok(())
     }
@@ -162,16 +351,9 @@ impl AttentionKernel for Fa3Wgmma {
         if !arch.starts_with("sm_90") {
             return Vec::new();
         }
-        // The default (overlap, 3 stages) and the two configurations it was measured against.
         DTYPES
             .iter()
-            .flat_map(|&d| {
-                [
-                    spec(arch, d, true, 3),
-                    spec(arch, d, true, 2),
-                    spec(arch, d, false, 2),
-                ]
-            })
+            .flat_map(|&d| candidates().into_iter().map(move |c| c.spec(arch, d)))
             .collect()
     }
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
@@ -207,22 +389,19 @@ impl AttentionKernel for Fa3Wgmma {
             p.kv_strides(),
             es,
         );
-        let mut tq = encode(ops.q.ptr(), p.dtype, qd, qs, BM)?;
-        let mut tk = encode(ops.k.ptr(), p.dtype, kd, ks, BN)?;
-        let mut tv = encode(ops.v.ptr(), p.dtype, kd, ks, BN)?;
-        let stages = stages();
-        let f = ctx.function(&spec(&ctx.arch(), p.dtype, overlap(), stages))?;
+        let c = Config::from_env(p.head_dim as u32).map_err(|reason| Error::Unsupported {
+            kernel: self.name().into(),
+            reason,
+        })?;
+        let mut tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
+        let mut tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
+        let mut tv = encode(ops.v.ptr(), p.dtype, kd, ks, c.bn)?;
+        let f = ctx.function(&c.spec(&ctx.arch(), p.dtype))?;
         let mut args = AttnArgs::new(p, ops);
+        let (_, blocks) = c.grid(p, ctx.info.sm_count);
         let cfg = LaunchConfig {
-            smem_bytes: smem_bytes(stages),
-            ..LaunchConfig::simple(
-                (
-                    (p.seqlen_q as u32).div_ceil(BM),
-                    p.heads_q as u32,
-                    p.batch as u32,
-                ),
-                THREADS,
-            )
+            smem_bytes: c.smem_bytes(),
+            ..LaunchConfig::simple((blocks, 1, 1), c.threads())
         };
         let param = |m: &mut Map| m as *mut Map as *mut c_void;
         // SAFETY: the parameters match the kernel's (three 128-byte maps, then AttnArgs); the maps
@@ -265,13 +444,44 @@ mod tests {
         assert_eq!(s, [256, 100 * 256, 8 * 100 * 256]);
         let h100 = DeviceInfo::h100_sxm();
         assert!(Fa3Wgmma.supports(&p, &h100).is_ok());
-        let d64 = AttentionProblem::new(1, 1, 10, 64);
-        assert!(Fa3Wgmma
-            .supports(&d64, &h100)
-            .unwrap_err()
-            .contains("head_dim 128"));
-        assert!(smem_bytes(3) <= 227 * 1024);
-        assert_eq!(Fa3Wgmma.variants("sm_90a").len(), 6);
+        for d in [64, 256] {
+            let q = AttentionProblem::new(1, 1, 10, d);
+            assert!(Fa3Wgmma.supports(&q, &h100).is_ok(), "d{d}");
+        }
+        for c in candidates() {
+            assert!(c.check().is_ok(), "{c:?}");
+            assert!(
+                c.smem_bytes() <= 227 * 1024,
+                "{c:?} needs {} B",
+                c.smem_bytes()
+            );
+        }
+        assert_eq!(
+            Config::default_for(256).smem_bytes(),
+            1024 + 65536 + 2 * 81920 + 80
+        );
+        let c = Config {
+            persist: 0,
+            ..Config::default_for(128)
+        };
+        let big = AttentionProblem::new(4, 16, 4096, 128);
+        assert_eq!(c.grid(&big, 132), (32 * 64, 32 * 64));
+        let pc = Config { persist: 2, ..c };
+        assert_eq!(pc.grid(&big, 132), (2048, 132));
+        assert_eq!(pc.grid(&p, 132), (8 * 3, 24));
+        assert_eq!(c.with("pingpong=1, stages=2").unwrap().stages, 2);
+        assert!(c.with("bn=100").unwrap_err().contains("key tile 100"));
+        assert!(c.with("pp=1").unwrap_err().contains("unknown key `pp`"));
+        assert!(c.with("persist=3").unwrap_err().contains("0 never"));
+        assert!(c.with("pingpong=2").unwrap_err().contains("use 0 or 1"));
+        let nc = Config { persist: 1, ..c };
+        let causal = AttentionProblem {
+            causal: true,
+            ..big
+        };
+        assert_eq!(nc.grid(&big, 132).1, 132);
+        assert_eq!(nc.grid(&causal, 132).1, 2048);
+        assert_eq!(Fa3Wgmma.variants("sm_90a").len(), 2 * candidates().len());
         assert!(Fa3Wgmma.variants("sm_80").is_empty());
     }
 }

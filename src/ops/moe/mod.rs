@@ -4,6 +4,7 @@
 //! first. Each version is one host file with the stem of its device file under `kernels/moe/`.
 
 pub mod grouped_gemm;
+pub mod grouped_swapab;
 pub mod problem;
 pub mod schedule;
 pub mod swiglu_dual;
@@ -92,6 +93,45 @@ impl MoeArgs {
 
     pub fn as_param(&mut self) -> *mut c_void {
         self as *mut MoeArgs as *mut c_void
+    }
+}
+
+/// Mean rows per non-empty expert at or below which the swapped-operand kernel computes a plain
+/// grouped GEMM: up to one token tile per expert, where the row-tiled kernel pads short experts
+/// to its tile height.
+pub const SWAP_MAX_MEAN_ROWS: usize = 256;
+
+/// The version that computes a plain grouped GEMM `p`: `KILN_MOE_GROUPED` (`grouped_gemm` or
+/// `grouped_swapab`) names one, else `grouped_swapab` for short experts (mean rows of the
+/// non-empty ones, from the host copy of the rows, at most [`SWAP_MAX_MEAN_ROWS`]) and
+/// `grouped_gemm` otherwise. The SwiGLU pair is always `swiglu_dual`.
+pub fn version_for(p: &MoeProblem) -> &'static str {
+    if p.swiglu.is_some() {
+        return "swiglu_dual";
+    }
+    if let Ok(v) = std::env::var("KILN_MOE_GROUPED") {
+        match v.trim() {
+            "grouped_gemm" => return "grouped_gemm",
+            "grouped_swapab" => return "grouped_swapab",
+            _ => {}
+        }
+    }
+    let spans = p.spans();
+    let busy: Vec<usize> = spans.iter().map(|s| s.1).filter(|&r| r > 0).collect();
+    let mean = busy.iter().sum::<usize>() / busy.len().max(1);
+    if mean <= SWAP_MAX_MEAN_ROWS {
+        "grouped_swapab"
+    } else {
+        "grouped_gemm"
+    }
+}
+
+/// Every version that can compute problems of `p`'s kind (verification runs each).
+pub fn versions_of_kind(p: &MoeProblem) -> &'static [&'static str] {
+    if p.swiglu.is_some() {
+        &["swiglu_dual"]
+    } else {
+        &["grouped_gemm", "grouped_swapab"]
     }
 }
 
@@ -234,6 +274,27 @@ mod tests {
             ([4096, 80], [64, 128], 8192)
         );
         assert_eq!(m.validate(), Ok(()));
+    }
+
+    #[test]
+    fn short_experts_take_the_swapped_kernel() {
+        let bf = |c: &[usize], n| MoeProblem::contiguous(c, n, 4096, DType::Bf16, DType::Bf16);
+        // the small-M shapes (means 134 and 118 rows) and prefill (940)
+        assert_eq!(
+            version_for(&bf(&[40, 248, 112, 176, 64, 200, 136, 96], 4096)),
+            "grouped_swapab"
+        );
+        assert_eq!(
+            version_for(&bf(&[40, 196, 88, 152, 64, 120, 180, 104], 7168)),
+            "grouped_swapab"
+        );
+        let prefill = [1512, 1091, 539, 772, 779, 979, 880, 964];
+        assert_eq!(version_for(&bf(&prefill, 3072)), "grouped_gemm");
+        // empty experts do not pull the mean down
+        assert_eq!(version_for(&bf(&[0, 0, 0, 900], 512)), "grouped_gemm");
+        let sw = bf(&[1, 2], 256).with_swiglu(WeightLayout::Separate, false);
+        assert_eq!(version_for(&sw), "swiglu_dual");
+        assert_eq!(versions_of_kind(&sw), ["swiglu_dual"]);
     }
 
     #[test]

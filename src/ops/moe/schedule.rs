@@ -67,9 +67,10 @@ impl Schedule {
     }
 }
 
-/// Bytes of the device workspace `moe_tile_prefix` writes for `experts`.
+/// Bytes of the device workspace `moe_tile_prefix` writes for `experts`: the 3E + 1 table ints
+/// and the tile counter the dynamically scheduled kernels take tiles from.
 pub fn sched_bytes(experts: usize) -> usize {
-    (3 * experts + 1) * 4
+    (3 * experts + 2) * 4
 }
 
 /// The expert owning global m-tile `g` (prefix[e] <= g < prefix[e + 1]). Mirrors

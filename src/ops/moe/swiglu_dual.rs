@@ -16,6 +16,12 @@ use crate::ops::gemm::DType;
 
 pub struct SwiGluDual;
 
+/// `KILN_SWIGLU_SPLIT=1` compiles the earlier mainloop (two m64n128k16 per k16, one per weight)
+/// instead of one m64n256k16 over the adjacent W1 and W3 tiles, to time both in one run.
+fn split_mainloop() -> bool {
+    std::env::var("KILN_SWIGLU_SPLIT").is_ok_and(|v| v.trim() == "1")
+}
+
 pub const ENTRY: &str = "moe_swiglu_dual";
 pub const THREADS: u32 = 384;
 const CFG: TileConfig = TileConfig::SWIGLU;
@@ -31,6 +37,7 @@ impl SwiGluDual {
         .define("KILN_GROUP_M", GROUP_M)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
         .define("KILN_SMEM", CFG.smem_bytes(2))
+        .define("KILN_SWIGLU_SPLIT", split_mainloop() as u32)
     }
 
     /// The weight maps: (W1, W3) over [E, N, K] in 128-row boxes, or W13 over [E, 2N, K] in

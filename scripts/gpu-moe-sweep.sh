@@ -37,17 +37,22 @@ verify() { # name, env..., -- args
   local name=$1; shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" timeout 150 "$BIN" --json moe verify "$@" >"$RAW/verify-$name.json" 2>"$RAW/verify-$name.err"
+  env "${envs[@]}" timeout 200 "$BIN" --json moe verify "$@" >"$RAW/verify-$name.json" 2>"$RAW/verify-$name.err"
   local rc=$?
   echo "verify $name (rc $rc): $(vsum "$RAW/verify-$name.json" | tail -3 | tr '\n' ' ')" | tee -a "$OUT/verify.txt"
   [ $rc -ne 0 ] && status=1
   return $rc
 }
 stamp "verify"
-verify all KILN_NONE=1 -- --suite quick; v_all=$?
-verify swap256x128 KILN_MOE_SWAP=256x128 -- --suite quick --version grouped_swapab; v_s2=$?
-verify swap128x128 KILN_MOE_SWAP=128x128 -- --suite quick --version grouped_swapab; v_s3=$?
-verify swiglu_split KILN_SWIGLU_SPLIT=1 -- --suite quick --version swiglu_dual
+verify all KILN_NONE=1 -- --suite ${MOE_SUITE:-full}; v_all=$?
+TILES=""
+for t in 128x256 128x128 64x256 128x256c2 128x128c2 64x256c2; do
+  # only shapes that verified are timed (a hang would eat the whole call)
+  verify "tile$t" KILN_MOE_TILE=$t -- --suite quick --version grouped_gemm && TILES="$TILES $t"
+done
+for t in 256x128 128x128; do
+  verify "swap$t" KILN_MOE_SWAP=$t -- --suite quick --version grouped_swapab
+done
 if [ $v_all -eq 11 ] || [ $v_all -eq 124 ]; then stamp "verify hung: no benchmarks"; exit 1; fi
 
 kb() { # tag, env..., -- kiln bench args
@@ -67,18 +72,15 @@ stamp "bench"
 for s in "small_m_4096x7168 $SMALL1 4096 7168" "small_m_7168x2048 $SMALL2 7168 2048" "decode16_4096x7168 $DECODE 4096 7168" "mid384_4096x7168 $MID 4096 7168" "prefill $PREFILL 3072 4096"; do
   set -- $s
   name=$1 c=$2 n=$3 k=$4
-  kb "$name-rowtiled" KILN_MOE_GROUPED=grouped_gemm -- --counts "$c" --n "$n" --k "$k"
-  for cfg in 128x256 256x128 128x128; do
-    [ "$name" = prefill ] && [ "$cfg" != 128x256 ] && continue
-    kb "$name-swap$cfg" KILN_MOE_GROUPED=grouped_swapab KILN_MOE_SWAP=$cfg -- --counts "$c" --n "$n" --k "$k"
-  done
   kb "$name-default" KILN_NONE=1 -- --counts "$c" --n "$n" --k "$k"
+  for t in $TILES; do
+    kb "$name-tile$t" KILN_MOE_TILE=$t -- --counts "$c" --n "$n" --k "$k"
+  done
   peer "$name" --counts "$c" --n "$n" --k "$k"
 done
 stamp "ffn"
-kb ffn_prefill-merged KILN_NONE=1 -- --counts $PREFILL --n 3072 --k 4096 --swiglu
-kb ffn_prefill-split KILN_SWIGLU_SPLIT=1 -- --counts $PREFILL --n 3072 --k 4096 --swiglu
-kb ffn_prefill_interleaved-merged KILN_NONE=1 -- --counts $PREFILL --n 3072 --k 4096 --swiglu --interleaved
+kb ffn_prefill-default KILN_NONE=1 -- --counts $PREFILL --n 3072 --k 4096 --swiglu
+kb ffn_prefill_interleaved-default KILN_NONE=1 -- --counts $PREFILL --n 3072 --k 4096 --swiglu --interleaved
 peer ffn_prefill --counts $PREFILL --n 3072 --k 4096 --swiglu
 stamp "summary"
 
@@ -94,6 +96,7 @@ for f in sorted(os.listdir(raw)):
     if not (f.startswith("kiln-") and f.endswith(".json")): continue
     tag = f[5:-5]; shape, var = tag.rsplit("-", 1)
     k = load(f); p = load(f"peer-{shape}.json")
+    if "error" in p and shape.startswith("ffn_prefill"): p = load("peer-ffn_prefill.json")
     dev = dev or k.get("device")
     for r in k.get("rows", []):
         key = {"grouped_gemm": "grouped_mm", "swiglu_dual": "swiglu", "down_proj": "down_proj", "ffn": "ffn"}[r["piece"]]

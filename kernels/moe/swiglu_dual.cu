@@ -14,6 +14,8 @@
 // Weights: separate W1 and W3 [E, N, K] (two 3D maps, two 128-row boxes per stage), or one
 // interleaved W13 [E, 2N, K] whose rows alternate 128-row blocks of W1 and W3 (block j of W1 is
 // rows 256j .. 256j + 127, of W3 256j + 128 .. 256j + 255): one 256-row box brings both tiles.
+// A consumer whose 64 rows are all past the expert's end (a last tile of at most 64 rows) issues
+// no wgmma and only follows the stage barriers.
 #include "common/mbarrier.cuh"
 #include "common/tma.cuh"
 #include "common/tma_3d.cuh"
@@ -109,6 +111,16 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     u32 it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+      if (64 * c >= tile.valid_rows) {
+        // This consumer's 64 rows are all past the expert's end: keep the stage barriers in step,
+        // issue no wgmma (the other consumer gets the tensor cores), store nothing.
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(full(s), (it / STAGES) & 1);
+          release(s);
+        }
+        continue;
+      }
       int prev = 0;
       for (int kb = 0; kb < kblocks; ++kb, ++it) {
         const int s = it % STAGES;

@@ -3,6 +3,7 @@
 //! projection), the fused SwiGLU gate/up dual GEMM, and the tiny prefix-sum kernel both launch
 //! first. Each version is one host file with the stem of its device file under `kernels/moe/`.
 
+pub mod cluster;
 pub mod grouped_gemm;
 pub mod grouped_swapab;
 pub mod problem;
@@ -96,33 +97,18 @@ impl MoeArgs {
     }
 }
 
-/// Mean rows per non-empty expert at or below which the swapped-operand kernel computes a plain
-/// grouped GEMM: up to one token tile per expert, where the row-tiled kernel pads short experts
-/// to its tile height.
-pub const SWAP_MAX_MEAN_ROWS: usize = 256;
-
-/// The version that computes a plain grouped GEMM `p`: `KILN_MOE_GROUPED` (`grouped_gemm` or
-/// `grouped_swapab`) names one, else `grouped_swapab` for short experts (mean rows of the
-/// non-empty ones, from the host copy of the rows, at most [`SWAP_MAX_MEAN_ROWS`]) and
-/// `grouped_gemm` otherwise. The SwiGLU pair is always `swiglu_dual`.
+/// The version that computes `p`: the SwiGLU pair is `swiglu_dual`; a plain grouped GEMM is
+/// `grouped_gemm` unless `KILN_MOE_GROUPED` names `grouped_swapab`. (The swapped-operand kernel
+/// is verified but measured slower at every shape of the issue on an H200, 2026-11-22: 0.20 vs
+/// 0.17 ms at E=8, 40-248 rows, N=4096, K=7168; on par at 16 rows per expert. So it is never
+/// chosen on its own.)
 pub fn version_for(p: &MoeProblem) -> &'static str {
     if p.swiglu.is_some() {
         return "swiglu_dual";
     }
-    if let Ok(v) = std::env::var("KILN_MOE_GROUPED") {
-        match v.trim() {
-            "grouped_gemm" => return "grouped_gemm",
-            "grouped_swapab" => return "grouped_swapab",
-            _ => {}
-        }
-    }
-    let spans = p.spans();
-    let busy: Vec<usize> = spans.iter().map(|s| s.1).filter(|&r| r > 0).collect();
-    let mean = busy.iter().sum::<usize>() / busy.len().max(1);
-    if mean <= SWAP_MAX_MEAN_ROWS {
-        "grouped_swapab"
-    } else {
-        "grouped_gemm"
+    match std::env::var("KILN_MOE_GROUPED").as_deref().map(str::trim) {
+        Ok("grouped_swapab") => "grouped_swapab",
+        _ => "grouped_gemm",
     }
 }
 
@@ -277,21 +263,13 @@ mod tests {
     }
 
     #[test]
-    fn short_experts_take_the_swapped_kernel() {
+    fn the_row_tiled_kernel_is_the_default() {
         let bf = |c: &[usize], n| MoeProblem::contiguous(c, n, 4096, DType::Bf16, DType::Bf16);
-        // the issue's small-M shapes (means 134 and 118 rows) and prefill (940)
-        assert_eq!(
-            version_for(&bf(&[40, 248, 112, 176, 64, 200, 136, 96], 4096)),
-            "grouped_swapab"
-        );
-        assert_eq!(
-            version_for(&bf(&[40, 196, 88, 152, 64, 120, 180, 104], 7168)),
-            "grouped_swapab"
-        );
-        let prefill = [1512, 1091, 539, 772, 779, 979, 880, 964];
-        assert_eq!(version_for(&bf(&prefill, 3072)), "grouped_gemm");
-        // empty experts do not pull the mean down
-        assert_eq!(version_for(&bf(&[0, 0, 0, 900], 512)), "grouped_gemm");
+        if std::env::var_os("KILN_MOE_GROUPED").is_none() {
+            assert_eq!(version_for(&bf(&[40, 248, 112, 176], 4096)), "grouped_gemm");
+        }
+        let p = bf(&[40, 248], 4096);
+        assert_eq!(versions_of_kind(&p), ["grouped_gemm", "grouped_swapab"]);
         let sw = bf(&[1, 2], 256).with_swiglu(WeightLayout::Separate, false);
         assert_eq!(version_for(&sw), "swiglu_dual");
         assert_eq!(versions_of_kind(&sw), ["swiglu_dual"]);

@@ -119,12 +119,14 @@ pub fn tile(s: &Schedule, t: u32, tiles_n: u32, bm: u32, bn: u32) -> Tile {
     }
 }
 
-/// A tile shape of the grouped kernels: BM x BN x 64 with `stages` pipeline stages.
+/// A tile shape of the grouped kernels: BM x BN x 64 with `stages` pipeline stages, run by
+/// clusters of `cluster` CTAs along N that share (multicast) each X tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
     pub bm: u32,
     pub bn: u32,
     pub stages: u32,
+    pub cluster: u32,
 }
 
 impl TileConfig {
@@ -133,26 +135,54 @@ impl TileConfig {
         bm: 128,
         bn: 256,
         stages: 4,
+        cluster: 1,
     };
     /// More, narrower tiles, for grids that 128 x 256 tiles leave short of a wave.
     pub const NARROW: TileConfig = TileConfig {
         bm: 128,
         bn: 128,
         stages: 6,
+        cluster: 1,
     };
     /// Short experts (tens of rows): 64 x 256, the consumers split the columns.
     pub const SHORT: TileConfig = TileConfig {
         bm: 64,
         bn: 256,
         stages: 5,
+        cluster: 1,
     };
-    pub const ALL: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::NARROW, TileConfig::SHORT];
+    /// The single-CTA shapes, among which the cost model chooses.
+    pub const SINGLE: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::NARROW, TileConfig::SHORT];
+    /// Every compiled shape: each single-CTA one also as CTA pairs along N multicasting X.
+    pub const ALL: [TileConfig; 6] = [
+        TileConfig::LARGE,
+        TileConfig::NARROW,
+        TileConfig::SHORT,
+        TileConfig::LARGE.paired(),
+        TileConfig::NARROW.paired(),
+        TileConfig::SHORT.paired(),
+    ];
     /// The fused SwiGLU: 128 rows x 128 columns of each of W1 and W3.
     pub const SWIGLU: TileConfig = TileConfig {
         bm: 128,
         bn: 128,
         stages: 4,
+        cluster: 1,
     };
+
+    /// The same tile run by 2-CTA clusters along N that multicast the X tile.
+    pub const fn paired(self) -> TileConfig {
+        TileConfig { cluster: 2, ..self }
+    }
+
+    /// `BMxBN`, with ` c2` for CTA pairs.
+    pub fn label(self) -> String {
+        if self.cluster > 1 {
+            format!("{}x{} c{}", self.bm, self.bn, self.cluster)
+        } else {
+            format!("{}x{}", self.bm, self.bn)
+        }
+    }
 
     /// Bytes of one stage: the X tile and `w_tiles` W tiles.
     pub fn stage_bytes(self, w_tiles: u32) -> u32 {
@@ -196,7 +226,7 @@ impl TileConfig {
     pub fn choose(rows: &[usize], n: usize, sms: u32) -> TileConfig {
         let mut best = TileConfig::LARGE;
         let mut best_cost = f64::INFINITY;
-        for c in TileConfig::ALL {
+        for c in TileConfig::SINGLE {
             let cost = c.cost(c.tiles(rows, n), sms);
             if cost < best_cost * 0.97 {
                 best = c;
@@ -216,10 +246,11 @@ impl TileConfig {
         }
     }
 
-    /// Persistent grid: one CTA per SM, or per possible tile when there are fewer.
-    pub fn grid(self, p: &MoeProblem, sms: u32) -> u32 {
-        let tiles = self.max_tiles_m(p) * p.n.div_ceil(self.bn as usize) as u64;
-        tiles.min(sms as u64).max(1) as u32
+    /// Persistent grid in CTAs: one CTA per SM (one cluster per `max_clusters` slot for pairs),
+    /// or per possible unit (m-tile x `cluster` n-tiles) when there are fewer.
+    pub fn grid(self, p: &MoeProblem, max_clusters: u32) -> u32 {
+        let units = self.max_tiles_m(p) * p.n.div_ceil((self.bn * self.cluster) as usize) as u64;
+        units.min(max_clusters as u64).max(1) as u32 * self.cluster
     }
 }
 
@@ -269,6 +300,40 @@ mod tests {
         let routed = p.routed_rows() * tiles_n as usize;
         assert_eq!(covered.iter().map(|&c| c as usize).sum::<usize>(), routed);
         assert!(s.tiles_m() as u64 <= cfg.max_tiles_m(p));
+    }
+
+    /// The CTA-pair walk of `kernels/moe/grouped_gemm.cu` (KILN_CLUSTER = 2): units of one m-tile
+    /// by two n-tiles, CTA `rank` takes n-tile 2u + rank; n-tiles past N store nothing. Every
+    /// (row, n-tile) is covered once.
+    #[test]
+    fn the_pair_walk_covers_every_n_tile_once() {
+        for counts in [
+            vec![40usize, 248, 112, 176, 64, 200, 136, 96],
+            vec![1],
+            vec![0, 300, 0, 7],
+        ] {
+            for n in [130usize, 256, 4096, 7168] {
+                let p = contiguous(&counts, n);
+                let cfg = TileConfig::NARROW.paired();
+                let s = Schedule::build(&p, p.rows_array(), cfg.bm);
+                let tiles_n = n.div_ceil(cfg.bn as usize) as u32;
+                let units_n = tiles_n.div_ceil(2);
+                let mut covered = vec![0u8; p.x_rows() * tiles_n as usize];
+                for u in 0..s.tiles_m() * units_n {
+                    let pair = tile(&s, u, units_n, cfg.bm, 2 * cfg.bn);
+                    for rank in 0..2 {
+                        let tn = (pair.n0 + rank * cfg.bn) / cfg.bn;
+                        if tn >= tiles_n {
+                            continue;
+                        }
+                        for r in pair.row0..pair.row0 + pair.valid_rows {
+                            covered[r as usize * tiles_n as usize + tn as usize] += 1;
+                        }
+                    }
+                }
+                assert!(covered.iter().all(|&c| c == 1), "{counts:?} n={n}");
+            }
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ verify() { # name, env..., -- args
 stamp "verify"
 verify all KILN_NONE=1 -- --suite ${MOE_SUITE:-full}; v_all=$?
 TILES=""
-for t in 128x256 128x128 64x256 128x256c2 128x128c2 64x256c2; do
+for t in ${VERIFY_TILES:-128x256 128x128 64x256 128x256c2 128x128c2 64x256c2}; do
   # only shapes that verified are timed (a hang would eat the whole call)
   verify "tile$t" KILN_MOE_TILE=$t -- --suite quick --version grouped_gemm && TILES="$TILES $t"
 done
@@ -73,15 +73,28 @@ for s in "small_m_4096x7168 $SMALL1 4096 7168" "small_m_7168x2048 $SMALL2 7168 2
   set -- $s
   name=$1 c=$2 n=$3 k=$4
   kb "$name-default" KILN_NONE=1 -- --counts "$c" --n "$n" --k "$k"
-  for t in $TILES; do
+  # the fixed group of 8 (the order before group_for), to time the tile order alone
+  kb "$name-group8" KILN_MOE_GROUP=8 -- --counts "$c" --n "$n" --k "$k"
+  for t in ${BENCH_TILES:-}; do
     kb "$name-tile$t" KILN_MOE_TILE=$t -- --counts "$c" --n "$n" --k "$k"
   done
   peer "$name" --counts "$c" --n "$n" --k "$k"
+  kb "$name-default2" KILN_NONE=1 -- --counts "$c" --n "$n" --k "$k"
 done
 stamp "ffn"
 kb ffn_prefill-default KILN_NONE=1 -- --counts $PREFILL --n 3072 --k 4096 --swiglu
 kb ffn_prefill_interleaved-default KILN_NONE=1 -- --counts $PREFILL --n 3072 --k 4096 --swiglu --interleaved
 peer ffn_prefill --counts $PREFILL --n 3072 --k 4096 --swiglu
+stamp "ncu"
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+if [ -x "$NCU" ] && [ "${MOE_NCU:-1}" != 0 ]; then
+  for v in "rowtiled KILN_NONE=1" "swapab KILN_MOE_GROUPED=grouped_swapab"; do
+    set -- $v
+    env "$2" timeout 120 "$NCU" --clock-control none -k regex:moe_grouped --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,lts__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum \
+      "$BIN" --no-store moe bench --counts $SMALL1 --n 4096 --k 7168 --reps 1 --warmup 2 >"$OUT/ncu-small_m-$1.txt" 2>&1 || echo "ncu $1 failed (rc $?)"
+  done
+fi
 stamp "summary"
 
 "$PY" - "$RAW" <<'PYEOF' | tee "$OUT/summary.txt"

@@ -41,9 +41,6 @@
 #ifndef KILN_STAGES
 #define KILN_STAGES 4
 #endif
-#ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
-#endif
 #ifndef KILN_MAX_EXPERTS
 #define KILN_MAX_EXPERTS 1024
 #endif
@@ -104,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tma_prefetch(&tma_w);
       u32 it = 0;
       for (int u = cid; u < units; u += nclusters) {
-        const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, KILN_GROUP_M, BM, CLUSTER * BN);
+        const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, BM, CLUSTER * BN);
         const int n0 = tile.n0 + rank * BN;
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
           const int s = it % STAGES;
@@ -145,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
     u32 it = 0;
     for (int u = cid; u < units; u += nclusters) {
-      MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, KILN_GROUP_M, BM, CLUSTER * BN);
+      MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, BM, CLUSTER * BN);
       tile.n0 += rank * BN;
       if (!SPLIT_N && 64 * c >= tile.valid_rows) {
         // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.

@@ -33,9 +33,6 @@
 #ifndef KILN_STAGES
 #define KILN_STAGES 4
 #endif
-#ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
-#endif
 #ifndef KILN_MAX_EXPERTS
 #define KILN_MAX_EXPERTS 1024
 #endif
@@ -203,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         ring[rs] = t;
         mbar_arrive(tfull(rs));
         if (t >= tiles) break;
-        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, TT, BW);
+        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, TT, BW);
         const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
         const u32 bytes = W_BYTES + boxes * XBOX * BK * 2;
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
@@ -234,7 +231,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       __syncwarp();
       if (x.lane == 0) mbar_arrive(tempty(rs));
       if (t >= tiles) break;
-      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, TT, BW);
+      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, TT, BW);
       swap_dispatch<TT / 16>((tile.valid_rows + 15) / 16, x, tile, p, it);
     }
   }

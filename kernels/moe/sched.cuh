@@ -13,7 +13,7 @@ struct MoeArgs {
   int experts, n, k;
   int tiles_n;
   int interleaved;  // SwiGLU: W1 and W3 interleaved in blocks of 128 rows of one tensor
-  int pad;
+  int group_m;      // m-tiles swept together in the grouped tile order (any value >= 1 is correct)
 };
 
 // Table layout (ints): m-tile prefix sums [0, E], then each expert's first row [E + 1, 2E + 1),

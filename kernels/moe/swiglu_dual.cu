@@ -26,9 +26,6 @@
 #ifndef KILN_STAGES
 #define KILN_STAGES 4
 #endif
-#ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
-#endif
 #ifndef KILN_MAX_EXPERTS
 #define KILN_MAX_EXPERTS 1024
 #endif
@@ -78,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if (!p.interleaved) tma_prefetch(&tma_w3);
       u32 it = 0;
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
@@ -110,7 +107,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
     u32 it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
       if (64 * c >= tile.valid_rows) {
         // This consumer's 64 rows are all past the expert's end: keep the stage barriers in step,
         // issue no wgmma (the other consumer gets the tensor cores), store nothing.

@@ -74,10 +74,7 @@ pub fn tile_label(p: &MoeProblem, sms: u32) -> String {
             format!("{}x({}+{})", c.bm, c.bn, c.bn)
         }
         "grouped_swapab" => GroupedSwapAb::config(p).label(),
-        _ => {
-            let c = GroupedGemm::config(p, sms);
-            format!("{}x{}", c.bm, c.bn)
-        }
+        _ => GroupedGemm::config(p, sms).label(),
     }
 }
 

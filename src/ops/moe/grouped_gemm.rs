@@ -4,7 +4,7 @@
 //! map over W [E, N, K].
 
 use super::cluster::max_clusters;
-use super::schedule::{TileConfig, GROUP_M, MAX_EXPERTS};
+use super::schedule::{group_for, TileConfig, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -30,7 +30,6 @@ impl GroupedGemm {
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
         .define("KILN_STAGES", cfg.stages)
-        .define("KILN_GROUP_M", GROUP_M)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
         .define("KILN_SMEM", cfg.smem_bytes(1))
         .define("KILN_CLUSTER", cfg.cluster)
@@ -122,6 +121,7 @@ impl MoeKernel for GroupedGemm {
         let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
         let mut args = MoeArgs::new(p, ops, cfg.bn);
+        args.group_m = group_for(p, cfg.bm);
         tile_prefix::launch(ctx, p, ops, cfg.bm)?;
         let slots = max_clusters(&f, ctx, cfg.cluster, THREADS, cfg.smem_bytes(1));
         let lc = LaunchConfig {

@@ -4,7 +4,7 @@
 //! tile), so short experts compute no padding rows. Tiles are taken from a global counter
 //! (dynamic persistent scheduling), which `moe_tile_prefix` zeroes before every launch.
 
-use super::schedule::{sched_bytes, GROUP_M, MAX_EXPERTS};
+use super::schedule::{group_for, sched_bytes, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -110,7 +110,6 @@ impl GroupedSwapAb {
         .define("KILN_WM", cfg.wm)
         .define("KILN_TT", cfg.tt)
         .define("KILN_STAGES", cfg.stages)
-        .define("KILN_GROUP_M", GROUP_M)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
         .define("KILN_SMEM", cfg.smem_bytes())
     }
@@ -187,6 +186,7 @@ impl MoeKernel for GroupedSwapAb {
         let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
         let mut args = MoeArgs::new(p, ops, cfg.bw());
+        args.group_m = group_for(p, cfg.tt);
         tile_prefix::launch(ctx, p, ops, cfg.tt)?;
         let lc = LaunchConfig {
             grid: (cfg.grid(p, sms), 1, 1),

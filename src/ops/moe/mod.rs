@@ -67,7 +67,9 @@ pub struct MoeArgs {
     pub k: i32,
     pub tiles_n: i32,
     pub interleaved: i32,
-    pub pad: i32,
+    /// m-tiles swept together in the grouped tile order: a hint for L2 reuse (any value >= 1
+    /// is correct), see [`schedule::group_for`].
+    pub group_m: i32,
 }
 
 impl MoeArgs {
@@ -88,7 +90,7 @@ impl MoeArgs {
                     ..
                 })
             ) as i32,
-            pad: 0,
+            group_m: schedule::GROUP_M as i32,
         }
     }
 

@@ -8,6 +8,35 @@ use super::problem::{MoeProblem, Rows};
 
 /// Tile-rows swept together in the grouped order (the kernels' `KILN_GROUP_M`).
 pub const GROUP_M: u32 = 8;
+/// Host m-tiles at or below which one group holds them all (see [`group_for`]).
+pub const ONE_GROUP_MAX: u32 = 32;
+/// ... as long as their X rows fit in this much of L2 (H100/H200: 50 MB).
+pub const ONE_GROUP_X_BYTES: usize = 24 << 20;
+
+/// m-tiles the kernels sweep together for `p` with tile height `bm` (the kernels take it as an
+/// argument; any value >= 1 is correct, it only orders the tiles). When the host copy of the rows
+/// gives at most [`ONE_GROUP_MAX`] m-tiles whose X rows fit in [`ONE_GROUP_X_BYTES`] (short
+/// experts: tens to hundreds of rows each), one group holds them all, so every concurrently running CTA of an n-column reads the same W tiles
+/// and each W tile (an expert's m-tiles are adjacent) leaves HBM once; with the fixed group of 8
+/// an expert whose m-tiles straddle two groups had its W read twice. Else [`GROUP_M`].
+/// `KILN_MOE_GROUP` overrides (to time both).
+pub fn group_for(p: &MoeProblem, bm: u32) -> i32 {
+    if let Some(g) = std::env::var("KILN_MOE_GROUP")
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|&g| g >= 1)
+    {
+        return g;
+    }
+    let tiles_m: usize = p.spans().iter().map(|s| s.1.div_ceil(bm as usize)).sum();
+    let x_bytes = tiles_m * bm as usize * p.k * p.input.size();
+    if tiles_m as u32 <= ONE_GROUP_MAX && x_bytes <= ONE_GROUP_X_BYTES {
+        tiles_m.max(1) as i32
+    } else {
+        GROUP_M as i32
+    }
+}
+
 /// Most experts one launch takes: the kernels keep 3E + 1 table ints in shared memory.
 pub const MAX_EXPERTS: usize = 1024;
 /// K depth of one pipeline stage.
@@ -392,14 +421,39 @@ mod tests {
 
     #[test]
     fn tile_order_visits_every_tile_once() {
-        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (9, 2), (17, 3), (64, 12)] {
-            let mut seen = vec![false; (tm * tn) as usize];
-            for t in 0..tm * tn {
-                let (r, c) = tile_coords(t, tm, tn, GROUP_M);
-                assert!(r < tm && c < tn);
-                assert!(!std::mem::replace(&mut seen[(r * tn + c) as usize], true));
+        for group in [1, GROUP_M, 12, 16] {
+            for (tm, tn) in [(1, 1), (3, 5), (8, 8), (9, 2), (17, 3), (64, 12)] {
+                let mut seen = vec![false; (tm * tn) as usize];
+                for t in 0..tm * tn {
+                    let (r, c) = tile_coords(t, tm, tn, group);
+                    assert!(r < tm && c < tn);
+                    assert!(!std::mem::replace(&mut seen[(r * tn + c) as usize], true));
+                }
             }
         }
+    }
+
+    #[test]
+    fn short_experts_sweep_all_m_tiles_in_one_group() {
+        if std::env::var_os("KILN_MOE_GROUP").is_some() {
+            return;
+        }
+        // small M: 12 m-tiles of 128 rows (20 of 64), one group; prefill: 63, the fixed 8
+        let small = contiguous(&[40, 248, 112, 176, 64, 200, 136, 96], 4096);
+        assert_eq!(group_for(&small, 128), 12);
+        assert_eq!(group_for(&small, 64), 20);
+        // X rows past the L2 budget: back to 8 (12 x 128 rows x 16384 x 2 B = 48 MiB)
+        let deep = MoeProblem::contiguous(
+            &[40, 248, 112, 176, 64, 200, 136, 96],
+            4096,
+            16384,
+            DType::Bf16,
+            DType::Bf16,
+        );
+        assert_eq!(group_for(&deep, 128), GROUP_M as i32);
+        let prefill = contiguous(&[1512, 1091, 539, 772, 779, 979, 880, 964], 3072);
+        assert_eq!(group_for(&prefill, 128), GROUP_M as i32);
+        assert_eq!(group_for(&contiguous(&[0, 0], 64), 128), 1);
     }
 
     #[test]

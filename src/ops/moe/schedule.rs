@@ -10,8 +10,11 @@ use super::problem::{MoeProblem, Rows};
 pub const GROUP_M: u32 = 8;
 /// Host m-tiles at or below which one group holds them all (see [`group_for`]).
 pub const ONE_GROUP_MAX: u32 = 32;
-/// ... as long as their X rows fit in this much of L2 (H100/H200: 50 MB).
-pub const ONE_GROUP_X_BYTES: usize = 24 << 20;
+/// ... as long as their X rows take at most this much of L2 (H100/H200: 50 MB), leaving the rest
+/// to the W stream. Fitted to two measurements (H200, 2026-11-22, run 3): one group won at E=8,
+/// 40-196 rows, N=7168, K=2048 (X of 18 m-tiles of 64 rows: 4.5 MiB; 0.0841 vs 0.0879 ms) and lost
+/// at 40-248 rows, N=4096, K=7168 (12 m-tiles of 128: 21 MiB; 0.1753 vs 0.1728 ms).
+pub const ONE_GROUP_X_BYTES: usize = 12 << 20;
 
 /// m-tiles the kernels sweep together for `p` with tile height `bm` (the kernels take it as an
 /// argument; any value >= 1 is correct, it only orders the tiles). When the host copy of the rows
@@ -438,19 +441,20 @@ mod tests {
         if std::env::var_os("KILN_MOE_GROUP").is_some() {
             return;
         }
-        // small M: 12 m-tiles of 128 rows (20 of 64), one group; prefill: 63, the fixed 8
-        let small = contiguous(&[40, 248, 112, 176, 64, 200, 136, 96], 4096);
-        assert_eq!(group_for(&small, 128), 12);
-        assert_eq!(group_for(&small, 64), 20);
-        // X rows past the L2 budget: back to 8 (12 x 128 rows x 16384 x 2 B = 48 MiB)
-        let deep = MoeProblem::contiguous(
+        // small M at K = 2048: 18 m-tiles of 64 rows, 4.5 MiB of X: one group
+        let counts = [40, 196, 88, 152, 64, 120, 180, 104];
+        let k2048 = MoeProblem::contiguous(&counts, 7168, 2048, DType::Bf16, DType::Bf16);
+        assert_eq!(group_for(&k2048, 64), 18);
+        // at K = 7168, 12 m-tiles of 128 rows hold 21 MiB of X: past the budget, the fixed 8
+        let k7168 = MoeProblem::contiguous(
             &[40, 248, 112, 176, 64, 200, 136, 96],
             4096,
-            16384,
+            7168,
             DType::Bf16,
             DType::Bf16,
         );
-        assert_eq!(group_for(&deep, 128), GROUP_M as i32);
+        assert_eq!(group_for(&k7168, 128), GROUP_M as i32);
+        // prefill: 63 m-tiles
         let prefill = contiguous(&[1512, 1091, 539, 772, 779, 979, 880, 964], 3072);
         assert_eq!(group_for(&prefill, 128), GROUP_M as i32);
         assert_eq!(group_for(&contiguous(&[0, 0], 64), 128), 1);

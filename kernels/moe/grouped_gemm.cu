@@ -13,6 +13,18 @@
 // all its rows, W one 3D map over [E, N, K] (coordinate e picks the expert; nothing is rewritten
 // per group). A tile's rows past its expert's end load the next expert's rows (or zeros past X)
 // and are masked in the epilogue: each output row depends only on its own X row.
+//
+// KILN_CLUSTER = 2: CTA pairs (clusters along N) take the two n-tiles of one X tile together;
+// each CTA loads half of the X tile's rows and multicasts it to both, and its own W tile, so X
+// crosses L2 once per pair. Short-expert shapes (tens to hundreds of rows per expert) are bound
+// by L2-to-SM traffic (every n-tile re-reads its X rows), which this cuts by a quarter at 128x128.
+// A stage is refilled only when the consumers of both CTAs have released it (empty barriers count
+// both CTAs' consumer warps; each releases on both). An odd last n-tile's partner loads a W box
+// wholly past N (zero-filled) and stores nothing.
+//
+// A consumer whose 64 rows of the tile are all past the expert's end (BM = 128, an expert's last
+// tile with at most 64 rows) issues no wgmma: it only follows the stage barriers. The tensor
+// cores then serve the other consumer alone, so a short tile costs half a full one.
 #include "common/mbarrier.cuh"
 #include "common/tma.cuh"
 #include "common/tma_3d.cuh"
@@ -29,15 +41,21 @@
 #ifndef KILN_STAGES
 #define KILN_STAGES 4
 #endif
-#ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
-#endif
 #ifndef KILN_MAX_EXPERTS
 #define KILN_MAX_EXPERTS 1024
+#endif
+#ifndef KILN_CLUSTER
+#define KILN_CLUSTER 1
 #endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
 constexpr bool SPLIT_N = BM == 64;          // both consumers share the rows, split the columns
+constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along N sharing (multicasting) the X tile
+constexpr int X_PART = BM / CLUSTER;        // X rows each CTA of the cluster loads
+static_assert(CLUSTER == 1 || CLUSTER == 2, "KILN_CLUSTER is 1 or 2");
+// setmaxnreg split (128 x producer + 256 x consumer <= 65536): the multicast producer needs more
+// than 40 (at 40 the 128x256 pair variant spilled 4 bytes), as in gemm/wgmma_tma_ws.cu.
+constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1 ? 224 : 232;
 constexpr int WN = SPLIT_N ? BN / 2 : BN;   // columns one consumer computes
 constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2, STAGE_BYTES = X_BYTES + W_BYTES;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
@@ -58,44 +76,63 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
   const int E = p.experts;
+  const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);   // the producer's arrive.expect_tx
-      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+      mbar_init(full(s), 1);             // the producer's arrive.expect_tx
+      mbar_init(empty(s), 8 * CLUSTER);  // lane 0 of each consumer warp of every CTA sharing X
     }
     mbar_fence_init();
   }
   moe_load_tables(table, p.sched, E);
   __syncthreads();
+  if (CLUSTER > 1) cluster_sync();  // peers' barriers exist before any multicast or remote arrive
 
-  const int tiles_m = table[E], tiles = tiles_m * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
+  // The cluster walks units of one m-tile by CLUSTER n-tiles; CTA `rank` takes n-tile `rank`.
+  const int tiles_m = table[E], units_n = (p.tiles_n + CLUSTER - 1) / CLUSTER;
+  const int units = tiles_m * units_n, kblocks = (p.k + BK - 1) / BK;
+  const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
-    warpgroup_reg_dec<40>();
+    warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
       tma_prefetch(&tma_x);
       tma_prefetch(&tma_w);
       u32 it = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+      for (int u = cid; u < units; u += nclusters) {
+        const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, BM, CLUSTER * BN);
+        const int n0 = tile.n0 + rank * BN;
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
           const int s = it % STAGES;
+          // CLUSTER = 2: also waits for the peer's consumers, whose stage s this CTA's multicast
+          // overwrites.
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
-          mbar_arrive_expect_tx(full(s), STAGE_BYTES);   // zero-filled parts count too
+          mbar_arrive_expect_tx(full(s), STAGE_BYTES);   // both X halves and the W tile; zero fill counts
           const u32 sx = base + s * STAGE_BYTES;
-          tma_load_2d(sx, &tma_x, full(s), kb * BK, tile.row0);
-          tma_load_3d(sx + X_BYTES, &tma_w, full(s), kb * BK, tile.n0, tile.expert);
+          if (CLUSTER > 1)
+            tma_load_2d_multicast(sx + rank * X_PART * 128u, &tma_x, full(s), kb * BK, tile.row0 + rank * X_PART,
+                                  (1 << CLUSTER) - 1);
+          else
+            tma_load_2d(sx, &tma_x, full(s), kb * BK, tile.row0);
+          tma_load_3d(sx + X_BYTES, &tma_w, full(s), kb * BK, n0, tile.expert);
         }
       }
     }
   } else {
-    warpgroup_reg_inc<232>();
+    warpgroup_reg_inc<CONSUMER_REGS>();
     const int c = wg - 1;
     const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
     out_t* y = static_cast<out_t*>(p.y);
+    // Frees stage s: one arrival per warp, on every CTA that multicasts into it.
     auto release = [&](int s) {
-      if (lane == 0) mbar_arrive(empty(s));
+      if (lane != 0) return;
+      if (CLUSTER == 1) {
+        mbar_arrive(empty(s));
+      } else {
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
+      }
     };
     const u32 x_off = SPLIT_N ? 0u : c * 64u * 128u;         // this consumer's rows of the X tile
     const u32 w_off = X_BYTES + (SPLIT_N ? c * WN * 128u : 0u);  // its rows (columns of Y) of W
@@ -104,8 +141,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
 
     u32 it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+    for (int u = cid; u < units; u += nclusters) {
+      MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, BM, CLUSTER * BN);
+      tile.n0 += rank * BN;
+      if (!SPLIT_N && 64 * c >= tile.valid_rows) {
+        // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(full(s), (it / STAGES) & 1);
+          release(s);
+        }
+        continue;
+      }
       int prev = 0;
       for (int kb = 0; kb < kblocks; ++kb, ++it) {
         const int s = it % STAGES;
@@ -153,4 +200,5 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
     }
   }
+  if (CLUSTER > 1) cluster_sync();  // no CTA exits while its peer may still multicast or arrive
 }

@@ -13,11 +13,12 @@ struct MoeArgs {
   int experts, n, k;
   int tiles_n;
   int interleaved;  // SwiGLU: W1 and W3 interleaved in blocks of 128 rows of one tensor
-  int pad;
+  int group_m;      // m-tiles swept together in the grouped tile order (any value >= 1 is correct)
 };
 
 // Table layout (ints): m-tile prefix sums [0, E], then each expert's first row [E + 1, 2E + 1),
-// then its row count [2E + 1, 3E + 1).
+// then its row count [2E + 1, 3E + 1). Int 3E + 1 of the workspace (not copied to shared memory)
+// is the tile counter of the dynamically scheduled kernels, zeroed by moe_tile_prefix.
 __device__ __forceinline__ int moe_table_ints(int experts) { return 3 * experts + 1; }
 
 // Every thread of the block copies part of the tables; follow with a block barrier.

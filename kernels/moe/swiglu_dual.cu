@@ -5,9 +5,17 @@
 // SiLU, the product and the routing weight happen in the epilogue, so neither G nor U is ever
 // written. Scheduling, X and W tensor maps, masking: as moe/grouped_gemm.cu.
 //
+// The W1 tile and the W3 tile sit back to back in the stage (128 rows each, 128-byte rows, 8-row
+// groups 1024 bytes apart), which is exactly the layout of one 256-row K-major operand: a single
+// m64n256k16 per k16 computes [gate | up] (accumulator columns 0-127 gate, 128-255 up), the same
+// instruction stream as the plain grouped GEMM's 128x256 tile, instead of two m64n128k16 that
+// read the X fragment twice. KILN_SWIGLU_SPLIT=1 keeps the two-instruction form (to time both).
+//
 // Weights: separate W1 and W3 [E, N, K] (two 3D maps, two 128-row boxes per stage), or one
 // interleaved W13 [E, 2N, K] whose rows alternate 128-row blocks of W1 and W3 (block j of W1 is
 // rows 256j .. 256j + 127, of W3 256j + 128 .. 256j + 255): one 256-row box brings both tiles.
+// A consumer whose 64 rows are all past the expert's end (a last tile of at most 64 rows) issues
+// no wgmma and only follows the stage barriers.
 #include "common/mbarrier.cuh"
 #include "common/tma.cuh"
 #include "common/tma_3d.cuh"
@@ -18,11 +26,11 @@
 #ifndef KILN_STAGES
 #define KILN_STAGES 4
 #endif
-#ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
-#endif
 #ifndef KILN_MAX_EXPERTS
 #define KILN_MAX_EXPERTS 1024
+#endif
+#ifndef KILN_SWIGLU_SPLIT
+#define KILN_SWIGLU_SPLIT 0
 #endif
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
@@ -67,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if (!p.interleaved) tma_prefetch(&tma_w3);
       u32 it = 0;
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
@@ -92,49 +100,57 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     auto release = [&](int s) {
       if (lane == 0) mbar_arrive(empty(s));
     };
-    float gate[BN / 2], up[BN / 2];
+    // acc[0, BN/2) is the gate fragment (columns 0-127), acc[BN/2, BN) the up fragment.
+    float acc[BN];
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) gate[i] = up[i] = 0.0f;
+    for (int i = 0; i < BN; ++i) acc[i] = 0.0f;
 
     u32 it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, KILN_GROUP_M, BM, BN);
+      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
+      if (64 * c >= tile.valid_rows) {
+        // This consumer's 64 rows are all past the expert's end: keep the stage barriers in step,
+        // issue no wgmma (the other consumer gets the tensor cores), store nothing.
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(full(s), (it / STAGES) & 1);
+          release(s);
+        }
+        continue;
+      }
       int prev = 0;
       for (int kb = 0; kb < kblocks; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full(s), (it / STAGES) & 1);
         const u32 sa = base + s * STAGE_BYTES + c * 64u * 128u, sw = base + s * STAGE_BYTES + X_BYTES;
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) {
-          wgmma_fence_operand(gate[i]);
-          wgmma_fence_operand(up[i]);
-        }
+        for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
           const u64 da = wgmma_desc_sw128(sa + kk * 32, 16, 1024);
           const u64 d1 = wgmma_desc_sw128(sw + kk * 32, 16, 1024);
+          const int scale_d = (kb > 0 || kk > 0) ? 1 : 0;
+#if KILN_SWIGLU_SPLIT
           const u64 d3 = wgmma_desc_sw128(sw + W_BYTES + kk * 32, 16, 1024);
-          const int acc = (kb > 0 || kk > 0) ? 1 : 0;
-          wgmma_m64k16<in_t, BN, 0, 0>(gate, da, d1, acc);
-          wgmma_m64k16<in_t, BN, 0, 0>(up, da, d3, acc);
+          float(&gate)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[0]);
+          float(&up)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[BN / 2]);
+          wgmma_m64k16<in_t, BN, 0, 0>(gate, da, d1, scale_d);
+          wgmma_m64k16<in_t, BN, 0, 0>(up, da, d3, scale_d);
+#else
+          wgmma_m64k16<in_t, 2 * BN, 0, 0>(acc, da, d1, scale_d);  // W1 rows then W3 rows
+#endif
         }
         wgmma_commit();
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) {
-          wgmma_fence_operand(gate[i]);
-          wgmma_fence_operand(up[i]);
-        }
+        for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
         wgmma_wait<1>();
         if (kb > 0) release(prev);
         prev = s;
       }
       wgmma_wait<0>();
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) {
-        wgmma_fence_operand(gate[i]);
-        wgmma_fence_operand(up[i]);
-      }
+      for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
       release(prev);
 
       const int r0 = 64 * c + 16 * w + lane / 4;
@@ -152,7 +168,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int x = 0; x < 2; ++x) {
               const int i = 4 * (j0 + s) + 2 * h + x;
-              e[s][x] = silu(gate[i]) * up[i] * scale;
+              e[s][x] = silu(acc[i]) * acc[BN / 2 + i] * scale;
             }
           }
           moe_quad_transpose(e, q);

@@ -7,7 +7,7 @@
 #include "moe/sched.cuh"
 
 // rows_in: offsets (masked == 0) or counts (masked == 1). x_rows: rows of X (E * max_rows when
-// masked). bm: the GEMM's tile height. sched: 3E + 1 ints (see moe/sched.cuh).
+// masked). bm: the GEMM's tile height. sched: 3E + 2 ints (see moe/sched.cuh).
 extern "C" __global__ void __launch_bounds__(32)
     moe_tile_prefix(const int* rows_in, int* sched, int experts, int x_rows, int max_rows, int masked, int bm) {
   const int lane = threadIdx.x;
@@ -46,4 +46,7 @@ extern "C" __global__ void __launch_bounds__(32)
     run += (r + bm - 1) / bm;
   }
   if (lane == 31) sched[experts] = inclusive;
+  // The tile counter of the dynamically scheduled kernels (moe/grouped_swapab.cu): this kernel runs
+  // just before them on the same stream, so every launch (and graph replay) starts it at 0.
+  if (lane == 0) sched[3 * experts + 1] = 0;
 }

@@ -401,7 +401,7 @@ pub struct MoeVerifyArgs {
     /// Shape suite: quick or full.
     #[arg(long, default_value = "quick")]
     pub suite: String,
-    /// Only this version (grouped_gemm or swiglu_dual).
+    /// Only this version (grouped_gemm, grouped_swapab or swiglu_dual).
     #[arg(long)]
     pub version: Option<String>,
 }

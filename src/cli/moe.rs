@@ -9,7 +9,7 @@ use kiln::harness::moe_bench::{bench_moe, problems, MoeBenchRequest};
 use kiln::harness::moe_shapes::moe_suite;
 use kiln::harness::moe_verify::{verify_moe, MoeOutcome};
 use kiln::ops::gemm::DType;
-use kiln::ops::moe::{parse_counts, uneven_counts, MoeKernel, MoeProblem, WeightLayout};
+use kiln::ops::moe::{parse_counts, uneven_counts, versions_of_kind, WeightLayout};
 use kiln::report::Table;
 use kiln::store::ResultRow;
 use serde_json::json;
@@ -26,15 +26,6 @@ pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
     }
 }
 
-/// The version that computes `p`: the fused SwiGLU or the plain grouped GEMM.
-fn kernel_for<'r>(env: &'r Env, p: &MoeProblem) -> Result<&'r dyn MoeKernel> {
-    env.registry.moe_version(if p.swiglu.is_some() {
-        "swiglu_dual"
-    } else {
-        "grouped_gemm"
-    })
-}
-
 fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let cases = moe_suite(a.suite.parse()?);
     if let Some(v) = &a.version {
@@ -45,31 +36,33 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let pb = bar(cases.len(), "moe verify", env.json);
     let mut outcomes: Vec<MoeOutcome> = Vec::new();
     for (p, mode) in &cases {
-        let k = kernel_for(env, p)?;
-        if a.version.as_deref().is_some_and(|v| v != k.name()) {
-            pb.inc(1);
-            continue;
+        // every version that computes this kind of problem (both grouped GEMM kernels)
+        for name in versions_of_kind(p) {
+            if a.version.as_deref().is_some_and(|v| v != *name) {
+                continue;
+            }
+            let k = env.registry.moe_version(name)?;
+            let o = verify_moe(&ctx, k, p, *mode)?;
+            if !o.passed {
+                pb.println(format!(
+                    "FAIL {} {} ({:?}): {}",
+                    o.version, o.problem, o.mode, o.message
+                ));
+            }
+            record(
+                &run,
+                ResultRow {
+                    op: "moe".into(),
+                    version: o.version.clone(),
+                    variant: format!("{:?}", o.mode).to_lowercase(),
+                    problem: json!(p),
+                    metrics: json!(o),
+                    passed: Some(o.passed),
+                },
+            )?;
+            outcomes.push(o);
         }
-        let o = verify_moe(&ctx, k, p, *mode)?;
         pb.inc(1);
-        if !o.passed {
-            pb.println(format!(
-                "FAIL {} {} ({:?}): {}",
-                o.version, o.problem, o.mode, o.message
-            ));
-        }
-        record(
-            &run,
-            ResultRow {
-                op: "moe".into(),
-                version: o.version.clone(),
-                variant: format!("{:?}", o.mode).to_lowercase(),
-                problem: json!(p),
-                metrics: json!(o),
-                passed: Some(o.passed),
-            },
-        )?;
-        outcomes.push(o);
     }
     pb.finish_and_clear();
     let failed = outcomes.iter().any(|o| !o.passed);
@@ -150,11 +143,9 @@ fn request(a: &MoeBenchArgs) -> Result<MoeBenchRequest> {
 fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     let r = request(a)?;
     let ctx = env.context()?;
-    let grouped = env.registry.moe_version("grouped_gemm")?;
-    let swiglu = env.registry.moe_version("swiglu_dual")?;
     let opt = bench_options(env, a.reps, a.warmup, a.no_flush);
     let run = env.begin("bench", Some(&ctx.info))?;
-    let rows = bench_moe(&ctx, grouped, swiglu, &r, &opt)?;
+    let rows = bench_moe(&ctx, &env.registry, &r, &opt)?;
     for t in &rows {
         record(
             &run,

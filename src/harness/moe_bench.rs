@@ -10,8 +10,10 @@ use crate::device::Context;
 use crate::error::Result;
 use crate::ops::gemm::DType;
 use crate::ops::moe::grouped_gemm::GroupedGemm;
+use crate::ops::moe::grouped_swapab::GroupedSwapAb;
 use crate::ops::moe::schedule::TileConfig;
-use crate::ops::moe::{check_operands, MoeKernel, MoeOperands, MoeProblem, WeightLayout};
+use crate::ops::moe::{check_operands, version_for, MoeOperands, MoeProblem, WeightLayout};
+use crate::ops::registry::Registry;
 use crate::reference::data::HostData;
 
 /// Timings of one piece on one problem.
@@ -63,14 +65,16 @@ impl Piece {
     }
 }
 
-/// The tile shape the MoE kernels pick for `p`: `BMxBN`, or `128x(128+128)` for the SwiGLU pair.
+/// The tile shape the MoE kernels pick for `p`: `BMxBN`, `swapAB WxT` (weight rows x tokens) for
+/// the swapped-operand kernel, or `128x(128+128)` for the SwiGLU pair.
 pub fn tile_label(p: &MoeProblem, sms: u32) -> String {
-    if p.swiglu.is_some() {
-        let c = TileConfig::SWIGLU;
-        format!("{}x({}+{})", c.bm, c.bn, c.bn)
-    } else {
-        let c = GroupedGemm::config(p, sms);
-        format!("{}x{}", c.bm, c.bn)
+    match version_for(p) {
+        "swiglu_dual" => {
+            let c = TileConfig::SWIGLU;
+            format!("{}x({}+{})", c.bm, c.bn, c.bn)
+        }
+        "grouped_swapab" => GroupedSwapAb::config(p).label(),
+        _ => GroupedGemm::config(p, sms).label(),
     }
 }
 
@@ -116,8 +120,7 @@ pub fn problems(r: &MoeBenchRequest) -> (MoeProblem, Option<MoeProblem>) {
 /// Runs the request: the grouped GEMM, or the SwiGLU, the down projection and the whole FFN.
 pub fn bench_moe(
     ctx: &Context,
-    grouped: &dyn MoeKernel,
-    swiglu: &dyn MoeKernel,
+    reg: &Registry,
     r: &MoeBenchRequest,
     opt: &BenchOptions,
 ) -> Result<Vec<MoeTiming>> {
@@ -133,7 +136,9 @@ pub fn bench_moe(
     )?;
     let ops1 = b1.operands();
     check_operands(&first, &ops1)?;
+    let pick = |p: &MoeProblem| reg.moe_version(version_for(p));
     let Some(down) = down else {
+        let grouped = pick(&first)?;
         grouped
             .supports(&first, &ctx.info)
             .map_err(|reason| crate::Error::Unsupported {
@@ -144,12 +149,13 @@ pub fn bench_moe(
             ctx,
             &flusher,
             opt,
-            Piece::of(grouped.name(), &first, sms),
+            Piece::of("grouped_gemm", &first, sms),
             || grouped.launch(ctx, &first, &ops1),
         )?;
         return Ok(vec![t]);
     };
     down.validate()?;
+    let (swiglu, grouped) = (pick(&first)?, pick(&down)?);
     for (k, p) in [(swiglu, &first), (grouped, &down)] {
         k.supports(p, &ctx.info)
             .map_err(|reason| crate::Error::Unsupported {

@@ -47,6 +47,10 @@ pub static FILES: &[(&str, &str)] = &[
         "common/tma_3d.cuh",
         include_str!("../../kernels/common/tma_3d.cuh"),
     ),
+    (
+        "common/wgmma_n.cuh",
+        include_str!("../../kernels/common/wgmma_n.cuh"),
+    ),
     ("moe/sched.cuh", include_str!("../../kernels/moe/sched.cuh")),
     (
         "moe/epilogue.cuh",
@@ -59,6 +63,10 @@ pub static FILES: &[(&str, &str)] = &[
     (
         "moe/grouped_gemm.cu",
         include_str!("../../kernels/moe/grouped_gemm.cu"),
+    ),
+    (
+        "moe/grouped_swapab.cu",
+        include_str!("../../kernels/moe/grouped_swapab.cu"),
     ),
     (
         "moe/swiglu_dual.cu",

@@ -40,6 +40,7 @@ impl Default for Registry {
         attention.sort_by_key(|k| k.rung());
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),
+            Box::new(moe::grouped_swapab::GroupedSwapAb),
             Box::new(moe::swiglu_dual::SwiGluDual),
         ];
         Registry {

@@ -3,7 +3,8 @@
 //! quantisation, launches the prefix-sum kernel, then the GEMM with one 2D map over X and one 3D
 //! map over W [E, N, K].
 
-use super::schedule::{TileConfig, GROUP_M, MAX_EXPERTS};
+use super::cluster::max_clusters;
+use super::schedule::{group_for, TileConfig, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -29,13 +30,14 @@ impl GroupedGemm {
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
         .define("KILN_STAGES", cfg.stages)
-        .define("KILN_GROUP_M", GROUP_M)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
         .define("KILN_SMEM", cfg.smem_bytes(1))
+        .define("KILN_CLUSTER", cfg.cluster)
     }
 
     /// The tile shape for `p` on `sms` SMs, from the host copy of its rows; `KILN_MOE_TILE`
-    /// (`128x256`, `128x128` or `64x256`) overrides the choice, to time the others.
+    /// (`128x256`, `128x128`, `64x256`, each optionally with ` c2` / `c2` for CTA pairs)
+    /// overrides the choice, to time the others.
     pub fn config(p: &MoeProblem, sms: u32) -> TileConfig {
         if let Some(c) = std::env::var("KILN_MOE_TILE")
             .ok()
@@ -49,9 +51,10 @@ impl GroupedGemm {
 
     /// `BMxBN` as one of the compiled tile shapes.
     pub fn parse_tile(v: &str) -> Option<TileConfig> {
+        let v: String = v.split_whitespace().collect();
         TileConfig::ALL
             .into_iter()
-            .find(|c| format!("{}x{}", c.bm, c.bn) == v.trim())
+            .find(|c| c.label().split_whitespace().collect::<String>() == v)
     }
 
     /// The W map: [E, N, K] in boxes of {64 k, bn rows, 1 expert}.
@@ -110,19 +113,22 @@ impl MoeKernel for GroupedGemm {
             kernel: "grouped_gemm".into(),
             reason,
         };
-        let tx = x_map(p, ops.x.ptr(), cfg.bm);
+        // each CTA of a pair loads (and multicasts) half of the X tile's rows
+        let tx = x_map(p, ops.x.ptr(), cfg.bm / cfg.cluster);
         tx.validate().map_err(unsupported)?;
         let tw = Self::w_map(p, ops.w.ptr(), cfg);
         tw.validate().map_err(unsupported)?;
         let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
         let mut args = MoeArgs::new(p, ops, cfg.bn);
+        args.group_m = group_for(p, cfg.bm);
         tile_prefix::launch(ctx, p, ops, cfg.bm)?;
+        let slots = max_clusters(&f, ctx, cfg.cluster, THREADS, cfg.smem_bytes(1));
         let lc = LaunchConfig {
-            grid: (cfg.grid(p, sms), 1, 1),
+            grid: (cfg.grid(p, slots), 1, 1),
             block: (THREADS, 1, 1),
             smem_bytes: cfg.smem_bytes(1),
-            cluster: None,
+            cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
         };
         // SAFETY: the kernel takes (TmaMap, TmaMap, MoeArgs) in this order. The maps address X and
         // W, the args Y, the schedule workspace and nothing else; `check_operands` has matched
@@ -144,7 +150,7 @@ mod tests {
     #[test]
     fn every_tile_config_and_dtype_pair_is_a_variant() {
         let v = GroupedGemm.variants("sm_90a");
-        assert_eq!(v.len(), 1 + 3 * 6);
+        assert_eq!(v.len(), 1 + 6 * 6);
         assert_eq!(v[0].entry, "moe_tile_prefix");
         assert!(v[1].label().contains("KILN_BM=128,KILN_BN=256"));
     }
@@ -155,10 +161,11 @@ mod tests {
         for cfg in TileConfig::ALL {
             let w = GroupedGemm::w_map(&p, 1 << 20, cfg);
             assert_eq!(w.validate(), Ok(()));
-            let x = x_map(&p, 1 << 21, cfg.bm);
-            // the kernel's expect_tx is the stage size: one X box plus one W box
+            let x = x_map(&p, 1 << 21, cfg.bm / cfg.cluster);
+            // the kernel's expect_tx is the stage size: one X box from each CTA of the cluster
+            // plus this CTA's W box
             assert_eq!(
-                w.box_bytes() + x.box_bytes(),
+                w.box_bytes() + cfg.cluster as u64 * x.box_bytes(),
                 cfg.stage_bytes(1) as u64,
                 "{cfg:?}"
             );
@@ -170,6 +177,14 @@ mod tests {
         assert_eq!(GroupedGemm::parse_tile("64x256"), Some(TileConfig::SHORT));
         assert_eq!(GroupedGemm::parse_tile("128x128"), Some(TileConfig::NARROW));
         assert_eq!(GroupedGemm::parse_tile("96x256"), None);
+        assert_eq!(
+            GroupedGemm::parse_tile("128x128c2"),
+            Some(TileConfig::NARROW.paired())
+        );
+        assert_eq!(
+            GroupedGemm::parse_tile("128x128 c2"),
+            Some(TileConfig::NARROW.paired())
+        );
     }
 
     #[test]

@@ -8,6 +8,38 @@ use super::problem::{MoeProblem, Rows};
 
 /// Tile-rows swept together in the grouped order (the kernels' `KILN_GROUP_M`).
 pub const GROUP_M: u32 = 8;
+/// Host m-tiles at or below which one group holds them all (see [`group_for`]).
+pub const ONE_GROUP_MAX: u32 = 32;
+/// ... as long as their X rows take at most this much of L2 (H100/H200: 50 MB), leaving the rest
+/// to the W stream. Fitted to two measurements (H200, 2026-11-22, run 3): one group won at E=8,
+/// 40-196 rows, N=7168, K=2048 (X of 18 m-tiles of 64 rows: 4.5 MiB; 0.0841 vs 0.0879 ms) and lost
+/// at 40-248 rows, N=4096, K=7168 (12 m-tiles of 128: 21 MiB; 0.1753 vs 0.1728 ms).
+pub const ONE_GROUP_X_BYTES: usize = 12 << 20;
+
+/// m-tiles the kernels sweep together for `p` with tile height `bm` (the kernels take it as an
+/// argument; any value >= 1 is correct, it only orders the tiles). When the host copy of the rows
+/// gives at most [`ONE_GROUP_MAX`] m-tiles whose X rows fit in [`ONE_GROUP_X_BYTES`] (short
+/// experts: tens to hundreds of rows each), one group holds them all, so every concurrently running CTA of an n-column reads the same W tiles
+/// and each W tile (an expert's m-tiles are adjacent) leaves HBM once; with the fixed group of 8
+/// an expert whose m-tiles straddle two groups had its W read twice. Else [`GROUP_M`].
+/// `KILN_MOE_GROUP` overrides (to time both).
+pub fn group_for(p: &MoeProblem, bm: u32) -> i32 {
+    if let Some(g) = std::env::var("KILN_MOE_GROUP")
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|&g| g >= 1)
+    {
+        return g;
+    }
+    let tiles_m: usize = p.spans().iter().map(|s| s.1.div_ceil(bm as usize)).sum();
+    let x_bytes = tiles_m * bm as usize * p.k * p.input.size();
+    if tiles_m as u32 <= ONE_GROUP_MAX && x_bytes <= ONE_GROUP_X_BYTES {
+        tiles_m.max(1) as i32
+    } else {
+        GROUP_M as i32
+    }
+}
+
 /// Most experts one launch takes: the kernels keep 3E + 1 table ints in shared memory.
 pub const MAX_EXPERTS: usize = 1024;
 /// K depth of one pipeline stage.
@@ -67,9 +99,10 @@ impl Schedule {
     }
 }
 
-/// Bytes of the device workspace `moe_tile_prefix` writes for `experts`.
+/// Bytes of the device workspace `moe_tile_prefix` writes for `experts`: the 3E + 1 table ints
+/// and the tile counter the dynamically scheduled kernels take tiles from.
 pub fn sched_bytes(experts: usize) -> usize {
-    (3 * experts + 1) * 4
+    (3 * experts + 2) * 4
 }
 
 /// The expert owning global m-tile `g` (prefix[e] <= g < prefix[e + 1]). Mirrors
@@ -118,12 +151,14 @@ pub fn tile(s: &Schedule, t: u32, tiles_n: u32, bm: u32, bn: u32) -> Tile {
     }
 }
 
-/// A tile shape of the grouped kernels: BM x BN x 64 with `stages` pipeline stages.
+/// A tile shape of the grouped kernels: BM x BN x 64 with `stages` pipeline stages, run by
+/// clusters of `cluster` CTAs along N that share (multicast) each X tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
     pub bm: u32,
     pub bn: u32,
     pub stages: u32,
+    pub cluster: u32,
 }
 
 impl TileConfig {
@@ -132,26 +167,54 @@ impl TileConfig {
         bm: 128,
         bn: 256,
         stages: 4,
+        cluster: 1,
     };
     /// More, narrower tiles, for grids that 128 x 256 tiles leave short of a wave.
     pub const NARROW: TileConfig = TileConfig {
         bm: 128,
         bn: 128,
         stages: 6,
+        cluster: 1,
     };
     /// Short experts (tens of rows): 64 x 256, the consumers split the columns.
     pub const SHORT: TileConfig = TileConfig {
         bm: 64,
         bn: 256,
         stages: 5,
+        cluster: 1,
     };
-    pub const ALL: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::NARROW, TileConfig::SHORT];
+    /// The single-CTA shapes, among which the cost model chooses.
+    pub const SINGLE: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::NARROW, TileConfig::SHORT];
+    /// Every compiled shape: each single-CTA one also as CTA pairs along N multicasting X.
+    pub const ALL: [TileConfig; 6] = [
+        TileConfig::LARGE,
+        TileConfig::NARROW,
+        TileConfig::SHORT,
+        TileConfig::LARGE.paired(),
+        TileConfig::NARROW.paired(),
+        TileConfig::SHORT.paired(),
+    ];
     /// The fused SwiGLU: 128 rows x 128 columns of each of W1 and W3.
     pub const SWIGLU: TileConfig = TileConfig {
         bm: 128,
         bn: 128,
         stages: 4,
+        cluster: 1,
     };
+
+    /// The same tile run by 2-CTA clusters along N that multicast the X tile.
+    pub const fn paired(self) -> TileConfig {
+        TileConfig { cluster: 2, ..self }
+    }
+
+    /// `BMxBN`, with ` c2` for CTA pairs.
+    pub fn label(self) -> String {
+        if self.cluster > 1 {
+            format!("{}x{} c{}", self.bm, self.bn, self.cluster)
+        } else {
+            format!("{}x{}", self.bm, self.bn)
+        }
+    }
 
     /// Bytes of one stage: the X tile and `w_tiles` W tiles.
     pub fn stage_bytes(self, w_tiles: u32) -> u32 {
@@ -195,7 +258,7 @@ impl TileConfig {
     pub fn choose(rows: &[usize], n: usize, sms: u32) -> TileConfig {
         let mut best = TileConfig::LARGE;
         let mut best_cost = f64::INFINITY;
-        for c in TileConfig::ALL {
+        for c in TileConfig::SINGLE {
             let cost = c.cost(c.tiles(rows, n), sms);
             if cost < best_cost * 0.97 {
                 best = c;
@@ -215,10 +278,11 @@ impl TileConfig {
         }
     }
 
-    /// Persistent grid: one CTA per SM, or per possible tile when there are fewer.
-    pub fn grid(self, p: &MoeProblem, sms: u32) -> u32 {
-        let tiles = self.max_tiles_m(p) * p.n.div_ceil(self.bn as usize) as u64;
-        tiles.min(sms as u64).max(1) as u32
+    /// Persistent grid in CTAs: one CTA per SM (one cluster per `max_clusters` slot for pairs),
+    /// or per possible unit (m-tile x `cluster` n-tiles) when there are fewer.
+    pub fn grid(self, p: &MoeProblem, max_clusters: u32) -> u32 {
+        let units = self.max_tiles_m(p) * p.n.div_ceil((self.bn * self.cluster) as usize) as u64;
+        units.min(max_clusters as u64).max(1) as u32 * self.cluster
     }
 }
 
@@ -268,6 +332,40 @@ mod tests {
         let routed = p.routed_rows() * tiles_n as usize;
         assert_eq!(covered.iter().map(|&c| c as usize).sum::<usize>(), routed);
         assert!(s.tiles_m() as u64 <= cfg.max_tiles_m(p));
+    }
+
+    /// The CTA-pair walk of `kernels/moe/grouped_gemm.cu` (KILN_CLUSTER = 2): units of one m-tile
+    /// by two n-tiles, CTA `rank` takes n-tile 2u + rank; n-tiles past N store nothing. Every
+    /// (row, n-tile) is covered once.
+    #[test]
+    fn the_pair_walk_covers_every_n_tile_once() {
+        for counts in [
+            vec![40usize, 248, 112, 176, 64, 200, 136, 96],
+            vec![1],
+            vec![0, 300, 0, 7],
+        ] {
+            for n in [130usize, 256, 4096, 7168] {
+                let p = contiguous(&counts, n);
+                let cfg = TileConfig::NARROW.paired();
+                let s = Schedule::build(&p, p.rows_array(), cfg.bm);
+                let tiles_n = n.div_ceil(cfg.bn as usize) as u32;
+                let units_n = tiles_n.div_ceil(2);
+                let mut covered = vec![0u8; p.x_rows() * tiles_n as usize];
+                for u in 0..s.tiles_m() * units_n {
+                    let pair = tile(&s, u, units_n, cfg.bm, 2 * cfg.bn);
+                    for rank in 0..2 {
+                        let tn = (pair.n0 + rank * cfg.bn) / cfg.bn;
+                        if tn >= tiles_n {
+                            continue;
+                        }
+                        for r in pair.row0..pair.row0 + pair.valid_rows {
+                            covered[r as usize * tiles_n as usize + tn as usize] += 1;
+                        }
+                    }
+                }
+                assert!(covered.iter().all(|&c| c == 1), "{counts:?} n={n}");
+            }
+        }
     }
 
     #[test]
@@ -326,14 +424,40 @@ mod tests {
 
     #[test]
     fn tile_order_visits_every_tile_once() {
-        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (9, 2), (17, 3), (64, 12)] {
-            let mut seen = vec![false; (tm * tn) as usize];
-            for t in 0..tm * tn {
-                let (r, c) = tile_coords(t, tm, tn, GROUP_M);
-                assert!(r < tm && c < tn);
-                assert!(!std::mem::replace(&mut seen[(r * tn + c) as usize], true));
+        for group in [1, GROUP_M, 12, 16] {
+            for (tm, tn) in [(1, 1), (3, 5), (8, 8), (9, 2), (17, 3), (64, 12)] {
+                let mut seen = vec![false; (tm * tn) as usize];
+                for t in 0..tm * tn {
+                    let (r, c) = tile_coords(t, tm, tn, group);
+                    assert!(r < tm && c < tn);
+                    assert!(!std::mem::replace(&mut seen[(r * tn + c) as usize], true));
+                }
             }
         }
+    }
+
+    #[test]
+    fn short_experts_sweep_all_m_tiles_in_one_group() {
+        if std::env::var_os("KILN_MOE_GROUP").is_some() {
+            return;
+        }
+        // small M at K = 2048: 18 m-tiles of 64 rows, 4.5 MiB of X: one group
+        let counts = [40, 196, 88, 152, 64, 120, 180, 104];
+        let k2048 = MoeProblem::contiguous(&counts, 7168, 2048, DType::Bf16, DType::Bf16);
+        assert_eq!(group_for(&k2048, 64), 18);
+        // at K = 7168, 12 m-tiles of 128 rows hold 21 MiB of X: past the budget, the fixed 8
+        let k7168 = MoeProblem::contiguous(
+            &[40, 248, 112, 176, 64, 200, 136, 96],
+            4096,
+            7168,
+            DType::Bf16,
+            DType::Bf16,
+        );
+        assert_eq!(group_for(&k7168, 128), GROUP_M as i32);
+        // prefill: 63 m-tiles
+        let prefill = contiguous(&[1512, 1091, 539, 772, 779, 979, 880, 964], 3072);
+        assert_eq!(group_for(&prefill, 128), GROUP_M as i32);
+        assert_eq!(group_for(&contiguous(&[0, 0], 64), 128), 1);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! come as two [E, N, K] maps, or one [E, 2N, K] map over the interleaved W13 whose 256-row box
 //! brings a W1 block and its W3 block at once.
 
-use super::schedule::{TileConfig, GROUP_M, MAX_EXPERTS};
+use super::schedule::{group_for, TileConfig, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -15,6 +15,12 @@ use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
 
 pub struct SwiGluDual;
+
+/// `KILN_SWIGLU_SPLIT=1` compiles the earlier mainloop (two m64n128k16 per k16, one per weight)
+/// instead of one m64n256k16 over the adjacent W1 and W3 tiles, to time both in one run.
+fn split_mainloop() -> bool {
+    std::env::var("KILN_SWIGLU_SPLIT").is_ok_and(|v| v.trim() == "1")
+}
 
 pub const ENTRY: &str = "moe_swiglu_dual";
 pub const THREADS: u32 = 384;
@@ -28,9 +34,9 @@ impl SwiGluDual {
             output,
         )
         .define("KILN_STAGES", CFG.stages)
-        .define("KILN_GROUP_M", GROUP_M)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
         .define("KILN_SMEM", CFG.smem_bytes(2))
+        .define("KILN_SWIGLU_SPLIT", split_mainloop() as u32)
     }
 
     /// The weight maps: (W1, W3) over [E, N, K] in 128-row boxes, or W13 over [E, 2N, K] in
@@ -103,6 +109,7 @@ impl MoeKernel for SwiGluDual {
         let (mut map_x, mut map_1, mut map_3) = (tx.encode()?, t1.encode()?, t3.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output))?;
         let mut args = MoeArgs::new(p, ops, CFG.bn);
+        args.group_m = group_for(p, CFG.bm);
         if !p.swiglu.is_some_and(|s| s.routed) {
             args.route = 0;
         }

@@ -285,14 +285,21 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
             kiln::harness::bench::stats(&mut cold).0
         };
         println!(
-            "{} variants for {arch} in {:.1} s: {} compiled (median {:.0} ms), {} from the cache; {} with problems",
+            "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold), {} from the cache; {} with problems",
             rows.len(),
             wall_ms / 1e3,
+            rayon::current_num_threads(),
             cold.len(),
             median,
             cached,
             rows.iter().filter(|r| !r.ok()).count()
         );
+        if cached == rows.len() && !rows.is_empty() {
+            println!(
+                "warm start: all {} variants loaded from the JIT cache in {wall_ms:.1} ms",
+                rows.len()
+            );
+        }
     }
     Ok((rows, failed))
 }

@@ -12,6 +12,7 @@ pub mod record;
 pub mod run;
 pub mod search;
 pub mod space;
+pub mod surrogate;
 pub mod watchdog;
 pub mod worker;
 

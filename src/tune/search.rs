@@ -1,11 +1,12 @@
-//! Search strategies over a [`ParamSpace`]: exhaustive for small spaces, evolutionary for large
-//! ones (a space-filling first generation, tournament selection, uniform crossover, mutation that
-//! grows when stuck, niching, partial restarts, an additive surrogate that screens children and
-//! a closing local search; see `evolve`). Pure logic: the caller's `evaluate` turns a batch of
-//! configs into times, and a failed candidate is data (an infinite time), never an error. Every
-//! config handed to `evaluate` counts against the budget, a guard rejection included.
+//! Search strategies over a [`ParamSpace`]: exhaustive for small spaces, and for large ones an
+//! evolutionary search steered by a surrogate model (a space-filling first generation, then
+//! small batches picked by expected improvement from a Gaussian-process model of the log-time,
+//! weighted by a model of which configs run at all; see `evolve`). Pure logic: the caller's
+//! `evaluate` turns a batch of configs into times, and a failed candidate is data (an infinite
+//! time), never an error. Every config handed to `evaluate` counts against the budget, a guard
+//! rejection included, and no config is ever handed over twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -13,6 +14,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::space::{Config, ParamSpace};
+use super::surrogate::{expected_improvement, feasibility, standardise, Gp};
 
 /// How to search.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -25,30 +27,42 @@ pub enum Strategy {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct EvoParams {
     pub seed: u64,
-    /// Individuals per generation; 0 = a quarter of the budget, between 4 and 16.
+    /// Size of the space-filling first generation; 0 = a quarter of the budget, 4 to 12.
     pub population: usize,
-    /// Candidates drawn per tournament; the fastest wins.
+    /// Candidates drawn per tournament when breeding (large spaces); the fastest wins.
     pub tournament: usize,
-    /// The best this many survive every generation unchanged.
-    pub elites: usize,
-    /// Chance that a child is a crossover of two parents (else a copy of one) before mutation.
+    /// Chance that a bred child is a crossover of two parents (else a mutated copy of one).
     pub crossover: f64,
-    /// End with a local search (coordinate descent over the neighbours of the best niches).
-    pub exploit: bool,
-    /// Share of the budget kept for the final local search (when `exploit`).
-    #[serde(default = "default_local_share")]
-    pub local_share: f64,
-    /// Niching radius: a survivor within this many differing parameters of a faster survivor
-    /// only keeps its place when there is room left (clearing), so several basins stay alive.
-    #[serde(default = "default_niche_radius")]
-    pub niche_radius: usize,
+    /// Configs evaluated per step after the first generation (smaller: each pick sees more
+    /// results; larger: more compiles in parallel).
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+    /// Spaces of at most this many raw points offer every untried config to the model; larger
+    /// ones offer `pool` children bred from the fastest configs plus fresh samples.
+    #[serde(default = "default_enumerate")]
+    pub enumerate_up_to: usize,
+    /// Bred candidates per step in a large space.
+    #[serde(default = "default_pool")]
+    pub pool: usize,
+    /// Fit one length scale per parameter of the time model (relevance), not one for all. Off:
+    /// over 300 replays it fitted the few points too closely (97/98/94% on the mma_sync,
+    /// synthetic and separable landscapes against 98/100/100% with one shared length scale).
+    /// The feasibility model always fits them (failures hang on a few parameters).
+    #[serde(default = "default_false")]
+    pub ard: bool,
 }
 
-fn default_local_share() -> f64 {
-    0.35
-}
-fn default_niche_radius() -> usize {
+fn default_batch() -> usize {
     2
+}
+fn default_enumerate() -> usize {
+    20_000
+}
+fn default_pool() -> usize {
+    256
+}
+fn default_false() -> bool {
+    false
 }
 
 impl EvoParams {
@@ -57,11 +71,11 @@ impl EvoParams {
             seed,
             population: 0,
             tournament: 3,
-            elites: 2,
             crossover: 0.5,
-            exploit: true,
-            local_share: default_local_share(),
-            niche_radius: default_niche_radius(),
+            batch: default_batch(),
+            enumerate_up_to: default_enumerate(),
+            pool: default_pool(),
+            ard: false,
         }
     }
 }
@@ -139,22 +153,26 @@ pub fn search(
     h
 }
 
-/// The evolutionary search, in three phases that all draw on one budget (every config handed to
-/// `run` counts, a guard rejection included: the tuner spends a compile on it):
+/// The evolutionary search. Both phases draw on one budget (every config handed to `run`
+/// counts, a guard rejection included: the tuner spends a compile on it):
 ///
 /// 1. a space-filling first generation: a Latin hypercube over each parameter's values (every
 ///    value of every parameter appears about equally often), repaired to valid, unseen configs;
-/// 2. generations of tournament selection, uniform crossover and mutation. Survivors are the
-///    niche leaders of everything timed so far ((mu + lambda) with clearing: a config close to
-///    a faster one in the parameters that matter only survives when there is room), so distinct
-///    basins stay side by side. The mutation moves more parameters the longer the best has not
-///    improved; once stuck for two generations, half of each generation is a fresh space-filling
-///    sample biased to the values tried least (a partial restart). Each generation breeds
-///    `POOL` times the children it needs, and an additive surrogate of the log-time (with a
-///    nearest-neighbour penalty for regions where configs failed) picks half of them; the other
-///    half is drawn at random from the pool, so a wrong model cannot steer the search alone;
-/// 3. with `exploit`, the last `local_share` of the budget is a local search from the niche
-///    leaders, the most promising first (see `local_search`).
+/// 2. steps of `batch` configs until the budget is spent. Each step offers the model a set of
+///    untried candidates: every one when the space is small enough to enumerate, else children
+///    bred from the fastest configs so far (tournament selection, uniform crossover, mutation
+///    of one to all parameters), the untried neighbours of the best, and fresh space-filling
+///    samples. A Gaussian process of the log-time (`surrogate::Gp`, one length scale per
+///    parameter) scores them by expected improvement over the best so far, times the chance
+///    that they run at all (a second GP over ran / failed); the batch is picked greedily, each
+///    pick assumed to come out as predicted before the next is chosen (kriging believer), so a
+///    batch spreads instead of piling onto one spot.
+///
+/// Why a model and not selection alone: with 15% of a 240-point space there are 36
+/// evaluations, too few generations for selection pressure to cross a valley between two
+/// basins (a 256x128 tile and a 128x256 one are two parameters apart, with failing configs
+/// around the better one). Expected improvement trades the two off from the data: it keeps
+/// sampling where the model is unsure until the model is sure, then descends.
 fn evolve(
     space: &ParamSpace,
     p: EvoParams,
@@ -163,436 +181,184 @@ fn evolve(
     run: &mut impl FnMut(Vec<Config>, &mut History),
 ) {
     let mut rng = SmallRng::seed_from_u64(p.seed);
-    // Small budgets want small populations (more generations); 0 picks one from the budget.
-    let pop_n = if p.population == 0 {
-        (budget / 4).clamp(4, 16)
+    let first_n = if p.population == 0 {
+        (budget / 4).clamp(4, 12)
     } else {
         p.population
     }
     .max(2)
     .min(budget);
-    let local = if p.exploit {
-        ((budget as f64) * p.local_share.clamp(0.0, 1.0)).round() as usize
-    } else {
-        0
-    };
-    let evo_end = budget.saturating_sub(local).max(pop_n.min(budget));
-    let first = stratified(space, pop_n, h, &[], &mut rng);
+    let first = stratified(space, first_n, h, &[], &mut rng);
     if first.is_empty() {
         return;
     }
     run(first, h);
-    let mut best = h.best().map(|(_, t)| t).unwrap_or(f64::INFINITY);
-    let mut stuck = 0usize;
-    while h.len() < evo_end {
-        let relevant = Additive::fit(space, h).relevant(space);
-        let population = niche_leaders(space, h, pop_n, p.niche_radius, &relevant);
-        let need = (pop_n - p.elites.min(pop_n - 1)).min(evo_end - h.len());
-        let mut children: Vec<Config> = Vec::new();
-        // Stuck: half of the generation restarts from unexplored parts of the space.
-        if stuck >= 2 || population.is_empty() {
-            let fresh = if population.is_empty() {
-                need
-            } else {
-                need / 2
-            };
-            children = stratified(space, fresh, h, &[], &mut rng);
-        }
-        // The longer the best has not moved, the further a mutation jumps.
-        let strength = 1 + stuck.min(space.params.len().saturating_sub(1));
-        // Breed a pool several times larger than needed; the surrogate screens it below.
-        let restarted = children.len();
-        let pool_n = restarted + (need - restarted) * POOL;
-        let mut tries = 0;
-        while !population.is_empty() && children.len() < pool_n && tries < pool_n * 40 {
-            tries += 1;
-            let fit = |c: &Config| h.time(c).unwrap_or(f64::INFINITY);
-            let a = tournament(&population, p.tournament, &fit, &mut rng);
-            let b = tournament(&population, p.tournament, &fit, &mut rng);
-            let mut child = if rng.gen_bool(p.crossover.clamp(0.0, 1.0)) {
-                space.crossover(a, b, &mut rng).unwrap_or_else(|| a.clone())
-            } else {
-                a.clone()
-            };
-            // Mutate always when the child copies a parent or repeats a point, else half the time.
-            if child == *a || child == *b || h.contains(&child) || rng.gen_bool(0.5) {
-                match mutate_n(space, &child, strength, &mut rng) {
-                    Some(m) => child = m,
-                    None => continue,
-                }
+    let all: Option<Vec<Config>> =
+        (space.raw_size() <= p.enumerate_up_to as u128).then(|| space.enumerate());
+    while h.len() < budget {
+        let k = p.batch.max(1).min(budget - h.len());
+        let timed = h.order.iter().filter(|(_, t)| t.is_finite()).count();
+        if timed < 2 {
+            // Nothing to model yet: keep filling the space.
+            let more = stratified(space, k, h, &[], &mut rng);
+            if more.is_empty() {
+                return;
             }
-            if !h.contains(&child) && !children.contains(&child) {
-                children.push(child);
-            }
+            run(more, h);
+            continue;
         }
-        if children.len() > need {
-            // Surrogate-assisted selection: half of the bred children are the ones an additive
-            // model of the log-time predicts fastest, the rest are drawn at random from the pool
-            // (the model is crude; the random half keeps it honest).
-            let model = Additive::fit(space, h);
-            let mut bred = children.split_off(restarted);
-            bred.shuffle(&mut rng);
-            let want = need - restarted;
-            let by_model = want.div_ceil(2);
-            let mut order: Vec<usize> = (0..bred.len()).collect();
-            let score: Vec<f64> = bred.iter().map(|c| model.score(c, h)).collect();
-            order.sort_by(|&i, &j| score[i].total_cmp(&score[j]));
-            let mut picked: Vec<bool> = vec![false; bred.len()];
-            for &i in order.iter().take(by_model) {
-                picked[i] = true;
-            }
-            for i in 0..bred.len() {
-                if picked.iter().filter(|&&x| x).count() >= want {
-                    break;
-                }
-                picked[i] = true;
-            }
-            children.extend(
-                bred.into_iter()
-                    .zip(picked)
-                    .filter(|(_, k)| *k)
-                    .map(|(c, _)| c),
-            );
-        }
-        if children.len() < need {
-            let more = stratified(space, need - children.len(), h, &children, &mut rng);
-            children.extend(more);
-        }
-        if children.is_empty() {
+        let cands: Vec<Config> = match &all {
+            Some(all) => all.iter().filter(|c| !h.contains(c)).cloned().collect(),
+            None => bred(space, p, h, &mut rng),
+        };
+        if cands.is_empty() {
             return; // the space is exhausted
         }
-        run(children, h);
-        let now = h.best().map(|(_, t)| t).unwrap_or(f64::INFINITY);
-        if now < best {
-            best = now;
-            stuck = 0;
-        } else {
-            stuck += 1;
-        }
-    }
-    if h.len() < budget {
-        local_search(space, p, budget, h, run, &mut rng);
+        let picks = pick_batch(space, p, h, &cands, k);
+        run(picks, h);
     }
 }
 
-/// Phase 3 of `evolve`: variable neighbourhood descent from the niche leaders. Leaders are
-/// taken by what their neighbourhood promises (measured log-time plus the best change the
-/// surrogate predicts for one untried move). From a point, the untried moves of the first
-/// non-empty tier are evaluated, the ones the surrogate scores best first, `LOCAL_BATCH` at a
-/// time: one relevant parameter moved; then two relevant parameters moved together (coupled
-/// ones, e.g. a tile's height and width, can only move together; at most one try per relevant
-/// parameter); then one nuisance parameter moved (one whose effect the surrogate puts under
-/// `NUISANCE` of the largest). A known faster neighbour is moved to at once; a point with no
-/// untried move left is a local optimum, and the search goes on from the next leader.
-fn local_search(
-    space: &ParamSpace,
-    p: EvoParams,
-    budget: usize,
-    h: &mut History,
-    run: &mut impl FnMut(Vec<Config>, &mut History),
-    rng: &mut SmallRng,
-) {
-    let mut done: Vec<Config> = Vec::new();
-    let mut pairs_tried: Vec<Config> = Vec::new();
-    let mut current: Option<Config> = None;
-    while h.len() < budget {
-        let cur = match current.take() {
-            Some(c) => c,
-            None => {
-                // The next start: the fastest leader not yet descended from.
-                // Leaders are ranked by what their neighbourhood promises: the measured
-                // log-time plus the best change the surrogate predicts for one untried move
-                // (a fast tile held back by one bad setting ranks by what fixing it would give).
-                let model = Additive::fit(space, h);
-                let relevant = model.relevant(space);
-                let leaders = niche_leaders(space, h, usize::MAX, p.niche_radius, &relevant);
-                let promise = |c: &Config| {
-                    let here = model.predict(c);
-                    let gain = space
-                        .neighbours(c)
-                        .iter()
-                        .filter(|n| !h.contains(n))
-                        .map(|n| model.score(n, h) - here)
-                        .fold(0.0, f64::min);
-                    h.time(c).unwrap_or(f64::INFINITY).ln() + gain
-                };
-                let mut open: Vec<Config> =
-                    leaders.into_iter().filter(|c| !done.contains(c)).collect();
-                sort_by_score(&mut open, promise);
-                match open.into_iter().next() {
-                    Some(c) => c,
-                    None => break,
-                }
-            }
-        };
-        let t = h.time(&cur).unwrap_or(f64::INFINITY);
-        let model = Additive::fit(space, h);
-        let relevant = model.relevant(space);
-        let nbrs = space.neighbours(&cur);
-        let pairs = pair_moves(space, &cur);
-        // Move to a known faster neighbour (one or two steps away) before spending anything.
-        if let Some(n) = nbrs
-            .iter()
-            .chain(&pairs)
-            .filter(|n| h.time(n).unwrap_or(f64::INFINITY) < t)
-            .min_by(|a, b| h.time(a).unwrap().total_cmp(&h.time(b).unwrap()))
-        {
-            done.push(cur);
-            current = Some(n.clone());
-            continue;
-        }
-        // Variable neighbourhood descent, in tiers: one relevant parameter moved; then two
-        // relevant parameters moved together (coupled ones, e.g. a tile's height and width, can
-        // only move together; at most one try per relevant parameter); then one nuisance
-        // parameter moved (those the model says barely matter). The first tier with untried
-        // moves is searched; when none has any, `cur` is a local optimum.
-        let moves_relevant = |n: &Config| {
-            space
-                .params
-                .iter()
-                .zip(&relevant)
-                .filter(|(p, _)| n.get(&p.name) != cur.get(&p.name))
-                .all(|(_, &r)| r)
-        };
-        let untried_of = |v: &[Config]| -> Vec<Config> {
-            v.iter()
-                .filter(|n| !h.contains(n) && moves_relevant(n))
-                .cloned()
-                .collect()
-        };
-        let n_relevant = relevant.iter().filter(|&&r| r).count();
-        let spent = pairs_tried.iter().filter(|c| **c == cur).count();
-        let mut untried = untried_of(&nbrs);
-        let mut pair_tier = false;
-        if untried.is_empty() && spent < n_relevant {
-            untried = untried_of(&pairs);
-            pair_tier = true;
-        }
-        if untried.is_empty() {
-            pair_tier = false;
-            untried = nbrs.iter().filter(|n| !h.contains(n)).cloned().collect();
-        }
-        if untried.is_empty() {
-            done.push(cur); // a local optimum: on to the next niche
-            continue;
-        }
-        // The moves the surrogate predicts fastest are tried first.
-        untried.shuffle(rng);
-        sort_by_score(&mut untried, |c| model.score(c, h));
-        let mut take = LOCAL_BATCH.min(budget - h.len()).min(untried.len());
-        if pair_tier {
-            take = take.min(n_relevant - spent);
-            for _ in 0..take {
-                pairs_tried.push(cur.clone());
-            }
-        }
-        run(untried[..take].to_vec(), h);
-        current = Some(cur);
-    }
-    // Every niche is at a local optimum and budget is left: spend it on fresh points.
-    while h.len() < budget {
-        let more = stratified(space, budget - h.len(), h, &[], rng);
-        if more.is_empty() {
-            return;
-        }
-        run(more, h);
-    }
-}
+/// At most this many of the fastest timed configs enter the time model (its cost grows with
+/// the cube of its points; the slow tail says little about where the optimum is).
+const MODEL_POINTS: usize = 160;
 
-/// Sorts `v` by `score` (computed once per element), lowest first; ties keep their order.
-fn sort_by_score(v: &mut Vec<Config>, score: impl Fn(&Config) -> f64) {
-    let mut keyed: Vec<(f64, Config)> = v.drain(..).map(|c| (score(&c), c)).collect();
-    keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
-    v.extend(keyed.into_iter().map(|(_, c)| c));
-}
-
-/// Neighbours evaluated together by the local search.
-const LOCAL_BATCH: usize = 2;
-
-/// A parameter whose effect spreads less than this share of the widest one is a nuisance.
-const NUISANCE: f64 = 0.15;
-
-/// The surrogate's penalty (log-time) for a candidate whose evaluated neighbours all failed.
-const FAIL_PENALTY: f64 = 1.0;
-
-/// Bred children per child evaluated (the surrogate picks among them).
-const POOL: usize = 4;
-
-/// A surrogate of the log-time: a sum of per-parameter value effects, each the mean log-time of
-/// the timed configs with that value shrunk toward the overall mean (one pseudo-observation),
-/// fitted to every timed config so far. Failures do not enter it; an unseen value has no effect.
-struct Additive {
-    mean: f64,
-    effects: Vec<(String, HashMap<i64, f64>)>,
-}
-
-impl Additive {
-    fn fit(space: &ParamSpace, h: &History) -> Additive {
-        let timed: Vec<(&Config, f64)> = h
-            .order
-            .iter()
-            .filter(|(_, t)| t.is_finite() && *t > 0.0)
-            .map(|(c, t)| (c, t.ln()))
-            .collect();
-        let mean = if timed.is_empty() {
-            0.0
-        } else {
-            timed.iter().map(|(_, l)| l).sum::<f64>() / timed.len() as f64
-        };
-        let effects = space
-            .params
-            .iter()
-            .map(|p| {
-                let mut sums: HashMap<i64, (f64, f64)> = HashMap::new();
-                for (c, l) in &timed {
-                    if let Some(v) = c.get(&p.name) {
-                        let e = sums.entry(v).or_insert((0.0, 0.0));
-                        e.0 += l - mean;
-                        e.1 += 1.0;
-                    }
-                }
-                let eff = sums
-                    .into_iter()
-                    .map(|(v, (s, n))| (v, s / (n + 1.0)))
-                    .collect();
-                (p.name.clone(), eff)
-            })
-            .collect();
-        Additive { mean, effects }
-    }
-
-    /// The predicted log-time plus a penalty for the share of failures among the evaluated
-    /// configs at most two parameters away (a nearest-neighbour feasibility estimate: guard
-    /// rejections come in regions, and each one costs an evaluation).
-    fn score(&self, c: &Config, h: &History) -> f64 {
-        let (mut near, mut failed) = (0usize, 0usize);
-        for (d, t) in &h.order {
-            if distance(c, d) <= 2 {
-                near += 1;
-                failed += usize::from(!t.is_finite());
-            }
-        }
-        let fail = if near == 0 {
-            0.0
-        } else {
-            failed as f64 / near as f64
-        };
-        self.predict(c) + FAIL_PENALTY * fail
-    }
-
-    /// Which parameters matter: those whose effects spread over at least `NUISANCE` of the
-    /// widest spread (all of them before anything was timed).
-    fn relevant(&self, space: &ParamSpace) -> Vec<bool> {
-        let spread: Vec<f64> = space
-            .params
-            .iter()
-            .map(|p| {
-                self.effects
-                    .iter()
-                    .find(|(n, _)| *n == p.name)
-                    .map(|(_, e)| {
-                        let hi = e.values().cloned().fold(f64::MIN, f64::max);
-                        let lo = e.values().cloned().fold(f64::MAX, f64::min);
-                        if e.len() < 2 {
-                            0.0
-                        } else {
-                            hi - lo
-                        }
-                    })
-                    .unwrap_or(0.0)
-            })
-            .collect();
-        let top = spread.iter().cloned().fold(0.0, f64::max);
-        spread
-            .iter()
-            .map(|&x| top <= 0.0 || x >= NUISANCE * top)
-            .collect()
-    }
-
-    fn predict(&self, c: &Config) -> f64 {
-        self.mean
-            + self
-                .effects
-                .iter()
-                .map(|(name, eff)| {
-                    c.get(name)
-                        .and_then(|v| eff.get(&v))
-                        .copied()
-                        .unwrap_or(0.0)
-                })
-                .sum::<f64>()
-    }
-}
-
-/// Every valid config two steps away from `c`: two parameters each moved to an adjacent value.
-fn pair_moves(space: &ParamSpace, c: &Config) -> Vec<Config> {
-    let steps = |p: &super::space::Param, m: &Config| -> Vec<i64> {
-        let Some(cur) = p.values.iter().position(|&v| Some(v) == m.get(&p.name)) else {
-            return Vec::new();
-        };
-        [cur.wrapping_sub(1), cur + 1]
-            .iter()
-            .filter_map(|&i| p.values.get(i).copied())
-            .collect()
-    };
-    let mut out = Vec::new();
-    for (i, p) in space.params.iter().enumerate() {
-        for q in &space.params[i + 1..] {
-            for a in steps(p, c) {
-                for b in steps(q, c) {
-                    let mut n = c.clone();
-                    n.set(&p.name, a);
-                    n.set(&q.name, b);
-                    if space.is_valid(&n) {
-                        out.push(n);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// How many parameters differ between two configs.
-fn distance(a: &Config, b: &Config) -> usize {
-    a.0.iter().zip(&b.0).filter(|(x, y)| x != y).count()
-}
-
-/// The fastest timed configs seen, at most `n`, chosen by clearing: a config within `radius`
-/// differing relevant parameters of a faster chosen one is skipped while others remain, then
-/// the skipped ones fill any room left (fastest first). Nuisance parameters do not separate
-/// niches, so one basin cannot fill the population with its nuisance variants.
-fn niche_leaders(
-    space: &ParamSpace,
-    h: &History,
-    n: usize,
-    radius: usize,
-    relevant: &[bool],
-) -> Vec<Config> {
-    let names: Vec<&str> = space
+/// A config's position: each parameter's value index scaled to [0, 1].
+fn coords(space: &ParamSpace, c: &Config) -> Vec<f64> {
+    space
         .params
         .iter()
-        .zip(relevant)
-        .filter(|(_, &r)| r)
-        .map(|(p, _)| p.name.as_str())
+        .map(|p| {
+            let i = p
+                .values
+                .iter()
+                .position(|&v| Some(v) == c.get(&p.name))
+                .unwrap_or(0);
+            i as f64 / (p.values.len().max(2) - 1) as f64
+        })
+        .collect()
+}
+
+/// The `k` candidates with the highest expected improvement times feasibility, chosen one at
+/// a time with each pick added to the time model at its predicted value.
+fn pick_batch(
+    space: &ParamSpace,
+    p: EvoParams,
+    h: &History,
+    cands: &[Config],
+    k: usize,
+) -> Vec<Config> {
+    let mut timed: Vec<&(Config, f64)> = h
+        .order
+        .iter()
+        .filter(|(_, t)| t.is_finite() && *t > 0.0)
         .collect();
-    let apart = |a: &Config, b: &Config| names.iter().filter(|k| a.get(k) != b.get(k)).count();
-    let mut timed: Vec<&(Config, f64)> = h.order.iter().filter(|(_, t)| t.is_finite()).collect();
     timed.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut keep: Vec<Config> = Vec::new();
-    let mut rest: Vec<Config> = Vec::new();
-    for (c, _) in timed {
-        if keep.len() < n && keep.iter().all(|k| apart(k, c) > radius) {
-            keep.push(c.clone());
+    timed.truncate(MODEL_POINTS);
+    let x: Vec<Vec<f64>> = timed.iter().map(|(c, _)| coords(space, c)).collect();
+    let logs: Vec<f64> = timed.iter().map(|(_, t)| t.ln()).collect();
+    let (y, _, _) = standardise(&logs);
+    let z: Vec<Vec<f64>> = cands.iter().map(|c| coords(space, c)).collect();
+    let seen: Vec<Vec<f64>> = h.order.iter().map(|(c, _)| coords(space, c)).collect();
+    let failed: Vec<bool> = h.order.iter().map(|(_, t)| !t.is_finite()).collect();
+    let runs = feasibility(&seen, &failed, &z);
+    let Some(mut gp) = Gp::fit_ml(&x, &y, &[1e-4, 1e-2, 0.1], p.ard) else {
+        // A degenerate fit (should not happen with a noise floor): take them in order.
+        return cands.iter().take(k).cloned().collect();
+    };
+    let best = y.iter().cloned().fold(f64::INFINITY, f64::min);
+    let mut ys = y.clone();
+    // A failed config says nothing about how fast its region is, but it is no longer unknown:
+    // it enters the model at the value the model predicts there, which leaves the mean alone
+    // and removes the uncertainty around it. Without this, expected improvement keeps paying
+    // for the uncertainty of a failing block (the rest of a tile shape that never fits) and
+    // spends a third of the budget there; imputing the worst time instead pulls down the good
+    // configs next to the failing ones (128x256 with BK=32 next to the rejected BK=64).
+    {
+        let fx: Vec<Vec<f64>> = h
+            .order
+            .iter()
+            .filter(|(_, t)| !t.is_finite())
+            .take(MODEL_POINTS / 2)
+            .map(|(c, _)| coords(space, c))
+            .collect();
+        let fm: Vec<f64> = fx.iter().map(|z| gp.predict(z).0).collect();
+        let mut x2 = x.clone();
+        x2.extend(fx);
+        ys.extend(fm);
+        if let Some(g) = Gp::fit(&x2, &ys, gp.length_scales(), gp.noise()) {
+            gp = g;
         } else {
-            rest.push(c.clone());
+            ys.truncate(y.len());
         }
     }
-    if n != usize::MAX {
-        let room = n.saturating_sub(keep.len());
-        keep.extend(rest.into_iter().take(room));
+    let mut chosen: Vec<usize> = Vec::new();
+    for _ in 0..k.min(cands.len()) {
+        let mut top: Option<(usize, f64, f64)> = None;
+        for (i, zi) in z.iter().enumerate() {
+            if chosen.contains(&i) {
+                continue;
+            }
+            let (m, s) = gp.predict(zi);
+            let score = expected_improvement(best, m, s) * runs[i];
+            if top.is_none_or(|(_, b, _)| score > b) {
+                top = Some((i, score, m));
+            }
+        }
+        let Some((i, _, m)) = top else { break };
+        chosen.push(i);
+        if chosen.len() < k {
+            // On a failed refit the old model stays; the next pick is still a new config.
+            if let Some(g) = gp.with_point(&z[i], m, &ys) {
+                gp = g;
+                ys.push(m);
+            }
+        }
     }
-    keep
+    chosen.into_iter().map(|i| cands[i].clone()).collect()
+}
+
+/// Candidates for a space too large to enumerate: `pool` children bred from the fastest timed
+/// configs (tournament, uniform crossover, mutation of one parameter or more), the untried
+/// neighbours of the three fastest, and a quarter of `pool` in fresh space-filling samples.
+fn bred(space: &ParamSpace, p: EvoParams, h: &History, rng: &mut SmallRng) -> Vec<Config> {
+    let mut timed: Vec<&(Config, f64)> = h.order.iter().filter(|(_, t)| t.is_finite()).collect();
+    timed.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let parents: Vec<Config> = timed.iter().take(12).map(|(c, _)| c.clone()).collect();
+    let mut out: Vec<Config> = Vec::new();
+    let mut have: HashSet<Config> = HashSet::new();
+    for c in parents.iter().take(3) {
+        for n in space.neighbours(c) {
+            if !h.contains(&n) && have.insert(n.clone()) {
+                out.push(n);
+            }
+        }
+    }
+    let fit = |c: &Config| h.time(c).unwrap_or(f64::INFINITY);
+    let mut tries = 0;
+    while !parents.is_empty() && out.len() < p.pool && tries < p.pool * 20 {
+        tries += 1;
+        let a = tournament(&parents, p.tournament, &fit, rng);
+        let b = tournament(&parents, p.tournament, &fit, rng);
+        let mut child = if rng.gen_bool(p.crossover.clamp(0.0, 1.0)) {
+            space.crossover(a, b, rng).unwrap_or_else(|| a.clone())
+        } else {
+            a.clone()
+        };
+        if child == *a || child == *b || h.contains(&child) || rng.gen_bool(0.5) {
+            let strength = rng.gen_range(1..=space.params.len().max(1));
+            match mutate_n(space, &child, strength, rng) {
+                Some(m) => child = m,
+                None => continue,
+            }
+        }
+        if !h.contains(&child) && have.insert(child.clone()) {
+            out.push(child);
+        }
+    }
+    let fresh = stratified(space, p.pool.div_ceil(4), h, &out, rng);
+    out.extend(fresh);
+    out
 }
 
 /// A valid, different config with `k` parameters moved (fewer when the space has fewer movable
@@ -954,15 +720,6 @@ mod tests {
         assert!(h.best().is_none());
     }
 
-    #[test]
-    fn replay_reaches_two_percent_with_fifteen_percent_of_the_evaluations() {
-        for (s, land) in [synthetic(), synthetic_hard()] {
-            let budget = (land.len() as f64 * 0.15).floor() as usize;
-            let r = replay(&land, &s, 100, budget, 0.02, 1);
-            assert!(r.hit_rate >= 0.95, "{r:?}");
-        }
-    }
-
     /// Like `synthetic`, but with no BK, failures inside the space and a steeper bowl.
     fn synthetic_hard() -> (ParamSpace, Vec<(Config, f64)>) {
         let s = ParamSpace::new()
@@ -986,45 +743,6 @@ mod tests {
             })
             .collect();
         (s, land)
-    }
-
-    #[test]
-    #[ignore]
-    fn sweep_evo_knobs() {
-        let (s, land) = synthetic_hard();
-        let budget = (land.len() as f64 * 0.15).floor() as usize;
-        for pop in [4, 6, 8, 10] {
-            for k in [2, 3, 4] {
-                for x in [0.0, 0.3, 0.6] {
-                    for el in [1, 2] {
-                        for ex in [false, true] {
-                            let p = EvoParams {
-                                seed: 1,
-                                population: pop,
-                                tournament: k,
-                                elites: el,
-                                crossover: x,
-                                exploit: ex,
-                                ..EvoParams::seeded(1)
-                            };
-                            let r = replay_with(&land, &s, 300, budget, 0.02, p);
-                            let r2 = replay_with(
-                                &synthetic().1,
-                                &synthetic().0,
-                                300,
-                                (synthetic().1.len() as f64 * 0.15) as usize,
-                                0.02,
-                                p,
-                            );
-                            eprintln!(
-                                "pop {pop} k {k} x {x} el {el} ex {ex}: {:.3} {:.3} med {:?}",
-                                r.hit_rate, r2.hit_rate, r.median_evals_to_hit
-                            );
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// A deceptive landscape: a broad smooth bowl whose floor (time 1.0) sits near the low
@@ -1071,78 +789,159 @@ mod tests {
         (s, land)
     }
 
-    /// The success rates over seeds 1..=100 (within 2% with 15% of the evaluations), pinned a
-    /// little under what this search measures (deceptive 89/100, noisy 93/100, the committed
-    /// H200 mma_sync landscape 84/100): a regression in any phase of the search breaks these.
-    #[test]
-    fn replay_success_rates_are_pinned() {
+    /// A narrow ridge: the time grows fast with the distance from the diagonal X = Y + 1 of an
+    /// 8 x 8 grid (an interaction no single parameter shows), gently along it; 768 configs.
+    pub(crate) fn synthetic_ridge() -> (ParamSpace, Vec<(Config, f64)>) {
+        let s = ParamSpace::new()
+            .param("X", &[0, 1, 2, 3, 4, 5, 6, 7])
+            .param("Y", &[0, 1, 2, 3, 4, 5, 6, 7])
+            .param("Z", &[0, 1, 2, 3])
+            .param("W", &[0, 1, 2]);
+        let land = s
+            .enumerate()
+            .into_iter()
+            .map(|c| {
+                let g = |k| c.get(k).unwrap() as f64;
+                let t = 1.0
+                    + 0.15 * (g("X") - g("Y") - 1.0).abs()
+                    + 0.01 * (g("X") - 5.0).powi(2)
+                    + 0.03 * (g("Z") - 2.0).powi(2)
+                    + 0.005 * g("W");
+                (c, t)
+            })
+            .collect();
+        (s, land)
+    }
+
+    /// Many failures: 240 configs of which those over a size product fail (a region), and
+    /// another 15% fail at random (scattered, as compile or verification failures come), with the
+    /// optimum next to the failing region.
+    pub(crate) fn synthetic_failing() -> (ParamSpace, Vec<(Config, f64)>) {
+        let s = ParamSpace::new()
+            .param("A", &[1, 2, 4, 8])
+            .param("B", &[1, 2, 4, 8])
+            .param("C", &[2, 3, 4, 5, 6])
+            .param("D", &[0, 1, 2]);
+        let mut rng = SmallRng::seed_from_u64(7);
+        let land = s
+            .enumerate()
+            .into_iter()
+            .map(|c| {
+                let g = |k| c.get(k).unwrap() as f64;
+                let scattered = rng.gen_bool(0.15);
+                let t = if g("A") * g("B") * g("C") > 48.0 || scattered {
+                    f64::INFINITY
+                } else {
+                    1.0 + 0.2 * ((g("A") * g("B")).log2() - 4.0).abs()
+                        + 0.05 * (g("C") - 4.0).abs()
+                        + 0.01 * g("D")
+                        + if g("A") != g("B") { 0.03 } else { 0.0 }
+                };
+                (c, t)
+            })
+            .collect();
+        (s, land)
+    }
+
+    fn committed() -> (ParamSpace, Vec<(Config, f64)>) {
         let l = crate::tune::landscape::Landscape::load(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("results/2026-11-21-h200/tune/landscape-mma_sync.json"),
         )
         .unwrap();
-        for (name, (s, land), min) in [
-            ("deceptive", synthetic_deceptive(), 0.87),
-            ("noisy", synthetic_noisy(), 0.90),
-            ("committed mma_sync", (l.space(), l.points()), 0.80),
+        (l.space(), l.points())
+    }
+
+    /// The success rates over seeds 1..=100 (within 2% with 15% of the evaluations), pinned at
+    /// or a little under what this search measures (see results/2026-11-22-h200/tune/): a
+    /// regression in the model, the batch choice or the first generation breaks these.
+    #[test]
+    fn replay_success_rates_are_pinned() {
+        for (name, (s, land), trials, min_hits) in [
+            ("committed mma_sync", committed(), 100, 97),
+            ("synthetic", synthetic(), 100, 98),
+            ("hard", synthetic_hard(), 100, 98),
+            ("deceptive", synthetic_deceptive(), 100, 97),
+            ("noisy", synthetic_noisy(), 100, 97),
+            // 768 configs, 115 evaluations a trial: fewer trials keep the test short
+            ("ridge", synthetic_ridge(), 20, 20),
         ] {
             let budget = (land.len() as f64 * 0.15).floor() as usize;
-            let r = replay(&land, &s, 100, budget, 0.02, 1);
-            assert!(r.hit_rate >= min, "{name}: {r:?}");
+            let r = replay(&land, &s, trials, budget, 0.02, 1);
+            assert!(r.hits >= min_hits, "{name}: {r:?}");
             assert_eq!(r.budget, budget);
         }
+    }
+
+    /// On a landscape where 45% of the configs fail and the optimum sits on the edge of the
+    /// failing region (with only two configs within 2%), every trial still ends with a timed
+    /// best and the search finds the optimum more often than uniform draws of the same budget
+    /// would (about 28%). It measures 32/100 and spends about 21 of its 36 evaluations on
+    /// failures: the search is drawn to the boundary, where the optimum is.
+    #[test]
+    fn a_failing_landscape_is_survived() {
+        let (s, land) = synthetic_failing();
+        let failing = land.iter().filter(|(_, t)| !t.is_finite()).count() as f64;
+        assert!(failing / land.len() as f64 > 0.4);
+        let budget = (land.len() as f64 * 0.15).floor() as usize;
+        let r = replay(&land, &s, 100, budget, 0.02, 1);
+        assert!(r.worst_ratio.is_finite(), "{r:?}");
+        assert!(r.hits >= 28, "{r:?}");
     }
 
     #[test]
     #[ignore]
     /// `cargo test --release --lib sweep_rates -- --ignored --nocapture` prints the success rate
-    /// on every landscape (PROBE_TRIALS=300 for more seeds, PROBE_ALL=1 for a knob sweep).
+    /// on every landscape, for the default search and variants (PROBE_TRIALS=300 for more seeds;
+    /// `bred` forces the large-space path: candidates bred, not enumerated).
     fn sweep_rates_on_every_landscape() {
-        let l = crate::tune::landscape::Landscape::load(std::path::Path::new(
-            "results/2026-11-21-h200/tune/landscape-mma_sync.json",
-        ))
-        .unwrap();
         let lands = [
-            ("committed", l.space(), l.points()),
-            ("synthetic", synthetic().0, synthetic().1),
-            ("hard", synthetic_hard().0, synthetic_hard().1),
-            (
-                "deceptive",
-                synthetic_deceptive().0,
-                synthetic_deceptive().1,
-            ),
-            ("noisy", synthetic_noisy().0, synthetic_noisy().1),
+            ("committed", committed()),
+            ("synthetic", synthetic()),
+            ("hard", synthetic_hard()),
+            ("deceptive", synthetic_deceptive()),
+            ("noisy", synthetic_noisy()),
+            ("ridge", synthetic_ridge()),
+            ("failing", synthetic_failing()),
         ];
-        let variants: Vec<(String, EvoParams)> = {
-            let mut v = vec![("default".to_string(), EvoParams::seeded(1))];
-            for ls in [0.2, 0.35, 0.5] {
-                for r in [1, 2] {
-                    for k in [2, 3] {
-                        v.push((
-                            format!("ls {ls} r {r} k {k}"),
-                            EvoParams {
-                                local_share: ls,
-                                niche_radius: r,
-                                tournament: k,
-                                ..EvoParams::seeded(1)
-                            },
-                        ));
-                    }
+        let d = EvoParams::seeded(1);
+        let variants = [
+            ("default", d),
+            (
+                "bred",
+                EvoParams {
+                    enumerate_up_to: 0,
+                    pool: 24,
+                    ..d
+                },
+            ),
+            ("batch 4", EvoParams { batch: 4, ..d }),
+            ("first 6", EvoParams { population: 6, ..d }),
+            (
+                "first 12",
+                EvoParams {
+                    population: 12,
+                    ..d
+                },
+            ),
+            ("ard", EvoParams { ard: true, ..d }),
+        ];
+        let trials = std::env::var("PROBE_TRIALS")
+            .ok()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(100);
+        let names: Vec<&str> = lands.iter().map(|(n, _)| *n).collect();
+        eprintln!("{:>10}: {}", "", names.join(" "));
+        for (name, p) in variants {
+            let mut line = format!("{name:>10}:");
+            for (lname, (s, land)) in &lands {
+                if std::env::var("PROBE_SKIP").is_ok_and(|v| v.split(',').any(|x| x == *lname)) {
+                    line += "   -";
+                    continue;
                 }
-            }
-            v
-        };
-        let only = std::env::var("PROBE_ALL").is_err();
-        for (name, p) in variants.iter().take(if only { 1 } else { usize::MAX }) {
-            let mut line = format!("{name:>22}:");
-            for (_, s, land) in &lands {
                 let budget = (land.len() as f64 * 0.15).floor() as usize;
-                let trials = std::env::var("PROBE_TRIALS")
-                    .ok()
-                    .and_then(|x| x.parse().ok())
-                    .unwrap_or(100);
-                let r = replay_with(land, s, trials, budget, 0.02, *p);
-                line += &format!(" {:.3}", r.hit_rate);
+                let r = replay_with(land, s, trials, budget, 0.02, p);
+                line += &format!(" {:>3}/{trials} ({:.1}f)", r.hits, r.mean_failed_evals);
             }
             eprintln!("{line}");
         }

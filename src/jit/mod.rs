@@ -176,18 +176,30 @@ impl Jit {
             .map(|p| (p, sources::get(p).unwrap_or("")))
             .collect();
         let t = Instant::now();
+        // NVRTC 12.9+ answers programs it has seen from the driver's compute cache without
+        // running ptxas, so its log then has no ptxas report (registers, spills): on the GPU
+        // host every variant read "0 registers" in a second process. kiln has its own cache;
+        // NVRTC's is turned off (`--no-cache`; the CUBIN is the same).
+        let mut options = spec.options();
+        if version >= (12, 9) {
+            options.push("--no-cache".to_string());
+        }
         let out =
-            nvrtc::compile(&spec.source, source, &headers, &spec.options()).map_err(
-                |e| match e {
-                    Error::Compile { log, .. } => Error::Compile {
-                        kernel: spec.label(),
-                        log,
-                    },
-                    other => other,
+            nvrtc::compile(&spec.source, source, &headers, &options).map_err(|e| match e {
+                Error::Compile { log, .. } => Error::Compile {
+                    kernel: spec.label(),
+                    log,
                 },
-            )?;
+                other => other,
+            })?;
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;
-        let resources = Resources::parse(&out.log, &spec.entry);
+        let mut resources = Resources::parse(&out.log, &spec.entry);
+        if !Resources::reported(&out.log, &spec.entry) {
+            resources.warnings.push(format!(
+                "no ptxas report for {} in NVRTC's log: registers, spills and stack unknown",
+                spec.entry
+            ));
+        }
         if let Some(c) = &self.cache {
             let meta = cache::Meta {
                 kernel: spec.label(),

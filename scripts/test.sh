@@ -7,4 +7,6 @@ KILN_BROWSER_TESTS=1 bash scripts/setup.sh
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$PWD/target/kiln-jit-cache}"
 export KILN_STORE="${KILN_STORE:-$PWD/target/kiln-test.db}"
 export KILN_REQUIRE_NVRTC=1
+# The committed wgmma wrappers must be what their generator writes (a hand edit would be lost).
+python3 scripts/gen_wgmma.py --check
 cargo test --release --locked

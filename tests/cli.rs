@@ -68,6 +68,9 @@ fn check_json_lists_resources_per_variant() {
     assert!(rows
         .iter()
         .all(|r| r["resources"]["registers"].as_u64().unwrap() > 0));
+    assert!(rows
+        .iter()
+        .all(|r| r["cubin_sha256"].as_str().unwrap().len() == 64));
 }
 
 #[test]

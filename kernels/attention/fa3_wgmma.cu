@@ -21,8 +21,8 @@
 // and LSE.
 #include "attention/attn_args.cuh"
 #include "attention/tma_4d.cuh"
-#include "attention/wgmma_rs.cuh"
-#include "attention/wgmma_ss.cuh"
+#include "common/wgmma_rs.cuh"
+#include "common/wgmma_ss.cuh"
 #include "common/mbarrier.cuh"
 
 #ifndef KILN_D
@@ -101,7 +101,7 @@ __device__ __forceinline__ void issue_s(float (&sc)[SR], u32 sqc, u32 sk) {
   for (int kk = 0; kk < D / 16; ++kk) {
     const u64 da = wgmma_desc_sw128(sqc + (kk / 4) * HALF_Q + (kk % 4) * 32, 16, 1024);
     const u64 db = wgmma_desc_sw128(sk + (kk / 4) * HALF_KV + (kk % 4) * 32, 16, 1024);
-    wgmma_m64k16_ss<in_t, BN>(sc, da, db, kk > 0);  // the first step overwrites (p = false)
+    wgmma_m64k16<in_t, BN, 0, 0>(sc, da, db, kk > 0);  // the first step overwrites (p = false)
   }
   wgmma_commit();
 }

@@ -19,7 +19,7 @@
 // stage (kt - 1) safe after the next barrier: one K tile of wgmma at a time.
 #include "common/gemm_args.cuh"
 #include "common/cp_async.cuh"
-#include "common/wgmma.cuh"
+#include "common/wgmma_ss.cuh"
 #include "common/wgmma_epilogue.cuh"
 
 #ifndef KILN_STAGES

@@ -16,7 +16,7 @@
 #include "common/gemm_args.cuh"
 #include "common/mbarrier.cuh"
 #include "common/tma.cuh"
-#include "common/wgmma.cuh"
+#include "common/wgmma_ss.cuh"
 #include "common/wgmma_epilogue.cuh"
 
 #ifndef KILN_STAGES

@@ -23,7 +23,7 @@
 #include "common/mbarrier.cuh"
 #include "common/stmatrix.cuh"
 #include "common/tma.cuh"
-#include "common/wgmma.cuh"
+#include "common/wgmma_ss.cuh"
 
 #ifndef KILN_BN
 #define KILN_BN 256

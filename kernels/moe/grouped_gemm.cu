@@ -28,7 +28,7 @@
 #include "common/mbarrier.cuh"
 #include "common/tma.cuh"
 #include "common/tma_3d.cuh"
-#include "common/wgmma.cuh"
+#include "common/wgmma_ss.cuh"
 #include "moe/epilogue.cuh"
 #include "moe/sched.cuh"
 

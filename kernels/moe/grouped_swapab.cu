@@ -21,7 +21,7 @@
 #include "common/mbarrier.cuh"
 #include "common/tma.cuh"
 #include "common/tma_3d.cuh"
-#include "common/wgmma_n.cuh"
+#include "common/wgmma_ss.cuh"
 #include "moe/sched.cuh"
 
 #ifndef KILN_WM
@@ -100,7 +100,7 @@ __device__ __forceinline__ void swap_tile(const SwapCtx& x, const MoeTile& tile,
 #pragma unroll
       for (int m = 0; m < MI; ++m) {
         const u64 da = wgmma_desc_sw128(sw + m * 64 * 128 + kk * 32, 16, 1024);
-        wgmma_ss_n<in_t, N>(acc[m], da, db, (kb > 0 || kk > 0) ? 1 : 0);
+        wgmma_m64k16<in_t, N, 0, 0>(acc[m], da, db, (kb > 0 || kk > 0) ? 1 : 0);
       }
     }
     wgmma_commit();

@@ -5,6 +5,7 @@
 mod buffer;
 mod info;
 mod launch;
+mod occupancy;
 mod tma;
 
 pub use buffer::DeviceBuffer;

@@ -3,6 +3,7 @@
 //! shared memory over the device limit each fail the variant.
 
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use crate::device::DeviceInfo;
 use crate::jit::{Jit, KernelSpec, Resources};
@@ -18,6 +19,9 @@ pub struct CheckRow {
     pub dynamic_smem: u32,
     pub compile_ms: f64,
     pub cached: bool,
+    /// SHA-256 of the CUBIN (hex; empty if it did not compile): two builds of a variant compare
+    /// byte for byte through it, e.g. to prove a source refactor left the machine code alone.
+    pub cubin_sha256: String,
     /// Empty when the variant is fine.
     pub problems: Vec<String>,
 }
@@ -124,6 +128,7 @@ fn check_one(jit: &Jit, op: &str, version: &str, spec: &KernelSpec, dev: &Device
         dynamic_smem: dynamic_smem(spec),
         compile_ms: 0.0,
         cached: false,
+        cubin_sha256: String::new(),
         problems: Vec::new(),
     };
     match jit.compile(spec) {
@@ -131,6 +136,10 @@ fn check_one(jit: &Jit, op: &str, version: &str, spec: &KernelSpec, dev: &Device
             row.problems = judge(spec, &c.resources, dev);
             row.compile_ms = if c.cached { c.load_ms } else { c.compile_ms };
             row.cached = c.cached;
+            row.cubin_sha256 = Sha256::digest(&c.cubin)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
             row.resources = Some(c.resources);
         }
         Err(e) => row.problems.push(e.to_string()),

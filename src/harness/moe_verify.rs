@@ -9,7 +9,7 @@ use std::time::Duration;
 use cudarc::driver::{result, sys};
 use serde::Serialize;
 
-use super::verify::{bound, fresh_seed};
+use super::verify::{bound, fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
@@ -149,18 +149,7 @@ pub fn rows_to_check(p: &MoeProblem, seed: u64) -> Vec<usize> {
         .flat_map(|&(s, l)| [s, s + l - 1])
         .collect();
     rows.truncate(SAMPLED_ROWS / 2);
-    let mut x = seed | 1;
-    while rows.len() < SAMPLED_ROWS.min(routed.len()) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        rows.push(routed[(x % routed.len() as u64) as usize]);
-        rows.sort_unstable();
-        rows.dedup();
-    }
-    rows.sort_unstable();
-    rows.dedup();
-    rows
+    spread_rows(rows, routed.len(), SAMPLED_ROWS, seed, |i| routed[i])
 }
 
 /// Verifies `kernel` on `p` once, with fresh inputs.
@@ -187,9 +176,7 @@ pub fn verify_moe(
         message: String::new(),
     };
     if let Err(reason) = kernel.supports(p, &ctx.info) {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        return Ok(out.skip(reason));
     }
     let inp = MoeInputs::random(p, seed);
     let poison = HostData::poison(p.output, p.y_elems());
@@ -202,14 +189,8 @@ pub fn verify_moe(
         Mode::Direct => kernel.launch(ctx, p, &ops),
         Mode::Graph => replay_in_graph(ctx, kernel, p, &bufs, limit, &what),
     };
-    match launched {
-        Ok(()) => {}
-        Err(Error::Unsupported { reason, .. }) => {
-            out.skipped = Some(reason);
-            out.passed = true;
-            return Ok(out);
-        }
-        Err(e) => return Err(e),
+    if let Some(reason) = refusal(launched)? {
+        return Ok(out.skip(reason));
     }
     ctx.synchronize_within(limit, &what)?;
     let got = HostData::from_bytes(
@@ -223,27 +204,36 @@ pub fn verify_moe(
     out.written_outside = sc.written_outside;
     out.rel_error = sc.rel_error;
     out.rows_checked = rows.len();
-    out.passed =
-        out.nan_or_unwritten == 0 && out.written_outside == 0 && out.rel_error <= out.bound;
-    out.message = if out.passed {
-        "ok".into()
-    } else if out.nan_or_unwritten > 0 {
-        format!(
-            "{} elements of routed rows are NaN or were never written",
-            out.nan_or_unwritten
-        )
-    } else if out.written_outside > 0 {
-        format!(
-            "{} elements of rows no expert owns were overwritten",
-            out.written_outside
-        )
-    } else {
-        format!(
-            "relative error {:.2e} exceeds the {} bound {:.0e}",
-            out.rel_error, p.output, out.bound
-        )
-    };
+    (out.passed, out.message) = verdict(&[
+        (out.nan_or_unwritten > 0, &|| {
+            format!(
+                "{} elements of routed rows are NaN or were never written",
+                out.nan_or_unwritten
+            )
+        }),
+        (out.written_outside > 0, &|| {
+            format!(
+                "{} elements of rows no expert owns were overwritten",
+                out.written_outside
+            )
+        }),
+        (!within(out.rel_error, out.bound), &|| {
+            format!(
+                "relative error {:.2e} exceeds the {} bound {:.0e}",
+                out.rel_error, p.output, out.bound
+            )
+        }),
+    ]);
     Ok(out)
+}
+
+impl MoeOutcome {
+    /// The problem was refused with `reason`: a skip, which passes.
+    fn skip(mut self, reason: String) -> Self {
+        self.skipped = Some(reason);
+        self.passed = true;
+        self
+    }
 }
 
 /// What the checks found in one output.
@@ -290,15 +280,10 @@ pub fn score(
             ref2 += want * want;
         }
     }
-    let rel_error = if ref2 > 0.0 {
-        (diff2 / ref2).sqrt()
-    } else {
-        diff2.sqrt()
-    };
     Score {
         nan_or_unwritten,
         written_outside,
-        rel_error,
+        rel_error: rel_l2(diff2, ref2),
     }
 }
 

@@ -51,6 +51,58 @@ pub fn fresh_seed() -> u64 {
     t ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The rows a sampled reference computes: `edges` (the rows a check must always cover) topped up
+/// to `target` rows (at most `len`) by a seeded xorshift spread over `pick(0..len)`, sorted and
+/// without repeats. Shared by the GEMM, attention and MoE checks.
+pub fn spread_rows(
+    mut rows: Vec<usize>,
+    len: usize,
+    target: usize,
+    seed: u64,
+    pick: impl Fn(usize) -> usize,
+) -> Vec<usize> {
+    let mut x = seed | 1;
+    while rows.len() < target.min(len) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        rows.push(pick((x % len as u64) as usize));
+        rows.sort_unstable();
+        rows.dedup();
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+/// ‖out−ref‖/‖ref‖ from the two sums of squares (the absolute norm when the reference is zero).
+pub fn rel_l2(diff2: f64, ref2: f64) -> f64 {
+    if ref2 > 0.0 {
+        (diff2 / ref2).sqrt()
+    } else {
+        diff2.sqrt()
+    }
+}
+
+/// The launch's refusal, if it refused: `Error::Unsupported` is a skip (the problem is outside
+/// what the version does, said with a reason), not a failure; any other error is returned.
+pub fn refusal(launched: Result<()>) -> Result<Option<String>> {
+    match launched {
+        Ok(()) => Ok(None),
+        Err(Error::Unsupported { reason, .. }) => Ok(Some(reason)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The verdict of one check: the first fault present, in the order given, else "ok". A fault
+/// is (present, its message); messages are built only for the fault reported.
+pub fn verdict(faults: &[(bool, &dyn Fn() -> String)]) -> (bool, String) {
+    match faults.iter().find(|(present, _)| *present) {
+        Some((_, message)) => (false, message()),
+        None => (true, "ok".into()),
+    }
+}
+
 /// Rows the reference computes: all of them for small problems, else the edges plus a spread.
 pub fn rows_to_check(p: &GemmProblem, seed: u64) -> Vec<usize> {
     if p.m as f64 * p.n as f64 * p.k as f64 <= FULL_REFERENCE_LIMIT {
@@ -61,18 +113,7 @@ pub fn rows_to_check(p: &GemmProblem, seed: u64) -> Vec<usize> {
         .filter(|&r| r < p.m)
         .collect();
     rows.extend([p.m - 1, p.m.saturating_sub(2), p.m / 2]);
-    let mut x = seed | 1;
-    while rows.len() < SAMPLED_ROWS.min(p.m) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        rows.push((x % p.m as u64) as usize);
-        rows.sort_unstable();
-        rows.dedup();
-    }
-    rows.sort_unstable();
-    rows.dedup();
-    rows
+    spread_rows(rows, p.m, SAMPLED_ROWS, seed, |r| r)
 }
 
 /// Verifies `kernel` on `p` once, with fresh inputs.
@@ -97,9 +138,7 @@ pub fn verify_gemm(
         message: String::new(),
     };
     if let Err(reason) = kernel.supports(p, &ctx.info) {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        return Ok(out.skip(reason));
     }
     let a = HostData::random(p.input, p.a_elems(), seed);
     let b = HostData::random(p.input, p.b_elems(), seed.wrapping_add(1));
@@ -120,14 +159,8 @@ pub fn verify_gemm(
         b: &db,
         c: &dc,
     };
-    match kernel.launch(ctx, p, &ops) {
-        Ok(()) => {}
-        Err(Error::Unsupported { reason, .. }) => {
-            out.skipped = Some(reason);
-            out.passed = true;
-            return Ok(out);
-        }
-        Err(e) => return Err(e),
+    if let Some(reason) = refusal(kernel.launch(ctx, p, &ops))? {
+        return Ok(out.skip(reason));
     }
     ctx.synchronize_within(
         std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
@@ -162,32 +195,42 @@ pub fn verify_gemm(
         }
     }
     out.rows_checked = rows.len();
-    out.rel_error = if ref2 > 0.0 {
-        (diff2 / ref2).sqrt()
-    } else {
-        diff2.sqrt()
-    };
-    out.passed =
-        out.nan_or_unwritten == 0 && out.written_outside == 0 && out.rel_error <= out.bound;
-    out.message = if out.passed {
-        "ok".into()
-    } else if out.nan_or_unwritten > 0 {
-        format!(
-            "{} output elements are NaN or were never written",
-            out.nan_or_unwritten
-        )
-    } else if out.written_outside > 0 {
-        format!(
-            "{} elements outside C (in the ldc padding) were overwritten",
-            out.written_outside
-        )
-    } else {
-        format!(
-            "relative error {:.2e} exceeds the {} bound {:.0e}",
-            out.rel_error, p.output, out.bound
-        )
-    };
+    out.rel_error = rel_l2(diff2, ref2);
+    (out.passed, out.message) = verdict(&[
+        (out.nan_or_unwritten > 0, &|| {
+            format!(
+                "{} output elements are NaN or were never written",
+                out.nan_or_unwritten
+            )
+        }),
+        (out.written_outside > 0, &|| {
+            format!(
+                "{} elements outside C (in the ldc padding) were overwritten",
+                out.written_outside
+            )
+        }),
+        (!within(out.rel_error, out.bound), &|| {
+            format!(
+                "relative error {:.2e} exceeds the {} bound {:.0e}",
+                out.rel_error, p.output, out.bound
+            )
+        }),
+    ]);
     Ok(out)
+}
+
+/// `x <= bound`, false for NaN (a NaN error is a failure).
+pub fn within(x: f64, bound: f64) -> bool {
+    x <= bound
+}
+
+impl CheckOutcome {
+    /// The problem was refused with `reason`: a skip, which passes.
+    fn skip(mut self, reason: String) -> Self {
+        self.skipped = Some(reason);
+        self.passed = true;
+        self
+    }
 }
 
 fn merge_in_range(p: &GemmProblem, poison: &HostData, values: &HostData) -> HostData {
@@ -221,6 +264,48 @@ mod tests {
         for must in [0, 127, 128, 129, 4096] {
             assert!(r.contains(&must), "row {must} not checked");
         }
+    }
+
+    #[test]
+    fn spread_rows_draws_the_rows_the_inline_samplers_drew() {
+        // The loop each of the GEMM, attention and MoE checks had before they shared it.
+        fn inline(mut rows: Vec<usize>, pool: &[usize], target: usize, seed: u64) -> Vec<usize> {
+            let mut x = seed | 1;
+            while rows.len() < target.min(pool.len()) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                rows.push(pool[(x % pool.len() as u64) as usize]);
+                rows.sort_unstable();
+                rows.dedup();
+            }
+            rows.sort_unstable();
+            rows.dedup();
+            rows
+        }
+        let pool: Vec<usize> = (0..5000).map(|i| 3 * i + 1).collect();
+        for seed in [0, 1, 5, 0x9E37_79B9_7F4A_7C15, u64::MAX] {
+            let edges = vec![4, 1, 14998];
+            assert_eq!(
+                spread_rows(edges.clone(), pool.len(), 96, seed, |i| pool[i]),
+                inline(edges, &pool, 96, seed)
+            );
+        }
+        assert_eq!(spread_rows(vec![2], 3, 96, 7, |r| r), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn verdict_names_the_first_fault() {
+        assert_eq!(verdict(&[(false, &|| "a".into())]), (true, "ok".into()));
+        assert_eq!(
+            verdict(&[
+                (false, &|| "a".into()),
+                (true, &|| "b".into()),
+                (true, &|| "c".into())
+            ]),
+            (false, "b".into())
+        );
+        assert!(!within(f64::NAN, 1.0));
     }
 
     #[test]

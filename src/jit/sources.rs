@@ -48,8 +48,12 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/tma_3d.cuh"),
     ),
     (
-        "common/wgmma_n.cuh",
-        include_str!("../../kernels/common/wgmma_n.cuh"),
+        "common/wgmma_ss.cuh",
+        include_str!("../../kernels/common/wgmma_ss.cuh"),
+    ),
+    (
+        "common/wgmma_rs.cuh",
+        include_str!("../../kernels/common/wgmma_rs.cuh"),
     ),
     ("moe/sched.cuh", include_str!("../../kernels/moe/sched.cuh")),
     (
@@ -111,14 +115,6 @@ pub static FILES: &[(&str, &str)] = &[
     (
         "attention/tma_4d.cuh",
         include_str!("../../kernels/attention/tma_4d.cuh"),
-    ),
-    (
-        "attention/wgmma_rs.cuh",
-        include_str!("../../kernels/attention/wgmma_rs.cuh"),
-    ),
-    (
-        "attention/wgmma_ss.cuh",
-        include_str!("../../kernels/attention/wgmma_ss.cuh"),
     ),
     (
         "attention/fa3_wgmma.cu",

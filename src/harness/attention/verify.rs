@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer};
-use crate::error::{Error, Result};
-use crate::harness::verify::fresh_seed;
+use crate::error::Result;
+use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
 use crate::reference::{attention::attention_rows, data::HostData};
@@ -56,18 +56,7 @@ pub fn rows_to_check(p: &AttentionProblem, seed: u64) -> Vec<usize> {
         .filter(|&r| r < sq)
         .collect();
     rows.extend([sq - 1, sq.saturating_sub(2), sq / 2]);
-    let mut x = seed | 1;
-    while rows.len() < SAMPLED_ROWS.min(sq) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        rows.push((x % sq as u64) as usize);
-        rows.sort_unstable();
-        rows.dedup();
-    }
-    rows.sort_unstable();
-    rows.dedup();
-    rows
+    spread_rows(rows, sq, SAMPLED_ROWS, seed, |r| r)
 }
 
 /// Verifies `kernel` on `p` once, with fresh inputs.
@@ -92,9 +81,7 @@ pub fn verify_attention(
         message: String::new(),
     };
     if let Err(reason) = kernel.supports(p, &ctx.info) {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        return Ok(out.skip(reason));
     }
     let q = HostData::random(p.dtype, p.q_elems(), seed);
     let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
@@ -114,14 +101,8 @@ pub fn verify_attention(
         lse: &dl,
     };
     check_buffers(p, &ops)?;
-    match kernel.launch(ctx, p, &ops) {
-        Ok(()) => {}
-        Err(Error::Unsupported { reason, .. }) => {
-            out.skipped = Some(reason);
-            out.passed = true;
-            return Ok(out);
-        }
-        Err(e) => return Err(e),
+    if let Some(reason) = refusal(kernel.launch(ctx, p, &ops))? {
+        return Ok(out.skip(reason));
     }
     ctx.synchronize_within(
         std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
@@ -160,29 +141,35 @@ pub fn verify_attention(
         lse_err = lse_err.max(e);
     }
     out.rows_checked = rows.len();
-    out.rel_error = if ref2 > 0.0 {
-        (diff2 / ref2).sqrt()
-    } else {
-        diff2.sqrt()
-    };
+    out.rel_error = rel_l2(diff2, ref2);
     out.lse_max_error = lse_err;
-    out.passed = out.nan_or_unwritten == 0 && out.rel_error <= out.bound && lse_err <= LSE_BOUND;
-    out.message = if out.passed {
-        "ok".into()
-    } else if out.nan_or_unwritten > 0 {
-        format!(
-            "{} output elements (O or LSE) are NaN or were never written",
-            out.nan_or_unwritten
-        )
-    } else if out.rel_error > out.bound {
-        format!(
-            "O relative error {:.2e} exceeds the {} bound {:.0e}",
-            out.rel_error, p.dtype, out.bound
-        )
-    } else {
-        format!("LSE error {:.2e} exceeds {:.0e}", lse_err, LSE_BOUND)
-    };
+    (out.passed, out.message) = verdict(&[
+        (out.nan_or_unwritten > 0, &|| {
+            format!(
+                "{} output elements (O or LSE) are NaN or were never written",
+                out.nan_or_unwritten
+            )
+        }),
+        (!within(out.rel_error, out.bound), &|| {
+            format!(
+                "O relative error {:.2e} exceeds the {} bound {:.0e}",
+                out.rel_error, p.dtype, out.bound
+            )
+        }),
+        (!within(lse_err, LSE_BOUND), &|| {
+            format!("LSE error {:.2e} exceeds {:.0e}", lse_err, LSE_BOUND)
+        }),
+    ]);
     Ok(out)
+}
+
+impl AttnCheck {
+    /// The problem was refused with `reason`: a skip, which passes.
+    fn skip(mut self, reason: String) -> Self {
+        self.skipped = Some(reason);
+        self.passed = true;
+        self
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,9 @@ use crate::ops::gemm::{alignment, DType};
 pub struct Fa3Wgmma;
 
 const THREADS_PER_WG: u32 = 128;
-/// The key-tile widths `kernels/attention/wgmma_ss.cuh` was generated for.
+/// The key-tile widths this version accepts and was verified at (the wrappers of
+/// `kernels/common/wgmma_ss.cuh` cover every multiple of 16 up to 256; a new width here needs a
+/// verify run, not a new header).
 const KEY_TILES: [u32; 6] = [64, 80, 96, 128, 176, 192];
 /// 8-column groups in the narrowest key tile: the longest `emu` period that still emulates some.
 const NT_MIN: u32 = 8;

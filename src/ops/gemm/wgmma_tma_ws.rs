@@ -7,13 +7,10 @@
 //! ([`Choice`]); `launch` runs the tuning cache's config for the problem's shape class when there
 //! is one, else [`TileConfig::choose`], and the `KILN_WGMMA_*` env overrides win over both.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-
-use cudarc::driver::{result, sys};
+use std::sync::Mutex;
 
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaSwizzle};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Tma2d, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::tune::space::{Config, ParamSpace};
@@ -697,7 +694,7 @@ impl WgmmaTmaWs {
             cfg,
             choice.group_m,
         ))?;
-        let slots = max_clusters(&f, ctx, cfg);
+        let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes());
         let plan = cfg.split_plan(p.m, p.n, splits, choice.tail, slots);
         let (ws, counters) = if plan.splits > 1 {
             workspace(
@@ -804,58 +801,6 @@ fn tma_epilogue_enabled() -> bool {
 /// `KILN_WGMMA_PAIRS=0` turns it off, to time or rule out the cluster path.
 fn pairs_enabled() -> bool {
     std::env::var("KILN_WGMMA_PAIRS").map_or(true, |v| v != "0")
-}
-
-/// Clusters of `cfg` that can be resident at once: the SM count for single CTAs; for pairs, the
-/// driver's occupancy answer (GPC boundaries can leave SMs unpaired), else SMs / 2. Cached per
-/// loaded function.
-fn max_clusters(f: &Function, ctx: &Context, cfg: TileConfig) -> u32 {
-    let sms = ctx.info.sm_count;
-    let fallback = (sms / cfg.cluster).max(1);
-    if cfg.cluster == 1 {
-        return sms.max(1);
-    }
-    static CACHE: OnceLock<Mutex<HashMap<usize, u32>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let key = f.raw as usize;
-    if let Some(n) = cache.lock().ok().and_then(|c| c.get(&key).copied()) {
-        return n;
-    }
-    // SAFETY: `f` is a loaded function of the current context; the config and its one
-    // attribute live across the calls, which only read them.
-    let n = unsafe {
-        let _ = result::function::set_function_attribute(
-            f.raw,
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            cfg.smem_bytes() as i32,
-        );
-        let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cfg.cluster;
-        attr.value.clusterDim.y = 1;
-        attr.value.clusterDim.z = 1;
-        let lc = sys::CUlaunchConfig {
-            gridDimX: fallback * cfg.cluster,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: THREADS,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: cfg.smem_bytes(),
-            hStream: ctx.stream,
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
-        let mut n: std::ffi::c_int = 0;
-        match sys::cuOccupancyMaxActiveClusters(&mut n, f.raw, &lc).result() {
-            Ok(()) if n > 0 => (n as u32).min(fallback),
-            _ => fallback,
-        }
-    };
-    if let Ok(mut c) = cache.lock() {
-        c.insert(key, n);
-    }
-    n
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! quantisation, launches the prefix-sum kernel, then the GEMM with one 2D map over X and one 3D
 //! map over W [E, N, K].
 
-use super::cluster::max_clusters;
 use super::schedule::{group_for, TileConfig, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
@@ -123,7 +122,7 @@ impl MoeKernel for GroupedGemm {
         let mut args = MoeArgs::new(p, ops, cfg.bn);
         args.group_m = group_for(p, cfg.bm);
         tile_prefix::launch(ctx, p, ops, cfg.bm)?;
-        let slots = max_clusters(&f, ctx, cfg.cluster, THREADS, cfg.smem_bytes(1));
+        let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes(1));
         let lc = LaunchConfig {
             grid: (cfg.grid(p, slots), 1, 1),
             block: (THREADS, 1, 1),

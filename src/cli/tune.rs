@@ -12,7 +12,7 @@ use kiln::report::Table;
 use kiln::store::Store;
 use kiln::tune::landscape::Landscape;
 use kiln::tune::record::{self, TuningRun};
-use kiln::tune::search::{replay as replay_search, EvoParams, Strategy};
+use kiln::tune::search::{replay as replay_search, replay_from, EvoParams, Strategy};
 use kiln::tune::space::Config;
 use kiln::tune::watchdog::Spawner;
 use kiln::tune::worker::Fake;
@@ -377,9 +377,30 @@ pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {
     let space = l.space();
     let budget = ((points.len() as f64) * a.fraction).floor().max(1.0) as usize;
     let s = replay_search(&points, &space, a.trials, budget, a.within, a.seed);
+    // As `kiln tune` runs it: the version's baseline (its heuristic's config for the landscape's
+    // problem and device) evaluated first, when the landscape names a device and a known version.
+    let baseline: Option<Config> = l.device.as_ref().and_then(|dev| {
+        env.registry
+            .gemm_version(&l.version)
+            .ok()
+            .and_then(|k| k.baseline(&l.problem, dev))
+            .filter(|c| space.is_valid(c))
+    });
+    let from_baseline = baseline.as_ref().map(|b| {
+        replay_from(
+            &points,
+            &space,
+            a.trials,
+            budget,
+            a.within,
+            EvoParams::seeded(a.seed),
+            std::slice::from_ref(b),
+        )
+    });
     if env.json {
         env_print(
-            &json!({"landscape": a.landscape, "version": l.version, "problem": l.problem, "summary": s}),
+            &json!({"landscape": a.landscape, "version": l.version, "problem": l.problem, "summary": s,
+                    "baseline": baseline.as_ref().map(|c| c.label()), "from_baseline": from_baseline}),
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -420,6 +441,15 @@ pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {
         s.median_evals_to_hit.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
         s.worst_ratio
     );
+    if let (Some(b), Some(f)) = (&baseline, &from_baseline) {
+        println!(
+            "  from the heuristic's config ({b}, evaluated first, as `kiln tune` does): {}/{} trials ({:.0}%); worst trial: {:.3}x the best time",
+            f.hits,
+            f.trials,
+            100.0 * f.hit_rate,
+            f.worst_ratio
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

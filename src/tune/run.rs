@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::guard::{Guard, Passed};
-use super::search::{search, Strategy};
+use super::search::{search_from, Strategy};
 use super::space::{Config, ParamSpace};
 use super::watchdog::{Spawner, WorkerHandle};
 use super::worker::{Job, JobResult};
@@ -124,7 +124,13 @@ pub fn tune(
     let mut next_id = 0u64;
     let mut failure: Option<Error> = None;
 
-    let history = search(&space, req.strategy, req.budget, |batch| {
+    // The heuristic's config first: a search never ends worse than the untuned default.
+    let start: Vec<Config> = req
+        .kernel
+        .baseline(&req.problem, &req.dev)
+        .into_iter()
+        .collect();
+    let history = search_from(&space, req.strategy, req.budget, &start, |batch| {
         let mut times = vec![f64::INFINITY; batch.len()];
         if failure.is_some() {
             return times;

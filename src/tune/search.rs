@@ -128,6 +128,19 @@ pub fn search(
     space: &ParamSpace,
     strategy: Strategy,
     budget: usize,
+    evaluate: impl FnMut(&[Config]) -> Vec<f64>,
+) -> History {
+    search_from(space, strategy, budget, &[], evaluate)
+}
+
+/// [`search`], the evolutionary one evaluating the valid configs of `start` first (the
+/// version's baseline, [`crate::ops::gemm::GemmKernel::baseline`]): they count against the
+/// budget like any other, and the model learns from them.
+pub fn search_from(
+    space: &ParamSpace,
+    strategy: Strategy,
+    budget: usize,
+    start: &[Config],
     mut evaluate: impl FnMut(&[Config]) -> Vec<f64>,
 ) -> History {
     let mut h = History::default();
@@ -148,7 +161,16 @@ pub fn search(
             let all: Vec<Config> = space.enumerate().into_iter().take(budget).collect();
             run(all, &mut h);
         }
-        Strategy::Evolutionary(p) => evolve(space, p, budget, &mut h, &mut run),
+        Strategy::Evolutionary(p) => {
+            let mut first: Vec<Config> = Vec::new();
+            for c in start {
+                if space.is_valid(c) && !first.contains(c) && first.len() < budget {
+                    first.push(c.clone());
+                }
+            }
+            run(first, &mut h);
+            evolve(space, p, budget, &mut h, &mut run)
+        }
     }
     h
 }
@@ -187,7 +209,7 @@ fn evolve(
         p.population
     }
     .max(2)
-    .min(budget);
+    .min(budget.saturating_sub(h.len()));
     let first = stratified(space, first_n, h, &[], &mut rng);
     if first.is_empty() {
         return;
@@ -553,6 +575,19 @@ pub fn replay_with(
     within: f64,
     base: EvoParams,
 ) -> ReplaySummary {
+    replay_from(landscape, space, trials, budget, within, base, &[])
+}
+
+/// [`replay_with`], each trial evaluating `start` first ([`search_from`]).
+pub fn replay_from(
+    landscape: &[(Config, f64)],
+    space: &ParamSpace,
+    trials: usize,
+    budget: usize,
+    within: f64,
+    base: EvoParams,
+    start: &[Config],
+) -> ReplaySummary {
     let seed0 = base.seed;
     let times: HashMap<Config, f64> = landscape.iter().cloned().collect();
     let best = landscape
@@ -562,13 +597,14 @@ pub fn replay_with(
         .fold(f64::INFINITY, f64::min);
     let (mut hits, mut worst, mut evals, mut failed) = (0, 1.0f64, Vec::new(), 0usize);
     for t in 0..trials {
-        let h = search(
+        let h = search_from(
             space,
             Strategy::Evolutionary(EvoParams {
                 seed: seed0 + t as u64,
                 ..base
             }),
             budget,
+            start,
             |batch| {
                 batch
                     .iter()
@@ -953,5 +989,32 @@ mod tests {
         assert!(!far_behind(1.2, Some(1.0), 1.5));
         assert!(!far_behind(9.0, None, 1.5));
         assert!(!far_behind(9.0, Some(f64::INFINITY), 1.5));
+    }
+
+    #[test]
+    fn a_search_from_a_baseline_evaluates_it_first_within_the_budget() {
+        let space = ParamSpace::new()
+            .param("A", &[1, 2, 3, 4])
+            .param("B", &[1, 2, 3, 4]);
+        let base = Config::new(&[("A", 3), ("B", 2)]);
+        let mut seen = Vec::new();
+        let h = search_from(
+            &space,
+            Strategy::Evolutionary(EvoParams::seeded(7)),
+            5,
+            &[base.clone(), Config::new(&[("A", 9), ("B", 1)])],
+            |batch| {
+                seen.extend(batch.iter().cloned());
+                batch.iter().map(|c| c.get("A").unwrap() as f64).collect()
+            },
+        );
+        assert_eq!(seen[0], base, "the baseline goes first");
+        assert!(
+            !seen.contains(&Config::new(&[("A", 9), ("B", 1)])),
+            "invalid start skipped"
+        );
+        assert_eq!(h.len(), 5);
+        let unique: std::collections::HashSet<_> = seen.iter().collect();
+        assert_eq!(unique.len(), seen.len());
     }
 }

@@ -278,6 +278,9 @@ impl GemmKernel for MmaSync {
                 }),
         )
     }
+    fn baseline(&self, p: &GemmProblem, dev: &DeviceInfo) -> Option<Config> {
+        Some(TileConfig::heuristic(p, dev).to_config())
+    }
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
         TileConfig::from_config(cfg).ok().map(|t| t.spec(arch, p))
     }

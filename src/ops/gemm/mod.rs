@@ -54,6 +54,11 @@ pub trait GemmKernel: Send + Sync {
     fn space(&self, _p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         None
     }
+    /// The config an untuned launch of `p` runs (the version's heuristic), as a point of its
+    /// space: the tuner evaluates it first, so a search never ends worse than the default.
+    fn baseline(&self, _p: &GemmProblem, _dev: &DeviceInfo) -> Option<Config> {
+        None
+    }
     /// The specialisation `cfg` compiles to (for the guard to compile before any launch).
     fn spec_for(&self, _arch: &str, _p: &GemmProblem, _cfg: &Config) -> Option<KernelSpec> {
         None

@@ -648,6 +648,9 @@ impl GemmKernel for WgmmaTmaWs {
                 .rule(SPLITS_K_RULE, move |c| c.get("SPLITS").unwrap_or(1) <= kb),
         )
     }
+    fn baseline(&self, p: &GemmProblem, dev: &DeviceInfo) -> Option<Config> {
+        Some(Choice::heuristic(p, dev.sm_count, true).to_config())
+    }
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
         Choice::from_config(cfg)
             .ok()

@@ -117,6 +117,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/tma_4d.cuh"),
     ),
     (
+        "attention/online_softmax.cuh",
+        include_str!("../../kernels/attention/online_softmax.cuh"),
+    ),
+    (
         "attention/fa3_wgmma.cu",
         include_str!("../../kernels/attention/fa3_wgmma.cu"),
     ),

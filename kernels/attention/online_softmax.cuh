@@ -1,0 +1,73 @@
+// The online softmax of FlashAttention on wgmma accumulators (fp32, log2 units, exp2 with the
+// scale folded in), for kernels/attention/fa3_wgmma.cu. Included after the kernel's constants:
+// it reads BN (keys per tile), SR (score registers per thread), NT (8-column groups) and KILN_EMU.
+#pragma once
+
+#define NEG_INF __int_as_float(0xff800000)
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// 2^x for x <= 0 on the FMA and integer pipes: x = i + f with i = round(x) (the 1.5·2^23 trick
+// leaves i in the low mantissa bits), 2^f on [-0.5, 0.5] by a degree-3 fit (relative error
+// 1.0e-4, below bf16's and f16's rounding of P), and i added to the exponent. x is clamped at
+// -126, so a masked score gives 2^-126 instead of 0: negligible beside any visible key, and a row
+// with no visible key at all is recognised by its running max (-inf) at the end.
+__device__ __forceinline__ float ex2_emu(float x) {
+  x = fmaxf(x, -126.0f);
+  const float t = x + 12582912.0f;
+  const float f = x - (t - 12582912.0f);
+  float q = fmaf(0.0559228614f, f, 0.242646076f);
+  q = fmaf(q, f, 0.693120931f);
+  q = fmaf(q, f, 0.999924107f);
+  return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
+}
+
+// The online softmax state of this thread's two rows (row0 and row0 + 8), in log2 units.
+struct Softmax {
+  float m[2], l[2];
+  int row0, t, m0, off, skv; // off = skv - sq: query i sees keys j <= i + off when causal
+  bool causal;
+  float scale_log2;
+
+  // Masks and exponentiates the scores of the key tile at n0 in place; `corr` is the factor O
+  // must be rescaled by before this tile's P·V is added.
+  // Register i: row row0 + 8((i>>1)&1), column n0 + 8(i>>2) + 2t + (i&1).
+  __device__ __forceinline__ void tile(float (&sc)[SR], int n0, float (&corr)[2]) {
+    if (n0 + BN > skv || (causal && n0 + BN - 1 > m0 + off)) {
+#pragma unroll
+      for (int i = 0; i < SR; ++i) {
+        const int col = n0 + 8 * (i >> 2) + 2 * t + (i & 1);
+        const int row = row0 + 8 * ((i >> 1) & 1);
+        const int lim = causal ? min(skv, row + off + 1) : skv;
+        if (col >= lim) sc[i] = NEG_INF;
+      }
+    }
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      float mx = NEG_INF;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(sc[4 * n + 2 * rh], sc[4 * n + 2 * rh + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[rh], mx * scale_log2);
+      const float m_use = m_new == NEG_INF ? 0.0f : m_new; // a row with no visible key yet
+      corr[rh] = ex2(m[rh] - m_use);
+      m[rh] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int i = 4 * n + 2 * rh + e;
+          const float x = fmaf(sc[i], scale_log2, -m_use);
+          sc[i] = (KILN_EMU > 0 && n % (KILN_EMU > 0 ? KILN_EMU : 1) == KILN_EMU - 1) ? ex2_emu(x) : ex2(x);
+          sum += sc[i];
+        }
+      l[rh] = l[rh] * corr[rh] + sum; // this lane's partial; the quad is summed at the end
+    }
+  }
+};

@@ -383,19 +383,12 @@ impl Choice {
         let tail = (tile.bn == 256 && splits == 1 && !(p.layout == Layout::CR))
             .then(|| TileConfig::LARGE.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
-        match tail {
-            Some(s) => Choice {
-                tile: TileConfig::LARGE,
-                splits: s,
-                group_m: GROUP_M,
-                tail: true,
-            },
-            None => Choice {
-                tile,
-                splits,
-                group_m: GROUP_M,
-                tail: false,
-            },
+        let (tile, splits) = tail.map_or((tile, splits), |s| (TileConfig::LARGE, s));
+        Choice {
+            tile,
+            splits,
+            group_m: GROUP_M,
+            tail: tail.is_some(),
         }
     }
 
@@ -604,12 +597,7 @@ impl GemmKernel for WgmmaTmaWs {
             .map(|c| c.smem_bytes())
             .max()
             .unwrap_or(0);
-        if smem > dev.smem_optin_bytes {
-            return Err(format!(
-                "needs {smem} B of shared memory per block; this GPU allows {}",
-                dev.smem_optin_bytes
-            ));
-        }
+        dev.check_smem(smem)?;
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {

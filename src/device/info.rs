@@ -70,6 +70,18 @@ impl DeviceInfo {
         self.compute_capability == (9, 0)
     }
 
+    /// `Ok` when a block of `bytes` of shared memory fits this GPU's opt-in limit, else the
+    /// one-sentence reason a version's `supports` gives.
+    pub fn check_smem(&self, bytes: u32) -> std::result::Result<(), String> {
+        if bytes > self.smem_optin_bytes {
+            return Err(format!(
+                "needs {bytes} B of shared memory per block; this GPU allows {}",
+                self.smem_optin_bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// A description of a Hopper H100 SXM, for planning and checking without a GPU.
     pub fn h100_sxm() -> DeviceInfo {
         DeviceInfo {

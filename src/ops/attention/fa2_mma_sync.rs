@@ -87,13 +87,7 @@ impl AttentionKernel for Fa2MmaSync {
             ));
         }
         let t = Fa2Tile::for_dim(p.head_dim);
-        if t.smem_bytes() > dev.smem_optin_bytes {
-            return Err(format!(
-                "needs {} bytes of shared memory per block; this GPU allows {}",
-                t.smem_bytes(),
-                dev.smem_optin_bytes
-            ));
-        }
+        dev.check_smem(t.smem_bytes())?;
         if p.batch > 65535 || p.heads_q > 65535 {
             return Err("batch and heads must each be at most 65535 (grid z and y)".into());
         }

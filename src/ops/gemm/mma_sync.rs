@@ -229,13 +229,7 @@ impl GemmKernel for MmaSync {
             return Err("inputs must be bf16 or f16".into());
         }
         let t = TileConfig::DEFAULT;
-        if t.smem_bytes() > dev.smem_optin_bytes {
-            return Err(format!(
-                "needs {} bytes of shared memory per block; this GPU allows {}",
-                t.smem_bytes(),
-                dev.smem_optin_bytes
-            ));
-        }
+        dev.check_smem(t.smem_bytes())?;
         if t.grid(p).is_none() {
             return Err(format!(
                 "{}x{} outputs need more than 2^31 - 1 blocks of {}x{}",

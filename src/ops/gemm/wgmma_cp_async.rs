@@ -102,13 +102,7 @@ impl GemmKernel for WgmmaCpAsync {
                 ));
             }
         }
-        if smem_bytes() > dev.smem_optin_bytes {
-            return Err(format!(
-                "needs {} B of shared memory per block; this GPU allows {}",
-                smem_bytes(),
-                dev.smem_optin_bytes
-            ));
-        }
+        dev.check_smem(smem_bytes())?;
         if grid(p).is_none() {
             return Err(format!(
                 "{}x{} outputs need more than 2^31 - 1 blocks of {BM}x{BN}",

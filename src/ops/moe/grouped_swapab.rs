@@ -155,12 +155,7 @@ impl MoeKernel for GroupedSwapAb {
             .map(|c| c.smem_bytes())
             .max()
             .unwrap_or(0);
-        if smem > dev.smem_optin_bytes {
-            return Err(format!(
-                "needs {smem} B of shared memory per block; this GPU allows {}",
-                dev.smem_optin_bytes
-            ));
-        }
+        dev.check_smem(smem)?;
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {

@@ -71,13 +71,7 @@ impl MoeKernel for SwiGluDual {
             );
         }
         common_support(p, dev)?;
-        if CFG.smem_bytes(2) > dev.smem_optin_bytes {
-            return Err(format!(
-                "needs {} B of shared memory per block; this GPU allows {}",
-                CFG.smem_bytes(2),
-                dev.smem_optin_bytes
-            ));
-        }
+        dev.check_smem(CFG.smem_bytes(2))?;
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {

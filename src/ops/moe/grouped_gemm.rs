@@ -37,7 +37,7 @@ impl GroupedGemm {
     }
 
     /// The tile shape for `p` on `sms` SMs, from the host copy of its rows; `KILN_MOE_TILE`
-    /// (`128x256`, `128x192`, `128x128`, `64x256`, all but 128x192 optionally with ` c2` / `c2` for CTA pairs)
+    /// (`128x256`, `128x192`, `128x128`, `64x256`, each optionally with ` c2` / `c2` for CTA pairs)
     /// overrides the choice, to time the others.
     pub fn config(p: &MoeProblem, sms: u32) -> TileConfig {
         if let Some(c) = std::env::var("KILN_MOE_TILE")
@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn every_tile_config_and_dtype_pair_is_a_variant() {
         let v = GroupedGemm.variants("sm_90a");
-        assert_eq!(v.len(), 1 + 7 * 6);
+        assert_eq!(v.len(), 1 + 8 * 6);
         assert_eq!(v[0].entry, "moe_tile_prefix");
         assert!(v[1].label().contains("KILN_BM=128,KILN_BN=256"));
     }
@@ -184,6 +184,10 @@ mod tests {
         assert_eq!(GroupedGemm::parse_tile("64x256"), Some(TileConfig::SHORT));
         assert_eq!(GroupedGemm::parse_tile("128x128"), Some(TileConfig::NARROW));
         assert_eq!(GroupedGemm::parse_tile("128x192"), Some(TileConfig::MID));
+        assert_eq!(
+            GroupedGemm::parse_tile("128x192 c2"),
+            Some(TileConfig::MID.paired())
+        );
         assert_eq!(GroupedGemm::parse_tile("96x256"), None);
         assert_eq!(
             GroupedGemm::parse_tile("128x128c2"),

@@ -11,10 +11,13 @@ pub const GROUP_M: u32 = 8;
 /// Host m-tiles at or below which one group holds them all (see [`group_for`]).
 pub const ONE_GROUP_MAX: u32 = 32;
 /// ... as long as their X rows take at most this much of L2 (H100/H200: 50 MB), leaving the rest
-/// to the W stream. Fitted to two measurements (H200, 2026-11-22, run 3): one group won at E=8,
-/// 40-196 rows, N=7168, K=2048 (X of 18 m-tiles of 64 rows: 4.5 MiB; 0.0841 vs 0.0879 ms) and lost
-/// at 40-248 rows, N=4096, K=7168 (12 m-tiles of 128: 21 MiB; 0.1753 vs 0.1728 ms).
-pub const ONE_GROUP_X_BYTES: usize = 12 << 20;
+/// to the W stream. Measured: one group won at E=8, 40-196 rows, N=7168, K=2048 (X of 18 m-tiles
+/// of 64 rows: 4.5 MiB; H200 0.0841 vs 0.0879 ms) and at 40-248 rows, N=4096, K=7168 with 128x192
+/// tiles (12 m-tiles of 128 rows: 21 MiB; H100 0.1923 vs 0.2051 ms, 2026-11-22 session 3 run 1:
+/// on H100's slower HBM the second read of the W of an expert straddling two groups of 8 costs
+/// 6%). It lost 1.5% at that shape with 128x128 tiles on an H200 (0.1753 vs 0.1728 ms, within
+/// that run-to-run noise), when the budget was 12 MiB. Half of L2.
+pub const ONE_GROUP_X_BYTES: usize = 24 << 20;
 
 /// m-tiles the kernels sweep together for `p` with tile height `bm` (the kernels take it as an
 /// argument; any value >= 1 is correct, it only orders the tiles). When the host copy of the rows
@@ -232,15 +235,15 @@ impl TileConfig {
         TileConfig::MID,
         TileConfig::SHORT,
     ];
-    /// Every compiled shape: the single-CTA ones, and the other three also as CTA pairs along N
-    /// multicasting X.
-    pub const ALL: [TileConfig; 7] = [
+    /// Every compiled shape: each single-CTA one also as CTA pairs along N multicasting X.
+    pub const ALL: [TileConfig; 8] = [
         TileConfig::LARGE,
         TileConfig::NARROW,
         TileConfig::MID,
         TileConfig::SHORT,
         TileConfig::LARGE.paired(),
         TileConfig::NARROW.paired(),
+        TileConfig::MID.paired(),
         TileConfig::SHORT.paired(),
     ];
     /// The fused SwiGLU: 128 rows x 128 columns of each of W1 and W3.
@@ -535,7 +538,7 @@ mod tests {
         let counts = [40, 196, 88, 152, 64, 120, 180, 104];
         let k2048 = MoeProblem::contiguous(&counts, 7168, 2048, DType::Bf16, DType::Bf16);
         assert_eq!(group_for(&k2048, 64), 18);
-        // at K = 7168, 12 m-tiles of 128 rows hold 21 MiB of X: past the budget, the fixed 8
+        // at K = 7168, 12 m-tiles of 128 rows hold 21 MiB of X: within the budget, one group
         let k7168 = MoeProblem::contiguous(
             &[40, 248, 112, 176, 64, 200, 136, 96],
             4096,
@@ -543,7 +546,16 @@ mod tests {
             DType::Bf16,
             DType::Bf16,
         );
-        assert_eq!(group_for(&k7168, 128), GROUP_M as i32);
+        assert_eq!(group_for(&k7168, 128), 12);
+        // twice the rows: 24 m-tiles, 42 MiB of X: past it, the fixed 8
+        let k7168x2 = MoeProblem::contiguous(
+            &[80, 496, 224, 352, 128, 400, 272, 192],
+            4096,
+            7168,
+            DType::Bf16,
+            DType::Bf16,
+        );
+        assert_eq!(group_for(&k7168x2, 128), GROUP_M as i32);
         // prefill: 63 m-tiles
         let prefill = contiguous(&[1512, 1091, 539, 772, 779, 979, 880, 964], 3072);
         assert_eq!(group_for(&prefill, 128), GROUP_M as i32);

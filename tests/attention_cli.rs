@@ -32,6 +32,10 @@ fn bad_attention_problems_name_the_argument_and_exit_2() {
         (vec!["attn", "verify", "--seqlen", "0"], "seqlen_q is 0"),
         (vec!["attn", "bench", "--dtype", "f32"], "f32"),
         (vec!["attn", "bench", "--layout", "SBHD"], "BSHD or BHSD"),
+        (
+            vec!["attn", "verify", "--suite", "quick", "--dim", "96"],
+            "no problem with head dim 96",
+        ),
     ] {
         let mut all = vec!["--no-store"];
         all.extend(args.iter().copied());

@@ -54,7 +54,7 @@ pub struct AttnProblemArgs {
     /// Key/value length (overrides --seqlen).
     #[arg(long)]
     pub seqlen_kv: Option<usize>,
-    /// Head dim: 64, 128 or 256.
+    /// Head dim: 64, 128 or 256 (`attn verify` without --seqlen: only that head dim of the suite).
     #[arg(long)]
     pub dim: Option<usize>,
     #[arg(long, default_value = "bf16")]
@@ -159,7 +159,18 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let problems = if a.problem.given() {
         vec![a.problem.problem((1, 1, 1, 128))?]
     } else {
-        attention_suite(a.suite.parse()?)
+        // Without a sequence length, --dim narrows the suite to that head dim.
+        let mut s = attention_suite(a.suite.parse()?);
+        if let Some(d) = a.problem.dim {
+            s.retain(|p| p.head_dim == d);
+            if s.is_empty() {
+                return Err(Error::invalid(format!(
+                    "the {} suite has no problem with head dim {d} (it covers 64, 128 and 256)",
+                    a.suite
+                )));
+            }
+        }
+        s
     };
     let ks = versions(env, &a.versions)?;
     let ctx = env.context()?;

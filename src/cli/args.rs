@@ -61,7 +61,7 @@ pub enum Command {
     Report(ReportArgs),
     /// Tune a version's parameters for one problem: guard, search, verify and time each
     /// candidate in a watched worker process, record every result, cache the best.
-    Tune(TuneArgs),
+    Tune(Box<TuneArgs>),
     /// Mixture-of-experts: verify the grouped GEMM, the fused SwiGLU and the masked layout;
     /// time the grouped GEMM or a whole expert FFN.
     Moe(MoeCmdArgs),

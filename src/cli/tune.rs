@@ -15,8 +15,8 @@ use kiln::tune::landscape::Landscape;
 use kiln::tune::record::{self, TuningRun};
 use kiln::tune::search::{replay as replay_search, replay_from, EvoParams, Strategy};
 use kiln::tune::space::Config;
-use kiln::tune::watchdog::Spawner;
 use kiln::tune::target::{Target, TuneProblem};
+use kiln::tune::watchdog::Spawner;
 use kiln::tune::worker::Fake;
 use kiln::tune::{cache, run, Outcome, Status};
 use serde_json::json;
@@ -82,7 +82,10 @@ fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
     let missing: Vec<&str> = [
         ("--batch", t.batch.is_none()),
         ("--heads", t.heads.is_none()),
-        ("--seqlen", seq.is_none() && (t.seqlen_q.is_none() || t.seqlen_kv.is_none())),
+        (
+            "--seqlen",
+            seq.is_none() && (t.seqlen_q.is_none() || t.seqlen_kv.is_none()),
+        ),
         ("--dim", t.dim.is_none()),
     ]
     .into_iter()
@@ -95,7 +98,11 @@ fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
             missing.join(", ")
         )));
     }
-    let (b, h, d) = (t.batch.unwrap_or(1), t.heads.unwrap_or(1), t.dim.unwrap_or(128));
+    let (b, h, d) = (
+        t.batch.unwrap_or(1),
+        t.heads.unwrap_or(1),
+        t.dim.unwrap_or(128),
+    );
     let s = seq.or(t.seqlen_q).unwrap_or(1);
     // --layout is shared with GEMM, whose default (RC) means "not given" here.
     let layout = match a.problem.layout.as_str() {
@@ -134,7 +141,12 @@ fn requested(a: &TuneArgs) -> Result<(String, TuneProblem)> {
         )),
         _ => {
             let t = &a.attn;
-            if t.batch.is_some() || t.heads.is_some() || t.seqlen.is_some() || t.dim.is_some() || t.causal {
+            if t.batch.is_some()
+                || t.heads.is_some()
+                || t.seqlen.is_some()
+                || t.dim.is_some()
+                || t.causal
+            {
                 return Err(Error::invalid(
                     "--batch, --heads, --seqlen, --dim and --causal describe attention: use kiln tune attn",
                 ));
@@ -298,7 +310,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         }
         if let Some(path) = &a.landscape {
             so_far.push(o.clone());
-            if so_far.len() % PARTIAL == 0 {
+            if so_far.len().is_multiple_of(PARTIAL) {
                 landscape(so_far.clone()).save(path)?;
             }
         }

@@ -10,9 +10,9 @@ use std::sync::OnceLock;
 use rusqlite::{params, Connection, OpenFlags};
 
 use super::space::Config;
+use super::target::TuneProblem;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use super::target::TuneProblem;
 use crate::ops::attention::AttentionProblem;
 use crate::ops::gemm::GemmProblem;
 
@@ -329,7 +329,11 @@ mod tests {
             AttentionProblem::new(2, 16, 8192, 128),
             AttentionProblem { heads_kv: 4, ..p },
         ] {
-            assert_ne!(TuneKey::attention(&dev, "fa3_wgmma", &other), k, "{other:?}");
+            assert_ne!(
+                TuneKey::attention(&dev, "fa3_wgmma", &other),
+                k,
+                "{other:?}"
+            );
         }
         assert_eq!(TuneKey::of(&dev, "fa3_wgmma", &p.into()), k);
         let store = crate::store::Store::in_memory().unwrap();

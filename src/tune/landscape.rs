@@ -7,10 +7,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::space::{Config, Param, ParamSpace};
+use super::target::TuneProblem;
 use super::Outcome;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use super::target::TuneProblem;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Landscape {

@@ -7,9 +7,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::space::Config;
+use super::target::TuneProblem;
 use super::{Outcome, Status};
 use crate::error::{Error, Result};
-use super::target::TuneProblem;
 use crate::store::utc_now;
 
 pub const SCHEMA: &str = "

@@ -14,13 +14,13 @@ use serde::Serialize;
 use super::guard::{Guard, Passed};
 use super::search::{search_from, Strategy};
 use super::space::{Config, ParamSpace};
+use super::target::{Target, TuneProblem};
 use super::watchdog::{Spawner, WorkerHandle};
 use super::worker::{Job, JobResult};
 use super::{Outcome, Status};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::jit::Jit;
-use super::target::{Target, TuneProblem};
 use crate::ops::gemm::GemmProblem;
 
 /// Everything one tuning run needs.

@@ -227,12 +227,9 @@ mod tests {
         assert!(s.seqlen_q < s.seqlen_kv, "{s:?}");
         // a small problem is verified as it is, too
         let small = AttentionProblem::new(2, 2, 200, 64);
-        assert_eq!(attention_verify_problems(&small), vec![
-            AttentionProblem {
-                batch: 1,
-                ..small
-            },
-            small
-        ]);
+        assert_eq!(
+            attention_verify_problems(&small),
+            vec![AttentionProblem { batch: 1, ..small }, small]
+        );
     }
 }

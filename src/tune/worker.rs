@@ -171,7 +171,10 @@ pub fn serve(ordinal: u32, jit: Jit, input: impl BufRead, mut output: impl Write
                         }
                     }
                 }
-                match (gpu.as_mut(), Target::find(&registry, &job.version, &job.problem)) {
+                match (
+                    gpu.as_mut(),
+                    Target::find(&registry, &job.version, &job.problem),
+                ) {
                     (Some(g), Ok(k)) => g.run(k, &job),
                     (_, Err(e)) => JobResult::failed(job.id, Status::Error, e.to_string(), false),
                     (None, _) => JobResult::failed(job.id, Status::Error, "no GPU", true),
@@ -207,11 +210,7 @@ struct Gpu {
 }
 
 /// What one verification found: `None` passed, else the failed job result.
-fn verdict(
-    id: u64,
-    label: String,
-    r: Result<(bool, Option<String>, String)>,
-) -> Option<JobResult> {
+fn verdict(id: u64, label: String, r: Result<(bool, Option<String>, String)>) -> Option<JobResult> {
     match r {
         Ok((_, Some(skipped), _)) => Some(JobResult::failed(
             id,

@@ -51,7 +51,12 @@ pub trait AttentionKernel: Send + Sync {
         None
     }
     /// The specialisation `cfg` compiles to (for the guard).
-    fn spec_for(&self, _arch: &str, _p: &AttentionProblem, _cfg: &TuneConfig) -> Option<KernelSpec> {
+    fn spec_for(
+        &self,
+        _arch: &str,
+        _p: &AttentionProblem,
+        _cfg: &TuneConfig,
+    ) -> Option<KernelSpec> {
         None
     }
     /// [`AttentionKernel::launch`] with an explicit config from [`AttentionKernel::space`].

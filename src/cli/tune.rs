@@ -564,7 +564,23 @@ pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {
             100.0 * f.hit_rate,
             f.worst_ratio
         );
+        // What the start alone is worth: a baseline already within reach makes that rate free.
+        if let Some((_, t)) = points.iter().find(|(c, _)| c == b) {
+            println!(
+                "  the heuristic's config alone: {:.3}x the best time",
+                t / s.best_ms
+            );
+        }
     }
+    let near = points
+        .iter()
+        .filter(|(_, t)| *t <= s.best_ms * (1.0 + s.within))
+        .count();
+    println!(
+        "  configs within {:.0}% of the best: {near} of {}",
+        100.0 * s.within,
+        points.len()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

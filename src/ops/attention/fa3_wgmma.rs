@@ -307,6 +307,12 @@ pub fn space(p: &AttentionProblem, dev: &DeviceInfo) -> ParamSpace {
         .rule("the kernel's static checks (Config::check)", move |c| {
             Config::from_tune(d, c).is_ok()
         })
+        // Measured: every d256 config with three consumers was a ptxas abort on the H100
+        // (results/2026-11-22-h100/tune-attn): not worth a compile each.
+        .rule(
+            "d256 with three consumer warpgroups: 160 registers per consumer thread cannot hold O (128) and the scores; ptxas aborts",
+            move |c| d != 256 || c.get("CWG") != Some(3),
+        )
         .rule(
             &format!("Q tile + STAGES x (K + V tiles) + barriers within the {limit} B of shared memory a block may opt in to"),
             move |c| Config::from_tune(d, c).is_ok_and(|k| k.smem_bytes() <= limit),
@@ -690,6 +696,11 @@ mod tests {
         let mut bad = too_big.clone();
         bad.set("BN", 100);
         assert!(s.violations(&bad)[0].contains("BN=100"));
+        let d256 = AttentionProblem::new(4, 16, 4096, 256);
+        assert!(space(&d256, &h100)
+            .enumerate()
+            .iter()
+            .all(|c| c.get("CWG") == Some(2)));
         assert!(Config::from_tune(128, &TuneConfig::new(&[("BN", 128)]))
             .unwrap_err()
             .contains("no parameter CWG"));

@@ -175,6 +175,8 @@ fn search_kind(s: &str) -> Result<&'static str> {
 }
 
 pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
+    // Bad flags are said before anything opens a GPU.
+    search_kind(&a.search)?;
     let fake = Fake::from_env().is_some();
     let store = open_store(env)?;
     // The request: from the flags, or from the run being resumed.
@@ -587,6 +589,68 @@ pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tune_args(argv: &[&str]) -> TuneArgs {
+        use clap::Parser;
+        let mut full = vec!["kiln", "tune"];
+        full.extend_from_slice(argv);
+        match super::super::args::Cli::try_parse_from(full)
+            .unwrap()
+            .command
+        {
+            super::super::args::Command::Tune(a) => *a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn tune_attn_builds_the_problem_and_refuses_clearly() {
+        let a = tune_args(&[
+            "attn", "--batch", "4", "--heads", "16", "--seqlen", "4096", "--dim", "128", "--causal",
+        ]);
+        let (version, p) = requested(&a).unwrap();
+        assert_eq!(version, "fa3_wgmma");
+        let TuneProblem::Attention(q) = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(
+            (q.batch, q.heads_q, q.seqlen_kv, q.head_dim),
+            (4, 16, 4096, 128)
+        );
+        assert!(q.causal && q.layout == AttnLayout::Bshd);
+        let err = |argv: &[&str]| requested(&tune_args(argv)).unwrap_err().to_string();
+        assert!(err(&["attn", "--batch", "4", "--seqlen", "64"]).contains("--heads, --dim"));
+        assert!(
+            err(&["attn", "--batch", "1", "--heads", "2", "--seqlen", "64", "--dim", "96"])
+                .contains("96")
+        );
+        assert!(err(&["attn", "--shape", "64"]).contains("GEMM shape"));
+        assert!(
+            err(&["--version", "mma_sync", "--shape", "64", "--dim", "64"])
+                .contains("kiln tune attn")
+        );
+        assert!(err(&["conv"]).contains("gemm and attn"));
+        let bhsd = tune_args(&[
+            "attention",
+            "--batch",
+            "1",
+            "--heads",
+            "2",
+            "--seqlen",
+            "64",
+            "--dim",
+            "64",
+            "--layout",
+            "BHSD",
+        ]);
+        assert!(matches!(requested(&bhsd).unwrap().1,
+            TuneProblem::Attention(q) if q.layout == AttnLayout::Bhsd));
+        let (_, g) = requested(&tune_args(&["--version", "mma_sync", "--shape", "64"])).unwrap();
+        assert_eq!(g.op(), "gemm");
+        assert_eq!(search_kind("model").unwrap(), "evo");
+        assert_eq!(search_kind("evolutionary").unwrap(), "evo");
+        assert!(search_kind("grid").is_err());
+    }
 
     #[test]
     fn reasons_fold_their_numbers() {

@@ -196,6 +196,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pinned_attention_config_is_judged_by_its_own_limits() {
+        use crate::ops::attention::fa3_wgmma::Fa3Wgmma;
+        let h100 = DeviceInfo::h100_sxm();
+        let p = AttentionProblem::new(1, 2, 256, 128);
+        let fits = AttnConfigured {
+            inner: &Fa3Wgmma,
+            config: Config::parse("BN=176,CWG=2,STAGES=2,OVERLAP=1,PINGPONG=0,EMU=0,PERSIST=0")
+                .unwrap(),
+        };
+        assert!(fits.supports(&p, &h100).is_ok());
+        // 3 stages of 176-key tiles: past the opt-in limit, said before any launch
+        let over = AttnConfigured {
+            config: Config::parse("BN=176,CWG=2,STAGES=3,OVERLAP=1,PINGPONG=0,EMU=0,PERSIST=0")
+                .unwrap(),
+            ..fits
+        };
+        let e = over.supports(&p, &h100).unwrap_err();
+        assert!(e.contains("shared memory") && e.contains("STAGES=3"), "{e}");
+    }
+
+    #[test]
     fn only_timed_outcomes_have_a_finite_time() {
         let c = Config::new(&[("X", 1)]);
         let mut o = Outcome::new(c.clone(), Status::Ok, "");

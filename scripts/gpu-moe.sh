@@ -69,7 +69,7 @@ bench ffn_prefill_interleaved --counts $PREFILL --n 3072 --k 4096 --swiglu --int
 if [ "${MOE_SWEEP:-1}" != 0 ]; then
   for shape in "prefill $PREFILL 3072 4096" "small_m_4096x7168 $SMALL1 4096 7168" "small_m_7168x2048 $SMALL2 7168 2048"; do
     set -- $shape
-    for tile in 128x256 128x128 64x256; do
+    for tile in 128x256 128x192 128x128 64x256; do
       KILN_MOE_TILE=$tile timeout 120 "$BIN" --no-store --json moe bench --counts "$2" --n "$3" --k "$4" >"$WORK/sweep-$1-$tile.json" || echo "sweep $1 $tile failed"
     done
   done

@@ -57,9 +57,9 @@ fn every_moe_variant_compiles_cleanly_for_sm90a() {
             |_| {},
         ));
     }
-    // grouped_gemm: the prefix kernel and 6 tile shapes (3, and each as CTA pairs) x 6 dtype
+    // grouped_gemm: the prefix kernel and 8 tile shapes (4, and each as CTA pairs) x 6 dtype
     // pairs; grouped_swapab: the prefix kernel and 3 shapes x 6; swiglu_dual: 6
-    assert_eq!(rows.len(), (1 + 36) + (1 + 18) + 6);
+    assert_eq!(rows.len(), (1 + 48) + (1 + 18) + 6);
     let bad: Vec<String> = rows
         .iter()
         .filter(|r| !r.ok())
@@ -86,7 +86,7 @@ fn moe_check_lists_every_variant_and_passes() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("62 MoE variants for sm_90a: 0 with problems"),
+        t.contains("74 MoE variants for sm_90a: 0 with problems"),
         "{t}"
     );
     assert!(

@@ -15,4 +15,5 @@ struct AttnArgs {
   int causal;       // query i sees keys j <= i + (skv - sq)
   float scale_log2; // softmax scale * log2(e)
   float scale;
+  u32* work;        // fa3_wgmma with KILN_DYNAMIC: [next item, blocks done], 0 between launches
 };

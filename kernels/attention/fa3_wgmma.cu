@@ -14,7 +14,9 @@
 // slower here). K and V complete and are released on separate barriers: S(j) starts while V(j)
 // is still landing, and K(j)'s slot refills while P(j)·V(j) still reads V(j). The grid walks
 // work items (query block, head, batch): one block each, or persistently, fewer blocks taking
-// every gridDim.x-th item while the producer loads the next item under the current one's tail.
+// every gridDim.x-th item (or, KILN_DYNAMIC, the next item of a global counter) while the
+// producer loads the next item under the current one's tail. KILN_LAZY > 0: a row's running max
+// moves only by more than KILN_LAZY (log2), so most key tiles skip the rescale of O.
 // Q/K/V are addressed by rank-4 tensor maps [batch, heads, seq, dim] (boxes of 64 dims) whose
 // strides give BSHD or BHSD and whose bounds zero-fill the sequence tails; causal items skip key
 // tiles above the diagonal (bottom-right aligned) and run heaviest first. Writes O (Q's layout)
@@ -48,6 +50,18 @@
 #ifndef KILN_EMU
 #define KILN_EMU 0
 #endif
+// 0 (rescale O on every new row max), or T: keep a row's max until a tile's exceeds it by more
+// than T in log2 units (online_softmax.cuh).
+#ifndef KILN_LAZY
+#define KILN_LAZY 0
+#endif
+// 1: a persistent grid whose blocks take work items from a global counter (p.work) as they free
+// up, in the items' order (longest causal rows first), instead of every gridDim.x-th item: the
+// uneven causal items balance themselves and each block still loads the next item under the
+// current one's tail.
+#ifndef KILN_DYNAMIC
+#define KILN_DYNAMIC 0
+#endif
 
 constexpr int D = KILN_D, BN = KILN_BN, CWG = KILN_CWG, BM = 64 * CWG, STAGES = KILN_STAGES;
 constexpr int THREADS = 128 * (CWG + 1);
@@ -63,7 +77,7 @@ static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
 static_assert(BN % 16 == 0 && BN <= 256, "key tile: a multiple of 16, at most 256 (TMA box)");
 static_assert(HALF_KV % 1024 == 0, "key tiles must keep 128B-swizzled boxes 1024-byte aligned");
 static_assert(128 * PRODUCER_REGS + 128 * CWG * CONSUMER_REGS <= 65536, "register file overcommitted");
-static_assert(KILN_SMEM >= 1024 + Q_BYTES + STAGES * STAGE_BYTES + (2 + 4 * STAGES) * 8, "KILN_SMEM too small");
+static_assert(KILN_SMEM >= 1024 + Q_BYTES + STAGES * STAGE_BYTES + (3 + 4 * STAGES) * 8, "KILN_SMEM too small");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
 #include "attention/online_softmax.cuh"
@@ -119,7 +133,10 @@ __device__ __forceinline__ void issue_pv(float (&o)[OR], const u32 (&pa)[KP][4],
   wgmma_commit();
 }
 
+// With lazy rescaling (KILN_LAZY > 0) most tiles leave the max, and so O, unchanged: a thread
+// whose two rows did not move skips the OR multiplies.
 __device__ __forceinline__ void rescale(float (&o)[OR], const float (&corr)[2]) {
+  if (KILN_LAZY && corr[0] == 1.0f && corr[1] == 1.0f) return;
 #pragma unroll
   for (int i = 0; i < OR; ++i) o[i] *= corr[(i >> 1) & 1];
 }
@@ -166,6 +183,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   auto full_v = [&](int s) { return bars + 16 + 8 * (STAGES + s); };
   auto empty_k = [&](int s) { return bars + 16 + 8 * (2 * STAGES + s); };
   auto empty_v = [&](int s) { return bars + 16 + 8 * (3 * STAGES + s); };
+  // KILN_DYNAMIC: the item the producer published last, in the 8 bytes after the barriers.
+  volatile int& item = *reinterpret_cast<int*>(smem_raw + (bars - smem_u32(smem_raw)) + 16 + 32 * STAGES);
   const int total = ((p.sq + BM - 1) / BM) * p.heads_q * p.batch;
   const int wg = threadIdx.x / 128;
 
@@ -182,20 +201,42 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();
 
-  // `it` counts the K/V tiles this block has streamed (its ring position), `qi` the Q tiles.
+  // `it` counts the K/V tiles this block has streamed (its ring position), `qi` the Q tiles
+  // (with KILN_DYNAMIC: the items, each one phase of bar_q and q_empty, loaded or not).
   int it = 0, qi = 0;
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
+#if KILN_DYNAMIC
+      // Fetch an item, wait until the consumers are done with the last one's Q, publish the
+      // item in `item` (bar_q's completion orders it before their read), load it. Items with no
+      // key tile are published without loads (the consumers still write their O and LSE); the
+      // sentinel `total` tells them to stop.
+      for (;;) {
+        const int t = (int)atomicAdd(p.work, 1u);
+        if (qi > 0) mbar_wait(q_empty, (qi - 1) & 1);
+        item = t < total ? t : total;
+        if (t >= total) {
+          mbar_arrive(bar_q);
+          break;
+        }
+        const Work wk(t, p);
+        ++qi;
+        if (wk.ntiles == 0) {
+          mbar_arrive(bar_q);
+          continue;
+        }
+#else
       for (int t = blockIdx.x; t < total; t += gridDim.x) {
         const Work wk(t, p);
         if (wk.ntiles == 0) continue;
-        const int hk = wk.h / p.group;
         if (qi > 0) mbar_wait(q_empty, (qi - 1) & 1);  // every consumer is done reading Q
+        ++qi;
+#endif
+        const int hk = wk.h / p.group;
         mbar_arrive_expect_tx(bar_q, Q_BYTES);
 #pragma unroll
         for (int d = 0; d < DH; ++d) tma_load_4d(sq + d * HALF_Q, &tq, bar_q, 64 * d, wk.m0, wk.h, wk.b);
-        ++qi;
         for (int j = 0; j < wk.ntiles; ++j, ++it) {
           const int s = it % STAGES;
           const u32 sk = ring + s * STAGE_BYTES, sv = sk + KV_BYTES, par = ((it / STAGES) & 1) ^ 1;
@@ -209,6 +250,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, full_v(s), 64 * d, j * BN, hk, wk.b);
         }
       }
+#if KILN_DYNAMIC
+      // The last block to finish fetching returns the counters to 0 for the next launch: every
+      // other block has made its final fetch before counting itself done.
+      __threadfence();
+      if (atomicAdd(p.work + 1, 1u) == gridDim.x - 1) {
+        p.work[0] = 0;
+        p.work[1] = 0;
+        __threadfence();
+      }
+#endif
     }
     return;
   }
@@ -220,7 +271,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   };
-  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+  for (int k = 0;; ++k) {
+#if KILN_DYNAMIC
+    mbar_wait(bar_q, qi & 1);  // the item is published (and its Q loaded) with this phase
+    const int tile = item;
+#else
+    const int tile = blockIdx.x + k * gridDim.x;
+#endif
+    if (tile >= total) break;
     const Work wk(tile, p);
     const int ntiles = wk.ntiles;
     const int row0 = wk.m0 + c * 64 + 16 * w + g;  // this thread's rows: row0 and row0 + 8
@@ -240,7 +298,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     auto pass = [&](int k) {
       if (c != CWG - 1 || k + 1 < turns) turn_pass(c);
     };
+#if !KILN_DYNAMIC
     if (ntiles > 0) mbar_wait(bar_q, qi & 1);
+#endif
     float sc[SR], corr[2];
     u32 pa[KP][4];
 #if KILN_OVERLAP
@@ -316,10 +376,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       warp_arrive(empty_v(slot(j)));
     }
 #endif
+#if KILN_DYNAMIC
+    if (ntiles == 0) warp_arrive(q_empty);  // its S loop, which arrives otherwise, did not run
+    it += ntiles;
+    ++qi;
+#else
     if (ntiles > 0) {
       it += ntiles;
       ++qi;
     }
+#endif
 
     in_t* og = static_cast<in_t*>(p.o) + wk.b * p.q_sb + wk.h * p.q_sh;
     float* lse = p.lse + ((i64)wk.b * p.heads_q + wk.h) * p.sq;

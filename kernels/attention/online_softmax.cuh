@@ -1,6 +1,7 @@
 // The online softmax of FlashAttention on wgmma accumulators (fp32, log2 units, exp2 with the
 // scale folded in), for kernels/attention/fa3_wgmma.cu. Included after the kernel's constants:
-// it reads BN (keys per tile), SR (score registers per thread), NT (8-column groups) and KILN_EMU.
+// it reads BN (keys per tile), SR (score registers per thread), NT (8-column groups), KILN_EMU and
+// KILN_LAZY.
 #pragma once
 
 #define NEG_INF __int_as_float(0xff800000)
@@ -53,9 +54,23 @@ struct Softmax {
       for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(sc[4 * n + 2 * rh], sc[4 * n + 2 * rh + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[rh], mx * scale_log2);
+      const float m_cand = fmaxf(m[rh], mx * scale_log2);
+#if KILN_LAZY
+      // Lazy rescaling: the running max moves only when a tile's exceeds it by more than
+      // KILN_LAZY (log2 units), so most tiles leave O and l alone (corr = 1, no rescale). P is
+      // then at most 2^KILN_LAZY: exact enough in fp32 sums and in bf16/f16 (same relative
+      // rounding), and l, O and the LSE all use the same stale max, so the result is unchanged.
+      const bool bump = m_cand > m[rh] + (float)KILN_LAZY;  // -inf + T = -inf: the first key bumps
+      const float m_new = bump ? m_cand : m[rh];
+#else
+      const float m_new = m_cand;
+#endif
       const float m_use = m_new == NEG_INF ? 0.0f : m_new; // a row with no visible key yet
+#if KILN_LAZY
+      corr[rh] = bump ? ex2(m[rh] - m_use) : 1.0f;  // a row still at -inf has O = 0 and l = 0
+#else
       corr[rh] = ex2(m[rh] - m_use);
+#endif
       m[rh] = m_new;
       float sum = 0.0f;
 #pragma unroll

@@ -22,6 +22,14 @@
 // both CTAs' consumer warps; each releases on both). An odd last n-tile's partner loads a W box
 // wholly past N (zero-filled) and stores nothing.
 //
+// X in 32-row boxes (KILN_CLUSTER = 1): the producer loads only the boxes that hold the tile's
+// valid rows, and expect_tx counts only those. An expert's last m-tile of 40 rows then takes 64
+// rows of X into the SM instead of 128; the rows not loaded keep an earlier tile's data (rows
+// past the expert's end are garbage either way, masked in the epilogue). Small-M shapes are
+// bound by the bytes the SMs take in (E=8, 40-248 rows per expert: X is half of them at 128x128),
+// so this cuts a tenth of the traffic there; prefill loses nothing (4 TMA issues per stage
+// instead of 1, from an otherwise idle producer).
+//
 // A consumer whose 64 rows of the tile are all past the expert's end (BM = 128, an expert's last
 // tile with at most 64 rows) issues no wgmma: it only follows the stage barriers. The tensor
 // cores then serve the other consumer alone, so a short tile costs half a full one.
@@ -52,6 +60,7 @@ constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
 constexpr bool SPLIT_N = BM == 64;          // both consumers share the rows, split the columns
 constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along N sharing (multicasting) the X tile
 constexpr int X_PART = BM / CLUSTER;        // X rows each CTA of the cluster loads
+constexpr int XBOX = 32;                    // CLUSTER = 1: X rows per TMA box
 static_assert(CLUSTER == 1 || CLUSTER == 2, "KILN_CLUSTER is 1 or 2");
 // setmaxnreg split (128 x producer + 256 x consumer <= 65536): the multicast producer needs more
 // than 40 (at 40 the 128x256 pair variant spilled 4 bytes), as in gemm/wgmma_tma_ws.cu.
@@ -60,7 +69,8 @@ constexpr int WN = SPLIT_N ? BN / 2 : BN;   // columns one consumer computes
 constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2, STAGE_BYTES = X_BYTES + W_BYTES;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 static_assert(BM == 64 || BM == 128, "KILN_BM is 64 or 128");
-static_assert(WN == 128 || WN == 256, "a consumer computes 128 or 256 columns");
+static_assert(WN == 128 || WN == 192 || WN == 256, "a consumer computes 128, 192 or 256 columns");
+static_assert(!SPLIT_N || WN != 192, "BM = 64 splits 256 columns");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
@@ -103,18 +113,22 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int u = cid; u < units; u += nclusters) {
         const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, BM, CLUSTER * BN);
         const int n0 = tile.n0 + rank * BN;
+        const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
           const int s = it % STAGES;
           // CLUSTER = 2: also waits for the peer's consumers, whose stage s this CTA's multicast
           // overwrites.
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
-          mbar_arrive_expect_tx(full(s), STAGE_BYTES);   // both X halves and the W tile; zero fill counts
           const u32 sx = base + s * STAGE_BYTES;
-          if (CLUSTER > 1)
+          if (CLUSTER > 1) {
+            mbar_arrive_expect_tx(full(s), STAGE_BYTES);  // both X halves and the W tile; zero fill counts
             tma_load_2d_multicast(sx + rank * X_PART * 128u, &tma_x, full(s), kb * BK, tile.row0 + rank * X_PART,
                                   (1 << CLUSTER) - 1);
-          else
-            tma_load_2d(sx, &tma_x, full(s), kb * BK, tile.row0);
+          } else {
+            mbar_arrive_expect_tx(full(s), W_BYTES + boxes * XBOX * 128u);  // zero fill past X counts
+            for (int b = 0; b < boxes; ++b)
+              tma_load_2d(sx + b * XBOX * 128u, &tma_x, full(s), kb * BK, tile.row0 + b * XBOX);
+          }
           tma_load_3d(sx + X_BYTES, &tma_w, full(s), kb * BK, n0, tile.expert);
         }
       }

@@ -14,7 +14,10 @@
 // binary search, grouped order), but dynamic: a CTA starts at tile blockIdx.x and then takes the
 // next from a global counter (zeroed by moe_tile_prefix in the same stream), so CTAs that drew
 // light tiles (few tokens) take more of them; the producer publishes each tile index to the
-// consumers through a 2-slot ring in shared memory.
+// consumers through a 2-slot ring in shared memory. The host normally asks moe_tile_prefix for
+// tables sorted heaviest expert first and a group of 1 (an expert's n-tiles one after another),
+// so the counter hands out the longest tiles first and the short ones fill the tail; the
+// producer maps a table position to its expert through the ids after the counter.
 //
 // Output: the accumulator's rows are output columns. Each lane swaps one value with lane ^ 4 so
 // it holds two adjacent columns of one token and stores them as one 4-byte (8 for f32) word.
@@ -185,6 +188,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
   int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
+  const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
@@ -201,6 +205,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         mbar_arrive(tfull(rs));
         if (t >= tiles) break;
         const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, TT, BW);
+        const int expert = ids[tile.expert];  // table position -> expert (sorted tables)
         const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
         const u32 bytes = W_BYTES + boxes * XBOX * BK * 2;
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
@@ -208,7 +213,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
           mbar_arrive_expect_tx(full(s), bytes);         // zero-filled parts count too
           const u32 sw = base + s * STAGE_BYTES, sx = sw + W_BYTES;
-          tma_load_3d(sw, &tma_w, full(s), kb * BK, tile.n0, tile.expert);
+          tma_load_3d(sw, &tma_w, full(s), kb * BK, tile.n0, expert);
           for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, full(s), kb * BK, tile.row0 + b * XBOX);
         }
         t = (int)gridDim.x + atomicAdd(counter, 1);

@@ -18,7 +18,9 @@ struct MoeArgs {
 
 // Table layout (ints): m-tile prefix sums [0, E], then each expert's first row [E + 1, 2E + 1),
 // then its row count [2E + 1, 3E + 1). Int 3E + 1 of the workspace (not copied to shared memory)
-// is the tile counter of the dynamically scheduled kernels, zeroed by moe_tile_prefix.
+// is the tile counter of the dynamically scheduled kernels, zeroed by moe_tile_prefix; ints
+// [3E + 2, 4E + 2) the expert at each table position (the identity unless moe_tile_prefix sorted
+// the experts heaviest first; only the swap-AB kernel asks for that and reads them).
 __device__ __forceinline__ int moe_table_ints(int experts) { return 3 * experts + 1; }
 
 // Every thread of the block copies part of the tables; follow with a block barrier.

@@ -4,12 +4,21 @@
 // a forward pass (and a CUDA graph) can launch it and the GEMM back to back. Rows are clamped to
 // X, so even offsets the host never validated cannot send a later kernel out of bounds.
 // Mirrors `Schedule::build` in src/ops/moe/schedule.rs.
+//
+// sorted = 1 (the dynamically scheduled swap-AB kernel): the tables list the experts heaviest
+// first (rows descending, ties by index), so the tiles taken first from the counter are the
+// longest and the short ones fill the tail (longest-processing-time-first). Table position i then
+// holds expert ids[i], written after the tile counter. Ranking is all-pairs (E / 32 x E reads per
+// lane), so only up to SORT_MAX experts are sorted; beyond that the order is the experts' own.
 #include "moe/sched.cuh"
 
+constexpr int SORT_MAX = 64;
+
 // rows_in: offsets (masked == 0) or counts (masked == 1). x_rows: rows of X (E * max_rows when
-// masked). bm: the GEMM's tile height. sched: 3E + 2 ints (see moe/sched.cuh).
+// masked). bm: the GEMM's tile height. sched: 4E + 2 ints (see moe/sched.cuh).
 extern "C" __global__ void __launch_bounds__(32)
-    moe_tile_prefix(const int* rows_in, int* sched, int experts, int x_rows, int max_rows, int masked, int bm) {
+    moe_tile_prefix(const int* rows_in, int* sched, int experts, int x_rows, int max_rows, int masked, int bm,
+                    int sorted) {
   const int lane = threadIdx.x;
   const int per = (experts + 31) / 32;
   const int first = min(lane * per, experts), last = min(first + per, experts);
@@ -24,10 +33,27 @@ extern "C" __global__ void __launch_bounds__(32)
       rows = hi - lo;
     }
   };
+  int* ids = sched + moe_table_ints(experts) + 1;
+  if (sorted && experts <= SORT_MAX) {
+    for (int e = first; e < last; ++e) {
+      int s, r;
+      span(e, s, r);
+      int rank = 0;
+      for (int o = 0; o < experts; ++o) {
+        int so, ro;
+        span(o, so, ro);
+        rank += (ro > r || (ro == r && o < e)) ? 1 : 0;
+      }
+      ids[rank] = e;
+    }
+  } else {
+    for (int e = first; e < last; ++e) ids[e] = e;
+  }
+  __syncwarp();  // every lane's ids are visible to the warp
   int local = 0;
-  for (int e = first; e < last; ++e) {
+  for (int i = first; i < last; ++i) {
     int s, r;
-    span(e, s, r);
+    span(ids[i], s, r);
     local += (r + bm - 1) / bm;
   }
   int inclusive = local;
@@ -37,12 +63,12 @@ extern "C" __global__ void __launch_bounds__(32)
     if (lane >= d) inclusive += v;
   }
   int run = inclusive - local;
-  for (int e = first; e < last; ++e) {
+  for (int i = first; i < last; ++i) {
     int s, r;
-    span(e, s, r);
-    sched[e] = run;
-    sched[experts + 1 + e] = s;
-    sched[2 * experts + 1 + e] = r;
+    span(ids[i], s, r);
+    sched[i] = run;
+    sched[experts + 1 + i] = s;
+    sched[2 * experts + 1 + i] = r;
     run += (r + bm - 1) / bm;
   }
   if (lane == 31) sched[experts] = inclusive;

@@ -501,6 +501,12 @@ pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {
         Target::find(&env.registry, &l.version, &l.problem)
             .ok()
             .and_then(|k| k.baseline(&l.problem, dev))
+            // A landscape recorded before the space gained a parameter: the baseline's value
+            // of it is left out (the recorded configs ran without it).
+            .map(|mut c| {
+                c.0.retain(|(k, _)| l.params.iter().any(|p| &p.name == k));
+                c
+            })
             .filter(|c| space.is_valid(c))
     });
     let from_baseline = baseline.as_ref().map(|b| {

@@ -202,14 +202,18 @@ mod tests {
         let p = AttentionProblem::new(1, 2, 256, 128);
         let fits = AttnConfigured {
             inner: &Fa3Wgmma,
-            config: Config::parse("BN=176,CWG=2,STAGES=2,OVERLAP=1,PINGPONG=0,EMU=0,PERSIST=0")
-                .unwrap(),
+            config: Config::parse(
+                "BN=176,CWG=2,STAGES=2,OVERLAP=1,PINGPONG=0,EMU=0,DYNAMIC=0,PERSIST=0",
+            )
+            .unwrap(),
         };
         assert!(fits.supports(&p, &h100).is_ok());
         // 3 stages of 176-key tiles: past the opt-in limit, said before any launch
         let over = AttnConfigured {
-            config: Config::parse("BN=176,CWG=2,STAGES=3,OVERLAP=1,PINGPONG=0,EMU=0,PERSIST=0")
-                .unwrap(),
+            config: Config::parse(
+                "BN=176,CWG=2,STAGES=3,OVERLAP=1,PINGPONG=0,EMU=0,DYNAMIC=0,PERSIST=0",
+            )
+            .unwrap(),
             ..fits
         };
         let e = over.supports(&p, &h100).unwrap_err();

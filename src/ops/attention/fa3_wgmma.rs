@@ -8,11 +8,12 @@
 //! else [`Config::default_for`]. [`space`] is the tuner's view of the same fields.
 
 use std::ffi::c_void;
+use std::sync::Mutex;
 
 use cudarc::driver::sys;
 
 use super::{AttentionKernel, AttentionOperands, AttentionProblem, AttnArgs, Strides, DTYPES};
-use crate::device::{Context, DeviceInfo, LaunchConfig};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
@@ -25,6 +26,10 @@ const THREADS_PER_WG: u32 = 128;
 /// `kernels/common/wgmma_ss.cuh` cover every multiple of 16 up to 256; a new width here needs a
 /// verify run, not a new header).
 const KEY_TILES: [u32; 6] = [64, 80, 96, 128, 176, 192];
+/// Lazy-rescale threshold where it is used (log2 units), and the largest accepted: P up to 2^16
+/// still sums exactly enough in fp32 and stays far inside f16's range.
+const LAZY: u32 = 8;
+const LAZY_MAX: u32 = 16;
 /// 8-column groups in the narrowest key tile: the longest `emu` period that still emulates some.
 const NT_MIN: u32 = 8;
 
@@ -38,13 +43,20 @@ pub struct Config {
     pub stages: u32,
     pub overlap: bool,
     pub pingpong: bool,
-    /// One block per SM walking the work items, else one block per item: 0 never, 1 for
-    /// non-causal problems only (causal ones keep the hardware's dynamic block order, which
-    /// balances their uneven rows), 2 always.
+    /// One block per SM walking the work items (every gridDim.x-th), else one block per item:
+    /// 0 never, 1 for non-causal problems only (causal ones keep the hardware's dynamic block
+    /// order, which balances their uneven rows), 2 always.
     pub persist: u32,
+    /// One block per SM taking work items from a global counter as it frees up (persistent and
+    /// balanced; overrides `persist` where it applies): 0 never, 1 for causal problems only, 2
+    /// always.
+    pub dynamic: u32,
     /// 0, or P: every P-th 8-column group of scores is exponentiated by a polynomial on the FMA
     /// pipe instead of the MUFU unit.
     pub emu: u32,
+    /// 0 (rescale O whenever a row's max grows), or T: keep a row's max until a key tile's
+    /// exceeds it by more than T (log2 units), so most tiles skip the rescale of O (P <= 2^T).
+    pub lazy: u32,
 }
 
 impl Config {
@@ -57,6 +69,10 @@ impl Config {
     /// (they starved the tensor cores before: 502-532 TFLOPS against 648-701). d256: O takes
     /// 128 registers, so the key tile is 80 wide (FA3's choice) and the ring 2 deep (Q alone is
     /// 64 KB); persistent when not causal (+0.6/+1.7/+6% at S 4k/8k/16k, run 3).
+    /// H100 (results/2026-11-22-h100/attention/): the work counter (`dynamic`) gives d64 +1 to
+    /// +10% everywhere (its 192-row blocks leave a ragged static split) and d128 causal +5% at S 4k
+    /// (+1% at 8k), while d128 non-causal keeps the static split (-0.5 to -1.5% with the
+    /// counter). Lazy rescaling is within +-1% at d64/d128 and +3-5% at d256 on five of six shapes.
     pub const fn default_for(d: u32) -> Config {
         match d {
             64 => Config {
@@ -67,7 +83,9 @@ impl Config {
                 overlap: true,
                 pingpong: false,
                 persist: 1,
+                dynamic: 2,
                 emu: 0,
+                lazy: 0,
             },
             256 => Config {
                 d: 256,
@@ -77,7 +95,9 @@ impl Config {
                 overlap: true,
                 pingpong: false,
                 persist: 1,
+                dynamic: 0,
                 emu: 0,
+                lazy: LAZY,
             },
             _ => Config {
                 d: 128,
@@ -87,13 +107,15 @@ impl Config {
                 overlap: true,
                 pingpong: false,
                 persist: 1,
+                dynamic: 1,
                 emu: 0,
+                lazy: 0,
             },
         }
     }
 
     /// [`Config::default_for`] with the measurement override `KILN_FA3_D<d>` applied: a comma
-    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
+    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=`, `dynamic=`, `lazy=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
     pub fn from_env(d: u32) -> std::result::Result<Config, String> {
         let var = format!("KILN_FA3_D{d}");
         match std::env::var(&var) {
@@ -127,10 +149,12 @@ impl Config {
                 "overlap" => self.overlap = flag()?,
                 "pingpong" => self.pingpong = flag()?,
                 "persist" => self.persist = num()?,
+                "dynamic" => self.dynamic = num()?,
                 "emu" => self.emu = num()?,
+                "lazy" => self.lazy = num()?,
                 _ => {
                     return Err(format!(
-                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist, emu)"
+                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist, dynamic, emu, lazy)"
                     ))
                 }
             }
@@ -163,10 +187,33 @@ impl Config {
                 self.emu
             ));
         }
+        if self.lazy > LAZY_MAX {
+            return Err(format!(
+                "lazy {} (0 = off, else the threshold 1..={LAZY_MAX} in log2 units: P stays below 2^threshold)",
+                self.lazy
+            ));
+        }
+        if self.dynamic > 2 {
+            return Err(format!(
+                "dynamic {} (0 never, 1 causal only, 2 always)",
+                self.dynamic
+            ));
+        }
+        if self.dynamic > 0 && self.d == 256 {
+            return Err(
+                "dynamic at head dim 256: the work counter spills the 24-register producer (use dynamic=0)"
+                    .into(),
+            );
+        }
         if !(1..=8).contains(&self.stages) {
             return Err(format!("{} stages (use 1 to 8)", self.stages));
         }
         Ok(())
+    }
+
+    /// Whether blocks take `p`'s work items from the global counter.
+    pub fn dynamic_for(&self, p: &AttentionProblem) -> bool {
+        self.dynamic == 2 || (self.dynamic == 1 && p.causal)
     }
 
     /// Query rows per block: 64 per consumer warpgroup.
@@ -179,18 +226,19 @@ impl Config {
     }
 
     /// Dynamic shared memory: 1 KB of alignment slack, the Q tile, the ring of K+V stages, barriers
-    /// (Q full and empty, then full K, full V, empty K and empty V per stage).
+    /// (Q full and empty, then full K, full V, empty K and empty V per stage) and the published
+    /// work item (8 bytes).
     pub fn smem_bytes(&self) -> u32 {
         let boxes = self.d / 64; // 64-dim boxes of 128-byte rows
         1024 + boxes * self.bm() * 128
             + self.stages * 2 * boxes * self.bn * 128
-            + (2 + 4 * self.stages) * 8
+            + (3 + 4 * self.stages) * 8
     }
 
     /// The work items (query block, head, batch) and the blocks launched to walk them.
     pub fn grid(&self, p: &AttentionProblem, sms: u32) -> (u64, u32) {
         let items = p.seqlen_q.div_ceil(self.bm() as usize) as u64 * (p.heads_q * p.batch) as u64;
-        let persist = self.persist == 2 || (self.persist == 1 && !p.causal);
+        let persist = self.persist == 2 || (self.persist == 1 && !p.causal) || self.dynamic_for(p);
         let blocks = if persist {
             items.min(sms.max(1) as u64)
         } else {
@@ -199,7 +247,8 @@ impl Config {
         (items, blocks as u32)
     }
 
-    fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
+    /// The kernel specialised for this configuration, taking items from the counter or not.
+    fn spec(&self, arch: &str, dtype: DType, dynamic: bool) -> KernelSpec {
         KernelSpec::new("attention/fa3_wgmma.cu", "attn_fa3_wgmma", arch)
             .define("KILN_IN", dtype.code())
             .define("KILN_D", self.d)
@@ -209,6 +258,8 @@ impl Config {
             .define("KILN_OVERLAP", self.overlap as u32)
             .define("KILN_PINGPONG", self.pingpong as u32)
             .define("KILN_EMU", self.emu)
+            .define("KILN_LAZY", self.lazy)
+            .define("KILN_DYNAMIC", dynamic as u32)
             .define("KILN_SMEM", self.smem_bytes())
     }
 }
@@ -236,6 +287,12 @@ impl Config {
                 v => Err(format!("{k}={v}: use 0 or 1")),
             }
         };
+        let flag_or = |k: &str, dflt: bool| -> std::result::Result<bool, String> {
+            match c.get(k) {
+                None => Ok(dflt),
+                Some(_) => flag(k),
+            }
+        };
         let cfg = Config {
             d,
             bn: get("BN")?,
@@ -244,18 +301,24 @@ impl Config {
             overlap: flag("OVERLAP")?,
             pingpong: flag("PINGPONG")?,
             persist: get("PERSIST")?,
+            // DYNAMIC=1: the work counter, always (2); 0: never. Configs from before the
+            // parameter existed (recorded landscapes, older caches) have none: never.
+            dynamic: if flag_or("DYNAMIC", false)? { 2 } else { 0 },
             emu: get("EMU")?,
-            // Fields the space does not cover keep the head dim's default.
+            // Fields the space does not cover (lazy) keep the head dim's default.
             ..Config::default_for(d)
         };
         cfg.check()?;
         Ok(cfg)
     }
 
-    /// This config as a point of the tuner's space for `p`: `persist` 1 is written as what it
-    /// means for `p` (2 when not causal, 0 when causal), the only two values the space keeps.
+    /// This config as a point of the tuner's space for `p`: `persist` and `dynamic` 1 are
+    /// written as what they mean for `p` (the space keeps persist 0/2 and dynamic off/always;
+    /// the work counter runs a persistent grid, so it is written with PERSIST=2).
     pub fn to_tune(&self, p: &AttentionProblem) -> TuneConfig {
+        let dynamic = self.dynamic_for(p);
         let persist = match self.persist {
+            _ if dynamic => 2,
             1 if p.causal => 0,
             1 => 2,
             x => x,
@@ -267,6 +330,7 @@ impl Config {
             ("OVERLAP", self.overlap as i64),
             ("PINGPONG", self.pingpong as i64),
             ("EMU", self.emu as i64),
+            ("DYNAMIC", dynamic as i64),
             ("PERSIST", persist as i64),
         ])
     }
@@ -286,8 +350,8 @@ impl Config {
 }
 
 /// The tuner's space for `p` on `dev`: key tile (every accepted width), consumer warpgroups,
-/// ring depth, the overlap and ping-pong schedules, the exp2 emulation period, and (at launch
-/// only) whether blocks persist. The rules are the kernel's own checks and its shared memory;
+/// ring depth, the overlap and ping-pong schedules, the exp2 emulation period, the work counter,
+/// and (at launch only) whether blocks persist. The rules are the kernel's own checks and its shared memory;
 /// the register split (setmaxnreg: 160 per consumer thread with three warpgroups, 232-240 with
 /// two) is left to the guard, which rejects the spills it causes with ptxas's numbers.
 pub fn space(p: &AttentionProblem, dev: &DeviceInfo) -> ParamSpace {
@@ -301,6 +365,8 @@ pub fn space(p: &AttentionProblem, dev: &DeviceInfo) -> ParamSpace {
         .param("OVERLAP", &[0, 1])
         .param("PINGPONG", &[0, 1])
         .param("EMU", &TUNE_EMU)
+        // The work counter (a compile-time mode: blocks take items from a global counter).
+        .param("DYNAMIC", &[0, 1])
         // Persistence only changes the grid: 0 one block per item, 2 one per SM (1 is one of the
         // two, depending on the mask, so it would be a duplicate candidate).
         .launch_param("PERSIST", &[0, 2])
@@ -312,6 +378,10 @@ pub fn space(p: &AttentionProblem, dev: &DeviceInfo) -> ParamSpace {
         .rule(
             "d256 with three consumer warpgroups: 160 registers per consumer thread cannot hold O (128) and the scores; ptxas aborts",
             move |c| d != 256 || c.get("CWG") != Some(3),
+        )
+        .rule(
+            "the work counter runs one block per SM: DYNAMIC=1 only with PERSIST=2",
+            |c| c.get("DYNAMIC") != Some(1) || c.get("PERSIST") == Some(2),
         )
         .rule(
             &format!("Q tile + STAGES x (K + V tiles) + barriers within the {limit} B of shared memory a block may opt in to"),
@@ -326,6 +396,13 @@ pub fn candidates() -> Vec<Config> {
     let d128 = Config::default_for(128);
     let d256 = Config::default_for(256);
     let mut v = vec![d64, d128, d256];
+    // Lazy rescaling flipped, measured against the defaults.
+    v.extend([d64, d128, d256].map(|c| Config {
+        lazy: if c.lazy == 0 { LAZY } else { 0 },
+        ..c
+    }));
+    // Persistent with the work counter (balanced causal items); measured against the defaults.
+    v.extend([d64, d128].map(|c| Config { dynamic: 0, ..c }));
     // Measured slower on an H200 (results/2026-11-22-h200/attention/run1, run2); they keep
     // compiling so that the comparison can be repeated.
     v.push(Config { emu: 8, ..d64 });
@@ -350,6 +427,23 @@ pub fn candidates() -> Vec<Config> {
     });
     v.push(Config { bn: 64, ..d256 });
     v
+}
+
+/// The dynamic scheduler's two counters (next item, blocks done). The kernel's last block returns
+/// both to 0, so they are zeroed once, at allocation; one per process (kiln drives one stream,
+/// and two launches in flight at once on different streams would share them).
+static WORK_COUNTERS: Mutex<Option<DeviceBuffer>> = Mutex::new(None);
+
+fn work_counters(ctx: &Context) -> Result<u64> {
+    let mut guard = WORK_COUNTERS
+        .lock()
+        .map_err(|_| Error::invalid("the attention work-counter lock is poisoned"))?;
+    if guard.is_none() {
+        let b = ctx.alloc(8)?;
+        b.fill_bytes(0, ctx)?;
+        *guard = Some(b);
+    }
+    Ok(guard.as_ref().expect("allocated above").ptr())
 }
 
 /// A 128-byte CUtensorMap, aligned as CUDA 13 requires (`TmaMap` in kernels/common/tma.cuh).
@@ -450,8 +544,22 @@ impl AttentionKernel for Fa3Wgmma {
         }
         DTYPES
             .iter()
-            .flat_map(|&d| candidates().into_iter().map(move |c| c.spec(arch, d)))
-            .collect()
+            .flat_map(|&d| {
+                candidates().into_iter().flat_map(move |c| {
+                    let modes: &[bool] = match c.dynamic {
+                        0 => &[false],
+                        1 => &[false, true],
+                        _ => &[true],
+                    };
+                    modes.iter().map(move |&dy| c.spec(arch, d, dy))
+                })
+            })
+            .fold(Vec::new(), |mut v: Vec<KernelSpec>, s| {
+                if !v.iter().any(|x| x.label() == s.label()) {
+                    v.push(s);
+                }
+                v
+            })
     }
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
         let c = Config::resolve(p, &ctx.info).map_err(|reason| Error::Unsupported {
@@ -472,7 +580,7 @@ impl AttentionKernel for Fa3Wgmma {
     fn spec_for(&self, arch: &str, p: &AttentionProblem, cfg: &TuneConfig) -> Option<KernelSpec> {
         Config::from_tune(p.head_dim as u32, cfg)
             .ok()
-            .map(|c| c.spec(arch, p.dtype))
+            .map(|c| c.spec(arch, p.dtype, c.dynamic_for(p)))
     }
     fn launch_with(
         &self,
@@ -563,8 +671,12 @@ impl Fa3Wgmma {
         let mut tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
         let mut tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
         let mut tv = encode(ops.v.ptr(), p.dtype, kd, ks, c.bn)?;
-        let f = ctx.function(&c.spec(&ctx.arch(), p.dtype))?;
+        let dynamic = c.dynamic_for(p);
+        let f = ctx.function(&c.spec(&ctx.arch(), p.dtype, dynamic))?;
         let mut args = AttnArgs::new(p, ops);
+        if dynamic {
+            args.work = work_counters(ctx)?;
+        }
         let (_, blocks) = c.grid(p, ctx.info.sm_count);
         let cfg = LaunchConfig {
             smem_bytes: c.smem_bytes(),
@@ -625,10 +737,11 @@ mod tests {
         }
         assert_eq!(
             Config::default_for(256).smem_bytes(),
-            1024 + 65536 + 2 * 81920 + 80
+            1024 + 65536 + 2 * 81920 + 88
         );
         let c = Config {
             persist: 0,
+            dynamic: 0,
             ..Config::default_for(128)
         };
         let big = AttentionProblem::new(4, 16, 4096, 128);
@@ -640,6 +753,13 @@ mod tests {
         assert!(c.with("bn=100").unwrap_err().contains("key tile 100"));
         assert!(c.with("pp=1").unwrap_err().contains("unknown key `pp`"));
         assert!(c.with("persist=3").unwrap_err().contains("0 never"));
+        let dc = c.with("dynamic=1").unwrap();
+        assert!(!dc.dynamic_for(&big));
+        assert_eq!(dc.grid(&big, 132), (2048, 2048));
+        assert!(Config::default_for(256)
+            .with("dynamic=2")
+            .unwrap_err()
+            .contains("spills"));
         assert!(c.with("pingpong=2").unwrap_err().contains("use 0 or 1"));
         let nc = Config { persist: 1, ..c };
         let causal = AttentionProblem {
@@ -648,7 +768,19 @@ mod tests {
         };
         assert_eq!(nc.grid(&big, 132).1, 132);
         assert_eq!(nc.grid(&causal, 132).1, 2048);
-        assert_eq!(Fa3Wgmma.variants("sm_90a").len(), 2 * candidates().len());
+        let d128 = Config::default_for(128);
+        assert!(d128.dynamic_for(&causal) && !d128.dynamic_for(&big));
+        assert_eq!(d128.grid(&causal, 132).1, 132);
+        // Every candidate compiles once per scheduling mode it can use, each label once.
+        let v = Fa3Wgmma.variants("sm_90a");
+        let mut labels: Vec<String> = v.iter().map(|s| s.label()).collect();
+        labels.sort();
+        labels.dedup();
+        assert_eq!(labels.len(), v.len());
+        for dy in [false, true] {
+            let want = d128.spec("sm_90a", DType::Bf16, dy).label();
+            assert!(labels.contains(&want), "{want}");
+        }
         assert!(Fa3Wgmma.variants("sm_80").is_empty());
     }
 
@@ -671,19 +803,29 @@ mod tests {
             // the default is a point of the space, persist written as what it means here
             let b = Fa3Wgmma.baseline(&p, &h100).unwrap();
             assert!(s.is_valid(&b), "d{d}: {b}");
-            assert_eq!(b.get("PERSIST"), Some(if causal { 0 } else { 2 }));
+            let dynamic = Config::default_for(d as u32).dynamic_for(&p);
+            assert_eq!(b.get("DYNAMIC"), Some(dynamic as i64));
+            assert_eq!(
+                b.get("PERSIST"),
+                Some(if causal && !dynamic { 0 } else { 2 })
+            );
             let spec = Fa3Wgmma.spec_for("sm_90a", &p, &b).unwrap();
             assert_eq!(
                 spec.label(),
                 Config::default_for(d as u32)
-                    .spec("sm_90a", p.dtype)
+                    .spec("sm_90a", p.dtype, dynamic)
                     .label()
             );
         }
         let p = AttentionProblem::new(4, 16, 4096, 128);
         let s = space(&p, &h100);
-        // d128: 23 (BN, CWG, STAGES) that fit, x overlap, ping-pong, 3 emu periods, 2 grids
-        assert_eq!(s.enumerate().len(), 23 * 2 * 2 * 3 * 2);
+        // d128: 23 (BN, CWG, STAGES) that fit, x overlap, ping-pong, 3 emu periods, 3 schedules
+        // (one block per item, persistent, work counter)
+        assert_eq!(s.enumerate().len(), 23 * 2 * 2 * 3 * 3);
+        // a config recorded before DYNAMIC existed reads as the counter off
+        let old = TuneConfig::parse("BN=128,CWG=2,STAGES=3,OVERLAP=1,PINGPONG=0,EMU=0,PERSIST=2")
+            .unwrap();
+        assert_eq!(Config::from_tune(128, &old).unwrap().dynamic, 0);
         let too_big = Config {
             bn: 192,
             stages: 3,

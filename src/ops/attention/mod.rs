@@ -98,6 +98,9 @@ pub struct AttnArgs {
     /// scale · log2(e): scores go straight to exp2.
     pub scale_log2: f32,
     pub scale: f32,
+    /// fa3_wgmma's dynamic scheduler: two u32 counters (next item, blocks done), 0 between
+    /// launches; 0 for every other kernel.
+    pub work: u64,
 }
 
 impl AttnArgs {
@@ -123,6 +126,7 @@ impl AttnArgs {
             causal: p.causal as i32,
             scale_log2: p.scale * std::f32::consts::LOG2_E,
             scale: p.scale,
+            work: 0,
         }
     }
 
@@ -162,6 +166,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnArgs, q_sb), 40);
         assert_eq!(std::mem::offset_of!(AttnArgs, batch), 88);
         assert_eq!(std::mem::offset_of!(AttnArgs, scale_log2), 112);
-        assert_eq!(std::mem::size_of::<AttnArgs>(), 120);
+        assert_eq!(std::mem::offset_of!(AttnArgs, work), 120);
+        assert_eq!(std::mem::size_of::<AttnArgs>(), 128);
     }
 }

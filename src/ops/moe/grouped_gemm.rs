@@ -18,6 +18,8 @@ pub struct GroupedGemm;
 
 pub const ENTRY: &str = "moe_grouped_gemm";
 pub const THREADS: u32 = 384;
+/// X rows per TMA box of the single-CTA tiles (the kernel's `XBOX`).
+pub const X_BOX: u32 = 32;
 
 impl GroupedGemm {
     pub fn spec(arch: &str, input: DType, output: DType, cfg: TileConfig) -> KernelSpec {
@@ -35,7 +37,7 @@ impl GroupedGemm {
     }
 
     /// The tile shape for `p` on `sms` SMs, from the host copy of its rows; `KILN_MOE_TILE`
-    /// (`128x256`, `128x128`, `64x256`, each optionally with ` c2` / `c2` for CTA pairs)
+    /// (`128x256`, `128x192`, `128x128`, `64x256`, each optionally with ` c2` / `c2` for CTA pairs)
     /// overrides the choice, to time the others.
     pub fn config(p: &MoeProblem, sms: u32) -> TileConfig {
         if let Some(c) = std::env::var("KILN_MOE_TILE")
@@ -54,6 +56,16 @@ impl GroupedGemm {
         TileConfig::ALL
             .into_iter()
             .find(|c| c.label().split_whitespace().collect::<String>() == v)
+    }
+
+    /// Rows of one X box: each CTA of a pair loads (and multicasts) half of the X tile's rows;
+    /// a single CTA loads only the [`X_BOX`]-row boxes that hold the tile's valid rows.
+    pub fn x_box_rows(cfg: TileConfig) -> u32 {
+        if cfg.cluster > 1 {
+            cfg.bm / cfg.cluster
+        } else {
+            X_BOX
+        }
     }
 
     /// The W map: [E, N, K] in boxes of {64 k, bn rows, 1 expert}.
@@ -76,7 +88,7 @@ impl MoeKernel for GroupedGemm {
     }
     fn summary(&self) -> &'static str {
         "persistent grouped WGMMA + TMA over experts: tile->expert by binary search over GPU-built \
-         m-tile prefix sums, one 3D W map, 128x256 / 128x128 / 64x256 tiles chosen against waves"
+         m-tile prefix sums, one 3D W map, 128x256 / 128x192 / 128x128 / 64x256 tiles chosen against waves"
     }
     fn supports(&self, p: &MoeProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
         if p.swiglu.is_some() {
@@ -107,8 +119,7 @@ impl MoeKernel for GroupedGemm {
             kernel: "grouped_gemm".into(),
             reason,
         };
-        // each CTA of a pair loads (and multicasts) half of the X tile's rows
-        let tx = x_map(p, ops.x.ptr(), cfg.bm / cfg.cluster);
+        let tx = x_map(p, ops.x.ptr(), Self::x_box_rows(cfg));
         tx.validate().map_err(unsupported)?;
         let tw = Self::w_map(p, ops.w.ptr(), cfg);
         tw.validate().map_err(unsupported)?;
@@ -116,7 +127,7 @@ impl MoeKernel for GroupedGemm {
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
         let mut args = MoeArgs::new(p, ops, cfg.bn);
         args.group_m = group_for(p, cfg.bm);
-        tile_prefix::launch(ctx, p, ops, cfg.bm)?;
+        tile_prefix::launch(ctx, p, ops, cfg.bm, false)?;
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes(1));
         let lc = LaunchConfig {
             grid: (cfg.grid(p, slots), 1, 1),
@@ -144,7 +155,7 @@ mod tests {
     #[test]
     fn every_tile_config_and_dtype_pair_is_a_variant() {
         let v = GroupedGemm.variants("sm_90a");
-        assert_eq!(v.len(), 1 + 6 * 6);
+        assert_eq!(v.len(), 1 + 8 * 6);
         assert_eq!(v[0].entry, "moe_tile_prefix");
         assert!(v[1].label().contains("KILN_BM=128,KILN_BN=256"));
     }
@@ -155,11 +166,13 @@ mod tests {
         for cfg in TileConfig::ALL {
             let w = GroupedGemm::w_map(&p, 1 << 20, cfg);
             assert_eq!(w.validate(), Ok(()));
-            let x = x_map(&p, 1 << 21, cfg.bm / cfg.cluster);
-            // the kernel's expect_tx is the stage size: one X box from each CTA of the cluster
-            // plus this CTA's W box
+            let x = x_map(&p, 1 << 21, GroupedGemm::x_box_rows(cfg));
+            assert_eq!(x.validate(), Ok(()));
+            // a full tile's expect_tx is the stage size: the X boxes of every CTA of the cluster
+            // (a pair: one each; a single CTA: bm / 32) plus this CTA's W box
+            let x_boxes = (cfg.bm / GroupedGemm::x_box_rows(cfg)) as u64;
             assert_eq!(
-                w.box_bytes() + cfg.cluster as u64 * x.box_bytes(),
+                w.box_bytes() + x_boxes * x.box_bytes(),
                 cfg.stage_bytes(1) as u64,
                 "{cfg:?}"
             );
@@ -170,6 +183,11 @@ mod tests {
     fn tile_override_names_a_compiled_shape() {
         assert_eq!(GroupedGemm::parse_tile("64x256"), Some(TileConfig::SHORT));
         assert_eq!(GroupedGemm::parse_tile("128x128"), Some(TileConfig::NARROW));
+        assert_eq!(GroupedGemm::parse_tile("128x192"), Some(TileConfig::MID));
+        assert_eq!(
+            GroupedGemm::parse_tile("128x192 c2"),
+            Some(TileConfig::MID.paired())
+        );
         assert_eq!(GroupedGemm::parse_tile("96x256"), None);
         assert_eq!(
             GroupedGemm::parse_tile("128x128c2"),

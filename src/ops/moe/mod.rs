@@ -101,8 +101,9 @@ impl MoeArgs {
 /// The version that computes `p`: the SwiGLU pair is `swiglu_dual`; a plain grouped GEMM is
 /// `grouped_gemm` unless `KILN_MOE_GROUPED` names `grouped_swapab`. (The swapped-operand kernel
 /// is verified but measured slower at every shape of the issue on an H200, 2026-11-22: 0.20 vs
-/// 0.17 ms at E=8, 40-248 rows, N=4096, K=7168; on par at 16 rows per expert. So it is never
-/// chosen on its own.)
+/// 0.17 ms at E=8, 40-248 rows, N=4096, K=7168; on par at 16 rows per expert. On an H100 with
+/// heaviest-first tiles, 2026-11-22 session 3: 0.214 vs 0.192 ms (128x192 row tiles) at that shape,
+/// 0.148 vs 0.109 at N=7168, K=2048. So it is never chosen on its own.)
 pub fn version_for(p: &MoeProblem) -> &'static str {
     if p.swiglu.is_some() {
         return "swiglu_dual";

@@ -11,10 +11,13 @@ pub const GROUP_M: u32 = 8;
 /// Host m-tiles at or below which one group holds them all (see [`group_for`]).
 pub const ONE_GROUP_MAX: u32 = 32;
 /// ... as long as their X rows take at most this much of L2 (H100/H200: 50 MB), leaving the rest
-/// to the W stream. Fitted to two measurements (H200, 2026-11-22, run 3): one group won at E=8,
-/// 40-196 rows, N=7168, K=2048 (X of 18 m-tiles of 64 rows: 4.5 MiB; 0.0841 vs 0.0879 ms) and lost
-/// at 40-248 rows, N=4096, K=7168 (12 m-tiles of 128: 21 MiB; 0.1753 vs 0.1728 ms).
-pub const ONE_GROUP_X_BYTES: usize = 12 << 20;
+/// to the W stream. Measured: one group won at E=8, 40-196 rows, N=7168, K=2048 (X of 18 m-tiles
+/// of 64 rows: 4.5 MiB; H200 0.0841 vs 0.0879 ms) and at 40-248 rows, N=4096, K=7168 with 128x192
+/// tiles (12 m-tiles of 128 rows: 21 MiB; H100 0.1923 vs 0.2051 ms, 2026-11-22 session 3 run 1:
+/// on H100's slower HBM the second read of the W of an expert straddling two groups of 8 costs
+/// 6%). It lost 1.5% at that shape with 128x128 tiles on an H200 (0.1753 vs 0.1728 ms, within
+/// that run-to-run noise), when the budget was 12 MiB. Half of L2.
+pub const ONE_GROUP_X_BYTES: usize = 24 << 20;
 
 /// m-tiles the kernels sweep together for `p` with tile height `bm` (the kernels take it as an
 /// argument; any value >= 1 is correct, it only orders the tiles). When the host copy of the rows
@@ -45,34 +48,53 @@ pub const MAX_EXPERTS: usize = 1024;
 /// K depth of one pipeline stage.
 pub const BK: u32 = 64;
 
-/// What `moe_tile_prefix` writes: per-expert m-tile prefix sums (E + 1), first X rows and row
-/// counts, clamped to X exactly as the device does.
+/// Most experts `moe_tile_prefix` sorts heaviest first (its ranking is all-pairs); past this it
+/// keeps the experts' own order.
+pub const SORT_MAX: usize = 64;
+
+/// What `moe_tile_prefix` writes: per-position m-tile prefix sums (E + 1), first X rows and row
+/// counts, clamped to X exactly as the device does, and the expert at each position (`ids`: the
+/// identity, or the experts heaviest first when sorted).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
     pub prefix: Vec<i32>,
     pub start: Vec<i32>,
     pub rows: Vec<i32>,
+    pub ids: Vec<i32>,
 }
 
 impl Schedule {
-    /// The tables for `rows_in` (offsets or counts, as uploaded) and tile height `bm`.
+    /// The tables for `rows_in` (offsets or counts, as uploaded) and tile height `bm`, in the
+    /// experts' order.
     pub fn build(p: &MoeProblem, rows_in: &[i32], bm: u32) -> Schedule {
+        Self::build_ordered(p, rows_in, bm, false)
+    }
+
+    /// As [`Schedule::build`]; with `sorted` (and at most [`SORT_MAX`] experts) the positions
+    /// list the experts by rows descending, ties by index.
+    pub fn build_ordered(p: &MoeProblem, rows_in: &[i32], bm: u32, sorted: bool) -> Schedule {
         let e = p.experts;
         let x_rows = p.x_rows().min(i32::MAX as usize) as i32;
+        let span = |i: usize| match &p.rows {
+            Rows::Masked { max_rows, .. } => {
+                let m = *max_rows as i32;
+                (i as i32 * m, rows_in[i].clamp(0, m))
+            }
+            Rows::Contiguous { .. } => {
+                let lo = rows_in[i].clamp(0, x_rows);
+                let hi = rows_in[i + 1].max(lo).min(x_rows);
+                (lo, hi - lo)
+            }
+        };
+        let mut ids: Vec<i32> = (0..e as i32).collect();
+        if sorted && e <= SORT_MAX {
+            // stable: equal rows keep the lower index first, as the device's ranks do
+            ids.sort_by_key(|&i| std::cmp::Reverse(span(i as usize).1));
+        }
         let (mut prefix, mut start, mut rows) = (vec![0i32; e + 1], vec![0i32; e], vec![0i32; e]);
         let mut run = 0i32;
         for i in 0..e {
-            let (s, r) = match &p.rows {
-                Rows::Masked { max_rows, .. } => {
-                    let m = *max_rows as i32;
-                    (i as i32 * m, rows_in[i].clamp(0, m))
-                }
-                Rows::Contiguous { .. } => {
-                    let lo = rows_in[i].clamp(0, x_rows);
-                    let hi = rows_in[i + 1].max(lo).min(x_rows);
-                    (lo, hi - lo)
-                }
-            };
+            let (s, r) = span(ids[i] as usize);
             prefix[i] = run;
             start[i] = s;
             rows[i] = r;
@@ -83,10 +105,12 @@ impl Schedule {
             prefix,
             start,
             rows,
+            ids,
         }
     }
 
-    /// The tables as the device lays them out (3E + 1 ints).
+    /// The tables the kernels copy to shared memory, as the device lays them out (3E + 1 ints;
+    /// `ids` follow the tile counter in the workspace).
     pub fn flat(&self) -> Vec<i32> {
         let mut v = self.prefix.clone();
         v.extend(&self.start);
@@ -99,9 +123,15 @@ impl Schedule {
     }
 }
 
-/// Bytes of the device workspace `moe_tile_prefix` writes for `experts`: the 3E + 1 table ints
-/// and the tile counter the dynamically scheduled kernels take tiles from.
+/// Bytes of the device workspace `moe_tile_prefix` writes for `experts`: the 3E + 1 table ints,
+/// the tile counter the dynamically scheduled kernels take tiles from, and the E expert ids.
 pub fn sched_bytes(experts: usize) -> usize {
+    (4 * experts + 2) * 4
+}
+
+/// Shared memory the kernels reserve for the tables of up to `experts` (the 3E + 1 table ints,
+/// rounded up by one int).
+pub fn table_bytes(experts: usize) -> usize {
     (3 * experts + 2) * 4
 }
 
@@ -141,10 +171,15 @@ pub struct Tile {
 /// Tile `t` of schedule `s`. Mirrors `moe_tile`.
 pub fn tile(s: &Schedule, t: u32, tiles_n: u32, bm: u32, bn: u32) -> Tile {
     let (g, tn) = tile_coords(t, s.tiles_m(), tiles_n, GROUP_M);
+    tile_in(s, g, tn, bm, bn)
+}
+
+/// Global m-tile `g`, n-tile `tn` of schedule `s` (its expert through `s.ids`).
+pub fn tile_in(s: &Schedule, g: u32, tn: u32, bm: u32, bn: u32) -> Tile {
     let e = find_expert(&s.prefix, g as i32);
     let local = (g as i32 - s.prefix[e]) * bm as i32;
     Tile {
-        expert: e,
+        expert: s.ids[e] as usize,
         row0: s.start[e] + local,
         valid_rows: (s.rows[e] - local).min(bm as i32),
         n0: tn * bn,
@@ -176,6 +211,16 @@ impl TileConfig {
         stages: 6,
         cluster: 1,
     };
+    /// 128 x 192: between the two, for grids where 128-column tiles leave a ragged last wave and
+    /// 256-column ones too few tiles (E=8, 40-248 rows, N=4096: 12 x 22 = 264 tiles, two full
+    /// waves on 132 SMs, where 128 x 128 runs 384 = 2.9 waves and 128 x 256 192 = 1.45). The last
+    /// n-tile of N=4096 is a third full (its W box past N is zero-filled, its columns not stored).
+    pub const MID: TileConfig = TileConfig {
+        bm: 128,
+        bn: 192,
+        stages: 5,
+        cluster: 1,
+    };
     /// Short experts (tens of rows): 64 x 256, the consumers split the columns.
     pub const SHORT: TileConfig = TileConfig {
         bm: 64,
@@ -184,14 +229,21 @@ impl TileConfig {
         cluster: 1,
     };
     /// The single-CTA shapes, among which the cost model chooses.
-    pub const SINGLE: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::NARROW, TileConfig::SHORT];
-    /// Every compiled shape: each single-CTA one also as CTA pairs along N multicasting X.
-    pub const ALL: [TileConfig; 6] = [
+    pub const SINGLE: [TileConfig; 4] = [
         TileConfig::LARGE,
         TileConfig::NARROW,
+        TileConfig::MID,
+        TileConfig::SHORT,
+    ];
+    /// Every compiled shape: each single-CTA one also as CTA pairs along N multicasting X.
+    pub const ALL: [TileConfig; 8] = [
+        TileConfig::LARGE,
+        TileConfig::NARROW,
+        TileConfig::MID,
         TileConfig::SHORT,
         TileConfig::LARGE.paired(),
         TileConfig::NARROW.paired(),
+        TileConfig::MID.paired(),
         TileConfig::SHORT.paired(),
     ];
     /// The fused SwiGLU: 128 rows x 128 columns of each of W1 and W3.
@@ -226,13 +278,14 @@ impl TileConfig {
     pub fn smem_bytes(self, w_tiles: u32) -> u32 {
         1024 + self.stages * self.stage_bytes(w_tiles)
             + 16 * self.stages
-            + sched_bytes(MAX_EXPERTS) as u32
+            + table_bytes(MAX_EXPERTS) as u32
     }
 
     /// Relative tile throughput: wide tiles reuse each loaded byte more.
     fn efficiency(self) -> f64 {
         match (self.bm, self.bn) {
             (128, 256) => 1.0,
+            (128, 192) => 0.95,
             (128, 128) => 0.9,
             _ => 0.85,
         }
@@ -368,6 +421,46 @@ mod tests {
         }
     }
 
+    /// The swap-AB kernel's order: tables sorted heaviest expert first, group 1. Every routed
+    /// element is still covered once, the first tiles are the heaviest expert's, and past
+    /// SORT_MAX experts the order is the identity.
+    #[test]
+    fn sorted_tables_cover_every_element_heaviest_first() {
+        for counts in [
+            vec![40usize, 248, 112, 176, 64, 200, 136, 96],
+            vec![0, 300, 0, 7, 7, 513],
+            vec![5; 70],
+        ] {
+            let p = contiguous(&counts, 256);
+            let tt = 128u32;
+            let s = Schedule::build_ordered(&p, p.rows_array(), tt, true);
+            let mut ids = s.ids.clone();
+            ids.sort();
+            assert_eq!(ids, (0..counts.len() as i32).collect::<Vec<_>>());
+            if counts.len() <= SORT_MAX {
+                assert!(s.rows.windows(2).all(|w| w[0] >= w[1]), "{:?}", s.rows);
+            } else {
+                assert_eq!(s.ids, (0..counts.len() as i32).collect::<Vec<_>>());
+            }
+            let tiles_n = 2u32;
+            let mut covered = vec![0u8; p.x_rows() * tiles_n as usize];
+            for t in 0..s.tiles_m() * tiles_n {
+                let (g, tn) = tile_coords(t, s.tiles_m(), tiles_n, 1);
+                let tl = tile_in(&s, g, tn, tt, 128);
+                let (start, len) = p.spans()[tl.expert];
+                assert!(
+                    tl.row0 as usize >= start && (tl.row0 + tl.valid_rows) as usize <= start + len
+                );
+                for r in tl.row0..tl.row0 + tl.valid_rows {
+                    covered[r as usize * tiles_n as usize + tn as usize] += 1;
+                }
+            }
+            assert!(covered.iter().all(|&c| c == 1), "{counts:?}");
+            let first = tile_in(&s, 0, 0, tt, 128).expert;
+            assert_eq!(counts[first], *counts.iter().max().unwrap());
+        }
+    }
+
     #[test]
     fn prefix_sums_skip_empty_experts() {
         let p = contiguous(&[0, 1, 40, 64, 128, 129, 0], 64);
@@ -445,7 +538,7 @@ mod tests {
         let counts = [40, 196, 88, 152, 64, 120, 180, 104];
         let k2048 = MoeProblem::contiguous(&counts, 7168, 2048, DType::Bf16, DType::Bf16);
         assert_eq!(group_for(&k2048, 64), 18);
-        // at K = 7168, 12 m-tiles of 128 rows hold 21 MiB of X: past the budget, the fixed 8
+        // at K = 7168, 12 m-tiles of 128 rows hold 21 MiB of X: within the budget, one group
         let k7168 = MoeProblem::contiguous(
             &[40, 248, 112, 176, 64, 200, 136, 96],
             4096,
@@ -453,7 +546,16 @@ mod tests {
             DType::Bf16,
             DType::Bf16,
         );
-        assert_eq!(group_for(&k7168, 128), GROUP_M as i32);
+        assert_eq!(group_for(&k7168, 128), 12);
+        // twice the rows: 24 m-tiles, 42 MiB of X: past it, the fixed 8
+        let k7168x2 = MoeProblem::contiguous(
+            &[80, 496, 224, 352, 128, 400, 272, 192],
+            4096,
+            7168,
+            DType::Bf16,
+            DType::Bf16,
+        );
+        assert_eq!(group_for(&k7168x2, 128), GROUP_M as i32);
         // prefill: 63 m-tiles
         let prefill = contiguous(&[1512, 1091, 539, 772, 779, 979, 880, 964], 3072);
         assert_eq!(group_for(&prefill, 128), GROUP_M as i32);
@@ -478,6 +580,11 @@ mod tests {
         // small M (40-248 rows), N = 4096: 192 wide tiles need 2 waves, the narrow ones 3 smaller
         let small = [40, 248, 112, 176, 64, 200, 136, 96];
         assert_ne!(TileConfig::choose(&small, 4096, 132), TileConfig::LARGE);
+        // ... and 128 x 192 gives 12 x 22 = 264 tiles: two full waves
+        assert_eq!(TileConfig::choose(&small, 4096, 132), TileConfig::MID);
+        // at N = 7168, K = 2048 the 64-row tiles stay (18 x 28 tiles, 3.8 waves)
+        let small2 = [40, 196, 88, 152, 64, 120, 180, 104];
+        assert_eq!(TileConfig::choose(&small2, 7168, 132), TileConfig::SHORT);
         // one short expert and a narrow N: only short tiles stop wasting rows
         assert_eq!(TileConfig::choose(&[40; 64], 2048, 132), TileConfig::SHORT);
     }

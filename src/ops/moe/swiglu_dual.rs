@@ -107,7 +107,7 @@ impl MoeKernel for SwiGluDual {
         if !p.swiglu.is_some_and(|s| s.routed) {
             args.route = 0;
         }
-        tile_prefix::launch(ctx, p, ops, CFG.bm)?;
+        tile_prefix::launch(ctx, p, ops, CFG.bm, false)?;
         let lc = LaunchConfig {
             grid: (CFG.grid(p, sms), 1, 1),
             block: (THREADS, 1, 1),

@@ -13,8 +13,15 @@ pub fn spec(arch: &str) -> KernelSpec {
     KernelSpec::new("moe/tile_prefix.cu", ENTRY, arch)
 }
 
-/// Enqueues the tables of `p` for tile height `bm` into `ops.sched`.
-pub fn launch(ctx: &Context, p: &MoeProblem, ops: &MoeOperands, bm: u32) -> Result<()> {
+/// Enqueues the tables of `p` for tile height `bm` into `ops.sched`; `sorted` lists the experts
+/// heaviest first (up to [`super::schedule::SORT_MAX`] experts; see `Schedule::build`).
+pub fn launch(
+    ctx: &Context,
+    p: &MoeProblem,
+    ops: &MoeOperands,
+    bm: u32,
+    sorted: bool,
+) -> Result<()> {
     let f = ctx.function(&spec(&ctx.arch()))?;
     let mut rows_in = ops.rows.ptr();
     let mut sched = ops.sched.ptr();
@@ -25,9 +32,10 @@ pub fn launch(ctx: &Context, p: &MoeProblem, ops: &MoeOperands, bm: u32) -> Resu
         super::Rows::Contiguous { .. } => (0, 0),
     };
     let mut bm = bm as i32;
+    let mut sorted = sorted as i32;
     let lc = LaunchConfig::simple((1, 1, 1), 32);
-    // SAFETY: the kernel takes (const int*, int*, int, int, int, int, int) in this order; the
-    // rows buffer holds the E + 1 offsets or E counts and the workspace 3E + 1 ints, both checked
+    // SAFETY: the kernel takes (const int*, int*, int, int, int, int, int, int) in this order; the
+    // rows buffer holds the E + 1 offsets or E counts and the workspace 4E + 2 ints, both checked
     // by `check_operands` and kept alive by the caller until the stream has run.
     unsafe {
         f.launch(
@@ -41,6 +49,7 @@ pub fn launch(ctx: &Context, p: &MoeProblem, ops: &MoeOperands, bm: u32) -> Resu
                 &mut max_rows as *mut i32 as *mut _,
                 &mut masked as *mut i32 as *mut _,
                 &mut bm as *mut i32 as *mut _,
+                &mut sorted as *mut i32 as *mut _,
             ],
         )
     }

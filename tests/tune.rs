@@ -232,7 +232,7 @@ fn synthetic_landscape() -> Landscape {
     }
     Landscape {
         version: "mma_sync".into(),
-        problem: GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16),
+        problem: GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16).into(),
         device: None,
         params,
         outcomes,

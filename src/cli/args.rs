@@ -61,7 +61,7 @@ pub enum Command {
     Report(ReportArgs),
     /// Tune a version's parameters for one problem: guard, search, verify and time each
     /// candidate in a watched worker process, record every result, cache the best.
-    Tune(TuneArgs),
+    Tune(Box<TuneArgs>),
     /// Mixture-of-experts: verify the grouped GEMM, the fused SwiGLU and the masked layout;
     /// time the grouped GEMM or a whole expert FFN.
     Moe(MoeCmdArgs),
@@ -318,12 +318,18 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    /// The version to tune (not needed with --resume).
+    /// The op to tune: gemm (the default; --shape) or attn (--batch --heads --seqlen --dim).
+    #[arg(value_name = "OP")]
+    pub target: Option<String>,
+    /// The version to tune (not needed with --resume; attention: fa3_wgmma by default).
     #[arg(long)]
     pub version: Option<String>,
     #[command(flatten)]
     pub problem: ProblemArgs,
-    /// auto (exhaustive when the space fits the budget), exhaustive or evo.
+    #[command(flatten)]
+    pub attn: TuneAttnArgs,
+    /// auto (exhaustive when the space fits the budget), exhaustive, or evo (also: evolutionary,
+    /// model: the surrogate-guided evolutionary search).
     #[arg(long, default_value = "auto")]
     pub search: String,
     /// Most candidates to evaluate (default: the whole space for exhaustive, 15% of it for evo).
@@ -351,6 +357,35 @@ pub struct TuneArgs {
     /// Rows of the final table (fastest first; every failure is summarised below it).
     #[arg(long, default_value_t = 25)]
     pub top: usize,
+}
+
+/// The attention problem of `kiln tune attn` (dtype and layout: --dtype, --layout BSHD|BHSD).
+#[derive(Debug, Args, Default)]
+pub struct TuneAttnArgs {
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Query heads.
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// Key/value heads (default: the query heads); must divide them.
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
+    /// Query and key length (both).
+    #[arg(long)]
+    pub seqlen: Option<usize>,
+    #[arg(long)]
+    pub seqlen_q: Option<usize>,
+    #[arg(long)]
+    pub seqlen_kv: Option<usize>,
+    /// Head dim: 64, 128 or 256.
+    #[arg(long)]
+    pub dim: Option<usize>,
+    /// Causal mask (aligned bottom-right when the lengths differ).
+    #[arg(long)]
+    pub causal: bool,
+    /// Softmax scale (default 1/sqrt(dim)).
+    #[arg(long)]
+    pub scale: Option<f32>,
 }
 
 #[derive(Debug, Args)]

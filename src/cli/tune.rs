@@ -7,19 +7,21 @@ use std::time::Duration;
 
 use kiln::device::{self, DeviceInfo};
 use kiln::error::{Error, Result};
-use kiln::ops::gemm::GemmProblem;
+use kiln::ops::attention::{AttentionProblem, AttnLayout};
+use kiln::ops::gemm::DType;
 use kiln::report::Table;
 use kiln::store::Store;
 use kiln::tune::landscape::Landscape;
 use kiln::tune::record::{self, TuningRun};
 use kiln::tune::search::{replay as replay_search, replay_from, EvoParams, Strategy};
 use kiln::tune::space::Config;
+use kiln::tune::target::{Target, TuneProblem};
 use kiln::tune::watchdog::Spawner;
 use kiln::tune::worker::Fake;
 use kiln::tune::{cache, run, Outcome, Status};
 use serde_json::json;
 
-use super::args::{TuneArgs, TuneReplayArgs, TuneWorkerArgs};
+use super::args::{TuneArgs, TuneAttnArgs, TuneReplayArgs, TuneWorkerArgs};
 use super::commands::{device_or_h100, problem_from, Env};
 use super::progress::bar;
 
@@ -55,7 +57,126 @@ fn open_store(env: &Env) -> Result<Option<Store>> {
     Ok(Some(Store::open(&env.config.store_path())?))
 }
 
+/// Which op `kiln tune [OP]` tunes: `gemm` or `attn`/`attention` (the positional wins over
+/// `--op`).
+fn target_op(a: &TuneArgs) -> Result<&'static str> {
+    match a.target.as_deref().unwrap_or(&a.problem.op) {
+        "gemm" => Ok("gemm"),
+        "attn" | "attention" => Ok("attention"),
+        other => Err(Error::invalid(format!(
+            "kiln tune {other}: the ops that tune are gemm and attn"
+        ))),
+    }
+}
+
+/// The attention problem of `kiln tune attn`, with a clear error for what is missing or given
+/// for the other op.
+fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
+    let t: &TuneAttnArgs = &a.attn;
+    if a.problem.shape.is_some() {
+        return Err(Error::invalid(
+            "--shape is a GEMM shape; kiln tune attn takes --batch, --heads, --seqlen and --dim",
+        ));
+    }
+    let seq = t.seqlen.or(t.seqlen_q.and(t.seqlen_kv));
+    let missing: Vec<&str> = [
+        ("--batch", t.batch.is_none()),
+        ("--heads", t.heads.is_none()),
+        (
+            "--seqlen",
+            seq.is_none() && (t.seqlen_q.is_none() || t.seqlen_kv.is_none()),
+        ),
+        ("--dim", t.dim.is_none()),
+    ]
+    .into_iter()
+    .filter(|(_, m)| *m)
+    .map(|(f, _)| f)
+    .collect();
+    if !missing.is_empty() {
+        return Err(Error::invalid(format!(
+            "kiln tune attn needs {} (e.g. --batch 4 --heads 16 --seqlen 4096 --dim 128)",
+            missing.join(", ")
+        )));
+    }
+    let (b, h, d) = (
+        t.batch.unwrap_or(1),
+        t.heads.unwrap_or(1),
+        t.dim.unwrap_or(128),
+    );
+    let s = seq.or(t.seqlen_q).unwrap_or(1);
+    // --layout is shared with GEMM, whose default (RC) means "not given" here.
+    let layout = match a.problem.layout.as_str() {
+        "RC" => AttnLayout::Bshd,
+        other => other.parse::<AttnLayout>().map_err(|_| {
+            Error::invalid(format!(
+                "--layout {other}: attention layouts are BSHD and BHSD"
+            ))
+        })?,
+    };
+    let p = AttentionProblem {
+        heads_kv: t.kv_heads.unwrap_or(h),
+        seqlen_q: t.seqlen_q.unwrap_or(s),
+        seqlen_kv: t.seqlen_kv.unwrap_or(s),
+        dtype: a.problem.dtype.parse()?,
+        layout,
+        causal: t.causal,
+        scale: t.scale.unwrap_or(1.0 / (d as f32).sqrt()),
+        ..AttentionProblem::new(b, h, s, d)
+    };
+    if p.dtype == DType::F32 {
+        return Err(Error::invalid(
+            "--dtype f32 is not supported; attention inputs are bf16 or f16",
+        ));
+    }
+    p.validate()?;
+    Ok(p)
+}
+
+/// The problem and version a fresh `kiln tune` names.
+fn requested(a: &TuneArgs) -> Result<(String, TuneProblem)> {
+    match target_op(a)? {
+        "attention" => Ok((
+            a.version.clone().unwrap_or_else(|| "fa3_wgmma".into()),
+            attention_problem(a)?.into(),
+        )),
+        _ => {
+            let t = &a.attn;
+            if t.batch.is_some()
+                || t.heads.is_some()
+                || t.seqlen.is_some()
+                || t.dim.is_some()
+                || t.causal
+            {
+                return Err(Error::invalid(
+                    "--batch, --heads, --seqlen, --dim and --causal describe attention: use kiln tune attn",
+                ));
+            }
+            let version = a
+                .version
+                .clone()
+                .ok_or_else(|| Error::invalid("kiln tune needs --version (or --resume RUN_ID)"))?;
+            let problem = problem_from(&a.problem, None)?
+                .ok_or_else(|| Error::invalid("kiln tune needs --shape MxNxK"))?;
+            Ok((version, problem.into()))
+        }
+    }
+}
+
+/// `--search` as the tuner knows it: exhaustive, evo or auto.
+fn search_kind(s: &str) -> Result<&'static str> {
+    match s {
+        "exhaustive" => Ok("exhaustive"),
+        "evo" | "evolutionary" | "model" => Ok("evo"),
+        "auto" => Ok("auto"),
+        other => Err(Error::invalid(format!(
+            "--search `{other}`: use auto, exhaustive or evo (evolutionary, model)"
+        ))),
+    }
+}
+
 pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
+    // Bad flags are said before anything opens a GPU.
+    search_kind(&a.search)?;
     let fake = Fake::from_env().is_some();
     let store = open_store(env)?;
     // The request: from the flags, or from the run being resumed.
@@ -72,16 +193,11 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
             (Some(id), r, known)
         }
         None => {
-            let version = a
-                .version
-                .clone()
-                .ok_or_else(|| Error::invalid("kiln tune needs --version (or --resume RUN_ID)"))?;
-            let problem = problem_from(&a.problem, None)?
-                .ok_or_else(|| Error::invalid("kiln tune needs --shape MxNxK"))?;
+            let (version, problem) = requested(a)?;
             let spec = TuningRun {
                 id: 0,
                 command: std::env::args().collect::<Vec<_>>().join(" "),
-                op: "gemm".into(),
+                op: problem.op().into(),
                 version,
                 problem,
                 device_name: None,
@@ -93,35 +209,27 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
             (None, spec, HashMap::new())
         }
     };
-    let kernel = env.registry.gemm_version(&spec.version)?;
+    let p: TuneProblem = spec.problem;
+    let kernel = Target::find(&env.registry, &spec.version, &p)?;
     let dev: DeviceInfo = if fake {
         device_or_h100()
     } else {
         device::init()?;
         DeviceInfo::query(0)?
     };
-    let p: GemmProblem = spec.problem;
     kernel
         .supports(&p, &dev)
         .map_err(|reason| Error::Unsupported {
             kernel: kernel.name().into(),
             reason,
         })?;
-    let space = kernel.space(&p, &dev).ok_or_else(|| Error::Unsupported {
-        kernel: kernel.name().into(),
-        reason: "it declares no parameter space to tune".into(),
-    })?;
+    let space = kernel.require_space(&p, &dev)?;
     let size = space.enumerate().len();
     let budget = (spec.budget > 0).then_some(spec.budget);
-    let exhaustive = match spec.search.as_str() {
+    let exhaustive = match search_kind(&spec.search)? {
         "exhaustive" => true,
         "evo" => false,
-        "auto" => size <= budget.unwrap_or(AUTO_EXHAUSTIVE),
-        other => {
-            return Err(Error::invalid(format!(
-                "--search `{other}`: use auto, exhaustive or evo"
-            )))
-        }
+        _ => size <= budget.unwrap_or(AUTO_EXHAUSTIVE),
     };
     let (strategy, budget) = if exhaustive {
         (Strategy::Exhaustive, budget.unwrap_or(size).min(size))
@@ -157,7 +265,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         source,
     })?;
     let req = run::TuneRequest {
-        kernel,
+        target: kernel,
         problem: p,
         dev: dev.clone(),
         strategy,
@@ -187,9 +295,26 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     let pb = bar(budget, "tune", env.json);
     let mut best: Option<(f64, String)> = None;
     let jit = env.jit();
+    let landscape = |outcomes: Vec<Outcome>| Landscape {
+        version: kernel.name().into(),
+        problem: p,
+        device: Some(dev.clone()),
+        params: space.params.clone(),
+        outcomes,
+    };
+    // The landscape so far, rewritten every PARTIAL outcomes: a run killed from outside (a time
+    // limit) still leaves what it measured in a file, not only in the store.
+    const PARTIAL: usize = 50;
+    let mut so_far: Vec<Outcome> = Vec::new();
     let report = run::tune(&req, &jit, |o, fresh| {
         if let (Some(s), Some(id), true) = (&store, run_id, fresh) {
             record::record(s.conn(), id, o)?;
+        }
+        if let Some(path) = &a.landscape {
+            so_far.push(o.clone());
+            if so_far.len().is_multiple_of(PARTIAL) {
+                landscape(so_far.clone()).save(path)?;
+            }
         }
         pb.inc(1);
         if o.status == Status::Ok {
@@ -227,7 +352,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         {
             cache::save(
                 s.conn(),
-                &cache::TuneKey::new(&dev, "gemm", kernel.name(), &p),
+                &cache::TuneKey::of(&dev, kernel.name(), &p),
                 &b.config,
                 b.tflops,
                 Some(id),
@@ -235,14 +360,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         }
     }
     if let Some(path) = &a.landscape {
-        Landscape {
-            version: kernel.name().into(),
-            problem: p,
-            device: Some(dev.clone()),
-            params: space.params.clone(),
-            outcomes: report.outcomes.clone(),
-        }
-        .save(path)?;
+        landscape(report.outcomes.clone()).save(path)?;
     }
     if env.json {
         env_print(&json!({"run": run_id, "device": dev, "problem": p, "report": report}));
@@ -380,10 +498,15 @@ pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {
     // As `kiln tune` runs it: the version's baseline (its heuristic's config for the landscape's
     // problem and device) evaluated first, when the landscape names a device and a known version.
     let baseline: Option<Config> = l.device.as_ref().and_then(|dev| {
-        env.registry
-            .gemm_version(&l.version)
+        Target::find(&env.registry, &l.version, &l.problem)
             .ok()
             .and_then(|k| k.baseline(&l.problem, dev))
+            // A landscape recorded before the space gained a parameter: the baseline's value
+            // of it is left out (the recorded configs ran without it).
+            .map(|mut c| {
+                c.0.retain(|(k, _)| l.params.iter().any(|p| &p.name == k));
+                c
+            })
             .filter(|c| space.is_valid(c))
     });
     let from_baseline = baseline.as_ref().map(|b| {
@@ -449,13 +572,91 @@ pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {
             100.0 * f.hit_rate,
             f.worst_ratio
         );
+        // What the start alone is worth: a baseline already within reach makes that rate free.
+        if let Some((_, t)) = points.iter().find(|(c, _)| c == b) {
+            println!(
+                "  the heuristic's config alone: {:.3}x the best time",
+                t / s.best_ms
+            );
+        }
     }
+    let near = points
+        .iter()
+        .filter(|(_, t)| *t <= s.best_ms * (1.0 + s.within))
+        .count();
+    println!(
+        "  configs within {:.0}% of the best: {near} of {}",
+        100.0 * s.within,
+        points.len()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tune_args(argv: &[&str]) -> TuneArgs {
+        use clap::Parser;
+        let mut full = vec!["kiln", "tune"];
+        full.extend_from_slice(argv);
+        match super::super::args::Cli::try_parse_from(full)
+            .unwrap()
+            .command
+        {
+            super::super::args::Command::Tune(a) => *a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn tune_attn_builds_the_problem_and_refuses_clearly() {
+        let a = tune_args(&[
+            "attn", "--batch", "4", "--heads", "16", "--seqlen", "4096", "--dim", "128", "--causal",
+        ]);
+        let (version, p) = requested(&a).unwrap();
+        assert_eq!(version, "fa3_wgmma");
+        let TuneProblem::Attention(q) = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(
+            (q.batch, q.heads_q, q.seqlen_kv, q.head_dim),
+            (4, 16, 4096, 128)
+        );
+        assert!(q.causal && q.layout == AttnLayout::Bshd);
+        let err = |argv: &[&str]| requested(&tune_args(argv)).unwrap_err().to_string();
+        assert!(err(&["attn", "--batch", "4", "--seqlen", "64"]).contains("--heads, --dim"));
+        assert!(
+            err(&["attn", "--batch", "1", "--heads", "2", "--seqlen", "64", "--dim", "96"])
+                .contains("96")
+        );
+        assert!(err(&["attn", "--shape", "64"]).contains("GEMM shape"));
+        assert!(
+            err(&["--version", "mma_sync", "--shape", "64", "--dim", "64"])
+                .contains("kiln tune attn")
+        );
+        assert!(err(&["conv"]).contains("gemm and attn"));
+        let bhsd = tune_args(&[
+            "attention",
+            "--batch",
+            "1",
+            "--heads",
+            "2",
+            "--seqlen",
+            "64",
+            "--dim",
+            "64",
+            "--layout",
+            "BHSD",
+        ]);
+        assert!(matches!(requested(&bhsd).unwrap().1,
+            TuneProblem::Attention(q) if q.layout == AttnLayout::Bhsd));
+        let (_, g) = requested(&tune_args(&["--version", "mma_sync", "--shape", "64"])).unwrap();
+        assert_eq!(g.op(), "gemm");
+        assert_eq!(search_kind("model").unwrap(), "evo");
+        assert_eq!(search_kind("evolutionary").unwrap(), "evo");
+        assert!(search_kind("grid").is_err());
+    }
 
     #[test]
     fn reasons_fold_their_numbers() {

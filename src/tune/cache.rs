@@ -1,5 +1,5 @@
 //! The tuning cache: the best config per (GPU name, SM count, op, version, dtype pair, layout,
-//! shape class), kept in the store's `tuning_cache` table. The default dispatch reads it through
+//! shape class; attention: head dim, mask, lengths and batch x heads), kept in the store's `tuning_cache` table. The default dispatch reads it through
 //! an in-memory map loaded once per process from the store (read-only; no store or no table means
 //! an empty map, and the version's heuristic decides). `KILN_NO_TUNED=1` ignores the cache.
 
@@ -10,8 +10,10 @@ use std::sync::OnceLock;
 use rusqlite::{params, Connection, OpenFlags};
 
 use super::space::Config;
+use super::target::TuneProblem;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
+use crate::ops::attention::AttentionProblem;
 use crate::ops::gemm::GemmProblem;
 
 /// Problems that one tuned config serves: M, N and K bucketed by the next power of two, M of 64 or
@@ -65,6 +67,26 @@ impl ShapeClass {
     }
 }
 
+/// Attention problems that one tuned config serves: the head dim (the kernel is specialised for
+/// it), the mask, the GQA group, and the query length, key length and batch x query heads by the
+/// next power of two (they set the work items per SM and the keys each walks).
+pub fn attention_class(p: &AttentionProblem) -> String {
+    let mut s = format!(
+        "d={},sq<=2^{},skv<=2^{},bh<=2^{}",
+        p.head_dim,
+        bucket(p.seqlen_q),
+        bucket(p.seqlen_kv),
+        bucket(p.batch * p.heads_q)
+    );
+    if p.group() > 1 {
+        s += &format!(",group={}", p.group());
+    }
+    if p.causal {
+        s += ",causal";
+    }
+    s
+}
+
 /// Everything a tuned config is specific to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TuneKey {
@@ -88,6 +110,28 @@ impl TuneKey {
             dtype: format!("{}->{}", p.input, p.output),
             layout: p.layout.to_string(),
             class: ShapeClass::of(p).label(),
+        }
+    }
+
+    /// The key of an attention problem: op `attention`, the dtype, the layout (BSHD/BHSD) and
+    /// [`attention_class`].
+    pub fn attention(dev: &DeviceInfo, version: &str, p: &AttentionProblem) -> TuneKey {
+        TuneKey {
+            gpu: dev.name.clone(),
+            sm_count: dev.sm_count,
+            op: "attention".into(),
+            version: version.into(),
+            dtype: p.dtype.to_string(),
+            layout: p.layout.to_string(),
+            class: attention_class(p),
+        }
+    }
+
+    /// The key of either op's problem.
+    pub fn of(dev: &DeviceInfo, version: &str, p: &TuneProblem) -> TuneKey {
+        match p {
+            TuneProblem::Gemm(q) => TuneKey::new(dev, "gemm", version, q),
+            TuneProblem::Attention(q) => TuneKey::attention(dev, version, q),
         }
     }
 }
@@ -193,6 +237,16 @@ pub fn lookup(dev: &DeviceInfo, version: &str, p: &GemmProblem) -> Option<Config
         .map(|(c, _)| c.clone())
 }
 
+/// The tuned config of attention `version` for `p` on `dev`, if the store has one.
+pub fn lookup_attention(dev: &DeviceInfo, version: &str, p: &AttentionProblem) -> Option<Config> {
+    let map = process_map();
+    if map.is_empty() {
+        return None;
+    }
+    map.get(&TuneKey::attention(dev, version, p))
+        .map(|(c, _)| c.clone())
+}
+
 /// The TFLOPS `version`'s tuned config measured for `p`'s shape class on `dev`, if tuned.
 pub fn tuned_tflops(dev: &DeviceInfo, version: &str, p: &GemmProblem) -> Option<f64> {
     let map = process_map();
@@ -256,5 +310,35 @@ mod tests {
             },
         );
         assert!(!map.contains_key(&other));
+    }
+
+    #[test]
+    fn attention_keys_separate_head_dim_mask_and_length_classes() {
+        let dev = DeviceInfo::h100_sxm();
+        let p = AttentionProblem::new(4, 16, 4096, 128);
+        let k = TuneKey::attention(&dev, "fa3_wgmma", &p);
+        assert_eq!(k.op, "attention");
+        assert_eq!((k.dtype.as_str(), k.layout.as_str()), ("bf16", "BSHD"));
+        assert_eq!(k.class, "d=128,sq<=2^12,skv<=2^12,bh<=2^6");
+        // same class: 3000 keys, 2x32 heads
+        let alike = AttentionProblem::new(2, 32, 3000, 128);
+        assert_eq!(TuneKey::attention(&dev, "fa3_wgmma", &alike), k);
+        for other in [
+            AttentionProblem { causal: true, ..p },
+            AttentionProblem::new(4, 16, 4096, 64),
+            AttentionProblem::new(2, 16, 8192, 128),
+            AttentionProblem { heads_kv: 4, ..p },
+        ] {
+            assert_ne!(
+                TuneKey::attention(&dev, "fa3_wgmma", &other),
+                k,
+                "{other:?}"
+            );
+        }
+        assert_eq!(TuneKey::of(&dev, "fa3_wgmma", &p.into()), k);
+        let store = crate::store::Store::in_memory().unwrap();
+        let cfg = Config::new(&[("BN", 176), ("STAGES", 2)]);
+        save(store.conn(), &k, &cfg, Some(600.0), None).unwrap();
+        assert_eq!(load_all(store.conn()).unwrap().get(&k), Some(&cfg));
     }
 }

@@ -7,15 +7,15 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::space::{Config, Param, ParamSpace};
+use super::target::TuneProblem;
 use super::Outcome;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::ops::gemm::GemmProblem;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Landscape {
     pub version: String,
-    pub problem: GemmProblem,
+    pub problem: TuneProblem,
     pub device: Option<DeviceInfo>,
     /// The parameters, in the space's order (the rules are implied: the recorded configs).
     pub params: Vec<Param>,
@@ -64,7 +64,7 @@ impl Landscape {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::{DType, Layout};
+    use crate::ops::gemm::{DType, GemmProblem, Layout};
     use crate::tune::Status;
 
     #[test]
@@ -73,7 +73,7 @@ mod tests {
         fast.median_ms = Some(1.0);
         let l = Landscape {
             version: "v".into(),
-            problem: GemmProblem::new(8, 8, 8, Layout::RC, DType::Bf16, DType::Bf16),
+            problem: GemmProblem::new(8, 8, 8, Layout::RC, DType::Bf16, DType::Bf16).into(),
             device: None,
             params: vec![
                 Param {

@@ -13,6 +13,7 @@ pub mod run;
 pub mod search;
 pub mod space;
 pub mod surrogate;
+pub mod target;
 pub mod watchdog;
 pub mod worker;
 
@@ -21,8 +22,9 @@ use serde::{Deserialize, Serialize};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
-use space::Config;
+use space::{Config, ParamSpace};
 
 /// How one candidate ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -149,9 +151,74 @@ impl GemmKernel for Configured<'_> {
     }
 }
 
+/// An attention version pinned to one config (see [`Configured`]).
+pub struct AttnConfigured<'a> {
+    pub inner: &'a dyn AttentionKernel,
+    pub config: Config,
+}
+
+impl AttentionKernel for AttnConfigured<'_> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn summary(&self) -> &'static str {
+        self.inner.summary()
+    }
+    fn rung(&self) -> u32 {
+        self.inner.rung()
+    }
+    fn supports(&self, p: &AttentionProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        // The pinned config's own limits, not those of whatever the default dispatch would run.
+        match self.inner.space(p, dev) {
+            Some(space) => {
+                self.inner.supports(p, dev)?;
+                match space.violations(&self.config).first() {
+                    Some(v) => Err(format!("config {}: {v}", self.config)),
+                    None => Ok(()),
+                }
+            }
+            None => self.inner.supports(p, dev),
+        }
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        self.inner.variants(arch)
+    }
+    fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
+        self.inner.launch_with(ctx, p, ops, &self.config)
+    }
+    fn space(&self, p: &AttentionProblem, dev: &DeviceInfo) -> Option<ParamSpace> {
+        self.inner.space(p, dev)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pinned_attention_config_is_judged_by_its_own_limits() {
+        use crate::ops::attention::fa3_wgmma::Fa3Wgmma;
+        let h100 = DeviceInfo::h100_sxm();
+        let p = AttentionProblem::new(1, 2, 256, 128);
+        let fits = AttnConfigured {
+            inner: &Fa3Wgmma,
+            config: Config::parse(
+                "BN=176,CWG=2,STAGES=2,OVERLAP=1,PINGPONG=0,EMU=0,DYNAMIC=0,PERSIST=0",
+            )
+            .unwrap(),
+        };
+        assert!(fits.supports(&p, &h100).is_ok());
+        // 3 stages of 176-key tiles: past the opt-in limit, said before any launch
+        let over = AttnConfigured {
+            config: Config::parse(
+                "BN=176,CWG=2,STAGES=3,OVERLAP=1,PINGPONG=0,EMU=0,DYNAMIC=0,PERSIST=0",
+            )
+            .unwrap(),
+            ..fits
+        };
+        let e = over.supports(&p, &h100).unwrap_err();
+        assert!(e.contains("shared memory") && e.contains("STAGES=3"), "{e}");
+    }
 
     #[test]
     fn only_timed_outcomes_have_a_finite_time() {

@@ -7,9 +7,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::space::Config;
+use super::target::TuneProblem;
 use super::{Outcome, Status};
 use crate::error::{Error, Result};
-use crate::ops::gemm::GemmProblem;
 use crate::store::utc_now;
 
 pub const SCHEMA: &str = "
@@ -77,7 +77,7 @@ pub struct TuningRun {
     pub command: String,
     pub op: String,
     pub version: String,
-    pub problem: GemmProblem,
+    pub problem: TuneProblem,
     pub device_name: Option<String>,
     pub sm_count: Option<u32>,
     /// `exhaustive` or `evo`.
@@ -205,7 +205,7 @@ pub fn finish(conn: &Connection, run: i64, status: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::{DType, Layout};
+    use crate::ops::gemm::{DType, GemmProblem, Layout};
 
     #[test]
     fn results_survive_and_resume_reads_them_back() {
@@ -216,7 +216,7 @@ mod tests {
             command: "kiln tune".into(),
             op: "gemm".into(),
             version: "mma_sync".into(),
-            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16),
+            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16).into(),
             device_name: Some("gpu".into()),
             sm_count: Some(132),
             search: "evo".into(),

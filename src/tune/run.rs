@@ -14,18 +14,19 @@ use serde::Serialize;
 use super::guard::{Guard, Passed};
 use super::search::{search_from, Strategy};
 use super::space::{Config, ParamSpace};
+use super::target::{Target, TuneProblem};
 use super::watchdog::{Spawner, WorkerHandle};
 use super::worker::{Job, JobResult};
 use super::{Outcome, Status};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::jit::Jit;
-use crate::ops::gemm::{GemmKernel, GemmProblem};
+use crate::ops::gemm::GemmProblem;
 
 /// Everything one tuning run needs.
 pub struct TuneRequest<'a> {
-    pub kernel: &'a dyn GemmKernel,
-    pub problem: GemmProblem,
+    pub target: Target<'a>,
+    pub problem: TuneProblem,
     /// The device the guard judges against (GPU 0's).
     pub dev: DeviceInfo,
     pub strategy: Strategy,
@@ -102,13 +103,7 @@ pub fn tune(
     jit: &Jit,
     mut on_result: impl FnMut(&Outcome, bool) -> Result<()>,
 ) -> Result<TuneReport> {
-    let space: ParamSpace =
-        req.kernel
-            .space(&req.problem, &req.dev)
-            .ok_or_else(|| Error::Unsupported {
-                kernel: req.kernel.name().into(),
-                reason: "it declares no parameter space to tune".into(),
-            })?;
+    let space: ParamSpace = req.target.require_space(&req.problem, &req.dev)?;
     let started = Instant::now();
     let space_size = space.enumerate().len();
     let guard = Guard::new(jit, req.dev.clone());
@@ -126,7 +121,7 @@ pub fn tune(
 
     // The heuristic's config first: a search never ends worse than the untuned default.
     let start: Vec<Config> = req
-        .kernel
+        .target
         .baseline(&req.problem, &req.dev)
         .into_iter()
         .collect();
@@ -204,7 +199,7 @@ fn warm_start(req: &TuneRequest, jit: &Jit, arch: &str, outcomes: &[Outcome]) ->
     let specs: Vec<_> = outcomes
         .iter()
         .filter(|o| o.status.timed())
-        .filter_map(|o| req.kernel.spec_for(arch, &req.problem, &o.config))
+        .filter_map(|o| req.target.spec_for(arch, &req.problem, &o.config))
         .collect();
     if specs.is_empty() {
         return None;
@@ -246,7 +241,7 @@ fn run_batch(
         let tx = ev_tx.clone();
         s.spawn(move || {
             fresh.par_iter().for_each_with(tx, |tx, &i| {
-                let spec = req.kernel.spec_for(arch, &req.problem, &batch[i]);
+                let spec = req.target.spec_for(arch, &req.problem, &batch[i]);
                 let launch_key = space.launch_key(&batch[i]);
                 let _ = tx.send(Event::Guarded(
                     i,
@@ -302,10 +297,10 @@ fn run_batch(
                     passed.insert(i, p);
                     let job = Job {
                         id: *next_id,
-                        version: req.kernel.name().into(),
+                        version: req.target.name().into(),
                         config: batch[i].clone(),
                         problem: req.problem,
-                        verify: verify_problems(&req.problem),
+                        verify: req.problem.verify_problems(),
                         best_ms: *best,
                         warmup: req.warmup,
                         reps: req.reps,

@@ -246,7 +246,7 @@ mod tests {
             id,
             version: "mma_sync".into(),
             config: Config::new(&[("BM", 128)]),
-            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16),
+            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16).into(),
             verify: vec![],
             best_ms: None,
             warmup: 5,

@@ -15,13 +15,15 @@ use serde::{Deserialize, Serialize};
 
 use super::search::far_behind;
 use super::space::Config;
-use super::{Configured, Status};
+use super::target::{Target, TuneProblem};
+use super::{AttnConfigured, Configured, Status};
 use crate::device::Context;
 use crate::error::{Error, Result};
+use crate::harness::attention::bench::{time_attention, AttnBuffers};
+use crate::harness::attention::verify::verify_attention;
 use crate::harness::bench::{time_gemm, BenchBuffers, BenchOptions, L2Flusher};
 use crate::harness::verify::verify_gemm;
 use crate::jit::Jit;
-use crate::ops::gemm::{GemmKernel, GemmProblem};
 use crate::ops::registry::Registry;
 
 /// A candidate whose short timing is this many times the best so far is not timed in full.
@@ -33,8 +35,8 @@ pub struct Job {
     pub id: u64,
     pub version: String,
     pub config: Config,
-    pub problem: GemmProblem,
-    pub verify: Vec<GemmProblem>,
+    pub problem: TuneProblem,
+    pub verify: Vec<TuneProblem>,
     /// The best median so far (for the early stop).
     pub best_ms: Option<f64>,
     pub warmup: usize,
@@ -169,7 +171,10 @@ pub fn serve(ordinal: u32, jit: Jit, input: impl BufRead, mut output: impl Write
                         }
                     }
                 }
-                match (gpu.as_mut(), registry.gemm_version(&job.version)) {
+                match (
+                    gpu.as_mut(),
+                    Target::find(&registry, &job.version, &job.problem),
+                ) {
                     (Some(g), Ok(k)) => g.run(k, &job),
                     (_, Err(e)) => JobResult::failed(job.id, Status::Error, e.to_string(), false),
                     (None, _) => JobResult::failed(job.id, Status::Error, "no GPU", true),
@@ -191,11 +196,37 @@ fn answer(out: &mut impl Write, r: &JobResult) -> Result<()> {
         .map_err(|e| Error::invalid(format!("writing a tuning result: {e}")))
 }
 
+/// Random inputs of the timed problem, kept across jobs.
+enum Buffers {
+    Gemm(BenchBuffers),
+    Attention(AttnBuffers),
+}
+
 /// The worker's GPU state, kept across jobs: buffers for the timed problem, the L2 flusher.
 struct Gpu {
     ctx: Context,
-    buffers: Option<(GemmProblem, BenchBuffers)>,
+    buffers: Option<(TuneProblem, Buffers)>,
     flusher: Option<L2Flusher>,
+}
+
+/// What one verification found: `None` passed, else the failed job result.
+fn verdict(id: u64, label: String, r: Result<(bool, Option<String>, String)>) -> Option<JobResult> {
+    match r {
+        Ok((_, Some(skipped), _)) => Some(JobResult::failed(
+            id,
+            Status::Error,
+            format!("unsupported on {label}: {skipped}"),
+            false,
+        )),
+        Ok((false, _, message)) => Some(JobResult::failed(
+            id,
+            Status::Wrong,
+            format!("{label}: {message}"),
+            false,
+        )),
+        Ok(_) => None,
+        Err(e) => Some(classify(id, e, &format!("verifying on {label}"))),
+    }
 }
 
 /// A failure as the tuner sees it: a hang or a CUDA error poisons the context (fatal).
@@ -216,61 +247,86 @@ fn classify(id: u64, e: Error, during: &str) -> JobResult {
 }
 
 impl Gpu {
-    fn run(&mut self, kernel: &dyn GemmKernel, job: &Job) -> JobResult {
-        let k = Configured {
-            inner: kernel,
-            config: job.config.clone(),
-        };
+    fn run(&mut self, target: Target, job: &Job) -> JobResult {
+        let config = job.config.clone();
         for vp in &job.verify {
-            match verify_gemm(&self.ctx, &k, vp) {
-                Ok(o) if o.skipped.is_some() => {
-                    return JobResult::failed(
-                        job.id,
-                        Status::Error,
-                        format!(
-                            "unsupported on {}: {}",
-                            vp.label(),
-                            o.skipped.unwrap_or_default()
-                        ),
-                        false,
-                    )
+            let r = match (target, vp) {
+                (Target::Gemm(k), TuneProblem::Gemm(q)) => {
+                    let k = Configured {
+                        inner: k,
+                        config: config.clone(),
+                    };
+                    verify_gemm(&self.ctx, &k, q).map(|o| (o.passed, o.skipped, o.message))
                 }
-                Ok(o) if !o.passed => {
-                    return JobResult::failed(
-                        job.id,
-                        Status::Wrong,
-                        format!("{}: {}", vp.label(), o.message),
-                        false,
-                    )
+                (Target::Attention(k), TuneProblem::Attention(q)) => {
+                    let k = AttnConfigured {
+                        inner: k,
+                        config: config.clone(),
+                    };
+                    verify_attention(&self.ctx, &k, q).map(|o| (o.passed, o.skipped, o.message))
                 }
-                Ok(_) => {}
-                Err(e) => return classify(job.id, e, &format!("verifying on {}", vp.label())),
+                _ => Err(Error::invalid(format!(
+                    "{} cannot verify a {} problem",
+                    target.name(),
+                    vp.op()
+                ))),
+            };
+            if let Some(failed) = verdict(job.id, vp.label(), r) {
+                return failed;
             }
         }
-        match self.time(&k, job) {
+        match self.time(target, job) {
             Ok(r) => r,
             Err(e) => classify(job.id, e, "timing"),
         }
     }
 
-    fn time(&mut self, k: &Configured, job: &Job) -> Result<JobResult> {
+    /// One timing of the job's candidate: (median ms, TFLOPS).
+    fn time_once(&self, target: Target, job: &Job, opt: &BenchOptions) -> Result<(f64, f64)> {
+        let (Some((_, bufs)), Some(fl)) = (&self.buffers, &self.flusher) else {
+            return Err(Error::invalid("no buffers"));
+        };
+        match (target, &job.problem, bufs) {
+            (Target::Gemm(k), TuneProblem::Gemm(p), Buffers::Gemm(b)) => {
+                let k = Configured {
+                    inner: k,
+                    config: job.config.clone(),
+                };
+                let t = time_gemm(&self.ctx, &k, p, b, fl, opt)?;
+                Ok((t.median_ms, t.tflops))
+            }
+            (Target::Attention(k), TuneProblem::Attention(p), Buffers::Attention(b)) => {
+                let k = AttnConfigured {
+                    inner: k,
+                    config: job.config.clone(),
+                };
+                let t = time_attention(&self.ctx, &k, p, b, fl, opt)?;
+                Ok((t.median_ms, t.tflops))
+            }
+            _ => Err(Error::invalid(format!(
+                "{} cannot time a {} problem",
+                target.name(),
+                job.problem.op()
+            ))),
+        }
+    }
+
+    fn time(&mut self, target: Target, job: &Job) -> Result<JobResult> {
         let p = &job.problem;
         if self.buffers.as_ref().is_none_or(|(q, _)| q != p) {
             self.buffers = None; // free the old ones first
-            self.buffers = Some((*p, BenchBuffers::random(p, 17)?));
+            let b = match p {
+                TuneProblem::Gemm(q) => Buffers::Gemm(BenchBuffers::random(q, 17)?),
+                TuneProblem::Attention(q) => Buffers::Attention(AttnBuffers::random(q, 17)?),
+            };
+            self.buffers = Some((*p, b));
         }
         if self.flusher.is_none() {
             self.flusher = Some(L2Flusher::new(&self.ctx)?);
         }
-        let (Some((_, bufs)), Some(fl)) = (&self.buffers, &self.flusher) else {
-            return Err(Error::invalid("no buffers"));
-        };
-        let quick = time_gemm(
-            &self.ctx,
-            k,
-            p,
-            bufs,
-            fl,
+        let (quick_ms, quick_tflops) = self.time_once(
+            target,
+            job,
             &BenchOptions {
                 warmup: 1,
                 reps: 3,
@@ -278,25 +334,21 @@ impl Gpu {
                 interleave: false,
             },
         )?;
-        if far_behind(quick.median_ms, job.best_ms, EARLY_STOP_FACTOR) {
+        if far_behind(quick_ms, job.best_ms, EARLY_STOP_FACTOR) {
             return Ok(JobResult {
                 id: job.id,
                 status: Status::Slow,
                 reason: format!(
-                    "stopped early: {:.3} ms over {EARLY_STOP_FACTOR}x the best so far",
-                    quick.median_ms
+                    "stopped early: {quick_ms:.3} ms over {EARLY_STOP_FACTOR}x the best so far"
                 ),
-                median_ms: Some(quick.median_ms),
-                tflops: Some(quick.tflops),
+                median_ms: Some(quick_ms),
+                tflops: Some(quick_tflops),
                 fatal: false,
             });
         }
-        let t = time_gemm(
-            &self.ctx,
-            k,
-            p,
-            bufs,
-            fl,
+        let (median_ms, tflops) = self.time_once(
+            target,
+            job,
             &BenchOptions {
                 warmup: job.warmup,
                 reps: job.reps,
@@ -308,8 +360,8 @@ impl Gpu {
             id: job.id,
             status: Status::Ok,
             reason: String::new(),
-            median_ms: Some(t.median_ms),
-            tflops: Some(t.tflops),
+            median_ms: Some(median_ms),
+            tflops: Some(tflops),
             fatal: false,
         })
     }
@@ -318,14 +370,14 @@ impl Gpu {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::{DType, Layout};
+    use crate::ops::gemm::{DType, GemmProblem, Layout};
 
     fn job(id: u64) -> Job {
         Job {
             id,
             version: "mma_sync".into(),
             config: Config::new(&[("BM", 128)]),
-            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16),
+            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16).into(),
             verify: vec![],
             best_ms: None,
             warmup: 5,

@@ -1,12 +1,14 @@
 //! Host side of `kernels/attention/fa2_mma_sync.cu`: the fused FlashAttention-2-style forward on
 //! mma.sync tensor cores, online softmax in fp32 with exp2, cp.async K/V pipeline, causal tile
-//! skipping. Specialised per head dim and dtype; runs on sm_80 and newer.
+//! skipping. Specialised per head dim and dtype; runs on sm_80 and newer. The tile is the
+//! tuned cache's for the problem's class if there is one, else [`Fa2Tile::for_dim`].
 
 use super::{AttentionKernel, AttentionOperands, AttentionProblem, AttnArgs, DTYPES, HEAD_DIMS};
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
+use crate::tune::space::{Config as TuneConfig, ParamSpace};
 
 pub struct Fa2MmaSync;
 
@@ -49,6 +51,32 @@ impl Fa2Tile {
     pub fn smem_bytes(&self) -> u32 {
         (self.bm + 2 * self.bn) * self.d * 2
     }
+    /// The tuner's config (see [`space`]) as a tile for head dim `d`.
+    pub fn from_tune(d: u32, c: &TuneConfig) -> std::result::Result<Fa2Tile, String> {
+        let t = Fa2Tile {
+            d,
+            bm: c.require("BM")? as u32,
+            bn: c.require("BN")? as u32,
+        };
+        if !TUNE_BM.contains(&(t.bm as i64)) || !TUNE_BN.contains(&(t.bn as i64)) {
+            return Err(format!(
+                "tile {}x{} (BM one of {TUNE_BM:?}, BN one of {TUNE_BN:?})",
+                t.bm, t.bn
+            ));
+        }
+        Ok(t)
+    }
+    pub fn to_tune(&self) -> TuneConfig {
+        TuneConfig::new(&[("BM", self.bm as i64), ("BN", self.bn as i64)])
+    }
+    /// The tile a launch of `p` on `dev` uses: the tuned cache's (when it fits), else the default.
+    pub fn resolve(p: &AttentionProblem, dev: &DeviceInfo) -> Fa2Tile {
+        let d = p.head_dim as u32;
+        crate::tune::cache::lookup_attention(dev, "fa2_mma_sync", p)
+            .and_then(|c| Fa2Tile::from_tune(d, &c).ok())
+            .filter(|t| t.smem_bytes() <= dev.smem_optin_bytes)
+            .unwrap_or_else(|| Fa2Tile::for_dim(p.head_dim))
+    }
     pub fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
         KernelSpec::new("attention/fa2_mma_sync.cu", "attn_fa2_mma_sync", arch)
             .define("KILN_IN", dtype.code())
@@ -57,6 +85,26 @@ impl Fa2Tile {
             .define("KILN_BN", self.bn)
             .define("KILN_SMEM", self.smem_bytes())
     }
+}
+
+/// Query rows per block the tuner tries (16 per warp; the kernel needs multiples of 16).
+const TUNE_BM: [i64; 2] = [64, 128];
+/// Keys per tile the tuner tries (compiled without spills at every head dim:
+/// results/2026-11-22-h200/tune/fa2-candidates-cpu.txt).
+const TUNE_BN: [i64; 3] = [32, 64, 128];
+
+/// The tuner's space: BM x BN, the Q tile and one K and one V tile within the device's shared
+/// memory. Six points: exhaustive search is the only sensible one.
+pub fn space(p: &AttentionProblem, dev: &DeviceInfo) -> ParamSpace {
+    let d = p.head_dim as u32;
+    let limit = dev.smem_optin_bytes;
+    ParamSpace::new()
+        .param("BM", &TUNE_BM)
+        .param("BN", &TUNE_BN)
+        .rule(
+            &format!("Q + K + V tiles within the {limit} B of shared memory a block may opt in to"),
+            move |c| Fa2Tile::from_tune(d, c).is_ok_and(|t| t.smem_bytes() <= limit),
+        )
 }
 
 impl AttentionKernel for Fa2MmaSync {
@@ -86,7 +134,7 @@ impl AttentionKernel for Fa2MmaSync {
                 p.head_dim
             ));
         }
-        let t = Fa2Tile::for_dim(p.head_dim);
+        let t = Fa2Tile::resolve(p, dev);
         dev.check_smem(t.smem_bytes())?;
         if p.batch > 65535 || p.heads_q > 65535 {
             return Err("batch and heads must each be at most 65535 (grid z and y)".into());
@@ -103,6 +151,51 @@ impl AttentionKernel for Fa2MmaSync {
         v
     }
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
+        self.launch_tile(ctx, p, ops, Fa2Tile::resolve(p, &ctx.info))
+    }
+    fn space(&self, p: &AttentionProblem, dev: &DeviceInfo) -> Option<ParamSpace> {
+        HEAD_DIMS.contains(&p.head_dim).then(|| space(p, dev))
+    }
+    fn baseline(&self, p: &AttentionProblem, _dev: &DeviceInfo) -> Option<TuneConfig> {
+        HEAD_DIMS
+            .contains(&p.head_dim)
+            .then(|| Fa2Tile::for_dim(p.head_dim).to_tune())
+    }
+    fn spec_for(&self, arch: &str, p: &AttentionProblem, cfg: &TuneConfig) -> Option<KernelSpec> {
+        Fa2Tile::from_tune(p.head_dim as u32, cfg)
+            .ok()
+            .map(|t| t.spec(arch, p.dtype))
+    }
+    fn launch_with(
+        &self,
+        ctx: &Context,
+        p: &AttentionProblem,
+        ops: &AttentionOperands,
+        cfg: &TuneConfig,
+    ) -> Result<()> {
+        let t =
+            Fa2Tile::from_tune(p.head_dim as u32, cfg).map_err(|reason| Error::Unsupported {
+                kernel: self.name().into(),
+                reason,
+            })?;
+        ctx.info
+            .check_smem(t.smem_bytes())
+            .map_err(|reason| Error::Unsupported {
+                kernel: self.name().into(),
+                reason,
+            })?;
+        self.launch_tile(ctx, p, ops, t)
+    }
+}
+
+impl Fa2MmaSync {
+    fn launch_tile(
+        &self,
+        ctx: &Context,
+        p: &AttentionProblem,
+        ops: &AttentionOperands,
+        t: Fa2Tile,
+    ) -> Result<()> {
         for (name, ptr) in [
             ("Q", ops.q.ptr()),
             ("K", ops.k.ptr()),
@@ -116,7 +209,6 @@ impl AttentionKernel for Fa2MmaSync {
                 });
             }
         }
-        let t = Fa2Tile::for_dim(p.head_dim);
         let f = ctx.function(&t.spec(&ctx.arch(), p.dtype))?;
         let mut args = AttnArgs::new(p, ops);
         let blocks_m = (p.seqlen_q as u32).div_ceil(t.bm);
@@ -178,5 +270,40 @@ mod tests {
             assert!(!c.resources.spills(), "{arch}: {}", c.log);
             assert_eq!(c.resources.stack_frame, 0, "{arch}: {}", c.log);
         }
+    }
+
+    #[test]
+    fn the_tuning_space_is_the_tiles_that_fit_and_holds_the_default() {
+        let h100 = DeviceInfo::h100_sxm();
+        for d in HEAD_DIMS {
+            let p = AttentionProblem::new(2, 8, 1024, d);
+            let s = Fa2MmaSync.space(&p, &h100).unwrap();
+            // every tile fits the H100's 227 KB (d256 128x128: 192 KB)
+            assert_eq!(s.enumerate().len(), 6, "d{d}");
+            let b = Fa2MmaSync.baseline(&p, &h100).unwrap();
+            assert!(s.is_valid(&b));
+            assert_eq!(
+                Fa2Tile::from_tune(d as u32, &b).unwrap(),
+                Fa2Tile::for_dim(d)
+            );
+        }
+        // a 99 KB part (sm_86/89) keeps only the tiles that fit
+        let small = DeviceInfo {
+            smem_optin_bytes: 99 * 1024,
+            ..h100
+        };
+        let s = space(&AttentionProblem::new(1, 1, 64, 256), &small);
+        assert!(s.enumerate().len() < 6);
+        let big = Fa2Tile {
+            d: 256,
+            bm: 128,
+            bn: 128,
+        };
+        assert!(s.violations(&big.to_tune())[0].contains("shared memory"));
+        assert!(
+            Fa2Tile::from_tune(128, &TuneConfig::new(&[("BM", 96), ("BN", 64)]))
+                .unwrap_err()
+                .contains("96x64")
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
+use crate::tune::space::{Config as TuneConfig, ParamSpace};
 
 /// The device buffers of one attention call. O has Q's layout; LSE is fp32 [B, H, Sq].
 pub struct AttentionOperands<'a> {
@@ -39,6 +40,35 @@ pub trait AttentionKernel: Send + Sync {
     /// Enqueues the forward on the context's stream. Callers have validated `p`, checked the
     /// buffers and `supports`.
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()>;
+
+    /// The tuner's parameter space for `p` on `dev` (`None`: nothing to tune); the same shape as
+    /// [`crate::ops::gemm::GemmKernel::space`].
+    fn space(&self, _p: &AttentionProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
+        None
+    }
+    /// The config an untuned launch of `p` runs, as a point of the space (evaluated first).
+    fn baseline(&self, _p: &AttentionProblem, _dev: &DeviceInfo) -> Option<TuneConfig> {
+        None
+    }
+    /// The specialisation `cfg` compiles to (for the guard).
+    fn spec_for(
+        &self,
+        _arch: &str,
+        _p: &AttentionProblem,
+        _cfg: &TuneConfig,
+    ) -> Option<KernelSpec> {
+        None
+    }
+    /// [`AttentionKernel::launch`] with an explicit config from [`AttentionKernel::space`].
+    fn launch_with(
+        &self,
+        ctx: &Context,
+        p: &AttentionProblem,
+        ops: &AttentionOperands,
+        _cfg: &TuneConfig,
+    ) -> Result<()> {
+        self.launch(ctx, p, ops)
+    }
 }
 
 /// The argument block, laid out as `AttnArgs` in `kernels/attention/attn_args.cuh`.

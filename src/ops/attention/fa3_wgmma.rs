@@ -12,7 +12,9 @@ use std::sync::Mutex;
 
 use cudarc::driver::sys;
 
-use super::{AttentionKernel, AttentionOperands, AttentionProblem, AttnArgs, Strides, DTYPES};
+use super::{
+    AttentionKernel, AttentionOperands, AttentionProblem, AttnArgs, Strides, DTYPES, HEAD_DIMS,
+};
 use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -171,7 +173,7 @@ impl Config {
     /// Whether the kernel can be specialised this way (the device-side static_asserts, said
     /// before compiling).
     pub fn check(&self) -> std::result::Result<(), String> {
-        if ![64, 128, 256].contains(&self.d) {
+        if !HEAD_DIMS.contains(&(self.d as usize)) {
             return Err(format!("head dim {} (use 64, 128 or 256)", self.d));
         }
         if !KEY_TILES.contains(&self.bn) {
@@ -221,6 +223,11 @@ impl Config {
         self.dynamic == 2 || (self.dynamic == 1 && p.causal)
     }
 
+    /// Whether `p` runs on a persistent grid (one block per SM): `persist` or the work counter.
+    pub fn persistent_for(&self, p: &AttentionProblem) -> bool {
+        self.persist == 2 || (self.persist == 1 && !p.causal) || self.dynamic_for(p)
+    }
+
     /// Query rows per block: 64 per consumer warpgroup.
     pub fn bm(&self) -> u32 {
         64 * self.cwg
@@ -243,8 +250,7 @@ impl Config {
     /// The work items (query block, head, batch) and the blocks launched to walk them.
     pub fn grid(&self, p: &AttentionProblem, sms: u32) -> (u64, u32) {
         let items = p.seqlen_q.div_ceil(self.bm() as usize) as u64 * (p.heads_q * p.batch) as u64;
-        let persist = self.persist == 2 || (self.persist == 1 && !p.causal) || self.dynamic_for(p);
-        let blocks = if persist {
+        let blocks = if self.persistent_for(p) {
             items.min(sms.max(1) as u64)
         } else {
             items
@@ -322,12 +328,7 @@ impl Config {
     /// the work counter runs a persistent grid, so it is written with PERSIST=2).
     pub fn to_tune(&self, p: &AttentionProblem) -> TuneConfig {
         let dynamic = self.dynamic_for(p);
-        let persist = match self.persist {
-            _ if dynamic => 2,
-            1 if p.causal => 0,
-            1 => 2,
-            x => x,
-        };
+        let persist = if self.persistent_for(p) { 2 } else { 0 };
         TuneConfig::new(&[
             ("BN", self.bn as i64),
             ("CWG", self.cwg as i64),
@@ -536,7 +537,7 @@ impl AttentionKernel for Fa3Wgmma {
                 "needs sm_90a (Hopper) for wgmma, TMA and setmaxnreg; this GPU is {maj}.{min}"
             ));
         }
-        if ![64, 128, 256].contains(&p.head_dim) {
+        if !HEAD_DIMS.contains(&p.head_dim) {
             return Err(format!(
                 "specialised for head_dim 64, 128 and 256, not {}; use fa2_mma_sync",
                 p.head_dim
@@ -582,11 +583,11 @@ impl AttentionKernel for Fa3Wgmma {
         self.launch_config(ctx, p, ops, &c)
     }
     fn space(&self, p: &AttentionProblem, dev: &DeviceInfo) -> Option<ParamSpace> {
-        HEAD_DIMS_FA3.contains(&p.head_dim).then(|| space(p, dev))
+        HEAD_DIMS.contains(&p.head_dim).then(|| space(p, dev))
     }
     fn baseline(&self, p: &AttentionProblem, _dev: &DeviceInfo) -> Option<TuneConfig> {
         // The untuned default (not the cache's entry: a tuning run measures against the heuristic).
-        HEAD_DIMS_FA3
+        HEAD_DIMS
             .contains(&p.head_dim)
             .then(|| Config::default_for(p.head_dim as u32).to_tune(p))
     }
@@ -614,9 +615,6 @@ impl AttentionKernel for Fa3Wgmma {
         self.launch_config(ctx, p, ops, &c)
     }
 }
-
-/// Head dims the kernel is specialised for.
-const HEAD_DIMS_FA3: [usize; 3] = [64, 128, 256];
 
 impl Fa3Wgmma {
     /// Whether `cfg` can run `p` on `dev` (shared memory, the 32-bit work index).

@@ -157,11 +157,13 @@ __device__ __forceinline__ void turn_pass(int c) {
 struct Work {
   int m0, h, b, ntiles;
   __device__ __forceinline__ Work(int t, const AttnArgs& p) {
-    const int nmb = (p.sq + BM - 1) / BM;
-    const int bh = t / nmb;
-    m0 = (nmb - 1 - t % nmb) * BM;
-    h = bh % p.heads_q;
-    b = bh / p.heads_q;
+    // Unsigned: the 32-register producer of three consumers has no room for signed division's
+    // temporaries (they spilled its loop counters at d128).
+    const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM, ut = (unsigned)t;
+    const unsigned bh = ut / nmb;
+    m0 = (int)((nmb - 1 - (ut - bh * nmb)) * BM);
+    h = (int)(bh % (unsigned)p.heads_q);
+    b = (int)(bh / (unsigned)p.heads_q);
     const int rows = min(BM, p.sq - m0);
     const int kv_end = p.causal ? min(p.skv, m0 + rows + p.skv - p.sq) : p.skv;
     ntiles = kv_end <= 0 ? 0 : (kv_end - 1) / BN + 1;

@@ -278,14 +278,30 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
             .filter(|r| !r.cached && r.resources.is_some())
             .map(|r| r.compile_ms)
             .collect();
+        // The compiling threads' CPU time next to the wall time: with more compiles in parallel
+        // than free cores, each compile's wall time includes waiting for a core; its CPU time is
+        // what one compile costs on its own (NVRTC compiles on the calling thread).
+        let mut cold_cpu: Vec<f64> = rows
+            .iter()
+            .filter(|r| !r.cached && r.resources.is_some())
+            .filter_map(|r| r.compile_cpu_ms)
+            .collect();
         let cached = rows.iter().filter(|r| r.cached).count();
         let median = if cold.is_empty() {
             0.0
         } else {
             kiln::harness::bench::stats(&mut cold).0
         };
+        let cpu = if cold_cpu.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {:.0} ms CPU",
+                kiln::harness::bench::stats(&mut cold_cpu).0
+            )
+        };
         println!(
-            "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold), {} from the cache; {} with problems",
+            "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold{cpu}), {} from the cache; {} with problems",
             rows.len(),
             wall_ms / 1e3,
             rayon::current_num_threads(),

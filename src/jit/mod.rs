@@ -102,14 +102,46 @@ fn source_digest(source: &str) -> Sha256 {
     h
 }
 
+/// CPU time consumed so far by the calling thread, in ms (Linux: `CLOCK_THREAD_CPUTIME_ID`).
+#[cfg(target_os = "linux")]
+pub fn thread_cpu_ms() -> Option<f64> {
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: std::ffi::c_long,
+        tv_nsec: std::ffi::c_long,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut t = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec; glibc and musl both export clock_gettime.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    (rc == 0).then_some(t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 * 1e-6)
+}
+
+/// No per-thread CPU clock off Linux.
+#[cfg(not(target_os = "linux"))]
+pub fn thread_cpu_ms() -> Option<f64> {
+    None
+}
+
 /// A compiled kernel: the CUBIN, what it costs, and what compiling it cost.
 #[derive(Debug, Clone)]
 pub struct Compiled {
     pub spec: KernelSpec,
     pub cubin: Vec<u8>,
     pub resources: Resources,
-    /// Time NVRTC took when this CUBIN was first built.
+    /// Time NVRTC took when this CUBIN was first built (wall clock).
     pub compile_ms: f64,
+    /// CPU time of the compiling thread over the same call (NVRTC compiles a program on the
+    /// calling thread): the compile's own cost, which waiting for a core does not inflate when
+    /// more compiles run in parallel than there are cores. `None` where the platform has no
+    /// per-thread clock, or for cache entries written before it was recorded.
+    pub compile_cpu_ms: Option<f64>,
     /// Time this call took (a cache hit is a file read).
     pub load_ms: f64,
     pub cached: bool,
@@ -164,6 +196,7 @@ impl Jit {
                     cubin,
                     resources: meta.resources,
                     compile_ms: meta.compile_ms,
+                    compile_cpu_ms: meta.compile_cpu_ms,
                     load_ms: start.elapsed().as_secs_f64() * 1e3,
                     cached: true,
                     log: meta.log,
@@ -176,6 +209,7 @@ impl Jit {
             .map(|p| (p, sources::get(p).unwrap_or("")))
             .collect();
         let t = Instant::now();
+        let cpu = thread_cpu_ms();
         // NVRTC 12.9+ answers programs it has seen from the driver's compute cache without
         // running ptxas, so its log then has no ptxas report (registers, spills): on the GPU
         // host every variant read "0 registers" in a second process. kiln has its own cache;
@@ -193,6 +227,7 @@ impl Jit {
                 other => other,
             })?;
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let compile_cpu_ms = cpu.zip(thread_cpu_ms()).map(|(a, b)| b - a);
         let mut resources = Resources::parse(&out.log, &spec.entry);
         if !Resources::reported(&out.log, &spec.entry) {
             resources.warnings.push(format!(
@@ -208,6 +243,7 @@ impl Jit {
                 nvrtc: version,
                 resources: resources.clone(),
                 compile_ms,
+                compile_cpu_ms,
                 log: out.log.clone(),
             };
             c.put(spec.stem(), &digest, &out.cubin, &meta)?;
@@ -217,6 +253,7 @@ impl Jit {
             cubin: out.cubin,
             resources,
             compile_ms,
+            compile_cpu_ms,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
             cached: false,
             log: out.log,
@@ -268,6 +305,23 @@ mod tests {
             .collect();
         assert_eq!(Jit::digest(&spec, (13, 0)), plain);
         assert_eq!(Jit::digest(&spec, (13, 0)), plain); // second call: from the memo
+    }
+
+    #[test]
+    fn the_thread_clock_counts_this_threads_work() {
+        let Some(a) = thread_cpu_ms() else {
+            assert!(!cfg!(target_os = "linux"), "no thread CPU clock on Linux");
+            return;
+        };
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        let b = thread_cpu_ms().unwrap();
+        assert!(b > a, "{a} -> {b} ({x})");
+        // Sleeping costs no CPU: the clock is the thread's, not the wall's.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(thread_cpu_ms().unwrap() - b < 25.0);
     }
 
     #[test]

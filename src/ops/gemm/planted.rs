@@ -35,6 +35,7 @@ fn load(ctx: &Context, path: &str, source: &str, entry: &str) -> Result<Function
         spec,
         cubin: out.cubin,
         compile_ms: ms,
+        compile_cpu_ms: None,
         load_ms: ms,
         cached: false,
         log: out.log,

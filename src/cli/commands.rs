@@ -195,7 +195,7 @@ pub fn check(env: &Env, a: &CheckArgs) -> Result<ExitCode> {
 /// Compiles every variant, prints the table (unless --json), records, and says if any failed.
 fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::CheckRow>, bool)> {
     if let Some(v) = only {
-        if env.registry.attention_version(v).is_err() {
+        if env.registry.attention_version(v).is_err() && env.registry.moe_version(v).is_err() {
             env.registry.gemm_version(v)?;
         }
     }
@@ -212,6 +212,13 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
         + env
             .registry
             .attention()
+            .iter()
+            .filter(|k| only.is_none_or(|v| v == k.name()))
+            .map(|k| k.variants(arch).len())
+            .sum::<usize>()
+        + env
+            .registry
+            .moe()
             .iter()
             .filter(|k| only.is_none_or(|v| v == k.name()))
             .map(|k| k.variants(arch).len())

@@ -3,7 +3,6 @@
 //! shared memory over the device limit each fail the variant.
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::device::DeviceInfo;
 use crate::jit::{Jit, KernelSpec, Resources};
@@ -141,10 +140,7 @@ fn check_one(jit: &Jit, op: &str, version: &str, spec: &KernelSpec, dev: &Device
             row.compile_ms = if c.cached { c.load_ms } else { c.compile_ms };
             row.compile_cpu_ms = c.compile_cpu_ms;
             row.cached = c.cached;
-            row.cubin_sha256 = Sha256::digest(&c.cubin)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            row.cubin_sha256 = c.cubin_sha256;
             row.resources = Some(c.resources);
         }
         Err(e) => row.problems.push(e.to_string()),

@@ -21,6 +21,10 @@ pub struct Meta {
     /// The compiling thread's CPU time (absent in entries written before it was recorded).
     #[serde(default)]
     pub compile_cpu_ms: Option<f64>,
+    /// SHA-256 of the CUBIN (hex), computed when it was built, so that a warm start need not
+    /// hash every CUBIN again (absent in older entries).
+    #[serde(default)]
+    pub cubin_sha256: Option<String>,
     pub log: String,
 }
 
@@ -128,6 +132,7 @@ mod tests {
             },
             compile_ms: 1.5,
             compile_cpu_ms: Some(1.4),
+            cubin_sha256: None,
             log: String::new(),
         };
         cache.put("k", "abc", b"cubin", &meta).unwrap();

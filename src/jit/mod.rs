@@ -129,6 +129,14 @@ pub fn thread_cpu_ms() -> Option<f64> {
     None
 }
 
+/// SHA-256 of `bytes`, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A compiled kernel: the CUBIN, what it costs, and what compiling it cost.
 #[derive(Debug, Clone)]
 pub struct Compiled {
@@ -142,6 +150,8 @@ pub struct Compiled {
     /// more compiles run in parallel than there are cores. `None` where the platform has no
     /// per-thread clock, or for cache entries written before it was recorded.
     pub compile_cpu_ms: Option<f64>,
+    /// SHA-256 of `cubin` (hex).
+    pub cubin_sha256: String,
     /// Time this call took (a cache hit is a file read).
     pub load_ms: f64,
     pub cached: bool,
@@ -191,12 +201,14 @@ impl Jit {
         let digest = Self::digest(spec, version);
         if let Some(c) = &self.cache {
             if let Some((cubin, meta)) = c.get(spec.stem(), &digest) {
+                let cubin_sha256 = meta.cubin_sha256.unwrap_or_else(|| sha256_hex(&cubin));
                 return Ok(Compiled {
                     spec: spec.clone(),
                     cubin,
                     resources: meta.resources,
                     compile_ms: meta.compile_ms,
                     compile_cpu_ms: meta.compile_cpu_ms,
+                    cubin_sha256,
                     load_ms: start.elapsed().as_secs_f64() * 1e3,
                     cached: true,
                     log: meta.log,
@@ -236,6 +248,7 @@ impl Jit {
             })?;
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;
         let compile_cpu_ms = cpu.zip(thread_cpu_ms()).map(|(a, b)| b - a);
+        let cubin_sha256 = sha256_hex(&out.cubin);
         let mut resources = Resources::parse(&out.log, &spec.entry);
         if !Resources::reported(&out.log, &spec.entry) {
             resources.warnings.push(format!(
@@ -252,6 +265,7 @@ impl Jit {
                 resources: resources.clone(),
                 compile_ms,
                 compile_cpu_ms,
+                cubin_sha256: Some(cubin_sha256.clone()),
                 log: out.log.clone(),
             };
             c.put(spec.stem(), &digest, &out.cubin, &meta)?;
@@ -262,6 +276,7 @@ impl Jit {
             resources,
             compile_ms,
             compile_cpu_ms,
+            cubin_sha256,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
             cached: false,
             log: out.log,
@@ -330,6 +345,37 @@ mod tests {
         // Sleeping costs no CPU: the clock is the thread's, not the wall's.
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(thread_cpu_ms().unwrap() - b < 25.0);
+    }
+
+    #[test]
+    fn a_cache_hit_returns_the_cubin_hash_and_cpu_time_of_the_cold_compile() {
+        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
+        if nvrtc::version().is_err() {
+            assert!(!required, "NVRTC is required here but missing");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let jit = Jit {
+            cache: Some(cache::DiskCache {
+                root: dir.path().to_path_buf(),
+            }),
+        };
+        let spec = KernelSpec::new("gemm/simt_naive.cu", "gemm_simt_naive", "sm_90a")
+            .define("KILN_IN", 0)
+            .define("KILN_OUT", 0)
+            .define("KILN_A_ROW", 1)
+            .define("KILN_B_ROW", 1);
+        let cold = jit.compile(&spec).unwrap();
+        assert!(!cold.cached);
+        assert_eq!(cold.cubin_sha256, sha256_hex(&cold.cubin));
+        if cfg!(target_os = "linux") {
+            assert!(cold.compile_cpu_ms.unwrap() > 0.0);
+        }
+        let warm = jit.compile(&spec).unwrap();
+        assert!(warm.cached);
+        assert_eq!(warm.cubin, cold.cubin);
+        assert_eq!(warm.cubin_sha256, cold.cubin_sha256);
+        assert_eq!(warm.compile_cpu_ms, cold.compile_cpu_ms);
     }
 
     #[test]

@@ -77,12 +77,12 @@ struct SwapCtx {
   int kblocks, c, w, lane;
 };
 
-// One tile with wgmma width N (>= its tokens): the K loop over the stage ring, then the stores.
+// The K loop of one tile with wgmma width N (>= its tokens) over the stage ring, into
+// acc[m][0 .. N/2); the rest of acc is left alone (the stores never read it).
 template <int N>
-__device__ __forceinline__ void swap_tile(const SwapCtx& x, const MoeTile& tile, const MoeArgs& p, u32& it) {
+__device__ __forceinline__ void swap_mainloop(const SwapCtx& x, float (&acc)[MI][TT / 2], u32& it) {
   auto full = [&](int s) { return x.bars + 8u * s; };
   auto empty = [&](int s) { return x.bars + 8u * (STAGES + s); };
-  float acc[MI][N / 2];
 #pragma unroll
   for (int m = 0; m < MI; ++m)
 #pragma unroll
@@ -121,7 +121,25 @@ __device__ __forceinline__ void swap_tile(const SwapCtx& x, const MoeTile& tile,
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
   if (x.lane == 0) mbar_arrive(empty(prev));
+}
 
+// The K loop for a tile of `j` 16-token groups (1..J): width 16j, the smallest that covers them.
+template <int J>
+__device__ __forceinline__ void swap_dispatch(int j, const SwapCtx& x, float (&acc)[MI][TT / 2], u32& it) {
+  if (j == J || J == 1) {
+    swap_mainloop<16 * J>(x, acc, it);
+  } else if constexpr (J > 1) {
+    swap_dispatch<J - 1>(j, x, acc, it);
+  }
+}
+
+// The stores of a tile computed at wgmma width `width` (a multiple of 16, >= its tokens). One
+// copy for every width: a register's token, 8(i>>2) + 2q + (i&1), does not depend on the width,
+// so the stores of width N are those of width TT cut at register N/2 (the warp-uniform break
+// below). Until 2026-11-22 each of the TT/16 widths inlined its own copy of this code, and 16
+// copies of it were 3/4 of the variant's 16 s compile (NVVM and ptxas on 1.8 MB of PTX).
+__device__ __forceinline__ void swap_store(const SwapCtx& x, const MoeTile& tile, const MoeArgs& p,
+                                           const float (&acc)[MI][TT / 2], int width) {
   // Register i of acc[m]: weight row 16w + g + 8((i>>1)&1) (g = lane/4), token 8(i>>2) + 2q + (i&1).
   // Lanes g and g^1 hold adjacent weight rows: the even one keeps token 2q's pair, the odd 2q+1's.
   out_t* y = static_cast<out_t*>(p.y);
@@ -134,7 +152,8 @@ __device__ __forceinline__ void swap_tile(const SwapCtx& x, const MoeTile& tile,
       const int r = 16 * x.w + g + 8 * h;
       const int n = tile.n0 + x.c * WM + m * 64 + (even ? r : r - 1);
 #pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
+      for (int j = 0; j < TT / 8; ++j) {
+        if (8 * j >= width) break;  // past the tile's width: registers its wgmma did not write
         const float v0 = acc[m][4 * j + 2 * h], v1 = acc[m][4 * j + 2 * h + 1];
         const float got = __shfl_xor_sync(0xffffffffu, even ? v1 : v0, 4);
         const int tok = 8 * j + 2 * q + (even ? 0 : 1);
@@ -144,16 +163,6 @@ __device__ __forceinline__ void swap_tile(const SwapCtx& x, const MoeTile& tile,
         }
       }
     }
-  }
-}
-
-// The width for `tokens` (1..TT): the smallest multiple of 16 that covers them.
-template <int J>
-__device__ __forceinline__ void swap_dispatch(int j, const SwapCtx& x, const MoeTile& tile, const MoeArgs& p, u32& it) {
-  if (j == J || J == 1) {
-    swap_tile<16 * J>(x, tile, p, it);
-  } else if constexpr (J > 1) {
-    swap_dispatch<J - 1>(j, x, tile, p, it);
   }
 }
 
@@ -237,7 +246,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if (x.lane == 0) mbar_arrive(tempty(rs));
       if (t >= tiles) break;
       const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, TT, BW);
-      swap_dispatch<TT / 16>((tile.valid_rows + 15) / 16, x, tile, p, it);
+      const int groups = (tile.valid_rows + 15) / 16;
+      float acc[MI][TT / 2];
+      swap_dispatch<TT / 16>(groups, x, acc, it);
+      swap_store(x, tile, p, acc, 16 * groups);
     }
   }
 }

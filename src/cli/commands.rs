@@ -195,7 +195,7 @@ pub fn check(env: &Env, a: &CheckArgs) -> Result<ExitCode> {
 /// Compiles every variant, prints the table (unless --json), records, and says if any failed.
 fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::CheckRow>, bool)> {
     if let Some(v) = only {
-        if env.registry.attention_version(v).is_err() {
+        if env.registry.attention_version(v).is_err() && env.registry.moe_version(v).is_err() {
             env.registry.gemm_version(v)?;
         }
     }
@@ -212,6 +212,13 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
         + env
             .registry
             .attention()
+            .iter()
+            .filter(|k| only.is_none_or(|v| v == k.name()))
+            .map(|k| k.variants(arch).len())
+            .sum::<usize>()
+        + env
+            .registry
+            .moe()
             .iter()
             .filter(|k| only.is_none_or(|v| v == k.name()))
             .map(|k| k.variants(arch).len())
@@ -278,14 +285,30 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
             .filter(|r| !r.cached && r.resources.is_some())
             .map(|r| r.compile_ms)
             .collect();
+        // The compiling threads' CPU time next to the wall time: with more compiles in parallel
+        // than free cores, each compile's wall time includes waiting for a core; its CPU time is
+        // what one compile costs on its own (NVRTC compiles on the calling thread).
+        let mut cold_cpu: Vec<f64> = rows
+            .iter()
+            .filter(|r| !r.cached && r.resources.is_some())
+            .filter_map(|r| r.compile_cpu_ms)
+            .collect();
         let cached = rows.iter().filter(|r| r.cached).count();
         let median = if cold.is_empty() {
             0.0
         } else {
             kiln::harness::bench::stats(&mut cold).0
         };
+        let cpu = if cold_cpu.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {:.0} ms CPU",
+                kiln::harness::bench::stats(&mut cold_cpu).0
+            )
+        };
         println!(
-            "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold), {} from the cache; {} with problems",
+            "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold{cpu}), {} from the cache; {} with problems",
             rows.len(),
             wall_ms / 1e3,
             rayon::current_num_threads(),

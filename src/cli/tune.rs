@@ -454,8 +454,9 @@ fn print_report(r: &run::TuneReport, top: usize, run_id: Option<i64>) {
         None => println!("best: none (no candidate verified and timed)"),
     }
     println!(
-        "compile: median cold {} per candidate; warm start (all timed candidates from the JIT cache) {}; wall {:.1} s",
+        "compile: median cold {}{} per candidate; warm start (all timed candidates from the JIT cache) {}; wall {:.1} s",
         r.cold_compile_median_ms.map(|x| format!("{x:.0} ms")).unwrap_or_else(|| "n/a".into()),
+        r.cold_compile_cpu_median_ms.map(|x| format!(" ({x:.0} ms CPU)")).unwrap_or_default(),
         r.warm_start_ms.map(|x| format!("{x:.1} ms")).unwrap_or_else(|| "n/a".into()),
         r.wall_s
     );

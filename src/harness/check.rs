@@ -3,7 +3,6 @@
 //! shared memory over the device limit each fail the variant.
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::device::DeviceInfo;
 use crate::jit::{Jit, KernelSpec, Resources};
@@ -18,6 +17,9 @@ pub struct CheckRow {
     /// Dynamic shared memory the launch requests, on top of the static amount in `resources`.
     pub dynamic_smem: u32,
     pub compile_ms: f64,
+    /// The compiling thread's CPU time when the variant was built (see `Compiled`): the cold
+    /// compile time free of contention between parallel compiles. `None` if unknown.
+    pub compile_cpu_ms: Option<f64>,
     pub cached: bool,
     /// SHA-256 of the CUBIN (hex; empty if it did not compile): two builds of a variant compare
     /// byte for byte through it, e.g. to prove a source refactor left the machine code alone.
@@ -127,6 +129,7 @@ fn check_one(jit: &Jit, op: &str, version: &str, spec: &KernelSpec, dev: &Device
         resources: None,
         dynamic_smem: dynamic_smem(spec),
         compile_ms: 0.0,
+        compile_cpu_ms: None,
         cached: false,
         cubin_sha256: String::new(),
         problems: Vec::new(),
@@ -135,11 +138,9 @@ fn check_one(jit: &Jit, op: &str, version: &str, spec: &KernelSpec, dev: &Device
         Ok(c) => {
             row.problems = judge(spec, &c.resources, dev);
             row.compile_ms = if c.cached { c.load_ms } else { c.compile_ms };
+            row.compile_cpu_ms = c.compile_cpu_ms;
             row.cached = c.cached;
-            row.cubin_sha256 = Sha256::digest(&c.cubin)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            row.cubin_sha256 = c.cubin_sha256;
             row.resources = Some(c.resources);
         }
         Err(e) => row.problems.push(e.to_string()),

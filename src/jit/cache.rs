@@ -18,6 +18,13 @@ pub struct Meta {
     pub nvrtc: (i32, i32),
     pub resources: Resources,
     pub compile_ms: f64,
+    /// The compiling thread's CPU time (absent in entries written before it was recorded).
+    #[serde(default)]
+    pub compile_cpu_ms: Option<f64>,
+    /// SHA-256 of the CUBIN (hex), computed when it was built, so that a warm start need not
+    /// hash every CUBIN again (absent in older entries).
+    #[serde(default)]
+    pub cubin_sha256: Option<String>,
     pub log: String,
 }
 
@@ -124,6 +131,8 @@ mod tests {
                 ..Default::default()
             },
             compile_ms: 1.5,
+            compile_cpu_ms: Some(1.4),
+            cubin_sha256: None,
             log: String::new(),
         };
         cache.put("k", "abc", b"cubin", &meta).unwrap();
@@ -131,6 +140,12 @@ mod tests {
         let (bin, m) = cache.get("k", "abc").unwrap();
         assert_eq!(bin, b"cubin");
         assert_eq!(m.resources.registers, 32);
+        assert_eq!(m.compile_cpu_ms, Some(1.4));
+        // An entry written before the CPU time was recorded still reads (as unknown).
+        let mut old = serde_json::to_value(&meta).unwrap();
+        old.as_object_mut().unwrap().remove("compile_cpu_ms");
+        let old: Meta = serde_json::from_value(old).unwrap();
+        assert_eq!(old.compile_cpu_ms, None);
         assert_eq!(cache.clear().unwrap(), 1);
         assert!(cache.get("k", "abc").is_none());
     }

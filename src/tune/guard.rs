@@ -55,6 +55,7 @@ pub fn threads(spec: &KernelSpec) -> Option<u32> {
 #[derive(Debug, Clone, Default)]
 pub struct Passed {
     pub compile_ms: Option<f64>,
+    pub compile_cpu_ms: Option<f64>,
     pub load_ms: f64,
     pub cached: bool,
     pub registers: Option<u32>,
@@ -86,7 +87,7 @@ impl<'a> Guard<'a> {
         cfg: &Config,
         spec: Option<&KernelSpec>,
         launch_key: &str,
-    ) -> Result<Passed, Outcome> {
+    ) -> Result<Passed, Box<Outcome>> {
         let Some(spec) = spec else {
             return Ok(Passed::default());
         };
@@ -105,11 +106,11 @@ impl<'a> Guard<'a> {
                 } else {
                     first
                 };
-                return Err(Outcome::new(
+                return Err(Box::new(Outcome::new(
                     cfg.clone(),
                     Status::Rejected,
                     format!("compile failed: {msg}"),
-                ));
+                )));
             }
         };
         let r = &c.resources;
@@ -130,6 +131,7 @@ impl<'a> Guard<'a> {
         }
         let facts = |o: &mut Outcome| {
             o.compile_ms = Some(c.compile_ms);
+            o.compile_cpu_ms = c.compile_cpu_ms;
             o.cached = c.cached;
             o.registers = Some(r.registers);
             o.smem = Some(smem);
@@ -137,7 +139,7 @@ impl<'a> Guard<'a> {
         if !problems.is_empty() {
             let mut o = Outcome::new(cfg.clone(), Status::Rejected, problems.join("; "));
             facts(&mut o);
-            return Err(o);
+            return Err(Box::new(o));
         }
         let digest: [u8; 32] = Sha256::digest(&c.cubin).into();
         if let Ok(mut seen) = self.seen.lock() {
@@ -149,12 +151,13 @@ impl<'a> Guard<'a> {
                     format!("same CUBIN as {first}"),
                 );
                 facts(&mut o);
-                return Err(o);
+                return Err(Box::new(o));
             }
             seen.insert(key, cfg.label());
         }
         Ok(Passed {
             compile_ms: Some(c.compile_ms),
+            compile_cpu_ms: c.compile_cpu_ms,
             load_ms: c.load_ms,
             cached: c.cached,
             registers: Some(r.registers),

@@ -91,6 +91,10 @@ pub struct Outcome {
     pub tflops: Option<f64>,
     /// NVRTC time of this candidate's CUBIN (when it was first built).
     pub compile_ms: Option<f64>,
+    /// The compiling thread's CPU time for the same build (unaffected by parallel compiles
+    /// waiting for cores); absent in outcomes recorded before it was kept.
+    #[serde(default)]
+    pub compile_cpu_ms: Option<f64>,
     /// Whether this run found the CUBIN in the JIT cache.
     pub cached: bool,
     pub registers: Option<u32>,
@@ -107,6 +111,7 @@ impl Outcome {
             median_ms: None,
             tflops: None,
             compile_ms: None,
+            compile_cpu_ms: None,
             cached: false,
             registers: None,
             smem: None,

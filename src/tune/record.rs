@@ -185,6 +185,7 @@ pub fn results(conn: &Connection, run: i64) -> Result<Vec<Outcome>> {
             median_ms,
             tflops,
             compile_ms,
+            compile_cpu_ms: None, // not a column of the store
             cached,
             registers,
             smem,

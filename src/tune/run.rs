@@ -50,6 +50,9 @@ pub struct TuneReport {
     pub space_size: usize,
     /// Median NVRTC time of one candidate (compiled cold in this run, or when first cached).
     pub cold_compile_median_ms: Option<f64>,
+    /// The same median over the compiling threads' CPU time: one compile's cost without the
+    /// waits for a core that parallel compiles add to the wall time.
+    pub cold_compile_cpu_median_ms: Option<f64>,
     /// Loading every passing candidate's CUBIN from the JIT cache, in total.
     pub warm_start_ms: Option<f64>,
     pub wall_s: f64,
@@ -92,7 +95,7 @@ pub fn verify_problems(p: &GemmProblem) -> Vec<GemmProblem> {
 }
 
 enum Event {
-    Guarded(usize, std::result::Result<Passed, Outcome>),
+    Guarded(usize, std::result::Result<Passed, Box<Outcome>>),
     Measured(usize, JobResult),
 }
 
@@ -182,9 +185,12 @@ pub fn tune(
         .cloned();
     let mut cold: Vec<f64> = outcomes.iter().filter_map(|o| o.compile_ms).collect();
     cold.sort_by(f64::total_cmp);
+    let mut cold_cpu: Vec<f64> = outcomes.iter().filter_map(|o| o.compile_cpu_ms).collect();
+    cold_cpu.sort_by(f64::total_cmp);
     let warm_start_ms = warm_start(req, jit, &arch, &outcomes);
     Ok(TuneReport {
         cold_compile_median_ms: cold.get(cold.len() / 2).copied(),
+        cold_compile_cpu_median_ms: cold_cpu.get(cold_cpu.len() / 2).copied(),
         warm_start_ms,
         best,
         outcomes,
@@ -292,7 +298,7 @@ fn run_batch(
         while left > 0 {
             let Ok(ev) = ev_rx.recv() else { break };
             let outcome = match ev {
-                Event::Guarded(i, Err(o)) => (i, o),
+                Event::Guarded(i, Err(o)) => (i, *o),
                 Event::Guarded(i, Ok(p)) => {
                     passed.insert(i, p);
                     let job = Job {
@@ -320,6 +326,7 @@ fn run_batch(
                         median_ms: r.median_ms,
                         tflops: r.tflops,
                         compile_ms: p.compile_ms,
+                        compile_cpu_ms: p.compile_cpu_ms,
                         cached: p.cached,
                         registers: p.registers,
                         smem: p.smem,

@@ -33,8 +33,10 @@ fn load(ctx: &Context, path: &str, source: &str, entry: &str) -> Result<Function
     Function::load(&Compiled {
         resources: Resources::parse(&out.log, entry),
         spec,
+        cubin_sha256: crate::jit::sha256_hex(&out.cubin),
         cubin: out.cubin,
         compile_ms: ms,
+        compile_cpu_ms: None,
         load_ms: ms,
         cached: false,
         log: out.log,

@@ -16,4 +16,7 @@ struct AttnArgs {
   float scale_log2; // softmax scale * log2(e)
   float scale;
   u32* work;        // fa3_wgmma with KILN_DYNAMIC: [next item, blocks done], 0 between launches
+  int q_row0;       // fa3_wgmma: the first row of its query blocks (0, or sq - blocks·BM < 0 when
+                    // causal blocks are aligned to the last row); 0 for every other kernel
+  int pad_;
 };

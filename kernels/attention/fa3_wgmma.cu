@@ -19,7 +19,8 @@
 // moves only by more than KILN_LAZY (log2), so most key tiles skip the rescale of O.
 // Q/K/V are addressed by rank-4 tensor maps [batch, heads, seq, dim] (boxes of 64 dims) whose
 // strides give BSHD or BHSD and whose bounds zero-fill the sequence tails; causal items skip key
-// tiles above the diagonal (bottom-right aligned) and run heaviest first. Writes O (Q's layout)
+// tiles above the diagonal (bottom-right aligned) and run heaviest first, their blocks aligned to
+// the last query row. Writes O (Q's layout)
 // and LSE.
 #include "attention/attn_args.cuh"
 #include "attention/tma_4d.cuh"
@@ -161,7 +162,14 @@ struct Work {
     // temporaries (they spilled its loop counters at d128).
     const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM, ut = (unsigned)t;
     const unsigned bh = ut / nmb;
-    m0 = (int)((nmb - 1 - (ut - bh * nmb)) * BM);
+    const unsigned i = ut - bh * nmb;  // 0: the bottom block (the heaviest when causal)
+    // Causal blocks are aligned to the last query row: a ragged block (S not a multiple of BM)
+    // then sits at the top, starting at a negative row, where the diagonal leaves it a key tile
+    // or two, instead of at the bottom, where its dead rows would walk every key (S 4096 in
+    // 192-row blocks: 6 % of the causal work). Rows below 0 are zero-filled by TMA, see no key
+    // and are not stored. Non-causal blocks start at row 0: a ragged one costs the same anywhere.
+    // (q_row0, from the host: 0, or sq - nmb·BM when causal.)
+    m0 = (int)((nmb - 1 - i) * BM) + p.q_row0;
     h = (int)(bh % (unsigned)p.heads_q);
     b = (int)(bh / (unsigned)p.heads_q);
     const int rows = min(BM, p.sq - m0);
@@ -399,7 +407,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       const bool seen = sm.m[rh] != NEG_INF && l > 0.0f;  // the row saw at least one key
       const float inv = seen ? 1.0f / l : 0.0f;
       const int row = row0 + 8 * rh;
-      if (row < p.sq) {
+      if (row >= 0 && row < p.sq) {
         in_t* orow = og + (i64)row * p.q_ss;
 #pragma unroll
         for (int n = 0; n < OT; ++n)

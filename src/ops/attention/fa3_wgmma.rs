@@ -425,8 +425,7 @@ pub fn candidates() -> Vec<Config> {
     };
     let mut v = vec![d64, d128, d256, d64_prev, d128_prev];
     // Lazy rescaling flipped, measured against the defaults.
-    // (Not d128: its 160-register consumers without lazy rescaling spill a loop counter, 8 B.)
-    v.extend([d64, d256].map(|c| Config {
+    v.extend([d64, d128, d256].map(|c| Config {
         lazy: if c.lazy == 0 { LAZY } else { 0 },
         ..c
     }));
@@ -705,6 +704,12 @@ impl Fa3Wgmma {
         let mut args = AttnArgs::new(p, ops);
         if dynamic {
             args.work = work_counters(ctx)?;
+        }
+        if p.causal {
+            // Causal query blocks end at the last row, so a ragged block is the top one, which
+            // the diagonal leaves a key tile or two (kernels/attention/fa3_wgmma.cu, `Work`).
+            let bm = c.bm() as usize;
+            args.q_row0 = (p.seqlen_q as i64 - (p.seqlen_q.div_ceil(bm) * bm) as i64) as i32;
         }
         let (_, blocks) = c.grid(p, ctx.info.sm_count);
         let cfg = LaunchConfig {

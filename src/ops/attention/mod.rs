@@ -101,6 +101,10 @@ pub struct AttnArgs {
     /// fa3_wgmma's dynamic scheduler: two u32 counters (next item, blocks done), 0 between
     /// launches; 0 for every other kernel.
     pub work: u64,
+    /// fa3_wgmma: the first row of its grid of query blocks: 0, or `sq - blocks * bm` (<= 0) when
+    /// causal blocks are aligned to the last query row; 0 for every other kernel.
+    pub q_row0: i32,
+    pub pad: i32,
 }
 
 impl AttnArgs {
@@ -127,6 +131,8 @@ impl AttnArgs {
             scale_log2: p.scale * std::f32::consts::LOG2_E,
             scale: p.scale,
             work: 0,
+            q_row0: 0,
+            pad: 0,
         }
     }
 
@@ -167,6 +173,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnArgs, batch), 88);
         assert_eq!(std::mem::offset_of!(AttnArgs, scale_log2), 112);
         assert_eq!(std::mem::offset_of!(AttnArgs, work), 120);
-        assert_eq!(std::mem::size_of::<AttnArgs>(), 128);
+        assert_eq!(std::mem::offset_of!(AttnArgs, q_row0), 128);
+        assert_eq!(std::mem::size_of::<AttnArgs>(), 136);
     }
 }

@@ -18,5 +18,5 @@ struct AttnArgs {
   u32* work;        // fa3_wgmma with KILN_DYNAMIC: [next item, blocks done], 0 between launches
   int q_row0;       // fa3_wgmma: the first row of its query blocks (0, or sq - blocks·BM < 0 when
                     // causal blocks are aligned to the last row); 0 for every other kernel
-  int pad_;
+  int order_bh;     // fa3_wgmma: (batch, head) pairs per group of its work-item order (>= 1)
 };

@@ -153,16 +153,23 @@ __device__ __forceinline__ void turn_pass(int c) {
 }
 
 
-// Which (query block, head, batch) work item `t` is: query blocks vary fastest (so blocks that
-// run together share a head's K and V in L2), the longest causal rows first.
+// Which (query block, head, batch) work item `t` is: blocks of a few heads at a time (so blocks
+// that run together share their K and V in L2), the longest causal rows first.
 struct Work {
   int m0, h, b, ntiles;
   __device__ __forceinline__ Work(int t, const AttnArgs& p) {
     // Unsigned: the 32-register producer of three consumers has no room for signed division's
     // temporaries (they spilled its loop counters at d128).
     const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM, ut = (unsigned)t;
-    const unsigned bh = ut / nmb;
-    const unsigned i = ut - bh * nmb;  // 0: the bottom block (the heaviest when causal)
+    // Items come in groups of `order_bh` (batch, head) pairs; within a group the query block
+    // index i varies slowest, so a group runs all its heads' heaviest causal blocks first (LPT
+    // over the group, whose K and V stay together in L2) instead of one head's heavy-to-light
+    // run after another, whose last heavy items left a tail. 1: head after head.
+    const unsigned G = (unsigned)p.order_bh, per = G * nmb;
+    const unsigned g = ut / per, r = ut - g * per;
+    const unsigned gs = min(G, (unsigned)(p.heads_q * p.batch) - g * G);  // the last group may be short
+    const unsigned i = r / gs;  // 0: the bottom block (the heaviest when causal)
+    const unsigned bh = g * G + (r - i * gs);
     // Causal blocks are aligned to the last query row: a ragged block (S not a multiple of BM)
     // then sits at the top, starting at a negative row, where the diagonal leaves it a key tile
     // or two, instead of at the bottom, where its dead rows would walk every key (S 4096 in

@@ -59,6 +59,10 @@ pub struct Config {
     /// 0 (rescale O whenever a row's max grows), or T: keep a row's max until a key tile's
     /// exceeds it by more than T (log2 units), so most tiles skip the rescale of O (P <= 2^T).
     pub lazy: u32,
+    /// Causal problems: (batch, head) pairs per group of the work-item order, whose blocks run
+    /// heaviest first across the group (1: one head's blocks after another's). Non-causal items
+    /// are all alike and keep 1.
+    pub order: u32,
 }
 
 impl Config {
@@ -80,6 +84,10 @@ impl Config {
     /// softmax, not the GEMMs, is the long pole, and overlap's extra S registers cost more than
     /// they hide), the counter and lazy rescaling: 1.01-1.16x cuDNN against 0.88-0.98x for the
     /// 192x128 4-stage overlapped config, same run (results/2026-11-22-h100/final/).
+    /// Causal items (all head dims) since session 4 run in groups of `order` heads, heaviest
+    /// blocks first across the group: +5-9% at d64/d128 and +2-4% at d256 causal against head
+    /// after head, same H100 run (results/2026-11-22-h100/session4/order/; 16 / 8 / 4 heads were
+    /// the best of 1, 4, 8, 16 for d64 / d128 / d256).
     /// d128 since session 4 (results/2026-11-22-h100/session4/): the same shape of schedule as
     /// d64 (192x128 blocks of three consumers at 160 registers, a 2-deep ring, no intra-warpgroup
     /// overlap, the counter, lazy rescaling), second-best in the exhaustive landscapes once the
@@ -98,6 +106,7 @@ impl Config {
                 dynamic: 2,
                 emu: 0,
                 lazy: LAZY,
+                order: 16,
             },
             256 => Config {
                 d: 256,
@@ -110,6 +119,7 @@ impl Config {
                 dynamic: 0,
                 emu: 0,
                 lazy: LAZY,
+                order: 4,
             },
             _ => Config {
                 d: 128,
@@ -122,12 +132,13 @@ impl Config {
                 dynamic: 2,
                 emu: 0,
                 lazy: LAZY,
+                order: 8,
             },
         }
     }
 
     /// [`Config::default_for`] with the measurement override `KILN_FA3_D<d>` applied: a comma
-    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=`, `dynamic=`, `lazy=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
+    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=`, `dynamic=`, `lazy=`, `order=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
     pub fn from_env(d: u32) -> std::result::Result<Config, String> {
         let var = format!("KILN_FA3_D{d}");
         match std::env::var(&var) {
@@ -164,9 +175,10 @@ impl Config {
                 "dynamic" => self.dynamic = num()?,
                 "emu" => self.emu = num()?,
                 "lazy" => self.lazy = num()?,
+                "order" => self.order = num()?,
                 _ => {
                     return Err(format!(
-                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist, dynamic, emu, lazy)"
+                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist, dynamic, emu, lazy, order)"
                     ))
                 }
             }
@@ -216,6 +228,9 @@ impl Config {
                 "dynamic at head dim 256: the work counter spills the 24-register producer (use dynamic=0)"
                     .into(),
             );
+        }
+        if self.order == 0 {
+            return Err("order 0 (heads per group of the causal item order: 1 or more)".into());
         }
         if !(1..=8).contains(&self.stages) {
             return Err(format!("{} stages (use 1 to 8)", self.stages));
@@ -706,6 +721,7 @@ impl Fa3Wgmma {
             args.work = work_counters(ctx)?;
         }
         if p.causal {
+            args.order_bh = c.order.min((p.batch * p.heads_q) as u32) as i32;
             // Causal query blocks end at the last row, so a ragged block is the top one, which
             // the diagonal leaves a key tile or two (kernels/attention/fa3_wgmma.cu, `Work`).
             let bm = c.bm() as usize;

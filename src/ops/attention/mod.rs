@@ -104,7 +104,8 @@ pub struct AttnArgs {
     /// fa3_wgmma: the first row of its grid of query blocks: 0, or `sq - blocks * bm` (<= 0) when
     /// causal blocks are aligned to the last query row; 0 for every other kernel.
     pub q_row0: i32,
-    pub pad: i32,
+    /// fa3_wgmma: (batch, head) pairs per group of its work-item order (1: head after head).
+    pub order_bh: i32,
 }
 
 impl AttnArgs {
@@ -132,7 +133,7 @@ impl AttnArgs {
             scale: p.scale,
             work: 0,
             q_row0: 0,
-            pad: 0,
+            order_bh: 1,
         }
     }
 

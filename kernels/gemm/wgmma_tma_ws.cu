@@ -215,7 +215,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
-  const int wg = threadIdx.x / 128;
+  const int wg = warpgroup_index();
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {

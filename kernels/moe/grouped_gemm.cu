@@ -102,7 +102,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tiles_m = table[E], units_n = (p.tiles_n + CLUSTER - 1) / CLUSTER;
   const int units = tiles_m * units_n, kblocks = (p.k + BK - 1) / BK;
   const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
-  const int wg = threadIdx.x / 128;
+  const int wg = warpgroup_index();  // warp-uniform for ptxas (common/wgmma.cuh)
 
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();

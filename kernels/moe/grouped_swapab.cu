@@ -198,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
   int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
   const int* ids = p.sched + moe_table_ints(E) + 1;
-  const int wg = threadIdx.x / 128;
+  const int wg = warpgroup_index();  // warp-uniform for ptxas (common/wgmma.cuh)
 
   if (wg == 0) {
     warpgroup_reg_dec<40>();

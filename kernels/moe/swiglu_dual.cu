@@ -65,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
-  const int wg = threadIdx.x / 128;
+  const int wg = warpgroup_index();  // warp-uniform for ptxas (common/wgmma.cuh)
 
   if (wg == 0) {
     warpgroup_reg_dec<40>();

@@ -203,6 +203,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   // KILN_DYNAMIC: the item the producer published last, in the 8 bytes after the barriers.
   volatile int& item = *reinterpret_cast<int*>(smem_raw + (bars - smem_u32(smem_raw)) + 16 + 32 * STAGES);
   const int total = ((p.sq + BM - 1) / BM) * p.heads_q * p.batch;
+  // Not warpgroup_index() (common/wgmma.cuh): its descriptors are already uniform here, and it
+  // tips the 160-register d128 consumers into spilling.
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {

@@ -202,30 +202,11 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
     kiln::jit::nvrtc::version()?;
     let dev = device_or_h100();
     let jit = env.jit();
-    let total: usize = env
-        .registry
-        .gemm()
-        .iter()
-        .filter(|k| only.is_none_or(|v| v == k.name()))
-        .map(|k| k.variants(arch).len())
-        .sum::<usize>()
-        + env
-            .registry
-            .attention()
-            .iter()
-            .filter(|k| only.is_none_or(|v| v == k.name()))
-            .map(|k| k.variants(arch).len())
-            .sum::<usize>()
-        + env
-            .registry
-            .moe()
-            .iter()
-            .filter(|k| only.is_none_or(|v| v == k.name()))
-            .map(|k| k.variants(arch).len())
-            .sum::<usize>();
-    let pb = bar(total, "check", env.json);
+    // The variants are listed once: their count sizes the progress bar.
+    let work = check::check_items(&env.registry, arch, only);
+    let pb = bar(work.len(), "check", env.json);
     let started = std::time::Instant::now();
-    let rows: Vec<check::CheckRow> = check::check_all(&jit, &env.registry, arch, &dev, only, |r| {
+    let rows: Vec<check::CheckRow> = check::check_each(&jit, &work, &dev, |r| {
         pb.inc(1);
         pb.set_message(r.variant.clone());
     });

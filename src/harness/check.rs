@@ -66,18 +66,12 @@ pub fn judge(spec: &KernelSpec, r: &Resources, dev: &DeviceInfo) -> Vec<String> 
     problems
 }
 
-/// Compiles every variant of every version for `arch` (in parallel: NVRTC programs are
-/// independent), calling `progress` after each; rows come back in registry order.
-pub fn check_all(
-    jit: &Jit,
-    registry: &Registry,
-    arch: &str,
-    dev: &DeviceInfo,
-    only: Option<&str>,
-    progress: impl FnMut(&CheckRow) + Send,
-) -> Vec<CheckRow> {
-    use rayon::prelude::*;
-    let mut work: Vec<(&'static str, &'static str, KernelSpec)> = registry
+/// One variant to compile: (op, version, spec).
+pub type CheckItem = (&'static str, &'static str, KernelSpec);
+
+/// Every variant of every version for `arch` (or of the version `only`), in registry order.
+pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<CheckItem> {
+    let mut work: Vec<CheckItem> = registry
         .gemm()
         .iter()
         .filter(|k| only.is_none_or(|v| v == k.name()))
@@ -109,6 +103,30 @@ pub fn check_all(
                     .map(move |s| ("moe", k.name(), s))
             }),
     );
+    work
+}
+
+/// Compiles every variant of every version for `arch` (in parallel: NVRTC programs are
+/// independent), calling `progress` after each; rows come back in registry order.
+pub fn check_all(
+    jit: &Jit,
+    registry: &Registry,
+    arch: &str,
+    dev: &DeviceInfo,
+    only: Option<&str>,
+    progress: impl FnMut(&CheckRow) + Send,
+) -> Vec<CheckRow> {
+    check_each(jit, &check_items(registry, arch, only), dev, progress)
+}
+
+/// Compiles `work` (in parallel), calling `progress` after each; rows come back in its order.
+pub fn check_each(
+    jit: &Jit,
+    work: &[CheckItem],
+    dev: &DeviceInfo,
+    progress: impl FnMut(&CheckRow) + Send,
+) -> Vec<CheckRow> {
+    use rayon::prelude::*;
     let progress = std::sync::Mutex::new(progress);
     work.par_iter()
         .map(|(op, version, spec)| {

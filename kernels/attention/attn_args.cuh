@@ -19,4 +19,6 @@ struct AttnArgs {
   int q_row0;       // fa3_wgmma: the first row of its query blocks (0, or sq - blocks·BM < 0 when
                     // causal blocks are aligned to the last row); 0 for every other kernel
   int order_bh;     // fa3_wgmma: (batch, head) pairs per group of its work-item order (>= 1)
+  float* split_ws;  // fa3_wgmma: per block, where the consumers of a split item hand over their
+                    // partial softmax state and O; null: no item is split
 };

@@ -185,6 +185,68 @@ struct Work {
   }
 };
 
+// Consumers of a block starting at row m0 whose 64 rows all lie outside [0, sq): the dead rows of
+// a ragged block (S % BM rows; at S 4096 in 192-row blocks, the last block of each head is a
+// third full: 3 % of the non-causal work), below the last row, or above row 0 when causal blocks
+// are aligned to the last row. They skip the item (KILN_IDLE_SKIP): no tiles for them, and the
+// producer releases each K/V tile on their behalf. Not with intra-warpgroup overlap, whose
+// prologue and epilogue assume every consumer has tiles, nor with ping-pong, whose turns pass
+// through every consumer.
+#define KILN_IDLE_SKIP (!KILN_OVERLAP && !KILN_PINGPONG)
+__device__ __forceinline__ unsigned idle_consumers(int m0, int sq) {
+  unsigned n = 0;
+#pragma unroll
+  for (int c = 0; c < CWG; ++c) n += m0 + 64 * c >= sq || m0 + 64 * c + 64 <= 0;
+  return n;
+}
+
+// A split item (KILN_IDLE_SKIP, p.split_ws set): a non-causal block with at most 64 rows would
+// leave CWG - 1 consumers idle while one walks every key. Instead the first SPLIT consumers take
+// consumer 0's rows (its Q) and every SPLIT-th key tile each, and their partial states are merged
+// here: consumers 1.. store their (max, sum, O) in this block's slice of the workspace thread by
+// thread (so each thread of consumer 0 reads its counterpart's registers, which hold the same
+// rows and columns: coalesced, no shuffles), and consumer 0 rescales them to the common max and
+// adds them. SPLIT is at most STAGES so that each consumer's tiles all sit in one slot of the
+// ring, whose phases it then sees one after another: with three consumers on a 2-deep ring, a
+// consumer's next tile would be two phases ahead of a slot it had not watched, and a parity wait
+// cannot tell those phases apart (measured: wrong results and launch failures).
+constexpr int SPLIT = CWG < STAGES ? CWG : STAGES;
+constexpr int SPLIT_FLOATS = OR + 4;
+constexpr u32 SPLIT_BAR = CWG + 1;  // a named barrier past the ping-pong turns (1..CWG)
+__device__ __forceinline__ void split_merge(float (&o)[OR], float (&m)[2], float (&l)[2], int c, float* ws) {
+  const int tid = threadIdx.x % 128;
+  if (c > 0 && c < SPLIT) {
+    float* mine = ws + (c - 1) * SPLIT_FLOATS * 128 + tid;
+#pragma unroll
+    for (int i = 0; i < OR; ++i) mine[i * 128] = o[i];
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      mine[(OR + rh) * 128] = m[rh];
+      mine[(OR + 2 + rh) * 128] = l[rh];
+    }
+  }
+  named_barrier_sync(SPLIT_BAR, 128 * CWG);  // orders those stores before consumer 0's loads
+  if (c == 0) {
+#pragma unroll 1
+    for (int from = 1; from < SPLIT; ++from) {
+      const float* theirs = ws + (from - 1) * SPLIT_FLOATS * 128 + tid;
+      float a[2], b[2];
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        const float m1 = theirs[(OR + rh) * 128], l1 = theirs[(OR + 2 + rh) * 128];
+        const float mx = fmaxf(m[rh], m1);  // a row's max is the same in its four threads
+        a[rh] = m[rh] == NEG_INF ? 0.0f : ex2(m[rh] - mx);
+        b[rh] = m1 == NEG_INF ? 0.0f : ex2(m1 - mx);
+        m[rh] = mx;
+        l[rh] = a[rh] * l[rh] + b[rh] * l1;
+      }
+#pragma unroll
+      for (int i = 0; i < OR; ++i) o[i] = fmaf(o[i], a[(i >> 1) & 1], theirs[i * 128] * b[(i >> 1) & 1]);
+    }
+  }
+  named_barrier_sync(SPLIT_BAR, 128 * CWG);  // the slice is free for the block's next split item
+}
+
 // The grid walks the work items: one per block (gridDim.x = all of them), or persistently (fewer
 // blocks, each taking every gridDim.x-th item), where the producer loads the next item's Q and
 // K/V while the consumers finish the last P·V and store O of the current one.
@@ -253,6 +315,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         ++qi;
 #endif
         const int hk = wk.h / p.group;
+#if KILN_IDLE_SKIP
+        // Consumers whose 64 rows all lie outside the sequence (see `idle` below) read no tile of
+        // this item: their releases are given with each load (they count towards its phase).
+        const u32 idle_arrivals = 4 * idle_consumers(wk.m0, p.sq);
+#endif
         mbar_arrive_expect_tx(bar_q, Q_BYTES);
 #pragma unroll
         for (int d = 0; d < DH; ++d) tma_load_4d(sq + d * HALF_Q, &tq, bar_q, 64 * d, wk.m0, wk.h, wk.b);
@@ -263,10 +330,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           mbar_arrive_expect_tx(full_k(s), KV_BYTES);
 #pragma unroll
           for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, full_k(s), 64 * d, j * BN, hk, wk.b);
+#if KILN_IDLE_SKIP
+          if (idle_arrivals) mbar_arrive_count(empty_k(s), idle_arrivals);
+#endif
           mbar_wait(empty_v(s), par);
           mbar_arrive_expect_tx(full_v(s), KV_BYTES);
 #pragma unroll
           for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, full_v(s), 64 * d, j * BN, hk, wk.b);
+#if KILN_IDLE_SKIP
+          if (idle_arrivals) mbar_arrive_count(empty_v(s), idle_arrivals);
+#endif
         }
       }
 #if KILN_DYNAMIC
@@ -285,7 +358,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
   warpgroup_reg_inc<CONSUMER_REGS>();
   const int c = wg - 1, w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#if !KILN_IDLE_SKIP
   const u32 sqc = sq + c * 64 * 128;  // this consumer's 64 rows in each Q box
+#endif
   auto warp_arrive = [&](u32 bar) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
@@ -299,7 +374,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #endif
     if (tile >= total) break;
     const Work wk(tile, p);
+#if !KILN_IDLE_SKIP
     const int ntiles = wk.ntiles;
+#else
+    // An idle consumer (idle_consumers) walks no tile; its rows are not stored. The count goes
+    // through a lane-0 broadcast, which ptxas knows is warp-uniform: as a plain select it took
+    // a vector register, and the 160-register consumers spilled P in the loop (120 bytes).
+    // A split item (split_merge): the first SPLIT consumers read consumer 0's rows of Q and walk
+    // every SPLIT-th tile from their own index (the producer releases each tile for the
+    // consumers that do not read it, as for idle ones). The same broadcast keeps the per-item
+    // values uniform.
+    const int row_first = wk.m0 + c * 64;
+    const bool split = SPLIT > 1 && p.split_ws != nullptr && !p.causal && p.sq - wk.m0 <= 64;
+    const bool walks = split ? c < SPLIT : row_first < p.sq && row_first + 64 > 0;
+    const int ntiles = __shfl_sync(0xffffffffu, walks ? wk.ntiles : 0, 0);
+    const int j0 = __shfl_sync(0xffffffffu, split ? c : 0, 0), step = __shfl_sync(0xffffffffu, split ? SPLIT : 1, 0);
+    const u32 sqc = sq + __shfl_sync(0xffffffffu, split ? 0 : c, 0) * 64 * 128;  // its 64 rows in each Q box
+#endif
     const int row0 = wk.m0 + c * 64 + 16 * w + g;  // this thread's rows: row0 and row0 + 8
     Softmax sm{{NEG_INF, NEG_INF}, {0.0f, 0.0f}, row0, t, wk.m0, p.skv - p.sq, p.skv, p.causal != 0, p.scale_log2};
     float o[OR];
@@ -318,7 +409,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if (c != CWG - 1 || k + 1 < turns) turn_pass(c);
     };
 #if !KILN_DYNAMIC
-    if (ntiles > 0) mbar_wait(bar_q, qi & 1);
+    if (wk.ntiles > 0) mbar_wait(bar_q, qi & 1);  // idle consumers too: see q_empty below
 #endif
     float sc[SR], corr[2];
     u32 pa[KP][4];
@@ -375,14 +466,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       warp_arrive(empty_v(slot(j)));
     }
 #else
+#if KILN_IDLE_SKIP
+    for (int j = j0; j < ntiles; j += step) {
+#else
+    constexpr int step = 1;
     for (int j = 0; j < ntiles; ++j) {
+#endif
       mbar_wait(full_k(slot(j)), phase(j));
       turn_wait(c);
       issue_s(sc, sqc, stage(j));
       wgmma_wait<0>();
       fence_all(sc);
       warp_arrive(empty_k(slot(j)));
-      if (j + 1 == ntiles) warp_arrive(q_empty);
+      if (j + step >= ntiles) warp_arrive(q_empty);
       sm.tile(sc, j * BN, corr);
       rescale(o, corr);
       fence_all(o);
@@ -395,17 +491,39 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       warp_arrive(empty_v(slot(j)));
     }
 #endif
+    // Consumers whose S loop did not run release Q here, once its load has completed (so that
+    // the arrival belongs to this item's phase, not to the last one's).
+#if KILN_IDLE_SKIP
+    const bool no_s = j0 >= ntiles;
+#else
+    const bool no_s = ntiles == 0;
+#endif
 #if KILN_DYNAMIC
-    if (ntiles == 0) warp_arrive(q_empty);  // its S loop, which arrives otherwise, did not run
-    it += ntiles;
+    if (no_s) warp_arrive(q_empty);
+    it += wk.ntiles;
     ++qi;
 #else
-    if (ntiles > 0) {
-      it += ntiles;
+    if (wk.ntiles > 0) {
+      if (no_s) warp_arrive(q_empty);
+      it += wk.ntiles;
       ++qi;
     }
 #endif
 
+#if KILN_IDLE_SKIP
+    // Consumer 0 stores the merged rows. The others' own rows lie past the end (a split block
+    // has at most 64), so the stores below skip them: no early `continue`, which made ptxas
+    // spill P in the loop (ledger #15).
+    if (split) {
+      split_merge(o, sm.m, sm.l, c, p.split_ws + (i64)blockIdx.x * (SPLIT - 1) * SPLIT_FLOATS * 128);
+    } else if (idle_consumers(wk.m0, p.sq) > 0) {
+      // A consumer that skipped this item has not seen its tiles land: once the others have
+      // (they waited for every one), its parity waits on the next item's tiles, each one phase
+      // after one of these in its slot, are unambiguous again. (split_merge's barriers do this
+      // for split items.)
+      named_barrier_sync(SPLIT_BAR, 128 * CWG);
+    }
+#endif
     in_t* og = static_cast<in_t*>(p.o) + wk.b * p.q_sb + wk.h * p.q_sh;
     float* lse = p.lse + ((i64)wk.b * p.heads_q + wk.h) * p.sq;
 #pragma unroll

@@ -28,6 +28,11 @@ __device__ __forceinline__ void mbar_arrive(u32 bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
+// Arrives `count` times at once (for `count` threads that will not arrive themselves).
+__device__ __forceinline__ void mbar_arrive_count(u32 bar, u32 count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
 // Blocks until the phase with parity `parity` has completed.
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
   asm volatile(

@@ -278,6 +278,28 @@ impl Config {
         (items, blocks as u32)
     }
 
+    /// Bytes of the split workspace a launch of `blocks` blocks needs for `p`, or `None` when no
+    /// item is split. Split items: the last query block of each head in a non-causal problem
+    /// when it has at most 64 rows, whose first min(consumers, stages) consumers then share its
+    /// rows and divide its key tiles instead of leaving all but one idle (kernels/attention/fa3_wgmma.cu, `split_merge`; at
+    /// S 4096 in 192-row blocks that block is a third full). Only for persistent launches (the
+    /// workspace has a slice per block) of configs without overlap or ping-pong (the kernel's
+    /// split path is in its plain loop).
+    pub fn split_ws_bytes(&self, p: &AttentionProblem, blocks: u32) -> Option<usize> {
+        let ragged = p.seqlen_q % self.bm() as usize;
+        let split = !p.causal
+            && !self.overlap
+            && !self.pingpong
+            && self.persistent_for(p)
+            && (1..=64).contains(&ragged);
+        // The kernel's SPLIT consumers share a split item: min(CWG, STAGES), so that each one's
+        // tiles keep to one slot of the ring.
+        let sharing = self.cwg.min(self.stages) as usize;
+        // Per block: SPLIT - 1 consumers x 128 threads x (O's D/2 registers, 2 maxima, 2 sums).
+        (split && sharing > 1)
+            .then(|| blocks as usize * (sharing - 1) * 128 * (self.d as usize / 2 + 4) * 4)
+    }
+
     /// The kernel specialised for this configuration, taking items from the counter or not.
     fn spec(&self, arch: &str, dtype: DType, dynamic: bool) -> KernelSpec {
         KernelSpec::new("attention/fa3_wgmma.cu", "attn_fa3_wgmma", arch)
@@ -488,6 +510,22 @@ fn work_counters(ctx: &Context) -> Result<u64> {
         let b = ctx.alloc(8)?;
         b.fill_bytes(0, ctx)?;
         *guard = Some(b);
+    }
+    Ok(guard.as_ref().expect("allocated above").ptr())
+}
+
+/// The split items' workspace (`AttnArgs::split_ws`), kept across launches and grown on demand;
+/// one per process, like the work counters.
+static SPLIT_WS: Mutex<Option<DeviceBuffer>> = Mutex::new(None);
+
+fn split_workspace(ctx: &Context, bytes: usize) -> Result<u64> {
+    let mut guard = SPLIT_WS
+        .lock()
+        .map_err(|_| Error::invalid("the attention split-workspace lock is poisoned"))?;
+    if guard.as_ref().is_none_or(|b| b.bytes() < bytes) {
+        // Launches still in flight may use the old buffer.
+        ctx.synchronize()?;
+        *guard = Some(ctx.alloc(bytes)?);
     }
     Ok(guard.as_ref().expect("allocated above").ptr())
 }
@@ -728,6 +766,9 @@ impl Fa3Wgmma {
             args.q_row0 = (p.seqlen_q as i64 - (p.seqlen_q.div_ceil(bm) * bm) as i64) as i32;
         }
         let (_, blocks) = c.grid(p, ctx.info.sm_count);
+        if let Some(bytes) = c.split_ws_bytes(p, blocks) {
+            args.split_ws = split_workspace(ctx, bytes)?;
+        }
         let cfg = LaunchConfig {
             smem_bytes: c.smem_bytes(),
             ..LaunchConfig::simple((blocks, 1, 1), c.threads())
@@ -942,5 +983,32 @@ mod tests {
         eprintln!("alone {alone:?}\nfrom the default {from:?}");
         assert!(alone.hits >= 17, "{alone:?}");
         assert!(from.hits >= 17, "{from:?}");
+    }
+
+    #[test]
+    fn only_a_ragged_non_causal_block_of_at_most_64_rows_is_split() {
+        let d128 = Config::default_for(128); // 192-row blocks, 2 stages: two consumers share
+        let p = AttentionProblem::new(4, 16, 4096, 128); // 4096 = 21 x 192 + 64
+        assert_eq!(d128.split_ws_bytes(&p, 132), Some(132 * 128 * (64 + 4) * 4));
+        let causal = AttentionProblem { causal: true, ..p };
+        assert_eq!(d128.split_ws_bytes(&causal, 132), None);
+        let rows128 = AttentionProblem::new(2, 16, 8192, 128); // 8192 = 42 x 192 + 128
+        assert_eq!(d128.split_ws_bytes(&rows128, 132), None);
+        let whole = AttentionProblem::new(1, 16, 192 * 10, 128);
+        assert_eq!(d128.split_ws_bytes(&whole, 132), None);
+        let tiny = AttentionProblem::new(1, 1, 17, 128);
+        assert!(d128.split_ws_bytes(&tiny, 1).is_some());
+        // Overlapped and one-block-per-item configs keep every item whole.
+        let overlap = Config {
+            overlap: true,
+            ..d128
+        };
+        assert_eq!(overlap.split_ws_bytes(&p, 132), None);
+        let one_per_item = Config {
+            persist: 0,
+            dynamic: 0,
+            ..d128
+        };
+        assert_eq!(one_per_item.split_ws_bytes(&p, 1408), None);
     }
 }

@@ -106,6 +106,10 @@ pub struct AttnArgs {
     pub q_row0: i32,
     /// fa3_wgmma: (batch, head) pairs per group of its work-item order (1: head after head).
     pub order_bh: i32,
+    /// fa3_wgmma without overlap or ping-pong: [blocks][consumers - 1][d / 2 + 4][128] fp32,
+    /// where the consumers of a split item (a non-causal block of at most 64 rows) hand their
+    /// partial softmax state and O to consumer 0; 0: no item is split.
+    pub split_ws: u64,
 }
 
 impl AttnArgs {
@@ -134,6 +138,7 @@ impl AttnArgs {
             work: 0,
             q_row0: 0,
             order_bh: 1,
+            split_ws: 0,
         }
     }
 
@@ -175,6 +180,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnArgs, scale_log2), 112);
         assert_eq!(std::mem::offset_of!(AttnArgs, work), 120);
         assert_eq!(std::mem::offset_of!(AttnArgs, q_row0), 128);
-        assert_eq!(std::mem::size_of::<AttnArgs>(), 136);
+        assert_eq!(std::mem::offset_of!(AttnArgs, split_ws), 136);
+        assert_eq!(std::mem::size_of::<AttnArgs>(), 144);
     }
 }

@@ -21,4 +21,8 @@ struct AttnArgs {
   int order_bh;     // fa3_wgmma: (batch, head) pairs per group of its work-item order (>= 1)
   float* split_ws;  // fa3_wgmma: per block, where the consumers of a split item hand over their
                     // partial softmax state and O; null: no item is split
+  int halves_from;  // fa3_wgmma: the first item run as two halves of its key tiles, by two
+                    // blocks (the last, partial wave's); the item count: none
+  float* halves_ws; // per halved item, both halves' partial softmax state and O
+  u32* halves_done; // per halved item, halves finished; 0 between launches
 };

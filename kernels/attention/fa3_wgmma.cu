@@ -153,14 +153,34 @@ __device__ __forceinline__ void turn_pass(int c) {
 }
 
 
+// Halved items (the last wave's, when at most half full; non-causal, whose items are all alike):
+// two blocks take half of an item's key tiles each, and the second to finish merges the first's
+// partial state and stores the rows, so the last wave takes half as long. Needs the work counter
+// (blocks take units as they free up) and the plain loop (KILN_IDLE_SKIP, whose strided loop and
+// broadcast tile counts it shares).
+#define KILN_HALVES (KILN_DYNAMIC && !KILN_OVERLAP && !KILN_PINGPONG)
+
 // Which (query block, head, batch) work item `t` is: blocks of a few heads at a time (so blocks
 // that run together share their K and V in L2), the longest causal rows first.
+// With KILN_HALVES, items from p.halves_from on run as two work units each (halves 0 and 1,
+// consecutive), one per half of the key tiles (`kt0` the first); `halved` numbers such an item
+// among them (-1: a whole item).
 struct Work {
   int m0, h, b, ntiles;
+#if KILN_HALVES
+  int kt0, halved, half;
+#endif
   __device__ __forceinline__ Work(int t, const AttnArgs& p) {
     // Unsigned: the 32-register producer of three consumers has no room for signed division's
     // temporaries (they spilled its loop counters at d128).
-    const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM, ut = (unsigned)t;
+    unsigned ut = (unsigned)t;
+#if KILN_HALVES
+    const unsigned from = (unsigned)p.halves_from, u = ut - from;
+    halved = ut >= from ? (int)(u >> 1) : -1;
+    half = ut >= from ? (int)(u & 1u) : 0;
+    ut = ut >= from ? from + (u >> 1) : ut;
+#endif
+    const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM;
     // Items come in groups of `order_bh` (batch, head) pairs; within a group the query block
     // index i varies slowest, so a group runs all its heads' heaviest causal blocks first (LPT
     // over the group, whose K and V stay together in L2) instead of one head's heavy-to-light
@@ -182,6 +202,11 @@ struct Work {
     const int rows = min(BM, p.sq - m0);
     const int kv_end = p.causal ? min(p.skv, m0 + rows + p.skv - p.sq) : p.skv;
     ntiles = kv_end <= 0 ? 0 : (kv_end - 1) / BN + 1;
+#if KILN_HALVES
+    const int first_half = (ntiles + 1) / 2;
+    kt0 = half ? first_half : 0;
+    ntiles = halved < 0 ? ntiles : (half ? ntiles - first_half : first_half);
+#endif
   }
 };
 
@@ -247,6 +272,49 @@ __device__ __forceinline__ void split_merge(float (&o)[OR], float (&m)[2], float
   named_barrier_sync(SPLIT_BAR, 128 * CWG);  // the slice is free for the block's next split item
 }
 
+#if KILN_HALVES
+// A halved item's merge (see KILN_HALVES): every consumer stores its partial (max, sum, O) in
+// this half's slice of p.halves_ws (laid out as in split_merge), one thread counts the half done,
+// and the block that finishes second reads the other half's slice (around L1: another SM wrote
+// it) and merges it. Returns whether this block stores the rows.
+__device__ __forceinline__ bool halves_merge(float (&o)[OR], float (&m)[2], float (&l)[2], int c, int halved, int half,
+                                             const AttnArgs& p, volatile int& second) {
+  const int tid = threadIdx.x % 128;
+  float* mine = p.halves_ws + ((i64)(2 * halved + half) * CWG + c) * SPLIT_FLOATS * 128 + tid;
+#pragma unroll
+  for (int i = 0; i < OR; ++i) mine[i * 128] = o[i];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    mine[(OR + rh) * 128] = m[rh];
+    mine[(OR + 2 + rh) * 128] = l[rh];
+  }
+  __threadfence();  // the stores reach the device before the count that publishes them
+  named_barrier_sync(SPLIT_BAR, 128 * CWG);
+  if (threadIdx.x == 128) {
+    const u32 before = atomicAdd(p.halves_done + halved, 1u);
+    if (before == 1) p.halves_done[halved] = 0;  // both halves are in: ready for the next launch
+    second = before == 1;
+  }
+  named_barrier_sync(SPLIT_BAR, 128 * CWG);
+  if (!second) return false;
+  __threadfence();
+  const float* theirs = p.halves_ws + ((i64)(2 * halved + (half ^ 1)) * CWG + c) * SPLIT_FLOATS * 128 + tid;
+  float a[2], b[2];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const float m1 = __ldcg(theirs + (OR + rh) * 128), l1 = __ldcg(theirs + (OR + 2 + rh) * 128);
+    const float mx = fmaxf(m[rh], m1);
+    a[rh] = m[rh] == NEG_INF ? 0.0f : ex2(m[rh] - mx);
+    b[rh] = m1 == NEG_INF ? 0.0f : ex2(m1 - mx);
+    m[rh] = mx;
+    l[rh] = a[rh] * l[rh] + b[rh] * l1;
+  }
+#pragma unroll
+  for (int i = 0; i < OR; ++i) o[i] = fmaf(o[i], a[(i >> 1) & 1], __ldcg(theirs + i * 128) * b[(i >> 1) & 1]);
+  return true;
+}
+#endif
+
 // The grid walks the work items: one per block (gridDim.x = all of them), or persistently (fewer
 // blocks, each taking every gridDim.x-th item), where the producer loads the next item's Q and
 // K/V while the consumers finish the last P·V and store O of the current one.
@@ -264,7 +332,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   auto empty_v = [&](int s) { return bars + 16 + 8 * (3 * STAGES + s); };
   // KILN_DYNAMIC: the item the producer published last, in the 8 bytes after the barriers.
   volatile int& item = *reinterpret_cast<int*>(smem_raw + (bars - smem_u32(smem_raw)) + 16 + 32 * STAGES);
-  const int total = ((p.sq + BM - 1) / BM) * p.heads_q * p.batch;
+  // KILN_HALVES: whether this block finished a halved item second (halves_merge), next to it.
+  volatile int& second = (&item)[1];
+  const int items = ((p.sq + BM - 1) / BM) * p.heads_q * p.batch;
+#if KILN_HALVES
+  const int total = items + (items - min(p.halves_from, items));  // work units: a halved item is two
+#else
+  const int total = items;
+#endif
   // Not warpgroup_index() (common/wgmma.cuh): its descriptors are already uniform here, and it
   // tips the 160-register d128 consumers into spilling.
   const int wg = threadIdx.x / 128;
@@ -315,6 +390,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         ++qi;
 #endif
         const int hk = wk.h / p.group;
+#if KILN_HALVES
+#define KT0 wk.kt0
+#else
+#define KT0 0
+#endif
 #if KILN_IDLE_SKIP
         // Consumers whose 64 rows all lie outside the sequence (see `idle` below) read no tile of
         // this item: their releases are given with each load (they count towards its phase).
@@ -329,14 +409,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           mbar_wait(empty_k(s), par);
           mbar_arrive_expect_tx(full_k(s), KV_BYTES);
 #pragma unroll
-          for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, full_k(s), 64 * d, j * BN, hk, wk.b);
+          for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, full_k(s), 64 * d, (KT0 + j) * BN, hk, wk.b);
 #if KILN_IDLE_SKIP
           if (idle_arrivals) mbar_arrive_count(empty_k(s), idle_arrivals);
 #endif
           mbar_wait(empty_v(s), par);
           mbar_arrive_expect_tx(full_v(s), KV_BYTES);
 #pragma unroll
-          for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, full_v(s), 64 * d, j * BN, hk, wk.b);
+          for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, full_v(s), 64 * d, (KT0 + j) * BN, hk, wk.b);
 #if KILN_IDLE_SKIP
           if (idle_arrivals) mbar_arrive_count(empty_v(s), idle_arrivals);
 #endif
@@ -385,7 +465,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // consumers that do not read it, as for idle ones). The same broadcast keeps the per-item
     // values uniform.
     const int row_first = wk.m0 + c * 64;
-    const bool split = SPLIT > 1 && p.split_ws != nullptr && !p.causal && p.sq - wk.m0 <= 64;
+#if KILN_HALVES
+    const bool halved = wk.halved >= 0;
+    const int kt0 = __shfl_sync(0xffffffffu, wk.kt0, 0);
+#else
+    constexpr bool halved = false;
+    constexpr int kt0 = 0;
+#endif
+    const bool split = SPLIT > 1 && p.split_ws != nullptr && !p.causal && p.sq - wk.m0 <= 64 && !halved;
     const bool walks = split ? c < SPLIT : row_first < p.sq && row_first + 64 > 0;
     const int ntiles = __shfl_sync(0xffffffffu, walks ? wk.ntiles : 0, 0);
     const int j0 = __shfl_sync(0xffffffffu, split ? c : 0, 0), step = __shfl_sync(0xffffffffu, split ? SPLIT : 1, 0);
@@ -479,7 +566,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       fence_all(sc);
       warp_arrive(empty_k(slot(j)));
       if (j + step >= ntiles) warp_arrive(q_empty);
-      sm.tile(sc, j * BN, corr);
+      sm.tile(sc, (kt0 + j) * BN, corr);
       rescale(o, corr);
       fence_all(o);
       pack_p(pa, sc);
@@ -510,10 +597,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     }
 #endif
 
+    int row_end = p.sq;  // rows at and past it are not stored
 #if KILN_IDLE_SKIP
     // Consumer 0 stores the merged rows. The others' own rows lie past the end (a split block
     // has at most 64), so the stores below skip them: no early `continue`, which made ptxas
     // spill P in the loop (ledger #15).
+#if KILN_HALVES
+    if (halved) {
+      // (Its barriers also re-sync consumers that skipped the unit, as below.)
+      if (!halves_merge(o, sm.m, sm.l, c, wk.halved, wk.half, p, second)) row_end = 0;
+    } else
+#endif
     if (split) {
       split_merge(o, sm.m, sm.l, c, p.split_ws + (i64)blockIdx.x * (SPLIT - 1) * SPLIT_FLOATS * 128);
     } else if (idle_consumers(wk.m0, p.sq) > 0) {
@@ -534,7 +628,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       const bool seen = sm.m[rh] != NEG_INF && l > 0.0f;  // the row saw at least one key
       const float inv = seen ? 1.0f / l : 0.0f;
       const int row = row0 + 8 * rh;
-      if (row >= 0 && row < p.sq) {
+      if (row >= 0 && row < row_end) {
         in_t* orow = og + (i64)row * p.q_ss;
 #pragma unroll
         for (int n = 0; n < OT; ++n)

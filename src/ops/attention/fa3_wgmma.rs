@@ -300,6 +300,30 @@ impl Config {
             .then(|| blocks as usize * (sharing - 1) * 128 * (self.d as usize / 2 + 4) * 4)
     }
 
+    /// Which items run as two halves of their key tiles (kernels/attention/fa3_wgmma.cu,
+    /// `KILN_HALVES`), or `None`: the last, partial wave's items of a non-causal problem (all
+    /// items alike), when that wave is at most half full (so that the halves fit in one wave,
+    /// which then takes about half as long) and items have at least two key tiles. Needs the
+    /// work counter and neither overlap nor ping-pong. E.g. d128 B2 S8192: 1376 items of 192
+    /// rows on 132 SMs leave 56 in an 11th wave: 112 halves instead.
+    pub fn halves(&self, p: &AttentionProblem, blocks: u32) -> Option<Halves> {
+        if p.causal || self.overlap || self.pingpong || !self.dynamic_for(p) || blocks == 0 {
+            return None;
+        }
+        let (items, _) = self.grid(p, blocks);
+        let tail = items % blocks as u64;
+        let halvable = items > blocks as u64
+            && tail > 0
+            && 2 * tail <= blocks as u64
+            && p.seqlen_kv > self.bn as usize;
+        halvable.then(|| Halves {
+            from: items - tail,
+            halved: tail,
+            // Per halved item: 2 halves x CWG consumers x 128 threads x (D/2 + 4) fp32.
+            ws_bytes: tail as usize * 2 * self.cwg as usize * 128 * (self.d as usize / 2 + 4) * 4,
+        })
+    }
+
     /// The kernel specialised for this configuration, taking items from the counter or not.
     fn spec(&self, arch: &str, dtype: DType, dynamic: bool) -> KernelSpec {
         KernelSpec::new("attention/fa3_wgmma.cu", "attn_fa3_wgmma", arch)
@@ -514,6 +538,17 @@ fn work_counters(ctx: &Context) -> Result<u64> {
     Ok(guard.as_ref().expect("allocated above").ptr())
 }
 
+/// A launch's halved items ([`Config::halves`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Halves {
+    /// The first halved item.
+    pub from: u64,
+    /// How many items are halved (the rest, from `from` on).
+    pub halved: u64,
+    /// Bytes of the halves' partial states.
+    pub ws_bytes: usize,
+}
+
 /// The split items' workspace (`AttnArgs::split_ws`), kept across launches and grown on demand;
 /// one per process, like the work counters.
 static SPLIT_WS: Mutex<Option<DeviceBuffer>> = Mutex::new(None);
@@ -528,6 +563,32 @@ fn split_workspace(ctx: &Context, bytes: usize) -> Result<u64> {
         *guard = Some(ctx.alloc(bytes)?);
     }
     Ok(guard.as_ref().expect("allocated above").ptr())
+}
+
+/// The halved items' workspace and counters (`AttnArgs::halves_ws`, `halves_done`), kept across
+/// launches and grown on demand; the kernel returns each counter to 0, so they are zeroed once,
+/// at allocation.
+static HALVES: Mutex<Option<(DeviceBuffer, DeviceBuffer)>> = Mutex::new(None);
+
+fn halves_workspace(ctx: &Context, bytes: usize, counters: usize) -> Result<(u64, u64)> {
+    let mut guard = HALVES
+        .lock()
+        .map_err(|_| Error::invalid("the attention halves-workspace lock is poisoned"))?;
+    let fits = guard
+        .as_ref()
+        .is_some_and(|(w, n)| w.bytes() >= bytes && n.bytes() >= counters * 4);
+    if !fits {
+        ctx.synchronize()?;
+        let (old_w, old_n) = guard
+            .as_ref()
+            .map_or((0, 0), |(w, n)| (w.bytes(), n.bytes()));
+        let w = ctx.alloc(bytes.max(old_w))?;
+        let n = ctx.alloc((counters * 4).max(old_n))?;
+        n.fill_bytes(0, ctx)?;
+        *guard = Some((w, n));
+    }
+    let (w, n) = guard.as_ref().expect("allocated above");
+    Ok((w.ptr(), n.ptr()))
 }
 
 /// A 128-byte CUtensorMap, aligned as CUDA 13 requires (`TmaMap` in kernels/common/tma.cuh).
@@ -768,6 +829,12 @@ impl Fa3Wgmma {
         let (_, blocks) = c.grid(p, ctx.info.sm_count);
         if let Some(bytes) = c.split_ws_bytes(p, blocks) {
             args.split_ws = split_workspace(ctx, bytes)?;
+        }
+        if let Some(h) = c.halves(p, blocks) {
+            let (ws, done) = halves_workspace(ctx, h.ws_bytes, h.halved as usize)?;
+            args.halves_from = h.from as i32;
+            args.halves_ws = ws;
+            args.halves_done = done;
         }
         let cfg = LaunchConfig {
             smem_bytes: c.smem_bytes(),
@@ -1010,5 +1077,33 @@ mod tests {
             ..d128
         };
         assert_eq!(one_per_item.split_ws_bytes(&p, 1408), None);
+    }
+
+    #[test]
+    fn the_last_wave_is_halved_only_when_its_halves_fit_in_one() {
+        let d128 = Config::default_for(128);
+        // 2 x 16 x 43 = 1376 items of 192 rows on 132 SMs: 56 in the 11th wave.
+        let p = AttentionProblem::new(2, 16, 8192, 128);
+        let h = d128.halves(&p, 132).expect("a 56-item last wave is halved");
+        assert_eq!((h.from, h.halved), (1320, 56));
+        assert_eq!(h.ws_bytes, 56 * 2 * 3 * 128 * (64 + 4) * 4);
+        // 4 x 16 x 22 = 1408: 88 left over, whose 176 halves would not fit in one wave.
+        assert_eq!(d128.halves(&AttentionProblem::new(4, 16, 4096, 128), 132), None);
+        // Causal items differ (heaviest first balances them); a single wave has no tail.
+        assert_eq!(d128.halves(&AttentionProblem { causal: true, ..p }, 132), None);
+        assert_eq!(d128.halves(&AttentionProblem::new(1, 4, 4096, 128), 132), None);
+        // Without the counter, or with overlap, items stay whole.
+        let fixed = Config {
+            dynamic: 0,
+            ..d128
+        };
+        assert_eq!(fixed.halves(&p, 132), None);
+        assert_eq!(Config::default_for(256).halves(&p, 132), None);
+        // One key tile cannot be halved.
+        let short = AttentionProblem {
+            seqlen_kv: 100,
+            ..p
+        };
+        assert_eq!(d128.halves(&short, 132), None);
     }
 }

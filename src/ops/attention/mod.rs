@@ -110,6 +110,13 @@ pub struct AttnArgs {
     /// where the consumers of a split item (a non-causal block of at most 64 rows) hand their
     /// partial softmax state and O to consumer 0; 0: no item is split.
     pub split_ws: u64,
+    /// fa3_wgmma with the work counter and no overlap or ping-pong: the first item run as two
+    /// halves of its key tiles by two blocks (the last, partial wave's items); `i32::MAX`: none.
+    pub halves_from: i32,
+    /// Per halved item, both halves' partial softmax state and O ([item][half][consumer]
+    /// [d / 2 + 4][128] fp32), and the halves finished (u32, 0 between launches).
+    pub halves_ws: u64,
+    pub halves_done: u64,
 }
 
 impl AttnArgs {
@@ -139,6 +146,9 @@ impl AttnArgs {
             q_row0: 0,
             order_bh: 1,
             split_ws: 0,
+            halves_from: i32::MAX,
+            halves_ws: 0,
+            halves_done: 0,
         }
     }
 
@@ -181,6 +191,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnArgs, work), 120);
         assert_eq!(std::mem::offset_of!(AttnArgs, q_row0), 128);
         assert_eq!(std::mem::offset_of!(AttnArgs, split_ws), 136);
-        assert_eq!(std::mem::size_of::<AttnArgs>(), 144);
+        assert_eq!(std::mem::offset_of!(AttnArgs, halves_from), 144);
+        assert_eq!(std::mem::offset_of!(AttnArgs, halves_ws), 152);
+        assert_eq!(std::mem::offset_of!(AttnArgs, halves_done), 160);
+        assert_eq!(std::mem::size_of::<AttnArgs>(), 168);
     }
 }

@@ -21,8 +21,9 @@ struct AttnArgs {
   int order_bh;     // fa3_wgmma: (batch, head) pairs per group of its work-item order (>= 1)
   float* split_ws;  // fa3_wgmma: per block, where the consumers of a split item hand over their
                     // partial softmax state and O; null: no item is split
-  int halves_from;  // fa3_wgmma: the first item run as two halves of its key tiles, by two
-                    // blocks (the last, partial wave's); the item count: none
-  float* halves_ws; // per halved item, both halves' partial softmax state and O
-  u32* halves_done; // per halved item, halves finished; 0 between launches
+  int parts_from;   // fa3_wgmma: the first item run in `parts` shares of its key tiles by as many
+                    // blocks (the last, partial wave's items); the item count or more: none
+  int parts;        // 2 or 3 (1: none)
+  float* parts_ws;  // per such item, every part's partial softmax state and O
+  u32* parts_done;  // per such item, parts finished; 0 between launches
 };

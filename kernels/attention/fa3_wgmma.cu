@@ -153,32 +153,32 @@ __device__ __forceinline__ void turn_pass(int c) {
 }
 
 
-// Halved items (the last wave's, when at most half full; non-causal, whose items are all alike):
-// two blocks take half of an item's key tiles each, and the second to finish merges the first's
-// partial state and stores the rows, so the last wave takes half as long. Needs the work counter
-// (blocks take units as they free up) and the plain loop (KILN_IDLE_SKIP, whose strided loop and
-// broadcast tile counts it shares).
-#define KILN_HALVES (KILN_DYNAMIC && !KILN_OVERLAP && !KILN_PINGPONG)
+// Items in parts (the last, partial wave's, non-causal, whose items are all alike): p.parts (2 or
+// 3) blocks take a share of an item's key tiles each, and the last to finish merges the others'
+// partial states and stores the rows, so the last wave takes a half or a third as long. Not with
+// ping-pong, whose turns assume every consumer of a block walks the same tiles.
+#define KILN_PARTS (!KILN_PINGPONG)
 
 // Which (query block, head, batch) work item `t` is: blocks of a few heads at a time (so blocks
 // that run together share their K and V in L2), the longest causal rows first.
-// With KILN_HALVES, items from p.halves_from on run as two work units each (halves 0 and 1,
-// consecutive), one per half of the key tiles (`kt0` the first); `halved` numbers such an item
-// among them (-1: a whole item).
+// With KILN_PARTS, items from p.parts_from on run as p.parts work units each (consecutive), one
+// per share of the key tiles (`kt0` the first); `parted` numbers such an item among them (-1: a
+// whole item) and `part` is the share.
 struct Work {
   int m0, h, b, ntiles;
-#if KILN_HALVES
-  int kt0, halved, half;
+#if KILN_PARTS
+  int kt0, parted, part;
 #endif
   __device__ __forceinline__ Work(int t, const AttnArgs& p) {
     // Unsigned: the 32-register producer of three consumers has no room for signed division's
     // temporaries (they spilled its loop counters at d128).
     unsigned ut = (unsigned)t;
-#if KILN_HALVES
-    const unsigned from = (unsigned)p.halves_from, u = ut - from;
-    halved = ut >= from ? (int)(u >> 1) : -1;
-    half = ut >= from ? (int)(u & 1u) : 0;
-    ut = ut >= from ? from + (u >> 1) : ut;
+#if KILN_PARTS
+    const unsigned from = (unsigned)p.parts_from, np = (unsigned)p.parts, u = ut - from, q = u / np;
+    const bool in_parts = ut >= from;
+    parted = in_parts ? (int)q : -1;
+    part = in_parts ? (int)(u - q * np) : 0;
+    ut = in_parts ? from + q : ut;
 #endif
     const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM;
     // Items come in groups of `order_bh` (batch, head) pairs; within a group the query block
@@ -202,10 +202,13 @@ struct Work {
     const int rows = min(BM, p.sq - m0);
     const int kv_end = p.causal ? min(p.skv, m0 + rows + p.skv - p.sq) : p.skv;
     ntiles = kv_end <= 0 ? 0 : (kv_end - 1) / BN + 1;
-#if KILN_HALVES
-    const int first_half = (ntiles + 1) / 2;
-    kt0 = half ? first_half : 0;
-    ntiles = halved < 0 ? ntiles : (half ? ntiles - first_half : first_half);
+#if KILN_PARTS
+    if (in_parts) {
+      kt0 = part * ntiles / (int)np;
+      ntiles = (part + 1) * ntiles / (int)np - kt0;
+    } else {
+      kt0 = 0;
+    }
 #endif
   }
 };
@@ -272,15 +275,16 @@ __device__ __forceinline__ void split_merge(float (&o)[OR], float (&m)[2], float
   named_barrier_sync(SPLIT_BAR, 128 * CWG);  // the slice is free for the block's next split item
 }
 
-#if KILN_HALVES
-// A halved item's merge (see KILN_HALVES): every consumer stores its partial (max, sum, O) in
-// this half's slice of p.halves_ws (laid out as in split_merge), one thread counts the half done,
-// and the block that finishes second reads the other half's slice (around L1: another SM wrote
-// it) and merges it. Returns whether this block stores the rows.
-__device__ __forceinline__ bool halves_merge(float (&o)[OR], float (&m)[2], float (&l)[2], int c, int halved, int half,
-                                             const AttnArgs& p, volatile int& second) {
+#if KILN_PARTS
+// An item in parts (see KILN_PARTS): every consumer stores its partial (max, sum, O) in this
+// part's slice of p.parts_ws (laid out as in split_merge), one thread counts the part done, and
+// the block that finishes last reads the other parts' slices (around L1: other SMs wrote them)
+// and merges them. Returns whether this block stores the rows.
+__device__ __forceinline__ bool parts_merge(float (&o)[OR], float (&m)[2], float (&l)[2], int c, int parted, int part,
+                                            const AttnArgs& p, volatile int& last) {
   const int tid = threadIdx.x % 128;
-  float* mine = p.halves_ws + ((i64)(2 * halved + half) * CWG + c) * SPLIT_FLOATS * 128 + tid;
+  auto slice = [&](int q) { return p.parts_ws + ((i64)(parted * p.parts + q) * CWG + c) * SPLIT_FLOATS * 128 + tid; };
+  float* mine = slice(part);
 #pragma unroll
   for (int i = 0; i < OR; ++i) mine[i * 128] = o[i];
 #pragma unroll
@@ -291,26 +295,31 @@ __device__ __forceinline__ bool halves_merge(float (&o)[OR], float (&m)[2], floa
   __threadfence();  // the stores reach the device before the count that publishes them
   named_barrier_sync(SPLIT_BAR, 128 * CWG);
   if (threadIdx.x == 128) {
-    const u32 before = atomicAdd(p.halves_done + halved, 1u);
-    if (before == 1) p.halves_done[halved] = 0;  // both halves are in: ready for the next launch
-    second = before == 1;
+    const u32 before = atomicAdd(p.parts_done + parted, 1u);
+    const bool is_last = before + 1 == (u32)p.parts;
+    if (is_last) p.parts_done[parted] = 0;  // every part is in: ready for the next launch
+    last = is_last;
   }
   named_barrier_sync(SPLIT_BAR, 128 * CWG);
-  if (!second) return false;
+  if (!last) return false;
   __threadfence();
-  const float* theirs = p.halves_ws + ((i64)(2 * halved + (half ^ 1)) * CWG + c) * SPLIT_FLOATS * 128 + tid;
-  float a[2], b[2];
+#pragma unroll 1
+  for (int q = 0; q < p.parts; ++q) {
+    if (q == part) continue;
+    const float* theirs = slice(q);
+    float a[2], b[2];
 #pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    const float m1 = __ldcg(theirs + (OR + rh) * 128), l1 = __ldcg(theirs + (OR + 2 + rh) * 128);
-    const float mx = fmaxf(m[rh], m1);
-    a[rh] = m[rh] == NEG_INF ? 0.0f : ex2(m[rh] - mx);
-    b[rh] = m1 == NEG_INF ? 0.0f : ex2(m1 - mx);
-    m[rh] = mx;
-    l[rh] = a[rh] * l[rh] + b[rh] * l1;
+    for (int rh = 0; rh < 2; ++rh) {
+      const float m1 = __ldcg(theirs + (OR + rh) * 128), l1 = __ldcg(theirs + (OR + 2 + rh) * 128);
+      const float mx = fmaxf(m[rh], m1);
+      a[rh] = m[rh] == NEG_INF ? 0.0f : ex2(m[rh] - mx);
+      b[rh] = m1 == NEG_INF ? 0.0f : ex2(m1 - mx);
+      m[rh] = mx;
+      l[rh] = a[rh] * l[rh] + b[rh] * l1;
+    }
+#pragma unroll
+    for (int i = 0; i < OR; ++i) o[i] = fmaf(o[i], a[(i >> 1) & 1], __ldcg(theirs + i * 128) * b[(i >> 1) & 1]);
   }
-#pragma unroll
-  for (int i = 0; i < OR; ++i) o[i] = fmaf(o[i], a[(i >> 1) & 1], __ldcg(theirs + i * 128) * b[(i >> 1) & 1]);
   return true;
 }
 #endif
@@ -332,11 +341,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   auto empty_v = [&](int s) { return bars + 16 + 8 * (3 * STAGES + s); };
   // KILN_DYNAMIC: the item the producer published last, in the 8 bytes after the barriers.
   volatile int& item = *reinterpret_cast<int*>(smem_raw + (bars - smem_u32(smem_raw)) + 16 + 32 * STAGES);
-  // KILN_HALVES: whether this block finished a halved item second (halves_merge), next to it.
-  volatile int& second = (&item)[1];
+  // KILN_PARTS: whether this block finished an item in parts last (parts_merge), next to it.
+  volatile int& last_part = (&item)[1];
   const int items = ((p.sq + BM - 1) / BM) * p.heads_q * p.batch;
-#if KILN_HALVES
-  const int total = items + (items - min(p.halves_from, items));  // work units: a halved item is two
+#if KILN_PARTS
+  const int total = items + (items - min(p.parts_from, items)) * (p.parts - 1);  // work units
 #else
   const int total = items;
 #endif
@@ -390,7 +399,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         ++qi;
 #endif
         const int hk = wk.h / p.group;
-#if KILN_HALVES
+#if KILN_PARTS
 #define KT0 wk.kt0
 #else
 #define KT0 0
@@ -454,6 +463,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #endif
     if (tile >= total) break;
     const Work wk(tile, p);
+#if KILN_PARTS
+    const bool parted = wk.parted >= 0;
+    const int kt0 = __shfl_sync(0xffffffffu, wk.kt0, 0);
+#else
+    constexpr bool parted = false;
+    constexpr int kt0 = 0;
+#endif
 #if !KILN_IDLE_SKIP
     const int ntiles = wk.ntiles;
 #else
@@ -465,14 +481,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // consumers that do not read it, as for idle ones). The same broadcast keeps the per-item
     // values uniform.
     const int row_first = wk.m0 + c * 64;
-#if KILN_HALVES
-    const bool halved = wk.halved >= 0;
-    const int kt0 = __shfl_sync(0xffffffffu, wk.kt0, 0);
-#else
-    constexpr bool halved = false;
-    constexpr int kt0 = 0;
-#endif
-    const bool split = SPLIT > 1 && p.split_ws != nullptr && !p.causal && p.sq - wk.m0 <= 64 && !halved;
+    const bool split = SPLIT > 1 && p.split_ws != nullptr && !p.causal && p.sq - wk.m0 <= 64 && !parted;
     const bool walks = split ? c < SPLIT : row_first < p.sq && row_first + 64 > 0;
     const int ntiles = __shfl_sync(0xffffffffu, walks ? wk.ntiles : 0, 0);
     const int j0 = __shfl_sync(0xffffffffu, split ? c : 0, 0), step = __shfl_sync(0xffffffffu, split ? SPLIT : 1, 0);
@@ -513,7 +522,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       wgmma_wait<0>();
       fence_all(sc);
       warp_arrive(empty_k(slot(0)));
-      sm.tile(sc, 0, corr);
+      sm.tile(sc, kt0 * BN, corr);
       pack_p(pa, sc);
       fence_p(pa);
     }
@@ -532,7 +541,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       wgmma_wait<1>();
       fence_all(sc);
       warp_arrive(empty_k(slot(j + 1)));
-      sm.tile(sc, (j + 1) * BN, corr);
+      sm.tile(sc, (kt0 + j + 1) * BN, corr);
       wgmma_wait<0>();
       fence_all(o);
       warp_arrive(empty_v(slot(j)));
@@ -598,17 +607,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #endif
 
     int row_end = p.sq;  // rows at and past it are not stored
+#if KILN_PARTS
+    // Only the last part's block stores (its barriers also re-sync consumers that skipped the
+    // unit, as below).
+    if (parted && !parts_merge(o, sm.m, sm.l, c, wk.parted, wk.part, p, last_part)) row_end = 0;
+#endif
 #if KILN_IDLE_SKIP
     // Consumer 0 stores the merged rows. The others' own rows lie past the end (a split block
     // has at most 64), so the stores below skip them: no early `continue`, which made ptxas
     // spill P in the loop (ledger #15).
-#if KILN_HALVES
-    if (halved) {
-      // (Its barriers also re-sync consumers that skipped the unit, as below.)
-      if (!halves_merge(o, sm.m, sm.l, c, wk.halved, wk.half, p, second)) row_end = 0;
-    } else
-#endif
-    if (split) {
+    if (parted) {
+    } else if (split) {
       split_merge(o, sm.m, sm.l, c, p.split_ws + (i64)blockIdx.x * (SPLIT - 1) * SPLIT_FLOATS * 128);
     } else if (idle_consumers(wk.m0, p.sq) > 0) {
       // A consumer that skipped this item has not seen its tiles land: once the others have

@@ -300,27 +300,35 @@ impl Config {
             .then(|| blocks as usize * (sharing - 1) * 128 * (self.d as usize / 2 + 4) * 4)
     }
 
-    /// Which items run as two halves of their key tiles (kernels/attention/fa3_wgmma.cu,
-    /// `KILN_HALVES`), or `None`: the last, partial wave's items of a non-causal problem (all
-    /// items alike), when that wave is at most half full (so that the halves fit in one wave,
-    /// which then takes about half as long) and items have at least two key tiles. Needs the
-    /// work counter and neither overlap nor ping-pong. E.g. d128 B2 S8192: 1376 items of 192
-    /// rows on 132 SMs leave 56 in an 11th wave: 112 halves instead.
-    pub fn halves(&self, p: &AttentionProblem, blocks: u32) -> Option<Halves> {
-        if p.causal || self.overlap || self.pingpong || !self.dynamic_for(p) || blocks == 0 {
+    /// Which items run in shares of their key tiles on several blocks (kernels/attention/
+    /// fa3_wgmma.cu, `KILN_PARTS`), or `None`: the last, partial wave's items of a non-causal
+    /// problem (all items alike) run persistently, in 2 or 3 parts, whichever makes that wave
+    /// shortest (the parts run in rounds of `blocks`, each a half or a third of an item long),
+    /// when that is shorter than a whole item and each part has a key tile. E.g. d128 B2 S8192:
+    /// 1376 items of 192 rows on 132 SMs leave 56 in an 11th wave: 112 halves, one round of half
+    /// an item. d256 S 8192: 2048 items leave 68: 204 thirds, two rounds of a third.
+    pub fn parts(&self, p: &AttentionProblem, blocks: u32) -> Option<Parts> {
+        if p.causal || self.pingpong || !self.persistent_for(p) || blocks == 0 {
             return None;
         }
         let (items, _) = self.grid(p, blocks);
-        let tail = items % blocks as u64;
-        let halvable = items > blocks as u64
-            && tail > 0
-            && 2 * tail <= blocks as u64
-            && p.seqlen_kv > self.bn as usize;
-        halvable.then(|| Halves {
+        let (b, tail) = (blocks as u64, items % blocks as u64);
+        if items <= b || tail == 0 {
+            return None;
+        }
+        let key_tiles = p.seqlen_kv.div_ceil(self.bn as usize) as u64;
+        // The last wave's length in sixths of an item: rounds of `blocks` parts, each 6/n long.
+        let length = |n: u64| (tail * n).div_ceil(b) * (6 / n);
+        let n = [2u64, 3]
+            .into_iter()
+            .filter(|&n| key_tiles >= n && length(n) < 6)
+            .min_by_key(|&n| (length(n), n))?;
+        Some(Parts {
             from: items - tail,
-            halved: tail,
-            // Per halved item: 2 halves x CWG consumers x 128 threads x (D/2 + 4) fp32.
-            ws_bytes: tail as usize * 2 * self.cwg as usize * 128 * (self.d as usize / 2 + 4) * 4,
+            parts: n as u32,
+            items: tail,
+            // Per item: n parts x CWG consumers x 128 threads x (D/2 + 4) fp32.
+            ws_bytes: (tail * n) as usize * self.cwg as usize * 128 * (self.d as usize / 2 + 4) * 4,
         })
     }
 
@@ -538,14 +546,16 @@ fn work_counters(ctx: &Context) -> Result<u64> {
     Ok(guard.as_ref().expect("allocated above").ptr())
 }
 
-/// A launch's halved items ([`Config::halves`]).
+/// A launch's items in parts ([`Config::parts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Halves {
-    /// The first halved item.
+pub struct Parts {
+    /// The first item run in parts.
     pub from: u64,
-    /// How many items are halved (the rest, from `from` on).
-    pub halved: u64,
-    /// Bytes of the halves' partial states.
+    /// Parts per item (2 or 3).
+    pub parts: u32,
+    /// How many items run in parts (the rest, from `from` on).
+    pub items: u64,
+    /// Bytes of the parts' partial states.
     pub ws_bytes: usize,
 }
 
@@ -565,15 +575,15 @@ fn split_workspace(ctx: &Context, bytes: usize) -> Result<u64> {
     Ok(guard.as_ref().expect("allocated above").ptr())
 }
 
-/// The halved items' workspace and counters (`AttnArgs::halves_ws`, `halves_done`), kept across
+/// The parted items' workspace and counters (`AttnArgs::parts_ws`, `parts_done`), kept across
 /// launches and grown on demand; the kernel returns each counter to 0, so they are zeroed once,
 /// at allocation.
-static HALVES: Mutex<Option<(DeviceBuffer, DeviceBuffer)>> = Mutex::new(None);
+static PARTS: Mutex<Option<(DeviceBuffer, DeviceBuffer)>> = Mutex::new(None);
 
-fn halves_workspace(ctx: &Context, bytes: usize, counters: usize) -> Result<(u64, u64)> {
-    let mut guard = HALVES
+fn parts_workspace(ctx: &Context, bytes: usize, counters: usize) -> Result<(u64, u64)> {
+    let mut guard = PARTS
         .lock()
-        .map_err(|_| Error::invalid("the attention halves-workspace lock is poisoned"))?;
+        .map_err(|_| Error::invalid("the attention parts-workspace lock is poisoned"))?;
     let fits = guard
         .as_ref()
         .is_some_and(|(w, n)| w.bytes() >= bytes && n.bytes() >= counters * 4);
@@ -830,11 +840,12 @@ impl Fa3Wgmma {
         if let Some(bytes) = c.split_ws_bytes(p, blocks) {
             args.split_ws = split_workspace(ctx, bytes)?;
         }
-        if let Some(h) = c.halves(p, blocks) {
-            let (ws, done) = halves_workspace(ctx, h.ws_bytes, h.halved as usize)?;
-            args.halves_from = h.from as i32;
-            args.halves_ws = ws;
-            args.halves_done = done;
+        if let Some(pt) = c.parts(p, blocks) {
+            let (ws, done) = parts_workspace(ctx, pt.ws_bytes, pt.items as usize)?;
+            args.parts_from = pt.from as i32;
+            args.parts = pt.parts as i32;
+            args.parts_ws = ws;
+            args.parts_done = done;
         }
         let cfg = LaunchConfig {
             smem_bytes: c.smem_bytes(),
@@ -1080,30 +1091,51 @@ mod tests {
     }
 
     #[test]
-    fn the_last_wave_is_halved_only_when_its_halves_fit_in_one() {
+    fn the_last_wave_runs_in_parts_only_where_that_shortens_it() {
         let d128 = Config::default_for(128);
-        // 2 x 16 x 43 = 1376 items of 192 rows on 132 SMs: 56 in the 11th wave.
+        // 2 x 16 x 43 = 1376 items of 192 rows on 132 SMs: 56 in the 11th wave, 112 halves.
         let p = AttentionProblem::new(2, 16, 8192, 128);
-        let h = d128.halves(&p, 132).expect("a 56-item last wave is halved");
-        assert_eq!((h.from, h.halved), (1320, 56));
-        assert_eq!(h.ws_bytes, 56 * 2 * 3 * 128 * (64 + 4) * 4);
-        // 4 x 16 x 22 = 1408: 88 left over, whose 176 halves would not fit in one wave.
-        assert_eq!(d128.halves(&AttentionProblem::new(4, 16, 4096, 128), 132), None);
-        // Causal items differ (heaviest first balances them); a single wave has no tail.
-        assert_eq!(d128.halves(&AttentionProblem { causal: true, ..p }, 132), None);
-        assert_eq!(d128.halves(&AttentionProblem::new(1, 4, 4096, 128), 132), None);
-        // Without the counter, or with overlap, items stay whole.
-        let fixed = Config {
+        let pt = d128.parts(&p, 132).expect("a 56-item last wave is split");
+        assert_eq!((pt.from, pt.parts, pt.items), (1320, 2, 56));
+        assert_eq!(pt.ws_bytes, 56 * 2 * 3 * 128 * (64 + 4) * 4);
+        // 4 x 16 x 22 = 1408: 88 left over; 176 halves need two rounds, 264 thirds two rounds
+        // of a third.
+        let s4k = d128.parts(&AttentionProblem::new(4, 16, 4096, 128), 132);
+        assert_eq!(s4k.map(|pt| (pt.from, pt.parts)), Some((1320, 3)));
+        // d256 (overlapped, static order): 2048 items of 128 rows, 68 left over: thirds.
+        let d256 = Config::default_for(256).parts(&AttentionProblem::new(2, 16, 8192, 256), 132);
+        assert_eq!(d256.map(|pt| (pt.from, pt.parts)), Some((1980, 3)));
+        // Causal items differ (heaviest first balances them); a single wave has no tail; a last
+        // wave over two thirds full gains nothing from thirds (two rounds).
+        assert_eq!(
+            d128.parts(&AttentionProblem { causal: true, ..p }, 132),
+            None
+        );
+        assert_eq!(
+            d128.parts(&AttentionProblem::new(1, 4, 4096, 128), 132),
+            None
+        );
+        assert_eq!(
+            d128.parts(&AttentionProblem::new(1, 1, 192 * 250, 128), 132),
+            None
+        );
+        // Ping-pong and one block per item keep items whole.
+        let pingpong = Config {
+            pingpong: true,
+            ..d128
+        };
+        assert_eq!(pingpong.parts(&p, 132), None);
+        let one_per_item = Config {
+            persist: 0,
             dynamic: 0,
             ..d128
         };
-        assert_eq!(fixed.halves(&p, 132), None);
-        assert_eq!(Config::default_for(256).halves(&p, 132), None);
-        // One key tile cannot be halved.
+        assert_eq!(one_per_item.parts(&p, 1376), None);
+        // One key tile cannot be shared.
         let short = AttentionProblem {
             seqlen_kv: 100,
             ..p
         };
-        assert_eq!(d128.halves(&short, 132), None);
+        assert_eq!(d128.parts(&short, 132), None);
     }
 }

@@ -110,13 +110,15 @@ pub struct AttnArgs {
     /// where the consumers of a split item (a non-causal block of at most 64 rows) hand their
     /// partial softmax state and O to consumer 0; 0: no item is split.
     pub split_ws: u64,
-    /// fa3_wgmma with the work counter and no overlap or ping-pong: the first item run as two
-    /// halves of its key tiles by two blocks (the last, partial wave's items); `i32::MAX`: none.
-    pub halves_from: i32,
-    /// Per halved item, both halves' partial softmax state and O ([item][half][consumer]
-    /// [d / 2 + 4][128] fp32), and the halves finished (u32, 0 between launches).
-    pub halves_ws: u64,
-    pub halves_done: u64,
+    /// fa3_wgmma (not ping-pong): the first item run in `parts` shares of its key tiles by as
+    /// many blocks (the last, partial wave's items); `i32::MAX`: none.
+    pub parts_from: i32,
+    /// 2 or 3 (1: none).
+    pub parts: i32,
+    /// Per such item, every part's partial softmax state and O ([item][part][consumer]
+    /// [d / 2 + 4][128] fp32), and the parts finished (u32, 0 between launches).
+    pub parts_ws: u64,
+    pub parts_done: u64,
 }
 
 impl AttnArgs {
@@ -146,9 +148,10 @@ impl AttnArgs {
             q_row0: 0,
             order_bh: 1,
             split_ws: 0,
-            halves_from: i32::MAX,
-            halves_ws: 0,
-            halves_done: 0,
+            parts_from: i32::MAX,
+            parts: 1,
+            parts_ws: 0,
+            parts_done: 0,
         }
     }
 
@@ -191,9 +194,10 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnArgs, work), 120);
         assert_eq!(std::mem::offset_of!(AttnArgs, q_row0), 128);
         assert_eq!(std::mem::offset_of!(AttnArgs, split_ws), 136);
-        assert_eq!(std::mem::offset_of!(AttnArgs, halves_from), 144);
-        assert_eq!(std::mem::offset_of!(AttnArgs, halves_ws), 152);
-        assert_eq!(std::mem::offset_of!(AttnArgs, halves_done), 160);
+        assert_eq!(std::mem::offset_of!(AttnArgs, parts_from), 144);
+        assert_eq!(std::mem::offset_of!(AttnArgs, parts), 148);
+        assert_eq!(std::mem::offset_of!(AttnArgs, parts_ws), 152);
+        assert_eq!(std::mem::offset_of!(AttnArgs, parts_done), 160);
         assert_eq!(std::mem::size_of::<AttnArgs>(), 168);
     }
 }

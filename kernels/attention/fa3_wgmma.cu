@@ -70,14 +70,19 @@ constexpr int SR = BN / 2, OR = D / 2;  // accumulator registers per thread: S a
 constexpr int NT = BN / 8, OT = D / 8, KP = BN / 16, DH = D / 64;
 constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-dim box: rows of 128 bytes
 constexpr u32 Q_BYTES = DH * HALF_Q, KV_BYTES = DH * HALF_KV, STAGE_BYTES = 2 * KV_BYTES;
-// The register split: O grows with D, and three consumers share the file four ways.
-constexpr int PRODUCER_REGS = CWG == 3 ? 32 : (D == 256 ? 24 : 40);
-constexpr int CONSUMER_REGS = CWG == 3 ? 160 : (D == 256 ? 240 : 232);
+// The register split: three consumers share the file four ways. The block is launched with
+// THREADS x (65536 / THREADS rounded down to 8) registers (384 x 168 = 64512 for two consumers,
+// 512 x 128 for three), and setmaxnreg only redistributes those. d256 once gave its consumers
+// 240 (O alone takes 128) and the producer 24, which the work counter spilled; its consumers fit
+// in 232 (ptxas, no spills, with or without overlap), so all two-consumer kernels split 40 / 232.
+constexpr int PRODUCER_REGS = CWG == 3 ? 32 : 40;
+constexpr int CONSUMER_REGS = CWG == 3 ? 160 : 232;
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
 static_assert(BN % 16 == 0 && BN <= 256, "key tile: a multiple of 16, at most 256 (TMA box)");
 static_assert(HALF_KV % 1024 == 0, "key tiles must keep 128B-swizzled boxes 1024-byte aligned");
-static_assert(128 * PRODUCER_REGS + 128 * CWG * CONSUMER_REGS <= 65536, "register file overcommitted");
+static_assert(128 * PRODUCER_REGS + 128 * CWG * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8),
+              "setmaxnreg would ask for more registers than the block was launched with");
 static_assert(KILN_SMEM >= 1024 + Q_BYTES + STAGES * STAGE_BYTES + (3 + 4 * STAGES) * 8, "KILN_SMEM too small");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 

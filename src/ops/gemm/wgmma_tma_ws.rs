@@ -670,7 +670,13 @@ impl WgmmaTmaWs {
         choice: Choice,
     ) -> Result<()> {
         super::require_aligned_operands(self.name(), ops, "TMA needs it")?;
-        let cfg = choice.tile;
+        let cfg = match stages_override() {
+            Some(stages) => TileConfig {
+                stages,
+                ..choice.tile
+            },
+            None => choice.tile,
+        };
         // The CR variant of the 256-wide tile ignores splits (its bookkeeping spilled).
         let splits = if p.layout == Layout::CR && cfg.bn > 128 {
             1
@@ -766,6 +772,17 @@ fn splits_override() -> Option<u32> {
         .parse()
         .ok()
         .map(|s: u32| s.clamp(1, MAX_SPLITS))
+}
+
+/// `KILN_WGMMA_STAGES` (2..=8): the ring depth of whichever tile config runs, for timing a
+/// shallower or deeper ring (compiles variants outside `variants()`; for experiments only; a
+/// ring that does not fit in shared memory fails at launch).
+fn stages_override() -> Option<u32> {
+    std::env::var("KILN_WGMMA_STAGES")
+        .ok()?
+        .parse()
+        .ok()
+        .map(|s: u32| s.clamp(2, 8))
 }
 
 /// The grouped order's tile-rows: GROUP_M, or `KILN_WGMMA_GROUP_M` (1..=64) to time another

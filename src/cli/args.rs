@@ -326,8 +326,9 @@ pub struct TuneArgs {
     pub version: Option<String>,
     #[command(flatten)]
     pub problem: ProblemArgs,
+    /// The attention problem of `kiln tune attn` (dtype and layout: --dtype, --layout BSHD|BHSD).
     #[command(flatten)]
-    pub attn: TuneAttnArgs,
+    pub attn: super::attention::AttnShapeArgs,
     /// auto (exhaustive when the space fits the budget), exhaustive, or evo (also: evolutionary,
     /// model: the surrogate-guided evolutionary search).
     #[arg(long, default_value = "auto")]
@@ -357,35 +358,6 @@ pub struct TuneArgs {
     /// Rows of the final table (fastest first; every failure is summarised below it).
     #[arg(long, default_value_t = 25)]
     pub top: usize,
-}
-
-/// The attention problem of `kiln tune attn` (dtype and layout: --dtype, --layout BSHD|BHSD).
-#[derive(Debug, Args, Default)]
-pub struct TuneAttnArgs {
-    #[arg(long)]
-    pub batch: Option<usize>,
-    /// Query heads.
-    #[arg(long)]
-    pub heads: Option<usize>,
-    /// Key/value heads (default: the query heads); must divide them.
-    #[arg(long)]
-    pub kv_heads: Option<usize>,
-    /// Query and key length (both).
-    #[arg(long)]
-    pub seqlen: Option<usize>,
-    #[arg(long)]
-    pub seqlen_q: Option<usize>,
-    #[arg(long)]
-    pub seqlen_kv: Option<usize>,
-    /// Head dim: 64, 128 or 256.
-    #[arg(long)]
-    pub dim: Option<usize>,
-    /// Causal mask (aligned bottom-right when the lengths differ).
-    #[arg(long)]
-    pub causal: bool,
-    /// Softmax scale (default 1/sqrt(dim)).
-    #[arg(long)]
-    pub scale: Option<f32>,
 }
 
 #[derive(Debug, Args)]

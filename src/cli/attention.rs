@@ -34,9 +34,10 @@ pub enum AttnAction {
     Bench(AttnBenchArgs),
 }
 
-/// An attention problem on the command line.
+/// The flags that shape an attention problem, shared by `kiln attn verify|bench` and
+/// `kiln tune attn` (which takes --dtype and --layout from its GEMM flags).
 #[derive(Debug, Args, Clone)]
-pub struct AttnProblemArgs {
+pub struct AttnShapeArgs {
     #[arg(long)]
     pub batch: Option<usize>,
     /// Query heads.
@@ -57,11 +58,6 @@ pub struct AttnProblemArgs {
     /// Head dim: 64, 128 or 256 (`attn verify` without --seqlen: only that head dim of the suite).
     #[arg(long)]
     pub dim: Option<usize>,
-    #[arg(long, default_value = "bf16")]
-    pub dtype: String,
-    /// BSHD or BHSD.
-    #[arg(long, default_value = "BSHD")]
-    pub layout: String,
     /// Causal mask, aligned bottom-right when the lengths differ.
     #[arg(long)]
     pub causal: bool,
@@ -70,13 +66,20 @@ pub struct AttnProblemArgs {
     pub scale: Option<f32>,
 }
 
-impl AttnProblemArgs {
-    fn given(&self) -> bool {
+impl AttnShapeArgs {
+    /// Whether a sequence length was given (else `attn verify` runs its suite).
+    pub fn given(&self) -> bool {
         self.seqlen.is_some() || self.seqlen_q.is_some() || self.seqlen_kv.is_some()
     }
 
-    /// The validated problem, with `defaults` (batch, heads, seqlen, dim) for what is not given.
-    fn problem(&self, defaults: (usize, usize, usize, usize)) -> Result<AttentionProblem> {
+    /// The validated problem in `dtype` and `layout`, with `defaults` (batch, heads, seqlen,
+    /// dim) for what is not given.
+    pub fn problem(
+        &self,
+        defaults: (usize, usize, usize, usize),
+        dtype: DType,
+        layout: AttnLayout,
+    ) -> Result<AttentionProblem> {
         let (b, h, s, d) = defaults;
         let heads = self.heads.unwrap_or(h);
         let dim = self.dim.unwrap_or(d);
@@ -85,8 +88,8 @@ impl AttnProblemArgs {
             heads_kv: self.kv_heads.unwrap_or(heads),
             seqlen_q: self.seqlen_q.unwrap_or(seq),
             seqlen_kv: self.seqlen_kv.unwrap_or(seq),
-            dtype: self.dtype.parse()?,
-            layout: self.layout.parse::<AttnLayout>()?,
+            dtype,
+            layout,
             causal: self.causal,
             scale: self.scale.unwrap_or(1.0 / (dim as f32).sqrt()),
             ..AttentionProblem::new(self.batch.unwrap_or(b), heads, seq, dim)
@@ -98,6 +101,33 @@ impl AttnProblemArgs {
         }
         p.validate()?;
         Ok(p)
+    }
+}
+
+/// An attention problem on the command line: its shape, dtype and layout.
+#[derive(Debug, Args, Clone)]
+pub struct AttnProblemArgs {
+    #[command(flatten)]
+    pub shape: AttnShapeArgs,
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    /// BSHD or BHSD.
+    #[arg(long, default_value = "BSHD")]
+    pub layout: String,
+}
+
+impl AttnProblemArgs {
+    fn given(&self) -> bool {
+        self.shape.given()
+    }
+
+    /// The validated problem, with `defaults` (batch, heads, seqlen, dim) for what is not given.
+    fn problem(&self, defaults: (usize, usize, usize, usize)) -> Result<AttentionProblem> {
+        self.shape.problem(
+            defaults,
+            self.dtype.parse()?,
+            self.layout.parse::<AttnLayout>()?,
+        )
     }
 }
 
@@ -161,7 +191,7 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     } else {
         // Without a sequence length, --dim narrows the suite to that head dim.
         let mut s = attention_suite(a.suite.parse()?);
-        if let Some(d) = a.problem.dim {
+        if let Some(d) = a.problem.shape.dim {
             s.retain(|p| p.head_dim == d);
             if s.is_empty() {
                 return Err(Error::invalid(format!(

@@ -8,7 +8,6 @@ use std::time::Duration;
 use kiln::device::{self, DeviceInfo};
 use kiln::error::{Error, Result};
 use kiln::ops::attention::{AttentionProblem, AttnLayout};
-use kiln::ops::gemm::DType;
 use kiln::report::Table;
 use kiln::store::Store;
 use kiln::tune::landscape::Landscape;
@@ -21,7 +20,8 @@ use kiln::tune::worker::Fake;
 use kiln::tune::{cache, run, Outcome, Status};
 use serde_json::json;
 
-use super::args::{TuneArgs, TuneAttnArgs, TuneReplayArgs, TuneWorkerArgs};
+use super::args::{TuneArgs, TuneReplayArgs, TuneWorkerArgs};
+use super::attention::AttnShapeArgs;
 use super::commands::{device_or_h100, problem_from, Env};
 use super::progress::bar;
 
@@ -72,7 +72,7 @@ fn target_op(a: &TuneArgs) -> Result<&'static str> {
 /// The attention problem of `kiln tune attn`, with a clear error for what is missing or given
 /// for the other op.
 fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
-    let t: &TuneAttnArgs = &a.attn;
+    let t: &AttnShapeArgs = &a.attn;
     if a.problem.shape.is_some() {
         return Err(Error::invalid(
             "--shape is a GEMM shape; kiln tune attn takes --batch, --heads, --seqlen and --dim",
@@ -98,12 +98,6 @@ fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
             missing.join(", ")
         )));
     }
-    let (b, h, d) = (
-        t.batch.unwrap_or(1),
-        t.heads.unwrap_or(1),
-        t.dim.unwrap_or(128),
-    );
-    let s = seq.or(t.seqlen_q).unwrap_or(1);
     // --layout is shared with GEMM, whose default (RC) means "not given" here.
     let layout = match a.problem.layout.as_str() {
         "RC" => AttnLayout::Bshd,
@@ -113,23 +107,13 @@ fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
             ))
         })?,
     };
-    let p = AttentionProblem {
-        heads_kv: t.kv_heads.unwrap_or(h),
-        seqlen_q: t.seqlen_q.unwrap_or(s),
-        seqlen_kv: t.seqlen_kv.unwrap_or(s),
-        dtype: a.problem.dtype.parse()?,
+    // Every dimension was given (checked above); the defaults only fill a length given as
+    // --seqlen-q with --seqlen-kv.
+    t.problem(
+        (1, 1, seq.unwrap_or(1), 128),
+        a.problem.dtype.parse()?,
         layout,
-        causal: t.causal,
-        scale: t.scale.unwrap_or(1.0 / (d as f32).sqrt()),
-        ..AttentionProblem::new(b, h, s, d)
-    };
-    if p.dtype == DType::F32 {
-        return Err(Error::invalid(
-            "--dtype f32 is not supported; attention inputs are bf16 or f16",
-        ));
-    }
-    p.validate()?;
-    Ok(p)
+    )
 }
 
 /// The problem and version a fresh `kiln tune` names.

@@ -9,6 +9,7 @@ Usage (on the GPU machine): python3 scripts/attention_peer.py [--shapes B,H,S,D[
 """
 import argparse
 import json
+import math
 import sys
 
 import torch
@@ -22,12 +23,22 @@ def pairs(s, causal):
     return s * (s + 1) // 2 if causal else s * s
 
 
-def time_backend(backend, q, k, v, causal, reps, warmup, flush):
+def time_backend(backend, q, k, v, causal, reps, warmup, flush, warmup_ms=0.0):
     def call():
         with sdpa_kernel([backend]):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    for _ in range(warmup):
+    # As kiln's --warmup-ms: the launch count is raised to cover warmup_ms of GPU time, from the
+    # first launch's time (the first moments of load run faster than the power cap sustains).
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    call()
+    e.record()
+    e.synchronize()
+    first = s.elapsed_time(e)
+    if warmup_ms > 0 and first > 0:
+        warmup = max(warmup, math.ceil(warmup_ms / first))
+    for _ in range(warmup - 1):
         call()
     torch.cuda.synchronize()
     times = []
@@ -48,6 +59,8 @@ def main():
     ap.add_argument("--shapes", default=DEFAULT, help="B,H,S,D[,causal[,f16]] separated by ';'")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--warmup-ms", type=float, default=0.0,
+                    help="also warm up for at least this much GPU time (ms), as kiln's --warmup-ms")
     a = ap.parse_args()
     torch.manual_seed(0)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -63,7 +76,7 @@ def main():
                "device": torch.cuda.get_device_name(), "torch": torch.__version__}
         for name, backend in [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)]:
             try:
-                ms = time_backend(backend, q, k, v, causal, a.reps, a.warmup, flush)
+                ms = time_backend(backend, q, k, v, causal, a.reps, a.warmup, flush, a.warmup_ms)
                 out[name + "_ms"] = round(ms, 4)
                 out[name + "_tflops"] = round(flops / (ms * 1e-3) / 1e12, 1)
             except Exception as e:  # a backend that refuses the shape is data, not a crash

@@ -13,6 +13,7 @@
 //! [bench]
 //! reps = 50
 //! warmup = 5
+//! warmup_ms = 1000
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -62,6 +63,9 @@ pub struct BenchConfig {
     pub reps: Option<usize>,
     /// Untimed launches before timing.
     pub warmup: Option<usize>,
+    /// Untimed GPU time before timing (ms), on top of `warmup` launches: about 1000 measures
+    /// the power-capped steady state rather than the first moments of load.
+    pub warmup_ms: Option<f64>,
 }
 
 impl Config {
@@ -104,6 +108,16 @@ impl Config {
         if config.bench.reps == Some(0) {
             return Err(Error::Config(format!(
                 "config file {}: bench.reps must be at least 1",
+                path.display()
+            )));
+        }
+        if config
+            .bench
+            .warmup_ms
+            .is_some_and(|ms| !(0.0..=600_000.0).contains(&ms))
+        {
+            return Err(Error::Config(format!(
+                "config file {}: bench.warmup_ms must be between 0 and 600000 (ms)",
                 path.display()
             )));
         }
@@ -181,7 +195,7 @@ mod tests {
     #[test]
     fn valid_file_parses() {
         let text = "[gemm]\nversion = \"simt_tiled\"\n[jit]\ncache_dir = \"/tmp/jit\"\n\
-                    [store]\npath = \"db/kiln.db\"\n[bench]\nreps = 50\nwarmup = 5\n";
+                    [store]\npath = \"db/kiln.db\"\n[bench]\nreps = 50\nwarmup = 5\nwarmup_ms = 1000\n";
         let c = Config::parse(text, Path::new("/etc/kiln/kiln.toml")).unwrap();
         assert_eq!(c.version_for("gemm"), Some("simt_tiled"));
         assert_eq!(c.version_for("attention"), None);
@@ -189,6 +203,7 @@ mod tests {
         // Relative paths are taken from the config file's folder.
         assert_eq!(c.store.path, Some(PathBuf::from("/etc/kiln/db/kiln.db")));
         assert_eq!((c.bench.reps, c.bench.warmup), (Some(50), Some(5)));
+        assert_eq!(c.bench.warmup_ms, Some(1000.0));
     }
 
     #[test]
@@ -218,6 +233,8 @@ mod tests {
     fn wrong_type_shows_the_line_with_the_key() {
         let m = config_err("[bench]\nreps = \"many\"\n");
         assert!(m.contains("line 2 (`reps = \"many\"`)"), "{m}");
+        let m = config_err("[bench]\nwarmup_ms = -1\n");
+        assert!(m.contains("bench.warmup_ms must be between 0"), "{m}");
         let m = config_err("[bench]\nreps = 0\n");
         assert!(m.contains("bench.reps must be at least 1"), "{m}");
     }

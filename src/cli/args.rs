@@ -140,6 +140,10 @@ pub struct BenchArgs {
     pub reps: Option<usize>,
     #[arg(long)]
     pub warmup: Option<usize>,
+    /// Also warm up for at least this much GPU time (ms): ~1000 measures the power-capped
+    /// steady state rather than the first moments of load.
+    #[arg(long, value_parser = warmup_ms)]
+    pub warmup_ms: Option<f64>,
     /// Do not flush L2 between repetitions.
     #[arg(long)]
     pub no_flush: bool,
@@ -449,6 +453,10 @@ pub struct MoeBenchArgs {
     pub reps: Option<usize>,
     #[arg(long)]
     pub warmup: Option<usize>,
+    /// Also warm up for at least this much GPU time (ms): ~1000 measures the power-capped
+    /// steady state rather than the first moments of load.
+    #[arg(long, value_parser = warmup_ms)]
+    pub warmup_ms: Option<f64>,
     /// Do not flush L2 between repetitions.
     #[arg(long)]
     pub no_flush: bool,
@@ -458,4 +466,12 @@ pub struct MoeBenchArgs {
 pub struct MoeCheckArgs {
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
+}
+
+/// `--warmup-ms`: a number of milliseconds from 0 to 600000.
+pub fn warmup_ms(v: &str) -> std::result::Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(ms) if (0.0..=600_000.0).contains(&ms) => Ok(ms),
+        _ => Err(format!("{v} is not a time in ms from 0 to 600000")),
+    }
 }

@@ -154,6 +154,10 @@ pub struct AttnBenchArgs {
     pub reps: Option<usize>,
     #[arg(long)]
     pub warmup: Option<usize>,
+    /// Also warm up for at least this much GPU time (ms): ~1000 measures the power-capped
+    /// steady state rather than the first moments of load.
+    #[arg(long, value_parser = super::args::warmup_ms)]
+    pub warmup_ms: Option<f64>,
     /// Do not flush L2 between repetitions.
     #[arg(long)]
     pub no_flush: bool,
@@ -310,6 +314,9 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     }
     if let Some(w) = a.warmup {
         opt.warmup = w;
+    }
+    if let Some(ms) = a.warmup_ms.or(env.config.bench.warmup_ms) {
+        opt.warmup_ms = ms;
     }
     opt.flush_l2 = !a.no_flush;
     let bufs = AttnBuffers::random(&p, fresh_seed())?;

@@ -440,12 +440,16 @@ pub(super) fn bench_options(
     env: &Env,
     reps: Option<usize>,
     warmup: Option<usize>,
+    warmup_ms: Option<f64>,
     no_flush: bool,
 ) -> BenchOptions {
     let d = BenchOptions::default();
     BenchOptions {
         reps: reps.or(env.config.bench.reps).unwrap_or(d.reps),
         warmup: warmup.or(env.config.bench.warmup).unwrap_or(d.warmup),
+        warmup_ms: warmup_ms
+            .or(env.config.bench.warmup_ms)
+            .unwrap_or(d.warmup_ms),
         flush_l2: !no_flush,
         interleave: d.interleave,
     }
@@ -497,7 +501,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         ks
     };
     let vendor = env.registry.gemm_version("cublas")?;
-    let mut opt = bench_options(env, a.reps, a.warmup, a.no_flush);
+    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
     opt.interleave = !a.sequential;
     let rows = run_bench(env, &ctx, &ks, vendor, &problems, &opt)?;
     if env.json {
@@ -682,7 +686,7 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
         &ours,
         vendor,
         &suite::ladder_problems(),
-        &bench_options(env, None, None, false),
+        &bench_options(env, None, None, None, false),
     )?;
     say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
     say(ladder_table(&ks, &outcomes, &rows).render().trim_end());

@@ -143,7 +143,7 @@ fn request(a: &MoeBenchArgs) -> Result<MoeBenchRequest> {
 fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     let r = request(a)?;
     let ctx = env.context()?;
-    let opt = bench_options(env, a.reps, a.warmup, a.no_flush);
+    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
     let run = env.begin("bench", Some(&ctx.info))?;
     let rows = bench_moe(&ctx, &env.registry, &r, &opt)?;
     for t in &rows {

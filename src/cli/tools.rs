@@ -298,7 +298,7 @@ fn split(
         pa,
         kb,
         &pb,
-        &bench_options(env, a.reps, None, false),
+        &bench_options(env, a.reps, None, None, false),
     )?;
     if env.json {
         env.print_json(&json!(s));
@@ -363,7 +363,7 @@ pub fn exp(env: &Env, a: &ExpArgs) -> Result<ExitCode> {
             let mut m = BenchMeasurer {
                 ctx: &ctx,
                 registry: &env.registry,
-                options: bench_options(env, r.reps, r.warmup, false),
+                options: bench_options(env, r.reps, r.warmup, None, false),
             };
             let e2 = ledger.run(e.id, &mut m, r.rounds)?;
             if env.json {

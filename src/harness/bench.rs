@@ -12,6 +12,12 @@ use crate::reference::data::HostData;
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct BenchOptions {
     pub warmup: usize,
+    /// Warm up for at least this much GPU time too (ms; 0: `warmup` launches only): the count
+    /// is raised to cover it, from the first launch's time. On an H100 the first moments of
+    /// heavy load run faster than the power cap sustains (d256 attention: 790-808 TF launches
+    /// in short runs, 720 once warm, results/2026-11-22-h100/session5/warm/), so sustained-load
+    /// figures need about a second of it.
+    pub warmup_ms: f64,
     pub reps: usize,
     /// Flush L2 before each timed repetition (else repeated runs may measure the cache).
     pub flush_l2: bool,
@@ -26,6 +32,7 @@ impl Default for BenchOptions {
     fn default() -> Self {
         BenchOptions {
             warmup: 5,
+            warmup_ms: 0.0,
             reps: 30,
             flush_l2: true,
             interleave: true,
@@ -99,6 +106,18 @@ impl L2Flusher {
     }
 }
 
+impl BenchOptions {
+    /// Warm-up launches for a launch that took `first_ms`: `warmup`, raised to cover
+    /// `warmup_ms`.
+    pub fn warmup_launches(&self, first_ms: f64) -> usize {
+        if self.warmup_ms <= 0.0 || first_ms <= 0.0 {
+            return self.warmup;
+        }
+        self.warmup
+            .max((self.warmup_ms / first_ms).ceil().min(1e6) as usize)
+    }
+}
+
 /// Event times (ms) of `launch` under `opt`, warm-up excluded. The first launch is timed on
 /// its own: a version far behind (the naive rung at 8192^3) gets fewer repetitions instead of
 /// holding the run for minutes.
@@ -116,7 +135,7 @@ pub fn sample_launches(
     let (warmup, reps) = if first_ms > 100.0 {
         (0, opt.reps.min(5))
     } else {
-        (opt.warmup, opt.reps)
+        (opt.warmup_launches(first_ms), opt.reps)
     };
     for _ in 0..warmup {
         launch()?;
@@ -172,8 +191,9 @@ pub fn sample_interleaved(
     let (warmup, reps) = if first_ms > 100.0 {
         (0, opt.reps.min(5))
     } else {
-        (opt.warmup, opt.reps)
+        (opt.warmup_launches(first_ms), opt.reps)
     };
+    // (With `warmup_ms`, each launch gets the count that covers it for the slowest one.)
     for launch in launches.iter_mut() {
         for _ in 0..warmup {
             launch()?;
@@ -235,6 +255,20 @@ pub fn time_gemm(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warmup_time_raises_the_launch_count_only() {
+        let opt = BenchOptions::default();
+        assert_eq!(opt.warmup_launches(6.0), 5); // no warmup_ms: the count alone
+        let timed = BenchOptions {
+            warmup_ms: 1000.0,
+            ..opt
+        };
+        assert_eq!(timed.warmup_launches(6.0), 167); // ceil(1000 / 6)
+        assert_eq!(timed.warmup_launches(400.0), 5); // the count already covers it
+        assert_eq!(timed.warmup_launches(0.0), 5); // an unmeasurable first launch
+        assert_eq!(timed.warmup_launches(1e-9), 1_000_000); // capped
+    }
 
     #[test]
     fn stats_are_median_min_max() {

@@ -86,7 +86,12 @@ pub fn time_launches(
     piece: Piece,
     mut launch: impl FnMut() -> Result<()>,
 ) -> Result<MoeTiming> {
-    for _ in 0..opt.warmup.max(1) {
+    let (s0, e0) = (ctx.event()?, ctx.event()?);
+    s0.record(ctx)?;
+    launch()?;
+    e0.record(ctx)?;
+    let first_ms = s0.elapsed_ms(&e0)? as f64;
+    for _ in 1..opt.warmup_launches(first_ms).max(1) {
         launch()?;
     }
     ctx.synchronize()?;

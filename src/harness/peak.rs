@@ -52,6 +52,7 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
             reps: 15,
             flush_l2: true,
             interleave: false,
+            ..BenchOptions::default()
         },
     )?;
     Ok(Peak {

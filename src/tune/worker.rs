@@ -332,6 +332,7 @@ impl Gpu {
                 reps: 3,
                 flush_l2: true,
                 interleave: false,
+                ..BenchOptions::default()
             },
         )?;
         if far_behind(quick_ms, job.best_ms, EARLY_STOP_FACTOR) {
@@ -354,6 +355,7 @@ impl Gpu {
                 reps: job.reps,
                 flush_l2: true,
                 interleave: false,
+                ..BenchOptions::default()
             },
         )?;
         Ok(JobResult {

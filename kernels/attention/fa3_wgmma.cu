@@ -233,70 +233,71 @@ __device__ __forceinline__ unsigned idle_consumers(int m0, int sq) {
   return n;
 }
 
+// A partial state (max, sum, O) in a workspace slice, thread by thread: thread tid's registers
+// at slice[i * 128], so the thread of another warpgroup (or block) that holds the same rows and
+// columns reads them coalesced, with no shuffles.
+__device__ __forceinline__ void store_partial(float* slice, const float (&o)[OR], const float (&m)[2], const float (&l)[2]) {
+#pragma unroll
+  for (int i = 0; i < OR; ++i) slice[i * 128] = o[i];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    slice[(OR + rh) * 128] = m[rh];
+    slice[(OR + 2 + rh) * 128] = l[rh];
+  }
+}
+
+// Folds the partial state in `slice` into this thread's: both are rescaled to their common max
+// and added. AROUND_L1: `slice` was written by another SM (read with ld.global.cg).
+template <bool AROUND_L1>
+__device__ __forceinline__ void fold_partial(float (&o)[OR], float (&m)[2], float (&l)[2], const float* slice) {
+  auto load = [](const float* x) { return AROUND_L1 ? __ldcg(x) : *x; };
+  float a[2], b[2];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const float m1 = load(slice + (OR + rh) * 128), l1 = load(slice + (OR + 2 + rh) * 128);
+    const float mx = fmaxf(m[rh], m1);  // a row's max is the same in its four threads
+    a[rh] = m[rh] == NEG_INF ? 0.0f : ex2(m[rh] - mx);
+    b[rh] = m1 == NEG_INF ? 0.0f : ex2(m1 - mx);
+    m[rh] = mx;
+    l[rh] = a[rh] * l[rh] + b[rh] * l1;
+  }
+#pragma unroll
+  for (int i = 0; i < OR; ++i) o[i] = fmaf(o[i], a[(i >> 1) & 1], load(slice + i * 128) * b[(i >> 1) & 1]);
+}
+
 // A split item (KILN_IDLE_SKIP, p.split_ws set): a non-causal block with at most 64 rows would
 // leave CWG - 1 consumers idle while one walks every key. Instead the first SPLIT consumers take
 // consumer 0's rows (its Q) and every SPLIT-th key tile each, and their partial states are merged
-// here: consumers 1.. store their (max, sum, O) in this block's slice of the workspace thread by
-// thread (so each thread of consumer 0 reads its counterpart's registers, which hold the same
-// rows and columns: coalesced, no shuffles), and consumer 0 rescales them to the common max and
-// adds them. SPLIT is at most STAGES so that each consumer's tiles all sit in one slot of the
-// ring, whose phases it then sees one after another: with three consumers on a 2-deep ring, a
-// consumer's next tile would be two phases ahead of a slot it had not watched, and a parity wait
-// cannot tell those phases apart (measured: wrong results and launch failures).
+// here: consumers 1.. store their (max, sum, O) in this block's slice of the workspace
+// (store_partial) and consumer 0 folds them into its own (fold_partial). SPLIT is at most STAGES
+// so that each consumer's tiles all sit in one slot of the ring, whose phases it then sees one
+// after another: with three consumers on a 2-deep ring, a consumer's next tile would be two
+// phases ahead of a slot it had not watched, and a parity wait cannot tell those phases apart
+// (measured: wrong results and launch failures).
 constexpr int SPLIT = CWG < STAGES ? CWG : STAGES;
 constexpr int SPLIT_FLOATS = OR + 4;
 constexpr u32 SPLIT_BAR = CWG + 1;  // a named barrier past the ping-pong turns (1..CWG)
 __device__ __forceinline__ void split_merge(float (&o)[OR], float (&m)[2], float (&l)[2], int c, float* ws) {
-  const int tid = threadIdx.x % 128;
-  if (c > 0 && c < SPLIT) {
-    float* mine = ws + (c - 1) * SPLIT_FLOATS * 128 + tid;
-#pragma unroll
-    for (int i = 0; i < OR; ++i) mine[i * 128] = o[i];
-#pragma unroll
-    for (int rh = 0; rh < 2; ++rh) {
-      mine[(OR + rh) * 128] = m[rh];
-      mine[(OR + 2 + rh) * 128] = l[rh];
-    }
-  }
+  float* slices = ws + threadIdx.x % 128;
+  if (c > 0 && c < SPLIT) store_partial(slices + (c - 1) * SPLIT_FLOATS * 128, o, m, l);
   named_barrier_sync(SPLIT_BAR, 128 * CWG);  // orders those stores before consumer 0's loads
   if (c == 0) {
 #pragma unroll 1
-    for (int from = 1; from < SPLIT; ++from) {
-      const float* theirs = ws + (from - 1) * SPLIT_FLOATS * 128 + tid;
-      float a[2], b[2];
-#pragma unroll
-      for (int rh = 0; rh < 2; ++rh) {
-        const float m1 = theirs[(OR + rh) * 128], l1 = theirs[(OR + 2 + rh) * 128];
-        const float mx = fmaxf(m[rh], m1);  // a row's max is the same in its four threads
-        a[rh] = m[rh] == NEG_INF ? 0.0f : ex2(m[rh] - mx);
-        b[rh] = m1 == NEG_INF ? 0.0f : ex2(m1 - mx);
-        m[rh] = mx;
-        l[rh] = a[rh] * l[rh] + b[rh] * l1;
-      }
-#pragma unroll
-      for (int i = 0; i < OR; ++i) o[i] = fmaf(o[i], a[(i >> 1) & 1], theirs[i * 128] * b[(i >> 1) & 1]);
-    }
+    for (int from = 1; from < SPLIT; ++from) fold_partial<false>(o, m, l, slices + (from - 1) * SPLIT_FLOATS * 128);
   }
   named_barrier_sync(SPLIT_BAR, 128 * CWG);  // the slice is free for the block's next split item
 }
 
 #if KILN_PARTS
 // An item in parts (see KILN_PARTS): every consumer stores its partial (max, sum, O) in this
-// part's slice of p.parts_ws (laid out as in split_merge), one thread counts the part done, and
-// the block that finishes last reads the other parts' slices (around L1: other SMs wrote them)
-// and merges them. Returns whether this block stores the rows.
+// part's slice of p.parts_ws, one thread counts the part done, and the block that finishes last
+// reads the other parts' slices (around L1: other SMs wrote them) and merges them. Returns
+// whether this block stores the rows.
 __device__ __forceinline__ bool parts_merge(float (&o)[OR], float (&m)[2], float (&l)[2], int c, int parted, int part,
                                             const AttnArgs& p, volatile int& last) {
   const int tid = threadIdx.x % 128;
   auto slice = [&](int q) { return p.parts_ws + ((i64)(parted * p.parts + q) * CWG + c) * SPLIT_FLOATS * 128 + tid; };
-  float* mine = slice(part);
-#pragma unroll
-  for (int i = 0; i < OR; ++i) mine[i * 128] = o[i];
-#pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    mine[(OR + rh) * 128] = m[rh];
-    mine[(OR + 2 + rh) * 128] = l[rh];
-  }
+  store_partial(slice(part), o, m, l);
   __threadfence();  // the stores reach the device before the count that publishes them
   named_barrier_sync(SPLIT_BAR, 128 * CWG);
   if (threadIdx.x == 128) {
@@ -309,22 +310,8 @@ __device__ __forceinline__ bool parts_merge(float (&o)[OR], float (&m)[2], float
   if (!last) return false;
   __threadfence();
 #pragma unroll 1
-  for (int q = 0; q < p.parts; ++q) {
-    if (q == part) continue;
-    const float* theirs = slice(q);
-    float a[2], b[2];
-#pragma unroll
-    for (int rh = 0; rh < 2; ++rh) {
-      const float m1 = __ldcg(theirs + (OR + rh) * 128), l1 = __ldcg(theirs + (OR + 2 + rh) * 128);
-      const float mx = fmaxf(m[rh], m1);
-      a[rh] = m[rh] == NEG_INF ? 0.0f : ex2(m[rh] - mx);
-      b[rh] = m1 == NEG_INF ? 0.0f : ex2(m1 - mx);
-      m[rh] = mx;
-      l[rh] = a[rh] * l[rh] + b[rh] * l1;
-    }
-#pragma unroll
-    for (int i = 0; i < OR; ++i) o[i] = fmaf(o[i], a[(i >> 1) & 1], __ldcg(theirs + i * 128) * b[(i >> 1) & 1]);
-  }
+  for (int q = 0; q < p.parts; ++q)
+    if (q != part) fold_partial<true>(o, m, l, slice(q));
   return true;
 }
 #endif

@@ -8,14 +8,13 @@
 //! else [`Config::default_for`]. [`space`] is the tuner's view of the same fields.
 
 use std::ffi::c_void;
-use std::sync::Mutex;
 
 use cudarc::driver::sys;
 
 use super::{
     AttentionKernel, AttentionOperands, AttentionProblem, AttnArgs, Strides, DTYPES, HEAD_DIMS,
 };
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
+use crate::device::{Context, DeviceInfo, LaunchConfig, Scratch};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
@@ -277,6 +276,12 @@ impl Config {
         (items, blocks as u32)
     }
 
+    /// Bytes of one consumer warpgroup's partial softmax state in a workspace (the kernel's
+    /// `store_partial`): 128 threads x (O's D/2 registers, 2 maxima, 2 sums) in fp32.
+    fn partial_state_bytes(&self) -> usize {
+        128 * (self.d as usize / 2 + 4) * 4
+    }
+
     /// Bytes of the split workspace a launch of `blocks` blocks needs for `p`, or `None` when no
     /// item is split. Split items: the last query block of each head in a non-causal problem
     /// when it has at most 64 rows, whose first min(consumers, stages) consumers then share its
@@ -294,9 +299,8 @@ impl Config {
         // The kernel's SPLIT consumers share a split item: min(CWG, STAGES), so that each one's
         // tiles keep to one slot of the ring.
         let sharing = self.cwg.min(self.stages) as usize;
-        // Per block: SPLIT - 1 consumers x 128 threads x (O's D/2 registers, 2 maxima, 2 sums).
-        (split && sharing > 1)
-            .then(|| blocks as usize * (sharing - 1) * 128 * (self.d as usize / 2 + 4) * 4)
+        // Per block: SPLIT - 1 consumers' partial states.
+        (split && sharing > 1).then(|| blocks as usize * (sharing - 1) * self.partial_state_bytes())
     }
 
     /// Which items run in shares of their key tiles on several blocks (kernels/attention/
@@ -326,8 +330,8 @@ impl Config {
             from: items - tail,
             parts: n as u32,
             items: tail,
-            // Per item: n parts x CWG consumers x 128 threads x (D/2 + 4) fp32.
-            ws_bytes: (tail * n) as usize * self.cwg as usize * 128 * (self.d as usize / 2 + 4) * 4,
+            // Per item: n parts x CWG consumers' partial states.
+            ws_bytes: (tail * n) as usize * self.cwg as usize * self.partial_state_bytes(),
         })
     }
 
@@ -531,19 +535,7 @@ pub fn candidates() -> Vec<Config> {
 /// The dynamic scheduler's two counters (next item, blocks done). The kernel's last block returns
 /// both to 0, so they are zeroed once, at allocation; one per process (kiln drives one stream,
 /// and two launches in flight at once on different streams would share them).
-static WORK_COUNTERS: Mutex<Option<DeviceBuffer>> = Mutex::new(None);
-
-fn work_counters(ctx: &Context) -> Result<u64> {
-    let mut guard = WORK_COUNTERS
-        .lock()
-        .map_err(|_| Error::invalid("the attention work-counter lock is poisoned"))?;
-    if guard.is_none() {
-        let b = ctx.alloc(8)?;
-        b.fill_bytes(0, ctx)?;
-        *guard = Some(b);
-    }
-    Ok(guard.as_ref().expect("allocated above").ptr())
-}
+static WORK_COUNTERS: Scratch = Scratch::new("attention work-counter", true);
 
 /// A launch's items in parts ([`Config::parts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -558,47 +550,13 @@ pub struct Parts {
     pub ws_bytes: usize,
 }
 
-/// The split items' workspace (`AttnArgs::split_ws`), kept across launches and grown on demand;
-/// one per process, like the work counters.
-static SPLIT_WS: Mutex<Option<DeviceBuffer>> = Mutex::new(None);
+/// The split items' workspace (`AttnArgs::split_ws`); one per process, like the work counters.
+static SPLIT_WS: Scratch = Scratch::new("attention split-workspace", false);
 
-fn split_workspace(ctx: &Context, bytes: usize) -> Result<u64> {
-    let mut guard = SPLIT_WS
-        .lock()
-        .map_err(|_| Error::invalid("the attention split-workspace lock is poisoned"))?;
-    if guard.as_ref().is_none_or(|b| b.bytes() < bytes) {
-        // Launches still in flight may use the old buffer.
-        ctx.synchronize()?;
-        *guard = Some(ctx.alloc(bytes)?);
-    }
-    Ok(guard.as_ref().expect("allocated above").ptr())
-}
-
-/// The parted items' workspace and counters (`AttnArgs::parts_ws`, `parts_done`), kept across
-/// launches and grown on demand; the kernel returns each counter to 0, so they are zeroed once,
-/// at allocation.
-static PARTS: Mutex<Option<(DeviceBuffer, DeviceBuffer)>> = Mutex::new(None);
-
-fn parts_workspace(ctx: &Context, bytes: usize, counters: usize) -> Result<(u64, u64)> {
-    let mut guard = PARTS
-        .lock()
-        .map_err(|_| Error::invalid("the attention parts-workspace lock is poisoned"))?;
-    let fits = guard
-        .as_ref()
-        .is_some_and(|(w, n)| w.bytes() >= bytes && n.bytes() >= counters * 4);
-    if !fits {
-        ctx.synchronize()?;
-        let (old_w, old_n) = guard
-            .as_ref()
-            .map_or((0, 0), |(w, n)| (w.bytes(), n.bytes()));
-        let w = ctx.alloc(bytes.max(old_w))?;
-        let n = ctx.alloc((counters * 4).max(old_n))?;
-        n.fill_bytes(0, ctx)?;
-        *guard = Some((w, n));
-    }
-    let (w, n) = guard.as_ref().expect("allocated above");
-    Ok((w.ptr(), n.ptr()))
-}
+/// The parted items' partial states and counters (`AttnArgs::parts_ws`, `parts_done`); the
+/// kernel returns each counter to 0.
+static PARTS_WS: Scratch = Scratch::new("attention parts-workspace", false);
+static PARTS_DONE: Scratch = Scratch::new("attention parts-counter", true);
 
 /// A 128-byte CUtensorMap, aligned as CUDA 13 requires (`TmaMap` in kernels/common/tma.cuh).
 #[repr(C, align(128))]
@@ -826,7 +784,7 @@ impl Fa3Wgmma {
         let f = ctx.function(&c.spec(&ctx.arch(), p.dtype, dynamic))?;
         let mut args = AttnArgs::new(p, ops);
         if dynamic {
-            args.work = work_counters(ctx)?;
+            args.work = WORK_COUNTERS.at_least(ctx, 8)?;
         }
         if p.causal {
             args.order_bh = c.order.min((p.batch * p.heads_q) as u32) as i32;
@@ -837,14 +795,13 @@ impl Fa3Wgmma {
         }
         let (_, blocks) = c.grid(p, ctx.info.sm_count);
         if let Some(bytes) = c.split_ws_bytes(p, blocks) {
-            args.split_ws = split_workspace(ctx, bytes)?;
+            args.split_ws = SPLIT_WS.at_least(ctx, bytes)?;
         }
         if let Some(pt) = c.parts(p, blocks) {
-            let (ws, done) = parts_workspace(ctx, pt.ws_bytes, pt.items as usize)?;
             args.parts_from = pt.from as i32;
             args.parts = pt.parts as i32;
-            args.parts_ws = ws;
-            args.parts_done = done;
+            args.parts_ws = PARTS_WS.at_least(ctx, pt.ws_bytes)?;
+            args.parts_done = PARTS_DONE.at_least(ctx, pt.items as usize * 4)?;
         }
         let cfg = LaunchConfig {
             smem_bytes: c.smem_bytes(),

@@ -10,7 +10,7 @@ use kiln::harness::attention::{
     shapes::attention_suite,
     verify::{verify_attention, AttnCheck, LSE_BOUND},
 };
-use kiln::harness::bench::{BenchOptions, L2Flusher};
+use kiln::harness::bench::L2Flusher;
 use kiln::harness::verify::fresh_seed;
 use kiln::ops::attention::{AttentionKernel, AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
@@ -18,7 +18,7 @@ use kiln::report::Table;
 use kiln::store::ResultRow;
 use serde_json::json;
 
-use super::commands::{finish, record, Env};
+use super::commands::{bench_options, finish, record, Env};
 
 #[derive(Debug, Args)]
 pub struct AttnCliArgs {
@@ -308,17 +308,8 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             .map(|n| env.registry.select_attention(&p, &ctx.info, Some(n)))
             .collect::<Result<_>>()?
     };
-    let mut opt = BenchOptions::default();
-    if let Some(r) = a.reps {
-        opt.reps = r.max(1);
-    }
-    if let Some(w) = a.warmup {
-        opt.warmup = w;
-    }
-    if let Some(ms) = a.warmup_ms.or(env.config.bench.warmup_ms) {
-        opt.warmup_ms = ms;
-    }
-    opt.flush_l2 = !a.no_flush;
+    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    opt.reps = opt.reps.max(1);
     let bufs = AttnBuffers::random(&p, fresh_seed())?;
     let flusher = L2Flusher::new(&ctx)?;
     let run = env.begin("attn-bench", Some(&ctx.info))?;

@@ -6,11 +6,13 @@ mod buffer;
 mod info;
 mod launch;
 mod occupancy;
+mod scratch;
 mod tma;
 
 pub use buffer::DeviceBuffer;
 pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
+pub use scratch::Scratch;
 pub use tma::{TensorMap, Tma2d, TmaDType, TmaSwizzle};
 
 use std::cell::{Cell, RefCell};

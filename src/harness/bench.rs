@@ -116,27 +116,37 @@ impl BenchOptions {
         self.warmup
             .max((self.warmup_ms / first_ms).ceil().min(1e6) as usize)
     }
+
+    /// (warm-up launches, timed repetitions) after a first launch of `first_ms`: one over
+    /// 100 ms (a version far behind, such as the naive rung at 8192^3) gets no warm-up and at
+    /// most 5 repetitions instead of holding the run for minutes.
+    fn plan(&self, first_ms: f64) -> (usize, usize) {
+        if first_ms > 100.0 {
+            (0, self.reps.min(5))
+        } else {
+            (self.warmup_launches(first_ms), self.reps)
+        }
+    }
+}
+
+/// The time (ms) of one launch between its own pair of events.
+pub fn time_one(ctx: &Context, launch: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+    let (s0, e0) = (ctx.event()?, ctx.event()?);
+    s0.record(ctx)?;
+    launch()?;
+    e0.record(ctx)?;
+    Ok(s0.elapsed_ms(&e0)? as f64)
 }
 
 /// Event times (ms) of `launch` under `opt`, warm-up excluded. The first launch is timed on
-/// its own: a version far behind (the naive rung at 8192^3) gets fewer repetitions instead of
-/// holding the run for minutes.
+/// its own, to plan the rest ([`BenchOptions::plan`]).
 pub fn sample_launches(
     ctx: &Context,
     flusher: &L2Flusher,
     opt: &BenchOptions,
     mut launch: impl FnMut() -> Result<()>,
 ) -> Result<Vec<f64>> {
-    let (s0, e0) = (ctx.event()?, ctx.event()?);
-    s0.record(ctx)?;
-    launch()?;
-    e0.record(ctx)?;
-    let first_ms = s0.elapsed_ms(&e0)? as f64;
-    let (warmup, reps) = if first_ms > 100.0 {
-        (0, opt.reps.min(5))
-    } else {
-        (opt.warmup_launches(first_ms), opt.reps)
-    };
+    let (warmup, reps) = opt.plan(time_one(ctx, &mut launch)?);
     for _ in 0..warmup {
         launch()?;
     }
@@ -182,17 +192,9 @@ pub fn sample_interleaved(
 ) -> Result<Vec<Vec<f64>>> {
     let mut first_ms: f64 = 0.0;
     for launch in launches.iter_mut() {
-        let (s0, e0) = (ctx.event()?, ctx.event()?);
-        s0.record(ctx)?;
-        launch()?;
-        e0.record(ctx)?;
-        first_ms = first_ms.max(s0.elapsed_ms(&e0)? as f64);
+        first_ms = first_ms.max(time_one(ctx, launch)?);
     }
-    let (warmup, reps) = if first_ms > 100.0 {
-        (0, opt.reps.min(5))
-    } else {
-        (opt.warmup_launches(first_ms), opt.reps)
-    };
+    let (warmup, reps) = opt.plan(first_ms);
     // (With `warmup_ms`, each launch gets the count that covers it for the slowest one.)
     for launch in launches.iter_mut() {
         for _ in 0..warmup {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::bench::{stats, timed_reps, BenchOptions, L2Flusher};
+use super::bench::{stats, time_one, timed_reps, BenchOptions, L2Flusher};
 use super::moe_verify::{MoeBuffers, MoeInputs};
 use crate::device::Context;
 use crate::error::Result;
@@ -86,11 +86,7 @@ pub fn time_launches(
     piece: Piece,
     mut launch: impl FnMut() -> Result<()>,
 ) -> Result<MoeTiming> {
-    let (s0, e0) = (ctx.event()?, ctx.event()?);
-    s0.record(ctx)?;
-    launch()?;
-    e0.record(ctx)?;
-    let first_ms = s0.elapsed_ms(&e0)? as f64;
+    let first_ms = time_one(ctx, &mut launch)?;
     for _ in 1..opt.warmup_launches(first_ms).max(1) {
         launch()?;
     }

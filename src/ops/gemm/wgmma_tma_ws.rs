@@ -7,10 +7,8 @@
 //! ([`Choice`]); `launch` runs the tuning cache's config for the problem's shape class when there
 //! is one, else [`TileConfig::choose`], and the `KILN_WGMMA_*` env overrides win over both.
 
-use std::sync::Mutex;
-
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Tma2d, TmaSwizzle};
+use crate::device::{Context, DeviceInfo, LaunchConfig, Scratch, Tma2d, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::tune::space::{Config, ParamSpace};
@@ -447,36 +445,15 @@ struct Extras {
 /// launches and grown on demand. Counters start at 0 and the kernel returns each to 0 (the last
 /// unit of a tile resets it), so they are zeroed once, at allocation. One per process: kiln
 /// drives one device.
-struct Workspace {
-    ws: DeviceBuffer,
-    counters: DeviceBuffer,
-}
-
-static WORKSPACE: Mutex<Option<Workspace>> = Mutex::new(None);
+static SPLIT_WS: Scratch = Scratch::new("split-K workspace", false);
+static SPLIT_COUNTERS: Scratch = Scratch::new("split-K counter", true);
 
 /// Device addresses of a workspace of at least `ws_bytes` and `counters` counters.
 fn workspace(ctx: &Context, ws_bytes: usize, counters: usize) -> Result<(u64, u64)> {
-    let mut guard = WORKSPACE
-        .lock()
-        .map_err(|_| Error::invalid("the split-K workspace lock is poisoned"))?;
-    let fits = guard
-        .as_ref()
-        .is_some_and(|w| w.ws.bytes() >= ws_bytes && w.counters.bytes() >= counters * 4);
-    if !fits {
-        // Earlier launches may still use the old buffers.
-        ctx.synchronize()?;
-        let (old_ws, old_c) = guard
-            .as_ref()
-            .map_or((0, 0), |w| (w.ws.bytes(), w.counters.bytes()));
-        let w = Workspace {
-            ws: ctx.alloc(ws_bytes.max(old_ws))?,
-            counters: ctx.alloc((counters * 4).max(old_c))?,
-        };
-        w.counters.fill_bytes(0, ctx)?;
-        *guard = Some(w);
-    }
-    let w = guard.as_ref().expect("allocated above");
-    Ok((w.ws.ptr(), w.counters.ptr()))
+    Ok((
+        SPLIT_WS.at_least(ctx, ws_bytes)?,
+        SPLIT_COUNTERS.at_least(ctx, counters * 4)?,
+    ))
 }
 
 /// Tile `t` of the grouped order as (tile row, tile column): GROUP_M tile-rows are swept column

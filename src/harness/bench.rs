@@ -12,11 +12,12 @@ use crate::reference::data::HostData;
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct BenchOptions {
     pub warmup: usize,
-    /// Warm up for at least this much GPU time too (ms; 0: `warmup` launches only): the count
-    /// is raised to cover it, from the first launch's time. On an H100 the first moments of
-    /// heavy load run faster than the power cap sustains (d256 attention: 790-808 TF launches
-    /// in short runs, 720 once warm, results/2026-11-22-h100/session5/warm/), so sustained-load
-    /// figures need about a second of it.
+    /// Warm up for at least this much GPU time too (ms; 0: `warmup` launches only), measured
+    /// with events around chunks of warm-up launches ([`warm_up`]), not extrapolated from the
+    /// first launch (which can carry one-time costs). On an H100 the first moments of heavy load
+    /// run faster than the power cap sustains (d256 attention: 790-808 TF launches in short runs,
+    /// 720 once warm, results/2026-11-22-h100/session5/warm/), so sustained-load figures need
+    /// about a second of it.
     pub warmup_ms: f64,
     pub reps: usize,
     /// Flush L2 before each timed repetition (else repeated runs may measure the cache).
@@ -107,26 +108,61 @@ impl L2Flusher {
 }
 
 impl BenchOptions {
-    /// Warm-up launches for a launch that took `first_ms`: `warmup`, raised to cover
-    /// `warmup_ms`.
-    pub fn warmup_launches(&self, first_ms: f64) -> usize {
-        if self.warmup_ms <= 0.0 || first_ms <= 0.0 {
-            return self.warmup;
-        }
-        self.warmup
-            .max((self.warmup_ms / first_ms).ceil().min(1e6) as usize)
-    }
-
-    /// (warm-up launches, timed repetitions) after a first launch of `first_ms`: one over
-    /// 100 ms (a version far behind, such as the naive rung at 8192^3) gets no warm-up and at
-    /// most 5 repetitions instead of holding the run for minutes.
-    fn plan(&self, first_ms: f64) -> (usize, usize) {
+    /// (warm-up rounds, warm-up ms, timed repetitions) after a first launch of `first_ms`: one
+    /// over 100 ms (a version far behind, such as the naive rung at 8192^3) gets no warm-up and
+    /// at most 5 repetitions instead of holding the run for minutes.
+    fn plan(&self, first_ms: f64) -> (usize, f64, usize) {
         if first_ms > 100.0 {
-            (0, self.reps.min(5))
+            (0, 0.0, self.reps.min(5))
         } else {
-            (self.warmup_launches(first_ms), self.reps)
+            (self.warmup, self.warmup_ms, self.reps)
         }
     }
+}
+
+/// GPU time (ms) of one chunk of timed warm-up: about 50 ms, so a chunk's events measure the
+/// load and the host waits on them rarely.
+const WARMUP_CHUNK_MS: f64 = 50.0;
+
+/// Rounds in the next warm-up chunk: enough to cover `remaining_ms` (at most one chunk) at
+/// `round_ms` a round, at least one.
+fn chunk_rounds(remaining_ms: f64, round_ms: f64) -> usize {
+    let rounds = remaining_ms.min(WARMUP_CHUNK_MS) / round_ms.max(1e-4);
+    rounds.ceil().clamp(1.0, 1e6) as usize
+}
+
+/// Warm-up after the first launches: `rounds` rounds (each launch once per round), then, for
+/// `warmup_ms` > 0, chunks of rounds between events until their measured GPU time reaches it. Each
+/// chunk is sized from the last one's time, never from the first launch's alone: that can
+/// carry one-time costs (a workspace allocated, a library's plan built) and would cut a
+/// second of warm-up to a few launches.
+pub fn warm_up(
+    ctx: &Context,
+    rounds: usize,
+    warmup_ms: f64,
+    first_round_ms: f64,
+    launches: &mut [&mut dyn FnMut() -> Result<()>],
+) -> Result<()> {
+    let round = |launches: &mut [&mut dyn FnMut() -> Result<()>]| -> Result<()> {
+        launches.iter_mut().try_for_each(|launch| launch())
+    };
+    for _ in 0..rounds {
+        round(launches)?;
+    }
+    let (mut done, mut round_ms) = (0.0, first_round_ms);
+    while done < warmup_ms {
+        let n = chunk_rounds(warmup_ms - done, round_ms);
+        let (start, end) = (ctx.event()?, ctx.event()?);
+        start.record(ctx)?;
+        for _ in 0..n {
+            round(launches)?;
+        }
+        end.record(ctx)?;
+        let ms = start.elapsed_ms(&end)? as f64;
+        done += ms;
+        round_ms = ms / n as f64;
+    }
+    ctx.synchronize()
 }
 
 /// The time (ms) of one launch between its own pair of events.
@@ -146,11 +182,9 @@ pub fn sample_launches(
     opt: &BenchOptions,
     mut launch: impl FnMut() -> Result<()>,
 ) -> Result<Vec<f64>> {
-    let (warmup, reps) = opt.plan(time_one(ctx, &mut launch)?);
-    for _ in 0..warmup {
-        launch()?;
-    }
-    ctx.synchronize()?;
+    let first_ms = time_one(ctx, &mut launch)?;
+    let (rounds, warmup_ms, reps) = opt.plan(first_ms);
+    warm_up(ctx, rounds, warmup_ms, first_ms, &mut [&mut launch])?;
     timed_reps(ctx, flusher, opt.flush_l2, reps, launch)
 }
 
@@ -190,18 +224,14 @@ pub fn sample_interleaved(
     opt: &BenchOptions,
     launches: &mut [&mut dyn FnMut() -> Result<()>],
 ) -> Result<Vec<Vec<f64>>> {
-    let mut first_ms: f64 = 0.0;
+    let (mut first_ms, mut first_round_ms) = (0.0f64, 0.0);
     for launch in launches.iter_mut() {
-        first_ms = first_ms.max(time_one(ctx, launch)?);
+        let ms = time_one(ctx, launch)?;
+        first_ms = first_ms.max(ms);
+        first_round_ms += ms;
     }
-    let (warmup, reps) = opt.plan(first_ms);
-    // (With `warmup_ms`, each launch gets the count that covers it for the slowest one.)
-    for launch in launches.iter_mut() {
-        for _ in 0..warmup {
-            launch()?;
-        }
-    }
-    ctx.synchronize()?;
+    let (rounds, warmup_ms, reps) = opt.plan(first_ms);
+    warm_up(ctx, rounds, warmup_ms, first_round_ms, launches)?;
     let n = launches.len();
     let events: Vec<_> = (0..reps.max(1) * n)
         .map(|_| Ok((ctx.event()?, ctx.event()?)))
@@ -259,17 +289,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn warmup_time_raises_the_launch_count_only() {
-        let opt = BenchOptions::default();
-        assert_eq!(opt.warmup_launches(6.0), 5); // no warmup_ms: the count alone
+    fn timed_warmup_runs_in_measured_chunks() {
+        assert_eq!(chunk_rounds(1000.0, 6.0), 9); // a chunk is ~50 ms: ceil(50 / 6)
+        assert_eq!(chunk_rounds(20.0, 6.0), 4); // the remainder only
+        assert_eq!(chunk_rounds(1000.0, 400.0), 1); // at least one round
+        assert_eq!(chunk_rounds(1000.0, 0.0), 500_000); // an unmeasurable round: capped by 1e-4 ms
         let timed = BenchOptions {
             warmup_ms: 1000.0,
-            ..opt
+            ..BenchOptions::default()
         };
-        assert_eq!(timed.warmup_launches(6.0), 167); // ceil(1000 / 6)
-        assert_eq!(timed.warmup_launches(400.0), 5); // the count already covers it
-        assert_eq!(timed.warmup_launches(0.0), 5); // an unmeasurable first launch
-        assert_eq!(timed.warmup_launches(1e-9), 1_000_000); // capped
+        assert_eq!(timed.plan(6.0), (5, 1000.0, 30));
+        assert_eq!(timed.plan(150.0), (0, 0.0, 5)); // a version far behind is not held
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::bench::{stats, time_one, timed_reps, BenchOptions, L2Flusher};
+use super::bench::{stats, time_one, timed_reps, warm_up, BenchOptions, L2Flusher};
 use super::moe_verify::{MoeBuffers, MoeInputs};
 use crate::device::Context;
 use crate::error::Result;
@@ -87,10 +87,7 @@ pub fn time_launches(
     mut launch: impl FnMut() -> Result<()>,
 ) -> Result<MoeTiming> {
     let first_ms = time_one(ctx, &mut launch)?;
-    for _ in 1..opt.warmup_launches(first_ms).max(1) {
-        launch()?;
-    }
-    ctx.synchronize()?;
+    warm_up(ctx, opt.warmup, opt.warmup_ms, first_ms, &mut [&mut launch])?;
     let mut times = timed_reps(ctx, flusher, opt.flush_l2, opt.reps, launch)?;
     let (median, min, max) = stats(&mut times);
     Ok(MoeTiming {

@@ -27,6 +27,7 @@
 #include "common/wgmma_rs.cuh"
 #include "common/wgmma_ss.cuh"
 #include "common/mbarrier.cuh"
+#include "common/stmatrix.cuh"
 
 #ifndef KILN_D
 #define KILN_D 128
@@ -63,8 +64,14 @@
 #ifndef KILN_DYNAMIC
 #define KILN_DYNAMIC 0
 #endif
+// Q buffers, 1 or 2. With 2 the producer loads the next item's Q while the consumers still read
+// the current one's, and each consumer stores its O through its 64 rows of the item's Q buffer
+// (stmatrix, then a TMA store) instead of 4-byte stores that touch eight rows each.
+#ifndef KILN_QBUF
+#define KILN_QBUF 1
+#endif
 
-constexpr int D = KILN_D, BN = KILN_BN, CWG = KILN_CWG, BM = 64 * CWG, STAGES = KILN_STAGES;
+constexpr int D = KILN_D, BN = KILN_BN, CWG = KILN_CWG, BM = 64 * CWG, STAGES = KILN_STAGES, QBUF = KILN_QBUF;
 constexpr int THREADS = 128 * (CWG + 1);
 constexpr int SR = BN / 2, OR = D / 2;  // accumulator registers per thread: S and O
 constexpr int NT = BN / 8, OT = D / 8, KP = BN / 16, DH = D / 64;
@@ -83,7 +90,14 @@ static_assert(BN % 16 == 0 && BN <= 256, "key tile: a multiple of 16, at most 25
 static_assert(HALF_KV % 1024 == 0, "key tiles must keep 128B-swizzled boxes 1024-byte aligned");
 static_assert(128 * PRODUCER_REGS + 128 * CWG * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8),
               "setmaxnreg would ask for more registers than the block was launched with");
-static_assert(KILN_SMEM >= 1024 + Q_BYTES + STAGES * STAGE_BYTES + (3 + 4 * STAGES) * 8, "KILN_SMEM too small");
+static_assert(QBUF == 1 || QBUF == 2, "one or two Q buffers");
+// O leaves through the Q buffer: with two, the producer refills an item's buffer only for the item
+// after next, so it is free from the item's last S until every consumer has stored its rows.
+constexpr bool TMA_O = QBUF == 2;
+// Barriers: Q full and Q empty per Q buffer, full/empty K and V per stage; then 16 bytes for the
+// published items (one per Q buffer) and the parts flag.
+static_assert(KILN_SMEM >= 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + (2 * QBUF + 4 * STAGES) * 8 + 16,
+              "KILN_SMEM too small");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
 #include "attention/online_softmax.cuh"
@@ -277,6 +291,7 @@ __device__ __forceinline__ void fold_partial(float (&o)[OR], float (&m)[2], floa
 constexpr int SPLIT = CWG < STAGES ? CWG : STAGES;
 constexpr int SPLIT_FLOATS = OR + 4;
 constexpr u32 SPLIT_BAR = CWG + 1;  // a named barrier past the ping-pong turns (1..CWG)
+constexpr u32 O_BAR = CWG + 2;      // O_BAR + c: consumer c's own (TMA_O), past SPLIT_BAR
 __device__ __forceinline__ void split_merge(float (&o)[OR], float (&m)[2], float (&l)[2], int c, float* ws) {
   float* slices = ws + threadIdx.x % 128;
   if (c > 0 && c < SPLIT) store_partial(slices + (c - 1) * SPLIT_FLOATS * 128, o, m, l);
@@ -320,21 +335,26 @@ __device__ __forceinline__ bool parts_merge(float (&o)[OR], float (&m)[2], float
 // blocks, each taking every gridDim.x-th item), where the producer loads the next item's Q and
 // K/V while the consumers finish the last P·V and store O of the current one.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-    attn_fa3_wgmma(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, AttnArgs p) {
+    attn_fa3_wgmma(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
+                   const __grid_constant__ TmaMap to, AttnArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const u32 sq = base, ring = base + Q_BYTES, bars = ring + STAGES * STAGE_BYTES;
-  const u32 bar_q = bars, q_empty = bars + 8;
+  const u32 sq = base, ring = base + QBUF * Q_BYTES, bars = ring + STAGES * STAGE_BYTES;
+  // Q buffer b (the qi-th Q a block loads goes to buffer qi % QBUF, whose barriers then complete
+  // their (qi / QBUF)-th phase).
+  auto bar_q = [&](int b) { return bars + 8 * b; };
+  auto q_empty = [&](int b) { return bars + 8 * (QBUF + b); };
   // K and V of a stage are released separately: K as soon as its S is computed, so the next K
   // can land while this tile's P·V still reads V (a 2-deep ring then keeps a tile of slack).
-  auto full_k = [&](int s) { return bars + 16 + 8 * s; };
-  auto full_v = [&](int s) { return bars + 16 + 8 * (STAGES + s); };
-  auto empty_k = [&](int s) { return bars + 16 + 8 * (2 * STAGES + s); };
-  auto empty_v = [&](int s) { return bars + 16 + 8 * (3 * STAGES + s); };
-  // KILN_DYNAMIC: the item the producer published last, in the 8 bytes after the barriers.
-  volatile int& item = *reinterpret_cast<int*>(smem_raw + (bars - smem_u32(smem_raw)) + 16 + 32 * STAGES);
-  // KILN_PARTS: whether this block finished an item in parts last (parts_merge), next to it.
-  volatile int& last_part = (&item)[1];
+  constexpr u32 KV_BARS = 16 * QBUF;
+  auto full_k = [&](int s) { return bars + KV_BARS + 8 * s; };
+  auto full_v = [&](int s) { return bars + KV_BARS + 8 * (STAGES + s); };
+  auto empty_k = [&](int s) { return bars + KV_BARS + 8 * (2 * STAGES + s); };
+  auto empty_v = [&](int s) { return bars + KV_BARS + 8 * (3 * STAGES + s); };
+  // KILN_DYNAMIC: the item the producer published in each Q buffer, after the barriers.
+  volatile int* item = reinterpret_cast<int*>(smem_raw + (bars - smem_u32(smem_raw)) + KV_BARS + 32 * STAGES);
+  // KILN_PARTS: whether this block finished an item in parts last (parts_merge), next to them.
+  volatile int& last_part = item[2];
   const int items = ((p.sq + BM - 1) / BM) * p.heads_q * p.batch;
 #if KILN_PARTS
   const int total = items + (items - min(p.parts_from, items)) * (p.parts - 1);  // work units
@@ -346,8 +366,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
-    mbar_init(bar_q, 1);
-    mbar_init(q_empty, 4 * CWG);  // one arrival per consumer warp
+    for (int b = 0; b < QBUF; ++b) {
+      mbar_init(bar_q(b), 1);
+      mbar_init(q_empty(b), 4 * CWG);  // one arrival per consumer warp
+    }
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_k(s), 1);
       mbar_init(full_v(s), 1);
@@ -365,29 +387,31 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
 #if KILN_DYNAMIC
-      // Fetch an item, wait until the consumers are done with the last one's Q, publish the
-      // item in `item` (bar_q's completion orders it before their read), load it. Items with no
+      // Fetch an item, wait until the consumers are done with the Q buffer's last item, publish
+      // the item in `item` (bar_q's completion orders it before their read), load it. Items with no
       // key tile are published without loads (the consumers still write their O and LSE); the
       // sentinel `total` tells them to stop.
       for (;;) {
         const int t = (int)atomicAdd(p.work, 1u);
-        if (qi > 0) mbar_wait(q_empty, (qi - 1) & 1);
-        item = t < total ? t : total;
+        const int b = qi % QBUF;
+        if (qi >= QBUF) mbar_wait(q_empty(b), (qi / QBUF - 1) & 1);
+        item[b] = t < total ? t : total;
         if (t >= total) {
-          mbar_arrive(bar_q);
+          mbar_arrive(bar_q(b));
           break;
         }
         const Work wk(t, p);
         ++qi;
         if (wk.ntiles == 0) {
-          mbar_arrive(bar_q);
+          mbar_arrive(bar_q(b));
           continue;
         }
 #else
       for (int t = blockIdx.x; t < total; t += gridDim.x) {
         const Work wk(t, p);
         if (wk.ntiles == 0) continue;
-        if (qi > 0) mbar_wait(q_empty, (qi - 1) & 1);  // every consumer is done reading Q
+        const int b = qi % QBUF;
+        if (qi >= QBUF) mbar_wait(q_empty(b), (qi / QBUF - 1) & 1);  // every consumer is done reading it
         ++qi;
 #endif
         const int hk = wk.h / p.group;
@@ -401,9 +425,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         // this item: their releases are given with each load (they count towards its phase).
         const u32 idle_arrivals = 4 * idle_consumers(wk.m0, p.sq);
 #endif
-        mbar_arrive_expect_tx(bar_q, Q_BYTES);
+        mbar_arrive_expect_tx(bar_q(b), Q_BYTES);
 #pragma unroll
-        for (int d = 0; d < DH; ++d) tma_load_4d(sq + d * HALF_Q, &tq, bar_q, 64 * d, wk.m0, wk.h, wk.b);
+        for (int d = 0; d < DH; ++d) tma_load_4d(sq + b * Q_BYTES + d * HALF_Q, &tq, bar_q(b), 64 * d, wk.m0, wk.h, wk.b);
         for (int j = 0; j < wk.ntiles; ++j, ++it) {
           const int s = it % STAGES;
           const u32 sk = ring + s * STAGE_BYTES, sv = sk + KV_BYTES, par = ((it / STAGES) & 1) ^ 1;
@@ -439,17 +463,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
   warpgroup_reg_inc<CONSUMER_REGS>();
   const int c = wg - 1, w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-#if !KILN_IDLE_SKIP
-  const u32 sqc = sq + c * 64 * 128;  // this consumer's 64 rows in each Q box
-#endif
   auto warp_arrive = [&](u32 bar) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   };
   for (int k = 0;; ++k) {
+    const int qb = qi % QBUF;  // this item's Q buffer
+    const u32 sqb = sq + qb * Q_BYTES;
 #if KILN_DYNAMIC
-    mbar_wait(bar_q, qi & 1);  // the item is published (and its Q loaded) with this phase
-    const int tile = item;
+    mbar_wait(bar_q(qb), (qi / QBUF) & 1);  // the item is published (and its Q loaded) with this phase
+    const int tile = item[qb];
 #else
     const int tile = blockIdx.x + k * gridDim.x;
 #endif
@@ -464,6 +487,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #endif
 #if !KILN_IDLE_SKIP
     const int ntiles = wk.ntiles;
+    const u32 sqc = sqb + c * 64 * 128;  // this consumer's 64 rows in each Q box
 #else
     // An idle consumer (idle_consumers) walks no tile; its rows are not stored. The count goes
     // through a lane-0 broadcast, which ptxas knows is warp-uniform: as a plain select it took
@@ -477,7 +501,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const bool walks = split ? c < SPLIT : row_first < p.sq && row_first + 64 > 0;
     const int ntiles = __shfl_sync(0xffffffffu, walks ? wk.ntiles : 0, 0);
     const int j0 = __shfl_sync(0xffffffffu, split ? c : 0, 0), step = __shfl_sync(0xffffffffu, split ? SPLIT : 1, 0);
-    const u32 sqc = sq + __shfl_sync(0xffffffffu, split ? 0 : c, 0) * 64 * 128;  // its 64 rows in each Q box
+    const u32 sqc = sqb + __shfl_sync(0xffffffffu, split ? 0 : c, 0) * 64 * 128;  // its 64 rows in each Q box
 #endif
     const int row0 = wk.m0 + c * 64 + 16 * w + g;  // this thread's rows: row0 and row0 + 8
     Softmax sm{{NEG_INF, NEG_INF}, {0.0f, 0.0f}, row0, t, wk.m0, p.skv - p.sq, p.skv, p.causal != 0, p.scale_log2};
@@ -497,7 +521,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if (c != CWG - 1 || k + 1 < turns) turn_pass(c);
     };
 #if !KILN_DYNAMIC
-    if (wk.ntiles > 0) mbar_wait(bar_q, qi & 1);  // idle consumers too: see q_empty below
+    if (wk.ntiles > 0) mbar_wait(bar_q(qb), (qi / QBUF) & 1);  // idle consumers too: see q_empty below
 #endif
     float sc[SR], corr[2];
     u32 pa[KP][4];
@@ -542,7 +566,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     }
     if (ntiles > 0) {
       const int j = ntiles - 1;
-      warp_arrive(q_empty);  // every S of this item is done: the next item's Q may land
+      if (!TMA_O) warp_arrive(q_empty(qb));  // every S of this item is done: its Q buffer may take the next Q
       mbar_wait(full_v(slot(j)), phase(j));
       turn_wait(c);
       rescale(o, corr);
@@ -566,7 +590,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       wgmma_wait<0>();
       fence_all(sc);
       warp_arrive(empty_k(slot(j)));
-      if (j + step >= ntiles) warp_arrive(q_empty);
+      if (!TMA_O && j + step >= ntiles) warp_arrive(q_empty(qb));
       sm.tile(sc, (kt0 + j) * BN, corr);
       rescale(o, corr);
       fence_all(o);
@@ -586,17 +610,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #else
     const bool no_s = ntiles == 0;
 #endif
+    // With TMA_O every consumer releases the buffer after its O store instead (below).
+    // `counted`: the item has a phase of the Q buffer's barriers (the static order skips items
+    // with no key tile, loading nothing for them).
 #if KILN_DYNAMIC
-    if (no_s) warp_arrive(q_empty);
-    it += wk.ntiles;
-    ++qi;
+    constexpr bool counted = true;
 #else
-    if (wk.ntiles > 0) {
-      if (no_s) warp_arrive(q_empty);
+    const bool counted = wk.ntiles > 0;
+#endif
+    if (counted) {
+      if (!TMA_O && no_s) warp_arrive(q_empty(qb));
       it += wk.ntiles;
       ++qi;
     }
-#endif
 
     int row_end = p.sq;  // rows at and past it are not stored
 #if KILN_PARTS
@@ -621,21 +647,62 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #endif
     in_t* og = static_cast<in_t*>(p.o) + wk.b * p.q_sb + wk.h * p.q_sh;
     float* lse = p.lse + ((i64)wk.b * p.heads_q + wk.h) * p.sq;
+    float inv[2];
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
       float l = sm.l[rh];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const bool seen = sm.m[rh] != NEG_INF && l > 0.0f;  // the row saw at least one key
-      const float inv = seen ? 1.0f / l : 0.0f;
+      inv[rh] = seen ? __fdividef(1.0f, l) : 0.0f;
       const int row = row0 + 8 * rh;
-      if (row >= 0 && row < row_end) {
-        in_t* orow = og + (i64)row * p.q_ss;
+      if (t == 0 && row >= 0 && row < row_end) lse[row] = seen ? (sm.m[rh] + __log2f(l)) * 0.69314718055994531f : NEG_INF;
+    }
+    // O through this consumer's rows of the Q buffer (TMA_O): every S of the item is done, and
+    // the buffer is refilled only once all consumers have released it after their store. The
+    // box is written as a TMA load of it would have left it: 128-byte rows of 64 dims, 16-byte
+    // chunk k of row r at chunk k ^ (r % 8). The store skips rows past the sequence's end, but
+    // a box starting above row 0 (the top causal block's, aligned to the last row) faulted
+    // (CUDA_ERROR_ILLEGAL_INSTRUCTION, H100), so that one consumer stores directly. Items the
+    // static order loads nothing for (`counted` false) have no buffer of their own.
+    const int own_row = wk.m0 + c * 64;  // this consumer's first row
+    const bool via_tma = TMA_O && counted && own_row >= 0 && own_row < row_end;
+    if (via_tma) {
+      const u32 slice = sqb + c * 64 * 128;
+      const int srow = 16 * w + (lane & 15);
 #pragma unroll
-        for (int n = 0; n < OT; ++n)
-          *reinterpret_cast<u32*>(orow + 8 * n + 2 * t) = pack2<in_t>(o[4 * n + 2 * rh] * inv, o[4 * n + 2 * rh + 1] * inv);
-        if (t == 0) lse[row] = seen ? (sm.m[rh] + __log2f(l)) * 0.69314718055994531f : NEG_INF;
+      for (int n = 0; n < OT; n += 2) {
+        // Matrices: rows 0-7 | 8-15 of the warp's 16, columns of 8-column groups n | n + 1;
+        // lanes 8j .. 8j + 7 address matrix j's rows.
+        const int group = n + (lane >> 4);
+        const u32 addr = slice + (group / 8) * HALF_Q + srow * 128 + (((group % 8) ^ (srow & 7)) << 4);
+        stmatrix_x4(addr, pack2<in_t>(o[4 * n] * inv[0], o[4 * n + 1] * inv[0]),
+                    pack2<in_t>(o[4 * n + 2] * inv[1], o[4 * n + 3] * inv[1]),
+                    pack2<in_t>(o[4 * n + 4] * inv[0], o[4 * n + 5] * inv[0]),
+                    pack2<in_t>(o[4 * n + 6] * inv[1], o[4 * n + 7] * inv[1]));
+      }
+      fence_proxy_async_shared();
+      named_barrier_sync(O_BAR + c, 128);
+      if (threadIdx.x % 128 == 0) {
+#pragma unroll
+        for (int d = 0; d < DH; ++d) tma_store_4d(&to, slice + d * HALF_Q, 64 * d, own_row, wk.h, wk.b);
+        tma_store_commit();
+        tma_store_wait_read<0>();  // before warp 0's release below lets the producer refill it
+      }
+    } else {
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        const int row = row0 + 8 * rh;
+        if (row >= 0 && row < row_end) {
+          in_t* orow = og + (i64)row * p.q_ss;
+#pragma unroll
+          for (int n = 0; n < OT; ++n)
+            *reinterpret_cast<u32*>(orow + 8 * n + 2 * t) = pack2<in_t>(o[4 * n + 2 * rh] * inv[rh], o[4 * n + 2 * rh + 1] * inv[rh]);
+        }
       }
     }
+    if (TMA_O && counted) warp_arrive(q_empty(qb));
   }
+  // The bulk stores have read shared memory; their writes finish before the block retires.
+  if (TMA_O && threadIdx.x % 128 == 0) tma_store_wait<0>();
 }

@@ -1,5 +1,6 @@
-// TMA (sm_90), rank 4: one box of a 4-D tensor map, e.g. attention's Q/K/V as [batch, heads,
-// seq, dim] in either storage order (the map's strides say which), copied into shared memory.
+// TMA (sm_90), rank 4: one box of a 4-D tensor map, e.g. attention's Q/K/V/O as [batch, heads,
+// seq, dim] in either storage order (the map's strides say which), copied into or out of shared
+// memory.
 #pragma once
 #include "common/tma.cuh"
 
@@ -11,4 +12,14 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const TmaMap* map, u32 bar,
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
+}
+
+// Rank-4 TMA store: the box at shared `src` (laid out as a load with the same map would leave it)
+// to element coordinates (c0 innermost .. c3); elements outside the tensor are not written.
+// Asynchronous: tma_store_commit(), then wait before reusing `src` (common/tma.cuh).
+__device__ __forceinline__ void tma_store_4d(const TmaMap* map, u32 src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<u64>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
 }

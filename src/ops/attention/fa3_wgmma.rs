@@ -33,6 +33,8 @@ const LAZY: u32 = 8;
 const LAZY_MAX: u32 = 16;
 /// 8-column groups in the narrowest key tile: the longest `emu` period that still emulates some.
 const NT_MIN: u32 = 8;
+/// Shared memory a block may opt in to on sm_90 (227 KB: H100, H200, GH200).
+const SM90_SMEM_OPTIN: u32 = 232_448;
 
 /// One specialisation of the kernel: head dim, key tile, consumer warpgroups (64 query rows
 /// each), K+V ring depth, and the two FA3 schedules (intra-warpgroup overlap, ping-pong).
@@ -62,6 +64,9 @@ pub struct Config {
     /// heaviest first across the group (1: one head's blocks after another's). Non-causal items
     /// are all alike and keep 1.
     pub order: u32,
+    /// Q buffers wanted, 1 or 2 (see [`Config::q_buffers`]): with two, the producer loads a
+    /// block's next Q while its consumers still read the current one.
+    pub qbuf: u32,
 }
 
 impl Config {
@@ -92,6 +97,10 @@ impl Config {
     /// against the static order at 24 / 240, +0.2 % non-causal (S 4k, 16k; S 8k is bimodal from
     /// launch to launch in both), +2.9 / +1.2 % causal at S 4k / 8k; the static order at 40 / 232
     /// lost 2-4 %.
+    /// Two Q buffers (`qbuf`) wherever they fit, since session 6: alone they changed nothing
+    /// (+-0.7 %), but they free each item's Q rows for its O, which then leaves by TMA store
+    /// instead of 4-byte stores: d128 +0.9 % at S 4k, +6 % at 1024 keys (results/2026-11-22-h100/
+    /// session6/qbuf/, tmao/).
     /// d128 since session 4 (results/2026-11-22-h100/session4/): the same shape of schedule as
     /// d64 (192x128 blocks of three consumers at 160 registers, a 2-deep ring, no intra-warpgroup
     /// overlap, the counter, lazy rescaling), second-best in the exhaustive landscapes once the
@@ -111,6 +120,7 @@ impl Config {
                 emu: 0,
                 lazy: LAZY,
                 order: 16,
+                qbuf: 2,
             },
             256 => Config {
                 d: 256,
@@ -124,6 +134,7 @@ impl Config {
                 emu: 0,
                 lazy: LAZY,
                 order: 4,
+                qbuf: 2,
             },
             _ => Config {
                 d: 128,
@@ -137,12 +148,13 @@ impl Config {
                 emu: 0,
                 lazy: LAZY,
                 order: 8,
+                qbuf: 2,
             },
         }
     }
 
     /// [`Config::default_for`] with the measurement override `KILN_FA3_D<d>` applied: a comma
-    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=`, `dynamic=`, `lazy=`, `order=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
+    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=`, `dynamic=`, `lazy=`, `order=`, `qbuf=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
     pub fn from_env(d: u32) -> std::result::Result<Config, String> {
         let var = format!("KILN_FA3_D{d}");
         match std::env::var(&var) {
@@ -180,9 +192,10 @@ impl Config {
                 "emu" => self.emu = num()?,
                 "lazy" => self.lazy = num()?,
                 "order" => self.order = num()?,
+                "qbuf" => self.qbuf = num()?,
                 _ => {
                     return Err(format!(
-                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist, dynamic, emu, lazy, order)"
+                        "unknown key `{k}` (bn, cwg, stages, overlap, pingpong, persist, dynamic, emu, lazy, order, qbuf)"
                     ))
                 }
             }
@@ -230,6 +243,9 @@ impl Config {
         if self.order == 0 {
             return Err("order 0 (heads per group of the causal item order: 1 or more)".into());
         }
+        if !(1..=2).contains(&self.qbuf) {
+            return Err(format!("qbuf {} (1 or 2 Q buffers)", self.qbuf));
+        }
         if !(1..=8).contains(&self.stages) {
             return Err(format!("{} stages (use 1 to 8)", self.stages));
         }
@@ -255,14 +271,30 @@ impl Config {
         THREADS_PER_WG * (self.cwg + 1)
     }
 
-    /// Dynamic shared memory: 1 KB of alignment slack, the Q tile, the ring of K+V stages, barriers
-    /// (Q full and empty, then full K, full V, empty K and empty V per stage) and the published
-    /// work item (8 bytes).
+    /// Dynamic shared memory: 1 KB of alignment slack, the Q tiles, the ring of K+V stages,
+    /// barriers (Q full and empty per Q buffer, then full K, full V, empty K and empty V per
+    /// stage) and 16 bytes for the published work items and the parts flag.
     pub fn smem_bytes(&self) -> u32 {
+        self.smem_with(self.q_buffers())
+    }
+
+    fn smem_with(&self, qbuf: u32) -> u32 {
         let boxes = self.d / 64; // 64-dim boxes of 128-byte rows
-        1024 + boxes * self.bm() * 128
+        1024 + qbuf * boxes * self.bm() * 128
             + self.stages * 2 * boxes * self.bn * 128
-            + (3 + 4 * self.stages) * 8
+            + (2 * qbuf + 4 * self.stages) * 8
+            + 16
+    }
+
+    /// The Q buffers the kernel gets: `qbuf`, but one where a second would not fit in the
+    /// shared memory a Hopper block may opt in to (d256, whose Q alone is 64 KB; rings of
+    /// three or more stages at d128).
+    pub fn q_buffers(&self) -> u32 {
+        if self.qbuf >= 2 && self.smem_with(2) <= SM90_SMEM_OPTIN {
+            2
+        } else {
+            1
+        }
     }
 
     /// The work items (query block, head, batch) and the blocks launched to walk them.
@@ -348,6 +380,7 @@ impl Config {
             .define("KILN_EMU", self.emu)
             .define("KILN_LAZY", self.lazy)
             .define("KILN_DYNAMIC", dynamic as u32)
+            .define("KILN_QBUF", self.q_buffers())
             .define("KILN_SMEM", self.smem_bytes())
     }
 }
@@ -780,6 +813,8 @@ impl Fa3Wgmma {
         let mut tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
         let mut tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
         let mut tv = encode(ops.v.ptr(), p.dtype, kd, ks, c.bn)?;
+        // O has Q's layout; each consumer warpgroup stores its 64 rows (with two Q buffers).
+        let mut to = encode(ops.o.ptr(), p.dtype, qd, qs, 64)?;
         let dynamic = c.dynamic_for(p);
         let f = ctx.function(&c.spec(&ctx.arch(), p.dtype, dynamic))?;
         let mut args = AttnArgs::new(p, ops);
@@ -808,7 +843,7 @@ impl Fa3Wgmma {
             ..LaunchConfig::simple((blocks, 1, 1), c.threads())
         };
         let param = |m: &mut Map| m as *mut Map as *mut c_void;
-        // SAFETY: the parameters match the kernel's (three 128-byte maps, then AttnArgs); the maps
+        // SAFETY: the parameters match the kernel's (four 128-byte maps, then AttnArgs); the maps
         // describe the caller's live, checked buffers; every base is 16-byte aligned and every
         // stride a multiple of 16 bytes (rows of 128 16-bit elements).
         unsafe {
@@ -819,6 +854,7 @@ impl Fa3Wgmma {
                     param(&mut tq),
                     param(&mut tk),
                     param(&mut tv),
+                    param(&mut to),
                     args.as_param(),
                 ],
             )
@@ -860,10 +896,18 @@ mod tests {
                 c.smem_bytes()
             );
         }
+        // d256: Q alone is 64 KB, so one Q buffer; d128 and d64 fit a second.
+        assert_eq!(Config::default_for(256).q_buffers(), 1);
         assert_eq!(
             Config::default_for(256).smem_bytes(),
-            1024 + 65536 + 2 * 81920 + 88
+            1024 + 65536 + 2 * 81920 + (2 + 8) * 8 + 16
         );
+        assert_eq!(Config::default_for(128).q_buffers(), 2);
+        assert_eq!(
+            Config::default_for(128).smem_bytes(),
+            1024 + 2 * 49152 + 2 * 65536 + (4 + 8) * 8 + 16
+        );
+        assert_eq!(Config::default_for(64).q_buffers(), 2);
         // d128 in 128x128 blocks (two consumers), one block per item.
         let c = Config {
             cwg: 2,

@@ -47,17 +47,20 @@ def time_backend(backend, q, k, v, causal, reps, warmup, flush, warmup_ms=0.0):
         done += ms
         per = ms / n
     torch.cuda.synchronize()
-    times = []
+    # As kiln times: every launch between its own events, the flush before it, and no host
+    # synchronisation until the last (a wait per launch leaves the GPU idle between launches,
+    # which under a power cap raises the clock for the launches that follow).
+    events = []
     for _ in range(reps):
         flush.zero_()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         call()
         e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
+        events.append((s, e))
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in events]
+    return sorted(times)[len(times) // 2], times
 
 
 def main():
@@ -92,8 +95,9 @@ def main():
                 sys.exit(f"unknown backend `{name}` in --backends (use cudnn, flash)")
             backend = known[name]
             try:
-                ms = time_backend(backend, q, k, v, causal, a.reps, a.warmup, flush, a.warmup_ms)
+                ms, times = time_backend(backend, q, k, v, causal, a.reps, a.warmup, flush, a.warmup_ms)
                 out[name + "_ms"] = round(ms, 4)
+                out[name + "_times_ms"] = [round(t, 4) for t in times]
                 out[name + "_tflops"] = round(flops / (ms * 1e-3) / 1e12, 1)
             except Exception as e:  # a backend that refuses the shape is data, not a crash
                 out[name + "_error"] = str(e).splitlines()[0][:200]

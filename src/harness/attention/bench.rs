@@ -19,6 +19,9 @@ pub struct AttnTiming {
     pub max_ms: f64,
     pub reps: usize,
     pub tflops: f64,
+    /// Every timed launch (ms) in launch order: bimodal runs and drift show here, not in the
+    /// median.
+    pub times_ms: Vec<f64>,
 }
 
 /// Random Q, K, V and output buffers for one problem.
@@ -61,8 +64,8 @@ pub fn time_attention(
     opt: &BenchOptions,
 ) -> Result<AttnTiming> {
     let ops = bufs.operands();
-    let mut times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
-    let (median, min, max) = stats(&mut times);
+    let times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
+    let (median, min, max) = stats(&mut times.clone());
     Ok(AttnTiming {
         version: kernel.name().into(),
         problem: *p,
@@ -71,5 +74,6 @@ pub fn time_attention(
         max_ms: max,
         reps: times.len(),
         tflops: p.flops() / (median * 1e-3) / 1e12,
+        times_ms: times,
     })
 }

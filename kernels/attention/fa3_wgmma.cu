@@ -380,8 +380,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();
 
-  // `it` counts the K/V tiles this block has streamed (its ring position), `qi` the Q tiles
-  // (with KILN_DYNAMIC: the items, each one phase of bar_q and q_empty, loaded or not).
+  // `it` counts the K/V tiles this block has streamed (its ring position), `qi` its items, each
+  // one phase of its Q buffer's bar_q and q_empty, whether a Q was loaded for it or not.
   int it = 0, qi = 0;
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
@@ -409,10 +409,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #else
       for (int t = blockIdx.x; t < total; t += gridDim.x) {
         const Work wk(t, p);
-        if (wk.ntiles == 0) continue;
         const int b = qi % QBUF;
-        if (qi >= QBUF) mbar_wait(q_empty(b), (qi / QBUF - 1) & 1);  // every consumer is done reading it
+        if (qi >= QBUF) mbar_wait(q_empty(b), (qi / QBUF - 1) & 1);  // every consumer is done with it
         ++qi;
+        if (wk.ntiles == 0) {  // nothing to load; the consumers still write O and LSE
+          mbar_arrive(bar_q(b));
+          continue;
+        }
 #endif
         const int hk = wk.h / p.group;
 #if KILN_PARTS
@@ -521,7 +524,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if (c != CWG - 1 || k + 1 < turns) turn_pass(c);
     };
 #if !KILN_DYNAMIC
-    if (wk.ntiles > 0) mbar_wait(bar_q(qb), (qi / QBUF) & 1);  // idle consumers too: see q_empty below
+    mbar_wait(bar_q(qb), (qi / QBUF) & 1);  // idle consumers too: see q_empty below
 #endif
     float sc[SR], corr[2];
     u32 pa[KP][4];
@@ -610,19 +613,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #else
     const bool no_s = ntiles == 0;
 #endif
-    // With TMA_O every consumer releases the buffer after its O store instead (below).
-    // `counted`: the item has a phase of the Q buffer's barriers (the static order skips items
-    // with no key tile, loading nothing for them).
-#if KILN_DYNAMIC
-    constexpr bool counted = true;
-#else
-    const bool counted = wk.ntiles > 0;
-#endif
-    if (counted) {
-      if (!TMA_O && no_s) warp_arrive(q_empty(qb));
-      it += wk.ntiles;
-      ++qi;
-    }
+    // With TMA_O every consumer releases the buffer after its O store instead (below). Every
+    // item, with key tiles or not, takes one phase of its Q buffer's barriers.
+    if (!TMA_O && no_s) warp_arrive(q_empty(qb));
+    it += wk.ntiles;
+    ++qi;
 
     int row_end = p.sq;  // rows at and past it are not stored
 #if KILN_PARTS
@@ -663,31 +658,31 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // box is written as a TMA load of it would have left it: 128-byte rows of 64 dims, 16-byte
     // chunk k of row r at chunk k ^ (r % 8). The store skips rows past the sequence's end, but
     // a box starting above row 0 (the top causal block's, aligned to the last row) faulted
-    // (CUDA_ERROR_ILLEGAL_INSTRUCTION, H100), so that one consumer stores directly. Items the
-    // static order loads nothing for (`counted` false) have no buffer of their own.
+    // (CUDA_ERROR_ILLEGAL_INSTRUCTION, H100), so that one consumer stores directly.
     const int own_row = wk.m0 + c * 64;  // this consumer's first row
-    const bool via_tma = TMA_O && counted && own_row >= 0 && own_row < row_end;
-    if (via_tma) {
-      const u32 slice = sqb + c * 64 * 128;
-      const int srow = 16 * w + (lane & 15);
+    if (TMA_O && own_row >= 0) {
+      if (own_row < row_end) {
+        const u32 slice = sqb + c * 64 * 128;
+        const int srow = 16 * w + (lane & 15);
 #pragma unroll
-      for (int n = 0; n < OT; n += 2) {
-        // Matrices: rows 0-7 | 8-15 of the warp's 16, columns of 8-column groups n | n + 1;
-        // lanes 8j .. 8j + 7 address matrix j's rows.
-        const int group = n + (lane >> 4);
-        const u32 addr = slice + (group / 8) * HALF_Q + srow * 128 + (((group % 8) ^ (srow & 7)) << 4);
-        stmatrix_x4(addr, pack2<in_t>(o[4 * n] * inv[0], o[4 * n + 1] * inv[0]),
-                    pack2<in_t>(o[4 * n + 2] * inv[1], o[4 * n + 3] * inv[1]),
-                    pack2<in_t>(o[4 * n + 4] * inv[0], o[4 * n + 5] * inv[0]),
-                    pack2<in_t>(o[4 * n + 6] * inv[1], o[4 * n + 7] * inv[1]));
-      }
-      fence_proxy_async_shared();
-      named_barrier_sync(O_BAR + c, 128);
-      if (threadIdx.x % 128 == 0) {
+        for (int n = 0; n < OT; n += 2) {
+          // Matrices: rows 0-7 | 8-15 of the warp's 16, columns of 8-column groups n | n + 1;
+          // lanes 8j .. 8j + 7 address matrix j's rows.
+          const int group = n + (lane >> 4);
+          const u32 addr = slice + (group / 8) * HALF_Q + srow * 128 + (((group % 8) ^ (srow & 7)) << 4);
+          stmatrix_x4(addr, pack2<in_t>(o[4 * n] * inv[0], o[4 * n + 1] * inv[0]),
+                      pack2<in_t>(o[4 * n + 2] * inv[1], o[4 * n + 3] * inv[1]),
+                      pack2<in_t>(o[4 * n + 4] * inv[0], o[4 * n + 5] * inv[0]),
+                      pack2<in_t>(o[4 * n + 6] * inv[1], o[4 * n + 7] * inv[1]));
+        }
+        fence_proxy_async_shared();
+        named_barrier_sync(O_BAR + c, 128);
+        if (threadIdx.x % 128 == 0) {
 #pragma unroll
-        for (int d = 0; d < DH; ++d) tma_store_4d(&to, slice + d * HALF_Q, 64 * d, own_row, wk.h, wk.b);
-        tma_store_commit();
-        tma_store_wait_read<0>();  // before warp 0's release below lets the producer refill it
+          for (int d = 0; d < DH; ++d) tma_store_4d(&to, slice + d * HALF_Q, 64 * d, own_row, wk.h, wk.b);
+          tma_store_commit();
+          tma_store_wait_read<0>();  // before warp 0's release below lets the producer refill it
+        }
       }
     } else {
 #pragma unroll
@@ -701,7 +696,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         }
       }
     }
-    if (TMA_O && counted) warp_arrive(q_empty(qb));
+    if (TMA_O) warp_arrive(q_empty(qb));
   }
   // The bulk stores have read shared memory; their writes finish before the block retires.
   if (TMA_O && threadIdx.x % 128 == 0) tma_store_wait<0>();

@@ -28,6 +28,7 @@
 #include "common/wgmma_ss.cuh"
 #include "common/mbarrier.cuh"
 #include "common/stmatrix.cuh"
+#include "common/quad_transpose.cuh"
 
 #ifndef KILN_D
 #define KILN_D 128
@@ -685,14 +686,31 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         }
       }
     } else {
+      // 16-byte stores: after the quad transpose each lane holds 8 consecutive columns of its
+      // row (rows are 16-byte aligned: the TMA maps demand it), where the 4-byte stores of the
+      // fragment touched eight rows per instruction and throttled the LSU.
 #pragma unroll
       for (int rh = 0; rh < 2; ++rh) {
         const int row = row0 + 8 * rh;
-        if (row >= 0 && row < row_end) {
-          in_t* orow = og + (i64)row * p.q_ss;
+        const bool in_range = row >= 0 && row < row_end;
+        in_t* orow = og + (i64)row * p.q_ss;
 #pragma unroll
-          for (int n = 0; n < OT; ++n)
-            *reinterpret_cast<u32*>(orow + 8 * n + 2 * t) = pack2<in_t>(o[4 * n + 2 * rh] * inv[rh], o[4 * n + 2 * rh + 1] * inv[rh]);
+        for (int j0 = 0; j0 < OT; j0 += 4) {
+          float e[4][2];
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            e[s][0] = o[4 * (j0 + s) + 2 * rh] * inv[rh];
+            e[s][1] = o[4 * (j0 + s) + 2 * rh + 1] * inv[rh];
+          }
+          quad_transpose(e, t);
+          if (in_range) {
+            u32x4 v;
+            v.x = pack2<in_t>(e[0][0], e[0][1]);
+            v.y = pack2<in_t>(e[1][0], e[1][1]);
+            v.z = pack2<in_t>(e[2][0], e[2][1]);
+            v.w = pack2<in_t>(e[3][0], e[3][1]);
+            *reinterpret_cast<u32x4*>(orow + 8 * (j0 + t)) = v;
+          }
         }
       }
     }

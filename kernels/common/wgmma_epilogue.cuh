@@ -7,28 +7,7 @@
 #pragma once
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
-
-// Lane quad q (= lane % 4) of a row holds columns 8j + 2q, 8j + 2q + 1 of every 8-column group j.
-// A 4 x 4 transpose across the quad over four consecutive j (two xor-shuffle rounds, each
-// swapping one bit of the lane index with one bit of the j index) leaves lane q with the 8
-// consecutive columns of group j0 + q: e[i / 2][i % 2] is column 8(j0 + q) + i.
-__device__ __forceinline__ void wge_quad_transpose(float (&e)[4][2], int q) {
-#pragma unroll
-  for (int bit = 2; bit >= 1; bit >>= 1) {
-    const bool hi = (q & bit) != 0;
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      if (s & bit) continue;  // the pair (s, s | bit)
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const float send = hi ? e[s][x] : e[s | bit][x];
-        const float recv = __shfl_xor_sync(0xffffffffu, send, bit);
-        if (hi) e[s][x] = recv;
-        else e[s | bit][x] = recv;
-      }
-    }
-  }
-}
+#include "common/quad_transpose.cuh"
 
 // C(m, n .. n + 7) = alpha * e + beta * C for the in-range elements; one 16-byte (bf16/f16) or
 // two 16-byte (f32) accesses when all 8 are in range and the address is 16-byte aligned.
@@ -101,7 +80,7 @@ __device__ __forceinline__ void wgmma_store_m64(const float (&acc)[N / 2], const
         e[s][0] = acc[4 * (j0 + s) + 2 * h];
         e[s][1] = acc[4 * (j0 + s) + 2 * h + 1];
       }
-      wge_quad_transpose(e, q);
+      quad_transpose(e, q);
       wge_store8<OutT>(c, p, row + 8 * h, n0 + 8 * (j0 + q), e);
     }
   }

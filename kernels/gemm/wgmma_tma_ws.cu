@@ -22,6 +22,7 @@
 #include "common/epilogue.cuh"
 #include "common/mbarrier.cuh"
 #include "common/stmatrix.cuh"
+#include "common/quad_transpose.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_ss.cuh"
 
@@ -130,28 +131,7 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
   tn = r / rows;
 }
 
-// Epilogue helpers. In the accumulator fragment, lane quad q (= lane % 4) of a row holds columns
-// 8j + 2q and 8j + 2q + 1 for every j. A 4 x 4 transpose across the quad of four consecutive j
-// (two xor-shuffle rounds, each swapping one bit of the lane index with one bit of the j index)
-// leaves lane q with the 8 consecutive columns 8(j0 + q) .. 8(j0 + q) + 7: one 16-byte store.
-__device__ __forceinline__ void quad_transpose(float (&e)[4][2], int q) {
-#pragma unroll
-  for (int bit = 2; bit >= 1; bit >>= 1) {
-    const bool hi = (q & bit) != 0;
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      if (s & bit) continue;  // the pair (s, s | bit)
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const float send = hi ? e[s][x] : e[s | bit][x];
-        const float recv = __shfl_xor_sync(0xffffffffu, send, bit);
-        if (hi) e[s][x] = recv;
-        else e[s | bit][x] = recv;
-      }
-    }
-  }
-}
-
+// Epilogue helpers (quad_transpose: common/quad_transpose.cuh).
 // C(m, n .. n + 7) = alpha * e + beta * C, storing only in-range elements; 16-byte accesses when
 // all 8 are in range and aligned. C is read only when beta != 0.
 __device__ __forceinline__ void store8(out_t* c, const GemmArgs& p, int m, int n, const float (&e)[4][2]) {

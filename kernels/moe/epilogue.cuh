@@ -1,28 +1,8 @@
-// Epilogue pieces of the MoE kernels: the accumulator-fragment quad transpose that gives each
-// lane 8 consecutive columns, and a clipped 8-column store (16-byte when aligned and in range).
+// Epilogue pieces of the MoE kernels: a clipped 8-column store (16-byte when aligned and in range)
+// of the columns common/quad_transpose.cuh gives each lane.
 #pragma once
 #include "common/types.cuh"
-
-// In the m64nNk16 fragment, lane quad q (= lane % 4) holds columns 8j + 2q and 8j + 2q + 1 for
-// every j. A 4 x 4 transpose across the quad of four consecutive j (two xor-shuffle rounds) leaves
-// lane q with the 8 consecutive columns 8(j0 + q) .. 8(j0 + q) + 7. Every lane must take part.
-__device__ __forceinline__ void moe_quad_transpose(float (&e)[4][2], int q) {
-#pragma unroll
-  for (int bit = 2; bit >= 1; bit >>= 1) {
-    const bool hi = (q & bit) != 0;
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      if (s & bit) continue;
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const float send = hi ? e[s][x] : e[s | bit][x];
-        const float recv = __shfl_xor_sync(0xffffffffu, send, bit);
-        if (hi) e[s][x] = recv;
-        else e[s | bit][x] = recv;
-      }
-    }
-  }
-}
+#include "common/quad_transpose.cuh"
 
 // Y(row, n .. n + 7) = v, only the columns below n_total.
 template <class OutT>

@@ -208,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             e[s][0] = acc[4 * (j0 + s) + 2 * h];
             e[s][1] = acc[4 * (j0 + s) + 2 * h + 1];
           }
-          moe_quad_transpose(e, q);
+          quad_transpose(e, q);
           if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), col0 + 8 * (j0 + q), e);
         }
       }

@@ -171,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               e[s][x] = silu(acc[i]) * acc[BN / 2 + i] * scale;
             }
           }
-          moe_quad_transpose(e, q);
+          quad_transpose(e, q);
           if (row_ok) moe_store8(y, p.ldy, p.n, row, tile.n0 + 8 * (j0 + q), e);
         }
       }

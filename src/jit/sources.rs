@@ -40,6 +40,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/stmatrix.cuh"),
     ),
     (
+        "common/quad_transpose.cuh",
+        include_str!("../../kernels/common/quad_transpose.cuh"),
+    ),
+    (
         "common/wgmma_epilogue.cuh",
         include_str!("../../kernels/common/wgmma_epilogue.cuh"),
     ),

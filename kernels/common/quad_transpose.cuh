@@ -1,0 +1,27 @@
+// The accumulator fragment's quad transpose, for 16-byte stores from wgmma / mma.sync results.
+// In the m64nNk16 (and m16n8) fragment, lane quad q (= lane % 4) of a row holds columns 8j + 2q
+// and 8j + 2q + 1 of every 8-column group j.
+#pragma once
+#include "common/types.cuh"
+
+// A 4 x 4 transpose across the quad over four consecutive groups j0 .. j0 + 3 (two xor-shuffle
+// rounds, each swapping one bit of the lane index with one bit of the group index) leaves lane q
+// with the 8 consecutive columns of group j0 + q: e[i / 2][i % 2] is column 8(j0 + q) + i.
+// Every lane of the warp must take part.
+__device__ __forceinline__ void quad_transpose(float (&e)[4][2], int q) {
+#pragma unroll
+  for (int bit = 2; bit >= 1; bit >>= 1) {
+    const bool hi = (q & bit) != 0;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      if (s & bit) continue;  // the pair (s, s | bit)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const float send = hi ? e[s][x] : e[s | bit][x];
+        const float recv = __shfl_xor_sync(0xffffffffu, send, bit);
+        if (hi) e[s][x] = recv;
+        else e[s | bit][x] = recv;
+      }
+    }
+  }
+}

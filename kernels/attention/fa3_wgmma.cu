@@ -241,10 +241,11 @@ struct Work {
 // prologue and epilogue assume every consumer has tiles, nor with ping-pong, whose turns pass
 // through every consumer.
 #define KILN_IDLE_SKIP (!KILN_OVERLAP && !KILN_PINGPONG)
+__device__ __forceinline__ bool consumer_idle(int m0, int c, int sq) { return m0 + 64 * c >= sq || m0 + 64 * c + 64 <= 0; }
 __device__ __forceinline__ unsigned idle_consumers(int m0, int sq) {
   unsigned n = 0;
 #pragma unroll
-  for (int c = 0; c < CWG; ++c) n += m0 + 64 * c >= sq || m0 + 64 * c + 64 <= 0;
+  for (int c = 0; c < CWG; ++c) n += consumer_idle(m0, c, sq);
   return n;
 }
 
@@ -500,9 +501,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // every SPLIT-th tile from their own index (the producer releases each tile for the
     // consumers that do not read it, as for idle ones). The same broadcast keeps the per-item
     // values uniform.
-    const int row_first = wk.m0 + c * 64;
     const bool split = SPLIT > 1 && p.split_ws != nullptr && !p.causal && p.sq - wk.m0 <= 64 && !parted;
-    const bool walks = split ? c < SPLIT : row_first < p.sq && row_first + 64 > 0;
+    const bool walks = split ? c < SPLIT : !consumer_idle(wk.m0, c, p.sq);
     const int ntiles = __shfl_sync(0xffffffffu, walks ? wk.ntiles : 0, 0);
     const int j0 = __shfl_sync(0xffffffffu, split ? c : 0, 0), step = __shfl_sync(0xffffffffu, split ? SPLIT : 1, 0);
     const u32 sqc = sqb + __shfl_sync(0xffffffffu, split ? 0 : c, 0) * 64 * 128;  // its 64 rows in each Q box

@@ -52,7 +52,8 @@ def time_backend(backend, q, k, v, causal, reps, warmup, flush, warmup_ms=0.0):
     # which under a power cap raises the clock for the launches that follow).
     events = []
     for _ in range(reps):
-        flush.zero_()
+        if flush is not None:
+            flush.zero_()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         call()
@@ -70,11 +71,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--warmup-ms", type=float, default=0.0,
                     help="also warm up for at least this much GPU time (ms), as kiln's --warmup-ms")
+    ap.add_argument("--no-flush", action="store_true",
+                    help="do not flush L2 before each timed launch (as kiln's --no-flush)")
     ap.add_argument("--backends", default="cudnn,flash",
                     help="comma list of the SDPA backends to time (cudnn, flash)")
     a = ap.parse_args()
     torch.manual_seed(0)
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush = None if a.no_flush else torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for spec in a.shapes.split(";"):
         f = spec.split(",")
         b, h, d = int(f[0]), int(f[1]), int(f[3])

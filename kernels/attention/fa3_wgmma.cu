@@ -29,6 +29,7 @@
 #include "common/mbarrier.cuh"
 #include "common/stmatrix.cuh"
 #include "common/quad_transpose.cuh"
+#include "common/swizzle.cuh"
 
 #ifndef KILN_D
 #define KILN_D 128
@@ -656,8 +657,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     }
     // O through this consumer's rows of the Q buffer (TMA_O): every S of the item is done, and
     // the buffer is refilled only once all consumers have released it after their store. The
-    // box is written as a TMA load of it would have left it: 128-byte rows of 64 dims, 16-byte
-    // chunk k of row r at chunk k ^ (r % 8). The store skips rows past the sequence's end, but
+    // box is written as a TMA load of it would have left it (128-byte rows of 64 dims,
+    // swizzle128_offset). The store skips rows past the sequence's end, but
     // a box starting above row 0 (the top causal block's, aligned to the last row) faulted
     // (CUDA_ERROR_ILLEGAL_INSTRUCTION, H100), so that one consumer stores directly.
     const int own_row = wk.m0 + c * 64;  // this consumer's first row
@@ -670,7 +671,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           // Matrices: rows 0-7 | 8-15 of the warp's 16, columns of 8-column groups n | n + 1;
           // lanes 8j .. 8j + 7 address matrix j's rows.
           const int group = n + (lane >> 4);
-          const u32 addr = slice + (group / 8) * HALF_Q + srow * 128 + (((group % 8) ^ (srow & 7)) << 4);
+          const u32 addr = slice + (group / 8) * HALF_Q + swizzle128_offset(srow, group % 8);
           stmatrix_x4(addr, pack2<in_t>(o[4 * n] * inv[0], o[4 * n + 1] * inv[0]),
                       pack2<in_t>(o[4 * n + 2] * inv[1], o[4 * n + 3] * inv[1]),
                       pack2<in_t>(o[4 * n + 4] * inv[0], o[4 * n + 5] * inv[0]),

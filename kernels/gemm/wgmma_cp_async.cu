@@ -19,6 +19,7 @@
 // stage (kt - 1) safe after the next barrier: one K tile of wgmma at a time.
 #include "common/gemm_args.cuh"
 #include "common/cp_async.cuh"
+#include "common/swizzle.cuh"
 #include "common/wgmma_ss.cuh"
 #include "common/wgmma_epilogue.cuh"
 
@@ -57,7 +58,7 @@ __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.p
 template <int UNITS, bool MN>
 __device__ __forceinline__ void load_tile(u32 dst, const in_t* g, i64 ld, int mn0, int mn_lim, int k0, int k_lim) {
   const int c = threadIdx.x % 8, r0 = threadIdx.x / 8;
-  const u32 sw = (u32)(((c ^ (r0 & 7)) << 4) + r0 * 128);
+  const u32 sw = swizzle128_offset(r0, c);
 #pragma unroll
   for (int u = 0; u < UNITS; ++u) {
 #pragma unroll

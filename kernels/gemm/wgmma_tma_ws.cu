@@ -23,6 +23,7 @@
 #include "common/mbarrier.cuh"
 #include "common/stmatrix.cuh"
 #include "common/quad_transpose.cuh"
+#include "common/swizzle.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_ss.cuh"
 
@@ -385,7 +386,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
               for (int x = 0; x < 4; ++x) r[x] = pack2<out_t>(p.alpha * acc[8 * J + 2 * x], p.alpha * acc[8 * J + 2 * x + 1]);
               const u32 chunk = 2 * jj + (lane >> 4);
-              stmatrix_x4(buf + srow * 128 + ((chunk ^ (srow & 7)) << 4), r[0], r[1], r[2], r[3]);
+              stmatrix_x4(buf + swizzle128_offset(srow, chunk), r[0], r[1], r[2], r[3]);
             }
             fence_proxy_async_shared();
             named_barrier_sync(1 + c, 128);

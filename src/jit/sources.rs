@@ -44,6 +44,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/quad_transpose.cuh"),
     ),
     (
+        "common/swizzle.cuh",
+        include_str!("../../kernels/common/swizzle.cuh"),
+    ),
+    (
         "common/wgmma_epilogue.cuh",
         include_str!("../../kernels/common/wgmma_epilogue.cuh"),
     ),

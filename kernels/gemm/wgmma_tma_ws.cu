@@ -3,7 +3,8 @@
 // ring of KILN_STAGES shared buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are
 // consumers (232 registers, 224 with clusters) that together compute a 128 x KILN_BN block tile
 // (BN = 64, 128 or 256), each 64 rows with wgmma.m64nBNk16 from 128B-swizzled shared tiles, fp32
-// accumulators. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
+// accumulators; or (KILN_BM = 64, small problems) one 64-row tile, each consumer every other K
+// block, consumer 0 adding consumer 1's partial sums before the epilogue. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
 // that share the B tile through TMA multicast) takes work units b, b + clusters, ... in a grouped
 // order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile, or with
 // split-K (Extras.splits > 1) one K slice of it, reduced through an fp32 workspace by the slice
@@ -39,8 +40,16 @@
 #ifndef KILN_CLUSTER
 #define KILN_CLUSTER 1
 #endif
+#ifndef KILN_BM
+#define KILN_BM 128
+#endif
 
-constexpr int BM = 128, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
+constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
+// 64-row tiles (small problems: twice the tiles of 128-row ones) keep both consumers on one
+// 64 x BN tile by splitting its K blocks: consumer c takes the stages of ring iterations with
+// parity c, consumer 1 hands its partial sums to consumer 0 through shared memory (X_BYTES) and
+// goes on to its next K blocks while consumer 0 adds them and runs the epilogue of the whole tile.
+constexpr bool KSPLIT = BM == 64;
 constexpr u32 A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr u32 BOX64_BYTES = 64 * BK * 2;  // one 64 x 64 box: 64 rows of 128 bytes
 constexpr int TA = KILN_A_ROW ? 0 : 1;    // wgmma transpose flags: 1 = MN-major
@@ -48,6 +57,7 @@ constexpr int TB = KILN_B_ROW ? 1 : 0;
 // Cluster of CLUSTER CTAs along M sharing one B tile: each loads BN / CLUSTER of its rows (N)
 // and multicasts them to all; each loads its own A tile.
 constexpr int CLUSTER = KILN_CLUSTER, B_PART = BN / CLUSTER;
+static_assert(BM == 128 || (BM == 64 && BN <= 128 && CLUSTER == 1), "KILN_BM is 128, or 64 with KILN_BN <= 128 in single CTAs");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "KILN_CLUSTER is 1 or 2");
 // Register split (setmaxnreg; 128 x producer + 256 x consumer <= 65536): the multicast producer
 // needs a few more registers than 40.
@@ -62,7 +72,10 @@ static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 constexpr bool TMA_EPI = KILN_OUT != 2;
 constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
 constexpr u32 C_BYTES = TMA_EPI ? 2 * 2 * C_CHUNK_BYTES : 0;
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 8,
+// KSPLIT: consumer 1's 64 x BN fp32 partial tile, each thread's BN / 2 values as float4s
+// (float4 i of thread t at 16 (128 i + t): conflict-free).
+constexpr u32 X_BYTES = KSPLIT ? 128 * (BN / 2) * 4 : 0;
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + 2 * STAGES * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 
 // Per-launch extras beside GemmArgs (mirrors `Extras` in src/ops/gemm/wgmma_tma_ws.rs).
@@ -112,6 +125,12 @@ __device__ __forceinline__ void st_cg_f4(float* p, float a, float b, float c, fl
 }
 __device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, float& c, float& d) {
   asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void st_shared_f4(u32 a, float x, float y, float z, float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+__device__ __forceinline__ void ld_shared_f4(u32 a, float& x, float& y, float& z, float& w) {
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(x), "=f"(y), "=f"(z), "=f"(w) : "r"(a) : "memory");
 }
 __device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 __device__ __forceinline__ u32 atom_add_gpu(u32* p, u32 v) {
@@ -192,7 +211,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   // The 128B swizzle pattern follows absolute address bits: tiles must start on 1024 bytes.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 cstage = base + STAGES * STAGE_BYTES;  // C staging buffers (TMA_EPI), 1024-aligned
-  const u32 bars = cstage + C_BYTES;
+  const u32 xbuf = cstage + C_BYTES;                // KSPLIT hand-off of consumer 1's partials
+  const u32 bars = xbuf + X_BYTES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
@@ -201,7 +221,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full(s), 1);             // the producer's arrive.expect_tx
-      mbar_init(empty(s), 8 * CLUSTER);  // lane 0 of each consumer warp of every CTA sharing B
+      // lane 0 of each consumer warp (KSPLIT: of the consumer owning the stage) of every CTA
+      // sharing B
+      mbar_init(empty(s), (KSPLIT ? 4 : 8) * CLUSTER);
     }
     mbar_fence_init();
   }
@@ -214,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int ctiles = ctiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
   // No split-K at BN = 256 with both operands MN-major (CR): those variants spilled a few loop
   // invariants of the split bookkeeping (24 B stack, kiln check).
-  const int splits = (BN <= 128 || !(TA && TB)) ? ex.splits : 1;
+  const int splits = !KSPLIT && (BN <= 128 || !(TA && TB)) ? ex.splits : 1;
   const int split_from = splits > 1 ? min(ex.split_from, ctiles) : ctiles;
   const int units = split_from + (ctiles - split_from) * splits;
   const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
@@ -279,6 +301,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
 
+    // KSPLIT: the hand-off buffer starts free (consumer 0 counts one release ahead).
+    constexpr u32 XFULL = 4, XFREE = 5;
+    if (KSPLIT && c == 0) named_barrier_arrive(XFREE, 256);
     u32 it = 0;
     for (int u = cid; u < units; u += nclusters) {
       int t, sp, ns, nk;  // nk: this unit's K blocks (the count; the producer picks which)
@@ -288,13 +313,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         split_range(sp, ns, kblocks, kb0, kb1);
         nk = kb1 - kb0;
       }
-      int prev = 0;
+      int prev = KSPLIT ? -1 : 0;  // the stage of the batch in flight (KSPLIT: -1, none yet)
       for (int kb = 0; kb < nk; ++kb, ++it) {
+        if (KSPLIT && (int)(it & 1) != c) continue;  // the other consumer's K block
         const int s = it % STAGES;
         mbar_wait(full(s), (it / STAGES) & 1);
         // Rows 64c.. of A: the K-major tile puts them 64 rows (8 KB) in; the MN-major tile keeps
-        // them in box c, also 8 KB in.
-        const u32 sa = base + s * STAGE_BYTES + c * BOX64_BYTES, sb = base + s * STAGE_BYTES + A_BYTES;
+        // them in box c, also 8 KB in. KSPLIT: both consumers read the tile's only 64 rows.
+        const u32 sa = base + s * STAGE_BYTES + (KSPLIT ? 0 : c * BOX64_BYTES), sb = base + s * STAGE_BYTES + A_BYTES;
+        const bool acc_live = KSPLIT ? prev >= 0 : kb > 0;  // accumulate onto earlier K blocks
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
         wgmma_fence();
@@ -303,20 +330,45 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           // K-major: step 16 elements (32 B) along the 128-byte row. MN-major: step 16 rows of K.
           const u64 da = TA ? wgmma_desc_sw128(sa + kk * 2048, BOX64_BYTES, 1024) : wgmma_desc_sw128(sa + kk * 32, 16, 1024);
           const u64 db = TB ? wgmma_desc_sw128(sb + kk * 2048, BOX64_BYTES, 1024) : wgmma_desc_sw128(sb + kk * 32, 16, 1024);
-          wgmma_m64k16<in_t, BN, TA, TB>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
+          wgmma_m64k16<in_t, BN, TA, TB>(acc, da, db, (acc_live || kk > 0) ? 1 : 0);
         }
         wgmma_commit();
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
         // Keep one batch in flight: once the previous one is done, its stage can be refilled.
         wgmma_wait<1>();
-        if (kb > 0) release(prev);
+        if (acc_live) release(prev);
         prev = s;
       }
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
-      release(prev);
+      if (!KSPLIT || prev >= 0) release(prev);
+      if (KSPLIT) {
+        const int ct = threadIdx.x % 128;
+        if (prev < 0) {  // a unit of one K block leaves consumer 1 none
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+        }
+        if (c == 1) {
+          named_barrier_sync(XFREE, 256);
+#pragma unroll
+          for (int i4 = 0; i4 < BN / 8; ++i4)
+            st_shared_f4(xbuf + 16u * (128 * i4 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
+          named_barrier_arrive(XFULL, 256);
+          continue;
+        }
+        named_barrier_sync(XFULL, 256);
+#pragma unroll
+        for (int i4 = 0; i4 < BN / 8; ++i4) {
+          float v[4];
+          ld_shared_f4(xbuf + 16u * (128 * i4 + ct), v[0], v[1], v[2], v[3]);
+#pragma unroll
+          for (int x = 0; x < 4; ++x) acc[4 * i4 + x] += v[x];
+        }
+        // Free the buffer for consumer 1's next unit (none after the last: the counts match).
+        if (u + nclusters < units) named_barrier_arrive(XFREE, 256);
+      }
 
       int ctm, tn;
       tile_coords(t, ctiles_m, tiles_n, ctm, tn);

@@ -15,7 +15,9 @@ use crate::tune::space::{Config, ParamSpace};
 
 pub struct WgmmaTmaWs;
 
-/// Block tile rows (two consumer warpgroups of 64) and the K depth of one stage.
+/// Block tile rows of the 128-row configs (two consumer warpgroups of 64) and the K depth of
+/// one stage. The 64-row configs ([`TileConfig::bm`] 64) split each tile's K blocks between the
+/// two consumers instead.
 pub const BM: u32 = 128;
 pub const BK: u32 = 64;
 /// Tile-rows swept together in the grouped tile order (the kernel's `KILN_GROUP_M`).
@@ -26,10 +28,12 @@ pub const THREADS: u32 = 384;
 /// (the kernel's `C_BYTES`).
 pub const C_STAGING_BYTES: u32 = 2 * 2 * 64 * 64 * 2;
 
-/// One tile shape: BM x `bn` x BK with a ring of `stages` shared buffers, run by clusters of
+/// One tile shape: `bm` x `bn` x BK with a ring of `stages` shared buffers, run by clusters of
 /// `cluster` CTAs along M that share (multicast) each B tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
+    /// 128 (each consumer 64 rows), or 64 (both consumers on the same rows, alternate K blocks).
+    pub bm: u32,
     pub bn: u32,
     pub stages: u32,
     pub cluster: u32,
@@ -38,18 +42,21 @@ pub struct TileConfig {
 impl TileConfig {
     /// The default: 128 x 256 tiles, 4 stages of 48 KB.
     pub const LARGE: TileConfig = TileConfig {
+        bm: 128,
         bn: 256,
         stages: 4,
         cluster: 1,
     };
     /// As LARGE, with pairs of CTAs along M loading half of the shared B tile each (multicast).
     pub const LARGE_PAIR: TileConfig = TileConfig {
+        bm: 128,
         bn: 256,
         stages: 4,
         cluster: 2,
     };
     /// For problems too small to fill the GPU with 128 x 256 tiles: 6 stages of 32 KB.
     pub const SMALL: TileConfig = TileConfig {
+        bm: 128,
         bn: 128,
         stages: 6,
         cluster: 1,
@@ -57,20 +64,44 @@ impl TileConfig {
     /// For latency-bound problems with few tiles (512^3 .. 1024^3): 128 x 64 tiles, twice the
     /// tiles of SMALL, 8 stages of 24 KB.
     pub const TINY: TileConfig = TileConfig {
+        bm: 128,
         bn: 64,
         stages: 8,
         cluster: 1,
     };
-    pub const ALL: [TileConfig; 4] = [
+    /// For problems that fit in one wave of 64 x 64 tiles (512^3, M = 128 decode shapes): twice
+    /// the tiles of TINY, the two consumers taking alternate K blocks of the same tile and
+    /// consumer 0 adding consumer 1's partial sums before the epilogue (no split-K workspace);
+    /// 11 stages of 16 KB. On an H100 (session 7): 512^3 0.80x -> 0.96x cuBLAS, 128x4096x4096
+    /// 0.92x -> 0.99x, 128x4096x14336 0.93x -> 1.01x; slower than the 128-row tiles wherever it
+    /// needs more than one wave (1024^3: 256 tiles, 0.83x against 0.98x).
+    pub const TINY64: TileConfig = TileConfig {
+        bm: 64,
+        bn: 64,
+        stages: 11,
+        cluster: 1,
+    };
+    pub const ALL: [TileConfig; 5] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
         TileConfig::TINY,
+        TileConfig::TINY64,
     ];
 
     /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
     pub fn stage_bytes(self) -> u32 {
-        (BM + self.bn) * BK * 2
+        (self.bm + self.bn) * BK * 2
+    }
+
+    /// Shared memory of the 64-row configs' hand-off of consumer 1's fp32 partial tile to
+    /// consumer 0 (the kernel's `X_BYTES`).
+    pub fn handoff_bytes(self) -> u32 {
+        if self.bm == 64 {
+            self.bm * self.bn * 4
+        } else {
+            0
+        }
     }
 
     /// Dynamic shared memory: 1 KB of slack to round the base up to the 1024-byte swizzle
@@ -78,13 +109,16 @@ impl TileConfig {
     /// per consumer; unused by f32 outputs, which keep the register epilogue), and a full and an
     /// empty mbarrier per stage.
     pub fn smem_bytes(self) -> u32 {
-        1024 + self.stages * self.stage_bytes() + C_STAGING_BYTES + 2 * self.stages * 8
+        1024 + self.stages * self.stage_bytes()
+            + C_STAGING_BYTES
+            + self.handoff_bytes()
+            + 2 * self.stages * 8
     }
 
     /// (tiles along M, tiles along N).
     pub fn tiles(self, m: usize, n: usize) -> (u32, u32) {
         (
-            m.div_ceil(BM as usize) as u32,
+            m.div_ceil(self.bm as usize) as u32,
             n.div_ceil(self.bn as usize) as u32,
         )
     }
@@ -158,7 +192,7 @@ impl TileConfig {
     /// kernel ignores `splits` otherwise: at BN = 256 the split bookkeeping spilled in the CR
     /// variants).
     pub fn best_splits(self, m: usize, n: usize, k: usize, sm_count: u32) -> u32 {
-        if self.cluster != 1 || self.bn > 128 {
+        if self.cluster != 1 || self.bn > 128 || self.bm != BM {
             return 1;
         }
         let kb = k.div_ceil(BK as usize).max(1) as u32;
@@ -205,6 +239,12 @@ impl TileConfig {
         if pick.0 == TileConfig::LARGE && pairs && tm >= 2 && tm * tn > sm_count {
             pick = (TileConfig::LARGE_PAIR, 1);
         }
+        // One wave of 64 x 64 tiles beats every 128-row tile (and split-K) measured: more SMs
+        // busy, no workspace; with a second wave it loses (H100, session 7: 1024^3 0.83x
+        // against 0.98x, 256x4096x4096 0.84x against 0.99x).
+        if TileConfig::TINY64.cluster_tiles(m, n) <= sm_count {
+            pick = (TileConfig::TINY64, 1);
+        }
         pick
     }
 }
@@ -229,6 +269,7 @@ impl SplitPlan {
             return 0;
         }
         self.split_block_tiles as usize * self.splits as usize * (BM * bn) as usize * 4
+        // (only 128-row tiles split: the 64-row ones already split K inside the CTA)
     }
 }
 
@@ -244,6 +285,7 @@ pub fn k_blocks(k: usize) -> u32 {
 /// stage count is the most that fits: 4, 6 or 8), PAIRS the CTA-pair (multicast B) variant of the
 /// 256-wide tile, SPLITS the split-K factor, GROUP_M the grouped tile order's rows (the value the
 /// compiled variants cover).
+const BMS: [i64; 2] = [128, 64];
 const BNS: [i64; 3] = [64, 128, 256];
 const PAIRS: [i64; 2] = [0, 1];
 const SPLITS: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
@@ -253,6 +295,8 @@ const PAIRS_RULE: &str = "PAIRS=1 (clusters of 2 CTAs multicasting B) only with 
      variant compiled is 128x256 (a narrower tile leaves each CTA a B box under 64 rows)";
 const SPLITS_RULE: &str = "SPLITS>1 not with BN=256 in layout CR (both operands MN-major): the \
      split bookkeeping spills there, so that variant ignores splits";
+const BM64_RULE: &str = "BM=64 (one 64-row tile whose K blocks the two consumers share) only \
+     with BN=64, PAIRS=0 and SPLITS=1: the 64x64 single-CTA tile is the one compiled";
 const TAILS: [i64; 2] = [0, 1];
 const TAIL_RULE: &str = "TAIL=1 (split only the last, partial wave's tiles) only with SPLITS>1";
 const SPLITS_K_RULE: &str = "SPLITS at most the K blocks (K / 64): more slices than K blocks \
@@ -306,10 +350,16 @@ impl Overrides {
     }
 }
 
-/// The reasons a (BN, PAIRS, SPLITS, GROUP_M, TAIL) point breaks the kernel's limits,
+/// The reasons a (BM, BN, PAIRS, SPLITS, GROUP_M, TAIL) point breaks the kernel's limits,
 /// independent of the problem (the space adds SPLITS <= K blocks and the CR rule).
-fn space_rules(bn: i64, pairs: i64, splits: i64, group_m: i64, tail: i64) -> Vec<String> {
+fn space_rules(bm: i64, bn: i64, pairs: i64, splits: i64, group_m: i64, tail: i64) -> Vec<String> {
     let mut broken = Vec::new();
+    if !BMS.contains(&bm) {
+        broken.push(format!("BM={bm} is not one of {BMS:?}"));
+    }
+    if bm == 64 && (bn != 64 || pairs != 0 || splits != 1) {
+        broken.push(BM64_RULE.into());
+    }
     if !BNS.contains(&bn) {
         broken.push(format!("BN={bn} is not one of {BNS:?}"));
     }
@@ -339,19 +389,22 @@ fn space_rules(bn: i64, pairs: i64, splits: i64, group_m: i64, tail: i64) -> Vec
 impl Choice {
     /// The choice a config of [`WgmmaTmaWs`]'s space names, or why the kernel cannot take it.
     pub fn from_config(cfg: &Config) -> std::result::Result<Choice, String> {
+        // Configs tuned before BM existed are 128-row tiles.
+        let bm = cfg.get("BM").unwrap_or(BM as i64);
         let bn = cfg.require("BN")?;
         let pairs = cfg.require("PAIRS")?;
         let splits = cfg.require("SPLITS")?;
         let group_m = cfg.require("GROUP_M")?;
         // Configs tuned before TAIL existed split every tile.
         let tail = cfg.get("TAIL").unwrap_or(0);
-        if let Some(reason) = space_rules(bn, pairs, splits, group_m, tail).first() {
+        if let Some(reason) = space_rules(bm, bn, pairs, splits, group_m, tail).first() {
             return Err(format!("{cfg}: {reason}"));
         }
-        let tile = match (bn, pairs) {
-            (256, 1) => TileConfig::LARGE_PAIR,
-            (256, _) => TileConfig::LARGE,
-            (128, _) => TileConfig::SMALL,
+        let tile = match (bm, bn, pairs) {
+            (64, _, _) => TileConfig::TINY64,
+            (_, 256, 1) => TileConfig::LARGE_PAIR,
+            (_, 256, _) => TileConfig::LARGE,
+            (_, 128, _) => TileConfig::SMALL,
             _ => TileConfig::TINY,
         };
         Ok(Choice {
@@ -365,6 +418,7 @@ impl Choice {
     /// The config naming this choice, in the space's parameter order.
     pub fn to_config(&self) -> Config {
         Config::new(&[
+            ("BM", self.tile.bm as i64),
             ("BN", self.tile.bn as i64),
             ("PAIRS", (self.tile.cluster > 1) as i64),
             ("SPLITS", self.splits as i64),
@@ -470,7 +524,7 @@ pub fn tile_coords(t: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
 /// The tensor maps of A and B for `p` at these addresses: B's K-major box holds the CTA's share
 /// of the tile's columns when a cluster multicasts B.
 pub fn operand_maps(p: &GemmProblem, a: u64, b: u64, cfg: TileConfig) -> (Tma2d, Tma2d) {
-    super::tma_operands::operand_maps(p, a, b, BM, cfg.bn / cfg.cluster)
+    super::tma_operands::operand_maps(p, a, b, cfg.bm, cfg.bn / cfg.cluster)
 }
 
 /// The tensor map the TMA-store epilogue writes C through: boxes of 64 x 64 elements
@@ -526,6 +580,7 @@ impl WgmmaTmaWs {
             input,
             output,
         )
+        .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
         .define("KILN_STAGES", cfg.stages)
         .define("KILN_GROUP_M", group_m)
@@ -542,7 +597,8 @@ impl GemmKernel for WgmmaTmaWs {
     fn summary(&self) -> &'static str {
         "persistent warp-specialised WGMMA + TMA: 1 producer and 2 consumer warpgroups, \
          128x256x64 tiles in CTA pairs multicasting B (128x128 / 128x64 and split-K for small \
-         grids), 4-8 stage mbarrier ring, 128B swizzle, stmatrix + TMA-store epilogue"
+         grids, 64x64 with the consumers sharing K for one-wave problems), 4-11 stage mbarrier \
+         ring, 128B swizzle, stmatrix + TMA-store epilogue"
     }
     fn rung(&self) -> u32 {
         10
@@ -596,6 +652,7 @@ impl GemmKernel for WgmmaTmaWs {
         let cr = p.layout == Layout::CR;
         Some(
             ParamSpace::new()
+                .param("BM", &BMS)
                 .param("BN", &BNS)
                 .param("PAIRS", &PAIRS)
                 .launch_param("SPLITS", &SPLITS)
@@ -603,6 +660,12 @@ impl GemmKernel for WgmmaTmaWs {
                 .launch_param("TAIL", &TAILS)
                 .rule(PAIRS_RULE, |c| {
                     c.get("PAIRS") == Some(0) || c.get("BN") == Some(256)
+                })
+                .rule(BM64_RULE, |c| {
+                    c.get("BM") != Some(64)
+                        || (c.get("BN") == Some(64)
+                            && c.get("PAIRS") == Some(0)
+                            && c.get("SPLITS") == Some(1))
                 })
                 .rule(SPLITS_RULE, move |c| {
                     c.get("SPLITS") == Some(1) || !cr || c.get("BN").unwrap_or(256) <= 128
@@ -654,8 +717,9 @@ impl WgmmaTmaWs {
             },
             None => choice.tile,
         };
-        // The CR variant of the 256-wide tile ignores splits (its bookkeeping spilled).
-        let splits = if p.layout == Layout::CR && cfg.bn > 128 {
+        // The CR variant of the 256-wide tile ignores splits (its bookkeeping spilled); 64-row
+        // tiles split K inside the CTA instead.
+        let splits = if (p.layout == Layout::CR && cfg.bn > 128) || cfg.bm != BM {
             1
         } else {
             choice.splits.max(1)
@@ -730,14 +794,15 @@ impl WgmmaTmaWs {
     }
 }
 
-/// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`), for timing one against
-/// another on the same problem; unset or unknown leaves the choice to `TileConfig::choose`.
+/// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`, `tiny64`), for timing
+/// one against another on the same problem; unset or unknown leaves the choice to `TileConfig::choose`.
 fn config_override() -> Option<TileConfig> {
     match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
         "large" => Some(TileConfig::LARGE),
         "pair" => Some(TileConfig::LARGE_PAIR),
         "small" => Some(TileConfig::SMALL),
         "tiny" => Some(TileConfig::TINY),
+        "tiny64" => Some(TileConfig::TINY64),
         _ => None,
     }
 }
@@ -853,14 +918,20 @@ mod tests {
         assert_eq!(c(4096, 4096, 4096, false), (TileConfig::LARGE, 1));
         assert_eq!(c(4096, 4096, 4096, true), (TileConfig::LARGE_PAIR, 1));
         assert_eq!(c(2048, 2048, 2048, true), (TileConfig::LARGE, 1));
-        assert_eq!(c(128, 128, 128, true), (TileConfig::TINY, 1));
         assert_eq!(c(1024, 1024, 1024, true), (TileConfig::TINY, 1));
         // one tile-row: nothing to pair
         assert_eq!(c(128, 65536, 4096, true), (TileConfig::LARGE, 1));
-        // few tiles, long K: split K across the idle SMs
-        assert_eq!(c(128, 4096, 4096, true), (TileConfig::TINY, 2));
-        assert_eq!(c(128, 4096, 14336, true), (TileConfig::SMALL, 4));
+        // one wave of 64 x 64 tiles: that tile, unsplit (its consumers share the K blocks)
+        for (m, n, k) in [(128, 128, 128), (512, 512, 512), (128, 4096, 4096), (128, 4096, 14336)] {
+            assert_eq!(c(m, n, k, true), (TileConfig::TINY64, 1), "{m}x{n}x{k}");
+        }
+        // more than a wave of them: the 128-row tiles
+        assert_eq!(c(256, 4096, 4096, true).0.bm, 128);
         assert_eq!(c(128, 14336, 4096, true).1, 1);
+        // few 128-row tiles, long K: split K across the idle SMs
+        assert_eq!(TileConfig::TINY.best_splits(128, 4096, 4096, 132), 2);
+        assert_eq!(TileConfig::SMALL.best_splits(128, 4096, 14336, 132), 4);
+        assert_eq!(TileConfig::TINY64.best_splits(128, 4096, 14336, 132), 1);
         let all = TileConfig::SMALL.split_plan(128, 4096, 4, false, 132);
         assert_eq!((all.splits, all.split_from, all.grid), (4, 0, 128));
         assert_eq!(all.workspace_bytes(128), 32 * 4 * 128 * 128 * 4);
@@ -917,13 +988,13 @@ mod tests {
                 // expect_tx in the kernel is the stage size: the loads must deliver exactly that
                 // (each CTA of a cluster loads bn / cluster rows of B and multicasts them to all)
                 let b_part = cfg.bn / cfg.cluster;
-                let bytes = loads_per_stage(l.a_k_major(), BM) as u64 * ta.box_bytes()
+                let bytes = loads_per_stage(l.a_k_major(), cfg.bm) as u64 * ta.box_bytes()
                     + cfg.cluster as u64
                         * loads_per_stage(l.b_k_major(), b_part) as u64
                         * tb.box_bytes();
                 assert_eq!(bytes, cfg.stage_bytes() as u64, "{l} {cfg:?}");
                 if l.a_k_major() {
-                    assert_eq!((ta.dims, ta.box_dims), ([700, 1000], [64, 128]));
+                    assert_eq!((ta.dims, ta.box_dims), ([700, 1000], [64, cfg.bm]));
                 } else {
                     assert_eq!((ta.dims, ta.box_dims), ([1000, 700], [64, 64]));
                 }
@@ -987,9 +1058,9 @@ mod tests {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let space = WgmmaTmaWs.space(&p, &h100).unwrap();
         let all = space.enumerate();
-        // (BN, PAIRS) in (256, 0), (256, 1), (128, 0), (64, 0); each unsplit, or split 2..=8
-        // over every tile or the last wave only
-        assert_eq!(all.len(), 4 * (1 + 7 * 2));
+        // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 128, 0), (128, 64, 0); each
+        // unsplit, or split 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit
+        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -1001,11 +1072,11 @@ mod tests {
         let cr = WgmmaTmaWs
             .space(&bf16(4096, 4096, 4096, Layout::CR), &h100)
             .unwrap();
-        assert_eq!(cr.enumerate().len(), 2 + 2 * (1 + 7 * 2));
+        assert_eq!(cr.enumerate().len(), 2 + 2 * (1 + 7 * 2) + 1);
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 4 * (1 + 2));
+        assert_eq!(few.len(), 4 * (1 + 2) + 1);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -1025,6 +1096,21 @@ mod tests {
         let e = bad(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 4)]);
         assert!(e.contains("GROUP_M=4"), "{e}");
         assert!(bad(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 1)]).contains("GROUP_M"));
+        for (bn, pairs, splits) in [(128, 0, 1), (64, 1, 1), (64, 0, 2)] {
+            let e = bad(&[
+                ("BM", 64),
+                ("BN", bn),
+                ("PAIRS", pairs),
+                ("SPLITS", splits),
+                ("GROUP_M", 8),
+            ]);
+            assert!(e.contains("BM=64"), "{e}");
+        }
+        assert!(bad(&[("BM", 96), ("BN", 64), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)])
+            .contains("BM=96"));
+        // configs tuned before BM existed are 128-row tiles
+        let old = Config::new(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)]);
+        assert_eq!(Choice::from_config(&old).unwrap().tile, TileConfig::TINY);
     }
 
     /// The guard compiles what `launch` runs: every config of the space names a spec that
@@ -1034,7 +1120,7 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        assert_eq!(variants.len(), 4 * 24);
+        assert_eq!(variants.len(), 5 * 24);
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

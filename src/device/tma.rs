@@ -187,7 +187,7 @@ impl Tma2d {
                 elem_strides.as_ptr(),
                 sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
                 self.swizzle.raw(),
-                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                l2_promotion(self.row_stride_bytes),
                 sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )
         };
@@ -198,6 +198,23 @@ impl Tma2d {
             )
         })?;
         Ok(map)
+    }
+}
+
+/// L2 promotion of a 2D map whose rows are `row_stride_bytes` apart: 256 B where rows start on
+/// 128-byte lines, 128 B where they do not (a 128-byte box row then straddles two lines: at
+/// 4096x4096x4088 a GEMM ran ~7 % faster with 128 B or none than with 256 B, and no slower at
+/// K 4096; H100, session 7). `KILN_TMA_PROMOTION` (`none`, `64`, `128`, `256`) overrides it, for
+/// timing one against another.
+fn l2_promotion(row_stride_bytes: u64) -> sys::CUtensorMapL2promotion {
+    use sys::CUtensorMapL2promotion as P;
+    match std::env::var("KILN_TMA_PROMOTION").as_deref() {
+        Ok("none") => P::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        Ok("64") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+        Ok("128") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        Ok("256") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        _ if !row_stride_bytes.is_multiple_of(128) => P::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        _ => P::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
     }
 }
 

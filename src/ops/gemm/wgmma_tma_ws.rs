@@ -922,7 +922,12 @@ mod tests {
         // one tile-row: nothing to pair
         assert_eq!(c(128, 65536, 4096, true), (TileConfig::LARGE, 1));
         // one wave of 64 x 64 tiles: that tile, unsplit (its consumers share the K blocks)
-        for (m, n, k) in [(128, 128, 128), (512, 512, 512), (128, 4096, 4096), (128, 4096, 14336)] {
+        for (m, n, k) in [
+            (128, 128, 128),
+            (512, 512, 512),
+            (128, 4096, 4096),
+            (128, 4096, 14336),
+        ] {
             assert_eq!(c(m, n, k, true), (TileConfig::TINY64, 1), "{m}x{n}x{k}");
         }
         // more than a wave of them: the 128-row tiles
@@ -1106,8 +1111,14 @@ mod tests {
             ]);
             assert!(e.contains("BM=64"), "{e}");
         }
-        assert!(bad(&[("BM", 96), ("BN", 64), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)])
-            .contains("BM=96"));
+        assert!(bad(&[
+            ("BM", 96),
+            ("BN", 64),
+            ("PAIRS", 0),
+            ("SPLITS", 1),
+            ("GROUP_M", 8)
+        ])
+        .contains("BM=96"));
         // configs tuned before BM existed are 128-row tiles
         let old = Config::new(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)]);
         assert_eq!(Choice::from_config(&old).unwrap().tile, TileConfig::TINY);

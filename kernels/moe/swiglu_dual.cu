@@ -16,6 +16,13 @@
 // rows 256j .. 256j + 127, of W3 256j + 128 .. 256j + 255): one 256-row box brings both tiles.
 // A consumer whose 64 rows are all past the expert's end (a last tile of at most 64 rows) issues
 // no wgmma and only follows the stage barriers.
+//
+// Last-wave split (SwigluSplit.max_splits > 1): the tile count is known only here (the prefix
+// sums are built on the GPU), so the kernel itself checks whether the last wave of tiles leaves
+// at least half of the resident CTAs idle; if so it cuts each of those tiles' K blocks into
+// min(CTAs / tail tiles, max_splits) slices. Each slice's unit stores its fp32 gate and up
+// partials to ws (fragment order), counts itself on the tile's counter, and the unit that counts
+// last adds the others, resets the counter for the next launch and runs the epilogue.
 #include "common/mbarrier.cuh"
 #include "common/tma.cuh"
 #include "common/tma_3d.cuh"
@@ -42,9 +49,51 @@ static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + TABLE_
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
+// The last-wave split's workspace, laid out as `SwigluSplit` in src/ops/moe/swiglu_dual.rs:
+// ws holds up to gridDim.x partial tiles of BM x 2BN floats, counters gridDim.x / 2 zeros.
+struct SwigluSplit {
+  float* ws;
+  u32* counters;
+  int max_splits;  // 1: no split
+};
+
+__device__ __forceinline__ void st_cg_f4(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+__device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, float& c, float& d) {
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ u32 atom_add_gpu(u32* p, u32 v) {
+  u32 old;
+  asm volatile("atom.add.gpu.global.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+// Work unit u as (tile t, slice sp of ns) and its K blocks [kb0, kb1): units below split_from
+// are whole tiles, the rest `splits` slices each.
+__device__ __forceinline__ void swiglu_unit(int u, int split_from, int splits, int kblocks, int& t, int& sp, int& ns,
+                                            int& kb0, int& kb1) {
+  if (u < split_from) {
+    t = u;
+    sp = 0;
+    ns = 1;
+    kb0 = 0;
+    kb1 = kblocks;
+    return;
+  }
+  const u32 v = (u32)(u - split_from);
+  t = split_from + (int)(v / (u32)splits);
+  sp = (int)(v % (u32)splits);
+  ns = splits;
+  kb0 = (int)((u32)(sp * kblocks) / (u32)splits);
+  kb1 = (int)((u32)((sp + 1) * kblocks) / (u32)splits);
+}
+
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_swiglu_dual(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w1,
-                    const __grid_constant__ TmaMap tma_w3, const MoeArgs p) {
+                    const __grid_constant__ TmaMap tma_w3, const MoeArgs p, const SwigluSplit sx) {
+  __shared__ u32 split_last;  // whether this CTA's slice counted last on its tile
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
@@ -65,6 +114,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
+  // The last wave's split (see the top): whole waves, or a last wave over half full, stay whole.
+  int split_from = tiles, splits = 1;
+  {
+    const int slots = gridDim.x, tail = tiles % slots;
+    if (sx.max_splits > 1 && tiles > slots && tail > 0 && 2 * tail <= slots) {
+      const int s = min(min(slots / tail, sx.max_splits), kblocks / 4);
+      if (s > 1) {
+        splits = s;
+        split_from = tiles - tail;
+      }
+    }
+  }
+  const int units = split_from + (tiles - split_from) * splits;
   const int wg = warpgroup_index();  // warp-uniform for ptxas (common/wgmma.cuh)
 
   if (wg == 0) {
@@ -74,9 +136,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tma_prefetch(&tma_w1);
       if (!p.interleaved) tma_prefetch(&tma_w3);
       u32 it = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        int t, sp, ns, kb0, kb1;
+        swiglu_unit(u, split_from, splits, kblocks, t, sp, ns, kb0, kb1);
         const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
           mbar_arrive_expect_tx(full(s), STAGE_BYTES);
@@ -106,20 +170,27 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < BN; ++i) acc[i] = 0.0f;
 
     u32 it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      int t, sp, ns, nk;
+      {
+        int kb0, kb1;
+        swiglu_unit(u, split_from, splits, kblocks, t, sp, ns, kb0, kb1);
+        nk = kb1 - kb0;
+      }
       const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
-      if (64 * c >= tile.valid_rows) {
-        // This consumer's 64 rows are all past the expert's end: keep the stage barriers in step,
-        // issue no wgmma (the other consumer gets the tensor cores), store nothing.
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+      // This consumer's 64 rows all past the expert's end: keep the stage barriers in step,
+      // issue no wgmma (the other consumer gets the tensor cores), store nothing.
+      const bool idle = 64 * c >= tile.valid_rows;
+      if (idle) {
+        for (int kb = 0; kb < nk; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(full(s), (it / STAGES) & 1);
           release(s);
         }
-        continue;
+        if (ns == 1) continue;
       }
       int prev = 0;
-      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+      for (int kb = 0; kb < (idle ? 0 : nk); ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full(s), (it / STAGES) & 1);
         const u32 sa = base + s * STAGE_BYTES + c * 64u * 128u, sw = base + s * STAGE_BYTES + X_BYTES;
@@ -148,10 +219,53 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (kb > 0) release(prev);
         prev = s;
       }
+      // (Waited on every path, idle included: ptxas cannot tell the paths apart and would add
+      // a wait of its own before the accumulators' next use.)
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
-      release(prev);
+      if (!idle) release(prev);
+      if (ns > 1) {
+        // A slice of a split tile: partials of both consumers in fragment order (thread ct of
+        // the 256 owns float4 i4 * 256 + ct); an idle consumer's rows are never stored, so it
+        // only keeps the barriers.
+        const int ct = threadIdx.x - 128, st = t - split_from;
+        float* tile_ws = sx.ws + (i64)st * ns * (BM * 2 * BN);
+        if (!idle) {
+#pragma unroll
+          for (int i4 = 0; i4 < BN / 4; ++i4)
+            st_cg_f4(tile_ws + (i64)sp * (BM * 2 * BN) + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
+        }
+        fence_gpu();
+        named_barrier_sync(3, 256);
+        if (ct == 0) {
+          const u32 last = atom_add_gpu(sx.counters + st, 1) == (u32)(ns - 1);
+          if (last) sx.counters[st] = 0;  // every slice has counted: ready for the next launch
+          split_last = last;
+        }
+        named_barrier_sync(3, 256);
+        if (!split_last || idle) continue;
+        fence_gpu();
+#pragma unroll 1
+        for (int s2 = 0; s2 < ns; ++s2) {
+          if (s2 == sp) continue;
+          const float* src = tile_ws + (i64)s2 * (BM * 2 * BN) + 4 * ct;
+          // Groups of 8 float4 loads in flight (bounded registers, as in gemm/wgmma_tma_ws.cu).
+#pragma unroll
+          for (int g = 0; g < BN / 32; ++g) {
+            float v[8][4];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) ld_cg_f4(src + 4 * 256 * (8 * g + j), v[j][0], v[j][1], v[j][2], v[j][3]);
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+              for (int x = 0; x < 4; ++x) {
+                acc[4 * (8 * g + j) + x] += v[j][x];
+                wgmma_fence_operand(acc[4 * (8 * g + j) + x]);
+              }
+          }
+        }
+      }
 
       const int r0 = 64 * c + 16 * w + lane / 4;
 #pragma unroll

@@ -9,7 +9,7 @@ use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
     MoeProblem, SwiGlu, WeightLayout,
 };
-use crate::device::{Context, DeviceInfo, LaunchConfig};
+use crate::device::{Context, DeviceInfo, LaunchConfig, Scratch};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
@@ -21,6 +21,59 @@ pub struct SwiGluDual;
 fn split_mainloop() -> bool {
     std::env::var("KILN_SWIGLU_SPLIT").is_ok_and(|v| v.trim() == "1")
 }
+
+/// The kernel's `SwigluSplit`: the last wave's split workspace (see the kernel's top comment).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SwigluSplit {
+    pub ws: u64,
+    pub counters: u64,
+    pub max_splits: i32,
+}
+
+/// The most K slices the kernel cuts a last-wave tile into (it picks min(CTAs / tail tiles, this)).
+/// `KILN_SWIGLU_TAIL` overrides it for timing (0 or 1: never split).
+pub const MAX_TAIL_SPLITS: u32 = 4;
+
+fn max_tail_splits() -> u32 {
+    std::env::var("KILN_SWIGLU_TAIL")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(MAX_TAIL_SPLITS)
+        .clamp(1, 16)
+}
+
+/// The kernel's last-wave split for `tiles` tiles on a grid of `ctas` with `kblocks` K blocks:
+/// (first split tile, slices per split tile); (tiles, 1) when nothing is split. Mirrors the
+/// kernel (which alone knows `tiles`, from the prefix sums built on the GPU).
+pub fn tail_split(tiles: u32, ctas: u32, max_splits: u32, kblocks: u32) -> (u32, u32) {
+    let tail = tiles % ctas.max(1);
+    if max_splits > 1 && tiles > ctas && tail > 0 && 2 * tail <= ctas {
+        let s = (ctas / tail).min(max_splits).min(kblocks / 4);
+        if s > 1 {
+            return (tiles - tail, s);
+        }
+    }
+    (tiles, 1)
+}
+
+/// Bytes of the split workspace for a grid of `ctas`: a tail of at most ctas / 2 tiles in at most
+/// ctas / tail slices gives at most `ctas` fp32 partial tiles of BM x 2BN (gate and up).
+pub fn split_workspace_bytes(ctas: u32) -> usize {
+    ctas as usize * (CFG.bm * 2 * CFG.bn) as usize * 4
+}
+
+/// `KILN_SWIGLU_GRID`: at most this many CTAs (for tests: a small problem then has waves, and
+/// a last wave to split; unset: one CTA per SM).
+fn grid_cap() -> Option<u32> {
+    std::env::var("KILN_SWIGLU_GRID")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&g: &u32| g >= 1)
+}
+
+static SPLIT_WS: Scratch = Scratch::new("SwiGLU split workspace", false);
+static SPLIT_COUNTERS: Scratch = Scratch::new("SwiGLU split counter", true);
 
 pub const ENTRY: &str = "moe_swiglu_dual";
 pub const THREADS: u32 = 384;
@@ -108,16 +161,30 @@ impl MoeKernel for SwiGluDual {
             args.route = 0;
         }
         tile_prefix::launch(ctx, p, ops, CFG.bm, false)?;
+        let grid = CFG.grid(p, grid_cap().map_or(sms, |g| g.min(sms)));
+        let max_splits = max_tail_splits();
+        let mut split = SwigluSplit {
+            ws: 0,
+            counters: 0,
+            max_splits: max_splits as i32,
+        };
+        // The kernel decides whether to split (only it knows the tile count); the workspace is
+        // kept for the largest split this grid allows.
+        if max_splits > 1 {
+            split.ws = SPLIT_WS.at_least(ctx, split_workspace_bytes(grid))?;
+            split.counters = SPLIT_COUNTERS.at_least(ctx, grid as usize / 2 * 4 + 4)?;
+        }
         let lc = LaunchConfig {
-            grid: (CFG.grid(p, sms), 1, 1),
+            grid: (grid, 1, 1),
             block: (THREADS, 1, 1),
             smem_bytes: CFG.smem_bytes(2),
             cluster: None,
         };
-        // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, MoeArgs) in this order. The maps
-        // address X, W1 (or W13) and W3, the args Y, the routing weights (or null) and the
-        // schedule workspace; `check_operands` has matched each buffer to the problem and the
-        // caller keeps them alive until the stream has run.
+        // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, MoeArgs, SwigluSplit) in this order.
+        // The maps address X, W1 (or W13) and W3, the args Y, the routing weights (or null) and
+        // the schedule workspace; `check_operands` has matched each buffer to the problem and the
+        // caller keeps them alive until the stream has run. The split workspace and its counters
+        // are sized for this grid (or the split is off).
         unsafe {
             f.launch(
                 ctx.stream,
@@ -127,6 +194,7 @@ impl MoeKernel for SwiGluDual {
                     map_1.as_param(),
                     map_3.as_param(),
                     args.as_param(),
+                    &mut split as *mut SwigluSplit as *mut std::ffi::c_void,
                 ],
             )
         }
@@ -163,6 +231,27 @@ mod tests {
                 assert_eq!((w1.dims, w1.box_dims), ([4096, 1536, 3], [64, 256, 1]));
             }
         }
+    }
+
+    #[test]
+    fn only_a_sparse_last_wave_is_split() {
+        // prefill (62 m-tiles x 24 n-tiles = 1488 on 132 SMs): 36 in a 12th wave, 3 slices each
+        assert_eq!(tail_split(1488, 132, 4, 64), (1452, 3));
+        // every slice of every split tile has a partial in the workspace: at most `ctas` of them
+        for tiles in 1..2000 {
+            let (from, s) = tail_split(tiles, 132, 4, 64);
+            assert!((tiles - from) * s <= 132, "{tiles}");
+            assert!(s == 1 || (tiles - from) * 2 <= 132);
+        }
+        // a last wave over half full, whole waves, a single wave, no split asked: whole tiles
+        for tiles in [132 + 67, 264, 100] {
+            assert_eq!(tail_split(tiles, 132, 4, 64), (tiles, 1));
+        }
+        assert_eq!(tail_split(1488, 132, 1, 64), (1488, 1));
+        // too shallow: each slice keeps at least 4 K blocks
+        assert_eq!(tail_split(1488, 132, 4, 7), (1488, 1));
+        assert_eq!(tail_split(1488, 132, 4, 8), (1452, 2));
+        assert!(split_workspace_bytes(132) >= 132 * 128 * 256 * 4);
     }
 
     #[test]

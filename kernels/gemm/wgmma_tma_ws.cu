@@ -43,6 +43,9 @@
 #ifndef KILN_BM
 #define KILN_BM 128
 #endif
+#ifndef KILN_EPI_DEFER
+#define KILN_EPI_DEFER 0
+#endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
 // 64-row tiles (small problems: twice the tiles of 128-row ones) keep both consumers on one
@@ -59,10 +62,12 @@ constexpr int TB = KILN_B_ROW ? 1 : 0;
 constexpr int CLUSTER = KILN_CLUSTER, B_PART = BN / CLUSTER;
 static_assert(BM == 128 || (BM == 64 && BN <= 128 && CLUSTER == 1), "KILN_BM is 128, or 64 with KILN_BN <= 128 in single CTAs");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "KILN_CLUSTER is 1 or 2");
-// Register split (setmaxnreg; 128 x producer + 256 x consumer <= 65536): the multicast producer
+// Register split (setmaxnreg; 128 x producer + 256 x consumer <= 168 x 384): the multicast producer
 // needs a few more registers than 40.
 constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1 ? 224 : 232;
-static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "register file overcommitted");
+// The pool is what the launch allocates, 168 registers (__launch_bounds__(384, 1)) x 384 threads,
+// not the 64 K register file: a split over it makes setmaxnreg.inc wait forever.
+static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 static_assert(BN == 64 || BN == 128 || BN == 256, "KILN_BN is 64, 128 or 256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 // TMA-store epilogue (16-bit outputs): each consumer converts its 64 x BN accumulator 64 columns
@@ -71,6 +76,16 @@ static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 // goes on. f32 outputs, beta != 0 and C that TMA cannot address use the register epilogue.
 constexpr bool TMA_EPI = KILN_OUT != 2;
 constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
+// KILN_EPI_DEFER: the TMA-store epilogue packs the tile to 16-bit pairs in registers and stages /
+// stores one 64-column chunk per K block of the next unit, after that K block's wgmmas are issued,
+// so the tensor cores work while the chunks go out (the chunks left over when a unit is too short
+// go out after its mainloop, and after the last unit).
+constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT;
+// Chunks deferred: all of them in single CTAs; the last two in pairs, whose 224 consumer
+// registers do not hold a whole packed tile beside the accumulators (spills; their multicast
+// producer needs more than 40 registers, so 232 is not on offer), so the first chunks go out at
+// once, as without DEFER.
+constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : BN / 64, DFIRST = BN / 64 - DCH;
 constexpr u32 C_BYTES = TMA_EPI ? 2 * 2 * C_CHUNK_BYTES : 0;
 // KSPLIT: consumer 1's 64 x BN fp32 partial tile, each thread's BN / 2 values as float4s
 // (float4 i of thread t at 16 (128 i + t): conflict-free).
@@ -297,6 +312,40 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
     };
     u32 epi_chunks = 0;  // chunks staged so far: picks the staging buffer
+    const bool leader = (threadIdx.x % 128) == 0;
+    const int srow = 16 * w + (lane & 15);
+    // Chunk ch (64 columns) of the consumer's 64 x BN tile to C at (m0, n0 + 64 ch) through the
+    // staging buffers; pair(J, x) is the x-th 16-bit pair of 16-column block J (accumulators
+    // 8J + 2x, 8J + 2x + 1). Matrix layout: see the epilogue below.
+    auto store_chunk = [&](int ch, int m0, int n0, auto pair) {
+      const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
+      if (leader) tma_store_wait_read<1>();  // the store two chunks ago is done reading buf
+      named_barrier_sync(1 + c, 128);
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const int J = 4 * ch + jj;
+        const u32 chunk = 2 * jj + (lane >> 4);
+        stmatrix_x4(buf + swizzle128_offset(srow, chunk), pair(J, 0), pair(J, 1), pair(J, 2), pair(J, 3));
+      }
+      fence_proxy_async_shared();
+      named_barrier_sync(1 + c, 128);
+      if (leader) {
+        tma_store_2d(&tma_c, buf, n0 + 64 * ch, m0);
+        tma_store_commit();
+      }
+      ++epi_chunks;
+    };
+    // DEFER: the packed chunks DFIRST.. of the tile waiting to go out (pk[16 (ch - DFIRST) + i]),
+    // its place, its chunk count (0 when nothing waits) and the next chunk to store.
+    u32 pk[DEFER ? 16 * DCH : 1];
+    int pend_m0 = 0, pend_n0 = 0, pend_chunks = 0, pend_next = 0;
+    auto store_pending_chunk = [&]() {
+#pragma unroll
+      for (int ch = DFIRST; ch < BN / 64; ++ch)  // pk indexed statically
+        if (ch == pend_next)
+          store_chunk(ch, pend_m0, pend_n0, [&](int J, int x) { return pk[4 * (J - 4 * DFIRST) + x]; });
+      ++pend_next;
+    };
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
@@ -335,6 +384,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         wgmma_commit();
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
+        // One chunk of the previous tile goes out while this K block's wgmmas run.
+        if (DEFER && pend_next < pend_chunks) store_pending_chunk();
         // Keep one batch in flight: once the previous one is done, its stage can be refilled.
         wgmma_wait<1>();
         if (acc_live) release(prev);
@@ -344,6 +395,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
       if (!KSPLIT || prev >= 0) release(prev);
+      if (DEFER) {  // pk is about to be reused: what a short unit left goes out now
+        while (pend_next < pend_chunks) store_pending_chunk();
+      }
       if (KSPLIT) {
         const int ct = threadIdx.x % 128;
         if (prev < 0) {  // a unit of one K block leaves consumer 1 none
@@ -421,8 +475,25 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // row 16w + (l & 15), 16-byte column chunk 2jj + (l >> 4), stored at chunk ^ (row & 7)
         // (the 128B swizzle the C map reads with): each 8x8 matrix hits 8 distinct bank quads.
         const int m0 = tm * BM + 64 * c, n0 = tn * BN;
-        const bool leader = (threadIdx.x % 128) == 0;
-        const int srow = 16 * w + (lane & 15);
+        if (DEFER) {
+          if (m0 < p.m) {
+            const int nch = min(BN / 64, (p.n - n0 + 63) / 64);
+#pragma unroll
+            for (int ch = 0; ch < DFIRST; ++ch)
+              if (ch < nch)
+                store_chunk(ch, m0, n0, [&](int J, int x) {
+                  return pack2<out_t>(p.alpha * acc[8 * J + 2 * x], p.alpha * acc[8 * J + 2 * x + 1]);
+                });
+#pragma unroll
+            for (int i = 0; i < 16 * DCH; ++i)
+              pk[DEFER ? i : 0] = pack2<out_t>(p.alpha * acc[32 * DFIRST + 2 * i], p.alpha * acc[32 * DFIRST + 2 * i + 1]);
+            pend_m0 = m0;
+            pend_n0 = n0;
+            pend_chunks = nch;
+            pend_next = DFIRST;
+          }
+          continue;
+        }
         if (m0 < p.m) {
 #pragma unroll
           for (int ch = 0; ch < BN / 64; ++ch) {
@@ -468,6 +539,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           store8(cout, p, row + 8 * h, tn * BN + 8 * (j0 + q), e);
         }
       }
+    }
+    if (DEFER) {  // the last tile's chunks
+      while (pend_next < pend_chunks) store_pending_chunk();
     }
   }
   // Bulk stores still in flight must finish before the block's shared memory goes away.

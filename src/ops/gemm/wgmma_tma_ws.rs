@@ -273,6 +273,13 @@ impl SplitPlan {
     }
 }
 
+/// Whether every row of A and B starts on a 128-byte line (the leading dimensions are multiples
+/// of 128 bytes), so that a 128-byte TMA box row is one line.
+pub fn rows_on_lines(p: &GemmProblem) -> bool {
+    let es = p.input.size();
+    (p.lda * es).is_multiple_of(128) && (p.ldb * es).is_multiple_of(128)
+}
+
 /// The most K slices a tile is split into.
 pub const MAX_SPLITS: u32 = 8;
 
@@ -431,6 +438,12 @@ impl Choice {
     /// pick whose last wave is at most half full runs in single CTAs with that wave split
     /// ([`TileConfig::tail_splits`]; measured single and paired alike there).
     pub fn heuristic(p: &GemmProblem, sm_count: u32, pairs: bool) -> Choice {
+        // Pairs (multicast B) only where rows straddle 128-byte lines (L2-request-bound: 4096 x
+        // 4096 x 4088 ran 0.77x cuBLAS in single CTAs, 1.0x in pairs). Elsewhere single CTAs,
+        // whose epilogue goes out under the next tile's mainloop (all four chunks; pairs defer
+        // one): H100, session 7, ratio to cuBLAS pairs -> single: 4096^3 0.990 -> 1.011,
+        // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
+        let pairs = pairs && !rows_on_lines(p);
         let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, pairs);
         let tail = (tile.bn == 256 && splits == 1 && !(p.layout == Layout::CR))
             .then(|| TileConfig::LARGE.tail_splits(p.m, p.n, p.k, sm_count))
@@ -585,6 +598,7 @@ impl WgmmaTmaWs {
         .define("KILN_STAGES", cfg.stages)
         .define("KILN_GROUP_M", group_m)
         .define("KILN_CLUSTER", cfg.cluster)
+        .define("KILN_EPI_DEFER", epi_defer() as u32)
         .define("KILN_SMEM", cfg.smem_bytes())
         .define("KILN_THREADS", THREADS)
     }
@@ -807,6 +821,13 @@ fn config_override() -> Option<TileConfig> {
     }
 }
 
+/// Whether the TMA-store epilogue goes out chunk by chunk under the next unit's K blocks (the
+/// kernel's `KILN_EPI_DEFER`); `KILN_WGMMA_DEFER=0` compiles the epilogue that stores the whole
+/// tile before the next unit starts, for timing one against the other.
+fn epi_defer() -> bool {
+    std::env::var("KILN_WGMMA_DEFER").map_or(true, |v| v.trim() != "0")
+}
+
 /// A split-K factor forced by `KILN_WGMMA_SPLITS` (ignored by clusters), for timing.
 fn splits_override() -> Option<u32> {
     std::env::var("KILN_WGMMA_SPLITS")
@@ -957,6 +978,20 @@ mod tests {
         assert_eq!((whole.splits, whole.workspace_bytes(256)), (1, 0));
         // never more slices than K blocks
         assert_eq!(TileConfig::SMALL.best_splits(128, 128, 64, 132), 1);
+    }
+
+    #[test]
+    fn pairs_only_where_rows_straddle_lines() {
+        let h = |m, n, k| Choice::heuristic(&bf16(m, n, k, Layout::RC), 132, true).tile;
+        assert_eq!(h(4096, 4096, 4096), TileConfig::LARGE);
+        assert_eq!(h(8192, 8192, 8192), TileConfig::LARGE);
+        // K 4088: 8176-byte rows, 7 in 8 box rows straddle two lines
+        assert_eq!(h(4096, 4096, 4088), TileConfig::LARGE_PAIR);
+        assert!(!rows_on_lines(&bf16(4096, 4096, 4080, Layout::RC)));
+        assert!(rows_on_lines(&bf16(4096, 4096, 4096, Layout::CR)));
+        // the env's KILN_WGMMA_PAIRS=0 still wins
+        let p = bf16(4096, 4096, 4088, Layout::RC);
+        assert_eq!(Choice::heuristic(&p, 132, false).tile, TileConfig::LARGE);
     }
 
     #[test]

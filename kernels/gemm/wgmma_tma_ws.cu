@@ -4,8 +4,9 @@
 // consumers (232 registers, 224 with clusters) that together compute a 128 x KILN_BN block tile
 // (BN = 64, 128 or 256), each 64 rows with wgmma.m64nBNk16 from 128B-swizzled shared tiles, fp32
 // accumulators; or (KILN_BM = 64, small problems) one 64-row tile, each consumer every other K
-// block, consumer 0 adding consumer 1's partial sums before the epilogue. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
-// that share the B tile through TMA multicast) takes work units b, b + clusters, ... in a grouped
+// block, consumer 0 adding consumer 1's partial sums before the epilogue. The grid is
+// persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M that share the B tile through
+// TMA multicast) takes work units b, b + clusters, ... in a grouped
 // order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile, or with
 // split-K (Extras.splits > 1) one K slice of it, reduced through an fp32 workspace by the slice
 // that finishes last; Extras.split_from > 0 splits only the tiles from there on (the last,
@@ -81,9 +82,9 @@ constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
 // so the tensor cores work while the chunks go out (the chunks left over when a unit is too short
 // go out after its mainloop, and after the last unit).
 constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT;
-// Chunks deferred: all of them in single CTAs; the last two in pairs, whose 224 consumer
-// registers do not hold a whole packed tile beside the accumulators (spills; their multicast
-// producer needs more than 40 registers, so 232 is not on offer), so the first chunks go out at
+// Chunks deferred: all of them in single CTAs; only the last in pairs, whose 224 consumer
+// registers spill with two or more packed chunks beside the accumulators (their multicast
+// producer needs more than 40 registers, so 232 is not on offer): the first chunks go out at
 // once, as without DEFER.
 constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : BN / 64, DFIRST = BN / 64 - DCH;
 constexpr u32 C_BYTES = TMA_EPI ? 2 * 2 * C_CHUNK_BYTES : 0;

@@ -23,6 +23,7 @@
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
 #include "common/mbarrier.cuh"
+#include "common/mem_ops.cuh"
 #include "common/stmatrix.cuh"
 #include "common/quad_transpose.cuh"
 #include "common/swizzle.cuh"
@@ -135,24 +136,6 @@ __device__ __forceinline__ void split_range(int sp, int splits, int kblocks, int
   }
   kb0 = (int)((u32)(sp * kblocks) / (u32)splits);
   kb1 = (int)((u32)((sp + 1) * kblocks) / (u32)splits);
-}
-__device__ __forceinline__ void st_cg_f4(float* p, float a, float b, float c, float d) {
-  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-__device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, float& c, float& d) {
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
-}
-__device__ __forceinline__ void st_shared_f4(u32 a, float x, float y, float z, float w) {
-  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
-}
-__device__ __forceinline__ void ld_shared_f4(u32 a, float& x, float& y, float& z, float& w) {
-  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(x), "=f"(y), "=f"(z), "=f"(w) : "r"(a) : "memory");
-}
-__device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
-__device__ __forceinline__ u32 atom_add_gpu(u32* p, u32 v) {
-  u32 old;
-  asm volatile("atom.add.gpu.global.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
 }
 
 // Tile t of the grouped order: KILN_GROUP_M tile-rows are swept column by column, then the next

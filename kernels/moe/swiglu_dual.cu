@@ -24,6 +24,7 @@
 // partials to ws (fragment order), counts itself on the tile's counter, and the unit that counts
 // last adds the others, resets the counter for the next launch and runs the epilogue.
 #include "common/mbarrier.cuh"
+#include "common/mem_ops.cuh"
 #include "common/tma.cuh"
 #include "common/tma_3d.cuh"
 #include "common/wgmma_ss.cuh"
@@ -57,18 +58,6 @@ struct SwigluSplit {
   int max_splits;  // 1: no split
 };
 
-__device__ __forceinline__ void st_cg_f4(float* p, float a, float b, float c, float d) {
-  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-__device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, float& c, float& d) {
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
-}
-__device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
-__device__ __forceinline__ u32 atom_add_gpu(u32* p, u32 v) {
-  u32 old;
-  asm volatile("atom.add.gpu.global.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
 
 // Work unit u as (tile t, slice sp of ns) and its K blocks [kb0, kb1): units below split_from
 // are whole tiles, the rest `splits` slices each.

@@ -48,6 +48,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/swizzle.cuh"),
     ),
     (
+        "common/mem_ops.cuh",
+        include_str!("../../kernels/common/mem_ops.cuh"),
+    ),
+    (
         "common/wgmma_epilogue.cuh",
         include_str!("../../kernels/common/wgmma_epilogue.cuh"),
     ),

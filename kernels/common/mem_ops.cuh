@@ -1,0 +1,27 @@
+// Memory operations of the cross-CTA reductions (split-K partial tiles) and shared-memory
+// hand-offs: float4 loads/stores that bypass L1 (.cg, so a partial written by one SM is read
+// from L2 by another), float4 shared-memory access, and the GPU-scope fence and counter.
+#pragma once
+#include "common/types.cuh"
+
+__device__ __forceinline__ void st_cg_f4(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+__device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, float& c, float& d) {
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void st_shared_f4(u32 a, float x, float y, float z, float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+__device__ __forceinline__ void ld_shared_f4(u32 a, float& x, float& y, float& z, float& w) {
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(x), "=f"(y), "=f"(z), "=f"(w) : "r"(a) : "memory");
+}
+// Orders this thread's earlier global writes before its later ones for every thread of the GPU
+// (the partials before the counter that announces them, and the counter before the reads).
+__device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+// The old value of *p; p += v at GPU scope.
+__device__ __forceinline__ u32 atom_add_gpu(u32* p, u32 v) {
+  u32 old;
+  asm volatile("atom.add.gpu.global.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}

@@ -10,9 +10,11 @@
 // order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile, or with
 // split-K (Extras.splits > 1) one K slice of it, reduced through an fp32 workspace by the slice
 // that finishes last; Extras.split_from > 0 splits only the tiles from there on (the last,
-// partial wave: the SMs it would leave idle take the other slices). Epilogue: for 16-bit C with beta == 0, stmatrix into
-// 64 x 64 swizzled staging chunks stored by TMA (bulk groups drain while the next chunk / tile
-// runs); otherwise from registers (shuffle transpose, 16-byte stores, C read when beta != 0).
+// partial wave: the SMs it would leave idle take the other slices); or (stream-K, Extras.sk_w,
+// opt-in) a piece of one contiguous range of K blocks per CTA over the last waves' tiles.
+// Epilogue (KILN_EPI = 1, 16-bit C with beta == 0): stmatrix into 64 x 64 swizzled staging
+// chunks stored by TMA (bulk groups drain while the next chunk / tile runs); KILN_EPI = 0: from
+// registers (shuffle transpose, 16-byte stores, C read when beta != 0).
 // Edges: the tensor maps carry the true M/N/K, so TMA zero-fills what lies outside and drops
 // stores outside C; the register epilogue stores only in-range elements.
 //
@@ -72,11 +74,19 @@ constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 static_assert(BN == 64 || BN == 128 || BN == 256, "KILN_BN is 64, 128 or 256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
+// Stream-K (Extras.sk_w) only in single 128-row CTAs: a pair's CTAs would each need the other's
+// range, and 64-row tiles already split K between their consumers.
+constexpr bool SK_OK = CLUSTER == 1 && !KSPLIT;
 // TMA-store epilogue (16-bit outputs): each consumer converts its 64 x BN accumulator 64 columns
 // at a time into one of two 8 KB staging buffers (stmatrix, 128B-swizzled rows of 64 elements),
 // from which one thread stores it with TMA while the next chunk (or the next tile's mainloop)
-// goes on. f32 outputs, beta != 0 and C that TMA cannot address use the register epilogue.
-constexpr bool TMA_EPI = KILN_OUT != 2;
+// goes on. f32 outputs, beta != 0 and C that TMA cannot address use the register epilogue, a
+// variant of its own (KILN_EPI = 0): compiled side by side, the two epilogues more than doubled
+// the code and spilled the 256-wide tile's consumers.
+#ifndef KILN_EPI
+#define KILN_EPI 1
+#endif
+constexpr bool TMA_EPI = KILN_OUT != 2 && KILN_EPI;
 constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
 // KILN_EPI_DEFER: the TMA-store epilogue packs the tile to 16-bit pairs in registers and stages /
 // stores one 64-column chunk per K block of the next unit, after that K block's wgmmas are issued,
@@ -104,14 +114,38 @@ static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + 2 *
 //   its tile's counter; the unit that arrives last adds the other partials into its registers,
 //   resets the counter to 0 for the next launch, and runs the epilogue. ws and counters are
 //   indexed by split block tile: (t - split_from) * CLUSTER + rank.
-//   epi_tma: C is written through tma_c (TMA-store epilogue) rather than from registers.
+//   sk_w > 0 (stream-K; single 128-row CTAs only, splits then ignored): tiles t < split_from are
+//   whole units as above; the sk_w K blocks of the tiles from split_from on, laid end to end, are
+//   cut into one contiguous range per CTA, CTA g taking [sk_start(g), sk_start(g + 1)). A range
+//   covers the tail of one tile, whole tiles and the head of another; a tile whose K blocks lie
+//   in several ranges is reduced as a split tile (partials, counter, last arriver), CTA g's
+//   partial going to ws slot 2g (the tile its range starts in) or 2g + 1 (the tile it ends in),
+//   its counter at t - split_from.
 struct Extras {
   float* ws;
   u32* counters;
   int splits;
-  int epi_tma;
   int split_from;
+  u32 sk_w;
 };
+
+// Stream-K: the first of w K blocks that CTA g of G takes (32-bit: the host keeps w * G under
+// 2^31).
+__device__ __forceinline__ u32 sk_start(u32 g, u32 w, u32 G) { return g * w / G; }
+
+// Stream-K piece at position pos of a range ending at end: tile t, K blocks [kb0, kb1). Every
+// range is at least a tile long (the host gives stream-K at least one tile per CTA), so a tile
+// has at most two contributors: a piece that is not the whole tile is its head (slice 0, the
+// range ends in it) or its tail (slice 1, the next range starts in it).
+__device__ __forceinline__ void sk_piece(u32 pos, u32 end, int split_from, int kblocks, int& t, int& kb0, int& kb1,
+                                         int& sp, int& ns) {
+  const u32 tr = pos / (u32)kblocks, tile0 = tr * (u32)kblocks;
+  t = split_from + (int)tr;
+  kb0 = (int)(pos - tile0);
+  kb1 = (int)min((u32)kblocks, pos - tile0 + (end - pos));
+  ns = kb1 - kb0 < kblocks ? 2 : 1;
+  sp = kb0 == 0 ? 0 : 1;
+}
 
 // Work unit u as (cluster tile t, slice sp of ns slices).
 __device__ __forceinline__ void unit_tile(int u, int split_from, int splits, int& t, int& sp, int& ns) {
@@ -206,6 +240,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     gemm_wgmma_tma_ws(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
                       const __grid_constant__ TmaMap tma_c, const GemmArgs p, const Extras ex) {
   __shared__ u32 split_last;  // split-K: whether this CTA's unit arrived last on its tile
+  __shared__ u32 sk_range[2];  // stream-K: this CTA's K blocks [sk_range[0], sk_range[1])
   extern __shared__ unsigned char smem_raw[];
   // The 128B swizzle pattern follows absolute address bits: tiles must start on 1024 bytes.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -225,6 +260,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       mbar_init(empty(s), (KSPLIT ? 4 : 8) * CLUSTER);
     }
     mbar_fence_init();
+    if (SK_OK && ex.sk_w != 0) {
+      sk_range[0] = sk_start(blockIdx.x, ex.sk_w, gridDim.x);
+      sk_range[1] = sk_start(blockIdx.x + 1, ex.sk_w, gridDim.x);
+    }
   }
   if (CLUSTER > 1) cluster_sync();  // peers' barriers exist before any multicast or remote arrive
   else __syncthreads();
@@ -235,10 +274,50 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int ctiles = ctiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
   // No split-K at BN = 256 with both operands MN-major (CR): those variants spilled a few loop
   // invariants of the split bookkeeping (24 B stack, kiln check).
-  const int splits = !KSPLIT && (BN <= 128 || !(TA && TB)) ? ex.splits : 1;
-  const int split_from = splits > 1 ? min(ex.split_from, ctiles) : ctiles;
+  // Stream-K counts as 0 slices per tile from split_from on (the ranges take those tiles), so
+  // that `units` stays one expression of uniform values (a select between two spilled).
+  const bool sk = SK_OK && ex.sk_w != 0;
+  const int splits = sk ? 0 : !KSPLIT && (BN <= 128 || !(TA && TB)) ? ex.splits : 1;
+  const int split_from = splits != 1 ? min(ex.split_from, ctiles) : ctiles;
   const int units = split_from + (ctiles - split_from) * splits;
   const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
+  // Work units by token: u < units is whole or split-K unit u (this CTA takes cid, cid +
+  // nclusters, ..); with stream-K, token units + nclusters + i is the piece of this CTA's range
+  // that starts i K blocks in. The range's ends come from shared memory (kept in registers, they
+  // spilled the 256-wide tile's consumers).
+  auto unit_of = [&](int tok, int& t, int& kb0, int& kb1, int& sp, int& ns) {
+    if (!(SK_OK && sk) || tok < units) {
+      unit_tile(tok, split_from, splits, t, sp, ns);
+      split_range(sp, ns, kblocks, kb0, kb1);
+    } else {
+      // The range's head (the first h K blocks of the tile it ends in) goes first, then the rest
+      // in order: every CTA starts the stream-K phase at k = 0, and after its head each is at
+      // the same k (mod the tile's K) as every other, so the CTAs stay in step along K and
+      // share A and B slabs in L2 as whole tiles do. In plain range order each CTA started at
+      // its own k, and problems whose A and B outgrow L2 ran at half speed (H100, session 8).
+      const u32 s0 = sk_range[0], e = sk_range[1], h = e % (u32)kblocks, i = (u32)(tok - units - nclusters);
+      sk_piece(i < h ? e - h + i : s0 + i - h, i < h ? e : e - h, split_from, kblocks, t, kb0, kb1, sp, ns);
+    }
+  };
+  // Advances u to this CTA's next unit: its token and K block count; false when none is left.
+  // The consumers keep only the token through the K loop and decode the rest after it.
+  auto next_unit = [&](int& u, int& tok, int& nk) {
+    if (u < units) {
+      tok = u;
+      u += nclusters;
+    } else if (SK_OK && sk) {
+      if (u < units + nclusters) u = units + nclusters;
+      if (sk_range[0] + (u32)(u - units - nclusters) >= sk_range[1]) return false;
+      tok = u;
+    } else {
+      return false;
+    }
+    int t, kb0, kb1, sp, ns;
+    unit_of(tok, t, kb0, kb1, sp, ns);
+    nk = kb1 - kb0;
+    if (tok >= units) u += nk;
+    return true;
+  };
 
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
@@ -246,11 +325,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tma_prefetch(&tma_a);
       tma_prefetch(&tma_b);
       u32 it = 0;
-      for (int u = cid; u < units; u += nclusters) {
-        int t, sp, ns, ctm, tn, kb0, kb1;
-        unit_tile(u, split_from, splits, t, sp, ns);
+      int u = cid, tok, nk;
+      while (next_unit(u, tok, nk)) {
+        int t, sp, ns, kb0, kb1, ctm, tn;
+        unit_of(tok, t, kb0, kb1, sp, ns);
         tile_coords(t, ctiles_m, tiles_n, ctm, tn);
-        split_range(sp, ns, kblocks, kb0, kb1);
         const int m0 = (ctm * CLUSTER + rank) * BM, n0 = tn * BN;
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
@@ -323,6 +402,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // its place, its chunk count (0 when nothing waits) and the next chunk to store.
     u32 pk[DEFER ? 16 * DCH : 1];
     int pend_m0 = 0, pend_n0 = 0, pend_chunks = 0, pend_next = 0;
+    auto pending = [&]() { return pend_next < pend_chunks; };
     auto store_pending_chunk = [&]() {
 #pragma unroll
       for (int ch = DFIRST; ch < BN / 64; ++ch)  // pk indexed statically
@@ -338,14 +418,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     constexpr u32 XFULL = 4, XFREE = 5;
     if (KSPLIT && c == 0) named_barrier_arrive(XFREE, 256);
     u32 it = 0;
-    for (int u = cid; u < units; u += nclusters) {
-      int t, sp, ns, nk;  // nk: this unit's K blocks (the count; the producer picks which)
-      {
-        int kb0, kb1;
-        unit_tile(u, split_from, splits, t, sp, ns);
-        split_range(sp, ns, kblocks, kb0, kb1);
-        nk = kb1 - kb0;
-      }
+    int u = cid, tok, nk;  // nk: this unit's K blocks (the count; the producer picks which)
+    while (next_unit(u, tok, nk)) {
       int prev = KSPLIT ? -1 : 0;  // the stage of the batch in flight (KSPLIT: -1, none yet)
       for (int kb = 0; kb < nk; ++kb, ++it) {
         if (KSPLIT && (int)(it & 1) != c) continue;  // the other consumer's K block
@@ -369,7 +443,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
         // One chunk of the previous tile goes out while this K block's wgmmas run.
-        if (DEFER && pend_next < pend_chunks) store_pending_chunk();
+        if (DEFER && pending()) store_pending_chunk();
         // Keep one batch in flight: once the previous one is done, its stage can be refilled.
         wgmma_wait<1>();
         if (acc_live) release(prev);
@@ -380,7 +454,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
       if (!KSPLIT || prev >= 0) release(prev);
       if (DEFER) {  // pk is about to be reused: what a short unit left goes out now
-        while (pend_next < pend_chunks) store_pending_chunk();
+        while (pending()) store_pending_chunk();
       }
       if (KSPLIT) {
         const int ct = threadIdx.x % 128;
@@ -405,16 +479,23 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int x = 0; x < 4; ++x) acc[4 * i4 + x] += v[x];
         }
         // Free the buffer for consumer 1's next unit (none after the last: the counts match).
-        if (u + nclusters < units) named_barrier_arrive(XFREE, 256);
+        if (u < units) named_barrier_arrive(XFREE, 256);
       }
 
-      int ctm, tn;
+      int t, sp, ns, ctm, tn;
+      {
+        int kb0, kb1;
+        unit_of(tok, t, kb0, kb1, sp, ns);
+      }
       tile_coords(t, ctiles_m, tiles_n, ctm, tn);
       const int tm = ctm * CLUSTER + rank;
       if (ns > 1) {
         // Partials: thread ct (of the 256 consumer threads) owns float4 i4 * 256 + ct, i4 < BN / 8.
+        // Slice s2's partial is in slot base + s2: split-K, base = bt * ns; stream-K (two slices),
+        // CTA g's partial in slot 2g if its range starts in the tile (slice 1), else 2g + 1.
         const int ct = threadIdx.x - 128, bt = (t - split_from) * CLUSTER + rank;
-        float* tile_ws = ex.ws + (i64)bt * ns * (BM * BN);
+        const int base = sk ? 2 * cid + 1 - 2 * sp : bt * ns;
+        float* tile_ws = ex.ws + (i64)base * (BM * BN);
 #pragma unroll
         for (int i4 = 0; i4 < BN / 8; ++i4)
           st_cg_f4(tile_ws + (i64)sp * (BM * BN) + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
@@ -451,8 +532,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
 
       // Epilogue: register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1).
-#if KILN_OUT != 2  // TMA_EPI: stmatrix moves 16-bit elements
-      if (ex.epi_tma) {
+#if KILN_OUT != 2 && KILN_EPI  // TMA_EPI: stmatrix moves 16-bit elements
+      {
         // Chunk of 64 columns: 16-column block jj of it is one stmatrix.x4 per warp; matrices
         // (rows 0-7 | 8-15) x (cols 0-7 | 8-15) of the warp's 16 rows are registers
         // 8J + {0,1}, {2,3}, {4,5}, {6,7} (J = the block's index in the tile). Lane l addresses
@@ -504,9 +585,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             ++epi_chunks;
           }
         }
-        continue;
       }
-#endif
+#else
       const int q = lane % 4;
       const int row = tm * BM + 64 * c + 16 * w + lane / 4;
 #pragma unroll
@@ -523,9 +603,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           store8(cout, p, row + 8 * h, tn * BN + 8 * (j0 + q), e);
         }
       }
+#endif
     }
     if (DEFER) {  // the last tile's chunks
-      while (pend_next < pend_chunks) store_pending_chunk();
+      while (pending()) store_pending_chunk();
     }
   }
   // Bulk stores still in flight must finish before the block's shared memory goes away.

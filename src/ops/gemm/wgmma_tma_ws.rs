@@ -163,6 +163,28 @@ impl TileConfig {
         }
     }
 
+    /// Stream-K: the first cluster tile whose K blocks are spread over the CTAs (the kernel's
+    /// `Extras.sk_from`), for an `m` x `n` x `k` problem on `max_clusters` resident CTAs; `None`
+    /// where the kernel has no stream-K (pairs, 64-row tiles), the waves are whole, or there is
+    /// at most one. The stream-K region is the last partial wave plus one whole wave, so each
+    /// CTA's range is 1-2 tiles long and a tile has at most two contributors (one fp32 partial
+    /// written and read back); the whole waves before it run as plain tiles.
+    pub fn stream_k_from(self, m: usize, n: usize, k: usize, max_clusters: u32) -> Option<u32> {
+        if self.cluster != 1 || self.bm != BM {
+            return None;
+        }
+        let slots = max_clusters.max(1);
+        let ctiles = self.cluster_tiles(m, n);
+        let rem = ctiles % slots;
+        if ctiles <= slots || rem == 0 {
+            return None;
+        }
+        let from = ctiles - rem - slots;
+        // The kernel's range arithmetic is 32-bit: K blocks x CTAs under 2^31.
+        let w = (ctiles - from) as u64 * k_blocks(k) as u64;
+        (w * slots as u64 <= i32::MAX as u64).then_some(from)
+    }
+
     /// Wave-quantised cost of running the tiles as `splits` K slices each, in 128 x 64 x 64
     /// block-steps: waves of work units (tiles x splits over the SMs), each unit its share of
     /// the K blocks plus ~3 blocks of pipeline fill and epilogue, plus, when split, ~8 + 3 per
@@ -263,6 +285,12 @@ pub struct SplitPlan {
 }
 
 impl SplitPlan {
+    /// fp32 workspace bytes of stream-K on `grid` CTAs: two partial tiles per CTA (the tile
+    /// its range starts in and the one it ends in).
+    pub fn stream_k_workspace_bytes(grid: u32, bn: u32) -> usize {
+        2 * grid as usize * (BM * bn) as usize * 4
+    }
+
     /// fp32 workspace bytes for the partial tiles of a `bn`-wide tile (0 when not split).
     pub fn workspace_bytes(&self, bn: u32) -> usize {
         if self.splits <= 1 {
@@ -306,6 +334,9 @@ const BM64_RULE: &str = "BM=64 (one 64-row tile whose K blocks the two consumers
      with BN=64, PAIRS=0 and SPLITS=1: the 64x64 single-CTA tile is the one compiled";
 const TAILS: [i64; 2] = [0, 1];
 const TAIL_RULE: &str = "TAIL=1 (split only the last, partial wave's tiles) only with SPLITS>1";
+const SKS: [i64; 2] = [0, 1];
+const SK_RULE: &str = "SK=1 (stream-K over the last partial wave and one whole wave) only with \
+     BM=128, PAIRS=0 and SPLITS=1: single 128-row CTAs are the variants that take it";
 const SPLITS_K_RULE: &str = "SPLITS at most the K blocks (K / 64): more slices than K blocks \
      leaves some empty";
 
@@ -319,6 +350,9 @@ pub struct Choice {
     pub group_m: u32,
     /// Split only the tiles of the last, partial wave (else every tile).
     pub tail: bool,
+    /// Stream-K over the last partial wave and one whole wave ([`TileConfig::stream_k_from`];
+    /// where the problem has no partial wave, plain tiles).
+    pub stream_k: bool,
 }
 
 /// The env overrides, for A/B timing: they win over both the tuned config and the heuristic.
@@ -334,6 +368,8 @@ pub struct Overrides {
     pub pairs: bool,
     /// `KILN_WGMMA_TAIL` (1: split only the last wave's tiles, 0: all)
     pub tail: Option<bool>,
+    /// `KILN_WGMMA_SK` (1: stream-K where the tile config takes it, 0: never)
+    pub stream_k: Option<bool>,
 }
 
 impl Overrides {
@@ -344,6 +380,7 @@ impl Overrides {
         group_m: None,
         pairs: true,
         tail: None,
+        stream_k: None,
     };
 
     pub fn from_env() -> Overrides {
@@ -353,13 +390,22 @@ impl Overrides {
             group_m: group_m_override(),
             pairs: pairs_enabled(),
             tail: std::env::var("KILN_WGMMA_TAIL").ok().map(|v| v == "1"),
+            stream_k: std::env::var("KILN_WGMMA_SK").ok().map(|v| v == "1"),
         }
     }
 }
 
-/// The reasons a (BM, BN, PAIRS, SPLITS, GROUP_M, TAIL) point breaks the kernel's limits,
+/// The reasons a (BM, BN, PAIRS, SPLITS, GROUP_M, TAIL, SK) point breaks the kernel's limits,
 /// independent of the problem (the space adds SPLITS <= K blocks and the CR rule).
-fn space_rules(bm: i64, bn: i64, pairs: i64, splits: i64, group_m: i64, tail: i64) -> Vec<String> {
+fn space_rules(
+    bm: i64,
+    bn: i64,
+    pairs: i64,
+    splits: i64,
+    group_m: i64,
+    tail: i64,
+    sk: i64,
+) -> Vec<String> {
     let mut broken = Vec::new();
     if !BMS.contains(&bm) {
         broken.push(format!("BM={bm} is not one of {BMS:?}"));
@@ -390,6 +436,12 @@ fn space_rules(bm: i64, bn: i64, pairs: i64, splits: i64, group_m: i64, tail: i6
     if tail == 1 && splits <= 1 {
         broken.push(TAIL_RULE.into());
     }
+    if !SKS.contains(&sk) {
+        broken.push(format!("SK={sk} is not 0 or 1"));
+    }
+    if sk == 1 && (bm != BM as i64 || pairs != 0 || splits != 1) {
+        broken.push(SK_RULE.into());
+    }
     broken
 }
 
@@ -404,7 +456,9 @@ impl Choice {
         let group_m = cfg.require("GROUP_M")?;
         // Configs tuned before TAIL existed split every tile.
         let tail = cfg.get("TAIL").unwrap_or(0);
-        if let Some(reason) = space_rules(bm, bn, pairs, splits, group_m, tail).first() {
+        // Configs tuned before SK existed ran plain tiles.
+        let sk = cfg.get("SK").unwrap_or(0);
+        if let Some(reason) = space_rules(bm, bn, pairs, splits, group_m, tail, sk).first() {
             return Err(format!("{cfg}: {reason}"));
         }
         let tile = match (bm, bn, pairs) {
@@ -419,6 +473,7 @@ impl Choice {
             splits: splits as u32,
             group_m: group_m as u32,
             tail: tail == 1,
+            stream_k: sk == 1,
         })
     }
 
@@ -431,6 +486,7 @@ impl Choice {
             ("SPLITS", self.splits as i64),
             ("GROUP_M", self.group_m as i64),
             ("TAIL", self.tail as i64),
+            ("SK", self.stream_k as i64),
         ])
     }
 
@@ -454,6 +510,7 @@ impl Choice {
             splits,
             group_m: GROUP_M,
             tail: tail.is_some(),
+            stream_k: false,
         }
     }
 
@@ -492,20 +549,23 @@ impl Choice {
         if let Some(t) = env.tail {
             c.tail = t;
         }
+        if let Some(sk) = env.stream_k {
+            c.stream_k = sk;
+        }
         c
     }
 }
 
-/// The kernel's `Extras` parameter: split-K workspace and counters, the split factor, and
-/// whether C is stored through its tensor map.
+/// The kernel's `Extras` parameter: split-K / stream-K workspace and counters, the split factor,
+/// the first split (or stream-K) tile, and the stream-K K blocks (0: none).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct Extras {
     ws: u64,
     counters: u64,
     splits: i32,
-    epi_tma: i32,
     split_from: i32,
+    sk_w: u32,
 }
 
 /// The split-K workspace (fp32 partial tiles) and per-tile arrival counters, kept across
@@ -586,6 +646,7 @@ impl WgmmaTmaWs {
         output: DType,
         cfg: TileConfig,
         group_m: u32,
+        epi_tma: bool,
     ) -> KernelSpec {
         with_problem_defines(
             KernelSpec::new("gemm/wgmma_tma_ws.cu", "gemm_wgmma_tma_ws", arch),
@@ -599,6 +660,7 @@ impl WgmmaTmaWs {
         .define("KILN_GROUP_M", group_m)
         .define("KILN_CLUSTER", cfg.cluster)
         .define("KILN_EPI_DEFER", epi_defer() as u32)
+        .define("KILN_EPI", (epi_tma && output != DType::F32) as u32)
         .define("KILN_SMEM", cfg.smem_bytes())
         .define("KILN_THREADS", THREADS)
     }
@@ -651,7 +713,12 @@ impl GemmKernel for WgmmaTmaWs {
         let mut v = Vec::new();
         for cfg in TileConfig::ALL {
             for (l, i, o) in super::all_combinations() {
-                v.push(Self::spec(arch, l, i, o, cfg, group_m()));
+                // 16-bit C: the TMA-store epilogue, and the register one for beta != 0 or a C
+                // that TMA cannot address; f32 C: the register epilogue only.
+                if o != DType::F32 {
+                    v.push(Self::spec(arch, l, i, o, cfg, group_m(), true));
+                }
+                v.push(Self::spec(arch, l, i, o, cfg, group_m(), false));
             }
         }
         v
@@ -672,6 +739,7 @@ impl GemmKernel for WgmmaTmaWs {
                 .launch_param("SPLITS", &SPLITS)
                 .param("GROUP_M", &GROUP_MS)
                 .launch_param("TAIL", &TAILS)
+                .launch_param("SK", &SKS)
                 .rule(PAIRS_RULE, |c| {
                     c.get("PAIRS") == Some(0) || c.get("BN") == Some(256)
                 })
@@ -687,6 +755,12 @@ impl GemmKernel for WgmmaTmaWs {
                 .rule(TAIL_RULE, |c| {
                     c.get("TAIL") == Some(0) || c.get("SPLITS").unwrap_or(1) > 1
                 })
+                .rule(SK_RULE, |c| {
+                    c.get("SK") != Some(1)
+                        || (c.get("BM") == Some(BM as i64)
+                            && c.get("PAIRS") == Some(0)
+                            && c.get("SPLITS") == Some(1))
+                })
                 .rule(SPLITS_K_RULE, move |c| c.get("SPLITS").unwrap_or(1) <= kb),
         )
     }
@@ -694,9 +768,11 @@ impl GemmKernel for WgmmaTmaWs {
         Some(Choice::heuristic(p, dev.sm_count, true).to_config())
     }
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
-        Choice::from_config(cfg)
-            .ok()
-            .map(|c| Self::spec(arch, p.layout, p.input, p.output, c.tile, c.group_m))
+        Choice::from_config(cfg).ok().map(|c| {
+            // C's address is known only at launch: assume it aligned (as allocations are).
+            let epi = output_map(p, 1 << 20).is_some() && tma_epilogue_enabled();
+            Self::spec(arch, p.layout, p.input, p.output, c.tile, c.group_m, epi)
+        })
     }
     fn launch_with(
         &self,
@@ -738,6 +814,10 @@ impl WgmmaTmaWs {
         } else {
             choice.splits.max(1)
         };
+        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
+        // the register epilogue (a variant of its own), and the C parameter is a copy of A's map
+        // that is never used.
+        let tc = output_map(p, ops.c.ptr()).filter(|_| tma_epilogue_enabled());
         let f = ctx.function(&Self::spec(
             &ctx.arch(),
             p.layout,
@@ -745,17 +825,32 @@ impl WgmmaTmaWs {
             p.output,
             cfg,
             choice.group_m,
+            tc.is_some(),
         ))?;
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes());
-        let plan = cfg.split_plan(p.m, p.n, splits, choice.tail, slots);
-        let (ws, counters) = if plan.splits > 1 {
-            workspace(
+        let slots = grid_cap().map_or(slots, |g| slots.min(g));
+        let ctiles = cfg.cluster_tiles(p.m, p.n);
+        // Stream-K replaces split-K where both are asked for (the kernel ignores splits then).
+        let sk_from = choice
+            .stream_k
+            .then(|| cfg.stream_k_from(p.m, p.n, p.k, slots))
+            .flatten();
+        let plan = match sk_from {
+            Some(_) => cfg.split_plan(p.m, p.n, 1, false, slots),
+            None => cfg.split_plan(p.m, p.n, splits, choice.tail, slots),
+        };
+        let (ws, counters) = match sk_from {
+            Some(from) => workspace(
+                ctx,
+                SplitPlan::stream_k_workspace_bytes(plan.grid, cfg.bn),
+                (ctiles - from) as usize,
+            )?,
+            None if plan.splits > 1 => workspace(
                 ctx,
                 plan.workspace_bytes(cfg.bn),
                 plan.split_block_tiles as usize,
-            )?
-        } else {
-            (0, 0)
+            )?,
+            None => (0, 0),
         };
         let (ta, tb) = operand_maps(p, ops.a.ptr(), ops.b.ptr(), cfg);
         for t in [&ta, &tb] {
@@ -766,15 +861,12 @@ impl WgmmaTmaWs {
         }
         let mut map_a = ta.encode()?;
         let mut map_b = tb.encode()?;
-        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
-        // the register epilogue, and the C parameter is a copy of A's map that is never used.
-        let tc = output_map(p, ops.c.ptr()).filter(|_| tma_epilogue_enabled());
         let mut extras = Extras {
             ws,
             counters,
             splits: plan.splits as i32,
-            epi_tma: tc.is_some() as i32,
-            split_from: plan.split_from as i32,
+            split_from: sk_from.unwrap_or(plan.split_from) as i32,
+            sk_w: sk_from.map_or(0, |from| (ctiles - from) * k_blocks(p.k)),
         };
         let mut map_c = match tc {
             Some(t) => t.encode()?,
@@ -835,6 +927,15 @@ fn splits_override() -> Option<u32> {
         .parse()
         .ok()
         .map(|s: u32| s.clamp(1, MAX_SPLITS))
+}
+
+/// `KILN_WGMMA_GRID`: at most this many resident clusters (for tests: a small problem then has
+/// several waves, a partial last one, and stream-K or last-wave splits to run).
+fn grid_cap() -> Option<u32> {
+    std::env::var("KILN_WGMMA_GRID")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&g: &u32| g >= 1)
 }
 
 /// `KILN_WGMMA_STAGES` (2..=8): the ring depth of whichever tile config runs, for timing a
@@ -1092,6 +1193,105 @@ mod tests {
         (1000, 1500, 700),
     ];
 
+    /// The kernel's stream-K pieces of CTA g in the order it runs them (`sk_start`, `next_unit`,
+    /// `unit_of`, `sk_piece`): (tile, kb0, kb1, slice, slices), tiles counted from the first
+    /// stream-K tile.
+    fn stream_k_pieces(g: u32, w: u32, grid: u32, kb: u32) -> Vec<(u32, u32, u32, u32, u32)> {
+        let start = |g: u32| g * w / grid;
+        let (s0, e) = (start(g), start(g + 1));
+        let h = e % kb;
+        let mut v = Vec::new();
+        let mut i = 0;
+        while s0 + i < e {
+            let (pos, end) = if i < h {
+                (e - h + i, e)
+            } else {
+                (s0 + i - h, e - h)
+            };
+            let (tr, tile0) = (pos / kb, pos / kb * kb);
+            let (kb0, kb1) = (pos - tile0, kb.min(pos - tile0 + (end - pos)));
+            let ns = if kb1 - kb0 < kb { 2 } else { 1 };
+            v.push((tr, kb0, kb1, (kb0 != 0) as u32, ns));
+            i += kb1 - kb0;
+        }
+        v
+    }
+
+    /// Every K block of the stream-K tiles is taken by exactly one CTA; a tile has one piece
+    /// (whole) or two (a head, slice 0, and a tail, slice 1, of neighbouring CTAs); the partial
+    /// slots the kernel derives (2g + 1 - 2 slice, plus the slice) are the writer's on both sides.
+    #[test]
+    fn stream_k_ranges_cover_each_k_block_once() {
+        for (m, n, k, sms) in [
+            (4096, 4096, 4096, 132),
+            (8192, 8192, 8192, 132),
+            (4000, 4000, 4000, 132),
+            (2048, 14336, 4096, 132),
+            (8192, 14336, 4096, 132),
+            (16384, 16384, 16384, 132),
+            (1000, 3000, 700, 7),
+            (640, 512, 64, 3),
+        ] {
+            let cfg = TileConfig::LARGE;
+            let Some(from) = cfg.stream_k_from(m, n, k, sms) else {
+                panic!("{m}x{n}x{k}: no stream-K");
+            };
+            let ctiles = cfg.cluster_tiles(m, n);
+            assert_eq!((ctiles - from) % sms, ctiles % sms, "{m}x{n}x{k}");
+            let kb = k_blocks(k);
+            let w = (ctiles - from) * kb;
+            let mut seen = vec![0u32; w as usize];
+            // tile -> [(cta, slice, slot)]
+            let mut by_tile = std::collections::BTreeMap::<u32, Vec<(u32, u32, u32)>>::new();
+            for g in 0..sms {
+                for (tr, kb0, kb1, sp, ns) in stream_k_pieces(g, w, sms, kb) {
+                    for x in kb0..kb1 {
+                        seen[(tr * kb + x) as usize] += 1;
+                    }
+                    if ns == 2 {
+                        by_tile
+                            .entry(tr)
+                            .or_default()
+                            .push((g, sp, 2 * g + 1 - 2 * sp + sp));
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{m}x{n}x{k}");
+            // in step along K: a CTA's first piece starts at k = 0 (its range's head), unless its
+            // range ends on a tile boundary (no head): then it starts where the others are
+            // after their heads, L K blocks behind (mod the tile's K)
+            for g in 0..sms {
+                let (first, e) = (stream_k_pieces(g, w, sms, kb)[0], (g + 1) * w / sms);
+                let l = e - g * w / sms;
+                let expect = if e % kb == 0 { (kb - l % kb) % kb } else { 0 };
+                assert_eq!(first.1, expect, "{m}x{n}x{k} CTA {g}");
+            }
+            for (tr, v) in by_tile {
+                assert_eq!(v.len(), 2, "{m}x{n}x{k} tile {tr}: {v:?}");
+                let (head, tail) = (v[0], v[1]);
+                assert_eq!((head.1, tail.1, tail.0), (0, 1, head.0 + 1), "tile {tr}");
+                // each reads the other's slot as base + other slice
+                assert_eq!(2 * head.0 + 1 + 1, tail.2);
+                assert_eq!(2 * tail.0 + 1 - 2, head.2);
+            }
+        }
+        // no stream-K: whole waves, one wave or less, pairs, 64-row tiles
+        assert_eq!(TileConfig::LARGE.stream_k_from(4224, 4096, 4096, 132), None);
+        assert_eq!(TileConfig::LARGE.stream_k_from(2048, 2048, 2048, 132), None);
+        assert_eq!(
+            TileConfig::LARGE_PAIR.stream_k_from(4096, 4096, 4096, 66),
+            None
+        );
+        assert_eq!(
+            TileConfig::TINY64.stream_k_from(4096, 4096, 4096, 132),
+            None
+        );
+        assert_eq!(
+            TileConfig::LARGE.stream_k_from(4096, 4096, 4096, 132),
+            Some(512 - 116 - 132)
+        );
+    }
+
     #[test]
     fn the_space_is_what_the_kernel_takes() {
         let h100 = DeviceInfo::h100_sxm();
@@ -1099,8 +1299,9 @@ mod tests {
         let space = WgmmaTmaWs.space(&p, &h100).unwrap();
         let all = space.enumerate();
         // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 128, 0), (128, 64, 0); each
-        // unsplit, or split 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit
-        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1);
+        // unsplit, or split 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit;
+        // the three single 128-row tiles unsplit also with stream-K
+        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1 + 3);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -1112,11 +1313,11 @@ mod tests {
         let cr = WgmmaTmaWs
             .space(&bf16(4096, 4096, 4096, Layout::CR), &h100)
             .unwrap();
-        assert_eq!(cr.enumerate().len(), 2 + 2 * (1 + 7 * 2) + 1);
+        assert_eq!(cr.enumerate().len(), 2 + 2 * (1 + 7 * 2) + 1 + 3);
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 4 * (1 + 2) + 1);
+        assert_eq!(few.len(), 4 * (1 + 2) + 1 + 3);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -1129,6 +1330,16 @@ mod tests {
             ("TAIL", 1),
         ]);
         assert!(e.contains("TAIL=1"), "{e}");
+        for (bn, pairs, splits) in [(256, 1, 1), (128, 0, 2)] {
+            let e = bad(&[
+                ("BN", bn),
+                ("PAIRS", pairs),
+                ("SPLITS", splits),
+                ("GROUP_M", 8),
+                ("SK", 1),
+            ]);
+            assert!(e.contains("SK=1"), "{e}");
+        }
         let e = bad(&[("BN", 96), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)]);
         assert!(e.contains("BN=96"), "{e}");
         let e = bad(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 9), ("GROUP_M", 8)]);
@@ -1166,7 +1377,8 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        assert_eq!(variants.len(), 5 * 24);
+        // 16-bit C: TMA-store and register epilogues; f32 C: the register one
+        assert_eq!(variants.len(), 5 * (16 * 2 + 8));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

@@ -540,50 +540,22 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // row 16w + (l & 15), 16-byte column chunk 2jj + (l >> 4), stored at chunk ^ (row & 7)
         // (the 128B swizzle the C map reads with): each 8x8 matrix hits 8 distinct bank quads.
         const int m0 = tm * BM + 64 * c, n0 = tn * BN;
-        if (DEFER) {
-          if (m0 < p.m) {
-            const int nch = min(BN / 64, (p.n - n0 + 63) / 64);
-#pragma unroll
-            for (int ch = 0; ch < DFIRST; ++ch)
-              if (ch < nch)
-                store_chunk(ch, m0, n0, [&](int J, int x) {
-                  return pack2<out_t>(p.alpha * acc[8 * J + 2 * x], p.alpha * acc[8 * J + 2 * x + 1]);
-                });
-#pragma unroll
-            for (int i = 0; i < 16 * DCH; ++i)
-              pk[DEFER ? i : 0] = pack2<out_t>(p.alpha * acc[32 * DFIRST + 2 * i], p.alpha * acc[32 * DFIRST + 2 * i + 1]);
-            pend_m0 = m0;
-            pend_n0 = n0;
-            pend_chunks = nch;
-            pend_next = DFIRST;
-          }
-          continue;
-        }
+        // Chunks before DFIRST go out now (all of them without DEFER), the rest wait in pk.
         if (m0 < p.m) {
+          const int nch = min(BN / 64, (p.n - n0 + 63) / 64);
 #pragma unroll
-          for (int ch = 0; ch < BN / 64; ++ch) {
-            if (n0 + 64 * ch >= p.n) break;  // uniform across the warpgroup
-            const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
-            // The store that last read this buffer (two chunks ago) must be done reading it.
-            if (leader) tma_store_wait_read<1>();
-            named_barrier_sync(1 + c, 128);
+          for (int ch = 0; ch < DFIRST; ++ch)
+            if (ch < nch)
+              store_chunk(ch, m0, n0, [&](int J, int x) {
+                return pack2<out_t>(p.alpha * acc[8 * J + 2 * x], p.alpha * acc[8 * J + 2 * x + 1]);
+              });
 #pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-              const int J = 4 * ch + jj;
-              u32 r[4];
-#pragma unroll
-              for (int x = 0; x < 4; ++x) r[x] = pack2<out_t>(p.alpha * acc[8 * J + 2 * x], p.alpha * acc[8 * J + 2 * x + 1]);
-              const u32 chunk = 2 * jj + (lane >> 4);
-              stmatrix_x4(buf + swizzle128_offset(srow, chunk), r[0], r[1], r[2], r[3]);
-            }
-            fence_proxy_async_shared();
-            named_barrier_sync(1 + c, 128);
-            if (leader) {
-              tma_store_2d(&tma_c, buf, n0 + 64 * ch, m0);
-              tma_store_commit();
-            }
-            ++epi_chunks;
-          }
+          for (int i = 0; i < 16 * DCH; ++i)
+            pk[DEFER ? i : 0] = pack2<out_t>(p.alpha * acc[32 * DFIRST + 2 * i], p.alpha * acc[32 * DFIRST + 2 * i + 1]);
+          pend_m0 = m0;
+          pend_n0 = n0;
+          pend_chunks = DEFER ? nch : 0;
+          pend_next = DFIRST;
         }
       }
 #else

@@ -26,6 +26,7 @@
 #include "common/epilogue.cuh"
 #include "common/mbarrier.cuh"
 #include "common/mem_ops.cuh"
+#include "common/split_k.cuh"
 #include "common/stmatrix.cuh"
 #include "common/quad_transpose.cuh"
 #include "common/swizzle.cuh"
@@ -490,45 +491,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tile_coords(t, ctiles_m, tiles_n, ctm, tn);
       const int tm = ctm * CLUSTER + rank;
       if (ns > 1) {
-        // Partials: thread ct (of the 256 consumer threads) owns float4 i4 * 256 + ct, i4 < BN / 8.
-        // Slice s2's partial is in slot base + s2: split-K, base = bt * ns; stream-K (two slices),
-        // CTA g's partial in slot 2g if its range starts in the tile (slice 1), else 2g + 1.
+        // Partials (common/split_k.cuh): slice s2's partial is in slot base + s2: split-K, base =
+        // bt * ns; stream-K (two slices), CTA g's partial in slot 2g if its range starts in the
+        // tile (slice 1), else 2g + 1.
         const int ct = threadIdx.x - 128, bt = (t - split_from) * CLUSTER + rank;
         const int base = sk ? 2 * cid + 1 - 2 * sp : bt * ns;
         float* tile_ws = ex.ws + (i64)base * (BM * BN);
-#pragma unroll
-        for (int i4 = 0; i4 < BN / 8; ++i4)
-          st_cg_f4(tile_ws + (i64)sp * (BM * BN) + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
-        fence_gpu();
-        named_barrier_sync(3, 256);
-        if (ct == 0) {
-          const u32 last = atom_add_gpu(ex.counters + bt, 1) == (u32)(ns - 1);
-          if (last) ex.counters[bt] = 0;  // every unit of the tile has counted: ready for reuse
-          split_last = last;
-        }
-        named_barrier_sync(3, 256);
-        if (!split_last) continue;
-        fence_gpu();
-#pragma unroll 1
-        for (int s2 = 0; s2 < ns; ++s2) {
-          if (s2 == sp) continue;
-          const float* src = tile_ws + (i64)s2 * (BM * BN) + 4 * ct;
-          // Groups of 8 float4 loads in flight; the empty asm after each group's adds keeps the
-          // compiler from hoisting the next group's loads above them (bounded registers).
-#pragma unroll
-          for (int g = 0; g < BN / 64; ++g) {
-            float v[8][4];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) ld_cg_f4(src + 4 * 256 * (8 * g + j), v[j][0], v[j][1], v[j][2], v[j][3]);
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-#pragma unroll
-              for (int x = 0; x < 4; ++x) {
-                acc[4 * (8 * g + j) + x] += v[j][x];
-                wgmma_fence_operand(acc[4 * (8 * g + j) + x]);
-              }
-          }
-        }
+        split_store_partial(tile_ws + (i64)sp * (BM * BN), ct, acc);
+        if (!split_arrive(ex.counters + bt, ns, ct, split_last, 3)) continue;
+        split_add_others(tile_ws, ns, sp, ct, acc);
       }
 
       // Epilogue: register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1).

@@ -24,7 +24,7 @@
 // partials to ws (fragment order), counts itself on the tile's counter, and the unit that counts
 // last adds the others, resets the counter for the next launch and runs the epilogue.
 #include "common/mbarrier.cuh"
-#include "common/mem_ops.cuh"
+#include "common/split_k.cuh"
 #include "common/tma.cuh"
 #include "common/tma_3d.cuh"
 #include "common/wgmma_ss.cuh"
@@ -215,45 +215,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
       if (!idle) release(prev);
       if (ns > 1) {
-        // A slice of a split tile: partials of both consumers in fragment order (thread ct of
-        // the 256 owns float4 i4 * 256 + ct); an idle consumer's rows are never stored, so it
-        // only keeps the barriers.
+        // A slice of a split tile: partials of both consumers (common/split_k.cuh); an idle
+        // consumer's rows are never stored, so it only keeps the barriers.
         const int ct = threadIdx.x - 128, st = t - split_from;
         float* tile_ws = sx.ws + (i64)st * ns * (BM * 2 * BN);
-        if (!idle) {
-#pragma unroll
-          for (int i4 = 0; i4 < BN / 4; ++i4)
-            st_cg_f4(tile_ws + (i64)sp * (BM * 2 * BN) + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
-        }
-        fence_gpu();
-        named_barrier_sync(3, 256);
-        if (ct == 0) {
-          const u32 last = atom_add_gpu(sx.counters + st, 1) == (u32)(ns - 1);
-          if (last) sx.counters[st] = 0;  // every slice has counted: ready for the next launch
-          split_last = last;
-        }
-        named_barrier_sync(3, 256);
-        if (!split_last || idle) continue;
-        fence_gpu();
-#pragma unroll 1
-        for (int s2 = 0; s2 < ns; ++s2) {
-          if (s2 == sp) continue;
-          const float* src = tile_ws + (i64)s2 * (BM * 2 * BN) + 4 * ct;
-          // Groups of 8 float4 loads in flight (bounded registers, as in gemm/wgmma_tma_ws.cu).
-#pragma unroll
-          for (int g = 0; g < BN / 32; ++g) {
-            float v[8][4];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) ld_cg_f4(src + 4 * 256 * (8 * g + j), v[j][0], v[j][1], v[j][2], v[j][3]);
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-#pragma unroll
-              for (int x = 0; x < 4; ++x) {
-                acc[4 * (8 * g + j) + x] += v[j][x];
-                wgmma_fence_operand(acc[4 * (8 * g + j) + x]);
-              }
-          }
-        }
+        if (!idle) split_store_partial(tile_ws + (i64)sp * (BM * 2 * BN), ct, acc);
+        if (!split_arrive(sx.counters + st, ns, ct, split_last, 3) || idle) continue;
+        split_add_others(tile_ws, ns, sp, ct, acc);
       }
 
       const int r0 = 64 * c + 16 * w + lane / 4;

@@ -52,6 +52,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/mem_ops.cuh"),
     ),
     (
+        "common/split_k.cuh",
+        include_str!("../../kernels/common/split_k.cuh"),
+    ),
+    (
         "common/wgmma_epilogue.cuh",
         include_str!("../../kernels/common/wgmma_epilogue.cuh"),
     ),

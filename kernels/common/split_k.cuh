@@ -1,0 +1,62 @@
+// Split-K through an fp32 workspace, for the persistent kernels whose two consumer warpgroups (256
+// threads, synchronised by one named barrier) hold a tile's fp32 accumulators in wgmma fragment
+// order, N per thread: each slice stores its partial tile, counts itself on the tile's counter,
+// and the slice that counts last adds the others (GEMM wgmma_tma_ws, MoE swiglu_dual).
+//
+// A partial tile is 256 x N floats, thread ct (0..255) owning float4 i4 * 256 + ct (i4 < N / 4):
+// stores and loads are coalesced across the threads, and no transposition is needed.
+#pragma once
+#include "common/mbarrier.cuh"
+#include "common/mem_ops.cuh"
+#include "common/types.cuh"
+#include "common/wgmma.cuh"
+
+// This thread's share of the partial tile at `slot` (bypassing L1: another SM reads it).
+template <int N>
+__device__ __forceinline__ void split_store_partial(float* slot, int ct, const float (&acc)[N]) {
+  static_assert(N % 32 == 0, "the partial tile is float4s in groups of 8 per thread");
+#pragma unroll
+  for (int i4 = 0; i4 < N / 4; ++i4)
+    st_cg_f4(slot + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
+}
+
+// After every thread's split_store_partial: counts the slice on `counter` (thread ct 0, once the
+// whole partial is out) and tells all 256 threads, through the shared `last_flag`, whether it
+// counted last; the last resets the counter to 0 for the next launch.
+__device__ __forceinline__ bool split_arrive(u32* counter, int ns, int ct, u32& last_flag, u32 bar) {
+  fence_gpu();
+  named_barrier_sync(bar, 256);
+  if (ct == 0) {
+    const u32 last = atom_add_gpu(counter, 1) == (u32)(ns - 1);
+    if (last) *counter = 0;  // every slice has counted: ready for reuse
+    last_flag = last;
+  }
+  named_barrier_sync(bar, 256);
+  return last_flag;
+}
+
+// The last slice adds the other slices' partials (slot s2 of `slots`, 256 x N floats apart) into
+// its accumulators. Groups of 8 float4 loads in flight; the empty asm after each add keeps the
+// compiler from hoisting the next group's loads above them (bounded registers).
+template <int N>
+__device__ __forceinline__ void split_add_others(const float* slots, int ns, int sp, int ct, float (&acc)[N]) {
+  fence_gpu();
+#pragma unroll 1
+  for (int s2 = 0; s2 < ns; ++s2) {
+    if (s2 == sp) continue;
+    const float* src = slots + (i64)s2 * (256 * N) + 4 * ct;
+#pragma unroll
+    for (int g = 0; g < N / 32; ++g) {
+      float v[8][4];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ld_cg_f4(src + 4 * 256 * (8 * g + j), v[j][0], v[j][1], v[j][2], v[j][3]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          acc[4 * (8 * g + j) + x] += v[j][x];
+          wgmma_fence_operand(acc[4 * (8 * g + j) + x]);
+        }
+    }
+  }
+}

@@ -107,7 +107,7 @@ static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + 2 *
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 
 // Per-launch extras beside GemmArgs (mirrors `Extras` in src/ops/gemm/wgmma_tma_ws.rs).
-//   splits > 1 (split-K; not for BN = 256 with both operands MN-major, whose bookkeeping spills):
+//   splits > 1 (split-K):
 //   cluster tiles t < split_from are one unit each; the others are `splits` units each, unit
 //   split_from + (t - split_from) * splits + sp taking K blocks
 //   [sp * kblocks / splits, (sp + 1) * kblocks / splits). Each such unit writes its fp32 partial
@@ -273,12 +273,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
   const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER;
   const int ctiles = ctiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
-  // No split-K at BN = 256 with both operands MN-major (CR): those variants spilled a few loop
-  // invariants of the split bookkeeping (24 B stack, kiln check).
   // Stream-K counts as 0 slices per tile from split_from on (the ranges take those tiles), so
   // that `units` stays one expression of uniform values (a select between two spilled).
   const bool sk = SK_OK && ex.sk_w != 0;
-  const int splits = sk ? 0 : !KSPLIT && (BN <= 128 || !(TA && TB)) ? ex.splits : 1;
+  const int splits = sk ? 0 : !KSPLIT ? ex.splits : 1;
   const int split_from = splits != 1 ? min(ex.split_from, ctiles) : ctiles;
   const int units = split_from + (ctiles - split_from) * splits;
   const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;

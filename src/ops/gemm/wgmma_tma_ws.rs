@@ -210,9 +210,8 @@ impl TileConfig {
     }
 
     /// The split-K factor (1..=MAX_SPLITS, never more than the K blocks) with the lowest
-    /// `cost`; ties keep fewer slices. Only single CTAs with tiles at most 128 wide split (the
-    /// kernel ignores `splits` otherwise: at BN = 256 the split bookkeeping spilled in the CR
-    /// variants).
+    /// `cost`; ties keep fewer slices. Only single CTAs with tiles at most 128 wide are weighed
+    /// (the 256-wide tile splits only its last wave, [`TileConfig::tail_splits`]).
     pub fn best_splits(self, m: usize, n: usize, k: usize, sm_count: u32) -> u32 {
         if self.cluster != 1 || self.bn > 128 || self.bm != BM {
             return 1;
@@ -328,8 +327,6 @@ const GROUP_MS: [i64; 1] = [GROUP_M as i64];
 
 const PAIRS_RULE: &str = "PAIRS=1 (clusters of 2 CTAs multicasting B) only with BN=256: the pair \
      variant compiled is 128x256 (a narrower tile leaves each CTA a B box under 64 rows)";
-const SPLITS_RULE: &str = "SPLITS>1 not with BN=256 in layout CR (both operands MN-major): the \
-     split bookkeeping spills there, so that variant ignores splits";
 const BM64_RULE: &str = "BM=64 (one 64-row tile whose K blocks the two consumers share) only \
      with BN=64, PAIRS=0 and SPLITS=1: the 64x64 single-CTA tile is the one compiled";
 const TAILS: [i64; 2] = [0, 1];
@@ -396,7 +393,7 @@ impl Overrides {
 }
 
 /// The reasons a (BM, BN, PAIRS, SPLITS, GROUP_M, TAIL, SK) point breaks the kernel's limits,
-/// independent of the problem (the space adds SPLITS <= K blocks and the CR rule).
+/// independent of the problem (the space adds SPLITS <= K blocks).
 fn space_rules(
     bm: i64,
     bn: i64,
@@ -501,7 +498,7 @@ impl Choice {
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
         let pairs = pairs && !rows_on_lines(p);
         let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, pairs);
-        let tail = (tile.bn == 256 && splits == 1 && !(p.layout == Layout::CR))
+        let tail = (tile.bn == 256 && splits == 1)
             .then(|| TileConfig::LARGE.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
         let (tile, splits) = tail.map_or((tile, splits), |s| (TileConfig::LARGE, s));
@@ -730,7 +727,6 @@ impl GemmKernel for WgmmaTmaWs {
     }
     fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         let kb = k_blocks(p.k) as i64;
-        let cr = p.layout == Layout::CR;
         Some(
             ParamSpace::new()
                 .param("BM", &BMS)
@@ -748,9 +744,6 @@ impl GemmKernel for WgmmaTmaWs {
                         || (c.get("BN") == Some(64)
                             && c.get("PAIRS") == Some(0)
                             && c.get("SPLITS") == Some(1))
-                })
-                .rule(SPLITS_RULE, move |c| {
-                    c.get("SPLITS") == Some(1) || !cr || c.get("BN").unwrap_or(256) <= 128
                 })
                 .rule(TAIL_RULE, |c| {
                     c.get("TAIL") == Some(0) || c.get("SPLITS").unwrap_or(1) > 1
@@ -807,9 +800,8 @@ impl WgmmaTmaWs {
             },
             None => choice.tile,
         };
-        // The CR variant of the 256-wide tile ignores splits (its bookkeeping spilled); 64-row
-        // tiles split K inside the CTA instead.
-        let splits = if (p.layout == Layout::CR && cfg.bn > 128) || cfg.bm != BM {
+        // 64-row tiles split K inside the CTA instead.
+        let splits = if cfg.bm != BM {
             1
         } else {
             choice.splits.max(1)
@@ -1107,8 +1099,8 @@ mod tests {
         for (m, n, k) in [(4096, 8448, 4096), (4096, 4096, 4096), (2048, 2048, 2048)] {
             assert!(!h(m, n, k).tail, "{m}x{n}x{k}");
         }
-        // CR keeps the 256-wide tiles unsplit (the variant ignores splits)
-        assert!(!Choice::heuristic(&bf16(512, 128256, 4096, Layout::CR), 132, true).tail);
+        // every layout splits a sparse last wave
+        assert!(Choice::heuristic(&bf16(512, 128256, 4096, Layout::CR), 132, true).tail);
         // too shallow to split
         assert_eq!(TileConfig::LARGE.tail_splits(512, 128256, 256, 132), None);
     }
@@ -1309,11 +1301,12 @@ mod tests {
             assert!(TileConfig::ALL.contains(&ch.tile));
             assert!(ch.splits > 1 || !ch.tail);
         }
-        // CR: the 256-wide tiles do not split
+        // CR: the same space (its 256-wide tiles split since the register epilogue became a
+        // variant of its own, which left room for the split bookkeeping)
         let cr = WgmmaTmaWs
             .space(&bf16(4096, 4096, 4096, Layout::CR), &h100)
             .unwrap();
-        assert_eq!(cr.enumerate().len(), 2 + 2 * (1 + 7 * 2) + 1 + 3);
+        assert_eq!(cr.enumerate().len(), all.len());
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();

@@ -274,7 +274,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER;
   const int ctiles = ctiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
   // Stream-K counts as 0 slices per tile from split_from on (the ranges take those tiles), so
-  // that `units` stays one expression of uniform values (a select between two spilled).
+  // that `units` stays one expression of uniform values: choosing between two expressions moved
+  // it out of the uniform registers and spilled the 256-wide tile's consumers.
   const bool sk = SK_OK && ex.sk_w != 0;
   const int splits = sk ? 0 : !KSPLIT ? ex.splits : 1;
   const int split_from = splits != 1 ? min(ex.split_from, ctiles) : ctiles;

@@ -669,9 +669,10 @@ impl GemmKernel for WgmmaTmaWs {
     }
     fn summary(&self) -> &'static str {
         "persistent warp-specialised WGMMA + TMA: 1 producer and 2 consumer warpgroups, \
-         128x256x64 tiles in CTA pairs multicasting B (128x128 / 128x64 and split-K for small \
-         grids, 64x64 with the consumers sharing K for one-wave problems), 4-11 stage mbarrier \
-         ring, 128B swizzle, stmatrix + TMA-store epilogue"
+         128x256x64 tiles (CTA pairs multicasting B where rows straddle 128-byte lines; 128x128 / \
+         128x64 and split-K for small grids, 64x64 with the consumers sharing K for one-wave \
+         problems, stream-K opt-in), 4-11 stage mbarrier ring, 128B swizzle, stmatrix + \
+         TMA-store epilogue under the next tile's K loop"
     }
     fn rung(&self) -> u32 {
         10

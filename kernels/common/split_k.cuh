@@ -11,6 +11,33 @@
 #include "common/types.cuh"
 #include "common/wgmma.cuh"
 
+// Work unit u of a split-K schedule as (tile t, slice sp of ns slices): units below split_from
+// are whole tiles, the others `splits` consecutive slices of one tile each.
+__device__ __forceinline__ void unit_tile(int u, int split_from, int splits, int& t, int& sp, int& ns) {
+  if (u < split_from) {
+    t = u;
+    sp = 0;
+    ns = 1;
+    return;
+  }
+  const u32 v = (u32)(u - split_from);
+  t = split_from + (int)(v / (u32)splits);
+  sp = (int)(v % (u32)splits);
+  ns = splits;
+}
+
+// Slice sp's K blocks [kb0, kb1) of `kblocks`. 32-bit: kblocks < 2^25 and splits <= 8 (a 64-bit
+// division spilled the GEMM's 40-register producer).
+__device__ __forceinline__ void split_range(int sp, int splits, int kblocks, int& kb0, int& kb1) {
+  if (splits == 1) {
+    kb0 = 0;
+    kb1 = kblocks;
+    return;
+  }
+  kb0 = (int)((u32)(sp * kblocks) / (u32)splits);
+  kb1 = (int)((u32)((sp + 1) * kblocks) / (u32)splits);
+}
+
 // This thread's share of the partial tile at `slot` (bypassing L1: another SM reads it).
 template <int N>
 __device__ __forceinline__ void split_store_partial(float* slot, int ct, const float (&acc)[N]) {

@@ -148,31 +148,6 @@ __device__ __forceinline__ void sk_piece(u32 pos, u32 end, int split_from, int k
   sp = kb0 == 0 ? 0 : 1;
 }
 
-// Work unit u as (cluster tile t, slice sp of ns slices).
-__device__ __forceinline__ void unit_tile(int u, int split_from, int splits, int& t, int& sp, int& ns) {
-  if (u < split_from) {
-    t = u;
-    sp = 0;
-    ns = 1;
-    return;
-  }
-  const u32 v = (u32)(u - split_from);
-  t = split_from + (int)(v / (u32)splits);
-  sp = (int)(v % (u32)splits);
-  ns = splits;
-}
-
-// 32-bit: kblocks < 2^25 and splits <= 8 (a 64-bit division spilled the 40-register producer).
-__device__ __forceinline__ void split_range(int sp, int splits, int kblocks, int& kb0, int& kb1) {
-  if (splits == 1) {
-    kb0 = 0;
-    kb1 = kblocks;
-    return;
-  }
-  kb0 = (int)((u32)(sp * kblocks) / (u32)splits);
-  kb1 = (int)((u32)((sp + 1) * kblocks) / (u32)splits);
-}
-
 // Tile t of the grouped order: KILN_GROUP_M tile-rows are swept column by column, then the next
 // group. Mirrors `tile_coords` in src/ops/gemm/wgmma_tma_ws.rs.
 __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {

@@ -58,27 +58,6 @@ struct SwigluSplit {
   int max_splits;  // 1: no split
 };
 
-
-// Work unit u as (tile t, slice sp of ns) and its K blocks [kb0, kb1): units below split_from
-// are whole tiles, the rest `splits` slices each.
-__device__ __forceinline__ void swiglu_unit(int u, int split_from, int splits, int kblocks, int& t, int& sp, int& ns,
-                                            int& kb0, int& kb1) {
-  if (u < split_from) {
-    t = u;
-    sp = 0;
-    ns = 1;
-    kb0 = 0;
-    kb1 = kblocks;
-    return;
-  }
-  const u32 v = (u32)(u - split_from);
-  t = split_from + (int)(v / (u32)splits);
-  sp = (int)(v % (u32)splits);
-  ns = splits;
-  kb0 = (int)((u32)(sp * kblocks) / (u32)splits);
-  kb1 = (int)((u32)((sp + 1) * kblocks) / (u32)splits);
-}
-
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_swiglu_dual(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w1,
                     const __grid_constant__ TmaMap tma_w3, const MoeArgs p, const SwigluSplit sx) {
@@ -127,7 +106,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       u32 it = 0;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
         int t, sp, ns, kb0, kb1;
-        swiglu_unit(u, split_from, splits, kblocks, t, sp, ns, kb0, kb1);
+        unit_tile(u, split_from, splits, t, sp, ns);
+        split_range(sp, ns, kblocks, kb0, kb1);
         const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
@@ -163,7 +143,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       int t, sp, ns, nk;
       {
         int kb0, kb1;
-        swiglu_unit(u, split_from, splits, kblocks, t, sp, ns, kb0, kb1);
+        unit_tile(u, split_from, splits, t, sp, ns);
+        split_range(sp, ns, kblocks, kb0, kb1);
         nk = kb1 - kb0;
       }
       const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);

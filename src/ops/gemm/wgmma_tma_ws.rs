@@ -229,13 +229,7 @@ impl TileConfig {
     /// 764 TFLOPS with the last wave split in 5 (3 and 4: 760), 742 unsplit, 743 in CTA pairs.
     pub fn tail_splits(self, m: usize, n: usize, k: usize, sm_count: u32) -> Option<u32> {
         let slots = (sm_count / self.cluster).max(1);
-        let ctiles = self.cluster_tiles(m, n);
-        let tail = ctiles % slots;
-        if ctiles <= slots || tail == 0 || tail * 2 > slots {
-            return None;
-        }
-        let s = (slots / tail).min(5).min(k_blocks(k) / 4);
-        (s >= 2).then_some(s)
+        last_wave_slices(self.cluster_tiles(m, n), slots, 5, k_blocks(k))
     }
 
     /// (tile config, split-K factor). From the widest tile down (256, 128, 64), a narrower one
@@ -305,6 +299,20 @@ impl SplitPlan {
 pub fn rows_on_lines(p: &GemmProblem) -> bool {
     let es = p.input.size();
     (p.lda * es).is_multiple_of(128) && (p.ldb * es).is_multiple_of(128)
+}
+
+/// The last-wave split rule (GEMM's tail split, the fused SwiGLU's in-kernel split): when `tiles`
+/// on `slots` resident CTAs leave a last wave at most half full, its tiles are cut into as many K
+/// slices as fill the idle slots (slots / tail tiles), at most `max_slices` and a quarter of the
+/// `kblocks`; `None` when the waves are whole, there is one wave or less, or that is under 2.
+pub fn last_wave_slices(tiles: u32, slots: u32, max_slices: u32, kblocks: u32) -> Option<u32> {
+    let slots = slots.max(1);
+    let tail = tiles % slots;
+    if tiles <= slots || tail == 0 || tail * 2 > slots {
+        return None;
+    }
+    let s = (slots / tail).min(max_slices).min(kblocks / 4);
+    (s >= 2).then_some(s)
 }
 
 /// The most K slices a tile is split into.

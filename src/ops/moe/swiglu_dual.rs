@@ -12,6 +12,7 @@ use super::{
 use crate::device::{Context, DeviceInfo, LaunchConfig, Scratch};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
+use crate::ops::gemm::wgmma_tma_ws::last_wave_slices;
 use crate::ops::gemm::DType;
 
 pub struct SwiGluDual;
@@ -47,14 +48,10 @@ fn max_tail_splits() -> u32 {
 /// (first split tile, slices per split tile); (tiles, 1) when nothing is split. Mirrors the
 /// kernel (which alone knows `tiles`, from the prefix sums built on the GPU).
 pub fn tail_split(tiles: u32, ctas: u32, max_splits: u32, kblocks: u32) -> (u32, u32) {
-    let tail = tiles % ctas.max(1);
-    if max_splits > 1 && tiles > ctas && tail > 0 && 2 * tail <= ctas {
-        let s = (ctas / tail).min(max_splits).min(kblocks / 4);
-        if s > 1 {
-            return (tiles - tail, s);
-        }
+    match last_wave_slices(tiles, ctas, max_splits, kblocks) {
+        Some(s) => (tiles - tiles % ctas.max(1), s),
+        None => (tiles, 1),
     }
-    (tiles, 1)
 }
 
 /// Bytes of the split workspace for a grid of `ctas`: a tail of at most ctas / 2 tiles in at most

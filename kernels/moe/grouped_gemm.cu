@@ -111,7 +111,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tma_prefetch(&tma_w);
       u32 it = 0;
       for (int u = cid; u < units; u += nclusters) {
-        const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, BM, CLUSTER * BN);
+        const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, p.by_expert, BM, CLUSTER * BN);
         const int n0 = tile.n0 + rank * BN;
         const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
@@ -156,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
     u32 it = 0;
     for (int u = cid; u < units; u += nclusters) {
-      MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, BM, CLUSTER * BN);
+      MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, p.by_expert, BM, CLUSTER * BN);
       tile.n0 += rank * BN;
       if (!SPLIT_N && 64 * c >= tile.valid_rows) {
         // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.

@@ -213,7 +213,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         ring[rs] = t;
         mbar_arrive(tfull(rs));
         if (t >= tiles) break;
-        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, TT, BW);
+        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BW);
         const int expert = ids[tile.expert];  // table position -> expert (sorted tables)
         const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
         const u32 bytes = W_BYTES + boxes * XBOX * BK * 2;
@@ -245,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       __syncwarp();
       if (x.lane == 0) mbar_arrive(tempty(rs));
       if (t >= tiles) break;
-      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, TT, BW);
+      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BW);
       const int groups = (tile.valid_rows + 15) / 16;
       float acc[MI][TT / 2];
       swap_dispatch<TT / 16>(groups, x, acc, it);

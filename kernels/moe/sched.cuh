@@ -14,6 +14,7 @@ struct MoeArgs {
   int tiles_n;
   int interleaved;  // SwiGLU: W1 and W3 interleaved in blocks of 128 rows of one tensor
   int group_m;      // m-tiles swept together in the grouped tile order (any value >= 1 is correct)
+  int by_expert;    // 1: the order goes expert by expert, group_m the most m-tiles of a group
 };
 
 // Table layout (ints): m-tile prefix sums [0, E], then each expert's first row [E + 1, 2E + 1),
@@ -52,16 +53,50 @@ __device__ __forceinline__ void moe_tile_coords(int t, int tiles_m, int tiles_n,
   tn = r / rows;
 }
 
+// Tile `local` of one expert's m_e m-tiles x tiles_n n-tiles in the expert-aligned order: the
+// expert's m-tiles are cut into ceil(m_e / cap) groups as equal as possible (sizes differ by at
+// most one), each swept column by column. No group straddles two experts, so each of an expert's
+// W tiles is read by all the m-tiles of its group at once and, when the expert has one group,
+// leaves HBM once; with the fixed-width order a group spanning an expert's end re-reads that
+// expert's W later, from HBM.
+__device__ __forceinline__ void moe_expert_coords(int local, int m_e, int tiles_n, int cap, int& lm, int& tn) {
+  const int groups = (m_e + cap - 1) / cap, small = m_e / groups, extra = m_e % groups;
+  const int big_tiles = (small + 1) * tiles_n;  // tiles of each of the first `extra` groups
+  int first, r, rows;
+  if (local < extra * big_tiles) {
+    first = (local / big_tiles) * (small + 1);
+    r = local % big_tiles;
+    rows = small + 1;
+  } else {
+    const int l = local - extra * big_tiles, per = small * tiles_n;
+    first = extra * (small + 1) + (l / per) * small;
+    r = l % per;
+    rows = small;
+  }
+  lm = first + r % rows;
+  tn = r / rows;
+}
+
 // One tile's place: its expert, the X row of its first row, and the rows of it that are real.
 struct MoeTile {
   int expert, row0, valid_rows, n0;
 };
 
-__device__ __forceinline__ MoeTile moe_tile(const int* table, int experts, int t, int tiles_m, int tiles_n, int group, int bm,
-                                            int bn) {
-  int g, tn;
-  moe_tile_coords(t, tiles_m, tiles_n, group, g, tn);
-  const int e = moe_find_expert(table, experts, g);
+// Tile t: `by_expert` picks the expert-aligned order (moe_expert_coords, groups of at most
+// `group` m-tiles), else the fixed-width grouped order over all m-tiles (moe_tile_coords).
+__device__ __forceinline__ MoeTile moe_tile(const int* table, int experts, int t, int tiles_m, int tiles_n, int group,
+                                            bool by_expert, int bm, int bn) {
+  int g, tn, e;
+  if (by_expert) {
+    // An expert's tiles are [prefix[e] * tiles_n, prefix[e + 1] * tiles_n).
+    e = moe_find_expert(table, experts, t / tiles_n);
+    int lm;
+    moe_expert_coords(t - table[e] * tiles_n, table[e + 1] - table[e], tiles_n, group, lm, tn);
+    g = table[e] + lm;
+  } else {
+    moe_tile_coords(t, tiles_m, tiles_n, group, g, tn);
+    e = moe_find_expert(table, experts, g);
+  }
   const int local = (g - table[e]) * bm;
   MoeTile r;
   r.expert = e;

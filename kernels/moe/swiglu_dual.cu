@@ -108,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         int t, sp, ns, kb0, kb1;
         unit_tile(u, split_from, splits, t, sp, ns);
         split_range(sp, ns, kblocks, kb0, kb1);
-        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
+        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
@@ -147,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         split_range(sp, ns, kblocks, kb0, kb1);
         nk = kb1 - kb0;
       }
-      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, BM, BN);
+      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
       // This consumer's 64 rows all past the expert's end: keep the stage barriers in step,
       // issue no wgmma (the other consumer gets the tensor cores), store nothing.
       const bool idle = 64 * c >= tile.valid_rows;

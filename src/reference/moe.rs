@@ -87,7 +87,7 @@ pub fn moe_rows(
 mod tests {
     use super::*;
     use crate::ops::gemm::DType;
-    use crate::ops::moe::schedule::{tile, Schedule, TileConfig};
+    use crate::ops::moe::schedule::{tile, Schedule, TileConfig, TileOrder};
 
     #[test]
     fn each_row_uses_its_experts_weights() {
@@ -170,7 +170,7 @@ mod tests {
             }
         };
         for t in 0..s.tiles_m() * tiles_n {
-            let tl = tile(&s, t, tiles_n, cfg.bm, cfg.bn);
+            let tl = tile(&s, t, tiles_n, TileOrder::ByExpert(3), cfg.bm, cfg.bn);
             for r in 0..cfg.bm as i32 {
                 let xr = (tl.row0 + r) as usize;
                 let xv: Vec<f64> = if xr < p.x_rows() {

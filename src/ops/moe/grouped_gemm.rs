@@ -3,7 +3,7 @@
 //! quantisation, launches the prefix-sum kernel, then the GEMM with one 2D map over X and one 3D
 //! map over W [E, N, K].
 
-use super::schedule::{group_for, TileConfig, MAX_EXPERTS};
+use super::schedule::{order_for, TileConfig, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -126,7 +126,7 @@ impl MoeKernel for GroupedGemm {
         let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
         let mut args = MoeArgs::new(p, ops, cfg.bn);
-        args.group_m = group_for(p, cfg.bm);
+        args.set_order(order_for(p, cfg.bm));
         tile_prefix::launch(ctx, p, ops, cfg.bm, false)?;
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes(1));
         let lc = LaunchConfig {

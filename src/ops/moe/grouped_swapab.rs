@@ -4,7 +4,7 @@
 //! tile), so short experts compute no padding rows. Tiles are taken from a global counter
 //! (dynamic persistent scheduling), which `moe_tile_prefix` zeroes before every launch.
 
-use super::schedule::{group_for, table_bytes, MAX_EXPERTS};
+use super::schedule::{order_for, table_bytes, TileOrder, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -191,7 +191,11 @@ impl MoeKernel for GroupedSwapAb {
         let mut args = MoeArgs::new(p, ops, cfg.bw());
         let lpt = heaviest_first();
         // heaviest first: an expert's n-tiles one after another (group 1), experts by rows
-        args.group_m = if lpt { 1 } else { group_for(p, cfg.tt) };
+        args.set_order(if lpt {
+            TileOrder::Fixed(1)
+        } else {
+            order_for(p, cfg.tt)
+        });
         tile_prefix::launch(ctx, p, ops, cfg.tt, lpt)?;
         let lc = LaunchConfig {
             grid: (cfg.grid(p, sms), 1, 1),

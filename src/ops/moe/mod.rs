@@ -67,8 +67,10 @@ pub struct MoeArgs {
     pub tiles_n: i32,
     pub interleaved: i32,
     /// m-tiles swept together in the grouped tile order: a hint for L2 reuse (any value >= 1
-    /// is correct), see [`schedule::group_for`].
+    /// is correct), see [`schedule::order_for`].
     pub group_m: i32,
+    /// 1: the expert-aligned order ([`schedule::TileOrder::ByExpert`]), `group_m` its widest group.
+    pub by_expert: i32,
 }
 
 impl MoeArgs {
@@ -90,7 +92,13 @@ impl MoeArgs {
                 })
             ) as i32,
             group_m: schedule::GROUP_M as i32,
+            by_expert: 0,
         }
+    }
+
+    /// Walk the tiles in `order`.
+    pub fn set_order(&mut self, order: schedule::TileOrder) {
+        (self.group_m, self.by_expert) = order.args();
     }
 
     pub fn as_param(&mut self) -> *mut c_void {
@@ -246,11 +254,12 @@ mod tests {
 
     #[test]
     fn moe_args_match_the_device_layout() {
-        // three pointers, one i64, six ints
-        assert_eq!(std::mem::size_of::<MoeArgs>(), 56);
+        // three pointers, one i64, seven ints, padded to 8 bytes as the device struct is
+        assert_eq!(std::mem::size_of::<MoeArgs>(), 64);
         assert_eq!(std::mem::offset_of!(MoeArgs, ldy), 24);
         assert_eq!(std::mem::offset_of!(MoeArgs, experts), 32);
         assert_eq!(std::mem::offset_of!(MoeArgs, interleaved), 48);
+        assert_eq!(std::mem::offset_of!(MoeArgs, by_expert), 56);
     }
 
     #[test]

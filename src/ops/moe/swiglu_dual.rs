@@ -3,7 +3,7 @@
 //! come as two [E, N, K] maps, or one [E, 2N, K] map over the interleaved W13 whose 256-row box
 //! brings a W1 block and its W3 block at once.
 
-use super::schedule::{group_for, TileConfig, MAX_EXPERTS};
+use super::schedule::{order_for, TileConfig, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -153,7 +153,7 @@ impl MoeKernel for SwiGluDual {
         let (mut map_x, mut map_1, mut map_3) = (tx.encode()?, t1.encode()?, t3.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output))?;
         let mut args = MoeArgs::new(p, ops, CFG.bn);
-        args.group_m = group_for(p, CFG.bm);
+        args.set_order(order_for(p, CFG.bm));
         if !p.swiglu.is_some_and(|s| s.routed) {
             args.route = 0;
         }

@@ -15,7 +15,10 @@
 // interleaved W13 [E, 2N, K] whose rows alternate 128-row blocks of W1 and W3 (block j of W1 is
 // rows 256j .. 256j + 127, of W3 256j + 128 .. 256j + 255): one 256-row box brings both tiles.
 // A consumer whose 64 rows are all past the expert's end (a last tile of at most 64 rows) issues
-// no wgmma and only follows the stage barriers.
+// no wgmma and only follows the stage barriers. X comes in 32-row boxes, and a tile loads only
+// those holding its valid rows (the rows not loaded keep an earlier stage's data: rows past the
+// expert's end are garbage either way, never stored): the box traffic, not the tensor cores,
+// bounds this kernel (session 9: extra L2 prefetch boxes slowed it in proportion to their bytes).
 //
 // Last-wave split (SwigluSplit.max_splits > 1): the tile count is known only here (the prefix
 // sums are built on the GPU), so the kernel itself checks whether the last wave of tiles leaves
@@ -23,6 +26,7 @@
 // min(CTAs / tail tiles, max_splits) slices. Each slice's unit stores its fp32 gate and up
 // partials to ws (fragment order), counts itself on the tile's counter, and the unit that counts
 // last adds the others, resets the counter for the next launch and runs the epilogue.
+#include "common/fast_math.cuh"
 #include "common/mbarrier.cuh"
 #include "common/split_k.cuh"
 #include "common/tma.cuh"
@@ -42,13 +46,12 @@
 #endif
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
+constexpr int XBOX = 32;  // X rows per TMA box: a tile loads only the boxes that hold its valid rows
 constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2, STAGE_BYTES = X_BYTES + 2 * W_BYTES;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
-
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
 // The last-wave split's workspace, laid out as `SwigluSplit` in src/ops/moe/swiglu_dual.rs:
 // ws holds up to gridDim.x partial tiles of BM x 2BN floats, counters gridDim.x / 2 zeros.
@@ -109,13 +112,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         unit_tile(u, split_from, splits, t, sp, ns);
         split_range(sp, ns, kblocks, kb0, kb1);
         const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+        const int x_boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          mbar_arrive_expect_tx(full(s), STAGE_BYTES);
+          mbar_arrive_expect_tx(full(s), 2 * W_BYTES + x_boxes * XBOX * 128u);  // zero fill past X counts
           const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
           const int k0 = kb * BK;
-          tma_load_2d(sx, &tma_x, full(s), k0, tile.row0);
+          for (int b = 0; b < x_boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, full(s), k0, tile.row0 + b * XBOX);
           if (p.interleaved) {
             tma_load_3d(sw, &tma_w1, full(s), k0, 2 * tile.n0, tile.expert);  // W1 block, then W3
           } else {
@@ -220,7 +224,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int x = 0; x < 2; ++x) {
               const int i = 4 * (j0 + s) + 2 * h + x;
-              e[s][x] = silu(acc[i]) * acc[BN / 2 + i] * scale;
+              e[s][x] = silu_fast(acc[i]) * acc[BN / 2 + i] * scale;
             }
           }
           quad_transpose(e, q);

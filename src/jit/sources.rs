@@ -48,6 +48,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/swizzle.cuh"),
     ),
     (
+        "common/fast_math.cuh",
+        include_str!("../../kernels/common/fast_math.cuh"),
+    ),
+    (
         "common/mem_ops.cuh",
         include_str!("../../kernels/common/mem_ops.cuh"),
     ),

@@ -75,6 +75,8 @@ static SPLIT_COUNTERS: Scratch = Scratch::new("SwiGLU split counter", true);
 pub const ENTRY: &str = "moe_swiglu_dual";
 pub const THREADS: u32 = 384;
 const CFG: TileConfig = TileConfig::SWIGLU;
+/// X rows per TMA box (the kernel's `XBOX`): a tile loads only the boxes holding its valid rows.
+const X_BOX_ROWS: u32 = 32;
 
 impl SwiGluDual {
     pub fn spec(arch: &str, input: DType, output: DType) -> KernelSpec {
@@ -145,7 +147,7 @@ impl MoeKernel for SwiGluDual {
                 return Err(Error::invalid("SwiGLU with separate weights needs W3"));
             }
         }
-        let tx = x_map(p, ops.x.ptr(), CFG.bm);
+        let tx = x_map(p, ops.x.ptr(), X_BOX_ROWS);
         tx.validate().map_err(unsupported)?;
         let (t1, t3) = Self::w_maps(p, ops.w.ptr(), ops.w3.map(|b| b.ptr()));
         t1.validate().map_err(unsupported)?;
@@ -213,14 +215,14 @@ mod tests {
             p.validate().unwrap();
             let (w1, w3m) = SwiGluDual::w_maps(&p, 1 << 20, w3);
             assert_eq!(w1.validate(), Ok(()));
-            let x = x_map(&p, 1 << 22, CFG.bm);
+            let x = x_map(&p, 1 << 22, X_BOX_ROWS);
             let w_bytes = match layout {
                 WeightLayout::Separate => w1.box_bytes() + w3m.box_bytes(),
                 WeightLayout::Interleaved => w1.box_bytes(),
             };
-            // expect_tx: one X box and both weight tiles
+            // expect_tx of a full tile: four X boxes and both weight tiles
             assert_eq!(
-                x.box_bytes() + w_bytes,
+                4 * x.box_bytes() + w_bytes,
                 CFG.stage_bytes(2) as u64,
                 "{layout:?}"
             );

@@ -25,3 +25,20 @@ __device__ __forceinline__ void quad_transpose(float (&e)[4][2], int q) {
     }
   }
 }
+
+// The same transpose over values already packed in pairs (w[s] holds e[s][0] and e[s][1] of a
+// 16-bit output): one shuffle per pair instead of two, and it can wait until the words are stored.
+__device__ __forceinline__ void quad_transpose_packed(u32 (&w)[4], int q) {
+#pragma unroll
+  for (int bit = 2; bit >= 1; bit >>= 1) {
+    const bool hi = (q & bit) != 0;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      if (s & bit) continue;  // the pair (s, s | bit)
+      const u32 send = hi ? w[s] : w[s | bit];
+      const u32 recv = __shfl_xor_sync(0xffffffffu, send, bit);
+      if (hi) w[s] = recv;
+      else w[s | bit] = recv;
+    }
+  }
+}

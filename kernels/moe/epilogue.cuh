@@ -30,3 +30,25 @@ __device__ __forceinline__ void moe_store8(OutT* y, i64 ldy, int n_total, i64 ro
     *reinterpret_cast<u32x4*>(dst) = w;
   }
 }
+
+// As moe_store8 for 16-bit outputs whose 8 values are already packed in pairs (pack2<OutT>):
+// epilogues that keep a tile's results in registers to store them later.
+template <class OutT>
+__device__ __forceinline__ void moe_store8_packed(OutT* y, i64 ldy, int n_total, i64 row, int n, const u32 (&w)[4]) {
+  static_assert(sizeof(OutT) == 2, "packed stores are for 16-bit outputs");
+  if (n >= n_total) return;
+  OutT* dst = y + row * ldy + n;
+  if (n + 8 > n_total || (reinterpret_cast<u64>(dst) % 16) != 0) {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (n + i < n_total) reinterpret_cast<unsigned short*>(dst)[i] = h[i];
+    return;
+  }
+  u32x4 v;
+  v.x = w[0];
+  v.y = w[1];
+  v.z = w[2];
+  v.w = w[3];
+  *reinterpret_cast<u32x4*>(dst) = v;
+}

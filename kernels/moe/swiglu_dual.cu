@@ -20,6 +20,12 @@
 // expert's end are garbage either way, never stored): the box traffic, not the tensor cores,
 // bounds this kernel (session 9: extra L2 prefetch boxes slowed it in proportion to their bytes).
 //
+// Units (whole tiles, then the split tiles' slices) go to CTAs dynamically (SwigluSplit.dynamic):
+// CTA b starts at unit b and then takes the next from a global counter (zeroed by
+// moe_tile_prefix in the same stream), so the CTAs that drew an expert's short last tiles take
+// more; the producer publishes each unit to the consumers through a 2-slot ring in shared memory
+// (as moe/grouped_swapab.cu). Static (dynamic = 0): unit b, b + grid, ...
+//
 // Last-wave split (SwigluSplit.max_splits > 1): the tile count is known only here (the prefix
 // sums are built on the GPU), so the kernel itself checks whether the last wave of tiles leaves
 // at least half of the resident CTAs idle; if so it cuts each of those tiles' K blocks into
@@ -27,6 +33,7 @@
 // partials to ws (fragment order), counts itself on the tile's counter, and the unit that counts
 // last adds the others, resets the counter for the next launch and runs the epilogue.
 #include "common/fast_math.cuh"
+#include "common/grid_dep.cuh"
 #include "common/mbarrier.cuh"
 #include "common/split_k.cuh"
 #include "common/tma.cuh"
@@ -44,14 +51,22 @@
 #ifndef KILN_SWIGLU_SPLIT
 #define KILN_SWIGLU_SPLIT 0
 #endif
+#ifndef KILN_SWIGLU_DEFER
+#define KILN_SWIGLU_DEFER 1
+#endif
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
 constexpr int XBOX = 32;  // X rows per TMA box: a tile loads only the boxes that hold its valid rows
 constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2, STAGE_BYTES = X_BYTES + 2 * W_BYTES;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
+// Deferred stores (16-bit outputs): a tile's results wait, packed, in registers and go out under
+// the next unit's first wgmma batch, so the tensor cores need not idle while they drain.
+// (A preprocessor condition: f32 output (KILN_OUT 2) has no pack2 to compile.)
+#define SWIGLU_DEFER (KILN_SWIGLU_DEFER && KILN_OUT != 2)
+constexpr bool DEFER = SWIGLU_DEFER;
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
-              "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + 40 + TABLE_BYTES,
+              "KILN_SMEM (declared by the host) is smaller than the stages, unit ring and tables need");
 
 // The last-wave split's workspace, laid out as `SwigluSplit` in src/ops/moe/swiglu_dual.rs:
 // ws holds up to gridDim.x partial tiles of BM x 2BN floats, counters gridDim.x / 2 zeros.
@@ -59,6 +74,7 @@ struct SwigluSplit {
   float* ws;
   u32* counters;
   int max_splits;  // 1: no split
+  int dynamic;     // 1: units after the first wave come from the global counter (see the top)
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -69,9 +85,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
   const u32 bars = base + STAGES * STAGE_BYTES;
-  int* table = reinterpret_cast<int*>(smem_raw + (bars - raw) + 2 * STAGES * 8);
+  const u32 ring_bars = bars + 16u * STAGES;  // unit ring: full[2], empty[2]
+  int* ring = reinterpret_cast<int*>(smem_raw + (ring_bars - raw) + 32);  // 2 ints after the 4 barriers
+  int* table = ring + 2;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  auto ufull = [&](int s) { return ring_bars + 8u * s; };
+  auto uempty = [&](int s) { return ring_bars + 16u + 8u * s; };
 
   const int E = p.experts;
   if (threadIdx.x == 0) {
@@ -79,8 +99,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       mbar_init(full(s), 1);
       mbar_init(empty(s), 8);
     }
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(ufull(s), 1);   // the producer publishes a unit
+      mbar_init(uempty(s), 8);  // every consumer warp has read it
+    }
     mbar_fence_init();
   }
+  // Launched as moe_tile_prefix's dependent: everything above overlapped it; its tables (and
+  // whatever earlier work wrote X) are read only from here.
+  grid_dependency_wait();
   moe_load_tables(table, p.sched, E);
   __syncthreads();
 
@@ -98,6 +125,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     }
   }
   const int units = split_from + (tiles - split_from) * splits;
+  // The unit after `u`: the static stride, or (dynamic) the next one nobody has taken yet.
+  int* unit_counter = const_cast<int*>(p.sched) + moe_table_ints(E);
+  auto next_unit = [&](int u) { return sx.dynamic ? (int)gridDim.x + atomicAdd(unit_counter, 1) : u + (int)gridDim.x; };
   const int wg = warpgroup_index();  // warp-uniform for ptxas (common/wgmma.cuh)
 
   if (wg == 0) {
@@ -107,7 +137,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tma_prefetch(&tma_w1);
       if (!p.interleaved) tma_prefetch(&tma_w3);
       u32 it = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      for (int j = 0, u = blockIdx.x;; ++j, u = next_unit(u)) {
+        const int rs = j & 1;
+        mbar_wait(uempty(rs), ((j >> 1) & 1) ^ 1);
+        ring[rs] = u;
+        mbar_arrive(ufull(rs));
+        if (u >= units) break;
         int t, sp, ns, kb0, kb1;
         unit_tile(u, split_from, splits, t, sp, ns);
         split_range(sp, ns, kblocks, kb0, kb1);
@@ -142,8 +177,36 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < BN; ++i) acc[i] = 0.0f;
 
+    // The packed results of the last tile this consumer finished, not yet stored (DEFER):
+    // [row half h][column group g] 8 values in 4 words, in fragment order until flush()
+    // transposes them, for rows prow[h] when pok[h].
+    u32 pw[2][BN / 32][4];
+    i64 prow[2] = {0, 0};
+    bool pok[2] = {false, false}, pending = false;
+    int pn0 = 0;
+    auto flush = [&]() {
+#if SWIGLU_DEFER
+      if (!pending) return;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int g = 0; g < BN / 32; ++g) {
+          quad_transpose_packed(pw[h][g], q);  // every lane takes part, stored rows or not
+          if (pok[h]) moe_store8_packed(y, p.ldy, p.n, prow[h], pn0 + 8 * (4 * g + q), pw[h][g]);
+        }
+      }
+      pending = false;
+#endif
+    };
+
     u32 it = 0;
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    for (int j = 0;; ++j) {
+      const int rs = j & 1;
+      mbar_wait(ufull(rs), (j >> 1) & 1);
+      const int u = ring[rs];
+      __syncwarp();
+      if (lane == 0) mbar_arrive(uempty(rs));
+      if (u >= units) break;
       int t, sp, ns, nk;
       {
         int kb0, kb1;
@@ -156,6 +219,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // issue no wgmma (the other consumer gets the tensor cores), store nothing.
       const bool idle = 64 * c >= tile.valid_rows;
       if (idle) {
+        flush();
         for (int kb = 0; kb < nk; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(full(s), (it / STAGES) & 1);
@@ -187,6 +251,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #endif
         }
         wgmma_commit();
+        if (kb == 0) flush();  // the previous tile's stores, under this batch
 #pragma unroll
         for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
         wgmma_wait<1>();
@@ -216,6 +281,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const bool row_ok = r < tile.valid_rows;
         const i64 row = (i64)tile.row0 + r;
         const float scale = (row_ok && p.route != nullptr) ? p.route[row] : 1.0f;
+        prow[h] = row;
+        pok[h] = row_ok;
 #pragma unroll
         for (int j0 = 0; j0 < BN / 8; j0 += 4) {
           float e[4][2];
@@ -227,10 +294,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               e[s][x] = silu_fast(acc[i]) * acc[BN / 2 + i] * scale;
             }
           }
+#if SWIGLU_DEFER
+          // packed as computed; flush() transposes them across the quad under the next batch
+#pragma unroll
+          for (int s = 0; s < 4; ++s) pw[h][j0 / 4][s] = pack2<out_t>(e[s][0], e[s][1]);
+#else
           quad_transpose(e, q);
           if (row_ok) moe_store8(y, p.ldy, p.n, row, tile.n0 + 8 * (j0 + q), e);
+#endif
         }
       }
+      pn0 = tile.n0;
+      pending = true;
     }
+    flush();
   }
 }

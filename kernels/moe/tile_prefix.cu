@@ -10,6 +10,10 @@
 // longest and the short ones fill the tail (longest-processing-time-first). Table position i then
 // holds expert ids[i], written after the tile counter. Ranking is all-pairs (E / 32 x E reads per
 // lane), so only up to SORT_MAX experts are sorted; beyond that the order is the experts' own.
+//
+// It lets the GEMM after it launch at once (programmatic dependent launch): the GEMM's CTAs set up
+// their barriers while this runs and wait for its tables in grid_dependency_wait.
+#include "common/grid_dep.cuh"
 #include "moe/sched.cuh"
 
 constexpr int SORT_MAX = 64;
@@ -19,6 +23,7 @@ constexpr int SORT_MAX = 64;
 extern "C" __global__ void __launch_bounds__(32)
     moe_tile_prefix(const int* rows_in, int* sched, int experts, int x_rows, int max_rows, int masked, int bm,
                     int sorted) {
+  launch_dependents();
   const int lane = threadIdx.x;
   const int per = (experts + 31) / 32;
   const int first = min(lane * per, experts), last = min(first + per, experts);
@@ -72,7 +77,7 @@ extern "C" __global__ void __launch_bounds__(32)
     run += (r + bm - 1) / bm;
   }
   if (lane == 31) sched[experts] = inclusive;
-  // The tile counter of the dynamically scheduled kernels (moe/grouped_swapab.cu): this kernel runs
+  // The tile counter of the dynamically scheduled kernels (grouped_swapab, swiglu_dual): this kernel runs
   // just before them on the same stream, so every launch (and graph replay) starts it at 0.
   if (lane == 0) sched[3 * experts + 1] = 0;
 }

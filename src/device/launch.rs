@@ -1,4 +1,5 @@
-//! Loaded kernels and launches: grid, block, dynamic shared memory above 48 KB, and clusters.
+//! Loaded kernels and launches: grid, block, dynamic shared memory above 48 KB, clusters, and
+//! programmatic dependent launch (a kernel that starts while the one before it finishes).
 
 use std::ffi::{c_void, CString};
 
@@ -61,6 +62,32 @@ impl Function {
         cfg: &LaunchConfig,
         params: &mut [*mut c_void],
     ) -> Result<()> {
+        self.launch_ex(stream, cfg, params, false)
+    }
+
+    /// As [`Function::launch`], but the kernel may start (its CTAs run their prologue) while the
+    /// kernel before it on the stream is still running: programmatic dependent launch. The kernel
+    /// must execute `griddepcontrol.wait` (common/grid_dep.cuh) before it reads anything earlier
+    /// work wrote; the one before may release it early with `griddepcontrol.launch_dependents`.
+    ///
+    /// # Safety
+    /// As [`Function::launch`], and the kernel waits as described before its first such read.
+    pub unsafe fn launch_dependent(
+        &self,
+        stream: sys::CUstream,
+        cfg: &LaunchConfig,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        self.launch_ex(stream, cfg, params, true)
+    }
+
+    unsafe fn launch_ex(
+        &self,
+        stream: sys::CUstream,
+        cfg: &LaunchConfig,
+        params: &mut [*mut c_void],
+        dependent: bool,
+    ) -> Result<()> {
         if cfg.smem_bytes > 48 * 1024 {
             result::function::set_function_attribute(
                 self.raw,
@@ -81,6 +108,12 @@ impl Function {
             a.value.clusterDim.x = x;
             a.value.clusterDim.y = y;
             a.value.clusterDim.z = z;
+            attrs.push(a);
+        }
+        if dependent {
+            let mut a: sys::CUlaunchAttribute = std::mem::zeroed();
+            a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            a.value.programmaticStreamSerializationAllowed = 1;
             attrs.push(a);
         }
         let lc = sys::CUlaunchConfig {

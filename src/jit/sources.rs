@@ -48,6 +48,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/swizzle.cuh"),
     ),
     (
+        "common/grid_dep.cuh",
+        include_str!("../../kernels/common/grid_dep.cuh"),
+    ),
+    (
         "common/fast_math.cuh",
         include_str!("../../kernels/common/fast_math.cuh"),
     ),

@@ -9,7 +9,7 @@ use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
     MoeProblem, SwiGlu, WeightLayout,
 };
-use crate::device::{Context, DeviceInfo, LaunchConfig, Scratch};
+use crate::device::{Context, DeviceInfo, Function, LaunchConfig, Scratch};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::wgmma_tma_ws::last_wave_slices;
@@ -23,13 +23,39 @@ fn split_mainloop() -> bool {
     std::env::var("KILN_SWIGLU_SPLIT").is_ok_and(|v| v.trim() == "1")
 }
 
-/// The kernel's `SwigluSplit`: the last wave's split workspace (see the kernel's top comment).
+/// `KILN_SWIGLU_DEFER=0` compiles the epilogue that stores each tile before the next unit
+/// starts, instead of under the next unit's first wgmma batch, to time both in one run.
+fn defer_stores() -> bool {
+    std::env::var("KILN_SWIGLU_DEFER").map_or(true, |v| v.trim() != "0")
+}
+
+/// Whether the kernel hands out units dynamically (the default); `KILN_SWIGLU_DYNAMIC=0` walks
+/// them statically (unit b, b + grid, ...), to time both.
+fn dynamic_units() -> bool {
+    std::env::var("KILN_SWIGLU_DYNAMIC").map_or(true, |v| v.trim() != "0")
+}
+
+/// Whether the kernel is launched as moe_tile_prefix's programmatic dependent (the default), so
+/// its prologue overlaps that kernel and the launch gap; `KILN_MOE_PDL=0` launches it plainly.
+fn dependent_launch() -> bool {
+    std::env::var("KILN_MOE_PDL").map_or(true, |v| v.trim() != "0")
+}
+
+/// Dynamic shared memory: the grouped kernels' layout plus the unit ring (4 mbarriers, 2 ints).
+fn smem_bytes() -> u32 {
+    CFG.smem_bytes(2) + 40
+}
+
+/// The kernel's `SwigluSplit`: the last wave's split workspace and how units are handed out (see
+/// the kernel's top comment).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct SwigluSplit {
     pub ws: u64,
     pub counters: u64,
     pub max_splits: i32,
+    /// 1: units after the first wave come from the tile counter `moe_tile_prefix` zeroes.
+    pub dynamic: i32,
 }
 
 /// The most K slices the kernel cuts a last-wave tile into (it picks min(CTAs / tail tiles, this)).
@@ -87,8 +113,9 @@ impl SwiGluDual {
         )
         .define("KILN_STAGES", CFG.stages)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-        .define("KILN_SMEM", CFG.smem_bytes(2))
+        .define("KILN_SMEM", smem_bytes())
         .define("KILN_SWIGLU_SPLIT", split_mainloop() as u32)
+        .define("KILN_SWIGLU_DEFER", defer_stores() as u32)
     }
 
     /// The weight maps: (W1, W3) over [E, N, K] in 128-row boxes, or W13 over [E, 2N, K] in
@@ -123,7 +150,7 @@ impl MoeKernel for SwiGluDual {
             );
         }
         common_support(p, dev)?;
-        dev.check_smem(CFG.smem_bytes(2))?;
+        dev.check_smem(smem_bytes())?;
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
@@ -159,24 +186,26 @@ impl MoeKernel for SwiGluDual {
         if !p.swiglu.is_some_and(|s| s.routed) {
             args.route = 0;
         }
-        tile_prefix::launch(ctx, p, ops, CFG.bm, false)?;
         let grid = CFG.grid(p, grid_cap().map_or(sms, |g| g.min(sms)));
         let max_splits = max_tail_splits();
         let mut split = SwigluSplit {
             ws: 0,
             counters: 0,
             max_splits: max_splits as i32,
+            dynamic: dynamic_units() as i32,
         };
         // The kernel decides whether to split (only it knows the tile count); the workspace is
-        // kept for the largest split this grid allows.
+        // kept for the largest split this grid allows. (Allocated before the prefix kernel, so
+        // that nothing comes between it and its dependent launch.)
         if max_splits > 1 {
             split.ws = SPLIT_WS.at_least(ctx, split_workspace_bytes(grid))?;
             split.counters = SPLIT_COUNTERS.at_least(ctx, grid as usize / 2 * 4 + 4)?;
         }
+        tile_prefix::launch(ctx, p, ops, CFG.bm, false)?;
         let lc = LaunchConfig {
             grid: (grid, 1, 1),
             block: (THREADS, 1, 1),
-            smem_bytes: CFG.smem_bytes(2),
+            smem_bytes: smem_bytes(),
             cluster: None,
         };
         // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, MoeArgs, SwigluSplit) in this order.
@@ -184,8 +213,16 @@ impl MoeKernel for SwiGluDual {
         // the schedule workspace; `check_operands` has matched each buffer to the problem and the
         // caller keeps them alive until the stream has run. The split workspace and its counters
         // are sized for this grid (or the split is off).
+        // The kernel waits for moe_tile_prefix's tables in `grid_dependency_wait` before its first
+        // read of anything earlier work wrote, so it may be launched as that kernel's dependent.
         unsafe {
-            f.launch(
+            let launch = if dependent_launch() {
+                Function::launch_dependent
+            } else {
+                Function::launch
+            };
+            launch(
+                &f,
                 ctx.stream,
                 &lc,
                 &mut [
@@ -203,6 +240,13 @@ impl MoeKernel for SwiGluDual {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_args_match_the_device_layout() {
+        // two pointers, two ints
+        assert_eq!(std::mem::size_of::<SwigluSplit>(), 24);
+        assert_eq!(std::mem::offset_of!(SwigluSplit, dynamic), 20);
+    }
 
     #[test]
     fn maps_deliver_one_stage_in_both_weight_layouts() {

@@ -63,7 +63,6 @@ constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 // the next unit's first wgmma batch, so the tensor cores need not idle while they drain.
 // (A preprocessor condition: f32 output (KILN_OUT 2) has no pack2 to compile.)
 #define SWIGLU_DEFER (KILN_SWIGLU_DEFER && KILN_OUT != 2)
-constexpr bool DEFER = SWIGLU_DEFER;
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + 40 + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, unit ring and tables need");
@@ -177,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < BN; ++i) acc[i] = 0.0f;
 
-    // The packed results of the last tile this consumer finished, not yet stored (DEFER):
+    // The packed results of the last tile this consumer finished, not yet stored (SWIGLU_DEFER):
     // [row half h][column group g] 8 values in 4 words, in fragment order until flush()
     // transposes them, for rows prow[h] when pok[h].
     u32 pw[2][BN / 32][4];

@@ -43,7 +43,21 @@ fn dependent_launch() -> bool {
 
 /// Dynamic shared memory: the grouped kernels' layout plus the unit ring (4 mbarriers, 2 ints).
 fn smem_bytes() -> u32 {
-    CFG.smem_bytes(2) + 40
+    TileConfig {
+        stages: stages(),
+        ..CFG
+    }
+    .smem_bytes(2)
+        + 40
+}
+
+/// Pipeline stages: 4, or `KILN_SWIGLU_STAGES` (2..=4) to measure how much the ring depth
+/// matters (2026-11-22 session 9: 3 stages 4 % slower at prefill).
+fn stages() -> u32 {
+    std::env::var("KILN_SWIGLU_STAGES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(CFG.stages, |s: u32| s.clamp(2, CFG.stages))
 }
 
 /// The kernel's `SwigluSplit`: the last wave's split workspace and how units are handed out (see
@@ -111,7 +125,7 @@ impl SwiGluDual {
             input,
             output,
         )
-        .define("KILN_STAGES", CFG.stages)
+        .define("KILN_STAGES", stages())
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
         .define("KILN_SMEM", smem_bytes())
         .define("KILN_SWIGLU_SPLIT", split_mainloop() as u32)

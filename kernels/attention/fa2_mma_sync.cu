@@ -11,6 +11,7 @@
 // so ldmatrix and the copies hit distinct banks. Writes O (Q's layout) and LSE (natural log).
 #include "attention/attn_args.cuh"
 #include "common/cp_async.cuh"
+#include "common/fast_math.cuh"
 #include "common/mma_sync.cuh"
 
 #define D KILN_D
@@ -32,12 +33,6 @@ static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(BN % 16 == 0 && BM % 16 == 0, "tiles are multiples of 16");
 static_assert(Q_BYTES + 2 * KV_BYTES <= KILN_SMEM, "KILN_SMEM must hold Q, K and V tiles");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Byte offset of chunk c of row r: the chunk XORed with the row's low 3 bits (CPR >= 8).
 __device__ __forceinline__ u32 swz(int r, int c) { return (u32)(r * ROW_BYTES + ((c ^ (r & 7)) << 4)); }
@@ -176,14 +171,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) attn_fa2_mma_sync(AttnArgs
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m_r[rh], mx * p.scale_log2);
       const float m_use = m_new == NEG_INF ? 0.0f : m_new; // a row with no key yet
-      const float corr = ex2(m_r[rh] - m_use);
+      const float corr = ex2_approx(m_r[rh] - m_use);
       m_r[rh] = m_new;
       float sum = 0.0f;
 #pragma unroll
       for (int n = 0; n < NT; ++n)
 #pragma unroll
         for (int e = 2 * rh; e < 2 * rh + 2; ++e) {
-          s[n][e] = ex2(fmaf(s[n][e], p.scale_log2, -m_use));
+          s[n][e] = ex2_approx(fmaf(s[n][e], p.scale_log2, -m_use));
           sum += s[n][e];
         }
       l_r[rh] = l_r[rh] * corr + sum; // this lane's partial; the quad is summed at the end

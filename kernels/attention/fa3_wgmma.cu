@@ -273,8 +273,8 @@ __device__ __forceinline__ void fold_partial(float (&o)[OR], float (&m)[2], floa
   for (int rh = 0; rh < 2; ++rh) {
     const float m1 = load(slice + (OR + rh) * 128), l1 = load(slice + (OR + 2 + rh) * 128);
     const float mx = fmaxf(m[rh], m1);  // a row's max is the same in its four threads
-    a[rh] = m[rh] == NEG_INF ? 0.0f : ex2(m[rh] - mx);
-    b[rh] = m1 == NEG_INF ? 0.0f : ex2(m1 - mx);
+    a[rh] = m[rh] == NEG_INF ? 0.0f : ex2_approx(m[rh] - mx);
+    b[rh] = m1 == NEG_INF ? 0.0f : ex2_approx(m1 - mx);
     m[rh] = mx;
     l[rh] = a[rh] * l[rh] + b[rh] * l1;
   }

@@ -3,14 +3,9 @@
 // it reads BN (keys per tile), SR (score registers per thread), NT (8-column groups), KILN_EMU and
 // KILN_LAZY.
 #pragma once
+#include "common/fast_math.cuh"
 
 #define NEG_INF __int_as_float(0xff800000)
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // 2^x for x <= 0 on the FMA and integer pipes: x = i + f with i = round(x) (the 1.5·2^23 trick
 // leaves i in the low mantissa bits), 2^f on [-0.5, 0.5] by a degree-3 fit (relative error
@@ -67,9 +62,9 @@ struct Softmax {
 #endif
       const float m_use = m_new == NEG_INF ? 0.0f : m_new; // a row with no visible key yet
 #if KILN_LAZY
-      corr[rh] = bump ? ex2(m[rh] - m_use) : 1.0f;  // a row still at -inf has O = 0 and l = 0
+      corr[rh] = bump ? ex2_approx(m[rh] - m_use) : 1.0f;  // a row still at -inf has O = 0 and l = 0
 #else
-      corr[rh] = ex2(m[rh] - m_use);
+      corr[rh] = ex2_approx(m[rh] - m_use);
 #endif
       m[rh] = m_new;
       float sum = 0.0f;
@@ -79,7 +74,7 @@ struct Softmax {
         for (int e = 0; e < 2; ++e) {
           const int i = 4 * n + 2 * rh + e;
           const float x = fmaf(sc[i], scale_log2, -m_use);
-          sc[i] = (KILN_EMU > 0 && n % (KILN_EMU > 0 ? KILN_EMU : 1) == KILN_EMU - 1) ? ex2_emu(x) : ex2(x);
+          sc[i] = (KILN_EMU > 0 && n % (KILN_EMU > 0 ? KILN_EMU : 1) == KILN_EMU - 1) ? ex2_emu(x) : ex2_approx(x);
           sum += sc[i];
         }
       l[rh] = l[rh] * corr[rh] + sum; // this lane's partial; the quad is summed at the end

@@ -4,35 +4,9 @@
 #include "common/types.cuh"
 #include "common/quad_transpose.cuh"
 
-// Y(row, n .. n + 7) = v, only the columns below n_total.
-template <class OutT>
-__device__ __forceinline__ void moe_store8(OutT* y, i64 ldy, int n_total, i64 row, int n, const float (&v)[4][2]) {
-  if (n >= n_total) return;
-  OutT* dst = y + row * ldy + n;
-  if (n + 8 > n_total || (reinterpret_cast<u64>(dst) % 16) != 0) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (n + i < n_total) dst[i] = from_float<OutT>(v[i / 2][i % 2]);
-    return;
-  }
-  if constexpr (sizeof(OutT) == 4) {
-    float4 w0, w1;
-    w0.x = v[0][0]; w0.y = v[0][1]; w0.z = v[1][0]; w0.w = v[1][1];
-    w1.x = v[2][0]; w1.y = v[2][1]; w1.z = v[3][0]; w1.w = v[3][1];
-    reinterpret_cast<float4*>(dst)[0] = w0;
-    reinterpret_cast<float4*>(dst)[1] = w1;
-  } else {
-    u32x4 w;
-    w.x = pack2<OutT>(v[0][0], v[0][1]);
-    w.y = pack2<OutT>(v[1][0], v[1][1]);
-    w.z = pack2<OutT>(v[2][0], v[2][1]);
-    w.w = pack2<OutT>(v[3][0], v[3][1]);
-    *reinterpret_cast<u32x4*>(dst) = w;
-  }
-}
-
-// As moe_store8 for 16-bit outputs whose 8 values are already packed in pairs (pack2<OutT>):
-// epilogues that keep a tile's results in registers to store them later.
+// Y(row, n .. n + 7) = the 8 16-bit values packed in pairs in w (pack2<OutT>), only the columns
+// below n_total; one 16-byte store when aligned and in range. Epilogues that keep a tile's
+// results in registers to store them later call it directly.
 template <class OutT>
 __device__ __forceinline__ void moe_store8_packed(OutT* y, i64 ldy, int n_total, i64 row, int n, const u32 (&w)[4]) {
   static_assert(sizeof(OutT) == 2, "packed stores are for 16-bit outputs");
@@ -51,4 +25,28 @@ __device__ __forceinline__ void moe_store8_packed(OutT* y, i64 ldy, int n_total,
   v.z = w[2];
   v.w = w[3];
   *reinterpret_cast<u32x4*>(dst) = v;
+}
+
+// Y(row, n .. n + 7) = v, only the columns below n_total (16-byte stores when aligned and in range).
+template <class OutT>
+__device__ __forceinline__ void moe_store8(OutT* y, i64 ldy, int n_total, i64 row, int n, const float (&v)[4][2]) {
+  if constexpr (sizeof(OutT) == 2) {
+    const u32 w[4] = {pack2<OutT>(v[0][0], v[0][1]), pack2<OutT>(v[1][0], v[1][1]), pack2<OutT>(v[2][0], v[2][1]),
+                      pack2<OutT>(v[3][0], v[3][1])};
+    moe_store8_packed(y, ldy, n_total, row, n, w);
+  } else {
+    if (n >= n_total) return;
+    OutT* dst = y + row * ldy + n;
+    if (n + 8 > n_total || (reinterpret_cast<u64>(dst) % 16) != 0) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (n + i < n_total) dst[i] = v[i / 2][i % 2];
+      return;
+    }
+    float4 w0, w1;
+    w0.x = v[0][0]; w0.y = v[0][1]; w0.z = v[1][0]; w0.w = v[1][1];
+    w1.x = v[2][0]; w1.y = v[2][1]; w1.z = v[3][0]; w1.w = v[3][1];
+    reinterpret_cast<float4*>(dst)[0] = w0;
+    reinterpret_cast<float4*>(dst)[1] = w1;
+  }
 }

@@ -49,7 +49,7 @@ static_assert(WM == 64 || WM == 128, "KILN_WM is 64 or 128");
 static_assert(TT % XBOX == 0 && TT <= 256, "KILN_TT is a multiple of 32 up to 256");
 static_assert(MI * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
 static_assert(W_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + 40 + TABLE_BYTES,
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
 
 // Y(row, n), Y(row, n + 1) = a, b; only columns below n_total; one word when aligned.
@@ -172,13 +172,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;  // the 128B swizzle follows absolute address bits
   const u32 bars = base + STAGES * STAGE_BYTES;
-  const u32 ring_bars = bars + 16u * STAGES;  // tile ring: full[2], empty[2]
-  int* ring = reinterpret_cast<int*>(smem_raw + (ring_bars - raw) + 32);  // 2 ints after the 4 barriers
-  int* table = ring + 2;
+  const MoeIndexRing ring(smem_raw, raw, bars + 16u * STAGES);  // the tile indices, to the consumers
+  int* table = ring.slot + 2;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
-  auto tfull = [&](int s) { return ring_bars + 8u * s; };
-  auto tempty = [&](int s) { return ring_bars + 16u + 8u * s; };
 
   const int E = p.experts;
   if (threadIdx.x == 0) {
@@ -186,10 +183,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       mbar_init(full(s), 1);   // the producer's arrive.expect_tx
       mbar_init(empty(s), 8);  // lane 0 of each consumer warp
     }
-    for (int s = 0; s < 2; ++s) {
-      mbar_init(tfull(s), 1);   // the producer publishes a tile index
-      mbar_init(tempty(s), 8);  // every consumer warp has read it
-    }
+    ring.init(8);
     mbar_fence_init();
   }
   moe_load_tables(table, p.sched, E);
@@ -208,10 +202,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       u32 it = 0;
       int t = blockIdx.x;
       for (int j = 0;; ++j) {
-        const int rs = j & 1;
-        mbar_wait(tempty(rs), ((j >> 1) & 1) ^ 1);
-        ring[rs] = t;
-        mbar_arrive(tfull(rs));
+        ring.publish(j, t);
         if (t >= tiles) break;
         const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BW);
         const int expert = ids[tile.expert];  // table position -> expert (sorted tables)
@@ -239,11 +230,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     x.lane = threadIdx.x % 32;
     u32 it = 0;
     for (int j = 0;; ++j) {
-      const int rs = j & 1;
-      mbar_wait(tfull(rs), (j >> 1) & 1);
-      const int t = ring[rs];
-      __syncwarp();
-      if (x.lane == 0) mbar_arrive(tempty(rs));
+      const int t = ring.take(j, x.lane);
       if (t >= tiles) break;
       const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BW);
       const int groups = (tile.valid_rows + 15) / 16;

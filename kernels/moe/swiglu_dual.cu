@@ -64,7 +64,7 @@ constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 // (A preprocessor condition: f32 output (KILN_OUT 2) has no pack2 to compile.)
 #define SWIGLU_DEFER (KILN_SWIGLU_DEFER && KILN_OUT != 2)
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + 40 + TABLE_BYTES,
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, unit ring and tables need");
 
 // The last-wave split's workspace, laid out as `SwigluSplit` in src/ops/moe/swiglu_dual.rs:
@@ -84,13 +84,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
   const u32 bars = base + STAGES * STAGE_BYTES;
-  const u32 ring_bars = bars + 16u * STAGES;  // unit ring: full[2], empty[2]
-  int* ring = reinterpret_cast<int*>(smem_raw + (ring_bars - raw) + 32);  // 2 ints after the 4 barriers
-  int* table = ring + 2;
+  const MoeIndexRing ring(smem_raw, raw, bars + 16u * STAGES);  // the units, to the consumers
+  int* table = ring.slot + 2;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
-  auto ufull = [&](int s) { return ring_bars + 8u * s; };
-  auto uempty = [&](int s) { return ring_bars + 16u + 8u * s; };
 
   const int E = p.experts;
   if (threadIdx.x == 0) {
@@ -98,10 +95,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       mbar_init(full(s), 1);
       mbar_init(empty(s), 8);
     }
-    for (int s = 0; s < 2; ++s) {
-      mbar_init(ufull(s), 1);   // the producer publishes a unit
-      mbar_init(uempty(s), 8);  // every consumer warp has read it
-    }
+    ring.init(8);
     mbar_fence_init();
   }
   // Launched as moe_tile_prefix's dependent: everything above overlapped it; its tables (and
@@ -137,10 +131,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if (!p.interleaved) tma_prefetch(&tma_w3);
       u32 it = 0;
       for (int j = 0, u = blockIdx.x;; ++j, u = next_unit(u)) {
-        const int rs = j & 1;
-        mbar_wait(uempty(rs), ((j >> 1) & 1) ^ 1);
-        ring[rs] = u;
-        mbar_arrive(ufull(rs));
+        ring.publish(j, u);
         if (u >= units) break;
         int t, sp, ns, kb0, kb1;
         unit_tile(u, split_from, splits, t, sp, ns);
@@ -200,11 +191,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
     u32 it = 0;
     for (int j = 0;; ++j) {
-      const int rs = j & 1;
-      mbar_wait(ufull(rs), (j >> 1) & 1);
-      const int u = ring[rs];
-      __syncwarp();
-      if (lane == 0) mbar_arrive(uempty(rs));
+      const int u = ring.take(j, lane);
       if (u >= units) break;
       int t, sp, ns, nk;
       {

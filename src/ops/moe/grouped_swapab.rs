@@ -4,7 +4,7 @@
 //! tile), so short experts compute no padding rows. Tiles are taken from a global counter
 //! (dynamic persistent scheduling), which `moe_tile_prefix` zeroes before every launch.
 
-use super::schedule::{order_for, table_bytes, TileOrder, MAX_EXPERTS};
+use super::schedule::{order_for, table_bytes, TileOrder, INDEX_RING_BYTES, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -68,7 +68,7 @@ impl SwapConfig {
     pub fn smem_bytes(self) -> u32 {
         1024 + self.stages * self.stage_bytes()
             + 16 * self.stages
-            + 40
+            + INDEX_RING_BYTES
             + table_bytes(MAX_EXPERTS) as u32
     }
 

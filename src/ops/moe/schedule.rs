@@ -79,6 +79,10 @@ pub fn order_for(p: &MoeProblem, bm: u32) -> TileOrder {
     }
 }
 
+/// Shared memory of the index ring of the dynamically scheduled kernels (`MoeIndexRing` in
+/// `kernels/moe/sched.cuh`): 4 mbarriers and 2 slots.
+pub const INDEX_RING_BYTES: u32 = 40;
+
 /// Most experts one launch takes: the kernels keep 3E + 1 table ints in shared memory.
 pub const MAX_EXPERTS: usize = 1024;
 /// K depth of one pipeline stage.

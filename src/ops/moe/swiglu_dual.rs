@@ -3,7 +3,7 @@
 //! come as two [E, N, K] maps, or one [E, 2N, K] map over the interleaved W13 whose 256-row box
 //! brings a W1 block and its W3 block at once.
 
-use super::schedule::{order_for, TileConfig, MAX_EXPERTS};
+use super::schedule::{order_for, TileConfig, INDEX_RING_BYTES, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
@@ -41,14 +41,14 @@ fn dependent_launch() -> bool {
     std::env::var("KILN_MOE_PDL").map_or(true, |v| v.trim() != "0")
 }
 
-/// Dynamic shared memory: the grouped kernels' layout plus the unit ring (4 mbarriers, 2 ints).
+/// Dynamic shared memory: the grouped kernels' layout plus the unit ring.
 fn smem_bytes() -> u32 {
     TileConfig {
         stages: stages(),
         ..CFG
     }
     .smem_bytes(2)
-        + 40
+        + INDEX_RING_BYTES
 }
 
 /// Pipeline stages: 4, or `KILN_SWIGLU_STAGES` (2..=4) to measure how much the ring depth

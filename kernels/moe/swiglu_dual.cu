@@ -54,6 +54,13 @@
 #ifndef KILN_SWIGLU_DEFER
 #define KILN_SWIGLU_DEFER 1
 #endif
+// The epilogue's silu (common/fast_math.cuh): 0 silu_fast (ex2 + rcp, two MUFU operations an
+// element), 1 silu_tanh (one). The host picks by output dtype: the epilogue is MUFU-bound with
+// the tensor cores idle, so each MUFU operation dropped is time. (sm_90 has no packed MUFU:
+// tanh.approx.f16x2 compiles to two MUFU.TANH.F16, so a packed form saves nothing.)
+#ifndef KILN_SWIGLU_SILU
+#define KILN_SWIGLU_SILU 0
+#endif
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
 constexpr int XBOX = 32;  // X rows per TMA box: a tile loads only the boxes that hold its valid rows
@@ -277,7 +284,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int x = 0; x < 2; ++x) {
               const int i = 4 * (j0 + s) + 2 * h + x;
-              e[s][x] = silu_fast(acc[i]) * acc[BN / 2 + i] * scale;
+              const float g = KILN_SWIGLU_SILU == 1 ? silu_tanh(acc[i]) : silu_fast(acc[i]);
+              e[s][x] = g * acc[BN / 2 + i] * scale;
             }
           }
 #if SWIGLU_DEFER

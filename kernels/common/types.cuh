@@ -45,6 +45,11 @@ template <> __device__ __forceinline__ u32 pack2<f16>(float lo, float hi) {
   return r;
 }
 
+// A compile-time int as a value, so one generic lambda can be instantiated per constant.
+template <int V> struct IntConst {
+  static constexpr int value = V;
+};
+
 // Element types chosen by the host through defines: KILN_IN = 0 bf16, 1 f16; KILN_OUT adds 2 f32.
 #if defined(KILN_IN)
 #if KILN_IN == 0

@@ -18,6 +18,12 @@ struct MoeArgs {
   int by_expert;    // 1: the order goes expert by expert, group_m the most m-tiles of a group
 };
 
+// An expert's m-tiles: ceil(rows / bm), or with `fold` (rows an expert's last tile may take past
+// bm, so a short remainder rides on the tile before it) ceil((rows - fold) / bm), at least one.
+__device__ __forceinline__ int moe_expert_tiles(int rows, int bm, int fold) {
+  return rows <= 0 ? 0 : max(1, (rows - fold + bm - 1) / bm);
+}
+
 // Table layout (ints): m-tile prefix sums [0, E], then each expert's first row [E + 1, 2E + 1),
 // then its row count [2E + 1, 3E + 1). Int 3E + 1 of the workspace (not copied to shared memory)
 // is the tile counter of the dynamically scheduled kernels, zeroed by moe_tile_prefix; ints
@@ -85,8 +91,10 @@ struct MoeTile {
 
 // Tile t: `by_expert` picks the expert-aligned order (moe_expert_coords, groups of at most
 // `group` m-tiles), else the fixed-width grouped order over all m-tiles (moe_tile_coords).
+// `fold` > 0 (tables built with the same fold by moe_tile_prefix): an expert's last m-tile takes
+// all its remaining rows, up to bm + fold.
 __device__ __forceinline__ MoeTile moe_tile(const int* table, int experts, int t, int tiles_m, int tiles_n, int group,
-                                            bool by_expert, int bm, int bn) {
+                                            bool by_expert, int bm, int bn, int fold = 0) {
   int g, tn, e;
   if (by_expert) {
     // An expert's tiles are [prefix[e] * tiles_n, prefix[e + 1] * tiles_n).
@@ -102,7 +110,8 @@ __device__ __forceinline__ MoeTile moe_tile(const int* table, int experts, int t
   MoeTile r;
   r.expert = e;
   r.row0 = table[experts + 1 + e] + local;
-  r.valid_rows = min(table[2 * experts + 1 + e] - local, bm);
+  const int rest = table[2 * experts + 1 + e] - local;
+  r.valid_rows = (fold > 0 && g == table[e + 1] - 1) ? rest : min(rest, bm);
   r.n0 = tn * bn;
   return r;
 }

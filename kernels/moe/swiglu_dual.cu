@@ -61,10 +61,24 @@
 #ifndef KILN_SWIGLU_SILU
 #define KILN_SWIGLU_SILU 0
 #endif
+// Folded remainders (KILN_SWIGLU_FOLD rows, 0, 16 or 32): an expert whose rows leave at most FOLD in
+// a last m-tile gives them to the tile before it (tables from moe_tile_prefix with the same
+// fold), instead of a tile that streams the whole W for a few rows. Those rows (the tile's rows
+// 128 .. 128 + FOLD) come in one more 32-row X box per stage and are computed transposed, W as
+// the M operand: consumer c multiplies its 64-row blocks of W1 and W3 (columns 64c .. 64c + 63 of
+// gate and up) by the FOLD rows, two m64nFOLDk16 a k16 beside its m64n256k16.
+#ifndef KILN_SWIGLU_FOLD
+#define KILN_SWIGLU_FOLD 0
+#endif
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
 constexpr int XBOX = 32;  // X rows per TMA box: a tile loads only the boxes that hold its valid rows
-constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2, STAGE_BYTES = X_BYTES + 2 * W_BYTES;
+constexpr int FOLD = KILN_SWIGLU_FOLD;
+static_assert(FOLD == 0 || FOLD == 16 || FOLD == 32, "KILN_SWIGLU_FOLD is 0, 16 or 32");
+constexpr int FR = (FOLD > 0 ? FOLD : 16) / 2;  // registers of one m64nFOLD fragment
+constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2;
+constexpr u32 XF_BYTES = FOLD > 0 ? XBOX * BK * 2 : 0;  // the folded rows' X box
+constexpr u32 STAGE_BYTES = X_BYTES + 2 * W_BYTES + XF_BYTES;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 // Deferred stores (16-bit outputs): a tile's results wait, packed, in registers and go out under
 // the next unit's first wgmma batch, so the tensor cores need not idle while they drain.
@@ -75,7 +89,8 @@ static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RI
               "KILN_SMEM (declared by the host) is smaller than the stages, unit ring and tables need");
 
 // The last-wave split's workspace, laid out as `SwigluSplit` in src/ops/moe/swiglu_dual.rs:
-// ws holds up to gridDim.x partial tiles of BM x 2BN floats, counters gridDim.x / 2 zeros.
+// ws holds up to gridDim.x partial tiles of BM x 2BN floats, then as many of the folded rows'
+// 2 FR floats per consumer thread (the folded rows); counters gridDim.x / 2 zeros.
 struct SwigluSplit {
   float* ws;
   u32* counters;
@@ -143,15 +158,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         int t, sp, ns, kb0, kb1;
         unit_tile(u, split_from, splits, t, sp, ns);
         split_range(sp, ns, kblocks, kb0, kb1);
-        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN, FOLD);
         const int x_boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
+        const bool folded = FOLD > 0 && tile.valid_rows > BM;
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          mbar_arrive_expect_tx(full(s), 2 * W_BYTES + x_boxes * XBOX * 128u);  // zero fill past X counts
+          // (zero fill past X counts)
+          mbar_arrive_expect_tx(full(s), 2 * W_BYTES + (x_boxes + (folded ? 1 : 0)) * XBOX * 128u);
           const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
           const int k0 = kb * BK;
           for (int b = 0; b < x_boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, full(s), k0, tile.row0 + b * XBOX);
+          if (folded) tma_load_2d(sw + 2 * W_BYTES, &tma_x, full(s), k0, tile.row0 + BM);
           if (p.interleaved) {
             tma_load_3d(sw, &tma_w1, full(s), k0, 2 * tile.n0, tile.expert);  // W1 block, then W3
           } else {
@@ -173,6 +191,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     float acc[BN];
 #pragma unroll
     for (int i = 0; i < BN; ++i) acc[i] = 0.0f;
+    // Folded rows (FOLD): this consumer's gate and up columns 64c .. 64c + 63 for the tile's rows
+    // 128 .. 128 + FOLD - 1, transposed (m64nFOLD fragments: W rows down, X rows across).
+    float fg[FR], fu[FR];
+#pragma unroll
+    for (int i = 0; i < FR; ++i) fg[i] = fu[i] = 0.0f;
 
     // The packed results of the last tile this consumer finished, not yet stored (SWIGLU_DEFER):
     // [row half h][column group g] 8 values in 4 words, in fragment order until flush()
@@ -207,7 +230,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         split_range(sp, ns, kblocks, kb0, kb1);
         nk = kb1 - kb0;
       }
-      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN, FOLD);
+      const bool folded = FOLD > 0 && tile.valid_rows > BM;
       // This consumer's 64 rows all past the expert's end: keep the stage barriers in step,
       // issue no wgmma (the other consumer gets the tensor cores), store nothing.
       const bool idle = 64 * c >= tile.valid_rows;
@@ -221,50 +245,109 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (ns == 1) continue;
       }
       int prev = 0;
-      for (int kb = 0; kb < (idle ? 0 : nk); ++kb, ++it) {
-        const int s = it % STAGES;
-        mbar_wait(full(s), (it / STAGES) & 1);
-        const u32 sa = base + s * STAGE_BYTES + c * 64u * 128u, sw = base + s * STAGE_BYTES + X_BYTES;
+      // The k loop, compiled twice (`fc`: the folded rows' wgmmas or not), so ptxas sees no branch
+      // inside a wgmma batch (a join there costs an injected fence and a dummy wgmma a k-block).
+      auto kloop = [&](auto fc) {
+        for (int kb = 0; kb < (idle ? 0 : nk); ++kb, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(full(s), (it / STAGES) & 1);
+          const u32 sa = base + s * STAGE_BYTES + c * 64u * 128u, sw = base + s * STAGE_BYTES + X_BYTES;
 #pragma unroll
-        for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
-        wgmma_fence();
+          for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-          const u64 da = wgmma_desc_sw128(sa + kk * 32, 16, 1024);
-          const u64 d1 = wgmma_desc_sw128(sw + kk * 32, 16, 1024);
-          const int scale_d = (kb > 0 || kk > 0) ? 1 : 0;
+          for (int i = 0; i < FR; ++i) {
+            wgmma_fence_operand(fg[i]);
+            wgmma_fence_operand(fu[i]);
+          }
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / 16; ++kk) {
+            const u64 da = wgmma_desc_sw128(sa + kk * 32, 16, 1024);
+            const u64 d1 = wgmma_desc_sw128(sw + kk * 32, 16, 1024);
+            const int scale_d = (kb > 0 || kk > 0) ? 1 : 0;
 #if KILN_SWIGLU_SPLIT
-          const u64 d3 = wgmma_desc_sw128(sw + W_BYTES + kk * 32, 16, 1024);
-          float(&gate)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[0]);
-          float(&up)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[BN / 2]);
-          wgmma_m64k16<in_t, BN, 0, 0>(gate, da, d1, scale_d);
-          wgmma_m64k16<in_t, BN, 0, 0>(up, da, d3, scale_d);
+            const u64 d3 = wgmma_desc_sw128(sw + W_BYTES + kk * 32, 16, 1024);
+            float(&gate)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[0]);
+            float(&up)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[BN / 2]);
+            wgmma_m64k16<in_t, BN, 0, 0>(gate, da, d1, scale_d);
+            wgmma_m64k16<in_t, BN, 0, 0>(up, da, d3, scale_d);
 #else
-          wgmma_m64k16<in_t, 2 * BN, 0, 0>(acc, da, d1, scale_d);  // W1 rows then W3 rows
+            wgmma_m64k16<in_t, 2 * BN, 0, 0>(acc, da, d1, scale_d);  // W1 rows then W3 rows
 #endif
-        }
-        wgmma_commit();
-        if (kb == 0) flush();  // the previous tile's stores, under this batch
+            if constexpr (decltype(fc)::value) {
+              // W1's and W3's rows 64c .. 64c + 63 (M) by the folded X rows (N = FOLD)
+              const u64 dg = wgmma_desc_sw128(sw + c * 64u * 128u + kk * 32, 16, 1024);
+              const u64 du = wgmma_desc_sw128(sw + W_BYTES + c * 64u * 128u + kk * 32, 16, 1024);
+              const u64 dx = wgmma_desc_sw128(sw + 2 * W_BYTES + kk * 32, 16, 1024);
+              wgmma_m64k16<in_t, 2 * FR, 0, 0>(fg, dg, dx, scale_d);
+              wgmma_m64k16<in_t, 2 * FR, 0, 0>(fu, du, dx, scale_d);
+            }
+          }
+          wgmma_commit();
+          if (kb == 0) flush();  // the previous tile's stores, under this batch
 #pragma unroll
-        for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
-        wgmma_wait<1>();
-        if (kb > 0) release(prev);
-        prev = s;
+          for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
+#pragma unroll
+          for (int i = 0; i < FR; ++i) {
+            wgmma_fence_operand(fg[i]);
+            wgmma_fence_operand(fu[i]);
+          }
+          wgmma_wait<1>();
+          if (kb > 0) release(prev);
+          prev = s;
+        }
+      };
+      if constexpr (FOLD > 0) {
+        if (folded) kloop(IntConst<1>{});
+        else kloop(IntConst<0>{});
+      } else {
+        kloop(IntConst<0>{});
       }
       // (Waited on every path, idle included: ptxas cannot tell the paths apart and would add
       // a wait of its own before the accumulators' next use.)
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
+#pragma unroll
+      for (int i = 0; i < FR; ++i) {
+        wgmma_fence_operand(fg[i]);
+        wgmma_fence_operand(fu[i]);
+      }
       if (!idle) release(prev);
       if (ns > 1) {
         // A slice of a split tile: partials of both consumers (common/split_k.cuh); an idle
         // consumer's rows are never stored, so it only keeps the barriers.
         const int ct = threadIdx.x - 128, st = t - split_from;
         float* tile_ws = sx.ws + (i64)st * ns * (BM * 2 * BN);
+        // the folded rows' partials: 2 FR floats a thread, after every CTA's full partial tiles
+        float* fold_ws = sx.ws + (i64)gridDim.x * (BM * 2 * BN) + (i64)st * ns * (256 * 2 * FR);
         if (!idle) split_store_partial(tile_ws + (i64)sp * (BM * 2 * BN), ct, acc);
+        if (FOLD > 0 && folded) {
+          float* f = fold_ws + (i64)sp * (256 * 2 * FR) + 4 * ct;
+#pragma unroll
+          for (int j = 0; j < FR / 4; ++j) {
+            st_cg_f4(f + 4 * 256 * j, fg[4 * j], fg[4 * j + 1], fg[4 * j + 2], fg[4 * j + 3]);
+            st_cg_f4(f + 4 * 256 * (FR / 4 + j), fu[4 * j], fu[4 * j + 1], fu[4 * j + 2], fu[4 * j + 3]);
+          }
+        }
         if (!split_arrive(sx.counters + st, ns, ct, split_last, 3) || idle) continue;
         split_add_others(tile_ws, ns, sp, ct, acc);
+        if (FOLD > 0 && folded) {
+          for (int s2 = 0; s2 < ns; ++s2) {
+            if (s2 == sp) continue;
+            const float* f = fold_ws + (i64)s2 * (256 * 2 * FR) + 4 * ct;
+#pragma unroll
+            for (int j = 0; j < 2 * FR / 4; ++j) {
+              float v[4];
+              ld_cg_f4(f + 4 * 256 * j, v[0], v[1], v[2], v[3]);
+#pragma unroll
+              for (int x = 0; x < 4; ++x) {
+                if (j < FR / 4) fg[4 * j + x] += v[x];
+                else fu[4 * (j - FR / 4) + x] += v[x];
+              }
+            }
+          }
+        }
       }
 
       const int r0 = 64 * c + 16 * w + lane / 4;
@@ -300,6 +383,21 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       pn0 = tile.n0;
       pending = true;
+      if (FOLD > 0 && folded) {
+        // Fragment i: W row 16w + lane/4 + 8((i >> 1) & 1) of block c (an output column), X row
+        // 128 + 8(i >> 2) + 2q + (i & 1) of the tile. Few values: stored one by one, now.
+#pragma unroll
+        for (int i = 0; i < FR; ++i) {
+          const int xr = BM + 8 * (i >> 2) + 2 * q + (i & 1);
+          const int col = tile.n0 + 64 * c + 16 * w + lane / 4 + 8 * ((i >> 1) & 1);
+          if (xr < tile.valid_rows && col < p.n) {
+            const i64 row = (i64)tile.row0 + xr;
+            const float scale = p.route != nullptr ? p.route[row] : 1.0f;
+            const float g = KILN_SWIGLU_SILU == 1 ? silu_tanh(fg[i]) : silu_fast(fg[i]);
+            y[row * p.ldy + col] = from_float<out_t>(g * fu[i] * scale);
+          }
+        }
+      }
     }
     flush();
   }

@@ -19,10 +19,11 @@
 constexpr int SORT_MAX = 64;
 
 // rows_in: offsets (masked == 0) or counts (masked == 1). x_rows: rows of X (E * max_rows when
-// masked). bm: the GEMM's tile height. sched: 4E + 2 ints (see moe/sched.cuh).
+// masked). bm: the GEMM's tile height; fold: rows a last tile may take past bm (moe_expert_tiles).
+// sched: 4E + 2 ints (see moe/sched.cuh).
 extern "C" __global__ void __launch_bounds__(32)
     moe_tile_prefix(const int* rows_in, int* sched, int experts, int x_rows, int max_rows, int masked, int bm,
-                    int sorted) {
+                    int sorted, int fold) {
   launch_dependents();
   const int lane = threadIdx.x;
   const int per = (experts + 31) / 32;
@@ -59,7 +60,7 @@ extern "C" __global__ void __launch_bounds__(32)
   for (int i = first; i < last; ++i) {
     int s, r;
     span(ids[i], s, r);
-    local += (r + bm - 1) / bm;
+    local += moe_expert_tiles(r, bm, fold);
   }
   int inclusive = local;
 #pragma unroll
@@ -74,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(32)
     sched[i] = run;
     sched[experts + 1 + i] = s;
     sched[2 * experts + 1 + i] = r;
-    run += (r + bm - 1) / bm;
+    run += moe_expert_tiles(r, bm, fold);
   }
   if (lane == 31) sched[experts] = inclusive;
   // The tile counter of the dynamically scheduled kernels (grouped_swapab, swiglu_dual): this kernel runs

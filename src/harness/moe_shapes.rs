@@ -27,6 +27,10 @@ pub fn moe_suite(suite: Suite) -> Vec<(MoeProblem, Mode)> {
     v.push(sw(bf(&ragged, 256, 512), WeightLayout::Separate, false));
     v.push(sw(bf(&ragged, 256, 512), WeightLayout::Interleaved, true));
     v.push(sw(bf(&[0, 1, 0], 136, 72), WeightLayout::Separate, true));
+    // remainders around the SwiGLU's folds (a last tile of up to 128 + 16 or 32 rows), a K tail
+    let folds = [144, 145, 16, 272, 0, 130, 160, 161];
+    v.push(sw(bf(&folds, 256, 520), WeightLayout::Separate, true));
+    v.push(sw(bf(&folds, 256, 520), WeightLayout::Interleaved, false));
     // masked decode layout, directly and replayed from a CUDA graph
     let masked = MoeProblem::masked(
         &[0, 1, 40, 64, 128, 3, 0, 100],
@@ -42,6 +46,11 @@ pub fn moe_suite(suite: Suite) -> Vec<(MoeProblem, Mode)> {
     cases.push((
         masked.clone().with_swiglu(WeightLayout::Interleaved, true),
         Mode::Graph,
+    ));
+    cases.push((
+        MoeProblem::masked(&[144, 3, 140, 0], 160, 256, 264, DType::Bf16, DType::F16)
+            .with_swiglu(WeightLayout::Separate, true),
+        Mode::Direct,
     ));
     // every dtype pair, both ops
     for (i, o) in crate::ops::moe::dtype_pairs() {

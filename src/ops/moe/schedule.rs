@@ -101,6 +101,18 @@ pub struct Schedule {
     pub start: Vec<i32>,
     pub rows: Vec<i32>,
     pub ids: Vec<i32>,
+    /// Rows an expert's last m-tile may take past the tile height (`Schedule::build_folded`).
+    pub fold: i32,
+}
+
+/// An expert's m-tiles for `rows` rows at tile height `bm`, its last tile taking up to `fold` rows
+/// past `bm`. Mirrors `moe_expert_tiles`.
+pub fn expert_tiles(rows: i32, bm: u32, fold: u32) -> i32 {
+    if rows <= 0 {
+        0
+    } else {
+        ((rows - fold as i32 + bm as i32 - 1) / bm as i32).max(1)
+    }
 }
 
 impl Schedule {
@@ -113,6 +125,16 @@ impl Schedule {
     /// As [`Schedule::build`]; with `sorted` (and at most [`SORT_MAX`] experts) the positions
     /// list the experts by rows descending, ties by index.
     pub fn build_ordered(p: &MoeProblem, rows_in: &[i32], bm: u32, sorted: bool) -> Schedule {
+        Self::build_with(p, rows_in, bm, sorted, 0)
+    }
+
+    /// As [`Schedule::build`], each expert's last m-tile taking up to `fold` rows past `bm` (a
+    /// short remainder rides on the tile before it). Mirrors `moe_tile_prefix` with `fold`.
+    pub fn build_folded(p: &MoeProblem, rows_in: &[i32], bm: u32, fold: u32) -> Schedule {
+        Self::build_with(p, rows_in, bm, false, fold)
+    }
+
+    fn build_with(p: &MoeProblem, rows_in: &[i32], bm: u32, sorted: bool, fold: u32) -> Schedule {
         let e = p.experts;
         let x_rows = p.x_rows().min(i32::MAX as usize) as i32;
         let span = |i: usize| match &p.rows {
@@ -138,7 +160,7 @@ impl Schedule {
             prefix[i] = run;
             start[i] = s;
             rows[i] = r;
-            run += (r + bm as i32 - 1) / bm as i32;
+            run += expert_tiles(r, bm, fold);
         }
         prefix[e] = run;
         Schedule {
@@ -146,6 +168,7 @@ impl Schedule {
             start,
             rows,
             ids,
+            fold: fold as i32,
         }
     }
 
@@ -247,10 +270,16 @@ pub fn tile(s: &Schedule, t: u32, tiles_n: u32, order: TileOrder, bm: u32, bn: u
 pub fn tile_in(s: &Schedule, g: u32, tn: u32, bm: u32, bn: u32) -> Tile {
     let e = find_expert(&s.prefix, g as i32);
     let local = (g as i32 - s.prefix[e]) * bm as i32;
+    let rest = s.rows[e] - local;
+    let last = g as i32 == s.prefix[e + 1] - 1;
     Tile {
         expert: s.ids[e] as usize,
         row0: s.start[e] + local,
-        valid_rows: (s.rows[e] - local).min(bm as i32),
+        valid_rows: if s.fold > 0 && last {
+            rest
+        } else {
+            rest.min(bm as i32)
+        },
         n0: tn * bn,
     }
 }
@@ -412,6 +441,41 @@ impl TileConfig {
 mod tests {
     use super::*;
     use crate::ops::gemm::DType;
+
+    #[test]
+    fn a_folded_schedule_covers_every_row_once() {
+        // Each expert's rows exactly once; only an expert's last tile is taller than bm, by at
+        // most the fold, and only when its remainder was at most the fold.
+        for counts in [
+            vec![1512, 1091, 539, 772, 779, 979, 880, 964],
+            vec![0, 1, 16, 17, 128, 129, 144, 145, 256, 272, 273],
+        ] {
+            let p = contiguous(&counts, 256);
+            for fold in [0, 16, 32] {
+                let s = Schedule::build_folded(&p, p.rows_array(), 128, fold);
+                let mut covered = vec![0u8; p.x_rows()];
+                for t in 0..s.tiles_m() * 2 {
+                    let tile = tile(&s, t, 2, TileOrder::ByExpert(16), 128, 128);
+                    assert!(tile.valid_rows > 0 && tile.valid_rows <= 128 + fold as i32);
+                    if tile.n0 == 0 {
+                        for r in 0..tile.valid_rows {
+                            covered[(tile.row0 + r) as usize] += 1;
+                        }
+                    }
+                }
+                assert!(covered.iter().all(|&c| c == 1), "{counts:?} fold {fold}");
+                for (e, &rows) in counts.iter().enumerate() {
+                    let tiles = s.prefix[e + 1] - s.prefix[e];
+                    let folded = rows > 128 && (rows - 1) % 128 < fold as usize;
+                    assert_eq!(
+                        tiles as usize,
+                        rows.div_ceil(128) - folded as usize,
+                        "{rows} {fold}"
+                    );
+                }
+            }
+        }
+    }
 
     fn contiguous(counts: &[usize], n: usize) -> MoeProblem {
         MoeProblem::contiguous(counts, n, 64, DType::Bf16, DType::Bf16)

@@ -43,6 +43,30 @@ fn silu_mode(output: DType) -> u32 {
         .map_or(1, |m: u32| m.min(1))
 }
 
+/// Rows an expert's last m-tile takes past 128 (the kernel's `KILN_SWIGLU_FOLD`: 0, 16 or 32): a
+/// remainder of at most this many rows rides on the tile before it instead of a tile of its own
+/// that streams the whole W for them. 32 (2026-11-22 session 10, prefill: 16 -0.9 %, 32 -1.9 %);
+/// `KILN_SWIGLU_FOLD` sets it, to time them.
+fn fold_rows() -> u32 {
+    std::env::var("KILN_SWIGLU_FOLD")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(32, |f: u32| match f {
+            0..=15 => 0,
+            16..=31 => 16,
+            _ => 32,
+        })
+}
+
+/// Bytes a stage adds for the folded rows: one 32-row X box.
+fn fold_stage_bytes() -> u32 {
+    if fold_rows() > 0 {
+        X_BOX_ROWS * super::schedule::BK * 2
+    } else {
+        0
+    }
+}
+
 /// Whether the kernel hands out units dynamically (the default); `KILN_SWIGLU_DYNAMIC=0` walks
 /// them statically (unit b, b + grid, ...), to time both.
 fn dynamic_units() -> bool {
@@ -63,6 +87,7 @@ fn smem_bytes() -> u32 {
     }
     .smem_bytes(2)
         + INDEX_RING_BYTES
+        + stages() * fold_stage_bytes()
 }
 
 /// Pipeline stages: 4, or `KILN_SWIGLU_STAGES` (2..=4) to measure how much the ring depth
@@ -109,9 +134,10 @@ pub fn tail_split(tiles: u32, ctas: u32, max_splits: u32, kblocks: u32) -> (u32,
 }
 
 /// Bytes of the split workspace for a grid of `ctas`: a tail of at most ctas / 2 tiles in at most
-/// ctas / tail slices gives at most `ctas` fp32 partial tiles of BM x 2BN (gate and up).
+/// ctas / tail slices gives at most `ctas` fp32 partial tiles of BM x 2BN (gate and up), then as
+/// many partials of the folded rows (2 x 16 floats per consumer thread at most).
 pub fn split_workspace_bytes(ctas: u32) -> usize {
-    ctas as usize * (CFG.bm * 2 * CFG.bn) as usize * 4
+    ctas as usize * ((CFG.bm * 2 * CFG.bn) as usize + 256 * 32) * 4
 }
 
 /// `KILN_SWIGLU_GRID`: at most this many CTAs (for tests: a small problem then has waves, and
@@ -145,6 +171,7 @@ impl SwiGluDual {
         .define("KILN_SWIGLU_SPLIT", split_mainloop() as u32)
         .define("KILN_SWIGLU_DEFER", defer_stores() as u32)
         .define("KILN_SWIGLU_SILU", silu_mode(output))
+        .define("KILN_SWIGLU_FOLD", fold_rows())
     }
 
     /// The weight maps: (W1, W3) over [E, N, K] in 128-row boxes, or W13 over [E, 2N, K] in
@@ -230,7 +257,7 @@ impl MoeKernel for SwiGluDual {
             split.ws = SPLIT_WS.at_least(ctx, split_workspace_bytes(grid))?;
             split.counters = SPLIT_COUNTERS.at_least(ctx, grid as usize / 2 * 4 + 4)?;
         }
-        tile_prefix::launch(ctx, p, ops, CFG.bm, false)?;
+        tile_prefix::launch_folded(ctx, p, ops, CFG.bm, false, fold_rows())?;
         let lc = LaunchConfig {
             grid: (grid, 1, 1),
             block: (THREADS, 1, 1),

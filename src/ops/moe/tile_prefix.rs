@@ -22,6 +22,19 @@ pub fn launch(
     bm: u32,
     sorted: bool,
 ) -> Result<()> {
+    launch_folded(ctx, p, ops, bm, sorted, 0)
+}
+
+/// As [`launch`], with an expert's last m-tile taking up to `fold` rows past `bm`
+/// (`Schedule::build_folded`).
+pub fn launch_folded(
+    ctx: &Context,
+    p: &MoeProblem,
+    ops: &MoeOperands,
+    bm: u32,
+    sorted: bool,
+    fold: u32,
+) -> Result<()> {
     let f = ctx.function(&spec(&ctx.arch()))?;
     let mut rows_in = ops.rows.ptr();
     let mut sched = ops.sched.ptr();
@@ -33,8 +46,9 @@ pub fn launch(
     };
     let mut bm = bm as i32;
     let mut sorted = sorted as i32;
+    let mut fold = fold as i32;
     let lc = LaunchConfig::simple((1, 1, 1), 32);
-    // SAFETY: the kernel takes (const int*, int*, int, int, int, int, int, int) in this order; the
+    // SAFETY: the kernel takes (const int*, int*, int, int, int, int, int, int, int) in this order; the
     // rows buffer holds the E + 1 offsets or E counts and the workspace 4E + 2 ints, both checked
     // by `check_operands` and kept alive by the caller until the stream has run.
     unsafe {
@@ -50,6 +64,7 @@ pub fn launch(
                 &mut masked as *mut i32 as *mut _,
                 &mut bm as *mut i32 as *mut _,
                 &mut sorted as *mut i32 as *mut _,
+                &mut fold as *mut i32 as *mut _,
             ],
         )
     }

@@ -41,7 +41,7 @@ __device__ __forceinline__ void split_range(int sp, int splits, int kblocks, int
 // This thread's share of the partial tile at `slot` (bypassing L1: another SM reads it).
 template <int N>
 __device__ __forceinline__ void split_store_partial(float* slot, int ct, const float (&acc)[N]) {
-  static_assert(N % 32 == 0, "the partial tile is float4s in groups of 8 per thread");
+  static_assert(N % 4 == 0, "the partial tile is float4s per thread");
 #pragma unroll
   for (int i4 = 0; i4 < N / 4; ++i4)
     st_cg_f4(slot + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
@@ -63,26 +63,29 @@ __device__ __forceinline__ bool split_arrive(u32* counter, int ns, int ct, u32& 
 }
 
 // The last slice adds the other slices' partials (slot s2 of `slots`, 256 x N floats apart) into
-// its accumulators. Groups of 8 float4 loads in flight; the empty asm after each add keeps the
-// compiler from hoisting the next group's loads above them (bounded registers).
+// its accumulators. Groups of 8 float4 loads in flight (all of them, for fewer than 8); the empty
+// asm after each add keeps the compiler from hoisting the next group's loads above them (bounded
+// registers).
 template <int N>
 __device__ __forceinline__ void split_add_others(const float* slots, int ns, int sp, int ct, float (&acc)[N]) {
+  constexpr int G = N / 4 < 8 ? N / 4 : 8;  // float4 loads a group
+  static_assert(N % 4 == 0 && (N / 4) % G == 0, "the partial tile is groups of float4s per thread");
   fence_gpu();
 #pragma unroll 1
   for (int s2 = 0; s2 < ns; ++s2) {
     if (s2 == sp) continue;
     const float* src = slots + (i64)s2 * (256 * N) + 4 * ct;
 #pragma unroll
-    for (int g = 0; g < N / 32; ++g) {
-      float v[8][4];
+    for (int g = 0; g < N / 4 / G; ++g) {
+      float v[G][4];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) ld_cg_f4(src + 4 * 256 * (8 * g + j), v[j][0], v[j][1], v[j][2], v[j][3]);
+      for (int j = 0; j < G; ++j) ld_cg_f4(src + 4 * 256 * (G * g + j), v[j][0], v[j][1], v[j][2], v[j][3]);
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < G; ++j)
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
-          acc[4 * (8 * g + j) + x] += v[j][x];
-          wgmma_fence_operand(acc[4 * (8 * g + j) + x]);
+          acc[4 * (G * g + j) + x] += v[j][x];
+          wgmma_fence_operand(acc[4 * (G * g + j) + x]);
         }
     }
   }

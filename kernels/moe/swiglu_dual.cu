@@ -88,9 +88,12 @@ static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, unit ring and tables need");
 
+// The epilogue's silu, as KILN_SWIGLU_SILU picks it.
+__device__ __forceinline__ float swiglu_silu(float g) { return KILN_SWIGLU_SILU == 1 ? silu_tanh(g) : silu_fast(g); }
+
 // The last-wave split's workspace, laid out as `SwigluSplit` in src/ops/moe/swiglu_dual.rs:
-// ws holds up to gridDim.x partial tiles of BM x 2BN floats, then as many of the folded rows'
-// 2 FR floats per consumer thread (the folded rows); counters gridDim.x / 2 zeros.
+// ws holds up to gridDim.x partial tiles of BM x 2BN floats, then as many partials of the folded
+// rows (FR gate then FR up floats per consumer thread); counters gridDim.x / 2 zeros.
 struct SwigluSplit {
   float* ws;
   u32* counters;
@@ -319,34 +322,20 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // consumer's rows are never stored, so it only keeps the barriers.
         const int ct = threadIdx.x - 128, st = t - split_from;
         float* tile_ws = sx.ws + (i64)st * ns * (BM * 2 * BN);
-        // the folded rows' partials: 2 FR floats a thread, after every CTA's full partial tiles
-        float* fold_ws = sx.ws + (i64)gridDim.x * (BM * 2 * BN) + (i64)st * ns * (256 * 2 * FR);
+        // the folded rows' partials after every CTA's full partial tiles: the tile's ns gate
+        // slots, then its ns up slots
+        float* fold_g = sx.ws + (i64)gridDim.x * (BM * 2 * BN) + (i64)st * ns * (256 * 2 * FR);
+        float* fold_u = fold_g + (i64)ns * (256 * FR);
         if (!idle) split_store_partial(tile_ws + (i64)sp * (BM * 2 * BN), ct, acc);
         if (FOLD > 0 && folded) {
-          float* f = fold_ws + (i64)sp * (256 * 2 * FR) + 4 * ct;
-#pragma unroll
-          for (int j = 0; j < FR / 4; ++j) {
-            st_cg_f4(f + 4 * 256 * j, fg[4 * j], fg[4 * j + 1], fg[4 * j + 2], fg[4 * j + 3]);
-            st_cg_f4(f + 4 * 256 * (FR / 4 + j), fu[4 * j], fu[4 * j + 1], fu[4 * j + 2], fu[4 * j + 3]);
-          }
+          split_store_partial(fold_g + (i64)sp * (256 * FR), ct, fg);
+          split_store_partial(fold_u + (i64)sp * (256 * FR), ct, fu);
         }
         if (!split_arrive(sx.counters + st, ns, ct, split_last, 3) || idle) continue;
         split_add_others(tile_ws, ns, sp, ct, acc);
         if (FOLD > 0 && folded) {
-          for (int s2 = 0; s2 < ns; ++s2) {
-            if (s2 == sp) continue;
-            const float* f = fold_ws + (i64)s2 * (256 * 2 * FR) + 4 * ct;
-#pragma unroll
-            for (int j = 0; j < 2 * FR / 4; ++j) {
-              float v[4];
-              ld_cg_f4(f + 4 * 256 * j, v[0], v[1], v[2], v[3]);
-#pragma unroll
-              for (int x = 0; x < 4; ++x) {
-                if (j < FR / 4) fg[4 * j + x] += v[x];
-                else fu[4 * (j - FR / 4) + x] += v[x];
-              }
-            }
-          }
+          split_add_others(fold_g, ns, sp, ct, fg);
+          split_add_others(fold_u, ns, sp, ct, fu);
         }
       }
 
@@ -367,8 +356,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int x = 0; x < 2; ++x) {
               const int i = 4 * (j0 + s) + 2 * h + x;
-              const float g = KILN_SWIGLU_SILU == 1 ? silu_tanh(acc[i]) : silu_fast(acc[i]);
-              e[s][x] = g * acc[BN / 2 + i] * scale;
+              e[s][x] = swiglu_silu(acc[i]) * acc[BN / 2 + i] * scale;
             }
           }
 #if SWIGLU_DEFER
@@ -393,8 +381,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           if (xr < tile.valid_rows && col < p.n) {
             const i64 row = (i64)tile.row0 + xr;
             const float scale = p.route != nullptr ? p.route[row] : 1.0f;
-            const float g = KILN_SWIGLU_SILU == 1 ? silu_tanh(fg[i]) : silu_fast(fg[i]);
-            y[row * p.ldy + col] = from_float<out_t>(g * fu[i] * scale);
+            y[row * p.ldy + col] = from_float<out_t>(swiglu_silu(fg[i]) * fu[i] * scale);
           }
         }
       }

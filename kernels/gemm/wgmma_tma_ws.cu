@@ -58,6 +58,13 @@ constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
 // parity c, consumer 1 hands its partial sums to consumer 0 through shared memory (X_BYTES) and
 // goes on to its next K blocks while consumer 0 adds them and runs the epilogue of the whole tile.
 constexpr bool KSPLIT = BM == 64;
+// KSPLIT needs an even ring of at least 4: then stage s always serves the consumer of parity
+// s % 2, which waits on it only after consuming its own previous fill (2 stages: it would hold
+// that one while waiting for its refill, a deadlock). With an odd ring a stage alternates
+// consumers, and one that runs a lap ahead of the other's still-landing fill (TMA completes out
+// of order) waits on the parity of the phase before: mbarrier try_wait passes at once, and the
+// consumer reads a half-written stage (KILN_STAGES=3: wrong results, then launch failures).
+static_assert(!KSPLIT || (STAGES % 2 == 0 && STAGES >= 4), "64-row tiles need an even KILN_STAGES >= 4");
 constexpr u32 A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr u32 BOX64_BYTES = 64 * BK * 2;  // one 64 x 64 box: 64 rows of 128 bytes
 constexpr int TA = KILN_A_ROW ? 0 : 1;    // wgmma transpose flags: 1 = MN-major
@@ -99,7 +106,8 @@ constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT;
 // producer needs more than 40 registers, so 232 is not on offer): the first chunks go out at
 // once, as without DEFER.
 constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : BN / 64, DFIRST = BN / 64 - DCH;
-constexpr u32 C_BYTES = TMA_EPI ? 2 * 2 * C_CHUNK_BYTES : 0;
+// Two staging chunks per consumer that runs an epilogue (KSPLIT: consumer 0 only).
+constexpr u32 C_BYTES = TMA_EPI ? (KSPLIT ? 1 : 2) * 2 * C_CHUNK_BYTES : 0;
 // KSPLIT: consumer 1's 64 x BN fp32 partial tile, each thread's BN / 2 values as float4s
 // (float4 i of thread t at 16 (128 i + t): conflict-free).
 constexpr u32 X_BYTES = KSPLIT ? 128 * (BN / 2) * 4 : 0;

@@ -25,7 +25,7 @@ pub const GROUP_M: u32 = 8;
 /// Threads per block: one producer and two consumer warpgroups.
 pub const THREADS: u32 = 384;
 /// The epilogue's staging buffers: 2 consumers x 2 buffers x a 64 x 64 chunk of 16-bit C
-/// (the kernel's `C_BYTES`).
+/// (the kernel's `C_BYTES`; 64-row tiles need half, [`TileConfig::staging_bytes`]).
 pub const C_STAGING_BYTES: u32 = 2 * 2 * 64 * 64 * 2;
 
 /// One tile shape: `bm` x `bn` x BK with a ring of `stages` shared buffers, run by clusters of
@@ -72,13 +72,14 @@ impl TileConfig {
     /// For problems that fit in one wave of 64 x 64 tiles (512^3, M = 128 decode shapes): twice
     /// the tiles of TINY, the two consumers taking alternate K blocks of the same tile and
     /// consumer 0 adding consumer 1's partial sums before the epilogue (no split-K workspace);
-    /// 11 stages of 16 KB. On an H100 (session 7): 512^3 0.80x -> 0.96x cuBLAS, 128x4096x4096
-    /// 0.92x -> 0.99x, 128x4096x14336 0.93x -> 1.01x; slower than the 128-row tiles wherever it
-    /// needs more than one wave (1024^3: 256 tiles, 0.83x against 0.98x).
+    /// 12 stages of 16 KB (an even ring: each consumer keeps to its own stages, which an odd ring
+    /// breaks; see the kernel). On an H100 (session 7, 11 stages): 512^3 0.80x -> 0.96x cuBLAS,
+    /// 128x4096x4096 0.92x -> 0.99x, 128x4096x14336 0.93x -> 1.01x; slower than the 128-row
+    /// tiles wherever it needs more than one wave (1024^3: 256 tiles, 0.83x against 0.98x).
     pub const TINY64: TileConfig = TileConfig {
         bm: 64,
         bn: 64,
-        stages: 11,
+        stages: 12,
         cluster: 1,
     };
     pub const ALL: [TileConfig; 5] = [
@@ -104,13 +105,23 @@ impl TileConfig {
         }
     }
 
+    /// The TMA-store epilogue's staging buffers: two chunks per consumer that stores (64-row
+    /// tiles: consumer 0 alone).
+    pub fn staging_bytes(self) -> u32 {
+        if self.bm == 64 {
+            C_STAGING_BYTES / 2
+        } else {
+            C_STAGING_BYTES
+        }
+    }
+
     /// Dynamic shared memory: 1 KB of slack to round the base up to the 1024-byte swizzle
     /// repeat, the stages, the TMA-store epilogue's C staging buffers (two 64 x 64 16-bit chunks
     /// per consumer; unused by f32 outputs, which keep the register epilogue), and a full and an
     /// empty mbarrier per stage.
     pub fn smem_bytes(self) -> u32 {
         1024 + self.stages * self.stage_bytes()
-            + C_STAGING_BYTES
+            + self.staging_bytes()
             + self.handoff_bytes()
             + 2 * self.stages * 8
     }
@@ -804,7 +815,7 @@ impl WgmmaTmaWs {
         super::require_aligned_operands(self.name(), ops, "TMA needs it")?;
         let cfg = match stages_override() {
             Some(stages) => TileConfig {
-                stages,
+                stages: ring_for(choice.tile, stages),
                 ..choice.tile
             },
             None => choice.tile,
@@ -939,7 +950,7 @@ fn grid_cap() -> Option<u32> {
         .filter(|&g: &u32| g >= 1)
 }
 
-/// `KILN_WGMMA_STAGES` (2..=8): the ring depth of whichever tile config runs, for timing a
+/// `KILN_WGMMA_STAGES` (2..=12): the ring depth of whichever tile config runs, for timing a
 /// shallower or deeper ring (compiles variants outside `variants()`; for experiments only; a
 /// ring that does not fit in shared memory fails at launch).
 fn stages_override() -> Option<u32> {
@@ -947,7 +958,17 @@ fn stages_override() -> Option<u32> {
         .ok()?
         .parse()
         .ok()
-        .map(|s: u32| s.clamp(2, 8))
+        .map(|s: u32| s.clamp(2, 12))
+}
+
+/// The ring `stages` asks for, made one the tile can run: 64-row tiles need an even ring of at
+/// least 4 (the kernel's static_assert says why), so an odd request rounds down.
+fn ring_for(tile: TileConfig, stages: u32) -> u32 {
+    if tile.bm == 64 {
+        (stages & !1).max(4)
+    } else {
+        stages
+    }
 }
 
 /// The grouped order's tile-rows: GROUP_M, or `KILN_WGMMA_GROUP_M` (1..=64) to time another
@@ -992,6 +1013,24 @@ mod tests {
             TileConfig::LARGE.smem_bytes(),
             1024 + 4 * 49152 + 32768 + 64
         );
+        // 64-row tiles: consumer 0's staging only, the hand-off, an even ring
+        assert_eq!(
+            TileConfig::TINY64.smem_bytes(),
+            1024 + 12 * 16384 + 16384 + 16384 + 192
+        );
+    }
+
+    #[test]
+    fn rings_of_64_row_tiles_are_even_and_at_least_4() {
+        for c in TileConfig::ALL.iter().filter(|c| c.bm == 64) {
+            assert!(c.stages % 2 == 0 && c.stages >= 4, "{c:?}");
+        }
+        let t = TileConfig::TINY64;
+        assert_eq!(
+            (2..=12).map(|s| ring_for(t, s)).collect::<Vec<_>>(),
+            [4, 4, 4, 4, 6, 6, 8, 8, 10, 10, 12]
+        );
+        assert_eq!(ring_for(TileConfig::SMALL, 3), 3);
     }
 
     #[test]

@@ -286,12 +286,16 @@ __device__ __forceinline__ void fold_partial(float (&o)[OR], float (&m)[2], floa
 // leave CWG - 1 consumers idle while one walks every key. Instead the first SPLIT consumers take
 // consumer 0's rows (its Q) and every SPLIT-th key tile each, and their partial states are merged
 // here: consumers 1.. store their (max, sum, O) in this block's slice of the workspace
-// (store_partial) and consumer 0 folds them into its own (fold_partial). SPLIT is at most STAGES
-// so that each consumer's tiles all sit in one slot of the ring, whose phases it then sees one
+// (store_partial) and consumer 0 folds them into its own (fold_partial). SPLIT divides STAGES
+// so that each consumer's tiles keep to its own slots of the ring, whose phases it then sees one
 // after another: with three consumers on a 2-deep ring, a consumer's next tile would be two
 // phases ahead of a slot it had not watched, and a parity wait cannot tell those phases apart
-// (measured: wrong results and launch failures).
-constexpr int SPLIT = CWG < STAGES ? CWG : STAGES;
+// (measured: wrong results and launch failures). Two consumers on a 3-deep ring share slots
+// too: one a lap ahead of the other's still-landing tile (TMA completes out of order) would
+// pass its parity wait at once (the GEMM's 64-row tiles hit this, kernels/gemm/wgmma_tma_ws.cu),
+// so that config does not split.
+constexpr int split_consumers(int cwg, int stages) { return cwg <= 1 ? 1 : stages % cwg == 0 ? cwg : split_consumers(cwg - 1, stages); }
+constexpr int SPLIT = split_consumers(CWG, STAGES);
 constexpr int SPLIT_FLOATS = OR + 4;
 constexpr u32 SPLIT_BAR = CWG + 1;  // a named barrier past the ping-pong turns (1..CWG)
 constexpr u32 O_BAR = CWG + 2;      // O_BAR + c: consumer c's own (TMA_O), past SPLIT_BAR

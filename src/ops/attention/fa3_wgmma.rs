@@ -316,7 +316,7 @@ impl Config {
 
     /// Bytes of the split workspace a launch of `blocks` blocks needs for `p`, or `None` when no
     /// item is split. Split items: the last query block of each head in a non-causal problem
-    /// when it has at most 64 rows, whose first min(consumers, stages) consumers then share its
+    /// when it has at most 64 rows, whose first [`split_consumers`] consumers then share its
     /// rows and divide its key tiles instead of leaving all but one idle (kernels/attention/fa3_wgmma.cu, `split_merge`; at
     /// S 4096 in 192-row blocks that block is a third full). Only for persistent launches (the
     /// workspace has a slice per block) of configs without overlap or ping-pong (the kernel's
@@ -328,9 +328,9 @@ impl Config {
             && !self.pingpong
             && self.persistent_for(p)
             && (1..=64).contains(&ragged);
-        // The kernel's SPLIT consumers share a split item: min(CWG, STAGES), so that each one's
-        // tiles keep to one slot of the ring.
-        let sharing = self.cwg.min(self.stages) as usize;
+        // The kernel's SPLIT consumers share a split item: the most consumers, up to CWG, that
+        // divide STAGES, so that each one's tiles keep to its own slots of the ring.
+        let sharing = split_consumers(self.cwg, self.stages) as usize;
         // Per block: SPLIT - 1 consumers' partial states.
         (split && sharing > 1).then(|| blocks as usize * (sharing - 1) * self.partial_state_bytes())
     }
@@ -584,6 +584,16 @@ pub struct Parts {
 }
 
 /// The split items' workspace (`AttnArgs::split_ws`); one per process, like the work counters.
+/// Consumers that share a split item (the kernel's `SPLIT`): the most, up to `cwg`, that divide
+/// the ring's `stages`, so that each keeps to its own slots of the ring (a parity wait on a slot
+/// another consumer filled last can pass a phase early); 1: the config does not split.
+pub fn split_consumers(cwg: u32, stages: u32) -> u32 {
+    (1..=cwg.max(1))
+        .rev()
+        .find(|c| stages.is_multiple_of(*c))
+        .unwrap_or(1)
+}
+
 static SPLIT_WS: Scratch = Scratch::new("attention split-workspace", false);
 
 /// The parted items' partial states and counters (`AttnArgs::parts_ws`, `parts_done`); the
@@ -866,6 +876,35 @@ impl Fa3Wgmma {
 mod tests {
     use super::*;
     use crate::ops::attention::AttnLayout;
+
+    #[test]
+    fn split_items_share_only_rings_whose_slots_each_consumer_keeps() {
+        // (consumers, stages) -> consumers sharing a split item
+        for (cwg, stages, want) in [
+            (3, 2, 2),
+            (2, 2, 2),
+            (3, 3, 3),
+            (2, 4, 2),
+            (3, 4, 2),
+            (2, 3, 1),
+            (1, 3, 1),
+        ] {
+            assert_eq!(
+                split_consumers(cwg, stages),
+                want,
+                "cwg {cwg} stages {stages}"
+            );
+        }
+        // the defaults keep their split
+        for d in [64, 128] {
+            let c = Config::default_for(d);
+            assert_eq!(
+                split_consumers(c.cwg, c.stages),
+                c.cwg.min(c.stages),
+                "d{d}"
+            );
+        }
+    }
 
     #[test]
     fn maps_follow_the_layout_and_refusals_name_the_reason() {

@@ -19,6 +19,12 @@ __device__ __forceinline__ u64 wgmma_desc_sw128(u32 smem_addr, u32 lbo_bytes, u3
          ((u64)((sbo_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
+// The descriptor of the tile `bytes` (a multiple of 16) further on in shared memory: only the
+// start address field (bits 4..17 of a shared address, under 256 KB) moves, and it cannot carry
+// out of the field while the address stays under 256 KB. One add instead of rebuilding the
+// descriptor (mask, shift, or) for every wgmma of a mainloop.
+__device__ __forceinline__ u64 wgmma_desc_add(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
+
 // This thread's warpgroup (threadIdx.x / 128), broadcast from lane 0 so that ptxas knows it is
 // warp-uniform: values derived from it (a consumer's tile offsets, hence its wgmma descriptors)
 // then live in uniform registers. Computed per thread, they were built in vector registers and

@@ -400,6 +400,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // KSPLIT: the hand-off buffer starts free (consumer 0 counts one release ahead).
     constexpr u32 XFULL = 4, XFREE = 5;
     if (KSPLIT && c == 0) named_barrier_arrive(XFREE, 256);
+    // Stage 0's descriptors. Rows 64c.. of A: the K-major tile puts them 64 rows (8 KB) in; the
+    // MN-major tile keeps them in box c, also 8 KB in. KSPLIT: both consumers read the tile's
+    // only 64 rows. A stage and a k step only move the start address (wgmma_desc_add).
+    const u32 sa0 = base + (KSPLIT ? 0 : c * BOX64_BYTES), sb0 = base + A_BYTES;
+    const u64 da0 = TA ? wgmma_desc_sw128(sa0, BOX64_BYTES, 1024) : wgmma_desc_sw128(sa0, 16, 1024);
+    const u64 db0 = TB ? wgmma_desc_sw128(sb0, BOX64_BYTES, 1024) : wgmma_desc_sw128(sb0, 16, 1024);
     u32 it = 0;
     int u = cid, tok, nk;  // nk: this unit's K blocks (the count; the producer picks which)
     while (next_unit(u, tok, nk)) {
@@ -408,9 +414,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (KSPLIT && (int)(it & 1) != c) continue;  // the other consumer's K block
         const int s = it % STAGES;
         mbar_wait(full(s), (it / STAGES) & 1);
-        // Rows 64c.. of A: the K-major tile puts them 64 rows (8 KB) in; the MN-major tile keeps
-        // them in box c, also 8 KB in. KSPLIT: both consumers read the tile's only 64 rows.
-        const u32 sa = base + s * STAGE_BYTES + (KSPLIT ? 0 : c * BOX64_BYTES), sb = base + s * STAGE_BYTES + A_BYTES;
         const bool acc_live = KSPLIT ? prev >= 0 : kb > 0;  // accumulate onto earlier K blocks
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
@@ -418,8 +421,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
           // K-major: step 16 elements (32 B) along the 128-byte row. MN-major: step 16 rows of K.
-          const u64 da = TA ? wgmma_desc_sw128(sa + kk * 2048, BOX64_BYTES, 1024) : wgmma_desc_sw128(sa + kk * 32, 16, 1024);
-          const u64 db = TB ? wgmma_desc_sw128(sb + kk * 2048, BOX64_BYTES, 1024) : wgmma_desc_sw128(sb + kk * 32, 16, 1024);
+          const u64 da = wgmma_desc_add(da0, s * STAGE_BYTES + kk * (TA ? 2048 : 32));
+          const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + kk * (TB ? 2048 : 32));
           wgmma_m64k16<in_t, BN, TA, TB>(acc, da, db, (acc_live || kk > 0) ? 1 : 0);
         }
         wgmma_commit();

@@ -177,12 +177,57 @@ fn gpu_tools_without_a_gpu_exit_4_with_one_sentence() {
             "--split",
             "simt_naive",
         ],
+        &[
+            "profile",
+            "gemm",
+            "wgmma_tma_ws",
+            "--shape",
+            "256",
+            "--timeline",
+        ],
     ] {
         let o = kiln_with_store(&db, args);
         assert_eq!(o.status.code(), Some(4), "{args:?}: {}", text(&o));
         assert!(text(&o).contains("needs a GPU"), "{args:?}: {}", text(&o));
     }
     let o = kiln_with_store(&db, &["sanitize", "--tool", "leakcheck"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn the_timeline_is_refused_for_versions_without_the_instrumentation() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("k.db");
+    let o = kiln_with_store(
+        &db,
+        &[
+            "profile",
+            "gemm",
+            "mma_sync",
+            "--shape",
+            "256",
+            "--timeline",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("instrumented in wgmma_tma_ws only"),
+        "{}",
+        text(&o)
+    );
+    let o = kiln_with_store(
+        &db,
+        &[
+            "profile",
+            "gemm",
+            "wgmma_tma_ws",
+            "--shape",
+            "256",
+            "--timeline",
+            "--split",
+            "mma_sync",
+        ],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 

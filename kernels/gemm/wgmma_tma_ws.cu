@@ -85,6 +85,11 @@ static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 // Stream-K (Extras.sk_w) only in single 128-row CTAs: a pair's CTAs would each need the other's
 // range, and 64-row tiles already split K between their consumers.
 constexpr bool SK_OK = CLUSTER == 1 && !KSPLIT;
+// Single CTAs with 128 x 128 or 128 x 256 tiles load their first stage before the block's sync
+// (H100, session 11: 2048^3 -2.7 %, 512x4096x4096 -1.7 %, 4096^3 -0.8 %). Not pairs, whose
+// multicast writes into the peer before its barriers exist, nor the 64-wide tiles, which ran
+// 1-6 % slower with it (512^3, 1024^3, 128x4096x4096; not understood).
+constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128;
 // TMA-store epilogue (16-bit outputs): each consumer converts its 64 x BN accumulator 64 columns
 // at a time into one of two 8 KB staging buffers (stmatrix, 128B-swizzled rows of 64 elements),
 // from which one thread stores it with TMA while the next chunk (or the next tile's mainloop)
@@ -137,6 +142,26 @@ struct Extras {
   int split_from;
   u32 sk_w;
 };
+
+// KILN_TRACE = 1: an instrumented variant for `kiln profile --timeline` (never dispatched). The
+// launch is unsplit and ws points at TRACE_EVENTS (globaltimer ns, SM clock) pairs per CTA,
+// u64[grid][2][TRACE_EVENTS], each event stamped by the one thread that sees it (the host lists
+// them: `TRACE_EVENTS` in src/ops/gemm/wgmma_tma_ws.rs). A CTA of several units keeps the
+// last unit's mainloop end.
+#ifndef KILN_TRACE
+#define KILN_TRACE 0
+#endif
+enum TraceEvent { T_ENTRY, T_SETUP, T_FIRST_LOADS, T_LAST_LOADS, T_C0_FIRST_FULL, T_C0_MAIN_END, T_C0_END, T_C1_END, TRACE_EVENTS };
+__device__ __forceinline__ void trace_stamp(const Extras& ex, int e) {
+  if (KILN_TRACE) {
+    u64 g, c;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+    u64* t = reinterpret_cast<u64*>(ex.ws) + (size_t)blockIdx.x * 2 * TRACE_EVENTS;
+    t[e] = g;
+    t[TRACE_EVENTS + e] = c;
+  }
+}
 
 // Stream-K: the first of w K blocks that CTA g of G takes (32-bit: the host keeps w * G under
 // 2^31).
@@ -226,6 +251,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   __shared__ u32 split_last;  // split-K: whether this CTA's unit arrived last on its tile
   __shared__ u32 sk_range[2];  // stream-K: this CTA's K blocks [sk_range[0], sk_range[1])
   extern __shared__ unsigned char smem_raw[];
+  if (KILN_TRACE && threadIdx.x == 0) trace_stamp(ex, T_ENTRY);
   // The 128B swizzle pattern follows absolute address bits: tiles must start on 1024 bytes.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 cstage = base + STAGES * STAGE_BYTES;  // C staging buffers (TMA_EPI), 1024-aligned
@@ -236,22 +262,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   const int wg = warpgroup_index();
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);             // the producer's arrive.expect_tx
-      // lane 0 of each consumer warp (KSPLIT: of the consumer owning the stage) of every CTA
-      // sharing B
-      mbar_init(empty(s), (KSPLIT ? 4 : 8) * CLUSTER);
-    }
-    mbar_fence_init();
-    if (SK_OK && ex.sk_w != 0) {
-      sk_range[0] = sk_start(blockIdx.x, ex.sk_w, gridDim.x);
-      sk_range[1] = sk_start(blockIdx.x + 1, ex.sk_w, gridDim.x);
-    }
-  }
-  if (CLUSTER > 1) cluster_sync();  // peers' barriers exist before any multicast or remote arrive
-  else __syncthreads();
-
   // The cluster walks cluster tiles of CLUSTER x 1 block tiles; its CTA `rank` takes row `rank`.
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
   const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -301,49 +311,98 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     if (tok >= units) u += nk;
     return true;
   };
+  // The producer's loads of ring iteration `it`: K block kb of the block tile at (m0, n0).
+  auto load_stage = [&](u32 it, int kb, int m0, int n0) {
+    const int s = it % STAGES;
+    // Fresh barriers: parity 1 passes. With a cluster, this also waits for the peers'
+    // consumers, whose stage s this CTA's multicast overwrites.
+    mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
+    // Full boxes count even where zero-filled; with a cluster, the peers' parts of B
+    // complete bytes here too.
+    mbar_arrive_expect_tx(full(s), STAGE_BYTES);
+    const u32 sa = base + s * STAGE_BYTES, sb = sa + A_BYTES;
+    const int k0 = kb * BK;
+#if KILN_A_ROW
+    tma_load_2d(sa, &tma_a, full(s), k0, m0);
+#else
+#pragma unroll
+    for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * BOX64_BYTES, &tma_a, full(s), m0 + 64 * j, k0);
+#endif
+#if KILN_B_ROW
+#pragma unroll
+    for (int jj = 0; jj < B_PART / 64; ++jj) {
+      const int j = rank * (B_PART / 64) + jj;  // this CTA's boxes of the B tile
+      if (CLUSTER > 1) tma_load_2d_multicast(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0, (1 << CLUSTER) - 1);
+      else tma_load_2d(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0);
+    }
+#else
+    const u32 dst = sb + rank * B_PART * 128;  // rows of 128 bytes
+    if (CLUSTER > 1) tma_load_2d_multicast(dst, &tma_b, full(s), k0, n0 + rank * B_PART, (1 << CLUSTER) - 1);
+    else tma_load_2d(dst, &tma_b, full(s), k0, n0);
+#endif
+    if (KILN_TRACE && it == 0) trace_stamp(ex, T_FIRST_LOADS);
+  };
+  // The unit's block tile and first K block.
+  auto unit_origin = [&](int tok, int& kb0, int& kb1, int& m0, int& n0) {
+    int t, sp, ns, ctm, tn;
+    unit_of(tok, t, kb0, kb1, sp, ns);
+    tile_coords(t, ctiles_m, tiles_n, ctm, tn);
+    m0 = (ctm * CLUSTER + rank) * BM;
+    n0 = tn * BN;
+  };
+
+  u32 early = 0;  // ring iterations thread 0 (the producer) loaded before the block's sync
+  if (threadIdx.x == 0) {
+    // The maps' descriptors are fetched while the barriers are set up.
+    if (EARLY) {
+      tma_prefetch(&tma_a);
+      tma_prefetch(&tma_b);
+    }
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full(s), 1);             // the producer's arrive.expect_tx
+      // lane 0 of each consumer warp (KSPLIT: of the consumer owning the stage) of every CTA
+      // sharing B
+      mbar_init(empty(s), (KSPLIT ? 4 : 8) * CLUSTER);
+    }
+    mbar_fence_init();
+    if (SK_OK && ex.sk_w != 0) {
+      sk_range[0] = sk_start(blockIdx.x, ex.sk_w, gridDim.x);
+      sk_range[1] = sk_start(blockIdx.x + 1, ex.sk_w, gridDim.x);
+    }
+    // EARLY: the first unit's first stage is loaded now, its latency (a DRAM round trip after
+    // the L2 has moved on) running under the block's sync and register reallocation instead of
+    // after them. The barriers are this thread's own and initialised; nobody reads the stage
+    // before the sync.
+    if (EARLY) {
+      int u = cid, tok, nk;
+      if (next_unit(u, tok, nk)) {
+        int kb0, kb1, m0, n0;
+        unit_origin(tok, kb0, kb1, m0, n0);
+        load_stage(early++, kb0, m0, n0);
+      }
+    }
+  }
+  if (CLUSTER > 1) cluster_sync();  // peers' barriers exist before any multicast or remote arrive
+  else __syncthreads();
+  if (KILN_TRACE && threadIdx.x == 0) trace_stamp(ex, T_SETUP);
 
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
-      tma_prefetch(&tma_a);
-      tma_prefetch(&tma_b);
+      if (!EARLY) {
+        tma_prefetch(&tma_a);
+        tma_prefetch(&tma_b);
+      }
       u32 it = 0;
       int u = cid, tok, nk;
       while (next_unit(u, tok, nk)) {
-        int t, sp, ns, kb0, kb1, ctm, tn;
-        unit_of(tok, t, kb0, kb1, sp, ns);
-        tile_coords(t, ctiles_m, tiles_n, ctm, tn);
-        const int m0 = (ctm * CLUSTER + rank) * BM, n0 = tn * BN;
+        int kb0, kb1, m0, n0;
+        unit_origin(tok, kb0, kb1, m0, n0);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
-          const int s = it % STAGES;
-          // Fresh barriers: parity 1 passes. With a cluster, this also waits for the peers'
-          // consumers, whose stage s this CTA's multicast overwrites.
-          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          // Full boxes count even where zero-filled; with a cluster, the peers' parts of B
-          // complete bytes here too.
-          mbar_arrive_expect_tx(full(s), STAGE_BYTES);
-          const u32 sa = base + s * STAGE_BYTES, sb = sa + A_BYTES;
-          const int k0 = kb * BK;
-#if KILN_A_ROW
-          tma_load_2d(sa, &tma_a, full(s), k0, m0);
-#else
-#pragma unroll
-          for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * BOX64_BYTES, &tma_a, full(s), m0 + 64 * j, k0);
-#endif
-#if KILN_B_ROW
-#pragma unroll
-          for (int jj = 0; jj < B_PART / 64; ++jj) {
-            const int j = rank * (B_PART / 64) + jj;  // this CTA's boxes of the B tile
-            if (CLUSTER > 1) tma_load_2d_multicast(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0, (1 << CLUSTER) - 1);
-            else tma_load_2d(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0);
-          }
-#else
-          const u32 dst = sb + rank * B_PART * 128;  // rows of 128 bytes
-          if (CLUSTER > 1) tma_load_2d_multicast(dst, &tma_b, full(s), k0, n0 + rank * B_PART, (1 << CLUSTER) - 1);
-          else tma_load_2d(dst, &tma_b, full(s), k0, n0);
-#endif
+          if (it >= early) load_stage(it, kb, m0, n0);
         }
       }
+      if (KILN_TRACE) trace_stamp(ex, T_LAST_LOADS);
     }
   } else {
     warpgroup_reg_inc<CONSUMER_REGS>();
@@ -414,6 +473,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (KSPLIT && (int)(it & 1) != c) continue;  // the other consumer's K block
         const int s = it % STAGES;
         mbar_wait(full(s), (it / STAGES) & 1);
+        if (KILN_TRACE && c == 0 && (threadIdx.x % 128) == 0 && it == 0) trace_stamp(ex, T_C0_FIRST_FULL);
         const bool acc_live = KSPLIT ? prev >= 0 : kb > 0;  // accumulate onto earlier K blocks
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
@@ -436,6 +496,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         prev = s;
       }
       wgmma_wait<0>();
+      if (KILN_TRACE && c == 0 && (threadIdx.x % 128) == 0) trace_stamp(ex, T_C0_MAIN_END);
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
       if (!KSPLIT || prev >= 0) release(prev);
@@ -539,6 +600,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   }
   // Bulk stores still in flight must finish before the block's shared memory goes away.
   if (TMA_EPI && wg > 0 && (threadIdx.x % 128) == 0) tma_store_wait<0>();
+  if (KILN_TRACE && wg > 0 && (threadIdx.x % 128) == 0) trace_stamp(ex, wg == 1 ? T_C0_END : T_C1_END);
   // No CTA may leave while a peer can still arrive on its barriers.
   if (CLUSTER > 1) {
     __syncwarp();

@@ -240,6 +240,11 @@ pub struct ProfileArgs {
     /// shape) as well and report the difference as a share of the first one's time.
     #[arg(long)]
     pub split: Option<String>,
+    /// Instead of counters: one instrumented launch of wgmma_tma_ws (after --reps warm ones, L2
+    /// flushed) with each CTA's setup, first loads, pipeline fill, mainloop end and stores
+    /// stamped; a table of the events over the CTAs.
+    #[arg(long, conflicts_with = "split")]
+    pub timeline: bool,
     #[arg(long)]
     pub reps: Option<usize>,
 }

@@ -235,6 +235,9 @@ pub fn profile(env: &Env, a: &ProfileArgs) -> Result<ExitCode> {
     if let Some(other) = &a.split {
         return split(env, a, kernel, &p, other);
     }
+    if a.timeline {
+        return timeline(env, a, kernel, &p);
+    }
     if kernel.is_vendor() {
         return Err(Error::invalid(
             "profile one of kiln's own versions; the vendor's kernels have other names",
@@ -277,6 +280,78 @@ pub fn profile(env: &Env, a: &ProfileArgs) -> Result<ExitCode> {
     if !dropped.is_empty() {
         println!("not available here: {}", dropped.join(", "));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln profile --timeline`: the instrumented launch's events over the CTAs.
+fn timeline(
+    env: &Env,
+    a: &ProfileArgs,
+    kernel: &dyn GemmKernel,
+    p: &GemmProblem,
+) -> Result<ExitCode> {
+    use kiln::ops::gemm::wgmma_tma_ws::{WgmmaTmaWs, TRACE_EVENTS};
+    use kiln::tools::timeline as tl;
+    if kernel.name() != WgmmaTmaWs.name() {
+        return Err(Error::invalid(format!(
+            "--timeline is instrumented in wgmma_tma_ws only, not {}; profile that version, or \
+             drop --timeline for counters",
+            kernel.name()
+        )));
+    }
+    let ctx = env.context()?;
+    if let Err(why) = kernel.supports(p, &ctx.info) {
+        return Err(Error::invalid(format!(
+            "wgmma_tma_ws cannot run {}: {why}",
+            p.label()
+        )));
+    }
+    let bufs = kiln::harness::bench::BenchBuffers::random(p, 7)?;
+    let flusher = kiln::harness::bench::L2Flusher::new(&ctx)?;
+    let warm = a.reps.unwrap_or(3);
+    for _ in 0..warm {
+        WgmmaTmaWs.timeline(&ctx, p, &bufs.operands())?;
+    }
+    flusher.flush(&ctx)?;
+    let stamps = WgmmaTmaWs.timeline(&ctx, p, &bufs.operands())?;
+    let rows = tl::summarize(&stamps, &TRACE_EVENTS);
+    let span = tl::span_ns(&stamps);
+    if env.json {
+        let raw: Vec<_> = stamps
+            .iter()
+            .map(|s| json!({"ns": s.ns, "clk": s.clk}))
+            .collect();
+        env.print_json(
+            &json!({"version": kernel.name(), "problem": p, "ctas": stamps.len(),
+            "span_ns": span, "events": rows, "stamps": raw}),
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "wgmma_tma_ws on {}: one instrumented launch after {warm} warm ones, L2 flushed; {} CTAs, \
+         {:.2} us from the first CTA's entry to the last stamp",
+        p.label(),
+        stamps.len(),
+        span as f64 / 1e3
+    );
+    let mut t = Table::new(&[
+        "event",
+        "CTAs",
+        "cycles since own entry: median [min, max]",
+        "us since first entry: median [min, max]",
+    ]);
+    for r in &rows {
+        t.row(&[
+            r.event.clone(),
+            r.ctas.to_string(),
+            format!("{} [{}, {}]", r.cycles[0], r.cycles[1], r.cycles[2]),
+            format!(
+                "{:.2} [{:.2}, {:.2}]",
+                r.since_start_us[0], r.since_start_us[1], r.since_start_us[2]
+            ),
+        ]);
+    }
+    print!("{}", t.render());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -7,6 +7,7 @@ pub mod ledger;
 pub mod ledger_text;
 pub mod profile;
 pub mod sanitize;
+pub mod timeline;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! is one, else [`TileConfig::choose`], and the `KILN_WGMMA_*` env overrides win over both.
 
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
-use crate::device::{Context, DeviceInfo, LaunchConfig, Scratch, Tma2d, TmaSwizzle};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Scratch, Tma2d, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::tune::space::{Config, ParamSpace};
@@ -743,7 +743,7 @@ impl GemmKernel for WgmmaTmaWs {
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
         let choice = Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env());
-        self.launch_choice(ctx, p, ops, choice)
+        self.launch_choice(ctx, p, ops, choice, None)
     }
     fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         let kb = k_blocks(p.k) as i64;
@@ -798,20 +798,83 @@ impl GemmKernel for WgmmaTmaWs {
             kernel: self.name().into(),
             reason,
         })?;
-        self.launch_choice(ctx, p, ops, choice)
+        self.launch_choice(ctx, p, ops, choice, None)
     }
 }
 
+/// What the instrumented variant stamps (the kernel's `TraceEvent`, in order), each once per CTA
+/// by the one thread that sees it.
+pub const TRACE_EVENTS: [&str; 8] = [
+    "entry",
+    "block synced (barriers set up; single CTAs' first loads out)",
+    "first stage's loads issued",
+    "last loads issued",
+    "consumer 0: first stage full",
+    "consumer 0: mainloop end (last unit)",
+    "consumer 0: done (stores complete)",
+    "consumer 1: done (stores complete)",
+];
+
+/// The stamps of one CTA of an instrumented launch: per event of [`TRACE_EVENTS`], the global
+/// timer (ns, comparable across SMs) and the SM's clock (cycles, finer; its own SM only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CtaStamps {
+    pub ns: [u64; 8],
+    pub clk: [u64; 8],
+}
+
 impl WgmmaTmaWs {
+    /// One instrumented launch of `p` (the config `launch` would run, unsplit: the stamps take
+    /// the split-K workspace's place): the stamps of every CTA, in launch order. For
+    /// `kiln profile --timeline`; never part of dispatch.
+    pub fn timeline(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+    ) -> Result<Vec<CtaStamps>> {
+        let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
+        let choice = Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env());
+        // A persistent grid has at most one CTA per SM.
+        let ctas = ctx.info.sm_count as usize;
+        let n = TRACE_EVENTS.len();
+        let buf = DeviceBuffer::new(ctas * 2 * n * 8)?;
+        buf.fill_bytes(0, ctx)?;
+        self.launch_choice(ctx, p, ops, choice, Some(buf.ptr()))?;
+        ctx.synchronize()?;
+        let raw: Vec<u64> = buf.download(ctas * 2 * n)?;
+        Ok(raw
+            .chunks(2 * n)
+            .map(|c| {
+                let mut s = CtaStamps::default();
+                s.ns.copy_from_slice(&c[..n]);
+                s.clk.copy_from_slice(&c[n..]);
+                s
+            })
+            .take_while(|s| s.ns[0] != 0)
+            .collect())
+    }
+
     /// The one launch path: `launch` (tuned config or heuristic, then env overrides) and
     /// `launch_with` (a config of the space) both end here with the resolved choice.
+    /// `trace`: a buffer for the instrumented variant's stamps (the launch is then unsplit).
     fn launch_choice(
         &self,
         ctx: &Context,
         p: &GemmProblem,
         ops: &GemmOperands,
         choice: Choice,
+        trace: Option<u64>,
     ) -> Result<()> {
+        let choice = match trace {
+            Some(_) => Choice {
+                splits: 1,
+                tail: false,
+                stream_k: false,
+                ..choice
+            },
+            None => choice,
+        };
         super::require_aligned_operands(self.name(), ops, "TMA needs it")?;
         let cfg = match stages_override() {
             Some(stages) => TileConfig {
@@ -830,7 +893,7 @@ impl WgmmaTmaWs {
         // the register epilogue (a variant of its own), and the C parameter is a copy of A's map
         // that is never used.
         let tc = output_map(p, ops.c.ptr()).filter(|_| tma_epilogue_enabled());
-        let f = ctx.function(&Self::spec(
+        let spec = Self::spec(
             &ctx.arch(),
             p.layout,
             p.input,
@@ -838,7 +901,11 @@ impl WgmmaTmaWs {
             cfg,
             choice.group_m,
             tc.is_some(),
-        ))?;
+        );
+        let f = ctx.function(&match trace {
+            Some(_) => spec.define("KILN_TRACE", 1u32),
+            None => spec,
+        })?;
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes());
         let slots = grid_cap().map_or(slots, |g| slots.min(g));
         let ctiles = cfg.cluster_tiles(p.m, p.n);
@@ -874,7 +941,7 @@ impl WgmmaTmaWs {
         let mut map_a = ta.encode()?;
         let mut map_b = tb.encode()?;
         let mut extras = Extras {
-            ws,
+            ws: trace.unwrap_or(ws),
             counters,
             splits: plan.splits as i32,
             split_from: sk_from.unwrap_or(plan.split_from) as i32,

@@ -262,6 +262,78 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   const int wg = warpgroup_index();
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
+  // The producer's loads of ring iteration `it`: K block kb of the block tile at (m0, n0).
+  auto load_stage = [&](u32 it, int kb, int m0, int n0) {
+    const int s = it % STAGES;
+    // Fresh barriers: parity 1 passes. With a cluster, this also waits for the peers'
+    // consumers, whose stage s this CTA's multicast overwrites.
+    mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
+    // Full boxes count even where zero-filled; with a cluster, the peers' parts of B
+    // complete bytes here too.
+    mbar_arrive_expect_tx(full(s), STAGE_BYTES);
+    const u32 sa = base + s * STAGE_BYTES, sb = sa + A_BYTES;
+    const int k0 = kb * BK;
+#if KILN_A_ROW
+    tma_load_2d(sa, &tma_a, full(s), k0, m0);
+#else
+#pragma unroll
+    for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * BOX64_BYTES, &tma_a, full(s), m0 + 64 * j, k0);
+#endif
+#if KILN_B_ROW
+#pragma unroll
+    for (int jj = 0; jj < B_PART / 64; ++jj) {
+      const int j = rank * (B_PART / 64) + jj;  // this CTA's boxes of the B tile
+      if (CLUSTER > 1) tma_load_2d_multicast(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0, (1 << CLUSTER) - 1);
+      else tma_load_2d(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0);
+    }
+#else
+    const u32 dst = sb + rank * B_PART * 128;  // rows of 128 bytes
+    if (CLUSTER > 1) tma_load_2d_multicast(dst, &tma_b, full(s), k0, n0 + rank * B_PART, (1 << CLUSTER) - 1);
+    else tma_load_2d(dst, &tma_b, full(s), k0, n0);
+#endif
+    if (KILN_TRACE && it == 0) trace_stamp(ex, T_FIRST_LOADS);
+  };
+  u32 early = 0;  // ring iterations thread 0 (the producer) loaded before the block's sync
+  if (threadIdx.x == 0) {
+    // The maps' descriptors are fetched while the barriers are set up.
+    if (EARLY) {
+      tma_prefetch(&tma_a);
+      tma_prefetch(&tma_b);
+    }
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full(s), 1);             // the producer's arrive.expect_tx
+      // lane 0 of each consumer warp (KSPLIT: of the consumer owning the stage) of every CTA
+      // sharing B
+      mbar_init(empty(s), (KSPLIT ? 4 : 8) * CLUSTER);
+    }
+    mbar_fence_init();
+    if (SK_OK && ex.sk_w != 0) {
+      sk_range[0] = sk_start(blockIdx.x, ex.sk_w, gridDim.x);
+      sk_range[1] = sk_start(blockIdx.x + 1, ex.sk_w, gridDim.x);
+    }
+    // EARLY: the first unit's first stage is loaded now, its latency (a DRAM round trip after
+    // the L2 has moved on) running under the block's sync and register reallocation instead of
+    // after them. The barriers are this thread's own and initialised; nobody reads the stage
+    // before the sync.
+    // (The first unit is worked out here on its own, as the work-unit code below does for
+    // single CTAs, so that the other configs' code stays as it was.)
+    if (EARLY) {
+      const int tn_count = (p.n + BN - 1) / BN, ctiles0 = ((p.m + BM - 1) / BM) * tn_count;
+      const int splits0 = SK_OK && ex.sk_w != 0 ? 0 : ex.splits;
+      const int from0 = splits0 != 1 ? min(ex.split_from, ctiles0) : ctiles0;
+      if ((int)blockIdx.x < from0 + (ctiles0 - from0) * splits0) {
+        int t, sp, ns, kb0, kb1, ctm, tn;
+        unit_tile(blockIdx.x, from0, splits0, t, sp, ns);
+        split_range(sp, ns, (p.k + BK - 1) / BK, kb0, kb1);
+        tile_coords(t, (p.m + BM - 1) / BM, tn_count, ctm, tn);
+        if (kb1 > kb0) load_stage(early++, kb0, ctm * BM, tn * BN);
+      }
+    }
+  }
+  if (CLUSTER > 1) cluster_sync();  // peers' barriers exist before any multicast or remote arrive
+  else __syncthreads();
+  if (KILN_TRACE && threadIdx.x == 0) trace_stamp(ex, T_SETUP);
+
   // The cluster walks cluster tiles of CLUSTER x 1 block tiles; its CTA `rank` takes row `rank`.
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
   const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -311,37 +383,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     if (tok >= units) u += nk;
     return true;
   };
-  // The producer's loads of ring iteration `it`: K block kb of the block tile at (m0, n0).
-  auto load_stage = [&](u32 it, int kb, int m0, int n0) {
-    const int s = it % STAGES;
-    // Fresh barriers: parity 1 passes. With a cluster, this also waits for the peers'
-    // consumers, whose stage s this CTA's multicast overwrites.
-    mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-    // Full boxes count even where zero-filled; with a cluster, the peers' parts of B
-    // complete bytes here too.
-    mbar_arrive_expect_tx(full(s), STAGE_BYTES);
-    const u32 sa = base + s * STAGE_BYTES, sb = sa + A_BYTES;
-    const int k0 = kb * BK;
-#if KILN_A_ROW
-    tma_load_2d(sa, &tma_a, full(s), k0, m0);
-#else
-#pragma unroll
-    for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * BOX64_BYTES, &tma_a, full(s), m0 + 64 * j, k0);
-#endif
-#if KILN_B_ROW
-#pragma unroll
-    for (int jj = 0; jj < B_PART / 64; ++jj) {
-      const int j = rank * (B_PART / 64) + jj;  // this CTA's boxes of the B tile
-      if (CLUSTER > 1) tma_load_2d_multicast(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0, (1 << CLUSTER) - 1);
-      else tma_load_2d(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0);
-    }
-#else
-    const u32 dst = sb + rank * B_PART * 128;  // rows of 128 bytes
-    if (CLUSTER > 1) tma_load_2d_multicast(dst, &tma_b, full(s), k0, n0 + rank * B_PART, (1 << CLUSTER) - 1);
-    else tma_load_2d(dst, &tma_b, full(s), k0, n0);
-#endif
-    if (KILN_TRACE && it == 0) trace_stamp(ex, T_FIRST_LOADS);
-  };
   // The unit's block tile and first K block.
   auto unit_origin = [&](int tok, int& kb0, int& kb1, int& m0, int& n0) {
     int t, sp, ns, ctm, tn;
@@ -350,41 +391,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     m0 = (ctm * CLUSTER + rank) * BM;
     n0 = tn * BN;
   };
-
-  u32 early = 0;  // ring iterations thread 0 (the producer) loaded before the block's sync
-  if (threadIdx.x == 0) {
-    // The maps' descriptors are fetched while the barriers are set up.
-    if (EARLY) {
-      tma_prefetch(&tma_a);
-      tma_prefetch(&tma_b);
-    }
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);             // the producer's arrive.expect_tx
-      // lane 0 of each consumer warp (KSPLIT: of the consumer owning the stage) of every CTA
-      // sharing B
-      mbar_init(empty(s), (KSPLIT ? 4 : 8) * CLUSTER);
-    }
-    mbar_fence_init();
-    if (SK_OK && ex.sk_w != 0) {
-      sk_range[0] = sk_start(blockIdx.x, ex.sk_w, gridDim.x);
-      sk_range[1] = sk_start(blockIdx.x + 1, ex.sk_w, gridDim.x);
-    }
-    // EARLY: the first unit's first stage is loaded now, its latency (a DRAM round trip after
-    // the L2 has moved on) running under the block's sync and register reallocation instead of
-    // after them. The barriers are this thread's own and initialised; nobody reads the stage
-    // before the sync.
-    if (EARLY) {
-      int u = cid, tok, nk;
-      if (next_unit(u, tok, nk)) {
-        int kb0, kb1, m0, n0;
-        unit_origin(tok, kb0, kb1, m0, n0);
-        load_stage(early++, kb0, m0, n0);
-      }
-    }
-  }
-  if (CLUSTER > 1) cluster_sync();  // peers' barriers exist before any multicast or remote arrive
-  else __syncthreads();
-  if (KILN_TRACE && threadIdx.x == 0) trace_stamp(ex, T_SETUP);
 
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();

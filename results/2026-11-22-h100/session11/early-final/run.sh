@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Session 11 run 18: the early first stage reworked so that pairs and 64-wide tiles keep main
+# 810cb71's exact SASS (the first unit worked out apart in thread 0's setup) against the
+# committed candidate (b16a94f): verify, then three rotated rounds.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+export KILN_STORE=/tmp/kiln.db KILN_CACHE_DIR=/tmp/kiln-jit
+O=.carry/s11/kiln-head; N=.carry/s11/kiln-min; chmod +x $O $N
+{ nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv; date -u; echo "old: $(cat .carry/s11/commit-head); new: + min.diff"; } > $OUT/machine.txt
+v() { local tag=$1; shift; echo "== $tag" >> $OUT/verify.txt; env "$@" timeout 240 $N --no-store verify --version wgmma_tma_ws "${VA[@]}" >> $OUT/verify.txt 2>&1; local rc=$?; echo "verify $tag rc $rc: $(tail -1 $OUT/verify.txt)"; [ $rc -eq 0 ] || { echo STOP; exit 1; }; }
+VA=(--suite full); v full X=1
+VA=(--suite quick); v sk-grid5 KILN_WGMMA_SK=1 KILN_WGMMA_GRID=5
+VA=(--suite quick); v split3-grid7 KILN_WGMMA_SPLITS=3 KILN_WGMMA_GRID=7
+: > $OUT/ab.jsonl
+CASES="2048x2048x2048:RC 512x4096x4096:RC 4096x4096x4096:RC 512x512x512:RC 1024x1024x1024:RC"
+V="old new"
+for round in 1 2 3; do
+  for c in $CASES; do
+    s=${c%:*}; l=${c#*:}
+    for v in $V; do
+      B=$O; [ $v = new ] && B=$N
+      r=$(timeout 90 $B --no-store bench --shape $s --layout $l --reps 40 --json 2>>$OUT/verify.txt)
+      echo "{\"shape\":\"$s $l\",\"v\":\"$v\",\"round\":$round,\"r\":$r}" >> $OUT/ab.jsonl
+    done
+  done
+  V="${V#* } ${V%% *}"
+done
+python3 .carry/s11/parse_ab.py $OUT/ab.jsonl | tee $OUT/summary.txt

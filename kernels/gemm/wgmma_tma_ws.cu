@@ -383,14 +383,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     if (tok >= units) u += nk;
     return true;
   };
-  // The unit's block tile and first K block.
-  auto unit_origin = [&](int tok, int& kb0, int& kb1, int& m0, int& n0) {
-    int t, sp, ns, ctm, tn;
-    unit_of(tok, t, kb0, kb1, sp, ns);
-    tile_coords(t, ctiles_m, tiles_n, ctm, tn);
-    m0 = (ctm * CLUSTER + rank) * BM;
-    n0 = tn * BN;
-  };
 
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
@@ -402,8 +394,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       u32 it = 0;
       int u = cid, tok, nk;
       while (next_unit(u, tok, nk)) {
-        int kb0, kb1, m0, n0;
-        unit_origin(tok, kb0, kb1, m0, n0);
+        int t, sp, ns, kb0, kb1, ctm, tn;
+        unit_of(tok, t, kb0, kb1, sp, ns);
+        tile_coords(t, ctiles_m, tiles_n, ctm, tn);
+        const int m0 = (ctm * CLUSTER + rank) * BM, n0 = tn * BN;
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           if (it >= early) load_stage(it, kb, m0, n0);
         }

@@ -583,7 +583,6 @@ pub struct Parts {
     pub ws_bytes: usize,
 }
 
-/// The split items' workspace (`AttnArgs::split_ws`); one per process, like the work counters.
 /// Consumers that share a split item (the kernel's `SPLIT`): the most, up to `cwg`, that divide
 /// the ring's `stages`, so that each keeps to its own slots of the ring (a parity wait on a slot
 /// another consumer filled last can pass a phase early); 1: the config does not split.
@@ -594,6 +593,7 @@ pub fn split_consumers(cwg: u32, stages: u32) -> u32 {
         .unwrap_or(1)
 }
 
+/// The split items' workspace (`AttnArgs::split_ws`); one per process, like the work counters.
 static SPLIT_WS: Scratch = Scratch::new("attention split-workspace", false);
 
 /// The parted items' partial states and counters (`AttnArgs::parts_ws`, `parts_done`); the

@@ -741,9 +741,7 @@ impl GemmKernel for WgmmaTmaWs {
         v
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
-        let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
-        let choice = Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env());
-        self.launch_choice(ctx, p, ops, choice, None)
+        self.launch_choice(ctx, p, ops, self.choice_for(ctx, p), None)
     }
     fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         let kb = k_blocks(p.k) as i64;
@@ -819,11 +817,17 @@ pub const TRACE_EVENTS: [&str; 8] = [
 /// timer (ns, comparable across SMs) and the SM's clock (cycles, finer; its own SM only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CtaStamps {
-    pub ns: [u64; 8],
-    pub clk: [u64; 8],
+    pub ns: [u64; TRACE_EVENTS.len()],
+    pub clk: [u64; TRACE_EVENTS.len()],
 }
 
 impl WgmmaTmaWs {
+    /// What `launch` runs for `p`: the tuned config or the heuristic, then the env overrides.
+    fn choice_for(&self, ctx: &Context, p: &GemmProblem) -> Choice {
+        let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
+        Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env())
+    }
+
     /// One instrumented launch of `p` (the config `launch` would run, unsplit: the stamps take
     /// the split-K workspace's place): the stamps of every CTA, in launch order. For
     /// `kiln profile --timeline`; never part of dispatch.
@@ -833,8 +837,7 @@ impl WgmmaTmaWs {
         p: &GemmProblem,
         ops: &GemmOperands,
     ) -> Result<Vec<CtaStamps>> {
-        let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
-        let choice = Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env());
+        let choice = self.choice_for(ctx, p);
         // A persistent grid has at most one CTA per SM.
         let ctas = ctx.info.sm_count as usize;
         let n = TRACE_EVENTS.len();

@@ -24,6 +24,7 @@
 //   MN-major operand: boxes {64 m|n, 64 k} of 8 KB, one per 64 elements of M/N, row r = k.
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
+#include "common/gemm_ws.cuh"
 #include "common/mbarrier.cuh"
 #include "common/mem_ops.cuh"
 #include "common/split_k.cuh"
@@ -38,9 +39,6 @@
 #endif
 #ifndef KILN_STAGES
 #define KILN_STAGES 4
-#endif
-#ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
 #endif
 #ifndef KILN_CLUSTER
 #define KILN_CLUSTER 1
@@ -119,30 +117,6 @@ constexpr u32 X_BYTES = KSPLIT ? 128 * (BN / 2) * 4 : 0;
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + 2 * STAGES * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 
-// Per-launch extras beside GemmArgs (mirrors `Extras` in src/ops/gemm/wgmma_tma_ws.rs).
-//   splits > 1 (split-K):
-//   cluster tiles t < split_from are one unit each; the others are `splits` units each, unit
-//   split_from + (t - split_from) * splits + sp taking K blocks
-//   [sp * kblocks / splits, (sp + 1) * kblocks / splits). Each such unit writes its fp32 partial
-//   tile to ws (in the accumulator fragment order, so no transposition), then counts itself on
-//   its tile's counter; the unit that arrives last adds the other partials into its registers,
-//   resets the counter to 0 for the next launch, and runs the epilogue. ws and counters are
-//   indexed by split block tile: (t - split_from) * CLUSTER + rank.
-//   sk_w > 0 (stream-K; single 128-row CTAs only, splits then ignored): tiles t < split_from are
-//   whole units as above; the sk_w K blocks of the tiles from split_from on, laid end to end, are
-//   cut into one contiguous range per CTA, CTA g taking [sk_start(g), sk_start(g + 1)). A range
-//   covers the tail of one tile, whole tiles and the head of another; a tile whose K blocks lie
-//   in several ranges is reduced as a split tile (partials, counter, last arriver), CTA g's
-//   partial going to ws slot 2g (the tile its range starts in) or 2g + 1 (the tile it ends in),
-//   its counter at t - split_from.
-struct Extras {
-  float* ws;
-  u32* counters;
-  int splits;
-  int split_from;
-  u32 sk_w;
-};
-
 // KILN_TRACE = 1: an instrumented variant for `kiln profile --timeline` (never dispatched). The
 // launch is unsplit and ws points at TRACE_EVENTS (globaltimer ns, SM clock) pairs per CTA,
 // u64[grid][2][TRACE_EVENTS], each event stamped by the one thread that sees it (the host lists
@@ -179,70 +153,6 @@ __device__ __forceinline__ void sk_piece(u32 pos, u32 end, int split_from, int k
   kb1 = (int)min((u32)kblocks, pos - tile0 + (end - pos));
   ns = kb1 - kb0 < kblocks ? 2 : 1;
   sp = kb0 == 0 ? 0 : 1;
-}
-
-// Tile t of the grouped order: KILN_GROUP_M tile-rows are swept column by column, then the next
-// group. Mirrors `tile_coords` in src/ops/gemm/wgmma_tma_ws.rs.
-__device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {
-  const int per_group = KILN_GROUP_M * tiles_n;
-  const int group = t / per_group;
-  const int first_m = group * KILN_GROUP_M;
-  const int rows = min(tiles_m - first_m, KILN_GROUP_M);
-  const int r = t - group * per_group;
-  tm = first_m + r % rows;
-  tn = r / rows;
-}
-
-// Epilogue helpers (quad_transpose: common/quad_transpose.cuh).
-// C(m, n .. n + 7) = alpha * e + beta * C, storing only in-range elements; 16-byte accesses when
-// all 8 are in range and aligned. C is read only when beta != 0.
-__device__ __forceinline__ void store8(out_t* c, const GemmArgs& p, int m, int n, const float (&e)[4][2]) {
-  if (m >= p.m || n >= p.n) return;
-  const i64 idx = (i64)m * p.ldc + n;
-  out_t* dst = c + idx;
-  if (n + 8 > p.n || (reinterpret_cast<u64>(dst) % 16) != 0) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (n + i < p.n) store_scaled(c, idx + i, e[i / 2][i % 2], p.alpha, p.beta);
-    return;
-  }
-  float v[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = p.alpha * e[i / 2][i % 2];
-#if KILN_OUT == 2
-  float4* d4 = reinterpret_cast<float4*>(dst);
-  if (p.beta != 0.0f) {
-    const float4 o0 = d4[0], o1 = d4[1];
-    const float o[8] = {o0.x, o0.y, o0.z, o0.w, o1.x, o1.y, o1.z, o1.w};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] += p.beta * o[i];
-  }
-  float4 w0, w1;
-  w0.x = v[0]; w0.y = v[1]; w0.z = v[2]; w0.w = v[3];
-  w1.x = v[4]; w1.y = v[5]; w1.z = v[6]; w1.w = v[7];
-  d4[0] = w0;
-  d4[1] = w1;
-#else
-  u32x4* d = reinterpret_cast<u32x4*>(dst);
-  if (p.beta != 0.0f) {
-    const u32x4 o = *d;
-    const u32 ow[4] = {o.x, o.y, o.z, o.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out_t lo, hi;
-      lo.bits = (u16)(ow[i] & 0xffff);
-      hi.bits = (u16)(ow[i] >> 16);
-      v[2 * i] += p.beta * to_float(lo);
-      v[2 * i + 1] += p.beta * to_float(hi);
-    }
-  }
-  u32x4 w;
-  w.x = pack2<out_t>(v[0], v[1]);
-  w.y = pack2<out_t>(v[2], v[3]);
-  w.z = pack2<out_t>(v[4], v[5]);
-  w.w = pack2<out_t>(v[6], v[7]);
-  *d = w;
-#endif
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)

@@ -60,6 +60,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/mem_ops.cuh"),
     ),
     (
+        "common/gemm_ws.cuh",
+        include_str!("../../kernels/common/gemm_ws.cuh"),
+    ),
+    (
         "common/split_k.cuh",
         include_str!("../../kernels/common/split_k.cuh"),
     ),
@@ -111,6 +115,10 @@ pub static FILES: &[(&str, &str)] = &[
     (
         "gemm/wgmma_tma_ws.cu",
         include_str!("../../kernels/gemm/wgmma_tma_ws.cu"),
+    ),
+    (
+        "gemm/wgmma_tma_ws_pingpong.cu",
+        include_str!("../../kernels/gemm/wgmma_tma_ws_pingpong.cu"),
     ),
     (
         "gemm/mma_sync.cu",

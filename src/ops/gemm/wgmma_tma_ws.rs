@@ -37,6 +37,10 @@ pub struct TileConfig {
     pub bn: u32,
     pub stages: u32,
     pub cluster: u32,
+    /// The ping-pong schedule (`wgmma_tma_ws_pingpong.cu`): each consumer computes whole
+    /// 128 x `bn` tiles, the two taking turns on the tensor cores, so one's epilogue runs under
+    /// the other's K loop. Else cooperative: both consumers on one tile.
+    pub pingpong: bool,
 }
 
 impl TileConfig {
@@ -46,6 +50,7 @@ impl TileConfig {
         bn: 256,
         stages: 4,
         cluster: 1,
+        pingpong: false,
     };
     /// As LARGE, with pairs of CTAs along M loading half of the shared B tile each (multicast).
     pub const LARGE_PAIR: TileConfig = TileConfig {
@@ -53,6 +58,7 @@ impl TileConfig {
         bn: 256,
         stages: 4,
         cluster: 2,
+        pingpong: false,
     };
     /// For problems too small to fill the GPU with 128 x 256 tiles: 6 stages of 32 KB.
     pub const SMALL: TileConfig = TileConfig {
@@ -60,6 +66,7 @@ impl TileConfig {
         bn: 128,
         stages: 6,
         cluster: 1,
+        pingpong: false,
     };
     /// For latency-bound problems with few tiles (512^3 .. 1024^3): 128 x 64 tiles, twice the
     /// tiles of SMALL, 8 stages of 24 KB.
@@ -68,6 +75,7 @@ impl TileConfig {
         bn: 64,
         stages: 8,
         cluster: 1,
+        pingpong: false,
     };
     /// For problems that fit in one wave of 64 x 64 tiles (512^3, M = 128 decode shapes): twice
     /// the tiles of TINY, the two consumers taking alternate K blocks of the same tile and
@@ -81,13 +89,23 @@ impl TileConfig {
         bn: 64,
         stages: 12,
         cluster: 1,
+        pingpong: false,
     };
-    pub const ALL: [TileConfig; 5] = [
+    /// Ping-pong: 128 x 128 tiles, one per consumer at a time, 6 stages of 32 KB.
+    pub const PINGPONG: TileConfig = TileConfig {
+        bm: 128,
+        bn: 128,
+        stages: 6,
+        cluster: 1,
+        pingpong: true,
+    };
+    pub const ALL: [TileConfig; 6] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
         TileConfig::TINY,
         TileConfig::TINY64,
+        TileConfig::PINGPONG,
     ];
 
     /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
@@ -312,6 +330,25 @@ pub fn rows_on_lines(p: &GemmProblem) -> bool {
     (p.lda * es).is_multiple_of(128) && (p.ldb * es).is_multiple_of(128)
 }
 
+/// Whether the ping-pong kernel beats the cooperative 128 x 256 tile the heuristic would run:
+/// where those tiles make at most one wave and 128 x 128 ones more than one (so both consumers
+/// of most CTAs have a tile and one's epilogue runs under the other's K loop), K is short, rows
+/// lie on 128-byte lines and the TMA-store epilogue can run (16-bit C, beta == 0: the register
+/// epilogue was not timed). H100, session 12, ratio to cuBLAS cooperative -> ping-pong:
+/// 2048^3 0.956 -> 0.969 (RC), 0.926 -> 0.980 (CR), 0.956 -> 0.980 (RR), 0.955 -> 0.974 (CC);
+/// 2048x2048x1024 0.912 -> 0.966; 1024x4096x1024 0.905 -> 0.974. It lost at K >= 4096 (one wave:
+/// 1024x4096x4096 1.023 -> 0.973, 2048x2048x4096 1.030 -> 0.924), at every shape of several
+/// waves timed but 4096x4096x1024 (4096^3 1.002 -> 0.869: its 37 % more L2 traffic costs ~7 % of
+/// clock at the 700 W cap), and by 30-50 % where rows straddle lines (4000^3, 4096x4096x4088).
+pub fn pingpong_pays(p: &GemmProblem, sm_count: u32) -> bool {
+    rows_on_lines(p)
+        && p.k <= 2048
+        && p.output != DType::F32
+        && p.beta == 0.0
+        && TileConfig::LARGE.cluster_tiles(p.m, p.n) <= sm_count
+        && TileConfig::PINGPONG.cluster_tiles(p.m, p.n) > sm_count
+}
+
 /// The last-wave split rule (GEMM's tail split, the fused SwiGLU's in-kernel split): when `tiles`
 /// on `slots` resident CTAs leave a last wave at most half full, its tiles are cut into as many K
 /// slices as fill the idle slots (slots / tail tiles), at most `max_slices` and a quarter of the
@@ -351,6 +388,11 @@ const BM64_RULE: &str = "BM=64 (one 64-row tile whose K blocks the two consumers
 const TAILS: [i64; 2] = [0, 1];
 const TAIL_RULE: &str = "TAIL=1 (split only the last, partial wave's tiles) only with SPLITS>1";
 const SKS: [i64; 2] = [0, 1];
+const PINGPONGS: [i64; 2] = [0, 1];
+const PINGPONG_RULE: &str =
+    "PINGPONG=1 (each consumer its own 128x128 tile, the two taking turns) \
+     only with BM=128, BN=128, PAIRS=0, SPLITS=1 and SK=0: the ping-pong kernel is compiled for \
+     that tile, in single CTAs, unsplit";
 const SK_RULE: &str = "SK=1 (stream-K over the last partial wave and one whole wave) only with \
      BM=128, PAIRS=0 and SPLITS=1: single 128-row CTAs are the variants that take it";
 const SPLITS_K_RULE: &str = "SPLITS at most the K blocks (K / 64): more slices than K blocks \
@@ -411,8 +453,9 @@ impl Overrides {
     }
 }
 
-/// The reasons a (BM, BN, PAIRS, SPLITS, GROUP_M, TAIL, SK) point breaks the kernel's limits,
-/// independent of the problem (the space adds SPLITS <= K blocks).
+/// The reasons a (BM, BN, PAIRS, SPLITS, GROUP_M, TAIL, SK, PINGPONG) point breaks the kernel's
+/// limits, independent of the problem (the space adds SPLITS <= K blocks).
+#[allow(clippy::too_many_arguments)]
 fn space_rules(
     bm: i64,
     bn: i64,
@@ -421,6 +464,7 @@ fn space_rules(
     group_m: i64,
     tail: i64,
     sk: i64,
+    pingpong: i64,
 ) -> Vec<String> {
     let mut broken = Vec::new();
     if !BMS.contains(&bm) {
@@ -458,6 +502,12 @@ fn space_rules(
     if sk == 1 && (bm != BM as i64 || pairs != 0 || splits != 1) {
         broken.push(SK_RULE.into());
     }
+    if !PINGPONGS.contains(&pingpong) {
+        broken.push(format!("PINGPONG={pingpong} is not 0 or 1"));
+    }
+    if pingpong == 1 && (bm != BM as i64 || bn != 128 || pairs != 0 || splits != 1 || sk != 0) {
+        broken.push(PINGPONG_RULE.into());
+    }
     broken
 }
 
@@ -474,10 +524,15 @@ impl Choice {
         let tail = cfg.get("TAIL").unwrap_or(0);
         // Configs tuned before SK existed ran plain tiles.
         let sk = cfg.get("SK").unwrap_or(0);
-        if let Some(reason) = space_rules(bm, bn, pairs, splits, group_m, tail, sk).first() {
+        // Configs tuned before PINGPONG existed are cooperative.
+        let pingpong = cfg.get("PINGPONG").unwrap_or(0);
+        if let Some(reason) =
+            space_rules(bm, bn, pairs, splits, group_m, tail, sk, pingpong).first()
+        {
             return Err(format!("{cfg}: {reason}"));
         }
         let tile = match (bm, bn, pairs) {
+            _ if pingpong == 1 => TileConfig::PINGPONG,
             (64, _, _) => TileConfig::TINY64,
             (_, 256, 1) => TileConfig::LARGE_PAIR,
             (_, 256, _) => TileConfig::LARGE,
@@ -503,6 +558,7 @@ impl Choice {
             ("GROUP_M", self.group_m as i64),
             ("TAIL", self.tail as i64),
             ("SK", self.stream_k as i64),
+            ("PINGPONG", self.tile.pingpong as i64),
         ])
     }
 
@@ -521,6 +577,11 @@ impl Choice {
             .then(|| TileConfig::LARGE.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
         let (tile, splits) = tail.map_or((tile, splits), |s| (TileConfig::LARGE, s));
+        let tile = if tile == TileConfig::LARGE && splits == 1 && pingpong_pays(p, sm_count) {
+            TileConfig::PINGPONG
+        } else {
+            tile
+        };
         Choice {
             tile,
             splits,
@@ -664,6 +725,25 @@ impl WgmmaTmaWs {
         group_m: u32,
         epi_tma: bool,
     ) -> KernelSpec {
+        let epi = (epi_tma && output != DType::F32) as u32;
+        if cfg.pingpong {
+            return with_problem_defines(
+                KernelSpec::new(
+                    "gemm/wgmma_tma_ws_pingpong.cu",
+                    "gemm_wgmma_tma_ws_pingpong",
+                    arch,
+                ),
+                layout,
+                input,
+                output,
+            )
+            .define("KILN_BN", cfg.bn)
+            .define("KILN_STAGES", cfg.stages)
+            .define("KILN_GROUP_M", group_m)
+            .define("KILN_EPI", epi)
+            .define("KILN_SMEM", cfg.smem_bytes())
+            .define("KILN_THREADS", THREADS);
+        }
         with_problem_defines(
             KernelSpec::new("gemm/wgmma_tma_ws.cu", "gemm_wgmma_tma_ws", arch),
             layout,
@@ -676,7 +756,7 @@ impl WgmmaTmaWs {
         .define("KILN_GROUP_M", group_m)
         .define("KILN_CLUSTER", cfg.cluster)
         .define("KILN_EPI_DEFER", epi_defer() as u32)
-        .define("KILN_EPI", (epi_tma && output != DType::F32) as u32)
+        .define("KILN_EPI", epi)
         .define("KILN_SMEM", cfg.smem_bytes())
         .define("KILN_THREADS", THREADS)
     }
@@ -690,8 +770,9 @@ impl GemmKernel for WgmmaTmaWs {
         "persistent warp-specialised WGMMA + TMA: 1 producer and 2 consumer warpgroups, \
          128x256x64 tiles (CTA pairs multicasting B where rows straddle 128-byte lines; 128x128 / \
          128x64 and split-K for small grids, 64x64 with the consumers sharing K for one-wave \
-         problems, stream-K opt-in), 4-11 stage mbarrier ring, 128B swizzle, stmatrix + \
-         TMA-store epilogue under the next tile's K loop"
+         problems, stream-K opt-in), 4-12 stage mbarrier ring, 128B swizzle, stmatrix + \
+         TMA-store epilogue under the next tile's K loop; or ping-pong: each consumer its own \
+         128x128 tile, one's epilogue under the other's K loop"
     }
     fn rung(&self) -> u32 {
         10
@@ -754,6 +835,7 @@ impl GemmKernel for WgmmaTmaWs {
                 .param("GROUP_M", &GROUP_MS)
                 .launch_param("TAIL", &TAILS)
                 .launch_param("SK", &SKS)
+                .param("PINGPONG", &PINGPONGS)
                 .rule(PAIRS_RULE, |c| {
                     c.get("PAIRS") == Some(0) || c.get("BN") == Some(256)
                 })
@@ -771,6 +853,14 @@ impl GemmKernel for WgmmaTmaWs {
                         || (c.get("BM") == Some(BM as i64)
                             && c.get("PAIRS") == Some(0)
                             && c.get("SPLITS") == Some(1))
+                })
+                .rule(PINGPONG_RULE, |c| {
+                    c.get("PINGPONG") != Some(1)
+                        || (c.get("BM") == Some(BM as i64)
+                            && c.get("BN") == Some(128)
+                            && c.get("PAIRS") == Some(0)
+                            && c.get("SPLITS") == Some(1)
+                            && c.get("SK") == Some(0))
                 })
                 .rule(SPLITS_K_RULE, move |c| c.get("SPLITS").unwrap_or(1) <= kb),
         )
@@ -838,6 +928,14 @@ impl WgmmaTmaWs {
         ops: &GemmOperands,
     ) -> Result<Vec<CtaStamps>> {
         let choice = self.choice_for(ctx, p);
+        if choice.tile.pingpong {
+            return Err(Error::Unsupported {
+                kernel: self.name().into(),
+                reason: "the timeline stamps are in the cooperative kernel only; unset \
+                         KILN_WGMMA_CFG=pingpong (or tune the problem to another config)"
+                    .into(),
+            });
+        }
         // A persistent grid has at most one CTA per SM.
         let ctas = ctx.info.sm_count as usize;
         let n = TRACE_EVENTS.len();
@@ -886,8 +984,8 @@ impl WgmmaTmaWs {
             },
             None => choice.tile,
         };
-        // 64-row tiles split K inside the CTA instead.
-        let splits = if cfg.bm != BM {
+        // 64-row tiles split K inside the CTA instead; the ping-pong kernel does not split.
+        let splits = if cfg.bm != BM || cfg.pingpong {
             1
         } else {
             choice.splits.max(1)
@@ -913,8 +1011,7 @@ impl WgmmaTmaWs {
         let slots = grid_cap().map_or(slots, |g| slots.min(g));
         let ctiles = cfg.cluster_tiles(p.m, p.n);
         // Stream-K replaces split-K where both are asked for (the kernel ignores splits then).
-        let sk_from = choice
-            .stream_k
+        let sk_from = (choice.stream_k && !cfg.pingpong)
             .then(|| cfg.stream_k_from(p.m, p.n, p.k, slots))
             .flatten();
         let plan = match sk_from {
@@ -982,7 +1079,7 @@ impl WgmmaTmaWs {
     }
 }
 
-/// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`, `tiny64`), for timing
+/// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`, `tiny64`, `pingpong`), for timing
 /// one against another on the same problem; unset or unknown leaves the choice to `TileConfig::choose`.
 fn config_override() -> Option<TileConfig> {
     match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
@@ -991,6 +1088,7 @@ fn config_override() -> Option<TileConfig> {
         "small" => Some(TileConfig::SMALL),
         "tiny" => Some(TileConfig::TINY),
         "tiny64" => Some(TileConfig::TINY64),
+        "pingpong" => Some(TileConfig::PINGPONG),
         _ => None,
     }
 }
@@ -1141,6 +1239,36 @@ mod tests {
         assert_eq!(pair.cluster_tiles(129, 257), 2);
         assert_eq!(pair.grid(129, 257, 66), 4);
         assert_eq!(pair.grid(1, 1, 66), 2);
+    }
+
+    #[test]
+    fn pingpong_where_one_wave_of_large_tiles_and_short_k() {
+        let h = |m, n, k| Choice::heuristic(&bf16(m, n, k, Layout::RC), 132, true).tile;
+        for (m, n, k) in [(2048, 2048, 2048), (2048, 2048, 1024), (1024, 4096, 1024)] {
+            assert_eq!(h(m, n, k), TileConfig::PINGPONG, "{m}x{n}x{k}");
+        }
+        // long K, several waves of 128 x 256 tiles, or too few 128 x 128 tiles: cooperative
+        for (m, n, k) in [
+            (2048, 2048, 4096),
+            (4096, 4096, 1024),
+            (4096, 4096, 4096),
+            (512, 4096, 1024),
+        ] {
+            assert!(!h(m, n, k).pingpong, "{m}x{n}x{k}");
+        }
+        // rows off 128-byte lines, f32 C, beta != 0: cooperative
+        let mut odd = bf16(2048, 2048, 2048, Layout::RC);
+        odd.lda = 2056;
+        assert!(!pingpong_pays(&odd, 132));
+        let mut f32c = bf16(2048, 2048, 2048, Layout::RC);
+        f32c.output = DType::F32;
+        assert!(!pingpong_pays(&f32c, 132));
+        let mut beta = bf16(2048, 2048, 2048, Layout::RC);
+        beta.beta = 1.0;
+        assert!(!pingpong_pays(&beta, 132));
+        // the ping-pong tile is never split
+        let c = Choice::heuristic(&bf16(2048, 2048, 2048, Layout::RC), 132, true);
+        assert_eq!((c.splits, c.tail, c.stream_k), (1, false, false));
     }
 
     #[test]
@@ -1410,8 +1538,8 @@ mod tests {
         let all = space.enumerate();
         // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 128, 0), (128, 64, 0); each
         // unsplit, or split 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit;
-        // the three single 128-row tiles unsplit also with stream-K
-        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1 + 3);
+        // the three single 128-row tiles unsplit also with stream-K; and the ping-pong 128x128
+        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1 + 3 + 1);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -1428,7 +1556,7 @@ mod tests {
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 4 * (1 + 2) + 1 + 3);
+        assert_eq!(few.len(), 4 * (1 + 2) + 1 + 3 + 1);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -1476,6 +1604,25 @@ mod tests {
             ("GROUP_M", 8)
         ])
         .contains("BM=96"));
+        for (bn, splits, sk) in [(256, 1, 0), (128, 2, 0), (128, 1, 1)] {
+            let e = bad(&[
+                ("BN", bn),
+                ("PAIRS", 0),
+                ("SPLITS", splits),
+                ("GROUP_M", 8),
+                ("SK", sk),
+                ("PINGPONG", 1),
+            ]);
+            assert!(e.contains("PINGPONG=1"), "{e}");
+        }
+        let pp = Config::new(&[
+            ("BN", 128),
+            ("PAIRS", 0),
+            ("SPLITS", 1),
+            ("GROUP_M", 8),
+            ("PINGPONG", 1),
+        ]);
+        assert_eq!(Choice::from_config(&pp).unwrap().tile, TileConfig::PINGPONG);
         // configs tuned before BM existed are 128-row tiles
         let old = Config::new(&[("BN", 64), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)]);
         assert_eq!(Choice::from_config(&old).unwrap().tile, TileConfig::TINY);
@@ -1489,7 +1636,7 @@ mod tests {
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // 16-bit C: TMA-store and register epilogues; f32 C: the register one
-        assert_eq!(variants.len(), 5 * (16 * 2 + 8));
+        assert_eq!(variants.len(), 6 * (16 * 2 + 8));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -1508,9 +1655,14 @@ mod tests {
                 assert!(spec
                     .defines
                     .contains(&("KILN_SMEM".into(), ch.tile.smem_bytes().to_string())));
-                assert!(spec
-                    .defines
-                    .contains(&("KILN_CLUSTER".into(), ch.tile.cluster.to_string())));
+                // the ping-pong kernel has no clusters (nor the define)
+                assert!(
+                    ch.tile.pingpong
+                        || spec
+                            .defines
+                            .contains(&("KILN_CLUSTER".into(), ch.tile.cluster.to_string()))
+                );
+                assert_eq!(spec.source.ends_with("_pingpong.cu"), ch.tile.pingpong);
             }
         }
         let p = bf16(64, 64, 64, Layout::RC);

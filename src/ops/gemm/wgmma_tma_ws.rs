@@ -330,23 +330,31 @@ pub fn rows_on_lines(p: &GemmProblem) -> bool {
     (p.lda * es).is_multiple_of(128) && (p.ldb * es).is_multiple_of(128)
 }
 
-/// Whether the ping-pong kernel beats the cooperative 128 x 256 tile the heuristic would run:
-/// where those tiles make at most one wave and 128 x 128 ones more than one (so both consumers
-/// of most CTAs have a tile and one's epilogue runs under the other's K loop), K is short, rows
-/// lie on 128-byte lines and the TMA-store epilogue can run (16-bit C, beta == 0: the register
-/// epilogue was not timed). H100, session 12, ratio to cuBLAS cooperative -> ping-pong:
-/// 2048^3 0.956 -> 0.969 (RC), 0.926 -> 0.980 (CR), 0.956 -> 0.980 (RR), 0.955 -> 0.974 (CC);
-/// 2048x2048x1024 0.912 -> 0.966; 1024x4096x1024 0.905 -> 0.974. It lost at K >= 4096 (one wave:
-/// 1024x4096x4096 1.023 -> 0.973, 2048x2048x4096 1.030 -> 0.924), at every shape of several
-/// waves timed but 4096x4096x1024 (4096^3 1.002 -> 0.869: its 37 % more L2 traffic costs ~7 % of
-/// clock at the 700 W cap), and by 30-50 % where rows straddle lines (4000^3, 4096x4096x4088).
-pub fn pingpong_pays(p: &GemmProblem, sm_count: u32) -> bool {
-    rows_on_lines(p)
+/// Whether the ping-pong kernel beats the unsplit cooperative tile `coop` the heuristic would
+/// run. Only where rows lie on 128-byte lines and the TMA-store epilogue can run (16-bit C,
+/// beta == 0: the register epilogue was not timed), and then in two regimes (H100, session 12,
+/// ratio to cuBLAS, cooperative -> ping-pong):
+/// - 128 x 256 tiles making at most one wave, 128 x 128 ones more than one (so both consumers of
+///   most CTAs have a tile, one's epilogue under the other's K loop), K <= 2048: 2048^3 0.956 ->
+///   0.969 (RC), 0.926 -> 0.980 (CR), 0.956 -> 0.980 (RR), 0.955 -> 0.974 (CC); 2048x2048x1024
+///   0.912 -> 0.966; 1024x4096x1024 0.905 -> 0.974. At K >= 4096 it lost (1024x4096x4096
+///   1.023 -> 0.973, 2048x2048x4096 1.030 -> 0.924).
+/// - one wave of 128 x 128 tiles, where the cooperative pick is that tile: the same tiles on the
+///   same grid, each CTA's one tile computed by one consumer instead of two: 512x4096x4096
+///   0.916-0.953 -> 0.948-1.019 in the four layouts, 512x4096x14336 CR 0.970 -> 1.000,
+///   128x14336x4096 kiln 0.7 % faster.
+///
+/// It lost at every shape of several waves timed but 4096x4096x1024 (4096^3 1.002 -> 0.869: its
+/// 37 % more L2 traffic costs ~7 % of clock at the 700 W cap), with fewer tiles than a wave
+/// (128x4096x4096 and 1024^3, where 64-wide tiles spread over more SMs) and by 30-50 % where rows
+/// straddle lines (4000^3, 4096x4096x4088).
+pub fn pingpong_pays(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> bool {
+    let fits = rows_on_lines(p) && p.output != DType::F32 && p.beta == 0.0;
+    let one_wave_short_k = coop == TileConfig::LARGE
         && p.k <= 2048
-        && p.output != DType::F32
-        && p.beta == 0.0
         && TileConfig::LARGE.cluster_tiles(p.m, p.n) <= sm_count
-        && TileConfig::PINGPONG.cluster_tiles(p.m, p.n) > sm_count
+        && TileConfig::PINGPONG.cluster_tiles(p.m, p.n) > sm_count;
+    fits && (one_wave_short_k || coop == TileConfig::SMALL)
 }
 
 /// The last-wave split rule (GEMM's tail split, the fused SwiGLU's in-kernel split): when `tiles`
@@ -577,7 +585,7 @@ impl Choice {
             .then(|| TileConfig::LARGE.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
         let (tile, splits) = tail.map_or((tile, splits), |s| (TileConfig::LARGE, s));
-        let tile = if tile == TileConfig::LARGE && splits == 1 && pingpong_pays(p, sm_count) {
+        let tile = if splits == 1 && pingpong_pays(p, tile, sm_count) {
             TileConfig::PINGPONG
         } else {
             tile
@@ -1242,30 +1250,45 @@ mod tests {
     }
 
     #[test]
-    fn pingpong_where_one_wave_of_large_tiles_and_short_k() {
+    fn pingpong_where_it_measured_faster() {
         let h = |m, n, k| Choice::heuristic(&bf16(m, n, k, Layout::RC), 132, true).tile;
         for (m, n, k) in [(2048, 2048, 2048), (2048, 2048, 1024), (1024, 4096, 1024)] {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG, "{m}x{n}x{k}");
         }
-        // long K, several waves of 128 x 256 tiles, or too few 128 x 128 tiles: cooperative
+        // long K, several waves of 128 x 256 tiles, or fewer 128 x 128 tiles than a wave where
+        // 64-wide tiles spread wider: cooperative
         for (m, n, k) in [
             (2048, 2048, 4096),
             (4096, 4096, 1024),
             (4096, 4096, 4096),
-            (512, 4096, 1024),
+            (128, 4096, 4096),
+            (1024, 1024, 1024),
         ] {
             assert!(!h(m, n, k).pingpong, "{m}x{n}x{k}");
         }
+        // one wave of 128 x 128 tiles: ping-pong's one consumer per tile instead of two
+        for (m, n, k) in [(512, 4096, 4096), (512, 4096, 14336), (128, 14336, 4096)] {
+            assert_eq!(h(m, n, k), TileConfig::PINGPONG, "{m}x{n}x{k}");
+        }
         // rows off 128-byte lines, f32 C, beta != 0: cooperative
+        let large = TileConfig::LARGE;
         let mut odd = bf16(2048, 2048, 2048, Layout::RC);
         odd.lda = 2056;
-        assert!(!pingpong_pays(&odd, 132));
+        assert!(!pingpong_pays(&odd, large, 132));
+        assert!(!pingpong_pays(&odd, TileConfig::SMALL, 132));
         let mut f32c = bf16(2048, 2048, 2048, Layout::RC);
         f32c.output = DType::F32;
-        assert!(!pingpong_pays(&f32c, 132));
+        assert!(!pingpong_pays(&f32c, large, 132));
         let mut beta = bf16(2048, 2048, 2048, Layout::RC);
         beta.beta = 1.0;
-        assert!(!pingpong_pays(&beta, 132));
+        assert!(!pingpong_pays(&beta, large, 132));
+        // split tiles stay cooperative (the ping-pong kernel does not split K)
+        for m in [128, 256, 512, 1024, 2048] {
+            for k in [1024, 4096, 14336] {
+                let c = Choice::heuristic(&bf16(m, 4096, k, Layout::RC), 132, true);
+                assert!(!c.tile.pingpong || c.splits == 1, "{m}x4096x{k}");
+            }
+        }
         // the ping-pong tile is never split
         let c = Choice::heuristic(&bf16(2048, 2048, 2048, Layout::RC), 132, true);
         assert_eq!((c.splits, c.tail, c.stream_k), (1, false, false));

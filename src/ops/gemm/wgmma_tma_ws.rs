@@ -99,13 +99,22 @@ impl TileConfig {
         cluster: 1,
         pingpong: true,
     };
-    pub const ALL: [TileConfig; 6] = [
+    /// Ping-pong with 128 x 64 tiles, 8 stages of 24 KB.
+    pub const PINGPONG64: TileConfig = TileConfig {
+        bm: 128,
+        bn: 64,
+        stages: 8,
+        cluster: 1,
+        pingpong: true,
+    };
+    pub const ALL: [TileConfig; 7] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
         TileConfig::TINY,
         TileConfig::TINY64,
         TileConfig::PINGPONG,
+        TileConfig::PINGPONG64,
     ];
 
     /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
@@ -330,31 +339,41 @@ pub fn rows_on_lines(p: &GemmProblem) -> bool {
     (p.lda * es).is_multiple_of(128) && (p.ldb * es).is_multiple_of(128)
 }
 
-/// Whether the ping-pong kernel beats the unsplit cooperative tile `coop` the heuristic would
-/// run. Only where rows lie on 128-byte lines and the TMA-store epilogue can run (16-bit C,
-/// beta == 0: the register epilogue was not timed), and then in two regimes (H100, session 12,
-/// ratio to cuBLAS, cooperative -> ping-pong):
+/// The ping-pong tile that beats the unsplit cooperative tile `coop` the heuristic would run, if
+/// one does. Only where rows lie on 128-byte lines, and then in two regimes (H100, session 12,
+/// ratio to cuBLAS, cooperative -> ping-pong; f32 C, the register epilogue, gained as much:
+/// 2048^3 0.854 -> 0.907, 512x4096x4096 0.884 -> 0.929):
 /// - 128 x 256 tiles making at most one wave, 128 x 128 ones more than one (so both consumers of
 ///   most CTAs have a tile, one's epilogue under the other's K loop), K <= 2048: 2048^3 0.956 ->
 ///   0.969 (RC), 0.926 -> 0.980 (CR), 0.956 -> 0.980 (RR), 0.955 -> 0.974 (CC); 2048x2048x1024
 ///   0.912 -> 0.966; 1024x4096x1024 0.905 -> 0.974. At K >= 4096 it lost (1024x4096x4096
 ///   1.023 -> 0.973, 2048x2048x4096 1.030 -> 0.924).
-/// - one wave of 128 x 128 tiles, where the cooperative pick is that tile: the same tiles on the
-///   same grid, each CTA's one tile computed by one consumer instead of two: 512x4096x4096
-///   0.916-0.953 -> 0.948-1.019 in the four layouts, 512x4096x14336 CR 0.970 -> 1.000,
-///   128x14336x4096 kiln 0.7 % faster.
+/// - one wave of 128 x 128 or 128 x 64 tiles, where the cooperative pick is that tile: the same
+///   tiles on the same grid, each CTA's one tile computed by one consumer instead of two.
+///   128 x 128: 512x4096x4096 0.916-0.953 -> 0.948-1.019 in the four layouts, 512x4096x14336 CR
+///   0.970 -> 1.000, 128x14336x4096 kiln 0.7 % faster. 128 x 64: 1024^3 0.841-0.855 ->
+///   0.922-0.982 in the four layouts, 256x4096x4096 0.946 -> 0.994, 512x2048x4096 0.966 -> 1.064.
 ///
 /// It lost at every shape of several waves timed but 4096x4096x1024 (4096^3 1.002 -> 0.869: its
-/// 37 % more L2 traffic costs ~7 % of clock at the 700 W cap), with fewer tiles than a wave
-/// (128x4096x4096 and 1024^3, where 64-wide tiles spread over more SMs) and by 30-50 % where rows
+/// 37 % more L2 traffic costs ~7 % of clock at the 700 W cap), against the 64 x 64 tiles of
+/// one-wave problems (128x4096x4096 1.005 -> 0.924 with 128 x 64) and by 30-50 % where rows
 /// straddle lines (4000^3, 4096x4096x4088).
-pub fn pingpong_pays(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> bool {
-    let fits = rows_on_lines(p) && p.output != DType::F32 && p.beta == 0.0;
-    let one_wave_short_k = coop == TileConfig::LARGE
-        && p.k <= 2048
-        && TileConfig::LARGE.cluster_tiles(p.m, p.n) <= sm_count
-        && TileConfig::PINGPONG.cluster_tiles(p.m, p.n) > sm_count;
-    fits && (one_wave_short_k || coop == TileConfig::SMALL)
+pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<TileConfig> {
+    if !rows_on_lines(p) {
+        return None;
+    }
+    match coop {
+        TileConfig::SMALL => Some(TileConfig::PINGPONG),
+        TileConfig::TINY => Some(TileConfig::PINGPONG64),
+        TileConfig::LARGE
+            if p.k <= 2048
+                && TileConfig::LARGE.cluster_tiles(p.m, p.n) <= sm_count
+                && TileConfig::PINGPONG.cluster_tiles(p.m, p.n) > sm_count =>
+        {
+            Some(TileConfig::PINGPONG)
+        }
+        _ => None,
+    }
 }
 
 /// The last-wave split rule (GEMM's tail split, the fused SwiGLU's in-kernel split): when `tiles`
@@ -397,10 +416,9 @@ const TAILS: [i64; 2] = [0, 1];
 const TAIL_RULE: &str = "TAIL=1 (split only the last, partial wave's tiles) only with SPLITS>1";
 const SKS: [i64; 2] = [0, 1];
 const PINGPONGS: [i64; 2] = [0, 1];
-const PINGPONG_RULE: &str =
-    "PINGPONG=1 (each consumer its own 128x128 tile, the two taking turns) \
-     only with BM=128, BN=128, PAIRS=0, SPLITS=1 and SK=0: the ping-pong kernel is compiled for \
-     that tile, in single CTAs, unsplit";
+const PINGPONG_RULE: &str = "PINGPONG=1 (each consumer its own 128-row tile, the two taking \
+     turns) only with BM=128, BN=128 or 64, PAIRS=0, SPLITS=1 and SK=0: the ping-pong kernel is \
+     compiled for those tiles, in single CTAs, unsplit";
 const SK_RULE: &str = "SK=1 (stream-K over the last partial wave and one whole wave) only with \
      BM=128, PAIRS=0 and SPLITS=1: single 128-row CTAs are the variants that take it";
 const SPLITS_K_RULE: &str = "SPLITS at most the K blocks (K / 64): more slices than K blocks \
@@ -513,7 +531,9 @@ fn space_rules(
     if !PINGPONGS.contains(&pingpong) {
         broken.push(format!("PINGPONG={pingpong} is not 0 or 1"));
     }
-    if pingpong == 1 && (bm != BM as i64 || bn != 128 || pairs != 0 || splits != 1 || sk != 0) {
+    if pingpong == 1
+        && (bm != BM as i64 || !(bn == 128 || bn == 64) || pairs != 0 || splits != 1 || sk != 0)
+    {
         broken.push(PINGPONG_RULE.into());
     }
     broken
@@ -540,6 +560,7 @@ impl Choice {
             return Err(format!("{cfg}: {reason}"));
         }
         let tile = match (bm, bn, pairs) {
+            (_, 64, _) if pingpong == 1 => TileConfig::PINGPONG64,
             _ if pingpong == 1 => TileConfig::PINGPONG,
             (64, _, _) => TileConfig::TINY64,
             (_, 256, 1) => TileConfig::LARGE_PAIR,
@@ -585,10 +606,9 @@ impl Choice {
             .then(|| TileConfig::LARGE.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
         let (tile, splits) = tail.map_or((tile, splits), |s| (TileConfig::LARGE, s));
-        let tile = if splits == 1 && pingpong_pays(p, tile, sm_count) {
-            TileConfig::PINGPONG
-        } else {
-            tile
+        let tile = match splits {
+            1 => pingpong_for(p, tile, sm_count).unwrap_or(tile),
+            _ => tile,
         };
         Choice {
             tile,
@@ -779,8 +799,9 @@ impl GemmKernel for WgmmaTmaWs {
          128x256x64 tiles (CTA pairs multicasting B where rows straddle 128-byte lines; 128x128 / \
          128x64 and split-K for small grids, 64x64 with the consumers sharing K for one-wave \
          problems, stream-K opt-in), 4-12 stage mbarrier ring, 128B swizzle, stmatrix + \
-         TMA-store epilogue under the next tile's K loop; or ping-pong: each consumer its own \
-         128x128 tile, one's epilogue under the other's K loop"
+         TMA-store epilogue under the next tile's K loop; or ping-pong (one-wave and short-K \
+         problems): each consumer its own 128x128 or 128x64 tile, one's epilogue under the \
+         other's K loop"
     }
     fn rung(&self) -> u32 {
         10
@@ -865,7 +886,7 @@ impl GemmKernel for WgmmaTmaWs {
                 .rule(PINGPONG_RULE, |c| {
                     c.get("PINGPONG") != Some(1)
                         || (c.get("BM") == Some(BM as i64)
-                            && c.get("BN") == Some(128)
+                            && matches!(c.get("BN"), Some(128) | Some(64))
                             && c.get("PAIRS") == Some(0)
                             && c.get("SPLITS") == Some(1)
                             && c.get("SK") == Some(0))
@@ -1087,8 +1108,9 @@ impl WgmmaTmaWs {
     }
 }
 
-/// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`, `tiny64`, `pingpong`), for timing
-/// one against another on the same problem; unset or unknown leaves the choice to `TileConfig::choose`.
+/// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`, `tiny64`, `pingpong`,
+/// `pingpong64`), for timing one against another on the same problem; unset or unknown leaves
+/// the choice to `TileConfig::choose`.
 fn config_override() -> Option<TileConfig> {
     match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
         "large" => Some(TileConfig::LARGE),
@@ -1097,6 +1119,7 @@ fn config_override() -> Option<TileConfig> {
         "tiny" => Some(TileConfig::TINY),
         "tiny64" => Some(TileConfig::TINY64),
         "pingpong" => Some(TileConfig::PINGPONG),
+        "pingpong64" => Some(TileConfig::PINGPONG64),
         _ => None,
     }
 }
@@ -1255,33 +1278,35 @@ mod tests {
         for (m, n, k) in [(2048, 2048, 2048), (2048, 2048, 1024), (1024, 4096, 1024)] {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG, "{m}x{n}x{k}");
         }
-        // long K, several waves of 128 x 256 tiles, or fewer 128 x 128 tiles than a wave where
-        // 64-wide tiles spread wider: cooperative
+        // long K, several waves of 128 x 256 tiles, or one wave of 64 x 64 tiles: cooperative
         for (m, n, k) in [
             (2048, 2048, 4096),
             (4096, 4096, 1024),
             (4096, 4096, 4096),
             (128, 4096, 4096),
-            (1024, 1024, 1024),
+            (512, 512, 512),
         ] {
             assert!(!h(m, n, k).pingpong, "{m}x{n}x{k}");
         }
-        // one wave of 128 x 128 tiles: ping-pong's one consumer per tile instead of two
+        // one wave of 128 x 128 or 128 x 64 tiles: one consumer per tile instead of two
         for (m, n, k) in [(512, 4096, 4096), (512, 4096, 14336), (128, 14336, 4096)] {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG, "{m}x{n}x{k}");
         }
-        // rows off 128-byte lines, f32 C, beta != 0: cooperative
+        for (m, n, k) in [(1024, 1024, 1024), (256, 4096, 4096), (512, 2048, 4096)] {
+            assert_eq!(h(m, n, k), TileConfig::PINGPONG64, "{m}x{n}x{k}");
+        }
+        // rows off 128-byte lines: cooperative; f32 C and beta != 0 (the register epilogue) too
         let large = TileConfig::LARGE;
         let mut odd = bf16(2048, 2048, 2048, Layout::RC);
         odd.lda = 2056;
-        assert!(!pingpong_pays(&odd, large, 132));
-        assert!(!pingpong_pays(&odd, TileConfig::SMALL, 132));
+        assert_eq!(pingpong_for(&odd, large, 132), None);
+        assert_eq!(pingpong_for(&odd, TileConfig::SMALL, 132), None);
         let mut f32c = bf16(2048, 2048, 2048, Layout::RC);
         f32c.output = DType::F32;
-        assert!(!pingpong_pays(&f32c, large, 132));
+        assert_eq!(pingpong_for(&f32c, large, 132), Some(TileConfig::PINGPONG));
         let mut beta = bf16(2048, 2048, 2048, Layout::RC);
         beta.beta = 1.0;
-        assert!(!pingpong_pays(&beta, large, 132));
+        assert_eq!(pingpong_for(&beta, large, 132), Some(TileConfig::PINGPONG));
         // split tiles stay cooperative (the ping-pong kernel does not split K)
         for m in [128, 256, 512, 1024, 2048] {
             for k in [1024, 4096, 14336] {
@@ -1561,8 +1586,9 @@ mod tests {
         let all = space.enumerate();
         // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 128, 0), (128, 64, 0); each
         // unsplit, or split 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit;
-        // the three single 128-row tiles unsplit also with stream-K; and the ping-pong 128x128
-        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1 + 3 + 1);
+        // the three single 128-row tiles unsplit also with stream-K; and ping-pong 128x128 and
+        // 128x64
+        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1 + 3 + 2);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -1579,7 +1605,7 @@ mod tests {
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 4 * (1 + 2) + 1 + 3 + 1);
+        assert_eq!(few.len(), 4 * (1 + 2) + 1 + 3 + 2);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -1627,7 +1653,7 @@ mod tests {
             ("GROUP_M", 8)
         ])
         .contains("BM=96"));
-        for (bn, splits, sk) in [(256, 1, 0), (128, 2, 0), (128, 1, 1)] {
+        for (bn, splits, sk) in [(256, 1, 0), (128, 2, 0), (128, 1, 1), (64, 2, 0)] {
             let e = bad(&[
                 ("BN", bn),
                 ("PAIRS", 0),
@@ -1659,7 +1685,7 @@ mod tests {
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // 16-bit C: TMA-store and register epilogues; f32 C: the register one
-        assert_eq!(variants.len(), 6 * (16 * 2 + 8));
+        assert_eq!(variants.len(), 7 * (16 * 2 + 8));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

@@ -1,9 +1,9 @@
 // GEMM, warp-specialised persistent WGMMA + TMA with ping-pong consumers (sm_90a). 384 threads:
 // warpgroup 0 is the producer (40 registers; one thread loads A and B tiles by TMA into a ring of
 // KILN_STAGES shared buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are consumers
-// (232 registers) that each compute whole 128 x KILN_BN tiles (two wgmma.m64nBNk16 per k step,
-// BN fp32 accumulators per thread) and take the CTA's tiles in turn: consumer 0 its 1st, 3rd, ..
-// tile, consumer 1 its 2nd, 4th, ... Their K loops take turns on the tensor cores (two named
+// (232 registers) that each compute whole KILN_BM x KILN_BN tiles (128 x 128, 128 x 64: two
+// wgmma.m64nBNk16 per k step; 64 x 64: one) and take the CTA's tiles in turn: consumer 0 its
+// 1st, 3rd, .. tile, consumer 1 its 2nd, 4th, ... Their K loops take turns on the tensor cores (two named
 // barriers: a consumer starts its K loop once the other has issued its last wgmmas), so one
 // consumer's epilogue runs under the other's K loop, where the cooperative kernel
 // (wgmma_tma_ws.cu: both consumers on one 128 x 256 tile) leaves the tensor cores idle at every
@@ -27,6 +27,9 @@
 #include "common/tma.cuh"
 #include "common/wgmma_ss.cuh"
 
+#ifndef KILN_BM
+#define KILN_BM 128
+#endif
 #ifndef KILN_BN
 #define KILN_BN 128
 #endif
@@ -37,8 +40,10 @@
 #define KILN_EPI 1
 #endif
 
-constexpr int BM = 128, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
-static_assert(BN == 64 || BN == 128, "KILN_BN is 64 or 128: one consumer holds the whole 128 x BN tile");
+constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
+static_assert(BN == 64 || BN == 128, "KILN_BN is 64 or 128: one consumer holds the whole BM x BN tile");
+static_assert(BM == 128 || (BM == 64 && BN == 64), "KILN_BM is 128, or 64 with KILN_BN = 64");
+constexpr bool TWO_HALVES = BM == 128;  // a 128-row tile: two m64 wgmmas per k step
 static_assert(STAGES >= 2, "KILN_STAGES is at least 2");
 constexpr u32 A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr u32 BOX64_BYTES = 64 * BK * 2;  // one 64 x 64 box; also rows 64.. of a K-major A tile
@@ -179,7 +184,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #endif
     };
 
-    float acc0[BN / 2], acc1[BN / 2];  // rows 0..63 and 64..127 of the tile
+    float acc0[BN / 2], acc1[BN / 2];  // rows 0..63 and 64..127 of the tile (acc1: BM = 128)
     // Stage 0's descriptors; rows 64.. of A are 8 KB further in both A layouts (K-major: 64 rows
     // of 128 bytes; MN-major: the second box). A stage and a k step only move the start address.
     const u32 sa0 = base, sb0 = base + A_BYTES;
@@ -201,7 +206,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int r = 0; r < BN / 2; ++r) {
           wgmma_fence_operand(acc0[r]);
-          wgmma_fence_operand(acc1[r]);
+          if (TWO_HALVES) wgmma_fence_operand(acc1[r]);
         }
         wgmma_fence();
 #pragma unroll
@@ -211,13 +216,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + kk * (TB ? 2048 : 32));
           const int acc_live = (kb > 0 || kk > 0) ? 1 : 0;
           wgmma_m64k16<in_t, BN, TA, TB>(acc0, da, db, acc_live);
-          wgmma_m64k16<in_t, BN, TA, TB>(acc1, wgmma_desc_add(da, BOX64_BYTES), db, acc_live);
+          if (TWO_HALVES) wgmma_m64k16<in_t, BN, TA, TB>(acc1, wgmma_desc_add(da, BOX64_BYTES), db, acc_live);
         }
         wgmma_commit();
 #pragma unroll
         for (int r = 0; r < BN / 2; ++r) {
           wgmma_fence_operand(acc0[r]);
-          wgmma_fence_operand(acc1[r]);
+          if (TWO_HALVES) wgmma_fence_operand(acc1[r]);
         }
         // Keep one batch in flight: once the previous one is done, its stage can be refilled.
         wgmma_wait<1>();
@@ -231,13 +236,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int r = 0; r < BN / 2; ++r) {
         wgmma_fence_operand(acc0[r]);
-        wgmma_fence_operand(acc1[r]);
+        if (TWO_HALVES) wgmma_fence_operand(acc1[r]);
       }
       release(prev);
       int tm, tn;
       tile_coords(t, tiles_m, tiles_n, tm, tn);
       store_half(acc0, 0, tm, tn);
-      store_half(acc1, 1, tm, tn);
+      if (TWO_HALVES) store_half(acc1, 1, tm, tn);
     }
     // Bulk stores still in flight must finish before the block's shared memory goes away.
     if (TMA_EPI && leader) tma_store_wait<0>();

@@ -107,7 +107,15 @@ impl TileConfig {
         cluster: 1,
         pingpong: true,
     };
-    pub const ALL: [TileConfig; 7] = [
+    /// Ping-pong with 64 x 64 tiles (one wgmma per k step), 12 stages of 16 KB.
+    pub const PINGPONG_TINY: TileConfig = TileConfig {
+        bm: 64,
+        bn: 64,
+        stages: 12,
+        cluster: 1,
+        pingpong: true,
+    };
+    pub const ALL: [TileConfig; 8] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
@@ -115,6 +123,7 @@ impl TileConfig {
         TileConfig::TINY64,
         TileConfig::PINGPONG,
         TileConfig::PINGPONG64,
+        TileConfig::PINGPONG_TINY,
     ];
 
     /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
@@ -125,7 +134,7 @@ impl TileConfig {
     /// Shared memory of the 64-row configs' hand-off of consumer 1's fp32 partial tile to
     /// consumer 0 (the kernel's `X_BYTES`).
     pub fn handoff_bytes(self) -> u32 {
-        if self.bm == 64 {
+        if self.bm == 64 && !self.pingpong {
             self.bm * self.bn * 4
         } else {
             0
@@ -135,7 +144,7 @@ impl TileConfig {
     /// The TMA-store epilogue's staging buffers: two chunks per consumer that stores (64-row
     /// tiles: consumer 0 alone).
     pub fn staging_bytes(self) -> u32 {
-        if self.bm == 64 {
+        if self.bm == 64 && !self.pingpong {
             C_STAGING_BYTES / 2
         } else {
             C_STAGING_BYTES
@@ -348,16 +357,19 @@ pub fn rows_on_lines(p: &GemmProblem) -> bool {
 ///   0.969 (RC), 0.926 -> 0.980 (CR), 0.956 -> 0.980 (RR), 0.955 -> 0.974 (CC); 2048x2048x1024
 ///   0.912 -> 0.966; 1024x4096x1024 0.905 -> 0.974. At K >= 4096 it lost (1024x4096x4096
 ///   1.023 -> 0.973, 2048x2048x4096 1.030 -> 0.924).
-/// - one wave of 128 x 128 or 128 x 64 tiles, where the cooperative pick is that tile: the same
-///   tiles on the same grid, each CTA's one tile computed by one consumer instead of two.
+/// - one wave of 128 x 128, 128 x 64 or 64 x 64 tiles, where the cooperative pick is that tile:
+///   the same tiles on the same grid, each CTA's one tile computed by one consumer instead of two
+///   (64 x 64: instead of two consumers taking alternate K blocks and adding up).
 ///   128 x 128: 512x4096x4096 0.916-0.953 -> 0.948-1.019 in the four layouts, 512x4096x14336 CR
 ///   0.970 -> 1.000, 128x14336x4096 kiln 0.7 % faster. 128 x 64: 1024^3 0.841-0.855 ->
 ///   0.922-0.982 in the four layouts, 256x4096x4096 0.946 -> 0.994, 512x2048x4096 0.966 -> 1.064.
+///   64 x 64: 128x4096x4096 kiln 1.6-4.7 % faster in the four layouts, 128x4096x14336 3.0 %,
+///   64x4096x4096 2.0 %, 512^3 -0.4 to +3.3 %.
 ///
 /// It lost at every shape of several waves timed but 4096x4096x1024 (4096^3 1.002 -> 0.869: its
-/// 37 % more L2 traffic costs ~7 % of clock at the 700 W cap), against the 64 x 64 tiles of
-/// one-wave problems (128x4096x4096 1.005 -> 0.924 with 128 x 64) and by 30-50 % where rows
-/// straddle lines (4000^3, 4096x4096x4088).
+/// 37 % more L2 traffic costs ~7 % of clock at the 700 W cap), in a bigger tile than the
+/// cooperative pick (128x4096x4096 1.005 -> 0.924 with 128 x 64 instead of 64 x 64) and by
+/// 30-50 % where rows straddle lines (4000^3, 4096x4096x4088).
 pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<TileConfig> {
     if !rows_on_lines(p) {
         return None;
@@ -365,6 +377,7 @@ pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<
     match coop {
         TileConfig::SMALL => Some(TileConfig::PINGPONG),
         TileConfig::TINY => Some(TileConfig::PINGPONG64),
+        TileConfig::TINY64 => Some(TileConfig::PINGPONG_TINY),
         TileConfig::LARGE
             if p.k <= 2048
                 && TileConfig::LARGE.cluster_tiles(p.m, p.n) <= sm_count
@@ -416,9 +429,9 @@ const TAILS: [i64; 2] = [0, 1];
 const TAIL_RULE: &str = "TAIL=1 (split only the last, partial wave's tiles) only with SPLITS>1";
 const SKS: [i64; 2] = [0, 1];
 const PINGPONGS: [i64; 2] = [0, 1];
-const PINGPONG_RULE: &str = "PINGPONG=1 (each consumer its own 128-row tile, the two taking \
-     turns) only with BM=128, BN=128 or 64, PAIRS=0, SPLITS=1 and SK=0: the ping-pong kernel is \
-     compiled for those tiles, in single CTAs, unsplit";
+const PINGPONG_RULE: &str = "PINGPONG=1 (each consumer its own tile, the two taking turns) only \
+     with BN=128 or 64, PAIRS=0, SPLITS=1 and SK=0: the ping-pong kernel is compiled for 128x128, \
+     128x64 and 64x64 tiles, in single CTAs, unsplit";
 const SK_RULE: &str = "SK=1 (stream-K over the last partial wave and one whole wave) only with \
      BM=128, PAIRS=0 and SPLITS=1: single 128-row CTAs are the variants that take it";
 const SPLITS_K_RULE: &str = "SPLITS at most the K blocks (K / 64): more slices than K blocks \
@@ -531,9 +544,7 @@ fn space_rules(
     if !PINGPONGS.contains(&pingpong) {
         broken.push(format!("PINGPONG={pingpong} is not 0 or 1"));
     }
-    if pingpong == 1
-        && (bm != BM as i64 || !(bn == 128 || bn == 64) || pairs != 0 || splits != 1 || sk != 0)
-    {
+    if pingpong == 1 && (!(bn == 128 || bn == 64) || pairs != 0 || splits != 1 || sk != 0) {
         broken.push(PINGPONG_RULE.into());
     }
     broken
@@ -560,6 +571,7 @@ impl Choice {
             return Err(format!("{cfg}: {reason}"));
         }
         let tile = match (bm, bn, pairs) {
+            (64, _, _) if pingpong == 1 => TileConfig::PINGPONG_TINY,
             (_, 64, _) if pingpong == 1 => TileConfig::PINGPONG64,
             _ if pingpong == 1 => TileConfig::PINGPONG,
             (64, _, _) => TileConfig::TINY64,
@@ -765,6 +777,7 @@ impl WgmmaTmaWs {
                 input,
                 output,
             )
+            .define("KILN_BM", cfg.bm)
             .define("KILN_BN", cfg.bn)
             .define("KILN_STAGES", cfg.stages)
             .define("KILN_GROUP_M", group_m)
@@ -800,7 +813,7 @@ impl GemmKernel for WgmmaTmaWs {
          128x64 and split-K for small grids, 64x64 with the consumers sharing K for one-wave \
          problems, stream-K opt-in), 4-12 stage mbarrier ring, 128B swizzle, stmatrix + \
          TMA-store epilogue under the next tile's K loop; or ping-pong (one-wave and short-K \
-         problems): each consumer its own 128x128 or 128x64 tile, one's epilogue under the \
+         problems): each consumer its own 128x128, 128x64 or 64x64 tile, one's epilogue under the \
          other's K loop"
     }
     fn rung(&self) -> u32 {
@@ -885,8 +898,7 @@ impl GemmKernel for WgmmaTmaWs {
                 })
                 .rule(PINGPONG_RULE, |c| {
                     c.get("PINGPONG") != Some(1)
-                        || (c.get("BM") == Some(BM as i64)
-                            && matches!(c.get("BN"), Some(128) | Some(64))
+                        || (matches!(c.get("BN"), Some(128) | Some(64))
                             && c.get("PAIRS") == Some(0)
                             && c.get("SPLITS") == Some(1)
                             && c.get("SK") == Some(0))
@@ -1109,7 +1121,7 @@ impl WgmmaTmaWs {
 }
 
 /// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`, `tiny64`, `pingpong`,
-/// `pingpong64`), for timing one against another on the same problem; unset or unknown leaves
+/// `pingpong64`, `pingpong-tiny`), for timing one against another on the same problem; unset or unknown leaves
 /// the choice to `TileConfig::choose`.
 fn config_override() -> Option<TileConfig> {
     match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
@@ -1120,6 +1132,7 @@ fn config_override() -> Option<TileConfig> {
         "tiny64" => Some(TileConfig::TINY64),
         "pingpong" => Some(TileConfig::PINGPONG),
         "pingpong64" => Some(TileConfig::PINGPONG64),
+        "pingpong-tiny" => Some(TileConfig::PINGPONG_TINY),
         _ => None,
     }
 }
@@ -1278,14 +1291,8 @@ mod tests {
         for (m, n, k) in [(2048, 2048, 2048), (2048, 2048, 1024), (1024, 4096, 1024)] {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG, "{m}x{n}x{k}");
         }
-        // long K, several waves of 128 x 256 tiles, or one wave of 64 x 64 tiles: cooperative
-        for (m, n, k) in [
-            (2048, 2048, 4096),
-            (4096, 4096, 1024),
-            (4096, 4096, 4096),
-            (128, 4096, 4096),
-            (512, 512, 512),
-        ] {
+        // long K or several waves of 128 x 256 tiles: cooperative
+        for (m, n, k) in [(2048, 2048, 4096), (4096, 4096, 1024), (4096, 4096, 4096)] {
             assert!(!h(m, n, k).pingpong, "{m}x{n}x{k}");
         }
         // one wave of 128 x 128 or 128 x 64 tiles: one consumer per tile instead of two
@@ -1294,6 +1301,9 @@ mod tests {
         }
         for (m, n, k) in [(1024, 1024, 1024), (256, 4096, 4096), (512, 2048, 4096)] {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG64, "{m}x{n}x{k}");
+        }
+        for (m, n, k) in [(512, 512, 512), (128, 4096, 4096), (128, 4096, 14336)] {
+            assert_eq!(h(m, n, k), TileConfig::PINGPONG_TINY, "{m}x{n}x{k}");
         }
         // rows off 128-byte lines: cooperative; f32 C and beta != 0 (the register epilogue) too
         let large = TileConfig::LARGE;
@@ -1586,9 +1596,9 @@ mod tests {
         let all = space.enumerate();
         // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 128, 0), (128, 64, 0); each
         // unsplit, or split 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit;
-        // the three single 128-row tiles unsplit also with stream-K; and ping-pong 128x128 and
-        // 128x64
-        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1 + 3 + 2);
+        // the three single 128-row tiles unsplit also with stream-K; and ping-pong 128x128,
+        // 128x64 and 64x64
+        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1 + 3 + 3);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -1605,7 +1615,7 @@ mod tests {
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 4 * (1 + 2) + 1 + 3 + 2);
+        assert_eq!(few.len(), 4 * (1 + 2) + 1 + 3 + 3);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -1685,7 +1695,7 @@ mod tests {
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // 16-bit C: TMA-store and register epilogues; f32 C: the register one
-        assert_eq!(variants.len(), 7 * (16 * 2 + 8));
+        assert_eq!(variants.len(), 8 * (16 * 2 + 8));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

@@ -62,6 +62,8 @@ static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 
 // (its 128 threads sync, the other consumer's 128 arrive).
 constexpr u32 TURN = 3;
 
+// The parameters are the cooperative kernel's, so that one launch path serves both; `ex` (split-K
+// and stream-K) is unused here.
 extern "C" __global__ void __launch_bounds__(384, 1)
     gemm_wgmma_tma_ws_pingpong(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
                                const __grid_constant__ TmaMap tma_c, const GemmArgs p, const Extras ex) {

@@ -1,11 +1,14 @@
-//! Host side of `kernels/gemm/wgmma_tma_ws.cu`: the warp-specialised persistent WGMMA + TMA
-//! GEMM for sm_90a. Picks a tile shape (and whether CTAs pair up in clusters to share B tiles),
-//! builds the two operand tensor maps for the problem, and launches one block of 384 threads per
-//! SM (or per tile, when there are fewer tiles).
+//! Host side of the warp-specialised persistent WGMMA + TMA GEMM for sm_90a, in two schedules:
+//! cooperative (`kernels/gemm/wgmma_tma_ws.cu`, both consumers on one tile) and ping-pong
+//! (`kernels/gemm/wgmma_tma_ws_pingpong.cu`, each consumer its own tile, in turns). Picks a tile
+//! shape and schedule (and whether CTAs pair up in clusters to share B tiles), builds the two
+//! operand tensor maps for the problem, and launches one block of 384 threads per SM (or per
+//! tile, when there are fewer tiles).
 //!
-//! Tunable: the space is (BN, PAIRS, SPLITS, GROUP_M) over the compiled tile configs
-//! ([`Choice`]); `launch` runs the tuning cache's config for the problem's shape class when there
-//! is one, else [`TileConfig::choose`], and the `KILN_WGMMA_*` env overrides win over both.
+//! Tunable: the space is (BM, BN, PAIRS, SPLITS, GROUP_M, TAIL, SK, PINGPONG) over the compiled
+//! tile configs ([`Choice`]); `launch` runs the tuning cache's config for the problem's shape
+//! class when there is one, else [`Choice::heuristic`] ([`TileConfig::choose`], then
+//! [`pingpong_for`]), and the `KILN_WGMMA_*` env overrides win over both.
 
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
 use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Scratch, Tma2d, TmaSwizzle};

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Session 12 run 16: issue 3's target set in all four layouts again with main 6c6796b's binary
+# (a second sample of closing2/'s one run).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+export KILN_STORE=/tmp/kiln.db KILN_CACHE_DIR=/tmp/kiln-jit
+N=.carry/s12/kiln-final2; chmod +x $N
+{ nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv; date -u; echo "binary: $(cat .carry/s12/commit-final2)"; } > $OUT/machine.txt
+$N --no-store --json bench --set targets --layouts RC,CR,RR,CC --reps 30 > $OUT/targets.json 2>>$OUT/err.txt
+python3 - $OUT/targets.json <<'PY' | tee $OUT/targets.txt
+import json, sys, math, collections
+rows = json.load(open(sys.argv[1])); t = collections.defaultdict(dict); order = []
+for r in rows:
+    p = r['problem']; k = f"{p['m']}x{p['n']}x{p['k']}"
+    if k not in order: order.append(k)
+    t[p['layout']][k] = r['versions'][0][1]
+ls = [l for l in ('RC', 'CR', 'RR', 'CC') if l in t]
+print(f"{'shape':18s} " + " ".join(f"{l:>6s}" for l in ls))
+for k in order: print(f"{k:18s} " + " ".join(f"{t[l].get(k, float('nan')):6.3f}" for l in ls))
+for l in ls:
+    g = list(t[l].values())
+    print(f"{l}: geomean {math.exp(sum(map(math.log, g)) / len(g)):.3f}, lowest {min(g):.3f}, under 0.95: {sum(1 for x in g if x < 0.95)}")
+allg = [x for l in ls for x in t[l].values()]
+print(f"all: geomean {math.exp(sum(map(math.log, allg)) / len(allg)):.3f}")
+PY

@@ -1,7 +1,9 @@
 // What the two warp-specialised GEMM kernels (gemm/wgmma_tma_ws.cu, cooperative, and
-// gemm/wgmma_tma_ws_pingpong.cu) share: the launch extras and the grouped tile order. (Their
-// register epilogue is common/wgmma_epilogue.cuh's, as the single-warpgroup kernels'.)
+// gemm/wgmma_tma_ws_pingpong.cu) share: the launch extras, the grouped tile order and the
+// register epilogue's 8-element store. Needs the problem defines (in_t / out_t, KILN_OUT).
 #pragma once
+#include "common/epilogue.cuh"
+#include "common/gemm_args.cuh"
 #include "common/types.cuh"
 
 #ifndef KILN_GROUP_M
@@ -42,4 +44,56 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
   const int r = t - group * per_group;
   tm = first_m + r % rows;
   tn = r / rows;
+}
+
+// The register epilogue's store (its transposes: common/quad_transpose.cuh).
+// C(m, n .. n + 7) = alpha * e + beta * C, storing only in-range elements; 16-byte accesses when
+// all 8 are in range and aligned. C is read only when beta != 0.
+__device__ __forceinline__ void store8(out_t* c, const GemmArgs& p, int m, int n, const float (&e)[4][2]) {
+  if (m >= p.m || n >= p.n) return;
+  const i64 idx = (i64)m * p.ldc + n;
+  out_t* dst = c + idx;
+  if (n + 8 > p.n || (reinterpret_cast<u64>(dst) % 16) != 0) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (n + i < p.n) store_scaled(c, idx + i, e[i / 2][i % 2], p.alpha, p.beta);
+    return;
+  }
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = p.alpha * e[i / 2][i % 2];
+#if KILN_OUT == 2
+  float4* d4 = reinterpret_cast<float4*>(dst);
+  if (p.beta != 0.0f) {
+    const float4 o0 = d4[0], o1 = d4[1];
+    const float o[8] = {o0.x, o0.y, o0.z, o0.w, o1.x, o1.y, o1.z, o1.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] += p.beta * o[i];
+  }
+  float4 w0, w1;
+  w0.x = v[0]; w0.y = v[1]; w0.z = v[2]; w0.w = v[3];
+  w1.x = v[4]; w1.y = v[5]; w1.z = v[6]; w1.w = v[7];
+  d4[0] = w0;
+  d4[1] = w1;
+#else
+  u32x4* d = reinterpret_cast<u32x4*>(dst);
+  if (p.beta != 0.0f) {
+    const u32x4 o = *d;
+    const u32 ow[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out_t lo, hi;
+      lo.bits = (u16)(ow[i] & 0xffff);
+      hi.bits = (u16)(ow[i] >> 16);
+      v[2 * i] += p.beta * to_float(lo);
+      v[2 * i + 1] += p.beta * to_float(hi);
+    }
+  }
+  u32x4 w;
+  w.x = pack2<out_t>(v[0], v[1]);
+  w.y = pack2<out_t>(v[2], v[3]);
+  w.z = pack2<out_t>(v[4], v[5]);
+  w.w = pack2<out_t>(v[6], v[7]);
+  *d = w;
+#endif
 }

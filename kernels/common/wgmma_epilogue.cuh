@@ -1,7 +1,6 @@
-// Register epilogue for the WGMMA GEMMs (wgmma_cp_async, wgmma_tma, and the warp-specialised
-// kernels where C is f32, beta != 0 or not TMA-addressable): stores one m64 x N fp32 accumulator
-// fragment to C = alpha * acc + beta * C, clipped to M x N, with 16-byte accesses where the 8
-// outputs of a lane are in range and aligned. C is never read when beta == 0.
+// Epilogue for the single-warpgroup WGMMA GEMMs (wgmma_cp_async, wgmma_tma): stores one m64 x N
+// fp32 accumulator fragment to C = alpha * acc + beta * C, clipped to M x N, with 16-byte
+// accesses where the 8 outputs of a lane are in range and aligned. C is never read when beta == 0.
 //
 // Fragment layout (wgmma m64nNk16, f32): thread t of the warpgroup (warp w = t/32, lane l)
 // holds in register i row 16w + l/4 + 8((i>>1)&1), column 8(i>>2) + 2(l%4) + (i&1).

@@ -29,8 +29,8 @@
 #include "common/mem_ops.cuh"
 #include "common/split_k.cuh"
 #include "common/stmatrix.cuh"
+#include "common/quad_transpose.cuh"
 #include "common/swizzle.cuh"
-#include "common/wgmma_epilogue.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_ss.cuh"
 
@@ -318,6 +318,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     warpgroup_reg_inc<CONSUMER_REGS>();
     const int c = wg - 1;  // this consumer's rows: 64c .. 64c + 63 of the block tile
     const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    out_t* cout = static_cast<out_t*>(p.c);
     // Frees stage s: one arrival per warp, on every CTA that multicasts into it.
     auto release = [&](int s) {
       if (lane != 0) return;
@@ -485,7 +486,22 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         }
       }
 #else
-      wgmma_store_m64<out_t, BN>(acc, p, tm * BM + 64 * c, tn * BN, threadIdx.x % 128);
+      const int q = lane % 4;
+      const int row = tm * BM + 64 * c + 16 * w + lane / 4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int j0 = 0; j0 < BN / 8; j0 += 4) {
+          float e[4][2];
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            e[s][0] = acc[4 * (j0 + s) + 2 * h];
+            e[s][1] = acc[4 * (j0 + s) + 2 * h + 1];
+          }
+          quad_transpose(e, q);
+          store8(cout, p, row + 8 * h, tn * BN + 8 * (j0 + q), e);
+        }
+      }
 #endif
     }
     if (DEFER) {  // the last tile's chunks

@@ -22,8 +22,8 @@
 #include "common/gemm_ws.cuh"
 #include "common/mbarrier.cuh"
 #include "common/stmatrix.cuh"
+#include "common/quad_transpose.cuh"
 #include "common/swizzle.cuh"
-#include "common/wgmma_epilogue.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_ss.cuh"
 
@@ -125,6 +125,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     const int c = wg - 1;
     const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     const bool leader = (threadIdx.x % 128) == 0;
+    out_t* cout = static_cast<out_t*>(p.c);
     auto release = [&](int s) {
       if (lane == 0) mbar_arrive(empty(s));
     };
@@ -166,7 +167,22 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (ch < nch)
           store_chunk(ch, m0, n0, a);
 #else
-      wgmma_store_m64<out_t, BN>(a, p, tm * BM + 64 * h, tn * BN, threadIdx.x % 128);
+      const int q = lane % 4;
+      const int row = tm * BM + 64 * h + 16 * w + lane / 4;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+#pragma unroll
+        for (int j0 = 0; j0 < BN / 8; j0 += 4) {
+          float e[4][2];
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            e[s][0] = a[4 * (j0 + s) + 2 * hh];
+            e[s][1] = a[4 * (j0 + s) + 2 * hh + 1];
+          }
+          quad_transpose(e, q);
+          store8(cout, p, row + 8 * hh, tn * BN + 8 * (j0 + q), e);
+        }
+      }
 #endif
     };
 

@@ -114,7 +114,9 @@ constexpr u32 C_BYTES = TMA_EPI ? (KSPLIT ? 1 : 2) * 2 * C_CHUNK_BYTES : 0;
 // KSPLIT: consumer 1's 64 x BN fp32 partial tile, each thread's BN / 2 values as float4s
 // (float4 i of thread t at 16 (128 i + t): conflict-free).
 constexpr u32 X_BYTES = KSPLIT ? 128 * (BN / 2) * 4 : 0;
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + 2 * STAGES * 8,
+// KSPLIT: two more mbarriers after the ring's, the hand-off buffer's full and free.
+constexpr u32 X_BARS = KSPLIT ? 2 : 0;
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + (2 * STAGES + X_BARS) * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 
 // KILN_TRACE = 1: an instrumented variant for `kiln profile --timeline` (never dispatched). The
@@ -169,6 +171,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 bars = xbuf + X_BYTES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  const u32 xfull = bars + 16u * STAGES, xfree = xfull + 8u;  // KSPLIT hand-off
 
   const int wg = warpgroup_index();
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
@@ -215,6 +218,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // lane 0 of each consumer warp (KSPLIT: of the consumer owning the stage) of every CTA
       // sharing B
       mbar_init(empty(s), (KSPLIT ? 4 : 8) * CLUSTER);
+    }
+    if (KSPLIT) {
+      mbar_init(xfull, 128);  // consumer 1's threads, their partials written
+      mbar_init(xfree, 128);  // consumer 0's threads, the partials read
     }
     mbar_fence_init();
     if (SK_OK && ex.sk_w != 0) {
@@ -366,9 +373,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
 
-    // KSPLIT: the hand-off buffer starts free (consumer 0 counts one release ahead).
-    constexpr u32 XFULL = 4, XFREE = 5;
-    if (KSPLIT && c == 0) named_barrier_arrive(XFREE, 256);
+    // KSPLIT: the hand-off goes through two mbarriers (xfull, xfree), not named barriers, so
+    // that compute-sanitizer's racecheck sees the order (it flagged the named-barrier hand-off,
+    // session 12 #41). Hand-off h (the consumers' h-th unit) completes phase h of xfull; the
+    // buffer is free for hand-off h once phase h - 1 of xfree has completed (none for h = 0).
+    u32 handoff = 0;
     // Stage 0's descriptors. Rows 64c.. of A: the K-major tile puts them 64 rows (8 KB) in; the
     // MN-major tile keeps them in box c, also 8 KB in. KSPLIT: both consumers read the tile's
     // only 64 rows. A stage and a k step only move the start address (wgmma_desc_add).
@@ -420,14 +429,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         }
         if (c == 1) {
-          named_barrier_sync(XFREE, 256);
+          if (handoff > 0) mbar_wait(xfree, (handoff - 1) & 1);
 #pragma unroll
           for (int i4 = 0; i4 < BN / 8; ++i4)
             st_shared_f4(xbuf + 16u * (128 * i4 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
-          named_barrier_arrive(XFULL, 256);
+          mbar_arrive(xfull);
+          ++handoff;
           continue;
         }
-        named_barrier_sync(XFULL, 256);
+        mbar_wait(xfull, handoff & 1);
 #pragma unroll
         for (int i4 = 0; i4 < BN / 8; ++i4) {
           float v[4];
@@ -435,8 +445,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int x = 0; x < 4; ++x) acc[4 * i4 + x] += v[x];
         }
-        // Free the buffer for consumer 1's next unit (none after the last: the counts match).
-        if (u < units) named_barrier_arrive(XFREE, 256);
+        mbar_arrive(xfree);  // the buffer is free for consumer 1's next unit
+        ++handoff;
       }
 
       int t, sp, ns, ctm, tn;

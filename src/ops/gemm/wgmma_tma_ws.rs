@@ -135,10 +135,10 @@ impl TileConfig {
     }
 
     /// Shared memory of the 64-row configs' hand-off of consumer 1's fp32 partial tile to
-    /// consumer 0 (the kernel's `X_BYTES`).
+    /// consumer 0: the buffer (the kernel's `X_BYTES`) and its two mbarriers (`X_BARS`).
     pub fn handoff_bytes(self) -> u32 {
         if self.bm == 64 && !self.pingpong {
-            self.bm * self.bn * 4
+            self.bm * self.bn * 4 + 2 * 8
         } else {
             0
         }
@@ -1228,10 +1228,11 @@ mod tests {
             TileConfig::LARGE.smem_bytes(),
             1024 + 4 * 49152 + 32768 + 64
         );
-        // 64-row tiles: consumer 0's staging only, the hand-off, an even ring
+        // 64-row tiles: consumer 0's staging only, the hand-off and its two barriers, an even
+        // ring
         assert_eq!(
             TileConfig::TINY64.smem_bytes(),
-            1024 + 12 * 16384 + 16384 + 16384 + 192
+            1024 + 12 * 16384 + 16384 + 16384 + 16 + 192
         );
     }
 

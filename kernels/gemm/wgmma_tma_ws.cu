@@ -2,7 +2,7 @@
 // producer (40 registers, 56 with clusters; one thread issues TMA loads of A and B tiles into a
 // ring of KILN_STAGES shared buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are
 // consumers (232 registers, 224 with clusters) that together compute a 128 x KILN_BN block tile
-// (BN = 64, 128 or 256), each 64 rows with wgmma.m64nBNk16 from 128B-swizzled shared tiles, fp32
+// (BN = 64, 128, 192 or 256), each 64 rows with wgmma.m64nBNk16 from 128B-swizzled shared tiles, fp32
 // accumulators; or (KILN_BM = 64, small problems) one 64-row tile, each consumer every other K
 // block, consumer 0 adding consumer 1's partial sums before the epilogue. The grid is
 // persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M that share the B tile through
@@ -78,7 +78,7 @@ constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1
 // The pool is what the launch allocates, 168 registers (__launch_bounds__(384, 1)) x 384 threads,
 // not the 64 K register file: a split over it makes setmaxnreg.inc wait forever.
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
-static_assert(BN == 64 || BN == 128 || BN == 256, "KILN_BN is 64, 128 or 256");
+static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "KILN_BN is 64, 128, 192 or 256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 // Stream-K (Extras.sk_w) only in single 128-row CTAs: a pair's CTAs would each need the other's
 // range, and 64-row tiles already split K between their consumers.

@@ -163,6 +163,34 @@ impl GemmProblem {
         }
     }
 
+    /// The same product with a degenerate operand's orientation turned to where its leading
+    /// dimension is free. An operand with one row or column stored with a leading dimension of
+    /// 1 is contiguous either way: a 1 x K column-major A (lda 1) is the 1 x K row-major A
+    /// (lda K); likewise a K x 1 row-major B, and K = 1 the other way round. Kernels that need
+    /// 16-byte rows (TMA) then take it: 1x4096x4096 CC ran on mma_sync at 0.12x cuBLAS.
+    /// Every other problem is returned as it is.
+    pub fn canonical(&self) -> GemmProblem {
+        let mut p = *self;
+        let (mut a_row, mut b_row) = (p.layout.a_row_major(), p.layout.b_row_major());
+        if p.lda == 1 && !a_row && p.m == 1 {
+            (a_row, p.lda) = (true, p.k);
+        } else if p.lda == 1 && a_row && p.k == 1 && p.m > 1 {
+            (a_row, p.lda) = (false, p.m);
+        }
+        if p.ldb == 1 && b_row && p.n == 1 {
+            (b_row, p.ldb) = (false, p.k);
+        } else if p.ldb == 1 && !b_row && p.k == 1 && p.n > 1 {
+            (b_row, p.ldb) = (true, p.n);
+        }
+        p.layout = match (a_row, b_row) {
+            (true, false) => Layout::RC,
+            (false, true) => Layout::CR,
+            (true, true) => Layout::RR,
+            (false, false) => Layout::CC,
+        };
+        p
+    }
+
     pub fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64
     }
@@ -319,6 +347,51 @@ mod tests {
         assert!(parse_shape("-3x4x4").is_err());
         assert!(parse_shape("4x4").is_err());
         assert!(parse_shape("axbxc").is_err());
+    }
+
+    #[test]
+    fn degenerate_operands_turn_to_where_their_rows_are_free() {
+        let bf = |m, n, k, l| GemmProblem::new(m, n, k, l, DType::Bf16, DType::Bf16);
+        // a 1-row column-major A is the row-major one; B keeps its orientation
+        let c = bf(1, 4096, 4096, Layout::CC).canonical();
+        assert_eq!((c.layout, c.lda, c.ldb), (Layout::RC, 4096, 4096));
+        // a 1-column row-major B is the column-major one
+        let c = bf(64, 1, 512, Layout::RR).canonical();
+        assert_eq!((c.layout, c.lda, c.ldb), (Layout::RC, 512, 512));
+        // K = 1: a row-major M x 1 A and a column-major 1 x N B
+        let c = bf(64, 32, 1, Layout::RC).canonical();
+        assert_eq!((c.layout, c.lda, c.ldb), (Layout::CR, 64, 32));
+        // a padded leading dimension is a real stride: unchanged, as is every usual problem
+        let padded = GemmProblem {
+            lda: 8,
+            ..bf(1, 64, 64, Layout::CC)
+        };
+        assert_eq!(padded.canonical(), padded);
+        for l in Layout::ALL {
+            let p = bf(128, 4096, 4096, l);
+            assert_eq!(p.canonical(), p);
+        }
+        // the same elements, the same product: the reference agrees element for element
+        for (m, n, k, l) in [
+            (1, 7, 9, Layout::CC),
+            (1, 7, 9, Layout::CR),
+            (5, 1, 9, Layout::RR),
+            (5, 6, 1, Layout::RC),
+            (1, 1, 1, Layout::CR),
+        ] {
+            let p = bf(m, n, k, l);
+            let c = p.canonical();
+            c.validate().unwrap();
+            assert_eq!((c.a_elems(), c.b_elems()), (p.a_elems(), p.b_elems()));
+            let a: Vec<f64> = (0..p.a_elems()).map(|i| (i as f64 * 0.37).sin()).collect();
+            let b: Vec<f64> = (0..p.b_elems()).map(|i| (i as f64 * 0.11).cos()).collect();
+            let rows: Vec<usize> = (0..m).collect();
+            assert_eq!(
+                crate::reference::gemm::gemm_rows(&p, &a, &b, None, &rows),
+                crate::reference::gemm::gemm_rows(&c, &a, &b, None, &rows),
+                "{m}x{n}x{k} {l}"
+            );
+        }
     }
 
     #[test]

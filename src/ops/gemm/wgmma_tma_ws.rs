@@ -118,7 +118,17 @@ impl TileConfig {
         cluster: 1,
         pingpong: true,
     };
-    pub const ALL: [TileConfig; 8] = [
+    /// 128 x 192 tiles, 4 stages of 40 KB, single CTAs: where N is a multiple of 192 and
+    /// 256-wide tiles quantise badly (3072^3: 288 tiles of 128 x 256 on 132 SMs, 2.2 waves;
+    /// 384 of 128 x 192, 2.9 waves).
+    pub const MEDIUM: TileConfig = TileConfig {
+        bm: 128,
+        bn: 192,
+        stages: 4,
+        cluster: 1,
+        pingpong: false,
+    };
+    pub const ALL: [TileConfig; 9] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
@@ -127,6 +137,7 @@ impl TileConfig {
         TileConfig::PINGPONG,
         TileConfig::PINGPONG64,
         TileConfig::PINGPONG_TINY,
+        TileConfig::MEDIUM,
     ];
 
     /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
@@ -282,7 +293,7 @@ impl TileConfig {
         last_wave_slices(self.cluster_tiles(m, n), slots, 5, k_blocks(k))
     }
 
-    /// (tile config, split-K factor). From the widest tile down (256, 128, 64), a narrower one
+    /// (tile config, split-K factor). From the widest tile down (256, 192, 128, 64), a narrower one
     /// (at its best split) replaces the current pick only where it takes clearly (10 %) less
     /// modelled time: wider tiles reuse each A tile more, so they win ties. Pairs of CTAs
     /// (multicast B) for the 256-wide tile when `pairs`, there are at least two tile-rows and
@@ -290,7 +301,7 @@ impl TileConfig {
     pub fn choose(m: usize, n: usize, k: usize, sm_count: u32, pairs: bool) -> (TileConfig, u32) {
         let mut pick = (TileConfig::LARGE, 1);
         let mut pick_cost = TileConfig::LARGE.cost(m, n, k, sm_count, 1);
-        for cfg in [TileConfig::SMALL, TileConfig::TINY] {
+        for cfg in [TileConfig::MEDIUM, TileConfig::SMALL, TileConfig::TINY] {
             let s = cfg.best_splits(m, n, k, sm_count);
             let c = cfg.cost(m, n, k, sm_count, s);
             if c * 10 < pick_cost * 9 {
@@ -419,7 +430,7 @@ pub fn k_blocks(k: usize) -> u32 {
 /// 256-wide tile, SPLITS the split-K factor, GROUP_M the grouped tile order's rows (the value the
 /// compiled variants cover).
 const BMS: [i64; 2] = [128, 64];
-const BNS: [i64; 3] = [64, 128, 256];
+const BNS: [i64; 4] = [64, 128, 192, 256];
 const PAIRS: [i64; 2] = [0, 1];
 const SPLITS: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 const GROUP_MS: [i64; 1] = [GROUP_M as i64];
@@ -580,6 +591,7 @@ impl Choice {
             (64, _, _) => TileConfig::TINY64,
             (_, 256, 1) => TileConfig::LARGE_PAIR,
             (_, 256, _) => TileConfig::LARGE,
+            (_, 192, _) => TileConfig::MEDIUM,
             (_, 128, _) => TileConfig::SMALL,
             _ => TileConfig::TINY,
         };
@@ -617,10 +629,13 @@ impl Choice {
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
         let pairs = pairs && !rows_on_lines(p);
         let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, pairs);
-        let tail = (tile.bn == 256 && splits == 1)
-            .then(|| TileConfig::LARGE.tail_splits(p.m, p.n, p.k, sm_count))
+        // The tiles wider than 128 split only a last wave that is at most half full, and then
+        // in single CTAs.
+        let single = TileConfig { cluster: 1, ..tile };
+        let tail = (tile.bn >= 192 && splits == 1)
+            .then(|| single.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
-        let (tile, splits) = tail.map_or((tile, splits), |s| (TileConfig::LARGE, s));
+        let (tile, splits) = tail.map_or((tile, splits), |s| (single, s));
         let tile = match splits {
             1 => pingpong_for(p, tile, sm_count).unwrap_or(tile),
             _ => tile,
@@ -823,6 +838,9 @@ impl GemmKernel for WgmmaTmaWs {
         10
     }
     fn supports(&self, p: &GemmProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        // A degenerate operand (one row, leading dimension 1) is taken in the orientation
+        // whose rows TMA can address; `launch_choice` runs the same canonical problem.
+        let p = &p.canonical();
         if !dev.is_hopper() {
             return Err(format!(
                 "needs a Hopper GPU (sm_90a: wgmma, TMA); {} is sm_{}{}",
@@ -958,6 +976,7 @@ pub struct CtaStamps {
 impl WgmmaTmaWs {
     /// What `launch` runs for `p`: the tuned config or the heuristic, then the env overrides.
     fn choice_for(&self, ctx: &Context, p: &GemmProblem) -> Choice {
+        let p = &p.canonical();
         let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
         Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env())
     }
@@ -1011,6 +1030,7 @@ impl WgmmaTmaWs {
         choice: Choice,
         trace: Option<u64>,
     ) -> Result<()> {
+        let p = &p.canonical();
         let choice = match trace {
             Some(_) => Choice {
                 splits: 1,
@@ -1123,12 +1143,13 @@ impl WgmmaTmaWs {
     }
 }
 
-/// A config forced by `KILN_WGMMA_CFG` (`large`, `pair`, `small`, `tiny`, `tiny64`, `pingpong`,
+/// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `small`, `tiny`, `tiny64`, `pingpong`,
 /// `pingpong64`, `pingpong-tiny`), for timing one against another on the same problem; unset or unknown leaves
 /// the choice to `TileConfig::choose`.
 fn config_override() -> Option<TileConfig> {
     match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
         "large" => Some(TileConfig::LARGE),
+        "medium" => Some(TileConfig::MEDIUM),
         "pair" => Some(TileConfig::LARGE_PAIR),
         "small" => Some(TileConfig::SMALL),
         "tiny" => Some(TileConfig::TINY),
@@ -1414,6 +1435,23 @@ mod tests {
     }
 
     #[test]
+    fn the_192_wide_tile_takes_what_256_wide_tiles_quantise_badly() {
+        let h = |m, n, k| Choice::heuristic(&bf16(m, n, k, Layout::RC), 132, true);
+        // 3072^3: 288 tiles of 128 x 256 (2.2 waves) against 384 of 128 x 192 (2.9 waves)
+        assert_eq!(h(3072, 3072, 3072).tile, TileConfig::MEDIUM);
+        assert_eq!(h(3072, 3072, 3072).splits, 1);
+        // where 256 columns quantise well, or as well, the 256-wide tile stays
+        for (m, n, k) in [(4096, 4096, 4096), (8192, 8192, 8192), (6144, 6144, 6144)] {
+            assert_ne!(h(m, n, k).tile, TileConfig::MEDIUM, "{m}x{n}x{k}");
+        }
+        // issue 3's target set is untouched by it
+        for p in crate::harness::suite::target_problems(&Layout::ALL) {
+            let c = Choice::heuristic(&p, 132, true);
+            assert_ne!(c.tile, TileConfig::MEDIUM, "{}x{}x{}", p.m, p.n, p.k);
+        }
+    }
+
+    #[test]
     fn maps_follow_the_layout_and_fill_a_stage_exactly() {
         for cfg in TileConfig::ALL {
             for l in Layout::ALL {
@@ -1598,11 +1636,11 @@ mod tests {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let space = WgmmaTmaWs.space(&p, &h100).unwrap();
         let all = space.enumerate();
-        // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 128, 0), (128, 64, 0); each
-        // unsplit, or split 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit;
-        // the three single 128-row tiles unsplit also with stream-K; and ping-pong 128x128,
-        // 128x64 and 64x64
-        assert_eq!(all.len(), 4 * (1 + 7 * 2) + 1 + 3 + 3);
+        // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 192, 0), (128, 128, 0),
+        // (128, 64, 0); each unsplit, or split 2..=8 over every tile or the last wave only; and
+        // (64, 64, 0) unsplit; the four single 128-row tiles unsplit also with stream-K; and
+        // ping-pong 128x128, 128x64 and 64x64
+        assert_eq!(all.len(), 5 * (1 + 7 * 2) + 1 + 4 + 3);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -1619,7 +1657,7 @@ mod tests {
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 4 * (1 + 2) + 1 + 3 + 3);
+        assert_eq!(few.len(), 5 * (1 + 2) + 1 + 4 + 3);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -1699,7 +1737,7 @@ mod tests {
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // 16-bit C: TMA-store and register epilogues; f32 C: the register one
-        assert_eq!(variants.len(), 8 * (16 * 2 + 8));
+        assert_eq!(variants.len(), 9 * (16 * 2 + 8));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

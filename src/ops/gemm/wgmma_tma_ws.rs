@@ -11,7 +11,9 @@
 //! [`pingpong_for`]), and the `KILN_WGMMA_*` env overrides win over both.
 
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Scratch, Tma2d, TmaSwizzle};
+use crate::device::{
+    copy_2d_async, Context, DeviceBuffer, DeviceInfo, LaunchConfig, Scratch, Tma2d, TmaSwizzle,
+};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::tune::space::{Config, ParamSpace};
@@ -711,6 +713,75 @@ static SPLIT_WS: Scratch = Scratch::new("split-K workspace", false);
 static SPLIT_COUNTERS: Scratch = Scratch::new("split-K counter", true);
 
 /// Device addresses of a workspace of at least `ws_bytes` and `counters` counters.
+static A_PACK: Scratch = Scratch::new("repacked A", false);
+static B_PACK: Scratch = Scratch::new("repacked B", false);
+
+/// The largest padded copy of one operand `repack` makes; a bigger operand that TMA cannot
+/// address is refused (`supports`) and the dispatcher falls to a rung without TMA.
+pub const MAX_PACK_BYTES: usize = 2 << 30;
+
+/// Whether TMA cannot read an operand as stored: a row stride that is not a multiple of 16
+/// bytes, or (`ptr`, when known) a base that is not 16-byte aligned.
+fn needs_pack(ld: usize, es: usize, ptr: Option<u64>) -> bool {
+    !(ld * es).is_multiple_of(16) || ptr.is_some_and(|p| super::alignment(p) < 16)
+}
+
+/// (rows, padded leading dimension, bytes) of the copy `repack` makes of a stored
+/// `rows` x `cols` operand: rows padded to 128 bytes (64 elements), so each TMA box row is one
+/// line.
+fn pack_shape(rows: usize, cols: usize, es: usize) -> (usize, usize, usize) {
+    let ld = cols.next_multiple_of(128 / es);
+    (rows, ld, rows * ld * es)
+}
+
+/// The problem as the kernel reads it: canonical, with the leading dimensions of the operands
+/// `repack` copies (row strides TMA cannot take) replaced by their copies'. Choices (tuned or
+/// heuristic) are made for it.
+pub fn as_read(p: &GemmProblem) -> GemmProblem {
+    let mut q = p.canonical();
+    let es = q.input.size();
+    if needs_pack(q.lda, es, None) {
+        q.lda = pack_shape(q.a_storage().0, q.a_storage().1, es).1;
+    }
+    if needs_pack(q.ldb, es, None) {
+        q.ldb = pack_shape(q.b_storage().0, q.b_storage().1, es).1;
+    }
+    q
+}
+
+/// The operands the kernel reads, and the problem with their leading dimensions. An operand TMA
+/// cannot address (`needs_pack`: 1023x1023x1023, 777x1234x999, a base off 16 bytes) is copied
+/// first, on the stream, into scratch with 128-byte rows (`cuMemcpy2DAsync`: one read and one
+/// write of the operand, before the GEMM reads it); the others are read in place.
+fn repack(ctx: &Context, p: &GemmProblem, a: u64, b: u64) -> Result<(u64, u64, GemmProblem)> {
+    let es = p.input.size();
+    let mut q = *p;
+    let copy = |scratch: &Scratch, src: u64, ld: usize, (rows, cols): (usize, usize)| {
+        let (rows, pld, bytes) = pack_shape(rows, cols, es);
+        let dst = scratch.at_least(ctx, bytes)?;
+        // SAFETY: the source spans `rows` rows of `cols` elements at pitch `ld` inside the
+        // caller's operand (validated); the scratch holds `rows` x `pld` elements and is only
+        // read by this launch, after the copy on the same stream.
+        unsafe { copy_2d_async(ctx, src, ld * es, dst, pld * es, cols * es, rows) }?;
+        Ok::<(u64, usize), Error>((dst, pld))
+    };
+    let a = if needs_pack(p.lda, es, Some(a)) {
+        let (ptr, ld) = copy(&A_PACK, a, p.lda, p.a_storage())?;
+        q.lda = ld;
+        ptr
+    } else {
+        a
+    };
+    let b = if needs_pack(p.ldb, es, Some(b)) {
+        let (ptr, ld) = copy(&B_PACK, b, p.ldb, p.b_storage())?;
+        q.ldb = ld;
+        ptr
+    } else {
+        b
+    };
+    Ok((a, b, q))
+}
+
 fn workspace(ctx: &Context, ws_bytes: usize, counters: usize) -> Result<(u64, u64)> {
     Ok((
         SPLIT_WS.at_least(ctx, ws_bytes)?,
@@ -848,12 +919,19 @@ impl GemmKernel for WgmmaTmaWs {
             ));
         }
         let es = p.input.size();
-        for (name, ld) in [("lda", p.lda), ("ldb", p.ldb)] {
-            if !(ld * es).is_multiple_of(16) {
+        for (name, ld, (rows, cols)) in
+            [("lda", p.lda, p.a_storage()), ("ldb", p.ldb, p.b_storage())]
+        {
+            // Such an operand is read from a padded copy (`repack`), up to a size.
+            let bytes = pack_shape(rows, cols, es).2;
+            if needs_pack(ld, es, None) && bytes > MAX_PACK_BYTES {
                 return Err(format!(
-                    "{name} = {ld} is not a multiple of {} elements: TMA needs row strides that \
-                     are multiples of 16 bytes",
-                    16 / es
+                    "{name} = {ld} is not a multiple of {} elements (TMA needs row strides that \
+                     are multiples of 16 bytes), and a padded copy would take {} MiB, over the \
+                     {} MiB kept for one",
+                    16 / es,
+                    bytes >> 20,
+                    MAX_PACK_BYTES >> 20
                 ));
             }
             if (ld * es) as u64 >= 1 << 40 {
@@ -976,7 +1054,7 @@ pub struct CtaStamps {
 impl WgmmaTmaWs {
     /// What `launch` runs for `p`: the tuned config or the heuristic, then the env overrides.
     fn choice_for(&self, ctx: &Context, p: &GemmProblem) -> Choice {
-        let p = &p.canonical();
+        let p = &as_read(p);
         let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
         Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env())
     }
@@ -1040,7 +1118,10 @@ impl WgmmaTmaWs {
             },
             None => choice,
         };
-        super::require_aligned_operands(self.name(), ops, "TMA needs it")?;
+        // Operands TMA cannot address are read from padded copies (`repack`), and `p` then
+        // describes the copies' leading dimensions.
+        let (a_ptr, b_ptr, p) = repack(ctx, p, ops.a.ptr(), ops.b.ptr())?;
+        let p = &p;
         let cfg = match stages_override() {
             Some(stages) => TileConfig {
                 stages: ring_for(choice.tile, stages),
@@ -1095,7 +1176,7 @@ impl WgmmaTmaWs {
             )?,
             None => (0, 0),
         };
-        let (ta, tb) = operand_maps(p, ops.a.ptr(), ops.b.ptr(), cfg);
+        let (ta, tb) = operand_maps(p, a_ptr, b_ptr, cfg);
         for t in [&ta, &tb] {
             t.validate().map_err(|reason| Error::Unsupported {
                 kernel: self.name().into(),
@@ -1115,7 +1196,11 @@ impl WgmmaTmaWs {
             Some(t) => t.encode()?,
             None => map_a,
         };
-        let mut args = GemmArgs::new(p, ops);
+        let mut args = GemmArgs {
+            a: a_ptr,
+            b: b_ptr,
+            ..GemmArgs::new(p, ops)
+        };
         let lc = LaunchConfig {
             grid: (plan.grid, 1, 1),
             block: (THREADS, 1, 1),
@@ -1492,15 +1577,35 @@ mod tests {
     }
 
     #[test]
-    fn refuses_unaligned_strides_and_other_gpus() {
+    fn repacks_unaligned_strides_up_to_a_size_and_refuses_other_gpus() {
         let h100 = DeviceInfo::h100_sxm();
         let ok = GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16);
         assert_eq!(WgmmaTmaWs.supports(&ok, &h100), Ok(()));
+        // rows of 130 bytes: read from a copy with 192-byte rows (a multiple of 128)
         let odd = GemmProblem::new(64, 64, 65, Layout::RC, DType::Bf16, DType::Bf16);
+        assert_eq!(WgmmaTmaWs.supports(&odd, &h100), Ok(()));
+        let read = as_read(&odd);
+        assert_eq!((read.lda, read.ldb), (128, 128));
+        assert!(rows_on_lines(&read));
+        // a column-major 1023 x 1023 A: 1024-element columns; B's rows are fine and stay
+        let p = GemmProblem {
+            ldb: 1024,
+            ..bf16(1023, 512, 1023, Layout::CC)
+        };
+        assert_eq!((as_read(&p).lda, as_read(&p).ldb), (1024, 1024));
+        // aligned problems are read in place
+        for l in Layout::ALL {
+            assert_eq!(
+                as_read(&bf16(4096, 4096, 4096, l)),
+                bf16(4096, 4096, 4096, l)
+            );
+        }
+        // over the copy's size limit: refused, so the dispatcher falls to a rung without TMA
+        let huge = bf16(50_000, 64, 50_001, Layout::RC);
         assert!(WgmmaTmaWs
-            .supports(&odd, &h100)
+            .supports(&huge, &h100)
             .unwrap_err()
-            .contains("lda = 65"));
+            .contains("lda = 50001"));
         let a100 = DeviceInfo {
             compute_capability: (8, 0),
             ..h100.clone()

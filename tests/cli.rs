@@ -129,6 +129,17 @@ fn strides_that_do_not_fit_are_rejected() {
 }
 
 #[test]
+fn negative_alpha_and_beta_parse() {
+    // Validation runs before any GPU is touched: a bad ldc still gets its own message, so the
+    // negative scales themselves parsed.
+    let o = kiln(&[
+        "verify", "--shape", "64x64x64", "--alpha", "-1", "--beta", "-0.5", "--ldc", "32",
+    ]);
+    assert!(!text(&o).contains("unexpected argument"), "{}", text(&o));
+    assert!(text(&o).contains("ldc = 32"), "{}", text(&o));
+}
+
+#[test]
 fn unknown_op_version_layout_dtype_are_rejected() {
     let cases: [(&[&str], &str); 5] = [
         (

@@ -101,9 +101,11 @@ pub struct ProblemArgs {
     /// Output dtype: bf16, f16 or f32 (default: the input dtype).
     #[arg(long)]
     pub out: Option<String>,
-    #[arg(long, default_value_t = 1.0)]
+    /// Scale of A·B (a negative value may follow with a space: `--alpha -1`).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub alpha: f32,
-    #[arg(long, default_value_t = 0.0)]
+    /// Scale of the C read in (0: C is only written).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub beta: f32,
     /// Leading dimensions (default: packed).
     #[arg(long)]

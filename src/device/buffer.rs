@@ -72,45 +72,6 @@ impl DeviceBuffer {
     }
 }
 
-/// Copies `rows` rows of `width` bytes from `src` (rows `src_pitch` bytes apart) to `dst` (rows
-/// `dst_pitch` apart), device to device, on the context's stream (asynchronous).
-///
-/// # Safety
-/// Both ranges must lie inside live device allocations, and nothing may use `dst` meanwhile
-/// except work enqueued after this on the same stream.
-pub unsafe fn copy_2d_async(
-    ctx: &Context,
-    src: u64,
-    src_pitch: usize,
-    dst: u64,
-    dst_pitch: usize,
-    width: usize,
-    rows: usize,
-) -> Result<()> {
-    let c = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        srcHost: std::ptr::null(),
-        srcDevice: src,
-        srcArray: std::ptr::null_mut(),
-        srcPitch: src_pitch,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        dstHost: std::ptr::null_mut(),
-        dstDevice: dst,
-        dstArray: std::ptr::null_mut(),
-        dstPitch: dst_pitch,
-        WidthInBytes: width,
-        Height: rows,
-    };
-    // SAFETY: the caller guarantees the ranges; the descriptor lives through the call.
-    unsafe { sys::cuMemcpy2DAsync_v2(&c, ctx.stream) }
-        .result()
-        .map_err(|e| Error::cuda("a 2D device-to-device copy", format!("{e:?}")))
-}
-
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: the allocation is ours and no longer used (callers synchronise before dropping).

@@ -9,7 +9,7 @@ mod occupancy;
 mod scratch;
 mod tma;
 
-pub use buffer::{copy_2d_async, DeviceBuffer};
+pub use buffer::DeviceBuffer;
 pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
 pub use scratch::Scratch;

@@ -121,6 +121,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/gemm/wgmma_tma_ws_pingpong.cu"),
     ),
     (
+        "gemm/pack_rows.cu",
+        include_str!("../../kernels/gemm/pack_rows.cu"),
+    ),
+    (
         "gemm/mma_sync.cu",
         include_str!("../../kernels/gemm/mma_sync.cu"),
     ),

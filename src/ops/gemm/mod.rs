@@ -2,6 +2,7 @@
 //! and what they share: the kernel interface and the argument block every GEMM kernel receives.
 
 pub mod mma_sync;
+pub mod pack_rows;
 pub mod planted;
 pub mod problem;
 pub mod simt_naive;

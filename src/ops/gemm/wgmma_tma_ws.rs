@@ -719,18 +719,25 @@ static C_PACK: Scratch = Scratch::new("C through 128-byte rows", false);
 /// 500^3, 0.25 M, lost 2.1 us with it and the operand copies together).
 const C_PACK_MIN: usize = 1 << 19;
 
-/// Where the kernel writes C: `c` itself, or (`Some` copy-back) scratch with 128-byte rows when
-/// C's rows would cost the epilogue its vector or TMA stores (a row stride or base off 16 bytes,
-/// or, for the TMA-store epilogue's 16-bit C with beta 0, N off 16 bytes) and C is large enough
-/// (`C_PACK_MIN` elements) to repay the copy's launch. The scratch is filled from C first when
-/// beta != 0. 4096x4095x4096 ran 286 us with C's scalar stores against 173 at 4096^3.
-fn c_target(ctx: &Context, p: &GemmProblem, c: u64) -> Result<(u64, GemmProblem, Option<usize>)> {
+/// Whether the kernel writes C (at `c`) through scratch with 128-byte rows: when C's rows cost
+/// the epilogue its vector and TMA stores (a row stride or base off 16 bytes) and C is large
+/// enough (`C_PACK_MIN` elements) to repay the copy's launch, up to `MAX_PACK_BYTES`. (An N off
+/// 16 bytes alone keeps C in place: the register epilogue's stores stay vectors but a row's last.)
+pub fn c_through_scratch(p: &GemmProblem, c: u64) -> bool {
     let oes = p.output.size();
-    let tma_epi = p.output != DType::F32 && p.beta == 0.0;
-    let pack = needs_pack(p.ldc, oes, Some(c)) || (tma_epi && !(p.n * oes).is_multiple_of(16));
-    if !pack || p.m * p.n < C_PACK_MIN || p.m * p.n * oes > MAX_PACK_BYTES {
+    needs_pack(p.ldc, oes, Some(c))
+        && p.m * p.n >= C_PACK_MIN
+        && pack_shape(p.m, p.n, oes).2 <= MAX_PACK_BYTES
+}
+
+/// Where the kernel writes C: `c` itself, or (`Some` copy-back) scratch (`c_through_scratch`),
+/// filled from C first when beta != 0 and written by the register epilogue. 4096x4095x4096 ran
+/// 286 us with C's scalar stores against 173 at 4096^3.
+fn c_target(ctx: &Context, p: &GemmProblem, c: u64) -> Result<(u64, GemmProblem, Option<usize>)> {
+    if !c_through_scratch(p, c) {
         return Ok((c, *p, None));
     }
+    let oes = p.output.size();
     let (_, pld, bytes) = pack_shape(p.m, p.n, oes);
     let dst = C_PACK.at_least(ctx, bytes)?;
     if p.beta != 0.0 {
@@ -1570,6 +1577,28 @@ mod tests {
         assert!(Choice::heuristic(&bf16(512, 128256, 4096, Layout::CR), 132, true).tail);
         // too shallow to split
         assert_eq!(TileConfig::LARGE.tail_splits(512, 128256, 256, 132), None);
+    }
+
+    #[test]
+    fn c_goes_through_scratch_only_when_its_rows_cost_vector_stores() {
+        let big = bf16(1023, 1023, 1024, Layout::RC);
+        assert!(c_through_scratch(&big, 0x1000));
+        // an aligned C, or only N off 16 bytes (rows still aligned): in place
+        assert!(!c_through_scratch(
+            &bf16(1024, 1024, 1024, Layout::RC),
+            0x1000
+        ));
+        assert!(!c_through_scratch(
+            &GemmProblem { ldc: 1024, ..big },
+            0x1000
+        ));
+        // a base off 16 bytes
+        assert!(c_through_scratch(&GemmProblem { ldc: 1024, ..big }, 0x1002));
+        // too small to repay the copy
+        assert!(!c_through_scratch(&bf16(500, 500, 500, Layout::RC), 0x1000));
+        // f32 C with an odd ldc
+        let f = GemmProblem::new(1023, 1023, 64, Layout::RC, DType::Bf16, DType::F32);
+        assert!(c_through_scratch(&f, 0x1000));
     }
 
     #[test]

@@ -727,7 +727,7 @@ pub fn c_through_scratch(p: &GemmProblem, c: u64) -> bool {
     let oes = p.output.size();
     needs_pack(p.ldc, oes, Some(c))
         && p.m * p.n >= C_PACK_MIN
-        && pack_shape(p.m, p.n, oes).2 <= MAX_PACK_BYTES
+        && pack_shape(p.m, p.n, oes).1 <= MAX_PACK_BYTES
 }
 
 /// Where the kernel writes C: `c` itself, or (`Some` copy-back) scratch (`c_through_scratch`),
@@ -738,7 +738,7 @@ fn c_target(ctx: &Context, p: &GemmProblem, c: u64) -> Result<(u64, GemmProblem,
         return Ok((c, *p, None));
     }
     let oes = p.output.size();
-    let (_, pld, bytes) = pack_shape(p.m, p.n, oes);
+    let (pld, bytes) = pack_shape(p.m, p.n, oes);
     let dst = C_PACK.at_least(ctx, bytes)?;
     if p.beta != 0.0 {
         // SAFETY: C spans M rows of N elements at pitch ldc (validated); the scratch M x pld.
@@ -757,12 +757,22 @@ fn needs_pack(ld: usize, es: usize, ptr: Option<u64>) -> bool {
     !(ld * es).is_multiple_of(16) || ptr.is_some_and(|p| super::alignment(p) < 16)
 }
 
-/// (rows, padded leading dimension, bytes) of the copy `repack` makes of a stored
-/// `rows` x `cols` operand: rows padded to 128 bytes (64 elements), so each TMA box row is one
-/// line.
-fn pack_shape(rows: usize, cols: usize, es: usize) -> (usize, usize, usize) {
+/// (padded leading dimension, bytes) of the copy `repack` makes of a stored `rows` x `cols`
+/// operand: rows padded to 128 bytes (64 elements), so each TMA box row is one line.
+fn pack_shape(rows: usize, cols: usize, es: usize) -> (usize, usize) {
     let ld = cols.next_multiple_of(128 / es);
-    (rows, ld, rows * ld * es)
+    (ld, rows * ld * es)
+}
+
+/// The leading dimension of the copy an operand stored `(rows, cols)` at `ld` is read from, or
+/// `None` when it is read in place (`needs_pack`; `ptr` when known).
+fn packed_ld(
+    ld: usize,
+    (rows, cols): (usize, usize),
+    es: usize,
+    ptr: Option<u64>,
+) -> Option<usize> {
+    needs_pack(ld, es, ptr).then(|| pack_shape(rows, cols, es).0)
 }
 
 /// The problem as the kernel reads it: canonical, with the leading dimensions of the operands
@@ -771,12 +781,8 @@ fn pack_shape(rows: usize, cols: usize, es: usize) -> (usize, usize, usize) {
 pub fn as_read(p: &GemmProblem) -> GemmProblem {
     let mut q = p.canonical();
     let es = q.input.size();
-    if needs_pack(q.lda, es, None) {
-        q.lda = pack_shape(q.a_storage().0, q.a_storage().1, es).1;
-    }
-    if needs_pack(q.ldb, es, None) {
-        q.ldb = pack_shape(q.b_storage().0, q.b_storage().1, es).1;
-    }
+    q.lda = packed_ld(q.lda, q.a_storage(), es, None).unwrap_or(q.lda);
+    q.ldb = packed_ld(q.ldb, q.b_storage(), es, None).unwrap_or(q.ldb);
     q
 }
 
@@ -787,29 +793,22 @@ pub fn as_read(p: &GemmProblem) -> GemmProblem {
 fn repack(ctx: &Context, p: &GemmProblem, a: u64, b: u64) -> Result<(u64, u64, GemmProblem)> {
     let es = p.input.size();
     let mut q = *p;
-    let copy = |scratch: &Scratch, src: u64, ld: usize, (rows, cols): (usize, usize)| {
-        let (rows, pld, bytes) = pack_shape(rows, cols, es);
-        let dst = scratch.at_least(ctx, bytes)?;
+    // The operand at `src`, stored `(rows, cols)` at `*ld`: in place, or its copy (and `*ld`
+    // becomes the copy's).
+    let read = |scratch: &Scratch, src: u64, ld: &mut usize, (rows, cols): (usize, usize)| {
+        let Some(pld) = packed_ld(*ld, (rows, cols), es, Some(src)) else {
+            return Ok(src);
+        };
+        let dst = scratch.at_least(ctx, pack_shape(rows, cols, es).1)?;
         // SAFETY: the source spans `rows` rows of `cols` elements at pitch `ld` inside the
         // caller's operand (validated); the scratch holds `rows` x `pld` elements and is only
         // read by this launch, after the copy on the same stream.
-        unsafe { super::pack_rows::launch(ctx, es, src, ld, dst, pld, rows, cols) }?;
-        Ok::<(u64, usize), Error>((dst, pld))
+        unsafe { super::pack_rows::launch(ctx, es, src, *ld, dst, pld, rows, cols) }?;
+        *ld = pld;
+        Ok::<u64, Error>(dst)
     };
-    let a = if needs_pack(p.lda, es, Some(a)) {
-        let (ptr, ld) = copy(&A_PACK, a, p.lda, p.a_storage())?;
-        q.lda = ld;
-        ptr
-    } else {
-        a
-    };
-    let b = if needs_pack(p.ldb, es, Some(b)) {
-        let (ptr, ld) = copy(&B_PACK, b, p.ldb, p.b_storage())?;
-        q.ldb = ld;
-        ptr
-    } else {
-        b
-    };
+    let a = read(&A_PACK, a, &mut q.lda, p.a_storage())?;
+    let b = read(&B_PACK, b, &mut q.ldb, p.b_storage())?;
     Ok((a, b, q))
 }
 
@@ -954,7 +953,7 @@ impl GemmKernel for WgmmaTmaWs {
             [("lda", p.lda, p.a_storage()), ("ldb", p.ldb, p.b_storage())]
         {
             // Such an operand is read from a padded copy (`repack`), up to a size.
-            let bytes = pack_shape(rows, cols, es).2;
+            let bytes = pack_shape(rows, cols, es).1;
             if needs_pack(ld, es, None) && bytes > MAX_PACK_BYTES {
                 return Err(format!(
                     "{name} = {ld} is not a multiple of {} elements (TMA needs row strides that \

@@ -146,7 +146,8 @@ pub struct BenchArgs {
     /// steady state rather than the first moments of load.
     #[arg(long, value_parser = warmup_ms)]
     pub warmup_ms: Option<f64>,
-    /// Do not flush L2 between repetitions.
+    /// Do not flush L2 between repetitions (flushed by default: `KILN_FLUSH=read`, the default,
+    /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
     #[arg(long)]
     pub no_flush: bool,
     /// Time each version's repetitions back to back instead of in interleaved rounds (one
@@ -464,7 +465,8 @@ pub struct MoeBenchArgs {
     /// steady state rather than the first moments of load.
     #[arg(long, value_parser = warmup_ms)]
     pub warmup_ms: Option<f64>,
-    /// Do not flush L2 between repetitions.
+    /// Do not flush L2 between repetitions (flushed by default: `KILN_FLUSH=read`, the default,
+    /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
     #[arg(long)]
     pub no_flush: bool,
 }

@@ -158,7 +158,8 @@ pub struct AttnBenchArgs {
     /// steady state rather than the first moments of load.
     #[arg(long, value_parser = super::args::warmup_ms)]
     pub warmup_ms: Option<f64>,
-    /// Do not flush L2 between repetitions.
+    /// Do not flush L2 between repetitions (flushed by default: `KILN_FLUSH=read`, the default,
+    /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
     #[arg(long)]
     pub no_flush: bool,
 }

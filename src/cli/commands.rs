@@ -150,8 +150,8 @@ pub fn peak(env: &Env) -> Result<ExitCode> {
         env.print_json(&json!({"device": ctx.info, "peak": pk}));
     } else {
         println!(
-            "{}: copy {:.2} TB/s (read+write), vendor bf16 GEMM 8192^3 {:.0} TFLOPS",
-            ctx.info.name, pk.copy_tbps, pk.gemm_bf16_tflops
+            "{}: copy {:.2} TB/s (read+write), read {:.2} TB/s, 32 MiB read from a flushed L2 {:.1} us, vendor bf16 GEMM 8192^3 {:.0} TFLOPS",
+            ctx.info.name, pk.copy_tbps, pk.read_tbps, pk.read_32mib_us, pk.gemm_bf16_tflops
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -552,7 +552,7 @@ fn run_bench(
                 version: t.version.clone(),
                 variant: String::new(),
                 problem: problem_json(&t.problem),
-                metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": opt.flush_l2}),
+                metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": opt.flush_l2, "flush": kiln::harness::bench::flush_label(opt.flush_l2)}),
                 passed: None,
             };
             if let Err(e) = record(&run, r) {
@@ -622,7 +622,7 @@ fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
                     format!(
                         "{:.0}% gemm, {:.0}% bw",
                         100.0 * tm.tflops / pk.gemm_bf16_tflops,
-                        100.0 * tm.gbps / 1e3 / pk.copy_tbps
+                        100.0 * tm.gbps / 1e3 / pk.bandwidth_tbps()
                     )
                 })
                 .unwrap_or_else(|| "run `kiln peak`".into()),

@@ -4,8 +4,9 @@
 
 use serde::Serialize;
 
-use crate::device::{Context, DeviceBuffer};
+use crate::device::{Context, DeviceBuffer, LaunchConfig};
 use crate::error::Result;
+use crate::jit::KernelSpec;
 use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
 use crate::reference::data::HostData;
 
@@ -91,19 +92,113 @@ impl BenchBuffers {
     }
 }
 
-/// A buffer twice the L2 size: writing it evicts whatever the last launch left in L2.
+/// How [`L2Flusher`] empties L2 before a timed launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushMode {
+    /// Read a buffer twice the L2 size (`kernels/harness/l2_read_flush.cu`): L2 is left holding
+    /// clean lines, as after a kernel that read its inputs, so the timed launch pays only for
+    /// its own traffic.
+    Read,
+    /// `cuMemsetD8` over that buffer: L2 is left full of dirty lines, and a launch that streams
+    /// more bytes than it computes on pays their write-back too (decode-sized GEMMs: up to one
+    /// extra write per byte read).
+    Memset,
+}
+
+impl FlushMode {
+    /// `KILN_FLUSH` (`read` or `memset`), else [`FlushMode::Read`].
+    pub fn from_env() -> Result<FlushMode> {
+        FlushMode::parse(std::env::var("KILN_FLUSH").ok().as_deref())
+    }
+
+    /// A `KILN_FLUSH` value: `read`, `memset`, or unset / empty for the default (`read`).
+    pub fn parse(value: Option<&str>) -> Result<FlushMode> {
+        match value {
+            None | Some("") | Some("read") => Ok(FlushMode::Read),
+            Some("memset") => Ok(FlushMode::Memset),
+            Some(other) => Err(crate::error::Error::Config(format!(
+                "KILN_FLUSH={other} is not a flush mode; set it to `read` or `memset`"
+            ))),
+        }
+    }
+}
+
+/// What a bench with `flush_l2` records about its flush: the mode `KILN_FLUSH` names, or `none`.
+pub fn flush_label(flush_l2: bool) -> &'static str {
+    match (flush_l2, FlushMode::from_env()) {
+        (false, _) => "none",
+        (true, Ok(FlushMode::Memset)) => "memset",
+        (true, _) => "read",
+    }
+}
+
+/// The read flush's kernel.
+pub fn read_flush_spec(arch: &str) -> KernelSpec {
+    KernelSpec::new("harness/l2_read_flush.cu", "l2_read_flush", arch)
+}
+
+/// A buffer twice the L2 size, read or overwritten ([`FlushMode`]) before each timed launch to
+/// evict whatever the last launch left in L2.
 pub struct L2Flusher {
     buf: DeviceBuffer,
+    sink: DeviceBuffer,
+    pub mode: FlushMode,
 }
 
 impl L2Flusher {
+    /// A flusher in the mode `KILN_FLUSH` names ([`FlushMode::from_env`]).
     pub fn new(ctx: &Context) -> Result<L2Flusher> {
+        L2Flusher::with_mode(ctx, FlushMode::from_env()?)
+    }
+
+    pub fn with_mode(ctx: &Context, mode: FlushMode) -> Result<L2Flusher> {
+        let buf = DeviceBuffer::new((ctx.info.l2_bytes as usize * 2).max(64 << 20))?;
+        // Zeroed once, so that the read flush reads initialised memory and never hits its sink.
+        buf.fill_bytes(0, ctx)?;
+        if mode == FlushMode::Read {
+            ctx.function(&read_flush_spec(&ctx.arch()))?;
+        }
         Ok(L2Flusher {
-            buf: DeviceBuffer::new((ctx.info.l2_bytes as usize * 2).max(64 << 20))?,
+            buf,
+            sink: DeviceBuffer::new(16)?,
+            mode,
         })
     }
+
     pub fn flush(&self, ctx: &Context) -> Result<()> {
-        self.buf.fill_bytes(0, ctx)
+        match self.mode {
+            FlushMode::Memset => self.buf.fill_bytes(0, ctx),
+            FlushMode::Read => read_buffer(ctx, &self.buf, self.buf.bytes(), &self.sink),
+        }
+    }
+}
+
+/// Enqueues `l2_read_flush` over the first `bytes` (rounded down to 16) of `buf`; `sink` (at
+/// least 4 bytes) takes the write that never happens on a zeroed buffer. Also the read ceiling
+/// `kiln peak` measures.
+pub fn read_buffer(
+    ctx: &Context,
+    buf: &DeviceBuffer,
+    bytes: usize,
+    sink: &DeviceBuffer,
+) -> Result<()> {
+    let f = ctx.function(&read_flush_spec(&ctx.arch()))?;
+    let lc = LaunchConfig::simple((ctx.info.sm_count * 4, 1, 1), 512);
+    let (mut src, mut out) = (buf.ptr(), sink.ptr());
+    let mut n16 = (bytes.min(buf.bytes()) / 16) as u64;
+    // SAFETY: the kernel takes (const u32x4*, u64, u32*) in this order; it reads `n16` 16-byte
+    // words of `buf` (inside it) and may write the first word of `sink`.
+    unsafe {
+        f.launch(
+            ctx.stream,
+            &lc,
+            &mut [
+                &mut src as *mut u64 as *mut _,
+                &mut n16 as *mut u64 as *mut _,
+                &mut out as *mut u64 as *mut _,
+            ],
+        )
     }
 }
 
@@ -300,6 +395,19 @@ mod tests {
         };
         assert_eq!(timed.plan(6.0), (5, 1000.0, 30));
         assert_eq!(timed.plan(150.0), (0, 0.0, 5)); // a version far behind is not held
+    }
+
+    #[test]
+    fn flush_modes_parse_and_a_bad_one_says_which_exist() {
+        assert_eq!(FlushMode::parse(None).unwrap(), FlushMode::Read);
+        assert_eq!(FlushMode::parse(Some("")).unwrap(), FlushMode::Read);
+        assert_eq!(FlushMode::parse(Some("read")).unwrap(), FlushMode::Read);
+        assert_eq!(FlushMode::parse(Some("memset")).unwrap(), FlushMode::Memset);
+        let e = FlushMode::parse(Some("clean")).unwrap_err().to_string();
+        assert!(
+            e.contains("KILN_FLUSH=clean") && e.contains("`read` or `memset`"),
+            "{e}"
+        );
     }
 
     #[test]

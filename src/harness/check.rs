@@ -103,6 +103,14 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
                     .map(move |s| ("moe", k.name(), s))
             }),
     );
+    // The bench's own kernel: every timed launch waits for it, so it is compiled and checked too.
+    if only.is_none_or(|v| v == "l2_read_flush") {
+        work.push((
+            "harness",
+            "l2_read_flush",
+            crate::harness::bench::read_flush_spec(arch),
+        ));
+    }
     work
 }
 

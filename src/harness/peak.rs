@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::bench::{time_gemm, BenchBuffers, BenchOptions, L2Flusher};
+use super::bench::{read_buffer, time_gemm, BenchBuffers, BenchOptions, FlushMode, L2Flusher};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
@@ -12,8 +12,28 @@ use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 pub struct Peak {
     /// Bytes read plus bytes written per second, in TB/s.
     pub copy_tbps: f64,
+    /// Bytes read per second streaming 1 GiB, in TB/s: the ceiling of a kernel that reads far
+    /// more than it writes (a decode step's GEMM).
+    #[serde(default)]
+    pub read_tbps: f64,
+    /// Event time of one read of 32 MiB (a 4096 x 4096 bf16 weight) from a flushed L2, in us:
+    /// the floor of a decode GEMM of that weight, launch and ramp included.
+    #[serde(default)]
+    pub read_32mib_us: f64,
     /// Best vendor bf16 GEMM rate at 8192^3 (RC), in TFLOPS.
     pub gemm_bf16_tflops: f64,
+}
+
+impl Peak {
+    /// The bandwidth a GEMM's bytes are measured against: the read ceiling (GEMMs read far more
+    /// than they write), or the copy rate for a peak recorded before the read was measured.
+    pub fn bandwidth_tbps(&self) -> f64 {
+        if self.read_tbps > 0.0 {
+            self.read_tbps
+        } else {
+            self.copy_tbps
+        }
+    }
 }
 
 /// Measures the copy bandwidth (1 GiB buffers) and the vendor GEMM ceiling.
@@ -38,9 +58,31 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
     }
     let (median, _, _) = super::bench::stats(&mut times);
     let copy_tbps = 2.0 * bytes as f64 / (median * 1e-3) / 1e12;
+    let sink = DeviceBuffer::new(16)?;
+    let read_ms = |n: usize, flusher: Option<&L2Flusher>| -> Result<f64> {
+        let mut times = Vec::new();
+        for i in 0..13 {
+            if let Some(f) = flusher {
+                f.flush(ctx)?;
+            }
+            let (s, e) = (ctx.event()?, ctx.event()?);
+            s.record(ctx)?;
+            read_buffer(ctx, &src, n, &sink)?;
+            e.record(ctx)?;
+            let t = s.elapsed_ms(&e)? as f64;
+            if i >= 3 {
+                times.push(t);
+            }
+        }
+        Ok(super::bench::stats(&mut times).0)
+    };
+    // The copy filled `src` with ones, and the read kernel's sink test holds for zeros only.
+    src.fill_bytes(0, ctx)?;
+    let read_tbps = bytes as f64 / (read_ms(bytes, None)? * 1e-3) / 1e12;
+    let flusher = L2Flusher::with_mode(ctx, FlushMode::Read)?;
+    let read_32mib_us = read_ms(32 << 20, Some(&flusher))? * 1e3;
     let p = GemmProblem::new(8192, 8192, 8192, Layout::RC, DType::Bf16, DType::Bf16);
     let bufs = BenchBuffers::random(&p, 11)?;
-    let flusher = L2Flusher::new(ctx)?;
     let t = time_gemm(
         ctx,
         vendor,
@@ -57,6 +99,8 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
     )?;
     Ok(Peak {
         copy_tbps,
+        read_tbps,
+        read_32mib_us,
         gemm_bf16_tflops: t.tflops,
     })
 }

@@ -61,6 +61,9 @@ fn failed(k: &dyn GemmKernel, p: &GemmProblem, message: String) -> CheckOutcome 
 pub struct BenchRow {
     pub problem: GemmProblem,
     pub vendor: Option<Timing>,
+    /// The algorithm the vendor's selection chose for the problem (cuBLAS: which heuristic
+    /// result or gemmEx, with its tile), where the vendor was timed.
+    pub vendor_algorithm: Option<String>,
     pub versions: Vec<(Timing, Option<f64>)>,
     pub skipped: Vec<(String, String)>,
 }
@@ -94,6 +97,9 @@ pub fn bench_all(
         let mut row = BenchRow {
             problem: *p,
             vendor: vendor_t.clone(),
+            vendor_algorithm: vendor_t
+                .as_ref()
+                .and_then(|_| crate::vendor::cublas::chosen_algorithm(p)),
             versions: Vec::new(),
             skipped: Vec::new(),
         };
@@ -135,6 +141,7 @@ fn bench_interleaved(
     let mut row = BenchRow {
         problem: *p,
         vendor: None,
+        vendor_algorithm: None,
         versions: Vec::new(),
         skipped: Vec::new(),
     };
@@ -176,6 +183,7 @@ fn bench_interleaved(
         .collect();
     if let Some(i) = results.iter().position(|(_, v)| *v) {
         row.vendor = Some(results.remove(i).0);
+        row.vendor_algorithm = crate::vendor::cublas::chosen_algorithm(p);
     }
     for (t, _) in results {
         let ratio = row.vendor.as_ref().map(|v| v.median_ms / t.median_ms);

@@ -125,6 +125,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/gemm/pack_rows.cu"),
     ),
     (
+        "harness/l2_read_flush.cu",
+        include_str!("../../kernels/harness/l2_read_flush.cu"),
+    ),
+    (
         "gemm/mma_sync.cu",
         include_str!("../../kernels/gemm/mma_sync.cu"),
     ),

@@ -34,6 +34,17 @@ struct Extras {
   u32 sk_w;
 };
 
+// Rows of the K-major A box the host's tensor map holds (mirrors `a_box_rows` in
+// src/ops/gemm/wgmma_tma_ws.rs): a problem with fewer rows than a tile loads only those, rounded
+// up to 8 (whole swizzle atoms), so a stage's A bytes are that many rows. TMA's zero fill of the
+// rest was not free: with 64-row tiles at N = K = 4096, M = 8 ran 27 % slower than M = 64 (H100,
+// session 14). The tile's rows past the box keep whatever shared memory held; the accumulator
+// rows they feed lie past M, and no epilogue stores them.
+template <int BM_>
+__device__ __forceinline__ u32 a_box_rows(int m) {
+  return m < BM_ ? (u32)((m + 7) & ~7) : (u32)BM_;
+}
+
 // Tile t of the grouped order: KILN_GROUP_M tile-rows are swept column by column, then the next
 // group. Mirrors `tile_coords` in src/ops/gemm/wgmma_tma_ws.rs.
 __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {

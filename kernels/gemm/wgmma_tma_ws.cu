@@ -175,6 +175,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   const int wg = warpgroup_index();
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
+  // Bytes a stage's loads deliver: a K-major A box may be shorter than the tile (a_box_rows).
+  const u32 stage_tx = (KILN_A_ROW ? a_box_rows<BM>(p.m) * BK * 2 : A_BYTES) + B_BYTES;
   // The producer's loads of ring iteration `it`: K block kb of the block tile at (m0, n0).
   auto load_stage = [&](u32 it, int kb, int m0, int n0) {
     const int s = it % STAGES;
@@ -183,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
     // Full boxes count even where zero-filled; with a cluster, the peers' parts of B
     // complete bytes here too.
-    mbar_arrive_expect_tx(full(s), STAGE_BYTES);
+    mbar_arrive_expect_tx(full(s), stage_tx);
     const u32 sa = base + s * STAGE_BYTES, sb = sa + A_BYTES;
     const int k0 = kb * BK;
 #if KILN_A_ROW

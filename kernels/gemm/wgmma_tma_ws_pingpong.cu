@@ -94,6 +94,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x == 0) {
       // The CTA's tiles in order, whichever consumer takes each: the ring holds them in the order
       // the turns consume them.
+      // A K-major A box may be shorter than the tile (a_box_rows).
+      const u32 stage_tx = (KILN_A_ROW ? a_box_rows<BM>(p.m) * BK * 2 : A_BYTES) + B_BYTES;
       u32 it = 0;
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int tm, tn;
@@ -102,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
-          mbar_arrive_expect_tx(full(s), STAGE_BYTES);     // zero-filled boxes count in full
+          mbar_arrive_expect_tx(full(s), stage_tx);        // zero-filled boxes count in full
           const u32 sa = base + s * STAGE_BYTES, sb = sa + A_BYTES;
           const int k0 = kb * BK;
 #if KILN_A_ROW

@@ -391,6 +391,20 @@ pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<
     match coop {
         TileConfig::SMALL => Some(TileConfig::PINGPONG),
         TileConfig::TINY => Some(TileConfig::PINGPONG64),
+        // 64 < M < 104 with a K-major A: the second 64-row tile would be over a third zero
+        // fill, which TMA does not do for free; one 128-row tile loads an A box trimmed to M
+        // (`a_box_rows`), on half the CTAs. H100, session 14 (us, 64x64 -> 128x64 ping-pong):
+        // at N = K = 4096 (64 tiles) M = 72 24.1 -> 18.3, 80 22.8 -> 18.1, 96 20.4 -> 18.2,
+        // 100 18.9 -> 18.1, but 110 17.5 -> 18.3; 96x4096x14336 61.0 -> 51.5. With 32 tiles
+        // (96x2048x4096) 13.9 -> 16.0: too few CTAs to stream B, so at least 48 % of the SMs.
+        TileConfig::TINY64
+            if p.m > 64
+                && p.m < 104
+                && p.layout.a_k_major()
+                && TileConfig::PINGPONG64.cluster_tiles(p.m, p.n) * 100 >= sm_count * 48 =>
+        {
+            Some(TileConfig::PINGPONG64)
+        }
         TileConfig::TINY64 => Some(TileConfig::PINGPONG_TINY),
         TileConfig::LARGE
             if p.k <= 2048
@@ -1484,6 +1498,15 @@ mod tests {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG64, "{m}x{n}x{k}");
         }
         for (m, n, k) in [(512, 512, 512), (128, 4096, 4096), (128, 4096, 14336)] {
+            assert_eq!(h(m, n, k), TileConfig::PINGPONG_TINY, "{m}x{n}x{k}");
+        }
+        // M between 64 and 104: one 128-row tile with A's box trimmed to M, not two 64-row
+        // tiles, the second mostly zero fill; with less fill, or too few 128-row tiles to fill
+        // half the SMs, the 64-row tiles stay
+        for (m, n, k) in [(72, 4096, 4096), (100, 4096, 4096), (96, 4096, 14336)] {
+            assert_eq!(h(m, n, k), TileConfig::PINGPONG64, "{m}x{n}x{k}");
+        }
+        for (m, n, k) in [(110, 4096, 4096), (120, 4096, 4096), (96, 2048, 4096)] {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG_TINY, "{m}x{n}x{k}");
         }
         // rows off 128-byte lines: cooperative; f32 C and beta != 0 (the register epilogue) too

@@ -125,6 +125,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/gemm/pack_rows.cu"),
     ),
     (
+        "gemm/transpose_rows.cu",
+        include_str!("../../kernels/gemm/transpose_rows.cu"),
+    ),
+    (
         "harness/l2_read_flush.cu",
         include_str!("../../kernels/harness/l2_read_flush.cu"),
     ),

@@ -8,6 +8,7 @@ pub mod problem;
 pub mod simt_naive;
 pub mod simt_tiled;
 pub mod tma_operands;
+pub mod transpose_rows;
 pub mod wgmma_cp_async;
 pub mod wgmma_tma;
 pub mod wgmma_tma_ws;

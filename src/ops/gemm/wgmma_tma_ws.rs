@@ -789,13 +789,46 @@ fn packed_ld(
     needs_pack(ld, es, ptr).then(|| pack_shape(rows, cols, es).0)
 }
 
-/// The problem as the kernel reads it: canonical, with the leading dimensions of the operands
-/// `repack` copies (row strides TMA cannot take) replaced by their copies'. Choices (tuned or
-/// heuristic) are made for it.
+/// Whether A is read from a row-major copy (`transpose_rows`): a column-major A with fewer
+/// than 128 rows, not a multiple of 64, where its MN-major boxes cost more than the copy (about
+/// 3.8 us at 8x4096 A: a launch, and the GEMM waits for it). A row-major copy's boxes are
+/// K-contiguous and trimmed to M (`a_box_rows`). H100, session 14 (transpose-a/, us, read in
+/// place -> from the copy, at N = K = 4096 unless said):
+/// - a tile with at most 8 rows of M (M mod 64 <= 8), whose box is 56 or more elements of zero
+///   fill in its contiguous dimension: CC M = 8 27.1 -> 20.7, M = 72 26.1 -> 22.5,
+///   8x14336x4096 56.1 -> 48.9;
+/// - B row-major too (CR), whose small-M problems ran slowly in place at every M measured:
+///   M = 8 27.1 -> 20.1, 40 26.0 -> 20.5, 100 30.4 -> 21.9.
+///
+/// CC with more rows per tile lost (M = 16 19.9 -> 20.6, 32 19.7 -> 20.7, 96 19.4 -> 22.6)
+/// and reads A in place.
+pub fn transposes_a(p: &GemmProblem) -> bool {
+    let tail = p.m % 64;
+    !p.layout.a_k_major() && p.m < 128 && tail != 0 && (p.layout.b_row_major() || tail <= 8)
+}
+
+/// `layout` with A row-major (the layout of a problem whose A is read from its transposed copy).
+fn with_a_row_major(layout: Layout) -> Layout {
+    match layout {
+        Layout::CC => Layout::RC,
+        Layout::CR => Layout::RR,
+        other => other,
+    }
+}
+
+/// The problem as the kernel reads it: canonical, with A row-major where it is read from a
+/// transposed copy (`transposes_a`), and the leading dimensions of the operands `repack` copies
+/// (row strides TMA cannot take) replaced by their copies'. Choices (tuned or heuristic) are
+/// made for it.
 pub fn as_read(p: &GemmProblem) -> GemmProblem {
     let mut q = p.canonical();
     let es = q.input.size();
-    q.lda = packed_ld(q.lda, q.a_storage(), es, None).unwrap_or(q.lda);
+    if transposes_a(&q) {
+        q.layout = with_a_row_major(q.layout);
+        q.lda = pack_shape(q.m, q.k, es).0;
+    } else {
+        q.lda = packed_ld(q.lda, q.a_storage(), es, None).unwrap_or(q.lda);
+    }
     q.ldb = packed_ld(q.ldb, q.b_storage(), es, None).unwrap_or(q.ldb);
     q
 }
@@ -803,7 +836,9 @@ pub fn as_read(p: &GemmProblem) -> GemmProblem {
 /// The operands the kernel reads, and the problem with their leading dimensions. An operand TMA
 /// cannot address (`needs_pack`: 1023x1023x1023, 777x1234x999, a base off 16 bytes) is copied
 /// first, on the stream, into scratch with 128-byte rows (`pack_rows`: one read and one write of
-/// the operand, before the GEMM reads it); the others are read in place.
+/// the operand, before the GEMM reads it); a column-major A with few rows (`transposes_a`) is
+/// copied transposed (`transpose_rows`), and the problem's layout then has A row-major; the
+/// others are read in place.
 fn repack(ctx: &Context, p: &GemmProblem, a: u64, b: u64) -> Result<(u64, u64, GemmProblem)> {
     let es = p.input.size();
     let mut q = *p;
@@ -821,7 +856,17 @@ fn repack(ctx: &Context, p: &GemmProblem, a: u64, b: u64) -> Result<(u64, u64, G
         *ld = pld;
         Ok::<u64, Error>(dst)
     };
-    let a = read(&A_PACK, a, &mut q.lda, p.a_storage())?;
+    let a = if transposes_a(p) {
+        let (pld, bytes) = pack_shape(p.m, p.k, es);
+        let dst = A_PACK.at_least(ctx, bytes)?;
+        // SAFETY: A is stored as K rows of M elements at pitch lda (validated); the scratch
+        // holds M x pld elements and is only read by this launch, after the copy on the stream.
+        unsafe { super::transpose_rows::launch(ctx, a, p.lda, dst, pld, p.k, p.m) }?;
+        (q.layout, q.lda) = (with_a_row_major(p.layout), pld);
+        dst
+    } else {
+        read(&A_PACK, a, &mut q.lda, p.a_storage())?
+    };
     let b = read(&B_PACK, b, &mut q.ldb, p.b_storage())?;
     Ok((a, b, q))
 }
@@ -996,6 +1041,15 @@ impl GemmKernel for WgmmaTmaWs {
                 ));
             }
         }
+        if transposes_a(p) && pack_shape(p.m, p.k, es).1 > MAX_PACK_BYTES {
+            return Err(format!(
+                "a column-major A of {} rows is read from a row-major copy, and that copy would \
+                 take {} MiB, over the {} MiB kept for one",
+                p.m,
+                pack_shape(p.m, p.k, es).1 >> 20,
+                MAX_PACK_BYTES >> 20
+            ));
+        }
         let smem = TileConfig::ALL
             .iter()
             .map(|c| c.smem_bytes())
@@ -1010,6 +1064,7 @@ impl GemmKernel for WgmmaTmaWs {
         let mut v = vec![
             super::pack_rows::spec(arch, 2),
             super::pack_rows::spec(arch, 4),
+            super::transpose_rows::spec(arch),
         ];
         for cfg in TileConfig::ALL {
             for (l, i, o) in super::all_combinations() {
@@ -1715,6 +1770,35 @@ mod tests {
     }
 
     #[test]
+    fn a_column_major_a_with_few_rows_is_read_row_major() {
+        for (l, read, ms) in [
+            (Layout::CC, Layout::RC, &[8, 72][..]),
+            (Layout::CR, Layout::RR, &[8, 40, 72, 127][..]),
+        ] {
+            for &m in ms {
+                let q = as_read(&bf16(m, 4096, 1000, l));
+                assert_eq!((q.layout, q.lda), (read, 1024), "{l} {m}");
+                assert!(!transposes_a(&q));
+            }
+            // whole 64-row tiles, many rows, and a 1-row A that is already a row stay
+            for m in [64, 128, 4096] {
+                assert_eq!(as_read(&bf16(m, 4096, 1024, l)).layout, l, "{l} {m}");
+            }
+            let row = GemmProblem {
+                lda: 1,
+                ..bf16(1, 4096, 1024, l)
+            };
+            assert_eq!(as_read(&row).layout, read);
+            assert_eq!(as_read(&row).lda, 1024);
+        }
+        assert!(!transposes_a(&bf16(8, 4096, 4096, Layout::RC)));
+        // CC with more than 8 rows in the last tile: read in place, where the copy lost
+        for m in [16, 32, 96, 127] {
+            assert!(!transposes_a(&bf16(m, 4096, 4096, Layout::CC)), "{m}");
+        }
+    }
+
+    #[test]
     fn repacks_unaligned_strides_up_to_a_size_and_refuses_other_gpus() {
         let h100 = DeviceInfo::h100_sxm();
         let ok = GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16);
@@ -1979,8 +2063,9 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        // 16-bit C: TMA-store and register epilogues; f32 C: the register one
-        assert_eq!(variants.len(), 2 + 9 * (16 * 2 + 8));
+        // 16-bit C: TMA-store and register epilogues; f32 C: the register one; pack_rows
+        // (2- and 4-byte elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + 9 * (16 * 2 + 8));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

@@ -2,6 +2,7 @@
 // elements). wgmma_tma_ws reads operands whose rows TMA cannot address (row strides off 16 bytes)
 // from such a copy with 128-byte rows, and writes C through one when C's rows are off 16 bytes.
 // The element-wise loop is coalesced on both sides; each thread keeps four loads in flight.
+#include "common/grid_dep.cuh"
 #include "common/types.cuh"
 
 #ifndef KILN_ES
@@ -22,6 +23,9 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     pack_rows(const elem_t* __restrict__ src, long long src_ld, elem_t* __restrict__ dst, long long dst_ld, int rows,
               int cols) {
   const int c0 = blockIdx.x * (THREADS * UNROLL) + threadIdx.x;
+  // The GEMM after this may launch now (its CTAs wait for this grid's completion in
+  // grid_dependency_wait); a kernel launched without the attribute is unaffected.
+  launch_dependents();
   for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
     const elem_t* s = src + r * src_ld;
     elem_t* d = dst + r * dst_ld;

@@ -3,6 +3,7 @@
 // copy: TMA then loads K-contiguous A boxes trimmed to M, where the column-major boxes are 64
 // elements of M wide, mostly zero fill (8x4096x4096 CC ran 27 us against 17 for RC).
 // A 32 x 32 tile goes through shared memory so that both the reads and the writes are coalesced.
+#include "common/grid_dep.cuh"
 #include "common/types.cuh"
 
 constexpr int TILE = 32, ROWS = 8;
@@ -12,6 +13,9 @@ extern "C" __global__ void __launch_bounds__(TILE * ROWS)
     transpose_rows(const u16* __restrict__ src, long long src_ld, u16* __restrict__ dst, long long dst_ld, int rows,
                    int cols) {
   __shared__ u16 tile[TILE][TILE + 1];  // +1: the column reads hit 32 different banks
+  // The GEMM after this may launch now (its CTAs wait for this grid's completion in
+  // grid_dependency_wait); a kernel launched without the attribute is unaffected.
+  launch_dependents();
   const int c0 = blockIdx.x * TILE;
   for (long long r0 = (long long)blockIdx.y * TILE; r0 < rows; r0 += (long long)gridDim.y * TILE) {
     for (int i = threadIdx.y; i < TILE; i += ROWS) {

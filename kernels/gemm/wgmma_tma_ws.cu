@@ -25,6 +25,7 @@
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
 #include "common/gemm_ws.cuh"
+#include "common/grid_dep.cuh"
 #include "common/mbarrier.cuh"
 #include "common/mem_ops.cuh"
 #include "common/split_k.cuh"
@@ -173,6 +174,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
   const u32 xfull = bars + 16u * STAGES, xfree = xfull + 8u;  // KSPLIT hand-off
 
+  // Launched as the dependent of a copy kiln made of an operand or C (`transpose_rows`,
+  // `pack_rows`), the CTAs get here while the copy runs and wait for it; else a no-op.
+  grid_dependency_wait();
   const int wg = warpgroup_index();
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
   // Bytes a stage's loads deliver: a K-major A box may be shorter than the tile (a_box_rows).

@@ -20,6 +20,7 @@
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
 #include "common/gemm_ws.cuh"
+#include "common/grid_dep.cuh"
 #include "common/mbarrier.cuh"
 #include "common/stmatrix.cuh"
 #include "common/quad_transpose.cuh"
@@ -75,6 +76,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
+  // Launched as the dependent of a copy kiln made of an operand or C (`transpose_rows`,
+  // `pack_rows`), the CTAs get here while the copy runs and wait for it; else a no-op.
+  grid_dependency_wait();
   const int wg = warpgroup_index();
   if (threadIdx.x == 0) {
     tma_prefetch(&tma_a);

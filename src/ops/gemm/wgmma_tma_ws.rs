@@ -11,7 +11,9 @@
 //! [`pingpong_for`]), and the `KILN_WGMMA_*` env overrides win over both.
 
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Scratch, Tma2d, TmaSwizzle};
+use crate::device::{
+    Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Scratch, Tma2d, TmaSwizzle,
+};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::tune::space::{Config, ParamSpace};
@@ -1335,8 +1337,20 @@ impl WgmmaTmaWs {
         // (C's only when the flag is set), which the caller keeps alive and has checked against
         // the problem (or, `c_target`, C's scratch); the register epilogue reaches C through
         // `args`.
+        // After a copy of ours (an operand read from scratch, or C's scratch filled for beta),
+        // the kernel is launched as that copy's dependent: its CTAs are placed while the copy
+        // runs, and wait for it in `grid_dependency_wait` before anything else.
+        let after_copy =
+            a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr() || (c_back.is_some() && p.beta != 0.0);
+        // The kernel executes `grid_dependency_wait` first, so it may be launched as a dependent.
         unsafe {
-            f.launch(
+            let launch = if after_copy && dependent_launch() {
+                Function::launch_dependent
+            } else {
+                Function::launch
+            };
+            launch(
+                &f,
                 ctx.stream,
                 &lc,
                 &mut [
@@ -1444,6 +1458,13 @@ fn group_m_override() -> Option<u32> {
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|g: &u32| (1..=64).contains(g))
+}
+
+/// Whether the GEMM after a copy of ours is launched as its programmatic dependent. On by
+/// default; `KILN_WGMMA_PDL=0` launches it after the copy has finished, to time one against the
+/// other.
+fn dependent_launch() -> bool {
+    std::env::var("KILN_WGMMA_PDL").map_or(true, |v| v.trim() != "0")
 }
 
 /// Whether the TMA-store epilogue may be used. On by default; `KILN_WGMMA_EPI=0` keeps the

@@ -41,46 +41,41 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
     let bytes = 1usize << 30;
     let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
     src.fill_bytes(1, ctx)?;
-    let mut times = Vec::new();
-    for i in 0..13 {
-        let (s, e) = (ctx.event()?, ctx.event()?);
-        s.record(ctx)?;
-        // SAFETY: both buffers hold `bytes` bytes and belong to this context.
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream)
-        }
-        .map_err(|e| Error::cuda("device copy", format!("{e:?}")))?;
-        e.record(ctx)?;
-        let t = s.elapsed_ms(&e)? as f64;
-        if i >= 3 {
-            times.push(t);
-        }
-    }
-    let (median, _, _) = super::bench::stats(&mut times);
-    let copy_tbps = 2.0 * bytes as f64 / (median * 1e-3) / 1e12;
-    let sink = DeviceBuffer::new(16)?;
-    let read_ms = |n: usize, flusher: Option<&L2Flusher>| -> Result<f64> {
+    // Median event time (ms) of 10 launches after 3 untimed ones, `before` enqueued ahead of
+    // each (outside the events).
+    let median_ms = |before: &dyn Fn() -> Result<()>, launch: &dyn Fn() -> Result<()>| {
         let mut times = Vec::new();
         for i in 0..13 {
-            if let Some(f) = flusher {
-                f.flush(ctx)?;
-            }
+            before()?;
             let (s, e) = (ctx.event()?, ctx.event()?);
             s.record(ctx)?;
-            read_buffer(ctx, &src, n, &sink)?;
+            launch()?;
             e.record(ctx)?;
             let t = s.elapsed_ms(&e)? as f64;
             if i >= 3 {
                 times.push(t);
             }
         }
-        Ok(super::bench::stats(&mut times).0)
+        Ok::<f64, Error>(super::bench::stats(&mut times).0)
     };
+    let nothing = || Ok(());
+    let copy_ms = median_ms(&nothing, &|| {
+        // SAFETY: both buffers hold `bytes` bytes and belong to this context.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream)
+        }
+        .map_err(|e| Error::cuda("device copy", format!("{e:?}")))
+    })?;
+    let copy_tbps = 2.0 * bytes as f64 / (copy_ms * 1e-3) / 1e12;
+    let sink = DeviceBuffer::new(16)?;
     // The copy filled `src` with ones, and the read kernel's sink test holds for zeros only.
     src.fill_bytes(0, ctx)?;
-    let read_tbps = bytes as f64 / (read_ms(bytes, None)? * 1e-3) / 1e12;
+    let read_ms = median_ms(&nothing, &|| read_buffer(ctx, &src, bytes, &sink))?;
+    let read_tbps = bytes as f64 / (read_ms * 1e-3) / 1e12;
     let flusher = L2Flusher::with_mode(ctx, FlushMode::Read)?;
-    let read_32mib_us = read_ms(32 << 20, Some(&flusher))? * 1e3;
+    let read_32mib_us = median_ms(&|| flusher.flush(ctx), &|| {
+        read_buffer(ctx, &src, 32 << 20, &sink)
+    })? * 1e3;
     let p = GemmProblem::new(8192, 8192, 8192, Layout::RC, DType::Bf16, DType::Bf16);
     let bufs = BenchBuffers::random(&p, 11)?;
     let t = time_gemm(

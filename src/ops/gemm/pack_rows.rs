@@ -2,7 +2,7 @@
 //! stream. `wgmma_tma_ws` reads operands whose rows TMA cannot address from such copies, and
 //! writes C through one when C's rows are off 16 bytes.
 
-use crate::device::{Context, LaunchConfig};
+use crate::device::{Context, Function, LaunchConfig};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 
@@ -39,15 +39,36 @@ pub unsafe fn launch(
     let bx = cols.div_ceil(COLS_PER_BLOCK).max(1);
     let by = rows.clamp(1, (TARGET_BLOCKS / bx).clamp(1, 65535));
     let lc = LaunchConfig::simple((bx as u32, by as u32, 1), 256);
+    // SAFETY: the kernel takes the pitched-copy parameters; the caller guarantees the ranges.
+    unsafe { launch_pitched(&f, ctx, &lc, src, src_ld, dst, dst_ld, rows, cols) }
+}
+
+/// Launches a copy kernel taking `(const elem*, long long, elem*, long long, int, int)`: the
+/// source and its row pitch, the destination and its row pitch, rows, columns (this file's and
+/// `transpose_rows.cu`'s).
+///
+/// # Safety
+/// `f` must take those parameters, and the ranges must be as its caller's contract says.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn launch_pitched(
+    f: &Function,
+    ctx: &Context,
+    lc: &LaunchConfig,
+    src: u64,
+    src_ld: usize,
+    dst: u64,
+    dst_ld: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
     let (mut src, mut dst) = (src, dst);
     let (mut src_ld, mut dst_ld) = (src_ld as i64, dst_ld as i64);
     let (mut rows, mut cols) = (rows as i32, cols as i32);
-    // SAFETY: the kernel takes (const elem*, long long, elem*, long long, int, int) in this
-    // order; the caller guarantees the ranges.
+    // SAFETY: the parameters in the kernel's order; the caller guarantees the ranges.
     unsafe {
         f.launch(
             ctx.stream,
-            &lc,
+            lc,
             &mut [
                 &mut src as *mut u64 as *mut _,
                 &mut src_ld as *mut i64 as *mut _,

@@ -40,23 +40,6 @@ pub unsafe fn launch(
         smem_bytes: 0,
         cluster: None,
     };
-    let (mut src, mut dst) = (src, dst);
-    let (mut src_ld, mut dst_ld) = (src_ld as i64, dst_ld as i64);
-    let (mut rows, mut cols) = (rows as i32, cols as i32);
-    // SAFETY: the kernel takes (const u16*, long long, u16*, long long, int, int) in this order;
-    // the caller guarantees the ranges.
-    unsafe {
-        f.launch(
-            ctx.stream,
-            &lc,
-            &mut [
-                &mut src as *mut u64 as *mut _,
-                &mut src_ld as *mut i64 as *mut _,
-                &mut dst as *mut u64 as *mut _,
-                &mut dst_ld as *mut i64 as *mut _,
-                &mut rows as *mut i32 as *mut _,
-                &mut cols as *mut i32 as *mut _,
-            ],
-        )
-    }
+    // SAFETY: the kernel takes the pitched-copy parameters; the caller guarantees the ranges.
+    unsafe { super::pack_rows::launch_pitched(&f, ctx, &lc, src, src_ld, dst, dst_ld, rows, cols) }
 }

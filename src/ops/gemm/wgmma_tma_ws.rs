@@ -1331,18 +1331,18 @@ impl WgmmaTmaWs {
             smem_bytes: cfg.smem_bytes(),
             cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
         };
-        // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, GemmArgs, Extras): three 128-byte
-        // maps, the argument block and the extras (workspace sized for this problem's tiles and
-        // splits above), in that order. The maps address A, B and C
-        // (C's only when the flag is set), which the caller keeps alive and has checked against
-        // the problem (or, `c_target`, C's scratch); the register epilogue reaches C through
-        // `args`.
         // After a copy of ours (an operand read from scratch, or C's scratch filled for beta),
         // the kernel is launched as that copy's dependent: its CTAs are placed while the copy
         // runs, and wait for it in `grid_dependency_wait` before anything else.
         let after_copy =
             a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr() || (c_back.is_some() && p.beta != 0.0);
-        // The kernel executes `grid_dependency_wait` first, so it may be launched as a dependent.
+        // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, GemmArgs, Extras): three 128-byte
+        // maps, the argument block and the extras (workspace sized for this problem's tiles and
+        // splits above), in that order. The maps address A, B and C
+        // (C's only when the flag is set), which the caller keeps alive and has checked against
+        // the problem (or, `c_target`, C's scratch); the register epilogue reaches C through
+        // `args`. The kernel executes `grid_dependency_wait` first, so it may be launched as a
+        // dependent.
         unsafe {
             let launch = if after_copy && dependent_launch() {
                 Function::launch_dependent

@@ -99,3 +99,20 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
         gemm_bf16_tflops: t.tflops,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peak_recorded_before_reads_were_measured_falls_back_to_the_copy_rate() {
+        let old: Peak =
+            serde_json::from_str(r#"{"copy_tbps": 3.0, "gemm_bf16_tflops": 800.0}"#).unwrap();
+        assert_eq!((old.read_tbps, old.bandwidth_tbps()), (0.0, 3.0));
+        let new = Peak {
+            read_tbps: 3.05,
+            ..old
+        };
+        assert_eq!(new.bandwidth_tbps(), 3.05);
+    }
+}

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::harness::peak::Peak;
 use crate::ops::gemm::GemmProblem;
 use crate::store::{Store, StoredResult};
 
@@ -108,14 +109,15 @@ impl ReportData {
             .filter_map(BenchPoint::from_stored)
             .collect();
         let roof = store.results(Some("peak"), None, 1)?.first().and_then(|r| {
-            let t = r.metrics.get("gemm_bf16_tflops")?.as_f64()?;
-            let b = r.metrics.get("copy_tbps")?.as_f64()?;
+            // The bandwidth the bench's "% bw" uses too: the read ceiling, or the copy rate of a
+            // peak recorded before reads were measured.
+            let pk: Peak = serde_json::from_value(r.metrics.clone()).ok()?;
             Some(Roof {
-                tflops: t,
-                tbps: b,
+                tflops: pk.gemm_bf16_tflops,
+                tbps: pk.bandwidth_tbps(),
                 measured: true,
                 source: format!(
-                    "measured by `kiln peak` on {} at {} (vendor bf16 GEMM, large copy)",
+                    "measured by `kiln peak` on {} at {} (vendor bf16 GEMM, large read or copy)",
                     r.device.as_deref().unwrap_or("?"),
                     r.started
                 ),

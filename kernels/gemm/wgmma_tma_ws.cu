@@ -2,10 +2,10 @@
 // producer (40 registers, 56 with clusters; one thread issues TMA loads of A and B tiles into a
 // ring of KILN_STAGES shared buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are
 // consumers (232 registers, 224 with clusters) that together compute a 128 x KILN_BN block tile
-// (BN = 64, 128, 192 or 256), each 64 rows with wgmma.m64nBNk16 from 128B-swizzled shared tiles, fp32
-// accumulators; or (KILN_BM = 64, small problems) one 64-row tile, each consumer every other K
-// block, consumer 0 adding consumer 1's partial sums before the epilogue. The grid is
-// persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M that share the B tile through
+// (BN = 64, 128, 192 or 256; 192 or 256 in clusters), each 64 rows with wgmma.m64nBNk16 from
+// 128B-swizzled shared tiles, fp32 accumulators; or (KILN_BM = 64, small problems) one 64-row
+// tile, each consumer every other K block, consumer 0 adding consumer 1's partial sums before
+// the epilogue. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M that share the B tile through
 // TMA multicast) takes work units b, b + clusters, ... in a grouped
 // order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile, or with
 // split-K (Extras.splits > 1) one K slice of it, reduced through an fp32 workspace by the slice
@@ -71,6 +71,9 @@ constexpr int TB = KILN_B_ROW ? 1 : 0;
 // Cluster of CLUSTER CTAs along M sharing one B tile: each loads BN / CLUSTER of its rows (N)
 // and multicasts them to all; each loads its own A tile.
 constexpr int CLUSTER = KILN_CLUSTER, B_PART = BN / CLUSTER;
+// A K-major B share is one box of B_PART rows, placed B_PART rows (128 bytes each) into the
+// tile: whole 8-row swizzle atoms keep it on the 1024-byte pattern.
+static_assert(B_PART % 8 == 0, "each CTA's share of the B tile must be whole 8-row swizzle atoms");
 static_assert(BM == 128 || (BM == 64 && BN <= 128 && CLUSTER == 1), "KILN_BM is 128, or 64 with KILN_BN <= 128 in single CTAs");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "KILN_CLUSTER is 1 or 2");
 // Register split (setmaxnreg; 128 x producer + 256 x consumer <= 168 x 384): the multicast producer
@@ -199,11 +202,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * BOX64_BYTES, &tma_a, full(s), m0 + 64 * j, k0);
 #endif
 #if KILN_B_ROW
+    if constexpr (B_PART % 64 == 0) {
 #pragma unroll
-    for (int jj = 0; jj < B_PART / 64; ++jj) {
-      const int j = rank * (B_PART / 64) + jj;  // this CTA's boxes of the B tile
-      if (CLUSTER > 1) tma_load_2d_multicast(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0, (1 << CLUSTER) - 1);
-      else tma_load_2d(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0);
+      for (int jj = 0; jj < B_PART / 64; ++jj) {
+        const int j = rank * (B_PART / 64) + jj;  // this CTA's boxes of the B tile
+        if (CLUSTER > 1) tma_load_2d_multicast(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0, (1 << CLUSTER) - 1);
+        else tma_load_2d(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0);
+      }
+    } else {
+      // A share that is not whole boxes (128 x 192 in pairs: three boxes): the CTAs take
+      // alternate boxes.
+#pragma unroll
+      for (int j = 0; j < BN / 64; ++j)
+        if (j % CLUSTER == rank) tma_load_2d_multicast(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0, (1 << CLUSTER) - 1);
     }
 #else
     const u32 dst = sb + rank * B_PART * 128;  // rows of 128 bytes

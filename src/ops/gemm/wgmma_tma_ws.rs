@@ -130,7 +130,16 @@ impl TileConfig {
         cluster: 1,
         pingpong: false,
     };
-    pub const ALL: [TileConfig; 9] = [
+    /// As MEDIUM, in pairs of CTAs along M sharing each B tile (multicast): where rows straddle
+    /// 128-byte lines, which makes the loads L2-request-bound (3000^3: 6000-byte rows).
+    pub const MEDIUM_PAIR: TileConfig = TileConfig {
+        bm: 128,
+        bn: 192,
+        stages: 4,
+        cluster: 2,
+        pingpong: false,
+    };
+    pub const ALL: [TileConfig; 10] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
@@ -140,6 +149,7 @@ impl TileConfig {
         TileConfig::PINGPONG64,
         TileConfig::PINGPONG_TINY,
         TileConfig::MEDIUM,
+        TileConfig::MEDIUM_PAIR,
     ];
 
     /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
@@ -298,8 +308,8 @@ impl TileConfig {
     /// (tile config, split-K factor). From the widest tile down (256, 192, 128, 64), a narrower one
     /// (at its best split) replaces the current pick only where it takes clearly (10 %) less
     /// modelled time: wider tiles reuse each A tile more, so they win ties. Pairs of CTAs
-    /// (multicast B) for the 256-wide tile when `pairs`, there are at least two tile-rows and
-    /// more tiles than SMs.
+    /// (multicast B) for the 256- or 192-wide tile when `pairs`, there are at least two
+    /// tile-rows and more tiles than SMs.
     pub fn choose(m: usize, n: usize, k: usize, sm_count: u32, pairs: bool) -> (TileConfig, u32) {
         let mut pick = (TileConfig::LARGE, 1);
         let mut pick_cost = TileConfig::LARGE.cost(m, n, k, sm_count, 1);
@@ -313,9 +323,13 @@ impl TileConfig {
         }
         // Pairs only with more than one wave of tiles: at 2048^3 (128 tiles, one wave) pairs ran
         // 591-597 TF in four runs, single CTAs 608 (H200).
-        let (tm, tn) = TileConfig::LARGE.tiles(m, n);
-        if pick.0 == TileConfig::LARGE && pairs && tm >= 2 && tm * tn > sm_count {
-            pick = (TileConfig::LARGE_PAIR, 1);
+        let (tm, tn) = pick.0.tiles(m, n);
+        if pairs && tm >= 2 && tm * tn > sm_count {
+            match pick.0 {
+                TileConfig::LARGE => pick = (TileConfig::LARGE_PAIR, 1),
+                TileConfig::MEDIUM => pick = (TileConfig::MEDIUM_PAIR, 1),
+                _ => {}
+            }
         }
         // One wave of 64 x 64 tiles beats every 128-row tile (and split-K) measured: more SMs
         // busy, no workspace; with a second wave it loses (H100, session 7: 1024^3 0.83x
@@ -451,8 +465,9 @@ const PAIRS: [i64; 2] = [0, 1];
 const SPLITS: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 const GROUP_MS: [i64; 1] = [GROUP_M as i64];
 
-const PAIRS_RULE: &str = "PAIRS=1 (clusters of 2 CTAs multicasting B) only with BN=256: the pair \
-     variant compiled is 128x256 (a narrower tile leaves each CTA a B box under 64 rows)";
+const PAIRS_RULE: &str =
+    "PAIRS=1 (clusters of 2 CTAs multicasting B) only with BN=256 or 192: the \
+     pair variants compiled are 128x256 and 128x192";
 const BM64_RULE: &str = "BM=64 (one 64-row tile whose K blocks the two consumers share) only \
      with BN=64, PAIRS=0 and SPLITS=1: the 64x64 single-CTA tile is the one compiled";
 const TAILS: [i64; 2] = [0, 1];
@@ -556,7 +571,7 @@ fn space_rules(
             "GROUP_M={group_m} is not one of {GROUP_MS:?} (the compiled variants)"
         ));
     }
-    if pairs == 1 && bn != 256 {
+    if pairs == 1 && !(bn == 256 || bn == 192) {
         broken.push(PAIRS_RULE.into());
     }
     if !TAILS.contains(&tail) {
@@ -607,6 +622,7 @@ impl Choice {
             (64, _, _) => TileConfig::TINY64,
             (_, 256, 1) => TileConfig::LARGE_PAIR,
             (_, 256, _) => TileConfig::LARGE,
+            (_, 192, 1) => TileConfig::MEDIUM_PAIR,
             (_, 192, _) => TileConfig::MEDIUM,
             (_, 128, _) => TileConfig::SMALL,
             _ => TileConfig::TINY,
@@ -680,8 +696,8 @@ impl Choice {
             Some(t) => {
                 let mut t = t;
                 t.splits = t.splits.min(k_blocks(p.k)).max(1);
-                if !env.pairs && t.tile == TileConfig::LARGE_PAIR {
-                    t.tile = TileConfig::LARGE;
+                if !env.pairs && t.tile.cluster > 1 {
+                    t.tile.cluster = 1;
                 }
                 t
             }
@@ -937,13 +953,23 @@ pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
 }
 
 /// TMA loads one CTA issues per stage for `rows` (M or N) of an operand: one box if K-major,
-/// else one per 64 rows. For B in a cluster, `rows` is the CTA's part, bn / cluster. Mirrors
-/// the producer's loop.
+/// else one per 64 rows. Mirrors the producer's loop.
 pub fn loads_per_stage(k_major: bool, rows: u32) -> u32 {
     if k_major {
         1
     } else {
         rows / 64
+    }
+}
+
+/// TMA loads of B all CTAs of a cluster issue together per stage (each multicast to all): one
+/// box of bn / cluster rows per CTA if K-major, else one 64 x 64 box per 64 columns, shared out
+/// whole (128 x 192 in pairs: 2 and 1). Mirrors the producer's loop.
+pub fn b_loads_per_cluster(k_major: bool, bn: u32, cluster: u32) -> u32 {
+    if k_major {
+        cluster
+    } else {
+        bn / 64
     }
 }
 
@@ -1096,7 +1122,7 @@ impl GemmKernel for WgmmaTmaWs {
                 .launch_param("SK", &SKS)
                 .param("PINGPONG", &PINGPONGS)
                 .rule(PAIRS_RULE, |c| {
-                    c.get("PAIRS") == Some(0) || c.get("BN") == Some(256)
+                    c.get("PAIRS") == Some(0) || matches!(c.get("BN"), Some(256) | Some(192))
                 })
                 .rule(BM64_RULE, |c| {
                     c.get("BM") != Some(64)
@@ -1382,14 +1408,15 @@ impl WgmmaTmaWs {
     }
 }
 
-/// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `small`, `tiny`, `tiny64`, `pingpong`,
-/// `pingpong64`, `pingpong-tiny`), for timing one against another on the same problem; unset or unknown leaves
+/// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `medium-pair`, `small`, `tiny`,
+/// `tiny64`, `pingpong`, `pingpong64`, `pingpong-tiny`), for timing one against another on the same problem; unset or unknown leaves
 /// the choice to `TileConfig::choose`.
 fn config_override() -> Option<TileConfig> {
     match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
         "large" => Some(TileConfig::LARGE),
         "medium" => Some(TileConfig::MEDIUM),
         "pair" => Some(TileConfig::LARGE_PAIR),
+        "medium-pair" => Some(TileConfig::MEDIUM_PAIR),
         "small" => Some(TileConfig::SMALL),
         "tiny" => Some(TileConfig::TINY),
         "tiny64" => Some(TileConfig::TINY64),
@@ -1669,6 +1696,22 @@ mod tests {
         // the env's KILN_WGMMA_PAIRS=0 still wins
         let p = bf16(4096, 4096, 4088, Layout::RC);
         assert_eq!(Choice::heuristic(&p, 132, false).tile, TileConfig::LARGE);
+        // the 192-wide tile pairs up too: 3000^3 (6000-byte rows), where 192 columns quantise
+        // better than 256; on lines (3072^3) it stays single
+        assert_eq!(h(3000, 3000, 3000), TileConfig::MEDIUM_PAIR);
+        assert_eq!(h(3072, 3072, 3072), TileConfig::MEDIUM);
+        let p = bf16(3000, 3000, 3000, Layout::RC);
+        assert_eq!(Choice::heuristic(&p, 132, false).tile, TileConfig::MEDIUM);
+        // a tuned pair falls back to its single tile under KILN_WGMMA_PAIRS=0
+        let env = Overrides {
+            pairs: false,
+            ..Overrides::NONE
+        };
+        let tuned = Choice::heuristic(&p, 132, true).to_config();
+        assert_eq!(
+            Choice::resolve(&p, 132, Some(&tuned), &env).tile,
+            TileConfig::MEDIUM
+        );
     }
 
     #[test]
@@ -1724,7 +1767,7 @@ mod tests {
         // issue 3's target set is untouched by it
         for p in crate::harness::suite::target_problems(&Layout::ALL) {
             let c = Choice::heuristic(&p, 132, true);
-            assert_ne!(c.tile, TileConfig::MEDIUM, "{}x{}x{}", p.m, p.n, p.k);
+            assert_ne!(c.tile.bn, 192, "{}x{}x{}", p.m, p.n, p.k);
         }
     }
 
@@ -1743,10 +1786,8 @@ mod tests {
                 tb.validate().unwrap();
                 // expect_tx in the kernel is the stage size: the loads must deliver exactly that
                 // (each CTA of a cluster loads bn / cluster rows of B and multicasts them to all)
-                let b_part = cfg.bn / cfg.cluster;
                 let bytes = loads_per_stage(l.a_k_major(), cfg.bm) as u64 * ta.box_bytes()
-                    + cfg.cluster as u64
-                        * loads_per_stage(l.b_k_major(), b_part) as u64
+                    + b_loads_per_cluster(l.b_k_major(), cfg.bn, cfg.cluster) as u64
                         * tb.box_bytes();
                 assert_eq!(bytes, cfg.stage_bytes() as u64, "{l} {cfg:?}");
                 if l.a_k_major() {
@@ -1984,11 +2025,11 @@ mod tests {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let space = WgmmaTmaWs.space(&p, &h100).unwrap();
         let all = space.enumerate();
-        // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 192, 0), (128, 128, 0),
-        // (128, 64, 0); each unsplit, or split 2..=8 over every tile or the last wave only; and
+        // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 192, 0), (128, 192, 1),
+        // (128, 128, 0), (128, 64, 0); each unsplit, or split 2..=8 over every tile or the last wave only; and
         // (64, 64, 0) unsplit; the four single 128-row tiles unsplit also with stream-K; and
         // ping-pong 128x128, 128x64 and 64x64
-        assert_eq!(all.len(), 5 * (1 + 7 * 2) + 1 + 4 + 3);
+        assert_eq!(all.len(), 6 * (1 + 7 * 2) + 1 + 4 + 3);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -2005,7 +2046,7 @@ mod tests {
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 5 * (1 + 2) + 1 + 4 + 3);
+        assert_eq!(few.len(), 6 * (1 + 2) + 1 + 4 + 3);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -2086,7 +2127,7 @@ mod tests {
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // 16-bit C: TMA-store and register epilogues; f32 C: the register one; pack_rows
         // (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 9 * (16 * 2 + 8));
+        assert_eq!(variants.len(), 3 + 10 * (16 * 2 + 8));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

@@ -650,9 +650,9 @@ impl Choice {
         ])
     }
 
-    /// The heuristic's choice: [`TileConfig::choose`] with the default group size; a 128x256
-    /// pick whose last wave is at most half full runs in single CTAs with that wave split
-    /// ([`TileConfig::tail_splits`]; measured single and paired alike there).
+    /// The heuristic's choice: [`TileConfig::choose`] with the default group size; a single
+    /// 128x256 or 128x192 pick whose last wave is at most half full gets that wave split
+    /// ([`TileConfig::tail_splits`]).
     pub fn heuristic(p: &GemmProblem, sm_count: u32, pairs: bool) -> Choice {
         // Pairs (multicast B) only where rows straddle 128-byte lines (L2-request-bound: 4096 x
         // 4096 x 4088 ran 0.77x cuBLAS in single CTAs, 1.0x in pairs). Elsewhere single CTAs,
@@ -662,9 +662,11 @@ impl Choice {
         let pairs = pairs && !rows_on_lines(p);
         let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, pairs);
         // The tiles wider than 128 split only a last wave that is at most half full, and then
-        // in single CTAs.
+        // in single CTAs; not a pair, which is there for rows off lines, where single CTAs lose
+        // far more than a sparse last wave does (H100, session 15, us: 6000x3000x3000 pair
+        // 175.7, single with the last wave split 234.1).
         let single = TileConfig { cluster: 1, ..tile };
-        let tail = (tile.bn >= 192 && splits == 1)
+        let tail = (tile.bn >= 192 && splits == 1 && tile.cluster == 1)
             .then(|| single.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
         let (tile, splits) = tail.map_or((tile, splits), |s| (single, s));
@@ -1693,6 +1695,14 @@ mod tests {
         assert_eq!(h(4096, 4096, 4088), TileConfig::LARGE_PAIR);
         assert!(!rows_on_lines(&bf16(4096, 4096, 4080, Layout::RC)));
         assert!(rows_on_lines(&bf16(4096, 4096, 4096, Layout::CR)));
+        // a pair with a sparse last wave stays a pair, unsplit (564 tiles: 36 in a 5th wave)
+        for (m, n) in [(6000, 3000), (3000, 6000)] {
+            let c = Choice::heuristic(&bf16(m, n, 3000, Layout::RC), 132, true);
+            assert_eq!(
+                (c.tile, c.splits, c.tail),
+                (TileConfig::LARGE_PAIR, 1, false)
+            );
+        }
         // the env's KILN_WGMMA_PAIRS=0 still wins
         let p = bf16(4096, 4096, 4088, Layout::RC);
         assert_eq!(Choice::heuristic(&p, 132, false).tile, TileConfig::LARGE);

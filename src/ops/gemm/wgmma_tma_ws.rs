@@ -308,9 +308,15 @@ impl TileConfig {
     /// (tile config, split-K factor). From the widest tile down (256, 192, 128, 64), a narrower one
     /// (at its best split) replaces the current pick only where it takes clearly (10 %) less
     /// modelled time: wider tiles reuse each A tile more, so they win ties. Pairs of CTAs
-    /// (multicast B) for the 256- or 192-wide tile when `pairs`, there are at least two
-    /// tile-rows and more tiles than SMs.
-    pub fn choose(m: usize, n: usize, k: usize, sm_count: u32, pairs: bool) -> (TileConfig, u32) {
+    /// (multicast B) for the 256- or 192-wide tile as `pairing` allows, with at least two
+    /// tile-rows.
+    pub fn choose(
+        m: usize,
+        n: usize,
+        k: usize,
+        sm_count: u32,
+        pairing: Pairing,
+    ) -> (TileConfig, u32) {
         let mut pick = (TileConfig::LARGE, 1);
         let mut pick_cost = TileConfig::LARGE.cost(m, n, k, sm_count, 1);
         for cfg in [TileConfig::MEDIUM, TileConfig::SMALL, TileConfig::TINY] {
@@ -321,10 +327,17 @@ impl TileConfig {
                 pick_cost = c;
             }
         }
-        // Pairs only with more than one wave of tiles: at 2048^3 (128 tiles, one wave) pairs ran
-        // 591-597 TF in four runs, single CTAs 608 (H200).
+        // Pairs where there are two tile-rows to pair and, unless rows are at 16-byte alignment,
+        // more than one wave (H100, session 15, us, one wave: 2048x2048x1000 (2000-byte rows)
+        // 19.9 in pairs against 22.8 single, 2000^3 (4000-byte rows) 29.5 against 28.8; H200,
+        // rows on lines: 2048^3 591-597 TF in pairs against 608).
         let (tm, tn) = pick.0.tiles(m, n);
-        if pairs && tm >= 2 && tm * tn > sm_count {
+        let paired = match pairing {
+            Pairing::Never => false,
+            Pairing::SeveralWaves => tm >= 2 && tm * tn > sm_count,
+            Pairing::Always => tm >= 2,
+        };
+        if paired {
             match pick.0 {
                 TileConfig::LARGE => pick = (TileConfig::LARGE_PAIR, 1),
                 TileConfig::MEDIUM => pick = (TileConfig::MEDIUM_PAIR, 1),
@@ -371,6 +384,33 @@ impl SplitPlan {
     }
 }
 
+/// Where [`TileConfig::choose`] may pair CTAs (multicast B), from how the rows of A and B lie
+/// ([`Pairing::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pairing {
+    /// Rows on 128-byte lines, or pairs turned off: single CTAs.
+    Never,
+    /// Rows off lines, at 32-byte alignment or better: pairs with more than one wave of tiles.
+    SeveralWaves,
+    /// Some rows at 16-byte alignment only, each 128-byte box row straddling two lines and five
+    /// sectors: pairs at one wave too.
+    Always,
+}
+
+impl Pairing {
+    /// The pairing for `p`'s leading dimensions, when pairs are allowed at all.
+    pub fn of(p: &GemmProblem, allowed: bool) -> Pairing {
+        let es = p.input.size();
+        let on =
+            |bytes: usize| (p.lda * es).is_multiple_of(bytes) && (p.ldb * es).is_multiple_of(bytes);
+        match (allowed, on(128), on(32)) {
+            (false, _, _) | (_, true, _) => Pairing::Never,
+            (true, false, true) => Pairing::SeveralWaves,
+            (true, false, false) => Pairing::Always,
+        }
+    }
+}
+
 /// Whether every row of A and B starts on a 128-byte line (the leading dimensions are multiples
 /// of 128 bytes), so that a 128-byte TMA box row is one line.
 pub fn rows_on_lines(p: &GemmProblem) -> bool {
@@ -379,7 +419,7 @@ pub fn rows_on_lines(p: &GemmProblem) -> bool {
 }
 
 /// The ping-pong tile that beats the unsplit cooperative tile `coop` the heuristic would run, if
-/// one does. Only where rows lie on 128-byte lines, and then in two regimes (H100, session 12,
+/// one does. Where rows lie on 128-byte lines, in two regimes (H100, session 12,
 /// ratio to cuBLAS, cooperative -> ping-pong; f32 C, the register epilogue, gained as much:
 /// 2048^3 0.854 -> 0.907, 512x4096x4096 0.884 -> 0.929):
 /// - 128 x 256 tiles making at most one wave, 128 x 128 ones more than one (so both consumers of
@@ -399,10 +439,20 @@ pub fn rows_on_lines(p: &GemmProblem) -> bool {
 /// It lost at every shape of several waves timed but 4096x4096x1024 (4096^3 1.002 -> 0.869: its
 /// 37 % more L2 traffic costs ~7 % of clock at the 700 W cap), in a bigger tile than the
 /// cooperative pick (128x4096x4096 1.005 -> 0.924 with 128 x 64 instead of 64 x 64) and by
-/// 30-50 % where rows straddle lines (4000^3, 4096x4096x4088).
+/// 30-50 % where rows straddle lines (4000^3, 4096x4096x4088). Off lines it takes only one
+/// wave's worth of 128 x 64 tiles (below).
 pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<TileConfig> {
     if !rows_on_lines(p) {
-        return None;
+        // Rows off lines: where one wave of 128 x 128 tiles covers what the cooperative pick
+        // would run as 128 x 64 tiles, the 128 x 128 ping-pong tile, which loads a third fewer
+        // straddled rows per output (H100, session 15, us: 1000^3 12.3 against 14.4,
+        // 1000x1000x4000 24.6 against 28.3).
+        return match coop {
+            TileConfig::TINY if TileConfig::PINGPONG.cluster_tiles(p.m, p.n) <= sm_count => {
+                Some(TileConfig::PINGPONG)
+            }
+            _ => None,
+        };
     }
     match coop {
         TileConfig::SMALL => Some(TileConfig::PINGPONG),
@@ -659,8 +709,7 @@ impl Choice {
         // whose epilogue goes out under the next tile's mainloop (all four chunks; pairs defer
         // one): H100, session 7, ratio to cuBLAS pairs -> single: 4096^3 0.990 -> 1.011,
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
-        let pairs = pairs && !rows_on_lines(p);
-        let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, pairs);
+        let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, Pairing::of(p, pairs));
         // The tiles wider than 128 split only a last wave that is at most half full, and then
         // in single CTAs; not a pair, which is there for rows off lines, where single CTAs lose
         // far more than a sparse last wave does (H100, session 15, us: 6000x3000x3000 pair
@@ -1640,11 +1689,20 @@ mod tests {
 
     #[test]
     fn small_tiles_only_when_they_cut_waves() {
-        let c = |m, n, k, pairs| TileConfig::choose(m, n, k, 132, pairs);
+        let c = |m, n, k, pairs: bool| {
+            let pairing = match pairs {
+                true => Pairing::SeveralWaves,
+                false => Pairing::Never,
+            };
+            TileConfig::choose(m, n, k, 132, pairing)
+        };
         assert_eq!(c(8192, 8192, 8192, false), (TileConfig::LARGE, 1));
         assert_eq!(c(4096, 4096, 4096, false), (TileConfig::LARGE, 1));
         assert_eq!(c(4096, 4096, 4096, true), (TileConfig::LARGE_PAIR, 1));
+        // one wave: pairs only for rows at 16-byte alignment
         assert_eq!(c(2048, 2048, 2048, true), (TileConfig::LARGE, 1));
+        let one_wave = TileConfig::choose(2048, 2048, 2048, 132, Pairing::Always);
+        assert_eq!(one_wave, (TileConfig::LARGE_PAIR, 1));
         assert_eq!(c(1024, 1024, 1024, true), (TileConfig::TINY, 1));
         // one tile-row: nothing to pair
         assert_eq!(c(128, 65536, 4096, true), (TileConfig::LARGE, 1));
@@ -1695,6 +1753,19 @@ mod tests {
         assert_eq!(h(4096, 4096, 4088), TileConfig::LARGE_PAIR);
         assert!(!rows_on_lines(&bf16(4096, 4096, 4080, Layout::RC)));
         assert!(rows_on_lines(&bf16(4096, 4096, 4096, Layout::CR)));
+        // one wave of tiles pairs too where rows are at 16-byte alignment: 2048x2048x1000
+        // (2000-byte rows), not 2000^3 (4000-byte rows, 32-byte aligned)
+        assert_eq!(h(2048, 2048, 1000), TileConfig::LARGE_PAIR);
+        assert_eq!(h(2000, 2000, 2000), TileConfig::LARGE);
+        let p = |k| bf16(4096, 4096, k, Layout::RC);
+        assert_eq!(Pairing::of(&p(4096), true), Pairing::Never);
+        assert_eq!(Pairing::of(&p(4080), true), Pairing::SeveralWaves);
+        assert_eq!(Pairing::of(&p(4088), true), Pairing::Always);
+        assert_eq!(Pairing::of(&p(4088), false), Pairing::Never);
+        // and one wave of 128 x 64 tiles becomes one of 128 x 128 ping-pong tiles
+        for (m, n, k) in [(1000, 1000, 1000), (1000, 1000, 4000)] {
+            assert_eq!(h(m, n, k), TileConfig::PINGPONG, "{m}x{n}x{k}");
+        }
         // a pair with a sparse last wave stays a pair, unsplit (564 tiles: 36 in a 5th wave)
         for (m, n) in [(6000, 3000), (3000, 6000)] {
             let c = Choice::heuristic(&bf16(m, n, 3000, Layout::RC), 132, true);

@@ -483,6 +483,33 @@ pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<
     }
 }
 
+/// One tile-row (M <= 128) where the split-K cost model picks split 128 x 128 tiles and one wave
+/// of 128 x 64 tiles covers the problem: those, unsplit, in the ping-pong schedule. The model
+/// charges split-K's partials too little at these memory-bound shapes. H100, session 15 (us,
+/// split 128 x 128 -> 128 x 64 ping-pong): 128x5120x5120 29.1 -> 25.0, 128x4608x4096 24.8 ->
+/// 20.4, 128x6144x6144 36.4 -> 32.5, 128x8192x8192 57.1 -> 52.5, 128x5120x13824 59.1 -> 57.8,
+/// 96x5120x5120 28.9 -> 24.9; but 128x8192x28672 168.5 -> 175.6, hence K <= 16384 (not measured
+/// between 13824 and 28672). Rows on lines only, where the ping-pong tile was measured.
+fn unsplit_one_wave(
+    p: &GemmProblem,
+    tile: TileConfig,
+    splits: u32,
+    sm_count: u32,
+) -> (TileConfig, u32) {
+    let one_wave = TileConfig::PINGPONG64.cluster_tiles(p.m, p.n) <= sm_count;
+    if tile == TileConfig::SMALL
+        && splits > 1
+        && p.m <= BM as usize
+        && p.k <= 16384
+        && one_wave
+        && rows_on_lines(p)
+    {
+        (TileConfig::PINGPONG64, 1)
+    } else {
+        (tile, splits)
+    }
+}
+
 /// The last-wave split rule (GEMM's tail split, the fused SwiGLU's in-kernel split): when `tiles`
 /// on `slots` resident CTAs leave a last wave at most half full, its tiles are cut into as many K
 /// slices as fill the idle slots (slots / tail tiles), at most `max_slices` and a quarter of the
@@ -710,6 +737,7 @@ impl Choice {
         // one): H100, session 7, ratio to cuBLAS pairs -> single: 4096^3 0.990 -> 1.011,
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
         let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, Pairing::of(p, pairs));
+        let (tile, splits) = unsplit_one_wave(p, tile, splits, sm_count);
         // The tiles wider than 128 split only a last wave that is at most half full, and then
         // in single CTAs; not a pair, which is there for rows off lines, where single CTAs lose
         // far more than a sparse last wave does (H100, session 15, us: 6000x3000x3000 pair
@@ -1632,6 +1660,40 @@ mod tests {
         assert_eq!(pair.cluster_tiles(129, 257), 2);
         assert_eq!(pair.grid(129, 257, 66), 4);
         assert_eq!(pair.grid(1, 1, 66), 2);
+    }
+
+    #[test]
+    fn one_tile_row_takes_one_unsplit_wave_over_split_k() {
+        let h = |m, n, k| Choice::heuristic(&bf16(m, n, k, Layout::RC), 132, true);
+        for (m, n, k) in [
+            (128, 5120, 5120),
+            (96, 5120, 5120),
+            (128, 8192, 8192),
+            (128, 4608, 4096),
+        ] {
+            let c = h(m, n, k);
+            assert_eq!(
+                (c.tile, c.splits),
+                (TileConfig::PINGPONG64, 1),
+                "{m}x{n}x{k}"
+            );
+        }
+        // very long K keeps split-K; two tile-rows, or more than a wave of 128 x 64 tiles, too
+        for (m, n, k) in [(128, 8192, 28672), (256, 5120, 5120), (128, 14336, 4096)] {
+            assert_ne!(h(m, n, k).tile, TileConfig::PINGPONG64, "{m}x{n}x{k}");
+        }
+        // issue 3's set: untouched (M = 128 there takes 64 x 64 tiles or two waves)
+        for p in crate::harness::suite::target_problems(&Layout::ALL) {
+            let pick = TileConfig::choose(p.m, p.n, p.k, 132, Pairing::of(&p, true));
+            assert_eq!(
+                unsplit_one_wave(&p, pick.0, pick.1, 132),
+                pick,
+                "{}x{}x{}",
+                p.m,
+                p.n,
+                p.k
+            );
+        }
     }
 
     #[test]

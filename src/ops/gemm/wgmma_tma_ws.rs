@@ -727,8 +727,8 @@ impl Choice {
         ])
     }
 
-    /// The heuristic's choice: [`TileConfig::choose`] with the default group size; a single
-    /// 128x256 or 128x192 pick whose last wave is at most half full gets that wave split
+    /// The heuristic's choice: [`TileConfig::choose`] with the default group size; a 128x256 or
+    /// 128x192 pick (single or paired) whose last wave is at most half full gets that wave split
     /// ([`TileConfig::tail_splits`]).
     pub fn heuristic(p: &GemmProblem, sm_count: u32, pairs: bool) -> Choice {
         // Pairs (multicast B) only where rows straddle 128-byte lines (L2-request-bound: 4096 x
@@ -738,15 +738,15 @@ impl Choice {
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
         let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, Pairing::of(p, pairs));
         let (tile, splits) = unsplit_one_wave(p, tile, splits, sm_count);
-        // The tiles wider than 128 split only a last wave that is at most half full, and then
-        // in single CTAs; not a pair, which is there for rows off lines, where single CTAs lose
-        // far more than a sparse last wave does (H100, session 15, us: 6000x3000x3000 pair
-        // 175.7, single with the last wave split 234.1).
-        let single = TileConfig { cluster: 1, ..tile };
-        let tail = (tile.bn >= 192 && splits == 1 && tile.cluster == 1)
-            .then(|| single.tail_splits(p.m, p.n, p.k, sm_count))
+        // The tiles wider than 128 split only a last wave that is at most half full. A pair
+        // (rows off lines) splits it as a pair: single CTAs lose far more there than a sparse
+        // last wave does (H100, session 15, us: 6000x3000x3000 single with the last wave split
+        // 234.1, pair unsplit 174.0, pair with it split in 2 166.9; 5000^3 387.2 -> 361.7 split
+        // in 5, the slices `tail_splits` gives both).
+        let tail = (tile.bn >= 192 && splits == 1)
+            .then(|| tile.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
-        let (tile, splits) = tail.map_or((tile, splits), |s| (single, s));
+        let splits = tail.unwrap_or(splits);
         let tile = match splits {
             1 => pingpong_for(p, tile, sm_count).unwrap_or(tile),
             _ => tile,
@@ -1828,14 +1828,20 @@ mod tests {
         for (m, n, k) in [(1000, 1000, 1000), (1000, 1000, 4000)] {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG, "{m}x{n}x{k}");
         }
-        // a pair with a sparse last wave stays a pair, unsplit (564 tiles: 36 in a 5th wave)
+        // a pair with a sparse last wave stays a pair and splits that wave (288 cluster tiles
+        // on 66 clusters: 24 in a 5th wave, split in 2; 5000^3: 4 in a 7th, split in 5)
         for (m, n) in [(6000, 3000), (3000, 6000)] {
             let c = Choice::heuristic(&bf16(m, n, 3000, Layout::RC), 132, true);
             assert_eq!(
                 (c.tile, c.splits, c.tail),
-                (TileConfig::LARGE_PAIR, 1, false)
+                (TileConfig::LARGE_PAIR, 2, true)
             );
         }
+        let c = Choice::heuristic(&bf16(5000, 5000, 5000, Layout::RC), 132, true);
+        assert_eq!(
+            (c.tile, c.splits, c.tail),
+            (TileConfig::LARGE_PAIR, 5, true)
+        );
         // the env's KILN_WGMMA_PAIRS=0 still wins
         let p = bf16(4096, 4096, 4088, Layout::RC);
         assert_eq!(Choice::heuristic(&p, 132, false).tile, TileConfig::LARGE);

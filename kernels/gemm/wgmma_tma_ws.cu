@@ -5,9 +5,9 @@
 // (BN = 64, 128, 192 or 256; 192 or 256 in clusters), each 64 rows with wgmma.m64nBNk16 from
 // 128B-swizzled shared tiles, fp32 accumulators; or (KILN_BM = 64, small problems) one 64-row
 // tile, each consumer every other K block, consumer 0 adding consumer 1's partial sums before
-// the epilogue. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M that share the B tile through
-// TMA multicast) takes work units b, b + clusters, ... in a grouped
-// order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile, or with
+// the epilogue. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
+// that share the B tile through TMA multicast) takes work units b, b + clusters, ... in a
+// grouped order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile, or with
 // split-K (Extras.splits > 1) one K slice of it, reduced through an fp32 workspace by the slice
 // that finishes last; Extras.split_from > 0 splits only the tiles from there on (the last,
 // partial wave: the SMs it would leave idle take the other slices); or (stream-K, Extras.sk_w,

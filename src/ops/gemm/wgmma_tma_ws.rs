@@ -131,7 +131,7 @@ impl TileConfig {
         pingpong: false,
     };
     /// As MEDIUM, in pairs of CTAs along M sharing each B tile (multicast): where rows straddle
-    /// 128-byte lines, which makes the loads L2-request-bound (3000^3: 6000-byte rows).
+    /// 128-byte lines (3000^3: 6000-byte rows) and 192 columns quantise better than 256.
     pub const MEDIUM_PAIR: TileConfig = TileConfig {
         bm: 128,
         bn: 192,
@@ -400,10 +400,7 @@ pub enum Pairing {
 impl Pairing {
     /// The pairing for `p`'s leading dimensions, when pairs are allowed at all.
     pub fn of(p: &GemmProblem, allowed: bool) -> Pairing {
-        let es = p.input.size();
-        let on =
-            |bytes: usize| (p.lda * es).is_multiple_of(bytes) && (p.ldb * es).is_multiple_of(bytes);
-        match (allowed, on(128), on(32)) {
+        match (allowed, rows_aligned_to(p, 128), rows_aligned_to(p, 32)) {
             (false, _, _) | (_, true, _) => Pairing::Never,
             (true, false, true) => Pairing::SeveralWaves,
             (true, false, false) => Pairing::Always,
@@ -414,8 +411,13 @@ impl Pairing {
 /// Whether every row of A and B starts on a 128-byte line (the leading dimensions are multiples
 /// of 128 bytes), so that a 128-byte TMA box row is one line.
 pub fn rows_on_lines(p: &GemmProblem) -> bool {
+    rows_aligned_to(p, 128)
+}
+
+/// Whether the row strides of A and B are both multiples of `bytes`.
+fn rows_aligned_to(p: &GemmProblem, bytes: usize) -> bool {
     let es = p.input.size();
-    (p.lda * es).is_multiple_of(128) && (p.ldb * es).is_multiple_of(128)
+    (p.lda * es).is_multiple_of(bytes) && (p.ldb * es).is_multiple_of(bytes)
 }
 
 /// The ping-pong tile that beats the unsplit cooperative tile `coop` the heuristic would run, if
@@ -534,7 +536,7 @@ pub fn k_blocks(k: usize) -> u32 {
 
 /// The values each parameter of [`WgmmaTmaWs`]'s space may take. BN picks the tile config (its
 /// stage count is the most that fits: 4, 6 or 8), PAIRS the CTA-pair (multicast B) variant of the
-/// 256-wide tile, SPLITS the split-K factor, GROUP_M the grouped tile order's rows (the value the
+/// 256- or 192-wide tile, SPLITS the split-K factor, GROUP_M the grouped tile order's rows (the value the
 /// compiled variants cover).
 const BMS: [i64; 2] = [128, 64];
 const BNS: [i64; 4] = [64, 128, 192, 256];
@@ -731,8 +733,8 @@ impl Choice {
     /// 128x192 pick (single or paired) whose last wave is at most half full gets that wave split
     /// ([`TileConfig::tail_splits`]).
     pub fn heuristic(p: &GemmProblem, sm_count: u32, pairs: bool) -> Choice {
-        // Pairs (multicast B) only where rows straddle 128-byte lines (L2-request-bound: 4096 x
-        // 4096 x 4088 ran 0.77x cuBLAS in single CTAs, 1.0x in pairs). Elsewhere single CTAs,
+        // Pairs (multicast B) only where rows straddle 128-byte lines (4096 x 4096 x 4088 ran
+        // 0.77x cuBLAS in single CTAs, 1.0x in pairs). Elsewhere single CTAs,
         // whose epilogue goes out under the next tile's mainloop (all four chunks; pairs defer
         // one): H100, session 7, ratio to cuBLAS pairs -> single: 4096^3 0.990 -> 1.011,
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
@@ -1106,7 +1108,8 @@ impl GemmKernel for WgmmaTmaWs {
     }
     fn summary(&self) -> &'static str {
         "persistent warp-specialised WGMMA + TMA: 1 producer and 2 consumer warpgroups, \
-         128x256x64 tiles (CTA pairs multicasting B where rows straddle 128-byte lines; 128x128 / \
+         128x256x64 tiles (128x192 where they quantise better; CTA pairs multicasting B where rows \
+         straddle 128-byte lines; 128x128 / \
          128x64 and split-K for small grids, 64x64 with the consumers sharing K for one-wave \
          problems, stream-K opt-in), 4-12 stage mbarrier ring, 128B swizzle, stmatrix + \
          TMA-store epilogue under the next tile's K loop; or ping-pong (one-wave and short-K \
@@ -1488,8 +1491,8 @@ impl WgmmaTmaWs {
 }
 
 /// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `medium-pair`, `small`, `tiny`,
-/// `tiny64`, `pingpong`, `pingpong64`, `pingpong-tiny`), for timing one against another on the same problem; unset or unknown leaves
-/// the choice to `TileConfig::choose`.
+/// `tiny64`, `pingpong`, `pingpong64`, `pingpong-tiny`), for timing one against another on the
+/// same problem; unset or unknown leaves the choice to the tuned config or the heuristic.
 fn config_override() -> Option<TileConfig> {
     match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
         "large" => Some(TileConfig::LARGE),

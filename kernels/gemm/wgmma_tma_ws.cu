@@ -2,7 +2,7 @@
 // producer (40 registers, 56 with clusters; one thread issues TMA loads of A and B tiles into a
 // ring of KILN_STAGES shared buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are
 // consumers (232 registers, 224 with clusters) that together compute a 128 x KILN_BN block tile
-// (BN = 64, 128, 192 or 256; 192 or 256 in clusters), each 64 rows with wgmma.m64nBNk16 from
+// (BN = 64, 128, 192, 256 or 320; 192 or 256 in clusters), each 64 rows with wgmma.m64nBNk16 from
 // 128B-swizzled shared tiles, fp32 accumulators; or (KILN_BM = 64, small problems) one 64-row
 // tile, each consumer every other K block, consumer 0 adding consumer 1's partial sums before
 // the epilogue. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
@@ -82,7 +82,17 @@ constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1
 // The pool is what the launch allocates, 168 registers (__launch_bounds__(384, 1)) x 384 threads,
 // not the 64 K register file: a split over it makes setmaxnreg.inc wait forever.
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
-static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "KILN_BN is 64, 128, 192 or 256");
+static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 || (BN == 320 && CLUSTER == 1 && BM == 128),
+              "KILN_BN is 64, 128, 192 or 256, or 320 in single 128-row CTAs");
+// BN = 320 (one exact wave of 128 x 320 tiles at 1024 x 5120): wider than one wgmma (n <= 256)
+// and than one TMA box (<= 256 rows), so each k step is an n192 and an n128 wgmma, the second's
+// accumulators from register 96 on (column 192 in the m64n320 fragment layout), and a K-major B
+// is two boxes of 160 rows.
+constexpr bool WIDE = BN > 256;
+constexpr int B_BOXES_K = WIDE ? 2 : 1;  // K-major B boxes per CTA, B_PART / B_BOXES_K rows each
+// The second wgmma's width. The discarded branch of an `if constexpr` outside a template is
+// still checked, so narrower tiles give it a valid dummy width.
+constexpr int N_HI = WIDE ? BN - 192 : 16;
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 // Stream-K (Extras.sk_w) only in single 128-row CTAs: a pair's CTAs would each need the other's
 // range, and 64-row tiles already split K between their consumers.
@@ -108,11 +118,12 @@ constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
 // so the tensor cores work while the chunks go out (the chunks left over when a unit is too short
 // go out after its mainloop, and after the last unit).
 constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT;
-// Chunks deferred: all of them in single CTAs; only the last in pairs, whose 224 consumer
+// Chunks deferred: all of them in single CTAs up to 256 wide, two of the 320-wide tile's five
+// (160 accumulators + 32 packed registers); only the last in pairs, whose 224 consumer
 // registers spill with two or more packed chunks beside the accumulators (their multicast
 // producer needs more than 40 registers, so 232 is not on offer): the first chunks go out at
 // once, as without DEFER.
-constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : BN / 64, DFIRST = BN / 64 - DCH;
+constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : WIDE ? 2 : BN / 64, DFIRST = BN / 64 - DCH;
 // Two staging chunks per consumer that runs an epilogue (KSPLIT: consumer 0 only).
 constexpr u32 C_BYTES = TMA_EPI ? (KSPLIT ? 1 : 2) * 2 * C_CHUNK_BYTES : 0;
 // KSPLIT: consumer 1's 64 x BN fp32 partial tile, each thread's BN / 2 values as float4s
@@ -219,7 +230,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #else
     const u32 dst = sb + rank * B_PART * 128;  // rows of 128 bytes
     if (CLUSTER > 1) tma_load_2d_multicast(dst, &tma_b, full(s), k0, n0 + rank * B_PART, (1 << CLUSTER) - 1);
-    else tma_load_2d(dst, &tma_b, full(s), k0, n0);
+    else if (WIDE) {
+#pragma unroll
+      for (int j = 0; j < B_BOXES_K; ++j)
+        tma_load_2d(dst + j * (BN / B_BOXES_K) * 128, &tma_b, full(s), k0, n0 + j * (BN / B_BOXES_K));
+    } else tma_load_2d(dst, &tma_b, full(s), k0, n0);
 #endif
     if (KILN_TRACE && it == 0) trace_stamp(ex, T_FIRST_LOADS);
   };
@@ -419,7 +434,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           // K-major: step 16 elements (32 B) along the 128-byte row. MN-major: step 16 rows of K.
           const u64 da = wgmma_desc_add(da0, s * STAGE_BYTES + kk * (TA ? 2048 : 32));
           const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + kk * (TB ? 2048 : 32));
-          wgmma_m64k16<in_t, BN, TA, TB>(acc, da, db, (acc_live || kk > 0) ? 1 : 0);
+          if constexpr (WIDE) {
+            // Columns 192.. of B start 192 rows (K-major) or three 64-column boxes (MN-major)
+            // into the stage: 24 KB either way.
+            wgmma_m64k16<in_t, 192, TA, TB>(acc, da, db, (acc_live || kk > 0) ? 1 : 0);
+            wgmma_m64k16<in_t, N_HI, TA, TB>(*reinterpret_cast<float(*)[N_HI / 2]>(&acc[WIDE ? 96 : 0]), da,
+                                             wgmma_desc_add(db, 192 * 128), (acc_live || kk > 0) ? 1 : 0);
+          } else {
+            wgmma_m64k16<in_t, BN, TA, TB>(acc, da, db, (acc_live || kk > 0) ? 1 : 0);
+          }
         }
         wgmma_commit();
 #pragma unroll

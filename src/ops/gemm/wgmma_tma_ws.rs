@@ -139,7 +139,17 @@ impl TileConfig {
         cluster: 2,
         pingpong: false,
     };
-    pub const ALL: [TileConfig; 10] = [
+    /// 128 x 320 tiles, 3 stages of 56 KB, single CTAs, TMA-store epilogue only
+    /// ([`with_epilogue`]): where N is a multiple of 320 and narrower tiles quantise badly
+    /// (1024x5120: 128 tiles of 128 x 320, one wave; cuBLAS's pick there).
+    pub const WIDE: TileConfig = TileConfig {
+        bm: 128,
+        bn: 320,
+        stages: 3,
+        cluster: 1,
+        pingpong: false,
+    };
+    pub const ALL: [TileConfig; 11] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
@@ -150,6 +160,7 @@ impl TileConfig {
         TileConfig::PINGPONG_TINY,
         TileConfig::MEDIUM,
         TileConfig::MEDIUM_PAIR,
+        TileConfig::WIDE,
     ];
 
     /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
@@ -319,7 +330,22 @@ impl TileConfig {
     ) -> (TileConfig, u32) {
         let mut pick = (TileConfig::LARGE, 1);
         let mut pick_cost = TileConfig::LARGE.cost(m, n, k, sm_count, 1);
-        for cfg in [TileConfig::MEDIUM, TileConfig::SMALL, TileConfig::TINY] {
+        for cfg in [
+            TileConfig::WIDE,
+            TileConfig::MEDIUM,
+            TileConfig::SMALL,
+            TileConfig::TINY,
+        ] {
+            // The 320-wide tile only where it wastes no columns, makes at most one wave, and runs
+            // in single CTAs (rows on lines; it has no pair variant). H100, session 15 (us,
+            // 128 x 192 or 256 -> 128 x 320): one wave, 1024x5120x5120 83.2 -> 70.8,
+            // 1024x5120x13824 204.7 -> 179.1; two or more, 1024x10240x4096 111.1 -> 113.3,
+            // 4096x2560x2560 69.6 -> 73.0, 4096x6400x6400 419.2 -> 426.6.
+            if cfg == TileConfig::WIDE
+                && (n % 320 != 0 || pairing != Pairing::Never || cfg.cluster_tiles(m, n) > sm_count)
+            {
+                continue;
+            }
             let s = cfg.best_splits(m, n, k, sm_count);
             let c = cfg.cost(m, n, k, sm_count, s);
             if c * 10 < pick_cost * 9 {
@@ -539,7 +565,7 @@ pub fn k_blocks(k: usize) -> u32 {
 /// 256- or 192-wide tile, SPLITS the split-K factor, GROUP_M the grouped tile order's rows (the value the
 /// compiled variants cover).
 const BMS: [i64; 2] = [128, 64];
-const BNS: [i64; 4] = [64, 128, 192, 256];
+const BNS: [i64; 5] = [64, 128, 192, 256, 320];
 const PAIRS: [i64; 2] = [0, 1];
 const SPLITS: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 const GROUP_MS: [i64; 1] = [GROUP_M as i64];
@@ -703,6 +729,7 @@ impl Choice {
             (_, 256, _) => TileConfig::LARGE,
             (_, 192, 1) => TileConfig::MEDIUM_PAIR,
             (_, 192, _) => TileConfig::MEDIUM,
+            (_, 320, _) => TileConfig::WIDE,
             (_, 128, _) => TileConfig::SMALL,
             _ => TileConfig::TINY,
         };
@@ -991,7 +1018,29 @@ pub fn tile_coords(t: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
 /// The tensor maps of A and B for `p` at these addresses: B's K-major box holds the CTA's share
 /// of the tile's columns when a cluster multicasts B.
 pub fn operand_maps(p: &GemmProblem, a: u64, b: u64, cfg: TileConfig) -> (Tma2d, Tma2d) {
-    super::tma_operands::operand_maps(p, a, b, a_box_rows(p.m, cfg.bm), cfg.bn / cfg.cluster)
+    super::tma_operands::operand_maps(p, a, b, a_box_rows(p.m, cfg.bm), b_box_rows(cfg))
+}
+
+/// Rows of the K-major B box: the CTA's share of the tile's columns, in two boxes where that is
+/// over TMA's 256 (the 320-wide tile: two of 160). Mirrors the kernel's `B_BOXES_K`.
+pub fn b_box_rows(cfg: TileConfig) -> u32 {
+    let part = cfg.bn / cfg.cluster;
+    if part > 256 {
+        part / 2
+    } else {
+        part
+    }
+}
+
+/// The tile that runs where `tile` was picked, given whether C takes the TMA-store epilogue:
+/// the 320-wide tile's register epilogue spills (160 accumulators beside its transposes), so
+/// where C needs that one (f32, beta != 0, a C that TMA cannot address) the 128 x 192 tile runs.
+pub fn with_epilogue(tile: TileConfig, tma_epi: bool) -> TileConfig {
+    if tile.bn > 256 && !tma_epi {
+        TileConfig::MEDIUM
+    } else {
+        tile
+    }
 }
 
 /// Rows of the K-major A box: the tile's, or for a problem with fewer rows only those, rounded
@@ -1048,7 +1097,7 @@ pub fn loads_per_stage(k_major: bool, rows: u32) -> u32 {
 /// whole (128 x 192 in pairs: 2 and 1). Mirrors the producer's loop.
 pub fn b_loads_per_cluster(k_major: bool, bn: u32, cluster: u32) -> u32 {
     if k_major {
-        cluster
+        cluster * (bn / cluster).div_ceil(256)
     } else {
         bn / 64
     }
@@ -1183,7 +1232,9 @@ impl GemmKernel for WgmmaTmaWs {
                 if o != DType::F32 {
                     v.push(Self::spec(arch, l, i, o, cfg, group_m(), true));
                 }
-                v.push(Self::spec(arch, l, i, o, cfg, group_m(), false));
+                if with_epilogue(cfg, false) == cfg {
+                    v.push(Self::spec(arch, l, i, o, cfg, group_m(), false));
+                }
             }
         }
         v
@@ -1238,7 +1289,8 @@ impl GemmKernel for WgmmaTmaWs {
         Choice::from_config(cfg).ok().map(|c| {
             // C's address is known only at launch: assume it aligned (as allocations are).
             let epi = output_map(p, 1 << 20).is_some() && tma_epilogue_enabled();
-            Self::spec(arch, p.layout, p.input, p.output, c.tile, c.group_m, epi)
+            let tile = with_epilogue(c.tile, epi);
+            Self::spec(arch, p.layout, p.input, p.output, tile, c.group_m, epi)
         })
     }
     fn launch_with(
@@ -1369,6 +1421,7 @@ impl WgmmaTmaWs {
         // reads of them.
         let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
         let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && tma_epilogue_enabled());
+        let cfg = with_epilogue(cfg, tc.is_some());
         let spec = Self::spec(
             &ctx.arch(),
             p.layout,
@@ -1490,7 +1543,7 @@ impl WgmmaTmaWs {
     }
 }
 
-/// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `medium-pair`, `small`, `tiny`,
+/// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `medium-pair`, `wide`, `small`, `tiny`,
 /// `tiny64`, `pingpong`, `pingpong64`, `pingpong-tiny`), for timing one against another on the
 /// same problem; unset or unknown leaves the choice to the tuned config or the heuristic.
 fn config_override() -> Option<TileConfig> {
@@ -1499,6 +1552,7 @@ fn config_override() -> Option<TileConfig> {
         "medium" => Some(TileConfig::MEDIUM),
         "pair" => Some(TileConfig::LARGE_PAIR),
         "medium-pair" => Some(TileConfig::MEDIUM_PAIR),
+        "wide" => Some(TileConfig::WIDE),
         "small" => Some(TileConfig::SMALL),
         "tiny" => Some(TileConfig::TINY),
         "tiny64" => Some(TileConfig::TINY64),
@@ -1916,11 +1970,36 @@ mod tests {
         for (m, n, k) in [(4096, 4096, 4096), (8192, 8192, 8192), (6144, 6144, 6144)] {
             assert_ne!(h(m, n, k).tile, TileConfig::MEDIUM, "{m}x{n}x{k}");
         }
-        // issue 3's target set is untouched by it
+        // issue 3's target set is untouched by it, and by the 320-wide tile
         for p in crate::harness::suite::target_problems(&Layout::ALL) {
             let c = Choice::heuristic(&p, 132, true);
-            assert_ne!(c.tile.bn, 192, "{}x{}x{}", p.m, p.n, p.k);
+            assert!(
+                c.tile.bn != 192 && c.tile.bn != 320,
+                "{}x{}x{}",
+                p.m,
+                p.n,
+                p.k
+            );
         }
+    }
+
+    #[test]
+    fn the_320_wide_tile_where_it_makes_whole_waves_on_lines() {
+        let h = |m, n, k, l| Choice::heuristic(&bf16(m, n, k, l), 132, true);
+        // 1024x5120: 128 tiles of 128 x 320, one wave (128 x 192: 1.6 waves)
+        for l in Layout::ALL {
+            assert_eq!(h(1024, 5120, 5120, l).tile, TileConfig::WIDE, "{l}");
+        }
+        // columns it would waste (3072 = 9.6 x 320), rows off lines (no pair variant), more
+        // than one wave (4096x2560: 256 tiles)
+        assert_eq!(h(3072, 3072, 3072, Layout::RC).tile, TileConfig::MEDIUM);
+        assert_ne!(h(4096, 2560, 2560, Layout::RC).tile, TileConfig::WIDE);
+        assert_ne!(h(1024, 10240, 4096, Layout::RC).tile, TileConfig::WIDE);
+        assert_ne!(h(1024, 5120, 5000, Layout::RC).tile, TileConfig::WIDE);
+        // f32 C (the register epilogue) runs the 128 x 192 tile instead
+        assert_eq!(with_epilogue(TileConfig::WIDE, false), TileConfig::MEDIUM);
+        assert_eq!(with_epilogue(TileConfig::WIDE, true), TileConfig::WIDE);
+        assert_eq!(b_box_rows(TileConfig::WIDE), 160);
     }
 
     #[test]
@@ -1948,10 +2027,8 @@ mod tests {
                     assert_eq!((ta.dims, ta.box_dims), ([1000, 700], [64, 64]));
                 }
                 if l.b_k_major() {
-                    assert_eq!(
-                        (tb.dims, tb.box_dims),
-                        ([700, 1500], [64, cfg.bn / cfg.cluster])
-                    );
+                    // (the 320-wide tile: two boxes of 160)
+                    assert_eq!((tb.dims, tb.box_dims), ([700, 1500], [64, b_box_rows(cfg)]));
                 } else {
                     assert_eq!((tb.dims, tb.box_dims), ([1500, 700], [64, 64]));
                 }
@@ -2177,11 +2254,11 @@ mod tests {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let space = WgmmaTmaWs.space(&p, &h100).unwrap();
         let all = space.enumerate();
-        // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 192, 0), (128, 192, 1),
-        // (128, 128, 0), (128, 64, 0); each unsplit, or split 2..=8 over every tile or the last wave only; and
-        // (64, 64, 0) unsplit; the four single 128-row tiles unsplit also with stream-K; and
-        // ping-pong 128x128, 128x64 and 64x64
-        assert_eq!(all.len(), 6 * (1 + 7 * 2) + 1 + 4 + 3);
+        // (BM, BN, PAIRS) in (128, 320, 0), (128, 256, 0), (128, 256, 1), (128, 192, 0),
+        // (128, 192, 1), (128, 128, 0), (128, 64, 0); each unsplit, or split 2..=8 over every
+        // tile or the last wave only; and (64, 64, 0) unsplit; the five single 128-row tiles
+        // unsplit also with stream-K; and ping-pong 128x128, 128x64 and 64x64
+        assert_eq!(all.len(), 7 * (1 + 7 * 2) + 1 + 5 + 3);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -2198,7 +2275,7 @@ mod tests {
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 6 * (1 + 2) + 1 + 4 + 3);
+        assert_eq!(few.len(), 7 * (1 + 2) + 1 + 5 + 3);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -2277,9 +2354,9 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        // 16-bit C: TMA-store and register epilogues; f32 C: the register one; pack_rows
-        // (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 10 * (16 * 2 + 8));
+        // 16-bit C: TMA-store and register epilogues; f32 C: the register one (the 320-wide
+        // tile: the TMA-store one only); pack_rows (2- and 4-byte elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + 10 * (16 * 2 + 8) + 16);
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -2292,12 +2369,14 @@ mod tests {
                     spec.label()
                 );
                 let ch = Choice::from_config(c).unwrap();
+                // (the 320-wide tile runs as 128 x 192 where C takes the register epilogue)
+                let tile = with_epilogue(ch.tile, o != DType::F32);
                 assert!(spec
                     .defines
                     .contains(&("KILN_THREADS".into(), THREADS.to_string())));
                 assert!(spec
                     .defines
-                    .contains(&("KILN_SMEM".into(), ch.tile.smem_bytes().to_string())));
+                    .contains(&("KILN_SMEM".into(), tile.smem_bytes().to_string())));
                 // the ping-pong kernel has no clusters (nor the define)
                 assert!(
                     ch.tile.pingpong

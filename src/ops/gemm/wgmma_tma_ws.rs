@@ -342,7 +342,9 @@ impl TileConfig {
             // 1024x5120x13824 204.7 -> 179.1; two or more, 1024x10240x4096 111.1 -> 113.3,
             // 4096x2560x2560 69.6 -> 73.0, 4096x6400x6400 419.2 -> 426.6.
             if cfg == TileConfig::WIDE
-                && (n % 320 != 0 || pairing != Pairing::Never || cfg.cluster_tiles(m, n) > sm_count)
+                && (!n.is_multiple_of(320)
+                    || pairing != Pairing::Never
+                    || cfg.cluster_tiles(m, n) > sm_count)
             {
                 continue;
             }

@@ -1901,6 +1901,22 @@ mod tests {
             (c.tile, c.splits, c.tail),
             (TileConfig::LARGE_PAIR, 5, true)
         );
+        // issue 3's set: its shapes off lines (4000^3, 4096x4096x4088) stay unsplit 128x256
+        // pairs in every layout, as before session 15's rules
+        for p in crate::harness::suite::target_problems(&Layout::ALL) {
+            if !rows_on_lines(&p) {
+                let c = Choice::heuristic(&p, 132, true);
+                let got = (c.tile, c.splits, c.tail);
+                assert_eq!(
+                    got,
+                    (TileConfig::LARGE_PAIR, 1, false),
+                    "{}x{}x{}",
+                    p.m,
+                    p.n,
+                    p.k
+                );
+            }
+        }
         // the env's KILN_WGMMA_PAIRS=0 still wins
         let p = bf16(4096, 4096, 4088, Layout::RC);
         assert_eq!(Choice::heuristic(&p, 132, false).tile, TileConfig::LARGE);

@@ -208,3 +208,47 @@ fn cache_path_and_clear() {
     let o = kiln(&["cache", "bogus"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
+    if gpu_present() {
+        return; // the plan then follows that GPU, not the H100 this test expects
+    }
+    let o = kiln(&["plan", "--shape", "1024x11008x4096"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("version: wgmma_tma_ws"), "{t}");
+    assert!(t.contains("132 SMs"), "{t}");
+    assert!(t.contains("runs: 128x256 tiles"), "{t}");
+    assert!(t.contains("344 tiles"), "{t}");
+    // the 168-wide tile, once weighed, makes four whole waves there
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["--json", "plan", "--shape", "1024x11008x4096"])
+        .env("KILN_WGMMA_WIDTHS", "1")
+        .env("KILN_STORE", std::env::temp_dir().join("kiln-cli-plan.db"))
+        .output()
+        .expect("kiln runs");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("plan --json is JSON");
+    assert_eq!(v["launch"]["tile"], "128x168", "{v}");
+    assert_eq!(v["launch"]["tiles"], 528, "{v}");
+    assert_eq!(v["launch"]["grid"], 132, "{v}");
+    // a column-major A of few rows is copied transposed first; f32 C keeps the register epilogue
+    let o = kiln(&[
+        "plan",
+        "--shape",
+        "72x4096x4096",
+        "--layout",
+        "CC",
+        "--out",
+        "f32",
+    ]);
+    let t = text(&o);
+    assert!(t.contains("copied transposed"), "{t}");
+    assert!(t.contains("register epilogue"), "{t}");
+    // another version on request; a problem is required
+    let o = kiln(&["plan", "--shape", "512", "--version", "mma_sync"]);
+    assert!(text(&o).contains("version: mma_sync"), "{}", text(&o));
+    let o = kiln(&["plan"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--shape"), "{}", text(&o));
+}

@@ -63,12 +63,19 @@ __device__ __forceinline__ bool split_arrive(u32* counter, int ns, int ct, u32& 
 }
 
 // The last slice adds the other slices' partials (slot s2 of `slots`, 256 x N floats apart) into
-// its accumulators. Groups of 8 float4 loads in flight (all of them, for fewer than 8); the empty
+// its accumulators. Groups of up to 8 float4 loads in flight (`split_load_group`); the empty
 // asm after each add keeps the compiler from hoisting the next group's loads above them (bounded
 // registers).
+// The float4 loads of one group: the largest divisor of n4 (a thread's float4s) up to 8.
+constexpr int split_load_group(int n4) {
+  int g = n4 < 8 ? n4 : 8;
+  while (n4 % g != 0) --g;
+  return g;
+}
+
 template <int N>
 __device__ __forceinline__ void split_add_others(const float* slots, int ns, int sp, int ct, float (&acc)[N]) {
-  constexpr int G = N / 4 < 8 ? N / 4 : 8;  // float4 loads a group
+  constexpr int G = split_load_group(N / 4);  // 8, but 7 for the 168- and 224-wide tiles
   static_assert(N % 4 == 0 && (N / 4) % G == 0, "the partial tile is groups of float4s per thread");
   fence_gpu();
 #pragma unroll 1

@@ -2,14 +2,14 @@
 // WGMMA with both operands in 128B-swizzled shared memory (sm_90a): d (+)= A(64x16) * B(16xN),
 // fp32 accumulators in the m64nNk16 fragment layout of common/wgmma.cuh (descriptors there too).
 // TA / TB: 0 = K-major, 1 = MN-major (transposed; 16-bit types only). In: bf16 or f16.
-// N: any multiple of 16 in 16..256, so a kernel can size it to its tile (attention's key tile,
+// N: any multiple of 16 in 16..256 (or 168), so a kernel can size it to its tile (attention's key tile,
 // the swap-AB MoE kernel's token count). d may be longer than N / 2 (M is deduced): the
 // instruction uses d[0 .. N/2). scale_d == 0 ignores d's old value (D = A*B). Executed by all
 // 128 threads of a warpgroup with identical operands.
 #pragma once
 #include "common/wgmma.cuh"
 
-template <int N> struct WgmmaSs;  // defined for N = 16, 32, .., 256
+template <int N> struct WgmmaSs;  // defined for N = 16, 32, .., 256 and 168
 
 template <> struct WgmmaSs<16> {
   template <bool kBf16, int TA, int TB, int M>
@@ -201,6 +201,25 @@ template <> struct WgmmaSs<160> {
   }
 };
 
+template <> struct WgmmaSs<168> {
+  template <bool kBf16, int TA, int TB, int M>
+  static __device__ __forceinline__ void run(float (&d)[M], u64 da, u64 db, int scale_d) {
+    if constexpr (kBf16) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %86, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n168k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83}, %84, %85, p, 1, 1, %87, %88;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83])
+          : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %86, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n168k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83}, %84, %85, p, 1, 1, %87, %88;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83])
+          : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+    }
+  }
+};
+
 template <> struct WgmmaSs<176> {
   template <bool kBf16, int TA, int TB, int M>
   static __device__ __forceinline__ void run(float (&d)[M], u64 da, u64 db, int scale_d) {
@@ -317,7 +336,7 @@ template <> struct WgmmaSs<256> {
 
 template <class In, int N, int TA, int TB, int M>
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[M], u64 da, u64 db, int scale_d) {
-  static_assert(N % 16 == 0 && N >= 16 && N <= 256, "wgmma_m64k16: N is a multiple of 16 in 16..256");
+  static_assert((N % 16 == 0 && N >= 16 && N <= 256) || N == 168, "wgmma_m64k16: N is a multiple of 16 in 16..256, or 168");
   static_assert(M >= N / 2, "wgmma_m64k16: the accumulator array is shorter than N / 2");
   static_assert((TA == 0 || TA == 1) && (TB == 0 || TB == 1), "transpose flags are 0 or 1");
   WgmmaSs<N>::template run<WgmmaIsBf16<In>::value, TA, TB>(d, da, db, scale_d);

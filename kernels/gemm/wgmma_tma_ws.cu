@@ -2,7 +2,7 @@
 // producer (40 registers, 56 with clusters; one thread issues TMA loads of A and B tiles into a
 // ring of KILN_STAGES shared buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are
 // consumers (232 registers, 224 with clusters) that together compute a 128 x KILN_BN block tile
-// (BN = 64, 128, 192, 256 or 320; 192 or 256 in clusters), each 64 rows with wgmma.m64nBNk16 from
+// (BN = 64, 128, 168, 192, 224, 256 or 320; 192 or 256 in clusters), each 64 rows with wgmma.m64nBNk16 from
 // 128B-swizzled shared tiles, fp32 accumulators; or (KILN_BM = 64, small problems) one 64-row
 // tile, each consumer every other K block, consumer 0 adding consumer 1's partial sums before
 // the epilogue. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
@@ -21,7 +21,8 @@
 // Shared tiles (each 1024-byte aligned, rows of 128 bytes = 64 elements, 128B swizzle):
 //   K-major operand (A row-major, B column-major): one box {64 k, rows}, row r = M/N index
 //     (B: one box per CTA of the cluster, each BN / KILN_CLUSTER rows).
-//   MN-major operand: boxes {64 m|n, 64 k} of 8 KB, one per 64 elements of M/N, row r = k.
+//   MN-major operand: boxes {64 m|n, 64 k} of 8 KB, one per 64 elements of M/N, row r = k (a B
+//     tile 168 or 224 wide loads whole boxes: 192 or 256 columns, the last ones unused).
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
 #include "common/gemm_ws.cuh"
@@ -64,8 +65,10 @@ constexpr bool KSPLIT = BM == 64;
 // of order) waits on the parity of the phase before: mbarrier try_wait passes at once, and the
 // consumer reads a half-written stage (KILN_STAGES=3: wrong results, then launch failures).
 static_assert(!KSPLIT || (STAGES % 2 == 0 && STAGES >= 4), "64-row tiles need an even KILN_STAGES >= 4");
-constexpr u32 A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr u32 BOX64_BYTES = 64 * BK * 2;  // one 64 x 64 box: 64 rows of 128 bytes
+constexpr int B_BOXES_MN = (BN + 63) / 64;  // MN-major B boxes of a tile (whole ones)
+constexpr u32 A_BYTES = BM * BK * 2, B_BYTES = KILN_B_ROW ? B_BOXES_MN * BOX64_BYTES : BN * BK * 2;
+constexpr u32 STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int TA = KILN_A_ROW ? 0 : 1;    // wgmma transpose flags: 1 = MN-major
 constexpr int TB = KILN_B_ROW ? 1 : 0;
 // Cluster of CLUSTER CTAs along M sharing one B tile: each loads BN / CLUSTER of its rows (N)
@@ -82,8 +85,9 @@ constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1
 // The pool is what the launch allocates, 168 registers (__launch_bounds__(384, 1)) x 384 threads,
 // not the 64 K register file: a split over it makes setmaxnreg.inc wait forever.
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
-static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 || (BN == 320 && CLUSTER == 1 && BM == 128),
-              "KILN_BN is 64, 128, 192 or 256, or 320 in single 128-row CTAs");
+static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 ||
+                  ((BN == 168 || BN == 224 || BN == 320) && CLUSTER == 1 && BM == 128),
+              "KILN_BN is 64, 128, 192 or 256, or 168, 224 or 320 in single 128-row CTAs");
 // BN = 320 (one exact wave of 128 x 320 tiles at 1024 x 5120): wider than one wgmma (n <= 256)
 // and than one TMA box (<= 256 rows), so each k step is an n192 and an n128 wgmma, the second's
 // accumulators from register 96 on (column 192 in the m64n320 fragment layout), and a K-major B
@@ -113,6 +117,12 @@ constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128;
 #endif
 constexpr bool TMA_EPI = KILN_OUT != 2 && KILN_EPI;
 constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
+// BN = 168 or 224: widths that make whole waves where multiples of 64 do not (1024 x 11008:
+// 528 tiles of 128 x 168, four waves on 132 SMs; 1024 x 3584: 128 tiles of 128 x 224). TMA stores
+// whole 64-column chunks, so the last C_TAIL (40 or 32) columns go out from registers; these
+// widths are compiled with the TMA-store epilogue only (the host runs another width otherwise).
+constexpr int C_TAIL = BN % 64;
+static_assert(C_TAIL == 0 || TMA_EPI, "128 x 168 and 128 x 224 tiles have the TMA-store epilogue only");
 // KILN_EPI_DEFER: the TMA-store epilogue packs the tile to 16-bit pairs in registers and stages /
 // stores one 64-column chunk per K block of the next unit, after that K block's wgmmas are issued,
 // so the tensor cores work while the chunks go out (the chunks left over when a unit is too short
@@ -213,9 +223,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * BOX64_BYTES, &tma_a, full(s), m0 + 64 * j, k0);
 #endif
 #if KILN_B_ROW
-    if constexpr (B_PART % 64 == 0) {
+    if constexpr (CLUSTER == 1 || B_PART % 64 == 0) {
 #pragma unroll
-      for (int jj = 0; jj < B_PART / 64; ++jj) {
+      for (int jj = 0; jj < (CLUSTER == 1 ? B_BOXES_MN : B_PART / 64); ++jj) {
         const int j = rank * (B_PART / 64) + jj;  // this CTA's boxes of the B tile
         if (CLUSTER > 1) tma_load_2d_multicast(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0, (1 << CLUSTER) - 1);
         else tma_load_2d(sb + j * BOX64_BYTES, &tma_b, full(s), n0 + 64 * j, k0);
@@ -533,6 +543,27 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           pend_n0 = n0;
           pend_chunks = DEFER ? nch : 0;
           pend_next = DFIRST;
+        }
+        if constexpr (C_TAIL != 0) {
+          // The last C_TAIL columns (8-column groups BN / 64 * 8 ..), from registers as the
+          // register epilogue stores them, in fours: the quad transpose needs four groups, so a
+          // short last four is padded with zeros that no lane stores. Every lane shuffles.
+          const int q = lane % 4, row = m0 + 16 * w + lane / 4;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int j0 = BN / 64 * 8; j0 < BN / 8; j0 += 4) {
+              float e[4][2];
+#pragma unroll
+              for (int s = 0; s < 4; ++s) {
+                const int j = j0 + s < BN / 8 ? j0 + s : j0;
+                e[s][0] = j0 + s < BN / 8 ? acc[4 * j + 2 * h] : 0.0f;
+                e[s][1] = j0 + s < BN / 8 ? acc[4 * j + 2 * h + 1] : 0.0f;
+              }
+              quad_transpose(e, q);
+              if (j0 + q < BN / 8) store8(cout, p, row + 8 * h, n0 + 8 * (j0 + q), e);
+            }
+          }
         }
       }
 #else

@@ -49,6 +49,9 @@ pub enum Command {
     Results(ResultsArgs),
     /// Compile one version for a problem class (no GPU needed): resources and a SASS histogram.
     Inspect(InspectArgs),
+    /// What the GEMM dispatch would run for one problem and why (no GPU needed): the version,
+    /// the config and every rule that decided it, the copies, the grid.
+    Plan(PlanArgs),
     /// Run compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over versions at small
     /// shapes; exit 1 if any reports an error.
     Sanitize(SanitizeArgs),
@@ -209,6 +212,18 @@ pub struct InspectArgs {
     /// How many of the most frequent opcodes to show (watched ones are always shown).
     #[arg(long, default_value_t = 12)]
     pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// The version to plan (default: the one the dispatch selects).
+    #[arg(long)]
+    pub version: Option<String>,
+    /// SMs of the GPU planned for (default: this machine's GPU, else an H100 SXM's 132).
+    #[arg(long)]
+    pub sms: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,7 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Cache(a) => commands::cache(&env, a),
         Command::Results(a) => commands::results(&env, a),
         Command::Inspect(a) => tools::inspect(&env, a),
+        Command::Plan(a) => tools::plan(&env, a),
         Command::Sanitize(a) => tools::sanitize(&env, a),
         Command::Profile(a) => tools::profile(&env, a),
         Command::Exp(a) => tools::exp(&env, a),

@@ -85,6 +85,76 @@ pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
     })
 }
 
+pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
+    let Some(p) = problem_from(&a.problem, None)? else {
+        return Err(Error::invalid(
+            "kiln plan needs a problem: --shape MxNxK (and --layout, --dtype, --out, --beta, \
+             --lda/--ldb/--ldc as for bench)",
+        ));
+    };
+    let mut dev = device_or_h100();
+    if let Some(sms) = a.sms {
+        dev.sm_count = sms;
+    }
+    let plan = kiln::tools::plan::plan_gemm(&env.registry, &p, &dev, a.version.as_deref())?;
+    if env.json {
+        env.print_json(&json!(plan));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}x{}x{} {} {} -> {} on {} ({} SMs)",
+        p.m, p.n, p.k, p.layout, p.input, p.output, dev.name, dev.sm_count
+    );
+    println!(
+        "version: {} (rung {}): {}",
+        plan.version, plan.rung, plan.why
+    );
+    if let Some(c) = &plan.config {
+        println!("config: {c}");
+    }
+    if let Some(l) = &plan.launch {
+        println!("why:");
+        for n in &l.notes {
+            println!("  - {n}");
+        }
+        println!(
+            "runs: {} tiles, {} stages{}, {} epilogue{}",
+            l.tile,
+            l.stages,
+            if l.pingpong {
+                ", ping-pong"
+            } else {
+                ", cooperative"
+            },
+            if l.tma_epilogue {
+                "TMA-store"
+            } else {
+                "register"
+            },
+            match l.stream_k_from {
+                Some(t) => format!(", stream-K from cluster tile {t}"),
+                None => String::new(),
+            }
+        );
+        println!(
+            "grid: {} CTAs for {} {}tiles on {} slots ({:.2} waves of work units)",
+            l.grid,
+            l.tiles,
+            if l.cluster > 1 { "cluster " } else { "" },
+            l.slots,
+            l.waves
+        );
+        if l.copies.is_empty() {
+            println!("copies: none");
+        } else {
+            for c in &l.copies {
+                println!("copy: {c}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
     let versions: Vec<String> = if a.versions.is_empty() {
         env.registry

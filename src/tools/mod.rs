@@ -1,10 +1,11 @@
 //! Tools around the kernels: SASS inspection (cuobjdump), compute-sanitizer and Nsight Compute
-//! wrappers, and the experiment ledger. Each external program is found the same way (an env
+//! wrappers, the experiment ledger, and the dispatch's plan for a problem. Each external program is found the same way (an env
 //! variable, then PATH, then known install folders) and its absence is one clear sentence.
 
 pub mod inspect;
 pub mod ledger;
 pub mod ledger_text;
+pub mod plan;
 pub mod profile;
 pub mod sanitize;
 pub mod timeline;

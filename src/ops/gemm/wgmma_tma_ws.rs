@@ -20,6 +20,33 @@ use crate::tune::space::{Config, ParamSpace};
 
 pub struct WgmmaTmaWs;
 
+/// What the dispatch's rules say about one problem, for `kiln plan`: each note is built only when
+/// collecting ([`Notes::on`]), so the launch path, which passes [`Notes::off`], formats nothing.
+#[derive(Debug, Default)]
+pub struct Notes(Option<Vec<String>>);
+
+impl Notes {
+    pub fn on() -> Notes {
+        Notes(Some(Vec::new()))
+    }
+
+    pub fn off() -> Notes {
+        Notes(None)
+    }
+
+    /// Adds the note `f` makes, when collecting.
+    pub fn add(&mut self, f: impl FnOnce() -> String) {
+        if let Some(v) = self.0.as_mut() {
+            v.push(f());
+        }
+    }
+
+    /// The notes collected, in order (none when off).
+    pub fn into_vec(self) -> Vec<String> {
+        self.0.unwrap_or_default()
+    }
+}
+
 /// Block tile rows of the 128-row configs (two consumer warpgroups of 64) and the K depth of
 /// one stage. The 64-row configs ([`TileConfig::bm`] 64) split each tile's K blocks between the
 /// two consumers instead.
@@ -149,7 +176,26 @@ impl TileConfig {
         cluster: 1,
         pingpong: false,
     };
-    pub const ALL: [TileConfig; 11] = [
+    /// 128 x 168 tiles, 4 stages, single CTAs, TMA-store epilogue only ([`with_epilogue`]): a
+    /// width that makes whole waves where multiples of 64 do not (1024x11008: 528 tiles, four
+    /// waves on 132 SMs, where 128 x 256 makes 344, 2.6 waves; cuBLAS's 168-wide pick there).
+    pub const N168: TileConfig = TileConfig {
+        bm: 128,
+        bn: 168,
+        stages: 4,
+        cluster: 1,
+        pingpong: false,
+    };
+    /// 128 x 224 tiles, 4 stages, single CTAs, TMA-store epilogue only: as N168 (1024x3584: 128
+    /// tiles, one wave, where 128 x 256 leaves 20 of 132 SMs idle).
+    pub const N224: TileConfig = TileConfig {
+        bm: 128,
+        bn: 224,
+        stages: 4,
+        cluster: 1,
+        pingpong: false,
+    };
+    pub const ALL: [TileConfig; 13] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
@@ -161,11 +207,40 @@ impl TileConfig {
         TileConfig::MEDIUM,
         TileConfig::MEDIUM_PAIR,
         TileConfig::WIDE,
+        TileConfig::N168,
+        TileConfig::N224,
     ];
 
-    /// Bytes of A and B one stage holds (and one stage's TMA loads deliver to each CTA).
+    /// `128x256`, `128x256 pair`, `128x128 ping-pong`, `128x128 split 3`: the tile, how it
+    /// runs, and its K slices.
+    pub fn label(self, splits: u32) -> String {
+        let mut l = format!("{}x{}", self.bm, self.bn);
+        if self.cluster > 1 {
+            l += " pair";
+        }
+        if self.pingpong {
+            l += " ping-pong";
+        }
+        if splits > 1 {
+            l += &format!(" split {splits}");
+        }
+        l
+    }
+
+    /// Shared memory of one stage: A and B, with an MN-major B as whole 64-column boxes (the
+    /// 168- and 224-wide tiles load 192 and 256 columns). The kernel's stage is at most this.
     pub fn stage_bytes(self) -> u32 {
-        (self.bm + self.bn) * BK * 2
+        (self.bm + self.bn.next_multiple_of(64)) * BK * 2
+    }
+
+    /// Bytes one stage's TMA loads deliver to each CTA (the kernel's `STAGE_BYTES`): a K-major B
+    /// is exactly the tile's columns.
+    pub fn stage_tx_bytes(self, b_k_major: bool) -> u32 {
+        if b_k_major {
+            (self.bm + self.bn) * BK * 2
+        } else {
+            self.stage_bytes()
+        }
     }
 
     /// Shared memory of the 64-row configs' hand-off of consumer 1's fp32 partial tile to
@@ -282,13 +357,13 @@ impl TileConfig {
         let kb = k.div_ceil(BK as usize).max(1) as u64;
         let split_extra = if splits > 1 { 8 + 3 * splits as u64 } else { 0 };
         let per_unit = kb.div_ceil(splits as u64) + 3 + split_extra;
-        // Time of one block-step, in quarters of a 128 x 64 x 64 one at full tensor rate: the
+        // Time of one block-step, in eighths of a 128 x 64 x 64 one at full tensor rate: the
         // width, with m64n64 wgmma charged 25 % extra (each 64 x 64 x 16 step reads 4 KB of
         // shared memory for 131 kFLOP, near the 128 B/clk an SM can feed).
         let step = if self.bn == 64 {
-            5
+            10
         } else {
-            self.bn as u64 / 16
+            self.bn as u64 / 8
         };
         units.div_ceil(sm_count.max(1) as u64) * per_unit * step
     }
@@ -321,21 +396,64 @@ impl TileConfig {
     /// modelled time: wider tiles reuse each A tile more, so they win ties. Pairs of CTAs
     /// (multicast B) for the 256- or 192-wide tile as `pairing` allows, with at least two
     /// tile-rows.
+    ///
+    /// `widths`: also weigh the 224- and 168-wide tiles (single CTAs, rows on lines), which make
+    /// whole waves where the multiples of 64 do not. Off by default (`KILN_WGMMA_WIDTHS=1`) until
+    /// a GPU run has verified and timed them (ledger #70).
     pub fn choose(
         m: usize,
         n: usize,
         k: usize,
         sm_count: u32,
         pairing: Pairing,
+        widths: bool,
+    ) -> (TileConfig, u32) {
+        Self::choose_noted(m, n, k, sm_count, pairing, widths, &mut Notes::off())
+    }
+
+    /// [`TileConfig::choose`], saying in `notes` what it weighed and why it picked.
+    #[allow(clippy::too_many_arguments)]
+    pub fn choose_noted(
+        m: usize,
+        n: usize,
+        k: usize,
+        sm_count: u32,
+        pairing: Pairing,
+        widths: bool,
+        notes: &mut Notes,
     ) -> (TileConfig, u32) {
         let mut pick = (TileConfig::LARGE, 1);
         let mut pick_cost = TileConfig::LARGE.cost(m, n, k, sm_count, 1);
+        notes.add(|| {
+            format!(
+                "cost model (block-steps): {} {pick_cost}",
+                TileConfig::LARGE.label(1)
+            )
+        });
         for cfg in [
             TileConfig::WIDE,
+            TileConfig::N224,
             TileConfig::MEDIUM,
+            TileConfig::N168,
             TileConfig::SMALL,
             TileConfig::TINY,
         ] {
+            if (cfg == TileConfig::N224 || cfg == TileConfig::N168)
+                && (!widths || pairing != Pairing::Never)
+            {
+                notes.add(|| {
+                    format!(
+                        "{} not weighed ({})",
+                        cfg.label(1),
+                        if widths {
+                            "rows off lines"
+                        } else {
+                            "KILN_WGMMA_WIDTHS is off"
+                        }
+                    )
+                });
+                continue;
+            }
             // The 320-wide tile only where it wastes no columns, makes at most one wave, and runs
             // in single CTAs (rows on lines; it has no pair variant). H100, session 15 (us,
             // 128 x 192 or 256 -> 128 x 320): one wave, 1024x5120x5120 83.2 -> 70.8,
@@ -346,11 +464,29 @@ impl TileConfig {
                     || pairing != Pairing::Never
                     || cfg.cluster_tiles(m, n) > sm_count)
             {
+                notes.add(|| {
+                    format!(
+                        "{} not weighed (it needs N a multiple of 320, rows on lines, one wave)",
+                        cfg.label(1)
+                    )
+                });
                 continue;
             }
             let s = cfg.best_splits(m, n, k, sm_count);
             let c = cfg.cost(m, n, k, sm_count, s);
-            if c * 10 < pick_cost * 9 {
+            let taken = c * 10 < pick_cost * 9;
+            notes.add(|| {
+                format!(
+                    "{} {c}{}",
+                    cfg.label(s),
+                    if taken {
+                        " (10 % under the pick so far: taken)"
+                    } else {
+                        ""
+                    }
+                )
+            });
+            if taken {
                 pick = (cfg, s);
                 pick_cost = c;
             }
@@ -365,6 +501,7 @@ impl TileConfig {
             Pairing::SeveralWaves => tm >= 2 && tm * tn > sm_count,
             Pairing::Always => tm >= 2,
         };
+        let single = pick.0;
         if paired {
             match pick.0 {
                 TileConfig::LARGE => pick = (TileConfig::LARGE_PAIR, 1),
@@ -372,10 +509,27 @@ impl TileConfig {
                 _ => {}
             }
         }
+        notes.add(|| {
+            let rule = match pairing {
+                Pairing::Never => "rows on 128-byte lines (or pairs off): single CTAs",
+                Pairing::SeveralWaves => {
+                    "rows off lines, 32-byte aligned: pairs with two tile-rows and more than one wave"
+                }
+                Pairing::Always => "rows at 16-byte alignment: pairs with two tile-rows",
+            };
+            if pick.0 != single {
+                format!("{rule}: {}", pick.0.label(1))
+            } else if pairing != Pairing::Never {
+                format!("{rule}: {} stays single", single.label(1))
+            } else {
+                rule.to_string()
+            }
+        });
         // One wave of 64 x 64 tiles beats every 128-row tile (and split-K) measured: more SMs
         // busy, no workspace; with a second wave it loses (H100, session 7: 1024^3 0.83x
         // against 0.98x, 256x4096x4096 0.84x against 0.99x).
         if TileConfig::TINY64.cluster_tiles(m, n) <= sm_count {
+            notes.add(|| "one wave of 64x64 tiles covers the problem: 64x64".into());
             pick = (TileConfig::TINY64, 1);
         }
         pick
@@ -567,6 +721,7 @@ pub fn k_blocks(k: usize) -> u32 {
 /// 256- or 192-wide tile, SPLITS the split-K factor, GROUP_M the grouped tile order's rows (the value the
 /// compiled variants cover).
 const BMS: [i64; 2] = [128, 64];
+/// (168 and 224 join once a GPU run has verified them: `WIDTHS_BY_DEFAULT`.)
 const BNS: [i64; 5] = [64, 128, 192, 256, 320];
 const PAIRS: [i64; 2] = [0, 1];
 const SPLITS: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
@@ -619,6 +774,9 @@ pub struct Overrides {
     pub tail: Option<bool>,
     /// `KILN_WGMMA_SK` (1: stream-K where the tile config takes it, 0: never)
     pub stream_k: Option<bool>,
+    /// `KILN_WGMMA_WIDTHS` (1: the heuristic weighs the 224- and 168-wide tiles; default
+    /// [`WIDTHS_BY_DEFAULT`])
+    pub widths: bool,
 }
 
 impl Overrides {
@@ -630,6 +788,7 @@ impl Overrides {
         pairs: true,
         tail: None,
         stream_k: None,
+        widths: WIDTHS_BY_DEFAULT,
     };
 
     pub fn from_env() -> Overrides {
@@ -640,6 +799,7 @@ impl Overrides {
             pairs: pairs_enabled(),
             tail: std::env::var("KILN_WGMMA_TAIL").ok().map(|v| v == "1"),
             stream_k: std::env::var("KILN_WGMMA_SK").ok().map(|v| v == "1"),
+            widths: widths_enabled(),
         }
     }
 }
@@ -760,28 +920,70 @@ impl Choice {
 
     /// The heuristic's choice: [`TileConfig::choose`] with the default group size; a 128x256 or
     /// 128x192 pick (single or paired) whose last wave is at most half full gets that wave split
-    /// ([`TileConfig::tail_splits`]).
+    /// ([`TileConfig::tail_splits`]). The 224- and 168-wide tiles are weighed as
+    /// [`WIDTHS_BY_DEFAULT`] says ([`Choice::heuristic_with`] to choose).
     pub fn heuristic(p: &GemmProblem, sm_count: u32, pairs: bool) -> Choice {
+        Choice::heuristic_with(p, sm_count, pairs, WIDTHS_BY_DEFAULT)
+    }
+
+    /// [`Choice::heuristic`], weighing the 224- and 168-wide tiles when `widths`.
+    pub fn heuristic_with(p: &GemmProblem, sm_count: u32, pairs: bool, widths: bool) -> Choice {
+        Choice::heuristic_noted(p, sm_count, pairs, widths, &mut Notes::off())
+    }
+
+    /// [`Choice::heuristic_with`], saying in `notes` which of its rules applied.
+    pub fn heuristic_noted(
+        p: &GemmProblem,
+        sm_count: u32,
+        pairs: bool,
+        widths: bool,
+        notes: &mut Notes,
+    ) -> Choice {
         // Pairs (multicast B) only where rows straddle 128-byte lines (4096 x 4096 x 4088 ran
         // 0.77x cuBLAS in single CTAs, 1.0x in pairs). Elsewhere single CTAs,
         // whose epilogue goes out under the next tile's mainloop (all four chunks; pairs defer
         // one): H100, session 7, ratio to cuBLAS pairs -> single: 4096^3 0.990 -> 1.011,
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
-        let (tile, splits) = TileConfig::choose(p.m, p.n, p.k, sm_count, Pairing::of(p, pairs));
+        let pairing = Pairing::of(p, pairs);
+        let (tile, splits) =
+            TileConfig::choose_noted(p.m, p.n, p.k, sm_count, pairing, widths, notes);
+        let (tile0, splits0) = (tile, splits);
         let (tile, splits) = unsplit_one_wave(p, tile, splits, sm_count);
+        if (tile, splits) != (tile0, splits0) {
+            notes.add(|| {
+                format!(
+                    "one tile-row and one wave of 128x64 tiles: {} rather than {}",
+                    tile.label(splits),
+                    tile0.label(splits0)
+                )
+            });
+        }
         // The tiles wider than 128 split only a last wave that is at most half full. A pair
         // (rows off lines) splits it as a pair: single CTAs lose far more there than a sparse
         // last wave does (H100, session 15, us: 6000x3000x3000 single with the last wave split
         // 234.1, pair unsplit 174.0, pair with it split in 2 166.9; 5000^3 387.2 -> 361.7 split
         // in 5, the slices `tail_splits` gives both).
-        let tail = (tile.bn >= 192 && splits == 1)
+        let tail = (tile.bn > 128 && splits == 1)
             .then(|| tile.tail_splits(p.m, p.n, p.k, sm_count))
             .flatten();
+        if let Some(t) = tail {
+            notes.add(|| format!("the last wave is at most half full: its tiles split in {t}"));
+        }
         let splits = tail.unwrap_or(splits);
+        let coop = tile;
         let tile = match splits {
             1 => pingpong_for(p, tile, sm_count).unwrap_or(tile),
             _ => tile,
         };
+        if tile != coop {
+            notes.add(|| {
+                format!(
+                    "the ping-pong schedule beats the cooperative {} here: {}",
+                    coop.label(1),
+                    tile.label(1)
+                )
+            });
+        }
         Choice {
             tile,
             splits,
@@ -802,8 +1004,25 @@ impl Choice {
         tuned: Option<&Config>,
         env: &Overrides,
     ) -> Choice {
+        Choice::resolve_noted(p, sm_count, tuned, env, &mut Notes::off())
+    }
+
+    /// [`Choice::resolve`], saying in `notes` where the choice came from.
+    pub fn resolve_noted(
+        p: &GemmProblem,
+        sm_count: u32,
+        tuned: Option<&Config>,
+        env: &Overrides,
+        notes: &mut Notes,
+    ) -> Choice {
         let mut c = match tuned.and_then(|cfg| Choice::from_config(cfg).ok()) {
             Some(t) => {
+                notes.add(|| {
+                    format!(
+                        "the tuning cache's config for this shape class: {}",
+                        t.to_config()
+                    )
+                });
                 let mut t = t;
                 t.splits = t.splits.min(k_blocks(p.k)).max(1);
                 if !env.pairs && t.tile.cluster > 1 {
@@ -811,23 +1030,50 @@ impl Choice {
                 }
                 t
             }
-            None => Choice::heuristic(p, sm_count, env.pairs),
+            None => {
+                notes.add(|| match tuned {
+                    Some(cfg) => {
+                        format!("the tuned config {cfg} is not one this build takes: the heuristic")
+                    }
+                    None => "no tuned config for this shape class: the heuristic".into(),
+                });
+                Choice::heuristic_noted(p, sm_count, env.pairs, env.widths, notes)
+            }
         };
         if let Some(t) = env.tile {
             c.tile = t;
             c.splits = t.best_splits(p.m, p.n, p.k, sm_count);
+            notes.add(|| format!("KILN_WGMMA_CFG forces {}", t.label(c.splits)));
         }
         if let Some(s) = env.splits {
             c.splits = s;
+            notes.add(|| format!("KILN_WGMMA_SPLITS forces {s} K slices"));
         }
         if let Some(g) = env.group_m {
             c.group_m = g;
+            notes.add(|| format!("KILN_WGMMA_GROUP_M forces {g} tile-rows per group"));
         }
         if let Some(t) = env.tail {
             c.tail = t;
+            notes.add(|| {
+                format!(
+                    "KILN_WGMMA_TAIL forces {}",
+                    if t {
+                        "the last wave's tiles only split"
+                    } else {
+                        "every tile split"
+                    }
+                )
+            });
         }
         if let Some(sk) = env.stream_k {
             c.stream_k = sk;
+            notes.add(|| {
+                format!(
+                    "KILN_WGMMA_SK forces stream-K {}",
+                    if sk { "on" } else { "off" }
+                )
+            });
         }
         c
     }
@@ -1036,12 +1282,16 @@ pub fn b_box_rows(cfg: TileConfig) -> u32 {
 
 /// The tile that runs where `tile` was picked, given whether C takes the TMA-store epilogue:
 /// the 320-wide tile's register epilogue spills (160 accumulators beside its transposes), so
-/// where C needs that one (f32, beta != 0, a C that TMA cannot address) the 128 x 192 tile runs.
+/// where C needs that one (f32, beta != 0, a C that TMA cannot address) the 128 x 192 tile runs;
+/// the 168- and 224-wide tiles are compiled with the TMA-store epilogue only (fewer variants for
+/// tiles chosen at few shapes), and the next multiple of 64 runs instead.
 pub fn with_epilogue(tile: TileConfig, tma_epi: bool) -> TileConfig {
-    if tile.bn > 256 && !tma_epi {
-        TileConfig::MEDIUM
-    } else {
-        tile
+    match tile {
+        _ if tma_epi => tile,
+        TileConfig::WIDE => TileConfig::MEDIUM,
+        TileConfig::N168 => TileConfig::MEDIUM,
+        TileConfig::N224 => TileConfig::LARGE,
+        _ => tile,
     }
 }
 
@@ -1095,13 +1345,13 @@ pub fn loads_per_stage(k_major: bool, rows: u32) -> u32 {
 }
 
 /// TMA loads of B all CTAs of a cluster issue together per stage (each multicast to all): one
-/// box of bn / cluster rows per CTA if K-major, else one 64 x 64 box per 64 columns, shared out
-/// whole (128 x 192 in pairs: 2 and 1). Mirrors the producer's loop.
+/// box of bn / cluster rows per CTA if K-major, else one 64 x 64 box per 64 columns or part of
+/// them, shared out whole (128 x 192 in pairs: 2 and 1). Mirrors the producer's loop.
 pub fn b_loads_per_cluster(k_major: bool, bn: u32, cluster: u32) -> u32 {
     if k_major {
         cluster * (bn / cluster).div_ceil(256)
     } else {
-        bn / 64
+        bn.div_ceil(64)
     }
 }
 
@@ -1285,7 +1535,7 @@ impl GemmKernel for WgmmaTmaWs {
         )
     }
     fn baseline(&self, p: &GemmProblem, dev: &DeviceInfo) -> Option<Config> {
-        Some(Choice::heuristic(p, dev.sm_count, true).to_config())
+        Some(Choice::heuristic_with(p, dev.sm_count, true, widths_enabled()).to_config())
     }
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
         Choice::from_config(cfg).ok().map(|c| {
@@ -1545,8 +1795,168 @@ impl WgmmaTmaWs {
     }
 }
 
-/// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `medium-pair`, `wide`, `small`, `tiny`,
-/// `tiny64`, `pingpong`, `pingpong64`, `pingpong-tiny`), for timing one against another on the
+/// What `launch` would run for a problem, worked out without a GPU ([`plan`]): the copies made
+/// first, the tile that runs and how, the grid, and the notes of every rule that decided.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LaunchPlan {
+    /// The tile that runs ([`TileConfig::label`], K slices included).
+    pub tile: String,
+    pub bm: u32,
+    pub bn: u32,
+    pub stages: u32,
+    /// CTAs per cluster (2: pairs sharing B through multicast).
+    pub cluster: u32,
+    pub pingpong: bool,
+    /// K slices of the split tiles (1: none).
+    pub splits: u32,
+    /// Only the last, partial wave's tiles are split.
+    pub tail: bool,
+    /// Stream-K over the cluster tiles from here on.
+    pub stream_k_from: Option<u32>,
+    /// The TMA-store epilogue (else the register one).
+    pub tma_epilogue: bool,
+    /// Copies launched before the GEMM, each with its reason.
+    pub copies: Vec<String>,
+    /// Cluster tiles, resident cluster slots assumed, CTAs launched, and work units per slot.
+    pub tiles: u32,
+    pub slots: u32,
+    pub grid: u32,
+    pub waves: f64,
+    /// Why: where the choice came from and each rule that applied, in order.
+    pub notes: Vec<String>,
+}
+
+/// What [`WgmmaTmaWs`]'s `launch` would run for `p` on a GPU of `sm_count` SMs, given the
+/// tuning cache's config for its shape class (`tuned`) and the env overrides, without a GPU (for
+/// `kiln plan`). It calls the functions `launch` calls; it assumes C aligned as allocations are
+/// and one resident CTA per SM (the GPU's occupancy query may give pairs fewer slots).
+pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overrides) -> LaunchPlan {
+    let mut notes = Notes::on();
+    let pc = p.canonical();
+    let es = pc.input.size();
+    let mut copies = Vec::new();
+    if transposes_a(&pc) {
+        copies.push(format!(
+            "A ({} rows, column-major) copied transposed (transpose_rows): its MN-major boxes \
+             would be mostly zero fill",
+            pc.m
+        ));
+    } else if needs_pack(pc.lda, es, None) {
+        copies.push(format!(
+            "A copied to 128-byte rows (pack_rows): lda = {} is not a multiple of 16 bytes",
+            pc.lda
+        ));
+    }
+    if needs_pack(pc.ldb, es, None) {
+        copies.push(format!(
+            "B copied to 128-byte rows (pack_rows): ldb = {} is not a multiple of 16 bytes",
+            pc.ldb
+        ));
+    }
+    // C's address is known only at launch: as allocations are, aligned.
+    let c_addr = 1u64 << 20;
+    let c_back = c_through_scratch(&pc, c_addr);
+    if c_back {
+        copies.push(format!(
+            "C written through scratch with 128-byte rows and copied back (pack_rows): ldc = {} \
+             is not a multiple of 16 bytes{}",
+            pc.ldc,
+            if pc.beta != 0.0 {
+                "; C copied in first, for beta"
+            } else {
+                ""
+            }
+        ));
+    }
+    let read = as_read(&pc);
+    let choice = Choice::resolve_noted(&read, sm_count, tuned, env, &mut notes);
+    let mut cfg = match stages_override() {
+        Some(stages) => {
+            notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
+            TileConfig {
+                stages: ring_for(choice.tile, stages),
+                ..choice.tile
+            }
+        }
+        None => choice.tile,
+    };
+    let splits = if cfg.bm != BM || cfg.pingpong {
+        1
+    } else {
+        choice.splits.max(1)
+    };
+    let pcc = if c_back {
+        GemmProblem {
+            ldc: pack_shape(pc.m, pc.n, pc.output.size()).0,
+            ..read
+        }
+    } else {
+        read
+    };
+    let tma_epi = !c_back && tma_epilogue_enabled() && output_map(&pcc, c_addr).is_some();
+    notes.add(|| {
+        if tma_epi {
+            "epilogue: TMA stores from swizzled staging chunks".into()
+        } else {
+            let why = if pcc.output == DType::F32 {
+                "f32 C"
+            } else if pcc.beta != 0.0 {
+                "beta != 0 reads C"
+            } else if c_back {
+                "C goes through scratch"
+            } else if !tma_epilogue_enabled() {
+                "KILN_WGMMA_EPI=0"
+            } else {
+                "TMA cannot address C (a row of N elements is not a multiple of 16 bytes)"
+            };
+            format!("epilogue: from registers ({why})")
+        }
+    });
+    let fallback = with_epilogue(cfg, tma_epi);
+    if fallback != cfg {
+        notes.add(|| {
+            format!(
+                "{} has the TMA-store epilogue only: {} runs",
+                cfg.label(1),
+                fallback.label(1)
+            )
+        });
+        cfg = fallback;
+    }
+    let slots = (sm_count / cfg.cluster).max(1);
+    let slots = grid_cap().map_or(slots, |g| slots.min(g));
+    let ctiles = cfg.cluster_tiles(read.m, read.n);
+    let sk_from = (choice.stream_k && !cfg.pingpong)
+        .then(|| cfg.stream_k_from(read.m, read.n, read.k, slots))
+        .flatten();
+    let sp = match sk_from {
+        Some(_) => cfg.split_plan(read.m, read.n, 1, false, slots),
+        None => cfg.split_plan(read.m, read.n, splits, choice.tail, slots),
+    };
+    let units = sp.split_from + (ctiles - sp.split_from) * sp.splits;
+    LaunchPlan {
+        tile: cfg.label(sp.splits),
+        bm: cfg.bm,
+        bn: cfg.bn,
+        stages: cfg.stages,
+        cluster: cfg.cluster,
+        pingpong: cfg.pingpong,
+        splits: sp.splits,
+        tail: sp.splits > 1 && sp.split_from > 0,
+        stream_k_from: sk_from,
+        tma_epilogue: tma_epi,
+        copies,
+        tiles: ctiles,
+        slots,
+        grid: sp.grid,
+        waves: units as f64 / slots as f64,
+        notes: notes.into_vec(),
+    }
+}
+
+/// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `medium-pair`, `wide`, `n224`,
+/// `n168`, `small`, `tiny`, `tiny64`, `pingpong`, `pingpong64`, `pingpong-tiny`), for timing one
+/// against another on the
 /// same problem; unset or unknown leaves the choice to the tuned config or the heuristic.
 fn config_override() -> Option<TileConfig> {
     match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
@@ -1555,6 +1965,8 @@ fn config_override() -> Option<TileConfig> {
         "pair" => Some(TileConfig::LARGE_PAIR),
         "medium-pair" => Some(TileConfig::MEDIUM_PAIR),
         "wide" => Some(TileConfig::WIDE),
+        "n168" => Some(TileConfig::N168),
+        "n224" => Some(TileConfig::N224),
         "small" => Some(TileConfig::SMALL),
         "tiny" => Some(TileConfig::TINY),
         "tiny64" => Some(TileConfig::TINY64),
@@ -1636,6 +2048,16 @@ fn dependent_launch() -> bool {
 /// register epilogue, to time or rule out the store path.
 fn tma_epilogue_enabled() -> bool {
     std::env::var("KILN_WGMMA_EPI").map_or(true, |v| v != "0")
+}
+
+/// Whether the heuristic weighs the 224- and 168-wide tiles by default. Off: they compile (no
+/// spills) and `KILN_WGMMA_CFG=n224|n168` runs them, but no GPU has verified or timed them yet;
+/// `results/2026-11-23-h100/session16/n168-n224/run.sh` does both (ledger #70).
+pub const WIDTHS_BY_DEFAULT: bool = false;
+
+/// `KILN_WGMMA_WIDTHS`: 1 or 0 overrides [`WIDTHS_BY_DEFAULT`].
+fn widths_enabled() -> bool {
+    std::env::var("KILN_WGMMA_WIDTHS").map_or(WIDTHS_BY_DEFAULT, |v| v.trim() == "1")
 }
 
 /// Whether large problems run as CTA pairs sharing B through multicast. On by default;
@@ -1743,7 +2165,7 @@ mod tests {
         }
         // issue 3's set: untouched (M = 128 there takes 64 x 64 tiles or two waves)
         for p in crate::harness::suite::target_problems(&Layout::ALL) {
-            let pick = TileConfig::choose(p.m, p.n, p.k, 132, Pairing::of(&p, true));
+            let pick = TileConfig::choose(p.m, p.n, p.k, 132, Pairing::of(&p, true), false);
             assert_eq!(
                 unsplit_one_wave(&p, pick.0, pick.1, 132),
                 pick,
@@ -1815,14 +2237,14 @@ mod tests {
                 true => Pairing::SeveralWaves,
                 false => Pairing::Never,
             };
-            TileConfig::choose(m, n, k, 132, pairing)
+            TileConfig::choose(m, n, k, 132, pairing, false)
         };
         assert_eq!(c(8192, 8192, 8192, false), (TileConfig::LARGE, 1));
         assert_eq!(c(4096, 4096, 4096, false), (TileConfig::LARGE, 1));
         assert_eq!(c(4096, 4096, 4096, true), (TileConfig::LARGE_PAIR, 1));
         // one wave: pairs only for rows at 16-byte alignment
         assert_eq!(c(2048, 2048, 2048, true), (TileConfig::LARGE, 1));
-        let one_wave = TileConfig::choose(2048, 2048, 2048, 132, Pairing::Always);
+        let one_wave = TileConfig::choose(2048, 2048, 2048, 132, Pairing::Always, false);
         assert_eq!(one_wave, (TileConfig::LARGE_PAIR, 1));
         assert_eq!(c(1024, 1024, 1024, true), (TileConfig::TINY, 1));
         // one tile-row: nothing to pair
@@ -2001,6 +2423,98 @@ mod tests {
         }
     }
 
+    /// Collecting notes changes no choice, and `plan` runs what `resolve` picks.
+    #[test]
+    fn plans_and_notes_follow_the_dispatch() {
+        let dims = [
+            1, 16, 72, 128, 500, 1000, 1024, 2048, 3000, 4096, 5120, 11008, 14336,
+        ];
+        for l in Layout::ALL {
+            for &m in &dims {
+                for &n in &dims {
+                    for &k in &[64, 1000, 4096, 18944] {
+                        let p = bf16(m, n, k, l);
+                        let read = as_read(&p);
+                        for widths in [false, true] {
+                            let env = Overrides {
+                                widths,
+                                ..Overrides::NONE
+                            };
+                            let quiet = Choice::resolve(&read, 132, None, &env);
+                            let mut notes = Notes::on();
+                            let noted = Choice::resolve_noted(&read, 132, None, &env, &mut notes);
+                            assert_eq!(quiet, noted, "{m}x{n}x{k} {l}");
+                            assert!(notes.into_vec().len() >= 3);
+                            let plan = plan(&p, 132, None, &env);
+                            let tile = with_epilogue(quiet.tile, plan.tma_epilogue);
+                            assert_eq!((plan.bm, plan.bn), (tile.bm, tile.bn), "{m}x{n}x{k} {l}");
+                            // one cluster per work unit, up to the slots
+                            assert!(plan.grid <= plan.slots * plan.cluster, "{m}x{n}x{k} {l}");
+                            if plan.splits == 1 {
+                                assert_eq!(
+                                    plan.grid,
+                                    plan.tiles.min(plan.slots) * plan.cluster,
+                                    "{m}x{n}x{k} {l}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_224_and_168_wide_tiles_where_they_make_whole_waves() {
+        let h = |m, n, k, l, widths| Choice::heuristic_with(&bf16(m, n, k, l), 132, true, widths);
+        // Off by default (`WIDTHS_BY_DEFAULT`): nothing picks them until a GPU run has verified
+        // them. (Turning them on fails this loop on purpose: it is then to be rewritten.)
+        for (m, n, k) in [(1024, 11008, 4096), (1024, 3584, 18944), (512, 14336, 4096)] {
+            let c = Choice::heuristic(&bf16(m, n, k, Layout::RC), 132, true);
+            assert!(c.tile.bn.is_multiple_of(64), "{m}x{n}x{k}: {c:?}");
+        }
+        // On: 1024x11008 as 528 tiles of 128 x 168 (four waves; 128 x 256: 344, 2.6 waves),
+        // 1024x3584 as 128 of 128 x 224 (one wave; 128 x 256: 112, 20 SMs idle), in every layout
+        for l in Layout::ALL {
+            assert_eq!(h(1024, 11008, 4096, l, true).tile, TileConfig::N168, "{l}");
+            assert_eq!(h(1024, 3584, 18944, l, true).tile, TileConfig::N224, "{l}");
+        }
+        assert_eq!(
+            h(2048, 11008, 4096, Layout::RC, true).tile,
+            TileConfig::N168
+        );
+        assert_eq!(h(512, 14336, 4096, Layout::RC, true).tile, TileConfig::N224);
+        // not where the multiples of 64 already make whole waves, nor off lines (single CTAs
+        // only: they have no pair variant)
+        for (m, n, k) in [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 4096)] {
+            assert!(
+                h(m, n, k, Layout::RC, true).tile.bn.is_multiple_of(64),
+                "{m}x{n}x{k}"
+            );
+        }
+        let off = GemmProblem {
+            lda: 4104,
+            ..bf16(1024, 11008, 4096, Layout::RC)
+        };
+        assert!(Choice::heuristic_with(&off, 132, true, true)
+            .tile
+            .bn
+            .is_multiple_of(64));
+        // A C the TMA-store epilogue cannot take runs the next multiple of 64.
+        assert_eq!(with_epilogue(TileConfig::N168, false), TileConfig::MEDIUM);
+        assert_eq!(with_epilogue(TileConfig::N224, false), TileConfig::LARGE);
+        assert_eq!(with_epilogue(TileConfig::N224, true), TileConfig::N224);
+        // K-major B: one box of the tile's rows; MN-major: whole 64-column boxes
+        assert_eq!(b_box_rows(TileConfig::N168), 168);
+        assert_eq!(b_loads_per_cluster(false, 168, 1), 3);
+        assert_eq!(TileConfig::N168.stage_tx_bytes(true), (128 + 168) * 128);
+        assert_eq!(TileConfig::N168.stage_tx_bytes(false), (128 + 192) * 128);
+        assert_eq!(
+            TileConfig::N224.stage_bytes(),
+            TileConfig::LARGE.stage_bytes()
+        );
+    }
+
     #[test]
     fn the_320_wide_tile_where_it_makes_whole_waves_on_lines() {
         let h = |m, n, k, l| Choice::heuristic(&bf16(m, n, k, l), 132, true);
@@ -2038,7 +2552,12 @@ mod tests {
                 let bytes = loads_per_stage(l.a_k_major(), cfg.bm) as u64 * ta.box_bytes()
                     + b_loads_per_cluster(l.b_k_major(), cfg.bn, cfg.cluster) as u64
                         * tb.box_bytes();
-                assert_eq!(bytes, cfg.stage_bytes() as u64, "{l} {cfg:?}");
+                assert_eq!(
+                    bytes,
+                    cfg.stage_tx_bytes(l.b_k_major()) as u64,
+                    "{l} {cfg:?}"
+                );
+                assert!(cfg.stage_tx_bytes(l.b_k_major()) <= cfg.stage_bytes());
                 if l.a_k_major() {
                     assert_eq!((ta.dims, ta.box_dims), ([700, 1000], [64, cfg.bm]));
                 } else {
@@ -2372,9 +2891,10 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        // 16-bit C: TMA-store and register epilogues; f32 C: the register one (the 320-wide
-        // tile: the TMA-store one only); pack_rows (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 10 * (16 * 2 + 8) + 16);
+        // 16-bit C: TMA-store and register epilogues; f32 C: the register one (the 320-, 224-
+        // and 168-wide tiles: the TMA-store one only); pack_rows (2- and 4-byte elements) and
+        // transpose_rows
+        assert_eq!(variants.len(), 3 + 10 * (16 * 2 + 8) + 3 * 16);
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

@@ -1,0 +1,62 @@
+//! `kiln plan`: what the GEMM dispatch would run for one problem, and why, without a GPU: the
+//! version, the tuned or heuristic config with every rule that decided it, the copies, the grid.
+
+use serde::Serialize;
+
+use crate::device::DeviceInfo;
+use crate::error::Result;
+use crate::ops::gemm::wgmma_tma_ws::{self, LaunchPlan, Overrides, WgmmaTmaWs};
+use crate::ops::gemm::{GemmKernel, GemmProblem};
+use crate::ops::registry::Registry;
+use crate::tune::cache;
+
+/// The dispatch's decision for one problem on one GPU model.
+#[derive(Debug, Clone, Serialize)]
+pub struct GemmPlan {
+    /// The version that runs, its rung, and why it was picked.
+    pub version: String,
+    pub rung: u32,
+    pub why: String,
+    /// Its config as the tuning space names it (the tuned one, else its heuristic's), when it
+    /// has a space.
+    pub config: Option<String>,
+    /// For `wgmma_tma_ws`: the launch worked out in full.
+    pub launch: Option<LaunchPlan>,
+}
+
+/// The plan for `p` on `dev`: `requested` if given (refused as the dispatch refuses it), else the
+/// version the dispatch selects (the tuning cache included), with the env overrides applied as
+/// `launch` applies them.
+pub fn plan_gemm(
+    registry: &Registry,
+    p: &GemmProblem,
+    dev: &DeviceInfo,
+    requested: Option<&str>,
+) -> Result<GemmPlan> {
+    let k = registry.select_gemm(p, dev, requested)?;
+    let tuned = cache::lookup(dev, k.name(), p);
+    let why = match (requested, &tuned) {
+        (Some(_), _) => "asked for (--version)".to_string(),
+        (None, Some(_)) => "the highest rung that supports the problem, or a tuned version that \
+                            measured faster in its own tuning"
+            .to_string(),
+        (None, None) => "the highest rung that supports the problem".to_string(),
+    };
+    let launch = (k.name() == WgmmaTmaWs.name()).then(|| {
+        let read = wgmma_tma_ws::as_read(p);
+        let tuned = cache::lookup(dev, k.name(), &read);
+        wgmma_tma_ws::plan(p, dev.sm_count, tuned.as_ref(), &Overrides::from_env())
+    });
+    // (wgmma_tma_ws: the tile in `launch`, resolved as `launch` resolves it)
+    let config = match launch {
+        Some(_) => None,
+        None => tuned.or_else(|| k.baseline(p, dev)).map(|c| c.to_string()),
+    };
+    Ok(GemmPlan {
+        version: k.name().to_string(),
+        rung: k.rung(),
+        why,
+        config,
+        launch,
+    })
+}

@@ -4,6 +4,7 @@
 #pragma once
 #include "common/epilogue.cuh"
 #include "common/gemm_args.cuh"
+#include "common/quad_transpose.cuh"
 #include "common/types.cuh"
 
 #ifndef KILN_GROUP_M
@@ -107,4 +108,30 @@ __device__ __forceinline__ void store8(out_t* c, const GemmArgs& p, int m, int n
   w.w = pack2<out_t>(v[6], v[7]);
   *d = w;
 #endif
+}
+
+// The register epilogue's stores of 8-column groups J0.. of a consumer's 64-row accumulator
+// tile (N registers, N / 4 groups; register i holds row `row` + 8((i >> 1) & 1) of the warp's
+// rows, column 8(i >> 2) + 2q + (i & 1), q = lane % 4), at columns n0..: fours of groups through
+// the quad transpose, then store8. A short last four (the 168- and 224-wide tiles' last columns)
+// is padded with zeros that no lane stores. Every lane of the warp shuffles.
+template <int J0, int N>
+__device__ __forceinline__ void store_acc_groups(out_t* c, const GemmArgs& p, int row, int n0, const float (&acc)[N],
+                                                 int q) {
+  constexpr int G = N / 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int j0 = J0; j0 < G; j0 += 4) {
+      float e[4][2];
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int j = j0 + s < G ? j0 + s : j0;
+        e[s][0] = j0 + s < G ? acc[4 * j + 2 * h] : 0.0f;
+        e[s][1] = j0 + s < G ? acc[4 * j + 2 * h + 1] : 0.0f;
+      }
+      quad_transpose(e, q);
+      if (j0 + q < G) store8(c, p, row + 8 * h, n0 + 8 * (j0 + q), e);
+    }
+  }
 }

@@ -544,45 +544,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           pend_chunks = DEFER ? nch : 0;
           pend_next = DFIRST;
         }
-        if constexpr (C_TAIL != 0) {
-          // The last C_TAIL columns (8-column groups BN / 64 * 8 ..), from registers as the
-          // register epilogue stores them, in fours: the quad transpose needs four groups, so a
-          // short last four is padded with zeros that no lane stores. Every lane shuffles.
-          const int q = lane % 4, row = m0 + 16 * w + lane / 4;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-#pragma unroll
-            for (int j0 = BN / 64 * 8; j0 < BN / 8; j0 += 4) {
-              float e[4][2];
-#pragma unroll
-              for (int s = 0; s < 4; ++s) {
-                const int j = j0 + s < BN / 8 ? j0 + s : j0;
-                e[s][0] = j0 + s < BN / 8 ? acc[4 * j + 2 * h] : 0.0f;
-                e[s][1] = j0 + s < BN / 8 ? acc[4 * j + 2 * h + 1] : 0.0f;
-              }
-              quad_transpose(e, q);
-              if (j0 + q < BN / 8) store8(cout, p, row + 8 * h, n0 + 8 * (j0 + q), e);
-            }
-          }
-        }
+        // The last C_TAIL columns (8-column groups BN / 64 * 8 ..), as the register epilogue
+        // stores them.
+        if constexpr (C_TAIL != 0) store_acc_groups<BN / 64 * 8>(cout, p, m0 + 16 * w + lane / 4, n0, acc, lane % 4);
       }
 #else
-      const int q = lane % 4;
-      const int row = tm * BM + 64 * c + 16 * w + lane / 4;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int j0 = 0; j0 < BN / 8; j0 += 4) {
-          float e[4][2];
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            e[s][0] = acc[4 * (j0 + s) + 2 * h];
-            e[s][1] = acc[4 * (j0 + s) + 2 * h + 1];
-          }
-          quad_transpose(e, q);
-          store8(cout, p, row + 8 * h, tn * BN + 8 * (j0 + q), e);
-        }
-      }
+      store_acc_groups<0>(cout, p, tm * BM + 64 * c + 16 * w + lane / 4, tn * BN, acc, lane % 4);
 #endif
     }
     if (DEFER) {  // the last tile's chunks

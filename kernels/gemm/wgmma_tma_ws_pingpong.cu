@@ -173,22 +173,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (ch < nch)
           store_chunk(ch, m0, n0, a);
 #else
-      const int q = lane % 4;
-      const int row = tm * BM + 64 * h + 16 * w + lane / 4;
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-#pragma unroll
-        for (int j0 = 0; j0 < BN / 8; j0 += 4) {
-          float e[4][2];
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            e[s][0] = a[4 * (j0 + s) + 2 * hh];
-            e[s][1] = a[4 * (j0 + s) + 2 * hh + 1];
-          }
-          quad_transpose(e, q);
-          store8(cout, p, row + 8 * hh, tn * BN + 8 * (j0 + q), e);
-        }
-      }
+      store_acc_groups<0>(cout, p, tm * BM + 64 * h + 16 * w + lane / 4, tn * BN, a, lane % 4);
 #endif
     };
 

@@ -399,7 +399,7 @@ impl TileConfig {
     ///
     /// `widths`: also weigh the 224- and 168-wide tiles (single CTAs, rows on lines), which make
     /// whole waves where the multiples of 64 do not. Off by default (`KILN_WGMMA_WIDTHS=1`) until
-    /// a GPU run has verified and timed them (ledger #70).
+    /// a GPU run has verified and timed them (ledger #71).
     pub fn choose(
         m: usize,
         n: usize,
@@ -1652,19 +1652,6 @@ impl WgmmaTmaWs {
         // describes the copies' leading dimensions.
         let (a_ptr, b_ptr, p) = repack(ctx, p, ops.a.ptr(), ops.b.ptr())?;
         let p = &p;
-        let cfg = match stages_override() {
-            Some(stages) => TileConfig {
-                stages: ring_for(choice.tile, stages),
-                ..choice.tile
-            },
-            None => choice.tile,
-        };
-        // 64-row tiles split K inside the CTA instead; the ping-pong kernel does not split.
-        let splits = if cfg.bm != BM || cfg.pingpong {
-            1
-        } else {
-            choice.splits.max(1)
-        };
         // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
         // the register epilogue (a variant of its own), and the C parameter is a copy of A's map
         // that is never used.
@@ -1673,7 +1660,7 @@ impl WgmmaTmaWs {
         // reads of them.
         let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
         let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && tma_epilogue_enabled());
-        let cfg = with_epilogue(cfg, tc.is_some());
+        let (cfg, splits) = launch_tile(&choice, tc.is_some());
         let spec = Self::spec(
             &ctx.arch(),
             p.layout,
@@ -1690,14 +1677,7 @@ impl WgmmaTmaWs {
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes());
         let slots = grid_cap().map_or(slots, |g| slots.min(g));
         let ctiles = cfg.cluster_tiles(p.m, p.n);
-        // Stream-K replaces split-K where both are asked for (the kernel ignores splits then).
-        let sk_from = (choice.stream_k && !cfg.pingpong)
-            .then(|| cfg.stream_k_from(p.m, p.n, p.k, slots))
-            .flatten();
-        let plan = match sk_from {
-            Some(_) => cfg.split_plan(p.m, p.n, 1, false, slots),
-            None => cfg.split_plan(p.m, p.n, splits, choice.tail, slots),
-        };
+        let (sk_from, plan) = work_layout(cfg, &choice, splits, p, slots);
         let (ws, counters) = match sk_from {
             Some(from) => workspace(
                 ctx,
@@ -1795,6 +1775,46 @@ impl WgmmaTmaWs {
     }
 }
 
+/// The tile a launch of `choice` runs (`KILN_WGMMA_STAGES` applied, then [`with_epilogue`]) and
+/// its K slices: 64-row tiles split K inside the CTA instead, and the ping-pong kernel does not
+/// split. Shared by `launch` and [`plan`].
+fn launch_tile(choice: &Choice, tma_epi: bool) -> (TileConfig, u32) {
+    let cfg = match stages_override() {
+        Some(stages) => TileConfig {
+            stages: ring_for(choice.tile, stages),
+            ..choice.tile
+        },
+        None => choice.tile,
+    };
+    let splits = if cfg.bm != BM || cfg.pingpong {
+        1
+    } else {
+        choice.splits.max(1)
+    };
+    (with_epilogue(cfg, tma_epi), splits)
+}
+
+/// How `cfg`'s tiles of `p` are laid over `slots` resident clusters: the first stream-K tile
+/// (where `choice` asks for stream-K and the tile config takes it) and the split plan. Stream-K
+/// replaces split-K where both are asked for (the kernel ignores splits then). Shared by `launch`
+/// and [`plan`].
+fn work_layout(
+    cfg: TileConfig,
+    choice: &Choice,
+    splits: u32,
+    p: &GemmProblem,
+    slots: u32,
+) -> (Option<u32>, SplitPlan) {
+    let sk_from = (choice.stream_k && !cfg.pingpong)
+        .then(|| cfg.stream_k_from(p.m, p.n, p.k, slots))
+        .flatten();
+    let plan = match sk_from {
+        Some(_) => cfg.split_plan(p.m, p.n, 1, false, slots),
+        None => cfg.split_plan(p.m, p.n, splits, choice.tail, slots),
+    };
+    (sk_from, plan)
+}
+
 /// What `launch` would run for a problem, worked out without a GPU ([`plan`]): the copies made
 /// first, the tile that runs and how, the grid, and the notes of every rule that decided.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -1870,21 +1890,9 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
     }
     let read = as_read(&pc);
     let choice = Choice::resolve_noted(&read, sm_count, tuned, env, &mut notes);
-    let mut cfg = match stages_override() {
-        Some(stages) => {
-            notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
-            TileConfig {
-                stages: ring_for(choice.tile, stages),
-                ..choice.tile
-            }
-        }
-        None => choice.tile,
-    };
-    let splits = if cfg.bm != BM || cfg.pingpong {
-        1
-    } else {
-        choice.splits.max(1)
-    };
+    if let Some(stages) = stages_override() {
+        notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
+    }
     let pcc = if c_back {
         GemmProblem {
             ldc: pack_shape(pc.m, pc.n, pc.output.size()).0,
@@ -1912,27 +1920,20 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
             format!("epilogue: from registers ({why})")
         }
     });
-    let fallback = with_epilogue(cfg, tma_epi);
-    if fallback != cfg {
+    let (cfg, splits) = launch_tile(&choice, tma_epi);
+    if (cfg.bm, cfg.bn) != (choice.tile.bm, choice.tile.bn) {
         notes.add(|| {
             format!(
                 "{} has the TMA-store epilogue only: {} runs",
-                cfg.label(1),
-                fallback.label(1)
+                choice.tile.label(1),
+                cfg.label(1)
             )
         });
-        cfg = fallback;
     }
     let slots = (sm_count / cfg.cluster).max(1);
     let slots = grid_cap().map_or(slots, |g| slots.min(g));
     let ctiles = cfg.cluster_tiles(read.m, read.n);
-    let sk_from = (choice.stream_k && !cfg.pingpong)
-        .then(|| cfg.stream_k_from(read.m, read.n, read.k, slots))
-        .flatten();
-    let sp = match sk_from {
-        Some(_) => cfg.split_plan(read.m, read.n, 1, false, slots),
-        None => cfg.split_plan(read.m, read.n, splits, choice.tail, slots),
-    };
+    let (sk_from, sp) = work_layout(cfg, &choice, splits, &read, slots);
     let units = sp.split_from + (ctiles - sp.split_from) * sp.splits;
     LaunchPlan {
         tile: cfg.label(sp.splits),
@@ -2052,7 +2053,7 @@ fn tma_epilogue_enabled() -> bool {
 
 /// Whether the heuristic weighs the 224- and 168-wide tiles by default. Off: they compile (no
 /// spills) and `KILN_WGMMA_CFG=n224|n168` runs them, but no GPU has verified or timed them yet;
-/// `results/2026-11-23-h100/session16/n168-n224/run.sh` does both (ledger #70).
+/// `scripts/gpu-widths.sh` does both (ledger #71).
 pub const WIDTHS_BY_DEFAULT: bool = false;
 
 /// `KILN_WGMMA_WIDTHS`: 1 or 0 overrides [`WIDTHS_BY_DEFAULT`].

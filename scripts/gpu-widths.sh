@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The 128x168 and 128x224 GEMM tiles (ledger #70), built in session 16 when no GPU was lent: what
-# a GPU has to settle before `WIDTHS_BY_DEFAULT` (src/ops/gemm/wgmma_tma_ws.rs) may turn on.
+# The 128x168 and 128x224 GEMM tiles (ledger #71), built in session 16 when no GPU was lent: the
+# run that settled them in session 17 (ledger #72: 224 on by default for a K-major B, 168 forced
+# only). Kept to re-check both after a kernel change.
 # Here, first: cargo build --release && mkdir -p .carry/widths && cp target/release/kiln .carry/widths/
 # Then on the GPU (the device `run` tool, carry [".carry/widths"]), one phase per call (each
 # under 10 minutes on an H100):

@@ -221,17 +221,24 @@ fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
     assert!(t.contains("132 SMs"), "{t}");
     assert!(t.contains("runs: 128x256 tiles"), "{t}");
     assert!(t.contains("344 tiles"), "{t}");
-    // the 168-wide tile, once weighed, makes four whole waves there
-    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(["--json", "plan", "--shape", "1024x11008x4096"])
-        .env("KILN_WGMMA_WIDTHS", "1")
-        .env("KILN_STORE", std::env::temp_dir().join("kiln-cli-plan.db"))
-        .output()
-        .expect("kiln runs");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("plan --json is JSON");
-    assert_eq!(v["launch"]["tile"], "128x168", "{v}");
-    assert_eq!(v["launch"]["tiles"], 528, "{v}");
-    assert_eq!(v["launch"]["grid"], 132, "{v}");
+    // 3584 columns as 16 tiles of 224 make one whole wave of 128; KILN_WGMMA_WIDTHS=0 leaves
+    // the 224-wide tile out (112 tiles of 128 x 256)
+    let plan_json = |widths: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["--json", "plan", "--shape", "1024x3584x18944"])
+            .env("KILN_WGMMA_WIDTHS", widths)
+            .env("KILN_STORE", std::env::temp_dir().join("kiln-cli-plan.db"))
+            .output()
+            .expect("kiln runs");
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("plan --json is JSON")
+    };
+    let v = plan_json("1");
+    assert_eq!(v["launch"]["tile"], "128x224", "{v}");
+    assert_eq!(v["launch"]["tiles"], 128, "{v}");
+    assert_eq!(v["launch"]["grid"], 128, "{v}");
+    let v = plan_json("0");
+    assert_eq!(v["launch"]["tile"], "128x256", "{v}");
+    assert_eq!(v["launch"]["tiles"], 112, "{v}");
     // a column-major A of few rows is copied transposed first; f32 C keeps the register epilogue
     let o = kiln(&[
         "plan",

@@ -397,16 +397,16 @@ impl TileConfig {
     /// (multicast B) for the 256- or 192-wide tile as `pairing` allows, with at least two
     /// tile-rows.
     ///
-    /// `widths`: also weigh the 224- and 168-wide tiles (single CTAs, rows on lines), which make
-    /// whole waves where the multiples of 64 do not. Off by default (`KILN_WGMMA_WIDTHS=1`) until
-    /// a GPU run has verified and timed them (ledger #71).
+    /// `widths`: whether to weigh the 224-wide tile too ([`Widths`]), which makes whole waves
+    /// where the multiples of 64 do not. The 168-wide tile is never weighed: it runs only when
+    /// forced.
     pub fn choose(
         m: usize,
         n: usize,
         k: usize,
         sm_count: u32,
         pairing: Pairing,
-        widths: bool,
+        widths: Widths,
     ) -> (TileConfig, u32) {
         Self::choose_noted(m, n, k, sm_count, pairing, widths, &mut Notes::off())
     }
@@ -419,7 +419,7 @@ impl TileConfig {
         k: usize,
         sm_count: u32,
         pairing: Pairing,
-        widths: bool,
+        widths: Widths,
         notes: &mut Notes,
     ) -> (TileConfig, u32) {
         let mut pick = (TileConfig::LARGE, 1);
@@ -434,25 +434,32 @@ impl TileConfig {
             TileConfig::WIDE,
             TileConfig::N224,
             TileConfig::MEDIUM,
-            TileConfig::N168,
             TileConfig::SMALL,
             TileConfig::TINY,
         ] {
-            if (cfg == TileConfig::N224 || cfg == TileConfig::N168)
-                && (!widths || pairing != Pairing::Never)
-            {
-                notes.add(|| {
-                    format!(
-                        "{} not weighed ({})",
-                        cfg.label(1),
-                        if widths {
-                            "rows off lines"
-                        } else {
-                            "KILN_WGMMA_WIDTHS is off"
-                        }
-                    )
-                });
-                continue;
+            // The 224-wide tile only where N is a multiple of 224, rows are on lines (single
+            // CTAs: it has no pair variant), there are two tile-rows and B is K-major. H100,
+            // session 17 (us, default -> 128 x 224), RC: 1024x3584x18944 185.9 -> 171.5,
+            // 2048x3584x3584 77.6 -> 70.5, 2048x3584x18944 367 -> 341, 4096x3584x18944 758 ->
+            // 697, 1024x7168x7168 146.8 -> 134.5, 512x14336x4096 89.2 -> 80.7; but
+            // 1024x13824x5120 188.4 -> 190.5, 1x28672x8192 165.1 -> 164.9; an MN-major B
+            // (whole 64-column boxes: 256 columns loaded) -7 to +7 %: CR 2048x3584x18944 369 ->
+            // 391, RR 4096x3584x18944 721 -> 763, RR 512x14336x4096 89.5 -> 83.0 (ledger #72).
+            if cfg == TileConfig::N224 {
+                let why = match widths {
+                    Widths::Off => Some("KILN_WGMMA_WIDTHS=0"),
+                    _ if pairing != Pairing::Never => {
+                        Some("rows off lines: it runs in single CTAs only")
+                    }
+                    _ if !n.is_multiple_of(224) => Some("it needs N a multiple of 224"),
+                    _ if m <= BM as usize => Some("one tile-row: B's bandwidth bounds it"),
+                    Widths::MnMajorB => Some("an MN-major B: its whole 64-column boxes lose"),
+                    Widths::KMajorB => None,
+                };
+                if let Some(why) = why {
+                    notes.add(|| format!("{} not weighed ({why})", cfg.label(1)));
+                    continue;
+                }
             }
             // The 320-wide tile only where it wastes no columns, makes at most one wave, and runs
             // in single CTAs (rows on lines; it has no pair variant). H100, session 15 (us,
@@ -491,6 +498,13 @@ impl TileConfig {
                 pick_cost = c;
             }
         }
+        notes.add(|| {
+            format!(
+                "{} never weighed: forced only (KILN_WGMMA_CFG=n168), 2-4x slower with an \
+                 MN-major B (ledger #72)",
+                TileConfig::N168.label(1)
+            )
+        });
         // Pairs where there are two tile-rows to pair and, unless rows are at 16-byte alignment,
         // more than one wave (H100, session 15, us, one wave: 2048x2048x1000 (2000-byte rows)
         // 19.9 in pairs against 22.8 single, 2000^3 (4000-byte rows) 29.5 against 28.8; H200,
@@ -533,6 +547,27 @@ impl TileConfig {
             pick = (TileConfig::TINY64, 1);
         }
         pick
+    }
+}
+
+/// Whether [`TileConfig::choose`] weighs the 224-wide tile, and with which B: it takes only a
+/// K-major B; an MN-major B loads whole 64-column boxes (256 columns for 224), timed from 7 %
+/// faster to 7 % slower (ledger #72).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Widths {
+    Off,
+    KMajorB,
+    MnMajorB,
+}
+
+impl Widths {
+    /// `on` (the rule, [`WIDTHS_BY_DEFAULT`] or `KILN_WGMMA_WIDTHS`) for `p`'s B.
+    pub fn of(p: &GemmProblem, on: bool) -> Widths {
+        match (on, p.layout.b_k_major()) {
+            (false, _) => Widths::Off,
+            (true, true) => Widths::KMajorB,
+            (true, false) => Widths::MnMajorB,
+        }
     }
 }
 
@@ -721,8 +756,8 @@ pub fn k_blocks(k: usize) -> u32 {
 /// 256- or 192-wide tile, SPLITS the split-K factor, GROUP_M the grouped tile order's rows (the value the
 /// compiled variants cover).
 const BMS: [i64; 2] = [128, 64];
-/// (168 and 224 join once a GPU run has verified them: `WIDTHS_BY_DEFAULT`.)
-const BNS: [i64; 5] = [64, 128, 192, 256, 320];
+/// (168 is not in it: 2-4x slower with an MN-major B, ledger #72; `KILN_WGMMA_CFG=n168` forces it.)
+const BNS: [i64; 6] = [64, 128, 192, 224, 256, 320];
 const PAIRS: [i64; 2] = [0, 1];
 const SPLITS: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 const GROUP_MS: [i64; 1] = [GROUP_M as i64];
@@ -774,7 +809,7 @@ pub struct Overrides {
     pub tail: Option<bool>,
     /// `KILN_WGMMA_SK` (1: stream-K where the tile config takes it, 0: never)
     pub stream_k: Option<bool>,
-    /// `KILN_WGMMA_WIDTHS` (1: the heuristic weighs the 224- and 168-wide tiles; default
+    /// `KILN_WGMMA_WIDTHS` (0: the heuristic leaves the 224-wide tile out; default
     /// [`WIDTHS_BY_DEFAULT`])
     pub widths: bool,
 }
@@ -892,6 +927,7 @@ impl Choice {
             (_, 192, 1) => TileConfig::MEDIUM_PAIR,
             (_, 192, _) => TileConfig::MEDIUM,
             (_, 320, _) => TileConfig::WIDE,
+            (_, 224, _) => TileConfig::N224,
             (_, 128, _) => TileConfig::SMALL,
             _ => TileConfig::TINY,
         };
@@ -920,13 +956,13 @@ impl Choice {
 
     /// The heuristic's choice: [`TileConfig::choose`] with the default group size; a 128x256 or
     /// 128x192 pick (single or paired) whose last wave is at most half full gets that wave split
-    /// ([`TileConfig::tail_splits`]). The 224- and 168-wide tiles are weighed as
-    /// [`WIDTHS_BY_DEFAULT`] says ([`Choice::heuristic_with`] to choose).
+    /// ([`TileConfig::tail_splits`]). The 224-wide tile is weighed as [`WIDTHS_BY_DEFAULT`]
+    /// says ([`Choice::heuristic_with`] to choose).
     pub fn heuristic(p: &GemmProblem, sm_count: u32, pairs: bool) -> Choice {
         Choice::heuristic_with(p, sm_count, pairs, WIDTHS_BY_DEFAULT)
     }
 
-    /// [`Choice::heuristic`], weighing the 224- and 168-wide tiles when `widths`.
+    /// [`Choice::heuristic`], weighing the 224-wide tile when `widths`.
     pub fn heuristic_with(p: &GemmProblem, sm_count: u32, pairs: bool, widths: bool) -> Choice {
         Choice::heuristic_noted(p, sm_count, pairs, widths, &mut Notes::off())
     }
@@ -945,8 +981,15 @@ impl Choice {
         // one): H100, session 7, ratio to cuBLAS pairs -> single: 4096^3 0.990 -> 1.011,
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
         let pairing = Pairing::of(p, pairs);
-        let (tile, splits) =
-            TileConfig::choose_noted(p.m, p.n, p.k, sm_count, pairing, widths, notes);
+        let (tile, splits) = TileConfig::choose_noted(
+            p.m,
+            p.n,
+            p.k,
+            sm_count,
+            pairing,
+            Widths::of(p, widths),
+            notes,
+        );
         let (tile0, splits0) = (tile, splits);
         let (tile, splits) = unsplit_one_wave(p, tile, splits, sm_count);
         if (tile, splits) != (tile0, splits0) {
@@ -2051,10 +2094,10 @@ fn tma_epilogue_enabled() -> bool {
     std::env::var("KILN_WGMMA_EPI").map_or(true, |v| v != "0")
 }
 
-/// Whether the heuristic weighs the 224- and 168-wide tiles by default. Off: they compile (no
-/// spills) and `KILN_WGMMA_CFG=n224|n168` runs them, but no GPU has verified or timed them yet;
-/// `scripts/gpu-widths.sh` does both (ledger #71).
-pub const WIDTHS_BY_DEFAULT: bool = false;
+/// Whether the heuristic weighs the 224-wide tile by default (where N is a multiple of 224). On
+/// since session 17 verified both widths on an H100 and timed them (`scripts/gpu-widths.sh`,
+/// ledger #72): 128 x 224 7-10 % faster where it makes whole waves; 128 x 168 is forced only.
+pub const WIDTHS_BY_DEFAULT: bool = true;
 
 /// `KILN_WGMMA_WIDTHS`: 1 or 0 overrides [`WIDTHS_BY_DEFAULT`].
 fn widths_enabled() -> bool {
@@ -2166,7 +2209,7 @@ mod tests {
         }
         // issue 3's set: untouched (M = 128 there takes 64 x 64 tiles or two waves)
         for p in crate::harness::suite::target_problems(&Layout::ALL) {
-            let pick = TileConfig::choose(p.m, p.n, p.k, 132, Pairing::of(&p, true), false);
+            let pick = TileConfig::choose(p.m, p.n, p.k, 132, Pairing::of(&p, true), Widths::Off);
             assert_eq!(
                 unsplit_one_wave(&p, pick.0, pick.1, 132),
                 pick,
@@ -2238,14 +2281,14 @@ mod tests {
                 true => Pairing::SeveralWaves,
                 false => Pairing::Never,
             };
-            TileConfig::choose(m, n, k, 132, pairing, false)
+            TileConfig::choose(m, n, k, 132, pairing, Widths::Off)
         };
         assert_eq!(c(8192, 8192, 8192, false), (TileConfig::LARGE, 1));
         assert_eq!(c(4096, 4096, 4096, false), (TileConfig::LARGE, 1));
         assert_eq!(c(4096, 4096, 4096, true), (TileConfig::LARGE_PAIR, 1));
         // one wave: pairs only for rows at 16-byte alignment
         assert_eq!(c(2048, 2048, 2048, true), (TileConfig::LARGE, 1));
-        let one_wave = TileConfig::choose(2048, 2048, 2048, 132, Pairing::Always, false);
+        let one_wave = TileConfig::choose(2048, 2048, 2048, 132, Pairing::Always, Widths::Off);
         assert_eq!(one_wave, (TileConfig::LARGE_PAIR, 1));
         assert_eq!(c(1024, 1024, 1024, true), (TileConfig::TINY, 1));
         // one tile-row: nothing to pair
@@ -2466,38 +2509,49 @@ mod tests {
     }
 
     #[test]
-    fn the_224_and_168_wide_tiles_where_they_make_whole_waves() {
-        let h = |m, n, k, l, widths| Choice::heuristic_with(&bf16(m, n, k, l), 132, true, widths);
-        // Off by default (`WIDTHS_BY_DEFAULT`): nothing picks them until a GPU run has verified
-        // them. (Turning them on fails this loop on purpose: it is then to be rewritten.)
-        for (m, n, k) in [(1024, 11008, 4096), (1024, 3584, 18944), (512, 14336, 4096)] {
-            let c = Choice::heuristic(&bf16(m, n, k, Layout::RC), 132, true);
-            assert!(c.tile.bn.is_multiple_of(64), "{m}x{n}x{k}: {c:?}");
-        }
-        // On: 1024x11008 as 528 tiles of 128 x 168 (four waves; 128 x 256: 344, 2.6 waves),
-        // 1024x3584 as 128 of 128 x 224 (one wave; 128 x 256: 112, 20 SMs idle), in every layout
+    fn the_224_wide_tile_where_it_makes_whole_waves() {
+        let h = |m, n, k, l| Choice::heuristic(&bf16(m, n, k, l), 132, true);
+        // On by default (`WIDTHS_BY_DEFAULT`) with a K-major B (RC, CC): 1024x3584 as 128
+        // tiles of 128 x 224 (one wave; 128 x 256: 112, 20 SMs idle), 512x14336 as 256 (1.94
+        // waves; 128 x 256: 224, 1.7), 2048x3584 as 256, 4096x3584 as 512 (3.9 waves). Not
+        // with an MN-major B (CR, RR), whose whole 64-column boxes load 256 columns.
         for l in Layout::ALL {
-            assert_eq!(h(1024, 11008, 4096, l, true).tile, TileConfig::N168, "{l}");
-            assert_eq!(h(1024, 3584, 18944, l, true).tile, TileConfig::N224, "{l}");
+            for (m, n, k) in [
+                (1024, 3584, 18944),
+                (512, 14336, 4096),
+                (2048, 3584, 3584),
+                (4096, 3584, 18944),
+            ] {
+                let t = h(m, n, k, l).tile;
+                assert_eq!(t == TileConfig::N224, l.b_k_major(), "{m}x{n}x{k} {l}");
+            }
         }
-        assert_eq!(
-            h(2048, 11008, 4096, Layout::RC, true).tile,
-            TileConfig::N168
-        );
-        assert_eq!(h(512, 14336, 4096, Layout::RC, true).tile, TileConfig::N224);
-        // not where the multiples of 64 already make whole waves, nor off lines (single CTAs
-        // only: they have no pair variant)
-        for (m, n, k) in [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 4096)] {
-            assert!(
-                h(m, n, k, Layout::RC, true).tile.bn.is_multiple_of(64),
-                "{m}x{n}x{k}"
-            );
+        // KILN_WGMMA_WIDTHS=0 leaves it out
+        let off = Choice::heuristic_with(&bf16(1024, 3584, 18944, Layout::RC), 132, true, false);
+        assert!(off.tile.bn.is_multiple_of(64), "{off:?}");
+        // not where N is no multiple of 224 (1024x13824: measured 1 % slower), at one tile-row
+        // (bound by B's bandwidth), where the multiples of 64 already make whole waves, nor off
+        // lines (single CTAs only: it has no pair variant); and the 168-wide tile never (2-4x
+        // slower with an MN-major B)
+        for (m, n, k) in [
+            (1024, 13824, 5120),
+            (1, 28672, 8192),
+            (128, 28672, 8192),
+            (1024, 11008, 4096),
+            (2048, 11008, 4096),
+            (4096, 4096, 4096),
+            (8192, 8192, 8192),
+            (2048, 4096, 4096),
+        ] {
+            for l in Layout::ALL {
+                assert!(h(m, n, k, l).tile.bn.is_multiple_of(64), "{m}x{n}x{k} {l}");
+            }
         }
-        let off = GemmProblem {
-            lda: 4104,
-            ..bf16(1024, 11008, 4096, Layout::RC)
+        let off_lines = GemmProblem {
+            lda: 3592,
+            ..bf16(1024, 3584, 18944, Layout::RC)
         };
-        assert!(Choice::heuristic_with(&off, 132, true, true)
+        assert!(Choice::heuristic(&off_lines, 132, true)
             .tile
             .bn
             .is_multiple_of(64));
@@ -2505,11 +2559,14 @@ mod tests {
         assert_eq!(with_epilogue(TileConfig::N168, false), TileConfig::MEDIUM);
         assert_eq!(with_epilogue(TileConfig::N224, false), TileConfig::LARGE);
         assert_eq!(with_epilogue(TileConfig::N224, true), TileConfig::N224);
-        // K-major B: one box of the tile's rows; MN-major: whole 64-column boxes
+        // K-major B: one box of the tile's rows; MN-major: whole 64-column boxes (a 32-column
+        // box in the 64B swizzle, whole atoms for 224, ran 3-21 % slower: ledger #73)
         assert_eq!(b_box_rows(TileConfig::N168), 168);
         assert_eq!(b_loads_per_cluster(false, 168, 1), 3);
+        assert_eq!(b_loads_per_cluster(false, 224, 1), 4);
         assert_eq!(TileConfig::N168.stage_tx_bytes(true), (128 + 168) * 128);
         assert_eq!(TileConfig::N168.stage_tx_bytes(false), (128 + 192) * 128);
+        assert_eq!(TileConfig::N224.stage_tx_bytes(false), (128 + 256) * 128);
         assert_eq!(
             TileConfig::N224.stage_bytes(),
             TileConfig::LARGE.stage_bytes()
@@ -2792,11 +2849,11 @@ mod tests {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let space = WgmmaTmaWs.space(&p, &h100).unwrap();
         let all = space.enumerate();
-        // (BM, BN, PAIRS) in (128, 320, 0), (128, 256, 0), (128, 256, 1), (128, 192, 0),
-        // (128, 192, 1), (128, 128, 0), (128, 64, 0); each unsplit, or split 2..=8 over every
-        // tile or the last wave only; and (64, 64, 0) unsplit; the five single 128-row tiles
-        // unsplit also with stream-K; and ping-pong 128x128, 128x64 and 64x64
-        assert_eq!(all.len(), 7 * (1 + 7 * 2) + 1 + 5 + 3);
+        // (BM, BN, PAIRS) in (128, 320, 0), (128, 256, 0), (128, 256, 1), (128, 224, 0),
+        // (128, 192, 0), (128, 192, 1), (128, 128, 0), (128, 64, 0); each unsplit, or split
+        // 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit; the six single
+        // 128-row tiles unsplit also with stream-K; and ping-pong 128x128, 128x64 and 64x64
+        assert_eq!(all.len(), 8 * (1 + 7 * 2) + 1 + 6 + 3);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -2813,7 +2870,7 @@ mod tests {
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 7 * (1 + 2) + 1 + 5 + 3);
+        assert_eq!(few.len(), 8 * (1 + 2) + 1 + 6 + 3);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);

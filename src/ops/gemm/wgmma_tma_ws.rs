@@ -453,7 +453,7 @@ impl TileConfig {
                     }
                     _ if !n.is_multiple_of(224) => Some("it needs N a multiple of 224"),
                     _ if m <= BM as usize => Some("one tile-row: B's bandwidth bounds it"),
-                    Widths::MnMajorB => Some("an MN-major B: its whole 64-column boxes lose"),
+                    Widths::MnMajorB => Some("an MN-major B: timed 7 % slower to 7 % faster"),
                     Widths::KMajorB => None,
                 };
                 if let Some(why) = why {
@@ -2094,9 +2094,10 @@ fn tma_epilogue_enabled() -> bool {
     std::env::var("KILN_WGMMA_EPI").map_or(true, |v| v != "0")
 }
 
-/// Whether the heuristic weighs the 224-wide tile by default (where N is a multiple of 224). On
-/// since session 17 verified both widths on an H100 and timed them (`scripts/gpu-widths.sh`,
-/// ledger #72): 128 x 224 7-10 % faster where it makes whole waves; 128 x 168 is forced only.
+/// Whether the heuristic weighs the 224-wide tile by default (N a multiple of 224, two
+/// tile-rows, rows on lines, a K-major B: [`TileConfig::choose`]). On since session 17 verified
+/// both widths on an H100 and timed them (`scripts/gpu-widths.sh`, ledger #72): 128 x 224 is
+/// 5-10 % faster there; 128 x 168 is forced only.
 pub const WIDTHS_BY_DEFAULT: bool = true;
 
 /// `KILN_WGMMA_WIDTHS`: 1 or 0 overrides [`WIDTHS_BY_DEFAULT`].

@@ -91,7 +91,10 @@ verify)
   done
   echo "verify: $(grep -cE '^\| wgmma_tma_ws +\| [0-9]+ +\| 0 ' "$OUT/verify.txt") of $(grep -c '^==' "$OUT/verify.txt") pass"
   for c in n168 n224; do
-    timeout 200 env KILN_WGMMA_CFG=$c "$K" --no-store sanitize --version wgmma_tma_ws --timeout 90 > "$OUT/sanitize-$c.txt" 2>&1
+    # problems whose C the TMA-store epilogue takes, so that the forced tile runs (the built-in
+    # ones fall back to 128x256: session 17 found its first sanitizer run had checked that)
+    timeout 400 env KILN_WGMMA_CFG=$c "$K" --no-store sanitize --version wgmma_tma_ws --timeout 90 \
+      --problem 300x2000x200:RC --problem 300x2000x200:RR --problem 129x344x72:CC > "$OUT/sanitize-$c.txt" 2>&1
     echo "sanitize $c rc $?: $(tail -1 "$OUT/sanitize-$c.txt")"
   done
   ;;

@@ -192,6 +192,10 @@ fn gpu_tools_without_a_gpu_exit_4_with_one_sentence() {
     }
     let o = kiln_with_store(&db, &["sanitize", "--tool", "leakcheck"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // a malformed --problem is bad input, said before any GPU or sanitizer is looked for
+    let o = kiln_with_store(&db, &["sanitize", "--problem", "300x2000x200:XY"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("unknown layout `XY`"), "{}", text(&o));
 }
 
 #[test]

@@ -234,6 +234,10 @@ pub struct SanitizeArgs {
     /// Sanitizer tools (default: memcheck, racecheck, synccheck, initcheck).
     #[arg(long = "tool")]
     pub tools: Vec<String>,
+    /// Problems to run instead of the built-in three: MxNxK[:LAYOUT[:DTYPE[:OUT]]] (default RC,
+    /// bf16, bf16), e.g. one whose C the TMA-store epilogue takes, so that a forced tile runs.
+    #[arg(long = "problem")]
+    pub problems: Vec<String>,
     /// Seconds after which one sanitizer run is killed and reported as hung.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,

@@ -181,12 +181,20 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
             known: san::TOOLS.join(", "),
         });
     }
+    let problems: Vec<san::Problem> = if a.problems.is_empty() {
+        san::default_problems()
+    } else {
+        a.problems
+            .iter()
+            .map(|p| san::parse_problem(p))
+            .collect::<Result<_>>()?
+    };
     kiln::device::init()?;
     let sanitizer = san::SANITIZER.find()?;
     let kiln_bin = kiln::tools::this_kiln()?;
     let dev = kiln::device::DeviceInfo::query(0).ok();
     let run = env.begin("sanitize", dev.as_ref())?;
-    let cases = san::Case::all(&versions, &tools);
+    let cases = san::Case::all(&versions, &tools, &problems);
     let pb = bar(cases.len(), "sanitize", env.json);
     let mut found = Vec::new();
     for c in &cases {

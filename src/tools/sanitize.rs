@@ -37,6 +37,39 @@ pub const PROBLEMS: &[(&str, &str, &str, &str)] = &[
     ("64x40x96", "CR", "f16", "f32"),
 ];
 
+/// One problem to sanitize: (shape, layout, input dtype, output dtype), as `verify` takes them.
+pub type Problem = (String, String, String, String);
+
+/// The built-in [`PROBLEMS`].
+pub fn default_problems() -> Vec<Problem> {
+    PROBLEMS
+        .iter()
+        .map(|&(s, l, d, o)| (s.into(), l.into(), d.into(), o.into()))
+        .collect()
+}
+
+/// A problem from `MxNxK[:LAYOUT[:DTYPE[:OUT]]]` (defaults RC, bf16, bf16), parsed as `verify`
+/// parses its arguments, so that a typo fails here rather than as a sanitizer run that "found" it.
+pub fn parse_problem(text: &str) -> Result<Problem> {
+    use crate::ops::gemm::{parse_shape, DType, Layout};
+    let parts: Vec<&str> = text.split(':').map(str::trim).collect();
+    if parts.len() > 4 {
+        return Err(Error::invalid(format!(
+            "problem `{text}`: write MxNxK[:LAYOUT[:DTYPE[:OUT]]], e.g. 300x2000x200:RR:bf16:bf16"
+        )));
+    }
+    let (m, n, k) = parse_shape(parts[0])?;
+    let layout: Layout = parts.get(1).copied().unwrap_or("RC").parse()?;
+    let dtype: DType = parts.get(2).copied().unwrap_or("bf16").parse()?;
+    let out: DType = parts.get(3).copied().unwrap_or("bf16").parse()?;
+    Ok((
+        format!("{m}x{n}x{k}"),
+        layout.to_string(),
+        dtype.to_string(),
+        out.to_string(),
+    ))
+}
+
 /// One sanitizer run: a tool over one version on one problem.
 #[derive(Debug, Clone, Serialize)]
 pub struct Case {
@@ -50,18 +83,18 @@ pub struct Case {
 
 impl Case {
     /// Every (version, tool, problem) combination.
-    pub fn all(versions: &[String], tools: &[String]) -> Vec<Case> {
+    pub fn all(versions: &[String], tools: &[String], problems: &[Problem]) -> Vec<Case> {
         let mut v = Vec::new();
         for version in versions {
             for tool in tools {
-                for (shape, layout, dtype, out) in PROBLEMS {
+                for (shape, layout, dtype, out) in problems {
                     v.push(Case {
                         version: version.clone(),
                         tool: tool.clone(),
-                        shape: shape.to_string(),
-                        layout: layout.to_string(),
-                        dtype: dtype.to_string(),
-                        out: out.to_string(),
+                        shape: shape.clone(),
+                        layout: layout.clone(),
+                        dtype: dtype.clone(),
+                        out: out.clone(),
                     });
                 }
             }
@@ -316,6 +349,7 @@ mod tests {
         let cases = Case::all(
             &["simt_tiled".into(), "mma_sync".into()],
             &["memcheck".into(), "racecheck".into()],
+            &default_problems(),
         );
         assert_eq!(cases.len(), 2 * 2 * PROBLEMS.len());
         let a = cases[0].args(Path::new("/x/kiln")).join(" ");
@@ -324,5 +358,35 @@ mod tests {
             .args(Path::new("k"))
             .join(" ")
             .starts_with("--tool racecheck"));
+        // --problem: a chosen problem instead of the built-in ones, checked first
+        let p = parse_problem("300x2000x200:rr").unwrap();
+        assert_eq!(
+            p,
+            (
+                "300x2000x200".into(),
+                "RR".into(),
+                "bf16".into(),
+                "bf16".into()
+            )
+        );
+        let p = parse_problem("64:CR:f16:f32").unwrap();
+        assert_eq!(
+            p,
+            ("64x64x64".into(), "CR".into(), "f16".into(), "f32".into())
+        );
+        let cases = Case::all(&["wgmma_tma_ws".into()], &["memcheck".into()], &[p]);
+        assert_eq!(cases.len(), 1);
+        assert!(cases[0]
+            .args(Path::new("k"))
+            .join(" ")
+            .ends_with("--shape 64x64x64 --layout CR --dtype f16 --out f32"));
+        for bad in [
+            "300x2000",
+            "300x2000x200:XY",
+            "300x2000x200:RR:int8",
+            "1:RC:bf16:bf16:x",
+        ] {
+            assert!(parse_problem(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1704,6 +1704,9 @@ impl WgmmaTmaWs {
         let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
         let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && tma_epilogue_enabled());
         let (cfg, splits) = launch_tile(&choice, tc.is_some());
+        if cfg.bn != choice.tile.bn && config_override() == Some(choice.tile) {
+            warn_forced_fallback(choice.tile, cfg);
+        }
         let spec = Self::spec(
             &ctx.arch(),
             p.layout,
@@ -1821,6 +1824,22 @@ impl WgmmaTmaWs {
 /// The tile a launch of `choice` runs (`KILN_WGMMA_STAGES` applied, then [`with_epilogue`]) and
 /// its K slices: 64-row tiles split K inside the CTA instead, and the ping-pong kernel does not
 /// split. Shared by `launch` and [`plan`].
+/// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes
+/// only the register epilogue, a tile without one runs the next that has it ([`with_epilogue`]).
+/// Unsaid, a timing or a sanitizer run forced to a tile is taken for that tile's (session 17's
+/// `kiln sanitize` with n224 forced ran 128x256 on every problem).
+fn warn_forced_fallback(forced: TileConfig, ran: TileConfig) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "kiln: KILN_WGMMA_CFG forces {0}, but this problem's C takes only the register \
+             epilogue, which {0} does not have: {1} runs instead (`kiln plan` says why)",
+            forced.label(1),
+            ran.label(1)
+        );
+    }
+}
+
 fn launch_tile(choice: &Choice, tma_epi: bool) -> (TileConfig, u32) {
     let cfg = match stages_override() {
         Some(stages) => TileConfig {

@@ -1821,9 +1821,6 @@ impl WgmmaTmaWs {
     }
 }
 
-/// The tile a launch of `choice` runs (`KILN_WGMMA_STAGES` applied, then [`with_epilogue`]) and
-/// its K slices: 64-row tiles split K inside the CTA instead, and the ping-pong kernel does not
-/// split. Shared by `launch` and [`plan`].
 /// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes
 /// only the register epilogue, a tile without one runs the next that has it ([`with_epilogue`]).
 /// Unsaid, a timing or a sanitizer run forced to a tile is taken for that tile's (session 17's
@@ -1840,6 +1837,9 @@ fn warn_forced_fallback(forced: TileConfig, ran: TileConfig) {
     }
 }
 
+/// The tile a launch of `choice` runs (`KILN_WGMMA_STAGES` applied, then [`with_epilogue`]) and
+/// its K slices: 64-row tiles split K inside the CTA instead, and the ping-pong kernel does not
+/// split. Shared by `launch` and [`plan`].
 fn launch_tile(choice: &Choice, tma_epi: bool) -> (TileConfig, u32) {
     let cfg = match stages_override() {
         Some(stages) => TileConfig {

@@ -199,6 +199,41 @@ fn gpu_tools_without_a_gpu_exit_4_with_one_sentence() {
 }
 
 #[test]
+fn sanitize_configs_lists_every_setup_without_a_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("k.db");
+    let o = kiln_with_store(
+        &db,
+        &["sanitize", "--configs", "--list", "--tool", "racecheck"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    // 48 setups in 4 layouts, one tool
+    assert!(out.contains("192 runs (1 tools)"), "{out}");
+    assert!(
+        out.contains("n224 stream-K at 264x1000x136 CC bf16->bf16"),
+        "{out}"
+    );
+    assert!(out.contains("pingpong-tiny f32 C at"), "{out}");
+    assert!(!out.contains("NOT COVERED"), "{out}");
+    // --configs chooses its own version and problems; --jobs 0 runs nothing
+    for args in [
+        &["sanitize", "--configs", "--version", "simt_tiled"][..],
+        &["sanitize", "--configs", "--problem", "300x2000x200"],
+        &["sanitize", "--jobs", "0"],
+    ] {
+        let o = kiln_with_store(&db, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+    }
+    let o = kiln_with_store(&db, &["sanitize", "--jobs", "0"]);
+    assert!(
+        text(&o).contains("--jobs 0 would run nothing"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn the_timeline_is_refused_for_versions_without_the_instrumentation() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("k.db");

@@ -241,6 +241,17 @@ pub struct SanitizeArgs {
     /// Seconds after which one sanitizer run is killed and reported as hung.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// Check every tile config of wgmma_tma_ws instead (forced through KILN_WGMMA_CFG: whole,
+    /// with an f32 C, split, last-wave split and stream-K, in every layout), each at a problem
+    /// that `kiln plan` shows it really runs.
+    #[arg(long, conflicts_with_all = ["versions", "problems"])]
+    pub configs: bool,
+    /// Sanitizer runs at a time (processes sharing the GPU).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// List the runs (the setup and problem of each) and exit, without a GPU.
+    #[arg(long)]
+    pub list: bool,
 }
 
 #[derive(Debug, Args)]

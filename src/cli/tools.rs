@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kiln::error::{Error, Result};
+use kiln::ops::gemm::wgmma_tma_ws::WgmmaTmaWs;
 use kiln::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::grid::Grid;
@@ -156,7 +157,9 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
 }
 
 pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
-    let versions: Vec<String> = if a.versions.is_empty() {
+    let versions: Vec<String> = if a.configs {
+        vec![WgmmaTmaWs.name().to_string()]
+    } else if a.versions.is_empty() {
         env.registry
             .gemm()
             .iter()
@@ -181,6 +184,9 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
             known: san::TOOLS.join(", "),
         });
     }
+    if a.jobs == 0 {
+        return Err(Error::invalid("--jobs 0 would run nothing: give 1 or more"));
+    }
     let problems: Vec<san::Problem> = if a.problems.is_empty() {
         san::default_problems()
     } else {
@@ -189,57 +195,101 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
             .map(|p| san::parse_problem(p))
             .collect::<Result<_>>()?
     };
+    // --configs plans each case for this GPU's SMs (--list without one: an H100's)
+    let dev_model = device_or_h100();
+    let (cases, uncovered) = if a.configs {
+        san::config_cases(&tools, dev_model.sm_count)
+    } else {
+        (san::Case::all(&versions, &tools, &problems), Vec::new())
+    };
+    if a.list {
+        if env.json {
+            env.print_json(&json!({"cases": cases, "uncovered": uncovered}));
+        } else {
+            for c in cases.iter().filter(|c| c.tool == tools[0]) {
+                println!("{}: {}", c.version, c.problem());
+            }
+            for u in &uncovered {
+                println!("NOT COVERED: {u} (no problem of the list runs it)");
+            }
+            println!(
+                "{} runs ({} tools) planned for {} SMs",
+                cases.len(),
+                tools.len(),
+                dev_model.sm_count
+            );
+        }
+        return Ok(if uncovered.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     kiln::device::init()?;
     let sanitizer = san::SANITIZER.find()?;
     let kiln_bin = kiln::tools::this_kiln()?;
     let dev = kiln::device::DeviceInfo::query(0).ok();
     let run = env.begin("sanitize", dev.as_ref())?;
-    let cases = san::Case::all(&versions, &tools, &problems);
     let pb = bar(cases.len(), "sanitize", env.json);
-    let mut found = Vec::new();
-    for c in &cases {
-        pb.set_message(format!("{} {} {}", c.tool, c.version, c.problem()));
-        let f = san::run_case(&sanitizer, &kiln_bin, c, Duration::from_secs(a.timeout))?;
-        record(
-            &run,
-            ResultRow {
-                op: "gemm".into(),
-                version: c.version.clone(),
-                variant: c.tool.clone(),
-                problem: json!({"shape": c.shape, "layout": c.layout, "dtype": c.dtype, "out": c.out}),
-                metrics: json!({"errors": f.errors, "exit_code": f.exit_code, "timed_out": f.timed_out, "first": f.first}),
-                passed: Some(f.clean()),
-            },
-        )?;
-        if !f.clean() {
-            pb.println(format!(
-                "{} {} {}: {}",
-                c.tool,
-                c.version,
-                c.problem(),
-                f.first.clone().unwrap_or_default()
-            ));
-        }
-        pb.inc(1);
-        found.push(f);
-    }
+    let mut found: Vec<Option<san::Finding>> = vec![None; cases.len()];
+    san::run_cases(
+        &sanitizer,
+        &kiln_bin,
+        &cases,
+        Duration::from_secs(a.timeout),
+        a.jobs,
+        |i, f| {
+            let c = &cases[i];
+            pb.set_message(format!("{} {}", c.tool, c.problem()));
+            record(
+                &run,
+                ResultRow {
+                    op: "gemm".into(),
+                    version: c.version.clone(),
+                    variant: c.tool.clone(),
+                    problem: json!({"shape": c.shape, "layout": c.layout, "dtype": c.dtype, "out": c.out, "setup": c.setup}),
+                    metrics: json!({"errors": f.errors, "exit_code": f.exit_code, "timed_out": f.timed_out, "first": f.first}),
+                    passed: Some(f.clean()),
+                },
+            )?;
+            if !f.clean() {
+                pb.println(format!(
+                    "{} {} {}: {}",
+                    c.tool,
+                    c.version,
+                    c.problem(),
+                    f.first.clone().unwrap_or_default()
+                ));
+            }
+            pb.inc(1);
+            found[i] = Some(f);
+            Ok(())
+        },
+    )?;
     pb.finish_and_clear();
-    let dirty = found.iter().any(|f| !f.clean());
+    let found: Vec<san::Finding> = found.into_iter().flatten().collect();
+    let dirty = found.iter().any(|f| !f.clean()) || !uncovered.is_empty();
     finish(&run, if dirty { "failed" } else { "ok" })?;
     if env.json {
-        env.print_json(&json!(found));
+        env.print_json(&json!({"findings": found, "uncovered": uncovered}));
     } else {
+        let mut rows: Vec<&str> = Vec::new();
+        for f in &found {
+            if !rows.contains(&f.case.row()) {
+                rows.push(f.case.row());
+            }
+        }
         let mut g = Grid::new(
-            &std::iter::once("version")
+            &std::iter::once(if a.configs { "setup" } else { "version" })
                 .chain(tools.iter().map(String::as_str))
                 .collect::<Vec<_>>(),
         );
-        for v in &versions {
-            let mut cells = vec![v.clone()];
+        for row in rows {
+            let mut cells = vec![row.to_string()];
             for t in &tools {
                 let mine: Vec<&san::Finding> = found
                     .iter()
-                    .filter(|f| &f.case.version == v && &f.case.tool == t)
+                    .filter(|f| f.case.row() == row && &f.case.tool == t)
                     .collect();
                 let errors: usize = mine.iter().filter_map(|f| f.errors).sum();
                 let skipped = mine.iter().filter(|f| f.skipped.is_some()).count();
@@ -271,10 +321,29 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
                 f.first.clone().unwrap_or_default()
             );
         }
+        for u in &uncovered {
+            println!("NOT COVERED: {u} (no problem of the list runs it)");
+        }
         println!(
-            "{} runs over {} versions with {}; {}",
+            "{} runs over {}{} with {}; {}",
             found.len(),
-            versions.len(),
+            if a.configs {
+                format!(
+                    "{} setups of wgmma_tma_ws",
+                    found
+                        .iter()
+                        .map(|f| f.case.row())
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len()
+                )
+            } else {
+                format!("{} versions", versions.len())
+            },
+            if a.jobs > 1 {
+                format!(" ({} at a time)", a.jobs)
+            } else {
+                String::new()
+            },
             sanitizer.display(),
             if dirty {
                 "some reported errors"

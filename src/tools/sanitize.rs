@@ -2,6 +2,10 @@
 //! kernels. Each case runs this kiln binary again, under the sanitizer, as `verify` of one
 //! version on one small problem (ragged edges, so every boundary path runs), and reads the
 //! sanitizer's `ERROR SUMMARY` line. A case that overruns its time bound is killed and reported.
+//! `--configs` checks every tile config of `wgmma_tma_ws` instead, each forced through its
+//! environment, at a problem that [`plan`](crate::ops::gemm::wgmma_tma_ws::plan) shows it really
+//! runs: a forced tile can fall back to another, and a sanitizer run of the fallback says nothing
+//! about the tile.
 
 use std::io::Read;
 use std::path::Path;
@@ -12,6 +16,8 @@ use serde::Serialize;
 
 use super::ToolSpec;
 use crate::error::{Error, Result};
+use crate::ops::gemm::wgmma_tma_ws::{self, Overrides, TileConfig, WgmmaTmaWs, FORCED_CONFIGS};
+use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 
 /// compute-sanitizer: `KILN_COMPUTE_SANITIZER`, PATH, else the toolkit's folder.
 pub const SANITIZER: ToolSpec = ToolSpec {
@@ -79,6 +85,11 @@ pub struct Case {
     pub layout: String,
     pub dtype: String,
     pub out: String,
+    /// The launch forced through `env` (`--configs`), e.g. `n224 last-wave split 3`; empty for
+    /// the dispatch's own choice.
+    pub setup: String,
+    /// Environment variables set for the run, on top of this process's.
+    pub env: Vec<(String, String)>,
 }
 
 impl Case {
@@ -95,6 +106,8 @@ impl Case {
                         layout: layout.clone(),
                         dtype: dtype.clone(),
                         out: out.clone(),
+                        setup: String::new(),
+                        env: Vec::new(),
                     });
                 }
             }
@@ -103,10 +116,24 @@ impl Case {
     }
 
     pub fn problem(&self) -> String {
-        format!(
+        let p = format!(
             "{} {} {}->{}",
             self.shape, self.layout, self.dtype, self.out
-        )
+        );
+        if self.setup.is_empty() {
+            p
+        } else {
+            format!("{} at {p}", self.setup)
+        }
+    }
+
+    /// What the summary groups this case under: its setup, else its version.
+    pub fn row(&self) -> &str {
+        if self.setup.is_empty() {
+            &self.version
+        } else {
+            &self.setup
+        }
     }
 
     /// The sanitizer's arguments: the tool, then kiln's `verify` of this case.
@@ -213,6 +240,7 @@ pub fn first_error(text: &str) -> Option<String> {
 pub fn run_case(sanitizer: &Path, kiln: &Path, case: &Case, limit: Duration) -> Result<Finding> {
     let mut child = Command::new(sanitizer)
         .args(case.args(kiln))
+        .envs(case.env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -295,6 +323,182 @@ pub fn run_case(sanitizer: &Path, kiln: &Path, case: &Case, limit: Duration) -> 
         first,
         skipped: skip_reason(&text),
     })
+}
+
+/// Runs `cases` under `sanitizer`, `jobs` at a time (each a process of its own on the same GPU),
+/// each killed after `limit`; `done` sees every finding on this thread as it comes in (case
+/// index first), so that what finished is kept even if a later case takes the run down.
+pub fn run_cases(
+    sanitizer: &Path,
+    kiln: &Path,
+    cases: &[Case],
+    limit: Duration,
+    jobs: usize,
+    mut done: impl FnMut(usize, Finding) -> Result<()>,
+) -> Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, cases.len().max(1)) {
+            let tx = tx.clone();
+            let next = &next;
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(c) = cases.get(i) else { break };
+                if tx.send((i, run_case(sanitizer, kiln, c, limit))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for (i, f) in rx {
+            if let Err(e) = f.and_then(|f| done(i, f)) {
+                // the workers stop at their next case
+                next.store(cases.len(), std::sync::atomic::Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// How a forced tile's work is laid out in a [`Setup`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Whole tiles, unsplit.
+    Whole,
+    /// Every tile split in 3 along K, reduced through the fp32 workspace.
+    Split,
+    /// Only the last, partial wave's tiles split in 3, on a grid of 4 clusters.
+    LastWave,
+    /// Stream-K over the last waves, on a grid of 4 CTAs.
+    StreamK,
+}
+
+/// One launch of `wgmma_tma_ws` that `--configs` forces: a tile config, how its work is laid
+/// out, and C's type (f32 takes the register epilogue, 16-bit the TMA-store one).
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub name: String,
+    pub config: &'static str,
+    pub tile: TileConfig,
+    pub mode: Mode,
+    pub out: DType,
+}
+
+impl Setup {
+    /// Every setup: each forced config whole with a 16-bit C, with an f32 C where it has the
+    /// register epilogue, and the 128-row cooperative tiles split, last-wave split and (single
+    /// CTAs) under stream-K.
+    pub fn all() -> Vec<Setup> {
+        let mut v = Vec::new();
+        for &(config, tile) in FORCED_CONFIGS {
+            let mut add = |mode, out, what: &str| {
+                v.push(Setup {
+                    name: format!("{config}{what}"),
+                    config,
+                    tile,
+                    mode,
+                    out,
+                })
+            };
+            add(Mode::Whole, DType::Bf16, "");
+            if wgmma_tma_ws::with_epilogue(tile, false) == tile {
+                add(Mode::Whole, DType::F32, " f32 C");
+            }
+            if tile.bm == 128 && !tile.pingpong {
+                add(Mode::Split, DType::Bf16, " split 3");
+                add(Mode::LastWave, DType::Bf16, " last-wave split 3");
+                if tile.cluster == 1 {
+                    add(Mode::StreamK, DType::Bf16, " stream-K");
+                }
+            }
+        }
+        v
+    }
+
+    /// The environment that forces this setup in a child kiln.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let mut e = vec![("KILN_WGMMA_CFG", self.config)];
+        e.extend(match self.mode {
+            Mode::Whole => vec![("KILN_WGMMA_SPLITS", "1"), ("KILN_WGMMA_SK", "0")],
+            Mode::Split => vec![("KILN_WGMMA_SPLITS", "3"), ("KILN_WGMMA_TAIL", "0")],
+            Mode::LastWave => vec![
+                ("KILN_WGMMA_SPLITS", "3"),
+                ("KILN_WGMMA_TAIL", "1"),
+                ("KILN_WGMMA_GRID", "4"),
+            ],
+            Mode::StreamK => vec![("KILN_WGMMA_SK", "1"), ("KILN_WGMMA_GRID", "4")],
+        });
+        e.into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Whether `p` on `sm_count` SMs, run with [`Setup::env`], launches this setup as asked: the
+    /// tile itself (not a fallback) with its own ring, no copy first, laid out as `mode` says
+    /// (split: a K block or more in every slice), through the epilogue `out` asks for.
+    pub fn runs_at(&self, p: &GemmProblem, sm_count: u32) -> bool {
+        let l = wgmma_tma_ws::plan(p, sm_count, None, &Overrides::from_vars(&self.env()));
+        let t = self.tile;
+        (l.bm, l.bn, l.cluster, l.pingpong, l.stages)
+            == (t.bm, t.bn, t.cluster, t.pingpong, t.stages)
+            && l.copies.is_empty()
+            && p.k.div_ceil(64) >= l.splits as usize
+            && l.tma_epilogue == (self.out != DType::F32)
+            && match self.mode {
+                Mode::Whole => l.splits == 1 && l.stream_k_from.is_none(),
+                Mode::Split => l.splits == 3 && !l.tail && l.stream_k_from.is_none(),
+                Mode::LastWave => l.splits == 3 && l.tail,
+                Mode::StreamK => l.stream_k_from.is_some(),
+            }
+    }
+}
+
+/// Ragged problems a setup is tried at, smallest first (the sanitizer runs them slowly): M, N
+/// and K off the tile sizes, rows 16-byte aligned so that no copy runs and C takes the
+/// TMA-store epilogue; the larger ones give a grid of 4 several waves with a partial last one.
+pub const CONFIG_PROBLEMS: &[&str] = &[
+    "129x344x72",
+    "300x2000x200",
+    "264x1000x136",
+    "600x1344x640",
+    "1000x1504x700",
+];
+
+/// `--configs`: for every setup and layout, the first of [`CONFIG_PROBLEMS`] that runs it on
+/// `sm_count` SMs, as one case per tool; and the setups and layouts no problem runs, by name
+/// (each a gap in what was checked, reported as a failure).
+pub fn config_cases(tools: &[String], sm_count: u32) -> (Vec<Case>, Vec<String>) {
+    let mut cases = Vec::new();
+    let mut uncovered = Vec::new();
+    for setup in Setup::all() {
+        for layout in Layout::ALL {
+            let found = CONFIG_PROBLEMS.iter().find(|shape| {
+                crate::ops::gemm::parse_shape(shape).is_ok_and(|(m, n, k)| {
+                    let p = GemmProblem::new(m, n, k, layout, DType::Bf16, setup.out);
+                    setup.runs_at(&p, sm_count)
+                })
+            });
+            let Some(shape) = found else {
+                uncovered.push(format!("{} {layout}", setup.name));
+                continue;
+            };
+            for tool in tools {
+                cases.push(Case {
+                    version: WgmmaTmaWs.name().to_string(),
+                    tool: tool.clone(),
+                    shape: shape.to_string(),
+                    layout: layout.to_string(),
+                    dtype: DType::Bf16.to_string(),
+                    out: setup.out.to_string(),
+                    setup: setup.name.clone(),
+                    env: setup.env(),
+                });
+            }
+        }
+    }
+    (cases, uncovered)
 }
 
 #[cfg(test)]
@@ -388,5 +592,58 @@ mod tests {
         ] {
             assert!(parse_problem(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn config_cases_run_every_forced_config_in_every_layout_at_a_problem_that_runs_it() {
+        let (cases, uncovered) = config_cases(&["memcheck".into()], 132);
+        assert!(uncovered.is_empty(), "no problem runs {uncovered:?}");
+        let setups = Setup::all();
+        assert_eq!(cases.len(), setups.len() * 4);
+        for (name, _) in FORCED_CONFIGS {
+            assert!(setups.iter().any(|s| s.name == *name), "{name}");
+        }
+        // the 224-wide tile has no register epilogue: no f32 setup, every mode otherwise
+        let n224: Vec<&str> = setups
+            .iter()
+            .filter(|s| s.config == "n224")
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(
+            n224,
+            [
+                "n224",
+                "n224 split 3",
+                "n224 last-wave split 3",
+                "n224 stream-K"
+            ]
+        );
+        // the check refuses what falls back: n224 with an f32 C runs 128x256
+        let fallback = Setup {
+            name: "n224 f32 C".into(),
+            config: "n224",
+            tile: TileConfig::N224,
+            mode: Mode::Whole,
+            out: DType::F32,
+        };
+        let p = GemmProblem::new(300, 2000, 200, Layout::RC, DType::Bf16, DType::F32);
+        assert!(!fallback.runs_at(&p, 132));
+        // and a problem of one wave has no last wave to split
+        let tail = setups
+            .iter()
+            .find(|s| s.name == "large last-wave split 3")
+            .unwrap();
+        let one = GemmProblem::new(129, 344, 72, Layout::RC, DType::Bf16, DType::Bf16);
+        assert!(!tail.runs_at(&one, 132));
+        let c = cases
+            .iter()
+            .find(|c| c.setup == "n224 stream-K" && c.layout == "CC")
+            .unwrap();
+        assert!(c.env.contains(&("KILN_WGMMA_SK".into(), "1".into())));
+        assert_eq!(
+            c.problem(),
+            format!("n224 stream-K at {} CC bf16->bf16", c.shape)
+        );
+        assert_eq!(c.row(), "n224 stream-K");
     }
 }

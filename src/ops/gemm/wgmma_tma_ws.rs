@@ -803,7 +803,8 @@ pub struct Overrides {
     pub splits: Option<u32>,
     /// `KILN_WGMMA_GROUP_M`
     pub group_m: Option<u32>,
-    /// `KILN_WGMMA_PAIRS` (default on)
+    /// `KILN_WGMMA_PAIRS` (default on; 0: large problems run in single CTAs, to time or rule out
+    /// the cluster path)
     pub pairs: bool,
     /// `KILN_WGMMA_TAIL` (1: split only the last wave's tiles, 0: all)
     pub tail: Option<bool>,
@@ -812,6 +813,10 @@ pub struct Overrides {
     /// `KILN_WGMMA_WIDTHS` (0: the heuristic leaves the 224-wide tile out; default
     /// [`WIDTHS_BY_DEFAULT`])
     pub widths: bool,
+    /// `KILN_WGMMA_GRID` (at most this many resident clusters)
+    pub grid: Option<u32>,
+    /// `KILN_WGMMA_STAGES` (the ring depth of whichever tile runs)
+    pub stages: Option<u32>,
 }
 
 impl Overrides {
@@ -824,17 +829,38 @@ impl Overrides {
         tail: None,
         stream_k: None,
         widths: WIDTHS_BY_DEFAULT,
+        grid: None,
+        stages: None,
     };
 
+    /// The overrides this process's environment sets.
     pub fn from_env() -> Overrides {
+        Overrides::from_lookup(&|name| std::env::var(name).ok())
+    }
+
+    /// The overrides a child process given `vars` (on top of an environment without any) would
+    /// read: for working out, before launching it, what a run under those variables will do
+    /// (`kiln sanitize --configs`).
+    pub fn from_vars(vars: &[(String, String)]) -> Overrides {
+        Overrides::from_lookup(&|name| {
+            vars.iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        })
+    }
+
+    fn from_lookup(var: &dyn Fn(&str) -> Option<String>) -> Overrides {
         Overrides {
-            tile: config_override(),
-            splits: splits_override(),
-            group_m: group_m_override(),
-            pairs: pairs_enabled(),
-            tail: std::env::var("KILN_WGMMA_TAIL").ok().map(|v| v == "1"),
-            stream_k: std::env::var("KILN_WGMMA_SK").ok().map(|v| v == "1"),
-            widths: widths_enabled(),
+            tile: var("KILN_WGMMA_CFG").and_then(|v| forced_config(&v)),
+            splits: parse_splits(var("KILN_WGMMA_SPLITS")),
+            group_m: parse_group_m(var("KILN_WGMMA_GROUP_M")),
+            pairs: var("KILN_WGMMA_PAIRS").is_none_or(|v| v != "0"),
+            tail: var("KILN_WGMMA_TAIL").map(|v| v == "1"),
+            stream_k: var("KILN_WGMMA_SK").map(|v| v == "1"),
+            widths: var("KILN_WGMMA_WIDTHS").map_or(WIDTHS_BY_DEFAULT, |v| v.trim() == "1"),
+            grid: parse_grid(var("KILN_WGMMA_GRID")),
+            stages: parse_stages(var("KILN_WGMMA_STAGES")),
         }
     }
 }
@@ -1703,7 +1729,7 @@ impl WgmmaTmaWs {
         // reads of them.
         let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
         let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && tma_epilogue_enabled());
-        let (cfg, splits) = launch_tile(&choice, tc.is_some());
+        let (cfg, splits) = launch_tile(&choice, tc.is_some(), stages_override());
         if cfg.bn != choice.tile.bn && config_override() == Some(choice.tile) {
             warn_forced_fallback(choice.tile, cfg);
         }
@@ -1840,8 +1866,8 @@ fn warn_forced_fallback(forced: TileConfig, ran: TileConfig) {
 /// The tile a launch of `choice` runs (`KILN_WGMMA_STAGES` applied, then [`with_epilogue`]) and
 /// its K slices: 64-row tiles split K inside the CTA instead, and the ping-pong kernel does not
 /// split. Shared by `launch` and [`plan`].
-fn launch_tile(choice: &Choice, tma_epi: bool) -> (TileConfig, u32) {
-    let cfg = match stages_override() {
+fn launch_tile(choice: &Choice, tma_epi: bool, stages: Option<u32>) -> (TileConfig, u32) {
+    let cfg = match stages {
         Some(stages) => TileConfig {
             stages: ring_for(choice.tile, stages),
             ..choice.tile
@@ -1952,7 +1978,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
     }
     let read = as_read(&pc);
     let choice = Choice::resolve_noted(&read, sm_count, tuned, env, &mut notes);
-    if let Some(stages) = stages_override() {
+    if let Some(stages) = env.stages {
         notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
     }
     let pcc = if c_back {
@@ -1982,7 +2008,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
             format!("epilogue: from registers ({why})")
         }
     });
-    let (cfg, splits) = launch_tile(&choice, tma_epi);
+    let (cfg, splits) = launch_tile(&choice, tma_epi, env.stages);
     if (cfg.bm, cfg.bn) != (choice.tile.bm, choice.tile.bn) {
         notes.add(|| {
             format!(
@@ -1993,7 +2019,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
         });
     }
     let slots = (sm_count / cfg.cluster).max(1);
-    let slots = grid_cap().map_or(slots, |g| slots.min(g));
+    let slots = env.grid.map_or(slots, |g| slots.min(g));
     let ctiles = cfg.cluster_tiles(read.m, read.n);
     let (sk_from, sp) = work_layout(cfg, &choice, splits, &read, slots);
     let units = sp.split_from + (ctiles - sp.split_from) * sp.splits;
@@ -2017,27 +2043,37 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
     }
 }
 
-/// A config forced by `KILN_WGMMA_CFG` (`large`, `medium`, `pair`, `medium-pair`, `wide`, `n224`,
-/// `n168`, `small`, `tiny`, `tiny64`, `pingpong`, `pingpong64`, `pingpong-tiny`), for timing one
-/// against another on the
-/// same problem; unset or unknown leaves the choice to the tuned config or the heuristic.
+/// The tile configs `KILN_WGMMA_CFG` can force, by name: every config the dispatch or the tuning
+/// space can run (for timing one against another on the same problem, and for
+/// `kiln sanitize --configs`, which checks each).
+pub const FORCED_CONFIGS: &[(&str, TileConfig)] = &[
+    ("large", TileConfig::LARGE),
+    ("medium", TileConfig::MEDIUM),
+    ("pair", TileConfig::LARGE_PAIR),
+    ("medium-pair", TileConfig::MEDIUM_PAIR),
+    ("wide", TileConfig::WIDE),
+    ("n168", TileConfig::N168),
+    ("n224", TileConfig::N224),
+    ("small", TileConfig::SMALL),
+    ("tiny", TileConfig::TINY),
+    ("tiny64", TileConfig::TINY64),
+    ("pingpong", TileConfig::PINGPONG),
+    ("pingpong64", TileConfig::PINGPONG64),
+    ("pingpong-tiny", TileConfig::PINGPONG_TINY),
+];
+
+/// The config `name` forces ([`FORCED_CONFIGS`]); unknown leaves the choice to the tuned config
+/// or the heuristic.
+pub fn forced_config(name: &str) -> Option<TileConfig> {
+    FORCED_CONFIGS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, t)| t)
+}
+
+/// `KILN_WGMMA_CFG`, read as [`Overrides`] reads it.
 fn config_override() -> Option<TileConfig> {
-    match std::env::var("KILN_WGMMA_CFG").ok()?.as_str() {
-        "large" => Some(TileConfig::LARGE),
-        "medium" => Some(TileConfig::MEDIUM),
-        "pair" => Some(TileConfig::LARGE_PAIR),
-        "medium-pair" => Some(TileConfig::MEDIUM_PAIR),
-        "wide" => Some(TileConfig::WIDE),
-        "n168" => Some(TileConfig::N168),
-        "n224" => Some(TileConfig::N224),
-        "small" => Some(TileConfig::SMALL),
-        "tiny" => Some(TileConfig::TINY),
-        "tiny64" => Some(TileConfig::TINY64),
-        "pingpong" => Some(TileConfig::PINGPONG),
-        "pingpong64" => Some(TileConfig::PINGPONG64),
-        "pingpong-tiny" => Some(TileConfig::PINGPONG_TINY),
-        _ => None,
-    }
+    forced_config(&std::env::var("KILN_WGMMA_CFG").ok()?)
 }
 
 /// Whether the TMA-store epilogue goes out chunk by chunk under the next unit's K blocks (the
@@ -2048,32 +2084,29 @@ fn epi_defer() -> bool {
 }
 
 /// A split-K factor forced by `KILN_WGMMA_SPLITS` (ignored by clusters), for timing.
-fn splits_override() -> Option<u32> {
-    std::env::var("KILN_WGMMA_SPLITS")
-        .ok()?
-        .parse()
-        .ok()
-        .map(|s: u32| s.clamp(1, MAX_SPLITS))
+fn parse_splits(v: Option<String>) -> Option<u32> {
+    v?.parse().ok().map(|s: u32| s.clamp(1, MAX_SPLITS))
 }
 
 /// `KILN_WGMMA_GRID`: at most this many resident clusters (for tests: a small problem then has
 /// several waves, a partial last one, and stream-K or last-wave splits to run).
 fn grid_cap() -> Option<u32> {
-    std::env::var("KILN_WGMMA_GRID")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&g: &u32| g >= 1)
+    parse_grid(std::env::var("KILN_WGMMA_GRID").ok())
+}
+
+fn parse_grid(v: Option<String>) -> Option<u32> {
+    v.and_then(|v| v.parse().ok()).filter(|&g: &u32| g >= 1)
 }
 
 /// `KILN_WGMMA_STAGES` (2..=12): the ring depth of whichever tile config runs, for timing a
 /// shallower or deeper ring (compiles variants outside `variants()`; for experiments only; a
 /// ring that does not fit in shared memory fails at launch).
 fn stages_override() -> Option<u32> {
-    std::env::var("KILN_WGMMA_STAGES")
-        .ok()?
-        .parse()
-        .ok()
-        .map(|s: u32| s.clamp(2, 12))
+    parse_stages(std::env::var("KILN_WGMMA_STAGES").ok())
+}
+
+fn parse_stages(v: Option<String>) -> Option<u32> {
+    v?.parse().ok().map(|s: u32| s.clamp(2, 12))
 }
 
 /// The ring `stages` asks for, made one the tile can run: 64-row tiles need an even ring of at
@@ -2094,9 +2127,11 @@ fn group_m() -> u32 {
 
 /// `KILN_WGMMA_GROUP_M` when set to 1..=64.
 fn group_m_override() -> Option<u32> {
-    std::env::var("KILN_WGMMA_GROUP_M")
-        .ok()
-        .and_then(|v| v.parse().ok())
+    parse_group_m(std::env::var("KILN_WGMMA_GROUP_M").ok())
+}
+
+fn parse_group_m(v: Option<String>) -> Option<u32> {
+    v.and_then(|v| v.parse().ok())
         .filter(|g: &u32| (1..=64).contains(g))
 }
 
@@ -2121,18 +2156,68 @@ pub const WIDTHS_BY_DEFAULT: bool = true;
 
 /// `KILN_WGMMA_WIDTHS`: 1 or 0 overrides [`WIDTHS_BY_DEFAULT`].
 fn widths_enabled() -> bool {
-    std::env::var("KILN_WGMMA_WIDTHS").map_or(WIDTHS_BY_DEFAULT, |v| v.trim() == "1")
-}
-
-/// Whether large problems run as CTA pairs sharing B through multicast. On by default;
-/// `KILN_WGMMA_PAIRS=0` turns it off, to time or rule out the cluster path.
-fn pairs_enabled() -> bool {
-    std::env::var("KILN_WGMMA_PAIRS").map_or(true, |v| v != "0")
+    Overrides::from_env().widths
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_from_vars_read_what_a_child_process_would() {
+        let vars = |pairs: &[(&str, &str)]| {
+            Overrides::from_vars(
+                &pairs
+                    .iter()
+                    .map(|&(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(vars(&[]), Overrides::NONE);
+        let o = vars(&[
+            ("KILN_WGMMA_CFG", "n224"),
+            ("KILN_WGMMA_SPLITS", "3"),
+            ("KILN_WGMMA_TAIL", "1"),
+            ("KILN_WGMMA_GRID", "4"),
+            ("KILN_WGMMA_STAGES", "40"),
+            ("KILN_WGMMA_PAIRS", "0"),
+            ("KILN_WGMMA_WIDTHS", "0"),
+            ("KILN_WGMMA_SK", "1"),
+        ]);
+        assert_eq!(o.tile, Some(TileConfig::N224));
+        assert_eq!(
+            (o.splits, o.tail, o.stream_k),
+            (Some(3), Some(true), Some(true))
+        );
+        // the stages clamp to the kernel's range
+        assert_eq!((o.grid, o.stages), (Some(4), Some(12)));
+        assert!(!o.pairs && !o.widths);
+        // the last of a repeated variable wins, as in an environment built up in order; an
+        // unknown config name forces nothing
+        assert_eq!(
+            vars(&[("KILN_WGMMA_GRID", "4"), ("KILN_WGMMA_GRID", "9")]).grid,
+            Some(9)
+        );
+        assert_eq!(vars(&[("KILN_WGMMA_CFG", "huge")]).tile, None);
+        // every forced name resolves, and to a distinct config
+        for (i, (name, t)) in FORCED_CONFIGS.iter().enumerate() {
+            assert_eq!(forced_config(name), Some(*t));
+            assert!(FORCED_CONFIGS[..i].iter().all(|(_, u)| u != t), "{name}");
+        }
+        // plan() honours the grid and stages given, as launch does from the environment
+        let p = GemmProblem::new(600, 1344, 640, Layout::RC, DType::Bf16, DType::Bf16);
+        let l = plan(
+            &p,
+            132,
+            None,
+            &vars(&[
+                ("KILN_WGMMA_CFG", "large"),
+                ("KILN_WGMMA_GRID", "4"),
+                ("KILN_WGMMA_STAGES", "3"),
+            ]),
+        );
+        assert_eq!((l.slots, l.grid, l.stages), (4, 4, 3));
+    }
 
     #[test]
     fn shared_memory_fits_an_h100_block() {

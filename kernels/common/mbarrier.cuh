@@ -77,6 +77,19 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Named barrier `id` over `threads` threads that also ORs `pred` across them: every thread gets
+// true if any passed true. Publishes one thread's decision to all without shared memory (a flag
+// written before a bar.sync and read after it is what compute-sanitizer's racecheck reports as a
+// hazard across named barriers, session 18 #75).
+__device__ __forceinline__ bool named_barrier_or(u32 id, u32 threads, bool pred) {
+  u32 any;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 q, %1, 0;\n bar.red.or.pred p, %2, %3, q;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(any)
+      : "r"((u32)pred), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
+}
 // Counts this warp on named barrier `id` without waiting: the signalling half of a
 // producer/consumer hand-off whose other half calls named_barrier_sync with the same count.
 __device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {

@@ -48,18 +48,19 @@ __device__ __forceinline__ void split_store_partial(float* slot, int ct, const f
 }
 
 // After every thread's split_store_partial: counts the slice on `counter` (thread ct 0, once the
-// whole partial is out) and tells all 256 threads, through the shared `last_flag`, whether it
-// counted last; the last resets the counter to 0 for the next launch.
-__device__ __forceinline__ bool split_arrive(u32* counter, int ns, int ct, u32& last_flag, u32 bar) {
+// whole partial is out) and tells all 256 threads whether it counted last (named barrier `bar`
+// with an OR: no shared flag); the last resets the counter to 0 for the next launch.
+__device__ __forceinline__ bool split_arrive(u32* counter, int ns, int ct, u32 bar) {
   fence_gpu();
   named_barrier_sync(bar, 256);
+  u32 last = 0;
   if (ct == 0) {
-    const u32 last = atom_add_gpu(counter, 1) == (u32)(ns - 1);
+    last = atom_add_gpu(counter, 1) == (u32)(ns - 1);
     if (last) *counter = 0;  // every slice has counted: ready for reuse
-    last_flag = last;
   }
-  named_barrier_sync(bar, 256);
-  return last_flag;
+  // Through a shuffle from lane 0: with the barrier's predicate feeding the caller's branch
+  // directly, ptxas kept two more values in local memory in the 256-wide consumers.
+  return __shfl_sync(0xffffffffu, (int)named_barrier_or(bar, 256, last != 0), 0) != 0;
 }
 
 // The last slice adds the other slices' partials (slot s2 of `slots`, 256 x N floats apart) into

@@ -185,7 +185,6 @@ __device__ __forceinline__ void sk_piece(u32 pos, u32 end, int split_from, int k
 extern "C" __global__ void __launch_bounds__(384, 1)
     gemm_wgmma_tma_ws(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
                       const __grid_constant__ TmaMap tma_c, const GemmArgs p, const Extras ex) {
-  __shared__ u32 split_last;  // split-K: whether this CTA's unit arrived last on its tile
   __shared__ u32 sk_range[2];  // stream-K: this CTA's K blocks [sk_range[0], sk_range[1])
   extern __shared__ unsigned char smem_raw[];
   if (KILN_TRACE && threadIdx.x == 0) trace_stamp(ex, T_ENTRY);
@@ -514,7 +513,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const int base = sk ? 2 * cid + 1 - 2 * sp : bt * ns;
         float* tile_ws = ex.ws + (i64)base * (BM * BN);
         split_store_partial(tile_ws + (i64)sp * (BM * BN), ct, acc);
-        if (!split_arrive(ex.counters + bt, ns, ct, split_last, 3)) continue;
+        if (!split_arrive(ex.counters + bt, ns, ct, 3)) continue;
         split_add_others(tile_ws, ns, sp, ct, acc);
       }
 

@@ -104,7 +104,6 @@ struct SwigluSplit {
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_swiglu_dual(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w1,
                     const __grid_constant__ TmaMap tma_w3, const MoeArgs p, const SwigluSplit sx) {
-  __shared__ u32 split_last;  // whether this CTA's slice counted last on its tile
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
@@ -331,7 +330,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           split_store_partial(fold_g + (i64)sp * (256 * FR), ct, fg);
           split_store_partial(fold_u + (i64)sp * (256 * FR), ct, fu);
         }
-        if (!split_arrive(sx.counters + st, ns, ct, split_last, 3) || idle) continue;
+        if (!split_arrive(sx.counters + st, ns, ct, 3) || idle) continue;
         split_add_others(tile_ws, ns, sp, ct, acc);
         if (FOLD > 0 && folded) {
           split_add_others(fold_g, ns, sp, ct, fg);

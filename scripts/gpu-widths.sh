@@ -2,7 +2,8 @@
 # The 128x168 and 128x224 GEMM tiles (ledger #71), built in session 16 when no GPU was lent: the
 # run that settled them in session 17 (ledger #72: 224 on by default for a K-major B, 168 forced
 # only). Kept to re-check both after a kernel change.
-# Here, first: cargo build --release && mkdir -p .carry/widths && cp target/release/kiln .carry/widths/
+# Here, first: cargo build --release && mkdir -p .carry/widths && cp target/release/kiln .carry/widths/ \
+#   && git rev-parse --short HEAD > .carry/widths/COMMIT  (the device copy's git is not the build's)
 # Then on the GPU (the device `run` tool, carry [".carry/widths"]), one phase per call (each
 # under 10 minutes on an H100):
 #   bash scripts/gpu-widths.sh verify   # forced in every layout and case, the full suite with the
@@ -19,7 +20,7 @@ mkdir -p "$OUT"
 export KILN_STORE=/tmp/kiln.db KILN_CACHE_DIR=/tmp/kiln-jit
 K=${K:-.carry/widths/kiln}
 chmod +x "$K"
-{ nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv; date -u; echo "binary: $K ($(git rev-parse --short HEAD 2>/dev/null || echo unknown))"; } > "$OUT/machine.txt"
+{ nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv; date -u; echo "binary: $K (built from $(cat "$(dirname "$K")/COMMIT" 2>/dev/null || echo "an unrecorded commit"))"; } > "$OUT/machine.txt"
 
 # One verify call: its tag, then env assignments and arguments; prints the version's row.
 v() {

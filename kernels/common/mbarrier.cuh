@@ -80,7 +80,7 @@ __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
 // Named barrier `id` over `threads` threads that also ORs `pred` across them: every thread gets
 // true if any passed true. Publishes one thread's decision to all without shared memory (a flag
 // written before a bar.sync and read after it is what compute-sanitizer's racecheck reports as a
-// hazard across named barriers, session 18 #75).
+// hazard across named barriers: ledger #75, #77).
 __device__ __forceinline__ bool named_barrier_or(u32 id, u32 threads, bool pred) {
   u32 any;
   asm volatile(

@@ -88,7 +88,8 @@ pub struct Case {
     /// The launch forced through `env` (`--configs`), e.g. `n224 last-wave split 3`; empty for
     /// the dispatch's own choice.
     pub setup: String,
-    /// Environment variables set for the run, on top of this process's.
+    /// Environment variables set for the run, on top of this process's (with a setup: in place
+    /// of this process's `KILN_WGMMA_*`).
     pub env: Vec<(String, String)>,
 }
 
@@ -238,7 +239,15 @@ pub fn first_error(text: &str) -> Option<String> {
 
 /// Runs one case under `sanitizer`, killing it after `limit`.
 pub fn run_case(sanitizer: &Path, kiln: &Path, case: &Case, limit: Duration) -> Result<Finding> {
-    let mut child = Command::new(sanitizer)
+    let mut cmd = Command::new(sanitizer);
+    if !case.setup.is_empty() {
+        // A forced setup runs with its own variables only, as it was planned
+        // (`Overrides::from_vars`): an inherited KILN_WGMMA_STAGES, say, would change the kernel.
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KILN_WGMMA_")) {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd
         .args(case.args(kiln))
         .envs(case.env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())

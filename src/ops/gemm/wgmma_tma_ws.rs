@@ -2083,7 +2083,7 @@ fn epi_defer() -> bool {
     std::env::var("KILN_WGMMA_DEFER").map_or(true, |v| v.trim() != "0")
 }
 
-/// A split-K factor forced by `KILN_WGMMA_SPLITS` (ignored by clusters), for timing.
+/// A split-K factor forced by `KILN_WGMMA_SPLITS` (single CTAs and pairs alike), for timing.
 fn parse_splits(v: Option<String>) -> Option<u32> {
     v?.parse().ok().map(|s: u32| s.clamp(1, MAX_SPLITS))
 }

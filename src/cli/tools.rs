@@ -196,9 +196,16 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
             .collect::<Result<_>>()?
     };
     // --configs plans each case for this GPU's SMs (--list without one: an H100's)
-    let dev_model = device_or_h100();
+    let dev = kiln::device::init()
+        .ok()
+        .and_then(|_| kiln::device::DeviceInfo::query(0).ok());
+    let sm_count = dev
+        .as_ref()
+        .map_or(kiln::device::DeviceInfo::h100_sxm().sm_count, |d| {
+            d.sm_count
+        });
     let (cases, uncovered) = if a.configs {
-        san::config_cases(&tools, dev_model.sm_count)
+        san::config_cases(&tools, sm_count)
     } else {
         (san::Case::all(&versions, &tools, &problems), Vec::new())
     };
@@ -216,7 +223,7 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
                 "{} runs ({} tools) planned for {} SMs",
                 cases.len(),
                 tools.len(),
-                dev_model.sm_count
+                sm_count
             );
         }
         return Ok(if uncovered.is_empty() {
@@ -228,7 +235,6 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
     kiln::device::init()?;
     let sanitizer = san::SANITIZER.find()?;
     let kiln_bin = kiln::tools::this_kiln()?;
-    let dev = kiln::device::DeviceInfo::query(0).ok();
     let run = env.begin("sanitize", dev.as_ref())?;
     let pb = bar(cases.len(), "sanitize", env.json);
     let mut found: Vec<Option<san::Finding>> = vec![None; cases.len()];

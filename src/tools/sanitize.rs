@@ -453,7 +453,7 @@ impl Setup {
         (l.bm, l.bn, l.cluster, l.pingpong, l.stages)
             == (t.bm, t.bn, t.cluster, t.pingpong, t.stages)
             && l.copies.is_empty()
-            && p.k.div_ceil(64) >= l.splits as usize
+            && wgmma_tma_ws::k_blocks(p.k) >= l.splits
             && l.tma_epilogue == (self.out != DType::F32)
             && match self.mode {
                 Mode::Whole => l.splits == 1 && l.stream_k_from.is_none(),

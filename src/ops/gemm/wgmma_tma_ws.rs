@@ -1604,7 +1604,9 @@ impl GemmKernel for WgmmaTmaWs {
         )
     }
     fn baseline(&self, p: &GemmProblem, dev: &DeviceInfo) -> Option<Config> {
-        Some(Choice::heuristic_with(p, dev.sm_count, true, widths_enabled()).to_config())
+        Some(
+            Choice::heuristic_with(p, dev.sm_count, true, Overrides::from_env().widths).to_config(),
+        )
     }
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
         Choice::from_config(cfg).ok().map(|c| {
@@ -1729,8 +1731,9 @@ impl WgmmaTmaWs {
         // reads of them.
         let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
         let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && tma_epilogue_enabled());
-        let (cfg, splits) = launch_tile(&choice, tc.is_some(), stages_override());
-        if cfg.bn != choice.tile.bn && config_override() == Some(choice.tile) {
+        let env = Overrides::from_env();
+        let (cfg, splits) = launch_tile(&choice, tc.is_some(), env.stages);
+        if cfg.bn != choice.tile.bn && env.tile == Some(choice.tile) {
             warn_forced_fallback(choice.tile, cfg);
         }
         let spec = Self::spec(
@@ -1747,7 +1750,7 @@ impl WgmmaTmaWs {
             None => spec,
         })?;
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes());
-        let slots = grid_cap().map_or(slots, |g| slots.min(g));
+        let slots = env.grid.map_or(slots, |g| slots.min(g));
         let ctiles = cfg.cluster_tiles(p.m, p.n);
         let (sk_from, plan) = work_layout(cfg, &choice, splits, p, slots);
         let (ws, counters) = match sk_from {
@@ -2071,11 +2074,6 @@ pub fn forced_config(name: &str) -> Option<TileConfig> {
         .map(|&(_, t)| t)
 }
 
-/// `KILN_WGMMA_CFG`, read as [`Overrides`] reads it.
-fn config_override() -> Option<TileConfig> {
-    forced_config(&std::env::var("KILN_WGMMA_CFG").ok()?)
-}
-
 /// Whether the TMA-store epilogue goes out chunk by chunk under the next unit's K blocks (the
 /// kernel's `KILN_EPI_DEFER`); `KILN_WGMMA_DEFER=0` compiles the epilogue that stores the whole
 /// tile before the next unit starts, for timing one against the other.
@@ -2090,10 +2088,6 @@ fn parse_splits(v: Option<String>) -> Option<u32> {
 
 /// `KILN_WGMMA_GRID`: at most this many resident clusters (for tests: a small problem then has
 /// several waves, a partial last one, and stream-K or last-wave splits to run).
-fn grid_cap() -> Option<u32> {
-    parse_grid(std::env::var("KILN_WGMMA_GRID").ok())
-}
-
 fn parse_grid(v: Option<String>) -> Option<u32> {
     v.and_then(|v| v.parse().ok()).filter(|&g: &u32| g >= 1)
 }
@@ -2101,10 +2095,6 @@ fn parse_grid(v: Option<String>) -> Option<u32> {
 /// `KILN_WGMMA_STAGES` (2..=12): the ring depth of whichever tile config runs, for timing a
 /// shallower or deeper ring (compiles variants outside `variants()`; for experiments only; a
 /// ring that does not fit in shared memory fails at launch).
-fn stages_override() -> Option<u32> {
-    parse_stages(std::env::var("KILN_WGMMA_STAGES").ok())
-}
-
 fn parse_stages(v: Option<String>) -> Option<u32> {
     v?.parse().ok().map(|s: u32| s.clamp(2, 12))
 }
@@ -2122,14 +2112,10 @@ fn ring_for(tile: TileConfig, stages: u32) -> u32 {
 /// The grouped order's tile-rows: GROUP_M, or `KILN_WGMMA_GROUP_M` (1..=64) to time another
 /// (an override compiles variants outside `variants()`; for experiments only).
 fn group_m() -> u32 {
-    group_m_override().unwrap_or(GROUP_M)
+    Overrides::from_env().group_m.unwrap_or(GROUP_M)
 }
 
 /// `KILN_WGMMA_GROUP_M` when set to 1..=64.
-fn group_m_override() -> Option<u32> {
-    parse_group_m(std::env::var("KILN_WGMMA_GROUP_M").ok())
-}
-
 fn parse_group_m(v: Option<String>) -> Option<u32> {
     v.and_then(|v| v.parse().ok())
         .filter(|g: &u32| (1..=64).contains(g))
@@ -2153,11 +2139,6 @@ fn tma_epilogue_enabled() -> bool {
 /// both widths on an H100 and timed them (`scripts/gpu-widths.sh`, ledger #72): 128 x 224 is
 /// 5-10 % faster there; 128 x 168 is forced only.
 pub const WIDTHS_BY_DEFAULT: bool = true;
-
-/// `KILN_WGMMA_WIDTHS`: 1 or 0 overrides [`WIDTHS_BY_DEFAULT`].
-fn widths_enabled() -> bool {
-    Overrides::from_env().widths
-}
 
 #[cfg(test)]
 mod tests {

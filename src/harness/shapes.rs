@@ -92,6 +92,9 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                     (16, 8192, 1024),
                     (2053, 1031, 509),
                     (256, 256, 65),
+                    // 16-byte rows, few tiles, long K: CTA pairs with every tile split
+                    // (the heuristic's few-tile rule, ledger #79)
+                    (1000, 1000, 4008),
                 ] {
                     v.push(bf(m, n, k, l));
                 }

@@ -729,6 +729,49 @@ fn unsplit_one_wave(
     }
 }
 
+/// Few tiles, long K, rows at 16-byte alignment: a 128 x 192 or 128 x 256 pair with every tile
+/// split into 2-4 K slices, as many clusters as fit in one wave, where the cooperative pick would
+/// leave SMs idle or run single CTAs that each load their straddled rows. Applies where some rows
+/// are at 16-byte alignment only ([`Pairing::Always`]), at least six tile-rows, at most one wave
+/// of 128 x 128 tiles and K >= 4000. H100, session 18 (ledger #78, us, default -> this): RC
+/// 1000x1000x4008 30.0 -> 28.5, 760x1000x4008 30.0 -> 26.8, 1240x1000x4008 38.0 -> 31.9; CR
+/// 1000x1000x4000 37.2 -> 29.0, 1000x1000x8000 59.3 -> 40.3, 1000x2000x4000 42.3 -> 36.3,
+/// 1000x1512x6000 65.7 -> 40.9, 1000x520x4000 25.8 -> 25.4; CC 1000x1000x4000 29.2 -> 28.3. With
+/// five tile-rows (one cluster row in three half empty) it lost 7 % at 520x1000x4000 CR; at
+/// K <= 3000 it tied or lost (1000x1000x2008 RC 18.2 -> 22.3). A tile with a fifth or more of
+/// its columns past N is not weighed: 1400x600x4008 RC (768 columns for 600) lost 3 % (#79).
+///
+/// Among the candidates, the lowest of a fit to those runs (1000x1000x4000 CR), us:
+/// `14.5 + 3.8e-5 BN K / s + 0.0133 BN (s - 1)`: the K share of one CTA, plus a serial
+/// reduction of `s - 1` fp32 partial tiles the last slice reads back. It ranked the measured best
+/// first at every shape with six tile-rows or more. Session 19 (#79, held out, us): RC
+/// 1000x1000x6008 42.3 -> 38.2, 800x800x12008 67.6 -> 53.2, 1000x1000x16008 99.7 -> 61.1,
+/// 2000x500x8008 61.8 -> 46.7; CR 888x1000x5000 42.8 -> 34.8; RR 1000x2000x5000 49.8 -> 41.0;
+/// CC 1240x1240x4008 43.9 -> 35.7.
+fn few_tiles_long_k(p: &GemmProblem, pairing: Pairing, sm_count: u32) -> Option<(TileConfig, u32)> {
+    let tile_rows = p.m.div_ceil(BM as usize);
+    if pairing != Pairing::Always
+        || tile_rows < 6
+        || p.k < 4000
+        || TileConfig::PINGPONG.cluster_tiles(p.m, p.n) > sm_count
+    {
+        return None;
+    }
+    let slots = sm_count / 2;
+    let modelled = |cfg: TileConfig, s: u32| {
+        let bn = cfg.bn as f64;
+        14.5 + 3.8e-5 * bn * p.k as f64 / s as f64 + 0.0133 * bn * (s - 1) as f64
+    };
+    [TileConfig::MEDIUM_PAIR, TileConfig::LARGE_PAIR]
+        .into_iter()
+        .flat_map(|cfg| (2..=4).map(move |s| (cfg, s)))
+        .filter(|&(cfg, s)| {
+            let used = p.n as f64 / (cfg.tiles(p.m, p.n).1 * cfg.bn) as f64;
+            cfg.cluster_tiles(p.m, p.n) * s <= slots && used >= 0.8
+        })
+        .min_by(|&(a, s), &(b, t)| modelled(a, s).total_cmp(&modelled(b, t)))
+}
+
 /// The last-wave split rule (GEMM's tail split, the fused SwiGLU's in-kernel split): when `tiles`
 /// on `slots` resident CTAs leave a last wave at most half full, its tiles are cut into as many K
 /// slices as fill the idle slots (slots / tail tiles), at most `max_slices` and a quarter of the
@@ -1027,6 +1070,20 @@ impl Choice {
                 )
             });
         }
+        let (tile, splits) = match few_tiles_long_k(p, pairing, sm_count) {
+            Some((t, s)) => {
+                notes.add(|| {
+                    format!(
+                        "rows at 16-byte alignment, at most a wave of 128x128 tiles, K >= 4000: \
+                         {} (one wave of clusters) rather than {}",
+                        t.label(s),
+                        tile.label(splits)
+                    )
+                });
+                (t, s)
+            }
+            None => (tile, splits),
+        };
         // The tiles wider than 128 split only a last wave that is at most half full. A pair
         // (rows off lines) splits it as a pair: single CTAs lose far more there than a sparse
         // last wave does (H100, session 15, us: 6000x3000x3000 single with the last wave split
@@ -2415,6 +2472,54 @@ mod tests {
         assert_eq!((whole.splits, whole.workspace_bytes(256)), (1, 0));
         // never more slices than K blocks
         assert_eq!(TileConfig::SMALL.best_splits(128, 128, 64, 132), 1);
+    }
+
+    #[test]
+    fn few_tiles_with_long_k_at_16_byte_rows_run_split_pairs() {
+        let c = |m, n, k, l| {
+            let c = Choice::heuristic(&bf16(m, n, k, l), 132, true);
+            (c.tile, c.splits, c.tail)
+        };
+        let medium = |s| (TileConfig::MEDIUM_PAIR, s, false);
+        let large = |s| (TileConfig::LARGE_PAIR, s, false);
+        // the best configs of ledger #78's sweeps, each within one wave of clusters
+        assert_eq!(c(1000, 1000, 4008, Layout::RC), medium(2));
+        assert_eq!(c(1000, 1000, 4000, Layout::CR), medium(2));
+        assert_eq!(c(1000, 1000, 4000, Layout::CC), medium(2));
+        assert_eq!(c(1000, 1000, 8000, Layout::CR), large(4));
+        assert_eq!(c(1000, 2000, 4000, Layout::CR), large(2));
+        assert_eq!(c(760, 1000, 4008, Layout::RC), medium(3));
+        assert_eq!(c(1240, 1000, 4008, Layout::RC), medium(2));
+        assert_eq!(c(1000, 1512, 6000, Layout::CR), medium(2));
+        // one wave of clusters at most: 48 + 8 clusters of 128x192 over 66 slots
+        assert_eq!(c(1000, 1240, 4000, Layout::CR), medium(2));
+        // not with five tile-rows, a fifth of the columns wasted, K under 4000, rows 32-byte
+        // aligned, more than a wave of 128x128 tiles, or pairs turned off
+        for (m, n, k, l) in [
+            (520, 1000, 4000, Layout::CR),
+            (1400, 600, 4008, Layout::RC),
+            (1000, 1000, 3000, Layout::RC),
+            (1000, 1000, 4000, Layout::RC),
+            (2000, 2000, 4008, Layout::RC),
+        ] {
+            let got = c(m, n, k, l);
+            assert!(
+                !(got.0.cluster == 2 && got.1 > 1),
+                "{m}x{n}x{k} {l:?}: {got:?}"
+            );
+        }
+        let p = bf16(1000, 1000, 4008, Layout::RC);
+        assert_eq!(Choice::heuristic(&p, 132, false).tile.cluster, 1);
+        // the cap: every split pair the rule picks fits in one wave of clusters
+        for m in (600..=2000).step_by(40) {
+            for k in [4008, 6008, 16008] {
+                let p = bf16(m, 1000, k, Layout::RC);
+                if let Some((t, s)) = few_tiles_long_k(&p, Pairing::of(&p, true), 132) {
+                    assert!(t.cluster_tiles(m, 1000) * s <= 66, "{m}x1000x{k}");
+                    assert!((2..=4).contains(&s));
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 // Memory operations of the cross-CTA reductions (split-K partial tiles) and shared-memory
 // hand-offs: float4 loads/stores that bypass L1 (.cg, so a partial written by one SM is read
-// from L2 by another), float4 shared-memory access, and the GPU-scope fence and counter.
+// from L2 by another), float4 / float2 shared-memory access (the f32 C staging), and the GPU-scope fence and counter.
 #pragma once
 #include "common/types.cuh"
 
@@ -12,6 +12,9 @@ __device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, flo
 }
 __device__ __forceinline__ void st_shared_f4(u32 a, float x, float y, float z, float w) {
   asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+__device__ __forceinline__ void st_shared_f2(u32 a, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x), "f"(y) : "memory");
 }
 __device__ __forceinline__ void ld_shared_f4(u32 a, float& x, float& y, float& z, float& w) {
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(x), "=f"(y), "=f"(z), "=f"(w) : "r"(a) : "memory");

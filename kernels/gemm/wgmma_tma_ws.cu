@@ -12,9 +12,10 @@
 // that finishes last; Extras.split_from > 0 splits only the tiles from there on (the last,
 // partial wave: the SMs it would leave idle take the other slices); or (stream-K, Extras.sk_w,
 // opt-in) a piece of one contiguous range of K blocks per CTA over the last waves' tiles.
-// Epilogue (KILN_EPI = 1, 16-bit C with beta == 0): stmatrix into 64 x 64 swizzled staging
-// chunks stored by TMA (bulk groups drain while the next chunk / tile runs); KILN_EPI = 0: from
-// registers (shuffle transpose, 16-byte stores, C read when beta != 0).
+// Epilogue (KILN_EPI = 1, beta == 0): 16-bit C through stmatrix, f32 C through st.shared.v2,
+// into 128B-swizzled staging chunks of 64 rows x 128 bytes stored by TMA (bulk groups drain
+// while the next chunk / tile runs); KILN_EPI = 0: from registers (shuffle transpose, 16-byte
+// stores, C read when beta != 0).
 // Edges: the tensor maps carry the true M/N/K, so TMA zero-fills what lies outside and drops
 // stores outside C; the register epilogue stores only in-range elements.
 //
@@ -106,34 +107,37 @@ constexpr bool SK_OK = CLUSTER == 1 && !KSPLIT;
 // multicast writes into the peer before its barriers exist, nor the 64-wide tiles, which ran
 // 1-6 % slower with it (512^3, 1024^3, 128x4096x4096; not understood).
 constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128;
-// TMA-store epilogue (16-bit outputs): each consumer converts its 64 x BN accumulator 64 columns
-// at a time into one of two 8 KB staging buffers (stmatrix, 128B-swizzled rows of 64 elements),
-// from which one thread stores it with TMA while the next chunk (or the next tile's mainloop)
-// goes on. f32 outputs, beta != 0 and C that TMA cannot address use the register epilogue, a
-// variant of its own (KILN_EPI = 0): compiled side by side, the two epilogues more than doubled
-// the code and spilled the 256-wide tile's consumers.
+// TMA-store epilogue: each consumer writes its 64 x BN accumulator C_COLS columns at a time
+// (one 128-byte row each: 64 16-bit or 32 f32 elements) into one of two 8 KB staging buffers
+// (stmatrix, or st.shared.v2 for f32; 128B-swizzled rows), from which one thread stores it with
+// TMA while the next chunk (or the next tile's mainloop) goes on. beta != 0 and C that TMA cannot
+// address use the register epilogue, a variant of its own (KILN_EPI = 0): compiled side by side,
+// the two epilogues more than doubled the code and spilled the 256-wide tile's consumers.
 #ifndef KILN_EPI
 #define KILN_EPI 1
 #endif
-constexpr bool TMA_EPI = KILN_OUT != 2 && KILN_EPI;
-constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
+constexpr bool TMA_EPI = KILN_EPI;
+constexpr int C_COLS = KILN_OUT == 2 ? 32 : 64, C_NCH = BN / C_COLS;
+constexpr u32 C_CHUNK_BYTES = 64 * 128;
 // BN = 168 or 224: widths that make whole waves where multiples of 64 do not (1024 x 11008:
 // 528 tiles of 128 x 168, four waves on 132 SMs; 1024 x 3584: 128 tiles of 128 x 224). TMA stores
-// whole 64-column chunks, so the last C_TAIL (40 or 32) columns go out from registers; these
-// widths are compiled with the TMA-store epilogue only (the host runs another width otherwise).
-constexpr int C_TAIL = BN % 64;
+// whole chunks, so the last C_TAIL columns (16-bit: 40 or 32; f32: 8 of 168) go out from
+// registers; these widths are compiled with the TMA-store epilogue only (the host runs another
+// width otherwise).
+constexpr int C_TAIL = BN % C_COLS;
 static_assert(C_TAIL == 0 || TMA_EPI, "128 x 168 and 128 x 224 tiles have the TMA-store epilogue only");
 // KILN_EPI_DEFER: the TMA-store epilogue packs the tile to 16-bit pairs in registers and stages /
 // stores one 64-column chunk per K block of the next unit, after that K block's wgmmas are issued,
 // so the tensor cores work while the chunks go out (the chunks left over when a unit is too short
-// go out after its mainloop, and after the last unit).
-constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT;
+// go out after its mainloop, and after the last unit). Not f32 C: a deferred f32 chunk would
+// keep its values unpacked, twice the registers of a 16-bit one.
+constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT && KILN_OUT != 2;
 // Chunks deferred: all of them in single CTAs up to 256 wide, two of the 320-wide tile's five
 // (160 accumulators + 32 packed registers); only the last in pairs, whose 224 consumer
 // registers spill with two or more packed chunks beside the accumulators (their multicast
 // producer needs more than 40 registers, so 232 is not on offer): the first chunks go out at
 // once, as without DEFER.
-constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : WIDE ? 2 : BN / 64, DFIRST = BN / 64 - DCH;
+constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : WIDE ? 2 : BN / 64, DFIRST = C_NCH - DCH;
 // Two staging chunks per consumer that runs an epilogue (KSPLIT: consumer 0 only).
 constexpr u32 C_BYTES = TMA_EPI ? (KSPLIT ? 1 : 2) * 2 * C_CHUNK_BYTES : 0;
 // KSPLIT: consumer 1's 64 x BN fp32 partial tile, each thread's BN / 2 values as float4s
@@ -376,24 +380,42 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     };
     u32 epi_chunks = 0;  // chunks staged so far: picks the staging buffer
     const bool leader = (threadIdx.x % 128) == 0;
-    const int srow = 16 * w + (lane & 15);
-    // Chunk ch (64 columns) of the consumer's 64 x BN tile to C at (m0, n0 + 64 ch) through the
-    // staging buffers; pair(J, x) is the x-th 16-bit pair of 16-column block J (accumulators
-    // 8J + 2x, 8J + 2x + 1). Matrix layout: see the epilogue below.
-    auto store_chunk = [&](int ch, int m0, int n0, auto pair) {
+#if KILN_OUT != 2
+    const int srow = 16 * w + (lane & 15);  // the 16-bit staging row this lane addresses
+#endif
+    // Chunk ch (C_COLS columns) of the consumer's 64 x BN tile to C at (m0, n0 + C_COLS ch)
+    // through the staging buffers. 16-bit C: get(J, x) is the x-th 16-bit pair of 16-column block
+    // J (accumulators 8J + 2x, 8J + 2x + 1). f32 C: get(i) is accumulator i, scaled. Matrix
+    // layout: see the epilogue below.
+    auto store_chunk = [&](int ch, int m0, int n0, auto get) {
       const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
       if (leader) tma_store_wait_read<1>();  // the store two chunks ago is done reading buf
       named_barrier_sync(1 + c, 128);
+#if KILN_OUT == 2
+      // 8-column group J = 4 ch + jj: the lane's two columns 2 (lane % 4) of rows 16w + lane / 4
+      // (accumulators 4J, 4J + 1) and 8 below (4J + 2, 4J + 3), 8 bytes each, in 16-byte chunk
+      // 2 jj + (lane % 4) / 2 of the 128-byte row, swizzled. A warp's 8 rows share bank groups
+      // in pairs: two wavefronts for its 256 bytes, the least there can be.
+      const int frow = 16 * w + lane / 4;
+      const u32 half = 8u * (lane & 1);
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const int J = 4 * ch + jj, chunk = 2 * jj + ((lane & 3) >> 1);
+        st_shared_f2(buf + swizzle128_offset(frow, chunk) + half, get(4 * J), get(4 * J + 1));
+        st_shared_f2(buf + swizzle128_offset(frow + 8, chunk) + half, get(4 * J + 2), get(4 * J + 3));
+      }
+#else
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj) {
         const int J = 4 * ch + jj;
         const u32 chunk = 2 * jj + (lane >> 4);
-        stmatrix_x4(buf + swizzle128_offset(srow, chunk), pair(J, 0), pair(J, 1), pair(J, 2), pair(J, 3));
+        stmatrix_x4(buf + swizzle128_offset(srow, chunk), get(J, 0), get(J, 1), get(J, 2), get(J, 3));
       }
+#endif
       fence_proxy_async_shared();
       named_barrier_sync(1 + c, 128);
       if (leader) {
-        tma_store_2d(&tma_c, buf, n0 + 64 * ch, m0);
+        tma_store_2d(&tma_c, buf, n0 + C_COLS * ch, m0);
         tma_store_commit();
       }
       ++epi_chunks;
@@ -404,10 +426,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     int pend_m0 = 0, pend_n0 = 0, pend_chunks = 0, pend_next = 0;
     auto pending = [&]() { return pend_next < pend_chunks; };
     auto store_pending_chunk = [&]() {
+#if KILN_OUT != 2  // DEFER: 16-bit C only
 #pragma unroll
-      for (int ch = DFIRST; ch < BN / 64; ++ch)  // pk indexed statically
+      for (int ch = DFIRST; ch < C_NCH; ++ch)  // pk indexed statically
         if (ch == pend_next)
           store_chunk(ch, pend_m0, pend_n0, [&](int J, int x) { return pk[4 * (J - 4 * DFIRST) + x]; });
+#endif
       ++pend_next;
     };
     float acc[BN / 2];
@@ -518,34 +542,40 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
 
       // Epilogue: register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1).
-#if KILN_OUT != 2 && KILN_EPI  // TMA_EPI: stmatrix moves 16-bit elements
+#if KILN_EPI  // TMA_EPI
       {
-        // Chunk of 64 columns: 16-column block jj of it is one stmatrix.x4 per warp; matrices
-        // (rows 0-7 | 8-15) x (cols 0-7 | 8-15) of the warp's 16 rows are registers
+        // 16-bit C, chunks of 64 columns: 16-column block jj of it is one stmatrix.x4 per warp;
+        // matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) of the warp's 16 rows are registers
         // 8J + {0,1}, {2,3}, {4,5}, {6,7} (J = the block's index in the tile). Lane l addresses
         // row 16w + (l & 15), 16-byte column chunk 2jj + (l >> 4), stored at chunk ^ (row & 7)
         // (the 128B swizzle the C map reads with): each 8x8 matrix hits 8 distinct bank quads.
+        // f32 C, chunks of 32 columns: see store_chunk.
         const int m0 = tm * BM + 64 * c, n0 = tn * BN;
         // Chunks before DFIRST go out now (all of them without DEFER), the rest wait in pk.
         if (m0 < p.m) {
-          const int nch = min(BN / 64, (p.n - n0 + 63) / 64);
+          const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
 #pragma unroll
           for (int ch = 0; ch < DFIRST; ++ch)
             if (ch < nch)
+#if KILN_OUT == 2
+              store_chunk(ch, m0, n0, [&](int i) { return p.alpha * acc[i]; });
+#else
               store_chunk(ch, m0, n0, [&](int J, int x) {
                 return pack2<out_t>(p.alpha * acc[8 * J + 2 * x], p.alpha * acc[8 * J + 2 * x + 1]);
               });
 #pragma unroll
           for (int i = 0; i < 16 * DCH; ++i)
             pk[DEFER ? i : 0] = pack2<out_t>(p.alpha * acc[32 * DFIRST + 2 * i], p.alpha * acc[32 * DFIRST + 2 * i + 1]);
+#endif
           pend_m0 = m0;
           pend_n0 = n0;
           pend_chunks = DEFER ? nch : 0;
           pend_next = DFIRST;
         }
-        // The last C_TAIL columns (8-column groups BN / 64 * 8 ..), as the register epilogue
-        // stores them.
-        if constexpr (C_TAIL != 0) store_acc_groups<BN / 64 * 8>(cout, p, m0 + 16 * w + lane / 4, n0, acc, lane % 4);
+        // The last C_TAIL columns (8-column groups C_NCH * C_COLS / 8 ..), as the register
+        // epilogue stores them.
+        if constexpr (C_TAIL != 0)
+          store_acc_groups<C_NCH * C_COLS / 8>(cout, p, m0 + 16 * w + lane / 4, n0, acc, lane % 4);
       }
 #else
       store_acc_groups<0>(cout, p, tm * BM + 64 * c + 16 * w + lane / 4, tn * BN, acc, lane % 4);

@@ -385,7 +385,7 @@ pub enum Mode {
 }
 
 /// One launch of `wgmma_tma_ws` that `--configs` forces: a tile config, how its work is laid
-/// out, and C's type (f32 takes the register epilogue, 16-bit the TMA-store one).
+/// out, C's type and its epilogue (TMA stores, or from registers under `KILN_WGMMA_EPI=0`).
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub name: String,
@@ -393,33 +393,39 @@ pub struct Setup {
     pub tile: TileConfig,
     pub mode: Mode,
     pub out: DType,
+    pub tma_epi: bool,
 }
 
 impl Setup {
-    /// Every setup: each forced config whole with a 16-bit C, with an f32 C where it has the
-    /// register epilogue, and the 128-row cooperative tiles split, last-wave split and (single
-    /// CTAs) under stream-K.
+    /// Every setup: each forced config whole with a 16-bit C; with an f32 C through TMA stores
+    /// (the cooperative tiles: the ping-pong kernel stages 16-bit C only) and from registers
+    /// (where the tile has that epilogue); and the 128-row cooperative tiles split, last-wave
+    /// split and (single CTAs) under stream-K.
     pub fn all() -> Vec<Setup> {
         let mut v = Vec::new();
         for &(config, tile) in FORCED_CONFIGS {
-            let mut add = |mode, out, what: &str| {
+            let mut add = |mode, out, tma_epi, what: &str| {
                 v.push(Setup {
                     name: format!("{config}{what}"),
                     config,
                     tile,
                     mode,
                     out,
+                    tma_epi,
                 })
             };
-            add(Mode::Whole, DType::Bf16, "");
+            add(Mode::Whole, DType::Bf16, true, "");
+            if !tile.pingpong {
+                add(Mode::Whole, DType::F32, true, " f32 C");
+            }
             if wgmma_tma_ws::with_epilogue(tile, false) == tile {
-                add(Mode::Whole, DType::F32, " f32 C");
+                add(Mode::Whole, DType::F32, false, " f32 C from registers");
             }
             if tile.bm == 128 && !tile.pingpong {
-                add(Mode::Split, DType::Bf16, " split 3");
-                add(Mode::LastWave, DType::Bf16, " last-wave split 3");
+                add(Mode::Split, DType::Bf16, true, " split 3");
+                add(Mode::LastWave, DType::Bf16, true, " last-wave split 3");
                 if tile.cluster == 1 {
-                    add(Mode::StreamK, DType::Bf16, " stream-K");
+                    add(Mode::StreamK, DType::Bf16, true, " stream-K");
                 }
             }
         }
@@ -429,6 +435,9 @@ impl Setup {
     /// The environment that forces this setup in a child kiln.
     pub fn env(&self) -> Vec<(String, String)> {
         let mut e = vec![("KILN_WGMMA_CFG", self.config)];
+        if !self.tma_epi {
+            e.push(("KILN_WGMMA_EPI", "0"));
+        }
         e.extend(match self.mode {
             Mode::Whole => vec![("KILN_WGMMA_SPLITS", "1"), ("KILN_WGMMA_SK", "0")],
             Mode::Split => vec![("KILN_WGMMA_SPLITS", "3"), ("KILN_WGMMA_TAIL", "0")],
@@ -454,7 +463,7 @@ impl Setup {
             == (t.bm, t.bn, t.cluster, t.pingpong, t.stages)
             && l.copies.is_empty()
             && wgmma_tma_ws::k_blocks(p.k) >= l.splits
-            && l.tma_epilogue == (self.out != DType::F32)
+            && l.tma_epilogue == self.tma_epi
             && match self.mode {
                 Mode::Whole => l.splits == 1 && l.stream_k_from.is_none(),
                 Mode::Split => l.splits == 3 && !l.tail && l.stream_k_from.is_none(),
@@ -612,7 +621,8 @@ mod tests {
         for (name, _) in FORCED_CONFIGS {
             assert!(setups.iter().any(|s| s.name == *name), "{name}");
         }
-        // the 224-wide tile has no register epilogue: no f32 setup, every mode otherwise
+        // the 224-wide tile has no register epilogue: f32 C through TMA stores only, every mode
+        // otherwise
         let n224: Vec<&str> = setups
             .iter()
             .filter(|s| s.config == "n224")
@@ -622,18 +632,20 @@ mod tests {
             n224,
             [
                 "n224",
+                "n224 f32 C",
                 "n224 split 3",
                 "n224 last-wave split 3",
                 "n224 stream-K"
             ]
         );
-        // the check refuses what falls back: n224 with an f32 C runs 128x256
+        // the check refuses what falls back: n224 from registers runs 128x256
         let fallback = Setup {
-            name: "n224 f32 C".into(),
+            name: "n224 f32 C from registers".into(),
             config: "n224",
             tile: TileConfig::N224,
             mode: Mode::Whole,
             out: DType::F32,
+            tma_epi: false,
         };
         let p = GemmProblem::new(300, 2000, 200, Layout::RC, DType::Bf16, DType::F32);
         assert!(!fallback.runs_at(&p, 132));

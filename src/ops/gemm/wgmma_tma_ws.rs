@@ -860,6 +860,9 @@ pub struct Overrides {
     pub grid: Option<u32>,
     /// `KILN_WGMMA_STAGES` (the ring depth of whichever tile runs)
     pub stages: Option<u32>,
+    /// `KILN_WGMMA_EPI` (default on; 0: the register epilogue even where C takes TMA stores, to
+    /// time one against the other or check the register one)
+    pub epi: bool,
 }
 
 impl Overrides {
@@ -874,6 +877,7 @@ impl Overrides {
         widths: WIDTHS_BY_DEFAULT,
         grid: None,
         stages: None,
+        epi: true,
     };
 
     /// The overrides this process's environment sets.
@@ -904,6 +908,7 @@ impl Overrides {
             widths: var("KILN_WGMMA_WIDTHS").map_or(WIDTHS_BY_DEFAULT, |v| v.trim() == "1"),
             grid: parse_grid(var("KILN_WGMMA_GRID")),
             stages: parse_stages(var("KILN_WGMMA_STAGES")),
+            epi: var("KILN_WGMMA_EPI").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -1433,19 +1438,16 @@ pub fn a_box_rows(m: usize, bm: u32) -> u32 {
     }
 }
 
-/// The tensor map the TMA-store epilogue writes C through: boxes of 64 x 64 elements
-/// (128-byte rows, 128B swizzle, as the kernel stages them), global extents the true N x M, so
-/// stores outside C are dropped. `None` when the epilogue must stay in registers: f32 output
-/// (stmatrix moves 16-bit elements), beta != 0 (C is read), or a C that TMA cannot address
-/// (unaligned base or a row stride that is not a multiple of 16 bytes).
+/// The tensor map the TMA-store epilogue writes C through: boxes of 64 rows of 128 bytes (64
+/// 16-bit or 32 f32 elements; 128B swizzle, as the kernel stages them), global extents the true
+/// N x M, so stores outside C are dropped. `None` when the epilogue must stay in registers:
+/// beta != 0 (C is read), or a C that TMA cannot address (unaligned base or a row stride that is
+/// not a multiple of 16 bytes).
 pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
-    if p.output == DType::F32 {
-        return None;
-    }
     let dtype = p.output.tma();
     // beta != 0 reads C. A row whose byte length is not a multiple of 16 ends inside a 16-byte
     // granule, and TMA stores the whole granule (measured on H200: the ldc padding after N = 127
-    // was overwritten), so N must be a multiple of 8 elements.
+    // was overwritten), so N must be a multiple of 8 elements (16-bit) or 4 (f32).
     if p.beta != 0.0 || !(p.n * p.output.size()).is_multiple_of(16) {
         return None;
     }
@@ -1454,7 +1456,7 @@ pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
         addr: c,
         dims: [p.n as u64, p.m as u64],
         row_stride_bytes: p.ldc as u64 * p.output.size() as u64,
-        box_dims: [64, 64],
+        box_dims: [128 / p.output.size() as u32, 64],
         swizzle: TmaSwizzle::B128,
     };
     map.validate().ok().map(|()| map)
@@ -1491,7 +1493,8 @@ impl WgmmaTmaWs {
         group_m: u32,
         epi_tma: bool,
     ) -> KernelSpec {
-        let epi = (epi_tma && output != DType::F32) as u32;
+        // The ping-pong kernel stages 16-bit C only: its f32 C takes the register epilogue.
+        let epi = (epi_tma && !(cfg.pingpong && output == DType::F32)) as u32;
         if cfg.pingpong {
             return with_problem_defines(
                 KernelSpec::new(
@@ -1605,9 +1608,9 @@ impl GemmKernel for WgmmaTmaWs {
         ];
         for cfg in TileConfig::ALL {
             for (l, i, o) in super::all_combinations() {
-                // 16-bit C: the TMA-store epilogue, and the register one for beta != 0 or a C
-                // that TMA cannot address; f32 C: the register epilogue only.
-                if o != DType::F32 {
+                // The TMA-store epilogue, and the register one for beta != 0 or a C that TMA
+                // cannot address; the ping-pong tiles' f32 C: the register epilogue only.
+                if !(cfg.pingpong && o == DType::F32) {
                     v.push(Self::spec(arch, l, i, o, cfg, group_m(), true));
                 }
                 if with_epilogue(cfg, false) == cfg {
@@ -1668,7 +1671,7 @@ impl GemmKernel for WgmmaTmaWs {
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
         Choice::from_config(cfg).ok().map(|c| {
             // C's address is known only at launch: assume it aligned (as allocations are).
-            let epi = output_map(p, 1 << 20).is_some() && tma_epilogue_enabled();
+            let epi = output_map(p, 1 << 20).is_some() && Overrides::from_env().epi;
             let tile = with_epilogue(c.tile, epi);
             Self::spec(arch, p.layout, p.input, p.output, tile, c.group_m, epi)
         })
@@ -1787,8 +1790,8 @@ impl WgmmaTmaWs {
         // compute-sanitizer's initcheck does not see TMA's stores, and flagged the copy-back's
         // reads of them.
         let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
-        let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && tma_epilogue_enabled());
         let env = Overrides::from_env();
+        let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && env.epi);
         let (cfg, splits) = launch_tile(&choice, tc.is_some(), env.stages);
         if cfg.bn != choice.tile.bn && env.tile == Some(choice.tile) {
             warn_forced_fallback(choice.tile, cfg);
@@ -2049,18 +2052,19 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
     } else {
         read
     };
-    let tma_epi = !c_back && tma_epilogue_enabled() && output_map(&pcc, c_addr).is_some();
+    let tma_epi = !c_back && env.epi && output_map(&pcc, c_addr).is_some();
+    let pingpong_f32 = choice.tile.pingpong && pcc.output == DType::F32;
     notes.add(|| {
-        if tma_epi {
+        if tma_epi && !pingpong_f32 {
             "epilogue: TMA stores from swizzled staging chunks".into()
         } else {
-            let why = if pcc.output == DType::F32 {
-                "f32 C"
+            let why = if pingpong_f32 {
+                "the ping-pong kernel stages 16-bit C only"
             } else if pcc.beta != 0.0 {
                 "beta != 0 reads C"
             } else if c_back {
                 "C goes through scratch"
-            } else if !tma_epilogue_enabled() {
+            } else if !env.epi {
                 "KILN_WGMMA_EPI=0"
             } else {
                 "TMA cannot address C (a row of N elements is not a multiple of 16 bytes)"
@@ -2093,7 +2097,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
         splits: sp.splits,
         tail: sp.splits > 1 && sp.split_from > 0,
         stream_k_from: sk_from,
-        tma_epilogue: tma_epi,
+        tma_epilogue: tma_epi && !pingpong_f32,
         copies,
         tiles: ctiles,
         slots,
@@ -2183,12 +2187,6 @@ fn parse_group_m(v: Option<String>) -> Option<u32> {
 /// other.
 fn dependent_launch() -> bool {
     std::env::var("KILN_WGMMA_PDL").map_or(true, |v| v.trim() != "0")
-}
-
-/// Whether the TMA-store epilogue may be used. On by default; `KILN_WGMMA_EPI=0` keeps the
-/// register epilogue, to time or rule out the store path.
-fn tma_epilogue_enabled() -> bool {
-    std::env::var("KILN_WGMMA_EPI").map_or(true, |v| v != "0")
 }
 
 /// Whether the heuristic weighs the 224-wide tile by default (N a multiple of 224, two
@@ -3140,10 +3138,10 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        // 16-bit C: TMA-store and register epilogues; f32 C: the register one (the 320-, 224-
-        // and 168-wide tiles: the TMA-store one only); pack_rows (2- and 4-byte elements) and
-        // transpose_rows
-        assert_eq!(variants.len(), 3 + 10 * (16 * 2 + 8) + 3 * 16);
+        // TMA-store and register epilogues for each C (the 320-, 224- and 168-wide tiles: the
+        // TMA-store one only; the 3 ping-pong tiles: f32 C from registers only); pack_rows (2- and
+        // 4-byte elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + 10 * (16 * 2 + 8) + 3 * 16 + 10 * 8);
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -3156,8 +3154,8 @@ mod tests {
                     spec.label()
                 );
                 let ch = Choice::from_config(c).unwrap();
-                // (the 320-wide tile runs as 128 x 192 where C takes the register epilogue)
-                let tile = with_epilogue(ch.tile, o != DType::F32);
+                // (C takes the TMA-store epilogue at this shape, so every tile runs as itself)
+                let tile = with_epilogue(ch.tile, true);
                 assert!(spec
                     .defines
                     .contains(&("KILN_THREADS".into(), THREADS.to_string())));

@@ -2,7 +2,7 @@
 # The GPU check to run after any change to kernels/gemm/wgmma_tma_ws*.cu or the common/ headers
 # they include (session 18, ledger #75-#77): the full GEMM suite, the MoE quick suite (swiglu_dual
 # shares common/split_k.cuh), and compute-sanitizer over every tile config (`kiln sanitize
-# --configs`: 58 setups x 4 layouts x 4 tools, each at a problem `kiln plan` shows it runs).
+# --configs`: 61 setups x 4 layouts x 4 tools, each at a problem `kiln plan` shows it runs).
 # About 6.5-7 minutes on an H100.
 # Here, first: cargo build --release && mkdir -p .carry/check && cp target/release/kiln .carry/check/ \
 #   && git rev-parse --short HEAD > .carry/check/COMMIT

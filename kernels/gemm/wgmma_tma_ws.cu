@@ -24,6 +24,7 @@
 //     (B: one box per CTA of the cluster, each BN / KILN_CLUSTER rows).
 //   MN-major operand: boxes {64 m|n, 64 k} of 8 KB, one per 64 elements of M/N, row r = k (a B
 //     tile 168 or 224 wide loads whole boxes: 192 or 256 columns, the last ones unused).
+#include "common/c_staging.cuh"
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
 #include "common/gemm_ws.cuh"
@@ -31,7 +32,6 @@
 #include "common/mbarrier.cuh"
 #include "common/mem_ops.cuh"
 #include "common/split_k.cuh"
-#include "common/stmatrix.cuh"
 #include "common/quad_transpose.cuh"
 #include "common/swizzle.cuh"
 #include "common/tma.cuh"
@@ -385,32 +385,16 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #endif
     // Chunk ch (C_COLS columns) of the consumer's 64 x BN tile to C at (m0, n0 + C_COLS ch)
     // through the staging buffers. 16-bit C: get(J, x) is the x-th 16-bit pair of 16-column block
-    // J (accumulators 8J + 2x, 8J + 2x + 1). f32 C: get(i) is accumulator i, scaled. Matrix
-    // layout: see the epilogue below.
+    // J (accumulators 8J + 2x, 8J + 2x + 1). f32 C: get(i) is accumulator i, scaled. The staging
+    // layouts: common/c_staging.cuh.
     auto store_chunk = [&](int ch, int m0, int n0, auto get) {
       const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
       if (leader) tma_store_wait_read<1>();  // the store two chunks ago is done reading buf
       named_barrier_sync(1 + c, 128);
 #if KILN_OUT == 2
-      // 8-column group J = 4 ch + jj: the lane's two columns 2 (lane % 4) of rows 16w + lane / 4
-      // (accumulators 4J, 4J + 1) and 8 below (4J + 2, 4J + 3), 8 bytes each, in 16-byte chunk
-      // 2 jj + (lane % 4) / 2 of the 128-byte row, swizzled. A warp's 8 rows share bank groups
-      // in pairs: two wavefronts for its 256 bytes, the least there can be.
-      const int frow = 16 * w + lane / 4;
-      const u32 half = 8u * (lane & 1);
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const int J = 4 * ch + jj, chunk = 2 * jj + ((lane & 3) >> 1);
-        st_shared_f2(buf + swizzle128_offset(frow, chunk) + half, get(4 * J), get(4 * J + 1));
-        st_shared_f2(buf + swizzle128_offset(frow + 8, chunk) + half, get(4 * J + 2), get(4 * J + 3));
-      }
+      stage_chunk_f32(buf, ch, w, lane, get);
 #else
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const int J = 4 * ch + jj;
-        const u32 chunk = 2 * jj + (lane >> 4);
-        stmatrix_x4(buf + swizzle128_offset(srow, chunk), get(J, 0), get(J, 1), get(J, 2), get(J, 3));
-      }
+      stage_chunk_16(buf, ch, srow, lane, get);
 #endif
       fence_proxy_async_shared();
       named_barrier_sync(1 + c, 128);
@@ -544,12 +528,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // Epilogue: register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1).
 #if KILN_EPI  // TMA_EPI
       {
-        // 16-bit C, chunks of 64 columns: 16-column block jj of it is one stmatrix.x4 per warp;
-        // matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) of the warp's 16 rows are registers
-        // 8J + {0,1}, {2,3}, {4,5}, {6,7} (J = the block's index in the tile). Lane l addresses
-        // row 16w + (l & 15), 16-byte column chunk 2jj + (l >> 4), stored at chunk ^ (row & 7)
-        // (the 128B swizzle the C map reads with): each 8x8 matrix hits 8 distinct bank quads.
-        // f32 C, chunks of 32 columns: see store_chunk.
+        // Chunks of C_COLS columns (64 16-bit, 32 f32), staged as common/c_staging.cuh lays them.
         const int m0 = tm * BM + 64 * c, n0 = tn * BN;
         // Chunks before DFIRST go out now (all of them without DEFER), the rest wait in pk.
         if (m0 < p.m) {

@@ -9,20 +9,20 @@
 // (wgmma_tma_ws.cu: both consumers on one 128 x 256 tile) leaves the tensor cores idle at every
 // tile end (CUTLASS's ping-pong schedule against its cooperative one). The grid is persistent:
 // CTA b takes tiles b, b + grid, .. of the grouped order (common/gemm_ws.cuh). No split-K and no
-// clusters. Epilogues as the cooperative kernel's: KILN_EPI = 1 stmatrix + TMA store (16-bit C,
-// beta == 0), else from registers.
+// clusters. Epilogues as the cooperative kernel's: KILN_EPI = 1 staging chunks stored by TMA
+// (beta == 0; stmatrix for 16-bit C, st.shared.v2 for f32), else from registers.
 // Edges: the tensor maps carry the true M/N/K (TMA zero-fills loads and drops stores outside);
 // the register epilogue stores only in-range elements.
 //
 // Shared tiles (1024-byte aligned, rows of 128 bytes = 64 elements, 128B swizzle), as in
 // wgmma_tma_ws.cu: a K-major operand is one box {64 k, rows}; an MN-major one is boxes
 // {64 m|n, 64 k} of 8 KB, one per 64 rows of M or N.
+#include "common/c_staging.cuh"
 #include "common/gemm_args.cuh"
 #include "common/epilogue.cuh"
 #include "common/gemm_ws.cuh"
 #include "common/grid_dep.cuh"
 #include "common/mbarrier.cuh"
-#include "common/stmatrix.cuh"
 #include "common/quad_transpose.cuh"
 #include "common/swizzle.cuh"
 #include "common/tma.cuh"
@@ -53,8 +53,10 @@ constexpr int TB = KILN_B_ROW ? 1 : 0;
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
-constexpr bool TMA_EPI = KILN_OUT != 2 && KILN_EPI;
-constexpr u32 C_CHUNK_BYTES = 64 * 64 * 2;
+constexpr bool TMA_EPI = KILN_EPI;
+// A staging chunk: 64 rows of 128 bytes, 64 columns of 16-bit C or 32 of f32.
+constexpr int C_COLS = KILN_OUT == 2 ? 32 : 64;
+constexpr u32 C_CHUNK_BYTES = 64 * 128;
 // Two staging chunks per consumer: its epilogue runs while the other consumer's K loop does.
 constexpr u32 C_BYTES = TMA_EPI ? 2 * 2 * C_CHUNK_BYTES : 0;
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 8,
@@ -135,27 +137,28 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     auto release = [&](int s) {
       if (lane == 0) mbar_arrive(empty(s));
     };
-#if KILN_OUT != 2 && KILN_EPI  // TMA_EPI: stmatrix moves 16-bit elements
+#if KILN_EPI  // TMA_EPI
     u32 epi_chunks = 0;  // chunks staged so far: picks the staging buffer
-    const int srow = 16 * w + (lane & 15);
-    // Chunk ch (64 columns) of a 64 x BN half tile, accumulators a, to C at (m0, n0 + 64 ch)
-    // through this consumer's staging buffers; pair(J, x) is the x-th 16-bit pair of 16-column
-    // block J (accumulators 8J + 2x, 8J + 2x + 1). The layout is the cooperative kernel's.
+#if KILN_OUT != 2
+    const int srow = 16 * w + (lane & 15);  // the 16-bit staging row this lane addresses
+#endif
+    // Chunk ch (C_COLS columns) of a 64 x BN half tile, accumulators a, to C at
+    // (m0, n0 + C_COLS ch) through this consumer's staging buffers (common/c_staging.cuh).
     auto store_chunk = [&](int ch, int m0, int n0, const float(&a)[BN / 2]) {
-      auto pair = [&](int J, int x) { return pack2<out_t>(p.alpha * a[8 * J + 2 * x], p.alpha * a[8 * J + 2 * x + 1]); };
       const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
       if (leader) tma_store_wait_read<1>();  // the store two chunks ago is done reading buf
       named_barrier_sync(1 + c, 128);
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const int J = 4 * ch + jj;
-        const u32 chunk = 2 * jj + (lane >> 4);
-        stmatrix_x4(buf + swizzle128_offset(srow, chunk), pair(J, 0), pair(J, 1), pair(J, 2), pair(J, 3));
-      }
+#if KILN_OUT == 2
+      stage_chunk_f32(buf, ch, w, lane, [&](int i) { return p.alpha * a[i]; });
+#else
+      stage_chunk_16(buf, ch, srow, lane, [&](int J, int x) {
+        return pack2<out_t>(p.alpha * a[8 * J + 2 * x], p.alpha * a[8 * J + 2 * x + 1]);
+      });
+#endif
       fence_proxy_async_shared();
       named_barrier_sync(1 + c, 128);
       if (leader) {
-        tma_store_2d(&tma_c, buf, n0 + 64 * ch, m0);
+        tma_store_2d(&tma_c, buf, n0 + C_COLS * ch, m0);
         tma_store_commit();
       }
       ++epi_chunks;
@@ -164,12 +167,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // Rows 64h .. 64h + 63 of the tile at (tm, tn), from accumulators a (register i: row
     // 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1)).
     auto store_half = [&](const float(&a)[BN / 2], int h, int tm, int tn) {
-#if KILN_OUT != 2 && KILN_EPI
+#if KILN_EPI
       const int m0 = tm * BM + 64 * h, n0 = tn * BN;
       if (m0 >= p.m) return;
-      const int nch = min(BN / 64, (p.n - n0 + 63) / 64);
+      const int nch = min(BN / C_COLS, (p.n - n0 + C_COLS - 1) / C_COLS);
 #pragma unroll
-      for (int ch = 0; ch < BN / 64; ++ch)
+      for (int ch = 0; ch < BN / C_COLS; ++ch)
         if (ch < nch)
           store_chunk(ch, m0, n0, a);
 #else

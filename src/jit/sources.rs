@@ -40,6 +40,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/stmatrix.cuh"),
     ),
     (
+        "common/c_staging.cuh",
+        include_str!("../../kernels/common/c_staging.cuh"),
+    ),
+    (
         "common/quad_transpose.cuh",
         include_str!("../../kernels/common/quad_transpose.cuh"),
     ),

@@ -398,9 +398,8 @@ pub struct Setup {
 
 impl Setup {
     /// Every setup: each forced config whole with a 16-bit C; with an f32 C through TMA stores
-    /// (the cooperative tiles: the ping-pong kernel stages 16-bit C only) and from registers
-    /// (where the tile has that epilogue); and the 128-row cooperative tiles split, last-wave
-    /// split and (single CTAs) under stream-K.
+    /// and from registers (where the tile has that epilogue); and the 128-row cooperative tiles
+    /// split, last-wave split and (single CTAs) under stream-K.
     pub fn all() -> Vec<Setup> {
         let mut v = Vec::new();
         for &(config, tile) in FORCED_CONFIGS {
@@ -415,9 +414,7 @@ impl Setup {
                 })
             };
             add(Mode::Whole, DType::Bf16, true, "");
-            if !tile.pingpong {
-                add(Mode::Whole, DType::F32, true, " f32 C");
-            }
+            add(Mode::Whole, DType::F32, true, " f32 C");
             if wgmma_tma_ws::with_epilogue(tile, false) == tile {
                 add(Mode::Whole, DType::F32, false, " f32 C from registers");
             }

@@ -1493,8 +1493,7 @@ impl WgmmaTmaWs {
         group_m: u32,
         epi_tma: bool,
     ) -> KernelSpec {
-        // The ping-pong kernel stages 16-bit C only: its f32 C takes the register epilogue.
-        let epi = (epi_tma && !(cfg.pingpong && output == DType::F32)) as u32;
+        let epi = epi_tma as u32;
         if cfg.pingpong {
             return with_problem_defines(
                 KernelSpec::new(
@@ -1609,10 +1608,8 @@ impl GemmKernel for WgmmaTmaWs {
         for cfg in TileConfig::ALL {
             for (l, i, o) in super::all_combinations() {
                 // The TMA-store epilogue, and the register one for beta != 0 or a C that TMA
-                // cannot address; the ping-pong tiles' f32 C: the register epilogue only.
-                if !(cfg.pingpong && o == DType::F32) {
-                    v.push(Self::spec(arch, l, i, o, cfg, group_m(), true));
-                }
+                // cannot address.
+                v.push(Self::spec(arch, l, i, o, cfg, group_m(), true));
                 if with_epilogue(cfg, false) == cfg {
                     v.push(Self::spec(arch, l, i, o, cfg, group_m(), false));
                 }
@@ -2053,14 +2050,11 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
         read
     };
     let tma_epi = !c_back && env.epi && output_map(&pcc, c_addr).is_some();
-    let pingpong_f32 = choice.tile.pingpong && pcc.output == DType::F32;
     notes.add(|| {
-        if tma_epi && !pingpong_f32 {
+        if tma_epi {
             "epilogue: TMA stores from swizzled staging chunks".into()
         } else {
-            let why = if pingpong_f32 {
-                "the ping-pong kernel stages 16-bit C only"
-            } else if pcc.beta != 0.0 {
+            let why = if pcc.beta != 0.0 {
                 "beta != 0 reads C"
             } else if c_back {
                 "C goes through scratch"
@@ -2097,7 +2091,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
         splits: sp.splits,
         tail: sp.splits > 1 && sp.split_from > 0,
         stream_k_from: sk_from,
-        tma_epilogue: tma_epi && !pingpong_f32,
+        tma_epilogue: tma_epi,
         copies,
         tiles: ctiles,
         slots,
@@ -3139,9 +3133,8 @@ mod tests {
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // TMA-store and register epilogues for each C (the 320-, 224- and 168-wide tiles: the
-        // TMA-store one only; the 3 ping-pong tiles: f32 C from registers only); pack_rows (2- and
-        // 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 10 * (16 * 2 + 8) + 3 * 16 + 10 * 8);
+        // TMA-store one only); pack_rows (2- and 4-byte elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + 10 * (24 * 2) + 3 * 24);
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

@@ -242,7 +242,8 @@ pub struct SanitizeArgs {
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
     /// Check every tile config of wgmma_tma_ws instead (forced through KILN_WGMMA_CFG: whole,
-    /// with an f32 C, split, last-wave split and stream-K, in every layout), each at a problem
+    /// with an f32 C through TMA stores and from registers, split, last-wave split and stream-K,
+    /// in every layout), each at a problem
     /// that `kiln plan` shows it really runs.
     #[arg(long, conflicts_with_all = ["versions", "problems"])]
     pub configs: bool,

@@ -264,9 +264,9 @@ impl TileConfig {
     }
 
     /// Dynamic shared memory: 1 KB of slack to round the base up to the 1024-byte swizzle
-    /// repeat, the stages, the TMA-store epilogue's C staging buffers (two 64 x 64 16-bit chunks
-    /// per consumer; unused by f32 outputs, which keep the register epilogue), and a full and an
-    /// empty mbarrier per stage.
+    /// repeat, the stages, the TMA-store epilogue's C staging buffers (two 8 KB chunks of 64 rows
+    /// x 128 bytes per consumer; unused by the register epilogue), and a full and an empty
+    /// mbarrier per stage.
     pub fn smem_bytes(self) -> u32 {
         1024 + self.stages * self.stage_bytes()
             + self.staging_bytes()
@@ -1413,7 +1413,7 @@ pub fn b_box_rows(cfg: TileConfig) -> u32 {
 
 /// The tile that runs where `tile` was picked, given whether C takes the TMA-store epilogue:
 /// the 320-wide tile's register epilogue spills (160 accumulators beside its transposes), so
-/// where C needs that one (f32, beta != 0, a C that TMA cannot address) the 128 x 192 tile runs;
+/// where C needs that one (beta != 0, a C that TMA cannot address) the 128 x 192 tile runs;
 /// the 168- and 224-wide tiles are compiled with the TMA-store epilogue only (fewer variants for
 /// tiles chosen at few shapes), and the next multiple of 64 runs instead.
 pub fn with_epilogue(tile: TileConfig, tma_epi: bool) -> TileConfig {
@@ -2385,7 +2385,7 @@ mod tests {
         for (m, n, k) in [(110, 4096, 4096), (120, 4096, 4096), (96, 2048, 4096)] {
             assert_eq!(h(m, n, k), TileConfig::PINGPONG_TINY, "{m}x{n}x{k}");
         }
-        // rows off 128-byte lines: cooperative; f32 C and beta != 0 (the register epilogue) too
+        // rows off 128-byte lines: cooperative; f32 C and beta != 0 take ping-pong as 16-bit C does
         let large = TileConfig::LARGE;
         let mut odd = bf16(2048, 2048, 2048, Layout::RC);
         odd.lda = 2056;
@@ -2769,7 +2769,7 @@ mod tests {
         assert_ne!(h(4096, 2560, 2560, Layout::RC).tile, TileConfig::WIDE);
         assert_ne!(h(1024, 10240, 4096, Layout::RC).tile, TileConfig::WIDE);
         assert_ne!(h(1024, 5120, 5000, Layout::RC).tile, TileConfig::WIDE);
-        // f32 C (the register epilogue) runs the 128 x 192 tile instead
+        // where C takes the register epilogue (beta != 0) the 128 x 192 tile runs instead
         assert_eq!(with_epilogue(TileConfig::WIDE, false), TileConfig::MEDIUM);
         assert_eq!(with_epilogue(TileConfig::WIDE, true), TileConfig::WIDE);
         assert_eq!(b_box_rows(TileConfig::WIDE), 160);

@@ -239,7 +239,8 @@ fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
     let v = plan_json("0");
     assert_eq!(v["launch"]["tile"], "128x256", "{v}");
     assert_eq!(v["launch"]["tiles"], 112, "{v}");
-    // a column-major A of few rows is copied transposed first; f32 C keeps the register epilogue
+    // a column-major A of few rows is copied transposed first; f32 C goes out through TMA
+    // stores (session 19), and C read back (beta != 0) from registers
     let o = kiln(&[
         "plan",
         "--shape",
@@ -251,7 +252,11 @@ fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
     ]);
     let t = text(&o);
     assert!(t.contains("copied transposed"), "{t}");
+    assert!(t.contains("TMA-store epilogue"), "{t}");
+    let o = kiln(&["plan", "--shape", "2048", "--out", "f32", "--beta", "1"]);
+    let t = text(&o);
     assert!(t.contains("register epilogue"), "{t}");
+    assert!(t.contains("beta != 0 reads C"), "{t}");
     // another version on request; a problem is required
     let o = kiln(&["plan", "--shape", "512", "--version", "mma_sync"]);
     assert!(text(&o).contains("version: mma_sync"), "{}", text(&o));

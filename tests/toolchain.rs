@@ -215,7 +215,10 @@ fn sanitize_configs_lists_every_setup_without_a_gpu() {
         "{out}"
     );
     assert!(out.contains("pingpong-tiny f32 C at"), "{out}");
-    assert!(out.contains("pingpong-tiny f32 C from registers at"), "{out}");
+    assert!(
+        out.contains("pingpong-tiny f32 C from registers at"),
+        "{out}"
+    );
     assert!(!out.contains("NOT COVERED"), "{out}");
     // --configs chooses its own version and problems; --jobs 0 runs nothing
     for args in [

@@ -1618,7 +1618,8 @@ impl GemmKernel for WgmmaTmaWs {
         v
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
-        self.launch_choice(ctx, p, ops, self.choice_for(ctx, p), None)
+        let env = Overrides::from_env();
+        self.launch_choice(ctx, p, ops, self.choice_for(ctx, p, &env), None, &env)
     }
     fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         let kb = k_blocks(p.k) as i64;
@@ -1684,7 +1685,7 @@ impl GemmKernel for WgmmaTmaWs {
             kernel: self.name().into(),
             reason,
         })?;
-        self.launch_choice(ctx, p, ops, choice, None)
+        self.launch_choice(ctx, p, ops, choice, None, &Overrides::from_env())
     }
 }
 
@@ -1711,10 +1712,10 @@ pub struct CtaStamps {
 
 impl WgmmaTmaWs {
     /// What `launch` runs for `p`: the tuned config or the heuristic, then the env overrides.
-    fn choice_for(&self, ctx: &Context, p: &GemmProblem) -> Choice {
+    fn choice_for(&self, ctx: &Context, p: &GemmProblem, env: &Overrides) -> Choice {
         let p = &as_read(p);
         let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
-        Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), &Overrides::from_env())
+        Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), env)
     }
 
     /// One instrumented launch of `p` (the config `launch` would run, unsplit: the stamps take
@@ -1726,7 +1727,8 @@ impl WgmmaTmaWs {
         p: &GemmProblem,
         ops: &GemmOperands,
     ) -> Result<Vec<CtaStamps>> {
-        let choice = self.choice_for(ctx, p);
+        let env = Overrides::from_env();
+        let choice = self.choice_for(ctx, p, &env);
         if choice.tile.pingpong {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
@@ -1740,7 +1742,7 @@ impl WgmmaTmaWs {
         let n = TRACE_EVENTS.len();
         let buf = DeviceBuffer::new(ctas * 2 * n * 8)?;
         buf.fill_bytes(0, ctx)?;
-        self.launch_choice(ctx, p, ops, choice, Some(buf.ptr()))?;
+        self.launch_choice(ctx, p, ops, choice, Some(buf.ptr()), &env)?;
         ctx.synchronize()?;
         let raw: Vec<u64> = buf.download(ctas * 2 * n)?;
         Ok(raw
@@ -1758,6 +1760,7 @@ impl WgmmaTmaWs {
     /// The one launch path: `launch` (tuned config or heuristic, then env overrides) and
     /// `launch_with` (a config of the space) both end here with the resolved choice.
     /// `trace`: a buffer for the instrumented variant's stamps (the launch is then unsplit).
+    /// `env`: the overrides, read once per launch (the choice came from the same ones).
     fn launch_choice(
         &self,
         ctx: &Context,
@@ -1765,6 +1768,7 @@ impl WgmmaTmaWs {
         ops: &GemmOperands,
         choice: Choice,
         trace: Option<u64>,
+        env: &Overrides,
     ) -> Result<()> {
         let p = &p.canonical();
         let choice = match trace {
@@ -1787,7 +1791,6 @@ impl WgmmaTmaWs {
         // compute-sanitizer's initcheck does not see TMA's stores, and flagged the copy-back's
         // reads of them.
         let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
-        let env = Overrides::from_env();
         let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && env.epi);
         let (cfg, splits) = launch_tile(&choice, tc.is_some(), env.stages);
         if cfg.bn != choice.tile.bn && env.tile == Some(choice.tile) {

@@ -240,7 +240,8 @@ fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
     assert_eq!(v["launch"]["tile"], "128x256", "{v}");
     assert_eq!(v["launch"]["tiles"], 112, "{v}");
     // a column-major A of few rows is copied transposed first; f32 C goes out through TMA
-    // stores (session 19), and C read back (beta != 0) from registers
+    // stores (session 19), added to C by TMA where beta = 1 (session 20), and read back from
+    // registers for other betas
     let o = kiln(&[
         "plan",
         "--shape",
@@ -255,8 +256,12 @@ fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
     assert!(t.contains("TMA-store epilogue"), "{t}");
     let o = kiln(&["plan", "--shape", "2048", "--out", "f32", "--beta", "1"]);
     let t = text(&o);
+    assert!(t.contains("TMA reduce-add"), "{t}");
+    assert!(t.contains("TMA-store epilogue"), "{t}");
+    let o = kiln(&["plan", "--shape", "2048", "--out", "f32", "--beta", "0.5"]);
+    let t = text(&o);
     assert!(t.contains("register epilogue"), "{t}");
-    assert!(t.contains("beta != 0 reads C"), "{t}");
+    assert!(t.contains("beta other than 0 and 1 reads C"), "{t}");
     // another version on request; a problem is required
     let o = kiln(&["plan", "--shape", "512", "--version", "mma_sync"]);
     assert!(text(&o).contains("version: mma_sync"), "{}", text(&o));

@@ -48,6 +48,15 @@ __device__ __forceinline__ void tma_store_2d(const TmaMap* map, u32 src, int c0,
                : "memory");
 }
 
+// As tma_store_2d, but each element is added to the tensor's (in the map's element type, f32
+// or 16-bit), atomically per element: C += the box. Same completion, same dropped elements.
+__device__ __forceinline__ void tma_reduce_add_2d(const TmaMap* map, u32 src, int c0, int c1) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<u64>(map)),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+
 // Closes the issuing thread's pending bulk stores into one group.
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 

@@ -12,10 +12,10 @@
 // that finishes last; Extras.split_from > 0 splits only the tiles from there on (the last,
 // partial wave: the SMs it would leave idle take the other slices); or (stream-K, Extras.sk_w,
 // opt-in) a piece of one contiguous range of K blocks per CTA over the last waves' tiles.
-// Epilogue (KILN_EPI = 1, beta == 0): 16-bit C through stmatrix, f32 C through st.shared.v2,
-// into 128B-swizzled staging chunks of 64 rows x 128 bytes stored by TMA (bulk groups drain
-// while the next chunk / tile runs); KILN_EPI = 0: from registers (shuffle transpose, 16-byte
-// stores, C read when beta != 0).
+// Epilogue (KILN_EPI = 1, beta 0 or 1): 16-bit C through stmatrix, f32 C through st.shared.v2,
+// into 128B-swizzled staging chunks of 64 rows x 128 bytes stored by TMA, or added to C by TMA's
+// reduce-add where beta == 1 (bulk groups drain while the next chunk / tile runs); KILN_EPI = 0:
+// from registers (shuffle transpose, 16-byte stores, C read when beta != 0).
 // Edges: the tensor maps carry the true M/N/K, so TMA zero-fills what lies outside and drops
 // stores outside C; the register epilogue stores only in-range elements.
 //
@@ -110,8 +110,8 @@ constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128;
 // TMA-store epilogue: each consumer writes its 64 x BN accumulator C_COLS columns at a time
 // (one 128-byte row each: 64 16-bit or 32 f32 elements) into one of two 8 KB staging buffers
 // (stmatrix, or st.shared.v2 for f32; 128B-swizzled rows), from which one thread stores it with
-// TMA while the next chunk (or the next tile's mainloop) goes on. beta != 0 and C that TMA cannot
-// address use the register epilogue, a variant of its own (KILN_EPI = 0): compiled side by side,
+// TMA while the next chunk (or the next tile's mainloop) goes on (beta == 1: added to C by TMA's
+// reduce-add). Other betas and C that TMA cannot address use the register epilogue, a variant of its own (KILN_EPI = 0): compiled side by side,
 // the two epilogues more than doubled the code and spilled the 256-wide tile's consumers.
 #ifndef KILN_EPI
 #define KILN_EPI 1
@@ -387,21 +387,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // through the staging buffers. 16-bit C: get(J, x) is the x-th 16-bit pair of 16-column block
     // J (accumulators 8J + 2x, 8J + 2x + 1). f32 C: get(i) is accumulator i, scaled. The staging
     // layouts: common/c_staging.cuh.
+    // beta != 0 reaches this epilogue only as beta == 1 (the host's output_map): chunks are added
+    // to C.
     auto store_chunk = [&](int ch, int m0, int n0, auto get) {
       const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
-      if (leader) tma_store_wait_read<1>();  // the store two chunks ago is done reading buf
-      named_barrier_sync(1 + c, 128);
+      store_staged_chunk(&tma_c, buf, 1 + c, leader, n0 + C_COLS * ch, m0, p.beta != 0.0f, [&] {
 #if KILN_OUT == 2
-      stage_chunk_f32(buf, ch, w, lane, get);
+        stage_chunk_f32(buf, ch, w, lane, get);
 #else
-      stage_chunk_16(buf, ch, srow, lane, get);
+        stage_chunk_16(buf, ch, srow, lane, get);
 #endif
-      fence_proxy_async_shared();
-      named_barrier_sync(1 + c, 128);
-      if (leader) {
-        tma_store_2d(&tma_c, buf, n0 + C_COLS * ch, m0);
-        tma_store_commit();
-      }
+      });
       ++epi_chunks;
     };
     // DEFER: the packed chunks DFIRST.. of the tile waiting to go out (pk[16 (ch - DFIRST) + i]),

@@ -10,7 +10,8 @@
 // tile end (CUTLASS's ping-pong schedule against its cooperative one). The grid is persistent:
 // CTA b takes tiles b, b + grid, .. of the grouped order (common/gemm_ws.cuh). No split-K and no
 // clusters. Epilogues as the cooperative kernel's: KILN_EPI = 1 staging chunks stored by TMA
-// (beta == 0; stmatrix for 16-bit C, st.shared.v2 for f32), else from registers.
+// (beta == 0) or added to C by TMA (beta == 1; stmatrix for 16-bit C, st.shared.v2 for f32),
+// else from registers.
 // Edges: the tensor maps carry the true M/N/K (TMA zero-fills loads and drops stores outside);
 // the register epilogue stores only in-range elements.
 //
@@ -144,23 +145,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #endif
     // Chunk ch (C_COLS columns) of a 64 x BN half tile, accumulators a, to C at
     // (m0, n0 + C_COLS ch) through this consumer's staging buffers (common/c_staging.cuh).
+    // beta != 0 reaches this epilogue only as beta == 1: chunks are added to C.
     auto store_chunk = [&](int ch, int m0, int n0, const float(&a)[BN / 2]) {
       const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
-      if (leader) tma_store_wait_read<1>();  // the store two chunks ago is done reading buf
-      named_barrier_sync(1 + c, 128);
+      store_staged_chunk(&tma_c, buf, 1 + c, leader, n0 + C_COLS * ch, m0, p.beta != 0.0f, [&] {
 #if KILN_OUT == 2
-      stage_chunk_f32(buf, ch, w, lane, [&](int i) { return p.alpha * a[i]; });
+        stage_chunk_f32(buf, ch, w, lane, [&](int i) { return p.alpha * a[i]; });
 #else
-      stage_chunk_16(buf, ch, srow, lane, [&](int J, int x) {
-        return pack2<out_t>(p.alpha * a[8 * J + 2 * x], p.alpha * a[8 * J + 2 * x + 1]);
-      });
+        stage_chunk_16(buf, ch, srow, lane, [&](int J, int x) {
+          return pack2<out_t>(p.alpha * a[8 * J + 2 * x], p.alpha * a[8 * J + 2 * x + 1]);
+        });
 #endif
-      fence_proxy_async_shared();
-      named_barrier_sync(1 + c, 128);
-      if (leader) {
-        tma_store_2d(&tma_c, buf, n0 + C_COLS * ch, m0);
-        tma_store_commit();
-      }
+      });
       ++epi_chunks;
     };
 #endif

@@ -106,6 +106,22 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
             }
         }
     }
+    // beta = 1 (C += alpha * A * B), which the TMA-store epilogue applies by adding its chunks
+    // to C (TMA's reduce-add): every layout and output type, one tile and several (a ragged last
+    // wave), C padded.
+    if suite == Suite::Full {
+        for l in Layout::ALL {
+            for &o in &DType::OUTPUTS {
+                for &(m, n, k) in &[(200, 136, 264), (1000, 1504, 700)] {
+                    let mut p = padded(GemmProblem::new(m, n, k, l, DType::Bf16, o));
+                    p.alpha = 0.75;
+                    p.beta = 1.0;
+                    p.ldc += 8;
+                    v.push(p);
+                }
+            }
+        }
+    }
     // alpha/beta with a padded, aligned C and padded A/B leading dimensions.
     for l in Layout::ALL {
         let mut p = GemmProblem::new(200, 136, 264, l, DType::Bf16, DType::F32);
@@ -154,6 +170,9 @@ mod tests {
             assert!(full.iter().any(|p| p.m == e) && full.iter().any(|p| p.n == e));
         }
         assert!(full.iter().any(|p| p.beta != 0.0 && p.ldc > p.n));
+        for o in DType::OUTPUTS {
+            assert!(full.iter().any(|p| p.beta == 1.0 && p.output == o));
+        }
         // Boundary M/N with aligned rows exist for every layout, so the TMA rungs meet them.
         for l in Layout::ALL {
             assert!(full.iter().any(|p| p.layout == l

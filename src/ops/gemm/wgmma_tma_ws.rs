@@ -1413,7 +1413,7 @@ pub fn b_box_rows(cfg: TileConfig) -> u32 {
 
 /// The tile that runs where `tile` was picked, given whether C takes the TMA-store epilogue:
 /// the 320-wide tile's register epilogue spills (160 accumulators beside its transposes), so
-/// where C needs that one (beta != 0, a C that TMA cannot address) the 128 x 192 tile runs;
+/// where C needs that one (beta not 0 or 1, a C that TMA cannot address) the 128 x 192 tile runs;
 /// the 168- and 224-wide tiles are compiled with the TMA-store epilogue only (fewer variants for
 /// tiles chosen at few shapes), and the next multiple of 64 runs instead.
 pub fn with_epilogue(tile: TileConfig, tma_epi: bool) -> TileConfig {
@@ -1440,15 +1440,16 @@ pub fn a_box_rows(m: usize, bm: u32) -> u32 {
 
 /// The tensor map the TMA-store epilogue writes C through: boxes of 64 rows of 128 bytes (64
 /// 16-bit or 32 f32 elements; 128B swizzle, as the kernel stages them), global extents the true
-/// N x M, so stores outside C are dropped. `None` when the epilogue must stay in registers:
-/// beta != 0 (C is read), or a C that TMA cannot address (unaligned base or a row stride that is
-/// not a multiple of 16 bytes).
+/// N x M, so stores outside C are dropped. With beta == 1 the kernel adds its chunks to C through
+/// the same map (TMA's reduce-add: C += alpha * A * B, C never read by the SMs). `None` when the
+/// epilogue must stay in registers: beta other than 0 and 1 (C is read and scaled), or a C that
+/// TMA cannot address (unaligned base or a row stride that is not a multiple of 16 bytes).
 pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
     let dtype = p.output.tma();
-    // beta != 0 reads C. A row whose byte length is not a multiple of 16 ends inside a 16-byte
-    // granule, and TMA stores the whole granule (measured on H200: the ldc padding after N = 127
-    // was overwritten), so N must be a multiple of 8 elements (16-bit) or 4 (f32).
-    if p.beta != 0.0 || !(p.n * p.output.size()).is_multiple_of(16) {
+    // A row whose byte length is not a multiple of 16 ends inside a 16-byte granule, and TMA
+    // stores the whole granule (measured on H200: the ldc padding after N = 127 was
+    // overwritten), so N must be a multiple of 8 elements (16-bit) or 4 (f32).
+    if !tma_epilogue_beta(p.beta) || !(p.n * p.output.size()).is_multiple_of(16) {
         return None;
     }
     let map = Tma2d {
@@ -1460,6 +1461,12 @@ pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
         swizzle: TmaSwizzle::B128,
     };
     map.validate().ok().map(|()| map)
+}
+
+/// Whether the TMA-store epilogue can apply beta: 0 (C overwritten) or 1 (C added to by TMA's
+/// reduce-add; for 16-bit C the sum is rounded once more than the register epilogue's).
+pub fn tma_epilogue_beta(beta: f32) -> bool {
+    beta == 0.0 || beta == 1.0
 }
 
 /// TMA loads one CTA issues per stage for `rows` (M or N) of an operand: one box if K-major,
@@ -1607,8 +1614,8 @@ impl GemmKernel for WgmmaTmaWs {
         ];
         for cfg in TileConfig::ALL {
             for (l, i, o) in super::all_combinations() {
-                // The TMA-store epilogue, and the register one for beta != 0 or a C that TMA
-                // cannot address.
+                // The TMA-store epilogue, and the register one for beta other than 0 and 1 or a C
+                // that TMA cannot address.
                 v.push(Self::spec(arch, l, i, o, cfg, group_m(), true));
                 if with_epilogue(cfg, false) == cfg {
                     v.push(Self::spec(arch, l, i, o, cfg, group_m(), false));
@@ -2054,11 +2061,14 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
     };
     let tma_epi = !c_back && env.epi && output_map(&pcc, c_addr).is_some();
     notes.add(|| {
-        if tma_epi {
+        if tma_epi && pcc.beta != 0.0 {
+            "epilogue: TMA reduce-add (C += alpha * A * B, beta = 1) from swizzled staging chunks"
+                .into()
+        } else if tma_epi {
             "epilogue: TMA stores from swizzled staging chunks".into()
         } else {
-            let why = if pcc.beta != 0.0 {
-                "beta != 0 reads C"
+            let why = if !tma_epilogue_beta(pcc.beta) {
+                "beta other than 0 and 1 reads C"
             } else if c_back {
                 "C goes through scratch"
             } else if !env.epi {
@@ -2772,7 +2782,7 @@ mod tests {
         assert_ne!(h(4096, 2560, 2560, Layout::RC).tile, TileConfig::WIDE);
         assert_ne!(h(1024, 10240, 4096, Layout::RC).tile, TileConfig::WIDE);
         assert_ne!(h(1024, 5120, 5000, Layout::RC).tile, TileConfig::WIDE);
-        // where C takes the register epilogue (beta != 0) the 128 x 192 tile runs instead
+        // where C takes the register epilogue (beta not 0 or 1) the 128 x 192 tile runs instead
         assert_eq!(with_epilogue(TileConfig::WIDE, false), TileConfig::MEDIUM);
         assert_eq!(with_epilogue(TileConfig::WIDE, true), TileConfig::WIDE);
         assert_eq!(b_box_rows(TileConfig::WIDE), 160);

@@ -2338,13 +2338,13 @@ mod tests {
         }
         assert_eq!(
             TileConfig::LARGE.smem_bytes(),
-            1024 + 4 * 49152 + 32768 + 64
+            1024 + 4 * 49152 + 32768 + 64 + 32
         );
         // 64-row tiles: consumer 0's staging only, the hand-off and its two barriers, an even
         // ring
         assert_eq!(
             TileConfig::TINY64.smem_bytes(),
-            1024 + 12 * 16384 + 16384 + 16384 + 16 + 192
+            1024 + 12 * 16384 + 16384 + 16384 + 16 + 192 + 32
         );
     }
 
@@ -3268,9 +3268,9 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        // TMA-store and register epilogues for each C (the 320-, 224- and 168-wide tiles: the
-        // TMA-store one only); pack_rows (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 10 * (24 * 2) + 3 * 24);
+        // TMA-store, C-load and register epilogues for each C (the 320-, 224- and 168-wide
+        // tiles: the two TMA ones only); pack_rows (2- and 4-byte elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + 10 * (24 * 3) + 3 * (24 * 2));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

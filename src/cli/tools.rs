@@ -127,9 +127,7 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
             } else {
                 ", cooperative"
             },
-            if l.c_loaded {
-                "C-load TMA-store"
-            } else if l.tma_epilogue {
+            if l.tma_epilogue {
                 "TMA-store"
             } else {
                 "register"

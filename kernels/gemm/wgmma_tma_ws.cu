@@ -111,8 +111,9 @@ constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128;
 // (one 128-byte row each: 64 16-bit or 32 f32 elements) into one of two 8 KB staging buffers
 // (stmatrix, or st.shared.v2 for f32; 128B-swizzled rows), from which one thread stores it with
 // TMA while the next chunk (or the next tile's mainloop) goes on (beta == 1: added to C by TMA's
-// reduce-add). Other betas and C that TMA cannot address use the register epilogue, a variant of its own (KILN_EPI = 0): compiled side by side,
-// the two epilogues more than doubled the code and spilled the 256-wide tile's consumers.
+// reduce-add). Other betas and C that TMA cannot address use the register epilogue, a variant of
+// its own (KILN_EPI = 0): compiled side by side, the two epilogues more than doubled the code and
+// spilled the 256-wide tile's consumers.
 #ifndef KILN_EPI
 #define KILN_EPI 1
 #endif

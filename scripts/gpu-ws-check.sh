@@ -2,8 +2,8 @@
 # The GPU check to run after any change to kernels/gemm/wgmma_tma_ws*.cu or the common/ headers
 # they include (session 18, ledger #75-#77): the full GEMM suite, the MoE quick suite (swiglu_dual
 # shares common/split_k.cuh), and compute-sanitizer over every tile config (`kiln sanitize
-# --configs`: 61 setups x 4 layouts x 4 tools, each at a problem `kiln plan` shows it runs).
-# About 6.5-7 minutes on an H100.
+# --configs`: 87 setups x 4 layouts x 4 tools, each at a problem `kiln plan` shows it runs).
+# About 8 minutes on an H100 (session 20).
 # Here, first: cargo build --release && mkdir -p .carry/check && cp target/release/kiln .carry/check/ \
 #   && git rev-parse --short HEAD > .carry/check/COMMIT
 #   (and `kiln check --version wgmma_tma_ws`: no variant may spill)
@@ -26,7 +26,7 @@ t0=$SECONDS
 timeout 200 "$K" --no-store moe verify --suite quick > "$OUT/moe-verify.txt" 2>&1 || status=1
 echo "MoE quick suite ($((SECONDS - t0)) s): $(tail -1 "$OUT/moe-verify.txt")"
 t0=$SECONDS
-timeout 400 "$K" --no-store sanitize --configs --jobs 8 --timeout 120 > "$OUT/sanitize-configs.txt" 2>&1 || status=1
+timeout 480 "$K" --no-store sanitize --configs --jobs 8 --timeout 120 > "$OUT/sanitize-configs.txt" 2>&1 || status=1
 echo "sanitize --configs ($((SECONDS - t0)) s): $(tail -1 "$OUT/sanitize-configs.txt")"
 grep -E "errors|FAILED|TIMED OUT|NOT COVERED" "$OUT/sanitize-configs.txt" | head -20
 tar czf "$FINAL/ws-check.tgz" -C /tmp ws-check

@@ -62,3 +62,40 @@ __device__ __forceinline__ void stage_chunk_f32(u32 buf, int ch, int w, int lane
     st_shared_f2(buf + swizzle128_offset(frow + 8, chunk) + half, val(4 * J + 2), val(4 * J + 3));
   }
 }
+
+// The C-load epilogue (KILN_EPI = 2: beta other than 0 and 1, where C is read): a chunk's old C
+// is loaded by TMA into the staging buffer it will be staged in, completing on `bar` (one
+// arrival, the issuing thread's, plus the box's bytes, zero-filled ones included).
+__device__ __forceinline__ void load_c_chunk(const TmaMap* map, u32 buf, u32 bar, int c0, int c1) {
+  mbar_arrive_expect_tx(bar, 64 * 128);
+  tma_load_2d(buf, map, bar, c0, c1);
+}
+
+// stage_chunk_16 over a buffer that holds the chunk's old C: each pair is
+// val(i) + beta * old, rounded once, where old is read from the place the pair is written
+// (pair x of block J: row 16w + l/4 + 8(x & 1), column 16 jj + 8(x >> 1) + 2(l % 4)). A warp
+// reads and writes only its own 16 rows, and its four reads of a block precede the block's
+// stmatrix (its operands).
+template <class T, class Val>
+__device__ __forceinline__ void stage_chunk_16_blend(u32 buf, int ch, int srow, int w, int lane, float beta, Val val) {
+  const int frow = 16 * w + lane / 4;
+  stage_chunk_16(buf, ch, srow, lane, [&](int J, int x) {
+    const int byte = 32 * (J - 4 * ch) + 16 * (x >> 1) + 4 * (lane & 3);
+    const u32 old = ld_shared_u32(buf + swizzle128_offset(frow + 8 * (x & 1), byte >> 4) + (byte & 15));
+    return pack2<T>(val(8 * J + 2 * x) + beta * half_to_float<T>(old, 0),
+                    val(8 * J + 2 * x + 1) + beta * half_to_float<T>(old, 1));
+  });
+}
+
+// stage_chunk_f32 over a buffer that holds the chunk's old C: val(i) + beta * old, old read
+// from where accumulator i is written (each thread its own elements).
+template <class Val>
+__device__ __forceinline__ void stage_chunk_f32_blend(u32 buf, int ch, int w, int lane, float beta, Val val) {
+  const int frow = 16 * w + lane / 4;
+  stage_chunk_f32(buf, ch, w, lane, [&](int i) {
+    const int jj = i / 4 - 4 * ch;
+    const u32 a = buf + swizzle128_offset(frow + 8 * ((i >> 1) & 1), 2 * jj + ((lane & 3) >> 1)) + 8u * (lane & 1) +
+                  4u * (i & 1);
+    return val(i) + beta * ld_shared_f32(a);
+  });
+}

@@ -1,6 +1,6 @@
 // Memory operations of the cross-CTA reductions (split-K partial tiles) and shared-memory
 // hand-offs: float4 loads/stores that bypass L1 (.cg, so a partial written by one SM is read
-// from L2 by another), float4 / float2 shared-memory access (the f32 C staging), and the GPU-scope fence and counter.
+// from L2 by another), float4 / float2 / scalar shared-memory access (the C staging), and the GPU-scope fence and counter.
 #pragma once
 #include "common/types.cuh"
 
@@ -18,6 +18,16 @@ __device__ __forceinline__ void st_shared_f2(u32 a, float x, float y) {
 }
 __device__ __forceinline__ void ld_shared_f4(u32 a, float& x, float& y, float& z, float& w) {
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(x), "=f"(y), "=f"(z), "=f"(w) : "r"(a) : "memory");
+}
+__device__ __forceinline__ u32 ld_shared_u32(u32 a) {
+  u32 x;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(a) : "memory");
+  return x;
+}
+__device__ __forceinline__ float ld_shared_f32(u32 a) {
+  float x;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(x) : "r"(a) : "memory");
+  return x;
 }
 // Orders this thread's earlier global writes before its later ones for every thread of the GPU
 // (the partials before the counter that announces them, and the counter before the reads).

@@ -45,6 +45,13 @@ template <> __device__ __forceinline__ u32 pack2<f16>(float lo, float hi) {
   return r;
 }
 
+// The low (hi = 0) or high 16-bit value of a packed pair, as a float.
+template <class T> __device__ __forceinline__ float half_to_float(u32 packed, int hi) {
+  T v;
+  v.bits = (u16)(hi ? packed >> 16 : packed & 0xffffu);
+  return to_float(v);
+}
+
 // A compile-time int as a value, so one generic lambda can be instantiated per constant.
 template <int V> struct IntConst {
   static constexpr int value = V;

@@ -111,13 +111,14 @@ constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128;
 // (one 128-byte row each: 64 16-bit or 32 f32 elements) into one of two 8 KB staging buffers
 // (stmatrix, or st.shared.v2 for f32; 128B-swizzled rows), from which one thread stores it with
 // TMA while the next chunk (or the next tile's mainloop) goes on (beta == 1: added to C by TMA's
-// reduce-add). Other betas and C that TMA cannot address use the register epilogue, a variant of
-// its own (KILN_EPI = 0): compiled side by side, the two epilogues more than doubled the code and
-// spilled the 256-wide tile's consumers.
+// reduce-add). Other betas and C that TMA cannot address use the register epilogue, a variant of its own (KILN_EPI = 0): compiled side by side,
+// the two epilogues more than doubled the code and spilled the 256-wide tile's consumers.
+// KILN_EPI = 2 (beta other than 0 and 1): the same, but each chunk's old C is first loaded by TMA
+// into its staging buffer (two chunks ahead), and the staging blends alpha * acc + beta * C.
 #ifndef KILN_EPI
 #define KILN_EPI 1
 #endif
-constexpr bool TMA_EPI = KILN_EPI;
+constexpr bool TMA_EPI = KILN_EPI != 0, C_LOAD = KILN_EPI == 2;
 constexpr int C_COLS = KILN_OUT == 2 ? 32 : 64, C_NCH = BN / C_COLS;
 constexpr u32 C_CHUNK_BYTES = 64 * 128;
 // BN = 168 or 224: widths that make whole waves where multiples of 64 do not (1024 x 11008:
@@ -132,7 +133,7 @@ static_assert(C_TAIL == 0 || TMA_EPI, "128 x 168 and 128 x 224 tiles have the TM
 // so the tensor cores work while the chunks go out (the chunks left over when a unit is too short
 // go out after its mainloop, and after the last unit). Not f32 C: a deferred f32 chunk would
 // keep its values unpacked, twice the registers of a 16-bit one.
-constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT && KILN_OUT != 2;
+constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT && KILN_OUT != 2 && !C_LOAD;
 // Chunks deferred: all of them in single CTAs up to 256 wide, two of the 320-wide tile's five
 // (160 accumulators + 32 packed registers); only the last in pairs, whose 224 consumer
 // registers spill with two or more packed chunks beside the accumulators (their multicast
@@ -146,7 +147,9 @@ constexpr u32 C_BYTES = TMA_EPI ? (KSPLIT ? 1 : 2) * 2 * C_CHUNK_BYTES : 0;
 constexpr u32 X_BYTES = KSPLIT ? 128 * (BN / 2) * 4 : 0;
 // KSPLIT: two more mbarriers after the ring's, the hand-off buffer's full and free.
 constexpr u32 X_BARS = KSPLIT ? 2 : 0;
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + (2 * STAGES + X_BARS) * 8,
+// C_LOAD: one mbarrier per staging buffer (two per consumer), after those.
+constexpr u32 C_BARS = C_LOAD ? 4 : 0;
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + (2 * STAGES + X_BARS + C_BARS) * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 
 // KILN_TRACE = 1: an instrumented variant for `kiln profile --timeline` (never dispatched). The
@@ -201,6 +204,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
   const u32 xfull = bars + 16u * STAGES, xfree = xfull + 8u;  // KSPLIT hand-off
+  const u32 cbars = bars + 8u * (2 * STAGES + X_BARS);         // C_LOAD: staging buffer b's at 8b
 
   // Launched as the dependent of a copy kiln made of an operand or C (`transpose_rows`,
   // `pack_rows`), the CTAs get here while the copy runs and wait for it; else a no-op.
@@ -269,6 +273,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       mbar_init(xfull, 128);  // consumer 1's threads, their partials written
       mbar_init(xfree, 128);  // consumer 0's threads, the partials read
     }
+    if (C_LOAD)
+      for (int b = 0; b < 4; ++b) mbar_init(cbars + 8u * b, 1);  // the loading leader's arrival
     mbar_fence_init();
     if (SK_OK && ex.sk_w != 0) {
       sk_range[0] = sk_start(blockIdx.x, ex.sk_w, gridDim.x);
@@ -388,18 +394,43 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // through the staging buffers. 16-bit C: get(J, x) is the x-th 16-bit pair of 16-column block
     // J (accumulators 8J + 2x, 8J + 2x + 1). f32 C: get(i) is accumulator i, scaled. The staging
     // layouts: common/c_staging.cuh.
-    // beta != 0 reaches this epilogue only as beta == 1 (the host's output_map): chunks are added
-    // to C.
-    auto store_chunk = [&](int ch, int m0, int n0, auto get) {
+    // KILN_EPI = 1 sees beta 0 or 1 (the host's choice): with beta == 1 chunks are added to C.
+    // KILN_EPI = 2: get(i) is accumulator i, scaled, for every C; chunk ch's old C was loaded
+    // into the buffer (load_first_chunks, or two chunks back), and chunk ch + 2 (of nch) is
+    // loaded into it once its store has read it. Buffer b's k-th load completes phase k of its
+    // barrier, and every chunk staged had one load: chunk count e waits on parity (e >> 1) & 1.
+    auto store_chunk = [&](int ch, int nch, int m0, int n0, auto get) {
       const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
-      store_staged_chunk(&tma_c, buf, 1 + c, leader, n0 + C_COLS * ch, m0, p.beta != 0.0f, [&] {
-#if KILN_OUT == 2
+      const u32 cbar = cbars + 8u * (2 * c + (epi_chunks & 1));
+      if (C_LOAD) mbar_wait(cbar, (epi_chunks >> 1) & 1);
+      store_staged_chunk(&tma_c, buf, 1 + c, leader, n0 + C_COLS * ch, m0, !C_LOAD && p.beta != 0.0f, [&] {
+#if KILN_EPI == 2 && KILN_OUT == 2
+        stage_chunk_f32_blend(buf, ch, w, lane, p.beta, get);
+#elif KILN_EPI == 2
+        stage_chunk_16_blend<out_t>(buf, ch, srow, w, lane, p.beta, get);
+#elif KILN_OUT == 2
         stage_chunk_f32(buf, ch, w, lane, get);
 #else
         stage_chunk_16(buf, ch, srow, lane, get);
 #endif
       });
+      // After the last chunk the wait frees both buffers for the next tile's first loads; not
+      // after the one before it, whose buffer nothing reloads in this tile.
+      if (C_LOAD && leader && ch + 2 != nch) {
+        tma_store_wait_read<0>();
+        if (ch + 2 < nch) load_c_chunk(&tma_c, buf, cbar, n0 + C_COLS * (ch + 2), m0);
+      }
       ++epi_chunks;
+    };
+    // C_LOAD: the old C of a tile's first two chunks, into the two buffers. The last tile's
+    // stores have read them: its epilogue ends waiting for that. (The same wait here, after the
+    // mainloop, never returned on an H100: ledger #82.)
+    auto load_first_chunks = [&](int nch, int m0, int n0) {
+      if (!C_LOAD || !leader) return;
+      for (int j = 0; j < 2 && j < nch; ++j) {
+        const u32 b = 2 * c + ((epi_chunks + j) & 1);
+        load_c_chunk(&tma_c, cstage + b * C_CHUNK_BYTES, cbars + 8u * b, n0 + C_COLS * j, m0);
+      }
     };
     // DEFER: the packed chunks DFIRST.. of the tile waiting to go out (pk[16 (ch - DFIRST) + i]),
     // its place, its chunk count (0 when nothing waits) and the next chunk to store.
@@ -407,11 +438,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     int pend_m0 = 0, pend_n0 = 0, pend_chunks = 0, pend_next = 0;
     auto pending = [&]() { return pend_next < pend_chunks; };
     auto store_pending_chunk = [&]() {
-#if KILN_OUT != 2  // DEFER: 16-bit C only
+#if KILN_OUT != 2 && KILN_EPI != 2  // DEFER: 16-bit C, not loaded
 #pragma unroll
       for (int ch = DFIRST; ch < C_NCH; ++ch)  // pk indexed statically
         if (ch == pend_next)
-          store_chunk(ch, pend_m0, pend_n0, [&](int J, int x) { return pk[4 * (J - 4 * DFIRST) + x]; });
+          store_chunk(ch, pend_chunks, pend_m0, pend_n0, [&](int J, int x) { return pk[4 * (J - 4 * DFIRST) + x]; });
 #endif
       ++pend_next;
     };
@@ -530,13 +561,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // Chunks before DFIRST go out now (all of them without DEFER), the rest wait in pk.
         if (m0 < p.m) {
           const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+          load_first_chunks(nch, m0, n0);
 #pragma unroll
           for (int ch = 0; ch < DFIRST; ++ch)
             if (ch < nch)
-#if KILN_OUT == 2
-              store_chunk(ch, m0, n0, [&](int i) { return p.alpha * acc[i]; });
+#if KILN_OUT == 2 || KILN_EPI == 2
+              store_chunk(ch, nch, m0, n0, [&](int i) { return p.alpha * acc[i]; });
 #else
-              store_chunk(ch, m0, n0, [&](int J, int x) {
+              store_chunk(ch, nch, m0, n0, [&](int J, int x) {
                 return pack2<out_t>(p.alpha * acc[8 * J + 2 * x], p.alpha * acc[8 * J + 2 * x + 1]);
               });
 #pragma unroll

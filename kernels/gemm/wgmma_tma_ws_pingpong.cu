@@ -54,13 +54,17 @@ constexpr int TB = KILN_B_ROW ? 1 : 0;
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
-constexpr bool TMA_EPI = KILN_EPI;
+// KILN_EPI = 2 (beta other than 0 and 1): each chunk's old C is loaded by TMA into its staging
+// buffer first, as in the cooperative kernel.
+constexpr bool TMA_EPI = KILN_EPI != 0, C_LOAD = KILN_EPI == 2;
 // A staging chunk: 64 rows of 128 bytes, 64 columns of 16-bit C or 32 of f32.
 constexpr int C_COLS = KILN_OUT == 2 ? 32 : 64;
 constexpr u32 C_CHUNK_BYTES = 64 * 128;
 // Two staging chunks per consumer: its epilogue runs while the other consumer's K loop does.
 constexpr u32 C_BYTES = TMA_EPI ? 2 * 2 * C_CHUNK_BYTES : 0;
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 8,
+// C_LOAD: one mbarrier per staging buffer, after the ring's.
+constexpr u32 C_BARS = C_LOAD ? 4 : 0;
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + (2 * STAGES + C_BARS) * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 // Named barriers: 1 + c, consumer c's epilogue; TURN + c, consumer c's turn on the tensor cores
 // (its 128 threads sync, the other consumer's 128 arrive).
@@ -78,6 +82,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 bars = cstage + C_BYTES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  const u32 cbars = bars + 16u * STAGES;  // C_LOAD: staging buffer b's at 8b
 
   // Launched as the dependent of a copy kiln made of an operand or C (`transpose_rows`,
   // `pack_rows`), the CTAs get here while the copy runs and wait for it; else a no-op.
@@ -90,6 +95,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       mbar_init(full(s), 1);   // the producer's arrive.expect_tx
       mbar_init(empty(s), 4);  // lane 0 of each warp of the consumer whose tile the stage holds
     }
+    if (C_LOAD)
+      for (int b = 0; b < 4; ++b) mbar_init(cbars + 8u * b, 1);  // the loading leader's arrival
     mbar_fence_init();
   }
   __syncthreads();
@@ -145,11 +152,20 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #endif
     // Chunk ch (C_COLS columns) of a 64 x BN half tile, accumulators a, to C at
     // (m0, n0 + C_COLS ch) through this consumer's staging buffers (common/c_staging.cuh).
-    // beta != 0 reaches this epilogue only as beta == 1: chunks are added to C.
-    auto store_chunk = [&](int ch, int m0, int n0, const float(&a)[BN / 2]) {
+    // KILN_EPI = 1 sees beta 0 or 1 (the host's choice): with beta == 1 chunks are added to C.
+    // KILN_EPI = 2: chunk ch's old C is in the buffer (loaded by store_half, or two chunks back)
+    // and chunk ch + 2 (of nch) is loaded into it once its store has read it; chunk count e
+    // waits on parity (e >> 1) & 1 of its buffer's barrier (wgmma_tma_ws.cu: the same scheme).
+    auto store_chunk = [&](int ch, int nch, int m0, int n0, const float(&a)[BN / 2]) {
       const u32 buf = cstage + (2 * c + (epi_chunks & 1)) * C_CHUNK_BYTES;
-      store_staged_chunk(&tma_c, buf, 1 + c, leader, n0 + C_COLS * ch, m0, p.beta != 0.0f, [&] {
-#if KILN_OUT == 2
+      const u32 cbar = cbars + 8u * (2 * c + (epi_chunks & 1));
+      if (C_LOAD) mbar_wait(cbar, (epi_chunks >> 1) & 1);
+      store_staged_chunk(&tma_c, buf, 1 + c, leader, n0 + C_COLS * ch, m0, !C_LOAD && p.beta != 0.0f, [&] {
+#if KILN_EPI == 2 && KILN_OUT == 2
+        stage_chunk_f32_blend(buf, ch, w, lane, p.beta, [&](int i) { return p.alpha * a[i]; });
+#elif KILN_EPI == 2
+        stage_chunk_16_blend<out_t>(buf, ch, srow, w, lane, p.beta, [&](int i) { return p.alpha * a[i]; });
+#elif KILN_OUT == 2
         stage_chunk_f32(buf, ch, w, lane, [&](int i) { return p.alpha * a[i]; });
 #else
         stage_chunk_16(buf, ch, srow, lane, [&](int J, int x) {
@@ -157,6 +173,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         });
 #endif
       });
+      // After the last chunk the wait frees both buffers for the next tile's first loads; not
+      // after the one before it, whose buffer nothing reloads in this tile.
+      if (C_LOAD && leader && ch + 2 != nch) {
+        tma_store_wait_read<0>();
+        if (ch + 2 < nch) load_c_chunk(&tma_c, buf, cbar, n0 + C_COLS * (ch + 2), m0);
+      }
       ++epi_chunks;
     };
 #endif
@@ -167,10 +189,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       const int m0 = tm * BM + 64 * h, n0 = tn * BN;
       if (m0 >= p.m) return;
       const int nch = min(BN / C_COLS, (p.n - n0 + C_COLS - 1) / C_COLS);
+      // The first two chunks' old C. The last half tile's stores have read the buffers: its
+      // last store_chunk ends waiting for that (the wait here, after the mainloop, never returned on an
+      // H100: ledger #82).
+      if (C_LOAD && leader) {
+        for (int j = 0; j < 2 && j < nch; ++j) {
+          const u32 b = 2 * c + ((epi_chunks + j) & 1);
+          load_c_chunk(&tma_c, cstage + b * C_CHUNK_BYTES, cbars + 8u * b, n0 + C_COLS * j, m0);
+        }
+      }
 #pragma unroll
       for (int ch = 0; ch < BN / C_COLS; ++ch)
         if (ch < nch)
-          store_chunk(ch, m0, n0, a);
+          store_chunk(ch, nch, m0, n0, a);
 #else
       store_acc_groups<0>(cout, p, tm * BM + 64 * h + 16 * w + lane / 4, tn * BN, a, lane % 4);
 #endif

@@ -127,7 +127,9 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
             } else {
                 ", cooperative"
             },
-            if l.tma_epilogue {
+            if l.c_loaded {
+                "C-load TMA-store"
+            } else if l.tma_epilogue {
                 "TMA-store"
             } else {
                 "register"

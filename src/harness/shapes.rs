@@ -107,17 +107,19 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
         }
     }
     // beta = 1 (C += alpha * A * B), which the TMA-store epilogue applies by adding its chunks
-    // to C (TMA's reduce-add): every layout and output type, one tile and several (a ragged last
-    // wave), C padded.
+    // to C (TMA's reduce-add), and beta = -0.5, for which it loads C into its staging chunks
+    // first: every layout and output type, one tile and several (a ragged last wave), C padded.
     if suite == Suite::Full {
-        for l in Layout::ALL {
-            for &o in &DType::OUTPUTS {
-                for &(m, n, k) in &[(200, 136, 264), (1000, 1504, 700)] {
-                    let mut p = padded(GemmProblem::new(m, n, k, l, DType::Bf16, o));
-                    p.alpha = 0.75;
-                    p.beta = 1.0;
-                    p.ldc += 8;
-                    v.push(p);
+        for beta in [1.0, -0.5] {
+            for l in Layout::ALL {
+                for &o in &DType::OUTPUTS {
+                    for &(m, n, k) in &[(200, 136, 264), (1000, 1504, 700)] {
+                        let mut p = padded(GemmProblem::new(m, n, k, l, DType::Bf16, o));
+                        p.alpha = 0.75;
+                        p.beta = beta;
+                        p.ldc += 8;
+                        v.push(p);
+                    }
                 }
             }
         }
@@ -171,7 +173,9 @@ mod tests {
         }
         assert!(full.iter().any(|p| p.beta != 0.0 && p.ldc > p.n));
         for o in DType::OUTPUTS {
-            assert!(full.iter().any(|p| p.beta == 1.0 && p.output == o));
+            for beta in [1.0, -0.5] {
+                assert!(full.iter().any(|p| p.beta == beta && p.output == o));
+            }
         }
         // Boundary M/N with aligned rows exist for every layout, so the TMA rungs meet them.
         for l in Layout::ALL {

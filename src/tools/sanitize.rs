@@ -85,6 +85,8 @@ pub struct Case {
     pub layout: String,
     pub dtype: String,
     pub out: String,
+    /// C's scale (0: C only written; other values read C, and pick the epilogue that does).
+    pub beta: f32,
     /// The launch forced through `env` (`--configs`), e.g. `n224 last-wave split 3`; empty for
     /// the dispatch's own choice.
     pub setup: String,
@@ -107,6 +109,7 @@ impl Case {
                         layout: layout.clone(),
                         dtype: dtype.clone(),
                         out: out.clone(),
+                        beta: 0.0,
                         setup: String::new(),
                         env: Vec::new(),
                     });
@@ -117,10 +120,13 @@ impl Case {
     }
 
     pub fn problem(&self) -> String {
-        let p = format!(
+        let mut p = format!(
             "{} {} {}->{}",
             self.shape, self.layout, self.dtype, self.out
         );
+        if self.beta != 0.0 {
+            p += &format!(" beta {}", self.beta);
+        }
         if self.setup.is_empty() {
             p
         } else {
@@ -165,6 +171,10 @@ impl Case {
             &self.out,
         ] {
             a.push(s.to_string());
+        }
+        if self.beta != 0.0 {
+            a.push("--beta".into());
+            a.push(self.beta.to_string());
         }
         a
     }
@@ -385,7 +395,8 @@ pub enum Mode {
 }
 
 /// One launch of `wgmma_tma_ws` that `--configs` forces: a tile config, how its work is laid
-/// out, C's type and its epilogue (TMA stores, or from registers under `KILN_WGMMA_EPI=0`).
+/// out, C's type and its epilogue (TMA stores, or from registers under `KILN_WGMMA_EPI=0`), and
+/// beta (0.5: the TMA epilogue that loads C first).
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub name: String,
@@ -394,16 +405,18 @@ pub struct Setup {
     pub mode: Mode,
     pub out: DType,
     pub tma_epi: bool,
+    pub beta: f32,
 }
 
 impl Setup {
     /// Every setup: each forced config whole with a 16-bit C; with an f32 C through TMA stores
-    /// and from registers (where the tile has that epilogue); and the 128-row cooperative tiles
-    /// split, last-wave split and (single CTAs) under stream-K.
+    /// and from registers (where the tile has that epilogue); 16-bit and f32 C loaded first
+    /// (beta 0.5); and the 128-row cooperative tiles split, last-wave split and (single CTAs)
+    /// under stream-K.
     pub fn all() -> Vec<Setup> {
         let mut v = Vec::new();
         for &(config, tile) in FORCED_CONFIGS {
-            let mut add = |mode, out, tma_epi, what: &str| {
+            let mut add = |mode, out, tma_epi, beta, what: &str| {
                 v.push(Setup {
                     name: format!("{config}{what}"),
                     config,
@@ -411,18 +424,21 @@ impl Setup {
                     mode,
                     out,
                     tma_epi,
+                    beta,
                 })
             };
-            add(Mode::Whole, DType::Bf16, true, "");
-            add(Mode::Whole, DType::F32, true, " f32 C");
+            add(Mode::Whole, DType::Bf16, true, 0.0, "");
+            add(Mode::Whole, DType::F32, true, 0.0, " f32 C");
             if wgmma_tma_ws::with_epilogue(tile, false) == tile {
-                add(Mode::Whole, DType::F32, false, " f32 C from registers");
+                add(Mode::Whole, DType::F32, false, 0.0, " f32 C from registers");
             }
+            add(Mode::Whole, DType::Bf16, true, 0.5, " C loaded");
+            add(Mode::Whole, DType::F32, true, 0.5, " f32 C loaded");
             if tile.bm == 128 && !tile.pingpong {
-                add(Mode::Split, DType::Bf16, true, " split 3");
-                add(Mode::LastWave, DType::Bf16, true, " last-wave split 3");
+                add(Mode::Split, DType::Bf16, true, 0.0, " split 3");
+                add(Mode::LastWave, DType::Bf16, true, 0.0, " last-wave split 3");
                 if tile.cluster == 1 {
-                    add(Mode::StreamK, DType::Bf16, true, " stream-K");
+                    add(Mode::StreamK, DType::Bf16, true, 0.0, " stream-K");
                 }
             }
         }
@@ -461,6 +477,7 @@ impl Setup {
             && l.copies.is_empty()
             && wgmma_tma_ws::k_blocks(p.k) >= l.splits
             && l.tma_epilogue == self.tma_epi
+            && l.c_loaded == (self.tma_epi && self.beta != 0.0 && self.beta != 1.0)
             && match self.mode {
                 Mode::Whole => l.splits == 1 && l.stream_k_from.is_none(),
                 Mode::Split => l.splits == 3 && !l.tail && l.stream_k_from.is_none(),
@@ -491,7 +508,10 @@ pub fn config_cases(tools: &[String], sm_count: u32) -> (Vec<Case>, Vec<String>)
         for layout in Layout::ALL {
             let found = CONFIG_PROBLEMS.iter().find(|shape| {
                 crate::ops::gemm::parse_shape(shape).is_ok_and(|(m, n, k)| {
-                    let p = GemmProblem::new(m, n, k, layout, DType::Bf16, setup.out);
+                    let p = GemmProblem {
+                        beta: setup.beta,
+                        ..GemmProblem::new(m, n, k, layout, DType::Bf16, setup.out)
+                    };
                     setup.runs_at(&p, sm_count)
                 })
             });
@@ -507,6 +527,7 @@ pub fn config_cases(tools: &[String], sm_count: u32) -> (Vec<Case>, Vec<String>)
                     layout: layout.to_string(),
                     dtype: DType::Bf16.to_string(),
                     out: setup.out.to_string(),
+                    beta: setup.beta,
                     setup: setup.name.clone(),
                     env: setup.env(),
                 });
@@ -618,8 +639,8 @@ mod tests {
         for (name, _) in FORCED_CONFIGS {
             assert!(setups.iter().any(|s| s.name == *name), "{name}");
         }
-        // the 224-wide tile has no register epilogue: f32 C through TMA stores only, every mode
-        // otherwise
+        // the 224-wide tile has no register epilogue: f32 C through TMA stores only, C loaded
+        // (beta 0.5) through TMA too, every mode otherwise
         let n224: Vec<&str> = setups
             .iter()
             .filter(|s| s.config == "n224")
@@ -630,11 +651,23 @@ mod tests {
             [
                 "n224",
                 "n224 f32 C",
+                "n224 C loaded",
+                "n224 f32 C loaded",
                 "n224 split 3",
                 "n224 last-wave split 3",
                 "n224 stream-K"
             ]
         );
+        // a C-loaded setup is run with its beta, which the plan must show loads C
+        let loaded = cases
+            .iter()
+            .find(|c| c.setup == "large f32 C loaded" && c.layout == "RR")
+            .unwrap();
+        assert_eq!(loaded.beta, 0.5);
+        assert!(loaded
+            .args(Path::new("kiln"))
+            .windows(2)
+            .any(|w| w == ["--beta", "0.5"]));
         // the check refuses what falls back: n224 from registers runs 128x256
         let fallback = Setup {
             name: "n224 f32 C from registers".into(),
@@ -643,6 +676,7 @@ mod tests {
             mode: Mode::Whole,
             out: DType::F32,
             tma_epi: false,
+            beta: 0.0,
         };
         let p = GemmProblem::new(300, 2000, 200, Layout::RC, DType::Bf16, DType::F32);
         assert!(!fallback.runs_at(&p, 132));

@@ -265,13 +265,14 @@ impl TileConfig {
 
     /// Dynamic shared memory: 1 KB of slack to round the base up to the 1024-byte swizzle
     /// repeat, the stages, the TMA-store epilogue's C staging buffers (two 8 KB chunks of 64 rows
-    /// x 128 bytes per consumer; unused by the register epilogue), and a full and an empty
-    /// mbarrier per stage.
+    /// x 128 bytes per consumer; unused by the register epilogue), a full and an empty mbarrier
+    /// per stage, and the C-load epilogue's four (reserved in every variant).
     pub fn smem_bytes(self) -> u32 {
         1024 + self.stages * self.stage_bytes()
             + self.staging_bytes()
             + self.handoff_bytes()
             + 2 * self.stages * 8
+            + C_LOAD_BARS * 8
     }
 
     /// (tiles along M, tiles along N).
@@ -863,6 +864,9 @@ pub struct Overrides {
     /// `KILN_WGMMA_EPI` (default on; 0: the register epilogue even where C takes TMA stores, to
     /// time one against the other or check the register one)
     pub epi: bool,
+    /// `KILN_WGMMA_CLOAD` (1: beta = 1 loads C into the staging chunks as other betas do, instead
+    /// of TMA's reduce-add: 16-bit C rounded once)
+    pub c_load: bool,
 }
 
 impl Overrides {
@@ -878,6 +882,7 @@ impl Overrides {
         grid: None,
         stages: None,
         epi: true,
+        c_load: false,
     };
 
     /// The overrides this process's environment sets.
@@ -909,6 +914,7 @@ impl Overrides {
             grid: parse_grid(var("KILN_WGMMA_GRID")),
             stages: parse_stages(var("KILN_WGMMA_STAGES")),
             epi: var("KILN_WGMMA_EPI").is_none_or(|v| v != "0"),
+            c_load: var("KILN_WGMMA_CLOAD").is_some_and(|v| v.trim() == "1"),
         }
     }
 }
@@ -1440,16 +1446,16 @@ pub fn a_box_rows(m: usize, bm: u32) -> u32 {
 
 /// The tensor map the TMA-store epilogue writes C through: boxes of 64 rows of 128 bytes (64
 /// 16-bit or 32 f32 elements; 128B swizzle, as the kernel stages them), global extents the true
-/// N x M, so stores outside C are dropped. With beta == 1 the kernel adds its chunks to C through
-/// the same map (TMA's reduce-add: C += alpha * A * B, C never read by the SMs). `None` when the
-/// epilogue must stay in registers: beta other than 0 and 1 (C is read and scaled), or a C that
-/// TMA cannot address (unaligned base or a row stride that is not a multiple of 16 bytes).
+/// N x M, so stores outside C are dropped. The same map adds chunks to C (beta = 1, TMA's
+/// reduce-add) and loads C's old values ([`Epilogue::TmaLoadC`]). `None` when the epilogue must
+/// stay in registers: a C that TMA cannot address (unaligned base or a row stride that is not a
+/// multiple of 16 bytes).
 pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
     let dtype = p.output.tma();
     // A row whose byte length is not a multiple of 16 ends inside a 16-byte granule, and TMA
     // stores the whole granule (measured on H200: the ldc padding after N = 127 was
     // overwritten), so N must be a multiple of 8 elements (16-bit) or 4 (f32).
-    if !tma_epilogue_beta(p.beta) || !(p.n * p.output.size()).is_multiple_of(16) {
+    if !(p.n * p.output.size()).is_multiple_of(16) {
         return None;
     }
     let map = Tma2d {
@@ -1463,10 +1469,52 @@ pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
     map.validate().ok().map(|()| map)
 }
 
-/// Whether the TMA-store epilogue can apply beta: 0 (C overwritten) or 1 (C added to by TMA's
-/// reduce-add; for 16-bit C the sum is rounded once more than the register epilogue's).
-pub fn tma_epilogue_beta(beta: f32) -> bool {
-    beta == 0.0 || beta == 1.0
+/// The C-load epilogue's mbarriers: one per staging buffer, two per consumer.
+const C_LOAD_BARS: u32 = 4;
+
+/// How a launch writes C. Each is a variant of its own (`KILN_EPI`): compiled side by side, the
+/// TMA and register epilogues more than doubled the code and spilled the 256-wide tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Epilogue {
+    /// From registers (`KILN_EPI=0`): a C that TMA cannot address, C through scratch, or
+    /// `KILN_WGMMA_EPI=0`; reads C for any beta != 0.
+    Registers,
+    /// Staged chunks stored by TMA (`KILN_EPI=1`); beta = 1 adds them to C (TMA's reduce-add).
+    TmaStore,
+    /// Staged chunks blended with C's old values, which TMA loads into the staging buffers two
+    /// chunks ahead, then stored by TMA (`KILN_EPI=2`): beta other than 0 and 1.
+    TmaLoadC,
+}
+
+impl Epilogue {
+    pub const ALL: [Epilogue; 3] = [Epilogue::Registers, Epilogue::TmaStore, Epilogue::TmaLoadC];
+
+    /// The kernels' `KILN_EPI`.
+    pub fn define(self) -> u32 {
+        match self {
+            Epilogue::Registers => 0,
+            Epilogue::TmaStore => 1,
+            Epilogue::TmaLoadC => 2,
+        }
+    }
+
+    /// Whether C goes out through TMA (either TMA epilogue).
+    pub fn tma(self) -> bool {
+        self != Epilogue::Registers
+    }
+
+    /// The epilogue for `p` whose C TMA can (`map_ok`, see [`output_map`]) or cannot address:
+    /// beta 0 stores, beta 1 adds (TMA's reduce-add; `KILN_WGMMA_CLOAD=1` loads C instead, for
+    /// 16-bit C the one rounding the register epilogue has), other betas load C first.
+    pub fn for_problem(p: &GemmProblem, map_ok: bool, env: &Overrides) -> Epilogue {
+        if !map_ok || !env.epi {
+            Epilogue::Registers
+        } else if p.beta == 0.0 || (p.beta == 1.0 && !env.c_load) {
+            Epilogue::TmaStore
+        } else {
+            Epilogue::TmaLoadC
+        }
+    }
 }
 
 /// TMA loads one CTA issues per stage for `rows` (M or N) of an operand: one box if K-major,
@@ -1498,9 +1546,9 @@ impl WgmmaTmaWs {
         output: DType,
         cfg: TileConfig,
         group_m: u32,
-        epi_tma: bool,
+        epilogue: Epilogue,
     ) -> KernelSpec {
-        let epi = epi_tma as u32;
+        let epi = epilogue.define();
         if cfg.pingpong {
             return with_problem_defines(
                 KernelSpec::new(
@@ -1614,11 +1662,12 @@ impl GemmKernel for WgmmaTmaWs {
         ];
         for cfg in TileConfig::ALL {
             for (l, i, o) in super::all_combinations() {
-                // The TMA-store epilogue, and the register one for beta other than 0 and 1 or a C
-                // that TMA cannot address.
-                v.push(Self::spec(arch, l, i, o, cfg, group_m(), true));
-                if with_epilogue(cfg, false) == cfg {
-                    v.push(Self::spec(arch, l, i, o, cfg, group_m(), false));
+                // The TMA epilogues (beta 0 and 1; other betas, C loaded first), and the register
+                // one for a C that TMA cannot address.
+                for epi in Epilogue::ALL {
+                    if with_epilogue(cfg, epi.tma()) == cfg {
+                        v.push(Self::spec(arch, l, i, o, cfg, group_m(), epi));
+                    }
                 }
             }
         }
@@ -1676,8 +1725,9 @@ impl GemmKernel for WgmmaTmaWs {
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
         Choice::from_config(cfg).ok().map(|c| {
             // C's address is known only at launch: assume it aligned (as allocations are).
-            let epi = output_map(p, 1 << 20).is_some() && Overrides::from_env().epi;
-            let tile = with_epilogue(c.tile, epi);
+            let epi =
+                Epilogue::for_problem(p, output_map(p, 1 << 20).is_some(), &Overrides::from_env());
+            let tile = with_epilogue(c.tile, epi.tma());
             Self::spec(arch, p.layout, p.input, p.output, tile, c.group_m, epi)
         })
     }
@@ -1798,8 +1848,9 @@ impl WgmmaTmaWs {
         // compute-sanitizer's initcheck does not see TMA's stores, and flagged the copy-back's
         // reads of them.
         let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
-        let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none() && env.epi);
-        let (cfg, splits) = launch_tile(&choice, tc.is_some(), env.stages);
+        let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none());
+        let epi = Epilogue::for_problem(&pc, tc.is_some(), env);
+        let (cfg, splits) = launch_tile(&choice, epi.tma(), env.stages);
         if cfg.bn != choice.tile.bn && env.tile == Some(choice.tile) {
             warn_forced_fallback(choice.tile, cfg);
         }
@@ -1810,7 +1861,7 @@ impl WgmmaTmaWs {
             p.output,
             cfg,
             choice.group_m,
-            tc.is_some(),
+            epi,
         );
         let f = ctx.function(&match trace {
             Some(_) => spec.define("KILN_TRACE", 1u32),
@@ -1993,6 +2044,8 @@ pub struct LaunchPlan {
     pub stream_k_from: Option<u32>,
     /// The TMA-store epilogue (else the register one).
     pub tma_epilogue: bool,
+    /// The TMA-store epilogue with C loaded first (beta other than 0 and 1).
+    pub c_loaded: bool,
     /// Copies launched before the GEMM, each with its reason.
     pub copies: Vec<String>,
     /// Cluster tiles, resident cluster slots assumed, CTAs launched, and work units per slot.
@@ -2059,14 +2112,20 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
     } else {
         read
     };
-    let tma_epi = !c_back && env.epi && output_map(&pcc, c_addr).is_some();
+    let epi = Epilogue::for_problem(&pcc, !c_back && output_map(&pcc, c_addr).is_some(), env);
+    let tma_epi = epi.tma();
     notes.add(|| {
-        if tma_epi && pcc.beta != 0.0 {
+        if epi == Epilogue::TmaLoadC {
+            format!(
+                "epilogue: C loaded by TMA into the staging chunks (beta = {}), blended, stored by TMA",
+                pcc.beta
+            )
+        } else if tma_epi && pcc.beta != 0.0 {
             let rounding = if pcc.output == DType::F32 {
                 ""
             } else {
                 "; 16-bit C: alpha * A * B is rounded to 16 bits before the add, one rounding more \
-                 than the register epilogue's (KILN_WGMMA_EPI=0 runs that one)"
+                 than the register epilogue's (KILN_WGMMA_CLOAD=1 loads C instead)"
             };
             format!(
                 "epilogue: TMA reduce-add (C += alpha * A * B, beta = 1) from swizzled staging \
@@ -2075,9 +2134,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
         } else if tma_epi {
             "epilogue: TMA stores from swizzled staging chunks".into()
         } else {
-            let why = if !tma_epilogue_beta(pcc.beta) {
-                "beta other than 0 and 1 reads C"
-            } else if c_back {
+            let why = if c_back {
                 "C goes through scratch"
             } else if !env.epi {
                 "KILN_WGMMA_EPI=0"
@@ -2113,6 +2170,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
         tail: sp.splits > 1 && sp.split_from > 0,
         stream_k_from: sk_from,
         tma_epilogue: tma_epi,
+        c_loaded: epi == Epilogue::TmaLoadC,
         copies,
         tiles: ctiles,
         slots,
@@ -2280,13 +2338,13 @@ mod tests {
         }
         assert_eq!(
             TileConfig::LARGE.smem_bytes(),
-            1024 + 4 * 49152 + 32768 + 64
+            1024 + 4 * 49152 + 32768 + 64 + 32
         );
         // 64-row tiles: consumer 0's staging only, the hand-off and its two barriers, an even
         // ring
         assert_eq!(
             TileConfig::TINY64.smem_bytes(),
-            1024 + 12 * 16384 + 16384 + 16384 + 16 + 192
+            1024 + 12 * 16384 + 16384 + 16384 + 16 + 192 + 32
         );
     }
 
@@ -2790,10 +2848,67 @@ mod tests {
         assert_ne!(h(4096, 2560, 2560, Layout::RC).tile, TileConfig::WIDE);
         assert_ne!(h(1024, 10240, 4096, Layout::RC).tile, TileConfig::WIDE);
         assert_ne!(h(1024, 5120, 5000, Layout::RC).tile, TileConfig::WIDE);
-        // where C takes the register epilogue (beta not 0 or 1) the 128 x 192 tile runs instead
+        // where C takes the register epilogue (a C that TMA cannot address) the 128 x 192 tile
+        // runs instead
         assert_eq!(with_epilogue(TileConfig::WIDE, false), TileConfig::MEDIUM);
         assert_eq!(with_epilogue(TileConfig::WIDE, true), TileConfig::WIDE);
         assert_eq!(b_box_rows(TileConfig::WIDE), 160);
+    }
+
+    #[test]
+    fn the_epilogue_follows_beta_and_what_tma_can_address() {
+        let env = Overrides::NONE;
+        let with = |beta: f32, out: DType| GemmProblem {
+            beta,
+            ..GemmProblem::new(2048, 2048, 2048, Layout::RC, DType::Bf16, out)
+        };
+        for out in DType::OUTPUTS {
+            assert_eq!(
+                Epilogue::for_problem(&with(0.0, out), true, &env),
+                Epilogue::TmaStore
+            );
+            assert_eq!(
+                Epilogue::for_problem(&with(1.0, out), true, &env),
+                Epilogue::TmaStore
+            );
+            for beta in [0.5, -1.0, 2.0] {
+                assert_eq!(
+                    Epilogue::for_problem(&with(beta, out), true, &env),
+                    Epilogue::TmaLoadC
+                );
+            }
+            for beta in [0.0, 1.0, 0.5] {
+                assert_eq!(
+                    Epilogue::for_problem(&with(beta, out), false, &env),
+                    Epilogue::Registers
+                );
+            }
+        }
+        // KILN_WGMMA_CLOAD=1 loads C at beta = 1 too; never at beta = 0 (C may be garbage)
+        let c_load = Overrides {
+            c_load: true,
+            ..env
+        };
+        assert_eq!(
+            Epilogue::for_problem(&with(1.0, DType::Bf16), true, &c_load),
+            Epilogue::TmaLoadC
+        );
+        assert_eq!(
+            Epilogue::for_problem(&with(0.0, DType::Bf16), true, &c_load),
+            Epilogue::TmaStore
+        );
+        let regs = Overrides { epi: false, ..env };
+        assert_eq!(
+            Epilogue::for_problem(&with(0.5, DType::F32), true, &regs),
+            Epilogue::Registers
+        );
+        // every beta takes a TMA map; N off 16 bytes does not
+        assert!(output_map(&with(0.5, DType::F32), 1 << 20).is_some());
+        let odd = GemmProblem::new(2048, 2046, 2048, Layout::RC, DType::Bf16, DType::F32);
+        assert!(output_map(&odd, 1 << 20).is_none());
+        // the kernels' defines
+        let defs: Vec<u32> = Epilogue::ALL.iter().map(|e| e.define()).collect();
+        assert_eq!(defs, [0, 1, 2]);
     }
 
     #[test]
@@ -3153,9 +3268,9 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        // TMA-store and register epilogues for each C (the 320-, 224- and 168-wide tiles: the
-        // TMA-store one only); pack_rows (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 10 * (24 * 2) + 3 * 24);
+        // TMA-store, C-load and register epilogues for each C (the 320-, 224- and 168-wide
+        // tiles: the two TMA ones only); pack_rows (2- and 4-byte elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + 10 * (24 * 3) + 3 * (24 * 2));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

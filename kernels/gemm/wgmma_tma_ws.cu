@@ -422,9 +422,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       ++epi_chunks;
     };
-    // C_LOAD: the old C of a tile's first two chunks, into the two buffers. The last tile's
-    // stores have read them: its epilogue ends waiting for that. (The same wait here, after the
-    // mainloop, never returned on an H100: ledger #82.)
+    // C_LOAD: the old C of a tile's first two chunks, into the two buffers: a whole tile's as its
+    // K loop starts, so the loads' latency hides behind the mainloop; a split tile's at its
+    // epilogue, which only the CTA that adds the slices reaches. The last tile's stores have read
+    // the buffers: its last store_chunk waits for that. (That wait after the mainloop, at the
+    // epilogue's start, never returned on an H100: ledger #82.)
     auto load_first_chunks = [&](int nch, int m0, int n0) {
       if (!C_LOAD || !leader) return;
       for (int j = 0; j < 2 && j < nch; ++j) {
@@ -492,6 +494,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         wgmma_commit();
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
+        // C_LOAD: the first K block's wgmmas run while the leader works out the tile and loads
+        // its first two chunks of old C (whole tiles only).
+        if (C_LOAD && leader && (!KSPLIT || c == 0) && (KSPLIT ? prev < 0 : kb == 0)) {
+          int t, kb0, kb1, sp, ns, ctm, tn;
+          unit_of(tok, t, kb0, kb1, sp, ns);
+          tile_coords(t, ctiles_m, tiles_n, ctm, tn);
+          const int m0 = (ctm * CLUSTER + rank) * BM + 64 * c, n0 = tn * BN;
+          if (ns == 1 && m0 < p.m) load_first_chunks(min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS), m0, n0);
+        }
         // One chunk of the previous tile goes out while this K block's wgmmas run.
         if (DEFER && pending()) store_pending_chunk();
         // Keep one batch in flight: once the previous one is done, its stage can be refilled.
@@ -561,7 +572,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // Chunks before DFIRST go out now (all of them without DEFER), the rest wait in pk.
         if (m0 < p.m) {
           const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
-          load_first_chunks(nch, m0, n0);
+          if (ns > 1) load_first_chunks(nch, m0, n0);  // a whole tile's loaded as its K loop began
 #pragma unroll
           for (int ch = 0; ch < DFIRST; ++ch)
             if (ch < nch)

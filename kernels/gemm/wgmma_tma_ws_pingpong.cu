@@ -153,7 +153,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // Chunk ch (C_COLS columns) of a 64 x BN half tile, accumulators a, to C at
     // (m0, n0 + C_COLS ch) through this consumer's staging buffers (common/c_staging.cuh).
     // KILN_EPI = 1 sees beta 0 or 1 (the host's choice): with beta == 1 chunks are added to C.
-    // KILN_EPI = 2: chunk ch's old C is in the buffer (loaded by store_half, or two chunks back)
+    // KILN_EPI = 2: chunk ch's old C is in the buffer (load_first_chunks, or two chunks back)
     // and chunk ch + 2 (of nch) is loaded into it once its store has read it; chunk count e
     // waits on parity (e >> 1) & 1 of its buffer's barrier (wgmma_tma_ws.cu: the same scheme).
     auto store_chunk = [&](int ch, int nch, int m0, int n0, const float(&a)[BN / 2]) {
@@ -181,6 +181,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       ++epi_chunks;
     };
+    // C_LOAD: the old C of a half tile's first two chunks, into this consumer's two buffers: the
+    // first half's as the tile's K loop starts, so the loads' latency hides behind the mainloop;
+    // the second half's once the first half's stores have read the buffers (each half's last
+    // store_chunk waits for that; that wait after the mainloop never returned on an H100: ledger
+    // #82).
+    auto load_first_chunks = [&](int nch, int m0, int n0) {
+      if (!C_LOAD || !leader) return;
+      for (int j = 0; j < 2 && j < nch; ++j) {
+        const u32 b = 2 * c + ((epi_chunks + j) & 1);
+        load_c_chunk(&tma_c, cstage + b * C_CHUNK_BYTES, cbars + 8u * b, n0 + C_COLS * j, m0);
+      }
+    };
 #endif
     // Rows 64h .. 64h + 63 of the tile at (tm, tn), from accumulators a (register i: row
     // 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1)).
@@ -189,15 +201,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       const int m0 = tm * BM + 64 * h, n0 = tn * BN;
       if (m0 >= p.m) return;
       const int nch = min(BN / C_COLS, (p.n - n0 + C_COLS - 1) / C_COLS);
-      // The first two chunks' old C. The last half tile's stores have read the buffers: its
-      // last store_chunk ends waiting for that (the wait here, after the mainloop, never returned on an
-      // H100: ledger #82).
-      if (C_LOAD && leader) {
-        for (int j = 0; j < 2 && j < nch; ++j) {
-          const u32 b = 2 * c + ((epi_chunks + j) & 1);
-          load_c_chunk(&tma_c, cstage + b * C_CHUNK_BYTES, cbars + 8u * b, n0 + C_COLS * j, m0);
-        }
-      }
+      if (h == 1) load_first_chunks(nch, m0, n0);  // the first half's were loaded as the K loop began
 #pragma unroll
       for (int ch = 0; ch < BN / C_COLS; ++ch)
         if (ch < nch)
@@ -220,6 +224,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // Wait for the turn: the other consumer has issued its K loop, so it has also waited on
       // every fill before this tile's. (That is also why the full barriers' parities cannot
       // alias here: no consumer waits on a stage's fill while the fill before it is unconsumed.)
+      int tm, tn;
+      tile_coords(t, tiles_m, tiles_n, tm, tn);
       named_barrier_sync(TURN + c, 256);
       int prev = 0;  // the stage of the batch in flight
       for (int kb = 0; kb < kblocks; ++kb) {
@@ -247,6 +253,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           wgmma_fence_operand(acc0[r]);
           if (TWO_HALVES) wgmma_fence_operand(acc1[r]);
         }
+#if KILN_EPI == 2
+        // The first K block's wgmmas run while the leader loads the first half's first two
+        // chunks of old C (after the turn: not against the other consumer's start).
+        if (kb == 0 && tm * BM < p.m)
+          load_first_chunks(min(BN / C_COLS, (p.n - tn * BN + C_COLS - 1) / C_COLS), tm * BM, tn * BN);
+#endif
         // Keep one batch in flight: once the previous one is done, its stage can be refilled.
         wgmma_wait<1>();
         if (kb > 0) release(prev);
@@ -262,8 +274,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (TWO_HALVES) wgmma_fence_operand(acc1[r]);
       }
       release(prev);
-      int tm, tn;
-      tile_coords(t, tiles_m, tiles_n, tm, tn);
       store_half(acc0, 0, tm, tn);
       if (TWO_HALVES) store_half(acc1, 1, tm, tn);
     }

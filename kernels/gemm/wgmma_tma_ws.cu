@@ -111,10 +111,11 @@ constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128;
 // (one 128-byte row each: 64 16-bit or 32 f32 elements) into one of two 8 KB staging buffers
 // (stmatrix, or st.shared.v2 for f32; 128B-swizzled rows), from which one thread stores it with
 // TMA while the next chunk (or the next tile's mainloop) goes on (beta == 1: added to C by TMA's
-// reduce-add). Other betas and C that TMA cannot address use the register epilogue, a variant of its own (KILN_EPI = 0): compiled side by side,
-// the two epilogues more than doubled the code and spilled the 256-wide tile's consumers.
-// KILN_EPI = 2 (beta other than 0 and 1): the same, but each chunk's old C is first loaded by TMA
-// into its staging buffer (two chunks ahead), and the staging blends alpha * acc + beta * C.
+// reduce-add). KILN_EPI = 2 (beta other than 0 and 1): the same, but each chunk's old C is first
+// loaded by TMA into its staging buffer (two chunks ahead), and the staging blends
+// alpha * acc + beta * C. C that TMA cannot address uses the register epilogue, a variant of its
+// own (KILN_EPI = 0): compiled side by side, the two epilogues more than doubled the code and
+// spilled the 256-wide tile's consumers.
 #ifndef KILN_EPI
 #define KILN_EPI 1
 #endif
@@ -422,9 +423,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       ++epi_chunks;
     };
-    // C_LOAD: the old C of a tile's first two chunks, into the two buffers: a whole tile's as its
-    // K loop starts, so the loads' latency hides behind the mainloop; a split tile's at its
-    // epilogue, which only the CTA that adds the slices reaches. The last tile's stores have read
+    // C_LOAD: the old C of a tile's first two chunks, into the two buffers: a whole tile's under
+    // its first K block's wgmmas, so the loads' latency hides behind the mainloop (ledger #86); a
+    // split tile's at its epilogue, which only the CTA that adds the slices reaches. The last tile's stores have read
     // the buffers: its last store_chunk waits for that. (That wait after the mainloop, at the
     // epilogue's start, never returned on an H100: ledger #82.)
     auto load_first_chunks = [&](int nch, int m0, int n0) {
@@ -572,7 +573,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // Chunks before DFIRST go out now (all of them without DEFER), the rest wait in pk.
         if (m0 < p.m) {
           const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
-          if (ns > 1) load_first_chunks(nch, m0, n0);  // a whole tile's loaded as its K loop began
+          if (ns > 1) load_first_chunks(nch, m0, n0);  // a whole tile's loaded under its first K block
 #pragma unroll
           for (int ch = 0; ch < DFIRST; ++ch)
             if (ch < nch)

@@ -182,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       ++epi_chunks;
     };
     // C_LOAD: the old C of a half tile's first two chunks, into this consumer's two buffers: the
-    // first half's as the tile's K loop starts, so the loads' latency hides behind the mainloop;
+    // first half's under the tile's first K block, so the loads' latency hides behind the mainloop;
     // the second half's once the first half's stores have read the buffers (each half's last
     // store_chunk waits for that; that wait after the mainloop never returned on an H100: ledger
     // #82).
@@ -201,7 +201,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       const int m0 = tm * BM + 64 * h, n0 = tn * BN;
       if (m0 >= p.m) return;
       const int nch = min(BN / C_COLS, (p.n - n0 + C_COLS - 1) / C_COLS);
-      if (h == 1) load_first_chunks(nch, m0, n0);  // the first half's were loaded as the K loop began
+      if (h == 1) load_first_chunks(nch, m0, n0);  // the first half's were loaded under the first K block
 #pragma unroll
       for (int ch = 0; ch < BN / C_COLS; ++ch)
         if (ch < nch)

@@ -221,11 +221,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     if (c == 1) named_barrier_arrive(TURN, 256);
     u32 it = c * kblocks;  // the ring iteration of this consumer's tile's first K block
     for (int t = blockIdx.x + c * gridDim.x; t < tiles; t += 2 * gridDim.x, it += 2 * kblocks) {
+      int tm, tn;  // C_LOAD: known before the K loop, for the first C loads under its first K block
+      tile_coords(t, tiles_m, tiles_n, tm, tn);
       // Wait for the turn: the other consumer has issued its K loop, so it has also waited on
       // every fill before this tile's. (That is also why the full barriers' parities cannot
       // alias here: no consumer waits on a stage's fill while the fill before it is unconsumed.)
-      int tm, tn;
-      tile_coords(t, tiles_m, tiles_n, tm, tn);
       named_barrier_sync(TURN + c, 256);
       int prev = 0;  // the stage of the batch in flight
       for (int kb = 0; kb < kblocks; ++kb) {

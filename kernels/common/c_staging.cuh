@@ -71,6 +71,18 @@ __device__ __forceinline__ void load_c_chunk(const TmaMap* map, u32 buf, u32 bar
   tma_load_2d(buf, map, bar, c0, c1);
 }
 
+// The old C of a tile's first two chunks (of nch, at columns n0.., rows m0..) into consumer c's
+// two staging buffers (2c and 2c + 1 of the 8 KB buffers at `stage`, with their barriers at
+// `bars`, 8 bytes each), starting with the one its chunk count `epi_chunks` stages next. Both
+// buffers must be free: the last tile's stores have read them.
+__device__ __forceinline__ void load_first_c_chunks(const TmaMap* map, u32 stage, u32 bars, int c, u32 epi_chunks,
+                                                    int nch, int m0, int n0, int c_cols) {
+  for (int j = 0; j < 2 && j < nch; ++j) {
+    const u32 b = 2 * c + ((epi_chunks + j) & 1);
+    load_c_chunk(map, stage + b * (64 * 128), bars + 8u * b, n0 + c_cols * j, m0);
+  }
+}
+
 // stage_chunk_16 over a buffer that holds the chunk's old C: each pair is
 // val(i) + beta * old, rounded once, where old is read from the place the pair is written
 // (pair x of block J: row 16w + l/4 + 8(x & 1), column 16 jj + 8(x >> 1) + 2(l % 4)). A warp

@@ -423,17 +423,16 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       ++epi_chunks;
     };
+    // The chunks of the tile at column n0 that hold columns of C.
+    auto tile_chunks = [&](int n0) { return min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS); };
     // C_LOAD: the old C of a tile's first two chunks, into the two buffers: a whole tile's under
     // its first K block's wgmmas, so the loads' latency hides behind the mainloop (ledger #86); a
-    // split tile's at its epilogue, which only the CTA that adds the slices reaches. The last tile's stores have read
-    // the buffers: its last store_chunk waits for that. (That wait after the mainloop, at the
-    // epilogue's start, never returned on an H100: ledger #82.)
+    // split tile's at its epilogue, which only the CTA that adds the slices reaches. The last
+    // tile's stores have read the buffers: its last store_chunk waits for that. (That wait after
+    // the mainloop, at the epilogue's start, never returned on an H100: ledger #82.)
     auto load_first_chunks = [&](int nch, int m0, int n0) {
-      if (!C_LOAD || !leader) return;
-      for (int j = 0; j < 2 && j < nch; ++j) {
-        const u32 b = 2 * c + ((epi_chunks + j) & 1);
-        load_c_chunk(&tma_c, cstage + b * C_CHUNK_BYTES, cbars + 8u * b, n0 + C_COLS * j, m0);
-      }
+      if (C_LOAD && leader)
+        load_first_c_chunks(&tma_c, cstage, cbars, c, epi_chunks, nch, m0, n0, C_COLS);
     };
     // DEFER: the packed chunks DFIRST.. of the tile waiting to go out (pk[16 (ch - DFIRST) + i]),
     // its place, its chunk count (0 when nothing waits) and the next chunk to store.
@@ -502,7 +501,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           unit_of(tok, t, kb0, kb1, sp, ns);
           tile_coords(t, ctiles_m, tiles_n, ctm, tn);
           const int m0 = (ctm * CLUSTER + rank) * BM + 64 * c, n0 = tn * BN;
-          if (ns == 1 && m0 < p.m) load_first_chunks(min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS), m0, n0);
+          if (ns == 1 && m0 < p.m) load_first_chunks(tile_chunks(n0), m0, n0);
         }
         // One chunk of the previous tile goes out while this K block's wgmmas run.
         if (DEFER && pending()) store_pending_chunk();
@@ -572,8 +571,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const int m0 = tm * BM + 64 * c, n0 = tn * BN;
         // Chunks before DFIRST go out now (all of them without DEFER), the rest wait in pk.
         if (m0 < p.m) {
-          const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
-          if (ns > 1) load_first_chunks(nch, m0, n0);  // a whole tile's loaded under its first K block
+          const int nch = tile_chunks(n0);
+          if (ns > 1) load_first_chunks(nch, m0, n0);  // a whole tile's: under its first K block
 #pragma unroll
           for (int ch = 0; ch < DFIRST; ++ch)
             if (ch < nch)

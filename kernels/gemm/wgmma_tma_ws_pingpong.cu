@@ -187,21 +187,20 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // store_chunk waits for that; that wait after the mainloop never returned on an H100: ledger
     // #82).
     auto load_first_chunks = [&](int nch, int m0, int n0) {
-      if (!C_LOAD || !leader) return;
-      for (int j = 0; j < 2 && j < nch; ++j) {
-        const u32 b = 2 * c + ((epi_chunks + j) & 1);
-        load_c_chunk(&tma_c, cstage + b * C_CHUNK_BYTES, cbars + 8u * b, n0 + C_COLS * j, m0);
-      }
+      if (C_LOAD && leader)
+        load_first_c_chunks(&tma_c, cstage, cbars, c, epi_chunks, nch, m0, n0, C_COLS);
     };
 #endif
+    // The chunks of the tile at column n0 that hold columns of C.
+    auto tile_chunks = [&](int n0) { return min(BN / C_COLS, (p.n - n0 + C_COLS - 1) / C_COLS); };
     // Rows 64h .. 64h + 63 of the tile at (tm, tn), from accumulators a (register i: row
     // 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1)).
     auto store_half = [&](const float(&a)[BN / 2], int h, int tm, int tn) {
 #if KILN_EPI
       const int m0 = tm * BM + 64 * h, n0 = tn * BN;
       if (m0 >= p.m) return;
-      const int nch = min(BN / C_COLS, (p.n - n0 + C_COLS - 1) / C_COLS);
-      if (h == 1) load_first_chunks(nch, m0, n0);  // the first half's were loaded under the first K block
+      const int nch = tile_chunks(n0);
+      if (h == 1) load_first_chunks(nch, m0, n0);  // the first half's: under the first K block
 #pragma unroll
       for (int ch = 0; ch < BN / C_COLS; ++ch)
         if (ch < nch)
@@ -256,8 +255,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #if KILN_EPI == 2
         // The first K block's wgmmas run while the leader loads the first half's first two
         // chunks of old C (after the turn: not against the other consumer's start).
-        if (kb == 0 && tm * BM < p.m)
-          load_first_chunks(min(BN / C_COLS, (p.n - tn * BN + C_COLS - 1) / C_COLS), tm * BM, tn * BN);
+        if (kb == 0 && tm * BM < p.m) load_first_chunks(tile_chunks(tn * BN), tm * BM, tn * BN);
 #endif
         // Keep one batch in flight: once the previous one is done, its stage can be refilled.
         wgmma_wait<1>();

@@ -129,6 +129,15 @@ fn strides_that_do_not_fit_are_rejected() {
 }
 
 #[test]
+fn passes_must_be_from_1_to_100() {
+    for bad in ["0", "101", "two"] {
+        let o = kiln(&["bench", "--set", "targets", "--passes", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+        assert!(text(&o).contains("--passes"), "{bad}: {}", text(&o));
+    }
+}
+
+#[test]
 fn negative_alpha_and_beta_parse() {
     // Validation runs before any GPU is touched: a bad ldc still gets its own message, so the
     // negative scales themselves parsed.

@@ -164,6 +164,15 @@ pub struct BenchArgs {
     /// Layouts for --set targets, comma-separated (default: all four).
     #[arg(long, default_value = "RC,CR,RR,CC")]
     pub layouts: String,
+    /// Time the problems this many times: the first pass in the set's order, each later one in
+    /// its own shuffled order (--order-seed). The summary takes each problem's median over the
+    /// passes, so a shape slow only where it falls in the run (after the heaviest ones) is told
+    /// apart from one slow everywhere; every pass's rows are printed and stored.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub passes: u32,
+    /// Seed of the shuffled orders of --passes (the same seed gives the same orders).
+    #[arg(long, default_value_t = 1)]
+    pub order_seed: u64,
 }
 
 #[derive(Debug, Args)]

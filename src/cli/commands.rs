@@ -503,20 +503,57 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     let vendor = env.registry.gemm_version("cublas")?;
     let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
     opt.interleave = !a.sequential;
-    let rows = run_bench(env, &ctx, &ks, vendor, &problems, &opt)?;
+    let passes = a.passes as usize;
+    let rows = run_bench(
+        env,
+        &ctx,
+        &ks,
+        vendor,
+        &problems,
+        &opt,
+        passes,
+        a.order_seed,
+    )?;
     if env.json {
         env.print_json(&json!(rows));
+    } else if passes > 1 {
+        for k in &ks {
+            print!(
+                "{}",
+                passes_table(&suite::ratios_over_passes(&rows, k.name()), k.name()).render()
+            );
+        }
     }
-    if problems.len() > 1 {
+    if problems.len() > 1 || passes > 1 {
         for k in &ks {
             if let Some((g, min, n)) = suite::ratio_summary(&rows, k.name()) {
-                // On stderr under --json, so stdout stays one JSON value.
-                let line = format!(
-                    "{}: geometric mean {:.3}x the vendor over {n} problems, lowest {:.3}x",
+                let per = if passes > 1 {
+                    format!(" (each its median of {passes} passes in different orders)")
+                } else {
+                    String::new()
+                };
+                let mut line = format!(
+                    "{}: geometric mean {:.3}x the vendor over {n} problems{per}, lowest {:.3}x",
                     k.name(),
                     g,
                     min
                 );
+                if passes > 1 {
+                    if let Some((p, (pass, pos, r))) = suite::ratios_over_passes(&rows, k.name())
+                        .iter()
+                        .map(|o| (o.problem, o.lowest()))
+                        .min_by(|a, b| a.1 .2.total_cmp(&b.1 .2))
+                    {
+                        line += &format!(
+                            "; lowest single pass {r:.3}x ({}, pass {}, place {} of {})",
+                            p.label(),
+                            pass + 1,
+                            pos + 1,
+                            problems.len()
+                        );
+                    }
+                }
+                // On stderr under --json, so stdout stays one JSON value.
                 if env.json {
                     eprintln!("{line}")
                 } else {
@@ -528,6 +565,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_bench(
     env: &Env,
     ctx: &Context,
@@ -535,43 +573,80 @@ fn run_bench(
     vendor: &dyn GemmKernel,
     problems: &[GemmProblem],
     opt: &BenchOptions,
+    passes: usize,
+    order_seed: u64,
 ) -> Result<Vec<suite::BenchRow>> {
     let run = env.begin("bench", Some(&ctx.info))?;
-    let pb = bar(problems.len(), "bench", env.json);
+    let pb = bar(problems.len() * passes, "bench", env.json);
     let mut store_err = None;
-    let rows = suite::bench_all(ctx, ks, Some(vendor), problems, opt, |row| {
-        pb.inc(1);
-        let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
-            row.versions.iter().map(|(t, r)| (t, *r)).collect();
-        if let Some(v) = &row.vendor {
-            all.push((v, Some(1.0)));
-        }
-        for (t, ratio) in all {
-            let r = ResultRow {
-                op: "gemm".into(),
-                version: t.version.clone(),
-                variant: String::new(),
-                problem: problem_json(&t.problem),
-                metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": opt.flush_l2, "flush": kiln::harness::bench::flush_label(opt.flush_l2)}),
-                passed: None,
-            };
-            if let Err(e) = record(&run, r) {
-                store_err.get_or_insert(e);
+    let rows = suite::bench_passes(
+        ctx,
+        ks,
+        Some(vendor),
+        problems,
+        opt,
+        passes,
+        order_seed,
+        |row| {
+            pb.inc(1);
+            let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
+                row.versions.iter().map(|(t, r)| (t, *r)).collect();
+            if let Some(v) = &row.vendor {
+                all.push((v, Some(1.0)));
             }
-        }
-    })?;
+            for (t, ratio) in all {
+                let r = ResultRow {
+                    op: "gemm".into(),
+                    version: t.version.clone(),
+                    variant: String::new(),
+                    problem: problem_json(&t.problem),
+                    metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": opt.flush_l2, "flush": kiln::harness::bench::flush_label(opt.flush_l2), "pass": row.pass, "position": row.position}),
+                    passed: None,
+                };
+                if let Err(e) = record(&run, r) {
+                    store_err.get_or_insert(e);
+                }
+            }
+        },
+    )?;
     pb.finish_and_clear();
     if let Some(e) = store_err {
         return Err(e);
     }
     finish(&run, "ok")?;
-    if !env.json {
+    if !env.json && passes == 1 {
         print!(
             "{}",
             bench_table(&rows, latest_peak(env, &ctx.info.name).as_ref()).render()
         );
     }
     Ok(rows)
+}
+
+/// One version's ratio to the vendor per problem over the passes of `--passes`: the median, the
+/// lowest and highest pass, and where in its pass's order the lowest fell.
+fn passes_table(ratios: &[suite::PassRatios], version: &str) -> Table {
+    let mut t = Table::new(&[
+        "problem",
+        "version",
+        "x vendor (median)",
+        "lowest",
+        "highest",
+        "lowest at (pass, place)",
+    ]);
+    for r in ratios {
+        let (pass, pos, low) = r.lowest();
+        let high = r.passes.iter().map(|p| p.2).fold(f64::MIN, f64::max);
+        t.row(&[
+            r.problem.label(),
+            version.into(),
+            format!("{:.3}", r.median),
+            format!("{low:.3}"),
+            format!("{high:.3}"),
+            format!("{}, {}", pass + 1, pos + 1),
+        ]);
+    }
+    t
 }
 
 /// The newest `kiln peak` measured on a device of this name, if the store has one.
@@ -687,6 +762,8 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
         vendor,
         &suite::ladder_problems(),
         &bench_options(env, None, None, None, false),
+        1,
+        1,
     )?;
     say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
     say(ladder_table(&ks, &outcomes, &rows).render().trim_end());

@@ -66,6 +66,10 @@ pub struct BenchRow {
     pub vendor_algorithm: Option<String>,
     pub versions: Vec<(Timing, Option<f64>)>,
     pub skipped: Vec<(String, String)>,
+    /// Which pass over the problem list this row came from ([`bench_passes`]; 0 for one pass).
+    pub pass: usize,
+    /// The problem's place in that pass's order, from 0.
+    pub position: usize,
 }
 
 /// Times each of `kernels` and the vendor on each problem, with the same inputs.
@@ -79,11 +83,12 @@ pub fn bench_all(
 ) -> Result<Vec<BenchRow>> {
     let flusher = L2Flusher::new(ctx)?;
     let mut rows = Vec::new();
-    for p in problems {
+    for (position, p) in problems.iter().enumerate() {
         p.validate()?;
         let bufs = BenchBuffers::random(p, fresh_seed())?;
         if opt.interleave {
-            let row = bench_interleaved(ctx, kernels, vendor, p, &bufs, &flusher, opt)?;
+            let mut row = bench_interleaved(ctx, kernels, vendor, p, &bufs, &flusher, opt)?;
+            row.position = position;
             on_row(&row);
             rows.push(row);
             continue;
@@ -102,6 +107,8 @@ pub fn bench_all(
                 .and_then(|_| crate::vendor::cublas::chosen_algorithm(p)),
             versions: Vec::new(),
             skipped: Vec::new(),
+            pass: 0,
+            position,
         };
         for k in kernels {
             if let Err(r) = k.supports(p, &ctx.info) {
@@ -144,6 +151,8 @@ fn bench_interleaved(
         vendor_algorithm: None,
         versions: Vec::new(),
         skipped: Vec::new(),
+        pass: 0,
+        position: 0,
     };
     // (kernel, is the vendor) for every one that runs the problem
     let mut timed: Vec<(&dyn GemmKernel, bool)> = Vec::new();
@@ -258,16 +267,106 @@ pub fn target_problems(layouts: &[Layout]) -> Vec<GemmProblem> {
         .collect()
 }
 
-/// Ratios to the vendor of one version over benchmarked rows: (geometric mean, min, count).
+/// Times `problems` `passes` times ([`bench_all`] each): the first pass in the given
+/// order, every later one in its own seeded shuffle ([`pass_order`]). A shape timed right after
+/// the heaviest ones can read a few percent slow from where it falls in the run alone (ledger
+/// #57, #89); its median over passes in different places tells that apart from a real loss.
+#[allow(clippy::too_many_arguments)]
+pub fn bench_passes(
+    ctx: &Context,
+    kernels: &[&dyn GemmKernel],
+    vendor: Option<&dyn GemmKernel>,
+    problems: &[GemmProblem],
+    opt: &BenchOptions,
+    passes: usize,
+    seed: u64,
+    mut on_row: impl FnMut(&BenchRow),
+) -> Result<Vec<BenchRow>> {
+    let mut rows = Vec::new();
+    for pass in 0..passes.max(1) {
+        let order = pass_order(problems.len(), pass, seed);
+        let list: Vec<GemmProblem> = order.iter().map(|&i| problems[i]).collect();
+        let timed = bench_all(ctx, kernels, vendor, &list, opt, |r| {
+            let mut r = r.clone();
+            r.pass = pass;
+            on_row(&r);
+        })?;
+        rows.extend(timed.into_iter().map(|mut r| {
+            r.pass = pass;
+            r
+        }));
+    }
+    Ok(rows)
+}
+
+/// The order of pass `pass` over `n` problems: as listed for pass 0, else a shuffle that
+/// depends only on (`seed`, `pass`), so a run can be repeated in the same orders.
+pub fn pass_order(n: usize, pass: usize, seed: u64) -> Vec<usize> {
+    use rand::{seq::SliceRandom, SeedableRng};
+    let mut order: Vec<usize> = (0..n).collect();
+    if pass > 0 {
+        let mixed = seed ^ (pass as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        order.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(mixed));
+    }
+    order
+}
+
+/// One problem's ratios to the vendor for one version over the passes of [`bench_passes`].
+#[derive(Debug, Clone, Serialize)]
+pub struct PassRatios {
+    pub problem: GemmProblem,
+    /// (pass, position in that pass's order, ratio), in pass order.
+    pub passes: Vec<(usize, usize, f64)>,
+    pub median: f64,
+}
+
+impl PassRatios {
+    /// The pass with the lowest ratio: (pass, position, ratio).
+    pub fn lowest(&self) -> (usize, usize, f64) {
+        self.passes
+            .iter()
+            .cloned()
+            .min_by(|a, b| a.2.total_cmp(&b.2))
+            .expect("a PassRatios has at least one pass")
+    }
+}
+
+/// Each problem's ratios for `version` over the rows of one or more passes, in the order the
+/// problems first appear; the median of an even count is the mean of the middle two.
+pub fn ratios_over_passes(rows: &[BenchRow], version: &str) -> Vec<PassRatios> {
+    let mut out: Vec<PassRatios> = Vec::new();
+    for r in rows {
+        let Some(ratio) = r
+            .versions
+            .iter()
+            .find(|(t, _)| t.version == version)
+            .and_then(|(_, ratio)| *ratio)
+        else {
+            continue;
+        };
+        let this = (r.pass, r.position, ratio);
+        match out.iter_mut().find(|o| o.problem == r.problem) {
+            Some(o) => o.passes.push(this),
+            None => out.push(PassRatios {
+                problem: r.problem,
+                passes: vec![this],
+                median: f64::NAN,
+            }),
+        }
+    }
+    for o in &mut out {
+        let mut v: Vec<f64> = o.passes.iter().map(|p| p.2).collect();
+        o.median = super::bench::stats(&mut v).0;
+    }
+    out
+}
+
+/// Ratios to the vendor of one version over benchmarked rows: (geometric mean, min, count) over
+/// the problems, each problem's ratio its median over the passes that timed it.
 pub fn ratio_summary(rows: &[BenchRow], version: &str) -> Option<(f64, f64, usize)> {
-    let ratios: Vec<f64> = rows
+    let ratios: Vec<f64> = ratios_over_passes(rows, version)
         .iter()
-        .filter_map(|r| {
-            r.versions
-                .iter()
-                .find(|(t, _)| t.version == version)
-                .and_then(|(_, ratio)| *ratio)
-        })
+        .map(|r| r.median)
         .collect();
     if ratios.is_empty() {
         return None;
@@ -285,4 +384,82 @@ pub fn geomean(xs: &[f64]) -> f64 {
         return f64::NAN;
     }
     (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_pass_keeps_the_order_and_later_ones_shuffle_it_reproducibly() {
+        let n = 96;
+        let ident: Vec<usize> = (0..n).collect();
+        assert_eq!(pass_order(n, 0, 7), ident);
+        for pass in 1..4 {
+            let o = pass_order(n, pass, 7);
+            let mut sorted = o.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, ident, "pass {pass} is a permutation");
+            assert_ne!(o, ident, "pass {pass} is shuffled");
+            assert_eq!(o, pass_order(n, pass, 7), "the same seed, the same order");
+            assert_ne!(o, pass_order(n, pass, 8), "another seed, another order");
+        }
+        assert_ne!(pass_order(n, 1, 7), pass_order(n, 2, 7));
+        assert!(pass_order(0, 3, 1).is_empty());
+    }
+
+    fn row(p: GemmProblem, pass: usize, position: usize, ratio: Option<f64>) -> BenchRow {
+        let t = Timing {
+            version: "v".into(),
+            problem: p,
+            median_ms: 1.0,
+            min_ms: 1.0,
+            max_ms: 1.0,
+            reps: 1,
+            tflops: 1.0,
+            gbps: 1.0,
+        };
+        BenchRow {
+            problem: p,
+            vendor: None,
+            vendor_algorithm: None,
+            versions: vec![(t, ratio)],
+            skipped: Vec::new(),
+            pass,
+            position,
+        }
+    }
+
+    #[test]
+    fn each_problem_is_summarised_by_its_median_over_passes() {
+        let a = GemmProblem::new(512, 512, 512, Layout::RC, DType::Bf16, DType::Bf16);
+        let b = GemmProblem::new(512, 512, 512, Layout::CR, DType::Bf16, DType::Bf16);
+        let rows = vec![
+            row(a, 0, 0, Some(1.02)),
+            row(b, 0, 1, Some(0.87)), // the slow place in the first pass
+            row(b, 1, 0, Some(1.03)),
+            row(a, 1, 1, Some(1.00)),
+            row(a, 2, 1, Some(1.04)),
+            row(b, 2, 0, Some(1.01)),
+        ];
+        let r = ratios_over_passes(&rows, "v");
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].problem, a);
+        assert!((r[0].median - 1.02).abs() < 1e-12);
+        assert!((r[1].median - 1.01).abs() < 1e-12);
+        assert_eq!(r[1].lowest(), (0, 1, 0.87));
+        let (g, min, n) = ratio_summary(&rows, "v").unwrap();
+        assert_eq!(n, 2);
+        assert!(
+            (min - 1.01).abs() < 1e-12,
+            "the lowest median, not the lowest pass"
+        );
+        assert!((g - (1.02f64 * 1.01).sqrt()).abs() < 1e-12);
+        // One pass: each ratio is its own median, as before passes existed.
+        let (_, min1, n1) = ratio_summary(&rows[..2], "v").unwrap();
+        assert_eq!((n1, min1), (2, 0.87));
+        // A version that was never timed, or had no vendor to compare with, has no summary.
+        assert!(ratio_summary(&rows, "other").is_none());
+        assert!(ratios_over_passes(&[row(a, 0, 0, None)], "v").is_empty());
+    }
 }

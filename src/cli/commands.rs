@@ -600,7 +600,7 @@ fn run_bench(
                     version: t.version.clone(),
                     variant: String::new(),
                     problem: problem_json(&t.problem),
-                    metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": opt.flush_l2, "flush": kiln::harness::bench::flush_label(opt.flush_l2), "pass": row.pass, "position": row.position}),
+                    metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": opt.flush_l2, "flush": kiln::harness::bench::flush_label(opt.flush_l2), "pass": row.pass, "position": row.position, "host_us": t.host_us}),
                     passed: None,
                 };
                 if let Err(e) = record(&run, r) {
@@ -675,6 +675,7 @@ fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
         "TFLOPS",
         "x vendor",
         "of peak",
+        "host µs",
     ]);
     for row in rows {
         let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
@@ -701,6 +702,9 @@ fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
                     )
                 })
                 .unwrap_or_else(|| "run `kiln peak`".into()),
+                tm.host_us
+                    .map(|h| format!("{h:.1}"))
+                    .unwrap_or_else(|| "-".into()),
             ]);
         }
         for (v, why) in &row.skipped {
@@ -712,6 +716,7 @@ fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
                 "-".into(),
                 "-".into(),
                 format!("skipped: {why}"),
+                String::new(),
                 String::new(),
             ]);
         }

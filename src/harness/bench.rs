@@ -53,6 +53,12 @@ pub struct Timing {
     pub reps: usize,
     pub tflops: f64,
     pub gbps: f64,
+    /// Median host time of the launch call (µs), where measured (interleaved timing): the
+    /// library's own work per launch (dispatch, tensor maps, the driver's launch). A small
+    /// kernel's timed span also holds whatever part of it outlasts the L2 flush before it,
+    /// since the GPU then waits on the host between the start event and the kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_us: Option<f64>,
 }
 
 /// Summary statistics of a set of times (ms).
@@ -312,13 +318,14 @@ pub fn timed_reps(
 /// Interleaved timing of several launches (see [`BenchOptions::interleave`]): each launched
 /// once (timed: over 100 ms for any of them cuts the warm-up and repetitions as in
 /// [`sample_launches`]), warmed up, then `reps` rounds of one launch each, every launch between
-/// its own events with L2 flushed before it. The times (ms) of each launch, in order.
+/// its own events with L2 flushed before it. Each launch's GPU times (ms) and host times of its
+/// launch calls (µs), in order.
 pub fn sample_interleaved(
     ctx: &Context,
     flusher: &L2Flusher,
     opt: &BenchOptions,
     launches: &mut [&mut dyn FnMut() -> Result<()>],
-) -> Result<Vec<Vec<f64>>> {
+) -> Result<Vec<(Vec<f64>, Vec<f64>)>> {
     let (mut first_ms, mut first_round_ms) = (0.0f64, 0.0);
     for launch in launches.iter_mut() {
         let ms = time_one(ctx, launch)?;
@@ -331,13 +338,16 @@ pub fn sample_interleaved(
     let events: Vec<_> = (0..reps.max(1) * n)
         .map(|_| Ok((ctx.event()?, ctx.event()?)))
         .collect::<Result<_>>()?;
+    let mut host_us = vec![Vec::with_capacity(reps.max(1)); n];
     for round in events.chunks(n) {
-        for ((start, end), launch) in round.iter().zip(launches.iter_mut()) {
+        for (i, ((start, end), launch)) in round.iter().zip(launches.iter_mut()).enumerate() {
             if opt.flush_l2 {
                 flusher.flush(ctx)?;
             }
             start.record(ctx)?;
+            let t = std::time::Instant::now();
             launch()?;
+            host_us[i].push(t.elapsed().as_secs_f64() * 1e6);
             end.record(ctx)?;
         }
     }
@@ -347,7 +357,7 @@ pub fn sample_interleaved(
             times[i].push(s.elapsed_ms(e)? as f64);
         }
     }
-    Ok(times)
+    Ok(times.into_iter().zip(host_us).collect())
 }
 
 /// The summary of `kernel`'s `times` (ms) on `p`.
@@ -362,6 +372,7 @@ pub fn timing_of(kernel: &dyn GemmKernel, p: &GemmProblem, mut times: Vec<f64>) 
         reps: times.len(),
         tflops: p.flops() / (median * 1e-3) / 1e12,
         gbps: p.min_bytes() / (median * 1e-3) / 1e9,
+        host_us: None,
     }
 }
 

@@ -188,7 +188,11 @@ fn bench_interleaved(
     let mut results: Vec<(Timing, bool)> = timed
         .iter()
         .zip(times)
-        .map(|((k, is_vendor), t)| (timing_of(*k, p, t), *is_vendor))
+        .map(|((k, is_vendor), (t, mut host))| {
+            let mut timing = timing_of(*k, p, t);
+            timing.host_us = Some(super::bench::stats(&mut host).0);
+            (timing, *is_vendor)
+        })
         .collect();
     if let Some(i) = results.iter().position(|(_, v)| *v) {
         row.vendor = Some(results.remove(i).0);
@@ -418,6 +422,7 @@ mod tests {
             reps: 1,
             tflops: 1.0,
             gbps: 1.0,
+            host_us: None,
         };
         BenchRow {
             problem: p,

@@ -361,6 +361,7 @@ mod tests {
             reps: 1,
             tflops: 0.0,
             gbps: 0.0,
+            host_us: None,
         };
         let s = Split::new(t(2.0), t(1.9));
         assert!((s.delta_ms - 0.1).abs() < 1e-12);

@@ -931,7 +931,19 @@ mod tests {
     /// on every landscape, for the default search and variants (PROBE_TRIALS=300 for more seeds;
     /// `bred` forces the large-space path: candidates bred, not enumerated).
     fn sweep_rates_on_every_landscape() {
+        let load = |f: &str| {
+            let l = crate::tune::landscape::Landscape::load(
+                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(f),
+            )
+            .unwrap();
+            (l.space(), l.points())
+        };
+        let ws = "results/2026-11-24-h100/session22/ws-landscapes/ws-";
         let lands = [
+            ("ws4096", load(&format!("{ws}4096x4096x4096.json"))),
+            ("ws2048", load(&format!("{ws}2048x2048x2048.json"))),
+            ("ws512L", load(&format!("{ws}512x4096x14336.json"))),
+            ("ws128L", load(&format!("{ws}128x4096x14336.json"))),
             ("committed", committed()),
             ("synthetic", synthetic()),
             ("hard", synthetic_hard()),

@@ -526,7 +526,8 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     }
     if problems.len() > 1 || passes > 1 {
         for k in &ks {
-            if let Some((g, min, n)) = suite::ratio_summary(&rows, k.name()) {
+            let ratios = suite::ratios_over_passes(&rows, k.name());
+            if let Some((g, min, n)) = suite::summary_of(&ratios) {
                 let per = if passes > 1 {
                     format!(" (each its median of {passes} passes in different orders)")
                 } else {
@@ -539,7 +540,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
                     min
                 );
                 if passes > 1 {
-                    if let Some((p, (pass, pos, r))) = suite::ratios_over_passes(&rows, k.name())
+                    if let Some((p, (pass, pos, r))) = ratios
                         .iter()
                         .map(|o| (o.problem, o.lowest()))
                         .min_by(|a, b| a.1 .2.total_cmp(&b.1 .2))

@@ -79,6 +79,19 @@ pub fn bench_all(
     vendor: Option<&dyn GemmKernel>,
     problems: &[GemmProblem],
     opt: &BenchOptions,
+    on_row: impl FnMut(&BenchRow),
+) -> Result<Vec<BenchRow>> {
+    bench_pass(ctx, kernels, vendor, problems, opt, 0, on_row)
+}
+
+/// [`bench_all`] as pass `pass` of [`bench_passes`]: each row carries the pass and its place.
+fn bench_pass(
+    ctx: &Context,
+    kernels: &[&dyn GemmKernel],
+    vendor: Option<&dyn GemmKernel>,
+    problems: &[GemmProblem],
+    opt: &BenchOptions,
+    pass: usize,
     mut on_row: impl FnMut(&BenchRow),
 ) -> Result<Vec<BenchRow>> {
     let flusher = L2Flusher::new(ctx)?;
@@ -88,6 +101,7 @@ pub fn bench_all(
         let bufs = BenchBuffers::random(p, fresh_seed())?;
         if opt.interleave {
             let mut row = bench_interleaved(ctx, kernels, vendor, p, &bufs, &flusher, opt)?;
+            row.pass = pass;
             row.position = position;
             on_row(&row);
             rows.push(row);
@@ -107,7 +121,7 @@ pub fn bench_all(
                 .and_then(|_| crate::vendor::cublas::chosen_algorithm(p)),
             versions: Vec::new(),
             skipped: Vec::new(),
-            pass: 0,
+            pass,
             position,
         };
         for k in kernels {
@@ -290,15 +304,15 @@ pub fn bench_passes(
     for pass in 0..passes.max(1) {
         let order = pass_order(problems.len(), pass, seed);
         let list: Vec<GemmProblem> = order.iter().map(|&i| problems[i]).collect();
-        let timed = bench_all(ctx, kernels, vendor, &list, opt, |r| {
-            let mut r = r.clone();
-            r.pass = pass;
-            on_row(&r);
-        })?;
-        rows.extend(timed.into_iter().map(|mut r| {
-            r.pass = pass;
-            r
-        }));
+        rows.extend(bench_pass(
+            ctx,
+            kernels,
+            vendor,
+            &list,
+            opt,
+            pass,
+            &mut on_row,
+        )?);
     }
     Ok(rows)
 }
@@ -368,10 +382,12 @@ pub fn ratios_over_passes(rows: &[BenchRow], version: &str) -> Vec<PassRatios> {
 /// Ratios to the vendor of one version over benchmarked rows: (geometric mean, min, count) over
 /// the problems, each problem's ratio its median over the passes that timed it.
 pub fn ratio_summary(rows: &[BenchRow], version: &str) -> Option<(f64, f64, usize)> {
-    let ratios: Vec<f64> = ratios_over_passes(rows, version)
-        .iter()
-        .map(|r| r.median)
-        .collect();
+    summary_of(&ratios_over_passes(rows, version))
+}
+
+/// [`ratio_summary`] of ratios already gathered by [`ratios_over_passes`].
+pub fn summary_of(per_problem: &[PassRatios]) -> Option<(f64, f64, usize)> {
+    let ratios: Vec<f64> = per_problem.iter().map(|r| r.median).collect();
     if ratios.is_empty() {
         return None;
     }

@@ -879,13 +879,17 @@ mod tests {
         (s, land)
     }
 
-    fn committed() -> (ParamSpace, Vec<(Config, f64)>) {
+    /// A landscape committed under the repository root, as its space and points.
+    fn committed_at(path: &str) -> (ParamSpace, Vec<(Config, f64)>) {
         let l = crate::tune::landscape::Landscape::load(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("results/2026-11-21-h200/tune/landscape-mma_sync.json"),
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path),
         )
         .unwrap();
         (l.space(), l.points())
+    }
+
+    fn committed() -> (ParamSpace, Vec<(Config, f64)>) {
+        committed_at("results/2026-11-21-h200/tune/landscape-mma_sync.json")
     }
 
     /// The success rates over seeds 1..=100 (within 2% with 15% of the evaluations), pinned at
@@ -931,19 +935,16 @@ mod tests {
     /// on every landscape, for the default search and variants (PROBE_TRIALS=300 for more seeds;
     /// `bred` forces the large-space path: candidates bred, not enumerated).
     fn sweep_rates_on_every_landscape() {
-        let load = |f: &str| {
-            let l = crate::tune::landscape::Landscape::load(
-                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(f),
-            )
-            .unwrap();
-            (l.space(), l.points())
+        let ws = |shape: &str| {
+            committed_at(&format!(
+                "results/2026-11-24-h100/session22/ws-landscapes/ws-{shape}.json"
+            ))
         };
-        let ws = "results/2026-11-24-h100/session22/ws-landscapes/ws-";
         let lands = [
-            ("ws4096", load(&format!("{ws}4096x4096x4096.json"))),
-            ("ws2048", load(&format!("{ws}2048x2048x2048.json"))),
-            ("ws512L", load(&format!("{ws}512x4096x14336.json"))),
-            ("ws128L", load(&format!("{ws}128x4096x14336.json"))),
+            ("ws4096", ws("4096x4096x4096")),
+            ("ws2048", ws("2048x2048x2048")),
+            ("ws512L", ws("512x4096x14336")),
+            ("ws128L", ws("128x4096x14336")),
             ("committed", committed()),
             ("synthetic", synthetic()),
             ("hard", synthetic_hard()),

@@ -119,7 +119,7 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
             println!("  - {n}");
         }
         println!(
-            "runs: {} tiles, {} stages{}, {} epilogue{}",
+            "runs: {} tiles, {} stages{}, {} epilogue{}{}",
             l.tile,
             l.stages,
             if l.pingpong {
@@ -137,6 +137,11 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
             match l.stream_k_from {
                 Some(t) => format!(", stream-K from cluster tile {t}"),
                 None => String::new(),
+            },
+            if l.split_code {
+                ", the variant with split-K code"
+            } else {
+                ""
             }
         );
         println!(

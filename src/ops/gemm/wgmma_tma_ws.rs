@@ -867,6 +867,9 @@ pub struct Overrides {
     /// `KILN_WGMMA_CLOAD` (1: beta = 1 loads C into the staging chunks as other betas do, instead
     /// of TMA's reduce-add: 16-bit C rounded once)
     pub c_load: bool,
+    /// `KILN_WGMMA_SPLITK` (1: unsplit launches too run the variant with the split-K code, as
+    /// every launch did before ledger #91, to time one against the other)
+    pub split_code: bool,
 }
 
 impl Overrides {
@@ -883,6 +886,7 @@ impl Overrides {
         stages: None,
         epi: true,
         c_load: false,
+        split_code: false,
     };
 
     /// The overrides this process's environment sets.
@@ -915,6 +919,7 @@ impl Overrides {
             stages: parse_stages(var("KILN_WGMMA_STAGES")),
             epi: var("KILN_WGMMA_EPI").is_none_or(|v| v != "0"),
             c_load: var("KILN_WGMMA_CLOAD").is_some_and(|v| v.trim() == "1"),
+            split_code: var("KILN_WGMMA_SPLITK").is_some_and(|v| v.trim() == "1"),
         }
     }
 }
@@ -1539,14 +1544,15 @@ pub fn b_loads_per_cluster(k_major: bool, bn: u32, cluster: u32) -> u32 {
 }
 
 impl WgmmaTmaWs {
+    /// The variant for (layout, input, output) `kind` of tile `cfg`, with the split-K and
+    /// stream-K code where `split_code` and the tile has it ([`has_split_code`]).
     fn spec(
         arch: &str,
-        layout: Layout,
-        input: DType,
-        output: DType,
+        (layout, input, output): (Layout, DType, DType),
         cfg: TileConfig,
         group_m: u32,
         epilogue: Epilogue,
+        split_code: bool,
     ) -> KernelSpec {
         let epi = epilogue.define();
         if cfg.pingpong {
@@ -1581,9 +1587,26 @@ impl WgmmaTmaWs {
         .define("KILN_CLUSTER", cfg.cluster)
         .define("KILN_EPI_DEFER", epi_defer() as u32)
         .define("KILN_EPI", epi)
+        .define("KILN_SPLITK", (split_code && has_split_code(cfg)) as u32)
         .define("KILN_SMEM", cfg.smem_bytes())
         .define("KILN_THREADS", THREADS)
     }
+}
+
+/// Whether `cfg` comes in a second variant with the split-K and stream-K code (the kernel's
+/// `KILN_SPLITK`): the cooperative 128-row tiles. The 64-row tiles split K between their
+/// consumers instead, and the ping-pong kernel has no split-K.
+pub fn has_split_code(cfg: TileConfig) -> bool {
+    cfg.bm == BM && !cfg.pingpong
+}
+
+/// Whether a launch of `cfg` that asks for `splits` K slices, or for stream-K, runs the variant
+/// with the split-K and stream-K code. Every other launch runs the variant without it, which
+/// compiles in 25-37 % less time (ledger #91). Decided from what is asked, before the grid is
+/// known: a launch whose plan then splits nothing runs the split variant unsplit, which it can.
+/// `KILN_WGMMA_SPLITK=1` ([`Overrides::split_code`]) takes it for every launch.
+pub fn needs_split_code(cfg: TileConfig, splits: u32, stream_k: bool, env: &Overrides) -> bool {
+    has_split_code(cfg) && (env.split_code || splits > 1 || (stream_k && cfg.cluster == 1))
 }
 
 impl GemmKernel for WgmmaTmaWs {
@@ -1665,8 +1688,13 @@ impl GemmKernel for WgmmaTmaWs {
                 // The TMA epilogues (beta 0 and 1; other betas, C loaded first), and the register
                 // one for a C that TMA cannot address.
                 for epi in Epilogue::ALL {
-                    if with_epilogue(cfg, epi.tma()) == cfg {
-                        v.push(Self::spec(arch, l, i, o, cfg, group_m(), epi));
+                    if with_epilogue(cfg, epi.tma()) != cfg {
+                        continue;
+                    }
+                    for split_code in [false, true] {
+                        if !split_code || has_split_code(cfg) {
+                            v.push(Self::spec(arch, (l, i, o), cfg, group_m(), epi, split_code));
+                        }
                     }
                 }
             }
@@ -1725,10 +1753,18 @@ impl GemmKernel for WgmmaTmaWs {
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
         Choice::from_config(cfg).ok().map(|c| {
             // C's address is known only at launch: assume it aligned (as allocations are).
-            let epi =
-                Epilogue::for_problem(p, output_map(p, 1 << 20).is_some(), &Overrides::from_env());
+            let env = Overrides::from_env();
+            let epi = Epilogue::for_problem(p, output_map(p, 1 << 20).is_some(), &env);
             let tile = with_epilogue(c.tile, epi.tma());
-            Self::spec(arch, p.layout, p.input, p.output, tile, c.group_m, epi)
+            let split_code = needs_split_code(tile, c.splits, c.stream_k, &env);
+            Self::spec(
+                arch,
+                (p.layout, p.input, p.output),
+                tile,
+                c.group_m,
+                epi,
+                split_code,
+            )
         })
     }
     fn launch_with(
@@ -1854,14 +1890,14 @@ impl WgmmaTmaWs {
         if cfg.bn != choice.tile.bn && env.tile == Some(choice.tile) {
             warn_forced_fallback(choice.tile, cfg);
         }
+        let split_code = needs_split_code(cfg, splits, choice.stream_k, env);
         let spec = Self::spec(
             &ctx.arch(),
-            p.layout,
-            p.input,
-            p.output,
+            (p.layout, p.input, p.output),
             cfg,
             choice.group_m,
             epi,
+            split_code,
         );
         let f = ctx.function(&match trace {
             Some(_) => spec.define("KILN_TRACE", 1u32),
@@ -1871,6 +1907,8 @@ impl WgmmaTmaWs {
         let slots = env.grid.map_or(slots, |g| slots.min(g));
         let ctiles = cfg.cluster_tiles(p.m, p.n);
         let (sk_from, plan) = work_layout(cfg, &choice, splits, p, slots);
+        // The plan splits at most what was asked for, so never without the split code.
+        debug_assert!(split_code || (plan.splits <= 1 && sk_from.is_none()));
         let (ws, counters) = match sk_from {
             Some(from) => workspace(
                 ctx,
@@ -2046,6 +2084,9 @@ pub struct LaunchPlan {
     pub tma_epilogue: bool,
     /// The TMA-store epilogue with C loaded first (beta other than 0 and 1).
     pub c_loaded: bool,
+    /// The variant with the split-K and stream-K code ([`needs_split_code`]), else the one
+    /// without, which compiles faster.
+    pub split_code: bool,
     /// Copies launched before the GEMM, each with its reason.
     pub copies: Vec<String>,
     /// Cluster tiles, resident cluster slots assumed, CTAs launched, and work units per slot.
@@ -2171,6 +2212,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
         stream_k_from: sk_from,
         tma_epilogue: tma_epi,
         c_loaded: epi == Epilogue::TmaLoadC,
+        split_code: needs_split_code(cfg, splits, choice.stream_k, env),
         copies,
         tiles: ctiles,
         slots,

@@ -3311,8 +3311,10 @@ mod tests {
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // TMA-store, C-load and register epilogues for each C (the 320-, 224- and 168-wide
-        // tiles: the two TMA ones only); pack_rows (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 10 * (24 * 3) + 3 * (24 * 2));
+        // tiles: the two TMA ones only), each without and, for the cooperative 128-row tiles
+        // (six with three epilogues, the three wide ones), with the split-K code; pack_rows (2-
+        // and 4-byte elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + (10 + 6) * (24 * 3) + (3 + 3) * (24 * 2));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -3341,6 +3343,14 @@ mod tests {
                             .contains(&("KILN_CLUSTER".into(), ch.tile.cluster.to_string()))
                 );
                 assert_eq!(spec.source.ends_with("_pingpong.cu"), ch.tile.pingpong);
+                // the split-K code where the launch may split (SPLITS > 1, SK), else not
+                let split = ch.splits > 1 || (ch.stream_k && ch.tile.cluster == 1);
+                assert_eq!(
+                    spec.defines
+                        .contains(&("KILN_SPLITK".into(), "1".to_string())),
+                    split && !ch.tile.pingpong && ch.tile.bm == BM,
+                    "{c}"
+                );
             }
         }
         let p = bf16(64, 64, 64, Layout::RC);

@@ -913,6 +913,57 @@ mod tests {
         }
     }
 
+    /// Issue 4's target as `kiln tune` runs the search (the heuristic's config first, then the
+    /// model-guided steps, 15 % of the space in all): within 2 % of the exhaustive best in every
+    /// trial, on the ten landscapes of today's `wgmma_tma_ws` space timed on an H100 (sessions 22
+    /// and 23). At 4000^3 and 16384^3 the heuristic's config is not the best (1.007x, 1.023x),
+    /// so there the search has to find a better one. A landscape of an older space fails here
+    /// (its configs lack today's parameters): time it again.
+    #[test]
+    fn from_the_heuristic_every_current_gemm_landscape_is_solved() {
+        use crate::ops::gemm::{wgmma_tma_ws::WgmmaTmaWs, GemmKernel};
+        use crate::tune::landscape::Landscape;
+        use crate::tune::target::TuneProblem;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results/2026-11-24-h100");
+        let shapes = [
+            ("session22", "4096x4096x4096"),
+            ("session22", "2048x2048x2048"),
+            ("session22", "512x4096x14336"),
+            ("session22", "128x4096x14336"),
+            ("session23", "4000x4000x4000"),
+            ("session23", "512x4096x4096"),
+            ("session23", "3000x3000x3000"),
+            ("session23", "8192x14336x4096"),
+            ("session23", "1024x1024x1024"),
+            ("session23", "16384x16384x16384"),
+        ];
+        for (session, shape) in shapes {
+            let path = root.join(format!("{session}/ws-landscapes/ws-{shape}.json"));
+            let l = Landscape::load(&path).unwrap();
+            let TuneProblem::Gemm(p) = &l.problem else {
+                panic!("{shape}: not a GEMM landscape")
+            };
+            let dev = l.device.clone().expect("the landscape names its device");
+            let base = WgmmaTmaWs.baseline(p, &dev).unwrap();
+            let (space, land) = (l.space(), l.points());
+            assert!(
+                space.is_valid(&base),
+                "{shape}: {base} is not in the landscape"
+            );
+            let budget = (land.len() as f64 * 0.15).floor() as usize;
+            let r = replay_from(
+                &land,
+                &space,
+                100,
+                budget,
+                0.02,
+                EvoParams::seeded(1),
+                &[base],
+            );
+            assert_eq!(r.hits, 100, "{shape}: {r:?}");
+        }
+    }
+
     /// On a landscape where 45% of the configs fail and the optimum sits on the edge of the
     /// failing region (with only two configs within 2%), every trial still ends with a timed
     /// best and the search finds the optimum more often than uniform draws of the same budget
@@ -940,11 +991,22 @@ mod tests {
                 "results/2026-11-24-h100/session22/ws-landscapes/ws-{shape}.json"
             ))
         };
+        let ws23 = |shape: &str| {
+            committed_at(&format!(
+                "results/2026-11-24-h100/session23/ws-landscapes/ws-{shape}.json"
+            ))
+        };
         let lands = [
             ("ws4096", ws("4096x4096x4096")),
             ("ws2048", ws("2048x2048x2048")),
             ("ws512L", ws("512x4096x14336")),
             ("ws128L", ws("128x4096x14336")),
+            ("ws4000", ws23("4000x4000x4000")),
+            ("ws512S", ws23("512x4096x4096")),
+            ("ws3000", ws23("3000x3000x3000")),
+            ("ws8192L", ws23("8192x14336x4096")),
+            ("ws1024", ws23("1024x1024x1024")),
+            ("ws16k", ws23("16384x16384x16384")),
             ("committed", committed()),
             ("synthetic", synthetic()),
             ("hard", synthetic_hard()),

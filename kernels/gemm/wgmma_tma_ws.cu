@@ -7,11 +7,12 @@
 // tile, each consumer every other K block, consumer 0 adding consumer 1's partial sums before
 // the epilogue. The grid is persistent: cluster b (one CTA, or KILN_CLUSTER = 2 CTAs along M
 // that share the B tile through TMA multicast) takes work units b, b + clusters, ... in a
-// grouped order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile, or with
-// split-K (Extras.splits > 1) one K slice of it, reduced through an fp32 workspace by the slice
-// that finishes last; Extras.split_from > 0 splits only the tiles from there on (the last,
-// partial wave: the SMs it would leave idle take the other slices); or (stream-K, Extras.sk_w,
-// opt-in) a piece of one contiguous range of K blocks per CTA over the last waves' tiles.
+// grouped order (KILN_GROUP_M tile-rows at a time, for L2 reuse). A unit is a cluster tile. In
+// the variants with KILN_SPLITK = 1 it may instead be, with split-K (Extras.splits > 1), one K
+// slice of a tile, reduced through an fp32 workspace by the slice that finishes last
+// (Extras.split_from > 0 splits only the tiles from there on: the last, partial wave, whose idle
+// SMs take the other slices); or, with stream-K (Extras.sk_w, opt-in), a piece of one
+// contiguous range of K blocks per CTA over the last waves' tiles.
 // Epilogue (KILN_EPI = 1, beta 0 or 1): 16-bit C through stmatrix, f32 C through st.shared.v2,
 // into 128B-swizzled staging chunks of 64 rows x 128 bytes stored by TMA, or added to C by TMA's
 // reduce-add where beta == 1 (bulk groups drain while the next chunk / tile runs); KILN_EPI = 0:

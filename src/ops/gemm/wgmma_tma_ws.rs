@@ -1544,8 +1544,8 @@ pub fn b_loads_per_cluster(k_major: bool, bn: u32, cluster: u32) -> u32 {
 }
 
 impl WgmmaTmaWs {
-    /// The variant for (layout, input, output) `kind` of tile `cfg`, with the split-K and
-    /// stream-K code where `split_code` and the tile has it ([`has_split_code`]).
+    /// The variant of tile `cfg` for a (layout, input dtype, output dtype), with the split-K
+    /// and stream-K code where `split_code` is set and the tile has it ([`has_split_code`]).
     fn spec(
         arch: &str,
         (layout, input, output): (Layout, DType, DType),

@@ -514,30 +514,28 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         passes,
         a.order_seed,
     )?;
+    // Each version's ratios per problem, gathered once for the passes table and the summary.
+    let per_version: Vec<(&str, Vec<suite::PassRatios>)> = ks
+        .iter()
+        .map(|k| (k.name(), suite::ratios_over_passes(&rows, k.name())))
+        .collect();
     if env.json {
         env.print_json(&json!(rows));
     } else if passes > 1 {
-        for k in &ks {
-            print!(
-                "{}",
-                passes_table(&suite::ratios_over_passes(&rows, k.name()), k.name()).render()
-            );
+        for (name, ratios) in &per_version {
+            print!("{}", passes_table(ratios, name).render());
         }
     }
     if problems.len() > 1 || passes > 1 {
-        for k in &ks {
-            let ratios = suite::ratios_over_passes(&rows, k.name());
-            if let Some((g, min, n)) = suite::summary_of(&ratios) {
+        for (name, ratios) in &per_version {
+            if let Some((g, min, n)) = suite::summary_of(ratios) {
                 let per = if passes > 1 {
                     format!(" (each its median of {passes} passes in different orders)")
                 } else {
                     String::new()
                 };
                 let mut line = format!(
-                    "{}: geometric mean {:.3}x the vendor over {n} problems{per}, lowest {:.3}x",
-                    k.name(),
-                    g,
-                    min
+                    "{name}: geometric mean {g:.3}x the vendor over {n} problems{per}, lowest {min:.3}x"
                 );
                 if passes > 1 {
                     if let Some((p, (pass, pos, r))) = ratios

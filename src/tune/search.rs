@@ -879,14 +879,64 @@ mod tests {
         (s, land)
     }
 
-    /// A landscape committed under the repository root, as its space and points.
-    fn committed_at(path: &str) -> (ParamSpace, Vec<(Config, f64)>) {
-        let l = crate::tune::landscape::Landscape::load(
+    /// A landscape committed under the repository root.
+    fn load_committed(path: &str) -> crate::tune::landscape::Landscape {
+        crate::tune::landscape::Landscape::load(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A landscape committed under the repository root, as its space and points.
+    fn committed_at(path: &str) -> (ParamSpace, Vec<(Config, f64)>) {
+        let l = load_committed(path);
         (l.space(), l.points())
     }
+
+    /// The exhaustive landscapes of today's `wgmma_tma_ws` space (H100, sessions 22 and 23),
+    /// each with its column name in the sweep.
+    const CURRENT_WS_LANDSCAPES: [(&str, &str); 10] = [
+        (
+            "ws4096",
+            "results/2026-11-24-h100/session22/ws-landscapes/ws-4096x4096x4096.json",
+        ),
+        (
+            "ws2048",
+            "results/2026-11-24-h100/session22/ws-landscapes/ws-2048x2048x2048.json",
+        ),
+        (
+            "ws512L",
+            "results/2026-11-24-h100/session22/ws-landscapes/ws-512x4096x14336.json",
+        ),
+        (
+            "ws128L",
+            "results/2026-11-24-h100/session22/ws-landscapes/ws-128x4096x14336.json",
+        ),
+        (
+            "ws4000",
+            "results/2026-11-24-h100/session23/ws-landscapes/ws-4000x4000x4000.json",
+        ),
+        (
+            "ws512S",
+            "results/2026-11-24-h100/session23/ws-landscapes/ws-512x4096x4096.json",
+        ),
+        (
+            "ws3000",
+            "results/2026-11-24-h100/session23/ws-landscapes/ws-3000x3000x3000.json",
+        ),
+        (
+            "ws8192L",
+            "results/2026-11-24-h100/session23/ws-landscapes/ws-8192x14336x4096.json",
+        ),
+        (
+            "ws1024",
+            "results/2026-11-24-h100/session23/ws-landscapes/ws-1024x1024x1024.json",
+        ),
+        (
+            "ws16k",
+            "results/2026-11-24-h100/session23/ws-landscapes/ws-16384x16384x16384.json",
+        ),
+    ];
 
     fn committed() -> (ParamSpace, Vec<(Config, f64)>) {
         committed_at("results/2026-11-21-h200/tune/landscape-mma_sync.json")
@@ -922,33 +972,18 @@ mod tests {
     #[test]
     fn from_the_heuristic_every_current_gemm_landscape_is_solved() {
         use crate::ops::gemm::{wgmma_tma_ws::WgmmaTmaWs, GemmKernel};
-        use crate::tune::landscape::Landscape;
         use crate::tune::target::TuneProblem;
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results/2026-11-24-h100");
-        let shapes = [
-            ("session22", "4096x4096x4096"),
-            ("session22", "2048x2048x2048"),
-            ("session22", "512x4096x14336"),
-            ("session22", "128x4096x14336"),
-            ("session23", "4000x4000x4000"),
-            ("session23", "512x4096x4096"),
-            ("session23", "3000x3000x3000"),
-            ("session23", "8192x14336x4096"),
-            ("session23", "1024x1024x1024"),
-            ("session23", "16384x16384x16384"),
-        ];
-        for (session, shape) in shapes {
-            let path = root.join(format!("{session}/ws-landscapes/ws-{shape}.json"));
-            let l = Landscape::load(&path).unwrap();
+        for (_, path) in CURRENT_WS_LANDSCAPES {
+            let l = load_committed(path);
             let TuneProblem::Gemm(p) = &l.problem else {
-                panic!("{shape}: not a GEMM landscape")
+                panic!("{path}: not a GEMM landscape")
             };
             let dev = l.device.clone().expect("the landscape names its device");
             let base = WgmmaTmaWs.baseline(p, &dev).unwrap();
             let (space, land) = (l.space(), l.points());
             assert!(
                 space.is_valid(&base),
-                "{shape}: {base} is not in the landscape"
+                "{path}: {base} is not in the landscape"
             );
             let budget = (land.len() as f64 * 0.15).floor() as usize;
             let r = replay_from(
@@ -960,7 +995,7 @@ mod tests {
                 EvoParams::seeded(1),
                 &[base],
             );
-            assert_eq!(r.hits, 100, "{shape}: {r:?}");
+            assert_eq!(r.hits, 100, "{path}: {r:?}");
         }
     }
 
@@ -986,27 +1021,11 @@ mod tests {
     /// on every landscape, for the default search and variants (PROBE_TRIALS=300 for more seeds;
     /// `bred` forces the large-space path: candidates bred, not enumerated).
     fn sweep_rates_on_every_landscape() {
-        let ws = |shape: &str| {
-            committed_at(&format!(
-                "results/2026-11-24-h100/session22/ws-landscapes/ws-{shape}.json"
-            ))
-        };
-        let ws23 = |shape: &str| {
-            committed_at(&format!(
-                "results/2026-11-24-h100/session23/ws-landscapes/ws-{shape}.json"
-            ))
-        };
-        let lands = [
-            ("ws4096", ws("4096x4096x4096")),
-            ("ws2048", ws("2048x2048x2048")),
-            ("ws512L", ws("512x4096x14336")),
-            ("ws128L", ws("128x4096x14336")),
-            ("ws4000", ws23("4000x4000x4000")),
-            ("ws512S", ws23("512x4096x4096")),
-            ("ws3000", ws23("3000x3000x3000")),
-            ("ws8192L", ws23("8192x14336x4096")),
-            ("ws1024", ws23("1024x1024x1024")),
-            ("ws16k", ws23("16384x16384x16384")),
+        let mut lands: Vec<_> = CURRENT_WS_LANDSCAPES
+            .iter()
+            .map(|&(name, path)| (name, committed_at(path)))
+            .collect();
+        lands.extend([
             ("committed", committed()),
             ("synthetic", synthetic()),
             ("hard", synthetic_hard()),
@@ -1014,7 +1033,7 @@ mod tests {
             ("noisy", synthetic_noisy()),
             ("ridge", synthetic_ridge()),
             ("failing", synthetic_failing()),
-        ];
+        ]);
         let d = EvoParams::seeded(1);
         let variants = [
             ("default", d),

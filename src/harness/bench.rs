@@ -17,7 +17,7 @@ pub struct BenchOptions {
     /// with events around chunks of warm-up launches ([`warm_up`]), not extrapolated from the
     /// first launch (which can carry one-time costs). On an H100 the first moments of heavy load
     /// run faster than the power cap sustains (d256 attention: 790-808 TF launches in short runs,
-    /// 720 once warm, results/2026-11-22-h100/session5/warm/), so sustained-load figures need
+    /// 720 once warm, results/2026-11-22-h100/attention-ragged-tail/warm/), so sustained-load figures need
     /// about a second of it.
     pub warmup_ms: f64,
     pub reps: usize,

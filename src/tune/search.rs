@@ -893,53 +893,53 @@ mod tests {
         (l.space(), l.points())
     }
 
-    /// The exhaustive landscapes of today's `wgmma_tma_ws` space (H100, sessions 22 and 23),
+    /// The exhaustive landscapes of today's `wgmma_tma_ws` space (H100, 2026-11-24, ledger #90 and #92),
     /// each with its column name in the sweep.
     const CURRENT_WS_LANDSCAPES: [(&str, &str); 10] = [
         (
             "ws4096",
-            "results/2026-11-24-h100/session22/ws-landscapes/ws-4096x4096x4096.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-4096x4096x4096.json",
         ),
         (
             "ws2048",
-            "results/2026-11-24-h100/session22/ws-landscapes/ws-2048x2048x2048.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-2048x2048x2048.json",
         ),
         (
             "ws512L",
-            "results/2026-11-24-h100/session22/ws-landscapes/ws-512x4096x14336.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-512x4096x14336.json",
         ),
         (
             "ws128L",
-            "results/2026-11-24-h100/session22/ws-landscapes/ws-128x4096x14336.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-128x4096x14336.json",
         ),
         (
             "ws4000",
-            "results/2026-11-24-h100/session23/ws-landscapes/ws-4000x4000x4000.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-4000x4000x4000.json",
         ),
         (
             "ws512S",
-            "results/2026-11-24-h100/session23/ws-landscapes/ws-512x4096x4096.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-512x4096x4096.json",
         ),
         (
             "ws3000",
-            "results/2026-11-24-h100/session23/ws-landscapes/ws-3000x3000x3000.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-3000x3000x3000.json",
         ),
         (
             "ws8192L",
-            "results/2026-11-24-h100/session23/ws-landscapes/ws-8192x14336x4096.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-8192x14336x4096.json",
         ),
         (
             "ws1024",
-            "results/2026-11-24-h100/session23/ws-landscapes/ws-1024x1024x1024.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-1024x1024x1024.json",
         ),
         (
             "ws16k",
-            "results/2026-11-24-h100/session23/ws-landscapes/ws-16384x16384x16384.json",
+            "tests/fixtures/landscapes/wgmma_tma_ws-h100/ws-16384x16384x16384.json",
         ),
     ];
 
     fn committed() -> (ParamSpace, Vec<(Config, f64)>) {
-        committed_at("results/2026-11-21-h200/tune/landscape-mma_sync.json")
+        committed_at("tests/fixtures/landscapes/mma_sync-h200.json")
     }
 
     /// The success rates over seeds 1..=100 (within 2% with 15% of the evaluations), pinned at

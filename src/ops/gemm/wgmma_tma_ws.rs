@@ -2306,7 +2306,7 @@ fn dependent_launch() -> bool {
 
 /// Whether the heuristic weighs the 224-wide tile by default (N a multiple of 224, two
 /// tile-rows, rows on lines, a K-major B: [`TileConfig::choose`]). On since session 17 verified
-/// both widths on an H100 and timed them (`scripts/gpu-widths.sh`, ledger #72): 128 x 224 is
+/// both widths on an H100 and timed them (`git show 4d423d6:scripts/gpu-widths.sh`, ledger #72): 128 x 224 is
 /// 5-10 % faster there; 128 x 168 is forced only.
 pub const WIDTHS_BY_DEFAULT: bool = true;
 

@@ -1,0 +1,410 @@
+#!/usr/bin/env bash
+# The GPU runs worth repeating, one task per call, each a documented sequence of kiln commands.
+# For a GPU machine without cargo: build here (`cargo build --release`), take the binary there.
+#
+#   bash scripts/gpu.sh <task> [args]          bash scripts/gpu.sh help   (this text)
+#
+#   KILN_BIN  the kiln binary (default target/release/kiln); a file COMMIT beside it, if any,
+#             names the commit it was built from (else `git rev-parse HEAD` of this checkout)
+#   OUT       where everything goes (default ./gpu-out); task T writes OUT/T/, its store
+#             (KILN_STORE) is OUT/kiln.db unless KILN_STORE is set
+#   PYTHON    the interpreter that has torch, for the peers (default python3)
+#
+# Every task writes machine.txt (GPU, cores, date, binary, commit) and the full output of each
+# step under OUT/<task>/, prints a short table last (step, exit code, seconds, last line), and
+# exits 0 only if every step passed. A device call may be limited to 600 s: run one task per
+# call, and split `verify` by op when the three suites do not fit.
+#
+# Tasks:
+#   verify [gemm] [attn] [moe]   the full verify suites (default all three)
+#   targets [PASSES]             `kiln bench --set targets` in PASSES passes (default 3; the first
+#                                in the set's order, then shuffled), LAYOUTS=RC,CR,RR,CC; table by
+#                                scripts/targets-table.py
+#   ladder                       `kiln bench --set ladder --all`: every version up the ladder
+#   attention                    fa3_wgmma (ATTN_VERSION) at the 18 issue shapes against SDPA's
+#                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention)
+#   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
+#                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
+#                                grouped-GEMM tile shape
+#   sanitize                     compute-sanitizer: `kiln sanitize` (every version, built-in
+#                                problems) and `kiln sanitize --configs` (every wgmma_tma_ws tile
+#                                config), JOBS at a time (default 8)
+#   ws-check                     after a change to the wgmma_tma_ws kernels or their headers: its
+#                                full suite, the MoE quick suite, `kiln sanitize --configs`
+#   peak                         `kiln peak`: copy bandwidth, read ceiling, cuBLAS's best bf16 GEMM
+#   check                        `kiln --json check`: every variant compiled, CUBIN hashes in
+#                                check.json and hashes.tsv
+#   ab OLD_BIN NEW_BIN           paired A/B of two binaries: CUBIN hashes compared, both verified
+#                                (AB_SUITE=full|quick, default full), then the targets set of both
+#                                in one run, rotated old new new old (AB_ROUNDS, default 4),
+#                                LAYOUTS as above; table by scripts/ab-table.py
+#   landscape SHAPE...           exhaustive `kiln tune` of wgmma_tma_ws at each MxNxK, landscapes
+#                                written for `kiln tune-replay` (tests/fixtures/landscapes/)
+#   python                       `python -m pytest python/tests` where a python/ package exists
+#   suite                        `kiln suite --verify full` (the main job), JSON saved
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+OUT=$(abspath "${OUT:-./gpu-out}")
+if [ -n "${KILN_BIN:-}" ]; then KILN=$(abspath "$KILN_BIN"); else KILN=$ROOT/target/release/kiln; fi
+PY=${PYTHON:-python3}
+export KILN_STORE=${KILN_STORE:-$OUT/kiln.db}
+export KILN_CACHE_DIR=${KILN_CACHE_DIR:-${TMPDIR:-/tmp}/kiln-jit-cache}
+cd "$ROOT"
+
+task=${1:-help}
+[ $# -gt 0 ] && shift
+if [ "$task" = help ] || [ "$task" = -h ] || [ "$task" = --help ]; then
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
+
+D=$OUT/$task
+mkdir -p "$D"
+status=0
+ROWS=()
+
+# machine BIN...: the GPU, the host's cores, the date and each binary with its commit.
+machine() {
+  {
+    nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv 2>&1
+    echo "cores: $(nproc)"
+    date -u
+    for b in "$@"; do
+      local c
+      if [ -f "$(dirname "$b")/COMMIT" ]; then c=$(cat "$(dirname "$b")/COMMIT")
+      else c="$(git rev-parse --short HEAD 2>/dev/null || echo unknown) (this checkout$(git diff --quiet 2>/dev/null || echo ', with changes'))"; fi
+      echo "binary: $b, $("$b" --version 2>/dev/null), commit $c"
+    done
+  } > "$D/machine.txt"
+}
+
+# step NAME SECONDS CMD...: CMD's output (stdout and stderr) in NAME.txt, a row for the table.
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS rc
+  timeout "$limit" "$@" > "$D/$name.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  ROWS+=("$(printf '%-26s %4s %6s  %s' "$name" "$rc" "$((SECONDS - t0))" "$(grep -v '^\s*$' "$D/$name.txt" | tail -1 | cut -c1-100)")")
+  return $rc
+}
+
+# step_json NAME SECONDS CMD...: CMD's stdout in NAME.json, its stderr in NAME.err.
+step_json() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS rc
+  timeout "$limit" "$@" > "$D/$name.json" 2> "$D/$name.err"
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  ROWS+=("$(printf '%-26s %4s %6s  %s' "$name" "$rc" "$((SECONDS - t0))" "$(grep -v '^\s*$' "$D/$name.err" | tail -1 | cut -c1-100)")")
+  return $rc
+}
+
+table() {
+  echo
+  echo "== $task: $D =="
+  printf '%-26s %4s %6s  %s\n' step exit secs "last line"
+  local r
+  for r in "${ROWS[@]}"; do echo "$r"; done
+  echo "exit $status"
+}
+
+need_bin() {
+  local b
+  for b in "$@"; do
+    [ -x "$b" ] || { echo "no kiln binary at $b: build it (cargo build --release) or set KILN_BIN" >&2; exit 2; }
+  done
+}
+
+# The issue's attention shapes: head dims 128, 64, 256, causal or not, B4 S4096 / B2 S8192 /
+# B1 S16384, 16 heads.
+attn_shapes() {
+  local d c bs
+  for d in 128 64 256; do for c in "" causal; do for bs in "4 4096" "2 8192" "1 16384"; do
+    echo "$d ${c:--} $bs"
+  done; done; done
+}
+
+case $task in
+verify)
+  need_bin "$KILN"; machine "$KILN"
+  ops=("$@"); [ ${#ops[@]} -eq 0 ] && ops=(gemm attn moe)
+  for op in "${ops[@]}"; do
+    case $op in
+      gemm) step gemm-verify-full 580 "$KILN" verify --suite full ;;
+      attn) step attn-verify-full 580 "$KILN" attn verify --suite full ;;
+      moe) step moe-verify-full 580 "$KILN" moe verify --suite full ;;
+      *) echo "unknown op \`$op\` for verify: use gemm, attn or moe" >&2; exit 2 ;;
+    esac
+  done
+  table ;;
+
+targets)
+  need_bin "$KILN"; machine "$KILN"
+  step_json targets 580 "$KILN" --json bench --set targets --layouts "${LAYOUTS:-RC,CR,RR,CC}" \
+    --passes "${1:-3}" --order-seed "${ORDER_SEED:-22}"
+  "$PY" scripts/targets-table.py "$D/targets.json" > "$D/targets-table.txt" 2>&1 || status=1
+  table
+  echo; grep -E '^(RC|CR|RR|CC|all|lowest|pass)' "$D/targets-table.txt" ;;
+
+ladder)
+  need_bin "$KILN"; machine "$KILN"
+  step ladder 580 "$KILN" bench --set ladder --all
+  table
+  echo; grep -E '^\|' "$D/ladder.txt" | tail -40 ;;
+
+attention)
+  need_bin "$KILN"; machine "$KILN"
+  : > "$D/attn-bench.jsonl"
+  t0=$SECONDS; failed=0; shapes=""
+  while read -r d c b s; do
+    flag=; [ "$c" = causal ] && flag=--causal
+    rows=$(timeout 60 "$KILN" --json attn bench --batch "$b" --heads 16 --seqlen "$s" --dim "$d" $flag \
+      --version "${ATTN_VERSION:-fa3_wgmma}" --reps 10 --warmup 3 2>>"$D/attn-bench.err" | tr -d '\n') || failed=1
+    echo "{\"batch\": $b, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ -n "$flag" ] && echo true || echo false), \"rows\": ${rows:-null}}" >> "$D/attn-bench.jsonl"
+    shapes="$shapes;$b,16,$s,$d$([ -n "$flag" ] && echo ,causal)"
+  done < <(attn_shapes)
+  [ $failed -ne 0 ] && status=1
+  ROWS+=("$(printf '%-26s %4s %6s  %s' attn-bench $failed "$((SECONDS - t0))" "18 shapes, attn-bench.jsonl")")
+  step peers-attention 300 "$PY" scripts/peers.py attention --reps 10 --shapes "${shapes#;}"
+  table
+  echo
+  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+import json, os, sys
+d = sys.argv[1]
+def jl(p):
+    out = []
+    for line in open(os.path.join(d, p)):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+peer = {(r.get("batch"), r.get("seqlen"), r.get("dim"), bool(r.get("causal"))): r for r in jl("peers-attention.txt")}
+print(f"{'shape':22} {'kiln TF':>8} {'cuDNN TF':>9} {'FA2 TF':>8} {'x cuDNN':>8}")
+for r in jl("attn-bench.jsonl"):
+    key = (r["batch"], r["seqlen"], r["dim"], r["causal"])
+    rows = r.get("rows") or [{}]
+    tf = (rows[0] if isinstance(rows, list) else rows).get("tflops")
+    p = peer.get(key, {})
+    cud, fl = p.get("cudnn_tflops"), p.get("flash_tflops")
+    shape = f"d{key[2]} B{key[0]} S{key[1]}{' causal' if key[3] else ''}"
+    fmt = lambda x, w: f"{x:{w}.1f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
+    ratio = f"{tf / cud:8.3f}" if tf and cud else f"{'-':>8}"
+    print(f"{shape:22} {fmt(tf, 8)} {fmt(cud, 9)} {fmt(fl, 8)} {ratio}")
+EOF
+  ;;
+
+moe)
+  need_bin "$KILN"; machine "$KILN"
+  step_json moe-verify 300 "$KILN" --json moe verify --suite "${MOE_SUITE:-quick}"
+  # The issue's shapes: prefill (E=8, 7516 rows uneven, N=3072, K=4096) and two small-M ones.
+  PREFILL=1512,1091,539,772,779,979,880,964
+  SMALL1=40,248,112,176,64,200,136,96
+  SMALL2=40,196,88,152,64,120,180,104
+  bench() { # name, kiln args..., -- peer args...
+    local name=$1; shift
+    local kargs=() pargs=()
+    while [ "$1" != "--" ]; do kargs+=("$1"); shift; done; shift
+    pargs=("$@")
+    step_json "kiln-$name" 120 "$KILN" --json moe bench "${kargs[@]}"
+    step_json "torch-$name" 180 "$PY" scripts/peers.py moe "${pargs[@]}"
+  }
+  bench prefill --counts $PREFILL --n 3072 --k 4096 -- --counts $PREFILL --n 3072 --k 4096
+  bench small_m_4096x7168 --counts $SMALL1 --n 4096 --k 7168 -- --counts $SMALL1 --n 4096 --k 7168
+  bench small_m_7168x2048 --counts $SMALL2 --n 7168 --k 2048 -- --counts $SMALL2 --n 7168 --k 2048
+  bench ffn_prefill --counts $PREFILL --n 3072 --k 4096 --swiglu -- --counts $PREFILL --n 3072 --k 4096 --swiglu
+  bench ffn_prefill_interleaved --counts $PREFILL --n 3072 --k 4096 --swiglu --interleaved -- --counts $PREFILL --n 3072 --k 4096 --swiglu
+  if [ "${MOE_SWEEP:-0}" != 0 ]; then
+    # Every compiled tile shape of the grouped GEMM: is the wave-quantisation choice the fastest?
+    for shape in "prefill $PREFILL 3072 4096" "small_m_4096x7168 $SMALL1 4096 7168" "small_m_7168x2048 $SMALL2 7168 2048"; do
+      set -- $shape
+      for tile in 128x256 128x192 128x128 64x256; do
+        KILN_MOE_TILE=$tile step_json "sweep-$1-$tile" 120 "$KILN" --no-store --json moe bench --counts "$2" --n "$3" --k "$4"
+      done
+    done
+  fi
+  table
+  echo
+  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt" || status=1
+import json, os, sys
+d = sys.argv[1]
+def load(p):
+    try:
+        return json.load(open(os.path.join(d, p)))
+    except Exception as e:
+        return {"error": f"no result ({e})"}
+try:
+    rows = json.load(open(os.path.join(d, "moe-verify.json")))
+    print(f"verify: {len(rows)} checks, {sum(1 for r in rows if not r['passed'])} failed")
+except Exception as e:
+    print(f"verify: no JSON ({e}); see moe-verify.err")
+names = ["prefill", "small_m_4096x7168", "small_m_7168x2048", "ffn_prefill", "ffn_prefill_interleaved"]
+res = {n: {"kiln": load(f"kiln-{n}.json"), "torch": load(f"torch-{n}.json")} for n in names}
+# (shape, kiln piece, torch key, target ratio torch_ms / kiln_ms)
+want = [("prefill", "grouped_gemm", "grouped_mm", 1.05), ("small_m_4096x7168", "grouped_gemm", "grouped_mm", 1.05),
+        ("small_m_7168x2048", "grouped_gemm", "grouped_mm", 1.05), ("ffn_prefill", "swiglu_dual", "swiglu", 1.35),
+        ("ffn_prefill_interleaved", "swiglu_dual", "swiglu", 1.35), ("ffn_prefill", "down_proj", "down_proj", 1.05),
+        ("ffn_prefill", "ffn", "ffn", None)]
+print(f"{'shape':26} {'piece':13} {'kiln ms':>9} {'kiln TF':>8} {'torch ms':>9} {'torch TF':>9} {'x torch':>8} {'target':>7}")
+for shape, piece, tkey, target in want:
+    k = next((t for t in res[shape]["kiln"].get("rows", []) if t["piece"] == piece), None)
+    t = res[shape]["torch"].get(tkey)
+    if not k or not t:
+        print(f"{shape:26} {piece:13} missing: kiln {res[shape]['kiln'].get('error', '')} torch {res[shape]['torch'].get('error', '')}")
+        continue
+    ratio = t["median_ms"] / k["median_ms"]
+    verdict = "" if target is None else ("met" if ratio >= target else "MISSED")
+    print(f"{shape:26} {piece:13} {k['median_ms']:9.4f} {k['tflops']:8.1f} {t['median_ms']:9.4f} {t['tflops']:9.1f} {ratio:8.3f} {'' if target is None else target:>7} {verdict:6} {k.get('tile', '')}")
+for f in sorted(os.listdir(d)):
+    if f.startswith("sweep-") and f.endswith(".json"):
+        r = load(f)
+        row = r["rows"][0] if r.get("rows") else r
+        print(f"tile sweep {f[6:-5]}: {row.get('median_ms', float('nan')):.4f} ms")
+EOF
+  ;;
+
+sanitize)
+  need_bin "$KILN"; machine "$KILN"
+  step sanitize-versions 290 "$KILN" --no-store sanitize --jobs "${JOBS:-8}" --timeout 120
+  step sanitize-configs 290 "$KILN" --no-store sanitize --configs --jobs "${JOBS:-8}" --timeout 120
+  table
+  echo; grep -hE "errors|FAILED|TIMED OUT|NOT COVERED" "$D"/sanitize-*.txt | head -20 ;;
+
+ws-check)
+  need_bin "$KILN"; machine "$KILN"
+  step verify-wgmma_tma_ws-full 200 "$KILN" --no-store verify --version wgmma_tma_ws --suite full
+  step moe-verify-quick 100 "$KILN" --no-store moe verify --suite quick
+  step sanitize-configs 280 "$KILN" --no-store sanitize --configs --jobs "${JOBS:-8}" --timeout 120
+  table
+  echo; grep -hE "errors|FAILED|TIMED OUT|NOT COVERED" "$D/sanitize-configs.txt" | head -20 ;;
+
+peak)
+  need_bin "$KILN"; machine "$KILN"
+  step peak 300 "$KILN" peak
+  table
+  echo; cat "$D/peak.txt" ;;
+
+check)
+  need_bin "$KILN"; machine "$KILN"
+  step_json check 580 "$KILN" --json --no-store check
+  table
+  echo
+  "$PY" - "$D/check.json" "$D/hashes.tsv" <<'EOF' || status=1
+import json, statistics, sys
+data = json.load(open(sys.argv[1]))
+rows = data if isinstance(data, list) else data.get("rows", [])
+with open(sys.argv[2], "w") as f:
+    for r in rows:
+        f.write(f"{r['op']}\t{r['version']}\t{r['variant']}\t{r['cubin_sha256']}\n")
+bad = [r for r in rows if r.get("problems")]
+cpu = [r["compile_cpu_ms"] for r in rows if r.get("compile_cpu_ms") and not r.get("cached")]
+print(f"{len(rows)} variants, {len({r['cubin_sha256'] for r in rows})} distinct CUBINs, {len(bad)} with problems"
+      + (f", cold CPU median {statistics.median(cpu):.0f} ms" if cpu else ""))
+for r in bad[:20]:
+    print(f"  {r['version']} {r['variant']}: {'; '.join(r['problems'])}")
+EOF
+  ;;
+
+ab)
+  [ $# -eq 2 ] || { echo "usage: bash scripts/gpu.sh ab OLD_BIN NEW_BIN" >&2; exit 2; }
+  OLD=$(abspath "$1"); NEW=$(abspath "$2")
+  need_bin "$OLD" "$NEW"; machine "$OLD" "$NEW"
+  # 1. CUBIN hashes of every variant, each binary with its own empty JIT cache.
+  for lab in old new; do
+    bin=$OLD; [ $lab = new ] && bin=$NEW
+    cache=${TMPDIR:-/tmp}/kiln-ab-cache-$lab; rm -rf "$cache"
+    KILN_CACHE_DIR=$cache step_json "check-$lab" 580 "$bin" --json --no-store check
+  done
+  "$PY" - "$D/check-old.json" "$D/check-new.json" > "$D/hash-diff.txt" <<'EOF' || status=1
+import json, sys
+def rows(p):
+    d = json.load(open(p))
+    return {(r["op"], r["version"], r["variant"]): r["cubin_sha256"] for r in (d if isinstance(d, list) else d.get("rows", []))}
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+same = [k for k in a if k in b and a[k] == b[k]]
+diff = [k for k in a if k in b and a[k] != b[k]]
+print(f"CUBINs: {len(same)} identical, {len(diff)} differ, {len(set(a) - set(b))} only old, {len(set(b) - set(a))} only new")
+for tag, ks in (("differs", diff), ("only old", sorted(set(a) - set(b))), ("only new", sorted(set(b) - set(a)))):
+    for k in ks:
+        print(f"  {tag}: {' '.join(k)}")
+EOF
+  # 2. Both verified.
+  for lab in old new; do
+    bin=$OLD; [ $lab = new ] && bin=$NEW
+    step "gemm-verify-$lab" 580 "$bin" --no-store verify --suite "${AB_SUITE:-full}"
+    step "attn-verify-$lab" 580 "$bin" --no-store attn verify --suite "${AB_SUITE:-full}"
+    step "moe-verify-$lab" 580 "$bin" --no-store moe verify --suite "${AB_SUITE:-full}"
+  done
+  # 3. The targets set of both in one run, rotated old new new old ...
+  order=(old new new old old new new old)
+  for i in $(seq 0 $(( ${AB_ROUNDS:-4} - 1 ))); do
+    lab=${order[$((i % 8))]}; bin=$OLD; [ $lab = new ] && bin=$NEW
+    step_json "targets-$i-$lab" 580 "$bin" --json --no-store bench --set targets --layouts "${LAYOUTS:-RC,CR,RR,CC}"
+  done
+  "$PY" - "$D" > "$D/ab-summary.txt" <<'EOF' || status=1
+import glob, json, math, os, re, statistics, sys
+d = sys.argv[1]
+paired = {"old": {}, "new": {}}
+with open(os.path.join(d, "ab.jsonl"), "w") as out:
+    for p in sorted(glob.glob(os.path.join(d, "targets-*.json")), key=lambda p: int(re.search(r"targets-(\d+)-", p).group(1))):
+        lab = re.search(r"targets-\d+-(\w+)\.json", p).group(1)
+        try:
+            rows = json.load(open(p))
+        except ValueError:
+            continue
+        for r in rows:
+            if not r.get("versions") or r.get("vendor") is None:
+                continue
+            q = r["problem"]
+            shape = f"{q['m']}x{q['n']}x{q['k']} {q['layout']}"
+            out.write(json.dumps({"cfg": lab, "shape": shape}) + "\n" + json.dumps(r) + "\n")
+            paired[lab].setdefault(shape, []).append(r["vendor"]["median_ms"] / r["versions"][0][0]["median_ms"])
+for lab, by in paired.items():
+    med = [statistics.median(v) for v in by.values()]
+    if med:
+        print(f"{lab}: {len(med)} problems, paired ratio to cuBLAS geomean {math.exp(sum(map(math.log, med)) / len(med)):.3f}, lowest {min(med):.3f}")
+both = [s for s in paired["old"] if s in paired["new"]]
+moved = [(statistics.median(paired["new"][s]) / statistics.median(paired["old"][s]), s) for s in both]
+print(f"new / old over {len(moved)} problems: {sum(1 for m, _ in moved if m > 1.02)} faster by > 2 %, {sum(1 for m, _ in moved if m < 0.98)} slower by > 2 %")
+print("the five lowest new / old:")
+for m, s in sorted(moved)[:5]:
+    print(f"  {s}: {m:.3f}")
+EOF
+  [ -s "$D/ab.jsonl" ] && "$PY" scripts/ab-table.py "$D/ab.jsonl" > "$D/ab-table.txt" 2>&1
+  table
+  echo; head -12 "$D/hash-diff.txt"; cat "$D/ab-summary.txt"
+  ;;
+
+landscape)
+  [ $# -ge 1 ] || { echo "usage: bash scripts/gpu.sh landscape MxNxK..." >&2; exit 2; }
+  need_bin "$KILN"; machine "$KILN"
+  for s in "$@"; do
+    step "tune-$s" 290 "$KILN" tune --version wgmma_tma_ws --shape "$s" --search exhaustive --landscape "$D/ws-$s.json"
+  done
+  table
+  echo; grep -HE "^best" "$D"/tune-*.txt ;;
+
+python)
+  if [ -d python ]; then
+    step pytest 580 "$PY" -m pytest python/tests
+    table
+  else
+    echo "no python/ package in this checkout: nothing to test"
+  fi ;;
+
+suite)
+  need_bin "$KILN"; machine "$KILN"
+  step suite 580 "$KILN" suite --verify "${SUITE:-full}" --save "$D/suite.json"
+  table
+  echo; tail -40 "$D/suite.txt" ;;
+
+*)
+  echo "unknown task \`$task\`: bash scripts/gpu.sh help lists them" >&2
+  exit 2 ;;
+esac
+exit $status

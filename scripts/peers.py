@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""The torch / cuDNN peers that kiln's benches are compared with, timed the way kiln times
+(CUDA events around each launch, warm-up excluded, L2 flushed before every timed repetition,
+median). Runs on the GPU machine; `scripts/gpu.sh` calls it for the attention and MoE tables.
+
+  python3 scripts/peers.py attention [--shapes B,H,S,D[,causal[,f16]];...]   SDPA cuDNN and FLASH
+  python3 scripts/peers.py moe --counts 1512,1091,... --n 3072 --k 4096 [--swiglu]   grouped_mm
+  python3 scripts/peers.py gemm [--shapes MxNxK;...] [--dtype bf16|f16|fp8]   matmul, _scaled_mm
+
+Each subcommand prints JSON (attention and gemm: one object per shape and line; moe: one object).
+A shape a backend refuses is reported in the JSON (an `*_error` or `error` field), not raised.
+torch is imported only when a subcommand runs, so `--help` works without it.
+"""
+import argparse
+import json
+import math
+import sys
+
+# ---------------------------------------------------------------------------------------------
+# attention: PyTorch SDPA with the cuDNN backend and the FLASH (FlashAttention-2) backend.
+# TFLOPS count 4*B*H*D per unmasked (query, key) pair, the count kiln uses; causal is aligned
+# top-left here, which equals kiln's bottom-right alignment when seqlen_q == seqlen_kv, the only
+# causal case this runs.
+
+ATTN_DEFAULT = ("2,16,8192,128;2,16,8192,128,causal;4,16,4096,128;1,16,16384,128;4,16,4096,64;"
+                "4,16,4096,256;2,16,8192,128,,f16")
+
+
+def attn_pairs(sq, skv, causal):
+    return sq * (sq + 1) // 2 if causal else sq * skv
+
+
+def attn_time(torch, F, sdpa_kernel, backend, q, k, v, causal, reps, warmup, flush, warmup_ms=0.0):
+    def call():
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    # As kiln's --warmup-ms: after `warmup` calls, chunks of about 50 ms between events until
+    # their measured GPU time reaches warmup_ms. Sized from each chunk's time, not the first
+    # call's: that one builds cuDNN's plan and would cut a second of warm-up to a few calls.
+    for _ in range(max(warmup, 1)):
+        call()
+    done, per = 0.0, None
+    while done < warmup_ms:
+        n = 1 if per is None else max(1, math.ceil(min(warmup_ms - done, 50.0) / max(per, 1e-4)))
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(n):
+            call()
+        e.record()
+        e.synchronize()
+        ms = s.elapsed_time(e)
+        done += ms
+        per = ms / n
+    torch.cuda.synchronize()
+    # As kiln times: every launch between its own events, the flush before it, and no host
+    # synchronisation until the last (a wait per launch leaves the GPU idle between launches,
+    # which under a power cap raises the clock for the launches that follow).
+    events = []
+    for _ in range(reps):
+        if flush is not None:
+            flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        call()
+        e.record()
+        events.append((s, e))
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in events]
+    return sorted(times)[len(times) // 2], times
+
+
+def attention(a):
+    mods, rc = torch_or_error()
+    if mods is None:
+        return rc
+    torch, F = mods
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    flush = None if a.no_flush else torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    known = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+    for name in a.backends.split(","):
+        if name not in known:
+            sys.exit(f"unknown backend `{name}` in --backends (use cudnn, flash)")
+    for spec in a.shapes.split(";"):
+        f = spec.split(",")
+        b, h, d = int(f[0]), int(f[1]), int(f[3])
+        sq, skv = (int(x) for x in (f[2].split(":") + [f[2]])[:2])
+        causal = len(f) > 4 and f[4] == "causal"
+        if causal and sq != skv:
+            sys.exit(f"{spec}: causal needs equal query and key lengths here (SDPA aligns the mask top-left)")
+        dtype = torch.float16 if len(f) > 5 and f[5] == "f16" else torch.bfloat16
+        # BSHD storage viewed as BHSD, as a fused projection produces it (kiln's default layout).
+        q = torch.randn(b, sq, h, d, device="cuda", dtype=dtype).transpose(1, 2)
+        k, v = (torch.randn(b, skv, h, d, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(2))
+        flops = 4.0 * b * h * d * attn_pairs(sq, skv, causal)
+        out = {"batch": b, "heads": h, "seqlen": sq, "seqlen_kv": skv, "dim": d, "causal": causal,
+               "dtype": str(dtype).split(".")[-1], "device": torch.cuda.get_device_name(),
+               "torch": torch.__version__}
+        for name in a.backends.split(","):
+            try:
+                ms, times = attn_time(torch, F, sdpa_kernel, known[name], q, k, v, causal, a.reps,
+                                      a.warmup, flush, a.warmup_ms)
+                out[name + "_ms"] = round(ms, 4)
+                out[name + "_times_ms"] = [round(t, 4) for t in times]
+                out[name + "_tflops"] = round(flops / (ms * 1e-3) / 1e12, 1)
+            except Exception as e:  # a backend that refuses the shape is data, not a crash
+                out[name + "_error"] = str(e).splitlines()[0][:200]
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# moe: torch._grouped_mm, and torch._grouped_mm + silu(g) * u, on the same rows per expert.
+# Plain: Y = X . W_e^T per expert, W [E, N, K] (K-major, passed to torch as W.transpose(-2, -1)).
+# --swiglu: the unfused gate/up path two ways (one grouped_mm over W13 [E, 2N, K] then
+# silu(g) * u; two grouped_mms then silu(g) * u), the faster counted as torch's, then the down
+# projection grouped_mm(H, W2 [E, K, N]) and the whole FFN.
+
+
+def timed(torch, fn, reps, warmup, flush):
+    for _ in range(max(warmup, 1)):
+        fn()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for s, t in ev:
+        if flush is not None:
+            flush.zero_()
+        s.record()
+        fn()
+        t.record()
+    torch.cuda.synchronize()
+    ts = sorted(s.elapsed_time(t) for s, t in ev)
+    m = len(ts)
+    med = ts[m // 2] if m % 2 else 0.5 * (ts[m // 2 - 1] + ts[m // 2])
+    return {"median_ms": med, "min_ms": ts[0], "max_ms": ts[-1], "reps": m}
+
+
+def with_tflops(t, flops):
+    t["tflops"] = flops / (t["median_ms"] * 1e-3) / 1e12
+    return t
+
+
+def torch_or_error():
+    """torch and its functional module, or (None, exit code) after printing why not."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        print(json.dumps({"error": f"torch is not installed: {e}"}))
+        return None, 3
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "torch sees no GPU"}))
+        return None, 4
+    return (torch, F), 0
+
+
+def moe(a):
+    mods, rc = torch_or_error()
+    if mods is None:
+        return rc
+    torch, F = mods
+    if not hasattr(torch, "_grouped_mm"):
+        print(json.dumps({"error": f"torch {torch.__version__} has no _grouped_mm"}))
+        return 3
+    dev = torch.device("cuda")
+    counts = [int(c) for c in a.counts.split(",")]
+    rows, e, n, k = sum(counts), len(counts), a.n, a.k
+    dt = torch.bfloat16
+    offs = torch.tensor(counts, device=dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    g = torch.Generator(device=dev).manual_seed(1)
+
+    def rnd(*s):
+        return (torch.rand(*s, device=dev, generator=g, dtype=torch.float32) * 2 - 1).to(dt)
+
+    x = rnd(rows, k)
+    flush = None if a.no_flush else torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+
+    def time(fn):
+        return timed(torch, fn, a.reps, a.warmup, flush)
+
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "counts": counts,
+           "n": n, "k": k, "dtype": a.dtype, "flush_l2": not a.no_flush}
+    gemm_flops = 2.0 * rows * n * k
+    try:
+        if not a.swiglu:
+            w = rnd(e, n, k)
+            out["grouped_mm"] = with_tflops(time(lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)), gemm_flops)
+        else:
+            w13 = rnd(e, 2 * n, k)
+            w1, w3 = rnd(e, n, k), rnd(e, n, k)
+            w2 = rnd(e, k, n)
+
+            def fused_weights():
+                gu = torch._grouped_mm(x, w13.transpose(-2, -1), offs=offs)
+                gate, up = gu.chunk(2, dim=-1)
+                return F.silu(gate) * up
+
+            def two_mms():
+                gate = torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs)
+                up = torch._grouped_mm(x, w3.transpose(-2, -1), offs=offs)
+                return F.silu(gate) * up
+
+            one = with_tflops(time(fused_weights), 2 * gemm_flops)
+            two = with_tflops(time(two_mms), 2 * gemm_flops)
+            best, name = (one, "w13") if one["median_ms"] <= two["median_ms"] else (two, "w1_w3")
+            out["swiglu_w13"], out["swiglu_w1_w3"] = one, two
+            out["swiglu"] = dict(best, variant=name)
+            gate_up = fused_weights if name == "w13" else two_mms
+            h = gate_up()
+            out["down_proj"] = with_tflops(time(lambda: torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs)), gemm_flops)
+            out["ffn"] = with_tflops(time(lambda: torch._grouped_mm(gate_up(), w2.transpose(-2, -1), offs=offs)), 3 * gemm_flops)
+    except Exception as ex:  # a refusal is data: report it, do not hide it
+        out["error"] = f"{type(ex).__name__}: {ex}"
+        print(json.dumps(out, indent=2))
+        return 1
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# gemm: torch.matmul (cuBLAS) in bf16 / f16, and torch._scaled_mm in fp8 e4m3 (per-tensor scales,
+# bf16 out). C = A . B with A [M, K] row-major and B [K, N] column-major (layout RC, kiln's
+# default); 2*M*N*K FLOPs. kiln's own bench times cuBLAS in the same process already: this peer
+# is for what kiln does not call (fp8) and for a cross-check through torch.
+
+GEMM_DEFAULT = "4096x4096x4096;8192x8192x8192;512x4096x4096"
+
+
+def gemm(a):
+    mods, rc = torch_or_error()
+    if mods is None:
+        return rc
+    torch, _ = mods
+    dev = torch.device("cuda")
+    flush = None if a.no_flush else torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    torch.manual_seed(0)
+    for spec in a.shapes.split(";"):
+        m, n, k = (int(x) for x in spec.lower().split("x"))
+        out = {"m": m, "n": n, "k": k, "layout": "RC", "dtype": a.dtype,
+               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+        try:
+            if a.dtype == "fp8":
+                if not hasattr(torch, "_scaled_mm"):
+                    raise RuntimeError(f"torch {torch.__version__} has no _scaled_mm")
+                f8 = torch.float8_e4m3fn
+                x = torch.randn(m, k, device=dev).to(f8)
+                w = torch.randn(n, k, device=dev).to(f8).t()  # column-major [K, N]
+                one = torch.ones((), device=dev)
+
+                def fn():
+                    return torch._scaled_mm(x, w, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            else:
+                dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
+                x = torch.randn(m, k, device=dev, dtype=dt)
+                w = torch.randn(n, k, device=dev, dtype=dt).t()
+
+                def fn():
+                    return torch.matmul(x, w)
+            t = with_tflops(timed(torch, fn, a.reps, a.warmup, flush), 2.0 * m * n * k)
+            out.update(t)
+        except Exception as ex:  # a refusal is data
+            out["error"] = f"{type(ex).__name__}: {ex}".splitlines()[0][:200]
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parser():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,moe,gemm}")
+
+    p = sub.add_parser("attention", help="PyTorch SDPA, cuDNN and FLASH backends (for `kiln attn bench`)")
+    p.add_argument("--shapes", default=ATTN_DEFAULT,
+                   help="B,H,S,D[,causal[,f16]] separated by ';'; S may be SQ:SKV (non-causal only)")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--warmup-ms", type=float, default=0.0,
+                   help="also warm up for at least this much GPU time (ms), as kiln's --warmup-ms")
+    p.add_argument("--no-flush", action="store_true",
+                   help="do not flush L2 before each timed launch (as kiln's --no-flush)")
+    p.add_argument("--backends", default="cudnn,flash",
+                   help="comma list of the SDPA backends to time (cudnn, flash)")
+    p.set_defaults(run=attention)
+
+    p = sub.add_parser("moe", help="torch._grouped_mm and the unfused SwiGLU FFN (for `kiln moe bench`)")
+    p.add_argument("--counts", required=True, help="rows per expert, comma-separated")
+    p.add_argument("--n", type=int, required=True, help="output columns (with --swiglu: the FFN width)")
+    p.add_argument("--k", type=int, required=True, help="reduction depth (with --swiglu: the hidden size)")
+    p.add_argument("--dtype", default="bf16", choices=["bf16"], help="torch._grouped_mm takes bf16")
+    p.add_argument("--swiglu", action="store_true",
+                   help="time the expert FFN: gate/up + silu(g) * u, the down projection, the whole")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed launch")
+    p.set_defaults(run=moe)
+
+    p = sub.add_parser("gemm", help="torch.matmul (bf16, f16) and torch._scaled_mm (fp8), layout RC")
+    p.add_argument("--shapes", default=GEMM_DEFAULT, help="MxNxK separated by ';'")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "fp8"])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed launch")
+    p.set_defaults(run=gemm)
+    return ap
+
+
+def main():
+    a = parser().parse_args()
+    return a.run(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,7 +18,7 @@ use kiln::report::Table;
 use kiln::store::ResultRow;
 use serde_json::json;
 
-use super::commands::{bench_options, finish, record, Env};
+use super::env::{bench_options, finish, record, Env};
 
 #[derive(Debug, Args)]
 pub struct AttnCliArgs {

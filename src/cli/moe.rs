@@ -15,7 +15,7 @@ use kiln::store::ResultRow;
 use serde_json::json;
 
 use super::args::{MoeAction, MoeBenchArgs, MoeCheckArgs, MoeCmdArgs, MoeVerifyArgs};
-use super::commands::{bench_options, device_or_h100, finish, record, Env};
+use super::env::{bench_options, device_or_h100, finish, record, Env};
 use super::progress::bar;
 
 pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {

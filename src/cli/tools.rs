@@ -17,7 +17,8 @@ use kiln::tools::{inspect as insp, profile as prof, sanitize as san};
 use serde_json::json;
 
 use super::args::*;
-use super::commands::{bench_options, device_or_h100, finish, problem_from, record, Env};
+use super::env::{bench_options, device_or_h100, finish, record, Env};
+use super::gemm::problem_from;
 use super::progress::bar;
 
 fn store(env: &Env) -> Result<Store> {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use kiln::error::Result;
 use kiln::harness::check;
 use kiln::report::Table;
-use kiln::store::ResultRow;
+use kiln::store::rows;
 use serde_json::json;
 
 use super::args::CheckArgs;
@@ -50,17 +50,7 @@ pub(super) fn run_check(
     let wall_ms = started.elapsed().as_secs_f64() * 1e3;
     let run = env.begin("check", None)?;
     for r in &rows {
-        record(
-            &run,
-            ResultRow {
-                op: r.op.clone(),
-                version: r.version.clone(),
-                variant: r.variant.clone(),
-                problem: json!({"arch": arch}),
-                metrics: json!(r),
-                passed: Some(r.ok()),
-            },
-        )?;
+        record(&run, rows::check_row(r, arch))?;
     }
     let failed = rows.iter().any(|r| !r.ok());
     finish(&run, if failed { "failed" } else { "ok" })?;

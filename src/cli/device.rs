@@ -7,7 +7,7 @@ use kiln::device;
 use kiln::error::Result;
 use kiln::harness::peak;
 use kiln::report::Table;
-use kiln::store::ResultRow;
+use kiln::store::rows;
 use serde_json::json;
 
 use super::env::{finish, record, Env};
@@ -53,17 +53,7 @@ pub fn peak(env: &Env) -> Result<ExitCode> {
     let run = env.begin("peak", Some(&ctx.info))?;
     let vendor = env.registry.gemm_version("cublas")?;
     let pk = peak::measure(&ctx, vendor)?;
-    record(
-        &run,
-        ResultRow {
-            op: "peak".into(),
-            version: "device".into(),
-            variant: String::new(),
-            problem: json!({}),
-            metrics: json!(pk),
-            passed: None,
-        },
-    )?;
+    record(&run, rows::peak_row(&pk))?;
     finish(&run, "ok")?;
     if env.json {
         env.print_json(&json!({"device": ctx.info, "peak": pk}));

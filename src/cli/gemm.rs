@@ -9,16 +9,13 @@ use kiln::harness::{bench::BenchOptions, peak, shapes, suite, verify::CheckOutco
 use kiln::ops::gemm::{parse_shape, DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::Table;
-use kiln::store::{ResultRow, Store};
+use kiln::store::{rows, Store};
 use serde_json::json;
 
 use super::args::{BenchArgs, ProblemArgs, VerifyArgs};
 use super::env::{bench_options, finish, record, Env};
 use super::progress::bar;
 
-fn problem_json(p: &GemmProblem) -> serde_json::Value {
-    serde_json::to_value(p).unwrap_or_default()
-}
 /// The typed problem from command-line arguments.
 pub(super) fn problem_from(
     a: &ProblemArgs,
@@ -89,15 +86,7 @@ pub(super) fn run_verify(
                 o.message
             ));
         }
-        let row = ResultRow {
-            op: "gemm".into(),
-            version: o.version.clone(),
-            variant: String::new(),
-            problem: problem_json(&o.problem),
-            metrics: json!({"rel_error": o.rel_error, "bound": o.bound, "nan_or_unwritten": o.nan_or_unwritten, "written_outside": o.written_outside, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message}),
-            passed: Some(o.passed),
-        };
-        if let Err(e) = record(&run, row) {
+        if let Err(e) = record(&run, rows::gemm_verify_row(o)) {
             store_err.get_or_insert(e);
         }
     })?;
@@ -285,15 +274,7 @@ pub(super) fn run_bench(
                 all.push((v, Some(1.0)));
             }
             for (t, ratio) in all {
-                let r = ResultRow {
-                    op: "gemm".into(),
-                    version: t.version.clone(),
-                    variant: String::new(),
-                    problem: problem_json(&t.problem),
-                    metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": opt.flush_l2, "flush": kiln::harness::bench::flush_label(opt.flush_l2), "pass": row.pass, "position": row.position, "host_us": t.host_us}),
-                    passed: None,
-                };
-                if let Err(e) = record(&run, r) {
+                if let Err(e) = record(&run, rows::gemm_bench_row(row, t, ratio, opt.flush_l2)) {
                     store_err.get_or_insert(e);
                 }
             }

@@ -176,8 +176,8 @@ pub(crate) fn committed_at(path: &str) -> (ParamSpace, Vec<(Config, f64)>) {
     (l.space(), l.points())
 }
 
-/// The exhaustive landscapes of today's `wgmma_tma_ws` space (H100, sessions 22 and 23),
-/// each with its column name in the sweep.
+/// The exhaustive landscapes of today's `wgmma_tma_ws` space (H100, 2026-11-24; GEMM ledger
+/// #92), each with its column name in the sweep.
 pub(crate) const CURRENT_WS_LANDSCAPES: [(&str, &str); 10] = [
     (
         "ws4096",

@@ -150,9 +150,9 @@ mod tests {
 
     /// Issue 4's target as `kiln tune` runs the search (the heuristic's config first, then the
     /// model-guided steps, 15 % of the space in all): within 2 % of the exhaustive best in every
-    /// trial, on the ten landscapes of today's `wgmma_tma_ws` space timed on an H100 (sessions 22
-    /// and 23). At 4000^3 and 16384^3 the heuristic's config is not the best (1.007x, 1.023x),
-    /// so there the search has to find a better one. A landscape of an older space fails here
+    /// trial, on the ten landscapes of today's `wgmma_tma_ws` space timed on an H100 (2026-11-24,
+    /// GEMM ledger #92). At 4000^3 and 16384^3 the heuristic's config is not the best (1.007x,
+    /// 1.023x), so there the search has to find a better one. A landscape of an older space fails here
     /// (its configs lack today's parameters): time it again.
     #[test]
     fn from_the_heuristic_every_current_gemm_landscape_is_solved() {

@@ -24,24 +24,25 @@ impl Config {
     /// softmax, not the GEMMs, is the long pole, and overlap's extra S registers cost more than
     /// they hide), the counter and lazy rescaling: 1.01-1.16x cuDNN against 0.88-0.98x for the
     /// 192x128 4-stage overlapped config, same run (results/2026-11-22-h100/final/).
-    /// Causal items (all head dims) since session 4 run in groups of `order` heads, heaviest
-    /// blocks first across the group: +5-9% at d64/d128 and +2-4% at d256 causal against head
-    /// after head, same H100 run (results/2026-11-22-h100/session4/order/; 16 / 8 / 4 heads were
-    /// the best of 1, 4, 8, 16 for d64 / d128 / d256).
-    /// d256 since session 5 (results/2026-11-22-h100/session5/d256/): the work counter too, now
-    /// that the kernel's two-consumer register split (40 / 232) leaves its producer room for it:
-    /// against the static order at 24 / 240, +0.2 % non-causal (S 4k, 16k; S 8k is bimodal from
-    /// launch to launch in both), +2.9 / +1.2 % causal at S 4k / 8k; the static order at 40 / 232
-    /// lost 2-4 %.
-    /// Two Q buffers (`qbuf`) wherever they fit, since session 6: alone they changed nothing
-    /// (+-0.7 %), but they free each item's Q rows for its O, which then leaves by TMA store
-    /// instead of 4-byte stores: d128 +0.9 % at S 4k, +6 % at 1024 keys (results/2026-11-22-h100/
-    /// session6/qbuf/, tmao/).
-    /// d128 since session 4 (results/2026-11-22-h100/session4/): the same shape of schedule as
-    /// d64 (192x128 blocks of three consumers at 160 registers, a 2-deep ring, no intra-warpgroup
-    /// overlap, the counter, lazy rescaling), second-best in the exhaustive landscapes once the
-    /// counter and lazy rescaling (not in that space) are added: 1.06-1.10x cuDNN where the
-    /// 128x128 3-stage overlapped config measured 1.00-1.04x in the same run.
+    /// Causal items (all head dims) since attention ledger #14 run in groups of `order` heads,
+    /// heaviest blocks first across the group: +5-9% at d64/d128 and +2-4% at d256 causal against
+    /// head after head, same H100 run (results/2026-11-22-h100/attention-d128-schedule/order/;
+    /// 16 / 8 / 4 heads were the best of 1, 4, 8, 16 for d64 / d128 / d256).
+    /// d256 since attention ledger #20 (results/2026-11-22-h100/attention-ragged-tail/d256/): the
+    /// work counter too, now that the kernel's two-consumer register split (40 / 232) leaves its
+    /// producer room for it: against the static order at 24 / 240, +0.2 % non-causal (S 4k, 16k;
+    /// S 8k is bimodal from launch to launch in both), +2.9 / +1.2 % causal at S 4k / 8k; the
+    /// static order at 40 / 232 lost 2-4 %.
+    /// Two Q buffers (`qbuf`) wherever they fit, since attention ledger #23 and #24: alone they
+    /// changed nothing (+-0.7 %), but they free each item's Q rows for its O, which then leaves by
+    /// TMA store instead of 4-byte stores: d128 +0.9 % at S 4k, +6 % at 1024 keys
+    /// (results/2026-11-22-h100/attention-power/qbuf/, tmao/).
+    /// d128 since attention ledger #11 (results/2026-11-22-h100/attention-d128-schedule/): the
+    /// same shape of schedule as d64 (192x128 blocks of three consumers at 160 registers, a 2-deep
+    /// ring, no intra-warpgroup overlap, the counter, lazy rescaling), second-best in the
+    /// exhaustive landscapes once the counter and lazy rescaling (not in that space) are added:
+    /// 1.06-1.10x cuDNN where the 128x128 3-stage overlapped config measured 1.00-1.04x in the
+    /// same run.
     pub const fn default_for(d: u32) -> Config {
         match d {
             64 => Config {
@@ -117,7 +118,8 @@ pub fn candidates() -> Vec<Config> {
         lazy: 0,
         ..d64
     };
-    // d128's default until session 4: 128x128, 3 stages, overlapped, counter for causal only.
+    // d128's default until attention ledger #11: 128x128, 3 stages, overlapped, counter for
+    // causal only.
     let d128_prev = Config {
         cwg: 2,
         stages: 3,

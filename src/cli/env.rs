@@ -52,10 +52,7 @@ impl Env {
         if self.no_store {
             return Ok(None);
         }
-        let store = match &self.config.store.path {
-            Some(p) => Store::open(p)?,
-            None => Store::open_default()?,
-        };
+        let store = self.store()?;
         let id = store.begin_run(&RunInfo {
             kind: kind.into(),
             command: self.command.clone(),
@@ -63,6 +60,14 @@ impl Env {
             kiln_commit: kiln::store::kiln_commit(),
         })?;
         Ok(Some((store, id)))
+    }
+
+    /// Opens the configured store (`[store] path`, else the default), whatever --no-store says.
+    pub(super) fn store(&self) -> Result<Store> {
+        match &self.config.store.path {
+            Some(p) => Store::open(p),
+            None => Store::open_default(),
+        }
     }
 
     pub(super) fn print_json(&self, v: &serde_json::Value) {

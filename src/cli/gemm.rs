@@ -9,7 +9,7 @@ use kiln::harness::{bench::BenchOptions, peak, shapes, suite, verify::CheckOutco
 use kiln::ops::gemm::{parse_shape, DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::Table;
-use kiln::store::{rows, Store};
+use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{BenchArgs, ProblemArgs, VerifyArgs};
@@ -325,11 +325,7 @@ fn latest_peak(env: &Env, device_name: &str) -> Option<peak::Peak> {
     if env.no_store {
         return None;
     }
-    let store = match &env.config.store.path {
-        Some(p) => Store::open(p).ok()?,
-        None => Store::open_default().ok()?,
-    };
-    let rows = store.results(Some("peak"), None, 50).ok()?;
+    let rows = env.store().ok()?.results(Some("peak"), None, 50).ok()?;
     let r = rows
         .into_iter()
         .find(|r| r.device.as_deref() == Some(device_name))?;

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
 use kiln::report::Table;
-use kiln::store::Store;
 use serde_json::json;
 
 use super::args::{CacheArgs, ResultsArgs};
@@ -31,10 +30,7 @@ pub fn cache(env: &Env, a: &CacheArgs) -> Result<ExitCode> {
 }
 
 pub fn results(env: &Env, a: &ResultsArgs) -> Result<ExitCode> {
-    let store = match &env.config.store.path {
-        Some(p) => Store::open(p)?,
-        None => Store::open_default()?,
-    };
+    let store = env.store()?;
     let rows = store.results(a.op.as_deref(), a.version.as_deref(), a.limit)?;
     if env.json {
         env.print_json(&json!(rows));

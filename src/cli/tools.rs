@@ -10,7 +10,7 @@ use kiln::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::grid::Grid;
 use kiln::report::Table;
-use kiln::store::{ResultRow, Store};
+use kiln::store::ResultRow;
 use kiln::tools::ledger::{BenchMeasurer, Ledger, NewExperiment};
 use kiln::tools::ledger_text::{self, Arm, Gate, Prediction};
 use kiln::tools::{inspect as insp, profile as prof, sanitize as san};
@@ -20,13 +20,6 @@ use super::args::*;
 use super::env::{bench_options, device_or_h100, finish, record, Env};
 use super::gemm::problem_from;
 use super::progress::bar;
-
-fn store(env: &Env) -> Result<Store> {
-    match &env.config.store.path {
-        Some(p) => Store::open(p),
-        None => Store::open_default(),
-    }
-}
 
 pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
     Registry::check_op(&a.op)?;
@@ -557,7 +550,7 @@ fn split(
 }
 
 pub fn exp(env: &Env, a: &ExpArgs) -> Result<ExitCode> {
-    let store = store(env)?;
+    let store = env.store()?;
     let ledger = Ledger::open(&store)?;
     match &a.action {
         ExpAction::New(n) => {
@@ -670,7 +663,7 @@ pub fn exp(env: &Env, a: &ExpArgs) -> Result<ExitCode> {
 }
 
 pub fn report(env: &Env, a: &ReportArgs) -> Result<ExitCode> {
-    let store = store(env)?;
+    let store = env.store()?;
     let order: Vec<String> = env
         .registry
         .gemm()

@@ -10,7 +10,7 @@ use kiln::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::grid::Grid;
 use kiln::report::Table;
-use kiln::store::ResultRow;
+use kiln::store::rows;
 use kiln::tools::ledger::{BenchMeasurer, Ledger, NewExperiment};
 use kiln::tools::ledger_text::{self, Arm, Gate, Prediction};
 use kiln::tools::{inspect as insp, profile as prof, sanitize as san};
@@ -248,17 +248,7 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         |i, f| {
             let c = &cases[i];
             pb.set_message(format!("{} {}", c.tool, c.problem()));
-            record(
-                &run,
-                ResultRow {
-                    op: "gemm".into(),
-                    version: c.version.clone(),
-                    variant: c.tool.clone(),
-                    problem: json!({"shape": c.shape, "layout": c.layout, "dtype": c.dtype, "out": c.out, "setup": c.setup}),
-                    metrics: json!({"errors": f.errors, "exit_code": f.exit_code, "timed_out": f.timed_out, "first": f.first}),
-                    passed: Some(f.clean()),
-                },
-            )?;
+            record(&run, rows::sanitize_row(c, &f))?;
             if !f.clean() {
                 pb.println(format!(
                     "{} {} {}: {}",

@@ -15,10 +15,10 @@ use kiln::harness::verify::fresh_seed;
 use kiln::ops::attention::{AttentionKernel, AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
 use kiln::report::Table;
-use kiln::store::ResultRow;
+use kiln::store::rows;
 use serde_json::json;
 
-use super::commands::{bench_options, finish, record, Env};
+use super::env::{bench_options, finish, record, Env};
 
 #[derive(Debug, Args)]
 pub struct AttnCliArgs {
@@ -186,10 +186,6 @@ fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionK
         .collect()
 }
 
-fn problem_json(p: &AttentionProblem) -> serde_json::Value {
-    json!(p)
-}
-
 fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let problems = if a.problem.given() {
         vec![a.problem.problem((1, 1, 1, 128))?]
@@ -233,17 +229,7 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
             if !o.passed && !env.json {
                 eprintln!("FAIL {} {}: {}", o.version, o.problem.label(), o.message);
             }
-            record(
-                &run,
-                ResultRow {
-                    op: "attention".into(),
-                    version: o.version.clone(),
-                    variant: String::new(),
-                    problem: problem_json(&o.problem),
-                    metrics: json!({"rel_error": o.rel_error, "bound": o.bound, "lse_max_error": o.lse_max_error, "nan_or_unwritten": o.nan_or_unwritten, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message}),
-                    passed: Some(o.passed),
-                },
-            )?;
+            record(&run, rows::attention_verify_row(&o))?;
             outcomes.push(o);
         }
     }
@@ -317,17 +303,7 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
     for k in &ks {
         let t = time_attention(&ctx, *k, &p, &bufs, &flusher, &opt)?;
-        record(
-            &run,
-            ResultRow {
-                op: "attention".into(),
-                version: t.version.clone(),
-                variant: String::new(),
-                problem: problem_json(&p),
-                metrics: json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops}),
-                passed: None,
-            },
-        )?;
+        record(&run, rows::attention_bench_row(&p, &t))?;
         rows.push(t);
     }
     finish(&run, "ok")?;

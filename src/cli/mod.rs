@@ -1,10 +1,16 @@
-//! Argument parsing and one handler per subcommand.
+//! The command line: argument parsing ([`args`]), what every handler shares ([`env`]), and one
+//! file of handlers per command group (gemm, attention, moe, check, suite, tune, tools, ...).
 
 mod args;
 mod attention;
-mod commands;
+mod check;
+mod device;
+mod env;
+mod gemm;
 mod moe;
 mod progress;
+mod store_cmds;
+mod suite;
 mod tools;
 mod tune;
 
@@ -19,18 +25,18 @@ pub fn run() -> kiln::Result<ExitCode> {
     let config = kiln::config::Config::load(cli.config.as_deref())?;
     // The tuning cache the default dispatch reads lives in the configured store.
     kiln::tune::cache::use_store(config.store_path());
-    let env = commands::Env::new(&cli, config);
+    let env = env::Env::new(&cli, config);
     match &cli.command {
-        Command::Devices => commands::devices(&env),
-        Command::Peak => commands::peak(&env),
-        Command::Check(a) => commands::check(&env, a),
-        Command::Versions => commands::versions(&env),
-        Command::Verify(a) => commands::verify(&env, a),
+        Command::Devices => device::devices(&env),
+        Command::Peak => device::peak(&env),
+        Command::Check(a) => check::check(&env, a),
+        Command::Versions => device::versions(&env),
+        Command::Verify(a) => gemm::verify(&env, a),
         Command::Attn(a) => attention::run(&env, a),
-        Command::Bench(a) => commands::bench(&env, a),
-        Command::Suite(a) => commands::suite(&env, a),
-        Command::Cache(a) => commands::cache(&env, a),
-        Command::Results(a) => commands::results(&env, a),
+        Command::Bench(a) => gemm::bench(&env, a),
+        Command::Suite(a) => suite::suite(&env, a),
+        Command::Cache(a) => store_cmds::cache(&env, a),
+        Command::Results(a) => store_cmds::results(&env, a),
         Command::Inspect(a) => tools::inspect(&env, a),
         Command::Plan(a) => tools::plan(&env, a),
         Command::Sanitize(a) => tools::sanitize(&env, a),

@@ -11,11 +11,11 @@ use kiln::harness::moe_verify::{verify_moe, MoeOutcome};
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::{parse_counts, uneven_counts, versions_of_kind, WeightLayout};
 use kiln::report::Table;
-use kiln::store::ResultRow;
+use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{MoeAction, MoeBenchArgs, MoeCheckArgs, MoeCmdArgs, MoeVerifyArgs};
-use super::commands::{bench_options, device_or_h100, finish, record, Env};
+use super::env::{bench_options, device_or_h100, finish, record, Env};
 use super::progress::bar;
 
 pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
@@ -49,17 +49,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
                     o.version, o.problem, o.mode, o.message
                 ));
             }
-            record(
-                &run,
-                ResultRow {
-                    op: "moe".into(),
-                    version: o.version.clone(),
-                    variant: format!("{:?}", o.mode).to_lowercase(),
-                    problem: json!(p),
-                    metrics: json!(o),
-                    passed: Some(o.passed),
-                },
-            )?;
+            record(&run, rows::moe_verify_row(p, &o))?;
             outcomes.push(o);
         }
         pb.inc(1);
@@ -147,17 +137,7 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     let run = env.begin("bench", Some(&ctx.info))?;
     let rows = bench_moe(&ctx, &env.registry, &r, &opt)?;
     for t in &rows {
-        record(
-            &run,
-            ResultRow {
-                op: "moe".into(),
-                version: t.piece.clone(),
-                variant: String::new(),
-                problem: json!({"label": t.problem, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype}),
-                metrics: json!(t),
-                passed: None,
-            },
-        )?;
+        record(&run, rows::moe_bench_row(&r, t))?;
     }
     finish(&run, "ok")?;
     if env.json {

@@ -10,22 +10,16 @@ use kiln::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::grid::Grid;
 use kiln::report::Table;
-use kiln::store::{ResultRow, Store};
+use kiln::store::rows;
 use kiln::tools::ledger::{BenchMeasurer, Ledger, NewExperiment};
 use kiln::tools::ledger_text::{self, Arm, Gate, Prediction};
 use kiln::tools::{inspect as insp, profile as prof, sanitize as san};
 use serde_json::json;
 
 use super::args::*;
-use super::commands::{bench_options, device_or_h100, finish, problem_from, record, Env};
+use super::env::{bench_options, device_or_h100, finish, record, Env};
+use super::gemm::problem_from;
 use super::progress::bar;
-
-fn store(env: &Env) -> Result<Store> {
-    match &env.config.store.path {
-        Some(p) => Store::open(p),
-        None => Store::open_default(),
-    }
-}
 
 pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
     Registry::check_op(&a.op)?;
@@ -254,17 +248,7 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         |i, f| {
             let c = &cases[i];
             pb.set_message(format!("{} {}", c.tool, c.problem()));
-            record(
-                &run,
-                ResultRow {
-                    op: "gemm".into(),
-                    version: c.version.clone(),
-                    variant: c.tool.clone(),
-                    problem: json!({"shape": c.shape, "layout": c.layout, "dtype": c.dtype, "out": c.out, "setup": c.setup}),
-                    metrics: json!({"errors": f.errors, "exit_code": f.exit_code, "timed_out": f.timed_out, "first": f.first}),
-                    passed: Some(f.clean()),
-                },
-            )?;
+            record(&run, rows::sanitize_row(c, &f))?;
             if !f.clean() {
                 pb.println(format!(
                     "{} {} {}: {}",
@@ -556,7 +540,7 @@ fn split(
 }
 
 pub fn exp(env: &Env, a: &ExpArgs) -> Result<ExitCode> {
-    let store = store(env)?;
+    let store = env.store()?;
     let ledger = Ledger::open(&store)?;
     match &a.action {
         ExpAction::New(n) => {
@@ -669,7 +653,7 @@ pub fn exp(env: &Env, a: &ExpArgs) -> Result<ExitCode> {
 }
 
 pub fn report(env: &Env, a: &ReportArgs) -> Result<ExitCode> {
-    let store = store(env)?;
+    let store = env.store()?;
     let order: Vec<String> = env
         .registry
         .gemm()

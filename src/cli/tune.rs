@@ -22,7 +22,8 @@ use serde_json::json;
 
 use super::args::{TuneArgs, TuneReplayArgs, TuneWorkerArgs};
 use super::attention::AttnShapeArgs;
-use super::commands::{device_or_h100, problem_from, Env};
+use super::env::{device_or_h100, Env};
+use super::gemm::problem_from;
 use super::progress::bar;
 
 /// `auto` searches exhaustively up to this many configs (without a --budget).

@@ -13,7 +13,9 @@ pub use buffer::DeviceBuffer;
 pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
 pub use scratch::Scratch;
-pub use tma::{TensorMap, Tma2d, TmaDType, TmaSwizzle};
+#[cfg(test)]
+pub(crate) use tma::Call as TmaCall;
+pub use tma::{TensorMap, TiledArgs, Tma2d, TmaDType, TmaSwizzle};
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

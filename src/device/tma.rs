@@ -1,8 +1,9 @@
 //! TMA tensor maps: the 128-byte descriptors (`CUtensorMap`) that tell the copy engine how a
 //! global tensor is laid out and which box one load brings into shared memory. Built on the host
 //! with `cuTensorMapEncodeTiled`, passed by value as a `__grid_constant__` kernel parameter
-//! (`TmaMap` in `kernels/common/tma.cuh`). The encode rules are checked here first, so a refusal
-//! names the rule instead of the driver's bare `CUDA_ERROR_INVALID_VALUE`.
+//! (`TmaMap` in `kernels/common/tma.cuh`). One encoder for the crate ([`TiledArgs`], rank 1 to 5);
+//! the encode rules of a typed map are checked first, so a refusal names the rule instead of the
+//! driver's bare `CUDA_ERROR_INVALID_VALUE`.
 
 use std::ffi::c_void;
 
@@ -88,6 +89,162 @@ impl TmaSwizzle {
     }
 }
 
+/// The most dimensions a tiled map may have.
+pub const MAX_RANK: usize = 5;
+
+/// The arguments of one `cuTensorMapEncodeTiled` call over a tensor of rank 1 to [`MAX_RANK`]
+/// (dim 0 contiguous). Every map kiln builds is encoded here: the GEMMs' [`Tma2d`], the MoE
+/// weights' rank-3 map and attention's rank-4 maps each describe their tensor and hand the
+/// driver these arguments. Entries past the rank are zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TiledArgs {
+    pub dtype: sys::CUtensorMapDataType,
+    /// Device address of element 0.
+    pub addr: u64,
+    rank: usize,
+    dims: [u64; MAX_RANK],
+    strides: [u64; MAX_RANK - 1],
+    box_dims: [u32; MAX_RANK],
+    elem_strides: [u32; MAX_RANK],
+    pub interleave: sys::CUtensorMapInterleave,
+    pub swizzle: sys::CUtensorMapSwizzle,
+    pub l2_promotion: sys::CUtensorMapL2promotion,
+    pub oob_fill: sys::CUtensorMapFloatOOBfill,
+}
+
+impl TiledArgs {
+    /// A map of rank `R` over `dims` (elements, innermost first) whose dims 1.. are `strides`
+    /// bytes apart, loaded in boxes of `box_dims` with `swizzle`: every element of the box (element
+    /// strides 1), no interleave, 256-byte L2 promotion, zeros out of bounds.
+    pub fn new<const R: usize, const S: usize>(
+        dtype: TmaDType,
+        addr: u64,
+        dims: [u64; R],
+        strides: [u64; S],
+        box_dims: [u32; R],
+        swizzle: TmaSwizzle,
+    ) -> TiledArgs {
+        const {
+            assert!(
+                R >= 1 && R <= MAX_RANK && S + 1 == R,
+                "a tiled map has rank 1 to 5 and one stride fewer than dims"
+            )
+        };
+        let mut a = TiledArgs {
+            dtype: dtype.raw(),
+            addr,
+            rank: R,
+            dims: [0; MAX_RANK],
+            strides: [0; MAX_RANK - 1],
+            box_dims: [0; MAX_RANK],
+            elem_strides: [0; MAX_RANK],
+            interleave: sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle: swizzle.raw(),
+            l2_promotion: sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            oob_fill: sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        };
+        a.dims[..R].copy_from_slice(&dims);
+        a.strides[..S].copy_from_slice(&strides);
+        a.box_dims[..R].copy_from_slice(&box_dims);
+        a.elem_strides[..R].fill(1);
+        a
+    }
+
+    /// These arguments with another L2 promotion.
+    pub fn with_l2_promotion(self, l2_promotion: sys::CUtensorMapL2promotion) -> TiledArgs {
+        TiledArgs {
+            l2_promotion,
+            ..self
+        }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    /// Extents in elements, innermost first.
+    pub fn dims(&self) -> &[u64] {
+        &self.dims[..self.rank]
+    }
+    /// Bytes between consecutive indices of dims 1 to rank - 1.
+    pub fn strides(&self) -> &[u64] {
+        &self.strides[..self.rank - 1]
+    }
+    /// The box one load brings, in elements, innermost first.
+    pub fn box_dims(&self) -> &[u32] {
+        &self.box_dims[..self.rank]
+    }
+    pub fn elem_strides(&self) -> &[u32] {
+        &self.elem_strides[..self.rank]
+    }
+
+    /// Encodes the map (a host-only driver call; the driver must be initialised). `what` names
+    /// the map in the error if the driver refuses it.
+    pub fn encode(&self, what: impl FnOnce() -> String) -> Result<TensorMap> {
+        let mut map = TensorMap { opaque: [0; 16] };
+        // SAFETY: every array holds `rank` entries (strides rank - 1) and outlives the call;
+        // `map` is 128 bytes, 128-byte aligned and writable; the call only reads the arrays and
+        // writes `map`.
+        let r = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                &mut map as *mut TensorMap as *mut sys::CUtensorMap,
+                self.dtype,
+                self.rank as u32,
+                self.addr as *mut c_void,
+                self.dims.as_ptr(),
+                self.strides.as_ptr(),
+                self.box_dims.as_ptr(),
+                self.elem_strides.as_ptr(),
+                self.interleave,
+                self.swizzle,
+                self.l2_promotion,
+                self.oob_fill,
+            )
+        };
+        r.result()
+            .map_err(|e| Error::cuda(what(), format!("{e:?}")))?;
+        Ok(map)
+    }
+}
+
+/// One encode call's arguments as values, for tests that compare a map with what its encoder
+/// passed before: dtype, rank, address, dims, strides, box, element strides, interleave,
+/// swizzle, L2 promotion, out-of-bounds fill.
+#[cfg(test)]
+pub(crate) type Call = (
+    sys::CUtensorMapDataType,
+    u32,
+    u64,
+    Vec<u64>,
+    Vec<u64>,
+    Vec<u32>,
+    Vec<u32>,
+    sys::CUtensorMapInterleave,
+    sys::CUtensorMapSwizzle,
+    sys::CUtensorMapL2promotion,
+    sys::CUtensorMapFloatOOBfill,
+);
+
+#[cfg(test)]
+impl TiledArgs {
+    /// The arguments [`TiledArgs::encode`] passes, as values (the first `rank` entries of each
+    /// array: what the driver reads).
+    pub(crate) fn call(&self) -> Call {
+        (
+            self.dtype,
+            self.rank as u32,
+            self.addr,
+            self.dims().to_vec(),
+            self.strides().to_vec(),
+            self.box_dims().to_vec(),
+            self.elem_strides().to_vec(),
+            self.interleave,
+            self.swizzle,
+            self.l2_promotion,
+            self.oob_fill,
+        )
+    }
+}
+
 /// A 2D tiled map over a strided matrix: dim 0 is contiguous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tma2d {
@@ -164,47 +321,32 @@ impl Tma2d {
         self.box_dims[0] as u64 * self.box_dims[1] as u64 * self.dtype.size()
     }
 
+    /// The driver's arguments for this map: rank 2, its L2 promotion from the row stride.
+    pub fn tiled(&self) -> TiledArgs {
+        TiledArgs::new(
+            self.dtype,
+            self.addr,
+            self.dims,
+            [self.row_stride_bytes],
+            self.box_dims,
+            self.swizzle,
+        )
+        .with_l2_promotion(l2_promotion(self.row_stride_bytes))
+    }
+
     /// Encodes the map (a host-only driver call; the driver must be initialised).
     pub fn encode(&self) -> Result<TensorMap> {
         self.validate()
             .map_err(|r| Error::invalid(format!("cannot build a TMA map: {r}")))?;
-        let mut map = TensorMap { opaque: [0; 16] };
-        let dims = self.dims;
-        let strides = [self.row_stride_bytes];
-        let boxes = self.box_dims;
-        let elem_strides = [1u32, 1];
-        // SAFETY: every array has the rank's length (strides rank - 1); `map` is 128 bytes,
-        // 128-byte aligned and writable; the call only reads the arrays and writes `map`.
-        let r = unsafe {
-            sys::cuTensorMapEncodeTiled(
-                &mut map as *mut TensorMap as *mut sys::CUtensorMap,
-                self.dtype.raw(),
-                2,
-                self.addr as *mut c_void,
-                dims.as_ptr(),
-                strides.as_ptr(),
-                boxes.as_ptr(),
-                elem_strides.as_ptr(),
-                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-                self.swizzle.raw(),
-                l2_promotion(self.row_stride_bytes),
-                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-            )
-        };
-        r.result().map_err(|e| {
-            Error::cuda(
-                format!("cuTensorMapEncodeTiled for {self:?}"),
-                format!("{e:?}"),
-            )
-        })?;
-        Ok(map)
+        self.tiled()
+            .encode(|| format!("cuTensorMapEncodeTiled for {self:?}"))
     }
 }
 
 /// L2 promotion of a 2D map whose rows are `row_stride_bytes` apart: 256 B where rows start on
 /// 128-byte lines, 128 B where they do not (a 128-byte box row then straddles two lines: at
 /// 4096x4096x4088 a GEMM ran ~7 % faster with 128 B or none than with 256 B, and no slower at
-/// K 4096; H100, session 7). `KILN_TMA_PROMOTION` (`none`, `64`, `128`, `256`) overrides it, for
+/// K 4096; H100, GEMM ledger #21). `KILN_TMA_PROMOTION` (`none`, `64`, `128`, `256`) overrides it, for
 /// timing one against another.
 fn l2_promotion(row_stride_bytes: u64) -> sys::CUtensorMapL2promotion {
     use sys::CUtensorMapL2promotion as P;
@@ -242,6 +384,86 @@ mod tests {
             std::mem::size_of::<TensorMap>()
         );
         assert!(std::mem::align_of::<TensorMap>() >= std::mem::align_of::<sys::CUtensorMap>());
+    }
+
+    /// What the 2D encoder handed the driver before the crate had one encoder (copied from it):
+    /// dtype, rank, address, dims, strides, box, element strides, interleave, swizzle, L2
+    /// promotion, out-of-bounds fill.
+    fn old_2d_call(t: &Tma2d) -> Call {
+        (
+            t.dtype.raw(),
+            2,
+            t.addr,
+            t.dims.to_vec(),
+            vec![t.row_stride_bytes],
+            t.box_dims.to_vec(),
+            vec![1u32, 1],
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            t.swizzle.raw(),
+            l2_promotion(t.row_stride_bytes),
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+
+    #[test]
+    fn the_2d_map_hands_the_driver_what_it_did_before() {
+        let shapes = [
+            base(),
+            // rows off 128-byte lines: 128-byte promotion
+            Tma2d {
+                dims: [4088, 4096],
+                row_stride_bytes: 8176,
+                ..base()
+            },
+            Tma2d {
+                dtype: TmaDType::F32,
+                dims: [100, 7],
+                row_stride_bytes: 512,
+                box_dims: [32, 64],
+                swizzle: TmaSwizzle::B128,
+                ..base()
+            },
+            Tma2d {
+                dtype: TmaDType::F16,
+                box_dims: [32, 128],
+                swizzle: TmaSwizzle::B64,
+                ..base()
+            },
+            Tma2d {
+                box_dims: [8, 8],
+                swizzle: TmaSwizzle::None,
+                ..base()
+            },
+        ];
+        for t in shapes {
+            assert_eq!(t.tiled().call(), old_2d_call(&t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn every_rank_from_1_to_5_is_laid_out_in_the_first_entries() {
+        let one = TiledArgs::new(TmaDType::F32, 256, [1000], [], [64], TmaSwizzle::None);
+        assert_eq!(one.rank(), 1);
+        assert_eq!(
+            (one.dims(), one.strides(), one.box_dims()),
+            (&[1000u64][..], &[][..], &[64u32][..])
+        );
+        let five = TiledArgs::new(
+            TmaDType::Bf16,
+            256,
+            [64, 2, 3, 4, 5],
+            [128, 256, 768, 3072],
+            [64, 2, 1, 1, 1],
+            TmaSwizzle::B128,
+        );
+        assert_eq!(five.rank(), 5);
+        assert_eq!(five.elem_strides(), &[1; 5]);
+        assert_eq!(five.strides(), &[128, 256, 768, 3072]);
+        assert_eq!(
+            five.with_l2_promotion(sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE)
+                .l2_promotion,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! that made it. Each result is committed as soon as it is recorded, so a crash loses nothing
 //! gathered before it; WAL mode and a busy timeout let several kiln processes write at once.
 
+pub mod rows;
 mod schema;
 mod time;
 

@@ -1,0 +1,135 @@
+//! `kiln check`: every kernel variant compiled for an architecture, with its registers, shared
+//! memory, spills and compile time, recorded (the suite runs it first).
+
+use std::process::ExitCode;
+
+use kiln::error::Result;
+use kiln::harness::check;
+use kiln::report::Table;
+use kiln::store::rows;
+use serde_json::json;
+
+use super::args::CheckArgs;
+use super::env::{device_or_h100, finish, record, Env};
+use super::progress::bar;
+
+pub fn check(env: &Env, a: &CheckArgs) -> Result<ExitCode> {
+    let (rows, failed) = run_check(env, &a.arch, a.version.as_deref())?;
+    if env.json {
+        env.print_json(&json!(rows));
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+/// Compiles every variant, prints the table (unless --json), records, and says if any failed.
+pub(super) fn run_check(
+    env: &Env,
+    arch: &str,
+    only: Option<&str>,
+) -> Result<(Vec<check::CheckRow>, bool)> {
+    if let Some(v) = only {
+        if env.registry.attention_version(v).is_err() && env.registry.moe_version(v).is_err() {
+            env.registry.gemm_version(v)?;
+        }
+    }
+    kiln::jit::nvrtc::version()?;
+    let dev = device_or_h100();
+    let jit = env.jit();
+    // The variants are listed once: their count sizes the progress bar.
+    let work = check::check_items(&env.registry, arch, only);
+    let pb = bar(work.len(), "check", env.json);
+    let started = std::time::Instant::now();
+    let rows: Vec<check::CheckRow> = check::check_each(&jit, &work, &dev, |r| {
+        pb.inc(1);
+        pb.set_message(r.variant.clone());
+    });
+    pb.finish_and_clear();
+    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    let run = env.begin("check", None)?;
+    for r in &rows {
+        record(&run, rows::check_row(r, arch))?;
+    }
+    let failed = rows.iter().any(|r| !r.ok());
+    finish(&run, if failed { "failed" } else { "ok" })?;
+    if !env.json {
+        let mut t = Table::new(&[
+            "version",
+            "variant",
+            "regs",
+            "smem B",
+            "stack B",
+            "spills B",
+            "compile ms",
+            "verdict",
+        ]);
+        for r in &rows {
+            let res = r.resources.clone().unwrap_or_default();
+            t.row(&[
+                r.version.clone(),
+                r.variant.clone(),
+                res.registers.to_string(),
+                (res.static_smem + r.dynamic_smem).to_string(),
+                res.stack_frame.to_string(),
+                (res.spill_stores + res.spill_loads).to_string(),
+                format!(
+                    "{:.0}{}",
+                    r.compile_ms,
+                    if r.cached { " (cached)" } else { "" }
+                ),
+                if r.ok() {
+                    "ok".to_string()
+                } else {
+                    r.problems.join("; ")
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        let mut cold: Vec<f64> = rows
+            .iter()
+            .filter(|r| !r.cached && r.resources.is_some())
+            .map(|r| r.compile_ms)
+            .collect();
+        // The compiling threads' CPU time next to the wall time: with more compiles in parallel
+        // than free cores, each compile's wall time includes waiting for a core; its CPU time is
+        // what one compile costs on its own (NVRTC compiles on the calling thread).
+        let mut cold_cpu: Vec<f64> = rows
+            .iter()
+            .filter(|r| !r.cached && r.resources.is_some())
+            .filter_map(|r| r.compile_cpu_ms)
+            .collect();
+        let cached = rows.iter().filter(|r| r.cached).count();
+        let median = if cold.is_empty() {
+            0.0
+        } else {
+            kiln::harness::bench::stats(&mut cold).0
+        };
+        let cpu = if cold_cpu.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {:.0} ms CPU",
+                kiln::harness::bench::stats(&mut cold_cpu).0
+            )
+        };
+        println!(
+            "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold{cpu}), {} from the cache; {} with problems",
+            rows.len(),
+            wall_ms / 1e3,
+            rayon::current_num_threads(),
+            cold.len(),
+            median,
+            cached,
+            rows.iter().filter(|r| !r.ok()).count()
+        );
+        if cached == rows.len() && !rows.is_empty() {
+            println!(
+                "warm start: all {} variants loaded from the JIT cache in {wall_ms:.1} ms",
+                rows.len()
+            );
+        }
+    }
+    Ok((rows, failed))
+}

@@ -1,0 +1,117 @@
+//! What every command handler shares: the parsed flags and config, the registry, the JIT and
+//! device context, and the store a run records into.
+
+use kiln::device::{self, Context, DeviceInfo};
+use kiln::error::Result;
+use kiln::harness::bench::BenchOptions;
+use kiln::jit::{cache, Jit};
+use kiln::ops::registry::Registry;
+use kiln::store::{ResultRow, RunInfo, Store};
+
+use super::args::Cli;
+
+/// What every handler needs: flags, config, registry, and (lazily) the store.
+pub struct Env {
+    pub json: bool,
+    pub no_store: bool,
+    pub config: kiln::config::Config,
+    pub registry: Registry,
+    pub(super) command: String,
+}
+
+impl Env {
+    pub fn new(cli: &Cli, config: kiln::config::Config) -> Env {
+        Env {
+            json: cli.json,
+            no_store: cli.no_store,
+            config,
+            registry: Registry::default(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        }
+    }
+
+    pub(super) fn jit(&self) -> Jit {
+        match &self.config.jit.cache_dir {
+            Some(d) => Jit {
+                cache: Some(cache::DiskCache { root: d.clone() }),
+            },
+            None => Jit::default(),
+        }
+    }
+
+    pub(super) fn context(&self) -> Result<Context> {
+        Context::open(0, self.jit())
+    }
+
+    /// Opens the store and starts a run; `None` with --no-store.
+    pub(super) fn begin(
+        &self,
+        kind: &str,
+        device: Option<&DeviceInfo>,
+    ) -> Result<Option<(Store, i64)>> {
+        if self.no_store {
+            return Ok(None);
+        }
+        let store = self.store()?;
+        let id = store.begin_run(&RunInfo {
+            kind: kind.into(),
+            command: self.command.clone(),
+            device: device.cloned(),
+            kiln_commit: kiln::store::kiln_commit(),
+        })?;
+        Ok(Some((store, id)))
+    }
+
+    /// Opens the configured store (`[store] path`, else the default), whatever --no-store says.
+    pub(super) fn store(&self) -> Result<Store> {
+        match &self.config.store.path {
+            Some(p) => Store::open(p),
+            None => Store::open_default(),
+        }
+    }
+
+    pub(super) fn print_json(&self, v: &serde_json::Value) {
+        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    }
+}
+
+pub(super) fn record(run: &Option<(Store, i64)>, row: ResultRow) -> Result<()> {
+    if let Some((s, id)) = run {
+        s.record(*id, &row)?;
+    }
+    Ok(())
+}
+
+pub(super) fn finish(run: &Option<(Store, i64)>, status: &str) -> Result<()> {
+    if let Some((s, id)) = run {
+        s.finish_run(*id, status)?;
+    }
+    Ok(())
+}
+
+/// The device limits to judge a compile against: the GPU present, else an H100.
+pub(super) fn device_or_h100() -> DeviceInfo {
+    device::init()
+        .ok()
+        .and_then(|_| DeviceInfo::query(0).ok())
+        .unwrap_or_else(DeviceInfo::h100_sxm)
+}
+
+pub(super) fn bench_options(
+    env: &Env,
+    reps: Option<usize>,
+    warmup: Option<usize>,
+    warmup_ms: Option<f64>,
+    no_flush: bool,
+) -> BenchOptions {
+    let d = BenchOptions::default();
+    BenchOptions {
+        reps: reps.or(env.config.bench.reps).unwrap_or(d.reps),
+        warmup: warmup.or(env.config.bench.warmup).unwrap_or(d.warmup),
+        warmup_ms: warmup_ms
+            .or(env.config.bench.warmup_ms)
+            .unwrap_or(d.warmup_ms),
+        flush_l2: !no_flush,
+        interleave: d.interleave,
+    }
+}

@@ -1,0 +1,392 @@
+//! `kiln verify` and `kiln bench`: the GEMM versions against the reference on a shape suite or one
+//! problem, and timed against the vendor in the same run (one pass or several in rotated orders).
+
+use std::process::ExitCode;
+
+use kiln::device::Context;
+use kiln::error::{Error, Result};
+use kiln::harness::{bench::BenchOptions, peak, shapes, suite, verify::CheckOutcome};
+use kiln::ops::gemm::{parse_shape, DType, GemmKernel, GemmProblem, Layout};
+use kiln::ops::registry::Registry;
+use kiln::report::Table;
+use kiln::store::rows;
+use serde_json::json;
+
+use super::args::{BenchArgs, ProblemArgs, VerifyArgs};
+use super::env::{bench_options, finish, record, Env};
+use super::progress::bar;
+
+/// The typed problem from command-line arguments.
+pub(super) fn problem_from(
+    a: &ProblemArgs,
+    default_shape: Option<&str>,
+) -> Result<Option<GemmProblem>> {
+    Registry::check_op(&a.op)?;
+    let Some(shape) = a.shape.as_deref().or(default_shape) else {
+        return Ok(None);
+    };
+    let (m, n, k) = parse_shape(shape)?;
+    let input: DType = a.dtype.parse()?;
+    let output: DType = match &a.out {
+        Some(o) => o.parse()?,
+        None => input,
+    };
+    let mut p = GemmProblem::new(m, n, k, a.layout.parse::<Layout>()?, input, output);
+    p.alpha = a.alpha;
+    p.beta = a.beta;
+    p.lda = a.lda.unwrap_or(p.lda);
+    p.ldb = a.ldb.unwrap_or(p.ldb);
+    p.ldc = a.ldc.unwrap_or(p.ldc);
+    p.validate()?;
+    Ok(Some(p))
+}
+
+fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
+    if names.is_empty() {
+        return Ok(env.registry.gemm().iter().map(|k| k.as_ref()).collect());
+    }
+    names.iter().map(|n| env.registry.gemm_version(n)).collect()
+}
+
+pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
+    let problems = match problem_from(&a.problem, None)? {
+        Some(p) => vec![p],
+        None => shapes::gemm_suite(a.suite.parse()?),
+    };
+    let ks = kernels(env, &a.versions)?;
+    let ctx = env.context()?;
+    let outcomes = run_verify(env, &ctx, &ks, &problems)?;
+    if env.json {
+        env.print_json(&json!(outcomes));
+    }
+    Ok(if outcomes.iter().all(|o| o.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(7)
+    })
+}
+
+pub(super) fn run_verify(
+    env: &Env,
+    ctx: &Context,
+    ks: &[&dyn GemmKernel],
+    problems: &[GemmProblem],
+) -> Result<Vec<CheckOutcome>> {
+    let run = env.begin("verify", Some(&ctx.info))?;
+    let pb = bar(ks.len() * problems.len(), "verify", env.json);
+    let mut store_err = None;
+    let outcomes = suite::verify_all(ctx, ks, problems, |o| {
+        pb.inc(1);
+        pb.set_message(format!("{} {}", o.version, o.problem.label()));
+        if !o.passed {
+            pb.println(format!(
+                "FAIL {} {}: {}",
+                o.version,
+                o.problem.label(),
+                o.message
+            ));
+        }
+        if let Err(e) = record(&run, rows::gemm_verify_row(o)) {
+            store_err.get_or_insert(e);
+        }
+    })?;
+    pb.finish_and_clear();
+    if let Some(e) = store_err {
+        return Err(e);
+    }
+    let failed = outcomes.iter().any(|o| !o.passed);
+    finish(&run, if failed { "failed" } else { "ok" })?;
+    if !env.json {
+        print!("{}", verify_table(ks, &outcomes).render());
+    }
+    Ok(outcomes)
+}
+
+fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome]) -> Table {
+    let mut t = Table::new(&[
+        "version",
+        "passed",
+        "failed",
+        "skipped",
+        "max rel error",
+        "first failure",
+    ]);
+    for k in ks {
+        let mine: Vec<&CheckOutcome> = outcomes.iter().filter(|o| o.version == k.name()).collect();
+        let run: Vec<&&CheckOutcome> = mine.iter().filter(|o| o.skipped.is_none()).collect();
+        let passed = run.iter().filter(|o| o.passed).count();
+        let failed: Vec<&&&CheckOutcome> = run.iter().filter(|o| !o.passed).collect();
+        let max_err = run
+            .iter()
+            .map(|o| o.rel_error)
+            .filter(|e| e.is_finite())
+            .fold(0.0f64, f64::max);
+        t.row(&[
+            k.name().to_string(),
+            passed.to_string(),
+            failed.len().to_string(),
+            (mine.len() - run.len()).to_string(),
+            format!("{max_err:.2e}"),
+            failed
+                .first()
+                .map(|o| format!("{}: {}", o.problem.label(), o.message))
+                .unwrap_or_default(),
+        ]);
+    }
+    t
+}
+pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
+    let problems =
+        match a.set.as_deref() {
+            None => vec![problem_from(&a.problem, Some("4096x4096x4096"))?
+                .expect("a default shape is given")],
+            Some("ladder") => suite::ladder_problems(),
+            Some("targets") => {
+                let layouts: Vec<Layout> = a
+                    .layouts
+                    .split(',')
+                    .map(|l| l.trim().parse())
+                    .collect::<Result<_>>()?;
+                suite::target_problems(&layouts)
+            }
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "unknown shape set `{other}`; use ladder or targets"
+                )))
+            }
+        };
+    let ctx = env.context()?;
+    let ks: Vec<&dyn GemmKernel> = if a.all {
+        env.registry
+            .gemm()
+            .iter()
+            .filter(|k| !k.is_vendor())
+            .map(|k| k.as_ref())
+            .collect()
+    } else if a.versions.is_empty() {
+        vec![env
+            .registry
+            .select_gemm(&problems[0], &ctx.info, env.config.version_for("gemm"))?]
+    } else {
+        let ks = kernels(env, &a.versions)?;
+        if a.set.is_none() {
+            for k in &ks {
+                k.supports(&problems[0], &ctx.info)
+                    .map_err(|reason| Error::Unsupported {
+                        kernel: k.name().into(),
+                        reason,
+                    })?;
+            }
+        }
+        ks
+    };
+    let vendor = env.registry.gemm_version("cublas")?;
+    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    opt.interleave = !a.sequential;
+    let passes = a.passes as usize;
+    let rows = run_bench(
+        env,
+        &ctx,
+        &ks,
+        vendor,
+        &problems,
+        &opt,
+        passes,
+        a.order_seed,
+    )?;
+    // Each version's ratios per problem, gathered once for the passes table and the summary.
+    let per_version: Vec<(&str, Vec<suite::PassRatios>)> = ks
+        .iter()
+        .map(|k| (k.name(), suite::ratios_over_passes(&rows, k.name())))
+        .collect();
+    if env.json {
+        env.print_json(&json!(rows));
+    } else if passes > 1 {
+        for (name, ratios) in &per_version {
+            print!("{}", passes_table(ratios, name).render());
+        }
+    }
+    if problems.len() > 1 || passes > 1 {
+        for (name, ratios) in &per_version {
+            if let Some((g, min, n)) = suite::summary_of(ratios) {
+                let per = if passes > 1 {
+                    format!(" (each its median of {passes} passes in different orders)")
+                } else {
+                    String::new()
+                };
+                let mut line = format!(
+                    "{name}: geometric mean {g:.3}x the vendor over {n} problems{per}, lowest {min:.3}x"
+                );
+                if passes > 1 {
+                    if let Some((p, (pass, pos, r))) = ratios
+                        .iter()
+                        .map(|o| (o.problem, o.lowest()))
+                        .min_by(|a, b| a.1 .2.total_cmp(&b.1 .2))
+                    {
+                        line += &format!(
+                            "; lowest single pass {r:.3}x ({}, pass {}, place {} of {})",
+                            p.label(),
+                            pass + 1,
+                            pos + 1,
+                            problems.len()
+                        );
+                    }
+                }
+                // On stderr under --json, so stdout stays one JSON value.
+                if env.json {
+                    eprintln!("{line}")
+                } else {
+                    println!("{line}")
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_bench(
+    env: &Env,
+    ctx: &Context,
+    ks: &[&dyn GemmKernel],
+    vendor: &dyn GemmKernel,
+    problems: &[GemmProblem],
+    opt: &BenchOptions,
+    passes: usize,
+    order_seed: u64,
+) -> Result<Vec<suite::BenchRow>> {
+    let run = env.begin("bench", Some(&ctx.info))?;
+    let pb = bar(problems.len() * passes, "bench", env.json);
+    let mut store_err = None;
+    let rows = suite::bench_passes(
+        ctx,
+        ks,
+        Some(vendor),
+        problems,
+        opt,
+        passes,
+        order_seed,
+        |row| {
+            pb.inc(1);
+            let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
+                row.versions.iter().map(|(t, r)| (t, *r)).collect();
+            if let Some(v) = &row.vendor {
+                all.push((v, Some(1.0)));
+            }
+            for (t, ratio) in all {
+                if let Err(e) = record(&run, rows::gemm_bench_row(row, t, ratio, opt.flush_l2)) {
+                    store_err.get_or_insert(e);
+                }
+            }
+        },
+    )?;
+    pb.finish_and_clear();
+    if let Some(e) = store_err {
+        return Err(e);
+    }
+    finish(&run, "ok")?;
+    if !env.json && passes == 1 {
+        print!(
+            "{}",
+            bench_table(&rows, latest_peak(env, &ctx.info.name).as_ref()).render()
+        );
+    }
+    Ok(rows)
+}
+
+/// One version's ratio to the vendor per problem over the passes of `--passes`: the median, the
+/// lowest and highest pass, and where in its pass's order the lowest fell.
+fn passes_table(ratios: &[suite::PassRatios], version: &str) -> Table {
+    let mut t = Table::new(&[
+        "problem",
+        "version",
+        "x vendor (median)",
+        "lowest",
+        "highest",
+        "lowest at (pass, place)",
+    ]);
+    for r in ratios {
+        let (pass, pos, low) = r.lowest();
+        let high = r.passes.iter().map(|p| p.2).fold(f64::MIN, f64::max);
+        t.row(&[
+            r.problem.label(),
+            version.into(),
+            format!("{:.3}", r.median),
+            format!("{low:.3}"),
+            format!("{high:.3}"),
+            format!("{}, {}", pass + 1, pos + 1),
+        ]);
+    }
+    t
+}
+
+/// The newest `kiln peak` measured on a device of this name, if the store has one.
+fn latest_peak(env: &Env, device_name: &str) -> Option<peak::Peak> {
+    if env.no_store {
+        return None;
+    }
+    let rows = env.store().ok()?.results(Some("peak"), None, 50).ok()?;
+    let r = rows
+        .into_iter()
+        .find(|r| r.device.as_deref() == Some(device_name))?;
+    serde_json::from_value(r.metrics).ok()
+}
+
+fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
+    let mut t = Table::new(&[
+        "problem",
+        "version",
+        "median ms",
+        "min ms",
+        "max ms",
+        "TFLOPS",
+        "x vendor",
+        "of peak",
+        "host µs",
+    ]);
+    for row in rows {
+        let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
+            row.versions.iter().map(|(t, r)| (t, *r)).collect();
+        if let Some(v) = &row.vendor {
+            all.push((v, Some(1.0)));
+        }
+        for (tm, ratio) in all {
+            t.row(&[
+                row.problem.label(),
+                tm.version.clone(),
+                format!("{:.4}", tm.median_ms),
+                format!("{:.4}", tm.min_ms),
+                format!("{:.4}", tm.max_ms),
+                format!("{:.1}", tm.tflops),
+                ratio
+                    .map(|r| format!("{r:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                peak.map(|pk| {
+                    format!(
+                        "{:.0}% gemm, {:.0}% bw",
+                        100.0 * tm.tflops / pk.gemm_bf16_tflops,
+                        100.0 * tm.gbps / 1e3 / pk.bandwidth_tbps()
+                    )
+                })
+                .unwrap_or_else(|| "run `kiln peak`".into()),
+                tm.host_us
+                    .map(|h| format!("{h:.1}"))
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        for (v, why) in &row.skipped {
+            t.row(&[
+                row.problem.label(),
+                v.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                format!("skipped: {why}"),
+                String::new(),
+                String::new(),
+            ]);
+        }
+    }
+    t
+}

@@ -1,0 +1,268 @@
+//! fa3_wgmma's launch: Q, K, V and O as rank-4 tensor maps (encoded by `device::tma`), the checks a config must pass on a
+//! device, the workspaces it needs, and the kernel launch itself.
+
+use super::config::Config;
+use super::workspaces::{PARTS_DONE, PARTS_WS, SPLIT_WS, WORK_COUNTERS};
+use super::Fa3Wgmma;
+use crate::device::{
+    Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
+};
+use crate::error::{Error, Result};
+use crate::ops::attention::AttentionKernel;
+use crate::ops::attention::{AttentionOperands, AttentionProblem, AttnArgs, Strides};
+use crate::ops::gemm::{alignment, DType};
+
+/// The (dims, byte strides of dims 1..3) of a rank-4 map over [batch, heads, seq, dim].
+pub fn map_shape(
+    batch: usize,
+    heads: usize,
+    seq: usize,
+    dim: usize,
+    st: Strides,
+    es: usize,
+) -> ([u64; 4], [u64; 3]) {
+    (
+        [dim as u64, seq as u64, heads as u64, batch as u64],
+        [
+            (st.seq * es) as u64,
+            (st.head * es) as u64,
+            (st.batch * es) as u64,
+        ],
+    )
+}
+
+/// The driver's arguments for a rank-4 map with boxes of 64 dims x `rows` rows and 128-byte
+/// swizzle; rows past the sequence end read as zeros.
+fn tiled(addr: u64, dtype: DType, dims: [u64; 4], strides: [u64; 3], rows: u32) -> TiledArgs {
+    let ty = match dtype {
+        DType::F16 => TmaDType::F16,
+        _ => TmaDType::Bf16,
+    };
+    TiledArgs::new(ty, addr, dims, strides, [64, rows, 1, 1], TmaSwizzle::B128)
+}
+
+/// Encodes the map [`tiled`] describes.
+fn encode(
+    addr: u64,
+    dtype: DType,
+    dims: [u64; 4],
+    strides: [u64; 3],
+    rows: u32,
+) -> Result<TensorMap> {
+    tiled(addr, dtype, dims, strides, rows)
+        .encode(|| format!("cuTensorMapEncodeTiled (rank 4, dims {dims:?}, strides {strides:?})"))
+}
+
+impl Fa3Wgmma {
+    /// Whether `cfg` can run `p` on `dev` (shared memory, the 32-bit work index).
+    pub(super) fn fits(
+        &self,
+        p: &AttentionProblem,
+        dev: &DeviceInfo,
+        cfg: &Config,
+    ) -> std::result::Result<(), String> {
+        let smem = cfg.smem_bytes();
+        if smem > dev.smem_optin_bytes {
+            return Err(format!(
+                "needs {smem} bytes of shared memory per block ({cfg:?}); this GPU allows {}",
+                dev.smem_optin_bytes
+            ));
+        }
+        let (items, _) = cfg.grid(p, dev.sm_count);
+        if items > i32::MAX as u64 {
+            return Err(format!(
+                "{items} work items (query blocks x heads x batch) exceed the kernel's 32-bit index"
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn launch_config(
+        &self,
+        ctx: &Context,
+        p: &AttentionProblem,
+        ops: &AttentionOperands,
+        c: &Config,
+    ) -> Result<()> {
+        for (name, ptr) in [
+            ("Q", ops.q.ptr()),
+            ("K", ops.k.ptr()),
+            ("V", ops.v.ptr()),
+            ("O", ops.o.ptr()),
+        ] {
+            if alignment(ptr) < 16 {
+                return Err(Error::Unsupported {
+                    kernel: self.name().into(),
+                    reason: format!(
+                        "{name} starts at {ptr:#x}, which is not 16-byte aligned (TMA)"
+                    ),
+                });
+            }
+        }
+        let es = p.dtype.size();
+        let (qd, qs) = map_shape(
+            p.batch,
+            p.heads_q,
+            p.seqlen_q,
+            p.head_dim,
+            p.q_strides(),
+            es,
+        );
+        let (kd, ks) = map_shape(
+            p.batch,
+            p.heads_kv,
+            p.seqlen_kv,
+            p.head_dim,
+            p.kv_strides(),
+            es,
+        );
+        let mut tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
+        let mut tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
+        let mut tv = encode(ops.v.ptr(), p.dtype, kd, ks, c.bn)?;
+        // O has Q's layout; each consumer warpgroup stores its 64 rows (with two Q buffers).
+        let mut to = encode(ops.o.ptr(), p.dtype, qd, qs, 64)?;
+        let dynamic = c.dynamic_for(p);
+        let f = ctx.function(&c.spec(&ctx.arch(), p.dtype, dynamic))?;
+        let mut args = AttnArgs::new(p, ops);
+        if dynamic {
+            args.work = WORK_COUNTERS.at_least(ctx, 8)?;
+        }
+        if p.causal {
+            args.order_bh = c.order.min((p.batch * p.heads_q) as u32) as i32;
+            // Causal query blocks end at the last row, so a ragged block is the top one, which
+            // the diagonal leaves a key tile or two (kernels/attention/fa3_wgmma.cu, `Work`).
+            let bm = c.bm() as usize;
+            args.q_row0 = (p.seqlen_q as i64 - (p.seqlen_q.div_ceil(bm) * bm) as i64) as i32;
+        }
+        let (_, blocks) = c.grid(p, ctx.info.sm_count);
+        if let Some(bytes) = c.split_ws_bytes(p, blocks) {
+            args.split_ws = SPLIT_WS.at_least(ctx, bytes)?;
+        }
+        if let Some(pt) = c.parts(p, blocks) {
+            args.parts_from = pt.from as i32;
+            args.parts = pt.parts as i32;
+            args.parts_ws = PARTS_WS.at_least(ctx, pt.ws_bytes)?;
+            args.parts_done = PARTS_DONE.at_least(ctx, pt.items as usize * 4)?;
+        }
+        let cfg = LaunchConfig {
+            smem_bytes: c.smem_bytes(),
+            ..LaunchConfig::simple((blocks, 1, 1), c.threads())
+        };
+        // SAFETY: the parameters match the kernel's (four 128-byte maps, then AttnArgs); the maps
+        // describe the caller's live, checked buffers; every base is 16-byte aligned and every
+        // stride a multiple of 16 bytes (rows of 128 16-bit elements).
+        unsafe {
+            f.launch(
+                ctx.stream,
+                &cfg,
+                &mut [
+                    tq.as_param(),
+                    tk.as_param(),
+                    tv.as_param(),
+                    to.as_param(),
+                    args.as_param(),
+                ],
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::attention::AttnLayout;
+
+    /// What this module's own rank-4 encoder handed the driver before the crate had one encoder
+    /// (copied from it).
+    fn old_call(
+        addr: u64,
+        dtype: DType,
+        dims: [u64; 4],
+        strides: [u64; 3],
+        rows: u32,
+    ) -> crate::device::TmaCall {
+        use cudarc::driver::sys;
+        let ty = match dtype {
+            DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            _ => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        };
+        (
+            ty,
+            4,
+            addr,
+            dims.to_vec(),
+            strides.to_vec(),
+            vec![64, rows, 1, 1],
+            vec![1; 4],
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+
+    #[test]
+    fn the_maps_hand_the_driver_what_they_did_before() {
+        let gqa = AttentionProblem {
+            heads_kv: 2,
+            ..AttentionProblem::new(3, 8, 100, 128)
+        };
+        let bhsd = AttentionProblem {
+            layout: AttnLayout::Bhsd,
+            dtype: DType::F16,
+            ..AttentionProblem::new(2, 16, 4096, 64)
+        };
+        let d256 = AttentionProblem::new(1, 4, 777, 256);
+        for p in [gqa, bhsd, d256] {
+            let es = p.dtype.size();
+            let (qd, qs) = map_shape(
+                p.batch,
+                p.heads_q,
+                p.seqlen_q,
+                p.head_dim,
+                p.q_strides(),
+                es,
+            );
+            let (kd, ks) = map_shape(
+                p.batch,
+                p.heads_kv,
+                p.seqlen_kv,
+                p.head_dim,
+                p.kv_strides(),
+                es,
+            );
+            for (dims, strides, rows) in [(qd, qs, 192), (kd, ks, 176), (kd, ks, 80), (qd, qs, 64)]
+            {
+                let addr = 0x7f00_0000_0000;
+                assert_eq!(
+                    tiled(addr, p.dtype, dims, strides, rows).call(),
+                    old_call(addr, p.dtype, dims, strides, rows),
+                    "{p:?} rows {rows}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn maps_follow_the_layout_and_refusals_name_the_reason() {
+        let p = AttentionProblem {
+            heads_kv: 2,
+            ..AttentionProblem::new(3, 8, 100, 128)
+        };
+        let (d, s) = map_shape(p.batch, p.heads_kv, p.seqlen_kv, 128, p.kv_strides(), 2);
+        assert_eq!(d, [128, 100, 2, 3]);
+        assert_eq!(s, [2 * 128 * 2, 128 * 2, 100 * 2 * 128 * 2]); // BSHD: seq stride = H*D
+        let b = AttentionProblem {
+            layout: AttnLayout::Bhsd,
+            ..p
+        };
+        let (_, s) = map_shape(b.batch, b.heads_q, b.seqlen_q, 128, b.q_strides(), 2);
+        assert_eq!(s, [256, 100 * 256, 8 * 100 * 256]);
+        let h100 = DeviceInfo::h100_sxm();
+        assert!(Fa3Wgmma.supports(&p, &h100).is_ok());
+        for d in [64, 256] {
+            let q = AttentionProblem::new(1, 1, 10, d);
+            assert!(Fa3Wgmma.supports(&q, &h100).is_ok(), "d{d}");
+        }
+    }
+}

@@ -1035,3 +1035,9 @@ fn argument_errors_print_their_sentence_and_exit_2() {
     assert_eq!(e.exit_code(), 2);
     assert_eq!(Error::Capture("x".into()).exit_code(), 2);
 }
+
+#[test]
+fn the_handle_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<kiln::Kiln>();
+}

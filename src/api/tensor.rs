@@ -573,3 +573,31 @@ impl RawTensor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(shape: &[usize], strides: &[isize]) -> TensorInfo {
+        TensorInfo::new("t", 0x1000, DType::Bf16, shape, strides, 0).unwrap()
+    }
+
+    #[test]
+    fn packed_strides_and_spans() {
+        assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
+        assert_eq!(contiguous_strides(&[5]), vec![1]);
+        let t = info(&[2, 3, 4], &[12, 4, 1]);
+        assert_eq!((t.numel(), t.span(), t.span_bytes()), (24, 24, 48));
+        assert!(t.is_contiguous() && t.is_non_overlapping());
+        assert_eq!(info(&[3, 0], &[1, 1]).span(), 0);
+    }
+
+    #[test]
+    fn overlap_is_found_in_any_order_of_strides() {
+        assert!(info(&[4, 8], &[1, 4]).is_non_overlapping());
+        assert!(!info(&[4, 8], &[1, 3]).is_non_overlapping());
+        assert!(info(&[2, 3, 4], &[1, 2, 6]).is_non_overlapping());
+        // extent-1 dimensions never overlap, whatever their stride
+        assert!(info(&[1, 8], &[0, 1]).is_non_overlapping());
+    }
+}

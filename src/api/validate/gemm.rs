@@ -190,3 +190,39 @@ pub fn gemm(
     plan.problem.validate()?;
     Ok(Some(plan))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{DType, RawTensor};
+
+    fn t(ptr: u64, shape: &[usize]) -> TensorInfo {
+        RawTensor::contiguous(ptr, DType::Bf16, shape, 0)
+            .info("t", false)
+            .unwrap()
+    }
+
+    #[test]
+    fn keys_tell_apart_what_changes_the_kernel_choice() {
+        let opts = GemmOptions::default();
+        let plan = |a| {
+            gemm(
+                0,
+                &t(a, &[64, 64]),
+                &t(0x20000, &[64, 64]),
+                &t(0x40000, &[64, 64]),
+                &opts,
+            )
+            .unwrap()
+            .unwrap()
+        };
+        // the same problem on other 256-byte aligned memory is the same launch
+        assert_eq!(plan(0x10000).key(None), plan(0x10100).key(None));
+        // an operand on 2 bytes may be refused by the TMA versions: another launch
+        assert_ne!(plan(0x10000).key(None), plan(0x10002).key(None));
+        assert_ne!(
+            plan(0x10000).key(None),
+            plan(0x10000).key(Some("simt_naive"))
+        );
+    }
+}

@@ -23,6 +23,7 @@
 
 mod dtype;
 mod handle;
+mod info;
 mod launch;
 mod ops;
 mod options;
@@ -35,12 +36,10 @@ mod workspace;
 
 pub use dtype::{DType, KilnElem};
 pub use handle::Kiln;
+pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
 pub use options::{
     AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows, Problem, SwigluWeights,
 };
-pub use tensor::{
-    contiguous_strides, DeviceRead, DeviceWrite, RawTensor, TensorInfo, TensorMut, TensorRef,
-    MAX_RANK,
-};
+pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use tuned::TunedTable;
 pub use workspace::{Workspace, Workspaces};

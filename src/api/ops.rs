@@ -8,9 +8,10 @@ use cudarc::driver::{sys, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 
 use super::dtype::KilnElem;
 use super::handle::{is_capturing, Kiln};
+use super::info::TensorInfo;
 use super::launch;
 use super::options::{AttentionOptions, GemmOptions, MoeRows, SwigluWeights};
-use super::tensor::{TensorInfo, TensorMut, TensorRef};
+use super::tensor::{TensorMut, TensorRef};
 use super::validate::{self, AttentionPlan, GemmPlan, MoePlan};
 use crate::error::{ArgumentKind, Error, Result};
 

@@ -3,9 +3,10 @@
 //! problem may be captured in a CUDA graph. Synchronises (it is the setup step).
 
 use super::handle::Kiln;
+use super::info::TensorInfo;
 use super::launch;
 use super::options::{MoeRows, Problem, SwigluWeights};
-use super::tensor::{RawTensor, TensorInfo};
+use super::tensor::RawTensor;
 use super::validate::{self, Operand};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;

@@ -5,8 +5,9 @@
 use cudarc::driver::sys::CUstream;
 
 use super::handle::Kiln;
+use super::info::TensorInfo;
 use super::options::{AttentionOptions, GemmOptions, MoeRows, SwigluWeights};
-use super::tensor::{RawTensor, TensorInfo};
+use super::tensor::RawTensor;
 use super::validate::{self, AttentionPlan, GemmPlan, MoePlan};
 use crate::error::Result;
 

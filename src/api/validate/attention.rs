@@ -4,8 +4,8 @@
 
 use super::{dtype_in, err, float, no_alias, on_device, rank, same_dtype, writable, Operand, HALF};
 use crate::api::dtype::DType;
+use crate::api::info::TensorInfo;
 use crate::api::options::{AttentionOptions, AttnLayout};
-use crate::api::tensor::TensorInfo;
 use crate::error::{ArgumentKind, Result};
 use crate::ops::attention::{AttentionProblem, Strides, HEAD_DIMS};
 

@@ -6,8 +6,8 @@ use super::{
     dtype_in, err, finite, float, no_alias, on_device, rank, same_dtype, writable, Operand, HALF,
     OUTPUTS,
 };
+use crate::api::info::TensorInfo;
 use crate::api::options::GemmOptions;
-use crate::api::tensor::TensorInfo;
 use crate::error::{ArgumentKind, Result};
 use crate::ops::gemm::{GemmProblem, Layout};
 

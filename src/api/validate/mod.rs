@@ -11,7 +11,7 @@ pub use gemm::{gemm, GemmPlan};
 pub use moe::{grouped_gemm, swiglu, MoePlan};
 
 use super::dtype::DType;
-use super::tensor::TensorInfo;
+use super::info::TensorInfo;
 use crate::error::{ArgumentKind, Error, Result};
 use crate::ops::gemm::alignment;
 

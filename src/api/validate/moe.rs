@@ -7,8 +7,8 @@ use super::{
     contiguous, dtype_in, err, float, no_alias, on_device, rank, same_dtype, Operand, HALF, OUTPUTS,
 };
 use crate::api::dtype::DType;
+use crate::api::info::TensorInfo;
 use crate::api::options::{MoeRows, SwigluWeights};
-use crate::api::tensor::TensorInfo;
 use crate::error::{ArgumentKind, Result};
 use crate::ops::moe::problem::INTERLEAVE_ROWS;
 use crate::ops::moe::schedule::MAX_EXPERTS;

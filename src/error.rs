@@ -46,6 +46,36 @@ pub enum Error {
              it alone, e.g. under `kiln sanitize --tool synccheck`"
     )]
     Hang { what: String, limit_ms: u64 },
+    /// An argument of a public API call (`kiln::Kiln`'s ops, views) that is wrong: `arg` names
+    /// it, `kind` says which check refused it (for bindings that map kinds to their own
+    /// exception types), and the message is one sentence saying what is wrong and how to fix it.
+    #[error("{message}")]
+    Argument {
+        arg: String,
+        kind: ArgumentKind,
+        message: String,
+    },
+    /// A call on a stream that is capturing a CUDA graph would compile a kernel or allocate
+    /// memory; the message names the problem to pass to `Kiln::precompile` first.
+    #[error("{0}")]
+    Capture(String),
+}
+
+/// Which check refused an argument (see [`Error::Argument`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArgumentKind {
+    /// The element type is not one the op takes.
+    DType,
+    /// The tensor (or stream) is on another GPU than the handle.
+    Device,
+    /// A shape, or shapes that disagree with each other.
+    Shape,
+    /// Strides the op cannot read (last dimension not contiguous, negative, unpacked).
+    Stride,
+    /// The view reaches outside its allocation or is misaligned.
+    Bounds,
+    /// A value: an option (scale, alpha) or the contents of a host copy (offsets, counts).
+    Value,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -53,6 +83,19 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidInput(msg.into())
+    }
+
+    /// An [`Error::Argument`] naming `arg`.
+    pub fn argument(
+        arg: impl Into<String>,
+        kind: ArgumentKind,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::Argument {
+            arg: arg.into(),
+            kind,
+            message: message.into(),
+        }
     }
 
     pub fn cuda(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
@@ -65,7 +108,11 @@ impl Error {
     /// The exit code the CLI uses for this kind of failure, so scripts can tell them apart.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::InvalidInput(_) | Error::Unknown { .. } | Error::Config(_) => 2,
+            Error::InvalidInput(_)
+            | Error::Unknown { .. }
+            | Error::Config(_)
+            | Error::Argument { .. }
+            | Error::Capture(_) => 2,
             Error::Unsupported { .. } => 3,
             Error::NoGpu(_) => 4,
             Error::NvrtcMissing(_) => 5,

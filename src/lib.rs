@@ -1,6 +1,7 @@
 //! kiln: Hopper GEMM/attention/MoE kernels and the lab that builds them (JIT compile, verify
 //! against float64 references, time against the vendor in the same run, record every result).
 
+pub mod api;
 pub mod config;
 pub mod device;
 pub mod error;
@@ -15,4 +16,8 @@ pub mod tools;
 pub mod tune;
 pub mod vendor;
 
-pub use error::{Error, Result};
+pub use api::{
+    AttentionOptions, AttnLayout, DType, GemmOptions, Kiln, KilnElem, KilnOptions, MoeRows,
+    Problem, RawTensor, SwigluWeights, TensorMut, TensorRef,
+};
+pub use error::{ArgumentKind, Error, Result};

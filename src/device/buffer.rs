@@ -6,10 +6,11 @@ use super::Context;
 
 use crate::error::{Error, Result};
 
-/// One device allocation, freed on drop.
+/// One device allocation, freed on drop (unless [`DeviceBuffer::borrowed`]).
 pub struct DeviceBuffer {
     ptr: sys::CUdeviceptr,
     bytes: usize,
+    owned: bool,
 }
 
 impl DeviceBuffer {
@@ -22,7 +23,25 @@ impl DeviceBuffer {
                 format!("{e:?}"),
             )
         })?;
-        Ok(DeviceBuffer { ptr, bytes })
+        Ok(DeviceBuffer {
+            ptr,
+            bytes,
+            owned: true,
+        })
+    }
+
+    /// A buffer over `bytes` of memory someone else owns (a cudarc `CudaSlice`, a torch tensor),
+    /// so that the ops' launch paths can take it; dropping it frees nothing.
+    ///
+    /// # Safety
+    /// `ptr .. ptr + bytes` must be device memory of the current context that stays allocated
+    /// while the buffer and any launch given it may use it.
+    pub unsafe fn borrowed(ptr: u64, bytes: usize) -> DeviceBuffer {
+        DeviceBuffer {
+            ptr,
+            bytes,
+            owned: false,
+        }
     }
 
     pub fn from_host<T: Copy>(data: &[T]) -> Result<DeviceBuffer> {
@@ -74,6 +93,9 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: the allocation is ours and no longer used (callers synchronise before dropping).
         unsafe {
             let _ = result::free_sync(self.ptr);

@@ -1,0 +1,230 @@
+//! The handle: one GPU's primary context (shared with cudarc and torch), kiln's kernel cache
+//! and registry, its workspaces and tuned table, and the one lock calls take to launch on the
+//! stream they are given. It also knows which problems have run, so that a call on a stream
+//! that captures a CUDA graph is refused when it would compile or allocate.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
+
+use super::options::KilnOptions;
+use super::tuned::TunedTable;
+use super::workspace::Workspaces;
+use crate::device::{Context, DeviceInfo};
+use crate::error::{ArgumentKind, Error, Result};
+use crate::jit::{cache::DiskCache, Jit};
+use crate::ops::registry::Registry;
+
+/// kiln on one GPU. `Send + Sync`: calls from several threads take turns on an internal lock
+/// (each only enqueues work). Use one handle per GPU.
+pub struct Kiln {
+    cuda: Arc<CudaContext>,
+    ordinal: usize,
+    info: DeviceInfo,
+    pub(crate) registry: Registry,
+    tuned: TunedTable,
+    inner: Mutex<Inner>,
+}
+
+/// What the lock guards: the context whose stream each call sets, the workspaces, and the
+/// problems that have run outside capture (whose kernels are loaded and workspaces sized).
+struct Inner {
+    ws: Workspaces,
+    ctx: Context,
+    prepared: HashSet<String>,
+}
+
+// SAFETY: `Context` holds driver handles (a retained primary context, a stream, loaded
+// functions) that any thread may use once the context is current, which `Kiln::run` makes it
+// before every use; its `RefCell` is only touched under the handle's lock.
+unsafe impl Send for Inner {}
+
+fn driver(what: &str) -> impl Fn(result::DriverError) -> Error + '_ {
+    move |e| Error::cuda(what, format!("{e:?}"))
+}
+
+/// Whether `stream` is capturing a CUDA graph (an invalidated capture counts).
+pub(crate) fn is_capturing(stream: sys::CUstream) -> Result<bool> {
+    // SAFETY: the caller passes a stream of the current context.
+    let status = unsafe { result::stream::is_capturing(stream) }
+        .map_err(driver("asking whether the stream captures a graph"))?;
+    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+}
+
+impl Kiln {
+    /// A handle on GPU `ordinal` (its primary context), or [`Error::NoGpu`] on a machine
+    /// without a driver or GPU.
+    pub fn open(ordinal: usize) -> Result<Kiln> {
+        crate::device::init()?;
+        let cuda = CudaContext::new(ordinal).map_err(driver("opening the GPU"))?;
+        Kiln::new(cuda)
+    }
+
+    /// A handle on `cuda`'s GPU, which must be its primary context (`CudaContext::new`).
+    pub fn new(cuda: Arc<CudaContext>) -> Result<Kiln> {
+        Kiln::with_options(cuda, KilnOptions::default())
+    }
+
+    pub fn with_options(cuda: Arc<CudaContext>, opts: KilnOptions) -> Result<Kiln> {
+        if !cuda.is_primary() {
+            return Err(Error::argument(
+                "cuda",
+                ArgumentKind::Device,
+                "`cuda` is not the device's primary context; kiln shares the primary context (cudarc's `CudaContext::new`, torch's) so that memory and streams cross between them",
+            ));
+        }
+        cuda.bind_to_thread()
+            .map_err(driver("binding the context"))?;
+        let ordinal = cuda.ordinal();
+        let jit = match opts.jit_cache_dir {
+            Some(root) => Jit {
+                cache: Some(DiskCache { root }),
+            },
+            None => Jit::default(),
+        };
+        let ctx = Context::open(ordinal as u32, jit)?;
+        let tuned = match &opts.tuned_store {
+            Some(path) => {
+                // Until the ops take the handle's table, point the process-wide one at it too.
+                crate::tune::cache::use_store(path.clone());
+                TunedTable::load(path)?
+            }
+            None => TunedTable::empty(),
+        };
+        Ok(Kiln {
+            info: ctx.info.clone(),
+            cuda,
+            ordinal,
+            registry: Registry::default(),
+            tuned,
+            inner: Mutex::new(Inner {
+                ws: Workspaces::default(),
+                ctx,
+                prepared: HashSet::new(),
+            }),
+        })
+    }
+
+    /// The GPU's index.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// The GPU's name, compute capability and limits.
+    pub fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    pub fn cuda(&self) -> &Arc<CudaContext> {
+        &self.cuda
+    }
+
+    /// The tuned configs the handle loaded ([`KilnOptions::tuned_store`]).
+    pub fn tuned(&self) -> &TunedTable {
+        &self.tuned
+    }
+
+    /// Refuses a stream of another context.
+    pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        if stream.context().cu_ctx() != self.cuda.cu_ctx() {
+            return Err(Error::argument(
+                "stream",
+                ArgumentKind::Device,
+                format!(
+                    "`stream` belongs to GPU {} but the handle is on GPU {}; launch on a stream of the handle's GPU",
+                    stream.context().ordinal(),
+                    self.ordinal
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a raw stream of another context (or no stream at all).
+    pub(crate) fn check_raw_stream(&self, stream: sys::CUstream) -> Result<()> {
+        self.cuda
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: `ctx` is a valid out-pointer; an invalid stream handle is reported, not used.
+        let r = unsafe { sys::cuStreamGetCtx(stream, &mut ctx) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::argument(
+                "stream",
+                ArgumentKind::Device,
+                format!("`stream` is not a usable CUDA stream ({r:?}); pass the stream's handle (e.g. torch's `cuda_stream`)"),
+            ));
+        }
+        if ctx != self.cuda.cu_ctx() {
+            return Err(Error::argument(
+                "stream",
+                ArgumentKind::Device,
+                format!(
+                    "`stream` belongs to another CUDA context than the handle's (GPU {}'s primary context); launch on a stream of that context",
+                    self.ordinal
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a problem with this key has run (or been precompiled) on the handle.
+    pub(crate) fn is_prepared(&self, key: &str) -> Result<bool> {
+        Ok(self.lock()?.prepared.contains(key))
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>> {
+        self.inner.lock().map_err(|_| {
+            Error::invalid(
+                "the kiln handle's lock is poisoned (a call panicked while holding it); make a new handle",
+            )
+        })
+    }
+
+    /// Runs `f` with the context current and its stream set to `stream` (`None`: the handle's
+    /// own), the workspaces, and whether the stream is capturing a graph. A capturing stream is
+    /// refused unless a problem with `key` (named `what`) has run before; a call that succeeds
+    /// outside capture marks `key` as run.
+    pub(crate) fn run<R>(
+        &self,
+        stream: Option<sys::CUstream>,
+        key: &str,
+        what: &str,
+        f: impl FnOnce(&Context, &mut Workspaces, bool) -> Result<R>,
+    ) -> Result<R> {
+        let mut guard = self.lock()?;
+        self.cuda
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
+        let inner = &mut *guard;
+        let stream = stream.unwrap_or(inner.ctx.stream);
+        let capturing = is_capturing(stream)?;
+        if capturing && !inner.prepared.contains(key) {
+            return Err(Error::Capture(format!(
+                "{what} has not run on this handle, so it would compile kernels or size workspaces during CUDA-graph capture; call `Kiln::precompile` with this problem (or run it once) before capturing"
+            )));
+        }
+        let own = std::mem::replace(&mut inner.ctx.stream, stream);
+        let r = f(&inner.ctx, &mut inner.ws, capturing);
+        inner.ctx.stream = own;
+        if r.is_ok() && !capturing {
+            inner.prepared.insert(key.to_string());
+        }
+        r
+    }
+
+    /// Kernels loaded by the handle so far.
+    pub(crate) fn loaded(&self) -> Result<usize> {
+        Ok(self.lock()?.ctx.loaded().len())
+    }
+}
+
+impl Drop for Kiln {
+    fn drop(&mut self) {
+        // The workspaces may still be in use by launches in flight on callers' streams.
+        if self.cuda.bind_to_thread().is_ok() {
+            let _ = self.cuda.synchronize();
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The ops for foreign callers (the Python package): tensors as raw descriptions, streams as
+//! `CUstream` handles. The `check_*` functions run the same argument checks without a handle
+//! or a GPU, so bindings can raise the same errors anywhere.
+
+use cudarc::driver::sys::CUstream;
+
+use super::handle::Kiln;
+use super::info::TensorInfo;
+use super::options::{AttentionOptions, GemmOptions, MoeRows, SwigluWeights};
+use super::tensor::RawTensor;
+use super::validate::{self, AttentionPlan, GemmPlan, MoePlan};
+use crate::error::Result;
+
+fn gemm_plan(
+    device: usize,
+    a: &RawTensor,
+    b: &RawTensor,
+    c: &RawTensor,
+    opts: &GemmOptions,
+) -> Result<Option<GemmPlan>> {
+    validate::gemm(
+        device,
+        &a.info("a", false)?,
+        &b.info("b", false)?,
+        &c.info("c", false)?,
+        opts,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attention_plan(
+    device: usize,
+    q: &RawTensor,
+    k: &RawTensor,
+    v: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    opts: &AttentionOptions,
+) -> Result<Option<AttentionPlan>> {
+    let lse = lse.map(|l| l.info("lse", false)).transpose()?;
+    validate::attention(
+        device,
+        &q.info("q", false)?,
+        &k.info("k", false)?,
+        &v.info("v", false)?,
+        &o.info("o", false)?,
+        lse.as_ref(),
+        opts,
+    )
+}
+
+fn rows_info<'a>(rows: &MoeRows<'a, RawTensor>) -> Result<MoeRows<'a, TensorInfo>> {
+    let (arg, t) = match rows {
+        MoeRows::Offsets { offsets, .. } => ("offsets", offsets),
+        MoeRows::Counts { counts, .. } => ("counts", counts),
+    };
+    let info = t.info(arg, false)?;
+    Ok(rows.map(|_| info))
+}
+
+fn grouped_plan(
+    device: usize,
+    x: &RawTensor,
+    w: &RawTensor,
+    rows: &MoeRows<'_, RawTensor>,
+    y: &RawTensor,
+) -> Result<Option<MoePlan>> {
+    validate::grouped_gemm(
+        device,
+        &x.info("x", false)?,
+        &w.info("w", false)?,
+        &rows_info(rows)?,
+        &y.info("y", false)?,
+    )
+}
+
+fn swiglu_plan(
+    device: usize,
+    x: &RawTensor,
+    w: &SwigluWeights<RawTensor>,
+    rows: &MoeRows<'_, RawTensor>,
+    routing: Option<&RawTensor>,
+    h: &RawTensor,
+) -> Result<Option<MoePlan>> {
+    let w = match w {
+        SwigluWeights::Interleaved(w) => SwigluWeights::Interleaved(w.info("w13", false)?),
+        SwigluWeights::Separate { w1, w3 } => SwigluWeights::Separate {
+            w1: w1.info("w1", false)?,
+            w3: w3.info("w3", false)?,
+        },
+    };
+    let routing = routing.map(|r| r.info("routing", false)).transpose()?;
+    validate::swiglu(
+        device,
+        &x.info("x", false)?,
+        &w,
+        &rows_info(rows)?,
+        routing.as_ref(),
+        &h.info("h", false)?,
+    )
+}
+
+/// The checks of [`gemm`] for a handle on GPU `device`, without a handle.
+pub fn check_gemm(
+    device: usize,
+    a: &RawTensor,
+    b: &RawTensor,
+    c: &RawTensor,
+    opts: &GemmOptions,
+) -> Result<()> {
+    gemm_plan(device, a, b, c, opts).map(drop)
+}
+
+/// The checks of [`attention`], without a handle.
+#[allow(clippy::too_many_arguments)]
+pub fn check_attention(
+    device: usize,
+    q: &RawTensor,
+    k: &RawTensor,
+    v: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    opts: &AttentionOptions,
+) -> Result<()> {
+    attention_plan(device, q, k, v, o, lse, opts).map(drop)
+}
+
+/// The checks of [`grouped_gemm`], without a handle.
+pub fn check_grouped_gemm(
+    device: usize,
+    x: &RawTensor,
+    w: &RawTensor,
+    rows: &MoeRows<'_, RawTensor>,
+    y: &RawTensor,
+) -> Result<()> {
+    grouped_plan(device, x, w, rows, y).map(drop)
+}
+
+/// The checks of [`swiglu`], without a handle.
+pub fn check_swiglu(
+    device: usize,
+    x: &RawTensor,
+    w: &SwigluWeights<RawTensor>,
+    rows: &MoeRows<'_, RawTensor>,
+    routing: Option<&RawTensor>,
+    h: &RawTensor,
+) -> Result<()> {
+    swiglu_plan(device, x, w, rows, routing, h).map(drop)
+}
+
+/// [`Kiln::gemm`] on raw tensors and a raw stream.
+///
+/// # Safety
+/// `stream` must be a live stream of the handle's context. Every tensor must describe device
+/// memory of that context holding its dtype, alive and (for `c`) not used by anyone else until
+/// the stream has run the launch; the caller orders the stream after the inputs' producers.
+pub unsafe fn gemm(
+    k: &Kiln,
+    stream: CUstream,
+    a: &RawTensor,
+    b: &RawTensor,
+    c: &RawTensor,
+    opts: &GemmOptions,
+) -> Result<()> {
+    k.check_raw_stream(stream)?;
+    match gemm_plan(k.ordinal(), a, b, c, opts)? {
+        Some(plan) => k.launch_gemm(Some(stream), &plan, opts),
+        None => Ok(()),
+    }
+}
+
+/// [`Kiln::attention`] on raw tensors and a raw stream.
+///
+/// # Safety
+/// As [`gemm`] (`o` and `lse` are the outputs).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention(
+    kiln: &Kiln,
+    stream: CUstream,
+    q: &RawTensor,
+    k: &RawTensor,
+    v: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    opts: &AttentionOptions,
+) -> Result<()> {
+    kiln.check_raw_stream(stream)?;
+    match attention_plan(kiln.ordinal(), q, k, v, o, lse, opts)? {
+        Some(plan) => kiln.launch_attention(Some(stream), &plan, opts),
+        None => Ok(()),
+    }
+}
+
+/// [`Kiln::grouped_gemm`] on raw tensors and a raw stream.
+///
+/// # Safety
+/// As [`gemm`] (`y` is the output).
+pub unsafe fn grouped_gemm(
+    k: &Kiln,
+    stream: CUstream,
+    x: &RawTensor,
+    w: &RawTensor,
+    rows: &MoeRows<'_, RawTensor>,
+    y: &RawTensor,
+) -> Result<()> {
+    k.check_raw_stream(stream)?;
+    match grouped_plan(k.ordinal(), x, w, rows, y)? {
+        Some(plan) => k.launch_moe(Some(stream), &plan),
+        None => Ok(()),
+    }
+}
+
+/// [`Kiln::swiglu`] on raw tensors and a raw stream.
+///
+/// # Safety
+/// As [`gemm`] (`h` is the output).
+pub unsafe fn swiglu(
+    k: &Kiln,
+    stream: CUstream,
+    x: &RawTensor,
+    w: &SwigluWeights<RawTensor>,
+    rows: &MoeRows<'_, RawTensor>,
+    routing: Option<&RawTensor>,
+    h: &RawTensor,
+) -> Result<()> {
+    k.check_raw_stream(stream)?;
+    match swiglu_plan(k.ordinal(), x, w, rows, routing, h)? {
+        Some(plan) => k.launch_moe(Some(stream), &plan),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,140 @@
+"""kiln: Hopper GEMM, attention and MoE kernels on torch tensors.
+
+`import kiln` works anywhere (no torch, no GPU needed to import); the ops take CUDA tensors,
+launch on the current stream of their device and never synchronise the host.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from . import _check as check
+
+__all__ = ["gemm", "flash_attn_func", "moe", "available", "precompile", "__version__"]
+
+try:
+    from ._kiln import __version__  # noqa: F401
+except ImportError:  # the extension is not built (a source checkout): the pure-Python parts work
+    __version__ = "0.0.0+source"
+
+try:
+    import torch as _torch
+except ImportError:  # kiln's ops need torch; importing kiln does not
+    _torch = None
+
+if _torch is not None:
+    from . import _ops  # registers the kiln:: custom ops
+
+from . import moe  # noqa: E402
+
+
+def _require_torch():
+    if _torch is None:
+        raise ImportError("kiln's ops take torch tensors: install torch (`pip install torch`)")
+
+
+def available() -> bool:
+    """Whether kiln can run here: torch with CUDA, a Hopper GPU, and the extension loaded."""
+    if _torch is None or not _torch.cuda.is_available():
+        return False
+    try:
+        from ._native import native
+
+        return bool(native().gpu_available())
+    except Exception:
+        return False
+
+
+def gemm(a, b, *, out=None, out_dtype=None, alpha: float = 1.0, beta: float = 0.0, c=None):
+    """`alpha * (a @ b) + beta * c` on kiln's GEMM. `a` [M, K] and `b` [K, N] are bf16 or f16,
+    row- or column-major (any transposed view), on one GPU; the result is [M, N] in `out_dtype`
+    (default: a's dtype; bf16, f16 or f32), or written into `out` (row-major, last stride 1).
+    With `c` (shape [M, N]) and `beta`, C is added; `c` may be `out` itself."""
+    check.same_device({"a": a, "b": b, "out": out, "c": c})
+    check.require_dtype("a", a, ("bf16", "f16"), "kiln's GEMM")
+    check.require_dtype("b", b, ("bf16", "f16"), "kiln's GEMM")
+    if check.dtype_name(a) != check.dtype_name(b):
+        raise TypeError(f"`a` is {check.dtype_name(a)} but `b` is {check.dtype_name(b)}; give both the same dtype")
+    check.require_matrix_operand("a", a)
+    check.require_matrix_operand("b", b)
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ValueError(f"`a` is {m}x{k} but `b` is {b.shape[0]}x{b.shape[1]}: inner dimensions differ")
+    n = b.shape[1]
+    if c is not None:
+        check.require_shape("c", c, (m, n), "alpha * a @ b + beta * c")
+    if out is None:
+        dtype = out_dtype or a.dtype
+        check.require_dtype("out_dtype", _Dtype(dtype), ("bf16", "f16", "f32"), "kiln's GEMM output")
+        _require_torch()
+        return _torch.ops.kiln.gemm(a, b, c, float(alpha), float(beta), dtype)
+    check.require_shape("out", out, (m, n), "the product a @ b")
+    check.require_dtype("out", out, ("bf16", "f16", "f32"), "kiln's GEMM output")
+    if out_dtype is not None and out.dtype != out_dtype:
+        raise TypeError(f"`out` is {check.dtype_name(out)} but `out_dtype` is {out_dtype}")
+    check.require_last_stride_one("out", out)
+    _require_torch()
+    if c is not None and beta != 0.0:
+        if c.data_ptr() != out.data_ptr() or c.stride() != out.stride():
+            out.copy_(c)
+    else:
+        beta = 0.0
+    _torch.ops.kiln.gemm_out(a, b, out, float(alpha), float(beta))
+    return out
+
+
+class _Dtype:
+    """A dtype seen as a tensor-like for the dtype check."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+def flash_attn_func(q, k, v, softmax_scale: Optional[float] = None, causal: bool = False, return_lse: bool = False, out=None):
+    """Attention with flash-attention's layout and semantics: q [B, Sq, Hq, D], k and v
+    [B, Sk, Hkv, D] (Hq a multiple of Hkv: GQA/MQA), bf16 or f16, D in {64, 128, 256}; causal is
+    aligned bottom-right; `softmax_scale` defaults to 1/sqrt(D). Returns out [B, Sq, Hq, D] (and
+    the log-sum-exp [B, Hq, Sq] in f32 with `return_lse`). Forward only for now."""
+    check.same_device({"q": q, "k": k, "v": v, "out": out})
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check.require_dtype(name, t, ("bf16", "f16"), "kiln's attention")
+        check.require_rank(name, t, 4, "[batch, seqlen, heads, head_dim]")
+        check.require_last_stride_one(name, t)
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError("`q`, `k` and `v` must have one dtype")
+    b, sq, hq, d = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"`k` has shape {tuple(k.shape)} but `v` has {tuple(v.shape)}; they must match")
+    bk, sk, hkv, dk = k.shape
+    if bk != b:
+        raise ValueError(f"`q` has batch {b} but `k` has {bk}")
+    if dk != d:
+        raise ValueError(f"`q` has head_dim {d} but `k` has {dk}")
+    if d not in (64, 128, 256):
+        raise ValueError(f"head_dim {d} is not one kiln's attention takes (64, 128 or 256)")
+    if hkv == 0 or hq % hkv:
+        raise ValueError(f"`q` has {hq} heads and `k` {hkv}: the query heads must be a multiple of the key/value heads")
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    if out is not None:
+        check.require_shape("out", out, tuple(q.shape), "like q")
+        check.require_dtype("out", out, (check.dtype_name(q),), "the attention output (q's dtype)")
+        check.require_last_stride_one("out", out)
+    _require_torch()
+    if out is None:
+        o, lse = _torch.ops.kiln.flash_attn(q, k, v, scale, bool(causal))
+    else:
+        o, lse = out, _torch.empty((b, hq, sq), dtype=_torch.float32, device=q.device)
+        _torch.ops.kiln.flash_attn_out(q, k, v, o, lse, scale, bool(causal))
+    return (o, lse) if return_lse else o
+
+
+def precompile(problems) -> int:
+    """JIT-compiles what `problems` need, so that later calls (and CUDA-graph capture) compile
+    nothing. `problems` is a list of dicts such as {"op": "gemm", "m": 4096, "n": 4096, "k": 4096,
+    "dtype": "bf16"}; returns the number of kernels loaded."""
+    _require_torch()
+    from ._native import native
+
+    dev = _torch.cuda.current_device()
+    return int(native().precompile(dev, [dict(p) for p in problems]))

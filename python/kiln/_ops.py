@@ -1,0 +1,185 @@
+"""kiln's kernels as torch custom ops (`kiln::gemm`, `kiln::flash_attn`, `kiln::grouped_gemm`,
+`kiln::swiglu`), with fake implementations for torch.compile and clear errors on backward."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import _check as check
+from ._native import native, stream_of
+
+_FLOAT16 = ("bf16", "f16")
+
+
+def _no_backward(name: str):
+    def backward(ctx, *grads):
+        raise NotImplementedError(
+            f"kiln's {name} has no backward yet: run it under torch.no_grad() or use torch's op "
+            f"for training"
+        )
+
+    return backward
+
+
+def _setup_nothing(ctx, inputs, output):
+    pass
+
+
+# ---------------------------------------------------------------------------------------- GEMM
+def launch_gemm(a, b, out, alpha: float, beta: float) -> None:
+    dev = a.device.index or 0
+    native().gemm(dev, stream_of(dev), check.describe(a), check.describe(b), check.describe(out), alpha, beta)
+
+
+@torch.library.custom_op("kiln::gemm", mutates_args=(), device_types="cuda")
+def gemm_op(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: Optional[torch.Tensor],
+    alpha: float,
+    beta: float,
+    out_dtype: torch.dtype,
+) -> torch.Tensor:
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
+    if c is not None and beta != 0.0:
+        out.copy_(c)
+    else:
+        beta = 0.0
+    launch_gemm(a, b, out, alpha, beta)
+    return out
+
+
+@gemm_op.register_fake
+def _(a, b, c, alpha, beta, out_dtype):
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype)
+
+
+@torch.library.custom_op("kiln::gemm_out", mutates_args=("out",), device_types="cuda")
+def gemm_out_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: float, beta: float) -> None:
+    launch_gemm(a, b, out, alpha, beta)
+
+
+@gemm_out_op.register_fake
+def _(a, b, out, alpha, beta):
+    return None
+
+
+torch.library.register_autograd("kiln::gemm", _no_backward("gemm"), setup_context=_setup_nothing)
+
+
+# ----------------------------------------------------------------------------------- attention
+def launch_attention(q, k, v, out, lse, scale: float, causal: bool) -> None:
+    dev = q.device.index or 0
+    native().attention(
+        dev,
+        stream_of(dev),
+        check.describe(q),
+        check.describe(k),
+        check.describe(v),
+        check.describe(out),
+        check.describe(lse),
+        float(scale),
+        bool(causal),
+    )
+
+
+def _lse_like(q: torch.Tensor) -> torch.Tensor:
+    b, s, h, _ = q.shape
+    return torch.empty((b, h, s), dtype=torch.float32, device=q.device)
+
+
+@torch.library.custom_op("kiln::flash_attn", mutates_args=(), device_types="cuda")
+def flash_attn_op(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = _lse_like(q)
+    launch_attention(q, k, v, out, lse, softmax_scale, causal)
+    return out, lse
+
+
+@flash_attn_op.register_fake
+def _(q, k, v, softmax_scale, causal):
+    b, s, h, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=torch.float32)
+
+
+@torch.library.custom_op("kiln::flash_attn_out", mutates_args=("out", "lse"), device_types="cuda")
+def flash_attn_out_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+) -> None:
+    launch_attention(q, k, v, out, lse, softmax_scale, causal)
+
+
+@flash_attn_out_op.register_fake
+def _(q, k, v, out, lse, softmax_scale, causal):
+    return None
+
+
+torch.library.register_autograd(
+    "kiln::flash_attn", _no_backward("flash_attn_func"), setup_context=_setup_nothing
+)
+
+
+# ------------------------------------------------------------------------------------------ MoE
+def launch_grouped(x, w, offsets, y) -> None:
+    dev = x.device.index or 0
+    native().grouped_gemm(dev, stream_of(dev), check.describe(x), check.describe(w), check.describe(offsets), check.describe(y))
+
+
+def launch_swiglu(x, w1, w3, offsets, routing, h) -> None:
+    dev = x.device.index or 0
+    native().swiglu(
+        dev,
+        stream_of(dev),
+        check.describe(x),
+        check.describe(w1),
+        None if w3 is None else check.describe(w3),
+        check.describe(offsets),
+        None if routing is None else check.describe(routing),
+        check.describe(h),
+    )
+
+
+@torch.library.custom_op("kiln::grouped_gemm", mutates_args=(), device_types="cuda")
+def grouped_gemm_op(x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
+    launch_grouped(x, w, offsets, y)
+    return y
+
+
+@grouped_gemm_op.register_fake
+def _(x, w, offsets):
+    return x.new_empty((x.shape[0], w.shape[1]))
+
+
+@torch.library.custom_op("kiln::swiglu", mutates_args=(), device_types="cuda")
+def swiglu_op(
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    w3: Optional[torch.Tensor],
+    offsets: torch.Tensor,
+    routing_weights: Optional[torch.Tensor],
+) -> torch.Tensor:
+    n = w1.shape[1] if w3 is not None else w1.shape[1] // 2
+    h = torch.empty((x.shape[0], n), dtype=x.dtype, device=x.device)
+    launch_swiglu(x, w1, w3, offsets, routing_weights, h)
+    return h
+
+
+@swiglu_op.register_fake
+def _(x, w1, w3, offsets, routing_weights):
+    n = w1.shape[1] if w3 is not None else w1.shape[1] // 2
+    return x.new_empty((x.shape[0], n))
+
+
+torch.library.register_autograd("kiln::grouped_gemm", _no_backward("moe.grouped_gemm"), setup_context=_setup_nothing)
+torch.library.register_autograd("kiln::swiglu", _no_backward("moe.swiglu"), setup_context=_setup_nothing)

@@ -1,0 +1,1 @@
+"""Plug-ins that put kiln's kernels under other libraries' models."""

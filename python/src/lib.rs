@@ -1,0 +1,285 @@
+//! The `kiln._kiln` extension module: kiln's ops on (pointer, dtype, shape, strides) tuples that
+//! the Python layer reads off torch tensors, one handle per GPU, launched on the caller's stream.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use kiln::api::{
+    raw, AttentionOptions, DType, GemmOptions, Kiln, MoeRows, Problem, RawTensor, SwigluWeights,
+};
+use kiln::error::ArgumentKind;
+use kiln::Error;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// What Python passes for a tensor: its data pointer, kiln's dtype name, shape and strides.
+type PyTensor = (u64, String, Vec<usize>, Vec<isize>);
+
+/// kiln's errors as the Python exceptions a PyTorch user expects: a wrong dtype is a TypeError,
+/// any other wrong argument a ValueError, everything else (no GPU, CUDA) a RuntimeError.
+fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::Argument {
+            kind: ArgumentKind::DType,
+            ..
+        } => PyTypeError::new_err(msg),
+        Error::Argument { .. } | Error::InvalidInput(_) | Error::Unsupported { .. } => {
+            PyValueError::new_err(msg)
+        }
+        _ => PyRuntimeError::new_err(msg),
+    }
+}
+
+fn dtype(arg: &str, name: &str) -> PyResult<DType> {
+    match name {
+        "bf16" => Ok(DType::Bf16),
+        "f16" => Ok(DType::F16),
+        "f32" => Ok(DType::F32),
+        "i32" => Ok(DType::I32),
+        other => Err(PyTypeError::new_err(format!(
+            "`{arg}` is {other}; kiln's views are bf16, f16, f32 or i32"
+        ))),
+    }
+}
+
+fn tensor(arg: &str, t: PyTensor, device: usize) -> PyResult<RawTensor> {
+    let (ptr, dt, shape, strides) = t;
+    Ok(RawTensor {
+        ptr,
+        dtype: dtype(arg, &dt)?,
+        shape,
+        strides,
+        device,
+    })
+}
+
+/// The handle of GPU `device`, opened on first use and kept for the process: the Python
+/// package's one piece of process state, as torch keeps one cuBLAS handle per device.
+fn handle(device: usize) -> PyResult<Arc<Kiln>> {
+    static HANDLES: OnceLock<Mutex<HashMap<usize, Arc<Kiln>>>> = OnceLock::new();
+    let mut map = HANDLES
+        .get_or_init(Default::default)
+        .lock()
+        .map_err(|_| PyRuntimeError::new_err("kiln's handle table is poisoned by an earlier panic"))?;
+    if let Some(k) = map.get(&device) {
+        return Ok(k.clone());
+    }
+    let k = Arc::new(Kiln::open(device).map_err(to_py)?);
+    map.insert(device, k.clone());
+    Ok(k)
+}
+
+fn stream_of(stream: usize) -> cudarc::driver::sys::CUstream {
+    stream as cudarc::driver::sys::CUstream
+}
+
+/// Whether a GPU kiln can run on is present (driver loaded, at least one device).
+#[pyfunction]
+fn gpu_available() -> bool {
+    kiln::device::init().is_ok()
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn gemm(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    a: PyTensor,
+    b: PyTensor,
+    c: PyTensor,
+    alpha: f32,
+    beta: f32,
+) -> PyResult<()> {
+    let (a, b, c) = (
+        tensor("a", a, device)?,
+        tensor("b", b, device)?,
+        tensor("out", c, device)?,
+    );
+    let opts = GemmOptions {
+        alpha,
+        beta,
+        version: None,
+    };
+    raw::check_gemm(device, &a, &b, &c, &opts).map_err(to_py)?;
+    let k = handle(device)?;
+    // SAFETY: the Python layer passes live torch tensors of `device` that it keeps alive until
+    // torch's stream (`stream`, that device's current stream) has run the launch.
+    py.allow_threads(|| unsafe { raw::gemm(&k, stream_of(stream), &a, &b, &c, &opts) })
+        .map_err(to_py)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn attention(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    q: PyTensor,
+    k: PyTensor,
+    v: PyTensor,
+    o: PyTensor,
+    lse: Option<PyTensor>,
+    softmax_scale: f32,
+    causal: bool,
+) -> PyResult<()> {
+    let (q, kt, v, o) = (
+        tensor("q", q, device)?,
+        tensor("k", k, device)?,
+        tensor("v", v, device)?,
+        tensor("out", o, device)?,
+    );
+    let lse = lse.map(|l| tensor("lse", l, device)).transpose()?;
+    let opts = AttentionOptions {
+        causal,
+        softmax_scale: Some(softmax_scale),
+        ..AttentionOptions::default()
+    };
+    raw::check_attention(device, &q, &kt, &v, &o, lse.as_ref(), &opts).map_err(to_py)?;
+    let h = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe {
+        raw::attention(&h, stream_of(stream), &q, &kt, &v, &o, lse.as_ref(), &opts)
+    })
+    .map_err(to_py)
+}
+
+#[pyfunction]
+fn grouped_gemm(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    x: PyTensor,
+    w: PyTensor,
+    offsets: PyTensor,
+    y: PyTensor,
+) -> PyResult<()> {
+    let (x, w, y) = (
+        tensor("x", x, device)?,
+        tensor("w", w, device)?,
+        tensor("y", y, device)?,
+    );
+    let rows = MoeRows::Offsets {
+        offsets: tensor("offsets", offsets, device)?,
+        host: None,
+    };
+    raw::check_grouped_gemm(device, &x, &w, &rows, &y).map_err(to_py)?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe { raw::grouped_gemm(&k, stream_of(stream), &x, &w, &rows, &y) })
+        .map_err(to_py)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn swiglu(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    x: PyTensor,
+    w1: PyTensor,
+    w3: Option<PyTensor>,
+    offsets: PyTensor,
+    routing: Option<PyTensor>,
+    h: PyTensor,
+) -> PyResult<()> {
+    let x = tensor("x", x, device)?;
+    let w = match w3 {
+        None => SwigluWeights::Interleaved(tensor("w13", w1, device)?),
+        Some(w3) => SwigluWeights::Separate {
+            w1: tensor("w1", w1, device)?,
+            w3: tensor("w3", w3, device)?,
+        },
+    };
+    let rows = MoeRows::Offsets {
+        offsets: tensor("offsets", offsets, device)?,
+        host: None,
+    };
+    let routing = routing
+        .map(|r| tensor("routing_weights", r, device))
+        .transpose()?;
+    let h = tensor("h", h, device)?;
+    raw::check_swiglu(device, &x, &w, &rows, routing.as_ref(), &h).map_err(to_py)?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe {
+        raw::swiglu(&k, stream_of(stream), &x, &w, &rows, routing.as_ref(), &h)
+    })
+    .map_err(to_py)
+}
+
+fn get<'py, T: FromPyObject<'py>>(d: &Bound<'py, PyDict>, key: &str, default: Option<T>) -> PyResult<T> {
+    match d.get_item(key)? {
+        Some(v) => v.extract(),
+        None => default.ok_or_else(|| {
+            PyValueError::new_err(format!("a precompile problem needs the key `{key}`"))
+        }),
+    }
+}
+
+/// One problem dict as the op's argument descriptions: {"op": "gemm", "m", "n", "k", "dtype",
+/// "out_dtype", "a_transposed", "b_transposed"} or {"op": "attention", "batch", "seqlen_q",
+/// "seqlen_k", "heads", "kv_heads", "head_dim", "dtype", "causal"}.
+fn problem(d: &Bound<'_, PyDict>) -> PyResult<Problem<'static>> {
+    let op: String = get(d, "op", None)?;
+    let dt = dtype("dtype", &get::<String>(d, "dtype", Some("bf16".into()))?)?;
+    match op.as_str() {
+        "gemm" => {
+            let (m, n, k): (usize, usize, usize) = (get(d, "m", None)?, get(d, "n", None)?, get(d, "k", None)?);
+            let out = dtype("out_dtype", &get::<String>(d, "out_dtype", Some(dt.name().into()))?)?;
+            let a = if get(d, "a_transposed", Some(false))? { [1, m as isize] } else { [k as isize, 1] };
+            let b = if get(d, "b_transposed", Some(false))? { [1, k as isize] } else { [n as isize, 1] };
+            Ok(Problem::Gemm {
+                a: RawTensor::describe(dt, &[m, k], &a),
+                b: RawTensor::describe(dt, &[k, n], &b),
+                c: RawTensor::describe(out, &[m, n], &[n as isize, 1]),
+                opts: GemmOptions::default(),
+            })
+        }
+        "attention" => {
+            let b: usize = get(d, "batch", Some(1))?;
+            let (sq, hq, hd): (usize, usize, usize) = (get(d, "seqlen_q", None)?, get(d, "heads", None)?, get(d, "head_dim", None)?);
+            let sk: usize = get(d, "seqlen_k", Some(sq))?;
+            let hk: usize = get(d, "kv_heads", Some(hq))?;
+            let bshd = |s: usize, h: usize| {
+                RawTensor::describe(dt, &[b, s, h, hd], &[(s * h * hd) as isize, (h * hd) as isize, hd as isize, 1])
+            };
+            Ok(Problem::Attention {
+                q: bshd(sq, hq),
+                k: bshd(sk, hk),
+                v: bshd(sk, hk),
+                o: bshd(sq, hq),
+                lse: Some(RawTensor::describe(DType::F32, &[b, hq, sq], &[(hq * sq) as isize, sq as isize, 1])),
+                opts: AttentionOptions {
+                    causal: get(d, "causal", Some(false))?,
+                    ..AttentionOptions::default()
+                },
+            })
+        }
+        other => Err(PyValueError::new_err(format!(
+            "a precompile problem's `op` is {other:?}; use \"gemm\" or \"attention\""
+        ))),
+    }
+}
+
+/// Compiles and loads what `problems` need on GPU `device`; returns the kernels newly loaded.
+#[pyfunction]
+fn precompile(py: Python<'_>, device: usize, problems: Vec<Bound<'_, PyDict>>) -> PyResult<usize> {
+    let problems = problems.iter().map(problem).collect::<PyResult<Vec<_>>>()?;
+    let k = handle(device)?;
+    py.allow_threads(|| k.precompile(&problems)).map_err(to_py)
+}
+
+#[pymodule]
+fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(gpu_available, m)?)?;
+    m.add_function(wrap_pyfunction!(gemm, m)?)?;
+    m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(grouped_gemm, m)?)?;
+    m.add_function(wrap_pyfunction!(swiglu, m)?)?;
+    m.add_function(wrap_pyfunction!(precompile, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,352 @@
+"""The Python package on a GPU, against torch: per-op accuracy at 20+ shapes each (the
+flash-attention rule for attention: kiln's error against an fp32 reference at most twice torch's
+own bf16 error; GEMM and MoE by a relative bound), opcheck, torch.compile and CUDA-graph capture,
+two small models (Llama-style with GQA, Mixtral-style MoE) built from configs with seeded random
+weights run with attn_implementation="kiln" against "sdpa", and timings of each op and of one
+forward pass against the torch path it replaces. Writes JSON to $OUT (or ./gpu-out) and prints a
+table last; exits 1 if any check fails.
+
+    python3 python/tests/gpu_check.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import kiln
+import kiln.moe
+from kiln.integrations import transformers as kiln_tf
+
+FAILS: list[str] = []
+ROWS: list[dict] = []
+
+
+def rel(x, ref):
+    x, ref = x.float(), ref.float()
+    return float((x - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def record(kind, name, ok, **fields):
+    ROWS.append({"kind": kind, "name": name, "ok": bool(ok), **fields})
+    if not ok:
+        FAILS.append(f"{kind} {name}: {fields}")
+
+
+def bench_ms(fn, reps=50, warm=10):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[len(times) // 2]
+
+
+# ---------------------------------------------------------------------------------------- GEMM
+def gemm_checks(gen, quick):
+    shapes = [(1, 64, 64), (40, 3001, 515), (64, 64, 64), (127, 129, 255), (128, 128, 128), (129, 127, 4095),
+              (256, 512, 1024), (77, 3001, 515), (1000, 1000, 1000), (2048, 2048, 2048), (4096, 4096, 4096),
+              (8, 8192, 8192), (4095, 4095, 4095), (3, 5, 7), (512, 128256, 64), (333, 777, 96),
+              (1024, 4096, 14336 if not quick else 4096), (17, 31, 63), (2000, 64, 2000), (64, 2000, 2000)]
+    i = 0
+    for (m, n, k) in shapes:
+        for layout in ("RR", "RC", "CR", "CC"):
+            i += 1
+            if quick and i % 4:
+                continue
+            dt = (torch.bfloat16, torch.float16)[i % 2]
+            out_dt = (dt, torch.float32)[i % 3 == 0]
+            a = torch.randn(m, k, device="cuda", dtype=dt, generator=gen)
+            b = torch.randn(k, n, device="cuda", dtype=dt, generator=gen)
+            if layout[0] == "C":
+                a = a.t().contiguous().t()
+            if layout[1] == "C":
+                b = b.t().contiguous().t()
+            ref = a.float() @ b.float()
+            out = kiln.gemm(a, b, out_dtype=out_dt)
+            err, torch_err = rel(out, ref), rel((a @ b).to(out_dt), ref)
+            bound = max(2 * torch_err, 1e-2 if out_dt != torch.float32 else 1e-3)
+            record("gemm", f"{m}x{n}x{k} {layout} {str(dt)[6:]}->{str(out_dt)[6:]}", err <= bound and not math.isnan(err),
+                   err=err, torch_err=torch_err)
+    # alpha, beta and c
+    a = torch.randn(300, 200, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(200, 100, device="cuda", dtype=torch.bfloat16, generator=gen)
+    c = torch.randn(300, 100, device="cuda", dtype=torch.float32, generator=gen)
+    ref = 0.5 * (a.float() @ b.float()) + 2.0 * c
+    out = kiln.gemm(a, b, alpha=0.5, beta=2.0, c=c, out_dtype=torch.float32)
+    record("gemm", "alpha 0.5 beta 2 c f32", rel(out, ref) < 1e-3, err=rel(out, ref))
+
+
+# ----------------------------------------------------------------------------------- attention
+def sdpa_ref(q, k, v, causal, scale):
+    """fp32 reference in BSHD, causal aligned bottom-right, GQA by repeating heads."""
+    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
+    rep = qf.shape[1] // kf.shape[1]
+    kf, vf = kf.repeat_interleave(rep, 1), vf.repeat_interleave(rep, 1)
+    mask = None
+    if causal:
+        sq, sk = qf.shape[2], kf.shape[2]
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        mask = j <= i + (sk - sq)
+    o = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, scale=scale)
+    return o.transpose(1, 2)
+
+
+def torch_bf16_attn(q, k, v, causal, scale):
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    rep = qt.shape[1] // kt.shape[1]
+    kt, vt = kt.repeat_interleave(rep, 1), vt.repeat_interleave(rep, 1)
+    mask = None
+    if causal:
+        sq, sk = qt.shape[2], kt.shape[2]
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        mask = j <= i + (sk - sq)
+    return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale).transpose(1, 2)
+
+
+def attention_checks(gen, quick):
+    cases = [(1, 1, 1, 4, 4, 64), (2, 63, 63, 8, 8, 64), (2, 64, 64, 8, 2, 128), (1, 65, 129, 4, 4, 128),
+             (1, 127, 127, 16, 4, 128), (2, 128, 4097, 8, 1, 128), (1, 1000, 4097, 8, 2, 128), (4, 512, 512, 8, 8, 64),
+             (1, 2048, 2048, 16, 16, 128), (1, 1024, 1024, 8, 8, 256), (2, 300, 300, 12, 4, 64), (1, 1, 4096, 32, 8, 128),
+             (3, 77, 500, 6, 3, 128), (1, 4096, 4096, 8, 8, 64), (2, 256, 1024, 4, 4, 256), (1, 8, 2048, 16, 2, 128),
+             (1, 513, 513, 2, 1, 64), (2, 1500, 1500, 4, 4, 128), (1, 200, 100, 4, 4, 64), (1, 2049, 2049, 8, 8, 256)]
+    for i, (b, sq, sk, hq, hkv, d) in enumerate(cases):
+        for causal in (False, True):
+            if quick and (i + causal) % 3:
+                continue
+            dt = (torch.bfloat16, torch.float16)[i % 2]
+            q = torch.randn(b, sq, hq, d, device="cuda", dtype=dt, generator=gen)
+            k = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt, generator=gen)
+            v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt, generator=gen)
+            if i % 3 == 1:  # BHSD storage seen through a BSHD view
+                q = q.transpose(1, 2).contiguous().transpose(1, 2)
+                k = k.transpose(1, 2).contiguous().transpose(1, 2)
+                v = v.transpose(1, 2).contiguous().transpose(1, 2)
+            scale = 1 / math.sqrt(d)
+            ref = sdpa_ref(q, k, v, causal, scale)
+            out, lse = kiln.flash_attn_func(q, k, v, causal=causal, return_lse=True)
+            err, torch_err = rel(out, ref), rel(torch_bf16_attn(q, k, v, causal, scale), ref)
+            record("attention", f"B{b} Sq{sq} Sk{sk} H{hq}/{hkv} d{d}{' causal' if causal else ''} {str(dt)[6:]}",
+                   err <= 2 * torch_err + 1e-4 and not math.isnan(err), err=err, torch_err=torch_err)
+
+
+# ------------------------------------------------------------------------------------------ MoE
+def moe_ref(x, w13, w2, idx, wts):
+    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+    n = w13.shape[1] // 2
+    for e in range(w13.shape[0]):
+        tok, slot = torch.where(idx == e)
+        if tok.numel() == 0:
+            continue
+        h = x[tok].float() @ w13[e].float().t()
+        h = F.silu(h[:, :n]) * h[:, n:]
+        out.index_add_(0, tok, (h @ w2[e].float().t()) * wts[tok, slot, None].float())
+    return out
+
+
+def moe_checks(gen, quick):
+    cases = [(8, 2, 1, 256, 128), (8, 2, 64, 512, 256), (16, 4, 100, 512, 384), (64, 8, 512, 1024, 512),
+             (4, 1, 7, 256, 256), (32, 2, 2048, 1024, 768), (256, 8, 64, 1024, 256), (8, 8, 33, 256, 128),
+             (1, 1, 500, 512, 512), (128, 6, 999, 768, 384), (12, 3, 129, 640, 256), (8, 2, 4096, 2048, 1024),
+             (64, 4, 1, 512, 256), (8, 2, 1000, 4096, 1408), (24, 2, 70, 256, 512), (2, 2, 300, 1024, 128),
+             (40, 5, 257, 384, 256), (16, 1, 16, 256, 128), (8, 4, 2500, 512, 512), (160, 6, 200, 512, 256)]
+    for i, (e, topk, t, hdim, inter) in enumerate(cases):
+        if quick and i % 3:
+            continue
+        x = torch.randn(t, hdim, device="cuda", dtype=torch.bfloat16, generator=gen)
+        w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(hdim)
+        w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(inter)
+        logits = torch.randn(t, e, device="cuda", generator=gen)
+        if i % 4 == 3:
+            logits[:, 0] += 100  # one heavy expert
+        wts, idx = torch.topk(torch.softmax(logits, -1), topk, -1)
+        ref = moe_ref(x, w13, w2, idx, wts)
+        out = kiln.moe.experts(x, w13, w2, idx, wts)
+        err = rel(out, ref)
+        record("moe", f"E{e} top{topk} T{t} H{hdim} I{inter}", err < 2e-2 and not math.isnan(err), err=err)
+    # grouped GEMM alone, with empty experts
+    counts = torch.tensor([0, 5, 0, 130, 1, 0, 64, 0], dtype=torch.int32, device="cuda")
+    off = kiln.moe.offsets_from_counts(counts)
+    x = torch.randn(200, 256, device="cuda", dtype=torch.bfloat16, generator=gen)
+    w = torch.randn(8, 384, 256, device="cuda", dtype=torch.bfloat16, generator=gen)
+    y = kiln.moe.grouped_gemm(x, w, off)
+    ref = torch.cat([x[a:b].float() @ w[g].float().t() for g, (a, b) in enumerate(zip(off[:-1].tolist(), off[1:].tolist()))])
+    record("moe", "grouped_gemm empty experts", rel(y, ref) < 1e-2, err=rel(y, ref))
+
+
+# ------------------------------------------------------------------- torch integration checks
+def integration_checks(gen):
+    a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(128, 32, device="cuda", dtype=torch.bfloat16, generator=gen)
+    q = torch.randn(1, 64, 4, 64, device="cuda", dtype=torch.bfloat16, generator=gen)
+    for name, op, args in [
+        ("opcheck kiln::gemm", torch.ops.kiln.gemm.default, (a, b, None, 1.0, 0.0, torch.bfloat16)),
+        ("opcheck kiln::flash_attn", torch.ops.kiln.flash_attn.default, (q, q, q, 0.125, True)),
+    ]:
+        try:
+            torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
+            record("torch", name, True)
+        except Exception as e:  # noqa: BLE001
+            record("torch", name, False, error=str(e)[:300])
+    try:
+        f = torch.compile(lambda x, y: kiln.gemm(x, y) * 2, fullgraph=True)
+        record("torch", "torch.compile fullgraph", rel(f(a, b), (a.float() @ b.float()) * 2) < 1e-2)
+    except Exception as e:  # noqa: BLE001
+        record("torch", "torch.compile fullgraph", False, error=str(e)[:300])
+    try:
+        out = kiln.gemm(a, b)  # warm: compiled and loaded before capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out2 = kiln.gemm(a, b)
+        g.replay()
+        torch.cuda.synchronize()
+        record("torch", "CUDA graph capture and replay", rel(out2, out) == 0.0)
+    except Exception as e:  # noqa: BLE001
+        record("torch", "CUDA graph capture and replay", False, error=str(e)[:300])
+    try:
+        q.requires_grad_(True)
+        kiln.flash_attn_func(q, q, q).sum().backward()
+        record("torch", "backward raises", False, error="no error")
+    except NotImplementedError as e:
+        record("torch", "backward raises", "no backward" in str(e))
+    finally:
+        q.requires_grad_(False)
+
+
+# ------------------------------------------------------------------------------------- models
+def models(gen, timings):
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
+
+    kiln_tf.register()
+    configs = {
+        "llama-gqa": (LlamaForCausalLM, LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
+                                                   num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=4,
+                                                   max_position_embeddings=4096, initializer_range=0.05)),
+        "mixtral-moe": (MixtralForCausalLM, MixtralConfig(vocab_size=32000, hidden_size=1024, intermediate_size=1536,
+                                                        num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=4,
+                                                        num_local_experts=8, num_experts_per_tok=2,
+                                                        max_position_embeddings=4096, initializer_range=0.05)),
+    }
+    for name, (cls, cfg) in configs.items():
+        torch.manual_seed(0)
+        model = cls(cfg).to("cuda", torch.bfloat16).eval()
+        ids = torch.randint(0, cfg.vocab_size, (2, 512), device="cuda", generator=gen)
+        results = {}
+        for impl in ("sdpa", "kiln"):
+            model.config._attn_implementation = impl
+            if hasattr(model.config, "_experts_implementation"):
+                model.config._experts_implementation = "kiln" if impl == "kiln" else "grouped_mm"
+                for m in model.modules():
+                    if hasattr(m, "config") and hasattr(m.config, "_experts_implementation"):
+                        m.config._experts_implementation = model.config._experts_implementation
+            with torch.no_grad():
+                logits = model(ids).logits.float()
+                gen_ids = model.generate(ids[:1, :64], max_new_tokens=32, do_sample=False, min_new_tokens=32)
+                ms = bench_ms(lambda: model(ids), reps=10, warm=3)
+            results[impl] = (logits, gen_ids[0, 64:].tolist(), ms)
+        (l0, t0, ms0), (l1, t1, ms1) = results["sdpa"], results["kiln"]
+        err = rel(l1, l0)
+        same = sum(int(a == b) for a, b in zip(t0, t1))
+        record("model", f"{name} logits vs sdpa", err < 2e-2, err=err, transformers=transformers.__version__)
+        record("model", f"{name} greedy tokens", same == 32, same_of_32=same)
+        timings.append({"what": f"{name} forward B2 S512", "kiln_ms": ms1, "torch_ms": ms0, "speedup": ms0 / ms1})
+
+
+def op_timings(gen, timings):
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16, generator=gen)
+    tk, tt = bench_ms(lambda: kiln.gemm(a, b)), bench_ms(lambda: a @ b)
+    timings.append({"what": "gemm 8192^3 bf16", "kiln_ms": tk, "torch_ms": tt, "speedup": tt / tk})
+    q = torch.randn(2, 8192, 16, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(2, 8192, 16, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    for causal in (False, True):
+        tk = bench_ms(lambda: kiln.flash_attn_func(q, k, k, causal=causal), reps=20)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            tt = bench_ms(lambda: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), k.transpose(1, 2), is_causal=causal), reps=20)
+        timings.append({"what": f"attention B2 H16 S8192 d128{' causal' if causal else ''} (torch: cuDNN)", "kiln_ms": tk, "torch_ms": tt, "speedup": tt / tk})
+    e, t, topk, hdim, inter = 64, 4096, 8, 2048, 1408
+    x = torch.randn(t, hdim, device="cuda", dtype=torch.bfloat16, generator=gen)
+    w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
+    w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
+    wts, idx = torch.topk(torch.softmax(torch.randn(t, e, device="cuda", generator=gen), -1), topk, -1)
+    from transformers.integrations.moe import grouped_mm_experts_forward
+
+    class Experts(torch.nn.Module):
+        pass
+
+    mod = Experts()
+    mod.gate_up_proj, mod.down_proj, mod.act_fn = w13, w2, F.silu
+    tk = bench_ms(lambda: kiln.moe.experts(x, w13, w2, idx, wts), reps=20)
+    tt = bench_ms(lambda: grouped_mm_experts_forward(mod, x, idx, wts), reps=20)
+    timings.append({"what": f"experts E{e} top{topk} T{t} H{hdim} I{inter} (torch: transformers grouped_mm)", "kiln_ms": tk, "torch_ms": tt, "speedup": tt / tk})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a quarter of the shapes, no models")
+    args = ap.parse_args()
+    out_dir = os.environ.get("OUT", "gpu-out")
+    os.makedirs(out_dir, exist_ok=True)
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    timings: list[dict] = []
+    t0 = time.time()
+    gemm_checks(gen, args.quick)
+    attention_checks(gen, args.quick)
+    moe_checks(gen, args.quick)
+    integration_checks(gen)
+    if not args.quick:
+        models(gen, timings)
+        op_timings(gen, timings)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    doc = {
+        "device": torch.cuda.get_device_name(),
+        "date": datetime.date.today().isoformat(),
+        "commit": commit or os.environ.get("KILN_COMMIT", ""),
+        "command": "python3 python/tests/gpu_check.py" + (" --quick" if args.quick else ""),
+        "torch": torch.__version__,
+        "seconds": round(time.time() - t0, 1),
+        "checks": ROWS,
+        "timings": timings,
+    }
+    with open(os.path.join(out_dir, "python-gpu-check.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    by_kind: dict = {}
+    for r in ROWS:
+        k = by_kind.setdefault(r["kind"], [0, 0, 0.0])
+        k[0] += 1
+        k[1] += r["ok"]
+        k[2] = max(k[2], r.get("err", 0.0) or 0.0)
+    print(f"\n{doc['device']}  torch {torch.__version__}  {doc['seconds']} s")
+    print(f"{'checks':<12}{'passed':>10}{'max err':>12}")
+    for k, (n, ok, mx) in by_kind.items():
+        print(f"{k:<12}{ok:>5}/{n:<4}{mx:>12.2e}")
+    for t in timings:
+        print(f"{t['what']:<72} kiln {t['kiln_ms']:8.3f} ms  torch {t['torch_ms']:8.3f} ms  {t['speedup']:5.2f}x")
+    for f in FAILS[:20]:
+        print("FAIL", f)
+    sys.exit(1 if FAILS else 0)
+
+
+if __name__ == "__main__":
+    main()

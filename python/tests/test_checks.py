@@ -1,0 +1,150 @@
+"""The Python package's argument checks, without torch or a GPU: every bad input gets one
+TypeError or ValueError naming the argument (tensor stand-ins from fakes.py)."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import kiln  # noqa: E402
+from fakes import Tensor  # noqa: E402
+
+
+class GemmChecks(unittest.TestCase):
+    def test_cpu_tensor(self):
+        with self.assertRaisesRegex(ValueError, r"`a` is on the cpu device"):
+            kiln.gemm(Tensor((4, 8), device="cpu"), Tensor((8, 4)))
+
+    def test_two_devices(self):
+        with self.assertRaisesRegex(ValueError, r"`b` is on cuda:1 but `a` is on cuda:0"):
+            kiln.gemm(Tensor((4, 8)), Tensor((8, 4), device="cuda:1"))
+
+    def test_wrong_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`b` is f32; kiln's GEMM takes bf16 or f16"):
+            kiln.gemm(Tensor((4, 8)), Tensor((8, 4), dtype="float32"))
+
+    def test_mixed_dtypes(self):
+        with self.assertRaisesRegex(TypeError, r"`a` is bf16 but `b` is f16"):
+            kiln.gemm(Tensor((4, 8)), Tensor((8, 4), dtype="float16"))
+
+    def test_inner_dimensions(self):
+        with self.assertRaisesRegex(ValueError, r"`a` is 4x8 but `b` is 16x4: inner dimensions differ"):
+            kiln.gemm(Tensor((4, 8)), Tensor((16, 4)))
+
+    def test_neither_row_nor_column_major(self):
+        with self.assertRaisesRegex(ValueError, r"`a` has strides \(16, 2\)"):
+            kiln.gemm(Tensor((4, 8), strides=(16, 2)), Tensor((8, 4)))
+
+    def test_out_shape(self):
+        with self.assertRaisesRegex(ValueError, r"`out` has shape \(4, 5\); expected \(4, 4\)"):
+            kiln.gemm(Tensor((4, 8)), Tensor((8, 4)), out=Tensor((4, 5)))
+
+    def test_out_last_stride(self):
+        with self.assertRaisesRegex(ValueError, r"`out` has stride 4 in its last dimension"):
+            kiln.gemm(Tensor((4, 8)), Tensor((8, 4)), out=Tensor((4, 4), strides=(1, 4)))
+
+    def test_c_shape(self):
+        with self.assertRaisesRegex(ValueError, r"`c` has shape \(3, 4\)"):
+            kiln.gemm(Tensor((4, 8)), Tensor((8, 4)), c=Tensor((3, 4)), beta=1.0)
+
+    def test_transposed_views_pass_the_checks(self):
+        # A transposed b (column-major) is a valid operand: the checks let it through to torch.
+        try:
+            kiln.gemm(Tensor((4, 8)), Tensor((4, 8)).t())
+        except (ImportError, AttributeError, RuntimeError, TypeError) as e:
+            self.assertNotIsInstance(e, ValueError)
+
+
+class AttentionChecks(unittest.TestCase):
+    def q(self, **kw):
+        return Tensor((2, 64, 8, 128), **kw)
+
+    def test_rank(self):
+        with self.assertRaisesRegex(ValueError, r"`q` has shape \(64, 8, 128\); expected 4 dimensions"):
+            kiln.flash_attn_func(Tensor((64, 8, 128)), self.q(), self.q())
+
+    def test_head_dim(self):
+        with self.assertRaisesRegex(ValueError, r"head_dim 96 is not one kiln's attention takes"):
+            t = Tensor((2, 64, 8, 96))
+            kiln.flash_attn_func(t, t, t)
+
+    def test_gqa_ratio(self):
+        k = Tensor((2, 64, 3, 128))
+        with self.assertRaisesRegex(ValueError, r"`q` has 8 heads and `k` 3"):
+            kiln.flash_attn_func(self.q(), k, k)
+
+    def test_kv_mismatch(self):
+        with self.assertRaisesRegex(ValueError, r"`k` has shape .* but `v` has"):
+            kiln.flash_attn_func(self.q(), self.q(), Tensor((2, 32, 8, 128)))
+
+    def test_last_stride(self):
+        bad = Tensor((2, 64, 8, 128), strides=(65536, 1024, 128, 2))
+        with self.assertRaisesRegex(ValueError, r"`k` has stride 2 in its last dimension"):
+            kiln.flash_attn_func(self.q(), bad, self.q())
+
+    def test_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`v` is f32"):
+            kiln.flash_attn_func(self.q(), self.q(), self.q(dtype="float32"))
+
+    def test_out_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`out` is f16"):
+            kiln.flash_attn_func(self.q(), self.q(), self.q(), out=self.q(dtype="float16"))
+
+
+class MoeChecks(unittest.TestCase):
+    def test_offsets_count(self):
+        with self.assertRaisesRegex(ValueError, r"`offsets` has 3 entries for 4 experts"):
+            kiln.moe.grouped_gemm(Tensor((10, 64)), Tensor((4, 32, 64)), Tensor((3,), dtype="int32"))
+
+    def test_offsets_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`offsets` is int64"):
+            kiln.moe.grouped_gemm(Tensor((10, 64)), Tensor((4, 32, 64)), Tensor((5,), dtype="int64"))
+
+    def test_offsets_decrease(self):
+        off = Tensor((5,), dtype="int32", device="cpu", values=[0, 4, 2, 8, 10])
+        with self.assertRaisesRegex(ValueError, r"`offsets` decreases at expert 1: 4 then 2"):
+            kiln.moe.grouped_gemm(Tensor((10, 64)), Tensor((4, 32, 64)), off)
+
+    def test_offsets_overrun(self):
+        off = Tensor((5,), dtype="int32", device="cpu", values=[0, 4, 6, 8, 12])
+        with self.assertRaisesRegex(ValueError, r"ends at 12 but `x` has 10 rows"):
+            kiln.moe.grouped_gemm(Tensor((10, 64)), Tensor((4, 32, 64)), off)
+
+    def test_k_mismatch(self):
+        with self.assertRaisesRegex(ValueError, r"`x` has K = 64 but `w` has K = 32"):
+            kiln.moe.grouped_gemm(Tensor((10, 64)), Tensor((4, 32, 32)), Tensor((5,), dtype="int32"))
+
+    def test_swiglu_layout(self):
+        with self.assertRaisesRegex(ValueError, r"`layout` is 'zigzag'"):
+            kiln.moe.swiglu(Tensor((10, 64)), Tensor((4, 512, 64)), Tensor((5,), dtype="int32"), layout="zigzag")
+
+    def test_swiglu_interleaved_rows(self):
+        with self.assertRaisesRegex(ValueError, r"needs a multiple of 256"):
+            kiln.moe.swiglu(Tensor((10, 64)), Tensor((4, 384, 64)), Tensor((5,), dtype="int32"), layout="interleaved")
+
+    def test_routing_weights_shape(self):
+        with self.assertRaisesRegex(ValueError, r"`routing_weights` has shape \(9,\)"):
+            kiln.moe.swiglu(
+                Tensor((10, 64)), Tensor((4, 512, 64)), Tensor((5,), dtype="int32"), Tensor((9,), dtype="float32")
+            )
+
+    def test_experts_top_k_weights(self):
+        with self.assertRaisesRegex(ValueError, r"`top_k_weights` has shape \(10, 3\)"):
+            kiln.moe.experts(
+                Tensor((10, 64)),
+                Tensor((4, 512, 64)),
+                Tensor((4, 64, 256)),
+                Tensor((10, 2), dtype="int64"),
+                Tensor((10, 3), dtype="float32"),
+            )
+
+
+class Import(unittest.TestCase):
+    def test_imports_without_a_gpu(self):
+        self.assertTrue(kiln.__version__)
+        self.assertFalse(kiln.available() and os.environ.get("KILN_EXPECT_NO_GPU"))
+
+
+if __name__ == "__main__":
+    unittest.main()

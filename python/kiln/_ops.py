@@ -94,7 +94,7 @@ def _lse_like(q: torch.Tensor) -> torch.Tensor:
 def flash_attn_op(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    out = torch.empty_like(q)  # q's memory order (BSHD or BHSD storage): kiln writes o like q
     lse = _lse_like(q)
     launch_attention(q, k, v, out, lse, softmax_scale, causal)
     return out, lse
@@ -103,7 +103,7 @@ def flash_attn_op(
 @flash_attn_op.register_fake
 def _(q, k, v, softmax_scale, causal):
     b, s, h, _ = q.shape
-    return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=torch.float32)
+    return torch.empty_like(q), q.new_empty((b, h, s), dtype=torch.float32)
 
 
 @torch.library.custom_op("kiln::flash_attn_out", mutates_args=("out", "lse"), device_types="cuda")

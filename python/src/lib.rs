@@ -112,6 +112,7 @@ fn gemm(
 }
 
 #[pyfunction]
+#[pyo3(signature = (device, stream, q, k, v, o, lse, softmax_scale, causal))]
 #[allow(clippy::too_many_arguments)]
 fn attention(
     py: Python<'_>,
@@ -173,6 +174,7 @@ fn grouped_gemm(
 }
 
 #[pyfunction]
+#[pyo3(signature = (device, stream, x, w1, w3, offsets, routing, h))]
 #[allow(clippy::too_many_arguments)]
 fn swiglu(
     py: Python<'_>,

@@ -22,9 +22,10 @@ def kiln_attention_forward(module, query, key, value, attention_mask, dropout=0.
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
     causal = bool(is_causal) and query.shape[2] > 1
-    out = kiln.flash_attn_func(
-        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scaling, causal=causal
-    )
+    # kiln reads q, k and v in one memory order: BHSD storage (what the KV cache holds), seen
+    # through flash-attention's BSHD views; `.contiguous()` is free where it already is.
+    q, k, v = (t.contiguous().transpose(1, 2) for t in (query, key, value))
+    out = kiln.flash_attn_func(q, k, v, softmax_scale=scaling, causal=causal)
     return out, None
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (CI runs it through .ci/run): set up NVRTC, then every test of the crate,
-# including the NVRTC compile check of every kernel variant for sm_90a (never skipped).
+# including the NVRTC compile check of every kernel variant for sm_90a (never skipped), then the
+# examples' build and the Python package's wheel and CPU tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILN_BROWSER_TESTS=1 bash scripts/setup.sh
@@ -10,3 +11,7 @@ export KILN_REQUIRE_NVRTC=1
 # The committed wgmma wrappers must be what their generator writes (a hand edit would be lost).
 python3 scripts/gen_wgmma.py --check
 cargo test --release --locked
+# The examples build (they run on a GPU), and the Python package builds, imports and checks its
+# arguments without one.
+cargo build --release --locked --examples
+bash scripts/python.sh

@@ -146,5 +146,60 @@ class Import(unittest.TestCase):
         self.assertFalse(kiln.available() and os.environ.get("KILN_EXPECT_NO_GPU"))
 
 
+
+
+def _native():
+    try:
+        from kiln import _kiln
+    except ImportError:
+        if os.environ.get("KILN_REQUIRE_NATIVE"):
+            raise
+        return None
+    return _kiln
+
+
+class NativeChecks(unittest.TestCase):
+    """The compiled extension's own checks (kiln::api::raw::check_*), which run before any GPU
+    is touched; on a machine without one, a valid call ends in one RuntimeError."""
+
+    def setUp(self):
+        self.k = _native()
+        if self.k is None:
+            self.skipTest("skipped: the extension is not built (scripts/python.sh builds it)")
+
+    def t(self, shape, dtype="bf16", strides=None, ptr=0x100000):
+        if strides is None:
+            strides, acc = [], 1
+            for d in reversed(shape):
+                strides.insert(0, acc)
+                acc *= d
+        return (ptr, dtype, list(shape), list(strides))
+
+    def test_gemm_inner_dimensions(self):
+        with self.assertRaisesRegex(ValueError, r"`b`"):
+            self.k.gemm(0, 0, self.t((64, 32)), self.t((16, 64)), self.t((64, 64)), 1.0, 0.0)
+
+    def test_gemm_dtype_is_a_type_error(self):
+        with self.assertRaises(TypeError):
+            self.k.gemm(0, 0, self.t((64, 32), "i32"), self.t((32, 64)), self.t((64, 64)), 1.0, 0.0)
+
+    def test_unknown_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`a` is f64"):
+            self.k.gemm(0, 0, self.t((64, 32), "f64"), self.t((32, 64)), self.t((64, 64)), 1.0, 0.0)
+
+    def test_attention_head_dim(self):
+        q = self.t((1, 64, 4, 96))
+        with self.assertRaisesRegex(ValueError, r"96"):
+            self.k.attention(0, 0, q, q, q, q, None, 0.1, False)
+
+    def test_valid_call_without_a_gpu(self):
+        if self.k.gpu_available():
+            self.skipTest("skipped: a GPU is present")
+        with self.assertRaisesRegex(RuntimeError, r"GPU|driver"):
+            self.k.gemm(
+                0, 0, self.t((64, 32)), self.t((32, 64), ptr=0x200000), self.t((64, 64), ptr=0x300000), 1.0, 0.0
+            )
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -10,8 +10,8 @@ export KILN_STORE="${KILN_STORE:-$PWD/target/kiln-test.db}"
 export KILN_REQUIRE_NVRTC=1
 # The committed wgmma wrappers must be what their generator writes (a hand edit would be lost).
 python3 scripts/gen_wgmma.py --check
-cargo test --release --locked
 # The examples build (they run on a GPU), and the Python package builds, imports and checks its
 # arguments without one.
 cargo build --release --locked --examples
 bash scripts/python.sh
+cargo test --release --locked

@@ -53,7 +53,7 @@ impl TileConfig {
         ] {
             // The 224-wide tile only where N is a multiple of 224, rows are on lines (single
             // CTAs: it has no pair variant), there are two tile-rows and B is K-major. H100,
-            // session 17 (us, default -> 128 x 224), RC: 1024x3584x18944 185.9 -> 171.5,
+            // ledger #72 (us, default -> 128 x 224), RC: 1024x3584x18944 185.9 -> 171.5,
             // 2048x3584x3584 77.6 -> 70.5, 2048x3584x18944 367 -> 341, 4096x3584x18944 758 ->
             // 697, 1024x7168x7168 146.8 -> 134.5, 512x14336x4096 89.2 -> 80.7; but
             // 1024x13824x5120 188.4 -> 190.5, 1x28672x8192 165.1 -> 164.9; an MN-major B
@@ -76,7 +76,7 @@ impl TileConfig {
                 }
             }
             // The 320-wide tile only where it wastes no columns, makes at most one wave, and runs
-            // in single CTAs (rows on lines; it has no pair variant). H100, session 15 (us,
+            // in single CTAs (rows on lines; it has no pair variant). H100, ledger #69 (us,
             // 128 x 192 or 256 -> 128 x 320): one wave, 1024x5120x5120 83.2 -> 70.8,
             // 1024x5120x13824 204.7 -> 179.1; two or more, 1024x10240x4096 111.1 -> 113.3,
             // 4096x2560x2560 69.6 -> 73.0, 4096x6400x6400 419.2 -> 426.6.
@@ -120,7 +120,7 @@ impl TileConfig {
             )
         });
         // Pairs where there are two tile-rows to pair and, unless rows are at 16-byte alignment,
-        // more than one wave (H100, session 15, us, one wave: 2048x2048x1000 (2000-byte rows)
+        // more than one wave (H100, ledger #65, us, one wave: 2048x2048x1000 (2000-byte rows)
         // 19.9 in pairs against 22.8 single, 2000^3 (4000-byte rows) 29.5 against 28.8; H200,
         // rows on lines: 2048^3 591-597 TF in pairs against 608).
         let (tm, tn) = pick.0.tiles(m, n);
@@ -154,7 +154,7 @@ impl TileConfig {
             }
         });
         // One wave of 64 x 64 tiles beats every 128-row tile (and split-K) measured: more SMs
-        // busy, no workspace; with a second wave it loses (H100, session 7: 1024^3 0.83x
+        // busy, no workspace; with a second wave it loses (H100, ledger #19: 1024^3 0.83x
         // against 0.98x, 256x4096x4096 0.84x against 0.99x).
         if TileConfig::TINY64.cluster_tiles(m, n) <= sm_count {
             notes.add(|| "one wave of 64x64 tiles covers the problem: 64x64".into());
@@ -321,7 +321,7 @@ mod tests {
             (TileConfig::LARGE_PAIR, 5, true)
         );
         // issue 3's set: its shapes off lines (4000^3, 4096x4096x4088) stay unsplit 128x256
-        // pairs in every layout, as before session 15's rules
+        // pairs in every layout, as before the rules of ledger #59-#67
         for p in crate::harness::suite::target_problems(&Layout::ALL) {
             if !rows_on_lines(&p) {
                 let c = Choice::heuristic(&p, 132, true);

@@ -6,8 +6,8 @@ use super::{Choice, Notes, Pairing, TileConfig, Widths, BM, GROUP_M};
 use crate::ops::gemm::GemmProblem;
 
 /// The ping-pong tile that beats the unsplit cooperative tile `coop` the heuristic would run, if
-/// one does. Where rows lie on 128-byte lines, in two regimes (H100, session 12,
-/// ratio to cuBLAS, cooperative -> ping-pong; f32 C, the register epilogue, gained as much:
+/// one does. Where rows lie on 128-byte lines, in two regimes (H100, ledger #38 and
+/// #40, ratio to cuBLAS, cooperative -> ping-pong; f32 C, the register epilogue, gained as much:
 /// 2048^3 0.854 -> 0.907, 512x4096x4096 0.884 -> 0.929):
 /// - 128 x 256 tiles making at most one wave, 128 x 128 ones more than one (so both consumers of
 ///   most CTAs have a tile, one's epilogue under the other's K loop), K <= 2048: 2048^3 0.956 ->
@@ -32,7 +32,7 @@ pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<
     if !rows_on_lines(p) {
         // Rows off lines: where one wave of 128 x 128 tiles covers what the cooperative pick
         // would run as 128 x 64 tiles, the 128 x 128 ping-pong tile, which loads a third fewer
-        // straddled rows per output (H100, session 15, us: 1000^3 12.3 against 14.4,
+        // straddled rows per output (H100, ledger #65, us: 1000^3 12.3 against 14.4,
         // 1000x1000x4000 24.6 against 28.3).
         return match coop {
             TileConfig::TINY if TileConfig::PINGPONG.cluster_tiles(p.m, p.n) <= sm_count => {
@@ -46,7 +46,7 @@ pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<
         TileConfig::TINY => Some(TileConfig::PINGPONG64),
         // 64 < M < 104 with a K-major A: the second 64-row tile would be over a third zero
         // fill, which TMA does not do for free; one 128-row tile loads an A box trimmed to M
-        // (`a_box_rows`), on half the CTAs. H100, session 14 (us, 64x64 -> 128x64 ping-pong):
+        // (`a_box_rows`), on half the CTAs. H100, ledger #55 (us, 64x64 -> 128x64 ping-pong):
         // at N = K = 4096 (64 tiles) M = 72 24.1 -> 18.3, 80 22.8 -> 18.1, 96 20.4 -> 18.2,
         // 100 18.9 -> 18.1, but 110 17.5 -> 18.3; 96x4096x14336 61.0 -> 51.5. With 32 tiles
         // (96x2048x4096) 13.9 -> 16.0: too few CTAs to stream B, so at least 48 % of the SMs.
@@ -72,7 +72,7 @@ pub fn pingpong_for(p: &GemmProblem, coop: TileConfig, sm_count: u32) -> Option<
 
 /// One tile-row (M <= 128) where the split-K cost model picks split 128 x 128 tiles and one wave
 /// of 128 x 64 tiles covers the problem: those, unsplit, in the ping-pong schedule. The model
-/// charges split-K's partials too little at these memory-bound shapes. H100, session 15 (us,
+/// charges split-K's partials too little at these memory-bound shapes. H100, ledger #66 (us,
 /// split 128 x 128 -> 128 x 64 ping-pong): 128x5120x5120 29.1 -> 25.0, 128x4608x4096 24.8 ->
 /// 20.4, 128x6144x6144 36.4 -> 32.5, 128x8192x8192 57.1 -> 52.5, 128x5120x13824 59.1 -> 57.8,
 /// 96x5120x5120 28.9 -> 24.9; but 128x8192x28672 168.5 -> 175.6, hence K <= 16384 (not measured
@@ -101,7 +101,7 @@ fn unsplit_one_wave(
 /// split into 2-4 K slices, as many clusters as fit in one wave, where the cooperative pick would
 /// leave SMs idle or run single CTAs that each load their straddled rows. Applies where some rows
 /// are at 16-byte alignment only ([`Pairing::Always`]), at least six tile-rows, at most one wave
-/// of 128 x 128 tiles and K >= 4000. H100, session 18 (ledger #78, us, default -> this): RC
+/// of 128 x 128 tiles and K >= 4000. H100, ledger #78 (us, default -> this): RC
 /// 1000x1000x4008 30.0 -> 28.5, 760x1000x4008 30.0 -> 26.8, 1240x1000x4008 38.0 -> 31.9; CR
 /// 1000x1000x4000 37.2 -> 29.0, 1000x1000x8000 59.3 -> 40.3, 1000x2000x4000 42.3 -> 36.3,
 /// 1000x1512x6000 65.7 -> 40.9, 1000x520x4000 25.8 -> 25.4; CC 1000x1000x4000 29.2 -> 28.3. With
@@ -112,7 +112,7 @@ fn unsplit_one_wave(
 /// Among the candidates, the lowest of a fit to those runs (1000x1000x4000 CR), us:
 /// `14.5 + 3.8e-5 BN K / s + 0.0133 BN (s - 1)`: the K share of one CTA, plus a serial
 /// reduction of `s - 1` fp32 partial tiles the last slice reads back. It ranked the measured best
-/// first at every shape with six tile-rows or more. Session 19 (#79, held out, us): RC
+/// first at every shape with six tile-rows or more. Ledger #79 (held out, us): RC
 /// 1000x1000x6008 42.3 -> 38.2, 800x800x12008 67.6 -> 53.2, 1000x1000x16008 99.7 -> 61.1,
 /// 2000x500x8008 61.8 -> 46.7; CR 888x1000x5000 42.8 -> 34.8; RR 1000x2000x5000 49.8 -> 41.0;
 /// CC 1240x1240x4008 43.9 -> 35.7.
@@ -165,7 +165,7 @@ impl Choice {
         // Pairs (multicast B) only where rows straddle 128-byte lines (4096 x 4096 x 4088 ran
         // 0.77x cuBLAS in single CTAs, 1.0x in pairs). Elsewhere single CTAs,
         // whose epilogue goes out under the next tile's mainloop (all four chunks; pairs defer
-        // one): H100, session 7, ratio to cuBLAS pairs -> single: 4096^3 0.990 -> 1.011,
+        // one): H100, ledger #22, ratio to cuBLAS pairs -> single: 4096^3 0.990 -> 1.011,
         // 8192^3 0.968 -> 0.981, 4096x4096x1024 0.896 -> 0.965, 8192x14336x4096 0.967 -> 0.984.
         let pairing = Pairing::of(p, pairs);
         let (tile, splits) = TileConfig::choose_noted(
@@ -204,7 +204,7 @@ impl Choice {
         };
         // The tiles wider than 128 split only a last wave that is at most half full. A pair
         // (rows off lines) splits it as a pair: single CTAs lose far more there than a sparse
-        // last wave does (H100, session 15, us: 6000x3000x3000 single with the last wave split
+        // last wave does (H100, ledger #63 and #67, us: 6000x3000x3000 single with the last wave split
         // 234.1, pair unsplit 174.0, pair with it split in 2 166.9; 5000^3 387.2 -> 361.7 split
         // in 5, the slices `tail_splits` gives both).
         let tail = (tile.bn > 128 && splits == 1)
@@ -239,8 +239,8 @@ impl Choice {
 }
 
 /// Whether the heuristic weighs the 224-wide tile by default (N a multiple of 224, two
-/// tile-rows, rows on lines, a K-major B: [`TileConfig::choose`]). On since session 17 verified
-/// both widths on an H100 and timed them (`scripts/gpu-widths.sh`, ledger #72): 128 x 224 is
+/// tile-rows, rows on lines, a K-major B: [`TileConfig::choose`]). On since both widths were
+/// verified on an H100 and timed (ledger #72, 2026-11-23): 128 x 224 is
 /// 5-10 % faster there; 128 x 168 is forced only.
 pub const WIDTHS_BY_DEFAULT: bool = true;
 

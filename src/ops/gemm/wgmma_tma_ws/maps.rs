@@ -36,7 +36,7 @@ pub fn b_box_rows(cfg: TileConfig) -> u32 {
 /// Rows of the K-major A box: the tile's, or for a problem with fewer rows only those, rounded
 /// up to 8 (whole 128B-swizzle atoms). Mirrors the kernels' `a_box_rows` (common/gemm_ws.cuh),
 /// which expect that many bytes per stage. TMA's zero fill of a tile's rows past M is not free:
-/// at N = K = 4096 with 64-row tiles, M = 8 ran 21.7 us and M = 64 17.1 (H100, session 14).
+/// at N = K = 4096 with 64-row tiles, M = 8 ran 21.7 us and M = 64 17.1 (H100, ledger #54).
 pub fn a_box_rows(m: usize, bm: u32) -> u32 {
     if m < bm as usize {
         (m.div_ceil(8) * 8) as u32

@@ -11,7 +11,7 @@ use crate::tune::space::Config;
 
 /// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes
 /// only the register epilogue, a tile without one runs the next that has it ([`with_epilogue`]).
-/// Unsaid, a timing or a sanitizer run forced to a tile is taken for that tile's (session 17's
+/// Unsaid, a timing or a sanitizer run forced to a tile is taken for that tile's (ledger #75:
 /// `kiln sanitize` with n224 forced ran 128x256 on every problem).
 pub(super) fn warn_forced_fallback(forced: TileConfig, ran: TileConfig) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

@@ -11,7 +11,7 @@ static B_PACK: Scratch = Scratch::new("repacked B", false);
 static C_PACK: Scratch = Scratch::new("C through 128-byte rows", false);
 
 /// Elements of C below which its scalar stores are left in place rather than paying a copy's
-/// launch (H100, session 13: 1023x1023x1024, 1.0 M elements, gained 2.7 us through scratch;
+/// launch (H100, ledger #49: 1023x1023x1024, 1.0 M elements, gained 2.7 us through scratch;
 /// 500^3, 0.25 M, lost 2.1 us with it and the operand copies together).
 const C_PACK_MIN: usize = 1 << 19;
 
@@ -78,7 +78,7 @@ fn packed_ld(
 /// Whether A is read from a row-major copy (`transpose_rows`): a column-major A with fewer
 /// than 128 rows, not a multiple of 64, where its MN-major boxes cost more than the copy (about
 /// 3.8 us at 8x4096 A: a launch, and the GEMM waits for it). A row-major copy's boxes are
-/// K-contiguous and trimmed to M (`a_box_rows`). H100, session 14 (transpose-a/, us, read in
+/// K-contiguous and trimmed to M (`a_box_rows`). H100, ledger #56 (us, read in
 /// place -> from the copy, at N = K = 4096 unless said):
 /// - a tile with at most 8 rows of M (M mod 64 <= 8), whose box is 56 or more elements of zero
 ///   fill in its contiguous dimension: CC M = 8 27.1 -> 20.7, M = 72 26.1 -> 22.5,

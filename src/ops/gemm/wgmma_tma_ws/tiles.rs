@@ -63,7 +63,7 @@ impl TileConfig {
     /// the tiles of TINY, the two consumers taking alternate K blocks of the same tile and
     /// consumer 0 adding consumer 1's partial sums before the epilogue (no split-K workspace);
     /// 12 stages of 16 KB (an even ring: each consumer keeps to its own stages, which an odd ring
-    /// breaks; see the kernel). On an H100 (session 7, 11 stages): 512^3 0.80x -> 0.96x cuBLAS,
+    /// breaks; see the kernel). On an H100 (ledger #19, 11 stages): 512^3 0.80x -> 0.96x cuBLAS,
     /// 128x4096x4096 0.92x -> 0.99x, 128x4096x14336 0.93x -> 1.01x; slower than the 128-row
     /// tiles wherever it needs more than one wave (1024^3: 256 tiles, 0.83x against 0.98x).
     pub const TINY64: TileConfig = TileConfig {

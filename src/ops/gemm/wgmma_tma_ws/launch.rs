@@ -1,11 +1,10 @@
-//! The launch path: the copies, the workspace, the tensor maps and the kernel launch of a
-//! resolved choice.
+//! The launch path: a resolved choice prepared for the operands, then executed: the copies, the
+//! workspace, the tensor maps, the kernel launch and C's copy back.
 
 use super::{
-    as_read, c_target, dependent_launch, k_blocks, launch_tile, needs_split_code, operand_maps,
-    output_map, repack, warn_forced_fallback, work_layout,
+    as_read, c_target, dependent_launch, operand_maps, output_map, repack, warn_forced_fallback,
 };
-use super::{Choice, Epilogue, Overrides, SplitPlan, WgmmaTmaWs, THREADS};
+use super::{Choice, Notes, Overrides, Prepared, WgmmaTmaWs, THREADS};
 use crate::device::{Context, Function, LaunchConfig, Scratch};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{GemmArgs, GemmKernel, GemmOperands, GemmProblem};
@@ -46,7 +45,8 @@ impl WgmmaTmaWs {
     }
 
     /// The one launch path: `launch` (tuned config or heuristic, then env overrides) and
-    /// `launch_with` (a config of the space) both end here with the resolved choice.
+    /// `launch_with` (a config of the space) both end here with the resolved choice, which is
+    /// prepared for these operands as [`super::plan`] prepares it, then executed.
     /// `trace`: a buffer for the instrumented variant's stamps (the launch is then unsplit).
     /// `env`: the overrides, read once per launch (the choice came from the same ones).
     pub(super) fn launch_choice(
@@ -58,7 +58,6 @@ impl WgmmaTmaWs {
         trace: Option<u64>,
         env: &Overrides,
     ) -> Result<()> {
-        let p = &p.canonical();
         let choice = match trace {
             Some(_) => Choice {
                 splits: 1,
@@ -68,56 +67,46 @@ impl WgmmaTmaWs {
             },
             None => choice,
         };
-        // Operands TMA cannot address are read from padded copies (`repack`), and `p` then
-        // describes the copies' leading dimensions.
-        let (a_ptr, b_ptr, p) = repack(ctx, p, ops.a.ptr(), ops.b.ptr())?;
-        let p = &p;
-        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
-        // the register epilogue (a variant of its own), and the C parameter is a copy of A's map
-        // that is never used.
-        // C through scratch is written by the register epilogue, whose rows are then aligned:
-        // compute-sanitizer's initcheck does not see TMA's stores, and flagged the copy-back's
-        // reads of them.
-        let (c_ptr, pc, c_back) = c_target(ctx, p, ops.c.ptr())?;
-        let tc = output_map(&pc, c_ptr).filter(|_| c_back.is_none());
-        let epi = Epilogue::for_problem(&pc, tc.is_some(), env);
-        let (cfg, splits) = launch_tile(&choice, epi.tma(), env.stages);
+        let addrs = (ops.a.ptr(), ops.b.ptr(), ops.c.ptr());
+        let prep = Prepared::new(p, addrs, choice, env, &mut Notes::off());
+        self.execute(ctx, ops, &prep, trace, env)
+    }
+
+    /// Runs `prep`, prepared for `ops`: its copies, then the kernel over as many clusters as the
+    /// GPU keeps resident (`KILN_WGMMA_GRID` at most), then C's copy back.
+    fn execute(
+        &self,
+        ctx: &Context,
+        ops: &GemmOperands,
+        prep: &Prepared,
+        trace: Option<u64>,
+        env: &Overrides,
+    ) -> Result<()> {
+        let (p, read, cfg, choice) = (&prep.p, &prep.read, prep.tile, &prep.choice);
+        // Operands TMA cannot address are read from padded copies, and C may be written through
+        // scratch (`read` has their leading dimensions). The C parameter of the register
+        // epilogue is a copy of A's map that is never used.
+        let (a_ptr, b_ptr) = repack(ctx, prep, ops.a.ptr(), ops.b.ptr())?;
+        let c_ptr = c_target(ctx, prep, ops.c.ptr())?;
+        let tc = output_map(read, c_ptr).filter(|_| prep.c.is_none());
         if cfg.bn != choice.tile.bn && env.tile == Some(choice.tile) {
             warn_forced_fallback(choice.tile, cfg);
         }
-        let split_code = needs_split_code(cfg, splits, choice.stream_k, env);
-        let spec = Self::spec(
-            &ctx.arch(),
-            (p.layout, p.input, p.output),
-            cfg,
-            choice.group_m,
-            epi,
-            split_code,
-        );
+        let spec = prep.spec(&ctx.arch());
         let f = ctx.function(&match trace {
             Some(_) => spec.define("KILN_TRACE", 1u32),
             None => spec,
         })?;
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes());
         let slots = env.grid.map_or(slots, |g| slots.min(g));
-        let ctiles = cfg.cluster_tiles(p.m, p.n);
-        let (sk_from, plan) = work_layout(cfg, &choice, splits, p, slots);
+        let layout = prep.layout(slots);
         // The plan splits at most what was asked for, so never without the split code.
-        debug_assert!(split_code || (plan.splits <= 1 && sk_from.is_none()));
-        let (ws, counters) = match sk_from {
-            Some(from) => workspace(
-                ctx,
-                SplitPlan::stream_k_workspace_bytes(plan.grid, cfg.bn),
-                (ctiles - from) as usize,
-            )?,
-            None if plan.splits > 1 => workspace(
-                ctx,
-                plan.workspace_bytes(cfg.bn),
-                plan.split_block_tiles as usize,
-            )?,
+        debug_assert!(prep.split_code || (layout.split.splits <= 1 && layout.sk_from.is_none()));
+        let (ws, counters) = match layout.workspace(cfg.bn) {
+            Some((bytes, counters)) => workspace(ctx, bytes, counters)?,
             None => (0, 0),
         };
-        let (ta, tb) = operand_maps(p, a_ptr, b_ptr, cfg);
+        let (ta, tb) = operand_maps(read, a_ptr, b_ptr, cfg);
         for t in [&ta, &tb] {
             t.validate().map_err(|reason| Error::Unsupported {
                 kernel: self.name().into(),
@@ -126,12 +115,13 @@ impl WgmmaTmaWs {
         }
         let mut map_a = ta.encode()?;
         let mut map_b = tb.encode()?;
+        let (splits, split_from, sk_w) = layout.extras();
         let mut extras = Extras {
             ws: trace.unwrap_or(ws),
             counters,
-            splits: plan.splits as i32,
-            split_from: sk_from.unwrap_or(plan.split_from) as i32,
-            sk_w: sk_from.map_or(0, |from| (ctiles - from) * k_blocks(p.k)),
+            splits,
+            split_from,
+            sk_w,
         };
         let mut map_c = match tc {
             Some(t) => t.encode()?,
@@ -141,11 +131,10 @@ impl WgmmaTmaWs {
             a: a_ptr,
             b: b_ptr,
             c: c_ptr,
-            ldc: pc.ldc as i64,
-            ..GemmArgs::new(p, ops)
+            ..GemmArgs::new(read, ops)
         };
         let lc = LaunchConfig {
-            grid: (plan.grid, 1, 1),
+            grid: (layout.split.grid, 1, 1),
             block: (THREADS, 1, 1),
             smem_bytes: cfg.smem_bytes(),
             cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
@@ -154,7 +143,7 @@ impl WgmmaTmaWs {
         // the kernel is launched as that copy's dependent: its CTAs are placed while the copy
         // runs, and wait for it in `grid_dependency_wait` before anything else.
         let after_copy =
-            a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr() || (c_back.is_some() && p.beta != 0.0);
+            a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr() || (prep.c.is_some() && p.beta != 0.0);
         // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, GemmArgs, Extras): three 128-byte
         // maps, the argument block and the extras (workspace sized for this problem's tiles and
         // splits above), in that order. The maps address A, B and C
@@ -181,17 +170,17 @@ impl WgmmaTmaWs {
                 ],
             )
         }?;
-        match c_back {
-            // SAFETY: the scratch holds M rows of N elements at pitch pc.ldc, written by the
+        match prep.c {
+            // SAFETY: the scratch holds M rows of N elements at pitch read.ldc, written by the
             // launch above on this stream; C spans M rows of N at pitch ldc (validated).
-            Some(ldc) => unsafe {
+            Some(_) => unsafe {
                 crate::ops::gemm::pack_rows::launch(
                     ctx,
                     p.output.size(),
                     c_ptr,
-                    pc.ldc,
+                    read.ldc,
                     ops.c.ptr(),
-                    ldc,
+                    p.ldc,
                     p.m,
                     p.n,
                 )

@@ -14,13 +14,15 @@
 //! the cost model's pick (`choose`) and the heuristic's rules (`heuristic`), the resolved choice
 //! (`choice`), the tuning space (`space`), the env overrides (`overrides`), the copies made first
 //! (`repack`), the tensor maps (`maps`), the epilogues (`epilogue`), the device-file specs
-//! (`spec`), the plan `kiln plan` shows (`plan`), the launch (`launch`) and the instrumented
-//! launch (`timeline`).
+//! (`spec`), the launch worked out before it runs, which `kiln plan` shows (`plan`), its
+//! execution (`launch`), the instrumented launch (`timeline`) and the launches `kiln sanitize
+//! --configs` forces (`forced`).
 
 mod choice;
 mod choose;
 mod cost;
 mod epilogue;
+mod forced;
 mod heuristic;
 mod launch;
 mod maps;
@@ -43,18 +45,18 @@ pub use maps::{
 };
 pub use notes::Notes;
 pub use overrides::Overrides;
-pub use plan::{plan, LaunchPlan};
+pub use plan::plan;
 pub use repack::{as_read, c_through_scratch, transposes_a, MAX_PACK_BYTES};
 pub use spec::{has_split_code, needs_split_code};
 pub use tiles::{forced_config, TileConfig, C_STAGING_BYTES, FORCED_CONFIGS};
-pub use timeline::{CtaStamps, TRACE_EVENTS};
+pub use timeline::TRACE_EVENTS;
 
 use overrides::{dependent_launch, epi_defer, group_m};
-use plan::{launch_tile, warn_forced_fallback, work_layout};
-use repack::{c_target, needs_pack, pack_shape, repack};
+use plan::{warn_forced_fallback, Prepared, ReadA};
+use repack::{c_target, needs_pack, pack_shape, packed_ld, repack, with_a_row_major};
 use tiles::ring_for;
 
-use super::{GemmKernel, GemmOperands, GemmProblem};
+use super::{CtaStamps, ForcedSetup, GemmKernel, GemmOperands, GemmProblem, Knobs, LaunchPlan};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -205,6 +207,37 @@ impl GemmKernel for WgmmaTmaWs {
             reason,
         })?;
         self.launch_choice(ctx, p, ops, choice, None, &Overrides::from_env())
+    }
+    fn plan(
+        &self,
+        p: &GemmProblem,
+        dev: &DeviceInfo,
+        tuned: bool,
+        knobs: Knobs,
+    ) -> Option<LaunchPlan> {
+        let env = match knobs {
+            Knobs::Env => Overrides::from_env(),
+            Knobs::Vars(vars) => Overrides::from_vars(vars),
+        };
+        // (looked up as `launch` looks it up: for the problem as the kernel reads it)
+        let tuned = tuned
+            .then(|| crate::tune::cache::lookup(dev, self.name(), &as_read(p)))
+            .flatten();
+        Some(plan(p, dev.sm_count, tuned.as_ref(), &env))
+    }
+    fn forced_setups(&self) -> Vec<ForcedSetup> {
+        forced::forced_setups()
+    }
+    fn trace_events(&self) -> &'static [&'static str] {
+        &TRACE_EVENTS
+    }
+    fn timeline(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+    ) -> Result<Vec<CtaStamps>> {
+        self.trace_launch(ctx, p, ops)
     }
 }
 

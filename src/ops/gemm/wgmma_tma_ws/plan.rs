@@ -1,12 +1,13 @@
-//! What `launch` would run for a problem, worked out without a GPU (`kiln plan`), and the steps
-//! it shares with `launch`: the tile that runs and how its work is laid out.
+//! Plan, then execute: a launch of one resolved choice worked out before anything runs
+//! ([`Prepared`]), which `launch` executes and [`plan`] shows (`kiln plan`) without a GPU.
 
 use super::{
-    as_read, c_through_scratch, needs_pack, needs_split_code, output_map, pack_shape, ring_for,
-    transposes_a, with_epilogue,
+    as_read, c_through_scratch, k_blocks, needs_split_code, output_map, pack_shape, packed_ld,
+    ring_for, transposes_a, with_a_row_major, with_epilogue, WgmmaTmaWs,
 };
 use super::{Choice, Epilogue, Notes, Overrides, SplitPlan, TileConfig, BM};
-use crate::ops::gemm::{DType, GemmProblem};
+use crate::jit::KernelSpec;
+use crate::ops::gemm::{DType, GemmProblem, LaunchPlan};
 use crate::tune::space::Config;
 
 /// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes
@@ -27,7 +28,7 @@ pub(super) fn warn_forced_fallback(forced: TileConfig, ran: TileConfig) {
 
 /// The tile a launch of `choice` runs (`KILN_WGMMA_STAGES` applied, then [`with_epilogue`]) and
 /// its K slices: 64-row tiles split K inside the CTA instead, and the ping-pong kernel does not
-/// split. Shared by `launch` and [`plan`].
+/// split.
 pub(super) fn launch_tile(
     choice: &Choice,
     tma_epi: bool,
@@ -50,8 +51,7 @@ pub(super) fn launch_tile(
 
 /// How `cfg`'s tiles of `p` are laid over `slots` resident clusters: the first stream-K tile
 /// (where `choice` asks for stream-K and the tile config takes it) and the split plan. Stream-K
-/// replaces split-K where both are asked for (the kernel ignores splits then). Shared by `launch`
-/// and [`plan`].
+/// replaces split-K where both are asked for (the kernel ignores splits then).
 pub(super) fn work_layout(
     cfg: TileConfig,
     choice: &Choice,
@@ -69,164 +69,289 @@ pub(super) fn work_layout(
     (sk_from, plan)
 }
 
-/// What `launch` would run for a problem, worked out without a GPU ([`plan`]): the copies made
-/// first, the tile that runs and how, the grid, and the notes of every rule that decided.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct LaunchPlan {
-    /// The tile that runs ([`TileConfig::label`], K slices included).
-    pub tile: String,
-    pub bm: u32,
-    pub bn: u32,
-    pub stages: u32,
-    /// CTAs per cluster (2: pairs sharing B through multicast).
-    pub cluster: u32,
-    pub pingpong: bool,
-    /// K slices of the split tiles (1: none).
+/// Where the kernel reads A from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReadA {
+    /// As stored.
+    InPlace,
+    /// A copy with 128-byte rows at this leading dimension (`pack_rows`): TMA cannot address A's
+    /// rows as stored.
+    Packed(usize),
+    /// A row-major copy at this leading dimension (`transpose_rows`): a column-major A with few
+    /// rows ([`transposes_a`]).
+    Transposed(usize),
+}
+
+/// A launch of one resolved choice, worked out before anything runs: the copies made first, the
+/// problem as the kernel then reads it, the epilogue, the tile that runs with its K slices, and
+/// its variant. What is left to the GPU is how many clusters are resident
+/// ([`Prepared::layout`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Prepared {
+    /// The problem as given (canonical): what the copies read and C's copy back writes.
+    pub p: GemmProblem,
+    /// The problem as the kernel reads it: A and B at their copies' leading dimensions (A
+    /// row-major when read from its transposed copy), C at its scratch's.
+    pub read: GemmProblem,
+    pub a: ReadA,
+    /// The leading dimension of B's copy with 128-byte rows, when B is read from one.
+    pub b: Option<usize>,
+    /// The leading dimension of C's scratch, when C is written through one and copied back
+    /// ([`c_through_scratch`]).
+    pub c: Option<usize>,
+    pub choice: Choice,
+    pub epi: Epilogue,
+    /// The tile that runs ([`launch_tile`]) and its K slices.
+    pub tile: TileConfig,
     pub splits: u32,
-    /// Only the last, partial wave's tiles are split.
-    pub tail: bool,
-    /// Stream-K over the cluster tiles from here on.
-    pub stream_k_from: Option<u32>,
-    /// The TMA-store epilogue (else the register one).
-    pub tma_epilogue: bool,
-    /// The TMA-store epilogue with C loaded first (beta other than 0 and 1).
-    pub c_loaded: bool,
-    /// The variant with the split-K and stream-K code ([`needs_split_code`]), else the one
-    /// without, which compiles faster.
+    /// The variant with the split-K and stream-K code ([`needs_split_code`]).
     pub split_code: bool,
-    /// Copies launched before the GEMM, each with its reason.
-    pub copies: Vec<String>,
-    /// Cluster tiles, resident cluster slots assumed, CTAs launched, and work units per slot.
+}
+
+impl Prepared {
+    /// `choice` for `p` with A, B and C at these device addresses (a plan without a GPU takes
+    /// aligned ones, as allocations are), saying in `notes` how C goes out and which tile runs.
+    pub(super) fn new(
+        p: &GemmProblem,
+        (a, b, c): (u64, u64, u64),
+        choice: Choice,
+        env: &Overrides,
+        notes: &mut Notes,
+    ) -> Prepared {
+        let p = p.canonical();
+        let es = p.input.size();
+        let mut read = p;
+        let ra = if transposes_a(&p) {
+            let ld = pack_shape(p.m, p.k, es).0;
+            (read.layout, read.lda) = (with_a_row_major(p.layout), ld);
+            ReadA::Transposed(ld)
+        } else {
+            match packed_ld(p.lda, p.a_storage(), es, Some(a)) {
+                Some(ld) => {
+                    read.lda = ld;
+                    ReadA::Packed(ld)
+                }
+                None => ReadA::InPlace,
+            }
+        };
+        let rb = packed_ld(p.ldb, p.b_storage(), es, Some(b));
+        read.ldb = rb.unwrap_or(read.ldb);
+        // C through scratch is written by the register epilogue, whose rows are then aligned:
+        // compute-sanitizer's initcheck does not see TMA's stores, and flagged the copy-back's
+        // reads of them.
+        let rc = c_through_scratch(&read, c).then(|| pack_shape(p.m, p.n, p.output.size()).0);
+        read.ldc = rc.unwrap_or(read.ldc);
+        if let Some(stages) = env.stages {
+            notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
+        }
+        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
+        // the register epilogue (a variant of its own).
+        let epi = Epilogue::for_problem(&read, rc.is_none() && output_map(&read, c).is_some(), env);
+        let tma_epi = epi.tma();
+        notes.add(|| {
+            if epi == Epilogue::TmaLoadC {
+                format!(
+                    "epilogue: C loaded by TMA into the staging chunks (beta = {}), blended, stored by TMA",
+                    read.beta
+                )
+            } else if tma_epi && read.beta != 0.0 {
+                let rounding = if read.output == DType::F32 {
+                    ""
+                } else {
+                    "; 16-bit C: alpha * A * B is rounded to 16 bits before the add, one rounding more \
+                     than the register epilogue's (KILN_WGMMA_CLOAD=1 loads C instead)"
+                };
+                format!(
+                    "epilogue: TMA reduce-add (C += alpha * A * B, beta = 1) from swizzled staging \
+                     chunks{rounding}"
+                )
+            } else if tma_epi {
+                "epilogue: TMA stores from swizzled staging chunks".into()
+            } else {
+                let why = if rc.is_some() {
+                    "C goes through scratch"
+                } else if !env.epi {
+                    "KILN_WGMMA_EPI=0"
+                } else {
+                    "TMA cannot address C (a row of N elements is not a multiple of 16 bytes)"
+                };
+                format!("epilogue: from registers ({why})")
+            }
+        });
+        let (tile, splits) = launch_tile(&choice, tma_epi, env.stages);
+        if (tile.bm, tile.bn) != (choice.tile.bm, choice.tile.bn) {
+            notes.add(|| {
+                format!(
+                    "{} has the TMA-store epilogue only: {} runs",
+                    choice.tile.label(1),
+                    tile.label(1)
+                )
+            });
+        }
+        Prepared {
+            p,
+            read,
+            a: ra,
+            b: rb,
+            c: rc,
+            choice,
+            epi,
+            tile,
+            splits,
+            split_code: needs_split_code(tile, splits, choice.stream_k, env),
+        }
+    }
+
+    /// The variant that runs.
+    pub(super) fn spec(&self, arch: &str) -> KernelSpec {
+        let r = &self.read;
+        WgmmaTmaWs::spec(
+            arch,
+            (r.layout, r.input, r.output),
+            self.tile,
+            self.choice.group_m,
+            self.epi,
+            self.split_code,
+        )
+    }
+
+    /// How the tiles are laid over `slots` resident clusters.
+    pub(super) fn layout(&self, slots: u32) -> WorkLayout {
+        let r = &self.read;
+        let (sk_from, split) = work_layout(self.tile, &self.choice, self.splits, r, slots);
+        WorkLayout {
+            tiles: self.tile.cluster_tiles(r.m, r.n),
+            slots,
+            sk_from,
+            split,
+            k_blocks: k_blocks(r.k),
+        }
+    }
+
+    /// The copies launched before the GEMM, each with its reason.
+    fn copies(&self) -> Vec<String> {
+        let p = &self.p;
+        let mut v = Vec::new();
+        match self.a {
+            ReadA::Transposed(_) => v.push(format!(
+                "A ({} rows, column-major) copied transposed (transpose_rows): its MN-major boxes \
+                 would be mostly zero fill",
+                p.m
+            )),
+            ReadA::Packed(_) => v.push(format!(
+                "A copied to 128-byte rows (pack_rows): lda = {} is not a multiple of 16 bytes",
+                p.lda
+            )),
+            ReadA::InPlace => {}
+        }
+        if self.b.is_some() {
+            v.push(format!(
+                "B copied to 128-byte rows (pack_rows): ldb = {} is not a multiple of 16 bytes",
+                p.ldb
+            ));
+        }
+        if self.c.is_some() {
+            v.push(format!(
+                "C written through scratch with 128-byte rows and copied back (pack_rows): ldc = {} \
+                 is not a multiple of 16 bytes{}",
+                p.ldc,
+                if p.beta != 0.0 {
+                    "; C copied in first, for beta"
+                } else {
+                    ""
+                }
+            ));
+        }
+        v
+    }
+
+    /// What runs over `layout`, for `kiln plan`, with the `notes` of the rules that decided.
+    fn summary(&self, layout: &WorkLayout, notes: Vec<String>) -> LaunchPlan {
+        let (cfg, sp) = (self.tile, layout.split);
+        LaunchPlan {
+            tile: cfg.label(sp.splits),
+            bm: cfg.bm,
+            bn: cfg.bn,
+            stages: cfg.stages,
+            cluster: cfg.cluster,
+            pingpong: cfg.pingpong,
+            splits: sp.splits,
+            tail: sp.splits > 1 && sp.split_from > 0,
+            stream_k_from: layout.sk_from,
+            tma_epilogue: self.epi.tma(),
+            c_loaded: self.epi == Epilogue::TmaLoadC,
+            split_code: self.split_code,
+            copies: self.copies(),
+            tiles: layout.tiles,
+            slots: layout.slots,
+            grid: sp.grid,
+            waves: layout.units() as f64 / layout.slots as f64,
+            notes,
+        }
+    }
+}
+
+/// How a prepared launch's cluster tiles are laid over the resident slots: plain tiles, split
+/// tiles ([`SplitPlan`]) or stream-K from `sk_from` on.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WorkLayout {
+    /// Cluster tiles, and the resident cluster slots they are laid over.
     pub tiles: u32,
     pub slots: u32,
-    pub grid: u32,
-    pub waves: f64,
-    /// Why: where the choice came from and each rule that applied, in order.
-    pub notes: Vec<String>,
+    /// The first stream-K cluster tile, when stream-K runs.
+    pub sk_from: Option<u32>,
+    pub split: SplitPlan,
+    /// K blocks of the problem (stream-K spreads them over the CTAs).
+    pub k_blocks: u32,
+}
+
+impl WorkLayout {
+    /// Work units: plain tiles, and each split tile's slices.
+    pub(super) fn units(&self) -> u32 {
+        let sp = &self.split;
+        sp.split_from + (self.tiles - sp.split_from) * sp.splits
+    }
+
+    /// (fp32 workspace bytes, arrival counters) for a `bn`-wide tile: stream-K's two partials
+    /// per CTA, or the split tiles' slices; `None` when nothing is split.
+    pub(super) fn workspace(&self, bn: u32) -> Option<(usize, usize)> {
+        match self.sk_from {
+            Some(from) => Some((
+                SplitPlan::stream_k_workspace_bytes(self.split.grid, bn),
+                (self.tiles - from) as usize,
+            )),
+            None if self.split.splits > 1 => Some((
+                self.split.workspace_bytes(bn),
+                self.split.split_block_tiles as usize,
+            )),
+            None => None,
+        }
+    }
+
+    /// The kernel's `Extras` values (splits, first split or stream-K tile, stream-K K blocks).
+    pub(super) fn extras(&self) -> (i32, i32, u32) {
+        (
+            self.split.splits as i32,
+            self.sk_from.unwrap_or(self.split.split_from) as i32,
+            self.sk_from
+                .map_or(0, |from| (self.tiles - from) * self.k_blocks),
+        )
+    }
 }
 
 /// What [`WgmmaTmaWs`]'s `launch` would run for `p` on a GPU of `sm_count` SMs, given the
 /// tuning cache's config for its shape class (`tuned`) and the env overrides, without a GPU (for
-/// `kiln plan`). It calls the functions `launch` calls; it assumes C aligned as allocations are
-/// and one resident CTA per SM (the GPU's occupancy query may give pairs fewer slots).
+/// `kiln plan`): the [`Prepared`] launch `launch` executes, laid over one resident CTA per SM (the
+/// GPU's occupancy query may give pairs fewer slots), with the operands aligned as allocations
+/// are.
 pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overrides) -> LaunchPlan {
     let mut notes = Notes::on();
-    let pc = p.canonical();
-    let es = pc.input.size();
-    let mut copies = Vec::new();
-    if transposes_a(&pc) {
-        copies.push(format!(
-            "A ({} rows, column-major) copied transposed (transpose_rows): its MN-major boxes \
-             would be mostly zero fill",
-            pc.m
-        ));
-    } else if needs_pack(pc.lda, es, None) {
-        copies.push(format!(
-            "A copied to 128-byte rows (pack_rows): lda = {} is not a multiple of 16 bytes",
-            pc.lda
-        ));
-    }
-    if needs_pack(pc.ldb, es, None) {
-        copies.push(format!(
-            "B copied to 128-byte rows (pack_rows): ldb = {} is not a multiple of 16 bytes",
-            pc.ldb
-        ));
-    }
-    // C's address is known only at launch: as allocations are, aligned.
-    let c_addr = 1u64 << 20;
-    let c_back = c_through_scratch(&pc, c_addr);
-    if c_back {
-        copies.push(format!(
-            "C written through scratch with 128-byte rows and copied back (pack_rows): ldc = {} \
-             is not a multiple of 16 bytes{}",
-            pc.ldc,
-            if pc.beta != 0.0 {
-                "; C copied in first, for beta"
-            } else {
-                ""
-            }
-        ));
-    }
-    let read = as_read(&pc);
-    let choice = Choice::resolve_noted(&read, sm_count, tuned, env, &mut notes);
-    if let Some(stages) = env.stages {
-        notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
-    }
-    let pcc = if c_back {
-        GemmProblem {
-            ldc: pack_shape(pc.m, pc.n, pc.output.size()).0,
-            ..read
-        }
-    } else {
-        read
-    };
-    let epi = Epilogue::for_problem(&pcc, !c_back && output_map(&pcc, c_addr).is_some(), env);
-    let tma_epi = epi.tma();
-    notes.add(|| {
-        if epi == Epilogue::TmaLoadC {
-            format!(
-                "epilogue: C loaded by TMA into the staging chunks (beta = {}), blended, stored by TMA",
-                pcc.beta
-            )
-        } else if tma_epi && pcc.beta != 0.0 {
-            let rounding = if pcc.output == DType::F32 {
-                ""
-            } else {
-                "; 16-bit C: alpha * A * B is rounded to 16 bits before the add, one rounding more \
-                 than the register epilogue's (KILN_WGMMA_CLOAD=1 loads C instead)"
-            };
-            format!(
-                "epilogue: TMA reduce-add (C += alpha * A * B, beta = 1) from swizzled staging \
-                 chunks{rounding}"
-            )
-        } else if tma_epi {
-            "epilogue: TMA stores from swizzled staging chunks".into()
-        } else {
-            let why = if c_back {
-                "C goes through scratch"
-            } else if !env.epi {
-                "KILN_WGMMA_EPI=0"
-            } else {
-                "TMA cannot address C (a row of N elements is not a multiple of 16 bytes)"
-            };
-            format!("epilogue: from registers ({why})")
-        }
-    });
-    let (cfg, splits) = launch_tile(&choice, tma_epi, env.stages);
-    if (cfg.bm, cfg.bn) != (choice.tile.bm, choice.tile.bn) {
-        notes.add(|| {
-            format!(
-                "{} has the TMA-store epilogue only: {} runs",
-                choice.tile.label(1),
-                cfg.label(1)
-            )
-        });
-    }
-    let slots = (sm_count / cfg.cluster).max(1);
+    let choice = Choice::resolve_noted(&as_read(p), sm_count, tuned, env, &mut notes);
+    let aligned = 1u64 << 20;
+    let prep = Prepared::new(p, (aligned, aligned, aligned), choice, env, &mut notes);
+    let slots = (sm_count / prep.tile.cluster).max(1);
     let slots = env.grid.map_or(slots, |g| slots.min(g));
-    let ctiles = cfg.cluster_tiles(read.m, read.n);
-    let (sk_from, sp) = work_layout(cfg, &choice, splits, &read, slots);
-    let units = sp.split_from + (ctiles - sp.split_from) * sp.splits;
-    LaunchPlan {
-        tile: cfg.label(sp.splits),
-        bm: cfg.bm,
-        bn: cfg.bn,
-        stages: cfg.stages,
-        cluster: cfg.cluster,
-        pingpong: cfg.pingpong,
-        splits: sp.splits,
-        tail: sp.splits > 1 && sp.split_from > 0,
-        stream_k_from: sk_from,
-        tma_epilogue: tma_epi,
-        c_loaded: epi == Epilogue::TmaLoadC,
-        split_code: needs_split_code(cfg, splits, choice.stream_k, env),
-        copies,
-        tiles: ctiles,
-        slots,
-        grid: sp.grid,
-        waves: units as f64 / slots as f64,
-        notes: notes.into_vec(),
-    }
+    prep.summary(&prep.layout(slots), notes.into_vec())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Copies made before the GEMM: operands TMA cannot address (and a column-major A with few rows)
 //! into scratch with 128-byte rows, and C through scratch where its rows cost vector stores.
 
+use super::{Prepared, ReadA};
 use crate::device::{Context, Scratch};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{GemmProblem, Layout};
@@ -26,25 +27,21 @@ pub fn c_through_scratch(p: &GemmProblem, c: u64) -> bool {
         && pack_shape(p.m, p.n, oes).1 <= MAX_PACK_BYTES
 }
 
-/// Where the kernel writes C: `c` itself, or (`Some` copy-back) scratch (`c_through_scratch`),
-/// filled from C first when beta != 0 and written by the register epilogue. 4096x4095x4096 ran
-/// 286 us with C's scalar stores against 173 at 4096^3.
-pub(super) fn c_target(
-    ctx: &Context,
-    p: &GemmProblem,
-    c: u64,
-) -> Result<(u64, GemmProblem, Option<usize>)> {
-    if !c_through_scratch(p, c) {
-        return Ok((c, *p, None));
-    }
+/// Where the kernel writes C: `c` itself, or the scratch `prep` writes it through
+/// ([`c_through_scratch`]), filled from C first when beta != 0 and written by the register
+/// epilogue. 4096x4095x4096 ran 286 us with C's scalar stores against 173 at 4096^3.
+pub(super) fn c_target(ctx: &Context, prep: &Prepared, c: u64) -> Result<u64> {
+    let Some(pld) = prep.c else {
+        return Ok(c);
+    };
+    let p = &prep.p;
     let oes = p.output.size();
-    let (pld, bytes) = pack_shape(p.m, p.n, oes);
-    let dst = C_PACK.at_least(ctx, bytes)?;
+    let dst = C_PACK.at_least(ctx, pack_shape(p.m, p.n, oes).1)?;
     if p.beta != 0.0 {
         // SAFETY: C spans M rows of N elements at pitch ldc (validated); the scratch M x pld.
         unsafe { crate::ops::gemm::pack_rows::launch(ctx, oes, c, p.ldc, dst, pld, p.m, p.n) }?;
     }
-    Ok((dst, GemmProblem { ldc: pld, ..*p }, Some(p.ldc)))
+    Ok(dst)
 }
 
 /// The largest padded copy of one operand `repack` makes; a bigger operand that TMA cannot
@@ -66,7 +63,7 @@ pub(super) fn pack_shape(rows: usize, cols: usize, es: usize) -> (usize, usize) 
 
 /// The leading dimension of the copy an operand stored `(rows, cols)` at `ld` is read from, or
 /// `None` when it is read in place (`needs_pack`; `ptr` when known).
-fn packed_ld(
+pub(super) fn packed_ld(
     ld: usize,
     (rows, cols): (usize, usize),
     es: usize,
@@ -94,7 +91,7 @@ pub fn transposes_a(p: &GemmProblem) -> bool {
 }
 
 /// `layout` with A row-major (the layout of a problem whose A is read from its transposed copy).
-fn with_a_row_major(layout: Layout) -> Layout {
+pub(super) fn with_a_row_major(layout: Layout) -> Layout {
     match layout {
         Layout::CC => Layout::RC,
         Layout::CR => Layout::RR,
@@ -119,47 +116,41 @@ pub fn as_read(p: &GemmProblem) -> GemmProblem {
     q
 }
 
-/// The operands the kernel reads, and the problem with their leading dimensions. An operand TMA
-/// cannot address (`needs_pack`: 1023x1023x1023, 777x1234x999, a base off 16 bytes) is copied
-/// first, on the stream, into scratch with 128-byte rows (`pack_rows`: one read and one write of
-/// the operand, before the GEMM reads it); a column-major A with few rows (`transposes_a`) is
-/// copied transposed (`transpose_rows`), and the problem's layout then has A row-major; the
+/// The operands the kernel reads (`prep`'s copies of A at `a` and B at `b`, made on the stream,
+/// or the operands themselves). An operand TMA cannot address (`needs_pack`: 1023x1023x1023,
+/// 777x1234x999, a base off 16 bytes) is copied first into scratch with 128-byte rows
+/// (`pack_rows`: one read and one write of the operand, before the GEMM reads it); a
+/// column-major A with few rows (`transposes_a`) is copied transposed (`transpose_rows`); the
 /// others are read in place.
-pub(super) fn repack(
-    ctx: &Context,
-    p: &GemmProblem,
-    a: u64,
-    b: u64,
-) -> Result<(u64, u64, GemmProblem)> {
+pub(super) fn repack(ctx: &Context, prep: &Prepared, a: u64, b: u64) -> Result<(u64, u64)> {
+    let p = &prep.p;
     let es = p.input.size();
-    let mut q = *p;
-    // The operand at `src`, stored `(rows, cols)` at `*ld`: in place, or its copy (and `*ld`
-    // becomes the copy's).
-    let read = |scratch: &Scratch, src: u64, ld: &mut usize, (rows, cols): (usize, usize)| {
-        let Some(pld) = packed_ld(*ld, (rows, cols), es, Some(src)) else {
-            return Ok(src);
-        };
+    // The operand at `src`, stored `(rows, cols)` at `ld`, copied to rows `pld` apart.
+    let copy = |scratch: &Scratch, src: u64, ld: usize, (rows, cols): (usize, usize), pld| {
         let dst = scratch.at_least(ctx, pack_shape(rows, cols, es).1)?;
         // SAFETY: the source spans `rows` rows of `cols` elements at pitch `ld` inside the
         // caller's operand (validated); the scratch holds `rows` x `pld` elements and is only
         // read by this launch, after the copy on the same stream.
-        unsafe { crate::ops::gemm::pack_rows::launch(ctx, es, src, *ld, dst, pld, rows, cols) }?;
-        *ld = pld;
+        unsafe { crate::ops::gemm::pack_rows::launch(ctx, es, src, ld, dst, pld, rows, cols) }?;
         Ok::<u64, Error>(dst)
     };
-    let a = if transposes_a(p) {
-        let (pld, bytes) = pack_shape(p.m, p.k, es);
-        let dst = A_PACK.at_least(ctx, bytes)?;
-        // SAFETY: A is stored as K rows of M elements at pitch lda (validated); the scratch
-        // holds M x pld elements and is only read by this launch, after the copy on the stream.
-        unsafe { crate::ops::gemm::transpose_rows::launch(ctx, a, p.lda, dst, pld, p.k, p.m) }?;
-        (q.layout, q.lda) = (with_a_row_major(p.layout), pld);
-        dst
-    } else {
-        read(&A_PACK, a, &mut q.lda, p.a_storage())?
+    let a = match prep.a {
+        ReadA::InPlace => a,
+        ReadA::Packed(pld) => copy(&A_PACK, a, p.lda, p.a_storage(), pld)?,
+        ReadA::Transposed(pld) => {
+            let dst = A_PACK.at_least(ctx, pack_shape(p.m, p.k, es).1)?;
+            // SAFETY: A is stored as K rows of M elements at pitch lda (validated); the scratch
+            // holds M x pld elements and is only read by this launch, after the copy on the
+            // stream.
+            unsafe { crate::ops::gemm::transpose_rows::launch(ctx, a, p.lda, dst, pld, p.k, p.m) }?;
+            dst
+        }
     };
-    let b = read(&B_PACK, b, &mut q.ldb, p.b_storage())?;
-    Ok((a, b, q))
+    let b = match prep.b {
+        None => b,
+        Some(pld) => copy(&B_PACK, b, p.ldb, p.b_storage(), pld)?,
+    };
+    Ok((a, b))
 }
 
 #[cfg(test)]

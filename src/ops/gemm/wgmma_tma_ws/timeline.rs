@@ -4,11 +4,11 @@
 use super::{Overrides, WgmmaTmaWs};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
-use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
+use crate::ops::gemm::{CtaStamps, GemmKernel, GemmOperands, GemmProblem};
 
 /// What the instrumented variant stamps (the kernel's `TraceEvent`, in order), each once per CTA
 /// by the one thread that sees it.
-pub const TRACE_EVENTS: [&str; 8] = [
+pub const TRACE_EVENTS: [&str; crate::ops::gemm::MAX_TRACE_EVENTS] = [
     "entry",
     "block synced (barriers set up; single CTAs' first loads out)",
     "first stage's loads issued",
@@ -19,19 +19,11 @@ pub const TRACE_EVENTS: [&str; 8] = [
     "consumer 1: done (stores complete)",
 ];
 
-/// The stamps of one CTA of an instrumented launch: per event of [`TRACE_EVENTS`], the global
-/// timer (ns, comparable across SMs) and the SM's clock (cycles, finer; its own SM only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CtaStamps {
-    pub ns: [u64; TRACE_EVENTS.len()],
-    pub clk: [u64; TRACE_EVENTS.len()],
-}
-
 impl WgmmaTmaWs {
     /// One instrumented launch of `p` (the config `launch` would run, unsplit: the stamps take
     /// the split-K workspace's place): the stamps of every CTA, in launch order. For
     /// `kiln profile --timeline`; never part of dispatch.
-    pub fn timeline(
+    pub(super) fn trace_launch(
         &self,
         ctx: &Context,
         p: &GemmProblem,
@@ -59,8 +51,8 @@ impl WgmmaTmaWs {
             .chunks(2 * n)
             .map(|c| {
                 let mut s = CtaStamps::default();
-                s.ns.copy_from_slice(&c[..n]);
-                s.clk.copy_from_slice(&c[n..]);
+                s.ns[..n].copy_from_slice(&c[..n]);
+                s.clk[..n].copy_from_slice(&c[n..]);
                 s
             })
             .take_while(|s| s.ns[0] != 0)

@@ -2,6 +2,7 @@
 //! wave-quantised cost model that weighs tile shapes and split factors against each other.
 
 use super::{TileConfig, BK, BM};
+use crate::ops::waves::{last_wave, last_wave_slices, waves};
 
 impl TileConfig {
     /// How `splits` K slices are laid over the cluster tiles of an `m` x `n` problem run on
@@ -20,7 +21,7 @@ impl TileConfig {
         let split_from = match (splits > 1, tail) {
             (false, _) => ctiles,
             (true, false) => 0,
-            (true, true) => ctiles / slots * slots,
+            (true, true) => ctiles - last_wave(ctiles, slots),
         };
         let splits = if split_from == ctiles { 1 } else { splits };
         let units = split_from + (ctiles - split_from) * splits;
@@ -44,7 +45,7 @@ impl TileConfig {
         }
         let slots = max_clusters.max(1);
         let ctiles = self.cluster_tiles(m, n);
-        let rem = ctiles % slots;
+        let rem = last_wave(ctiles, slots);
         if ctiles <= slots || rem == 0 {
             return None;
         }
@@ -75,7 +76,7 @@ impl TileConfig {
         } else {
             self.bn as u64 / 8
         };
-        units.div_ceil(sm_count.max(1) as u64) * per_unit * step
+        waves(units, sm_count) * per_unit * step
     }
 
     /// The split-K factor (1..=MAX_SPLITS, never more than the K blocks) with the lowest
@@ -130,20 +131,6 @@ impl SplitPlan {
         self.split_block_tiles as usize * self.splits as usize * (BM * bn) as usize * 4
         // (only 128-row tiles split: the 64-row ones already split K inside the CTA)
     }
-}
-
-/// The last-wave split rule (GEMM's tail split, the fused SwiGLU's in-kernel split): when `tiles`
-/// on `slots` resident CTAs leave a last wave at most half full, its tiles are cut into as many K
-/// slices as fill the idle slots (slots / tail tiles), at most `max_slices` and a quarter of the
-/// `kblocks`; `None` when the waves are whole, there is one wave or less, or that is under 2.
-pub fn last_wave_slices(tiles: u32, slots: u32, max_slices: u32, kblocks: u32) -> Option<u32> {
-    let slots = slots.max(1);
-    let tail = tiles % slots;
-    if tiles <= slots || tail == 0 || tail * 2 > slots {
-        return None;
-    }
-    let s = (slots / tail).min(max_slices).min(kblocks / 4);
-    (s >= 2).then_some(s)
 }
 
 /// The most K slices a tile is split into.

@@ -3,6 +3,7 @@
 
 use super::{table_bytes, MAX_EXPERTS};
 use crate::ops::moe::problem::{MoeProblem, Rows};
+use crate::ops::waves::waves;
 
 /// K depth of one pipeline stage.
 pub const BK: u32 = 64;
@@ -115,7 +116,7 @@ impl TileConfig {
     /// Wave-quantised cost of `tiles` tiles on `sms` SMs: the tiles the busiest CTA runs, each
     /// costing its area over its efficiency. Lower is better.
     pub fn cost(self, tiles: u64, sms: u32) -> f64 {
-        tiles.div_ceil(sms.max(1) as u64) as f64 * (self.bm * self.bn) as f64 / self.efficiency()
+        waves(tiles, sms) as f64 * (self.bm * self.bn) as f64 / self.efficiency()
     }
 
     /// Tiles for these per-expert row counts and N.

@@ -223,6 +223,7 @@ fn rows_aligned_to(p: &GemmProblem, bytes: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Epilogue;
     use super::super::{b_box_rows, b_loads_per_cluster, bf16, with_epilogue, Choice, Overrides};
     use super::*;
     use crate::ops::gemm::Layout;
@@ -428,9 +429,14 @@ mod tests {
             .bn
             .is_multiple_of(64));
         // A C the TMA-store epilogue cannot take runs the next multiple of 64.
-        assert_eq!(with_epilogue(TileConfig::N168, false), TileConfig::MEDIUM);
-        assert_eq!(with_epilogue(TileConfig::N224, false), TileConfig::LARGE);
-        assert_eq!(with_epilogue(TileConfig::N224, true), TileConfig::N224);
+        for epi in [Epilogue::Registers, Epilogue::TmaLoadC] {
+            assert_eq!(with_epilogue(TileConfig::N168, epi), TileConfig::MEDIUM);
+            assert_eq!(with_epilogue(TileConfig::N224, epi), TileConfig::LARGE);
+        }
+        assert_eq!(
+            with_epilogue(TileConfig::N224, Epilogue::TmaStore),
+            TileConfig::N224
+        );
         // K-major B: one box of the tile's rows; MN-major: whole 64-column boxes (a 32-column
         // box in the 64B swizzle, whole atoms for 224, ran 3-21 % slower: ledger #73)
         assert_eq!(b_box_rows(TileConfig::N168), 168);
@@ -460,8 +466,13 @@ mod tests {
         assert_ne!(h(1024, 5120, 5000, Layout::RC).tile, TileConfig::WIDE);
         // where C takes the register epilogue (a C that TMA cannot address) the 128 x 192 tile
         // runs instead
-        assert_eq!(with_epilogue(TileConfig::WIDE, false), TileConfig::MEDIUM);
-        assert_eq!(with_epilogue(TileConfig::WIDE, true), TileConfig::WIDE);
+        for epi in [Epilogue::Registers, Epilogue::TmaLoadC] {
+            assert_eq!(with_epilogue(TileConfig::WIDE, epi), TileConfig::MEDIUM);
+        }
+        assert_eq!(
+            with_epilogue(TileConfig::WIDE, Epilogue::TmaStore),
+            TileConfig::WIDE
+        );
         assert_eq!(b_box_rows(TileConfig::WIDE), 160);
     }
 }

@@ -5,17 +5,21 @@ use super::{Overrides, TileConfig};
 use crate::device::{Tma2d, TmaSwizzle};
 use crate::ops::gemm::GemmProblem;
 
-/// The tile that runs where `tile` was picked, given whether C takes the TMA-store epilogue:
-/// the 320-wide tile's register epilogue spills (160 accumulators beside its transposes), so
-/// where C needs that one (beta not 0 or 1, a C that TMA cannot address) the 128 x 192 tile runs;
-/// the 168- and 224-wide tiles are compiled with the TMA-store epilogue only (fewer variants for
-/// tiles chosen at few shapes), and the next multiple of 64 runs instead.
-pub fn with_epilogue(tile: TileConfig, tma_epi: bool) -> TileConfig {
-    match tile {
-        _ if tma_epi => tile,
-        TileConfig::WIDE => TileConfig::MEDIUM,
-        TileConfig::N168 => TileConfig::MEDIUM,
-        TileConfig::N224 => TileConfig::LARGE,
+/// The tile that runs where `tile` was picked, given the epilogue C takes. Every tile has the
+/// TMA-store epilogue (beta 0 or 1, the common case). The 320-wide tile's register epilogue
+/// spills (160 accumulators beside its transposes), and the 168-, 224- and 320-wide tiles are
+/// compiled with the TMA-store epilogue only (fewer variants for tiles chosen at few shapes):
+/// where C needs another (beta not 0 or 1, a C that TMA cannot address) the next multiple of 64
+/// runs instead (128 x 192, 128 x 256). The C-load epilogue (beta not 0 or 1, the rarest) comes
+/// in the cooperative tiles only: a ping-pong tile runs as the cooperative tile of its shape.
+pub fn with_epilogue(tile: TileConfig, epi: Epilogue) -> TileConfig {
+    match (tile, epi) {
+        (_, Epilogue::TmaStore) => tile,
+        (TileConfig::WIDE | TileConfig::N168, _) => TileConfig::MEDIUM,
+        (TileConfig::N224, _) => TileConfig::LARGE,
+        (TileConfig::PINGPONG, Epilogue::TmaLoadC) => TileConfig::SMALL,
+        (TileConfig::PINGPONG64, Epilogue::TmaLoadC) => TileConfig::TINY,
+        (TileConfig::PINGPONG_TINY, Epilogue::TmaLoadC) => TileConfig::TINY64,
         _ => tile,
     }
 }
@@ -68,6 +72,15 @@ impl Epilogue {
             Epilogue::Registers => 0,
             Epilogue::TmaStore => 1,
             Epilogue::TmaLoadC => 2,
+        }
+    }
+
+    /// Its name in notes: `TMA-store`, `C-load` or `register`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Epilogue::Registers => "register",
+            Epilogue::TmaStore => "TMA-store",
+            Epilogue::TmaLoadC => "C-load",
         }
     }
 

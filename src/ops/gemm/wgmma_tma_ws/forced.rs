@@ -1,7 +1,8 @@
 //! The launches `kiln sanitize --configs` forces: every tile config whole, with each C type and
 //! epilogue it has, and the cooperative 128-row tiles split, last-wave split and under stream-K.
 
-use super::{k_blocks, plan, with_epilogue, Overrides, TileConfig, FORCED_CONFIGS};
+use super::FORCED_CONFIGS;
+use super::{has_split_code, k_blocks, plan, with_epilogue, Epilogue, Overrides, TileConfig};
 use crate::ops::gemm::{DType, ForcedSetup, GemmProblem};
 
 /// How a forced tile's work is laid out in a [`Setup`].
@@ -34,8 +35,8 @@ pub struct Setup {
 impl Setup {
     /// Every setup: each forced config whole with a 16-bit C; with an f32 C through TMA stores
     /// and from registers (where the tile has that epilogue); 16-bit and f32 C loaded first
-    /// (beta 0.5); and the 128-row cooperative tiles split, last-wave split and (single CTAs)
-    /// under stream-K.
+    /// (beta 0.5, where the tile has that epilogue); and the tiles with the split-K code split,
+    /// last-wave split and (single CTAs) under stream-K.
     pub fn all() -> Vec<Setup> {
         let mut v = Vec::new();
         for &(config, tile) in FORCED_CONFIGS {
@@ -52,12 +53,14 @@ impl Setup {
             };
             add(Mode::Whole, DType::Bf16, true, 0.0, "");
             add(Mode::Whole, DType::F32, true, 0.0, " f32 C");
-            if with_epilogue(tile, false) == tile {
+            if with_epilogue(tile, Epilogue::Registers) == tile {
                 add(Mode::Whole, DType::F32, false, 0.0, " f32 C from registers");
             }
-            add(Mode::Whole, DType::Bf16, true, 0.5, " C loaded");
-            add(Mode::Whole, DType::F32, true, 0.5, " f32 C loaded");
-            if tile.bm == 128 && !tile.pingpong {
+            if with_epilogue(tile, Epilogue::TmaLoadC) == tile {
+                add(Mode::Whole, DType::Bf16, true, 0.5, " C loaded");
+                add(Mode::Whole, DType::F32, true, 0.5, " f32 C loaded");
+            }
+            if has_split_code(tile) {
                 add(Mode::Split, DType::Bf16, true, 0.0, " split 3");
                 add(Mode::LastWave, DType::Bf16, true, 0.0, " last-wave split 3");
                 if tile.cluster == 1 {
@@ -136,8 +139,8 @@ mod tests {
             assert!(setups.iter().any(|s| s.name == *name), "{name}");
         }
         assert_eq!(forced_setups().len(), setups.len());
-        // the 224-wide tile has no register epilogue: f32 C through TMA stores only, C loaded
-        // (beta 0.5) through TMA too, every mode otherwise
+        // the 224-wide tile has the TMA-store epilogue only: f32 C through TMA stores, every
+        // split mode
         let n224: Vec<&str> = setups
             .iter()
             .filter(|s| s.config == "n224")
@@ -148,13 +151,18 @@ mod tests {
             [
                 "n224",
                 "n224 f32 C",
-                "n224 C loaded",
-                "n224 f32 C loaded",
                 "n224 split 3",
                 "n224 last-wave split 3",
                 "n224 stream-K"
             ]
         );
+        // the ping-pong tiles load no C (it runs their cooperative twins); the 320-wide tile
+        // does not split
+        let names: Vec<&str> = setups.iter().map(|s| s.name.as_str()).collect();
+        assert!(names.contains(&"pingpong f32 C from registers"));
+        assert!(!names.contains(&"pingpong C loaded"));
+        assert!(names.contains(&"small C loaded") && names.contains(&"tiny64 C loaded"));
+        assert!(!names.contains(&"wide split 3") && !names.contains(&"wide stream-K"));
         // the check refuses what falls back: n224 from registers runs 128x256
         let fallback = Setup {
             name: "n224 f32 C from registers".into(),

@@ -89,8 +89,10 @@ impl WgmmaTmaWs {
         let (a_ptr, b_ptr) = repack(ctx, prep, ops.a.ptr(), ops.b.ptr())?;
         let c_ptr = c_target(ctx, prep, ops.c.ptr())?;
         let tc = output_map(read, c_ptr).filter(|_| prep.c.is_none());
-        if cfg.bn != choice.tile.bn && env.tile == Some(choice.tile) {
-            warn_forced_fallback(choice.tile, cfg);
+        if (cfg.bn, cfg.pingpong) != (choice.tile.bn, choice.tile.pingpong)
+            && env.tile == Some(choice.tile)
+        {
+            warn_forced_fallback(choice.tile, cfg, prep.epi);
         }
         let spec = prep.spec(&ctx.arch());
         let f = ctx.function(&match trace {

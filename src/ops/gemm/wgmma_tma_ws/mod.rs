@@ -141,30 +141,7 @@ impl GemmKernel for WgmmaTmaWs {
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        // The copies through 128-byte rows (`repack`, `c_target`): 16-bit operands, C of either
-        // width.
-        let mut v = vec![
-            super::pack_rows::spec(arch, 2),
-            super::pack_rows::spec(arch, 4),
-            super::transpose_rows::spec(arch),
-        ];
-        for cfg in TileConfig::ALL {
-            for (l, i, o) in super::all_combinations() {
-                // The TMA epilogues (beta 0 and 1; other betas, C loaded first), and the register
-                // one for a C that TMA cannot address.
-                for epi in Epilogue::ALL {
-                    if with_epilogue(cfg, epi.tma()) != cfg {
-                        continue;
-                    }
-                    for split_code in [false, true] {
-                        if !split_code || has_split_code(cfg) {
-                            v.push(Self::spec(arch, (l, i, o), cfg, group_m(), epi, split_code));
-                        }
-                    }
-                }
-            }
-        }
-        v
+        spec::variants(arch)
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         let env = Overrides::from_env();
@@ -183,8 +160,8 @@ impl GemmKernel for WgmmaTmaWs {
             // C's address is known only at launch: assume it aligned (as allocations are).
             let env = Overrides::from_env();
             let epi = Epilogue::for_problem(p, output_map(p, 1 << 20).is_some(), &env);
-            let tile = with_epilogue(c.tile, epi.tma());
-            let split_code = needs_split_code(tile, c.splits, c.stream_k, &env);
+            let tile = with_epilogue(c.tile, epi);
+            let split_code = needs_split_code(tile, c.splits, c.stream_k, epi, &env);
             Self::spec(
                 arch,
                 (p.layout, p.input, p.output),

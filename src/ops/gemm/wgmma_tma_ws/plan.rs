@@ -5,33 +5,35 @@ use super::{
     as_read, c_through_scratch, k_blocks, needs_split_code, output_map, pack_shape, packed_ld,
     ring_for, transposes_a, with_a_row_major, with_epilogue, WgmmaTmaWs,
 };
-use super::{Choice, Epilogue, Notes, Overrides, SplitPlan, TileConfig, BM};
+use super::{has_split_code, Choice, Epilogue, Notes, Overrides, SplitPlan, TileConfig};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{DType, GemmProblem, LaunchPlan};
 use crate::tune::space::Config;
 
-/// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes
-/// only the register epilogue, a tile without one runs the next that has it ([`with_epilogue`]).
+/// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes an
+/// epilogue the tile has no variant with, the next that has one runs ([`with_epilogue`]).
 /// Unsaid, a timing or a sanitizer run forced to a tile is taken for that tile's (ledger #75:
 /// `kiln sanitize` with n224 forced ran 128x256 on every problem).
-pub(super) fn warn_forced_fallback(forced: TileConfig, ran: TileConfig) {
+pub(super) fn warn_forced_fallback(forced: TileConfig, ran: TileConfig, epi: Epilogue) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
         eprintln!(
-            "kiln: KILN_WGMMA_CFG forces {0}, but this problem's C takes only the register \
-             epilogue, which {0} does not have: {1} runs instead (`kiln plan` says why)",
+            "kiln: KILN_WGMMA_CFG forces {0}, but this problem's C takes the {2} epilogue, which \
+             {0} has no variant with: {1} runs instead (`kiln plan` says why)",
             forced.label(1),
-            ran.label(1)
+            ran.label(1),
+            epi.name()
         );
     }
 }
 
-/// The tile a launch of `choice` runs (`KILN_WGMMA_STAGES` applied, then [`with_epilogue`]) and
-/// its K slices: 64-row tiles split K inside the CTA instead, and the ping-pong kernel does not
-/// split.
+/// The tile a launch of `choice` through `epi` runs (`KILN_WGMMA_STAGES` applied, then
+/// [`with_epilogue`]) and its K slices: only a tile with the split-K code splits (64-row tiles
+/// split K inside the CTA instead, the ping-pong kernel does not split, and the 320-wide tile
+/// runs at one wave).
 pub(super) fn launch_tile(
     choice: &Choice,
-    tma_epi: bool,
+    epi: Epilogue,
     stages: Option<u32>,
 ) -> (TileConfig, u32) {
     let cfg = match stages {
@@ -41,12 +43,12 @@ pub(super) fn launch_tile(
         },
         None => choice.tile,
     };
-    let splits = if cfg.bm != BM || cfg.pingpong {
-        1
-    } else {
+    let splits = if has_split_code(cfg) {
         choice.splits.max(1)
+    } else {
+        1
     };
-    (with_epilogue(cfg, tma_epi), splits)
+    (with_epilogue(cfg, epi), splits)
 }
 
 /// How `cfg`'s tiles of `p` are laid over `slots` resident clusters: the first stream-K tile
@@ -59,7 +61,7 @@ pub(super) fn work_layout(
     p: &GemmProblem,
     slots: u32,
 ) -> (Option<u32>, SplitPlan) {
-    let sk_from = (choice.stream_k && !cfg.pingpong)
+    let sk_from = (choice.stream_k && has_split_code(cfg))
         .then(|| cfg.stream_k_from(p.m, p.n, p.k, slots))
         .flatten();
     let plan = match sk_from {
@@ -178,12 +180,13 @@ impl Prepared {
                 format!("epilogue: from registers ({why})")
             }
         });
-        let (tile, splits) = launch_tile(&choice, tma_epi, env.stages);
-        if (tile.bm, tile.bn) != (choice.tile.bm, choice.tile.bn) {
+        let (tile, splits) = launch_tile(&choice, epi, env.stages);
+        if (tile.bn, tile.pingpong) != (choice.tile.bn, choice.tile.pingpong) {
             notes.add(|| {
                 format!(
-                    "{} has the TMA-store epilogue only: {} runs",
+                    "{} has no variant with the {} epilogue: {} runs",
                     choice.tile.label(1),
+                    epi.name(),
                     tile.label(1)
                 )
             });
@@ -198,7 +201,7 @@ impl Prepared {
             epi,
             tile,
             splits,
-            split_code: needs_split_code(tile, splits, choice.stream_k, env),
+            split_code: needs_split_code(tile, splits, choice.stream_k, epi, env),
         }
     }
 
@@ -383,7 +386,12 @@ mod tests {
                             assert_eq!(quiet, noted, "{m}x{n}x{k} {l}");
                             assert!(notes.into_vec().len() >= 3);
                             let plan = plan(&p, 132, None, &env);
-                            let tile = with_epilogue(quiet.tile, plan.tma_epilogue);
+                            let epi = match (plan.tma_epilogue, plan.c_loaded) {
+                                (false, _) => Epilogue::Registers,
+                                (true, false) => Epilogue::TmaStore,
+                                (true, true) => Epilogue::TmaLoadC,
+                            };
+                            let tile = with_epilogue(quiet.tile, epi);
                             assert_eq!((plan.bm, plan.bn), (tile.bm, tile.bn), "{m}x{n}x{k} {l}");
                             // one cluster per work unit, up to the slots
                             assert!(plan.grid <= plan.slots * plan.cluster, "{m}x{n}x{k} {l}");

@@ -30,6 +30,8 @@ const PINGPONG_RULE: &str = "PINGPONG=1 (each consumer its own tile, the two tak
      128x64 and 64x64 tiles, in single CTAs, unsplit";
 const SK_RULE: &str = "SK=1 (stream-K over the last partial wave and one whole wave) only with \
      BM=128, PAIRS=0 and SPLITS=1: single 128-row CTAs are the variants that take it";
+const WIDE_RULE: &str = "BN=320 only with SPLITS=1 and SK=0: the 128x320 tile runs at one wave, \
+     where nothing splits, and is compiled without the split-K code";
 const SPLITS_K_RULE: &str = "SPLITS at most the K blocks (K / 64): more slices than K blocks \
      leaves some empty";
 
@@ -87,6 +89,9 @@ fn space_rules(
     }
     if pingpong == 1 && (!(bn == 128 || bn == 64) || pairs != 0 || splits != 1 || sk != 0) {
         broken.push(PINGPONG_RULE.into());
+    }
+    if bn == TileConfig::WIDE.bn as i64 && (splits != 1 || sk != 0) {
+        broken.push(WIDE_RULE.into());
     }
     broken
 }
@@ -187,6 +192,10 @@ pub(super) fn space(p: &GemmProblem) -> ParamSpace {
                     && c.get("SPLITS") == Some(1)
                     && c.get("SK") == Some(0))
         })
+        .rule(WIDE_RULE, |c| {
+            c.get("BN") != Some(TileConfig::WIDE.bn as i64)
+                || (c.get("SPLITS") == Some(1) && c.get("SK").unwrap_or(0) == 0)
+        })
         .rule(SPLITS_K_RULE, move |c| c.get("SPLITS").unwrap_or(1) <= kb)
 }
 
@@ -203,11 +212,12 @@ mod tests {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let space = WgmmaTmaWs.space(&p, &h100).unwrap();
         let all = space.enumerate();
-        // (BM, BN, PAIRS) in (128, 320, 0), (128, 256, 0), (128, 256, 1), (128, 224, 0),
-        // (128, 192, 0), (128, 192, 1), (128, 128, 0), (128, 64, 0); each unsplit, or split
-        // 2..=8 over every tile or the last wave only; and (64, 64, 0) unsplit; the six single
-        // 128-row tiles unsplit also with stream-K; and ping-pong 128x128, 128x64 and 64x64
-        assert_eq!(all.len(), 8 * (1 + 7 * 2) + 1 + 6 + 3);
+        // (BM, BN, PAIRS) in (128, 256, 0), (128, 256, 1), (128, 224, 0), (128, 192, 0),
+        // (128, 192, 1), (128, 128, 0), (128, 64, 0); each unsplit, or split 2..=8 over every
+        // tile or the last wave only; (128, 320, 0) and (64, 64, 0) unsplit; the five single
+        // 128-row tiles with the split-K code unsplit also with stream-K; and ping-pong 128x128,
+        // 128x64 and 64x64
+        assert_eq!(all.len(), 7 * (1 + 7 * 2) + 2 + 5 + 3);
         for c in &all {
             let ch = Choice::from_config(c).unwrap();
             assert_eq!(ch.to_config(), *c);
@@ -224,7 +234,7 @@ mod tests {
         // short K: no more slices than K blocks
         let short = bf16(4096, 4096, 128, Layout::RC);
         let few = WgmmaTmaWs.space(&short, &h100).unwrap().enumerate();
-        assert_eq!(few.len(), 8 * (1 + 2) + 1 + 6 + 3);
+        assert_eq!(few.len(), 7 * (1 + 2) + 2 + 5 + 3);
         assert!(few.iter().all(|c| c.get("SPLITS").unwrap() <= 2));
         let bad = |pairs: &[(&str, i64)]| Choice::from_config(&Config::new(pairs)).unwrap_err();
         let e = bad(&[("BN", 128), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
@@ -246,6 +256,17 @@ mod tests {
                 ("SK", 1),
             ]);
             assert!(e.contains("SK=1"), "{e}");
+        }
+        // the 320-wide tile has no split-K code
+        for (splits, sk) in [(2, 0), (1, 1)] {
+            let e = bad(&[
+                ("BN", 320),
+                ("PAIRS", 0),
+                ("SPLITS", splits),
+                ("GROUP_M", 8),
+                ("SK", sk),
+            ]);
+            assert!(e.contains("BN=320"), "{e}");
         }
         let e = bad(&[("BN", 96), ("PAIRS", 0), ("SPLITS", 1), ("GROUP_M", 8)]);
         assert!(e.contains("BN=96"), "{e}");

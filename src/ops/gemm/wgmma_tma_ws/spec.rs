@@ -1,7 +1,8 @@
 //! The device-file specs: the defines of each variant of the cooperative and ping-pong kernels,
 //! and which launches take the variant with the split-K code.
 
-use super::{epi_defer, Epilogue, Overrides, TileConfig, WgmmaTmaWs, BM, THREADS};
+use super::{epi_defer, group_m, with_epilogue, Epilogue, Overrides, TileConfig, WgmmaTmaWs};
+use super::{BM, THREADS};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{with_problem_defines, DType, Layout};
 
@@ -55,25 +56,87 @@ impl WgmmaTmaWs {
     }
 }
 
-/// Whether `cfg` comes in a second variant with the split-K and stream-K code (the kernel's
-/// `KILN_SPLITK`): the cooperative 128-row tiles. The 64-row tiles split K between their
-/// consumers instead, and the ping-pong kernel has no split-K.
+/// Whether `cfg` comes in a variant with the split-K and stream-K code (the kernel's
+/// `KILN_SPLITK`): the cooperative 128-row tiles but the 320-wide one, which runs at one wave
+/// (where nothing splits) and is not split in the tuning space either. The 64-row tiles split K
+/// between their consumers instead, and the ping-pong kernel has no split-K.
 pub fn has_split_code(cfg: TileConfig) -> bool {
-    cfg.bm == BM && !cfg.pingpong
+    cfg.bm == BM && !cfg.pingpong && cfg.bn != TileConfig::WIDE.bn
 }
 
-/// Whether a launch of `cfg` that asks for `splits` K slices, or for stream-K, runs the variant
-/// with the split-K and stream-K code. Every other launch runs the variant without it, which
-/// compiles in 25-37 % less time (ledger #91). Decided from what is asked, before the grid is
-/// known: a launch whose plan then splits nothing runs the split variant unsplit, which it can.
+/// Whether a launch of `cfg` through `epi` that asks for `splits` K slices, or for stream-K, runs
+/// the variant with the split-K and stream-K code. Every other launch through the TMA-store
+/// epilogue runs the variant without it, which compiles in 25-37 % less time (ledger #91);
+/// through the C-load and register epilogues (beta other than 0 and 1, a C that TMA cannot
+/// address) a tile that has the split code comes only with it, and runs it unsplit (fewer
+/// variants for the rarer Cs). Decided from what is asked, before the grid is known: a launch
+/// whose plan then splits nothing runs the split variant unsplit, which it can.
 /// `KILN_WGMMA_SPLITK=1` ([`Overrides::split_code`]) takes it for every launch.
-pub fn needs_split_code(cfg: TileConfig, splits: u32, stream_k: bool, env: &Overrides) -> bool {
-    has_split_code(cfg) && (env.split_code || splits > 1 || (stream_k && cfg.cluster == 1))
+pub fn needs_split_code(
+    cfg: TileConfig,
+    splits: u32,
+    stream_k: bool,
+    epi: Epilogue,
+    env: &Overrides,
+) -> bool {
+    has_split_code(cfg)
+        && (epi != Epilogue::TmaStore
+            || env.split_code
+            || splits > 1
+            || (stream_k && cfg.cluster == 1))
+}
+
+/// Whether `kiln check` compiles tile `cfg` for `epi`, with the split-K code or without
+/// (`split_code`): the variants a launch can run ([`with_epilogue`], [`needs_split_code`]) of
+/// every tile the dispatch or the tuning space can pick. The 168-wide tile, forced only
+/// ([`TileConfig::in_registry`]), compiles on demand.
+pub fn in_registry(cfg: TileConfig, epi: Epilogue, split_code: bool) -> bool {
+    cfg.in_registry()
+        && with_epilogue(cfg, epi) == cfg
+        && if split_code {
+            has_split_code(cfg)
+        } else {
+            !has_split_code(cfg) || epi == Epilogue::TmaStore
+        }
+}
+
+/// Every variant `kiln check` compiles ([`in_registry`]): per tile, per (layout, input, output)
+/// and per epilogue, with and without the split-K code; and the copies through 128-byte rows
+/// (`repack`, `c_target`: 16-bit operands, C of either width). Per (layout, input, output), 36:
+/// the TMA-store epilogue in all 12 tiles, and again with the split-K code in the 7 that have it
+/// (128 x 64 to 128 x 256, single or paired); the C-load epilogue with the split-K code in the 6
+/// of those whose widths are multiples of 64, and in the cooperative 64 x 64 tile; the register
+/// epilogue in the same 6 and 64 x 64, and in the three ping-pong tiles.
+pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
+    let mut v = vec![
+        crate::ops::gemm::pack_rows::spec(arch, 2),
+        crate::ops::gemm::pack_rows::spec(arch, 4),
+        crate::ops::gemm::transpose_rows::spec(arch),
+    ];
+    for cfg in TileConfig::ALL {
+        for combo in crate::ops::gemm::all_combinations() {
+            for epi in Epilogue::ALL {
+                for split_code in [false, true] {
+                    if in_registry(cfg, epi, split_code) {
+                        v.push(WgmmaTmaWs::spec(
+                            arch,
+                            combo,
+                            cfg,
+                            group_m(),
+                            epi,
+                            split_code,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    v
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{bf16, with_epilogue, Choice};
+    use super::super::{as_read, bf16, with_epilogue, Choice, Notes, Prepared};
     use super::*;
     use crate::device::DeviceInfo;
     use crate::ops::gemm::{GemmKernel, GemmProblem};
@@ -86,11 +149,11 @@ mod tests {
         let h100 = DeviceInfo::h100_sxm();
         let variants: std::collections::HashSet<KernelSpec> =
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
-        // TMA-store, C-load and register epilogues for each C (the 320-, 224- and 168-wide
-        // tiles: the two TMA ones only), each without and, for the cooperative 128-row tiles
-        // (six with three epilogues, the three wide ones), with the split-K code; pack_rows (2-
-        // and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + (10 + 6) * (24 * 3) + (3 + 3) * (24 * 2));
+        // per (layout, input, output): the TMA-store epilogue in the 12 tiles of the registry
+        // (the 168-wide one is forced only) and again with the split-K code in 7; the C-load
+        // epilogue in 7 and the register one in 10 (`variants`); pack_rows (2- and 4-byte
+        // elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -104,7 +167,7 @@ mod tests {
                 );
                 let ch = Choice::from_config(c).unwrap();
                 // (C takes the TMA-store epilogue at this shape, so every tile runs as itself)
-                let tile = with_epilogue(ch.tile, true);
+                let tile = with_epilogue(ch.tile, Epilogue::TmaStore);
                 assert!(spec
                     .defines
                     .contains(&("KILN_THREADS".into(), THREADS.to_string())));
@@ -124,7 +187,7 @@ mod tests {
                 assert_eq!(
                     spec.defines
                         .contains(&("KILN_SPLITK".into(), "1".to_string())),
-                    split && !ch.tile.pingpong && ch.tile.bm == BM,
+                    split && has_split_code(ch.tile),
                     "{c}"
                 );
             }
@@ -133,5 +196,66 @@ mod tests {
         assert!(WgmmaTmaWs
             .spec_for("sm_90a", &p, &Config::new(&[("BN", 256)]))
             .is_none());
+    }
+
+    /// Every launch the dispatch can make is a variant `kiln check` compiles: the heuristic's
+    /// choice and every config of the space, over shapes of every regime, each dtype pair and
+    /// layout, with C stored (beta 0), added to (beta 1), loaded (beta 0.5) and off 16 bytes
+    /// (the register epilogue, and C through scratch).
+    #[test]
+    fn every_launch_the_dispatch_makes_is_a_checked_variant() {
+        let h100 = DeviceInfo::h100_sxm();
+        let variants: std::collections::HashSet<KernelSpec> =
+            WgmmaTmaWs.variants("sm_90a").into_iter().collect();
+        let aligned = 1u64 << 20;
+        let mut seen = std::collections::HashSet::new();
+        for (l, i, o) in crate::ops::gemm::all_combinations() {
+            for (m, n, k) in [
+                (4096, 4096, 4096),
+                (512, 512, 512),
+                (128, 4096, 14336),
+                (1024, 5120, 5120),
+                (1024, 3584, 18944),
+                (3000, 3000, 3000),
+                (1000, 1000, 4008),
+                (512, 128256, 4096),
+                (72, 4096, 4096),
+                (1023, 1023, 1024),
+            ] {
+                for (beta, odd_c) in [(0.0, false), (1.0, false), (0.5, false), (0.0, true)] {
+                    let mut p = GemmProblem::new(m, n, k, l, i, o);
+                    p.beta = beta;
+                    if odd_c {
+                        p.ldc += 1;
+                    }
+                    let space = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
+                    let heuristic = Choice::resolve(&as_read(&p), 132, None, &Overrides::NONE);
+                    let choices = space
+                        .iter()
+                        .map(|c| Choice::from_config(c).unwrap())
+                        .chain([heuristic]);
+                    for choice in choices {
+                        let prep = Prepared::new(
+                            &p,
+                            (aligned, aligned, aligned),
+                            choice,
+                            &Overrides::NONE,
+                            &mut Notes::off(),
+                        );
+                        let spec = prep.spec("sm_90a");
+                        assert!(
+                            variants.contains(&spec),
+                            "{} beta {beta} {}: {}",
+                            p.label(),
+                            choice.to_config(),
+                            spec.label()
+                        );
+                        seen.insert(spec);
+                    }
+                }
+            }
+        }
+        // and those launches reach every variant of the tiles (none is unreachable)
+        assert_eq!(seen.len(), variants.len() - 3);
     }
 }

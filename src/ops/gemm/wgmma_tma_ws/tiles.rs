@@ -117,8 +117,8 @@ impl TileConfig {
         pingpong: false,
     };
     /// 128 x 320 tiles, 3 stages of 56 KB, single CTAs, TMA-store epilogue only
-    /// ([`with_epilogue`]): where N is a multiple of 320 and narrower tiles quantise badly
-    /// (1024x5120: 128 tiles of 128 x 320, one wave; cuBLAS's pick there).
+    /// ([`with_epilogue`]), never split: where N is a multiple of 320 and narrower tiles
+    /// quantise badly (1024x5120: 128 tiles of 128 x 320, one wave; cuBLAS's pick there).
     pub const WIDE: TileConfig = TileConfig {
         bm: 128,
         bn: 320,
@@ -129,6 +129,7 @@ impl TileConfig {
     /// 128 x 168 tiles, 4 stages, single CTAs, TMA-store epilogue only ([`with_epilogue`]): a
     /// width that makes whole waves where multiples of 64 do not (1024x11008: 528 tiles, four
     /// waves on 132 SMs, where 128 x 256 makes 344, 2.6 waves; cuBLAS's 168-wide pick there).
+    /// Forced only, and compiled on demand ([`TileConfig::in_registry`]).
     pub const N168: TileConfig = TileConfig {
         bm: 128,
         bn: 168,
@@ -160,6 +161,13 @@ impl TileConfig {
         TileConfig::N168,
         TileConfig::N224,
     ];
+
+    /// Whether `kiln check` compiles this tile's variants: every tile the dispatch or the tuning
+    /// space can pick. The 168-wide tile, forced only (`KILN_WGMMA_CFG=n168`; 2-4x slower with an
+    /// MN-major B, ledger #72), compiles on demand, as a `KILN_WGMMA_STAGES` ring does.
+    pub fn in_registry(self) -> bool {
+        self != TileConfig::N168
+    }
 
     /// `128x256`, `128x256 pair`, `128x128 ping-pong`, `128x128 split 3`: the tile, how it
     /// runs, and its K slices.

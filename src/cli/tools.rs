@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kiln::error::{Error, Result};
-use kiln::ops::gemm::wgmma_tma_ws::WgmmaTmaWs;
 use kiln::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::grid::Grid;
@@ -108,58 +107,24 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         println!("config: {c}");
     }
     if let Some(l) = &plan.launch {
-        println!("why:");
-        for n in &l.notes {
-            println!("  - {n}");
-        }
-        println!(
-            "runs: {} tiles, {} stages{}, {} epilogue{}{}",
-            l.tile,
-            l.stages,
-            if l.pingpong {
-                ", ping-pong"
-            } else {
-                ", cooperative"
-            },
-            if l.c_loaded {
-                "C-load TMA-store"
-            } else if l.tma_epilogue {
-                "TMA-store"
-            } else {
-                "register"
-            },
-            match l.stream_k_from {
-                Some(t) => format!(", stream-K from cluster tile {t}"),
-                None => String::new(),
-            },
-            if l.split_code {
-                ", the variant with split-K code"
-            } else {
-                ""
-            }
-        );
-        println!(
-            "grid: {} CTAs for {} {}tiles on {} slots ({:.2} waves of work units)",
-            l.grid,
-            l.tiles,
-            if l.cluster > 1 { "cluster " } else { "" },
-            l.slots,
-            l.waves
-        );
-        if l.copies.is_empty() {
-            println!("copies: none");
-        } else {
-            for c in &l.copies {
-                println!("copy: {c}");
-            }
+        for line in l.lines() {
+            println!("{line}");
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
+    // --configs: the versions with forced setups (`wgmma_tma_ws`'s tile configs)
+    let forced: Vec<&dyn GemmKernel> = env
+        .registry
+        .gemm()
+        .iter()
+        .map(|k| k.as_ref())
+        .filter(|k| !k.forced_setups().is_empty())
+        .collect();
     let versions: Vec<String> = if a.configs {
-        vec![WgmmaTmaWs.name().to_string()]
+        forced.iter().map(|k| k.name().to_string()).collect()
     } else if a.versions.is_empty() {
         env.registry
             .gemm()
@@ -206,7 +171,7 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
             d.sm_count
         });
     let (cases, uncovered) = if a.configs {
-        san::config_cases(&tools, sm_count)
+        san::config_cases(&forced, &tools, sm_count)
     } else {
         (san::Case::all(&versions, &tools, &problems), Vec::new())
     };
@@ -326,12 +291,13 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
             found.len(),
             if a.configs {
                 format!(
-                    "{} setups of wgmma_tma_ws",
+                    "{} setups of {}",
                     found
                         .iter()
                         .map(|f| f.case.row())
                         .collect::<std::collections::BTreeSet<_>>()
-                        .len()
+                        .len(),
+                    versions.join(", ")
                 )
             } else {
                 format!("{} versions", versions.len())
@@ -434,19 +400,28 @@ fn timeline(
     kernel: &dyn GemmKernel,
     p: &GemmProblem,
 ) -> Result<ExitCode> {
-    use kiln::ops::gemm::wgmma_tma_ws::{WgmmaTmaWs, TRACE_EVENTS};
     use kiln::tools::timeline as tl;
-    if kernel.name() != WgmmaTmaWs.name() {
+    let events = kernel.trace_events();
+    if events.is_empty() {
+        let instrumented: Vec<&str> = env
+            .registry
+            .gemm()
+            .iter()
+            .filter(|k| !k.trace_events().is_empty())
+            .map(|k| k.name())
+            .collect();
         return Err(Error::invalid(format!(
-            "--timeline is instrumented in wgmma_tma_ws only, not {}; profile that version, or \
-             drop --timeline for counters",
+            "--timeline is instrumented in {} only, not {}; profile that version, or drop \
+             --timeline for counters",
+            instrumented.join(", "),
             kernel.name()
         )));
     }
     let ctx = env.context()?;
     if let Err(why) = kernel.supports(p, &ctx.info) {
         return Err(Error::invalid(format!(
-            "wgmma_tma_ws cannot run {}: {why}",
+            "{} cannot run {}: {why}",
+            kernel.name(),
             p.label()
         )));
     }
@@ -454,11 +429,11 @@ fn timeline(
     let flusher = kiln::harness::bench::L2Flusher::new(&ctx)?;
     let warm = a.reps.unwrap_or(3);
     for _ in 0..warm {
-        WgmmaTmaWs.timeline(&ctx, p, &bufs.operands())?;
+        kernel.timeline(&ctx, p, &bufs.operands())?;
     }
     flusher.flush(&ctx)?;
-    let stamps = WgmmaTmaWs.timeline(&ctx, p, &bufs.operands())?;
-    let rows = tl::summarize(&stamps, &TRACE_EVENTS);
+    let stamps = kernel.timeline(&ctx, p, &bufs.operands())?;
+    let rows = tl::summarize(&stamps, events);
     let span = tl::span_ns(&stamps);
     if env.json {
         let raw: Vec<_> = stamps
@@ -472,8 +447,9 @@ fn timeline(
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "wgmma_tma_ws on {}: one instrumented launch after {warm} warm ones, L2 flushed; {} CTAs, \
-         {:.2} us from the first CTA's entry to the last stamp",
+        "{} on {}: one instrumented launch after {warm} warm ones, L2 flushed; {} CTAs, {:.2} us \
+         from the first CTA's entry to the last stamp",
+        kernel.name(),
         p.label(),
         stamps.len(),
         span as f64 / 1e3

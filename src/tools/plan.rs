@@ -5,8 +5,7 @@ use serde::Serialize;
 
 use crate::device::DeviceInfo;
 use crate::error::Result;
-use crate::ops::gemm::wgmma_tma_ws::{self, LaunchPlan, Overrides, WgmmaTmaWs};
-use crate::ops::gemm::{GemmKernel, GemmProblem};
+use crate::ops::gemm::{GemmProblem, Knobs, LaunchPlan};
 use crate::ops::registry::Registry;
 use crate::tune::cache;
 
@@ -20,7 +19,9 @@ pub struct GemmPlan {
     /// Its config as the tuning space names it (the tuned one, else its heuristic's), when it
     /// has a space.
     pub config: Option<String>,
-    /// For `wgmma_tma_ws`: the launch worked out in full.
+    /// The launch worked out in full, for a version that plans one ([`GemmKernel::plan`]).
+    ///
+    /// [`GemmKernel::plan`]: crate::ops::gemm::GemmKernel::plan
     pub launch: Option<LaunchPlan>,
 }
 
@@ -42,12 +43,8 @@ pub fn plan_gemm(
             .to_string(),
         (None, None) => "the highest rung that supports the problem".to_string(),
     };
-    let launch = (k.name() == WgmmaTmaWs.name()).then(|| {
-        let read = wgmma_tma_ws::as_read(p);
-        let tuned = cache::lookup(dev, k.name(), &read);
-        wgmma_tma_ws::plan(p, dev.sm_count, tuned.as_ref(), &Overrides::from_env())
-    });
-    // (wgmma_tma_ws: the tile in `launch`, resolved as `launch` resolves it)
+    let launch = k.plan(p, dev, true, Knobs::Env);
+    // (a version with a launch plan: the tile in `launch`, resolved as `launch` resolves it)
     let config = match launch {
         Some(_) => None,
         None => tuned.or_else(|| k.baseline(p, dev)).map(|c| c.to_string()),

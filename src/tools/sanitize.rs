@@ -2,10 +2,10 @@
 //! kernels. Each case runs this kiln binary again, under the sanitizer, as `verify` of one
 //! version on one small problem (ragged edges, so every boundary path runs), and reads the
 //! sanitizer's `ERROR SUMMARY` line. A case that overruns its time bound is killed and reported.
-//! `--configs` checks every tile config of `wgmma_tma_ws` instead, each forced through its
-//! environment, at a problem that [`plan`](crate::ops::gemm::wgmma_tma_ws::plan) shows it really
-//! runs: a forced tile can fall back to another, and a sanitizer run of the fallback says nothing
-//! about the tile.
+//! `--configs` checks the forced launches of the versions that have them instead
+//! ([`GemmKernel::forced_setups`]: every tile config of `wgmma_tma_ws`), each forced through its
+//! environment, at a problem whose plan shows it really runs: a forced tile can fall back to
+//! another, and a sanitizer run of the fallback says nothing about the tile.
 
 use std::io::Read;
 use std::path::Path;
@@ -16,7 +16,6 @@ use serde::Serialize;
 
 use super::ToolSpec;
 use crate::error::{Error, Result};
-use crate::ops::gemm::wgmma_tma_ws::{self, Overrides, TileConfig, WgmmaTmaWs, FORCED_CONFIGS};
 use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 
 /// compute-sanitizer: `KILN_COMPUTE_SANITIZER`, PATH, else the toolkit's folder.
@@ -381,112 +380,6 @@ pub fn run_cases(
     })
 }
 
-/// How a forced tile's work is laid out in a [`Setup`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Whole tiles, unsplit.
-    Whole,
-    /// Every tile split in 3 along K, reduced through the fp32 workspace.
-    Split,
-    /// Only the last, partial wave's tiles split in 3, on a grid of 4 clusters.
-    LastWave,
-    /// Stream-K over the last waves, on a grid of 4 CTAs.
-    StreamK,
-}
-
-/// One launch of `wgmma_tma_ws` that `--configs` forces: a tile config, how its work is laid
-/// out, C's type and its epilogue (TMA stores, or from registers under `KILN_WGMMA_EPI=0`), and
-/// beta (0.5: the TMA epilogue that loads C first).
-#[derive(Debug, Clone)]
-pub struct Setup {
-    pub name: String,
-    pub config: &'static str,
-    pub tile: TileConfig,
-    pub mode: Mode,
-    pub out: DType,
-    pub tma_epi: bool,
-    pub beta: f32,
-}
-
-impl Setup {
-    /// Every setup: each forced config whole with a 16-bit C; with an f32 C through TMA stores
-    /// and from registers (where the tile has that epilogue); 16-bit and f32 C loaded first
-    /// (beta 0.5); and the 128-row cooperative tiles split, last-wave split and (single CTAs)
-    /// under stream-K.
-    pub fn all() -> Vec<Setup> {
-        let mut v = Vec::new();
-        for &(config, tile) in FORCED_CONFIGS {
-            let mut add = |mode, out, tma_epi, beta, what: &str| {
-                v.push(Setup {
-                    name: format!("{config}{what}"),
-                    config,
-                    tile,
-                    mode,
-                    out,
-                    tma_epi,
-                    beta,
-                })
-            };
-            add(Mode::Whole, DType::Bf16, true, 0.0, "");
-            add(Mode::Whole, DType::F32, true, 0.0, " f32 C");
-            if wgmma_tma_ws::with_epilogue(tile, false) == tile {
-                add(Mode::Whole, DType::F32, false, 0.0, " f32 C from registers");
-            }
-            add(Mode::Whole, DType::Bf16, true, 0.5, " C loaded");
-            add(Mode::Whole, DType::F32, true, 0.5, " f32 C loaded");
-            if tile.bm == 128 && !tile.pingpong {
-                add(Mode::Split, DType::Bf16, true, 0.0, " split 3");
-                add(Mode::LastWave, DType::Bf16, true, 0.0, " last-wave split 3");
-                if tile.cluster == 1 {
-                    add(Mode::StreamK, DType::Bf16, true, 0.0, " stream-K");
-                }
-            }
-        }
-        v
-    }
-
-    /// The environment that forces this setup in a child kiln.
-    pub fn env(&self) -> Vec<(String, String)> {
-        let mut e = vec![("KILN_WGMMA_CFG", self.config)];
-        if !self.tma_epi {
-            e.push(("KILN_WGMMA_EPI", "0"));
-        }
-        e.extend(match self.mode {
-            Mode::Whole => vec![("KILN_WGMMA_SPLITS", "1"), ("KILN_WGMMA_SK", "0")],
-            Mode::Split => vec![("KILN_WGMMA_SPLITS", "3"), ("KILN_WGMMA_TAIL", "0")],
-            Mode::LastWave => vec![
-                ("KILN_WGMMA_SPLITS", "3"),
-                ("KILN_WGMMA_TAIL", "1"),
-                ("KILN_WGMMA_GRID", "4"),
-            ],
-            Mode::StreamK => vec![("KILN_WGMMA_SK", "1"), ("KILN_WGMMA_GRID", "4")],
-        });
-        e.into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    /// Whether `p` on `sm_count` SMs, run with [`Setup::env`], launches this setup as asked: the
-    /// tile itself (not a fallback) with its own ring, no copy first, laid out as `mode` says
-    /// (split: a K block or more in every slice), through the epilogue `out` asks for.
-    pub fn runs_at(&self, p: &GemmProblem, sm_count: u32) -> bool {
-        let l = wgmma_tma_ws::plan(p, sm_count, None, &Overrides::from_vars(&self.env()));
-        let t = self.tile;
-        (l.bm, l.bn, l.cluster, l.pingpong, l.stages)
-            == (t.bm, t.bn, t.cluster, t.pingpong, t.stages)
-            && l.copies.is_empty()
-            && wgmma_tma_ws::k_blocks(p.k) >= l.splits
-            && l.tma_epilogue == self.tma_epi
-            && l.c_loaded == (self.tma_epi && self.beta != 0.0 && self.beta != 1.0)
-            && match self.mode {
-                Mode::Whole => l.splits == 1 && l.stream_k_from.is_none(),
-                Mode::Split => l.splits == 3 && !l.tail && l.stream_k_from.is_none(),
-                Mode::LastWave => l.splits == 3 && l.tail,
-                Mode::StreamK => l.stream_k_from.is_some(),
-            }
-    }
-}
-
 /// Ragged problems a setup is tried at, smallest first (the sanitizer runs them slowly): M, N
 /// and K off the tile sizes, rows 16-byte aligned so that no copy runs and C takes the
 /// TMA-store epilogue; the larger ones give a grid of 4 several waves with a partial last one.
@@ -498,13 +391,21 @@ pub const CONFIG_PROBLEMS: &[&str] = &[
     "1000x1504x700",
 ];
 
-/// `--configs`: for every setup and layout, the first of [`CONFIG_PROBLEMS`] that runs it on
-/// `sm_count` SMs, as one case per tool; and the setups and layouts no problem runs, by name
-/// (each a gap in what was checked, reported as a failure).
-pub fn config_cases(tools: &[String], sm_count: u32) -> (Vec<Case>, Vec<String>) {
+/// `--configs`: for every forced setup of `kernels` ([`GemmKernel::forced_setups`]) and every
+/// layout, the first of [`CONFIG_PROBLEMS`] that runs it on `sm_count` SMs, as one case per tool;
+/// and the setups and layouts no problem runs, by name (each a gap in what was checked, reported
+/// as a failure).
+pub fn config_cases(
+    kernels: &[&dyn GemmKernel],
+    tools: &[String],
+    sm_count: u32,
+) -> (Vec<Case>, Vec<String>) {
     let mut cases = Vec::new();
     let mut uncovered = Vec::new();
-    for setup in Setup::all() {
+    for (kernel, setup) in kernels
+        .iter()
+        .flat_map(|k| k.forced_setups().into_iter().map(move |s| (k, s)))
+    {
         for layout in Layout::ALL {
             let found = CONFIG_PROBLEMS.iter().find(|shape| {
                 crate::ops::gemm::parse_shape(shape).is_ok_and(|(m, n, k)| {
@@ -521,7 +422,7 @@ pub fn config_cases(tools: &[String], sm_count: u32) -> (Vec<Case>, Vec<String>)
             };
             for tool in tools {
                 cases.push(Case {
-                    version: WgmmaTmaWs.name().to_string(),
+                    version: kernel.name().to_string(),
                     tool: tool.clone(),
                     shape: shape.to_string(),
                     layout: layout.to_string(),
@@ -529,7 +430,7 @@ pub fn config_cases(tools: &[String], sm_count: u32) -> (Vec<Case>, Vec<String>)
                     out: setup.out.to_string(),
                     beta: setup.beta,
                     setup: setup.name.clone(),
-                    env: setup.env(),
+                    env: setup.env.clone(),
                 });
             }
         }
@@ -631,62 +532,27 @@ mod tests {
     }
 
     #[test]
-    fn config_cases_run_every_forced_config_in_every_layout_at_a_problem_that_runs_it() {
-        let (cases, uncovered) = config_cases(&["memcheck".into()], 132);
+    fn config_cases_run_every_forced_setup_in_every_layout_at_a_problem_that_runs_it() {
+        let registry = crate::ops::registry::Registry::default();
+        let kernels: Vec<&dyn GemmKernel> = registry.gemm().iter().map(|k| k.as_ref()).collect();
+        let (cases, uncovered) = config_cases(&kernels, &["memcheck".into()], 132);
         assert!(uncovered.is_empty(), "no problem runs {uncovered:?}");
-        let setups = Setup::all();
+        let setups: Vec<_> = kernels.iter().flat_map(|k| k.forced_setups()).collect();
+        assert!(!setups.is_empty());
         assert_eq!(cases.len(), setups.len() * 4);
-        for (name, _) in FORCED_CONFIGS {
-            assert!(setups.iter().any(|s| s.name == *name), "{name}");
-        }
-        // the 224-wide tile has no register epilogue: f32 C through TMA stores only, C loaded
-        // (beta 0.5) through TMA too, every mode otherwise
-        let n224: Vec<&str> = setups
-            .iter()
-            .filter(|s| s.config == "n224")
-            .map(|s| s.name.as_str())
-            .collect();
-        assert_eq!(
-            n224,
-            [
-                "n224",
-                "n224 f32 C",
-                "n224 C loaded",
-                "n224 f32 C loaded",
-                "n224 split 3",
-                "n224 last-wave split 3",
-                "n224 stream-K"
-            ]
-        );
         // a C-loaded setup is run with its beta, which the plan must show loads C
         let loaded = cases
             .iter()
             .find(|c| c.setup == "large f32 C loaded" && c.layout == "RR")
             .unwrap();
-        assert_eq!(loaded.beta, 0.5);
+        assert_eq!(
+            (loaded.version.as_str(), loaded.beta),
+            ("wgmma_tma_ws", 0.5)
+        );
         assert!(loaded
             .args(Path::new("kiln"))
             .windows(2)
             .any(|w| w == ["--beta", "0.5"]));
-        // the check refuses what falls back: n224 from registers runs 128x256
-        let fallback = Setup {
-            name: "n224 f32 C from registers".into(),
-            config: "n224",
-            tile: TileConfig::N224,
-            mode: Mode::Whole,
-            out: DType::F32,
-            tma_epi: false,
-            beta: 0.0,
-        };
-        let p = GemmProblem::new(300, 2000, 200, Layout::RC, DType::Bf16, DType::F32);
-        assert!(!fallback.runs_at(&p, 132));
-        // and a problem of one wave has no last wave to split
-        let tail = setups
-            .iter()
-            .find(|s| s.name == "large last-wave split 3")
-            .unwrap();
-        let one = GemmProblem::new(129, 344, 72, Layout::RC, DType::Bf16, DType::Bf16);
-        assert!(!tail.runs_at(&one, 132));
         let c = cases
             .iter()
             .find(|c| c.setup == "n224 stream-K" && c.layout == "CC")

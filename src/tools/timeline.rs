@@ -1,10 +1,10 @@
-//! `kiln profile --timeline`: where one launch of the instrumented `wgmma_tma_ws` spends its
-//! time, CTA by CTA (setup, first loads, pipeline fill, mainloop, epilogue), from stamps the
-//! kernel's `KILN_TRACE` variant writes; summarised per event over the CTAs.
+//! `kiln profile --timeline`: where one launch of an instrumented version (`wgmma_tma_ws`)
+//! spends its time, CTA by CTA (setup, first loads, pipeline fill, mainloop, epilogue), from
+//! stamps the kernel's `KILN_TRACE` variant writes; summarised per event over the CTAs.
 
 use serde::Serialize;
 
-use crate::ops::gemm::wgmma_tma_ws::CtaStamps;
+use crate::ops::gemm::CtaStamps;
 
 /// One event over the CTAs that stamped it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

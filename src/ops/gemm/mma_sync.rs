@@ -117,11 +117,10 @@ impl TileConfig {
         if !rows_aligned(p) {
             return TileConfig::ELEM;
         }
-        let sms = dev.sm_count.max(1) as f64;
         let cost = |t: &TileConfig, efficiency: f64| {
             let (tm, tn) = t.tiles(p);
-            let waves = ((tm * tn) as f64 / sms).ceil();
-            waves * (t.bm * t.bn) as f64 / efficiency
+            crate::ops::waves::waves(tm * tn, dev.sm_count) as f64 * (t.bm * t.bn) as f64
+                / efficiency
         };
         if cost(&TileConfig::NARROW, 0.85) < cost(&TileConfig::DEFAULT, 1.0) {
             TileConfig::NARROW

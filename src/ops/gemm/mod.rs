@@ -3,11 +3,13 @@
 
 pub mod mma_sync;
 pub mod pack_rows;
+pub mod plan;
 pub mod planted;
 pub mod problem;
 pub mod simt_naive;
 pub mod simt_tiled;
 pub mod tma_operands;
+pub mod trace;
 pub mod transpose_rows;
 pub mod wgmma_cp_async;
 pub mod wgmma_tma;
@@ -15,7 +17,9 @@ pub mod wgmma_tma_ws;
 
 use std::ffi::c_void;
 
+pub use plan::{ForcedSetup, Knobs, LaunchPlan};
 pub use problem::{parse_shape, DType, GemmProblem, Layout};
+pub use trace::{CtaStamps, MAX_TRACE_EVENTS};
 
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;
@@ -74,6 +78,42 @@ pub trait GemmKernel: Send + Sync {
         _cfg: &Config,
     ) -> Result<()> {
         self.launch(ctx, p, ops)
+    }
+    /// What [`GemmKernel::launch`] would run for `p` on a GPU like `dev`, worked out without one
+    /// (for `kiln plan`): with the tuning cache's config for `p` when `tuned` (as `launch` looks
+    /// it up), and the overrides `knobs` gives. `None` for a version whose launch has nothing to
+    /// plan beyond its config ([`GemmKernel::baseline`]).
+    fn plan(
+        &self,
+        _p: &GemmProblem,
+        _dev: &DeviceInfo,
+        _tuned: bool,
+        _knobs: Knobs,
+    ) -> Option<LaunchPlan> {
+        None
+    }
+    /// The launches `kiln sanitize --configs` forces, each through its own `KILN_*` variables
+    /// (every tile config, epilogue and split layout the version can run); none by default.
+    fn forced_setups(&self) -> Vec<ForcedSetup> {
+        Vec::new()
+    }
+    /// The events this version's instrumented variant stamps, in order (for `kiln profile
+    /// --timeline`; at most [`MAX_TRACE_EVENTS`]); none for a version without one.
+    fn trace_events(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// One instrumented launch of `p`: every CTA's stamps of [`GemmKernel::trace_events`], in
+    /// launch order. Refused by a version without an instrumented variant.
+    fn timeline(
+        &self,
+        _ctx: &Context,
+        _p: &GemmProblem,
+        _ops: &GemmOperands,
+    ) -> Result<Vec<CtaStamps>> {
+        Err(crate::error::Error::Unsupported {
+            kernel: self.name().into(),
+            reason: "it has no instrumented variant (`kiln profile --timeline`)".into(),
+        })
     }
 }
 

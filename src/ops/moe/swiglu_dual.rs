@@ -12,8 +12,8 @@ use super::{
 use crate::device::{Context, DeviceInfo, Function, LaunchConfig, Scratch};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
-use crate::ops::gemm::wgmma_tma_ws::last_wave_slices;
 use crate::ops::gemm::DType;
+use crate::ops::waves::last_wave_slices;
 
 pub struct SwiGluDual;
 

@@ -1,0 +1,166 @@
+//! How a launch writes C: the TMA-store, C-load and register epilogues, C's tensor map, and the
+//! tile that runs where the picked one lacks the epilogue C needs.
+
+use super::{Overrides, TileConfig};
+use crate::device::{Tma2d, TmaSwizzle};
+use crate::ops::gemm::GemmProblem;
+
+/// The tile that runs where `tile` was picked, given the epilogue C takes. Every tile has the
+/// TMA-store epilogue (beta 0 or 1, the common case). The 320-wide tile's register epilogue
+/// spills (160 accumulators beside its transposes), and the 168-, 224- and 320-wide tiles are
+/// compiled with the TMA-store epilogue only (fewer variants for tiles chosen at few shapes):
+/// where C needs another (beta not 0 or 1, a C that TMA cannot address) the next multiple of 64
+/// runs instead (128 x 192, 128 x 256). The C-load epilogue (beta not 0 or 1, the rarest) comes
+/// in the cooperative tiles only: a ping-pong tile runs as the cooperative tile of its shape.
+pub fn with_epilogue(tile: TileConfig, epi: Epilogue) -> TileConfig {
+    match (tile, epi) {
+        (_, Epilogue::TmaStore) => tile,
+        (TileConfig::WIDE | TileConfig::N168, _) => TileConfig::MEDIUM,
+        (TileConfig::N224, _) => TileConfig::LARGE,
+        (TileConfig::PINGPONG, Epilogue::TmaLoadC) => TileConfig::SMALL,
+        (TileConfig::PINGPONG64, Epilogue::TmaLoadC) => TileConfig::TINY,
+        (TileConfig::PINGPONG_TINY, Epilogue::TmaLoadC) => TileConfig::TINY64,
+        _ => tile,
+    }
+}
+
+/// The tensor map the TMA-store epilogue writes C through: boxes of 64 rows of 128 bytes (64
+/// 16-bit or 32 f32 elements; 128B swizzle, as the kernel stages them), global extents the true
+/// N x M, so stores outside C are dropped. The same map adds chunks to C (beta = 1, TMA's
+/// reduce-add) and loads C's old values ([`Epilogue::TmaLoadC`]). `None` when the epilogue must
+/// stay in registers: a C that TMA cannot address (unaligned base or a row stride that is not a
+/// multiple of 16 bytes).
+pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
+    let dtype = p.output.tma();
+    // A row whose byte length is not a multiple of 16 ends inside a 16-byte granule, and TMA
+    // stores the whole granule (measured on H200: the ldc padding after N = 127 was
+    // overwritten), so N must be a multiple of 8 elements (16-bit) or 4 (f32).
+    if !(p.n * p.output.size()).is_multiple_of(16) {
+        return None;
+    }
+    let map = Tma2d {
+        dtype,
+        addr: c,
+        dims: [p.n as u64, p.m as u64],
+        row_stride_bytes: p.ldc as u64 * p.output.size() as u64,
+        box_dims: [128 / p.output.size() as u32, 64],
+        swizzle: TmaSwizzle::B128,
+    };
+    map.validate().ok().map(|()| map)
+}
+
+/// How a launch writes C. Each is a variant of its own (`KILN_EPI`): compiled side by side, the
+/// TMA and register epilogues more than doubled the code and spilled the 256-wide tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Epilogue {
+    /// From registers (`KILN_EPI=0`): a C that TMA cannot address, C through scratch, or
+    /// `KILN_WGMMA_EPI=0`; reads C for any beta != 0.
+    Registers,
+    /// Staged chunks stored by TMA (`KILN_EPI=1`); beta = 1 adds them to C (TMA's reduce-add).
+    TmaStore,
+    /// Staged chunks blended with C's old values, which TMA loads into the staging buffers two
+    /// chunks ahead, then stored by TMA (`KILN_EPI=2`): beta other than 0 and 1.
+    TmaLoadC,
+}
+
+impl Epilogue {
+    pub const ALL: [Epilogue; 3] = [Epilogue::Registers, Epilogue::TmaStore, Epilogue::TmaLoadC];
+
+    /// The kernels' `KILN_EPI`.
+    pub fn define(self) -> u32 {
+        match self {
+            Epilogue::Registers => 0,
+            Epilogue::TmaStore => 1,
+            Epilogue::TmaLoadC => 2,
+        }
+    }
+
+    /// Its name in notes: `TMA-store`, `C-load` or `register`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Epilogue::Registers => "register",
+            Epilogue::TmaStore => "TMA-store",
+            Epilogue::TmaLoadC => "C-load",
+        }
+    }
+
+    /// Whether C goes out through TMA (either TMA epilogue).
+    pub fn tma(self) -> bool {
+        self != Epilogue::Registers
+    }
+
+    /// The epilogue for `p` whose C TMA can (`map_ok`, see [`output_map`]) or cannot address:
+    /// beta 0 stores, beta 1 adds (TMA's reduce-add; `KILN_WGMMA_CLOAD=1` loads C instead, for
+    /// 16-bit C the one rounding the register epilogue has), other betas load C first.
+    pub fn for_problem(p: &GemmProblem, map_ok: bool, env: &Overrides) -> Epilogue {
+        if !map_ok || !env.epi {
+            Epilogue::Registers
+        } else if p.beta == 0.0 || (p.beta == 1.0 && !env.c_load) {
+            Epilogue::TmaStore
+        } else {
+            Epilogue::TmaLoadC
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::{DType, Layout};
+
+    #[test]
+    fn the_epilogue_follows_beta_and_what_tma_can_address() {
+        let env = Overrides::NONE;
+        let with = |beta: f32, out: DType| GemmProblem {
+            beta,
+            ..GemmProblem::new(2048, 2048, 2048, Layout::RC, DType::Bf16, out)
+        };
+        for out in DType::OUTPUTS {
+            assert_eq!(
+                Epilogue::for_problem(&with(0.0, out), true, &env),
+                Epilogue::TmaStore
+            );
+            assert_eq!(
+                Epilogue::for_problem(&with(1.0, out), true, &env),
+                Epilogue::TmaStore
+            );
+            for beta in [0.5, -1.0, 2.0] {
+                assert_eq!(
+                    Epilogue::for_problem(&with(beta, out), true, &env),
+                    Epilogue::TmaLoadC
+                );
+            }
+            for beta in [0.0, 1.0, 0.5] {
+                assert_eq!(
+                    Epilogue::for_problem(&with(beta, out), false, &env),
+                    Epilogue::Registers
+                );
+            }
+        }
+        // KILN_WGMMA_CLOAD=1 loads C at beta = 1 too; never at beta = 0 (C may be garbage)
+        let c_load = Overrides {
+            c_load: true,
+            ..env
+        };
+        assert_eq!(
+            Epilogue::for_problem(&with(1.0, DType::Bf16), true, &c_load),
+            Epilogue::TmaLoadC
+        );
+        assert_eq!(
+            Epilogue::for_problem(&with(0.0, DType::Bf16), true, &c_load),
+            Epilogue::TmaStore
+        );
+        let regs = Overrides { epi: false, ..env };
+        assert_eq!(
+            Epilogue::for_problem(&with(0.5, DType::F32), true, &regs),
+            Epilogue::Registers
+        );
+        // every beta takes a TMA map; N off 16 bytes does not
+        assert!(output_map(&with(0.5, DType::F32), 1 << 20).is_some());
+        let odd = GemmProblem::new(2048, 2046, 2048, Layout::RC, DType::Bf16, DType::F32);
+        assert!(output_map(&odd, 1 << 20).is_none());
+        // the kernels' defines
+        let defs: Vec<u32> = Epilogue::ALL.iter().map(|e| e.define()).collect();
+        assert_eq!(defs, [0, 1, 2]);
+    }
+}

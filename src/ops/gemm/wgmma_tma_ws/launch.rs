@@ -1,0 +1,193 @@
+//! The launch path: a resolved choice prepared for the operands, then executed: the copies, the
+//! workspace, the tensor maps, the kernel launch and C's copy back.
+
+use super::{
+    as_read, c_target, dependent_launch, operand_maps, output_map, repack, warn_forced_fallback,
+};
+use super::{Choice, Notes, Overrides, Prepared, WgmmaTmaWs, THREADS};
+use crate::device::{Context, Function, LaunchConfig, Scratch};
+use crate::error::{Error, Result};
+use crate::ops::gemm::{GemmArgs, GemmKernel, GemmOperands, GemmProblem};
+
+/// The kernel's `Extras` parameter: split-K / stream-K workspace and counters, the split factor,
+/// the first split (or stream-K) tile, and the stream-K K blocks (0: none).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Extras {
+    ws: u64,
+    counters: u64,
+    splits: i32,
+    split_from: i32,
+    sk_w: u32,
+}
+
+/// The split-K workspace (fp32 partial tiles) and per-tile arrival counters, kept across
+/// launches and grown on demand. Counters start at 0 and the kernel returns each to 0 (the last
+/// unit of a tile resets it), so they are zeroed once, at allocation. One per process: kiln
+/// drives one device.
+static SPLIT_WS: Scratch = Scratch::new("split-K workspace", false);
+static SPLIT_COUNTERS: Scratch = Scratch::new("split-K counter", true);
+
+/// Device addresses of a workspace of at least `ws_bytes` and `counters` counters.
+fn workspace(ctx: &Context, ws_bytes: usize, counters: usize) -> Result<(u64, u64)> {
+    Ok((
+        SPLIT_WS.at_least(ctx, ws_bytes)?,
+        SPLIT_COUNTERS.at_least(ctx, counters * 4)?,
+    ))
+}
+
+impl WgmmaTmaWs {
+    /// What `launch` runs for `p`: the tuned config or the heuristic, then the env overrides.
+    pub(super) fn choice_for(&self, ctx: &Context, p: &GemmProblem, env: &Overrides) -> Choice {
+        let p = &as_read(p);
+        let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
+        Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), env)
+    }
+
+    /// The one launch path: `launch` (tuned config or heuristic, then env overrides) and
+    /// `launch_with` (a config of the space) both end here with the resolved choice, which is
+    /// prepared for these operands as [`super::plan`] prepares it, then executed.
+    /// `trace`: a buffer for the instrumented variant's stamps (the launch is then unsplit).
+    /// `env`: the overrides, read once per launch (the choice came from the same ones).
+    pub(super) fn launch_choice(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+        choice: Choice,
+        trace: Option<u64>,
+        env: &Overrides,
+    ) -> Result<()> {
+        let choice = match trace {
+            Some(_) => Choice {
+                splits: 1,
+                tail: false,
+                stream_k: false,
+                ..choice
+            },
+            None => choice,
+        };
+        let addrs = (ops.a.ptr(), ops.b.ptr(), ops.c.ptr());
+        let prep = Prepared::new(p, addrs, choice, env, &mut Notes::off());
+        self.execute(ctx, ops, &prep, trace, env)
+    }
+
+    /// Runs `prep`, prepared for `ops`: its copies, then the kernel over as many clusters as the
+    /// GPU keeps resident (`KILN_WGMMA_GRID` at most), then C's copy back.
+    fn execute(
+        &self,
+        ctx: &Context,
+        ops: &GemmOperands,
+        prep: &Prepared,
+        trace: Option<u64>,
+        env: &Overrides,
+    ) -> Result<()> {
+        let (p, read, cfg, choice) = (&prep.p, &prep.read, prep.tile, &prep.choice);
+        // Operands TMA cannot address are read from padded copies, and C may be written through
+        // scratch (`read` has their leading dimensions). The C parameter of the register
+        // epilogue is a copy of A's map that is never used.
+        let (a_ptr, b_ptr) = repack(ctx, prep, ops.a.ptr(), ops.b.ptr())?;
+        let c_ptr = c_target(ctx, prep, ops.c.ptr())?;
+        let tc = output_map(read, c_ptr).filter(|_| prep.c.is_none());
+        if (cfg.bn, cfg.pingpong) != (choice.tile.bn, choice.tile.pingpong)
+            && env.tile == Some(choice.tile)
+        {
+            warn_forced_fallback(choice.tile, cfg, prep.epi);
+        }
+        let spec = prep.spec(&ctx.arch());
+        let f = ctx.function(&match trace {
+            Some(_) => spec.define("KILN_TRACE", 1u32),
+            None => spec,
+        })?;
+        let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes());
+        let slots = env.grid.map_or(slots, |g| slots.min(g));
+        let layout = prep.layout(slots);
+        // The plan splits at most what was asked for, so never without the split code.
+        debug_assert!(prep.split_code || (layout.split.splits <= 1 && layout.sk_from.is_none()));
+        let (ws, counters) = match layout.workspace(cfg.bn) {
+            Some((bytes, counters)) => workspace(ctx, bytes, counters)?,
+            None => (0, 0),
+        };
+        let (ta, tb) = operand_maps(read, a_ptr, b_ptr, cfg);
+        for t in [&ta, &tb] {
+            t.validate().map_err(|reason| Error::Unsupported {
+                kernel: self.name().into(),
+                reason,
+            })?;
+        }
+        let mut map_a = ta.encode()?;
+        let mut map_b = tb.encode()?;
+        let (splits, split_from, sk_w) = layout.extras();
+        let mut extras = Extras {
+            ws: trace.unwrap_or(ws),
+            counters,
+            splits,
+            split_from,
+            sk_w,
+        };
+        let mut map_c = match tc {
+            Some(t) => t.encode()?,
+            None => map_a,
+        };
+        let mut args = GemmArgs {
+            a: a_ptr,
+            b: b_ptr,
+            c: c_ptr,
+            ..GemmArgs::new(read, ops)
+        };
+        let lc = LaunchConfig {
+            grid: (layout.split.grid, 1, 1),
+            block: (THREADS, 1, 1),
+            smem_bytes: cfg.smem_bytes(),
+            cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
+        };
+        // After a copy of ours (an operand read from scratch, or C's scratch filled for beta),
+        // the kernel is launched as that copy's dependent: its CTAs are placed while the copy
+        // runs, and wait for it in `grid_dependency_wait` before anything else.
+        let after_copy =
+            a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr() || (prep.c.is_some() && p.beta != 0.0);
+        // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, GemmArgs, Extras): three 128-byte
+        // maps, the argument block and the extras (workspace sized for this problem's tiles and
+        // splits above), in that order. The maps address A, B and C
+        // (C's only when the flag is set), which the caller keeps alive and has checked against
+        // the problem (or, `c_target`, C's scratch); the register epilogue reaches C through
+        // `args`. The kernel executes `grid_dependency_wait` first, so it may be launched as a
+        // dependent.
+        unsafe {
+            let launch = if after_copy && dependent_launch() {
+                Function::launch_dependent
+            } else {
+                Function::launch
+            };
+            launch(
+                &f,
+                ctx.stream,
+                &lc,
+                &mut [
+                    map_a.as_param(),
+                    map_b.as_param(),
+                    map_c.as_param(),
+                    args.as_param(),
+                    &mut extras as *mut Extras as *mut std::ffi::c_void,
+                ],
+            )
+        }?;
+        match prep.c {
+            // SAFETY: the scratch holds M rows of N elements at pitch read.ldc, written by the
+            // launch above on this stream; C spans M rows of N at pitch ldc (validated).
+            Some(_) => unsafe {
+                crate::ops::gemm::pack_rows::launch(
+                    ctx,
+                    p.output.size(),
+                    c_ptr,
+                    read.ldc,
+                    ops.c.ptr(),
+                    p.ldc,
+                    p.m,
+                    p.n,
+                )
+            },
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! Plan, then execute: a launch of one resolved choice worked out before anything runs
+//! ([`Prepared`]), which `launch` executes and [`plan`] shows (`kiln plan`) without a GPU.
+
+use super::{
+    as_read, c_through_scratch, k_blocks, needs_split_code, output_map, pack_shape, packed_ld,
+    ring_for, transposes_a, with_a_row_major, with_epilogue, WgmmaTmaWs,
+};
+use super::{has_split_code, Choice, Epilogue, Notes, Overrides, SplitPlan, TileConfig};
+use crate::jit::KernelSpec;
+use crate::ops::gemm::{DType, GemmProblem, LaunchPlan};
+use crate::tune::space::Config;
+
+/// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes an
+/// epilogue the tile has no variant with, the next that has one runs ([`with_epilogue`]).
+/// Unsaid, a timing or a sanitizer run forced to a tile is taken for that tile's (ledger #75:
+/// `kiln sanitize` with n224 forced ran 128x256 on every problem).
+pub(super) fn warn_forced_fallback(forced: TileConfig, ran: TileConfig, epi: Epilogue) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "kiln: KILN_WGMMA_CFG forces {0}, but this problem's C takes the {2} epilogue, which \
+             {0} has no variant with: {1} runs instead (`kiln plan` says why)",
+            forced.label(1),
+            ran.label(1),
+            epi.name()
+        );
+    }
+}
+
+/// The tile a launch of `choice` through `epi` runs (`KILN_WGMMA_STAGES` applied, then
+/// [`with_epilogue`]) and its K slices: only a tile with the split-K code splits (64-row tiles
+/// split K inside the CTA instead, the ping-pong kernel does not split, and the 320-wide tile
+/// runs at one wave).
+pub(super) fn launch_tile(
+    choice: &Choice,
+    epi: Epilogue,
+    stages: Option<u32>,
+) -> (TileConfig, u32) {
+    let cfg = match stages {
+        Some(stages) => TileConfig {
+            stages: ring_for(choice.tile, stages),
+            ..choice.tile
+        },
+        None => choice.tile,
+    };
+    let splits = if has_split_code(cfg) {
+        choice.splits.max(1)
+    } else {
+        1
+    };
+    (with_epilogue(cfg, epi), splits)
+}
+
+/// How `cfg`'s tiles of `p` are laid over `slots` resident clusters: the first stream-K tile
+/// (where `choice` asks for stream-K and the tile config takes it) and the split plan. Stream-K
+/// replaces split-K where both are asked for (the kernel ignores splits then).
+pub(super) fn work_layout(
+    cfg: TileConfig,
+    choice: &Choice,
+    splits: u32,
+    p: &GemmProblem,
+    slots: u32,
+) -> (Option<u32>, SplitPlan) {
+    let sk_from = (choice.stream_k && has_split_code(cfg))
+        .then(|| cfg.stream_k_from(p.m, p.n, p.k, slots))
+        .flatten();
+    let plan = match sk_from {
+        Some(_) => cfg.split_plan(p.m, p.n, 1, false, slots),
+        None => cfg.split_plan(p.m, p.n, splits, choice.tail, slots),
+    };
+    (sk_from, plan)
+}
+
+/// Where the kernel reads A from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReadA {
+    /// As stored.
+    InPlace,
+    /// A copy with 128-byte rows at this leading dimension (`pack_rows`): TMA cannot address A's
+    /// rows as stored.
+    Packed(usize),
+    /// A row-major copy at this leading dimension (`transpose_rows`): a column-major A with few
+    /// rows ([`transposes_a`]).
+    Transposed(usize),
+}
+
+/// A launch of one resolved choice, worked out before anything runs: the copies made first, the
+/// problem as the kernel then reads it, the epilogue, the tile that runs with its K slices, and
+/// its variant. What is left to the GPU is how many clusters are resident
+/// ([`Prepared::layout`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Prepared {
+    /// The problem as given (canonical): what the copies read and C's copy back writes.
+    pub p: GemmProblem,
+    /// The problem as the kernel reads it: A and B at their copies' leading dimensions (A
+    /// row-major when read from its transposed copy), C at its scratch's.
+    pub read: GemmProblem,
+    pub a: ReadA,
+    /// The leading dimension of B's copy with 128-byte rows, when B is read from one.
+    pub b: Option<usize>,
+    /// The leading dimension of C's scratch, when C is written through one and copied back
+    /// ([`c_through_scratch`]).
+    pub c: Option<usize>,
+    pub choice: Choice,
+    pub epi: Epilogue,
+    /// The tile that runs ([`launch_tile`]) and its K slices.
+    pub tile: TileConfig,
+    pub splits: u32,
+    /// The variant with the split-K and stream-K code ([`needs_split_code`]).
+    pub split_code: bool,
+}
+
+impl Prepared {
+    /// `choice` for `p` with A, B and C at these device addresses (a plan without a GPU takes
+    /// aligned ones, as allocations are), saying in `notes` how C goes out and which tile runs.
+    pub(super) fn new(
+        p: &GemmProblem,
+        (a, b, c): (u64, u64, u64),
+        choice: Choice,
+        env: &Overrides,
+        notes: &mut Notes,
+    ) -> Prepared {
+        let p = p.canonical();
+        let es = p.input.size();
+        let mut read = p;
+        let ra = if transposes_a(&p) {
+            let ld = pack_shape(p.m, p.k, es).0;
+            (read.layout, read.lda) = (with_a_row_major(p.layout), ld);
+            ReadA::Transposed(ld)
+        } else {
+            match packed_ld(p.lda, p.a_storage(), es, Some(a)) {
+                Some(ld) => {
+                    read.lda = ld;
+                    ReadA::Packed(ld)
+                }
+                None => ReadA::InPlace,
+            }
+        };
+        let rb = packed_ld(p.ldb, p.b_storage(), es, Some(b));
+        read.ldb = rb.unwrap_or(read.ldb);
+        // C through scratch is written by the register epilogue, whose rows are then aligned:
+        // compute-sanitizer's initcheck does not see TMA's stores, and flagged the copy-back's
+        // reads of them.
+        let rc = c_through_scratch(&read, c).then(|| pack_shape(p.m, p.n, p.output.size()).0);
+        read.ldc = rc.unwrap_or(read.ldc);
+        if let Some(stages) = env.stages {
+            notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
+        }
+        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
+        // the register epilogue (a variant of its own).
+        let epi = Epilogue::for_problem(&read, rc.is_none() && output_map(&read, c).is_some(), env);
+        let tma_epi = epi.tma();
+        notes.add(|| {
+            if epi == Epilogue::TmaLoadC {
+                format!(
+                    "epilogue: C loaded by TMA into the staging chunks (beta = {}), blended, stored by TMA",
+                    read.beta
+                )
+            } else if tma_epi && read.beta != 0.0 {
+                let rounding = if read.output == DType::F32 {
+                    ""
+                } else {
+                    "; 16-bit C: alpha * A * B is rounded to 16 bits before the add, one rounding more \
+                     than the register epilogue's (KILN_WGMMA_CLOAD=1 loads C instead)"
+                };
+                format!(
+                    "epilogue: TMA reduce-add (C += alpha * A * B, beta = 1) from swizzled staging \
+                     chunks{rounding}"
+                )
+            } else if tma_epi {
+                "epilogue: TMA stores from swizzled staging chunks".into()
+            } else {
+                let why = if rc.is_some() {
+                    "C goes through scratch"
+                } else if !env.epi {
+                    "KILN_WGMMA_EPI=0"
+                } else {
+                    "TMA cannot address C (a row of N elements is not a multiple of 16 bytes)"
+                };
+                format!("epilogue: from registers ({why})")
+            }
+        });
+        let (tile, splits) = launch_tile(&choice, epi, env.stages);
+        if (tile.bn, tile.pingpong) != (choice.tile.bn, choice.tile.pingpong) {
+            notes.add(|| {
+                format!(
+                    "{} has no variant with the {} epilogue: {} runs",
+                    choice.tile.label(1),
+                    epi.name(),
+                    tile.label(1)
+                )
+            });
+        }
+        Prepared {
+            p,
+            read,
+            a: ra,
+            b: rb,
+            c: rc,
+            choice,
+            epi,
+            tile,
+            splits,
+            split_code: needs_split_code(tile, splits, choice.stream_k, epi, env),
+        }
+    }
+
+    /// The variant that runs.
+    pub(super) fn spec(&self, arch: &str) -> KernelSpec {
+        let r = &self.read;
+        WgmmaTmaWs::spec(
+            arch,
+            (r.layout, r.input, r.output),
+            self.tile,
+            self.choice.group_m,
+            self.epi,
+            self.split_code,
+        )
+    }
+
+    /// How the tiles are laid over `slots` resident clusters.
+    pub(super) fn layout(&self, slots: u32) -> WorkLayout {
+        let r = &self.read;
+        let (sk_from, split) = work_layout(self.tile, &self.choice, self.splits, r, slots);
+        WorkLayout {
+            tiles: self.tile.cluster_tiles(r.m, r.n),
+            slots,
+            sk_from,
+            split,
+            k_blocks: k_blocks(r.k),
+        }
+    }
+
+    /// The copies launched before the GEMM, each with its reason.
+    fn copies(&self) -> Vec<String> {
+        let p = &self.p;
+        let mut v = Vec::new();
+        match self.a {
+            ReadA::Transposed(_) => v.push(format!(
+                "A ({} rows, column-major) copied transposed (transpose_rows): its MN-major boxes \
+                 would be mostly zero fill",
+                p.m
+            )),
+            ReadA::Packed(_) => v.push(format!(
+                "A copied to 128-byte rows (pack_rows): lda = {} is not a multiple of 16 bytes",
+                p.lda
+            )),
+            ReadA::InPlace => {}
+        }
+        if self.b.is_some() {
+            v.push(format!(
+                "B copied to 128-byte rows (pack_rows): ldb = {} is not a multiple of 16 bytes",
+                p.ldb
+            ));
+        }
+        if self.c.is_some() {
+            v.push(format!(
+                "C written through scratch with 128-byte rows and copied back (pack_rows): ldc = {} \
+                 is not a multiple of 16 bytes{}",
+                p.ldc,
+                if p.beta != 0.0 {
+                    "; C copied in first, for beta"
+                } else {
+                    ""
+                }
+            ));
+        }
+        v
+    }
+
+    /// What runs over `layout`, for `kiln plan`, with the `notes` of the rules that decided.
+    fn summary(&self, layout: &WorkLayout, notes: Vec<String>) -> LaunchPlan {
+        let (cfg, sp) = (self.tile, layout.split);
+        LaunchPlan {
+            tile: cfg.label(sp.splits),
+            bm: cfg.bm,
+            bn: cfg.bn,
+            stages: cfg.stages,
+            cluster: cfg.cluster,
+            pingpong: cfg.pingpong,
+            splits: sp.splits,
+            tail: sp.splits > 1 && sp.split_from > 0,
+            stream_k_from: layout.sk_from,
+            tma_epilogue: self.epi.tma(),
+            c_loaded: self.epi == Epilogue::TmaLoadC,
+            split_code: self.split_code,
+            copies: self.copies(),
+            tiles: layout.tiles,
+            slots: layout.slots,
+            grid: sp.grid,
+            waves: layout.units() as f64 / layout.slots as f64,
+            notes,
+        }
+    }
+}
+
+/// How a prepared launch's cluster tiles are laid over the resident slots: plain tiles, split
+/// tiles ([`SplitPlan`]) or stream-K from `sk_from` on.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WorkLayout {
+    /// Cluster tiles, and the resident cluster slots they are laid over.
+    pub tiles: u32,
+    pub slots: u32,
+    /// The first stream-K cluster tile, when stream-K runs.
+    pub sk_from: Option<u32>,
+    pub split: SplitPlan,
+    /// K blocks of the problem (stream-K spreads them over the CTAs).
+    pub k_blocks: u32,
+}
+
+impl WorkLayout {
+    /// Work units: plain tiles, and each split tile's slices.
+    pub(super) fn units(&self) -> u32 {
+        let sp = &self.split;
+        sp.split_from + (self.tiles - sp.split_from) * sp.splits
+    }
+
+    /// (fp32 workspace bytes, arrival counters) for a `bn`-wide tile: stream-K's two partials
+    /// per CTA, or the split tiles' slices; `None` when nothing is split.
+    pub(super) fn workspace(&self, bn: u32) -> Option<(usize, usize)> {
+        match self.sk_from {
+            Some(from) => Some((
+                SplitPlan::stream_k_workspace_bytes(self.split.grid, bn),
+                (self.tiles - from) as usize,
+            )),
+            None if self.split.splits > 1 => Some((
+                self.split.workspace_bytes(bn),
+                self.split.split_block_tiles as usize,
+            )),
+            None => None,
+        }
+    }
+
+    /// The kernel's `Extras` values (splits, first split or stream-K tile, stream-K K blocks).
+    pub(super) fn extras(&self) -> (i32, i32, u32) {
+        (
+            self.split.splits as i32,
+            self.sk_from.unwrap_or(self.split.split_from) as i32,
+            self.sk_from
+                .map_or(0, |from| (self.tiles - from) * self.k_blocks),
+        )
+    }
+}
+
+/// What [`WgmmaTmaWs`]'s `launch` would run for `p` on a GPU of `sm_count` SMs, given the
+/// tuning cache's config for its shape class (`tuned`) and the env overrides, without a GPU (for
+/// `kiln plan`): the [`Prepared`] launch `launch` executes, laid over one resident CTA per SM (the
+/// GPU's occupancy query may give pairs fewer slots), with the operands aligned as allocations
+/// are.
+pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overrides) -> LaunchPlan {
+    let mut notes = Notes::on();
+    let choice = Choice::resolve_noted(&as_read(p), sm_count, tuned, env, &mut notes);
+    let aligned = 1u64 << 20;
+    let prep = Prepared::new(p, (aligned, aligned, aligned), choice, env, &mut notes);
+    let slots = (sm_count / prep.tile.cluster).max(1);
+    let slots = env.grid.map_or(slots, |g| slots.min(g));
+    prep.summary(&prep.layout(slots), notes.into_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bf16;
+    use super::*;
+    use crate::ops::gemm::Layout;
+
+    /// Collecting notes changes no choice, and `plan` runs what `resolve` picks.
+    #[test]
+    fn plans_and_notes_follow_the_dispatch() {
+        let dims = [
+            1, 16, 72, 128, 500, 1000, 1024, 2048, 3000, 4096, 5120, 11008, 14336,
+        ];
+        for l in Layout::ALL {
+            for &m in &dims {
+                for &n in &dims {
+                    for &k in &[64, 1000, 4096, 18944] {
+                        let p = bf16(m, n, k, l);
+                        let read = as_read(&p);
+                        for widths in [false, true] {
+                            let env = Overrides {
+                                widths,
+                                ..Overrides::NONE
+                            };
+                            let quiet = Choice::resolve(&read, 132, None, &env);
+                            let mut notes = Notes::on();
+                            let noted = Choice::resolve_noted(&read, 132, None, &env, &mut notes);
+                            assert_eq!(quiet, noted, "{m}x{n}x{k} {l}");
+                            assert!(notes.into_vec().len() >= 3);
+                            let plan = plan(&p, 132, None, &env);
+                            let epi = match (plan.tma_epilogue, plan.c_loaded) {
+                                (false, _) => Epilogue::Registers,
+                                (true, false) => Epilogue::TmaStore,
+                                (true, true) => Epilogue::TmaLoadC,
+                            };
+                            let tile = with_epilogue(quiet.tile, epi);
+                            assert_eq!((plan.bm, plan.bn), (tile.bm, tile.bn), "{m}x{n}x{k} {l}");
+                            // one cluster per work unit, up to the slots
+                            assert!(plan.grid <= plan.slots * plan.cluster, "{m}x{n}x{k} {l}");
+                            if plan.splits == 1 {
+                                assert_eq!(
+                                    plan.grid,
+                                    plan.tiles.min(plan.slots) * plan.cluster,
+                                    "{m}x{n}x{k} {l}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -40,7 +40,9 @@
 #                                LAYOUTS as above; table by scripts/ab-table.py
 #   landscape SHAPE...           exhaustive `kiln tune` of wgmma_tma_ws at each MxNxK, landscapes
 #                                written for `kiln tune-replay` (tests/fixtures/landscapes/)
-#   python                       `python -m pytest python/tests` where a python/ package exists
+#   python                       the Python package: its wheel (target/wheels, or KILN_WHEEL)
+#                                installed beside torch, the CPU tests, then
+#                                python/tests/gpu_check.py (PYTHON_QUICK=1: --quick)
 #   suite                        `kiln suite --verify full` (the main job), JSON saved
 set -uo pipefail
 
@@ -390,12 +392,19 @@ landscape)
   echo; grep -HE "^best" "$D"/tune-*.txt ;;
 
 python)
-  if [ -d python ]; then
-    step pytest 580 "$PY" -m pytest python/tests
-    table
-  else
-    echo "no python/ package in this checkout: nothing to test"
-  fi ;;
+  # The wheel built here (scripts/python.sh, or KILN_WHEEL), installed into a scratch folder
+  # beside torch: the CPU tests, then python/tests/gpu_check.py (per-op checks against torch,
+  # opcheck, torch.compile, CUDA graphs, two small transformers models, timings; JSON in $D).
+  wheel=${KILN_WHEEL:-$(ls "$ROOT"/target/wheels/kiln-*.whl 2>/dev/null | head -n 1)}
+  [ -n "$wheel" ] || { echo "no wheel: build one with bash scripts/python.sh (or set KILN_WHEEL)" >&2; exit 2; }
+  site=${TMPDIR:-/tmp}/kiln-python-site
+  rm -rf "$site"
+  "$PY" -m pip install --quiet --no-deps --no-index --target "$site" "$wheel" || exit 1
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  step unit 120 "$PY" -m unittest discover -s python/tests -p 'test_*.py'
+  OUT=$D step gpu_check 560 "$PY" python/tests/gpu_check.py ${PYTHON_QUICK:+--quick}
+  table
+  echo; tail -30 "$D/gpu_check.txt" 2>/dev/null ;;
 
 suite)
   need_bin "$KILN"; machine "$KILN"

@@ -208,7 +208,7 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         s
     };
     let ks = versions(env, &a.versions)?;
-    let ctx = env.context()?;
+    let ctx = super::context(env)?;
     let run = env.begin("attn-verify", Some(&ctx.info))?;
     let mut outcomes: Vec<AttnCheck> = Vec::new();
     for k in &ks {
@@ -295,7 +295,7 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
 
 fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let p = a.problem.problem((2, 16, 8192, 128))?;
-    let ctx = env.context()?;
+    let ctx = super::context(env)?;
     let ks: Vec<&dyn AttentionKernel> = if a.versions.is_empty() {
         env.registry
             .attention()

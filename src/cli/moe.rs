@@ -31,7 +31,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     if let Some(v) = &a.version {
         env.registry.moe_version(v)?;
     }
-    let ctx = env.context()?;
+    let ctx = super::context(env)?;
     let run = env.begin("verify", Some(&ctx.info))?;
     let pb = bar(cases.len(), "moe verify", env.json);
     let mut outcomes: Vec<MoeOutcome> = Vec::new();
@@ -142,7 +142,7 @@ fn request(a: &MoeBenchArgs) -> Result<MoeBenchRequest> {
 
 fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     let r = request(a)?;
-    let ctx = env.context()?;
+    let ctx = super::context(env)?;
     let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
     let run = env.begin("bench", Some(&ctx.info))?;
     let rows = bench_moe(&ctx, &env.registry, &r, &opt)?;
@@ -161,7 +161,7 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     }
     finish(&run, "ok")?;
     if env.json {
-        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "flush_l2": opt.flush_l2, "flush": kiln::harness::bench::flush_label(opt.flush_l2), "rows": rows}));
+        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "flush_l2": opt.flush_l2, "flush": ctx.overrides.bench.flush.label(opt.flush_l2), "rows": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     println!("rows per expert: {:?}", r.counts);

@@ -98,14 +98,26 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         dev.sm_count = sms;
     }
     let plan = kiln::tools::plan::plan_gemm(&env.registry, &p, &dev, a.version.as_deref())?;
+    // The experiment knobs set for this run (the plan above honours them).
+    let active = env.config.overrides.active();
     if env.json {
-        env.print_json(&json!(plan));
+        let mut v = json!(plan);
+        v["overrides"] = active
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        env.print_json(&v);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
         "{}x{}x{} {} {} -> {} on {} ({} SMs)",
         p.m, p.n, p.k, p.layout, p.input, p.output, dev.name, dev.sm_count
     );
+    if !active.is_empty() {
+        let set: Vec<String> = active.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("overrides: {}", set.join(" "));
+    }
     println!(
         "version: {} (rung {}): {}",
         plan.version, plan.rung, plan.why
@@ -459,7 +471,7 @@ fn timeline(
             kernel.name()
         )));
     }
-    let ctx = env.context()?;
+    let ctx = super::context(env)?;
     if let Err(why) = kernel.supports(p, &ctx.info) {
         return Err(Error::invalid(format!(
             "wgmma_tma_ws cannot run {}: {why}",
@@ -526,7 +538,7 @@ fn split(
     let kb = env.registry.gemm_version(name)?;
     let pb = problem_from(&problem_args(shape, &a.layout, &a.dtype, &a.out), None)?
         .expect("a shape is given");
-    let ctx = env.context()?;
+    let ctx = super::context(env)?;
     let s = prof::split(
         &ctx,
         ka,
@@ -594,7 +606,7 @@ pub fn exp(env: &Env, a: &ExpArgs) -> Result<ExitCode> {
         }
         ExpAction::Run(r) => {
             let e = ledger.get(r.id)?;
-            let ctx = env.context()?;
+            let ctx = super::context(env)?;
             let mut m = BenchMeasurer {
                 ctx: &ctx,
                 registry: &env.registry,

@@ -1020,6 +1020,13 @@ pub static CONFIG_VARS: &[ConfigVar] = &[
         check: existing_file,
     },
     ConfigVar {
+        // build.rs bakes it in at compile time; cargo also sets it in the environment of the
+        // programs it runs (tests, `cargo run`), where kiln ignores it.
+        name: "KILN_GIT_COMMIT",
+        takes: "the commit kiln is built from (build.rs sets it)",
+        check: any,
+    },
+    ConfigVar {
         name: "KILN_NCU",
         takes: "the ncu (Nsight Compute) program's path",
         check: existing_file,
@@ -1165,8 +1172,8 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), n);
         assert!(all.iter().all(|n| n.starts_with("KILN_")));
-        // 36 knobs, 12 configuration variables
-        assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (36, 12));
+        // 36 knobs, 13 configuration variables
+        assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (36, 13));
     }
 
     #[test]
@@ -1468,6 +1475,7 @@ mod tests {
             ("KILN_STORE", f),
             ("KILN_STORE", m),
             ("KILN_COMMIT", "abc1234"),
+            ("KILN_GIT_COMMIT", "abc1234-dirty"),
             ("KILN_REQUIRE_NVRTC", "1"),
             ("KILN_TEST_KERNELS", "1"),
             ("KILN_TEST_KERNELS", "0"),

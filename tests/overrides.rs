@@ -91,3 +91,10 @@ fn plan_shows_the_knobs_set_and_none_when_none_are() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
     assert_eq!(v["overrides"], serde_json::json!({"KILN_FLUSH": "memset"}));
 }
+
+#[test]
+fn the_commit_cargo_sets_for_the_programs_it_runs_is_known() {
+    // build.rs's `cargo:rustc-env` reaches the environment of tests and `cargo run` too.
+    let o = kiln(PLAN, &[("KILN_GIT_COMMIT", env!("KILN_GIT_COMMIT"))]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

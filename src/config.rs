@@ -1,7 +1,8 @@
 //! The config file, `kiln.toml`: the GEMM version the default dispatch uses, where the JIT cache
 //! and the store live, and the benchmark's repetitions. It is read from the working folder or
 //! from an explicit path; every key is optional, and a key kiln does not know is an error that
-//! names it, so a misspelling never passes silently.
+//! names it, so a misspelling never passes silently. Beside the file's settings, a config carries
+//! the run's experiment overrides (the CLI fills them from its environment; never from the file).
 //!
 //! ```toml
 //! [gemm]
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::overrides::Overrides;
 
 /// The name kiln looks for in the working folder.
 pub const FILE_NAME: &str = "kiln.toml";
@@ -32,6 +34,10 @@ pub struct Config {
     pub jit: JitConfig,
     pub store: StoreConfig,
     pub bench: BenchConfig,
+    /// The `KILN_*` experiment knobs the contexts opened for this run carry: the defaults unless
+    /// the CLI sets what its environment holds ([`Overrides::from_env`]).
+    #[serde(skip)]
+    pub overrides: Overrides,
 }
 
 /// Per-op settings.

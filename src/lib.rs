@@ -9,6 +9,7 @@ pub mod harness;
 pub mod jit;
 pub mod libs;
 pub mod ops;
+pub mod overrides;
 pub mod reference;
 pub mod report;
 pub mod store;

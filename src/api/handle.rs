@@ -15,6 +15,7 @@ use crate::device::{Context, DeviceInfo};
 use crate::error::{ArgumentKind, Error, Result};
 use crate::jit::{cache::DiskCache, Jit};
 use crate::ops::registry::Registry;
+use crate::overrides::Overrides;
 
 /// kiln on one GPU. `Send + Sync`: calls from several threads take turns on an internal lock
 /// (each only enqueues work). Use one handle per GPU.
@@ -23,6 +24,9 @@ pub struct Kiln {
     ordinal: usize,
     info: DeviceInfo,
     pub(crate) registry: Registry,
+    /// The experiment knobs the handle's launches use (`KilnOptions::overrides`: the defaults
+    /// unless the caller sets them; the library never reads the environment for them).
+    pub(crate) overrides: Overrides,
     tuned: TunedTable,
     inner: Mutex<Inner>,
 }
@@ -83,7 +87,7 @@ impl Kiln {
             },
             None => Jit::default(),
         };
-        let ctx = Context::open(ordinal as u32, jit)?;
+        let ctx = Context::open_with(ordinal as u32, jit, opts.overrides.clone())?;
         let tuned = match &opts.tuned_store {
             Some(path) => {
                 // Until the ops take the handle's table, point the process-wide one at it too.
@@ -97,6 +101,7 @@ impl Kiln {
             cuda,
             ordinal,
             registry: Registry::default(),
+            overrides: opts.overrides,
             tuned,
             inner: Mutex::new(Inner {
                 ws: Workspaces::default(),

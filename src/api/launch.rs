@@ -11,6 +11,7 @@ use crate::ops::gemm::{self, GemmOperands};
 use crate::ops::moe::grouped_gemm::GroupedGemm;
 use crate::ops::moe::{check_operands, schedule, version_for, MoeOperands};
 use crate::ops::registry::Registry;
+use crate::overrides::MoeOverrides;
 
 /// The attention version the default dispatch leaves out: it materialises the whole score
 /// matrix through cuBLAS (a reference point, like the GEMM's vendor baseline).
@@ -157,12 +158,12 @@ pub(crate) fn attention(
 
 /// The MoE version for `plan` and its tile shape: what, besides the problem, decides which
 /// kernels a launch loads.
-pub(crate) fn moe_choice(plan: &MoePlan, dev: &DeviceInfo) -> String {
+pub(crate) fn moe_choice(plan: &MoePlan, dev: &DeviceInfo, o: &MoeOverrides) -> String {
     let p = &plan.problem;
-    match version_for(p) {
+    match version_for(p, o) {
         "grouped_gemm" => format!(
             "grouped_gemm {}",
-            GroupedGemm::config(p, dev.sm_count).label()
+            GroupedGemm::config(p, dev.sm_count, o).label()
         ),
         other => other.to_string(),
     }
@@ -207,7 +208,7 @@ pub(crate) fn moe(
         sched: &sched,
     };
     check_operands(p, &ops)?;
-    let k = reg.moe_version(version_for(p))?;
+    let k = reg.moe_version(version_for(p, &ctx.overrides.moe))?;
     k.supports(p, &ctx.info)
         .map_err(|reason| Error::Unsupported {
             kernel: k.name().into(),

@@ -49,7 +49,11 @@ impl Kiln {
     }
 
     pub(crate) fn launch_moe(&self, stream: Option<sys::CUstream>, plan: &MoePlan) -> Result<()> {
-        let key = plan.key(&launch::moe_choice(plan, self.device()));
+        let key = plan.key(&launch::moe_choice(
+            plan,
+            self.device(),
+            &self.overrides.moe,
+        ));
         self.run(stream, &key, &plan.problem.label(), |ctx, ws, capturing| {
             launch::moe(&self.registry, ctx, ws, capturing, plan)
         })

@@ -126,6 +126,9 @@ pub struct KilnOptions {
     /// A kiln store whose tuned configs the handle loads (`kiln tune` writes them); `None`:
     /// no table of the handle's own (see [`crate::api::TunedTable`]).
     pub tuned_store: Option<PathBuf>,
+    /// Experiment knobs (the `KILN_*` variables of the CLI), for A/B timing from Rust; the
+    /// defaults are kiln's fastest settings.
+    pub overrides: crate::overrides::Overrides,
 }
 
 /// One call to prepare with [`crate::api::Kiln::precompile`]: the same arguments as the op,

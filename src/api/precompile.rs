@@ -180,7 +180,11 @@ impl Kiln {
         let Some(plan) = plan else {
             return Ok(());
         };
-        let key = plan.key(&launch::moe_choice(&plan, self.device()));
+        let key = plan.key(&launch::moe_choice(
+            &plan,
+            self.device(),
+            &self.overrides.moe,
+        ));
         if self.is_prepared(&key)? {
             return Ok(());
         }

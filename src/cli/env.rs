@@ -39,8 +39,9 @@ impl Env {
         }
     }
 
+    /// The GPU context a command runs on, carrying the run's overrides.
     pub(super) fn context(&self) -> Result<Context> {
-        Context::open(0, self.jit())
+        Context::open_with(0, self.jit(), self.config.overrides.clone())
     }
 
     /// Opens the store and starts a run; `None` with --no-store.

@@ -17,14 +17,22 @@ mod tune;
 use std::process::ExitCode;
 
 use clap::Parser;
+use kiln::overrides::Overrides;
 
 pub use args::{Cli, Command};
 
 pub fn run() -> kiln::Result<ExitCode> {
     let cli = Cli::parse();
-    let config = kiln::config::Config::load(cli.config.as_deref())?;
+    let mut config = kiln::config::Config::load(cli.config.as_deref())?;
+    // Every KILN_* variable is checked here, once, before any command runs: the contexts the
+    // commands open carry the experiment knobs (a bad name or value ends the run with its sentence).
+    config.overrides = Overrides::from_env()?;
     // The tuning cache the default dispatch reads lives in the configured store.
-    kiln::tune::cache::use_store(config.store_path());
+    if config.overrides.tune.no_tuned {
+        kiln::tune::cache::ignore_tuned();
+    } else {
+        kiln::tune::cache::use_store(config.store_path());
+    }
     let env = env::Env::new(&cli, config);
     match &cli.command {
         Command::Devices => device::devices(&env),

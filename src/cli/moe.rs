@@ -141,7 +141,7 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     }
     finish(&run, "ok")?;
     if env.json {
-        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "flush_l2": opt.flush_l2, "flush": kiln::harness::bench::flush_label(opt.flush_l2), "rows": rows}));
+        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "flush_l2": opt.flush_l2, "flush": ctx.overrides.bench.flush.label(opt.flush_l2), "rows": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     println!("rows per expert: {:?}", r.counts);

@@ -91,14 +91,26 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         dev.sm_count = sms;
     }
     let plan = kiln::tools::plan::plan_gemm(&env.registry, &p, &dev, a.version.as_deref())?;
+    // The experiment knobs set for this run (the plan above honours them).
+    let active = env.config.overrides.active();
     if env.json {
-        env.print_json(&json!(plan));
+        let mut v = json!(plan);
+        v["overrides"] = active
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        env.print_json(&v);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
         "{}x{}x{} {} {} -> {} on {} ({} SMs)",
         p.m, p.n, p.k, p.layout, p.input, p.output, dev.name, dev.sm_count
     );
+    if !active.is_empty() {
+        let set: Vec<String> = active.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("overrides: {}", set.join(" "));
+    }
     println!(
         "version: {} (rung {}): {}",
         plan.version, plan.rung, plan.why

@@ -16,7 +16,6 @@ use kiln::tune::search::{replay as replay_search, replay_from, EvoParams, Strate
 use kiln::tune::space::Config;
 use kiln::tune::target::{Target, TuneProblem};
 use kiln::tune::watchdog::Spawner;
-use kiln::tune::worker::Fake;
 use kiln::tune::{cache, run, Outcome, Status};
 use serde_json::json;
 
@@ -162,7 +161,7 @@ fn search_kind(s: &str) -> Result<&'static str> {
 pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     // Bad flags are said before anything opens a GPU.
     search_kind(&a.search)?;
-    let fake = Fake::from_env().is_some();
+    let fake = env.config.overrides.tune.fake.is_some();
     let store = open_store(env)?;
     // The request: from the flags, or from the run being resumed.
     let (run_id, spec, known) = match a.resume {
@@ -467,7 +466,13 @@ fn fold_numbers(reason: &str) -> String {
 pub fn worker(env: &Env, a: &TuneWorkerArgs) -> Result<ExitCode> {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
-    let fatal = kiln::tune::worker::serve(a.gpu, env.jit(), stdin.lock(), stdout.lock())?;
+    let fatal = kiln::tune::worker::serve(
+        a.gpu,
+        env.jit(),
+        env.config.overrides.clone(),
+        stdin.lock(),
+        stdout.lock(),
+    )?;
     Ok(if fatal {
         ExitCode::from(3)
     } else {

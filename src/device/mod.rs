@@ -25,6 +25,7 @@ use cudarc::driver::{result, sys};
 
 use crate::error::{Error, Result};
 use crate::jit::{Compiled, Jit, KernelSpec};
+use crate::overrides::Overrides;
 
 /// Whether the CUDA driver library can be loaded at all on this machine.
 pub fn driver_present() -> bool {
@@ -68,11 +69,15 @@ pub fn list() -> Result<Vec<DeviceInfo>> {
     (0..n).map(|i| DeviceInfo::query(i as u32)).collect()
 }
 
-/// A GPU ready for work: its primary context (current on this thread), one stream, the JIT, and
-/// the kernels loaded so far (each compiled once per process).
+/// A GPU ready for work: its primary context (current on this thread), one stream, the JIT, the
+/// experiment overrides its launches honour, and the kernels loaded so far (each compiled once
+/// per process).
 pub struct Context {
     pub info: DeviceInfo,
     pub jit: Jit,
+    /// The `KILN_*` experiment knobs: [`Overrides::NONE`] unless the opener passes others (the CLI
+    /// and the tune worker pass what their environment sets).
+    pub overrides: Overrides,
     ctx: sys::CUcontext,
     dev: sys::CUdevice,
     pub stream: sys::CUstream,
@@ -82,8 +87,14 @@ pub struct Context {
 }
 
 impl Context {
-    /// Opens GPU `ordinal` and makes its primary context current on the calling thread.
+    /// Opens GPU `ordinal` and makes its primary context current on the calling thread; its
+    /// launches take the defaults ([`Overrides::NONE`]).
     pub fn open(ordinal: u32, jit: Jit) -> Result<Context> {
+        Context::open_with(ordinal, jit, Overrides::NONE)
+    }
+
+    /// [`Context::open`], with launches that honour `overrides`.
+    pub fn open_with(ordinal: u32, jit: Jit, overrides: Overrides) -> Result<Context> {
         init()?;
         let info = DeviceInfo::query(ordinal)?;
         let dev = result::device::get(ordinal as i32)
@@ -99,12 +110,19 @@ impl Context {
         Ok(Context {
             info,
             jit,
+            overrides,
             ctx,
             dev,
             stream,
             functions: RefCell::new(HashMap::new()),
             hung: Cell::new(false),
         })
+    }
+
+    /// This context, its launches honouring `overrides` from now on.
+    pub fn with_overrides(mut self, overrides: Overrides) -> Context {
+        self.overrides = overrides;
+        self
     }
 
     /// The arch to compile for: `sm_90a` on Hopper, `sm_XY` elsewhere.

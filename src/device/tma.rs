@@ -10,6 +10,7 @@ use std::ffi::c_void;
 use cudarc::driver::sys;
 
 use crate::error::{Error, Result};
+use crate::overrides::L2Promotion;
 
 /// An encoded tensor map. 128-byte aligned: CUDA 13's `CUtensorMap` asks for 128 (CUDA 12 for
 /// 64), and the stricter one satisfies both. Pass `as_param()` in a launch's parameter array.
@@ -323,6 +324,11 @@ impl Tma2d {
 
     /// The driver's arguments for this map: rank 2, its L2 promotion from the row stride.
     pub fn tiled(&self) -> TiledArgs {
+        self.tiled_with(None)
+    }
+
+    /// [`Tma2d::tiled`] with the L2 promotion `promotion` forces, if any.
+    fn tiled_with(&self, promotion: Option<L2Promotion>) -> TiledArgs {
         TiledArgs::new(
             self.dtype,
             self.addr,
@@ -331,14 +337,21 @@ impl Tma2d {
             self.box_dims,
             self.swizzle,
         )
-        .with_l2_promotion(l2_promotion(self.row_stride_bytes))
+        .with_l2_promotion(l2_promotion(self.row_stride_bytes, promotion))
     }
 
-    /// Encodes the map (a host-only driver call; the driver must be initialised).
+    /// Encodes the map (a host-only driver call; the driver must be initialised) with the L2
+    /// promotion its rows call for.
     pub fn encode(&self) -> Result<TensorMap> {
+        self.encode_with(None)
+    }
+
+    /// [`Tma2d::encode`] with the L2 promotion `KILN_TMA_PROMOTION` forces, if any
+    /// (`ctx.overrides.tma.promotion`).
+    pub fn encode_with(&self, promotion: Option<L2Promotion>) -> Result<TensorMap> {
         self.validate()
             .map_err(|r| Error::invalid(format!("cannot build a TMA map: {r}")))?;
-        self.tiled()
+        self.tiled_with(promotion)
             .encode(|| format!("cuTensorMapEncodeTiled for {self:?}"))
     }
 }
@@ -348,15 +361,15 @@ impl Tma2d {
 /// 4096x4096x4088 a GEMM ran ~7 % faster with 128 B or none than with 256 B, and no slower at
 /// K 4096; H100, GEMM ledger #21). `KILN_TMA_PROMOTION` (`none`, `64`, `128`, `256`) overrides it, for
 /// timing one against another.
-fn l2_promotion(row_stride_bytes: u64) -> sys::CUtensorMapL2promotion {
+fn l2_promotion(row_stride_bytes: u64, forced: Option<L2Promotion>) -> sys::CUtensorMapL2promotion {
     use sys::CUtensorMapL2promotion as P;
-    match std::env::var("KILN_TMA_PROMOTION").as_deref() {
-        Ok("none") => P::CU_TENSOR_MAP_L2_PROMOTION_NONE,
-        Ok("64") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
-        Ok("128") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-        Ok("256") => P::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        _ if !row_stride_bytes.is_multiple_of(128) => P::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-        _ => P::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+    match forced {
+        Some(L2Promotion::None) => P::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        Some(L2Promotion::B64) => P::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+        Some(L2Promotion::B128) => P::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        Some(L2Promotion::B256) => P::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        None if !row_stride_bytes.is_multiple_of(128) => P::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        None => P::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
     }
 }
 
@@ -400,7 +413,7 @@ mod tests {
             vec![1u32, 1],
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
             t.swizzle.raw(),
-            l2_promotion(t.row_stride_bytes),
+            l2_promotion(t.row_stride_bytes, None),
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     }

@@ -98,45 +98,15 @@ impl BenchBuffers {
     }
 }
 
-/// How [`L2Flusher`] empties L2 before a timed launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FlushMode {
-    /// Read a buffer twice the L2 size (`kernels/harness/l2_read_flush.cu`): L2 is left holding
-    /// clean lines, as after a kernel that read its inputs, so the timed launch pays only for
-    /// its own traffic.
-    Read,
-    /// `cuMemsetD8` over that buffer: L2 is left full of dirty lines, and a launch that streams
-    /// more bytes than it computes on pays their write-back too (decode-sized GEMMs: up to one
-    /// extra write per byte read).
-    Memset,
-}
+/// How [`L2Flusher`] empties L2 before a timed launch (`KILN_FLUSH`, carried by the context's
+/// overrides).
+pub use crate::overrides::FlushMode;
 
-impl FlushMode {
-    /// `KILN_FLUSH` (`read` or `memset`), else [`FlushMode::Read`].
-    pub fn from_env() -> Result<FlushMode> {
-        FlushMode::parse(std::env::var("KILN_FLUSH").ok().as_deref())
-    }
-
-    /// A `KILN_FLUSH` value: `read`, `memset`, or unset / empty for the default (`read`).
-    pub fn parse(value: Option<&str>) -> Result<FlushMode> {
-        match value {
-            None | Some("") | Some("read") => Ok(FlushMode::Read),
-            Some("memset") => Ok(FlushMode::Memset),
-            Some(other) => Err(crate::error::Error::Config(format!(
-                "KILN_FLUSH={other} is not a flush mode; set it to `read` or `memset`"
-            ))),
-        }
-    }
-}
-
-/// What a bench with `flush_l2` records about its flush: the mode `KILN_FLUSH` names, or `none`.
+/// What a bench with `flush_l2` records about its flush under the default mode: `read`, or
+/// `none`. For callers without a context; with one, `ctx.overrides.bench.flush.label(flush_l2)`
+/// says the mode that ran.
 pub fn flush_label(flush_l2: bool) -> &'static str {
-    match (flush_l2, FlushMode::from_env()) {
-        (false, _) => "none",
-        (true, Ok(FlushMode::Memset)) => "memset",
-        (true, _) => "read",
-    }
+    FlushMode::Read.label(flush_l2)
 }
 
 /// The read flush's kernel.
@@ -153,9 +123,9 @@ pub struct L2Flusher {
 }
 
 impl L2Flusher {
-    /// A flusher in the mode `KILN_FLUSH` names ([`FlushMode::from_env`]).
+    /// A flusher in the mode the context's overrides name (`KILN_FLUSH`).
     pub fn new(ctx: &Context) -> Result<L2Flusher> {
-        L2Flusher::with_mode(ctx, FlushMode::from_env()?)
+        L2Flusher::with_mode(ctx, ctx.overrides.bench.flush)
     }
 
     pub fn with_mode(ctx: &Context, mode: FlushMode) -> Result<L2Flusher> {
@@ -409,16 +379,11 @@ mod tests {
     }
 
     #[test]
-    fn flush_modes_parse_and_a_bad_one_says_which_exist() {
-        assert_eq!(FlushMode::parse(None).unwrap(), FlushMode::Read);
-        assert_eq!(FlushMode::parse(Some("")).unwrap(), FlushMode::Read);
-        assert_eq!(FlushMode::parse(Some("read")).unwrap(), FlushMode::Read);
-        assert_eq!(FlushMode::parse(Some("memset")).unwrap(), FlushMode::Memset);
-        let e = FlushMode::parse(Some("clean")).unwrap_err().to_string();
-        assert!(
-            e.contains("KILN_FLUSH=clean") && e.contains("`read` or `memset`"),
-            "{e}"
-        );
+    fn flush_labels_say_the_mode_that_ran() {
+        assert_eq!(flush_label(false), "none");
+        assert_eq!(flush_label(true), "read");
+        assert_eq!(FlushMode::Memset.label(true), "memset");
+        assert_eq!(FlushMode::Memset.label(false), "none");
     }
 
     #[test]

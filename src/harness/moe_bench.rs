@@ -14,6 +14,7 @@ use crate::ops::moe::grouped_swapab::GroupedSwapAb;
 use crate::ops::moe::schedule::TileConfig;
 use crate::ops::moe::{check_operands, version_for, MoeOperands, MoeProblem, WeightLayout};
 use crate::ops::registry::Registry;
+use crate::overrides::MoeOverrides;
 use crate::reference::data::HostData;
 
 /// Timings of one piece on one problem.
@@ -54,11 +55,11 @@ pub struct Piece {
 }
 
 impl Piece {
-    pub fn of(name: &str, p: &MoeProblem, sms: u32) -> Piece {
+    pub fn of(name: &str, p: &MoeProblem, sms: u32, o: &MoeOverrides) -> Piece {
         Piece {
             name: name.into(),
             problem: p.label(),
-            tile: tile_label(p, sms),
+            tile: tile_label(p, sms, o),
             flops: p.flops(),
             bytes: p.min_bytes(),
         }
@@ -67,14 +68,14 @@ impl Piece {
 
 /// The tile shape the MoE kernels pick for `p`: `BMxBN`, `swapAB WxT` (weight rows x tokens) for
 /// the swapped-operand kernel, or `128x(128+128)` for the SwiGLU pair.
-pub fn tile_label(p: &MoeProblem, sms: u32) -> String {
-    match version_for(p) {
+pub fn tile_label(p: &MoeProblem, sms: u32, o: &MoeOverrides) -> String {
+    match version_for(p, o) {
         "swiglu_dual" => {
             let c = TileConfig::SWIGLU;
             format!("{}x({}+{})", c.bm, c.bn, c.bn)
         }
-        "grouped_swapab" => GroupedSwapAb::config(p).label(),
-        _ => GroupedGemm::config(p, sms).label(),
+        "grouped_swapab" => GroupedSwapAb::config(p, o).label(),
+        _ => GroupedGemm::config(p, sms, o).label(),
     }
 }
 
@@ -126,7 +127,7 @@ pub fn bench_moe(
     first.validate()?;
     let seed = super::verify::fresh_seed();
     let flusher = L2Flusher::new(ctx)?;
-    let sms = ctx.info.sm_count;
+    let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
     let b1 = MoeBuffers::upload(
         &first,
         &MoeInputs::random(&first, seed),
@@ -134,7 +135,7 @@ pub fn bench_moe(
     )?;
     let ops1 = b1.operands();
     check_operands(&first, &ops1)?;
-    let pick = |p: &MoeProblem| reg.moe_version(version_for(p));
+    let pick = |p: &MoeProblem| reg.moe_version(version_for(p, o));
     let Some(down) = down else {
         let grouped = pick(&first)?;
         grouped
@@ -147,7 +148,7 @@ pub fn bench_moe(
             ctx,
             &flusher,
             opt,
-            Piece::of("grouped_gemm", &first, sms),
+            Piece::of("grouped_gemm", &first, sms, o),
             || grouped.launch(ctx, &first, &ops1),
         )?;
         return Ok(vec![t]);
@@ -177,14 +178,14 @@ pub fn bench_moe(
         ctx,
         &flusher,
         opt,
-        Piece::of(swiglu.name(), &first, sms),
+        Piece::of(swiglu.name(), &first, sms, o),
         || swiglu.launch(ctx, &first, &ops1),
     )?);
     rows.push(time_launches(
         ctx,
         &flusher,
         opt,
-        Piece::of("down_proj", &down, sms),
+        Piece::of("down_proj", &down, sms, o),
         || grouped.launch(ctx, &down, &ops2),
     )?);
     let label = format!(
@@ -200,8 +201,8 @@ pub fn bench_moe(
         problem: label,
         tile: format!(
             "{} then {}",
-            tile_label(&first, sms),
-            tile_label(&down, sms)
+            tile_label(&first, sms, o),
+            tile_label(&down, sms, o)
         ),
         flops: first.flops() + down.flops(),
         bytes: first.min_bytes() + down.min_bytes(),

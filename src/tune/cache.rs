@@ -1,7 +1,8 @@
 //! The tuning cache: the best config per (GPU name, SM count, op, version, dtype pair, layout,
 //! shape class; attention: head dim, mask, lengths and batch x heads), kept in the store's `tuning_cache` table. The default dispatch reads it through
 //! an in-memory map loaded once per process from the store (read-only; no store or no table means
-//! an empty map, and the version's heuristic decides). `KILN_NO_TUNED=1` ignores the cache.
+//! an empty map, and the version's heuristic decides). With `KILN_NO_TUNED=1` the CLI calls
+//! [`ignore_tuned`] and the map stays empty.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -193,12 +194,21 @@ pub fn load_entries(conn: &Connection) -> Result<HashMap<TuneKey, (Config, Optio
     Ok(map)
 }
 
-static STORE_PATH: OnceLock<PathBuf> = OnceLock::new();
+/// The store the map is read from; `None`: no tuned configs at all.
+static STORE_PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
 
 /// Points the cache at the store the process uses (the CLI's configured store); without a call,
-/// [`crate::store::default_path`]. Only the first call counts, and only before the first lookup.
+/// [`crate::store::default_path`]. Only the first call of this or [`ignore_tuned`] counts, and
+/// only before the first lookup.
 pub fn use_store(path: PathBuf) {
-    let _ = STORE_PATH.set(path);
+    let _ = STORE_PATH.set(Some(path));
+}
+
+/// Makes every lookup miss, so that each version's heuristic decides (the CLI's
+/// `KILN_NO_TUNED=1`). Only the first call of this or [`use_store`] counts, and only before the
+/// first lookup.
+pub fn ignore_tuned() {
+    let _ = STORE_PATH.set(None);
 }
 
 type Entries = HashMap<TuneKey, (Config, Option<f64>)>;
@@ -206,13 +216,11 @@ type Entries = HashMap<TuneKey, (Config, Option<f64>)>;
 fn process_map() -> &'static Entries {
     static MAP: OnceLock<Entries> = OnceLock::new();
     MAP.get_or_init(|| {
-        if std::env::var("KILN_NO_TUNED").is_ok_and(|v| v == "1") {
-            return HashMap::new();
-        }
-        let path = STORE_PATH
-            .get()
-            .cloned()
-            .unwrap_or_else(crate::store::default_path);
+        let path = match STORE_PATH.get() {
+            Some(Some(p)) => p.clone(),
+            Some(None) => return HashMap::new(),
+            None => crate::store::default_path(),
+        };
         if !path.exists() {
             return HashMap::new();
         }

@@ -3,10 +3,11 @@
 //! job on stdout; after a hang or a CUDA error (its context is poisoned) it answers and exits. The
 //! parent's watchdog is in [`super::watchdog`].
 //!
-//! TEST-ONLY: `KILN_TUNE_FAKE=hang@3,crash@5,wrong@7` makes the worker skip the GPU and answer
-//! every job with a synthetic time, except that job 3 sleeps forever, job 5 aborts the process
-//! and job 7 reports a wrong result (job ids count the jobs a tuning run sends, from 0). Tests
-//! use it to exercise the watchdog on machines without a GPU.
+//! TEST-ONLY: `KILN_TUNE_FAKE=hang@3,crash@5,wrong@7` ([`Fake`], in the overrides the CLI
+//! passes) makes the worker skip the GPU and answer every job with a synthetic time, except that
+//! job 3 sleeps forever, job 5 aborts the process and job 7 reports a wrong result (job ids count
+//! the jobs a tuning run sends, from 0). Tests use it to exercise the watchdog on machines
+//! without a GPU.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -25,6 +26,10 @@ use crate::harness::bench::{time_gemm, BenchBuffers, BenchOptions, L2Flusher};
 use crate::harness::verify::verify_gemm;
 use crate::jit::Jit;
 use crate::ops::registry::Registry;
+use crate::overrides::Overrides;
+
+/// The test-only fault plan (`KILN_TUNE_FAKE`).
+pub use crate::overrides::TuneFake as Fake;
 
 /// A candidate whose short timing is this many times the best so far is not timed in full.
 pub const EARLY_STOP_FACTOR: f64 = 1.5;
@@ -69,74 +74,49 @@ impl JobResult {
     }
 }
 
-/// The test-only fault plan read from `KILN_TUNE_FAKE`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Fake {
-    pub hang: Vec<u64>,
-    pub crash: Vec<u64>,
-    pub wrong: Vec<u64>,
-}
-
-impl Fake {
-    pub fn from_env() -> Option<Fake> {
-        std::env::var("KILN_TUNE_FAKE")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .map(|v| Fake::parse(&v))
+/// The fake worker's answer to `job`: hang, crash, a wrong result, or a synthetic time.
+fn fake_answer(fake: &Fake, job: &Job, ordinal: u32) -> JobResult {
+    if fake.hang.contains(&job.id) {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
     }
-    pub fn parse(s: &str) -> Fake {
-        let mut f = Fake::default();
-        for part in s.split(',') {
-            if let Some((what, id)) = part.trim().split_once('@') {
-                if let Ok(id) = id.trim().parse() {
-                    match what.trim() {
-                        "hang" => f.hang.push(id),
-                        "crash" => f.crash.push(id),
-                        "wrong" => f.wrong.push(id),
-                        _ => {}
-                    }
-                }
-            }
-        }
-        f
+    if fake.crash.contains(&job.id) {
+        std::process::abort();
     }
-
-    fn answer(&self, job: &Job, ordinal: u32) -> JobResult {
-        if self.hang.contains(&job.id) {
-            loop {
-                std::thread::sleep(Duration::from_secs(3600));
-            }
-        }
-        if self.crash.contains(&job.id) {
-            std::process::abort();
-        }
-        if self.wrong.contains(&job.id) {
-            return JobResult::failed(job.id, Status::Wrong, "fake: planted wrong result", false);
-        }
-        // A deterministic synthetic time per config.
-        let h = job
-            .config
-            .label()
-            .bytes()
-            .fold(1469598103934665603u64, |h, b| {
-                (h ^ b as u64).wrapping_mul(1099511628211)
-            });
-        let ms = 1.0 + (h % 1000) as f64 / 1000.0;
-        JobResult {
-            id: job.id,
-            status: Status::Ok,
-            reason: format!("fake worker on GPU {ordinal}"),
-            median_ms: Some(ms),
-            tflops: Some(job.problem.flops() / (ms * 1e-3) / 1e12),
-            fatal: false,
-        }
+    if fake.wrong.contains(&job.id) {
+        return JobResult::failed(job.id, Status::Wrong, "fake: planted wrong result", false);
+    }
+    // A deterministic synthetic time per config.
+    let h = job
+        .config
+        .label()
+        .bytes()
+        .fold(1469598103934665603u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(1099511628211)
+        });
+    let ms = 1.0 + (h % 1000) as f64 / 1000.0;
+    JobResult {
+        id: job.id,
+        status: Status::Ok,
+        reason: format!("fake worker on GPU {ordinal}"),
+        median_ms: Some(ms),
+        tflops: Some(job.problem.flops() / (ms * 1e-3) / 1e12),
+        fatal: false,
     }
 }
 
 /// The worker loop: answers every job on `input` until it closes (or the context dies, after
-/// answering that job). Returns whether the worker ended on a fatal error.
-pub fn serve(ordinal: u32, jit: Jit, input: impl BufRead, mut output: impl Write) -> Result<bool> {
-    let fake = Fake::from_env();
+/// answering that job), on GPU `ordinal` with `overrides` (what the `kiln tune-worker` process's
+/// environment sets, as for the parent). Returns whether the worker ended on a fatal error.
+pub fn serve(
+    ordinal: u32,
+    jit: Jit,
+    overrides: Overrides,
+    input: impl BufRead,
+    mut output: impl Write,
+) -> Result<bool> {
+    let fake = overrides.tune.fake.clone();
     let registry = Registry::default();
     let mut gpu: Option<Gpu> = None;
     let mut jit = Some(jit);
@@ -148,10 +128,11 @@ pub fn serve(ordinal: u32, jit: Jit, input: impl BufRead, mut output: impl Write
         let job: Job = serde_json::from_str(&line)
             .map_err(|e| Error::invalid(format!("bad tuning job: {e}")))?;
         let result = match &fake {
-            Some(f) => f.answer(&job, ordinal),
+            Some(f) => fake_answer(f, &job, ordinal),
             None => {
                 if gpu.is_none() {
-                    match Context::open(ordinal, jit.take().unwrap_or_default()) {
+                    let jit = jit.take().unwrap_or_default();
+                    match Context::open_with(ordinal, jit, overrides.clone()) {
                         Ok(ctx) => {
                             gpu = Some(Gpu {
                                 ctx,
@@ -388,8 +369,8 @@ mod tests {
     }
 
     #[test]
-    fn fake_plans_parse() {
-        let f = Fake::parse("hang@3, crash@5,wrong@7,bogus@1,hang@x");
+    fn fake_plans_answer_as_planned() {
+        let f = Fake::parse("hang@3, crash@5,wrong@7").unwrap();
         assert_eq!(
             f,
             Fake {
@@ -398,9 +379,9 @@ mod tests {
                 wrong: vec![7]
             }
         );
-        assert_eq!(f.answer(&job(1), 0).status, Status::Ok);
-        assert_eq!(f.answer(&job(1), 0), f.answer(&job(1), 0));
-        assert_eq!(f.answer(&job(7), 0).status, Status::Wrong);
+        assert_eq!(fake_answer(&f, &job(1), 0).status, Status::Ok);
+        assert_eq!(fake_answer(&f, &job(1), 0), fake_answer(&f, &job(1), 0));
+        assert_eq!(fake_answer(&f, &job(7), 0).status, Status::Wrong);
     }
 
     #[test]

@@ -150,8 +150,9 @@ impl GemmKernel for WgmmaTma {
                 reason,
             })?;
         }
-        let mut map_a = ta.encode()?;
-        let mut map_b = tb.encode()?;
+        let promotion = ctx.overrides.tma.promotion;
+        let mut map_a = ta.encode_with(promotion)?;
+        let mut map_b = tb.encode_with(promotion)?;
         let f = ctx.function(&spec(&ctx.arch(), p.layout, p.input, p.output))?;
         let mut args = GemmArgs::new(p, ops);
         let cfg = LaunchConfig {

@@ -13,6 +13,7 @@ use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
+use crate::overrides::MoeOverrides;
 
 pub struct GroupedGemm;
 
@@ -37,13 +38,10 @@ impl GroupedGemm {
     }
 
     /// The tile shape for `p` on `sms` SMs, from the host copy of its rows; `KILN_MOE_TILE`
-    /// (`128x256`, `128x192`, `128x128`, `64x256`, each optionally with ` c2` / `c2` for CTA pairs)
-    /// overrides the choice, to time the others.
-    pub fn config(p: &MoeProblem, sms: u32) -> TileConfig {
-        if let Some(c) = std::env::var("KILN_MOE_TILE")
-            .ok()
-            .and_then(|v| Self::parse_tile(&v))
-        {
+    /// (`128x256`, `128x192`, `128x128`, `64x256`, each optionally with ` c2` / `c2` for CTA pairs,
+    /// [`MoeOverrides::tile`]) overrides the choice, to time the others.
+    pub fn config(p: &MoeProblem, sms: u32, o: &MoeOverrides) -> TileConfig {
+        if let Some(c) = o.tile {
             return c;
         }
         let rows: Vec<usize> = p.spans().iter().map(|s| s.1).collect();
@@ -114,7 +112,7 @@ impl MoeKernel for GroupedGemm {
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
         let sms = ctx.info.sm_count;
-        let cfg = Self::config(p, sms);
+        let cfg = Self::config(p, sms, &ctx.overrides.moe);
         let unsupported = |reason: String| Error::Unsupported {
             kernel: "grouped_gemm".into(),
             reason,

@@ -14,6 +14,7 @@ use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
+use crate::overrides::MoeOverrides;
 
 pub struct GroupedSwapAb;
 
@@ -104,8 +105,8 @@ impl SwapConfig {
 /// each expert's n-tiles in a row): longest-processing-time-first against the tail of CTAs that
 /// drew the longest tiles last (H200, 2026-11-22: the unsorted grouped order left SMs idle 26% of
 /// the time at E=8, 40-248 rows, N=4096, K=7168). `KILN_MOE_LPT=0` keeps the grouped order.
-pub fn heaviest_first() -> bool {
-    std::env::var("KILN_MOE_LPT").map_or(true, |v| v.trim() != "0")
+pub fn heaviest_first(o: &MoeOverrides) -> bool {
+    o.lpt
 }
 
 impl GroupedSwapAb {
@@ -124,11 +125,8 @@ impl GroupedSwapAb {
 
     /// The shape for `p`: `KILN_MOE_SWAP` (`128x256`, `256x128`, `128x128`) overrides, else 128
     /// weight rows by 256 tokens.
-    pub fn config(_p: &MoeProblem) -> SwapConfig {
-        std::env::var("KILN_MOE_SWAP")
-            .ok()
-            .and_then(|v| SwapConfig::parse(&v))
-            .unwrap_or(SwapConfig::W128_T256)
+    pub fn config(_p: &MoeProblem, o: &MoeOverrides) -> SwapConfig {
+        o.swap.unwrap_or(SwapConfig::W128_T256)
     }
 
     /// The W map: [E, N, K] in boxes of {64 k, bw rows, 1 expert}.
@@ -177,7 +175,7 @@ impl MoeKernel for GroupedSwapAb {
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
         let sms = ctx.info.sm_count;
-        let cfg = Self::config(p);
+        let cfg = Self::config(p, &ctx.overrides.moe);
         let unsupported = |reason: String| Error::Unsupported {
             kernel: "grouped_swapab".into(),
             reason,
@@ -189,7 +187,7 @@ impl MoeKernel for GroupedSwapAb {
         let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
         let mut args = MoeArgs::new(p, ops, cfg.bw());
-        let lpt = heaviest_first();
+        let lpt = heaviest_first(&ctx.overrides.moe);
         // heaviest first: an expert's n-tiles one after another (group 1), experts by rows
         args.set_order(if lpt {
             TileOrder::Fixed(1)

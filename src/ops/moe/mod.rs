@@ -19,6 +19,7 @@ use crate::device::{Context, DeviceBuffer, DeviceInfo, Tma2d, TmaDType, TmaSwizz
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
+use crate::overrides::MoeOverrides;
 
 /// The device buffers of one MoE call.
 pub struct MoeOperands<'a> {
@@ -107,19 +108,16 @@ impl MoeArgs {
 }
 
 /// The version that computes `p`: the SwiGLU pair is `swiglu_dual`; a plain grouped GEMM is
-/// `grouped_gemm` unless `KILN_MOE_GROUPED` names `grouped_swapab`. (The swapped-operand kernel
+/// `grouped_gemm` unless `KILN_MOE_GROUPED` ([`MoeOverrides::grouped`]) names `grouped_swapab`. (The swapped-operand kernel
 /// is verified but measured slower at every shape of the issue on an H200, 2026-11-22: 0.20 vs
 /// 0.17 ms at E=8, 40-248 rows, N=4096, K=7168; on par at 16 rows per expert. On an H100 with
 /// heaviest-first tiles, 2026-11-22 session 3: 0.214 vs 0.192 ms (128x192 row tiles) at that shape,
 /// 0.148 vs 0.109 at N=7168, K=2048. So it is never chosen on its own.)
-pub fn version_for(p: &MoeProblem) -> &'static str {
+pub fn version_for(p: &MoeProblem, o: &MoeOverrides) -> &'static str {
     if p.swiglu.is_some() {
         return "swiglu_dual";
     }
-    match std::env::var("KILN_MOE_GROUPED").as_deref().map(str::trim) {
-        Ok("grouped_swapab") => "grouped_swapab",
-        _ => "grouped_gemm",
-    }
+    o.grouped.unwrap_or("grouped_gemm")
 }
 
 /// Every version that can compute problems of `p`'s kind (verification runs each).
@@ -276,13 +274,23 @@ mod tests {
     #[test]
     fn the_row_tiled_kernel_is_the_default() {
         let bf = |c: &[usize], n| MoeProblem::contiguous(c, n, 4096, DType::Bf16, DType::Bf16);
-        if std::env::var_os("KILN_MOE_GROUPED").is_none() {
-            assert_eq!(version_for(&bf(&[40, 248, 112, 176], 4096)), "grouped_gemm");
-        }
+        let none = MoeOverrides::NONE;
+        assert_eq!(
+            version_for(&bf(&[40, 248, 112, 176], 4096), &none),
+            "grouped_gemm"
+        );
+        let swapab = MoeOverrides {
+            grouped: Some("grouped_swapab"),
+            ..none
+        };
+        assert_eq!(
+            version_for(&bf(&[40, 248], 4096), &swapab),
+            "grouped_swapab"
+        );
         let p = bf(&[40, 248], 4096);
         assert_eq!(versions_of_kind(&p), ["grouped_gemm", "grouped_swapab"]);
         let sw = bf(&[1, 2], 256).with_swiglu(WeightLayout::Separate, false);
-        assert_eq!(version_for(&sw), "swiglu_dual");
+        assert_eq!(version_for(&sw, &swapab), "swiglu_dual");
         assert_eq!(versions_of_kind(&sw), ["swiglu_dual"]);
     }
 

@@ -14,89 +14,38 @@ use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
 use crate::ops::waves::last_wave_slices;
+use crate::overrides::Overrides;
 
 pub struct SwiGluDual;
-
-/// `KILN_SWIGLU_SPLIT=1` compiles the earlier mainloop (two m64n128k16 per k16, one per weight)
-/// instead of one m64n256k16 over the adjacent W1 and W3 tiles, to time both in one run.
-fn split_mainloop() -> bool {
-    std::env::var("KILN_SWIGLU_SPLIT").is_ok_and(|v| v.trim() == "1")
-}
-
-/// `KILN_SWIGLU_DEFER=0` compiles the epilogue that stores each tile before the next unit
-/// starts, instead of under the next unit's first wgmma batch, to time both in one run.
-fn defer_stores() -> bool {
-    std::env::var("KILN_SWIGLU_DEFER").map_or(true, |v| v.trim() != "0")
-}
 
 /// The epilogue's silu (the kernel's `KILN_SWIGLU_SILU`): 1 for 16-bit outputs, one MUFU tanh an
 /// element (~2^-11 relative on σ; the verify errors did not move: bf16 1.66e-3, f16 2.05e-4), and
 /// -1.3 % at prefill (2026-11-22 session 10); 0 for f32 outputs, ex2 and rcp (~2 ulp). The
 /// `KILN_SWIGLU_SILU` override (0 or 1) applies to 16-bit outputs, to time both.
-fn silu_mode(output: DType) -> u32 {
+fn silu_mode(output: DType, o: &Overrides) -> u32 {
     if output == DType::F32 {
-        return 0;
+        0
+    } else {
+        o.swiglu.silu
     }
-    std::env::var("KILN_SWIGLU_SILU")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .map_or(1, |m: u32| m.min(1))
 }
 
-/// Rows an expert's last m-tile takes past 128 (the kernel's `KILN_SWIGLU_FOLD`: 0, 16 or 32): a
-/// remainder of at most this many rows rides on the tile before it instead of a tile of its own
-/// that streams the whole W for them. 32 (2026-11-22 session 10, prefill: 16 -0.9 %, 32 -1.9 %);
-/// `KILN_SWIGLU_FOLD` sets it, to time them.
-fn fold_rows() -> u32 {
-    std::env::var("KILN_SWIGLU_FOLD")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .map_or(32, |f: u32| match f {
-            0..=15 => 0,
-            16..=31 => 16,
-            _ => 32,
-        })
-}
-
-/// Bytes a stage adds for the folded rows: one 32-row X box.
-fn fold_stage_bytes() -> u32 {
-    if fold_rows() > 0 {
+/// Bytes a stage adds for the folded rows (the kernel's `KILN_SWIGLU_FOLD`, rows an expert's last
+/// m-tile takes past 128: 32 by default, [`crate::overrides::SwigluOverrides::fold`]): one 32-row X box.
+fn fold_stage_bytes(o: &Overrides) -> u32 {
+    if o.swiglu.fold > 0 {
         X_BOX_ROWS * super::schedule::BK * 2
     } else {
         0
     }
 }
 
-/// Whether the kernel hands out units dynamically (the default); `KILN_SWIGLU_DYNAMIC=0` walks
-/// them statically (unit b, b + grid, ...), to time both.
-fn dynamic_units() -> bool {
-    std::env::var("KILN_SWIGLU_DYNAMIC").map_or(true, |v| v.trim() != "0")
-}
-
-/// Whether the kernel is launched as moe_tile_prefix's programmatic dependent (the default), so
-/// its prologue overlaps that kernel and the launch gap; `KILN_MOE_PDL=0` launches it plainly.
-fn dependent_launch() -> bool {
-    std::env::var("KILN_MOE_PDL").map_or(true, |v| v.trim() != "0")
-}
-
-/// Dynamic shared memory: the grouped kernels' layout plus the unit ring.
-fn smem_bytes() -> u32 {
-    TileConfig {
-        stages: stages(),
-        ..CFG
-    }
-    .smem_bytes(2)
-        + INDEX_RING_BYTES
-        + stages() * fold_stage_bytes()
-}
-
-/// Pipeline stages: 4, or `KILN_SWIGLU_STAGES` (2..=4) to measure how much the ring depth
-/// matters (2026-11-22 session 9: 3 stages 4 % slower at prefill).
-fn stages() -> u32 {
-    std::env::var("KILN_SWIGLU_STAGES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .map_or(CFG.stages, |s: u32| s.clamp(2, CFG.stages))
+/// Dynamic shared memory: the grouped kernels' layout plus the unit ring. The defaults take the
+/// most (the overrides only take stages or the folded rows' box away), so [`MoeKernel::supports`],
+/// which has no context, checks them.
+fn smem_bytes(o: &Overrides) -> u32 {
+    let stages = o.swiglu.stages;
+    TileConfig { stages, ..CFG }.smem_bytes(2) + INDEX_RING_BYTES + stages * fold_stage_bytes(o)
 }
 
 /// The kernel's `SwigluSplit`: the last wave's split workspace and how units are handed out (see
@@ -115,14 +64,6 @@ pub struct SwigluSplit {
 /// `KILN_SWIGLU_TAIL` overrides it for timing (0 or 1: never split).
 pub const MAX_TAIL_SPLITS: u32 = 4;
 
-fn max_tail_splits() -> u32 {
-    std::env::var("KILN_SWIGLU_TAIL")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(MAX_TAIL_SPLITS)
-        .clamp(1, 16)
-}
-
 /// The kernel's last-wave split for `tiles` tiles on a grid of `ctas` with `kblocks` K blocks:
 /// (first split tile, slices per split tile); (tiles, 1) when nothing is split. Mirrors the
 /// kernel (which alone knows `tiles`, from the prefix sums built on the GPU).
@@ -140,15 +81,6 @@ pub fn split_workspace_bytes(ctas: u32) -> usize {
     ctas as usize * ((CFG.bm * 2 * CFG.bn) as usize + 256 * 32) * 4
 }
 
-/// `KILN_SWIGLU_GRID`: at most this many CTAs (for tests: a small problem then has waves, and
-/// a last wave to split; unset: one CTA per SM).
-fn grid_cap() -> Option<u32> {
-    std::env::var("KILN_SWIGLU_GRID")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&g: &u32| g >= 1)
-}
-
 static SPLIT_WS: Scratch = Scratch::new("SwiGLU split workspace", false);
 static SPLIT_COUNTERS: Scratch = Scratch::new("SwiGLU split counter", true);
 
@@ -159,19 +91,21 @@ const CFG: TileConfig = TileConfig::SWIGLU;
 const X_BOX_ROWS: u32 = 32;
 
 impl SwiGluDual {
-    pub fn spec(arch: &str, input: DType, output: DType) -> KernelSpec {
+    /// The variant for (`input`, `output`) under `o` (its SwiGLU knobs pick the mainloop, the
+    /// epilogue, the silu, the fold and the ring depth).
+    pub fn spec(arch: &str, input: DType, output: DType, o: &Overrides) -> KernelSpec {
         with_dtypes(
             KernelSpec::new("moe/swiglu_dual.cu", ENTRY, arch),
             input,
             output,
         )
-        .define("KILN_STAGES", stages())
+        .define("KILN_STAGES", o.swiglu.stages)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-        .define("KILN_SMEM", smem_bytes())
-        .define("KILN_SWIGLU_SPLIT", split_mainloop() as u32)
-        .define("KILN_SWIGLU_DEFER", defer_stores() as u32)
-        .define("KILN_SWIGLU_SILU", silu_mode(output))
-        .define("KILN_SWIGLU_FOLD", fold_rows())
+        .define("KILN_SMEM", smem_bytes(o))
+        .define("KILN_SWIGLU_SPLIT", o.swiglu.split as u32)
+        .define("KILN_SWIGLU_DEFER", o.swiglu.defer as u32)
+        .define("KILN_SWIGLU_SILU", silu_mode(output, o))
+        .define("KILN_SWIGLU_FOLD", o.swiglu.fold)
     }
 
     /// The weight maps: (W1, W3) over [E, N, K] in 128-row boxes, or W13 over [E, 2N, K] in
@@ -206,17 +140,18 @@ impl MoeKernel for SwiGluDual {
             );
         }
         common_support(p, dev)?;
-        dev.check_smem(smem_bytes())?;
+        dev.check_smem(smem_bytes(&Overrides::NONE))?;
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         super::dtype_pairs()
             .into_iter()
-            .map(|(i, o)| Self::spec(arch, i, o))
+            .map(|(i, o)| Self::spec(arch, i, o, &Overrides::NONE))
             .collect()
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
         let sms = ctx.info.sm_count;
+        let o = &ctx.overrides;
         let unsupported = |reason: String| Error::Unsupported {
             kernel: "swiglu_dual".into(),
             reason,
@@ -236,19 +171,19 @@ impl MoeKernel for SwiGluDual {
         t1.validate().map_err(unsupported)?;
         t3.validate().map_err(unsupported)?;
         let (mut map_x, mut map_1, mut map_3) = (tx.encode()?, t1.encode()?, t3.encode()?);
-        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output))?;
+        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, o))?;
         let mut args = MoeArgs::new(p, ops, CFG.bn);
         args.set_order(order_for(p, CFG.bm));
         if !p.swiglu.is_some_and(|s| s.routed) {
             args.route = 0;
         }
-        let grid = CFG.grid(p, grid_cap().map_or(sms, |g| g.min(sms)));
-        let max_splits = max_tail_splits();
+        let grid = CFG.grid(p, o.swiglu.grid.map_or(sms, |g| g.min(sms)));
+        let max_splits = o.swiglu.tail.max(1);
         let mut split = SwigluSplit {
             ws: 0,
             counters: 0,
             max_splits: max_splits as i32,
-            dynamic: dynamic_units() as i32,
+            dynamic: o.swiglu.dynamic as i32,
         };
         // The kernel decides whether to split (only it knows the tile count); the workspace is
         // kept for the largest split this grid allows. (Allocated before the prefix kernel, so
@@ -257,11 +192,11 @@ impl MoeKernel for SwiGluDual {
             split.ws = SPLIT_WS.at_least(ctx, split_workspace_bytes(grid))?;
             split.counters = SPLIT_COUNTERS.at_least(ctx, grid as usize / 2 * 4 + 4)?;
         }
-        tile_prefix::launch_folded(ctx, p, ops, CFG.bm, false, fold_rows())?;
+        tile_prefix::launch_folded(ctx, p, ops, CFG.bm, false, o.swiglu.fold)?;
         let lc = LaunchConfig {
             grid: (grid, 1, 1),
             block: (THREADS, 1, 1),
-            smem_bytes: smem_bytes(),
+            smem_bytes: smem_bytes(o),
             cluster: None,
         };
         // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, MoeArgs, SwigluSplit) in this order.
@@ -272,7 +207,8 @@ impl MoeKernel for SwiGluDual {
         // The kernel waits for moe_tile_prefix's tables in `grid_dependency_wait` before its first
         // read of anything earlier work wrote, so it may be launched as that kernel's dependent.
         unsafe {
-            let launch = if dependent_launch() {
+            // `KILN_MOE_PDL=0` launches it plainly, to time both.
+            let launch = if o.moe.pdl {
                 Function::launch_dependent
             } else {
                 Function::launch

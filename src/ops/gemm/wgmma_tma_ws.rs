@@ -1701,6 +1701,11 @@ impl GemmKernel for WgmmaTmaWs {
         }
         v
     }
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+        let tuned = crate::tune::cache::lookup(dev, self.name(), &as_read(p));
+        let env = Overrides::from_env();
+        launch_specs(&dev.arch(), p, dev.sm_count, tuned.as_ref(), &env)
+    }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         let env = Overrides::from_env();
         self.launch_choice(ctx, p, ops, self.choice_for(ctx, p, &env), None, &env)
@@ -2220,6 +2225,58 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
         waves: units as f64 / slots as f64,
         notes: notes.into_vec(),
     }
+}
+
+/// The specialisations [`WgmmaTmaWs`]'s `launch` compiles for `p` on a GPU of `sm_count` SMs
+/// (`tuned` and `env` as for [`plan`]), without a GPU: the copies' kernels (operands TMA cannot
+/// read, C through scratch), then the GEMM's variant. It takes the operands and C as aligned as
+/// allocations are, and follows `launch_choice` step for step (a test holds it to [`plan`]).
+pub fn launch_specs(
+    arch: &str,
+    p: &GemmProblem,
+    sm_count: u32,
+    tuned: Option<&Config>,
+    env: &Overrides,
+) -> Vec<KernelSpec> {
+    let pc = p.canonical();
+    let es = pc.input.size();
+    let mut specs = Vec::new();
+    if transposes_a(&pc) {
+        specs.push(super::transpose_rows::spec(arch));
+    } else if needs_pack(pc.lda, es, None) {
+        specs.push(super::pack_rows::spec(arch, es));
+    }
+    if needs_pack(pc.ldb, es, None) {
+        specs.push(super::pack_rows::spec(arch, es));
+    }
+    let c_addr = 1u64 << 20;
+    let c_back = c_through_scratch(&pc, c_addr);
+    if c_back {
+        specs.push(super::pack_rows::spec(arch, pc.output.size()));
+    }
+    let read = as_read(&pc);
+    let choice = Choice::resolve(&read, sm_count, tuned, env);
+    let pcc = if c_back {
+        GemmProblem {
+            ldc: pack_shape(pc.m, pc.n, pc.output.size()).0,
+            ..read
+        }
+    } else {
+        read
+    };
+    let epi = Epilogue::for_problem(&pcc, !c_back && output_map(&pcc, c_addr).is_some(), env);
+    let (cfg, splits) = launch_tile(&choice, epi.tma(), env.stages);
+    let split_code = needs_split_code(cfg, splits, choice.stream_k, env);
+    specs.push(WgmmaTmaWs::spec(
+        arch,
+        (read.layout, read.input, read.output),
+        cfg,
+        choice.group_m,
+        epi,
+        split_code,
+    ));
+    specs.dedup();
+    specs
 }
 
 /// The tile configs `KILN_WGMMA_CFG` can force, by name: every config the dispatch or the tuning

@@ -199,14 +199,36 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
             env.registry.gemm_version(v)?;
         }
     }
-    kiln::jit::nvrtc::version()?;
     let dev = device_or_h100();
-    let jit = env.jit();
-    // The variants are listed once: their count sizes the progress bar.
     let work = check::check_items(&env.registry, arch, only);
+    let (rows, wall_ms) = compile_items(env, arch, &work, &dev)?;
+    let failed = rows.iter().any(|r| !r.ok());
+    if !env.json {
+        print!("{}", check_table(&rows).render());
+        println!("{}", check_summary(&rows, arch, wall_ms));
+        if rows.iter().all(|r| r.cached) && !rows.is_empty() {
+            println!(
+                "warm start: all {} variants loaded from the JIT cache in {wall_ms:.1} ms",
+                rows.len()
+            );
+        }
+    }
+    Ok((rows, failed))
+}
+
+/// Compiles `work` for `arch` (judged against `dev`'s limits) with a progress bar, and records
+/// each row as a `check` run: the rows, in `work`'s order, and the wall time in ms.
+pub(super) fn compile_items(
+    env: &Env,
+    arch: &str,
+    work: &[check::CheckItem],
+    dev: &DeviceInfo,
+) -> Result<(Vec<check::CheckRow>, f64)> {
+    kiln::jit::nvrtc::version()?;
+    let jit = env.jit();
     let pb = bar(work.len(), "check", env.json);
     let started = std::time::Instant::now();
-    let rows: Vec<check::CheckRow> = check::check_each(&jit, &work, &dev, |r| {
+    let rows: Vec<check::CheckRow> = check::check_each(&jit, work, dev, |r| {
         pb.inc(1);
         pb.set_message(r.variant.clone());
     });
@@ -228,84 +250,85 @@ fn run_check(env: &Env, arch: &str, only: Option<&str>) -> Result<(Vec<check::Ch
     }
     let failed = rows.iter().any(|r| !r.ok());
     finish(&run, if failed { "failed" } else { "ok" })?;
-    if !env.json {
-        let mut t = Table::new(&[
-            "version",
-            "variant",
-            "regs",
-            "smem B",
-            "stack B",
-            "spills B",
-            "compile ms",
-            "verdict",
-        ]);
-        for r in &rows {
-            let res = r.resources.clone().unwrap_or_default();
-            t.row(&[
-                r.version.clone(),
-                r.variant.clone(),
-                res.registers.to_string(),
-                (res.static_smem + r.dynamic_smem).to_string(),
-                res.stack_frame.to_string(),
-                (res.spill_stores + res.spill_loads).to_string(),
-                format!(
-                    "{:.0}{}",
-                    r.compile_ms,
-                    if r.cached { " (cached)" } else { "" }
-                ),
-                if r.ok() {
-                    "ok".to_string()
-                } else {
-                    r.problems.join("; ")
-                },
-            ]);
-        }
-        print!("{}", t.render());
-        let mut cold: Vec<f64> = rows
-            .iter()
-            .filter(|r| !r.cached && r.resources.is_some())
-            .map(|r| r.compile_ms)
-            .collect();
-        // The compiling threads' CPU time next to the wall time: with more compiles in parallel
-        // than free cores, each compile's wall time includes waiting for a core; its CPU time is
-        // what one compile costs on its own (NVRTC compiles on the calling thread).
-        let mut cold_cpu: Vec<f64> = rows
-            .iter()
-            .filter(|r| !r.cached && r.resources.is_some())
-            .filter_map(|r| r.compile_cpu_ms)
-            .collect();
-        let cached = rows.iter().filter(|r| r.cached).count();
-        let median = if cold.is_empty() {
-            0.0
-        } else {
-            kiln::harness::bench::stats(&mut cold).0
-        };
-        let cpu = if cold_cpu.is_empty() {
-            String::new()
-        } else {
+    Ok((rows, wall_ms))
+}
+
+/// Every compiled variant in a row: its resources, compile time and verdict.
+pub(super) fn check_table(rows: &[check::CheckRow]) -> Table {
+    let mut t = Table::new(&[
+        "version",
+        "variant",
+        "regs",
+        "smem B",
+        "stack B",
+        "spills B",
+        "compile ms",
+        "verdict",
+    ]);
+    for r in rows {
+        let res = r.resources.clone().unwrap_or_default();
+        t.row(&[
+            r.version.clone(),
+            r.variant.clone(),
+            res.registers.to_string(),
+            (res.static_smem + r.dynamic_smem).to_string(),
+            res.stack_frame.to_string(),
+            (res.spill_stores + res.spill_loads).to_string(),
             format!(
-                ", {:.0} ms CPU",
-                kiln::harness::bench::stats(&mut cold_cpu).0
-            )
-        };
-        println!(
-            "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold{cpu}), {} from the cache; {} with problems",
-            rows.len(),
-            wall_ms / 1e3,
-            rayon::current_num_threads(),
-            cold.len(),
-            median,
-            cached,
-            rows.iter().filter(|r| !r.ok()).count()
-        );
-        if cached == rows.len() && !rows.is_empty() {
-            println!(
-                "warm start: all {} variants loaded from the JIT cache in {wall_ms:.1} ms",
-                rows.len()
-            );
-        }
+                "{:.0}{}",
+                r.compile_ms,
+                if r.cached { " (cached)" } else { "" }
+            ),
+            if r.ok() {
+                "ok".to_string()
+            } else {
+                r.problems.join("; ")
+            },
+        ]);
     }
-    Ok((rows, failed))
+    t
+}
+
+/// One line on a compile: how many variants in how long, compiled or from the cache, and how
+/// many have problems.
+pub(super) fn check_summary(rows: &[check::CheckRow], arch: &str, wall_ms: f64) -> String {
+    let mut cold: Vec<f64> = rows
+        .iter()
+        .filter(|r| !r.cached && r.resources.is_some())
+        .map(|r| r.compile_ms)
+        .collect();
+    // The compiling threads' CPU time next to the wall time: with more compiles in parallel
+    // than free cores, each compile's wall time includes waiting for a core; its CPU time is
+    // what one compile costs on its own (NVRTC compiles on the calling thread).
+    let mut cold_cpu: Vec<f64> = rows
+        .iter()
+        .filter(|r| !r.cached && r.resources.is_some())
+        .filter_map(|r| r.compile_cpu_ms)
+        .collect();
+    let cached = rows.iter().filter(|r| r.cached).count();
+    let median = if cold.is_empty() {
+        0.0
+    } else {
+        kiln::harness::bench::stats(&mut cold).0
+    };
+    let cpu = if cold_cpu.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {:.0} ms CPU",
+            kiln::harness::bench::stats(&mut cold_cpu).0
+        )
+    };
+    format!(
+        "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold{cpu}), {} from the cache; {} with problems",
+        rows.len(),
+        wall_ms / 1e3,
+        rayon::current_num_threads(),
+        cold.len(),
+        median,
+        cached,
+        rows.iter().filter(|r| !r.ok()).count()
+    )
 }
 
 /// The typed problem from command-line arguments.
@@ -347,7 +370,7 @@ pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     };
     let ks = kernels(env, &a.versions)?;
     let ctx = env.context()?;
-    let outcomes = run_verify(env, &ctx, &ks, &problems)?;
+    let outcomes = run_verify(env, &ctx, &ks, &problems, true)?;
     if env.json {
         env.print_json(&json!(outcomes));
     }
@@ -358,11 +381,14 @@ pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     })
 }
 
-fn run_verify(
+/// Verifies `ks` on `problems` and records each check; `table`: print a row per version (unless
+/// --json).
+pub(super) fn run_verify(
     env: &Env,
     ctx: &Context,
     ks: &[&dyn GemmKernel],
     problems: &[GemmProblem],
+    table: bool,
 ) -> Result<Vec<CheckOutcome>> {
     let run = env.begin("verify", Some(&ctx.info))?;
     let pb = bar(ks.len() * problems.len(), "verify", env.json);
@@ -396,7 +422,7 @@ fn run_verify(
     }
     let failed = outcomes.iter().any(|o| !o.passed);
     finish(&run, if failed { "failed" } else { "ok" })?;
-    if !env.json {
+    if table && !env.json {
         print!("{}", verify_table(ks, &outcomes).render());
     }
     Ok(outcomes)
@@ -513,6 +539,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         &opt,
         passes,
         a.order_seed,
+        true,
     )?;
     // Each version's ratios per problem, gathered once for the passes table and the summary.
     let per_version: Vec<(&str, Vec<suite::PassRatios>)> = ks
@@ -564,8 +591,10 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Times `ks` and the vendor on `problems` over `passes` and records each timing; `table`: print
+/// a row per problem and version after a single pass (unless --json).
 #[allow(clippy::too_many_arguments)]
-fn run_bench(
+pub(super) fn run_bench(
     env: &Env,
     ctx: &Context,
     ks: &[&dyn GemmKernel],
@@ -574,6 +603,7 @@ fn run_bench(
     opt: &BenchOptions,
     passes: usize,
     order_seed: u64,
+    table: bool,
 ) -> Result<Vec<suite::BenchRow>> {
     let run = env.begin("bench", Some(&ctx.info))?;
     let pb = bar(problems.len() * passes, "bench", env.json);
@@ -613,7 +643,7 @@ fn run_bench(
         return Err(e);
     }
     finish(&run, "ok")?;
-    if !env.json && passes == 1 {
+    if table && !env.json && passes == 1 {
         print!(
             "{}",
             bench_table(&rows, latest_peak(env, &ctx.info.name).as_ref()).render()
@@ -719,125 +749,6 @@ fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
                 String::new(),
             ]);
         }
-    }
-    t
-}
-
-pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
-    let verify_suite: shapes::Suite = a.verify.parse()?;
-    // Section headers and the summary go to stderr under --json, so stdout stays one JSON value.
-    let say = |s: &str| {
-        if env.json {
-            eprintln!("{s}")
-        } else {
-            println!("{s}")
-        }
-    };
-    say("== compile check (sm_90a) ==");
-    let (check_rows, check_failed) = run_check(env, "sm_90a", None)?;
-    let ctx = match env.context() {
-        Ok(ctx) => ctx,
-        Err(Error::NoGpu(why)) => {
-            say("\n== CPU references ==");
-            say(&kiln::harness::cpu::reference_selftest()?);
-            say(&format!("\nGPU part skipped: {why}"));
-            say("(the compile check and the CPU references ran; verify and bench need a GPU)");
-            let v = json!({"kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "gpu": null, "gpu_skipped": why});
-            emit(env, a, &v)?;
-            return Ok(if check_failed {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            });
-        }
-        Err(e) => return Err(e),
-    };
-    say(&format!("\n== {} ==", ctx.info.name));
-    let ks: Vec<&dyn GemmKernel> = env.registry.gemm().iter().map(|k| k.as_ref()).collect();
-    say(&format!("\n== verify ({} suite) ==", a.verify));
-    let outcomes = run_verify(env, &ctx, &ks, &shapes::gemm_suite(verify_suite))?;
-    say("\n== bench (ratio to the vendor measured in the same run) ==");
-    let vendor = env.registry.gemm_version("cublas")?;
-    let ours: Vec<&dyn GemmKernel> = ks.iter().copied().filter(|k| !k.is_vendor()).collect();
-    let rows = run_bench(
-        env,
-        &ctx,
-        &ours,
-        vendor,
-        &suite::ladder_problems(),
-        &bench_options(env, None, None, None, false),
-        1,
-        1,
-    )?;
-    say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
-    say(ladder_table(&ks, &outcomes, &rows).render().trim_end());
-    let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "verify": outcomes, "bench": rows});
-    emit(env, a, &v)?;
-    let ok = !check_failed && outcomes.iter().all(|o| o.passed);
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(7)
-    })
-}
-
-/// Prints the suite's JSON under --json and writes it to --save.
-fn emit(env: &Env, a: &SuiteArgs, v: &serde_json::Value) -> Result<()> {
-    if env.json {
-        env.print_json(v);
-    }
-    save(a, v)
-}
-
-fn save(a: &SuiteArgs, v: &serde_json::Value) -> Result<()> {
-    if let Some(path) = &a.save {
-        std::fs::write(path, serde_json::to_string_pretty(v).unwrap_or_default()).map_err(
-            |source| Error::Io {
-                what: "writing the suite results",
-                path: path.clone(),
-                source,
-            },
-        )?;
-    }
-    Ok(())
-}
-
-/// One row per version: verification counts, then TFLOPS (and ratio) per ladder problem.
-fn ladder_table(
-    ks: &[&dyn GemmKernel],
-    outcomes: &[CheckOutcome],
-    rows: &[suite::BenchRow],
-) -> Table {
-    let mut header = vec!["version".to_string(), "verified".to_string()];
-    header.extend(rows.iter().map(|r| r.problem.label()));
-    let mut t = Table::new(&header);
-    for k in ks {
-        let mine: Vec<&CheckOutcome> = outcomes
-            .iter()
-            .filter(|o| o.version == k.name() && o.skipped.is_none())
-            .collect();
-        let mut cells = vec![
-            k.name().to_string(),
-            format!(
-                "{}/{}",
-                mine.iter().filter(|o| o.passed).count(),
-                mine.len()
-            ),
-        ];
-        for r in rows {
-            let cell = if k.is_vendor() {
-                r.vendor.as_ref().map(|v| format!("{:.1}", v.tflops))
-            } else {
-                r.versions
-                    .iter()
-                    .find(|(tm, _)| tm.version == k.name())
-                    .map(|(tm, ratio)| {
-                        format!("{:.1} ({:.2}x)", tm.tflops, ratio.unwrap_or(f64::NAN))
-                    })
-            };
-            cells.push(cell.unwrap_or_else(|| "-".into()));
-        }
-        t.row(&cells);
     }
     t
 }

@@ -5,6 +5,7 @@ mod attention;
 mod commands;
 mod moe;
 mod progress;
+mod suite;
 mod tools;
 mod tune;
 
@@ -28,7 +29,7 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Verify(a) => commands::verify(&env, a),
         Command::Attn(a) => attention::run(&env, a),
         Command::Bench(a) => commands::bench(&env, a),
-        Command::Suite(a) => commands::suite(&env, a),
+        Command::Suite(a) => suite::suite(&env, a),
         Command::Cache(a) => commands::cache(&env, a),
         Command::Results(a) => commands::results(&env, a),
         Command::Inspect(a) => tools::inspect(&env, a),

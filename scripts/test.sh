@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (CI runs it through .ci/run): set up NVRTC, then every test of the crate,
-# including the NVRTC compile check of every kernel variant for sm_90a (never skipped).
+# including the NVRTC compile check of every kernel variant for sm_90a (tests/compile.rs, never
+# skipped), and the count of tests skipped for want of a GPU or a tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILN_BROWSER_TESTS=1 bash scripts/setup.sh
@@ -9,4 +10,11 @@ export KILN_STORE="${KILN_STORE:-$PWD/target/kiln-test.db}"
 export KILN_REQUIRE_NVRTC=1
 # The committed wgmma wrappers must be what their generator writes (a hand edit would be lost).
 python3 scripts/gen_wgmma.py --check
+# Tests that cannot run here (no GPU, say) skip through tests/common and add a line to this file.
+skipped=target/tmp/kiln-skipped-tests.txt
+rm -f "$skipped"
 cargo test --release --locked
+if [ -s "$skipped" ]; then
+  echo "$(wc -l <"$skipped") tests skipped (what they need is missing here):"
+  sed 's/^/  /' "$skipped"
+fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (CI runs it through .ci/run): set up NVRTC, then every test of the crate,
-# including the NVRTC compile check of every kernel variant for sm_90a (never skipped), then the
-# examples' build and the Python package's wheel and CPU tests.
+# including the NVRTC compile check of every kernel variant for sm_90a (tests/compile.rs, never
+# skipped), then the examples' build and the Python package's wheel and CPU tests, and the count
+# of tests skipped for want of a GPU or a tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILN_BROWSER_TESTS=1 bash scripts/setup.sh
@@ -14,4 +15,11 @@ python3 scripts/gen_wgmma.py --check
 # arguments without one.
 cargo build --release --locked --examples
 bash scripts/python.sh
+# Tests that cannot run here (no GPU, say) skip through tests/common and add a line to this file.
+skipped=target/tmp/kiln-skipped-tests.txt
+rm -f "$skipped"
 cargo test --release --locked
+if [ -s "$skipped" ]; then
+  echo "$(wc -l <"$skipped") tests skipped (what they need is missing here):"
+  sed 's/^/  /' "$skipped"
+fi

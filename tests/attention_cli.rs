@@ -1,7 +1,11 @@
 //! `kiln attn` on any machine: bad problems are refused before any GPU is touched, with one
 //! clear error naming the argument and the invalid-input exit code (2).
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::text;
 
 fn kiln(args: &[&str]) -> Output {
     let store = std::env::temp_dir().join(format!("kiln-attn-cli-test-{}.db", std::process::id()));
@@ -11,14 +15,6 @@ fn kiln(args: &[&str]) -> Output {
         .env("KILN_STORE", store)
         .output()
         .expect("kiln runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

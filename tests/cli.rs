@@ -1,8 +1,13 @@
-//! Behaviour of the `kiln` command line on a machine without a GPU: the compile check of every
-//! kernel, the CPU side of the suite, and one clear error (with its exit code) for bad input.
+//! Behaviour of the `kiln` command line on a machine without a GPU: the suite (its compile of
+//! what it runs and the CPU references), and one clear error (with its exit code) for bad input.
+//! The compile of every variant is `tests/compile.rs`.
+
+mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use common::text;
 
 fn kiln(args: &[&str]) -> Output {
     let store = std::env::temp_dir().join(format!("kiln-cli-test-{}.db", std::process::id()));
@@ -14,57 +19,15 @@ fn kiln(args: &[&str]) -> Output {
         .expect("kiln runs")
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// NVRTC is required in CI (KILN_REQUIRE_NVRTC or CI set): the compile check is never skipped there.
-fn nvrtc_available() -> bool {
-    let ok = kiln::jit::nvrtc::version().is_ok();
-    let required =
-        std::env::var_os("KILN_REQUIRE_NVRTC").is_some() || std::env::var_os("CI").is_some();
-    assert!(
-        ok || !required,
-        "NVRTC is required here but missing: run scripts/setup.sh"
-    );
-    if !ok {
-        eprintln!("NVRTC not installed: skipping (run scripts/setup.sh)");
-    }
-    ok
-}
-
-fn gpu_present() -> bool {
-    kiln::device::init().is_ok()
-}
-
-#[test]
-fn every_kernel_variant_compiles_for_sm90a_without_spills() {
-    if !nvrtc_available() {
-        return;
-    }
-    let o = kiln(&["--no-store", "check", "--arch", "sm_90a"]);
-    let t = text(&o);
-    assert!(o.status.success(), "kiln check failed:\n{t}");
-    assert!(t.contains("0 with problems"), "{t}");
-    for v in ["simt_naive", "simt_tiled"] {
-        assert!(t.contains(v), "{v} missing from the check table");
-    }
-}
-
 #[test]
 fn check_json_lists_resources_per_variant() {
-    if !nvrtc_available() {
-        return;
-    }
-    let o = kiln(&["--no-store", "--json", "check", "--version", "simt_tiled"]);
+    require_nvrtc!();
+    let o = kiln(&["--no-store", "--json", "check", "--version", "simt_naive"]);
     assert!(o.status.success(), "{}", text(&o));
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 48);
+    // 4 layouts x 6 dtype pairs
+    assert_eq!(rows.len(), 24);
     assert!(rows
         .iter()
         .all(|r| r["resources"]["registers"].as_u64().unwrap() > 0));
@@ -74,22 +37,62 @@ fn check_json_lists_resources_per_variant() {
 }
 
 #[test]
-fn suite_without_gpu_runs_the_cpu_part_and_says_the_gpu_part_was_skipped() {
-    if gpu_present() || !nvrtc_available() {
-        return;
-    }
-    let o = kiln(&["suite", "--verify", "quick"]);
+fn suite_without_gpu_compiles_what_it_runs_and_says_the_gpu_part_was_skipped() {
+    require_no_gpu!();
+    require_nvrtc!();
+    let o = kiln(&["suite"]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
+    assert!(
+        t.lines().count() <= 60,
+        "{} lines, over 60:\n{t}",
+        t.lines().count()
+    );
+    assert!(
+        t.contains("no GPU: the dispatch is resolved for an H100 (132 SMs)"),
+        "{t}"
+    );
+    assert!(t.contains("on the quick suite's problems"), "{t}");
+    // a line per version that compiles (the vendor has no variants) and the bench's own kernel
+    for v in [
+        "simt_naive",
+        "simt_tiled",
+        "mma_sync",
+        "wgmma_cp_async",
+        "wgmma_tma",
+        "wgmma_tma_ws",
+        "l2_read_flush",
+    ] {
+        let lines = t.lines().filter(|l| l.contains(&format!("| {v} "))).count();
+        assert_eq!(lines, 1, "{v}: {lines} lines\n{t}");
+    }
+    assert!(t.contains("0 with problems"), "{t}");
     assert!(t.contains("float64 GEMM reference"), "{t}");
     assert!(t.contains("GPU part skipped"), "{t}");
+
+    // --json: every compiled variant as a row; --verbose: every row in the text too (stderr)
+    let o = kiln(&["--no-store", "--json", "suite", "--verbose"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    let rows = v["check"].as_array().unwrap();
+    let per_version = v["check_by_version"].as_array().unwrap();
+    let total: u64 = per_version
+        .iter()
+        .map(|r| r["variants"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rows.len() as u64, total);
+    assert!(rows.len() > 60, "{} rows", rows.len());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    for r in rows {
+        let variant = r["variant"].as_str().unwrap();
+        assert!(stderr.contains(variant), "{variant} not listed:\n{stderr}");
+    }
+    assert_eq!(v["gpu"], serde_json::Value::Null);
 }
 
 #[test]
 fn gpu_commands_without_a_gpu_exit_4_with_one_sentence() {
-    if gpu_present() {
-        return;
-    }
+    require_no_gpu!();
     for args in [
         &["devices"][..],
         &["bench", "--shape", "64"],
@@ -220,9 +223,8 @@ fn cache_path_and_clear() {
 
 #[test]
 fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
-    if gpu_present() {
-        return; // the plan then follows that GPU, not the H100 this test expects
-    }
+    // with a GPU the plan follows that GPU, not the H100 this test expects
+    require_no_gpu!();
     let o = kiln(&["plan", "--shape", "1024x11008x4096"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let t = text(&o);

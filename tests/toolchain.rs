@@ -2,9 +2,12 @@
 //! ledger through the CLI, `report` from a store of synthetic bench rows (opened in headless
 //! Chromium), and the GPU-only commands refusing clearly.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
+use common::text;
 use kiln::store::{ResultRow, RunInfo, Store};
 use serde_json::json;
 
@@ -17,40 +20,9 @@ fn kiln_with_store(store: &Path, args: &[&str]) -> Output {
         .expect("kiln runs")
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn required() -> bool {
-    std::env::var_os("KILN_REQUIRE_NVRTC").is_some() || std::env::var_os("CI").is_some()
-}
-
-/// NVRTC is required in CI (KILN_REQUIRE_NVRTC or CI set): never skipped there.
-fn nvrtc_available() -> bool {
-    let ok = kiln::jit::nvrtc::version().is_ok();
-    assert!(
-        ok || !required(),
-        "NVRTC is required here but missing: run scripts/setup.sh"
-    );
-    if !ok {
-        eprintln!("NVRTC not installed: skipping (run scripts/setup.sh)");
-    }
-    ok
-}
-
-fn gpu_present() -> bool {
-    kiln::device::init().is_ok()
-}
-
 #[test]
 fn inspect_simt_tiled_counts_ffma_and_raises_no_hgmma_flag() {
-    if !nvrtc_available() {
-        return;
-    }
+    require_nvrtc!();
     let dir = tempfile::tempdir().unwrap();
     let o = kiln_with_store(&dir.path().join("k.db"), &["inspect", "gemm", "simt_tiled"]);
     let t = text(&o);
@@ -152,7 +124,7 @@ fn exp_new_close_and_log_through_the_cli() {
             && t.contains("compute-bound"),
         "{t}"
     );
-    if !gpu_present() {
+    if !common::gpu_present() {
         let o = kiln_with_store(&db, &["exp", "run", "1"]);
         assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     }
@@ -160,9 +132,7 @@ fn exp_new_close_and_log_through_the_cli() {
 
 #[test]
 fn gpu_tools_without_a_gpu_exit_4_with_one_sentence() {
-    if gpu_present() {
-        return;
-    }
+    require_no_gpu!();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("k.db");
     for args in [
@@ -404,10 +374,13 @@ fn chromium_dom(page: &Path, scratch: &Path) -> Option<String> {
         });
     let Some(bin) = bin else {
         assert!(
-            !required(),
+            !common::required(),
             "Chromium is required here but missing: run KILN_BROWSER_TESTS=1 scripts/setup.sh"
         );
-        eprintln!("chromium not installed: skipping the browser check (KILN_BROWSER_TESTS=1 scripts/setup.sh installs it)");
+        common::skip(
+            "chromium not installed, the browser check left out (KILN_BROWSER_TESTS=1 \
+             scripts/setup.sh installs it)",
+        );
         return None;
     };
     let profile = scratch.join("chromium-profile");

@@ -3,9 +3,12 @@
 //! the run must finish), resuming a run, the replay of a recorded landscape, and the test-only
 //! planted kernels staying out of the normal registry.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::text;
 use kiln::ops::gemm::{DType, GemmProblem, Layout};
 use kiln::tune::landscape::Landscape;
 use kiln::tune::space::{Config, Param};
@@ -30,28 +33,6 @@ fn kiln(args: &[&str], store: &Path, envs: &[(&str, &str)]) -> Output {
     c.output().expect("kiln runs")
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn nvrtc_available() -> bool {
-    let ok = kiln::jit::nvrtc::version().is_ok();
-    let required =
-        std::env::var_os("KILN_REQUIRE_NVRTC").is_some() || std::env::var_os("CI").is_some();
-    assert!(
-        ok || !required,
-        "NVRTC is required here but missing: run scripts/setup.sh"
-    );
-    if !ok {
-        eprintln!("NVRTC not installed: skipping (run scripts/setup.sh)");
-    }
-    ok
-}
-
 fn statuses(store: &Path, run: i64) -> Vec<Status> {
     let s = kiln::store::Store::open(store).unwrap();
     kiln::tune::record::results(s.conn(), run)
@@ -67,9 +48,7 @@ fn count(v: &[Status], s: Status) -> usize {
 
 #[test]
 fn planted_hang_and_crash_are_recorded_and_skipped_and_the_run_finishes_and_resumes() {
-    if !nvrtc_available() {
-        return;
-    }
+    require_nvrtc!();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("kiln.db");
     let args = [
@@ -126,9 +105,7 @@ fn planted_hang_and_crash_are_recorded_and_skipped_and_the_run_finishes_and_resu
 
 #[test]
 fn a_planted_wrong_result_is_recorded_as_wrong() {
-    if !nvrtc_available() {
-        return;
-    }
+    require_nvrtc!();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("kiln.db");
     let o = kiln(
@@ -278,9 +255,7 @@ fn replay_reports_how_often_evolution_lands_near_the_best() {
 
 #[test]
 fn several_gpus_get_one_worker_each_and_share_the_jobs() {
-    if !nvrtc_available() {
-        return;
-    }
+    require_nvrtc!();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("kiln.db");
     let o = kiln(

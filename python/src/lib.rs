@@ -59,10 +59,9 @@ fn tensor(arg: &str, t: PyTensor, device: usize) -> PyResult<RawTensor> {
 /// package's one piece of process state, as torch keeps one cuBLAS handle per device.
 fn handle(device: usize) -> PyResult<Arc<Kiln>> {
     static HANDLES: OnceLock<Mutex<HashMap<usize, Arc<Kiln>>>> = OnceLock::new();
-    let mut map = HANDLES
-        .get_or_init(Default::default)
-        .lock()
-        .map_err(|_| PyRuntimeError::new_err("kiln's handle table is poisoned by an earlier panic"))?;
+    let mut map = HANDLES.get_or_init(Default::default).lock().map_err(|_| {
+        PyRuntimeError::new_err("kiln's handle table is poisoned by an earlier panic")
+    })?;
     if let Some(k) = map.get(&device) {
         return Ok(k.clone());
     }
@@ -212,7 +211,11 @@ fn swiglu(
     .map_err(to_py)
 }
 
-fn get<'py, T: FromPyObject<'py>>(d: &Bound<'py, PyDict>, key: &str, default: Option<T>) -> PyResult<T> {
+fn get<'py, T: FromPyObject<'py>>(
+    d: &Bound<'py, PyDict>,
+    key: &str,
+    default: Option<T>,
+) -> PyResult<T> {
     match d.get_item(key)? {
         Some(v) => v.extract(),
         None => default.ok_or_else(|| {
@@ -229,10 +232,22 @@ fn problem(d: &Bound<'_, PyDict>) -> PyResult<Problem<'static>> {
     let dt = dtype("dtype", &get::<String>(d, "dtype", Some("bf16".into()))?)?;
     match op.as_str() {
         "gemm" => {
-            let (m, n, k): (usize, usize, usize) = (get(d, "m", None)?, get(d, "n", None)?, get(d, "k", None)?);
-            let out = dtype("out_dtype", &get::<String>(d, "out_dtype", Some(dt.name().into()))?)?;
-            let a = if get(d, "a_transposed", Some(false))? { [1, m as isize] } else { [k as isize, 1] };
-            let b = if get(d, "b_transposed", Some(false))? { [1, k as isize] } else { [n as isize, 1] };
+            let (m, n, k): (usize, usize, usize) =
+                (get(d, "m", None)?, get(d, "n", None)?, get(d, "k", None)?);
+            let out = dtype(
+                "out_dtype",
+                &get::<String>(d, "out_dtype", Some(dt.name().into()))?,
+            )?;
+            let a = if get(d, "a_transposed", Some(false))? {
+                [1, m as isize]
+            } else {
+                [k as isize, 1]
+            };
+            let b = if get(d, "b_transposed", Some(false))? {
+                [1, k as isize]
+            } else {
+                [n as isize, 1]
+            };
             Ok(Problem::Gemm {
                 a: RawTensor::describe(dt, &[m, k], &a),
                 b: RawTensor::describe(dt, &[k, n], &b),
@@ -242,18 +257,30 @@ fn problem(d: &Bound<'_, PyDict>) -> PyResult<Problem<'static>> {
         }
         "attention" => {
             let b: usize = get(d, "batch", Some(1))?;
-            let (sq, hq, hd): (usize, usize, usize) = (get(d, "seqlen_q", None)?, get(d, "heads", None)?, get(d, "head_dim", None)?);
+            let (sq, hq, hd): (usize, usize, usize) = (
+                get(d, "seqlen_q", None)?,
+                get(d, "heads", None)?,
+                get(d, "head_dim", None)?,
+            );
             let sk: usize = get(d, "seqlen_k", Some(sq))?;
             let hk: usize = get(d, "kv_heads", Some(hq))?;
             let bshd = |s: usize, h: usize| {
-                RawTensor::describe(dt, &[b, s, h, hd], &[(s * h * hd) as isize, (h * hd) as isize, hd as isize, 1])
+                RawTensor::describe(
+                    dt,
+                    &[b, s, h, hd],
+                    &[(s * h * hd) as isize, (h * hd) as isize, hd as isize, 1],
+                )
             };
             Ok(Problem::Attention {
                 q: bshd(sq, hq),
                 k: bshd(sk, hk),
                 v: bshd(sk, hk),
                 o: bshd(sq, hq),
-                lse: Some(RawTensor::describe(DType::F32, &[b, hq, sq], &[(hq * sq) as isize, sq as isize, 1])),
+                lse: Some(RawTensor::describe(
+                    DType::F32,
+                    &[b, hq, sq],
+                    &[(hq * sq) as isize, sq as isize, 1],
+                )),
                 opts: AttentionOptions {
                     causal: get(d, "causal", Some(false))?,
                     ..AttentionOptions::default()

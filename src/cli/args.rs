@@ -40,8 +40,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Attention forward: `attn verify` against the float64 reference, `attn bench` for TFLOPS.
     Attn(super::attention::AttnCliArgs),
-    /// The main job: check, verify and benchmark everything (compile check and CPU references only
-    /// without a GPU).
+    /// The main job: compile the variants it runs, verify and benchmark every GEMM version (the
+    /// compile and the CPU references only without a GPU); a line per version.
     Suite(SuiteArgs),
     /// The JIT cache: show its path or clear it.
     Cache(CacheArgs),
@@ -177,12 +177,18 @@ pub struct BenchArgs {
 
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
-    /// Verification suite: quick or full.
-    #[arg(long, default_value = "full")]
-    pub verify: String,
+    /// Verification suite, whose problems also decide what is compiled: quick or full (default:
+    /// full on a GPU; quick without one, where nothing is verified and the compile of the full
+    /// suite's variants would take over a minute on 2 cores).
+    #[arg(long)]
+    pub verify: Option<String>,
     /// Write the JSON results to this file as well.
     #[arg(long)]
     pub save: Option<PathBuf>,
+    /// Print every compiled variant, the verify table per version and the bench table per
+    /// problem, not a line per version (--json: every row as JSON).
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Args)]

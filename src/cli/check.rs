@@ -10,6 +10,8 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::args::CheckArgs;
+use kiln::device::DeviceInfo;
+
 use super::env::{device_or_h100, finish, record, Env};
 use super::progress::bar;
 
@@ -35,14 +37,36 @@ pub(super) fn run_check(
             env.registry.gemm_version(v)?;
         }
     }
-    kiln::jit::nvrtc::version()?;
     let dev = device_or_h100();
-    let jit = env.jit();
-    // The variants are listed once: their count sizes the progress bar.
     let work = check::check_items(&env.registry, arch, only);
+    let (rows, wall_ms) = compile_items(env, arch, &work, &dev)?;
+    let failed = rows.iter().any(|r| !r.ok());
+    if !env.json {
+        print!("{}", check_table(&rows).render());
+        println!("{}", check_summary(&rows, arch, wall_ms));
+        if rows.iter().all(|r| r.cached) && !rows.is_empty() {
+            println!(
+                "warm start: all {} variants loaded from the JIT cache in {wall_ms:.1} ms",
+                rows.len()
+            );
+        }
+    }
+    Ok((rows, failed))
+}
+
+/// Compiles `work` for `arch` (judged against `dev`'s limits) with a progress bar, and records
+/// each row as a `check` run: the rows, in `work`'s order, and the wall time in ms.
+pub(super) fn compile_items(
+    env: &Env,
+    arch: &str,
+    work: &[check::CheckItem],
+    dev: &DeviceInfo,
+) -> Result<(Vec<check::CheckRow>, f64)> {
+    kiln::jit::nvrtc::version()?;
+    let jit = env.jit();
     let pb = bar(work.len(), "check", env.json);
     let started = std::time::Instant::now();
-    let rows: Vec<check::CheckRow> = check::check_each(&jit, &work, &dev, |r| {
+    let rows: Vec<check::CheckRow> = check::check_each(&jit, work, dev, |r| {
         pb.inc(1);
         pb.set_message(r.variant.clone());
     });
@@ -54,82 +78,83 @@ pub(super) fn run_check(
     }
     let failed = rows.iter().any(|r| !r.ok());
     finish(&run, if failed { "failed" } else { "ok" })?;
-    if !env.json {
-        let mut t = Table::new(&[
-            "version",
-            "variant",
-            "regs",
-            "smem B",
-            "stack B",
-            "spills B",
-            "compile ms",
-            "verdict",
-        ]);
-        for r in &rows {
-            let res = r.resources.clone().unwrap_or_default();
-            t.row(&[
-                r.version.clone(),
-                r.variant.clone(),
-                res.registers.to_string(),
-                (res.static_smem + r.dynamic_smem).to_string(),
-                res.stack_frame.to_string(),
-                (res.spill_stores + res.spill_loads).to_string(),
-                format!(
-                    "{:.0}{}",
-                    r.compile_ms,
-                    if r.cached { " (cached)" } else { "" }
-                ),
-                if r.ok() {
-                    "ok".to_string()
-                } else {
-                    r.problems.join("; ")
-                },
-            ]);
-        }
-        print!("{}", t.render());
-        let mut cold: Vec<f64> = rows
-            .iter()
-            .filter(|r| !r.cached && r.resources.is_some())
-            .map(|r| r.compile_ms)
-            .collect();
-        // The compiling threads' CPU time next to the wall time: with more compiles in parallel
-        // than free cores, each compile's wall time includes waiting for a core; its CPU time is
-        // what one compile costs on its own (NVRTC compiles on the calling thread).
-        let mut cold_cpu: Vec<f64> = rows
-            .iter()
-            .filter(|r| !r.cached && r.resources.is_some())
-            .filter_map(|r| r.compile_cpu_ms)
-            .collect();
-        let cached = rows.iter().filter(|r| r.cached).count();
-        let median = if cold.is_empty() {
-            0.0
-        } else {
-            kiln::harness::bench::stats(&mut cold).0
-        };
-        let cpu = if cold_cpu.is_empty() {
-            String::new()
-        } else {
+    Ok((rows, wall_ms))
+}
+
+/// Every compiled variant in a row: its resources, compile time and verdict.
+pub(super) fn check_table(rows: &[check::CheckRow]) -> Table {
+    let mut t = Table::new(&[
+        "version",
+        "variant",
+        "regs",
+        "smem B",
+        "stack B",
+        "spills B",
+        "compile ms",
+        "verdict",
+    ]);
+    for r in rows {
+        let res = r.resources.clone().unwrap_or_default();
+        t.row(&[
+            r.version.clone(),
+            r.variant.clone(),
+            res.registers.to_string(),
+            (res.static_smem + r.dynamic_smem).to_string(),
+            res.stack_frame.to_string(),
+            (res.spill_stores + res.spill_loads).to_string(),
             format!(
-                ", {:.0} ms CPU",
-                kiln::harness::bench::stats(&mut cold_cpu).0
-            )
-        };
-        println!(
-            "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold{cpu}), {} from the cache; {} with problems",
-            rows.len(),
-            wall_ms / 1e3,
-            rayon::current_num_threads(),
-            cold.len(),
-            median,
-            cached,
-            rows.iter().filter(|r| !r.ok()).count()
-        );
-        if cached == rows.len() && !rows.is_empty() {
-            println!(
-                "warm start: all {} variants loaded from the JIT cache in {wall_ms:.1} ms",
-                rows.len()
-            );
-        }
+                "{:.0}{}",
+                r.compile_ms,
+                if r.cached { " (cached)" } else { "" }
+            ),
+            if r.ok() {
+                "ok".to_string()
+            } else {
+                r.problems.join("; ")
+            },
+        ]);
     }
-    Ok((rows, failed))
+    t
+}
+
+/// One line on a compile: how many variants in how long, compiled or from the cache, and how
+/// many have problems.
+pub(super) fn check_summary(rows: &[check::CheckRow], arch: &str, wall_ms: f64) -> String {
+    let mut cold: Vec<f64> = rows
+        .iter()
+        .filter(|r| !r.cached && r.resources.is_some())
+        .map(|r| r.compile_ms)
+        .collect();
+    // The compiling threads' CPU time next to the wall time: with more compiles in parallel
+    // than free cores, each compile's wall time includes waiting for a core; its CPU time is
+    // what one compile costs on its own (NVRTC compiles on the calling thread).
+    let mut cold_cpu: Vec<f64> = rows
+        .iter()
+        .filter(|r| !r.cached && r.resources.is_some())
+        .filter_map(|r| r.compile_cpu_ms)
+        .collect();
+    let cached = rows.iter().filter(|r| r.cached).count();
+    let median = if cold.is_empty() {
+        0.0
+    } else {
+        kiln::harness::bench::stats(&mut cold).0
+    };
+    let cpu = if cold_cpu.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {:.0} ms CPU",
+            kiln::harness::bench::stats(&mut cold_cpu).0
+        )
+    };
+    format!(
+        "{} variants for {arch} in {:.1} s ({} compiles in parallel): {} compiled (median {:.0} ms cold{cpu}), {} from the cache; {} with problems",
+        rows.len(),
+        wall_ms / 1e3,
+        rayon::current_num_threads(),
+        cold.len(),
+        median,
+        cached,
+        rows.iter().filter(|r| !r.ok()).count()
+    )
 }

@@ -55,7 +55,7 @@ pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     };
     let ks = kernels(env, &a.versions)?;
     let ctx = env.context()?;
-    let outcomes = run_verify(env, &ctx, &ks, &problems)?;
+    let outcomes = run_verify(env, &ctx, &ks, &problems, true)?;
     if env.json {
         env.print_json(&json!(outcomes));
     }
@@ -71,6 +71,7 @@ pub(super) fn run_verify(
     ctx: &Context,
     ks: &[&dyn GemmKernel],
     problems: &[GemmProblem],
+    table: bool,
 ) -> Result<Vec<CheckOutcome>> {
     let run = env.begin("verify", Some(&ctx.info))?;
     let pb = bar(ks.len() * problems.len(), "verify", env.json);
@@ -96,7 +97,7 @@ pub(super) fn run_verify(
     }
     let failed = outcomes.iter().any(|o| !o.passed);
     finish(&run, if failed { "failed" } else { "ok" })?;
-    if !env.json {
+    if table && !env.json {
         print!("{}", verify_table(ks, &outcomes).render());
     }
     Ok(outcomes)
@@ -193,6 +194,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         &opt,
         passes,
         a.order_seed,
+        true,
     )?;
     // Each version's ratios per problem, gathered once for the passes table and the summary.
     let per_version: Vec<(&str, Vec<suite::PassRatios>)> = ks
@@ -254,6 +256,7 @@ pub(super) fn run_bench(
     opt: &BenchOptions,
     passes: usize,
     order_seed: u64,
+    table: bool,
 ) -> Result<Vec<suite::BenchRow>> {
     let run = env.begin("bench", Some(&ctx.info))?;
     let pb = bar(problems.len() * passes, "bench", env.json);
@@ -285,7 +288,7 @@ pub(super) fn run_bench(
         return Err(e);
     }
     finish(&run, "ok")?;
-    if !env.json && passes == 1 {
+    if table && !env.json && passes == 1 {
         print!(
             "{}",
             bench_table(&rows, latest_peak(env, &ctx.info.name).as_ref()).render()

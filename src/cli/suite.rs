@@ -1,21 +1,28 @@
-//! `kiln suite`: the main job: the compile check, then (with a GPU) every GEMM version verified
-//! and benched on the ladder against the vendor, with one summary table.
+//! `kiln suite`, the main job: compile the variants the suite runs, then on a GPU verify every
+//! GEMM version and time it against the vendor; without one, the CPU references. A line per version.
 
 use std::process::ExitCode;
 
+use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
-use kiln::harness::{shapes, suite, verify::CheckOutcome};
-use kiln::ops::gemm::GemmKernel;
+use kiln::harness::{check, shapes, suite, verify::CheckOutcome};
+use kiln::ops::gemm::{GemmKernel, GemmProblem};
 use kiln::report::Table;
 use serde_json::json;
 
 use super::args::SuiteArgs;
-use super::check::run_check;
+use super::check::{check_summary, check_table, compile_items};
 use super::env::{bench_options, Env};
 use super::gemm::{run_bench, run_verify};
 
+/// Flagged variants listed by name without `--verbose`; the rest are counted.
+const FLAGGED_SHOWN: usize = 12;
+
 pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
-    let verify_suite: shapes::Suite = a.verify.parse()?;
+    // Checked before anything else, so a bad name is said at once.
+    if let Some(s) = &a.verify {
+        s.parse::<shapes::Suite>()?;
+    }
     // Section headers and the summary go to stderr under --json, so stdout stays one JSON value.
     let say = |s: &str| {
         if env.json {
@@ -24,16 +31,79 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
             println!("{s}")
         }
     };
-    say("== compile check (sm_90a) ==");
-    let (check_rows, check_failed) = run_check(env, "sm_90a", None)?;
     let ctx = match env.context() {
+        Ok(ctx) => Ok(ctx),
+        Err(Error::NoGpu(why)) => Err(why),
+        Err(e) => return Err(e),
+    };
+    let dev = match &ctx {
+        Ok(ctx) => ctx.info.clone(),
+        Err(_) => DeviceInfo::h100_sxm(),
+    };
+    let arch = dev.arch();
+    let verify_name = a.verify.as_deref().unwrap_or(match ctx {
+        Ok(_) => "full",
+        Err(_) => "quick",
+    });
+    let verify_suite: shapes::Suite = verify_name.parse()?;
+    let ks: Vec<&dyn GemmKernel> = env.registry.gemm().iter().map(|k| k.as_ref()).collect();
+    let verify_problems = shapes::gemm_suite(verify_suite);
+    let bench_problems = suite::ladder_problems();
+
+    // What the suite runs, not the whole registry: the dispatch's variants for its problems.
+    let all: Vec<GemmProblem> = verify_problems
+        .iter()
+        .chain(&bench_problems)
+        .copied()
+        .collect();
+    let work = suite::suite_items(&ks, &all, &dev);
+    let registry_total = check::check_items(&env.registry, &arch, None).len();
+    say(&format!(
+        "== compile ({arch}): the {} variants the suite runs ({} problems; `kiln check` compiles all {registry_total}) ==",
+        work.len(),
+        all.len(),
+    ));
+    if ctx.is_err() {
+        say(&format!(
+            "no GPU: the dispatch is resolved for an H100 ({} SMs) with its limits, on the {verify_name} suite's problems (--verify full: the full suite's)",
+            dev.sm_count
+        ));
+    }
+    let (check_rows, wall_ms) = compile_items(env, &arch, &work, &dev)?;
+    let check_failed = check_rows.iter().any(|r| !r.ok());
+    let per_version = check::by_version(&check_rows);
+    if a.verbose {
+        say(check_table(&check_rows).render().trim_end());
+    } else {
+        say(version_table(&per_version).render().trim_end());
+    }
+    say(&check_summary(&check_rows, &arch, wall_ms));
+    if !a.verbose {
+        let flagged: Vec<&check::CheckRow> = check_rows.iter().filter(|r| !r.ok()).collect();
+        for r in flagged.iter().take(FLAGGED_SHOWN) {
+            say(&format!(
+                "flagged: {} {}: {}",
+                r.version,
+                r.variant,
+                r.problems.join("; ")
+            ));
+        }
+        if flagged.len() > FLAGGED_SHOWN {
+            say(&format!(
+                "flagged: {} more (--verbose lists every variant)",
+                flagged.len() - FLAGGED_SHOWN
+            ));
+        }
+    }
+
+    let ctx = match ctx {
         Ok(ctx) => ctx,
-        Err(Error::NoGpu(why)) => {
+        Err(why) => {
             say("\n== CPU references ==");
             say(&kiln::harness::cpu::reference_selftest()?);
             say(&format!("\nGPU part skipped: {why}"));
-            say("(the compile check and the CPU references ran; verify and bench need a GPU)");
-            let v = json!({"kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "gpu": null, "gpu_skipped": why});
+            say("(the compile and the CPU references ran; verify and bench need a GPU)");
+            let v = json!({"kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "assumed_device": dev, "check": check_rows, "check_by_version": per_version, "gpu": null, "gpu_skipped": why});
             emit(env, a, &v)?;
             return Ok(if check_failed {
                 ExitCode::from(1)
@@ -41,12 +111,22 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
                 ExitCode::SUCCESS
             });
         }
-        Err(e) => return Err(e),
     };
     say(&format!("\n== {} ==", ctx.info.name));
-    let ks: Vec<&dyn GemmKernel> = env.registry.gemm().iter().map(|k| k.as_ref()).collect();
-    say(&format!("\n== verify ({} suite) ==", a.verify));
-    let outcomes = run_verify(env, &ctx, &ks, &shapes::gemm_suite(verify_suite))?;
+    say(&format!("\n== verify ({verify_name} suite) =="));
+    let outcomes = run_verify(env, &ctx, &ks, &verify_problems, a.verbose)?;
+    if !a.verbose {
+        let run: Vec<&CheckOutcome> = outcomes.iter().filter(|o| o.skipped.is_none()).collect();
+        say(&format!(
+            "{} checks of {} versions on {} problems: {} passed, {} failed, {} skipped (unsupported)",
+            outcomes.len(),
+            ks.len(),
+            verify_problems.len(),
+            run.iter().filter(|o| o.passed).count(),
+            run.iter().filter(|o| !o.passed).count(),
+            outcomes.len() - run.len(),
+        ));
+    }
     say("\n== bench (ratio to the vendor measured in the same run) ==");
     let vendor = env.registry.gemm_version("cublas")?;
     let ours: Vec<&dyn GemmKernel> = ks.iter().copied().filter(|k| !k.is_vendor()).collect();
@@ -55,14 +135,15 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
         &ctx,
         &ours,
         vendor,
-        &suite::ladder_problems(),
+        &bench_problems,
         &bench_options(env, None, None, None, false),
         1,
         1,
+        a.verbose,
     )?;
     say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
     say(ladder_table(&ks, &outcomes, &rows).render().trim_end());
-    let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "verify": outcomes, "bench": rows});
+    let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "check_by_version": per_version, "verify": outcomes, "bench": rows});
     emit(env, a, &v)?;
     let ok = !check_failed && outcomes.iter().all(|o| o.passed);
     Ok(if ok {
@@ -70,6 +151,35 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(7)
     })
+}
+
+/// One row per (op, version) the suite compiled.
+fn version_table(per_version: &[check::VersionCheck]) -> Table {
+    let mut t = Table::new(&[
+        "op",
+        "version",
+        "variants",
+        "from cache",
+        "max regs",
+        "max smem KiB",
+        "spilling",
+        "flagged",
+        "compile CPU s",
+    ]);
+    for v in per_version {
+        t.row(&[
+            v.op.clone(),
+            v.version.clone(),
+            v.variants.to_string(),
+            v.cached.to_string(),
+            v.max_registers.to_string(),
+            format!("{:.1}", v.max_smem as f64 / 1024.0),
+            v.spilling.to_string(),
+            v.flagged.to_string(),
+            format!("{:.1}", v.compile_cpu_s),
+        ]);
+    }
+    t
 }
 
 /// Prints the suite's JSON under --json and writes it to --save.

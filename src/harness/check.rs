@@ -173,3 +173,61 @@ fn check_one(jit: &Jit, op: &str, version: &str, spec: &KernelSpec, dev: &Device
     }
     row
 }
+
+/// One version's compiled variants in a line: how many (and how many came from the JIT cache),
+/// the most registers and shared memory any uses, how many spill, and how many are flagged
+/// ([`CheckRow::ok`] false, spills included).
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionCheck {
+    pub op: String,
+    pub version: String,
+    pub variants: usize,
+    pub cached: usize,
+    pub max_registers: u32,
+    /// Static plus dynamic shared memory, bytes.
+    pub max_smem: u32,
+    pub spilling: usize,
+    pub flagged: usize,
+    /// The cold compiles' CPU time, summed (seconds).
+    pub compile_cpu_s: f64,
+}
+
+/// [`VersionCheck`] of each (op, version) of `rows`, in the order they first appear.
+pub fn by_version(rows: &[CheckRow]) -> Vec<VersionCheck> {
+    let mut out: Vec<VersionCheck> = Vec::new();
+    for r in rows {
+        let i = match out
+            .iter()
+            .position(|v| v.op == r.op && v.version == r.version)
+        {
+            Some(i) => i,
+            None => {
+                out.push(VersionCheck {
+                    op: r.op.clone(),
+                    version: r.version.clone(),
+                    variants: 0,
+                    cached: 0,
+                    max_registers: 0,
+                    max_smem: 0,
+                    spilling: 0,
+                    flagged: 0,
+                    compile_cpu_s: 0.0,
+                });
+                out.len() - 1
+            }
+        };
+        let v = &mut out[i];
+        v.variants += 1;
+        v.cached += r.cached as usize;
+        v.flagged += !r.ok() as usize;
+        if let Some(res) = &r.resources {
+            v.max_registers = v.max_registers.max(res.registers);
+            v.max_smem = v.max_smem.max(res.static_smem + r.dynamic_smem);
+            v.spilling += res.spills() as usize;
+        }
+        if !r.cached {
+            v.compile_cpu_s += r.compile_cpu_ms.unwrap_or(r.compile_ms) / 1e3;
+        }
+    }
+    out
+}

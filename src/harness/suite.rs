@@ -6,10 +6,42 @@ use serde::Serialize;
 use super::bench::{
     sample_interleaved, time_gemm, timing_of, BenchBuffers, BenchOptions, L2Flusher, Timing,
 };
+use super::check::CheckItem;
 use super::verify::{fresh_seed, verify_gemm, CheckOutcome};
-use crate::device::Context;
+use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
+
+/// The variants `kiln suite` compiles: for each of `kernels`, those its dispatch picks on `dev`
+/// ([`GemmKernel::specs_for`]) for each of `problems` it supports, each once, in order; then the
+/// bench's L2 flush kernel, which every timed launch waits for. A fraction of what `kiln check`
+/// compiles (every variant of every version).
+pub fn suite_items(
+    kernels: &[&dyn GemmKernel],
+    problems: &[GemmProblem],
+    dev: &DeviceInfo,
+) -> Vec<CheckItem> {
+    let mut seen = std::collections::HashSet::new();
+    let mut items = Vec::new();
+    for k in kernels {
+        for p in problems {
+            if k.supports(p, dev).is_err() {
+                continue;
+            }
+            for spec in k.specs_for(p, dev) {
+                if seen.insert(spec.clone()) {
+                    items.push(("gemm", k.name(), spec));
+                }
+            }
+        }
+    }
+    items.push((
+        "harness",
+        "l2_read_flush",
+        super::bench::read_flush_spec(&dev.arch()),
+    ));
+    items
+}
 
 /// Verifies each of `kernels` on each of `problems`.
 pub fn verify_all(
@@ -409,6 +441,93 @@ pub fn geomean(xs: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn suite_problems() -> Vec<GemmProblem> {
+        use crate::harness::shapes::{gemm_suite, Suite};
+        let mut v = gemm_suite(Suite::Full);
+        v.extend(gemm_suite(Suite::Quick));
+        v.extend(ladder_problems());
+        v
+    }
+
+    #[test]
+    fn the_suite_compiles_a_part_of_what_check_compiles_and_nothing_else() {
+        use crate::ops::registry::Registry;
+        let registry = Registry::default();
+        let ks: Vec<&dyn GemmKernel> = registry.gemm().iter().map(|k| k.as_ref()).collect();
+        let dev = DeviceInfo::h100_sxm();
+        let all: std::collections::HashSet<_> =
+            crate::harness::check::check_items(&registry, "sm_90a", None)
+                .into_iter()
+                .map(|(_, _, spec)| spec)
+                .collect();
+        let items = suite_items(&ks, &suite_problems(), &dev);
+        let specs: std::collections::HashSet<_> = items.iter().map(|i| &i.2).collect();
+        assert_eq!(specs.len(), items.len(), "each variant once");
+        for (_, version, spec) in &items {
+            assert!(
+                all.contains(spec),
+                "{version}: {} is not among `kiln check`'s variants",
+                spec.label()
+            );
+        }
+        assert!(
+            items.len() * 4 < all.len(),
+            "{} of {} variants",
+            items.len(),
+            all.len()
+        );
+        // Every GEMM version of the ladder has its variants, and the bench's flush kernel is there.
+        for k in &ks {
+            assert!(
+                k.is_vendor() || items.iter().any(|i| i.1 == k.name()),
+                "{} compiles nothing",
+                k.name()
+            );
+        }
+        assert_eq!(items.last().map(|i| i.1), Some("l2_read_flush"));
+    }
+
+    #[test]
+    fn wgmma_tma_ws_launch_specs_follow_its_plan() {
+        use crate::ops::gemm::wgmma_tma_ws::{launch_specs, plan, Overrides};
+        let define = |spec: &crate::jit::KernelSpec, k: &str| -> Option<u32> {
+            spec.defines
+                .iter()
+                .find(|(n, _)| n == k)
+                .and_then(|(_, v)| v.parse().ok())
+        };
+        let env = Overrides::NONE;
+        let mut problems = suite_problems();
+        problems.extend(target_problems(&Layout::ALL));
+        for p in &problems {
+            let pl = plan(p, 132, None, &env);
+            let specs = launch_specs("sm_90a", p, 132, None, &env);
+            let (gemm, copies) = specs.split_last().expect("the GEMM's variant");
+            let what = format!("{}: {pl:?}", p.label());
+            assert_eq!(gemm.stem().ends_with("pingpong"), pl.pingpong, "{what}");
+            assert_eq!(define(gemm, "KILN_BM"), Some(pl.bm), "{what}");
+            assert_eq!(define(gemm, "KILN_BN"), Some(pl.bn), "{what}");
+            assert_eq!(define(gemm, "KILN_STAGES"), Some(pl.stages), "{what}");
+            let epi = define(gemm, "KILN_EPI").unwrap();
+            assert_eq!(epi != 0, pl.tma_epilogue, "{what}");
+            assert_eq!(epi == 2, pl.c_loaded, "{what}");
+            if !pl.pingpong {
+                assert_eq!(define(gemm, "KILN_CLUSTER"), Some(pl.cluster), "{what}");
+                assert_eq!(
+                    define(gemm, "KILN_SPLITK"),
+                    Some(pl.split_code as u32),
+                    "{what}"
+                );
+            }
+            let stems: std::collections::BTreeSet<&str> = copies.iter().map(|s| s.stem()).collect();
+            let said: std::collections::BTreeSet<&str> = ["pack_rows", "transpose_rows"]
+                .into_iter()
+                .filter(|k| pl.copies.iter().any(|c| c.contains(k)))
+                .collect();
+            assert_eq!(stems, said, "{what}");
+        }
+    }
 
     #[test]
     fn the_first_pass_keeps_the_order_and_later_ones_shuffle_it_reproducibly() {

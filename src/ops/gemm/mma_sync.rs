@@ -250,13 +250,12 @@ impl GemmKernel for MmaSync {
             })
             .collect()
     }
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+        let (t, elem_loads) = launch_tile(&self.tile_for(p, dev), p, true);
+        vec![t.spec_with(&dev.arch(), p, elem_loads)]
+    }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
-        let t = match crate::tune::cache::lookup(&ctx.info, self.name(), p) {
-            Some(cfg) => TileConfig::from_config(&cfg)
-                .unwrap_or_else(|_| TileConfig::heuristic(p, &ctx.info)),
-            None => TileConfig::heuristic(p, &ctx.info),
-        };
-        self.launch_tile(ctx, p, ops, &t)
+        self.launch_tile(ctx, p, ops, &self.tile_for(p, &ctx.info))
     }
     fn space(&self, _p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         Some(
@@ -292,7 +291,30 @@ impl GemmKernel for MmaSync {
     }
 }
 
+/// The tile a launch of `t` runs for `p` and whether with element loads: rows or operands
+/// (`aligned_operands`: both bases on 16 bytes) that cp.async cannot copy take the element-load
+/// variant, in its tile if `t` is larger (those spill with element loads).
+fn launch_tile(t: &TileConfig, p: &GemmProblem, aligned_operands: bool) -> (TileConfig, bool) {
+    let elem_loads = !rows_aligned(p) || !aligned_operands;
+    let t = if elem_loads && t.bm * t.bn > TileConfig::ELEM.bm * TileConfig::ELEM.bn {
+        TileConfig::ELEM
+    } else {
+        *t
+    };
+    (t, elem_loads)
+}
+
 impl MmaSync {
+    /// The tile `launch` runs for `p` on `dev`: the tuned config, else the heuristic.
+    fn tile_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> TileConfig {
+        match crate::tune::cache::lookup(dev, self.name(), p) {
+            Some(cfg) => {
+                TileConfig::from_config(&cfg).unwrap_or_else(|_| TileConfig::heuristic(p, dev))
+            }
+            None => TileConfig::heuristic(p, dev),
+        }
+    }
+
     fn launch_tile(
         &self,
         ctx: &Context,
@@ -300,16 +322,10 @@ impl MmaSync {
         ops: &GemmOperands,
         t: &TileConfig,
     ) -> Result<()> {
-        // Operands that do not start on 16 bytes take the element-load variant too (in its tile,
-        // if a tuned one is larger: those spill with element loads).
-        let elem_loads = !rows_aligned(p)
-            || super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes")
-                .is_err();
-        let t = if elem_loads && t.bm * t.bn > TileConfig::ELEM.bm * TileConfig::ELEM.bn {
-            &TileConfig::ELEM
-        } else {
-            t
-        };
+        let aligned =
+            super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes").is_ok();
+        let (t, elem_loads) = launch_tile(t, p, aligned);
+        let t = &t;
         let blocks = t.grid(p).ok_or_else(|| Error::Unsupported {
             kernel: self.name().into(),
             reason: "too many blocks for a 1-D grid".into(),

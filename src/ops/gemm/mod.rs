@@ -50,6 +50,13 @@ pub trait GemmKernel: Send + Sync {
     fn supports(&self, p: &GemmProblem, dev: &DeviceInfo) -> std::result::Result<(), String>;
     /// Every specialisation this version can compile to for `arch` (for `kiln check`).
     fn variants(&self, arch: &str) -> Vec<KernelSpec>;
+    /// The specialisations a launch of `p` on `dev` compiles, worked out without a GPU (for
+    /// `kiln suite`, which compiles only what it runs), taking the operands and C as aligned as
+    /// allocations are. The default, every variant for `dev`'s arch, is right for any version; a
+    /// version with many variants narrows it to what its dispatch picks for `p`.
+    fn specs_for(&self, _p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+        self.variants(&dev.arch())
+    }
     /// Enqueues the GEMM on the context's stream. Callers have validated `p` and the buffers and
     /// checked `supports`. Versions with a parameter space launch the tuned config for `p`'s
     /// shape class when the tuning cache has one, else their heuristic.

@@ -59,6 +59,9 @@ impl GemmKernel for Planted {
     fn variants(&self, _arch: &str) -> Vec<KernelSpec> {
         Vec::new()
     }
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+        super::simt_naive::SimtNaive.specs_for(p, dev)
+    }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         super::simt_naive::SimtNaive.launch(ctx, p, ops)
     }

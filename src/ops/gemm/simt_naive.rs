@@ -37,6 +37,9 @@ impl GemmKernel for SimtNaive {
             .map(|(l, i, o)| Self::spec(arch, &GemmProblem::new(1, 1, 1, l, i, o)))
             .collect()
     }
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+        vec![Self::spec(&dev.arch(), p)]
+    }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         let f = ctx.function(&Self::spec(&ctx.arch(), p))?;
         let mut args = GemmArgs::new(p, ops);

@@ -20,11 +20,13 @@ impl SimtTiled {
 
     /// 16-byte loads need 16-byte aligned bases and leading dimensions that keep rows aligned.
     fn vectorisable(p: &GemmProblem, ops: &GemmOperands) -> bool {
+        alignment(ops.a.ptr()) >= 16 && alignment(ops.b.ptr()) >= 16 && Self::rows_aligned(p)
+    }
+
+    /// Whether the leading dimensions keep every row of A and B 16-byte aligned.
+    fn rows_aligned(p: &GemmProblem) -> bool {
         let es = p.input.size() as u64;
-        alignment(ops.a.ptr()) >= 16
-            && alignment(ops.b.ptr()) >= 16
-            && (p.lda as u64 * es).is_multiple_of(16)
-            && (p.ldb as u64 * es).is_multiple_of(16)
+        (p.lda as u64 * es).is_multiple_of(16) && (p.ldb as u64 * es).is_multiple_of(16)
     }
 }
 
@@ -49,6 +51,9 @@ impl GemmKernel for SimtTiled {
             }
         }
         v
+    }
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+        vec![Self::spec(&dev.arch(), p, Self::rows_aligned(p))]
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         let f = ctx.function(&Self::spec(&ctx.arch(), p, Self::vectorisable(p, ops)))?;

@@ -117,6 +117,9 @@ impl GemmKernel for WgmmaCpAsync {
             .map(|(l, i, o)| spec(arch, l, i, o))
             .collect()
     }
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+        vec![spec(&dev.arch(), p.layout, p.input, p.output)]
+    }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes")?;
         let blocks = grid(p).ok_or_else(|| Error::Unsupported {

@@ -45,7 +45,7 @@ pub use maps::{
 };
 pub use notes::Notes;
 pub use overrides::Overrides;
-pub use plan::plan;
+pub use plan::{launch_specs, plan};
 pub use repack::{as_read, c_through_scratch, transposes_a, MAX_PACK_BYTES};
 pub use spec::{has_split_code, needs_split_code};
 pub use tiles::{forced_config, TileConfig, C_STAGING_BYTES, FORCED_CONFIGS};
@@ -201,6 +201,17 @@ impl GemmKernel for WgmmaTmaWs {
             .then(|| crate::tune::cache::lookup(dev, self.name(), &as_read(p)))
             .flatten();
         Some(plan(p, dev.sm_count, tuned.as_ref(), &env))
+    }
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+        // (the tuned config looked up as `launch` looks it up)
+        let tuned = crate::tune::cache::lookup(dev, self.name(), &as_read(p));
+        launch_specs(
+            &dev.arch(),
+            p,
+            dev.sm_count,
+            tuned.as_ref(),
+            &Overrides::from_env(),
+        )
     }
     fn forced_setups(&self) -> Vec<ForcedSetup> {
         forced::forced_setups()

@@ -357,6 +357,44 @@ pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overri
     prep.summary(&prep.layout(slots), notes.into_vec())
 }
 
+/// The specialisations `launch` compiles for `p` on a GPU of `sm_count` SMs (`tuned` and `env`
+/// as for [`plan`]), without a GPU: the copies' kernels (operands TMA cannot read, C through
+/// scratch), then the GEMM's variant, from the same [`Prepared`] the launch executes, with the
+/// operands and C as aligned as allocations are.
+pub fn launch_specs(
+    arch: &str,
+    p: &GemmProblem,
+    sm_count: u32,
+    tuned: Option<&Config>,
+    env: &Overrides,
+) -> Vec<KernelSpec> {
+    let choice = Choice::resolve(&as_read(p), sm_count, tuned, env);
+    let aligned = 1u64 << 20;
+    let prep = Prepared::new(
+        p,
+        (aligned, aligned, aligned),
+        choice,
+        env,
+        &mut Notes::off(),
+    );
+    let es = prep.p.input.size();
+    let mut specs = Vec::new();
+    match prep.a {
+        ReadA::Transposed(_) => specs.push(super::super::transpose_rows::spec(arch)),
+        ReadA::Packed(_) => specs.push(super::super::pack_rows::spec(arch, es)),
+        ReadA::InPlace => {}
+    }
+    if prep.b.is_some() {
+        specs.push(super::super::pack_rows::spec(arch, es));
+    }
+    if prep.c.is_some() {
+        specs.push(super::super::pack_rows::spec(arch, prep.p.output.size()));
+    }
+    specs.push(prep.spec(arch));
+    specs.dedup();
+    specs
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::bf16;

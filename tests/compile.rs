@@ -1,0 +1,45 @@
+//! The compile gate: every kernel variant of the registry compiles for sm_90a without spills. It
+//! is the one test that compiles them all (CI's compile check: never skipped there), and the
+//! registry stays within the variant budget that keeps it affordable on 2 cores.
+
+mod common;
+
+use std::process::Command;
+
+use common::text;
+use kiln::harness::check::check_items;
+use kiln::ops::registry::{Registry, VARIANT_BUDGET};
+
+#[test]
+fn every_kernel_variant_compiles_for_sm90a_without_spills() {
+    require_nvrtc!();
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["--no-store", "check", "--arch", "sm_90a"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("kiln runs");
+    let t = text(&o);
+    assert!(o.status.success(), "kiln check failed:\n{t}");
+    assert!(t.contains("0 with problems"), "{t}");
+    for v in [
+        "simt_naive",
+        "simt_tiled",
+        "wgmma_tma_ws",
+        "fa3_wgmma",
+        "grouped_gemm",
+    ] {
+        assert!(t.contains(v), "{v} missing from the check table");
+    }
+}
+
+#[test]
+fn check_compiles_at_most_the_variant_budget() {
+    // Counted, not compiled: the specs `kiln check` would compile.
+    let n = check_items(&Registry::default(), "sm_90a", None).len();
+    assert!(
+        n <= VARIANT_BUDGET,
+        "`kiln check` would compile {n} variants, over the budget of {VARIANT_BUDGET} \
+         (kiln::ops::registry::VARIANT_BUDGET): drop variants the dispatch no longer picks, or \
+         raise the budget knowingly"
+    );
+}

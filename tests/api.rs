@@ -1020,6 +1020,66 @@ fn swiglu_refuses_bad_weights_and_routing() {
     );
 }
 
+/// transformers' `gate_up_proj` [E, 2N, K] is read in place: its gate and up halves are W1 and
+/// W3 with an expert stride of 2NK.
+#[test]
+fn swiglu_reads_gate_up_halves_in_place() {
+    let (x, _, _, r) = moe_parts();
+    let h = t(C, BF, &[12, 256]);
+    let half = |base: u64| ts(base, BF, &[4, 256, 64], &[512 * 64, 64, 1]);
+    let sep = SwigluWeights::Separate {
+        w1: half(B),
+        w3: half(B + 256 * 64 * 2),
+    };
+    let p = validate::swiglu(0, &x, &sep, &offsets(r, None), None, &h)
+        .unwrap()
+        .unwrap()
+        .problem;
+    assert_eq!(p.w_expert_stride, Some(512 * 64));
+    assert_eq!(p.w_span_elems(), 3 * 512 * 64 + 256 * 64);
+    // packed weights keep the packed stride
+    let packed = SwigluWeights::Separate {
+        w1: t(B, BF, &[4, 256, 64]),
+        w3: t(E, BF, &[4, 256, 64]),
+    };
+    let p = validate::swiglu(0, &x, &packed, &offsets(r, None), None, &h)
+        .unwrap()
+        .unwrap()
+        .problem;
+    assert_eq!(p.w_expert_stride, None);
+    // W1 and W3 must share the stride, rows must be packed, and the stride must suit TMA
+    let other = SwigluWeights::Separate {
+        w1: half(B),
+        w3: t(E, BF, &[4, 256, 64]),
+    };
+    assert_refused(
+        validate::swiglu(0, &x, &other, &offsets(r, None), None, &h),
+        "w3",
+        ArgumentKind::Stride,
+        "kiln reads both with one expert stride",
+    );
+    let rows_apart = SwigluWeights::Separate {
+        w1: ts(B, BF, &[4, 256, 64], &[512 * 64, 128, 1]),
+        w3: half(E),
+    };
+    assert_refused(
+        validate::swiglu(0, &x, &rows_apart, &offsets(r, None), None, &h),
+        "w1",
+        ArgumentKind::Stride,
+        "reads each expert's [N, K] rows packed",
+    );
+    let odd = SwigluWeights::Separate {
+        w1: ts(B, BF, &[4, 256, 64], &[256 * 64 + 4, 64, 1]),
+        w3: ts(E, BF, &[4, 256, 64], &[256 * 64 + 4, 64, 1]),
+    };
+    assert_refused(
+        validate::swiglu(0, &x, &odd, &offsets(r, None), None, &h),
+        "w1",
+        ArgumentKind::Stride,
+        "not a multiple of 16 bytes",
+    );
+}
+
 #[test]
 fn argument_errors_print_their_sentence_and_exit_2() {
     let e = gemm(

@@ -54,6 +54,37 @@ enum Weights<'t> {
     Separate(&'t TensorInfo, &'t TensorInfo),
 }
 
+/// The elements from one expert's weights to the next of `t` ([E, rows, K]): its rows packed
+/// (strides [se, K, 1]) with se ≥ rows·K, a multiple of 16 bytes (TMA's stride rule). Wider
+/// than packed is how transformers' `gate_up_proj` halves are read in place.
+fn expert_stride(arg: &str, t: &TensorInfo) -> Result<usize> {
+    let (shape, strides) = (t.shape(), t.strides());
+    let (rows, k) = (shape[1], shape[2]);
+    let rows_packed = (rows <= 1 || strides[1] == k) && (k <= 1 || strides[2] == 1);
+    let se = if shape[0] <= 1 { rows * k } else { strides[0] };
+    if !rows_packed || se < rows * k {
+        return Err(err(
+            arg,
+            ArgumentKind::Stride,
+            format!(
+                "`{arg}` has strides {} for shape {}; kiln's MoE reads each expert's [N, K] rows packed (strides [s, K, 1] with s >= N*K): make it contiguous",
+                t.strides_text(),
+                t.shape_text()
+            ),
+        ));
+    }
+    if !(se * t.dtype().size()).is_multiple_of(16) {
+        return Err(err(
+            arg,
+            ArgumentKind::Stride,
+            format!(
+                "`{arg}`'s experts are {se} elements apart, not a multiple of 16 bytes; TMA cannot read them in place: make it contiguous"
+            ),
+        ));
+    }
+    Ok(se)
+}
+
 /// Checks a grouped GEMM `y[rows of e] = x[rows of e] @ w[e]ᵀ` (w [E, N, K]).
 pub fn grouped_gemm(
     device: usize,
@@ -244,12 +275,25 @@ fn moe(
     if k == 0 {
         return Err(shape("x", "`x` has K = 0; kiln's MoE needs K >= 1".into()));
     }
-    for (name, t) in [("x", x), (wn, w), (yn, y), (rn, r)]
+    for (name, t) in [("x", x), (yn, y), (rn, r)]
         .into_iter()
-        .chain(w3.map(|t| ("w3", t)))
         .chain(routing.map(|t| ("routing", t)))
     {
         contiguous(name, t, "kiln's MoE kernels read and write packed rows")?;
+    }
+    let w_stride = expert_stride(wn, w)?;
+    if let Some(w3) = w3 {
+        if expert_stride("w3", w3)? != w_stride {
+            return Err(err(
+                "w3",
+                ArgumentKind::Stride,
+                format!(
+                    "`w3` has strides {} but `{wn}` has {}; kiln reads both with one expert stride",
+                    w3.strides_text(),
+                    w.strides_text()
+                ),
+            ));
+        }
     }
     for (name, t) in [("x", x), (wn, w)].into_iter().chain(w3.map(|t| ("w3", t))) {
         if !t.ptr().is_multiple_of(16) {
@@ -296,6 +340,7 @@ fn moe(
         input: float("x", x)?,
         output: float(yn, y)?,
         swiglu,
+        w_expert_stride: (w_stride != w.shape()[1] * k).then_some(w_stride),
     };
     problem.validate()?;
     Ok(Some(MoePlan {

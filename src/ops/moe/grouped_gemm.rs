@@ -77,6 +77,7 @@ impl GroupedGemm {
             64,
             cfg.bn,
         )
+        .with_outer_stride(p.w_expert_stride)
     }
 }
 

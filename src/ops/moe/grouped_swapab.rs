@@ -140,6 +140,7 @@ impl GroupedSwapAb {
             BK,
             cfg.bw(),
         )
+        .with_outer_stride(p.w_expert_stride)
     }
 }
 

@@ -158,18 +158,9 @@ pub fn common_support(p: &MoeProblem, dev: &DeviceInfo) -> std::result::Result<(
 /// Checks buffer sizes and TMA alignment against the problem; one sentence per problem.
 pub fn check_operands(p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
     let es = p.input.size();
-    let one_w = p.experts * p.n * p.k * es;
-    let w_need = if matches!(
-        p.swiglu,
-        Some(SwiGlu {
-            weights: WeightLayout::Separate,
-            ..
-        })
-    ) {
-        one_w
-    } else {
-        p.w_elems() * es
-    };
+    // W, W13, W1 and W3 each span their experts at the problem's expert stride.
+    let one_w = p.w_span_elems() * es;
+    let w_need = one_w;
     let mut need = vec![
         ("X", ops.x, p.x_elems() * es),
         ("W", ops.w, w_need),

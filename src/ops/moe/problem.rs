@@ -55,6 +55,11 @@ pub struct MoeProblem {
     pub input: DType,
     pub output: DType,
     pub swiglu: Option<SwiGlu>,
+    /// Elements from one expert's weights to the next (W, and W3 when separate), when they are
+    /// not packed: e.g. the gate and up halves of transformers' `gate_up_proj` [E, 2N, K], read in
+    /// place as W1 and W3 with a stride of 2NK. `None`: packed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w_expert_stride: Option<usize>,
 }
 
 impl MoeProblem {
@@ -77,6 +82,7 @@ impl MoeProblem {
             input,
             output,
             swiglu: None,
+            w_expert_stride: None,
         }
     }
 
@@ -103,6 +109,7 @@ impl MoeProblem {
             input,
             output,
             swiglu: None,
+            w_expert_stride: None,
         }
     }
 
@@ -170,6 +177,31 @@ impl MoeProblem {
         self.x_rows() * self.k
     }
     /// Elements of all weights together (W; W1 and W3; or W13).
+    /// Elements of one expert's weights (W, or W13 interleaved: 2N rows; W1 or W3: N rows).
+    pub fn w_rows_per_expert(&self) -> usize {
+        match self.swiglu {
+            Some(SwiGlu {
+                weights: WeightLayout::Interleaved,
+                ..
+            }) => 2 * self.n,
+            _ => self.n,
+        }
+    }
+
+    /// Elements from one expert's weights to the next.
+    pub fn w_expert_elems(&self) -> usize {
+        self.w_expert_stride
+            .unwrap_or(self.w_rows_per_expert() * self.k)
+    }
+
+    /// Elements one weight tensor (W, W13, W1 or W3) spans: the last expert's rows end there.
+    pub fn w_span_elems(&self) -> usize {
+        if self.experts == 0 {
+            return 0;
+        }
+        (self.experts - 1) * self.w_expert_elems() + self.w_rows_per_expert() * self.k
+    }
+
     pub fn w_elems(&self) -> usize {
         let one = self.experts * self.n * self.k;
         if self.swiglu.is_some() {

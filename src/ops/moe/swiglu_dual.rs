@@ -114,11 +114,12 @@ impl SwiGluDual {
         let (dt, k, n, e) = (tma_dtype(p.input), p.k as u64, p.n as u64, p.experts as u64);
         match (p.swiglu.map(|s| s.weights), w3) {
             (Some(WeightLayout::Separate), Some(w3)) => (
-                Tma3d::packed(dt, w, k, n, e, 64, CFG.bn),
-                Tma3d::packed(dt, w3, k, n, e, 64, CFG.bn),
+                Tma3d::packed(dt, w, k, n, e, 64, CFG.bn).with_outer_stride(p.w_expert_stride),
+                Tma3d::packed(dt, w3, k, n, e, 64, CFG.bn).with_outer_stride(p.w_expert_stride),
             ),
             _ => {
-                let m = Tma3d::packed(dt, w, k, 2 * n, e, 64, 2 * CFG.bn);
+                let m = Tma3d::packed(dt, w, k, 2 * n, e, 64, 2 * CFG.bn)
+                    .with_outer_stride(p.w_expert_stride);
                 (m, m)
             }
         }

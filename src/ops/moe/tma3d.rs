@@ -40,6 +40,15 @@ impl Tma3d {
         }
     }
 
+    /// The same map with `outer_elems` elements from one outer index to the next (an expert
+    /// stride wider than packed), or unchanged for `None`.
+    pub fn with_outer_stride(mut self, outer_elems: Option<usize>) -> Tma3d {
+        if let Some(e) = outer_elems {
+            self.strides_bytes[1] = e as u64 * self.dtype.size();
+        }
+        self
+    }
+
     /// Checks the rules `cuTensorMapEncodeTiled` enforces, naming the one broken.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let es = self.dtype.size();

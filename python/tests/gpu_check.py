@@ -259,25 +259,47 @@ def models(gen, timings):
                 if mod_name.endswith("mlp.gate") or type(m).__name__.endswith("TopKRouter"):
                     m.weight.mul_(8.0)
         ids = torch.randint(0, cfg.vocab_size, (2, 512), device="cuda", generator=gen)
-        results = {}
-        for impl in ("sdpa", "eager", "kiln"):
+
+        def use(impl):
             model.config._attn_implementation = impl
             experts = {"kiln": "kiln", "sdpa": "grouped_mm", "eager": "eager"}[impl]
             for m in model.modules():
                 if hasattr(m, "config") and hasattr(m.config, "_experts_implementation"):
                     m.config._experts_implementation = experts
-            with torch.no_grad():
+
+        results = {}
+        with torch.no_grad():
+            use("sdpa")
+            # sdpa's greedy continuation (decode through the KV cache) is the sequence every
+            # implementation then reads teacher-forced, so one flip does not derail the rest.
+            seq = model.generate(ids[:1, :64], max_new_tokens=32, do_sample=False, min_new_tokens=32)
+            for impl in ("sdpa", "eager", "kiln"):
+                use(impl)
                 logits = model(ids).logits.float()
-                gen_ids = model.generate(ids[:1, :64], max_new_tokens=32, do_sample=False, min_new_tokens=32)
+                step_logits = model(seq[:, :-1]).logits.float()[0, 63:]
+                greedy = model.generate(ids[:1, :64], max_new_tokens=32, do_sample=False, min_new_tokens=32)
                 ms = bench_ms(lambda: model(ids), reps=10, warm=3)
-            results[impl] = (logits, gen_ids[0, 64:].tolist(), ms)
-        (l0, t0, ms0), (le, te, _), (l1, t1, ms1) = results["sdpa"], results["eager"], results["kiln"]
+                results[impl] = (logits, step_logits, greedy[0, 64:].tolist(), ms)
+        (l0, s0, t0, ms0), (le, se, te, _), (l1, s1, t1, ms1) = results["sdpa"], results["eager"], results["kiln"]
         err, err_eager = rel(l1, l0), rel(le, l0)
-        same = sum(int(a == b) for a, b in zip(t0, t1))
-        same_eager = sum(int(a == b) for a, b in zip(t0, te))
         record("model", f"{name} logits vs sdpa", err <= max(2 * err_eager, 2e-2), err=err, eager_err=err_eager,
                transformers=transformers.__version__)
-        record("model", f"{name} greedy tokens", same == 32, same_of_32=same, eager_same_of_32=same_eager)
+        # Teacher-forced greedy steps: kiln's argmax must be sdpa's wherever sdpa's top-2 margin
+        # is above the noise between torch's own backends (twice eager's largest logit change at
+        # that step); closer margins are ties that any rounding flips.
+        target = seq[0, 64:]
+        top2 = s0.topk(2, dim=-1).values
+        margin = top2[:, 0] - top2[:, 1]
+        noise = 2 * (se - s0).abs().amax(dim=-1)
+        decided = margin > noise
+        kiln_ok = (s1.argmax(-1) == target) | ~decided
+        eager_ok = (se.argmax(-1) == target) | ~decided
+        first = next((i for i, (a, b) in enumerate(zip(t0, t1)) if a != b), 32)
+        record("model", f"{name} greedy tokens (32 steps)", bool(kiln_ok.all()),
+               steps_decided=int(decided.sum()), kiln_matches=int((s1.argmax(-1) == target).sum()),
+               eager_matches=int((se.argmax(-1) == target).sum()), eager_ok=bool(eager_ok.all()),
+               decode_same_until=first, decode_same_of_32=sum(int(a == b) for a, b in zip(t0, t1)),
+               eager_decode_same_of_32=sum(int(a == b) for a, b in zip(t0, te)))
         timings.append({"what": f"{name} forward B2 S512", "kiln_ms": ms1, "torch_ms": ms0, "speedup": ms0 / ms1})
 
 
@@ -300,16 +322,20 @@ def op_timings(gen, timings):
     w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
     w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
     wts, idx = torch.topk(torch.softmax(torch.randn(t, e, device="cuda", generator=gen), -1), topk, -1)
-    from transformers.integrations.moe import grouped_mm_experts_forward
+    from transformers import MixtralConfig
+    from transformers.models.mixtral.modeling_mixtral import MixtralExperts
 
-    class Experts(torch.nn.Module):
-        pass
-
-    mod = Experts()
-    mod.gate_up_proj, mod.down_proj, mod.act_fn = w13, w2, F.silu
-    mod.num_experts, mod.hidden_dim, mod.intermediate_dim = e, hdim, inter
-    tk = bench_ms(lambda: kiln.moe.experts(x, w13, w2, idx, wts), reps=20)
-    tt = bench_ms(lambda: grouped_mm_experts_forward(mod, x, idx, wts), reps=20)
+    # The torch path it replaces: transformers' own experts module, on its grouped_mm forward.
+    cfg = MixtralConfig(hidden_size=hdim, intermediate_size=inter, num_local_experts=e, num_experts_per_tok=topk)
+    cfg._experts_implementation = "grouped_mm"
+    mod = MixtralExperts(cfg).to("cuda", torch.bfloat16)
+    with torch.no_grad():
+        mod.gate_up_proj.copy_(w13)
+        mod.down_proj.copy_(w2)
+        tk = bench_ms(lambda: kiln.moe.experts(x, w13, w2, idx, wts), reps=20)
+        tt = bench_ms(lambda: mod(x, idx, wts), reps=20)
+        err = rel(kiln.moe.experts(x, w13, w2, idx, wts), mod(x, idx, wts))
+    record("moe", f"experts vs transformers grouped_mm E{e} T{t}", err < 2e-2, err=err)
     timings.append({"what": f"experts E{e} top{topk} T{t} H{hdim} I{inter} (torch: transformers grouped_mm)", "kiln_ms": tk, "torch_ms": tt, "speedup": tt / tk})
 
 

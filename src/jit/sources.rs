@@ -64,8 +64,24 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/mem_ops.cuh"),
     ),
     (
+        "common/ring.cuh",
+        include_str!("../../kernels/common/ring.cuh"),
+    ),
+    (
+        "common/ws_pipeline.cuh",
+        include_str!("../../kernels/common/ws_pipeline.cuh"),
+    ),
+    (
         "common/gemm_ws.cuh",
         include_str!("../../kernels/common/gemm_ws.cuh"),
+    ),
+    (
+        "common/gemm_units.cuh",
+        include_str!("../../kernels/common/gemm_units.cuh"),
+    ),
+    (
+        "common/gemm_trace.cuh",
+        include_str!("../../kernels/common/gemm_trace.cuh"),
     ),
     (
         "common/split_k.cuh",

@@ -37,10 +37,6 @@ static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 // Byte offset of chunk c of row r: the chunk XORed with the row's low 3 bits (CPR >= 8).
 __device__ __forceinline__ u32 swz(int r, int c) { return (u32)(r * ROW_BYTES + ((c ^ (r & 7)) << 4)); }
 
-__device__ __forceinline__ void cp_async16_zfill(u32 dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-
 // Copies ROWS rows of D elements from `src` (row stride `ss`) into a swizzled tile at `dst`;
 // rows at or past `rows_left` are zero-filled (reading nothing, from the valid `base`).
 template <int ROWS>
@@ -101,7 +97,7 @@ __device__ __forceinline__ void pv(float (&o)[DT][4], const float (&s)[NT][4], u
 
 extern "C" __global__ void __launch_bounds__(THREADS) attn_fa2_mma_sync(AttnArgs p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const u32 sq = smem_addr(smem), sk = sq + Q_BYTES, sv = sk + KV_BYTES;
+  const u32 sq = smem_u32(smem), sk = sq + Q_BYTES, sv = sk + KV_BYTES;
   const int mb = gridDim.x - 1 - blockIdx.x; // causal: the longest rows first
   const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
   const int m0 = mb * BM;

@@ -26,52 +26,32 @@
 #include "attention/tma_4d.cuh"
 #include "common/wgmma_rs.cuh"
 #include "common/wgmma_ss.cuh"
-#include "common/mbarrier.cuh"
+#include "common/ring.cuh"
 #include "common/stmatrix.cuh"
 #include "common/quad_transpose.cuh"
 #include "common/swizzle.cuh"
 
-#ifndef KILN_D
-#define KILN_D 128
+#if !defined(KILN_D) || !defined(KILN_BN) || !defined(KILN_CWG) || !defined(KILN_STAGES) || !defined(KILN_OVERLAP) || \
+    !defined(KILN_PINGPONG) || !defined(KILN_EMU) || !defined(KILN_LAZY) || !defined(KILN_DYNAMIC) || !defined(KILN_QBUF) || \
+    !defined(KILN_SMEM) || !defined(KILN_IN)
+#error "KILN_D, KILN_BN, KILN_CWG, KILN_STAGES, KILN_OVERLAP, KILN_PINGPONG, KILN_EMU, KILN_LAZY, KILN_DYNAMIC, KILN_QBUF, KILN_SMEM and KILN_IN must be defined by the host"
 #endif
-#ifndef KILN_BN
-#define KILN_BN 128
-#endif
-#ifndef KILN_CWG
-#define KILN_CWG 2
-#endif
-#ifndef KILN_STAGES
-#define KILN_STAGES 3
-#endif
-#ifndef KILN_OVERLAP
-#define KILN_OVERLAP 1
-#endif
-#ifndef KILN_PINGPONG
-#define KILN_PINGPONG 0
-#endif
-// 0, or P: every P-th 8-column group of scores is exponentiated on the FMA pipe (polynomial)
-// instead of the MUFU unit, which at head dim 64 is as busy as the tensor cores.
-#ifndef KILN_EMU
-#define KILN_EMU 0
-#endif
-// 0 (rescale O on every new row max), or T: keep a row's max until a tile's exceeds it by more
-// than T in log2 units (online_softmax.cuh).
-#ifndef KILN_LAZY
-#define KILN_LAZY 0
-#endif
-// 1: a persistent grid whose blocks take work items from a global counter (p.work) as they free
-// up, in the items' order (longest causal rows first), instead of every gridDim.x-th item: the
-// uneven causal items balance themselves and each block still loads the next item under the
-// current one's tail.
-#ifndef KILN_DYNAMIC
-#define KILN_DYNAMIC 0
-#endif
-// Q buffers, 1 or 2. With 2 the producer loads the next item's Q while the consumers still read
-// the current one's, and each consumer stores its O through its 64 rows of the item's Q buffer
-// (stmatrix, then a TMA store) instead of 4-byte stores that touch eight rows each.
-#ifndef KILN_QBUF
-#define KILN_QBUF 1
-#endif
+// The defines, all from the host (src/ops/attention/fa3_wgmma.rs):
+//   KILN_D       head dim, 64, 128 or 256;  KILN_BN keys per tile;  KILN_CWG consumer warpgroups;
+//   KILN_STAGES  K/V ring depth;  KILN_OVERLAP, KILN_PINGPONG  the schedules above (0 or 1);
+//   KILN_EMU     0, or P: every P-th 8-column group of scores is exponentiated on the FMA pipe
+//                (polynomial) instead of the MUFU unit, which at head dim 64 is as busy as the
+//                tensor cores;
+//   KILN_LAZY    0 (rescale O on every new row max), or T: keep a row's max until a tile's exceeds
+//                it by more than T in log2 units (online_softmax.cuh);
+//   KILN_DYNAMIC 1: a persistent grid whose blocks take work items from a global counter (p.work)
+//                as they free up, in the items' order (longest causal rows first), instead of
+//                every gridDim.x-th item: the uneven causal items balance themselves and each
+//                block still loads the next item under the current one's tail;
+//   KILN_QBUF    Q buffers, 1 or 2. With 2 the producer loads the next item's Q while the
+//                consumers still read the current one's, and each consumer stores its O through
+//                its 64 rows of the item's Q buffer (stmatrix, then a TMA store) instead of
+//                4-byte stores that touch eight rows each.
 
 constexpr int D = KILN_D, BN = KILN_BN, CWG = KILN_CWG, BM = 64 * CWG, STAGES = KILN_STAGES, QBUF = KILN_QBUF;
 constexpr int THREADS = 128 * (CWG + 1);
@@ -345,7 +325,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_fa3_wgmma(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
                    const __grid_constant__ TmaMap to, AttnArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const u32 base = smem_align1024(smem_raw);
   const u32 sq = base, ring = base + QBUF * Q_BYTES, bars = ring + STAGES * STAGE_BYTES;
   // Q buffer b (the qi-th Q a block loads goes to buffer qi % QBUF, whose barriers then complete
   // their (qi / QBUF)-th phase).
@@ -354,10 +334,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   // K and V of a stage are released separately: K as soon as its S is computed, so the next K
   // can land while this tile's P·V still reads V (a 2-deep ring then keeps a tile of slack).
   constexpr u32 KV_BARS = 16 * QBUF;
-  auto full_k = [&](int s) { return bars + KV_BARS + 8 * s; };
-  auto full_v = [&](int s) { return bars + KV_BARS + 8 * (STAGES + s); };
-  auto empty_k = [&](int s) { return bars + KV_BARS + 8 * (2 * STAGES + s); };
-  auto empty_v = [&](int s) { return bars + KV_BARS + 8 * (3 * STAGES + s); };
+  // Barrier arrays: full K, full V, empty K, empty V (common/ring.cuh), STAGES each.
+  const MbarRing<STAGES, 2 * STAGES> kring{bars + KV_BARS}, vring{bars + KV_BARS + 8 * STAGES};
   // KILN_DYNAMIC: the item the producer published in each Q buffer, after the barriers.
   volatile int* item = reinterpret_cast<int*>(smem_raw + (bars - smem_u32(smem_raw)) + KV_BARS + 32 * STAGES);
   // KILN_PARTS: whether this block finished an item in parts last (parts_merge), next to them.
@@ -378,10 +356,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       mbar_init(q_empty(b), 4 * CWG);  // one arrival per consumer warp
     }
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full_k(s), 1);
-      mbar_init(full_v(s), 1);
-      mbar_init(empty_k(s), 4 * CWG);
-      mbar_init(empty_v(s), 4 * CWG);
+      mbar_init(kring.full(s), 1);
+      mbar_init(vring.full(s), 1);
+      mbar_init(kring.empty(s), 4 * CWG);
+      mbar_init(vring.empty(s), 4 * CWG);
     }
     mbar_fence_init();
   }
@@ -441,19 +419,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         for (int j = 0; j < wk.ntiles; ++j, ++it) {
           const int s = it % STAGES;
           const u32 sk = ring + s * STAGE_BYTES, sv = sk + KV_BYTES, par = ((it / STAGES) & 1) ^ 1;
-          mbar_wait(empty_k(s), par);
-          mbar_arrive_expect_tx(full_k(s), KV_BYTES);
+          mbar_wait(kring.empty(s), par);
+          mbar_arrive_expect_tx(kring.full(s), KV_BYTES);
 #pragma unroll
-          for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, full_k(s), 64 * d, (KT0 + j) * BN, hk, wk.b);
+          for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, kring.full(s), 64 * d, (KT0 + j) * BN, hk, wk.b);
 #if KILN_IDLE_SKIP
-          if (idle_arrivals) mbar_arrive_count(empty_k(s), idle_arrivals);
+          if (idle_arrivals) mbar_arrive_count(kring.empty(s), idle_arrivals);
 #endif
-          mbar_wait(empty_v(s), par);
-          mbar_arrive_expect_tx(full_v(s), KV_BYTES);
+          mbar_wait(vring.empty(s), par);
+          mbar_arrive_expect_tx(vring.full(s), KV_BYTES);
 #pragma unroll
-          for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, full_v(s), 64 * d, (KT0 + j) * BN, hk, wk.b);
+          for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, vring.full(s), 64 * d, (KT0 + j) * BN, hk, wk.b);
 #if KILN_IDLE_SKIP
-          if (idle_arrivals) mbar_arrive_count(empty_v(s), idle_arrivals);
+          if (idle_arrivals) mbar_arrive_count(vring.empty(s), idle_arrivals);
 #endif
         }
       }
@@ -540,13 +518,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // of S(j+1) runs while P(j)·V(j) is still on the tensor cores. P(j) was packed at the end of
     // the previous step, once P(j-1)·V(j-1) had released the registers.
     if (ntiles > 0) {
-      mbar_wait(full_k(slot(0)), phase(0));
+      mbar_wait(kring.full(slot(0)), phase(0));
       turn_wait(c);
       issue_s(sc, sqc, stage(0));
       pass(0);
       wgmma_wait<0>();
       fence_all(sc);
-      warp_arrive(empty_k(slot(0)));
+      warp_arrive(kring.empty(slot(0)));
       sm.tile(sc, kt0 * BN, corr);
       pack_p(pa, sc);
       fence_p(pa);
@@ -555,8 +533,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // Every tile but the last has a successor; the loop body is branch-free so that ptxas can see
     // that wait<1> retires S(j+1) (the older group) while P(j)·V(j) stays in flight.
     for (int j = 0; j + 1 < ntiles; ++j) {
-      mbar_wait(full_k(slot(j + 1)), phase(j + 1));
-      mbar_wait(full_v(slot(j)), phase(j));
+      mbar_wait(kring.full(slot(j + 1)), phase(j + 1));
+      mbar_wait(vring.full(slot(j)), phase(j));
       turn_wait(c);
       issue_s(sc, sqc, stage(j + 1));
       rescale(o, corr);
@@ -565,18 +543,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       pass(j + 1);
       wgmma_wait<1>();
       fence_all(sc);
-      warp_arrive(empty_k(slot(j + 1)));
+      warp_arrive(kring.empty(slot(j + 1)));
       sm.tile(sc, (kt0 + j + 1) * BN, corr);
       wgmma_wait<0>();
       fence_all(o);
-      warp_arrive(empty_v(slot(j)));
+      warp_arrive(vring.empty(slot(j)));
       pack_p(pa, sc);
       fence_p(pa);
     }
     if (ntiles > 0) {
       const int j = ntiles - 1;
       if (!TMA_O) warp_arrive(q_empty(qb));  // every S of this item is done: its Q buffer may take the next Q
-      mbar_wait(full_v(slot(j)), phase(j));
+      mbar_wait(vring.full(slot(j)), phase(j));
       turn_wait(c);
       rescale(o, corr);
       fence_all(o);
@@ -584,7 +562,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       pass(ntiles);
       wgmma_wait<0>();
       fence_all(o);
-      warp_arrive(empty_v(slot(j)));
+      warp_arrive(vring.empty(slot(j)));
     }
 #else
 #if KILN_IDLE_SKIP
@@ -593,23 +571,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     constexpr int step = 1;
     for (int j = 0; j < ntiles; ++j) {
 #endif
-      mbar_wait(full_k(slot(j)), phase(j));
+      mbar_wait(kring.full(slot(j)), phase(j));
       turn_wait(c);
       issue_s(sc, sqc, stage(j));
       wgmma_wait<0>();
       fence_all(sc);
-      warp_arrive(empty_k(slot(j)));
+      warp_arrive(kring.empty(slot(j)));
       if (!TMA_O && j + step >= ntiles) warp_arrive(q_empty(qb));
       sm.tile(sc, (kt0 + j) * BN, corr);
       rescale(o, corr);
       fence_all(o);
       pack_p(pa, sc);
-      mbar_wait(full_v(slot(j)), phase(j));
+      mbar_wait(vring.full(slot(j)), phase(j));
       issue_pv(o, pa, stage(j) + KV_BYTES);
       pass(j);
       wgmma_wait<0>();
       fence_all(o);
-      warp_arrive(empty_v(slot(j)));
+      warp_arrive(vring.empty(slot(j)));
     }
 #endif
     // Consumers whose S loop did not run release Q here, once its load has completed (so that

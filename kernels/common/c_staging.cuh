@@ -111,3 +111,71 @@ __device__ __forceinline__ void stage_chunk_f32_blend(u32 buf, int ch, int w, in
     return val(i) + beta * ld_shared_f32(a);
   });
 }
+
+// A consumer warpgroup's TMA-store epilogue (gemm/wgmma_tma_ws.cu and its ping-pong kernel):
+// chunks of its 64-row accumulator tile, C_COLS columns each (64 16-bit, 32 f32), go to C
+// through two 8 KB staging buffers of its own, alternately, so that one is written while the
+// other's bulk store still reads it. The buffers of consumer c are 2c and 2c + 1 of `stage`.
+//   EPI = 1 (beta 0 or 1, the host's choice): the chunk is stored, or added to C by TMA's
+//   reduce-add where beta == 1 (C is not read by the kernel).
+//   EPI = 2 (any other beta): chunk ch's old C was loaded by TMA into its buffer
+//   (load_first_chunks, or two chunks back), the staging blends alpha * acc + beta * C, and
+//   chunk ch + 2 (of nch) is loaded into the buffer once its store has read it. Buffer b's k-th
+//   load completes phase k of its barrier (bars + 8b), and every chunk staged had one load: the
+//   e-th chunk waits on parity (e >> 1) & 1.
+template <int EPI, class OutT>
+struct TmaStoreEpilogue {
+  static constexpr bool C_LOAD = EPI == 2;
+  static constexpr int C_COLS = sizeof(OutT) == 4 ? 32 : 64;
+  static constexpr u32 CHUNK_BYTES = 64 * 128;
+  u32 stage, bars;  // the staging buffers; C_LOAD: one mbarrier per buffer
+  int c, w, lane;   // the consumer, its warp and lane
+  bool leader;      // the consumer's first thread, which issues the bulk copies
+  u32 chunks;       // chunks staged so far: picks the buffer
+  int srow;         // the 16-bit staging row this lane addresses
+
+  __device__ __forceinline__ TmaStoreEpilogue(u32 stage_, u32 bars_, int c_, int w_, int lane_)
+      : stage(stage_), bars(bars_), c(c_), w(w_), lane(lane_), leader((threadIdx.x % 128) == 0), chunks(0),
+        srow(16 * w_ + (lane_ & 15)) {}
+
+  // Chunk ch of nch of the consumer's 64 x N tile to C at (m0, n0 + C_COLS ch). 16-bit C (EPI 1):
+  // get(J, x) is the x-th 16-bit pair of 16-column block J (accumulators 8J + 2x, 8J + 2x + 1);
+  // otherwise get(i) is accumulator i, scaled.
+  template <class Get>
+  __device__ __forceinline__ void store_chunk(const TmaMap* map, int ch, int nch, int m0, int n0, float beta, Get get) {
+    const u32 buf = stage + (2 * c + (chunks & 1)) * CHUNK_BYTES;
+    const u32 cbar = bars + 8u * (2 * c + (chunks & 1));
+    if (C_LOAD) mbar_wait(cbar, (chunks >> 1) & 1);
+    store_staged_chunk(map, buf, 1 + c, leader, n0 + C_COLS * ch, m0, !C_LOAD && beta != 0.0f, [&] {
+      if constexpr (EPI == 2 && sizeof(OutT) == 4) stage_chunk_f32_blend(buf, ch, w, lane, beta, get);
+      else if constexpr (EPI == 2) stage_chunk_16_blend<OutT>(buf, ch, srow, w, lane, beta, get);
+      else if constexpr (sizeof(OutT) == 4) stage_chunk_f32(buf, ch, w, lane, get);
+      else stage_chunk_16(buf, ch, srow, lane, get);
+    });
+    // After the last chunk the wait frees both buffers for the next tile's first loads; not
+    // after the one before it, whose buffer nothing reloads in this tile.
+    if (C_LOAD && leader && ch + 2 != nch) {
+      tma_store_wait_read<0>();
+      if (ch + 2 < nch) load_c_chunk(map, buf, cbar, n0 + C_COLS * (ch + 2), m0);
+    }
+    ++chunks;
+  }
+
+  // store_chunk of accumulators acc (the wgmma m64nN fragment), scaled by alpha.
+  template <int N>
+  __device__ __forceinline__ void store_acc_chunk(const TmaMap* map, int ch, int nch, int m0, int n0, float alpha,
+                                                  float beta, const float (&acc)[N]) {
+    if constexpr (sizeof(OutT) == 4 || EPI == 2)
+      store_chunk(map, ch, nch, m0, n0, beta, [&](int i) { return alpha * acc[i]; });
+    else
+      store_chunk(map, ch, nch, m0, n0, beta, [&](int J, int x) {
+        return pack2<OutT>(alpha * acc[8 * J + 2 * x], alpha * acc[8 * J + 2 * x + 1]);
+      });
+  }
+
+  // C_LOAD: the old C of a tile's first two chunks (of nch, at rows m0.., columns n0..) into the
+  // two buffers. Both must be free: the last tile's last store_chunk waited for that.
+  __device__ __forceinline__ void load_first_chunks(const TmaMap* map, int nch, int m0, int n0) {
+    if (C_LOAD && leader) load_first_c_chunks(map, stage, bars, c, chunks, nch, m0, n0, C_COLS);
+  }
+};

@@ -1,15 +1,28 @@
-// cp.async (sm_80+): asynchronous 16-byte global-to-shared copies with zero fill.
+// cp.async (sm_80+): asynchronous 16-byte global-to-shared copies, zero-filling what is not read,
+// in commit groups that a thread waits for. Shared destinations are 32-bit shared-window
+// addresses (smem_u32), 16-byte aligned; sources are 16-byte aligned.
 #pragma once
 #include "common/types.cuh"
 
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
+// Copies the first src_bytes (0..16) of the 16 bytes at src and zero-fills the rest (src is not
+// read when src_bytes is 0), with an L2 prefetch hint of 128 bytes.
+__device__ __forceinline__ void cp_async16_zfill(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
-// Copies 16 bytes, or zero-fills them when `valid` is false (src-size 0 reads nothing).
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  int src_size = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_size));
+// Copies 16 bytes, all in range, with an L2 prefetch hint of 128 bytes.
+__device__ __forceinline__ void cp_async16_full(u32 dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
+
+// As cp_async16_zfill without the L2 hint, and ordered as a memory access for the compiler (the
+// single-warpgroup wgmma kernel, gemm/wgmma_cp_async.cu).
+__device__ __forceinline__ void cp_async16_zfill_nohint(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// Closes this thread's copies issued since the last commit into one group.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits until at most N of this thread's groups are still in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }

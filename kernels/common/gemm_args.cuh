@@ -4,6 +4,10 @@
 #pragma once
 #include "common/types.cuh"
 
+#if !defined(KILN_IN) || !defined(KILN_OUT) || !defined(KILN_A_ROW) || !defined(KILN_B_ROW)
+#error "KILN_IN, KILN_OUT, KILN_A_ROW and KILN_B_ROW must be defined by the host"
+#endif
+
 struct GemmArgs {
   const void* a;
   const void* b;

@@ -1,15 +1,32 @@
 // What the two warp-specialised GEMM kernels (gemm/wgmma_tma_ws.cu, cooperative, and
-// gemm/wgmma_tma_ws_pingpong.cu) share: the launch extras, the grouped tile order and the
-// register epilogue's 8-element store. Needs the problem defines (in_t / out_t, KILN_OUT).
+// gemm/wgmma_tma_ws_pingpong.cu) share beside the pipeline (common/ws_pipeline.cuh) and the
+// TMA-store epilogue (common/c_staging.cuh): the launch extras, the grouped tile order, a stage's
+// TMA loads and wgmmas, and the register epilogue's 8-element store. Needs the problem defines
+// (in_t / out_t, KILN_A_ROW, KILN_B_ROW, KILN_OUT) and KILN_GROUP_M.
+//
+// Shared tiles (each 1024-byte aligned, rows of 128 bytes = 64 elements, 128B swizzle):
+//   K-major operand (A row-major, B column-major): one box {64 k, rows}, row r = M/N index
+//     (B: one box per CTA of a cluster, each BN / CLUSTER rows).
+//   MN-major operand: boxes {64 m|n, 64 k} of 8 KB, one per 64 elements of M/N, row r = k (a B
+//     tile 168 or 224 wide loads whole boxes: 192 or 256 columns, the last ones unused).
 #pragma once
 #include "common/epilogue.cuh"
 #include "common/gemm_args.cuh"
+#include "common/mbarrier.cuh"
+#include "common/mem_ops.cuh"
 #include "common/quad_transpose.cuh"
+#include "common/tma.cuh"
 #include "common/types.cuh"
+#include "common/wgmma_ss.cuh"
 
 #ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
+#error "KILN_GROUP_M must be defined by the host"
 #endif
+
+constexpr int WS_BK = 64;                  // K elements per stage: one 128-byte row
+constexpr u32 BOX64_BYTES = 64 * WS_BK * 2;  // one 64 x 64 box: 64 rows of 128 bytes
+constexpr int TA = KILN_A_ROW ? 0 : 1;     // wgmma transpose flags: 1 = MN-major
+constexpr int TB = KILN_B_ROW ? 1 : 0;
 
 // Per-launch extras beside GemmArgs (mirrors `Extras` in src/ops/gemm/wgmma_tma_ws.rs).
 //   splits > 1 (split-K):
@@ -39,7 +56,7 @@ struct Extras {
 // src/ops/gemm/wgmma_tma_ws.rs): a problem with fewer rows than a tile loads only those, rounded
 // up to 8 (whole swizzle atoms), so a stage's A bytes are that many rows. TMA's zero fill of the
 // rest was not free: with 64-row tiles at N = K = 4096, M = 8 ran 27 % slower than M = 64 (H100,
-// session 14). The tile's rows past the box keep whatever shared memory held; the accumulator
+// ledger #54). The tile's rows past the box keep whatever shared memory held; the accumulator
 // rows they feed lie past M, and no epilogue stores them.
 template <int BM_>
 __device__ __forceinline__ u32 a_box_rows(int m) {
@@ -134,4 +151,93 @@ __device__ __forceinline__ void store_acc_groups(out_t* c, const GemmArgs& p, in
       if (j0 + q < G) store8(c, p, row + 8 * h, n0 + 8 * (j0 + q), e);
     }
   }
+}
+
+// The producer's TMA loads of K block k0.. of the BM x BN block tile at (m0, n0) into a stage (A
+// at sa, B at sb), completing on `bar`. A K-major A box may be shorter than the tile (a_box_rows).
+// In a cluster of CLUSTER CTAs along M sharing one B tile, CTA `rank` loads its share of B's rows
+// (N) and multicasts it to all; each loads its own A tile. BN = 320 (wider than one TMA box of at
+// most 256 rows): a K-major B is two boxes of 160 rows.
+template <int BM, int BN, int CLUSTER>
+__device__ __forceinline__ void ws_load_ab(u32 sa, u32 sb, u32 bar, const TmaMap* ta, const TmaMap* tb, int m0, int n0,
+                                           int k0, int rank) {
+  constexpr int B_PART = BN / CLUSTER;
+  constexpr int B_BOXES_MN = (BN + 63) / 64;  // MN-major B boxes of a tile (whole ones)
+  constexpr int B_BOXES_K = BN > 256 ? 2 : 1;  // K-major B boxes per CTA, B_PART / B_BOXES_K rows each
+  if constexpr (KILN_A_ROW) {
+    tma_load_2d(sa, ta, bar, k0, m0);
+  } else {
+#pragma unroll
+    for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * BOX64_BYTES, ta, bar, m0 + 64 * j, k0);
+  }
+  if constexpr (KILN_B_ROW) {
+    if constexpr (CLUSTER == 1 || B_PART % 64 == 0) {
+#pragma unroll
+      for (int jj = 0; jj < (CLUSTER == 1 ? B_BOXES_MN : B_PART / 64); ++jj) {
+        const int j = rank * (B_PART / 64) + jj;  // this CTA's boxes of the B tile
+        if (CLUSTER > 1) tma_load_2d_multicast(sb + j * BOX64_BYTES, tb, bar, n0 + 64 * j, k0, (1 << CLUSTER) - 1);
+        else tma_load_2d(sb + j * BOX64_BYTES, tb, bar, n0 + 64 * j, k0);
+      }
+    } else {
+      // A share that is not whole boxes (128 x 192 in pairs: three boxes): the CTAs take
+      // alternate boxes.
+#pragma unroll
+      for (int j = 0; j < BN / 64; ++j)
+        if (j % CLUSTER == rank) tma_load_2d_multicast(sb + j * BOX64_BYTES, tb, bar, n0 + 64 * j, k0, (1 << CLUSTER) - 1);
+    }
+  } else {
+    // A K-major share is one box of B_PART rows, placed B_PART rows (128 bytes each) into the
+    // tile: whole 8-row swizzle atoms keep it on the 1024-byte pattern.
+    static_assert(B_PART % 8 == 0, "each CTA's share of the B tile must be whole 8-row swizzle atoms");
+    const u32 dst = sb + rank * B_PART * 128;
+    if (CLUSTER > 1) tma_load_2d_multicast(dst, tb, bar, k0, n0 + rank * B_PART, (1 << CLUSTER) - 1);
+    else if (B_BOXES_K > 1) {
+#pragma unroll
+      for (int j = 0; j < B_BOXES_K; ++j) tma_load_2d(dst + j * (BN / B_BOXES_K) * 128, tb, bar, k0, n0 + j * (BN / B_BOXES_K));
+    } else tma_load_2d(dst, tb, bar, k0, n0);
+  }
+}
+
+// Keeps the compiler from moving the first MI (1 or 2) accumulators' reads or writes across a
+// wgmma fence or wait (register r of each, then r + 1, ...). No loop over them: a loop still
+// standing when the K loop around it was optimised kept NVVM from peeling that loop.
+template <int MI, int MA, int NR> __device__ __forceinline__ void fence_accs(float (&acc)[MA][NR]) {
+  static_assert((MI == 1 || MI == 2) && MI <= MA, "fence_accs: one or two accumulators");
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    wgmma_fence_operand(acc[0][r]);
+    if constexpr (MI > 1) wgmma_fence_operand(acc[1][r]);
+  }
+}
+
+// The consumer's wgmmas on stage s (a K block of 64: four k16 steps), issued and committed:
+// MI (1 or 2) m64 x N accumulators, rows 64m.. of the A tile (8 KB further on in either layout)
+// against the same B columns. da0 and db0 describe stage 0's A rows and B; a stage and a k step
+// only move the start address (wgmma_desc_add). acc_live: accumulate onto earlier K blocks. N =
+// 320 (wider than one wgmma, n <= 256): each k step is an n192 and an n128 wgmma, the second's
+// accumulators from register 96 on (column 192 in the m64n320 fragment layout), its B 192 rows
+// (K-major) or three 64-column boxes (MN-major) into the stage, 24 KB either way.
+template <int MI, int N, u32 STAGE_BYTES, int MA, int NR>
+__device__ __forceinline__ void ws_mma_stage(float (&acc)[MA][NR], u64 da0, u64 db0, int s, bool acc_live) {
+  static_assert(N <= 256 || MI == 1, "a 320-wide tile has one accumulator per consumer");
+  fence_accs<MI>(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < WS_BK / 16; ++kk) {
+    // K-major: step 16 elements (32 B) along the 128-byte row. MN-major: step 16 rows of K.
+    const u64 da = wgmma_desc_add(da0, s * STAGE_BYTES + kk * (TA ? 2048 : 32));
+    const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + kk * (TB ? 2048 : 32));
+    const int live = (acc_live || kk > 0) ? 1 : 0;
+    if constexpr (N > 256) {
+      constexpr int N_HI = N - 192;
+      wgmma_m64k16<in_t, 192, TA, TB>(acc[0], da, db, live);
+      wgmma_m64k16<in_t, N_HI, TA, TB>(*reinterpret_cast<float(*)[N_HI / 2]>(&acc[0][96]), da,
+                                       wgmma_desc_add(db, 192 * 128), live);
+    } else {
+      wgmma_m64k16<in_t, N, TA, TB>(acc[0], da, db, live);
+      if constexpr (MI > 1) wgmma_m64k16<in_t, N, TA, TB>(acc[1], wgmma_desc_add(da, BOX64_BYTES), db, live);
+    }
+  }
+  wgmma_commit();
+  fence_accs<MI>(acc);
 }

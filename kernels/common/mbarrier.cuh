@@ -1,13 +1,9 @@
 // mbarrier (sm_90): shared-memory barriers with a transaction count, for TMA producer/consumer
 // pipelines. A fresh barrier is in phase 0: waiting on parity 1 returns at once, parity 0 blocks
 // until the first phase completes. Barriers are 8-byte words in shared memory, passed as their
-// 32-bit shared-window address.
+// 32-bit shared-window address (smem_u32).
 #pragma once
 #include "common/types.cuh"
-
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
 
 // One thread initialises; follow with mbar_fence_init() and a block barrier before any use.
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {

@@ -45,12 +45,25 @@ template <> __device__ __forceinline__ u32 pack2<f16>(float lo, float hi) {
   return r;
 }
 
+// n pairs of floats a[from + 2i], a[from + 2i + 1], scaled by alpha, packed into dst[i]. (A
+// template, so that a discarded `if constexpr` branch may name it for T = float, which has no
+// pack2.)
+template <class T, int NP, int N>
+__device__ __forceinline__ void pack2_scaled(u32 (&dst)[NP], const float (&a)[N], int from, float alpha) {
+#pragma unroll
+  for (int i = 0; i < NP; ++i) dst[i] = pack2<T>(alpha * a[from + 2 * i], alpha * a[from + 2 * i + 1]);
+}
+
 // The low (hi = 0) or high 16-bit value of a packed pair, as a float.
 template <class T> __device__ __forceinline__ float half_to_float(u32 packed, int hi) {
   T v;
   v.bits = (u16)(hi ? packed >> 16 : packed & 0xffffu);
   return to_float(v);
 }
+
+// The 32-bit shared-window address of a pointer to shared memory (what shared-memory PTX
+// operands, mbarriers and TMA take).
+__device__ __forceinline__ u32 smem_u32(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
 
 // A compile-time int as a value, so one generic lambda can be instantiated per constant.
 template <int V> struct IntConst {

@@ -35,17 +35,6 @@ static_assert(MT == 2 || MT == 4 || MT == 8, "the ldmatrix addressing needs MT i
 static_assert(NT == 2 || NT == 4 || NT == 8, "the ldmatrix addressing needs NT in {2, 4, 8}");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
-// cp.async of 16 bytes of which the first src_bytes (0..16) are read and the rest zero-filled.
-// (A u32-address, src-size form of common/cp_async.cuh's cp_async16, with an L2 prefetch hint.)
-__device__ __forceinline__ void cp_async16_zfill(u32 dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-
-// cp.async of 16 bytes, all in range.
-__device__ __forceinline__ void cp_async16_full(u32 dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-
 #ifndef KILN_ELEM_LOADS
 #define KILN_ELEM_LOADS 0
 #endif
@@ -252,7 +241,7 @@ __device__ __forceinline__ void k_tile(float (&acc)[MT][NT][4], u32 (&af)[2][MT]
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_mma_sync(GemmArgs p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const u32 sbase = smem_addr(smem);
+  const u32 sbase = smem_u32(smem);
   // (x - 1) / T + 1 rounds up without overflowing for extents near INT_MAX.
   const int tiles_m = (p.m - 1) / BM + 1, tiles_n = (p.n - 1) / BN + 1;
   int tm, tn;

@@ -6,7 +6,7 @@
 #include "common/types.cuh"
 
 #ifndef KILN_ES
-#define KILN_ES 2
+#error "KILN_ES must be defined by the host"
 #endif
 #if KILN_ES == 2
 typedef unsigned short elem_t;

@@ -20,14 +20,12 @@
 #include "common/gemm_args.cuh"
 #include "common/cp_async.cuh"
 #include "common/swizzle.cuh"
+#include "common/tma.cuh"
 #include "common/wgmma_ss.cuh"
 #include "common/wgmma_epilogue.cuh"
 
-#ifndef KILN_STAGES
-#define KILN_STAGES 3
-#endif
-#ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
+#if !defined(KILN_STAGES) || !defined(KILN_GROUP_M) || !defined(KILN_SMEM)
+#error "KILN_STAGES, KILN_GROUP_M and KILN_SMEM must be defined by the host"
 #endif
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES, THREADS = 128;
@@ -39,16 +37,6 @@ static_assert(STAGES >= 2, "the pipeline needs at least two stages");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES, "KILN_SMEM (declared by the host) is smaller than the stages need");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
-
-// cp.async of 16 bytes of which the first `src_bytes` (0..16) are read from global memory and
-// the rest zero-filled. `src` must be 16-byte aligned (it is: host-checked bases and strides).
-__device__ __forceinline__ void cp_async16_n(u32 dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-// Makes this thread's completed generic-proxy writes to shared memory (cp.async included)
-// visible to the async proxy, which wgmma reads operands through.
-__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Copies one operand's K tile: UNITS units of 64 rows x 8 chunks. Thread t copies chunk t % 8 of
 // rows t / 8 + 16i (i = 0..3) of every unit; all those rows have the same row % 8, so the same
@@ -75,7 +63,7 @@ __device__ __forceinline__ void load_tile(u32 dst, const in_t* g, i64 ld, int mn
         n = mn < mn_lim ? min(max(k_lim - k, 0), 8) : 0;
         off = (i64)mn * ld + k;
       }
-      cp_async16_n(dst + u * UNIT_BYTES + i * 16 * 128 + sw, n > 0 ? (const void*)(g + off) : (const void*)g, n * 2);
+      cp_async16_zfill_nohint(dst + u * UNIT_BYTES + i * 16 * 128 + sw, n > 0 ? (const void*)(g + off) : (const void*)g, n * 2);
     }
   }
 }
@@ -105,7 +93,7 @@ __device__ __forceinline__ void block_tile(int pid, int tiles_m, int tiles_n, in
 extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_wgmma_cp_async(const GemmArgs p) {
   extern __shared__ unsigned char smem_raw[];
   // The 128B swizzle follows absolute address bits: tiles must start on 1024 bytes.
-  const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
 
   // (x - 1) / T + 1 rounds up without overflowing for extents near INT_MAX.
   const int tiles_m = (p.m - 1) / BM + 1, tiles_n = (p.n - 1) / BN + 1;
@@ -131,7 +119,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_wgmma_cp_async(con
   int read = 0, write = STAGES - 1;
   for (int kt = 0; kt < ktiles; ++kt) {
     cp_async_wait<STAGES - 2>();
-    fence_proxy_async_smem();
+    // This thread's completed copies become visible to the async proxy (wgmma's operand reads).
+    fence_proxy_async_shared();
     // Every thread's copies of tile kt are visible to wgmma, and every warp has finished tile
     // kt - 1's wgmmas (waited below), so its stage may be refilled.
     __syncthreads();

@@ -14,16 +14,14 @@
 //   MN-major operand: two boxes {64 m|n, 64 k} of 8 KB, box u holding M/N 64u .. 64u + 63,
 //   row = K index.
 #include "common/gemm_args.cuh"
-#include "common/mbarrier.cuh"
+#include "common/ring.cuh"
+#include "common/swizzle.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_ss.cuh"
 #include "common/wgmma_epilogue.cuh"
 
-#ifndef KILN_STAGES
-#define KILN_STAGES 4
-#endif
-#ifndef KILN_GROUP_M
-#define KILN_GROUP_M 8
+#if !defined(KILN_STAGES) || !defined(KILN_GROUP_M) || !defined(KILN_SMEM)
+#error "KILN_STAGES, KILN_GROUP_M and KILN_SMEM must be defined by the host"
 #endif
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES, THREADS = 128;
@@ -74,10 +72,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     gemm_wgmma_tma(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, const GemmArgs p) {
   extern __shared__ unsigned char smem_raw[];
   // The 128B swizzle pattern follows absolute address bits: tiles must start on 1024 bytes.
-  const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const u32 bars = base + STAGES * STAGE_BYTES;
-  auto full = [&](int s) { return bars + 8u * s; };
-  auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  const u32 base = smem_align1024(smem_raw);
+  const MbarRing<STAGES> ring{base + STAGES * STAGE_BYTES};  // full[s]: thread 0's arrive.expect_tx
 
   // (x - 1) / T + 1 rounds up without overflowing for extents near INT_MAX.
   const int tiles_m = (p.m - 1) / BM + 1, tiles_n = (p.n - 1) / BN + 1;
@@ -90,16 +86,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   if (threadIdx.x == 0) {
     tma_prefetch(&tma_a);
     tma_prefetch(&tma_b);
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);   // thread 0's arrive.expect_tx
-      mbar_init(empty(s), 4);  // lane 0 of each of the 4 warps
-    }
+    ring.init(4);  // lane 0 of each of the 4 warps
     mbar_fence_init();
   }
   __syncthreads();
   // Prologue: the first STAGES tiles into fresh stages (no empty wait needed).
   if (threadIdx.x == 0) {
-    for (int kt = 0; kt < STAGES && kt < ktiles; ++kt) issue_stage(base, full(kt), &tma_a, &tma_b, kt, m0, n0, kt);
+    for (int kt = 0; kt < STAGES && kt < ktiles; ++kt) issue_stage(base, ring.full(kt), &tma_a, &tma_b, kt, m0, n0, kt);
   }
 
   float acc[2][BN / 2];
@@ -111,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   int s = 0;
   u32 phase = 0;  // parity of the full[s] phase tile kt waits for: (kt / STAGES) & 1
   for (int kt = 0; kt < ktiles; ++kt) {
-    mbar_wait(full(s), phase);
+    mbar_wait(ring.full(s), phase);
     const u32 sa = base + s * STAGE_BYTES, sb = sa + A_BYTES;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -140,13 +133,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     wgmma_wait<1>();
     if (kt > 0) {
       const int ps = s == 0 ? STAGES - 1 : s - 1;  // the stage of tile kt - 1
-      if (lane == 0) mbar_arrive(empty(ps));
+      ring.release(ps, lane);
       // Thread 0 refills it with tile kt - 1 + STAGES once all 4 warps have released it (its
       // own warp's arrival came just above; the others arrive at this point of this iteration).
       // Use u = (kt - 1) / STAGES of the stage ended with empty phase u: parity u & 1.
       if (threadIdx.x == 0 && kt - 1 + STAGES < ktiles) {
-        mbar_wait(empty(ps), (u32)((kt - 1) / STAGES) & 1u);
-        issue_stage(base, full(ps), &tma_a, &tma_b, ps, m0, n0, kt - 1 + STAGES);
+        mbar_wait(ring.empty(ps), (u32)((kt - 1) / STAGES) & 1u);
+        issue_stage(base, ring.full(ps), &tma_a, &tma_b, ps, m0, n0, kt - 1 + STAGES);
       }
     }
     if (++s == STAGES) {

@@ -33,27 +33,15 @@
 // A consumer whose 64 rows of the tile are all past the expert's end (BM = 128, an expert's last
 // tile with at most 64 rows) issues no wgmma: it only follows the stage barriers. The tensor
 // cores then serve the other consumer alone, so a short tile costs half a full one.
-#include "common/mbarrier.cuh"
-#include "common/tma.cuh"
 #include "common/tma_3d.cuh"
 #include "common/wgmma_ss.cuh"
+#include "common/ws_pipeline.cuh"
 #include "moe/epilogue.cuh"
 #include "moe/sched.cuh"
 
-#ifndef KILN_BM
-#define KILN_BM 128
-#endif
-#ifndef KILN_BN
-#define KILN_BN 256
-#endif
-#ifndef KILN_STAGES
-#define KILN_STAGES 4
-#endif
-#ifndef KILN_MAX_EXPERTS
-#define KILN_MAX_EXPERTS 1024
-#endif
-#ifndef KILN_CLUSTER
-#define KILN_CLUSTER 1
+#if !defined(KILN_BM) || !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_CLUSTER) || \
+    !defined(KILN_SMEM)
+#error "KILN_BM, KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_CLUSTER and KILN_SMEM must be defined by the host"
 #endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
@@ -79,19 +67,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_gemm(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w, const MoeArgs p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
-  const u32 base = (raw + 1023u) & ~1023u;  // the 128B swizzle follows absolute address bits
-  const u32 bars = base + STAGES * STAGE_BYTES;
-  int* table = reinterpret_cast<int*>(smem_raw + (bars - raw) + 2 * STAGES * 8);
-  auto full = [&](int s) { return bars + 8u * s; };
-  auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  const u32 base = smem_align1024(smem_raw);  // the 128B swizzle follows absolute address bits
+  const MbarRing<STAGES> ring{base + STAGES * STAGE_BYTES};
+  int* table = reinterpret_cast<int*>(smem_raw + (ring.bars - raw) + 2 * STAGES * 8);
 
   const int E = p.experts;
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);             // the producer's arrive.expect_tx
-      mbar_init(empty(s), 8 * CLUSTER);  // lane 0 of each consumer warp of every CTA sharing X
-    }
+    ring.init(8 * CLUSTER);  // lane 0 of each consumer warp of every CTA sharing X
     mbar_fence_init();
   }
   moe_load_tables(table, p.sched, E);
@@ -104,115 +87,94 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
   const int wg = warpgroup_index();  // warp-uniform for ptxas (common/wgmma.cuh)
 
-  if (wg == 0) {
-    warpgroup_reg_dec<PRODUCER_REGS>();
-    if (threadIdx.x == 0) {
-      tma_prefetch(&tma_x);
-      tma_prefetch(&tma_w);
-      u32 it = 0;
-      for (int u = cid; u < units; u += nclusters) {
-        const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, p.by_expert, BM, CLUSTER * BN);
-        const int n0 = tile.n0 + rank * BN;
-        const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
-          const int s = it % STAGES;
-          // CLUSTER = 2: also waits for the peer's consumers, whose stage s this CTA's multicast
-          // overwrites.
-          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
-          const u32 sx = base + s * STAGE_BYTES;
-          if (CLUSTER > 1) {
-            mbar_arrive_expect_tx(full(s), STAGE_BYTES);  // both X halves and the W tile; zero fill counts
-            tma_load_2d_multicast(sx + rank * X_PART * 128u, &tma_x, full(s), kb * BK, tile.row0 + rank * X_PART,
-                                  (1 << CLUSTER) - 1);
-          } else {
-            mbar_arrive_expect_tx(full(s), W_BYTES + boxes * XBOX * 128u);  // zero fill past X counts
-            for (int b = 0; b < boxes; ++b)
-              tma_load_2d(sx + b * XBOX * 128u, &tma_x, full(s), kb * BK, tile.row0 + b * XBOX);
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
+      wg,
+      [&] {
+        tma_prefetch(&tma_x);
+        tma_prefetch(&tma_w);
+        u32 it = 0;
+        for (int u = cid; u < units; u += nclusters) {
+          const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, p.by_expert, BM, CLUSTER * BN);
+          const int n0 = tile.n0 + rank * BN;
+          const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
+          for (int kb = 0; kb < kblocks; ++kb, ++it) {
+            // CLUSTER = 2: both X halves and the W tile; else the W tile and the X boxes loaded (zero
+            // fill past X counts either way).
+            const u32 bytes = CLUSTER > 1 ? STAGE_BYTES : W_BYTES + boxes * XBOX * 128u;
+            ws_fill(ring, it, bytes, [&](int s, u32 bar) {
+              const u32 sx = base + s * STAGE_BYTES;
+              if (CLUSTER > 1) {
+                tma_load_2d_multicast(sx + rank * X_PART * 128u, &tma_x, bar, kb * BK, tile.row0 + rank * X_PART,
+                                      (1 << CLUSTER) - 1);
+              } else {
+                for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+              }
+              tma_load_3d(sx + X_BYTES, &tma_w, bar, kb * BK, n0, tile.expert);
+            });
           }
-          tma_load_3d(sx + X_BYTES, &tma_w, full(s), kb * BK, n0, tile.expert);
         }
-      }
-    }
-  } else {
-    warpgroup_reg_inc<CONSUMER_REGS>();
-    const int c = wg - 1;
-    const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
-    out_t* y = static_cast<out_t*>(p.y);
-    // Frees stage s: one arrival per warp, on every CTA that multicasts into it.
-    auto release = [&](int s) {
-      if (lane != 0) return;
-      if (CLUSTER == 1) {
-        mbar_arrive(empty(s));
-      } else {
+      },
+      [&](int c) {
+        const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+        out_t* y = static_cast<out_t*>(p.y);
+        // Frees stage s: one arrival per warp, on every CTA that multicasts into it.
+        auto release = [&](int s) { ring.template release<CLUSTER>(s, lane); };
+        const u32 x_off = SPLIT_N ? 0u : c * 64u * 128u;         // this consumer's rows of the X tile
+        const u32 w_off = X_BYTES + (SPLIT_N ? c * WN * 128u : 0u);  // its rows (columns of Y) of W
+        float acc[WN / 2];
 #pragma unroll
-        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
-      }
-    };
-    const u32 x_off = SPLIT_N ? 0u : c * 64u * 128u;         // this consumer's rows of the X tile
-    const u32 w_off = X_BYTES + (SPLIT_N ? c * WN * 128u : 0u);  // its rows (columns of Y) of W
-    float acc[WN / 2];
-#pragma unroll
-    for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
 
-    u32 it = 0;
-    for (int u = cid; u < units; u += nclusters) {
-      MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, p.by_expert, BM, CLUSTER * BN);
-      tile.n0 += rank * BN;
-      if (!SPLIT_N && 64 * c >= tile.valid_rows) {
-        // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
-          const int s = it % STAGES;
-          mbar_wait(full(s), (it / STAGES) & 1);
-          release(s);
-        }
-        continue;
-      }
-      int prev = 0;
-      for (int kb = 0; kb < kblocks; ++kb, ++it) {
-        const int s = it % STAGES;
-        mbar_wait(full(s), (it / STAGES) & 1);
-        const u32 sa = base + s * STAGE_BYTES + x_off, sb = base + s * STAGE_BYTES + w_off;
-#pragma unroll
-        for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-          const u64 da = wgmma_desc_sw128(sa + kk * 32, 16, 1024);
-          const u64 db = wgmma_desc_sw128(sb + kk * 32, 16, 1024);
-          wgmma_m64k16<in_t, WN, 0, 0>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
-        }
-        wgmma_commit();
-#pragma unroll
-        for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
-        wgmma_wait<1>();  // one batch in flight: the previous stage can be refilled
-        if (kb > 0) release(prev);
-        prev = s;
-      }
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
-      release(prev);
-
-      // Register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1).
-      const int r0 = (SPLIT_N ? 0 : 64 * c) + 16 * w + lane / 4;
-      const int col0 = tile.n0 + (SPLIT_N ? c * WN : 0);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + 8 * h;
-        const bool row_ok = r < tile.valid_rows;
-#pragma unroll
-        for (int j0 = 0; j0 < WN / 8; j0 += 4) {
-          float e[4][2];
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            e[s][0] = acc[4 * (j0 + s) + 2 * h];
-            e[s][1] = acc[4 * (j0 + s) + 2 * h + 1];
+        u32 it = 0;
+        for (int u = cid; u < units; u += nclusters) {
+          MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, p.by_expert, BM, CLUSTER * BN);
+          tile.n0 += rank * BN;
+          if (!SPLIT_N && 64 * c >= tile.valid_rows) {
+            // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.
+            for (int kb = 0; kb < kblocks; ++kb, ++it) release(ring.wait_full(it));
+            continue;
           }
-          quad_transpose(e, q);
-          if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), col0 + 8 * (j0 + q), e);
+          auto mma = [&](int s, int kb, bool acc_live, bool) {
+            const u32 sa = base + s * STAGE_BYTES + x_off, sb = base + s * STAGE_BYTES + w_off;
+#pragma unroll
+            for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+              const u64 da = wgmma_desc_sw128(sa + kk * 32, 16, 1024);
+              const u64 db = wgmma_desc_sw128(sb + kk * 32, 16, 1024);
+              wgmma_m64k16<in_t, WN, 0, 0>(acc, da, db, (acc_live || kk > 0) ? 1 : 0);
+            }
+            wgmma_commit();
+#pragma unroll
+            for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
+          };
+          const int prev = ws_kloop(ring, it, kblocks, c, mma, release);
+          wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
+          release(prev);
+
+          // Register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1).
+          const int r0 = (SPLIT_N ? 0 : 64 * c) + 16 * w + lane / 4;
+          const int col0 = tile.n0 + (SPLIT_N ? c * WN : 0);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = r0 + 8 * h;
+            const bool row_ok = r < tile.valid_rows;
+#pragma unroll
+            for (int j0 = 0; j0 < WN / 8; j0 += 4) {
+              float e[4][2];
+#pragma unroll
+              for (int s = 0; s < 4; ++s) {
+                e[s][0] = acc[4 * (j0 + s) + 2 * h];
+                e[s][1] = acc[4 * (j0 + s) + 2 * h + 1];
+              }
+              quad_transpose(e, q);
+              if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), col0 + 8 * (j0 + q), e);
+            }
+          }
         }
-      }
-    }
-  }
+      });
   if (CLUSTER > 1) cluster_sync();  // no CTA exits while its peer may still multicast or arrive
 }

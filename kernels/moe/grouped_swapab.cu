@@ -21,23 +21,13 @@
 //
 // Output: the accumulator's rows are output columns. Each lane swaps one value with lane ^ 4 so
 // it holds two adjacent columns of one token and stores them as one 4-byte (8 for f32) word.
-#include "common/mbarrier.cuh"
-#include "common/tma.cuh"
 #include "common/tma_3d.cuh"
 #include "common/wgmma_ss.cuh"
+#include "common/ws_pipeline.cuh"
 #include "moe/sched.cuh"
 
-#ifndef KILN_WM
-#define KILN_WM 64
-#endif
-#ifndef KILN_TT
-#define KILN_TT 256
-#endif
-#ifndef KILN_STAGES
-#define KILN_STAGES 4
-#endif
-#ifndef KILN_MAX_EXPERTS
-#define KILN_MAX_EXPERTS 1024
+#if !defined(KILN_WM) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
+#error "KILN_WM, KILN_TT, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
 #endif
 
 constexpr int WM = KILN_WM, BW = 2 * WM, TT = KILN_TT, BK = 64, STAGES = KILN_STAGES;
@@ -73,7 +63,8 @@ __device__ __forceinline__ void swap_store2(OutT* y, i64 ldy, int n_total, i64 r
 }
 
 struct SwapCtx {
-  u32 base, bars;
+  u32 base;
+  MbarRing<STAGES> ring;
   int kblocks, c, w, lane;
 };
 
@@ -81,16 +72,13 @@ struct SwapCtx {
 // acc[m][0 .. N/2); the rest of acc is left alone (the stores never read it).
 template <int N>
 __device__ __forceinline__ void swap_mainloop(const SwapCtx& x, float (&acc)[MI][TT / 2], u32& it) {
-  auto full = [&](int s) { return x.bars + 8u * s; };
-  auto empty = [&](int s) { return x.bars + 8u * (STAGES + s); };
 #pragma unroll
   for (int m = 0; m < MI; ++m)
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) acc[m][i] = 0.0f;
   int prev = 0;
   for (int kb = 0; kb < x.kblocks; ++kb, ++it) {
-    const int s = it % STAGES;
-    mbar_wait(full(s), (it / STAGES) & 1);
+    const int s = x.ring.wait_full(it);
     const u32 sw = x.base + s * STAGE_BYTES + x.c * WM * 128u, sx = x.base + s * STAGE_BYTES + W_BYTES;
 #pragma unroll
     for (int m = 0; m < MI; ++m)
@@ -112,7 +100,7 @@ __device__ __forceinline__ void swap_mainloop(const SwapCtx& x, float (&acc)[MI]
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
     wgmma_wait<1>();
-    if (kb > 0 && x.lane == 0) mbar_arrive(empty(prev));
+    if (kb > 0) x.ring.release(prev, x.lane);
     prev = s;
   }
   wgmma_wait<0>();
@@ -120,7 +108,7 @@ __device__ __forceinline__ void swap_mainloop(const SwapCtx& x, float (&acc)[MI]
   for (int m = 0; m < MI; ++m)
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
-  if (x.lane == 0) mbar_arrive(empty(prev));
+  x.ring.release(prev, x.lane);
 }
 
 // The K loop for a tile of `j` 16-token groups (1..J): width 16j, the smallest that covers them.
@@ -170,19 +158,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_swapab(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w, const MoeArgs p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
-  const u32 base = (raw + 1023u) & ~1023u;  // the 128B swizzle follows absolute address bits
-  const u32 bars = base + STAGES * STAGE_BYTES;
-  const MoeIndexRing ring(smem_raw, raw, bars + 16u * STAGES);  // the tile indices, to the consumers
+  const u32 base = smem_align1024(smem_raw);  // the 128B swizzle follows absolute address bits
+  const MbarRing<STAGES> stages{base + STAGES * STAGE_BYTES};
+  const MoeIndexRing ring(smem_raw, raw, stages.bars + 16u * STAGES);  // the tile indices, to the consumers
   int* table = ring.slot + 2;
-  auto full = [&](int s) { return bars + 8u * s; };
-  auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
   const int E = p.experts;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);   // the producer's arrive.expect_tx
-      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
-    }
+    stages.init(8);  // lane 0 of each consumer warp
     ring.init(8);
     mbar_fence_init();
   }
@@ -194,49 +177,47 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();  // warp-uniform for ptxas (common/wgmma.cuh)
 
-  if (wg == 0) {
-    warpgroup_reg_dec<40>();
-    if (threadIdx.x == 0) {
-      tma_prefetch(&tma_x);
-      tma_prefetch(&tma_w);
-      u32 it = 0;
-      int t = blockIdx.x;
-      for (int j = 0;; ++j) {
-        ring.publish(j, t);
-        if (t >= tiles) break;
-        const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BW);
-        const int expert = ids[tile.expert];  // table position -> expert (sorted tables)
-        const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
-        const u32 bytes = W_BYTES + boxes * XBOX * BK * 2;
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
-          const int s = it % STAGES;
-          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
-          mbar_arrive_expect_tx(full(s), bytes);         // zero-filled parts count too
-          const u32 sw = base + s * STAGE_BYTES, sx = sw + W_BYTES;
-          tma_load_3d(sw, &tma_w, full(s), kb * BK, tile.n0, expert);
-          for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, full(s), kb * BK, tile.row0 + b * XBOX);
+  ws_roles<40, 232>(
+      wg,
+      [&] {
+        tma_prefetch(&tma_x);
+        tma_prefetch(&tma_w);
+        u32 it = 0;
+        int t = blockIdx.x;
+        for (int j = 0;; ++j) {
+          ring.publish(j, t);
+          if (t >= tiles) break;
+          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BW);
+          const int expert = ids[tile.expert];  // table position -> expert (sorted tables)
+          const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
+          const u32 bytes = W_BYTES + boxes * XBOX * BK * 2;
+          for (int kb = 0; kb < kblocks; ++kb, ++it) {
+            ws_fill(stages, it, bytes, [&](int s, u32 bar) {  // zero-filled parts count too
+              const u32 sw = base + s * STAGE_BYTES, sx = sw + W_BYTES;
+              tma_load_3d(sw, &tma_w, bar, kb * BK, tile.n0, expert);
+              for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+            });
+          }
+          t = (int)gridDim.x + atomicAdd(counter, 1);
         }
-        t = (int)gridDim.x + atomicAdd(counter, 1);
-      }
-    }
-  } else {
-    warpgroup_reg_inc<232>();
-    SwapCtx x;
-    x.base = base;
-    x.bars = bars;
-    x.kblocks = kblocks;
-    x.c = wg - 1;
-    x.w = (threadIdx.x / 32) % 4;
-    x.lane = threadIdx.x % 32;
-    u32 it = 0;
-    for (int j = 0;; ++j) {
-      const int t = ring.take(j, x.lane);
-      if (t >= tiles) break;
-      const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BW);
-      const int groups = (tile.valid_rows + 15) / 16;
-      float acc[MI][TT / 2];
-      swap_dispatch<TT / 16>(groups, x, acc, it);
-      swap_store(x, tile, p, acc, 16 * groups);
-    }
-  }
+      },
+      [&](int c) {
+        SwapCtx x;
+        x.base = base;
+        x.ring = stages;
+        x.kblocks = kblocks;
+        x.c = c;
+        x.w = (threadIdx.x / 32) % 4;
+        x.lane = threadIdx.x % 32;
+        u32 it = 0;
+        for (int j = 0;; ++j) {
+          const int t = ring.take(j, x.lane);
+          if (t >= tiles) break;
+          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BW);
+          const int groups = (tile.valid_rows + 15) / 16;
+          float acc[MI][TT / 2];
+          swap_dispatch<TT / 16>(groups, x, acc, it);
+          swap_store(x, tile, p, acc, 16 * groups);
+        }
+      });
 }

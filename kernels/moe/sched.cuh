@@ -2,7 +2,7 @@
 // moe_tile_prefix kernel writes (copied to shared memory at kernel start), the binary search from
 // a global m-tile to its expert, and the grouped tile order. Mirrors src/ops/moe/schedule.rs.
 #pragma once
-#include "common/mbarrier.cuh"
+#include "common/ring.cuh"
 #include "common/types.cuh"
 
 // The argument block of the MoE GEMM kernels, laid out as `MoeArgs` in src/ops/moe/mod.rs.
@@ -118,38 +118,30 @@ __device__ __forceinline__ MoeTile moe_tile(const int* table, int experts, int t
 
 // A two-slot ring in shared memory through which a dynamically scheduled kernel's producer thread
 // hands each work index (a tile, a unit) to the consumer warps: full[2] and empty[2] mbarriers at
-// `bars`, then the two ints at `bars + 32` (MOE_RING_BYTES in all). The j-th index goes through
-// slot j % 2.
+// `bars` (common/ring.cuh), then the two ints at `bars + 32` (MOE_RING_BYTES in all). The j-th
+// index goes through slot j % 2.
 constexpr u32 MOE_RING_BYTES = 40;
 struct MoeIndexRing {
-  u32 bars;
+  MbarRing<2> ring;
   int* slot;
 
   __device__ __forceinline__ MoeIndexRing(unsigned char* smem_raw, u32 raw, u32 bars_addr)
-      : bars(bars_addr), slot(reinterpret_cast<int*>(smem_raw + (bars_addr - raw) + 32)) {}
-  __device__ __forceinline__ u32 full(int s) const { return bars + 8u * s; }
-  __device__ __forceinline__ u32 empty(int s) const { return bars + 16u + 8u * s; }
-  // One thread, before the block barrier that follows barrier set-up.
-  __device__ __forceinline__ void init(int consumer_warps) const {
-    for (int s = 0; s < 2; ++s) {
-      mbar_init(full(s), 1);                // the producer publishes an index
-      mbar_init(empty(s), consumer_warps);  // every consumer warp has read it
-    }
-  }
+      : ring{bars_addr}, slot(reinterpret_cast<int*>(smem_raw + (bars_addr - raw) + 32)) {}
+  // One thread, before the block barrier that follows barrier set-up: the producer publishes an
+  // index (full), every consumer warp has read it (empty).
+  __device__ __forceinline__ void init(int consumer_warps) const { ring.init(consumer_warps); }
   // The producer thread: index v as the j-th.
   __device__ __forceinline__ void publish(int j, int v) const {
-    const int s = j & 1;
-    mbar_wait(empty(s), ((j >> 1) & 1) ^ 1);
+    const int s = ring.acquire((u32)j);
     slot[s] = v;
-    mbar_arrive(full(s));
+    mbar_arrive(ring.full(s));
   }
   // Every consumer thread: the j-th index (lane 0 of each warp frees the slot).
   __device__ __forceinline__ int take(int j, int lane) const {
-    const int s = j & 1;
-    mbar_wait(full(s), (j >> 1) & 1);
+    const int s = ring.wait_full((u32)j);
     const int v = slot[s];
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty(s));
+    ring.release(s, lane);
     return v;
   }
 };

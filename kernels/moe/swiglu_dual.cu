@@ -18,7 +18,8 @@
 // no wgmma and only follows the stage barriers. X comes in 32-row boxes, and a tile loads only
 // those holding its valid rows (the rows not loaded keep an earlier stage's data: rows past the
 // expert's end are garbage either way, never stored): the box traffic, not the tensor cores,
-// bounds this kernel (session 9: extra L2 prefetch boxes slowed it in proportion to their bytes).
+// bounds this kernel (extra L2 prefetch boxes slowed it in proportion to their bytes: MoE ledger
+// #7).
 //
 // Units (whole tiles, then the split tiles' slices) go to CTAs dynamically (SwigluSplit.dynamic):
 // CTA b starts at unit b and then takes the next from a global counter (zeroed by
@@ -34,46 +35,32 @@
 // last adds the others, resets the counter for the next launch and runs the epilogue.
 #include "common/fast_math.cuh"
 #include "common/grid_dep.cuh"
-#include "common/mbarrier.cuh"
 #include "common/split_k.cuh"
-#include "common/tma.cuh"
 #include "common/tma_3d.cuh"
 #include "common/wgmma_ss.cuh"
+#include "common/ws_pipeline.cuh"
 #include "moe/epilogue.cuh"
 #include "moe/sched.cuh"
 
-#ifndef KILN_STAGES
-#define KILN_STAGES 4
-#endif
-#ifndef KILN_MAX_EXPERTS
-#define KILN_MAX_EXPERTS 1024
-#endif
-#ifndef KILN_SWIGLU_SPLIT
-#define KILN_SWIGLU_SPLIT 0
-#endif
-#ifndef KILN_SWIGLU_DEFER
-#define KILN_SWIGLU_DEFER 1
+#if !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SWIGLU_SPLIT) || !defined(KILN_SWIGLU_DEFER) || \
+    !defined(KILN_SWIGLU_SILU) || !defined(KILN_SWIGLU_FOLD) || !defined(KILN_SMEM)
+#error "KILN_STAGES, KILN_MAX_EXPERTS, KILN_SWIGLU_SPLIT, KILN_SWIGLU_DEFER, KILN_SWIGLU_SILU, KILN_SWIGLU_FOLD and KILN_SMEM must be defined by the host"
 #endif
 // The epilogue's silu (common/fast_math.cuh): 0 silu_fast (ex2 + rcp, two MUFU operations an
 // element), 1 silu_tanh (one). The host picks by output dtype: the epilogue is MUFU-bound with
 // the tensor cores idle, so each MUFU operation dropped is time. (sm_90 has no packed MUFU:
 // tanh.approx.f16x2 compiles to two MUFU.TANH.F16, so a packed form saves nothing.)
-#ifndef KILN_SWIGLU_SILU
-#define KILN_SWIGLU_SILU 0
-#endif
 // Folded remainders (KILN_SWIGLU_FOLD rows, 0, 16 or 32): an expert whose rows leave at most FOLD in
 // a last m-tile gives them to the tile before it (tables from moe_tile_prefix with the same
 // fold), instead of a tile that streams the whole W for a few rows. Those rows (the tile's rows
 // 128 .. 128 + FOLD) come in one more 32-row X box per stage and are computed transposed, W as
 // the M operand: consumer c multiplies its 64-row blocks of W1 and W3 (columns 64c .. 64c + 63 of
 // gate and up) by the FOLD rows, two m64nFOLDk16 a k16 beside its m64n256k16.
-#ifndef KILN_SWIGLU_FOLD
-#define KILN_SWIGLU_FOLD 0
-#endif
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
 constexpr int XBOX = 32;  // X rows per TMA box: a tile loads only the boxes that hold its valid rows
 constexpr int FOLD = KILN_SWIGLU_FOLD;
+constexpr bool SPLIT = KILN_SWIGLU_SPLIT;  // the two-instruction form (see the top)
 static_assert(FOLD == 0 || FOLD == 16 || FOLD == 32, "KILN_SWIGLU_FOLD is 0, 16 or 32");
 constexpr int FR = (FOLD > 0 ? FOLD : 16) / 2;  // registers of one m64nFOLD fragment
 constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2;
@@ -106,19 +93,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                     const __grid_constant__ TmaMap tma_w3, const MoeArgs p, const SwigluSplit sx) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
-  const u32 base = (raw + 1023u) & ~1023u;
-  const u32 bars = base + STAGES * STAGE_BYTES;
-  const MoeIndexRing ring(smem_raw, raw, bars + 16u * STAGES);  // the units, to the consumers
+  const u32 base = smem_align1024(smem_raw);
+  const MbarRing<STAGES> stages{base + STAGES * STAGE_BYTES};
+  const MoeIndexRing ring(smem_raw, raw, stages.bars + 16u * STAGES);  // the units, to the consumers
   int* table = ring.slot + 2;
-  auto full = [&](int s) { return bars + 8u * s; };
-  auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
   const int E = p.experts;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), 8);
-    }
+    stages.init(8);  // lane 0 of each consumer warp
     ring.init(8);
     mbar_fence_init();
   }
@@ -164,20 +146,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const int x_boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
         const bool folded = FOLD > 0 && tile.valid_rows > BM;
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
-          const int s = it % STAGES;
-          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
           // (zero fill past X counts)
-          mbar_arrive_expect_tx(full(s), 2 * W_BYTES + (x_boxes + (folded ? 1 : 0)) * XBOX * 128u);
-          const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
-          const int k0 = kb * BK;
-          for (int b = 0; b < x_boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, full(s), k0, tile.row0 + b * XBOX);
-          if (folded) tma_load_2d(sw + 2 * W_BYTES, &tma_x, full(s), k0, tile.row0 + BM);
-          if (p.interleaved) {
-            tma_load_3d(sw, &tma_w1, full(s), k0, 2 * tile.n0, tile.expert);  // W1 block, then W3
-          } else {
-            tma_load_3d(sw, &tma_w1, full(s), k0, tile.n0, tile.expert);
-            tma_load_3d(sw + W_BYTES, &tma_w3, full(s), k0, tile.n0, tile.expert);
-          }
+          ws_fill(stages, it, 2 * W_BYTES + (x_boxes + (folded ? 1 : 0)) * XBOX * 128u, [&](int s, u32 bar) {
+            const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
+            const int k0 = kb * BK;
+            for (int b = 0; b < x_boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, k0, tile.row0 + b * XBOX);
+            if (folded) tma_load_2d(sw + 2 * W_BYTES, &tma_x, bar, k0, tile.row0 + BM);
+            if (p.interleaved) {
+              tma_load_3d(sw, &tma_w1, bar, k0, 2 * tile.n0, tile.expert);  // W1 block, then W3
+            } else {
+              tma_load_3d(sw, &tma_w1, bar, k0, tile.n0, tile.expert);
+              tma_load_3d(sw + W_BYTES, &tma_w3, bar, k0, tile.n0, tile.expert);
+            }
+          });
         }
       }
     }
@@ -186,9 +167,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     const int c = wg - 1;
     const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
     out_t* y = static_cast<out_t*>(p.y);
-    auto release = [&](int s) {
-      if (lane == 0) mbar_arrive(empty(s));
-    };
+    auto release = [&](int s) { stages.release(s, lane); };
     // acc[0, BN/2) is the gate fragment (columns 0-127), acc[BN/2, BN) the up fragment.
     float acc[BN];
 #pragma unroll
@@ -239,20 +218,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       const bool idle = 64 * c >= tile.valid_rows;
       if (idle) {
         flush();
-        for (int kb = 0; kb < nk; ++kb, ++it) {
-          const int s = it % STAGES;
-          mbar_wait(full(s), (it / STAGES) & 1);
-          release(s);
-        }
+        for (int kb = 0; kb < nk; ++kb, ++it) release(stages.wait_full(it));
         if (ns == 1) continue;
       }
       int prev = 0;
       // The k loop, compiled twice (`fc`: the folded rows' wgmmas or not), so ptxas sees no branch
       // inside a wgmma batch (a join there costs an injected fence and a dummy wgmma a k-block).
       auto kloop = [&](auto fc) {
-        for (int kb = 0; kb < (idle ? 0 : nk); ++kb, ++it) {
-          const int s = it % STAGES;
-          mbar_wait(full(s), (it / STAGES) & 1);
+        auto mma = [&](int s, int kb, bool acc_live, bool) {
           const u32 sa = base + s * STAGE_BYTES + c * 64u * 128u, sw = base + s * STAGE_BYTES + X_BYTES;
 #pragma unroll
           for (int i = 0; i < BN; ++i) wgmma_fence_operand(acc[i]);
@@ -266,16 +239,16 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int kk = 0; kk < BK / 16; ++kk) {
             const u64 da = wgmma_desc_sw128(sa + kk * 32, 16, 1024);
             const u64 d1 = wgmma_desc_sw128(sw + kk * 32, 16, 1024);
-            const int scale_d = (kb > 0 || kk > 0) ? 1 : 0;
-#if KILN_SWIGLU_SPLIT
-            const u64 d3 = wgmma_desc_sw128(sw + W_BYTES + kk * 32, 16, 1024);
-            float(&gate)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[0]);
-            float(&up)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[BN / 2]);
-            wgmma_m64k16<in_t, BN, 0, 0>(gate, da, d1, scale_d);
-            wgmma_m64k16<in_t, BN, 0, 0>(up, da, d3, scale_d);
-#else
-            wgmma_m64k16<in_t, 2 * BN, 0, 0>(acc, da, d1, scale_d);  // W1 rows then W3 rows
-#endif
+            const int scale_d = (acc_live || kk > 0) ? 1 : 0;
+            if constexpr (SPLIT) {
+              const u64 d3 = wgmma_desc_sw128(sw + W_BYTES + kk * 32, 16, 1024);
+              float(&gate)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[0]);
+              float(&up)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[BN / 2]);
+              wgmma_m64k16<in_t, BN, 0, 0>(gate, da, d1, scale_d);
+              wgmma_m64k16<in_t, BN, 0, 0>(up, da, d3, scale_d);
+            } else {
+              wgmma_m64k16<in_t, 2 * BN, 0, 0>(acc, da, d1, scale_d);  // W1 rows then W3 rows
+            }
             if constexpr (decltype(fc)::value) {
               // W1's and W3's rows 64c .. 64c + 63 (M) by the folded X rows (N = FOLD)
               const u64 dg = wgmma_desc_sw128(sw + c * 64u * 128u + kk * 32, 16, 1024);
@@ -294,10 +267,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             wgmma_fence_operand(fg[i]);
             wgmma_fence_operand(fu[i]);
           }
-          wgmma_wait<1>();
-          if (kb > 0) release(prev);
-          prev = s;
-        }
+        };
+        prev = ws_kloop(stages, it, idle ? 0 : nk, c, mma, release);
       };
       if constexpr (FOLD > 0) {
         if (folded) kloop(IntConst<1>{});

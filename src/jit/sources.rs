@@ -64,8 +64,24 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/mem_ops.cuh"),
     ),
     (
+        "common/ring.cuh",
+        include_str!("../../kernels/common/ring.cuh"),
+    ),
+    (
+        "common/ws_pipeline.cuh",
+        include_str!("../../kernels/common/ws_pipeline.cuh"),
+    ),
+    (
         "common/gemm_ws.cuh",
         include_str!("../../kernels/common/gemm_ws.cuh"),
+    ),
+    (
+        "common/gemm_units.cuh",
+        include_str!("../../kernels/common/gemm_units.cuh"),
+    ),
+    (
+        "common/gemm_trace.cuh",
+        include_str!("../../kernels/common/gemm_trace.cuh"),
     ),
     (
         "common/split_k.cuh",
@@ -237,5 +253,33 @@ mod tests {
                 "{path} includes a system header"
             );
         }
+    }
+
+    #[test]
+    fn kernels_default_only_the_defines_the_host_may_leave_out() {
+        // A kernel's default for a define the host always passes can disagree with the host's
+        // (KILN_EPI_DEFER defaulted to 0 in the kernel and 1 on the host): kernels stop with
+        // #error on a missing one instead. These two the host passes for one variant only, and
+        // their defaults are the host's "absent".
+        let mut defaults = Vec::new();
+        for (path, text) in FILES {
+            let lines: Vec<&str> = text.lines().map(str::trim).collect();
+            for w in lines.windows(2) {
+                if let (Some(name), Some(def)) =
+                    (w[0].strip_prefix("#ifndef "), w[1].strip_prefix("#define "))
+                {
+                    if def.split_whitespace().next() == Some(name) {
+                        defaults.push((*path, name));
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            defaults,
+            vec![
+                ("common/gemm_trace.cuh", "KILN_TRACE"),
+                ("gemm/mma_sync.cu", "KILN_ELEM_LOADS")
+            ]
+        );
     }
 }

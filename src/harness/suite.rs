@@ -471,8 +471,10 @@ mod tests {
                 spec.label()
             );
         }
+        // (a third: the pruned registry of 1,186 variants made the full suite's 297 just over a
+        // quarter)
         assert!(
-            items.len() * 4 < all.len(),
+            items.len() * 3 < all.len(),
             "{} of {} variants",
             items.len(),
             all.len()

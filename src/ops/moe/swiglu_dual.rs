@@ -170,10 +170,14 @@ impl MoeKernel for SwiGluDual {
         let (t1, t3) = Self::w_maps(p, ops.w.ptr(), ops.w3.map(|b| b.ptr()));
         t1.validate().map_err(unsupported)?;
         t3.validate().map_err(unsupported)?;
-        let (mut map_x, mut map_1, mut map_3) = (tx.encode()?, t1.encode()?, t3.encode()?);
+        let (mut map_x, mut map_1, mut map_3) = (
+            tx.encode_with(ctx.overrides.tma.promotion)?,
+            t1.encode()?,
+            t3.encode()?,
+        );
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, o))?;
         let mut args = MoeArgs::new(p, ops, CFG.bn);
-        args.set_order(order_for(p, CFG.bm));
+        args.set_order(order_for(p, CFG.bm, &ctx.overrides.moe));
         if !p.swiglu.is_some_and(|s| s.routed) {
             args.route = 0;
         }

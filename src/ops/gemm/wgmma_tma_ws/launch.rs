@@ -3,7 +3,7 @@
 
 use super::{as_read, c_target, operand_maps, output_map, repack, warn_forced_fallback};
 use super::{Choice, GemmOverrides, Notes, Prepared, WgmmaTmaWs, THREADS};
-use crate::device::{Context, Function, LaunchConfig, Scratch};
+use crate::device::{Context, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{GemmArgs, GemmKernel, GemmOperands, GemmProblem};
 
@@ -21,16 +21,16 @@ struct Extras {
 
 /// The split-K workspace (fp32 partial tiles) and per-tile arrival counters, kept across
 /// launches and grown on demand. Counters start at 0 and the kernel returns each to 0 (the last
-/// unit of a tile resets it), so they are zeroed once, at allocation. One per process: kiln
-/// drives one device.
-static SPLIT_WS: Scratch = Scratch::new("split-K workspace", false);
-static SPLIT_COUNTERS: Scratch = Scratch::new("split-K counter", true);
-
+/// unit of a tile resets it), so they are zeroed once, at allocation. One per context
+/// (`ctx.scratch`).
+///
 /// Device addresses of a workspace of at least `ws_bytes` and `counters` counters.
 fn workspace(ctx: &Context, ws_bytes: usize, counters: usize) -> Result<(u64, u64)> {
     Ok((
-        SPLIT_WS.at_least(ctx, ws_bytes)?,
-        SPLIT_COUNTERS.at_least(ctx, counters * 4)?,
+        ctx.scratch.gemm_split.at_least(ctx, ws_bytes)?,
+        ctx.scratch
+            .gemm_split_counters
+            .at_least(ctx, counters * 4)?,
     ))
 }
 

@@ -24,8 +24,8 @@ pub use trace::{CtaStamps, MAX_TRACE_EVENTS};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::ops::space::{Config, ParamSpace};
 use crate::overrides::Overrides;
-use crate::tune::space::{Config, ParamSpace};
 
 /// The device buffers of one GEMM call.
 pub struct GemmOperands<'a> {

@@ -17,7 +17,7 @@ use super::{AttentionKernel, AttentionOperands, AttentionProblem, DTYPES, HEAD_D
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
-use crate::tune::space::{Config as TuneConfig, ParamSpace};
+use crate::ops::space::{Config as TuneConfig, ParamSpace};
 
 pub use config::Config;
 pub use heuristic::candidates;

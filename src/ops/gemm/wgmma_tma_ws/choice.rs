@@ -3,7 +3,7 @@
 
 use super::{k_blocks, GemmOverrides, Notes, TileConfig};
 use crate::ops::gemm::GemmProblem;
-use crate::tune::space::Config;
+use crate::ops::space::Config;
 
 /// A launch fully resolved: the tile config, the split-K factor and the grouped order's
 /// tile-rows. `launch` derives it from the tuning cache or [`TileConfig::choose`] (then the env

@@ -58,7 +58,7 @@ use super::{CtaStamps, ForcedSetup, GemmKernel, GemmOperands, GemmProblem, Launc
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
-use crate::tune::space::{Config, ParamSpace};
+use crate::ops::space::{Config, ParamSpace};
 
 pub struct WgmmaTmaWs;
 

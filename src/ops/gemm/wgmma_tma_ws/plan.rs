@@ -8,7 +8,7 @@ use super::{
 use super::{has_split_code, Choice, Epilogue, GemmOverrides, Notes, SplitPlan, TileConfig};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{DType, GemmProblem, LaunchPlan};
-use crate::tune::space::Config;
+use crate::ops::space::Config;
 
 /// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes an
 /// epilogue the tile has no variant with, the next that has one runs ([`with_epilogue`]).

@@ -146,7 +146,7 @@ mod tests {
     use super::*;
     use crate::device::DeviceInfo;
     use crate::ops::gemm::{GemmKernel, GemmProblem};
-    use crate::tune::space::Config;
+    use crate::ops::space::Config;
 
     /// The guard compiles what `launch` runs: every config of the space names a spec that
     /// `variants()` lists (so `kiln check` covers it), for every layout and dtype pair.

@@ -211,7 +211,10 @@ impl Kiln {
             )));
         }
         let own = std::mem::replace(&mut inner.ctx.stream, stream);
+        // (the ops' own scratch, the context's, refuses to grow during capture too)
+        inner.ctx.set_capturing(capturing);
         let r = f(&inner.ctx, &mut inner.ws, capturing);
+        inner.ctx.set_capturing(false);
         inner.ctx.stream = own;
         if r.is_ok() && !capturing {
             inner.prepared.insert(key.to_string());

@@ -57,28 +57,14 @@ impl Workspace {
     }
 }
 
-/// Every workspace a handle owns. `lse` and `moe_sched` are used today; the others are the
-/// slots for the process-wide `static Scratch` buffers of the ops (same names and zeroing),
-/// which the ops will take from here once they receive the handle's workspaces.
+/// The workspaces the API's own launch code owns. The ops' scratch buffers (split-K, repacks,
+/// attention counters) are the handle's context's ([`crate::device::Workspaces`], refused
+/// growth during capture likewise).
 pub struct Workspaces {
     /// The f32 LSE the attention kernels write when the caller passes none.
     pub lse: Workspace,
     /// The tables `moe_tile_prefix` builds for the grouped MoE kernels (`schedule::sched_bytes`).
     pub moe_sched: Workspace,
-    /// `ops::gemm::wgmma_tma_ws`: SPLIT_WS, SPLIT_COUNTERS, A_PACK, B_PACK, C_PACK.
-    pub gemm_split: Workspace,
-    pub gemm_split_counters: Workspace,
-    pub gemm_a_pack: Workspace,
-    pub gemm_b_pack: Workspace,
-    pub gemm_c_pack: Workspace,
-    /// `ops::attention::fa3_wgmma`: WORK_COUNTERS, SPLIT_WS, PARTS_WS, PARTS_DONE.
-    pub attn_work_counters: Workspace,
-    pub attn_split: Workspace,
-    pub attn_parts: Workspace,
-    pub attn_parts_done: Workspace,
-    /// `ops::moe::swiglu_dual`: SPLIT_WS, SPLIT_COUNTERS.
-    pub swiglu_split: Workspace,
-    pub swiglu_split_counters: Workspace,
 }
 
 impl Default for Workspaces {
@@ -86,17 +72,6 @@ impl Default for Workspaces {
         Workspaces {
             lse: Workspace::new("attention LSE workspace", false),
             moe_sched: Workspace::new("MoE schedule workspace", false),
-            gemm_split: Workspace::new("split-K workspace", false),
-            gemm_split_counters: Workspace::new("split-K counter", true),
-            gemm_a_pack: Workspace::new("repacked A", false),
-            gemm_b_pack: Workspace::new("repacked B", false),
-            gemm_c_pack: Workspace::new("C through 128-byte rows", false),
-            attn_work_counters: Workspace::new("attention work-counter", true),
-            attn_split: Workspace::new("attention split-workspace", false),
-            attn_parts: Workspace::new("attention parts-workspace", false),
-            attn_parts_done: Workspace::new("attention parts-counter", true),
-            swiglu_split: Workspace::new("SwiGLU split workspace", false),
-            swiglu_split_counters: Workspace::new("SwiGLU split counter", true),
         }
     }
 }

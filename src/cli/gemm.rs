@@ -277,7 +277,11 @@ pub(super) fn run_bench(
                 all.push((v, Some(1.0)));
             }
             for (t, ratio) in all {
-                if let Err(e) = record(&run, rows::gemm_bench_row(row, t, ratio, opt.flush_l2)) {
+                let flush = ctx.overrides.bench.flush;
+                if let Err(e) = record(
+                    &run,
+                    rows::gemm_bench_row(row, t, ratio, opt.flush_l2, flush),
+                ) {
                     store_err.get_or_insert(e);
                 }
             }

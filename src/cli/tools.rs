@@ -90,7 +90,13 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
     if let Some(sms) = a.sms {
         dev.sm_count = sms;
     }
-    let plan = kiln::tools::plan::plan_gemm(&env.registry, &p, &dev, a.version.as_deref())?;
+    let plan = kiln::tools::plan::plan_gemm(
+        &env.registry,
+        &p,
+        &dev,
+        a.version.as_deref(),
+        &env.config.overrides,
+    )?;
     // The experiment knobs set for this run (the plan above honours them).
     let active = env.config.overrides.active();
     if env.json {

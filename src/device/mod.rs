@@ -12,7 +12,7 @@ mod tma;
 pub use buffer::DeviceBuffer;
 pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
-pub use scratch::Scratch;
+pub use scratch::{Scratch, Workspaces};
 #[cfg(test)]
 pub(crate) use tma::Call as TmaCall;
 pub use tma::{TensorMap, TiledArgs, Tma2d, TmaDType, TmaSwizzle};
@@ -70,8 +70,8 @@ pub fn list() -> Result<Vec<DeviceInfo>> {
 }
 
 /// A GPU ready for work: its primary context (current on this thread), one stream, the JIT, the
-/// experiment overrides its launches honour, and the kernels loaded so far (each compiled once
-/// per process).
+/// experiment overrides its launches honour, its scratch workspaces, and the kernels loaded so far
+/// (each compiled once per context).
 pub struct Context {
     pub info: DeviceInfo,
     pub jit: Jit,
@@ -81,6 +81,11 @@ pub struct Context {
     ctx: sys::CUcontext,
     dev: sys::CUdevice,
     pub stream: sys::CUstream,
+    /// The ops' scratch buffers, this context's own (grown on demand, freed with it).
+    pub scratch: Workspaces,
+    /// Set while the stream captures a CUDA graph (the API handle says so): a workspace that
+    /// would grow then is an error.
+    capturing: Cell<bool>,
     functions: RefCell<HashMap<KernelSpec, (Function, Compiled)>>,
     /// Set when a launch overran its bound: the stream may never drain, so Drop must not wait.
     hung: Cell<bool>,
@@ -114,6 +119,8 @@ impl Context {
             ctx,
             dev,
             stream,
+            scratch: Workspaces::new(),
+            capturing: Cell::new(false),
             functions: RefCell::new(HashMap::new()),
             hung: Cell::new(false),
         })
@@ -123,6 +130,17 @@ impl Context {
     pub fn with_overrides(mut self, overrides: Overrides) -> Context {
         self.overrides = overrides;
         self
+    }
+
+    /// Whether the stream captures a CUDA graph (as the opener said, [`Context::set_capturing`]):
+    /// no workspace grows then.
+    pub fn capturing(&self) -> bool {
+        self.capturing.get()
+    }
+
+    /// Says whether the stream captures a CUDA graph from now on.
+    pub fn set_capturing(&self, capturing: bool) {
+        self.capturing.set(capturing);
     }
 
     /// The arch to compile for: `sm_90a` on Hopper, `sm_XY` elsewhere.
@@ -209,6 +227,8 @@ impl Drop for Context {
         // SAFETY: the stream and the retained primary context are ours; nothing uses them after.
         unsafe {
             let _ = result::stream::synchronize(self.stream);
+            // The workspaces go while the context is still retained.
+            drop(std::mem::take(&mut self.scratch));
             let _ = result::stream::destroy(self.stream);
             let _ = result::primary_ctx::release(self.dev);
         }

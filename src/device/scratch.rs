@@ -1,14 +1,14 @@
 //! Scratch memory that kernels keep across launches (split-K partials, work counters, partial
-//! softmax states): one process-wide buffer per use, grown on demand and never shrunk.
+//! softmax states): one buffer per use and per context, grown on demand and never shrunk.
 
 use std::sync::Mutex;
 
 use super::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 
-/// A grow-only device buffer behind a lock, for a `static`. With `zeroed`, every allocation is
-/// filled with zeros: for counters that the kernels return to 0 themselves, so that zeroing
-/// once per allocation keeps them at 0 between launches.
+/// A grow-only device buffer behind a lock, owned by a context ([`Workspaces`]). With `zeroed`,
+/// every allocation is filled with zeros: for counters that the kernels return to 0 themselves,
+/// so that zeroing once per allocation keeps them at 0 between launches.
 pub struct Scratch {
     what: &'static str,
     zeroed: bool,
@@ -16,7 +16,7 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// `what` names the buffer in the error a poisoned lock gives.
+    /// `what` names the buffer in errors.
     pub const fn new(what: &'static str, zeroed: bool) -> Scratch {
         Scratch {
             what,
@@ -26,7 +26,8 @@ impl Scratch {
     }
 
     /// The device address of a buffer of at least `bytes`. Growing waits for the launches in
-    /// flight first (they may still use the old buffer).
+    /// flight first (they may still use the old buffer), and is refused while the context's
+    /// stream captures a CUDA graph ([`Context::capturing`]).
     pub fn at_least(&self, ctx: &Context, bytes: usize) -> Result<u64> {
         let mut guard = self
             .buf
@@ -34,6 +35,12 @@ impl Scratch {
             .map_err(|_| Error::invalid(format!("the {} lock is poisoned", self.what)))?;
         let old = guard.as_ref().map_or(0, |b| b.bytes());
         if guard.is_none() || old < bytes {
+            if ctx.capturing() {
+                return Err(Error::Capture(format!(
+                    "the {} would grow to {bytes} bytes during CUDA-graph capture; call `Kiln::precompile` with this problem (or run it once) before capturing",
+                    self.what
+                )));
+            }
             ctx.synchronize()?;
             let b = ctx.alloc(bytes.max(old))?;
             if self.zeroed {
@@ -42,5 +49,58 @@ impl Scratch {
             *guard = Some(b);
         }
         Ok(guard.as_ref().expect("allocated above").ptr())
+    }
+
+    /// Bytes held now.
+    pub fn bytes(&self) -> usize {
+        self.buf
+            .lock()
+            .map_or(0, |g| g.as_ref().map_or(0, DeviceBuffer::bytes))
+    }
+}
+
+/// The scratch buffers of one context, one per use: two contexts (two GPUs, two handles) never
+/// share one.
+pub struct Workspaces {
+    /// `wgmma_tma_ws`: the split-K workspace (fp32 partial tiles) and per-tile arrival counters.
+    pub gemm_split: Scratch,
+    pub gemm_split_counters: Scratch,
+    /// `wgmma_tma_ws`: the copies of A, B and C it reads or writes through.
+    pub gemm_a_pack: Scratch,
+    pub gemm_b_pack: Scratch,
+    pub gemm_c_pack: Scratch,
+    /// `fa3_wgmma`: the dynamic scheduler's counters, the split items' workspace, and the parted
+    /// items' partial states and counters.
+    pub attn_work_counters: Scratch,
+    pub attn_split: Scratch,
+    pub attn_parts: Scratch,
+    pub attn_parts_done: Scratch,
+    /// `swiglu_dual`: the split tiles' workspace and counters.
+    pub swiglu_split: Scratch,
+    pub swiglu_split_counters: Scratch,
+}
+
+impl Workspaces {
+    /// Every buffer empty (allocated on first use).
+    pub const fn new() -> Workspaces {
+        Workspaces {
+            gemm_split: Scratch::new("split-K workspace", false),
+            gemm_split_counters: Scratch::new("split-K counter", true),
+            gemm_a_pack: Scratch::new("repacked A", false),
+            gemm_b_pack: Scratch::new("repacked B", false),
+            gemm_c_pack: Scratch::new("C through 128-byte rows", false),
+            attn_work_counters: Scratch::new("attention work-counter", true),
+            attn_split: Scratch::new("attention split-workspace", false),
+            attn_parts: Scratch::new("attention parts-workspace", false),
+            attn_parts_done: Scratch::new("attention parts-counter", true),
+            swiglu_split: Scratch::new("SwiGLU split workspace", false),
+            swiglu_split_counters: Scratch::new("SwiGLU split counter", true),
+        }
+    }
+}
+
+impl Default for Workspaces {
+    fn default() -> Self {
+        Workspaces::new()
     }
 }

@@ -102,13 +102,6 @@ impl BenchBuffers {
 /// overrides).
 pub use crate::overrides::FlushMode;
 
-/// What a bench with `flush_l2` records about its flush under the default mode: `read`, or
-/// `none`. For callers without a context; with one, `ctx.overrides.bench.flush.label(flush_l2)`
-/// says the mode that ran.
-pub fn flush_label(flush_l2: bool) -> &'static str {
-    FlushMode::Read.label(flush_l2)
-}
-
 /// The read flush's kernel.
 pub fn read_flush_spec(arch: &str) -> KernelSpec {
     KernelSpec::new("harness/l2_read_flush.cu", "l2_read_flush", arch)
@@ -380,8 +373,8 @@ mod tests {
 
     #[test]
     fn flush_labels_say_the_mode_that_ran() {
-        assert_eq!(flush_label(false), "none");
-        assert_eq!(flush_label(true), "read");
+        assert_eq!(FlushMode::Read.label(false), "none");
+        assert_eq!(FlushMode::Read.label(true), "read");
         assert_eq!(FlushMode::Memset.label(true), "memset");
         assert_eq!(FlushMode::Memset.label(false), "none");
     }

@@ -492,14 +492,15 @@ mod tests {
 
     #[test]
     fn wgmma_tma_ws_launch_specs_follow_its_plan() {
-        use crate::ops::gemm::wgmma_tma_ws::{launch_specs, plan, Overrides};
+        use crate::ops::gemm::wgmma_tma_ws::{launch_specs, plan};
+        use crate::overrides::GemmOverrides;
         let define = |spec: &crate::jit::KernelSpec, k: &str| -> Option<u32> {
             spec.defines
                 .iter()
                 .find(|(n, _)| n == k)
                 .and_then(|(_, v)| v.parse().ok())
         };
-        let env = Overrides::NONE;
+        let env = GemmOverrides::default();
         let mut problems = suite_problems();
         problems.extend(target_problems(&Layout::ALL));
         for p in &problems {

@@ -4,4 +4,5 @@ pub mod attention;
 pub mod gemm;
 pub mod moe;
 pub mod registry;
+pub mod space;
 pub mod waves;

@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::ResultRow;
 use crate::harness::attention::bench::AttnTiming;
 use crate::harness::attention::verify::AttnCheck;
-use crate::harness::bench::{flush_label, Timing};
+use crate::harness::bench::{FlushMode, Timing};
 use crate::harness::check::CheckRow;
 use crate::harness::moe_bench::{MoeBenchRequest, MoeTiming};
 use crate::harness::moe_verify::MoeOutcome;
@@ -44,7 +44,7 @@ pub struct GemmBenchMetrics {
     /// `None` where no vendor time exists; 1 for the vendor's own row.
     pub ratio_to_vendor: Option<f64>,
     pub flush_l2: bool,
-    /// How L2 was flushed between launches ([`flush_label`]).
+    /// How L2 was flushed between launches ([`FlushMode::label`]).
     pub flush: &'static str,
     pub pass: usize,
     pub position: usize,
@@ -181,12 +181,13 @@ pub fn gemm_verify_row(o: &CheckOutcome) -> ResultRow {
 }
 
 /// `kiln bench`: one timing `t` of `bench` (a version's, with its `ratio` to the vendor, or the
-/// vendor's own with 1), L2 flushed between launches or not.
+/// vendor's own with 1), L2 flushed between launches (in mode `flush`) or not.
 pub fn gemm_bench_row(
     bench: &BenchRow,
     t: &Timing,
     ratio: Option<f64>,
     flush_l2: bool,
+    flush: FlushMode,
 ) -> ResultRow {
     let m = GemmBenchMetrics {
         median_ms: t.median_ms,
@@ -197,7 +198,7 @@ pub fn gemm_bench_row(
         gbps: t.gbps,
         ratio_to_vendor: ratio,
         flush_l2,
-        flush: flush_label(flush_l2),
+        flush: flush.label(flush_l2),
         pass: bench.pass,
         position: bench.position,
         host_us: t.host_us,
@@ -346,7 +347,7 @@ mod tests {
             };
             let ratio = Some(1.02);
             let flush_l2 = false;
-            let r = gemm_bench_row(&row, &t, ratio, flush_l2);
+            let r = gemm_bench_row(&row, &t, ratio, flush_l2, FlushMode::Read);
             assert_eq!(
                 (r.op.as_str(), r.version.as_str(), r.passed),
                 ("gemm", "wgmma_tma_ws", None)
@@ -354,7 +355,7 @@ mod tests {
             assert_eq!(r.problem, json!(t.problem));
             assert_eq!(
                 r.metrics,
-                json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": flush_l2, "flush": flush_label(flush_l2), "pass": row.pass, "position": row.position, "host_us": t.host_us})
+                json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": flush_l2, "flush": FlushMode::Read.label(flush_l2), "pass": row.pass, "position": row.position, "host_us": t.host_us})
             );
         }
     }

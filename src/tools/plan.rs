@@ -5,8 +5,9 @@ use serde::Serialize;
 
 use crate::device::DeviceInfo;
 use crate::error::Result;
-use crate::ops::gemm::{GemmProblem, Knobs, LaunchPlan};
+use crate::ops::gemm::{GemmProblem, LaunchPlan};
 use crate::ops::registry::Registry;
+use crate::overrides::Overrides;
 use crate::tune::cache;
 
 /// The dispatch's decision for one problem on one GPU model.
@@ -26,13 +27,14 @@ pub struct GemmPlan {
 }
 
 /// The plan for `p` on `dev`: `requested` if given (refused as the dispatch refuses it), else the
-/// version the dispatch selects (the tuning cache included), with the env overrides applied as
-/// `launch` applies them.
+/// version the dispatch selects (the tuning cache included), with `overrides` applied as
+/// `launch` applies a context's.
 pub fn plan_gemm(
     registry: &Registry,
     p: &GemmProblem,
     dev: &DeviceInfo,
     requested: Option<&str>,
+    overrides: &Overrides,
 ) -> Result<GemmPlan> {
     let k = registry.select_gemm(p, dev, requested)?;
     let tuned = cache::lookup(dev, k.name(), p);
@@ -43,7 +45,7 @@ pub fn plan_gemm(
             .to_string(),
         (None, None) => "the highest rung that supports the problem".to_string(),
     };
-    let launch = k.plan(p, dev, true, Knobs::Env);
+    let launch = k.plan(p, dev, true, overrides);
     // (a version with a launch plan: the tile in `launch`, resolved as `launch` resolves it)
     let config = match launch {
         Some(_) => None,

@@ -251,8 +251,9 @@ pub fn run_case(sanitizer: &Path, kiln: &Path, case: &Case, limit: Duration) -> 
     let mut cmd = Command::new(sanitizer);
     if !case.setup.is_empty() {
         // A forced setup runs with its own variables only, as it was planned
-        // (`Overrides::from_vars`): an inherited KILN_WGMMA_STAGES, say, would change the kernel.
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KILN_WGMMA_")) {
+        // (`Overrides::parse` of them alone): an inherited KILN_WGMMA_STAGES, say, would change
+        // the kernel. (Every other `KILN_WGMMA_*` name was refused when this process started.)
+        for k in crate::overrides::known_names().filter(|k| k.starts_with("KILN_WGMMA_")) {
             cmd.env_remove(k);
         }
     }

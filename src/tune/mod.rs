@@ -11,7 +11,8 @@ pub mod landscape;
 pub mod record;
 pub mod run;
 pub mod search;
-pub mod space;
+/// The parameter-space types are op-level data ([`crate::ops::space`]); kept here for tune's users.
+pub use crate::ops::space;
 pub mod surrogate;
 pub mod target;
 pub mod watchdog;

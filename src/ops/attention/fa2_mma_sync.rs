@@ -8,7 +8,7 @@ use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
-use crate::tune::space::{Config as TuneConfig, ParamSpace};
+use crate::ops::space::{Config as TuneConfig, ParamSpace};
 
 pub struct Fa2MmaSync;
 

@@ -14,7 +14,7 @@ use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
-use crate::tune::space::{Config as TuneConfig, ParamSpace};
+use crate::ops::space::{Config as TuneConfig, ParamSpace};
 
 /// The device buffers of one attention call. O has Q's layout; LSE is fp32 [B, H, Sq].
 pub struct AttentionOperands<'a> {

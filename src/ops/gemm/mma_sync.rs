@@ -6,7 +6,7 @@ use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, Gem
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
-use crate::tune::space::{Config, ParamSpace};
+use crate::ops::space::{Config, ParamSpace};
 
 pub struct MmaSync;
 

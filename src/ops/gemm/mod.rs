@@ -17,14 +17,15 @@ pub mod wgmma_tma_ws;
 
 use std::ffi::c_void;
 
-pub use plan::{ForcedSetup, Knobs, LaunchPlan};
+pub use plan::{ForcedSetup, LaunchPlan};
 pub use problem::{parse_shape, DType, GemmProblem, Layout};
 pub use trace::{CtaStamps, MAX_TRACE_EVENTS};
 
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
-use crate::tune::space::{Config, ParamSpace};
+use crate::ops::space::{Config, ParamSpace};
+use crate::overrides::Overrides;
 
 /// The device buffers of one GEMM call.
 pub struct GemmOperands<'a> {
@@ -88,14 +89,14 @@ pub trait GemmKernel: Send + Sync {
     }
     /// What [`GemmKernel::launch`] would run for `p` on a GPU like `dev`, worked out without one
     /// (for `kiln plan`): with the tuning cache's config for `p` when `tuned` (as `launch` looks
-    /// it up), and the overrides `knobs` gives. `None` for a version whose launch has nothing to
+    /// it up), and `overrides` (what the context would carry). `None` for a version whose launch has nothing to
     /// plan beyond its config ([`GemmKernel::baseline`]).
     fn plan(
         &self,
         _p: &GemmProblem,
         _dev: &DeviceInfo,
         _tuned: bool,
-        _knobs: Knobs,
+        _overrides: &Overrides,
     ) -> Option<LaunchPlan> {
         None
     }

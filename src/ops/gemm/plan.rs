@@ -7,17 +7,6 @@ use serde::Serialize;
 
 use super::{DType, GemmProblem};
 
-/// Where a plan reads the `KILN_*` overrides from.
-#[derive(Debug, Clone, Copy)]
-pub enum Knobs<'a> {
-    /// This process's environment, as `launch` reads it.
-    Env,
-    /// Exactly these variables, as a child process given them on top of an environment without
-    /// any reads them (`kiln sanitize --configs` plans its runs so); the last of a repeated name
-    /// wins.
-    Vars(&'a [(String, String)]),
-}
-
 /// What a launch would run, worked out without a GPU ([`super::GemmKernel::plan`]): the copies
 /// made first, the tile that runs and how, the grid, and the notes of every rule that decided.
 #[derive(Debug, Clone, Serialize)]

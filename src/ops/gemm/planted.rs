@@ -11,7 +11,7 @@ use super::{GemmArgs, GemmKernel, GemmOperands, GemmProblem};
 use crate::device::{Context, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::{nvrtc, Compiled, KernelSpec, Resources};
-use crate::tune::space::{Config, ParamSpace};
+use crate::ops::space::{Config, ParamSpace};
 
 pub const NAME: &str = "planted";
 

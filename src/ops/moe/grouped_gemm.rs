@@ -122,10 +122,10 @@ impl MoeKernel for GroupedGemm {
         tx.validate().map_err(unsupported)?;
         let tw = Self::w_map(p, ops.w.ptr(), cfg);
         tw.validate().map_err(unsupported)?;
-        let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
+        let (mut map_x, mut map_w) = (tx.encode_with(ctx.overrides.tma.promotion)?, tw.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
         let mut args = MoeArgs::new(p, ops, cfg.bn);
-        args.set_order(order_for(p, cfg.bm));
+        args.set_order(order_for(p, cfg.bm, &ctx.overrides.moe));
         tile_prefix::launch(ctx, p, ops, cfg.bm, false)?;
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes(1));
         let lc = LaunchConfig {

@@ -185,7 +185,7 @@ impl MoeKernel for GroupedSwapAb {
         tx.validate().map_err(unsupported)?;
         let tw = Self::w_map(p, ops.w.ptr(), cfg);
         tw.validate().map_err(unsupported)?;
-        let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
+        let (mut map_x, mut map_w) = (tx.encode_with(ctx.overrides.tma.promotion)?, tw.encode()?);
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
         let mut args = MoeArgs::new(p, ops, cfg.bw());
         let lpt = heaviest_first(&ctx.overrides.moe);
@@ -193,7 +193,7 @@ impl MoeKernel for GroupedSwapAb {
         args.set_order(if lpt {
             TileOrder::Fixed(1)
         } else {
-            order_for(p, cfg.tt)
+            order_for(p, cfg.tt, &ctx.overrides.moe)
         });
         tile_prefix::launch(ctx, p, ops, cfg.tt, lpt)?;
         let lc = LaunchConfig {

@@ -9,7 +9,7 @@ use super::{
     common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
     MoeProblem, SwiGlu, WeightLayout,
 };
-use crate::device::{Context, DeviceInfo, Function, LaunchConfig, Scratch};
+use crate::device::{Context, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
@@ -80,9 +80,6 @@ pub fn tail_split(tiles: u32, ctas: u32, max_splits: u32, kblocks: u32) -> (u32,
 pub fn split_workspace_bytes(ctas: u32) -> usize {
     ctas as usize * ((CFG.bm * 2 * CFG.bn) as usize + 256 * 32) * 4
 }
-
-static SPLIT_WS: Scratch = Scratch::new("SwiGLU split workspace", false);
-static SPLIT_COUNTERS: Scratch = Scratch::new("SwiGLU split counter", true);
 
 pub const ENTRY: &str = "moe_swiglu_dual";
 pub const THREADS: u32 = 384;
@@ -171,10 +168,14 @@ impl MoeKernel for SwiGluDual {
         let (t1, t3) = Self::w_maps(p, ops.w.ptr(), ops.w3.map(|b| b.ptr()));
         t1.validate().map_err(unsupported)?;
         t3.validate().map_err(unsupported)?;
-        let (mut map_x, mut map_1, mut map_3) = (tx.encode()?, t1.encode()?, t3.encode()?);
+        let (mut map_x, mut map_1, mut map_3) = (
+            tx.encode_with(ctx.overrides.tma.promotion)?,
+            t1.encode()?,
+            t3.encode()?,
+        );
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, o))?;
         let mut args = MoeArgs::new(p, ops, CFG.bn);
-        args.set_order(order_for(p, CFG.bm));
+        args.set_order(order_for(p, CFG.bm, &ctx.overrides.moe));
         if !p.swiglu.is_some_and(|s| s.routed) {
             args.route = 0;
         }
@@ -190,8 +191,14 @@ impl MoeKernel for SwiGluDual {
         // kept for the largest split this grid allows. (Allocated before the prefix kernel, so
         // that nothing comes between it and its dependent launch.)
         if max_splits > 1 {
-            split.ws = SPLIT_WS.at_least(ctx, split_workspace_bytes(grid))?;
-            split.counters = SPLIT_COUNTERS.at_least(ctx, grid as usize / 2 * 4 + 4)?;
+            split.ws = ctx
+                .scratch
+                .swiglu_split
+                .at_least(ctx, split_workspace_bytes(grid))?;
+            split.counters = ctx
+                .scratch
+                .swiglu_split_counters
+                .at_least(ctx, grid as usize / 2 * 4 + 4)?;
         }
         tile_prefix::launch_folded(ctx, p, ops, CFG.bm, false, o.swiglu.fold)?;
         let lc = LaunchConfig {

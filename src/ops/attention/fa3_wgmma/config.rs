@@ -53,19 +53,11 @@ pub struct Config {
 }
 
 impl Config {
-    /// [`Config::default_for`] with the measurement override `KILN_FA3_D<d>` applied: a comma
-    /// list of `bn=`, `cwg=`, `stages=`, `emu=`, `persist=`, `dynamic=`, `lazy=`, `order=`, `qbuf=` (numbers) and `overlap=`, `pingpong=` (0 or 1), e.g. `KILN_FA3_D128=pingpong=1,persist=1`; anything else is an error naming it.
-    pub fn from_env(d: u32) -> std::result::Result<Config, String> {
-        let var = format!("KILN_FA3_D{d}");
-        match std::env::var(&var) {
-            Ok(s) => Config::default_for(d)
-                .with(&s)
-                .map_err(|e| format!("{var}={s}: {e}")),
-            Err(_) => Ok(Config::default_for(d)),
-        }
-    }
-
-    /// This configuration with `key=value` overrides (see [`Config::from_env`]) applied and checked.
+    /// This configuration with `key=value` overrides applied and checked: a comma list of `bn=`,
+    /// `cwg=`, `stages=`, `emu=`, `persist=`, `dynamic=`, `lazy=`, `order=`, `qbuf=` (numbers) and
+    /// `overlap=`, `pingpong=` (0 or 1), e.g. `pingpong=1,persist=1` (the measurement override
+    /// `KILN_FA3_D<d>`, [`crate::overrides::AttentionOverrides`]); anything else is an error
+    /// naming it.
     pub fn with(mut self, overrides: &str) -> std::result::Result<Config, String> {
         for kv in overrides.split(',').filter(|s| !s.trim().is_empty()) {
             let (k, v) = kv

@@ -90,12 +90,17 @@ impl Config {
         }
     }
 
-    /// The config a launch of `p` on `dev` runs: the `KILN_FA3_D<d>` override if set, else the
-    /// tuned cache's entry for `p`'s class (when it is valid here), else [`Config::default_for`].
-    pub fn resolve(p: &AttentionProblem, dev: &DeviceInfo) -> std::result::Result<Config, String> {
+    /// The config a launch of `p` on `dev` runs: `forced` (the `KILN_FA3_D<d>` override,
+    /// [`crate::overrides::AttentionOverrides::fa3`]) if set, else the tuned cache's entry for
+    /// `p`'s class (when it is valid here), else [`Config::default_for`].
+    pub fn resolve(
+        p: &AttentionProblem,
+        dev: &DeviceInfo,
+        forced: Option<Config>,
+    ) -> std::result::Result<Config, String> {
         let d = p.head_dim as u32;
-        if std::env::var_os(format!("KILN_FA3_D{d}")).is_some() {
-            return Config::from_env(d);
+        if let Some(c) = forced {
+            return Ok(c);
         }
         let tuned = crate::tune::cache::lookup_attention(dev, "fa3_wgmma", p)
             .and_then(|c| Config::from_tune(d, &c).ok())

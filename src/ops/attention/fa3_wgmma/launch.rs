@@ -2,7 +2,6 @@
 //! device, the workspaces it needs, and the kernel launch itself.
 
 use super::config::Config;
-use super::workspaces::{PARTS_DONE, PARTS_WS, SPLIT_WS, WORK_COUNTERS};
 use super::Fa3Wgmma;
 use crate::device::{
     Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
@@ -125,7 +124,7 @@ impl Fa3Wgmma {
         let f = ctx.function(&c.spec(&ctx.arch(), p.dtype, dynamic))?;
         let mut args = AttnArgs::new(p, ops);
         if dynamic {
-            args.work = WORK_COUNTERS.at_least(ctx, 8)?;
+            args.work = ctx.scratch.attn_work_counters.at_least(ctx, 8)?;
         }
         if p.causal {
             args.order_bh = c.order.min((p.batch * p.heads_q) as u32) as i32;
@@ -136,13 +135,16 @@ impl Fa3Wgmma {
         }
         let (_, blocks) = c.grid(p, ctx.info.sm_count);
         if let Some(bytes) = c.split_ws_bytes(p, blocks) {
-            args.split_ws = SPLIT_WS.at_least(ctx, bytes)?;
+            args.split_ws = ctx.scratch.attn_split.at_least(ctx, bytes)?;
         }
         if let Some(pt) = c.parts(p, blocks) {
             args.parts_from = pt.from as i32;
             args.parts = pt.parts as i32;
-            args.parts_ws = PARTS_WS.at_least(ctx, pt.ws_bytes)?;
-            args.parts_done = PARTS_DONE.at_least(ctx, pt.items as usize * 4)?;
+            args.parts_ws = ctx.scratch.attn_parts.at_least(ctx, pt.ws_bytes)?;
+            args.parts_done = ctx
+                .scratch
+                .attn_parts_done
+                .at_least(ctx, pt.items as usize * 4)?;
         }
         let cfg = LaunchConfig {
             smem_bytes: c.smem_bytes(),

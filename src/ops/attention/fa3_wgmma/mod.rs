@@ -17,7 +17,7 @@ use super::{AttentionKernel, AttentionOperands, AttentionProblem, DTYPES, HEAD_D
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
-use crate::tune::space::{Config as TuneConfig, ParamSpace};
+use crate::ops::space::{Config as TuneConfig, ParamSpace};
 
 pub use config::Config;
 pub use heuristic::candidates;
@@ -56,7 +56,8 @@ impl AttentionKernel for Fa3Wgmma {
                 p.dtype
             ));
         }
-        let cfg = Config::resolve(p, dev)?;
+        // (no context here: a config `KILN_FA3_D<d>` forces is checked at launch)
+        let cfg = Config::resolve(p, dev, None)?;
         self.fits(p, dev, &cfg)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
@@ -83,7 +84,8 @@ impl AttentionKernel for Fa3Wgmma {
             })
     }
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
-        let c = Config::resolve(p, &ctx.info).map_err(|reason| Error::Unsupported {
+        let forced = ctx.overrides.attention.fa3(p.head_dim as u32);
+        let c = Config::resolve(p, &ctx.info, forced).map_err(|reason| Error::Unsupported {
             kernel: self.name().into(),
             reason,
         })?;

@@ -4,7 +4,7 @@
 use super::config::{Config, KEY_TILES};
 use crate::device::DeviceInfo;
 use crate::ops::attention::AttentionProblem;
-use crate::tune::space::{Config as TuneConfig, ParamSpace};
+use crate::ops::space::{Config as TuneConfig, ParamSpace};
 
 /// Stages the tuner tries: one stage leaves the producer nothing to prefetch, more than four
 /// never fits two tiles of d >= 128 next to Q.

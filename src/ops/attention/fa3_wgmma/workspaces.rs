@@ -1,8 +1,8 @@
 //! fa3_wgmma's device workspaces and the launch decisions that size them: the work counters,
-//! split items (a ragged block shared by consumers) and the last wave run in parts.
+//! split items (a ragged block shared by consumers) and the last wave run in parts (the buffers
+//! themselves are the context's, `ctx.scratch.attn_*`).
 
 use super::config::Config;
-use crate::device::Scratch;
 use crate::ops::attention::AttentionProblem;
 
 impl Config {
@@ -66,11 +66,6 @@ impl Config {
     }
 }
 
-/// The dynamic scheduler's two counters (next item, blocks done). The kernel's last block returns
-/// both to 0, so they are zeroed once, at allocation; one per process (kiln drives one stream,
-/// and two launches in flight at once on different streams would share them).
-pub(super) static WORK_COUNTERS: Scratch = Scratch::new("attention work-counter", true);
-
 /// A launch's items in parts ([`Config::parts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parts {
@@ -93,14 +88,6 @@ pub fn split_consumers(cwg: u32, stages: u32) -> u32 {
         .find(|c| stages.is_multiple_of(*c))
         .unwrap_or(1)
 }
-
-/// The split items' workspace (`AttnArgs::split_ws`); one per process, like the work counters.
-pub(super) static SPLIT_WS: Scratch = Scratch::new("attention split-workspace", false);
-
-/// The parted items' partial states and counters (`AttnArgs::parts_ws`, `parts_done`); the
-/// kernel returns each counter to 0.
-pub(super) static PARTS_WS: Scratch = Scratch::new("attention parts-workspace", false);
-pub(super) static PARTS_DONE: Scratch = Scratch::new("attention parts-counter", true);
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,9 @@
 //! A launch's resolved choice (tile, split factor, group, tail, stream-K) and how it is resolved:
 //! the tuning cache's config or the heuristic, then the env overrides.
 
-use super::{k_blocks, Notes, Overrides, TileConfig};
+use super::{k_blocks, GemmOverrides, Notes, TileConfig};
 use crate::ops::gemm::GemmProblem;
-use crate::tune::space::Config;
+use crate::ops::space::Config;
 
 /// A launch fully resolved: the tile config, the split-K factor and the grouped order's
 /// tile-rows. `launch` derives it from the tuning cache or [`TileConfig::choose`] (then the env
@@ -30,7 +30,7 @@ impl Choice {
         p: &GemmProblem,
         sm_count: u32,
         tuned: Option<&Config>,
-        env: &Overrides,
+        env: &GemmOverrides,
     ) -> Choice {
         Choice::resolve_noted(p, sm_count, tuned, env, &mut Notes::off())
     }
@@ -40,7 +40,7 @@ impl Choice {
         p: &GemmProblem,
         sm_count: u32,
         tuned: Option<&Config>,
-        env: &Overrides,
+        env: &GemmOverrides,
         notes: &mut Notes,
     ) -> Choice {
         let mut c = match tuned.and_then(|cfg| Choice::from_config(cfg).ok()) {
@@ -141,9 +141,9 @@ mod tests {
             for sms in [132, 114, 78] {
                 for pairs in [true, false] {
                     let p = bf16(m, n, k, Layout::RC);
-                    let env = Overrides {
+                    let env = GemmOverrides {
                         pairs,
-                        ..Overrides::NONE
+                        ..GemmOverrides::NONE
                     };
                     let got = Choice::resolve(&p, sms, None, &env);
                     assert_eq!(
@@ -160,7 +160,7 @@ mod tests {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let junk = Config::new(&[("BN", 96)]);
         assert_eq!(
-            Choice::resolve(&p, 132, Some(&junk), &Overrides::NONE),
+            Choice::resolve(&p, 132, Some(&junk), &GemmOverrides::NONE),
             Choice::heuristic(&p, 132, true)
         );
     }
@@ -169,18 +169,18 @@ mod tests {
     fn a_tuned_config_wins_over_the_heuristic_and_env_overrides_win_over_both() {
         let p = bf16(4096, 4096, 4096, Layout::RC);
         let tuned = Config::new(&[("BN", 128), ("PAIRS", 0), ("SPLITS", 2), ("GROUP_M", 8)]);
-        let c = Choice::resolve(&p, 132, Some(&tuned), &Overrides::NONE);
+        let c = Choice::resolve(&p, 132, Some(&tuned), &GemmOverrides::NONE);
         assert_eq!(c, Choice::from_config(&tuned).unwrap());
         assert_eq!(c.tile, TileConfig::SMALL);
         // the class spans shallower K: the split factor is capped at the K blocks
         let shallow = bf16(4096, 4096, 64, Layout::RC);
         assert_eq!(
-            Choice::resolve(&shallow, 132, Some(&tuned), &Overrides::NONE).splits,
+            Choice::resolve(&shallow, 132, Some(&tuned), &GemmOverrides::NONE).splits,
             1
         );
-        let env = Overrides {
+        let env = GemmOverrides {
             tile: Some(TileConfig::TINY),
-            ..Overrides::NONE
+            ..GemmOverrides::NONE
         };
         let c = Choice::resolve(&p, 132, Some(&tuned), &env);
         assert_eq!(c.tile, TileConfig::TINY);
@@ -188,21 +188,21 @@ mod tests {
             c.splits,
             TileConfig::TINY.best_splits(4096, 4096, 4096, 132)
         );
-        let env = Overrides {
+        let env = GemmOverrides {
             splits: Some(4),
             group_m: Some(16),
-            ..Overrides::NONE
+            ..GemmOverrides::NONE
         };
         let c = Choice::resolve(&p, 132, Some(&tuned), &env);
         assert_eq!((c.tile, c.splits, c.group_m), (TileConfig::SMALL, 4, 16));
         let pair = Config::new(&[("BN", 256), ("PAIRS", 1), ("SPLITS", 1), ("GROUP_M", 8)]);
         assert_eq!(
-            Choice::resolve(&p, 132, Some(&pair), &Overrides::NONE).tile,
+            Choice::resolve(&p, 132, Some(&pair), &GemmOverrides::NONE).tile,
             TileConfig::LARGE_PAIR
         );
-        let no_pairs = Overrides {
+        let no_pairs = GemmOverrides {
             pairs: false,
-            ..Overrides::NONE
+            ..GemmOverrides::NONE
         };
         assert_eq!(
             Choice::resolve(&p, 132, Some(&pair), &no_pairs).tile,

@@ -224,7 +224,9 @@ fn rows_aligned_to(p: &GemmProblem, bytes: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::Epilogue;
-    use super::super::{b_box_rows, b_loads_per_cluster, bf16, with_epilogue, Choice, Overrides};
+    use super::super::{
+        b_box_rows, b_loads_per_cluster, bf16, with_epilogue, Choice, GemmOverrides,
+    };
     use super::*;
     use crate::ops::gemm::Layout;
 
@@ -347,9 +349,9 @@ mod tests {
         let p = bf16(3000, 3000, 3000, Layout::RC);
         assert_eq!(Choice::heuristic(&p, 132, false).tile, TileConfig::MEDIUM);
         // a tuned pair falls back to its single tile under KILN_WGMMA_PAIRS=0
-        let env = Overrides {
+        let env = GemmOverrides {
             pairs: false,
-            ..Overrides::NONE
+            ..GemmOverrides::NONE
         };
         let tuned = Choice::heuristic(&p, 132, true).to_config();
         assert_eq!(

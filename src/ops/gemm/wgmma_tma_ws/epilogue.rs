@@ -1,7 +1,7 @@
 //! How a launch writes C: the TMA-store, C-load and register epilogues, C's tensor map, and the
 //! tile that runs where the picked one lacks the epilogue C needs.
 
-use super::{Overrides, TileConfig};
+use super::{GemmOverrides, TileConfig};
 use crate::device::{Tma2d, TmaSwizzle};
 use crate::ops::gemm::GemmProblem;
 
@@ -92,7 +92,7 @@ impl Epilogue {
     /// The epilogue for `p` whose C TMA can (`map_ok`, see [`output_map`]) or cannot address:
     /// beta 0 stores, beta 1 adds (TMA's reduce-add; `KILN_WGMMA_CLOAD=1` loads C instead, for
     /// 16-bit C the one rounding the register epilogue has), other betas load C first.
-    pub fn for_problem(p: &GemmProblem, map_ok: bool, env: &Overrides) -> Epilogue {
+    pub fn for_problem(p: &GemmProblem, map_ok: bool, env: &GemmOverrides) -> Epilogue {
         if !map_ok || !env.epi {
             Epilogue::Registers
         } else if p.beta == 0.0 || (p.beta == 1.0 && !env.c_load) {
@@ -110,7 +110,7 @@ mod tests {
 
     #[test]
     fn the_epilogue_follows_beta_and_what_tma_can_address() {
-        let env = Overrides::NONE;
+        let env = GemmOverrides::NONE;
         let with = |beta: f32, out: DType| GemmProblem {
             beta,
             ..GemmProblem::new(2048, 2048, 2048, Layout::RC, DType::Bf16, out)
@@ -138,7 +138,7 @@ mod tests {
             }
         }
         // KILN_WGMMA_CLOAD=1 loads C at beta = 1 too; never at beta = 0 (C may be garbage)
-        let c_load = Overrides {
+        let c_load = GemmOverrides {
             c_load: true,
             ..env
         };
@@ -150,7 +150,7 @@ mod tests {
             Epilogue::for_problem(&with(0.0, DType::Bf16), true, &c_load),
             Epilogue::TmaStore
         );
-        let regs = Overrides { epi: false, ..env };
+        let regs = GemmOverrides { epi: false, ..env };
         assert_eq!(
             Epilogue::for_problem(&with(0.5, DType::F32), true, &regs),
             Epilogue::Registers

@@ -2,7 +2,7 @@
 //! epilogue it has, and the cooperative 128-row tiles split, last-wave split and under stream-K.
 
 use super::FORCED_CONFIGS;
-use super::{has_split_code, k_blocks, plan, with_epilogue, Epilogue, Overrides, TileConfig};
+use super::{has_split_code, k_blocks, plan, with_epilogue, Epilogue, TileConfig};
 use crate::ops::gemm::{DType, ForcedSetup, GemmProblem};
 
 /// How a forced tile's work is laid out in a [`Setup`].
@@ -96,7 +96,11 @@ impl Setup {
     /// tile itself (not a fallback) with its own ring, no copy first, laid out as `mode` says
     /// (split: a K block or more in every slice), through the epilogue `out` asks for.
     pub fn runs_at(&self, p: &GemmProblem, sm_count: u32) -> bool {
-        let l = plan(p, sm_count, None, &Overrides::from_vars(&self.env()));
+        // (the variables are this module's own, so they parse)
+        let Ok(o) = crate::overrides::Overrides::parse(self.env()) else {
+            return false;
+        };
+        let l = plan(p, sm_count, None, &o.gemm);
         let t = self.tile;
         (l.bm, l.bn, l.cluster, l.pingpong, l.stages)
             == (t.bm, t.bn, t.cluster, t.pingpong, t.stages)
@@ -131,6 +135,25 @@ pub(super) fn forced_setups() -> Vec<ForcedSetup> {
 mod tests {
     use super::*;
     use crate::ops::gemm::Layout;
+
+    #[test]
+    fn every_setup_parses_and_plans_with_its_grid_and_stages() {
+        use crate::overrides::Overrides;
+        for s in Setup::all() {
+            assert!(Overrides::parse(s.env()).is_ok(), "{}", s.name);
+        }
+        // plan() honours the grid and stages the variables force, as a launch honours a
+        // context's
+        let o = Overrides::parse([
+            ("KILN_WGMMA_CFG", "large"),
+            ("KILN_WGMMA_GRID", "4"),
+            ("KILN_WGMMA_STAGES", "3"),
+        ])
+        .unwrap();
+        let p = GemmProblem::new(600, 1344, 640, Layout::RC, DType::Bf16, DType::Bf16);
+        let l = plan(&p, 132, None, &o.gemm);
+        assert_eq!((l.slots, l.grid, l.stages), (4, 4, 3));
+    }
 
     #[test]
     fn every_forced_config_has_setups_and_fallbacks_are_refused() {

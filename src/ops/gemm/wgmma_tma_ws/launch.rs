@@ -1,11 +1,9 @@
 //! The launch path: a resolved choice prepared for the operands, then executed: the copies, the
 //! workspace, the tensor maps, the kernel launch and C's copy back.
 
-use super::{
-    as_read, c_target, dependent_launch, operand_maps, output_map, repack, warn_forced_fallback,
-};
-use super::{Choice, Notes, Overrides, Prepared, WgmmaTmaWs, THREADS};
-use crate::device::{Context, Function, LaunchConfig, Scratch};
+use super::{as_read, c_target, operand_maps, output_map, repack, warn_forced_fallback};
+use super::{Choice, GemmOverrides, Notes, Prepared, WgmmaTmaWs, THREADS};
+use crate::device::{Context, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{GemmArgs, GemmKernel, GemmOperands, GemmProblem};
 
@@ -23,22 +21,22 @@ struct Extras {
 
 /// The split-K workspace (fp32 partial tiles) and per-tile arrival counters, kept across
 /// launches and grown on demand. Counters start at 0 and the kernel returns each to 0 (the last
-/// unit of a tile resets it), so they are zeroed once, at allocation. One per process: kiln
-/// drives one device.
-static SPLIT_WS: Scratch = Scratch::new("split-K workspace", false);
-static SPLIT_COUNTERS: Scratch = Scratch::new("split-K counter", true);
-
+/// unit of a tile resets it), so they are zeroed once, at allocation. One per context
+/// (`ctx.scratch`).
+///
 /// Device addresses of a workspace of at least `ws_bytes` and `counters` counters.
 fn workspace(ctx: &Context, ws_bytes: usize, counters: usize) -> Result<(u64, u64)> {
     Ok((
-        SPLIT_WS.at_least(ctx, ws_bytes)?,
-        SPLIT_COUNTERS.at_least(ctx, counters * 4)?,
+        ctx.scratch.gemm_split.at_least(ctx, ws_bytes)?,
+        ctx.scratch
+            .gemm_split_counters
+            .at_least(ctx, counters * 4)?,
     ))
 }
 
 impl WgmmaTmaWs {
     /// What `launch` runs for `p`: the tuned config or the heuristic, then the env overrides.
-    pub(super) fn choice_for(&self, ctx: &Context, p: &GemmProblem, env: &Overrides) -> Choice {
+    pub(super) fn choice_for(&self, ctx: &Context, p: &GemmProblem, env: &GemmOverrides) -> Choice {
         let p = &as_read(p);
         let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
         Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), env)
@@ -56,7 +54,7 @@ impl WgmmaTmaWs {
         ops: &GemmOperands,
         choice: Choice,
         trace: Option<u64>,
-        env: &Overrides,
+        env: &GemmOverrides,
     ) -> Result<()> {
         let choice = match trace {
             Some(_) => Choice {
@@ -80,7 +78,7 @@ impl WgmmaTmaWs {
         ops: &GemmOperands,
         prep: &Prepared,
         trace: Option<u64>,
-        env: &Overrides,
+        env: &GemmOverrides,
     ) -> Result<()> {
         let (p, read, cfg, choice) = (&prep.p, &prep.read, prep.tile, &prep.choice);
         // Operands TMA cannot address are read from padded copies, and C may be written through
@@ -115,8 +113,8 @@ impl WgmmaTmaWs {
                 reason,
             })?;
         }
-        let mut map_a = ta.encode()?;
-        let mut map_b = tb.encode()?;
+        let mut map_a = ta.encode_with(ctx.overrides.tma.promotion)?;
+        let mut map_b = tb.encode_with(ctx.overrides.tma.promotion)?;
         let (splits, split_from, sk_w) = layout.extras();
         let mut extras = Extras {
             ws: trace.unwrap_or(ws),
@@ -126,7 +124,7 @@ impl WgmmaTmaWs {
             sk_w,
         };
         let mut map_c = match tc {
-            Some(t) => t.encode()?,
+            Some(t) => t.encode_with(ctx.overrides.tma.promotion)?,
             None => map_a,
         };
         let mut args = GemmArgs {
@@ -154,7 +152,7 @@ impl WgmmaTmaWs {
         // `args`. The kernel executes `grid_dependency_wait` first, so it may be launched as a
         // dependent.
         unsafe {
-            let launch = if after_copy && dependent_launch() {
+            let launch = if after_copy && env.pdl {
                 Function::launch_dependent
             } else {
                 Function::launch

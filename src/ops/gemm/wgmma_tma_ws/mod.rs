@@ -27,7 +27,6 @@ mod heuristic;
 mod launch;
 mod maps;
 mod notes;
-mod overrides;
 mod plan;
 mod repack;
 mod space;
@@ -44,23 +43,22 @@ pub use maps::{
     a_box_rows, b_box_rows, b_loads_per_cluster, loads_per_stage, operand_maps, tile_coords,
 };
 pub use notes::Notes;
-pub use overrides::Overrides;
 pub use plan::{launch_specs, plan};
 pub use repack::{as_read, c_through_scratch, transposes_a, MAX_PACK_BYTES};
 pub use spec::{has_split_code, needs_split_code};
 pub use tiles::{forced_config, TileConfig, C_STAGING_BYTES, FORCED_CONFIGS};
 pub use timeline::TRACE_EVENTS;
 
-use overrides::{dependent_launch, epi_defer, group_m};
+use crate::overrides::{GemmOverrides, Overrides};
 use plan::{warn_forced_fallback, Prepared, ReadA};
 use repack::{c_target, needs_pack, pack_shape, packed_ld, repack, with_a_row_major};
 use tiles::ring_for;
 
-use super::{CtaStamps, ForcedSetup, GemmKernel, GemmOperands, GemmProblem, Knobs, LaunchPlan};
+use super::{CtaStamps, ForcedSetup, GemmKernel, GemmOperands, GemmProblem, LaunchPlan};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
-use crate::tune::space::{Config, ParamSpace};
+use crate::ops::space::{Config, ParamSpace};
 
 pub struct WgmmaTmaWs;
 
@@ -144,21 +142,20 @@ impl GemmKernel for WgmmaTmaWs {
         spec::variants(arch)
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
-        let env = Overrides::from_env();
+        let env = ctx.overrides.gemm;
         self.launch_choice(ctx, p, ops, self.choice_for(ctx, p, &env), None, &env)
     }
     fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         Some(space::space(p))
     }
     fn baseline(&self, p: &GemmProblem, dev: &DeviceInfo) -> Option<Config> {
-        Some(
-            Choice::heuristic_with(p, dev.sm_count, true, Overrides::from_env().widths).to_config(),
-        )
+        Some(Choice::heuristic_with(p, dev.sm_count, true, GemmOverrides::NONE.widths).to_config())
     }
     fn spec_for(&self, arch: &str, p: &GemmProblem, cfg: &Config) -> Option<KernelSpec> {
         Choice::from_config(cfg).ok().map(|c| {
-            // C's address is known only at launch: assume it aligned (as allocations are).
-            let env = Overrides::from_env();
+            // C's address is known only at launch: assume it aligned (as allocations are); no
+            // context here, so the default overrides.
+            let env = GemmOverrides::NONE;
             let epi = Epilogue::for_problem(p, output_map(p, 1 << 20).is_some(), &env);
             let tile = with_epilogue(c.tile, epi);
             let split_code = needs_split_code(tile, c.splits, c.stream_k, epi, &env);
@@ -169,6 +166,7 @@ impl GemmKernel for WgmmaTmaWs {
                 c.group_m,
                 epi,
                 split_code,
+                env.defer,
             )
         })
     }
@@ -183,24 +181,20 @@ impl GemmKernel for WgmmaTmaWs {
             kernel: self.name().into(),
             reason,
         })?;
-        self.launch_choice(ctx, p, ops, choice, None, &Overrides::from_env())
+        self.launch_choice(ctx, p, ops, choice, None, &ctx.overrides.gemm)
     }
     fn plan(
         &self,
         p: &GemmProblem,
         dev: &DeviceInfo,
         tuned: bool,
-        knobs: Knobs,
+        overrides: &Overrides,
     ) -> Option<LaunchPlan> {
-        let env = match knobs {
-            Knobs::Env => Overrides::from_env(),
-            Knobs::Vars(vars) => Overrides::from_vars(vars),
-        };
         // (looked up as `launch` looks it up: for the problem as the kernel reads it)
         let tuned = tuned
             .then(|| crate::tune::cache::lookup(dev, self.name(), &as_read(p)))
             .flatten();
-        Some(plan(p, dev.sm_count, tuned.as_ref(), &env))
+        Some(plan(p, dev.sm_count, tuned.as_ref(), &overrides.gemm))
     }
     fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
         // (the tuned config looked up as `launch` looks it up)
@@ -210,7 +204,7 @@ impl GemmKernel for WgmmaTmaWs {
             p,
             dev.sm_count,
             tuned.as_ref(),
-            &Overrides::from_env(),
+            &crate::overrides::GemmOverrides::default(),
         )
     }
     fn forced_setups(&self) -> Vec<ForcedSetup> {

@@ -5,10 +5,10 @@ use super::{
     as_read, c_through_scratch, k_blocks, needs_split_code, output_map, pack_shape, packed_ld,
     ring_for, transposes_a, with_a_row_major, with_epilogue, WgmmaTmaWs,
 };
-use super::{has_split_code, Choice, Epilogue, Notes, Overrides, SplitPlan, TileConfig};
+use super::{has_split_code, Choice, Epilogue, GemmOverrides, Notes, SplitPlan, TileConfig};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{DType, GemmProblem, LaunchPlan};
-use crate::tune::space::Config;
+use crate::ops::space::Config;
 
 /// Says once per process that a tile forced by `KILN_WGMMA_CFG` ran as another: where C takes an
 /// epilogue the tile has no variant with, the next that has one runs ([`with_epilogue`]).
@@ -108,6 +108,8 @@ pub(super) struct Prepared {
     pub splits: u32,
     /// The variant with the split-K and stream-K code ([`needs_split_code`]).
     pub split_code: bool,
+    /// The kernel's `KILN_EPI_DEFER` ([`GemmOverrides::defer`]).
+    pub defer: bool,
 }
 
 impl Prepared {
@@ -117,7 +119,7 @@ impl Prepared {
         p: &GemmProblem,
         (a, b, c): (u64, u64, u64),
         choice: Choice,
-        env: &Overrides,
+        env: &GemmOverrides,
         notes: &mut Notes,
     ) -> Prepared {
         let p = p.canonical();
@@ -202,6 +204,7 @@ impl Prepared {
             tile,
             splits,
             split_code: needs_split_code(tile, splits, choice.stream_k, epi, env),
+            defer: env.defer,
         }
     }
 
@@ -215,6 +218,7 @@ impl Prepared {
             self.choice.group_m,
             self.epi,
             self.split_code,
+            self.defer,
         )
     }
 
@@ -347,7 +351,12 @@ impl WorkLayout {
 /// `kiln plan`): the [`Prepared`] launch `launch` executes, laid over one resident CTA per SM (the
 /// GPU's occupancy query may give pairs fewer slots), with the operands aligned as allocations
 /// are.
-pub fn plan(p: &GemmProblem, sm_count: u32, tuned: Option<&Config>, env: &Overrides) -> LaunchPlan {
+pub fn plan(
+    p: &GemmProblem,
+    sm_count: u32,
+    tuned: Option<&Config>,
+    env: &GemmOverrides,
+) -> LaunchPlan {
     let mut notes = Notes::on();
     let choice = Choice::resolve_noted(&as_read(p), sm_count, tuned, env, &mut notes);
     let aligned = 1u64 << 20;
@@ -366,7 +375,7 @@ pub fn launch_specs(
     p: &GemmProblem,
     sm_count: u32,
     tuned: Option<&Config>,
-    env: &Overrides,
+    env: &GemmOverrides,
 ) -> Vec<KernelSpec> {
     let choice = Choice::resolve(&as_read(p), sm_count, tuned, env);
     let aligned = 1u64 << 20;
@@ -414,9 +423,9 @@ mod tests {
                         let p = bf16(m, n, k, l);
                         let read = as_read(&p);
                         for widths in [false, true] {
-                            let env = Overrides {
+                            let env = GemmOverrides {
                                 widths,
-                                ..Overrides::NONE
+                                ..GemmOverrides::NONE
                             };
                             let quiet = Choice::resolve(&read, 132, None, &env);
                             let mut notes = Notes::on();

@@ -1,15 +1,12 @@
 //! Copies made before the GEMM: operands TMA cannot address (and a column-major A with few rows)
-//! into scratch with 128-byte rows, and C through scratch where its rows cost vector stores.
+//! into scratch with 128-byte rows, and C through scratch where its rows cost vector stores
+//! (the context's `gemm_a_pack`, `gemm_b_pack`, `gemm_c_pack`: grown on demand, kept across
+//! launches).
 
 use super::{Prepared, ReadA};
 use crate::device::{Context, Scratch};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{GemmProblem, Layout};
-
-/// Scratch for the copies of A, B and C (grown on demand, kept across launches).
-static A_PACK: Scratch = Scratch::new("repacked A", false);
-static B_PACK: Scratch = Scratch::new("repacked B", false);
-static C_PACK: Scratch = Scratch::new("C through 128-byte rows", false);
 
 /// Elements of C below which its scalar stores are left in place rather than paying a copy's
 /// launch (H100, ledger #49: 1023x1023x1024, 1.0 M elements, gained 2.7 us through scratch;
@@ -36,7 +33,10 @@ pub(super) fn c_target(ctx: &Context, prep: &Prepared, c: u64) -> Result<u64> {
     };
     let p = &prep.p;
     let oes = p.output.size();
-    let dst = C_PACK.at_least(ctx, pack_shape(p.m, p.n, oes).1)?;
+    let dst = ctx
+        .scratch
+        .gemm_c_pack
+        .at_least(ctx, pack_shape(p.m, p.n, oes).1)?;
     if p.beta != 0.0 {
         // SAFETY: C spans M rows of N elements at pitch ldc (validated); the scratch M x pld.
         unsafe { crate::ops::gemm::pack_rows::launch(ctx, oes, c, p.ldc, dst, pld, p.m, p.n) }?;
@@ -136,9 +136,12 @@ pub(super) fn repack(ctx: &Context, prep: &Prepared, a: u64, b: u64) -> Result<(
     };
     let a = match prep.a {
         ReadA::InPlace => a,
-        ReadA::Packed(pld) => copy(&A_PACK, a, p.lda, p.a_storage(), pld)?,
+        ReadA::Packed(pld) => copy(&ctx.scratch.gemm_a_pack, a, p.lda, p.a_storage(), pld)?,
         ReadA::Transposed(pld) => {
-            let dst = A_PACK.at_least(ctx, pack_shape(p.m, p.k, es).1)?;
+            let dst = ctx
+                .scratch
+                .gemm_a_pack
+                .at_least(ctx, pack_shape(p.m, p.k, es).1)?;
             // SAFETY: A is stored as K rows of M elements at pitch lda (validated); the scratch
             // holds M x pld elements and is only read by this launch, after the copy on the
             // stream.
@@ -148,7 +151,7 @@ pub(super) fn repack(ctx: &Context, prep: &Prepared, a: u64, b: u64) -> Result<(
     };
     let b = match prep.b {
         None => b,
-        Some(pld) => copy(&B_PACK, b, p.ldb, p.b_storage(), pld)?,
+        Some(pld) => copy(&ctx.scratch.gemm_b_pack, b, p.ldb, p.b_storage(), pld)?,
     };
     Ok((a, b))
 }

@@ -3,7 +3,7 @@
 
 use super::{k_blocks, Choice, TileConfig, BM, GROUP_M, MAX_SPLITS};
 use crate::ops::gemm::GemmProblem;
-use crate::tune::space::{Config, ParamSpace};
+use crate::ops::space::{Config, ParamSpace};
 
 /// The values each parameter of [`WgmmaTmaWs`]'s space may take. BN picks the tile config (its
 /// stage count is the most that fits: 4, 6 or 8), PAIRS the CTA-pair (multicast B) variant of the

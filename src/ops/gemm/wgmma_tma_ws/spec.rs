@@ -1,14 +1,15 @@
 //! The device-file specs: the defines of each variant of the cooperative and ping-pong kernels,
 //! and which launches take the variant with the split-K code.
 
-use super::{epi_defer, group_m, with_epilogue, Epilogue, Overrides, TileConfig, WgmmaTmaWs};
-use super::{BM, THREADS};
+use super::{with_epilogue, Epilogue, GemmOverrides, TileConfig, WgmmaTmaWs};
+use super::{BM, GROUP_M, THREADS};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{with_problem_defines, DType, Layout};
 
 impl WgmmaTmaWs {
     /// The variant of tile `cfg` for a (layout, input dtype, output dtype), with the split-K
-    /// and stream-K code where `split_code` is set and the tile has it ([`has_split_code`]).
+    /// and stream-K code where `split_code` is set and the tile has it ([`has_split_code`]);
+    /// `defer`: the kernel's `KILN_EPI_DEFER` ([`GemmOverrides::defer`], on by default).
     pub(super) fn spec(
         arch: &str,
         (layout, input, output): (Layout, DType, DType),
@@ -16,6 +17,7 @@ impl WgmmaTmaWs {
         group_m: u32,
         epilogue: Epilogue,
         split_code: bool,
+        defer: bool,
     ) -> KernelSpec {
         let epi = epilogue.define();
         if cfg.pingpong {
@@ -48,7 +50,7 @@ impl WgmmaTmaWs {
         .define("KILN_STAGES", cfg.stages)
         .define("KILN_GROUP_M", group_m)
         .define("KILN_CLUSTER", cfg.cluster)
-        .define("KILN_EPI_DEFER", epi_defer() as u32)
+        .define("KILN_EPI_DEFER", defer as u32)
         .define("KILN_EPI", epi)
         .define("KILN_SPLITK", (split_code && has_split_code(cfg)) as u32)
         .define("KILN_SMEM", cfg.smem_bytes())
@@ -71,13 +73,13 @@ pub fn has_split_code(cfg: TileConfig) -> bool {
 /// address) a tile that has the split code comes only with it, and runs it unsplit (fewer
 /// variants for the rarer Cs). Decided from what is asked, before the grid is known: a launch
 /// whose plan then splits nothing runs the split variant unsplit, which it can.
-/// `KILN_WGMMA_SPLITK=1` ([`Overrides::split_code`]) takes it for every launch.
+/// `KILN_WGMMA_SPLITK=1` ([`GemmOverrides::split_code`]) takes it for every launch.
 pub fn needs_split_code(
     cfg: TileConfig,
     splits: u32,
     stream_k: bool,
     epi: Epilogue,
-    env: &Overrides,
+    env: &GemmOverrides,
 ) -> bool {
     has_split_code(cfg)
         && (epi != Epilogue::TmaStore
@@ -125,9 +127,10 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
                             arch,
                             combo,
                             cfg,
-                            group_m(),
+                            GROUP_M,
                             epi,
                             split_code,
+                            GemmOverrides::NONE.defer,
                         ));
                     }
                 }
@@ -143,7 +146,7 @@ mod tests {
     use super::*;
     use crate::device::DeviceInfo;
     use crate::ops::gemm::{GemmKernel, GemmProblem};
-    use crate::tune::space::Config;
+    use crate::ops::space::Config;
 
     /// The guard compiles what `launch` runs: every config of the space names a spec that
     /// `variants()` lists (so `kiln check` covers it), for every layout and dtype pair.
@@ -232,7 +235,7 @@ mod tests {
                         p.ldc += 1;
                     }
                     let space = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
-                    let heuristic = Choice::resolve(&as_read(&p), 132, None, &Overrides::NONE);
+                    let heuristic = Choice::resolve(&as_read(&p), 132, None, &GemmOverrides::NONE);
                     let choices = space
                         .iter()
                         .map(|c| Choice::from_config(c).unwrap())
@@ -242,7 +245,7 @@ mod tests {
                             &p,
                             (aligned, aligned, aligned),
                             choice,
-                            &Overrides::NONE,
+                            &GemmOverrides::NONE,
                             &mut Notes::off(),
                         );
                         let spec = prep.spec("sm_90a");

@@ -1,7 +1,7 @@
 //! The instrumented variant for `kiln profile --timeline`: the events it stamps, and one
 //! instrumented launch.
 
-use super::{Overrides, WgmmaTmaWs};
+use super::WgmmaTmaWs;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{CtaStamps, GemmKernel, GemmOperands, GemmProblem};
@@ -29,7 +29,7 @@ impl WgmmaTmaWs {
         p: &GemmProblem,
         ops: &GemmOperands,
     ) -> Result<Vec<CtaStamps>> {
-        let env = Overrides::from_env();
+        let env = ctx.overrides.gemm;
         let choice = self.choice_for(ctx, p, &env);
         if choice.tile.pingpong {
             return Err(Error::Unsupported {

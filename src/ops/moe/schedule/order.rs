@@ -2,6 +2,7 @@
 //! and the choice between them: mirrors of `moe_tile_coords` and `moe_expert_coords`.
 
 use crate::ops::moe::problem::MoeProblem;
+use crate::overrides::{MoeOrder, MoeOverrides};
 
 /// Tile-rows swept together in the grouped order (the kernels' `KILN_GROUP_M`).
 pub const GROUP_M: u32 = 8;
@@ -49,14 +50,11 @@ impl TileOrder {
 /// once. Else the expert-aligned order with groups of at most [`EXPERT_GROUP_MAX`]: the fixed
 /// groups of 8 used before straddled experts, and an expert whose m-tiles fall in two groups had
 /// its W read twice from HBM (prefill SwiGLU: W1 and W3, 403 MB, left HBM about twice, ncu
-/// 2026-11-22, MoE ledger #5 and #6). `KILN_MOE_GROUP` sets the width and `KILN_MOE_ORDER` (`fixed` or
-/// `expert`) the kind, to time them against each other.
-pub fn order_for(p: &MoeProblem, bm: u32) -> TileOrder {
-    let width = std::env::var("KILN_MOE_GROUP")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|&g| g >= 1);
-    let kind = std::env::var("KILN_MOE_ORDER").ok();
+/// 2026-11-22, MoE ledger #5 and #6). `KILN_MOE_GROUP` ([`MoeOverrides::group`]) sets the width
+/// and `KILN_MOE_ORDER` ([`MoeOverrides::order`]) the kind, to time them against each other.
+pub fn order_for(p: &MoeProblem, bm: u32, overrides: &MoeOverrides) -> TileOrder {
+    let width = overrides.group.filter(|&g| g >= 1);
+    let kind = overrides.order;
     let tiles_m: usize = p.spans().iter().map(|s| s.1.div_ceil(bm as usize)).sum();
     let x_bytes = tiles_m * bm as usize * p.k * p.input.size();
     let default = if tiles_m as u32 <= ONE_GROUP_MAX && x_bytes <= ONE_GROUP_X_BYTES {
@@ -64,12 +62,12 @@ pub fn order_for(p: &MoeProblem, bm: u32) -> TileOrder {
     } else {
         TileOrder::ByExpert(EXPERT_GROUP_MAX)
     };
-    match (kind.as_deref().map(str::trim), width, default) {
-        (Some("fixed"), w, d) => TileOrder::Fixed(w.unwrap_or(match d {
+    match (kind, width, default) {
+        (Some(MoeOrder::Fixed), w, d) => TileOrder::Fixed(w.unwrap_or(match d {
             TileOrder::Fixed(g) => g,
             TileOrder::ByExpert(_) => GROUP_M,
         })),
-        (Some("expert"), w, _) => TileOrder::ByExpert(w.unwrap_or(EXPERT_GROUP_MAX)),
+        (Some(MoeOrder::Expert), w, _) => TileOrder::ByExpert(w.unwrap_or(EXPERT_GROUP_MAX)),
         (_, Some(w), TileOrder::Fixed(_)) => TileOrder::Fixed(w),
         (_, Some(w), TileOrder::ByExpert(_)) => TileOrder::ByExpert(w),
         (_, None, d) => d,
@@ -174,15 +172,13 @@ mod tests {
 
     #[test]
     fn short_experts_sweep_all_m_tiles_in_one_group() {
-        if std::env::var_os("KILN_MOE_GROUP").is_some()
-            || std::env::var_os("KILN_MOE_ORDER").is_some()
-        {
-            return;
-        }
         // small M at K = 2048: 18 m-tiles of 64 rows, 4.5 MiB of X: one group
         let counts = [40, 196, 88, 152, 64, 120, 180, 104];
         let k2048 = MoeProblem::contiguous(&counts, 7168, 2048, DType::Bf16, DType::Bf16);
-        assert_eq!(order_for(&k2048, 64), TileOrder::Fixed(18));
+        assert_eq!(
+            order_for(&k2048, 64, &MoeOverrides::NONE),
+            TileOrder::Fixed(18)
+        );
         // at K = 7168, 12 m-tiles of 128 rows hold 21 MiB of X: within the budget, one group
         let k7168 = MoeProblem::contiguous(
             &[40, 248, 112, 176, 64, 200, 136, 96],
@@ -191,7 +187,10 @@ mod tests {
             DType::Bf16,
             DType::Bf16,
         );
-        assert_eq!(order_for(&k7168, 128), TileOrder::Fixed(12));
+        assert_eq!(
+            order_for(&k7168, 128, &MoeOverrides::NONE),
+            TileOrder::Fixed(12)
+        );
         // twice the rows: 24 m-tiles, 42 MiB of X: past it, expert by expert
         let k7168x2 = MoeProblem::contiguous(
             &[80, 496, 224, 352, 128, 400, 272, 192],
@@ -201,17 +200,17 @@ mod tests {
             DType::Bf16,
         );
         assert_eq!(
-            order_for(&k7168x2, 128),
+            order_for(&k7168x2, 128, &MoeOverrides::NONE),
             TileOrder::ByExpert(EXPERT_GROUP_MAX)
         );
         // prefill: 63 m-tiles
         let prefill = contiguous(&[1512, 1091, 539, 772, 779, 979, 880, 964], 3072);
         assert_eq!(
-            order_for(&prefill, 128),
+            order_for(&prefill, 128, &MoeOverrides::NONE),
             TileOrder::ByExpert(EXPERT_GROUP_MAX)
         );
         assert_eq!(
-            order_for(&contiguous(&[0, 0], 64), 128),
+            order_for(&contiguous(&[0, 0], 64), 128, &MoeOverrides::NONE),
             TileOrder::Fixed(1)
         );
     }

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod device;
 pub mod error;
+pub mod formats;
 pub mod harness;
 pub mod jit;
 pub mod libs;

@@ -172,6 +172,14 @@ pub static FILES: &[(&str, &str)] = &[
         "attention/fa3_wgmma.cu",
         include_str!("../../kernels/attention/fa3_wgmma.cu"),
     ),
+    (
+        "common/fp8.cuh",
+        include_str!("../../kernels/common/fp8.cuh"),
+    ),
+    (
+        "quant/fp8_convert.cu",
+        include_str!("../../kernels/quant/fp8_convert.cu"),
+    ),
 ];
 
 /// The text of `path` (relative to `kernels/`).

@@ -180,6 +180,10 @@ pub static FILES: &[(&str, &str)] = &[
         "quant/fp8_convert.cu",
         include_str!("../../kernels/quant/fp8_convert.cu"),
     ),
+    (
+        "quant/fp8_quant.cu",
+        include_str!("../../kernels/quant/fp8_quant.cu"),
+    ),
 ];
 
 /// The text of `path` (relative to `kernels/`).

@@ -2,3 +2,6 @@
 //! quantisation kernels, and the scaled FP8 GEMM on WGMMA.
 
 pub mod convert;
+pub mod quant;
+
+pub use quant::{quantize, quantize_into, Granularity, QuantSpec, Quantized};

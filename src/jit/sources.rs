@@ -184,6 +184,14 @@ pub static FILES: &[(&str, &str)] = &[
         "quant/fp8_quant.cu",
         include_str!("../../kernels/quant/fp8_quant.cu"),
     ),
+    (
+        "common/wgmma_fp8.cuh",
+        include_str!("../../kernels/common/wgmma_fp8.cuh"),
+    ),
+    (
+        "gemm/fp8_wgmma.cu",
+        include_str!("../../kernels/gemm/fp8_wgmma.cu"),
+    ),
 ];
 
 /// The text of `path` (relative to `kernels/`).

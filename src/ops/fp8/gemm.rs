@@ -1,0 +1,418 @@
+//! Host side of `kernels/gemm/fp8_wgmma.cu`: the scaled FP8 GEMM on warp-specialised persistent
+//! WGMMA + TMA. Which specialisations exist (a small set: e4m3 x e4m3 in every scale mode with
+//! and without promotion, two tile widths each; e5m2 operands with promoted tensor or block
+//! scales), which tile width a problem runs, and the launch: scale checks, tensor maps, grid.
+
+use std::ffi::c_void;
+
+use super::problem::{Fp8Problem, ScaleMode, Scales};
+use super::tma::Fp8Operand;
+use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
+use crate::error::{Error, Result};
+use crate::formats::Fp8Format;
+use crate::jit::KernelSpec;
+use crate::ops::gemm::DType;
+
+/// The version's name (its device file's stem).
+pub const NAME: &str = "fp8_wgmma";
+/// Block tile rows (two consumer warpgroups of 64) and K depth of a stage (128 bytes).
+pub const BM: u32 = 128;
+pub const BK: u32 = 128;
+pub const THREADS: u32 = 384;
+/// Tile-rows per group of the grouped tile order.
+pub const GROUP_M: u32 = 8;
+/// The shared memory the stage counts are sized for: an H100's opt-in limit per block.
+const SMEM_BUDGET: u32 = 232_448;
+
+/// A launch's tile width (the only tuned parameter so far).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fp8Config {
+    pub bn: u32,
+}
+
+/// Bytes of A and B one stage holds.
+pub const fn stage_bytes(bn: u32) -> u32 {
+    (BM + bn) * BK
+}
+
+/// Stages in the ring: as many as the budget holds, at most 8.
+pub const fn stages(bn: u32) -> u32 {
+    let s = (SMEM_BUDGET - 1024 - 2 * 8 * 8) / stage_bytes(bn);
+    if s > 8 {
+        8
+    } else {
+        s
+    }
+}
+
+/// Dynamic shared memory: 1 KB of slack to align the ring to 1024 bytes, the stages, and a full
+/// and an empty mbarrier per stage.
+pub const fn smem_bytes(bn: u32) -> u32 {
+    1024 + stages(bn) * stage_bytes(bn) + 2 * stages(bn) * 8
+}
+
+/// The tile widths compiled for an operand pair, scale mode and accumulation: e4m3 x e4m3 has
+/// two per mode (promoted 128 and 160, whose 45 column tiles fill N = 7168's waves; unpromoted
+/// 128 and 256, with no second accumulator to hold); pairs with e5m2 have 128 with promoted
+/// tensor or block scales; everything else none.
+pub fn widths(a: Fp8Format, b: Fp8Format, scale: ScaleMode, promote: bool) -> &'static [u32] {
+    let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
+    match (e4, scale, promote) {
+        (_, ScaleMode::Block, false) => &[],
+        (true, _, true) => &[128, 160],
+        (true, _, false) => &[128, 256],
+        (false, ScaleMode::Tensor | ScaleMode::Block, true) => &[128],
+        (false, _, _) => &[],
+    }
+}
+
+/// The specialisation for `p` with tile width `bn`.
+pub fn spec(arch: &str, p: &Fp8Problem, bn: u32) -> KernelSpec {
+    spec_of(arch, p.a, p.b, p.scale, p.promote, bn, p.out)
+}
+
+fn spec_of(
+    arch: &str,
+    a: Fp8Format,
+    b: Fp8Format,
+    scale: ScaleMode,
+    promote: bool,
+    bn: u32,
+    out: DType,
+) -> KernelSpec {
+    KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
+        .define("KILN_FP8_A", a.define())
+        .define("KILN_FP8_B", b.define())
+        .define("KILN_SCALE", scale.define())
+        .define("KILN_PROMOTE", promote as u32)
+        .define("KILN_BN", bn)
+        .define("KILN_STAGES", stages(bn))
+        .define("KILN_OUT", out.code())
+        .define("KILN_GROUP_M", GROUP_M)
+        .define("KILN_SMEM", smem_bytes(bn))
+}
+
+/// Every specialisation (for the compile check).
+pub fn variants(arch: &str) -> Vec<KernelSpec> {
+    let mut v = Vec::new();
+    for a in Fp8Format::ALL {
+        for b in Fp8Format::ALL {
+            for scale in ScaleMode::ALL {
+                for promote in [false, true] {
+                    for &bn in widths(a, b, scale, promote) {
+                        for out in DType::OUTPUTS {
+                            v.push(spec_of(arch, a, b, scale, promote, bn, out));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+/// `Ok` or why the kernel cannot compute `p` on `dev`.
+pub fn supports(p: &Fp8Problem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+    if !dev.is_hopper() {
+        return Err(format!(
+            "needs a Hopper GPU (sm_90a: FP8 wgmma, TMA); {} is sm_{}{}",
+            dev.name, dev.compute_capability.0, dev.compute_capability.1
+        ));
+    }
+    if p.scale == ScaleMode::Block && !p.promote {
+        return Err(
+            "block scales apply per 128-deep K block, so they need promoted accumulation; drop \
+             the unpromoted request"
+                .into(),
+        );
+    }
+    let w = widths(p.a, p.b, p.scale, p.promote);
+    let Some(&narrowest) = w.iter().min() else {
+        return Err(format!(
+            "{} x {} operands are compiled only with promoted tensor or block scales ({} scales{} \
+             are not); use e4m3 x e4m3 for those",
+            p.a,
+            p.b,
+            p.scale,
+            if p.promote { "" } else { " unpromoted" }
+        ));
+    };
+    dev.check_smem(smem_bytes(narrowest))?;
+    Ok(())
+}
+
+/// Tiles of 128 x `bn` over `p`'s C.
+pub fn tiles(p: &Fp8Problem, bn: u32) -> u64 {
+    (p.m as u64).div_ceil(BM as u64) * (p.n as u64).div_ceil(bn as u64)
+}
+
+/// The tile width to run `p` with: the compiled width whose waves over the SMs cost least
+/// (waves x width, a wave's time growing with the tile's width), the wider on a tie.
+pub fn choose(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
+    let sms = dev.sm_count.max(1) as u64;
+    let w = widths(p.a, p.b, p.scale, p.promote);
+    let bn = w
+        .iter()
+        .copied()
+        .filter(|&bn| dev.check_smem(smem_bytes(bn)).is_ok())
+        .min_by_key(|&bn| (tiles(p, bn).div_ceil(sms) * bn as u64, u32::MAX - bn))
+        .unwrap_or(128);
+    Fp8Config { bn }
+}
+
+/// The argument block, laid out as `Fp8Args` in `kernels/gemm/fp8_wgmma.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Fp8Args {
+    pub c: u64,
+    pub sa: u64,
+    pub sb: u64,
+    pub m: i32,
+    pub n: i32,
+    pub k: i32,
+    pub ldc: i64,
+    pub alpha: f32,
+}
+
+/// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
+pub struct Fp8Operands<'a> {
+    pub a: &'a DeviceBuffer,
+    pub b: &'a DeviceBuffer,
+    pub sa: Scales<'a>,
+    pub sb: Scales<'a>,
+    pub c: &'a DeviceBuffer,
+}
+
+/// Checks everything about a call that can be checked on the host (the problem, the buffers,
+/// the scales, the device), so that a bad input is one clear error before any launch.
+pub fn check(p: &Fp8Problem, ops: &Fp8Operands, dev: &DeviceInfo) -> Result<()> {
+    p.validate()?;
+    p.check_buffers(ops.a, ops.b, ops.c)?;
+    ops.sa.check("A", p.a_scales(), p.scale.a_granularity())?;
+    ops.sb.check("B", p.b_scales(), p.scale.b_granularity())?;
+    supports(p, dev).map_err(|reason| Error::Unsupported {
+        kernel: NAME.into(),
+        reason,
+    })
+}
+
+/// C = alpha * dequant(A) · dequant(B)ᵀ on the context's stream, with the tile width
+/// [`choose`] picks. With host scales the call waits for the kernel (their device copies are
+/// freed when it returns); with device scales it returns once the kernel is enqueued.
+pub fn gemm(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands) -> Result<()> {
+    let cfg = choose(p, &ctx.info);
+    gemm_with(ctx, p, ops, cfg)
+}
+
+/// [`gemm`] with an explicit tile width (one of [`widths`]).
+pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Config) -> Result<()> {
+    check(p, ops, &ctx.info)?;
+    if !widths(p.a, p.b, p.scale, p.promote).contains(&cfg.bn) {
+        return Err(Error::invalid(format!(
+            "tile width {} is not compiled for {p}; use one of {:?}",
+            cfg.bn,
+            widths(p.a, p.b, p.scale, p.promote)
+        )));
+    }
+    // Host scales go to the device first.
+    let upload = |s: &Scales| -> Result<Option<DeviceBuffer>> {
+        match s {
+            Scales::Host(v) => DeviceBuffer::from_host(v).map(Some),
+            Scales::Device(_) => Ok(None),
+        }
+    };
+    let (ha, hb) = (upload(&ops.sa)?, upload(&ops.sb)?);
+    let ptr = |s: &Scales, h: &Option<DeviceBuffer>| match (s, h) {
+        (_, Some(b)) => b.ptr(),
+        (Scales::Device(b), None) => b.ptr(),
+        (Scales::Host(_), None) => 0,
+    };
+    let bn = cfg.bn;
+    let operand = |addr: u64, rows: usize, ld: usize, box_rows: u32| Fp8Operand {
+        addr,
+        rows: rows as u64,
+        k: p.k as u64,
+        ld: ld as u64,
+        box_rows,
+    };
+    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, BM).encode()?;
+    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, bn).encode()?;
+    let mut args = Fp8Args {
+        c: ops.c.ptr(),
+        sa: ptr(&ops.sa, &ha),
+        sb: ptr(&ops.sb, &hb),
+        m: p.m as i32,
+        n: p.n as i32,
+        k: p.k as i32,
+        ldc: p.ldc as i64,
+        alpha: p.alpha,
+    };
+    let t = tiles(p, bn);
+    if t > i32::MAX as u64 {
+        return Err(Error::invalid(format!(
+            "{p} has {t} tiles of {BM}x{bn}, over 2^31 - 1"
+        )));
+    }
+    let grid = t.min(ctx.info.sm_count.max(1) as u64) as u32;
+    let f = ctx.function(&spec(&ctx.arch(), p, bn))?;
+    let cfg = LaunchConfig {
+        smem_bytes: smem_bytes(bn),
+        ..LaunchConfig::simple((grid, 1, 1), THREADS)
+    };
+    // SAFETY: the kernel takes (TmaMap, TmaMap, Fp8Args): two 128-byte maps and the argument
+    // block, in that order. The maps address A and B and the arguments C and the scales, all of
+    // which `check` sized against the problem; the caller keeps A, B, C and device scales alive
+    // until the stream is done, and the host scales' copies live until the synchronisation
+    // below.
+    unsafe {
+        f.launch(
+            ctx.stream,
+            &cfg,
+            &mut [
+                map_a.as_param(),
+                map_b.as_param(),
+                &mut args as *mut Fp8Args as *mut c_void,
+            ],
+        )?;
+    }
+    if ha.is_some() || hb.is_some() {
+        ctx.synchronize()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::check::judge;
+    use crate::jit::{nvrtc, Jit};
+
+    #[test]
+    fn args_match_the_device_layout() {
+        // three pointers, three ints, pad to 8, an i64, a float, pad
+        assert_eq!(std::mem::offset_of!(Fp8Args, m), 24);
+        assert_eq!(std::mem::offset_of!(Fp8Args, ldc), 40);
+        assert_eq!(std::mem::offset_of!(Fp8Args, alpha), 48);
+        assert_eq!(std::mem::size_of::<Fp8Args>(), 56);
+    }
+
+    #[test]
+    fn stages_fill_the_shared_memory_of_an_h100() {
+        for bn in [128, 160, 256] {
+            assert_eq!(stage_bytes(bn) % 1024, 0);
+            assert!(smem_bytes(bn) <= SMEM_BUDGET, "{bn}");
+            assert!(smem_bytes(bn) + stage_bytes(bn) > SMEM_BUDGET || stages(bn) == 8);
+        }
+        assert_eq!((stages(128), stages(160), stages(256)), (7, 6, 4));
+    }
+
+    #[test]
+    fn variants_stay_few_and_every_mode_has_one() {
+        let v = variants("sm_90a");
+        assert!(v.len() <= 60, "{} variants", v.len());
+        assert_eq!(v.len(), (3 * 2 + 2 * 2) * 3 + 3 * 2 * 3);
+        let dev = DeviceInfo::h100_sxm();
+        for scale in ScaleMode::ALL {
+            let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
+            assert_eq!(supports(&p, &dev), Ok(()));
+            assert!(
+                supports(
+                    &Fp8Problem {
+                        promote: false,
+                        ..p
+                    },
+                    &dev
+                )
+                .is_ok()
+                    == (scale != ScaleMode::Block)
+            );
+        }
+    }
+
+    #[test]
+    fn unsupported_combinations_say_why() {
+        let dev = DeviceInfo::h100_sxm();
+        let p = Fp8Problem::new(256, 256, 256, DType::Bf16, ScaleMode::Block);
+        let e = supports(
+            &Fp8Problem {
+                promote: false,
+                ..p
+            },
+            &dev,
+        )
+        .unwrap_err();
+        assert!(e.contains("need promoted accumulation"), "{e}");
+        let e5 = Fp8Problem {
+            a: Fp8Format::E5m2,
+            b: Fp8Format::E5m2,
+            scale: ScaleMode::Row,
+            ..p
+        };
+        let e = supports(&e5, &dev).unwrap_err();
+        assert!(e.contains("e5m2 x e5m2") && e.contains("row scales"), "{e}");
+        assert!(supports(
+            &Fp8Problem {
+                scale: ScaleMode::Block,
+                ..e5
+            },
+            &dev
+        )
+        .is_ok());
+        let a100 = DeviceInfo {
+            compute_capability: (8, 0),
+            ..dev.clone()
+        };
+        assert!(supports(&p, &a100).unwrap_err().contains("Hopper"));
+    }
+
+    #[test]
+    fn the_width_fills_the_waves() {
+        let dev = DeviceInfo::h100_sxm();
+        // N = 7168: 45 tiles of 160 per row of tiles beat 56 of 128 (11 waves against 14)
+        let p = Fp8Problem::new(4096, 7168, 16384, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose(&p, &dev).bn, 160);
+        // N = 4096: 128 wide (8 waves) beats 160 (7 waves of a wider tile: 7 x 160 > 8 x 128)
+        let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose(&p, &dev).bn, 128);
+        let p = Fp8Problem {
+            promote: false,
+            scale: ScaleMode::Tensor,
+            ..p
+        };
+        assert_eq!(choose(&p, &dev).bn, 256);
+    }
+
+    #[test]
+    fn every_variant_compiles_for_sm_90a_without_spills() {
+        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
+        if nvrtc::version().is_err() {
+            assert!(!required, "NVRTC is required here but missing");
+            return;
+        }
+        let jit = Jit::default();
+        let dev = DeviceInfo::h100_sxm();
+        let only = std::env::var("KILN_FP8_CHECK_ONLY").ok();
+        let mut failed = Vec::new();
+        for s in variants("sm_90a") {
+            if only.as_deref().is_some_and(|o| !s.label().contains(o)) {
+                continue;
+            }
+            match jit.compile(&s) {
+                Ok(c) => {
+                    let problems = judge(&s, &c.resources, &dev);
+                    eprintln!(
+                        "{}: {} registers {:?}",
+                        s.label(),
+                        c.resources.registers,
+                        problems
+                    );
+                    if !problems.is_empty() {
+                        failed.push(format!("{}: {problems:?}", s.label()));
+                    }
+                }
+                Err(e) => failed.push(format!("{}: {e}", s.label())),
+            }
+        }
+        assert!(failed.is_empty(), "{failed:#?}");
+    }
+}

@@ -3,6 +3,7 @@
 mod args;
 mod attention;
 mod commands;
+mod fp8;
 mod moe;
 mod progress;
 mod tools;
@@ -39,6 +40,7 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Report(a) => tools::report(&env, a),
         Command::Tune(a) => tune::tune(&env, a),
         Command::Moe(a) => moe::moe(&env, a),
+        Command::Fp8(a) => fp8::run(&env, a),
         Command::TuneWorker(a) => tune::worker(&env, a),
         Command::TuneReplay(a) => tune::replay(&env, a),
     }

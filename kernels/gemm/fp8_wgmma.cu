@@ -19,6 +19,10 @@
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
 // accumulation keeps about 14 significant bits, and over long K its error outgrows bf16's.
 // KILN_PROMOTE = 0 accumulates the whole K in the wgmma accumulator ("fast accumulation").
+// KILN_PIPE = 1 (promoted only) alternates two K-block accumulators: block kb + 1's wgmmas are
+// issued before block kb is promoted (wgmma.wait_group 1), so the FFMAs of the promotion overlap
+// the tensor cores' work instead of following a drained pipeline; it costs a third accumulator
+// array, so it is compiled for the 128-wide tile only.
 // K: any multiple of 16 (TMA's 16-byte row stride); a last partial K block is zero-filled by TMA,
 // as are rows and columns past M and N, and the epilogue stores only in-range elements.
 #include "common/gemm_args.cuh"
@@ -29,13 +33,14 @@
 
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
-    !defined(KILN_GROUP_M)
+    !defined(KILN_GROUP_M) || !defined(KILN_PIPE)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
 constexpr int BM = 128, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
-constexpr bool PROMOTE = KILN_PROMOTE != 0;
+constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0;
+static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
 constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
@@ -48,6 +53,12 @@ constexpr bool B_STRADDLE = SCALE == 2 && (128 % BN) != 0;
 static_assert(!B_STRADDLE || BN % 8 == 0, "column groups of 8 must not straddle a B scale block");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
+
+// One K block's block scales: A's for this thread's two rows, B's for the tile's one or two
+// 128-column blocks.
+struct BlockScales {
+  float a0, a1, b0, b1;
+};
 
 // Mirrors `Fp8Args` in src/ops/fp8/gemm.rs.
 struct Fp8Args {
@@ -123,9 +134,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int nblocks_b = (p.n + 127) / 128;
 
   float acc[BN / 2];
-  float fin[BN / 2];  // the promoted sums (unused, and so not allocated, without promotion)
+  float fin[BN / 2];   // the promoted sums (unused, and so not allocated, without promotion)
+  float acc2[BN / 2];  // KILN_PIPE's second accumulator (likewise)
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  if constexpr (PIPE) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc2[i] = 0.0f;
+  }
   u32 it = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     int tm, tn;
@@ -138,60 +154,114 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
     }
-    int prev = 0;
-    for (int kb = 0; kb < kblocks; ++kb, ++it) {
-      const int s = it % STAGES;
-      // This K block's scales, loaded before the wait so that they arrive under the wgmmas.
-      float sa0 = 0.0f, sa1 = 0.0f, sb0 = 0.0f, sb1 = 0.0f;
+    // This K block's scales (block mode), loaded ahead of their use so that they arrive under
+    // the wgmmas.
+    auto load_scales = [&](int kb) {
+      BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (SCALE == 2) {
-        if (row < p.m) sa0 = p.sa[(i64)kb * p.m + row];
-        if (row + 8 < p.m) sa1 = p.sa[(i64)kb * p.m + row + 8];
-        sb0 = p.sb[(i64)nb0 * kblocks + kb];
-        if (B_STRADDLE && nb0 + 1 < nblocks_b) sb1 = p.sb[(i64)(nb0 + 1) * kblocks + kb];
+        if (row < p.m) sc.a0 = p.sa[(i64)kb * p.m + row];
+        if (row + 8 < p.m) sc.a1 = p.sa[(i64)kb * p.m + row + 8];
+        sc.b0 = p.sb[(i64)nb0 * kblocks + kb];
+        if (B_STRADDLE && nb0 + 1 < nblocks_b) sc.b1 = p.sb[(i64)(nb0 + 1) * kblocks + kb];
       }
-      mbar_wait(full(s), (it / STAGES) & 1);
+      return sc;
+    };
+    // Waits for ring iteration i's stage and issues its four wgmmas into `a` as one batch
+    // (`fresh`: the first ignores a's old value).
+    auto issue = [&](u32 i, float(&a)[BN / 2], bool fresh) {
+      const int s = i % STAGES;
+      mbar_wait(full(s), (i / STAGES) & 1);
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
+      for (int j = 0; j < BN / 2; ++j) wgmma_fence_operand(a[j]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 32; ++kk) {
         const u64 da = wgmma_desc_add(da0, s * STAGE_BYTES + kk * 32);
         const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + kk * 32);
-        wgmma_m64k32_fp8<FA, FB, BN>(acc, da, db, (kk > 0 || (!PROMOTE && kb > 0)) ? 1 : 0);
+        wgmma_m64k32_fp8<FA, FB, BN>(a, da, db, (kk > 0 || !fresh) ? 1 : 0);
       }
       wgmma_commit();
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
-      if constexpr (PROMOTE) {
-        wgmma_wait<0>();
+      for (int j = 0; j < BN / 2; ++j) wgmma_fence_operand(a[j]);
+    };
+    // A finished batch's sums `a` into fin: multiplied by their block's scales, or as they are.
+    auto promote = [&](float(&a)[BN / 2], const BlockScales& sc) {
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
-        release(s);
-        if constexpr (SCALE == 2) {
-          // register i: row + 8 ((i >> 1) & 1), column group i >> 2
-          const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
+      for (int j = 0; j < BN / 2; ++j) wgmma_fence_operand(a[j]);
+      if constexpr (SCALE == 2) {
+        // register j: row + 8 ((j >> 1) & 1), column group j >> 2
+        const float s00 = sc.a0 * sc.b0, s10 = sc.a1 * sc.b0, s01 = sc.a0 * sc.b1, s11 = sc.a1 * sc.b1;
 #pragma unroll
-          for (int i = 0; i < BN / 2; ++i) {
-            const bool h = (i >> 1) & 1;
-            const float sc = (!B_STRADDLE || (i >> 2) < jb) ? (h ? s10 : s00) : (h ? s11 : s01);
-            fin[i] = fmaf(sc, acc[i], fin[i]);
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) fin[i] += acc[i];
+        for (int j = 0; j < BN / 2; ++j) {
+          const bool h = (j >> 1) & 1;
+          const float f = (!B_STRADDLE || (j >> 2) < jb) ? (h ? s10 : s00) : (h ? s11 : s01);
+          fin[j] = fmaf(f, a[j], fin[j]);
         }
       } else {
-        // Keep one batch in flight: once the previous one is done, its stage can be refilled.
+#pragma unroll
+        for (int j = 0; j < BN / 2; ++j) fin[j] += a[j];
+      }
+    };
+    if constexpr (!PROMOTE) {
+      // One accumulator over the whole K; one batch kept in flight: once the previous one is
+      // done, its stage can be refilled.
+      int prev = 0;
+      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        issue(it, acc, kb == 0);
         wgmma_wait<1>();
         if (kb > 0) release(prev);
-        prev = s;
+        prev = it % STAGES;
       }
-    }
-    if constexpr (!PROMOTE) {
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
       release(prev);
+    } else if constexpr (!PIPE) {
+      // Each K block's batch drains before its promotion.
+      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        const BlockScales sc = load_scales(kb);
+        issue(it, acc, true);
+        wgmma_wait<0>();
+        release(it % STAGES);
+        promote(acc, sc);
+      }
+    } else {
+      // Two accumulators in turn: K block kb + 1's batch is issued before block kb's is
+      // promoted, so the tensor cores work while the CUDA cores promote. The loop body has no
+      // branch, and at its top exactly block kb's batch (in acc) is in flight, on entry and on
+      // every lap: ptxas can then see that each promotion reads a finished batch (written with
+      // a conditional issue inside the loop, it serialised every wgmma: C7514).
+      BlockScales cur = load_scales(0), nxt;
+      issue(it, acc, true);
+      int kb = 0;
+      for (; kb + 2 < kblocks; kb += 2, it += 2) {
+        nxt = load_scales(kb + 1);
+        issue(it + 1, acc2, true);
+        wgmma_wait<1>();
+        release(it % STAGES);
+        promote(acc, cur);
+        cur = load_scales(kb + 2);
+        issue(it + 2, acc, true);
+        wgmma_wait<1>();
+        release((it + 1) % STAGES);
+        promote(acc2, nxt);
+      }
+      if (kb + 1 < kblocks) {  // two blocks left: kb (in flight in acc) and kb + 1
+        nxt = load_scales(kb + 1);
+        issue(it + 1, acc2, true);
+        wgmma_wait<1>();
+        release(it % STAGES);
+        promote(acc, cur);
+        wgmma_wait<0>();
+        release((it + 1) % STAGES);
+        promote(acc2, nxt);
+        it += 2;
+      } else {  // one block left
+        wgmma_wait<0>();
+        release(it % STAGES);
+        promote(acc, cur);
+        it += 1;
+      }
     }
     // Epilogue: scale, convert, store (register i holds row + 8 ((i >> 1) & 1), column
     // n0 + 8 (i >> 2) + 2q + (i & 1)).

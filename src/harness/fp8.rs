@@ -25,6 +25,21 @@ pub const ACCUMULATION_BOUND: f64 = 1e-3;
 /// documented as the less accurate path, checked against this looser bound.
 pub const FAST_ACCUMULATION_BOUND: f64 = 1e-2;
 
+/// The bound on ‖out − ref‖ / ‖ref‖ against the exact reference: the output's rounding (bf16
+/// alone gives about 1.6e-3) plus the accumulation's, and FP8's own rounding inside the tensor
+/// cores for f32 output; looser for unpromoted accumulation.
+pub fn exact_bound(p: &Fp8Problem) -> f64 {
+    let b: f64 = match p.out {
+        DType::Bf16 => 4e-3,
+        DType::F16 | DType::F32 => 1e-3,
+    };
+    b.max(if p.promote {
+        0.0
+    } else {
+        FAST_ACCUMULATION_BOUND
+    })
+}
+
 /// The accumulation bound `p` is held to.
 pub fn accumulation_bound(p: &Fp8Problem) -> f64 {
     if p.promote {
@@ -205,8 +220,8 @@ pub fn verify_quantization(
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct GemmCase {
     pub p: Fp8Problem,
-    /// The tile width, or the default choice.
-    pub bn: Option<u32>,
+    /// The config, or the default choice.
+    pub cfg: Option<Fp8Config>,
     pub recipe: ScaleRecipe,
     pub data: Data,
 }
@@ -216,7 +231,7 @@ impl GemmCase {
         format!(
             "{}{}{}",
             self.p,
-            self.bn.map(|b| format!(" bn {b}")).unwrap_or_default(),
+            self.cfg.map(|c| format!(" config {c}")).unwrap_or_default(),
             if self.recipe == ScaleRecipe::Ue8m0 {
                 " ue8m0"
             } else {
@@ -363,7 +378,10 @@ fn judge_output(
     o.rel_error = rel_l2(d2, r2);
     o.rel_error_rounded = rel_l2(dr2, r2);
     o.bound = accumulation_bound(p);
-    let exact_bound = crate::harness::verify::bound(p.out).max(o.bound);
+    // The error beyond the output's rounding counts elements whose rounding flipped: with few
+    // elements one flip moves it a lot, so it is judged from 4096 checked elements on.
+    let judged = rows.len() * p.n >= 4096;
+    let exact_bound = exact_bound(p);
     (o.passed, o.message) = verdict(&[
         (o.mismatches > 0, &|| {
             format!(
@@ -383,16 +401,16 @@ fn judge_output(
                 inputs.quant_mismatches
             )
         }),
-        (!within(o.rel_error_rounded, o.bound), &|| {
-            format!(
-                "error beyond the output's rounding {:.2e} exceeds {:.0e}",
-                o.rel_error_rounded, o.bound
-            )
-        }),
         (!within(o.rel_error, exact_bound), &|| {
             format!(
                 "relative error {:.2e} exceeds the {} bound {exact_bound:.0e}",
                 o.rel_error, p.out
+            )
+        }),
+        (judged && !within(o.rel_error_rounded, o.bound), &|| {
+            format!(
+                "error beyond the output's rounding {:.2e} exceeds {:.0e}",
+                o.rel_error_rounded, o.bound
             )
         }),
     ]);
@@ -426,8 +444,8 @@ pub fn verify_gemm(ctx: &Context, case: &GemmCase, vendor: bool) -> Result<Vec<F
         sb: Scales::Device(&inp.b.scales),
         c: &dc,
     };
-    let launched = match case.bn {
-        Some(bn) => fp8::gemm_with(ctx, p, &ops, Fp8Config { bn }),
+    let launched = match case.cfg {
+        Some(cfg) => fp8::gemm_with(ctx, p, &ops, cfg),
         None => fp8::gemm(ctx, p, &ops),
     };
     if let Some(reason) = refusal(launched)? {
@@ -464,20 +482,28 @@ pub fn verify_gemm(ctx: &Context, case: &GemmCase, vendor: bool) -> Result<Vec<F
     Ok(out)
 }
 
-/// The promotion check at K = 16,384 (tensor scales, positive data, so partial sums grow): the
-/// unpromoted accumulation must miss the bound and the promoted one meet it, on the same inputs.
-pub fn verify_promotion(ctx: &Context, out: DType) -> Result<Fp8Outcome> {
+/// The promotion check at K = 16,384 (tensor scales, positive data, so partial sums grow; f32
+/// output, so no output rounding hides the accumulation's error): against the exact reference,
+/// the unpromoted accumulation must miss the 1e-3 bound and the promoted one meet it, on the same
+/// inputs.
+pub fn verify_promotion(ctx: &Context) -> Result<Fp8Outcome> {
     let seed = fresh_seed();
-    let base = Fp8Problem::new(256, 256, 16384, out, ScaleMode::Tensor);
+    let base = Fp8Problem::new(256, 256, 16384, DType::F32, ScaleMode::Tensor);
     let case = GemmCase {
         p: base,
-        bn: Some(128),
+        cfg: Some(Fp8Config::new(128, false)),
         recipe: ScaleRecipe::Fp32,
         data: Data::Positive,
     };
     let inp = inputs(ctx, &case, seed, false, true)?;
+    // unpromoted, promoted after a drained pipeline, pipelined promotion
+    let runs = [
+        (false, Fp8Config::new(128, false)),
+        (true, Fp8Config::new(128, false)),
+        (true, Fp8Config::new(128, true)),
+    ];
     let mut errs = Vec::new();
-    for promote in [false, true] {
+    for (promote, cfg) in runs {
         let p = Fp8Problem { promote, ..base };
         let dc = poisoned_c(ctx, &p)?;
         let ops = Fp8Operands {
@@ -487,20 +513,20 @@ pub fn verify_promotion(ctx: &Context, out: DType) -> Result<Fp8Outcome> {
             sb: Scales::Device(&inp.b.scales),
             c: &dc,
         };
-        fp8::gemm_with(ctx, &p, &ops, Fp8Config { bn: 128 })?;
+        fp8::gemm_with(ctx, &p, &ops, cfg)?;
         ctx.synchronize()?;
         let mut o = Fp8Outcome::new("gemm", String::new(), seed);
         judge_output(&p, &dc, &inp, seed, &mut o)?;
-        errs.push(o.rel_error_rounded);
+        errs.push(o.rel_error);
     }
     let mut o = Fp8Outcome::new("promotion", format!("{base}, data in [0, 1)"), seed);
-    o.rel_error_rounded = errs[1];
-    o.rel_error = errs[0];
+    o.rel_error = errs[1].max(errs[2]);
     o.bound = ACCUMULATION_BOUND;
     o.rows_checked = base.m;
-    o.passed = errs[0] > ACCUMULATION_BOUND && errs[1] <= ACCUMULATION_BOUND;
+    let promoted_ok = errs[1] <= ACCUMULATION_BOUND && errs[2] <= ACCUMULATION_BOUND;
+    o.passed = errs[0] > ACCUMULATION_BOUND && promoted_ok;
     o.message = format!(
-        "unpromoted {:.2e} ({} the bound), promoted {:.2e} ({} it)",
+        "unpromoted {:.2e} ({} the bound), promoted {:.2e} and pipelined {:.2e} ({} it)",
         errs[0],
         if errs[0] > ACCUMULATION_BOUND {
             "exceeds"
@@ -508,11 +534,8 @@ pub fn verify_promotion(ctx: &Context, out: DType) -> Result<Fp8Outcome> {
             "does NOT exceed"
         },
         errs[1],
-        if errs[1] <= ACCUMULATION_BOUND {
-            "meets"
-        } else {
-            "MISSES"
-        }
+        errs[2],
+        if promoted_ok { "meet" } else { "do NOT meet" }
     );
     Ok(o)
 }
@@ -540,9 +563,9 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
         (ScaleMode::Row, true),
         (ScaleMode::Block, true),
     ];
-    let case = |p: Fp8Problem, bn: Option<u32>, recipe| GemmCase {
+    let case = |p: Fp8Problem, cfg: Option<Fp8Config>, recipe| GemmCase {
         p,
-        bn,
+        cfg,
         recipe,
         data: Data::Signed,
     };
@@ -554,8 +577,8 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
                 ldc: n + 8,
                 ..Fp8Problem::new(m, n, k, DType::Bf16, scale)
             };
-            for &bn in fp8::gemm::widths(p.a, p.b, scale, promote) {
-                v.push(case(p, Some(bn), ScaleRecipe::Fp32));
+            for &cfg in fp8::gemm::configs(p.a, p.b, scale, promote) {
+                v.push(case(p, Some(cfg), ScaleRecipe::Fp32));
             }
         }
     }
@@ -589,7 +612,7 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
     v.push(case(p, None, ScaleRecipe::Ue8m0));
     v.push(case(
         Fp8Problem { alpha: -0.5, ..p },
-        Some(160),
+        Some(Fp8Config::new(160, false)),
         ScaleRecipe::Fp32,
     ));
     v
@@ -607,10 +630,10 @@ mod tests {
             (ScaleMode::Row, true),
             (ScaleMode::Block, true),
         ] {
-            for bn in fp8::gemm::widths(Fp8Format::E4m3, Fp8Format::E4m3, scale, promote) {
+            for cfg in fp8::gemm::configs(Fp8Format::E4m3, Fp8Format::E4m3, scale, promote) {
                 assert!(s
                     .iter()
-                    .any(|c| c.p.scale == scale && c.p.promote == promote && c.bn == Some(*bn)));
+                    .any(|c| c.p.scale == scale && c.p.promote == promote && c.cfg == Some(*cfg)));
             }
         }
         for must in [1, 127, 129] {

@@ -24,8 +24,8 @@ pub struct Fp8Timing {
     pub k: usize,
     pub scale: String,
     pub promote: bool,
-    /// kiln's tile width (None for the vendor).
-    pub bn: Option<u32>,
+    /// kiln's config (None for the vendor).
+    pub config: Option<String>,
     pub median_ms: f64,
     pub min_ms: f64,
     pub max_ms: f64,
@@ -39,11 +39,11 @@ pub struct Fp8Timing {
     pub vendor_note: Option<String>,
 }
 
-/// Times `p` (tile width `bn`, or the default choice) and, with `vendor`, cuBLASLt.
+/// Times `p` (with `cfg`, or the default choice) and, with `vendor`, cuBLASLt.
 pub fn bench_fp8(
     ctx: &Context,
     p: &Fp8Problem,
-    bn: Option<u32>,
+    cfg: Option<Fp8Config>,
     vendor: bool,
     opt: &BenchOptions,
 ) -> Result<Vec<Fp8Timing>> {
@@ -54,16 +54,14 @@ pub fn bench_fp8(
     })?;
     let case = GemmCase {
         p: *p,
-        bn,
+        cfg,
         recipe: ScaleRecipe::Fp32,
         data: Data::Signed,
     };
     let inp = inputs(ctx, &case, 0x5EED, false, false)?;
     let bytes = p.m * p.ldc * p.out.size();
     let (dc, dv) = (ctx.alloc(bytes)?, ctx.alloc(bytes)?);
-    let cfg = Fp8Config {
-        bn: bn.unwrap_or_else(|| fp8::gemm::choose(p, &ctx.info).bn),
-    };
+    let cfg = cfg.unwrap_or_else(|| fp8::gemm::choose(p, &ctx.info));
     let ops = Fp8Operands {
         a: &inp.a.codes,
         b: &inp.b.codes,
@@ -107,7 +105,7 @@ pub fn bench_fp8(
         None => sample_interleaved(ctx, &flusher, opt, &mut [&mut kiln_launch])?,
     };
     ctx.synchronize()?;
-    let row = |version: &str, bn: Option<u32>, mut t: Vec<f64>| {
+    let row = |version: &str, config: Option<String>, mut t: Vec<f64>| {
         let (median, min, max) = stats(&mut t);
         Fp8Timing {
             version: version.into(),
@@ -117,7 +115,7 @@ pub fn bench_fp8(
             k: p.k,
             scale: p.scale.to_string(),
             promote: p.promote,
-            bn,
+            config,
             median_ms: median,
             min_ms: min,
             max_ms: max,
@@ -128,7 +126,11 @@ pub fn bench_fp8(
             vendor_note: note.clone(),
         }
     };
-    let mut out = vec![row(fp8::gemm::NAME, Some(cfg.bn), times[0].0.clone())];
+    let mut out = vec![row(
+        fp8::gemm::NAME,
+        Some(cfg.to_string()),
+        times[0].0.clone(),
+    )];
     if lt.is_some() {
         let v = row("cublaslt", None, times[1].0.clone());
         out[0].speedup_vs_cublaslt = Some(v.median_ms / out[0].median_ms);

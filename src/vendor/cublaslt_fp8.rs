@@ -30,6 +30,7 @@ pub struct LtFp8 {
     workspace: DeviceBuffer,
     algos: Vec<lt::cublasLtMatmulAlgo_t>,
     chosen: usize,
+    alpha: f32,
 }
 
 fn check(what: &str, s: lt::cublasStatus_t) -> Result<()> {
@@ -69,6 +70,7 @@ impl LtFp8 {
             workspace,
             algos: Vec::new(),
             chosen: 0,
+            alpha: p.alpha,
         };
         use lt::cublasLtMatmulDescAttributes_t as D;
         use lt::cublasLtMatmulMatrixScale_t as S;
@@ -225,7 +227,7 @@ impl LtFp8 {
     }
 
     fn launch_algo(&self, ctx: &Context, i: usize, a: u64, b: u64, c: u64) -> Result<()> {
-        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (alpha, beta) = (self.alpha, 0.0f32);
         // SAFETY: the handle, descriptors and workspace are live; the caller passes operands of
         // the shapes the layouts describe and keeps them alive until the stream is done; the
         // scale pointers set at planning time are the caller's too.

@@ -1,7 +1,7 @@
 //! Host side of `kernels/gemm/fp8_wgmma.cu`: the scaled FP8 GEMM on warp-specialised persistent
 //! WGMMA + TMA. Which specialisations exist (a small set: e4m3 x e4m3 in every scale mode with
-//! and without promotion, two tile widths each; e5m2 operands with promoted tensor or block
-//! scales), which tile width a problem runs, and the launch: scale checks, tensor maps, grid.
+//! and without promotion, two or three configs each; e5m2 operands with promoted tensor or block
+//! scales), which config a problem runs, and the launch: scale checks, tensor maps, grid.
 
 use std::ffi::c_void;
 
@@ -24,10 +24,38 @@ pub const GROUP_M: u32 = 8;
 /// The shared memory the stage counts are sized for: an H100's opt-in limit per block.
 const SMEM_BUDGET: u32 = 232_448;
 
-/// A launch's tile width (the only tuned parameter so far).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A launch's configuration: the tile width, and (promoted problems) whether the promotion is
+/// pipelined over two accumulators (`KILN_PIPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Fp8Config {
     pub bn: u32,
+    pub pipe: bool,
+}
+
+impl Fp8Config {
+    pub const fn new(bn: u32, pipe: bool) -> Self {
+        Fp8Config { bn, pipe }
+    }
+}
+
+impl std::fmt::Display for Fp8Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.bn, if self.pipe { "p" } else { "" })
+    }
+}
+
+impl std::str::FromStr for Fp8Config {
+    type Err = Error;
+    /// `128`, `160`, `256`, or `128p` (pipelined promotion).
+    fn from_str(s: &str) -> Result<Self> {
+        let (num, pipe) = match s.strip_suffix('p') {
+            Some(n) => (n, true),
+            None => (s, false),
+        };
+        num.parse::<u32>()
+            .map(|bn| Fp8Config { bn, pipe })
+            .map_err(|_| Error::invalid(format!("`{s}` is not an FP8 config; write a width such as 128, or 128p for the pipelined promotion")))
+    }
 }
 
 /// Bytes of A and B one stage holds.
@@ -51,24 +79,36 @@ pub const fn smem_bytes(bn: u32) -> u32 {
     1024 + stages(bn) * stage_bytes(bn) + 2 * stages(bn) * 8
 }
 
-/// The tile widths compiled for an operand pair, scale mode and accumulation: e4m3 x e4m3 has
-/// two per mode (promoted 128 and 160, whose 45 column tiles fill N = 7168's waves; unpromoted
-/// 128 and 256, with no second accumulator to hold); pairs with e5m2 have 128 with promoted
-/// tensor or block scales; everything else none.
-pub fn widths(a: Fp8Format, b: Fp8Format, scale: ScaleMode, promote: bool) -> &'static [u32] {
+/// The configs compiled for an operand pair, scale mode and accumulation: e4m3 x e4m3 promoted
+/// has the pipelined 128-wide tile and the plain 128 and 160 (whose 45 column tiles fill
+/// N = 7168's waves; too wide for a third accumulator array), unpromoted 128 and 256; pairs
+/// with e5m2 have the pipelined 128 with promoted tensor or block scales; everything else none.
+pub fn configs(
+    a: Fp8Format,
+    b: Fp8Format,
+    scale: ScaleMode,
+    promote: bool,
+) -> &'static [Fp8Config] {
+    const PROMOTED: &[Fp8Config] = &[
+        Fp8Config::new(128, true),
+        Fp8Config::new(128, false),
+        Fp8Config::new(160, false),
+    ];
+    const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
+    const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
     match (e4, scale, promote) {
         (_, ScaleMode::Block, false) => &[],
-        (true, _, true) => &[128, 160],
-        (true, _, false) => &[128, 256],
-        (false, ScaleMode::Tensor | ScaleMode::Block, true) => &[128],
+        (true, _, true) => PROMOTED,
+        (true, _, false) => FAST,
+        (false, ScaleMode::Tensor | ScaleMode::Block, true) => OTHER,
         (false, _, _) => &[],
     }
 }
 
-/// The specialisation for `p` with tile width `bn`.
-pub fn spec(arch: &str, p: &Fp8Problem, bn: u32) -> KernelSpec {
-    spec_of(arch, p.a, p.b, p.scale, p.promote, bn, p.out)
+/// The specialisation for `p` with `cfg`.
+pub fn spec(arch: &str, p: &Fp8Problem, cfg: Fp8Config) -> KernelSpec {
+    spec_of(arch, p.a, p.b, p.scale, p.promote, cfg, p.out)
 }
 
 fn spec_of(
@@ -77,14 +117,16 @@ fn spec_of(
     b: Fp8Format,
     scale: ScaleMode,
     promote: bool,
-    bn: u32,
+    cfg: Fp8Config,
     out: DType,
 ) -> KernelSpec {
+    let bn = cfg.bn;
     KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
         .define("KILN_FP8_A", a.define())
         .define("KILN_FP8_B", b.define())
         .define("KILN_SCALE", scale.define())
         .define("KILN_PROMOTE", promote as u32)
+        .define("KILN_PIPE", cfg.pipe as u32)
         .define("KILN_BN", bn)
         .define("KILN_STAGES", stages(bn))
         .define("KILN_OUT", out.code())
@@ -99,9 +141,9 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         for b in Fp8Format::ALL {
             for scale in ScaleMode::ALL {
                 for promote in [false, true] {
-                    for &bn in widths(a, b, scale, promote) {
+                    for &cfg in configs(a, b, scale, promote) {
                         for out in DType::OUTPUTS {
-                            v.push(spec_of(arch, a, b, scale, promote, bn, out));
+                            v.push(spec_of(arch, a, b, scale, promote, cfg, out));
                         }
                     }
                 }
@@ -126,8 +168,8 @@ pub fn supports(p: &Fp8Problem, dev: &DeviceInfo) -> std::result::Result<(), Str
                 .into(),
         );
     }
-    let w = widths(p.a, p.b, p.scale, p.promote);
-    let Some(&narrowest) = w.iter().min() else {
+    let w = configs(p.a, p.b, p.scale, p.promote);
+    let Some(narrowest) = w.iter().map(|c| c.bn).min() else {
         return Err(format!(
             "{} x {} operands are compiled only with promoted tensor or block scales ({} scales{} \
              are not); use e4m3 x e4m3 for those",
@@ -146,18 +188,33 @@ pub fn tiles(p: &Fp8Problem, bn: u32) -> u64 {
     (p.m as u64).div_ceil(BM as u64) * (p.n as u64).div_ceil(bn as u64)
 }
 
-/// The tile width to run `p` with: the compiled width whose waves over the SMs cost least
-/// (waves x width, a wave's time growing with the tile's width), the wider on a tie.
+/// Relative cost per output column of a config's mainloop, from the H100 measurements of
+/// 2026-11-26: promotion after a drained pipeline ran at 58 % of the unpromoted kernel's speed
+/// (block scales, 4096x7168x16384: 809 against 1,307 TFLOPS for cuBLASLt; tensor scales at
+/// 8192^3: 1,167 against 1,468 unpromoted).
+fn column_cost(cfg: Fp8Config, promote: bool) -> u64 {
+    if promote && !cfg.pipe {
+        10
+    } else {
+        8
+    }
+}
+
+/// The config to run `p` with: the compiled one whose waves over the SMs cost least (waves x
+/// width x [`column_cost`], a wave's time growing with the tile's width), the wider on a tie.
 pub fn choose(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
     let sms = dev.sm_count.max(1) as u64;
-    let w = widths(p.a, p.b, p.scale, p.promote);
-    let bn = w
+    configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
-        .filter(|&bn| dev.check_smem(smem_bytes(bn)).is_ok())
-        .min_by_key(|&bn| (tiles(p, bn).div_ceil(sms) * bn as u64, u32::MAX - bn))
-        .unwrap_or(128);
-    Fp8Config { bn }
+        .filter(|c| dev.check_smem(smem_bytes(c.bn)).is_ok())
+        .min_by_key(|c| {
+            (
+                tiles(p, c.bn).div_ceil(sms) * c.bn as u64 * column_cost(*c, p.promote),
+                u32::MAX - c.bn,
+            )
+        })
+        .unwrap_or(Fp8Config::new(128, false))
 }
 
 /// The argument block, laid out as `Fp8Args` in `kernels/gemm/fp8_wgmma.cu`.
@@ -196,6 +253,19 @@ pub fn check(p: &Fp8Problem, ops: &Fp8Operands, dev: &DeviceInfo) -> Result<()> 
     })
 }
 
+/// Refuses a config that is not compiled for `p`, naming those that are.
+pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
+    let w = configs(p.a, p.b, p.scale, p.promote);
+    if w.contains(&cfg) {
+        return Ok(());
+    }
+    let names: Vec<String> = w.iter().map(|c| c.to_string()).collect();
+    Err(Error::invalid(format!(
+        "config {cfg} is not compiled for {p}; use one of {}",
+        names.join(", ")
+    )))
+}
+
 /// C = alpha * dequant(A) · dequant(B)ᵀ on the context's stream, with the tile width
 /// [`choose`] picks. With host scales the call waits for the kernel (their device copies are
 /// freed when it returns); with device scales it returns once the kernel is enqueued.
@@ -204,16 +274,10 @@ pub fn gemm(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands) -> Result<()> {
     gemm_with(ctx, p, ops, cfg)
 }
 
-/// [`gemm`] with an explicit tile width (one of [`widths`]).
+/// [`gemm`] with an explicit config (one of [`configs`]).
 pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Config) -> Result<()> {
     check(p, ops, &ctx.info)?;
-    if !widths(p.a, p.b, p.scale, p.promote).contains(&cfg.bn) {
-        return Err(Error::invalid(format!(
-            "tile width {} is not compiled for {p}; use one of {:?}",
-            cfg.bn,
-            widths(p.a, p.b, p.scale, p.promote)
-        )));
-    }
+    check_config(p, cfg)?;
     // Host scales go to the device first.
     let upload = |s: &Scales| -> Result<Option<DeviceBuffer>> {
         match s {
@@ -254,7 +318,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         )));
     }
     let grid = t.min(ctx.info.sm_count.max(1) as u64) as u32;
-    let f = ctx.function(&spec(&ctx.arch(), p, bn))?;
+    let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
     let cfg = LaunchConfig {
         smem_bytes: smem_bytes(bn),
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
@@ -310,7 +374,7 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 60, "{} variants", v.len());
-        assert_eq!(v.len(), (3 * 2 + 2 * 2) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 * 3 + 2 * 2) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -368,18 +432,27 @@ mod tests {
     #[test]
     fn the_width_fills_the_waves() {
         let dev = DeviceInfo::h100_sxm();
-        // N = 7168: 45 tiles of 160 per row of tiles beat 56 of 128 (11 waves against 14)
+        // N = 7168: 45 tiles of 160 per row of tiles fill 11 waves against 14 of 128, but the
+        // pipelined promotion of the 128-wide tile outweighs that
         let p = Fp8Problem::new(4096, 7168, 16384, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose(&p, &dev).bn, 160);
-        // N = 4096: 128 wide (8 waves) beats 160 (7 waves of a wider tile: 7 x 160 > 8 x 128)
+        assert_eq!(choose(&p, &dev), Fp8Config::new(128, true));
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose(&p, &dev).bn, 128);
+        assert_eq!(choose(&p, &dev), Fp8Config::new(128, true));
+        // unpromoted 4096^3: 8 waves of 128 or 4 of 256 cost the same; the wider wins the tie
         let p = Fp8Problem {
             promote: false,
             scale: ScaleMode::Tensor,
             ..p
         };
-        assert_eq!(choose(&p, &dev).bn, 256);
+        assert_eq!(choose(&p, &dev), Fp8Config::new(256, false));
+        assert_eq!(
+            "128p".parse::<Fp8Config>().unwrap(),
+            Fp8Config::new(128, true)
+        );
+        assert_eq!(Fp8Config::new(160, false).to_string(), "160");
+        assert!("p".parse::<Fp8Config>().is_err());
+        let e = check_config(&p, Fp8Config::new(128, true)).unwrap_err();
+        assert!(e.to_string().contains("use one of 128, 256"), "{e}");
     }
 
     #[test]

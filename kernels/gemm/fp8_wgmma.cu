@@ -6,7 +6,8 @@
 // buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are consumers (232 registers),
 // each computing 64 rows of the 128 x KILN_BN block tile with wgmma.m64nBNk32 from 128B-swizzled
 // tiles (a 128-byte row is 128 elements: one K block of 128 is one stage, four k32 steps). The
-// grid is persistent: CTA b takes tiles b, b + grid, .. in the grouped order of common/gemm_ws.cuh.
+// grid is persistent: CTA b takes work units b, b + grid, .. (tiles in the grouped order of
+// common/gemm_ws.cuh, or split-K slices of them).
 //
 // Scales (KILN_SCALE), fp32, read from device memory (Fp8Args):
 //   0 per tensor: sa[0], sb[0], applied with alpha in the epilogue.
@@ -25,9 +26,13 @@
 // array, so it is compiled for the 128-wide tile only.
 // K: any multiple of 16 (TMA's 16-byte row stride); a last partial K block is zero-filled by TMA,
 // as are rows and columns past M and N, and the epilogue stores only in-range elements.
+// Small M: a promoted consumer whose 64 rows all lie past M skips its wgmmas (M <= 64 runs on
+// one consumer at the tensor cores' full rate), and with few tiles the host splits K
+// (Fp8Args.splits: work units are tile slices, reduced through an fp32 workspace).
 #include "common/gemm_args.cuh"
 #include "common/gemm_ws.cuh"
 #include "common/mbarrier.cuh"
+#include "common/split_k.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_fp8.cuh"
 
@@ -68,6 +73,12 @@ struct Fp8Args {
   int m, n, k;
   i64 ldc;
   float alpha;
+  // Split-K (splits > 1): each tile's K blocks in `splits` slices, one work unit each; a
+  // slice's fp32 partial tile goes to ws slot (t * splits + sp), and the slice that counts
+  // last on counters[t] adds the others and runs the epilogue (common/split_k.cuh).
+  int splits;
+  float* ws;
+  u32* counters;
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -91,15 +102,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   __syncthreads();
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
   const int tiles = tiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
+  const int splits = p.splits, units = tiles * splits;
 
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
       u32 it = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int tm, tn;
-        tile_coords(t, tiles_m, tiles_n, tm, tn);
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        int tm, tn, kb0, kb1;
+        tile_coords(u / splits, tiles_m, tiles_n, tm, tn);
+        split_range(u % splits, splits, kblocks, kb0, kb1);
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
           mbar_arrive_expect_tx(full(s), STAGE_BYTES);   // whole boxes, zero fill included
@@ -143,9 +156,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < BN / 2; ++i) acc2[i] = 0.0f;
   }
   u32 it = 0;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    int tm, tn;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int t = u / splits, sp = u % splits;
+    int tm, tn, kb0, kb1;
     tile_coords(t, tiles_m, tiles_n, tm, tn);
+    split_range(sp, splits, kblocks, kb0, kb1);
+    const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
     const int m0 = tm * BM, n0 = tn * BN;
     const int row = m0 + 64 * c + 16 * w + lane / 4;  // this thread's rows: row, row + 8
     // Block scales: column groups J < jb lie in B block nb0, the rest (B_STRADDLE) in nb0 + 1.
@@ -156,9 +172,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     }
     // This K block's scales (block mode), loaded ahead of their use so that they arrive under
     // the wgmmas.
-    auto load_scales = [&](int kb) {
+    auto load_scales = [&](int j) {
       BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
-      if constexpr (SCALE == 2) {
+      const int kb = kb0 + j;
+      if (SCALE == 2 && j < nk) {
         if (row < p.m) sc.a0 = p.sa[(i64)kb * p.m + row];
         if (row + 8 < p.m) sc.a1 = p.sa[(i64)kb * p.m + row + 8];
         sc.b0 = p.sb[(i64)nb0 * kblocks + kb];
@@ -202,14 +219,23 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         for (int j = 0; j < BN / 2; ++j) fin[j] += a[j];
       }
     };
-    if constexpr (!PROMOTE) {
+    if (PROMOTE && m0 + 64 * c >= p.m) {
+      // All of this consumer's rows lie past M (M <= 64 in a tile): it only frees the stages,
+      // leaving the tensor cores to the other consumer. (Promoted kernels only: in the
+      // unpromoted ones ptxas then serialised the wgmmas, C7515.) Its sums (whatever they hold: rows
+      // past M are never stored) still go through split-K, where every consumer thread counts.
+      for (int j = 0; j < nk; ++j, ++it) {
+        mbar_wait(full(it % STAGES), (it / STAGES) & 1);
+        release(it % STAGES);
+      }
+    } else if constexpr (!PROMOTE) {
       // One accumulator over the whole K; one batch kept in flight: once the previous one is
       // done, its stage can be refilled.
       int prev = 0;
-      for (int kb = 0; kb < kblocks; ++kb, ++it) {
-        issue(it, acc, kb == 0);
+      for (int j = 0; j < nk; ++j, ++it) {
+        issue(it, acc, j == 0);
         wgmma_wait<1>();
-        if (kb > 0) release(prev);
+        if (j > 0) release(prev);
         prev = it % STAGES;
       }
       wgmma_wait<0>();
@@ -218,50 +244,59 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       release(prev);
     } else if constexpr (!PIPE) {
       // Each K block's batch drains before its promotion.
-      for (int kb = 0; kb < kblocks; ++kb, ++it) {
-        const BlockScales sc = load_scales(kb);
+      for (int j = 0; j < nk; ++j, ++it) {
+        const BlockScales sc = load_scales(j);
         issue(it, acc, true);
         wgmma_wait<0>();
         release(it % STAGES);
         promote(acc, sc);
       }
     } else {
-      // Two accumulators in turn: K block kb + 1's batch is issued before block kb's is
+      // Two accumulators in turn: K block j + 1's batch is issued before block j's is
       // promoted, so the tensor cores work while the CUDA cores promote. The loop body has no
-      // branch, and at its top exactly block kb's batch (in acc) is in flight, on entry and on
+      // branch, and at its top exactly block j's batch (in acc) is in flight, on entry and on
       // every lap: ptxas can then see that each promotion reads a finished batch (written with
-      // a conditional issue inside the loop, it serialised every wgmma: C7514).
-      BlockScales cur = load_scales(0), nxt;
+      // a conditional issue inside the loop, it serialised every wgmma: C7514). Block scales
+      // are loaded two blocks ahead of their promotion (one ahead left their latency exposed).
+      BlockScales s0 = load_scales(0), s1 = load_scales(1);
       issue(it, acc, true);
-      int kb = 0;
-      for (; kb + 2 < kblocks; kb += 2, it += 2) {
-        nxt = load_scales(kb + 1);
+      int j = 0;
+      for (; j + 2 < nk; j += 2, it += 2) {
         issue(it + 1, acc2, true);
         wgmma_wait<1>();
         release(it % STAGES);
-        promote(acc, cur);
-        cur = load_scales(kb + 2);
+        promote(acc, s0);
+        s0 = load_scales(j + 2);
         issue(it + 2, acc, true);
         wgmma_wait<1>();
         release((it + 1) % STAGES);
-        promote(acc2, nxt);
+        promote(acc2, s1);
+        s1 = load_scales(j + 3);
       }
-      if (kb + 1 < kblocks) {  // two blocks left: kb (in flight in acc) and kb + 1
-        nxt = load_scales(kb + 1);
+      if (j + 1 < nk) {  // two blocks left: j (in flight in acc) and j + 1
         issue(it + 1, acc2, true);
         wgmma_wait<1>();
         release(it % STAGES);
-        promote(acc, cur);
+        promote(acc, s0);
         wgmma_wait<0>();
         release((it + 1) % STAGES);
-        promote(acc2, nxt);
+        promote(acc2, s1);
         it += 2;
       } else {  // one block left
         wgmma_wait<0>();
         release(it % STAGES);
-        promote(acc, cur);
+        promote(acc, s0);
         it += 1;
       }
+    }
+    float(&sums)[BN / 2] = *(PROMOTE ? &fin : &acc);
+    if (splits > 1) {
+      // Partials through the workspace; only the slice that counts last goes on.
+      const int ct = threadIdx.x - 128;
+      float* tile_ws = p.ws + (i64)t * splits * (128 * BN);
+      split_store_partial(tile_ws + (i64)sp * (128 * BN), ct, sums);
+      if (!split_arrive(p.counters + t, splits, ct, 1)) continue;
+      split_add_others(tile_ws, splits, sp, ct, sums);
     }
     // Epilogue: scale, convert, store (register i holds row + 8 ((i >> 1) & 1), column
     // n0 + 8 (i >> 2) + 2q + (i & 1)).
@@ -284,7 +319,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       store_acc_groups<0>(cout, gp, row, n0, res, q);
     };
-    if constexpr (PROMOTE) epilogue(fin);
-    else epilogue(acc);
+    epilogue(sums);
   }
 }

@@ -75,10 +75,10 @@ pub struct Fp8BenchArgs {
     /// scales.
     #[arg(long)]
     pub unpromoted: bool,
-    /// kiln's config: a tile width (128, 160, 256), `p` for the pipelined promotion (128p);
-    /// default: the heuristic's.
+    /// kiln's tile config: a width (128, 160, 256), `p` for the pipelined promotion (128p),
+    /// `/S` for S split-K slices (128p/4); default: the heuristic's.
     #[arg(long)]
-    pub config: Option<String>,
+    pub tile: Option<String>,
     /// Time kiln alone.
     #[arg(long)]
     pub no_vendor: bool,
@@ -246,7 +246,7 @@ pub fn bench_problems(a: &Fp8BenchArgs) -> Result<Vec<Fp8Problem>> {
                 reason,
             }
         })?;
-        if let Some(c) = &a.config {
+        if let Some(c) = &a.tile {
             kiln::ops::fp8::gemm::check_config(p, c.parse()?)?;
         }
     }
@@ -265,7 +265,7 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     };
     let mut rows: Vec<Fp8Timing> = Vec::new();
     for p in &problems {
-        let cfg = a.config.as_deref().map(str::parse).transpose()?;
+        let cfg = a.tile.as_deref().map(str::parse).transpose()?;
         let r = bench_fp8(&ctx, p, cfg, !a.no_vendor, &opt)?;
         if !env.json {
             for t in &r {

@@ -608,6 +608,20 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
             v.push(case(p, None, ScaleRecipe::Fp32));
         }
     }
+    // split-K over several tiles, each kernel family (the default splits only small-M ones)
+    for (scale, promote, tile) in [
+        (ScaleMode::Block, true, "128p/3"),
+        (ScaleMode::Block, true, "160/5"),
+        (ScaleMode::Tensor, false, "256/4"),
+        (ScaleMode::Row, true, "128/2"),
+    ] {
+        let p = Fp8Problem {
+            promote,
+            ldc: 392,
+            ..Fp8Problem::new(300, 384, 4112, DType::Bf16, scale)
+        };
+        v.push(case(p, tile.parse().ok(), ScaleRecipe::Fp32));
+    }
     let p = Fp8Problem::new(256, 384, 1024, DType::Bf16, ScaleMode::Block);
     v.push(case(p, None, ScaleRecipe::Ue8m0));
     v.push(case(
@@ -645,6 +659,12 @@ mod tests {
             .any(|c| c.p.a == Fp8Format::E5m2 && c.p.b == Fp8Format::E5m2));
         assert!(s.iter().all(|c| c.p.validate().is_ok()));
         assert!(gemm_suite(true).len() < s.len());
+        assert!(
+            s.iter()
+                .filter(|c| c.cfg.is_some_and(|t| t.splits > 1))
+                .count()
+                == 4
+        );
     }
 
     #[test]

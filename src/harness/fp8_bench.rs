@@ -62,6 +62,14 @@ pub fn bench_fp8(
     let bytes = p.m * p.ldc * p.out.size();
     let (dc, dv) = (ctx.alloc(bytes)?, ctx.alloc(bytes)?);
     let cfg = cfg.unwrap_or_else(|| fp8::gemm::choose(p, &ctx.info));
+    // What ran, splits included (for the table).
+    let shown = Fp8Config {
+        splits: match cfg.splits {
+            0 => fp8::gemm::choose_splits(p, cfg.bn, &ctx.info),
+            s => s,
+        },
+        ..cfg
+    };
     let ops = Fp8Operands {
         a: &inp.a.codes,
         b: &inp.b.codes,
@@ -128,7 +136,7 @@ pub fn bench_fp8(
     };
     let mut out = vec![row(
         fp8::gemm::NAME,
-        Some(cfg.to_string()),
+        Some(shown.to_string()),
         times[0].0.clone(),
     )];
     if lt.is_some() {

@@ -24,37 +24,62 @@ pub const GROUP_M: u32 = 8;
 /// The shared memory the stage counts are sized for: an H100's opt-in limit per block.
 const SMEM_BUDGET: u32 = 232_448;
 
-/// A launch's configuration: the tile width, and (promoted problems) whether the promotion is
-/// pipelined over two accumulators (`KILN_PIPE`).
+/// A launch's configuration: the tile width, whether the promotion is pipelined over two
+/// accumulators (`KILN_PIPE`, promoted problems), and the split-K slices (0: [`choose_splits`]
+/// decides; a run-time choice, not a compiled one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Fp8Config {
     pub bn: u32,
     pub pipe: bool,
+    pub splits: u32,
 }
 
 impl Fp8Config {
     pub const fn new(bn: u32, pipe: bool) -> Self {
-        Fp8Config { bn, pipe }
+        Fp8Config {
+            bn,
+            pipe,
+            splits: 0,
+        }
+    }
+
+    /// The same compiled kernel (width and pipelining; splits aside).
+    pub fn same_kernel(&self, other: &Fp8Config) -> bool {
+        self.bn == other.bn && self.pipe == other.pipe
     }
 }
 
 impl std::fmt::Display for Fp8Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}{}", self.bn, if self.pipe { "p" } else { "" })
+        write!(f, "{}{}", self.bn, if self.pipe { "p" } else { "" })?;
+        if self.splits > 0 {
+            write!(f, "/{}", self.splits)?;
+        }
+        Ok(())
     }
 }
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `128`, `160`, `256`, or `128p` (pipelined promotion).
+    /// `128`, `160`, `256`, `128p` (pipelined promotion), optionally `/S` for S split-K slices
+    /// (`128p/4`).
     fn from_str(s: &str) -> Result<Self> {
-        let (num, pipe) = match s.strip_suffix('p') {
-            Some(n) => (n, true),
-            None => (s, false),
+        let bad = || {
+            Error::invalid(format!(
+                "`{s}` is not an FP8 tile config; write a width such as 128, 128p for the \
+                 pipelined promotion, and /S for S split-K slices (128p/4)"
+            ))
         };
-        num.parse::<u32>()
-            .map(|bn| Fp8Config { bn, pipe })
-            .map_err(|_| Error::invalid(format!("`{s}` is not an FP8 config; write a width such as 128, or 128p for the pipelined promotion")))
+        let (head, splits) = match s.split_once('/') {
+            Some((h, k)) => (h, k.parse::<u32>().map_err(|_| bad())?),
+            None => (s, 0),
+        };
+        let (num, pipe) = match head.strip_suffix('p') {
+            Some(n) => (n, true),
+            None => (head, false),
+        };
+        let bn = num.parse::<u32>().map_err(|_| bad())?;
+        Ok(Fp8Config { bn, pipe, splits })
     }
 }
 
@@ -217,6 +242,26 @@ pub fn choose(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
         .unwrap_or(Fp8Config::new(128, false))
 }
 
+/// Most split-K slices (`common/split_k.cuh`'s 32-bit slice arithmetic holds up to 8).
+pub const MAX_SPLITS: u32 = 8;
+
+/// Split-K slices for `p` with `bn`-wide tiles: 1 while the tiles fill half the SMs or more,
+/// else enough slices to fill them, at most [`MAX_SPLITS`], keeping two K blocks or more a slice
+/// (DeepSeek-V3's M = 64 and 128 GEMMs have 17 to 56 tiles for 132 SMs).
+pub fn choose_splits(p: &Fp8Problem, bn: u32, dev: &DeviceInfo) -> u32 {
+    let (t, sms) = (tiles(p, bn), dev.sm_count.max(1) as u64);
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    if 2 * t >= sms || kblocks < 4 {
+        return 1;
+    }
+    (sms / t).min(kblocks / 2).clamp(1, MAX_SPLITS as u64) as u32
+}
+
+static SPLIT_WS: crate::device::Scratch =
+    crate::device::Scratch::new("FP8 split-K workspace", false);
+static SPLIT_COUNTERS: crate::device::Scratch =
+    crate::device::Scratch::new("FP8 split-K counters", true);
+
 /// The argument block, laid out as `Fp8Args` in `kernels/gemm/fp8_wgmma.cu`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -229,6 +274,9 @@ pub struct Fp8Args {
     pub k: i32,
     pub ldc: i64,
     pub alpha: f32,
+    pub splits: i32,
+    pub ws: u64,
+    pub counters: u64,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -256,12 +304,13 @@ pub fn check(p: &Fp8Problem, ops: &Fp8Operands, dev: &DeviceInfo) -> Result<()> 
 /// Refuses a config that is not compiled for `p`, naming those that are.
 pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     let w = configs(p.a, p.b, p.scale, p.promote);
-    if w.contains(&cfg) {
+    if w.iter().any(|c| c.same_kernel(&cfg)) && cfg.splits <= MAX_SPLITS {
         return Ok(());
     }
     let names: Vec<String> = w.iter().map(|c| c.to_string()).collect();
     Err(Error::invalid(format!(
-        "config {cfg} is not compiled for {p}; use one of {}",
+        "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
+         split-K slices)",
         names.join(", ")
     )))
 }
@@ -310,14 +359,27 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         k: p.k as i32,
         ldc: p.ldc as i64,
         alpha: p.alpha,
+        splits: 1,
+        ws: 0,
+        counters: 0,
     };
     let t = tiles(p, bn);
-    if t > i32::MAX as u64 {
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    let splits = match cfg.splits {
+        0 => choose_splits(p, bn, &ctx.info),
+        s => s.min(kblocks as u32).max(1),
+    } as u64;
+    if t * splits > i32::MAX as u64 {
         return Err(Error::invalid(format!(
             "{p} has {t} tiles of {BM}x{bn}, over 2^31 - 1"
         )));
     }
-    let grid = t.min(ctx.info.sm_count.max(1) as u64) as u32;
+    if splits > 1 {
+        args.splits = splits as i32;
+        args.ws = SPLIT_WS.at_least(ctx, (t * splits * (BM as u64) * bn as u64 * 4) as usize)?;
+        args.counters = SPLIT_COUNTERS.at_least(ctx, (t * 4) as usize)?;
+    }
+    let grid = (t * splits).min(ctx.info.sm_count.max(1) as u64) as u32;
     let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
     let cfg = LaunchConfig {
         smem_bytes: smem_bytes(bn),
@@ -353,11 +415,13 @@ mod tests {
 
     #[test]
     fn args_match_the_device_layout() {
-        // three pointers, three ints, pad to 8, an i64, a float, pad
+        // three pointers, three ints, pad to 8, an i64, a float, an int, two pointers
         assert_eq!(std::mem::offset_of!(Fp8Args, m), 24);
         assert_eq!(std::mem::offset_of!(Fp8Args, ldc), 40);
         assert_eq!(std::mem::offset_of!(Fp8Args, alpha), 48);
-        assert_eq!(std::mem::size_of::<Fp8Args>(), 56);
+        assert_eq!(std::mem::offset_of!(Fp8Args, splits), 52);
+        assert_eq!(std::mem::offset_of!(Fp8Args, ws), 56);
+        assert_eq!(std::mem::size_of::<Fp8Args>(), 72);
     }
 
     #[test]
@@ -451,6 +515,17 @@ mod tests {
         );
         assert_eq!(Fp8Config::new(160, false).to_string(), "160");
         assert!("p".parse::<Fp8Config>().is_err());
+        assert_eq!("128p/4".parse::<Fp8Config>().unwrap().splits, 4);
+        assert_eq!("160/2".parse::<Fp8Config>().unwrap().to_string(), "160/2");
+        // DeepSeek-V3's small-M GEMMs: 17 tiles fill 7 slices each; 56 tiles two
+        let small = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_splits(&small, 128, &dev), 7);
+        let small = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_splits(&small, 128, &dev), 2);
+        let big = Fp8Problem::new(4096, 7168, 16384, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_splits(&big, 128, &dev), 1);
+        let short = Fp8Problem::new(64, 256, 384, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_splits(&short, 128, &dev), 1);
         let e = check_config(&p, Fp8Config::new(128, true)).unwrap_err();
         assert!(e.to_string().contains("use one of 128, 256"), "{e}");
     }

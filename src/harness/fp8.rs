@@ -265,45 +265,44 @@ pub fn inputs(
     dequantize: bool,
 ) -> Result<Fp8Inputs> {
     let p = &case.p;
-    let mut out = Vec::new();
-    let mut quant_mismatches = 0;
-    for (rows, fmt, g, s) in [
-        (p.m, p.a, p.scale.a_granularity(), seed),
-        (p.n, p.b, p.scale.b_granularity(), seed.wrapping_add(1)),
-    ] {
-        let x = random_matrix(rows, p.k, case.data, s);
-        let spec = QuantSpec {
-            format: fmt,
-            granularity: g,
-            recipe: case.recipe,
+    // One operand: quantised on the GPU, its dequantised values, and its mismatches with the
+    // CPU's quantisation.
+    let operand =
+        |rows: usize, fmt: Fp8Format, g, s: u64| -> Result<(fp8::Quantized, Vec<f64>, usize)> {
+            let x = random_matrix(rows, p.k, case.data, s);
+            let spec = QuantSpec {
+                format: fmt,
+                granularity: g,
+                recipe: case.recipe,
+            };
+            let dx = DeviceBuffer::from_host(&x)?;
+            let q = fp8::quantize(ctx, &dx, DType::F32, rows, p.k, p.k, spec)?;
+            ctx.synchronize()?;
+            if !dequantize && !check_cpu {
+                return Ok((q, Vec::new(), 0));
+            }
+            let codes: Vec<u8> = q.codes.download(rows * p.k)?;
+            let scales: Vec<f32> = q.scales.download(g.scale_count(rows, p.k))?;
+            let mut bad = 0;
+            if check_cpu {
+                let (c, sc) = reference::quantize(&x, rows, p.k, p.k, spec);
+                bad += codes.iter().zip(&c).filter(|(a, b)| a != b).count();
+                bad += scales
+                    .iter()
+                    .zip(&sc)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count();
+            }
+            let deq = if dequantize {
+                reference::dequantize(&codes, &scales, rows, p.k, spec)
+            } else {
+                Vec::new()
+            };
+            Ok((q, deq, bad))
         };
-        let dx = DeviceBuffer::from_host(&x)?;
-        let q = fp8::quantize(ctx, &dx, DType::F32, rows, p.k, p.k, spec)?;
-        ctx.synchronize()?;
-        if !dequantize && !check_cpu {
-            out.push((q, Vec::new()));
-            continue;
-        }
-        let codes: Vec<u8> = q.codes.download(rows * p.k)?;
-        let scales: Vec<f32> = q.scales.download(g.scale_count(rows, p.k))?;
-        if check_cpu {
-            let (c, sc) = reference::quantize(&x, rows, p.k, p.k, spec);
-            quant_mismatches += codes.iter().zip(&c).filter(|(a, b)| a != b).count();
-            quant_mismatches += scales
-                .iter()
-                .zip(&sc)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
-        }
-        let deq = if dequantize {
-            reference::dequantize(&codes, &scales, rows, p.k, spec)
-        } else {
-            Vec::new()
-        };
-        out.push((q, deq));
-    }
-    let (b, b_deq) = out.pop().expect("two operands");
-    let (a, a_deq) = out.pop().expect("two operands");
+    let (a, a_deq, bad_a) = operand(p.m, p.a, p.scale.a_granularity(), seed)?;
+    let (b, b_deq, bad_b) = operand(p.n, p.b, p.scale.b_granularity(), seed.wrapping_add(1))?;
+    let quant_mismatches = bad_a + bad_b;
     Ok(Fp8Inputs {
         a,
         b,

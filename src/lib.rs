@@ -5,6 +5,7 @@ pub mod api;
 pub mod config;
 pub mod device;
 pub mod error;
+pub mod formats;
 pub mod harness;
 pub mod jit;
 pub mod libs;

@@ -68,6 +68,9 @@ pub enum Command {
     /// Mixture-of-experts: verify the grouped GEMM, the fused SwiGLU and the masked layout;
     /// time the grouped GEMM or a whole expert FFN.
     Moe(MoeCmdArgs),
+    /// FP8 GEMM: `fp8 verify` (conversions, quantisation, GEMM against float64), `fp8 bench`
+    /// (against cuBLASLt's FP8), `fp8 check` (compile every FP8 variant).
+    Fp8(super::fp8::Fp8CliArgs),
     /// The tuner's worker process (internal): JSON-line jobs on stdin, results on stdout.
     #[command(hide = true)]
     TuneWorker(TuneWorkerArgs),

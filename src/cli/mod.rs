@@ -6,6 +6,7 @@ mod attention;
 mod check;
 mod device;
 mod env;
+mod fp8;
 mod gemm;
 mod moe;
 mod progress;
@@ -53,6 +54,7 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Report(a) => tools::report(&env, a),
         Command::Tune(a) => tune::tune(&env, a),
         Command::Moe(a) => moe::moe(&env, a),
+        Command::Fp8(a) => fp8::run(&env, a),
         Command::TuneWorker(a) => tune::worker(&env, a),
         Command::TuneReplay(a) => tune::replay(&env, a),
     }

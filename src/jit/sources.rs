@@ -188,6 +188,26 @@ pub static FILES: &[(&str, &str)] = &[
         "attention/fa3_wgmma.cu",
         include_str!("../../kernels/attention/fa3_wgmma.cu"),
     ),
+    (
+        "common/fp8.cuh",
+        include_str!("../../kernels/common/fp8.cuh"),
+    ),
+    (
+        "quant/fp8_convert.cu",
+        include_str!("../../kernels/quant/fp8_convert.cu"),
+    ),
+    (
+        "quant/fp8_quant.cu",
+        include_str!("../../kernels/quant/fp8_quant.cu"),
+    ),
+    (
+        "common/wgmma_fp8.cuh",
+        include_str!("../../kernels/common/wgmma_fp8.cuh"),
+    ),
+    (
+        "gemm/fp8_wgmma.cu",
+        include_str!("../../kernels/gemm/fp8_wgmma.cu"),
+    ),
 ];
 
 /// The text of `path` (relative to `kernels/`).

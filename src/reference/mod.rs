@@ -3,5 +3,6 @@
 
 pub mod attention;
 pub mod data;
+pub mod fp8;
 pub mod gemm;
 pub mod moe;

@@ -1,0 +1,359 @@
+//! `kiln fp8 verify`, `kiln fp8 bench` and `kiln fp8 check`: the FP8 conversions, quantisation
+//! and GEMM against the CPU and the float64 reference, the GEMM timed against cuBLASLt's FP8 in
+//! the same run, and every FP8 kernel variant compiled (no GPU).
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use kiln::device::DeviceInfo;
+use kiln::error::{Error, Result};
+use kiln::formats::{Fp8Format, ScaleRecipe};
+use kiln::harness::bench::BenchOptions;
+use kiln::harness::check::{check_each, CheckItem};
+use kiln::harness::fp8::{
+    gemm_suite, verify_conversions, verify_gemm, verify_promotion, verify_quantization, Fp8Outcome,
+};
+use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes, Fp8Timing};
+use kiln::ops::fp8::{Fp8Problem, Granularity, QuantSpec, ScaleMode};
+use kiln::ops::gemm::{parse_shape, DType};
+use kiln::report::Table;
+
+use super::env::Env;
+use super::progress::bar;
+
+#[derive(Debug, Args)]
+pub struct Fp8CliArgs {
+    #[command(subcommand)]
+    pub action: Fp8Action,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Fp8Action {
+    /// Check the conversions and quantisation bit for bit against the CPU, and the FP8 GEMM
+    /// against the float64 product of the dequantised operands; exit 7 if any check fails.
+    Verify(Fp8VerifyArgs),
+    /// Time the FP8 GEMM against cuBLASLt's FP8 GEMM on the same operands, in the same run.
+    Bench(Fp8BenchArgs),
+    /// Compile every FP8 kernel variant (no GPU needed): registers, spills, serialisation.
+    Check(Fp8CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct Fp8VerifyArgs {
+    /// quick or full.
+    #[arg(long, default_value = "full")]
+    pub suite: String,
+    /// Also check cuBLASLt's FP8 GEMM on every GEMM case.
+    #[arg(long)]
+    pub vendor: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Fp8BenchArgs {
+    /// Shapes MxNxK (repeatable; default 4096x7168x16384).
+    #[arg(long = "shape")]
+    pub shapes: Vec<String>,
+    /// A preset set of shapes instead: `deepseek` (DeepSeek-V3's 18 GEMMs).
+    #[arg(long)]
+    pub set: Option<String>,
+    /// Scales: tensor, row or block (1x128 activations, 128x128 weights).
+    #[arg(long, default_value = "block")]
+    pub scale: String,
+    /// The FP8 format of A and B: e4m3 or e5m2 (`--dtype e4m3`), or each with --a / --b.
+    #[arg(long, default_value = "e4m3")]
+    pub dtype: String,
+    #[arg(long)]
+    pub a: Option<String>,
+    #[arg(long)]
+    pub b: Option<String>,
+    /// Output type: bf16, f16 or f32.
+    #[arg(long, default_value = "bf16")]
+    pub out: String,
+    /// Accumulate the whole K in the tensor cores (cuBLASLt's fast accumulation): not for block
+    /// scales.
+    #[arg(long)]
+    pub unpromoted: bool,
+    /// kiln's tile config: a width (128, 160, 256), `p` for the pipelined promotion (128p),
+    /// `/S` for S split-K slices (128p/4); default: the heuristic's.
+    #[arg(long)]
+    pub tile: Option<String>,
+    /// Time kiln alone.
+    #[arg(long)]
+    pub no_vendor: bool,
+    #[arg(long, default_value_t = 30)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Warm up for at least this much GPU time (ms).
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup_ms: f64,
+    #[arg(long)]
+    pub no_flush: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Fp8CheckArgs {
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
+}
+
+pub fn run(env: &Env, a: &Fp8CliArgs) -> Result<ExitCode> {
+    match &a.action {
+        Fp8Action::Verify(v) => verify(env, v),
+        Fp8Action::Bench(b) => bench(env, b),
+        Fp8Action::Check(c) => check(env, c),
+    }
+}
+
+fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
+    let quick = match a.suite.as_str() {
+        "quick" => true,
+        "full" => false,
+        other => {
+            return Err(Error::invalid(format!(
+                "unknown suite `{other}`; use quick or full"
+            )))
+        }
+    };
+    let ctx = env.context()?;
+    let mut outcomes: Vec<Fp8Outcome> = vec![verify_conversions(&ctx)?];
+    let inputs: &[DType] = if quick {
+        &[DType::Bf16]
+    } else {
+        &[DType::Bf16, DType::F16, DType::F32]
+    };
+    for &input in inputs {
+        for format in Fp8Format::ALL {
+            for granularity in Granularity::ALL {
+                for recipe in ScaleRecipe::ALL {
+                    let spec = QuantSpec {
+                        format,
+                        granularity,
+                        recipe,
+                    };
+                    outcomes.push(verify_quantization(&ctx, input, spec, 300, 1000)?);
+                }
+            }
+        }
+    }
+    let cases = gemm_suite(quick);
+    let pb = bar(cases.len(), "fp8 verify", env.json);
+    for case in &cases {
+        for o in verify_gemm(&ctx, case, a.vendor)? {
+            if !o.passed {
+                pb.println(format!("FAIL {} {}: {}", o.check, o.case, o.message));
+            }
+            outcomes.push(o);
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    outcomes.push(verify_promotion(&ctx)?);
+    // cuBLASLt's outcomes are reported, not held against kiln.
+    let failed = outcomes
+        .iter()
+        .filter(|o| !o.passed && o.check != "cublaslt")
+        .count();
+    let vendor_failed = outcomes
+        .iter()
+        .filter(|o| !o.passed && o.check == "cublaslt")
+        .count();
+    if env.json {
+        env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
+    } else {
+        let mut t = Table::new(&[
+            "check",
+            "case",
+            "rel err",
+            "beyond rounding",
+            "bound",
+            "rows",
+            "verdict",
+        ]);
+        for o in &outcomes {
+            let num = |x: f64| {
+                if x.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{x:.2e}")
+                }
+            };
+            t.row(&[
+                o.check.clone(),
+                o.case.clone(),
+                num(o.rel_error),
+                num(o.rel_error_rounded),
+                num(o.bound),
+                o.rows_checked.to_string(),
+                match &o.skipped {
+                    Some(why) => format!("skipped: {why}"),
+                    None => o.message.clone(),
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!(
+            "{} checks on {}, {failed} failed (cuBLASLt: {vendor_failed} failed)",
+            outcomes.len(),
+            ctx.info.name
+        );
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The problems a bench request names, validated before any GPU is touched.
+pub fn bench_problems(a: &Fp8BenchArgs) -> Result<Vec<Fp8Problem>> {
+    let scale: ScaleMode = a.scale.parse()?;
+    let fmt: Fp8Format = a.dtype.parse()?;
+    let fa: Fp8Format = a.a.as_deref().map(str::parse).transpose()?.unwrap_or(fmt);
+    let fb: Fp8Format = a.b.as_deref().map(str::parse).transpose()?.unwrap_or(fmt);
+    let out: DType = a.out.parse()?;
+    let shapes: Vec<(usize, usize, usize)> = match (a.set.as_deref(), a.shapes.is_empty()) {
+        (Some("deepseek"), true) => deepseek_shapes(),
+        (Some(other), true) => {
+            return Err(Error::invalid(format!(
+                "unknown shape set `{other}`; use deepseek"
+            )))
+        }
+        (Some(_), false) => return Err(Error::invalid("give --shape or --set, not both")),
+        (None, true) => vec![(4096, 7168, 16384)],
+        (None, false) => a
+            .shapes
+            .iter()
+            .map(|s| parse_shape(s))
+            .collect::<Result<_>>()?,
+    };
+    let problems: Vec<Fp8Problem> = shapes
+        .into_iter()
+        .map(|(m, n, k)| Fp8Problem {
+            a: fa,
+            b: fb,
+            promote: !a.unpromoted,
+            ..Fp8Problem::new(m, n, k, out, scale)
+        })
+        .collect();
+    for p in &problems {
+        p.validate()?;
+        kiln::ops::fp8::gemm::supports(p, &DeviceInfo::h100_sxm()).map_err(|reason| {
+            Error::Unsupported {
+                kernel: kiln::ops::fp8::gemm::NAME.into(),
+                reason,
+            }
+        })?;
+        if let Some(c) = &a.tile {
+            kiln::ops::fp8::gemm::check_config(p, c.parse()?)?;
+        }
+    }
+    Ok(problems)
+}
+
+fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
+    let problems = bench_problems(a)?;
+    let ctx = env.context()?;
+    let opt = BenchOptions {
+        warmup: a.warmup,
+        warmup_ms: a.warmup_ms,
+        reps: a.reps,
+        flush_l2: !a.no_flush,
+        interleave: true,
+    };
+    let mut rows: Vec<Fp8Timing> = Vec::new();
+    for p in &problems {
+        let cfg = a.tile.as_deref().map(str::parse).transpose()?;
+        let r = bench_fp8(&ctx, p, cfg, !a.no_vendor, &opt)?;
+        if !env.json {
+            for t in &r {
+                eprintln!(
+                    "{} {}: {:.3} ms, {:.0} TFLOPS{}",
+                    t.version,
+                    t.problem,
+                    t.median_ms,
+                    t.tflops,
+                    t.speedup_vs_cublaslt
+                        .map(|s| format!(", {s:.3}x cuBLASLt"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        rows.extend(r);
+    }
+    if env.json {
+        env.print_json(&json!({ "device": ctx.info, "timings": rows }));
+    } else {
+        let mut t = Table::new(&[
+            "version",
+            "problem",
+            "bn",
+            "median ms",
+            "min",
+            "max",
+            "TFLOPS",
+            "vs cuBLASLt",
+            "diff vs cuBLASLt",
+        ]);
+        for r in &rows {
+            t.row(&[
+                r.version.clone(),
+                r.problem.clone(),
+                r.config.clone().unwrap_or_default(),
+                format!("{:.4}", r.median_ms),
+                format!("{:.4}", r.min_ms),
+                format!("{:.4}", r.max_ms),
+                format!("{:.0}", r.tflops),
+                r.speedup_vs_cublaslt
+                    .map(|s| format!("{s:.3}x"))
+                    .unwrap_or_default(),
+                r.rel_diff_vs_cublaslt
+                    .map(|d| format!("{d:.1e}"))
+                    .or_else(|| r.vendor_note.clone())
+                    .unwrap_or_default(),
+            ]);
+        }
+        print!("{}", t.render());
+        println!("on {}", ctx.info.name);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(env: &Env, a: &Fp8CheckArgs) -> Result<ExitCode> {
+    let dev = DeviceInfo::h100_sxm();
+    let items: Vec<CheckItem> = kiln::ops::fp8::variants(&a.arch)
+        .into_iter()
+        .map(|(version, spec)| ("fp8", version, spec))
+        .collect();
+    let pb = bar(items.len(), "fp8 check", env.json);
+    let rows = check_each(&env.jit(), &items, &dev, |_| pb.inc(1));
+    pb.finish_and_clear();
+    let failed = rows.iter().filter(|r| !r.ok()).count();
+    if env.json {
+        env.print_json(&json!(rows));
+    } else {
+        let mut t = Table::new(&["variant", "registers", "spills", "verdict"]);
+        for r in &rows {
+            let res = r.resources.clone().unwrap_or_default();
+            t.row(&[
+                r.variant.clone(),
+                res.registers.to_string(),
+                format!("{}/{}", res.spill_stores, res.spill_loads),
+                if r.ok() {
+                    "ok".into()
+                } else {
+                    r.problems.join("; ")
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!("{} variants, {failed} failed", rows.len());
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

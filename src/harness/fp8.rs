@@ -1,0 +1,688 @@
+//! FP8 verification: the GPU's conversions and quantisation against the CPU's (bit for bit), and
+//! the FP8 GEMM against the float64 product of the dequantised operands, on fresh random data with
+//! a NaN-poisoned output, over a suite of shapes, scale modes, tile widths and output types;
+//! cuBLASLt's FP8 GEMM on the same operands when asked. Also the promotion check: at K = 16,384
+//! the unpromoted accumulation misses the error bound and the promoted one meets it.
+
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::formats::{Fp8Format, ScaleRecipe};
+use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
+use crate::ops::fp8::{
+    self, convert, Fp8Config, Fp8Operands, Fp8Problem, QuantSpec, ScaleMode, Scales,
+};
+use crate::ops::gemm::DType;
+use crate::reference::fp8 as reference;
+use crate::vendor::cublaslt_fp8::LtFp8;
+
+/// The bound on the error beyond the output's own rounding: ‖out − round(ref)‖ / ‖ref‖, where
+/// round() is the output type's rounding of the float64 reference (the 1e-3).
+pub const ACCUMULATION_BOUND: f64 = 1e-3;
+/// The same bound for unpromoted ("fast") accumulation, whose partial sums keep about 14 bits:
+/// documented as the less accurate path, checked against this looser bound.
+pub const FAST_ACCUMULATION_BOUND: f64 = 1e-2;
+
+/// The bound on ‖out − ref‖ / ‖ref‖ against the exact reference: the output's rounding (bf16
+/// alone gives about 1.6e-3) plus the accumulation's, and FP8's own rounding inside the tensor
+/// cores for f32 output; looser for unpromoted accumulation.
+pub fn exact_bound(p: &Fp8Problem) -> f64 {
+    let b: f64 = match p.out {
+        DType::Bf16 => 4e-3,
+        DType::F16 | DType::F32 => 1e-3,
+    };
+    b.max(if p.promote {
+        0.0
+    } else {
+        FAST_ACCUMULATION_BOUND
+    })
+}
+
+/// The accumulation bound `p` is held to.
+pub fn accumulation_bound(p: &Fp8Problem) -> f64 {
+    if p.promote {
+        ACCUMULATION_BOUND
+    } else {
+        FAST_ACCUMULATION_BOUND
+    }
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fp8Outcome {
+    /// `convert`, `quantize`, `gemm`, `cublaslt` or `promotion`.
+    pub check: String,
+    pub case: String,
+    pub passed: bool,
+    pub skipped: Option<String>,
+    /// ‖out − ref‖ / ‖ref‖ against the exact float64 reference.
+    pub rel_error: f64,
+    /// ‖out − round(ref)‖ / ‖ref‖: what accumulation adds to the output's rounding.
+    pub rel_error_rounded: f64,
+    pub bound: f64,
+    /// Elements that differ bit-wise (conversions, quantisation), or in-range outputs left NaN.
+    pub mismatches: usize,
+    pub written_outside: usize,
+    pub rows_checked: usize,
+    pub seed: u64,
+    pub message: String,
+}
+
+impl Fp8Outcome {
+    fn new(check: &str, case: String, seed: u64) -> Self {
+        Fp8Outcome {
+            check: check.into(),
+            case,
+            passed: false,
+            skipped: None,
+            rel_error: f64::NAN,
+            rel_error_rounded: f64::NAN,
+            bound: f64::NAN,
+            mismatches: 0,
+            written_outside: 0,
+            rows_checked: 0,
+            seed,
+            message: String::new(),
+        }
+    }
+}
+
+/// The GPU's encodings of the probe values and decodings of all 256 codes against the CPU's.
+pub fn verify_conversions(ctx: &Context) -> Result<Fp8Outcome> {
+    let seed = fresh_seed();
+    let xs = convert::probe_values(200_000, seed);
+    let got = convert::convert_on_device(ctx, &xs)?;
+    let bad = convert::mismatches(&xs, &got);
+    let mut o = Fp8Outcome::new(
+        "convert",
+        format!("{} values, 256 codes, e4m3 and e5m2", xs.len()),
+        seed,
+    );
+    o.mismatches = bad.len();
+    o.passed = bad.is_empty();
+    o.message = if bad.is_empty() {
+        "bit-exact".into()
+    } else {
+        format!(
+            "{} mismatches, first: {}",
+            bad.len(),
+            bad[..bad.len().min(3)].join("; ")
+        )
+    };
+    Ok(o)
+}
+
+/// How test data is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Data {
+    /// Uniform in [-1, 1), times a power of two that varies by row and by 128-column block, so
+    /// that every granularity's scales differ.
+    Signed,
+    /// Uniform in [0, 1): sums grow with K, as the promotion check needs.
+    Positive,
+}
+
+/// A rows x cols f32 matrix of `data` from `seed`.
+pub fn random_matrix(rows: usize, cols: usize, data: Data, seed: u64) -> Vec<f32> {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut v = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        for c in 0..cols {
+            v.push(match data {
+                Data::Signed => {
+                    let e = ((r * 7 + (c / 128) * 3) % 9) as i32 - 4;
+                    rng.gen_range(-1.0f32..1.0) * 2f32.powi(e)
+                }
+                Data::Positive => rng.gen_range(0.0f32..1.0),
+            });
+        }
+    }
+    v
+}
+
+/// `x` (f32, row-major) in `dtype`'s bytes, and its values after that rounding.
+fn as_input(x: &[f32], dtype: DType) -> (Vec<u8>, Vec<f32>) {
+    match dtype {
+        DType::F32 => (x.iter().flat_map(|v| v.to_le_bytes()).collect(), x.to_vec()),
+        DType::Bf16 => {
+            let h: Vec<half::bf16> = x.iter().map(|&v| half::bf16::from_f32(v)).collect();
+            (
+                h.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect(),
+                h.iter().map(|v| v.to_f32()).collect(),
+            )
+        }
+        DType::F16 => {
+            let h: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+            (
+                h.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect(),
+                h.iter().map(|v| v.to_f32()).collect(),
+            )
+        }
+    }
+}
+
+/// Quantises `x` on the GPU from `input` and checks codes and scales bit for bit against the
+/// CPU's quantisation of the same values.
+pub fn verify_quantization(
+    ctx: &Context,
+    input: DType,
+    spec: QuantSpec,
+    rows: usize,
+    cols: usize,
+) -> Result<Fp8Outcome> {
+    let seed = fresh_seed();
+    let mut x = random_matrix(rows, cols, Data::Signed, seed);
+    // special values: a zero block, a NaN, a value beyond the format's range, a signed zero
+    x.iter_mut().take(cols.min(128)).for_each(|v| *v = 0.0);
+    if rows * cols > 300 {
+        x[200] = f32::NAN;
+        x[260] = -0.0;
+        x[rows * cols - 1] = 1e6;
+    }
+    let (bytes, vals) = as_input(&x, input);
+    let dx = DeviceBuffer::from_host(&bytes)?;
+    let q = fp8::quantize(ctx, &dx, input, rows, cols, cols, spec)?;
+    ctx.synchronize()?;
+    let codes: Vec<u8> = q.codes.download(rows * cols)?;
+    let scales: Vec<f32> = q
+        .scales
+        .download(spec.granularity.scale_count(rows, cols))?;
+    let (want_codes, want_scales) = reference::quantize(&vals, rows, cols, cols, spec);
+    let mut o = Fp8Outcome::new("quantize", format!("{input} {rows}x{cols} -> {spec}"), seed);
+    let bad_codes = codes
+        .iter()
+        .zip(&want_codes)
+        .filter(|(a, b)| a != b)
+        .count();
+    let bad_scales = scales
+        .iter()
+        .zip(&want_scales)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    o.mismatches = bad_codes + bad_scales;
+    o.passed = o.mismatches == 0;
+    o.message = if o.passed {
+        "bit-exact".into()
+    } else {
+        let first = codes.iter().zip(&want_codes).position(|(a, b)| a != b);
+        format!(
+            "{bad_codes} codes and {bad_scales} scales differ (first code at {first:?}: GPU {:?}, CPU {:?})",
+            first.map(|i| codes[i]),
+            first.map(|i| want_codes[i])
+        )
+    };
+    Ok(o)
+}
+
+/// One GEMM check.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct GemmCase {
+    pub p: Fp8Problem,
+    /// The config, or the default choice.
+    pub cfg: Option<Fp8Config>,
+    pub recipe: ScaleRecipe,
+    pub data: Data,
+}
+
+impl GemmCase {
+    pub fn label(&self) -> String {
+        format!(
+            "{}{}{}",
+            self.p,
+            self.cfg.map(|c| format!(" config {c}")).unwrap_or_default(),
+            if self.recipe == ScaleRecipe::Ue8m0 {
+                " ue8m0"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// Above this many float64 multiply-adds the reference samples rows.
+const FULL_REFERENCE_LIMIT: f64 = 2.0e9;
+
+/// The quantised operands of a case on the device, and their dequantised values on the host.
+pub struct Fp8Inputs {
+    pub a: fp8::Quantized,
+    pub b: fp8::Quantized,
+    pub a_deq: Vec<f64>,
+    pub b_deq: Vec<f64>,
+    /// Codes or scales where the GPU's quantisation differs from the CPU's.
+    pub quant_mismatches: usize,
+}
+
+/// Draws A [M, K] and B [N, K], quantises them on the GPU as the case's mode says, and (with
+/// `dequantize`) dequantises the GPU's codes and scales on the host (`check_cpu`: also compares
+/// them with the CPU's quantisation).
+pub fn inputs(
+    ctx: &Context,
+    case: &GemmCase,
+    seed: u64,
+    check_cpu: bool,
+    dequantize: bool,
+) -> Result<Fp8Inputs> {
+    let p = &case.p;
+    // One operand: quantised on the GPU, its dequantised values, and its mismatches with the
+    // CPU's quantisation.
+    let operand =
+        |rows: usize, fmt: Fp8Format, g, s: u64| -> Result<(fp8::Quantized, Vec<f64>, usize)> {
+            let x = random_matrix(rows, p.k, case.data, s);
+            let spec = QuantSpec {
+                format: fmt,
+                granularity: g,
+                recipe: case.recipe,
+            };
+            let dx = DeviceBuffer::from_host(&x)?;
+            let q = fp8::quantize(ctx, &dx, DType::F32, rows, p.k, p.k, spec)?;
+            ctx.synchronize()?;
+            if !dequantize && !check_cpu {
+                return Ok((q, Vec::new(), 0));
+            }
+            let codes: Vec<u8> = q.codes.download(rows * p.k)?;
+            let scales: Vec<f32> = q.scales.download(g.scale_count(rows, p.k))?;
+            let mut bad = 0;
+            if check_cpu {
+                let (c, sc) = reference::quantize(&x, rows, p.k, p.k, spec);
+                bad += codes.iter().zip(&c).filter(|(a, b)| a != b).count();
+                bad += scales
+                    .iter()
+                    .zip(&sc)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count();
+            }
+            let deq = if dequantize {
+                reference::dequantize(&codes, &scales, rows, p.k, spec)
+            } else {
+                Vec::new()
+            };
+            Ok((q, deq, bad))
+        };
+    let (a, a_deq, bad_a) = operand(p.m, p.a, p.scale.a_granularity(), seed)?;
+    let (b, b_deq, bad_b) = operand(p.n, p.b, p.scale.b_granularity(), seed.wrapping_add(1))?;
+    let quant_mismatches = bad_a + bad_b;
+    Ok(Fp8Inputs {
+        a,
+        b,
+        a_deq,
+        b_deq,
+        quant_mismatches,
+    })
+}
+
+/// The rows of C the reference computes.
+fn rows_to_check(p: &Fp8Problem, seed: u64) -> Vec<usize> {
+    if p.m as f64 * p.n as f64 * p.k as f64 <= FULL_REFERENCE_LIMIT {
+        return (0..p.m).collect();
+    }
+    let mut rows: Vec<usize> = [0, 1, 63, 64, 127, 128, 129]
+        .into_iter()
+        .filter(|&r| r < p.m)
+        .collect();
+    rows.push(p.m - 1);
+    spread_rows(rows, p.m, 96, seed, |r| r)
+}
+
+/// Rounds `x` to `out`'s precision (the reference as the output type would hold it).
+fn round_to(out: DType, x: f64) -> f64 {
+    match out {
+        DType::Bf16 => half::bf16::from_f64(x).to_f64(),
+        DType::F16 => half::f16::from_f64(x).to_f64(),
+        DType::F32 => x as f32 as f64,
+    }
+}
+
+/// Compares the C in `dc` (leading dimension p.ldc, poisoned before the launch) with the
+/// reference, filling `o`'s error fields and verdict.
+fn judge_output(
+    p: &Fp8Problem,
+    dc: &DeviceBuffer,
+    inputs: &Fp8Inputs,
+    seed: u64,
+    o: &mut Fp8Outcome,
+) -> Result<()> {
+    let es = p.out.size();
+    let raw: Vec<u8> = dc.download(p.m * p.ldc * es)?;
+    let got = crate::reference::data::HostData::from_bytes(p.out, &raw);
+    for m in 0..p.m {
+        for n in 0..p.ldc {
+            let i = m * p.ldc + n;
+            if n < p.n {
+                if got.get(i).is_nan() {
+                    o.mismatches += 1;
+                }
+            } else if raw[i * es..(i + 1) * es].iter().any(|&b| b != 0xFF) {
+                o.written_outside += 1;
+            }
+        }
+    }
+    let rows = rows_to_check(p, seed);
+    let reference = reference::gemm_nt_rows(&inputs.a_deq, &inputs.b_deq, p.n, p.k, &rows);
+    let (mut d2, mut r2, mut dr2) = (0.0f64, 0.0f64, 0.0f64);
+    for (r, &m) in reference.iter().zip(&rows) {
+        for (n, &exact) in r.iter().enumerate() {
+            let want = p.alpha as f64 * exact;
+            let have = got.get(m * p.ldc + n);
+            if have.is_finite() {
+                d2 += (have - want) * (have - want);
+                let rounded = round_to(p.out, want);
+                dr2 += (have - rounded) * (have - rounded);
+            }
+            r2 += want * want;
+        }
+    }
+    o.rows_checked = rows.len();
+    o.rel_error = rel_l2(d2, r2);
+    o.rel_error_rounded = rel_l2(dr2, r2);
+    o.bound = accumulation_bound(p);
+    // The error beyond the output's rounding counts elements whose rounding flipped: with few
+    // elements one flip moves it a lot, so it is judged from 4096 checked elements on.
+    let judged = rows.len() * p.n >= 4096;
+    let exact_bound = exact_bound(p);
+    (o.passed, o.message) = verdict(&[
+        (o.mismatches > 0, &|| {
+            format!(
+                "{} output elements are NaN or were never written",
+                o.mismatches
+            )
+        }),
+        (o.written_outside > 0, &|| {
+            format!(
+                "{} elements in C's row padding were overwritten",
+                o.written_outside
+            )
+        }),
+        (inputs.quant_mismatches > 0, &|| {
+            format!(
+                "the GPU's quantisation differs from the CPU's in {} codes or scales",
+                inputs.quant_mismatches
+            )
+        }),
+        (!within(o.rel_error, exact_bound), &|| {
+            format!(
+                "relative error {:.2e} exceeds the {} bound {exact_bound:.0e}",
+                o.rel_error, p.out
+            )
+        }),
+        (judged && !within(o.rel_error_rounded, o.bound), &|| {
+            format!(
+                "error beyond the output's rounding {:.2e} exceeds {:.0e}",
+                o.rel_error_rounded, o.bound
+            )
+        }),
+    ]);
+    Ok(())
+}
+
+/// A poisoned C for `p` (every byte 0xFF: NaN in every output type).
+fn poisoned_c(ctx: &Context, p: &Fp8Problem) -> Result<DeviceBuffer> {
+    let c = ctx.alloc(p.m * p.ldc * p.out.size())?;
+    c.fill_bytes(0xFF, ctx)?;
+    Ok(c)
+}
+
+/// Runs one case: kiln's FP8 GEMM (and, with `vendor`, cuBLASLt's on the same operands).
+pub fn verify_gemm(ctx: &Context, case: &GemmCase, vendor: bool) -> Result<Vec<Fp8Outcome>> {
+    let p = &case.p;
+    p.validate()?;
+    let seed = fresh_seed();
+    let mut o = Fp8Outcome::new("gemm", case.label(), seed);
+    if let Err(reason) = fp8::gemm::supports(p, &ctx.info) {
+        o.skipped = Some(reason);
+        o.passed = true;
+        return Ok(vec![o]);
+    }
+    let inp = inputs(ctx, case, seed, true, true)?;
+    let dc = poisoned_c(ctx, p)?;
+    let ops = Fp8Operands {
+        a: &inp.a.codes,
+        b: &inp.b.codes,
+        sa: Scales::Device(&inp.a.scales),
+        sb: Scales::Device(&inp.b.scales),
+        c: &dc,
+    };
+    let launched = match case.cfg {
+        Some(cfg) => fp8::gemm_with(ctx, p, &ops, cfg),
+        None => fp8::gemm(ctx, p, &ops),
+    };
+    if let Some(reason) = refusal(launched)? {
+        o.skipped = Some(reason);
+        o.passed = true;
+        return Ok(vec![o]);
+    }
+    ctx.synchronize_within(
+        std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
+        &format!("fp8_wgmma on {}", case.label()),
+    )?;
+    judge_output(p, &dc, &inp, seed, &mut o)?;
+    let mut out = vec![o];
+    if vendor {
+        let mut v = Fp8Outcome::new("cublaslt", case.label(), seed);
+        let dv = poisoned_c(ctx, p)?;
+        match LtFp8::new(ctx, p, inp.a.scales.ptr(), inp.b.scales.ptr()) {
+            Ok(lt) => {
+                lt.launch(ctx, inp.a.codes.ptr(), inp.b.codes.ptr(), dv.ptr())?;
+                ctx.synchronize()?;
+                let no_quant = Fp8Inputs {
+                    quant_mismatches: 0,
+                    ..inp
+                };
+                judge_output(p, &dv, &no_quant, seed, &mut v)?;
+            }
+            Err(e) => {
+                v.skipped = Some(e.to_string());
+                v.passed = true;
+            }
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// The promotion check at K = 16,384 (tensor scales, positive data, so partial sums grow; f32
+/// output, so no output rounding hides the accumulation's error): against the exact reference,
+/// the unpromoted accumulation must miss the 1e-3 bound and the promoted one meet it, on the same
+/// inputs.
+pub fn verify_promotion(ctx: &Context) -> Result<Fp8Outcome> {
+    let seed = fresh_seed();
+    let base = Fp8Problem::new(256, 256, 16384, DType::F32, ScaleMode::Tensor);
+    let case = GemmCase {
+        p: base,
+        cfg: Some(Fp8Config::new(128, false)),
+        recipe: ScaleRecipe::Fp32,
+        data: Data::Positive,
+    };
+    let inp = inputs(ctx, &case, seed, false, true)?;
+    // unpromoted, promoted after a drained pipeline, pipelined promotion; each over the whole K
+    // (split-K would shorten the unpromoted sums: on an H100, 8 slices cut its error from
+    // 2.5e-1 to 3.5e-2)
+    let whole = |bn, pipe| Fp8Config {
+        splits: 1,
+        ..Fp8Config::new(bn, pipe)
+    };
+    let runs = [
+        (false, whole(128, false)),
+        (true, whole(128, false)),
+        (true, whole(128, true)),
+    ];
+    let mut errs = Vec::new();
+    for (promote, cfg) in runs {
+        let p = Fp8Problem { promote, ..base };
+        let dc = poisoned_c(ctx, &p)?;
+        let ops = Fp8Operands {
+            a: &inp.a.codes,
+            b: &inp.b.codes,
+            sa: Scales::Device(&inp.a.scales),
+            sb: Scales::Device(&inp.b.scales),
+            c: &dc,
+        };
+        fp8::gemm_with(ctx, &p, &ops, cfg)?;
+        ctx.synchronize()?;
+        let mut o = Fp8Outcome::new("gemm", String::new(), seed);
+        judge_output(&p, &dc, &inp, seed, &mut o)?;
+        errs.push(o.rel_error);
+    }
+    let mut o = Fp8Outcome::new("promotion", format!("{base}, data in [0, 1)"), seed);
+    o.rel_error = errs[1].max(errs[2]);
+    o.bound = ACCUMULATION_BOUND;
+    o.rows_checked = base.m;
+    let promoted_ok = errs[1] <= ACCUMULATION_BOUND && errs[2] <= ACCUMULATION_BOUND;
+    o.passed = errs[0] > ACCUMULATION_BOUND && promoted_ok;
+    o.message = format!(
+        "unpromoted {:.2e} ({} the bound), promoted {:.2e} and pipelined {:.2e} ({} it)",
+        errs[0],
+        if errs[0] > ACCUMULATION_BOUND {
+            "exceeds"
+        } else {
+            "does NOT exceed"
+        },
+        errs[1],
+        errs[2],
+        if promoted_ok { "meet" } else { "do NOT meet" }
+    );
+    Ok(o)
+}
+
+/// The GEMM cases of the suite (`quick`: a subset). Every compiled width of every mode on shapes
+/// with ragged M, N and K (M = 1, 127, 129; K = 16, 4096 + 16), each output type, the e5m2
+/// pairs, and UE8M0 scales.
+pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
+    let shapes: &[(usize, usize, usize)] = if quick {
+        &[(1, 256, 256), (129, 257, 4112)]
+    } else {
+        &[
+            (1, 256, 256),
+            (127, 200, 4112),
+            (129, 257, 16),
+            (256, 384, 1024),
+            (64, 2112, 7168),
+            (513, 1000, 2048),
+        ]
+    };
+    let modes = [
+        (ScaleMode::Tensor, false),
+        (ScaleMode::Tensor, true),
+        (ScaleMode::Row, false),
+        (ScaleMode::Row, true),
+        (ScaleMode::Block, true),
+    ];
+    let case = |p: Fp8Problem, cfg: Option<Fp8Config>, recipe| GemmCase {
+        p,
+        cfg,
+        recipe,
+        data: Data::Signed,
+    };
+    let mut v = Vec::new();
+    for &(m, n, k) in shapes {
+        for (scale, promote) in modes {
+            let p = Fp8Problem {
+                promote,
+                ldc: n + 8,
+                ..Fp8Problem::new(m, n, k, DType::Bf16, scale)
+            };
+            for &cfg in fp8::gemm::configs(p.a, p.b, scale, promote) {
+                v.push(case(p, Some(cfg), ScaleRecipe::Fp32));
+            }
+        }
+    }
+    let (m, n, k) = (129, 257, 4112);
+    for out in [DType::F16, DType::F32] {
+        for (scale, promote) in modes {
+            let p = Fp8Problem {
+                promote,
+                ldc: n + 8,
+                ..Fp8Problem::new(m, n, k, out, scale)
+            };
+            v.push(case(p, None, ScaleRecipe::Fp32));
+        }
+    }
+    for (a, b) in [
+        (Fp8Format::E4m3, Fp8Format::E5m2),
+        (Fp8Format::E5m2, Fp8Format::E4m3),
+        (Fp8Format::E5m2, Fp8Format::E5m2),
+    ] {
+        for scale in [ScaleMode::Tensor, ScaleMode::Block] {
+            let p = Fp8Problem {
+                a,
+                b,
+                ldc: n + 8,
+                ..Fp8Problem::new(127, 200, 4112, DType::Bf16, scale)
+            };
+            v.push(case(p, None, ScaleRecipe::Fp32));
+        }
+    }
+    // split-K over several tiles, each kernel family (the default splits only small-M ones)
+    for (scale, promote, tile) in [
+        (ScaleMode::Block, true, "128p/3"),
+        (ScaleMode::Block, true, "160/5"),
+        (ScaleMode::Tensor, false, "256/4"),
+        (ScaleMode::Row, true, "128/2"),
+    ] {
+        let p = Fp8Problem {
+            promote,
+            ldc: 392,
+            ..Fp8Problem::new(300, 384, 4112, DType::Bf16, scale)
+        };
+        v.push(case(p, tile.parse().ok(), ScaleRecipe::Fp32));
+    }
+    let p = Fp8Problem::new(256, 384, 1024, DType::Bf16, ScaleMode::Block);
+    v.push(case(p, None, ScaleRecipe::Ue8m0));
+    v.push(case(
+        Fp8Problem { alpha: -0.5, ..p },
+        Some(Fp8Config::new(160, false)),
+        ScaleRecipe::Fp32,
+    ));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suite_covers_every_variant_family_and_the_ragged_edges() {
+        let s = gemm_suite(false);
+        for (scale, promote) in [
+            (ScaleMode::Tensor, false),
+            (ScaleMode::Row, true),
+            (ScaleMode::Block, true),
+        ] {
+            for cfg in fp8::gemm::configs(Fp8Format::E4m3, Fp8Format::E4m3, scale, promote) {
+                assert!(s
+                    .iter()
+                    .any(|c| c.p.scale == scale && c.p.promote == promote && c.cfg == Some(*cfg)));
+            }
+        }
+        for must in [1, 127, 129] {
+            assert!(s.iter().any(|c| c.p.m == must), "M = {must}");
+        }
+        assert!(s.iter().any(|c| c.p.k == 16) && s.iter().any(|c| c.p.k == 4112));
+        assert!(s
+            .iter()
+            .any(|c| c.p.a == Fp8Format::E5m2 && c.p.b == Fp8Format::E5m2));
+        assert!(s.iter().all(|c| c.p.validate().is_ok()));
+        assert!(gemm_suite(true).len() < s.len());
+        assert!(
+            s.iter()
+                .filter(|c| c.cfg.is_some_and(|t| t.splits > 1))
+                .count()
+                == 4
+        );
+    }
+
+    #[test]
+    fn random_matrices_vary_by_row_and_k_block() {
+        let x = random_matrix(9, 256, Data::Signed, 3);
+        let amax = |r: usize, c0: usize| {
+            (c0..c0 + 128)
+                .map(|c| x[r * 256 + c].abs())
+                .fold(0.0f32, f32::max)
+        };
+        assert!(amax(0, 0) != amax(1, 0) && amax(0, 0) != amax(0, 128));
+        assert!(random_matrix(4, 4, Data::Positive, 1)
+            .iter()
+            .all(|&v| (0.0..1.0).contains(&v)));
+    }
+}

@@ -1,0 +1,181 @@
+//! FP8 GEMM timing: kiln's kernel and cuBLASLt's FP8 GEMM on the same quantised operands and
+//! scales, interleaved launch by launch with L2 flushed before each (`harness::bench`), medians,
+//! TFLOPS and the ratio to cuBLASLt; the two outputs are compared too, so the race is between
+//! equal results.
+
+use serde::Serialize;
+
+use crate::device::Context;
+use crate::error::Result;
+use crate::formats::ScaleRecipe;
+use crate::harness::bench::{sample_interleaved, stats, BenchOptions, L2Flusher};
+use crate::harness::fp8::{inputs, Data, GemmCase};
+use crate::ops::fp8::{self, Fp8Config, Fp8Operands, Fp8Problem, Scales};
+use crate::reference::data::HostData;
+use crate::vendor::cublaslt_fp8::LtFp8;
+
+/// One version's timing on one problem.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fp8Timing {
+    pub version: String,
+    pub problem: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub scale: String,
+    pub promote: bool,
+    /// kiln's config (None for the vendor).
+    pub config: Option<String>,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub reps: usize,
+    pub tflops: f64,
+    /// kiln's time over cuBLASLt's inverted (> 1: kiln faster), when cuBLASLt ran.
+    pub speedup_vs_cublaslt: Option<f64>,
+    /// ‖kiln − cuBLASLt‖ / ‖cuBLASLt‖ over the whole C, when cuBLASLt ran.
+    pub rel_diff_vs_cublaslt: Option<f64>,
+    /// Why cuBLASLt did not run, if it did not.
+    pub vendor_note: Option<String>,
+}
+
+/// Times `p` (with `cfg`, or the default choice) and, with `vendor`, cuBLASLt.
+pub fn bench_fp8(
+    ctx: &Context,
+    p: &Fp8Problem,
+    cfg: Option<Fp8Config>,
+    vendor: bool,
+    opt: &BenchOptions,
+) -> Result<Vec<Fp8Timing>> {
+    p.validate()?;
+    fp8::gemm::supports(p, &ctx.info).map_err(|reason| crate::error::Error::Unsupported {
+        kernel: fp8::gemm::NAME.into(),
+        reason,
+    })?;
+    let case = GemmCase {
+        p: *p,
+        cfg,
+        recipe: ScaleRecipe::Fp32,
+        data: Data::Signed,
+    };
+    let inp = inputs(ctx, &case, 0x5EED, false, false)?;
+    let bytes = p.m * p.ldc * p.out.size();
+    let (dc, dv) = (ctx.alloc(bytes)?, ctx.alloc(bytes)?);
+    let cfg = cfg.unwrap_or_else(|| fp8::gemm::choose(p, &ctx.info));
+    // What ran, splits included (for the table).
+    let shown = Fp8Config {
+        splits: match cfg.splits {
+            0 => fp8::gemm::choose_splits(p, cfg.bn, &ctx.info),
+            s => s,
+        },
+        ..cfg
+    };
+    let ops = Fp8Operands {
+        a: &inp.a.codes,
+        b: &inp.b.codes,
+        sa: Scales::Device(&inp.a.scales),
+        sb: Scales::Device(&inp.b.scales),
+        c: &dc,
+    };
+    let flusher = L2Flusher::new(ctx)?;
+    let (ap, bp, sa, sb) = (
+        inp.a.codes.ptr(),
+        inp.b.codes.ptr(),
+        inp.a.scales.ptr(),
+        inp.b.scales.ptr(),
+    );
+    let mut note = None;
+    let lt = if vendor {
+        match LtFp8::new(ctx, p, sa, sb) {
+            Ok(mut lt) => {
+                lt.select(ctx, &flusher, ap, bp, dv.ptr())?;
+                Some(lt)
+            }
+            Err(e) => {
+                note = Some(e.to_string());
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut kiln_launch = || fp8::gemm_with(ctx, p, &ops, cfg);
+    let times = match &lt {
+        Some(lt) => {
+            let mut vendor_launch = || lt.launch(ctx, ap, bp, dv.ptr());
+            sample_interleaved(
+                ctx,
+                &flusher,
+                opt,
+                &mut [&mut kiln_launch, &mut vendor_launch],
+            )?
+        }
+        None => sample_interleaved(ctx, &flusher, opt, &mut [&mut kiln_launch])?,
+    };
+    ctx.synchronize()?;
+    let row = |version: &str, config: Option<String>, mut t: Vec<f64>| {
+        let (median, min, max) = stats(&mut t);
+        Fp8Timing {
+            version: version.into(),
+            problem: p.to_string(),
+            m: p.m,
+            n: p.n,
+            k: p.k,
+            scale: p.scale.to_string(),
+            promote: p.promote,
+            config,
+            median_ms: median,
+            min_ms: min,
+            max_ms: max,
+            reps: t.len(),
+            tflops: p.flops() / (median * 1e-3) / 1e12,
+            speedup_vs_cublaslt: None,
+            rel_diff_vs_cublaslt: None,
+            vendor_note: note.clone(),
+        }
+    };
+    let mut out = vec![row(
+        fp8::gemm::NAME,
+        Some(shown.to_string()),
+        times[0].0.clone(),
+    )];
+    if lt.is_some() {
+        let v = row("cublaslt", None, times[1].0.clone());
+        out[0].speedup_vs_cublaslt = Some(v.median_ms / out[0].median_ms);
+        let get = |b: &crate::device::DeviceBuffer| -> Result<HostData> {
+            Ok(HostData::from_bytes(p.out, &b.download::<u8>(bytes)?))
+        };
+        let (k, c) = (get(&dc)?, get(&dv)?);
+        let (mut d2, mut r2) = (0.0, 0.0);
+        for m in 0..p.m {
+            for n in 0..p.n {
+                let i = m * p.ldc + n;
+                let (x, y) = (k.get(i), c.get(i));
+                d2 += (x - y) * (x - y);
+                r2 += y * y;
+            }
+        }
+        out[0].rel_diff_vs_cublaslt = Some(crate::harness::verify::rel_l2(d2, r2));
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// DeepSeek-V3's GEMM shapes (the target set): M in {64, 128, 4096} by (N, K).
+pub fn deepseek_shapes() -> Vec<(usize, usize, usize)> {
+    let nk = [
+        (2112, 7168),
+        (24576, 1536),
+        (32768, 512),
+        (7168, 16384),
+        (4096, 7168),
+        (7168, 2048),
+    ];
+    let mut v = Vec::new();
+    for m in [64, 128, 4096] {
+        for (n, k) in nk {
+            v.push((m, n, k));
+        }
+    }
+    v
+}

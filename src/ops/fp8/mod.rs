@@ -1,0 +1,21 @@
+//! FP8 (e4m3fn, e5m2) on Hopper: the device conversions checked against the CPU's, the
+//! quantisation kernels, and the scaled FP8 GEMM on WGMMA.
+
+pub mod convert;
+pub mod gemm;
+pub mod problem;
+pub mod quant;
+pub mod tma;
+
+pub use gemm::{gemm, gemm_with, Fp8Config, Fp8Operands};
+pub use problem::{Fp8Problem, ScaleMode, Scales};
+pub use quant::{quantize, quantize_into, Granularity, QuantSpec, Quantized};
+
+/// Every FP8 kernel specialisation for `arch` (conversions, quantisation, GEMM), as
+/// (version, spec) pairs for the compile check.
+pub fn variants(arch: &str) -> Vec<(&'static str, crate::jit::KernelSpec)> {
+    let mut v = vec![("fp8_convert", convert::spec(arch))];
+    v.extend(quant::variants(arch).into_iter().map(|s| ("fp8_quant", s)));
+    v.extend(gemm::variants(arch).into_iter().map(|s| (gemm::NAME, s)));
+    v
+}

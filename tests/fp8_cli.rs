@@ -1,0 +1,106 @@
+//! `kiln fp8` on a machine without a GPU: every bad input of issue 34 is one clear error with its
+//! exit code (2 bad input, 3 unsupported) before any GPU is touched, and the compile check runs.
+
+use std::process::{Command, Output};
+
+fn kiln(args: &[&str]) -> Output {
+    let store = std::env::temp_dir().join(format!("kiln-fp8-test-{}.db", std::process::id()));
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("KILN_STORE", store)
+        .output()
+        .expect("kiln runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn bad_fp8_requests_are_one_clear_error_each() {
+    for (args, code, says) in [
+        (&["--shape", "128x128x100"][..], 2, "not a multiple of 16"),
+        (
+            &["--shape", "128x128x128", "--scale", "block", "--unpromoted"][..],
+            3,
+            "promoted accumulation",
+        ),
+        (
+            &[
+                "--shape",
+                "128x128x128",
+                "--dtype",
+                "e5m2",
+                "--scale",
+                "row",
+            ][..],
+            3,
+            "e5m2 x e5m2",
+        ),
+        (
+            &["--shape", "128x128x128", "--scale", "blocks"][..],
+            2,
+            "unknown scale mode",
+        ),
+        (
+            &["--shape", "128x128x128", "--dtype", "e3m4"][..],
+            2,
+            "unknown fp8 format",
+        ),
+        (
+            &["--shape", "128x128x128", "--tile", "200"][..],
+            2,
+            "not compiled",
+        ),
+        (
+            &["--shape", "128x128x128", "--tile", "128p/9"][..],
+            2,
+            "at most 8",
+        ),
+        (&["--set", "llama"][..], 2, "unknown shape set"),
+    ] {
+        let mut all = vec!["--no-store", "fp8", "bench"];
+        all.extend_from_slice(args);
+        let o = kiln(&all);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {t}");
+        assert!(t.contains(says), "{args:?}: {t}");
+        assert!(!t.contains("panicked"), "{args:?}: {t}");
+    }
+}
+
+#[test]
+fn fp8_gpu_commands_without_a_gpu_exit_4() {
+    if kiln::device::init().is_ok() {
+        return;
+    }
+    for args in [
+        &["fp8", "verify", "--suite", "quick"][..],
+        &["fp8", "bench", "--shape", "256x256x256"],
+    ] {
+        let o = kiln(args);
+        assert_eq!(o.status.code(), Some(4), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("needs a GPU"), "{args:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn fp8_check_compiles_every_fp8_variant() {
+    let required =
+        std::env::var_os("KILN_REQUIRE_NVRTC").is_some() || std::env::var_os("CI").is_some();
+    if kiln::jit::nvrtc::version().is_err() {
+        assert!(
+            !required,
+            "NVRTC is required here but missing: run scripts/setup.sh"
+        );
+        return;
+    }
+    let o = kiln(&["--no-store", "fp8", "check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("88 variants, 0 failed"), "{}", text(&o));
+}

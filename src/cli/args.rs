@@ -180,9 +180,8 @@ pub struct BenchArgs {
 
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
-    /// Verification suite, whose problems also decide what is compiled: quick or full (default:
-    /// full on a GPU; quick without one, where nothing is verified and the compile of the full
-    /// suite's variants would take over a minute on 2 cores).
+    /// Verification suite, whose problems also decide what is compiled: quick or full (default
+    /// quick, so that the main job runs in a minute on a 2-core machine and on an H100).
     #[arg(long)]
     pub verify: Option<String>,
     /// Write the JSON results to this file as well.

@@ -251,8 +251,8 @@ fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
     assert_eq!(v["launch"]["tile"], "128x256", "{v}");
     assert_eq!(v["launch"]["tiles"], 112, "{v}");
     // a column-major A of few rows is copied transposed first; f32 C goes out through TMA
-    // stores (session 19), added to C by TMA where beta = 1, and for other betas C is loaded by
-    // TMA first (session 20); a C that TMA cannot address goes out from registers
+    // stores (ledger #79, cb82396), added to C by TMA where beta = 1, and for other betas C is loaded by
+    // TMA first (ledger #81, 84f4c5c); a C that TMA cannot address goes out from registers
     let o = kiln(&[
         "plan",
         "--shape",

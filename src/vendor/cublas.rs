@@ -746,7 +746,7 @@ fn select(
     };
     // Each timed run starts from a flushed L2, as `kiln bench` times them: back to back, an
     // operand that fits in L2 (a decode step's weights) stays there and favours algorithms that
-    // are slower from HBM (session 14: at 8x4096x4096 the warm winner was not the cold one).
+    // are slower from HBM (GEMM ledger #50-#57, a950293: at 8x4096x4096 the warm winner was not the cold one).
     let flusher = L2Flusher::new(ctx)?;
     let (start, end) = (ctx.event()?, ctx.event()?);
     let mut best: Option<(f32, Algo)> = None;

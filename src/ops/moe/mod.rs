@@ -111,7 +111,7 @@ impl MoeArgs {
 /// `grouped_gemm` unless `KILN_MOE_GROUPED` ([`MoeOverrides::grouped`]) names `grouped_swapab`. (The swapped-operand kernel
 /// is verified but measured slower at every shape of the issue on an H200, 2026-11-22: 0.20 vs
 /// 0.17 ms at E=8, 40-248 rows, N=4096, K=7168; on par at 16 rows per expert. On an H100 with
-/// heaviest-first tiles, 2026-11-22 session 3: 0.214 vs 0.192 ms (128x192 row tiles) at that shape,
+/// heaviest-first tiles, 2026-11-22 (results/2026-11-22-h100/moe/): 0.214 vs 0.192 ms (128x192 row tiles) at that shape,
 /// 0.148 vs 0.109 at N=7168, K=2048. So it is never chosen on its own.)
 pub fn version_for(p: &MoeProblem, o: &MoeOverrides) -> &'static str {
     if p.swiglu.is_some() {

@@ -20,7 +20,7 @@ pub struct SwiGluDual;
 
 /// The epilogue's silu (the kernel's `KILN_SWIGLU_SILU`): 1 for 16-bit outputs, one MUFU tanh an
 /// element (~2^-11 relative on σ; the verify errors did not move: bf16 1.66e-3, f16 2.05e-4), and
-/// -1.3 % at prefill (2026-11-22 session 10); 0 for f32 outputs, ex2 and rcp (~2 ulp). The
+/// -1.3 % at prefill (2026-11-22, c02f3ac); 0 for f32 outputs, ex2 and rcp (~2 ulp). The
 /// `KILN_SWIGLU_SILU` override (0 or 1) applies to 16-bit outputs, to time both.
 fn silu_mode(output: DType, o: &Overrides) -> u32 {
     if output == DType::F32 {

@@ -4,8 +4,10 @@
 #pragma once
 #include "common/types.cuh"
 
-#if !defined(KILN_IN) || !defined(KILN_OUT) || !defined(KILN_A_ROW) || !defined(KILN_B_ROW)
-#error "KILN_IN, KILN_OUT, KILN_A_ROW and KILN_B_ROW must be defined by the host"
+// The dtype and layout defines; the FP8 GEMM's input types are KILN_FP8_A/B instead of KILN_IN.
+#if (!defined(KILN_IN) && !defined(KILN_FP8_A)) || !defined(KILN_OUT) || !defined(KILN_A_ROW) || \
+    !defined(KILN_B_ROW)
+#error "KILN_IN (or KILN_FP8_A/B), KILN_OUT, KILN_A_ROW and KILN_B_ROW must be defined by the host"
 #endif
 
 struct GemmArgs {

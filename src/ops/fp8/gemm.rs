@@ -155,6 +155,10 @@ fn spec_of(
         .define("KILN_BN", bn)
         .define("KILN_STAGES", stages(bn))
         .define("KILN_OUT", out.code())
+        // NT: A row-major and B column-major, both K-contiguous (the layout defines the shared
+        // warp-specialised headers read)
+        .define("KILN_A_ROW", 1)
+        .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
         .define("KILN_SMEM", smem_bytes(bn))
 }

@@ -6,6 +6,7 @@ median). Runs on the GPU machine; `scripts/gpu.sh` calls it for the attention an
   python3 scripts/peers.py attention [--shapes B,H,S,D[,causal[,f16]];...]   SDPA cuDNN and FLASH
   python3 scripts/peers.py moe --counts 1512,1091,... --n 3072 --k 4096 [--swiglu]   grouped_mm
   python3 scripts/peers.py gemm [--shapes MxNxK;...] [--dtype bf16|f16|fp8]   matmul, _scaled_mm
+  python3 scripts/peers.py fp8 [--shapes ...|--set deepseek] [--scales tensor,row,block]   scaled
 
 Each subcommand prints JSON (attention and gemm: one object per shape and line; moe: one object).
 A shape a backend refuses is reported in the JSON (an `*_error` or `error` field), not raised.
@@ -267,11 +268,66 @@ def gemm(a):
 
 
 # ---------------------------------------------------------------------------------------------
+# fp8: torch._scaled_mm in e4m3 with per-tensor, row-wise or DeepSeek block-wise scales (1x128
+# activations, 128x128 weights), with and without fast accumulation: the peer of `kiln fp8 bench`.
+# Block scales go in as torch takes them on sm_90 (through cuBLASLt): scale_a (M, K/128) with
+# stride (1, M), scale_b (K/128, N/128) with stride (1, K/128), the layouts
+# `kiln::ops::fp8::quantize` writes.
+
+DEEPSEEK = [(m, n, k) for m in (64, 128, 4096)
+            for (n, k) in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
+
+
+def fp8_scales(torch, mode, m, n, k, dev):
+    f32 = torch.float32
+    if mode == "tensor":
+        return torch.rand((), device=dev) + 0.5, torch.rand((), device=dev) + 0.5
+    if mode == "row":
+        return torch.rand(m, 1, device=dev, dtype=f32) + 0.5, torch.rand(1, n, device=dev, dtype=f32) + 0.5
+    kb, nb = (k + 127) // 128, (n + 127) // 128
+    sa = (torch.rand(kb, m, device=dev, dtype=f32) + 0.5).t()   # (M, K/128), stride (1, M)
+    sb = (torch.rand(nb, kb, device=dev, dtype=f32) + 0.5).t()  # (K/128, N/128), stride (1, K/128)
+    return sa, sb
+
+
+def fp8(a):
+    mods, rc = torch_or_error()
+    if mods is None:
+        return rc
+    torch, _ = mods
+    dev = torch.device("cuda")
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    shapes = DEEPSEEK if a.set == "deepseek" else [tuple(int(x) for x in s.lower().split("x")) for s in a.shapes.split(";")]
+    fast = {"both": [False, True], "on": [True], "off": [False]}[a.fast_accum]
+    torch.manual_seed(0)
+    for (m, n, k) in shapes:
+        x = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
+        w = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()  # column-major [K, N]
+        for mode in a.scales.split(","):
+            for fa in fast:
+                out = {"m": m, "n": n, "k": k, "scale": mode, "fast_accum": fa, "peer": "torch._scaled_mm",
+                       "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+                try:
+                    if mode == "block" and fa:
+                        raise RuntimeError("block scales have no fast-accumulation path")
+                    sa, sb = fp8_scales(torch, mode, m, n, k, dev)
+
+                    def fn():
+                        return torch._scaled_mm(x, w, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                                                use_fast_accum=fa)
+                    out.update(with_tflops(timed(torch, fn, a.reps, a.warmup, flush), 2.0 * m * n * k))
+                except Exception as ex:  # a refusal is data
+                    out["error"] = f"{type(ex).__name__}: {ex}".splitlines()[0][:200]
+                print(json.dumps(out), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,moe,gemm}")
+    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,moe,gemm,fp8}")
 
     p = sub.add_parser("attention", help="PyTorch SDPA, cuDNN and FLASH backends (for `kiln attn bench`)")
     p.add_argument("--shapes", default=ATTN_DEFAULT,
@@ -305,6 +361,15 @@ def parser():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed launch")
     p.set_defaults(run=gemm)
+
+    p = sub.add_parser("fp8", help="torch._scaled_mm e4m3: tensor, row, DeepSeek block scales (for `kiln fp8 bench`)")
+    p.add_argument("--shapes", default="4096x7168x16384", help="MxNxK separated by ';'")
+    p.add_argument("--set", choices=["deepseek"], help="DeepSeek-V3's shape set instead of --shapes")
+    p.add_argument("--scales", default="tensor,row,block")
+    p.add_argument("--fast-accum", default="both", choices=["both", "on", "off"])
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.set_defaults(run=fp8)
     return ap
 
 

@@ -11,6 +11,31 @@ use crate::ops::attention::AttentionKernel;
 use crate::ops::attention::{AttentionOperands, AttentionProblem, AttnArgs, Strides};
 use crate::ops::gemm::{alignment, DType};
 
+/// A rank-4 map's dims and its byte strides.
+type MapShape = ([u64; 4], [u64; 3]);
+
+/// The map shapes of Q (and O) and of K and V: what a launch encodes and the tests check.
+fn q_kv_shapes(p: &AttentionProblem) -> (MapShape, MapShape) {
+    let es = p.dtype.size();
+    let q = map_shape(
+        p.batch,
+        p.heads_q,
+        p.seqlen_q,
+        p.head_dim,
+        p.q_strides(),
+        es,
+    );
+    let kv = map_shape(
+        p.batch,
+        p.heads_kv,
+        p.seqlen_kv,
+        p.head_dim,
+        p.kv_strides(),
+        es,
+    );
+    (q, kv)
+}
+
 /// The (dims, byte strides of dims 1..3) of a rank-4 map over [batch, heads, seq, dim].
 pub fn map_shape(
     batch: usize,
@@ -98,23 +123,7 @@ impl Fa3Wgmma {
                 });
             }
         }
-        let es = p.dtype.size();
-        let (qd, qs) = map_shape(
-            p.batch,
-            p.heads_q,
-            p.seqlen_q,
-            p.head_dim,
-            p.q_strides(),
-            es,
-        );
-        let (kd, ks) = map_shape(
-            p.batch,
-            p.heads_kv,
-            p.seqlen_kv,
-            p.head_dim,
-            p.kv_strides(),
-            es,
-        );
+        let ((qd, qs), (kd, ks)) = q_kv_shapes(p);
         let mut tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
         let mut tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
         let mut tv = encode(ops.v.ptr(), p.dtype, kd, ks, c.bn)?;
@@ -216,23 +225,7 @@ mod tests {
         };
         let d256 = AttentionProblem::new(1, 4, 777, 256);
         for p in [gqa, bhsd, d256] {
-            let es = p.dtype.size();
-            let (qd, qs) = map_shape(
-                p.batch,
-                p.heads_q,
-                p.seqlen_q,
-                p.head_dim,
-                p.q_strides(),
-                es,
-            );
-            let (kd, ks) = map_shape(
-                p.batch,
-                p.heads_kv,
-                p.seqlen_kv,
-                p.head_dim,
-                p.kv_strides(),
-                es,
-            );
+            let ((qd, qs), (kd, ks)) = q_kv_shapes(&p);
             for (dims, strides, rows) in [(qd, qs, 192), (kd, ks, 176), (kd, ks, 80), (qd, qs, 64)]
             {
                 let addr = 0x7f00_0000_0000;

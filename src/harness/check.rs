@@ -111,6 +111,14 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
             crate::harness::bench::read_flush_spec(arch),
         ));
     }
+    // The GPU input generator of the benches and the fuzz.
+    if only.is_none_or(|v| v == "counter_fill") {
+        work.push((
+            "harness",
+            "counter_fill",
+            crate::harness::device_data::spec(arch),
+        ));
+    }
     work
 }
 

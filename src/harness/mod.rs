@@ -5,6 +5,8 @@ pub mod attention;
 pub mod bench;
 pub mod check;
 pub mod cpu;
+pub mod device_data;
+pub mod draw;
 pub mod fp8;
 pub mod fp8_bench;
 pub mod moe_bench;

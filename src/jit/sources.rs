@@ -149,6 +149,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/gemm/transpose_rows.cu"),
     ),
     (
+        "harness/counter_fill.cu",
+        include_str!("../../kernels/harness/counter_fill.cu"),
+    ),
+    (
         "harness/l2_read_flush.cu",
         include_str!("../../kernels/harness/l2_read_flush.cu"),
     ),

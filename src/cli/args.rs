@@ -71,6 +71,9 @@ pub enum Command {
     /// FP8 GEMM: `fp8 verify` (conversions, quantisation, GEMM against float64), `fp8 bench`
     /// (against cuBLASLt's FP8), `fp8 check` (compile every FP8 variant).
     Fp8(super::fp8::Fp8CliArgs),
+    /// Seeded random problems for every op and version (GEMM, attention, MoE), each verified
+    /// with poisoned outputs; failures are written as they happen for `verify --repro`.
+    Fuzz(super::fuzz::FuzzArgs),
     /// The tuner's worker process (internal): JSON-line jobs on stdin, results on stdout.
     #[command(hide = true)]
     TuneWorker(TuneWorkerArgs),
@@ -132,6 +135,10 @@ pub struct VerifyArgs {
     /// Shape suite when no --shape is given: quick or full.
     #[arg(long, default_value = "full")]
     pub suite: String,
+    /// Rerun the cases in FILE (a `kiln fuzz` failures file: one JSON case per line), each with
+    /// its own inputs, on its own version.
+    #[arg(long, conflicts_with_all = ["shape", "versions"])]
+    pub repro: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

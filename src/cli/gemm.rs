@@ -49,6 +49,9 @@ fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>
 }
 
 pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
+    if let Some(path) = &a.repro {
+        return super::fuzz::repro(env, path);
+    }
     let problems = match problem_from(&a.problem, None)? {
         Some(p) => vec![p],
         None => shapes::gemm_suite(a.suite.parse()?),

@@ -7,6 +7,7 @@ mod check;
 mod device;
 mod env;
 mod fp8;
+mod fuzz;
 mod gemm;
 mod moe;
 mod progress;
@@ -55,6 +56,7 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Tune(a) => tune::tune(&env, a),
         Command::Moe(a) => moe::moe(&env, a),
         Command::Fp8(a) => fp8::run(&env, a),
+        Command::Fuzz(a) => fuzz::fuzz(&env, a),
         Command::TuneWorker(a) => tune::worker(&env, a),
         Command::TuneReplay(a) => tune::replay(&env, a),
     }

@@ -82,6 +82,22 @@ impl DeviceBuffer {
         Ok(out)
     }
 
+    /// `count` elements starting `first_byte` bytes into the buffer.
+    pub fn download_range<T: Copy + Default>(
+        &self,
+        first_byte: usize,
+        count: usize,
+    ) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); count];
+        if first_byte + std::mem::size_of_val(out.as_slice()) > self.bytes {
+            return Err(Error::invalid("download range outside the buffer"));
+        }
+        // SAFETY: the source range lies inside this allocation; the copy is synchronous.
+        unsafe { result::memcpy_dtoh_sync(&mut out, self.ptr + first_byte as u64) }
+            .map_err(|e| Error::cuda("copying from the device", format!("{e:?}")))?;
+        Ok(out)
+    }
+
     /// Sets every byte to `value` on the context's stream (asynchronous).
     pub fn fill_bytes(&self, value: u8, ctx: &Context) -> Result<()> {
         let stream = ctx.stream;

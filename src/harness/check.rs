@@ -119,6 +119,17 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
             crate::harness::device_data::spec(arch),
         ));
     }
+    // The fuzz's fp32 reference GEMM and its comparison.
+    for spec in crate::harness::fuzz::gemm::specs(arch) {
+        if only.is_none_or(|v| v == spec.entry) {
+            let name = if spec.entry == "gemm_reference" {
+                "gemm_reference"
+            } else {
+                "gemm_compare"
+            };
+            work.push(("harness", name, spec));
+        }
+    }
     work
 }
 

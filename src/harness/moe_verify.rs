@@ -23,7 +23,7 @@ const FULL_REFERENCE_LIMIT: f64 = 2.0e9;
 const SAMPLED_ROWS: usize = 128;
 
 /// How the launch under test is issued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Launched directly on the stream.
@@ -159,8 +159,18 @@ pub fn verify_moe(
     p: &MoeProblem,
     mode: Mode,
 ) -> Result<MoeOutcome> {
+    verify_moe_seeded(ctx, kernel, p, mode, fresh_seed())
+}
+
+/// Verifies `kernel` on `p` once, with the inputs of `seed` (a fuzz failure's repro).
+pub fn verify_moe_seeded(
+    ctx: &Context,
+    kernel: &dyn MoeKernel,
+    p: &MoeProblem,
+    mode: Mode,
+    seed: u64,
+) -> Result<MoeOutcome> {
     p.validate()?;
-    let seed = fresh_seed();
     let mut out = MoeOutcome {
         version: kernel.name().into(),
         problem: p.label(),

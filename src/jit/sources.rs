@@ -153,6 +153,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/harness/counter_fill.cu"),
     ),
     (
+        "harness/gemm_reference.cu",
+        include_str!("../../kernels/harness/gemm_reference.cu"),
+    ),
+    (
         "harness/l2_read_flush.cu",
         include_str!("../../kernels/harness/l2_read_flush.cu"),
     ),

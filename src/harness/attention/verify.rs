@@ -65,8 +65,17 @@ pub fn verify_attention(
     kernel: &dyn AttentionKernel,
     p: &AttentionProblem,
 ) -> Result<AttnCheck> {
+    verify_attention_seeded(ctx, kernel, p, fresh_seed())
+}
+
+/// Verifies `kernel` on `p` once, with the inputs of `seed` (a fuzz failure's repro).
+pub fn verify_attention_seeded(
+    ctx: &Context,
+    kernel: &dyn AttentionKernel,
+    p: &AttentionProblem,
+    seed: u64,
+) -> Result<AttnCheck> {
     p.validate()?;
-    let seed = fresh_seed();
     let mut out = AttnCheck {
         version: kernel.name().into(),
         problem: *p,

@@ -1,0 +1,533 @@
+//! `kiln fuzz`: seeded random problems for every op and version, each verified with poisoned
+//! outputs; every failure becomes a [`Case`] that `kiln verify --repro FILE` reruns exactly.
+
+pub mod gemm;
+
+use serde::{Deserialize, Serialize};
+
+use super::attention::verify::verify_attention_seeded;
+use super::check::CheckItem;
+use super::draw::{Draw, GemmDraw};
+use super::moe_verify::{verify_moe_seeded, Mode};
+use crate::device::{Context, DeviceInfo};
+use crate::error::{Error, Result};
+use crate::ops::attention::{AttentionKernel, AttentionProblem};
+use crate::ops::gemm::{GemmKernel, GemmProblem};
+use crate::ops::moe::{MoeKernel, MoeProblem};
+use crate::ops::registry::Registry;
+
+/// How many problems of each op, from which seed, on which versions.
+#[derive(Debug, Clone, Serialize)]
+pub struct FuzzPlan {
+    pub seed: u64,
+    pub gemm: usize,
+    pub attention: usize,
+    pub moe: usize,
+    /// Only these versions (all of kiln's when empty).
+    pub versions: Vec<String>,
+    /// The longest attention sequence drawn.
+    pub max_seq: usize,
+}
+
+/// One check, complete enough to be rerun exactly: the op, the version, the problem, the seed of
+/// its inputs (and for MoE, how it was launched).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Case {
+    Gemm {
+        version: String,
+        problem: GemmProblem,
+        seed: u64,
+    },
+    Attention {
+        version: String,
+        problem: AttentionProblem,
+        seed: u64,
+    },
+    Moe {
+        version: String,
+        problem: MoeProblem,
+        mode: Mode,
+        seed: u64,
+    },
+}
+
+impl Case {
+    pub fn op(&self) -> &'static str {
+        match self {
+            Case::Gemm { .. } => "gemm",
+            Case::Attention { .. } => "attention",
+            Case::Moe { .. } => "moe",
+        }
+    }
+    pub fn version(&self) -> &str {
+        match self {
+            Case::Gemm { version, .. }
+            | Case::Attention { version, .. }
+            | Case::Moe { version, .. } => version,
+        }
+    }
+    pub fn label(&self) -> String {
+        match self {
+            Case::Gemm { problem, .. } => problem.label(),
+            Case::Attention { problem, .. } => problem.label(),
+            Case::Moe { problem, mode, .. } => format!("{} ({mode:?})", problem.label()),
+        }
+    }
+}
+
+/// The result of one check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub case: Case,
+    pub passed: bool,
+    /// Why the version refused the problem (a skip, not a failure).
+    pub skipped: Option<String>,
+    pub rel_error: f64,
+    pub bound: f64,
+    pub message: String,
+}
+
+impl Verdict {
+    pub fn failed(&self) -> bool {
+        !self.passed && self.skipped.is_none()
+    }
+}
+
+/// Counts of one op and version.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tally {
+    pub op: String,
+    pub version: String,
+    pub checks: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    /// The largest relative error over its bound among the passed checks.
+    pub worst_of_bound: f64,
+}
+
+/// Counts per op and version, in the order first seen.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tallies(pub Vec<Tally>);
+
+impl Tallies {
+    pub fn add(&mut self, v: &Verdict) {
+        let (op, version) = (v.case.op(), v.case.version());
+        let i = match self
+            .0
+            .iter()
+            .position(|t| t.op == op && t.version == version)
+        {
+            Some(i) => i,
+            None => {
+                self.0.push(Tally {
+                    op: op.into(),
+                    version: version.into(),
+                    ..Tally::default()
+                });
+                self.0.len() - 1
+            }
+        };
+        let t = &mut self.0[i];
+        if v.skipped.is_some() {
+            t.skipped += 1;
+            return;
+        }
+        t.checks += 1;
+        if v.passed {
+            t.passed += 1;
+            if v.bound > 0.0 && v.rel_error.is_finite() {
+                t.worst_of_bound = t.worst_of_bound.max(v.rel_error / v.bound);
+            }
+        } else {
+            t.failed += 1;
+        }
+    }
+
+    pub fn failed(&self) -> usize {
+        self.0.iter().map(|t| t.failed).sum()
+    }
+}
+
+/// The seed of problem `i` of op `tag`'s inputs: a hash, so that neighbouring problems share nothing.
+fn input_seed(seed: u64, tag: u64, i: usize) -> u64 {
+    let mut z = seed ^ (tag << 56) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The problems of a plan, drawn from its seed: the same on every machine.
+pub struct Drawn {
+    pub gemm: Vec<(GemmProblem, u64)>,
+    pub attention: Vec<(AttentionProblem, u64)>,
+    pub moe: Vec<(MoeProblem, Mode, u64)>,
+}
+
+pub fn draw(plan: &FuzzPlan) -> Drawn {
+    let mut d = Draw::new(plan.seed);
+    let g = GemmDraw::fuzz();
+    let gemm = (0..plan.gemm)
+        .map(|i| (d.gemm(&g), input_seed(plan.seed, 1, i)))
+        .collect();
+    let mut d = Draw::new(plan.seed ^ 0xA77E);
+    let attention = (0..plan.attention)
+        .map(|i| (d.attention(plan.max_seq), input_seed(plan.seed, 2, i)))
+        .collect();
+    let mut d = Draw::new(plan.seed ^ 0x30E);
+    let moe = (0..plan.moe)
+        .map(|i| {
+            let p = d.moe();
+            // Masked problems are replayed from a CUDA graph a third of the time.
+            let mode = if p.is_masked() && d.chance(1.0 / 3.0) {
+                Mode::Graph
+            } else {
+                Mode::Direct
+            };
+            (p, mode, input_seed(plan.seed, 3, i))
+        })
+        .collect();
+    Drawn {
+        gemm,
+        attention,
+        moe,
+    }
+}
+
+/// The versions a plan runs: kiln's own (never the vendor's, never the test-only ones), or the
+/// ones it names, each of which must exist in some op.
+pub struct Versions<'a> {
+    pub gemm: Vec<&'a dyn GemmKernel>,
+    pub attention: Vec<&'a dyn AttentionKernel>,
+    pub moe: Vec<&'a dyn MoeKernel>,
+}
+
+pub fn versions<'a>(registry: &'a Registry, plan: &FuzzPlan) -> Result<Versions<'a>> {
+    let wanted = |name: &str| plan.versions.is_empty() || plan.versions.iter().any(|v| v == name);
+    let v = Versions {
+        gemm: registry
+            .gemm()
+            .iter()
+            .map(|k| k.as_ref())
+            .filter(|k| !k.is_vendor() && k.name() != "planted" && wanted(k.name()))
+            .collect(),
+        attention: registry
+            .attention()
+            .iter()
+            .map(|k| k.as_ref())
+            .filter(|k| wanted(k.name()))
+            .collect(),
+        moe: registry
+            .moe()
+            .iter()
+            .map(|k| k.as_ref())
+            .filter(|k| wanted(k.name()))
+            .collect(),
+    };
+    for name in &plan.versions {
+        let known = v.gemm.iter().any(|k| k.name() == name)
+            || v.attention.iter().any(|k| k.name() == name)
+            || v.moe.iter().any(|k| k.name() == name);
+        if !known {
+            return Err(Error::invalid(format!(
+                "unknown version `{name}` for the fuzz; `kiln versions` lists them (the vendor's is not fuzzed)"
+            )));
+        }
+    }
+    Ok(v)
+}
+
+/// What the plan needs compiled: the GEMM dispatch's variants for the drawn problems, every
+/// attention and MoE variant of the versions run, and the fuzz's own kernels.
+pub fn compile_items(v: &Versions, drawn: &Drawn, dev: &DeviceInfo) -> Vec<CheckItem> {
+    let problems: Vec<GemmProblem> = drawn.gemm.iter().map(|(p, _)| *p).collect();
+    let mut items = super::suite::suite_items(&v.gemm, &problems, dev);
+    let arch = dev.arch();
+    for k in &v.attention {
+        items.extend(
+            k.variants(&arch)
+                .into_iter()
+                .map(|s| ("attention", k.name(), s)),
+        );
+    }
+    for k in &v.moe {
+        items.extend(k.variants(&arch).into_iter().map(|s| ("moe", k.name(), s)));
+    }
+    items.push(("harness", "counter_fill", super::device_data::spec(&arch)));
+    for s in gemm::specs(&arch) {
+        items.push(("harness", "gemm_reference", s));
+    }
+    items
+}
+
+/// Runs every drawn problem on every version of its op, handing each verdict to `each` as it
+/// lands (the CLI writes failures at once, so a crash loses nothing). Stops early on an error
+/// that leaves the context unusable (a hang, a CUDA error), after reporting it as a failure.
+pub fn run(
+    ctx: &Context,
+    v: &Versions,
+    drawn: &Drawn,
+    mut each: impl FnMut(&Verdict),
+) -> Result<Tallies> {
+    let mut tallies = Tallies::default();
+    let mut emit = |verdict: Verdict| {
+        tallies.add(&verdict);
+        each(&verdict);
+    };
+    let mut bufs = gemm::Buffers::default();
+    for (p, seed) in &drawn.gemm {
+        let checks = gemm::check_gemm(ctx, &mut bufs, &v.gemm, p, *seed)?;
+        for o in checks.outcomes {
+            emit(Verdict {
+                case: Case::Gemm {
+                    version: o.version,
+                    problem: *p,
+                    seed: *seed,
+                },
+                passed: o.passed,
+                skipped: o.skipped,
+                rel_error: o.rel_error,
+                bound: o.bound,
+                message: o.message,
+            });
+        }
+        if let Some(e) = checks.fatal {
+            return Err(e);
+        }
+    }
+    drop(bufs);
+    for (p, seed) in &drawn.attention {
+        for k in &v.attention {
+            let case = Case::Attention {
+                version: k.name().into(),
+                problem: *p,
+                seed: *seed,
+            };
+            emit(attention_verdict(ctx, *k, case)?);
+        }
+    }
+    for (p, mode, seed) in &drawn.moe {
+        for k in &v.moe {
+            let case = Case::Moe {
+                version: k.name().into(),
+                problem: p.clone(),
+                mode: *mode,
+                seed: *seed,
+            };
+            emit(moe_verdict(ctx, *k, case)?);
+        }
+    }
+    Ok(tallies)
+}
+
+fn attention_verdict(ctx: &Context, k: &dyn AttentionKernel, case: Case) -> Result<Verdict> {
+    let Case::Attention { problem, seed, .. } = &case else {
+        unreachable!("an attention case")
+    };
+    let o = verify_attention_seeded(ctx, k, problem, *seed);
+    verdict_of(
+        case,
+        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
+    )
+}
+
+fn moe_verdict(ctx: &Context, k: &dyn MoeKernel, case: Case) -> Result<Verdict> {
+    let Case::Moe {
+        problem,
+        mode,
+        seed,
+        ..
+    } = &case
+    else {
+        unreachable!("an MoE case")
+    };
+    let o = verify_moe_seeded(ctx, k, problem, *mode, *seed);
+    verdict_of(
+        case,
+        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
+    )
+}
+
+type Fields = (bool, Option<String>, f64, f64, String);
+
+/// A verdict from a check's fields; an error is a failed verdict, and is returned as well when
+/// the context cannot go on.
+fn verdict_of(case: Case, o: Result<Fields>) -> Result<Verdict> {
+    match o {
+        Ok((passed, skipped, rel_error, bound, message)) => Ok(Verdict {
+            case,
+            passed,
+            skipped,
+            rel_error,
+            bound,
+            message,
+        }),
+        Err(e @ (Error::Hang { .. } | Error::Cuda { .. })) => Err(e),
+        Err(e) => Ok(Verdict {
+            case,
+            passed: false,
+            skipped: None,
+            rel_error: f64::NAN,
+            bound: f64::NAN,
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// Reruns one case exactly (same problem, same inputs, same version).
+pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict> {
+    match case {
+        Case::Gemm {
+            version,
+            problem,
+            seed,
+        } => {
+            let k = registry.gemm_version(version)?;
+            let mut bufs = gemm::Buffers::default();
+            let checks = gemm::check_gemm(ctx, &mut bufs, &[k], problem, *seed)?;
+            let o = checks.outcomes.into_iter().next().expect("one outcome");
+            if let Some(e) = checks.fatal {
+                return Err(e);
+            }
+            Ok(Verdict {
+                case: case.clone(),
+                passed: o.passed,
+                skipped: o.skipped,
+                rel_error: o.rel_error,
+                bound: o.bound,
+                message: o.message,
+            })
+        }
+        Case::Attention { version, .. } => {
+            attention_verdict(ctx, registry.attention_version(version)?, case.clone())
+        }
+        Case::Moe { version, .. } => moe_verdict(ctx, registry.moe_version(version)?, case.clone()),
+    }
+}
+
+/// Reads repro records: one JSON [`Case`] per line (a fuzz's failures file), or one JSON value
+/// holding a case or a list of them; blank lines are skipped.
+pub fn parse_cases(text: &str) -> Result<Vec<Case>> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str(trimmed)
+            .map_err(|e| Error::invalid(format!("the repro file is not a list of cases: {e}")));
+    }
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            // A failures line carries the case under "case"; a bare case is accepted too.
+            let v: serde_json::Value = serde_json::from_str(l)
+                .map_err(|e| Error::invalid(format!("repro line {}: not JSON: {e}", i + 1)))?;
+            let v = v.get("case").cloned().unwrap_or(v);
+            serde_json::from_value(v).map_err(|e| {
+                Error::invalid(format!(
+                    "repro line {}: not a case (op, version, problem, seed): {e}",
+                    i + 1
+                ))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> FuzzPlan {
+        FuzzPlan {
+            seed: 42,
+            gemm: 300,
+            attention: 50,
+            moe: 50,
+            versions: vec![],
+            max_seq: 2048,
+        }
+    }
+
+    #[test]
+    fn a_plan_draws_the_same_problems_and_seeds_every_time() {
+        let (a, b) = (draw(&plan()), draw(&plan()));
+        assert_eq!(a.gemm, b.gemm);
+        assert_eq!(a.attention, b.attention);
+        assert_eq!(a.moe, b.moe);
+        let seeds: std::collections::HashSet<u64> = a.gemm.iter().map(|g| g.1).collect();
+        assert_eq!(seeds.len(), a.gemm.len());
+    }
+
+    #[test]
+    fn cases_round_trip_through_a_failures_file() {
+        let d = draw(&plan());
+        let cases = vec![
+            Case::Gemm {
+                version: "wgmma_tma_ws".into(),
+                problem: d.gemm[3].0,
+                seed: d.gemm[3].1,
+            },
+            Case::Attention {
+                version: "fa3_wgmma".into(),
+                problem: d.attention[1].0,
+                seed: 7,
+            },
+            Case::Moe {
+                version: "swiglu_dual".into(),
+                problem: d.moe[2].0.clone(),
+                mode: Mode::Graph,
+                seed: 9,
+            },
+        ];
+        let lines: Vec<String> = cases
+            .iter()
+            .map(|c| {
+                let v = Verdict {
+                    case: c.clone(),
+                    passed: false,
+                    skipped: None,
+                    rel_error: 1.0,
+                    bound: 4e-3,
+                    message: "x".into(),
+                };
+                serde_json::to_string(&v).unwrap()
+            })
+            .collect();
+        assert_eq!(parse_cases(&lines.join("\n")).unwrap(), cases);
+        let list = serde_json::to_string(&cases).unwrap();
+        assert_eq!(parse_cases(&list).unwrap(), cases);
+        let err = parse_cases("{\"op\":\"gemm\"}").unwrap_err().to_string();
+        assert!(err.contains("repro line 1"), "{err}");
+    }
+
+    #[test]
+    fn tallies_count_skips_apart_and_keep_the_worst_error() {
+        let case = Case::Gemm {
+            version: "v".into(),
+            problem: draw(&plan()).gemm[0].0,
+            seed: 1,
+        };
+        let mut t = Tallies::default();
+        for (passed, skipped, rel) in [(true, None, 1e-3), (true, None, 2e-3), (false, None, 1.0)] {
+            t.add(&Verdict {
+                case: case.clone(),
+                passed,
+                skipped,
+                rel_error: rel,
+                bound: 4e-3,
+                message: String::new(),
+            });
+        }
+        t.add(&Verdict {
+            case,
+            passed: true,
+            skipped: Some("no".into()),
+            rel_error: f64::NAN,
+            bound: 4e-3,
+            message: String::new(),
+        });
+        let v = &t.0[0];
+        assert_eq!((v.checks, v.passed, v.failed, v.skipped), (3, 2, 1, 1));
+        assert!((v.worst_of_bound - 0.5).abs() < 1e-12);
+        assert_eq!(t.failed(), 1);
+    }
+}

@@ -44,6 +44,8 @@
 #                                installed beside torch, the CPU tests, then
 #                                python/tests/gpu_check.py (PYTHON_QUICK=1: --quick)
 #   suite                        `kiln suite --verify full` (the main job), JSON saved
+#   fuzz [SEED]                  `kiln fuzz` (FUZZ_GEMM, FUZZ_ATTN, FUZZ_MOE problems; default
+#                                10,000 / 2,000 / 1,000): fuzz.json, failures.jsonl
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -411,6 +413,16 @@ suite)
   step suite 580 "$KILN" suite --verify "${SUITE:-full}" --save "$D/suite.json"
   table
   echo; tail -40 "$D/suite.txt" ;;
+
+fuzz)
+  # `kiln fuzz` with SEED (default 1) and the counts FUZZ_GEMM, FUZZ_ATTN, FUZZ_MOE (default the
+  # issue's 10,000 / 2,000 / 1,000): summary in fuzz.json, failures (if any) in failures.jsonl.
+  need_bin "$KILN"; machine "$KILN"
+  step fuzz 590 "$KILN" fuzz --seed "${1:-1}" --gemm "${FUZZ_GEMM:-10000}" \
+    --attention "${FUZZ_ATTN:-2000}" --moe "${FUZZ_MOE:-1000}" \
+    --out "$D/fuzz.json" --failures "$D/failures.jsonl"
+  table
+  echo; grep -v '^\s*$' "$D/fuzz.txt" | grep -v '^WRONG' | tail -22; grep -c '^WRONG' "$D/fuzz.txt" ;;
 
 *)
   echo "unknown task \`$task\`: bash scripts/gpu.sh help lists them" >&2

@@ -245,6 +245,7 @@ fn tally_table(t: &Tallies) -> Table {
             r.failed.to_string(),
             r.skipped.to_string(),
             format!("{:.2}", r.worst_of_bound),
+            format!("{:.1}", r.seconds),
         ]);
     }
     table

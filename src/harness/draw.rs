@@ -212,6 +212,18 @@ impl Draw {
     /// An MoE problem: 1-1,024 experts, random counts (empty experts included), contiguous or
     /// masked rows, the grouped GEMM or the fused SwiGLU in either weight layout, routed or not.
     pub fn moe(&mut self) -> MoeProblem {
+        loop {
+            let p = self.moe_once();
+            // The float64 reference holds X and the weights on the host: keep each under 2^26
+            // elements (a tenth of a second to make), drawing again above.
+            let w = p.experts * p.n * p.k * if p.swiglu.is_some() { 2 } else { 1 };
+            if w <= 1 << 26 && p.x_rows() * p.k <= 1 << 26 {
+                return p;
+            }
+        }
+    }
+
+    fn moe_once(&mut self) -> MoeProblem {
         let experts = self.log_uniform(1024);
         let tokens = self.log_uniform(8192).max(1);
         let counts = self.counts(experts, tokens);

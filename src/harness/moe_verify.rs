@@ -171,73 +171,116 @@ pub fn verify_moe_seeded(
     seed: u64,
 ) -> Result<MoeOutcome> {
     p.validate()?;
-    let mut out = MoeOutcome {
-        version: kernel.name().into(),
-        problem: p.label(),
-        mode,
-        passed: false,
-        skipped: None,
-        rel_error: f64::NAN,
-        bound: bound(p.output),
-        nan_or_unwritten: 0,
-        written_outside: 0,
-        rows_checked: 0,
-        seed,
-        message: String::new(),
-    };
     if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(out.skip(reason));
+        return Ok(MoeOutcome::blank(kernel, p, mode, seed).skip(reason));
     }
-    let inp = MoeInputs::random(p, seed);
-    let poison = HostData::poison(p.output, p.y_elems());
-    let bufs = MoeBuffers::upload(p, &inp, &poison)?;
-    let ops = bufs.operands();
-    check_operands(p, &ops)?;
-    let limit = Duration::from_secs_f64(10.0 + p.flops() / 1e11);
-    let what = format!("{} on {}", kernel.name(), p.label());
-    let launched = match mode {
-        Mode::Direct => kernel.launch(ctx, p, &ops),
-        Mode::Graph => replay_in_graph(ctx, kernel, p, &bufs, limit, &what),
-    };
-    if let Some(reason) = refusal(launched)? {
-        return Ok(out.skip(reason));
-    }
-    ctx.synchronize_within(limit, &what)?;
-    let got = HostData::from_bytes(
-        p.output,
-        &bufs.y.download::<u8>(p.y_elems() * p.output.size())?,
-    );
+    MoeFixture::new(p, seed)?.check(ctx, kernel, mode)
+}
 
-    let rows = rows_to_check(p, seed);
-    let sc = score(p, &inp, &got, &poison, &rows);
-    out.nan_or_unwritten = sc.nan_or_unwritten;
-    out.written_outside = sc.written_outside;
-    out.rel_error = sc.rel_error;
-    out.rows_checked = rows.len();
-    (out.passed, out.message) = verdict(&[
-        (out.nan_or_unwritten > 0, &|| {
-            format!(
-                "{} elements of routed rows are NaN or were never written",
-                out.nan_or_unwritten
-            )
-        }),
-        (out.written_outside > 0, &|| {
-            format!(
-                "{} elements of rows no expert owns were overwritten",
-                out.written_outside
-            )
-        }),
-        (!within(out.rel_error, out.bound), &|| {
-            format!(
-                "relative error {:.2e} exceeds the {} bound {:.0e}",
-                out.rel_error, p.output, out.bound
-            )
-        }),
-    ]);
-    Ok(out)
+/// One problem's inputs on the host and the GPU, and its float64 reference (computed at the
+/// first check that needs it): any number of versions checked against one set of inputs.
+pub struct MoeFixture<'p> {
+    p: &'p MoeProblem,
+    seed: u64,
+    inp: MoeInputs,
+    poison: HostData,
+    bufs: MoeBuffers,
+    rows: Vec<usize>,
+    reference: std::cell::OnceCell<Vec<Vec<f64>>>,
+}
+
+impl<'p> MoeFixture<'p> {
+    pub fn new(p: &'p MoeProblem, seed: u64) -> Result<MoeFixture<'p>> {
+        p.validate()?;
+        let inp = MoeInputs::random(p, seed);
+        let poison = HostData::poison(p.output, p.y_elems());
+        let bufs = MoeBuffers::upload(p, &inp, &poison)?;
+        check_operands(p, &bufs.operands())?;
+        Ok(MoeFixture {
+            p,
+            seed,
+            inp,
+            poison,
+            bufs,
+            rows: rows_to_check(p, seed),
+            reference: std::cell::OnceCell::new(),
+        })
+    }
+
+    /// Poisons Y, launches `kernel` (directly, or replayed from a graph), and scores Y.
+    pub fn check(&self, ctx: &Context, kernel: &dyn MoeKernel, mode: Mode) -> Result<MoeOutcome> {
+        let p = self.p;
+        let mut out = MoeOutcome::blank(kernel, p, mode, self.seed);
+        if let Err(reason) = kernel.supports(p, &ctx.info) {
+            return Ok(out.skip(reason));
+        }
+        self.bufs.y.upload(self.poison.bytes())?;
+        settle()?;
+        let ops = self.bufs.operands();
+        let limit = Duration::from_secs_f64(10.0 + p.flops() / 1e11);
+        let what = format!("{} on {}", kernel.name(), p.label());
+        let launched = match mode {
+            Mode::Direct => kernel.launch(ctx, p, &ops),
+            Mode::Graph => replay_in_graph(ctx, kernel, p, &self.bufs, limit, &what),
+        };
+        if let Some(reason) = refusal(launched)? {
+            return Ok(out.skip(reason));
+        }
+        ctx.synchronize_within(limit, &what)?;
+        let got = HostData::from_bytes(
+            p.output,
+            &self.bufs.y.download::<u8>(p.y_elems() * p.output.size())?,
+        );
+        let reference = self
+            .reference
+            .get_or_init(|| reference_rows(p, &self.inp, &self.rows));
+        let sc = score_against(p, reference, &got, &self.poison, &self.rows);
+        out.nan_or_unwritten = sc.nan_or_unwritten;
+        out.written_outside = sc.written_outside;
+        out.rel_error = sc.rel_error;
+        out.rows_checked = self.rows.len();
+        (out.passed, out.message) = verdict(&[
+            (out.nan_or_unwritten > 0, &|| {
+                format!(
+                    "{} elements of routed rows are NaN or were never written",
+                    out.nan_or_unwritten
+                )
+            }),
+            (out.written_outside > 0, &|| {
+                format!(
+                    "{} elements of rows no expert owns were overwritten",
+                    out.written_outside
+                )
+            }),
+            (!within(out.rel_error, out.bound), &|| {
+                format!(
+                    "relative error {:.2e} exceeds the {} bound {:.0e}",
+                    out.rel_error, p.output, out.bound
+                )
+            }),
+        ]);
+        Ok(out)
+    }
 }
 
 impl MoeOutcome {
+    fn blank(kernel: &dyn MoeKernel, p: &MoeProblem, mode: Mode, seed: u64) -> MoeOutcome {
+        MoeOutcome {
+            version: kernel.name().into(),
+            problem: p.label(),
+            mode,
+            passed: false,
+            skipped: None,
+            rel_error: f64::NAN,
+            bound: bound(p.output),
+            nan_or_unwritten: 0,
+            written_outside: 0,
+            rows_checked: 0,
+            seed,
+            message: String::new(),
+        }
+    }
+
     /// The problem was refused with `reason`: a skip, which passes.
     fn skip(mut self, reason: String) -> Self {
         self.skipped = Some(reason);
@@ -263,6 +306,25 @@ pub fn score(
     poison: &HostData,
     rows: &[usize],
 ) -> Score {
+    score_against(p, &reference_rows(p, inp, rows), got, poison, rows)
+}
+
+/// The float64 reference of `rows` of Y from `inp`.
+pub fn reference_rows(p: &MoeProblem, inp: &MoeInputs, rows: &[usize]) -> Vec<Vec<f64>> {
+    let (x, w) = (inp.x.to_f64(), inp.w.to_f64());
+    let w3 = inp.w3.as_ref().map(HostData::to_f64);
+    let route = inp.route.as_ref().map(HostData::to_f64);
+    moe_rows(p, &x, &w, w3.as_deref(), route.as_deref(), rows)
+}
+
+/// [`score`] against a reference already computed for `rows`.
+pub fn score_against(
+    p: &MoeProblem,
+    reference: &[Vec<f64>],
+    got: &HostData,
+    poison: &HostData,
+    rows: &[usize],
+) -> Score {
     let (mut nan_or_unwritten, mut written_outside) = (0, 0);
     let es = p.output.size();
     for (r, e) in row_experts(p).iter().enumerate() {
@@ -276,10 +338,6 @@ pub fn score(
             }
         }
     }
-    let (x, w) = (inp.x.to_f64(), inp.w.to_f64());
-    let w3 = inp.w3.as_ref().map(HostData::to_f64);
-    let route = inp.route.as_ref().map(HostData::to_f64);
-    let reference = moe_rows(p, &x, &w, w3.as_deref(), route.as_deref(), rows);
     let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
     for (want_row, &r) in reference.iter().zip(rows) {
         for (n, &want) in want_row.iter().enumerate() {

@@ -8,7 +8,10 @@ use crate::error::Result;
 use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
-use crate::reference::{attention::attention_rows, data::HostData};
+use crate::reference::{
+    attention::{attention_rows, RowRef},
+    data::HostData,
+};
 
 /// Relative-error bound ‖O−ref‖/‖ref‖ by dtype: P and O are both rounded to the input type.
 pub fn o_bound(dtype: DType) -> f64 {
@@ -76,103 +79,159 @@ pub fn verify_attention_seeded(
     seed: u64,
 ) -> Result<AttnCheck> {
     p.validate()?;
-    let mut out = AttnCheck {
-        version: kernel.name().into(),
-        problem: *p,
-        passed: false,
-        skipped: None,
-        rel_error: f64::NAN,
-        bound: o_bound(p.dtype),
-        lse_max_error: f64::NAN,
-        nan_or_unwritten: 0,
-        rows_checked: 0,
-        seed,
-        message: String::new(),
-    };
     if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(out.skip(reason));
+        return Ok(AttnCheck::blank(kernel, p, seed).skip(reason));
     }
-    let q = HostData::random(p.dtype, p.q_elems(), seed);
-    let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
-    let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
-    let (dq, dk, dv) = (
-        DeviceBuffer::from_host(q.bytes())?,
-        DeviceBuffer::from_host(k.bytes())?,
-        DeviceBuffer::from_host(v.bytes())?,
-    );
-    let doo = DeviceBuffer::from_host(HostData::poison(p.dtype, p.q_elems()).bytes())?;
-    let dl = DeviceBuffer::from_host(HostData::poison(DType::F32, p.lse_elems()).bytes())?;
-    let ops = AttentionOperands {
-        q: &dq,
-        k: &dk,
-        v: &dv,
-        o: &doo,
-        lse: &dl,
-    };
-    check_buffers(p, &ops)?;
-    if let Some(reason) = refusal(kernel.launch(ctx, p, &ops))? {
-        return Ok(out.skip(reason));
-    }
-    ctx.synchronize_within(
-        std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
-        &format!("{} on {}", kernel.name(), p.label()),
-    )?;
-    let o = HostData::from_bytes(p.dtype, &doo.download::<u8>(p.q_elems() * p.dtype.size())?);
-    let lse: Vec<f32> = dl.download::<f32>(p.lse_elems())?;
-    out.nan_or_unwritten = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
-        + lse.iter().filter(|x| x.is_nan()).count();
+    AttnFixture::new(p, seed)?.check(ctx, kernel)
+}
 
-    let rows = rows_to_check(p, seed);
-    let reference = attention_rows(p, &q.to_f64(), &k.to_f64(), &v.to_f64(), &rows);
-    let qs = p.q_strides();
-    let (mut diff2, mut ref2, mut lse_err) = (0.0f64, 0.0f64, 0.0f64);
-    for r in &reference {
-        let base = qs.offset(r.b, r.h, r.i);
-        for (dd, want) in r.o.iter().enumerate() {
-            let have = o.get(base + dd);
-            if have.is_finite() {
-                diff2 += (have - want) * (have - want);
-            }
-            ref2 += want * want;
+/// One problem's inputs on the host and the GPU, and its float64 reference rows (computed at the
+/// first check that needs them): any number of versions checked against one set of inputs.
+pub struct AttnFixture {
+    p: AttentionProblem,
+    seed: u64,
+    q: HostData,
+    k: HostData,
+    v: HostData,
+    dq: DeviceBuffer,
+    dk: DeviceBuffer,
+    dv: DeviceBuffer,
+    o: DeviceBuffer,
+    lse: DeviceBuffer,
+    reference: std::cell::OnceCell<(Vec<usize>, Vec<RowRef>)>,
+}
+
+impl AttnFixture {
+    pub fn new(p: &AttentionProblem, seed: u64) -> Result<AttnFixture> {
+        p.validate()?;
+        let q = HostData::random(p.dtype, p.q_elems(), seed);
+        let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
+        let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
+        Ok(AttnFixture {
+            p: *p,
+            seed,
+            dq: DeviceBuffer::from_host(q.bytes())?,
+            dk: DeviceBuffer::from_host(k.bytes())?,
+            dv: DeviceBuffer::from_host(v.bytes())?,
+            o: DeviceBuffer::new(p.q_elems() * p.dtype.size())?,
+            lse: DeviceBuffer::new(p.lse_elems() * 4)?,
+            q,
+            k,
+            v,
+            reference: std::cell::OnceCell::new(),
+        })
+    }
+
+    /// Poisons O and LSE, launches `kernel`, and compares with the reference.
+    pub fn check(&self, ctx: &Context, kernel: &dyn AttentionKernel) -> Result<AttnCheck> {
+        let p = &self.p;
+        let mut out = AttnCheck::blank(kernel, p, self.seed);
+        if let Err(reason) = kernel.supports(p, &ctx.info) {
+            return Ok(out.skip(reason));
         }
-        let have = lse[(r.b * p.heads_q + r.h) * p.seqlen_q + r.i] as f64;
-        let e = if r.lse == f64::NEG_INFINITY {
-            if have == f64::NEG_INFINITY {
-                0.0
+        // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
+        self.o.fill_bytes(0xFF, ctx)?;
+        self.lse.fill_bytes(0xFF, ctx)?;
+        let ops = AttentionOperands {
+            q: &self.dq,
+            k: &self.dk,
+            v: &self.dv,
+            o: &self.o,
+            lse: &self.lse,
+        };
+        check_buffers(p, &ops)?;
+        if let Some(reason) = refusal(kernel.launch(ctx, p, &ops))? {
+            return Ok(out.skip(reason));
+        }
+        ctx.synchronize_within(
+            std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
+            &format!("{} on {}", kernel.name(), p.label()),
+        )?;
+        let o = HostData::from_bytes(
+            p.dtype,
+            &self.o.download::<u8>(p.q_elems() * p.dtype.size())?,
+        );
+        let lse: Vec<f32> = self.lse.download::<f32>(p.lse_elems())?;
+        out.nan_or_unwritten = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
+            + lse.iter().filter(|x| x.is_nan()).count();
+
+        let (rows, reference) = self.reference.get_or_init(|| {
+            let rows = rows_to_check(p, self.seed);
+            let reference = attention_rows(
+                p,
+                &self.q.to_f64(),
+                &self.k.to_f64(),
+                &self.v.to_f64(),
+                &rows,
+            );
+            (rows, reference)
+        });
+        let qs = p.q_strides();
+        let (mut diff2, mut ref2, mut lse_err) = (0.0f64, 0.0f64, 0.0f64);
+        for r in reference {
+            let base = qs.offset(r.b, r.h, r.i);
+            for (dd, want) in r.o.iter().enumerate() {
+                let have = o.get(base + dd);
+                if have.is_finite() {
+                    diff2 += (have - want) * (have - want);
+                }
+                ref2 += want * want;
+            }
+            let have = lse[(r.b * p.heads_q + r.h) * p.seqlen_q + r.i] as f64;
+            let e = if r.lse == f64::NEG_INFINITY {
+                if have == f64::NEG_INFINITY {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else if have.is_finite() {
+                (have - r.lse).abs()
             } else {
                 f64::INFINITY
-            }
-        } else if have.is_finite() {
-            (have - r.lse).abs()
-        } else {
-            f64::INFINITY
-        };
-        lse_err = lse_err.max(e);
+            };
+            lse_err = lse_err.max(e);
+        }
+        out.rows_checked = rows.len();
+        out.rel_error = rel_l2(diff2, ref2);
+        out.lse_max_error = lse_err;
+        (out.passed, out.message) = verdict(&[
+            (out.nan_or_unwritten > 0, &|| {
+                format!(
+                    "{} output elements (O or LSE) are NaN or were never written",
+                    out.nan_or_unwritten
+                )
+            }),
+            (!within(out.rel_error, out.bound), &|| {
+                format!(
+                    "O relative error {:.2e} exceeds the {} bound {:.0e}",
+                    out.rel_error, p.dtype, out.bound
+                )
+            }),
+            (!within(lse_err, LSE_BOUND), &|| {
+                format!("LSE error {:.2e} exceeds {:.0e}", lse_err, LSE_BOUND)
+            }),
+        ]);
+        Ok(out)
     }
-    out.rows_checked = rows.len();
-    out.rel_error = rel_l2(diff2, ref2);
-    out.lse_max_error = lse_err;
-    (out.passed, out.message) = verdict(&[
-        (out.nan_or_unwritten > 0, &|| {
-            format!(
-                "{} output elements (O or LSE) are NaN or were never written",
-                out.nan_or_unwritten
-            )
-        }),
-        (!within(out.rel_error, out.bound), &|| {
-            format!(
-                "O relative error {:.2e} exceeds the {} bound {:.0e}",
-                out.rel_error, p.dtype, out.bound
-            )
-        }),
-        (!within(lse_err, LSE_BOUND), &|| {
-            format!("LSE error {:.2e} exceeds {:.0e}", lse_err, LSE_BOUND)
-        }),
-    ]);
-    Ok(out)
 }
 
 impl AttnCheck {
+    fn blank(kernel: &dyn AttentionKernel, p: &AttentionProblem, seed: u64) -> AttnCheck {
+        AttnCheck {
+            version: kernel.name().into(),
+            problem: *p,
+            passed: false,
+            skipped: None,
+            rel_error: f64::NAN,
+            bound: o_bound(p.dtype),
+            lse_max_error: f64::NAN,
+            nan_or_unwritten: 0,
+            rows_checked: 0,
+            seed,
+            message: String::new(),
+        }
+    }
+
     /// The problem was refused with `reason`: a skip, which passes.
     fn skip(mut self, reason: String) -> Self {
         self.skipped = Some(reason);

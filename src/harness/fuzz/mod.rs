@@ -5,10 +5,10 @@ pub mod gemm;
 
 use serde::{Deserialize, Serialize};
 
-use super::attention::verify::verify_attention_seeded;
+use super::attention::verify::{verify_attention_seeded, AttnFixture};
 use super::check::CheckItem;
 use super::draw::{Draw, GemmDraw};
-use super::moe_verify::{verify_moe_seeded, Mode};
+use super::moe_verify::{verify_moe_seeded, Mode, MoeFixture};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::ops::attention::{AttentionKernel, AttentionProblem};
@@ -105,6 +105,8 @@ pub struct Tally {
     pub skipped: usize,
     /// The largest relative error over its bound among the passed checks.
     pub worst_of_bound: f64,
+    /// Wall time of its checks (the first version of each problem also pays for the inputs).
+    pub seconds: f64,
 }
 
 /// Counts per op and version, in the order first seen.
@@ -113,22 +115,7 @@ pub struct Tallies(pub Vec<Tally>);
 
 impl Tallies {
     pub fn add(&mut self, v: &Verdict) {
-        let (op, version) = (v.case.op(), v.case.version());
-        let i = match self
-            .0
-            .iter()
-            .position(|t| t.op == op && t.version == version)
-        {
-            Some(i) => i,
-            None => {
-                self.0.push(Tally {
-                    op: op.into(),
-                    version: version.into(),
-                    ..Tally::default()
-                });
-                self.0.len() - 1
-            }
-        };
+        let i = self.slot(v);
         let t = &mut self.0[i];
         if v.skipped.is_some() {
             t.skipped += 1;
@@ -142,6 +129,31 @@ impl Tallies {
             }
         } else {
             t.failed += 1;
+        }
+    }
+
+    /// Adds `seconds` to the time of the verdict's op and version.
+    pub fn charge(&mut self, v: &Verdict, seconds: f64) {
+        let i = self.slot(v);
+        self.0[i].seconds += seconds;
+    }
+
+    fn slot(&mut self, v: &Verdict) -> usize {
+        let (op, version) = (v.case.op(), v.case.version());
+        match self
+            .0
+            .iter()
+            .position(|t| t.op == op && t.version == version)
+        {
+            Some(i) => i,
+            None => {
+                self.0.push(Tally {
+                    op: op.into(),
+                    version: version.into(),
+                    ..Tally::default()
+                });
+                self.0.len() - 1
+            }
         }
     }
 
@@ -271,8 +283,13 @@ pub fn run(
     mut each: impl FnMut(&Verdict),
 ) -> Result<Tallies> {
     let mut tallies = Tallies::default();
+    // Each verdict is charged the time since the one before: its check, and for the first
+    // version of a problem, the problem's inputs and reference.
+    let mut last = std::time::Instant::now();
     let mut emit = |verdict: Verdict| {
         tallies.add(&verdict);
+        tallies.charge(&verdict, last.elapsed().as_secs_f64());
+        last = std::time::Instant::now();
         each(&verdict);
     };
     let mut bufs = gemm::Buffers::default();
@@ -298,16 +315,34 @@ pub fn run(
     }
     drop(bufs);
     for (p, seed) in &drawn.attention {
+        // One set of inputs and one reference per problem, checked on every version that takes it.
+        let fixture = if v.attention.iter().any(|k| k.supports(p, &ctx.info).is_ok()) {
+            Some(AttnFixture::new(p, *seed)?)
+        } else {
+            None
+        };
         for k in &v.attention {
             let case = Case::Attention {
                 version: k.name().into(),
                 problem: *p,
                 seed: *seed,
             };
-            emit(attention_verdict(ctx, *k, case)?);
+            let o = match &fixture {
+                Some(f) => f.check(ctx, *k),
+                None => verify_attention_seeded(ctx, *k, p, *seed),
+            };
+            emit(verdict_of(
+                case,
+                o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
+            )?);
         }
     }
     for (p, mode, seed) in &drawn.moe {
+        let fixture = if v.moe.iter().any(|k| k.supports(p, &ctx.info).is_ok()) {
+            Some(MoeFixture::new(p, *seed)?)
+        } else {
+            None
+        };
         for k in &v.moe {
             let case = Case::Moe {
                 version: k.name().into(),
@@ -315,7 +350,14 @@ pub fn run(
                 mode: *mode,
                 seed: *seed,
             };
-            emit(moe_verdict(ctx, *k, case)?);
+            let o = match &fixture {
+                Some(f) => f.check(ctx, *k, *mode),
+                None => verify_moe_seeded(ctx, *k, p, *mode, *seed),
+            };
+            emit(verdict_of(
+                case,
+                o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
+            )?);
         }
     }
     Ok(tallies)

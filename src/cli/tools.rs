@@ -21,6 +21,7 @@ use super::gemm::problem_from;
 use super::progress::bar;
 
 pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
+    kiln::jit::arch::check(&a.arch)?;
     Registry::check_op(&a.op)?;
     let kernel = env.registry.gemm_version(&a.version)?;
     let (layout, input): (Layout, DType) = (a.layout.parse()?, a.dtype.parse()?);

@@ -95,7 +95,8 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         &env.registry,
         &p,
         &dev,
-        a.version.as_deref(),
+        // The dispatch's order: --version, then the config file's.
+        a.version.as_deref().or(env.config.version_for("gemm")),
         &env.config.overrides,
     )?;
     // The experiment knobs set for this run (the plan above honours them).

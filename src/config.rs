@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::ops::registry::Registry;
 use crate::overrides::Overrides;
 
 /// The name kiln looks for in the working folder.
@@ -127,6 +128,7 @@ impl Config {
                 path.display()
             )));
         }
+        config.check_versions(path)?;
         let base = path.parent().unwrap_or(Path::new(""));
         for p in [&mut config.jit.cache_dir, &mut config.store.path]
             .into_iter()
@@ -143,6 +145,27 @@ impl Config {
             "gemm" => self.gemm.version.as_deref(),
             _ => None,
         }
+    }
+
+    /// Refuses a `version` the registry does not have, which the dispatch would otherwise meet
+    /// only on a GPU (or, in commands that pick no version, never).
+    fn check_versions(&self, path: &Path) -> Result<()> {
+        let registry = Registry::default();
+        let sections = [("gemm", self.gemm.version.as_deref())];
+        for (op, version) in sections {
+            let (Some(name), Some(known)) = (version, registry.version_names(op)) else {
+                continue;
+            };
+            if !known.contains(&name) {
+                return Err(Error::Config(format!(
+                    "config file {}: [{op}] version = {name:?} is not a {op} version kiln has; \
+                     set it to one of {}, or remove it for the fastest that supports each problem",
+                    path.display(),
+                    known.join(", ")
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The store's file: `KILN_STORE` if set, else `[store] path`, else the default location.
@@ -243,6 +266,52 @@ mod tests {
         assert!(m.contains("bench.warmup_ms must be between 0"), "{m}");
         let m = config_err("[bench]\nreps = 0\n");
         assert!(m.contains("bench.reps must be at least 1"), "{m}");
+    }
+
+    #[test]
+    fn unknown_version_is_named_with_the_file_and_the_versions_kiln_has() {
+        let m = config_err("[gemm]\nversion = \"nosuch\"\n");
+        assert!(m.contains("/etc/kiln/kiln.toml"), "{m}");
+        assert!(m.contains("[gemm] version = \"nosuch\""), "{m}");
+        for known in ["simt_naive", "wgmma_tma_ws", "cublas"] {
+            assert!(m.contains(known), "{m}");
+        }
+        assert!(!m.contains('\n'), "{m}");
+        // a name is matched exactly: no case folding, no empty name
+        config_err("[gemm]\nversion = \"SIMT_NAIVE\"\n");
+        config_err("[gemm]\nversion = \"\"\n");
+    }
+
+    #[test]
+    fn sections_kiln_does_not_read_are_refused_naming_the_ones_it_does() {
+        for text in [
+            "[attention]\nversion = \"fa3_wgmma\"\n",
+            "[moe]\nversion = \"grouped_gemm\"\n",
+            "version = \"simt_tiled\"\n",
+        ] {
+            let m = config_err(text);
+            assert!(m.contains("unknown field"), "{m}");
+            assert!(m.contains("`gemm`") && m.contains("`bench`"), "{m}");
+        }
+    }
+
+    #[test]
+    fn values_of_the_wrong_type_are_refused_naming_the_line() {
+        for (text, line) in [
+            ("[gemm]\nversion = 3\n", "version = 3"),
+            (
+                "[gemm]\nversion = [\"simt_tiled\"]\n",
+                "version = [\"simt_tiled\"]",
+            ),
+            ("[jit]\ncache_dir = 5\n", "cache_dir = 5"),
+            ("[bench]\nwarmup = -1\n", "warmup = -1"),
+            ("[bench]\nwarmup_ms = \"1s\"\n", "warmup_ms = \"1s\""),
+            ("gemm = \"simt_tiled\"\n", "gemm = \"simt_tiled\""),
+        ] {
+            let m = config_err(text);
+            assert!(m.contains(&format!("(`{line}`)")), "{m}");
+            assert!(m.contains("/etc/kiln/kiln.toml"), "{m}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Finding CUDA's shared libraries (NVRTC, cuBLAS, cuBLASLt) without a toolkit install: an env
-//! var, CUDA_PATH/CUDA_HOME, /usr/local/cuda, or a Python environment's `nvidia/*/lib` folder.
+//! var (which, when set, is the only place looked), else CUDA_PATH/CUDA_HOME, /usr/local/cuda,
+//! or a Python environment's `nvidia/*/lib` folder.
 //!
 //! cudarc opens libraries by bare name (`libnvrtc.so.13`); loading the file found here by its
 //! full path first makes that later bare-name open resolve to the same, already loaded, object.
@@ -37,19 +38,61 @@ pub const CUBLAS: CudaLib = CudaLib {
         "install the CUDA 13 toolkit or `pip install nvidia-cublas` and set KILN_CUBLAS to the file",
 };
 
+impl CudaLib {
+    /// The error for `lib` being missing or unloadable: NVRTC's own kind (no compile can run),
+    /// else no GPU (the vendor libraries come with a GPU's software).
+    fn missing(&self, msg: String) -> Error {
+        if self.file == NVRTC.file {
+            Error::NvrtcMissing(msg)
+        } else {
+            Error::NoGpu(msg)
+        }
+    }
+}
+
+/// What unsetting a library's env var does, for the errors about one that names nothing usable.
+const UNSET: &str = "to search CUDA_PATH, CUDA_HOME, /usr/local/cuda and Python environments";
+
 static LOADED: Mutex<Vec<(&'static str, PathBuf)>> = Mutex::new(Vec::new());
 
-/// The folders searched, in order, for `lib`.
-pub fn search_dirs(lib: &CudaLib) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Ok(v) = std::env::var(lib.env) {
-        let p = PathBuf::from(v);
-        dirs.push(if p.is_file() {
-            p.parent().map(Path::to_path_buf).unwrap_or(p)
-        } else {
-            p
-        });
+/// The file an override value names for `lib`: the file itself, or `lib.file` in the folder it
+/// names; else why it names none.
+pub fn override_file(lib: &CudaLib, value: &Path) -> std::result::Result<PathBuf, &'static str> {
+    if value.is_file() {
+        return Ok(value.to_path_buf());
     }
+    if !value.is_dir() {
+        return Err("no such file or folder");
+    }
+    let inside = value.join(lib.file);
+    if inside.is_file() {
+        Ok(inside)
+    } else {
+        Err("that folder does not hold the library")
+    }
+}
+
+/// The file `lib.env` names, or `None` when it is unset or empty (an empty value counts as
+/// unset, as for every `KILN_*` variable). A value that names no file is an error naming the
+/// variable and the value: an override the user set is never passed over for a search.
+pub fn from_env(lib: &CudaLib) -> Result<Option<PathBuf>> {
+    let Some(value) = std::env::var_os(lib.env).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let value = PathBuf::from(value);
+    override_file(lib, &value).map(Some).map_err(|why| {
+        lib.missing(format!(
+            "{}={}: {why}; set it to {} or the folder holding it, or unset it {UNSET}",
+            lib.env,
+            value.display(),
+            lib.file
+        ))
+    })
+}
+
+/// The folders searched, in order, for a library whose env var is not set.
+pub fn search_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
     for var in ["CUDA_PATH", "CUDA_HOME"] {
         if let Ok(v) = std::env::var(var) {
             dirs.push(PathBuf::from(&v).join("lib64"));
@@ -110,13 +153,7 @@ fn site_packages_under(prefix: &Path) -> Vec<PathBuf> {
 
 /// Finds `lib` on disk, or `None` if only the system loader might still know it.
 pub fn locate(lib: &CudaLib) -> Option<PathBuf> {
-    if let Ok(v) = std::env::var(lib.env) {
-        let p = PathBuf::from(&v);
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    search_dirs(lib)
+    search_dirs()
         .into_iter()
         .map(|d| d.join(lib.file))
         .find(|p| p.is_file())
@@ -128,7 +165,11 @@ pub fn ensure_loaded(lib: &CudaLib) -> Result<PathBuf> {
     if let Some((_, p)) = loaded.iter().find(|(f, _)| *f == lib.file) {
         return Ok(p.clone());
     }
-    let target = locate(lib).unwrap_or_else(|| PathBuf::from(lib.file));
+    let explicit = from_env(lib)?;
+    let target = explicit
+        .clone()
+        .or_else(|| locate(lib))
+        .unwrap_or_else(|| PathBuf::from(lib.file));
     // SAFETY: loading a CUDA library runs only its initialisers, which have no preconditions.
     match unsafe { libloading::os::unix::Library::open(Some(&target), libc_flags()) } {
         Ok(handle) => {
@@ -137,23 +178,36 @@ pub fn ensure_loaded(lib: &CudaLib) -> Result<PathBuf> {
             loaded.push((lib.file, target.clone()));
             Ok(target)
         }
+        Err(e) if explicit.is_some() => Err(lib.missing(format!(
+            "{} names {}, which does not load as {} ({}); set it to {} or the folder holding \
+             it, or unset it {UNSET}",
+            lib.env,
+            target.display(),
+            lib.file,
+            loader_says(&e),
+            lib.file
+        ))),
         Err(e) => {
-            let searched: Vec<String> = search_dirs(lib)
+            let searched: Vec<String> = search_dirs()
                 .iter()
                 .map(|d| d.display().to_string())
                 .collect();
-            let msg = format!(
-                "{} was not found (searched {} and the system loader: {e}); {}",
+            Err(lib.missing(format!(
+                "{} was not found (searched {} and the system loader: {}); {}",
                 lib.file,
                 searched.join(", "),
+                loader_says(&e),
                 lib.hint
-            );
-            Err(if lib.file == NVRTC.file {
-                Error::NvrtcMissing(msg)
-            } else {
-                Error::NoGpu(msg)
-            })
+            )))
         }
+    }
+}
+
+/// The loader's own words (`dlopen failed: <why>`): libloading keeps the why in the source.
+fn loader_says(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(why) => format!("{e}: {}", why.to_string().trim()),
+        None => e.to_string(),
     }
 }
 
@@ -180,5 +234,32 @@ fn preload_companions(lib: &CudaLib, target: &Path) {
                 std::mem::forget(h);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_override_names_the_file_or_a_folder_holding_it_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(NVRTC.file);
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(override_file(&NVRTC, &file).unwrap(), file);
+        assert_eq!(override_file(&NVRTC, dir.path()).unwrap(), file);
+        // a file is taken as named (loading it says whether it is the library)
+        let other = dir.path().join("notes.txt");
+        std::fs::write(&other, b"").unwrap();
+        assert_eq!(override_file(&NVRTC, &other).unwrap(), other);
+        // a folder without this library, and a path to nothing
+        assert_eq!(
+            override_file(&CUBLAS, dir.path()),
+            Err("that folder does not hold the library")
+        );
+        assert_eq!(
+            override_file(&NVRTC, &dir.path().join("nothing")),
+            Err("no such file or folder")
+        );
     }
 }

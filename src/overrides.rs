@@ -17,6 +17,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::libs::{self, CudaLib};
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::gemm::wgmma_tma_ws::{
     TileConfig as WgmmaTile, FORCED_CONFIGS, MAX_SPLITS, WIDTHS_BY_DEFAULT,
@@ -456,7 +457,7 @@ impl Overrides {
                 }
             } else if let Some(var) = config_var(name) {
                 if let (false, Some(problem)) = (v.is_empty(), (var.check)(v)) {
-                    return Err(Error::Config(format!(
+                    return Err((var.error)(format!(
                         "{name}={value}: {problem}; set it to {}, or unset it",
                         var.takes
                     )));
@@ -931,6 +932,9 @@ pub struct ConfigVar {
     pub takes: &'static str,
     /// What is wrong with a (non-empty) value, if anything.
     check: fn(&str) -> Option<&'static str>,
+    /// The kind of error a bad value is: a bad config (exit 2), but a bad `KILN_NVRTC` is
+    /// NVRTC missing (exit 5), as it is when the library is loaded.
+    error: fn(String) -> Error,
 }
 
 fn any(_: &str) -> Option<&'static str> {
@@ -945,9 +949,9 @@ fn zero_or_one(v: &str) -> Option<&'static str> {
     flag(v).is_none().then_some("it takes 0 or 1")
 }
 
-/// A file or a folder that exists.
-fn existing(v: &str) -> Option<&'static str> {
-    (!Path::new(v).exists()).then_some("that file does not exist")
+/// A CUDA library: its file, or a folder holding it (as [`libs::from_env`] reads it).
+fn library(lib: &CudaLib, v: &str) -> Option<&'static str> {
+    libs::override_file(lib, Path::new(v)).err()
 }
 
 /// A file that exists.
@@ -993,31 +997,44 @@ pub static CONFIG_VARS: &[ConfigVar] = &[
         name: "KILN_CACHE_DIR",
         takes: "the JIT cache's folder (made if missing)",
         check: dir_or_missing,
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_COMMIT",
         takes: "the commit to tag stored runs with",
         check: any,
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_COMPUTE_SANITIZER",
         takes: "the compute-sanitizer program's path",
         check: existing_file,
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_CUBLAS",
         takes: "libcublas.so.13's path or its folder's",
-        check: existing,
+        check: |v| library(&libs::CUBLAS, v),
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_CUBLASLT",
         takes: "libcublasLt.so.13's path or its folder's",
-        check: existing,
+        check: |v| library(&libs::CUBLASLT, v),
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_CUOBJDUMP",
         takes: "the cuobjdump program's path",
         check: existing_file,
+        error: Error::Config,
+    },
+    ConfigVar {
+        name: "KILN_FP8_CHECK_ONLY",
+        takes: "a part of a variant's label (the FP8 compile test then checks only the \
+                variants whose label holds it; test only)",
+        check: any,
+        error: Error::Config,
     },
     ConfigVar {
         // build.rs bakes it in at compile time; cargo also sets it in the environment of the
@@ -1025,41 +1042,55 @@ pub static CONFIG_VARS: &[ConfigVar] = &[
         name: "KILN_GIT_COMMIT",
         takes: "the commit kiln is built from (build.rs sets it)",
         check: any,
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_NCU",
         takes: "the ncu (Nsight Compute) program's path",
         check: existing_file,
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_NVRTC",
         takes: "libnvrtc.so.13's path or its folder's",
-        check: existing,
+        check: |v| library(&libs::NVRTC, v),
+        error: Error::NvrtcMissing,
     },
     ConfigVar {
         name: "KILN_PYTHON_DEPS",
         takes: "a Python package folder holding nvidia/*/lib",
         check: existing_dir,
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_REQUIRE_NVRTC",
         takes: "1 (tests then fail where NVRTC is missing instead of skipping)",
         check: one,
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_STORE",
         takes: "the store's SQLite file (made if missing)",
         check: file_or_missing,
+        error: Error::Config,
     },
     ConfigVar {
         name: "KILN_TEST_KERNELS",
         takes: "0 or 1 (1 registers the test-only `planted` GEMM version)",
         check: zero_or_one,
+        error: Error::Config,
     },
 ];
 
-/// Names the repository's scripts set for themselves: kiln ignores them.
-pub const SCRIPT_VARS: &[&str] = &["KILN_BIN", "KILN_BROWSER_TESTS", "KILN_VERIFY_SUITE"];
+/// Names the repository's scripts and Python tests set for themselves: kiln ignores them.
+pub const SCRIPT_VARS: &[&str] = &[
+    "KILN_BIN",
+    "KILN_BROWSER_TESTS",
+    "KILN_EXPECT_NO_GPU",
+    "KILN_REQUIRE_NATIVE",
+    "KILN_VERIFY_SUITE",
+    "KILN_WHEEL",
+];
 
 /// The configuration variable `name`, if it is one.
 pub fn config_var(name: &str) -> Option<&'static ConfigVar> {
@@ -1172,8 +1203,8 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), n);
         assert!(all.iter().all(|n| n.starts_with("KILN_")));
-        // 36 knobs, 13 configuration variables
-        assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (36, 13));
+        // 36 knobs, 14 configuration variables
+        assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (36, 14));
     }
 
     #[test]
@@ -1464,7 +1495,7 @@ mod tests {
         for (k, v) in [
             ("KILN_NVRTC", f),
             ("KILN_NVRTC", d),
-            ("KILN_CUBLAS", d),
+            ("KILN_CUBLAS", f),
             ("KILN_CUBLASLT", f),
             ("KILN_PYTHON_DEPS", d),
             ("KILN_CUOBJDUMP", f),
@@ -1479,15 +1510,32 @@ mod tests {
             ("KILN_REQUIRE_NVRTC", "1"),
             ("KILN_TEST_KERNELS", "1"),
             ("KILN_TEST_KERNELS", "0"),
+            ("KILN_FP8_CHECK_ONLY", "e4m3"),
         ] {
             assert_eq!(ok(&[(k, v)]), Overrides::NONE, "{k}={v}");
         }
-        let t = err(&[("KILN_NVRTC", "/nonexistent")]);
-        assert!(
-            t.contains("that file does not exist") && t.contains("libnvrtc.so.13"),
-            "{t}"
-        );
+        // NVRTC named where it is not: NVRTC missing (exit 5), as when it is loaded
+        let empty = tempfile::tempdir().unwrap();
+        for (v, says) in [
+            ("/nonexistent", "no such file or folder"),
+            (m, "no such file or folder"),
+            (
+                empty.path().to_str().unwrap(),
+                "that folder does not hold the library",
+            ),
+        ] {
+            let e = parse(&[("KILN_NVRTC", v)]).unwrap_err();
+            assert!(matches!(e, Error::NvrtcMissing(_)), "{e:?}");
+            let t = e.to_string();
+            assert!(t.contains(&format!("KILN_NVRTC={v}: {says}")), "{t}");
+            assert!(
+                t.contains("libnvrtc.so.13") && t.contains("or unset it"),
+                "{t}"
+            );
+        }
         for (k, v, says) in [
+            ("KILN_CUBLAS", d, "that folder does not hold the library"),
+            ("KILN_CUBLASLT", m, "no such file or folder"),
             ("KILN_CUOBJDUMP", m, "does not exist"),
             ("KILN_CUOBJDUMP", d, "not a file"),
             ("KILN_PYTHON_DEPS", f, "not a folder"),

@@ -59,16 +59,6 @@ fn an_unknown_kiln_variable_is_refused() {
 }
 
 #[test]
-fn an_nvrtc_path_to_nothing_says_the_file_does_not_exist() {
-    let o = kiln(
-        &["--no-store", "check", "--version", "simt_naive"],
-        &[("KILN_NVRTC", "/nonexistent")],
-    );
-    let e = refusal(&o, "KILN_NVRTC=/nonexistent");
-    assert!(e.contains("does not exist"), "{e}");
-}
-
-#[test]
 fn plan_shows_the_knobs_set_and_none_when_none_are() {
     let o = kiln(PLAN, &[]);
     let t = String::from_utf8_lossy(&o.stdout).to_string();

@@ -84,7 +84,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Target architecture.
+    /// Target architecture: sm_90a (every version), or sm_80, sm_86, sm_89 (the versions
+    /// without wgmma).
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
     /// Only this version.

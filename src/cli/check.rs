@@ -32,6 +32,7 @@ pub(super) fn run_check(
     arch: &str,
     only: Option<&str>,
 ) -> Result<(Vec<check::CheckRow>, bool)> {
+    kiln::jit::arch::check(arch)?;
     if let Some(v) = only {
         if env.registry.attention_version(v).is_err() && env.registry.moe_version(v).is_err() {
             env.registry.gemm_version(v)?;

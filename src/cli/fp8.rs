@@ -322,6 +322,7 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
 }
 
 fn check(env: &Env, a: &Fp8CheckArgs) -> Result<ExitCode> {
+    kiln::jit::arch::check(&a.arch)?;
     let dev = DeviceInfo::h100_sxm();
     let items: Vec<CheckItem> = kiln::ops::fp8::variants(&a.arch)
         .into_iter()

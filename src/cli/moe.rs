@@ -172,6 +172,7 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
 }
 
 fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
+    kiln::jit::arch::check(&a.arch)?;
     kiln::jit::nvrtc::version()?;
     let dev = device_or_h100();
     let jit = env.jit();

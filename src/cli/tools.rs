@@ -21,6 +21,7 @@ use super::gemm::problem_from;
 use super::progress::bar;
 
 pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
+    kiln::jit::arch::check(&a.arch)?;
     Registry::check_op(&a.op)?;
     let kernel = env.registry.gemm_version(&a.version)?;
     let (layout, input): (Layout, DType) = (a.layout.parse()?, a.dtype.parse()?);
@@ -94,7 +95,8 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         &env.registry,
         &p,
         &dev,
-        a.version.as_deref(),
+        // The dispatch's order: --version, then the config file's.
+        a.version.as_deref().or(env.config.version_for("gemm")),
         &env.config.overrides,
     )?;
     // The experiment knobs set for this run (the plan above honours them).

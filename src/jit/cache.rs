@@ -29,8 +29,9 @@ pub struct Meta {
 }
 
 /// The cache root: `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln/jit`, else `~/.cache/kiln/jit`.
+/// An empty `KILN_CACHE_DIR` counts as unset, as for every `KILN_*` variable.
 pub fn default_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("KILN_CACHE_DIR") {
+    if let Some(d) = std::env::var_os("KILN_CACHE_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
     let base = std::env::var("XDG_CACHE_HOME")

@@ -1,6 +1,7 @@
 //! The JIT: renders a kernel specialisation (source + defines + arch), compiles it with NVRTC to a
 //! CUBIN, caches it on disk, and reports its resources. Knows nothing about ops.
 
+pub mod arch;
 pub mod cache;
 pub mod nvrtc;
 pub mod resources;

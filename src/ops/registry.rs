@@ -127,6 +127,16 @@ impl Registry {
         }
     }
 
+    /// The names of `op`'s versions, slowest rung first; `None` for an op kiln does not know.
+    pub fn version_names(&self, op: &str) -> Option<Vec<&'static str>> {
+        match op {
+            "gemm" => Some(self.gemm.iter().map(|k| k.name()).collect()),
+            "attention" => Some(self.attention.iter().map(|k| k.name()).collect()),
+            "moe" => Some(self.moe.iter().map(|k| k.name()).collect()),
+            _ => None,
+        }
+    }
+
     pub fn gemm_version(&self, name: &str) -> Result<&dyn GemmKernel> {
         find_version(&self.gemm, name, "gemm version", |k| k.name())
     }
@@ -203,4 +213,51 @@ fn find_version<'a, K: ?Sized>(
                 .collect::<Vec<_>>()
                 .join(", "),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jit::arch::{has_wgmma, HOPPER, TARGETS};
+
+    /// Every version's name and its number of variants for `arch`.
+    fn variant_counts(r: &Registry, arch: &str) -> Vec<(&'static str, usize)> {
+        let gemm = r.gemm().iter().map(|k| (k.name(), k.variants(arch).len()));
+        let attention = r
+            .attention()
+            .iter()
+            .map(|k| (k.name(), k.variants(arch).len()));
+        let moe = r.moe().iter().map(|k| (k.name(), k.variants(arch).len()));
+        gemm.chain(attention).chain(moe).collect()
+    }
+
+    /// `kiln check --arch sm_89` compiles what runs there, not a failure per wgmma variant.
+    #[test]
+    fn off_hopper_only_the_versions_without_wgmma_have_variants() {
+        let r = Registry::default();
+        let hopper_only = [
+            "wgmma_cp_async",
+            "wgmma_tma",
+            "wgmma_tma_ws",
+            "fa3_wgmma",
+            "grouped_gemm",
+            "grouped_swapab",
+            "swiglu_dual",
+        ];
+        // the vendor's versions compile nothing of kiln's on any target
+        let own: Vec<&str> = variant_counts(&r, HOPPER)
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, _)| name)
+            .collect();
+        assert!(hopper_only.iter().all(|v| own.contains(v)), "{own:?}");
+        for arch in TARGETS {
+            for (name, n) in variant_counts(&r, arch) {
+                if own.contains(&name) {
+                    let expected = has_wgmma(arch) || !hopper_only.contains(&name);
+                    assert_eq!(n > 0, expected, "{name} on {arch}");
+                }
+            }
+        }
+    }
 }

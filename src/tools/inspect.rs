@@ -13,6 +13,7 @@ use super::{path_with, ToolSpec};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::harness::check::{dynamic_smem, judge};
+use crate::jit::arch::{self as targets, HOPPER};
 use crate::jit::{Jit, KernelSpec, Resources};
 use crate::ops::gemm::{DType, GemmKernel, Layout};
 
@@ -128,6 +129,7 @@ pub fn pick_variant(
     input: DType,
     output: DType,
 ) -> Result<KernelSpec> {
+    targets::check(arch)?;
     let variants = kernel.variants(arch);
     let want = [
         ("KILN_A_ROW", (layout.a_row_major() as u32).to_string()),
@@ -145,10 +147,17 @@ pub fn pick_variant(
         .or(variants.first())
         .cloned();
     chosen.ok_or_else(|| {
-        Error::invalid(format!(
-            "{} has no kernel source of kiln's to inspect (it is a library call)",
-            kernel.name()
-        ))
+        Error::invalid(if kernel.variants(HOPPER).is_empty() {
+            format!(
+                "{} has no kernel source of kiln's to inspect (it is a library call)",
+                kernel.name()
+            )
+        } else {
+            format!(
+                "{} has no variant for {arch}: it runs on {HOPPER} only; inspect it with --arch {HOPPER}",
+                kernel.name()
+            )
+        })
     })
 }
 

@@ -39,7 +39,7 @@ pub fn plan_gemm(
     let k = registry.select_gemm(p, dev, requested)?;
     let tuned = cache::lookup(dev, k.name(), p);
     let why = match (requested, &tuned) {
-        (Some(_), _) => "asked for (--version)".to_string(),
+        (Some(_), _) => "asked for (--version, else the config file's [gemm] version)".to_string(),
         (None, Some(_)) => "the highest rung that supports the problem, or a tuned version that \
                             measured faster in its own tuning"
             .to_string(),

@@ -165,6 +165,9 @@ fn spec_of(
 
 /// Every specialisation (for the compile check).
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
+    if !crate::jit::arch::has_wgmma(arch) {
+        return Vec::new();
+    }
     let mut v = Vec::new();
     for a in Fp8Format::ALL {
         for b in Fp8Format::ALL {

@@ -132,6 +132,9 @@ impl GemmKernel for WgmmaTma {
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        if !crate::jit::arch::has_wgmma(arch) {
+            return Vec::new();
+        }
         super::all_combinations()
             .into_iter()
             .map(|(l, i, o)| spec(arch, l, i, o))

@@ -103,6 +103,9 @@ impl MoeKernel for GroupedGemm {
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        if !crate::jit::arch::has_wgmma(arch) {
+            return Vec::new();
+        }
         let mut v = vec![tile_prefix::spec(arch)];
         for cfg in TileConfig::ALL {
             for (i, o) in super::dtype_pairs() {

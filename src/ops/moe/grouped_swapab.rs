@@ -166,6 +166,9 @@ impl MoeKernel for GroupedSwapAb {
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        if !crate::jit::arch::has_wgmma(arch) {
+            return Vec::new();
+        }
         let mut v = vec![tile_prefix::spec(arch)];
         for cfg in SwapConfig::ALL {
             for (i, o) in super::dtype_pairs() {

@@ -142,6 +142,9 @@ impl MoeKernel for SwiGluDual {
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        if !crate::jit::arch::has_wgmma(arch) {
+            return Vec::new();
+        }
         super::dtype_pairs()
             .into_iter()
             .map(|(i, o)| Self::spec(arch, i, o, &Overrides::NONE))

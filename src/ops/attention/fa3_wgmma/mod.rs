@@ -61,7 +61,7 @@ impl AttentionKernel for Fa3Wgmma {
         self.fits(p, dev, &cfg)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        if !arch.starts_with("sm_90") {
+        if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
         }
         DTYPES

@@ -110,6 +110,9 @@ pub fn in_registry(cfg: TileConfig, epi: Epilogue, split_code: bool) -> bool {
 /// of those whose widths are multiples of 64, and in the cooperative 64 x 64 tile; the register
 /// epilogue in the same 6 and 64 x 64, and in the three ping-pong tiles.
 pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
+    if !crate::jit::arch::has_wgmma(arch) {
+        return Vec::new();
+    }
     let mut v = vec![
         crate::ops::gemm::pack_rows::spec(arch, 2),
         crate::ops::gemm::pack_rows::spec(arch, 4),

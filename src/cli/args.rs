@@ -160,10 +160,18 @@ pub struct BenchArgs {
     /// launch of each version per round, so that clock drift hits all of them alike).
     #[arg(long)]
     pub sequential: bool,
-    /// Time a named shape set instead of --shape: `ladder` or `targets` (issue 3's shapes, in
-    /// every layout given by --layouts).
+    /// Time a named shape set instead of --shape: `ladder`, `targets` (issue 3's shapes, in
+    /// every layout given by --layouts) or `random` (--count shapes drawn from --seed, each run
+    /// by the version the dispatch picks for it unless --version or --all names them).
     #[arg(long)]
     pub set: Option<String>,
+    /// Shapes of --set random (default 300): distinct problems of at least 5e8 multiply-adds,
+    /// sizes up to 16384, every layout, bf16 and f16, packed, alpha 1, beta 0.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub count: Option<u32>,
+    /// Seed of the draw of --set random (default 1): the same seed draws the same shapes.
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Layouts for --set targets, comma-separated (default: all four).
     #[arg(long, default_value = "RC,CR,RR,CC")]
     pub layouts: String,

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use kiln::device::Context;
 use kiln::error::{Error, Result};
+use kiln::harness::bench_versions::BenchVersions;
 use kiln::harness::{bench::BenchOptions, peak, shapes, suite, verify::CheckOutcome};
 use kiln::ops::gemm::{parse_shape, DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
@@ -41,7 +42,7 @@ pub(super) fn problem_from(
     Ok(Some(p))
 }
 
-fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
+pub(super) fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
     if names.is_empty() {
         return Ok(env.registry.gemm().iter().map(|k| k.as_ref()).collect());
     }
@@ -137,6 +138,14 @@ fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome]) -> Table {
     t
 }
 pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
+    if a.set.as_deref() == Some("random") {
+        return super::bench_random::bench_random(env, a);
+    }
+    if a.count.is_some() || a.seed.is_some() {
+        return Err(Error::invalid(
+            "--count and --seed draw the shapes of --set random; add --set random or leave them out",
+        ));
+    }
     let problems =
         match a.set.as_deref() {
             None => vec![problem_from(&a.problem, Some("4096x4096x4096"))?
@@ -152,7 +161,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
             }
             Some(other) => {
                 return Err(Error::invalid(format!(
-                    "unknown shape set `{other}`; use ladder or targets"
+                    "unknown shape set `{other}`; use ladder, targets or random"
                 )))
             }
         };
@@ -188,12 +197,12 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     let rows = run_bench(
         env,
         &ctx,
-        &ks,
+        BenchVersions::Listed(&ks),
         vendor,
         &problems,
         &opt,
-        passes,
-        a.order_seed,
+        (passes, a.order_seed),
+        None,
         true,
     )?;
     // Each version's ratios per problem, gathered once for the passes table and the summary.
@@ -246,16 +255,19 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Times `versions` beside `vendor` on `problems` (`passes` times, later passes in orders shuffled
+/// from `order_seed`), recording every timing (with the `draw_seed` of drawn problems); the table
+/// of them unless --json, when `table` and one pass.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_bench(
     env: &Env,
     ctx: &Context,
-    ks: &[&dyn GemmKernel],
+    versions: BenchVersions,
     vendor: &dyn GemmKernel,
     problems: &[GemmProblem],
     opt: &BenchOptions,
-    passes: usize,
-    order_seed: u64,
+    (passes, order_seed): (usize, u64),
+    draw_seed: Option<u64>,
     table: bool,
 ) -> Result<Vec<suite::BenchRow>> {
     let run = env.begin("bench", Some(&ctx.info))?;
@@ -263,7 +275,7 @@ pub(super) fn run_bench(
     let mut store_err = None;
     let rows = suite::bench_passes(
         ctx,
-        ks,
+        versions,
         Some(vendor),
         problems,
         opt,
@@ -280,7 +292,7 @@ pub(super) fn run_bench(
                 let flush = ctx.overrides.bench.flush;
                 if let Err(e) = record(
                     &run,
-                    rows::gemm_bench_row(row, t, ratio, opt.flush_l2, flush),
+                    rows::gemm_bench_row(row, t, ratio, opt.flush_l2, flush, draw_seed),
                 ) {
                     store_err.get_or_insert(e);
                 }

@@ -368,3 +368,35 @@ fn random_set_json_has_a_row_per_shape_and_the_ratios_spread() {
     assert!(min <= summary["p5"].as_f64().unwrap() && min <= median);
     assert!(text(&o).contains("geometric mean"), "{}", text(&o));
 }
+
+#[test]
+fn verify_without_a_shape_refuses_flags_that_describe_one_problem() {
+    for flag in [
+        &["--out-dtype", "f32"][..],
+        &["--beta", "1"],
+        &["--alpha", "-1"],
+        &["--ldc", "4096"],
+    ] {
+        let mut all = vec!["verify"];
+        all.extend_from_slice(flag);
+        let o = kiln(&all);
+        assert_eq!(o.status.code(), Some(2), "{flag:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("add --shape MxNxK"),
+            "{flag:?}: {}",
+            text(&o)
+        );
+    }
+    // --out-dtype is --out: an f32 output with a bad ldc is refused for the ldc, so it parsed.
+    let o = kiln(&[
+        "verify",
+        "--shape",
+        "64",
+        "--out-dtype",
+        "f32",
+        "--ldc",
+        "32",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("ldc = 32"), "{}", text(&o));
+}

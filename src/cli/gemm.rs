@@ -42,6 +42,24 @@ pub(super) fn problem_from(
     Ok(Some(p))
 }
 
+/// Without --shape, a flag that describes one problem would be silently ignored by the suite.
+fn no_problem_flags(a: &ProblemArgs) -> Result<()> {
+    let shaping = [
+        ("--out-dtype", a.out.is_some()),
+        ("--alpha", a.alpha != 1.0),
+        ("--beta", a.beta != 0.0),
+        ("--lda", a.lda.is_some()),
+        ("--ldb", a.ldb.is_some()),
+        ("--ldc", a.ldc.is_some()),
+    ];
+    match shaping.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(Error::invalid(format!(
+            "{flag} describes one problem, which needs its shape: add --shape MxNxK, or leave {flag} out to verify the suite"
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub(super) fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
     if names.is_empty() {
         return Ok(env.registry.gemm().iter().map(|k| k.as_ref()).collect());
@@ -52,7 +70,10 @@ pub(super) fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn 
 pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     let problems = match problem_from(&a.problem, None)? {
         Some(p) => vec![p],
-        None => shapes::gemm_suite(a.suite.parse()?),
+        None => {
+            no_problem_flags(&a.problem)?;
+            shapes::gemm_suite(a.suite.parse()?)
+        }
     };
     let ks = kernels(env, &a.versions)?;
     let ctx = env.context()?;

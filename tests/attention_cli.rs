@@ -59,3 +59,34 @@ fn unknown_attention_versions_are_listed() {
         assert!(t.contains(v), "{v} missing from: {t}");
     }
 }
+
+#[test]
+fn attention_verify_takes_one_problem_and_refuses_shape_flags_without_its_length() {
+    for flag in [
+        &["--batch", "2"][..],
+        &["--heads", "8"],
+        &["--heads-kv", "2"],
+        &["--causal"],
+    ] {
+        let mut all = vec!["--no-store", "attn", "verify"];
+        all.extend_from_slice(flag);
+        let o = kiln(&all);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag:?}: {t}");
+        assert!(t.contains("add --seqlen"), "{flag:?}: {t}");
+    }
+    // --heads-kv is --kv-heads: the same check of the GQA ratio.
+    let o = kiln(&[
+        "--no-store",
+        "attn",
+        "verify",
+        "--seqlen",
+        "4",
+        "--heads",
+        "8",
+        "--heads-kv",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("kv_heads = 3"), "{}", text(&o));
+}

@@ -291,3 +291,112 @@ fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("--shape"), "{}", text(&o));
 }
+
+#[test]
+fn random_set_arguments_are_checked_before_the_gpu() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["bench", "--count", "5"], "add --set random"),
+        (
+            &["bench", "--set", "targets", "--seed", "3"],
+            "add --set random",
+        ),
+        (
+            &["bench", "--set", "random", "--shape", "64"],
+            "leave out --shape",
+        ),
+        (&["bench", "--set", "random", "--count", "0"], "--count"),
+        (
+            &["bench", "--set", "random", "--version", "nope"],
+            "unknown gemm version `nope`",
+        ),
+        (
+            &["bench", "--set", "randm"],
+            "use ladder, targets or random",
+        ),
+    ];
+    for (args, says) in cases {
+        let o = kiln(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(says), "{args:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn random_set_without_a_gpu_exits_4() {
+    require_no_gpu!();
+    let o = kiln(&["bench", "--set", "random", "--count", "3", "--seed", "9"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(text(&o).contains("needs a GPU"), "{}", text(&o));
+}
+
+#[test]
+fn random_set_json_has_a_row_per_shape_and_the_ratios_spread() {
+    require_gpu!();
+    let o = kiln(&[
+        "--no-store",
+        "--json",
+        "bench",
+        "--set",
+        "random",
+        "--count",
+        "4",
+        "--seed",
+        "5",
+        "--reps",
+        "3",
+        "--warmup",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON value");
+    assert_eq!(v["seed"], 5);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "the dispatch's choice, one outcome");
+    let shapes = results[0]["shapes"].as_array().unwrap();
+    assert_eq!(shapes.len(), 4);
+    for (i, s) in shapes.iter().enumerate() {
+        assert_eq!(s["index"], i);
+        assert!(s["vendor_us"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    let summary = &results[0]["summary"];
+    assert_eq!(summary["count"], 4);
+    let (min, median) = (
+        summary["min"].as_f64().unwrap(),
+        summary["median"].as_f64().unwrap(),
+    );
+    assert!(min <= summary["p5"].as_f64().unwrap() && min <= median);
+    assert!(text(&o).contains("geometric mean"), "{}", text(&o));
+}
+
+#[test]
+fn verify_without_a_shape_refuses_flags_that_describe_one_problem() {
+    for flag in [
+        &["--out-dtype", "f32"][..],
+        &["--beta", "1"],
+        &["--alpha", "-1"],
+        &["--ldc", "4096"],
+    ] {
+        let mut all = vec!["verify"];
+        all.extend_from_slice(flag);
+        let o = kiln(&all);
+        assert_eq!(o.status.code(), Some(2), "{flag:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("add --shape MxNxK"),
+            "{flag:?}: {}",
+            text(&o)
+        );
+    }
+    // --out-dtype is --out: an f32 output with a bad ldc is refused for the ldc, so it parsed.
+    let o = kiln(&[
+        "verify",
+        "--shape",
+        "64",
+        "--out-dtype",
+        "f32",
+        "--ldc",
+        "32",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("ldc = 32"), "{}", text(&o));
+}

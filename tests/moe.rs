@@ -147,3 +147,247 @@ fn moe_kernels_run_on_hgmma_and_load_weights_with_3d_tma() {
         );
     }
 }
+
+#[test]
+fn moe_verify_takes_one_problem_and_refuses_bad_combinations_before_the_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_file = dir.path().join("bad.txt");
+    std::fs::write(&bad_file, "3, 0\n17 x\n").unwrap();
+    let empty_file = dir.path().join("empty.txt");
+    std::fs::write(&empty_file, " \n").unwrap();
+    let (bad, empty) = (bad_file.to_str().unwrap(), empty_file.to_str().unwrap());
+    fn v<'a>(rest: &[&'a str]) -> Vec<&'a str> {
+        let mut a = vec!["moe", "verify"];
+        a.extend_from_slice(rest);
+        a
+    }
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (v(&["--n", "256"]), "--n describes one problem"),
+        (v(&["--swiglu"]), "--swiglu describes one problem"),
+        (v(&["--counts", "3,0,17"]), "needs --n"),
+        (v(&["--counts", "3,0,17", "--n", "256"]), "needs --n"),
+        (
+            v(&[
+                "--counts", "3,0", "--n", "64", "--k", "64", "--suite", "quick",
+            ]),
+            "leave it out",
+        ),
+        (
+            v(&[
+                "--counts",
+                "3,0",
+                "--n",
+                "64",
+                "--k",
+                "64",
+                "--max-rows",
+                "8",
+            ]),
+            "add --masked",
+        ),
+        (
+            v(&["--counts", "3,0", "--n", "64", "--k", "64", "--routed"]),
+            "add --swiglu",
+        ),
+        (
+            v(&[
+                "--counts", "3,0", "--n", "64", "--k", "64", "--swiglu", "fused",
+            ]),
+            "`separate` or `interleaved`",
+        ),
+        (
+            v(&[
+                "--counts",
+                "3,0",
+                "--n",
+                "64",
+                "--k",
+                "64",
+                "--swiglu",
+                "interleaved",
+            ]),
+            "multiple of 128",
+        ),
+        (
+            v(&[
+                "--counts",
+                "3,9",
+                "--n",
+                "64",
+                "--k",
+                "64",
+                "--masked",
+                "--max-rows",
+                "4",
+            ]),
+            "counts[1] = 9 is outside 0..=4",
+        ),
+        (
+            v(&[
+                "--counts", "3,0", "--n", "64", "--k", "64", "--dtype", "f32",
+            ]),
+            "f32 inputs are not supported",
+        ),
+        (
+            v(&[
+                "--counts",
+                "3,0",
+                "--n",
+                "64",
+                "--k",
+                "64",
+                "--out-dtype",
+                "f8",
+            ]),
+            "unknown dtype",
+        ),
+        (
+            v(&[
+                "--counts",
+                "3,0",
+                "--n",
+                "64",
+                "--k",
+                "64",
+                "--version",
+                "swiglu_dual",
+            ]),
+            "use grouped_gemm or grouped_swapab",
+        ),
+        (
+            v(&[
+                "--counts",
+                "3,0",
+                "--n",
+                "256",
+                "--k",
+                "64",
+                "--swiglu",
+                "--version",
+                "grouped_gemm",
+            ]),
+            "use swiglu_dual",
+        ),
+        (
+            v(&["--counts", "0,0", "--n", "64", "--k", "64"]),
+            "X has 0 rows",
+        ),
+        (
+            v(&[
+                "--counts",
+                "1",
+                "--counts-file",
+                bad,
+                "--n",
+                "64",
+                "--k",
+                "64",
+            ]),
+            "cannot be used with",
+        ),
+        (
+            v(&["--counts-file", bad, "--n", "64", "--k", "64"]),
+            "`x` is not a row count",
+        ),
+        (
+            v(&["--counts-file", empty, "--n", "64", "--k", "64"]),
+            "holds no row counts",
+        ),
+        (
+            v(&[
+                "--counts-file",
+                "/nonexistent/counts.txt",
+                "--n",
+                "64",
+                "--k",
+                "64",
+            ]),
+            "cannot read the counts file",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut full = vec!["--no-store"];
+        full.extend_from_slice(&args);
+        let o = kiln(&full);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains(want), "{args:?}: {t}");
+    }
+}
+
+#[test]
+fn moe_verify_of_a_valid_problem_gets_as_far_as_the_gpu() {
+    require_no_gpu!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("counts.txt");
+    let counts: Vec<String> = (0..1024).map(|e| (e % 5).to_string()).collect();
+    std::fs::write(&file, counts.join("\n")).unwrap();
+    for args in [
+        &[
+            "--counts",
+            "3,0,17",
+            "--n",
+            "256",
+            "--k",
+            "512",
+            "--swiglu",
+            "interleaved",
+            "--routed",
+        ][..],
+        &[
+            "--counts",
+            "3,0,17",
+            "--masked",
+            "--n",
+            "72",
+            "--k",
+            "64",
+            "--graph",
+            "--out-dtype",
+            "f32",
+        ],
+        &[
+            "--counts-file",
+            file.to_str().unwrap(),
+            "--n",
+            "128",
+            "--k",
+            "128",
+            "--dtype",
+            "f16",
+        ],
+    ] {
+        let mut full = vec!["--no-store", "moe", "verify"];
+        full.extend_from_slice(args);
+        let o = kiln(&full);
+        assert_eq!(o.status.code(), Some(4), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("needs a GPU"), "{args:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn moe_verify_checks_a_users_problem_on_every_version_of_its_kind() {
+    require_gpu!();
+    let o = kiln(&[
+        "--no-store",
+        "--json",
+        "moe",
+        "verify",
+        "--counts",
+        "3,0,17,130",
+        "--n",
+        "264",
+        "--k",
+        "136",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON value");
+    let versions: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["grouped_gemm", "grouped_swapab"]);
+    assert!(v.as_array().unwrap().iter().all(|o| o["passed"] == true));
+}

@@ -109,7 +109,7 @@ pub struct ProblemArgs {
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
     /// Output dtype: bf16, f16 or f32 (default: the input dtype).
-    #[arg(long)]
+    #[arg(long, visible_alias = "out-dtype")]
     pub out: Option<String>,
     /// Scale of A·B (a negative value may follow with a space: `--alpha -1`).
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
@@ -168,10 +168,18 @@ pub struct BenchArgs {
     /// launch of each version per round, so that clock drift hits all of them alike).
     #[arg(long)]
     pub sequential: bool,
-    /// Time a named shape set instead of --shape: `ladder` or `targets` (issue 3's shapes, in
-    /// every layout given by --layouts).
+    /// Time a named shape set instead of --shape: `ladder`, `targets` (issue 3's shapes, in
+    /// every layout given by --layouts) or `random` (--count shapes drawn from --seed, each run
+    /// by the version the dispatch picks for it unless --version or --all names them).
     #[arg(long)]
     pub set: Option<String>,
+    /// Shapes of --set random (default 300): distinct problems of at least 5e8 multiply-adds,
+    /// sizes up to 16384, every layout, bf16 and f16, packed, alpha 1, beta 0.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub count: Option<u32>,
+    /// Seed of the draw of --set random (default 1): the same seed draws the same shapes.
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Layouts for --set targets, comma-separated (default: all four).
     #[arg(long, default_value = "RC,CR,RR,CC")]
     pub layouts: String,
@@ -461,8 +469,9 @@ pub struct MoeCmdArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum MoeAction {
-    /// Verify the MoE kernels against the float64 reference on a shape suite (empty experts,
-    /// one expert, 256 experts, ragged counts, masked layout replayed from a CUDA graph).
+    /// Verify the MoE kernels against the float64 reference on one problem (--counts, --n, --k)
+    /// or a shape suite (empty experts, one expert, 256 experts, ragged counts, masked layout
+    /// replayed from a CUDA graph).
     Verify(MoeVerifyArgs),
     /// Time the grouped GEMM, or with --swiglu the expert FFN: fused gate/up, down projection,
     /// and both together.
@@ -473,12 +482,49 @@ pub enum MoeAction {
 
 #[derive(Debug, Args)]
 pub struct MoeVerifyArgs {
-    /// Shape suite: quick or full.
-    #[arg(long, default_value = "quick")]
-    pub suite: String,
-    /// Only this version (grouped_gemm, grouped_swapab or swiglu_dual).
+    /// Shape suite when no --counts is given: quick (the default) or full.
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Only this version (grouped_gemm, grouped_swapab or swiglu_dual; default: every version
+    /// that computes the problem's kind).
     #[arg(long)]
     pub version: Option<String>,
+    /// One problem instead of the suite: rows per expert, comma-separated (E is their number),
+    /// tokens sorted by expert unless --masked. Needs --n and --k.
+    #[arg(long, conflicts_with = "counts_file")]
+    pub counts: Option<String>,
+    /// Rows per expert from a file (separated by commas, spaces or newlines), for many experts.
+    #[arg(long, value_name = "FILE")]
+    pub counts_file: Option<PathBuf>,
+    /// The masked decode layout: X is [E, max_rows, K], expert e owns its first counts[e] rows.
+    #[arg(long)]
+    pub masked: bool,
+    /// Rows per expert of the masked layout (default: the largest count).
+    #[arg(long)]
+    pub max_rows: Option<usize>,
+    /// N: output columns (with --swiglu, of each of the gate and up projections).
+    #[arg(long)]
+    pub n: Option<usize>,
+    /// K: reduction depth.
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// The fused SwiGLU gate/up pair, W1 and W3 stored `separate` (the default) or `interleaved`
+    /// in blocks of 128 rows.
+    #[arg(long, num_args = 0..=1, default_missing_value = "separate", value_name = "WEIGHTS")]
+    pub swiglu: Option<String>,
+    /// Multiply each row by a routing weight in the SwiGLU epilogue.
+    #[arg(long)]
+    pub routed: bool,
+    /// Input dtype: bf16 (the default) or f16.
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Output dtype: bf16, f16 or f32 (default: the input dtype).
+    #[arg(long)]
+    pub out_dtype: Option<String>,
+    /// Replay the launch from a CUDA graph captured while the device row counts were zero (the
+    /// counts are read on the GPU), instead of launching it directly.
+    #[arg(long)]
+    pub graph: bool,
 }
 
 #[derive(Debug, Args)]

@@ -44,7 +44,7 @@ pub struct AttnShapeArgs {
     #[arg(long)]
     pub heads: Option<usize>,
     /// Key/value heads (default: the query heads); must divide them.
-    #[arg(long)]
+    #[arg(long, visible_alias = "heads-kv")]
     pub kv_heads: Option<usize>,
     /// Query and key length (both).
     #[arg(long)]
@@ -190,6 +190,20 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let problems = if a.problem.given() {
         vec![a.problem.problem((1, 1, 1, 128))?]
     } else {
+        // The suite takes only --dim from the shape flags: any other would be silently ignored.
+        let sh = &a.problem.shape;
+        let shaping = [
+            ("--batch", sh.batch.is_some()),
+            ("--heads", sh.heads.is_some()),
+            ("--kv-heads", sh.kv_heads.is_some()),
+            ("--causal", sh.causal),
+            ("--scale", sh.scale.is_some()),
+        ];
+        if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
+            return Err(Error::invalid(format!(
+                "{flag} describes one problem, which needs its length: add --seqlen (or --seqlen-q and --seqlen-kv), or leave {flag} out to verify the suite"
+            )));
+        }
         // Without a sequence length, --dim narrows the suite to that head dim.
         let mut s = attention_suite(a.suite.parse()?);
         if let Some(d) = a.problem.shape.dim {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use kiln::device::Context;
 use kiln::error::{Error, Result};
+use kiln::harness::bench_versions::BenchVersions;
 use kiln::harness::{bench::BenchOptions, peak, shapes, suite, verify::CheckOutcome};
 use kiln::ops::gemm::{parse_shape, DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
@@ -41,7 +42,25 @@ pub(super) fn problem_from(
     Ok(Some(p))
 }
 
-fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
+/// Without --shape, a flag that describes one problem would be silently ignored by the suite.
+fn no_problem_flags(a: &ProblemArgs) -> Result<()> {
+    let shaping = [
+        ("--out-dtype", a.out.is_some()),
+        ("--alpha", a.alpha != 1.0),
+        ("--beta", a.beta != 0.0),
+        ("--lda", a.lda.is_some()),
+        ("--ldb", a.ldb.is_some()),
+        ("--ldc", a.ldc.is_some()),
+    ];
+    match shaping.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(Error::invalid(format!(
+            "{flag} describes one problem, which needs its shape: add --shape MxNxK, or leave {flag} out to verify the suite"
+        ))),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
     if names.is_empty() {
         return Ok(env.registry.gemm().iter().map(|k| k.as_ref()).collect());
     }
@@ -54,7 +73,10 @@ pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     }
     let problems = match problem_from(&a.problem, None)? {
         Some(p) => vec![p],
-        None => shapes::gemm_suite(a.suite.parse()?),
+        None => {
+            no_problem_flags(&a.problem)?;
+            shapes::gemm_suite(a.suite.parse()?)
+        }
     };
     let ks = kernels(env, &a.versions)?;
     let ctx = env.context()?;
@@ -140,6 +162,14 @@ fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome]) -> Table {
     t
 }
 pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
+    if a.set.as_deref() == Some("random") {
+        return super::bench_random::bench_random(env, a);
+    }
+    if a.count.is_some() || a.seed.is_some() {
+        return Err(Error::invalid(
+            "--count and --seed draw the shapes of --set random; add --set random or leave them out",
+        ));
+    }
     let problems =
         match a.set.as_deref() {
             None => vec![problem_from(&a.problem, Some("4096x4096x4096"))?
@@ -155,7 +185,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
             }
             Some(other) => {
                 return Err(Error::invalid(format!(
-                    "unknown shape set `{other}`; use ladder or targets"
+                    "unknown shape set `{other}`; use ladder, targets or random"
                 )))
             }
         };
@@ -191,12 +221,12 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     let rows = run_bench(
         env,
         &ctx,
-        &ks,
+        BenchVersions::Listed(&ks),
         vendor,
         &problems,
         &opt,
-        passes,
-        a.order_seed,
+        (passes, a.order_seed),
+        None,
         true,
     )?;
     // Each version's ratios per problem, gathered once for the passes table and the summary.
@@ -249,16 +279,19 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Times `versions` beside `vendor` on `problems` (`passes` times, later passes in orders shuffled
+/// from `order_seed`), recording every timing (with the `draw_seed` of drawn problems); the table
+/// of them unless --json, when `table` and one pass.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_bench(
     env: &Env,
     ctx: &Context,
-    ks: &[&dyn GemmKernel],
+    versions: BenchVersions,
     vendor: &dyn GemmKernel,
     problems: &[GemmProblem],
     opt: &BenchOptions,
-    passes: usize,
-    order_seed: u64,
+    (passes, order_seed): (usize, u64),
+    draw_seed: Option<u64>,
     table: bool,
 ) -> Result<Vec<suite::BenchRow>> {
     let run = env.begin("bench", Some(&ctx.info))?;
@@ -266,7 +299,7 @@ pub(super) fn run_bench(
     let mut store_err = None;
     let rows = suite::bench_passes(
         ctx,
-        ks,
+        versions,
         Some(vendor),
         problems,
         opt,
@@ -283,7 +316,7 @@ pub(super) fn run_bench(
                 let flush = ctx.overrides.bench.flush;
                 if let Err(e) = record(
                     &run,
-                    rows::gemm_bench_row(row, t, ratio, opt.flush_l2, flush),
+                    rows::gemm_bench_row(row, t, ratio, opt.flush_l2, flush, draw_seed),
                 ) {
                     store_err.get_or_insert(e);
                 }

@@ -3,6 +3,7 @@
 
 mod args;
 mod attention;
+mod bench_random;
 mod check;
 mod device;
 mod env;

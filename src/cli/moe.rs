@@ -1,15 +1,16 @@
 //! `kiln moe verify`, `kiln moe bench` and `kiln moe check`: the MoE kernels against the float64
 //! reference on the MoE shape suite, timed alone or as a whole expert FFN, and compiled.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
 use kiln::harness::check::check_all;
 use kiln::harness::moe_bench::{bench_moe, problems, MoeBenchRequest};
 use kiln::harness::moe_shapes::moe_suite;
-use kiln::harness::moe_verify::{verify_moe, MoeOutcome};
+use kiln::harness::moe_verify::{verify_moe, Mode, MoeOutcome};
 use kiln::ops::gemm::DType;
-use kiln::ops::moe::{parse_counts, uneven_counts, versions_of_kind, WeightLayout};
+use kiln::ops::moe::{parse_counts, uneven_counts, versions_of_kind, MoeProblem, WeightLayout};
 use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
@@ -27,10 +28,25 @@ pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
 }
 
 fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
-    let cases = moe_suite(a.suite.parse()?);
     if let Some(v) = &a.version {
         env.registry.moe_version(v)?;
     }
+    let own = own_problem(a)?;
+    let cases = match &own {
+        Some(p) => {
+            let kind = versions_of_kind(p);
+            if let Some(v) = a.version.as_deref().filter(|v| !kind.contains(v)) {
+                return Err(Error::invalid(format!(
+                    "{v} does not compute {}; use {}",
+                    p.label(),
+                    kind.join(" or ")
+                )));
+            }
+            let mode = if a.graph { Mode::Graph } else { Mode::Direct };
+            vec![(p.clone(), mode)]
+        }
+        None => moe_suite(a.suite.as_deref().unwrap_or("quick").parse()?),
+    };
     let ctx = env.context()?;
     let run = env.begin("verify", Some(&ctx.info))?;
     let pb = bar(cases.len(), "moe verify", env.json);
@@ -91,11 +107,129 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
             outcomes.iter().filter(|o| !o.passed).count()
         );
     }
+    // A problem of the user's that no version ran is said as such, not passed as a skip.
+    if let (Some(p), true) = (&own, outcomes.iter().all(|o| o.skipped.is_some())) {
+        return Err(Error::Unsupported {
+            kernel: outcomes
+                .iter()
+                .map(|o| o.version.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            reason: format!(
+                "{}: {}",
+                p.label(),
+                outcomes
+                    .iter()
+                    .find_map(|o| o.skipped.clone())
+                    .unwrap_or_default()
+            ),
+        });
+    }
     Ok(if failed {
         ExitCode::from(7)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The problem of `moe verify`'s flags (`None`: the suite), validated before any GPU is touched.
+fn own_problem(a: &MoeVerifyArgs) -> Result<Option<MoeProblem>> {
+    let counts = match (&a.counts, &a.counts_file) {
+        (Some(c), _) => parse_counts(c)?,
+        (None, Some(path)) => read_counts(path)?,
+        (None, None) => {
+            let shaping = [
+                ("--n", a.n.is_some()),
+                ("--k", a.k.is_some()),
+                ("--masked", a.masked),
+                ("--max-rows", a.max_rows.is_some()),
+                ("--swiglu", a.swiglu.is_some()),
+                ("--routed", a.routed),
+                ("--dtype", a.dtype.is_some()),
+                ("--out-dtype", a.out_dtype.is_some()),
+                ("--graph", a.graph),
+            ];
+            if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
+                return Err(Error::invalid(format!(
+                    "{flag} describes one problem, given by --counts or --counts-file; add one, or leave {flag} out to verify the suite"
+                )));
+            }
+            return Ok(None);
+        }
+    };
+    if a.suite.is_some() {
+        return Err(Error::invalid(
+            "--suite runs the built-in problems; leave it out to verify the problem of --counts",
+        ));
+    }
+    let (Some(n), Some(k)) = (a.n, a.k) else {
+        return Err(Error::invalid(
+            "a problem given by --counts needs --n (output columns) and --k (reduction depth)",
+        ));
+    };
+    let input: DType = a.dtype.as_deref().unwrap_or("bf16").parse()?;
+    let output: DType = match &a.out_dtype {
+        Some(o) => o.parse()?,
+        None => input,
+    };
+    let p = match (a.masked, a.max_rows) {
+        (true, rows) => {
+            let largest = counts.iter().copied().max().unwrap_or(0);
+            MoeProblem::masked(&counts, rows.unwrap_or(largest.max(1)), n, k, input, output)
+        }
+        (false, Some(_)) => {
+            return Err(Error::invalid(
+                "--max-rows sizes the masked layout; add --masked, or leave it out for tokens sorted by expert",
+            ))
+        }
+        (false, None) => MoeProblem::contiguous(&counts, n, k, input, output),
+    };
+    let p = match a.swiglu.as_deref() {
+        Some("separate") => p.with_swiglu(WeightLayout::Separate, a.routed),
+        Some("interleaved") => p.with_swiglu(WeightLayout::Interleaved, a.routed),
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "--swiglu {other}: the SwiGLU weights are `separate` or `interleaved`"
+            )))
+        }
+        None if a.routed => {
+            return Err(Error::invalid(
+                "--routed scales the SwiGLU's rows by their routing weights; add --swiglu",
+            ))
+        }
+        None => p,
+    };
+    p.validate()?;
+    Ok(Some(p))
+}
+
+/// Row counts from a file: numbers separated by commas, spaces or newlines.
+fn read_counts(path: &Path) -> Result<Vec<usize>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::invalid(format!(
+            "cannot read the counts file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let counts: Vec<usize> = text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse().map_err(|_| {
+                Error::invalid(format!(
+                    "counts file {}: `{t}` is not a row count; write counts separated by commas, spaces or newlines",
+                    path.display()
+                ))
+            })
+        })
+        .collect::<Result<_>>()?;
+    if counts.is_empty() {
+        return Err(Error::invalid(format!(
+            "the counts file {} holds no row counts",
+            path.display()
+        )));
+    }
+    Ok(counts)
 }
 
 /// The typed request from the flags, validated before any GPU is touched.

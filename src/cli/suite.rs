@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
+use kiln::harness::bench_versions::BenchVersions;
 use kiln::harness::{check, shapes, suite, verify::CheckOutcome};
 use kiln::ops::gemm::{GemmKernel, GemmProblem};
 use kiln::report::Table;
@@ -132,12 +133,12 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     let rows = run_bench(
         env,
         &ctx,
-        &ours,
+        BenchVersions::Listed(&ours),
         vendor,
         &bench_problems,
         &bench_options(env, None, None, None, false),
-        1,
-        1,
+        (1, 1),
+        None,
         a.verbose,
     )?;
     say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");

@@ -3,6 +3,7 @@
 
 pub mod attention;
 pub mod bench;
+pub mod bench_versions;
 pub mod check;
 pub mod cpu;
 pub mod device_data;
@@ -14,6 +15,7 @@ pub mod moe_bench;
 pub mod moe_shapes;
 pub mod moe_verify;
 pub mod peak;
+pub mod random_set;
 pub mod shapes;
 pub mod suite;
 pub mod verify;

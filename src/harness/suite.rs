@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::bench::{
     sample_interleaved, time_gemm, timing_of, BenchBuffers, BenchOptions, L2Flusher, Timing,
 };
+use super::bench_versions::BenchVersions;
 use super::check::CheckItem;
 use super::verify::{fresh_seed, verify_gemm, CheckOutcome};
 use crate::device::{Context, DeviceInfo};
@@ -21,26 +22,7 @@ pub fn suite_items(
     problems: &[GemmProblem],
     dev: &DeviceInfo,
 ) -> Vec<CheckItem> {
-    let mut seen = std::collections::HashSet::new();
-    let mut items = Vec::new();
-    for k in kernels {
-        for p in problems {
-            if k.supports(p, dev).is_err() {
-                continue;
-            }
-            for spec in k.specs_for(p, dev) {
-                if seen.insert(spec.clone()) {
-                    items.push(("gemm", k.name(), spec));
-                }
-            }
-        }
-    }
-    items.push((
-        "harness",
-        "l2_read_flush",
-        super::bench::read_flush_spec(&dev.arch()),
-    ));
-    items
+    BenchVersions::Listed(kernels).compile_items(problems, dev)
 }
 
 /// Verifies each of `kernels` on each of `problems`.
@@ -113,13 +95,14 @@ pub fn bench_all(
     opt: &BenchOptions,
     on_row: impl FnMut(&BenchRow),
 ) -> Result<Vec<BenchRow>> {
-    bench_pass(ctx, kernels, vendor, problems, opt, 0, on_row)
+    let versions = BenchVersions::Listed(kernels);
+    bench_pass(ctx, versions, vendor, problems, opt, 0, on_row)
 }
 
 /// [`bench_all`] as pass `pass` of [`bench_passes`]: each row carries the pass and its place.
 fn bench_pass(
     ctx: &Context,
-    kernels: &[&dyn GemmKernel],
+    versions: BenchVersions,
     vendor: Option<&dyn GemmKernel>,
     problems: &[GemmProblem],
     opt: &BenchOptions,
@@ -131,8 +114,10 @@ fn bench_pass(
     for (position, p) in problems.iter().enumerate() {
         p.validate()?;
         let bufs = BenchBuffers::random(p, fresh_seed())?;
+        let (kernels, skipped) = versions.for_problem(p, &ctx.info);
         if opt.interleave {
-            let mut row = bench_interleaved(ctx, kernels, vendor, p, &bufs, &flusher, opt)?;
+            let mut row = bench_interleaved(ctx, &kernels, vendor, p, &bufs, &flusher, opt)?;
+            row.skipped.splice(0..0, skipped);
             row.pass = pass;
             row.position = position;
             on_row(&row);
@@ -152,11 +137,11 @@ fn bench_pass(
                 .as_ref()
                 .and_then(|_| crate::vendor::cublas::chosen_algorithm(p)),
             versions: Vec::new(),
-            skipped: Vec::new(),
+            skipped,
             pass,
             position,
         };
-        for k in kernels {
+        for k in &kernels {
             if let Err(r) = k.supports(p, &ctx.info) {
                 row.skipped.push((k.name().into(), r));
                 continue;
@@ -317,14 +302,15 @@ pub fn target_problems(layouts: &[Layout]) -> Vec<GemmProblem> {
         .collect()
 }
 
-/// Times `problems` `passes` times ([`bench_all`] each): the first pass in the given
-/// order, every later one in its own seeded shuffle ([`pass_order`]). A shape timed right after
-/// the heaviest ones can read a few percent slow from where it falls in the run alone (ledger
-/// #57, #89); its median over passes in different places tells that apart from a real loss.
+/// Times `versions` and the vendor on `problems` `passes` times ([`bench_all`] each): the first
+/// pass in the given order, every later one in its own seeded shuffle ([`pass_order`]). A shape
+/// timed right after the heaviest ones can read a few percent slow from where it falls in the run
+/// alone (ledger #57, #89); its median over passes in different places tells that apart from a
+/// real loss.
 #[allow(clippy::too_many_arguments)]
 pub fn bench_passes(
     ctx: &Context,
-    kernels: &[&dyn GemmKernel],
+    versions: BenchVersions,
     vendor: Option<&dyn GemmKernel>,
     problems: &[GemmProblem],
     opt: &BenchOptions,
@@ -338,7 +324,7 @@ pub fn bench_passes(
         let list: Vec<GemmProblem> = order.iter().map(|&i| problems[i]).collect();
         rows.extend(bench_pass(
             ctx,
-            kernels,
+            versions,
             vendor,
             &list,
             opt,

@@ -50,6 +50,9 @@ pub struct GemmBenchMetrics {
     pub position: usize,
     /// Kept as `null` where not measured (not left out), as rows have always had it.
     pub host_us: Option<f64>,
+    /// The seed the problem was drawn from (`--set random`); absent for a chosen problem.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draw_seed: Option<u64>,
 }
 
 /// An attention check's numbers (`kiln attn verify`).
@@ -181,13 +184,15 @@ pub fn gemm_verify_row(o: &CheckOutcome) -> ResultRow {
 }
 
 /// `kiln bench`: one timing `t` of `bench` (a version's, with its `ratio` to the vendor, or the
-/// vendor's own with 1), L2 flushed between launches (in mode `flush`) or not.
+/// vendor's own with 1), L2 flushed between launches (in mode `flush`) or not; `draw_seed` where
+/// the problem was drawn at random.
 pub fn gemm_bench_row(
     bench: &BenchRow,
     t: &Timing,
     ratio: Option<f64>,
     flush_l2: bool,
     flush: FlushMode,
+    draw_seed: Option<u64>,
 ) -> ResultRow {
     let m = GemmBenchMetrics {
         median_ms: t.median_ms,
@@ -202,6 +207,7 @@ pub fn gemm_bench_row(
         pass: bench.pass,
         position: bench.position,
         host_us: t.host_us,
+        draw_seed,
     };
     row("gemm", &t.version, String::new(), &t.problem, &m, None)
 }
@@ -347,7 +353,7 @@ mod tests {
             };
             let ratio = Some(1.02);
             let flush_l2 = false;
-            let r = gemm_bench_row(&row, &t, ratio, flush_l2, FlushMode::Read);
+            let r = gemm_bench_row(&row, &t, ratio, flush_l2, FlushMode::Read, None);
             assert_eq!(
                 (r.op.as_str(), r.version.as_str(), r.passed),
                 ("gemm", "wgmma_tma_ws", None)
@@ -357,6 +363,8 @@ mod tests {
                 r.metrics,
                 json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops, "gbps": t.gbps, "ratio_to_vendor": ratio, "flush_l2": flush_l2, "flush": FlushMode::Read.label(flush_l2), "pass": row.pass, "position": row.position, "host_us": t.host_us})
             );
+            let drawn = gemm_bench_row(&row, &t, ratio, flush_l2, FlushMode::Read, Some(11));
+            assert_eq!(drawn.metrics["draw_seed"], json!(11));
         }
     }
 

@@ -95,6 +95,7 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         &p,
         &dev,
         a.version.as_deref(),
+        &env.tuned(),
         &env.config.overrides,
     )?;
     // The experiment knobs set for this run (the plan above honours them).

@@ -294,3 +294,41 @@ fn several_gpus_get_one_worker_each_and_share_the_jobs() {
         );
     }
 }
+
+/// The CLI gives its dispatch the store's tuned configs, and none with `KILN_NO_TUNED=1`.
+#[test]
+fn plan_follows_the_stores_tuned_config_unless_tuning_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kiln.db");
+    // the GPU `kiln plan` plans for: the one present, else an H100
+    let dev = kiln::device::init()
+        .ok()
+        .and_then(|_| kiln::device::DeviceInfo::query(0).ok())
+        .unwrap_or_else(kiln::device::DeviceInfo::h100_sxm);
+    let p = GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16);
+    let tuned = "BM=64,BN=128,BK=64,STAGES=3,GROUP_M=4";
+    let s = kiln::store::Store::open(&store).unwrap();
+    kiln::tune::cache::save(
+        s.conn(),
+        &kiln::tune::cache::TuneKey::new(&dev, "gemm", "mma_sync", &p),
+        &Config::parse(tuned).unwrap(),
+        Some(400.0),
+        None,
+    )
+    .unwrap();
+    drop(s);
+    let config = |envs: &[(&str, &str)]| {
+        let o = kiln(
+            &["--json", "plan", "--version", "mma_sync", "--shape", "4096"],
+            &store,
+            envs,
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("plan --json is JSON");
+        v["config"].as_str().unwrap().to_string()
+    };
+    assert_eq!(config(&[("KILN_NO_TUNED", "0")]), tuned);
+    let heuristic = config(&[("KILN_NO_TUNED", "1")]);
+    assert_ne!(heuristic, tuned);
+    assert!(heuristic.starts_with("BM=128,"), "{heuristic}");
+}

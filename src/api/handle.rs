@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
 use super::options::KilnOptions;
-use super::tuned::TunedTable;
 use super::workspace::Workspaces;
 use crate::device::{Context, DeviceInfo};
 use crate::error::{ArgumentKind, Error, Result};
 use crate::jit::{cache::DiskCache, Jit};
 use crate::ops::registry::Registry;
+use crate::ops::tuned::TunedTable;
 use crate::overrides::Overrides;
 
 /// kiln on one GPU. `Send + Sync`: calls from several threads take turns on an internal lock
@@ -27,7 +27,9 @@ pub struct Kiln {
     /// The experiment knobs the handle's launches use (`KilnOptions::overrides`: the defaults
     /// unless the caller sets them; the library never reads the environment for them).
     pub(crate) overrides: Overrides,
-    tuned: TunedTable,
+    /// The context's tuned table, shared (the context reads it under the lock; this copy
+    /// answers [`Kiln::tuned`] without it).
+    tuned: Arc<TunedTable>,
     inner: Mutex<Inner>,
 }
 
@@ -87,22 +89,19 @@ impl Kiln {
             },
             None => Jit::default(),
         };
-        let ctx = Context::open_with(ordinal as u32, jit, opts.overrides.clone())?;
         let tuned = match &opts.tuned_store {
-            Some(path) => {
-                // Until the ops take the handle's table, point the process-wide one at it too.
-                crate::tune::cache::use_store(path.clone());
-                TunedTable::load(path)?
-            }
+            Some(path) => crate::tune::cache::load_table(path)?,
             None => TunedTable::empty(),
         };
+        let ctx = Context::open_with(ordinal as u32, jit, opts.overrides.clone())?
+            .with_tuned(Arc::new(tuned));
         Ok(Kiln {
             info: ctx.info.clone(),
+            tuned: ctx.tuned.clone(),
             cuda,
             ordinal,
             registry: Registry::default(),
             overrides: opts.overrides,
-            tuned,
             inner: Mutex::new(Inner {
                 ws: Workspaces::default(),
                 ctx,
@@ -125,7 +124,8 @@ impl Kiln {
         &self.cuda
     }
 
-    /// The tuned configs the handle loaded ([`KilnOptions::tuned_store`]).
+    /// The tuned configs the handle's launches use ([`KilnOptions::tuned_store`]; empty
+    /// without one).
     pub fn tuned(&self) -> &TunedTable {
         &self.tuned
     }

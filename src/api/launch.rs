@@ -66,9 +66,11 @@ pub(crate) fn gemm(
     };
     let dev = &ctx.info;
     if version.is_some() {
-        return reg.select_gemm(p, dev, version)?.launch(ctx, p, &ops);
+        return reg
+            .select_gemm(p, dev, &ctx.tuned, version)?
+            .launch(ctx, p, &ops);
     }
-    let top = reg.select_gemm(p, dev, None)?;
+    let top = reg.select_gemm(p, dev, &ctx.tuned, None)?;
     let rest = reg.gemm().iter().rev().map(|k| k.as_ref()).filter(|k| {
         !k.is_vendor()
             && k.name() != gemm::planted::NAME

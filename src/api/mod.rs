@@ -30,10 +30,10 @@ mod options;
 mod precompile;
 pub mod raw;
 mod tensor;
-mod tuned;
 pub mod validate;
 mod workspace;
 
+pub use crate::ops::tuned::TunedTable;
 pub use dtype::{DType, KilnElem};
 pub use handle::Kiln;
 pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
@@ -41,5 +41,4 @@ pub use options::{
     AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows, Problem, SwigluWeights,
 };
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
-pub use tuned::TunedTable;
 pub use workspace::{Workspace, Workspaces};

@@ -123,8 +123,8 @@ impl<T> SwigluWeights<T> {
 pub struct KilnOptions {
     /// Where compiled kernels are cached on disk; `None`: `KILN_CACHE_DIR` or the default.
     pub jit_cache_dir: Option<PathBuf>,
-    /// A kiln store whose tuned configs the handle loads (`kiln tune` writes them); `None`:
-    /// no table of the handle's own (see [`crate::api::TunedTable`]).
+    /// A kiln store whose tuned configs the handle's launches use (`kiln tune` writes them);
+    /// `None`: none, every version runs its heuristic (see [`crate::api::TunedTable`]).
     pub tuned_store: Option<PathBuf>,
     /// Experiment knobs (the `KILN_*` variables of the CLI), for A/B timing from Rust; the
     /// defaults are kiln's fastest settings.

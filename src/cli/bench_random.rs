@@ -53,6 +53,7 @@ pub fn bench_random(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     let versions = if listed.is_empty() {
         BenchVersions::Dispatched {
             registry: &env.registry,
+            tuned: &ctx.tuned,
             requested: env.config.version_for("gemm"),
         }
     } else {
@@ -69,7 +70,7 @@ pub fn bench_random(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     // Every variant the shapes run, compiled in parallel before the first timing rather than one
     // at a time at each shape's first launch.
     let arch = ctx.info.arch();
-    let work = versions.compile_items(&problems, &ctx.info);
+    let work = versions.compile_items(&problems, &ctx.info, &ctx.tuned);
     let (compiled, wall_ms) = compile_items(env, &arch, &work, &ctx.info)?;
     say(&format!(
         "{count} shapes drawn from seed {seed}; {}",
@@ -178,7 +179,7 @@ fn summary_lines(who: &str, o: &Outcome, seed: u64, passes: usize) -> Vec<String
 /// What `version` launches for the shape, as `kiln plan` shows it: its tile and any copies first.
 fn config_of(env: &Env, ctx: &Context, s: &ShapeResult) -> Option<String> {
     let k = env.registry.gemm_version(s.version.as_deref()?).ok()?;
-    let plan = k.plan(&s.problem, &ctx.info, true, &ctx.overrides)?;
+    let plan = k.plan(&s.problem, &ctx.info, &ctx.tuned, &ctx.overrides)?;
     Some(match plan.copies.len() {
         0 => plan.tile,
         n => format!("{} after {n} copies", plan.tile),

@@ -1,11 +1,15 @@
 //! What every command handler shares: the parsed flags and config, the registry, the JIT and
 //! device context, and the store a run records into.
 
+use std::cell::OnceCell;
+use std::sync::Arc;
+
 use kiln::device::{self, Context, DeviceInfo};
 use kiln::error::Result;
 use kiln::harness::bench::BenchOptions;
 use kiln::jit::{cache, Jit};
 use kiln::ops::registry::Registry;
+use kiln::ops::tuned::TunedTable;
 use kiln::store::{ResultRow, RunInfo, Store};
 
 use super::args::Cli;
@@ -17,6 +21,8 @@ pub struct Env {
     pub config: kiln::config::Config,
     pub registry: Registry,
     pub(super) command: String,
+    /// The tuned configs, read from the store on first use ([`Env::tuned`]).
+    tuned: OnceCell<Arc<TunedTable>>,
 }
 
 impl Env {
@@ -27,6 +33,7 @@ impl Env {
             config,
             registry: Registry::default(),
             command: std::env::args().collect::<Vec<_>>().join(" "),
+            tuned: OnceCell::new(),
         }
     }
 
@@ -39,9 +46,26 @@ impl Env {
         }
     }
 
-    /// The GPU context a command runs on, carrying the run's overrides.
+    /// The GPU context a command runs on, carrying the run's overrides and tuned configs.
     pub(super) fn context(&self) -> Result<Context> {
-        Context::open_with(0, self.jit(), self.config.overrides.clone())
+        Ok(
+            Context::open_with(0, self.jit(), self.config.overrides.clone())?
+                .with_tuned(self.tuned()),
+        )
+    }
+
+    /// The tuned configs the run's contexts carry (and `kiln plan` plans with): the configured
+    /// store's, or none with `KILN_NO_TUNED=1`, so that every version's heuristic decides.
+    pub(super) fn tuned(&self) -> Arc<TunedTable> {
+        self.tuned
+            .get_or_init(|| {
+                Arc::new(if self.config.overrides.tune.no_tuned {
+                    TunedTable::empty()
+                } else {
+                    kiln::tune::cache::stored_table(&self.config.store_path())
+                })
+            })
+            .clone()
     }
 
     /// Opens the store and starts a run; `None` with --no-store.

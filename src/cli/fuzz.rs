@@ -74,7 +74,7 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         .as_ref()
         .map(|c| c.info.clone())
         .unwrap_or_else(kiln::device::DeviceInfo::h100_sxm);
-    let items = fuzz::compile_items(&versions, &drawn, &dev);
+    let items = fuzz::compile_items(&versions, &drawn, &dev, &env.tuned());
     let say = |s: String| {
         if env.json {
             eprintln!("{s}")

@@ -198,9 +198,12 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
             .map(|k| k.as_ref())
             .collect()
     } else if a.versions.is_empty() {
-        vec![env
-            .registry
-            .select_gemm(&problems[0], &ctx.info, env.config.version_for("gemm"))?]
+        vec![env.registry.select_gemm(
+            &problems[0],
+            &ctx.info,
+            &ctx.tuned,
+            env.config.version_for("gemm"),
+        )?]
     } else {
         let ks = kernels(env, &a.versions)?;
         if a.set.is_none() {

@@ -30,12 +30,6 @@ pub fn run() -> kiln::Result<ExitCode> {
     // Every KILN_* variable is checked here, once, before any command runs: the contexts the
     // commands open carry the experiment knobs (a bad name or value ends the run with its sentence).
     config.overrides = Overrides::from_env()?;
-    // The tuning cache the default dispatch reads lives in the configured store.
-    if config.overrides.tune.no_tuned {
-        kiln::tune::cache::ignore_tuned();
-    } else {
-        kiln::tune::cache::use_store(config.store_path());
-    }
     let env = env::Env::new(&cli, config);
     match &cli.command {
         Command::Devices => device::devices(&env),

@@ -56,7 +56,7 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
         .chain(&bench_problems)
         .copied()
         .collect();
-    let work = suite::suite_items(&ks, &all, &dev);
+    let work = suite::suite_items(&ks, &all, &dev, &env.tuned());
     let registry_total = check::check_items(&env.registry, &arch, None).len();
     say(&format!(
         "== compile ({arch}): the {} variants the suite runs ({} problems; `kiln check` compiles all {registry_total}) ==",

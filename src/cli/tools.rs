@@ -97,6 +97,7 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         &dev,
         // The dispatch's order: --version, then the config file's.
         a.version.as_deref().or(env.config.version_for("gemm")),
+        &env.tuned(),
         &env.config.overrides,
     )?;
     // The experiment knobs set for this run (the plan above honours them).

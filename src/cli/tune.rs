@@ -336,7 +336,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         {
             cache::save(
                 s.conn(),
-                &cache::TuneKey::of(&dev, kernel.name(), &p),
+                &cache::key_of(&dev, kernel.name(), &p),
                 &b.config,
                 b.tflops,
                 Some(id),
@@ -470,6 +470,7 @@ pub fn worker(env: &Env, a: &TuneWorkerArgs) -> Result<ExitCode> {
         a.gpu,
         env.jit(),
         env.config.overrides.clone(),
+        env.tuned(),
         stdin.lock(),
         stdout.lock(),
     )?;

@@ -19,12 +19,14 @@ pub use tma::{TensorMap, TiledArgs, Tma2d, TmaDType, TmaSwizzle};
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{result, sys};
 
 use crate::error::{Error, Result};
 use crate::jit::{Compiled, Jit, KernelSpec};
+use crate::ops::tuned::TunedTable;
 use crate::overrides::Overrides;
 
 /// Whether the CUDA driver library can be loaded at all on this machine.
@@ -70,14 +72,17 @@ pub fn list() -> Result<Vec<DeviceInfo>> {
 }
 
 /// A GPU ready for work: its primary context (current on this thread), one stream, the JIT, the
-/// experiment overrides its launches honour, its scratch workspaces, and the kernels loaded so far
-/// (each compiled once per context).
+/// experiment overrides and tuned configs its launches honour, its scratch workspaces, and the
+/// kernels loaded so far (each compiled once per context).
 pub struct Context {
     pub info: DeviceInfo,
     pub jit: Jit,
     /// The `KILN_*` experiment knobs: [`Overrides::NONE`] unless the opener passes others (the CLI
     /// and the tune worker pass what their environment sets).
     pub overrides: Overrides,
+    /// The tuned configs its launches use: none unless the opener gives a table
+    /// ([`Context::with_tuned`]), and then every version without an entry runs its heuristic.
+    pub tuned: Arc<TunedTable>,
     ctx: sys::CUcontext,
     dev: sys::CUdevice,
     pub stream: sys::CUstream,
@@ -116,6 +121,7 @@ impl Context {
             info,
             jit,
             overrides,
+            tuned: Arc::new(TunedTable::empty()),
             ctx,
             dev,
             stream,
@@ -129,6 +135,12 @@ impl Context {
     /// This context, its launches honouring `overrides` from now on.
     pub fn with_overrides(mut self, overrides: Overrides) -> Context {
         self.overrides = overrides;
+        self
+    }
+
+    /// This context, its launches using the tuned configs of `tuned` from now on.
+    pub fn with_tuned(mut self, tuned: Arc<TunedTable>) -> Context {
+        self.tuned = tuned;
         self
     }
 

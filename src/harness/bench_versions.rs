@@ -6,6 +6,7 @@ use crate::device::DeviceInfo;
 use crate::error::Error;
 use crate::ops::gemm::{GemmKernel, GemmProblem};
 use crate::ops::registry::Registry;
+use crate::ops::tuned::TunedTable;
 
 /// The name a problem no version supports is skipped under, with the dispatch's reasons.
 pub const DISPATCH: &str = "dispatch";
@@ -19,6 +20,7 @@ pub enum BenchVersions<'k> {
     /// a configured version, as the dispatch takes it), so shapes of one set may run different ones.
     Dispatched {
         registry: &'k Registry,
+        tuned: &'k TunedTable,
         requested: Option<&'k str>,
     },
 }
@@ -34,8 +36,9 @@ impl<'k> BenchVersions<'k> {
             BenchVersions::Listed(ks) => (ks.to_vec(), Vec::new()),
             BenchVersions::Dispatched {
                 registry,
+                tuned,
                 requested,
-            } => match registry.select_gemm(p, dev, requested) {
+            } => match registry.select_gemm(p, dev, tuned, requested) {
                 Ok(k) => (vec![k], Vec::new()),
                 Err(Error::Unsupported { reason, .. }) => {
                     (Vec::new(), vec![(DISPATCH.into(), reason)])
@@ -48,7 +51,12 @@ impl<'k> BenchVersions<'k> {
     /// The variants a bench of `problems` on `dev` compiles, each once, then the L2 flush kernel
     /// every timed launch waits for: listed versions version by version, dispatched ones in the
     /// problems' order.
-    pub fn compile_items(&self, problems: &[GemmProblem], dev: &DeviceInfo) -> Vec<CheckItem> {
+    pub fn compile_items(
+        &self,
+        problems: &[GemmProblem],
+        dev: &DeviceInfo,
+        tuned: &TunedTable,
+    ) -> Vec<CheckItem> {
         let mut pairs: Vec<(&dyn GemmKernel, &GemmProblem)> = Vec::new();
         match self {
             BenchVersions::Listed(ks) => {
@@ -68,7 +76,7 @@ impl<'k> BenchVersions<'k> {
             if k.supports(p, dev).is_err() {
                 continue;
             }
-            for spec in k.specs_for(p, dev) {
+            for spec in k.specs_for(p, dev, tuned) {
                 if seen.insert(spec.clone()) {
                     items.push(("gemm", k.name(), spec));
                 }
@@ -91,14 +99,16 @@ mod tests {
     #[test]
     fn the_dispatch_times_the_version_it_would_run_and_says_why_when_none_can() {
         let reg = Registry::default();
+        let none = TunedTable::empty();
         let dev = DeviceInfo::h100_sxm();
         let v = BenchVersions::Dispatched {
             registry: &reg,
+            tuned: &none,
             requested: None,
         };
         let p = GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16);
         let (ks, skipped) = v.for_problem(&p, &dev);
-        let chosen = reg.select_gemm(&p, &dev, None).unwrap();
+        let chosen = reg.select_gemm(&p, &dev, &none, None).unwrap();
         assert_eq!(
             ks.iter().map(|k| k.name()).collect::<Vec<_>>(),
             [chosen.name()]
@@ -107,6 +117,7 @@ mod tests {
         // A configured version the device does not run is a skip with its reason, not an error.
         let forced = BenchVersions::Dispatched {
             registry: &reg,
+            tuned: &none,
             requested: Some("wgmma_tma_ws"),
         };
         let ampere = DeviceInfo {
@@ -127,15 +138,17 @@ mod tests {
     #[test]
     fn dispatched_items_are_the_chosen_versions_variants_once_and_the_flush() {
         let reg = Registry::default();
+        let none = TunedTable::empty();
         let dev = DeviceInfo::h100_sxm();
         let v = BenchVersions::Dispatched {
             registry: &reg,
+            tuned: &none,
             requested: None,
         };
         let p = GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16);
-        let items = v.compile_items(&[p, p], &dev);
-        let chosen = reg.select_gemm(&p, &dev, None).unwrap();
-        let specs = chosen.specs_for(&p, &dev);
+        let items = v.compile_items(&[p, p], &dev, &none);
+        let chosen = reg.select_gemm(&p, &dev, &none, None).unwrap();
+        let specs = chosen.specs_for(&p, &dev, &none);
         assert_eq!(
             items.len(),
             specs.len() + 1,

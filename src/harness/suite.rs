@@ -12,17 +12,20 @@ use super::verify::{fresh_seed, verify_gemm, CheckOutcome};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
+use crate::ops::tuned::TunedTable;
 
 /// The variants `kiln suite` compiles: for each of `kernels`, those its dispatch picks on `dev`
-/// ([`GemmKernel::specs_for`]) for each of `problems` it supports, each once, in order; then the
+/// with the tuned configs of `tuned` ([`GemmKernel::specs_for`]) for each of `problems` it
+/// supports, each once, in order; then the
 /// bench's L2 flush kernel, which every timed launch waits for. A fraction of what `kiln check`
 /// compiles (every variant of every version).
 pub fn suite_items(
     kernels: &[&dyn GemmKernel],
     problems: &[GemmProblem],
     dev: &DeviceInfo,
+    tuned: &TunedTable,
 ) -> Vec<CheckItem> {
-    BenchVersions::Listed(kernels).compile_items(problems, dev)
+    BenchVersions::Listed(kernels).compile_items(problems, dev, tuned)
 }
 
 /// Verifies each of `kernels` on each of `problems`.
@@ -447,7 +450,7 @@ mod tests {
                 .into_iter()
                 .map(|(_, _, spec)| spec)
                 .collect();
-        let items = suite_items(&ks, &suite_problems(), &dev);
+        let items = suite_items(&ks, &suite_problems(), &dev, &TunedTable::empty());
         let specs: std::collections::HashSet<_> = items.iter().map(|i| &i.2).collect();
         assert_eq!(specs.len(), items.len(), "each variant once");
         for (_, version, spec) in &items {

@@ -6,4 +6,5 @@ pub mod gemm;
 pub mod moe;
 pub mod registry;
 pub mod space;
+pub mod tuned;
 pub mod waves;

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::ops::attention::{self, AttentionKernel, AttentionProblem};
 use crate::ops::gemm::{self, GemmKernel, GemmProblem};
 use crate::ops::moe::{self, MoeKernel};
+use crate::ops::tuned::TunedTable;
 
 /// The ops kiln knows.
 pub const OPS: &[&str] = &["gemm"];
@@ -142,11 +143,13 @@ impl Registry {
     }
 
     /// The version to run `p` with: `requested` if given (refusing clearly if it cannot), else the
-    /// highest rung of kiln's own versions that supports it.
+    /// highest rung of kiln's own versions that supports it, or a version that measured faster
+    /// in `tuned` (the table the context that runs it carries).
     pub fn select_gemm(
         &self,
         p: &GemmProblem,
         dev: &DeviceInfo,
+        tuned: &TunedTable,
         requested: Option<&str>,
     ) -> Result<&dyn GemmKernel> {
         if let Some(name) = requested {
@@ -174,10 +177,10 @@ impl Registry {
             }
         }
         if let Some(&top) = supported.first() {
-            // The tuning cache overrides the rung order only between tuned versions: when the
+            // The tuned table overrides the rung order only between tuned versions: when the
             // top rung has a tuned config for this shape class and another version measured
             // faster in its own tuning, that one runs. An untuned top rung is never demoted.
-            let tuned = |k: &dyn GemmKernel| crate::tune::cache::tuned_tflops(dev, k.name(), p);
+            let tuned = |k: &dyn GemmKernel| tuned.gemm_tflops(dev, k.name(), p);
             if let Some(top_tflops) = tuned(top) {
                 let faster = supported
                     .iter()

@@ -1,12 +1,10 @@
 //! The tuning cache: the best config per (GPU name, SM count, op, version, dtype pair, layout,
-//! shape class; attention: head dim, mask, lengths and batch x heads), kept in the store's `tuning_cache` table. The default dispatch reads it through
-//! an in-memory map loaded once per process from the store (read-only; no store or no table means
-//! an empty map, and the version's heuristic decides). With `KILN_NO_TUNED=1` the CLI calls
-//! [`ignore_tuned`] and the map stays empty.
+//! shape class; attention: head dim, mask, lengths and batch x heads), kept in the store's
+//! `tuning_cache` table. The lab reads it into a [`TunedTable`] that it gives its contexts (the
+//! CLI unless `KILN_NO_TUNED=1`); the ops look tuned configs up only there.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::path::Path;
 
 use rusqlite::{params, Connection, OpenFlags};
 
@@ -14,126 +12,13 @@ use super::space::Config;
 use super::target::TuneProblem;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::ops::attention::AttentionProblem;
-use crate::ops::gemm::GemmProblem;
+pub use crate::ops::tuned::{attention_class, ShapeClass, TuneKey, TunedTable};
 
-/// Problems that one tuned config serves: M, N and K bucketed by the next power of two, M of 64 or
-/// less marked apart (skinny GEMMs want other tiles even when N and K are large), and rows that
-/// do not start on 128 bytes marked apart (TMA boxes then straddle cache lines: on an H200,
-/// 4096x4096x4088 ran at 492 TFLOPS with the 128x256 single-CTA config tuned for 4096^3 and at
-/// 716 with CTA pairs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ShapeClass {
-    pub m_log2: u32,
-    pub n_log2: u32,
-    pub k_log2: u32,
-    pub small_m: bool,
-    pub rows_unaligned: bool,
-}
-
-fn bucket(x: usize) -> u32 {
-    x.max(1).next_power_of_two().trailing_zeros()
-}
-
-impl ShapeClass {
-    pub fn of(p: &GemmProblem) -> ShapeClass {
-        ShapeClass {
-            m_log2: bucket(p.m),
-            n_log2: bucket(p.n),
-            k_log2: bucket(p.k),
-            small_m: p.m <= 64,
-            rows_unaligned: [
-                p.lda * p.input.size(),
-                p.ldb * p.input.size(),
-                p.ldc * p.output.size(),
-            ]
-            .iter()
-            .any(|bytes| bytes % 128 != 0),
-        }
-    }
-    /// `m<=2^12,n<=2^12,k<=2^12` (with `,small_m` for M <= 64, `,rows_unaligned` for rows not
-    /// on 128 bytes).
-    pub fn label(&self) -> String {
-        let mut s = format!(
-            "m<=2^{},n<=2^{},k<=2^{}",
-            self.m_log2, self.n_log2, self.k_log2
-        );
-        if self.small_m {
-            s += ",small_m";
-        }
-        if self.rows_unaligned {
-            s += ",rows_unaligned";
-        }
-        s
-    }
-}
-
-/// Attention problems that one tuned config serves: the head dim (the kernel is specialised for
-/// it), the mask, the GQA group, and the query length, key length and batch x query heads by the
-/// next power of two (they set the work items per SM and the keys each walks).
-pub fn attention_class(p: &AttentionProblem) -> String {
-    let mut s = format!(
-        "d={},sq<=2^{},skv<=2^{},bh<=2^{}",
-        p.head_dim,
-        bucket(p.seqlen_q),
-        bucket(p.seqlen_kv),
-        bucket(p.batch * p.heads_q)
-    );
-    if p.group() > 1 {
-        s += &format!(",group={}", p.group());
-    }
-    if p.causal {
-        s += ",causal";
-    }
-    s
-}
-
-/// Everything a tuned config is specific to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TuneKey {
-    pub gpu: String,
-    pub sm_count: u32,
-    pub op: String,
-    pub version: String,
-    /// `bf16->bf16`
-    pub dtype: String,
-    pub layout: String,
-    pub class: String,
-}
-
-impl TuneKey {
-    pub fn new(dev: &DeviceInfo, op: &str, version: &str, p: &GemmProblem) -> TuneKey {
-        TuneKey {
-            gpu: dev.name.clone(),
-            sm_count: dev.sm_count,
-            op: op.into(),
-            version: version.into(),
-            dtype: format!("{}->{}", p.input, p.output),
-            layout: p.layout.to_string(),
-            class: ShapeClass::of(p).label(),
-        }
-    }
-
-    /// The key of an attention problem: op `attention`, the dtype, the layout (BSHD/BHSD) and
-    /// [`attention_class`].
-    pub fn attention(dev: &DeviceInfo, version: &str, p: &AttentionProblem) -> TuneKey {
-        TuneKey {
-            gpu: dev.name.clone(),
-            sm_count: dev.sm_count,
-            op: "attention".into(),
-            version: version.into(),
-            dtype: p.dtype.to_string(),
-            layout: p.layout.to_string(),
-            class: attention_class(p),
-        }
-    }
-
-    /// The key of either op's problem.
-    pub fn of(dev: &DeviceInfo, version: &str, p: &TuneProblem) -> TuneKey {
-        match p {
-            TuneProblem::Gemm(q) => TuneKey::new(dev, "gemm", version, q),
-            TuneProblem::Attention(q) => TuneKey::attention(dev, version, q),
-        }
+/// The key of either op's problem.
+pub fn key_of(dev: &DeviceInfo, version: &str, p: &TuneProblem) -> TuneKey {
+    match p {
+        TuneProblem::Gemm(q) => TuneKey::new(dev, "gemm", version, q),
+        TuneProblem::Attention(q) => TuneKey::attention(dev, version, q),
     }
 }
 
@@ -194,109 +79,35 @@ pub fn load_entries(conn: &Connection) -> Result<HashMap<TuneKey, (Config, Optio
     Ok(map)
 }
 
-/// The store the map is read from; `None`: no tuned configs at all.
-static STORE_PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-
-/// Points the cache at the store the process uses (the CLI's configured store); without a call,
-/// [`crate::store::default_path`]. Only the first call of this or [`ignore_tuned`] counts, and
-/// only before the first lookup.
-pub fn use_store(path: PathBuf) {
-    let _ = STORE_PATH.set(Some(path));
+/// The `tuning_cache` table of the kiln store at `path` (read-only), as a [`TunedTable`].
+pub fn load_table(path: &Path) -> Result<TunedTable> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| {
+        Error::Store(format!(
+            "opening {} for its tuned configs: {e}; pass a kiln store (`kiln tune` writes one) or no store",
+            path.display()
+        ))
+    })?;
+    Ok(TunedTable::from_entries(load_entries(&conn)?))
 }
 
-/// Makes every lookup miss, so that each version's heuristic decides (the CLI's
-/// `KILN_NO_TUNED=1`). Only the first call of this or [`use_store`] counts, and only before the
-/// first lookup.
-pub fn ignore_tuned() {
-    let _ = STORE_PATH.set(None);
-}
-
-type Entries = HashMap<TuneKey, (Config, Option<f64>)>;
-
-fn process_map() -> &'static Entries {
-    static MAP: OnceLock<Entries> = OnceLock::new();
-    MAP.get_or_init(|| {
-        let path = match STORE_PATH.get() {
-            Some(Some(p)) => p.clone(),
-            Some(None) => return HashMap::new(),
-            None => crate::store::default_path(),
-        };
-        if !path.exists() {
-            return HashMap::new();
-        }
-        Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .ok()
-        .and_then(|c| load_entries(&c).ok())
-        .unwrap_or_default()
-    })
-}
-
-/// The tuned config of `version` for `p` on `dev`, if the store has one (cheap after the first
-/// call: one hash lookup).
-pub fn lookup(dev: &DeviceInfo, version: &str, p: &GemmProblem) -> Option<Config> {
-    let map = process_map();
-    if map.is_empty() {
-        return None;
+/// The tuned configs the lab's contexts carry: the store at `path`'s, or none where there is no
+/// store yet, or one without a readable tuning cache (the heuristics decide then, as untuned).
+pub fn stored_table(path: &Path) -> TunedTable {
+    if !path.exists() {
+        return TunedTable::empty();
     }
-    map.get(&TuneKey::new(dev, "gemm", version, p))
-        .map(|(c, _)| c.clone())
-}
-
-/// The tuned config of attention `version` for `p` on `dev`, if the store has one.
-pub fn lookup_attention(dev: &DeviceInfo, version: &str, p: &AttentionProblem) -> Option<Config> {
-    let map = process_map();
-    if map.is_empty() {
-        return None;
-    }
-    map.get(&TuneKey::attention(dev, version, p))
-        .map(|(c, _)| c.clone())
-}
-
-/// The TFLOPS `version`'s tuned config measured for `p`'s shape class on `dev`, if tuned.
-pub fn tuned_tflops(dev: &DeviceInfo, version: &str, p: &GemmProblem) -> Option<f64> {
-    let map = process_map();
-    if map.is_empty() {
-        return None;
-    }
-    map.get(&TuneKey::new(dev, "gemm", version, p))
-        .and_then(|(_, t)| *t)
+    load_table(path).unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::{DType, Layout};
-
-    #[test]
-    fn shape_classes_bucket_by_powers_of_two() {
-        let p = |m, n, k| GemmProblem::new(m, n, k, Layout::RC, DType::Bf16, DType::Bf16);
-        assert_eq!(
-            ShapeClass::of(&p(4096, 4096, 4096)),
-            ShapeClass::of(&p(3000, 2112, 4032))
-        );
-        assert_ne!(
-            ShapeClass::of(&p(4096, 4096, 4096)),
-            ShapeClass::of(&p(4097, 4096, 4096))
-        );
-        assert_eq!(
-            ShapeClass::of(&p(4096, 4096, 4096)).label(),
-            "m<=2^12,n<=2^12,k<=2^12"
-        );
-        assert!(ShapeClass::of(&p(16, 4096, 4096)).small_m);
-        // 4088 elements = 8176 bytes per row: TMA boxes straddle lines, a class of its own
-        assert!(ShapeClass::of(&p(4096, 4096, 4088)).rows_unaligned);
-        assert!(!ShapeClass::of(&p(4096, 4096, 4096)).rows_unaligned);
-        assert_ne!(
-            ShapeClass::of(&p(4096, 4096, 4096)),
-            ShapeClass::of(&p(4096, 4096, 4088))
-        );
-        assert!(ShapeClass::of(&p(16, 4096, 4096))
-            .label()
-            .ends_with("small_m"));
-    }
+    use crate::ops::attention::AttentionProblem;
+    use crate::ops::gemm::{DType, GemmProblem, Layout};
 
     #[test]
     fn saved_configs_are_found_by_key() {
@@ -321,32 +132,36 @@ mod tests {
     }
 
     #[test]
-    fn attention_keys_separate_head_dim_mask_and_length_classes() {
+    fn attention_configs_are_saved_under_their_key() {
         let dev = DeviceInfo::h100_sxm();
         let p = AttentionProblem::new(4, 16, 4096, 128);
         let k = TuneKey::attention(&dev, "fa3_wgmma", &p);
-        assert_eq!(k.op, "attention");
-        assert_eq!((k.dtype.as_str(), k.layout.as_str()), ("bf16", "BSHD"));
-        assert_eq!(k.class, "d=128,sq<=2^12,skv<=2^12,bh<=2^6");
-        // same class: 3000 keys, 2x32 heads
-        let alike = AttentionProblem::new(2, 32, 3000, 128);
-        assert_eq!(TuneKey::attention(&dev, "fa3_wgmma", &alike), k);
-        for other in [
-            AttentionProblem { causal: true, ..p },
-            AttentionProblem::new(4, 16, 4096, 64),
-            AttentionProblem::new(2, 16, 8192, 128),
-            AttentionProblem { heads_kv: 4, ..p },
-        ] {
-            assert_ne!(
-                TuneKey::attention(&dev, "fa3_wgmma", &other),
-                k,
-                "{other:?}"
-            );
-        }
-        assert_eq!(TuneKey::of(&dev, "fa3_wgmma", &p.into()), k);
+        assert_eq!(key_of(&dev, "fa3_wgmma", &p.into()), k);
         let store = crate::store::Store::in_memory().unwrap();
         let cfg = Config::new(&[("BN", 176), ("STAGES", 2)]);
         save(store.conn(), &k, &cfg, Some(600.0), None).unwrap();
         assert_eq!(load_all(store.conn()).unwrap().get(&k), Some(&cfg));
+    }
+
+    #[test]
+    fn a_stored_table_holds_what_was_saved_and_no_store_holds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kiln.db");
+        assert!(stored_table(&path).is_empty());
+        assert!(load_table(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("pass a kiln store"));
+        let store = crate::store::Store::open(&path).unwrap();
+        // a store without a tuning cache yet: no tuned configs
+        assert!(stored_table(&path).is_empty());
+        let dev = DeviceInfo::h100_sxm();
+        let p = GemmProblem::new(256, 256, 256, Layout::RC, DType::Bf16, DType::Bf16);
+        let cfg = Config::new(&[("BM", 64), ("BN", 64)]);
+        let key = TuneKey::new(&dev, "gemm", "mma_sync", &p);
+        save(store.conn(), &key, &cfg, Some(42.0), None).unwrap();
+        let t = stored_table(&path);
+        assert_eq!(t.gemm(&dev, "mma_sync", &p), Some(cfg));
+        assert_eq!(t.gemm_tflops(&dev, "mma_sync", &p), Some(42.0));
     }
 }

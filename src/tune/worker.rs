@@ -10,6 +10,7 @@
 //! without a GPU.
 
 use std::io::{BufRead, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,7 @@ use crate::harness::bench::{time_gemm, BenchBuffers, BenchOptions, L2Flusher};
 use crate::harness::verify::verify_gemm;
 use crate::jit::Jit;
 use crate::ops::registry::Registry;
+use crate::ops::tuned::TunedTable;
 use crate::overrides::Overrides;
 
 /// The test-only fault plan (`KILN_TUNE_FAKE`).
@@ -107,12 +109,14 @@ fn fake_answer(fake: &Fake, job: &Job, ordinal: u32) -> JobResult {
 }
 
 /// The worker loop: answers every job on `input` until it closes (or the context dies, after
-/// answering that job), on GPU `ordinal` with `overrides` (what the `kiln tune-worker` process's
-/// environment sets, as for the parent). Returns whether the worker ended on a fatal error.
+/// answering that job), on GPU `ordinal` with `overrides` and `tuned` (what the `kiln
+/// tune-worker` process's environment and store give, as for the parent; the jobs pin their
+/// configs). Returns whether the worker ended on a fatal error.
 pub fn serve(
     ordinal: u32,
     jit: Jit,
     overrides: Overrides,
+    tuned: Arc<TunedTable>,
     input: impl BufRead,
     mut output: impl Write,
 ) -> Result<bool> {
@@ -134,6 +138,7 @@ pub fn serve(
                     let jit = jit.take().unwrap_or_default();
                     match Context::open_with(ordinal, jit, overrides.clone()) {
                         Ok(ctx) => {
+                            let ctx = ctx.with_tuned(tuned.clone());
                             gpu = Some(Gpu {
                                 ctx,
                                 buffers: None,

@@ -15,6 +15,7 @@ use crate::ops::attention::{AttentionKernel, AttentionProblem};
 use crate::ops::gemm::{GemmKernel, GemmProblem};
 use crate::ops::moe::{MoeKernel, MoeProblem};
 use crate::ops::registry::Registry;
+use crate::ops::tuned::TunedTable;
 
 /// How many problems of each op, from which seed, on which versions.
 #[derive(Debug, Clone, Serialize)]
@@ -252,9 +253,14 @@ pub fn versions<'a>(registry: &'a Registry, plan: &FuzzPlan) -> Result<Versions<
 
 /// What the plan needs compiled: the GEMM dispatch's variants for the drawn problems, every
 /// attention and MoE variant of the versions run, and the fuzz's own kernels.
-pub fn compile_items(v: &Versions, drawn: &Drawn, dev: &DeviceInfo) -> Vec<CheckItem> {
+pub fn compile_items(
+    v: &Versions,
+    drawn: &Drawn,
+    dev: &DeviceInfo,
+    tuned: &TunedTable,
+) -> Vec<CheckItem> {
     let problems: Vec<GemmProblem> = drawn.gemm.iter().map(|(p, _)| *p).collect();
-    let mut items = super::suite::suite_items(&v.gemm, &problems, dev);
+    let mut items = super::suite::suite_items(&v.gemm, &problems, dev, tuned);
     let arch = dev.arch();
     for k in &v.attention {
         items.extend(

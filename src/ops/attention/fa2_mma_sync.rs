@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
 use crate::ops::space::{Config as TuneConfig, ParamSpace};
+use crate::ops::tuned::TunedTable;
 
 pub struct Fa2MmaSync;
 
@@ -69,10 +70,11 @@ impl Fa2Tile {
     pub fn to_tune(&self) -> TuneConfig {
         TuneConfig::new(&[("BM", self.bm as i64), ("BN", self.bn as i64)])
     }
-    /// The tile a launch of `p` on `dev` uses: the tuned cache's (when it fits), else the default.
-    pub fn resolve(p: &AttentionProblem, dev: &DeviceInfo) -> Fa2Tile {
+    /// The tile a launch of `p` on `dev` uses: `tuned`'s (when it fits), else the default.
+    pub fn resolve(p: &AttentionProblem, dev: &DeviceInfo, tuned: &TunedTable) -> Fa2Tile {
         let d = p.head_dim as u32;
-        crate::tune::cache::lookup_attention(dev, "fa2_mma_sync", p)
+        tuned
+            .attention(dev, "fa2_mma_sync", p)
             .and_then(|c| Fa2Tile::from_tune(d, &c).ok())
             .filter(|t| t.smem_bytes() <= dev.smem_optin_bytes)
             .unwrap_or_else(|| Fa2Tile::for_dim(p.head_dim))
@@ -134,7 +136,8 @@ impl AttentionKernel for Fa2MmaSync {
                 p.head_dim
             ));
         }
-        let t = Fa2Tile::resolve(p, dev);
+        // (the default tile: a tuned one is used only where it fits too)
+        let t = Fa2Tile::resolve(p, dev, &TunedTable::empty());
         dev.check_smem(t.smem_bytes())?;
         if p.batch > 65535 || p.heads_q > 65535 {
             return Err("batch and heads must each be at most 65535 (grid z and y)".into());
@@ -151,7 +154,7 @@ impl AttentionKernel for Fa2MmaSync {
         v
     }
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
-        self.launch_tile(ctx, p, ops, Fa2Tile::resolve(p, &ctx.info))
+        self.launch_tile(ctx, p, ops, Fa2Tile::resolve(p, &ctx.info, &ctx.tuned))
     }
     fn space(&self, p: &AttentionProblem, dev: &DeviceInfo) -> Option<ParamSpace> {
         HEAD_DIMS.contains(&p.head_dim).then(|| space(p, dev))
@@ -226,6 +229,30 @@ impl Fa2MmaSync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::tuned::TuneKey;
+
+    #[test]
+    fn a_tuned_tile_is_launched_where_it_fits_and_no_table_gives_the_default() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = AttentionProblem::new(2, 16, 2048, 128);
+        let default = Fa2Tile::for_dim(128);
+        assert_eq!(Fa2Tile::resolve(&p, &h100, &TunedTable::empty()), default);
+        let tile = |bm, bn| Fa2Tile { d: 128, bm, bn };
+        let mut table = TunedTable::empty();
+        let key = TuneKey::attention(&h100, "fa2_mma_sync", &p);
+        table.insert(key.clone(), tile(64, 32).to_tune(), None);
+        assert_eq!(Fa2Tile::resolve(&p, &h100, &table), tile(64, 32));
+        // a tuned tile past the GPU's shared memory gives way to the default
+        let big = tile(128, 128);
+        assert!(big.smem_bytes() > default.smem_bytes());
+        table.insert(key, big.to_tune(), None);
+        let small_smem = DeviceInfo {
+            smem_optin_bytes: default.smem_bytes(),
+            ..h100.clone()
+        };
+        assert_eq!(Fa2Tile::resolve(&p, &small_smem, &table), default);
+        assert_eq!(Fa2Tile::resolve(&p, &h100, &table), big);
+    }
 
     #[test]
     fn tiles_fit_in_shared_memory_and_variants_are_distinct() {

@@ -7,6 +7,7 @@ use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::space::{Config, ParamSpace};
+use crate::ops::tuned::TunedTable;
 
 pub struct MmaSync;
 
@@ -250,12 +251,12 @@ impl GemmKernel for MmaSync {
             })
             .collect()
     }
-    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
-        let (t, elem_loads) = launch_tile(&self.tile_for(p, dev), p, true);
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo, tuned: &TunedTable) -> Vec<KernelSpec> {
+        let (t, elem_loads) = launch_tile(&self.tile_for(p, dev, tuned), p, true);
         vec![t.spec_with(&dev.arch(), p, elem_loads)]
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
-        self.launch_tile(ctx, p, ops, &self.tile_for(p, &ctx.info))
+        self.launch_tile(ctx, p, ops, &self.tile_for(p, &ctx.info, &ctx.tuned))
     }
     fn space(&self, _p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         Some(
@@ -305,9 +306,9 @@ fn launch_tile(t: &TileConfig, p: &GemmProblem, aligned_operands: bool) -> (Tile
 }
 
 impl MmaSync {
-    /// The tile `launch` runs for `p` on `dev`: the tuned config, else the heuristic.
-    fn tile_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> TileConfig {
-        match crate::tune::cache::lookup(dev, self.name(), p) {
+    /// The tile `launch` runs for `p` on `dev`: `tuned`'s config, else the heuristic.
+    fn tile_for(&self, p: &GemmProblem, dev: &DeviceInfo, tuned: &TunedTable) -> TileConfig {
+        match tuned.gemm(dev, self.name(), p) {
             Some(cfg) => {
                 TileConfig::from_config(&cfg).unwrap_or_else(|_| TileConfig::heuristic(p, dev))
             }
@@ -480,6 +481,51 @@ mod tests {
             ("GROUP_M", 8),
         ]);
         assert!(TileConfig::from_config(&odd).is_err());
+    }
+
+    #[test]
+    fn the_specs_follow_a_tuned_tile_and_no_table_gives_the_heuristics() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = problem(4096, 4096, 4096, Layout::RC);
+        let none = TunedTable::empty();
+        let defines = |t: &TunedTable| {
+            let specs = MmaSync.specs_for(&p, &h100, t);
+            assert_eq!(specs.len(), 1);
+            specs[0].defines.clone()
+        };
+        let has = |d: &[(String, String)], k: &str, v: u32| d.contains(&(k.into(), v.to_string()));
+        let heuristic = TileConfig::heuristic(&p, &h100);
+        assert!(has(&defines(&none), "KILN_BN", heuristic.bn));
+        let tuned = TileConfig {
+            bm: 64,
+            bn: 128,
+            bk: 64,
+            stages: 3,
+            group_m: 4,
+        };
+        assert_ne!(tuned, heuristic);
+        let mut table = TunedTable::empty();
+        table.insert(
+            crate::ops::tuned::TuneKey::new(&h100, "gemm", "mma_sync", &p),
+            tuned.to_config(),
+            None,
+        );
+        let d = defines(&table);
+        for (k, v) in [
+            ("KILN_BM", 64),
+            ("KILN_BN", 128),
+            ("KILN_BK", 64),
+            ("KILN_STAGES", 3),
+        ] {
+            assert!(has(&d, k, v), "{k}={v}: {d:?}");
+        }
+        // another GPU model's entry is not this one's
+        let h200 = DeviceInfo {
+            name: "NVIDIA H200".into(),
+            ..h100.clone()
+        };
+        let specs = MmaSync.specs_for(&p, &h200, &table);
+        assert!(has(&specs[0].defines, "KILN_BN", heuristic.bn));
     }
 
     #[test]

@@ -25,6 +25,7 @@ use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::space::{Config, ParamSpace};
+use crate::ops::tuned::TunedTable;
 use crate::overrides::Overrides;
 
 /// The device buffers of one GEMM call.
@@ -51,16 +52,22 @@ pub trait GemmKernel: Send + Sync {
     fn supports(&self, p: &GemmProblem, dev: &DeviceInfo) -> std::result::Result<(), String>;
     /// Every specialisation this version can compile to for `arch` (for `kiln check`).
     fn variants(&self, arch: &str) -> Vec<KernelSpec>;
-    /// The specialisations a launch of `p` on `dev` compiles, worked out without a GPU (for
-    /// `kiln suite`, which compiles only what it runs), taking the operands and C as aligned as
-    /// allocations are. The default, every variant for `dev`'s arch, is right for any version; a
-    /// version with many variants narrows it to what its dispatch picks for `p`.
-    fn specs_for(&self, _p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+    /// The specialisations a launch of `p` on `dev` compiles with the tuned configs of `tuned`
+    /// (what the context carries), worked out without a GPU (for `kiln suite`, which compiles
+    /// only what it runs), taking the operands and C as aligned as allocations are. The default,
+    /// every variant for `dev`'s arch, is right for any version; a version with many variants
+    /// narrows it to what its dispatch picks for `p`.
+    fn specs_for(
+        &self,
+        _p: &GemmProblem,
+        dev: &DeviceInfo,
+        _tuned: &TunedTable,
+    ) -> Vec<KernelSpec> {
         self.variants(&dev.arch())
     }
     /// Enqueues the GEMM on the context's stream. Callers have validated `p` and the buffers and
     /// checked `supports`. Versions with a parameter space launch the tuned config for `p`'s
-    /// shape class when the tuning cache has one, else their heuristic.
+    /// shape class when the context's table ([`Context::tuned`]) has one, else their heuristic.
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()>;
     /// The parameters the tuner may vary for `p` on `dev`, with the rules between them; `None`
     /// for a version with nothing to tune. Every config the space allows must compute `p`
@@ -88,14 +95,14 @@ pub trait GemmKernel: Send + Sync {
         self.launch(ctx, p, ops)
     }
     /// What [`GemmKernel::launch`] would run for `p` on a GPU like `dev`, worked out without one
-    /// (for `kiln plan`): with the tuning cache's config for `p` when `tuned` (as `launch` looks
-    /// it up), and `overrides` (what the context would carry). `None` for a version whose launch has nothing to
-    /// plan beyond its config ([`GemmKernel::baseline`]).
+    /// (for `kiln plan`), with a context that carries `tuned` and `overrides` (`tuned`'s config
+    /// for `p`, looked up as `launch` looks it up). `None` for a version whose launch has nothing
+    /// to plan beyond its config ([`GemmKernel::baseline`]).
     fn plan(
         &self,
         _p: &GemmProblem,
         _dev: &DeviceInfo,
-        _tuned: bool,
+        _tuned: &TunedTable,
         _overrides: &Overrides,
     ) -> Option<LaunchPlan> {
         None

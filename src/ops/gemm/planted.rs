@@ -12,6 +12,7 @@ use crate::device::{Context, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::{nvrtc, Compiled, KernelSpec, Resources};
 use crate::ops::space::{Config, ParamSpace};
+use crate::ops::tuned::TunedTable;
 
 pub const NAME: &str = "planted";
 
@@ -59,8 +60,8 @@ impl GemmKernel for Planted {
     fn variants(&self, _arch: &str) -> Vec<KernelSpec> {
         Vec::new()
     }
-    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
-        super::simt_naive::SimtNaive.specs_for(p, dev)
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo, tuned: &TunedTable) -> Vec<KernelSpec> {
+        super::simt_naive::SimtNaive.specs_for(p, dev, tuned)
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         super::simt_naive::SimtNaive.launch(ctx, p, ops)

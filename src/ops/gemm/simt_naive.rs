@@ -4,6 +4,7 @@ use super::{with_problem_defines, GemmArgs, GemmKernel, GemmOperands, GemmProble
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::ops::tuned::TunedTable;
 
 pub struct SimtNaive;
 
@@ -37,7 +38,7 @@ impl GemmKernel for SimtNaive {
             .map(|(l, i, o)| Self::spec(arch, &GemmProblem::new(1, 1, 1, l, i, o)))
             .collect()
     }
-    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo, _tuned: &TunedTable) -> Vec<KernelSpec> {
         vec![Self::spec(&dev.arch(), p)]
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {

@@ -4,6 +4,7 @@ use super::{alignment, with_problem_defines, GemmArgs, GemmKernel, GemmOperands,
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::ops::tuned::TunedTable;
 
 pub struct SimtTiled;
 
@@ -52,7 +53,7 @@ impl GemmKernel for SimtTiled {
         }
         v
     }
-    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo, _tuned: &TunedTable) -> Vec<KernelSpec> {
         vec![Self::spec(&dev.arch(), p, Self::rows_aligned(p))]
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {

@@ -7,6 +7,7 @@ use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, Gem
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
+use crate::ops::tuned::TunedTable;
 
 pub struct WgmmaCpAsync;
 
@@ -120,7 +121,7 @@ impl GemmKernel for WgmmaCpAsync {
             .map(|(l, i, o)| spec(arch, l, i, o))
             .collect()
     }
-    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo, _tuned: &TunedTable) -> Vec<KernelSpec> {
         vec![spec(&dev.arch(), p.layout, p.input, p.output)]
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {

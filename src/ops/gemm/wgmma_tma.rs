@@ -8,6 +8,7 @@ use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, Gem
 use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
+use crate::ops::tuned::TunedTable;
 
 pub struct WgmmaTma;
 
@@ -140,7 +141,7 @@ impl GemmKernel for WgmmaTma {
             .map(|(l, i, o)| spec(arch, l, i, o))
             .collect()
     }
-    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo, _tuned: &TunedTable) -> Vec<KernelSpec> {
         vec![spec(&dev.arch(), p.layout, p.input, p.output)]
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {

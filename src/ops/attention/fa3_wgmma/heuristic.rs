@@ -4,6 +4,7 @@
 use super::config::{Config, LAZY};
 use crate::device::DeviceInfo;
 use crate::ops::attention::AttentionProblem;
+use crate::ops::tuned::TunedTable;
 
 impl Config {
     /// The configuration launches use for head dim `d` unless the environment overrides it.
@@ -91,20 +92,25 @@ impl Config {
     }
 
     /// The config a launch of `p` on `dev` runs: `forced` (the `KILN_FA3_D<d>` override,
-    /// [`crate::overrides::AttentionOverrides::fa3`]) if set, else the tuned cache's entry for
-    /// `p`'s class (when it is valid here), else [`Config::default_for`].
+    /// [`crate::overrides::AttentionOverrides::fa3`]) if set, else `tuned`'s entry for `p`'s
+    /// class (when it is valid here), else [`Config::default_for`].
     pub fn resolve(
         p: &AttentionProblem,
         dev: &DeviceInfo,
+        tuned: &TunedTable,
         forced: Option<Config>,
     ) -> std::result::Result<Config, String> {
         let d = p.head_dim as u32;
         if let Some(c) = forced {
             return Ok(c);
         }
-        let tuned = crate::tune::cache::lookup_attention(dev, "fa3_wgmma", p)
+        // (valid here: within the shared memory and the kernel's 32-bit work-item index, the
+        // limits `supports` checks the default against)
+        let tuned = tuned
+            .attention(dev, "fa3_wgmma", p)
             .and_then(|c| Config::from_tune(d, &c).ok())
-            .filter(|c| c.smem_bytes() <= dev.smem_optin_bytes);
+            .filter(|c| c.smem_bytes() <= dev.smem_optin_bytes)
+            .filter(|c| c.grid(p, dev.sm_count).0 <= i32::MAX as u64);
         Ok(tuned.unwrap_or(Config::default_for(d)))
     }
 }
@@ -173,6 +179,38 @@ pub fn candidates() -> Vec<Config> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::tuned::TuneKey;
+
+    #[test]
+    fn a_tuned_config_is_launched_unless_forced_and_no_table_gives_the_default() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = AttentionProblem::new(2, 16, 4096, 128);
+        let default = Config::default_for(128);
+        let resolve = |t: &TunedTable, forced| Config::resolve(&p, &h100, t, forced).unwrap();
+        assert_eq!(resolve(&TunedTable::empty(), None), default);
+        // a candidate of another tile or ring, as the tuner would file it
+        let other = candidates()
+            .into_iter()
+            .find(|c| c.d == 128 && c.to_tune(&p) != default.to_tune(&p))
+            .unwrap();
+        let mut table = TunedTable::empty();
+        table.insert(
+            TuneKey::attention(&h100, "fa3_wgmma", &p),
+            other.to_tune(&p),
+            None,
+        );
+        let tuned = resolve(&table, None);
+        assert_eq!(tuned.to_tune(&p), other.to_tune(&p));
+        assert_ne!(tuned.to_tune(&p), default.to_tune(&p));
+        // the `KILN_FA3_D128` override wins over the table
+        assert_eq!(resolve(&table, Some(default)), default);
+        // another class (causal) is left to the default
+        let causal = AttentionProblem { causal: true, ..p };
+        assert_eq!(
+            Config::resolve(&causal, &h100, &table, None).unwrap(),
+            default
+        );
+    }
 
     #[test]
     fn every_candidate_passes_the_kernels_checks_and_fits() {

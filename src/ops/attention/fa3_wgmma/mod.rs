@@ -18,6 +18,7 @@ use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::space::{Config as TuneConfig, ParamSpace};
+use crate::ops::tuned::TunedTable;
 
 pub use config::Config;
 pub use heuristic::candidates;
@@ -56,8 +57,9 @@ impl AttentionKernel for Fa3Wgmma {
                 p.dtype
             ));
         }
-        // (no context here: a config `KILN_FA3_D<d>` forces is checked at launch)
-        let cfg = Config::resolve(p, dev, None)?;
+        // (no context here: the default config; a tuned one is used only where it fits too, and
+        // one `KILN_FA3_D<d>` forces is checked at launch)
+        let cfg = Config::resolve(p, dev, &TunedTable::empty(), None)?;
         self.fits(p, dev, &cfg)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
@@ -85,9 +87,11 @@ impl AttentionKernel for Fa3Wgmma {
     }
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
         let forced = ctx.overrides.attention.fa3(p.head_dim as u32);
-        let c = Config::resolve(p, &ctx.info, forced).map_err(|reason| Error::Unsupported {
-            kernel: self.name().into(),
-            reason,
+        let c = Config::resolve(p, &ctx.info, &ctx.tuned, forced).map_err(|reason| {
+            Error::Unsupported {
+                kernel: self.name().into(),
+                reason,
+            }
         })?;
         self.launch_config(ctx, p, ops, &c)
     }

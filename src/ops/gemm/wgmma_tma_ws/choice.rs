@@ -1,13 +1,13 @@
 //! A launch's resolved choice (tile, split factor, group, tail, stream-K) and how it is resolved:
-//! the tuning cache's config or the heuristic, then the env overrides.
+//! the tuned config (the context's table) or the heuristic, then the env overrides.
 
 use super::{k_blocks, GemmOverrides, Notes, TileConfig};
 use crate::ops::gemm::GemmProblem;
 use crate::ops::space::Config;
 
 /// A launch fully resolved: the tile config, the split-K factor and the grouped order's
-/// tile-rows. `launch` derives it from the tuning cache or [`TileConfig::choose`] (then the env
-/// overrides); `launch_with` parses it from a config of the space.
+/// tile-rows. `launch` derives it from the context's tuned config or [`TileConfig::choose`]
+/// (then the env overrides); `launch_with` parses it from a config of the space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choice {
     pub tile: TileConfig,
@@ -45,12 +45,7 @@ impl Choice {
     ) -> Choice {
         let mut c = match tuned.and_then(|cfg| Choice::from_config(cfg).ok()) {
             Some(t) => {
-                notes.add(|| {
-                    format!(
-                        "the tuning cache's config for this shape class: {}",
-                        t.to_config()
-                    )
-                });
+                notes.add(|| format!("the tuned config for this shape class: {}", t.to_config()));
                 let mut t = t;
                 t.splits = t.splits.min(k_blocks(p.k)).max(1);
                 if !env.pairs && t.tile.cluster > 1 {

@@ -35,10 +35,11 @@ fn workspace(ctx: &Context, ws_bytes: usize, counters: usize) -> Result<(u64, u6
 }
 
 impl WgmmaTmaWs {
-    /// What `launch` runs for `p`: the tuned config or the heuristic, then the env overrides.
+    /// What `launch` runs for `p`: the context's tuned config or the heuristic, then the env
+    /// overrides.
     pub(super) fn choice_for(&self, ctx: &Context, p: &GemmProblem, env: &GemmOverrides) -> Choice {
         let p = &as_read(p);
-        let tuned = crate::tune::cache::lookup(&ctx.info, self.name(), p);
+        let tuned = ctx.tuned.gemm(&ctx.info, self.name(), p);
         Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), env)
     }
 

@@ -6,7 +6,7 @@
 //! tile, when there are fewer tiles).
 //!
 //! Tunable: the space is (BM, BN, PAIRS, SPLITS, GROUP_M, TAIL, SK, PINGPONG) over the compiled
-//! tile configs ([`Choice`]); `launch` runs the tuning cache's config for the problem's shape
+//! tile configs ([`Choice`]); `launch` runs the context's tuned config for the problem's shape
 //! class when there is one, else [`Choice::heuristic`] ([`TileConfig::choose`], then
 //! [`pingpong_for`]), and the `KILN_WGMMA_*` env overrides win over both.
 //!
@@ -59,6 +59,7 @@ use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::space::{Config, ParamSpace};
+use crate::ops::tuned::TunedTable;
 
 pub struct WgmmaTmaWs;
 
@@ -187,18 +188,16 @@ impl GemmKernel for WgmmaTmaWs {
         &self,
         p: &GemmProblem,
         dev: &DeviceInfo,
-        tuned: bool,
+        tuned: &TunedTable,
         overrides: &Overrides,
     ) -> Option<LaunchPlan> {
         // (looked up as `launch` looks it up: for the problem as the kernel reads it)
-        let tuned = tuned
-            .then(|| crate::tune::cache::lookup(dev, self.name(), &as_read(p)))
-            .flatten();
+        let tuned = tuned.gemm(dev, self.name(), &as_read(p));
         Some(plan(p, dev.sm_count, tuned.as_ref(), &overrides.gemm))
     }
-    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo) -> Vec<KernelSpec> {
+    fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo, tuned: &TunedTable) -> Vec<KernelSpec> {
         // (the tuned config looked up as `launch` looks it up)
-        let tuned = crate::tune::cache::lookup(dev, self.name(), &as_read(p));
+        let tuned = tuned.gemm(dev, self.name(), &as_read(p));
         launch_specs(
             &dev.arch(),
             p,

@@ -347,7 +347,7 @@ impl WorkLayout {
 }
 
 /// What [`WgmmaTmaWs`]'s `launch` would run for `p` on a GPU of `sm_count` SMs, given the
-/// tuning cache's config for its shape class (`tuned`) and the env overrides, without a GPU (for
+/// tuned config for its shape class (`tuned`) and the env overrides, without a GPU (for
 /// `kiln plan`): the [`Prepared`] launch `launch` executes, laid over one resident CTA per SM (the
 /// GPU's occupancy query may give pairs fewer slots), with the operands aligned as allocations
 /// are.

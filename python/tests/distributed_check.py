@@ -231,6 +231,11 @@ def disagreeing_ranks(rank, world) -> list:
     return rows
 
 
+def nccl_version() -> str:
+    v = torch.cuda.nccl.version()  # a tuple in recent torch, an int before
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
@@ -252,7 +257,7 @@ def main():
             "world_size": world,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__,
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            "nccl": nccl_version(),
             "env": {k: os.environ.get(k) for k in kd.MULTICAST_OFF},
             "warmup": args.warmup,
             "reps": args.reps,

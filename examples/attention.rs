@@ -28,7 +28,7 @@ fn bhsd_strides(h: usize, s: usize) -> [isize; 4] {
     [(s * h * D) as isize, D as isize, (h * D) as isize, 1]
 }
 
-fn run(kiln: &Kiln) -> kiln::Result<Check> {
+pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
     let stream = kiln.cuda().default_stream();
     let (q, q64) = random_bf16(B * SQ * HQ * D, 11);
     let (k, k64) = random_bf16(B * SK * HKV * D, 12);

@@ -18,7 +18,7 @@ const M: usize = 300;
 const N: usize = 384;
 const K: usize = 512;
 
-fn run(kiln: &Kiln) -> kiln::Result<Check> {
+pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
     let stream = kiln.cuda().default_stream();
     let (x, x64) = random_bf16(M * K, 1);
     let (w, w64) = random_bf16(N * K, 2);

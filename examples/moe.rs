@@ -23,7 +23,7 @@ const E: usize = 8;
 const H: usize = 512;
 const I: usize = 256;
 
-fn run(kiln: &Kiln) -> kiln::Result<Check> {
+pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
     let stream = kiln.cuda().default_stream();
     let mut counts = uneven_counts(ROWS, E, 7);
     counts[4] += counts[3];

@@ -1101,3 +1101,21 @@ fn the_handle_can_be_shared_between_threads() {
     fn shared<T: Send + Sync>() {}
     shared::<kiln::Kiln>();
 }
+
+// ---------------------------------------------------------------- threads
+
+/// A handle moves to and is shared between threads: its workspaces, tuned table and loaded
+/// kernels are its own (one handle per GPU, or several on one GPU), and calls on one handle take
+/// turns on its lock. Nothing process-wide is written but caches of read-only facts (the JIT's
+/// disk cache, occupancy answers), so two handles on two threads never share mutable state.
+#[test]
+fn handles_and_views_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<kiln::Kiln>();
+    send_sync::<kiln::api::TunedTable>();
+    send_sync::<kiln::api::Workspaces>();
+    send_sync::<kiln::device::Workspaces>();
+    send_sync::<Error>();
+    send_sync::<RawTensor>();
+    send_sync::<TensorInfo>();
+}

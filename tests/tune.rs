@@ -295,6 +295,34 @@ fn several_gpus_get_one_worker_each_and_share_the_jobs() {
     }
 }
 
+/// `--gpus` naming a device this machine lacks is one sentence and exit 2, before any worker
+/// starts.
+#[test]
+fn gpus_naming_a_missing_device_is_refused() {
+    require_gpu!();
+    let dir = tempfile::tempdir().unwrap();
+    let o = kiln(
+        &[
+            "--no-store",
+            "tune",
+            "--version",
+            "mma_sync",
+            "--shape",
+            "256x256x256",
+            "--gpus",
+            "0,99",
+        ],
+        &dir.path().join("kiln.db"),
+        &[],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("--gpus `0,99` names GPU 99, but this machine has"),
+        "{t}"
+    );
+}
+
 /// The CLI gives its dispatch the store's tuned configs, and none with `KILN_NO_TUNED=1`.
 #[test]
 fn plan_follows_the_stores_tuned_config_unless_tuning_is_off() {

@@ -47,7 +47,29 @@ fn gpus(spec: &str, fake: bool) -> Result<Vec<u32>> {
     if v.is_empty() {
         return Err(Error::invalid("--gpus names no GPU"));
     }
+    if !fake {
+        check_gpus(spec, &v, device::list()?.len())?;
+    }
     Ok(v)
+}
+
+/// Refuses a GPU index at or past `count` (the devices this process sees) and a GPU named twice.
+fn check_gpus(spec: &str, v: &[u32], count: usize) -> Result<()> {
+    if let Some(&g) = v.iter().find(|&&g| g as usize >= count) {
+        let have = match count {
+            1 => "one GPU (index 0)".to_string(),
+            n => format!("{n} GPUs (indices 0 to {})", n - 1),
+        };
+        return Err(Error::invalid(format!(
+            "--gpus `{spec}` names GPU {g}, but this machine has {have}; name GPUs that exist, or use all"
+        )));
+    }
+    if let Some((_, &g)) = v.iter().enumerate().find(|(i, g)| v[..*i].contains(g)) {
+        return Err(Error::invalid(format!(
+            "--gpus `{spec}` names GPU {g} twice; name each GPU once"
+        )));
+    }
+    Ok(())
 }
 
 fn open_store(env: &Env) -> Result<Option<Store>> {
@@ -663,5 +685,21 @@ mod tests {
         assert_eq!(gpus("0, 1", false).unwrap(), vec![0, 1]);
         assert_eq!(gpus("all", true).unwrap(), vec![0]);
         assert!(gpus("x", false).is_err());
+    }
+
+    #[test]
+    fn gpus_that_do_not_exist_are_refused() {
+        assert!(check_gpus("0,1", &[0, 1], 2).is_ok());
+        let e = check_gpus("0,2", &[0, 2], 2).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .contains("names GPU 2, but this machine has 2 GPUs (indices 0 to 1)"),
+            "{e}"
+        );
+        let e = check_gpus("1", &[1], 1).unwrap_err().to_string();
+        assert!(e.contains("this machine has one GPU (index 0)"), "{e}");
+        let e = check_gpus("0,0", &[0, 0], 2).unwrap_err().to_string();
+        assert!(e.contains("names GPU 0 twice"), "{e}");
     }
 }

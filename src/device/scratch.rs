@@ -78,6 +78,9 @@ pub struct Workspaces {
     /// `swiglu_dual`: the split tiles' workspace and counters.
     pub swiglu_split: Scratch,
     pub swiglu_split_counters: Scratch,
+    /// The FP8 GEMM: the split-K workspace and counters.
+    pub fp8_split: Scratch,
+    pub fp8_split_counters: Scratch,
 }
 
 impl Workspaces {
@@ -95,6 +98,8 @@ impl Workspaces {
             attn_parts_done: Scratch::new("attention parts-counter", true),
             swiglu_split: Scratch::new("SwiGLU split workspace", false),
             swiglu_split_counters: Scratch::new("SwiGLU split counter", true),
+            fp8_split: Scratch::new("FP8 split-K workspace", false),
+            fp8_split_counters: Scratch::new("FP8 split-K counters", true),
         }
     }
 }

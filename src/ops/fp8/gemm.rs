@@ -264,11 +264,6 @@ pub fn choose_splits(p: &Fp8Problem, bn: u32, dev: &DeviceInfo) -> u32 {
     (sms / t).min(kblocks / 2).clamp(1, MAX_SPLITS as u64) as u32
 }
 
-static SPLIT_WS: crate::device::Scratch =
-    crate::device::Scratch::new("FP8 split-K workspace", false);
-static SPLIT_COUNTERS: crate::device::Scratch =
-    crate::device::Scratch::new("FP8 split-K counters", true);
-
 /// The argument block, laid out as `Fp8Args` in `kernels/gemm/fp8_wgmma.cu`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -383,8 +378,14 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     }
     if splits > 1 {
         args.splits = splits as i32;
-        args.ws = SPLIT_WS.at_least(ctx, (t * splits * (BM as u64) * bn as u64 * 4) as usize)?;
-        args.counters = SPLIT_COUNTERS.at_least(ctx, (t * 4) as usize)?;
+        args.ws = ctx
+            .scratch
+            .fp8_split
+            .at_least(ctx, (t * splits * (BM as u64) * bn as u64 * 4) as usize)?;
+        args.counters = ctx
+            .scratch
+            .fp8_split_counters
+            .at_least(ctx, (t * 4) as usize)?;
     }
     let grid = (t * splits).min(ctx.info.sm_count.max(1) as u64) as u32;
     let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;

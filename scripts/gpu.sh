@@ -436,29 +436,15 @@ multi)
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   echo "GPUs: $ngpu" >> "$D/machine.txt"
-  # (a) One space three times: GPU 0 with a cold JIT cache (it compiles every candidate, warming
-  # the cache), all GPUs, GPU 0 again: the last two differ only in the workers that time.
-  read -r -a spec <<< "${MULTI_TUNE:---version wgmma_tma_ws --shape 4096x4096x4096 --search exhaustive --budget 40}"
-  cache=${TMPDIR:-/tmp}/kiln-multi-cache; rm -rf "$cache"
-  KILN_CACHE_DIR=$cache step_json tune-gpu0-cold 240 "$KILN" --json --no-store tune "${spec[@]}" --gpus 0
-  KILN_CACHE_DIR=$cache step_json tune-all 240 "$KILN" --json --no-store tune "${spec[@]}" --gpus all
-  KILN_CACHE_DIR=$cache step_json tune-gpu0 240 "$KILN" --json --no-store tune "${spec[@]}" --gpus 0
-  # --gpus naming a GPU that does not exist: one sentence and exit 2 (the row's code is 0 when so).
-  t0=$SECONDS
-  timeout 60 "$KILN" --no-store tune "${spec[@]}" --gpus "0,$ngpu" > "$D/tune-missing-gpu.txt" 2>&1
-  rc=$?; bad=1
-  [ $rc -eq 2 ] && grep -q "names GPU $ngpu" "$D/tune-missing-gpu.txt" && bad=0
-  [ $bad -ne 0 ] && status=1
-  ROWS+=("$(printf '%-26s %4s %6s  %s' tune-missing-gpu $bad "$((SECONDS - t0))" "exit $rc (want 2): $(tail -1 "$D/tune-missing-gpu.txt" | cut -c1-80)")")
-  # (b) Two handles (one per GPU) in one process, each on its own thread.
+  # (a) Two handles (one per GPU) in one process, each on its own thread.
   ex=${KILN_EXAMPLE_BIN:-$ROOT/target/release/examples/two_gpus}
   if [ -x "$ex" ]; then
-    step two_gpus 240 "$ex" "${TWO_GPUS_ITERS:-5}"
+    step two_gpus 120 "$ex" "${TWO_GPUS_ITERS:-5}"
   else
     echo "no example binary at $ex: cargo build --release --examples (or set KILN_EXAMPLE_BIN)" > "$D/two_gpus.txt"
     ROWS+=("$(printf '%-26s %4s %6s  %s' two_gpus - 0 "missing: $ex")"); status=1
   fi
-  # (c) The torch.distributed layers on 1, 2 and all GPUs, from the wheel (as the python task).
+  # (b) The torch.distributed layers on 1, 2 and all GPUs, from the wheel (as the python task).
   wheel=${KILN_WHEEL:-$(ls "$ROOT"/target/wheels/kiln-*.whl 2>/dev/null | head -n 1)}
   if [ -n "$wheel" ]; then
     site=${TMPDIR:-/tmp}/kiln-python-site
@@ -467,13 +453,27 @@ multi)
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
     for w in $(printf '%s\n' 1 2 "$ngpu" | sort -nu); do
       [ "$w" -le "$ngpu" ] || continue
-      step "torchrun-w$w" 240 "$PY" -m torch.distributed.run --standalone --nproc_per_node="$w" \
+      step "torchrun-w$w" "${TORCHRUN_LIMIT:-150}" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$w" \
         python/tests/distributed_check.py --out "$D"
     done
   else
     echo "no wheel: build one with bash scripts/python.sh (or set KILN_WHEEL)" > "$D/torchrun.txt"
     ROWS+=("$(printf '%-26s %4s %6s  %s' torchrun - 0 "no wheel")"); status=1
   fi
+  # (c) One space three times: GPU 0 with a cold JIT cache (it compiles every candidate, warming
+  # the cache), all GPUs, GPU 0 again: the last two differ only in the workers that time.
+  read -r -a spec <<< "${MULTI_TUNE:---version wgmma_tma_ws --shape 4096x4096x4096 --search exhaustive --budget 12}"
+  cache=${TMPDIR:-/tmp}/kiln-multi-cache; rm -rf "$cache"
+  KILN_CACHE_DIR=$cache step_json tune-gpu0-cold "${TUNE_LIMIT:-150}" "$KILN" --json --no-store tune "${spec[@]}" --gpus 0
+  KILN_CACHE_DIR=$cache step_json tune-all "${TUNE_LIMIT:-150}" "$KILN" --json --no-store tune "${spec[@]}" --gpus all
+  KILN_CACHE_DIR=$cache step_json tune-gpu0 "${TUNE_LIMIT:-150}" "$KILN" --json --no-store tune "${spec[@]}" --gpus 0
+  # --gpus naming a GPU that does not exist: one sentence and exit 2 (the row's code is 0 when so).
+  t0=$SECONDS
+  timeout 60 "$KILN" --no-store tune "${spec[@]}" --gpus "0,$ngpu" > "$D/tune-missing-gpu.txt" 2>&1
+  rc=$?; bad=1
+  [ $rc -eq 2 ] && grep -q "names GPU $ngpu" "$D/tune-missing-gpu.txt" && bad=0
+  [ $bad -ne 0 ] && status=1
+  ROWS+=("$(printf '%-26s %4s %6s  %s' tune-missing-gpu $bad "$((SECONDS - t0))" "exit $rc (want 2): $(tail -1 "$D/tune-missing-gpu.txt" | cut -c1-80)")")
   table
   echo
   "$PY" scripts/multi-table.py "$D" "$ngpu" | tee "$D/summary.txt" || status=1

@@ -9,6 +9,7 @@ pub mod device_data;
 pub mod draw;
 pub mod fp8;
 pub mod fp8_bench;
+pub mod memory;
 pub mod moe_bench;
 pub mod moe_shapes;
 pub mod moe_verify;

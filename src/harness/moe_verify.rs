@@ -160,6 +160,7 @@ pub fn verify_moe(
     mode: Mode,
 ) -> Result<MoeOutcome> {
     p.validate()?;
+    super::memory::plan_moe_verify(p).ensure(ctx, &format!("the problem {}", p.label()))?;
     let seed = fresh_seed();
     let mut out = MoeOutcome {
         version: kernel.name().into(),

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
+use crate::harness::memory;
 use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
@@ -66,6 +67,7 @@ pub fn verify_attention(
     p: &AttentionProblem,
 ) -> Result<AttnCheck> {
     p.validate()?;
+    memory::plan_attention_verify(p).ensure(ctx, &format!("the problem {}", p.label()))?;
     let seed = fresh_seed();
     let mut out = AttnCheck {
         version: kernel.name().into(),

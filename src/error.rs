@@ -59,6 +59,54 @@ pub enum Error {
     /// memory; the message names the problem to pass to `Kiln::precompile` first.
     #[error("{0}")]
     Capture(String),
+    /// A problem that needs more memory than is free, refused before anything is allocated or
+    /// generated: `what` names it ("this problem"), `needed` and `free` are bytes.
+    #[error(
+        "{what} needs {} of {} memory; {} has {} free: use a smaller problem",
+        size(*.needed), .memory.name(), .memory.holder(), size(*.free)
+    )]
+    OutOfMemory {
+        what: String,
+        needed: u64,
+        free: u64,
+        memory: Memory,
+    },
+}
+
+/// Which memory a problem does not fit in (see [`Error::OutOfMemory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// The GPU's memory.
+    Device,
+    /// The machine's RAM, where the reference's copies of the inputs live.
+    Host,
+}
+
+impl Memory {
+    fn name(self) -> &'static str {
+        match self {
+            Memory::Device => "device",
+            Memory::Host => "host",
+        }
+    }
+
+    fn holder(self) -> &'static str {
+        match self {
+            Memory::Device => "the GPU",
+            Memory::Host => "the machine",
+        }
+    }
+}
+
+/// `bytes` in GiB with one decimal (`240.0 GiB`), or in MiB below a GiB, where one decimal of a
+/// GiB would read 0.0.
+pub fn size(bytes: u64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / GIB)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
 }
 
 /// Which check refused an argument (see [`Error::Argument`]).
@@ -105,6 +153,16 @@ impl Error {
         }
     }
 
+    /// [`Error::OutOfMemory`]: `what` needs `needed` bytes of `memory`, which has `free`.
+    pub fn out_of_memory(what: impl Into<String>, needed: u64, free: u64, memory: Memory) -> Self {
+        Error::OutOfMemory {
+            what: what.into(),
+            needed,
+            free,
+            memory,
+        }
+    }
+
     /// The exit code the CLI uses for this kind of failure, so scripts can tell them apart.
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -122,6 +180,7 @@ impl Error {
             Error::Io { .. } | Error::Store(_) => 9,
             Error::ToolMissing(_) => 10,
             Error::Hang { .. } => 11,
+            Error::OutOfMemory { .. } => 12,
         }
     }
 }
@@ -129,5 +188,42 @@ impl Error {
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         Error::Store(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_memory_reads_as_the_issue_asks() {
+        let gib = 1u64 << 30;
+        let e = Error::out_of_memory(
+            "this problem",
+            240 * gib,
+            (78.6 * gib as f64) as u64,
+            Memory::Device,
+        );
+        assert_eq!(
+            e.to_string(),
+            "this problem needs 240.0 GiB of device memory; the GPU has 78.6 GiB free: use a \
+             smaller problem"
+        );
+        assert_eq!(e.exit_code(), 12);
+        let host = Error::out_of_memory("this problem's reference", 3 * gib / 2, 0, Memory::Host);
+        assert_eq!(
+            host.to_string(),
+            "this problem's reference needs 1.5 GiB of host memory; the machine has 0.0 MiB \
+             free: use a smaller problem"
+        );
+    }
+
+    #[test]
+    fn sizes_have_one_decimal_in_gib_and_mib_below_one_gib() {
+        assert_eq!(size(1 << 30), "1.0 GiB");
+        assert_eq!(size((1 << 30) - 1), "1024.0 MiB");
+        assert_eq!(size(200_000u64 * 200_000 * 2 * 3), "223.5 GiB");
+        assert_eq!(size(96 << 20), "96.0 MiB");
+        assert_eq!(size(0), "0.0 MiB");
     }
 }

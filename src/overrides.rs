@@ -1086,6 +1086,7 @@ pub static CONFIG_VARS: &[ConfigVar] = &[
 pub const SCRIPT_VARS: &[&str] = &[
     "KILN_BIN",
     "KILN_BROWSER_TESTS",
+    "KILN_EXAMPLE_BIN",
     "KILN_EXPECT_NO_GPU",
     "KILN_REQUIRE_NATIVE",
     "KILN_VERIFY_SUITE",

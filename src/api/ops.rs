@@ -13,6 +13,7 @@ use super::launch;
 use super::options::{AttentionOptions, GemmOptions, MoeRows, SwigluWeights};
 use super::tensor::{TensorMut, TensorRef};
 use super::validate::{self, AttentionPlan, GemmPlan, MoePlan};
+use crate::device::memory;
 use crate::error::{ArgumentKind, Error, Result};
 
 /// The rows of an MoE call as descriptions.
@@ -287,8 +288,9 @@ impl Kiln {
         Ok(())
     }
 
-    /// Refuses an allocation on a capturing stream.
-    fn may_allocate(&self, stream: &Arc<CudaStream>) -> Result<()> {
+    /// Refuses an output of `n` elements of `T` on a capturing stream, or one the GPU has no
+    /// free memory for (before allocating); its bytes otherwise.
+    fn may_allocate<T>(&self, stream: &Arc<CudaStream>, n: usize) -> Result<usize> {
         self.check_stream(stream)?;
         self.cuda()
             .bind_to_thread()
@@ -298,7 +300,9 @@ impl Kiln {
                 "an `*_alloc` call would allocate its output during CUDA-graph capture; allocate the output before capturing and call the op that takes it".into(),
             ));
         }
-        Ok(())
+        let bytes = n * std::mem::size_of::<T>();
+        memory::ensure_free("this call's output", bytes as u64)?;
+        Ok(bytes)
     }
 
     fn alloc<T: DeviceRepr + ValidAsZeroBits>(
@@ -306,11 +310,10 @@ impl Kiln {
         stream: &Arc<CudaStream>,
         n: usize,
     ) -> Result<CudaSlice<T>> {
-        self.may_allocate(stream)?;
+        let bytes = self.may_allocate::<T>(stream, n)?;
         // SAFETY: every element is written by the op before anyone reads it (the GEMM and
         // attention outputs are written whole).
-        unsafe { stream.alloc::<T>(n) }
-            .map_err(|e| Error::cuda("allocating an output", format!("{e:?}")))
+        unsafe { stream.alloc::<T>(n) }.map_err(|e| memory::alloc_error(bytes, e))
     }
 
     fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(
@@ -318,10 +321,10 @@ impl Kiln {
         stream: &Arc<CudaStream>,
         n: usize,
     ) -> Result<CudaSlice<T>> {
-        self.may_allocate(stream)?;
+        let bytes = self.may_allocate::<T>(stream, n)?;
         stream
             .alloc_zeros::<T>(n)
-            .map_err(|e| Error::cuda("allocating an output", format!("{e:?}")))
+            .map_err(|e| memory::alloc_error(bytes, e))
     }
 }
 

@@ -11,6 +11,7 @@ use kiln::harness::attention::{
     verify::{verify_attention, AttnCheck, LSE_BOUND},
 };
 use kiln::harness::bench::L2Flusher;
+use kiln::harness::memory;
 use kiln::harness::verify::fresh_seed;
 use kiln::ops::attention::{AttentionKernel, AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
@@ -225,7 +226,7 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         for p in &problems {
             let o = match verify_attention(&ctx, *k, p) {
                 Ok(o) => o,
-                Err(e @ Error::Hang { .. }) => return Err(e),
+                Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
                 Err(e) => AttnCheck {
                     version: k.name().into(),
                     problem: *p,
@@ -311,7 +312,9 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     };
     let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
     opt.reps = opt.reps.max(1);
-    let bufs = AttnBuffers::random(&p, fresh_seed())?;
+    memory::plan_attention_bench(&p, &ctx.info)
+        .ensure(&ctx, &format!("the problem {}", p.label()))?;
+    let bufs = AttnBuffers::random(&ctx, &p, fresh_seed())?;
     let flusher = L2Flusher::new(&ctx)?;
     let run = env.begin("attn-bench", Some(&ctx.info))?;
     let mut rows = Vec::new();

@@ -446,7 +446,9 @@ fn timeline(
             p.label()
         )));
     }
-    let bufs = kiln::harness::bench::BenchBuffers::random(p, 7)?;
+    use kiln::harness::memory;
+    memory::plan_bench(p, &ctx.info).ensure(&ctx, &memory::what(p))?;
+    let bufs = kiln::harness::bench::BenchBuffers::random(&ctx, p, 7)?;
     let flusher = kiln::harness::bench::L2Flusher::new(&ctx)?;
     let warm = a.reps.unwrap_or(3);
     for _ in 0..warm {

@@ -221,6 +221,9 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         device_or_h100()
     } else {
         device::init()?;
+        // The workers would each find the problem too big: say so once, before any starts
+        // (the context is released before they open theirs).
+        spec.problem.ensure_fits(&env.context()?)?;
         DeviceInfo::query(0)?
     };
     kernel

@@ -17,12 +17,8 @@ impl DeviceBuffer {
     pub fn new(bytes: usize) -> Result<DeviceBuffer> {
         let bytes = bytes.max(1);
         // SAFETY: a plain allocation in the current context.
-        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
-            Error::cuda(
-                format!("allocating {bytes} bytes of device memory"),
-                format!("{e:?}"),
-            )
-        })?;
+        let ptr = unsafe { result::malloc_sync(bytes) }
+            .map_err(|e| super::memory::alloc_error(bytes, e))?;
         Ok(DeviceBuffer {
             ptr,
             bytes,

@@ -5,6 +5,7 @@
 mod buffer;
 mod info;
 mod launch;
+pub mod memory;
 mod occupancy;
 mod scratch;
 mod tma;
@@ -211,6 +212,12 @@ impl Context {
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(5));
         }
+    }
+
+    /// Refuses `what` (a problem, "this problem") when it needs more than `bytes` of this GPU's
+    /// free memory: [`Error::OutOfMemory`], said before anything is allocated or generated.
+    pub fn ensure_fits(&self, what: &str, bytes: u64) -> Result<()> {
+        memory::ensure_free(what, bytes)
     }
 
     /// Allocates `bytes` of device memory.

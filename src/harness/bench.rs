@@ -1,14 +1,14 @@
 //! Benchmarking: CUDA events around each launch, warm-up excluded, L2 flushed before every timed
-//! repetition, random inputs, median/min/max, TFLOPS, and the ratio to the vendor measured in
+//! repetition, random inputs made on the GPU, median/min/max, TFLOPS, and the ratio to the vendor measured in
 //! the same run on the same inputs.
 
 use serde::Serialize;
 
+use super::device_data;
 use crate::device::{Context, DeviceBuffer, LaunchConfig};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
-use crate::reference::data::HostData;
 
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct BenchOptions {
@@ -81,12 +81,35 @@ pub struct BenchBuffers {
 }
 
 impl BenchBuffers {
-    pub fn random(p: &GemmProblem, seed: u64) -> Result<BenchBuffers> {
-        Ok(BenchBuffers {
-            a: DeviceBuffer::from_host(HostData::random(p.input, p.a_elems(), seed).bytes())?,
-            b: DeviceBuffer::from_host(HostData::random(p.input, p.b_elems(), seed + 1).bytes())?,
-            c: DeviceBuffer::from_host(HostData::random(p.output, p.c_elems(), seed + 2).bytes())?,
-        })
+    /// A, B and C of `p` filled on the GPU from `seed` ([`device_data`]): one pass over device
+    /// memory, so the largest problem that fits is set up in well under a second (the host
+    /// generator took minutes). The padding between a row's end and its leading dimension is
+    /// left as allocated: no kernel reads it. Waits until the fills are done.
+    pub fn random(ctx: &Context, p: &GemmProblem, seed: u64) -> Result<BenchBuffers> {
+        let made = |dtype: crate::ops::gemm::DType, elems, (rows, cols), ld, seed| {
+            let buf = ctx.alloc(elems * dtype.size())?;
+            device_data::fill(ctx, &buf, dtype, (rows, cols, ld), seed)?;
+            Ok::<_, crate::error::Error>(buf)
+        };
+        let bufs = BenchBuffers {
+            a: made(p.input, p.a_elems(), p.a_storage(), p.lda, seed)?,
+            b: made(
+                p.input,
+                p.b_elems(),
+                p.b_storage(),
+                p.ldb,
+                seed.wrapping_add(1),
+            )?,
+            c: made(
+                p.output,
+                p.c_elems(),
+                (p.m, p.n),
+                p.ldc,
+                seed.wrapping_add(2),
+            )?,
+        };
+        ctx.synchronize()?;
+        Ok(bufs)
     }
 
     pub fn operands(&self) -> GemmOperands<'_> {

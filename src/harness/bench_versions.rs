@@ -87,6 +87,12 @@ impl<'k> BenchVersions<'k> {
             "l2_read_flush",
             super::bench::read_flush_spec(&dev.arch()),
         ));
+        // The fill that makes the bench's inputs on the GPU.
+        items.push((
+            "harness",
+            "counter_fill",
+            super::device_data::spec(&dev.arch()),
+        ));
         items
     }
 }
@@ -136,7 +142,7 @@ mod tests {
     }
 
     #[test]
-    fn dispatched_items_are_the_chosen_versions_variants_once_and_the_flush() {
+    fn dispatched_items_are_the_chosen_versions_variants_once_then_the_flush_and_the_fill() {
         let reg = Registry::default();
         let none = TunedTable::empty();
         let dev = DeviceInfo::h100_sxm();
@@ -151,10 +157,11 @@ mod tests {
         let specs = chosen.specs_for(&p, &dev, &none);
         assert_eq!(
             items.len(),
-            specs.len() + 1,
-            "each variant once, then the flush"
+            specs.len() + 2,
+            "each variant once, then the flush and the fill"
         );
         assert!(items[..specs.len()].iter().all(|i| i.1 == chosen.name()));
-        assert_eq!(items.last().map(|i| i.1), Some("l2_read_flush"));
+        let tail: Vec<&str> = items[specs.len()..].iter().map(|i| i.1).collect();
+        assert_eq!(tail, ["l2_read_flush", "counter_fill"]);
     }
 }

@@ -427,6 +427,7 @@ fn poisoned_c(ctx: &Context, p: &Fp8Problem) -> Result<DeviceBuffer> {
 pub fn verify_gemm(ctx: &Context, case: &GemmCase, vendor: bool) -> Result<Vec<Fp8Outcome>> {
     let p = &case.p;
     p.validate()?;
+    super::memory::plan_fp8_verify(p).ensure(ctx, &format!("the problem {}", case.label()))?;
     let seed = fresh_seed();
     let mut o = Fp8Outcome::new("gemm", case.label(), seed);
     if let Err(reason) = fp8::gemm::supports(p, &ctx.info) {

@@ -1,16 +1,19 @@
 //! FP8 GEMM timing: kiln's kernel and cuBLASLt's FP8 GEMM on the same quantised operands and
 //! scales, interleaved launch by launch with L2 flushed before each (`harness::bench`), medians,
 //! TFLOPS and the ratio to cuBLASLt; the two outputs are compared too, so the race is between
-//! equal results.
+//! equal results. The operands are drawn on the GPU in f32 and quantised there, so a large
+//! problem is set up in one pass over device memory.
 
 use serde::Serialize;
 
 use crate::device::Context;
 use crate::error::Result;
-use crate::formats::ScaleRecipe;
+use crate::formats::{Fp8Format, ScaleRecipe};
 use crate::harness::bench::{sample_interleaved, stats, BenchOptions, L2Flusher};
-use crate::harness::fp8::{inputs, Data, GemmCase};
+use crate::harness::device_data::random_buffer;
+use crate::ops::fp8::quant::{Granularity, QuantSpec};
 use crate::ops::fp8::{self, Fp8Config, Fp8Operands, Fp8Problem, Scales};
+use crate::ops::gemm::DType;
 use crate::reference::data::HostData;
 use crate::vendor::cublaslt_fp8::LtFp8;
 
@@ -48,17 +51,16 @@ pub fn bench_fp8(
     opt: &BenchOptions,
 ) -> Result<Vec<Fp8Timing>> {
     p.validate()?;
+    crate::harness::memory::plan_fp8_bench(p, &ctx.info)
+        .ensure(ctx, &format!("the problem {p}"))?;
     fp8::gemm::supports(p, &ctx.info).map_err(|reason| crate::error::Error::Unsupported {
         kernel: fp8::gemm::NAME.into(),
         reason,
     })?;
-    let case = GemmCase {
-        p: *p,
-        cfg,
-        recipe: ScaleRecipe::Fp32,
-        data: Data::Signed,
+    let inp = Operands {
+        a: operand(ctx, p.m, p.k, p.a, p.scale.a_granularity(), 0x5EED)?,
+        b: operand(ctx, p.n, p.k, p.b, p.scale.b_granularity(), 0x5EEE)?,
     };
-    let inp = inputs(ctx, &case, 0x5EED, false, false)?;
     let bytes = p.m * p.ldc * p.out.size();
     let (dc, dv) = (ctx.alloc(bytes)?, ctx.alloc(bytes)?);
     let cfg = cfg.unwrap_or_else(|| fp8::gemm::choose(p, &ctx.info));
@@ -159,6 +161,33 @@ pub fn bench_fp8(
         out.push(v);
     }
     Ok(out)
+}
+
+/// The quantised A and B of a bench.
+struct Operands {
+    a: fp8::Quantized,
+    b: fp8::Quantized,
+}
+
+/// A rows x cols operand drawn on the GPU in f32 from `seed` ([`random_buffer`]) and quantised
+/// there to `format` at granularity `g` (fp32 scales); the f32 copy is freed before the next.
+fn operand(
+    ctx: &Context,
+    rows: usize,
+    cols: usize,
+    format: Fp8Format,
+    g: Granularity,
+    seed: u64,
+) -> Result<fp8::Quantized> {
+    let x = random_buffer(ctx, DType::F32, rows * cols, seed)?;
+    let spec = QuantSpec {
+        format,
+        granularity: g,
+        recipe: ScaleRecipe::Fp32,
+    };
+    let q = fp8::quantize(ctx, &x, DType::F32, rows, cols, cols, spec)?;
+    ctx.synchronize()?;
+    Ok(q)
 }
 
 /// DeepSeek-V3's GEMM shapes (the target set): M in {64, 128, 4096} by (N, K).

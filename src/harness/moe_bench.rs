@@ -1,21 +1,23 @@
 //! MoE benchmarking: the grouped GEMM alone, or a whole expert FFN (the fused SwiGLU gate/up,
 //! then the down projection as a grouped GEMM on its output), each piece and the sum timed with
-//! CUDA events, warm-up excluded, L2 flushed before every timed repetition, random inputs.
+//! CUDA events, warm-up excluded, L2 flushed before every timed repetition, random inputs made on
+//! the GPU.
 
 use serde::Serialize;
 
 use super::bench::{stats, time_one, timed_reps, warm_up, BenchOptions, L2Flusher};
-use super::moe_verify::{MoeBuffers, MoeInputs};
-use crate::device::Context;
+use super::device_data::random_buffer;
+use super::memory;
+use super::moe_verify::MoeBuffers;
+use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::ops::gemm::DType;
 use crate::ops::moe::grouped_gemm::GroupedGemm;
 use crate::ops::moe::grouped_swapab::GroupedSwapAb;
-use crate::ops::moe::schedule::TileConfig;
-use crate::ops::moe::{check_operands, version_for, MoeOperands, MoeProblem, WeightLayout};
+use crate::ops::moe::schedule::{sched_bytes, TileConfig};
+use crate::ops::moe::{check_operands, version_for, MoeOperands, MoeProblem, SwiGlu, WeightLayout};
 use crate::ops::registry::Registry;
 use crate::overrides::MoeOverrides;
-use crate::reference::data::HostData;
 
 /// Timings of one piece on one problem.
 #[derive(Debug, Clone, Serialize)]
@@ -116,6 +118,39 @@ pub fn problems(r: &MoeBenchRequest) -> (MoeProblem, Option<MoeProblem>) {
     }
 }
 
+/// The buffers of `p` with X, the weights, the routing weights and Y filled on the GPU from
+/// `seed` (the same lengths [`super::moe_verify::MoeInputs::random`] makes on the host) and the
+/// rows array uploaded. Waits until the fills are done.
+pub fn random_buffers(ctx: &Context, p: &MoeProblem, seed: u64) -> Result<MoeBuffers> {
+    let one = p.experts * p.n * p.k;
+    let separate = matches!(
+        p.swiglu,
+        Some(SwiGlu {
+            weights: WeightLayout::Separate,
+            ..
+        })
+    );
+    let s = |i: u64| seed.wrapping_add(i);
+    let bufs = MoeBuffers {
+        x: random_buffer(ctx, p.input, p.x_elems(), seed)?,
+        w: random_buffer(ctx, p.input, if separate { one } else { p.w_elems() }, s(1))?,
+        w3: separate
+            .then(|| random_buffer(ctx, p.input, one, s(2)))
+            .transpose()?,
+        y: random_buffer(ctx, p.output, p.y_elems(), s(7))?,
+        rows: DeviceBuffer::from_host(p.rows_array())?,
+        route: p
+            .swiglu
+            .is_some_and(|sw| sw.routed)
+            .then(|| random_buffer(ctx, DType::F32, p.x_rows(), s(3)))
+            .transpose()?,
+        sched: ctx.alloc(sched_bytes(p.experts))?,
+    };
+    // The fills on the context's stream and the rows' upload alike.
+    super::moe_verify::settle()?;
+    Ok(bufs)
+}
+
 /// Runs the request: the grouped GEMM, or the SwiGLU, the down projection and the whole FFN.
 pub fn bench_moe(
     ctx: &Context,
@@ -125,14 +160,15 @@ pub fn bench_moe(
 ) -> Result<Vec<MoeTiming>> {
     let (first, down) = problems(r);
     first.validate()?;
+    if let Some(d) = &down {
+        d.validate()?;
+    }
+    memory::plan_moe_bench(&first, down.as_ref(), &ctx.info)
+        .ensure(ctx, &format!("the problem {}", first.label()))?;
     let seed = super::verify::fresh_seed();
     let flusher = L2Flusher::new(ctx)?;
     let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
-    let b1 = MoeBuffers::upload(
-        &first,
-        &MoeInputs::random(&first, seed),
-        &HostData::random(first.output, first.y_elems(), seed + 7),
-    )?;
+    let b1 = random_buffers(ctx, &first, seed)?;
     let ops1 = b1.operands();
     check_operands(&first, &ops1)?;
     let pick = |p: &MoeProblem| reg.moe_version(version_for(p, o));
@@ -153,7 +189,6 @@ pub fn bench_moe(
         )?;
         return Ok(vec![t]);
     };
-    down.validate()?;
     let (swiglu, grouped) = (pick(&first)?, pick(&down)?);
     for (k, p) in [(swiglu, &first), (grouped, &down)] {
         k.supports(p, &ctx.info)
@@ -163,11 +198,7 @@ pub fn bench_moe(
             })?;
     }
     // The down projection reads H, the SwiGLU's output, in place.
-    let b2 = MoeBuffers::upload(
-        &down,
-        &MoeInputs::random(&down, seed + 11),
-        &HostData::random(down.output, down.y_elems(), seed + 13),
-    )?;
+    let b2 = random_buffers(ctx, &down, seed.wrapping_add(11))?;
     let ops2 = MoeOperands {
         x: &b1.y,
         ..b2.operands()

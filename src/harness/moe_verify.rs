@@ -171,6 +171,7 @@ pub fn verify_moe_seeded(
     seed: u64,
 ) -> Result<MoeOutcome> {
     p.validate()?;
+    super::memory::plan_moe_verify(p).ensure(ctx, &format!("the problem {}", p.label()))?;
     if let Err(reason) = kernel.supports(p, &ctx.info) {
         return Ok(MoeOutcome::blank(kernel, p, mode, seed).skip(reason));
     }

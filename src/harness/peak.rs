@@ -77,7 +77,7 @@ pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
         read_buffer(ctx, &src, 32 << 20, &sink)
     })? * 1e3;
     let p = GemmProblem::new(8192, 8192, 8192, Layout::RC, DType::Bf16, DType::Bf16);
-    let bufs = BenchBuffers::random(&p, 11)?;
+    let bufs = BenchBuffers::random(ctx, &p, 11)?;
     let t = time_gemm(
         ctx,
         vendor,

@@ -8,6 +8,7 @@ use super::bench::{
 };
 use super::bench_versions::BenchVersions;
 use super::check::CheckItem;
+use super::memory;
 use super::verify::{fresh_seed, verify_gemm, CheckOutcome};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
@@ -16,9 +17,9 @@ use crate::ops::tuned::TunedTable;
 
 /// The variants `kiln suite` compiles: for each of `kernels`, those its dispatch picks on `dev`
 /// with the tuned configs of `tuned` ([`GemmKernel::specs_for`]) for each of `problems` it
-/// supports, each once, in order; then the
-/// bench's L2 flush kernel, which every timed launch waits for. A fraction of what `kiln check`
-/// compiles (every variant of every version).
+/// supports, each once, in order; then the bench's L2 flush kernel, which every timed launch
+/// waits for, and the fill that makes its inputs. A fraction of what `kiln check` compiles
+/// (every variant of every version).
 pub fn suite_items(
     kernels: &[&dyn GemmKernel],
     problems: &[GemmProblem],
@@ -40,6 +41,8 @@ pub fn verify_all(
         for p in problems {
             let o = match verify_gemm(ctx, *k, p) {
                 Ok(o) => o,
+                // A problem that does not fit is no verdict on the kernel: say so and stop.
+                Err(e @ Error::OutOfMemory { .. }) => return Err(e),
                 // A launch fault poisons the context and a hang holds the GPU: report it as this
                 // check's failure and stop.
                 Err(e @ (Error::Cuda { .. } | Error::Hang { .. })) => {
@@ -112,11 +115,19 @@ fn bench_pass(
     pass: usize,
     mut on_row: impl FnMut(&BenchRow),
 ) -> Result<Vec<BenchRow>> {
+    for p in problems {
+        p.validate()?;
+    }
+    // The largest problem must fit before anything is allocated or timed.
+    let need = memory::most(problems.iter().map(|p| memory::plan_bench(p, &ctx.info)));
+    if let Some(p) = problems.iter().max_by_key(|p| p.device_bytes()) {
+        need.ensure(ctx, &memory::what(p))?;
+    }
     let flusher = L2Flusher::new(ctx)?;
     let mut rows = Vec::new();
     for (position, p) in problems.iter().enumerate() {
         p.validate()?;
-        let bufs = BenchBuffers::random(p, fresh_seed())?;
+        let bufs = BenchBuffers::random(ctx, p, fresh_seed())?;
         let (kernels, skipped) = versions.for_problem(p, &ctx.info);
         if opt.interleave {
             let mut row = bench_interleaved(ctx, &kernels, vendor, p, &bufs, &flusher, opt)?;
@@ -476,7 +487,9 @@ mod tests {
                 k.name()
             );
         }
-        assert_eq!(items.last().map(|i| i.1), Some("l2_read_flush"));
+        // and the fill that makes the bench's inputs on the GPU
+        let last: Vec<&str> = items.iter().rev().take(2).map(|i| i.1).collect();
+        assert_eq!(last, ["counter_fill", "l2_read_flush"]);
     }
 
     #[test]

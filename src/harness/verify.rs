@@ -123,6 +123,7 @@ pub fn verify_gemm(
     p: &GemmProblem,
 ) -> Result<CheckOutcome> {
     p.validate()?;
+    super::memory::plan_verify(p).ensure(ctx, &super::memory::what(p))?;
     let seed = fresh_seed();
     let mut out = CheckOutcome {
         version: kernel.name().into(),

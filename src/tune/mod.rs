@@ -101,6 +101,10 @@ pub struct Outcome {
     pub registers: Option<u32>,
     /// Static plus dynamic shared memory per block.
     pub smem: Option<u32>,
+    /// The GPU (ordinal) whose worker measured it; none where nothing ran, or in outcomes
+    /// recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
 }
 
 impl Outcome {
@@ -116,6 +120,7 @@ impl Outcome {
             cached: false,
             registers: None,
             smem: None,
+            gpu: None,
         }
     }
     /// The search's view: the time, or infinity for anything that was not timed in full.

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS tuning_results (
     cached INTEGER NOT NULL DEFAULT 0,
     registers INTEGER,
     smem INTEGER,
+    gpu INTEGER,
     UNIQUE (run_id, config)
 );
 CREATE TABLE IF NOT EXISTS tuning_cache (
@@ -67,7 +68,21 @@ fn err(doing: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
 /// Creates the tuner's tables where missing.
 pub fn ensure(conn: &Connection) -> Result<()> {
     conn.execute_batch(SCHEMA)
-        .map_err(err("creating the tuning tables"))
+        .map_err(err("creating the tuning tables"))?;
+    // Stores made before results named the GPU that measured them get the column (empty there).
+    let has_gpu: bool = conn
+        .query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('tuning_results') WHERE name = 'gpu'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(err("reading the tuning tables"))?
+        > 0;
+    if !has_gpu {
+        conn.execute_batch("ALTER TABLE tuning_results ADD COLUMN gpu INTEGER")
+            .map_err(err("adding the gpu column to the tuning results"))?;
+    }
+    Ok(())
 }
 
 /// What a tuning run was asked to do (enough to resume it).
@@ -141,9 +156,9 @@ pub fn load_run(conn: &Connection, id: i64) -> Result<TuningRun> {
 pub fn record(conn: &Connection, run: i64, o: &Outcome) -> Result<()> {
     let json = serde_json::to_string(&o.config).map_err(|e| Error::Store(e.to_string()))?;
     conn.execute(
-        "INSERT OR REPLACE INTO tuning_results (run_id, at, config, config_json, status, reason, median_ms, tflops, compile_ms, cached, registers, smem)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        params![run, utc_now(), o.config.label(), json, o.status.name(), o.reason, o.median_ms, o.tflops, o.compile_ms, o.cached, o.registers, o.smem],
+        "INSERT OR REPLACE INTO tuning_results (run_id, at, config, config_json, status, reason, median_ms, tflops, compile_ms, cached, registers, smem, gpu)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![run, utc_now(), o.config.label(), json, o.status.name(), o.reason, o.median_ms, o.tflops, o.compile_ms, o.cached, o.registers, o.smem, o.gpu],
     )
     .map_err(err("recording a tuning result"))?;
     Ok(())
@@ -153,7 +168,7 @@ pub fn record(conn: &Connection, run: i64, o: &Outcome) -> Result<()> {
 pub fn results(conn: &Connection, run: i64) -> Result<Vec<Outcome>> {
     ensure(conn)?;
     let mut st = conn
-        .prepare("SELECT config_json, status, reason, median_ms, tflops, compile_ms, cached, registers, smem FROM tuning_results WHERE run_id = ?1 ORDER BY id")
+        .prepare("SELECT config_json, status, reason, median_ms, tflops, compile_ms, cached, registers, smem, gpu FROM tuning_results WHERE run_id = ?1 ORDER BY id")
         .map_err(err("reading tuning results"))?;
     let rows = st
         .query_map([run], |r| {
@@ -169,12 +184,13 @@ pub fn results(conn: &Connection, run: i64) -> Result<Vec<Outcome>> {
                 r.get::<_, bool>(6)?,
                 r.get(7)?,
                 r.get(8)?,
+                r.get(9)?,
             ))
         })
         .map_err(err("reading tuning results"))?;
     let mut out = Vec::new();
     for row in rows {
-        let (cfg, status, reason, median_ms, tflops, compile_ms, cached, registers, smem) =
+        let (cfg, status, reason, median_ms, tflops, compile_ms, cached, registers, smem, gpu) =
             row.map_err(err("reading tuning results"))?;
         let config: Config = serde_json::from_str(&cfg)
             .map_err(|e| Error::Store(format!("tuning result config: {e}")))?;
@@ -189,6 +205,7 @@ pub fn results(conn: &Connection, run: i64) -> Result<Vec<Outcome>> {
             cached,
             registers,
             smem,
+            gpu,
         });
     }
     Ok(out)
@@ -207,6 +224,42 @@ pub fn finish(conn: &Connection, run: i64, status: &str) -> Result<()> {
 mod tests {
     use super::*;
     use crate::ops::gemm::{DType, GemmProblem, Layout};
+
+    #[test]
+    fn each_result_names_its_gpu_also_in_a_store_made_before_the_column() {
+        let store = crate::store::Store::in_memory().unwrap();
+        let c = store.conn();
+        // The table as stores had it before results named their GPU.
+        c.execute_batch(&SCHEMA.replace("    gpu INTEGER,\n", ""))
+            .unwrap();
+        let run = TuningRun {
+            id: 0,
+            command: "kiln tune --gpus all".into(),
+            op: "gemm".into(),
+            version: "mma_sync".into(),
+            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16).into(),
+            device_name: Some("gpu".into()),
+            sm_count: Some(132),
+            search: "exhaustive".into(),
+            seed: 1,
+            budget: 2,
+        };
+        let id = begin(c, &run).unwrap();
+        let mut on_3 = Outcome::new(Config::new(&[("BM", 128)]), Status::Ok, "");
+        on_3.gpu = Some(3);
+        record(c, id, &on_3).unwrap();
+        record(
+            c,
+            id,
+            &Outcome::new(Config::new(&[("BM", 64)]), Status::Rejected, "spills"),
+        )
+        .unwrap();
+        let back = results(c, id).unwrap();
+        assert_eq!(
+            back.iter().map(|o| o.gpu).collect::<Vec<_>>(),
+            [Some(3), None]
+        );
+    }
 
     #[test]
     fn results_survive_and_resume_reads_them_back() {

@@ -96,7 +96,8 @@ pub fn verify_problems(p: &GemmProblem) -> Vec<GemmProblem> {
 
 enum Event {
     Guarded(usize, std::result::Result<Passed, Box<Outcome>>),
-    Measured(usize, JobResult),
+    /// A candidate's result and the GPU whose worker measured it.
+    Measured(usize, u32, JobResult),
 }
 
 /// Runs the tuning; `on_result(outcome, fresh)` sees every outcome at once (`fresh` = measured in
@@ -287,7 +288,7 @@ fn run_batch(
                         *b = Some(b.map_or(t, |x: f64| x.min(t)));
                     }
                 }
-                if tx.send(Event::Measured(i, result)).is_err() {
+                if tx.send(Event::Measured(i, *ordinal, result)).is_err() {
                     break;
                 }
             });
@@ -317,7 +318,7 @@ fn run_batch(
                     }
                     continue;
                 }
-                Event::Measured(i, r) => {
+                Event::Measured(i, gpu, r) => {
                     let p = passed.remove(&i).unwrap_or_default();
                     let o = Outcome {
                         config: batch[i].clone(),
@@ -330,6 +331,7 @@ fn run_batch(
                         cached: p.cached,
                         registers: p.registers,
                         smem: p.smem,
+                        gpu: Some(gpu),
                     };
                     if o.status == Status::Ok {
                         if let Some(t) = o.median_ms {

@@ -46,6 +46,21 @@ impl TuneProblem {
             TuneProblem::Attention(p) => p.label(),
         }
     }
+    /// What timing a candidate on the problem needs: its bench's memory.
+    pub fn bench_need(&self, info: &crate::device::DeviceInfo) -> crate::harness::memory::Need {
+        use crate::harness::memory;
+        match self {
+            TuneProblem::Gemm(p) => memory::plan_bench(p, info),
+            TuneProblem::Attention(p) => memory::plan_attention_bench(p, info),
+        }
+    }
+
+    /// Refuses a problem the GPU of `ctx` has no room to time, before anything is allocated.
+    pub fn ensure_fits(&self, ctx: &crate::device::Context) -> Result<()> {
+        self.bench_need(&ctx.info)
+            .ensure(ctx, &format!("the problem {}", self.label()))
+    }
+
     pub fn flops(&self) -> f64 {
         match self {
             TuneProblem::Gemm(p) => p.flops(),

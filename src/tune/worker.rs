@@ -301,9 +301,12 @@ impl Gpu {
         let p = &job.problem;
         if self.buffers.as_ref().is_none_or(|(q, _)| q != p) {
             self.buffers = None; // free the old ones first
+            p.ensure_fits(&self.ctx)?;
             let b = match p {
-                TuneProblem::Gemm(q) => Buffers::Gemm(BenchBuffers::random(q, 17)?),
-                TuneProblem::Attention(q) => Buffers::Attention(AttnBuffers::random(q, 17)?),
+                TuneProblem::Gemm(q) => Buffers::Gemm(BenchBuffers::random(&self.ctx, q, 17)?),
+                TuneProblem::Attention(q) => {
+                    Buffers::Attention(AttnBuffers::random(&self.ctx, q, 17)?)
+                }
             };
             self.buffers = Some((*p, b));
         }

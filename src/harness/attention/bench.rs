@@ -1,14 +1,14 @@
 //! Attention timing: CUDA events around each launch, warm-up excluded, L2 flushed before every
-//! timed repetition, random inputs, median/min/max and TFLOPS (unmasked pairs only).
+//! timed repetition, random inputs made on the GPU, median/min/max and TFLOPS (unmasked pairs only).
 
 use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::harness::device_data::random_buffer;
 use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
-use crate::reference::data::HostData;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AttnTiming {
@@ -34,14 +34,18 @@ pub struct AttnBuffers {
 }
 
 impl AttnBuffers {
-    pub fn random(p: &AttentionProblem, seed: u64) -> Result<AttnBuffers> {
-        Ok(AttnBuffers {
-            q: DeviceBuffer::from_host(HostData::random(p.dtype, p.q_elems(), seed).bytes())?,
-            k: DeviceBuffer::from_host(HostData::random(p.dtype, p.kv_elems(), seed + 1).bytes())?,
-            v: DeviceBuffer::from_host(HostData::random(p.dtype, p.kv_elems(), seed + 2).bytes())?,
-            o: DeviceBuffer::new(p.q_elems() * p.dtype.size())?,
-            lse: DeviceBuffer::new(p.lse_elems() * DType::F32.size())?,
-        })
+    /// Q, K and V of `p` filled on the GPU from `seed` ([`random_buffer`]), O and LSE as
+    /// allocated (every launch writes them whole). Waits until the fills are done.
+    pub fn random(ctx: &Context, p: &AttentionProblem, seed: u64) -> Result<AttnBuffers> {
+        let bufs = AttnBuffers {
+            q: random_buffer(ctx, p.dtype, p.q_elems(), seed)?,
+            k: random_buffer(ctx, p.dtype, p.kv_elems(), seed.wrapping_add(1))?,
+            v: random_buffer(ctx, p.dtype, p.kv_elems(), seed.wrapping_add(2))?,
+            o: ctx.alloc(p.q_elems() * p.dtype.size())?,
+            lse: ctx.alloc(p.lse_elems() * DType::F32.size())?,
+        };
+        ctx.synchronize()?;
+        Ok(bufs)
     }
     pub fn operands(&self) -> AttentionOperands<'_> {
         AttentionOperands {

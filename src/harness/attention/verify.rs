@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
+use crate::harness::memory;
 use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
@@ -79,6 +80,7 @@ pub fn verify_attention_seeded(
     seed: u64,
 ) -> Result<AttnCheck> {
     p.validate()?;
+    memory::plan_attention_verify(p).ensure(ctx, &format!("the problem {}", p.label()))?;
     if let Err(reason) = kernel.supports(p, &ctx.info) {
         return Ok(AttnCheck::blank(kernel, p, seed).skip(reason));
     }

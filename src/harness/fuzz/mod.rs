@@ -252,7 +252,8 @@ pub fn versions<'a>(registry: &'a Registry, plan: &FuzzPlan) -> Result<Versions<
 }
 
 /// What the plan needs compiled: the GEMM dispatch's variants for the drawn problems, every
-/// attention and MoE variant of the versions run, and the fuzz's own kernels.
+/// attention and MoE variant of the versions run, and the fuzz's own kernels (the input fill
+/// comes with the GEMM's).
 pub fn compile_items(
     v: &Versions,
     drawn: &Drawn,
@@ -272,7 +273,6 @@ pub fn compile_items(
     for k in &v.moe {
         items.extend(k.variants(&arch).into_iter().map(|s| ("moe", k.name(), s)));
     }
-    items.push(("harness", "counter_fill", super::device_data::spec(&arch)));
     for s in gemm::specs(&arch) {
         items.push(("harness", "gemm_reference", s));
     }

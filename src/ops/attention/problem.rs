@@ -174,6 +174,12 @@ impl AttentionProblem {
             + 4.0 * self.lse_elems() as f64
     }
 
+    /// Device bytes of Q, K, V, O and the f32 LSE: what one run's operands occupy.
+    pub fn device_bytes(&self) -> u64 {
+        let e = self.dtype.size() as u64;
+        2 * (self.q_elems() as u64 + self.kv_elems() as u64) * e + 4 * self.lse_elems() as u64
+    }
+
     /// Checks sizes, heads, dims and dtype; names the argument that is wrong.
     pub fn validate(&self) -> Result<()> {
         for (name, v) in [
@@ -248,6 +254,17 @@ impl AttentionProblem {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn device_bytes_are_q_k_v_o_and_lse() {
+        let mut p = AttentionProblem::new(2, 8, 100, 64);
+        p.heads_kv = 2;
+        let (q, kv, lse) = (2 * 8 * 100 * 64, 2 * 2 * 100 * 64, 2 * 8 * 100);
+        assert_eq!(p.device_bytes(), (2 * q + 2 * kv) * 2 + 4 * lse);
+        // The problem: 64 GiB each of Q, K, V and O, 1 GiB of LSE.
+        let big = AttentionProblem::new(64, 64, 65536, 128);
+        assert_eq!(big.device_bytes(), (4 * 64 + 1) << 30);
+    }
+
     use super::*;
 
     #[test]

@@ -142,6 +142,17 @@ impl Fp8Problem {
         self.scale.b_granularity().scale_count(self.n, self.k)
     }
 
+    /// Device bytes of the FP8 codes of A and B (one byte each, with their leading dimensions),
+    /// their f32 scales and C (M whole rows of ldc, as the harness allocates it): what one run's
+    /// operands occupy.
+    pub fn device_bytes(&self) -> u64 {
+        let span = |rows: usize, ld: usize, cols: usize| ((rows - 1) * ld + cols) as u64;
+        span(self.m, self.lda, self.k)
+            + span(self.n, self.ldb, self.k)
+            + 4 * (self.a_scales() + self.b_scales()) as u64
+            + (self.m * self.ldc * self.out.size()) as u64
+    }
+
     /// Checks the shape, the leading dimensions and alpha.
     pub fn validate(&self) -> Result<()> {
         let (m, n, k) = (self.m, self.n, self.k);
@@ -275,6 +286,16 @@ impl Scales<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn device_bytes_are_codes_scales_and_c() {
+        let p = Fp8Problem::new(256, 512, 1024, DType::Bf16, ScaleMode::Block);
+        let scales = 256 * 8 + 4 * 8; // 1x128 blocks of A, 128x128 of B
+        assert_eq!(
+            p.device_bytes(),
+            256 * 1024 + 512 * 1024 + 4 * scales + 256 * 512 * 2
+        );
+    }
+
     use super::*;
 
     #[test]

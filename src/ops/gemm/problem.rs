@@ -202,6 +202,13 @@ impl GemmProblem {
         (m * k + k * n) * self.input.size() as f64 + c + if self.beta != 0.0 { c } else { 0.0 }
     }
 
+    /// Device bytes of A, B and C as their leading dimensions lay them out: what one run's
+    /// operands occupy.
+    pub fn device_bytes(&self) -> u64 {
+        let (i, o) = (self.input.size() as u64, self.output.size() as u64);
+        (self.a_elems() as u64 + self.b_elems() as u64) * i + self.c_elems() as u64 * o
+    }
+
     /// (rows, cols, ld) of A and B as stored.
     pub fn a_storage(&self) -> (usize, usize) {
         if self.layout.a_row_major() {
@@ -337,6 +344,24 @@ pub fn parse_shape(s: &str) -> Result<(usize, usize, usize)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn device_bytes_count_every_operand_with_its_stride() {
+        let p = GemmProblem::new(4, 8, 16, Layout::RC, DType::Bf16, DType::F32);
+        assert_eq!(p.device_bytes(), (4 * 16 + 8 * 16) * 2 + 4 * 8 * 4);
+        let mut padded = p;
+        padded.lda = 24; // A: 3 rows of 24 and a last row of 16
+        assert_eq!(padded.device_bytes(), p.device_bytes() + 3 * 8 * 2);
+        let huge = GemmProblem::new(
+            200_000,
+            200_000,
+            200_000,
+            Layout::RC,
+            DType::Bf16,
+            DType::Bf16,
+        );
+        assert_eq!(huge.device_bytes(), 3 * 200_000u64 * 200_000 * 2);
+    }
+
     use super::*;
 
     #[test]

@@ -214,6 +214,21 @@ impl MoeProblem {
         self.x_rows() * self.n
     }
 
+    /// Device bytes of X, the weights, Y, the rows array, the routing weights (f32, when routed)
+    /// and the schedule tables: what one run's operands occupy.
+    pub fn device_bytes(&self) -> u64 {
+        let (i, o) = (self.input.size() as u64, self.output.size() as u64);
+        let route = match self.swiglu {
+            Some(s) if s.routed => 4 * self.x_rows() as u64,
+            _ => 0,
+        };
+        (self.x_elems() as u64 + self.w_elems() as u64) * i
+            + self.y_elems() as u64 * o
+            + 4 * self.rows_array().len() as u64
+            + route
+            + super::schedule::sched_bytes(self.experts) as u64
+    }
+
     /// Checks sizes, dtypes and the host copy of the rows; one sentence per problem.
     pub fn validate(&self) -> Result<()> {
         for (name, v) in [
@@ -389,6 +404,22 @@ pub fn parse_counts(s: &str) -> Result<Vec<usize>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn device_bytes_are_x_weights_y_rows_routes_and_tables() {
+        let p = MoeProblem::contiguous(&[3, 0, 5], 16, 32, DType::Bf16, DType::F32);
+        let tables = crate::ops::moe::schedule::sched_bytes(3) as u64;
+        assert_eq!(
+            p.device_bytes(),
+            (8 * 32 + 3 * 16 * 32) * 2 + 8 * 16 * 4 + 4 * 4 + tables
+        );
+        let routed = p.clone().with_swiglu(WeightLayout::Separate, true);
+        // Two weight tensors and an f32 routing weight per X row.
+        assert_eq!(
+            routed.device_bytes(),
+            p.device_bytes() + 3 * 16 * 32 * 2 + 8 * 4
+        );
+    }
+
     use super::*;
 
     fn bf(counts: &[usize]) -> MoeProblem {

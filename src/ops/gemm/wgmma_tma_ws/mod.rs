@@ -44,7 +44,7 @@ pub use maps::{
 };
 pub use notes::Notes;
 pub use plan::{launch_specs, plan};
-pub use repack::{as_read, c_through_scratch, transposes_a, MAX_PACK_BYTES};
+pub use repack::{as_read, c_through_scratch, pack_bytes, transposes_a, MAX_PACK_BYTES};
 pub use spec::{has_split_code, needs_split_code};
 pub use tiles::{forced_config, TileConfig, C_STAGING_BYTES, FORCED_CONFIGS};
 pub use timeline::TRACE_EVENTS;

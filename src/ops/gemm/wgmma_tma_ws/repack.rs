@@ -61,6 +61,21 @@ pub(super) fn pack_shape(rows: usize, cols: usize, es: usize) -> (usize, usize) 
     (ld, rows * ld * es)
 }
 
+/// The most scratch the copies of A, B and C can take for `p` (each operand whose row stride TMA
+/// cannot read, up to [`MAX_PACK_BYTES`]), counted before a run to see that it fits.
+pub fn pack_bytes(p: &GemmProblem) -> u64 {
+    let (ies, oes) = (p.input.size(), p.output.size());
+    [
+        (p.lda, p.a_storage(), ies),
+        (p.ldb, p.b_storage(), ies),
+        (p.ldc, (p.m, p.n), oes),
+    ]
+    .into_iter()
+    .filter(|&(ld, _, es)| needs_pack(ld, es, None))
+    .map(|(_, (rows, cols), es)| pack_shape(rows, cols, es).1.min(MAX_PACK_BYTES) as u64)
+    .sum()
+}
+
 /// The leading dimension of the copy an operand stored `(rows, cols)` at `ld` is read from, or
 /// `None` when it is read in place (`needs_pack`; `ptr` when known).
 pub(super) fn packed_ld(

@@ -286,6 +286,13 @@ pub struct SanitizeArgs {
     /// List the runs (the setup and problem of each) and exit, without a GPU.
     #[arg(long)]
     pub list: bool,
+    /// Instead of the built-in problems, this many small problems drawn as `kiln fuzz` draws
+    /// them (sizes to 320, every layout, dtype pair, alpha, beta and padding), from --seed.
+    #[arg(long, conflicts_with_all = ["problems", "configs"])]
+    pub fuzz: Option<usize>,
+    /// Seed of --fuzz's draw.
+    #[arg(long, default_value_t = 1, requires = "fuzz")]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

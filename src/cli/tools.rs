@@ -193,6 +193,19 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         });
     let (cases, uncovered) = if a.configs {
         san::config_cases(&forced, &tools, sm_count)
+    } else if let Some(n) = a.fuzz {
+        if n == 0 {
+            return Err(Error::invalid("--fuzz 0 draws no problem: give 1 or more"));
+        }
+        let mut d = kiln::harness::draw::Draw::new(a.seed);
+        let small = kiln::harness::draw::GemmDraw {
+            max_dim: 320,
+            ..kiln::harness::draw::GemmDraw::fuzz()
+        };
+        let cases = (0..n)
+            .flat_map(|_| san::Case::drawn(&versions, &tools, &d.gemm(&small)))
+            .collect();
+        (cases, Vec::new())
     } else {
         (san::Case::all(&versions, &tools, &problems), Vec::new())
     };

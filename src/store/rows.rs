@@ -543,6 +543,8 @@ mod tests {
             dtype: "bf16".into(),
             out: "f32".into(),
             beta: 0.0,
+            alpha: None,
+            lds: None,
             setup: String::new(),
             env: Vec::new(),
         };

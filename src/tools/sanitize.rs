@@ -86,6 +86,11 @@ pub struct Case {
     pub out: String,
     /// C's scale (0: C only written; other values read C, and pick the epilogue that does).
     pub beta: f32,
+    /// A·B's scale, and leading dimensions other than packed (a fuzz-drawn problem's).
+    #[serde(default)]
+    pub alpha: Option<f32>,
+    #[serde(default)]
+    pub lds: Option<(usize, usize, usize)>,
     /// The launch forced through `env` (`--configs`), e.g. `n224 last-wave split 3`; empty for
     /// the dispatch's own choice.
     pub setup: String,
@@ -109,6 +114,8 @@ impl Case {
                         dtype: dtype.clone(),
                         out: out.clone(),
                         beta: 0.0,
+                        alpha: None,
+                        lds: None,
                         setup: String::new(),
                         env: Vec::new(),
                     });
@@ -118,13 +125,42 @@ impl Case {
         v
     }
 
+    /// Every (version, tool) on one drawn problem, with its alpha, beta and leading dimensions.
+    pub fn drawn(
+        versions: &[String],
+        tools: &[String],
+        p: &crate::ops::gemm::GemmProblem,
+    ) -> Vec<Case> {
+        let packed = crate::ops::gemm::GemmProblem::new(p.m, p.n, p.k, p.layout, p.input, p.output);
+        let problem = (
+            format!("{}x{}x{}", p.m, p.n, p.k),
+            p.layout.to_string(),
+            p.input.to_string(),
+            p.output.to_string(),
+        );
+        let mut cases = Case::all(versions, tools, &[problem]);
+        for c in &mut cases {
+            c.beta = p.beta;
+            c.alpha = (p.alpha != 1.0).then_some(p.alpha);
+            c.lds = ((p.lda, p.ldb, p.ldc) != (packed.lda, packed.ldb, packed.ldc))
+                .then_some((p.lda, p.ldb, p.ldc));
+        }
+        cases
+    }
+
     pub fn problem(&self) -> String {
         let mut p = format!(
             "{} {} {}->{}",
             self.shape, self.layout, self.dtype, self.out
         );
+        if let Some(alpha) = self.alpha {
+            p += &format!(" alpha {alpha}");
+        }
         if self.beta != 0.0 {
             p += &format!(" beta {}", self.beta);
+        }
+        if let Some((lda, ldb, ldc)) = self.lds {
+            p += &format!(" ld {lda}/{ldb}/{ldc}");
         }
         if self.setup.is_empty() {
             p
@@ -174,6 +210,16 @@ impl Case {
         if self.beta != 0.0 {
             a.push("--beta".into());
             a.push(self.beta.to_string());
+        }
+        if let Some(alpha) = self.alpha {
+            a.push("--alpha".into());
+            a.push(alpha.to_string());
+        }
+        if let Some((lda, ldb, ldc)) = self.lds {
+            for (flag, v) in [("--lda", lda), ("--ldb", ldb), ("--ldc", ldc)] {
+                a.push(flag.into());
+                a.push(v.to_string());
+            }
         }
         a
     }
@@ -430,6 +476,8 @@ pub fn config_cases(
                     dtype: DType::Bf16.to_string(),
                     out: setup.out.to_string(),
                     beta: setup.beta,
+                    alpha: None,
+                    lds: None,
                     setup: setup.name.clone(),
                     env: setup.env.clone(),
                 });
@@ -442,6 +490,43 @@ pub fn config_cases(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drawn_problem_carries_its_scalars_and_leading_dimensions_to_verify() {
+        use crate::ops::gemm::{DType, GemmProblem, Layout};
+        let mut p = GemmProblem::new(33, 17, 65, Layout::CR, DType::F16, DType::F32);
+        p.alpha = -1.0;
+        p.beta = 2.0;
+        p.ldc = 24;
+        let cases = Case::drawn(
+            &["mma_sync".into()],
+            &["memcheck".into(), "initcheck".into()],
+            &p,
+        );
+        assert_eq!(cases.len(), 2);
+        let args = cases[0].args(Path::new("kiln")).join(" ");
+        assert!(
+            args.contains("--shape 33x17x65 --layout CR --dtype f16 --out f32"),
+            "{args}"
+        );
+        assert!(
+            args.contains("--beta 2 --alpha -1 --lda 33 --ldb 17 --ldc 24"),
+            "{args}"
+        );
+        assert_eq!(
+            cases[0].problem(),
+            "33x17x65 CR f16->f32 alpha -1 beta 2 ld 33/17/24"
+        );
+        let packed = Case::drawn(
+            &["mma_sync".into()],
+            &["memcheck".into()],
+            &GemmProblem::new(8, 8, 8, Layout::RC, DType::Bf16, DType::Bf16),
+        );
+        assert!(!packed[0]
+            .args(Path::new("kiln"))
+            .iter()
+            .any(|a| a == "--alpha" || a == "--lda"));
+    }
 
     const MEMCHECK: &str = "========= COMPUTE-SANITIZER
 ========= Invalid __global__ write of size 2 bytes

@@ -293,6 +293,16 @@ fn several_gpus_get_one_worker_each_and_share_the_jobs() {
             "no job ran on {gpu}: {rows:?}"
         );
     }
+    // Every measured candidate names its GPU; the leaders were timed again on GPU 0 alone.
+    let measured: Vec<_> = rows.iter().filter(|o| o.status == Status::Ok).collect();
+    assert!(measured.iter().all(|o| o.gpu.is_some()), "{rows:?}");
+    let mut leaders = measured.clone();
+    leaders.sort_by(|a, b| a.time().total_cmp(&b.time()));
+    let finalists = kiln::tune::run::FINALISTS.min(leaders.len());
+    assert!(
+        leaders[..finalists].iter().all(|o| o.gpu == Some(0)),
+        "{rows:?}"
+    );
 }
 
 /// `--gpus` naming a device this machine lacks is one sentence and exit 2, before any worker

@@ -30,6 +30,9 @@ pub struct FuzzArgs {
     /// MoE problems (each run on every MoE version that takes it).
     #[arg(long, default_value_t = 1_000)]
     pub moe: usize,
+    /// FP8 GEMM problems (every scale mode, promoted or not, each output dtype).
+    #[arg(long, default_value_t = 500)]
+    pub fp8: usize,
     /// Only these versions (repeatable; default: all of kiln's).
     #[arg(long = "version")]
     pub versions: Vec<String>,
@@ -60,6 +63,7 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         gemm: a.gemm,
         attention: a.attention,
         moe: a.moe,
+        fp8: a.fp8,
         versions: a.versions.clone(),
         max_seq: a.max_seq,
     };
@@ -83,11 +87,12 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         }
     };
     say(format!(
-        "fuzz seed {seed}: {} GEMM, {} attention, {} MoE problems on {} versions; {} variants to compile",
+        "fuzz seed {seed}: {} GEMM, {} attention, {} MoE, {} FP8 problems on {} versions; {} variants to compile",
         drawn.gemm.len(),
         drawn.attention.len(),
         drawn.moe.len(),
-        versions.gemm.len() + versions.attention.len() + versions.moe.len(),
+        drawn.fp8.len(),
+        versions.gemm.len() + versions.attention.len() + versions.moe.len() + versions.fp8 as usize,
         items.len()
     ));
     let Some(ctx) = ctx else {
@@ -107,6 +112,9 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         }
         for (p, mode, s) in drawn.moe.iter().take(10) {
             say(format!("  moe {} ({mode:?}) seed {s}", p.label()));
+        }
+        for (p, recipe, s) in drawn.fp8.iter().take(10) {
+            say(format!("  fp8 {p} ({recipe:?} scales) seed {s}"));
         }
         return Ok(ExitCode::SUCCESS);
     };
@@ -131,7 +139,7 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("kiln-fuzz-{seed}-failures.jsonl")));
     let mut failures = FailureLog::new(&failures_path);
-    let total = drawn.gemm.len() + drawn.attention.len() + drawn.moe.len();
+    let total = drawn.gemm.len() + drawn.attention.len() + drawn.moe.len() + drawn.fp8.len();
     let pb = bar(total, "fuzz", env.json);
     let mut last_label = String::new();
     let run = fuzz::run(&ctx, &versions, &drawn, |v| {
@@ -177,7 +185,7 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         "command": env.command,
         "device": ctx.info,
         "seed": seed,
-        "problems": {"gemm": drawn.gemm.len(), "attention": drawn.attention.len(), "moe": drawn.moe.len()},
+        "problems": {"gemm": drawn.gemm.len(), "attention": drawn.attention.len(), "moe": drawn.moe.len(), "fp8": drawn.fp8.len()},
         "checks": checks,
         "skipped": skipped,
         "wrong": wrong,
@@ -222,7 +230,10 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
 
 fn case_seed(c: &Case) -> u64 {
     match c {
-        Case::Gemm { seed, .. } | Case::Attention { seed, .. } | Case::Moe { seed, .. } => *seed,
+        Case::Gemm { seed, .. }
+        | Case::Attention { seed, .. }
+        | Case::Moe { seed, .. }
+        | Case::Fp8 { seed, .. } => *seed,
     }
 }
 

@@ -4,7 +4,9 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::formats::{Fp8Format, ScaleRecipe};
 use crate::ops::attention::{AttentionProblem, AttnLayout, HEAD_DIMS};
+use crate::ops::fp8::problem::{Fp8Problem, ScaleMode};
 use crate::ops::gemm::{DType, GemmProblem, Layout};
 use crate::ops::moe::{MoeProblem, WeightLayout};
 
@@ -273,6 +275,41 @@ impl Draw {
     }
 }
 
+impl Draw {
+    /// An FP8 GEMM: M and N drawn as GEMM extents to 4,096, K a multiple of 16 to 8,192 (the
+    /// kernel's rule), every scale mode, promoted or not, each output dtype, e5m2 operands a
+    /// fifth of the time (a pair the kernel does not take is a skip), alpha, padded leading
+    /// dimensions, fp32 or UE8M0 scales; at most 2^33 multiply-adds.
+    pub fn fp8(&mut self) -> (Fp8Problem, ScaleRecipe) {
+        loop {
+            let (m, n) = (self.dim(4096), self.dim(4096));
+            let k = 16 * self.log_uniform(512);
+            if (m * n * k) as f64 > (1u64 << 33) as f64 {
+                continue;
+            }
+            let scale = self.pick(&ScaleMode::ALL);
+            let mut p = Fp8Problem::new(m, n, k, self.pick(&DType::OUTPUTS), scale);
+            p.promote = scale == ScaleMode::Block || self.chance(0.5);
+            if self.chance(0.2) {
+                p.a = self.pick(&[Fp8Format::E4m3, Fp8Format::E5m2]);
+                p.b = self.pick(&[Fp8Format::E4m3, Fp8Format::E5m2]);
+            }
+            p.alpha = self.scalar(&[1.0, 1.0, 0.5, -2.0]);
+            if self.chance(0.3) {
+                p.lda += 16 * self.uniform(1, 4);
+                p.ldb += 16 * self.uniform(1, 4);
+                p.ldc += self.padding(p.ldc);
+            }
+            let recipe = if self.chance(0.3) {
+                ScaleRecipe::Ue8m0
+            } else {
+                ScaleRecipe::Fp32
+            };
+            return (p, recipe);
+        }
+    }
+}
+
 /// The smallest prime ≥ `x` (2 for x ≤ 2).
 pub fn next_prime(x: usize) -> usize {
     let is_prime = |v: usize| {
@@ -358,6 +395,22 @@ mod tests {
         assert!(all.iter().any(|c| c.contains(&0)));
         assert!(all.iter().any(|c| c.contains(&100)));
         assert!(all.iter().any(|c| c.iter().any(|&x| x >= 75)));
+    }
+
+    #[test]
+    fn fp8_problems_are_valid_and_cover_the_modes() {
+        let mut d = Draw::new(9);
+        let ps: Vec<(Fp8Problem, ScaleRecipe)> = (0..500).map(|_| d.fp8()).collect();
+        for (p, _) in &ps {
+            p.validate().unwrap();
+        }
+        for s in ScaleMode::ALL {
+            assert!(ps.iter().any(|(p, _)| p.scale == s));
+        }
+        assert!(
+            ps.iter().any(|(p, _)| !p.promote) && ps.iter().any(|(_, r)| *r == ScaleRecipe::Ue8m0)
+        );
+        assert!(ps.iter().any(|(p, _)| p.a == Fp8Format::E5m2));
     }
 
     #[test]

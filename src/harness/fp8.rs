@@ -425,10 +425,19 @@ fn poisoned_c(ctx: &Context, p: &Fp8Problem) -> Result<DeviceBuffer> {
 
 /// Runs one case: kiln's FP8 GEMM (and, with `vendor`, cuBLASLt's on the same operands).
 pub fn verify_gemm(ctx: &Context, case: &GemmCase, vendor: bool) -> Result<Vec<Fp8Outcome>> {
+    verify_gemm_seeded(ctx, case, vendor, fresh_seed())
+}
+
+/// [`verify_gemm`] with the inputs of `seed` (a fuzz failure's repro).
+pub fn verify_gemm_seeded(
+    ctx: &Context,
+    case: &GemmCase,
+    vendor: bool,
+    seed: u64,
+) -> Result<Vec<Fp8Outcome>> {
     let p = &case.p;
     p.validate()?;
     super::memory::plan_fp8_verify(p).ensure(ctx, &format!("the problem {}", case.label()))?;
-    let seed = fresh_seed();
     let mut o = Fp8Outcome::new("gemm", case.label(), seed);
     if let Err(reason) = fp8::gemm::supports(p, &ctx.info) {
         o.skipped = Some(reason);

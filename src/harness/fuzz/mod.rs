@@ -8,10 +8,13 @@ use serde::{Deserialize, Serialize};
 use super::attention::verify::{verify_attention_seeded, AttnFixture};
 use super::check::CheckItem;
 use super::draw::{Draw, GemmDraw};
+use super::fp8::{verify_gemm_seeded as verify_fp8_seeded, Data as Fp8Data, GemmCase as Fp8Case};
 use super::moe_verify::{verify_moe_seeded, Mode, MoeFixture};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
+use crate::formats::ScaleRecipe;
 use crate::ops::attention::{AttentionKernel, AttentionProblem};
+use crate::ops::fp8::Fp8Problem;
 use crate::ops::gemm::{GemmKernel, GemmProblem};
 use crate::ops::moe::{MoeKernel, MoeProblem};
 use crate::ops::registry::Registry;
@@ -24,6 +27,7 @@ pub struct FuzzPlan {
     pub gemm: usize,
     pub attention: usize,
     pub moe: usize,
+    pub fp8: usize,
     /// Only these versions (all of kiln's when empty).
     pub versions: Vec<String>,
     /// The longest attention sequence drawn.
@@ -51,6 +55,13 @@ pub enum Case {
         mode: Mode,
         seed: u64,
     },
+    /// An FP8 GEMM: its operands drawn in f32 and quantised on the GPU with `recipe`'s scales.
+    Fp8 {
+        version: String,
+        problem: Fp8Problem,
+        recipe: ScaleRecipe,
+        seed: u64,
+    },
 }
 
 impl Case {
@@ -59,13 +70,15 @@ impl Case {
             Case::Gemm { .. } => "gemm",
             Case::Attention { .. } => "attention",
             Case::Moe { .. } => "moe",
+            Case::Fp8 { .. } => "fp8",
         }
     }
     pub fn version(&self) -> &str {
         match self {
             Case::Gemm { version, .. }
             | Case::Attention { version, .. }
-            | Case::Moe { version, .. } => version,
+            | Case::Moe { version, .. }
+            | Case::Fp8 { version, .. } => version,
         }
     }
     pub fn label(&self) -> String {
@@ -73,6 +86,9 @@ impl Case {
             Case::Gemm { problem, .. } => problem.label(),
             Case::Attention { problem, .. } => problem.label(),
             Case::Moe { problem, mode, .. } => format!("{} ({mode:?})", problem.label()),
+            Case::Fp8 {
+                problem, recipe, ..
+            } => format!("{problem} ({recipe:?} scales)"),
         }
     }
 }
@@ -176,6 +192,7 @@ pub struct Drawn {
     pub gemm: Vec<(GemmProblem, u64)>,
     pub attention: Vec<(AttentionProblem, u64)>,
     pub moe: Vec<(MoeProblem, Mode, u64)>,
+    pub fp8: Vec<(Fp8Problem, ScaleRecipe, u64)>,
 }
 
 pub fn draw(plan: &FuzzPlan) -> Drawn {
@@ -201,10 +218,18 @@ pub fn draw(plan: &FuzzPlan) -> Drawn {
             (p, mode, input_seed(plan.seed, 3, i))
         })
         .collect();
+    let mut d = Draw::new(plan.seed ^ 0xF8);
+    let fp8 = (0..plan.fp8)
+        .map(|i| {
+            let (p, recipe) = d.fp8();
+            (p, recipe, input_seed(plan.seed, 4, i))
+        })
+        .collect();
     Drawn {
         gemm,
         attention,
         moe,
+        fp8,
     }
 }
 
@@ -214,6 +239,8 @@ pub struct Versions<'a> {
     pub gemm: Vec<&'a dyn GemmKernel>,
     pub attention: Vec<&'a dyn AttentionKernel>,
     pub moe: Vec<&'a dyn MoeKernel>,
+    /// Whether the FP8 GEMM runs (it has one version).
+    pub fp8: bool,
 }
 
 pub fn versions<'a>(registry: &'a Registry, plan: &FuzzPlan) -> Result<Versions<'a>> {
@@ -237,9 +264,11 @@ pub fn versions<'a>(registry: &'a Registry, plan: &FuzzPlan) -> Result<Versions<
             .map(|k| k.as_ref())
             .filter(|k| wanted(k.name()))
             .collect(),
+        fp8: wanted(FP8_VERSION),
     };
     for name in &plan.versions {
-        let known = v.gemm.iter().any(|k| k.name() == name)
+        let known = name == FP8_VERSION
+            || v.gemm.iter().any(|k| k.name() == name)
             || v.attention.iter().any(|k| k.name() == name)
             || v.moe.iter().any(|k| k.name() == name);
         if !known {
@@ -272,6 +301,13 @@ pub fn compile_items(
     }
     for k in &v.moe {
         items.extend(k.variants(&arch).into_iter().map(|s| ("moe", k.name(), s)));
+    }
+    if v.fp8 && !drawn.fp8.is_empty() {
+        items.extend(
+            crate::ops::fp8::variants(&arch)
+                .into_iter()
+                .map(|(v, s)| ("fp8", v, s)),
+        );
     }
     for s in gemm::specs(&arch) {
         items.push(("harness", "gemm_reference", s));
@@ -366,7 +402,44 @@ pub fn run(
             )?);
         }
     }
+    if v.fp8 {
+        for (p, recipe, seed) in &drawn.fp8 {
+            let case = Case::Fp8 {
+                version: FP8_VERSION.into(),
+                problem: *p,
+                recipe: *recipe,
+                seed: *seed,
+            };
+            emit(fp8_verdict(ctx, case)?);
+        }
+    }
     Ok(tallies)
+}
+
+/// The FP8 GEMM's one version.
+pub const FP8_VERSION: &str = crate::ops::fp8::gemm::NAME;
+
+fn fp8_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
+    let Case::Fp8 {
+        problem,
+        recipe,
+        seed,
+        ..
+    } = &case
+    else {
+        unreachable!("an FP8 case")
+    };
+    let gc = Fp8Case {
+        p: *problem,
+        cfg: None,
+        recipe: *recipe,
+        data: Fp8Data::Signed,
+    };
+    let o = verify_fp8_seeded(ctx, &gc, false, *seed).map(|mut v| {
+        let o = v.remove(0);
+        (o.passed, o.skipped, o.rel_error, o.bound, o.message)
+    });
+    verdict_of(case, o)
 }
 
 fn attention_verdict(ctx: &Context, k: &dyn AttentionKernel, case: Case) -> Result<Verdict> {
@@ -451,6 +524,14 @@ pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict>
             attention_verdict(ctx, registry.attention_version(version)?, case.clone())
         }
         Case::Moe { version, .. } => moe_verdict(ctx, registry.moe_version(version)?, case.clone()),
+        Case::Fp8 { version, .. } => {
+            if version != FP8_VERSION {
+                return Err(Error::invalid(format!(
+                    "unknown FP8 version `{version}`; the FP8 GEMM's is {FP8_VERSION}"
+                )));
+            }
+            fp8_verdict(ctx, case.clone())
+        }
     }
 }
 
@@ -490,6 +571,7 @@ mod tests {
             gemm: 300,
             attention: 50,
             moe: 50,
+            fp8: 30,
             versions: vec![],
             max_seq: 2048,
         }
@@ -501,6 +583,7 @@ mod tests {
         assert_eq!(a.gemm, b.gemm);
         assert_eq!(a.attention, b.attention);
         assert_eq!(a.moe, b.moe);
+        assert_eq!(a.fp8, b.fp8);
         let seeds: std::collections::HashSet<u64> = a.gemm.iter().map(|g| g.1).collect();
         assert_eq!(seeds.len(), a.gemm.len());
     }
@@ -524,6 +607,12 @@ mod tests {
                 problem: d.moe[2].0.clone(),
                 mode: Mode::Graph,
                 seed: 9,
+            },
+            Case::Fp8 {
+                version: FP8_VERSION.into(),
+                problem: d.fp8[4].0,
+                recipe: d.fp8[4].1,
+                seed: 11,
             },
         ];
         let lines: Vec<String> = cases

@@ -212,3 +212,44 @@ fn an_empty_kiln_variable_counts_as_unset() {
         );
     }
 }
+
+#[test]
+fn repro_files_that_are_not_cases_and_unknown_fuzz_versions_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"op\":\"gemm\",\"version\":\"mma_sync\"}\n").unwrap();
+    refusal(
+        &kiln(&["verify", "--repro", bad.to_str().unwrap()], &[]),
+        2,
+        &["repro line 1", "not a case"],
+    );
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n").unwrap();
+    refusal(
+        &kiln(&["verify", "--repro", empty.to_str().unwrap()], &[]),
+        2,
+        &["holds no cases"],
+    );
+    refusal(
+        &kiln(&["fuzz", "--dry-run", "--version", "nosuch"], &[]),
+        2,
+        &["unknown version `nosuch`"],
+    );
+}
+
+#[test]
+fn a_fuzz_dry_run_draws_the_same_problems_from_a_seed_without_a_gpu() {
+    let run = |seed: &str| {
+        let o = kiln(&["fuzz", "--dry-run", "--seed", seed, "--gemm", "50"], &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let a = run("11");
+    assert!(
+        a.contains("fuzz seed 11: 50 GEMM, 2000 attention, 1000 MoE, 500 FP8 problems"),
+        "{a}"
+    );
+    assert!(a.contains("  gemm ") && a.contains("  fp8 "), "{a}");
+    assert_eq!(a, run("11"));
+    assert_ne!(a, run("12"));
+}

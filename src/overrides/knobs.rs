@@ -1,0 +1,446 @@
+//! The table of experiment knobs: each `KILN_*` knob's name, what it takes, its default, and how a
+//! value is parsed into [`super::Overrides`] and shown back.
+
+use super::*;
+
+/// One experiment knob: its name, what it takes, what unset means, how a value is applied (an
+/// error, possibly empty, saying why for a value it does not take; `set(o, None)` restores the
+/// default) and shown (`None` when at the default).
+pub(super) struct Knob {
+    pub(super) name: &'static str,
+    pub(super) takes: fn() -> String,
+    pub(super) default: &'static str,
+    pub(super) set: fn(&mut Overrides, Option<&str>) -> std::result::Result<(), String>,
+    pub(super) show: fn(&Overrides) -> Option<String>,
+}
+
+/// Stores `value` in `field`, or passes its error on.
+pub(super) fn put<T>(
+    field: &mut T,
+    value: std::result::Result<T, String>,
+) -> std::result::Result<(), String> {
+    *field = value?;
+    Ok(())
+}
+
+/// `0` or `1`.
+pub(super) fn flag(v: &str) -> Option<bool> {
+    match v {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    }
+}
+
+pub(super) fn bit(b: bool) -> String {
+    (b as u32).to_string()
+}
+
+/// A whole number in `lo..=hi`.
+pub(super) fn number(v: &str, lo: u32, hi: u32) -> Option<u32> {
+    v.parse().ok().filter(|n| (lo..=hi).contains(n))
+}
+
+/// The value of an `Option` knob: `None` when unset, else what `parse` makes of it.
+pub(super) fn opt<T>(
+    v: Option<&str>,
+    parse: impl Fn(&str) -> Option<T>,
+) -> std::result::Result<Option<T>, String> {
+    match v {
+        None => Ok(None),
+        Some(v) => parse(v).map(Some).ok_or_else(String::new),
+    }
+}
+
+/// The value of a knob with a plain default.
+pub(super) fn or<T>(
+    v: Option<&str>,
+    default: T,
+    parse: impl Fn(&str) -> Option<T>,
+) -> std::result::Result<T, String> {
+    match v {
+        None => Ok(default),
+        Some(v) => parse(v).ok_or_else(String::new),
+    }
+}
+
+/// `value` shown when it is not `default`.
+pub(super) fn unless<T: PartialEq>(
+    value: T,
+    default: T,
+    show: impl Fn(T) -> String,
+) -> Option<String> {
+    (value != default).then(|| show(value))
+}
+
+pub(super) fn wgmma_tile_name(t: WgmmaTile) -> String {
+    FORCED_CONFIGS
+        .iter()
+        .find(|(_, c)| *c == t)
+        .map_or_else(|| format!("{t:?}"), |(n, _)| n.to_string())
+}
+
+pub(super) fn moe_tile_name(t: MoeTile) -> String {
+    t.label().split_whitespace().collect()
+}
+
+pub(super) fn swap_name(s: SwapConfig) -> String {
+    format!("{}x{}", s.bw(), s.tt)
+}
+
+/// `KILN_FA3_D<d>`'s value against `d`'s default: the keys that differ, as `key=value`.
+pub(super) fn fa3_text(c: Fa3Config) -> String {
+    let d = Fa3Config::default_for(c.d);
+    let fields: [(&str, u32, u32); 11] = [
+        ("bn", c.bn, d.bn),
+        ("cwg", c.cwg, d.cwg),
+        ("stages", c.stages, d.stages),
+        ("overlap", c.overlap as u32, d.overlap as u32),
+        ("pingpong", c.pingpong as u32, d.pingpong as u32),
+        ("persist", c.persist, d.persist),
+        ("dynamic", c.dynamic, d.dynamic),
+        ("emu", c.emu, d.emu),
+        ("lazy", c.lazy, d.lazy),
+        ("order", c.order, d.order),
+        ("qbuf", c.qbuf, d.qbuf),
+    ];
+    let diff: Vec<String> = fields
+        .iter()
+        .filter(|(_, v, d)| v != d)
+        .map(|(k, v, _)| format!("{k}={v}"))
+        .collect();
+    if diff.is_empty() {
+        "(the default)".into()
+    } else {
+        diff.join(",")
+    }
+}
+
+/// `KILN_FA3_D<d>`'s config, or why not.
+pub(super) fn fa3(d: u32, v: Option<&str>) -> std::result::Result<Option<Fa3Config>, String> {
+    v.map(|v| Fa3Config::default_for(d).with(v)).transpose()
+}
+
+pub(super) const FA3_TAKES: &str =
+    "a comma list of key=value: bn, cwg, stages, persist, dynamic, emu, \
+                         lazy, order, qbuf (numbers), overlap, pingpong (0 or 1)";
+pub(super) const FLAG: &str = "0 or 1";
+
+/// Every experiment knob, in name order.
+pub(super) static KNOBS: &[Knob] = &[
+    Knob {
+        name: "KILN_FA3_D128",
+        takes: || FA3_TAKES.into(),
+        default: "the tuned config, else the built-in one",
+        set: |o, v| put(&mut o.attention.fa3_d128, fa3(128, v)),
+        show: |o| o.attention.fa3_d128.map(fa3_text),
+    },
+    Knob {
+        name: "KILN_FA3_D256",
+        takes: || FA3_TAKES.into(),
+        default: "the tuned config, else the built-in one",
+        set: |o, v| put(&mut o.attention.fa3_d256, fa3(256, v)),
+        show: |o| o.attention.fa3_d256.map(fa3_text),
+    },
+    Knob {
+        name: "KILN_FA3_D64",
+        takes: || FA3_TAKES.into(),
+        default: "the tuned config, else the built-in one",
+        set: |o, v| put(&mut o.attention.fa3_d64, fa3(64, v)),
+        show: |o| o.attention.fa3_d64.map(fa3_text),
+    },
+    Knob {
+        name: "KILN_FLUSH",
+        takes: || "`read` or `memset`".into(),
+        default: "read",
+        set: |o, v| {
+            let mode = |v: &str| match v {
+                "read" => Some(FlushMode::Read),
+                "memset" => Some(FlushMode::Memset),
+                _ => None,
+            };
+            put(&mut o.bench.flush, or(v, FlushMode::Read, mode))
+        },
+        show: |o| {
+            unless(o.bench.flush, FlushMode::Read, |m| {
+                format!("{m:?}").to_lowercase()
+            })
+        },
+    },
+    Knob {
+        name: "KILN_MOE_GROUP",
+        takes: || "a whole number, at least 1".into(),
+        default: "one group for short experts, else expert-aligned groups of at most 8",
+        set: |o, v| put(&mut o.moe.group, opt(v, |v| number(v, 1, u32::MAX))),
+        show: |o| o.moe.group.map(|g| g.to_string()),
+    },
+    Knob {
+        name: "KILN_MOE_GROUPED",
+        takes: || MOE_GROUPED_VERSIONS.join(" or "),
+        default: "grouped_gemm",
+        set: |o, v| {
+            let version = |v: &str| MOE_GROUPED_VERSIONS.into_iter().find(|n| *n == v);
+            put(&mut o.moe.grouped, opt(v, version))
+        },
+        show: |o| o.moe.grouped.map(str::to_string),
+    },
+    Knob {
+        name: "KILN_MOE_LPT",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.moe.lpt, or(v, true, flag)),
+        show: |o| unless(o.moe.lpt, true, bit),
+    },
+    Knob {
+        name: "KILN_MOE_ORDER",
+        takes: || "`fixed` or `expert`".into(),
+        default: "one group for short experts, else expert-aligned groups",
+        set: |o, v| {
+            let order = |v: &str| match v {
+                "fixed" => Some(MoeOrder::Fixed),
+                "expert" => Some(MoeOrder::Expert),
+                _ => None,
+            };
+            put(&mut o.moe.order, opt(v, order))
+        },
+        show: |o| o.moe.order.map(|k| format!("{k:?}").to_lowercase()),
+    },
+    Knob {
+        name: "KILN_MOE_PDL",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.moe.pdl, or(v, true, flag)),
+        show: |o| unless(o.moe.pdl, true, bit),
+    },
+    Knob {
+        name: "KILN_MOE_SWAP",
+        takes: || {
+            let names: Vec<String> = SwapConfig::ALL.into_iter().map(swap_name).collect();
+            format!("one of {} (weight rows x tokens)", names.join(", "))
+        },
+        default: "128x256",
+        set: |o, v| put(&mut o.moe.swap, opt(v, SwapConfig::parse)),
+        show: |o| o.moe.swap.map(swap_name),
+    },
+    Knob {
+        name: "KILN_MOE_TILE",
+        takes: || {
+            let names: Vec<String> = MoeTile::ALL.into_iter().map(moe_tile_name).collect();
+            format!("one of {}", names.join(", "))
+        },
+        default: "the cost model's choice",
+        set: |o, v| put(&mut o.moe.tile, opt(v, GroupedGemm::parse_tile)),
+        show: |o| o.moe.tile.map(moe_tile_name),
+    },
+    Knob {
+        name: "KILN_NO_TUNED",
+        takes: || FLAG.into(),
+        default: "0: the tuning cache is read",
+        set: |o, v| put(&mut o.tune.no_tuned, or(v, false, flag)),
+        show: |o| unless(o.tune.no_tuned, false, bit),
+    },
+    Knob {
+        name: "KILN_SWIGLU_DEFER",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.swiglu.defer, or(v, true, flag)),
+        show: |o| unless(o.swiglu.defer, true, bit),
+    },
+    Knob {
+        name: "KILN_SWIGLU_DYNAMIC",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.swiglu.dynamic, or(v, true, flag)),
+        show: |o| unless(o.swiglu.dynamic, true, bit),
+    },
+    Knob {
+        name: "KILN_SWIGLU_FOLD",
+        takes: || "0, 16 or 32 (rows an expert's last tile folds onto the one before)".into(),
+        default: "32",
+        set: |o, v| {
+            let rows = |v: &str| number(v, 0, 32).filter(|r| [0, 16, 32].contains(r));
+            put(&mut o.swiglu.fold, or(v, 32, rows))
+        },
+        show: |o| unless(o.swiglu.fold, 32, |f| f.to_string()),
+    },
+    Knob {
+        name: "KILN_SWIGLU_GRID",
+        takes: || "a whole number of CTAs, at least 1".into(),
+        default: "one CTA per SM",
+        set: |o, v| put(&mut o.swiglu.grid, opt(v, |v| number(v, 1, u32::MAX))),
+        show: |o| o.swiglu.grid.map(|g| g.to_string()),
+    },
+    Knob {
+        name: "KILN_SWIGLU_SILU",
+        takes: || "0 (ex2 and rcp) or 1 (one MUFU tanh)".into(),
+        default: "1 for 16-bit outputs; f32 outputs always take 0",
+        set: |o, v| put(&mut o.swiglu.silu, or(v, 1, |v| number(v, 0, 1))),
+        show: |o| unless(o.swiglu.silu, 1, |s| s.to_string()),
+    },
+    Knob {
+        name: "KILN_SWIGLU_SPLIT",
+        takes: || FLAG.into(),
+        default: "0",
+        set: |o, v| put(&mut o.swiglu.split, or(v, false, flag)),
+        show: |o| unless(o.swiglu.split, false, bit),
+    },
+    Knob {
+        name: "KILN_SWIGLU_STAGES",
+        takes: || format!("a whole number from 2 to {}", MoeTile::SWIGLU.stages),
+        default: "4",
+        set: |o, v| {
+            let most = MoeTile::SWIGLU.stages;
+            put(&mut o.swiglu.stages, or(v, most, |v| number(v, 2, most)))
+        },
+        show: |o| unless(o.swiglu.stages, MoeTile::SWIGLU.stages, |s| s.to_string()),
+    },
+    Knob {
+        name: "KILN_SWIGLU_TAIL",
+        takes: || "a whole number from 0 to 16 (0 or 1: never split)".into(),
+        default: "4",
+        set: |o, v| {
+            put(
+                &mut o.swiglu.tail,
+                or(v, MAX_TAIL_SPLITS, |v| number(v, 0, 16)),
+            )
+        },
+        show: |o| unless(o.swiglu.tail, MAX_TAIL_SPLITS, |t| t.to_string()),
+    },
+    Knob {
+        name: "KILN_TMA_PROMOTION",
+        takes: || "`none`, `64`, `128` or `256`".into(),
+        default: "256 B where rows start on 128-byte lines, else 128 B",
+        set: |o, v| {
+            let promotion = |v: &str| match v {
+                "none" => Some(L2Promotion::None),
+                "64" => Some(L2Promotion::B64),
+                "128" => Some(L2Promotion::B128),
+                "256" => Some(L2Promotion::B256),
+                _ => None,
+            };
+            put(&mut o.tma.promotion, opt(v, promotion))
+        },
+        show: |o| {
+            o.tma.promotion.map(|p| {
+                match p {
+                    L2Promotion::None => "none",
+                    L2Promotion::B64 => "64",
+                    L2Promotion::B128 => "128",
+                    L2Promotion::B256 => "256",
+                }
+                .to_string()
+            })
+        },
+    },
+    Knob {
+        name: "KILN_TUNE_FAKE",
+        takes: || "a comma list of hang@N, crash@N, wrong@N (job ids; test only)".into(),
+        default: "none: the worker runs every job",
+        set: |o, v| put(&mut o.tune.fake, opt(v, TuneFake::parse)),
+        show: |o| o.tune.fake.as_ref().map(TuneFake::label),
+    },
+    Knob {
+        name: "KILN_WGMMA_CFG",
+        takes: || {
+            let names: Vec<&str> = FORCED_CONFIGS.iter().map(|(n, _)| *n).collect();
+            format!("one of {}", names.join(", "))
+        },
+        default: "the tuned config, else the heuristic",
+        set: |o, v| {
+            let tile = |v: &str| FORCED_CONFIGS.iter().find(|(n, _)| *n == v).map(|c| c.1);
+            put(&mut o.gemm.tile, opt(v, tile))
+        },
+        show: |o| o.gemm.tile.map(wgmma_tile_name),
+    },
+    Knob {
+        name: "KILN_WGMMA_CLOAD",
+        takes: || FLAG.into(),
+        default: "0",
+        set: |o, v| put(&mut o.gemm.c_load, or(v, false, flag)),
+        show: |o| unless(o.gemm.c_load, false, bit),
+    },
+    Knob {
+        name: "KILN_WGMMA_DEFER",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.gemm.defer, or(v, true, flag)),
+        show: |o| unless(o.gemm.defer, true, bit),
+    },
+    Knob {
+        name: "KILN_WGMMA_EPI",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.gemm.epi, or(v, true, flag)),
+        show: |o| unless(o.gemm.epi, true, bit),
+    },
+    Knob {
+        name: "KILN_WGMMA_GRID",
+        takes: || "a whole number of clusters, at least 1".into(),
+        default: "one per SM",
+        set: |o, v| put(&mut o.gemm.grid, opt(v, |v| number(v, 1, u32::MAX))),
+        show: |o| o.gemm.grid.map(|g| g.to_string()),
+    },
+    Knob {
+        name: "KILN_WGMMA_GROUP_M",
+        takes: || "a whole number from 1 to 64".into(),
+        default: "8",
+        set: |o, v| put(&mut o.gemm.group_m, opt(v, |v| number(v, 1, 64))),
+        show: |o| o.gemm.group_m.map(|g| g.to_string()),
+    },
+    Knob {
+        name: "KILN_WGMMA_PAIRS",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.gemm.pairs, or(v, true, flag)),
+        show: |o| unless(o.gemm.pairs, true, bit),
+    },
+    Knob {
+        name: "KILN_WGMMA_PDL",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.gemm.pdl, or(v, true, flag)),
+        show: |o| unless(o.gemm.pdl, true, bit),
+    },
+    Knob {
+        name: "KILN_WGMMA_SK",
+        takes: || FLAG.into(),
+        default: "the config's own",
+        set: |o, v| put(&mut o.gemm.stream_k, opt(v, flag)),
+        show: |o| o.gemm.stream_k.map(bit),
+    },
+    Knob {
+        name: "KILN_WGMMA_SPLITK",
+        takes: || FLAG.into(),
+        default: "0",
+        set: |o, v| put(&mut o.gemm.split_code, or(v, false, flag)),
+        show: |o| unless(o.gemm.split_code, false, bit),
+    },
+    Knob {
+        name: "KILN_WGMMA_SPLITS",
+        takes: || format!("a whole number from 1 to {MAX_SPLITS}"),
+        default: "the config's own",
+        set: |o, v| put(&mut o.gemm.splits, opt(v, |v| number(v, 1, MAX_SPLITS))),
+        show: |o| o.gemm.splits.map(|s| s.to_string()),
+    },
+    Knob {
+        name: "KILN_WGMMA_STAGES",
+        takes: || "a whole number from 2 to 12".into(),
+        default: "the tile's own",
+        set: |o, v| put(&mut o.gemm.stages, opt(v, |v| number(v, 2, 12))),
+        show: |o| o.gemm.stages.map(|s| s.to_string()),
+    },
+    Knob {
+        name: "KILN_WGMMA_TAIL",
+        takes: || FLAG.into(),
+        default: "the config's own",
+        set: |o, v| put(&mut o.gemm.tail, opt(v, flag)),
+        show: |o| o.gemm.tail.map(bit),
+    },
+    Knob {
+        name: "KILN_WGMMA_WIDTHS",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.gemm.widths, or(v, WIDTHS_BY_DEFAULT, flag)),
+        show: |o| unless(o.gemm.widths, WIDTHS_BY_DEFAULT, bit),
+    },
+];

@@ -1,0 +1,340 @@
+//! The knobs' settings by op (GEMM, attention, MoE, SwiGLU, TMA, the bench, the tuner), each with
+//! its defaults: the fields [`super::Overrides`] is made of.
+
+use serde::Serialize;
+
+use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
+use crate::ops::gemm::wgmma_tma_ws::{TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
+use crate::ops::moe::grouped_swapab::SwapConfig;
+use crate::ops::moe::schedule::TileConfig as MoeTile;
+use crate::ops::moe::swiglu_dual::MAX_TAIL_SPLITS;
+
+/// `KILN_WGMMA_*`: they win over both the tuned config and the heuristic of `wgmma_tma_ws`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmOverrides {
+    /// `KILN_WGMMA_CFG`: the tile config to force, by name ([`crate::ops::gemm::wgmma_tma_ws::FORCED_CONFIGS`]). Default: none
+    /// (the tuned config, else the heuristic).
+    pub tile: Option<WgmmaTile>,
+    /// `KILN_WGMMA_SPLITS` (1..=8): the split-K factor, single CTAs and pairs alike. Default:
+    /// none (the config's own).
+    pub splits: Option<u32>,
+    /// `KILN_WGMMA_GROUP_M` (1..=64): the grouped tile order's tile-rows (compiles variants
+    /// outside `variants()`). Default: none (`GROUP_M`, 8).
+    pub group_m: Option<u32>,
+    /// `KILN_WGMMA_PAIRS` (0 or 1). Default on; 0: large problems run in single CTAs, to time or
+    /// rule out the cluster path.
+    pub pairs: bool,
+    /// `KILN_WGMMA_TAIL` (1: split only the last wave's tiles, 0: all). Default: none (the
+    /// config's own).
+    pub tail: Option<bool>,
+    /// `KILN_WGMMA_SK` (1: stream-K where the tile config takes it, 0: never). Default: none
+    /// (the config's own).
+    pub stream_k: Option<bool>,
+    /// `KILN_WGMMA_WIDTHS` (0 or 1; 0: the heuristic leaves the 224-wide tile out). Default:
+    /// [`WIDTHS_BY_DEFAULT`].
+    pub widths: bool,
+    /// `KILN_WGMMA_GRID` (at least 1): at most this many resident clusters (a small problem then
+    /// has several waves, to test stream-K and last-wave splits). Default: none (one per SM).
+    pub grid: Option<u32>,
+    /// `KILN_WGMMA_STAGES` (2..=12): the ring depth of whichever tile runs (compiles variants
+    /// outside `variants()`; a ring that does not fit fails at launch). Default: none (the
+    /// tile's own).
+    pub stages: Option<u32>,
+    /// `KILN_WGMMA_EPI` (0 or 1). Default on; 0: the register epilogue even where C takes TMA
+    /// stores, to time one against the other or check the register one.
+    pub epi: bool,
+    /// `KILN_WGMMA_CLOAD` (0 or 1). Default off; 1: beta = 1 loads C into the staging chunks as
+    /// other betas do, instead of TMA's reduce-add (16-bit C rounded once).
+    pub c_load: bool,
+    /// `KILN_WGMMA_SPLITK` (0 or 1). Default off; 1: unsplit launches too run the variant with
+    /// the split-K code, as every launch did before ledger #91.
+    pub split_code: bool,
+    /// `KILN_WGMMA_DEFER` (0 or 1; the kernel's `KILN_EPI_DEFER`). Default on: the TMA-store
+    /// epilogue goes out chunk by chunk under the next unit's K blocks; 0 stores the whole tile
+    /// before the next unit starts.
+    pub defer: bool,
+    /// `KILN_WGMMA_PDL` (0 or 1). Default on: the GEMM after a copy of ours is launched as its
+    /// programmatic dependent; 0 launches it after the copy has finished.
+    pub pdl: bool,
+}
+
+impl GemmOverrides {
+    /// No overrides: the defaults.
+    pub const NONE: GemmOverrides = GemmOverrides {
+        tile: None,
+        splits: None,
+        group_m: None,
+        pairs: true,
+        tail: None,
+        stream_k: None,
+        widths: WIDTHS_BY_DEFAULT,
+        grid: None,
+        stages: None,
+        epi: true,
+        c_load: false,
+        split_code: false,
+        defer: true,
+        pdl: true,
+    };
+}
+
+impl Default for GemmOverrides {
+    fn default() -> Self {
+        GemmOverrides::NONE
+    }
+}
+
+/// `KILN_FA3_D<d>` for the head dims `fa3_wgmma` runs: a comma list of `key=value` applied to
+/// that dim's default config (`bn=`, `cwg=`, `stages=`, `emu=`, `persist=`, `dynamic=`, `lazy=`,
+/// `order=`, `qbuf=` numbers; `overlap=`, `pingpong=` 0 or 1). It wins over the tuned config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AttentionOverrides {
+    /// `KILN_FA3_D64`. Default: none (the tuned config, else `Config::default_for(64)`).
+    pub fa3_d64: Option<Fa3Config>,
+    /// `KILN_FA3_D128`. Default: none (the tuned config, else `Config::default_for(128)`).
+    pub fa3_d128: Option<Fa3Config>,
+    /// `KILN_FA3_D256`. Default: none (the tuned config, else `Config::default_for(256)`).
+    pub fa3_d256: Option<Fa3Config>,
+}
+
+impl AttentionOverrides {
+    /// No overrides: the defaults.
+    pub const NONE: AttentionOverrides = AttentionOverrides {
+        fa3_d64: None,
+        fa3_d128: None,
+        fa3_d256: None,
+    };
+
+    /// The config `KILN_FA3_D<d>` forces for head dim `d`, if set.
+    pub fn fa3(&self, d: u32) -> Option<Fa3Config> {
+        match d {
+            64 => self.fa3_d64,
+            128 => self.fa3_d128,
+            256 => self.fa3_d256,
+            _ => None,
+        }
+    }
+}
+
+/// The plain grouped GEMM kernel `KILN_MOE_GROUPED` names.
+pub const MOE_GROUPED_VERSIONS: [&str; 2] = ["grouped_gemm", "grouped_swapab"];
+
+/// `KILN_MOE_ORDER`: the kind of tile order of the MoE schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeOrder {
+    /// `fixed`: groups of a fixed number of m-tiles.
+    Fixed,
+    /// `expert`: groups aligned to experts.
+    Expert,
+}
+
+/// `KILN_MOE_*`: the grouped MoE kernels' choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeOverrides {
+    /// `KILN_MOE_GROUPED` (`grouped_gemm` or `grouped_swapab`): the version that computes a plain
+    /// grouped GEMM. Default: none (`grouped_gemm`).
+    pub grouped: Option<&'static str>,
+    /// `KILN_MOE_TILE` (`128x256`, `128x192`, `128x128`, `64x256`, each optionally with `c2` for
+    /// CTA pairs): `grouped_gemm`'s tile shape. Default: none (its cost model's choice).
+    pub tile: Option<MoeTile>,
+    /// `KILN_MOE_SWAP` (`128x256`, `256x128`, `128x128`: weight rows x tokens):
+    /// `grouped_swapab`'s tile shape. Default: none (128 x 256).
+    pub swap: Option<SwapConfig>,
+    /// `KILN_MOE_LPT` (0 or 1). Default on: `grouped_swapab` hands out tiles heaviest expert
+    /// first; 0 keeps the grouped order.
+    pub lpt: bool,
+    /// `KILN_MOE_GROUP` (at least 1): the tile order's group width. Default: none (one group of
+    /// all m-tiles for short experts, else expert-aligned groups of at most 8 m-tiles).
+    pub group: Option<u32>,
+    /// `KILN_MOE_ORDER` (`fixed` or `expert`): the tile order's kind. Default: none (as for
+    /// `group`).
+    pub order: Option<MoeOrder>,
+    /// `KILN_MOE_PDL` (0 or 1). Default on: `swiglu_dual` is launched as `moe_tile_prefix`'s
+    /// programmatic dependent, so its prologue overlaps that kernel and the launch gap; 0
+    /// launches it plainly.
+    pub pdl: bool,
+}
+
+impl MoeOverrides {
+    /// No overrides: the defaults.
+    pub const NONE: MoeOverrides = MoeOverrides {
+        grouped: None,
+        tile: None,
+        swap: None,
+        lpt: true,
+        group: None,
+        order: None,
+        pdl: true,
+    };
+}
+
+impl Default for MoeOverrides {
+    fn default() -> Self {
+        MoeOverrides::NONE
+    }
+}
+
+/// `KILN_SWIGLU_*`: the fused SwiGLU dual GEMM's variant and launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwigluOverrides {
+    /// `KILN_SWIGLU_SPLIT` (0 or 1). Default off; 1 compiles the earlier mainloop (two
+    /// m64n128k16 per k16, one per weight) instead of one m64n256k16 over both weights' tiles.
+    pub split: bool,
+    /// `KILN_SWIGLU_DEFER` (0 or 1). Default on: each tile is stored under the next unit's first
+    /// wgmma batch; 0 stores it before the next unit starts.
+    pub defer: bool,
+    /// `KILN_SWIGLU_SILU` (0 or 1): the epilogue's silu for 16-bit outputs (1: one MUFU tanh an
+    /// element; 0: ex2 and rcp, as f32 outputs always take). Default 1.
+    pub silu: u32,
+    /// `KILN_SWIGLU_FOLD` (0, 16 or 32): rows an expert's last m-tile takes past 128 (a
+    /// remainder of at most this many rides on the tile before it instead of a tile of its own
+    /// that streams the whole W for them). Default 32 (2026-11-22, prefill: 16 -0.9 %, 32
+    /// -1.9 % against 0).
+    pub fold: u32,
+    /// `KILN_SWIGLU_DYNAMIC` (0 or 1). Default on: units are handed out dynamically; 0 walks
+    /// them statically (unit b, b + grid, ...).
+    pub dynamic: bool,
+    /// `KILN_SWIGLU_STAGES` (2..=4): pipeline stages, to measure how much the ring depth matters
+    /// (2026-11-22: 3 stages 4 % slower at prefill). Default 4, the tile config's
+    /// (`TileConfig::SWIGLU`).
+    pub stages: u32,
+    /// `KILN_SWIGLU_TAIL` (0..=16): the most K slices a last-wave tile is cut into (0 or 1:
+    /// never split). Default 4 (`swiglu_dual::MAX_TAIL_SPLITS`).
+    pub tail: u32,
+    /// `KILN_SWIGLU_GRID` (at least 1): at most this many CTAs (a small problem then has waves
+    /// and a last wave to split). Default: none (one CTA per SM).
+    pub grid: Option<u32>,
+}
+
+impl SwigluOverrides {
+    /// No overrides: the defaults.
+    pub const NONE: SwigluOverrides = SwigluOverrides {
+        split: false,
+        defer: true,
+        silu: 1,
+        fold: 32,
+        dynamic: true,
+        stages: MoeTile::SWIGLU.stages,
+        tail: MAX_TAIL_SPLITS,
+        grid: None,
+    };
+}
+
+impl Default for SwigluOverrides {
+    fn default() -> Self {
+        SwigluOverrides::NONE
+    }
+}
+
+/// `KILN_TMA_PROMOTION`: the L2 promotion of a 2D tensor map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum L2Promotion {
+    /// `none`
+    None,
+    /// `64`: 64 B.
+    B64,
+    /// `128`: 128 B.
+    B128,
+    /// `256`: 256 B.
+    B256,
+}
+
+/// `KILN_TMA_PROMOTION` (`none`, `64`, `128`, `256`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TmaOverrides {
+    /// The L2 promotion of every 2D map. Default: none (256 B where rows start on 128-byte lines,
+    /// 128 B where they do not).
+    pub promotion: Option<L2Promotion>,
+}
+
+/// How the benchmark empties L2 before a timed launch (`KILN_FLUSH`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushMode {
+    /// Read a buffer twice the L2 size (`kernels/harness/l2_read_flush.cu`): L2 is left holding
+    /// clean lines, as after a kernel that read its inputs, so the timed launch pays only for
+    /// its own traffic.
+    Read,
+    /// `cuMemsetD8` over that buffer: L2 is left full of dirty lines, and a launch that streams
+    /// more bytes than it computes on pays their write-back too (decode-sized GEMMs: up to one
+    /// extra write per byte read).
+    Memset,
+}
+
+impl FlushMode {
+    /// What a bench with `flush_l2` records about its flush in this mode: the mode, or `none`.
+    pub fn label(self, flush_l2: bool) -> &'static str {
+        match (flush_l2, self) {
+            (false, _) => "none",
+            (true, FlushMode::Read) => "read",
+            (true, FlushMode::Memset) => "memset",
+        }
+    }
+}
+
+/// `KILN_FLUSH`: the benchmark harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BenchOverrides {
+    /// `KILN_FLUSH` (`read` or `memset`). Default [`FlushMode::Read`].
+    pub flush: FlushMode,
+}
+
+impl Default for BenchOverrides {
+    fn default() -> Self {
+        BenchOverrides {
+            flush: FlushMode::Read,
+        }
+    }
+}
+
+/// TEST-ONLY fault plan of the tune worker (`KILN_TUNE_FAKE=hang@3,crash@5,wrong@7`): it skips
+/// the GPU and answers every job with a synthetic time, except that the jobs named here sleep
+/// forever, abort the process or report a wrong result (ids count a tuning run's jobs from 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TuneFake {
+    pub hang: Vec<u64>,
+    pub crash: Vec<u64>,
+    pub wrong: Vec<u64>,
+}
+
+impl TuneFake {
+    /// A comma list of `hang@N`, `crash@N`, `wrong@N`; `None` for anything else.
+    pub fn parse(s: &str) -> Option<TuneFake> {
+        let mut f = TuneFake::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (what, id) = part.split_once('@')?;
+            let id: u64 = id.trim().parse().ok()?;
+            match what.trim() {
+                "hang" => f.hang.push(id),
+                "crash" => f.crash.push(id),
+                "wrong" => f.wrong.push(id),
+                _ => return None,
+            }
+        }
+        Some(f)
+    }
+
+    /// The plan as [`TuneFake::parse`] reads it.
+    pub fn label(&self) -> String {
+        let each = |what: &str, ids: &[u64]| -> Vec<String> {
+            ids.iter().map(|i| format!("{what}@{i}")).collect()
+        };
+        let parts: Vec<String> = [
+            each("hang", &self.hang),
+            each("crash", &self.crash),
+            each("wrong", &self.wrong),
+        ]
+        .concat();
+        parts.join(",")
+    }
+}
+
+/// `KILN_NO_TUNED`, `KILN_TUNE_FAKE`: the tuning cache and the tune worker.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TuneOverrides {
+    /// `KILN_NO_TUNED` (0 or 1). Default off; 1: the tuning cache is ignored and every version's
+    /// heuristic decides.
+    pub no_tuned: bool,
+    /// `KILN_TUNE_FAKE` (test only): see [`TuneFake`]. Default: none (the worker runs jobs).
+    pub fake: Option<TuneFake>,
+}

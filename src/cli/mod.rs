@@ -11,7 +11,9 @@ mod fp8;
 mod fuzz;
 mod gemm;
 mod moe;
+mod profile;
 mod progress;
+mod sanitize;
 mod store_cmds;
 mod suite;
 mod tools;
@@ -44,8 +46,8 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Results(a) => store_cmds::results(&env, a),
         Command::Inspect(a) => tools::inspect(&env, a),
         Command::Plan(a) => tools::plan(&env, a),
-        Command::Sanitize(a) => tools::sanitize(&env, a),
-        Command::Profile(a) => tools::profile(&env, a),
+        Command::Sanitize(a) => sanitize::sanitize(&env, a),
+        Command::Profile(a) => profile::profile(&env, a),
         Command::Exp(a) => tools::exp(&env, a),
         Command::Report(a) => tools::report(&env, a),
         Command::Tune(a) => tune::tune(&env, a),

@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod attention_backward;
 pub mod attention_head;
+pub mod attention_paged;
 pub mod attention_varlen;
 pub mod data;
 pub mod fp8;

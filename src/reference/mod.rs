@@ -2,6 +2,10 @@
 //! they read (random bf16/f16/f32 matrices, never zeros).
 
 pub mod attention;
+pub mod attention_backward;
+pub mod attention_head;
+pub mod attention_paged;
+pub mod attention_varlen;
 pub mod data;
 pub mod fp8;
 pub mod gemm;

@@ -4,11 +4,15 @@
 pub mod composed;
 pub mod fa2_mma_sync;
 pub mod fa3_wgmma;
+pub mod paged;
 pub mod problem;
+pub mod varlen;
 
 use std::ffi::c_void;
 
+pub use paged::PagedProblem;
 pub use problem::{AttentionProblem, AttnLayout, Strides, HEAD_DIMS};
+pub use varlen::{VarlenProblem, Window};
 
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;

@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use crate::ops::attention::AttentionProblem;
-use crate::reference::attention_head::{accumulate, gather, scatter, Head, HeadBackward};
+use crate::reference::attention_head::{gather, group_backward, scatter, HeadBackward};
 
 /// Gradients of L = Σ dO ∘ O: dQ in Q's layout, dK and dV in K's, D as LSE is stored, [B, H, Sq].
 #[derive(Debug, Clone, PartialEq)]
@@ -52,25 +52,18 @@ pub fn attention_backward(
         .map(|&(b, hk)| {
             let kh = gather(k, &ks, b, hk, 0..p.seqlen_kv, d);
             let vh = gather(v, &ks, b, hk, 0..p.seqlen_kv, d);
-            let (mut dk, mut dv) = (vec![0.0; kh.len()], vec![0.0; kh.len()]);
-            let heads = (hk * p.group()..(hk + 1) * p.group())
-                .map(|h| {
-                    let qh = gather(q, &qs, b, h, 0..p.seqlen_q, d);
-                    let doh = gather(d_o, &qs, b, h, 0..p.seqlen_q, d);
-                    let head = Head {
-                        q: &qh,
-                        k: &kh,
-                        v: &vh,
-                        dim: d,
-                        scale: p.scale as f64,
-                    };
-                    let g = head.backward(&spans, &doh);
-                    accumulate(&mut dk, &g.dk);
-                    accumulate(&mut dv, &g.dv);
-                    g
-                })
-                .collect();
-            (heads, dk, dv)
+            group_backward(
+                hk * p.group()..(hk + 1) * p.group(),
+                (&kh, &vh),
+                (d, p.scale as f64),
+                &spans,
+                |h| {
+                    (
+                        gather(q, &qs, b, h, 0..p.seqlen_q, d),
+                        gather(d_o, &qs, b, h, 0..p.seqlen_q, d),
+                    )
+                },
+            )
         })
         .collect();
     let mut out = Gradients {

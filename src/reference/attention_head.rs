@@ -147,8 +147,37 @@ pub fn scatter(
     }
 }
 
+/// The backward of the query heads `heads` that share one key/value head (`kh`, `vh`): each
+/// head's gradients, and dK, dV summed over them. `q_do(h)` gathers head h's Q and dO rows.
+pub fn group_backward(
+    heads: Range<usize>,
+    (kh, vh): (&[f64], &[f64]),
+    (dim, scale): (usize, f64),
+    spans: &[Range<usize>],
+    q_do: impl Fn(usize) -> (Vec<f64>, Vec<f64>),
+) -> (Vec<HeadBackward>, Vec<f64>, Vec<f64>) {
+    let (mut dk, mut dv) = (vec![0.0; kh.len()], vec![0.0; kh.len()]);
+    let grads = heads
+        .map(|h| {
+            let (qh, doh) = q_do(h);
+            let head = Head {
+                q: &qh,
+                k: kh,
+                v: vh,
+                dim,
+                scale,
+            };
+            let g = head.backward(spans, &doh);
+            accumulate(&mut dk, &g.dk);
+            accumulate(&mut dv, &g.dv);
+            g
+        })
+        .collect();
+    (grads, dk, dv)
+}
+
 /// `acc += x`, elementwise: the query heads of a group summed into their key/value head.
-pub fn accumulate(acc: &mut [f64], x: &[f64]) {
+fn accumulate(acc: &mut [f64], x: &[f64]) {
     acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
 }
 

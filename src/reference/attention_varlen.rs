@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use crate::ops::attention::varlen::VarlenProblem;
 use crate::reference::attention_backward::Gradients;
-use crate::reference::attention_head::{accumulate, gather, scatter, Head};
+use crate::reference::attention_head::{gather, group_backward, scatter, Head};
 
 /// O in Q's packed layout [total_q, H, D] and LSE [H, total_q].
 #[derive(Debug, Clone, PartialEq)]
@@ -86,25 +86,18 @@ pub fn varlen_backward(
             let kh = gather(k, &ks, 0, hk, rk.clone(), d);
             let vh = gather(v, &ks, 0, hk, rk, d);
             let spans = spans(p, s);
-            let (mut dk, mut dv) = (vec![0.0; kh.len()], vec![0.0; kh.len()]);
-            let heads: Vec<_> = (hk * p.group()..(hk + 1) * p.group())
-                .map(|h| {
-                    let qh = gather(q, &qs, 0, h, rq.clone(), d);
-                    let doh = gather(d_o, &qs, 0, h, rq.clone(), d);
-                    let head = Head {
-                        q: &qh,
-                        k: &kh,
-                        v: &vh,
-                        dim: d,
-                        scale: p.scale as f64,
-                    };
-                    let g = head.backward(&spans, &doh);
-                    accumulate(&mut dk, &g.dk);
-                    accumulate(&mut dv, &g.dv);
-                    g
-                })
-                .collect();
-            (heads, dk, dv)
+            group_backward(
+                hk * p.group()..(hk + 1) * p.group(),
+                (&kh, &vh),
+                (d, p.scale as f64),
+                &spans,
+                |h| {
+                    (
+                        gather(q, &qs, 0, h, rq.clone(), d),
+                        gather(d_o, &qs, 0, h, rq.clone(), d),
+                    )
+                },
+            )
         })
         .collect();
     let mut out = Gradients {

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ops::attention::HEAD_DIMS;
+use crate::ops::attention::problem::check_heads;
 use crate::ops::gemm::DType;
 
 /// Page sizes (tokens per page) the decode kernels take.
@@ -62,29 +62,13 @@ impl PagedProblem {
         if self.batch == 0 {
             return Err(Error::invalid("batch is 0; it must be at least 1"));
         }
-        if self.heads_q == 0 || self.heads_kv == 0 || !self.heads_q.is_multiple_of(self.heads_kv) {
-            return Err(Error::invalid(format!(
-                "kv_heads = {} must be at least 1 and divide heads = {} (GQA/MQA)",
-                self.heads_kv, self.heads_q
-            )));
-        }
-        if !HEAD_DIMS.contains(&self.head_dim) {
-            return Err(Error::invalid(format!(
-                "head_dim = {} is not supported; use 64, 128 or 256",
-                self.head_dim
-            )));
-        }
-        if self.dtype == DType::F32 {
-            return Err(Error::invalid(
-                "dtype = f32 is not supported; attention inputs are bf16 or f16",
-            ));
-        }
-        if !self.scale.is_finite() || self.scale <= 0.0 {
-            return Err(Error::invalid(format!(
-                "scale = {} must be finite and positive",
-                self.scale
-            )));
-        }
+        check_heads(
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+            self.dtype,
+            self.scale,
+        )?;
         if !(1..=MAX_DECODE_QUERIES).contains(&self.seqlen_q) {
             return Err(Error::invalid(format!(
                 "seqlen_q = {} query tokens per sequence; decode takes 1 to {MAX_DECODE_QUERIES}",

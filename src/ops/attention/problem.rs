@@ -207,23 +207,7 @@ impl AttentionProblem {
                 self.heads_kv, self.heads_q
             )));
         }
-        if !HEAD_DIMS.contains(&self.head_dim) {
-            return Err(Error::invalid(format!(
-                "head_dim = {} is not supported; use 64, 128 or 256",
-                self.head_dim
-            )));
-        }
-        if self.dtype == DType::F32 {
-            return Err(Error::invalid(
-                "dtype = f32 is not supported; attention inputs are bf16 or f16",
-            ));
-        }
-        if !self.scale.is_finite() || self.scale <= 0.0 {
-            return Err(Error::invalid(format!(
-                "scale = {} must be finite and positive",
-                self.scale
-            )));
-        }
+        check_dim_dtype_scale(self.head_dim, self.dtype, self.scale)?;
         let elems = [("Q", self.q_elems()), ("K/V", self.kv_elems())];
         for (name, n) in elems {
             if n as u64 >= 1u64 << 40 {
@@ -250,6 +234,43 @@ impl AttentionProblem {
             self.dtype
         )
     }
+}
+
+/// The head dim, dtype and scale checks every attention problem makes (dense, packed, paged).
+pub(crate) fn check_dim_dtype_scale(head_dim: usize, dtype: DType, scale: f32) -> Result<()> {
+    if !HEAD_DIMS.contains(&head_dim) {
+        return Err(Error::invalid(format!(
+            "head_dim = {head_dim} is not supported; use 64, 128 or 256"
+        )));
+    }
+    if dtype == DType::F32 {
+        return Err(Error::invalid(
+            "dtype = f32 is not supported; attention inputs are bf16 or f16",
+        ));
+    }
+    if !scale.is_finite() || scale <= 0.0 {
+        return Err(Error::invalid(format!(
+            "scale = {scale} must be finite and positive"
+        )));
+    }
+    Ok(())
+}
+
+/// The packed and paged problems' head check: at least one key/value head, dividing the query
+/// heads (GQA/MQA), then [`check_dim_dtype_scale`].
+pub(crate) fn check_heads(
+    heads_q: usize,
+    heads_kv: usize,
+    head_dim: usize,
+    dtype: DType,
+    scale: f32,
+) -> Result<()> {
+    if heads_q == 0 || heads_kv == 0 || !heads_q.is_multiple_of(heads_kv) {
+        return Err(Error::invalid(format!(
+            "kv_heads = {heads_kv} must be at least 1 and divide heads = {heads_q} (GQA/MQA)"
+        )));
+    }
+    check_dim_dtype_scale(head_dim, dtype, scale)
 }
 
 #[cfg(test)]

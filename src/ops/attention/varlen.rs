@@ -6,7 +6,8 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ops::attention::{Strides, HEAD_DIMS};
+use crate::ops::attention::problem::check_heads;
+use crate::ops::attention::Strides;
 use crate::ops::gemm::DType;
 
 /// Flash-attention's sliding window: query i of a sequence sees keys j with
@@ -132,29 +133,13 @@ impl VarlenProblem {
 
     /// Checks heads, dims, the offsets against the packed lengths, and the window.
     pub fn validate(&self) -> Result<()> {
-        if self.heads_q == 0 || self.heads_kv == 0 || !self.heads_q.is_multiple_of(self.heads_kv) {
-            return Err(Error::invalid(format!(
-                "kv_heads = {} must be at least 1 and divide heads = {} (GQA/MQA)",
-                self.heads_kv, self.heads_q
-            )));
-        }
-        if !HEAD_DIMS.contains(&self.head_dim) {
-            return Err(Error::invalid(format!(
-                "head_dim = {} is not supported; use 64, 128 or 256",
-                self.head_dim
-            )));
-        }
-        if self.dtype == DType::F32 {
-            return Err(Error::invalid(
-                "dtype = f32 is not supported; attention inputs are bf16 or f16",
-            ));
-        }
-        if !self.scale.is_finite() || self.scale <= 0.0 {
-            return Err(Error::invalid(format!(
-                "scale = {} must be finite and positive",
-                self.scale
-            )));
-        }
+        check_heads(
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+            self.dtype,
+            self.scale,
+        )?;
         if self.cu_seqlens_q.len() != self.cu_seqlens_k.len() || self.cu_seqlens_q.len() < 2 {
             return Err(Error::invalid(format!(
                 "cu_seqlens_q has {} entries and cu_seqlens_k {}; both need batch + 1 (at least 2)",

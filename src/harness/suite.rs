@@ -62,17 +62,8 @@ pub fn verify_all(
 
 fn failed(k: &dyn GemmKernel, p: &GemmProblem, message: String) -> CheckOutcome {
     CheckOutcome {
-        version: k.name().into(),
-        problem: *p,
-        passed: false,
-        skipped: None,
-        rel_error: f64::NAN,
-        bound: super::verify::bound(p.output),
-        nan_or_unwritten: 0,
-        written_outside: 0,
-        rows_checked: 0,
-        seed: 0,
         message,
+        ..CheckOutcome::blank(k, p, 0)
     }
 }
 

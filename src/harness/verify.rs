@@ -125,19 +125,7 @@ pub fn verify_gemm(
     p.validate()?;
     super::memory::plan_verify(p).ensure(ctx, &super::memory::what(p))?;
     let seed = fresh_seed();
-    let mut out = CheckOutcome {
-        version: kernel.name().into(),
-        problem: *p,
-        passed: false,
-        skipped: None,
-        rel_error: f64::NAN,
-        bound: bound(p.output),
-        nan_or_unwritten: 0,
-        written_outside: 0,
-        rows_checked: 0,
-        seed,
-        message: String::new(),
-    };
+    let mut out = CheckOutcome::blank(kernel, p, seed);
     if let Err(reason) = kernel.supports(p, &ctx.info) {
         return Ok(out.skip(reason));
     }
@@ -226,6 +214,23 @@ pub fn within(x: f64, bound: f64) -> bool {
 }
 
 impl CheckOutcome {
+    /// `kernel` on `p` with the inputs of `seed`, not yet judged (failed, with no message).
+    pub fn blank(kernel: &dyn GemmKernel, p: &GemmProblem, seed: u64) -> Self {
+        CheckOutcome {
+            version: kernel.name().into(),
+            problem: *p,
+            passed: false,
+            skipped: None,
+            rel_error: f64::NAN,
+            bound: bound(p.output),
+            nan_or_unwritten: 0,
+            written_outside: 0,
+            rows_checked: 0,
+            seed,
+            message: String::new(),
+        }
+    }
+
     /// The problem was refused with `reason`: a skip, which passes.
     pub fn skip(mut self, reason: String) -> Self {
         self.skipped = Some(reason);

@@ -4,7 +4,7 @@
 use crate::device::{Context, DeviceBuffer, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::harness::device_data::{counter_value, fill};
-use crate::harness::verify::{bound, refusal, rel_l2, spread_rows, verdict, within, CheckOutcome};
+use crate::harness::verify::{refusal, rel_l2, spread_rows, verdict, within, CheckOutcome};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
 
@@ -135,19 +135,7 @@ pub fn check_gemm(
     let sample = Sample::new(p, seed);
     let mut checks = GemmChecks::default();
     for (v, kernel) in kernels.iter().enumerate() {
-        let blank = CheckOutcome {
-            version: kernel.name().into(),
-            problem: *p,
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            bound: bound(p.output),
-            nan_or_unwritten: 0,
-            written_outside: 0,
-            rows_checked: 0,
-            seed,
-            message: String::new(),
-        };
+        let blank = CheckOutcome::blank(*kernel, p, seed);
         if let Err(reason) = kernel.supports(p, &ctx.info) {
             checks.outcomes.push(blank.skip(reason));
             continue;

@@ -21,6 +21,16 @@ fn kiln(args: &[&str]) -> Output {
         .expect("kiln runs")
 }
 
+/// `kiln --no-store ARGS` is refused as bad input (exit 2), saying `want`.
+fn refused(args: &[&str], want: &str) {
+    let mut full = vec!["--no-store"];
+    full.extend_from_slice(args);
+    let o = kiln(&full);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+    assert!(t.contains(want), "{args:?}: {t}");
+}
+
 #[test]
 fn every_moe_variant_is_listed_for_the_compile_check() {
     // Counted, not compiled: `tests/compile.rs` compiles and judges every variant.
@@ -85,12 +95,7 @@ fn moe_bench_refuses_bad_input_before_touching_a_gpu() {
             "unknown moe version `nope`",
         ),
     ] {
-        let mut full = vec!["--no-store"];
-        full.extend_from_slice(args);
-        let o = kiln(&full);
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
-        assert!(t.contains(want), "{args:?}: {t}");
+        refused(args, want);
     }
 }
 
@@ -306,12 +311,7 @@ fn moe_verify_takes_one_problem_and_refuses_bad_combinations_before_the_gpu() {
         ),
     ];
     for (args, want) in cases {
-        let mut full = vec!["--no-store"];
-        full.extend_from_slice(&args);
-        let o = kiln(&full);
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
-        assert!(t.contains(want), "{args:?}: {t}");
+        refused(&args, want);
     }
 }
 

@@ -81,6 +81,29 @@ pub(crate) fn amax(xs: &[f32]) -> f32 {
     xs.iter().fold(0.0f32, |m, x| m.max(x.abs()))
 }
 
+/// A small deterministic generator for the 4-bit formats' tests (64-bit LCG, top bits).
+#[cfg(test)]
+pub(super) struct Lcg(pub(super) u64);
+
+#[cfg(test)]
+impl Lcg {
+    pub(super) fn next(&mut self) -> u32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) as u32
+    }
+    pub(super) fn below(&mut self, n: u32) -> u32 {
+        self.next() % n
+    }
+    /// A value in [-1, 1) times 2^[-e, e].
+    pub(super) fn spread(&mut self, e: i32) -> f32 {
+        let u = self.next() as f32 / (1u32 << 31) as f32 - 0.5;
+        2.0 * u * 2f32.powi(self.below(2 * e as u32 + 1) as i32 - e)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,20 +1,5 @@
 use super::*;
-
-/// A small deterministic generator (64-bit LCG, top bits).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    fn below(&mut self, n: u32) -> u32 {
-        self.next() % n
-    }
-}
+use crate::formats::fp4_blocks::Lcg;
 
 #[test]
 fn the_ocp_recipe_gives_the_scales_of_known_blocks() {

@@ -1,25 +1,5 @@
 use super::*;
-
-/// A small deterministic generator (64-bit LCG, top bits).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    fn below(&mut self, n: u32) -> u32 {
-        self.next() % n
-    }
-    /// A value in [-1, 1) times 2^[-e, e].
-    fn spread(&mut self, e: i32) -> f32 {
-        let u = self.next() as f32 / (1u32 << 31) as f32 - 0.5;
-        2.0 * u * 2f32.powi(self.below(2 * e as u32 + 1) as i32 - e)
-    }
-}
+use crate::formats::fp4_blocks::Lcg;
 
 /// Half the gap between e2m1 neighbours around magnitude `q`, with saturation above 6.
 fn half_gap(q: f64) -> f64 {

@@ -22,10 +22,13 @@
 #                                scripts/targets-table.py
 #   ladder                       `kiln bench --set ladder --all`: every version up the ladder
 #   attention                    fa3_wgmma (ATTN_VERSION) at the 18 issue shapes against SDPA's
-#                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention)
+#                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention),
+#                                LAYOUTS (default BSHD; BSHD,BHSD) in ROUNDS rounds (default 1)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
+#   fp8                          the dense FP8 GEMM: `kiln fp8 verify --vendor`, DeepSeek-V3's set and
+#                                the large shapes against cuBLASLt and torch._scaled_mm, one table
 #   sanitize                     compute-sanitizer: `kiln sanitize` (every version, built-in
 #                                problems) and `kiln sanitize --configs` (every wgmma_tma_ws tile
 #                                config), JOBS at a time (default 8)
@@ -167,22 +170,33 @@ ladder)
 
 attention)
   need_bin "$KILN"; machine "$KILN"
-  : > "$D/attn-bench.jsonl"
-  t0=$SECONDS; failed=0; shapes=""
-  while read -r d c b s; do
-    flag=; [ "$c" = causal ] && flag=--causal
-    rows=$(timeout 60 "$KILN" --json attn bench --batch "$b" --heads 16 --seqlen "$s" --dim "$d" $flag \
-      --version "${ATTN_VERSION:-fa3_wgmma}" --reps 10 --warmup 3 2>>"$D/attn-bench.err" | tr -d '\n') || failed=1
-    echo "{\"batch\": $b, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ -n "$flag" ] && echo true || echo false), \"rows\": ${rows:-null}}" >> "$D/attn-bench.jsonl"
-    shapes="$shapes;$b,16,$s,$d$([ -n "$flag" ] && echo ,causal)"
-  done < <(attn_shapes)
+  # ROUNDS rounds (default 1), each timing kiln then the peer at every shape in each of LAYOUTS
+  # (default BSHD; BSHD,BHSD for both): a ratio holds only if it holds in every round.
+  : > "$D/attn-bench.jsonl"; : > "$D/peers-attention.txt"
+  t0=$SECONDS; failed=0
+  for round in $(seq 1 "${ROUNDS:-1}"); do
+    for layout in $(echo "${LAYOUTS:-BSHD}" | tr ',' ' '); do
+      shapes=""
+      while read -r d c b s; do
+        flag=; [ "$c" = causal ] && flag=--causal
+        rows=$(timeout 60 "$KILN" --json attn bench --batch "$b" --heads 16 --seqlen "$s" --dim "$d" $flag \
+          --layout "$layout" --version "${ATTN_VERSION:-fa3_wgmma}" --reps 10 --warmup 3 \
+          2>>"$D/attn-bench.err" | tr -d '\n') || failed=1
+        echo "{\"round\": $round, \"layout\": \"$layout\", \"batch\": $b, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ -n "$flag" ] && echo true || echo false), \"rows\": ${rows:-null}}" >> "$D/attn-bench.jsonl"
+        shapes="$shapes;$b,16,$s,$d$([ -n "$flag" ] && echo ,causal)"
+      done < <(attn_shapes)
+      lower=$(echo "$layout" | tr 'A-Z' 'a-z')
+      timeout 300 "$PY" scripts/peers.py attention --reps 10 --layout "$lower" --shapes "${shapes#;}" \
+        2>>"$D/peers-attention.err" | sed "s/^{/{\"round\": $round, /" >> "$D/peers-attention.txt" || failed=1
+    done
+  done
   [ $failed -ne 0 ] && status=1
-  ROWS+=("$(printf '%-26s %4s %6s  %s' attn-bench $failed "$((SECONDS - t0))" "18 shapes, attn-bench.jsonl")")
-  step peers-attention 300 "$PY" scripts/peers.py attention --reps 10 --shapes "${shapes#;}"
+  ROWS+=("$(printf '%-26s %4s %6s  %s' attn-bench $failed "$((SECONDS - t0))" "rounds ${ROUNDS:-1}, layouts ${LAYOUTS:-BSHD}: attn-bench.jsonl, peers-attention.txt")")
   table
   echo
   "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
 import json, os, sys
+from collections import defaultdict
 d = sys.argv[1]
 def jl(p):
     out = []
@@ -194,18 +208,74 @@ def jl(p):
             except ValueError:
                 pass
     return out
-peer = {(r.get("batch"), r.get("seqlen"), r.get("dim"), bool(r.get("causal"))): r for r in jl("peers-attention.txt")}
-print(f"{'shape':22} {'kiln TF':>8} {'cuDNN TF':>9} {'FA2 TF':>8} {'x cuDNN':>8}")
+key = lambda r: (r.get("layout", "BSHD").upper(), r["dim"], r["batch"], r["seqlen"], bool(r["causal"]))
+peer = {(r.get("round", 1),) + key(r): r for r in jl("peers-attention.txt")}
+ratios, tfs = defaultdict(list), defaultdict(list)
 for r in jl("attn-bench.jsonl"):
-    key = (r["batch"], r["seqlen"], r["dim"], r["causal"])
     rows = r.get("rows") or [{}]
     tf = (rows[0] if isinstance(rows, list) else rows).get("tflops")
-    p = peer.get(key, {})
-    cud, fl = p.get("cudnn_tflops"), p.get("flash_tflops")
-    shape = f"d{key[2]} B{key[0]} S{key[1]}{' causal' if key[3] else ''}"
-    fmt = lambda x, w: f"{x:{w}.1f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
-    ratio = f"{tf / cud:8.3f}" if tf and cud else f"{'-':>8}"
-    print(f"{shape:22} {fmt(tf, 8)} {fmt(cud, 9)} {fmt(fl, 8)} {ratio}")
+    p = peer.get((r["round"],) + key(r), {})
+    cud = p.get("cudnn_tflops")
+    tfs[key(r)].append((tf, cud, p.get("flash_tflops")))
+    if tf and cud:
+        ratios[key(r)].append(tf / cud)
+print(f"{'shape':28} {'kiln TF':>8} {'cuDNN TF':>9} {'FA2 TF':>8} {'x cuDNN per round':>24} {'min':>6}")
+low = 0
+for k, v in tfs.items():
+    med = lambda i: sorted(x[i] for x in v if x[i])[len([x for x in v if x[i]]) // 2] if any(x[i] for x in v) else float("nan")
+    rs = ratios.get(k, [])
+    lo = min(rs) if rs else float("nan")
+    low += 1 if not rs or lo < 1.0 else 0
+    shape = f"{k[0]} d{k[1]} B{k[2]} S{k[3]}{' causal' if k[4] else ''}"
+    print(f"{shape:28} {med(0):8.1f} {med(1):9.1f} {med(2):8.1f} {' '.join(f'{x:.3f}' for x in rs):>24} {lo:6.3f}")
+print(f"{len(tfs)} shapes, {low} below 1.0x cuDNN in some round")
+EOF
+  ;;
+
+fp8)
+  need_bin "$KILN"; machine "$KILN"
+  # The dense FP8 GEMM (issue 34): verify, then kiln (with cuBLASLt beside it) and torch's
+  # _scaled_mm on DeepSeek-V3's set and the issue's large shapes, one run, one table.
+  step fp8-verify 300 "$KILN" fp8 verify --vendor
+  step_json fp8-ds 300 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20
+  step_json fp8-large-block 120 "$KILN" --json fp8 bench --shape 4096x7168x16384 --scale block --reps 20
+  step_json fp8-tensor 120 "$KILN" --json fp8 bench --shape 8192x8192x8192 --scale tensor --reps 20
+  step_json fp8-tensor-fast 120 "$KILN" --json fp8 bench --shape 8192x8192x8192 --scale tensor --unpromoted --reps 20
+  step peers-fp8-ds 300 "$PY" scripts/peers.py fp8 --set deepseek --scales block --fast-accum off --reps 20
+  step peers-fp8-large 200 "$PY" scripts/peers.py fp8 --shapes "4096x7168x16384;8192x8192x8192" --scales block,tensor --reps 20
+  table
+  echo
+  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+import json, math, os, sys
+d = sys.argv[1]
+def rows(name):
+    try:
+        data = json.load(open(os.path.join(d, name)))
+    except (OSError, ValueError):
+        return []
+    return data if isinstance(data, list) else data.get("rows", data.get("timings", []))
+peer = {}
+for f in ("peers-fp8-ds.txt", "peers-fp8-large.txt"):
+    for line in open(os.path.join(d, f)) if os.path.exists(os.path.join(d, f)) else []:
+        if line.startswith("{"):
+            r = json.loads(line)
+            if "tflops" in r:
+                peer[(r["m"], r["n"], r["k"], r["scale"], r["fast_accum"])] = r["tflops"]
+print(f"{'problem':28} {'kiln TF':>8} {'cuBLASLt':>9} {'torch TF':>9} {'x torch':>8}")
+ds = []
+for f in ("fp8-ds.json", "fp8-large-block.json", "fp8-tensor.json", "fp8-tensor-fast.json"):
+    for r in rows(f):
+        if r.get("version") != "kiln" and r.get("config") is None:
+            continue
+        fast = not r.get("promote", True)
+        lt = r["tflops"] * r["speedup_vs_cublaslt"] ** -1 if r.get("speedup_vs_cublaslt") else float("nan")
+        t = peer.get((r["m"], r["n"], r["k"], r["scale"], fast))
+        ratio = r["tflops"] / t if t else float("nan")
+        if f == "fp8-ds.json" and t:
+            ds.append(ratio)
+        print(f"{r['m']}x{r['n']}x{r['k']} {r['scale']}{' fast' if fast else '':5} {r['tflops']:8.1f} {lt:9.1f} {t or float('nan'):9.1f} {ratio:8.3f}")
+if ds:
+    print(f"DeepSeek-V3 set: geomean {math.exp(sum(map(math.log, ds)) / len(ds)):.3f}x torch, min {min(ds):.3f}x ({len(ds)} shapes)")
 EOF
   ;;
 

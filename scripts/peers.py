@@ -92,11 +92,15 @@ def attention(a):
         if causal and sq != skv:
             sys.exit(f"{spec}: causal needs equal query and key lengths here (SDPA aligns the mask top-left)")
         dtype = torch.float16 if len(f) > 5 and f[5] == "f16" else torch.bfloat16
-        # BSHD storage viewed as BHSD, as a fused projection produces it (kiln's default layout).
-        q = torch.randn(b, sq, h, d, device="cuda", dtype=dtype).transpose(1, 2)
-        k, v = (torch.randn(b, skv, h, d, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(2))
+        if a.layout == "bhsd":  # contiguous [B, H, S, D], SDPA's own layout
+            q = torch.randn(b, h, sq, d, device="cuda", dtype=dtype)
+            k, v = (torch.randn(b, h, skv, d, device="cuda", dtype=dtype) for _ in range(2))
+        else:  # BSHD storage viewed as BHSD, as a fused projection produces it (kiln's default)
+            q = torch.randn(b, sq, h, d, device="cuda", dtype=dtype).transpose(1, 2)
+            k, v = (torch.randn(b, skv, h, d, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(2))
         flops = 4.0 * b * h * d * attn_pairs(sq, skv, causal)
         out = {"batch": b, "heads": h, "seqlen": sq, "seqlen_kv": skv, "dim": d, "causal": causal,
+               "layout": a.layout.upper(),
                "dtype": str(dtype).split(".")[-1], "device": torch.cuda.get_device_name(),
                "torch": torch.__version__}
         for name in a.backends.split(","):
@@ -340,6 +344,8 @@ def parser():
                    help="do not flush L2 before each timed launch (as kiln's --no-flush)")
     p.add_argument("--backends", default="cudnn,flash",
                    help="comma list of the SDPA backends to time (cudnn, flash)")
+    p.add_argument("--layout", choices=["bshd", "bhsd"], default="bshd",
+                   help="storage of Q, K, V: [B, S, H, D] viewed as BHSD (default) or contiguous [B, H, S, D]")
     p.set_defaults(run=attention)
 
     p = sub.add_parser("moe", help="torch._grouped_mm and the unfused SwiGLU FFN (for `kiln moe bench`)")

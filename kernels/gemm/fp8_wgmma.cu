@@ -15,11 +15,6 @@
 //   2 block: A 1x128, sa[kb * M + m] (M-major); B 128x128, sb[(n / 128) * ceil(K / 128) + kb];
 //     applied per K block to that block's partial sums (needs KILN_PROMOTE = 1). A tile whose
 //     columns straddle two 128-wide B blocks (KILN_BN 160, 192) takes each column group's own.
-//     They travel with the stage: warp 1 of the producer warpgroup copies each stage's 128 A
-//     scales and one or two B scales into a slot beside the ring with cp.async, whose completion
-//     arrives on the stage's full barrier. (Loaded by the consumers from global memory, even two
-//     K blocks ahead, their latency under the ring's L2 traffic stalled the consumers: 2.7
-//     long-scoreboard cycles per issued instruction against 0.5 with tensor scales.)
 // Promotion (KILN_PROMOTE = 1): each 128-deep K block is accumulated by its four wgmmas into
 // fresh registers (the first with scale-d off), then added (block scales: multiplied by its
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
@@ -34,7 +29,6 @@
 // Small M: a promoted consumer whose 64 rows all lie past M skips its wgmmas (M <= 64 runs on
 // one consumer at the tensor cores' full rate), and with few tiles the host splits K
 // (Fp8Args.splits: work units are tile slices, reduced through an fp32 workspace).
-#include "common/cp_async.cuh"
 #include "common/gemm_args.cuh"
 #include "common/gemm_ws.cuh"
 #include "common/mbarrier.cuh"
@@ -53,14 +47,11 @@ constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
 constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0;
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
 constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
-// Block scales per stage in shared memory: A's 128 rows, then B's two blocks (padded to 16 bytes).
-constexpr bool SMEM_SCALES = SCALE == 2;
-constexpr u32 SCALE_SLOT = SMEM_SCALES ? 128 * 4 + 16 : 0;
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
 static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "KILN_BN is a multiple of 16 in 16..256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + STAGES * SCALE_SLOT,
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 // A tile straddles two B scale blocks only if its width does not divide 128 (n0 = tn * BN).
 constexpr bool B_STRADDLE = SCALE == 2 && (128 % BN) != 0;
@@ -98,15 +89,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 bars = base + STAGES * STAGE_BYTES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
-  const u32 scale_slots = bars + 16u * STAGES;  // 16-byte aligned: STAGES * 16 after 1024
-  auto scale_slot = [&](int s) { return scale_slots + SCALE_SLOT * s; };
   const int wg = warpgroup_index();
   if (threadIdx.x == 0) {
     tma_prefetch(&tma_a);
     tma_prefetch(&tma_b);
     for (int s = 0; s < STAGES; ++s) {
-      // the producer's arrive.expect_tx, and with block scales each lane of the scale copier
-      mbar_init(full(s), SMEM_SCALES ? 1 + 32 : 1);
+      mbar_init(full(s), 1);   // the producer's arrive.expect_tx
       mbar_init(empty(s), 8);  // lane 0 of each consumer warp
     }
     mbar_fence_init();
@@ -133,33 +121,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
         }
       }
-    } else if (SMEM_SCALES && threadIdx.x / 32 == 1) {
-      // The scale copier: the same (unit, K block) sequence as the TMA thread; rows past M and a
-      // B block past N are zero-filled (their products are never stored).
-      const int lane = threadIdx.x % 32, nblocks_b = (p.n + 127) / 128;
-      u32 it = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        int tm, tn, kb0, kb1;
-        tile_coords(u / splits, tiles_m, tiles_n, tm, tn);
-        split_range(u % splits, splits, kblocks, kb0, kb1);
-        // This lane's B block (lanes 0 and 1) and its first A row; 40 registers: keep it lean.
-        const int nb = tn * BN / 128 + lane;
-        const bool b_in = lane < 2 && nb < nblocks_b && (lane == 0 || B_STRADDLE);
-        const float* sb_k = p.sb + (b_in ? (i64)nb * kblocks : 0);
-        const float* sa_k = p.sa + (i64)kb0 * p.m;
-        for (int kb = kb0; kb < kb1; ++kb, ++it, sa_k += p.m) {
-          const int s = it % STAGES;
-          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          const u32 slot = scale_slot(s);
-#pragma unroll 1
-          for (int r = lane; r < 128; r += 32) {
-            const int m = tm * BM + r;
-            cp_async4_zfill(slot + 4 * r, sa_k + (m < p.m ? m : 0), m < p.m ? 4 : 0);
-          }
-          if (lane < 2) cp_async4_zfill(slot + 4 * (128 + lane), sb_k + (b_in ? kb : 0), b_in ? 4 : 0);
-          cp_async_mbar_arrive_noinc(full(s));
-        }
-      }
     }
     return;
   }
@@ -183,6 +144,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   gp.beta = 0.0f;
   out_t* cout = static_cast<out_t*>(p.c);
   const float tensor_scale = SCALE == 0 ? p.alpha * p.sa[0] * p.sb[0] : p.alpha;
+  const int nblocks_b = (p.n + 127) / 128;
 
   float acc[BN / 2];
   float fin[BN / 2];   // the promoted sums (unused, and so not allocated, without promotion)
@@ -202,28 +164,30 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
     const int m0 = tm * BM, n0 = tn * BN;
     const int row = m0 + 64 * c + 16 * w + lane / 4;  // this thread's rows: row, row + 8
-    // Block scales: column groups J < jb lie in the tile's first B block, the rest (B_STRADDLE)
-    // in the next.
-    const int jb = (128 - n0 % 128) / 8;
+    // Block scales: column groups J < jb lie in B block nb0, the rest (B_STRADDLE) in nb0 + 1.
+    const int nb0 = n0 / 128, jb = (128 - n0 % 128) / 8;
     if constexpr (PROMOTE) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
     }
-    // Waits for ring iteration i's stage, issues its four wgmmas into `a` as one batch
-    // (`fresh`: the first ignores a's old value) and returns the stage's block scales, read
-    // before the stage is released.
+    // This K block's scales (block mode), loaded ahead of their use so that they arrive under
+    // the wgmmas.
+    auto load_scales = [&](int j) {
+      BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
+      const int kb = kb0 + j;
+      if (SCALE == 2 && j < nk) {
+        if (row < p.m) sc.a0 = p.sa[(i64)kb * p.m + row];
+        if (row + 8 < p.m) sc.a1 = p.sa[(i64)kb * p.m + row + 8];
+        sc.b0 = p.sb[(i64)nb0 * kblocks + kb];
+        if (B_STRADDLE && nb0 + 1 < nblocks_b) sc.b1 = p.sb[(i64)(nb0 + 1) * kblocks + kb];
+      }
+      return sc;
+    };
+    // Waits for ring iteration i's stage and issues its four wgmmas into `a` as one batch
+    // (`fresh`: the first ignores a's old value).
     auto issue = [&](u32 i, float(&a)[BN / 2], bool fresh) {
       const int s = i % STAGES;
       mbar_wait(full(s), (i / STAGES) & 1);
-      BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
-      if constexpr (SMEM_SCALES) {
-        const float* slot = reinterpret_cast<const float*>(smem_raw + (scale_slot(s) - smem_u32(smem_raw)));
-        const int r = 64 * c + 16 * w + lane / 4;
-        sc.a0 = slot[r];
-        sc.a1 = slot[r + 8];
-        sc.b0 = slot[128];
-        sc.b1 = slot[129];
-      }
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) wgmma_fence_operand(a[j]);
       wgmma_fence();
@@ -236,7 +200,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       wgmma_commit();
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) wgmma_fence_operand(a[j]);
-      return sc;
     };
     // A finished batch's sums `a` into fin: multiplied by their block's scales, or as they are.
     auto promote = [&](float(&a)[BN / 2], const BlockScales& sc) {
@@ -282,7 +245,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     } else if constexpr (!PIPE) {
       // Each K block's batch drains before its promotion.
       for (int j = 0; j < nk; ++j, ++it) {
-        const BlockScales sc = issue(it, acc, true);
+        const BlockScales sc = load_scales(j);
+        issue(it, acc, true);
         wgmma_wait<0>();
         release(it % STAGES);
         promote(acc, sc);
@@ -292,21 +256,25 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // promoted, so the tensor cores work while the CUDA cores promote. The loop body has no
       // branch, and at its top exactly block j's batch (in acc) is in flight, on entry and on
       // every lap: ptxas can then see that each promotion reads a finished batch (written with
-      // a conditional issue inside the loop, it serialised every wgmma: C7514).
-      BlockScales s0 = issue(it, acc, true), s1;
+      // a conditional issue inside the loop, it serialised every wgmma: C7514). Block scales
+      // are loaded two blocks ahead of their promotion (one ahead left their latency exposed).
+      BlockScales s0 = load_scales(0), s1 = load_scales(1);
+      issue(it, acc, true);
       int j = 0;
       for (; j + 2 < nk; j += 2, it += 2) {
-        s1 = issue(it + 1, acc2, true);
+        issue(it + 1, acc2, true);
         wgmma_wait<1>();
         release(it % STAGES);
         promote(acc, s0);
-        s0 = issue(it + 2, acc, true);
+        s0 = load_scales(j + 2);
+        issue(it + 2, acc, true);
         wgmma_wait<1>();
         release((it + 1) % STAGES);
         promote(acc2, s1);
+        s1 = load_scales(j + 3);
       }
       if (j + 1 < nk) {  // two blocks left: j (in flight in acc) and j + 1
-        s1 = issue(it + 1, acc2, true);
+        issue(it + 1, acc2, true);
         wgmma_wait<1>();
         release(it % STAGES);
         promote(acc, s0);

@@ -88,18 +88,9 @@ pub const fn stage_bytes(bn: u32) -> u32 {
     (BM + bn) * BK
 }
 
-/// Bytes of one stage's block scales in shared memory (block scales only): A's 128 rows and B's
-/// one or two 128-column blocks, padded to 16 bytes.
-pub const fn scale_slot_bytes(scale: ScaleMode) -> u32 {
-    match scale {
-        ScaleMode::Block => 128 * 4 + 16,
-        _ => 0,
-    }
-}
-
-/// Stages in the ring: as many as the budget holds (with their block scales), at most 8.
-pub const fn stages(bn: u32, scale: ScaleMode) -> u32 {
-    let s = (SMEM_BUDGET - 1024 - 2 * 8 * 8) / (stage_bytes(bn) + scale_slot_bytes(scale));
+/// Stages in the ring: as many as the budget holds, at most 8.
+pub const fn stages(bn: u32) -> u32 {
+    let s = (SMEM_BUDGET - 1024 - 2 * 8 * 8) / stage_bytes(bn);
     if s > 8 {
         8
     } else {
@@ -107,11 +98,10 @@ pub const fn stages(bn: u32, scale: ScaleMode) -> u32 {
     }
 }
 
-/// Dynamic shared memory: 1 KB of slack to align the ring to 1024 bytes, the stages, a full and
-/// an empty mbarrier per stage, and each stage's block scales.
-pub const fn smem_bytes(bn: u32, scale: ScaleMode) -> u32 {
-    let st = stages(bn, scale);
-    1024 + st * stage_bytes(bn) + 2 * st * 8 + st * scale_slot_bytes(scale)
+/// Dynamic shared memory: 1 KB of slack to align the ring to 1024 bytes, the stages, and a full
+/// and an empty mbarrier per stage.
+pub const fn smem_bytes(bn: u32) -> u32 {
+    1024 + stages(bn) * stage_bytes(bn) + 2 * stages(bn) * 8
 }
 
 /// The configs compiled for an operand pair, scale mode and accumulation: e4m3 x e4m3 promoted
@@ -163,14 +153,14 @@ fn spec_of(
         .define("KILN_PROMOTE", promote as u32)
         .define("KILN_PIPE", cfg.pipe as u32)
         .define("KILN_BN", bn)
-        .define("KILN_STAGES", stages(bn, scale))
+        .define("KILN_STAGES", stages(bn))
         .define("KILN_OUT", out.code())
         // NT: A row-major and B column-major, both K-contiguous (the layout defines the shared
         // warp-specialised headers read)
         .define("KILN_A_ROW", 1)
         .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
-        .define("KILN_SMEM", smem_bytes(bn, scale))
+        .define("KILN_SMEM", smem_bytes(bn))
 }
 
 /// Every specialisation (for the compile check).
@@ -221,7 +211,7 @@ pub fn supports(p: &Fp8Problem, dev: &DeviceInfo) -> std::result::Result<(), Str
             if p.promote { "" } else { " unpromoted" }
         ));
     };
-    dev.check_smem(smem_bytes(narrowest, p.scale))?;
+    dev.check_smem(smem_bytes(narrowest))?;
     Ok(())
 }
 
@@ -249,7 +239,7 @@ pub fn choose(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
     configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
-        .filter(|c| dev.check_smem(smem_bytes(c.bn, p.scale)).is_ok())
+        .filter(|c| dev.check_smem(smem_bytes(c.bn)).is_ok())
         .min_by_key(|c| {
             (
                 tiles(p, c.bn).div_ceil(sms) * c.bn as u64 * column_cost(*c, p.promote),
@@ -400,7 +390,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     let grid = (t * splits).min(ctx.info.sm_count.max(1) as u64) as u32;
     let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
     let cfg = LaunchConfig {
-        smem_bytes: smem_bytes(bn, p.scale),
+        smem_bytes: smem_bytes(bn),
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, Fp8Args): two 128-byte maps and the argument
@@ -444,18 +434,12 @@ mod tests {
 
     #[test]
     fn stages_fill_the_shared_memory_of_an_h100() {
-        for scale in ScaleMode::ALL {
-            for bn in [128, 160, 256] {
-                let stage = stage_bytes(bn) + scale_slot_bytes(scale);
-                assert_eq!(stage_bytes(bn) % 1024, 0);
-                assert!(smem_bytes(bn, scale) <= SMEM_BUDGET, "{bn}");
-                assert!(smem_bytes(bn, scale) + stage > SMEM_BUDGET || stages(bn, scale) == 8);
-            }
+        for bn in [128, 160, 256] {
+            assert_eq!(stage_bytes(bn) % 1024, 0);
+            assert!(smem_bytes(bn) <= SMEM_BUDGET, "{bn}");
+            assert!(smem_bytes(bn) + stage_bytes(bn) > SMEM_BUDGET || stages(bn) == 8);
         }
-        let t = ScaleMode::Tensor;
-        assert_eq!((stages(128, t), stages(160, t), stages(256, t)), (7, 6, 4));
-        // A stage's block scales cost the 128-wide tile its seventh stage.
-        assert_eq!(stages(128, ScaleMode::Block), 6);
+        assert_eq!((stages(128), stages(160), stages(256)), (7, 6, 4));
     }
 
     #[test]

@@ -81,6 +81,7 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
         causal: true,
         scale: 1.0 / (D as f32).sqrt(),
         layout: AttnLayout::Bshd,
+        ..AttentionProblem::new(B, HQ, SQ, D)
     };
     let rows: Vec<usize> = (0..SQ).collect();
     let reference = attention_rows(&p, &q64, &k64, &v64, &rows);

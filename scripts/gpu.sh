@@ -47,6 +47,11 @@
 #                                installed beside torch, the CPU tests, then
 #                                python/tests/gpu_check.py (PYTHON_QUICK=1: --quick)
 #   suite                        `kiln suite --verify full` (the main job), JSON saved
+#   varlen                       packed (variable-length) attention and the sliding window: the
+#                                packed boundary suite, seeded and windowed batches, dense windows
+#                                against the float64 reference, then the issue's packed batch (32
+#                                sequences, lengths 128-8192, seed 1) timed beside one dense call
+#                                of the same work (target: within 10 %), causal or not, d64/128/256
 #   fuzz [SEED]                  `kiln fuzz` (FUZZ_GEMM, FUZZ_ATTN, FUZZ_MOE problems; default
 #                                10,000 / 2,000 / 1,000): fuzz.json, failures.jsonl
 #   multi                        several GPUs (docs/multi-gpu.md): `kiln tune` of one space
@@ -547,6 +552,21 @@ multi)
   table
   echo
   "$PY" scripts/multi-table.py "$D" "$ngpu" | tee "$D/summary.txt" || status=1
+  ;;
+
+varlen)
+  need_bin "$KILN"; machine "$KILN"
+  step varlen-suite 580 "$KILN" attn verify --varlen-suite
+  step varlen-seeded 300 "$KILN" attn verify --varlen-count 16 --varlen-range 1:3000 --seed 7 --heads 8 --kv-heads 2 --causal
+  step varlen-window 300 "$KILN" attn verify --varlen 1,63,64,65,127,4097,100:300 --window 256,0 --heads 4 --dim 64
+  step dense-window 300 "$KILN" attn verify --version fa3_wgmma --batch 2 --heads 4 --seqlen 1000 --window 128,16 --dim 256
+  step dense-window-causal 300 "$KILN" attn verify --version fa3_wgmma --batch 1 --heads 2 --kv-heads 1 --seqlen-q 700 --seqlen-kv 1500 --window 300,-1 --causal --layout BHSD
+  for d in 128 64 256; do for c in "" --causal; do
+    step "varlen-bench-d$d${c:+-causal}" 300 "$KILN" attn bench --varlen-count 32 --varlen-range 128:8192 --seed 1 --heads 16 --dim $d $c
+  done; done
+  table
+  echo
+  for f in "$D"/varlen-bench-*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done | tee "$D/summary.txt"
   ;;
 
 *)

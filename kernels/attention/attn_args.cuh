@@ -26,4 +26,10 @@ struct AttnArgs {
   int parts;        // 2 or 3 (1: none)
   float* parts_ws;  // per such item, every part's partial softmax state and O
   u32* parts_done;  // per such item, parts finished; 0 between launches
+  const int* cu_q;  // fa3_wgmma with KILN_VARLEN: cumulative query and key offsets, [batch + 1]
+  const int* cu_k;  //   (batch: sequences; sq and skv: the longest)
+  int total_q;      // KILN_VARLEN: packed query rows (LSE is [heads_q, total_q])
+  int win_left;     // fa3_wgmma with KILN_WINDOW: query i sees keys i + skv - sq - win_left ..=
+  int win_right;    //   i + skv - sq + win_right (causal folded in; unbounded: 1 << 30)
+  int pad_;
 };

@@ -22,6 +22,16 @@
 // tiles above the diagonal (bottom-right aligned) and run heaviest first, their blocks aligned to
 // the last query row. Writes O (Q's layout)
 // and LSE.
+// KILN_VARLEN = 1: a packed batch (Q [total_q, H, D], K/V [total_k, Hkv, D], cumulative offsets
+// p.cu_q and p.cu_k): item (query block, head, sequence), the blocks of each sequence aligned to its
+// last row, blocks above its first row idle. The maps are [1, heads, total, dim]: a K/V tile may
+// reach into the next sequence's rows, which the softmax masks as keys past this sequence's end
+// (their P is 0), and Q rows past the end are computed but never stored: a consumer whose 64 rows
+// are not all inside the sequence stores through masked 16-byte stores, since a TMA store would
+// write the next sequence's rows (the map's bound is the packed end, not the sequence's).
+// KILN_WINDOW = 1: the sliding window (p.win_left, p.win_right, causal folded into win_right by
+// the host, unbounded sides as 2^30): an item walks only the key tiles some row's window reaches,
+// and the tiles that cut a window's edge are masked.
 #include "attention/attn_args.cuh"
 #include "attention/tma_4d.cuh"
 #include "common/wgmma_rs.cuh"
@@ -33,8 +43,8 @@
 
 #if !defined(KILN_D) || !defined(KILN_BN) || !defined(KILN_CWG) || !defined(KILN_STAGES) || !defined(KILN_OVERLAP) || \
     !defined(KILN_PINGPONG) || !defined(KILN_EMU) || !defined(KILN_LAZY) || !defined(KILN_DYNAMIC) || !defined(KILN_QBUF) || \
-    !defined(KILN_SMEM) || !defined(KILN_IN)
-#error "KILN_D, KILN_BN, KILN_CWG, KILN_STAGES, KILN_OVERLAP, KILN_PINGPONG, KILN_EMU, KILN_LAZY, KILN_DYNAMIC, KILN_QBUF, KILN_SMEM and KILN_IN must be defined by the host"
+    !defined(KILN_SMEM) || !defined(KILN_IN) || !defined(KILN_VARLEN) || !defined(KILN_WINDOW)
+#error "KILN_D, KILN_BN, KILN_CWG, KILN_STAGES, KILN_OVERLAP, KILN_PINGPONG, KILN_EMU, KILN_LAZY, KILN_DYNAMIC, KILN_QBUF, KILN_SMEM, KILN_IN, KILN_VARLEN and KILN_WINDOW must be defined by the host"
 #endif
 // The defines, all from the host (src/ops/attention/fa3_wgmma.rs):
 //   KILN_D       head dim, 64, 128 or 256;  KILN_BN keys per tile;  KILN_CWG consumer warpgroups;
@@ -52,6 +62,7 @@
 //                consumers still read the current one's, and each consumer stores its O through
 //                its 64 rows of the item's Q buffer (stmatrix, then a TMA store) instead of
 //                4-byte stores that touch eight rows each.
+//   KILN_VARLEN, KILN_WINDOW  packed sequences, the sliding window (0 or 1; above).
 
 constexpr int D = KILN_D, BN = KILN_BN, CWG = KILN_CWG, BM = 64 * CWG, STAGES = KILN_STAGES, QBUF = KILN_QBUF;
 constexpr int THREADS = 128 * (CWG + 1);
@@ -164,11 +175,20 @@ __device__ __forceinline__ void turn_pass(int c) {
 // that run together share their K and V in L2), the longest causal rows first.
 // With KILN_PARTS, items from p.parts_from on run as p.parts work units each (consecutive), one
 // per share of the key tiles (`kt0` the first); `parted` numbers such an item among them (-1: a
-// whole item) and `part` is the share.
+// whole item) and `part` is the share. With KILN_WINDOW the item's tiles start at `kt0` too (the
+// first tile its rows' windows reach). With KILN_VARLEN the batch index is the sequence, and
+// `sq`, `skv` its lengths (else the problem's), `qs`, `ks` its first packed rows.
+#define KILN_KT0 (KILN_PARTS || KILN_WINDOW)
 struct Work {
-  int m0, h, b, ntiles;
+  int m0, h, b, ntiles, sq, skv;
+#if KILN_KT0
+  int kt0;
+#endif
 #if KILN_PARTS
-  int kt0, parted, part;
+  int parted, part;
+#endif
+#if KILN_VARLEN
+  int qs, ks;
 #endif
   __device__ __forceinline__ Work(int t, const AttnArgs& p) {
     // Unsigned: the 32-register producer of three consumers has no room for signed division's
@@ -181,7 +201,7 @@ struct Work {
     part = in_parts ? (int)(u - q * np) : 0;
     ut = in_parts ? from + q : ut;
 #endif
-    const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM;
+    const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM;  // with KILN_VARLEN p.sq is the longest
     // Items come in groups of `order_bh` (batch, head) pairs; within a group the query block
     // index i varies slowest, so a group runs all its heads' heaviest causal blocks first (LPT
     // over the group, whose K and V stay together in L2) instead of one head's heavy-to-light
@@ -191,6 +211,19 @@ struct Work {
     const unsigned gs = min(G, (unsigned)(p.heads_q * p.batch) - g * G);  // the last group may be short
     const unsigned i = r / gs;  // 0: the bottom block (the heaviest when causal)
     const unsigned bh = g * G + (r - i * gs);
+    h = (int)(bh % (unsigned)p.heads_q);
+    b = (int)(bh / (unsigned)p.heads_q);
+#if KILN_VARLEN
+    qs = __ldg(p.cu_q + b);
+    ks = __ldg(p.cu_k + b);
+    sq = __ldg(p.cu_q + b + 1) - qs;
+    skv = __ldg(p.cu_k + b + 1) - ks;
+    // Every sequence's blocks end at its last row, causal or not (block i from the bottom):
+    // blocks past its first row (i >= its own block count) have no row and no tile.
+    m0 = sq - (int)(i + 1) * BM;
+#else
+    sq = p.sq;
+    skv = p.skv;
     // Causal blocks are aligned to the last query row: a ragged block (S not a multiple of BM)
     // then sits at the top, starting at a negative row, where the diagonal leaves it a key tile
     // or two, instead of at the bottom, where its dead rows would walk every key (S 4096 in
@@ -198,20 +231,40 @@ struct Work {
     // and are not stored. Non-causal blocks start at row 0: a ragged one costs the same anywhere.
     // (q_row0, from the host: 0, or sq - nmb·BM when causal.)
     m0 = (int)((nmb - 1 - i) * BM) + p.q_row0;
-    h = (int)(bh % (unsigned)p.heads_q);
-    b = (int)(bh / (unsigned)p.heads_q);
-    const int rows = min(BM, p.sq - m0);
-    const int kv_end = p.causal ? min(p.skv, m0 + rows + p.skv - p.sq) : p.skv;
-    ntiles = kv_end <= 0 ? 0 : (kv_end - 1) / BN + 1;
+#endif
+    const int rows = min(BM, sq - m0);
+#if KILN_WINDOW
+    // Rows max(m0, 0) .. m0 + rows - 1 see keys from the first one's left edge to the last one's
+    // right edge (the host folds causal into win_right; an unbounded side is 2^30).
+    const int off = skv - sq, kv_lo = max(0, max(m0, 0) + off - p.win_left);
+    const int kv_end = min(skv, m0 + rows + off + p.win_right);
+    kt0 = kv_lo / BN;
+    ntiles = kv_end <= kv_lo || m0 + BM <= 0 ? 0 : (kv_end - 1) / BN + 1 - kt0;
+#else
+    const int kv_end = p.causal ? min(skv, m0 + rows + skv - sq) : skv;
+    ntiles = kv_end <= 0 || (KILN_VARLEN && m0 + BM <= 0) ? 0 : (kv_end - 1) / BN + 1;
+#if KILN_KT0
+    kt0 = 0;
+#endif
+#endif
 #if KILN_PARTS
     if (in_parts) {
-      kt0 = part * ntiles / (int)np;
-      ntiles = (part + 1) * ntiles / (int)np - kt0;
-    } else {
-      kt0 = 0;
+      const int first = kt0 + part * ntiles / (int)np;
+      ntiles = kt0 + (part + 1) * ntiles / (int)np - first;
+      kt0 = first;
     }
 #endif
   }
+  // Coordinates of this item's query row `row` and key `key` in the maps, and the map's batch.
+#if KILN_VARLEN
+  __device__ __forceinline__ int q_coord(int row) const { return qs + row; }
+  __device__ __forceinline__ int kv_coord(int key) const { return ks + key; }
+  __device__ __forceinline__ int map_b() const { return 0; }
+#else
+  __device__ __forceinline__ int q_coord(int row) const { return row; }
+  __device__ __forceinline__ int kv_coord(int key) const { return key; }
+  __device__ __forceinline__ int map_b() const { return b; }
+#endif
 };
 
 // Consumers of a block starting at row m0 whose 64 rows all lie outside [0, sq): the dead rows of
@@ -403,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         }
 #endif
         const int hk = wk.h / p.group;
-#if KILN_PARTS
+#if KILN_KT0
 #define KT0 wk.kt0
 #else
 #define KT0 0
@@ -411,25 +464,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #if KILN_IDLE_SKIP
         // Consumers whose 64 rows all lie outside the sequence (see `idle` below) read no tile of
         // this item: their releases are given with each load (they count towards its phase).
-        const u32 idle_arrivals = 4 * idle_consumers(wk.m0, p.sq);
+        const u32 idle_arrivals = 4 * idle_consumers(wk.m0, wk.sq);
 #endif
         mbar_arrive_expect_tx(bar_q(b), Q_BYTES);
 #pragma unroll
-        for (int d = 0; d < DH; ++d) tma_load_4d(sq + b * Q_BYTES + d * HALF_Q, &tq, bar_q(b), 64 * d, wk.m0, wk.h, wk.b);
+        for (int d = 0; d < DH; ++d) tma_load_4d(sq + b * Q_BYTES + d * HALF_Q, &tq, bar_q(b), 64 * d, wk.q_coord(wk.m0), wk.h, wk.map_b());
         for (int j = 0; j < wk.ntiles; ++j, ++it) {
           const int s = it % STAGES;
           const u32 sk = ring + s * STAGE_BYTES, sv = sk + KV_BYTES, par = ((it / STAGES) & 1) ^ 1;
           mbar_wait(kring.empty(s), par);
           mbar_arrive_expect_tx(kring.full(s), KV_BYTES);
 #pragma unroll
-          for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, kring.full(s), 64 * d, (KT0 + j) * BN, hk, wk.b);
+          for (int d = 0; d < DH; ++d) tma_load_4d(sk + d * HALF_KV, &tk, kring.full(s), 64 * d, wk.kv_coord((KT0 + j) * BN), hk, wk.map_b());
 #if KILN_IDLE_SKIP
           if (idle_arrivals) mbar_arrive_count(kring.empty(s), idle_arrivals);
 #endif
           mbar_wait(vring.empty(s), par);
           mbar_arrive_expect_tx(vring.full(s), KV_BYTES);
 #pragma unroll
-          for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, vring.full(s), 64 * d, (KT0 + j) * BN, hk, wk.b);
+          for (int d = 0; d < DH; ++d) tma_load_4d(sv + d * HALF_KV, &tv, vring.full(s), 64 * d, wk.kv_coord((KT0 + j) * BN), hk, wk.map_b());
 #if KILN_IDLE_SKIP
           if (idle_arrivals) mbar_arrive_count(vring.empty(s), idle_arrivals);
 #endif
@@ -468,9 +521,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const Work wk(tile, p);
 #if KILN_PARTS
     const bool parted = wk.parted >= 0;
-    const int kt0 = __shfl_sync(0xffffffffu, wk.kt0, 0);
 #else
     constexpr bool parted = false;
+#endif
+#if KILN_KT0
+    const int kt0 = __shfl_sync(0xffffffffu, wk.kt0, 0);
+#else
     constexpr int kt0 = 0;
 #endif
 #if !KILN_IDLE_SKIP
@@ -484,14 +540,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // every SPLIT-th tile from their own index (the producer releases each tile for the
     // consumers that do not read it, as for idle ones). The same broadcast keeps the per-item
     // values uniform.
-    const bool split = SPLIT > 1 && p.split_ws != nullptr && !p.causal && p.sq - wk.m0 <= 64 && !parted;
-    const bool walks = split ? c < SPLIT : !consumer_idle(wk.m0, c, p.sq);
+    const bool split = SPLIT > 1 && p.split_ws != nullptr && !p.causal && wk.sq - wk.m0 <= 64 && !parted;
+    const bool walks = split ? c < SPLIT : !consumer_idle(wk.m0, c, wk.sq);
     const int ntiles = __shfl_sync(0xffffffffu, walks ? wk.ntiles : 0, 0);
     const int j0 = __shfl_sync(0xffffffffu, split ? c : 0, 0), step = __shfl_sync(0xffffffffu, split ? SPLIT : 1, 0);
     const u32 sqc = sqb + __shfl_sync(0xffffffffu, split ? 0 : c, 0) * 64 * 128;  // its 64 rows in each Q box
 #endif
     const int row0 = wk.m0 + c * 64 + 16 * w + g;  // this thread's rows: row0 and row0 + 8
-    Softmax sm{{NEG_INF, NEG_INF}, {0.0f, 0.0f}, row0, t, wk.m0, p.skv - p.sq, p.skv, p.causal != 0, p.scale_log2};
+    Softmax sm{{NEG_INF, NEG_INF}, {0.0f, 0.0f}, row0, t, wk.m0, wk.skv - wk.sq, wk.skv, p.causal != 0, p.scale_log2
+#if KILN_WINDOW
+               , p.win_left, p.win_right
+#endif
+    };
     float o[OR];
 #pragma unroll
     for (int i = 0; i < OR; ++i) o[i] = 0.0f;
@@ -603,7 +663,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     it += wk.ntiles;
     ++qi;
 
-    int row_end = p.sq;  // rows at and past it are not stored
+    int row_end = wk.sq;  // rows at and past it are not stored
 #if KILN_PARTS
     // Only the last part's block stores (its barriers also re-sync consumers that skipped the
     // unit, as below).
@@ -616,7 +676,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     if (parted) {
     } else if (split) {
       split_merge(o, sm.m, sm.l, c, p.split_ws + (i64)blockIdx.x * (SPLIT - 1) * SPLIT_FLOATS * 128);
-    } else if (idle_consumers(wk.m0, p.sq) > 0) {
+    } else if (idle_consumers(wk.m0, wk.sq) > 0) {
       // A consumer that skipped this item has not seen its tiles land: once the others have
       // (they waited for every one), its parity waits on the next item's tiles, each one phase
       // after one of these in its slot, are unambiguous again. (split_merge's barriers do this
@@ -624,8 +684,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       named_barrier_sync(SPLIT_BAR, 128 * CWG);
     }
 #endif
+#if KILN_VARLEN
+    in_t* og = static_cast<in_t*>(p.o) + (i64)wk.qs * p.q_ss + wk.h * p.q_sh;
+    float* lse = p.lse + (i64)wk.h * p.total_q + wk.qs;  // LSE [heads, total_q]
+#else
     in_t* og = static_cast<in_t*>(p.o) + wk.b * p.q_sb + wk.h * p.q_sh;
     float* lse = p.lse + ((i64)wk.b * p.heads_q + wk.h) * p.sq;
+#endif
     float inv[2];
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
@@ -642,9 +707,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // box is written as a TMA load of it would have left it (128-byte rows of 64 dims,
     // swizzle128_offset). The store skips rows past the sequence's end, but
     // a box starting above row 0 (the top causal block's, aligned to the last row) faulted
-    // (CUDA_ERROR_ILLEGAL_INSTRUCTION, H100), so that one consumer stores directly.
+    // (CUDA_ERROR_ILLEGAL_INSTRUCTION, H100), so that one consumer stores directly. A packed
+    // sequence's rows end before the map's (the next sequence follows): only a consumer whose 64
+    // rows all lie inside it stores by TMA, the last, partial one through the masked stores.
     const int own_row = wk.m0 + c * 64;  // this consumer's first row
-    if (TMA_O && own_row >= 0) {
+    if (TMA_O && own_row >= 0 && (!KILN_VARLEN || own_row + 64 <= row_end)) {
       if (own_row < row_end) {
         const u32 slice = sqb + c * 64 * 128;
         const int srow = 16 * w + (lane & 15);
@@ -663,7 +730,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         named_barrier_sync(O_BAR + c, 128);
         if (threadIdx.x % 128 == 0) {
 #pragma unroll
-          for (int d = 0; d < DH; ++d) tma_store_4d(&to, slice + d * HALF_Q, 64 * d, own_row, wk.h, wk.b);
+          for (int d = 0; d < DH; ++d) tma_store_4d(&to, slice + d * HALF_Q, 64 * d, wk.q_coord(own_row), wk.h, wk.map_b());
           tma_store_commit();
           tma_store_wait_read<0>();  // before warp 0's release below lets the producer refill it
         }

@@ -1,7 +1,7 @@
 // The online softmax of FlashAttention on wgmma accumulators (fp32, log2 units, exp2 with the
 // scale folded in), for kernels/attention/fa3_wgmma.cu. Included after the kernel's constants:
-// it reads BN (keys per tile), SR (score registers per thread), NT (8-column groups), KILN_EMU and
-// KILN_LAZY.
+// it reads BN (keys per tile), SR (score registers per thread), NT (8-column groups), BM (rows per
+// block), KILN_EMU, KILN_LAZY and KILN_WINDOW.
 #pragma once
 #include "common/fast_math.cuh"
 
@@ -28,11 +28,27 @@ struct Softmax {
   int row0, t, m0, off, skv; // off = skv - sq: query i sees keys j <= i + off when causal
   bool causal;
   float scale_log2;
+#if KILN_WINDOW
+  // Query i sees keys i + off - wl ..= i + off + wr (causal folded into wr; unbounded: 2^30).
+  int wl, wr;
+#endif
 
   // Masks and exponentiates the scores of the key tile at n0 in place; `corr` is the factor O
   // must be rescaled by before this tile's P·V is added.
   // Register i: row row0 + 8((i>>1)&1), column n0 + 8(i>>2) + 2t + (i&1).
   __device__ __forceinline__ void tile(float (&sc)[SR], int n0, float (&corr)[2]) {
+#if KILN_WINDOW
+    // Only tiles that cut the block's first row's right edge or its last row's left edge (or
+    // the keys' end) are masked.
+    if (n0 + BN > skv || n0 + BN - 1 > m0 + off + wr || n0 < m0 + BM - 1 + off - wl) {
+#pragma unroll
+      for (int i = 0; i < SR; ++i) {
+        const int col = n0 + 8 * (i >> 2) + 2 * t + (i & 1);
+        const int row = row0 + 8 * ((i >> 1) & 1);
+        if (col < row + off - wl || col > min(skv - 1, row + off + wr)) sc[i] = NEG_INF;
+      }
+    }
+#else
     if (n0 + BN > skv || (causal && n0 + BN - 1 > m0 + off)) {
 #pragma unroll
       for (int i = 0; i < SR; ++i) {
@@ -42,6 +58,7 @@ struct Softmax {
         if (col >= lim) sc[i] = NEG_INF;
       }
     }
+#endif
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
       float mx = NEG_INF;

@@ -21,7 +21,7 @@ const ATTENTION_BASELINE: &str = "composed";
 ///
 /// # Safety
 /// The operand must describe memory of the current context that outlives the launch.
-unsafe fn borrow(op: Operand) -> DeviceBuffer {
+pub(crate) unsafe fn borrow(op: Operand) -> DeviceBuffer {
     DeviceBuffer::borrowed(op.ptr, op.bytes)
 }
 

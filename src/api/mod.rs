@@ -31,6 +31,7 @@ mod precompile;
 pub mod raw;
 mod tensor;
 pub mod validate;
+mod varlen;
 mod workspace;
 
 pub use crate::ops::tuned::TunedTable;
@@ -38,7 +39,7 @@ pub use dtype::{DType, KilnElem};
 pub use handle::Kiln;
 pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
 pub use options::{
-    AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows, Problem, SwigluWeights,
+    AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows, Problem, SwigluWeights, Window,
 };
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use workspace::{Workspace, Workspaces};

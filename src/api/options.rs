@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::tensor::{RawTensor, TensorRef};
 use super::TensorMut;
-pub use crate::ops::attention::AttnLayout;
+pub use crate::ops::attention::{AttnLayout, Window};
 
 /// `C = alpha * A @ B + beta * C`.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +39,9 @@ pub struct AttentionOptions {
     pub layout: AttnLayout,
     /// A registry version to run, or `None` for the fastest that supports the problem.
     pub version: Option<String>,
+    /// flash-attention's `window_size` (left, right; -1 unbounded): query i sees keys
+    /// i + sk − sq − left ..= i + sk − sq + right.
+    pub window: Window,
 }
 
 impl Default for AttentionOptions {
@@ -48,6 +51,7 @@ impl Default for AttentionOptions {
             softmax_scale: None,
             layout: AttnLayout::Bshd,
             version: None,
+            window: Window::UNBOUNDED,
         }
     }
 }

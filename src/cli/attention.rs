@@ -65,6 +65,9 @@ pub struct AttnShapeArgs {
     /// Softmax scale (default 1/sqrt(dim)).
     #[arg(long)]
     pub scale: Option<f32>,
+    /// Sliding window LEFT,RIGHT (flash-attention's window_size; -1 for no bound), e.g. 256,0.
+    #[arg(long, allow_hyphen_values = true, value_parser = super::attention_varlen::parse_window)]
+    pub window: Option<kiln::ops::attention::Window>,
 }
 
 impl AttnShapeArgs {
@@ -93,6 +96,7 @@ impl AttnShapeArgs {
             layout,
             causal: self.causal,
             scale: self.scale.unwrap_or(1.0 / (dim as f32).sqrt()),
+            window: self.window.unwrap_or_default(),
             ..AttentionProblem::new(self.batch.unwrap_or(b), heads, seq, dim)
         };
         if p.dtype == DType::F32 {
@@ -142,6 +146,12 @@ pub struct AttnVerifyArgs {
     /// Shape suite when no --seqlen is given: quick or full.
     #[arg(long, default_value = "full")]
     pub suite: String,
+    /// A packed batch (fa3_wgmma's variable-length forward) instead of a dense problem.
+    #[command(flatten)]
+    pub varlen: super::attention_varlen::VarlenArgs,
+    /// The packed boundary suite (fa3_wgmma's variable-length forward).
+    #[arg(long)]
+    pub varlen_suite: bool,
 }
 
 #[derive(Debug, Args)]
@@ -163,6 +173,10 @@ pub struct AttnBenchArgs {
     /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
     #[arg(long)]
     pub no_flush: bool,
+    /// A packed batch (fa3_wgmma's variable-length forward), timed beside one dense call of the
+    /// same work.
+    #[command(flatten)]
+    pub varlen: super::attention_varlen::VarlenArgs,
 }
 
 pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
@@ -188,6 +202,9 @@ fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionK
 }
 
 fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    if a.varlen.given() || a.varlen_suite {
+        return super::attention_varlen::verify(env, a);
+    }
     let problems = if a.problem.given() {
         vec![a.problem.problem((1, 1, 1, 128))?]
     } else {
@@ -199,6 +216,7 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
             ("--kv-heads", sh.kv_heads.is_some()),
             ("--causal", sh.causal),
             ("--scale", sh.scale.is_some()),
+            ("--window", sh.window.is_some()),
         ];
         if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
             return Err(Error::invalid(format!(
@@ -295,6 +313,9 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
 }
 
 fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
+    if a.varlen.given() || a.varlen.varlen_range.is_some() {
+        return super::attention_varlen::bench(env, a);
+    }
     let p = a.problem.problem((2, 16, 8192, 128))?;
     let ctx = env.context()?;
     let ks: Vec<&dyn AttentionKernel> = if a.versions.is_empty() {

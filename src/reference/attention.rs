@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use crate::ops::attention::AttentionProblem;
 
 /// The reference of one query row: O[b, h, i, :] and LSE[b, h, i] (natural log; -inf and a zero
-/// row when the causal mask hides every key).
+/// row when the causal mask or the window hides every key).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowRef {
     pub b: usize,
@@ -34,9 +34,11 @@ pub fn attention_rows(
         .map(|&(b, h, i)| {
             let hk = h / p.group();
             let qrow = &q[qs.offset(b, h, i)..qs.offset(b, h, i) + d];
-            let n = p.visible_keys(i);
+            let keys = p.visible(i);
+            let n = keys.len();
             let scale = p.scale as f64;
-            let scores: Vec<f64> = (0..n)
+            let scores: Vec<f64> = keys
+                .clone()
                 .map(|j| {
                     let krow = &k[ks.offset(b, hk, j)..ks.offset(b, hk, j) + d];
                     scale * qrow.iter().zip(krow).map(|(x, y)| x * y).sum::<f64>()
@@ -55,7 +57,7 @@ pub fn attention_rows(
             let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
             let sum: f64 = w.iter().sum();
-            for (j, wj) in w.iter().enumerate() {
+            for (j, wj) in keys.zip(&w) {
                 let vrow = &v[ks.offset(b, hk, j)..ks.offset(b, hk, j) + d];
                 for (acc, x) in o.iter_mut().zip(vrow) {
                     *acc += wj * x;
@@ -92,6 +94,15 @@ mod tests {
         assert_eq!(r[0].o[5], 0.0);
         assert!((r[1].o[0] - 0.5).abs() < 1e-12 && (r[2].o[63] - 1.0).abs() < 1e-12);
         assert!((r[2].lse - 3f64.ln()).abs() < 1e-12);
+        // A window of one key to the left: row 2 averages keys 1 and 2, row 0 key 0 only.
+        let w = AttentionProblem {
+            window: crate::ops::attention::Window { left: 1, right: 0 },
+            causal: false,
+            ..p
+        };
+        let r = attention_rows(&w, &q, &k, &v, &[0, 2]);
+        assert!((r[1].o[7] - 1.5).abs() < 1e-12 && (r[1].lse - 2f64.ln()).abs() < 1e-12);
+        assert!(r[0].o[0].abs() < 1e-12 && r[0].lse.abs() < 1e-12);
     }
 
     #[test]

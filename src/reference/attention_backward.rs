@@ -42,7 +42,7 @@ pub fn attention_backward(
     d_o: &[f64],
 ) -> Gradients {
     let (qs, ks, d) = (p.q_strides(), p.kv_strides(), p.head_dim);
-    let spans: Vec<_> = (0..p.seqlen_q).map(|i| 0..p.visible_keys(i)).collect();
+    let spans: Vec<_> = (0..p.seqlen_q).map(|i| p.visible(i)).collect();
     let groups: Vec<(usize, usize)> = (0..p.batch)
         .flat_map(|b| (0..p.heads_kv).map(move |hk| (b, hk)))
         .collect();

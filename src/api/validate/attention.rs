@@ -243,6 +243,7 @@ pub fn attention(
         causal: opts.causal,
         scale: opts.softmax_scale.unwrap_or(1.0 / (dq as f32).sqrt()),
         layout,
+        window: opts.window,
     };
     problem.validate()?;
     Ok(Some(AttentionPlan {

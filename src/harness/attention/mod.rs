@@ -4,4 +4,5 @@
 
 pub mod bench;
 pub mod shapes;
+pub mod varlen;
 pub mod verify;

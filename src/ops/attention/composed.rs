@@ -141,6 +141,9 @@ impl AttentionKernel for Composed {
                 p.dtype
             ));
         }
+        if p.window != super::Window::UNBOUNDED {
+            return Err("has no sliding window; fa3_wgmma (Hopper) has one".into());
+        }
         let need = scratch_bytes(p);
         if need > dev.total_mem_bytes / 2 {
             return Err(format!(

@@ -136,6 +136,9 @@ impl AttentionKernel for Fa2MmaSync {
                 p.head_dim
             ));
         }
+        if p.window != super::Window::UNBOUNDED {
+            return Err("has no sliding window; fa3_wgmma (Hopper) has one".into());
+        }
         // (the default tile: a tuned one is used only where it fits too)
         let t = Fa2Tile::resolve(p, dev, &TunedTable::empty());
         dev.check_smem(t.smem_bytes())?;

@@ -123,7 +123,22 @@ pub struct AttnArgs {
     /// [d / 2 + 4][128] fp32), and the parts finished (u32, 0 between launches).
     pub parts_ws: u64,
     pub parts_done: u64,
+    /// fa3_wgmma's packed variant: the cumulative query and key offsets (i32, batch + 1 each;
+    /// `batch` is then the sequences and `sq`, `skv` the longest); 0 for every other kernel.
+    pub cu_q: u64,
+    pub cu_k: u64,
+    /// The packed variant: rows of packed Q (LSE is [heads_q, total_q]).
+    pub total_q: i32,
+    /// fa3_wgmma's window variant: query i sees keys i + skv − sq − win_left ..= i + skv − sq +
+    /// win_right, causal folded into win_right, an unbounded side as [`WINDOW_UNBOUNDED`].
+    pub win_left: i32,
+    pub win_right: i32,
+    pub pad: i32,
 }
+
+/// An unbounded window side in [`AttnArgs`]: farther than any sequence reaches, and far enough
+/// from `i32::MAX` that row + offset ± it does not overflow.
+pub const WINDOW_UNBOUNDED: i32 = 1 << 30;
 
 impl AttnArgs {
     pub fn new(p: &AttentionProblem, ops: &AttentionOperands) -> Self {
@@ -156,6 +171,12 @@ impl AttnArgs {
             parts: 1,
             parts_ws: 0,
             parts_done: 0,
+            cu_q: 0,
+            cu_k: 0,
+            total_q: 0,
+            win_left: WINDOW_UNBOUNDED,
+            win_right: WINDOW_UNBOUNDED,
+            pad: 0,
         }
     }
 
@@ -202,6 +223,11 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnArgs, parts), 148);
         assert_eq!(std::mem::offset_of!(AttnArgs, parts_ws), 152);
         assert_eq!(std::mem::offset_of!(AttnArgs, parts_done), 160);
-        assert_eq!(std::mem::size_of::<AttnArgs>(), 168);
+        assert_eq!(std::mem::offset_of!(AttnArgs, cu_q), 168);
+        assert_eq!(std::mem::offset_of!(AttnArgs, cu_k), 176);
+        assert_eq!(std::mem::offset_of!(AttnArgs, total_q), 184);
+        assert_eq!(std::mem::offset_of!(AttnArgs, win_left), 188);
+        assert_eq!(std::mem::offset_of!(AttnArgs, win_right), 192);
+        assert_eq!(std::mem::size_of::<AttnArgs>(), 200);
     }
 }

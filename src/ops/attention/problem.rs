@@ -8,6 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::ops::attention::varlen::Window;
 use crate::ops::gemm::DType;
 
 /// How Q, K, V and O are stored (all packed; O takes Q's layout). LSE is always [B, H, Sq].
@@ -96,6 +97,9 @@ pub struct AttentionProblem {
     pub causal: bool,
     pub scale: f32,
     pub layout: AttnLayout,
+    /// The sliding window (flash-attention's `window_size`), on top of the causal mask.
+    #[serde(default)]
+    pub window: Window,
 }
 
 impl AttentionProblem {
@@ -112,6 +116,7 @@ impl AttentionProblem {
             causal: false,
             scale: 1.0 / (head_dim as f32).sqrt(),
             layout: AttnLayout::Bshd,
+            window: Window::UNBOUNDED,
         }
     }
 
@@ -144,21 +149,25 @@ impl AttentionProblem {
         self.seqlen_kv as i64 - self.seqlen_q as i64
     }
 
-    /// Keys query row `i` attends to (a prefix of the keys: 0..visible).
+    /// Keys query row `i` attends to (a prefix of the keys, 0..visible, without a window; its
+    /// end with one: see [`AttentionProblem::visible`]).
     pub fn visible_keys(&self, i: usize) -> usize {
-        if !self.causal {
-            return self.seqlen_kv;
-        }
-        (i as i64 + self.causal_offset() + 1).clamp(0, self.seqlen_kv as i64) as usize
+        self.visible(i).end
+    }
+
+    /// The keys query row `i` attends to, under the causal mask and the window.
+    pub fn visible(&self, i: usize) -> std::ops::Range<usize> {
+        self.window
+            .visible(self.causal, i, self.seqlen_q, self.seqlen_kv)
     }
 
     /// Unmasked (query, key) pairs of one head.
     pub fn pairs(&self) -> u64 {
-        if !self.causal {
+        if !self.causal && self.window == Window::UNBOUNDED {
             return self.seqlen_q as u64 * self.seqlen_kv as u64;
         }
         (0..self.seqlen_q)
-            .map(|i| self.visible_keys(i) as u64)
+            .map(|i| self.visible(i).len() as u64)
             .sum()
     }
 
@@ -208,6 +217,7 @@ impl AttentionProblem {
             )));
         }
         check_dim_dtype_scale(self.head_dim, self.dtype, self.scale)?;
+        self.window.check(self.seqlen_kv)?;
         let elems = [("Q", self.q_elems()), ("K/V", self.kv_elems())];
         for (name, n) in elems {
             if n as u64 >= 1u64 << 40 {
@@ -222,7 +232,7 @@ impl AttentionProblem {
     /// A short label, e.g. `b2 h16/16 s8192x8192 d128 causal BSHD bf16`.
     pub fn label(&self) -> String {
         format!(
-            "b{} h{}/{} s{}x{} d{} {}{} {}",
+            "b{} h{}/{} s{}x{} d{} {}{}{} {}",
             self.batch,
             self.heads_q,
             self.heads_kv,
@@ -230,6 +240,7 @@ impl AttentionProblem {
             self.seqlen_kv,
             self.head_dim,
             if self.causal { "causal " } else { "" },
+            self.window.label(),
             self.layout,
             self.dtype
         )

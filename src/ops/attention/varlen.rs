@@ -18,11 +18,51 @@ pub struct Window {
     pub right: i64,
 }
 
+impl Default for Window {
+    fn default() -> Self {
+        Window::UNBOUNDED
+    }
+}
+
 impl Window {
     pub const UNBOUNDED: Window = Window {
         left: -1,
         right: -1,
     };
+
+    /// Whether `left` and `right` are each -1 (unbounded) or at most `max_k` (the longest key
+    /// sequence): one sentence naming the side otherwise.
+    pub fn check(&self, max_k: usize) -> Result<()> {
+        for (side, w) in [("left", self.left), ("right", self.right)] {
+            if w < -1 || w > max_k as i64 {
+                return Err(Error::invalid(format!(
+                    "window {side} = {w} is outside -1..={max_k} (the longest key sequence); use -1 for no bound"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `window L,R ` for a label, empty when unbounded.
+    pub fn label(&self) -> String {
+        if *self == Window::UNBOUNDED {
+            String::new()
+        } else {
+            format!("window {},{} ", self.left, self.right)
+        }
+    }
+
+    /// The kernels' (left, right) bounds: causal folded into `right`, an unbounded side as
+    /// `unbounded`.
+    pub fn bounds(&self, causal: bool, unbounded: i32) -> (i32, i32) {
+        let side = |w: i64| if w < 0 { unbounded } else { w as i32 };
+        let right = match (causal, self.right) {
+            (true, r) if r < 0 => 0,
+            (true, r) => r.min(0) as i32,
+            (false, r) => side(r),
+        };
+        (side(self.left), right)
+    }
 
     /// Keys `0..sk` that query `i` of a (sq, sk) sequence sees, with the causal mask (the same as
     /// right = 0) if `causal`; empty when none.
@@ -150,14 +190,7 @@ impl VarlenProblem {
         check_offsets("cu_seqlens_q", &self.cu_seqlens_q, self.total_q, "Q")?;
         check_offsets("cu_seqlens_k", &self.cu_seqlens_k, self.total_k, "K/V")?;
         let (_, max_k) = self.max_seqlens();
-        for (side, w) in [("left", self.window.left), ("right", self.window.right)] {
-            if w < -1 || w > max_k as i64 {
-                return Err(Error::invalid(format!(
-                    "window {side} = {w} is outside -1..={max_k} (the longest key sequence); use -1 for no bound"
-                )));
-            }
-        }
-        Ok(())
+        self.window.check(max_k)
     }
 }
 

@@ -202,6 +202,17 @@ impl Config {
 
     /// The kernel specialised for this configuration, taking items from the counter or not.
     pub(super) fn spec(&self, arch: &str, dtype: DType, dynamic: bool) -> KernelSpec {
+        self.spec_masked(arch, dtype, dynamic, Masking::DENSE)
+    }
+
+    /// [`Config::spec`] for packed sequences and/or the sliding window.
+    pub(super) fn spec_masked(
+        &self,
+        arch: &str,
+        dtype: DType,
+        dynamic: bool,
+        m: Masking,
+    ) -> KernelSpec {
         KernelSpec::new("attention/fa3_wgmma.cu", "attn_fa3_wgmma", arch)
             .define("KILN_IN", dtype.code())
             .define("KILN_D", self.d)
@@ -215,7 +226,39 @@ impl Config {
             .define("KILN_DYNAMIC", dynamic as u32)
             .define("KILN_QBUF", self.q_buffers())
             .define("KILN_SMEM", self.smem_bytes())
+            .define("KILN_VARLEN", m.varlen as u32)
+            .define("KILN_WINDOW", m.window as u32)
     }
+}
+
+/// The kernel's compile-time masking variants: packed sequences (`KILN_VARLEN`), the sliding
+/// window (`KILN_WINDOW`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Masking {
+    pub varlen: bool,
+    pub window: bool,
+}
+
+impl Masking {
+    pub const DENSE: Masking = Masking {
+        varlen: false,
+        window: false,
+    };
+    /// The three variants besides the dense one (`kiln check` compiles each).
+    pub const OTHERS: [Masking; 3] = [
+        Masking {
+            varlen: true,
+            window: false,
+        },
+        Masking {
+            varlen: false,
+            window: true,
+        },
+        Masking {
+            varlen: true,
+            window: true,
+        },
+    ];
 }
 
 #[cfg(test)]

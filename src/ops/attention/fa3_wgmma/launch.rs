@@ -1,14 +1,16 @@
 //! fa3_wgmma's launch: Q, K, V and O as rank-4 tensor maps (encoded by `device::tma`), the checks a config must pass on a
 //! device, the workspaces it needs, and the kernel launch itself.
 
-use super::config::Config;
+use super::config::{Config, Masking};
 use super::Fa3Wgmma;
 use crate::device::{
     Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
 };
 use crate::error::{Error, Result};
 use crate::ops::attention::AttentionKernel;
-use crate::ops::attention::{AttentionOperands, AttentionProblem, AttnArgs, Strides};
+use crate::ops::attention::{
+    AttentionOperands, AttentionProblem, AttnArgs, Strides, Window, WINDOW_UNBOUNDED,
+};
 use crate::ops::gemm::{alignment, DType};
 
 /// A rank-4 map's dims and its byte strides.
@@ -66,7 +68,7 @@ fn tiled(addr: u64, dtype: DType, dims: [u64; 4], strides: [u64; 3], rows: u32) 
 }
 
 /// Encodes the map [`tiled`] describes.
-fn encode(
+pub(super) fn encode(
     addr: u64,
     dtype: DType,
     dims: [u64; 4],
@@ -108,30 +110,21 @@ impl Fa3Wgmma {
         ops: &AttentionOperands,
         c: &Config,
     ) -> Result<()> {
-        for (name, ptr) in [
-            ("Q", ops.q.ptr()),
-            ("K", ops.k.ptr()),
-            ("V", ops.v.ptr()),
-            ("O", ops.o.ptr()),
-        ] {
-            if alignment(ptr) < 16 {
-                return Err(Error::Unsupported {
-                    kernel: self.name().into(),
-                    reason: format!(
-                        "{name} starts at {ptr:#x}, which is not 16-byte aligned (TMA)"
-                    ),
-                });
-            }
-        }
+        self.check_aligned(ops)?;
         let ((qd, qs), (kd, ks)) = q_kv_shapes(p);
-        let mut tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
-        let mut tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
-        let mut tv = encode(ops.v.ptr(), p.dtype, kd, ks, c.bn)?;
+        let tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
+        let tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
+        let tv = encode(ops.v.ptr(), p.dtype, kd, ks, c.bn)?;
         // O has Q's layout; each consumer warpgroup stores its 64 rows (with two Q buffers).
-        let mut to = encode(ops.o.ptr(), p.dtype, qd, qs, 64)?;
+        let to = encode(ops.o.ptr(), p.dtype, qd, qs, 64)?;
         let dynamic = c.dynamic_for(p);
-        let f = ctx.function(&c.spec(&ctx.arch(), p.dtype, dynamic))?;
+        let masking = Masking {
+            varlen: false,
+            window: p.window != Window::UNBOUNDED,
+        };
+        let f = ctx.function(&c.spec_masked(&ctx.arch(), p.dtype, dynamic, masking))?;
         let mut args = AttnArgs::new(p, ops);
+        (args.win_left, args.win_right) = p.window.bounds(p.causal, WINDOW_UNBOUNDED);
         if dynamic {
             args.work = ctx.scratch.attn_work_counters.at_least(ctx, 8)?;
         }
@@ -155,13 +148,48 @@ impl Fa3Wgmma {
                 .attn_parts_done
                 .at_least(ctx, pt.items as usize * 4)?;
         }
+        self.enqueue(ctx, &f, c, blocks, [tq, tk, tv, to], args)
+    }
+
+    /// Refuses Q, K, V or O not 16-byte aligned (TMA).
+    pub(super) fn check_aligned(&self, ops: &AttentionOperands) -> Result<()> {
+        for (name, ptr) in [
+            ("Q", ops.q.ptr()),
+            ("K", ops.k.ptr()),
+            ("V", ops.v.ptr()),
+            ("O", ops.o.ptr()),
+        ] {
+            if alignment(ptr) < 16 {
+                return Err(Error::Unsupported {
+                    kernel: self.name().into(),
+                    reason: format!(
+                        "{name} starts at {ptr:#x}, which is not 16-byte aligned (TMA)"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Launches `f` on `blocks` blocks with the maps of Q, K, V and O and the argument block.
+    pub(super) fn enqueue(
+        &self,
+        ctx: &Context,
+        f: &crate::device::Function,
+        c: &Config,
+        blocks: u32,
+        maps: [TensorMap; 4],
+        mut args: AttnArgs,
+    ) -> Result<()> {
+        let [mut tq, mut tk, mut tv, mut to] = maps;
         let cfg = LaunchConfig {
             smem_bytes: c.smem_bytes(),
             ..LaunchConfig::simple((blocks, 1, 1), c.threads())
         };
         // SAFETY: the parameters match the kernel's (four 128-byte maps, then AttnArgs); the maps
         // describe the caller's live, checked buffers; every base is 16-byte aligned and every
-        // stride a multiple of 16 bytes (rows of 128 16-bit elements).
+        // stride a multiple of 16 bytes (rows of 128 16-bit elements); the packed variant's
+        // offsets are the caller's checked i32 [batch + 1] buffers.
         unsafe {
             f.launch(
                 ctx.stream,

@@ -11,6 +11,7 @@ mod config;
 mod heuristic;
 mod launch;
 mod space;
+mod varlen;
 mod workspaces;
 
 use super::{AttentionKernel, AttentionOperands, AttentionProblem, DTYPES, HEAD_DIMS};
@@ -24,6 +25,7 @@ pub use config::Config;
 pub use heuristic::candidates;
 pub use launch::map_shape;
 pub use space::space;
+pub use varlen::{check_varlen_buffers, stand_in, VarlenOperands};
 pub use workspaces::{split_consumers, Parts};
 
 pub struct Fa3Wgmma;
@@ -84,6 +86,9 @@ impl AttentionKernel for Fa3Wgmma {
                 }
                 v
             })
+            .into_iter()
+            .chain(self.masked_variants(arch))
+            .collect()
     }
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
         let forced = ctx.overrides.attention.fa3(p.head_dim as u32);

@@ -1,0 +1,331 @@
+//! Packed attention arguments: q [total_q, Hq, D], k and v [total_k, Hkv, D], o like q, the
+//! optional LSE [Hq, total_q], and the offsets (i32 [batch + 1] on the GPU plus the caller's host
+//! copy, which is checked) to a `VarlenProblem`.
+
+use super::{
+    contiguous, dtype_in, err, float, no_alias, on_device, rank, same_dtype, writable, Operand,
+    HALF,
+};
+use crate::api::dtype::DType;
+use crate::api::info::TensorInfo;
+use crate::api::options::AttentionOptions;
+use crate::error::{ArgumentKind, Error, Result};
+use crate::ops::attention::fa3_wgmma::stand_in;
+use crate::ops::attention::{VarlenProblem, HEAD_DIMS};
+
+/// A checked packed forward: the problem (with the host offsets) and the memory of each tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VarlenPlan {
+    pub problem: VarlenProblem,
+    pub q: Operand,
+    pub k: Operand,
+    pub v: Operand,
+    pub o: Operand,
+    /// `None`: the caller wants no LSE (the handle's workspace takes it).
+    pub lse: Option<Operand>,
+    pub cu_q: Operand,
+    pub cu_k: Operand,
+}
+
+impl VarlenPlan {
+    /// What the launch depends on besides data: the kernel is chosen and compiled for the
+    /// longest sequences, so the offsets themselves are not part of it.
+    pub fn key(&self, version: Option<&str>) -> String {
+        let align: Vec<u64> = [self.q, self.k, self.v, self.o]
+            .iter()
+            .map(Operand::align_class)
+            .collect();
+        format!(
+            "attention_varlen {:?} {version:?} lse {} align {align:?}",
+            stand_in(&self.problem),
+            self.lse.is_some()
+        )
+    }
+}
+
+/// One cumulative-offsets argument: i32 [batch + 1], contiguous, its host copy as long.
+fn offsets(arg: &str, t: &TensorInfo, host: &[i32], device: usize) -> Result<()> {
+    on_device(arg, t, device)?;
+    rank(arg, t, 1, &format!("`{arg}` is i32 [batch + 1]"))?;
+    dtype_in(
+        arg,
+        t,
+        &[DType::I32],
+        &format!("`{arg}` is i32 [batch + 1]"),
+    )?;
+    contiguous(arg, t, "kiln reads the offsets packed")?;
+    if host.len() != t.shape()[0] {
+        return Err(err(
+            arg,
+            ArgumentKind::Value,
+            format!(
+                "the host copy of `{arg}` has {} entries but the tensor has {}; pass the tensor's contents",
+                host.len(),
+                t.shape()[0]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a packed attention forward for a handle on GPU `device`; `None` when there are no
+/// queries (nothing to launch). `host_q`, `host_k` are the contents of `cu_q`, `cu_k` (checked
+/// here: offsets that start elsewhere than 0, decrease or end anywhere but the packed length are
+/// refused). `opts.layout` does not apply.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_varlen(
+    device: usize,
+    q: &TensorInfo,
+    k: &TensorInfo,
+    v: &TensorInfo,
+    o: &TensorInfo,
+    lse: Option<&TensorInfo>,
+    (cu_q, host_q): (&TensorInfo, &[i32]),
+    (cu_k, host_k): (&TensorInfo, &[i32]),
+    opts: &AttentionOptions,
+) -> Result<Option<VarlenPlan>> {
+    let takes =
+        "kiln's packed attention takes 3-D `q`, `k`, `v` and `o` ordered [total, heads, head_dim]";
+    let tensors = [("q", q), ("k", k), ("v", v), ("o", o)];
+    for (name, t) in tensors.iter().copied().chain(lse.map(|l| ("lse", l))) {
+        on_device(name, t, device)?;
+    }
+    for (name, t) in tensors {
+        rank(name, t, 3, takes)?;
+        contiguous(
+            name,
+            t,
+            "kiln's packed attention reads and writes packed rows",
+        )?;
+    }
+    dtype_in("q", q, &HALF, "kiln's attention takes bf16 or f16")?;
+    for (name, t) in &tensors[1..] {
+        same_dtype(
+            name,
+            t,
+            "q",
+            q,
+            "kiln's attention takes `q`, `k`, `v` and `o` of one dtype",
+        )?;
+    }
+    offsets("cu_seqlens_q", cu_q, host_q, device)?;
+    offsets("cu_seqlens_k", cu_k, host_k, device)?;
+    let ([tq, hq, dq], [tk, hk, dk]) = (
+        [q.shape()[0], q.shape()[1], q.shape()[2]],
+        [k.shape()[0], k.shape()[1], k.shape()[2]],
+    );
+    let shape = |arg: &str, m: String| err(arg, ArgumentKind::Shape, m);
+    if dk != dq {
+        return Err(shape(
+            "k",
+            format!("`k` has head dim {dk} but `q` has {dq}"),
+        ));
+    }
+    if v.shape() != k.shape() {
+        return Err(shape(
+            "v",
+            format!(
+                "`v` is {} but `k` is {}; kiln's attention takes `k` and `v` of one shape",
+                v.shape_text(),
+                k.shape_text()
+            ),
+        ));
+    }
+    if o.shape() != q.shape() {
+        return Err(shape(
+            "o",
+            format!(
+                "`o` is {} but `q` is {}; the output has the query's shape",
+                o.shape_text(),
+                q.shape_text()
+            ),
+        ));
+    }
+    if !HEAD_DIMS.contains(&dq) {
+        return Err(shape(
+            "q",
+            format!("`q` has head dim {dq}; kiln's attention takes head dims 64, 128 or 256"),
+        ));
+    }
+    if let Some(l) = lse {
+        dtype_in(
+            "lse",
+            l,
+            &[DType::F32],
+            "kiln's attention writes an f32 `lse`",
+        )?;
+        if l.shape() != [hq, tq] {
+            return Err(shape(
+                "lse",
+                format!(
+                    "`lse` is {}; kiln's packed attention writes `lse` as [heads, total_q] = [{hq}, {tq}]",
+                    l.shape_text()
+                ),
+            ));
+        }
+        contiguous("lse", l, "kiln's attention writes a packed `lse`")?;
+    }
+    if let Some(s) = opts.softmax_scale {
+        if !s.is_finite() || s <= 0.0 {
+            return Err(err(
+                "softmax_scale",
+                ArgumentKind::Value,
+                format!("`softmax_scale` is {s}; it must be finite and positive"),
+            ));
+        }
+    }
+    let problem = VarlenProblem {
+        heads_q: hq,
+        heads_kv: hk,
+        head_dim: dq,
+        total_q: tq,
+        total_k: tk,
+        cu_seqlens_q: host_q.to_vec(),
+        cu_seqlens_k: host_k.to_vec(),
+        causal: opts.causal,
+        window: opts.window,
+        scale: opts.softmax_scale.unwrap_or(1.0 / (dq as f32).sqrt()),
+        dtype: float("q", q)?,
+    };
+    problem.validate().map_err(|e| match e {
+        Error::InvalidInput(m) => {
+            let arg = ["cu_seqlens_k", "window", "kv_heads", "scale"]
+                .into_iter()
+                .zip(["cu_seqlens_k", "window_size", "k", "softmax_scale"])
+                .find(|(start, _)| m.starts_with(start))
+                .map_or("cu_seqlens_q", |(_, arg)| arg);
+            err(arg, ArgumentKind::Value, m)
+        }
+        other => other,
+    })?;
+    if tq == 0 || hq == 0 {
+        return Ok(None);
+    }
+    if tk == 0 {
+        return Err(shape(
+            "k",
+            "`k` has 0 rows; attention needs at least one key".into(),
+        ));
+    }
+    writable("o", o)?;
+    no_alias("o", o, &[("q", q), ("k", k), ("v", v)])?;
+    if let Some(l) = lse {
+        no_alias("lse", l, &[("q", q), ("k", k), ("v", v), ("o", o)])?;
+    }
+    Ok(Some(VarlenPlan {
+        problem,
+        q: Operand::of(q),
+        k: Operand::of(k),
+        v: Operand::of(v),
+        o: Operand::of(o),
+        lse: lse.map(Operand::of),
+        cu_q: Operand::of(cu_q),
+        cu_k: Operand::of(cu_k),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::attention::Window;
+
+    fn info(arg: &str, ptr: u64, dtype: DType, shape: &[usize]) -> TensorInfo {
+        let strides = crate::api::info::contiguous_strides(shape);
+        TensorInfo::new(arg, ptr, dtype, shape, &strides, 0).unwrap()
+    }
+
+    /// Three sequences of (3, 5), (4, 4), (0, 2) rows, 4 query heads over 2, d64.
+    fn check(cu_q: &[i32], cu_k: &[i32], opts: &AttentionOptions) -> Result<Option<VarlenPlan>> {
+        let (tq, tk) = (7, 11);
+        let q = info("q", 0x10000, DType::Bf16, &[tq, 4, 64]);
+        let k = info("k", 0x20000, DType::Bf16, &[tk, 2, 64]);
+        let v = info("v", 0x30000, DType::Bf16, &[tk, 2, 64]);
+        let o = info("o", 0x40000, DType::Bf16, &[tq, 4, 64]);
+        let cq = info("cu_seqlens_q", 0x50000, DType::I32, &[cu_q.len()]);
+        let ck = info("cu_seqlens_k", 0x60000, DType::I32, &[cu_k.len()]);
+        attention_varlen(0, &q, &k, &v, &o, None, (&cq, cu_q), (&ck, cu_k), opts)
+    }
+
+    fn message(r: Result<Option<VarlenPlan>>) -> String {
+        r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn each_bad_offset_and_window_is_one_error_naming_it() {
+        let opts = AttentionOptions::default();
+        let plan = check(&[0, 3, 7, 7], &[0, 5, 9, 11], &opts)
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.problem.max_seqlens(), (4, 5));
+        let e = message(check(&[0, 3, 2, 7], &[0, 5, 9, 11], &opts));
+        assert!(e.contains("cu_seqlens_q decreases at entry 2"), "{e}");
+        let e = message(check(&[0, 3, 7, 7], &[0, 5, 9, 12], &opts));
+        assert!(e.contains("overruns the 11 rows"), "{e}");
+        let e = message(check(&[0, 3, 7], &[0, 5, 9, 11], &opts));
+        assert!(e.contains("batch + 1"), "{e}");
+        let wide = AttentionOptions {
+            window: Window { left: 6, right: 0 },
+            ..opts.clone()
+        };
+        let e = message(check(&[0, 3, 7, 7], &[0, 5, 9, 11], &wide));
+        assert!(e.contains("window left = 6"), "{e}");
+        let ok = AttentionOptions {
+            window: Window { left: 5, right: -1 },
+            causal: true,
+            ..opts
+        };
+        assert!(check(&[0, 3, 7, 7], &[0, 5, 9, 11], &ok).unwrap().is_some());
+    }
+
+    #[test]
+    fn shapes_dtypes_and_host_copies_are_checked() {
+        let (cq, ck) = (
+            info("cu_seqlens_q", 0x50000, DType::I32, &[3]),
+            info("cu_seqlens_k", 0x60000, DType::I32, &[3]),
+        );
+        let q = info("q", 0x10000, DType::Bf16, &[7, 4, 64]);
+        let k = info("k", 0x20000, DType::Bf16, &[11, 3, 64]);
+        let o = info("o", 0x40000, DType::Bf16, &[7, 4, 64]);
+        let opts = AttentionOptions::default();
+        let run = |q: &TensorInfo, k: &TensorInfo, hq: &[i32]| {
+            message(attention_varlen(
+                0,
+                q,
+                k,
+                k,
+                &o,
+                None,
+                (&cq, hq),
+                (&ck, &[0, 5, 11]),
+                &opts,
+            ))
+        };
+        let e = run(&q, &k, &[0, 3, 7]);
+        assert!(e.contains("multiple") || e.contains("divide"), "{e}");
+        let k2 = info("k", 0x20000, DType::Bf16, &[11, 2, 64]);
+        let e = run(&q, &k2, &[0, 3]);
+        assert!(
+            e.contains("host copy of `cu_seqlens_q` has 2 entries"),
+            "{e}"
+        );
+        let q4 = info("q", 0x10000, DType::Bf16, &[1, 7, 4, 64]);
+        let e = run(&q4, &k2, &[0, 3, 7]);
+        assert!(e.contains("3-D"), "{e}");
+        let f32q = info("q", 0x10000, DType::F32, &[7, 4, 64]);
+        let e = run(&f32q, &k2, &[0, 3, 7]);
+        assert!(e.contains("bf16 or f16"), "{e}");
+        assert!(attention_varlen(
+            0,
+            &q,
+            &k2,
+            &k2,
+            &o,
+            None,
+            (&cq, &[0, 3, 7]),
+            (&ck, &[0, 5, 11]),
+            &opts
+        )
+        .unwrap()
+        .is_some());
+    }
+}

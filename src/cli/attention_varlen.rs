@@ -1,0 +1,292 @@
+//! `kiln attn verify|bench --varlen`: the packed forward against the float64 reference (given or
+//! seeded lengths, else the boundary suite), and timed beside one dense call of the same work.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use kiln::error::{Error, Result};
+use kiln::harness::attention::bench::{time_attention, AttnBuffers};
+use kiln::harness::attention::varlen::{
+    dense_equivalent, seeded_lengths, time_varlen, varlen_flops, varlen_label, varlen_suite,
+    verify_varlen, VarlenBuffers, VarlenCheck,
+};
+use kiln::harness::bench::L2Flusher;
+use kiln::harness::verify::fresh_seed;
+use kiln::ops::attention::{VarlenProblem, Window};
+use kiln::reference::data::HostData;
+use kiln::report::Table;
+use serde_json::json;
+
+use super::attention::{AttnBenchArgs, AttnVerifyArgs};
+use super::env::{bench_options, Env};
+
+/// The packed batch of `kiln attn verify|bench`: its lengths, given or drawn.
+#[derive(Debug, Args, Clone, Default)]
+pub struct VarlenArgs {
+    /// Packed sequences of these lengths, a comma list; `Q:K` for a query length that differs
+    /// from the key length (e.g. 1,63,4097,100:300).
+    #[arg(long)]
+    pub varlen: Option<String>,
+    /// Packed sequences of seeded lengths: this many, drawn from --varlen-range.
+    #[arg(long)]
+    pub varlen_count: Option<usize>,
+    /// LO:HI, the range --varlen-count draws lengths from (default 128:8192).
+    #[arg(long)]
+    pub varlen_range: Option<String>,
+    /// Seed of the drawn lengths and of the inputs (default: fresh).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl VarlenArgs {
+    /// Whether a packed batch was asked for.
+    pub fn given(&self) -> bool {
+        self.varlen.is_some() || self.varlen_count.is_some()
+    }
+
+    /// The (query, key) lengths asked for; `None` with neither --varlen nor --varlen-count.
+    pub fn lengths(&self, seed: u64) -> Result<Option<Vec<(usize, usize)>>> {
+        if let (Some(_), Some(_)) = (&self.varlen, self.varlen_count) {
+            return Err(Error::invalid(
+                "--varlen gives the lengths and --varlen-count draws them: pass one",
+            ));
+        }
+        if let Some(list) = &self.varlen {
+            return parse_lengths(list).map(Some);
+        }
+        let Some(n) = self.varlen_count else {
+            if self.varlen_range.is_some() {
+                return Err(Error::invalid(
+                    "--varlen-range needs --varlen-count (how many lengths to draw)",
+                ));
+            }
+            return Ok(None);
+        };
+        let (lo, hi) = parse_range(self.varlen_range.as_deref().unwrap_or("128:8192"))?;
+        if n == 0 {
+            return Err(Error::invalid(
+                "--varlen-count 0: draw at least one sequence",
+            ));
+        }
+        Ok(Some(seeded_lengths(n, lo, hi, seed)))
+    }
+}
+
+fn number(s: &str, what: &str) -> Result<usize> {
+    s.trim()
+        .parse()
+        .map_err(|_| Error::invalid(format!("{what} `{s}` is not a whole number")))
+}
+
+/// `1,63,100:300` to [(1, 1), (63, 63), (100, 300)].
+pub fn parse_lengths(list: &str) -> Result<Vec<(usize, usize)>> {
+    list.split(',')
+        .map(|item| match item.split_once(':') {
+            Some((q, k)) => Ok((number(q, "--varlen length")?, number(k, "--varlen length")?)),
+            None => number(item, "--varlen length").map(|l| (l, l)),
+        })
+        .collect()
+}
+
+/// `LO:HI` with 1 <= LO <= HI.
+pub fn parse_range(s: &str) -> Result<(usize, usize)> {
+    let (lo, hi) = s
+        .split_once(':')
+        .ok_or_else(|| Error::invalid(format!("--varlen-range `{s}` is not LO:HI")))?;
+    let (lo, hi) = (
+        number(lo, "--varlen-range bound")?,
+        number(hi, "--varlen-range bound")?,
+    );
+    if lo == 0 || lo > hi {
+        return Err(Error::invalid(format!(
+            "--varlen-range {lo}:{hi} must have 1 <= LO <= HI"
+        )));
+    }
+    Ok((lo, hi))
+}
+
+/// `L,R` (each -1 or a key count) to a window.
+pub fn parse_window(s: &str) -> std::result::Result<Window, String> {
+    let (l, r) = s
+        .split_once(',')
+        .ok_or_else(|| format!("`{s}` is not LEFT,RIGHT (e.g. 256,0; -1 for no bound)"))?;
+    let side = |v: &str| {
+        v.trim()
+            .parse::<i64>()
+            .map_err(|_| format!("`{v}` is not a number (-1 for no bound)"))
+    };
+    Ok(Window {
+        left: side(l)?,
+        right: side(r)?,
+    })
+}
+
+/// The packed problem from the verify/bench shape flags and `lengths`.
+fn problem(
+    sh: &super::attention::AttnShapeArgs,
+    dtype: &str,
+    lengths: &[(usize, usize)],
+) -> Result<VarlenProblem> {
+    let (heads, dim) = (sh.heads.unwrap_or(16), sh.dim.unwrap_or(128));
+    let p = VarlenProblem {
+        heads_kv: sh.kv_heads.unwrap_or(heads),
+        causal: sh.causal,
+        window: sh.window.unwrap_or(Window::UNBOUNDED),
+        scale: sh.scale.unwrap_or(1.0 / (dim as f32).sqrt()),
+        dtype: dtype.parse()?,
+        ..VarlenProblem::new(lengths, heads, dim)
+    };
+    p.validate()?;
+    Ok(p)
+}
+
+pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
+    let problems = match a.varlen.lengths(seed)? {
+        Some(lengths) => vec![problem(&a.problem.shape, &a.problem.dtype, &lengths)?],
+        None => varlen_suite(),
+    };
+    let ctx = env.context()?;
+    let mut outcomes: Vec<VarlenCheck> = Vec::new();
+    for (i, p) in problems.iter().enumerate() {
+        let o = match verify_varlen(&ctx, p, seed.wrapping_add(i as u64)) {
+            Ok(o) => o,
+            Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
+            Err(e) => VarlenCheck {
+                problem: varlen_label(p),
+                passed: false,
+                skipped: None,
+                rel_error: f64::NAN,
+                bound: 0.0,
+                lse_max_error: f64::NAN,
+                nan_or_unwritten: 0,
+                seed,
+                message: e.to_string(),
+            },
+        };
+        if !o.passed && !env.json {
+            eprintln!("FAIL fa3_wgmma {}: {}", o.problem, o.message);
+        }
+        outcomes.push(o);
+    }
+    let failed = outcomes.iter().any(|o| !o.passed);
+    if env.json {
+        env.print_json(&json!(outcomes));
+    } else {
+        let mut t = Table::new(&["problem", "result", "O rel error", "LSE error", "seed"]);
+        for o in &outcomes {
+            t.row(&[
+                o.problem.clone(),
+                match (&o.skipped, o.passed) {
+                    (Some(r), _) => format!("skipped: {r}"),
+                    (None, true) => "ok".into(),
+                    (None, false) => format!("FAIL: {}", o.message),
+                },
+                format!("{:.2e} (bound {:.0e})", o.rel_error, o.bound),
+                format!("{:.2e}", o.lse_max_error),
+                o.seed.to_string(),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+    Ok(if failed {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
+    let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
+    let lengths = a
+        .varlen
+        .lengths(seed)?
+        .ok_or_else(|| Error::invalid("--varlen-range needs --varlen-count"))?;
+    let p = problem(&a.problem.shape, &a.problem.dtype, &lengths)?;
+    let ctx = env.context()?;
+    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    opt.reps = opt.reps.max(1);
+    let q = HostData::random(p.dtype, p.q_elems(), seed);
+    let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
+    let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
+    let bufs = VarlenBuffers::upload(&p, &q, &k, &v)?;
+    let flusher = L2Flusher::new(&ctx)?;
+    let (median, min, tflops) = time_varlen(&ctx, &p, &bufs, &flusher, &opt)?;
+    // The same work in one dense call: its TFLOPS are what the packed call's are measured against.
+    let dense = dense_equivalent(&p);
+    let fa3 = env
+        .registry
+        .select_attention(&dense, &ctx.info, Some("fa3_wgmma"))?;
+    let dbufs = AttnBuffers::random(&ctx, &dense, seed)?;
+    let dt = time_attention(&ctx, fa3, &dense, &dbufs, &flusher, &opt)?;
+    let ratio = tflops / dt.tflops;
+    if env.json {
+        env.print_json(&json!({
+            "problem": varlen_label(&p),
+            "flops": varlen_flops(&p),
+            "median_ms": median,
+            "min_ms": min,
+            "tflops": tflops,
+            "dense": dt,
+            "vs_dense": ratio,
+            "seed": seed,
+        }));
+    } else {
+        println!(
+            "{} ({:.3e} FLOPs over real pairs, seed {seed}) on {}",
+            varlen_label(&p),
+            varlen_flops(&p),
+            ctx.info.name
+        );
+        let mut t = Table::new(&["call", "median ms", "min ms", "TFLOPS", "vs dense"]);
+        t.row(&[
+            "fa3_wgmma packed".into(),
+            format!("{median:.3}"),
+            format!("{min:.3}"),
+            format!("{tflops:.1}"),
+            format!("{ratio:.3}x"),
+        ]);
+        t.row(&[
+            format!("fa3_wgmma dense {}", dense.label()),
+            format!("{:.3}", dt.median_ms),
+            format!("{:.3}", dt.min_ms),
+            format!("{:.1}", dt.tflops),
+            "1.000x".into(),
+        ]);
+        print!("{}", t.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_ranges_and_windows_parse_or_say_why_not() {
+        assert_eq!(
+            parse_lengths("1,63,100:300").unwrap(),
+            vec![(1, 1), (63, 63), (100, 300)]
+        );
+        assert!(parse_lengths("1,x")
+            .unwrap_err()
+            .to_string()
+            .contains("`x`"));
+        assert_eq!(parse_range("128:8192").unwrap(), (128, 8192));
+        assert!(parse_range("9:3").is_err() && parse_range("0:3").is_err());
+        assert_eq!(parse_window("-1,0").unwrap(), Window { left: -1, right: 0 });
+        assert!(parse_window("5").unwrap_err().contains("LEFT,RIGHT"));
+        let both = VarlenArgs {
+            varlen: Some("3".into()),
+            varlen_count: Some(2),
+            ..VarlenArgs::default()
+        };
+        assert!(both.lengths(1).is_err());
+        let drawn = VarlenArgs {
+            varlen_count: Some(4),
+            varlen_range: Some("10:20".into()),
+            ..VarlenArgs::default()
+        };
+        assert_eq!(drawn.lengths(3).unwrap().unwrap().len(), 4);
+    }
+}

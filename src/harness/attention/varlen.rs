@@ -1,0 +1,313 @@
+//! Packed (variable-length) attention in the harness: the problems (given or seeded lengths),
+//! verification against the float64 reference with poisoned outputs, and timing beside one dense
+//! call of the same work.
+
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::harness::attention::verify::{o_bound, LSE_BOUND};
+use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::harness::verify::{rel_l2, verdict, within};
+use crate::ops::attention::fa3_wgmma::{Fa3Wgmma, VarlenOperands};
+use crate::ops::attention::{AttentionProblem, VarlenProblem, Window};
+use crate::reference::{attention_varlen::varlen_forward, data::HostData};
+
+/// `n` (query, key) lengths drawn uniformly from `lo..=hi` (equal query and key lengths), the
+/// same for the same seed.
+pub fn seeded_lengths(n: usize, lo: usize, hi: usize, seed: u64) -> Vec<(usize, usize)> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            // splitmix64
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            let l = lo + ((z ^ (z >> 31)) % (hi - lo + 1) as u64) as usize;
+            (l, l)
+        })
+        .collect()
+}
+
+/// The boundary suite: lengths 1, 63, 64, 65, 127 and 4097 mixed, query lengths that differ from
+/// key lengths (both ways, and empty sequences), GQA, causal or not, windows; head dims 64, 128
+/// and 256.
+pub fn varlen_suite() -> Vec<VarlenProblem> {
+    let mixed = [
+        (1, 1),
+        (63, 63),
+        (64, 64),
+        (65, 65),
+        (127, 127),
+        (4097, 4097),
+    ];
+    let uneven = [
+        (1, 65),
+        (63, 200),
+        (130, 64),
+        (0, 17),
+        (300, 1),
+        (64, 0),
+        (257, 513),
+    ];
+    let windows = [
+        Window::UNBOUNDED,
+        Window { left: 64, right: 0 },
+        Window {
+            left: 100,
+            right: 37,
+        },
+    ];
+    let mut out = Vec::new();
+    for d in [64, 128, 256] {
+        for (lengths, heads, kv) in [(&mixed[..], 2, 1), (&uneven[..], 4, 2)] {
+            for causal in [false, true] {
+                for w in windows {
+                    out.push(VarlenProblem {
+                        heads_kv: kv,
+                        causal,
+                        window: w,
+                        ..VarlenProblem::new(lengths, heads, d)
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Unmasked (query, key) pairs of one head, summed over the sequences.
+pub fn varlen_pairs(p: &VarlenProblem) -> u64 {
+    (0..p.batch())
+        .map(|s| {
+            let (rq, rk) = p.rows(s);
+            (0..rq.len())
+                .map(|i| p.window.visible(p.causal, i, rq.len(), rk.len()).len() as u64)
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// 4·H·D per unmasked pair, as the dense problem counts.
+pub fn varlen_flops(p: &VarlenProblem) -> f64 {
+    4.0 * p.heads_q as f64 * p.head_dim as f64 * varlen_pairs(p) as f64
+}
+
+/// `kiln attn verify --varlen`'s outcome for one problem.
+#[derive(Debug, Clone, Serialize)]
+pub struct VarlenCheck {
+    pub problem: String,
+    pub passed: bool,
+    pub skipped: Option<String>,
+    pub rel_error: f64,
+    pub bound: f64,
+    pub lse_max_error: f64,
+    pub nan_or_unwritten: usize,
+    pub seed: u64,
+    pub message: String,
+}
+
+/// A short label: sequences, lengths (up to 8), heads, dim, masks.
+pub fn varlen_label(p: &VarlenProblem) -> String {
+    let lens: Vec<String> = (0..p.batch().min(8))
+        .map(|s| {
+            let (q, k) = p.rows(s);
+            if q.len() == k.len() {
+                q.len().to_string()
+            } else {
+                format!("{}:{}", q.len(), k.len())
+            }
+        })
+        .collect();
+    format!(
+        "varlen {} seqs [{}{}] h{}/{} d{} {}{}{}",
+        p.batch(),
+        lens.join(","),
+        if p.batch() > 8 { ",.." } else { "" },
+        p.heads_q,
+        p.heads_kv,
+        p.head_dim,
+        if p.causal { "causal " } else { "" },
+        p.window.label(),
+        p.dtype
+    )
+}
+
+/// The device buffers of one packed problem (inputs from `seed`, outputs as allocated).
+pub struct VarlenBuffers {
+    pub q: DeviceBuffer,
+    pub k: DeviceBuffer,
+    pub v: DeviceBuffer,
+    pub o: DeviceBuffer,
+    pub lse: DeviceBuffer,
+    pub cu_q: DeviceBuffer,
+    pub cu_k: DeviceBuffer,
+}
+
+impl VarlenBuffers {
+    pub fn upload(p: &VarlenProblem, q: &HostData, k: &HostData, v: &HostData) -> Result<Self> {
+        Ok(VarlenBuffers {
+            q: DeviceBuffer::from_host(q.bytes())?,
+            k: DeviceBuffer::from_host(k.bytes())?,
+            v: DeviceBuffer::from_host(v.bytes())?,
+            o: DeviceBuffer::new(p.q_elems() * p.dtype.size())?,
+            lse: DeviceBuffer::new(p.heads_q * p.total_q * 4)?,
+            cu_q: DeviceBuffer::from_host(&p.cu_seqlens_q)?,
+            cu_k: DeviceBuffer::from_host(&p.cu_seqlens_k)?,
+        })
+    }
+
+    pub fn operands(&self) -> VarlenOperands<'_> {
+        VarlenOperands {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            o: &self.o,
+            lse: &self.lse,
+            cu_q: &self.cu_q,
+            cu_k: &self.cu_k,
+        }
+    }
+}
+
+/// Random inputs from `seed`, NaN-poisoned O and LSE, fa3_wgmma's packed forward, and every row
+/// compared with the float64 reference (O's relative L2 error, LSE's largest error, elements
+/// never written).
+pub fn verify_varlen(ctx: &Context, p: &VarlenProblem, seed: u64) -> Result<VarlenCheck> {
+    p.validate()?;
+    let mut out = VarlenCheck {
+        problem: varlen_label(p),
+        passed: false,
+        skipped: None,
+        rel_error: f64::NAN,
+        bound: o_bound(p.dtype),
+        lse_max_error: f64::NAN,
+        nan_or_unwritten: 0,
+        seed,
+        message: String::new(),
+    };
+    if let Err(reason) = Fa3Wgmma.supports_varlen(p, &ctx.info) {
+        out.skipped = Some(reason);
+        out.passed = true;
+        return Ok(out);
+    }
+    let q = HostData::random(p.dtype, p.q_elems(), seed);
+    let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
+    let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
+    let bufs = VarlenBuffers::upload(p, &q, &k, &v)?;
+    // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
+    bufs.o.fill_bytes(0xFF, ctx)?;
+    bufs.lse.fill_bytes(0xFF, ctx)?;
+    Fa3Wgmma.launch_varlen(ctx, p, &bufs.operands())?;
+    ctx.synchronize_within(
+        std::time::Duration::from_secs_f64(10.0 + varlen_flops(p) / 1e11),
+        &format!("fa3_wgmma on {}", out.problem),
+    )?;
+    let o = HostData::from_bytes(
+        p.dtype,
+        &bufs.o.download::<u8>(p.q_elems() * p.dtype.size())?,
+    );
+    let lse: Vec<f32> = bufs.lse.download::<f32>(p.heads_q * p.total_q)?;
+    out.nan_or_unwritten = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
+        + lse.iter().filter(|x| x.is_nan()).count();
+    let reference = varlen_forward(p, &q.to_f64(), &k.to_f64(), &v.to_f64());
+    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
+    for (i, want) in reference.o.iter().enumerate() {
+        let have = o.get(i);
+        if have.is_finite() {
+            diff2 += (have - want) * (have - want);
+        }
+        ref2 += want * want;
+    }
+    let lse_err = reference
+        .lse
+        .iter()
+        .zip(&lse)
+        .map(|(&want, &have)| {
+            let have = have as f64;
+            match (want == f64::NEG_INFINITY, have.is_finite()) {
+                (true, _) if have == f64::NEG_INFINITY => 0.0,
+                (false, true) => (have - want).abs(),
+                _ => f64::INFINITY,
+            }
+        })
+        .fold(0.0f64, f64::max);
+    out.rel_error = rel_l2(diff2, ref2);
+    out.lse_max_error = lse_err;
+    (out.passed, out.message) = verdict(&[
+        (out.nan_or_unwritten > 0, &|| {
+            format!(
+                "{} output elements (O or LSE) are NaN or were never written",
+                out.nan_or_unwritten
+            )
+        }),
+        (!within(out.rel_error, out.bound), &|| {
+            format!(
+                "O relative error {:.2e} exceeds the {} bound {:.0e}",
+                out.rel_error, p.dtype, out.bound
+            )
+        }),
+        (!within(lse_err, LSE_BOUND), &|| {
+            format!("LSE error {lse_err:.2e} exceeds {LSE_BOUND:.0e}")
+        }),
+    ]);
+    Ok(out)
+}
+
+/// The dense problem with (about) the same work as `p`: one sequence of S queries over S keys,
+/// S the square root of the packed pairs per head (masks off: the pairs are counted, not the
+/// shape), rounded to a multiple of 128.
+pub fn dense_equivalent(p: &VarlenProblem) -> AttentionProblem {
+    let s = ((varlen_pairs(p) as f64).sqrt() / 128.0).round().max(1.0) as usize * 128;
+    AttentionProblem {
+        heads_kv: p.heads_kv,
+        dtype: p.dtype,
+        scale: p.scale,
+        ..AttentionProblem::new(1, p.heads_q, s, p.head_dim)
+    }
+}
+
+/// Median, min and TFLOPS (real pairs) of fa3_wgmma's packed forward on `bufs`.
+pub fn time_varlen(
+    ctx: &Context,
+    p: &VarlenProblem,
+    bufs: &VarlenBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+) -> Result<(f64, f64, f64)> {
+    let ops = bufs.operands();
+    let times = sample_launches(ctx, flusher, opt, || Fa3Wgmma.launch_varlen(ctx, p, &ops))?;
+    let (median, min, _) = stats(&mut times.clone());
+    Ok((median, min, varlen_flops(p) / (median * 1e-3) / 1e12))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_lengths_repeat_and_stay_in_range() {
+        let a = seeded_lengths(32, 128, 8192, 7);
+        assert_eq!(a, seeded_lengths(32, 128, 8192, 7));
+        assert_ne!(a, seeded_lengths(32, 128, 8192, 8));
+        assert!(a.iter().all(|&(q, k)| q == k && (128..=8192).contains(&q)));
+    }
+
+    #[test]
+    fn pairs_count_each_sequences_masks_and_the_suite_validates() {
+        let p = VarlenProblem {
+            causal: true,
+            ..VarlenProblem::new(&[(3, 3), (2, 5)], 2, 64)
+        };
+        // causal 3x3: 1+2+3; 2 over 5 bottom-right: 4+5
+        assert_eq!(varlen_pairs(&p), 6 + 9);
+        assert_eq!(varlen_flops(&p), 4.0 * 2.0 * 64.0 * 15.0);
+        let d = dense_equivalent(&VarlenProblem::new(&[(1024, 1024); 4], 2, 128));
+        assert_eq!(d.seqlen_q, 2048);
+        for p in varlen_suite() {
+            p.validate().unwrap();
+        }
+        assert!(varlen_label(&p).contains("[3,2:5]"), "{}", varlen_label(&p));
+    }
+}

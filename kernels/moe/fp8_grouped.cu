@@ -79,6 +79,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const u64 da0 = wgmma_desc_sw128(base + c * 64 * 128, 16, 1024);
         const u64 db0 = wgmma_desc_sw128(base + X_BYTES, 16, 1024);
         float fin[BN / 2], acc[BN / 2], acc2[BN / 2];
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[i] = acc2[i] = 0.0f;  // defined before their first wgmma
         u32 it = 0;
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
           const MoeTile tile = moe_tile(table, E, u, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);

@@ -49,6 +49,15 @@ static_assert(!QOUT || sizeof(out_t) == 2, "the quantised output is compiled onc
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 constexpr u32 AMAX_BARRIER = 1;  // named barrier of the 256 consumer threads (0 is __syncthreads)
 
+// silu for the output: one MUFU tanh for bf16 (its ~2.5e-4 relative error hides under bf16's
+// rounding), ex2 + rcp where the output keeps more (f32) or is quantised (so that the quantised
+// codes are exactly those of the f32 kernel's output, which verification quantises with kiln's
+// quantisation kernel to compare bit for bit).
+__device__ __forceinline__ float swiglu_silu(float g) {
+  if constexpr (QOUT || sizeof(out_t) == 4) return silu_fast(g);
+  else return silu_tanh(g);
+}
+
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_fp8_swiglu(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w1,
                    const __grid_constant__ TmaMap tma_w3, const Fp8MoeArgs p) {
@@ -98,6 +107,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const u64 da0 = wgmma_desc_sw128(base, 16, 1024);
         const u64 db0 = wgmma_desc_sw128(base + X_BYTES + c * WN * 128u, 16, 1024);
         float fin[WN / 2], acc[WN / 2], acc2[WN / 2];
+#pragma unroll
+        for (int i = 0; i < WN / 2; ++i) acc[i] = acc2[i] = 0.0f;  // defined before their first wgmma
         u32 it = 0;
         int parity = 0;  // which amax buffer this tile uses
         for (int u = blockIdx.x; u < units; u += gridDim.x, parity ^= 1) {
@@ -126,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             route[h] = (p.route != nullptr && r < tile.valid_rows) ? p.route[tile.row0 + r] : 1.0f;
           }
 #pragma unroll
-          for (int i = 0; i < WN / 4; ++i) fin[i] = silu_tanh(fin[i]) * fin[i + WN / 4] * route[(i >> 1) & 1];
+          for (int i = 0; i < WN / 4; ++i) fin[i] = swiglu_silu(fin[i]) * fin[i + WN / 4] * route[(i >> 1) & 1];
           const int col0 = tile.n0 + c * WBOX;
           if constexpr (!QOUT) {
             out_t* y = static_cast<out_t*>(p.y);

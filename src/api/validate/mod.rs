@@ -3,10 +3,12 @@
 //! wrong. Pure: runs on machines without a GPU, so every refusal is unit-tested.
 
 mod attention;
+mod fp8;
 mod gemm;
 mod moe;
 
 pub use attention::{attention, AttentionPlan};
+pub use fp8::{fp8_cast, fp8_gemm, fp8_grouped, Fp8CastPlan, Fp8GemmPlan, Fp8GroupedPlan};
 pub use gemm::{gemm, GemmPlan};
 pub use moe::{grouped_gemm, swiglu, MoePlan};
 

@@ -227,6 +227,42 @@ mod tests {
         assert_eq!(grid(&tiny, BM, BN, 132), 1);
     }
 
+    /// The walk both FP8 kernels make (unit u = tile u of the order, for u < tiles_m * tiles_n)
+    /// covers every routed row and 128-column block exactly once, rows of no expert never, at
+    /// both tile heights (128: grouped GEMM, 64: SwiGLU), both layouts and both tile orders.
+    #[test]
+    fn the_tile_walk_covers_each_routed_row_once() {
+        use super::super::schedule::{tile, Schedule, TileOrder};
+        let problems = [
+            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1, 64], 384, 1024),
+            Fp8MoeProblem::masked(&[3, 256, 0, 100], 256, 512, 768),
+            Fp8MoeProblem::contiguous(&[8192; 4], 4096, 7168),
+        ];
+        for p in &problems {
+            let layout = p.layout();
+            for bm in [BM, super::super::fp8_swiglu::BM] {
+                let s = Schedule::build(&layout, layout.rows_array(), bm);
+                let tiles_n = p.n.div_ceil(BN as usize) as u32;
+                for order in [TileOrder::Fixed(8), TileOrder::ByExpert(16)] {
+                    let mut seen = vec![0u8; p.x_rows() * tiles_n as usize];
+                    for u in 0..s.tiles_m() * tiles_n {
+                        let t = tile(&s, u, tiles_n, order, bm, BN);
+                        assert!(t.valid_rows >= 1 && t.valid_rows <= bm as i32);
+                        for r in 0..t.valid_rows {
+                            seen[(t.row0 + r) as usize * tiles_n as usize
+                                + (t.n0 / BN) as usize] += 1;
+                        }
+                    }
+                    let mut want = vec![0u8; seen.len()];
+                    for (start, count) in layout.spans() {
+                        want[start * tiles_n as usize..(start + count) * tiles_n as usize].fill(1);
+                    }
+                    assert!(seen == want, "{} bm {bm} {order:?}", p.label());
+                }
+            }
+        }
+    }
+
     #[test]
     fn refuses_other_gpus_and_too_many_experts() {
         let h100 = DeviceInfo::h100_sxm();

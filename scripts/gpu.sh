@@ -22,8 +22,16 @@
 #                                scripts/targets-table.py
 #   ladder                       `kiln bench --set ladder --all`: every version up the ladder
 #   attention                    fa3_wgmma (ATTN_VERSION) at the 18 issue shapes against SDPA's
+<<<<<<< HEAD
 #                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention),
 #                                LAYOUTS (default BSHD; BSHD,BHSD) in ROUNDS rounds (default 1)
+=======
+#                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention)
+#   fp8moe                       the FP8 MoE kernels: `kiln fp8 check`, `kiln fp8 verify --grouped`
+#                                (FP8MOE_SUITE=quick|full), then the grouped GEMM 4 x 8192 rows,
+#                                N 4096, K 7168 and masked 4 x 256 rows, and the SwiGLU, against
+#                                the torch peers (scripts/peers.py fp8moe); table of the ratios
+>>>>>>> h/fp8-grouped
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -554,6 +562,7 @@ multi)
   "$PY" scripts/multi-table.py "$D" "$ngpu" | tee "$D/summary.txt" || status=1
   ;;
 
+<<<<<<< HEAD
 varlen)
   need_bin "$KILN"; machine "$KILN"
   step varlen-suite 580 "$KILN" attn verify --varlen-suite
@@ -567,6 +576,53 @@ varlen)
   table
   echo
   for f in "$D"/varlen-bench-*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done | tee "$D/summary.txt"
+=======
+fp8moe)
+  need_bin "$KILN"; machine "$KILN"
+  step fp8-check 300 "$KILN" fp8 check
+  step fp8moe-verify 580 "$KILN" fp8 verify --grouped --suite "${FP8MOE_SUITE:-full}"
+  g=(--groups 4 --n 4096 --k 7168)
+  step_json bench-contiguous 300 "$KILN" --json fp8 bench --grouped "${g[@]}" --rows 8192
+  step_json bench-masked 300 "$KILN" --json fp8 bench --grouped --masked "${g[@]}" --rows 256
+  step_json bench-swiglu 300 "$KILN" --json fp8 bench --grouped --swiglu --routed "${g[@]}" --rows 8192
+  step_json bench-swiglu-q 300 "$KILN" --json fp8 bench --grouped --swiglu --routed --quantize "${g[@]}" --rows 8192
+  step_json peer-contiguous 300 "$PY" scripts/peers.py fp8moe --counts 8192,8192,8192,8192 --n 4096 --k 7168
+  step_json peer-masked 300 "$PY" scripts/peers.py fp8moe --counts 256,256,256,256 --n 4096 --k 7168 --masked
+  table
+  echo
+  "$PY" - "$D" <<'PYEOF' | tee "$D/summary.txt" || status=1
+import json, sys
+d = sys.argv[1]
+def kiln(name):
+    try:
+        return json.load(open(f"{d}/{name}.json"))["timings"][0]
+    except Exception as e:
+        return {"error": str(e)}
+def peers(name):
+    try:
+        return [json.loads(l) for l in open(f"{d}/{name}.json") if l.strip()]
+    except Exception as e:
+        return []
+print(f"{'problem':58} {'kiln ms':>9} {'TFLOPS':>7} {'TB/s':>6} {'best torch (same work)':>28} {'x torch':>8}")
+for k, p in (("bench-contiguous", "peer-contiguous"), ("bench-masked", "peer-masked"),
+             ("bench-swiglu", None), ("bench-swiglu-q", None)):
+    t = kiln(k)
+    if "error" in t:
+        print(f"{k}: {t['error']}"); continue
+    best = None
+    for r in peers(p) if p else []:
+        if r.get("same_work") and "median_ms" in r and (best is None or r["median_ms"] < best["median_ms"]):
+            best = r
+    peer = f"{best['path']} {best['median_ms']:.4f} ms" if best else "-"
+    ratio = f"{best['median_ms'] / t['median_ms']:.3f}" if best else "-"
+    print(f"{t['problem'][:58]:58} {t['median_ms']:9.4f} {t['tflops']:7.0f} {t['tbps']:6.2f} {peer:>28} {ratio:>8}"
+          f"   (copy ceiling {t['copy_tbps']:.2f} TB/s)")
+    for r in peers(p) if p else []:
+        what = f"{r['median_ms']:.4f} ms, {r['tflops']:.0f} TFLOPS" if "median_ms" in r else r.get("error", "?")
+        print(f"    torch {r['path']:16} same work: {str(r['same_work']):5} {what}")
+print("targets: contiguous >= 1300 TFLOPS and >= 1.3x the best same-work torch path; masked: TB/s reported")
+PYEOF
+>>>>>>> h/fp8-grouped
   ;;
 
 *)

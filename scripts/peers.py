@@ -7,6 +7,7 @@ median). Runs on the GPU machine; `scripts/gpu.sh` calls it for the attention an
   python3 scripts/peers.py moe --counts 1512,1091,... --n 3072 --k 4096 [--swiglu]   grouped_mm
   python3 scripts/peers.py gemm [--shapes MxNxK;...] [--dtype bf16|f16|fp8]   matmul, _scaled_mm
   python3 scripts/peers.py fp8 [--shapes ...|--set deepseek] [--scales tensor,row,block]   scaled
+  python3 scripts/peers.py fp8moe --counts 8192,8192,8192,8192 --n 4096 --k 7168 [--masked]
 
 Each subcommand prints JSON (attention and gemm: one object per shape and line; moe: one object).
 A shape a backend refuses is reported in the JSON (an `*_error` or `error` field), not raised.
@@ -327,11 +328,87 @@ def fp8(a):
 
 
 # ---------------------------------------------------------------------------------------------
+# fp8moe: the FP8 grouped GEMM peers for `kiln fp8 bench --grouped`, e4m3 x e4m3 -> bf16. Each
+# path is one JSON line naming what ran ("path"); a path torch refuses is reported with its error.
+#   grouped-block   torch._scaled_grouped_mm with DeepSeek block scales (kiln's work; torch 2.11
+#                   takes only row-wise scales on sm_90, so this is expected to be refused)
+#   grouped-rowwise torch._scaled_grouped_mm with row-wise scales: less work than block scales
+#                   (no promotion per 128 of K), reported for reference, not as the same work
+#   loop-block      one torch._scaled_mm per expert with block scales (cuBLASLt): the same work
+# "same_work" marks the block-scaled paths; the best of those is the peer kiln's target is against.
+
+
+def fp8moe(a):
+    mods, rc = torch_or_error()
+    if mods is None:
+        return rc
+    torch, _ = mods
+    dev = torch.device("cuda")
+    f32, e4 = torch.float32, torch.float8_e4m3fn
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    counts = [int(c) for c in a.counts.split(",")]
+    e, n, k = len(counts), a.n, a.k
+    kb, nb = (k + 127) // 128, (n + 127) // 128
+    max_rows = max(counts)
+    torch.manual_seed(0)
+    rows = e * max_rows if a.masked else sum(counts)
+    x = torch.randn(rows, k, device=dev).to(e4)
+    w = torch.randn(e, n, k, device=dev).to(e4)
+    sx = (torch.rand(kb, rows, device=dev, dtype=f32) + 0.5).t()     # (rows, K/128), M-major
+    sw = torch.rand(e, nb, kb, device=dev, dtype=f32) + 0.5           # per expert (N/128, K/128)
+    starts = [i * max_rows for i in range(e)] if a.masked else [sum(counts[:i]) for i in range(e)]
+    flops = 2.0 * sum(counts) * n * k
+    base = {"counts": a.counts, "n": n, "k": k, "masked": a.masked, "device": torch.cuda.get_device_name(),
+            "torch": torch.__version__}
+
+    def report(path, same, fn):
+        out = dict(base, path=path, same_work=same)
+        try:
+            out.update(with_tflops(timed(torch, fn, a.reps, a.warmup, flush), flops))
+        except Exception as ex:  # a refusal is data
+            out["error"] = f"{type(ex).__name__}: {ex}".splitlines()[0][:200]
+        print(json.dumps(out), flush=True)
+
+    offs = torch.tensor([sum(counts[:i + 1]) for i in range(e)], device=dev, dtype=torch.int32)
+    wt = w.transpose(1, 2)  # [E, K, N], N-major: the column-major B each expert's GEMM takes
+    xg = x.view(e, max_rows, k) if a.masked else x
+
+    def grouped(scale_a, scale_b):
+        def fn():
+            if a.masked:
+                return torch._scaled_grouped_mm(xg, wt, scale_a, scale_b, out_dtype=torch.bfloat16)
+            return torch._scaled_grouped_mm(xg, wt, scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16)
+        return fn
+
+    sa_block = sx.reshape(e, max_rows, kb) if a.masked else sx
+    report("grouped-block", True, grouped(sa_block, sw.transpose(1, 2)))
+    ra = torch.rand(e, max_rows, device=dev, dtype=f32) + 0.5 if a.masked else torch.rand(rows, device=dev, dtype=f32) + 0.5
+    rb = torch.rand(e, n, device=dev, dtype=f32) + 0.5
+    report("grouped-rowwise", False, grouped(ra, rb))
+
+    # Per expert: its rows of X, its W (column-major view) and its scales, cuBLASLt's layouts.
+    parts = []
+    for i, c in enumerate(counts):
+        if c == 0:
+            continue
+        s0 = starts[i]
+        xa = x[s0:s0 + c]
+        sa = sx[s0:s0 + c].t().contiguous().t()  # (c, K/128) with stride (1, c)
+        sb = sw[i].t()                          # (K/128, N/128) with stride (1, K/128)
+        parts.append((xa, w[i].t(), sa, sb))
+
+    def loop():
+        return [torch._scaled_mm(xa, wb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16) for (xa, wb, sa, sb) in parts]
+    report("loop-block", True, loop)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,moe,gemm,fp8}")
+    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,moe,gemm,fp8,fp8moe}")
 
     p = sub.add_parser("attention", help="PyTorch SDPA, cuDNN and FLASH backends (for `kiln attn bench`)")
     p.add_argument("--shapes", default=ATTN_DEFAULT,
@@ -376,6 +453,15 @@ def parser():
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.set_defaults(run=fp8)
+
+    p = sub.add_parser("fp8moe", help="FP8 grouped GEMM peers, block scales (for `kiln fp8 bench --grouped`)")
+    p.add_argument("--counts", required=True, help="rows per expert, comma-separated")
+    p.add_argument("--n", type=int, required=True)
+    p.add_argument("--k", type=int, required=True)
+    p.add_argument("--masked", action="store_true", help="X is [E, max(counts), K]")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.set_defaults(run=fp8moe)
     return ap
 
 

@@ -75,6 +75,58 @@ fn bad_fp8_requests_are_one_clear_error_each() {
 }
 
 #[test]
+fn bad_grouped_fp8_requests_are_one_clear_error_each() {
+    for (args, code, says) in [
+        (
+            &["bench", "--grouped", "--k", "100"][..],
+            2,
+            "K = 100 is not a multiple of 16",
+        ),
+        (
+            &["bench", "--grouped", "--quantize"][..],
+            2,
+            "options of the SwiGLU",
+        ),
+        (
+            &[
+                "verify",
+                "--grouped",
+                "--swiglu",
+                "--quantize",
+                "--counts",
+                "3,4",
+                "--n",
+                "200",
+            ][..],
+            2,
+            "N = 200 is not a multiple of 16",
+        ),
+        (&["verify", "--grouped", "--counts", "3,x"][..], 2, "x"),
+        (
+            &[
+                "verify",
+                "--grouped",
+                "--masked",
+                "--counts",
+                "3,9",
+                "--max-rows",
+                "4",
+            ][..],
+            2,
+            "counts[1] = 9",
+        ),
+    ] {
+        let mut all = vec!["--no-store", "fp8"];
+        all.extend_from_slice(args);
+        let o = kiln(&all);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {t}");
+        assert!(t.contains(says), "{args:?}: {t}");
+        assert!(!t.contains("panicked"), "{args:?}: {t}");
+    }
+}
+
+#[test]
 fn fp8_gpu_commands_without_a_gpu_exit_4() {
     if kiln::device::init().is_ok() {
         return;
@@ -82,6 +134,8 @@ fn fp8_gpu_commands_without_a_gpu_exit_4() {
     for args in [
         &["fp8", "verify", "--suite", "quick"][..],
         &["fp8", "bench", "--shape", "256x256x256"],
+        &["fp8", "verify", "--grouped", "--suite", "quick"],
+        &["fp8", "bench", "--grouped", "--masked", "--rows", "256"],
     ] {
         let o = kiln(args);
         assert_eq!(o.status.code(), Some(4), "{args:?}: {}", text(&o));
@@ -102,5 +156,5 @@ fn fp8_check_compiles_every_fp8_variant() {
     }
     let o = kiln(&["--no-store", "fp8", "check"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("88 variants, 0 failed"), "{}", text(&o));
+    assert!(text(&o).contains("94 variants, 0 failed"), "{}", text(&o));
 }

@@ -9,6 +9,7 @@ DTYPE_NAMES = {
     "torch.float16": "f16",
     "torch.float32": "f32",
     "torch.int32": "i32",
+    "torch.float8_e4m3fn": "e4m3",
 }
 
 
@@ -77,6 +78,15 @@ def require_matrix_operand(name: str, t) -> None:
 def require_shape(name: str, t, expected: tuple, doc: str) -> None:
     if tuple(t.shape) != tuple(expected):
         raise ValueError(f"`{name}` has shape {tuple(t.shape)}; expected {tuple(expected)} ({doc})")
+
+
+def packed_strides(shape) -> tuple:
+    """The strides of a contiguous tensor of `shape`."""
+    strides, acc = [], 1
+    for d in reversed(tuple(shape)):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
 
 
 def describe(t) -> tuple:

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import kiln
+import kiln.fp8
 import kiln.moe
 from kiln.integrations import transformers as kiln_tf
 
@@ -91,6 +92,69 @@ def gemm_checks(gen, quick):
     ref = 0.5 * (a.float() @ b.float()) + 2.0 * c
     out = kiln.gemm(a, b, alpha=0.5, beta=2.0, c=c, out_dtype=torch.float32)
     record("gemm", "alpha 0.5 beta 2 c f32", rel(out, ref) < 1e-3, err=rel(out, ref))
+
+
+# ----------------------------------------------------------------------------------------- FP8
+def fp8_deq(codes, scales, block_rows):
+    """codes (e4m3) times their scales, in f64: 1x128 (block_rows 1, scales [rows, kb]) or 128x128."""
+    x = codes.double()
+    s = scales.double().repeat_interleave(block_rows, 0)[: x.shape[0]].repeat_interleave(128, 1)[:, : x.shape[1]]
+    return x * s
+
+
+def fp8_checks(gen, quick):
+    """kiln.fp8 on DeepGEMM-style calls: the casts against torch's own e4m3 rounding of x / scale,
+    the dense and grouped GEMMs against the f64 product of the dequantised operands (1e-2 relative
+    for bf16 output: its rounding and the 1e-3 accumulation bound), the masked layout replayed from
+    a CUDA graph after its counts changed."""
+    for (m, n, k) in [(1, 256, 128), (64, 2112, 7168), (300, 500, 1040), (4096, 7168, 2048 if quick else 16384)]:
+        a = torch.randn(m, k, device="cuda", generator=gen)
+        b = torch.randn(n, k, device="cuda", generator=gen)
+        (qa, sa), (qb, sb) = kiln.fp8.per_token_cast_to_fp8(a), kiln.fp8.per_block_cast_to_fp8(b)
+        want_qa = (a / sa.repeat_interleave(128, 1)[:, :k]).to(torch.float8_e4m3fn)
+        record("fp8", f"per_token_cast {m}x{k}", torch.equal(qa.view(torch.uint8), want_qa.view(torch.uint8)))
+        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        kiln.fp8.gemm_fp8_fp8_bf16_nt((qa, sa), (qb, sb), out)
+        ref = fp8_deq(qa, sa, 1) @ fp8_deq(qb, sb, 128).t()
+        err = rel(out, ref)
+        record("fp8", f"gemm_nt {m}x{n}x{k}", err < 1e-2, err=err)
+    e, n, k = 4, 512, 1024
+    counts = [0, 300, 1, 129]
+    offs = torch.tensor([sum(counts[:i]) for i in range(e + 1)], dtype=torch.int32, device="cuda")
+    x = torch.randn(sum(counts), k, device="cuda", generator=gen)
+    w = torch.randn(e, n, k, device="cuda", generator=gen)
+    qx, sx = kiln.fp8.per_token_cast_to_fp8(x)
+    qw, sw = kiln.fp8.per_block_cast_to_fp8(w.view(e * n, k))
+    qw, sw = qw.view(e, n, k), sw.view(e, n // 128, -1)
+    out = torch.empty(sum(counts), n, device="cuda", dtype=torch.bfloat16)
+    kiln.fp8.m_grouped_gemm_fp8_fp8_bf16_nt_contiguous((qx, sx), (qw, sw), out, offs)
+    xd, worst = fp8_deq(qx, sx, 1), 0.0
+    for i in range(e):
+        lo, hi = int(offs[i]), int(offs[i + 1])
+        if hi > lo:
+            worst = max(worst, rel(out[lo:hi], xd[lo:hi] @ fp8_deq(qw[i], sw[i], 128).t()))
+    record("fp8", f"grouped contiguous {counts}", worst < 1e-2, err=worst)
+    max_m = 256
+    xm = torch.randn(e * max_m, k, device="cuda", generator=gen)
+    qxm, sxm = kiln.fp8.per_token_cast_to_fp8(xm)
+    masked = torch.zeros(e, dtype=torch.int32, device="cuda")
+    outm = torch.zeros(e, max_m, n, device="cuda", dtype=torch.bfloat16)
+    call = lambda: kiln.fp8.m_grouped_gemm_fp8_fp8_bf16_nt_masked(  # noqa: E731
+        (qxm.view(e, max_m, k), sxm), (qw, sw), outm, masked, expected_m=128)
+    call()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        call()
+    new = [3, 256, 0, 100]
+    masked.copy_(torch.tensor(new, dtype=torch.int32))
+    g.replay()
+    torch.cuda.synchronize()
+    xmd, worst = fp8_deq(qxm, sxm, 1).view(e, max_m, k), 0.0
+    for i, c in enumerate(new):
+        if c:
+            worst = max(worst, rel(outm[i, :c], xmd[i, :c] @ fp8_deq(qw[i], sw[i], 128).t()))
+    record("fp8", f"grouped masked {new} (graph replay)", worst < 1e-2, err=worst)
 
 
 # ----------------------------------------------------------------------------------- attention
@@ -348,7 +412,7 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(1234)
     timings: list[dict] = []
     t0 = time.time()
-    sections = [gemm_checks, attention_checks, moe_checks, lambda g, q: integration_checks(g)]
+    sections = [gemm_checks, attention_checks, moe_checks, fp8_checks, lambda g, q: integration_checks(g)]
     if not args.quick:
         sections += [lambda g, q: models(g, timings), lambda g, q: op_timings(g, timings)]
     for section in sections:

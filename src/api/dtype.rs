@@ -14,12 +14,15 @@ pub enum DType {
     F16,
     F32,
     I32,
+    /// FP8 e4m3fn codes, one byte each (`u8` memory): the FP8 ops' operands.
+    E4m3,
 }
 
 impl DType {
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
+            DType::E4m3 => 1,
             DType::Bf16 | DType::F16 => 2,
             DType::F32 | DType::I32 => 4,
         }
@@ -31,16 +34,17 @@ impl DType {
             DType::F16 => "f16",
             DType::F32 => "f32",
             DType::I32 => "i32",
+            DType::E4m3 => "e4m3",
         }
     }
 
-    /// The ops' float type, or `None` for i32.
+    /// The ops' float type, or `None` for i32 and FP8 codes.
     pub(crate) fn float(self) -> Option<OpDType> {
         match self {
             DType::Bf16 => Some(OpDType::Bf16),
             DType::F16 => Some(OpDType::F16),
             DType::F32 => Some(OpDType::F32),
-            DType::I32 => None,
+            DType::I32 | DType::E4m3 => None,
         }
     }
 }
@@ -65,7 +69,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A Rust element type a view can be made of (`half::bf16`, `half::f16`, `f32`, `i32`).
+/// A Rust element type a view can be made of (`half::bf16`, `half::f16`, `f32`, `i32`, and `u8`
+/// for FP8 e4m3fn codes).
 pub trait KilnElem: sealed::Sealed + Copy + 'static {
     const DTYPE: DType;
 }
@@ -83,6 +88,7 @@ elem!(bf16, DType::Bf16);
 elem!(f16, DType::F16);
 elem!(f32, DType::F32);
 elem!(i32, DType::I32);
+elem!(u8, DType::E4m3);
 
 #[cfg(test)]
 mod tests {

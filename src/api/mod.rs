@@ -22,6 +22,7 @@
 //! [`Kiln::precompile`] (or the op once) before capturing. [`raw`] serves foreign callers.
 
 mod dtype;
+mod fp8;
 mod handle;
 mod info;
 mod launch;

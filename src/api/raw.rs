@@ -11,6 +11,11 @@ use super::tensor::RawTensor;
 use super::validate::{self, AttentionPlan, GemmPlan, MoePlan};
 use crate::error::Result;
 
+pub use super::fp8::{
+    check_fp8_cast, check_fp8_gemm_nt, check_fp8_grouped_gemm, fp8_cast, fp8_gemm_nt,
+    fp8_grouped_gemm,
+};
+
 fn gemm_plan(
     device: usize,
     a: &RawTensor,

@@ -48,6 +48,8 @@ pub struct Fp8VerifyArgs {
     /// Also check cuBLASLt's FP8 GEMM on every GEMM case.
     #[arg(long)]
     pub vendor: bool,
+    #[command(flatten)]
+    pub grouped: super::fp8_moe::Fp8GroupedArgs,
 }
 
 #[derive(Debug, Args)]
@@ -91,6 +93,8 @@ pub struct Fp8BenchArgs {
     pub warmup_ms: f64,
     #[arg(long)]
     pub no_flush: bool,
+    #[command(flatten)]
+    pub grouped: super::fp8_moe::Fp8GroupedArgs,
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +121,9 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
             )))
         }
     };
+    if a.grouped.grouped {
+        return super::fp8_moe::verify(env, &a.grouped, quick);
+    }
     let ctx = env.context()?;
     let mut outcomes: Vec<Fp8Outcome> = vec![verify_conversions(&ctx)?];
     let inputs: &[DType] = if quick {
@@ -254,8 +261,6 @@ pub fn bench_problems(a: &Fp8BenchArgs) -> Result<Vec<Fp8Problem>> {
 }
 
 fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
-    let problems = bench_problems(a)?;
-    let ctx = env.context()?;
     let opt = BenchOptions {
         warmup: a.warmup,
         warmup_ms: a.warmup_ms,
@@ -263,6 +268,11 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
         flush_l2: !a.no_flush,
         interleave: true,
     };
+    if a.grouped.grouped {
+        return super::fp8_moe::bench(env, &a.grouped, &opt);
+    }
+    let problems = bench_problems(a)?;
+    let ctx = env.context()?;
     let mut rows: Vec<Fp8Timing> = Vec::new();
     for p in &problems {
         let cfg = a.tile.as_deref().map(str::parse).transpose()?;

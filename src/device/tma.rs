@@ -40,6 +40,8 @@ pub enum TmaDType {
     Bf16,
     F16,
     F32,
+    /// Bytes: FP8 codes (TMA has no FP8 type; it moves them as UINT8).
+    U8,
 }
 
 impl TmaDType {
@@ -47,6 +49,7 @@ impl TmaDType {
         match self {
             TmaDType::Bf16 | TmaDType::F16 => 2,
             TmaDType::F32 => 4,
+            TmaDType::U8 => 1,
         }
     }
     fn raw(self) -> sys::CUtensorMapDataType {
@@ -55,6 +58,7 @@ impl TmaDType {
             TmaDType::Bf16 => T::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
             TmaDType::F16 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
             TmaDType::F32 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            TmaDType::U8 => T::CU_TENSOR_MAP_DATA_TYPE_UINT8,
         }
     }
 }

@@ -71,7 +71,7 @@ pub struct Fp8Outcome {
 }
 
 impl Fp8Outcome {
-    fn new(check: &str, case: String, seed: u64) -> Self {
+    pub(crate) fn new(check: &str, case: String, seed: u64) -> Self {
         Fp8Outcome {
             check: check.into(),
             case,

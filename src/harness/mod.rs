@@ -10,6 +10,8 @@ pub mod device_data;
 pub mod draw;
 pub mod fp8;
 pub mod fp8_bench;
+pub mod fp8_moe;
+pub mod fp8_moe_bench;
 pub mod fuzz;
 pub mod memory;
 pub mod moe_bench;

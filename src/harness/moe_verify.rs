@@ -366,14 +366,37 @@ fn replay_in_graph(
     limit: Duration,
     what: &str,
 ) -> Result<()> {
+    let empty = vec![0i32; p.rows_array().len()];
+    replay_with_rows(
+        ctx,
+        &|| kernel.launch(ctx, p, &bufs.operands()),
+        &bufs.rows,
+        &empty,
+        p.rows_array(),
+        limit,
+        what,
+    )
+}
+
+/// Uploads `before` into the device rows array, runs `launch` once (a warm-up that loads the
+/// kernels outside the capture), captures `launch` into a CUDA graph, uploads `after` and
+/// replays the graph once: a correct result for `after` proves the kernels read the rows on the
+/// GPU.
+pub fn replay_with_rows(
+    ctx: &Context,
+    launch: &dyn Fn() -> Result<()>,
+    rows: &DeviceBuffer,
+    before: &[i32],
+    after: &[i32],
+    limit: Duration,
+    what: &str,
+) -> Result<()> {
     fn cuda(what: &'static str) -> impl Fn(sys::CUresult) -> Error {
         move |e| Error::cuda(what, format!("{e:?}"))
     }
-    let empty = vec![0i32; p.rows_array().len()];
-    bufs.rows.upload(&empty)?;
+    rows.upload(before)?;
     settle()?;
-    // Warm-up with no rows: compiles and loads the kernels outside the capture, writes nothing.
-    kernel.launch(ctx, p, &bufs.operands())?;
+    launch()?;
     ctx.synchronize_within(limit, what)?;
     // SAFETY: the stream is ours and idle; the graph and its executable are destroyed below, and
     // every buffer the captured launches use outlives the replay (we synchronise before return).
@@ -390,7 +413,7 @@ fn replay_in_graph(
             sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
         ))
         .map_err(cuda("beginning a graph capture"))?;
-        let launched = kernel.launch(ctx, p, &bufs.operands());
+        let launched = launch();
         let mut graph: sys::CUgraph = std::ptr::null_mut();
         let ended = ok(sys::cuStreamEndCapture(ctx.stream, &mut graph))
             .map_err(cuda("ending the graph capture"));
@@ -405,7 +428,7 @@ fn replay_in_graph(
         let inst = ok(sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0))
             .map_err(cuda("instantiating the graph"));
         let run = inst.and_then(|_| {
-            bufs.rows.upload(p.rows_array())?;
+            rows.upload(after)?;
             settle()?;
             ok(sys::cuGraphLaunch(exec, ctx.stream)).map_err(cuda("launching the graph"))?;
             ctx.synchronize_within(limit, what)

@@ -125,6 +125,22 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/swiglu_dual.cu"),
     ),
     (
+        "common/fp8_promote.cuh",
+        include_str!("../../kernels/common/fp8_promote.cuh"),
+    ),
+    (
+        "moe/fp8_args.cuh",
+        include_str!("../../kernels/moe/fp8_args.cuh"),
+    ),
+    (
+        "moe/fp8_grouped.cu",
+        include_str!("../../kernels/moe/fp8_grouped.cu"),
+    ),
+    (
+        "moe/fp8_swiglu.cu",
+        include_str!("../../kernels/moe/fp8_swiglu.cu"),
+    ),
+    (
         "gemm/simt_naive.cu",
         include_str!("../../kernels/gemm/simt_naive.cu"),
     ),

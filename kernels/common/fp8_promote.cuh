@@ -1,0 +1,95 @@
+// The promoted, block-scaled FP8 K loop of one consumer warpgroup (sm_90a), as gemm/fp8_wgmma.cu
+// runs it with KILN_PIPE = 1, written once for the kernels that take DeepSeek's scales (1x128 on
+// the M operand, 128x128 on the N operand): each 128-deep K block (one stage, four k32 wgmmas)
+// goes into a fresh accumulator, and while block j + 1's wgmmas run on the tensor cores, block
+// j's sums are multiplied by their scales and added into `fin` on the CUDA cores (the tensor
+// cores' FP8 accumulation keeps about 14 bits; fp32 promotion every 128 of K keeps the error
+// below bf16's). Two accumulators take turns; the loop body has no branch and at its top exactly
+// block j's batch is in flight, so ptxas sees each promotion read a finished batch (a conditional
+// issue inside the loop serialised every wgmma in the dense kernel: C7514).
+#pragma once
+#include "common/ring.cuh"
+#include "common/wgmma_fp8.cuh"
+
+// One K block's scales for this thread: its two rows' A scales (rows r and r + 8 of the
+// fragment), and the N operand's scales for the accumulator's column groups J < jb (b0) and the
+// rest (b1).
+struct Fp8BlockScales {
+  float a0, a1, b0, b1;
+};
+
+// fin[j] += scale(j) * a[j], register j holding row + 8 ((j >> 1) & 1) and column group j >> 2.
+template <int N>
+__device__ __forceinline__ void fp8_promote(float (&fin)[N / 2], float (&a)[N / 2], const Fp8BlockScales& sc, int jb) {
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) wgmma_fence_operand(a[j]);
+  const float s00 = sc.a0 * sc.b0, s10 = sc.a1 * sc.b0, s01 = sc.a0 * sc.b1, s11 = sc.a1 * sc.b1;
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) {
+    const bool h = (j >> 1) & 1;
+    const float f = (j >> 2) < jb ? (h ? s10 : s00) : (h ? s11 : s01);
+    fin[j] = fmaf(f, a[j], fin[j]);
+  }
+}
+
+// Waits for ring iteration `it`'s stage and issues its four e4m3 x e4m3 m64nNk32 wgmmas into `a`
+// as one batch, the first overwriting a. da0 / db0: the consumer's descriptors in stage 0.
+template <int N, int STAGES, u32 STAGE_BYTES>
+__device__ __forceinline__ void fp8_issue_block(const MbarRing<STAGES>& ring, u32 it, float (&a)[N / 2], u64 da0, u64 db0) {
+  const int s = ring.wait_full(it);
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) wgmma_fence_operand(a[j]);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const u64 da = wgmma_desc_add(da0, s * STAGE_BYTES + kk * 32);
+    const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + kk * 32);
+    wgmma_m64k32_fp8<0, 0, N>(a, da, db, kk > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) wgmma_fence_operand(a[j]);
+}
+
+// The promoted loop over nk >= 1 K blocks starting at ring iteration `it` (advanced past them):
+// fin = sum over blocks of scales(j) * block j's product. scales(j) returns block j's scales
+// (called two blocks ahead of their use, for j up to nk + 1: return anything past nk - 1);
+// release(s) frees stage s (one arrival per warp). acc and acc2 are the two K-block
+// accumulators (their values on entry are ignored).
+template <int N, int STAGES, u32 STAGE_BYTES, class Scales, class Release>
+__device__ __forceinline__ void fp8_promoted_kloop(const MbarRing<STAGES>& ring, u32& it, int nk, u64 da0, u64 db0,
+                                                   float (&fin)[N / 2], float (&acc)[N / 2], float (&acc2)[N / 2],
+                                                   int jb, const Scales& scales, const Release& release) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) fin[i] = 0.0f;
+  Fp8BlockScales s0 = scales(0), s1 = scales(1);
+  fp8_issue_block<N, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0);
+  int j = 0;
+  for (; j + 2 < nk; j += 2, it += 2) {
+    fp8_issue_block<N, STAGES, STAGE_BYTES>(ring, it + 1, acc2, da0, db0);
+    wgmma_wait<1>();
+    release(MbarRing<STAGES>::slot(it));
+    fp8_promote<N>(fin, acc, s0, jb);
+    s0 = scales(j + 2);
+    fp8_issue_block<N, STAGES, STAGE_BYTES>(ring, it + 2, acc, da0, db0);
+    wgmma_wait<1>();
+    release(MbarRing<STAGES>::slot(it + 1));
+    fp8_promote<N>(fin, acc2, s1, jb);
+    s1 = scales(j + 3);
+  }
+  if (j + 1 < nk) {  // two blocks left: j (in flight in acc) and j + 1
+    fp8_issue_block<N, STAGES, STAGE_BYTES>(ring, it + 1, acc2, da0, db0);
+    wgmma_wait<1>();
+    release(MbarRing<STAGES>::slot(it));
+    fp8_promote<N>(fin, acc, s0, jb);
+    wgmma_wait<0>();
+    release(MbarRing<STAGES>::slot(it + 1));
+    fp8_promote<N>(fin, acc2, s1, jb);
+    it += 2;
+  } else {  // one block left
+    wgmma_wait<0>();
+    release(MbarRing<STAGES>::slot(it));
+    fp8_promote<N>(fin, acc, s0, jb);
+    it += 1;
+  }
+}

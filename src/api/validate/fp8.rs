@@ -1,0 +1,523 @@
+//! FP8 arguments, DeepGEMM's layouts: e4m3 codes K-major, fp32 scales, 1x128 on the M side
+//! ([M, ceil(K/128)] M-major, or the same memory as a contiguous [ceil(K/128), M]) and 128x128
+//! on the weights ([ceil(N/128), ceil(K/128)] per matrix, contiguous), bf16 out; and the casts to
+//! FP8. Each check names the argument and says how to fix it.
+
+use super::{contiguous, dtype_in, err, no_alias, on_device, rank, writable, Operand};
+use crate::api::dtype::DType;
+use crate::api::info::TensorInfo;
+use crate::error::{ArgumentKind, Error, Result};
+use crate::ops::fp8::{Fp8Problem, ScaleMode};
+use crate::ops::gemm::DType as OpDType;
+use crate::ops::moe::fp8_problem::Fp8MoeProblem;
+
+/// A checked dense FP8 GEMM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fp8GemmPlan {
+    pub problem: Fp8Problem,
+    pub a: Operand,
+    pub sa: Operand,
+    pub b: Operand,
+    pub sb: Operand,
+    pub c: Operand,
+}
+
+/// A checked FP8 grouped GEMM (contiguous or masked rows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fp8GroupedPlan {
+    pub problem: Fp8MoeProblem,
+    pub x: Operand,
+    pub sx: Operand,
+    pub w: Operand,
+    pub sw: Operand,
+    pub rows: Operand,
+    pub y: Operand,
+}
+
+/// A checked cast to FP8.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fp8CastPlan {
+    pub input: OpDType,
+    pub rows: usize,
+    pub cols: usize,
+    /// Elements from one input row to the next.
+    pub ldx: usize,
+    pub x: Operand,
+    pub codes: Operand,
+    pub scales: Operand,
+}
+
+fn k_multiple_of_16(arg: &str, k: usize) -> Result<()> {
+    if !k.is_multiple_of(16) {
+        return Err(err(
+            arg,
+            ArgumentKind::Shape,
+            format!(
+                "`{arg}` has K = {k}, not a multiple of 16: FP8 rows must be whole 16-byte units \
+                 for TMA; pad K with zeros to {}",
+                k.next_multiple_of(16)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn e4m3(arg: &str, t: &TensorInfo, device: usize, dims: usize, what: &str) -> Result<()> {
+    on_device(arg, t, device)?;
+    dtype_in(
+        arg,
+        t,
+        &[DType::E4m3],
+        "FP8 operands are e4m3fn codes (u8 memory, torch.float8_e4m3fn)",
+    )?;
+    rank(arg, t, dims, what)?;
+    contiguous(arg, t, "FP8 operands are read K-major by TMA")
+}
+
+fn f32_scales(arg: &str, t: &TensorInfo, device: usize) -> Result<()> {
+    on_device(arg, t, device)?;
+    dtype_in(arg, t, &[DType::F32], "scales are fp32")
+}
+
+/// 1x128 scales of `rows` rows and `kb` K blocks: [rows, kb] with strides [1, rows] (DeepGEMM's
+/// M-major layout), or a contiguous [kb, rows] (the same memory).
+fn m_major_scales(arg: &str, t: &TensorInfo, rows: usize, kb: usize) -> Result<()> {
+    let (s, st) = (t.shape(), t.strides());
+    let m_major =
+        s == [rows, kb] && (st == [1, rows] || (kb == 1 && st[0] == 1) || rows == 1 && st[1] == 1);
+    let stacked = s == [kb, rows] && t.is_contiguous();
+    if m_major || stacked {
+        return Ok(());
+    }
+    Err(err(
+        arg,
+        ArgumentKind::Shape,
+        format!(
+            "`{arg}` has shape {} and strides {}; the 1x128 scales of {rows} rows and {kb} K blocks are \
+             [{rows}, {kb}] M-major (strides [1, {rows}]) or a contiguous [{kb}, {rows}]",
+            t.shape_text(),
+            t.strides_text()
+        ),
+    ))
+}
+
+/// 128x128 scales: exactly `want` (contiguous).
+fn block_scales(arg: &str, t: &TensorInfo, want: &[usize]) -> Result<()> {
+    if t.shape() != want {
+        return Err(err(
+            arg,
+            ArgumentKind::Shape,
+            format!(
+                "`{arg}` has shape {}; the 128x128 scales here are {want:?} (one per 128 rows and 128 of K)",
+                t.shape_text()
+            ),
+        ));
+    }
+    contiguous(arg, t, "128x128 scales are read row-major")
+}
+
+fn bf16_out(arg: &str, t: &TensorInfo, device: usize, want: &[usize]) -> Result<()> {
+    on_device(arg, t, device)?;
+    dtype_in(arg, t, &[DType::Bf16], "the FP8 GEMMs write bf16")?;
+    if t.shape() != want {
+        return Err(err(
+            arg,
+            ArgumentKind::Shape,
+            format!(
+                "`{arg}` has shape {}; this call writes {want:?}",
+                t.shape_text()
+            ),
+        ));
+    }
+    contiguous(arg, t, "the output is written row by row")?;
+    writable(arg, t)
+}
+
+/// The problem's own checks as argument errors.
+fn as_argument(arg: &str, e: Error) -> Error {
+    match e {
+        Error::InvalidInput(m) => err(arg, ArgumentKind::Shape, m),
+        other => other,
+    }
+}
+
+/// `out = dequant(a) · dequant(b)ᵀ`: a [M, K], b [N, K] e4m3; sa 1x128, sb 128x128; out bf16
+/// [M, N]. `None` when M is 0 (nothing to do).
+pub fn fp8_gemm(
+    device: usize,
+    a: &TensorInfo,
+    sa: &TensorInfo,
+    b: &TensorInfo,
+    sb: &TensorInfo,
+    c: &TensorInfo,
+) -> Result<Option<Fp8GemmPlan>> {
+    e4m3("a", a, device, 2, "a is [M, K]")?;
+    e4m3(
+        "b",
+        b,
+        device,
+        2,
+        "b is [N, K] (the NT layout: both K-major)",
+    )?;
+    let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[0]);
+    if b.shape()[1] != k {
+        return Err(err(
+            "b",
+            ArgumentKind::Shape,
+            format!("`b` is {} but `a` has K = {k}; b is [N, K]", b.shape_text()),
+        ));
+    }
+    k_multiple_of_16("a", k)?;
+    f32_scales("sa", sa, device)?;
+    f32_scales("sb", sb, device)?;
+    let kb = k.div_ceil(128);
+    m_major_scales("sa", sa, m, kb)?;
+    block_scales("sb", sb, &[n.div_ceil(128), kb])?;
+    bf16_out("out", c, device, &[m, n])?;
+    no_alias("out", c, &[("a", a), ("b", b), ("sa", sa), ("sb", sb)])?;
+    if m == 0 || n == 0 {
+        return Ok(None);
+    }
+    let problem = Fp8Problem::new(m, n, k, OpDType::Bf16, ScaleMode::Block);
+    problem.validate().map_err(|e| as_argument("a", e))?;
+    Ok(Some(Fp8GemmPlan {
+        problem,
+        a: Operand::of(a),
+        sa: Operand::of(sa),
+        b: Operand::of(b),
+        sb: Operand::of(sb),
+        c: Operand::of(c),
+    }))
+}
+
+/// The grouped GEMM: contiguous (x [rows, K], offsets i32 [E + 1], y [rows, N]) or masked
+/// (`masked`: x [E, max_rows, K], counts i32 [E], y [E, max_rows, N]); w [E, N, K] e4m3, sw
+/// [E, ceil(N/128), ceil(K/128)], sx 1x128 over all rows of x. The kernels read the rows on the
+/// GPU; the host problem splits the rows evenly (it only picks the tile order).
+#[allow(clippy::too_many_arguments)]
+pub fn fp8_grouped(
+    device: usize,
+    x: &TensorInfo,
+    sx: &TensorInfo,
+    w: &TensorInfo,
+    sw: &TensorInfo,
+    rows: &TensorInfo,
+    y: &TensorInfo,
+    masked: bool,
+) -> Result<Option<Fp8GroupedPlan>> {
+    e4m3("w", w, device, 3, "w is [E, N, K]")?;
+    let (e, n, k) = (w.shape()[0], w.shape()[1], w.shape()[2]);
+    let (x_rows, max_rows) = if masked {
+        e4m3("x", x, device, 3, "the masked x is [E, max_rows, K]")?;
+        if x.shape()[0] != e || x.shape()[2] != k {
+            return Err(err(
+                "x",
+                ArgumentKind::Shape,
+                format!(
+                    "`x` is {} but `w` is {}; the masked x is [E, max_rows, K]",
+                    x.shape_text(),
+                    w.shape_text()
+                ),
+            ));
+        }
+        (e * x.shape()[1], x.shape()[1])
+    } else {
+        e4m3("x", x, device, 2, "x is [rows, K]")?;
+        if x.shape()[1] != k {
+            return Err(err(
+                "x",
+                ArgumentKind::Shape,
+                format!("`x` is {} but `w` has K = {k}", x.shape_text()),
+            ));
+        }
+        (x.shape()[0], 0)
+    };
+    k_multiple_of_16("w", k)?;
+    let (rows_arg, want_rows) = if masked {
+        ("counts", e)
+    } else {
+        ("offsets", e + 1)
+    };
+    on_device(rows_arg, rows, device)?;
+    dtype_in(
+        rows_arg,
+        rows,
+        &[DType::I32],
+        "row offsets and counts are int32",
+    )?;
+    if rows.shape() != [want_rows] {
+        return Err(err(
+            rows_arg,
+            ArgumentKind::Shape,
+            format!(
+                "`{rows_arg}` has shape {}; {e} experts need [{want_rows}]",
+                rows.shape_text()
+            ),
+        ));
+    }
+    f32_scales("sx", sx, device)?;
+    f32_scales("sw", sw, device)?;
+    let kb = k.div_ceil(128);
+    m_major_scales("sx", sx, x_rows, kb)?;
+    block_scales("sw", sw, &[e, n.div_ceil(128), kb])?;
+    let y_shape: Vec<usize> = if masked {
+        vec![e, max_rows, n]
+    } else {
+        vec![x_rows, n]
+    };
+    bf16_out("y", y, device, &y_shape)?;
+    no_alias(
+        "y",
+        y,
+        &[("x", x), ("w", w), ("sx", sx), ("sw", sw), (rows_arg, rows)],
+    )?;
+    if x_rows == 0 || e == 0 || n == 0 {
+        return Ok(None);
+    }
+    let even: Vec<usize> = (0..e)
+        .map(|i| (i + 1) * x_rows / e - i * x_rows / e)
+        .collect();
+    let problem = if masked {
+        Fp8MoeProblem::masked(&vec![max_rows; e], max_rows, n, k)
+    } else {
+        Fp8MoeProblem::contiguous(&even, n, k)
+    };
+    problem.validate().map_err(|e| as_argument("x", e))?;
+    Ok(Some(Fp8GroupedPlan {
+        problem,
+        x: Operand::of(x),
+        sx: Operand::of(sx),
+        w: Operand::of(w),
+        sw: Operand::of(sw),
+        rows: Operand::of(rows),
+        y: Operand::of(y),
+    }))
+}
+
+/// A cast of x [rows, cols] (bf16, f16 or f32, rows contiguous) to e4m3 codes [rows, cols] and
+/// scales: per token (1x128: [rows, ceil(cols/128)] M-major or [ceil(cols/128), rows]) or per
+/// block (128x128: [ceil(rows/128), ceil(cols/128)]).
+pub fn fp8_cast(
+    device: usize,
+    x: &TensorInfo,
+    codes: &TensorInfo,
+    scales: &TensorInfo,
+    per_block: bool,
+) -> Result<Option<Fp8CastPlan>> {
+    on_device("x", x, device)?;
+    dtype_in(
+        "x",
+        x,
+        &[DType::Bf16, DType::F16, DType::F32],
+        "the casts read bf16, f16 or f32",
+    )?;
+    rank("x", x, 2, "x is [rows, cols]")?;
+    if x.strides()[1] != 1 {
+        return Err(err(
+            "x",
+            ArgumentKind::Stride,
+            format!(
+                "`x` has strides {}; its rows must be contiguous",
+                x.strides_text()
+            ),
+        ));
+    }
+    let (r, c) = (x.shape()[0], x.shape()[1]);
+    on_device("codes", codes, device)?;
+    dtype_in(
+        "codes",
+        codes,
+        &[DType::E4m3],
+        "the codes are e4m3fn (u8 memory)",
+    )?;
+    if codes.shape() != [r, c] {
+        return Err(err(
+            "codes",
+            ArgumentKind::Shape,
+            format!("`codes` has shape {}; x is [{r}, {c}]", codes.shape_text()),
+        ));
+    }
+    contiguous("codes", codes, "the codes are written row by row")?;
+    f32_scales("scales", scales, device)?;
+    let kb = c.div_ceil(128);
+    if per_block {
+        block_scales("scales", scales, &[r.div_ceil(128), kb])?;
+    } else {
+        m_major_scales("scales", scales, r, kb)?;
+    }
+    no_alias("codes", codes, &[("x", x)])?;
+    no_alias("scales", scales, &[("x", x), ("codes", codes)])?;
+    if r == 0 || c == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Fp8CastPlan {
+        input: x.dtype().float().unwrap_or(OpDType::F32),
+        rows: r,
+        cols: c,
+        ldx: x.strides()[0],
+        x: Operand::of(x),
+        codes: Operand::of(codes),
+        scales: Operand::of(scales),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::info::contiguous_strides;
+
+    fn t(dtype: DType, shape: &[usize]) -> TensorInfo {
+        TensorInfo::new("t", 1 << 20, dtype, shape, &contiguous_strides(shape), 0).unwrap()
+    }
+    fn at(ptr: u64, dtype: DType, shape: &[usize]) -> TensorInfo {
+        TensorInfo::new("t", ptr, dtype, shape, &contiguous_strides(shape), 0).unwrap()
+    }
+    fn m_major(ptr: u64, rows: usize, kb: usize) -> TensorInfo {
+        TensorInfo::new("t", ptr, DType::F32, &[rows, kb], &[1, rows as isize], 0).unwrap()
+    }
+
+    fn gemm(m: usize, n: usize, k: usize) -> Result<Option<Fp8GemmPlan>> {
+        let kb = k.div_ceil(128);
+        fp8_gemm(
+            0,
+            &at(1 << 20, DType::E4m3, &[m, k]),
+            &m_major(1 << 28, m, kb),
+            &at(1 << 30, DType::E4m3, &[n, k]),
+            &at(1 << 31, DType::F32, &[n.div_ceil(128), kb]),
+            &at(1 << 33, DType::Bf16, &[m, n]),
+        )
+    }
+
+    #[test]
+    fn a_deepgemm_call_is_accepted() {
+        let p = gemm(4096, 7168, 16384).unwrap().unwrap();
+        assert_eq!((p.problem.m, p.problem.n, p.problem.k), (4096, 7168, 16384));
+        assert!(gemm(0, 128, 128).unwrap().is_none());
+    }
+
+    #[test]
+    fn k_not_a_multiple_of_16_is_one_sentence() {
+        let e = gemm(128, 128, 100).unwrap_err();
+        assert!(
+            e.to_string().contains("K = 100, not a multiple of 16"),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn wrong_scale_shapes_are_one_sentence_each() {
+        let (m, n, k) = (256, 512, 1024);
+        let a = at(1 << 20, DType::E4m3, &[m, k]);
+        let b = at(1 << 30, DType::E4m3, &[n, k]);
+        let c = at(1 << 33, DType::Bf16, &[m, n]);
+        let sb = at(1 << 31, DType::F32, &[4, 8]);
+        // sa as a row-major [M, K/128]: not M-major
+        let e = fp8_gemm(0, &a, &at(1 << 28, DType::F32, &[m, 8]), &b, &sb, &c).unwrap_err();
+        assert!(e.to_string().contains("M-major"), "{e}");
+        // the contiguous [K/128, M] form is the same memory: accepted
+        assert!(fp8_gemm(0, &a, &at(1 << 28, DType::F32, &[8, m]), &b, &sb, &c).is_ok());
+        // sb per 128 columns of N, not per column
+        let e = fp8_gemm(
+            0,
+            &a,
+            &m_major(1 << 28, m, 8),
+            &b,
+            &at(1 << 31, DType::F32, &[n, 8]),
+            &c,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("[4, 8]"), "{e}");
+        // bf16 scales
+        let e = fp8_gemm(0, &a, &t(DType::Bf16, &[8, m]), &b, &sb, &c).unwrap_err();
+        assert!(e.to_string().contains("scales are fp32"), "{e}");
+        // bf16 operands
+        let e = fp8_gemm(
+            0,
+            &t(DType::Bf16, &[m, k]),
+            &m_major(1 << 28, m, 8),
+            &b,
+            &sb,
+            &c,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("e4m3fn"), "{e}");
+    }
+
+    #[test]
+    fn grouped_layouts_and_their_errors() {
+        let (e, n, k, rows) = (4, 256, 512, 300);
+        let w = at(1 << 30, DType::E4m3, &[e, n, k]);
+        let sw = at(1 << 31, DType::F32, &[e, 2, 4]);
+        let x = at(1 << 20, DType::E4m3, &[rows, k]);
+        let sx = m_major(1 << 28, rows, 4);
+        let offs = at(1 << 32, DType::I32, &[e + 1]);
+        let y = at(1 << 33, DType::Bf16, &[rows, n]);
+        let p = fp8_grouped(0, &x, &sx, &w, &sw, &offs, &y, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.problem.routed_rows(), rows);
+        let e2 = fp8_grouped(
+            0,
+            &x,
+            &sx,
+            &w,
+            &sw,
+            &at(1 << 32, DType::I32, &[e]),
+            &y,
+            false,
+        )
+        .unwrap_err();
+        assert!(e2.to_string().contains("need [5]"), "{e2}");
+        let bad_sw = at(1 << 31, DType::F32, &[2, 4]);
+        let e3 = fp8_grouped(0, &x, &sx, &w, &bad_sw, &offs, &y, false).unwrap_err();
+        assert!(e3.to_string().contains("[4, 2, 4]"), "{e3}");
+        // masked: x [E, max_rows, K], sx over all E * max_rows rows
+        let xm = at(1 << 20, DType::E4m3, &[e, 64, k]);
+        let sxm = at(1 << 28, DType::F32, &[4, e * 64]);
+        let ym = at(1 << 33, DType::Bf16, &[e, 64, n]);
+        let counts = at(1 << 32, DType::I32, &[e]);
+        assert!(fp8_grouped(0, &xm, &sxm, &w, &sw, &counts, &ym, true)
+            .unwrap()
+            .is_some());
+        let e4 = fp8_grouped(
+            0,
+            &xm,
+            &at(1 << 28, DType::F32, &[4, 64]),
+            &w,
+            &sw,
+            &counts,
+            &ym,
+            true,
+        )
+        .unwrap_err();
+        assert!(e4.to_string().contains("256 rows"), "{e4}");
+    }
+
+    #[test]
+    fn casts_check_their_outputs() {
+        let x = t(DType::Bf16, &[300, 1000]);
+        let codes = at(1 << 28, DType::E4m3, &[300, 1000]);
+        assert!(
+            fp8_cast(0, &x, &codes, &at(1 << 30, DType::F32, &[8, 300]), false)
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            fp8_cast(0, &x, &codes, &at(1 << 30, DType::F32, &[3, 8]), true)
+                .unwrap()
+                .is_some()
+        );
+        let e = fp8_cast(0, &x, &codes, &at(1 << 30, DType::F32, &[3, 8]), false).unwrap_err();
+        assert!(e.to_string().contains("1x128 scales of 300 rows"), "{e}");
+        let e = fp8_cast(
+            0,
+            &x,
+            &at(1 << 28, DType::Bf16, &[300, 1000]),
+            &at(1 << 30, DType::F32, &[3, 8]),
+            true,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("e4m3fn"), "{e}");
+    }
+}

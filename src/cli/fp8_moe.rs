@@ -1,0 +1,237 @@
+//! `kiln fp8 verify --grouped` and `kiln fp8 bench --grouped`: the block-scaled FP8 MoE kernels
+//! (grouped GEMM, fused SwiGLU) against float64, and timed with TFLOPS and TB/s.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+
+use kiln::error::{Error, Result};
+use kiln::harness::bench::BenchOptions;
+use kiln::harness::fp8::Fp8Outcome;
+use kiln::harness::fp8_moe::{suite, verify_case, Fp8MoeCase};
+use kiln::harness::fp8_moe_bench::bench_fp8_moe;
+use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
+use kiln::ops::moe::parse_counts;
+use kiln::report::Table;
+
+use super::env::Env;
+
+/// The grouped FP8 problem flags `fp8 verify` and `fp8 bench` share.
+#[derive(Debug, Args)]
+pub struct Fp8GroupedArgs {
+    /// The FP8 MoE kernels instead of the dense GEMM: block-scaled grouped GEMM (or, with
+    /// --swiglu, the fused SwiGLU).
+    #[arg(long)]
+    pub grouped: bool,
+    /// Rows per expert, comma-separated (`0,300,1`); verify runs this one case instead of the
+    /// suite. Default for bench: --groups experts of --rows rows.
+    #[arg(long)]
+    pub counts: Option<String>,
+    /// Experts (bench, without --counts).
+    #[arg(long, default_value_t = 4)]
+    pub groups: usize,
+    /// Rows per expert (bench, without --counts); with --masked, max_rows.
+    #[arg(long, default_value_t = 8192)]
+    pub rows: usize,
+    /// The masked layout: X [E, max_rows, K] with the counts read on the GPU.
+    #[arg(long)]
+    pub masked: bool,
+    /// max_rows of the masked layout (default: the largest count).
+    #[arg(long)]
+    pub max_rows: Option<usize>,
+    #[arg(long = "n", default_value_t = 4096)]
+    pub n: usize,
+    #[arg(long = "k", default_value_t = 7168)]
+    pub k: usize,
+    /// The fused SwiGLU dual GEMM (W1, W3) instead of the plain grouped GEMM.
+    #[arg(long)]
+    pub swiglu: bool,
+    /// The SwiGLU times each row's routing weight.
+    #[arg(long)]
+    pub routed: bool,
+    /// The SwiGLU output quantised to e4m3 with 1x128 scales.
+    #[arg(long)]
+    pub quantize: bool,
+}
+
+impl Fp8GroupedArgs {
+    /// The one problem the flags name (`default_counts` when --counts is absent).
+    pub fn problem(&self, default_counts: Option<Vec<usize>>) -> Result<Option<Fp8MoeProblem>> {
+        let counts = match (&self.counts, default_counts) {
+            (Some(c), _) => parse_counts(c)?,
+            (None, Some(d)) => d,
+            (None, None) => return Ok(None),
+        };
+        if (self.routed || self.quantize) && !self.swiglu {
+            return Err(Error::invalid(
+                "--routed and --quantize are options of the SwiGLU; add --swiglu",
+            ));
+        }
+        let p = if self.masked {
+            let max_rows = self
+                .max_rows
+                .unwrap_or_else(|| counts.iter().copied().max().unwrap_or(0));
+            Fp8MoeProblem::masked(&counts, max_rows, self.n, self.k)
+        } else {
+            Fp8MoeProblem::contiguous(&counts, self.n, self.k)
+        };
+        let p = if self.swiglu {
+            p.with_swiglu(self.routed, self.quantize)
+        } else {
+            p
+        };
+        p.validate()?;
+        Ok(Some(p))
+    }
+}
+
+/// Runs the suite (or the one --counts case); exit 7 if any check fails.
+pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
+    let cases: Vec<Fp8MoeCase> = match a.problem(None)? {
+        Some(p) => vec![Fp8MoeCase {
+            graph: p.layout().is_masked(),
+            p,
+        }],
+        None => suite(quick),
+    };
+    let ctx = env.context()?;
+    let mut outcomes: Vec<Fp8Outcome> = Vec::new();
+    for case in &cases {
+        let got = verify_case(&ctx, case)?;
+        if !env.json {
+            for o in &got {
+                eprintln!("{} {}: {}", o.check, o.case, o.message);
+            }
+        }
+        outcomes.extend(got);
+    }
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    if env.json {
+        env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
+    } else {
+        let mut t = Table::new(&[
+            "check",
+            "case",
+            "rel err",
+            "beyond rounding",
+            "rows",
+            "verdict",
+        ]);
+        let num = |x: f64| {
+            if x.is_nan() {
+                "-".into()
+            } else {
+                format!("{x:.2e}")
+            }
+        };
+        for o in &outcomes {
+            t.row(&[
+                o.check.clone(),
+                o.case.clone(),
+                num(o.rel_error),
+                num(o.rel_error_rounded),
+                o.rows_checked.to_string(),
+                match &o.skipped {
+                    Some(why) => format!("skipped: {why}"),
+                    None => o.message.clone(),
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!(
+            "{} checks on {}, {failed} failed",
+            outcomes.len(),
+            ctx.info.name
+        );
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Times the problem the flags name.
+pub fn bench(env: &Env, a: &Fp8GroupedArgs, opt: &BenchOptions) -> Result<ExitCode> {
+    let Some(p) = a.problem(Some(vec![a.rows; a.groups]))? else {
+        return Err(Error::invalid("give --counts or --groups and --rows"));
+    };
+    let ctx = env.context()?;
+    let t = bench_fp8_moe(&ctx, &p, opt)?;
+    if env.json {
+        env.print_json(&json!({ "device": ctx.info, "timings": [t] }));
+    } else {
+        let mut tab = Table::new(&[
+            "version",
+            "problem",
+            "median ms",
+            "min",
+            "max",
+            "TFLOPS",
+            "TB/s",
+            "of copy",
+        ]);
+        tab.row(&[
+            t.version.clone(),
+            t.problem.clone(),
+            format!("{:.4}", t.median_ms),
+            format!("{:.4}", t.min_ms),
+            format!("{:.4}", t.max_ms),
+            format!("{:.0}", t.tflops),
+            format!("{:.2}", t.tbps),
+            format!(
+                "{:.0} % of {:.2}",
+                100.0 * t.tbps / t.copy_tbps,
+                t.copy_tbps
+            ),
+        ]);
+        print!("{}", tab.render());
+        println!("on {}", ctx.info.name);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> Fp8GroupedArgs {
+        Fp8GroupedArgs {
+            grouped: true,
+            counts: None,
+            groups: 4,
+            rows: 256,
+            masked: false,
+            max_rows: None,
+            n: 4096,
+            k: 7168,
+            swiglu: false,
+            routed: false,
+            quantize: false,
+        }
+    }
+
+    #[test]
+    fn flags_name_one_problem() {
+        let p = args().problem(Some(vec![256; 4])).unwrap().unwrap();
+        assert_eq!(p.routed_rows(), 1024);
+        assert!(args().problem(None).unwrap().is_none());
+        let m = Fp8GroupedArgs {
+            masked: true,
+            counts: Some("3,256,0".into()),
+            ..args()
+        };
+        let p = m.problem(None).unwrap().unwrap();
+        assert_eq!((p.x_rows(), p.routed_rows()), (768, 259));
+        let bad = Fp8GroupedArgs {
+            quantize: true,
+            ..args()
+        };
+        let e = bad.problem(Some(vec![1])).unwrap_err();
+        assert!(e.to_string().contains("--swiglu"), "{e}");
+        let odd = Fp8GroupedArgs { k: 100, ..args() };
+        let e = odd.problem(Some(vec![1])).unwrap_err();
+        assert!(e.to_string().contains("K = 100"), "{e}");
+    }
+}

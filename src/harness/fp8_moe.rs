@@ -1,0 +1,597 @@
+//! FP8 MoE verification: the block-scaled grouped GEMM and fused SwiGLU against the float64
+//! reference on the dequantised operands (bf16 output within 1e-3 beyond its rounding), the
+//! quantised SwiGLU output against the CPU's quantisation of the reference (within one e4m3
+//! step) and bit for bit against kiln's quantisation kernel run on the kernel's own f32 output;
+//! rows of no expert must stay poisoned. Masked problems also run replayed from a CUDA graph
+//! captured while the device counts were zero.
+
+use std::time::Duration;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::fp8::{random_matrix, Data, Fp8Outcome};
+use super::moe_verify::{replay_with_rows, settle};
+use super::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::formats::scale::{dequantize_one, quantize_one, scale_for};
+use crate::formats::{Fp8Format, ScaleRecipe};
+use crate::ops::fp8::{self, Granularity, QuantSpec};
+use crate::ops::gemm::DType;
+use crate::ops::moe::fp8_problem::{Fp8MoeOperands, Fp8MoeProblem};
+use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{fp8_grouped, fp8_swiglu};
+use crate::reference::fp8 as reference;
+
+/// The bound on the error beyond the output's rounding (the 1e-3).
+pub const BOUND: f64 = 1e-3;
+/// Against the exact reference (bf16's own rounding is about 1.6e-3 of it).
+pub const EXACT_BOUND: f64 = 4e-3;
+/// The reference samples rows above this many float64 multiply-adds.
+const FULL_REFERENCE_LIMIT: f64 = 1.0e9;
+
+/// One verification case: a problem, and whether to replay it from a CUDA graph.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fp8MoeCase {
+    pub p: Fp8MoeProblem,
+    pub graph: bool,
+}
+
+impl Fp8MoeCase {
+    pub fn label(&self) -> String {
+        format!(
+            "{}{}",
+            self.p.label(),
+            if self.graph { " (graph)" } else { "" }
+        )
+    }
+}
+
+/// The suite: empty experts, one expert with every row, ragged counts (1, 64, 129, 300), a
+/// partial last K block, N not a multiple of 128, both layouts, the masked ones also replayed
+/// from a graph; the SwiGLU plain, routed, f32 and quantised.
+pub fn suite(quick: bool) -> Vec<Fp8MoeCase> {
+    let c = |p: Fp8MoeProblem, graph| Fp8MoeCase { p, graph };
+    let mut v = vec![
+        c(
+            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1, 64], 384, 1024),
+            false,
+        ),
+        c(
+            Fp8MoeProblem::masked(&[3, 256, 0, 100], 256, 512, 768),
+            true,
+        ),
+        c(
+            Fp8MoeProblem::contiguous(&[0, 200, 57], 256, 512).with_swiglu(true, false),
+            false,
+        ),
+        c(
+            Fp8MoeProblem::masked(&[3, 256, 0, 100], 256, 256, 512).with_swiglu(true, true),
+            true,
+        ),
+    ];
+    if quick {
+        return v;
+    }
+    v.extend([
+        c(Fp8MoeProblem::contiguous(&[0, 0, 515, 0], 256, 2048), false),
+        c(Fp8MoeProblem::contiguous(&[77, 140, 3], 200, 1040), false),
+        c(
+            Fp8MoeProblem::masked(&[3, 256, 0, 100], 256, 512, 768),
+            false,
+        ),
+        c(Fp8MoeProblem::masked(&[256; 4], 256, 512, 7168), true),
+        c(
+            Fp8MoeProblem::contiguous(&[130, 0, 1, 64], 200, 1040).with_swiglu(false, false),
+            false,
+        ),
+        c(
+            Fp8MoeProblem {
+                out: DType::F32,
+                ..Fp8MoeProblem::contiguous(&[130, 0, 1, 64], 256, 512).with_swiglu(true, false)
+            },
+            false,
+        ),
+        c(
+            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1], 208, 1024).with_swiglu(true, true),
+            false,
+        ),
+        c(
+            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1], 208, 1024).with_swiglu(false, true),
+            false,
+        ),
+    ]);
+    v
+}
+
+/// Host operands of one case: the codes and scales uploaded, and their dequantised values.
+struct Inputs {
+    x_deq: Vec<f64>,
+    w_deq: Vec<Vec<f64>>,
+    w3_deq: Vec<Vec<f64>>,
+    route: Vec<f32>,
+    x: DeviceBuffer,
+    sx: DeviceBuffer,
+    w: CodesAndScales,
+    w3: Option<CodesAndScales>,
+    route_dev: Option<DeviceBuffer>,
+    rows: DeviceBuffer,
+    sched: DeviceBuffer,
+}
+
+/// e4m3 with fp32 scales at `g`.
+fn e4m3(g: Granularity) -> QuantSpec {
+    QuantSpec::e4m3(g, ScaleRecipe::Fp32)
+}
+
+/// FP8 codes and their scales on the device.
+type CodesAndScales = (DeviceBuffer, DeviceBuffer);
+
+/// Every expert's [N, K] drawn and quantised 128x128 on the CPU: codes and scales back to back,
+/// and each expert's dequantised values.
+fn weights(p: &Fp8MoeProblem, seed: u64) -> Result<(CodesAndScales, Vec<Vec<f64>>)> {
+    let (mut codes, mut scales, mut deq) = (Vec::new(), Vec::new(), Vec::new());
+    let spec = e4m3(Granularity::Block128x128);
+    for e in 0..p.experts {
+        let w = random_matrix(p.n, p.k, Data::Signed, seed.wrapping_add(e as u64));
+        let (c, s) = reference::quantize(&w, p.n, p.k, p.k, spec);
+        deq.push(reference::dequantize(&c, &s, p.n, p.k, spec));
+        codes.extend(c);
+        scales.extend(s);
+    }
+    Ok((
+        (
+            DeviceBuffer::from_host(&codes)?,
+            DeviceBuffer::from_host(&scales)?,
+        ),
+        deq,
+    ))
+}
+
+fn inputs(p: &Fp8MoeProblem, seed: u64) -> Result<Inputs> {
+    let xr = p.x_rows();
+    let spec = e4m3(Granularity::Block1x128);
+    let x = random_matrix(xr, p.k, Data::Signed, seed);
+    let (xc, xs) = reference::quantize(&x, xr, p.k, p.k, spec);
+    let x_deq = reference::dequantize(&xc, &xs, xr, p.k, spec);
+    let (w, w_deq) = weights(p, seed ^ 0x1000)?;
+    let (w3, w3_deq) = match p.swiglu {
+        Some(_) => {
+            let (b, d) = weights(p, seed ^ 0x2000)?;
+            (Some(b), d)
+        }
+        None => (None, Vec::new()),
+    };
+    let route: Vec<f32> = (0..xr)
+        .map(|r| 0.5 + ((r as u64 * 2654435761 + seed) % 1000) as f32 / 1000.0)
+        .collect();
+    let route_dev = match p.swiglu {
+        Some(s) if s.routed => Some(DeviceBuffer::from_host(&route)?),
+        _ => None,
+    };
+    Ok(Inputs {
+        x_deq,
+        w_deq,
+        w3_deq,
+        route,
+        x: DeviceBuffer::from_host(&xc)?,
+        sx: DeviceBuffer::from_host(&xs)?,
+        w,
+        w3,
+        route_dev,
+        rows: DeviceBuffer::from_host(p.layout().rows_array())?,
+        sched: DeviceBuffer::new(sched_bytes(p.experts))?,
+    })
+}
+
+/// (X row, expert) of every routed row the reference computes: all of them for small
+/// problems, else each expert's first and last rows and a spread.
+fn rows_to_check(p: &Fp8MoeProblem, seed: u64) -> Vec<(usize, usize)> {
+    let spans = p.layout().spans();
+    let owner = |r: usize| {
+        spans
+            .iter()
+            .position(|&(s, c)| r >= s && r < s + c)
+            .map(|e| (r, e))
+    };
+    let all: Vec<usize> = spans.iter().flat_map(|&(s, c)| s..s + c).collect();
+    let macs = all.len() as f64 * p.n as f64 * p.k as f64;
+    let rows = if macs <= FULL_REFERENCE_LIMIT {
+        all
+    } else {
+        let edges: Vec<usize> = spans
+            .iter()
+            .filter(|s| s.1 > 0)
+            .flat_map(|&(s, c)| [s, s + c - 1])
+            .collect();
+        let picked = spread_rows(edges, all.len(), 48, seed, |i| all[i]);
+        picked.into_iter().filter(|r| owner(*r).is_some()).collect()
+    };
+    rows.into_iter().filter_map(owner).collect()
+}
+
+/// The float64 output rows: X·Wᵀ, or silu(X·W1ᵀ) ⊙ (X·W3ᵀ) ⊙ route.
+fn reference_rows(p: &Fp8MoeProblem, inp: &Inputs, rows: &[(usize, usize)]) -> Vec<Vec<f64>> {
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    rows.par_iter()
+        .map(|&(r, e)| {
+            let x = &inp.x_deq[r * p.k..(r + 1) * p.k];
+            (0..p.n)
+                .map(|n| {
+                    let y = dot(x, &inp.w_deq[e][n * p.k..(n + 1) * p.k]);
+                    match p.swiglu {
+                        None => y,
+                        Some(s) => {
+                            let u = dot(x, &inp.w3_deq[e][n * p.k..(n + 1) * p.k]);
+                            let w = if s.routed { inp.route[r] as f64 } else { 1.0 };
+                            y / (1.0 + (-y).exp()) * u * w
+                        }
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The size of one e4m3 step at magnitude v (in scaled units: codes' values).
+fn e4m3_step(v: f64) -> f64 {
+    if v < 2f64.powi(-6) {
+        2f64.powi(-9)
+    } else {
+        2f64.powi(v.log2().floor() as i32 - 3)
+    }
+}
+
+/// Runs one case; returns the kernel's outcome (and, for a quantised SwiGLU, the bit-for-bit
+/// check against kiln's quantisation kernel).
+pub fn verify_case(ctx: &Context, case: &Fp8MoeCase) -> Result<Vec<Fp8Outcome>> {
+    let p = &case.p;
+    p.validate()?;
+    let seed = fresh_seed();
+    let check = if p.swiglu.is_some() {
+        fp8_swiglu::NAME
+    } else {
+        fp8_grouped::NAME
+    };
+    let mut o = Fp8Outcome::new(check, case.label(), seed);
+    let inp = inputs(p, seed)?;
+    let xr = p.x_rows();
+    let y_bytes = xr * p.n * p.out_size();
+    let y = DeviceBuffer::new(y_bytes)?;
+    y.fill_bytes(0xFF, ctx)?;
+    let sy = DeviceBuffer::new(4 * p.y_scales().max(1))?;
+    sy.fill_bytes(0xFF, ctx)?;
+    let ops = Fp8MoeOperands {
+        x: &inp.x,
+        sx: &inp.sx,
+        w: &inp.w.0,
+        sw: &inp.w.1,
+        w3: inp.w3.as_ref().map(|(a, b)| (a, b)),
+        y: &y,
+        sy: p.quantized_out().then_some(&sy),
+        rows: &inp.rows,
+        route: inp.route_dev.as_ref(),
+        sched: &inp.sched,
+    };
+    let launch = || match p.swiglu {
+        Some(_) => fp8_swiglu::launch(ctx, p, &ops),
+        None => fp8_grouped::launch(ctx, p, &ops),
+    };
+    let limit = Duration::from_secs_f64(10.0 + p.flops() / 1e11);
+    let what = format!("{check} on {}", case.label());
+    let launched = if case.graph {
+        let zeros = vec![0i32; p.layout().rows_array().len()];
+        replay_with_rows(
+            ctx,
+            &launch,
+            &inp.rows,
+            &zeros,
+            p.layout().rows_array(),
+            limit,
+            &what,
+        )
+    } else {
+        settle()?;
+        launch()
+    };
+    if let Some(reason) = refusal(launched)? {
+        o.skipped = Some(reason);
+        o.passed = true;
+        return Ok(vec![o]);
+    }
+    ctx.synchronize_within(limit, &what)?;
+    let raw: Vec<u8> = y.download(y_bytes)?;
+    // Rows of no expert must keep their poison.
+    let routed: Vec<bool> = {
+        let mut v = vec![false; xr];
+        for (s, c) in p.layout().spans() {
+            v[s..s + c].iter_mut().for_each(|b| *b = true);
+        }
+        v
+    };
+    let row_bytes = p.n * p.out_size();
+    o.written_outside = (0..xr)
+        .filter(|&r| !routed[r])
+        .map(|r| {
+            raw[r * row_bytes..(r + 1) * row_bytes]
+                .iter()
+                .filter(|&&b| b != 0xFF)
+                .count()
+        })
+        .sum();
+    let rows = rows_to_check(p, seed);
+    let reference = reference_rows(p, &inp, &rows);
+    o.rows_checked = rows.len();
+    let mut out = Vec::new();
+    if p.quantized_out() {
+        let scales: Vec<f32> = sy.download(p.y_scales())?;
+        judge_quantized(p, &raw, &scales, &rows, &reference, &mut o);
+        out.push(o);
+        out.push(bits_against_quant_kernel(
+            ctx, case, &inp, &raw, &scales, &routed, seed,
+        )?);
+    } else {
+        judge_float(p, &raw, &rows, &reference, &mut o);
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// bf16 / f32 output against the reference: unwritten (NaN) elements of routed rows, the error
+/// against the exact values and beyond the output's rounding.
+fn judge_float(
+    p: &Fp8MoeProblem,
+    raw: &[u8],
+    rows: &[(usize, usize)],
+    reference: &[Vec<f64>],
+    o: &mut Fp8Outcome,
+) {
+    let got = crate::reference::data::HostData::from_bytes(p.out, raw);
+    let (mut d2, mut r2, mut dr2) = (0.0f64, 0.0f64, 0.0f64);
+    for (want_row, &(r, _)) in reference.iter().zip(rows) {
+        for (n, &want) in want_row.iter().enumerate() {
+            let have = got.get(r * p.n + n);
+            if !have.is_finite() {
+                o.mismatches += 1;
+                continue;
+            }
+            let rounded = match p.out {
+                DType::Bf16 => half::bf16::from_f64(want).to_f64(),
+                _ => want as f32 as f64,
+            };
+            d2 += (have - want) * (have - want);
+            dr2 += (have - rounded) * (have - rounded);
+            r2 += want * want;
+        }
+    }
+    o.rel_error = rel_l2(d2, r2);
+    o.rel_error_rounded = rel_l2(dr2, r2);
+    o.bound = BOUND;
+    let exact = if p.out == DType::Bf16 {
+        EXACT_BOUND
+    } else {
+        BOUND
+    };
+    (o.passed, o.message) = verdict(&[
+        (o.mismatches > 0, &|| {
+            format!(
+                "{} elements of routed rows are NaN or were never written",
+                o.mismatches
+            )
+        }),
+        (o.written_outside > 0, &|| {
+            format!(
+                "{} elements of rows no expert owns were overwritten",
+                o.written_outside
+            )
+        }),
+        (!within(o.rel_error, exact), &|| {
+            format!(
+                "relative error {:.2e} exceeds the {} bound {exact:.0e}",
+                o.rel_error, p.out
+            )
+        }),
+        (!within(o.rel_error_rounded, o.bound), &|| {
+            format!(
+                "error beyond the output's rounding {:.2e} exceeds {:.0e}",
+                o.rel_error_rounded, o.bound
+            )
+        }),
+    ]);
+}
+
+/// The quantised output against the CPU's quantisation of the reference (fp32 values, 1x128
+/// groups, fp32 scales): each element within one e4m3 step of the reference's code, the scales
+/// within 1 % of the reference's.
+fn judge_quantized(
+    p: &Fp8MoeProblem,
+    codes: &[u8],
+    scales: &[f32],
+    rows: &[(usize, usize)],
+    reference: &[Vec<f64>],
+    o: &mut Fp8Outcome,
+) {
+    let f = Fp8Format::E4m3;
+    let xr = p.x_rows();
+    let (mut off_step, mut bad_scales, mut exact_codes, mut total) =
+        (0usize, 0usize, 0usize, 0usize);
+    let (mut d2, mut r2) = (0.0f64, 0.0f64);
+    for (want_row, &(r, _)) in reference.iter().zip(rows) {
+        for g in 0..p.n.div_ceil(128) {
+            let cols = g * 128..((g + 1) * 128).min(p.n);
+            let vals: Vec<f32> = want_row[cols.clone()].iter().map(|&v| v as f32).collect();
+            let s_ref = scale_for(
+                crate::formats::scale::amax(vals.iter().copied()),
+                f,
+                ScaleRecipe::Fp32,
+            );
+            let s_got = scales[g * xr + r];
+            if !s_got.is_finite() || ((s_got - s_ref) / s_ref).abs() > 1e-2 {
+                bad_scales += 1;
+                continue;
+            }
+            for (i, c) in cols.enumerate() {
+                let code_ref = quantize_one(vals[i], s_ref, f);
+                let code = codes[r * p.n + c];
+                let (got, want) = (
+                    dequantize_one(code, s_got, f),
+                    dequantize_one(code_ref, s_ref, f),
+                );
+                total += 1;
+                exact_codes += (code == code_ref) as usize;
+                let step = e4m3_step(f.decode(code_ref).abs().max(f.decode(code).abs()) as f64)
+                    * s_ref as f64;
+                if !got.is_finite() || (got - want).abs() > step * 1.0001 {
+                    off_step += 1;
+                }
+                let exact = want_row[c];
+                d2 += (got - exact) * (got - exact);
+                r2 += exact * exact;
+            }
+        }
+    }
+    o.rel_error = rel_l2(d2, r2);
+    o.mismatches = off_step;
+    o.bound = f64::NAN;
+    (o.passed, o.message) = verdict(&[
+        (o.written_outside > 0, &|| {
+            format!(
+                "{} codes of rows no expert owns were overwritten",
+                o.written_outside
+            )
+        }),
+        (bad_scales > 0, &|| {
+            format!("{bad_scales} 1x128 scales are NaN, unwritten or over 1 % from the reference's")
+        }),
+        (off_step > 0, &|| {
+            format!("{off_step} of {total} codes are more than one e4m3 step from the reference's")
+        }),
+    ]);
+    if o.passed {
+        o.message = format!(
+            "{exact_codes} of {total} codes equal the reference's, the rest within one step"
+        );
+    }
+}
+
+/// Runs the f32-output SwiGLU on the same inputs, quantises its output with kiln's quantisation
+/// kernel (1x128, e4m3, fp32 scales) and compares codes and scales of every routed row with the
+/// quantised epilogue's, bit for bit.
+fn bits_against_quant_kernel(
+    ctx: &Context,
+    case: &Fp8MoeCase,
+    inp: &Inputs,
+    codes: &[u8],
+    scales: &[f32],
+    routed: &[bool],
+    seed: u64,
+) -> Result<Fp8Outcome> {
+    let q = Fp8MoeProblem {
+        out: DType::F32,
+        swiglu: case
+            .p
+            .swiglu
+            .map(|s| crate::ops::moe::fp8_problem::Fp8SwiGlu {
+                quantize: false,
+                ..s
+            }),
+        ..case.p.clone()
+    };
+    let mut o = Fp8Outcome::new("swiglu-quant-bits", case.label(), seed);
+    let xr = q.x_rows();
+    let y32 = DeviceBuffer::new(xr * q.n * 4)?;
+    y32.fill_bytes(0, ctx)?;
+    let ops = Fp8MoeOperands {
+        x: &inp.x,
+        sx: &inp.sx,
+        w: &inp.w.0,
+        sw: &inp.w.1,
+        w3: inp.w3.as_ref().map(|(a, b)| (a, b)),
+        y: &y32,
+        sy: None,
+        rows: &inp.rows,
+        route: inp.route_dev.as_ref(),
+        sched: &inp.sched,
+    };
+    settle()?;
+    fp8_swiglu::launch(ctx, &q, &ops)?;
+    let kq = fp8::quantize(
+        ctx,
+        &y32,
+        DType::F32,
+        xr,
+        q.n,
+        q.n,
+        e4m3(Granularity::Block1x128),
+    )?;
+    ctx.synchronize()?;
+    let kc: Vec<u8> = kq.codes.download(xr * q.n)?;
+    let ks: Vec<f32> = kq.scales.download(q.y_scales())?;
+    let groups = q.n.div_ceil(128);
+    for r in (0..xr).filter(|&r| routed[r]) {
+        o.rows_checked += 1;
+        o.mismatches += (0..q.n)
+            .filter(|&c| kc[r * q.n + c] != codes[r * q.n + c])
+            .count();
+        o.mismatches += (0..groups)
+            .filter(|&g| ks[g * xr + r].to_bits() != scales[g * xr + r].to_bits())
+            .count();
+    }
+    o.passed = o.mismatches == 0;
+    o.message = if o.passed {
+        "bit-exact".into()
+    } else {
+        format!(
+            "{} codes or scales differ from kiln's quantisation of the f32 output",
+            o.mismatches
+        )
+    };
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_step_is_one_e4m3_ulp() {
+        assert_eq!(e4m3_step(448.0), 32.0);
+        assert_eq!(e4m3_step(1.0), 0.125);
+        assert_eq!(e4m3_step(1.9), 0.125);
+        assert_eq!(e4m3_step(0.001), 2f64.powi(-9));
+        // every normal code's neighbour is one step away
+        let f = Fp8Format::E4m3;
+        for code in 0x08u8..0x7E {
+            let (a, b) = (f.decode(code) as f64, f.decode(code + 1) as f64);
+            assert_eq!(b - a, e4m3_step(a), "code {code:#x}");
+        }
+    }
+
+    #[test]
+    fn the_suite_covers_the_edges() {
+        let s = suite(false);
+        assert!(s.iter().any(|c| c.graph && c.p.quantized_out()));
+        assert!(s
+            .iter()
+            .any(|c| c.p.layout().spans().iter().any(|x| x.1 == 0)));
+        assert!(s.iter().any(|c| !c.p.k.is_multiple_of(128)));
+        assert!(s.iter().any(|c| !c.p.n.is_multiple_of(128)));
+        for c in &s {
+            assert!(c.p.validate().is_ok(), "{}", c.label());
+        }
+        assert!(suite(true).len() < s.len());
+    }
+
+    #[test]
+    fn sampled_rows_keep_every_experts_edges() {
+        let p = Fp8MoeProblem::masked(&[256, 3, 0, 256], 256, 4096, 7168);
+        let r = rows_to_check(&p, 5);
+        for must in [(0, 0), (255, 0), (256, 1), (258, 1), (768, 3), (1023, 3)] {
+            assert!(r.contains(&must), "{must:?}");
+        }
+        assert!(r
+            .iter()
+            .all(|&(row, e)| row / 256 == e && row % 256 < [256, 3, 0, 256][e]));
+    }
+}

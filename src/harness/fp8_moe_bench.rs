@@ -1,0 +1,147 @@
+//! FP8 MoE timing: the block-scaled grouped GEMM or fused SwiGLU on operands drawn and quantised
+//! on the GPU (X 1x128, W 128x128 per expert), L2 flushed before each launch, medians, TFLOPS
+//! and TB/s of the fewest bytes the problem moves against the device's measured copy ceiling.
+
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::{Error, Result};
+use crate::formats::ScaleRecipe;
+use crate::harness::bench::{sample_interleaved, stats, BenchOptions, L2Flusher};
+use crate::harness::device_data::random_buffer;
+use crate::ops::fp8::{self, Granularity, QuantSpec};
+use crate::ops::gemm::DType;
+use crate::ops::moe::fp8_problem::{Fp8MoeOperands, Fp8MoeProblem};
+use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{fp8_grouped, fp8_swiglu};
+
+/// One timing.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fp8MoeTiming {
+    pub version: String,
+    pub problem: String,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub reps: usize,
+    pub tflops: f64,
+    /// The fewest bytes the problem moves ([`Fp8MoeProblem::min_bytes`]) per second, TB/s.
+    pub tbps: f64,
+    /// The device's copy rate (bytes read plus written per second, 1 GiB), TB/s.
+    pub copy_tbps: f64,
+}
+
+/// Device-to-device copy of 1 GiB: median TB/s (read plus written) of 10 copies after 3.
+pub fn copy_ceiling_tbps(ctx: &Context) -> Result<f64> {
+    let bytes = 1usize << 30;
+    let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
+    src.fill_bytes(1, ctx)?;
+    let mut times = Vec::new();
+    for i in 0..13 {
+        let (s, e) = (ctx.event()?, ctx.event()?);
+        s.record(ctx)?;
+        // SAFETY: both buffers hold `bytes` bytes and belong to this context.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream)
+        }
+        .map_err(|e| Error::cuda("device copy", format!("{e:?}")))?;
+        e.record(ctx)?;
+        let t = s.elapsed_ms(&e)? as f64;
+        if i >= 3 {
+            times.push(t);
+        }
+    }
+    let ms = stats(&mut times).0;
+    Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e12)
+}
+
+/// A rows x cols matrix drawn on the GPU in f32 and quantised there at `g` (e4m3, fp32 scales).
+fn quantized(
+    ctx: &Context,
+    rows: usize,
+    cols: usize,
+    g: Granularity,
+    seed: u64,
+) -> Result<fp8::Quantized> {
+    let x = random_buffer(ctx, DType::F32, rows * cols, seed)?;
+    let q = fp8::quantize(
+        ctx,
+        &x,
+        DType::F32,
+        rows,
+        cols,
+        cols,
+        QuantSpec::e4m3(g, ScaleRecipe::Fp32),
+    )?;
+    ctx.synchronize()?;
+    Ok(q)
+}
+
+/// Times `p` (the grouped GEMM, or the SwiGLU when `p.swiglu` is set).
+pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Result<Fp8MoeTiming> {
+    p.validate()?;
+    if !p.n.is_multiple_of(128) {
+        return Err(Error::invalid(format!(
+            "the bench quantises all experts' weights as one [E * N, K] matrix, which gives each \
+             expert its own 128x128 blocks only when N is a multiple of 128; N = {} is not",
+            p.n
+        )));
+    }
+    let xr = p.x_rows();
+    let x = quantized(ctx, xr, p.k, Granularity::Block1x128, 0x5EED)?;
+    let w = quantized(ctx, p.experts * p.n, p.k, Granularity::Block128x128, 0x5EEE)?;
+    let w3 = match p.swiglu {
+        Some(_) => Some(quantized(
+            ctx,
+            p.experts * p.n,
+            p.k,
+            Granularity::Block128x128,
+            0x5EEF,
+        )?),
+        None => None,
+    };
+    let route = match p.swiglu {
+        Some(s) if s.routed => Some(random_buffer(ctx, DType::F32, xr, 0x5EF0)?),
+        _ => None,
+    };
+    let y = ctx.alloc(xr * p.n * p.out_size())?;
+    let sy = ctx.alloc(4 * p.y_scales())?;
+    let rows = DeviceBuffer::from_host(p.layout().rows_array())?;
+    let sched = ctx.alloc(sched_bytes(p.experts))?;
+    let ops = Fp8MoeOperands {
+        x: &x.codes,
+        sx: &x.scales,
+        w: &w.codes,
+        sw: &w.scales,
+        w3: w3.as_ref().map(|q| (&q.codes, &q.scales)),
+        y: &y,
+        sy: p.quantized_out().then_some(&sy),
+        rows: &rows,
+        route: route.as_ref(),
+        sched: &sched,
+    };
+    let version = if p.swiglu.is_some() {
+        fp8_swiglu::NAME
+    } else {
+        fp8_grouped::NAME
+    };
+    let mut launch = || match p.swiglu {
+        Some(_) => fp8_swiglu::launch(ctx, p, &ops),
+        None => fp8_grouped::launch(ctx, p, &ops),
+    };
+    let flusher = L2Flusher::new(ctx)?;
+    let mut times = sample_interleaved(ctx, &flusher, opt, &mut [&mut launch])?;
+    ctx.synchronize()?;
+    let (median, min, max) = stats(&mut times[0].0);
+    Ok(Fp8MoeTiming {
+        version: version.into(),
+        problem: p.label(),
+        median_ms: median,
+        min_ms: min,
+        max_ms: max,
+        reps: times[0].0.len(),
+        tflops: p.flops() / (median * 1e-3) / 1e12,
+        tbps: p.min_bytes() / (median * 1e-3) / 1e12,
+        copy_tbps: copy_ceiling_tbps(ctx)?,
+    })
+}

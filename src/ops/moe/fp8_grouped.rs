@@ -1,0 +1,283 @@
+//! Host side of `kernels/moe/fp8_grouped.cu`: the block-scaled FP8 grouped GEMM over experts
+//! (contiguous or masked rows), on the dense FP8 kernel's promoted mainloop and the MoE
+//! scheduler. Also the tensor maps and the launch steps the FP8 SwiGLU shares.
+
+use super::fp8_problem::{check_operands, Fp8MoeArgs, Fp8MoeOperands, Fp8MoeProblem};
+use super::schedule::{order_for, MAX_EXPERTS};
+use super::tma3d::Tma3d;
+use super::{tile_prefix, MoeOperands};
+use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+use crate::ops::gemm::DType;
+
+/// The version's name (its device file's stem).
+pub const NAME: &str = "fp8_grouped";
+pub const ENTRY: &str = "moe_fp8_grouped";
+pub const THREADS: u32 = 384;
+/// Tile rows and columns; a stage is one 128-deep K block (128 bytes of FP8 a row).
+pub const BM: u32 = 128;
+pub const BN: u32 = 128;
+pub const BK: u32 = 128;
+/// X rows per TMA box (the kernels' `XBOX`).
+pub const X_BOX: u32 = 32;
+/// An H100's opt-in shared memory per block.
+pub const SMEM_BUDGET: u32 = 232_448;
+
+/// Bytes of one stage: the X tile and the W tile.
+pub const fn stage_bytes() -> u32 {
+    (BM + BN) * BK
+}
+
+/// Shared memory for the schedule tables of up to [`MAX_EXPERTS`] (`schedule::table_bytes`).
+pub const TABLE_BYTES: u32 = (3 * MAX_EXPERTS as u32 + 2) * 4;
+
+/// Everything but the stages: 1 KB of alignment slack and the schedule tables.
+const fn fixed_bytes() -> u32 {
+    1024 + TABLE_BYTES
+}
+
+/// Stages in the ring: as many as the budget holds (each with two mbarriers), at most 8.
+pub const fn stages() -> u32 {
+    let s = (SMEM_BUDGET - fixed_bytes()) / (stage_bytes() + 16);
+    if s > 8 {
+        8
+    } else {
+        s
+    }
+}
+
+pub const fn smem_bytes() -> u32 {
+    fixed_bytes() + stages() * (stage_bytes() + 16)
+}
+
+pub fn spec(arch: &str) -> KernelSpec {
+    KernelSpec::new("moe/fp8_grouped.cu", ENTRY, arch)
+        .define("KILN_BN", BN)
+        .define("KILN_STAGES", stages())
+        .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
+        .define("KILN_SMEM", smem_bytes())
+        .define("KILN_OUT", DType::Bf16.code())
+}
+
+/// Every specialisation (for the compile check): the one kernel, and the prefix kernel it runs
+/// first.
+pub fn variants(arch: &str) -> Vec<KernelSpec> {
+    if !crate::jit::arch::has_wgmma(arch) {
+        return Vec::new();
+    }
+    vec![tile_prefix::spec(arch), spec(arch)]
+}
+
+/// `Ok` or why the FP8 MoE kernels cannot run `p` on `dev`.
+pub fn supports(p: &Fp8MoeProblem, dev: &DeviceInfo, smem: u32) -> std::result::Result<(), String> {
+    if !dev.is_hopper() {
+        return Err(format!(
+            "needs a Hopper GPU (sm_90a: FP8 wgmma, TMA); {} is sm_{}{}",
+            dev.name, dev.compute_capability.0, dev.compute_capability.1
+        ));
+    }
+    if p.experts > MAX_EXPERTS {
+        return Err(format!(
+            "{} experts; at most {MAX_EXPERTS} per launch",
+            p.experts
+        ));
+    }
+    dev.check_smem(smem)
+}
+
+/// The map over all rows of X: e4m3 bytes in boxes of {128 of K, 32 rows}.
+pub fn x_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
+    Tma2d {
+        dtype: TmaDType::U8,
+        addr,
+        dims: [p.k as u64, p.x_rows() as u64],
+        row_stride_bytes: p.k as u64,
+        box_dims: [BK, X_BOX],
+        swizzle: TmaSwizzle::B128,
+    }
+}
+
+/// A map over W [E, N, K] (e4m3 bytes) in boxes of {128 of K, `box_rows` rows, 1 expert}.
+pub fn w_map(p: &Fp8MoeProblem, addr: u64, box_rows: u32) -> Tma3d {
+    Tma3d::packed(
+        TmaDType::U8,
+        addr,
+        p.k as u64,
+        p.n as u64,
+        p.experts as u64,
+        BK,
+        box_rows,
+    )
+}
+
+/// The persistent grid: one CTA per SM, or per possible tile when there are fewer. The bound
+/// comes from the layout, never from the counts, so a captured graph serves any routing.
+pub fn grid(p: &Fp8MoeProblem, bm: u32, bn: u32, sms: u32) -> u32 {
+    let bm = bm as usize;
+    let tiles_m = match &p.rows {
+        super::Rows::Contiguous { x_rows, .. } => x_rows / bm + p.experts,
+        super::Rows::Masked { max_rows, .. } => p.experts * max_rows.div_ceil(bm),
+    } as u64;
+    (tiles_m * p.n.div_ceil(bn as usize) as u64)
+        .min(sms.max(1) as u64)
+        .max(1) as u32
+}
+
+/// The checks every FP8 MoE launch makes, then the prefix kernel that builds the tile tables
+/// for tile height `bm` into `ops.sched` (same stream, no host synchronisation).
+pub fn prepare(
+    ctx: &Context,
+    p: &Fp8MoeProblem,
+    ops: &Fp8MoeOperands,
+    bm: u32,
+    smem: u32,
+    kernel: &str,
+) -> Result<()> {
+    p.validate()?;
+    check_operands(p, ops)?;
+    supports(p, &ctx.info, smem).map_err(|reason| Error::Unsupported {
+        kernel: kernel.into(),
+        reason,
+    })?;
+    let layout = p.layout();
+    let moe_ops = MoeOperands {
+        x: ops.x,
+        w: ops.w,
+        w3: None,
+        y: ops.y,
+        rows: ops.rows,
+        route: None,
+        sched: ops.sched,
+    };
+    tile_prefix::launch(ctx, &layout, &moe_ops, bm, false)
+}
+
+/// Y = dequant(X) · dequant(W)ᵀ per expert on the context's stream (enqueued only: no host
+/// synchronisation, no allocation, so it can be captured in a CUDA graph).
+pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<()> {
+    if p.swiglu.is_some() {
+        return Err(Error::invalid(
+            "this is a SwiGLU problem; run it with the FP8 SwiGLU (fp8_swiglu)",
+        ));
+    }
+    prepare(ctx, p, ops, BM, smem_bytes(), NAME)?;
+    let unsupported = |reason: String| Error::Unsupported {
+        kernel: NAME.into(),
+        reason,
+    };
+    let tx = x_map(p, ops.x.ptr());
+    tx.validate().map_err(unsupported)?;
+    let tw = w_map(p, ops.w.ptr(), BN);
+    tw.validate().map_err(unsupported)?;
+    let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
+    let f = ctx.function(&spec(&ctx.arch()))?;
+    let order = order_for(&p.layout(), BM, &ctx.overrides.moe);
+    let mut args = Fp8MoeArgs::new(p, ops, BN, order);
+    let lc = LaunchConfig {
+        smem_bytes: smem_bytes(),
+        ..LaunchConfig::simple((grid(p, BM, BN, ctx.info.sm_count), 1, 1), THREADS)
+    };
+    // SAFETY: the kernel takes (TmaMap, TmaMap, Fp8MoeArgs) in this order. The maps address X
+    // and W, the args Y, the scales and the schedule workspace; `prepare` has matched every
+    // buffer to the problem, and the caller keeps them alive until the stream has run.
+    unsafe {
+        f.launch(
+            ctx.stream,
+            &lc,
+            &mut [map_x.as_param(), map_w.as_param(), args.as_param()],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_fits_an_h100_block() {
+        assert_eq!(stage_bytes() % 1024, 0);
+        assert!(smem_bytes() <= SMEM_BUDGET);
+        assert_eq!(stages(), 6);
+        assert_eq!(
+            TABLE_BYTES as usize,
+            super::super::schedule::table_bytes(MAX_EXPERTS)
+        );
+    }
+
+    #[test]
+    fn maps_fill_the_stage() {
+        let p = Fp8MoeProblem::contiguous(&[100, 0, 300], 4096, 7168);
+        let x = x_map(&p, 1 << 20);
+        let w = w_map(&p, 1 << 21, BN);
+        assert_eq!((x.validate(), w.validate()), (Ok(()), Ok(())));
+        assert_eq!(
+            x.box_bytes() * (BM / X_BOX) as u64 + w.box_bytes(),
+            stage_bytes() as u64
+        );
+    }
+
+    #[test]
+    fn the_grid_depends_on_the_layout_only() {
+        let a = Fp8MoeProblem::masked(&[0, 0, 0, 0], 256, 4096, 7168);
+        let b = Fp8MoeProblem::masked(&[256, 256, 256, 256], 256, 4096, 7168);
+        assert_eq!(grid(&a, BM, BN, 132), grid(&b, BM, BN, 132));
+        assert_eq!(grid(&a, BM, BN, 132), 132);
+        let tiny = Fp8MoeProblem::contiguous(&[3], 128, 128);
+        assert_eq!(grid(&tiny, BM, BN, 132), 1);
+    }
+
+    /// The walk both FP8 kernels make (unit u = tile u of the order, for u < tiles_m * tiles_n)
+    /// covers every routed row and 128-column block exactly once, rows of no expert never, at
+    /// both tile heights (128: grouped GEMM, 64: SwiGLU), both layouts and both tile orders.
+    #[test]
+    fn the_tile_walk_covers_each_routed_row_once() {
+        use super::super::schedule::{tile, Schedule, TileOrder};
+        let problems = [
+            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1, 64], 384, 1024),
+            Fp8MoeProblem::masked(&[3, 256, 0, 100], 256, 512, 768),
+            Fp8MoeProblem::contiguous(&[8192; 4], 4096, 7168),
+        ];
+        for p in &problems {
+            let layout = p.layout();
+            for bm in [BM, super::super::fp8_swiglu::BM] {
+                let s = Schedule::build(&layout, layout.rows_array(), bm);
+                let tiles_n = p.n.div_ceil(BN as usize) as u32;
+                for order in [TileOrder::Fixed(8), TileOrder::ByExpert(16)] {
+                    let mut seen = vec![0u8; p.x_rows() * tiles_n as usize];
+                    for u in 0..s.tiles_m() * tiles_n {
+                        let t = tile(&s, u, tiles_n, order, bm, BN);
+                        assert!(t.valid_rows >= 1 && t.valid_rows <= bm as i32);
+                        for r in 0..t.valid_rows {
+                            seen[(t.row0 + r) as usize * tiles_n as usize
+                                + (t.n0 / BN) as usize] += 1;
+                        }
+                    }
+                    let mut want = vec![0u8; seen.len()];
+                    for (start, count) in layout.spans() {
+                        want[start * tiles_n as usize..(start + count) * tiles_n as usize].fill(1);
+                    }
+                    assert!(seen == want, "{} bm {bm} {order:?}", p.label());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_other_gpus_and_too_many_experts() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = Fp8MoeProblem::contiguous(&[1, 2], 128, 128);
+        assert_eq!(supports(&p, &h100, smem_bytes()), Ok(()));
+        let a100 = DeviceInfo {
+            compute_capability: (8, 0),
+            ..h100.clone()
+        };
+        assert!(supports(&p, &a100, smem_bytes())
+            .unwrap_err()
+            .contains("Hopper"));
+        let many = Fp8MoeProblem::contiguous(&vec![1; MAX_EXPERTS + 1], 128, 128);
+        assert!(supports(&many, &h100, smem_bytes())
+            .unwrap_err()
+            .contains("experts"));
+    }
+}

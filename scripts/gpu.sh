@@ -22,16 +22,12 @@
 #                                scripts/targets-table.py
 #   ladder                       `kiln bench --set ladder --all`: every version up the ladder
 #   attention                    fa3_wgmma (ATTN_VERSION) at the 18 issue shapes against SDPA's
-<<<<<<< HEAD
 #                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention),
 #                                LAYOUTS (default BSHD; BSHD,BHSD) in ROUNDS rounds (default 1)
-=======
-#                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention)
 #   fp8moe                       the FP8 MoE kernels: `kiln fp8 check`, `kiln fp8 verify --grouped`
 #                                (FP8MOE_SUITE=quick|full), then the grouped GEMM 4 x 8192 rows,
 #                                N 4096, K 7168 and masked 4 x 256 rows, and the SwiGLU, against
 #                                the torch peers (scripts/peers.py fp8moe); table of the ratios
->>>>>>> h/fp8-grouped
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -562,7 +558,6 @@ multi)
   "$PY" scripts/multi-table.py "$D" "$ngpu" | tee "$D/summary.txt" || status=1
   ;;
 
-<<<<<<< HEAD
 varlen)
   need_bin "$KILN"; machine "$KILN"
   step varlen-suite 580 "$KILN" attn verify --varlen-suite
@@ -576,7 +571,8 @@ varlen)
   table
   echo
   for f in "$D"/varlen-bench-*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done | tee "$D/summary.txt"
-=======
+  ;;
+
 fp8moe)
   need_bin "$KILN"; machine "$KILN"
   step fp8-check 300 "$KILN" fp8 check
@@ -622,7 +618,6 @@ for k, p in (("bench-contiguous", "peer-contiguous"), ("bench-masked", "peer-mas
         print(f"    torch {r['path']:16} same work: {str(r['same_work']):5} {what}")
 print("targets: contiguous >= 1300 TFLOPS and >= 1.3x the best same-work torch path; masked: TB/s reported")
 PYEOF
->>>>>>> h/fp8-grouped
   ;;
 
 *)

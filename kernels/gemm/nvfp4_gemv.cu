@@ -4,29 +4,24 @@
 // blockIdx.z with per-batch strides. Bandwidth is everything: each lane streams 16-byte loads of
 // two weight rows (L1 bypassed), decodes them in registers, and the tensor cores do the sums.
 //
-// A CTA owns 16 rows of W; its WARPS warps split K (step s of 128 elements goes to warp s % WARPS)
-// and add their partial sums in shared memory at the end, so a small N still fills the GPU. In a
-// step, lane (g = lane / 4, q = lane % 4) holds 32 elements (16 bytes, two scale blocks) of rows
+// A CTA owns 16 rows of W; its warps (4 or 8: blockDim.x / 32) split K (step s of 128 elements
+// goes to warp s % warps) and add their partial sums in shared memory at the end, so a small N
+// still fills the GPU. In a step, lane (g = lane / 4, q = lane % 4) holds 32 elements (16 bytes, two scale blocks) of rows
 // g and g + 8 at k = 128 s + 32 q. The order of k inside an mma is free as long as X follows it:
 // the A register pair i of a 32-bit word (elements e .. e + 7) holds elements e + i and e + i + 4
 // (nibbles i and i + 4, 16 bits apart, so one shift places both), and X's pairs are permuted to
 // match. A nibble becomes bf16 by moving its magnitude bits into the exponent and mantissa (the
 // value times 2^-126, 0.5 a bf16 subnormal) and its sign bit to bit 15; then bf16x2 products by
 // 2^126 and by the block scale, both exact (e2m1 x e4m3 fits bf16), give the operand.
-// KILN_OUT: 0 bf16, 1 f16. KILN_GEMV_WARPS: warps per CTA. KILN_GEMV_NF: 8-column mma tiles of M
-// (1: M <= 8, 2: M <= 16).
+// KILN_GEMV_NF: 8-column mma tiles of M (1: M <= 8, 2: M <= 16). The output dtype and the warps
+// per CTA are arguments: they change one store and a loop stride, not the loop body.
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
 
-#if !defined(KILN_OUT) || !defined(KILN_GEMV_WARPS) || !defined(KILN_GEMV_NF)
-#error "nvfp4_gemv.cu needs KILN_OUT, KILN_GEMV_WARPS and KILN_GEMV_NF (src/ops/fp4/nvfp4_gemv.rs)"
+#if !defined(KILN_GEMV_NF)
+#error "nvfp4_gemv.cu needs KILN_GEMV_NF (src/ops/fp4/nvfp4_gemv.rs)"
 #endif
-#if KILN_OUT == 0
-typedef bf16 out_t;
-#else
-typedef f16 out_t;
-#endif
-constexpr int WARPS = KILN_GEMV_WARPS, NF = KILN_GEMV_NF;
+constexpr int MAX_WARPS = 8, NF = KILN_GEMV_NF;
 constexpr int STEP = 128;   // K elements per warp step
 constexpr int UNROLL = 2;   // steps whose loads are in flight together
 
@@ -37,6 +32,7 @@ struct GemvArgs {
   i64 x_batch, w_batch, s_batch, y_batch;    // elements (x, y) and bytes (w, s) between batches
   float g;
   int m, n, k;
+  int out_f16;  // 0: bf16 out, 1: f16
 };
 
 __device__ __forceinline__ u32x4 ld_stream(const void* p) {
@@ -145,22 +141,22 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const Step& st
   }
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32) nvfp4_gemv(const GemvArgs a) {
-  __shared__ float red[WARPS][NF * 4][32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32) nvfp4_gemv(const GemvArgs a) {
+  __shared__ float red[MAX_WARPS][NF * 4][32];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int row0 = blockIdx.x * 16;
   const u8* w = reinterpret_cast<const u8*>(a.w) + (i64)blockIdx.z * a.w_batch;
   const u8* s = reinterpret_cast<const u8*>(a.s) + (i64)blockIdx.z * a.s_batch;
   const bf16* x = reinterpret_cast<const bf16*>(a.x) + (i64)blockIdx.z * a.x_batch;
-  out_t* y = reinterpret_cast<out_t*>(a.y) + (i64)blockIdx.z * a.y_batch;
+  u16* y = reinterpret_cast<u16*>(a.y) + (i64)blockIdx.z * a.y_batch;  // bf16 or f16 bits
   float acc[NF][4];
 #pragma unroll
   for (int f = 0; f < NF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
   const int steps = (a.k + STEP - 1) / STEP;
-  for (int s0 = warp; s0 < steps; s0 += WARPS * UNROLL) {
+  for (int s0 = warp; s0 < steps; s0 += warps * UNROLL) {
     Step st[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) load_step(st[u], a, w, s, x, row0, g, q, s0 + u * WARPS);
+    for (int u = 0; u < UNROLL; ++u) load_step(st[u], a, w, s, x, row0, g, q, s0 + u * warps);
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) compute_step(acc, st[u]);
   }
@@ -175,10 +171,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) nvfp4_gemv(const GemvAr
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float t = 0.0f;
-#pragma unroll
-      for (int v = 0; v < WARPS; ++v) t += red[v][4 * f + i][lane];
+      for (int v = 0; v < warps; ++v) t += red[v][4 * f + i][lane];
       // d0, d1: row g, columns 2q, 2q + 1; d2, d3: row g + 8.
       const int r = row0 + g + 8 * (i / 2), m = 8 * f + 2 * q + (i % 2);
-      if (r < a.n && m < a.m) y[(i64)m * a.ldy + r] = from_float<out_t>(t * a.g);
+      if (r < a.n && m < a.m)
+        y[(i64)m * a.ldy + r] = a.out_f16 ? from_float<f16>(t * a.g).bits : from_float<bf16>(t * a.g).bits;
     }
 }

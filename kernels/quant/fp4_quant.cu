@@ -1,14 +1,15 @@
 // Quantisation to and from the 4-bit formats: a row-major X [rows, K] (bf16, f16 or f32, leading
 // dimension ldx) to packed e2m1 codes [rows, K/2] (element 2i in the low nibble of byte i) and
 // one scale per block along K, and back. One thread per block of BLK elements.
-//   KILN_FP4 0  NVFP4: BLK 16, e4m3 scales, an fp32 tensor scale g. fp4_amax first reduces the
-//               tensor's amax into a word the host zeroed; fp4_quant then derives g from it, or
-//               takes the caller's g when amax_bits is null.
+//   KILN_FP4 0  NVFP4: BLK 16, e4m3 scales, an fp32 tensor scale g. fp4_amax (KILN_AMAX) first
+//               reduces the tensor's amax into a word the host zeroed; fp4_quant then derives g
+//               from it, or takes the caller's g when amax_bits is null.
 //   KILN_FP4 1  MXFP4: BLK 32, E8M0 scales (the OCP recipe); no tensor scale.
 // Non-finite inputs have no e2m1 code: every kernel that reads X records the smallest linear
 // index (r * K + c) of one in *first_bad (atomicMin; the host sets it to ~0 and refuses the
 // result if it changed), as the CPU quantisers refuse them.
-// KILN_QIN: 0 bf16, 1 f16, 2 f32 (fp4_amax, fp4_quant). KILN_QOUT: 0 bf16, 1 f16, 2 f32 (fp4_dequant).
+// KILN_QIN: 0 bf16, 1 f16, 2 f32 selects fp4_quant; KILN_AMAX fp4_amax; neither fp4_dequant. The
+// amax and the dequantiser take their dtype as an argument (fewer variants to compile).
 #include "common/fp4.cuh"
 
 #if !defined(KILN_FP4)
@@ -47,25 +48,6 @@ __device__ __forceinline__ u64 load_block(const qin_t* x, int k, i64 ldx, i64 b,
   return bad;
 }
 
-#if KILN_FP4 == 0
-// The tensor's amax into *amax_bits (the integer order of non-negative floats is their numeric
-// order): a grid-stride share per thread, a warp reduction, one atomicMax per warp.
-extern "C" __global__ void __launch_bounds__(256)
-    fp4_amax(const qin_t* x, int rows, int k, i64 ldx, u32* amax_bits, u64* first_bad) {
-  float m = 0.0f;
-  u64 bad = ~0ull;
-  const i64 total = (i64)rows * k;
-  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
-    const i64 r = i / k, c = i - r * k;
-    const float v = to_float(x[r * ldx + c]);
-    if (finite(v)) m = fmaxf(m, fabsf(v));
-    else bad = min(bad, (u64)i);
-  }
-  m = warp_max(m);
-  if (threadIdx.x % 32 == 0) atomicMax(amax_bits, __float_as_uint(m));
-  if (bad != ~0ull) atomicMin(first_bad, bad);
-}
-#endif
 
 extern "C" __global__ void __launch_bounds__(256)
     fp4_quant(const qin_t* x, int rows, int k, i64 ldx, u8* codes, u8* scales, const u32* amax_bits,
@@ -110,22 +92,47 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 #endif
 
-#if defined(KILN_QOUT)
-#if KILN_QOUT == 0
-typedef bf16 qout_t;
-#elif KILN_QOUT == 1
-typedef f16 qout_t;
-#else
-typedef float qout_t;
+#if defined(KILN_AMAX)
+// Element i of a row-major matrix of dtype `in` (0 bf16, 1 f16, 2 f32) as a float.
+__device__ __forceinline__ float load_any(const void* x, i64 i, int in) {
+  if (in == 2) return reinterpret_cast<const float*>(x)[i];
+  if (in == 1) return to_float(reinterpret_cast<const f16*>(x)[i]);
+  return to_float(reinterpret_cast<const bf16*>(x)[i]);
+}
+
+// NVFP4's tensor amax into *amax_bits (the integer order of non-negative floats is their numeric
+// order): a grid-stride share per thread, a warp reduction, one atomicMax per warp. The input
+// dtype is an argument (one variant for all three: this pass is a small part of quantising).
+extern "C" __global__ void __launch_bounds__(256)
+    fp4_amax(const void* x, int rows, int k, i64 ldx, u32* amax_bits, u64* first_bad, int in) {
+  float m = 0.0f;
+  u64 bad = ~0ull;
+  const i64 total = (i64)rows * k;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    const i64 r = i / k, c = i - r * k;
+    const float v = load_any(x, r * ldx + c, in);
+    if (finite(v)) m = fmaxf(m, fabsf(v));
+    else bad = min(bad, (u64)i);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0) atomicMax(amax_bits, __float_as_uint(m));
+  if (bad != ~0ull) atomicMin(first_bad, bad);
+}
 #endif
 
-// Y [rows, K] (leading dimension ldy) = the exact value of each code times its block scale (and
+#if !defined(KILN_QIN) && !defined(KILN_AMAX)
+template <class T> __device__ __forceinline__ void store_exact(void* y, i64 i, double p) {
+  reinterpret_cast<T*>(y)[i] = round_exact<T>(p);
+}
+
+// Y [rows, K] (leading dimension ldy, dtype `out`: 0 bf16, 1 f16, 2 f32) = the exact value of each code times its block scale (and
 // the NVFP4 tensor scale), rounded once to the output type. A scale with no value (E8M0's NaN
 // 0xFF; for NVFP4 a negative e4m3 or its NaN 0x7F) records its block index in *first_bad, and the
 // host refuses the result (a null first_bad: the caller vouches for the scales).
 extern "C" __global__ void __launch_bounds__(256)
-    fp4_dequant(const u8* codes, const u8* scales, float tensor_scale, int rows, int k, qout_t* y, i64 ldy,
-                u64* first_bad) {
+    fp4_dequant(const u8* codes, const u8* scales, float tensor_scale, int rows, int k, void* y, i64 ldy,
+                u64* first_bad, int out) {
   const i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   const int per_row = k / BLK;
   if (b >= (i64)rows * per_row) return;
@@ -144,8 +151,13 @@ extern "C" __global__ void __launch_bounds__(256)
   for (int w = 0; w < BLK / 8; ++w) {
     const u32 packed = reinterpret_cast<const u32*>(codes)[b * (BLK / 8) + w];
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      y[r * ldy + c0 + 8 * w + i] = round_exact<qout_t>((double)e2m1_decode(packed >> (4 * i)) * s);
+    for (int i = 0; i < 8; ++i) {
+      const i64 at = r * ldy + c0 + 8 * w + i;
+      const double p = (double)e2m1_decode(packed >> (4 * i)) * s;
+      if (out == 2) store_exact<float>(y, at, p);
+      else if (out == 1) store_exact<f16>(y, at, p);
+      else store_exact<bf16>(y, at, p);
+    }
   }
 }
 #endif

@@ -97,30 +97,28 @@ pub struct Fp4Matrix {
     pub tensor_scale: f32,
 }
 
-/// The specialisation of one entry point: `fp4_amax` and `fp4_quant` take the input dtype,
-/// `fp4_dequant` the output dtype.
-pub fn spec(arch: &str, format: Fp4Format, dtype: DType, entry: &str) -> KernelSpec {
+/// The specialisation of one entry point: `fp4_quant` per input dtype; `fp4_amax` (NVFP4 only)
+/// and `fp4_dequant` take their dtype as an argument.
+pub fn spec(arch: &str, format: Fp4Format, input: Option<DType>, entry: &str) -> KernelSpec {
     let s = KernelSpec::new("quant/fp4_quant.cu", entry, arch).define("KILN_FP4", format.define());
-    if entry == "fp4_dequant" {
-        s.define("KILN_QOUT", dtype.code())
-    } else {
-        s.define("KILN_QIN", dtype.code())
+    match (entry, input) {
+        ("fp4_quant", Some(dtype)) => s.define("KILN_QIN", dtype.code()),
+        ("fp4_amax", _) => s.define("KILN_AMAX", 1),
+        _ => s,
     }
 }
 
-/// Every specialisation (for the compile check): per format and dtype the quantiser and the
-/// dequantiser, and NVFP4's amax pass.
+/// Every specialisation (for the compile check): the quantiser per format and input dtype, the
+/// dequantiser per format, NVFP4's amax pass.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     let mut v = Vec::new();
     for format in Fp4Format::ALL {
         for dtype in DType::OUTPUTS {
-            v.push(spec(arch, format, dtype, "fp4_quant"));
-            v.push(spec(arch, format, dtype, "fp4_dequant"));
-            if format == Fp4Format::Nvfp4 {
-                v.push(spec(arch, format, dtype, "fp4_amax"));
-            }
+            v.push(spec(arch, format, Some(dtype), "fp4_quant"));
         }
+        v.push(spec(arch, format, None, "fp4_dequant"));
     }
+    v.push(spec(arch, Fp4Format::Nvfp4, None, "fp4_amax"));
     v
 }
 
@@ -271,9 +269,11 @@ pub fn quantize_into(
     let mut pamax = 0u64;
     if format == Fp4Format::Nvfp4 && tensor_scale.is_none() {
         pamax = status.ptr() + 8;
-        let f = ctx.function(&spec(&arch, format, input, "fp4_amax"))?;
+        let f = ctx.function(&spec(&arch, format, None, "fp4_amax"))?;
+        let mut pin = input.code() as i32;
         let blocks = ((rows * k).div_ceil(256) as u64).min(8 * ctx.info.sm_count.max(1) as u64);
-        // SAFETY: fp4_amax takes (const qin_t*, int, int, i64, u32*, u64*): x holds the matrix
+        // SAFETY: fp4_amax takes (const void*, int, int, i64, u32*, u64*, int): x holds the matrix
+        // of `input` (pin, its code)
         // (check_shape), status 16 bytes (the amax word at 8, the index at 0); both live until
         // the synchronisation below.
         unsafe {
@@ -287,6 +287,7 @@ pub fn quantize_into(
                     &mut pldx as *mut i64 as *mut _,
                     &mut pamax as *mut u64 as *mut _,
                     &mut pbad as *mut u64 as *mut _,
+                    &mut pin as *mut i32 as *mut _,
                 ],
             )?;
         }
@@ -298,7 +299,7 @@ pub fn quantize_into(
             "a {rows}x{k} matrix needs {grid} thread blocks, over 2^31 - 1"
         )));
     }
-    let f = ctx.function(&spec(&arch, format, input, "fp4_quant"))?;
+    let f = ctx.function(&spec(&arch, format, Some(input), "fp4_quant"))?;
     let (mut pc, mut ps) = (codes.ptr(), scales.ptr());
     let mut pg = tensor_scale.unwrap_or(1.0);
     let mut pg_out = status.ptr() + 12;
@@ -373,11 +374,12 @@ pub fn dequantize_into(
         None
     };
     let nblocks = rows * k / format.block();
-    let f = ctx.function(&spec(&ctx.arch(), format, output, "fp4_dequant"))?;
+    let f = ctx.function(&spec(&ctx.arch(), format, None, "fp4_dequant"))?;
+    let mut pout = output.code() as i32;
     let (mut pc, mut ps, mut pg) = (codes.ptr(), scales.ptr(), tensor_scale);
     let (mut prows, mut pk, mut py, mut pldy) = (rows as i32, k as i32, y.ptr(), ldy as i64);
     let mut pbad = status.as_ref().map_or(0, |s| s.ptr());
-    // SAFETY: fp4_dequant takes (const u8*, const u8*, float, int, int, qout_t*, i64, u64*): the
+    // SAFETY: fp4_dequant takes (const u8*, const u8*, float, int, int, void*, i64, u64*, int): the
     // code and scale buffers hold [rows, K] of the format and y the output (checked above); the
     // status word is null or lives until the synchronisation below.
     unsafe {
@@ -393,6 +395,7 @@ pub fn dequantize_into(
                 &mut py as *mut u64 as *mut _,
                 &mut pldy as *mut i64 as *mut _,
                 &mut pbad as *mut u64 as *mut _,
+                &mut pout as *mut i32 as *mut _,
             ],
         )?;
     }
@@ -489,7 +492,7 @@ mod tests {
         let jit = Jit::default();
         let dev = DeviceInfo::h100_sxm();
         let v = variants("sm_90a");
-        assert_eq!(v.len(), 2 * 3 * 2 + 3);
+        assert_eq!(v.len(), 2 * 3 + 2 + 1);
         for s in &v {
             let c = jit.compile(s).unwrap();
             let problems = judge(s, &c.resources, &dev);

@@ -33,6 +33,7 @@ struct GemvArgs {
     m: i32,
     n: i32,
     k: i32,
+    out_f16: i32,
 }
 
 /// One GEMV: `batch` independent products, each Y_b [m, n] = g * X_b [m, k] . W_b^T.
@@ -105,7 +106,8 @@ impl GemvProblem {
         2.0 * (self.batch * self.m * self.n * self.k) as f64
     }
 
-    /// Warps per CTA: 8 (K split eight ways) when the row tiles alone would not fill the GPU.
+    /// Warps per CTA (at most the kernel's MAX_WARPS, 8): 8, K split eight ways, when the row
+    /// tiles alone would not fill the GPU.
     pub fn warps(&self, sms: u32) -> u32 {
         if self.n.div_ceil(16) * self.batch < 2 * sms as usize {
             8
@@ -124,24 +126,15 @@ impl GemvProblem {
     }
 }
 
-pub fn spec(arch: &str, output: DType, warps: u32, nf: u32) -> KernelSpec {
-    KernelSpec::new("gemm/nvfp4_gemv.cu", NAME, arch)
-        .define("KILN_OUT", output.code())
-        .define("KILN_GEMV_WARPS", warps)
-        .define("KILN_GEMV_NF", nf)
+/// The specialisation for M up to 8 (`nf` 1) or 16 (2); the output dtype and the warps per CTA
+/// are arguments.
+pub fn spec(arch: &str, nf: u32) -> KernelSpec {
+    KernelSpec::new("gemm/nvfp4_gemv.cu", NAME, arch).define("KILN_GEMV_NF", nf)
 }
 
-/// Every specialisation: two outputs, 4 or 8 warps, M up to 8 or 16.
+/// Every specialisation.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
-    let mut v = Vec::new();
-    for output in [DType::Bf16, DType::F16] {
-        for warps in [4, 8] {
-            for nf in [1, 2] {
-                v.push(spec(arch, output, warps, nf));
-            }
-        }
-    }
-    v
+    vec![spec(arch, 1), spec(arch, 2)]
 }
 
 /// The device buffers of a GEMV: X [batch, m, ldx] bf16, W (per batch [n, k] NVFP4), Y
@@ -216,7 +209,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     check_operands(p, ops)?;
     let warps = p.warps(ctx.info.sm_count.max(1));
     let nf = if p.m > 8 { 2 } else { 1 };
-    let f = ctx.function(&spec(&ctx.arch(), p.output, warps, nf))?;
+    let f = ctx.function(&spec(&ctx.arch(), nf))?;
     let mut args = GemvArgs {
         x: ops.x.ptr(),
         w: ops.w.codes.ptr(),
@@ -232,6 +225,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
         m: p.m as i32,
         n: p.n as i32,
         k: p.k as i32,
+        out_f16: (p.output == DType::F16) as i32,
     };
     let grid = (p.n.div_ceil(16) as u32, 1, p.batch as u32);
     // SAFETY: the kernel takes one `GemvArgs` by value, laid out as this #[repr(C)] struct;
@@ -255,8 +249,8 @@ mod tests {
 
     #[test]
     fn the_argument_block_matches_the_kernels_layout() {
-        // 4 pointers, 6 strides, then g, m, n, k: 96 bytes, 8-aligned.
-        assert_eq!(std::mem::size_of::<GemvArgs>(), 96);
+        // 4 pointers, 6 strides, then g, m, n, k, out_f16 and padding: 104 bytes, 8-aligned.
+        assert_eq!(std::mem::size_of::<GemvArgs>(), 104);
         assert_eq!(std::mem::align_of::<GemvArgs>(), 8);
     }
 

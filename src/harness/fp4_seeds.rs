@@ -403,15 +403,17 @@ pub fn run_shape(
                 sched: &sched,
             };
             check_operands(&p, &ops)?;
-            // the reference: sampled rows of each group
+            // the reference: sampled rows of each group, each B row decoded once
             let mut start = 0;
             for (gi, &mg) in counts.iter().enumerate() {
-                for r in sample(mg, if dual { 6 } else { 3 }) {
-                    let ar = a.row(start + r);
-                    for j in 0..*n {
-                        let h = reference::dot(&ar, &b.row(gi * n + j));
-                        let v = match &b2 {
-                            Some(o) => silu(h) * reference::dot(&ar, &o.row(j)),
+                let rows = sample(mg, if dual { 6 } else { 3 });
+                let ar: Vec<Vec<f64>> = rows.iter().map(|&r| a.row(start + r)).collect();
+                for j in 0..*n {
+                    let (w1, w3) = (b.row(gi * n + j), b2.as_ref().map(|o| o.row(j)));
+                    for (&r, x) in rows.iter().zip(&ar) {
+                        let h = reference::dot(x, &w1);
+                        let v = match &w3 {
+                            Some(w3) => silu(h) * reference::dot(x, w3),
                             None => h,
                         };
                         want.push(((start + r) * n + j, v));

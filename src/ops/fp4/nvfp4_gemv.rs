@@ -276,6 +276,86 @@ mod tests {
         assert_eq!(GemvProblem::new(1, 2048, 8192, DType::Bf16).warps(132), 8);
     }
 
+    /// The kernel's `nibble_pair<I>`: nibbles I and I + 4 of `w` as bf16 bits, each the e2m1
+    /// value times 2^-126.
+    fn nibble_pair(w: u32, i: i32) -> u32 {
+        let (mag, sign) = (6 - 4 * i, 12 - 4 * i);
+        let m = if mag >= 0 { w << mag } else { w >> -mag };
+        (m & 0x01C0_01C0) | ((w << sign) & 0x8000_8000)
+    }
+
+    fn bf16_half(bits: u32, hi: bool) -> f64 {
+        let h = if hi { bits >> 16 } else { bits & 0xFFFF } as u16;
+        half::bf16::from_bits(h).to_f64()
+    }
+
+    /// One warp step on the CPU, as the kernel lays it out: lanes (g, q) hold 16 bytes of rows g
+    /// and g + 8 at element 32 q; per word v two mmas, A pairs (nibble_pair 2j, 2j + 1), B pairs
+    /// X elements (8v + 2j, 8v + 2j + 4) and (8v + 2j + 1, 8v + 2j + 5), and the m16n8k16
+    /// fragment map of common/mma_sync.cuh. The sums must be the plain dot products.
+    #[test]
+    fn the_lane_layout_and_k_permutation_compute_the_dot_products() {
+        let mut seed = 0x1234_5678u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        // W: 16 rows x 128 elements (codes), X: 8 columns x 128 elements (small integers)
+        let codes: Vec<Vec<u8>> = (0..16)
+            .map(|_| (0..128).map(|_| (next() % 16) as u8).collect())
+            .collect();
+        let x: Vec<Vec<f64>> = (0..8)
+            .map(|_| (0..128).map(|_| (next() % 7) as f64 - 3.0).collect())
+            .collect();
+        let word = |row: usize, q: usize, v: usize| -> u32 {
+            (0..8).fold(0u32, |w, i| {
+                w | (codes[row][32 * q + 8 * v + i] as u32) << (4 * i)
+            })
+        };
+        let mut d = [[0.0f64; 8]; 16];
+        for v in 0..4 {
+            for j in 0..2 {
+                // the mma's operands, gathered from every lane's registers
+                let (mut a, mut b) = ([[0.0f64; 16]; 16], [[0.0f64; 8]; 16]);
+                for lane in 0..32 {
+                    let (g, q) = (lane / 4, lane % 4);
+                    let val = |bits: u32, hi: bool| bf16_half(bits, hi) * 2f64.powi(126);
+                    for row in [g, g + 8] {
+                        let (lo, hi) = (
+                            nibble_pair(word(row, q, v), 2 * j as i32),
+                            nibble_pair(word(row, q, v), 2 * j as i32 + 1),
+                        );
+                        // a0/a1: (row, k 2q..2q+1); a2/a3: (row, k 2q+8..)
+                        a[row][2 * q] = val(lo, false);
+                        a[row][2 * q + 1] = val(lo, true);
+                        a[row][2 * q + 8] = val(hi, false);
+                        a[row][2 * q + 9] = val(hi, true);
+                    }
+                    let e = 32 * q + 8 * v + 2 * j;
+                    b[2 * q][g] = x[g][e];
+                    b[2 * q + 1][g] = x[g][e + 4];
+                    b[2 * q + 8][g] = x[g][e + 1];
+                    b[2 * q + 9][g] = x[g][e + 5];
+                }
+                for (r, dr) in d.iter_mut().enumerate() {
+                    for (c, dc) in dr.iter_mut().enumerate() {
+                        *dc += (0..16).map(|k| a[r][k] * b[k][c]).sum::<f64>();
+                    }
+                }
+            }
+        }
+        for (r, dr) in d.iter().enumerate() {
+            for (c, &got) in dr.iter().enumerate() {
+                let want: f64 = (0..128)
+                    .map(|e| crate::formats::fp4::decode(codes[r][e]) as f64 * x[c][e])
+                    .sum();
+                assert_eq!(got, want, "row {r}, column {c}");
+            }
+        }
+    }
+
     #[test]
     fn every_gemv_variant_compiles_for_sm_90a_without_spills() {
         let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();

@@ -58,6 +58,9 @@
 #                                of the same work (target: within 10 %), causal or not, d64/128/256
 #   fuzz [SEED]                  `kiln fuzz` (FUZZ_GEMM, FUZZ_ATTN, FUZZ_MOE problems; default
 #                                10,000 / 2,000 / 1,000): fuzz.json, failures.jsonl
+#   fp4                          `kiln fp4 verify` (FP4_SUITE=quick|full, default full), the NVFP4
+#                                GEMV against cuBLAS bf16 at M 1 and 16 (N = K = 8192), then
+#                                `kiln fp4 seeds` (the NVFP4 contest shapes, verified and timed)
 #   multi                        several GPUs (docs/multi-gpu.md): `kiln tune` of one space
 #                                (MULTI_TUNE) on GPU 0 (cold JIT cache), on all GPUs, on GPU 0
 #                                again, and --gpus naming a missing GPU; the two_gpus example
@@ -619,6 +622,16 @@ for k, p in (("bench-contiguous", "peer-contiguous"), ("bench-masked", "peer-mas
 print("targets: contiguous >= 1300 TFLOPS and >= 1.3x the best same-work torch path; masked: TB/s reported")
 PYEOF
   ;;
+
+fp4)
+  need_bin "$KILN"; machine "$KILN"
+  step fp4-verify 580 "$KILN" fp4 verify --suite "${FP4_SUITE:-full}"
+  step fp4-gemv-m1 300 "$KILN" fp4 bench --gemv --m 1 --n 8192 --k 8192
+  step fp4-gemv-m16 300 "$KILN" fp4 bench --gemv --m 16 --n 8192 --k 8192
+  step fp4-seeds 580 "$KILN" fp4 seeds
+  table
+  echo; grep -hE '^\| (nvfp4_gemv|cublas)' "$D/fp4-gemv-m1.txt" "$D/fp4-gemv-m16.txt"
+  echo; grep -E '^(gemv|gemm|dual|group|geomean)' "$D/fp4-seeds.txt" ;;
 
 *)
   echo "unknown task \`$task\`: bash scripts/gpu.sh help lists them" >&2

@@ -22,6 +22,7 @@
 //! [`Kiln::precompile`] (or the op once) before capturing. [`raw`] serves foreign callers.
 
 mod dtype;
+mod fp4;
 mod fp8;
 mod handle;
 mod info;
@@ -37,6 +38,7 @@ mod workspace;
 
 pub use crate::ops::tuned::TunedTable;
 pub use dtype::{DType, KilnElem};
+pub use fp4::Fp4Tensor;
 pub use handle::Kiln;
 pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
 pub use options::{

@@ -71,6 +71,10 @@ pub enum Command {
     /// FP8 GEMM: `fp8 verify` (conversions, quantisation, GEMM against float64), `fp8 bench`
     /// (against cuBLASLt's FP8), `fp8 check` (compile every FP8 variant).
     Fp8(super::fp8::Fp8CliArgs),
+    /// FP4: `fp4 verify` (NVFP4/MXFP4 quantisation bit for bit against the CPU, the NVFP4 GEMV
+    /// against float64), `fp4 bench --gemv` (against cuBLAS bf16), `fp4 seeds` (the NVFP4 contest
+    /// shapes), `fp4 check` (compile every FP4 variant).
+    Fp4(super::fp4::Fp4CliArgs),
     /// Seeded random problems for every op and version (GEMM, attention, MoE), each verified
     /// with poisoned outputs; failures are written as they happen for `verify --repro`.
     Fuzz(super::fuzz::FuzzArgs),

@@ -8,6 +8,7 @@ mod bench_random;
 mod check;
 mod device;
 mod env;
+mod fp4;
 mod fp8;
 mod fp8_moe;
 mod fuzz;
@@ -55,6 +56,7 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Tune(a) => tune::tune(&env, a),
         Command::Moe(a) => moe::moe(&env, a),
         Command::Fp8(a) => fp8::run(&env, a),
+        Command::Fp4(a) => fp4::run(&env, a),
         Command::Fuzz(a) => fuzz::fuzz(&env, a),
         Command::TuneWorker(a) => tune::worker(&env, a),
         Command::TuneReplay(a) => tune::replay(&env, a),

@@ -103,6 +103,13 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
                     .map(move |s| ("moe", k.name(), s))
             }),
     );
+    // The 4-bit formats' quantisers and the NVFP4 GEMV.
+    work.extend(
+        crate::ops::fp4::variants(arch)
+            .into_iter()
+            .filter(|(version, _)| only.is_none_or(|v| v == *version))
+            .map(|(version, s)| ("fp4", version, s)),
+    );
     // The bench's own kernel: every timed launch waits for it, so it is compiled and checked too.
     if only.is_none_or(|v| v == "l2_read_flush") {
         work.push((

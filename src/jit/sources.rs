@@ -232,6 +232,18 @@ pub static FILES: &[(&str, &str)] = &[
         "gemm/fp8_wgmma.cu",
         include_str!("../../kernels/gemm/fp8_wgmma.cu"),
     ),
+    (
+        "common/fp4.cuh",
+        include_str!("../../kernels/common/fp4.cuh"),
+    ),
+    (
+        "quant/fp4_quant.cu",
+        include_str!("../../kernels/quant/fp4_quant.cu"),
+    ),
+    (
+        "gemm/nvfp4_gemv.cu",
+        include_str!("../../kernels/gemm/nvfp4_gemv.cu"),
+    ),
 ];
 
 /// The text of `path` (relative to `kernels/`).

@@ -7,6 +7,7 @@ pub mod attention_head;
 pub mod attention_paged;
 pub mod attention_varlen;
 pub mod data;
+pub mod fp4;
 pub mod fp8;
 pub mod gemm;
 pub mod moe;

@@ -1,0 +1,180 @@
+// NVFP4 GEMV and small-M GEMM: Y [M, N] = g * X [M, K] . W^T, X bf16, W NVFP4 in the standard
+// layout (codes [N, K/2], element 2i in the low nibble of byte i; e4m3 scales [N, K/16]; the f32
+// tensor scale g), fp32 accumulation on mma.sync m16n8k16, bf16 or f16 out; batched over
+// blockIdx.z with per-batch strides. Bandwidth is everything: each lane streams 16-byte loads of
+// two weight rows (L1 bypassed), decodes them in registers, and the tensor cores do the sums.
+//
+// A CTA owns 16 rows of W; its warps (4 or 8: blockDim.x / 32) split K (step s of 128 elements
+// goes to warp s % warps) and add their partial sums in shared memory at the end, so a small N
+// still fills the GPU. In a step, lane (g = lane / 4, q = lane % 4) holds 32 elements (16 bytes, two scale blocks) of rows
+// g and g + 8 at k = 128 s + 32 q. The order of k inside an mma is free as long as X follows it:
+// the A register pair i of a 32-bit word (elements e .. e + 7) holds elements e + i and e + i + 4
+// (nibbles i and i + 4, 16 bits apart, so one shift places both), and X's pairs are permuted to
+// match. A nibble becomes bf16 by moving its magnitude bits into the exponent and mantissa (the
+// value times 2^-126, 0.5 a bf16 subnormal) and its sign bit to bit 15; then bf16x2 products by
+// 2^126 and by the block scale, both exact (e2m1 x e4m3 fits bf16), give the operand.
+// KILN_GEMV_NF: 8-column mma tiles of M (1: M <= 8, 2: M <= 16). The output dtype and the warps
+// per CTA are arguments: they change one store and a loop stride, not the loop body.
+#include "common/mma_sync.cuh"
+#include "common/fp8.cuh"
+
+#if !defined(KILN_GEMV_NF)
+#error "nvfp4_gemv.cu needs KILN_GEMV_NF (src/ops/fp4/nvfp4_gemv.rs)"
+#endif
+constexpr int MAX_WARPS = 8, NF = KILN_GEMV_NF;
+constexpr int STEP = 128;   // K elements per warp step
+constexpr int UNROLL = 2;   // steps whose loads are in flight together
+
+// Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
+struct GemvArgs {
+  u64 x, w, s, y;
+  i64 ldx, ldy;                              // elements
+  i64 x_batch, w_batch, s_batch, y_batch;    // elements (x, y) and bytes (w, s) between batches
+  float g;
+  int m, n, k;
+  int out_f16;  // 0: bf16 out, 1: f16
+};
+
+__device__ __forceinline__ u32x4 ld_stream(const void* p) {
+  u32x4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ u32x4 ld_cached(const void* p) {
+  u32x4 r;
+  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+__device__ __forceinline__ u32 mul_bf16x2(u32 a, u32 b) {
+  u32 r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// Nibbles I and I + 4 of w as a bf16 pair, each the e2m1 value times 2^-126.
+template <int I> __device__ __forceinline__ u32 nibble_pair(u32 w) {
+  constexpr int MAG = 6 - 4 * I, SIGN = 12 - 4 * I;
+  const u32 mag = MAG >= 0 ? w << MAG : w >> -MAG;
+  return (mag & 0x01C001C0u) | ((w << SIGN) & 0x80008000u);
+}
+
+// The two e4m3 scale codes in `codes` (low byte first) as bf16 pairs (s, s).
+__device__ __forceinline__ void scale_pairs(u32 codes, u32& s0, u32& s1) {
+  const u32 h = fp8x2_to_f16x2<FP8_E4M3>((u16)codes);
+  const float a = half_to_float<f16>(h, 0), b = half_to_float<f16>(h, 1);
+  s0 = pack2<bf16>(a, a);
+  s1 = pack2<bf16>(b, b);
+}
+
+// One step's loads for one lane.
+struct Step {
+  u32x4 w[2];      // rows g, g + 8
+  u32 sc[2];       // their two scale codes (low byte: the first block)
+  u32x4 x[NF][4];  // X row g + 8 f, 32 elements
+};
+
+__device__ __forceinline__ void load_step(Step& st, const GemvArgs& a, const u8* w, const u8* s, const bf16* x,
+                                          int row0, int g, int q, int step) {
+  const int k0 = step * STEP + 32 * q;
+  const bool kin = k0 < a.k;  // K is a multiple of 32: a lane's 32 elements are all in or all out
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + g + 8 * h;
+    if (kin && r < a.n) {
+      st.w[h] = ld_stream(w + (i64)r * (a.k / 2) + k0 / 2);
+      st.sc[h] = *reinterpret_cast<const u16*>(s + (i64)r * (a.k / 16) + k0 / 16);
+    } else {
+      st.w[h] = u32x4{0, 0, 0, 0};
+      st.sc[h] = 0;
+    }
+  }
+#pragma unroll
+  for (int f = 0; f < NF; ++f) {
+    const int m = g + 8 * f;
+#pragma unroll
+    for (int v = 0; v < 4; ++v)
+      st.x[f][v] = kin && m < a.m ? ld_cached(x + (i64)m * a.ldx + k0 + 8 * v) : u32x4{0, 0, 0, 0};
+  }
+}
+
+__device__ __forceinline__ u32 word(const u32x4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+__device__ __forceinline__ void compute_step(float (&acc)[NF][4], const Step& st) {
+  constexpr u32 TWO_126 = 0x7E807E80u;  // bf16 2^126, twice
+  u32 s[2][2];                           // [row half][block]
+  scale_pairs(st.sc[0], s[0][0], s[0][1]);
+  scale_pairs(st.sc[1], s[1][0], s[1][1]);
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {  // 32-bit word v: elements 8v .. 8v + 7 of the lane's 32
+    const u32 w0 = word(st.w[0], v), w1 = word(st.w[1], v);
+    const int blk = v / 2;
+    u32 a0[4], a1[4];  // pairs i = 0..3 of rows g and g + 8
+    a0[0] = nibble_pair<0>(w0), a0[1] = nibble_pair<1>(w0), a0[2] = nibble_pair<2>(w0), a0[3] = nibble_pair<3>(w0);
+    a1[0] = nibble_pair<0>(w1), a1[1] = nibble_pair<1>(w1), a1[2] = nibble_pair<2>(w1), a1[3] = nibble_pair<3>(w1);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      a0[i] = mul_bf16x2(mul_bf16x2(a0[i], TWO_126), s[0][blk]);
+      a1[i] = mul_bf16x2(mul_bf16x2(a1[i], TWO_126), s[1][blk]);
+    }
+    // Two mmas per word: pairs (0, 1), then (2, 3).
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const u32 a[4] = {a0[2 * j], a1[2 * j], a0[2 * j + 1], a1[2 * j + 1]};
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        // X elements 8v + i and 8v + i + 4 as one pair: register 2 j (+ 2) of the word's four.
+        const u32 lo = word(st.x[f][v], j), hi = word(st.x[f][v], j + 2);
+        const u32 b[2] = {prmt(lo, hi, 0x5410), prmt(lo, hi, 0x7632)};
+        mma_16816<bf16>(acc[f], a, b);
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32) nvfp4_gemv(const GemvArgs a) {
+  __shared__ float red[MAX_WARPS][NF * 4][32];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int row0 = blockIdx.x * 16;
+  const u8* w = reinterpret_cast<const u8*>(a.w) + (i64)blockIdx.z * a.w_batch;
+  const u8* s = reinterpret_cast<const u8*>(a.s) + (i64)blockIdx.z * a.s_batch;
+  const bf16* x = reinterpret_cast<const bf16*>(a.x) + (i64)blockIdx.z * a.x_batch;
+  u16* y = reinterpret_cast<u16*>(a.y) + (i64)blockIdx.z * a.y_batch;  // bf16 or f16 bits
+  float acc[NF][4];
+#pragma unroll
+  for (int f = 0; f < NF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
+  const int steps = (a.k + STEP - 1) / STEP;
+  for (int s0 = warp; s0 < steps; s0 += warps * UNROLL) {
+    Step st[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) load_step(st[u], a, w, s, x, row0, g, q, s0 + u * warps);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) compute_step(acc, st[u]);
+  }
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[warp][4 * f + i][lane] = acc[f][i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float t = 0.0f;
+      for (int v = 0; v < warps; ++v) t += red[v][4 * f + i][lane];
+      // d0, d1: row g, columns 2q, 2q + 1; d2, d3: row g + 8.
+      const int r = row0 + g + 8 * (i / 2), m = 8 * f + 2 * q + (i % 2);
+      if (r < a.n && m < a.m)
+        y[(i64)m * a.ldy + r] = a.out_f16 ? from_float<f16>(t * a.g).bits : from_float<bf16>(t * a.g).bits;
+    }
+}

@@ -1,0 +1,349 @@
+//! `kiln fp4 verify`, `kiln fp4 bench --gemv`, `kiln fp4 seeds` and `kiln fp4 check`: the 4-bit
+//! formats on the GPU against the CPU, the NVFP4 GEMV against cuBLAS bf16, the NVFP4 contest
+//! shapes verified and timed, and every FP4 kernel variant compiled (no GPU).
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use kiln::device::DeviceInfo;
+use kiln::error::{Error, Result};
+use kiln::harness::bench::BenchOptions;
+use kiln::harness::check::{check_each, CheckItem};
+use kiln::harness::fp4::{
+    gemv_suite, verify_every_code, verify_gemv, verify_quantization, verify_refusal, Fp4Outcome,
+    Values,
+};
+use kiln::harness::fp4_bench::bench_gemv;
+use kiln::harness::fp4_seeds::{geomean, run_shape, shapes, SeedResult};
+use kiln::ops::fp4::{Fp4Format, GemvProblem};
+use kiln::ops::gemm::DType;
+use kiln::report::Table;
+
+use super::env::Env;
+use super::progress::bar;
+
+#[derive(Debug, Args)]
+pub struct Fp4CliArgs {
+    #[command(subcommand)]
+    pub action: Fp4Action,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Fp4Action {
+    /// Check NVFP4 and MXFP4 quantisation bit for bit against the CPU (every input dtype, odd
+    /// shapes, every code, zeros, huge and tiny values, NaN and infinity refused), dequantisation
+    /// to every dtype, and the NVFP4 GEMV against float64; exit 7 if any check fails.
+    Verify(Fp4VerifyArgs),
+    /// Time the NVFP4 GEMV against cuBLAS bf16 on the same shape, in the same run.
+    Bench(Fp4BenchArgs),
+    /// The NVFP4 contest shapes (gemv, gemm, dual gemm, group gemm): verified with rtol = atol =
+    /// 1e-3 and timed, dequantisation included; exit 7 if any fails.
+    Seeds(Fp4SeedsArgs),
+    /// Compile every FP4 kernel variant (no GPU needed): registers, spills.
+    Check(Fp4CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct Fp4VerifyArgs {
+    /// quick or full.
+    #[arg(long, default_value = "full")]
+    pub suite: String,
+}
+
+#[derive(Debug, Args)]
+pub struct Fp4BenchArgs {
+    /// Bench the NVFP4 GEMV (the only FP4 bench so far).
+    #[arg(long)]
+    pub gemv: bool,
+    #[arg(long, default_value_t = 1)]
+    pub m: usize,
+    #[arg(long, default_value_t = 8192)]
+    pub n: usize,
+    #[arg(long, default_value_t = 8192)]
+    pub k: usize,
+    /// bf16 or f16.
+    #[arg(long, default_value = "bf16")]
+    pub out: String,
+    /// Time kiln alone.
+    #[arg(long)]
+    pub no_vendor: bool,
+    #[arg(long, default_value_t = 50)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct Fp4SeedsArgs {
+    /// One problem only: gemv, gemm, dual or group.
+    #[arg(long)]
+    pub problem: Option<String>,
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct Fp4CheckArgs {
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
+}
+
+pub fn run(env: &Env, a: &Fp4CliArgs) -> Result<ExitCode> {
+    match &a.action {
+        Fp4Action::Verify(v) => verify(env, v),
+        Fp4Action::Bench(b) => bench(env, b),
+        Fp4Action::Seeds(s) => seeds(env, s),
+        Fp4Action::Check(c) => check(env, c),
+    }
+}
+
+fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
+    let quick = match a.suite.as_str() {
+        "quick" => true,
+        "full" => false,
+        other => {
+            return Err(Error::invalid(format!(
+                "unknown suite `{other}`; use quick or full"
+            )))
+        }
+    };
+    let ctx = env.context()?;
+    let mut outcomes: Vec<Fp4Outcome> = Vec::new();
+    for format in Fp4Format::ALL {
+        outcomes.extend(verify_every_code(&ctx, format, 1.0)?);
+        if format == Fp4Format::Nvfp4 {
+            outcomes.extend(verify_every_code(&ctx, format, 0.0371)?);
+        }
+        let b = format.block();
+        for input in [DType::Bf16, DType::F16, DType::F32] {
+            let mut cases = vec![
+                (Values::Spread, 37, 7 * b),
+                (Values::Spread, 1, b),
+                (Values::Ties, 3, 4 * b),
+                (Values::Zeros, 2, 2 * b),
+                (Values::Huge, 5, 3 * b),
+                (Values::Tiny, 5, 3 * b),
+            ];
+            if !quick {
+                cases.push((Values::Spread, 300, 64 * b));
+            }
+            for (values, rows, k) in cases {
+                outcomes.extend(verify_quantization(&ctx, format, input, values, rows, k)?);
+            }
+            for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                outcomes.push(verify_refusal(&ctx, format, input, poison)?);
+            }
+        }
+    }
+    let cases = gemv_suite(quick);
+    let pb = bar(cases.len(), "fp4 verify", env.json);
+    for p in &cases {
+        let o = verify_gemv(&ctx, p)?;
+        if !o.passed {
+            pb.println(format!("FAIL {} {}: {}", o.check, o.case, o.message));
+        }
+        outcomes.push(o);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    if env.json {
+        env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
+    } else {
+        let mut t = Table::new(&["check", "case", "mismatches", "rel err", "verdict"]);
+        for o in &outcomes {
+            t.row(&[
+                o.check.clone(),
+                o.case.clone(),
+                o.mismatches.to_string(),
+                if o.rel_error.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{:.2e}", o.rel_error)
+                },
+                o.message.clone(),
+            ]);
+        }
+        print!("{}", t.render());
+        println!(
+            "{} checks on {}, {failed} failed. NaN and infinite inputs are refused (e2m1 has \
+             neither), naming the first such element; magnitudes beyond a block's range saturate \
+             to ±6; zeros keep their sign; an all-zero NVFP4 tensor gets the tensor scale 2^-126.",
+            outcomes.len(),
+            ctx.info.name
+        );
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn bench(env: &Env, a: &Fp4BenchArgs) -> Result<ExitCode> {
+    if !a.gemv {
+        return Err(Error::invalid(
+            "say what to bench: --gemv (the NVFP4 GEMV against cuBLAS bf16)",
+        ));
+    }
+    let out: DType = a.out.parse()?;
+    let p = GemvProblem::new(a.m, a.n, a.k, out);
+    p.validate()?;
+    let ctx = env.context()?;
+    let opt = BenchOptions {
+        warmup: a.warmup,
+        reps: a.reps,
+        ..BenchOptions::default()
+    };
+    let rows = bench_gemv(&ctx, &p, a.no_vendor, &opt)?;
+    if env.json {
+        env.print_json(&json!({ "device": ctx.info, "timings": rows }));
+    } else {
+        let mut t = Table::new(&[
+            "version",
+            "problem",
+            "median us",
+            "min us",
+            "GB/s",
+            "of copy",
+            "vs cuBLAS bf16",
+        ]);
+        for r in &rows {
+            t.row(&[
+                r.version.clone(),
+                r.problem.clone(),
+                format!("{:.2}", r.median_us),
+                format!("{:.2}", r.min_us),
+                format!("{:.0}", r.gbps),
+                format!("{:.0}%", 100.0 * r.of_copy_ceiling),
+                r.speedup_vs_cublas
+                    .map(|s| format!("{s:.2}x"))
+                    .unwrap_or_default(),
+            ]);
+        }
+        print!("{}", t.render());
+        println!("on {} (L2 flushed before every launch)", ctx.info.name);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {
+    let list = shapes(a.problem.as_deref())?;
+    let ctx = env.context()?;
+    let peak = kiln::harness::peak::measure(&ctx, &kiln::vendor::cublas::Cublas)?;
+    let opt = BenchOptions {
+        reps: a.reps,
+        ..BenchOptions::default()
+    };
+    let pb = bar(list.len(), "fp4 seeds", env.json);
+    let mut results: Vec<SeedResult> = Vec::new();
+    for s in &list {
+        let r = run_shape(&ctx, &env.registry, s, &opt, peak.copy_tbps)?;
+        if !r.passed {
+            pb.println(format!("FAIL {} {}: {}", r.problem, r.shape, r.message));
+        }
+        results.push(r);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let failed = results.iter().filter(|r| !r.passed).count();
+    let mean = geomean(&results.iter().map(|r| r.median_us).collect::<Vec<_>>());
+    if env.json {
+        env.print_json(
+            &json!({ "device": ctx.info, "peak": peak, "results": results, "geomean_us": mean }),
+        );
+    } else {
+        let mut t = Table::new(&[
+            "problem",
+            "shape",
+            "median us",
+            "TFLOPS",
+            "of bf16 peak",
+            "GB/s",
+            "of copy",
+            "worst",
+            "verdict",
+        ]);
+        for r in &results {
+            t.row(&[
+                r.problem.clone(),
+                r.shape.clone(),
+                format!("{:.2}", r.median_us),
+                format!("{:.1}", r.tflops),
+                format!("{:.1}%", 100.0 * r.of_bf16_peak),
+                format!("{:.0}", r.gbps),
+                format!("{:.0}%", 100.0 * r.of_copy),
+                format!("{:.2}", r.worst),
+                r.message.clone(),
+            ]);
+        }
+        print!("{}", t.render());
+        for p in ["gemv", "gemm", "dual", "group"] {
+            let us: Vec<f64> = results
+                .iter()
+                .filter(|r| r.problem == p)
+                .map(|r| r.median_us)
+                .collect();
+            if !us.is_empty() {
+                println!(
+                    "{p}: geomean {:.2} us over {} shapes",
+                    geomean(&us),
+                    us.len()
+                );
+            }
+        }
+        println!(
+            "geomean {mean:.2} us over {} shapes, {failed} failed, on {} (bf16 peak {:.0} TFLOPS \
+             nominal, copy {:.2} TB/s measured; worst = max |c - ref| / (1e-3 + 1e-3 |ref|))",
+            results.len(),
+            ctx.info.name,
+            kiln::harness::fp4_seeds::H100_BF16_TFLOPS,
+            peak.copy_tbps
+        );
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn check(env: &Env, a: &Fp4CheckArgs) -> Result<ExitCode> {
+    kiln::jit::arch::check(&a.arch)?;
+    let dev = DeviceInfo::h100_sxm();
+    let items: Vec<CheckItem> = kiln::ops::fp4::variants(&a.arch)
+        .into_iter()
+        .map(|(version, spec)| ("fp4", version, spec))
+        .collect();
+    let pb = bar(items.len(), "fp4 check", env.json);
+    let rows = check_each(&env.jit(), &items, &dev, |_| pb.inc(1));
+    pb.finish_and_clear();
+    let failed = rows.iter().filter(|r| !r.ok()).count();
+    if env.json {
+        env.print_json(&json!(rows));
+    } else {
+        let mut t = Table::new(&["variant", "registers", "spills", "verdict"]);
+        for r in &rows {
+            let res = r.resources.clone().unwrap_or_default();
+            t.row(&[
+                r.variant.clone(),
+                res.registers.to_string(),
+                format!("{}/{}", res.spill_stores, res.spill_loads),
+                if r.ok() {
+                    "ok".into()
+                } else {
+                    r.problems.join("; ")
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!("{} variants, {failed} failed", rows.len());
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,448 @@
+//! FP4 verification on the GPU: quantisation to NVFP4 and MXFP4 from every input dtype bit for bit
+//! against the CPU formats (random tensors of odd shapes, every code and scale, zeros, huge and
+//! tiny values, NaN and infinity refused at the same element), dequantisation to every output
+//! dtype against the exact value rounded once, and the NVFP4 GEMV against float64.
+
+use half::{bf16, f16};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::{Error, Result};
+use crate::formats::{fp4, mxfp4, nvfp4};
+use crate::harness::verify::{fresh_seed, rel_l2};
+use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
+use crate::ops::fp4::{dequantize_into, quantize, Fp4Format, Fp4View};
+use crate::ops::gemm::DType;
+use crate::reference::fp4 as reference;
+
+/// The bound on ‖y − round(ref)‖ / ‖ref‖ for the GEMV: what fp32 accumulation may add to the
+/// output's own rounding (the 1e-3).
+pub const GEMV_BOUND: f64 = 1e-3;
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fp4Outcome {
+    /// `quantize`, `refuse`, `dequantize` or `gemv`.
+    pub check: String,
+    pub case: String,
+    pub passed: bool,
+    /// Codes, scales or values that differ bit-wise.
+    pub mismatches: usize,
+    /// GEMV: ‖y − round(ref)‖ / ‖ref‖.
+    pub rel_error: f64,
+    pub bound: f64,
+    pub seed: u64,
+    pub message: String,
+}
+
+impl Fp4Outcome {
+    fn new(check: &str, case: String, seed: u64) -> Self {
+        Fp4Outcome {
+            check: check.into(),
+            case,
+            passed: false,
+            mismatches: 0,
+            rel_error: f64::NAN,
+            bound: f64::NAN,
+            seed,
+            message: String::new(),
+        }
+    }
+
+    fn judge_bits(mut self, mismatches: usize, first: Option<String>) -> Self {
+        self.mismatches = mismatches;
+        self.passed = mismatches == 0;
+        self.message = first.map_or("bit-exact".into(), |f| {
+            format!("{mismatches} mismatches, first: {f}")
+        });
+        self
+    }
+}
+
+/// How a test tensor is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Values {
+    /// [-1, 1) times 2^[-20, 20], varying by element: every block scale differs.
+    Spread,
+    /// All zero.
+    Zeros,
+    /// Near the input type's largest finite value.
+    Huge,
+    /// Near the input type's smallest normal (and below it, subnormal).
+    Tiny,
+    /// Each e2m1 magnitude, the midpoints between them and their neighbours, times the block's
+    /// amax / 6: every code and every tie.
+    Ties,
+}
+
+/// A [rows, K] tensor of `values` for `input`, as f32 values the input type holds exactly.
+pub fn tensor(values: Values, input: DType, rows: usize, k: usize, seed: u64) -> Vec<f32> {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let top = match input {
+        DType::F16 => 65504.0f32,
+        DType::Bf16 => 3.38e38,
+        DType::F32 => f32::MAX,
+    };
+    let low = match input {
+        DType::F16 => 6.1e-5f32,
+        _ => f32::MIN_POSITIVE,
+    };
+    let ties: Vec<f32> = {
+        let mut t = vec![6.0f32];
+        for c in 0..7u8 {
+            let (lo, hi) = (fp4::decode(c), fp4::decode(c + 1));
+            let mid = (lo + hi) / 2.0;
+            t.extend([
+                lo,
+                mid,
+                f32::from_bits(mid.to_bits() - 1),
+                f32::from_bits(mid.to_bits() + 1),
+            ]);
+        }
+        t
+    };
+    let raw: Vec<f32> = (0..rows * k)
+        .map(|i| {
+            let sign = if rng.gen::<bool>() { -1.0 } else { 1.0 };
+            match values {
+                Values::Spread => rng.gen_range(-1.0f32..1.0) * 2f32.powi(rng.gen_range(-20..=20)),
+                Values::Zeros => 0.0,
+                Values::Huge => sign * top * rng.gen_range(0.25f32..1.0),
+                Values::Tiny => sign * low * rng.gen_range(0.01f32..4.0),
+                // the first element of each 32 is 6: the amax of every block of 16 or 32
+                Values::Ties if i % 16 == 0 => sign * 6.0,
+                Values::Ties => sign * ties[rng.gen_range(0..ties.len())],
+            }
+        })
+        .collect();
+    // what the input type holds
+    raw.into_iter()
+        .map(|v| match input {
+            DType::F32 => v,
+            DType::Bf16 => bf16::from_f32(v).to_f32(),
+            DType::F16 => f16::from_f32(v).to_f32(),
+        })
+        .collect()
+}
+
+/// `xs` on the device as `input`.
+pub fn upload(xs: &[f32], input: DType) -> Result<DeviceBuffer> {
+    match input {
+        DType::F32 => DeviceBuffer::from_host(xs),
+        DType::Bf16 => {
+            DeviceBuffer::from_host(&xs.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>())
+        }
+        DType::F16 => {
+            DeviceBuffer::from_host(&xs.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>())
+        }
+    }
+}
+
+/// The CPU's quantisation of `xs`: (codes, scales, tensor scale).
+fn cpu_quantize(
+    format: Fp4Format,
+    xs: &[f32],
+    rows: usize,
+    k: usize,
+) -> Result<(Vec<u8>, Vec<u8>, f32)> {
+    Ok(match format {
+        Fp4Format::Nvfp4 => {
+            let q = nvfp4::quantize(xs, rows, k)?;
+            (q.codes, q.scales, q.tensor_scale)
+        }
+        Fp4Format::Mxfp4 => {
+            let q = mxfp4::quantize(xs, rows, k)?;
+            (q.codes, q.scales, 1.0)
+        }
+    })
+}
+
+/// The GPU's quantisation of a tensor against the CPU's, bit for bit, then its dequantisation to
+/// every output dtype against the exact values rounded once.
+pub fn verify_quantization(
+    ctx: &Context,
+    format: Fp4Format,
+    input: DType,
+    values: Values,
+    rows: usize,
+    k: usize,
+) -> Result<Vec<Fp4Outcome>> {
+    let seed = fresh_seed();
+    let xs = tensor(values, input, rows, k, seed);
+    let case = format!("{format} from {input}, {rows}x{k}, {values:?}");
+    let (codes, scales, g) = cpu_quantize(format, &xs, rows, k)?;
+    let x = upload(&xs, input)?;
+    let q = quantize(ctx, &x, input, rows, k, k, format, None)?;
+    let (gc, gs): (Vec<u8>, Vec<u8>) = (
+        q.codes.download(codes.len())?,
+        q.scales.download(scales.len())?,
+    );
+    let mut bad = 0;
+    let mut first = None;
+    if q.tensor_scale.to_bits() != g.to_bits() {
+        bad += 1;
+        first = Some(format!("tensor scale {} (CPU {g})", q.tensor_scale));
+    }
+    for (i, (a, b)) in gs.iter().zip(&scales).enumerate() {
+        if a != b {
+            bad += 1;
+            first.get_or_insert_with(|| format!("scale {i}: {a:#04x} (CPU {b:#04x})"));
+        }
+    }
+    for (i, x) in xs.iter().enumerate() {
+        let (a, b) = (fp4::code_at(&gc, i), fp4::code_at(&codes, i));
+        if a != b {
+            bad += 1;
+            first.get_or_insert_with(|| {
+                format!(
+                    "element ({}, {}) = {x}: code {a:#x} (CPU {b:#x})",
+                    i / k,
+                    i % k
+                )
+            });
+        }
+    }
+    let mut out = vec![Fp4Outcome::new("quantize", case.clone(), seed).judge_bits(bad, first)];
+    for o in verify_dequantization(ctx, &q.view(), &codes, &scales, &case, seed)? {
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// The GPU's dequantisation of `m` (whose codes and scales the CPU holds too) to every output
+/// dtype against the exact values rounded once.
+pub fn verify_dequantization(
+    ctx: &Context,
+    m: &Fp4View,
+    codes: &[u8],
+    scales: &[u8],
+    case: &str,
+    seed: u64,
+) -> Result<Vec<Fp4Outcome>> {
+    let (rows, k) = (m.rows, m.k);
+    let g = if m.format == Fp4Format::Nvfp4 {
+        m.tensor_scale as f64
+    } else {
+        1.0
+    };
+    let mut exact = vec![0.0; rows * k];
+    for r in 0..rows {
+        reference::decode_row(
+            m.format,
+            codes,
+            scales,
+            k,
+            r,
+            g,
+            &mut exact[r * k..(r + 1) * k],
+        );
+    }
+    let mut out = Vec::new();
+    for dt in DType::OUTPUTS {
+        let y = ctx.alloc(rows * k * dt.size())?;
+        dequantize_into(ctx, m, dt, &y, k, true)?;
+        let got: Vec<u32> = match dt {
+            DType::F32 => y.download::<u32>(rows * k)?,
+            _ => y
+                .download::<u16>(rows * k)?
+                .into_iter()
+                .map(u32::from)
+                .collect(),
+        };
+        let mut bad = 0;
+        let mut first = None;
+        for (i, (&a, &p)) in got.iter().zip(&exact).enumerate() {
+            let want = reference::round_bits(p, dt);
+            if a != want {
+                bad += 1;
+                first.get_or_insert_with(|| {
+                    format!("element {i}: {a:#x}, exact {p:e} rounds to {want:#x}")
+                });
+            }
+        }
+        out.push(
+            Fp4Outcome::new("dequantize", format!("{case} -> {dt}"), seed).judge_bits(bad, first),
+        );
+    }
+    Ok(out)
+}
+
+/// Every code times every scale code: rows hold one scale code each (all valid ones: e4m3 0 to
+/// 0x7e, E8M0 0 to 254) and K = 512 holds the 256 bytes, dequantised to every dtype.
+pub fn verify_every_code(
+    ctx: &Context,
+    format: Fp4Format,
+    tensor_scale: f32,
+) -> Result<Vec<Fp4Outcome>> {
+    let scale_codes: Vec<u8> = match format {
+        Fp4Format::Nvfp4 => (0..=0x7E).collect(),
+        Fp4Format::Mxfp4 => (0..=254).collect(),
+    };
+    let (rows, k) = (scale_codes.len(), 512);
+    let codes: Vec<u8> = (0..rows * k / 2).map(|i| (i % 256) as u8).collect();
+    let scales: Vec<u8> = (0..rows * k / format.block())
+        .map(|i| scale_codes[i / (k / format.block())])
+        .collect();
+    let (dc, ds) = (
+        DeviceBuffer::from_host(&codes)?,
+        DeviceBuffer::from_host(&scales)?,
+    );
+    let view = Fp4View {
+        format,
+        rows,
+        k,
+        codes: &dc,
+        scales: &ds,
+        tensor_scale,
+    };
+    let case = format!("{format}: all 256 bytes x {rows} scale codes, tensor scale {tensor_scale}");
+    verify_dequantization(ctx, &view, &codes, &scales, &case, 0)
+}
+
+/// A NaN or an infinity in the input: the GPU must refuse it at the element the CPU names.
+pub fn verify_refusal(
+    ctx: &Context,
+    format: Fp4Format,
+    input: DType,
+    poison: f32,
+) -> Result<Fp4Outcome> {
+    let seed = fresh_seed();
+    let (rows, k) = (5, 4 * format.block());
+    let mut xs = tensor(Values::Spread, input, rows, k, seed);
+    let at = (seed as usize % (rows * k)).max(1);
+    xs[at] = poison;
+    xs[rows * k - 1] = poison; // a later one must not be named instead
+    let want = format!("element ({}, {})", at / k, at % k);
+    let cpu = cpu_quantize(format, &xs, rows, k)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    let gpu = match quantize(ctx, &upload(&xs, input)?, input, rows, k, k, format, None) {
+        Ok(_) => String::new(),
+        Err(e @ Error::InvalidInput(_)) => e.to_string(),
+        Err(e) => return Err(e),
+    };
+    let mut o = Fp4Outcome::new(
+        "refuse",
+        format!("{format} from {input}, {poison} at {want}"),
+        seed,
+    );
+    o.passed = cpu.contains(&want) && gpu.contains(&want);
+    o.message = if o.passed {
+        "refused at the same element".into()
+    } else {
+        format!("CPU: `{cpu}`; GPU: `{gpu}`")
+    };
+    Ok(o)
+}
+
+/// Random NVFP4 weights (codes of every byte, scale codes in 0x20..0x58, tensor scale 0.0123)
+/// and bf16 X; the GEMV against the float64 product of the dequantised operands.
+pub fn verify_gemv(ctx: &Context, p: &GemvProblem) -> Result<Fp4Outcome> {
+    let seed = fresh_seed();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let rows = p.n * p.batch;
+    let codes: Vec<u8> = (0..rows * p.k / 2).map(|_| rng.gen()).collect();
+    let scales: Vec<u8> = (0..rows * p.k / 16)
+        .map(|_| rng.gen_range(0x20..0x58))
+        .collect();
+    let g = 0.0123f32;
+    let xs: Vec<bf16> = (0..p.batch * p.m * p.k)
+        .map(|_| bf16::from_f32(rng.gen_range(-1.0f32..1.0)))
+        .collect();
+    let (dc, ds, dx) = (
+        DeviceBuffer::from_host(&codes)?,
+        DeviceBuffer::from_host(&scales)?,
+        DeviceBuffer::from_host(&xs)?,
+    );
+    let y = ctx.alloc(p.batch * p.m * p.n * p.output.size())?;
+    y.fill_bytes(0xFF, ctx)?; // NaN in both 16-bit types: a skipped write shows
+    let ops = GemvOperands {
+        x: &dx,
+        ldx: p.k,
+        w: Fp4View {
+            format: Fp4Format::Nvfp4,
+            rows,
+            k: p.k,
+            codes: &dc,
+            scales: &ds,
+            tensor_scale: g,
+        },
+        y: &y,
+        ldy: p.n,
+    };
+    nvfp4_gemv::launch(ctx, p, &ops)?;
+    ctx.synchronize()?;
+    let got: Vec<u16> = y.download(p.batch * p.m * p.n)?;
+    let (mut diff2, mut ref2, mut nan) = (0.0, 0.0, 0usize);
+    let mut wrow = vec![0.0; p.k];
+    for b in 0..p.batch {
+        let xb: Vec<Vec<f64>> = (0..p.m)
+            .map(|m| {
+                xs[(b * p.m + m) * p.k..][..p.k]
+                    .iter()
+                    .map(|v| v.to_f64())
+                    .collect()
+            })
+            .collect();
+        for n in 0..p.n {
+            reference::decode_row(
+                Fp4Format::Nvfp4,
+                &codes,
+                &scales,
+                p.k,
+                b * p.n + n,
+                g as f64,
+                &mut wrow,
+            );
+            for (m, x) in xb.iter().enumerate() {
+                let r = reference::dot(x, &wrow);
+                let v = reference::value_of(got[(b * p.m + m) * p.n + n] as u32, p.output);
+                let rounded = reference::value_of(reference::round_bits(r, p.output), p.output);
+                if !v.is_finite() {
+                    nan += 1;
+                    continue;
+                }
+                diff2 += (v - rounded) * (v - rounded);
+                ref2 += r * r;
+            }
+        }
+    }
+    let mut o = Fp4Outcome::new("gemv", p.label(), seed);
+    o.rel_error = rel_l2(diff2, ref2);
+    o.bound = GEMV_BOUND;
+    o.mismatches = nan;
+    o.passed = nan == 0 && o.rel_error <= GEMV_BOUND;
+    o.message = if nan > 0 {
+        format!("{nan} outputs not written or not finite")
+    } else if o.passed {
+        "ok".into()
+    } else {
+        format!("relative error {:.2e} over {GEMV_BOUND:.0e}", o.rel_error)
+    };
+    Ok(o)
+}
+
+/// The GEMV shapes `fp4 verify` checks: M 1..16 (one and two mma tiles), N not a multiple of 16,
+/// K not a multiple of 128, a batch, eight-warp and four-warp CTAs, both outputs.
+pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
+    let mut v = vec![
+        GemvProblem::new(1, 8192, 8192, DType::Bf16),
+        GemvProblem::new(1, 1000, 544, DType::F16),
+        GemvProblem::new(3, 4096, 4096, DType::Bf16),
+        GemvProblem::new(16, 257, 2080, DType::Bf16),
+        GemvProblem {
+            batch: 3,
+            ..GemvProblem::new(2, 300, 1024, DType::F16)
+        },
+    ];
+    if !quick {
+        v.extend([
+            GemvProblem::new(9, 100, 32, DType::F16),
+            GemvProblem::new(8, 7168, 2048, DType::Bf16),
+            GemvProblem::new(1, 16, 16384, DType::Bf16),
+        ]);
+    }
+    v
+}

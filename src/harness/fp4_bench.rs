@@ -1,0 +1,110 @@
+//! The NVFP4 GEMV timed against cuBLAS's bf16 GEMM of the same shape in the same run (interleaved,
+//! L2 flushed before every launch): microseconds, GB/s of the bytes each must read, and the
+//! fraction of the measured copy ceiling.
+
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use super::bench::{sample_interleaved, stats, BenchBuffers, BenchOptions, L2Flusher};
+use super::peak;
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
+use crate::ops::fp4::{Fp4Format, Fp4View};
+use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
+use crate::vendor::cublas::Cublas;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GemvTiming {
+    pub version: String,
+    pub problem: String,
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    /// Bytes it must read (and write) per second.
+    pub gbps: f64,
+    /// `gbps` over the device-to-device copy rate `kiln peak` measures.
+    pub of_copy_ceiling: f64,
+    /// cuBLAS bf16's median over this one's (rows other than cuBLAS's).
+    pub speedup_vs_cublas: Option<f64>,
+}
+
+/// Times the NVFP4 GEMV of `p` and, unless `no_vendor`, cuBLAS bf16 on [M, K] x [N, K]^T.
+pub fn bench_gemv(
+    ctx: &Context,
+    p: &GemvProblem,
+    no_vendor: bool,
+    opt: &BenchOptions,
+) -> Result<Vec<GemvTiming>> {
+    p.validate()?;
+    let ceiling = peak::measure(ctx, &Cublas)?.copy_tbps;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    let rows = p.n * p.batch;
+    let codes: Vec<u8> = (0..rows * p.k / 2).map(|_| rng.gen()).collect();
+    let scales: Vec<u8> = (0..rows * p.k / 16)
+        .map(|_| rng.gen_range(0x20..0x58))
+        .collect();
+    let (dc, ds) = (
+        DeviceBuffer::from_host(&codes)?,
+        DeviceBuffer::from_host(&scales)?,
+    );
+    let x = ctx.alloc(p.batch * p.m * p.k * 2)?;
+    super::device_data::fill(ctx, &x, DType::Bf16, (p.batch * p.m, p.k, p.k), 3)?;
+    let y = ctx.alloc(p.batch * p.m * p.n * p.output.size())?;
+    let ops = GemvOperands {
+        x: &x,
+        ldx: p.k,
+        w: Fp4View {
+            format: Fp4Format::Nvfp4,
+            rows,
+            k: p.k,
+            codes: &dc,
+            scales: &ds,
+            tensor_scale: 0.01,
+        },
+        y: &y,
+        ldy: p.n,
+    };
+    let vendor_p = GemmProblem::new(p.m, p.n, p.k, Layout::RC, DType::Bf16, p.output);
+    let vendor_bufs = if no_vendor || p.batch > 1 {
+        None
+    } else {
+        Some(BenchBuffers::random(ctx, &vendor_p, 5)?)
+    };
+    ctx.synchronize()?;
+    let flusher = L2Flusher::new(ctx)?;
+    let mut ours = || nvfp4_gemv::launch(ctx, p, &ops);
+    let samples = match &vendor_bufs {
+        Some(b) => {
+            let vops = b.operands();
+            let mut theirs = || Cublas.launch(ctx, &vendor_p, &vops);
+            sample_interleaved(ctx, &flusher, opt, &mut [&mut ours, &mut theirs])?
+        }
+        None => sample_interleaved(ctx, &flusher, opt, &mut [&mut ours])?,
+    };
+    let mut out = Vec::new();
+    let bf16_bytes = (p.n * p.k * 2 + p.m * p.k * 2 + p.m * p.n * p.output.size()) as f64;
+    for (i, (mut times, _)) in samples.into_iter().enumerate() {
+        let (median, min, max) = stats(&mut times);
+        let bytes = if i == 0 { p.min_bytes() } else { bf16_bytes };
+        let gbps = bytes / (median * 1e-3) / 1e9;
+        out.push(GemvTiming {
+            version: if i == 0 {
+                nvfp4_gemv::NAME.into()
+            } else {
+                "cublas bf16".into()
+            },
+            problem: p.label(),
+            median_us: median * 1e3,
+            min_us: min * 1e3,
+            max_us: max * 1e3,
+            gbps,
+            of_copy_ceiling: gbps / (ceiling * 1e3),
+            speedup_vs_cublas: None,
+        });
+    }
+    if out.len() == 2 {
+        out[0].speedup_vs_cublas = Some(out[1].median_us / out[0].median_us);
+    }
+    Ok(out)
+}

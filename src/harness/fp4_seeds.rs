@@ -1,0 +1,528 @@
+//! The NVFP4 contract of the GPU MODE problems on Hopper: both operands NVFP4 (no tensor scale),
+//! C fp16, checked with rtol = atol = 1e-3 against float64 on the dequantised values, on the
+//! benchmark shapes of the gemv, gemm, dual-gemm and group-gemm problems. The route is the
+//! simplest honest one: both operands dequantised to bf16 on the GPU (exact: e2m1 x e4m3 fits
+//! bf16), then kiln's bf16 GEMM, fused SwiGLU or grouped GEMM with fp16 out; the GEMV runs the
+//! NVFP4 GEMV on the dequantised vector. Each time covers the whole, dequantisation included.
+
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use super::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::device::{Context, DeviceBuffer};
+use crate::error::{Error, Result};
+use crate::formats::Fp8Format;
+use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
+use crate::ops::fp4::{dequantize_into, Fp4Format, Fp4View};
+use crate::ops::gemm::{DType, GemmOperands, GemmProblem, Layout};
+use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{check_operands, MoeOperands, MoeProblem, WeightLayout};
+use crate::ops::registry::Registry;
+use crate::reference::fp4 as reference;
+
+/// The contest's tolerance, elementwise: |c - ref| <= ATOL + RTOL |ref|.
+pub const RTOL: f64 = 1e-3;
+pub const ATOL: f64 = 1e-3;
+
+/// H100 SXM's dense bf16 tensor rate (TFLOPS), the denominator of "fraction of bf16 peak".
+pub const H100_BF16_TFLOPS: f64 = 989.4;
+
+/// One benchmark shape of the four problems (the table in the grouped low-precision anchors).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum SeedShape {
+    /// c [M, L] = A [M, K] . b [K], L independent batches.
+    Gemv {
+        m: usize,
+        k: usize,
+        l: usize,
+    },
+    Gemm {
+        m: usize,
+        n: usize,
+        k: usize,
+    },
+    /// silu(A . B1^T) * (A . B2^T).
+    Dual {
+        m: usize,
+        n: usize,
+        k: usize,
+    },
+    /// One A [M_g, K] and B [N, K] per group.
+    Group {
+        ms: Vec<usize>,
+        n: usize,
+        k: usize,
+    },
+}
+
+impl SeedShape {
+    pub fn problem(&self) -> &'static str {
+        match self {
+            SeedShape::Gemv { .. } => "gemv",
+            SeedShape::Gemm { .. } => "gemm",
+            SeedShape::Dual { .. } => "dual",
+            SeedShape::Group { .. } => "group",
+        }
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            SeedShape::Gemv { m, k, l } => format!("{m}x{k}x{l}"),
+            SeedShape::Gemm { m, n, k } | SeedShape::Dual { m, n, k } => format!("{m}x{n}x{k}"),
+            SeedShape::Group { ms, n, k } => format!("G{} M{:?} N{n} K{k}", ms.len(), ms),
+        }
+    }
+
+    /// The contest's data: dual and group mask every nibble with 0b1011 (values 0, ±0.5, ±1, ±1.5).
+    fn nibble_mask(&self) -> u8 {
+        match self {
+            SeedShape::Dual { .. } | SeedShape::Group { .. } => 0xBB,
+            _ => 0xFF,
+        }
+    }
+
+    pub fn flops(&self) -> f64 {
+        let f = match self {
+            SeedShape::Gemv { m, k, l } => 2 * m * k * l,
+            SeedShape::Gemm { m, n, k } => 2 * m * n * k,
+            SeedShape::Dual { m, n, k } => 4 * m * n * k,
+            SeedShape::Group { ms, n, k } => 2 * ms.iter().sum::<usize>() * n * k,
+        };
+        f as f64
+    }
+
+    /// (rows of A, rows of B) over all batches/groups, K, and C's element count.
+    fn extents(&self) -> (usize, usize, usize, usize) {
+        match self {
+            SeedShape::Gemv { m, k, l } => (m * l, *l, *k, m * l),
+            SeedShape::Gemm { m, n, k } => (*m, *n, *k, m * n),
+            SeedShape::Dual { m, n, k } => (*m, *n, *k, m * n),
+            SeedShape::Group { ms, n, k } => {
+                let rows: usize = ms.iter().sum();
+                (rows, ms.len() * n, *k, rows * n)
+            }
+        }
+    }
+
+    /// Bytes the problem must move: both packed operands with their scales, and C written.
+    pub fn min_bytes(&self) -> f64 {
+        let (a, mut b, k, c) = self.extents();
+        if let SeedShape::Dual { n, .. } = self {
+            b += n; // W3 beside W1
+        }
+        ((a + b) * (k / 2 + k / 16) + 2 * c) as f64
+    }
+}
+
+/// The benchmark shapes of `problem` (gemv, gemm, dual, group; None: all). The group problem's
+/// per-group M are spread evenly over the table's ranges (its exact draws are not published
+/// there).
+pub fn shapes(problem: Option<&str>) -> Result<Vec<SeedShape>> {
+    use SeedShape::*;
+    let spread = |g: usize, lo: usize, hi: usize| -> Vec<usize> {
+        (0..g).map(|i| lo + (hi - lo) * i / (g - 1)).collect()
+    };
+    let all = vec![
+        Gemv {
+            m: 7168,
+            k: 16384,
+            l: 1,
+        },
+        Gemv {
+            m: 4096,
+            k: 7168,
+            l: 8,
+        },
+        Gemv {
+            m: 7168,
+            k: 2048,
+            l: 4,
+        },
+        Gemm {
+            m: 128,
+            n: 7168,
+            k: 16384,
+        },
+        Gemm {
+            m: 128,
+            n: 4096,
+            k: 7168,
+        },
+        Gemm {
+            m: 128,
+            n: 7168,
+            k: 2048,
+        },
+        Dual {
+            m: 256,
+            n: 4096,
+            k: 7168,
+        },
+        Dual {
+            m: 512,
+            n: 4096,
+            k: 7168,
+        },
+        Dual {
+            m: 256,
+            n: 3072,
+            k: 4096,
+        },
+        Dual {
+            m: 512,
+            n: 3072,
+            k: 7168,
+        },
+        Group {
+            ms: spread(8, 64, 248),
+            n: 4096,
+            k: 7168,
+        },
+        Group {
+            ms: spread(8, 40, 196),
+            n: 7168,
+            k: 2048,
+        },
+        Group {
+            ms: vec![192, 320],
+            n: 3072,
+            k: 4096,
+        },
+        Group {
+            ms: vec![128, 384],
+            n: 4096,
+            k: 1536,
+        },
+    ];
+    match problem {
+        None => Ok(all),
+        Some(p @ ("gemv" | "gemm" | "dual" | "group")) => {
+            Ok(all.into_iter().filter(|s| s.problem() == p).collect())
+        }
+        Some(other) => Err(Error::Unknown {
+            what: "seeds problem",
+            name: other.into(),
+            known: "gemv, gemm, dual, group".into(),
+        }),
+    }
+}
+
+/// One shape's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeedResult {
+    pub problem: String,
+    pub shape: String,
+    pub passed: bool,
+    /// The largest |c - ref| / (ATOL + RTOL |ref|) over the checked outputs (pass: <= 1).
+    pub worst: f64,
+    pub checked: usize,
+    pub median_us: f64,
+    pub min_us: f64,
+    pub tflops: f64,
+    pub of_bf16_peak: f64,
+    pub gbps: f64,
+    pub of_copy: f64,
+    pub message: String,
+}
+
+/// A packed NVFP4 operand of `rows` x `k` with the contest's data, on the host and the device.
+struct Operand {
+    codes: Vec<u8>,
+    scales: Vec<u8>,
+    dc: DeviceBuffer,
+    ds: DeviceBuffer,
+    rows: usize,
+    k: usize,
+}
+
+impl Operand {
+    fn random(rng: &mut rand::rngs::SmallRng, rows: usize, k: usize, mask: u8) -> Result<Operand> {
+        let values: [u8; 4] = [0.0f32, 1.0, 2.0, 3.0].map(|v| Fp8Format::E4m3.encode(v));
+        let codes: Vec<u8> = (0..rows * k / 2).map(|_| rng.gen::<u8>() & mask).collect();
+        let scales: Vec<u8> = (0..rows * k / 16)
+            .map(|_| values[rng.gen_range(0..4)])
+            .collect();
+        Ok(Operand {
+            dc: DeviceBuffer::from_host(&codes)?,
+            ds: DeviceBuffer::from_host(&scales)?,
+            codes,
+            scales,
+            rows,
+            k,
+        })
+    }
+
+    fn view(&self) -> Fp4View<'_> {
+        Fp4View {
+            format: Fp4Format::Nvfp4,
+            rows: self.rows,
+            k: self.k,
+            codes: &self.dc,
+            scales: &self.ds,
+            tensor_scale: 1.0,
+        }
+    }
+
+    fn row(&self, r: usize) -> Vec<f64> {
+        let mut out = vec![0.0; self.k];
+        reference::decode_row(
+            Fp4Format::Nvfp4,
+            &self.codes,
+            &self.scales,
+            self.k,
+            r,
+            1.0,
+            &mut out,
+        );
+        out
+    }
+
+    /// The bf16 buffer it dequantises into.
+    fn dequantized(&self, ctx: &Context) -> Result<DeviceBuffer> {
+        ctx.alloc(self.rows * self.k * 2)
+    }
+}
+
+fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+/// Runs, verifies and times one shape.
+pub fn run_shape(
+    ctx: &Context,
+    registry: &Registry,
+    shape: &SeedShape,
+    opt: &BenchOptions,
+    copy_tbps: f64,
+) -> Result<SeedResult> {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5EED);
+    let (a_rows, b_rows, k, c_elems) = shape.extents();
+    let mask = shape.nibble_mask();
+    let a = Operand::random(&mut rng, a_rows, k, mask)?;
+    let b = Operand::random(&mut rng, b_rows, k, mask)?;
+    let (xa, xb) = (a.dequantized(ctx)?, b.dequantized(ctx)?);
+    let c = ctx.alloc(c_elems * 2)?;
+    let dequant = |o: &Operand, into: &DeviceBuffer| {
+        dequantize_into(ctx, &o.view(), DType::Bf16, into, o.k, false)
+    };
+    // Check every scale once (the timed runs trust them).
+    dequantize_into(ctx, &a.view(), DType::Bf16, &xa, k, true)?;
+    dequantize_into(ctx, &b.view(), DType::Bf16, &xb, k, true)?;
+    // (flat row of C, its f64 reference) for the sampled rows
+    let mut want: Vec<(usize, f64)> = Vec::new();
+    let times = match shape {
+        SeedShape::Gemv { m, k, l } => {
+            // A is the weight (NVFP4, read as such), b the vector (dequantised).
+            let p = GemvProblem {
+                batch: *l,
+                ..GemvProblem::new(1, *m, *k, DType::F16)
+            };
+            let ops = GemvOperands {
+                x: &xb,
+                ldx: *k,
+                w: a.view(),
+                y: &c,
+                ldy: *m,
+            };
+            nvfp4_gemv::check_operands(&p, &ops)?;
+            for bi in 0..*l {
+                let v = b.row(bi);
+                for r in 0..*m {
+                    want.push((bi * m + r, reference::dot(&a.row(bi * m + r), &v)));
+                }
+            }
+            let run = || -> Result<()> {
+                dequant(&b, &xb)?;
+                nvfp4_gemv::launch(ctx, &p, &ops)
+            };
+            time(ctx, opt, run)?
+        }
+        SeedShape::Gemm { m, n, k } => {
+            let p = GemmProblem::new(*m, *n, *k, Layout::RC, DType::Bf16, DType::F16);
+            p.validate()?;
+            let kernel = registry.select_gemm(&p, &ctx.info, &ctx.tuned, None)?;
+            let ops = GemmOperands {
+                a: &xa,
+                b: &xb,
+                c: &c,
+            };
+            let rows = sample(*m, 8);
+            let av: Vec<Vec<f64>> = rows.iter().map(|&r| a.row(r)).collect();
+            for j in 0..*n {
+                let bj = b.row(j);
+                for (i, &r) in rows.iter().enumerate() {
+                    want.push((r * n + j, reference::dot(&av[i], &bj)));
+                }
+            }
+            let run = || -> Result<()> {
+                dequant(&a, &xa)?;
+                dequant(&b, &xb)?;
+                kernel.launch(ctx, &p, &ops)
+            };
+            time(ctx, opt, run)?
+        }
+        SeedShape::Dual { n, k, .. } | SeedShape::Group { n, k, .. } => {
+            let dual = matches!(shape, SeedShape::Dual { .. });
+            let counts = match shape {
+                SeedShape::Group { ms, .. } => ms.clone(),
+                SeedShape::Dual { m, .. } => vec![*m],
+                _ => Vec::new(),
+            };
+            let mut p = MoeProblem::contiguous(&counts, *n, *k, DType::Bf16, DType::F16);
+            if dual {
+                p = p.with_swiglu(WeightLayout::Separate, false);
+            }
+            p.validate()?;
+            let version = if dual { "swiglu_dual" } else { "grouped_gemm" };
+            let kernel = registry.moe_version(version)?;
+            kernel
+                .supports(&p, &ctx.info)
+                .map_err(|reason| Error::Unsupported {
+                    kernel: version.into(),
+                    reason,
+                })?;
+            let rows_buf = DeviceBuffer::from_host(p.rows_array())?;
+            let sched = ctx.alloc(sched_bytes(p.experts))?;
+            // Dual: B holds W1 and `b2` W3, each [N, K].
+            let b2 = if dual {
+                Some(Operand::random(&mut rng, *n, *k, mask)?)
+            } else {
+                None
+            };
+            let xb2 = b2.as_ref().map(|o| o.dequantized(ctx)).transpose()?;
+            if let (Some(o), Some(x)) = (&b2, &xb2) {
+                dequantize_into(ctx, &o.view(), DType::Bf16, x, *k, true)?;
+            }
+            let ops = MoeOperands {
+                x: &xa,
+                w: &xb,
+                w3: xb2.as_ref(),
+                y: &c,
+                rows: &rows_buf,
+                route: None,
+                sched: &sched,
+            };
+            check_operands(&p, &ops)?;
+            // the reference: sampled rows of each group, each B row decoded once
+            let mut start = 0;
+            for (gi, &mg) in counts.iter().enumerate() {
+                let rows = sample(mg, if dual { 6 } else { 3 });
+                let ar: Vec<Vec<f64>> = rows.iter().map(|&r| a.row(start + r)).collect();
+                for j in 0..*n {
+                    let (w1, w3) = (b.row(gi * n + j), b2.as_ref().map(|o| o.row(j)));
+                    for (&r, x) in rows.iter().zip(&ar) {
+                        let h = reference::dot(x, &w1);
+                        let v = match &w3 {
+                            Some(w3) => silu(h) * reference::dot(x, w3),
+                            None => h,
+                        };
+                        want.push(((start + r) * n + j, v));
+                    }
+                }
+                start += mg;
+            }
+            let run = || -> Result<()> {
+                dequant(&a, &xa)?;
+                dequant(&b, &xb)?;
+                if let (Some(o), Some(x)) = (&b2, &xb2) {
+                    dequant(o, x)?;
+                }
+                kernel.launch(ctx, &p, &ops)
+            };
+            time(ctx, opt, run)?
+        }
+    };
+    // the last timed run's C
+    ctx.synchronize()?;
+    let got: Vec<u16> = c.download(c_elems)?;
+    let mut worst = 0.0f64;
+    let mut first = None;
+    for &(i, r) in &want {
+        let v = half::f16::from_bits(got[i]).to_f64();
+        let ratio = (v - r).abs() / (ATOL + RTOL * r.abs());
+        if (ratio.is_nan() || ratio > 1.0) && first.is_none() {
+            first = Some(format!("C[{i}] = {v}, reference {r}"));
+        }
+        worst = worst.max(if ratio.is_nan() { f64::INFINITY } else { ratio });
+    }
+    let mut t = times;
+    let (median, min, _) = stats(&mut t);
+    let tflops = shape.flops() / (median * 1e-3) / 1e12;
+    let gbps = shape.min_bytes() / (median * 1e-3) / 1e9;
+    Ok(SeedResult {
+        problem: shape.problem().into(),
+        shape: shape.label(),
+        passed: first.is_none(),
+        worst,
+        checked: want.len(),
+        median_us: median * 1e3,
+        min_us: min * 1e3,
+        tflops,
+        of_bf16_peak: tflops / H100_BF16_TFLOPS,
+        gbps,
+        of_copy: gbps / (copy_tbps * 1e3),
+        message: first.unwrap_or_else(|| "ok".into()),
+    })
+}
+
+/// Up to `count` row indices of 0..m, spread out, first and last included.
+fn sample(m: usize, count: usize) -> Vec<usize> {
+    if m <= count {
+        return (0..m).collect();
+    }
+    (0..count).map(|i| i * (m - 1) / (count - 1)).collect()
+}
+
+fn time(ctx: &Context, opt: &BenchOptions, run: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    let flusher = L2Flusher::new(ctx)?;
+    sample_launches(ctx, &flusher, opt, run)
+}
+
+/// The geometric mean of `xs` (positive).
+pub fn geomean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shape_table_has_every_problem_and_refuses_others() {
+        assert_eq!(shapes(None).unwrap().len(), 14);
+        for (p, n) in [("gemv", 3), ("gemm", 3), ("dual", 4), ("group", 4)] {
+            let s = shapes(Some(p)).unwrap();
+            assert_eq!(s.len(), n, "{p}");
+            assert!(s.iter().all(|x| x.problem() == p));
+        }
+        let e = shapes(Some("conv")).unwrap_err();
+        assert!(e.to_string().contains("gemv, gemm, dual, group"), "{e}");
+        let g = &shapes(Some("group")).unwrap()[0];
+        let SeedShape::Group { ms, .. } = g else {
+            panic!("{g:?}")
+        };
+        assert_eq!((ms[0], ms[7], ms.len()), (64, 248, 8));
+        assert!(ms.iter().all(|&m| (64..=248).contains(&m)));
+    }
+
+    #[test]
+    fn sizes_and_sampling() {
+        let s = SeedShape::Gemm {
+            m: 128,
+            n: 4096,
+            k: 7168,
+        };
+        assert_eq!(s.flops(), 2.0 * 128.0 * 4096.0 * 7168.0);
+        assert_eq!(
+            s.min_bytes(),
+            ((128 + 4096) * (3584 + 448) + 2 * 128 * 4096) as f64
+        );
+        assert_eq!(sample(128, 8), vec![0, 18, 36, 54, 72, 90, 108, 127]);
+        assert_eq!(sample(3, 8), vec![0, 1, 2]);
+        assert!((geomean(&[2.0, 8.0]) - 4.0).abs() < 1e-12);
+        assert_eq!(SeedShape::Dual { m: 1, n: 1, k: 16 }.nibble_mask(), 0xBB);
+    }
+}

@@ -1,0 +1,374 @@
+//! Host side of `kernels/gemm/nvfp4_gemv.cu`: Y [M, N] = g * X [M, K] . W^T for bf16 X with M
+//! 1..16 and NVFP4 W [N, K] in the standard layout, bf16 or f16 out, batched with strides.
+
+use std::ffi::c_void;
+
+use crate::device::{Context, DeviceBuffer, LaunchConfig};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+use crate::ops::gemm::DType;
+
+use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
+
+pub const NAME: &str = "nvfp4_gemv";
+
+/// The largest M the kernel takes (two 8-column mma tiles).
+pub const MAX_M: usize = 16;
+
+/// The argument block, laid out as `GemvArgs` in the kernel.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct GemvArgs {
+    x: u64,
+    w: u64,
+    s: u64,
+    y: u64,
+    ldx: i64,
+    ldy: i64,
+    x_batch: i64,
+    w_batch: i64,
+    s_batch: i64,
+    y_batch: i64,
+    g: f32,
+    m: i32,
+    n: i32,
+    k: i32,
+    out_f16: i32,
+}
+
+/// One GEMV: `batch` independent products, each Y_b [m, n] = g * X_b [m, k] . W_b^T.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GemvProblem {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub batch: usize,
+    pub output: DType,
+}
+
+impl GemvProblem {
+    pub fn new(m: usize, n: usize, k: usize, output: DType) -> Self {
+        GemvProblem {
+            m,
+            n,
+            k,
+            batch: 1,
+            output,
+        }
+    }
+
+    /// Checks the shape: M 1..=16, K a multiple of 32 (16-byte weight rows, whole scale pairs),
+    /// bf16 or f16 out.
+    pub fn validate(&self) -> Result<()> {
+        if self.m == 0 || self.m > MAX_M {
+            return Err(Error::invalid(format!(
+                "M = {} is outside the NVFP4 GEMV's 1..={MAX_M}: run larger M as a GEMM on \
+                 dequantised weights",
+                self.m
+            )));
+        }
+        if self.n == 0 || self.batch == 0 {
+            return Err(Error::invalid("N and the batch must be at least 1"));
+        }
+        if !self.k.is_multiple_of(32) || self.k == 0 {
+            return Err(Error::invalid(format!(
+                "K = {} is not a multiple of 32: the NVFP4 GEMV reads 16-byte weight rows and \
+                 scale pairs, so pad K with zeros to {}",
+                self.k,
+                self.k.max(1).next_multiple_of(32)
+            )));
+        }
+        if self.n > i32::MAX as usize || self.k > i32::MAX as usize {
+            return Err(Error::invalid("N and K must each be below 2^31"));
+        }
+        if self.batch > 65535 || self.n.div_ceil(16) > i32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "a batch of {} is over the 65,535 the grid takes",
+                self.batch
+            )));
+        }
+        if self.output == DType::F32 {
+            return Err(Error::invalid(
+                "the NVFP4 GEMV writes bf16 or f16; pick one of those outputs",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes the product must read: the packed weights and their scales, X once, Y written.
+    pub fn min_bytes(&self) -> f64 {
+        let w = self.n * self.k / 2 + self.n * self.k / 16;
+        let xy = self.m * self.k * 2 + self.m * self.n * self.output.size();
+        (self.batch * (w + xy)) as f64
+    }
+
+    pub fn flops(&self) -> f64 {
+        2.0 * (self.batch * self.m * self.n * self.k) as f64
+    }
+
+    /// Warps per CTA (at most the kernel's MAX_WARPS, 8): 8, K split eight ways, when the row
+    /// tiles alone would not fill the GPU.
+    pub fn warps(&self, sms: u32) -> u32 {
+        if self.n.div_ceil(16) * self.batch < 2 * sms as usize {
+            8
+        } else {
+            4
+        }
+    }
+
+    pub fn label(&self) -> String {
+        let b = if self.batch > 1 {
+            format!("x{}", self.batch)
+        } else {
+            String::new()
+        };
+        format!("{}x{}x{}{b} {}", self.m, self.n, self.k, self.output)
+    }
+}
+
+/// The specialisation for M up to 8 (`nf` 1) or 16 (2); the output dtype and the warps per CTA
+/// are arguments.
+pub fn spec(arch: &str, nf: u32) -> KernelSpec {
+    KernelSpec::new("gemm/nvfp4_gemv.cu", NAME, arch).define("KILN_GEMV_NF", nf)
+}
+
+/// Every specialisation.
+pub fn variants(arch: &str) -> Vec<KernelSpec> {
+    vec![spec(arch, 1), spec(arch, 2)]
+}
+
+/// The device buffers of a GEMV: X [batch, m, ldx] bf16, W (per batch [n, k] NVFP4), Y
+/// [batch, m, ldy].
+pub struct GemvOperands<'a> {
+    pub x: &'a DeviceBuffer,
+    pub ldx: usize,
+    pub w: Fp4View<'a>,
+    pub y: &'a DeviceBuffer,
+    pub ldy: usize,
+}
+
+/// Checks that the operands hold the problem and are aligned for the kernel's 16-byte loads.
+pub fn check_operands(p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
+    p.validate()?;
+    let w = &ops.w;
+    if w.format != Fp4Format::Nvfp4 {
+        return Err(Error::invalid(format!(
+            "the GEMV takes NVFP4 weights, not {}",
+            w.format
+        )));
+    }
+    if w.rows != p.n * p.batch || w.k != p.k {
+        return Err(Error::invalid(format!(
+            "the weights are [{}, {}] but the GEMV needs [{}, {}] (N x batch, K)",
+            w.rows,
+            w.k,
+            p.n * p.batch,
+            p.k
+        )));
+    }
+    check_packed(w.format, w.rows, w.k, w.codes.bytes(), w.scales.bytes())?;
+    check_tensor_scale(w.tensor_scale)?;
+    if ops.ldx < p.k || !ops.ldx.is_multiple_of(8) {
+        return Err(Error::invalid(format!(
+            "X's leading dimension {} must be at least K = {} and a multiple of 8 (16-byte rows)",
+            ops.ldx, p.k
+        )));
+    }
+    if ops.ldy < p.n {
+        return Err(Error::invalid(format!(
+            "Y's leading dimension {} is shorter than N = {}",
+            ops.ldy, p.n
+        )));
+    }
+    let x_need = ((p.batch * p.m - 1) * ops.ldx + p.k) * 2;
+    let y_need = ((p.batch * p.m - 1) * ops.ldy + p.n) * p.output.size();
+    if ops.x.bytes() < x_need || ops.y.bytes() < y_need {
+        return Err(Error::invalid(format!(
+            "X holds {} bytes (needs {x_need}) and Y {} (needs {y_need}) for {}",
+            ops.x.bytes(),
+            ops.y.bytes(),
+            p.label()
+        )));
+    }
+    for (name, ptr) in [
+        ("X", ops.x.ptr()),
+        ("the codes", w.codes.ptr()),
+        ("the scales", w.scales.ptr()),
+    ] {
+        if !ptr.is_multiple_of(16) {
+            return Err(Error::invalid(format!(
+                "{name} must start on a 16-byte boundary (the kernel's vector loads)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Enqueues the GEMV on the context's stream (no synchronisation, no allocation).
+pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
+    check_operands(p, ops)?;
+    let warps = p.warps(ctx.info.sm_count.max(1));
+    let nf = if p.m > 8 { 2 } else { 1 };
+    let f = ctx.function(&spec(&ctx.arch(), nf))?;
+    let mut args = GemvArgs {
+        x: ops.x.ptr(),
+        w: ops.w.codes.ptr(),
+        s: ops.w.scales.ptr(),
+        y: ops.y.ptr(),
+        ldx: ops.ldx as i64,
+        ldy: ops.ldy as i64,
+        x_batch: (p.m * ops.ldx) as i64,
+        w_batch: (p.n * p.k / 2) as i64,
+        s_batch: (p.n * p.k / 16) as i64,
+        y_batch: (p.m * ops.ldy) as i64,
+        g: ops.w.tensor_scale,
+        m: p.m as i32,
+        n: p.n as i32,
+        k: p.k as i32,
+        out_f16: (p.output == DType::F16) as i32,
+    };
+    let grid = (p.n.div_ceil(16) as u32, 1, p.batch as u32);
+    // SAFETY: the kernel takes one `GemvArgs` by value, laid out as this #[repr(C)] struct;
+    // check_operands proved every buffer holds what the kernel reads and writes, with the
+    // alignment of its 16-byte loads; the caller keeps them alive until the stream is done.
+    unsafe {
+        f.launch(
+            ctx.stream,
+            &LaunchConfig::simple(grid, warps * 32),
+            &mut [&mut args as *mut GemvArgs as *mut c_void],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::harness::check::judge;
+    use crate::jit::{nvrtc, Jit};
+
+    #[test]
+    fn the_argument_block_matches_the_kernels_layout() {
+        // 4 pointers, 6 strides, then g, m, n, k, out_f16 and padding: 104 bytes, 8-aligned.
+        assert_eq!(std::mem::size_of::<GemvArgs>(), 104);
+        assert_eq!(std::mem::align_of::<GemvArgs>(), 8);
+    }
+
+    #[test]
+    fn shapes_outside_the_kernel_are_refused() {
+        let ok = GemvProblem::new(1, 8192, 8192, DType::Bf16);
+        assert!(ok.validate().is_ok());
+        let e = GemvProblem { m: 17, ..ok }.validate().unwrap_err();
+        assert!(e.to_string().contains("1..=16"), "{e}");
+        let e = GemvProblem { k: 8208, ..ok }.validate().unwrap_err();
+        assert!(e.to_string().contains("pad K with zeros to 8224"), "{e}");
+        let e = GemvProblem {
+            output: DType::F32,
+            ..ok
+        }
+        .validate()
+        .unwrap_err();
+        assert!(e.to_string().contains("bf16 or f16"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        // 4.5 bits a weight
+        assert_eq!(ok.min_bytes() as usize, 8192 * 8192 * 9 / 16 + 8192 * 4);
+        assert_eq!(ok.warps(132), 4);
+        assert_eq!(GemvProblem::new(1, 2048, 8192, DType::Bf16).warps(132), 8);
+    }
+
+    /// The kernel's `nibble_pair<I>`: nibbles I and I + 4 of `w` as bf16 bits, each the e2m1
+    /// value times 2^-126.
+    fn nibble_pair(w: u32, i: i32) -> u32 {
+        let (mag, sign) = (6 - 4 * i, 12 - 4 * i);
+        let m = if mag >= 0 { w << mag } else { w >> -mag };
+        (m & 0x01C0_01C0) | ((w << sign) & 0x8000_8000)
+    }
+
+    fn bf16_half(bits: u32, hi: bool) -> f64 {
+        let h = if hi { bits >> 16 } else { bits & 0xFFFF } as u16;
+        half::bf16::from_bits(h).to_f64()
+    }
+
+    /// One warp step on the CPU, as the kernel lays it out: lanes (g, q) hold 16 bytes of rows g
+    /// and g + 8 at element 32 q; per word v two mmas, A pairs (nibble_pair 2j, 2j + 1), B pairs
+    /// X elements (8v + 2j, 8v + 2j + 4) and (8v + 2j + 1, 8v + 2j + 5), and the m16n8k16
+    /// fragment map of common/mma_sync.cuh. The sums must be the plain dot products.
+    #[test]
+    fn the_lane_layout_and_k_permutation_compute_the_dot_products() {
+        let mut seed = 0x1234_5678u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        // W: 16 rows x 128 elements (codes), X: 8 columns x 128 elements (small integers)
+        let codes: Vec<Vec<u8>> = (0..16)
+            .map(|_| (0..128).map(|_| (next() % 16) as u8).collect())
+            .collect();
+        let x: Vec<Vec<f64>> = (0..8)
+            .map(|_| (0..128).map(|_| (next() % 7) as f64 - 3.0).collect())
+            .collect();
+        let word = |row: usize, q: usize, v: usize| -> u32 {
+            (0..8).fold(0u32, |w, i| {
+                w | (codes[row][32 * q + 8 * v + i] as u32) << (4 * i)
+            })
+        };
+        let mut d = [[0.0f64; 8]; 16];
+        for v in 0..4 {
+            for j in 0..2 {
+                // the mma's operands, gathered from every lane's registers
+                let (mut a, mut b) = ([[0.0f64; 16]; 16], [[0.0f64; 8]; 16]);
+                for lane in 0..32 {
+                    let (g, q) = (lane / 4, lane % 4);
+                    let val = |bits: u32, hi: bool| bf16_half(bits, hi) * 2f64.powi(126);
+                    for row in [g, g + 8] {
+                        let (lo, hi) = (
+                            nibble_pair(word(row, q, v), 2 * j as i32),
+                            nibble_pair(word(row, q, v), 2 * j as i32 + 1),
+                        );
+                        // a0/a1: (row, k 2q..2q+1); a2/a3: (row, k 2q+8..)
+                        a[row][2 * q] = val(lo, false);
+                        a[row][2 * q + 1] = val(lo, true);
+                        a[row][2 * q + 8] = val(hi, false);
+                        a[row][2 * q + 9] = val(hi, true);
+                    }
+                    let e = 32 * q + 8 * v + 2 * j;
+                    b[2 * q][g] = x[g][e];
+                    b[2 * q + 1][g] = x[g][e + 4];
+                    b[2 * q + 8][g] = x[g][e + 1];
+                    b[2 * q + 9][g] = x[g][e + 5];
+                }
+                for (r, dr) in d.iter_mut().enumerate() {
+                    for (c, dc) in dr.iter_mut().enumerate() {
+                        *dc += (0..16).map(|k| a[r][k] * b[k][c]).sum::<f64>();
+                    }
+                }
+            }
+        }
+        for (r, dr) in d.iter().enumerate() {
+            for (c, &got) in dr.iter().enumerate() {
+                let want: f64 = (0..128)
+                    .map(|e| crate::formats::fp4::decode(codes[r][e]) as f64 * x[c][e])
+                    .sum();
+                assert_eq!(got, want, "row {r}, column {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_gemv_variant_compiles_for_sm_90a_without_spills() {
+        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
+        if nvrtc::version().is_err() {
+            assert!(!required, "NVRTC is required here but missing");
+            return;
+        }
+        let jit = Jit::default();
+        let dev = DeviceInfo::h100_sxm();
+        for s in &variants("sm_90a") {
+            let c = jit.compile(s).unwrap();
+            let problems = judge(s, &c.resources, &dev);
+            assert!(problems.is_empty(), "{}: {problems:?}", s.label());
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! projection), the fused SwiGLU gate/up dual GEMM, and the tiny prefix-sum kernel both launch
 //! first. Each version is one host file with the stem of its device file under `kernels/moe/`.
 
+pub mod fp4;
 pub mod grouped_gemm;
 pub mod grouped_swapab;
 pub mod problem;

@@ -34,7 +34,11 @@ pub(super) fn run_check(
 ) -> Result<(Vec<check::CheckRow>, bool)> {
     kiln::jit::arch::check(arch)?;
     if let Some(v) = only {
-        if env.registry.attention_version(v).is_err() && env.registry.moe_version(v).is_err() {
+        let fp4 = v == kiln::ops::moe::fp4::kernel::NAME;
+        if !fp4
+            && env.registry.attention_version(v).is_err()
+            && env.registry.moe_version(v).is_err()
+        {
             env.registry.gemm_version(v)?;
         }
     }

@@ -11,6 +11,7 @@ mod fp8;
 mod fuzz;
 mod gemm;
 mod moe;
+mod moe_fp4;
 mod profile;
 mod progress;
 mod sanitize;

@@ -22,6 +22,7 @@
 //! [`Kiln::precompile`] (or the op once) before capturing. [`raw`] serves foreign callers.
 
 mod dtype;
+mod fp4;
 mod handle;
 mod info;
 mod launch;
@@ -35,6 +36,7 @@ mod workspace;
 
 pub use crate::ops::tuned::TunedTable;
 pub use dtype::{DType, KilnElem};
+pub use fp4::Fp4ExpertWeights;
 pub use handle::Kiln;
 pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
 pub use options::{

@@ -70,36 +70,78 @@ struct Fp4Ctx {
   int katoms, c, t, lane;
 };
 
-// The K loop of one tile at wgmma width N (>= its tokens) into acc[m][0 .. N/2). Each stage: the
-// thread dequantises its fragments of the stage's atoms, then one batch of 4·MB wgmmas; the
-// stage is freed once the batch has completed (the other consumer's batch keeps the tensor
-// cores busy meanwhile).
+// Keeps the compiler from reusing a batch's A registers before the batch has been waited for.
+__device__ __forceinline__ void fp4_fence_fragments(u32 (&a)[MB][4][4]) {
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[m][j][r])::"memory");
+}
+
+// This thread's A fragments of its atoms in stage s.
+__device__ __forceinline__ void fp4_dequant(const Fp4Ctx& x, int s, u32 (&a)[MB][4][4]) {
+  const u32 sw = x.base + s * STAGE_BYTES + X_BYTES + x.c * MB * FP4_ATOM_BYTES;
+#pragma unroll
+  for (int m = 0; m < MB; ++m) fp4_load_fragments<kBf16>(sw + m * FP4_ATOM_BYTES, x.t, a[m]);
+}
+
+// One stage's batch: 4 k16 steps x MB atoms against the X tile of stage s.
+template <int N>
+__device__ __forceinline__ void fp4_issue(const Fp4Ctx& x, float (&acc)[MB][TT / 2], const u32 (&a)[MB][4][4], int s,
+                                          bool first) {
+  const u32 sx = x.base + s * STAGE_BYTES;
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
+  wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const u64 db = wgmma_desc_sw128(sx + j * 32, 16, 1024);
+#pragma unroll
+    for (int m = 0; m < MB; ++m) wgmma_m64k16_rs<in_t, N, 0>(acc[m], a[m][j], db, (first && j == 0) ? 0 : 1);
+  }
+  wgmma_commit();
+}
+
+// Waits for the batch in flight, then frees its stage.
+template <int N>
+__device__ __forceinline__ void fp4_retire(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32 (&a)[MB][4][4], int s) {
+  wgmma_wait<0>();
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
+  fp4_fence_fragments(a);
+  x.ring.release(s, x.lane);
+}
+
+// The K loop of one tile at wgmma width N (>= its tokens) into acc[m][0 .. N/2). Two register
+// sets of A fragments take turns: while one stage's batch runs on the tensor cores, the thread
+// dequantises the next stage into the other set; a stage is freed once its batch has completed.
 template <int N>
 __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
-  for (int kb = 0; kb < x.katoms; ++kb, ++it) {
-    const int s = x.ring.wait_full(it);
-    const u32 sx = x.base + s * STAGE_BYTES, sw = sx + X_BYTES + x.c * MB * FP4_ATOM_BYTES;
-    u32 a[MB][4][4];
-#pragma unroll
-    for (int m = 0; m < MB; ++m) fp4_load_fragments<kBf16>(sw + m * FP4_ATOM_BYTES, x.t, a[m]);
-#pragma unroll
-    for (int m = 0; m < MB; ++m)
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
-    wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const u64 db = wgmma_desc_sw128(sx + j * 32, 16, 1024);
-#pragma unroll
-      for (int m = 0; m < MB; ++m) wgmma_m64k16_rs<in_t, N, 0>(acc[m], a[m][j], db, (kb > 0 || j > 0) ? 1 : 0);
+  u32 a0[MB][4][4], a1[MB][4][4];
+  int s0 = x.ring.wait_full(it), s1 = 0;
+  fp4_dequant(x, s0, a0);
+  for (int kb = 0; kb < x.katoms; kb += 2) {
+    fp4_issue<N>(x, acc, a0, s0, kb == 0);
+    if (kb + 1 < x.katoms) {
+      s1 = x.ring.wait_full(it + 1);
+      fp4_dequant(x, s1, a1);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-#pragma unroll
-    for (int m = 0; m < MB; ++m)
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
-    x.ring.release(s, x.lane);
+    fp4_retire<N>(x, acc, a0, s0);
+    ++it;
+    if (kb + 1 >= x.katoms) break;
+    fp4_issue<N>(x, acc, a1, s1, false);
+    if (kb + 2 < x.katoms) {
+      s0 = x.ring.wait_full(it + 1);
+      fp4_dequant(x, s0, a0);
+    }
+    fp4_retire<N>(x, acc, a1, s1);
+    ++it;
   }
 }
 

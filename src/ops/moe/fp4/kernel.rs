@@ -71,9 +71,13 @@ impl Fp4Tile {
         self.fixed_bytes() + self.stages * (self.stage_bytes(swiglu) + 16)
     }
 
-    /// Decode when the host copy of the rows gives no expert more than 64 rows, else prefill.
+    /// Decode when the host copy of the rows gives no expert more than 64 rows (or for f16
+    /// activations, which compile only this tile), else prefill.
     pub fn choose(p: &MoeProblem) -> Fp4Tile {
         let swiglu = p.swiglu.is_some();
+        if p.input == DType::F16 {
+            return Self::decode(swiglu);
+        }
         let most = match &p.rows {
             Rows::Masked { max_rows, .. } => *max_rows,
             Rows::Contiguous { .. } => p.spans().iter().map(|s| s.1).max().unwrap_or(0),
@@ -195,19 +199,26 @@ impl Fp4Experts {
         .define("KILN_SMEM", tile.smem_bytes(swiglu))
     }
 
-    /// Every specialisation, for `kiln check`: both ops, both formats, both tiles, bf16 and f16.
+    /// Every specialisation, for `kiln check`: both ops and formats, bf16 with both tiles, f16
+    /// with the decode tile (which [`Fp4Tile::choose`] gives f16 at any rows: the compile gate's
+    /// variant budget). The prefix kernel is the 16-bit MoE kernels' (checked with them).
     pub fn variants(arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
         }
-        let mut v = vec![tile_prefix::spec(arch)];
+        let mut v = Vec::new();
         for swiglu in [false, true] {
-            for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
-                for f in Fp4Format::ALL {
-                    for input in DType::INPUTS {
-                        v.push(Self::spec(arch, input, f, swiglu, tile));
-                    }
+            for f in Fp4Format::ALL {
+                for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+                    v.push(Self::spec(arch, DType::Bf16, f, swiglu, tile));
                 }
+                v.push(Self::spec(
+                    arch,
+                    DType::F16,
+                    f,
+                    swiglu,
+                    Fp4Tile::decode(swiglu),
+                ));
             }
         }
         v
@@ -384,8 +395,8 @@ mod tests {
                 "{d:?}"
             );
         }
-        // 2 ops x 2 tiles x 2 formats x 2 dtypes, and the prefix kernel
-        assert_eq!(Fp4Experts::variants("sm_90a").len(), 17);
+        // 2 ops x 2 formats x (bf16 with 2 tiles, f16 with the decode tile)
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 12);
         assert!(Fp4Experts::variants("sm_89").is_empty());
     }
 
@@ -398,5 +409,7 @@ mod tests {
         let masked = MoeProblem::masked(&[1, 2], 64, 256, 128, DType::Bf16, DType::Bf16)
             .with_swiglu(crate::ops::moe::WeightLayout::Separate, true);
         assert_eq!(Fp4Tile::choose(&masked), Fp4Tile::decode(true));
+        let f16 = MoeProblem::contiguous(&[300], 256, 128, DType::F16, DType::F16);
+        assert_eq!(Fp4Tile::choose(&f16).tt, 64);
     }
 }

@@ -74,6 +74,13 @@ impl Fp4Prepacked {
     /// from the prepacked bytes (decode, multiplier, epilogue factor), in f64; `bf16` picks the
     /// activation type's decode. For tests and the round trip check.
     pub fn value(&self, e: usize, half: usize, row: usize, kk: usize, bf16: bool) -> f64 {
+        self.operand(e, half, row, kk, bf16) * self.escale[e * self.halves() + half] as f64
+    }
+
+    /// The wgmma operand the kernel builds for that element (decoded pair times multiplier,
+    /// before the epilogue factor), in f64: exactly representable in bf16 (or f16) when the
+    /// kernel's one multiplication is exact.
+    pub fn operand(&self, e: usize, half: usize, row: usize, kk: usize, bf16: bool) -> f64 {
         let block = if self.swiglu {
             2 * (row / ATOM_ROWS) + half
         } else {
@@ -99,9 +106,7 @@ impl Fp4Prepacked {
         let per_row = scale_bytes(self.format) / ATOM_ROWS;
         let sbyte = self.bytes[atom + CODE_BYTES + r * per_row + k / self.format.block()];
         let mult = multiplier_bits(self.format, sbyte, bf16);
-        half_value(decoded, bf16)
-            * half_value(mult, bf16)
-            * self.escale[e * self.halves() + half] as f64
+        half_value(decoded, bf16) * half_value(mult, bf16)
     }
 }
 

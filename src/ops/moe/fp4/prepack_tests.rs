@@ -40,6 +40,18 @@ fn assert_matches(p: &Fp4Prepacked, h: usize, e: usize, want: &[f64], bf16: bool
                 "{} e{e} h{h} ({row}, {kk}) bf16 {bf16}",
                 p.format
             );
+            // the kernel's one mul.bf16x2 / mul.f16x2 is exact: its result is a 16-bit value
+            let op = p.operand(e, h, row, kk, bf16);
+            let rounded = if bf16 {
+                half::bf16::from_f64(op).to_f64()
+            } else {
+                half::f16::from_f64(op).to_f64()
+            };
+            assert_eq!(
+                rounded, op,
+                "{} operand ({row}, {kk}) bf16 {bf16}",
+                p.format
+            );
         }
     }
 }

@@ -30,7 +30,8 @@
 
 constexpr bool kBf16 = KILN_IN == 0;
 constexpr int MB = KILN_SWIGLU ? 2 : 1;  // weight atoms per consumer per stage
-constexpr int TT = KILN_TT, STAGES = KILN_STAGES, BK = 64, BN = 128, XBOX = 32;
+constexpr int TT = KILN_TT, STAGES = KILN_STAGES, BK = 64, BN = 128;
+constexpr int XBOX = 16;  // X rows per TMA box: a decode tile of a few tokens loads 16 rows, not 32
 constexpr u32 X_BYTES = TT * BK * 2;
 constexpr u32 W_BYTES = 2 * MB * FP4_ATOM_BYTES;
 constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;  // X first, 1024-aligned for the swizzle
@@ -146,6 +147,8 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
 }
 
 // The widths compiled: 16, 32, then multiples of 32 (at most 16 columns of padding past 32).
+// Columns past the tile's loaded X rows read stale shared memory; each feeds only its own
+// token's accumulator column, which is never stored.
 __device__ __forceinline__ constexpr int fp4_width(int groups) { return groups <= 2 ? 16 * groups : 32 * ((groups + 1) / 2); }
 
 template <int W>

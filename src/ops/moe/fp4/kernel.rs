@@ -20,7 +20,7 @@ pub const ENTRY: &str = "moe_fp4_experts";
 pub const NAME: &str = "fp4_experts";
 pub const THREADS: u32 = 384;
 /// Token rows per X box: a tile loads only the boxes its tokens need.
-pub const XBOX: u32 = 32;
+pub const XBOX: u32 = 16;
 /// Shared memory per block on Hopper (227 KB).
 const SMEM_LIMIT: u32 = 227 * 1024;
 

@@ -199,9 +199,11 @@ impl Fp4Experts {
         .define("KILN_SMEM", tile.smem_bytes(swiglu))
     }
 
-    /// Every specialisation, for `kiln check`: both ops and formats, bf16 with both tiles, f16
-    /// with the decode tile (which [`Fp4Tile::choose`] gives f16 at any rows: the compile gate's
-    /// variant budget). The prefix kernel is the 16-bit MoE kernels' (checked with them).
+    /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
+    /// both tiles; NVFP4 with f16 activations on the decode tile (which [`Fp4Tile::choose`]
+    /// gives f16 at any rows). MXFP4 with f16 is not compiled: f16 holds MXFP4 weights exactly
+    /// only within 2^24 of scale range, and the compile gate's variant budget is spent. The
+    /// prefix kernel is the 16-bit MoE kernels' (checked with them).
     pub fn variants(arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
@@ -212,14 +214,15 @@ impl Fp4Experts {
                 for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
                     v.push(Self::spec(arch, DType::Bf16, f, swiglu, tile));
                 }
-                v.push(Self::spec(
-                    arch,
-                    DType::F16,
-                    f,
-                    swiglu,
-                    Fp4Tile::decode(swiglu),
-                ));
             }
+            let decode = Fp4Tile::decode(swiglu);
+            v.push(Self::spec(
+                arch,
+                DType::F16,
+                Fp4Format::Nvfp4,
+                swiglu,
+                decode,
+            ));
         }
         v
     }
@@ -233,9 +236,14 @@ impl Fp4Experts {
         common_support(p, dev)?;
         if p.output != p.input {
             return Err(format!(
-                "writes {} from {} activations; ask for the activations' dtype",
-                p.input, p.input
+                "writes {} from {} activations only; ask for the activations' dtype, not {}",
+                p.input, p.input, p.output
             ));
+        }
+        if l.format == Fp4Format::Mxfp4 && p.input == DType::F16 {
+            return Err(
+                "MXFP4 weights take bf16 activations (f16 is compiled for NVFP4 only)".into(),
+            );
         }
         if p.w_expert_stride.is_some() {
             return Err(
@@ -243,7 +251,6 @@ impl Fp4Experts {
             );
         }
         dev.check_smem(Fp4Tile::choose(p).smem_bytes(p.swiglu.is_some()))?;
-        let _ = l;
         Ok(())
     }
 
@@ -395,9 +402,32 @@ mod tests {
                 "{d:?}"
             );
         }
-        // 2 ops x 2 formats x (bf16 with 2 tiles, f16 with the decode tile)
-        assert_eq!(Fp4Experts::variants("sm_90a").len(), 12);
+        // 2 ops x (2 formats x bf16 with 2 tiles, and NVFP4 f16 with the decode tile)
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 10);
         assert!(Fp4Experts::variants("sm_89").is_empty());
+    }
+
+    #[test]
+    fn what_is_not_compiled_is_refused_with_a_reason() {
+        let h100 = DeviceInfo::h100_sxm();
+        let l = |format| Fp4Layout {
+            format,
+            experts: 2,
+            n: 256,
+            k: 128,
+            swiglu: false,
+            min_scale_byte: 255,
+        };
+        let f16 = MoeProblem::contiguous(&[3, 5], 256, 128, DType::F16, DType::F16);
+        assert_eq!(
+            Fp4Experts::supports(&f16, &l(Fp4Format::Nvfp4), &h100),
+            Ok(())
+        );
+        let why = Fp4Experts::supports(&f16, &l(Fp4Format::Mxfp4), &h100).unwrap_err();
+        assert!(why.contains("bf16 activations"), "{why}");
+        let mixed = MoeProblem::contiguous(&[3, 5], 256, 128, DType::Bf16, DType::F32);
+        let why = Fp4Experts::supports(&mixed, &l(Fp4Format::Nvfp4), &h100).unwrap_err();
+        assert!(why.contains("activations' dtype"), "{why}");
     }
 
     #[test]

@@ -1,6 +1,5 @@
-//! The 4-bit MoE commands on a machine without a GPU: `kiln moe prepack` prepacks and checks
-//! every weight against the standard layout, writes and reads the prepacked file, and the 4-bit
-//! verify, bench and prepack refuse bad input before they need a GPU.
+//! The 4-bit MoE commands without a GPU: `kiln moe prepack` checks every weight and round-trips
+//! the file; the 4-bit verify, bench and prepack refuse bad input before they need a GPU.
 
 mod common;
 

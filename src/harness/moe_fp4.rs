@@ -1,7 +1,5 @@
-//! Verification of the MoE kernels with 4-bit weights: random weights quantised on the CPU
-//! (NVFP4 or MXFP4), prepacked, one launch into a NaN-poisoned Y, every routed row checked for
-//! unwritten elements, every other row for stray writes, and sampled rows against the float64
-//! reference on the exactly dequantised weights; and the shape suite that does it everywhere.
+//! Verification of the 4-bit MoE kernels: CPU-quantised weights, prepacked, one launch into a
+//! poisoned Y, scored against the float64 reference on the exact weights; and its shape suite.
 
 use super::moe_verify::{rows_to_check, score_against, settle, Mode, MoeOutcome};
 use super::verify::{bound, fresh_seed, refusal, verdict, within};

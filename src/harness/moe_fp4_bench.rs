@@ -1,7 +1,5 @@
-//! Benchmark of the MoE kernels with 4-bit weights against kiln's bf16 kernel of the same counts
-//! in the same run: microseconds, and GB/s of the bytes a kernel must read and write (the weights
-//! of the experts that have rows, X's and Y's routed rows) as a fraction of the copy ceiling
-//! measured on the spot.
+//! The 4-bit MoE kernels timed against kiln's bf16 kernel of the same counts in one run: µs, and
+//! GB/s of the bytes each must move (touched experts only) as a fraction of the copy ceiling.
 
 use serde::Serialize;
 

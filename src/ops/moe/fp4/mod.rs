@@ -129,7 +129,7 @@ impl Fp4Weights {
         Ok(w)
     }
 
-    /// One scale per how many codes along K, and the bytes of one expert's codes and scales.
+    /// The bytes of one expert's codes and of its scales.
     fn expert_bytes(&self) -> (usize, usize) {
         (
             self.rows * self.k / 2,

@@ -1,6 +1,5 @@
 //! The prepack on the CPU: every weight the kernel would compute from the prepacked bytes (its
-//! decode emulated bit for bit) equals the format's exact dequantisation, for both formats,
-//! both activation types, padded shapes, and the SwiGLU layouts; and the refusals.
+//! decode emulated bit for bit) equals the format's exact dequantisation; and the refusals.
 
 use super::layout::{decode_pair, half_value, pair_position, place};
 use super::*;

@@ -33,6 +33,11 @@
 #                                grouped-GEMM tile shape
 #   fp8                          the dense FP8 GEMM: `kiln fp8 verify --vendor`, DeepSeek-V3's set and
 #                                the large shapes against cuBLASLt and torch._scaled_mm, one table
+#   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
+#                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
+#                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
+#                                512 rows on 199 experts) and prefill (32,768 rows) shapes, K 7168,
+#                                N 2048; table of the targets
 #   sanitize                     compute-sanitizer: `kiln sanitize` (every version, built-in
 #                                problems) and `kiln sanitize --configs` (every wgmma_tma_ws tile
 #                                config), JOBS at a time (default 8)
@@ -357,6 +362,54 @@ for f in sorted(os.listdir(d)):
         r = load(f)
         row = r["rows"][0] if r.get("rows") else r
         print(f"tile sweep {f[6:-5]}: {row.get('median_ms', float('nan')):.4f} ms")
+EOF
+  ;;
+
+fp4moe)
+  need_bin "$KILN"; machine "$KILN"
+  step fp4-prepack 120 "$KILN" --no-store moe prepack --weights nvfp4 --experts 2 --n 2048 --k 7168 --swiglu
+  step_json fp4-verify-nvfp4 300 "$KILN" --no-store --json moe verify --weights nvfp4
+  step_json fp4-verify-mxfp4 300 "$KILN" --no-store --json moe verify --weights mxfp4
+  # decode: 64 tokens top-8 = 512 rows on 199 of 256 experts (114 with 3 rows, 85 with 2)
+  DECODE=$("$PY" -c 'import random; c=[3]*114+[2]*85+[0]*57; random.Random(35).shuffle(c); print(",".join(map(str,c)))')
+  for w in nvfp4 mxfp4; do
+    step_json "fp4-decode-swiglu-$w" 300 "$KILN" --no-store --json moe bench --weights $w --counts "$DECODE" --n 2048 --k 7168 --swiglu --routed
+  done
+  step_json fp4-decode-gemm-nvfp4 300 "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE" --n 2048 --k 7168
+  # prefill: 4096 tokens top-8 = 32,768 rows over the 256 experts, unevenly
+  step_json fp4-prefill-swiglu-nvfp4 300 "$KILN" --no-store --json moe bench --weights nvfp4 --experts 256 --tokens 32768 --n 2048 --k 7168 --swiglu --routed
+  step_json fp4-prefill-gemm-nvfp4 300 "$KILN" --no-store --json moe bench --weights nvfp4 --experts 256 --tokens 32768 --n 2048 --k 7168
+  table
+  echo
+  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt" || status=1
+import json, os, sys
+d = sys.argv[1]
+def load(p):
+    try:
+        return json.load(open(os.path.join(d, p)))
+    except Exception as e:
+        return {"error": f"no result ({e})"}
+for w in ("nvfp4", "mxfp4"):
+    r = load(f"fp4-verify-{w}.json")
+    if isinstance(r, list):
+        errs = [x["rel_error"] for x in r if x["rel_error"] == x["rel_error"]]
+        print(f"verify {w}: {len(r)} checks, {sum(1 for x in r if not x['passed'])} failed, worst rel error {max(errs, default=float('nan')):.2e}")
+    else:
+        print(f"verify {w}: {r.get('error')}")
+# (file, target speed-up over kiln's bf16 kernel, target fraction of the copy ceiling)
+want = [("fp4-decode-swiglu-nvfp4", 3.0, 0.80), ("fp4-decode-swiglu-mxfp4", 3.0, 0.80), ("fp4-decode-gemm-nvfp4", None, None),
+        ("fp4-prefill-swiglu-nvfp4", 1.6, None), ("fp4-prefill-gemm-nvfp4", None, None)]
+print(f"{'shape':26} {'bf16 us':>9} {'4-bit us':>9} {'x bf16':>7} {'GB/s':>6} {'of copy':>8}  target")
+for name, sp, frac in want:
+    r = load(name + ".json")
+    rows = r.get("rows") or []
+    if len(rows) != 2:
+        print(f"{name:26} missing: {r.get('error', 'no rows')}")
+        continue
+    b, f = rows
+    ok = (sp is None or f["speedup"] >= sp) and (frac is None or f["copy_fraction"] >= frac)
+    tgt = "" if sp is None else f">= {sp}x" + ("" if frac is None else f", >= {frac:.0%} of copy") + (" met" if ok else " MISSED")
+    print(f"{name[4:]:26} {b['median_us']:9.1f} {f['median_us']:9.1f} {f['speedup']:7.2f} {f['gbps']:6.0f} {100 * f['copy_fraction']:7.1f}%  {tgt}")
 EOF
   ;;
 

@@ -23,6 +23,7 @@
 
 mod dtype;
 mod fp4;
+mod fp4_experts;
 mod fp8;
 mod handle;
 mod info;
@@ -39,6 +40,7 @@ mod workspace;
 pub use crate::ops::tuned::TunedTable;
 pub use dtype::{DType, KilnElem};
 pub use fp4::Fp4Tensor;
+pub use fp4_experts::Fp4ExpertWeights;
 pub use handle::Kiln;
 pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
 pub use options::{

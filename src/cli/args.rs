@@ -489,6 +489,36 @@ pub enum MoeAction {
     Bench(MoeBenchArgs),
     /// Compile every MoE kernel variant (no GPU needed): registers, shared memory, spills.
     Check(MoeCheckArgs),
+    /// Prepack 4-bit expert weights (NVFP4, MXFP4) into the layout the 4-bit kernels load, and
+    /// check that every weight dequantises as the standard layout says (no GPU needed).
+    Prepack(MoePrepackArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MoePrepackArgs {
+    /// nvfp4 or mxfp4.
+    #[arg(long, default_value = "nvfp4")]
+    pub weights: String,
+    /// Experts E of random weights to quantise and prepack.
+    #[arg(long, default_value_t = 8)]
+    pub experts: usize,
+    /// N: output columns (with --swiglu, of each of W1 and W3).
+    #[arg(long, default_value_t = 2048)]
+    pub n: usize,
+    /// K: reduction depth.
+    #[arg(long, default_value_t = 7168)]
+    pub k: usize,
+    /// Prepack a SwiGLU pair, W1 and W3 `separate` (the default) or `interleaved` in blocks of 128 rows.
+    #[arg(long, num_args = 0..=1, default_missing_value = "separate", value_name = "WEIGHTS")]
+    pub swiglu: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the prepacked weights to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Instead, read a prepacked weight file and describe it.
+    #[arg(long, value_name = "FILE", conflicts_with = "out")]
+    pub read: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -536,6 +566,10 @@ pub struct MoeVerifyArgs {
     /// counts are read on the GPU), instead of launching it directly.
     #[arg(long)]
     pub graph: bool,
+    /// Verify the kernels with 4-bit weights instead: nvfp4 or mxfp4 (its own suite without
+    /// --counts).
+    #[arg(long, value_name = "FORMAT")]
+    pub weights: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -582,6 +616,10 @@ pub struct MoeBenchArgs {
     /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
     #[arg(long)]
     pub no_flush: bool,
+    /// Time the kernel with 4-bit weights (nvfp4 or mxfp4) against kiln's bf16 kernel of the
+    /// same counts: the grouped GEMM, or with --swiglu the fused SwiGLU alone.
+    #[arg(long, value_name = "FORMAT")]
+    pub weights: Option<String>,
 }
 
 #[derive(Debug, Args)]

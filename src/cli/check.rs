@@ -34,9 +34,10 @@ pub(super) fn run_check(
 ) -> Result<(Vec<check::CheckRow>, bool)> {
     kiln::jit::arch::check(arch)?;
     if let Some(v) = only {
-        let fp4 = kiln::ops::fp4::variants(arch)
-            .iter()
-            .any(|(name, _)| *name == v);
+        let fp4 = v == kiln::ops::moe::fp4::kernel::NAME
+            || kiln::ops::fp4::variants(arch)
+                .iter()
+                .any(|(name, _)| *name == v);
         if !fp4
             && env.registry.attention_version(v).is_err()
             && env.registry.moe_version(v).is_err()

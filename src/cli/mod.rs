@@ -14,6 +14,7 @@ mod fp8_moe;
 mod fuzz;
 mod gemm;
 mod moe;
+mod moe_fp4;
 mod profile;
 mod progress;
 mod sanitize;

@@ -24,10 +24,19 @@ pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
         MoeAction::Verify(v) => verify(env, v),
         MoeAction::Bench(b) => bench(env, b),
         MoeAction::Check(c) => check(env, c),
+        MoeAction::Prepack(p) => super::moe_fp4::prepack(env, p),
     }
 }
 
 fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
+    if let Some(w) = &a.weights {
+        if a.version.is_some() || a.suite.is_some() {
+            return Err(Error::invalid(
+                "--weights verifies the 4-bit kernel on its own suite or on --counts; leave out --version and --suite",
+            ));
+        }
+        return super::moe_fp4::verify(env, own_problem(a)?, w, a.graph);
+    }
     if let Some(v) = &a.version {
         env.registry.moe_version(v)?;
     }
@@ -265,6 +274,9 @@ fn request(a: &MoeBenchArgs) -> Result<MoeBenchRequest> {
 }
 
 fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
+    if let Some(w) = &a.weights {
+        return super::moe_fp4::bench(env, a, w);
+    }
     let r = request(a)?;
     let ctx = env.context()?;
     let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
@@ -311,13 +323,14 @@ fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
     let dev = device_or_h100();
     let jit = env.jit();
     let mut rows = Vec::new();
-    for k in env.registry.moe() {
+    let names = env.registry.moe().iter().map(|k| k.name());
+    for name in names.chain([kiln::ops::moe::fp4::kernel::NAME]) {
         rows.extend(check_all(
             &jit,
             &env.registry,
             &a.arch,
             &dev,
-            Some(k.name()),
+            Some(name),
             |_| {},
         ));
     }

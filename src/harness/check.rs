@@ -110,6 +110,15 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
             .filter(|(version, _)| only.is_none_or(|v| v == *version))
             .map(|(version, s)| ("fp4", version, s)),
     );
+    // The MoE kernels with 4-bit weights (prepacked operands, so outside the MoeKernel registry).
+    let fp4 = crate::ops::moe::fp4::kernel::NAME;
+    if only.is_none_or(|v| v == fp4) {
+        work.extend(
+            crate::ops::moe::fp4::Fp4Experts::variants(arch)
+                .into_iter()
+                .map(|s| ("moe", fp4, s)),
+        );
+    }
     // The bench's own kernel: every timed launch waits for it, so it is compiled and checked too.
     if only.is_none_or(|v| v == "l2_read_flush") {
         work.push((

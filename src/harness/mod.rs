@@ -18,6 +18,8 @@ pub mod fp8_moe_bench;
 pub mod fuzz;
 pub mod memory;
 pub mod moe_bench;
+pub mod moe_fp4;
+pub mod moe_fp4_bench;
 pub mod moe_shapes;
 pub mod moe_verify;
 pub mod peak;

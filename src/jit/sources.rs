@@ -141,6 +141,18 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/fp8_swiglu.cu"),
     ),
     (
+        "common/bulk_copy.cuh",
+        include_str!("../../kernels/common/bulk_copy.cuh"),
+    ),
+    (
+        "moe/fp4_weights.cuh",
+        include_str!("../../kernels/moe/fp4_weights.cuh"),
+    ),
+    (
+        "moe/fp4_experts.cu",
+        include_str!("../../kernels/moe/fp4_experts.cu"),
+    ),
+    (
         "gemm/simt_naive.cu",
         include_str!("../../kernels/gemm/simt_naive.cu"),
     ),

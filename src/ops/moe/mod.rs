@@ -6,6 +6,7 @@
 pub mod fp8_grouped;
 pub mod fp8_problem;
 pub mod fp8_swiglu;
+pub mod fp4;
 pub mod grouped_gemm;
 pub mod grouped_swapab;
 pub mod problem;

@@ -1,0 +1,273 @@
+// MoE expert GEMMs with 4-bit weights (sm_90a): the grouped GEMM Y = X·W[e]ᵀ and, with
+// KILN_SWIGLU, the fused gate/up pair H = silu(X·W1[e]ᵀ) ⊙ (X·W3[e]ᵀ) (times the routing weight),
+// W in NVFP4 or MXFP4 (KILN_FP4), X and Y bf16 or f16. Hopper has no 4-bit tensor cores: the
+// weights are dequantised in registers, exactly (moe/fp4_weights.cuh), straight into wgmma's A
+// operand (the register form), so the operands are swapped: Yᵀ = W·Xᵀ, weight rows fill M = 64
+// and an expert's tokens are N (16..TT, chosen per tile at run time; the X tile in shared memory
+// is the B operand). The weights stream from HBM at 4.5 bits a weight, which is the point: at
+// decode the kernel is bound by reading them.
+//
+// 384 threads: warpgroup 0 produces (its thread 0: per stage the X boxes of the tile's tokens by
+// TMA, and each consumer's prepacked weight atoms, one contiguous bulk copy each); warpgroups 1
+// and 2 consume, each 64 output columns (one weight atom per stage; SwiGLU: the W1 atom and the
+// W3 atom of the same columns). A tile is one expert's up-to-TT tokens by 128 output columns;
+// tiles come from a global counter after the first (moe_tile_prefix zeroes it), experts
+// heaviest first where the prefix kernel sorts them, and an expert with no rows has no tiles, so
+// its weights are never read. The epilogue multiplies by the per-expert factor (tensor scale,
+// and the power of two the dequantisation left out), applies silu and the routing weight, and
+// stores bf16/f16 pairs of adjacent columns.
+#include "common/bulk_copy.cuh"
+#include "common/fast_math.cuh"
+#include "common/tma.cuh"
+#include "common/wgmma_rs.cuh"
+#include "common/ws_pipeline.cuh"
+#include "moe/fp4_weights.cuh"
+#include "moe/sched.cuh"
+
+#if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
+#error "KILN_SWIGLU, KILN_TT, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
+#endif
+
+constexpr bool kBf16 = KILN_IN == 0;
+constexpr int MB = KILN_SWIGLU ? 2 : 1;  // weight atoms per consumer per stage
+constexpr int TT = KILN_TT, STAGES = KILN_STAGES, BK = 64, BN = 128;
+constexpr int XBOX = 16;  // X rows per TMA box: a decode tile of a few tokens loads 16 rows, not 32
+constexpr u32 X_BYTES = TT * BK * 2;
+constexpr u32 W_BYTES = 2 * MB * FP4_ATOM_BYTES;
+constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;  // X first, 1024-aligned for the swizzle
+constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
+static_assert(TT % XBOX == 0 && TT <= 256, "KILN_TT is a multiple of 32 up to 256");
+static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
+              "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
+
+// The argument block, laid out as `Fp4Args` in src/ops/moe/fp4/kernel.rs.
+struct Fp4Args {
+  const int* sched;            // moe_tile_prefix's tables, the tile counter, the expert ids
+  void* y;                     // output rows in X's row space, ldy elements apart
+  const float* route;          // SwiGLU: per-row routing weight, or null
+  const float* escale;         // per expert (SwiGLU: gate, up) the epilogue factor
+  const unsigned char* w;      // the prepacked weights
+  i64 ldy, expert_bytes;       // expert_bytes: one expert's prepacked bytes
+  int experts, n, katoms;      // katoms: 64-deep K atoms (K rounded up to 64)
+  int tiles_n, group_m, by_expert;
+};
+
+// Y(row, n), Y(row, n + 1) = a, b; only columns below n_total; one word when aligned.
+__device__ __forceinline__ void fp4_store2(out_t* y, i64 ldy, int n_total, i64 row, int n, float a, float b) {
+  if (n >= n_total) return;
+  out_t* dst = y + row * ldy + n;
+  if (n + 1 < n_total && (reinterpret_cast<u64>(dst) % 4) == 0) {
+    *reinterpret_cast<u32*>(dst) = pack2<out_t>(a, b);
+    return;
+  }
+  dst[0] = from_float<out_t>(a);
+  if (n + 1 < n_total) dst[1] = from_float<out_t>(b);
+}
+
+struct Fp4Ctx {
+  u32 base;
+  MbarRing<STAGES> ring;
+  int katoms, c, t, lane;
+};
+
+// Keeps the compiler from reusing a batch's A registers before the batch has been waited for.
+__device__ __forceinline__ void fp4_fence_fragments(u32 (&a)[MB][4][4]) {
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[m][j][r])::"memory");
+}
+
+// This thread's A fragments of its atoms in stage s.
+__device__ __forceinline__ void fp4_dequant(const Fp4Ctx& x, int s, u32 (&a)[MB][4][4]) {
+  const u32 sw = x.base + s * STAGE_BYTES + X_BYTES + x.c * MB * FP4_ATOM_BYTES;
+#pragma unroll
+  for (int m = 0; m < MB; ++m) fp4_load_fragments<kBf16>(sw + m * FP4_ATOM_BYTES, x.t, a[m]);
+}
+
+// One stage's batch: 4 k16 steps x MB atoms against the X tile of stage s.
+template <int N>
+__device__ __forceinline__ void fp4_issue(const Fp4Ctx& x, float (&acc)[MB][TT / 2], const u32 (&a)[MB][4][4], int s,
+                                          bool first) {
+  const u32 sx = x.base + s * STAGE_BYTES;
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
+  wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const u64 db = wgmma_desc_sw128(sx + j * 32, 16, 1024);
+#pragma unroll
+    for (int m = 0; m < MB; ++m) wgmma_m64k16_rs<in_t, N, 0>(acc[m], a[m][j], db, (first && j == 0) ? 0 : 1);
+  }
+  wgmma_commit();
+}
+
+// Waits for the batch in flight, then frees its stage.
+template <int N>
+__device__ __forceinline__ void fp4_retire(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32 (&a)[MB][4][4], int s) {
+  wgmma_wait<0>();
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
+  fp4_fence_fragments(a);
+  x.ring.release(s, x.lane);
+}
+
+// The K loop of one tile at wgmma width N (>= its tokens) into acc[m][0 .. N/2). Two register
+// sets of A fragments take turns: while one stage's batch runs on the tensor cores, the thread
+// dequantises the next stage into the other set; a stage is freed once its batch has completed.
+template <int N>
+__device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
+  u32 a0[MB][4][4], a1[MB][4][4];
+  int s0 = x.ring.wait_full(it), s1 = 0;
+  fp4_dequant(x, s0, a0);
+  for (int kb = 0; kb < x.katoms; kb += 2) {
+    fp4_issue<N>(x, acc, a0, s0, kb == 0);
+    if (kb + 1 < x.katoms) {
+      s1 = x.ring.wait_full(it + 1);
+      fp4_dequant(x, s1, a1);
+    }
+    fp4_retire<N>(x, acc, a0, s0);
+    ++it;
+    if (kb + 1 >= x.katoms) break;
+    fp4_issue<N>(x, acc, a1, s1, false);
+    if (kb + 2 < x.katoms) {
+      s0 = x.ring.wait_full(it + 1);
+      fp4_dequant(x, s0, a0);
+    }
+    fp4_retire<N>(x, acc, a1, s1);
+    ++it;
+  }
+}
+
+// The widths compiled: 16, 32, then multiples of 32 (at most 16 columns of padding past 32).
+// Columns past the tile's loaded X rows read stale shared memory; each feeds only its own
+// token's accumulator column, which is never stored.
+__device__ __forceinline__ constexpr int fp4_width(int groups) { return groups <= 2 ? 16 * groups : 32 * ((groups + 1) / 2); }
+
+template <int W>
+__device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
+  if (width >= W || W == 16) {
+    fp4_mainloop<W>(x, acc, it);
+  } else if constexpr (W > 16) {
+    fp4_dispatch<(W > 32 ? W - 32 : 16)>(width, x, acc, it);
+  }
+}
+
+// The stores of a tile computed at width `width`. acc register i of acc[m]: output column
+// 16w + g + 8((i>>1)&1) of the consumer's 64 (g = lane/4), token 8(i>>2) + 2q + (i&1). Lanes g
+// and g^1 hold adjacent columns: after one exchange with lane ^ 4 the even one stores token 2q's
+// pair, the odd one token 2q+1's.
+__device__ __forceinline__ void fp4_store(const Fp4Ctx& x, const MoeTile& tile, int expert, const Fp4Args& p,
+                                          const float (&acc)[MB][TT / 2], int width) {
+  out_t* y = static_cast<out_t*>(p.y);
+  const int w = x.t / 32, g = x.lane / 4, q = x.lane % 4;
+  const bool even = (g & 1) == 0;
+  const float s0 = p.escale[expert * MB], s1 = p.escale[expert * MB + MB - 1];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = 16 * w + g + 8 * h;
+    const int n = tile.n0 + x.c * 64 + (even ? r : r - 1);
+#pragma unroll
+    for (int j = 0; j < TT / 8; ++j) {
+      if (8 * j >= width) break;  // registers the tile's wgmma did not write
+      const int tok = 8 * j + 2 * q + (even ? 0 : 1);
+      const i64 row = (i64)tile.row0 + tok;
+      float v0 = acc[0][4 * j + 2 * h] * s0, v1 = acc[0][4 * j + 2 * h + 1] * s0;
+      if constexpr (KILN_SWIGLU) {
+        const float u0 = acc[MB - 1][4 * j + 2 * h] * s1, u1 = acc[MB - 1][4 * j + 2 * h + 1] * s1;
+        // token 8j + 2q is v0's, 8j + 2q + 1 is v1's; each has its own routing weight
+        const i64 row0 = (i64)tile.row0 + 8 * j + 2 * q;
+        const bool in0 = 8 * j + 2 * q < tile.valid_rows, in1 = 8 * j + 2 * q + 1 < tile.valid_rows;
+        const float r0 = (p.route != nullptr && in0) ? p.route[row0] : 1.0f;
+        const float r1 = (p.route != nullptr && in1) ? p.route[row0 + 1] : 1.0f;
+        v0 = silu_tanh(v0) * u0 * r0;
+        v1 = silu_tanh(v1) * u1 * r1;
+      }
+      const float got = __shfl_xor_sync(0xffffffffu, even ? v1 : v0, 4);
+      if (tok < tile.valid_rows) {
+        if (even) fp4_store2(y, p.ldy, p.n, row, n, v0, got);
+        else fp4_store2(y, p.ldy, p.n, row, n, got, v1);
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p) {
+  extern __shared__ unsigned char smem_raw[];
+  const u32 raw = smem_u32(smem_raw);
+  const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
+  const MbarRing<STAGES> stages{base + STAGES * STAGE_BYTES};
+  const MoeIndexRing ring(smem_raw, raw, stages.bars + 16u * STAGES);
+  int* table = ring.slot + 2;
+
+  const int E = p.experts;
+  if (threadIdx.x == 0) {
+    stages.init(8);  // lane 0 of each consumer warp
+    ring.init(8);
+    mbar_fence_init();
+  }
+  moe_load_tables(table, p.sched, E);
+  __syncthreads();
+
+  const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
+  int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
+  const int* ids = p.sched + moe_table_ints(E) + 1;
+  const int wg = warpgroup_index();
+
+  ws_roles<40, 232>(
+      wg,
+      [&] {
+        tma_prefetch(&tma_x);
+        u32 it = 0;
+        int t = blockIdx.x;
+        for (int j = 0;; ++j) {
+          ring.publish(j, t);
+          if (t >= tiles) break;
+          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
+          const int expert = ids[tile.expert];
+          const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
+          const u32 bytes = boxes * XBOX * BK * 2 + W_BYTES;
+          // Consumer a / MB's atom a % MB of a stage is weight block 2 MB tn + a: the GEMM's
+          // 64-row block 2 tn + a, or of output block 2 tn + a / 2 the gate (a even) or up atom
+          // (the prepack alternates W1 and W3 blocks). A block's atoms follow each other along K.
+          const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
+          const unsigned char* src = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes;
+          for (int kb = 0; kb < p.katoms; ++kb, ++it, src += FP4_ATOM_BYTES) {
+            ws_fill(stages, it, bytes, [&](int s, u32 bar) {
+              const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
+              for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+#pragma unroll
+              for (int a = 0; a < 2 * MB; ++a) bulk_copy_g2s(sw + a * FP4_ATOM_BYTES, src + a * block_bytes, FP4_ATOM_BYTES, bar);
+            });
+          }
+          t = (int)gridDim.x + atomicAdd(counter, 1);
+        }
+      },
+      [&](int c) {
+        Fp4Ctx x;
+        x.base = base;
+        x.ring = stages;
+        x.katoms = p.katoms;
+        x.c = c;
+        x.t = threadIdx.x % 128;
+        x.lane = threadIdx.x % 32;
+        u32 it = 0;
+        for (int j = 0;; ++j) {
+          const int t = ring.take(j, x.lane);
+          if (t >= tiles) break;
+          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
+          const int width = fp4_width((tile.valid_rows + 15) / 16);
+          float acc[MB][TT / 2];
+          fp4_dispatch<TT>(width, x, acc, it);
+          fp4_store(x, tile, ids[tile.expert], p, acc, width);
+        }
+      });
+}

@@ -1,0 +1,243 @@
+//! `kiln moe verify|bench --weights nvfp4|mxfp4` and `kiln moe prepack`: the MoE kernels with
+//! 4-bit weights against the float64 reference and against kiln's bf16 kernel, and the prepack.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use kiln::error::{Error, Result};
+use kiln::harness::moe_fp4::{fp4_suite, prepack_for, random_weights, verify_fp4};
+use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest};
+use kiln::harness::moe_verify::{Mode, MoeOutcome};
+use kiln::ops::gemm::DType;
+use kiln::ops::moe::fp4::Fp4Format;
+use kiln::ops::moe::fp4::Fp4Prepacked;
+use kiln::ops::moe::{parse_counts, uneven_counts, MoeProblem, WeightLayout};
+use kiln::report::Table;
+use serde_json::json;
+
+use super::args::{MoeBenchArgs, MoePrepackArgs};
+use super::env::{bench_options, Env};
+use super::progress::bar;
+
+/// `kiln moe verify --weights F`: the problem of the flags (`own`), else the 4-bit suite.
+pub fn verify(env: &Env, own: Option<MoeProblem>, weights: &str, graph: bool) -> Result<ExitCode> {
+    let f = Fp4Format::parse(weights)?;
+    if graph {
+        return Err(Error::invalid(
+            "--graph replays the bf16 kernels; the 4-bit ones are verified by direct launches, so leave it out",
+        ));
+    }
+    let cases = match own {
+        Some(p) => vec![p],
+        None => fp4_suite(),
+    };
+    let ctx = env.context()?;
+    let pb = bar(cases.len(), "moe verify (4-bit)", env.json);
+    let mut outcomes: Vec<MoeOutcome> = Vec::new();
+    for p in &cases {
+        let o = verify_fp4(&ctx, p, f, Mode::Direct)?;
+        if !o.passed {
+            pb.println(format!("FAIL {} {}: {}", o.version, o.problem, o.message));
+        }
+        outcomes.push(o);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let failed = outcomes.iter().any(|o| !o.passed);
+    if env.json {
+        env.print_json(&json!(outcomes));
+    } else {
+        let mut t = Table::new(&[
+            "version",
+            "problem",
+            "rel error",
+            "bound",
+            "rows",
+            "verdict",
+        ]);
+        for o in &outcomes {
+            t.row(&[
+                o.version.clone(),
+                o.problem.clone(),
+                format!("{:.2e}", o.rel_error),
+                format!("{:.0e}", o.bound),
+                o.rows_checked.to_string(),
+                match &o.skipped {
+                    Some(why) => format!("skipped: {why}"),
+                    None => o.message.clone(),
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!(
+            "{} checks, {} failed",
+            outcomes.len(),
+            outcomes.iter().filter(|o| !o.passed).count()
+        );
+    }
+    Ok(if failed {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `kiln moe bench --weights F`.
+pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
+    let format = Fp4Format::parse(weights)?;
+    let counts = match &a.counts {
+        Some(c) => parse_counts(c)?,
+        None => uneven_counts(a.tokens, a.experts, a.seed),
+    };
+    if (a.interleaved || a.routed) && !a.swiglu {
+        return Err(Error::invalid(
+            "--interleaved and --routed describe the SwiGLU weights; add --swiglu",
+        ));
+    }
+    let layout = if a.interleaved {
+        WeightLayout::Interleaved
+    } else {
+        WeightLayout::Separate
+    };
+    let r = Fp4BenchRequest {
+        counts,
+        n: a.n,
+        k: a.k,
+        dtype: a.dtype.parse::<DType>()?,
+        format,
+        swiglu: a.swiglu.then_some((layout, a.routed)),
+    };
+    r.problem().validate()?;
+    let ctx = env.context()?;
+    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let rows = bench_fp4(&ctx, &env.registry, &r, &opt)?;
+    if env.json {
+        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "weights": format.name(), "flush_l2": opt.flush_l2, "rows": rows}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let touched = r.counts.iter().filter(|&&c| c > 0).count();
+    println!(
+        "{} experts ({touched} with rows), {} rows, N {}, K {}, {} activations, {format} weights",
+        r.counts.len(),
+        r.counts.iter().sum::<usize>(),
+        r.n,
+        r.k,
+        r.dtype
+    );
+    let mut t = Table::new(&[
+        "kernel",
+        "tile",
+        "median us",
+        "min us",
+        "max us",
+        "GB moved",
+        "GB/s",
+        "of copy",
+        "x bf16",
+    ]);
+    for x in &rows {
+        t.row(&[
+            x.kernel.clone(),
+            x.tile.clone(),
+            format!("{:.1}", x.median_us),
+            format!("{:.1}", x.min_us),
+            format!("{:.1}", x.max_us),
+            format!("{:.3}", x.bytes / 1e9),
+            format!("{:.0}", x.gbps),
+            format!("{:.1} %", 100.0 * x.copy_fraction),
+            format!("{:.2}", x.speedup),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln moe prepack`: random weights of the shape, quantised, prepacked, every weight checked
+/// (a sample of rows for large shapes) against the standard layout's exact dequantisation.
+pub fn prepack(env: &Env, a: &MoePrepackArgs) -> Result<ExitCode> {
+    if let Some(path) = &a.read {
+        let p = Fp4Prepacked::read(path)?;
+        let what = json!({"format": p.format.name(), "experts": p.experts, "n": p.n, "k": p.k, "swiglu": p.swiglu, "bytes": p.bytes.len(), "expert_bytes": p.expert_bytes()});
+        if env.json {
+            env.print_json(&what);
+        } else {
+            println!(
+                "{}: {} experts, N {}, K {}{}, {} bytes ({} per expert)",
+                p.format,
+                p.experts,
+                p.n,
+                p.k,
+                if p.swiglu { ", SwiGLU W1+W3" } else { "" },
+                p.bytes.len(),
+                p.expert_bytes()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let f = Fp4Format::parse(&a.weights)?;
+    let p = MoeProblem::contiguous(&vec![1; a.experts], a.n, a.k, DType::Bf16, DType::Bf16);
+    let p = match a.swiglu.as_deref() {
+        None => p,
+        Some("separate") => p.with_swiglu(WeightLayout::Separate, false),
+        Some("interleaved") => p.with_swiglu(WeightLayout::Interleaved, false),
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "--swiglu {other}: the SwiGLU weights are `separate` or `interleaved`"
+            )))
+        }
+    };
+    p.validate()?;
+    let (w, w3) = random_weights(&p, f, a.seed)?;
+    let start = Instant::now();
+    let packed = prepack_for(&p, &w, w3.as_ref())?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    // every weight of up to 64 rows per expert and half: row r of half h is the standard
+    // layout's row of W (or W1 / W3, or its place in W13)
+    let halves = if p.swiglu.is_some() { 2 } else { 1 };
+    let step = (a.n / 64).max(1);
+    let mut checked = 0usize;
+    for e in 0..a.experts {
+        let src: Vec<Vec<f64>> = std::iter::once(&w)
+            .chain(w3.as_ref())
+            .map(|x| x.dequantize_expert(e))
+            .collect::<Result<_>>()?;
+        for h in 0..halves {
+            for row in (0..a.n).step_by(step) {
+                let (t, srow) = match (&p.swiglu, w3.is_some()) {
+                    (Some(_), true) => (h, row),
+                    (Some(_), false) => (0, 256 * (row / 128) + row % 128 + 128 * h),
+                    (None, _) => (0, row),
+                };
+                for kk in 0..a.k {
+                    let want = src[t][srow * a.k + kk];
+                    let got = packed.value(e, h, row, kk, true);
+                    if got != want {
+                        return Err(Error::Verification(format!(
+                            "prepacked weight (expert {e}, half {h}, row {row}, k {kk}) is {got}, the standard layout says {want}"
+                        )));
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    if let Some(out) = &a.out {
+        packed.write(out)?;
+    }
+    let std_bytes =
+        w.codes.len() + w.scales.len() + w3.as_ref().map_or(0, |x| x.codes.len() + x.scales.len());
+    if env.json {
+        env.print_json(&json!({"format": f.name(), "experts": a.experts, "n": a.n, "k": a.k, "swiglu": p.swiglu.is_some(), "standard_bytes": std_bytes, "prepacked_bytes": packed.bytes.len(), "prepack_ms": ms, "weights_checked": checked}));
+    } else {
+        println!(
+            "{f}: {} experts, N {}, K {}{}: {} standard bytes -> {} prepacked in {ms:.0} ms; {checked} weights match the standard layout exactly",
+            a.experts,
+            a.n,
+            a.k,
+            if p.swiglu.is_some() { ", SwiGLU W1+W3" } else { "" },
+            std_bytes,
+            packed.bytes.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

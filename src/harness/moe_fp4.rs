@@ -1,0 +1,288 @@
+//! Verification of the 4-bit MoE kernels: CPU-quantised weights, prepacked, one launch into a
+//! poisoned Y, scored against the float64 reference on the exact weights; and its shape suite.
+
+use super::moe_verify::{rows_to_check, score_against, settle, Mode, MoeOutcome};
+use super::verify::{bound, fresh_seed, refusal, verdict, within};
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::ops::gemm::DType;
+use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, NAME};
+use crate::ops::moe::fp4::{
+    prepack, prepack_swiglu, Fp4Format, Fp4Operands, Fp4Prepacked, Fp4Weights,
+};
+use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{MoeProblem, SwiGlu, WeightLayout};
+use crate::reference::data::HostData;
+use crate::reference::moe::moe_rows;
+
+/// The 4-bit weights of `p` from `seed`: (standard layout for W or W1 or W13, W3 if separate),
+/// values in (-1, 1) scaled per expert so that the experts' scales differ.
+pub fn random_weights(
+    p: &MoeProblem,
+    f: Fp4Format,
+    seed: u64,
+) -> Result<(Fp4Weights, Option<Fp4Weights>)> {
+    let rows = p.w_rows_per_expert();
+    let make = |s: u64| {
+        let h = HostData::random(DType::F32, p.experts * rows * p.k, s);
+        let per = rows * p.k;
+        let v: Vec<f32> = (0..h.len())
+            .map(|i| h.get(i) as f32 * 2f32.powi((i / per) as i32 % 5 - 2))
+            .collect();
+        Fp4Weights::quantize(f, p.experts, rows, p.k, &v)
+    };
+    let separate = matches!(
+        p.swiglu,
+        Some(SwiGlu {
+            weights: WeightLayout::Separate,
+            ..
+        })
+    );
+    Ok((
+        make(seed)?,
+        if separate {
+            Some(make(seed.wrapping_add(1))?)
+        } else {
+            None
+        },
+    ))
+}
+
+/// Prepacks what [`random_weights`] made for `p`'s kind.
+pub fn prepack_for(
+    p: &MoeProblem,
+    w: &Fp4Weights,
+    w3: Option<&Fp4Weights>,
+) -> Result<Fp4Prepacked> {
+    if p.swiglu.is_some() {
+        prepack_swiglu(w, w3)
+    } else {
+        prepack(w)
+    }
+}
+
+/// The device buffers of one 4-bit call.
+pub struct Fp4Buffers {
+    pub x: DeviceBuffer,
+    pub w: DeviceBuffer,
+    pub escale: DeviceBuffer,
+    pub y: DeviceBuffer,
+    pub rows: DeviceBuffer,
+    pub route: Option<DeviceBuffer>,
+    pub sched: DeviceBuffer,
+}
+
+impl Fp4Buffers {
+    pub fn operands(&self) -> Fp4Operands<'_> {
+        Fp4Operands {
+            x: &self.x,
+            w: &self.w,
+            escale: &self.escale,
+            y: &self.y,
+            rows: &self.rows,
+            route: self.route.as_ref(),
+            sched: &self.sched,
+        }
+    }
+}
+
+/// Verifies the 4-bit kernel on `p` with `f` weights once, with fresh inputs.
+pub fn verify_fp4(ctx: &Context, p: &MoeProblem, f: Fp4Format, mode: Mode) -> Result<MoeOutcome> {
+    verify_fp4_seeded(ctx, p, f, mode, fresh_seed())
+}
+
+pub fn verify_fp4_seeded(
+    ctx: &Context,
+    p: &MoeProblem,
+    f: Fp4Format,
+    mode: Mode,
+    seed: u64,
+) -> Result<MoeOutcome> {
+    p.validate()?;
+    let mut out = MoeOutcome {
+        version: format!("{NAME} ({f})"),
+        problem: p.label(),
+        mode,
+        passed: false,
+        skipped: None,
+        rel_error: f64::NAN,
+        bound: bound(p.output),
+        nan_or_unwritten: 0,
+        written_outside: 0,
+        rows_checked: 0,
+        seed,
+        message: String::new(),
+    };
+    let (w, w3) = random_weights(p, f, seed.wrapping_add(1))?;
+    let packed = prepack_for(p, &w, w3.as_ref())?;
+    let layout: Fp4Layout = packed.layout();
+    if let Err(reason) = Fp4Experts::supports(p, &layout, &ctx.info) {
+        out.skipped = Some(reason);
+        out.passed = true;
+        return Ok(out);
+    }
+    let x = HostData::random(p.input, p.x_elems(), seed);
+    let route = p
+        .swiglu
+        .is_some_and(|s| s.routed)
+        .then(|| HostData::random(DType::F32, p.x_rows(), seed.wrapping_add(3)));
+    let poison = HostData::poison(p.output, p.y_elems());
+    let bufs = Fp4Buffers {
+        x: DeviceBuffer::from_host(x.bytes())?,
+        w: DeviceBuffer::from_host(&packed.bytes)?,
+        escale: DeviceBuffer::from_host(&packed.escale)?,
+        y: DeviceBuffer::from_host(poison.bytes())?,
+        rows: DeviceBuffer::from_host(p.rows_array())?,
+        route: route
+            .as_ref()
+            .map(|r| DeviceBuffer::from_host(r.bytes()))
+            .transpose()?,
+        sched: DeviceBuffer::new(sched_bytes(p.experts))?,
+    };
+    settle()?;
+    let ops = bufs.operands();
+    Fp4Experts::check(p, &layout, &ops)?;
+    let what = format!("{NAME} on {}", p.label());
+    let limit = std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11);
+    let launched = match mode {
+        Mode::Direct => Fp4Experts::launch(ctx, p, &layout, &ops),
+        Mode::Graph => {
+            return Err(crate::error::Error::invalid(
+                "the 4-bit kernels are verified by direct launches; leave out --graph",
+            ))
+        }
+    };
+    if let Some(reason) = refusal(launched)? {
+        out.skipped = Some(reason);
+        out.passed = true;
+        return Ok(out);
+    }
+    ctx.synchronize_within(limit, &what)?;
+    let got = HostData::from_bytes(
+        p.output,
+        &bufs.y.download::<u8>(p.y_elems() * p.output.size())?,
+    );
+    let rows = rows_to_check(p, seed);
+    let reference = moe_rows(
+        p,
+        &x.to_f64(),
+        &w.dequantize()?,
+        w3.as_ref()
+            .map(|w3| w3.dequantize())
+            .transpose()?
+            .as_deref(),
+        route.as_ref().map(HostData::to_f64).as_deref(),
+        &rows,
+    );
+    let sc = score_against(p, &reference, &got, &poison, &rows);
+    out.nan_or_unwritten = sc.nan_or_unwritten;
+    out.written_outside = sc.written_outside;
+    out.rel_error = sc.rel_error;
+    out.rows_checked = rows.len();
+    (out.passed, out.message) = verdict(&[
+        (out.nan_or_unwritten > 0, &|| {
+            format!(
+                "{} elements of routed rows are NaN or were never written",
+                out.nan_or_unwritten
+            )
+        }),
+        (out.written_outside > 0, &|| {
+            format!(
+                "{} elements of rows no expert owns were overwritten",
+                out.written_outside
+            )
+        }),
+        (!within(out.rel_error, out.bound), &|| {
+            format!(
+                "relative error {:.2e} exceeds the {} bound {:.0e}",
+                out.rel_error, p.output, out.bound
+            )
+        }),
+    ]);
+    Ok(out)
+}
+
+/// The 4-bit suite: empty experts, one expert with every row, 256 experts, ragged rows that are
+/// a multiple of nothing, N and K off the tile grid, decode and prefill tiles, both SwiGLU weight
+/// layouts, routed or not, the masked layout, bf16 and f16.
+pub fn fp4_suite() -> Vec<MoeProblem> {
+    let ragged: Vec<usize> = vec![0, 1, 40, 64, 65, 129, 0, 200, 255, 7];
+    let many: Vec<usize> = (0..256)
+        .map(|i| [0, 1, 3, 17, 40, 64, 0, 9][i % 8])
+        .collect();
+    let bf = |c: &[usize], n, k| MoeProblem::contiguous(c, n, k, DType::Bf16, DType::Bf16);
+    let f16 = |c: &[usize], n, k| MoeProblem::contiguous(c, n, k, DType::F16, DType::F16);
+    let sw = |p: MoeProblem, l, r| p.with_swiglu(l, r);
+    let masked = MoeProblem::masked(
+        &[0, 1, 40, 64, 3, 0, 17, 9],
+        64,
+        256,
+        512,
+        DType::Bf16,
+        DType::Bf16,
+    );
+    vec![
+        // grouped GEMM: decode tiles, prefill tiles, empty experts, one expert, 256 experts
+        bf(&[3, 0, 7, 1, 60, 0, 33], 256, 512),
+        bf(&ragged, 256, 512),
+        bf(&[0, 0, 77, 0], 200, 96),
+        bf(&[1], 136, 160),
+        bf(&[301], 520, 1056),
+        bf(&many, 128, 128),
+        f16(&[33, 0, 150], 264, 192),
+        masked.clone(),
+        // fused SwiGLU
+        sw(
+            bf(&[3, 0, 7, 1, 60, 0, 33], 256, 512),
+            WeightLayout::Separate,
+            false,
+        ),
+        sw(bf(&ragged, 256, 512), WeightLayout::Separate, true),
+        sw(bf(&ragged, 256, 512), WeightLayout::Interleaved, true),
+        sw(bf(&[0, 1, 0], 136, 96), WeightLayout::Separate, true),
+        sw(bf(&many, 128, 128), WeightLayout::Interleaved, false),
+        sw(
+            f16(&[5, 130, 0, 64], 192, 320),
+            WeightLayout::Separate,
+            true,
+        ),
+        masked.with_swiglu(WeightLayout::Separate, true),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suite_is_valid_and_covers_the_edges() {
+        let s = fp4_suite();
+        for p in &s {
+            p.validate().unwrap();
+        }
+        assert!(s.iter().any(|p| p.experts == 256));
+        assert!(s
+            .iter()
+            .any(|p| p.spans().iter().filter(|x| x.1 > 0).count() == 1));
+        assert!(s.iter().any(|p| p.spans().iter().any(|x| x.1 == 0)));
+        assert!(s.iter().any(|p| p.is_masked()));
+        assert!(s.iter().any(|p| p
+            .swiglu
+            .is_some_and(|w| w.weights == WeightLayout::Interleaved)));
+    }
+
+    #[test]
+    fn random_weights_prepack_for_every_suite_problem() {
+        for p in fp4_suite().iter().filter(|p| p.experts <= 16) {
+            for f in Fp4Format::ALL {
+                let (w, w3) = random_weights(p, f, 5).unwrap();
+                let packed = prepack_for(p, &w, w3.as_ref()).unwrap();
+                assert_eq!(
+                    (packed.n, packed.k, packed.swiglu),
+                    (p.n, p.k, p.swiglu.is_some())
+                );
+                packed.check_activation(p.input == DType::Bf16).unwrap();
+            }
+        }
+    }
+}

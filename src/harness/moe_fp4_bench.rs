@@ -1,0 +1,233 @@
+//! The 4-bit MoE kernels timed against kiln's bf16 kernel of the same counts in one run: µs, and
+//! GB/s of the bytes each must move (touched experts only) as a fraction of the copy ceiling.
+
+use serde::Serialize;
+
+use super::bench::{BenchOptions, L2Flusher};
+use super::device_data::random_buffer;
+use super::moe_bench::{random_buffers, time_launches, Piece};
+use super::moe_fp4::Fp4Buffers;
+use super::moe_verify::settle;
+use crate::device::{Context, DeviceBuffer};
+use crate::error::{Error, Result};
+use crate::ops::gemm::DType;
+use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, Fp4Tile};
+use crate::ops::moe::fp4::Fp4Format;
+use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{check_operands, version_for, MoeProblem, WeightLayout};
+use crate::ops::registry::Registry;
+
+/// What `kiln moe bench --weights` runs.
+#[derive(Debug, Clone)]
+pub struct Fp4BenchRequest {
+    pub counts: Vec<usize>,
+    pub n: usize,
+    pub k: usize,
+    pub dtype: DType,
+    pub format: Fp4Format,
+    /// The fused SwiGLU (its W1/W3 layout matters to the bf16 kernel only) and routing.
+    pub swiglu: Option<(WeightLayout, bool)>,
+}
+
+impl Fp4BenchRequest {
+    pub fn problem(&self) -> MoeProblem {
+        let p = MoeProblem::contiguous(&self.counts, self.n, self.k, self.dtype, self.dtype);
+        match self.swiglu {
+            Some((l, routed)) => p.with_swiglu(l, routed),
+            None => p,
+        }
+    }
+}
+
+/// One timed kernel.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fp4BenchRow {
+    /// `bf16 swiglu_dual`, `nvfp4 fp4_experts`, ...
+    pub kernel: String,
+    pub problem: String,
+    pub tile: String,
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    /// Bytes it must move: touched experts' weights, routed X and Y rows.
+    pub bytes: f64,
+    pub gbps: f64,
+    /// gbps over the measured device-to-device copy rate (read + write).
+    pub copy_fraction: f64,
+    /// The bf16 kernel's median over this one's.
+    pub speedup: f64,
+}
+
+/// Bytes of X and Y's routed rows.
+fn activation_bytes(p: &MoeProblem) -> f64 {
+    p.routed_rows() as f64 * (p.k + p.n) as f64 * p.input.size() as f64
+}
+
+/// Experts with at least one row: the only ones whose weights are read.
+fn touched(p: &MoeProblem) -> usize {
+    p.spans().iter().filter(|s| s.1 > 0).count()
+}
+
+/// Bytes the bf16 kernel must move.
+pub fn bf16_bytes(p: &MoeProblem) -> f64 {
+    let gemms = if p.swiglu.is_some() { 2.0 } else { 1.0 };
+    touched(p) as f64 * gemms * (p.n * p.k * p.input.size()) as f64 + activation_bytes(p)
+}
+
+/// Bytes the 4-bit kernel must move (the prepacked weights carry their padding and scales).
+pub fn fp4_bytes(p: &MoeProblem, l: &Fp4Layout) -> f64 {
+    touched(p) as f64 * l.expert_bytes() as f64 + activation_bytes(p)
+}
+
+/// The device-to-device copy rate (bytes read plus written per second) over 1 GiB, median of 10.
+pub fn copy_ceiling_gbps(ctx: &Context) -> Result<f64> {
+    let bytes = 1usize << 30;
+    let (src, dst) = (ctx.alloc(bytes)?, ctx.alloc(bytes)?);
+    src.fill_bytes(1, ctx)?;
+    let mut times = Vec::new();
+    for i in 0..13 {
+        let (s, e) = (ctx.event()?, ctx.event()?);
+        s.record(ctx)?;
+        // SAFETY: both buffers hold `bytes` bytes and belong to this context.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream)
+        }
+        .map_err(|e| Error::cuda("device copy", format!("{e:?}")))?;
+        e.record(ctx)?;
+        let t = s.elapsed_ms(&e)? as f64;
+        if i >= 3 {
+            times.push(t);
+        }
+    }
+    let median = super::bench::stats(&mut times).0;
+    Ok(2.0 * bytes as f64 / (median * 1e-3) / 1e9)
+}
+
+/// Times kiln's bf16 kernel and the 4-bit one on the request's problem.
+pub fn bench_fp4(
+    ctx: &Context,
+    reg: &Registry,
+    r: &Fp4BenchRequest,
+    opt: &BenchOptions,
+) -> Result<Vec<Fp4BenchRow>> {
+    let p = r.problem();
+    p.validate()?;
+    let seed = super::verify::fresh_seed();
+    let flusher = L2Flusher::new(ctx)?;
+    let copy = copy_ceiling_gbps(ctx)?;
+    let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
+    let row =
+        |kernel: String, tile: String, t: super::moe_bench::MoeTiming, bytes: f64| Fp4BenchRow {
+            kernel,
+            problem: p.label(),
+            tile,
+            median_us: t.median_ms * 1e3,
+            min_us: t.min_ms * 1e3,
+            max_us: t.max_ms * 1e3,
+            bytes,
+            gbps: bytes / (t.median_ms * 1e-3) / 1e9,
+            copy_fraction: bytes / (t.median_ms * 1e-3) / 1e9 / copy,
+            speedup: 1.0,
+        };
+    // kiln's bf16 kernel of the same counts (its buffers freed before the 4-bit ones are made)
+    let base = {
+        let k = reg.moe_version(version_for(&p, o))?;
+        k.supports(&p, &ctx.info)
+            .map_err(|reason| Error::Unsupported {
+                kernel: k.name().into(),
+                reason,
+            })?;
+        let b = random_buffers(ctx, &p, seed)?;
+        let ops = b.operands();
+        check_operands(&p, &ops)?;
+        let piece = Piece::of(k.name(), &p, sms, o);
+        let tile = piece.tile.clone();
+        let t = time_launches(ctx, &flusher, opt, piece, || k.launch(ctx, &p, &ops))?;
+        row(format!("{} {}", p.input, k.name()), tile, t, bf16_bytes(&p))
+    };
+    let l = Fp4Layout {
+        format: r.format,
+        experts: p.experts,
+        n: p.n,
+        k: p.k,
+        swiglu: p.swiglu.is_some(),
+        min_scale_byte: 255,
+    };
+    Fp4Experts::supports(&p, &l, &ctx.info).map_err(|reason| Error::Unsupported {
+        kernel: crate::ops::moe::fp4::kernel::NAME.into(),
+        reason,
+    })?;
+    // Random bytes are valid codes; their scale bytes give finite or infinite multipliers, which
+    // time the same.
+    let wbytes = p.experts * l.expert_bytes();
+    let s = |i: u64| seed.wrapping_add(i);
+    let bufs = Fp4Buffers {
+        x: random_buffer(ctx, p.input, p.x_elems(), s(20))?,
+        w: random_buffer(ctx, DType::Bf16, wbytes / 2, s(21))?,
+        escale: random_buffer(ctx, DType::F32, p.experts * l.halves(), s(22))?,
+        y: ctx.alloc(p.y_elems() * p.output.size())?,
+        rows: DeviceBuffer::from_host(p.rows_array())?,
+        route: p
+            .swiglu
+            .is_some_and(|sw| sw.routed)
+            .then(|| random_buffer(ctx, DType::F32, p.x_rows(), s(23)))
+            .transpose()?,
+        sched: ctx.alloc(sched_bytes(p.experts))?,
+    };
+    settle()?;
+    let ops = bufs.operands();
+    Fp4Experts::check(&p, &l, &ops)?;
+    let tile = Fp4Tile::choose(&p);
+    let piece = Piece {
+        name: crate::ops::moe::fp4::kernel::NAME.into(),
+        problem: p.label(),
+        tile: format!("swapAB 128x{} ({} stages)", tile.tt, tile.stages),
+        flops: p.flops(),
+        bytes: fp4_bytes(&p, &l),
+    };
+    let tile_label = piece.tile.clone();
+    let t = time_launches(ctx, &flusher, opt, piece, || {
+        Fp4Experts::launch(ctx, &p, &l, &ops)
+    })?;
+    let mut fp4 = row(
+        format!("{} {}", r.format, crate::ops::moe::fp4::kernel::NAME),
+        tile_label,
+        t,
+        fp4_bytes(&p, &l),
+    );
+    fp4.speedup = base.median_us / fp4.median_us;
+    Ok(vec![base, fp4])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_touched_experts_count_and_fp4_reads_about_a_quarter() {
+        let r = Fp4BenchRequest {
+            counts: vec![3, 0, 5, 0],
+            n: 2048,
+            k: 7168,
+            dtype: DType::Bf16,
+            format: Fp4Format::Nvfp4,
+            swiglu: Some((WeightLayout::Separate, true)),
+        };
+        let p = r.problem();
+        let l = Fp4Layout {
+            format: Fp4Format::Nvfp4,
+            experts: 4,
+            n: 2048,
+            k: 7168,
+            swiglu: true,
+            min_scale_byte: 255,
+        };
+        let act = 8.0 * (7168.0 + 2048.0) * 2.0;
+        assert_eq!(bf16_bytes(&p), 2.0 * 2.0 * 2048.0 * 7168.0 * 2.0 + act);
+        // 4.5 bits a weight: codes and one e4m3 per 16
+        assert_eq!(
+            fp4_bytes(&p, &l),
+            2.0 * 2.0 * 2048.0 * 7168.0 * 4.5 / 8.0 + act
+        );
+    }
+}

@@ -1,0 +1,445 @@
+//! Host side of `kernels/moe/fp4_experts.cu`: the grouped GEMM and fused SwiGLU with prepacked
+//! 4-bit weights, swapped operands (weights as wgmma's register A), tiles from a GPU counter.
+
+use std::ffi::c_void;
+
+use super::layout::{atom_bytes, ATOM_K, TILE_N};
+use super::{Fp4Format, Fp4Prepacked};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+use crate::ops::gemm::{alignment, DType};
+use crate::ops::moe::schedule::{
+    sched_bytes, table_bytes, TileOrder, INDEX_RING_BYTES, MAX_EXPERTS,
+};
+use crate::ops::moe::{
+    common_support, tile_prefix, with_dtypes, x_map, MoeOperands, MoeProblem, Rows,
+};
+
+pub const ENTRY: &str = "moe_fp4_experts";
+pub const NAME: &str = "fp4_experts";
+pub const THREADS: u32 = 384;
+/// Token rows per X box: a tile loads only the boxes its tokens need.
+pub const XBOX: u32 = 16;
+/// Shared memory per block on Hopper (227 KB).
+const SMEM_LIMIT: u32 = 227 * 1024;
+
+/// A tile shape: up to `tt` tokens of one expert by 128 output columns, `stages` deep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fp4Tile {
+    pub tt: u32,
+    pub stages: u32,
+}
+
+impl Fp4Tile {
+    /// Decode (at most 64 rows per expert): a small X tile leaves room for many stages, so each
+    /// SM keeps 60-100 KB of weights in flight.
+    pub fn decode(swiglu: bool) -> Fp4Tile {
+        let tt = 64;
+        Fp4Tile {
+            tt,
+            stages: Self::most_stages(tt, swiglu),
+        }
+    }
+    /// Prefill: tokens up to the accumulator budget (128 registers a thread).
+    pub fn prefill(swiglu: bool) -> Fp4Tile {
+        let tt = if swiglu { 128 } else { 256 };
+        Fp4Tile {
+            tt,
+            stages: Self::most_stages(tt, swiglu),
+        }
+    }
+
+    fn most_stages(tt: u32, swiglu: bool) -> u32 {
+        let probe = Fp4Tile { tt, stages: 0 };
+        let stage = probe.stage_bytes(swiglu) + 16;
+        (SMEM_LIMIT - probe.fixed_bytes()) / stage
+    }
+
+    /// One stage: the X tile, then the weight atoms of both consumers (the larger NVFP4 atom, so
+    /// one size serves both formats), rounded to 1 KB.
+    pub fn stage_bytes(self, swiglu: bool) -> u32 {
+        let atoms = if swiglu { 4 } else { 2 };
+        self.tt * 64 * 2 + (atoms * atom_bytes(Fp4Format::Nvfp4) as u32).div_ceil(1024) * 1024
+    }
+
+    fn fixed_bytes(self) -> u32 {
+        1024 + INDEX_RING_BYTES + table_bytes(MAX_EXPERTS) as u32
+    }
+
+    pub fn smem_bytes(self, swiglu: bool) -> u32 {
+        self.fixed_bytes() + self.stages * (self.stage_bytes(swiglu) + 16)
+    }
+
+    /// Decode when the host copy of the rows gives no expert more than 64 rows (or for f16
+    /// activations, which compile only this tile), else prefill.
+    pub fn choose(p: &MoeProblem) -> Fp4Tile {
+        let swiglu = p.swiglu.is_some();
+        if p.input == DType::F16 {
+            return Self::decode(swiglu);
+        }
+        let most = match &p.rows {
+            Rows::Masked { max_rows, .. } => *max_rows,
+            Rows::Contiguous { .. } => p.spans().iter().map(|s| s.1).max().unwrap_or(0),
+        };
+        if most <= 64 {
+            Self::decode(swiglu)
+        } else {
+            Self::prefill(swiglu)
+        }
+    }
+
+    /// Token tiles that can exist for any rows the GPU may hold.
+    pub fn max_tiles_m(self, p: &MoeProblem) -> u64 {
+        let tt = self.tt as usize;
+        match &p.rows {
+            Rows::Contiguous { x_rows, .. } => (x_rows / tt + p.experts) as u64,
+            Rows::Masked { max_rows, .. } => (p.experts * max_rows.div_ceil(tt)) as u64,
+        }
+    }
+}
+
+/// The argument block, laid out as `Fp4Args` in `kernels/moe/fp4_experts.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Fp4Args {
+    pub sched: u64,
+    pub y: u64,
+    pub route: u64,
+    pub escale: u64,
+    pub w: u64,
+    pub ldy: i64,
+    pub expert_bytes: i64,
+    pub experts: i32,
+    pub n: i32,
+    pub katoms: i32,
+    pub tiles_n: i32,
+    pub group_m: i32,
+    pub by_expert: i32,
+}
+
+/// What the kernel needs to know of prepacked weights on the GPU (the bytes live in a buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fp4Layout {
+    pub format: Fp4Format,
+    pub experts: usize,
+    pub n: usize,
+    pub k: usize,
+    pub swiglu: bool,
+    pub min_scale_byte: u8,
+}
+
+impl Fp4Prepacked {
+    pub fn layout(&self) -> Fp4Layout {
+        Fp4Layout {
+            format: self.format,
+            experts: self.experts,
+            n: self.n,
+            k: self.k,
+            swiglu: self.swiglu,
+            min_scale_byte: self.min_scale_byte,
+        }
+    }
+}
+
+impl Fp4Layout {
+    fn prepacked(self) -> Fp4Prepacked {
+        Fp4Prepacked {
+            format: self.format,
+            experts: self.experts,
+            n: self.n,
+            k: self.k,
+            swiglu: self.swiglu,
+            bytes: Vec::new(),
+            escale: Vec::new(),
+            min_scale_byte: self.min_scale_byte,
+        }
+    }
+    pub fn expert_bytes(self) -> usize {
+        self.prepacked().expert_bytes()
+    }
+    pub fn halves(self) -> usize {
+        if self.swiglu {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// The device buffers of one call.
+pub struct Fp4Operands<'a> {
+    /// X: [x_rows, K] (contiguous) or [E, max_rows, K] (masked), bf16 or f16.
+    pub x: &'a DeviceBuffer,
+    /// The prepacked weights ([`Fp4Prepacked::bytes`]).
+    pub w: &'a DeviceBuffer,
+    /// The epilogue factors ([`Fp4Prepacked::escale`]), f32.
+    pub escale: &'a DeviceBuffer,
+    pub y: &'a DeviceBuffer,
+    pub rows: &'a DeviceBuffer,
+    pub route: Option<&'a DeviceBuffer>,
+    /// At least `schedule::sched_bytes(E)`.
+    pub sched: &'a DeviceBuffer,
+}
+
+pub struct Fp4Experts;
+
+impl Fp4Experts {
+    pub fn spec(arch: &str, input: DType, f: Fp4Format, swiglu: bool, tile: Fp4Tile) -> KernelSpec {
+        with_dtypes(
+            KernelSpec::new("moe/fp4_experts.cu", ENTRY, arch),
+            input,
+            input,
+        )
+        .define("KILN_FP4", f.code())
+        .define("KILN_SWIGLU", swiglu as u32)
+        .define("KILN_TT", tile.tt)
+        .define("KILN_STAGES", tile.stages)
+        .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
+        .define("KILN_SMEM", tile.smem_bytes(swiglu))
+    }
+
+    /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
+    /// both tiles; NVFP4 with f16 activations on the decode tile (which [`Fp4Tile::choose`]
+    /// gives f16 at any rows). MXFP4 with f16 is not compiled: f16 holds MXFP4 weights exactly
+    /// only within 2^24 of scale range, and the compile gate's variant budget is spent. The
+    /// prefix kernel is the 16-bit MoE kernels' (checked with them).
+    pub fn variants(arch: &str) -> Vec<KernelSpec> {
+        if !crate::jit::arch::has_wgmma(arch) {
+            return Vec::new();
+        }
+        let mut v = Vec::new();
+        for swiglu in [false, true] {
+            for f in Fp4Format::ALL {
+                for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+                    v.push(Self::spec(arch, DType::Bf16, f, swiglu, tile));
+                }
+            }
+            let decode = Fp4Tile::decode(swiglu);
+            v.push(Self::spec(
+                arch,
+                DType::F16,
+                Fp4Format::Nvfp4,
+                swiglu,
+                decode,
+            ));
+        }
+        v
+    }
+
+    /// `Ok` or why `p` with weights `l` cannot run on `dev`.
+    pub fn supports(
+        p: &MoeProblem,
+        l: &Fp4Layout,
+        dev: &DeviceInfo,
+    ) -> std::result::Result<(), String> {
+        common_support(p, dev)?;
+        if p.output != p.input {
+            return Err(format!(
+                "writes {} from {} activations only; ask for the activations' dtype, not {}",
+                p.input, p.input, p.output
+            ));
+        }
+        if l.format == Fp4Format::Mxfp4 && p.input == DType::F16 {
+            return Err(
+                "MXFP4 weights take bf16 activations (f16 is compiled for NVFP4 only)".into(),
+            );
+        }
+        if p.w_expert_stride.is_some() {
+            return Err(
+                "prepacked weights are packed; a weight expert stride does not apply".into(),
+            );
+        }
+        dev.check_smem(Fp4Tile::choose(p).smem_bytes(p.swiglu.is_some()))?;
+        Ok(())
+    }
+
+    /// Checks `p`, the prepacked weights `l` and the buffers against each other.
+    pub fn check(p: &MoeProblem, l: &Fp4Layout, ops: &Fp4Operands) -> Result<()> {
+        p.validate()?;
+        if (l.experts, l.n, l.k) != (p.experts, p.n, p.k) {
+            return Err(Error::invalid(format!(
+                "the prepacked weights are E {} x N {} x K {} but the problem is E {} x N {} x K {}",
+                l.experts, l.n, l.k, p.experts, p.n, p.k
+            )));
+        }
+        if l.swiglu != p.swiglu.is_some() {
+            return Err(Error::invalid(if l.swiglu {
+                "these weights were prepacked for the fused SwiGLU (W1 and W3); prepack W alone for a grouped GEMM"
+            } else {
+                "the fused SwiGLU needs W1 and W3 prepacked together (prepack_swiglu)"
+            }));
+        }
+        l.prepacked().check_activation(p.input == DType::Bf16)?;
+        let es = p.input.size();
+        let mut need = vec![
+            ("X", ops.x, p.x_elems() * es),
+            ("the prepacked weights", ops.w, l.experts * l.expert_bytes()),
+            (
+                "the epilogue factors",
+                ops.escale,
+                l.experts * l.halves() * 4,
+            ),
+            ("Y", ops.y, p.y_elems() * p.output.size()),
+            ("the rows array", ops.rows, p.rows_array().len() * 4),
+            ("the schedule workspace", ops.sched, sched_bytes(p.experts)),
+        ];
+        if p.swiglu.is_some_and(|s| s.routed) {
+            let r = ops
+                .route
+                .ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
+            need.push(("the routing weights", r, p.x_rows() * 4));
+        }
+        for (name, buf, bytes) in need {
+            if buf.bytes() < bytes {
+                return Err(Error::invalid(format!(
+                    "{name} needs {bytes} bytes for this problem but its buffer has {}",
+                    buf.bytes()
+                )));
+            }
+        }
+        for (name, ptr) in [("X", ops.x.ptr()), ("the prepacked weights", ops.w.ptr())] {
+            if alignment(ptr) < 16 {
+                return Err(Error::invalid(format!(
+                    "{name} at {ptr:#x} is not 16-byte aligned, which the copies need"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Enqueues the tile tables and the kernel; no host synchronisation (graph-capturable).
+    pub fn launch(ctx: &Context, p: &MoeProblem, l: &Fp4Layout, ops: &Fp4Operands) -> Result<()> {
+        Self::supports(p, l, &ctx.info).map_err(|reason| Error::Unsupported {
+            kernel: NAME.into(),
+            reason,
+        })?;
+        Self::check(p, l, ops)?;
+        let swiglu = p.swiglu.is_some();
+        let tile = Fp4Tile::choose(p);
+        let tx = x_map(p, ops.x.ptr(), XBOX);
+        tx.validate().map_err(|reason| Error::Unsupported {
+            kernel: NAME.into(),
+            reason,
+        })?;
+        let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
+        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, l.format, swiglu, tile))?;
+        let (group_m, by_expert) = TileOrder::Fixed(1).args();
+        let tiles_n = p.n.div_ceil(TILE_N);
+        let mut args = Fp4Args {
+            sched: ops.sched.ptr(),
+            y: ops.y.ptr(),
+            route: ops.route.map_or(0, |r| r.ptr()),
+            escale: ops.escale.ptr(),
+            w: ops.w.ptr(),
+            ldy: p.n as i64,
+            expert_bytes: l.expert_bytes() as i64,
+            experts: p.experts as i32,
+            n: p.n as i32,
+            katoms: p.k.div_ceil(ATOM_K) as i32,
+            tiles_n: tiles_n as i32,
+            group_m,
+            by_expert,
+        };
+        let moe_ops = MoeOperands {
+            x: ops.x,
+            w: ops.w,
+            w3: None,
+            y: ops.y,
+            rows: ops.rows,
+            route: ops.route,
+            sched: ops.sched,
+        };
+        // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row
+        tile_prefix::launch(ctx, p, &moe_ops, tile.tt, true)?;
+        let tiles = tile.max_tiles_m(p) * tiles_n as u64;
+        let lc = LaunchConfig {
+            grid: (tiles.min(ctx.info.sm_count as u64).max(1) as u32, 1, 1),
+            block: (THREADS, 1, 1),
+            smem_bytes: tile.smem_bytes(swiglu),
+            cluster: None,
+        };
+        // SAFETY: the kernel takes (TmaMap, Fp4Args) in this order. The map addresses X, the
+        // args Y, the weights, the factors, the routing weights and the schedule workspace;
+        // `check` has matched every buffer to the problem and the caller keeps them alive until
+        // the stream has run.
+        unsafe {
+            f.launch(
+                ctx.stream,
+                &lc,
+                &mut [map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void],
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_match_the_device_layout() {
+        // five pointers, two i64, six ints
+        assert_eq!(std::mem::size_of::<Fp4Args>(), 80);
+        assert_eq!(std::mem::offset_of!(Fp4Args, ldy), 40);
+        assert_eq!(std::mem::offset_of!(Fp4Args, experts), 56);
+        assert_eq!(std::mem::offset_of!(Fp4Args, by_expert), 76);
+    }
+
+    #[test]
+    fn every_tile_fits_and_keeps_weights_in_flight() {
+        for swiglu in [false, true] {
+            for t in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+                assert!(t.smem_bytes(swiglu) <= SMEM_LIMIT, "{t:?}");
+                assert_eq!(t.stage_bytes(swiglu) % 1024, 0);
+                assert!(t.stages >= 4, "{t:?}");
+            }
+            // decode keeps at least 48 KB of weights in flight per SM
+            let d = Fp4Tile::decode(swiglu);
+            let atoms = if swiglu { 4 } else { 2 };
+            assert!(
+                d.stages as usize * atoms * atom_bytes(Fp4Format::Mxfp4) >= 48 << 10,
+                "{d:?}"
+            );
+        }
+        // 2 ops x (2 formats x bf16 with 2 tiles, and NVFP4 f16 with the decode tile)
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 10);
+        assert!(Fp4Experts::variants("sm_89").is_empty());
+    }
+
+    #[test]
+    fn what_is_not_compiled_is_refused_with_a_reason() {
+        let h100 = DeviceInfo::h100_sxm();
+        let l = |format| Fp4Layout {
+            format,
+            experts: 2,
+            n: 256,
+            k: 128,
+            swiglu: false,
+            min_scale_byte: 255,
+        };
+        let f16 = MoeProblem::contiguous(&[3, 5], 256, 128, DType::F16, DType::F16);
+        assert_eq!(
+            Fp4Experts::supports(&f16, &l(Fp4Format::Nvfp4), &h100),
+            Ok(())
+        );
+        let why = Fp4Experts::supports(&f16, &l(Fp4Format::Mxfp4), &h100).unwrap_err();
+        assert!(why.contains("bf16 activations"), "{why}");
+        let mixed = MoeProblem::contiguous(&[3, 5], 256, 128, DType::Bf16, DType::F32);
+        let why = Fp4Experts::supports(&mixed, &l(Fp4Format::Nvfp4), &h100).unwrap_err();
+        assert!(why.contains("activations' dtype"), "{why}");
+    }
+
+    #[test]
+    fn decode_tiles_for_few_rows_prefill_for_many() {
+        let few = MoeProblem::contiguous(&[3, 0, 64], 256, 128, DType::Bf16, DType::Bf16);
+        assert_eq!(Fp4Tile::choose(&few).tt, 64);
+        let many = MoeProblem::contiguous(&[3, 65], 256, 128, DType::Bf16, DType::Bf16);
+        assert_eq!(Fp4Tile::choose(&many).tt, 256);
+        let masked = MoeProblem::masked(&[1, 2], 64, 256, 128, DType::Bf16, DType::Bf16)
+            .with_swiglu(crate::ops::moe::WeightLayout::Separate, true);
+        assert_eq!(Fp4Tile::choose(&masked), Fp4Tile::decode(true));
+        let f16 = MoeProblem::contiguous(&[300], 256, 128, DType::F16, DType::F16);
+        assert_eq!(Fp4Tile::choose(&f16).tt, 64);
+    }
+}

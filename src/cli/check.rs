@@ -34,7 +34,10 @@ pub(super) fn run_check(
 ) -> Result<(Vec<check::CheckRow>, bool)> {
     kiln::jit::arch::check(arch)?;
     if let Some(v) = only {
-        if env.registry.attention_version(v).is_err() && env.registry.moe_version(v).is_err() {
+        if env.registry.attention_version(v).is_err()
+            && env.registry.attention_backward_version(v).is_err()
+            && env.registry.moe_version(v).is_err()
+        {
             env.registry.gemm_version(v)?;
         }
     }

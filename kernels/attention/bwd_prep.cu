@@ -2,8 +2,9 @@
 //   attn_bwd_pre:  D = rowsum(dO * O) in fp32 per query row, the fp32 dQ accumulator zeroed, and
 //                  (deterministic mode) the per-query-block counters zeroed;
 //   attn_bwd_post: dQ = scale * accumulator, rounded to the input type, in Q's layout.
-// Both are memory-bound and take the head dim and dtype at run time (one compile each). A block
-// owns PREP_ROWS query rows of one (batch, head): grid (ceil(sq / PREP_ROWS), heads_q, batch).
+// Both are memory-bound and take the head dim and dtype at run time; KILN_PASS (0 pre, 1 post)
+// picks the one a compile holds. A block owns PREP_ROWS query rows of one (batch, head): grid
+// (ceil(sq / PREP_ROWS), heads_q, batch).
 #include "attention/attn_bwd_args.cuh"
 
 #define PREP_ROWS 64
@@ -12,6 +13,11 @@
 // The preprocess of rows [r0, r0 + PREP_ROWS) of head (b, h): lanes split a row into 16-byte
 // chunks (d / 8 lanes per row, 32 / (d / 8) rows per warp pass), partial dot products summed
 // across the row's lanes.
+#if !defined(KILN_PASS) || (KILN_PASS != 0 && KILN_PASS != 1)
+#error "KILN_PASS must be 0 (preprocess) or 1 (postprocess)"
+#endif
+
+#if KILN_PASS == 0
 template <class T> __device__ __forceinline__ void pre_rows(const AttnBwdArgs& p, int b, int h, int r0) {
   const int lpr = p.d / 8;             // lanes per row: 8, 16 or 32
   const int rpp = 32 / lpr;            // rows per warp pass
@@ -59,6 +65,7 @@ extern "C" __global__ void __launch_bounds__(PREP_THREADS) attn_bwd_pre(AttnBwdA
   }
 }
 
+#else
 template <class T> __device__ __forceinline__ void post_rows(const AttnBwdArgs& p, int b, int h, int r0) {
   const int cpr = p.d / 8; // 16-byte output chunks per row
   const int rows = min(PREP_ROWS, p.sq - r0);
@@ -85,3 +92,4 @@ extern "C" __global__ void __launch_bounds__(PREP_THREADS) attn_bwd_post(AttnBwd
     post_rows<f16>(p, b, h, r0);
   }
 }
+#endif

@@ -21,6 +21,7 @@
 //! that captures a CUDA graph that is refused ([`crate::Error::Capture`]): call
 //! [`Kiln::precompile`] (or the op once) before capturing. [`raw`] serves foreign callers.
 
+mod backward;
 mod dtype;
 mod handle;
 mod info;
@@ -34,11 +35,13 @@ pub mod validate;
 mod workspace;
 
 pub use crate::ops::tuned::TunedTable;
+pub use backward::ForwardSaved;
 pub use dtype::{DType, KilnElem};
 pub use handle::Kiln;
 pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
 pub use options::{
-    AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows, Problem, SwigluWeights,
+    AttentionBackwardOptions, AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows,
+    Problem, SwigluWeights,
 };
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use workspace::{Workspace, Workspaces};

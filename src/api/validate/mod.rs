@@ -3,10 +3,12 @@
 //! wrong. Pure: runs on machines without a GPU, so every refusal is unit-tested.
 
 mod attention;
+mod attention_backward;
 mod gemm;
 mod moe;
 
 pub use attention::{attention, AttentionPlan};
+pub use attention_backward::{attention_backward, AttentionBackwardPlan};
 pub use gemm::{gemm, GemmPlan};
 pub use moe::{grouped_gemm, swiglu, MoePlan};
 

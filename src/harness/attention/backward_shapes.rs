@@ -15,7 +15,12 @@ pub fn backward_suite() -> Vec<BackwardProblem> {
     let mut v = Vec::new();
     let mut n = 0usize;
     let mut push = |b, hq, hkv, sq, skv, d, causal: bool, v: &mut Vec<BackwardProblem>| {
-        let layout = if n.is_multiple_of(2) { Bshd } else { Bhsd };
+        // causal alternates with n, so the layout follows n + n/2: both layouts for each
+        let layout = if (n + n / 2).is_multiple_of(2) {
+            Bshd
+        } else {
+            Bhsd
+        };
         let dtype = if (n / 2).is_multiple_of(2) {
             DType::Bf16
         } else {

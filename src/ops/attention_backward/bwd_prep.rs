@@ -12,12 +12,12 @@ const THREADS: u32 = 256;
 
 /// The preprocess's specification: head dim and dtype are run-time arguments.
 pub fn pre_spec(arch: &str) -> KernelSpec {
-    KernelSpec::new("attention/bwd_prep.cu", "attn_bwd_pre", arch)
+    KernelSpec::new("attention/bwd_prep.cu", "attn_bwd_pre", arch).define("KILN_PASS", 0)
 }
 
 /// The postprocess's specification.
 pub fn post_spec(arch: &str) -> KernelSpec {
-    KernelSpec::new("attention/bwd_prep.cu", "attn_bwd_post", arch)
+    KernelSpec::new("attention/bwd_prep.cu", "attn_bwd_post", arch).define("KILN_PASS", 1)
 }
 
 /// One block per 64 query rows of each (batch, head).

@@ -38,9 +38,9 @@
 #define DS_BYTES (BN * DS_ROW_BYTES)
 #define VEC_OFF (2 * KV_BYTES + 4 * Q_BYTES + DS_BYTES)
 #define LOG2E 1.4426950408889634f
-// d256 unrolls its Sᵀ and dPᵀ reductions 8 deep, not 16: fully unrolled, the hoisted fragment
-// addresses spill beside the 128 registers of dK and dV.
-#define KK_UNROLL (D == 256 ? 8 : D / 16)
+// The Sᵀ and dPᵀ reductions over D unroll 4 deep (d64: whole) and 8 at d256: fully unrolled,
+// the hoisted fragment addresses spill beside dK and dV (128 and 64 + 64 registers).
+#define KK_UNROLL (D == 256 ? 8 : 4)
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(BM == 32 || BM == 64, "query blocks of 32 or 64 rows");
@@ -118,6 +118,17 @@ __device__ __forceinline__ void block_update(float (&acc)[DWT][4], const float (
       mma_16816<in_t>(acc[2 * dp + 1], a, b1);
     }
   }
+}
+
+// acc[0] += a, acc[1] += b in global memory, each atomically (acc 8-byte aligned): one vector
+// reduction on sm_90, half the atomic instructions of two.
+__device__ __forceinline__ void red_add2(float* acc, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(acc), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(acc, a);
+  atomicAdd(acc + 1, b);
+#endif
 }
 
 __device__ __forceinline__ u32 ld_acquire(const u32* p) {
@@ -267,9 +278,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) attn_bwd_fa2_mma_sync(A
 #pragma unroll
     for (int n = 0; n < DQT; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = g + 8 * (e >> 1);
-        if (m0 + rw * 16 + r < p.sq) atomicAdd(acc + r * D + 8 * n + 2 * t + (e & 1), dq[n][e]);
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = g + 8 * hf;
+        if (m0 + rw * 16 + r < p.sq) red_add2(acc + r * D + 8 * n + 2 * t, dq[n][2 * hf], dq[n][2 * hf + 1]);
       }
     if (sem != nullptr) {
       __threadfence();

@@ -132,6 +132,11 @@ def flash_attn_func(
         raise ValueError(f"`q` has {hq} heads and `k` {hkv}: the query heads must be a multiple of the key/value heads")
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
     if out is not None:
+        if _torch is not None and _torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v)):
+            raise ValueError(
+                "`out=` writes into a given tensor, which autograd cannot differentiate: leave `out` "
+                "out to get gradients, or call under torch.no_grad()"
+            )
         check.require_shape("out", out, tuple(q.shape), "like q")
         check.require_dtype("out", out, (check.dtype_name(q),), "the attention output (q's dtype)")
         check.require_last_stride_one("out", out)

@@ -7,7 +7,8 @@
 //   dQ(block) += dS·K, added into the fp32 accumulator (atomics; in deterministic mode the key
 //   blocks add in key order, each waiting on a per-(head, query block) counter, as FA3 does).
 // A warp owns 16 keys (Sᵀ, dPᵀ rows) and D / DSPLIT columns of their dK and dV (d256: two
-// warps share 16 keys, each computing Sᵀ and dPᵀ whole, so that dK and dV fit in registers).
+// warps share 16 keys, so that dK and dV fit in registers; each reduces Sᵀ and dPᵀ over its half
+// of D and the pair swaps partial sums through shared memory).
 // Q, dO, LSE and D of the next query block land by cp.async while this one is computed. Shared
 // tiles are XOR-swizzled by 16-byte chunk so ldmatrix and the copies hit distinct banks.
 // bwd_prep.cu computes D and zeroes the accumulator before, and converts dQ after.
@@ -37,6 +38,9 @@
 #define Q_BYTES (BM * ROW_BYTES)
 #define DS_BYTES (BN * DS_ROW_BYTES)
 #define VEC_OFF (2 * KV_BYTES + 4 * Q_BYTES + DS_BYTES)
+// DSPLIT 2: each warp's partial Sᵀ and dPᵀ, [2][WARPS][QT·4][32] fp32 (lane fastest: no conflict).
+#define XCH_OFF (VEC_OFF + 4 * BM * 4)
+#define XCH_BYTES (DSPLIT == 2 ? 2 * WARPS * QT * 4 * 32 * 4 : 0)
 #define LOG2E 1.4426950408889634f
 // The Sᵀ and dPᵀ reductions over D unroll 4 deep (d64: whole) and 8 at d256: fully unrolled,
 // the hoisted fragment addresses spill beside dK and dV (128 and 64 + 64 registers).
@@ -47,7 +51,9 @@ static_assert(BM == 32 || BM == 64, "query blocks of 32 or 64 rows");
 static_assert(BN % 16 == 0 && DW % 16 == 0, "whole 16-wide tiles");
 static_assert(WARPS % RG == 0 && DQT % 2 == 0 && DQT * 8 * CG == D, "dQ splits into n16 column groups");
 static_assert(THREADS >= 2 * BM, "one thread per LSE and D value");
-static_assert(VEC_OFF + 4 * BM * 4 <= KILN_SMEM, "KILN_SMEM must hold K, V, two Q and dO tiles, dSᵀ, LSE and D");
+static_assert(XCH_OFF + XCH_BYTES <= KILN_SMEM,
+              "KILN_SMEM must hold K, V, two Q and dO tiles, dSᵀ, LSE and D (and the pairs' partial sums)");
+static_assert(DSPLIT == 1 || DSPLIT == 2, "one or two warps per 16 keys");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
 // Byte offset of chunk c of row r in a tile of D-element rows (CPR >= 8).
@@ -81,14 +87,15 @@ __device__ __forceinline__ void load_tile(u32 dst, const in_t* src, i64 ss, int 
 }
 
 // acc[QT] = X_w·Yᵀ: X the warp's 16 rows of a [.][D] tile (A, rows at `sx`), Y the BM rows of a
-// [BM][D] tile (B, non-transposed: the reduction runs along D).
-__device__ __forceinline__ void rows_by_block(float (&acc)[QT][4], u32 sx, u32 a_lane, u32 sy, u32 b_lane) {
+// [BM][D] tile (B, non-transposed: the reduction runs along D, over its part `dh` of DSPLIT).
+__device__ __forceinline__ void rows_by_block(float (&acc)[QT][4], u32 sx, u32 a_lane, u32 sy, u32 b_lane, int dh) {
 #pragma unroll
   for (int n = 0; n < QT; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+  const int kk0 = dh * (D / 16 / DSPLIT);
 #pragma unroll KK_UNROLL
-  for (int kk = 0; kk < D / 16; ++kk) {
+  for (int kk = kk0; kk < kk0 + D / 16 / DSPLIT; ++kk) {
     u32 a[4];
     ldmatrix_x4(a, sx + (a_lane ^ (kk << 5)));
 #pragma unroll
@@ -122,6 +129,25 @@ __device__ __forceinline__ void block_update(float (&acc)[DWT][4], const float (
 
 // acc[0] += a, acc[1] += b in global memory, each atomically (acc 8-byte aligned): one vector
 // reduction on sm_90, half the atomic instructions of two.
+// DSPLIT 2: adds the partner warp's partial sums (same keys, the other half of D) to `acc`
+// through buffer `xb` (a byte offset into shared memory): both warps write, meet at the pair's
+// named barrier, and read. Both end with the same bits (a + b == b + a). The buffer is written
+// again only in the next step, after the block-wide barriers.
+__device__ __forceinline__ void pair_sum(float (&acc)[QT][4], unsigned char* smem, int xb, int warp, int kw, int dh,
+                                         int lane) {
+  float* mine = reinterpret_cast<float*>(smem + xb) + warp * (QT * 4 * 32) + lane;
+  float* theirs = reinterpret_cast<float*>(smem + xb) + (kw + KG * (1 - dh)) * (QT * 4 * 32) + lane;
+#pragma unroll
+  for (int n = 0; n < QT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) mine[(4 * n + e) * 32] = acc[n][e];
+  asm volatile("bar.sync %0, 64;\n" ::"r"(1 + kw) : "memory");
+#pragma unroll
+  for (int n = 0; n < QT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] += theirs[(4 * n + e) * 32];
+}
+
 __device__ __forceinline__ void red_add2(float* acc, float a, float b) {
 #if __CUDA_ARCH__ >= 900
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(acc), "f"(a), "f"(b) : "memory");
@@ -207,7 +233,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) attn_bwd_fa2_mma_sync(A
 
     // Pᵀ: rows are this warp's keys n0 + 16kw + g (+8), columns queries m0 + 8n + 2t (+1).
     float s[QT][4];
-    rows_by_block(s, sk, a_lane, sq, b_lane);
+    rows_by_block(s, sk, a_lane, sq, b_lane, dh);
+    if (DSPLIT == 2) pair_sum(s, smem, XCH_OFF, warp, kw, dh, lane);
     const bool edge = n0 + BN > p.skv || m0 + BM > p.sq || (p.causal && n0 + BN - 1 > m0 + off);
 #pragma unroll
     for (int n = 0; n < QT; ++n) {
@@ -226,7 +253,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) attn_bwd_fa2_mma_sync(A
     block_update(dv, s, so, t_lane, dh * DW / 8);
 
     float ds[QT][4];
-    rows_by_block(ds, sv, a_lane, so, b_lane);
+    rows_by_block(ds, sv, a_lane, so, b_lane, dh);
+    if (DSPLIT == 2) pair_sum(ds, smem, XCH_OFF + XCH_BYTES / 2, warp, kw, dh, lane);
 #pragma unroll
     for (int n = 0; n < QT; ++n) {
       const float2 dd = *reinterpret_cast<const float2*>(dlt + 8 * n + 2 * t);

@@ -29,7 +29,8 @@ pub struct BwdTile {
 
 impl BwdTile {
     /// 128 keys and 64 query rows at d 64 and 128 (8 warps of 16 keys); d 256: 64 keys, 32 rows,
-    /// two warps per 16 keys, so that dK and dV (16 x 128 fp32 each per warp) fit in registers.
+    /// two warps per 16 keys, so that dK and dV (16 x 128 fp32 each per warp) fit in registers,
+    /// each reducing Sᵀ and dPᵀ over half of D.
     pub fn for_dim(d: usize) -> BwdTile {
         match d {
             256 => BwdTile {
@@ -55,10 +56,15 @@ impl BwdTile {
     pub fn threads(&self) -> u32 {
         self.bn / 16 * self.dsplit * 32
     }
-    /// K and V, two buffers each of Q and dO, dSᵀ [bn][bm], and two buffers of LSE and D.
+    /// K and V, two buffers each of Q and dO, dSᵀ [bn][bm], two buffers of LSE and D, and
+    /// with two warps per 16 keys their partial Sᵀ and dPᵀ (fp32, [2][warps][16·bm]).
     pub fn smem_bytes(&self) -> u32 {
         let row = self.d * 2;
-        2 * self.bn * row + 4 * self.bm * row + self.bn * self.bm * 2 + 4 * self.bm * 4
+        let exchange = match self.dsplit {
+            2 => 2 * (self.threads() / 32) * 16 * self.bm * 4,
+            _ => 0,
+        };
+        2 * self.bn * row + 4 * self.bm * row + self.bn * self.bm * 2 + 4 * self.bm * 4 + exchange
     }
     pub fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
         KernelSpec::new(

@@ -79,7 +79,7 @@ unsafe fn borrow(op: Operand) -> DeviceBuffer {
 
 /// Enqueues `plan` on the context's stream with the version asked for, else the highest rung
 /// that supports it.
-fn launch(
+pub(super) fn launch(
     reg: &Registry,
     ctx: &Context,
     plan: &AttentionBackwardPlan,

@@ -178,6 +178,11 @@ pub enum Problem<'a> {
         lse: Option<RawTensor>,
         opts: AttentionOptions,
     },
+    /// q, k, v, o, dout, lse, dq, dk, dv in that order (boxed: nine tensors).
+    AttentionBackward {
+        tensors: Box<[RawTensor; 9]>,
+        opts: AttentionBackwardOptions,
+    },
     GroupedGemm {
         x: RawTensor,
         w: RawTensor,
@@ -219,6 +224,29 @@ impl<'a> Problem<'a> {
             v: v.info().to_raw(),
             o: o.info().to_raw(),
             lse: lse.map(|l| l.info().to_raw()),
+            opts: opts.clone(),
+        }
+    }
+
+    /// The problem of `Kiln::attention_backward(stream, saved, dout, (dq, dk, dv), opts)`.
+    pub fn attention_backward(
+        saved: crate::api::ForwardSaved,
+        dout: &TensorRef,
+        (dq, dk, dv): (&TensorMut, &TensorMut, &TensorMut),
+        opts: &AttentionBackwardOptions,
+    ) -> Self {
+        Problem::AttentionBackward {
+            tensors: Box::new([
+                saved.q.info().to_raw(),
+                saved.k.info().to_raw(),
+                saved.v.info().to_raw(),
+                saved.o.info().to_raw(),
+                dout.info().to_raw(),
+                saved.lse.info().to_raw(),
+                dq.info().to_raw(),
+                dk.info().to_raw(),
+                dv.info().to_raw(),
+            ]),
             opts: opts.clone(),
         }
     }

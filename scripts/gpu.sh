@@ -28,6 +28,12 @@
 #                                (FP8MOE_SUITE=quick|full), then the grouped GEMM 4 x 8192 rows,
 #                                N 4096, K 7168 and masked 4 x 256 rows, and the SwiGLU, against
 #                                the torch peers (scripts/peers.py fp8moe); table of the ratios
+#                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention)
+#   backward                     the attention backward: `kiln attn verify --backward` (BWD_SUITE=
+#                                full|quick, default full), then kiln (BWD_VERSION, default every
+#                                version) at the issue's backward shapes (d128 B2 S8192, d64 and
+#                                d256 at S 4k and 16k, causal or not; d128 also deterministic)
+#                                against SDPA's cuDNN and FLASH backwards (scripts/peers.py backward)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -293,6 +299,67 @@ for f in ("fp8-ds.json", "fp8-large-block.json", "fp8-tensor.json", "fp8-tensor-
         print(f"{r['m']}x{r['n']}x{r['k']} {r['scale']}{' fast' if fast else '':5} {r['tflops']:8.1f} {lt:9.1f} {t or float('nan'):9.1f} {ratio:8.3f}")
 if ds:
     print(f"DeepSeek-V3 set: geomean {math.exp(sum(map(math.log, ds)) / len(ds)):.3f}x torch, min {min(ds):.3f}x ({len(ds)} shapes)")
+EOF
+  ;;
+
+backward)
+  need_bin "$KILN"; machine "$KILN"
+  step attn-bwd-verify 580 "$KILN" attn verify --backward --suite "${BWD_SUITE:-full}"
+  : > "$D/bwd-bench.jsonl"
+  t0=$SECONDS; failed=0; shapes=""
+  while read -r d c b s det; do
+    flags=(); [ "$c" = causal ] && flags+=(--causal); [ "$det" = det ] && flags+=(--deterministic)
+    [ -n "${BWD_VERSION:-}" ] && flags+=(--version "$BWD_VERSION")
+    rows=$(timeout 120 "$KILN" --json attn bench --backward --batch "$b" --heads 16 --seqlen "$s" \
+      --dim "$d" "${flags[@]}" --reps 10 --warmup 3 2>>"$D/bwd-bench.err" | tr -d '\n') || failed=1
+    echo "{\"batch\": $b, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ "$c" = causal ] && echo true || echo false), \"deterministic\": $([ "$det" = det ] && echo true || echo false), \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
+    [ "$det" = det ] || shapes="$shapes;$b,16,$s,$d$([ "$c" = causal ] && echo ,causal)"
+  done <<'SHAPES'
+128 - 2 8192 -
+128 causal 2 8192 -
+128 - 2 8192 det
+128 causal 2 8192 det
+64 - 4 4096 -
+64 causal 4 4096 -
+64 - 1 16384 -
+64 causal 1 16384 -
+256 - 4 4096 -
+256 causal 4 4096 -
+256 - 1 16384 -
+256 causal 1 16384 -
+SHAPES
+  [ $failed -ne 0 ] && status=1
+  ROWS+=("$(printf '%-26s %4s %6s  %s' bwd-bench $failed "$((SECONDS - t0))" "12 runs, bwd-bench.jsonl")")
+  step peers-backward 400 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
+  echo
+  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+import json, os, sys
+d = sys.argv[1]
+def jl(p):
+    out = []
+    for line in open(os.path.join(d, p)):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+peer = {(r.get("batch"), r.get("seqlen"), r.get("dim"), bool(r.get("causal"))): r for r in jl("peers-backward.txt")}
+print("backward TFLOPS (2.5x the forward's FLOPs, as FlashAttention counts); peers: SDPA's backward")
+print(f"{'shape':32} {'version':18} {'kiln TF':>8} {'cuDNN TF':>9} {'FA2 TF':>8} {'x cuDNN':>8} {'x FA2':>7}")
+fmt = lambda x, w: f"{x:{w}.1f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
+for r in jl("bwd-bench.jsonl"):
+    key = (r["batch"], r["seqlen"], r["dim"], r["causal"])
+    p = peer.get(key, {})
+    cud, fl = p.get("cudnn_tflops"), p.get("flash_tflops")
+    shape = f"d{key[2]} B{key[0]} S{key[1]}{' causal' if key[3] else ''}{' determ.' if r['deterministic'] else ''}"
+    rows = r.get("rows") or [{}]
+    for row in rows if isinstance(rows, list) else [rows]:
+        tf = row.get("tflops")
+        x = lambda peer_tf, w: f"{tf / peer_tf:{w}.3f}" if tf and peer_tf else f"{'-':>{w}}"
+        print(f"{shape:32} {row.get('version', '-'):18} {fmt(tf, 8)} {fmt(cud, 9)} {fmt(fl, 8)} {x(cud, 8)} {x(fl, 7)}")
 EOF
   ;;
 

@@ -4,6 +4,7 @@
 median). Runs on the GPU machine; `scripts/gpu.sh` calls it for the attention and MoE tables.
 
   python3 scripts/peers.py attention [--shapes B,H,S,D[,causal[,f16]];...]   SDPA cuDNN and FLASH
+  python3 scripts/peers.py backward [--shapes B,H,S,D[,causal[,f16]];...]   their backwards
   python3 scripts/peers.py moe --counts 1512,1091,... --n 3072 --k 4096 [--swiglu]   grouped_mm
   python3 scripts/peers.py gemm [--shapes MxNxK;...] [--dtype bf16|f16|fp8]   matmul, _scaled_mm
   python3 scripts/peers.py fp8 [--shapes ...|--set deepseek] [--scales tensor,row,block]   scaled
@@ -114,6 +115,66 @@ def attention(a):
             except Exception as e:  # a backend that refuses the shape is data, not a crash
                 out[name + "_error"] = str(e).splitlines()[0][:200]
         print(json.dumps(out), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# backward: the SDPA backward of the cuDNN and FLASH backends on the same shapes. The forward runs
+# once under the backend (autograd records that backend's backward), then each timed repetition
+# is torch.autograd.grad of the output (the graph retained): the backend's backward kernels and
+# autograd's few launches around them. TFLOPS count 2.5 times the forward's FLOPs, as
+# FlashAttention's benchmarks and `kiln attn bench --backward` do.
+
+BWD_DEFAULT = ("2,16,8192,128;2,16,8192,128,causal;4,16,4096,64;4,16,4096,64,causal;1,16,16384,64;"
+               "1,16,16384,64,causal;4,16,4096,256;4,16,4096,256,causal;1,16,16384,256;1,16,16384,256,causal")
+
+
+def backward(a):
+    mods, rc = torch_or_error()
+    if mods is None:
+        return rc
+    torch, F = mods
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    flush = None if a.no_flush else torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    known = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+    for name in a.backends.split(","):
+        if name not in known:
+            sys.exit(f"unknown backend `{name}` in --backends (use cudnn, flash)")
+    for spec in a.shapes.split(";"):
+        f = spec.split(",")
+        b, h, sq, d = (int(x) for x in f[:4])
+        causal = len(f) > 4 and f[4] == "causal"
+        dtype = torch.float16 if len(f) > 5 and f[5] == "f16" else torch.bfloat16
+
+        def bshd():  # BSHD storage viewed as BHSD, as kiln's default layout
+            return torch.randn(b, sq, h, d, device="cuda", dtype=dtype).transpose(1, 2)
+
+        q, k, v, dout = bshd(), bshd(), bshd(), bshd()
+        for t in (q, k, v):
+            t.requires_grad_(True)
+        flops = 2.5 * 4.0 * b * h * d * attn_pairs(sq, sq, causal)
+        out = {"batch": b, "heads": h, "seqlen": sq, "dim": d, "causal": causal,
+               "dtype": str(dtype).split(".")[-1], "device": torch.cuda.get_device_name(),
+               "torch": torch.__version__, "flops": "2.5x forward"}
+        for name in a.backends.split(","):
+            try:
+                with sdpa_kernel([known[name]]):
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+                def fn():
+                    return torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
+
+                t = timed(torch, fn, a.reps, a.warmup, flush)
+                out[name + "_ms"] = round(t["median_ms"], 4)
+                out[name + "_tflops"] = round(flops / (t["median_ms"] * 1e-3) / 1e12, 1)
+                del o
+            except Exception as e:  # a backend that refuses the shape is data, not a crash
+                out[name + "_error"] = str(e).splitlines()[0][:200]
+        print(json.dumps(out), flush=True)
+        del q, k, v, dout
+        torch.cuda.empty_cache()
     return 0
 
 
@@ -408,7 +469,7 @@ def fp8moe(a):
 
 def parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,moe,gemm,fp8,fp8moe}")
+    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,backward,moe,gemm,fp8,fp8moe}")
 
     p = sub.add_parser("attention", help="PyTorch SDPA, cuDNN and FLASH backends (for `kiln attn bench`)")
     p.add_argument("--shapes", default=ATTN_DEFAULT,
@@ -424,6 +485,14 @@ def parser():
     p.add_argument("--layout", choices=["bshd", "bhsd"], default="bshd",
                    help="storage of Q, K, V: [B, S, H, D] viewed as BHSD (default) or contiguous [B, H, S, D]")
     p.set_defaults(run=attention)
+
+    p = sub.add_parser("backward", help="the SDPA backward, cuDNN and FLASH (for `kiln attn bench --backward`)")
+    p.add_argument("--shapes", default=BWD_DEFAULT, help="B,H,S,D[,causal[,f16]] separated by ';'")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed launch")
+    p.add_argument("--backends", default="cudnn,flash", help="comma list of the SDPA backends (cudnn, flash)")
+    p.set_defaults(run=backward)
 
     p = sub.add_parser("moe", help="torch._grouped_mm and the unfused SwiGLU FFN (for `kiln moe bench`)")
     p.add_argument("--counts", required=True, help="rows per expert, comma-separated")

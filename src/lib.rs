@@ -19,7 +19,7 @@ pub mod tune;
 pub mod vendor;
 
 pub use api::{
-    AttentionOptions, AttnLayout, DType, GemmOptions, Kiln, KilnElem, KilnOptions, MoeRows,
-    Problem, RawTensor, SwigluWeights, TensorMut, TensorRef,
+    AttentionBackwardOptions, AttentionOptions, AttnLayout, DType, ForwardSaved, GemmOptions, Kiln,
+    KilnElem, KilnOptions, MoeRows, Problem, RawTensor, SwigluWeights, TensorMut, TensorRef,
 };
 pub use error::{ArgumentKind, Error, Result};

@@ -1,5 +1,6 @@
-"""kiln's kernels as torch custom ops (`kiln::gemm`, `kiln::flash_attn`, `kiln::grouped_gemm`,
-`kiln::swiglu`), with fake implementations for torch.compile and clear errors on backward."""
+"""kiln's kernels as torch custom ops (`kiln::gemm`, `kiln::flash_attn` with its backward,
+`kiln::grouped_gemm`, `kiln::swiglu`), with fake implementations for torch.compile and clear
+errors where an op has no backward."""
 
 from __future__ import annotations
 
@@ -92,8 +93,9 @@ def _lse_like(q: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op("kiln::flash_attn", mutates_args=(), device_types="cuda")
 def flash_attn_op(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool, deterministic: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    # (`deterministic` is the backward's: kept with the inputs so that autograd sees it)
     out = torch.empty_like(q)  # q's memory order (BSHD or BHSD storage): kiln writes o like q
     lse = _lse_like(q)
     launch_attention(q, k, v, out, lse, softmax_scale, causal)
@@ -101,7 +103,7 @@ def flash_attn_op(
 
 
 @flash_attn_op.register_fake
-def _(q, k, v, softmax_scale, causal):
+def _(q, k, v, softmax_scale, causal, deterministic):
     b, s, h, _ = q.shape
     return torch.empty_like(q), q.new_empty((b, h, s), dtype=torch.float32)
 
@@ -124,8 +126,76 @@ def _(q, k, v, out, lse, softmax_scale, causal):
     return None
 
 
+def launch_attention_backward(dout, q, k, v, out, lse, dq, dk, dv, scale: float, causal: bool, deterministic: bool) -> None:
+    dev = q.device.index or 0
+    native().attention_backward(
+        dev,
+        stream_of(dev),
+        check.describe(q),
+        check.describe(k),
+        check.describe(v),
+        check.describe(out),
+        check.describe(lse),
+        check.describe(dout),
+        check.describe(dq),
+        check.describe(dk),
+        check.describe(dv),
+        float(scale),
+        bool(causal),
+        bool(deterministic),
+    )
+
+
+def _like(t: torch.Tensor, of: torch.Tensor) -> torch.Tensor:
+    """`t` stored in `of`'s memory order (kiln reads every tensor of a call in one order):
+    autograd's gradients may come expanded, transposed or strided otherwise."""
+    if t.stride() == of.stride():
+        return t
+    return torch.empty_like(of).copy_(t)
+
+
+@torch.library.custom_op("kiln::flash_attn_backward", mutates_args=(), device_types="cuda")
+def flash_attn_backward_op(
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+    deterministic: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dout = _like(dout, q)  # q, k, v and out passed the forward's checks: one order already
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    launch_attention_backward(dout, q, k, v, out, lse, dq, dk, dv, softmax_scale, causal, deterministic)
+    return dq, dk, dv
+
+
+@flash_attn_backward_op.register_fake
+def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_attention(ctx, inputs, output):
+    q, k, v, softmax_scale, causal, deterministic = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
+
+
+def _attention_backward(ctx, dout, dlse):
+    # The log-sum-exp is an auxiliary output (flash-attention's too): no gradient flows from it.
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = torch.ops.kiln.flash_attn_backward(
+        dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic
+    )
+    return dq, dk, dv, None, None, None
+
+
+torch.library.register_autograd("kiln::flash_attn", _attention_backward, setup_context=_setup_attention)
 torch.library.register_autograd(
-    "kiln::flash_attn", _no_backward("flash_attn_func"), setup_context=_setup_nothing
+    "kiln::flash_attn_backward", _no_backward("flash_attn_func's backward (double backward)"), setup_context=_setup_nothing
 )
 
 

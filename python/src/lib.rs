@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use kiln::api::{
-    raw, AttentionOptions, DType, GemmOptions, Kiln, MoeRows, Problem, RawTensor, SwigluWeights,
+    raw, AttentionBackwardOptions, AttentionOptions, DType, GemmOptions, Kiln, MoeRows, Problem,
+    RawTensor, SwigluWeights,
 };
 use kiln::error::ArgumentKind;
 use kiln::Error;
@@ -145,6 +146,64 @@ fn attention(
         raw::attention(&h, stream_of(stream), &q, &kt, &v, &o, lse.as_ref(), &opts)
     })
     .map_err(to_py)
+}
+
+/// The attention backward: dq, dk and dv from the forward's q, k, v, out and lse and dout.
+#[pyfunction]
+#[pyo3(signature = (device, stream, q, k, v, o, lse, dout, dq, dk, dv, softmax_scale, causal, deterministic))]
+#[allow(clippy::too_many_arguments)]
+fn attention_backward(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    q: PyTensor,
+    k: PyTensor,
+    v: PyTensor,
+    o: PyTensor,
+    lse: Option<PyTensor>,
+    dout: PyTensor,
+    dq: PyTensor,
+    dk: PyTensor,
+    dv: PyTensor,
+    softmax_scale: f32,
+    causal: bool,
+    deterministic: bool,
+) -> PyResult<()> {
+    let (q, kt, v, o, dout) = (
+        tensor("q", q, device)?,
+        tensor("k", k, device)?,
+        tensor("v", v, device)?,
+        tensor("out", o, device)?,
+        tensor("dout", dout, device)?,
+    );
+    let lse = lse.map(|l| tensor("lse", l, device)).transpose()?;
+    let (dq, dk, dv) = (
+        tensor("dq", dq, device)?,
+        tensor("dk", dk, device)?,
+        tensor("dv", dv, device)?,
+    );
+    let t = raw::RawBackward {
+        q: &q,
+        k: &kt,
+        v: &v,
+        o: &o,
+        dout: &dout,
+        lse: lse.as_ref(),
+        dq: &dq,
+        dk: &dk,
+        dv: &dv,
+    };
+    let opts = AttentionBackwardOptions {
+        causal,
+        softmax_scale: Some(softmax_scale),
+        deterministic,
+        ..AttentionBackwardOptions::default()
+    };
+    raw::check_attention_backward(device, &t, &opts).map_err(to_py)?;
+    let h = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe { raw::attention_backward(&h, stream_of(stream), &t, &opts) })
+        .map_err(to_py)
 }
 
 #[pyfunction]
@@ -393,6 +452,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_available, m)?)?;
     m.add_function(wrap_pyfunction!(gemm, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_gemm, m)?)?;
     m.add_function(wrap_pyfunction!(swiglu, m)?)?;
     m.add_function(wrap_pyfunction!(fp8_gemm_nt, m)?)?;

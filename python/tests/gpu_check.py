@@ -263,7 +263,7 @@ def integration_checks(gen):
     q = torch.randn(1, 64, 4, 64, device="cuda", dtype=torch.bfloat16, generator=gen)
     for name, op, args in [
         ("opcheck kiln::gemm", torch.ops.kiln.gemm.default, (a, b, None, 1.0, 0.0, torch.bfloat16)),
-        ("opcheck kiln::flash_attn", torch.ops.kiln.flash_attn.default, (q, q, q, 0.125, True)),
+        ("opcheck kiln::flash_attn", torch.ops.kiln.flash_attn.default, (q, q, q, 0.125, True, False)),
     ]:
         try:
             torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
@@ -286,13 +286,53 @@ def integration_checks(gen):
     except Exception as e:  # noqa: BLE001
         record("torch", "CUDA graph capture and replay", False, error=str(e)[:300])
     try:
-        q.requires_grad_(True)
-        kiln.flash_attn_func(q, q, q).sum().backward()
-        record("torch", "backward raises", False, error="no error")
-    except NotImplementedError as e:
-        record("torch", "backward raises", "no backward" in str(e))
-    finally:
-        q.requires_grad_(False)
+        out, lse = kiln.flash_attn_func(q, q, q, causal=True, return_lse=True)
+        dq, dk, dv = kiln.flash_attn_backward(torch.ones_like(q), q, q, q, out, lse, causal=True)
+        torch.library.opcheck(
+            torch.ops.kiln.flash_attn_backward.default,
+            (torch.ones_like(q), q, q, q, out, lse, 0.125, True, False),
+            test_utils=("test_schema", "test_faketensor"),
+        )
+        record("torch", "opcheck kiln::flash_attn_backward", True)
+    except Exception as e:  # noqa: BLE001
+        record("torch", "opcheck kiln::flash_attn_backward", False, error=str(e)[:300])
+
+
+def attention_backward_checks(gen, quick):
+    """Gradients by autograd through `flash_attn_func` against the fp32 reference's, each at most
+    twice torch's own bf16/f16 error (flash-attention's rule); deterministic runs bitwise equal."""
+    cases = [(1, 1, 1, 2, 2, 64), (2, 63, 63, 4, 2, 64), (1, 64, 64, 4, 4, 128), (2, 65, 130, 8, 2, 128),
+             (1, 127, 127, 3, 1, 256), (1, 200, 63, 4, 4, 64), (1, 1024, 1024, 8, 2, 128), (2, 4097, 4097, 4, 2, 64)]
+    for i, (b, sq, sk, hq, hkv, d) in enumerate(cases):
+        for causal in (False, True):
+            if quick and (i + causal) % 2:
+                continue
+            dt = (torch.bfloat16, torch.float16)[i % 2]
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dt, generator=gen)
+                       for s, h in ((sq, hq), (sk, hkv), (sk, hkv)))
+            if i % 3 == 1:  # BHSD storage seen through a BSHD view
+                q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+            dout = torch.randn(b, sq, hq, d, device="cuda", dtype=dt, generator=gen)
+            scale = 1 / math.sqrt(d)
+
+            def grads(fn, *xs):
+                xs = [x.detach().clone().requires_grad_(True) for x in xs]
+                fn(*xs).backward(dout.to(xs[0].dtype))
+                return [x.grad for x in xs]
+
+            ref = grads(lambda *t: sdpa_ref(*t, causal, scale), q.float(), k.float(), v.float())
+            mine = grads(lambda *t: kiln.flash_attn_func(*t, causal=causal), q, k, v)
+            theirs = grads(lambda *t: torch_bf16_attn(*t, causal, scale), q, k, v)
+            name = f"B{b} Sq{sq} Sk{sk} H{hq}/{hkv} d{d}{' causal' if causal else ''} {str(dt)[6:]}"
+            for g, m, t, r in zip("qkv", mine, theirs, ref):
+                err, torch_err = rel(m, r), rel(t, r)
+                record("attention_bwd", f"d{g} {name}", err <= 2 * torch_err + 1e-4 and not math.isnan(err),
+                       err=err, torch_err=torch_err)
+            if i % 2 == 0:
+                det = [grads(lambda *t: kiln.flash_attn_func(*t, causal=causal, deterministic=True), q, k, v)
+                       for _ in range(2)]
+                same = all(torch.equal(x, y) for x, y in zip(*det))
+                record("attention_bwd", f"deterministic {name}", same)
 
 
 # ------------------------------------------------------------------------------------- models
@@ -412,7 +452,8 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(1234)
     timings: list[dict] = []
     t0 = time.time()
-    sections = [gemm_checks, attention_checks, moe_checks, fp8_checks, lambda g, q: integration_checks(g)]
+    sections = [gemm_checks, attention_checks, attention_backward_checks, moe_checks, fp8_checks,
+                lambda g, q: integration_checks(g)]
     if not args.quick:
         sections += [lambda g, q: models(g, timings), lambda g, q: op_timings(g, timings)]
     for section in sections:

@@ -203,3 +203,60 @@ class NativeChecks(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AttentionBackwardChecks(unittest.TestCase):
+    """`flash_attn_backward` (and the checks autograd runs) refuses bad input by name."""
+
+    def args(self, **kw):
+        q, kv = (2, 64, 8, 128), (2, 96, 2, 128)
+        a = {
+            "dout": Tensor(q),
+            "q": Tensor(q),
+            "k": Tensor(kv),
+            "v": Tensor(kv),
+            "out": Tensor(q),
+            "lse": Tensor((2, 8, 64), dtype="float32"),
+        }
+        a.update(kw)
+        return a
+
+    def test_missing_lse(self):
+        with self.assertRaisesRegex(ValueError, r"needs the forward's `lse`"):
+            kiln.flash_attn_backward(**self.args(lse=None))
+
+    def test_lse_shape(self):
+        with self.assertRaisesRegex(ValueError, r"`lse` has shape \(2, 64, 8\); expected \(2, 8, 64\)"):
+            kiln.flash_attn_backward(**self.args(lse=Tensor((2, 64, 8), dtype="float32")))
+
+    def test_lse_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`lse` is bf16"):
+            kiln.flash_attn_backward(**self.args(lse=Tensor((2, 8, 64))))
+
+    def test_dout_shape(self):
+        with self.assertRaisesRegex(ValueError, r"`dout` has shape \(2, 64, 8, 64\); expected \(2, 64, 8, 128\)"):
+            kiln.flash_attn_backward(**self.args(dout=Tensor((2, 64, 8, 64))))
+
+    def test_dout_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`dout` is f16 but `q` is bf16"):
+            kiln.flash_attn_backward(**self.args(dout=Tensor((2, 64, 8, 128), dtype="float16")))
+
+    def test_dout_device(self):
+        with self.assertRaisesRegex(ValueError, r"`q` is on cuda:0 but `dout` is on cuda:1"):
+            kiln.flash_attn_backward(**self.args(dout=Tensor((2, 64, 8, 128), device="cuda:1")))
+
+    def test_out_shape(self):
+        with self.assertRaisesRegex(ValueError, r"`out` has shape \(2, 63, 8, 128\)"):
+            kiln.flash_attn_backward(**self.args(out=Tensor((2, 63, 8, 128))))
+
+    def test_kv_heads(self):
+        kv = Tensor((2, 96, 3, 128))
+        with self.assertRaisesRegex(ValueError, r"heads_k dividing 8"):
+            kiln.flash_attn_backward(**self.args(k=kv, v=kv))
+
+    def test_deterministic_is_a_bool(self):
+        with self.assertRaisesRegex(TypeError, r"`deterministic` is str; expected True or False"):
+            kiln.flash_attn_backward(**self.args(), deterministic="yes")
+        t = Tensor((2, 64, 8, 128))
+        with self.assertRaisesRegex(TypeError, r"`deterministic` is int"):
+            kiln.flash_attn_func(t, t, t, deterministic=1)

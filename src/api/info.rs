@@ -172,8 +172,12 @@ impl TensorInfo {
         self.span().saturating_mul(self.dtype.size())
     }
 
-    /// Whether the elements are packed row-major (strides of dimensions of extent 1 ignored).
+    /// Whether the elements are packed row-major (strides of dimensions of extent 1 ignored;
+    /// a tensor with no element is, whatever its strides).
     pub fn is_contiguous(&self) -> bool {
+        if self.shape().contains(&0) {
+            return true;
+        }
         let mut want = 1usize;
         for (&n, &s) in self.shape().iter().zip(self.strides()).rev() {
             if n > 1 && s != want {
@@ -264,6 +268,13 @@ mod tests {
 
     fn info(shape: &[usize], strides: &[isize]) -> TensorInfo {
         TensorInfo::new("t", 0x1000, DType::Bf16, shape, strides, 0).unwrap()
+    }
+
+    #[test]
+    fn an_empty_tensor_with_packed_strides_is_contiguous() {
+        // [2, 8, 0] packed: strides [8, 1, 1] (an extent 0 counts as 1), refused before.
+        let s = contiguous_strides(&[2, 8, 0]);
+        assert!(info(&[2, 8, 0], &s).is_contiguous());
     }
 
     #[test]

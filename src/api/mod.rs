@@ -21,6 +21,7 @@
 //! that captures a CUDA graph that is refused ([`crate::Error::Capture`]): call
 //! [`Kiln::precompile`] (or the op once) before capturing. [`raw`] serves foreign callers.
 
+mod backward;
 mod dtype;
 mod fp4;
 mod fp4_experts;
@@ -38,13 +39,15 @@ mod varlen;
 mod workspace;
 
 pub use crate::ops::tuned::TunedTable;
+pub use backward::ForwardSaved;
 pub use dtype::{DType, KilnElem};
 pub use fp4::Fp4Tensor;
 pub use fp4_experts::Fp4ExpertWeights;
 pub use handle::Kiln;
 pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
 pub use options::{
-    AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows, Problem, SwigluWeights, Window,
+    AttentionBackwardOptions, AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows,
+    Problem, SwigluWeights, Window,
 };
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use workspace::{Workspace, Workspaces};

@@ -56,6 +56,34 @@ impl Default for AttentionOptions {
     }
 }
 
+/// Attention backward with flash-attention's semantics: the forward's options, and whether dQ
+/// is summed in a fixed order (flash-attention's `deterministic`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionBackwardOptions {
+    /// As the forward ran: query i sees keys j <= i + (seqlen_k - seqlen_q).
+    pub causal: bool,
+    /// As the forward ran; `None`: 1 / sqrt(head_dim).
+    pub softmax_scale: Option<f32>,
+    /// How the views' dimensions are ordered, as [`AttentionOptions::layout`].
+    pub layout: AttnLayout,
+    /// Two runs give the same bits (dQ's key blocks added in order; somewhat slower).
+    pub deterministic: bool,
+    /// A backward version to run, or `None` for the fastest that supports the problem.
+    pub version: Option<String>,
+}
+
+impl Default for AttentionBackwardOptions {
+    fn default() -> Self {
+        AttentionBackwardOptions {
+            causal: false,
+            softmax_scale: None,
+            layout: AttnLayout::Bshd,
+            deterministic: false,
+            version: None,
+        }
+    }
+}
+
 /// Which rows of `x` belong to which expert. The i32 tensor is read on the GPU; `host`, when
 /// given, is a copy of its contents that the call checks (offsets that decrease or overrun `x`
 /// are refused) and uses to choose tile shapes. Without it the tiles are chosen for an even
@@ -154,6 +182,11 @@ pub enum Problem<'a> {
         lse: Option<RawTensor>,
         opts: AttentionOptions,
     },
+    /// q, k, v, o, dout, lse, dq, dk, dv in that order (boxed: nine tensors).
+    AttentionBackward {
+        tensors: Box<[RawTensor; 9]>,
+        opts: AttentionBackwardOptions,
+    },
     GroupedGemm {
         x: RawTensor,
         w: RawTensor,
@@ -195,6 +228,29 @@ impl<'a> Problem<'a> {
             v: v.info().to_raw(),
             o: o.info().to_raw(),
             lse: lse.map(|l| l.info().to_raw()),
+            opts: opts.clone(),
+        }
+    }
+
+    /// The problem of `Kiln::attention_backward(stream, saved, dout, (dq, dk, dv), opts)`.
+    pub fn attention_backward(
+        saved: crate::api::ForwardSaved,
+        dout: &TensorRef,
+        (dq, dk, dv): (&TensorMut, &TensorMut, &TensorMut),
+        opts: &AttentionBackwardOptions,
+    ) -> Self {
+        Problem::AttentionBackward {
+            tensors: Box::new([
+                saved.q.info().to_raw(),
+                saved.k.info().to_raw(),
+                saved.v.info().to_raw(),
+                saved.o.info().to_raw(),
+                dout.info().to_raw(),
+                saved.lse.info().to_raw(),
+                dq.info().to_raw(),
+                dk.info().to_raw(),
+                dv.info().to_raw(),
+            ]),
             opts: opts.clone(),
         }
     }

@@ -5,7 +5,7 @@
 use super::handle::Kiln;
 use super::info::TensorInfo;
 use super::launch;
-use super::options::{MoeRows, Problem, SwigluWeights};
+use super::options::{AttentionBackwardOptions, MoeRows, Problem, SwigluWeights};
 use super::tensor::RawTensor;
 use super::validate::{self, Operand};
 use crate::device::{Context, DeviceBuffer};
@@ -122,6 +122,7 @@ impl Kiln {
                     ctx.synchronize()
                 })
             }
+            Problem::AttentionBackward { tensors, opts } => self.prepare_backward(tensors, opts),
             Problem::GroupedGemm { x, w, rows, y } => {
                 let rows = self.described_rows(rows)?;
                 let plan = validate::grouped_gemm(
@@ -165,6 +166,56 @@ impl Kiln {
                 self.prepare_moe(plan)
             }
         }
+    }
+
+    fn prepare_backward(
+        &self,
+        tensors: &[RawTensor; 9],
+        opts: &AttentionBackwardOptions,
+    ) -> Result<()> {
+        let names = ["q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv"];
+        let t = names
+            .iter()
+            .zip(tensors)
+            .map(|(n, t)| self.described(n, t))
+            .collect::<Result<Vec<_>>>()?;
+        let Some(plan) = validate::attention_backward(
+            self.ordinal(),
+            (&t[0], &t[1], &t[2], &t[3]),
+            &t[4],
+            Some(&t[5]),
+            (&t[6], &t[7], &t[8]),
+            opts,
+        )?
+        else {
+            return Ok(());
+        };
+        let version = opts.version.as_deref();
+        let key = plan.key(version);
+        if self.is_prepared(&key)? {
+            return Ok(());
+        }
+        self.run(None, &key, &plan.problem.label(), |ctx, _, _| {
+            let ops = [
+                plan.q, plan.k, plan.v, plan.o, plan.d_o, plan.lse, plan.dq, plan.dk, plan.dv,
+            ];
+            let buf = scratch(ctx, ops.iter().map(|o| o.bytes).max().unwrap_or(0))?;
+            let [q, k, v, o, d_o, lse, dq, dk, dv] = ops.map(|op| into(&buf, op));
+            let warm = validate::AttentionBackwardPlan {
+                q,
+                k,
+                v,
+                o,
+                d_o,
+                lse,
+                dq,
+                dk,
+                dv,
+                ..plan.clone()
+            };
+            super::backward::launch(&self.registry, ctx, &warm, version)?;
+            ctx.synchronize()
+        })
     }
 
     fn described_rows<'a>(&self, rows: &MoeRows<'a, RawTensor>) -> Result<MoeRows<'a, TensorInfo>> {

@@ -6,9 +6,11 @@ use cudarc::driver::sys::CUstream;
 
 use super::handle::Kiln;
 use super::info::TensorInfo;
-use super::options::{AttentionOptions, GemmOptions, MoeRows, SwigluWeights};
+use super::options::{
+    AttentionBackwardOptions, AttentionOptions, GemmOptions, MoeRows, SwigluWeights,
+};
 use super::tensor::RawTensor;
-use super::validate::{self, AttentionPlan, GemmPlan, MoePlan};
+use super::validate::{self, AttentionBackwardPlan, AttentionPlan, GemmPlan, MoePlan};
 use crate::error::Result;
 
 pub use super::fp8::{
@@ -52,6 +54,71 @@ fn attention_plan(
         lse.as_ref(),
         opts,
     )
+}
+
+/// The backward's tensors: the forward's (q, k, v, o), dO, the LSE and the gradients (dq, dk,
+/// dv).
+pub struct RawBackward<'a> {
+    pub q: &'a RawTensor,
+    pub k: &'a RawTensor,
+    pub v: &'a RawTensor,
+    pub o: &'a RawTensor,
+    pub dout: &'a RawTensor,
+    pub lse: Option<&'a RawTensor>,
+    pub dq: &'a RawTensor,
+    pub dk: &'a RawTensor,
+    pub dv: &'a RawTensor,
+}
+
+fn attention_backward_plan(
+    device: usize,
+    t: &RawBackward,
+    opts: &AttentionBackwardOptions,
+) -> Result<Option<AttentionBackwardPlan>> {
+    let lse = t.lse.map(|l| l.info("lse", false)).transpose()?;
+    validate::attention_backward(
+        device,
+        (
+            &t.q.info("q", false)?,
+            &t.k.info("k", false)?,
+            &t.v.info("v", false)?,
+            &t.o.info("o", false)?,
+        ),
+        &t.dout.info("dout", false)?,
+        lse.as_ref(),
+        (
+            &t.dq.info("dq", false)?,
+            &t.dk.info("dk", false)?,
+            &t.dv.info("dv", false)?,
+        ),
+        opts,
+    )
+}
+
+/// The checks of [`attention_backward`], without a handle.
+pub fn check_attention_backward(
+    device: usize,
+    t: &RawBackward,
+    opts: &AttentionBackwardOptions,
+) -> Result<()> {
+    attention_backward_plan(device, t, opts).map(drop)
+}
+
+/// [`Kiln::attention_backward`] on raw tensors and a raw stream.
+///
+/// # Safety
+/// As [`gemm`] (`dq`, `dk` and `dv` are the outputs).
+pub unsafe fn attention_backward(
+    kiln: &Kiln,
+    stream: CUstream,
+    t: &RawBackward,
+    opts: &AttentionBackwardOptions,
+) -> Result<()> {
+    kiln.check_raw_stream(stream)?;
+    match attention_backward_plan(kiln.ordinal(), t, opts)? {
+        Some(plan) => kiln.launch_attention_backward(Some(stream), &plan, opts),
+        None => Ok(()),
+    }
 }
 
 fn rows_info<'a>(rows: &MoeRows<'a, RawTensor>) -> Result<MoeRows<'a, TensorInfo>> {

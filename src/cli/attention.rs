@@ -76,6 +76,25 @@ impl AttnShapeArgs {
         self.seqlen.is_some() || self.seqlen_q.is_some() || self.seqlen_kv.is_some()
     }
 
+    /// Refuses the flags that shape one problem when a suite runs: the suite takes only --dim,
+    /// and any other would be silently ignored.
+    pub fn suite_takes_only_dim(&self) -> Result<()> {
+        let shaping = [
+            ("--batch", self.batch.is_some()),
+            ("--heads", self.heads.is_some()),
+            ("--kv-heads", self.kv_heads.is_some()),
+            ("--causal", self.causal),
+            ("--scale", self.scale.is_some()),
+            ("--window", self.window.is_some()),
+        ];
+        if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
+            return Err(Error::invalid(format!(
+                "{flag} describes one problem, which needs its length: add --seqlen (or --seqlen-q and --seqlen-kv), or leave {flag} out to verify the suite"
+            )));
+        }
+        Ok(())
+    }
+
     /// The validated problem in `dtype` and `layout`, with `defaults` (batch, heads, seqlen,
     /// dim) for what is not given.
     pub fn problem(
@@ -122,12 +141,15 @@ pub struct AttnProblemArgs {
 }
 
 impl AttnProblemArgs {
-    fn given(&self) -> bool {
+    pub(super) fn given(&self) -> bool {
         self.shape.given()
     }
 
     /// The validated problem, with `defaults` (batch, heads, seqlen, dim) for what is not given.
-    fn problem(&self, defaults: (usize, usize, usize, usize)) -> Result<AttentionProblem> {
+    pub(super) fn problem(
+        &self,
+        defaults: (usize, usize, usize, usize),
+    ) -> Result<AttentionProblem> {
         self.shape.problem(
             defaults,
             self.dtype.parse()?,
@@ -152,6 +174,8 @@ pub struct AttnVerifyArgs {
     /// The packed boundary suite (fa3_wgmma's variable-length forward).
     #[arg(long)]
     pub varlen_suite: bool,
+    #[command(flatten)]
+    pub backward: super::attention_backward::BackwardFlags,
 }
 
 #[derive(Debug, Args)]
@@ -177,12 +201,22 @@ pub struct AttnBenchArgs {
     /// same work.
     #[command(flatten)]
     pub varlen: super::attention_varlen::VarlenArgs,
+    #[command(flatten)]
+    pub backward: super::attention_backward::BackwardFlags,
 }
 
 pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
     match &a.action {
-        AttnAction::Verify(v) => verify(env, v),
-        AttnAction::Bench(b) => bench(env, b),
+        AttnAction::Verify(v) if v.backward.backward => super::attention_backward::verify(env, v),
+        AttnAction::Bench(b) if b.backward.backward => super::attention_backward::bench(env, b),
+        AttnAction::Verify(v) => {
+            v.backward.forward_only()?;
+            verify(env, v)
+        }
+        AttnAction::Bench(b) => {
+            b.backward.forward_only()?;
+            bench(env, b)
+        }
     }
 }
 
@@ -208,21 +242,7 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let problems = if a.problem.given() {
         vec![a.problem.problem((1, 1, 1, 128))?]
     } else {
-        // The suite takes only --dim from the shape flags: any other would be silently ignored.
-        let sh = &a.problem.shape;
-        let shaping = [
-            ("--batch", sh.batch.is_some()),
-            ("--heads", sh.heads.is_some()),
-            ("--kv-heads", sh.kv_heads.is_some()),
-            ("--causal", sh.causal),
-            ("--scale", sh.scale.is_some()),
-            ("--window", sh.window.is_some()),
-        ];
-        if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
-            return Err(Error::invalid(format!(
-                "{flag} describes one problem, which needs its length: add --seqlen (or --seqlen-q and --seqlen-kv), or leave {flag} out to verify the suite"
-            )));
-        }
+        a.problem.shape.suite_takes_only_dim()?;
         // Without a sequence length, --dim narrows the suite to that head dim.
         let mut s = attention_suite(a.suite.parse()?);
         if let Some(d) = a.problem.shape.dim {

@@ -40,6 +40,7 @@ pub(super) fn run_check(
                 .any(|(name, _)| *name == v);
         if !fp4
             && env.registry.attention_version(v).is_err()
+            && env.registry.attention_backward_version(v).is_err()
             && env.registry.moe_version(v).is_err()
         {
             env.registry.gemm_version(v)?;

@@ -3,6 +3,7 @@
 
 mod args;
 mod attention;
+mod attention_backward;
 mod attention_varlen;
 mod bench_random;
 mod check;

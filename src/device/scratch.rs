@@ -75,6 +75,11 @@ pub struct Workspaces {
     pub attn_split: Scratch,
     pub attn_parts: Scratch,
     pub attn_parts_done: Scratch,
+    /// The attention backward: D = rowsum(dO ∘ O), the fp32 dQ accumulator, and the
+    /// deterministic mode's per-query-block counters (its preprocess zeroes the last two).
+    pub attn_bwd_delta: Scratch,
+    pub attn_bwd_dq_acc: Scratch,
+    pub attn_bwd_dq_sem: Scratch,
     /// `swiglu_dual`: the split tiles' workspace and counters.
     pub swiglu_split: Scratch,
     pub swiglu_split_counters: Scratch,
@@ -96,6 +101,9 @@ impl Workspaces {
             attn_split: Scratch::new("attention split-workspace", false),
             attn_parts: Scratch::new("attention parts-workspace", false),
             attn_parts_done: Scratch::new("attention parts-counter", true),
+            attn_bwd_delta: Scratch::new("attention backward D workspace", false),
+            attn_bwd_dq_acc: Scratch::new("attention backward dQ accumulator", false),
+            attn_bwd_dq_sem: Scratch::new("attention backward dQ counter", false),
             swiglu_split: Scratch::new("SwiGLU split workspace", false),
             swiglu_split_counters: Scratch::new("SwiGLU split counter", true),
             fp8_split: Scratch::new("FP8 split-K workspace", false),

@@ -94,6 +94,17 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
     );
     work.extend(
         registry
+            .attention_backward()
+            .iter()
+            .filter(|k| only.is_none_or(|v| v == k.name()))
+            .flat_map(|k| {
+                k.variants(arch)
+                    .into_iter()
+                    .map(move |s| ("attention_backward", k.name(), s))
+            }),
+    );
+    work.extend(
+        registry
             .moe()
             .iter()
             .filter(|k| only.is_none_or(|v| v == k.name()))

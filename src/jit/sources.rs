@@ -225,6 +225,18 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/fa3_wgmma.cu"),
     ),
     (
+        "attention/attn_bwd_args.cuh",
+        include_str!("../../kernels/attention/attn_bwd_args.cuh"),
+    ),
+    (
+        "attention/bwd_prep.cu",
+        include_str!("../../kernels/attention/bwd_prep.cu"),
+    ),
+    (
+        "attention/bwd_fa2_mma_sync.cu",
+        include_str!("../../kernels/attention/bwd_fa2_mma_sync.cu"),
+    ),
+    (
         "common/fp8.cuh",
         include_str!("../../kernels/common/fp8.cuh"),
     ),

@@ -1,6 +1,7 @@
 //! The ops kiln runs, each with its ladder of versions, and the registry that picks one.
 
 pub mod attention;
+pub mod attention_backward;
 pub mod fp4;
 pub mod fp8;
 pub mod gemm;

@@ -4,6 +4,7 @@
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::ops::attention::{self, AttentionKernel, AttentionProblem};
+use crate::ops::attention_backward::{self, AttentionBackwardKernel, BackwardProblem};
 use crate::ops::gemm::{self, GemmKernel, GemmProblem};
 use crate::ops::moe::{self, MoeKernel};
 use crate::ops::tuned::TunedTable;
@@ -23,6 +24,7 @@ pub const VARIANT_BUDGET: usize = 1500;
 pub struct Registry {
     gemm: Vec<Box<dyn GemmKernel>>,
     attention: Vec<Box<dyn AttentionKernel>>,
+    attention_backward: Vec<Box<dyn AttentionBackwardKernel>>,
     moe: Vec<Box<dyn MoeKernel>>,
 }
 
@@ -48,6 +50,9 @@ impl Default for Registry {
             Box::new(attention::fa3_wgmma::Fa3Wgmma),
         ];
         attention.sort_by_key(|k| k.rung());
+        let attention_backward: Vec<Box<dyn AttentionBackwardKernel>> = vec![Box::new(
+            attention_backward::bwd_fa2_mma_sync::BwdFa2MmaSync,
+        )];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),
             Box::new(moe::grouped_swapab::GroupedSwapAb),
@@ -56,6 +61,7 @@ impl Default for Registry {
         Registry {
             gemm,
             attention,
+            attention_backward,
             moe,
         }
     }
@@ -117,6 +123,52 @@ impl Registry {
         })
     }
 
+    /// Attention backward versions, slowest rung first.
+    pub fn attention_backward(&self) -> &[Box<dyn AttentionBackwardKernel>] {
+        &self.attention_backward
+    }
+
+    pub fn attention_backward_version(&self, name: &str) -> Result<&dyn AttentionBackwardKernel> {
+        find_version(
+            &self.attention_backward,
+            name,
+            "attention backward version",
+            |k| k.name(),
+        )
+    }
+
+    /// The backward version to run `p` with: `requested` if given (refusing clearly if it
+    /// cannot), else the highest rung that supports it.
+    pub fn select_attention_backward(
+        &self,
+        p: &BackwardProblem,
+        dev: &DeviceInfo,
+        requested: Option<&str>,
+    ) -> Result<&dyn AttentionBackwardKernel> {
+        let candidates: Vec<&dyn AttentionBackwardKernel> = match requested {
+            Some(name) => vec![self.attention_backward_version(name)?],
+            None => self
+                .attention_backward
+                .iter()
+                .rev()
+                .map(|k| k.as_ref())
+                .collect(),
+        };
+        let mut reasons = Vec::new();
+        for k in candidates {
+            match k.supports(p, dev) {
+                Ok(()) => return Ok(k),
+                Err(r) => reasons.push(format!("{}: {r}", k.name())),
+            }
+        }
+        Err(Error::Unsupported {
+            kernel: requested
+                .unwrap_or("every attention backward version")
+                .into(),
+            reason: reasons.join("; "),
+        })
+    }
+
     /// Checks that `op` names a known op.
     pub fn check_op(op: &str) -> Result<()> {
         if OPS.contains(&op) {
@@ -135,6 +187,9 @@ impl Registry {
         match op {
             "gemm" => Some(self.gemm.iter().map(|k| k.name()).collect()),
             "attention" => Some(self.attention.iter().map(|k| k.name()).collect()),
+            "attention_backward" => {
+                Some(self.attention_backward.iter().map(|k| k.name()).collect())
+            }
             "moe" => Some(self.moe.iter().map(|k| k.name()).collect()),
             _ => None,
         }

@@ -246,6 +246,34 @@ pub fn attention_bench_row(p: &AttentionProblem, t: &AttnTiming) -> ResultRow {
     row("attention", &t.version, String::new(), p, &m, None)
 }
 
+/// `kiln attn verify --backward`: one backward version checked on its problem.
+pub fn attention_backward_verify_row(
+    o: &crate::harness::attention::backward_verify::BackwardCheck,
+) -> ResultRow {
+    row(
+        "attention_backward",
+        &o.version,
+        String::new(),
+        &o.problem,
+        o,
+        Some(o.passed),
+    )
+}
+
+/// `kiln attn bench --backward`: one backward version timed.
+pub fn attention_backward_bench_row(
+    t: &crate::harness::attention::backward_bench::BackwardTiming,
+) -> ResultRow {
+    row(
+        "attention_backward",
+        &t.version,
+        String::new(),
+        &t.problem,
+        t,
+        None,
+    )
+}
+
 /// `kiln moe verify`: one version checked on `p`, the launch mode as the variant.
 pub fn moe_verify_row(p: &MoeProblem, o: &MoeOutcome) -> ResultRow {
     let mode = format!("{:?}", o.mode).to_lowercase();

@@ -38,7 +38,7 @@ impl AttentionPlan {
 }
 
 /// Indices of (batch, seqlen, heads, head_dim) in a view ordered as `layout`.
-fn axes(layout: AttnLayout) -> [usize; 4] {
+pub(super) fn axes(layout: AttnLayout) -> [usize; 4] {
     match layout {
         AttnLayout::Bshd => [0, 1, 2, 3],
         AttnLayout::Bhsd => [0, 2, 1, 3],

@@ -3,12 +3,14 @@
 //! wrong. Pure: runs on machines without a GPU, so every refusal is unit-tested.
 
 mod attention;
+mod attention_backward;
 mod attention_varlen;
 mod fp8;
 mod gemm;
 mod moe;
 
 pub use attention::{attention, AttentionPlan};
+pub use attention_backward::{attention_backward, AttentionBackwardPlan};
 pub use attention_varlen::{attention_varlen, VarlenPlan};
 pub use fp8::{fp8_cast, fp8_gemm, fp8_grouped, Fp8CastPlan, Fp8GemmPlan, Fp8GroupedPlan};
 pub use gemm::{gemm, GemmPlan};

@@ -1,0 +1,29 @@
+// The argument block of the attention backward's three kernels (bwd_prep.cu's preprocess and
+// postprocess, bwd_fa2_mma_sync.cu's main kernel); mirrored by `AttnBwdArgs` in
+// src/ops/attention_backward/mod.rs (a unit test pins the offsets). Strides are in elements.
+#pragma once
+#include "common/types.cuh"
+
+struct AttnBwdArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* o;
+  const void* dout;  // dO, in Q's layout
+  const float* lse;  // [batch, heads_q, sq], natural log, as the forward writes it
+  float* delta;      // [batch, heads_q, sq]: rowsum(dO * O), written by the preprocess
+  float* dq_acc;     // [batch, heads_q, sq, d] fp32, zeroed by the preprocess
+  void* dq;          // Q's layout
+  void* dk;          // K's layout
+  void* dv;
+  u32* dq_sem;       // deterministic mode: [batch, heads_q, m_blocks] counters; null: any order
+  i64 q_sb, q_sh, q_ss;    // Q, O, dO and dQ
+  i64 kv_sb, kv_sh, kv_ss; // K, V, dK and dV
+  int batch, heads_q, group, sq, skv, d;
+  int causal;        // query i sees keys j <= i + (skv - sq)
+  float scale_log2;  // softmax scale * log2(e)
+  float scale;
+  int m_block;       // the main kernel's query rows per block (the counters' granularity)
+  int m_blocks;      // ceil(sq / m_block)
+  int dtype;         // preprocess and postprocess: 0 bf16, 1 f16
+};

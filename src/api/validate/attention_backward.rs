@@ -1,0 +1,164 @@
+//! Attention backward arguments: the forward's (q, k, v, o and the LSE it wrote, which the
+//! backward cannot do without), dO, and the gradients dq, dk and dv, each the shape, dtype and
+//! memory order of the tensor it differentiates.
+
+use super::attention::{attention, axes};
+use super::{err, no_alias, on_device, same_dtype, writable, Operand};
+use crate::api::info::TensorInfo;
+use crate::api::options::{AttentionBackwardOptions, AttentionOptions};
+use crate::error::{ArgumentKind, Result};
+use crate::ops::attention::Strides;
+use crate::ops::attention_backward::BackwardProblem;
+
+/// A checked attention backward: the problem and the memory of each tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionBackwardPlan {
+    pub problem: BackwardProblem,
+    pub q: Operand,
+    pub k: Operand,
+    pub v: Operand,
+    pub o: Operand,
+    pub d_o: Operand,
+    pub lse: Operand,
+    pub dq: Operand,
+    pub dk: Operand,
+    pub dv: Operand,
+}
+
+impl AttentionBackwardPlan {
+    /// What the launch depends on besides data.
+    pub fn key(&self, version: Option<&str>) -> String {
+        format!("attention backward {:?} {version:?}", self.problem)
+    }
+}
+
+/// The forward's arguments, as [`AttentionBackwardOptions`] gives them.
+fn forward_options(opts: &AttentionBackwardOptions) -> AttentionOptions {
+    AttentionOptions {
+        causal: opts.causal,
+        softmax_scale: opts.softmax_scale,
+        layout: opts.layout,
+        version: None,
+        // The backward takes no window (yet): the Python binding refuses a windowed forward's
+        // gradient rather than compute an unwindowed one.
+        window: crate::api::Window::UNBOUNDED,
+    }
+}
+
+/// Checks an attention backward for a handle on GPU `device`; `None` when there is no batch
+/// (nothing to launch). The gradients are refused when they are not stored as the problem's
+/// inputs are (one order for every tensor).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward(
+    device: usize,
+    (q, k, v, o): (&TensorInfo, &TensorInfo, &TensorInfo, &TensorInfo),
+    d_o: &TensorInfo,
+    lse: Option<&TensorInfo>,
+    (dq, dk, dv): (&TensorInfo, &TensorInfo, &TensorInfo),
+    opts: &AttentionBackwardOptions,
+) -> Result<Option<AttentionBackwardPlan>> {
+    let Some(lse) = lse else {
+        return Err(err(
+            "lse",
+            ArgumentKind::Value,
+            "the backward needs the forward's `lse` (f32 [batch, heads, seqlen_q]): run the forward with an LSE output and pass it".into(),
+        ));
+    };
+    for (name, t) in [("dout", d_o), ("dq", dq), ("dk", dk), ("dv", dv)] {
+        on_device(name, t, device)?;
+    }
+    let pairs = [
+        ("dout", d_o, "q", q),
+        ("dq", dq, "q", q),
+        ("dk", dk, "k", k),
+        ("dv", dv, "v", v),
+    ];
+    for (name, t, of, like) in pairs {
+        if t.shape() != like.shape() {
+            return Err(err(
+                name,
+                ArgumentKind::Shape,
+                format!(
+                    "`{name}` is {} but `{of}` is {}; the backward takes `{name}` of `{of}`'s shape",
+                    t.shape_text(),
+                    like.shape_text()
+                ),
+            ));
+        }
+        same_dtype(
+            name,
+            t,
+            of,
+            like,
+            &format!("the backward takes `{name}` of `{of}`'s dtype"),
+        )?;
+    }
+    let Some(fwd) = attention(device, q, k, v, o, Some(lse), &forward_options(opts))? else {
+        if q.shape()[0] == 0 {
+            return Ok(None);
+        }
+        return Err(err(
+            "q",
+            ArgumentKind::Shape,
+            format!(
+                "`q` is {}: with no query (or no head) dK and dV would be all zeros, which kiln's backward does not write; skip the call and zero them",
+                q.shape_text()
+            ),
+        ));
+    };
+    let p = fwd.problem;
+    let ax = axes(opts.layout);
+    for (name, t, of, _) in pairs {
+        let (heads, seq) = match of {
+            "q" => (p.heads_q, p.seqlen_q),
+            _ => (p.heads_kv, p.seqlen_kv),
+        };
+        let want = Strides::packed(p.layout, heads, seq, p.head_dim);
+        let ok = [
+            (ax[0], want.batch),
+            (ax[1], want.seq),
+            (ax[2], want.head),
+            (ax[3], 1),
+        ]
+        .iter()
+        .all(|&(i, w)| t.shape()[i] <= 1 || t.strides()[i] == w);
+        if !ok {
+            return Err(err(
+                name,
+                ArgumentKind::Stride,
+                format!(
+                    "`{name}` has strides {} for shape {}; the backward needs it stored packed in {} order, as `{of}` is: make it contiguous like `{of}`",
+                    t.strides_text(),
+                    t.shape_text(),
+                    p.layout
+                ),
+            ));
+        }
+    }
+    let inputs = [
+        ("q", q),
+        ("k", k),
+        ("v", v),
+        ("o", o),
+        ("dout", d_o),
+        ("lse", lse),
+    ];
+    for (name, t) in [("dq", dq), ("dk", dk), ("dv", dv)] {
+        writable(name, t)?;
+        no_alias(name, t, &inputs)?;
+    }
+    no_alias("dk", dk, &[("dq", dq)])?;
+    no_alias("dv", dv, &[("dq", dq), ("dk", dk)])?;
+    Ok(Some(AttentionBackwardPlan {
+        problem: BackwardProblem::new(p, opts.deterministic),
+        q: fwd.q,
+        k: fwd.k,
+        v: fwd.v,
+        o: fwd.o,
+        d_o: Operand::of(d_o),
+        lse: Operand::of(lse),
+        dq: Operand::of(dq),
+        dk: Operand::of(dk),
+        dv: Operand::of(dv),
+    }))
+}

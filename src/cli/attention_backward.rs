@@ -1,0 +1,242 @@
+//! `kiln attn verify --backward` and `kiln attn bench --backward`: the attention backward's
+//! versions against the float64 gradients on its boundary suite, and timed on one shape.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use kiln::error::{Error, Result};
+use kiln::harness::attention::{
+    backward_bench::{time_backward, BackwardBuffers},
+    backward_shapes::backward_suite,
+    backward_verify::{verify_backward, BackwardCheck},
+};
+use kiln::harness::bench::L2Flusher;
+use kiln::harness::shapes::Suite;
+use kiln::harness::verify::fresh_seed;
+use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
+use kiln::report::Table;
+use kiln::store::rows;
+use serde_json::json;
+
+use super::attention::{AttnBenchArgs, AttnVerifyArgs};
+use super::env::{bench_options, finish, record, Env};
+
+/// The backward's flags of `kiln attn verify|bench`.
+#[derive(Debug, Args, Clone)]
+pub struct BackwardFlags {
+    /// The backward (dQ, dK, dV) instead of the forward; --version names backward versions.
+    #[arg(long)]
+    pub backward: bool,
+    /// With --backward: dQ summed in a fixed order, so two runs give the same bits (`verify`
+    /// also runs twice and compares). The suite alternates it by itself.
+    #[arg(long, requires = "backward")]
+    pub deterministic: bool,
+}
+
+impl BackwardFlags {
+    /// The forward takes neither flag (clap already ties --deterministic to --backward).
+    pub fn forward_only(&self) -> Result<()> {
+        if self.deterministic {
+            return Err(Error::invalid(
+                "--deterministic applies to the backward; add --backward",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionBackwardKernel>> {
+    if names.is_empty() {
+        return Ok(env
+            .registry
+            .attention_backward()
+            .iter()
+            .map(|k| k.as_ref())
+            .collect());
+    }
+    names
+        .iter()
+        .map(|n| env.registry.attention_backward_version(n))
+        .collect()
+}
+
+fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
+    if a.problem.given() {
+        let p = a.problem.problem((1, 1, 1, 128))?;
+        return Ok(vec![BackwardProblem::new(p, a.backward.deterministic)]);
+    }
+    a.problem.shape.suite_takes_only_dim()?;
+    if a.backward.deterministic {
+        return Err(Error::invalid(
+            "--deterministic describes one problem; the suite alternates it by itself: add --seqlen, or leave --deterministic out",
+        ));
+    }
+    let mut s = backward_suite();
+    // quick: the suite without its 4097-long problems (the float64 reference's minutes).
+    if a.suite.parse::<Suite>()? == Suite::Quick {
+        s.retain(|p| p.attn.seqlen_q < 4096);
+    }
+    if let Some(d) = a.problem.shape.dim {
+        s.retain(|p| p.attn.head_dim == d);
+        if s.is_empty() {
+            return Err(Error::invalid(format!(
+                "the backward suite has no problem with head dim {d} (it covers 64, 128 and 256)"
+            )));
+        }
+    }
+    Ok(s)
+}
+
+pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    let problems = problems(a)?;
+    let ks = versions(env, &a.versions)?;
+    let ctx = env.context()?;
+    let run = env.begin("attn-verify-backward", Some(&ctx.info))?;
+    let mut outcomes: Vec<BackwardCheck> = Vec::new();
+    for k in &ks {
+        for p in &problems {
+            let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
+            let o = match verify_backward(&ctx, forward, *k, p) {
+                Ok(o) => o,
+                Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
+                Err(e) => BackwardCheck {
+                    message: e.to_string(),
+                    ..BackwardCheck::blank(k.name(), p, 0)
+                },
+            };
+            if !o.passed && !env.json {
+                eprintln!("FAIL {} {}: {}", o.version, o.problem.label(), o.message);
+            }
+            record(&run, rows::attention_backward_verify_row(&o))?;
+            outcomes.push(o);
+        }
+    }
+    let failed = outcomes.iter().any(|o| !o.passed);
+    finish(&run, if failed { "failed" } else { "ok" })?;
+    if env.json {
+        env.print_json(&json!(outcomes));
+    } else {
+        print!("{}", table(&ks, &outcomes).render());
+    }
+    Ok(if failed {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One row per version: passed, failed, skipped, the largest relative error of each gradient
+/// (bounds: `backward_verify::grad_bound`), deterministic problems that reproduced their bits,
+/// and the first failure.
+fn table(ks: &[&dyn AttentionBackwardKernel], outcomes: &[BackwardCheck]) -> Table {
+    let mut t = Table::new(&[
+        "version",
+        "passed",
+        "failed",
+        "skipped",
+        "max dQ error",
+        "max dK error",
+        "max dV error",
+        "deterministic",
+        "first failure",
+    ]);
+    for k in ks {
+        let mine: Vec<&BackwardCheck> = outcomes.iter().filter(|o| o.version == k.name()).collect();
+        let ran: Vec<&&BackwardCheck> = mine.iter().filter(|o| o.skipped.is_none()).collect();
+        let fails: Vec<&&&BackwardCheck> = ran.iter().filter(|o| !o.passed).collect();
+        let max = |f: fn(&BackwardCheck) -> f64| {
+            ran.iter()
+                .map(|o| f(o))
+                .filter(|e| e.is_finite())
+                .fold(0.0f64, f64::max)
+        };
+        let det: Vec<bool> = ran.iter().filter_map(|o| o.reproducible).collect();
+        t.row(&[
+            k.name().to_string(),
+            (ran.len() - fails.len()).to_string(),
+            fails.len().to_string(),
+            (mine.len() - ran.len()).to_string(),
+            format!("{:.2e}", max(|o| o.dq_error)),
+            format!("{:.2e}", max(|o| o.dk_error)),
+            format!("{:.2e}", max(|o| o.dv_error)),
+            format!(
+                "{} of {} bitwise equal",
+                det.iter().filter(|d| **d).count(),
+                det.len()
+            ),
+            fails
+                .first()
+                .map(|o| format!("{}: {}", o.problem.label(), o.message))
+                .unwrap_or_default(),
+        ]);
+    }
+    t
+}
+
+pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
+    let p = BackwardProblem::new(
+        a.problem.problem((2, 16, 8192, 128))?,
+        a.backward.deterministic,
+    );
+    let ctx = env.context()?;
+    let ks: Vec<&dyn AttentionBackwardKernel> = if a.versions.is_empty() {
+        env.registry
+            .attention_backward()
+            .iter()
+            .map(|k| k.as_ref())
+            .filter(|k| k.supports(&p, &ctx.info).is_ok())
+            .collect()
+    } else {
+        a.versions
+            .iter()
+            .map(|n| {
+                env.registry
+                    .select_attention_backward(&p, &ctx.info, Some(n))
+            })
+            .collect::<Result<_>>()?
+    };
+    if ks.is_empty() {
+        env.registry
+            .select_attention_backward(&p, &ctx.info, None)?;
+    }
+    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    opt.reps = opt.reps.max(1);
+    let flusher_bytes = kiln::harness::memory::flusher_bytes(&ctx.info);
+    ctx.ensure_fits(
+        &format!("the problem {}", p.label()),
+        p.device_bytes() + flusher_bytes,
+    )?;
+    let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
+    let bufs = BackwardBuffers::new(&ctx, forward, &p, fresh_seed())?;
+    let flusher = L2Flusher::new(&ctx)?;
+    let run = env.begin("attn-bench-backward", Some(&ctx.info))?;
+    let mut timings = Vec::new();
+    for k in &ks {
+        let t = time_backward(&ctx, *k, &p, &bufs, &flusher, &opt)?;
+        record(&run, rows::attention_backward_bench_row(&t))?;
+        timings.push(t);
+    }
+    finish(&run, "ok")?;
+    if env.json {
+        env.print_json(&json!(timings));
+    } else {
+        println!(
+            "backward of {} ({:.3e} FLOPs: 2.5x the forward's over unmasked pairs, as FlashAttention counts) on {}; O and LSE from {}",
+            p.label(),
+            p.flops(),
+            ctx.info.name,
+            forward.name()
+        );
+        let mut t = Table::new(&["version", "median ms", "min ms", "TFLOPS"]);
+        for r in &timings {
+            t.row(&[
+                r.version.clone(),
+                format!("{:.3}", r.median_ms),
+                format!("{:.3}", r.min_ms),
+                format!("{:.1}", r.tflops),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,105 @@
+//! Attention backward timing: random Q, K, V and dO made on the GPU, O and LSE from kiln's forward
+//! (once, untimed), then the whole backward (its three passes) timed with CUDA events, L2
+//! flushed before every repetition; TFLOPS counted as FlashAttention does, 2.5 forwards.
+
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::harness::device_data::random_buffer;
+use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands};
+use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BackwardTiming {
+    pub version: String,
+    pub problem: BackwardProblem,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub reps: usize,
+    /// 2.5 times the forward's FLOPs over unmasked pairs, per second of the median.
+    pub tflops: f64,
+    pub times_ms: Vec<f64>,
+}
+
+/// The nine buffers of one backward: inputs random, O and LSE from the forward.
+pub struct BackwardBuffers {
+    bufs: [DeviceBuffer; 9],
+}
+
+impl BackwardBuffers {
+    /// Q, K, V and dO of `p` filled on the GPU from `seed`, then `forward` run once for O and
+    /// LSE. Waits until done.
+    pub fn new(
+        ctx: &Context,
+        forward: &dyn AttentionKernel,
+        p: &BackwardProblem,
+        seed: u64,
+    ) -> Result<BackwardBuffers> {
+        let a = &p.attn;
+        let (e, dt) = (a.dtype.size(), a.dtype);
+        let bufs = [
+            random_buffer(ctx, dt, a.q_elems(), seed)?,
+            random_buffer(ctx, dt, a.kv_elems(), seed.wrapping_add(1))?,
+            random_buffer(ctx, dt, a.kv_elems(), seed.wrapping_add(2))?,
+            ctx.alloc(a.q_elems() * e)?,
+            random_buffer(ctx, dt, a.q_elems(), seed.wrapping_add(3))?,
+            ctx.alloc(a.lse_elems() * 4)?,
+            ctx.alloc(a.q_elems() * e)?,
+            ctx.alloc(a.kv_elems() * e)?,
+            ctx.alloc(a.kv_elems() * e)?,
+        ];
+        let fwd = AttentionOperands {
+            q: &bufs[0],
+            k: &bufs[1],
+            v: &bufs[2],
+            o: &bufs[3],
+            lse: &bufs[5],
+        };
+        check_buffers(a, &fwd)?;
+        forward.launch(ctx, a, &fwd)?;
+        ctx.synchronize()?;
+        Ok(BackwardBuffers { bufs })
+    }
+
+    pub fn operands(&self) -> BackwardOperands<'_> {
+        let b = &self.bufs;
+        BackwardOperands {
+            q: &b[0],
+            k: &b[1],
+            v: &b[2],
+            o: &b[3],
+            d_o: &b[4],
+            lse: &b[5],
+            dq: &b[6],
+            dk: &b[7],
+            dv: &b[8],
+        }
+    }
+}
+
+/// Times `kernel` on `p` with the given buffers.
+pub fn time_backward(
+    ctx: &Context,
+    kernel: &dyn AttentionBackwardKernel,
+    p: &BackwardProblem,
+    bufs: &BackwardBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+) -> Result<BackwardTiming> {
+    let ops = bufs.operands();
+    let times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
+    let (median, min, max) = stats(&mut times.clone());
+    Ok(BackwardTiming {
+        version: kernel.name().into(),
+        problem: *p,
+        median_ms: median,
+        min_ms: min,
+        max_ms: max,
+        reps: times.len(),
+        tflops: p.flops() / (median * 1e-3) / 1e12,
+        times_ms: times,
+    })
+}

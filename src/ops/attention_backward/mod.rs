@@ -1,0 +1,220 @@
+//! Attention backward: dQ, dK and dV from Q, K, V, O, dO and the forward's LSE; the problem, the
+//! versions (one host file per device file under `kernels/attention/bwd_*`), and their interface.
+
+pub mod bwd_fa2_mma_sync;
+pub mod bwd_prep;
+pub mod problem;
+
+use std::ffi::c_void;
+
+pub use problem::BackwardProblem;
+
+use crate::device::{Context, DeviceBuffer, DeviceInfo};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+
+/// The device buffers of one backward call. O, dO and dQ have Q's layout, dK and dV K's; LSE is
+/// fp32 [B, H, Sq] as the forward writes it.
+pub struct BackwardOperands<'a> {
+    pub q: &'a DeviceBuffer,
+    pub k: &'a DeviceBuffer,
+    pub v: &'a DeviceBuffer,
+    pub o: &'a DeviceBuffer,
+    pub d_o: &'a DeviceBuffer,
+    pub lse: &'a DeviceBuffer,
+    pub dq: &'a DeviceBuffer,
+    pub dk: &'a DeviceBuffer,
+    pub dv: &'a DeviceBuffer,
+}
+
+impl BackwardOperands<'_> {
+    /// Every buffer with its name, inputs first.
+    pub fn named(&self) -> [(&'static str, &DeviceBuffer); 9] {
+        [
+            ("Q", self.q),
+            ("K", self.k),
+            ("V", self.v),
+            ("O", self.o),
+            ("dO", self.d_o),
+            ("LSE", self.lse),
+            ("dQ", self.dq),
+            ("dK", self.dk),
+            ("dV", self.dv),
+        ]
+    }
+}
+
+/// One version of the attention backward.
+pub trait AttentionBackwardKernel: Send + Sync {
+    /// Registry name, the same as its device file's stem.
+    fn name(&self) -> &'static str;
+    /// One line: the technique this rung adds.
+    fn summary(&self) -> &'static str;
+    /// Position on the ladder (higher is expected faster).
+    fn rung(&self) -> u32;
+    /// `Ok` or the reason this version cannot compute `p` on `dev` (never a wrong result).
+    fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String>;
+    /// Every specialisation this version compiles to for `arch` (for `kiln check`), the
+    /// preprocess and postprocess included.
+    fn variants(&self, arch: &str) -> Vec<KernelSpec>;
+    /// Enqueues the backward (every pass) on the context's stream, with the context's scratch
+    /// workspaces. Callers have validated `p`, checked the buffers and `supports`.
+    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()>;
+}
+
+/// The argument block, laid out as `AttnBwdArgs` in `kernels/attention/attn_bwd_args.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AttnBwdArgs {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    pub o: u64,
+    pub d_o: u64,
+    pub lse: u64,
+    /// fp32 [B, H, Sq]: rowsum(dO ∘ O).
+    pub delta: u64,
+    /// fp32 [B, H, Sq, D]: dQ before scaling and rounding.
+    pub dq_acc: u64,
+    pub dq: u64,
+    pub dk: u64,
+    pub dv: u64,
+    /// Deterministic mode: u32 [B, H, m_blocks] counters; 0: atomics in any order.
+    pub dq_sem: u64,
+    /// Q, O, dO and dQ strides (elements): batch, head, sequence.
+    pub q_sb: i64,
+    pub q_sh: i64,
+    pub q_ss: i64,
+    /// K, V, dK and dV strides (elements).
+    pub kv_sb: i64,
+    pub kv_sh: i64,
+    pub kv_ss: i64,
+    pub batch: i32,
+    pub heads_q: i32,
+    pub group: i32,
+    pub sq: i32,
+    pub skv: i32,
+    pub d: i32,
+    pub causal: i32,
+    pub scale_log2: f32,
+    pub scale: f32,
+    /// The main kernel's query rows per block, and the number of such blocks.
+    pub m_block: i32,
+    pub m_blocks: i32,
+    /// 0 bf16, 1 f16 (the preprocess and postprocess take it at run time).
+    pub dtype: i32,
+}
+
+/// The workspaces of one call (device addresses): D, the dQ accumulator and the counters.
+#[derive(Debug, Clone, Copy)]
+pub struct BackwardWorkspace {
+    pub delta: u64,
+    pub dq_acc: u64,
+    pub dq_sem: u64,
+}
+
+impl BackwardWorkspace {
+    /// The context's scratch buffers grown to what `p` needs with query blocks of `m_block`
+    /// rows (the counters only in deterministic mode).
+    pub fn of(ctx: &Context, p: &BackwardProblem, m_block: usize) -> Result<BackwardWorkspace> {
+        let a = &p.attn;
+        let s = &ctx.scratch;
+        let sems = a.batch * a.heads_q * a.seqlen_q.div_ceil(m_block);
+        Ok(BackwardWorkspace {
+            delta: s.attn_bwd_delta.at_least(ctx, a.lse_elems() * 4)?,
+            dq_acc: s.attn_bwd_dq_acc.at_least(ctx, a.q_elems() * 4)?,
+            dq_sem: if p.deterministic {
+                s.attn_bwd_dq_sem.at_least(ctx, sems * 4)?
+            } else {
+                0
+            },
+        })
+    }
+}
+
+impl AttnBwdArgs {
+    pub fn new(
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        ws: &BackwardWorkspace,
+        m_block: usize,
+    ) -> Self {
+        let a = &p.attn;
+        let (qs, ks) = (a.q_strides(), a.kv_strides());
+        AttnBwdArgs {
+            q: ops.q.ptr(),
+            k: ops.k.ptr(),
+            v: ops.v.ptr(),
+            o: ops.o.ptr(),
+            d_o: ops.d_o.ptr(),
+            lse: ops.lse.ptr(),
+            delta: ws.delta,
+            dq_acc: ws.dq_acc,
+            dq: ops.dq.ptr(),
+            dk: ops.dk.ptr(),
+            dv: ops.dv.ptr(),
+            dq_sem: ws.dq_sem,
+            q_sb: qs.batch as i64,
+            q_sh: qs.head as i64,
+            q_ss: qs.seq as i64,
+            kv_sb: ks.batch as i64,
+            kv_sh: ks.head as i64,
+            kv_ss: ks.seq as i64,
+            batch: a.batch as i32,
+            heads_q: a.heads_q as i32,
+            group: a.group() as i32,
+            sq: a.seqlen_q as i32,
+            skv: a.seqlen_kv as i32,
+            d: a.head_dim as i32,
+            causal: a.causal as i32,
+            scale_log2: a.scale * std::f32::consts::LOG2_E,
+            scale: a.scale,
+            m_block: m_block as i32,
+            m_blocks: a.seqlen_q.div_ceil(m_block) as i32,
+            dtype: a.dtype.code() as i32,
+        }
+    }
+
+    pub fn as_param(&mut self) -> *mut c_void {
+        self as *mut AttnBwdArgs as *mut c_void
+    }
+}
+
+/// Checks that the buffers hold the problem's tensors.
+pub fn check_buffers(p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+    let a = &p.attn;
+    let e = a.dtype.size();
+    let (q, kv, lse) = (a.q_elems() * e, a.kv_elems() * e, a.lse_elems() * 4);
+    let need = [q, kv, kv, q, q, lse, q, kv, kv];
+    for ((name, buf), need) in ops.named().into_iter().zip(need) {
+        if buf.bytes() < need {
+            return Err(Error::invalid(format!(
+                "{name} needs {need} bytes for this shape but its buffer has {} (the backward takes {name} shaped as {})",
+                buf.bytes(),
+                match name {
+                    "LSE" => "[batch, heads, seqlen_q] f32, as the forward writes it",
+                    "K" | "V" | "dK" | "dV" => "K",
+                    _ => "Q",
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attn_bwd_args_match_the_device_layout() {
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, dq_sem), 88);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, q_sb), 96);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, batch), 144);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, causal), 168);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, scale_log2), 172);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, m_block), 180);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, dtype), 188);
+        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 192);
+    }
+}

@@ -11,7 +11,7 @@ from typing import Optional
 
 from . import _check as check
 
-__all__ = ["gemm", "flash_attn_func", "moe", "fp8", "available", "precompile", "__version__"]
+__all__ = ["gemm", "flash_attn_func", "flash_attn_varlen_func", "moe", "fp8", "available", "precompile", "__version__"]
 
 try:
     from ._kiln import __version__  # noqa: F401
@@ -28,6 +28,7 @@ if _torch is not None:
 
 from . import moe  # noqa: E402
 from . import fp8  # noqa: E402
+from .attention_varlen import flash_attn_varlen_func, window_pair  # noqa: E402
 
 
 def _require_torch():
@@ -92,11 +93,21 @@ class _Dtype:
         self.dtype = dtype
 
 
-def flash_attn_func(q, k, v, softmax_scale: Optional[float] = None, causal: bool = False, return_lse: bool = False, out=None):
+def flash_attn_func(
+    q,
+    k,
+    v,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    return_lse: bool = False,
+    out=None,
+    window_size=(-1, -1),
+):
     """Attention with flash-attention's layout and semantics: q [B, Sq, Hq, D], k and v
     [B, Sk, Hkv, D] (Hq a multiple of Hkv: GQA/MQA), bf16 or f16, D in {64, 128, 256}; causal is
-    aligned bottom-right; `softmax_scale` defaults to 1/sqrt(D). Returns out [B, Sq, Hq, D] (and
-    the log-sum-exp [B, Hq, Sq] in f32 with `return_lse`). Forward only for now."""
+    aligned bottom-right; `softmax_scale` defaults to 1/sqrt(D); `window_size` (left, right), -1
+    for no bound, is flash-attention's sliding window. Returns out [B, Sq, Hq, D] (and the
+    log-sum-exp [B, Hq, Sq] in f32 with `return_lse`). Forward only for now."""
     check.same_device({"q": q, "k": k, "v": v, "out": out})
     for name, t in (("q", q), ("k", k), ("v", v)):
         check.require_dtype(name, t, ("bf16", "f16"), "kiln's attention")
@@ -117,16 +128,17 @@ def flash_attn_func(q, k, v, softmax_scale: Optional[float] = None, causal: bool
     if hkv == 0 or hq % hkv:
         raise ValueError(f"`q` has {hq} heads and `k` {hkv}: the query heads must be a multiple of the key/value heads")
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    wl, wr = window_pair(window_size)
     if out is not None:
         check.require_shape("out", out, tuple(q.shape), "like q")
         check.require_dtype("out", out, (check.dtype_name(q),), "the attention output (q's dtype)")
         check.require_last_stride_one("out", out)
     _require_torch()
     if out is None:
-        o, lse = _torch.ops.kiln.flash_attn(q, k, v, scale, bool(causal))
+        o, lse = _torch.ops.kiln.flash_attn(q, k, v, scale, bool(causal), wl, wr)
     else:
         o, lse = out, _torch.empty((b, hq, sq), dtype=_torch.float32, device=q.device)
-        _torch.ops.kiln.flash_attn_out(q, k, v, o, lse, scale, bool(causal))
+        _torch.ops.kiln.flash_attn_out(q, k, v, o, lse, scale, bool(causal), wl, wr)
     return (o, lse) if return_lse else o
 
 

@@ -70,7 +70,7 @@ torch.library.register_autograd("kiln::gemm", _no_backward("gemm"), setup_contex
 
 
 # ----------------------------------------------------------------------------------- attention
-def launch_attention(q, k, v, out, lse, scale: float, causal: bool) -> None:
+def launch_attention(q, k, v, out, lse, scale: float, causal: bool, window=(-1, -1)) -> None:
     dev = q.device.index or 0
     native().attention(
         dev,
@@ -82,6 +82,7 @@ def launch_attention(q, k, v, out, lse, scale: float, causal: bool) -> None:
         check.describe(lse),
         float(scale),
         bool(causal),
+        (int(window[0]), int(window[1])),
     )
 
 
@@ -92,16 +93,22 @@ def _lse_like(q: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op("kiln::flash_attn", mutates_args=(), device_types="cuda")
 def flash_attn_op(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int = -1,
+    window_right: int = -1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     out = torch.empty_like(q)  # q's memory order (BSHD or BHSD storage): kiln writes o like q
     lse = _lse_like(q)
-    launch_attention(q, k, v, out, lse, softmax_scale, causal)
+    launch_attention(q, k, v, out, lse, softmax_scale, causal, (window_left, window_right))
     return out, lse
 
 
 @flash_attn_op.register_fake
-def _(q, k, v, softmax_scale, causal):
+def _(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1):
     b, s, h, _ = q.shape
     return torch.empty_like(q), q.new_empty((b, h, s), dtype=torch.float32)
 
@@ -115,17 +122,66 @@ def flash_attn_out_op(
     lse: torch.Tensor,
     softmax_scale: float,
     causal: bool,
+    window_left: int = -1,
+    window_right: int = -1,
 ) -> None:
-    launch_attention(q, k, v, out, lse, softmax_scale, causal)
+    launch_attention(q, k, v, out, lse, softmax_scale, causal, (window_left, window_right))
 
 
 @flash_attn_out_op.register_fake
-def _(q, k, v, out, lse, softmax_scale, causal):
+def _(q, k, v, out, lse, softmax_scale, causal, window_left=-1, window_right=-1):
     return None
 
 
 torch.library.register_autograd(
     "kiln::flash_attn", _no_backward("flash_attn_func"), setup_context=_setup_nothing
+)
+
+
+# ------------------------------------------------------------------------------ packed attention
+@torch.library.custom_op("kiln::flash_attn_varlen", mutates_args=(), device_types="cuda")
+def flash_attn_varlen_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    host_q: list[int],
+    host_k: list[int],
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out = torch.empty_like(q)
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    dev = q.device.index or 0
+    native().attention_varlen(
+        dev,
+        stream_of(dev),
+        check.describe(q),
+        check.describe(k),
+        check.describe(v),
+        check.describe(out),
+        check.describe(lse),
+        check.describe(cu_seqlens_q),
+        [int(x) for x in host_q],
+        check.describe(cu_seqlens_k),
+        [int(x) for x in host_k],
+        float(softmax_scale),
+        bool(causal),
+        (int(window_left), int(window_right)),
+    )
+    return out, lse
+
+
+@flash_attn_varlen_op.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, host_q, host_k, softmax_scale, causal, window_left, window_right):
+    return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
+torch.library.register_autograd(
+    "kiln::flash_attn_varlen", _no_backward("flash_attn_varlen_func"), setup_context=_setup_nothing
 )
 
 

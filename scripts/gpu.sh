@@ -67,6 +67,10 @@
 #                                against the float64 reference, then the issue's packed batch (32
 #                                sequences, lengths 128-8192, seed 1) timed beside one dense call
 #                                of the same work (target: within 10 %), causal or not, d64/128/256
+#   varlen-ab OLD_BIN NEW_BIN    packed attention, two binaries: the new one's packed suite, then
+#                                the issue's packed batch (as `varlen`) with each binary in turn,
+#                                old new new old (VARLEN_DIMS, default 128 64 256; causal or not);
+#                                table of packed vs dense per binary (the bench's own dense runs)
 #   fuzz [SEED]                  `kiln fuzz` (FUZZ_GEMM, FUZZ_ATTN, FUZZ_MOE problems; default
 #                                10,000 / 2,000 / 1,000): fuzz.json, failures.jsonl
 #   fp4                          `kiln fp4 verify` (FP4_SUITE=quick|full, default full), the NVFP4
@@ -693,7 +697,47 @@ varlen)
   done; done
   table
   echo
-  for f in "$D"/varlen-bench-*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done | tee "$D/summary.txt"
+  for f in "$D"/varlen-bench-*.txt; do echo "== $(basename "$f" .txt)"; tail -6 "$f"; done | tee "$D/summary.txt"
+  ;;
+
+varlen-ab)
+  [ $# -eq 2 ] || { echo "usage: bash scripts/gpu.sh varlen-ab OLD_BIN NEW_BIN" >&2; exit 2; }
+  OLD=$(abspath "$1"); NEW=$(abspath "$2")
+  need_bin "$OLD" "$NEW"; machine "$OLD" "$NEW"
+  step varlen-suite-new 580 "$NEW" --no-store attn verify --varlen-suite
+  step varlen-seeded-new 300 "$NEW" --no-store attn verify --varlen-count 16 --varlen-range 1:3000 --seed 7 --heads 8 --kv-heads 2 --causal
+  for d in ${VARLEN_DIMS:-128 64 256}; do for c in "" --causal; do
+    for lab in old new new old; do
+      bin=$OLD; [ $lab = new ] && bin=$NEW
+      n=0; while [ -e "$D/d$d${c:+-causal}-$lab-$n.json" ]; do n=$((n + 1)); done
+      step_json "d$d${c:+-causal}-$lab-$n" 300 "$bin" --json --no-store attn bench --varlen-count 32 --varlen-range 128:8192 --seed 1 --heads 16 --dim $d $c
+    done
+  done; done
+  table
+  echo
+  "$PY" - "$D" <<'PYEOF' | tee "$D/summary.txt" || status=1
+import glob, json, os, re, sys
+d = sys.argv[1]
+runs = {}
+for f in sorted(glob.glob(f"{d}/d*-*-[0-9].json")):
+    m = re.match(r"(d\d+(?:-causal)?)-(old|new)-\d+\.json", os.path.basename(f))
+    try:
+        r = json.load(open(f))
+    except Exception as e:
+        print(f"{os.path.basename(f)}: {e}"); continue
+    runs.setdefault(m.group(1), {}).setdefault(m.group(2), []).append(r)
+print(f"{'problem':14} {'old ms':>9} {'new ms':>9} {'new/old':>8} {'old vs dense':>13} {'new vs dense':>13} {'new vs equal':>13}")
+for k, v in runs.items():
+    ms = {lab: sorted(r["median_ms"] for r in v.get(lab, [])) for lab in ("old", "new")}
+    vs = {lab: [r["vs_dense"] for r in v.get(lab, [])] for lab in ("old", "new")}
+    eq = [r["vs_equal_lengths"] for r in v.get("new", []) if "vs_equal_lengths" in r]
+    if not ms["old"] or not ms["new"]:
+        print(f"{k}: a binary has no run"); continue
+    o, n = ms["old"][0], ms["new"][0]
+    f = lambda xs: f"{min(xs):.3f}-{max(xs):.3f}" if xs else "-"
+    print(f"{k:14} {o:9.3f} {n:9.3f} {o / n:8.3f}x {f(vs['old']):>13} {f(vs['new']):>13} {f(eq):>13}")
+print("ms: the best median of each binary's runs; new/old > 1: the new binary is faster. Target: packed >= 0.90x dense")
+PYEOF
   ;;
 
 fp8moe)

@@ -24,7 +24,8 @@
 // and LSE.
 // KILN_VARLEN = 1: a packed batch (Q [total_q, H, D], K/V [total_k, Hkv, D], cumulative offsets
 // p.cu_q and p.cu_k): item (query block, head, sequence), the blocks of each sequence aligned to its
-// last row, blocks above its first row idle. The maps are [1, heads, total, dim]: a K/V tile may
+// last row; the producer skips the blocks above its first row (varlen_rowless). The maps are
+// [1, heads, total, dim]: a K/V tile may
 // reach into the next sequence's rows, which the softmax masks as keys past this sequence's end
 // (their P is 0), and Q rows past the end are computed but never stored: a consumer whose 64 rows
 // are not all inside the sequence stores through masked 16-byte stores, since a TMA store would
@@ -179,6 +180,36 @@ __device__ __forceinline__ void turn_pass(int c) {
 // first tile its rows' windows reach). With KILN_VARLEN the batch index is the sequence, and
 // `sq`, `skv` its lengths (else the problem's), `qs`, `ks` its first packed rows.
 #define KILN_KT0 (KILN_PARTS || KILN_WINDOW)
+// Item `ut` (a whole item's index) as its query block i (0: the bottom one) and (batch, head)
+// pair bh = batch · heads_q + head. Items come in groups of `order_bh` pairs; within a group the
+// query block index i varies slowest, so a group runs all its heads' heaviest causal blocks first
+// (LPT over the group, whose K and V stay together in L2) instead of one head's heavy-to-light
+// run after another, whose last heavy items left a tail. 1: head after head.
+__device__ __forceinline__ void item_block(unsigned ut, const AttnArgs& p, unsigned& i, unsigned& bh) {
+  const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM;  // with KILN_VARLEN p.sq is the longest
+  const unsigned G = (unsigned)p.order_bh, per = G * nmb;
+  const unsigned g = ut / per, r = ut - g * per;
+  const unsigned gs = min(G, (unsigned)(p.heads_q * p.batch) - g * G);  // the last group may be short
+  i = r / gs;
+  bh = g * G + (r - i * gs);
+}
+
+#if KILN_VARLEN
+static_assert(KILN_DYNAMIC, "packed batches take their items from the work counter");
+// Whether packed item t lies wholly above its sequence's first row: the grid is sized by the
+// longest sequence, so every shorter one leaves such items (at 32 sequences of 128 to 8192
+// rows, 42 % of them), which have no row to compute or store. The producer fetches past them
+// instead of handing them to the consumers, which cost a Q buffer's turn and broke the
+// prefetch of the next item's Q and K/V. (Packed launches run no item in parts: t is a whole
+// item's index.)
+__device__ __forceinline__ bool varlen_rowless(int t, const AttnArgs& p) {
+  unsigned i, bh;
+  item_block((unsigned)t, p, i, bh);
+  const int b = (int)(bh / (unsigned)p.heads_q);
+  return __ldg(p.cu_q + b + 1) - __ldg(p.cu_q + b) <= (int)i * BM;
+}
+#endif
+
 struct Work {
   int m0, h, b, ntiles, sq, skv;
 #if KILN_KT0
@@ -201,16 +232,8 @@ struct Work {
     part = in_parts ? (int)(u - q * np) : 0;
     ut = in_parts ? from + q : ut;
 #endif
-    const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM;  // with KILN_VARLEN p.sq is the longest
-    // Items come in groups of `order_bh` (batch, head) pairs; within a group the query block
-    // index i varies slowest, so a group runs all its heads' heaviest causal blocks first (LPT
-    // over the group, whose K and V stay together in L2) instead of one head's heavy-to-light
-    // run after another, whose last heavy items left a tail. 1: head after head.
-    const unsigned G = (unsigned)p.order_bh, per = G * nmb;
-    const unsigned g = ut / per, r = ut - g * per;
-    const unsigned gs = min(G, (unsigned)(p.heads_q * p.batch) - g * G);  // the last group may be short
-    const unsigned i = r / gs;  // 0: the bottom block (the heaviest when causal)
-    const unsigned bh = g * G + (r - i * gs);
+    unsigned i, bh;
+    item_block(ut, p, i, bh);
     h = (int)(bh % (unsigned)p.heads_q);
     b = (int)(bh / (unsigned)p.heads_q);
 #if KILN_VARLEN
@@ -230,6 +253,7 @@ struct Work {
     // 192-row blocks: 6 % of the causal work). Rows below 0 are zero-filled by TMA, see no key
     // and are not stored. Non-causal blocks start at row 0: a ragged one costs the same anywhere.
     // (q_row0, from the host: 0, or sq - nmb·BM when causal.)
+    const unsigned nmb = ((unsigned)p.sq + BM - 1) / BM;
     m0 = (int)((nmb - 1 - i) * BM) + p.q_row0;
 #endif
     const int rows = min(BM, sq - m0);
@@ -431,6 +455,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       // sentinel `total` tells them to stop.
       for (;;) {
         const int t = (int)atomicAdd(p.work, 1u);
+#if KILN_VARLEN
+        if (t < total && varlen_rowless(t, p)) continue;
+#endif
         const int b = qi % QBUF;
         if (qi >= QBUF) mbar_wait(q_empty(b), (qi / QBUF - 1) & 1);
         item[b] = t < total ? t : total;

@@ -11,7 +11,17 @@ from typing import Optional
 
 from . import _check as check
 
-__all__ = ["gemm", "flash_attn_func", "flash_attn_backward", "moe", "fp8", "available", "precompile", "__version__"]
+__all__ = [
+    "gemm",
+    "flash_attn_func",
+    "flash_attn_backward",
+    "flash_attn_varlen_func",
+    "moe",
+    "fp8",
+    "available",
+    "precompile",
+    "__version__",
+]
 
 try:
     from ._kiln import __version__  # noqa: F401
@@ -30,6 +40,7 @@ from . import moe  # noqa: E402
 from . import fp8  # noqa: E402
 from . import attention_backward as _attention_backward  # noqa: E402
 from .attention_backward import flash_attn_backward  # noqa: E402
+from .attention_varlen import flash_attn_varlen_func, window_pair  # noqa: E402
 
 
 def _require_torch():
@@ -102,14 +113,17 @@ def flash_attn_func(
     causal: bool = False,
     return_lse: bool = False,
     out=None,
+    window_size=(-1, -1),
     deterministic: bool = False,
 ):
     """Attention with flash-attention's layout and semantics: q [B, Sq, Hq, D], k and v
     [B, Sk, Hkv, D] (Hq a multiple of Hkv: GQA/MQA), bf16 or f16, D in {64, 128, 256}; causal is
-    aligned bottom-right; `softmax_scale` defaults to 1/sqrt(D). Returns out [B, Sq, Hq, D] (and
-    the log-sum-exp [B, Hq, Sq] in f32 with `return_lse`). Differentiable in q, k and v (kiln's
-    backward; `deterministic=True` makes its gradients the same bits on every run); the `out=`
-    form is forward only."""
+    aligned bottom-right; `softmax_scale` defaults to 1/sqrt(D); `window_size` (left, right), -1
+    for no bound, is flash-attention's sliding window. Returns out [B, Sq, Hq, D] (and the
+    log-sum-exp [B, Hq, Sq] in f32 with `return_lse`). Differentiable in q, k and v (kiln's
+    backward; `deterministic=True` makes its gradients the same bits on every run) unless a
+    window is given (the backward takes none yet: its gradient raises); the `out=` form is
+    forward only."""
     _attention_backward.require_bool("causal", causal)
     _attention_backward.require_bool("deterministic", deterministic)
     check.same_device({"q": q, "k": k, "v": v, "out": out})
@@ -132,6 +146,7 @@ def flash_attn_func(
     if hkv == 0 or hq % hkv:
         raise ValueError(f"`q` has {hq} heads and `k` {hkv}: the query heads must be a multiple of the key/value heads")
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    wl, wr = window_pair(window_size)
     if out is not None:
         if _torch is not None and _torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v)):
             raise ValueError(
@@ -143,10 +158,10 @@ def flash_attn_func(
         check.require_last_stride_one("out", out)
     _require_torch()
     if out is None:
-        o, lse = _torch.ops.kiln.flash_attn(q, k, v, scale, causal, deterministic)
+        o, lse = _torch.ops.kiln.flash_attn(q, k, v, scale, causal, deterministic, wl, wr)
     else:
         o, lse = out, _torch.empty((b, hq, sq), dtype=_torch.float32, device=q.device)
-        _torch.ops.kiln.flash_attn_out(q, k, v, o, lse, scale, bool(causal))
+        _torch.ops.kiln.flash_attn_out(q, k, v, o, lse, scale, bool(causal), wl, wr)
     return (o, lse) if return_lse else o
 
 

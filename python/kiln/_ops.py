@@ -71,7 +71,7 @@ torch.library.register_autograd("kiln::gemm", _no_backward("gemm"), setup_contex
 
 
 # ----------------------------------------------------------------------------------- attention
-def launch_attention(q, k, v, out, lse, scale: float, causal: bool) -> None:
+def launch_attention(q, k, v, out, lse, scale: float, causal: bool, window=(-1, -1)) -> None:
     dev = q.device.index or 0
     native().attention(
         dev,
@@ -83,6 +83,7 @@ def launch_attention(q, k, v, out, lse, scale: float, causal: bool) -> None:
         check.describe(lse),
         float(scale),
         bool(causal),
+        (int(window[0]), int(window[1])),
     )
 
 
@@ -93,17 +94,24 @@ def _lse_like(q: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op("kiln::flash_attn", mutates_args=(), device_types="cuda")
 def flash_attn_op(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool, deterministic: bool
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+    deterministic: bool,
+    window_left: int = -1,
+    window_right: int = -1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     # (`deterministic` is the backward's: kept with the inputs so that autograd sees it)
     out = torch.empty_like(q)  # q's memory order (BSHD or BHSD storage): kiln writes o like q
     lse = _lse_like(q)
-    launch_attention(q, k, v, out, lse, softmax_scale, causal)
+    launch_attention(q, k, v, out, lse, softmax_scale, causal, (window_left, window_right))
     return out, lse
 
 
 @flash_attn_op.register_fake
-def _(q, k, v, softmax_scale, causal, deterministic):
+def _(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1):
     b, s, h, _ = q.shape
     return torch.empty_like(q), q.new_empty((b, h, s), dtype=torch.float32)
 
@@ -117,12 +125,14 @@ def flash_attn_out_op(
     lse: torch.Tensor,
     softmax_scale: float,
     causal: bool,
+    window_left: int = -1,
+    window_right: int = -1,
 ) -> None:
-    launch_attention(q, k, v, out, lse, softmax_scale, causal)
+    launch_attention(q, k, v, out, lse, softmax_scale, causal, (window_left, window_right))
 
 
 @flash_attn_out_op.register_fake
-def _(q, k, v, out, lse, softmax_scale, causal):
+def _(q, k, v, out, lse, softmax_scale, causal, window_left=-1, window_right=-1):
     return None
 
 
@@ -178,24 +188,78 @@ def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
 
 
 def _setup_attention(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, deterministic = inputs
+    q, k, v, softmax_scale, causal, deterministic, window_left, window_right = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
+    ctx.window = (window_left, window_right)
 
 
 def _attention_backward(ctx, dout, dlse):
     # The log-sum-exp is an auxiliary output (flash-attention's too): no gradient flows from it.
     q, k, v, out, lse = ctx.saved_tensors
+    if ctx.window != (-1, -1):
+        # The backward takes no window: an unwindowed gradient would be silently wrong.
+        raise NotImplementedError(
+            f"kiln's attention backward does not take a sliding window (window_size={ctx.window}): "
+            "call flash_attn_func without window_size to train, or under torch.no_grad() for inference"
+        )
     dq, dk, dv = torch.ops.kiln.flash_attn_backward(
         dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic
     )
-    return dq, dk, dv, None, None, None
+    return dq, dk, dv, None, None, None, None, None
 
 
 torch.library.register_autograd("kiln::flash_attn", _attention_backward, setup_context=_setup_attention)
 torch.library.register_autograd(
     "kiln::flash_attn_backward", _no_backward("flash_attn_func's backward (double backward)"), setup_context=_setup_nothing
+)
+
+
+# ------------------------------------------------------------------------------ packed attention
+@torch.library.custom_op("kiln::flash_attn_varlen", mutates_args=(), device_types="cuda")
+def flash_attn_varlen_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    host_q: list[int],
+    host_k: list[int],
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out = torch.empty_like(q)
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    dev = q.device.index or 0
+    native().attention_varlen(
+        dev,
+        stream_of(dev),
+        check.describe(q),
+        check.describe(k),
+        check.describe(v),
+        check.describe(out),
+        check.describe(lse),
+        check.describe(cu_seqlens_q),
+        [int(x) for x in host_q],
+        check.describe(cu_seqlens_k),
+        [int(x) for x in host_k],
+        float(softmax_scale),
+        bool(causal),
+        (int(window_left), int(window_right)),
+    )
+    return out, lse
+
+
+@flash_attn_varlen_op.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, host_q, host_k, softmax_scale, causal, window_left, window_right):
+    return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
+torch.library.register_autograd(
+    "kiln::flash_attn_varlen", _no_backward("flash_attn_varlen_func"), setup_context=_setup_nothing
 )
 
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use kiln::api::{
     raw, AttentionBackwardOptions, AttentionOptions, DType, GemmOptions, Kiln, MoeRows, Problem,
-    RawTensor, SwigluWeights,
+    RawTensor, SwigluWeights, Window,
 };
 use kiln::error::ArgumentKind;
 use kiln::Error;
@@ -113,7 +113,7 @@ fn gemm(
 }
 
 #[pyfunction]
-#[pyo3(signature = (device, stream, q, k, v, o, lse, softmax_scale, causal))]
+#[pyo3(signature = (device, stream, q, k, v, o, lse, softmax_scale, causal, window=(-1, -1)))]
 #[allow(clippy::too_many_arguments)]
 fn attention(
     py: Python<'_>,
@@ -126,6 +126,7 @@ fn attention(
     lse: Option<PyTensor>,
     softmax_scale: f32,
     causal: bool,
+    window: (i64, i64),
 ) -> PyResult<()> {
     let (q, kt, v, o) = (
         tensor("q", q, device)?,
@@ -137,6 +138,10 @@ fn attention(
     let opts = AttentionOptions {
         causal,
         softmax_scale: Some(softmax_scale),
+        window: Window {
+            left: window.0,
+            right: window.1,
+        },
         ..AttentionOptions::default()
     };
     raw::check_attention(device, &q, &kt, &v, &o, lse.as_ref(), &opts).map_err(to_py)?;
@@ -204,6 +209,71 @@ fn attention_backward(
     // SAFETY: as in `gemm`.
     py.allow_threads(|| unsafe { raw::attention_backward(&h, stream_of(stream), &t, &opts) })
         .map_err(to_py)
+}
+
+/// The packed forward: `cu_q`, `cu_k` are the offsets tensors with their contents (`host_q`,
+/// `host_k`), which kiln checks and sizes the grid by.
+#[pyfunction]
+#[pyo3(signature = (device, stream, q, k, v, o, lse, cu_q, host_q, cu_k, host_k, softmax_scale, causal, window))]
+#[allow(clippy::too_many_arguments)]
+fn attention_varlen(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    q: PyTensor,
+    k: PyTensor,
+    v: PyTensor,
+    o: PyTensor,
+    lse: Option<PyTensor>,
+    cu_q: PyTensor,
+    host_q: Vec<i32>,
+    cu_k: PyTensor,
+    host_k: Vec<i32>,
+    softmax_scale: f32,
+    causal: bool,
+    window: (i64, i64),
+) -> PyResult<()> {
+    let (q, kt, v, o) = (
+        tensor("q", q, device)?,
+        tensor("k", k, device)?,
+        tensor("v", v, device)?,
+        tensor("out", o, device)?,
+    );
+    let (cq, ck) = (
+        tensor("cu_seqlens_q", cu_q, device)?,
+        tensor("cu_seqlens_k", cu_k, device)?,
+    );
+    let lse = lse.map(|l| tensor("lse", l, device)).transpose()?;
+    let opts = AttentionOptions {
+        causal,
+        softmax_scale: Some(softmax_scale),
+        window: Window {
+            left: window.0,
+            right: window.1,
+        },
+        ..AttentionOptions::default()
+    };
+    let (oq, ok) = ((&cq, &host_q[..]), (&ck, &host_k[..]));
+    raw::check_attention_varlen(device, &q, &kt, &v, &o, lse.as_ref(), oq, ok, &opts)
+        .map_err(to_py)?;
+    let h = handle(device)?;
+    // SAFETY: as in `gemm`; the offsets tensors hold `host_q` and `host_k` (the Python layer
+    // copied them from these tensors).
+    py.allow_threads(|| unsafe {
+        raw::attention_varlen(
+            &h,
+            stream_of(stream),
+            &q,
+            &kt,
+            &v,
+            &o,
+            lse.as_ref(),
+            oq,
+            ok,
+            &opts,
+        )
+    })
+    .map_err(to_py)
 }
 
 #[pyfunction]
@@ -453,6 +523,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gemm, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
     m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(attention_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_gemm, m)?)?;
     m.add_function(wrap_pyfunction!(swiglu, m)?)?;
     m.add_function(wrap_pyfunction!(fp8_gemm_nt, m)?)?;

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
@@ -210,6 +211,80 @@ def attention_checks(gen, quick):
             err, torch_err = rel(out, ref), rel(torch_bf16_attn(q, k, v, causal, scale), ref)
             record("attention", f"B{b} Sq{sq} Sk{sk} H{hq}/{hkv} d{d}{' causal' if causal else ''} {str(dt)[6:]}",
                    err <= 2 * torch_err + 1e-4 and not math.isnan(err), err=err, torch_err=torch_err)
+
+
+# ----------------------------------------------------------------- packed attention, windows
+def window_ref(q, k, v, causal, scale, window, fp32=True):
+    """sdpa_ref with flash-attention's window (left, right; -1 unbounded), causal as right = 0;
+    `fp32=False`: in the inputs' dtype (torch's own error, the bound kiln's is held to)."""
+    qf, kf, vf = (t.float().transpose(1, 2) if fp32 else t.transpose(1, 2) for t in (q, k, v))
+    rep = qf.shape[1] // kf.shape[1]
+    kf, vf = kf.repeat_interleave(rep, 1), vf.repeat_interleave(rep, 1)
+    sq, sk = qf.shape[2], kf.shape[2]
+    diag = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
+    j = torch.arange(sk, device=q.device)[None, :]
+    left, right = window
+    right = 0 if causal and right < 0 else (min(right, 0) if causal else right)
+    mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
+    if left >= 0:
+        mask &= j >= diag - left
+    if right >= 0:
+        mask &= j <= diag + right
+    o = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, scale=scale)
+    # Rows that see no key are 0 in kiln (flash-attention's convention); SDPA gives NaN there.
+    return torch.nan_to_num(o, nan=0.0).transpose(1, 2)
+
+
+def varlen_checks(gen, quick):
+    cases = [  # (query lengths, key lengths or None, Hq, Hkv, d, window)
+        ([1, 63, 64, 65, 127, 4097], None, 4, 2, 128, (-1, -1)),
+        ([300, 7, 1000], [500, 7, 1000], 8, 8, 64, (-1, -1)),
+        ([128, 2000, 513], None, 4, 1, 256, (-1, -1)),
+        ([700, 33, 1500], None, 8, 2, 128, (256, 0)),
+        ([1000, 257], [1200, 300], 4, 4, 64, (100, 37)),
+    ]
+    for i, (lq, lk, hq, hkv, d, window) in enumerate(cases):
+        lk = lk or lq
+        for causal in (False, True):
+            if quick and (i + causal) % 2:
+                continue
+            dt = (torch.bfloat16, torch.float16)[i % 2]
+            cu_q = torch.tensor([0] + list(itertools.accumulate(lq)), dtype=torch.int32, device="cuda")
+            cu_k = torch.tensor([0] + list(itertools.accumulate(lk)), dtype=torch.int32, device="cuda")
+            q = torch.randn(sum(lq), hq, d, device="cuda", dtype=dt, generator=gen)
+            k = torch.randn(sum(lk), hkv, d, device="cuda", dtype=dt, generator=gen)
+            v = torch.randn(sum(lk), hkv, d, device="cuda", dtype=dt, generator=gen)
+            scale = 1 / math.sqrt(d)
+            out = kiln.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk), causal=causal, window_size=window)
+            worst, worst_torch = 0.0, 0.0
+            for s in range(len(lq)):
+                a, b = cu_q[s].item(), cu_q[s + 1].item()
+                c, e = cu_k[s].item(), cu_k[s + 1].item()
+                one = lambda t, x, y: t[x:y].unsqueeze(0)  # noqa: E731
+                ref = window_ref(one(q, a, b), one(k, c, e), one(v, c, e), causal, scale, window)
+                if ref.norm() == 0:
+                    worst = max(worst, float(out[a:b].float().abs().max()) if b > a else 0.0)
+                    continue
+                worst = max(worst, rel(out[a:b].unsqueeze(0), ref))
+                low = window_ref(one(q, a, b), one(k, c, e), one(v, c, e), causal, scale, window, fp32=False)
+                worst_torch = max(worst_torch, rel(low, ref))
+            name = f"{len(lq)} seqs {lq[:4]}{'..' if len(lq) > 4 else ''} H{hq}/{hkv} d{d} window {window}"
+            record("varlen", name + (" causal" if causal else "") + f" {str(dt)[6:]}",
+                   worst <= 2 * worst_torch + 1e-2 and not math.isnan(worst), err=worst, torch_err=worst_torch)
+    # window_size on flash_attn_func, against the same masked reference
+    q = torch.randn(2, 900, 8, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(2, 1300, 2, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    for causal, window in ((False, (128, 16)), (True, (300, -1))):
+        out = kiln.flash_attn_func(q, k, k, causal=causal, window_size=window)
+        err = rel(out, window_ref(q, k, k, causal, 1 / math.sqrt(128), window))
+        record("varlen", f"flash_attn_func window {window}{' causal' if causal else ''}", err < 2e-2, err=err)
+    try:
+        q = torch.randn(64, 4, 64, device="cuda", dtype=torch.bfloat16, generator=gen, requires_grad=True)
+        cu = torch.tensor([0, 20, 64], dtype=torch.int32, device="cuda")
+        kiln.flash_attn_varlen_func(q, q, q, cu, cu, 44, 44).sum().backward()
+        record("varlen", "backward raises", False, error="no error")
+    except NotImplementedError as e:
+        record("varlen", "backward raises", "no backward" in str(e))
 
 
 # ------------------------------------------------------------------------------------------ MoE
@@ -452,7 +527,7 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(1234)
     timings: list[dict] = []
     t0 = time.time()
-    sections = [gemm_checks, attention_checks, attention_backward_checks, moe_checks, fp8_checks,
+    sections = [gemm_checks, attention_checks, attention_backward_checks, varlen_checks, moe_checks, fp8_checks,
                 lambda g, q: integration_checks(g)]
     if not args.quick:
         sections += [lambda g, q: models(g, timings), lambda g, q: op_timings(g, timings)]

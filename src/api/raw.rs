@@ -301,3 +301,70 @@ pub unsafe fn swiglu(
         None => Ok(()),
     }
 }
+
+#[allow(clippy::too_many_arguments)]
+fn attention_varlen_plan(
+    device: usize,
+    q: &RawTensor,
+    k: &RawTensor,
+    v: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    (cu_q, host_q): (&RawTensor, &[i32]),
+    (cu_k, host_k): (&RawTensor, &[i32]),
+    opts: &AttentionOptions,
+) -> Result<Option<validate::VarlenPlan>> {
+    let lse = lse.map(|l| l.info("lse", false)).transpose()?;
+    validate::attention_varlen(
+        device,
+        &q.info("q", false)?,
+        &k.info("k", false)?,
+        &v.info("v", false)?,
+        &o.info("o", false)?,
+        lse.as_ref(),
+        (&cu_q.info("cu_seqlens_q", false)?, host_q),
+        (&cu_k.info("cu_seqlens_k", false)?, host_k),
+        opts,
+    )
+}
+
+/// The checks of [`attention_varlen`], without a handle.
+#[allow(clippy::too_many_arguments)]
+pub fn check_attention_varlen(
+    device: usize,
+    q: &RawTensor,
+    k: &RawTensor,
+    v: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    cu_q: (&RawTensor, &[i32]),
+    cu_k: (&RawTensor, &[i32]),
+    opts: &AttentionOptions,
+) -> Result<()> {
+    attention_varlen_plan(device, q, k, v, o, lse, cu_q, cu_k, opts).map(drop)
+}
+
+/// [`Kiln::attention_varlen`] on raw tensors and a raw stream; `cu_q`, `cu_k` pair each offsets
+/// tensor with its host copy (checked, and what sizes the grid).
+///
+/// # Safety
+/// As [`gemm`] (`o` and `lse` are the outputs; the offsets tensors must hold their host copies).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_varlen(
+    kiln: &Kiln,
+    stream: CUstream,
+    q: &RawTensor,
+    k: &RawTensor,
+    v: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    cu_q: (&RawTensor, &[i32]),
+    cu_k: (&RawTensor, &[i32]),
+    opts: &AttentionOptions,
+) -> Result<()> {
+    kiln.check_raw_stream(stream)?;
+    match attention_varlen_plan(kiln.ordinal(), q, k, v, o, lse, cu_q, cu_k, opts)? {
+        Some(plan) => kiln.launch_attention_varlen(Some(stream), &plan, opts),
+        None => Ok(()),
+    }
+}

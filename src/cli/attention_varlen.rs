@@ -7,8 +7,8 @@ use clap::Args;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::bench::{time_attention, AttnBuffers};
 use kiln::harness::attention::varlen::{
-    dense_equivalent, seeded_lengths, time_varlen, varlen_flops, varlen_label, varlen_suite,
-    verify_varlen, VarlenBuffers, VarlenCheck,
+    dense_equal_batch, dense_equivalent, seeded_lengths, time_varlen, varlen_flops, varlen_label,
+    varlen_suite, verify_varlen, VarlenBuffers, VarlenCheck,
 };
 use kiln::harness::bench::L2Flusher;
 use kiln::harness::verify::fresh_seed;
@@ -220,6 +220,14 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let dbufs = AttnBuffers::random(&ctx, &dense, seed)?;
     let dt = time_attention(&ctx, fa3, &dense, &dbufs, &flusher, &opt)?;
     let ratio = tflops / dt.tflops;
+    // The same batch at one length: what raggedness alone costs (the packed call against it).
+    let even = dense_equal_batch(&p);
+    let ebufs = AttnBuffers::random(&ctx, &even, seed)?;
+    let fa3e = env
+        .registry
+        .select_attention(&even, &ctx.info, Some("fa3_wgmma"))?;
+    let et = time_attention(&ctx, fa3e, &even, &ebufs, &flusher, &opt)?;
+    drop(ebufs);
     if env.json {
         env.print_json(&json!({
             "problem": varlen_label(&p),
@@ -229,6 +237,8 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             "tflops": tflops,
             "dense": dt,
             "vs_dense": ratio,
+            "equal_lengths": et,
+            "vs_equal_lengths": tflops / et.tflops,
             "seed": seed,
         }));
     } else {
@@ -253,7 +263,18 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             format!("{:.1}", dt.tflops),
             "1.000x".into(),
         ]);
+        t.row(&[
+            format!("fa3_wgmma equal lengths {}", even.label()),
+            format!("{:.3}", et.median_ms),
+            format!("{:.3}", et.min_ms),
+            format!("{:.1}", et.tflops),
+            format!("{:.3}x", et.tflops / dt.tflops),
+        ]);
         print!("{}", t.render());
+        println!(
+            "packed vs equal lengths (the cost of raggedness alone): {:.3}x",
+            tflops / et.tflops
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -268,6 +268,29 @@ pub fn dense_equivalent(p: &VarlenProblem) -> AttentionProblem {
     }
 }
 
+/// The same batch with every sequence of one length, masks kept, the length chosen so that its
+/// pairs come closest to the packed batch's (a multiple of 64): beside the packed call it shows
+/// what the raggedness alone costs, where [`dense_equivalent`]'s one long sequence also has
+/// fewer, longer items.
+pub fn dense_equal_batch(p: &VarlenProblem) -> AttentionProblem {
+    let (batch, pairs) = (p.batch().max(1), varlen_pairs(p));
+    let at = |s: usize| AttentionProblem {
+        heads_kv: p.heads_kv,
+        dtype: p.dtype,
+        scale: p.scale,
+        causal: p.causal,
+        window: p.window,
+        ..AttentionProblem::new(batch, p.heads_q, s, p.head_dim)
+    };
+    let gap = |s: usize| (at(s).pairs() as f64 * batch as f64 - pairs as f64).abs();
+    // Pairs grow with the length: walk up in steps of 64 while the gap shrinks.
+    let mut s = 64;
+    while gap(s + 64) < gap(s) {
+        s += 64;
+    }
+    at(s)
+}
+
 /// Median, min and TFLOPS (real pairs) of fa3_wgmma's packed forward on `bufs`.
 pub fn time_varlen(
     ctx: &Context,
@@ -305,6 +328,17 @@ mod tests {
         assert_eq!(varlen_flops(&p), 4.0 * 2.0 * 64.0 * 15.0);
         let d = dense_equivalent(&VarlenProblem::new(&[(1024, 1024); 4], 2, 128));
         assert_eq!(d.seqlen_q, 2048);
+        // Equal lengths: the batch itself; ragged ones: the length of the same pairs, causal
+        // (about L²/2 per sequence) kept.
+        let even = dense_equal_batch(&VarlenProblem::new(&[(1024, 1024); 4], 2, 128));
+        assert_eq!((even.batch, even.seqlen_q, even.causal), (4, 1024, false));
+        let ragged = VarlenProblem {
+            causal: true,
+            ..VarlenProblem::new(&[(640, 640), (1920, 1920)], 2, 64)
+        };
+        let e = dense_equal_batch(&ragged);
+        assert_eq!((e.batch, e.seqlen_q, e.causal), (2, 1408, true));
+        assert!((e.pairs() * 2).abs_diff(varlen_pairs(&ragged)) < 2 * 64 * 1408);
         for p in varlen_suite() {
             p.validate().unwrap();
         }

@@ -9,6 +9,7 @@ mod check;
 mod device;
 mod env;
 mod fp8;
+mod fp8_gemm;
 mod fp8_moe;
 mod fuzz;
 mod gemm;

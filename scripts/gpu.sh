@@ -38,7 +38,9 @@
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
 #   fp8                          the dense FP8 GEMM: `kiln fp8 verify --vendor`, DeepSeek-V3's set and
-#                                the large shapes against cuBLASLt and torch._scaled_mm, one table
+#                                the large shapes against cuBLASLt and torch._scaled_mm, one table;
+#                                then verify/bench/plan/inspect/tune --dtype e4m3, the ladder's
+#                                FP8 rung and `kiln sanitize --version fp8_wgmma`
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -270,6 +272,16 @@ fp8)
   step_json fp8-tensor-fast 120 "$KILN" --json fp8 bench --shape 8192x8192x8192 --scale tensor --unpromoted --reps 20
   step peers-fp8-ds 300 "$PY" scripts/peers.py fp8 --set deepseek --scales block --fast-accum off --reps 20
   step peers-fp8-large 200 "$PY" scripts/peers.py fp8 --shapes "4096x7168x16384;8192x8192x8192" --scales block,tensor --reps 20
+  # The FP8 GEMM through kiln's own commands (--dtype e4m3|e5m2 --scale ...), its sanitizer runs
+  # and the ladder's FP8 rung.
+  step fp8-cli-verify 300 "$KILN" verify --dtype e4m3 --suite quick
+  step fp8-cli-verify-e5m2 120 "$KILN" verify --dtype e5m2 --scale tensor --shape 129x257x4112
+  step fp8-cli-bench 120 "$KILN" bench --dtype e4m3 --scale block --shape 4096x7168x16384
+  step fp8-cli-plan 30 "$KILN" plan --dtype e4m3 --scale block --shape 64x2112x7168
+  step fp8-cli-inspect 120 "$KILN" inspect gemm fp8_wgmma --dtype e4m3 --scale block
+  step fp8-cli-tune 400 "$KILN" tune --dtype e4m3 --scale block --shape 64x2112x7168 --reps 10
+  step fp8-cli-ladder 400 "$KILN" bench --set ladder
+  step fp8-sanitize 900 "$KILN" sanitize --version fp8_wgmma --jobs "${JOBS:-4}"
   table
   echo
   "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"

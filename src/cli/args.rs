@@ -109,12 +109,15 @@ pub struct ProblemArgs {
     /// Layout of A and B: RC, CR, RR, CC.
     #[arg(long, default_value = "RC")]
     pub layout: String,
-    /// Input dtype: bf16 or f16.
+    /// Input dtype: bf16 or f16, or e4m3 / e5m2 for the FP8 GEMM (layout RC, --scale).
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
-    /// Output dtype: bf16, f16 or f32 (default: the input dtype).
+    /// Output dtype: bf16, f16 or f32 (default: the input dtype; bf16 for FP8).
     #[arg(long, visible_alias = "out-dtype")]
     pub out: Option<String>,
+    /// FP8 scales: tensor, row or block (1x128 A, 128x128 B; the default), with --dtype e4m3.
+    #[arg(long)]
+    pub scale: Option<String>,
     /// Scale of A·B (a negative value may follow with a space: `--alpha -1`).
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub alpha: f32,
@@ -238,12 +241,15 @@ pub struct InspectArgs {
     /// Layout of A and B: RC, CR, RR, CC.
     #[arg(long, default_value = "RC")]
     pub layout: String,
-    /// Input dtype: bf16 or f16.
+    /// Input dtype: bf16 or f16, or e4m3 / e5m2 (version fp8_wgmma, with --scale).
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
     /// Output dtype (default: the input dtype).
     #[arg(long)]
     pub out: Option<String>,
+    /// FP8 scales: tensor, row or block, with --dtype e4m3.
+    #[arg(long)]
+    pub scale: Option<String>,
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
     /// How many of the most frequent opcodes to show (watched ones are always shown).

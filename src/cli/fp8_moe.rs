@@ -114,7 +114,7 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
             "check",
             "case",
             "rel err",
-            "beyond rounding",
+            "before rounding",
             "rows",
             "verdict",
         ]);

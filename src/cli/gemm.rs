@@ -71,6 +71,9 @@ pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     if let Some(path) = &a.repro {
         return super::fuzz::repro(env, path);
     }
+    if super::fp8_gemm::wanted(&a.problem)? {
+        return super::fp8_gemm::verify(env, a);
+    }
     let problems = match problem_from(&a.problem, None)? {
         Some(p) => vec![p],
         None => {
@@ -170,6 +173,9 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
             "--count and --seed draw the shapes of --set random; add --set random or leave them out",
         ));
     }
+    if super::fp8_gemm::wanted(&a.problem)? {
+        return super::fp8_gemm::bench(env, a);
+    }
     let problems =
         match a.set.as_deref() {
             None => vec![problem_from(&a.problem, Some("4096x4096x4096"))?
@@ -232,6 +238,19 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         None,
         true,
     )?;
+    if a.set.as_deref() == Some("ladder") {
+        let say = |s: &str| {
+            if env.json {
+                eprintln!("{s}")
+            } else {
+                println!("{s}")
+            }
+        };
+        let fp8 = super::fp8_gemm::ladder_rung(env, &ctx, &opt, &say)?;
+        if env.json {
+            eprintln!("{}", json!({ "fp8_rung": fp8 }));
+        }
+    }
     // Each version's ratios per problem, gathered once for the passes table and the summary.
     let per_version: Vec<(&str, Vec<suite::PassRatios>)> = ks
         .iter()

@@ -11,6 +11,7 @@ mod device;
 mod env;
 mod fp4;
 mod fp8;
+mod fp8_gemm;
 mod fp8_moe;
 mod fuzz;
 mod gemm;

@@ -26,6 +26,7 @@ fn problem_args(shape: &str, layout: &str, dtype: &str, out: &Option<String>) ->
         lda: None,
         ldb: None,
         ldc: None,
+        scale: None,
     }
 }
 

@@ -26,6 +26,13 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         .collect();
     let versions: Vec<String> = if a.configs {
         forced.iter().map(|k| k.name().to_string()).collect()
+    } else if a.versions.iter().any(|v| v == kiln::ops::fp8::gemm::NAME) {
+        // the FP8 GEMM: its own problems (`kiln verify --dtype e4m3|e5m2 --scale ...`)
+        a.versions
+            .iter()
+            .filter(|v| v.as_str() != kiln::ops::fp8::gemm::NAME)
+            .map(|v| env.registry.gemm_version(v).map(|k| k.name().to_string()))
+            .collect::<Result<_>>()?
     } else if a.versions.is_empty() {
         env.registry
             .gemm()
@@ -89,6 +96,14 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
     } else {
         (san::Case::all(&versions, &tools, &problems), Vec::new())
     };
+    // The FP8 GEMM's runs: by default (beside every kiln version) or when named.
+    let fp8_named = a.versions.iter().any(|v| v == kiln::ops::fp8::gemm::NAME);
+    let mut cases = cases;
+    if fp8_named
+        || (a.versions.is_empty() && a.problems.is_empty() && !a.configs && a.fuzz.is_none())
+    {
+        cases.extend(kiln::tools::sanitize_fp8::fp8_cases(&tools));
+    }
     if a.list {
         if env.json {
             env.print_json(&json!({"cases": cases, "uncovered": uncovered}));

@@ -141,9 +141,15 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
         None,
         a.verbose,
     )?;
+    let fp8_rung = super::fp8_gemm::ladder_rung(
+        env,
+        &ctx,
+        &bench_options(env, None, None, None, false),
+        &say,
+    )?;
     say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
     say(ladder_table(&ks, &outcomes, &rows).render().trim_end());
-    let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "check_by_version": per_version, "verify": outcomes, "bench": rows});
+    let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "check_by_version": per_version, "verify": outcomes, "bench": rows, "fp8_rung": fp8_rung});
     emit(env, a, &v)?;
     let ok = !check_failed && outcomes.iter().all(|o| o.passed);
     Ok(if ok {

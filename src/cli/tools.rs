@@ -19,17 +19,28 @@ use super::gemm::problem_from;
 pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
     Registry::check_op(&a.op)?;
-    let kernel = env.registry.gemm_version(&a.version)?;
-    let (layout, input): (Layout, DType) = (a.layout.parse()?, a.dtype.parse()?);
-    let output: DType = a
-        .out
-        .as_deref()
-        .map(str::parse)
-        .transpose()?
-        .unwrap_or(input);
-    let spec = insp::pick_variant(kernel, &a.arch, layout, input, output)?;
+    let (name, spec) = match super::fp8_gemm::inspect_problem(a)? {
+        Some(p) => (
+            kiln::ops::fp8::gemm::NAME,
+            super::fp8_gemm::inspect_spec(a, &p)?,
+        ),
+        None => {
+            let kernel = env.registry.gemm_version(&a.version)?;
+            let (layout, input): (Layout, DType) = (a.layout.parse()?, a.dtype.parse()?);
+            let output: DType = a
+                .out
+                .as_deref()
+                .map(str::parse)
+                .transpose()?
+                .unwrap_or(input);
+            (
+                kernel.name(),
+                insp::pick_variant(kernel, &a.arch, layout, input, output)?,
+            )
+        }
+    };
     kiln::jit::nvrtc::version()?;
-    let r = insp::inspect(&env.jit(), kernel.name(), &spec, &device_or_h100())?;
+    let r = insp::inspect(&env.jit(), name, &spec, &device_or_h100())?;
     if env.json {
         env.print_json(&json!(r));
     } else {
@@ -77,6 +88,9 @@ pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
 }
 
 pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
+    if super::fp8_gemm::wanted(&a.problem)? {
+        return super::fp8_gemm::plan(env, a);
+    }
     let Some(p) = problem_from(&a.problem, None)? else {
         return Err(Error::invalid(
             "kiln plan needs a problem: --shape MxNxK (and --layout, --dtype, --out, --beta, \

@@ -183,6 +183,9 @@ fn search_kind(s: &str) -> Result<&'static str> {
 pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     // Bad flags are said before anything opens a GPU.
     search_kind(&a.search)?;
+    if super::fp8_gemm::wanted(&a.problem)? {
+        return super::fp8_gemm::tune(env, a);
+    }
     let fake = env.config.overrides.tune.fake.is_some();
     let store = open_store(env)?;
     // The request: from the flags, or from the run being resumed.

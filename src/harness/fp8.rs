@@ -59,7 +59,9 @@ pub struct Fp8Outcome {
     pub skipped: Option<String>,
     /// ‖out − ref‖ / ‖ref‖ against the exact float64 reference.
     pub rel_error: f64,
-    /// ‖out − round(ref)‖ / ‖ref‖: what accumulation adds to the output's rounding.
+    /// ‖out − round(ref)‖ / ‖ref‖: what accumulation adds to the output's rounding (the MoE
+    /// checks: the kernel's error before the output's rounding, estimated as
+    /// [`super::fp8_moe_judge::error_before_rounding`] says why).
     pub rel_error_rounded: f64,
     pub bound: f64,
     /// Elements that differ bit-wise (conversions, quantisation), or in-range outputs left NaN.

@@ -208,3 +208,17 @@ pub fn deepseek_shapes() -> Vec<(usize, usize, usize)> {
     }
     v
 }
+
+/// The FP8 rung of the ladder (`kiln bench --set ladder`, `kiln suite`): the bf16 ladder's cubes
+/// in e4m3 with block scales, per-tensor at 8192³ (the per-tensor target) and the
+/// block-scaled target shape 4096x7168x16384, bf16 out.
+pub fn ladder_problems() -> Vec<Fp8Problem> {
+    use crate::ops::fp8::ScaleMode;
+    let p = |m, n, k, s| Fp8Problem::new(m, n, k, DType::Bf16, s);
+    vec![
+        p(4096, 4096, 4096, ScaleMode::Block),
+        p(8192, 8192, 8192, ScaleMode::Block),
+        p(8192, 8192, 8192, ScaleMode::Tensor),
+        p(4096, 7168, 16384, ScaleMode::Block),
+    ]
+}

@@ -15,6 +15,7 @@ pub mod fp8;
 pub mod fp8_bench;
 pub mod fp8_moe;
 pub mod fp8_moe_bench;
+pub mod fp8_moe_judge;
 pub mod fuzz;
 pub mod memory;
 pub mod moe_bench;

@@ -310,6 +310,21 @@ pub fn sanitize_row(c: &Case, f: &Finding) -> ResultRow {
     row("gemm", &c.version, c.tool.clone(), &p, &m, Some(f.clean()))
 }
 
+/// `kiln tune --dtype e4m3`: one config of the FP8 GEMM's space on `p`, verified and timed.
+pub fn fp8_tune_row(
+    p: &crate::ops::fp8::Fp8Problem,
+    c: &crate::tune::fp8::Fp8Candidate,
+) -> ResultRow {
+    row(
+        "gemm",
+        crate::ops::fp8::gemm::NAME,
+        c.config.to_string(),
+        p,
+        c,
+        Some(c.verified),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     //! Each builder against the `json!` the CLI built the same row with before the builders
@@ -573,6 +588,7 @@ mod tests {
             beta: 0.0,
             alpha: None,
             lds: None,
+            scale: None,
             setup: String::new(),
             env: Vec::new(),
         };

@@ -91,6 +91,9 @@ pub struct Case {
     pub alpha: Option<f32>,
     #[serde(default)]
     pub lds: Option<(usize, usize, usize)>,
+    /// The FP8 GEMM's scale mode (`--scale`), for an FP8 dtype ([`super::sanitize_fp8`]).
+    #[serde(default)]
+    pub scale: Option<String>,
     /// The launch forced through `env` (`--configs`), e.g. `n224 last-wave split 3`; empty for
     /// the dispatch's own choice.
     pub setup: String,
@@ -116,6 +119,7 @@ impl Case {
                         beta: 0.0,
                         alpha: None,
                         lds: None,
+                        scale: None,
                         setup: String::new(),
                         env: Vec::new(),
                     });
@@ -158,6 +162,9 @@ impl Case {
         }
         if self.beta != 0.0 {
             p += &format!(" beta {}", self.beta);
+        }
+        if let Some(scale) = &self.scale {
+            p += &format!(" {scale} scales");
         }
         if let Some((lda, ldb, ldc)) = self.lds {
             p += &format!(" ld {lda}/{ldb}/{ldc}");
@@ -214,6 +221,10 @@ impl Case {
         if let Some(alpha) = self.alpha {
             a.push("--alpha".into());
             a.push(alpha.to_string());
+        }
+        if let Some(scale) = &self.scale {
+            a.push("--scale".into());
+            a.push(scale.clone());
         }
         if let Some((lda, ldb, ldc)) = self.lds {
             for (flag, v) in [("--lda", lda), ("--ldb", ldb), ("--ldc", ldc)] {
@@ -478,6 +489,7 @@ pub fn config_cases(
                     beta: setup.beta,
                     alpha: None,
                     lds: None,
+                    scale: None,
                     setup: setup.name.clone(),
                     env: setup.env.clone(),
                 });

@@ -6,6 +6,7 @@
 //! cache the default dispatch reads ([`cache`]).
 
 pub mod cache;
+pub mod fp8;
 pub mod guard;
 pub mod landscape;
 pub mod record;

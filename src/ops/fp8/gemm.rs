@@ -224,7 +224,7 @@ pub fn tiles(p: &Fp8Problem, bn: u32) -> u64 {
 /// 2026-11-26: promotion after a drained pipeline ran at 58 % of the unpromoted kernel's speed
 /// (block scales, 4096x7168x16384: 809 against 1,307 TFLOPS for cuBLASLt; tensor scales at
 /// 8192^3: 1,167 against 1,468 unpromoted).
-fn column_cost(cfg: Fp8Config, promote: bool) -> u64 {
+pub(crate) fn column_cost(cfg: Fp8Config, promote: bool) -> u64 {
     if promote && !cfg.pipe {
         10
     } else {

@@ -4,8 +4,10 @@
 
 pub mod convert;
 pub mod gemm;
+pub mod plan;
 pub mod problem;
 pub mod quant;
+pub mod request;
 pub mod tma;
 
 use crate::ops::moe::{fp8_grouped, fp8_swiglu};

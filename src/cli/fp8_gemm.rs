@@ -1,0 +1,372 @@
+//! `kiln verify`, `bench`, `plan`, `inspect`, `tune` and `sanitize` with `--dtype e4m3|e5m2`:
+//! the same commands routed to the dense FP8 GEMM (`kiln::ops::fp8`), and the ladder's FP8 rung.
+
+use std::process::ExitCode;
+
+use kiln::error::{Error, Result};
+use kiln::harness::bench::BenchOptions;
+use kiln::harness::fp8::{gemm_suite, verify_gemm, Fp8Outcome};
+use kiln::harness::fp8_bench::{bench_fp8, ladder_problems, Fp8Timing};
+use kiln::ops::fp8::gemm::NAME;
+use kiln::ops::fp8::request::{fp8_problem, fp8_request, GemmFlags};
+use kiln::ops::fp8::Fp8Problem;
+use kiln::report::Table;
+use serde_json::json;
+
+use super::args::{BenchArgs, InspectArgs, PlanArgs, ProblemArgs, TuneArgs, VerifyArgs};
+use super::env::{bench_options, device_or_h100, Env};
+use super::progress::bar;
+
+/// The generic GEMM flags as the library's request reads them.
+fn flags(a: &ProblemArgs) -> GemmFlags<'_> {
+    GemmFlags {
+        shape: a.shape.as_deref(),
+        layout: &a.layout,
+        dtype: &a.dtype,
+        out: a.out.as_deref(),
+        scale: a.scale.as_deref(),
+        alpha: a.alpha,
+        beta: a.beta,
+        lda: a.lda,
+        ldb: a.ldb,
+        ldc: a.ldc,
+    }
+}
+
+/// True when the flags ask for the FP8 GEMM (after refusing --scale without an FP8 dtype).
+pub(super) fn wanted(a: &ProblemArgs) -> Result<bool> {
+    Ok(fp8_request(&flags(a))?.is_some())
+}
+
+/// The only version an FP8 request runs: refuses any other name.
+fn only_fp8_version<'a>(names: impl IntoIterator<Item = &'a String>) -> Result<()> {
+    match names.into_iter().find(|v| v.as_str() != NAME) {
+        Some(v) => Err(Error::invalid(format!(
+            "--version {v} does not take FP8 operands: --dtype e4m3 runs {NAME} (and cuBLASLt's \
+             FP8 beside it); leave --version out or name {NAME}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `kiln verify --dtype e4m3`: one problem, or the FP8 GEMM suite's cases of that format (and
+/// scale mode, if given); exit 7 if any fails.
+pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
+    only_fp8_version(&a.versions)?;
+    let f = flags(&a.problem);
+    let (format, scale, _) = fp8_request(&f)?.expect("an FP8 request");
+    let cases: Vec<_> = match fp8_problem(&f, None)? {
+        Some(p) => vec![kiln::harness::fp8::GemmCase {
+            p,
+            cfg: None,
+            recipe: kiln::formats::ScaleRecipe::Fp32,
+            data: kiln::harness::fp8::Data::Signed,
+        }],
+        None => gemm_suite(
+            a.suite.parse::<kiln::harness::shapes::Suite>()? == kiln::harness::shapes::Suite::Quick,
+        )
+        .into_iter()
+        .filter(|c| c.p.a == format && (f.scale.is_none() || c.p.scale == scale))
+        .collect(),
+    };
+    let ctx = env.context()?;
+    let pb = bar(cases.len(), "verify fp8", env.json);
+    let mut outcomes: Vec<Fp8Outcome> = Vec::new();
+    for case in &cases {
+        for o in verify_gemm(&ctx, case, false)? {
+            if !o.passed {
+                pb.println(format!("FAIL {} {}: {}", o.check, o.case, o.message));
+            }
+            outcomes.push(o);
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    if env.json {
+        // the shape of `kiln verify`'s JSON: one object per check, with `skipped` for a refusal
+        env.print_json(&json!(outcomes));
+    } else {
+        print!("{}", outcome_table(&outcomes).render());
+        println!(
+            "{} checks of {NAME} on {}, {failed} failed",
+            outcomes.len(),
+            ctx.info.name
+        );
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn outcome_table(outcomes: &[Fp8Outcome]) -> Table {
+    let num = |x: f64| {
+        if x.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{x:.2e}")
+        }
+    };
+    let mut t = Table::new(&["case", "rel err", "beyond rounding", "bound", "verdict"]);
+    for o in outcomes {
+        t.row(&[
+            o.case.clone(),
+            num(o.rel_error),
+            num(o.rel_error_rounded),
+            num(o.bound),
+            match &o.skipped {
+                Some(why) => format!("skipped: {why}"),
+                None => o.message.clone(),
+            },
+        ]);
+    }
+    t
+}
+
+/// `kiln bench --dtype e4m3`: the FP8 GEMM and cuBLASLt's FP8 on the same operands, in the same
+/// run, the ratio to cuBLASLt per problem.
+pub(super) fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
+    only_fp8_version(&a.versions)?;
+    if a.set.is_some() || a.all || a.passes > 1 {
+        return Err(Error::invalid(
+            "--set, --all and --passes time the bf16 versions; for FP8 give --shape (the ladder \
+             already has an FP8 rung, `kiln fp8 bench --set deepseek` DeepSeek-V3's shapes)",
+        ));
+    }
+    let p = fp8_problem(&flags(&a.problem), Some("4096x4096x4096"))?.expect("a default shape");
+    kiln::ops::fp8::gemm::supports(&p, &kiln::device::DeviceInfo::h100_sxm()).map_err(
+        |reason| Error::Unsupported {
+            kernel: NAME.into(),
+            reason,
+        },
+    )?;
+    let ctx = env.context()?;
+    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    opt.interleave = !a.sequential;
+    let rows = bench_fp8(&ctx, &p, None, true, &opt)?;
+    print_timings(env, &rows, &ctx.info.name);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_timings(env: &Env, rows: &[Fp8Timing], device: &str) {
+    if env.json {
+        env.print_json(&json!(rows));
+        return;
+    }
+    let mut t = Table::new(&[
+        "version",
+        "problem",
+        "config",
+        "median ms",
+        "TFLOPS",
+        "vs cuBLASLt FP8",
+    ]);
+    for r in rows {
+        t.row(&[
+            r.version.clone(),
+            r.problem.clone(),
+            r.config.clone().unwrap_or_default(),
+            format!("{:.4}", r.median_ms),
+            format!("{:.0}", r.tflops),
+            r.speedup_vs_cublaslt
+                .map(|s| format!("{s:.3}x"))
+                .or_else(|| r.vendor_note.clone())
+                .unwrap_or_default(),
+        ]);
+    }
+    print!("{}", t.render());
+    println!("on {device}");
+}
+
+/// The ladder's FP8 rung: [`ladder_problems`] timed beside cuBLASLt's FP8 (a table, or the rows
+/// for JSON). `say` prints the section lines (stderr under --json).
+pub(super) fn ladder_rung(
+    env: &Env,
+    ctx: &kiln::device::Context,
+    opt: &BenchOptions,
+    say: &dyn Fn(&str),
+) -> Result<Vec<Fp8Timing>> {
+    say("\n== FP8 rung: fp8_wgmma against cuBLASLt's FP8 (e4m3, bf16 out) ==");
+    let mut rows = Vec::new();
+    for p in ladder_problems() {
+        rows.extend(bench_fp8(ctx, &p, None, true, opt)?);
+    }
+    if !env.json {
+        let mut t = Table::new(&["problem", "fp8_wgmma TFLOPS", "cuBLASLt TFLOPS", "ratio"]);
+        for r in rows.iter().filter(|r| r.config.is_some()) {
+            let vendor = rows
+                .iter()
+                .find(|v| v.config.is_none() && v.problem == r.problem);
+            t.row(&[
+                r.problem.clone(),
+                format!("{:.0}", r.tflops),
+                vendor
+                    .map(|v| format!("{:.0}", v.tflops))
+                    .unwrap_or_else(|| "-".into()),
+                r.speedup_vs_cublaslt
+                    .map(|s| format!("{s:.3}x"))
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        say(t.render().trim_end());
+    }
+    Ok(rows)
+}
+
+/// `kiln plan --dtype e4m3`: the config, the rules that chose it, every compiled config's cost.
+pub(super) fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
+    if let Some(v) = &a.version {
+        only_fp8_version([v])?;
+    }
+    let Some(p) = fp8_problem(&flags(&a.problem), None)? else {
+        return Err(Error::invalid(
+            "kiln plan needs a problem: add --shape MxNxK",
+        ));
+    };
+    let mut dev = device_or_h100();
+    if let Some(sms) = a.sms {
+        dev.sm_count = sms;
+    }
+    let plan = kiln::ops::fp8::plan::plan(&p, &dev, None)?;
+    if env.json {
+        env.print_json(&json!(plan));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{p} on {} ({} SMs)", dev.name, dev.sm_count);
+    println!("version: {NAME}");
+    println!("config: {}", plan.config);
+    for w in &plan.why {
+        println!("  because {w}");
+    }
+    let mut t = Table::new(&["config", "tiles", "waves", "cost", "fits"]);
+    for c in &plan.candidates {
+        t.row(&[
+            c.config.to_string(),
+            c.tiles.to_string(),
+            c.waves.to_string(),
+            c.cost.to_string(),
+            c.fits.to_string(),
+        ]);
+    }
+    print!("{}", t.render());
+    println!("{}", plan.launch_text());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The FP8 problem class `kiln inspect` compiles for (its shape only picks the config).
+pub(super) fn inspect_problem(a: &InspectArgs) -> Result<Option<Fp8Problem>> {
+    let f = GemmFlags {
+        shape: Some("4096x4096x4096"),
+        layout: &a.layout,
+        dtype: &a.dtype,
+        out: a.out.as_deref(),
+        scale: a.scale.as_deref(),
+        alpha: 1.0,
+        ..GemmFlags::default()
+    };
+    let p = fp8_problem(&f, None)?;
+    if p.is_some() && a.version != NAME {
+        only_fp8_version([&a.version])?;
+    }
+    Ok(p)
+}
+
+/// `kiln inspect gemm fp8_wgmma --dtype e4m3 --scale S`: the variant the dispatch runs at
+/// 4096³ of that class, compiled, its resources and SASS.
+pub(super) fn inspect_spec(a: &InspectArgs, p: &Fp8Problem) -> Result<kiln::jit::KernelSpec> {
+    kiln::ops::fp8::gemm::supports(p, &kiln::device::DeviceInfo::h100_sxm()).map_err(|reason| {
+        Error::Unsupported {
+            kernel: NAME.into(),
+            reason,
+        }
+    })?;
+    let cfg = kiln::ops::fp8::gemm::choose(p, &device_or_h100());
+    Ok(kiln::ops::fp8::gemm::spec(&a.arch, p, cfg))
+}
+
+/// `kiln tune --dtype e4m3 --shape S`: every config of the FP8 space verified and timed beside
+/// cuBLASLt's FP8, recorded in the store; the fastest verified first.
+pub(super) fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
+    if let Some(v) = &a.version {
+        only_fp8_version([v])?;
+    }
+    if a.target.as_deref().is_some_and(|t| t != "gemm")
+        || a.resume.is_some()
+        || a.landscape.is_some()
+    {
+        return Err(Error::invalid(
+            "--dtype e4m3 tunes the FP8 GEMM over its whole config space in this process: \
+             leave out OP other than gemm, --resume and --landscape",
+        ));
+    }
+    let Some(p) = fp8_problem(&flags(&a.problem), None)? else {
+        return Err(Error::invalid("kiln tune --dtype e4m3 needs --shape MxNxK"));
+    };
+    kiln::ops::fp8::gemm::supports(&p, &kiln::device::DeviceInfo::h100_sxm()).map_err(
+        |reason| Error::Unsupported {
+            kernel: NAME.into(),
+            reason,
+        },
+    )?;
+    let space = kiln::tune::fp8::space(&p);
+    let ctx = env.context()?;
+    let opt = BenchOptions {
+        reps: a.reps,
+        warmup: a.warmup,
+        ..bench_options(env, None, None, None, false)
+    };
+    let run = env.begin("tune", Some(&ctx.info))?;
+    let pb = bar(space.len(), "tune fp8", env.json);
+    let mut store_err = None;
+    let ranked = kiln::tune::fp8::tune_fp8(&ctx, &p, &opt, |c| {
+        pb.inc(1);
+        if let Err(e) = super::env::record(&run, kiln::store::rows::fp8_tune_row(&p, c)) {
+            store_err.get_or_insert(e);
+        }
+    })?;
+    pb.finish_and_clear();
+    if let Some(e) = store_err {
+        return Err(e);
+    }
+    super::env::finish(&run, "ok")?;
+    if env.json {
+        env.print_json(&json!({ "device": ctx.info, "problem": p, "candidates": ranked }));
+    } else {
+        let mut t = Table::new(&[
+            "config",
+            "verified",
+            "median ms",
+            "TFLOPS",
+            "vs cuBLASLt FP8",
+        ]);
+        for c in ranked.iter().take(a.top) {
+            t.row(&[
+                c.config.to_string(),
+                if c.verified {
+                    "yes".into()
+                } else {
+                    c.message.clone()
+                },
+                c.median_ms.map(|m| format!("{m:.4}")).unwrap_or_default(),
+                c.tflops.map(|x| format!("{x:.0}")).unwrap_or_default(),
+                c.speedup_vs_cublaslt
+                    .map(|s| format!("{s:.3}x"))
+                    .unwrap_or_default(),
+            ]);
+        }
+        print!("{}", t.render());
+        let chosen = kiln::ops::fp8::gemm::choose(&p, &ctx.info);
+        println!(
+            "{p}: {} configs on {}; the heuristic picks {chosen} (best {})",
+            ranked.len(),
+            ctx.info.name,
+            ranked
+                .first()
+                .map(|c| c.config.to_string())
+                .unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

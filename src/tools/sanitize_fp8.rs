@@ -1,0 +1,80 @@
+//! The FP8 GEMM's sanitizer runs: `kiln verify --dtype e4m3|e5m2 --scale ...` under each tool, at
+//! small ragged problems that reach every scale mode, both compiled widths and split-K.
+
+use super::sanitize::Case;
+use crate::ops::fp8::gemm::NAME;
+
+/// (shape, dtype, scale, out): ragged M and N, a last partial K block, split-K (M = 64 against
+/// K = 1024: 2 tiles of 132 SMs), e5m2 with tensor scales, f32 output.
+pub const PROBLEMS: &[(&str, &str, &str, &str)] = &[
+    ("129x200x272", "e4m3", "block", "bf16"),
+    ("64x256x1024", "e4m3", "block", "bf16"),
+    ("1x256x256", "e4m3", "tensor", "f32"),
+    ("127x160x144", "e4m3", "row", "bf16"),
+    ("96x128x512", "e5m2", "tensor", "bf16"),
+];
+
+/// Every (tool, FP8 problem) as a case of the FP8 GEMM's version.
+pub fn fp8_cases(tools: &[String]) -> Vec<Case> {
+    let mut v = Vec::new();
+    for tool in tools {
+        for &(shape, dtype, scale, out) in PROBLEMS {
+            v.push(Case {
+                version: NAME.into(),
+                tool: tool.clone(),
+                shape: shape.into(),
+                layout: "RC".into(),
+                dtype: dtype.into(),
+                out: out.into(),
+                beta: 0.0,
+                alpha: None,
+                lds: None,
+                scale: Some(scale.into()),
+                setup: String::new(),
+                env: Vec::new(),
+            });
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::fp8::request::{fp8_problem, GemmFlags};
+
+    #[test]
+    fn every_fp8_case_is_a_valid_fp8_verify_request() {
+        let cases = fp8_cases(&["memcheck".into(), "racecheck".into()]);
+        assert_eq!(cases.len(), 2 * PROBLEMS.len());
+        for c in &cases {
+            let f = GemmFlags {
+                shape: Some(&c.shape),
+                layout: &c.layout,
+                dtype: &c.dtype,
+                out: Some(&c.out),
+                scale: c.scale.as_deref(),
+                alpha: 1.0,
+                ..GemmFlags::default()
+            };
+            let p = fp8_problem(&f, None).unwrap().unwrap();
+            let dev = crate::device::DeviceInfo::h100_sxm();
+            assert!(crate::ops::fp8::gemm::supports(&p, &dev).is_ok(), "{p}");
+            let args = c.args(std::path::Path::new("kiln"));
+            assert!(args
+                .windows(2)
+                .any(|w| w[0] == "--scale" && Some(&w[1]) == c.scale.as_ref()));
+        }
+        // one case splits K on an H100
+        let p = crate::ops::fp8::Fp8Problem::new(
+            64,
+            256,
+            1024,
+            crate::ops::gemm::DType::Bf16,
+            crate::ops::fp8::ScaleMode::Block,
+        );
+        let dev = crate::device::DeviceInfo::h100_sxm();
+        let bn = crate::ops::fp8::gemm::choose(&p, &dev).bn;
+        assert!(crate::ops::fp8::gemm::choose_splits(&p, bn, &dev) > 1);
+    }
+}

@@ -20,6 +20,6 @@ pub mod vendor;
 
 pub use api::{
     AttentionOptions, AttnLayout, DType, GemmOptions, Kiln, KilnElem, KilnOptions, MoeRows,
-    Problem, RawTensor, SwigluWeights, TensorMut, TensorRef,
+    PagedOptions, Problem, RawTensor, SwigluWeights, TensorMut, TensorRef,
 };
 pub use error::{ArgumentKind, Error, Result};

@@ -11,7 +11,7 @@ from typing import Optional
 
 from . import _check as check
 
-__all__ = ["gemm", "flash_attn_func", "moe", "available", "precompile", "__version__"]
+__all__ = ["gemm", "flash_attn_func", "flash_attn_with_kvcache", "moe", "available", "precompile", "__version__"]
 
 try:
     from ._kiln import __version__  # noqa: F401
@@ -27,6 +27,7 @@ if _torch is not None:
     from . import _ops  # registers the kiln:: custom ops
 
 from . import moe  # noqa: E402
+from .kvcache import flash_attn_with_kvcache  # noqa: E402
 
 
 def _require_torch():

@@ -27,8 +27,10 @@ mod info;
 mod launch;
 mod ops;
 mod options;
+mod paged;
 mod precompile;
 pub mod raw;
+mod raw_paged;
 mod tensor;
 pub mod validate;
 mod workspace;
@@ -40,5 +42,6 @@ pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
 pub use options::{
     AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows, Problem, SwigluWeights,
 };
+pub use paged::PagedOptions;
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use workspace::{Workspace, Workspaces};

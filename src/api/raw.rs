@@ -11,6 +11,8 @@ use super::tensor::RawTensor;
 use super::validate::{self, AttentionPlan, GemmPlan, MoePlan};
 use crate::error::Result;
 
+pub use super::raw_paged::{attention_paged, check_attention_paged, check_kv_append, kv_append};
+
 fn gemm_plan(
     device: usize,
     a: &RawTensor,

@@ -142,6 +142,8 @@ pub struct AttnVerifyArgs {
     /// Shape suite when no --seqlen is given: quick or full.
     #[arg(long, default_value = "full")]
     pub suite: String,
+    #[command(flatten)]
+    pub decode: super::attention_decode::DecodeFlags,
 }
 
 #[derive(Debug, Args)]
@@ -163,6 +165,8 @@ pub struct AttnBenchArgs {
     /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
     #[arg(long)]
     pub no_flush: bool,
+    #[command(flatten)]
+    pub decode: super::attention_decode::DecodeFlags,
 }
 
 pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
@@ -188,6 +192,10 @@ fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionK
 }
 
 fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    if a.decode.decode {
+        return super::attention_decode::verify(env, a);
+    }
+    a.decode.refuse_without_decode()?;
     let problems = if a.problem.given() {
         vec![a.problem.problem((1, 1, 1, 128))?]
     } else {
@@ -295,6 +303,10 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
 }
 
 fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
+    if a.decode.decode {
+        return super::attention_decode::bench(env, a);
+    }
+    a.decode.refuse_without_decode()?;
     let p = a.problem.problem((2, 16, 8192, 128))?;
     let ctx = env.context()?;
     let ks: Vec<&dyn AttentionKernel> = if a.versions.is_empty() {

@@ -34,7 +34,11 @@ pub(super) fn run_check(
 ) -> Result<(Vec<check::CheckRow>, bool)> {
     kiln::jit::arch::check(arch)?;
     if let Some(v) = only {
-        if env.registry.attention_version(v).is_err() && env.registry.moe_version(v).is_err() {
+        let decode = kiln::ops::attention::decode_variants(arch).map(|(n, _)| n);
+        if env.registry.attention_version(v).is_err()
+            && env.registry.moe_version(v).is_err()
+            && !decode.contains(&v)
+        {
             env.registry.gemm_version(v)?;
         }
     }

@@ -3,6 +3,7 @@
 
 mod args;
 mod attention;
+mod attention_decode;
 mod bench_random;
 mod check;
 mod device;

@@ -75,6 +75,8 @@ pub struct Workspaces {
     pub attn_split: Scratch,
     pub attn_parts: Scratch,
     pub attn_parts_done: Scratch,
+    /// `decode_paged`: every split's fp32 partial O and LSE.
+    pub decode_partials: Scratch,
     /// `swiglu_dual`: the split tiles' workspace and counters.
     pub swiglu_split: Scratch,
     pub swiglu_split_counters: Scratch,
@@ -96,6 +98,7 @@ impl Workspaces {
             attn_split: Scratch::new("attention split-workspace", false),
             attn_parts: Scratch::new("attention parts-workspace", false),
             attn_parts_done: Scratch::new("attention parts-counter", true),
+            decode_partials: Scratch::new("decode partials workspace", false),
             swiglu_split: Scratch::new("SwiGLU split workspace", false),
             swiglu_split_counters: Scratch::new("SwiGLU split counter", true),
             fp8_split: Scratch::new("FP8 split-K workspace", false),

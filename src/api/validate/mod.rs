@@ -5,10 +5,12 @@
 mod attention;
 mod gemm;
 mod moe;
+mod paged;
 
 pub use attention::{attention, AttentionPlan};
 pub use gemm::{gemm, GemmPlan};
 pub use moe::{grouped_gemm, swiglu, MoePlan};
+pub use paged::{append, paged, AppendPlan, PagedPlan};
 
 use super::dtype::DType;
 use super::info::TensorInfo;

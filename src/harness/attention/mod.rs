@@ -3,5 +3,6 @@
 //! GQA/MQA; every head dim; causal and not; both layouts; both dtypes).
 
 pub mod bench;
+pub mod decode;
 pub mod shapes;
 pub mod verify;

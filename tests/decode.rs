@@ -129,12 +129,6 @@ fn each_bad_decode_argument_is_refused_by_name() {
         "one shape",
     );
     refused(
-        paged(|a| a[1] = t(1, BF, &[10, 16, 2, 128 * 16])),
-        "k_cache",
-        ArgumentKind::Shape,
-        "one shape",
-    );
-    refused(
         paged(|a| {
             a[1] = t(1, BF, &[10, 16, 2, 64]);
             a[2] = t(2, BF, &[10, 16, 2, 64]);
@@ -335,5 +329,21 @@ fn bad_decode_problems_on_the_command_line_exit_2_before_any_gpu() {
         let t = text(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
         assert!(t.contains(needle), "{args:?}: expected `{needle}` in {t}");
+    }
+}
+
+#[test]
+fn every_decode_variant_compiles_for_sm90a_without_spills() {
+    require_nvrtc!();
+    for (v, n) in [
+        ("decode_paged", 18),
+        ("decode_combine", 6),
+        ("kv_append", 1),
+    ] {
+        let o = kiln(&["check", "--arch", "sm_90a", "--version", v]);
+        let t = text(&o);
+        assert!(o.status.success(), "{v}: {t}");
+        assert!(t.contains(&format!("{n} variants for sm_90a")), "{v}: {t}");
+        assert!(t.contains("0 with problems"), "{v}: {t}");
     }
 }

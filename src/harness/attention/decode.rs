@@ -53,10 +53,8 @@ impl DecodeSpec {
         ids.shuffle(&mut rng);
         let mut block_table = vec![-1; num_pages];
         for (b, &ctx) in context_lens.iter().enumerate() {
-            let used = (ctx as usize).div_ceil(self.page_size.max(1));
-            for j in 0..used {
-                block_table[b * max_pages + j] = ids[b * max_pages + j];
-            }
+            let row = b * max_pages..b * max_pages + (ctx as usize).div_ceil(self.page_size.max(1));
+            block_table[row.clone()].copy_from_slice(&ids[row]);
         }
         let p = PagedProblem {
             batch: self.batch,
@@ -126,7 +124,7 @@ pub fn decode_suite() -> Vec<DecodeSpec> {
                     context,
                     random_lengths: context == 300,
                     head_dim: d,
-                    dtype: if n % 2 == 0 { DType::F16 } else { DType::Bf16 },
+                    dtype: if n.is_multiple_of(2) { DType::F16 } else { DType::Bf16 },
                     ..base
                 });
             }
@@ -169,6 +167,29 @@ pub fn decode_suite() -> Vec<DecodeSpec> {
         heads_kv: 8,
         context: 20000,
         page_size: 256,
+        ..base
+    });
+    // Splits with GQA and causal queries; two row blocks per KV head (8 x 16 rows) with an append.
+    v.push(DecodeSpec {
+        batch: 1,
+        heads_q: 32,
+        heads_kv: 8,
+        seqlen_q: 4,
+        causal: true,
+        context: 3000,
+        page_size: 64,
+        ..base
+    });
+    v.push(DecodeSpec {
+        batch: 2,
+        heads_q: 16,
+        heads_kv: 2,
+        seqlen_q: 16,
+        causal: true,
+        append: 16,
+        context: 5000,
+        random_lengths: true,
+        dtype: DType::F16,
         ..base
     });
     v
@@ -424,6 +445,13 @@ mod tests {
             assert!(s.iter().any(|x| x.seqlen_q == sq));
         }
         assert!(s.iter().any(|x| x.append > 0 && x.causal));
-        assert!(s.iter().all(|x| x.problem(1).is_ok()));
+        // On an H100 some problems split their contexts and some need two row blocks.
+        let h100 = crate::device::DeviceInfo::h100_sxm();
+        let plans: Vec<DecodePlan> = s
+            .iter()
+            .map(|x| DecodePlan::new(&DecodeShape::of(&x.problem(1).unwrap()), &h100))
+            .collect();
+        assert!(plans.iter().filter(|p| p.splits > 1).count() >= 3);
+        assert!(plans.iter().any(|p| p.m_groups > 1 && p.splits > 1));
     }
 }

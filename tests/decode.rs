@@ -335,11 +335,7 @@ fn bad_decode_problems_on_the_command_line_exit_2_before_any_gpu() {
 #[test]
 fn every_decode_variant_compiles_for_sm90a_without_spills() {
     require_nvrtc!();
-    for (v, n) in [
-        ("decode_paged", 18),
-        ("decode_combine", 6),
-        ("kv_append", 1),
-    ] {
+    for (v, n) in [("decode_paged", 6), ("decode_combine", 2), ("kv_append", 1)] {
         let o = kiln(&["check", "--arch", "sm_90a", "--version", v]);
         let t = text(&o);
         assert!(o.status.success(), "{v}: {t}");

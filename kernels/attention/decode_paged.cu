@@ -1,12 +1,12 @@
 // Decode over a paged KV cache, flash-decoding style on mma.sync m16n8k16. One block owns one
-// (sequence, KV head, split of the context) and the query rows that share the KV head: the
-// group's heads times the query tokens (GQA packing), 16 rows per warp, padded with zero rows.
-// K/V rows are found page by page through the block table (ids fetched one tile ahead) and
-// copied by cp.async into a KILN_STAGES-deep ring of KILN_BN-key tiles, so that several tiles stream
-// from DRAM while one is computed: the kernel is bound by the cache's bytes, not by its math.
-// The 4 warps split the rows (KILN_WM warps of 16 rows) and each tile's keys (4 / KILN_WM
-// slices); every warp keeps its own online softmax in fp32 (exp2, scale folded in), and the key
-// slices are merged in shared memory at the end. Causal is bottom-right: query token i sees keys
+// (sequence, KV head, split of the context) and 16 of the query rows that share the KV head:
+// the group's heads times the query tokens (GQA packing), padded with zero rows; more rows take
+// more blocks, which read the same pages together, mostly from L2. K/V rows are found page by
+// page through the block table (ids fetched one tile ahead) and copied by cp.async into a
+// KILN_STAGES-deep ring of 64-key tiles, so that several tiles stream from DRAM while one is
+// computed: the kernel is bound by the cache's bytes, not by its math. The 4 warps split each
+// tile's keys; each keeps its own online softmax in fp32 (exp2, scale folded in) and the four
+// are merged in shared memory at the end. Causal is bottom-right: query token i sees keys
 // j < context - sq + i + 1. One split writes O and LSE itself; several write fp32 O / l and
 // their LSE for decode_combine. A bad context length or page id gives NaN, never a wrong value.
 #include "attention/decode_args.cuh"
@@ -15,13 +15,12 @@
 #include "common/mma_sync.cuh"
 
 #define D KILN_D
-#define WM KILN_WM
-#define WN (4 / WM)
+#define WN 4          // warps, each on a quarter of every tile's keys
 #define THREADS 128
-#define BN KILN_BN    // keys per stage
+#define BN 64         // keys per stage
 #define KW (BN / WN)  // keys of a tile per warp
 #define STAGES KILN_STAGES
-#define MROWS (WM * 16)
+#define MROWS 16
 #define CPR (D / 8)  // 16-byte chunks per row
 #define ROW_BYTES (D * 2)
 #define NT (KW / 8)  // n8 tiles of S per warp
@@ -37,10 +36,9 @@
 #define QNAN __int_as_float(0x7fffffff)
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
-static_assert(WM == 1 || WM == 2 || WM == 4, "1, 2 or 4 warps along the rows");
 static_assert(KW % 16 == 0 && BN % RS == 0 && MROWS % RS == 0, "whole fragments and rows");
 static_assert(Q_BYTES + STAGES * STAGE_BYTES <= KILN_SMEM, "KILN_SMEM must hold Q and the ring");
-static_assert((WN - 1) * WM * 16 * (OST + 2) * 4 <= STAGES * STAGE_BYTES, "the merge reuses the ring");
+static_assert((WN - 1) * 16 * (OST + 2) * 4 <= STAGES * STAGE_BYTES, "the merge reuses the ring");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
 // Byte offset of chunk c of row r: the chunk XORed with the row's low 3 bits (CPR >= 8).
@@ -136,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
   idx /= p.m_groups;
   const int hk = idx % p.heads_kv, b = idx / p.heads_kv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int wm = warp / WN, wn = warp % WN;
+  const int wn = warp;
   const int rows = p.group * p.sq, row0 = mg * MROWS;
   const int ctx_given = p.context_lens[b];
   bool bad = !context_ok(p, ctx_given);
@@ -176,14 +174,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
   int lim[2];
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
-    const int gr = row0 + wm * 16 + g + 8 * rh;
+    const int gr = row0 + g + 8 * rh;
     const int i = gr < rows ? gr / p.group : p.sq - 1;
     lim[rh] = p.causal ? ctx - p.sq + i + 1 : ctx;
   }
   const int lim_lo = min(lim[0], lim[1]);
 
   // Lane addresses as in fa2_mma_sync, offset to this warp's rows and key slice.
-  const u32 q_lane = swz(wm * 16 + (lane & 15), lane >> 4);
+  const u32 q_lane = swz(lane & 15, lane >> 4);
   const u32 k_lane = swz(wn * KW + ((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
   const u32 v_lane = swz(wn * KW + ((((lane >> 3) & 1) << 3) | (lane & 7)), lane >> 4);
 
@@ -259,19 +257,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
     l_r[rh] += __shfl_xor_sync(0xffffffffu, l_r[rh], 2);
   }
 
-#if WN > 1
-  // The key slices of each row block: warps wn > 0 hand (m, l, O) to warp wn = 0.
+  // The key slices: warps wn > 0 hand (m, l, O) to warp 0.
   float* merge = reinterpret_cast<float*>(smem + Q_BYTES);
-  float* ml = merge + WM * (WN - 1) * 16 * OST; // [WM][WN - 1][2][16]: m, then l
+  float* ml = merge + (WN - 1) * 16 * OST; // [WN - 1][2][16]: m, then l
   if (wn > 0) {
-    float* mo = merge + (wm * (WN - 1) + wn - 1) * 16 * OST;
+    float* mo = merge + (wn - 1) * 16 * OST;
 #pragma unroll
     for (int d = 0; d < DT; ++d)
 #pragma unroll
       for (int rh = 0; rh < 2; ++rh)
         *reinterpret_cast<float2*>(mo + (g + 8 * rh) * OST + d * 8 + 2 * t) = make_float2(o[d][2 * rh], o[d][2 * rh + 1]);
     if (t == 0) {
-      float* mw = ml + (wm * (WN - 1) + wn - 1) * 32;
+      float* mw = ml + (wn - 1) * 32;
 #pragma unroll
       for (int rh = 0; rh < 2; ++rh) {
         mw[g + 8 * rh] = m_r[rh];
@@ -286,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
     const int row = g + 8 * rh;
     float m_all = m_r[rh];
 #pragma unroll
-    for (int w = 0; w < WN - 1; ++w) m_all = fmaxf(m_all, ml[(wm * (WN - 1) + w) * 32 + row]);
+    for (int w = 0; w < WN - 1; ++w) m_all = fmaxf(m_all, ml[w * 32 + row]);
     const float m_use = m_all == NEG_INF ? 0.0f : m_all;
     const float c0 = ex2_approx(m_r[rh] - m_use);
     l_r[rh] *= c0;
@@ -297,8 +294,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
     }
 #pragma unroll
     for (int w = 0; w < WN - 1; ++w) {
-      const float* mw = ml + (wm * (WN - 1) + w) * 32;
-      const float* mo = merge + (wm * (WN - 1) + w) * 16 * OST + row * OST;
+      const float* mw = ml + w * 32;
+      const float* mo = merge + w * 16 * OST + row * OST;
       const float cw = ex2_approx(mw[row] - m_use);
       l_r[rh] += mw[16 + row] * cw;
 #pragma unroll
@@ -310,12 +307,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
     }
     m_r[rh] = m_all;
   }
-#endif
 
   const i64 nr = (i64)p.batch * p.heads_q * p.sq;
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
-    const int gr = row0 + wm * 16 + g + 8 * rh;
+    const int gr = row0 + g + 8 * rh;
     if (gr >= rows) continue;
     const int i = gr / p.group, h = hk * p.group + gr % p.group;
     const float l = l_r[rh];

@@ -124,7 +124,11 @@ pub fn decode_suite() -> Vec<DecodeSpec> {
                     context,
                     random_lengths: context == 300,
                     head_dim: d,
-                    dtype: if n.is_multiple_of(2) { DType::F16 } else { DType::Bf16 },
+                    dtype: if n.is_multiple_of(2) {
+                        DType::F16
+                    } else {
+                        DType::Bf16
+                    },
                     ..base
                 });
             }

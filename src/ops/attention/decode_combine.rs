@@ -5,30 +5,27 @@ use crate::device::{Context, LaunchConfig};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::decode_paged::{DecodeArgs, DecodeShape};
-use crate::ops::attention::{DTYPES, HEAD_DIMS};
+use crate::ops::attention::DTYPES;
 use crate::ops::gemm::DType;
 
 /// Query rows per block (one warp each).
 const ROWS_PER_BLOCK: u32 = 4;
 
-pub fn spec(arch: &str, d: usize, dtype: DType) -> KernelSpec {
+/// One variant per dtype: the head dim is the argument block's.
+pub fn spec(arch: &str, dtype: DType) -> KernelSpec {
     KernelSpec::new("attention/decode_combine.cu", "decode_combine", arch)
         .define("KILN_IN", dtype.code())
-        .define("KILN_D", d)
 }
 
-/// Every specialisation for `arch`: head dims x dtypes.
+/// Every specialisation for `arch`: one per dtype.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
-    HEAD_DIMS
-        .iter()
-        .flat_map(|&d| DTYPES.iter().map(move |&dt| spec(arch, d, dt)))
-        .collect()
+    DTYPES.iter().map(|&dt| spec(arch, dt)).collect()
 }
 
 /// Enqueues the merge of `args.splits` partials (already written by decode_paged on this
 /// stream) into `args.o` and `args.lse`.
 pub fn launch(ctx: &Context, s: &DecodeShape, args: &mut DecodeArgs) -> Result<()> {
-    let f = ctx.function(&spec(&ctx.arch(), s.head_dim, s.dtype))?;
+    let f = ctx.function(&spec(&ctx.arch(), s.dtype))?;
     let blocks = (s.lse_elems() as u32).div_ceil(ROWS_PER_BLOCK);
     let cfg = LaunchConfig::simple((blocks, 1, 1), 32 * ROWS_PER_BLOCK);
     // SAFETY: one parameter, the DecodeArgs of the decode_paged launch before it, whose partials

@@ -11,6 +11,10 @@ use crate::ops::attention::problem::check_heads;
 use crate::ops::attention::{decode_combine, DTYPES, HEAD_DIMS};
 use crate::ops::gemm::{alignment, DType};
 
+/// Keys per pipeline stage (the kernel's BN).
+pub const KEYS_PER_TILE: usize = 64;
+/// Query rows per block (one m16 tile, shared by the 4 warps).
+pub const ROWS_PER_BLOCK: usize = 16;
 /// Threads per block: 4 warps.
 pub const THREADS: u32 = 128;
 /// The fewest tiles a split is given: below that the pipeline's fill outweighs the parallelism.
@@ -174,53 +178,29 @@ impl DecodeArgs {
     }
 }
 
-/// The specialisation of one launch: head dim, warps along the query rows (16 rows each; the
-/// other warps of the 4 split each tile's keys), and cp.async stages.
+/// The specialisation of one launch: the head dim and the cp.async stages of 64-key K+V
+/// tiles, enough in flight to cover DRAM latency while leaving room for 3 (d64), 2 (d128) or 1
+/// (d256) blocks per SM. (Blocks of more than 16 rows, several warps along the rows, were left
+/// out: they would triple the variants for the rare step of many rows per KV head.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeTile {
     pub d: u32,
-    pub wm: u32,
-    /// Keys per stage.
-    pub bn: u32,
     pub stages: u32,
 }
 
-/// Warps along the rows the kernels are compiled for.
-pub const ROW_WARPS: [u32; 3] = [1, 2, 4];
-
 impl DecodeTile {
-    /// As few row warps as hold `rows` (up to 64; more rows take more blocks), so that the
-    /// others split the keys.
-    pub fn for_shape(d: usize, rows: usize) -> DecodeTile {
-        let wm = match rows {
-            0..=16 => 1,
-            17..=32 => 2,
-            _ => 4,
-        };
-        DecodeTile::new(d as u32, wm)
-    }
-    /// Stages: enough K+V tiles in flight to cover DRAM latency while leaving room for 3 (d64),
-    /// 2 (d128) or 1 (d256) blocks per SM. Tiles of 64 keys, but 32 at d256 with 4 row warps:
-    /// one warp's 16x256 fp32 O and the scores of 64 keys do not fit its registers.
-    pub fn new(d: u32, wm: u32) -> DecodeTile {
-        let (bn, stages) = match (d, wm) {
-            (64, _) => (64, 4),
-            (256, 4) => (32, 4),
-            _ => (64, 3),
-        };
-        DecodeTile { d, wm, bn, stages }
-    }
-    pub fn rows_per_block(&self) -> usize {
-        self.wm as usize * 16
+    pub fn new(d: u32) -> DecodeTile {
+        let stages = if d == 64 { 4 } else { 3 };
+        DecodeTile { d, stages }
     }
     /// Blocks over one KV head's query rows.
-    pub fn m_groups(&self, rows: usize) -> usize {
-        rows.div_ceil(self.rows_per_block())
+    pub fn m_groups(rows: usize) -> usize {
+        rows.div_ceil(ROWS_PER_BLOCK)
     }
     /// The Q tile and the ring of K+V stages, 16-bit elements.
     pub fn smem_bytes(&self) -> u32 {
         let row = self.d * 2;
-        self.wm * 16 * row + self.stages * 2 * self.bn * row
+        ROWS_PER_BLOCK as u32 * row + self.stages * 2 * KEYS_PER_TILE as u32 * row
     }
     /// Blocks one SM holds at once (shared memory, with the 1 KB each reserves, and threads).
     pub fn blocks_per_sm(&self, dev: &DeviceInfo) -> u32 {
@@ -231,8 +211,6 @@ impl DecodeTile {
         KernelSpec::new("attention/decode_paged.cu", "decode_paged", arch)
             .define("KILN_IN", dtype.code())
             .define("KILN_D", self.d)
-            .define("KILN_WM", self.wm)
-            .define("KILN_BN", self.bn)
             .define("KILN_STAGES", self.stages)
             .define("KILN_SMEM", self.smem_bytes())
     }
@@ -243,12 +221,12 @@ impl DecodeTile {
 /// partials' traffic and the combine. Below that, the count between one and two waves whose last
 /// wave is fullest (the earliest such), so every SM streams the cache until near the end; never
 /// so many that a split gets fewer than [`MIN_TILES_PER_SPLIT`] tiles of the longest context.
-pub fn split_count(blocks: usize, wave: usize, max_context: usize, tile_keys: usize) -> usize {
+pub fn split_count(blocks: usize, wave: usize, max_context: usize) -> usize {
     let blocks = blocks.max(1);
     if blocks >= wave {
         return 1;
     }
-    let most = (max_context.div_ceil(tile_keys) / MIN_TILES_PER_SPLIT).max(1);
+    let most = (max_context.div_ceil(KEYS_PER_TILE) / MIN_TILES_PER_SPLIT).max(1);
     let (lo, hi) = (wave.div_ceil(blocks), (2 * wave).div_ceil(blocks));
     let fullness = |s: usize| {
         let waves = (s * blocks) as f64 / wave as f64;
@@ -273,11 +251,11 @@ pub struct DecodePlan {
 
 impl DecodePlan {
     pub fn new(s: &DecodeShape, dev: &DeviceInfo) -> DecodePlan {
-        let tile = DecodeTile::for_shape(s.head_dim, s.rows());
-        let m_groups = tile.m_groups(s.rows());
+        let tile = DecodeTile::new(s.head_dim as u32);
+        let m_groups = DecodeTile::m_groups(s.rows());
         let blocks = s.batch * s.heads_kv * m_groups;
         let wave = (dev.sm_count * tile.blocks_per_sm(dev)) as usize;
-        let splits = split_count(blocks, wave, s.max_pages * s.page_size, tile.bn as usize);
+        let splits = split_count(blocks, wave, s.max_pages * s.page_size);
         DecodePlan {
             tile,
             m_groups,
@@ -360,17 +338,16 @@ pub fn check_operands(s: &DecodeShape, ops: &DecodeOperands) -> Result<()> {
     Ok(())
 }
 
-/// Every specialisation for `arch` (for `kiln check`): head dims x dtypes x row warps.
+/// Every specialisation for `arch` (for `kiln check`): head dims x dtypes.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
-    let mut v = Vec::new();
-    for d in HEAD_DIMS {
-        for dt in DTYPES {
-            for wm in ROW_WARPS {
-                v.push(DecodeTile::new(d as u32, wm).spec(arch, dt));
-            }
-        }
-    }
-    v
+    HEAD_DIMS
+        .iter()
+        .flat_map(|&d| {
+            DTYPES
+                .iter()
+                .map(move |&dt| DecodeTile::new(d as u32).spec(arch, dt))
+        })
+        .collect()
 }
 
 /// Enqueues one decode step (and the combine when it splits) on the context's stream. Callers
@@ -452,7 +429,7 @@ mod tests {
         // The target: 64 x 8 blocks already fill 132 SMs (2 blocks each at d128).
         let big = DecodePlan::new(&shape(64, 8192), &h100);
         assert_eq!(big.tile.blocks_per_sm(&h100), 2);
-        assert_eq!((big.splits, big.m_groups, big.tile.wm), (1, 1, 1));
+        assert_eq!((big.splits, big.m_groups), (1, 1));
         assert_eq!(big.partial_bytes(&shape(64, 8192)), 0);
         // One sequence of 8 KV heads: 8 blocks, split to the 128 tiles' cap (4 tiles each)...
         let one = DecodePlan::new(&shape(1, 8192), &h100);
@@ -463,42 +440,33 @@ mod tests {
         // a short context caps the splits at 4 tiles each
         let short = DecodePlan::new(&shape(1, 1024), &h100);
         assert_eq!(short.splits, 1024 / 64 / MIN_TILES_PER_SPLIT);
-        assert_eq!(split_count(100, 264, 64, 64), 1);
+        assert_eq!(split_count(100, 264, 64), 1);
     }
 
     #[test]
     fn split_count_prefers_the_fullest_last_wave() {
         // 200 blocks, waves of 264: 2 splits (1.52 waves) or 3 (2.27); 4 = 3.03 is past two waves.
-        assert_eq!(split_count(200, 264, 1 << 20, 64), 2);
+        assert_eq!(split_count(200, 264, 1 << 20), 2);
         // 100 blocks: 3 (1.14), 4 (1.52), 5 (1.89, fullest)
-        assert_eq!(split_count(100, 264, 1 << 20, 64), 5);
-        assert_eq!(split_count(264, 264, 1 << 20, 64), 1);
+        assert_eq!(split_count(100, 264, 1 << 20), 5);
+        assert_eq!(split_count(264, 264, 1 << 20), 1);
     }
 
     #[test]
-    fn rows_pick_the_row_warps_and_every_tile_fits_an_h100() {
+    fn rows_take_blocks_of_16_and_every_tile_fits_an_h100() {
         let h100 = DeviceInfo::h100_sxm();
-        for (rows, wm, groups) in [
-            (1, 1, 1),
-            (4, 1, 1),
-            (16, 1, 1),
-            (32, 2, 1),
-            (64, 4, 1),
-            (128, 4, 2),
-        ] {
-            let t = DecodeTile::for_shape(128, rows);
-            assert_eq!((t.wm, t.m_groups(rows)), (wm, groups), "{rows} rows");
+        for (rows, groups) in [(1, 1), (4, 1), (16, 1), (17, 2), (64, 4), (128, 8)] {
+            assert_eq!(DecodeTile::m_groups(rows), groups, "{rows} rows");
         }
-        for d in HEAD_DIMS {
-            for wm in ROW_WARPS {
-                let t = DecodeTile::new(d as u32, wm);
-                assert!(t.smem_bytes() <= h100.smem_optin_bytes, "d{d} wm{wm}");
-            }
+        for (d, blocks) in [(64, 3), (128, 2), (256, 1)] {
+            let t = DecodeTile::new(d);
+            assert!(t.smem_bytes() <= h100.smem_optin_bytes, "d{d}");
+            assert_eq!(t.blocks_per_sm(&h100), blocks, "d{d}");
         }
         let v = variants("sm_90a");
-        assert_eq!(v.len(), 18);
+        assert_eq!(v.len(), 6);
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 18);
+        assert_eq!(unique.len(), 6);
     }
 
     #[test]

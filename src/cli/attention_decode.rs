@@ -12,10 +12,11 @@ use kiln::harness::attention::decode::{
 use kiln::harness::peak;
 use kiln::harness::verify::fresh_seed;
 use kiln::report::Table;
+use kiln::store::rows;
 use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnProblemArgs, AttnVerifyArgs};
-use super::env::{bench_options, finish, Env};
+use super::env::{bench_options, finish, record, Env};
 
 /// The flags of a decode step over a paged cache (with --batch --heads --kv-heads --dim
 /// --seqlen-q --causal --dtype of the attention problem).
@@ -127,6 +128,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let mut outcomes: Vec<DecodeCheck> = Vec::new();
     for s in &specs {
         let o = verify_decode(&ctx, s, f.seed.unwrap_or_else(fresh_seed))?;
+        record(&run, rows::decode_verify_row(&o))?;
         if !o.passed && !env.json {
             eprintln!("FAIL {} (seed {}): {}", s.label(), o.seed, o.message);
         }
@@ -177,6 +179,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     src.fill_bytes(1, &ctx)?;
     let copy = peak::copy_tbps(&ctx, &src, &dst, bytes)?;
     let of_copy = t.gbps / (copy * 1e3);
+    record(&run, rows::decode_bench_row(&t, copy))?;
     finish(&run, "ok")?;
     if env.json {
         env.print_json(&json!({"timing": t, "copy_tbps": copy, "of_copy": of_copy}));

@@ -7,7 +7,8 @@ use clap::Args;
 use kiln::device::DeviceBuffer;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::decode::{
-    decode_suite, time_decode, verify_decode, DecodeCheck, DecodeSpec,
+    bad_table_specs, decode_suite, time_decode, verify_bad_tables, verify_decode, DecodeCheck,
+    DecodeSpec,
 };
 use kiln::harness::peak;
 use kiln::harness::verify::fresh_seed;
@@ -133,6 +134,16 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
             eprintln!("FAIL {} (seed {}): {}", s.label(), o.seed, o.message);
         }
         outcomes.push(o);
+    }
+    if !f.given() {
+        for s in &bad_table_specs() {
+            let o = verify_bad_tables(&ctx, s, f.seed.unwrap_or_else(fresh_seed))?;
+            if !o.passed && !env.json {
+                eprintln!("FAIL {} (seed {}): {}", s.label(), o.seed, o.message);
+            }
+            record(&run, rows::decode_verify_row(&o))?;
+            outcomes.push(o);
+        }
     }
     let failed = outcomes.iter().any(|o| !o.passed);
     finish(&run, if failed { "failed" } else { "ok" })?;

@@ -342,6 +342,89 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
     Ok(out)
 }
 
+/// The guard against bad tables on the GPU, with no host check before the launch: sequence 0's
+/// first page id is past the cache and sequence 1's length past its table, so their O and LSE
+/// must come out NaN (never a plausible value) and every other sequence's finite.
+pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<DecodeCheck> {
+    let mut p = spec.problem(seed)?;
+    let s = DecodeShape::of(&p);
+    p.block_table[0] = p.num_pages as i32;
+    p.context_lens[1] = (p.max_pages * p.page_size + 1) as i32;
+    let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
+    let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
+    let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
+    let (o, lse) = (
+        ctx.alloc(p.q_elems() * p.dtype.size())?,
+        ctx.alloc(s.lse_elems() * 4)?,
+    );
+    let table = DeviceBuffer::from_host(&p.block_table)?;
+    let lens = DeviceBuffer::from_host(&p.context_lens)?;
+    o.fill_bytes(0xFF, ctx)?;
+    lse.fill_bytes(0xFF, ctx)?;
+    let ops = DecodeOperands {
+        q: &q,
+        k_cache: &k,
+        v_cache: &v,
+        o: &o,
+        lse: &lse,
+        block_table: &table,
+        context_lens: &lens,
+    };
+    decode_paged::check_operands(&s, &ops)?;
+    let splits = decode_paged::launch(ctx, &s, &ops)?.splits;
+    ctx.synchronize_within(std::time::Duration::from_secs(30), &spec.label())?;
+    let have_o = HostData::from_bytes(p.dtype, &o.download::<u8>(p.q_elems() * p.dtype.size())?);
+    let have_lse: Vec<f32> = lse.download::<f32>(s.lse_elems())?;
+    let (o_seq, lse_seq) = (p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.seqlen_q);
+    // Elements that disagree with their sequence's verdict (NaN for 0 and 1, finite after).
+    let wrong = (0..have_o.len())
+        .filter(|&i| have_o.get(i).is_nan() != (i / o_seq < 2))
+        .count()
+        + (0..have_lse.len())
+            .filter(|&i| have_lse[i].is_nan() != (i / lse_seq < 2))
+            .count();
+    let (passed, message) = verdict(&[(wrong > 0, &|| {
+        format!("{wrong} output elements disagree with their sequence's table: NaN for a bad one, finite otherwise")
+    })]);
+    Ok(DecodeCheck {
+        spec: *spec,
+        passed,
+        splits,
+        rel_error: 0.0,
+        bound: 0.0,
+        lse_max_error: 0.0,
+        nan_or_unwritten: wrong,
+        append_mismatches: 0,
+        seed,
+        message: format!("bad tables: {message}"),
+    })
+}
+
+/// Problems for [`verify_bad_tables`]: one split, and several (the bad page seen by one split).
+pub fn bad_table_specs() -> [DecodeSpec; 2] {
+    let base = DecodeSpec {
+        batch: 3,
+        heads_q: 8,
+        heads_kv: 2,
+        head_dim: 128,
+        seqlen_q: 2,
+        page_size: 16,
+        context: 40,
+        random_lengths: false,
+        causal: true,
+        dtype: DType::Bf16,
+        append: 0,
+    };
+    [
+        base,
+        DecodeSpec {
+            context: 5000,
+            page_size: 64,
+            ..base
+        },
+    ]
+}
+
 /// One decode timing: event times with L2 flushed, and the cache bytes the step must read.
 #[derive(Debug, Clone, Serialize)]
 pub struct DecodeTiming {
@@ -457,5 +540,11 @@ mod tests {
             .collect();
         assert!(plans.iter().filter(|p| p.splits > 1).count() >= 3);
         assert!(plans.iter().any(|p| p.m_groups > 1 && p.splits > 1));
+        // the bad-table check runs with one split and with several
+        let plan =
+            |x: &DecodeSpec| DecodePlan::new(&DecodeShape::of(&x.problem(1).unwrap()), &h100);
+        let [one, many] = bad_table_specs();
+        assert_eq!(plan(&one).splits, 1);
+        assert!(plan(&many).splits > 1);
     }
 }

@@ -78,6 +78,11 @@
 #   fp4                          `kiln fp4 verify` (FP4_SUITE=quick|full, default full), the NVFP4
 #                                GEMV against cuBLAS bf16 at M 1 and 16 (N = K = 8192), then
 #                                `kiln fp4 seeds` (the NVFP4 contest shapes, verified and timed)
+#   decode                       decode over a paged KV cache: its variants compiled, the verify
+#                                suite and the issue's problem against the float64 reference,
+#                                then `kiln attn bench --decode` (GB/s of the cache, fraction of
+#                                the copy ceiling) beside torch SDPA (enable_gqa) on the same
+#                                cache unpaged (scripts/peers.py decode); table in summary.txt
 #   multi                        several GPUs (docs/multi-gpu.md): `kiln tune` of one space
 #                                (MULTI_TUNE) on GPU 0 (cold JIT cache), on all GPUs, on GPU 0
 #                                again, and --gpus naming a missing GPU; the two_gpus example
@@ -808,6 +813,59 @@ fp4)
   table
   echo; grep -hE '^\| (nvfp4_gemv|cublas)' "$D/fp4-gemv-m1.txt" "$D/fp4-gemv-m16.txt"
   echo; grep -E '^(gemv|gemm|dual|group|geomean)' "$D/fp4-seeds.txt" ;;
+
+decode)
+  need_bin "$KILN"; machine "$KILN"
+  step decode-check 300 "$KILN" --no-store check --arch sm_90a --version decode_paged
+  step decode-verify-suite 400 "$KILN" attn verify --decode
+  # The issue's problem, every row against the float64 reference (8 GB of f64 on the host).
+  step decode-verify-target 400 "$KILN" attn verify --decode --batch 64 --heads 32 --kv-heads 8 \
+    --dim 128 --page-size 16 --context 8192
+  # name batch heads kv_heads context dim page_size seqlen_q
+  DECODE_SHAPES="target 64 32 8 8192 128 16 1
+page64 64 32 8 8192 128 64 1
+page256 64 32 8 8192 128 256 1
+one_seq_32k 1 32 8 32768 128 16 1
+b8_q4_causal 8 32 8 8192 128 16 4
+d64 64 32 8 8192 64 16 1
+d256 32 32 8 8192 256 16 1"
+  peer_shapes=""
+  while read -r name b h hkv ctx d ps sq; do
+    causal=; [ "$sq" -gt 1 ] && causal=--causal
+    step_json "kiln-$name" 120 "$KILN" --json attn bench --decode --batch "$b" --heads "$h" --kv-heads "$hkv" \
+      --context "$ctx" --dim "$d" --page-size "$ps" --seqlen-q "$sq" $causal --reps 30
+    peer_shapes="$peer_shapes;$b,$h,$hkv,$ctx,$d,$sq"
+  done <<< "$DECODE_SHAPES"
+  step peers-decode 300 "$PY" scripts/peers.py decode --shapes "${peer_shapes#;}"
+  table
+  echo
+  DECODE_SHAPES=$DECODE_SHAPES "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+import json, os, sys
+d = sys.argv[1]
+peers = {}
+try:
+    for line in open(os.path.join(d, "peers-decode.txt")):
+        if line.startswith("{") and '"batch"' in line:
+            r = json.loads(line)
+            peers[(r["batch"], r["heads"], r["kv_heads"], r["context"], r["dim"], r["seqlen_q"])] = r
+except OSError:
+    pass
+print(f"{'problem':14} {'splits':>6} {'kiln us':>9} {'GB/s':>7} {'of copy':>8} {'torch us':>9} {'backend':>10} {'x torch':>8}")
+for line in os.environ["DECODE_SHAPES"].splitlines():
+    name, b, h, hkv, ctx, dim, ps, sq = line.split()
+    try:
+        k = json.load(open(os.path.join(d, f"kiln-{name}.json")))
+    except (OSError, ValueError):
+        print(f"{name:14} (no kiln result)")
+        continue
+    t = k["timing"]
+    p = peers.get(tuple(int(x) for x in (b, h, hkv, ctx, dim, sq)), {})
+    tu = p.get("best_us")
+    ratio = f"{tu / t['median_us']:8.2f}" if tu else f"{'-':>8}"
+    tus = f"{tu:9.1f}" if tu else f"{'-':>9}"
+    print(f"{name:14} {t['splits']:6d} {t['median_us']:9.1f} {t['gbps']:7.0f} {100 * k['of_copy']:7.1f}% {tus} {p.get('best', '-'):>10} {ratio}")
+EOF
+  ;;
 
 *)
   echo "unknown task \`$task\`: bash scripts/gpu.sh help lists them" >&2

@@ -9,6 +9,7 @@ median). Runs on the GPU machine; `scripts/gpu.sh` calls it for the attention an
   python3 scripts/peers.py gemm [--shapes MxNxK;...] [--dtype bf16|f16|fp8]   matmul, _scaled_mm
   python3 scripts/peers.py fp8 [--shapes ...|--set deepseek] [--scales tensor,row,block]   scaled
   python3 scripts/peers.py fp8moe --counts 8192,8192,8192,8192 --n 4096 --k 7168 [--masked]
+  python3 scripts/peers.py decode [--shapes B,HQ,HKV,L,D[,SQ];...]   SDPA enable_gqa, unpaged cache
 
 Each subcommand prints JSON (attention and gemm: one object per shape and line; moe: one object).
 A shape a backend refuses is reported in the JSON (an `*_error` or `error` field), not raised.
@@ -461,6 +462,64 @@ def fp8moe(a):
     def loop():
         return [torch._scaled_mm(xa, wb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16) for (xa, wb, sa, sb) in parts]
     report("loop-block", True, loop)
+# decode: PyTorch SDPA (enable_gqa) over the same cache unpaged, K and V [B, Hkv, L, D], with
+# queries [B, Hq, SQ, D] (SQ > 1 causal, aligned bottom-right as kiln's: an explicit mask).
+# GB/s count the K and V bytes read once, as `kiln attn bench --decode` does. Every backend
+# SDPA has is timed (one that refuses is reported), and the default dispatch besides.
+
+DECODE_DEFAULT = "64,32,8,8192,128"
+
+
+def decode(a):
+    mods, rc = torch_or_error()
+    if mods is None:
+        return rc
+    torch, F = mods
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    flush = None if a.no_flush else torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    backends = {"default": None, "cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    for spec in a.shapes.split(";"):
+        f = [int(x) for x in spec.split(",")]
+        b, hq, hkv, length, d = f[:5]
+        sq = f[5] if len(f) > 5 else 1
+        dtype = torch.float16 if a.dtype == "f16" else torch.bfloat16
+        q = torch.randn(b, hq, sq, d, device="cuda", dtype=dtype)
+        k, v = (torch.randn(b, hkv, length, d, device="cuda", dtype=dtype) for _ in range(2))
+        mask = None
+        if sq > 1:  # bottom-right: query i sees keys j <= i + L - SQ
+            i = torch.arange(sq, device="cuda")[:, None]
+            mask = torch.arange(length, device="cuda")[None, :] <= i + length - sq
+        cache_bytes = 2 * b * hkv * length * d * q.element_size()
+        out = {"batch": b, "heads": hq, "kv_heads": hkv, "context": length, "dim": d, "seqlen_q": sq,
+               "dtype": str(dtype).split(".")[-1], "cache_bytes": cache_bytes,
+               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+        best = None
+        for name in a.backends.split(","):
+            if name not in backends:
+                sys.exit(f"unknown backend `{name}` in --backends (use {', '.join(backends)})")
+            be = backends[name]
+
+            def call(be=be):
+                if be is None:
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+                with sdpa_kernel([be]):
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+            try:
+                t = timed(torch, call, a.reps, a.warmup, flush)
+                us = t["median_ms"] * 1e3
+                out[name + "_us"] = round(us, 2)
+                out[name + "_gbps"] = round(cache_bytes / (us * 1e-6) / 1e9, 1)
+                if best is None or us < best[1]:
+                    best = (name, us)
+            except Exception as e:  # a backend that refuses the shape is data, not a crash
+                out[name + "_error"] = str(e).splitlines()[0][:200]
+        if best is not None:
+            out["best"], out["best_us"] = best[0], round(best[1], 2)
+        print(json.dumps(out), flush=True)
     return 0
 
 
@@ -469,7 +528,7 @@ def fp8moe(a):
 
 def parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,backward,moe,gemm,fp8,fp8moe}")
+    sub = ap.add_subparsers(dest="peer", required=True, metavar="{attention,backward,moe,gemm,fp8,fp8moe,decode}")
 
     p = sub.add_parser("attention", help="PyTorch SDPA, cuDNN and FLASH backends (for `kiln attn bench`)")
     p.add_argument("--shapes", default=ATTN_DEFAULT,
@@ -531,6 +590,15 @@ def parser():
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.set_defaults(run=fp8moe)
+    p = sub.add_parser("decode", help="PyTorch SDPA with enable_gqa on the unpaged cache (for `kiln attn bench --decode`)")
+    p.add_argument("--shapes", default=DECODE_DEFAULT, help="B,HQ,HKV,L,D[,SQ] separated by ';'")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
+    p.add_argument("--backends", default="default,flash,efficient,cudnn",
+                   help="comma list: default (SDPA's own choice), cudnn, flash, efficient, math")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed launch")
+    p.set_defaults(run=decode)
     return ap
 
 

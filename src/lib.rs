@@ -20,6 +20,7 @@ pub mod vendor;
 
 pub use api::{
     AttentionBackwardOptions, AttentionOptions, AttnLayout, DType, ForwardSaved, GemmOptions, Kiln,
-    KilnElem, KilnOptions, MoeRows, Problem, RawTensor, SwigluWeights, TensorMut, TensorRef,
+    KilnElem, KilnOptions, MoeRows, PagedOptions, Problem, RawTensor, SwigluWeights, TensorMut,
+    TensorRef,
 };
 pub use error::{ArgumentKind, Error, Result};

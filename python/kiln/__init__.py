@@ -16,6 +16,7 @@ __all__ = [
     "flash_attn_func",
     "flash_attn_backward",
     "flash_attn_varlen_func",
+    "flash_attn_with_kvcache",
     "moe",
     "fp8",
     "available",
@@ -41,6 +42,7 @@ from . import fp8  # noqa: E402
 from . import attention_backward as _attention_backward  # noqa: E402
 from .attention_backward import flash_attn_backward  # noqa: E402
 from .attention_varlen import flash_attn_varlen_func, window_pair  # noqa: E402
+from .kvcache import flash_attn_with_kvcache  # noqa: E402
 
 
 def _require_torch():

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use kiln::api::{
-    raw, AttentionBackwardOptions, AttentionOptions, DType, GemmOptions, Kiln, MoeRows, Problem,
-    RawTensor, SwigluWeights, Window,
+    raw, AttentionBackwardOptions, AttentionOptions, DType, GemmOptions, Kiln, MoeRows,
+    PagedOptions, Problem, RawTensor, SwigluWeights, Window,
 };
 use kiln::error::ArgumentKind;
 use kiln::Error;
@@ -149,6 +149,102 @@ fn attention(
     // SAFETY: as in `gemm`.
     py.allow_threads(|| unsafe {
         raw::attention(&h, stream_of(stream), &q, &kt, &v, &o, lse.as_ref(), &opts)
+    })
+    .map_err(to_py)
+}
+
+/// Decode over a paged KV cache (`flash_attn_with_kvcache` without the append).
+#[pyfunction]
+#[pyo3(signature = (device, stream, q, k_cache, v_cache, block_table, cache_seqlens, o, lse, softmax_scale, causal, check_tables))]
+#[allow(clippy::too_many_arguments)]
+fn attention_paged(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    q: PyTensor,
+    k_cache: PyTensor,
+    v_cache: PyTensor,
+    block_table: PyTensor,
+    cache_seqlens: PyTensor,
+    o: PyTensor,
+    lse: Option<PyTensor>,
+    softmax_scale: f32,
+    causal: bool,
+    check_tables: bool,
+) -> PyResult<()> {
+    let (q, kc, vc, bt, sl, o) = (
+        tensor("q", q, device)?,
+        tensor("k_cache", k_cache, device)?,
+        tensor("v_cache", v_cache, device)?,
+        tensor("block_table", block_table, device)?,
+        tensor("cache_seqlens", cache_seqlens, device)?,
+        tensor("out", o, device)?,
+    );
+    let lse = lse.map(|l| tensor("lse", l, device)).transpose()?;
+    let opts = PagedOptions {
+        causal,
+        softmax_scale: Some(softmax_scale),
+        check_tables,
+    };
+    raw::check_attention_paged(device, &q, &kc, &vc, &bt, &sl, &o, lse.as_ref(), &opts)
+        .map_err(to_py)?;
+    let h = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe {
+        raw::attention_paged(
+            &h,
+            stream_of(stream),
+            &q,
+            &kc,
+            &vc,
+            &bt,
+            &sl,
+            &o,
+            lse.as_ref(),
+            &opts,
+        )
+    })
+    .map_err(to_py)
+}
+
+/// New K/V tokens written into their pages (`flash_attn_with_kvcache`'s `k` and `v`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn kv_append(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    k: PyTensor,
+    v: PyTensor,
+    k_cache: PyTensor,
+    v_cache: PyTensor,
+    block_table: PyTensor,
+    cache_seqlens: PyTensor,
+    check_tables: bool,
+) -> PyResult<()> {
+    let (k, v, kc, vc, bt, sl) = (
+        tensor("k", k, device)?,
+        tensor("v", v, device)?,
+        tensor("k_cache", k_cache, device)?,
+        tensor("v_cache", v_cache, device)?,
+        tensor("block_table", block_table, device)?,
+        tensor("cache_seqlens", cache_seqlens, device)?,
+    );
+    raw::check_kv_append(device, &k, &v, &kc, &vc, &bt, &sl).map_err(to_py)?;
+    let h = handle(device)?;
+    // SAFETY: as in `gemm` (the caches are the outputs).
+    py.allow_threads(|| unsafe {
+        raw::kv_append(
+            &h,
+            stream_of(stream),
+            &k,
+            &v,
+            &kc,
+            &vc,
+            &bt,
+            &sl,
+            check_tables,
+        )
     })
     .map_err(to_py)
 }
@@ -522,6 +618,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_available, m)?)?;
     m.add_function(wrap_pyfunction!(gemm, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(attention_paged, m)?)?;
+    m.add_function(wrap_pyfunction!(kv_append, m)?)?;
     m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(attention_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_gemm, m)?)?;

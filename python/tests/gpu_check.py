@@ -285,6 +285,49 @@ def varlen_checks(gen, quick):
         record("varlen", "backward raises", False, error="no error")
     except NotImplementedError as e:
         record("varlen", "backward raises", "no backward" in str(e))
+# ------------------------------------------------------------------------------ paged KV cache
+def kvcache_checks(gen, quick):
+    """flash_attn_with_kvcache against the fp32 reference on the same cache unpaged: pages in a
+    shuffled order, lengths per sequence, GQA, several query tokens (causal), new K/V appended."""
+    cases = [(4, 1, 32, 8, 128, 16, 1000, 0), (3, 1, 8, 8, 64, 64, 300, 1), (2, 4, 16, 4, 128, 16, 777, 4),
+             (1, 16, 16, 2, 256, 256, 2000, 16), (8, 1, 32, 8, 128, 16, 8192, 0), (1, 1, 8, 1, 128, 64, 20000, 1)]
+    for i, (b, sq, hq, hkv, d, ps, ctx, new) in enumerate(cases):
+        if quick and i % 2:
+            continue
+        dt = (torch.bfloat16, torch.float16)[i % 2]
+        causal = sq > 1
+        lens = torch.randint(max(sq, new, 1), ctx + 1, (b,), generator=gen, device="cuda").to(torch.int32)
+        max_pages = -(-ctx // ps)
+        pages = torch.randperm(b * max_pages, generator=gen, device="cuda").to(torch.int32)
+        table = pages.view(b, max_pages)
+        k_cache = torch.randn(b * max_pages, ps, hkv, d, device="cuda", dtype=dt, generator=gen)
+        v_cache = torch.randn(b * max_pages, ps, hkv, d, device="cuda", dtype=dt, generator=gen)
+        q = torch.randn(b, sq, hq, d, device="cuda", dtype=dt, generator=gen)
+        k = v = None
+        if new:
+            k = torch.randn(b, new, hkv, d, device="cuda", dtype=dt, generator=gen)
+            v = torch.randn(b, new, hkv, d, device="cuda", dtype=dt, generator=gen)
+        # The reference reads the caches after the append, as dense [1, L, Hkv, D] per sequence.
+        before = (lens - new).to(torch.int32)
+        out, lse = kiln.flash_attn_with_kvcache(q, k_cache, v_cache, k=k, v=v, cache_seqlens=before,
+                                                block_table=table, causal=causal, return_softmax_lse=True)
+        scale = 1 / math.sqrt(d)
+        errs, torch_errs = [], []
+        for s in range(b):
+            n = int(lens[s])
+            rows = table[s, : -(-n // ps)].long()
+            kd = k_cache[rows].reshape(-1, hkv, d)[:n][None]
+            vd = v_cache[rows].reshape(-1, hkv, d)[:n][None]
+            if new:
+                ok_new = torch.equal(kd[0, n - new:], k[s]) and torch.equal(vd[0, n - new:], v[s])
+                record("kvcache", f"append seq {s} of case {i}", ok_new)
+            ref = sdpa_ref(q[s:s + 1], kd, vd, causal, scale)
+            errs.append(rel(out[s:s + 1], ref))
+            torch_errs.append(rel(torch_bf16_attn(q[s:s + 1], kd, vd, causal, scale), ref))
+        err, torch_err = max(errs), max(torch_errs)
+        record("kvcache", f"B{b} Sq{sq} H{hq}/{hkv} d{d} page{ps} ctx{ctx} +{new}{' causal' if causal else ''} {str(dt)[6:]}",
+               err <= 2 * torch_err + 1e-4 and not math.isnan(err) and not torch.isnan(lse).any(),
+               err=err, torch_err=torch_err)
 
 
 # ------------------------------------------------------------------------------------------ MoE
@@ -527,8 +570,8 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(1234)
     timings: list[dict] = []
     t0 = time.time()
-    sections = [gemm_checks, attention_checks, attention_backward_checks, varlen_checks, moe_checks, fp8_checks,
-                lambda g, q: integration_checks(g)]
+    sections = [gemm_checks, attention_checks, attention_backward_checks, varlen_checks, kvcache_checks, moe_checks,
+                fp8_checks, lambda g, q: integration_checks(g)]
     if not args.quick:
         sections += [lambda g, q: models(g, timings), lambda g, q: op_timings(g, timings)]
     for section in sections:

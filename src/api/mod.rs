@@ -31,8 +31,10 @@ mod info;
 mod launch;
 mod ops;
 mod options;
+mod paged;
 mod precompile;
 pub mod raw;
+mod raw_paged;
 mod tensor;
 pub mod validate;
 mod varlen;
@@ -49,5 +51,6 @@ pub use options::{
     AttentionBackwardOptions, AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows,
     Problem, SwigluWeights, Window,
 };
+pub use paged::PagedOptions;
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use workspace::{Workspace, Workspaces};

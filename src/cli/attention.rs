@@ -176,6 +176,8 @@ pub struct AttnVerifyArgs {
     pub varlen_suite: bool,
     #[command(flatten)]
     pub backward: super::attention_backward::BackwardFlags,
+    #[command(flatten)]
+    pub decode: super::attention_decode::DecodeFlags,
 }
 
 #[derive(Debug, Args)]
@@ -203,6 +205,8 @@ pub struct AttnBenchArgs {
     pub varlen: super::attention_varlen::VarlenArgs,
     #[command(flatten)]
     pub backward: super::attention_backward::BackwardFlags,
+    #[command(flatten)]
+    pub decode: super::attention_decode::DecodeFlags,
 }
 
 pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
@@ -239,6 +243,10 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     if a.varlen.given() || a.varlen_suite {
         return super::attention_varlen::verify(env, a);
     }
+    if a.decode.decode {
+        return super::attention_decode::verify(env, a);
+    }
+    a.decode.refuse_without_decode()?;
     let problems = if a.problem.given() {
         vec![a.problem.problem((1, 1, 1, 128))?]
     } else {
@@ -336,6 +344,10 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     if a.varlen.given() || a.varlen.varlen_range.is_some() {
         return super::attention_varlen::bench(env, a);
     }
+    if a.decode.decode {
+        return super::attention_decode::bench(env, a);
+    }
+    a.decode.refuse_without_decode()?;
     let p = a.problem.problem((2, 16, 8192, 128))?;
     let ctx = env.context()?;
     let ks: Vec<&dyn AttentionKernel> = if a.versions.is_empty() {

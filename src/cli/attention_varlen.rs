@@ -33,7 +33,7 @@ pub struct VarlenArgs {
     /// LO:HI, the range --varlen-count draws lengths from (default 128:8192).
     #[arg(long)]
     pub varlen_range: Option<String>,
-    /// Seed of the drawn lengths and of the inputs (default: fresh).
+    /// Seed of the drawn lengths and of the inputs, packed or decode (default: fresh).
     #[arg(long)]
     pub seed: Option<u64>,
 }

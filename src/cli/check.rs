@@ -38,10 +38,12 @@ pub(super) fn run_check(
             || kiln::ops::fp4::variants(arch)
                 .iter()
                 .any(|(name, _)| *name == v);
+        let decode = kiln::ops::attention::decode_variants(arch).map(|(n, _)| n);
         if !fp4
             && env.registry.attention_version(v).is_err()
             && env.registry.attention_backward_version(v).is_err()
             && env.registry.moe_version(v).is_err()
+            && !decode.contains(&v)
         {
             env.registry.gemm_version(v)?;
         }

@@ -4,6 +4,7 @@
 mod args;
 mod attention;
 mod attention_backward;
+mod attention_decode;
 mod attention_varlen;
 mod bench_random;
 mod check;

@@ -80,6 +80,8 @@ pub struct Workspaces {
     pub attn_bwd_delta: Scratch,
     pub attn_bwd_dq_acc: Scratch,
     pub attn_bwd_dq_sem: Scratch,
+    /// `decode_paged`: every split's fp32 partial O and LSE.
+    pub decode_partials: Scratch,
     /// `swiglu_dual`: the split tiles' workspace and counters.
     pub swiglu_split: Scratch,
     pub swiglu_split_counters: Scratch,
@@ -104,6 +106,7 @@ impl Workspaces {
             attn_bwd_delta: Scratch::new("attention backward D workspace", false),
             attn_bwd_dq_acc: Scratch::new("attention backward dQ accumulator", false),
             attn_bwd_dq_sem: Scratch::new("attention backward dQ counter", false),
+            decode_partials: Scratch::new("decode partials workspace", false),
             swiglu_split: Scratch::new("SwiGLU split workspace", false),
             swiglu_split_counters: Scratch::new("SwiGLU split counter", true),
             fp8_split: Scratch::new("FP8 split-K workspace", false),

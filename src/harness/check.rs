@@ -130,6 +130,12 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
                 .map(|s| ("moe", fp4, s)),
         );
     }
+    // Decode over a paged KV cache: its two passes and the append, outside the forward's registry.
+    for (name, specs) in crate::ops::attention::decode_variants(arch) {
+        if only.is_none_or(|v| v == name) {
+            work.extend(specs.into_iter().map(|s| ("attention", name, s)));
+        }
+    }
     // The bench's own kernel: every timed launch waits for it, so it is compiled and checked too.
     if only.is_none_or(|v| v == "l2_read_flush") {
         work.push((

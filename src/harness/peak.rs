@@ -36,37 +36,56 @@ impl Peak {
     }
 }
 
-/// Measures the copy bandwidth (1 GiB buffers) and the vendor GEMM ceiling.
-pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
-    let bytes = 1usize << 30;
-    let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
-    src.fill_bytes(1, ctx)?;
-    // Median event time (ms) of 10 launches after 3 untimed ones, `before` enqueued ahead of
-    // each (outside the events).
-    let median_ms = |before: &dyn Fn() -> Result<()>, launch: &dyn Fn() -> Result<()>| {
-        let mut times = Vec::new();
-        for i in 0..13 {
-            before()?;
-            let (s, e) = (ctx.event()?, ctx.event()?);
-            s.record(ctx)?;
-            launch()?;
-            e.record(ctx)?;
-            let t = s.elapsed_ms(&e)? as f64;
-            if i >= 3 {
-                times.push(t);
-            }
+/// Median event time (ms) of 10 launches after 3 untimed ones, `before` enqueued ahead of each
+/// (outside the events).
+fn median_ms(
+    ctx: &Context,
+    before: &dyn Fn() -> Result<()>,
+    launch: &dyn Fn() -> Result<()>,
+) -> Result<f64> {
+    let mut times = Vec::new();
+    for i in 0..13 {
+        before()?;
+        let (s, e) = (ctx.event()?, ctx.event()?);
+        s.record(ctx)?;
+        launch()?;
+        e.record(ctx)?;
+        let t = s.elapsed_ms(&e)? as f64;
+        if i >= 3 {
+            times.push(t);
         }
-        Ok::<f64, Error>(super::bench::stats(&mut times).0)
-    };
-    let nothing = || Ok(());
-    let copy_ms = median_ms(&nothing, &|| {
-        // SAFETY: both buffers hold `bytes` bytes and belong to this context.
+    }
+    Ok(super::bench::stats(&mut times).0)
+}
+
+/// The copy ceiling (TB/s, bytes read plus written): a device-to-device copy from `src` to
+/// `dst` of `bytes`, as `kiln peak` measures it (and any bandwidth-bound bench beside it).
+pub fn copy_tbps(
+    ctx: &Context,
+    src: &DeviceBuffer,
+    dst: &DeviceBuffer,
+    bytes: usize,
+) -> Result<f64> {
+    let copy_ms = median_ms(ctx, &|| Ok(()), &|| {
+        // SAFETY: both buffers hold at least `bytes` bytes and belong to this context.
         unsafe {
             cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream)
         }
         .map_err(|e| Error::cuda("device copy", format!("{e:?}")))
     })?;
-    let copy_tbps = 2.0 * bytes as f64 / (copy_ms * 1e-3) / 1e12;
+    Ok(2.0 * bytes as f64 / (copy_ms * 1e-3) / 1e12)
+}
+
+/// Measures the copy bandwidth (1 GiB buffers) and the vendor GEMM ceiling.
+pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
+    let bytes = 1usize << 30;
+    let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
+    src.fill_bytes(1, ctx)?;
+    let median_ms = |before: &dyn Fn() -> Result<()>, launch: &dyn Fn() -> Result<()>| {
+        median_ms(ctx, before, launch)
+    };
+    let nothing = || Ok(());
+    let copy_tbps = copy_tbps(ctx, &src, &dst, bytes)?;
     let sink = DeviceBuffer::new(16)?;
     // The copy filled `src` with ones, and the read kernel's sink test holds for zeros only.
     src.fill_bytes(0, ctx)?;

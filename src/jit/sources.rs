@@ -237,6 +237,22 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_fa2_mma_sync.cu"),
     ),
     (
+        "attention/decode_args.cuh",
+        include_str!("../../kernels/attention/decode_args.cuh"),
+    ),
+    (
+        "attention/decode_paged.cu",
+        include_str!("../../kernels/attention/decode_paged.cu"),
+    ),
+    (
+        "attention/decode_combine.cu",
+        include_str!("../../kernels/attention/decode_combine.cu"),
+    ),
+    (
+        "attention/kv_append.cu",
+        include_str!("../../kernels/attention/kv_append.cu"),
+    ),
+    (
         "common/fp8.cuh",
         include_str!("../../kernels/common/fp8.cuh"),
     ),

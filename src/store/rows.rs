@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::ResultRow;
 use crate::harness::attention::bench::AttnTiming;
+use crate::harness::attention::decode::{DecodeCheck, DecodeTiming};
 use crate::harness::attention::verify::AttnCheck;
 use crate::harness::bench::{FlushMode, Timing};
 use crate::harness::check::CheckRow;
@@ -244,6 +245,35 @@ pub fn attention_bench_row(p: &AttentionProblem, t: &AttnTiming) -> ResultRow {
         tflops: t.tflops,
     };
     row("attention", &t.version, String::new(), p, &m, None)
+}
+
+/// `kiln attn verify --decode`: one decode step checked, its split count as the variant.
+pub fn decode_verify_row(o: &DecodeCheck) -> ResultRow {
+    let variant = format!("splits {}", o.splits);
+    row(
+        "attention",
+        "decode_paged",
+        variant,
+        &o.spec,
+        o,
+        Some(o.passed),
+    )
+}
+
+/// `kiln attn bench --decode`: one decode step timed, with the copy ceiling measured beside it.
+pub fn decode_bench_row(t: &DecodeTiming, copy_tbps: f64) -> ResultRow {
+    let m = serde_json::json!({
+        "median_us": t.median_us,
+        "min_us": t.min_us,
+        "max_us": t.max_us,
+        "reps": t.reps,
+        "cache_bytes": t.cache_bytes,
+        "gbps": t.gbps,
+        "copy_tbps": copy_tbps,
+        "of_copy": t.gbps / (copy_tbps * 1e3),
+    });
+    let variant = format!("splits {}", t.splits);
+    row("attention", "decode_paged", variant, &t.spec, &m, None)
 }
 
 /// `kiln attn verify --backward`: one backward version checked on its problem.

@@ -8,6 +8,7 @@ mod attention_varlen;
 mod fp8;
 mod gemm;
 mod moe;
+mod paged;
 
 pub use attention::{attention, AttentionPlan};
 pub use attention_backward::{attention_backward, AttentionBackwardPlan};
@@ -15,6 +16,7 @@ pub use attention_varlen::{attention_varlen, VarlenPlan};
 pub use fp8::{fp8_cast, fp8_gemm, fp8_grouped, Fp8CastPlan, Fp8GemmPlan, Fp8GroupedPlan};
 pub use gemm::{gemm, GemmPlan};
 pub use moe::{grouped_gemm, swiglu, MoePlan};
+pub use paged::{append, paged, AppendPlan, PagedPlan};
 
 use super::dtype::DType;
 use super::info::TensorInfo;

@@ -6,6 +6,7 @@ pub mod backward_bench;
 pub mod backward_shapes;
 pub mod backward_verify;
 pub mod bench;
+pub mod decode;
 pub mod shapes;
 pub mod varlen;
 pub mod verify;

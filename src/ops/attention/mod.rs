@@ -2,8 +2,11 @@
 //! `kernels/attention/`), and what they share: the kernel interface and the argument block.
 
 pub mod composed;
+pub mod decode_combine;
+pub mod decode_paged;
 pub mod fa2_mma_sync;
 pub mod fa3_wgmma;
+pub mod kv_append;
 pub mod paged;
 pub mod problem;
 pub mod varlen;
@@ -202,6 +205,15 @@ pub fn check_buffers(p: &AttentionProblem, ops: &AttentionOperands) -> Result<()
         }
     }
     Ok(())
+}
+
+/// The decode kernels' names and variants for `arch` (for `kiln check`).
+pub fn decode_variants(arch: &str) -> [(&'static str, Vec<KernelSpec>); 3] {
+    [
+        ("decode_paged", decode_paged::variants(arch)),
+        ("decode_combine", decode_combine::variants(arch)),
+        ("kv_append", vec![kv_append::spec(arch)]),
+    ]
 }
 
 /// The dtypes attention kernels are specialised for.

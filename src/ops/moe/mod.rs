@@ -3,10 +3,10 @@
 //! projection), the fused SwiGLU gate/up dual GEMM, and the tiny prefix-sum kernel both launch
 //! first. Each version is one host file with the stem of its device file under `kernels/moe/`.
 
+pub mod fp4;
 pub mod fp8_grouped;
 pub mod fp8_problem;
 pub mod fp8_swiglu;
-pub mod fp4;
 pub mod grouped_gemm;
 pub mod grouped_swapab;
 pub mod problem;

@@ -1,0 +1,166 @@
+//! Decode over a paged KV cache for foreign callers: [`attention_paged`] and [`kv_append`] on
+//! raw tensors and streams, and their checks without a handle (re-exported by [`super::raw`]).
+
+use cudarc::driver::sys::CUstream;
+
+use super::handle::Kiln;
+use super::paged::PagedOptions;
+use super::tensor::RawTensor;
+use super::validate::{self, AppendPlan, PagedPlan};
+use crate::error::Result;
+
+#[allow(clippy::too_many_arguments)]
+fn paged_plan(
+    device: usize,
+    q: &RawTensor,
+    k_cache: &RawTensor,
+    v_cache: &RawTensor,
+    block_table: &RawTensor,
+    context_lens: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    opts: &PagedOptions,
+) -> Result<Option<PagedPlan>> {
+    let lse = lse.map(|l| l.info("lse", false)).transpose()?;
+    validate::paged(
+        device,
+        &q.info("q", false)?,
+        &k_cache.info("k_cache", false)?,
+        &v_cache.info("v_cache", false)?,
+        &block_table.info("block_table", false)?,
+        &context_lens.info("cache_seqlens", false)?,
+        &o.info("out", false)?,
+        lse.as_ref(),
+        opts.causal,
+        opts.softmax_scale,
+    )
+}
+
+fn append_plan(
+    device: usize,
+    k: &RawTensor,
+    v: &RawTensor,
+    k_cache: &RawTensor,
+    v_cache: &RawTensor,
+    block_table: &RawTensor,
+    context_lens: &RawTensor,
+) -> Result<Option<AppendPlan>> {
+    validate::append(
+        device,
+        &k.info("k", false)?,
+        &v.info("v", false)?,
+        &k_cache.info("k_cache", false)?,
+        &v_cache.info("v_cache", false)?,
+        &block_table.info("block_table", false)?,
+        &context_lens.info("cache_seqlens", false)?,
+    )
+}
+
+/// The checks of [`attention_paged`], without a handle.
+#[allow(clippy::too_many_arguments)]
+pub fn check_attention_paged(
+    device: usize,
+    q: &RawTensor,
+    k_cache: &RawTensor,
+    v_cache: &RawTensor,
+    block_table: &RawTensor,
+    context_lens: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    opts: &PagedOptions,
+) -> Result<()> {
+    paged_plan(
+        device,
+        q,
+        k_cache,
+        v_cache,
+        block_table,
+        context_lens,
+        o,
+        lse,
+        opts,
+    )
+    .map(drop)
+}
+
+/// The checks of [`kv_append`], without a handle.
+pub fn check_kv_append(
+    device: usize,
+    k: &RawTensor,
+    v: &RawTensor,
+    k_cache: &RawTensor,
+    v_cache: &RawTensor,
+    block_table: &RawTensor,
+    context_lens: &RawTensor,
+) -> Result<()> {
+    append_plan(device, k, v, k_cache, v_cache, block_table, context_lens).map(drop)
+}
+
+/// [`Kiln::attention_paged`] on raw tensors and a raw stream.
+///
+/// # Safety
+/// `stream` must be a live stream of the handle's context. Every tensor must describe device
+/// memory of that context holding its dtype, alive and (for `o` and `lse`) not used by anyone
+/// else until the stream has run the launch; the caller orders the stream after the inputs'
+/// producers.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_paged(
+    kiln: &Kiln,
+    stream: CUstream,
+    q: &RawTensor,
+    k_cache: &RawTensor,
+    v_cache: &RawTensor,
+    block_table: &RawTensor,
+    context_lens: &RawTensor,
+    o: &RawTensor,
+    lse: Option<&RawTensor>,
+    opts: &PagedOptions,
+) -> Result<()> {
+    kiln.check_raw_stream(stream)?;
+    let plan = paged_plan(
+        kiln.ordinal(),
+        q,
+        k_cache,
+        v_cache,
+        block_table,
+        context_lens,
+        o,
+        lse,
+        opts,
+    )?;
+    match plan {
+        Some(plan) => kiln.launch_paged(Some(stream), &plan, opts.check_tables),
+        None => Ok(()),
+    }
+}
+
+/// [`Kiln::kv_append`] on raw tensors and a raw stream.
+///
+/// # Safety
+/// As [`attention_paged`] (the caches are the outputs).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn kv_append(
+    kiln: &Kiln,
+    stream: CUstream,
+    k: &RawTensor,
+    v: &RawTensor,
+    k_cache: &RawTensor,
+    v_cache: &RawTensor,
+    block_table: &RawTensor,
+    context_lens: &RawTensor,
+    check_tables: bool,
+) -> Result<()> {
+    kiln.check_raw_stream(stream)?;
+    match append_plan(
+        kiln.ordinal(),
+        k,
+        v,
+        k_cache,
+        v_cache,
+        block_table,
+        context_lens,
+    )? {
+        Some(plan) => kiln.launch_append(Some(stream), &plan, check_tables),
+        None => Ok(()),
+    }
+}

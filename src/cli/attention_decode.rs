@@ -1,0 +1,220 @@
+//! `kiln attn verify|bench --decode`: decode over a paged KV cache against the float64 reference
+//! (one problem or the suite), and timed as GB/s of the cache it reads beside the copy ceiling.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use kiln::device::DeviceBuffer;
+use kiln::error::{Error, Result};
+use kiln::harness::attention::decode::{
+    bad_table_specs, decode_suite, time_decode, verify_bad_tables, verify_decode, DecodeCheck,
+    DecodeSpec,
+};
+use kiln::harness::peak;
+use kiln::harness::verify::fresh_seed;
+use kiln::report::Table;
+use kiln::store::rows;
+use serde_json::json;
+
+use super::attention::{AttnBenchArgs, AttnProblemArgs, AttnVerifyArgs};
+use super::env::{bench_options, finish, record, Env};
+
+/// The flags of a decode step over a paged cache (with --batch --heads --kv-heads --dim
+/// --seqlen-q --causal --dtype of the attention problem).
+#[derive(Debug, Args, Clone)]
+pub struct DecodeFlags {
+    /// Decode over a paged KV cache (flash-decoding) instead of the dense forward.
+    #[arg(long)]
+    pub decode: bool,
+    /// Tokens per page: 16, 64 or 256.
+    #[arg(long)]
+    pub page_size: Option<usize>,
+    /// Cached tokens per sequence (the longest, with --random-lengths).
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// Draw each sequence's context from seqlen_q..=context.
+    #[arg(long)]
+    pub random_lengths: bool,
+    /// Append this many new K/V tokens per sequence before the step (verify only).
+    #[arg(long)]
+    pub append: Option<usize>,
+}
+
+impl DecodeFlags {
+    /// A decode flag without --decode: an error rather than a dense run that ignores it.
+    pub fn refuse_without_decode(&self) -> Result<()> {
+        let flags = [
+            ("--page-size", self.page_size.is_some()),
+            ("--context", self.context.is_some()),
+            ("--random-lengths", self.random_lengths),
+            ("--append", self.append.is_some()),
+        ];
+        match flags.iter().find(|(_, given)| *given) {
+            Some((flag, _)) => Err(Error::invalid(format!(
+                "{flag} belongs to decode over a paged cache; add --decode"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn given(&self) -> bool {
+        self.context.is_some()
+    }
+
+    /// The problem of the flags, with `defaults` (batch, heads, kv heads, dim, context).
+    fn spec(
+        &self,
+        a: &AttnProblemArgs,
+        defaults: (usize, usize, usize, usize, usize),
+    ) -> Result<DecodeSpec> {
+        let sh = &a.shape;
+        if sh.seqlen.is_some() || sh.seqlen_kv.is_some() || sh.scale.is_some() {
+            return Err(Error::invalid(
+                "--decode takes --context (and --seqlen-q for the query tokens), not --seqlen, --seqlen-kv or --scale",
+            ));
+        }
+        let (b, h, hkv, d, ctx) = defaults;
+        let heads = sh.heads.unwrap_or(h);
+        let spec = DecodeSpec {
+            batch: sh.batch.unwrap_or(b),
+            heads_q: heads,
+            heads_kv: sh.kv_heads.unwrap_or(hkv.min(heads)),
+            head_dim: sh.dim.unwrap_or(d),
+            seqlen_q: sh.seqlen_q.unwrap_or(1),
+            page_size: self.page_size.unwrap_or(16),
+            context: self.context.unwrap_or(ctx),
+            random_lengths: self.random_lengths,
+            causal: sh.causal,
+            dtype: a.dtype.parse()?,
+            append: self.append.unwrap_or(0),
+        };
+        if spec.context == 0 {
+            return Err(Error::invalid(
+                "--context 0: a sequence needs at least one cached token",
+            ));
+        }
+        if spec.append > spec.context {
+            return Err(Error::invalid(format!(
+                "--append {} is more than --context {}: the context counts the appended tokens",
+                spec.append, spec.context
+            )));
+        }
+        spec.problem(0)?;
+        Ok(spec)
+    }
+}
+
+pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    let f = &a.decode;
+    let specs = if f.given() {
+        vec![f.spec(&a.problem, (4, 32, 8, 128, 0))?]
+    } else {
+        if f.page_size.is_some()
+            || f.append.is_some()
+            || f.random_lengths
+            || a.problem.shape.batch.is_some()
+        {
+            return Err(Error::invalid(
+                "these flags describe one decode problem, which needs its length: add --context, or leave them out to verify the suite",
+            ));
+        }
+        decode_suite()
+    };
+    let ctx = env.context()?;
+    let run = env.begin("attn-decode-verify", Some(&ctx.info))?;
+    let mut outcomes: Vec<DecodeCheck> = Vec::new();
+    for s in &specs {
+        let o = verify_decode(&ctx, s, a.varlen.seed.unwrap_or_else(fresh_seed))?;
+        record(&run, rows::decode_verify_row(&o))?;
+        if !o.passed && !env.json {
+            eprintln!("FAIL {} (seed {}): {}", s.label(), o.seed, o.message);
+        }
+        outcomes.push(o);
+    }
+    if !f.given() {
+        for s in &bad_table_specs() {
+            let o = verify_bad_tables(&ctx, s, a.varlen.seed.unwrap_or_else(fresh_seed))?;
+            if !o.passed && !env.json {
+                eprintln!("FAIL {} (seed {}): {}", s.label(), o.seed, o.message);
+            }
+            record(&run, rows::decode_verify_row(&o))?;
+            outcomes.push(o);
+        }
+    }
+    let failed = outcomes.iter().any(|o| !o.passed);
+    finish(&run, if failed { "failed" } else { "ok" })?;
+    if env.json {
+        env.print_json(&json!(outcomes));
+    } else {
+        let mut t = Table::new(&["problem", "splits", "O rel error", "LSE error", "verdict"]);
+        for o in &outcomes {
+            t.row(&[
+                o.spec.label(),
+                o.splits.to_string(),
+                format!("{:.2e} (bound {:.0e})", o.rel_error, o.bound),
+                format!("{:.2e}", o.lse_max_error),
+                o.message.clone(),
+            ]);
+        }
+        print!("{}", t.render());
+        let passed = outcomes.iter().filter(|o| o.passed).count();
+        println!("{passed} of {} decode problems passed", outcomes.len());
+    }
+    Ok(if failed {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
+    let spec = a.decode.spec(&a.problem, (64, 32, 8, 128, 8192))?;
+    if spec.append > 0 {
+        return Err(Error::invalid(
+            "--append is verified, not timed; leave it out of `attn bench`",
+        ));
+    }
+    let ctx = env.context()?;
+    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    opt.reps = opt.reps.max(1);
+    let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
+    let run = env.begin("attn-decode-bench", Some(&ctx.info))?;
+    let t = time_decode(&ctx, &spec, seed, &opt)?;
+    // The copy ceiling of `kiln peak`, measured now on the same GPU (1 GiB each way).
+    let bytes = 1usize << 30;
+    let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
+    src.fill_bytes(1, &ctx)?;
+    let copy = peak::copy_tbps(&ctx, &src, &dst, bytes)?;
+    let of_copy = t.gbps / (copy * 1e3);
+    record(&run, rows::decode_bench_row(&t, copy))?;
+    finish(&run, "ok")?;
+    if env.json {
+        env.print_json(&json!({"timing": t, "copy_tbps": copy, "of_copy": of_copy}));
+    } else {
+        println!(
+            "{} on {}: {} splits, {:.1} MB of K/V read",
+            spec.label(),
+            ctx.info.name,
+            t.splits,
+            t.cache_bytes as f64 / 1e6
+        );
+        let mut tb = Table::new(&[
+            "median us",
+            "min us",
+            "max us",
+            "GB/s",
+            "copy GB/s",
+            "of copy",
+        ]);
+        tb.row(&[
+            format!("{:.1}", t.median_us),
+            format!("{:.1}", t.min_us),
+            format!("{:.1}", t.max_us),
+            format!("{:.0}", t.gbps),
+            format!("{:.0}", copy * 1e3),
+            format!("{:.1}%", 100.0 * of_copy),
+        ]);
+        print!("{}", tb.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,550 @@
+//! Decode over a paged KV cache on the GPU: problems with shuffled pages, the check against the
+//! float64 reference (poisoned outputs, the append included), the shape suite, and the timing.
+
+use rand::{seq::SliceRandom, Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::harness::attention::verify::{o_bound, LSE_BOUND};
+use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::harness::device_data::random_buffer;
+use crate::harness::verify::{rel_l2, verdict, within};
+use crate::ops::attention::decode_paged::{self, DecodeOperands, DecodePlan, DecodeShape};
+use crate::ops::attention::kv_append::{self, AppendOperands};
+use crate::ops::attention::PagedProblem;
+use crate::ops::gemm::DType;
+use crate::reference::attention_paged::{append_kv, paged_forward};
+use crate::reference::data::HostData;
+
+/// What a decode problem is made from (the CLI's flags, the suite's rows).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DecodeSpec {
+    pub batch: usize,
+    pub heads_q: usize,
+    pub heads_kv: usize,
+    pub head_dim: usize,
+    pub seqlen_q: usize,
+    pub page_size: usize,
+    /// The longest context (every sequence's, unless `random_lengths`).
+    pub context: usize,
+    /// Lengths drawn from seqlen_q..=context per sequence.
+    pub random_lengths: bool,
+    pub causal: bool,
+    pub dtype: DType,
+    /// New K/V tokens appended by `kv_append` before the step (0: none).
+    pub append: usize,
+}
+
+impl DecodeSpec {
+    /// The problem: every page of the cache in a seeded shuffled order, table entries past a
+    /// context left at -1 (never read), scale 1/sqrt(d). Validated.
+    pub fn problem(&self, seed: u64) -> Result<PagedProblem> {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let max_pages = self.context.div_ceil(self.page_size.max(1)).max(1);
+        let context_lens: Vec<i32> = (0..self.batch)
+            .map(|_| match self.random_lengths {
+                true => rng.gen_range(self.seqlen_q.min(self.context)..=self.context) as i32,
+                false => self.context as i32,
+            })
+            .collect();
+        let num_pages = self.batch * max_pages;
+        let mut ids: Vec<i32> = (0..num_pages as i32).collect();
+        ids.shuffle(&mut rng);
+        let mut block_table = vec![-1; num_pages];
+        for (b, &ctx) in context_lens.iter().enumerate() {
+            let row = b * max_pages..b * max_pages + (ctx as usize).div_ceil(self.page_size.max(1));
+            block_table[row.clone()].copy_from_slice(&ids[row]);
+        }
+        let p = PagedProblem {
+            batch: self.batch,
+            heads_q: self.heads_q,
+            heads_kv: self.heads_kv,
+            head_dim: self.head_dim,
+            seqlen_q: self.seqlen_q,
+            num_pages,
+            page_size: self.page_size,
+            max_pages,
+            block_table,
+            context_lens,
+            causal: self.causal,
+            scale: 1.0 / (self.head_dim as f32).sqrt(),
+            dtype: self.dtype,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+
+    pub fn label(&self) -> String {
+        format!(
+            "decode B{} H{}/{} d{} q{} page{} ctx{}{}{}{} {}",
+            self.batch,
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+            self.seqlen_q,
+            self.page_size,
+            self.context,
+            if self.random_lengths { " random" } else { "" },
+            if self.causal { " causal" } else { "" },
+            if self.append > 0 {
+                format!(" +{}", self.append)
+            } else {
+                String::new()
+            },
+            self.dtype
+        )
+    }
+}
+
+/// The suite: page sizes 16/64/256; contexts 1, 15, 16, 17 and random; GQA 1, 4 and 8; 1, 4
+/// and 16 query tokens; head dims 64, 128 and 256; both dtypes; causal or not; with appends.
+pub fn decode_suite() -> Vec<DecodeSpec> {
+    let base = DecodeSpec {
+        batch: 3,
+        heads_q: 4,
+        heads_kv: 1,
+        head_dim: 128,
+        seqlen_q: 1,
+        page_size: 16,
+        context: 17,
+        random_lengths: false,
+        causal: false,
+        dtype: DType::Bf16,
+        append: 0,
+    };
+    let mut v = Vec::new();
+    let mut n = 0usize;
+    for page_size in [16, 64, 256] {
+        for context in [1, 15, 16, 17, 300] {
+            for d in [64, 128, 256] {
+                n += 1;
+                v.push(DecodeSpec {
+                    page_size,
+                    context,
+                    random_lengths: context == 300,
+                    head_dim: d,
+                    dtype: if n.is_multiple_of(2) {
+                        DType::F16
+                    } else {
+                        DType::Bf16
+                    },
+                    ..base
+                });
+            }
+        }
+    }
+    // GQA 1/4/8 x 1/4/16 query tokens (causal bottom-right past one token), 2 and 16 KV heads.
+    for (hq, hkv) in [(2, 2), (16, 4), (16, 2)] {
+        for sq in [1, 4, 16] {
+            for d in [64, 128, 256] {
+                v.push(DecodeSpec {
+                    heads_q: hq,
+                    heads_kv: hkv,
+                    seqlen_q: sq,
+                    head_dim: d,
+                    context: 200,
+                    random_lengths: true,
+                    causal: sq > 1,
+                    page_size: if sq == 4 { 64 } else { 16 },
+                    ..base
+                });
+            }
+        }
+    }
+    // Appends (the step's own tokens written first), and one sequence split many ways.
+    for (sq, causal) in [(1, false), (4, true), (16, true)] {
+        v.push(DecodeSpec {
+            seqlen_q: sq,
+            append: sq,
+            causal,
+            heads_q: 8,
+            heads_kv: 2,
+            context: 100,
+            random_lengths: true,
+            ..base
+        });
+    }
+    v.push(DecodeSpec {
+        batch: 1,
+        heads_q: 8,
+        heads_kv: 8,
+        context: 20000,
+        page_size: 256,
+        ..base
+    });
+    // Splits with GQA and causal queries; two row blocks per KV head (8 x 16 rows) with an append.
+    v.push(DecodeSpec {
+        batch: 1,
+        heads_q: 32,
+        heads_kv: 8,
+        seqlen_q: 4,
+        causal: true,
+        context: 3000,
+        page_size: 64,
+        ..base
+    });
+    v.push(DecodeSpec {
+        batch: 2,
+        heads_q: 16,
+        heads_kv: 2,
+        seqlen_q: 16,
+        causal: true,
+        append: 16,
+        context: 5000,
+        random_lengths: true,
+        dtype: DType::F16,
+        ..base
+    });
+    v
+}
+
+/// One decode check's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeCheck {
+    pub spec: DecodeSpec,
+    pub passed: bool,
+    pub splits: usize,
+    pub rel_error: f64,
+    pub bound: f64,
+    pub lse_max_error: f64,
+    pub nan_or_unwritten: usize,
+    /// Cache elements the append left different from the reference's append.
+    pub append_mismatches: usize,
+    pub seed: u64,
+    pub message: String,
+}
+
+/// Runs `spec` once with the inputs of `seed`: the append (if any) and the step on the GPU,
+/// O and LSE poisoned first, against the float64 reference on every row.
+pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<DecodeCheck> {
+    let p = spec.problem(seed)?;
+    let s = DecodeShape::of(&p);
+    let q = HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(1));
+    let kc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(2));
+    let vc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(3));
+    let dq = DeviceBuffer::from_host(q.bytes())?;
+    let (dk, dv) = (
+        DeviceBuffer::from_host(kc.bytes())?,
+        DeviceBuffer::from_host(vc.bytes())?,
+    );
+    let table = DeviceBuffer::from_host(&p.block_table)?;
+    let lens = DeviceBuffer::from_host(&p.context_lens)?;
+    let (mut k64, mut v64) = (kc.to_f64(), vc.to_f64());
+    let mut out = DecodeCheck {
+        spec: *spec,
+        passed: false,
+        splits: DecodePlan::new(&s, &ctx.info).splits,
+        rel_error: f64::NAN,
+        bound: o_bound(p.dtype),
+        lse_max_error: f64::NAN,
+        nan_or_unwritten: 0,
+        append_mismatches: 0,
+        seed,
+        message: String::new(),
+    };
+    if spec.append > 0 {
+        let n = p.batch * spec.append * p.heads_kv * p.head_dim;
+        let kn = HostData::random(p.dtype, n, seed.wrapping_add(4));
+        let vn = HostData::random(p.dtype, n, seed.wrapping_add(5));
+        let (dkn, dvn) = (
+            DeviceBuffer::from_host(kn.bytes())?,
+            DeviceBuffer::from_host(vn.bytes())?,
+        );
+        let ops = AppendOperands {
+            k_new: &dkn,
+            v_new: &dvn,
+            k_cache: &dk,
+            v_cache: &dv,
+            block_table: &table,
+            context_lens: &lens,
+        };
+        kv_append::launch(ctx, &s, spec.append, &ops)?;
+        append_kv(
+            &p,
+            &mut k64,
+            &mut v64,
+            &kn.to_f64(),
+            &vn.to_f64(),
+            spec.append,
+        )?;
+        ctx.synchronize()?;
+        let bytes = p.cache_elems() * p.dtype.size();
+        for (buf, want) in [(&dk, &k64), (&dv, &v64)] {
+            let have = HostData::from_bytes(p.dtype, &buf.download::<u8>(bytes)?);
+            out.append_mismatches += (0..have.len()).filter(|&i| have.get(i) != want[i]).count();
+        }
+    }
+    let o = DeviceBuffer::new(p.q_elems() * p.dtype.size())?;
+    let lse = DeviceBuffer::new(p.batch * p.heads_q * p.seqlen_q * 4)?;
+    // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
+    o.fill_bytes(0xFF, ctx)?;
+    lse.fill_bytes(0xFF, ctx)?;
+    let ops = DecodeOperands {
+        q: &dq,
+        k_cache: &dk,
+        v_cache: &dv,
+        o: &o,
+        lse: &lse,
+        block_table: &table,
+        context_lens: &lens,
+    };
+    decode_paged::check_operands(&s, &ops)?;
+    decode_paged::launch(ctx, &s, &ops)?;
+    ctx.synchronize_within(std::time::Duration::from_secs(30), &spec.label())?;
+    let have_o = HostData::from_bytes(p.dtype, &o.download::<u8>(p.q_elems() * p.dtype.size())?);
+    let have_lse: Vec<f32> = lse.download::<f32>(s.lse_elems())?;
+    let want = paged_forward(&p, &q.to_f64(), &k64, &v64);
+    out.nan_or_unwritten = (0..have_o.len())
+        .filter(|&i| have_o.get(i).is_nan())
+        .count()
+        + have_lse.iter().filter(|x| x.is_nan()).count();
+    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
+    for (i, w) in want.o.iter().enumerate() {
+        let h = have_o.get(i);
+        if h.is_finite() {
+            diff2 += (h - w) * (h - w);
+        }
+        ref2 += w * w;
+    }
+    out.rel_error = rel_l2(diff2, ref2);
+    out.lse_max_error = want
+        .lse
+        .iter()
+        .zip(&have_lse)
+        .map(|(&w, &h)| match (w == f64::NEG_INFINITY, h as f64) {
+            (true, h) if h == f64::NEG_INFINITY => 0.0,
+            (false, h) if h.is_finite() => (h - w).abs(),
+            _ => f64::INFINITY,
+        })
+        .fold(0.0, f64::max);
+    let (lse_err, mismatches) = (out.lse_max_error, out.append_mismatches);
+    (out.passed, out.message) = verdict(&[
+        (mismatches > 0, &|| {
+            format!("the append left {mismatches} cache elements unlike the reference's")
+        }),
+        (out.nan_or_unwritten > 0, &|| {
+            format!(
+                "{} output elements (O or LSE) are NaN or were never written",
+                out.nan_or_unwritten
+            )
+        }),
+        (!within(out.rel_error, out.bound), &|| {
+            format!(
+                "O relative error {:.2e} exceeds the {} bound {:.0e}",
+                out.rel_error, p.dtype, out.bound
+            )
+        }),
+        (!within(lse_err, LSE_BOUND), &|| {
+            format!("LSE error {lse_err:.2e} exceeds {LSE_BOUND:.0e}")
+        }),
+    ]);
+    Ok(out)
+}
+
+/// The guard against bad tables on the GPU, with no host check before the launch: sequence 0's
+/// first page id is past the cache and sequence 1's length past its table, so their O and LSE
+/// must come out NaN (never a plausible value) and every other sequence's finite.
+pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<DecodeCheck> {
+    let mut p = spec.problem(seed)?;
+    let s = DecodeShape::of(&p);
+    p.block_table[0] = p.num_pages as i32;
+    p.context_lens[1] = (p.max_pages * p.page_size + 1) as i32;
+    let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
+    let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
+    let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
+    let (o, lse) = (
+        ctx.alloc(p.q_elems() * p.dtype.size())?,
+        ctx.alloc(s.lse_elems() * 4)?,
+    );
+    let table = DeviceBuffer::from_host(&p.block_table)?;
+    let lens = DeviceBuffer::from_host(&p.context_lens)?;
+    o.fill_bytes(0xFF, ctx)?;
+    lse.fill_bytes(0xFF, ctx)?;
+    let ops = DecodeOperands {
+        q: &q,
+        k_cache: &k,
+        v_cache: &v,
+        o: &o,
+        lse: &lse,
+        block_table: &table,
+        context_lens: &lens,
+    };
+    decode_paged::check_operands(&s, &ops)?;
+    let splits = decode_paged::launch(ctx, &s, &ops)?.splits;
+    ctx.synchronize_within(std::time::Duration::from_secs(30), &spec.label())?;
+    let have_o = HostData::from_bytes(p.dtype, &o.download::<u8>(p.q_elems() * p.dtype.size())?);
+    let have_lse: Vec<f32> = lse.download::<f32>(s.lse_elems())?;
+    let (o_seq, lse_seq) = (p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.seqlen_q);
+    // Elements that disagree with their sequence's verdict (NaN for 0 and 1, finite after).
+    let wrong = (0..have_o.len())
+        .filter(|&i| have_o.get(i).is_nan() != (i / o_seq < 2))
+        .count()
+        + (0..have_lse.len())
+            .filter(|&i| have_lse[i].is_nan() != (i / lse_seq < 2))
+            .count();
+    let (passed, message) = verdict(&[(wrong > 0, &|| {
+        format!("{wrong} output elements disagree with their sequence's table: NaN for a bad one, finite otherwise")
+    })]);
+    Ok(DecodeCheck {
+        spec: *spec,
+        passed,
+        splits,
+        rel_error: 0.0,
+        bound: 0.0,
+        lse_max_error: 0.0,
+        nan_or_unwritten: wrong,
+        append_mismatches: 0,
+        seed,
+        message: format!("bad tables: {message}"),
+    })
+}
+
+/// Problems for [`verify_bad_tables`]: one split, and several (the bad page seen by one split).
+pub fn bad_table_specs() -> [DecodeSpec; 2] {
+    let base = DecodeSpec {
+        batch: 3,
+        heads_q: 8,
+        heads_kv: 2,
+        head_dim: 128,
+        seqlen_q: 2,
+        page_size: 16,
+        context: 40,
+        random_lengths: false,
+        causal: true,
+        dtype: DType::Bf16,
+        append: 0,
+    };
+    [
+        base,
+        DecodeSpec {
+            context: 5000,
+            page_size: 64,
+            ..base
+        },
+    ]
+}
+
+/// One decode timing: event times with L2 flushed, and the cache bytes the step must read.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeTiming {
+    pub spec: DecodeSpec,
+    pub splits: usize,
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    pub reps: usize,
+    /// K and V bytes of every context, once.
+    pub cache_bytes: u64,
+    pub gbps: f64,
+    pub times_ms: Vec<f64>,
+}
+
+/// Times one decode step of `spec` (random data made on the GPU; the append is not timed).
+pub fn time_decode(
+    ctx: &Context,
+    spec: &DecodeSpec,
+    seed: u64,
+    opt: &BenchOptions,
+) -> Result<DecodeTiming> {
+    let p = spec.problem(seed)?;
+    let s = DecodeShape::of(&p);
+    let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
+    let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
+    let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
+    let o = ctx.alloc(p.q_elems() * p.dtype.size())?;
+    let lse = ctx.alloc(s.lse_elems() * 4)?;
+    let table = DeviceBuffer::from_host(&p.block_table)?;
+    let lens = DeviceBuffer::from_host(&p.context_lens)?;
+    ctx.synchronize()?;
+    let ops = DecodeOperands {
+        q: &q,
+        k_cache: &k,
+        v_cache: &v,
+        o: &o,
+        lse: &lse,
+        block_table: &table,
+        context_lens: &lens,
+    };
+    decode_paged::check_operands(&s, &ops)?;
+    let flusher = L2Flusher::new(ctx)?;
+    let mut splits = 1;
+    let times = sample_launches(ctx, &flusher, opt, || {
+        splits = decode_paged::launch(ctx, &s, &ops)?.splits;
+        Ok(())
+    })?;
+    let (median, min, max) = stats(&mut times.clone());
+    let cache_bytes = s.cache_bytes_read(&p.context_lens);
+    Ok(DecodeTiming {
+        spec: *spec,
+        splits,
+        median_us: median * 1e3,
+        min_us: min * 1e3,
+        max_us: max * 1e3,
+        reps: times.len(),
+        cache_bytes,
+        gbps: cache_bytes as f64 / (median * 1e-3) / 1e9,
+        times_ms: times,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_shuffle_pages_and_leave_unused_entries_unread() {
+        let spec = DecodeSpec {
+            random_lengths: true,
+            context: 100,
+            batch: 5,
+            ..decode_suite()[0]
+        };
+        let p = spec.problem(7).unwrap();
+        assert_eq!((p.max_pages, p.num_pages), (7, 35));
+        let mut used: Vec<i32> = p.block_table.iter().copied().filter(|&x| x >= 0).collect();
+        let pages: usize = p
+            .context_lens
+            .iter()
+            .map(|&c| (c as usize).div_ceil(16))
+            .sum();
+        assert_eq!(used.len(), pages);
+        used.sort_unstable();
+        used.dedup();
+        assert_eq!(used.len(), pages, "a page is shared");
+        assert_ne!(p, spec.problem(8).unwrap());
+        assert!(p.context_lens.iter().all(|&c| (1..=100).contains(&c)));
+    }
+
+    #[test]
+    fn the_suite_covers_the_issues_boundaries() {
+        let s = decode_suite();
+        for ps in [16, 64, 256] {
+            assert!(s.iter().any(|x| x.page_size == ps));
+        }
+        for ctx in [1, 15, 16, 17] {
+            assert!(s.iter().any(|x| x.context == ctx && !x.random_lengths));
+        }
+        for g in [1, 4, 8] {
+            assert!(s.iter().any(|x| x.heads_q / x.heads_kv == g));
+        }
+        for sq in [1, 4, 16] {
+            assert!(s.iter().any(|x| x.seqlen_q == sq));
+        }
+        assert!(s.iter().any(|x| x.append > 0 && x.causal));
+        // On an H100 some problems split their contexts and some need two row blocks.
+        let h100 = crate::device::DeviceInfo::h100_sxm();
+        let plans: Vec<DecodePlan> = s
+            .iter()
+            .map(|x| DecodePlan::new(&DecodeShape::of(&x.problem(1).unwrap()), &h100))
+            .collect();
+        assert!(plans.iter().filter(|p| p.splits > 1).count() >= 3);
+        assert!(plans.iter().any(|p| p.m_groups > 1 && p.splits > 1));
+        // the bad-table check runs with one split and with several
+        let plan =
+            |x: &DecodeSpec| DecodePlan::new(&DecodeShape::of(&x.problem(1).unwrap()), &h100);
+        let [one, many] = bad_table_specs();
+        assert_eq!(plan(&one).splits, 1);
+        assert!(plan(&many).splits > 1);
+    }
+}

@@ -1,0 +1,345 @@
+//! Decode over a paged KV cache on the CPU: the API's refusals (one per bad argument, naming it)
+//! and `kiln attn verify|bench --decode` refusing bad problems with exit code 2 before any GPU.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::text;
+use kiln::api::validate;
+use kiln::api::{raw, RawTensor, TensorInfo};
+use kiln::{ArgumentKind, DType, Error, PagedOptions};
+
+const BF: DType = DType::Bf16;
+const I32: DType = DType::I32;
+/// Distinct, 256-byte aligned fake addresses (never dereferenced).
+const ADDR: [u64; 8] = [
+    0x1000_0000,
+    0x2000_0000,
+    0x3000_0000,
+    0x4000_0000,
+    0x5000_0000,
+    0x6000_0000,
+    0x7000_0000,
+    0x8000_0000,
+];
+
+fn t(i: usize, dtype: DType, shape: &[usize]) -> TensorInfo {
+    RawTensor::contiguous(ADDR[i], dtype, shape, 0)
+        .info("t", false)
+        .unwrap()
+}
+
+/// A valid step: batch 2, 1 query token, 8 heads over 2 KV heads, d128, 10 pages of 16, 5
+/// pages per sequence; `edit` replaces some of (q, k_cache, v_cache, table, lens, o, lse).
+fn paged(edit: impl FnOnce(&mut [TensorInfo; 7])) -> kiln::Result<Option<validate::PagedPlan>> {
+    let mut a = [
+        t(0, BF, &[2, 1, 8, 128]),
+        t(1, BF, &[10, 16, 2, 128]),
+        t(2, BF, &[10, 16, 2, 128]),
+        t(3, I32, &[2, 5]),
+        t(4, I32, &[2]),
+        t(5, BF, &[2, 1, 8, 128]),
+        t(6, DType::F32, &[2, 8, 1]),
+    ];
+    edit(&mut a);
+    let [q, k, v, bt, lens, o, lse] = &a;
+    validate::paged(0, q, k, v, bt, lens, o, Some(lse), true, None)
+}
+
+fn refused<T: std::fmt::Debug>(r: kiln::Result<T>, arg: &str, kind: ArgumentKind, says: &str) {
+    match r {
+        Err(Error::Argument {
+            arg: a,
+            kind: k,
+            message,
+        }) => {
+            assert_eq!((a.as_str(), k), (arg, kind), "{message}");
+            assert!(message.contains(says), "`{message}` does not say `{says}`");
+        }
+        other => panic!("expected an argument error on `{arg}`, got {other:?}"),
+    }
+}
+
+fn invalid<T: std::fmt::Debug>(r: kiln::Result<T>, says: &str) {
+    match r {
+        Err(Error::InvalidInput(m)) => assert!(m.contains(says), "`{m}` does not say `{says}`"),
+        other => panic!("expected invalid input saying `{says}`, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_valid_step_plans_its_shape() {
+    let p = paged(|_| {}).unwrap().unwrap();
+    let s = p.shape;
+    assert_eq!(
+        (
+            s.batch,
+            s.heads_q,
+            s.heads_kv,
+            s.page_size,
+            s.max_pages,
+            s.num_pages
+        ),
+        (2, 8, 2, 16, 5, 10)
+    );
+    assert!((s.scale - 128f32.powf(-0.5)).abs() < 1e-7 && s.causal);
+}
+
+#[test]
+fn each_bad_decode_argument_is_refused_by_name() {
+    let page32 = t(1, BF, &[10, 32, 2, 128]);
+    invalid(
+        paged(|a| {
+            a[1] = page32;
+            a[2] = t(2, BF, &[10, 32, 2, 128]);
+        }),
+        "page size 32 is not supported",
+    );
+    invalid(
+        paged(|a| {
+            a[0] = t(0, BF, &[2, 17, 8, 128]);
+            a[5] = t(5, BF, &[2, 17, 8, 128]);
+            a[6] = t(6, DType::F32, &[2, 8, 17]);
+        }),
+        "seqlen_q = 17",
+    );
+    refused(
+        paged(|a| a[3] = t(3, DType::F32, &[2, 5])),
+        "block_table",
+        ArgumentKind::DType,
+        "i32",
+    );
+    refused(
+        paged(|a| a[3] = t(3, I32, &[3, 5])),
+        "block_table",
+        ArgumentKind::Shape,
+        "batch 2",
+    );
+    refused(
+        paged(|a| a[4] = t(4, I32, &[2, 1])),
+        "cache_seqlens",
+        ArgumentKind::Shape,
+        "1-D",
+    );
+    refused(
+        paged(|a| a[2] = t(2, BF, &[11, 16, 2, 128])),
+        "v_cache",
+        ArgumentKind::Shape,
+        "one shape",
+    );
+    refused(
+        paged(|a| {
+            a[1] = t(1, BF, &[10, 16, 2, 64]);
+            a[2] = t(2, BF, &[10, 16, 2, 64]);
+        }),
+        "k_cache",
+        ArgumentKind::Shape,
+        "head dim 64",
+    );
+    refused(
+        paged(|a| a[1] = t(1, BF, &[10, 16, 128])),
+        "k_cache",
+        ArgumentKind::Shape,
+        "num_pages, page_size",
+    );
+    refused(
+        paged(|a| a[5] = t(5, BF, &[2, 2, 8, 128])),
+        "o",
+        ArgumentKind::Shape,
+        "query's shape",
+    );
+    refused(
+        paged(|a| a[6] = t(6, DType::F32, &[2, 1, 8])),
+        "lse",
+        ArgumentKind::Shape,
+        "[2, 8, 1]",
+    );
+    refused(
+        paged(|a| a[5] = t(0, BF, &[2, 1, 8, 128])),
+        "o",
+        ArgumentKind::Value,
+        "overlaps `q`",
+    );
+    invalid(
+        paged(|a| {
+            a[1] = t(1, BF, &[10, 16, 3, 128]);
+            a[2] = t(2, BF, &[10, 16, 3, 128]);
+        }),
+        "kv_heads = 3",
+    );
+    let strided = RawTensor {
+        ptr: ADDR[1],
+        dtype: BF,
+        shape: vec![10, 16, 2, 128],
+        strides: vec![16 * 2 * 256, 2 * 256, 256, 1],
+        device: 0,
+    }
+    .info("k_cache", false)
+    .unwrap();
+    refused(
+        paged(|a| a[1] = strided),
+        "k_cache",
+        ArgumentKind::Stride,
+        "contiguous",
+    );
+}
+
+#[test]
+fn each_bad_append_argument_is_refused_by_name() {
+    let (kc, vc, bt, lens) = (
+        t(1, BF, &[10, 16, 2, 128]),
+        t(2, BF, &[10, 16, 2, 128]),
+        t(3, I32, &[2, 5]),
+        t(4, I32, &[2]),
+    );
+    let ok = t(5, BF, &[2, 3, 2, 128]);
+    let plan = validate::append(0, &ok, &t(6, BF, &[2, 3, 2, 128]), &kc, &vc, &bt, &lens)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.n_new, 3);
+    let bad = t(6, BF, &[2, 3, 4, 128]);
+    refused(
+        validate::append(0, &bad, &bad, &kc, &vc, &bt, &lens),
+        "k",
+        ArgumentKind::Shape,
+        "[batch, n_new, 2, 128]",
+    );
+    let f16 = t(6, DType::F16, &[2, 3, 2, 128]);
+    refused(
+        validate::append(0, &ok, &f16, &kc, &vc, &bt, &lens),
+        "v",
+        ArgumentKind::DType,
+        "cache's dtype",
+    );
+    refused(
+        validate::append(0, &ok, &ok, &kc, &vc, &bt, &t(4, I32, &[3])),
+        "block_table",
+        ArgumentKind::Shape,
+        "batch 2",
+    );
+}
+
+#[test]
+fn raw_paged_checks_run_without_a_gpu() {
+    let r = |shape: &[usize], dtype, i: usize| RawTensor::contiguous(ADDR[i], dtype, shape, 0);
+    let opts = PagedOptions::default();
+    assert!(opts.check_tables && !opts.causal);
+    raw::check_attention_paged(
+        0,
+        &r(&[2, 1, 8, 128], BF, 0),
+        &r(&[10, 16, 2, 128], BF, 1),
+        &r(&[10, 16, 2, 128], BF, 2),
+        &r(&[2, 5], I32, 3),
+        &r(&[2], I32, 4),
+        &r(&[2, 1, 8, 128], BF, 5),
+        None,
+        &opts,
+    )
+    .unwrap();
+    let e = raw::check_kv_append(
+        0,
+        &r(&[2, 1, 2, 128], BF, 0),
+        &r(&[2, 1, 2, 128], BF, 5),
+        &r(&[10, 16, 2, 128], BF, 1),
+        &r(&[10, 16, 2, 128], BF, 2),
+        &r(&[2, 5], DType::F32, 3),
+        &r(&[2], I32, 4),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("i32 page ids"), "{e}");
+}
+
+fn kiln(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .arg("--no-store")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("kiln runs")
+}
+
+#[test]
+fn bad_decode_problems_on_the_command_line_exit_2_before_any_gpu() {
+    for (args, needle) in [
+        (
+            vec![
+                "attn",
+                "verify",
+                "--decode",
+                "--page-size",
+                "32",
+                "--context",
+                "100",
+            ],
+            "page size 32",
+        ),
+        (
+            vec!["attn", "bench", "--decode", "--seqlen-q", "17"],
+            "seqlen_q = 17",
+        ),
+        (
+            vec!["attn", "bench", "--decode", "--dim", "96"],
+            "head_dim = 96",
+        ),
+        (
+            vec![
+                "attn",
+                "bench",
+                "--decode",
+                "--heads",
+                "8",
+                "--kv-heads",
+                "3",
+            ],
+            "kv_heads = 3",
+        ),
+        (vec!["attn", "verify", "--page-size", "16"], "add --decode"),
+        (vec!["attn", "bench", "--context", "64"], "add --decode"),
+        (
+            vec![
+                "attn",
+                "verify",
+                "--decode",
+                "--append",
+                "5",
+                "--context",
+                "4",
+            ],
+            "--append 5 is more than --context 4",
+        ),
+        (
+            vec!["attn", "bench", "--decode", "--seqlen", "4"],
+            "takes --context",
+        ),
+        (
+            vec!["attn", "verify", "--decode", "--batch", "2"],
+            "needs its length",
+        ),
+        (
+            vec!["attn", "bench", "--decode", "--context", "0"],
+            "--context 0",
+        ),
+        (
+            vec!["attn", "bench", "--decode", "--append", "1"],
+            "verified, not timed",
+        ),
+    ] {
+        let o = kiln(&args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains(needle), "{args:?}: expected `{needle}` in {t}");
+    }
+}
+
+#[test]
+fn every_decode_variant_compiles_for_sm90a_without_spills() {
+    require_nvrtc!();
+    for (v, n) in [("decode_paged", 6), ("decode_combine", 2), ("kv_append", 1)] {
+        let o = kiln(&["check", "--arch", "sm_90a", "--version", v]);
+        let t = text(&o);
+        assert!(o.status.success(), "{v}: {t}");
+        assert!(t.contains(&format!("{n} variants for sm_90a")), "{v}: {t}");
+        assert!(t.contains("0 with problems"), "{v}: {t}");
+    }
+}

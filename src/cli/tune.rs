@@ -94,7 +94,17 @@ fn target_op(a: &TuneArgs) -> Result<&'static str> {
 /// The attention problem of `kiln tune attn`, with a clear error for what is missing or given
 /// for the other op.
 fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
-    let t: &AttnShapeArgs = &a.attn;
+    // `kiln tune` has one --scale, the GEMM's (its FP8 scales) and attention's (the softmax
+    // scale) flattened together: for `tune attn` it is the softmax scale.
+    let mut shape: AttnShapeArgs = a.attn.clone();
+    if let (None, Some(s)) = (shape.scale, &a.problem.scale) {
+        shape.scale = Some(s.parse().map_err(|_| {
+            Error::invalid(format!(
+                "--scale {s}: kiln tune attn takes the softmax scale, a number"
+            ))
+        })?);
+    }
+    let t = &shape;
     if a.problem.shape.is_some() {
         return Err(Error::invalid(
             "--shape is a GEMM shape; kiln tune attn takes --batch, --heads, --seqlen and --dim",
@@ -183,7 +193,7 @@ fn search_kind(s: &str) -> Result<&'static str> {
 pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     // Bad flags are said before anything opens a GPU.
     search_kind(&a.search)?;
-    if super::fp8_gemm::wanted(&a.problem)? {
+    if target_op(a)? == "gemm" && super::fp8_gemm::wanted(&a.problem)? {
         return super::fp8_gemm::tune(env, a);
     }
     let fake = env.config.overrides.tune.fake.is_some();

@@ -11,7 +11,7 @@ from typing import Optional
 
 from . import _check as check
 
-__all__ = ["gemm", "flash_attn_func", "moe", "fp8", "available", "precompile", "__version__"]
+__all__ = ["gemm", "flash_attn_func", "moe", "fp8", "fp4", "available", "precompile", "__version__"]
 
 try:
     from ._kiln import __version__  # noqa: F401
@@ -28,6 +28,7 @@ if _torch is not None:
 
 from . import moe  # noqa: E402
 from . import fp8  # noqa: E402
+from . import fp4  # noqa: E402
 
 
 def _require_torch():

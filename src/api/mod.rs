@@ -23,6 +23,7 @@
 
 mod dtype;
 mod fp4;
+mod fp4_raw;
 mod fp8;
 mod handle;
 mod info;

@@ -76,8 +76,9 @@
 #   fuzz [SEED]                  `kiln fuzz` (FUZZ_GEMM, FUZZ_ATTN, FUZZ_MOE problems; default
 #                                10,000 / 2,000 / 1,000): fuzz.json, failures.jsonl
 #   fp4                          `kiln fp4 verify` (FP4_SUITE=quick|full, default full), the NVFP4
-#                                GEMV against cuBLAS bf16 at M 1 and 16 (N = K = 8192), then
-#                                `kiln fp4 seeds` (the NVFP4 contest shapes, verified and timed)
+#                                GEMV against cuBLAS bf16 at M 1 and 16 (N = K = 8192) and at
+#                                1x2048x8192, then `kiln fp4 seeds` (the NVFP4 contest shapes with
+#                                the contest's data, verified and timed); the step table last
 #   decode                       decode over a paged KV cache: its variants compiled, the verify
 #                                suite and the problem against the float64 reference,
 #                                then `kiln attn bench --decode` (GB/s of the cache, fraction of
@@ -809,10 +810,12 @@ fp4)
   step fp4-verify 580 "$KILN" fp4 verify --suite "${FP4_SUITE:-full}"
   step fp4-gemv-m1 300 "$KILN" fp4 bench --gemv --m 1 --n 8192 --k 8192
   step fp4-gemv-m16 300 "$KILN" fp4 bench --gemv --m 16 --n 8192 --k 8192
+  step fp4-gemv-n2048 300 "$KILN" fp4 bench --gemv --m 1 --n 2048 --k 8192
   step fp4-seeds 580 "$KILN" fp4 seeds
-  table
-  echo; grep -hE '^\| (nvfp4_gemv|cublas)' "$D/fp4-gemv-m1.txt" "$D/fp4-gemv-m16.txt"
-  echo; grep -E '^(gemv|gemm|dual|group|geomean)' "$D/fp4-seeds.txt" ;;
+  echo; grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' "$D/fp4-verify.txt"
+  echo; grep -hE '^\| (nvfp4_gemv|cublas)' "$D"/fp4-gemv-*.txt
+  echo; grep -E '^\| (gemv|gemm|dual|group) |^(gemv|gemm|dual|group|geomean)' "$D/fp4-seeds.txt"
+  table ;;
 
 decode)
   need_bin "$KILN"; machine "$KILN"

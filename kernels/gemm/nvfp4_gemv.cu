@@ -4,9 +4,12 @@
 // blockIdx.z with per-batch strides. Bandwidth is everything: each lane streams 16-byte loads of
 // two weight rows (L1 bypassed), decodes them in registers, and the tensor cores do the sums.
 //
-// A CTA owns 16 rows of W; its warps (4 or 8: blockDim.x / 32) split K (step s of 128 elements
-// goes to warp s % warps) and add their partial sums in shared memory at the end, so a small N
-// still fills the GPU. In a step, lane (g = lane / 4, q = lane % 4) holds 32 elements (16 bytes, two scale blocks) of rows
+// A CTA owns 16 rows of W; its warps (4 to 16: blockDim.x / 32, about 16 an SM in all) split K
+// (step s of 128 elements goes to warp s % warps) and add their partial sums in shared memory at
+// the end, so a small N still fills the GPU. Bytes in flight: a warp takes UNROLL steps an
+// iteration and loads the next iteration's weights before decoding the current one, so each
+// lane always has UNROLL x 2 x 16 bytes of weights outstanding: 4 KB a warp (M <= 8), 64 KB an
+// SM at 16 warps (before: 2 steps loaded, then decoded, 2 KB a warp only while it waited). In a step, lane (g = lane / 4, q = lane % 4) holds 32 elements (16 bytes, two scale blocks) of rows
 // g and g + 8 at k = 128 s + 32 q. The order of k inside an mma is free as long as X follows it:
 // the A register pair i of a 32-bit word (elements e .. e + 7) holds elements e + i and e + i + 4
 // (nibbles i and i + 4, 16 bits apart, so one shift places both), and X's pairs are permuted to
@@ -21,9 +24,9 @@
 #if !defined(KILN_GEMV_NF)
 #error "nvfp4_gemv.cu needs KILN_GEMV_NF (src/ops/fp4/nvfp4_gemv.rs)"
 #endif
-constexpr int MAX_WARPS = 8, NF = KILN_GEMV_NF;
-constexpr int STEP = 128;   // K elements per warp step
-constexpr int UNROLL = 2;   // steps whose loads are in flight together
+constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
+constexpr int STEP = 128;            // K elements per warp step
+constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
 struct GemvArgs {
@@ -76,15 +79,20 @@ __device__ __forceinline__ void scale_pairs(u32 codes, u32& s0, u32& s1) {
   s1 = pack2<bf16>(b, b);
 }
 
-// One step's loads for one lane.
-struct Step {
-  u32x4 w[2];      // rows g, g + 8
-  u32 sc[2];       // their two scale codes (low byte: the first block)
-  u32x4 x[NF][4];  // X row g + 8 f, 32 elements
+// One step's weight loads for one lane: rows g and g + 8, 32 elements each, and their two scale
+// codes each (low byte: the first block).
+struct WStep {
+  u32x4 w[2];
+  u32 sc[2];
 };
 
-__device__ __forceinline__ void load_step(Step& st, const GemvArgs& a, const u8* w, const u8* s, const bf16* x,
-                                          int row0, int g, int q, int step) {
+// One step's X for one lane: row g + 8 f, the same 32 elements.
+struct XStep {
+  u32x4 x[NF][4];
+};
+
+__device__ __forceinline__ void load_w(WStep& st, const GemvArgs& a, const u8* w, const u8* s, int row0, int g, int q,
+                                       int step) {
   const int k0 = step * STEP + 32 * q;
   const bool kin = k0 < a.k;  // K is a multiple of 32: a lane's 32 elements are all in or all out
 #pragma unroll
@@ -98,6 +106,11 @@ __device__ __forceinline__ void load_step(Step& st, const GemvArgs& a, const u8*
       st.sc[h] = 0;
     }
   }
+}
+
+__device__ __forceinline__ void load_x(XStep& st, const GemvArgs& a, const bf16* x, int g, int q, int step) {
+  const int k0 = step * STEP + 32 * q;
+  const bool kin = k0 < a.k;
 #pragma unroll
   for (int f = 0; f < NF; ++f) {
     const int m = g + 8 * f;
@@ -109,7 +122,7 @@ __device__ __forceinline__ void load_step(Step& st, const GemvArgs& a, const u8*
 
 __device__ __forceinline__ u32 word(const u32x4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-__device__ __forceinline__ void compute_step(float (&acc)[NF][4], const Step& st) {
+__device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& st, const XStep& xs) {
   constexpr u32 TWO_126 = 0x7E807E80u;  // bf16 2^126, twice
   u32 s[2][2];                           // [row half][block]
   scale_pairs(st.sc[0], s[0][0], s[0][1]);
@@ -133,7 +146,7 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const Step& st
 #pragma unroll
       for (int f = 0; f < NF; ++f) {
         // X elements 8v + i and 8v + i + 4 as one pair: register 2 j (+ 2) of the word's four.
-        const u32 lo = word(st.x[f][v], j), hi = word(st.x[f][v], j + 2);
+        const u32 lo = word(xs.x[f][v], j), hi = word(xs.x[f][v], j + 2);
         const u32 b[2] = {prmt(lo, hi, 0x5410), prmt(lo, hi, 0x7632)};
         mma_16816<bf16>(acc[f], a, b);
       }
@@ -141,7 +154,8 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const Step& st
   }
 }
 
-extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32) nvfp4_gemv(const GemvArgs a) {
+// At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K.
+extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const GemvArgs a) {
   __shared__ float red[MAX_WARPS][NF * 4][32];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int row0 = blockIdx.x * 16;
@@ -152,13 +166,27 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32) nvfp4_gemv(const Ge
   float acc[NF][4];
 #pragma unroll
   for (int f = 0; f < NF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
-  const int steps = (a.k + STEP - 1) / STEP;
-  for (int s0 = warp; s0 < steps; s0 += warps * UNROLL) {
-    Step st[UNROLL];
+  // Software pipeline: the weights of iteration i + 1 (UNROLL steps, 2 x 16 bytes a lane each)
+  // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and
+  // L2-resident: loaded step by step.
+  const int steps = (a.k + STEP - 1) / STEP, stride = warps * UNROLL;
+  WStep cur[UNROLL], nxt[UNROLL] = {};
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) load_step(st[u], a, w, s, x, row0, g, q, s0 + u * warps);
+  for (int u = 0; u < UNROLL; ++u) load_w(cur[u], a, w, s, row0, g, q, warp + u * warps);
+  for (int s0 = warp; s0 < steps; s0 += stride) {
+    const bool more = s0 + stride < steps;  // warp-uniform
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) compute_step(acc, st[u]);
+    for (int u = 0; u < UNROLL; ++u)
+      if (more) load_w(nxt[u], a, w, s, row0, g, q, s0 + stride + u * warps);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (s0 + u * warps >= steps) break;  // warp-uniform: this warp's last steps
+      XStep xs;
+      load_x(xs, a, x, g, q, s0 + u * warps);
+      compute_step(acc, cur[u], xs);
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) cur[u] = nxt[u];
   }
 #pragma unroll
   for (int f = 0; f < NF; ++f)

@@ -1,6 +1,6 @@
-// Quantisation to and from the 4-bit formats: a row-major X [rows, K] (bf16, f16 or f32, leading
+// Quantisation to the 4-bit formats: a row-major X [rows, K] (bf16, f16 or f32, leading
 // dimension ldx) to packed e2m1 codes [rows, K/2] (element 2i in the low nibble of byte i) and
-// one scale per block along K, and back. One thread per block of BLK elements.
+// one scale per block along K (the way back is fp4_dequant.cu). One thread per block of BLK.
 //   KILN_FP4 0  NVFP4: BLK 16, e4m3 scales, an fp32 tensor scale g. fp4_amax (KILN_AMAX) first
 //               reduces the tensor's amax into a word the host zeroed; fp4_quant then derives g
 //               from it, or takes the caller's g when amax_bits is null.
@@ -8,12 +8,12 @@
 // Non-finite inputs have no e2m1 code: every kernel that reads X records the smallest linear
 // index (r * K + c) of one in *first_bad (atomicMin; the host sets it to ~0 and refuses the
 // result if it changed), as the CPU quantisers refuse them.
-// KILN_QIN: 0 bf16, 1 f16, 2 f32 selects fp4_quant; KILN_AMAX fp4_amax; neither fp4_dequant. The
-// amax and the dequantiser take their dtype as an argument (fewer variants to compile).
+// KILN_QIN: 0 bf16, 1 f16, 2 f32 selects fp4_quant; KILN_AMAX fp4_amax, which takes its dtype as
+// an argument (fewer variants to compile).
 #include "common/fp4.cuh"
 
 #if !defined(KILN_FP4)
-#error "fp4_quant.cu needs KILN_FP4 (src/ops/fp4/quant.rs defines it)"
+#error "fp4_quant.cu needs KILN_FP4 (src/ops/fp4/fp4_quant.rs defines it)"
 #endif
 constexpr int BLK = KILN_FP4 == 0 ? 16 : 32;
 
@@ -118,46 +118,5 @@ extern "C" __global__ void __launch_bounds__(256)
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   if (threadIdx.x % 32 == 0) atomicMax(amax_bits, __float_as_uint(m));
   if (bad != ~0ull) atomicMin(first_bad, bad);
-}
-#endif
-
-#if !defined(KILN_QIN) && !defined(KILN_AMAX)
-template <class T> __device__ __forceinline__ void store_exact(void* y, i64 i, double p) {
-  reinterpret_cast<T*>(y)[i] = round_exact<T>(p);
-}
-
-// Y [rows, K] (leading dimension ldy, dtype `out`: 0 bf16, 1 f16, 2 f32) = the exact value of each code times its block scale (and
-// the NVFP4 tensor scale), rounded once to the output type. A scale with no value (E8M0's NaN
-// 0xFF; for NVFP4 a negative e4m3 or its NaN 0x7F) records its block index in *first_bad, and the
-// host refuses the result (a null first_bad: the caller vouches for the scales).
-extern "C" __global__ void __launch_bounds__(256)
-    fp4_dequant(const u8* codes, const u8* scales, float tensor_scale, int rows, int k, void* y, i64 ldy,
-                u64* first_bad, int out) {
-  const i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-  const int per_row = k / BLK;
-  if (b >= (i64)rows * per_row) return;
-  const i64 r = b / per_row;
-  const int c0 = (int)(b - r * per_row) * BLK;
-  const u8 sc = scales[b];
-  if (KILN_FP4 == 0 ? (sc & 0x80) != 0 || sc == 0x7F : sc == 0xFF)
-    if (first_bad) atomicMin(first_bad, (u64)b);
-#if KILN_FP4 == 0
-  const double s = (double)fp8_decode<FP8_E4M3>(sc) * (double)tensor_scale;
-#else
-  (void)tensor_scale;
-  const double s = (double)e8m0_value(sc);
-#endif
-#pragma unroll
-  for (int w = 0; w < BLK / 8; ++w) {
-    const u32 packed = reinterpret_cast<const u32*>(codes)[b * (BLK / 8) + w];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const i64 at = r * ldy + c0 + 8 * w + i;
-      const double p = (double)e2m1_decode(packed >> (4 * i)) * s;
-      if (out == 2) store_exact<float>(y, at, p);
-      else if (out == 1) store_exact<f16>(y, at, p);
-      else store_exact<bf16>(y, at, p);
-    }
-  }
 }
 #endif

@@ -19,6 +19,7 @@ __all__ = [
     "flash_attn_with_kvcache",
     "moe",
     "fp8",
+    "fp4",
     "available",
     "precompile",
     "__version__",
@@ -43,6 +44,7 @@ from . import attention_backward as _attention_backward  # noqa: E402
 from .attention_backward import flash_attn_backward  # noqa: E402
 from .attention_varlen import flash_attn_varlen_func, window_pair  # noqa: E402
 from .kvcache import flash_attn_with_kvcache  # noqa: E402
+from . import fp4  # noqa: E402
 
 
 def _require_torch():

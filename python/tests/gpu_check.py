@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import kiln
+import kiln.fp4
 import kiln.fp8
 import kiln.moe
 from kiln.integrations import transformers as kiln_tf
@@ -159,6 +160,53 @@ def fp8_checks(gen, quick):
 
 
 # ----------------------------------------------------------------------------------- attention
+def fp4_values(codes, scales, block, tensor_scale, e8m0):
+    """Packed codes (uint8 [rows, K/2]) times their block scales (e4m3 or E8M0 codes) in f32, as
+    torch computes them: e2m1 x scale is exact in f32, and one f32 product applies the tensor scale."""
+    lut = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device=codes.device)
+    nib = torch.stack([codes & 0xF, codes >> 4], dim=-1).reshape(codes.shape[0], -1).long()
+    if e8m0:
+        s = torch.exp2(scales.float() - 127)
+    else:
+        s = scales.view(torch.float8_e4m3fn).float()
+    v = lut[nib] * s.repeat_interleave(block, dim=1)
+    return v if tensor_scale == 1.0 else v * tensor_scale
+
+
+def fp4_checks(gen, quick):
+    """kiln.fp4: quantise then dequantise, equal bit for bit to torch's decoding of the same codes
+    (and near x), MXFP4 likewise, and the NVFP4 GEMV against x @ the dequantised weights."""
+    for rows, k in [(256, 4096)] if quick else [(256, 4096), (37, 544), (1, 16384)]:
+        x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+        w = kiln.fp4.quantize_nvfp4(x)
+        got = w.dequantize("f32")
+        want = fp4_values(w.codes, w.scales, 16, w.tensor_scale, e8m0=False)
+        record("fp4", f"nvfp4 round trip {rows}x{k}", torch.equal(got, want) and rel(got, x) < 0.2, err=rel(got, x))
+        # bf16 is the exact product rounded once: within half a bf16 step of the f32 values
+        got16 = kiln.fp4.dequantize(w.codes, w.scales, tensor_scale=w.tensor_scale).float()
+        close = torch.allclose(got16, want, rtol=2.0**-8, atol=0.0)
+        record("fp4", f"nvfp4 dequantize bf16 {rows}x{k}", close)
+        codes, scales = kiln.fp4.quantize_mxfp4(x)
+        got = kiln.fp4.dequantize(codes, scales, format="mxfp4", dtype="f32")
+        want = fp4_values(codes, scales, 32, 1.0, e8m0=True)
+        record("fp4", f"mxfp4 round trip {rows}x{k}", torch.equal(got, want) and rel(got, x) < 0.25, err=rel(got, x))
+    bad = torch.randn(4, 64, device="cuda", dtype=torch.bfloat16, generator=gen)
+    bad[1, 5] = float("nan")
+    try:
+        kiln.fp4.quantize_nvfp4(bad)
+        record("fp4", "NaN refused", False, error="no error")
+    except ValueError as e:
+        record("fp4", "NaN refused", "element (1, 5)" in str(e), error=str(e))
+    n, k = 4096, 4096
+    wt = kiln.fp4.quantize_nvfp4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen))
+    wd = wt.dequantize("f32")
+    for m in (1, 16):
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+        out = kiln.fp4.nvfp4_gemv(x, wt)
+        err = rel(out, x.float() @ wd.t())
+        record("fp4", f"nvfp4_gemv {m}x{n}x{k}", err < 1e-2, err=err)
+
+
 def sdpa_ref(q, k, v, causal, scale):
     """fp32 reference in BSHD, causal aligned bottom-right, GQA by repeating heads."""
     qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
@@ -571,7 +619,7 @@ def main():
     timings: list[dict] = []
     t0 = time.time()
     sections = [gemm_checks, attention_checks, attention_backward_checks, varlen_checks, kvcache_checks, moe_checks,
-                fp8_checks, lambda g, q: integration_checks(g)]
+                fp8_checks, fp4_checks, lambda g, q: integration_checks(g)]
     if not args.quick:
         sections += [lambda g, q: models(g, timings), lambda g, q: op_timings(g, timings)]
     for section in sections:

@@ -13,6 +13,10 @@ use super::tensor::RawTensor;
 use super::validate::{self, AttentionBackwardPlan, AttentionPlan, GemmPlan, MoePlan};
 use crate::error::Result;
 
+pub use super::fp4_raw::{
+    check_fp4_dequantize, check_fp4_quantize, check_nvfp4_gemv, fp4_dequantize, fp4_quantize,
+    nvfp4_gemv, RawBytes, RawFp4,
+};
 pub use super::fp8::{
     check_fp8_cast, check_fp8_gemm_nt, check_fp8_grouped_gemm, fp8_cast, fp8_gemm_nt,
     fp8_grouped_gemm,

@@ -63,7 +63,8 @@ impl Fp4Outcome {
 /// How a test tensor is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Values {
-    /// [-1, 1) times 2^[-20, 20], varying by element: every block scale differs.
+    /// [-1, 1) times 2^[-20, 20] (2^[-20, 14] for f16, whose largest finite value is 65504),
+    /// varying by element: every block scale differs.
     Spread,
     /// All zero.
     Zeros,
@@ -88,6 +89,8 @@ pub fn tensor(values: Values, input: DType, rows: usize, k: usize, seed: u64) ->
         DType::F16 => 6.1e-5f32,
         _ => f32::MIN_POSITIVE,
     };
+    // 2^15 and more would round to infinity in f16, which the quantisers rightly refuse.
+    let spread_top = if input == DType::F16 { 14 } else { 20 };
     let ties: Vec<f32> = {
         let mut t = vec![6.0f32];
         for c in 0..7u8 {
@@ -106,7 +109,9 @@ pub fn tensor(values: Values, input: DType, rows: usize, k: usize, seed: u64) ->
         .map(|i| {
             let sign = if rng.gen::<bool>() { -1.0 } else { 1.0 };
             match values {
-                Values::Spread => rng.gen_range(-1.0f32..1.0) * 2f32.powi(rng.gen_range(-20..=20)),
+                Values::Spread => {
+                    rng.gen_range(-1.0f32..1.0) * 2f32.powi(rng.gen_range(-20..=spread_top))
+                }
                 Values::Zeros => 0.0,
                 Values::Huge => sign * top * rng.gen_range(0.25f32..1.0),
                 Values::Tiny => sign * low * rng.gen_range(0.01f32..4.0),
@@ -156,6 +161,30 @@ fn cpu_quantize(
             (q.codes, q.scales, 1.0)
         }
     })
+}
+
+/// The outcomes of one case, or, when the case could not run (an input or a shape refused), one
+/// failed outcome saying why: a bad case must not stop the rest of the suite. CUDA errors still
+/// end it (the context is unusable after one).
+pub fn outcomes_or_failure(
+    check: &str,
+    case: impl Into<String>,
+    r: Result<Vec<Fp4Outcome>>,
+) -> Result<Vec<Fp4Outcome>> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(
+            e @ (Error::InvalidInput(_)
+            | Error::Argument { .. }
+            | Error::Unsupported { .. }
+            | Error::Verification(_)),
+        ) => {
+            let mut o = Fp4Outcome::new(check, case.into(), 0);
+            o.message = format!("could not run: {e}");
+            Ok(vec![o])
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The GPU's quantisation of a tensor against the CPU's, bit for bit, then its dequantisation to
@@ -239,33 +268,70 @@ pub fn verify_dequantization(
         );
     }
     let mut out = Vec::new();
-    for dt in DType::OUTPUTS {
-        let y = ctx.alloc(rows * k * dt.size())?;
-        dequantize_into(ctx, m, dt, &y, k, true)?;
+    // every dtype dense, then rows with padding: 16-byte aligned (the vector stores) and not
+    // (the element-wise path); padding must stay as it was
+    let layouts = [
+        (DType::Bf16, k),
+        (DType::F16, k),
+        (DType::F32, k),
+        (DType::Bf16, k + 8),
+        (DType::F32, k + 4),
+        (DType::F16, k + 3),
+    ];
+    for (dt, ldy) in layouts {
+        let y = ctx.alloc(((rows - 1) * ldy + k) * dt.size())?;
+        y.fill_bytes(0xFF, ctx)?;
+        dequantize_into(ctx, m, dt, &y, ldy, true)?;
+        let len = (rows - 1) * ldy + k;
         let got: Vec<u32> = match dt {
-            DType::F32 => y.download::<u32>(rows * k)?,
-            _ => y
-                .download::<u16>(rows * k)?
-                .into_iter()
-                .map(u32::from)
-                .collect(),
+            DType::F32 => y.download::<u32>(len)?,
+            _ => y.download::<u16>(len)?.into_iter().map(u32::from).collect(),
         };
+        let untouched = if dt == DType::F32 { u32::MAX } else { 0xFFFF };
         let mut bad = 0;
         let mut first = None;
-        for (i, (&a, &p)) in got.iter().zip(&exact).enumerate() {
-            let want = reference::round_bits(p, dt);
+        for (i, &a) in got.iter().enumerate() {
+            let (r, c) = (i / ldy, i % ldy);
+            let want = if c < k {
+                reference::round_bits(exact[r * k + c], dt)
+            } else {
+                untouched
+            };
             if a != want {
                 bad += 1;
                 first.get_or_insert_with(|| {
-                    format!("element {i}: {a:#x}, exact {p:e} rounds to {want:#x}")
+                    if c < k {
+                        format!(
+                            "element ({r}, {c}): {a:#x}, exact {:e} rounds to {want:#x}",
+                            exact[r * k + c]
+                        )
+                    } else {
+                        format!("padding ({r}, {c}) was overwritten with {a:#x}")
+                    }
                 });
             }
         }
+        let layout = if ldy == k {
+            String::new()
+        } else {
+            format!(", ldy {ldy}")
+        };
         out.push(
-            Fp4Outcome::new("dequantize", format!("{case} -> {dt}"), seed).judge_bits(bad, first),
+            Fp4Outcome::new("dequantize", format!("{case} -> {dt}{layout}"), seed)
+                .judge_bits(bad, first),
         );
     }
     Ok(out)
+}
+
+/// The tensor scales the every-code check runs under: NVFP4's 1, an inexact one, the smallest
+/// (every product far below f32's normals: bf16 subnormals) and a huge one (products beyond
+/// f32: infinity); MXFP4 has none.
+pub fn every_code_tensor_scales(format: Fp4Format) -> Vec<f32> {
+    match format {
+        Fp4Format::Nvfp4 => vec![1.0, 0.0371, f32::MIN_POSITIVE, 3e35],
+        Fp4Format::Mxfp4 => vec![1.0],
+    }
 }
 
 /// Every code times every scale code: rows hold one scale code each (all valid ones: e4m3 0 to
@@ -445,4 +511,51 @@ pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
         ]);
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `fp4 verify` stopped at its first f16 case: 2^20-scaled inputs round to infinity in f16,
+    /// which the CPU quantiser refuses. Every drawn tensor must be finite in its type and
+    /// quantisable on the CPU, at every shape the suite uses.
+    #[test]
+    fn every_verify_tensor_is_finite_in_its_type_so_the_suite_runs() {
+        let all = [
+            Values::Spread,
+            Values::Zeros,
+            Values::Huge,
+            Values::Tiny,
+            Values::Ties,
+        ];
+        for format in Fp4Format::ALL {
+            for input in [DType::Bf16, DType::F16, DType::F32] {
+                for values in all {
+                    for seed in 0..4 {
+                        let (rows, k) = (37, 7 * format.block());
+                        let xs = tensor(values, input, rows, k, seed);
+                        assert!(xs.iter().all(|v| v.is_finite()), "{values:?} {input}");
+                        let q = cpu_quantize(format, &xs, rows, k);
+                        assert!(q.is_ok(), "{format} {values:?} {input}: {:?}", q.err());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_case_that_cannot_run_is_one_failed_outcome_and_the_suite_goes_on() {
+        let r = outcomes_or_failure("quantize", "a case", Err(Error::invalid("element (0, 10)")));
+        let v = r.unwrap();
+        assert_eq!(v.len(), 1);
+        assert!(!v[0].passed && v[0].message.contains("element (0, 10)"));
+        let fatal = Err(Error::Cuda {
+            context: "launch".into(),
+            message: "illegal address".into(),
+        });
+        assert!(outcomes_or_failure("quantize", "a case", fatal).is_err());
+        let ok = outcomes_or_failure("gemv", "x", Ok(Vec::new())).unwrap();
+        assert!(ok.is_empty());
+    }
 }

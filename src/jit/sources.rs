@@ -281,6 +281,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/quant/fp4_quant.cu"),
     ),
     (
+        "quant/fp4_dequant.cu",
+        include_str!("../../kernels/quant/fp4_dequant.cu"),
+    ),
+    (
         "gemm/nvfp4_gemv.cu",
         include_str!("../../kernels/gemm/nvfp4_gemv.cu"),
     ),

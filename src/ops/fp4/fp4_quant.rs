@@ -1,6 +1,5 @@
 //! Host side of `kernels/quant/fp4_quant.cu`: a row-major bf16/f16/f32 matrix quantised on the
-//! GPU to NVFP4 or MXFP4 in the standard layout, and packed codes dequantised back to bf16, f16
-//! or f32, bit for bit what `crate::formats::{nvfp4, mxfp4}` compute on the CPU.
+//! GPU to NVFP4 or MXFP4 in the standard layout, bit for bit what `crate::formats` compute.
 
 use std::fmt;
 use std::str::FromStr;
@@ -98,25 +97,23 @@ pub struct Fp4Matrix {
 }
 
 /// The specialisation of one entry point: `fp4_quant` per input dtype; `fp4_amax` (NVFP4 only)
-/// and `fp4_dequant` take their dtype as an argument.
+/// takes its dtype as an argument.
 pub fn spec(arch: &str, format: Fp4Format, input: Option<DType>, entry: &str) -> KernelSpec {
     let s = KernelSpec::new("quant/fp4_quant.cu", entry, arch).define("KILN_FP4", format.define());
     match (entry, input) {
         ("fp4_quant", Some(dtype)) => s.define("KILN_QIN", dtype.code()),
-        ("fp4_amax", _) => s.define("KILN_AMAX", 1),
-        _ => s,
+        _ => s.define("KILN_AMAX", 1),
     }
 }
 
-/// Every specialisation (for the compile check): the quantiser per format and input dtype, the
-/// dequantiser per format, NVFP4's amax pass.
+/// Every specialisation (for the compile check): the quantiser per format and input dtype and
+/// NVFP4's amax pass.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     let mut v = Vec::new();
     for format in Fp4Format::ALL {
         for dtype in DType::OUTPUTS {
             v.push(spec(arch, format, Some(dtype), "fp4_quant"));
         }
-        v.push(spec(arch, format, None, "fp4_dequant"));
     }
     v.push(spec(arch, Fp4Format::Nvfp4, None, "fp4_amax"));
     v
@@ -341,87 +338,6 @@ pub fn quantize_into(
     })
 }
 
-/// Dequantises packed codes and scales of a [rows, K] matrix into `y` ([rows, K] of `output`,
-/// leading dimension `ldy`): each value the exact e2m1 x scale (x tensor scale) rounded once.
-/// With `checked` it synchronises and refuses scales that have no value (a negative or NaN e4m3,
-/// E8M0's NaN); without, it only enqueues, and such a scale gives an unspecified value.
-pub fn dequantize_into(
-    ctx: &Context,
-    m: &Fp4View,
-    output: DType,
-    y: &DeviceBuffer,
-    ldy: usize,
-    checked: bool,
-) -> Result<()> {
-    let Fp4View {
-        format,
-        rows,
-        k,
-        codes,
-        scales,
-        tensor_scale,
-    } = *m;
-    check_packed(format, rows, k, codes.bytes(), scales.bytes())?;
-    check_shape(format, rows, k, ldy, y.bytes(), output.size())?;
-    if format == Fp4Format::Nvfp4 {
-        check_tensor_scale(tensor_scale)?;
-    }
-    let status = if checked {
-        let s = ctx.alloc(8)?;
-        s.upload(&[u64::MAX])?;
-        Some(s)
-    } else {
-        None
-    };
-    let nblocks = rows * k / format.block();
-    let f = ctx.function(&spec(&ctx.arch(), format, None, "fp4_dequant"))?;
-    let mut pout = output.code() as i32;
-    let (mut pc, mut ps, mut pg) = (codes.ptr(), scales.ptr(), tensor_scale);
-    let (mut prows, mut pk, mut py, mut pldy) = (rows as i32, k as i32, y.ptr(), ldy as i64);
-    let mut pbad = status.as_ref().map_or(0, |s| s.ptr());
-    // SAFETY: fp4_dequant takes (const u8*, const u8*, float, int, int, void*, i64, u64*, int): the
-    // code and scale buffers hold [rows, K] of the format and y the output (checked above); the
-    // status word is null or lives until the synchronisation below.
-    unsafe {
-        f.launch(
-            ctx.stream,
-            &LaunchConfig::simple((nblocks.div_ceil(256).max(1) as u32, 1, 1), 256),
-            &mut [
-                &mut pc as *mut u64 as *mut _,
-                &mut ps as *mut u64 as *mut _,
-                &mut pg as *mut f32 as *mut _,
-                &mut prows as *mut i32 as *mut _,
-                &mut pk as *mut i32 as *mut _,
-                &mut py as *mut u64 as *mut _,
-                &mut pldy as *mut i64 as *mut _,
-                &mut pbad as *mut u64 as *mut _,
-                &mut pout as *mut i32 as *mut _,
-            ],
-        )?;
-    }
-    if let Some(s) = status {
-        ctx.synchronize()?;
-        let bad: Vec<u64> = s.download(1)?;
-        if bad[0] != u64::MAX {
-            return Err(Error::invalid(format!(
-                "block scale {} of the {format} tensor has no value ({}): {}",
-                bad[0],
-                if format == Fp4Format::Nvfp4 {
-                    "a negative e4m3 or its NaN code 0x7f"
-                } else {
-                    "E8M0's NaN code 0xff"
-                },
-                if format == Fp4Format::Nvfp4 {
-                    "NVFP4 block scales are non-negative finite e4m3 (UE4M3)"
-                } else {
-                    "every scale must be a power of two, codes 0 to 254"
-                }
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Borrowed device buffers of a [rows, K] matrix in a 4-bit format.
 #[derive(Clone, Copy)]
 pub struct Fp4View<'a> {
@@ -492,7 +408,7 @@ mod tests {
         let jit = Jit::default();
         let dev = DeviceInfo::h100_sxm();
         let v = variants("sm_90a");
-        assert_eq!(v.len(), 2 * 3 + 2 + 1);
+        assert_eq!(v.len(), 2 * 3 + 1);
         for s in &v {
             let c = jit.compile(s).unwrap();
             let problems = judge(s, &c.resources, &dev);

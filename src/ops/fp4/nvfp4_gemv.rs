@@ -106,14 +106,14 @@ impl GemvProblem {
         2.0 * (self.batch * self.m * self.n * self.k) as f64
     }
 
-    /// Warps per CTA (at most the kernel's MAX_WARPS, 8): 8, K split eight ways, when the row
-    /// tiles alone would not fill the GPU.
+    /// Warps per CTA (a power of two, 4 to the kernel's MAX_WARPS, 16): about 16 warps an SM
+    /// over the grid, each with its weight loads in flight; a small N gets more warps a CTA,
+    /// splitting K further.
     pub fn warps(&self, sms: u32) -> u32 {
-        if self.n.div_ceil(16) * self.batch < 2 * sms as usize {
-            8
-        } else {
-            4
-        }
+        let ctas = self.n.div_ceil(16) * self.batch;
+        // rounded down: more would not be resident at once (at most 128 registers a thread)
+        let want = (16 * sms.max(1) as usize / ctas.max(1)).max(1);
+        (1u32 << want.ilog2().min(4)).clamp(4, 16)
     }
 
     pub fn label(&self) -> String {
@@ -272,8 +272,16 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         // 4.5 bits a weight
         assert_eq!(ok.min_bytes() as usize, 8192 * 8192 * 9 / 16 + 8192 * 4);
+        // 512 CTAs on 132 SMs: four warps each is already ~16 an SM
         assert_eq!(ok.warps(132), 4);
-        assert_eq!(GemvProblem::new(1, 2048, 8192, DType::Bf16).warps(132), 8);
+        assert_eq!(GemvProblem::new(1, 8192, 8192, DType::Bf16).warps(100), 4);
+        assert_eq!(GemvProblem::new(1, 2048, 8192, DType::Bf16).warps(132), 16);
+        assert_eq!(GemvProblem::new(1, 16, 16384, DType::Bf16).warps(132), 16);
+        let batched = GemvProblem {
+            batch: 8,
+            ..GemvProblem::new(1, 4096, 7168, DType::F16)
+        };
+        assert_eq!(batched.warps(132), 4);
     }
 
     /// The kernel's `nibble_pair<I>`: nibbles I and I + 4 of `w` as bf16 bits, each the e2m1

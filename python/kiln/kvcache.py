@@ -1,7 +1,6 @@
 """flash-attention's `flash_attn_with_kvcache` on kiln's decode over a paged KV cache: the
 argument checks (no torch needed), the torch custom ops `kiln::paged_attn` and `kiln::kv_append`."""
 
-from __future__ import annotations
 
 import math
 from typing import Optional

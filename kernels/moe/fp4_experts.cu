@@ -4,9 +4,9 @@
 // weights are dequantised in registers, exactly (moe/fp4_weights.cuh), straight into wgmma's A
 // operand (the register form), so the operands are swapped: Yᵀ = W·Xᵀ, weight rows fill M = 64
 // and an expert's tokens are N (8, 16, 32.. up to TT, chosen per tile at run time; the X tile in
-// shared memory is the B operand). The narrow tiles (TT 8, 16) are for decode: a small X stage
-// leaves room for more stages of weights. The weights stream from HBM at 4.5 bits a weight, which is the point: at
-// decode the kernel is bound by reading them.
+// shared memory is the B operand). The weights stream from HBM at 4.5 bits a weight, which is
+// the point: at decode the kernel is bound by reading them. The narrow decode tiles (TT 8, 16)
+// have small X stages, which leaves room for more stages of weights in flight.
 //
 // 384 threads: warpgroup 0 produces (its thread 0: per stage the X boxes of the tile's tokens by
 // TMA, and each consumer's prepacked weight atoms, one contiguous bulk copy each); warpgroups 1
@@ -147,9 +147,9 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
   }
 }
 
-// The widths compiled: 8, 16, 32, then multiples of 32 (at most 16 columns of padding past 32),
-// none wider than TT. Columns past the tile's loaded X rows read stale shared memory; each feeds
-// only its own token's accumulator column, which is never stored.
+// The widths compiled: 8, 16, 32, then multiples of 32, none wider than TT. Columns past the
+// tile's loaded X rows read stale shared memory; each feeds only its own token's accumulator
+// column, which is never stored.
 __device__ __forceinline__ constexpr int fp4_width(int rows) {
   return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 32 * ((rows + 31) / 32);
 }

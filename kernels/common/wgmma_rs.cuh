@@ -4,11 +4,31 @@
 // A (16-bit) uses the accumulator pattern of an m64n16 tile packed in pairs: a0 (row g, k 2t..),
 // a1 (row g+8, k 2t..), a2 (row g, k 8+2t..), a3 (row g+8, k 8+2t..), per warp w rows 16w + ..
 // (g = lane/4, t = lane%4). TB = 1 reads B MN-major (transposed). A's registers must not change
-// until the batch is waited for. N, d and scale_d as wgmma_m64k16 in common/wgmma_ss.cuh.
+// until the batch is waited for. N, d and scale_d as wgmma_m64k16 in common/wgmma_ss.cuh; N may
+// also be 8 here (one 8-row core matrix of B).
 #pragma once
 #include "common/wgmma.cuh"
 
-template <int N> struct WgmmaRs;  // defined for N = 16, 32, .., 256 and 168
+template <int N> struct WgmmaRs;  // defined for N = 8, 16, 32, .., 256 and 168
+
+template <> struct WgmmaRs<8> {
+  template <bool kBf16, int TB, int M>
+  static __device__ __forceinline__ void run(float (&d)[M], const u32 (&a)[4], u64 db, int scale_d) {
+    if constexpr (kBf16) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, %10;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, %10;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
+    }
+  }
+};
 
 template <> struct WgmmaRs<16> {
   template <bool kBf16, int TB, int M>
@@ -335,7 +355,7 @@ template <> struct WgmmaRs<256> {
 
 template <class In, int N, int TB, int M>
 __device__ __forceinline__ void wgmma_m64k16_rs(float (&d)[M], const u32 (&a)[4], u64 db, int scale_d) {
-  static_assert((N % 16 == 0 && N >= 16 && N <= 256) || N == 168, "wgmma_m64k16_rs: N is a multiple of 16 in 16..256, or 168");
+  static_assert((N % 16 == 0 && N >= 16 && N <= 256) || N == 168 || N == 8, "wgmma_m64k16_rs: N is 8, a multiple of 16 in 16..256, or 168");
   static_assert(M >= N / 2, "wgmma_m64k16_rs: the accumulator array is shorter than N / 2");
   static_assert(TB == 0 || TB == 1, "transpose flag is 0 or 1");
   WgmmaRs<N>::template run<WgmmaIsBf16<In>::value, TB>(d, a, db, scale_d);

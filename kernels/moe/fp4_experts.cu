@@ -3,9 +3,10 @@
 // W in NVFP4 or MXFP4 (KILN_FP4), X and Y bf16 or f16. Hopper has no 4-bit tensor cores: the
 // weights are dequantised in registers, exactly (moe/fp4_weights.cuh), straight into wgmma's A
 // operand (the register form), so the operands are swapped: Yᵀ = W·Xᵀ, weight rows fill M = 64
-// and an expert's tokens are N (16..TT, chosen per tile at run time; the X tile in shared memory
-// is the B operand). The weights stream from HBM at 4.5 bits a weight, which is the point: at
-// decode the kernel is bound by reading them.
+// and an expert's tokens are N (8, 16, 32.. up to TT, chosen per tile at run time; the X tile in
+// shared memory is the B operand). The weights stream from HBM at 4.5 bits a weight, which is
+// the point: at decode the kernel is bound by reading them. The narrow decode tiles (TT 8, 16)
+// have small X stages, which leaves room for more stages of weights in flight.
 //
 // 384 threads: warpgroup 0 produces (its thread 0: per stage the X boxes of the tile's tokens by
 // TMA, and each consumer's prepacked weight atoms, one contiguous bulk copy each); warpgroups 1
@@ -31,12 +32,12 @@
 constexpr bool kBf16 = KILN_IN == 0;
 constexpr int MB = KILN_SWIGLU ? 2 : 1;  // weight atoms per consumer per stage
 constexpr int TT = KILN_TT, STAGES = KILN_STAGES, BK = 64, BN = 128;
-constexpr int XBOX = 16;  // X rows per TMA box: a decode tile of a few tokens loads 16 rows, not 32
+constexpr int XBOX = TT < 16 ? TT : 16;  // X rows per TMA box: a tile of a few tokens loads 8-16 rows
 constexpr u32 X_BYTES = TT * BK * 2;
 constexpr u32 W_BYTES = 2 * MB * FP4_ATOM_BYTES;
 constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;  // X first, 1024-aligned for the swizzle
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
-static_assert(TT % XBOX == 0 && TT <= 256, "KILN_TT is a multiple of 32 up to 256");
+static_assert((TT == 8 || TT == 16 || TT % 32 == 0) && TT <= 256, "KILN_TT is 8, 16 or a multiple of 32 up to 256");
 static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
@@ -146,17 +147,19 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
   }
 }
 
-// The widths compiled: 16, 32, then multiples of 32 (at most 16 columns of padding past 32).
-// Columns past the tile's loaded X rows read stale shared memory; each feeds only its own
-// token's accumulator column, which is never stored.
-__device__ __forceinline__ constexpr int fp4_width(int groups) { return groups <= 2 ? 16 * groups : 32 * ((groups + 1) / 2); }
+// The widths compiled: 8, 16, 32, then multiples of 32, none wider than TT. Columns past the
+// tile's loaded X rows read stale shared memory; each feeds only its own token's accumulator
+// column, which is never stored.
+__device__ __forceinline__ constexpr int fp4_width(int rows) {
+  return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 32 * ((rows + 31) / 32);
+}
 
 template <int W>
 __device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
-  if (width >= W || W == 16) {
+  if (width >= W || W == 8) {
     fp4_mainloop<W>(x, acc, it);
-  } else if constexpr (W > 16) {
-    fp4_dispatch<(W > 32 ? W - 32 : 16)>(width, x, acc, it);
+  } else if constexpr (W > 8) {
+    fp4_dispatch<(W > 32 ? W - 32 : W / 2)>(width, x, acc, it);
   }
 }
 
@@ -264,7 +267,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           const int t = ring.take(j, x.lane);
           if (t >= tiles) break;
           const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
-          const int width = fp4_width((tile.valid_rows + 15) / 16);
+          const int width = fp4_width(tile.valid_rows);
           float acc[MB][TT / 2];
           fp4_dispatch<TT>(width, x, acc, it);
           fp4_store(x, tile, ids[tile.expert], p, acc, width);

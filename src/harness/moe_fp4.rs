@@ -221,9 +221,18 @@ pub fn fp4_suite() -> Vec<MoeProblem> {
         DType::Bf16,
         DType::Bf16,
     );
+    // decode: 1-8 rows an expert (wgmma N 8), 9-16 (N 16, and 8 for the experts with fewer)
+    let two_or_three: Vec<usize> = (0..256).map(|i| [2, 3, 0, 2, 3][i % 5]).collect();
+    let upto8 = [2, 0, 8, 1, 5, 3, 0, 7];
+    let upto16 = [9, 16, 0, 2, 12, 1, 15];
     vec![
         // grouped GEMM: decode tiles, prefill tiles, empty experts, one expert, 256 experts
         bf(&[3, 0, 7, 1, 60, 0, 33], 256, 512),
+        bf(&upto8, 264, 320),
+        bf(&upto16, 256, 512),
+        bf(&two_or_three, 256, 192),
+        f16(&[4, 8, 1], 192, 256),
+        f16(&[9, 0, 13], 136, 192),
         bf(&ragged, 256, 512),
         bf(&[0, 0, 77, 0], 200, 96),
         bf(&[1], 136, 160),
@@ -247,12 +256,20 @@ pub fn fp4_suite() -> Vec<MoeProblem> {
             true,
         ),
         masked.with_swiglu(WeightLayout::Separate, true),
+        sw(bf(&upto8, 264, 320), WeightLayout::Separate, true),
+        sw(bf(&upto16, 256, 512), WeightLayout::Interleaved, true),
+        sw(bf(&two_or_three, 128, 256), WeightLayout::Separate, false),
+        sw(f16(&[3, 0, 11], 192, 320), WeightLayout::Separate, true),
+        sw(f16(&[6, 1], 128, 128), WeightLayout::Interleaved, true),
+        MoeProblem::masked(&[0, 3, 8, 1], 8, 256, 512, DType::Bf16, DType::Bf16)
+            .with_swiglu(WeightLayout::Separate, true),
     ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::moe::fp4::Fp4Tile;
 
     #[test]
     fn the_suite_is_valid_and_covers_the_edges() {
@@ -269,6 +286,22 @@ mod tests {
         assert!(s.iter().any(|p| p
             .swiglu
             .is_some_and(|w| w.weights == WeightLayout::Interleaved)));
+        // every tile the dispatch may pick, for both ops, and the narrow ones with f16 too
+        for swiglu in [false, true] {
+            for tile in Fp4Tile::all(swiglu) {
+                assert!(
+                    s.iter().any(|p| p.swiglu.is_some() == swiglu
+                        && p.input == DType::Bf16
+                        && Fp4Tile::choose(p) == tile),
+                    "no bf16 case for {tile:?} (swiglu {swiglu})"
+                );
+            }
+            for tile in &Fp4Tile::all(swiglu)[..2] {
+                assert!(s.iter().any(|p| p.swiglu.is_some() == swiglu
+                    && p.input == DType::F16
+                    && Fp4Tile::choose(p) == *tile));
+            }
+        }
     }
 
     #[test]

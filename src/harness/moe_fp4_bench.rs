@@ -181,7 +181,11 @@ pub fn bench_fp4(
     let piece = Piece {
         name: crate::ops::moe::fp4::kernel::NAME.into(),
         problem: p.label(),
-        tile: format!("swapAB 128x{} ({} stages)", tile.tt, tile.stages),
+        // tt bounds a tile's tokens; wgmma N is the narrowest of 8, 16, 32.. that holds them
+        tile: format!(
+            "swapAB 128x{} (wgmma N 8..{}, {} stages)",
+            tile.tt, tile.tt, tile.stages
+        ),
         flops: p.flops(),
         bytes: fp4_bytes(&p, &l),
     };

@@ -19,7 +19,7 @@ use crate::ops::moe::{
 pub const ENTRY: &str = "moe_fp4_experts";
 pub const NAME: &str = "fp4_experts";
 pub const THREADS: u32 = 384;
-/// Token rows per X box: a tile loads only the boxes its tokens need.
+/// Token rows per X box (fewer in a tile of 8 tokens): a tile loads only the boxes its tokens need.
 pub const XBOX: u32 = 16;
 /// Shared memory per block on Hopper (227 KB).
 const SMEM_LIMIT: u32 = 227 * 1024;
@@ -32,6 +32,15 @@ pub struct Fp4Tile {
 }
 
 impl Fp4Tile {
+    /// The narrow decode tiles, 8 or 16 tokens (wgmma N 8 or 16): the X stage shrinks to 1-2 KB,
+    /// which leaves room for more stages of weights than [`Fp4Tile::decode`].
+    pub fn narrow(tt: u32, swiglu: bool) -> Fp4Tile {
+        debug_assert!(tt == 8 || tt == 16);
+        Fp4Tile {
+            tt,
+            stages: Self::most_stages(tt, swiglu),
+        }
+    }
     /// Decode (at most 64 rows per expert): a small X tile leaves room for many stages, so each
     /// SM keeps 60-100 KB of weights in flight.
     pub fn decode(swiglu: bool) -> Fp4Tile {
@@ -71,22 +80,37 @@ impl Fp4Tile {
         self.fixed_bytes() + self.stages * (self.stage_bytes(swiglu) + 16)
     }
 
-    /// Decode when the host copy of the rows gives no expert more than 64 rows (or for f16
-    /// activations, which compile only this tile), else prefill.
+    /// The narrowest tile that holds the most rows any expert has (the host copy of the rows,
+    /// or the masked capacity): 8, 16, 64 (decode), else prefill. f16 activations compile no
+    /// prefill tile and take the decode tile above 16 rows.
     pub fn choose(p: &MoeProblem) -> Fp4Tile {
         let swiglu = p.swiglu.is_some();
-        if p.input == DType::F16 {
-            return Self::decode(swiglu);
-        }
         let most = match &p.rows {
             Rows::Masked { max_rows, .. } => *max_rows,
             Rows::Contiguous { .. } => p.spans().iter().map(|s| s.1).max().unwrap_or(0),
         };
-        if most <= 64 {
-            Self::decode(swiglu)
-        } else {
-            Self::prefill(swiglu)
+        match most {
+            0..=8 => Self::narrow(8, swiglu),
+            9..=16 => Self::narrow(16, swiglu),
+            _ if most <= 64 || p.input == DType::F16 => Self::decode(swiglu),
+            _ => Self::prefill(swiglu),
         }
+    }
+
+    /// Every tile [`Fp4Tile::choose`] may pick for `swiglu`, narrowest first; the last is
+    /// prefill, which f16 activations do not compile.
+    pub fn all(swiglu: bool) -> [Fp4Tile; 4] {
+        [
+            Self::narrow(8, swiglu),
+            Self::narrow(16, swiglu),
+            Self::decode(swiglu),
+            Self::prefill(swiglu),
+        ]
+    }
+
+    /// Token rows per TMA box of X: the kernel's `XBOX`.
+    pub fn x_box(self) -> u32 {
+        XBOX.min(self.tt)
     }
 
     /// Token tiles that can exist for any rows the GPU may hold.
@@ -200,8 +224,8 @@ impl Fp4Experts {
     }
 
     /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
-    /// both tiles; NVFP4 with f16 activations on the decode tile (which [`Fp4Tile::choose`]
-    /// gives f16 at any rows). MXFP4 with f16 is not compiled: f16 holds MXFP4 weights exactly
+    /// every tile; NVFP4 with f16 activations on the tiles but prefill (which [`Fp4Tile::choose`]
+    /// never gives f16). MXFP4 with f16 is not compiled: f16 holds MXFP4 weights exactly
     /// only within 2^24 of scale range, and the compile gate's variant budget is spent. The
     /// prefix kernel is the 16-bit MoE kernels' (checked with them).
     pub fn variants(arch: &str) -> Vec<KernelSpec> {
@@ -210,19 +234,21 @@ impl Fp4Experts {
         }
         let mut v = Vec::new();
         for swiglu in [false, true] {
+            let tiles = Fp4Tile::all(swiglu);
             for f in Fp4Format::ALL {
-                for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+                for tile in tiles {
                     v.push(Self::spec(arch, DType::Bf16, f, swiglu, tile));
                 }
             }
-            let decode = Fp4Tile::decode(swiglu);
-            v.push(Self::spec(
-                arch,
-                DType::F16,
-                Fp4Format::Nvfp4,
-                swiglu,
-                decode,
-            ));
+            for tile in &tiles[..3] {
+                v.push(Self::spec(
+                    arch,
+                    DType::F16,
+                    Fp4Format::Nvfp4,
+                    swiglu,
+                    *tile,
+                ));
+            }
         }
         v
     }
@@ -317,7 +343,7 @@ impl Fp4Experts {
         Self::check(p, l, ops)?;
         let swiglu = p.swiglu.is_some();
         let tile = Fp4Tile::choose(p);
-        let tx = x_map(p, ops.x.ptr(), XBOX);
+        let tx = x_map(p, ops.x.ptr(), tile.x_box());
         tx.validate().map_err(|reason| Error::Unsupported {
             kernel: NAME.into(),
             reason,
@@ -389,11 +415,14 @@ mod tests {
     #[test]
     fn every_tile_fits_and_keeps_weights_in_flight() {
         for swiglu in [false, true] {
-            for t in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+            for t in Fp4Tile::all(swiglu) {
                 assert!(t.smem_bytes(swiglu) <= SMEM_LIMIT, "{t:?}");
                 assert_eq!(t.stage_bytes(swiglu) % 1024, 0);
                 assert!(t.stages >= 4, "{t:?}");
             }
+            // the narrower the tile, the more stages of weights in flight
+            let stages: Vec<u32> = Fp4Tile::all(swiglu).iter().map(|t| t.stages).collect();
+            assert!(stages.windows(2).all(|w| w[0] > w[1]), "{stages:?}");
             // decode keeps at least 48 KB of weights in flight per SM
             let d = Fp4Tile::decode(swiglu);
             let atoms = if swiglu { 4 } else { 2 };
@@ -402,8 +431,8 @@ mod tests {
                 "{d:?}"
             );
         }
-        // 2 ops x (2 formats x bf16 with 2 tiles, and NVFP4 f16 with the decode tile)
-        assert_eq!(Fp4Experts::variants("sm_90a").len(), 10);
+        // 2 ops x (2 formats x bf16 with 4 tiles, and NVFP4 f16 with the 3 decode tiles)
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 22);
         assert!(Fp4Experts::variants("sm_89").is_empty());
     }
 
@@ -431,15 +460,58 @@ mod tests {
     }
 
     #[test]
-    fn decode_tiles_for_few_rows_prefill_for_many() {
-        let few = MoeProblem::contiguous(&[3, 0, 64], 256, 128, DType::Bf16, DType::Bf16);
-        assert_eq!(Fp4Tile::choose(&few).tt, 64);
-        let many = MoeProblem::contiguous(&[3, 65], 256, 128, DType::Bf16, DType::Bf16);
-        assert_eq!(Fp4Tile::choose(&many).tt, 256);
+    fn the_narrowest_tile_that_holds_the_most_rows() {
+        let bf = |c: &[usize]| MoeProblem::contiguous(c, 256, 128, DType::Bf16, DType::Bf16);
+        for (counts, tt) in [
+            (&[0, 0][..], 8),
+            (&[3, 0, 2, 8], 8),
+            (&[3, 0, 9], 16),
+            (&[16, 1], 16),
+            (&[3, 17], 64),
+            (&[3, 0, 64], 64),
+            (&[3, 65], 256),
+        ] {
+            assert_eq!(Fp4Tile::choose(&bf(counts)).tt, tt, "{counts:?}");
+        }
+        let swiglu = crate::ops::moe::WeightLayout::Separate;
+        // masked: the capacity decides, not the rows the GPU will hold
         let masked = MoeProblem::masked(&[1, 2], 64, 256, 128, DType::Bf16, DType::Bf16)
-            .with_swiglu(crate::ops::moe::WeightLayout::Separate, true);
+            .with_swiglu(swiglu, true);
         assert_eq!(Fp4Tile::choose(&masked), Fp4Tile::decode(true));
-        let f16 = MoeProblem::contiguous(&[300], 256, 128, DType::F16, DType::F16);
-        assert_eq!(Fp4Tile::choose(&f16).tt, 64);
+        let masked = MoeProblem::masked(&[1, 2], 8, 256, 128, DType::Bf16, DType::Bf16)
+            .with_swiglu(swiglu, true);
+        assert_eq!(Fp4Tile::choose(&masked), Fp4Tile::narrow(8, true));
+        let f16 = |c: &[usize]| MoeProblem::contiguous(c, 256, 128, DType::F16, DType::F16);
+        assert_eq!(Fp4Tile::choose(&f16(&[300])).tt, 64);
+        assert_eq!(Fp4Tile::choose(&f16(&[5, 2])).tt, 8);
+        assert_eq!(Fp4Tile::choose(&f16(&[5, 12])).tt, 16);
+        // whatever is chosen is compiled
+        let compiled = Fp4Experts::variants("sm_90a");
+        for p in [
+            bf(&[3]),
+            bf(&[12]),
+            bf(&[40]),
+            bf(&[300]),
+            f16(&[3]),
+            f16(&[12]),
+            f16(&[300]),
+        ] {
+            let want = Fp4Experts::spec(
+                "sm_90a",
+                p.input,
+                Fp4Format::Nvfp4,
+                false,
+                Fp4Tile::choose(&p),
+            );
+            assert!(compiled.contains(&want), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn narrow_tiles_load_boxes_that_fit_their_x_stage() {
+        for t in Fp4Tile::all(false) {
+            assert!(t.x_box() <= t.tt && t.tt % t.x_box() == 0, "{t:?}");
+        }
+        assert_eq!(Fp4Tile::narrow(8, false).x_box(), 8);
     }
 }

@@ -481,7 +481,7 @@ def load(p):
 for w in ("nvfp4", "mxfp4"):
     r = load(f"fp4-verify-{w}.json")
     if isinstance(r, list):
-        errs = [x["rel_error"] for x in r if x["rel_error"] == x["rel_error"]]
+        errs = [x["rel_error"] for x in r if isinstance(x.get("rel_error"), float) and x["rel_error"] == x["rel_error"]]
         print(f"verify {w}: {len(r)} checks, {sum(1 for x in r if not x['passed'])} failed, worst rel error {max(errs, default=float('nan')):.2e}")
     else:
         print(f"verify {w}: {r.get('error')}")

@@ -251,7 +251,9 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     let grid = (p.n.div_ceil(16) as u32, 1, p.batch as u32);
     // SAFETY: the kernel takes one `GemvArgs` by value, laid out as this #[repr(C)] struct;
     // check_operands proved every buffer holds what the kernel reads and writes, with the
-    // alignment of its 16-byte loads; the caller keeps them alive until the stream is done.
+    // alignment of its 16-byte loads; the staged variant gets the M x K x 2 bytes of shared
+    // memory it fills (at most 32 KB dynamic, under the 48 KB default with its 8 KB static);
+    // the caller keeps the buffers alive until the stream is done.
     unsafe {
         f.launch(
             ctx.stream,

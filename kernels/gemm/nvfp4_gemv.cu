@@ -16,10 +16,11 @@
 // match. A nibble becomes bf16 by moving its magnitude bits into the exponent and mantissa (the
 // value times 2^-126, 0.5 a bf16 subnormal) and its sign bit to bit 15; then one bf16x2 product by
 // the block scale times 2^119, exact (e2m1 x e4m3 fits bf16), gives the operand times 2^-7.
-// X in shared memory (KILN_GEMV_XS 1, M x K x 2 bytes, host-chosen when small): our reading of
-// the 29 us at 1x8192x8192 is that the L1 returns loads in order, so an X load from L2 issued in the loop waits behind the next iteration's
-// weight loads from DRAM and the pipeline stalls each iteration for a DRAM latency. Staged once
-// per CTA (its loads overlap the first weights), already in the mma's B order (no prmt per step).
+// X in shared memory (KILN_GEMV_XS 1, M x (2 K + 16) bytes, host-chosen when small): our reading
+// of the 29 us at 1x8192x8192 is that the L1 returns loads in order, so an X load from L2 issued
+// in the loop waits behind the next iteration's weight loads from DRAM, and the pipeline stalls
+// a DRAM latency each iteration. Staged once per CTA (its loads overlap the first weights),
+// already in the mma's B order (no prmt per step).
 // KILN_GEMV_NF: 8-column mma tiles of M (1: M <= 8, 2: M <= 16). The output dtype and the warps
 // per CTA are arguments: they change one store and a loop stride, not the loop body.
 #include "common/mma_sync.cuh"
@@ -150,7 +151,10 @@ __device__ __forceinline__ void load_x(XStep& st, const GemvArgs& a, const bf16*
 #endif
 
 #if KILN_GEMV_XS
-extern __shared__ u32x4 xs_smem[];  // [M][K / 8], each 8 elements in B order
+extern __shared__ u32x4 xs_smem[];  // [M][K / 8 + 1], each 8 elements in B order
+
+// Chunks a staged row: one of padding puts the 8 rows' lanes of a load on different banks.
+__device__ __forceinline__ int xs_row(const GemvArgs& a) { return a.k / 8 + 1; }
 
 // X [M, K] into shared memory, 8 elements (e0..e7) a 16-byte chunk stored as the B pairs
 // (e0, e4), (e1, e5), (e2, e6), (e3, e7): word 2j + t of a chunk is pair t of the mma on j.
@@ -159,7 +163,7 @@ __device__ __forceinline__ void stage_x(const GemvArgs& a, const bf16* x) {
   for (int c = threadIdx.x; c < a.m * chunks; c += blockDim.x) {
     const int m = c / chunks, kc = c - m * chunks;
     const u32x4 v = ld_cached(x + (i64)m * a.ldx + 8 * kc);
-    xs_smem[c] = u32x4{prmt(v.x, v.z, 0x5410), prmt(v.x, v.z, 0x7632), prmt(v.y, v.w, 0x5410), prmt(v.y, v.w, 0x7632)};
+    xs_smem[m * xs_row(a) + kc] = u32x4{prmt(v.x, v.z, 0x5410), prmt(v.x, v.z, 0x7632), prmt(v.y, v.w, 0x5410), prmt(v.y, v.w, 0x7632)};
   }
 }
 
@@ -170,7 +174,7 @@ __device__ __forceinline__ void load_x(XStep& st, const GemvArgs& a, const bf16*
   for (int f = 0; f < NF; ++f) {
     const int m = g + 8 * f;
 #pragma unroll
-    for (int v = 0; v < 4; ++v) st.x[f][v] = kin && m < a.m ? xs_smem[(m * a.k + k0) / 8 + v] : u32x4{0, 0, 0, 0};
+    for (int v = 0; v < 4; ++v) st.x[f][v] = kin && m < a.m ? xs_smem[m * xs_row(a) + k0 / 8 + v] : u32x4{0, 0, 0, 0};
   }
 }
 #endif

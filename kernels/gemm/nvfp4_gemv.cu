@@ -14,13 +14,8 @@
 // the A register pair i of a 32-bit word (elements e .. e + 7) holds elements e + i and e + i + 4
 // (nibbles i and i + 4, 16 bits apart, so one shift places both), and X's pairs are permuted to
 // match. A nibble becomes bf16 by moving its magnitude bits into the exponent and mantissa (the
-// value times 2^-126, 0.5 a bf16 subnormal) and its sign bit to bit 15; then one bf16x2 product by
-// the block scale times 2^119, exact (e2m1 x e4m3 fits bf16), gives the operand times 2^-7.
-// X in shared memory (KILN_GEMV_XS 1, M x (2 K + 16) bytes, host-chosen when small): our reading
-// of the 29 us at 1x8192x8192 is that the L1 returns loads in order, so an X load from L2 issued
-// in the loop waits behind the next iteration's weight loads from DRAM, and the pipeline stalls
-// a DRAM latency each iteration. Staged once per CTA (its loads overlap the first weights),
-// already in the mma's B order (no prmt per step).
+// value times 2^-126, 0.5 a bf16 subnormal) and its sign bit to bit 15; then bf16x2 products by
+// 2^126 and by the block scale, both exact (e2m1 x e4m3 fits bf16), give the operand.
 // KILN_GEMV_NF: 8-column mma tiles of M (1: M <= 8, 2: M <= 16). The output dtype and the warps
 // per CTA are arguments: they change one store and a loop stride, not the loop body.
 #include "common/mma_sync.cuh"
@@ -28,9 +23,6 @@
 
 #if !defined(KILN_GEMV_NF)
 #error "nvfp4_gemv.cu needs KILN_GEMV_NF (src/ops/fp4/nvfp4_gemv.rs)"
-#endif
-#if !defined(KILN_GEMV_XS)
-#define KILN_GEMV_XS 0
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr int STEP = 128;            // K elements per warp step
@@ -79,12 +71,10 @@ template <int I> __device__ __forceinline__ u32 nibble_pair(u32 w) {
   return (mag & 0x01C001C0u) | ((w << SIGN) & 0x80008000u);
 }
 
-// The two e4m3 scale codes in `codes` (low byte first) as bf16 pairs (s, s) x 2^119: exact (4
-// significant bits, s x 2^119 < 2^128).
+// The two e4m3 scale codes in `codes` (low byte first) as bf16 pairs (s, s).
 __device__ __forceinline__ void scale_pairs(u32 codes, u32& s0, u32& s1) {
-  constexpr float TWO_119 = 6.646139978924579e35f;
   const u32 h = fp8x2_to_f16x2<FP8_E4M3>((u16)codes);
-  const float a = half_to_float<f16>(h, 0) * TWO_119, b = half_to_float<f16>(h, 1) * TWO_119;
+  const float a = half_to_float<f16>(h, 0), b = half_to_float<f16>(h, 1);
   s0 = pack2<bf16>(a, a);
   s1 = pack2<bf16>(b, b);
 }
@@ -96,39 +86,21 @@ struct WStep {
   u32 sc[2];
 };
 
-// One step's X for one lane: row g + 8 f, the same 32 elements (with KILN_GEMV_XS, each 16 bytes
-// already in B order: see stage_x).
+// One step's X for one lane: row g + 8 f, the same 32 elements.
 struct XStep {
   u32x4 x[NF][4];
 };
 
-// A lane's row g at its element 32 q of step 0, set up once: a step only adds offsets (no 64-bit
-// row products in the loop); row g + 8 is 8 rows on (one pointer each: registers are tight).
-struct WRows {
-  const u8* w;
-  const u8* s;
-  bool in[2];
-  int kq;  // 32 q
-};
-
-__device__ __forceinline__ WRows w_rows(const GemvArgs& a, const u8* w, const u8* s, int row0, int g, int q) {
-  WRows r;
-  const int row = row0 + g;
-  r.in[0] = row < a.n;
-  r.in[1] = row + 8 < a.n;
-  r.w = w + (i64)row * (a.k / 2) + 16 * q;
-  r.s = s + (i64)row * (a.k / 16) + 2 * q;
-  r.kq = 32 * q;
-  return r;
-}
-
-__device__ __forceinline__ void load_w(WStep& st, const GemvArgs& a, const WRows& rows, int step) {
-  const bool kin = step * STEP + rows.kq < a.k;  // K is a multiple of 32: a lane's 32 elements are all in or out
+__device__ __forceinline__ void load_w(WStep& st, const GemvArgs& a, const u8* w, const u8* s, int row0, int g, int q,
+                                       int step) {
+  const int k0 = step * STEP + 32 * q;
+  const bool kin = k0 < a.k;  // K is a multiple of 32: a lane's 32 elements are all in or all out
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    if (kin && rows.in[h]) {
-      st.w[h] = ld_stream(rows.w + (i64)h * 4 * a.k + step * (STEP / 2));             // 8 rows of K / 2 bytes
-      st.sc[h] = *reinterpret_cast<const u16*>(rows.s + h * (a.k / 2) + step * (STEP / 16));  // 8 rows of K / 16
+    const int r = row0 + g + 8 * h;
+    if (kin && r < a.n) {
+      st.w[h] = ld_stream(w + (i64)r * (a.k / 2) + k0 / 2);
+      st.sc[h] = *reinterpret_cast<const u16*>(s + (i64)r * (a.k / 16) + k0 / 16);
     } else {
       st.w[h] = u32x4{0, 0, 0, 0};
       st.sc[h] = 0;
@@ -136,7 +108,6 @@ __device__ __forceinline__ void load_w(WStep& st, const GemvArgs& a, const WRows
   }
 }
 
-#if !KILN_GEMV_XS
 __device__ __forceinline__ void load_x(XStep& st, const GemvArgs& a, const bf16* x, int g, int q, int step) {
   const int k0 = step * STEP + 32 * q;
   const bool kin = k0 < a.k;
@@ -148,40 +119,11 @@ __device__ __forceinline__ void load_x(XStep& st, const GemvArgs& a, const bf16*
       st.x[f][v] = kin && m < a.m ? ld_cached(x + (i64)m * a.ldx + k0 + 8 * v) : u32x4{0, 0, 0, 0};
   }
 }
-#endif
-
-#if KILN_GEMV_XS
-extern __shared__ u32x4 xs_smem[];  // [M][K / 8 + 1], each 8 elements in B order
-
-// Chunks a staged row: one of padding puts the 8 rows' lanes of a load on different banks.
-__device__ __forceinline__ int xs_row(const GemvArgs& a) { return a.k / 8 + 1; }
-
-// X [M, K] into shared memory, 8 elements (e0..e7) a 16-byte chunk stored as the B pairs
-// (e0, e4), (e1, e5), (e2, e6), (e3, e7): word 2j + t of a chunk is pair t of the mma on j.
-__device__ __forceinline__ void stage_x(const GemvArgs& a, const bf16* x) {
-  const int chunks = a.k / 8;
-  for (int c = threadIdx.x; c < a.m * chunks; c += blockDim.x) {
-    const int m = c / chunks, kc = c - m * chunks;
-    const u32x4 v = ld_cached(x + (i64)m * a.ldx + 8 * kc);
-    xs_smem[m * xs_row(a) + kc] = u32x4{prmt(v.x, v.z, 0x5410), prmt(v.x, v.z, 0x7632), prmt(v.y, v.w, 0x5410), prmt(v.y, v.w, 0x7632)};
-  }
-}
-
-__device__ __forceinline__ void load_x(XStep& st, const GemvArgs& a, const bf16*, int g, int q, int step) {
-  const int k0 = step * STEP + 32 * q;
-  const bool kin = k0 < a.k;
-#pragma unroll
-  for (int f = 0; f < NF; ++f) {
-    const int m = g + 8 * f;
-#pragma unroll
-    for (int v = 0; v < 4; ++v) st.x[f][v] = kin && m < a.m ? xs_smem[m * xs_row(a) + k0 / 8 + v] : u32x4{0, 0, 0, 0};
-  }
-}
-#endif
 
 __device__ __forceinline__ u32 word(const u32x4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& st, const XStep& xs) {
+  constexpr u32 TWO_126 = 0x7E807E80u;  // bf16 2^126, twice
   u32 s[2][2];                           // [row half][block]
   scale_pairs(st.sc[0], s[0][0], s[0][1]);
   scale_pairs(st.sc[1], s[1][0], s[1][1]);
@@ -194,8 +136,8 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
     a1[0] = nibble_pair<0>(w1), a1[1] = nibble_pair<1>(w1), a1[2] = nibble_pair<2>(w1), a1[3] = nibble_pair<3>(w1);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      a0[i] = mul_bf16x2(a0[i], s[0][blk]);  // e2m1 x s x 2^-7, exact
-      a1[i] = mul_bf16x2(a1[i], s[1][blk]);
+      a0[i] = mul_bf16x2(mul_bf16x2(a0[i], TWO_126), s[0][blk]);
+      a1[i] = mul_bf16x2(mul_bf16x2(a1[i], TWO_126), s[1][blk]);
     }
     // Two mmas per word: pairs (0, 1), then (2, 3).
 #pragma unroll
@@ -203,13 +145,9 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
       const u32 a[4] = {a0[2 * j], a1[2 * j], a0[2 * j + 1], a1[2 * j + 1]};
 #pragma unroll
       for (int f = 0; f < NF; ++f) {
-#if KILN_GEMV_XS
-        const u32 b[2] = {word(xs.x[f][v], 2 * j), word(xs.x[f][v], 2 * j + 1)};
-#else
         // X elements 8v + i and 8v + i + 4 as one pair: register 2 j (+ 2) of the word's four.
         const u32 lo = word(xs.x[f][v], j), hi = word(xs.x[f][v], j + 2);
         const u32 b[2] = {prmt(lo, hi, 0x5410), prmt(lo, hi, 0x7632)};
-#endif
         mma_16816<bf16>(acc[f], a, b);
       }
     }
@@ -232,19 +170,14 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
   // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and
   // L2-resident: loaded step by step.
   const int steps = (a.k + STEP - 1) / STEP, stride = warps * UNROLL;
-  const WRows rows = w_rows(a, w, s, row0, g, q);
   WStep cur[UNROLL], nxt[UNROLL] = {};
 #pragma unroll
-  for (int u = 0; u < UNROLL; ++u) load_w(cur[u], a, rows, warp + u * warps);
-#if KILN_GEMV_XS
-  stage_x(a, x);  // after the first weights: its loads return behind them, no later
-  __syncthreads();
-#endif
+  for (int u = 0; u < UNROLL; ++u) load_w(cur[u], a, w, s, row0, g, q, warp + u * warps);
   for (int s0 = warp; s0 < steps; s0 += stride) {
     const bool more = s0 + stride < steps;  // warp-uniform
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u)
-      if (more) load_w(nxt[u], a, rows, s0 + stride + u * warps);
+      if (more) load_w(nxt[u], a, w, s, row0, g, q, s0 + stride + u * warps);
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       if (s0 + u * warps >= steps) break;  // warp-uniform: this warp's last steps
@@ -267,9 +200,9 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
     for (int i = 0; i < 4; ++i) {
       float t = 0.0f;
       for (int v = 0; v < warps; ++v) t += red[v][4 * f + i][lane];
-      // t x 128 (exact) undoes the operands' 2^-7. d0, d1: row g, columns 2q, 2q + 1; d2, d3: row g + 8.
+      // d0, d1: row g, columns 2q, 2q + 1; d2, d3: row g + 8.
       const int r = row0 + g + 8 * (i / 2), m = 8 * f + 2 * q + (i % 2);
       if (r < a.n && m < a.m)
-        y[(i64)m * a.ldy + r] = a.out_f16 ? from_float<f16>(t * 128.0f * a.g).bits : from_float<bf16>(t * 128.0f * a.g).bits;
+        y[(i64)m * a.ldy + r] = a.out_f16 ? from_float<f16>(t * a.g).bits : from_float<bf16>(t * a.g).bits;
     }
 }

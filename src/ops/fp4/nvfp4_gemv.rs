@@ -126,35 +126,15 @@ impl GemvProblem {
     }
 }
 
-/// The most bytes of X a CTA stages in shared memory: with the 8 KB reduction buffer, the 48 KB
-/// a launch gets without opting in, and four 4-warp CTAs an SM still fit.
-pub const MAX_STAGED_X: usize = 40 * 1024;
-
-/// The specialisation for M up to 8 (`nf` 1) or 16 (2), with X read from L2 in the loop or
-/// staged in shared memory (`staged_x`); the output dtype and the warps per CTA are arguments.
-pub fn spec(arch: &str, nf: u32, staged_x: bool) -> KernelSpec {
-    let s = KernelSpec::new("gemm/nvfp4_gemv.cu", NAME, arch).define("KILN_GEMV_NF", nf);
-    if staged_x {
-        s.define("KILN_GEMV_XS", 1)
-    } else {
-        s
-    }
+/// The specialisation for M up to 8 (`nf` 1) or 16 (2); the output dtype and the warps per CTA
+/// are arguments.
+pub fn spec(arch: &str, nf: u32) -> KernelSpec {
+    KernelSpec::new("gemm/nvfp4_gemv.cu", NAME, arch).define("KILN_GEMV_NF", nf)
 }
 
 /// Every specialisation.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
-    vec![
-        spec(arch, 1, true),
-        spec(arch, 1, false),
-        spec(arch, 2, false),
-    ]
-}
-
-/// Shared memory for X when the problem stages it (M <= 8 and M rows of K x 2 bytes plus 16 of
-/// padding within MAX_STAGED_X), else None.
-pub fn staged_x_bytes(p: &GemvProblem) -> Option<usize> {
-    let bytes = p.m * (p.k * 2 + 16);
-    (p.m <= 8 && bytes <= MAX_STAGED_X).then_some(bytes)
+    vec![spec(arch, 1), spec(arch, 2)]
 }
 
 /// The device buffers of a GEMV: X [batch, m, ldx] bf16, W (per batch [n, k] NVFP4), Y
@@ -229,8 +209,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     check_operands(p, ops)?;
     let warps = p.warps(ctx.info.sm_count.max(1));
     let nf = if p.m > 8 { 2 } else { 1 };
-    let staged = staged_x_bytes(p);
-    let f = ctx.function(&spec(&ctx.arch(), nf, staged.is_some()))?;
+    let f = ctx.function(&spec(&ctx.arch(), nf))?;
     let mut args = GemvArgs {
         x: ops.x.ptr(),
         w: ops.w.codes.ptr(),
@@ -251,16 +230,11 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     let grid = (p.n.div_ceil(16) as u32, 1, p.batch as u32);
     // SAFETY: the kernel takes one `GemvArgs` by value, laid out as this #[repr(C)] struct;
     // check_operands proved every buffer holds what the kernel reads and writes, with the
-    // alignment of its 16-byte loads; the staged variant gets the M x (2 K + 16) bytes of shared
-    // memory it fills (at most 40 KB dynamic, within the 48 KB default with its 8 KB static);
-    // the caller keeps the buffers alive until the stream is done.
+    // alignment of its 16-byte loads; the caller keeps them alive until the stream is done.
     unsafe {
         f.launch(
             ctx.stream,
-            &LaunchConfig {
-                smem_bytes: staged.unwrap_or(0) as u32,
-                ..LaunchConfig::simple(grid, warps * 32)
-            },
+            &LaunchConfig::simple(grid, warps * 32),
             &mut [&mut args as *mut GemvArgs as *mut c_void],
         )
     }
@@ -308,20 +282,6 @@ mod tests {
             ..GemvProblem::new(1, 4096, 7168, DType::F16)
         };
         assert_eq!(batched.warps(132), 4);
-        // X staged in shared memory for the decode shapes, not past 40 KB or for M > 8
-        assert_eq!(staged_x_bytes(&ok), Some(16400));
-        assert_eq!(
-            staged_x_bytes(&GemvProblem::new(2, 8192, 8192, DType::Bf16)),
-            Some(32800)
-        );
-        assert_eq!(
-            staged_x_bytes(&GemvProblem::new(4, 8192, 8192, DType::Bf16)),
-            None
-        );
-        assert_eq!(
-            staged_x_bytes(&GemvProblem::new(9, 64, 256, DType::Bf16)),
-            None
-        );
     }
 
     /// The kernel's `nibble_pair<I>`: nibbles I and I + 4 of `w` as bf16 bits, each the e2m1
@@ -400,54 +360,6 @@ mod tests {
                     .map(|e| crate::formats::fp4::decode(codes[r][e]) as f64 * x[c][e])
                     .sum();
                 assert_eq!(got, want, "row {r}, column {c}");
-            }
-        }
-    }
-
-    /// The kernel's operand: nibble_pair's bf16 (e2m1 x 2^-126) times the block scale as bf16 s x
-    /// 2^119, one bf16 rounding (mul.rn.bf16x2), must be e2m1 x s x 2^-7 exactly for every code
-    /// and every finite positive e4m3 scale, with s x 2^119 itself exact in bf16.
-    #[test]
-    fn one_scaled_multiply_gives_the_exact_operand_for_every_code_and_scale() {
-        use crate::formats::fp8::Fp8Format;
-        for sc in 0u8..0x7F {
-            let s = Fp8Format::E4m3.decode(sc) as f64;
-            let s119 = half::bf16::from_f64(s * 2f64.powi(119));
-            assert_eq!(s119.to_f64(), s * 2f64.powi(119), "scale code {sc:#x}");
-            for code in 0u32..16 {
-                // nibble 0 of a word in the low half of the pair
-                let a = bf16_half(nibble_pair(code, 0), false);
-                let got = half::bf16::from_f64(a * s119.to_f64()).to_f64();
-                let want = crate::formats::fp4::decode(code as u8) as f64 * s * 2f64.powi(-7);
-                assert_eq!(got, want, "code {code}, scale code {sc:#x}");
-            }
-        }
-    }
-
-    /// stage_x's chunk order: word 2j + t of a staged 8-element chunk is B pair t of the mma on
-    /// j, i.e. (e[2j + t], e[2j + t + 4]) as the loop's prmt of words j and j + 2 built it.
-    #[test]
-    fn the_staged_x_order_is_the_loops_b_pairs() {
-        // bf16 elements 0..8 as their own indices; prmt as the kernel uses it
-        let e: Vec<u32> = (0..8).collect();
-        let word = |i: usize| e[2 * i] | e[2 * i + 1] << 16;
-        let prmt = |a: u32, b: u32, sel: u32| -> u32 {
-            let bytes = [a.to_le_bytes(), b.to_le_bytes()].concat();
-            (0..4).fold(0, |r, i| {
-                r | (bytes[((sel >> (4 * i)) & 7) as usize] as u32) << (8 * i)
-            })
-        };
-        let (x, y, z, w) = (word(0), word(1), word(2), word(3));
-        let staged = [
-            prmt(x, z, 0x5410),
-            prmt(x, z, 0x7632),
-            prmt(y, w, 0x5410),
-            prmt(y, w, 0x7632),
-        ];
-        for j in 0..2 {
-            for t in 0..2 {
-                let want = e[2 * j + t] | e[2 * j + t + 4] << 16;
-                assert_eq!(staged[2 * j + t], want, "j {j}, pair {t}");
             }
         }
     }

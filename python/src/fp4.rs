@@ -1,0 +1,127 @@
+//! The 4-bit ops of the extension: NVFP4/MXFP4 quantise and dequantise, and the NVFP4 GEMV, on
+//! packed uint8 codes and scale codes as Python passes them.
+
+use kiln::api::raw;
+use pyo3::prelude::*;
+
+use crate::{handle, stream_of, tensor, to_py, PyTensor};
+
+/// A contiguous uint8 tensor as Python passes it: (data pointer, bytes).
+type PyBytes = (u64, usize);
+
+pub fn fp4_format(name: &str) -> PyResult<kiln::ops::fp4::Fp4Format> {
+    name.parse().map_err(to_py)
+}
+
+pub fn raw_bytes(b: PyBytes, device: usize) -> raw::RawBytes {
+    raw::RawBytes {
+        ptr: b.0,
+        len: b.1,
+        device,
+    }
+}
+
+/// Packed codes, scale codes and the tensor scale of a [rows, K] matrix in `format`.
+#[allow(clippy::too_many_arguments)]
+pub fn raw_fp4(
+    format: &str,
+    rows: usize,
+    k: usize,
+    codes: PyBytes,
+    scales: PyBytes,
+    tensor_scale: f32,
+    device: usize,
+) -> PyResult<raw::RawFp4> {
+    Ok(raw::RawFp4 {
+        format: fp4_format(format)?,
+        rows,
+        k,
+        codes: raw_bytes(codes, device),
+        scales: raw_bytes(scales, device),
+        tensor_scale,
+    })
+}
+
+/// Quantises `x` [rows, K] to NVFP4 or MXFP4 into `codes` and `scales`; returns the tensor
+/// scale. Waits for the stream (a NaN or infinite element is refused with its position).
+#[pyfunction]
+#[pyo3(signature = (device, stream, x, format, tensor_scale, codes, scales))]
+#[allow(clippy::too_many_arguments)]
+pub fn fp4_quantize(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    x: PyTensor,
+    format: &str,
+    tensor_scale: Option<f32>,
+    codes: PyBytes,
+    scales: PyBytes,
+) -> PyResult<f32> {
+    let x = tensor("x", x, device)?;
+    let format = fp4_format(format)?;
+    let (codes, scales) = (raw_bytes(codes, device), raw_bytes(scales, device));
+    raw::check_fp4_quantize(device, &x, format, tensor_scale, &codes, &scales).map_err(to_py)?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`; the call waits for the stream before returning.
+    py.allow_threads(|| unsafe {
+        raw::fp4_quantize(
+            &k,
+            stream_of(stream),
+            &x,
+            format,
+            tensor_scale,
+            &codes,
+            &scales,
+        )
+    })
+    .map_err(to_py)
+}
+
+/// Dequantises a packed [rows, K] matrix into `out` (bf16, f16 or f32). Waits for the stream.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn fp4_dequantize(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    format: &str,
+    rows: usize,
+    k: usize,
+    codes: PyBytes,
+    scales: PyBytes,
+    tensor_scale: f32,
+    out: PyTensor,
+) -> PyResult<()> {
+    let w = raw_fp4(format, rows, k, codes, scales, tensor_scale, device)?;
+    let out = tensor("out", out, device)?;
+    raw::check_fp4_dequantize(device, &w, &out).map_err(to_py)?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe { raw::fp4_dequantize(&k, stream_of(stream), &w, &out) })
+        .map_err(to_py)
+}
+
+/// out [M, N] = g * x [M, K] . w^T: bf16 x (M 1..16), NVFP4 w [N, K], bf16 or f16 out.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn nvfp4_gemv(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    x: PyTensor,
+    n: usize,
+    k: usize,
+    codes: PyBytes,
+    scales: PyBytes,
+    tensor_scale: f32,
+    out: PyTensor,
+) -> PyResult<()> {
+    let x = tensor("x", x, device)?;
+    let w = raw_fp4("nvfp4", n, k, codes, scales, tensor_scale, device)?;
+    let out = tensor("out", out, device)?;
+    raw::check_nvfp4_gemv(device, &x, &w, &out).map_err(to_py)?;
+    let kh = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe { raw::nvfp4_gemv(&kh, stream_of(stream), &x, &w, &out) })
+        .map_err(to_py)
+}

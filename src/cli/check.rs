@@ -169,3 +169,39 @@ pub(super) fn check_summary(rows: &[check::CheckRow], arch: &str, wall_ms: f64) 
         rows.iter().filter(|r| !r.ok()).count()
     )
 }
+
+/// Compiles `items` (one op's variants, outside the registry) on the CPU and prints registers,
+/// spills and the verdict of each, or their JSON; exit 1 if any has a problem. `fp8 check` and
+/// `fp4 check` share it.
+pub fn check_listed(env: &Env, items: Vec<check::CheckItem>, label: &str) -> Result<ExitCode> {
+    let dev = DeviceInfo::h100_sxm();
+    let pb = bar(items.len(), label, env.json);
+    let rows = check::check_each(&env.jit(), &items, &dev, |_| pb.inc(1));
+    pb.finish_and_clear();
+    let failed = rows.iter().filter(|r| !r.ok()).count();
+    if env.json {
+        env.print_json(&json!(rows));
+    } else {
+        let mut t = Table::new(&["variant", "registers", "spills", "verdict"]);
+        for r in &rows {
+            let res = r.resources.clone().unwrap_or_default();
+            t.row(&[
+                r.variant.clone(),
+                res.registers.to_string(),
+                format!("{}/{}", res.spill_stores, res.spill_loads),
+                if r.ok() {
+                    "ok".into()
+                } else {
+                    r.problems.join("; ")
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!("{} variants, {failed} failed", rows.len());
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -7,10 +7,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
-use kiln::harness::check::{check_each, CheckItem};
 use kiln::harness::fp4::{
     every_code_tensor_scales, gemv_suite, outcomes_or_failure, verify_every_code, verify_gemv,
     verify_quantization, verify_refusal, Fp4Outcome, Values,
@@ -325,38 +323,9 @@ fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {
 
 fn check(env: &Env, a: &Fp4CheckArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
-    let dev = DeviceInfo::h100_sxm();
-    let items: Vec<CheckItem> = kiln::ops::fp4::variants(&a.arch)
+    let items = kiln::ops::fp4::variants(&a.arch)
         .into_iter()
         .map(|(version, spec)| ("fp4", version, spec))
         .collect();
-    let pb = bar(items.len(), "fp4 check", env.json);
-    let rows = check_each(&env.jit(), &items, &dev, |_| pb.inc(1));
-    pb.finish_and_clear();
-    let failed = rows.iter().filter(|r| !r.ok()).count();
-    if env.json {
-        env.print_json(&json!(rows));
-    } else {
-        let mut t = Table::new(&["variant", "registers", "spills", "verdict"]);
-        for r in &rows {
-            let res = r.resources.clone().unwrap_or_default();
-            t.row(&[
-                r.variant.clone(),
-                res.registers.to_string(),
-                format!("{}/{}", res.spill_stores, res.spill_loads),
-                if r.ok() {
-                    "ok".into()
-                } else {
-                    r.problems.join("; ")
-                },
-            ]);
-        }
-        print!("{}", t.render());
-        println!("{} variants, {failed} failed", rows.len());
-    }
-    Ok(if failed > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    super::check::check_listed(env, items, "fp4 check")
 }

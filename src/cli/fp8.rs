@@ -11,7 +11,6 @@ use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
 use kiln::formats::{Fp8Format, ScaleRecipe};
 use kiln::harness::bench::BenchOptions;
-use kiln::harness::check::{check_each, CheckItem};
 use kiln::harness::fp8::{
     gemm_suite, verify_conversions, verify_gemm, verify_promotion, verify_quantization, Fp8Outcome,
 };
@@ -333,38 +332,9 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
 
 fn check(env: &Env, a: &Fp8CheckArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
-    let dev = DeviceInfo::h100_sxm();
-    let items: Vec<CheckItem> = kiln::ops::fp8::variants(&a.arch)
+    let items = kiln::ops::fp8::variants(&a.arch)
         .into_iter()
         .map(|(version, spec)| ("fp8", version, spec))
         .collect();
-    let pb = bar(items.len(), "fp8 check", env.json);
-    let rows = check_each(&env.jit(), &items, &dev, |_| pb.inc(1));
-    pb.finish_and_clear();
-    let failed = rows.iter().filter(|r| !r.ok()).count();
-    if env.json {
-        env.print_json(&json!(rows));
-    } else {
-        let mut t = Table::new(&["variant", "registers", "spills", "verdict"]);
-        for r in &rows {
-            let res = r.resources.clone().unwrap_or_default();
-            t.row(&[
-                r.variant.clone(),
-                res.registers.to_string(),
-                format!("{}/{}", res.spill_stores, res.spill_loads),
-                if r.ok() {
-                    "ok".into()
-                } else {
-                    r.problems.join("; ")
-                },
-            ]);
-        }
-        print!("{}", t.render());
-        println!("{} variants, {failed} failed", rows.len());
-    }
-    Ok(if failed > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    super::check::check_listed(env, items, "fp8 check")
 }

@@ -1,7 +1,11 @@
 //! `kiln fp4` on a machine without a GPU: bad requests are one clear error each (exit 2) before
 //! any GPU is touched, the GPU commands say they need one (exit 4), and the compile check runs.
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::text;
 
 fn kiln(args: &[&str]) -> Output {
     let store = std::env::temp_dir().join(format!("kiln-fp4-test-{}.db", std::process::id()));
@@ -11,14 +15,6 @@ fn kiln(args: &[&str]) -> Output {
         .env("KILN_STORE", store)
         .output()
         .expect("kiln runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

@@ -1,7 +1,11 @@
 //! `kiln fp8` on a machine without a GPU: every bad input of issue 34 is one clear error with its
 //! exit code (2 bad input, 3 unsupported) before any GPU is touched, and the compile check runs.
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::text;
 
 fn kiln(args: &[&str]) -> Output {
     let store = std::env::temp_dir().join(format!("kiln-fp8-test-{}.db", std::process::id()));
@@ -11,14 +15,6 @@ fn kiln(args: &[&str]) -> Output {
         .env("KILN_STORE", store)
         .output()
         .expect("kiln runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

@@ -2,7 +2,11 @@
 //! one sentence and exit 2 or 3, `plan` explains the FP8 choice, `sanitize --list` plans the FP8
 //! runs, and the GPU commands say they need one.
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::text;
 
 fn kiln(args: &[&str]) -> Output {
     let store = std::env::temp_dir().join(format!("kiln-fp8e-test-{}.db", std::process::id()));
@@ -12,14 +16,6 @@ fn kiln(args: &[&str]) -> Output {
         .env("KILN_STORE", store)
         .output()
         .expect("kiln runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! that captures a CUDA graph is refused when it would compile or allocate.
 
 use std::collections::HashSet;
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
@@ -30,6 +31,8 @@ pub struct Kiln {
     /// The context's tuned table, shared (the context reads it under the lock; this copy
     /// answers [`Kiln::tuned`] without it).
     tuned: Arc<TunedTable>,
+    /// Hashes the keys of problems that have run (`Inner::prepared`).
+    keys: RandomState,
     inner: Mutex<Inner>,
 }
 
@@ -38,7 +41,7 @@ pub struct Kiln {
 struct Inner {
     ws: Workspaces,
     ctx: Context,
-    prepared: HashSet<String>,
+    prepared: HashSet<u64>,
 }
 
 // SAFETY: `Context` holds driver handles (a retained primary context, a stream, loaded
@@ -102,6 +105,7 @@ impl Kiln {
             ordinal,
             registry: Registry::default(),
             overrides: opts.overrides,
+            keys: RandomState::new(),
             inner: Mutex::new(Inner {
                 ws: Workspaces::default(),
                 ctx,
@@ -175,8 +179,9 @@ impl Kiln {
     }
 
     /// Whether a problem with this key has run (or been precompiled) on the handle.
-    pub(crate) fn is_prepared(&self, key: &str) -> Result<bool> {
-        Ok(self.lock()?.prepared.contains(key))
+    pub(crate) fn is_prepared(&self, key: impl Hash) -> Result<bool> {
+        let h = self.keys.hash_one(key);
+        Ok(self.lock()?.prepared.contains(&h))
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>> {
@@ -198,6 +203,18 @@ impl Kiln {
         what: &str,
         f: impl FnOnce(&Context, &mut Workspaces, bool) -> Result<R>,
     ) -> Result<R> {
+        self.run_keyed(stream, key, || what.to_string(), f)
+    }
+
+    /// [`Kiln::run`] with any hashable key, and the problem's name made only for the error.
+    pub(crate) fn run_keyed<R>(
+        &self,
+        stream: Option<sys::CUstream>,
+        key: impl Hash,
+        what: impl FnOnce() -> String,
+        f: impl FnOnce(&Context, &mut Workspaces, bool) -> Result<R>,
+    ) -> Result<R> {
+        let key = self.keys.hash_one(key);
         let mut guard = self.lock()?;
         self.cuda
             .bind_to_thread()
@@ -205,9 +222,10 @@ impl Kiln {
         let inner = &mut *guard;
         let stream = stream.unwrap_or(inner.ctx.stream);
         let capturing = is_capturing(stream)?;
-        if capturing && !inner.prepared.contains(key) {
+        if capturing && !inner.prepared.contains(&key) {
             return Err(Error::Capture(format!(
-                "{what} has not run on this handle, so it would compile kernels or size workspaces during CUDA-graph capture; call `Kiln::precompile` with this problem (or run it once) before capturing"
+                "{} has not run on this handle, so it would compile kernels or size workspaces during CUDA-graph capture; call `Kiln::precompile` with this problem (or run it once) before capturing",
+                what()
             )));
         }
         let own = std::mem::replace(&mut inner.ctx.stream, stream);
@@ -217,7 +235,7 @@ impl Kiln {
         inner.ctx.set_capturing(false);
         inner.ctx.stream = own;
         if r.is_ok() && !capturing {
-            inner.prepared.insert(key.to_string());
+            inner.prepared.insert(key);
         }
         r
     }

@@ -29,9 +29,12 @@ impl Kiln {
         opts: &GemmOptions,
     ) -> Result<()> {
         let v = opts.version.as_deref();
-        self.run(stream, &plan.key(v), &plan.problem.label(), |ctx, _, _| {
-            launch::gemm(&self.registry, ctx, plan, v)
-        })
+        self.run_keyed(
+            stream,
+            plan.key(v),
+            || plan.problem.label(),
+            |ctx, _, _| launch::gemm(&self.registry, ctx, plan, v),
+        )
     }
 
     pub(crate) fn launch_attention(

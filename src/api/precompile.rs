@@ -68,17 +68,22 @@ impl Kiln {
                 if self.is_prepared(&key)? {
                     return Ok(());
                 }
-                self.run(None, &key, &plan.problem.label(), |ctx, _, _| {
-                    let buf = scratch(ctx, plan.a.bytes.max(plan.b.bytes).max(plan.c.bytes))?;
-                    let warm = validate::GemmPlan {
-                        a: into(&buf, plan.a),
-                        b: into(&buf, plan.b),
-                        c: into(&buf, plan.c),
-                        ..plan.clone()
-                    };
-                    launch::gemm(&self.registry, ctx, &warm, v)?;
-                    ctx.synchronize()
-                })
+                self.run_keyed(
+                    None,
+                    &key,
+                    || plan.problem.label(),
+                    |ctx, _, _| {
+                        let buf = scratch(ctx, plan.a.bytes.max(plan.b.bytes).max(plan.c.bytes))?;
+                        let warm = validate::GemmPlan {
+                            a: into(&buf, plan.a),
+                            b: into(&buf, plan.b),
+                            c: into(&buf, plan.c),
+                            ..plan.clone()
+                        };
+                        launch::gemm(&self.registry, ctx, &warm, v)?;
+                        ctx.synchronize()
+                    },
+                )
             }
             Problem::Attention {
                 q,

@@ -5,6 +5,7 @@
 mod buffer;
 mod info;
 mod launch;
+mod memo;
 pub mod memory;
 mod occupancy;
 mod scratch;
@@ -13,6 +14,7 @@ mod tma;
 pub use buffer::DeviceBuffer;
 pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
+pub use memo::LaunchMemo;
 pub use scratch::{Scratch, Workspaces};
 #[cfg(test)]
 pub(crate) use tma::Call as TmaCall;
@@ -93,6 +95,8 @@ pub struct Context {
     /// would grow then is an error.
     capturing: Cell<bool>,
     functions: RefCell<HashMap<KernelSpec, (Function, Compiled)>>,
+    /// What launches derived from their problems alone (see [`LaunchMemo`]).
+    pub memo: LaunchMemo,
     /// Set when a launch overran its bound: the stream may never drain, so Drop must not wait.
     hung: Cell<bool>,
 }
@@ -129,6 +133,7 @@ impl Context {
             scratch: Workspaces::new(),
             capturing: Cell::new(false),
             functions: RefCell::new(HashMap::new()),
+            memo: LaunchMemo::default(),
             hung: Cell::new(false),
         })
     }
@@ -136,12 +141,14 @@ impl Context {
     /// This context, its launches honouring `overrides` from now on.
     pub fn with_overrides(mut self, overrides: Overrides) -> Context {
         self.overrides = overrides;
+        self.memo.clear();
         self
     }
 
     /// This context, its launches using the tuned configs of `tuned` from now on.
     pub fn with_tuned(mut self, tuned: Arc<TunedTable>) -> Context {
         self.tuned = tuned;
+        self.memo.clear();
         self
     }
 

@@ -8,6 +8,8 @@ use super::{
 };
 use crate::api::info::TensorInfo;
 use crate::api::options::GemmOptions;
+use std::hash::Hash;
+
 use crate::error::{ArgumentKind, Result};
 use crate::ops::gemm::{GemmProblem, Layout};
 
@@ -26,13 +28,11 @@ pub struct GemmPlan {
 impl GemmPlan {
     /// What the launch depends on besides data: the problem, the version asked for, and the
     /// bases' alignment (some versions refuse unaligned operands).
-    pub fn key(&self, version: Option<&str>) -> String {
-        format!(
-            "gemm {:?} {version:?} align {} {} {}",
-            self.problem,
-            self.a.align_class(),
-            self.b.align_class(),
-            self.c.align_class()
+    pub fn key<'v>(&self, version: Option<&'v str>) -> impl Hash + Eq + std::fmt::Debug + 'v {
+        (
+            self.problem.key(),
+            version,
+            [self.a, self.b, self.c].map(|o| o.align_class()),
         )
     }
 }
@@ -77,6 +77,41 @@ fn layout(a_row: bool, b_row: bool) -> Layout {
     }
 }
 
+/// `a` and `b` checked: [M, N, K] and each one's (row-major, leading dimension).
+struct Inputs {
+    mnk: [usize; 3],
+    a: (bool, usize),
+    b: (bool, usize),
+}
+
+fn inputs(a: &TensorInfo, b: &TensorInfo) -> Result<Inputs> {
+    rank("a", a, 2, TAKES)?;
+    rank("b", b, 2, TAKES)?;
+    dtype_in("a", a, &HALF, "kiln's GEMM takes bf16 or f16 inputs")?;
+    same_dtype("b", b, "a", a, "kiln's GEMM takes `a` and `b` of one dtype")?;
+    let (m, k) = (a.shape()[0], a.shape()[1]);
+    let (k2, n) = (b.shape()[0], b.shape()[1]);
+    if k != k2 {
+        return Err(err(
+            "b",
+            ArgumentKind::Shape,
+            format!("`a` is {m}x{k} but `b` is {k2}x{n}: inner dimensions differ"),
+        ));
+    }
+    Ok(Inputs {
+        mnk: [m, n, k],
+        a: orientation("a", a)?,
+        b: orientation("b", b)?,
+    })
+}
+
+/// The shape `[M, N]` of `a @ b`, with every check [`gemm`] makes of `a` and `b`: for bindings
+/// that allocate the output first.
+pub fn gemm_output_shape(a: &TensorInfo, b: &TensorInfo) -> Result<[usize; 2]> {
+    let [m, n, _] = inputs(a, b)?.mnk;
+    Ok([m, n])
+}
+
 /// Checks `c = alpha * a @ b + beta * c` for a handle on GPU `device`; `None` when the output
 /// is empty (nothing to launch).
 pub fn gemm(
@@ -88,20 +123,14 @@ pub fn gemm(
 ) -> Result<Option<GemmPlan>> {
     for (name, t) in [("a", a), ("b", b), ("c", c)] {
         on_device(name, t, device)?;
-        rank(name, t, 2, TAKES)?;
     }
-    dtype_in("a", a, &HALF, "kiln's GEMM takes bf16 or f16 inputs")?;
-    same_dtype("b", b, "a", a, "kiln's GEMM takes `a` and `b` of one dtype")?;
+    let Inputs {
+        mnk: [m, n, k],
+        a: (a_row, lda),
+        b: (b_row, ldb),
+    } = inputs(a, b)?;
+    rank("c", c, 2, TAKES)?;
     dtype_in("c", c, &OUTPUTS, "kiln's GEMM writes bf16, f16 or f32")?;
-    let (m, k) = (a.shape()[0], a.shape()[1]);
-    let (k2, n) = (b.shape()[0], b.shape()[1]);
-    if k != k2 {
-        return Err(err(
-            "b",
-            ArgumentKind::Shape,
-            format!("`a` is {m}x{k} but `b` is {k2}x{n}: inner dimensions differ"),
-        ));
-    }
     if c.shape() != [m, n] {
         return Err(err(
             "c",
@@ -140,8 +169,6 @@ pub fn gemm(
             ),
         ));
     }
-    let (a_row, lda) = orientation("a", a)?;
-    let (b_row, ldb) = orientation("b", b)?;
     let (input, output) = (float("a", a)?, float("c", c)?);
     let plan = if c_row {
         let ldc = if m == 1 { n } else { s0 };

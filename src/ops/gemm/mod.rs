@@ -18,7 +18,7 @@ pub mod wgmma_tma_ws;
 use std::ffi::c_void;
 
 pub use plan::{ForcedSetup, LaunchPlan};
-pub use problem::{parse_shape, DType, GemmProblem, Layout};
+pub use problem::{parse_shape, DType, GemmKey, GemmProblem, Layout};
 pub use trace::{CtaStamps, MAX_TRACE_EVENTS};
 
 use crate::device::{Context, DeviceBuffer, DeviceInfo};

@@ -143,7 +143,26 @@ pub struct GemmProblem {
     pub beta: f32,
 }
 
+/// A [`GemmProblem`] as a hashable key (alpha and beta by their bits): what launches are
+/// memoised by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GemmKey {
+    dims: [usize; 6],
+    layout: Layout,
+    io: (DType, DType),
+    scale_bits: (u32, u32),
+}
+
 impl GemmProblem {
+    pub fn key(&self) -> GemmKey {
+        GemmKey {
+            dims: [self.m, self.n, self.k, self.lda, self.ldb, self.ldc],
+            layout: self.layout,
+            io: (self.input, self.output),
+            scale_bits: (self.alpha.to_bits(), self.beta.to_bits()),
+        }
+    }
+
     /// A tightly packed problem (leading dimensions equal to the contiguous extent).
     pub fn new(m: usize, n: usize, k: usize, layout: Layout, input: DType, output: DType) -> Self {
         let lda = if layout.a_row_major() { k } else { m };

@@ -1,11 +1,12 @@
 //! The launch path: a resolved choice prepared for the operands, then executed: the copies, the
 //! workspace, the tensor maps, the kernel launch and C's copy back.
 
+use super::plan::WorkLayout;
 use super::{as_read, c_target, operand_maps, output_map, repack, warn_forced_fallback};
 use super::{Choice, GemmOverrides, Notes, Prepared, WgmmaTmaWs, THREADS};
 use crate::device::{Context, Function, LaunchConfig};
 use crate::error::{Error, Result};
-use crate::ops::gemm::{GemmArgs, GemmKernel, GemmOperands, GemmProblem};
+use crate::ops::gemm::{alignment, GemmArgs, GemmKernel, GemmOperands, GemmProblem};
 
 /// The kernel's `Extras` parameter: split-K / stream-K workspace and counters, the split factor,
 /// the first split (or stream-K) tile, and the stream-K K blocks (0: none).
@@ -34,6 +35,23 @@ fn workspace(ctx: &Context, ws_bytes: usize, counters: usize) -> Result<(u64, u6
     ))
 }
 
+/// What a launch works out before its operands' addresses matter beyond their alignment: the
+/// prepared choice, its loaded variant, the work layout over the resident clusters and the
+/// launch shape. Kept in the context's memo by problem and alignment ([`WgmmaTmaWs::launch`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Resolved {
+    prep: Prepared,
+    f: Function,
+    layout: WorkLayout,
+    lc: LaunchConfig,
+}
+
+/// Each operand's alignment as far as the choice depends on it (`repack`, `output_map`: 16
+/// bytes).
+fn align_classes(ops: &GemmOperands) -> [u64; 3] {
+    [ops.a.ptr(), ops.b.ptr(), ops.c.ptr()].map(|p| alignment(p).min(16))
+}
+
 impl WgmmaTmaWs {
     /// What `launch` runs for `p`: the context's tuned config or the heuristic, then the env
     /// overrides.
@@ -43,9 +61,26 @@ impl WgmmaTmaWs {
         Choice::resolve(p, ctx.info.sm_count, tuned.as_ref(), env)
     }
 
-    /// The one launch path: `launch` (tuned config or heuristic, then env overrides) and
-    /// `launch_with` (a config of the space) both end here with the resolved choice, which is
-    /// prepared for these operands as [`super::plan`] prepares it, then executed.
+    /// The default launch: `choice_for`'s choice, resolved once per problem and alignment
+    /// (the context's memo; the tuned table and overrides it depends on are the context's
+    /// own), then run on these operands.
+    pub(super) fn launch_memoised(
+        &self,
+        ctx: &Context,
+        p: &GemmProblem,
+        ops: &GemmOperands,
+    ) -> Result<()> {
+        let env = ctx.overrides.gemm;
+        let r = ctx.memo.get_or_try(&(p.key(), align_classes(ops)), || {
+            let addrs = (ops.a.ptr(), ops.b.ptr(), ops.c.ptr());
+            self.resolve(ctx, p, addrs, self.choice_for(ctx, p, &env), false, &env)
+        })?;
+        self.run(ctx, ops, &r, None, &env)
+    }
+
+    /// The one launch path of a given choice: `launch_with` (a config of the space) and the
+    /// instrumented launch end here with the resolved choice, which is prepared for these
+    /// operands as [`super::plan`] prepares it, then run.
     /// `trace`: a buffer for the instrumented variant's stamps (the launch is then unsplit).
     /// `env`: the overrides, read once per launch (the choice came from the same ones).
     pub(super) fn launch_choice(
@@ -67,27 +102,24 @@ impl WgmmaTmaWs {
             None => choice,
         };
         let addrs = (ops.a.ptr(), ops.b.ptr(), ops.c.ptr());
-        let prep = Prepared::new(p, addrs, choice, env, &mut Notes::off());
-        self.execute(ctx, ops, &prep, trace, env)
+        let r = self.resolve(ctx, p, addrs, choice, trace.is_some(), env)?;
+        self.run(ctx, ops, &r, trace, env)
     }
 
-    /// Runs `prep`, prepared for `ops`: its copies, then the kernel over as many clusters as the
-    /// GPU keeps resident (`KILN_WGMMA_GRID` at most), then C's copy back.
-    fn execute(
+    /// `choice` prepared for operands at `addrs`, its variant (the instrumented one with
+    /// `trace`) loaded, laid over as many clusters as the GPU keeps resident
+    /// (`KILN_WGMMA_GRID` at most).
+    fn resolve(
         &self,
         ctx: &Context,
-        ops: &GemmOperands,
-        prep: &Prepared,
-        trace: Option<u64>,
+        p: &GemmProblem,
+        addrs: (u64, u64, u64),
+        choice: Choice,
+        trace: bool,
         env: &GemmOverrides,
-    ) -> Result<()> {
-        let (p, read, cfg, choice) = (&prep.p, &prep.read, prep.tile, &prep.choice);
-        // Operands TMA cannot address are read from padded copies, and C may be written through
-        // scratch (`read` has their leading dimensions). The C parameter of the register
-        // epilogue is a copy of A's map that is never used.
-        let (a_ptr, b_ptr) = repack(ctx, prep, ops.a.ptr(), ops.b.ptr())?;
-        let c_ptr = c_target(ctx, prep, ops.c.ptr())?;
-        let tc = output_map(read, c_ptr).filter(|_| prep.c.is_none());
+    ) -> Result<Resolved> {
+        let prep = Prepared::new(p, addrs, choice, env, &mut Notes::off());
+        let cfg = prep.tile;
         if (cfg.bn, cfg.pingpong) != (choice.tile.bn, choice.tile.pingpong)
             && env.tile == Some(choice.tile)
         {
@@ -95,15 +127,46 @@ impl WgmmaTmaWs {
         }
         let spec = prep.spec(&ctx.arch());
         let f = ctx.function(&match trace {
-            Some(_) => spec.define("KILN_TRACE", 1u32),
-            None => spec,
+            true => spec.define("KILN_TRACE", 1u32),
+            false => spec,
         })?;
         let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes());
         let slots = env.grid.map_or(slots, |g| slots.min(g));
         let layout = prep.layout(slots);
         // The plan splits at most what was asked for, so never without the split code.
         debug_assert!(prep.split_code || (layout.split.splits <= 1 && layout.sk_from.is_none()));
-        let (ws, counters) = match layout.workspace(cfg.bn) {
+        let lc = LaunchConfig {
+            grid: (layout.split.grid, 1, 1),
+            block: (THREADS, 1, 1),
+            smem_bytes: cfg.smem_bytes(),
+            cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
+        };
+        Ok(Resolved {
+            prep,
+            f,
+            layout,
+            lc,
+        })
+    }
+
+    /// Runs `r` on `ops`: its copies, the kernel, then C's copy back.
+    fn run(
+        &self,
+        ctx: &Context,
+        ops: &GemmOperands,
+        r: &Resolved,
+        trace: Option<u64>,
+        env: &GemmOverrides,
+    ) -> Result<()> {
+        let prep = &r.prep;
+        let (p, read, cfg) = (&prep.p, &prep.read, prep.tile);
+        // Operands TMA cannot address are read from padded copies, and C may be written through
+        // scratch (`read` has their leading dimensions). The C parameter of the register
+        // epilogue is a copy of A's map that is never used.
+        let (a_ptr, b_ptr) = repack(ctx, prep, ops.a.ptr(), ops.b.ptr())?;
+        let c_ptr = c_target(ctx, prep, ops.c.ptr())?;
+        let tc = output_map(read, c_ptr).filter(|_| prep.c.is_none());
+        let (ws, counters) = match r.layout.workspace(cfg.bn) {
             Some((bytes, counters)) => workspace(ctx, bytes, counters)?,
             None => (0, 0),
         };
@@ -116,7 +179,7 @@ impl WgmmaTmaWs {
         }
         let mut map_a = ta.encode_with(ctx.overrides.tma.promotion)?;
         let mut map_b = tb.encode_with(ctx.overrides.tma.promotion)?;
-        let (splits, split_from, sk_w) = layout.extras();
+        let (splits, split_from, sk_w) = r.layout.extras();
         let mut extras = Extras {
             ws: trace.unwrap_or(ws),
             counters,
@@ -133,12 +196,6 @@ impl WgmmaTmaWs {
             b: b_ptr,
             c: c_ptr,
             ..GemmArgs::new(read, ops)
-        };
-        let lc = LaunchConfig {
-            grid: (layout.split.grid, 1, 1),
-            block: (THREADS, 1, 1),
-            smem_bytes: cfg.smem_bytes(),
-            cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
         };
         // After a copy of ours (an operand read from scratch, or C's scratch filled for beta),
         // the kernel is launched as that copy's dependent: its CTAs are placed while the copy
@@ -159,9 +216,9 @@ impl WgmmaTmaWs {
                 Function::launch
             };
             launch(
-                &f,
+                &r.f,
                 ctx.stream,
-                &lc,
+                &r.lc,
                 &mut [
                     map_a.as_param(),
                     map_b.as_param(),

@@ -143,8 +143,7 @@ impl GemmKernel for WgmmaTmaWs {
         spec::variants(arch)
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
-        let env = ctx.overrides.gemm;
-        self.launch_choice(ctx, p, ops, self.choice_for(ctx, p, &env), None, &env)
+        self.launch_memoised(ctx, p, ops)
     }
     fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
         Some(space::space(p))

@@ -38,6 +38,9 @@ except ImportError:  # kiln's ops need torch; importing kiln does not
 if _torch is not None:
     from . import _ops  # registers the kiln:: custom ops
 
+from ._dispatch import through_torch  # noqa: E402
+from ._native import native as _native  # noqa: E402
+
 from . import moe  # noqa: E402
 from . import fp8  # noqa: E402
 from . import attention_backward as _attention_backward  # noqa: E402
@@ -67,46 +70,14 @@ def available() -> bool:
 def gemm(a, b, *, out=None, out_dtype=None, alpha: float = 1.0, beta: float = 0.0, c=None):
     """`alpha * (a @ b) + beta * c` on kiln's GEMM. `a` [M, K] and `b` [K, N] are bf16 or f16,
     row- or column-major (any transposed view), on one GPU; the result is [M, N] in `out_dtype`
-    (default: a's dtype; bf16, f16 or f32), or written into `out` (row-major, last stride 1).
-    With `c` (shape [M, N]) and `beta`, C is added; `c` may be `out` itself."""
-    check.same_device({"a": a, "b": b, "out": out, "c": c})
-    check.require_dtype("a", a, ("bf16", "f16"), "kiln's GEMM")
-    check.require_dtype("b", b, ("bf16", "f16"), "kiln's GEMM")
-    if check.dtype_name(a) != check.dtype_name(b):
-        raise TypeError(f"`a` is {check.dtype_name(a)} but `b` is {check.dtype_name(b)}; give both the same dtype")
-    check.require_matrix_operand("a", a)
-    check.require_matrix_operand("b", b)
-    m, k = a.shape
-    if b.shape[0] != k:
-        raise ValueError(f"`a` is {m}x{k} but `b` is {b.shape[0]}x{b.shape[1]}: inner dimensions differ")
-    n = b.shape[1]
-    if c is not None:
-        check.require_shape("c", c, (m, n), "alpha * a @ b + beta * c")
-    if out is None:
-        dtype = out_dtype or a.dtype
-        check.require_dtype("out_dtype", _Dtype(dtype), ("bf16", "f16", "f32"), "kiln's GEMM output")
-        _require_torch()
-        return _torch.ops.kiln.gemm(a, b, c, float(alpha), float(beta), dtype)
-    check.require_shape("out", out, (m, n), "the product a @ b")
-    check.require_dtype("out", out, ("bf16", "f16", "f32"), "kiln's GEMM output")
-    if out_dtype is not None and out.dtype != out_dtype:
-        raise TypeError(f"`out` is {check.dtype_name(out)} but `out_dtype` is {out_dtype}")
-    check.require_last_stride_one("out", out)
-    _require_torch()
-    if c is not None and beta != 0.0:
-        if c.data_ptr() != out.data_ptr() or c.stride() != out.stride():
-            out.copy_(c)
-    else:
-        beta = 0.0
-    _torch.ops.kiln.gemm_out(a, b, out, float(alpha), float(beta))
-    return out
-
-
-class _Dtype:
-    """A dtype seen as a tensor-like for the dtype check."""
-
-    def __init__(self, dtype):
-        self.dtype = dtype
+    (default: a's dtype; bf16, f16 or f32), or written into `out` (row- or column-major). With
+    `c` (shape [M, N]) and `beta`, C is added; `c` may be `out` itself."""
+    if through_torch(a, b, out, c):
+        if out is None:
+            return _torch.ops.kiln.gemm(a, b, c, float(alpha), float(beta), out_dtype or a.dtype)
+        _torch.ops.kiln.gemm_out(a, b, out, c, float(alpha), float(beta))
+        return out
+    return _native().gemm(a, b, out, out_dtype, alpha, beta, c)
 
 
 def flash_attn_func(

@@ -20,4 +20,5 @@ def stream_of(device_index: int) -> int:
     """The raw CUDA stream torch's current stream on `device_index` wraps: kiln launches there."""
     import torch
 
-    return int(torch.cuda.current_stream(device_index).cuda_stream)
+    # (torch.cuda.current_stream builds a Stream object: ~20x the cost of the raw handle)
+    return torch._C._cuda_getCurrentRawStream(device_index)

@@ -29,11 +29,7 @@ def _setup_nothing(ctx, inputs, output):
 
 
 # ---------------------------------------------------------------------------------------- GEMM
-def launch_gemm(a, b, out, alpha: float, beta: float) -> None:
-    dev = a.device.index or 0
-    native().gemm(dev, stream_of(dev), check.describe(a), check.describe(b), check.describe(out), alpha, beta)
-
-
+# (the extension's `gemm` checks, allocates when `out` is None, and launches)
 @torch.library.custom_op("kiln::gemm", mutates_args=(), device_types="cuda")
 def gemm_op(
     a: torch.Tensor,
@@ -43,13 +39,7 @@ def gemm_op(
     beta: float,
     out_dtype: torch.dtype,
 ) -> torch.Tensor:
-    out = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
-    if c is not None and beta != 0.0:
-        out.copy_(c)
-    else:
-        beta = 0.0
-    launch_gemm(a, b, out, alpha, beta)
-    return out
+    return native().gemm(a, b, None, out_dtype, alpha, beta, c)
 
 
 @gemm_op.register_fake
@@ -58,12 +48,14 @@ def _(a, b, c, alpha, beta, out_dtype):
 
 
 @torch.library.custom_op("kiln::gemm_out", mutates_args=("out",), device_types="cuda")
-def gemm_out_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: float, beta: float) -> None:
-    launch_gemm(a, b, out, alpha, beta)
+def gemm_out_op(
+    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, c: Optional[torch.Tensor], alpha: float, beta: float
+) -> None:
+    native().gemm(a, b, out, None, alpha, beta, c)
 
 
 @gemm_out_op.register_fake
-def _(a, b, out, alpha, beta):
+def _(a, b, out, c, alpha, beta):
     return None
 
 

@@ -5,6 +5,7 @@ mod attention;
 mod fp4;
 mod fp8;
 mod moe;
+mod torch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -84,34 +85,103 @@ fn gpu_available() -> bool {
     kiln::device::init().is_ok()
 }
 
+/// `e` with the library's name of an argument replaced by the binding's (the library calls the
+/// GEMM's output `c`; `kiln.gemm` calls it `out`).
+fn renamed(e: Error, from: &str, to: &str) -> Error {
+    match e {
+        Error::Argument { arg, kind, message } => Error::Argument {
+            arg: if arg == from { to.into() } else { arg },
+            kind,
+            message: message.replace(&format!("`{from}`"), &format!("`{to}`")),
+        },
+        e => e,
+    }
+}
+
+/// `kiln.gemm` whole: `alpha * (a @ b) + beta * c` into `out` (allocated when `None`, in
+/// `out_dtype` or a's dtype), checked, launched on torch's current stream; returns `out`.
 #[pyfunction]
+#[pyo3(signature = (a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None))]
 #[allow(clippy::too_many_arguments)]
-fn gemm(
-    py: Python<'_>,
-    device: usize,
-    stream: usize,
-    a: PyTensor,
-    b: PyTensor,
-    c: PyTensor,
+fn gemm<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    out: Option<&Bound<'py, PyAny>>,
+    out_dtype: Option<&Bound<'py, PyAny>>,
     alpha: f32,
     beta: f32,
-) -> PyResult<()> {
-    let (a, b, c) = (
-        tensor("a", a, device)?,
-        tensor("b", b, device)?,
-        tensor("out", c, device)?,
-    );
+    c: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let ([a, b, out, c], device) =
+        torch::read_all([("a", Some(a)), ("b", Some(b)), ("out", out), ("c", c)])?;
+    let (a, b) = (a.expect("read"), b.expect("read"));
+    let [m, n] = raw::gemm_output_shape(&a.raw, &b.raw).map_err(to_py)?;
+    if let Some(c) = &c {
+        if c.raw.shape != [m, n] {
+            return Err(PyValueError::new_err(format!(
+                "`c` has shape {}; expected ({m}, {n}) (alpha * a @ b + beta * c)",
+                torch::shape_text(&c.raw.shape)
+            )));
+        }
+    }
+    let out = match out {
+        Some(o) => {
+            if let Some(d) = out_dtype {
+                let want = torch::dtype_arg("out_dtype", d)?;
+                if want != o.raw.dtype {
+                    return Err(PyTypeError::new_err(format!(
+                        "`out` is {} but `out_dtype` is {want}; give one or make them agree",
+                        o.raw.dtype
+                    )));
+                }
+            }
+            o
+        }
+        None => {
+            let dt = match out_dtype {
+                Some(d) => {
+                    let want = torch::dtype_arg("out_dtype", d)?;
+                    if !matches!(want, DType::Bf16 | DType::F16 | DType::F32) {
+                        return Err(PyTypeError::new_err(format!(
+                            "`out_dtype` is {want}; kiln's GEMM writes bf16, f16 or f32"
+                        )));
+                    }
+                    d.clone()
+                }
+                None => a.obj.getattr(pyo3::intern!(py, "dtype"))?,
+            };
+            torch::read("out", &torch::new_empty(&a.obj, &[m, n], &dt)?)?
+        }
+    };
+    // With `c` and a non-zero beta, `out` starts as a copy of `c` (unless it is `c`).
+    let beta = match &c {
+        Some(c) if beta != 0.0 => {
+            if c.raw.ptr != out.raw.ptr || c.raw.strides != out.raw.strides {
+                out.obj
+                    .call_method1(pyo3::intern!(py, "copy_"), (&c.obj,))?;
+            }
+            beta
+        }
+        _ => 0.0,
+    };
     let opts = GemmOptions {
         alpha,
         beta,
         version: None,
     };
-    raw::check_gemm(device, &a, &b, &c, &opts).map_err(to_py)?;
+    let to_py_out = |e| to_py(renamed(e, "c", "out"));
+    raw::check_gemm(device, &a.raw, &b.raw, &out.raw, &opts).map_err(to_py_out)?;
     let k = handle(device)?;
-    // SAFETY: the Python layer passes live torch tensors of `device` that it keeps alive until
-    // torch's stream (`stream`, that device's current stream) has run the launch.
-    py.allow_threads(|| unsafe { raw::gemm(&k, stream_of(stream), &a, &b, &c, &opts) })
-        .map_err(to_py)
+    let stream = torch::current_stream(py, device)?;
+    // SAFETY: the tensors are live torch tensors of `device`, which the caller keeps alive until
+    // torch's current stream there (`stream`) has run the launch (torch's own contract for the
+    // tensors of an op); `out` was checked not to overlap the inputs.
+    py.allow_threads(|| unsafe {
+        raw::gemm(&k, stream_of(stream), &a.raw, &b.raw, &out.raw, &opts)
+    })
+    .map_err(to_py_out)?;
+    Ok(out.obj)
 }
 
 fn get<'py, T: FromPyObject<'py>>(

@@ -33,22 +33,29 @@ def packed_strides(shape):
     return tuple(reversed(strides))
 
 
+# Each stand-in has memory of its own (kiln refuses an output that overlaps an input).
+_next_ptr = [0x10000000]
+
+
 class Tensor:
-    def __init__(self, shape, dtype="bfloat16", device="cuda:0", strides=None, values=None):
+    def __init__(self, shape, dtype="bfloat16", device="cuda:0", strides=None, values=None, ptr=None):
         self.shape = tuple(shape)
         self.dtype = Dtype(dtype)
         self.device = Device(device)
         self._strides = tuple(strides) if strides is not None else packed_strides(self.shape)
         self._values = values
+        if ptr is None:
+            ptr, _next_ptr[0] = _next_ptr[0], _next_ptr[0] + 0x10000000
+        self._ptr = ptr
 
     def stride(self):
         return self._strides
 
     def data_ptr(self):
-        return 0x10000
+        return self._ptr
 
     def tolist(self):
         return list(self._values)
 
     def t(self):
-        return Tensor(self.shape[::-1], self.dtype.name, str(self.device), self._strides[::-1])
+        return Tensor(self.shape[::-1], self.dtype.name, str(self.device), self._strides[::-1], ptr=self._ptr)

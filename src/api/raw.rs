@@ -177,6 +177,12 @@ fn swiglu_plan(
     )
 }
 
+/// The shape `[M, N]` of `a @ b`, checked as [`check_gemm`] checks `a` and `b`: for callers
+/// that allocate the output first.
+pub fn gemm_output_shape(a: &RawTensor, b: &RawTensor) -> Result<[usize; 2]> {
+    validate::gemm_output_shape(&a.info("a", false)?, &b.info("b", false)?)
+}
+
 /// The checks of [`gemm`] for a handle on GPU `device`, without a handle.
 pub fn check_gemm(
     device: usize,

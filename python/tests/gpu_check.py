@@ -612,17 +612,25 @@ def op_timings(gen, timings):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a quarter of the shapes, no models")
+    ap.add_argument("--only", help="comma-separated sections to run (gemm, attention, backward, varlen, kvcache, "
+                    "moe, fp8, fp4, integration, models, timings); default all")
     args = ap.parse_args()
     out_dir = os.environ.get("OUT", "gpu-out")
     os.makedirs(out_dir, exist_ok=True)
     gen = torch.Generator(device="cuda").manual_seed(1234)
     timings: list[dict] = []
     t0 = time.time()
-    sections = [gemm_checks, attention_checks, attention_backward_checks, varlen_checks, kvcache_checks, moe_checks,
-                fp8_checks, fp4_checks, lambda g, q: integration_checks(g)]
+    sections = {"gemm": gemm_checks, "attention": attention_checks, "backward": attention_backward_checks,
+                "varlen": varlen_checks, "kvcache": kvcache_checks, "moe": moe_checks, "fp8": fp8_checks,
+                "fp4": fp4_checks, "integration": lambda g, q: integration_checks(g)}
     if not args.quick:
-        sections += [lambda g, q: models(g, timings), lambda g, q: op_timings(g, timings)]
-    for section in sections:
+        sections.update(models=lambda g, q: models(g, timings), timings=lambda g, q: op_timings(g, timings))
+    if args.only:
+        unknown = set(args.only.split(",")) - set(sections)
+        if unknown:
+            ap.error(f"--only names {sorted(unknown)}; the sections are {', '.join(sections)}")
+        sections = {k: v for k, v in sections.items() if k in args.only.split(",")}
+    for section in sections.values():
         try:
             section(gen, args.quick)
         except Exception as e:  # noqa: BLE001 - a section that breaks is a failed check, not the end

@@ -1,5 +1,6 @@
 """Tensor stand-ins for the CPU tests: just the attributes kiln's checks read (dtype, device,
-shape, stride(), data_ptr(), tolist()), so the checks run without torch and without a GPU."""
+shape, stride(), storage_offset(), data_ptr(), tolist(), and contiguous() and transpose() for
+the views kiln reads in place or copies), so the checks run without torch and without a GPU."""
 
 
 class Dtype:
@@ -34,15 +35,32 @@ def packed_strides(shape):
 
 
 class Tensor:
-    def __init__(self, shape, dtype="bfloat16", device="cuda:0", strides=None, values=None):
+    def __init__(self, shape, dtype="bfloat16", device="cuda:0", strides=None, values=None, offset=0):
         self.shape = tuple(shape)
         self.dtype = Dtype(dtype)
         self.device = Device(device)
         self._strides = tuple(strides) if strides is not None else packed_strides(self.shape)
         self._values = values
+        self._offset = offset
+        self.copied = False
 
     def stride(self):
         return self._strides
+
+    def storage_offset(self):
+        return self._offset
+
+    def contiguous(self):
+        """A packed copy (marked, so that tests can see a copy was made)."""
+        c = Tensor(self.shape, self.dtype.name, str(self.device))
+        c.copied = True
+        return c
+
+    def transpose(self, a, b):
+        shape, strides = list(self.shape), list(self._strides)
+        shape[a], shape[b] = shape[b], shape[a]
+        strides[a], strides[b] = strides[b], strides[a]
+        return Tensor(shape, self.dtype.name, str(self.device), strides, offset=self._offset)
 
     def data_ptr(self):
         return 0x10000

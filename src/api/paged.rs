@@ -160,36 +160,11 @@ impl Kiln {
         block_table: &TensorRef,
         context_lens: &TensorRef,
         o: &mut TensorMut,
-        mut lse: Option<&mut TensorMut>,
+        lse: Option<&mut TensorMut>,
         opts: &PagedOptions,
     ) -> Result<()> {
-        self.check_stream(stream)?;
-        let lse_info = lse.as_ref().map(|l| l.info);
-        let Some(plan) = validate::paged(
-            self.ordinal(),
-            &q.info,
-            &k_cache.info,
-            &v_cache.info,
-            Some(&block_table.info),
-            Some(&context_lens.info),
-            &o.info,
-            lse_info.as_ref(),
-            opts.causal,
-            opts.softmax_scale,
-        )?
-        else {
-            return Ok(());
-        };
-        let _order = (
-            q.track(stream),
-            k_cache.track(stream),
-            v_cache.track(stream),
-            block_table.track(stream),
-            context_lens.track(stream),
-            o.track(stream),
-            lse.as_mut().and_then(|l| l.track(stream)),
-        );
-        self.launch_paged(Some(stream.cu_stream()), &plan, opts.check_tables)
+        let tables = (Some(block_table), Some(context_lens));
+        self.decode_step(stream, q, (k_cache, v_cache), tables, o, lse, opts)
     }
 
     /// One decode step over dense caches, one per sequence, as transformers keeps them:
@@ -207,6 +182,23 @@ impl Kiln {
         v_cache: &TensorRef,
         context_lens: Option<&TensorRef>,
         o: &mut TensorMut,
+        lse: Option<&mut TensorMut>,
+        opts: &PagedOptions,
+    ) -> Result<()> {
+        let tables = (None, context_lens);
+        self.decode_step(stream, q, (k_cache, v_cache), tables, o, lse, opts)
+    }
+
+    /// Either form: a paged cache with (block table, lengths), a dense one with (None, lengths
+    /// or None).
+    #[allow(clippy::too_many_arguments)]
+    fn decode_step(
+        &self,
+        stream: &CudaStream,
+        q: &TensorRef,
+        (k_cache, v_cache): (&TensorRef, &TensorRef),
+        (table, lens): (Option<&TensorRef>, Option<&TensorRef>),
+        o: &mut TensorMut,
         mut lse: Option<&mut TensorMut>,
         opts: &PagedOptions,
     ) -> Result<()> {
@@ -217,8 +209,8 @@ impl Kiln {
             &q.info,
             &k_cache.info,
             &v_cache.info,
-            None,
-            context_lens.map(|l| &l.info),
+            table.map(|t| &t.info),
+            lens.map(|l| &l.info),
             &o.info,
             lse_info.as_ref(),
             opts.causal,
@@ -231,7 +223,8 @@ impl Kiln {
             q.track(stream),
             k_cache.track(stream),
             v_cache.track(stream),
-            context_lens.map(|l| l.track(stream)),
+            table.map(|t| t.track(stream)),
+            lens.map(|l| l.track(stream)),
             o.track(stream),
             lse.as_mut().and_then(|l| l.track(stream)),
         );

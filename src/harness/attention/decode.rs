@@ -313,31 +313,21 @@ fn dense_suite(base: &DecodeSpec) -> Vec<DecodeSpec> {
         .collect()
 }
 
-/// `host` ([batch, S, heads, D] packed, `dtype` elements) as the bytes of [batch, heads, S, D]
-/// memory: a dense cache in transformers' order.
-fn to_bhsd(host: &HostData, (b, s, h, d): (usize, usize, usize, usize)) -> Vec<u8> {
-    let (bytes, e) = (host.bytes(), host.dtype().size());
+/// `bytes` of [batch, S, heads, D] elements of `e` bytes as [batch, heads, S, D] memory (a dense
+/// cache in transformers' order), or back with `back`.
+fn swap_seq_heads(
+    bytes: &[u8],
+    e: usize,
+    (b, s, h, d): (usize, usize, usize, usize),
+    back: bool,
+) -> Vec<u8> {
     let mut out = vec![0u8; bytes.len()];
     for bi in 0..b {
         for si in 0..s {
             for hi in 0..h {
-                let from = ((bi * s + si) * h + hi) * d * e;
-                let to = ((bi * h + hi) * s + si) * d * e;
-                out[to..to + d * e].copy_from_slice(&bytes[from..from + d * e]);
-            }
-        }
-    }
-    out
-}
-
-/// The inverse of [`to_bhsd`]: [batch, heads, S, D] memory back to [batch, S, heads, D].
-fn from_bhsd(bytes: &[u8], e: usize, (b, s, h, d): (usize, usize, usize, usize)) -> Vec<u8> {
-    let mut out = vec![0u8; bytes.len()];
-    for bi in 0..b {
-        for si in 0..s {
-            for hi in 0..h {
-                let to = ((bi * s + si) * h + hi) * d * e;
-                let from = ((bi * h + hi) * s + si) * d * e;
+                let bshd = ((bi * s + si) * h + hi) * d * e;
+                let bhsd = ((bi * h + hi) * s + si) * d * e;
+                let (from, to) = if back { (bhsd, bshd) } else { (bshd, bhsd) };
                 out[to..to + d * e].copy_from_slice(&bytes[from..from + d * e]);
             }
         }
@@ -349,7 +339,12 @@ fn from_bhsd(bytes: &[u8], e: usize, (b, s, h, d): (usize, usize, usize, usize))
 fn device_cache(spec: &DecodeSpec, p: &PagedProblem, host: &HostData) -> Result<DeviceBuffer> {
     let dims = (p.num_pages, p.page_size, p.heads_kv, p.head_dim);
     match spec.dense {
-        true => DeviceBuffer::from_host(&to_bhsd(host, dims)),
+        true => DeviceBuffer::from_host(&swap_seq_heads(
+            host.bytes(),
+            host.dtype().size(),
+            dims,
+            false,
+        )),
         false => DeviceBuffer::from_host(host.bytes()),
     }
 }
@@ -444,7 +439,7 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
         for (buf, want) in [(&dk, &k64), (&dv, &v64)] {
             let mut raw = buf.download::<u8>(bytes)?;
             if spec.dense {
-                raw = from_bhsd(&raw, p.dtype.size(), dims);
+                raw = swap_seq_heads(&raw, p.dtype.size(), dims, true);
             }
             let have = HostData::from_bytes(p.dtype, &raw);
             out.append_mismatches += (0..have.len()).filter(|&i| have.get(i) != want[i]).count();
@@ -770,9 +765,9 @@ mod tests {
                                                           // the permutation and its inverse
         let host = HostData::random(DType::Bf16, 2 * 5 * 3 * 64, 1);
         let dims = (2, 5, 3, 64);
-        let there = to_bhsd(&host, dims);
+        let there = swap_seq_heads(host.bytes(), 2, dims, false);
         assert_ne!(there, host.bytes());
-        assert_eq!(from_bhsd(&there, 2, dims), host.bytes());
+        assert_eq!(swap_seq_heads(&there, 2, dims, true), host.bytes());
         // without lengths, the cache is exactly the context
         let full = DecodeSpec {
             random_lengths: false,

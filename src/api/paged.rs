@@ -16,7 +16,7 @@ use crate::ops::attention::kv_append::{self, AppendOperands};
 use crate::ops::attention::PagedProblem;
 
 /// How a decode step runs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PagedOptions {
     /// Query token i of seqlen_q sees cached tokens j < context - seqlen_q + i + 1 (the queries
     /// are the context's last tokens: aligned bottom-right).
@@ -29,16 +29,6 @@ pub struct PagedOptions {
     /// outside the cache, write NaN for a sequence whose entries are bad, and record it; the
     /// handle reports it at its next decode call outside capture, or at [`Kiln::check_errors`].
     pub check_tables: bool,
-}
-
-impl Default for PagedOptions {
-    fn default() -> Self {
-        PagedOptions {
-            causal: false,
-            softmax_scale: None,
-            check_tables: false,
-        }
-    }
 }
 
 /// What each decode error word means (see [`crate::api::workspace::DECODE_ERROR_WORDS`]).

@@ -131,11 +131,8 @@ pub fn arranged(
 /// lengths and both dtypes.
 pub fn strided_suite() -> Vec<AttentionProblem> {
     use Arrangement::{Cache, Fused, Mixed};
-    let rows: [(
-        Arrangement,
-        (usize, usize, usize, usize, usize, usize),
-        bool,
-    ); 9] = [
+    type Extents = (usize, usize, usize, usize, usize, usize);
+    let rows: [(Arrangement, Extents, bool); 9] = [
         (Cache, (2, 8, 2, 1, 300, 128), false),
         (Cache, (3, 16, 4, 200, 700, 128), true),
         (Cache, (2, 4, 2, 128, 4097, 64), true),

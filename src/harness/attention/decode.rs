@@ -59,12 +59,7 @@ impl DecodeSpec {
         }
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
         let max_pages = self.context.div_ceil(self.page_size.max(1)).max(1);
-        let context_lens: Vec<i32> = (0..self.batch)
-            .map(|_| match self.random_lengths {
-                true => rng.gen_range(self.seqlen_q.min(self.context)..=self.context) as i32,
-                false => self.context as i32,
-            })
-            .collect();
+        let context_lens = self.lengths(&mut rng);
         let num_pages = self.batch * max_pages;
         let mut ids: Vec<i32> = (0..num_pages as i32).collect();
         ids.shuffle(&mut rng);
@@ -73,7 +68,46 @@ impl DecodeSpec {
             let row = b * max_pages..b * max_pages + (ctx as usize).div_ceil(self.page_size.max(1));
             block_table[row.clone()].copy_from_slice(&ids[row]);
         }
+        let p = self.paged_problem_of(block_table, context_lens, num_pages, max_pages);
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// The dense cache's problem: S rows per sequence, one "page" each (page b is sequence b),
+    /// lengths drawn as for pages.
+    fn dense_problem(&self, seed: u64) -> Result<PagedProblem> {
+        let context_lens = self.lengths(&mut rand::rngs::SmallRng::seed_from_u64(seed));
         let p = PagedProblem {
+            num_pages: self.batch,
+            page_size: self.dense_rows(),
+            max_pages: 1,
+            block_table: (0..self.batch as i32).collect(),
+            context_lens,
+            ..self.paged_problem_of(Vec::new(), Vec::new(), 0, 0)
+        };
+        self.shape(&p).validate()?;
+        Ok(p)
+    }
+
+    /// Each sequence's context: drawn from seqlen_q..=context with `random_lengths`, else all.
+    fn lengths(&self, rng: &mut rand::rngs::SmallRng) -> Vec<i32> {
+        (0..self.batch)
+            .map(|_| match self.random_lengths {
+                true => rng.gen_range(self.seqlen_q.min(self.context)..=self.context) as i32,
+                false => self.context as i32,
+            })
+            .collect()
+    }
+
+    /// The problem of this spec with these tables and page counts.
+    fn paged_problem_of(
+        &self,
+        block_table: Vec<i32>,
+        context_lens: Vec<i32>,
+        num_pages: usize,
+        max_pages: usize,
+    ) -> PagedProblem {
+        PagedProblem {
             batch: self.batch,
             heads_q: self.heads_q,
             heads_kv: self.heads_kv,
@@ -87,38 +121,7 @@ impl DecodeSpec {
             causal: self.causal,
             scale: 1.0 / (self.head_dim as f32).sqrt(),
             dtype: self.dtype,
-        };
-        p.validate()?;
-        Ok(p)
-    }
-
-    /// The dense cache's problem: S rows per sequence, lengths drawn as for pages.
-    fn dense_problem(&self, seed: u64) -> Result<PagedProblem> {
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-        let rows = self.dense_rows();
-        let context_lens: Vec<i32> = (0..self.batch)
-            .map(|_| match self.random_lengths {
-                true => rng.gen_range(self.seqlen_q.min(self.context)..=self.context) as i32,
-                false => self.context as i32,
-            })
-            .collect();
-        let p = PagedProblem {
-            batch: self.batch,
-            heads_q: self.heads_q,
-            heads_kv: self.heads_kv,
-            head_dim: self.head_dim,
-            seqlen_q: self.seqlen_q,
-            num_pages: self.batch,
-            page_size: rows,
-            max_pages: 1,
-            block_table: (0..self.batch as i32).collect(),
-            context_lens,
-            causal: self.causal,
-            scale: 1.0 / (self.head_dim as f32).sqrt(),
-            dtype: self.dtype,
-        };
-        self.shape(&p).validate()?;
-        Ok(p)
+        }
     }
 
     /// Rows of a dense cache per sequence.

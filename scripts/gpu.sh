@@ -84,6 +84,14 @@
 #                                then `kiln attn bench --decode` (GB/s of the cache, fraction of
 #                                the copy ceiling) beside torch SDPA (enable_gqa) on the same
 #                                cache unpaged (scripts/peers.py decode); table in summary.txt
+#   inplace [kiln] [python]      attention on tensors where they lie (issue 43; default both):
+#                                kiln: `kiln attn verify --strided` (every version on mixed
+#                                orders), `kiln attn verify --decode` (the suite, dense caches and
+#                                the GPU's bad-table flags included), then dense against paged
+#                                decode timed at B64 H32/8 d128 ctx 8192 and B1 ctx 32768;
+#                                python: with the wheel (as `python`), python/tests/inplace_check.py
+#                                (mixed orders, dense-cache decode, CUDA-graph capture, bad tables,
+#                                a transformers model decoding through the plug-in); table last
 #   multi                        several GPUs (docs/multi-gpu.md): `kiln tune` of one space
 #                                (MULTI_TUNE) on GPU 0 (cold JIT cache), on all GPUs, on GPU 0
 #                                again, and --gpus naming a missing GPU; the two_gpus example
@@ -164,6 +172,18 @@ need_bin() {
   for b in "$@"; do
     [ -x "$b" ] || { echo "no kiln binary at $b: build it (cargo build --release) or set KILN_BIN" >&2; exit 2; }
   done
+}
+
+# use_wheel: the wheel built here (scripts/python.sh, or KILN_WHEEL) installed into a scratch
+# folder beside torch, on PYTHONPATH.
+use_wheel() {
+  local wheel site
+  wheel=${KILN_WHEEL:-$(ls "$ROOT"/target/wheels/kiln-*.whl 2>/dev/null | head -n 1)}
+  [ -n "$wheel" ] || { echo "no wheel: build one with bash scripts/python.sh (or set KILN_WHEEL)" >&2; exit 2; }
+  site=${TMPDIR:-/tmp}/kiln-python-site
+  rm -rf "$site"
+  "$PY" -m pip install --quiet --no-deps --no-index --target "$site" "$wheel" || exit 1
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 }
 
 # The issue's attention shapes: head dims 128, 64, 256, causal or not, B4 S4096 / B2 S8192 /
@@ -637,12 +657,7 @@ python)
   # The wheel built here (scripts/python.sh, or KILN_WHEEL), installed into a scratch folder
   # beside torch: the CPU tests, then python/tests/gpu_check.py (per-op checks against torch,
   # opcheck, torch.compile, CUDA graphs, two small transformers models, timings; JSON in $D).
-  wheel=${KILN_WHEEL:-$(ls "$ROOT"/target/wheels/kiln-*.whl 2>/dev/null | head -n 1)}
-  [ -n "$wheel" ] || { echo "no wheel: build one with bash scripts/python.sh (or set KILN_WHEEL)" >&2; exit 2; }
-  site=${TMPDIR:-/tmp}/kiln-python-site
-  rm -rf "$site"
-  "$PY" -m pip install --quiet --no-deps --no-index --target "$site" "$wheel" || exit 1
-  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  use_wheel
   step unit 120 "$PY" -m unittest discover -s python/tests -p 'test_*.py'
   OUT=$D step gpu_check 560 "$PY" python/tests/gpu_check.py ${PYTHON_QUICK:+--quick}
   table
@@ -826,6 +841,36 @@ fp4)
   echo; grep -hE '^\| (nvfp4_gemv|cublas)' "$D"/fp4-gemv-*.txt
   echo; grep -E '^\| (gemv|gemm|dual|group) |^(gemv|gemm|dual|group|geomean)' "$D/fp4-seeds.txt"
   table ;;
+
+inplace)
+  parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(kiln python)
+  for part in "${parts[@]}"; do
+    case $part in
+      kiln)
+        need_bin "$KILN"; machine "$KILN"
+        step strided-verify 300 "$KILN" attn verify --strided
+        step decode-verify 420 "$KILN" attn verify --decode
+        # name batch context flags: the same cache bytes paged and dense (BHSD memory, no lengths)
+        while read -r name b ctx flags; do
+          step_json "bench-$name" 120 "$KILN" --json attn bench --decode --batch "$b" --heads 32 --kv-heads 8 \
+            --dim 128 --context "$ctx" $flags --reps 30
+        done <<'SHAPES'
+paged-b64 64 8192 --page-size=16
+dense-b64 64 8192 --dense
+paged-b1-32k 1 32768 --page-size=256
+dense-b1-32k 1 32768 --dense
+SHAPES
+        for f in "$D"/bench-*.json; do
+          "$PY" -c 'import json,sys; t=json.load(open(sys.argv[1]))["timing"]; print(sys.argv[1].rsplit("/",1)[1], t["splits"], round(t["median_us"],1), round(t["gbps"]))' "$f" 2>/dev/null
+        done | tee "$D/bench-summary.txt" ;;
+      python)
+        use_wheel
+        OUT=$D step inplace-check 560 "$PY" python/tests/inplace_check.py ;;
+      *) echo "unknown part \`$part\` for inplace: use kiln or python" >&2; exit 2 ;;
+    esac
+  done
+  table
+  echo; tail -25 "$D/inplace-check.txt" 2>/dev/null ;;
 
 decode)
   need_bin "$KILN"; machine "$KILN"

@@ -635,32 +635,36 @@ fn attention_refuses_strides_it_cannot_read() {
         &Default::default(),
     );
     assert_refused(r, "k", ArgumentKind::Stride, "stride 2 on head_dim");
-    // k sliced out of a fused KV tensor [B, S, 2, Hkv, D]: not packed
+    // rows 12 elements (24 bytes) apart: TMA addresses multiples of 16 bytes
     let r = attn(
         q,
-        ts(B, BF, k.shape(), &[300 * 2 * 2 * 128, 2 * 2 * 128, 128, 1]),
+        ts(B, BF, k.shape(), &[300 * 2 * 304, 304, 12, 1]),
         v,
         o,
         None,
         &Default::default(),
     );
-    assert_refused(r, "k", ArgumentKind::Stride, "packed as BSHD or BHSD");
-    // q BSHD, k and v BHSD memory
-    let bhsd = |ptr, s: usize| {
-        ts(
-            ptr,
-            BF,
-            &[2, s, 2, 128],
-            &[(s * 256) as isize, 128, (s * 128) as isize, 1],
-        )
-    };
-    let r = attn(q, bhsd(B, 300), bhsd(C, 300), o, None, &Default::default());
-    assert_refused(
-        r,
-        "k",
-        ArgumentKind::Stride,
-        "`q` is stored BSHD but `k` BHSD",
+    assert_refused(r, "k", ArgumentKind::Stride, "stride 12 on heads");
+    // a broadcast (expanded) view reads one row for many
+    let r = attn(
+        q,
+        k,
+        ts(C, BF, v.shape(), &[0, 2 * 128, 128, 1]),
+        o,
+        None,
+        &Default::default(),
     );
+    assert_refused(r, "v", ArgumentKind::Stride, "stride 0 on batch");
+    // an output whose rows overlap
+    let r = attn(
+        q,
+        k,
+        v,
+        ts(D, BF, o.shape(), &[100 * 8 * 128, 8, 128, 1]),
+        None,
+        &Default::default(),
+    );
+    assert_refused(r, "o", ArgumentKind::Stride, "address some elements twice");
     let r = attn(
         q,
         k,
@@ -670,6 +674,65 @@ fn attention_refuses_strides_it_cannot_read() {
         &Default::default(),
     );
     assert_refused(r, "lse", ArgumentKind::Stride, "make it contiguous");
+}
+
+#[test]
+fn attention_reads_each_tensor_where_it_lies() {
+    use kiln::ops::attention::Strides;
+    let [q, k, v, o] = bshd();
+    let st = |batch, head, seq| Strides { batch, head, seq };
+    // transformers with a cache: q BSHD memory, k and v BHSD memory with room for 512 tokens
+    // ([2, 2, 512, 128] seen as [2, 300, 2, 128]), o BHSD memory.
+    let cache = |ptr| {
+        ts(
+            ptr,
+            BF,
+            &[2, 300, 2, 128],
+            &[2 * 512 * 128, 128, 512 * 128, 1],
+        )
+    };
+    let o_bhsd = ts(
+        D,
+        BF,
+        &[2, 100, 8, 128],
+        &[8 * 100 * 128, 128, 100 * 128, 1],
+    );
+    let p = attn(q, cache(B), cache(C), o_bhsd, None, &Default::default())
+        .unwrap()
+        .unwrap()
+        .problem;
+    let s = p.strides.expect("mixed orders keep each tensor's strides");
+    assert_eq!(s.q, st(100 * 8 * 128, 128, 8 * 128));
+    assert_eq!((s.k, s.v), (st(2 * 512 * 128, 512 * 128, 128), s.k));
+    assert_eq!(s.o, st(8 * 100 * 128, 100 * 128, 128));
+    // k and v sliced out of a fused KV tensor [B, S, 2, Hkv, D]
+    let kv = |ptr| {
+        ts(
+            ptr,
+            BF,
+            k.shape(),
+            &[300 * 2 * 2 * 128, 2 * 2 * 128, 128, 1],
+        )
+    };
+    let p = attn(q, kv(B), kv(B + 256), o, None, &Default::default())
+        .unwrap()
+        .unwrap()
+        .problem;
+    assert_eq!(p.strides.unwrap().k, st(300 * 512, 128, 512));
+    // one query token: its sequence stride is never stepped, whatever it is
+    let q1 = ts(A, BF, &[2, 1, 8, 128], &[8 * 128, 3, 128, 1]);
+    let o1 = t(D, BF, &[2, 1, 8, 128]);
+    let p = attn(q1, cache(B), cache(C), o1, None, &Default::default())
+        .unwrap()
+        .unwrap()
+        .problem;
+    assert_eq!(p.strides.unwrap().q, st(8 * 128, 128, 8 * 128));
+    // one packed order for all four keeps the packed problem
+    let p = attn(q, k, v, o, None, &Default::default())
+        .unwrap()
+        .unwrap()
+        .problem;
+    assert_eq!((p.strides, p.layout), (None, AttnLayout::Bshd));
 }
 
 #[test]

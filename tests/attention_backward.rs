@@ -182,6 +182,24 @@ fn gradients_stored_in_another_order_are_refused() {
 }
 
 #[test]
+fn forward_tensors_in_mixed_orders_are_refused_by_name() {
+    // The forward reads k stored BHSD beside q stored BSHD; the backward reads one order.
+    let mut t = tensors();
+    let [b, s, h, d] = [2, 300, 2, 128];
+    t[1] = RawTensor {
+        strides: vec![(s * h * d) as isize, d as isize, (s * d) as isize, 1],
+        ..t[1].clone()
+    };
+    assert_eq!(t[1].shape, vec![b, s, h, d]);
+    assert_refused(
+        check(&t, true, &Default::default()),
+        "k",
+        ArgumentKind::Stride,
+        "`q` is stored BSHD but `k` BHSD",
+    );
+}
+
+#[test]
 fn gradients_that_overlap_an_input_or_each_other_are_refused() {
     let mut t = tensors();
     t[7].ptr = t[1].ptr; // dk over k

@@ -1,5 +1,6 @@
-//! Decode over a paged KV cache on the CPU: the API's refusals (one per bad argument, naming it)
-//! and `kiln attn verify|bench --decode` refusing bad problems with exit code 2 before any GPU.
+//! Decode over a KV cache on the CPU: the API's refusals (one per bad argument, naming it), the
+//! dense cache transformers keeps read in place, and `kiln attn verify|bench --decode` refusing
+//! bad problems with exit code 2 before any GPU.
 
 mod common;
 
@@ -44,7 +45,21 @@ fn paged(edit: impl FnOnce(&mut [TensorInfo; 7])) -> kiln::Result<Option<validat
     ];
     edit(&mut a);
     let [q, k, v, bt, lens, o, lse] = &a;
-    validate::paged(0, q, k, v, bt, lens, o, Some(lse), true, None)
+    validate::paged(0, q, k, v, Some(bt), Some(lens), o, Some(lse), true, None)
+}
+
+/// A dense cache per sequence as transformers keeps it: [2, 2, 300, 128] memory seen as
+/// [2, 300, 2, 128] (k_cache, v_cache), for q [2, 1, 8, 128].
+fn bhsd_cache(i: usize, seq: usize) -> TensorInfo {
+    RawTensor {
+        ptr: ADDR[i],
+        dtype: BF,
+        shape: vec![2, seq, 2, 128],
+        strides: vec![(2 * seq * 128) as isize, 128, (seq * 128) as isize, 1],
+        device: 0,
+    }
+    .info("cache", false)
+    .unwrap()
 }
 
 fn refused<T: std::fmt::Debug>(r: kiln::Result<T>, arg: &str, kind: ArgumentKind, says: &str) {
@@ -168,21 +183,99 @@ fn each_bad_decode_argument_is_refused_by_name() {
         }),
         "kv_heads = 3",
     );
-    let strided = RawTensor {
+    // rows 12 elements (24 bytes) apart: the kernels copy 16 bytes at a time
+    let odd = RawTensor {
         ptr: ADDR[1],
         dtype: BF,
         shape: vec![10, 16, 2, 128],
-        strides: vec![16 * 2 * 256, 2 * 256, 256, 1],
+        strides: vec![16 * 2 * 256, 2 * 256, 12, 1],
         device: 0,
     }
     .info("k_cache", false)
     .unwrap();
     refused(
-        paged(|a| a[1] = strided),
+        paged(|a| a[1] = odd),
         "k_cache",
         ArgumentKind::Stride,
-        "contiguous",
+        "stride 12 in dimension 2",
     );
+}
+
+#[test]
+fn a_dense_cache_is_read_where_transformers_keeps_it() {
+    let (q, o, lse) = (
+        t(0, BF, &[2, 1, 8, 128]),
+        t(5, BF, &[2, 1, 8, 128]),
+        t(6, DType::F32, &[2, 8, 1]),
+    );
+    let (k, v) = (bhsd_cache(1, 300), bhsd_cache(2, 300));
+    let lens = t(4, I32, &[2]);
+    let s = validate::paged(
+        0,
+        &q,
+        &k,
+        &v,
+        None,
+        Some(&lens),
+        &o,
+        Some(&lse),
+        false,
+        None,
+    )
+    .unwrap()
+    .unwrap()
+    .shape;
+    assert!(!s.paged && s.lengths);
+    assert_eq!((s.num_pages, s.page_size, s.max_pages), (2, 300, 1));
+    assert_eq!(s.strides.k, [2 * 300 * 128, 128, 300 * 128]);
+    assert_eq!(s.strides.q, [8 * 128, 8 * 128, 128]);
+    // without lengths every sequence attends to its whole cache (any length, not a page size)
+    let (k, v) = (bhsd_cache(1, 577), bhsd_cache(2, 577));
+    let s = validate::paged(0, &q, &k, &v, None, None, &o, None, false, None)
+        .unwrap()
+        .unwrap()
+        .shape;
+    assert!(!s.lengths && s.max_context() == 577);
+    // the batch must be the cache's rows
+    let q3 = t(0, BF, &[3, 1, 8, 128]);
+    let o3 = t(5, BF, &[3, 1, 8, 128]);
+    refused(
+        validate::paged(0, &q3, &k, &v, None, None, &o3, None, false, None),
+        "k_cache",
+        ArgumentKind::Shape,
+        "one sequence per row of the batch",
+    );
+    // a paged cache needs lengths
+    let (kc, vc, bt) = (
+        t(1, BF, &[10, 16, 2, 128]),
+        t(2, BF, &[10, 16, 2, 128]),
+        t(3, I32, &[2, 5]),
+    );
+    refused(
+        validate::paged(0, &q, &kc, &vc, Some(&bt), None, &o, None, false, None),
+        "cache_seqlens",
+        ArgumentKind::Value,
+        "needs `cache_seqlens`",
+    );
+    // a q in [batch, heads, 1, D] memory (transformers' query, transposed) is read in place
+    let qt = RawTensor {
+        ptr: ADDR[0],
+        dtype: BF,
+        shape: vec![2, 1, 8, 128],
+        strides: vec![8 * 128, 128, 128, 1],
+        device: 0,
+    }
+    .info("q", false)
+    .unwrap();
+    validate::paged(0, &qt, &k, &v, None, None, &o, None, false, None)
+        .unwrap()
+        .unwrap();
+    // and the append writes into the dense cache's positions
+    let new = t(6, BF, &[2, 1, 2, 128]);
+    let plan = validate::append(0, &new, &t(7, BF, &[2, 1, 2, 128]), &k, &v, None, &lens)
+        .unwrap()
+        .unwrap();
+    assert!(!plan.shape.paged && plan.block_table.is_none());
 }
 
 #[test]
@@ -194,27 +287,28 @@ fn each_bad_append_argument_is_refused_by_name() {
         t(4, I32, &[2]),
     );
     let ok = t(5, BF, &[2, 3, 2, 128]);
-    let plan = validate::append(0, &ok, &t(6, BF, &[2, 3, 2, 128]), &kc, &vc, &bt, &lens)
+    let bt = Some(&bt);
+    let plan = validate::append(0, &ok, &t(6, BF, &[2, 3, 2, 128]), &kc, &vc, bt, &lens)
         .unwrap()
         .unwrap();
     assert_eq!(plan.n_new, 3);
     let bad = t(6, BF, &[2, 3, 4, 128]);
     refused(
-        validate::append(0, &bad, &bad, &kc, &vc, &bt, &lens),
+        validate::append(0, &bad, &bad, &kc, &vc, bt, &lens),
         "k",
         ArgumentKind::Shape,
         "[batch, n_new, 2, 128]",
     );
     let f16 = t(6, DType::F16, &[2, 3, 2, 128]);
     refused(
-        validate::append(0, &ok, &f16, &kc, &vc, &bt, &lens),
+        validate::append(0, &ok, &f16, &kc, &vc, bt, &lens),
         "v",
         ArgumentKind::DType,
         "cache's dtype",
     );
     refused(
-        validate::append(0, &ok, &ok, &kc, &vc, &bt, &t(4, I32, &[3])),
-        "block_table",
+        validate::append(0, &ok, &ok, &kc, &vc, bt, &t(4, I32, &[3])),
+        "cache_seqlens",
         ArgumentKind::Shape,
         "batch 2",
     );
@@ -224,14 +318,15 @@ fn each_bad_append_argument_is_refused_by_name() {
 fn raw_paged_checks_run_without_a_gpu() {
     let r = |shape: &[usize], dtype, i: usize| RawTensor::contiguous(ADDR[i], dtype, shape, 0);
     let opts = PagedOptions::default();
-    assert!(opts.check_tables && !opts.causal);
+    // the GPU checks the tables by default: no read back, so a CUDA graph captures the step
+    assert!(!opts.check_tables && !opts.causal);
     raw::check_attention_paged(
         0,
         &r(&[2, 1, 8, 128], BF, 0),
         &r(&[10, 16, 2, 128], BF, 1),
         &r(&[10, 16, 2, 128], BF, 2),
-        &r(&[2, 5], I32, 3),
-        &r(&[2], I32, 4),
+        Some(&r(&[2, 5], I32, 3)),
+        Some(&r(&[2], I32, 4)),
         &r(&[2, 1, 8, 128], BF, 5),
         None,
         &opts,
@@ -243,7 +338,7 @@ fn raw_paged_checks_run_without_a_gpu() {
         &r(&[2, 1, 2, 128], BF, 5),
         &r(&[10, 16, 2, 128], BF, 1),
         &r(&[10, 16, 2, 128], BF, 2),
-        &r(&[2, 5], DType::F32, 3),
+        Some(&r(&[2, 5], DType::F32, 3)),
         &r(&[2], I32, 4),
     )
     .unwrap_err();
@@ -324,6 +419,11 @@ fn bad_decode_problems_on_the_command_line_exit_2_before_any_gpu() {
             vec!["attn", "bench", "--decode", "--append", "1"],
             "verified, not timed",
         ),
+        (
+            vec!["attn", "bench", "--decode", "--dense", "--page-size", "16"],
+            "leave out --page-size",
+        ),
+        (vec!["attn", "bench", "--dense"], "add --decode"),
     ] {
         let o = kiln(&args);
         let t = text(&o);

@@ -1,5 +1,6 @@
 // The argument block every attention kernel receives; mirrored by `AttnArgs` in
-// src/ops/attention/mod.rs (a unit test pins the offsets). Strides are in elements; O takes Q's.
+// src/ops/attention/mod.rs (a unit test pins the offsets). Strides are in elements, each tensor its
+// own (Q: q_s*, K: kv_s*, V: v_s*, O: o_s*).
 #pragma once
 #include "common/types.cuh"
 
@@ -10,7 +11,7 @@ struct AttnArgs {
   void* o;
   float* lse;       // [batch, heads_q, sq], fp32, natural log
   i64 q_sb, q_sh, q_ss;
-  i64 kv_sb, kv_sh, kv_ss;
+  i64 kv_sb, kv_sh, kv_ss;  // K's (V's are v_s* below)
   int batch, heads_q, group, sq, skv;
   int causal;       // query i sees keys j <= i + (skv - sq)
   float scale_log2; // softmax scale * log2(e)
@@ -32,4 +33,6 @@ struct AttnArgs {
   int win_left;     // fa3_wgmma with KILN_WINDOW: query i sees keys i + skv - sq - win_left ..=
   int win_right;    //   i + skv - sq + win_right (causal folded in; unbounded: 1 << 30)
   int pad_;
+  i64 v_sb, v_sh, v_ss;
+  i64 o_sb, o_sh, o_ss;
 };

@@ -52,7 +52,7 @@ extern "C" __global__ void __launch_bounds__(128) decode_combine(DecodeArgs p) {
   const i64 bh = row / p.sq;
   const int h = (int)(bh % p.heads_q);
   const i64 b = bh / p.heads_q;
-  in_t* out = static_cast<in_t*>(p.o) + ((b * p.sq + i) * p.heads_q + h) * d + lane * vec;
+  in_t* out = static_cast<in_t*>(p.o) + b * p.o_sb + i * p.o_ss + h * p.o_sh + lane * vec;
 #pragma unroll
   for (int v = 0; v < MAX_VEC; v += 2)
     if (v < vec) *reinterpret_cast<u32*>(out + v) = pack2<in_t>(acc[v] * inv, acc[v + 1] * inv);

@@ -1,4 +1,5 @@
-// Decode over a paged KV cache, flash-decoding style on mma.sync m16n8k16. One block owns one
+// Decode over a paged KV cache (or a dense one, a page per sequence), flash-decoding style on
+// mma.sync m16n8k16. One block owns one
 // (sequence, KV head, split of the context) and 16 of the query rows that share the KV head:
 // the group's heads times the query tokens (GQA packing), padded with zero rows; more rows take
 // more blocks, which read the same pages together, mostly from L2. K/V rows are found page by
@@ -45,15 +46,15 @@ static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 __device__ __forceinline__ u32 swz(int r, int c) { return (u32)(r * ROW_BYTES + ((c ^ (r & 7)) << 4)); }
 
 // The page ids of the rows this thread copies for the tile at key0 (-1 past the context); an id
-// outside the cache marks the block bad and is not read.
-__device__ __forceinline__ void fetch_pages(int (&pg)[LR], bool& bad, const DecodeArgs& p, const int* bt_row, int key0, int ctx) {
+// outside the cache marks the block bad and is not read. A dense cache's page is sequence b.
+__device__ __forceinline__ void fetch_pages(int (&pg)[LR], bool& bad, const DecodeArgs& p, const int* bt_row, int key0, int ctx, int b) {
   const int r0 = threadIdx.x / CPR;
 #pragma unroll
   for (int i = 0; i < LR; ++i) {
     const int key = key0 + r0 + i * RS;
     int page = -1;
     if (key < ctx) {
-      page = __ldg(bt_row + (key >> p.page_shift));
+      page = p.block_table ? __ldg(bt_row + (key >> p.page_shift)) : b;
       if (!page_ok(p, page)) {
         bad = true;
         page = -1;
@@ -64,19 +65,22 @@ __device__ __forceinline__ void fetch_pages(int (&pg)[LR], bool& bad, const Deco
 }
 
 // Copies the K and V rows of the tile at key0 into the stage at `dst` (K, then V); rows without
-// a page are zero-filled.
+// a page are zero-filled. Each cache has its own strides (page, slot, head); a dense cache's slot
+// is the position itself.
 __device__ __forceinline__ void load_kv(u32 dst, const DecodeArgs& p, const int (&pg)[LR], int key0, int hk) {
   const in_t* kc = static_cast<const in_t*>(p.k_cache);
   const in_t* vc = static_cast<const in_t*>(p.v_cache);
   const int c = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
-  const int slot_mask = (1 << p.page_shift) - 1;
+  const int slot_mask = p.block_table ? (1 << p.page_shift) - 1 : -1;
 #pragma unroll
   for (int i = 0; i < LR; ++i) {
     const int r = r0 + i * RS, key = key0 + r;
     const bool ok = pg[i] >= 0;
-    const i64 off = ((((i64)pg[i] << p.page_shift) + (key & slot_mask)) * p.heads_kv + hk) * D + c * 8;
-    cp_async16_zfill(dst + swz(r, c), ok ? (const void*)(kc + off) : (const void*)kc, ok ? 16 : 0);
-    cp_async16_zfill(dst + TILE_BYTES + swz(r, c), ok ? (const void*)(vc + off) : (const void*)vc, ok ? 16 : 0);
+    const i64 slot = key & slot_mask;
+    const i64 ko = pg[i] * p.k_sp + slot * p.k_ss + hk * p.k_sh + c * 8;
+    const i64 vo = pg[i] * p.v_sp + slot * p.v_ss + hk * p.v_sh + c * 8;
+    cp_async16_zfill(dst + swz(r, c), ok ? (const void*)(kc + ko) : (const void*)kc, ok ? 16 : 0);
+    cp_async16_zfill(dst + TILE_BYTES + swz(r, c), ok ? (const void*)(vc + vo) : (const void*)vc, ok ? 16 : 0);
   }
 }
 
@@ -136,8 +140,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int wn = warp;
   const int rows = p.group * p.sq, row0 = mg * MROWS;
-  const int ctx_given = p.context_lens[b];
-  bool bad = !context_ok(p, ctx_given);
+  const int ctx_given = context_of(p, b);
+  const bool bad_len = !context_ok(p, ctx_given);
+  bool bad = bad_len;
   const int ctx = bad ? 0 : ctx_given;
   // This split's tiles: an equal share of the sequence's, tile-aligned (possibly none).
   const int tiles_all = (ctx + BN - 1) / BN;
@@ -155,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
       const int gr = row0 + r;
       const bool ok = gr < rows;
       const int i = ok ? gr / p.group : 0, h = hk * p.group + (ok ? gr % p.group : 0);
-      const in_t* src = qg + (((i64)b * p.sq + i) * p.heads_q + h) * D + c * 8;
+      const in_t* src = qg + b * p.q_sb + i * p.q_ss + h * p.q_sh + c * 8;
       cp_async16_zfill(s_q + swz(r, c), ok ? (const void*)src : (const void*)qg, ok ? 16 : 0);
     }
   }
@@ -163,12 +168,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < ntiles) {
-      fetch_pages(pg, bad, p, bt_row, (tile0 + s) * BN, ctx);
+      fetch_pages(pg, bad, p, bt_row, (tile0 + s) * BN, ctx, b);
       load_kv(s_kv + s * STAGE_BYTES, p, pg, (tile0 + s) * BN, hk);
     }
     cp_async_commit(); // (Q rides with the first group)
   }
-  if (STAGES - 1 < ntiles) fetch_pages(pg, bad, p, bt_row, (tile0 + STAGES - 1) * BN, ctx);
+  if (STAGES - 1 < ntiles) fetch_pages(pg, bad, p, bt_row, (tile0 + STAGES - 1) * BN, ctx, b);
 
   // Keys this thread's rows may see (bottom-right causal); padding rows see the context.
   int lim[2];
@@ -200,7 +205,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
     const int jn = j + STAGES - 1;
     if (jn < ntiles) {
       load_kv(s_kv + (jn % STAGES) * STAGE_BYTES, p, pg, (tile0 + jn) * BN, hk);
-      if (jn + 1 < ntiles) fetch_pages(pg, bad, p, bt_row, (tile0 + jn + 1) * BN, ctx);
+      if (jn + 1 < ntiles) fetch_pages(pg, bad, p, bt_row, (tile0 + jn + 1) * BN, ctx, b);
     }
     cp_async_commit();
 #if Q_IN_REGS
@@ -251,6 +256,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
   }
   cp_async_wait<0>();
   bad = __syncthreads_or(bad); // (also: every warp is done with the ring, which the merge reuses)
+  if (bad && threadIdx.x == 0) report_bad(p, bad_len, bad && !bad_len);
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
     l_r[rh] += __shfl_xor_sync(0xffffffffu, l_r[rh], 1);
@@ -320,7 +326,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
     if (bad) inv = lse = QNAN;
     const i64 row_id = ((i64)b * p.heads_q + h) * p.sq + i;
     if (p.splits == 1) {
-      in_t* orow = static_cast<in_t*>(p.o) + (((i64)b * p.sq + i) * p.heads_q + h) * D;
+      in_t* orow = static_cast<in_t*>(p.o) + b * p.o_sb + i * p.o_ss + h * p.o_sh;
 #pragma unroll
       for (int d = 0; d < DT; ++d)
         *reinterpret_cast<u32*>(orow + d * 8 + 2 * t) = pack2<in_t>(o[d][2 * rh] * inv, o[d][2 * rh + 1] * inv);

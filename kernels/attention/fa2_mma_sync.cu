@@ -104,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) attn_fa2_mma_sync(AttnArgs
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const in_t* qg = static_cast<const in_t*>(p.q) + b * p.q_sb + h * p.q_sh;
   const in_t* kg = static_cast<const in_t*>(p.k) + b * p.kv_sb + hk * p.kv_sh;
-  const in_t* vg = static_cast<const in_t*>(p.v) + b * p.kv_sb + hk * p.kv_sh;
+  const in_t* vg = static_cast<const in_t*>(p.v) + b * p.v_sb + hk * p.v_sh;
   const int off = p.skv - p.sq; // query i sees keys j <= i + off when causal
   const int rows = min(BM, p.sq - m0);
   const int kv_end = p.causal ? min(p.skv, m0 + rows + off) : p.skv;
@@ -135,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) attn_fa2_mma_sync(AttnArgs
     // K(j) (and Q) landed; every warp finished P·V(j-1), so V's tile is free.
     cp_async_wait<0>();
     __syncthreads();
-    load_tile<BN>(sv, vg + (i64)n0 * p.kv_ss, p.kv_ss, p.skv - n0, vg);
+    load_tile<BN>(sv, vg + (i64)n0 * p.v_ss, p.v_ss, p.skv - n0, vg);
     cp_async_commit();
 #if Q_IN_REGS
     if (j == 0) {
@@ -194,7 +194,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) attn_fa2_mma_sync(AttnArgs
     pv(o, s, sv, v_lane);
   }
 
-  in_t* og = static_cast<in_t*>(p.o) + b * p.q_sb + h * p.q_sh;
+  in_t* og = static_cast<in_t*>(p.o) + b * p.o_sb + h * p.o_sh;
   float* lse = p.lse + ((i64)b * p.heads_q + h) * p.sq;
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
@@ -204,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) attn_fa2_mma_sync(AttnArgs
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     const int row = m0 + warp * 16 + g + rh * 8;
     if (row < p.sq) {
-      in_t* orow = og + (i64)row * p.q_ss;
+      in_t* orow = og + (i64)row * p.o_ss;
 #pragma unroll
       for (int d = 0; d < DT; ++d)
         *reinterpret_cast<u32*>(orow + d * 8 + 2 * t) = pack2<in_t>(o[d][2 * rh] * inv, o[d][2 * rh + 1] * inv);

@@ -712,10 +712,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     }
 #endif
 #if KILN_VARLEN
-    in_t* og = static_cast<in_t*>(p.o) + (i64)wk.qs * p.q_ss + wk.h * p.q_sh;
+    in_t* og = static_cast<in_t*>(p.o) + (i64)wk.qs * p.o_ss + wk.h * p.o_sh;
     float* lse = p.lse + (i64)wk.h * p.total_q + wk.qs;  // LSE [heads, total_q]
 #else
-    in_t* og = static_cast<in_t*>(p.o) + wk.b * p.q_sb + wk.h * p.q_sh;
+    in_t* og = static_cast<in_t*>(p.o) + wk.b * p.o_sb + wk.h * p.o_sh;
     float* lse = p.lse + ((i64)wk.b * p.heads_q + wk.h) * p.sq;
 #endif
     float inv[2];
@@ -770,7 +770,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       for (int rh = 0; rh < 2; ++rh) {
         const int row = row0 + 8 * rh;
         const bool in_range = row >= 0 && row < row_end;
-        in_t* orow = og + (i64)row * p.q_ss;
+        in_t* orow = og + (i64)row * p.o_ss;
 #pragma unroll
         for (int j0 = 0; j0 < OT; j0 += 4) {
           float e[4][2];

@@ -17,6 +17,7 @@ __all__ = [
     "flash_attn_backward",
     "flash_attn_varlen_func",
     "flash_attn_with_kvcache",
+    "check_errors",
     "moe",
     "fp8",
     "fp4",
@@ -46,7 +47,7 @@ from . import fp8  # noqa: E402
 from . import attention_backward as _attention_backward  # noqa: E402
 from .attention_backward import flash_attn_backward  # noqa: E402
 from .attention_varlen import flash_attn_varlen_func, window_pair  # noqa: E402
-from .kvcache import flash_attn_with_kvcache  # noqa: E402
+from .kvcache import check_errors, flash_attn_with_kvcache  # noqa: E402
 from . import fp4  # noqa: E402
 
 
@@ -92,20 +93,23 @@ def flash_attn_func(
     deterministic: bool = False,
 ):
     """Attention with flash-attention's layout and semantics: q [B, Sq, Hq, D], k and v
-    [B, Sk, Hkv, D] (Hq a multiple of Hkv: GQA/MQA), bf16 or f16, D in {64, 128, 256}; causal is
-    aligned bottom-right; `softmax_scale` defaults to 1/sqrt(D); `window_size` (left, right), -1
-    for no bound, is flash-attention's sliding window. Returns out [B, Sq, Hq, D] (and the
-    log-sum-exp [B, Hq, Sq] in f32 with `return_lse`). Differentiable in q, k and v (kiln's
-    backward; `deterministic=True` makes its gradients the same bits on every run) unless a
-    window is given (the backward takes none yet: its gradient raises); the `out=` form is
-    forward only."""
+    [B, Sk, Hkv, D] (Hq a multiple of Hkv: GQA/MQA, K and V never repeated), bf16 or f16, D in
+    {64, 128, 256}; causal is aligned bottom-right; `softmax_scale` defaults to 1/sqrt(D);
+    `window_size` (left, right), -1 for no bound, is flash-attention's sliding window. Each of
+    q, k and v is read where it lies, in its own strides (a transposed view of [B, H, S, D]
+    memory, a slice of a fused projection, a cache with spare rows): only one TMA cannot
+    address (a last stride other than 1, a stride or start not a multiple of 16 bytes) is
+    copied first. Returns out [B, Sq, Hq, D] in q's memory order (or written into `out`, any
+    such strides), and the log-sum-exp [B, Hq, Sq] in f32 with `return_lse`. Differentiable in
+    q, k and v (kiln's backward; `deterministic=True` makes its gradients the same bits on
+    every run) unless a window is given (the backward takes none yet: its gradient raises);
+    the `out=` form is forward only."""
     _attention_backward.require_bool("causal", causal)
     _attention_backward.require_bool("deterministic", deterministic)
     check.same_device({"q": q, "k": k, "v": v, "out": out})
     for name, t in (("q", q), ("k", k), ("v", v)):
         check.require_dtype(name, t, ("bf16", "f16"), "kiln's attention")
         check.require_rank(name, t, 4, "[batch, seqlen, heads, head_dim]")
-        check.require_last_stride_one(name, t)
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError("`q`, `k` and `v` must have one dtype")
     b, sq, hq, d = q.shape
@@ -130,7 +134,8 @@ def flash_attn_func(
             )
         check.require_shape("out", out, tuple(q.shape), "like q")
         check.require_dtype("out", out, (check.dtype_name(q),), "the attention output (q's dtype)")
-        check.require_last_stride_one("out", out)
+        check.require_tma_addressable("out", out, "kiln's attention writes `out` where it lies, which")
+    q, k, v = (check.in_place_or_copy(t) for t in (q, k, v))
     _require_torch()
     if out is None:
         o, lse = _torch.ops.kiln.flash_attn(q, k, v, scale, causal, deterministic, wl, wr)

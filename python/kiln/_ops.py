@@ -96,7 +96,7 @@ def flash_attn_op(
     window_right: int = -1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     # (`deterministic` is the backward's: kept with the inputs so that autograd sees it)
-    out = torch.empty_like(q)  # q's memory order (BSHD or BHSD storage): kiln writes o like q
+    out = torch.empty_like(q)  # q's memory order (any dense one; packed BSHD otherwise)
     lse = _lse_like(q)
     launch_attention(q, k, v, out, lse, softmax_scale, causal, (window_left, window_right))
     return out, lse
@@ -148,12 +148,26 @@ def launch_attention_backward(dout, q, k, v, out, lse, dq, dk, dv, scale: float,
     )
 
 
-def _like(t: torch.Tensor, of: torch.Tensor) -> torch.Tensor:
-    """`t` stored in `of`'s memory order (kiln reads every tensor of a call in one order):
-    autograd's gradients may come expanded, transposed or strided otherwise."""
-    if t.stride() == of.stride():
-        return t
-    return torch.empty_like(of).copy_(t)
+# The two memory orders kiln's backward reads, as permutations of a [B, S, H, D] view: BSHD
+# memory, and BHSD memory (a transposed view). Each is its own inverse.
+_BSHD, _BHSD = (0, 1, 2, 3), (0, 2, 1, 3)
+
+
+def _order_of(t: torch.Tensor) -> tuple:
+    """The order `t` [B, S, H, D] is packed in (BSHD when it is in neither)."""
+    return _BHSD if not t.is_contiguous() and t.permute(_BHSD).is_contiguous() else _BSHD
+
+
+def _in_order(t: torch.Tensor, order: tuple) -> torch.Tensor:
+    """`t` packed in `order`: itself when it is, else a copy. The backward reads q, k, v, out and
+    dout in one order; the forward read each where it lay, and autograd's gradients may come
+    expanded, transposed or strided."""
+    p = t.permute(order)
+    return t if p.is_contiguous() else p.contiguous().permute(order)
+
+
+def _empty_in_order(t: torch.Tensor, order: tuple) -> torch.Tensor:
+    return torch.empty(t.permute(order).shape, dtype=t.dtype, device=t.device).permute(order)
 
 
 @torch.library.custom_op("kiln::flash_attn_backward", mutates_args=(), device_types="cuda")
@@ -168,15 +182,17 @@ def flash_attn_backward_op(
     causal: bool,
     deterministic: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    dout = _like(dout, q)  # q, k, v and out passed the forward's checks: one order already
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    order = _order_of(q)
+    q, k, v, out, dout = (_in_order(t, order) for t in (q, k, v, out, dout))
+    dq, dk, dv = (_empty_in_order(t, order) for t in (q, k, v))
     launch_attention_backward(dout, q, k, v, out, lse, dq, dk, dv, softmax_scale, causal, deterministic)
     return dq, dk, dv
 
 
 @flash_attn_backward_op.register_fake
 def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    order = _order_of(q)
+    return tuple(_empty_in_order(t, order) for t in (q, k, v))
 
 
 def _setup_attention(ctx, inputs, output):

@@ -1,5 +1,6 @@
 //! The attention ops of the extension: the forward (dense and packed), its backward, decode over
-//! a paged KV cache and the KV append, each checked by kiln before it launches.
+//! a paged or dense KV cache and the KV append, each checked by kiln before it launches, and the
+//! report of bad tables the GPU found.
 
 use kiln::api::{raw, AttentionBackwardOptions, AttentionOptions, PagedOptions, Window};
 use pyo3::prelude::*;
@@ -47,7 +48,8 @@ pub fn attention(
     .map_err(to_py)
 }
 
-/// Decode over a paged KV cache (`flash_attn_with_kvcache` without the append).
+/// Decode over a KV cache (`flash_attn_with_kvcache` without the append): paged with a block
+/// table, else a dense cache per sequence (with or without lengths).
 #[pyfunction]
 #[pyo3(signature = (device, stream, q, k_cache, v_cache, block_table, cache_seqlens, o, lse, softmax_scale, causal, check_tables))]
 #[allow(clippy::too_many_arguments)]
@@ -58,29 +60,34 @@ pub fn attention_paged(
     q: PyTensor,
     k_cache: PyTensor,
     v_cache: PyTensor,
-    block_table: PyTensor,
-    cache_seqlens: PyTensor,
+    block_table: Option<PyTensor>,
+    cache_seqlens: Option<PyTensor>,
     o: PyTensor,
     lse: Option<PyTensor>,
     softmax_scale: f32,
     causal: bool,
     check_tables: bool,
 ) -> PyResult<()> {
-    let (q, kc, vc, bt, sl, o) = (
+    let (q, kc, vc, o) = (
         tensor("q", q, device)?,
         tensor("k_cache", k_cache, device)?,
         tensor("v_cache", v_cache, device)?,
-        tensor("block_table", block_table, device)?,
-        tensor("cache_seqlens", cache_seqlens, device)?,
         tensor("out", o, device)?,
     );
+    let bt = block_table
+        .map(|t| tensor("block_table", t, device))
+        .transpose()?;
+    let sl = cache_seqlens
+        .map(|t| tensor("cache_seqlens", t, device))
+        .transpose()?;
     let lse = lse.map(|l| tensor("lse", l, device)).transpose()?;
     let opts = PagedOptions {
         causal,
         softmax_scale: Some(softmax_scale),
         check_tables,
     };
-    raw::check_attention_paged(device, &q, &kc, &vc, &bt, &sl, &o, lse.as_ref(), &opts)
+    let (bt, sl) = (bt.as_ref(), sl.as_ref());
+    raw::check_attention_paged(device, &q, &kc, &vc, bt, sl, &o, lse.as_ref(), &opts)
         .map_err(to_py)?;
     let h = handle(device)?;
     // SAFETY: as in `gemm`.
@@ -91,8 +98,8 @@ pub fn attention_paged(
             &q,
             &kc,
             &vc,
-            &bt,
-            &sl,
+            bt,
+            sl,
             &o,
             lse.as_ref(),
             &opts,
@@ -101,8 +108,18 @@ pub fn attention_paged(
     .map_err(to_py)
 }
 
-/// New K/V tokens written into their pages (`flash_attn_with_kvcache`'s `k` and `v`).
+/// Waits for GPU `device`, then raises for bad tables its decode kernels found since the last
+/// report (nothing when the handle has not run).
 #[pyfunction]
+pub fn check_errors(py: Python<'_>, device: usize) -> PyResult<()> {
+    let h = handle(device)?;
+    py.allow_threads(|| raw::check_errors(&h)).map_err(to_py)
+}
+
+/// New K/V tokens written into their pages, or a dense cache's positions without a block table
+/// (`flash_attn_with_kvcache`'s `k` and `v`).
+#[pyfunction]
+#[pyo3(signature = (device, stream, k, v, k_cache, v_cache, block_table, cache_seqlens, check_tables))]
 #[allow(clippy::too_many_arguments)]
 pub fn kv_append(
     py: Python<'_>,
@@ -112,19 +129,22 @@ pub fn kv_append(
     v: PyTensor,
     k_cache: PyTensor,
     v_cache: PyTensor,
-    block_table: PyTensor,
+    block_table: Option<PyTensor>,
     cache_seqlens: PyTensor,
     check_tables: bool,
 ) -> PyResult<()> {
-    let (k, v, kc, vc, bt, sl) = (
+    let (k, v, kc, vc, sl) = (
         tensor("k", k, device)?,
         tensor("v", v, device)?,
         tensor("k_cache", k_cache, device)?,
         tensor("v_cache", v_cache, device)?,
-        tensor("block_table", block_table, device)?,
         tensor("cache_seqlens", cache_seqlens, device)?,
     );
-    raw::check_kv_append(device, &k, &v, &kc, &vc, &bt, &sl).map_err(to_py)?;
+    let bt = block_table
+        .map(|t| tensor("block_table", t, device))
+        .transpose()?;
+    let bt = bt.as_ref();
+    raw::check_kv_append(device, &k, &v, &kc, &vc, bt, &sl).map_err(to_py)?;
     let h = handle(device)?;
     // SAFETY: as in `gemm` (the caches are the outputs).
     py.allow_threads(|| unsafe {
@@ -135,7 +155,7 @@ pub fn kv_append(
             &v,
             &kc,
             &vc,
-            &bt,
+            bt,
             &sl,
             check_tables,
         )

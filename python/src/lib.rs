@@ -282,6 +282,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attention::attention, m)?)?;
     m.add_function(wrap_pyfunction!(attention::attention_paged, m)?)?;
     m.add_function(wrap_pyfunction!(attention::kv_append, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::check_errors, m)?)?;
     m.add_function(wrap_pyfunction!(attention::attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(attention::attention_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(moe::grouped_gemm, m)?)?;

@@ -1,5 +1,6 @@
 """Tensor stand-ins for the CPU tests: just the attributes kiln's checks read (dtype, device,
-shape, stride(), data_ptr(), tolist()), so the checks run without torch and without a GPU."""
+shape, stride(), storage_offset(), data_ptr(), tolist(), and contiguous() and transpose() for
+the views kiln reads in place or copies), so the checks run without torch and without a GPU."""
 
 
 class Dtype:
@@ -33,12 +34,14 @@ def packed_strides(shape):
     return tuple(reversed(strides))
 
 
+_ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "float64": 8, "float8_e4m3fn": 1, "uint8": 1}
+
 # Each stand-in has memory of its own (kiln refuses an output that overlaps an input).
 _next_ptr = [0x10000000]
 
 
 class Tensor:
-    def __init__(self, shape, dtype="bfloat16", device="cuda:0", strides=None, values=None, ptr=None):
+    def __init__(self, shape, dtype="bfloat16", device="cuda:0", strides=None, values=None, offset=0, ptr=None):
         self.shape = tuple(shape)
         self.dtype = Dtype(dtype)
         self.device = Device(device)
@@ -47,12 +50,29 @@ class Tensor:
         if ptr is None:
             ptr, _next_ptr[0] = _next_ptr[0], _next_ptr[0] + 0x10000000
         self._ptr = ptr
+        self._offset = offset
+        self.copied = False
 
     def stride(self):
         return self._strides
 
+    def storage_offset(self):
+        return self._offset
+
+    def contiguous(self):
+        """A packed copy (marked, so that tests can see a copy was made)."""
+        c = Tensor(self.shape, self.dtype.name, str(self.device))
+        c.copied = True
+        return c
+
+    def transpose(self, a, b):
+        shape, strides = list(self.shape), list(self._strides)
+        shape[a], shape[b] = shape[b], shape[a]
+        strides[a], strides[b] = strides[b], strides[a]
+        return Tensor(shape, self.dtype.name, str(self.device), strides, offset=self._offset, ptr=self._ptr)
+
     def data_ptr(self):
-        return self._ptr
+        return self._ptr + self._offset * _ITEMSIZE.get(self.dtype.name, 2)
 
     def tolist(self):
         return list(self._values)

@@ -648,7 +648,13 @@ def main():
         "checks": ROWS,
         "timings": timings,
     }
-    with open(os.path.join(out_dir, "python-gpu-check.json"), "w") as f:
+    finish(doc, os.path.join(out_dir, "python-gpu-check.json"), 72)
+
+
+def finish(doc, path, width):
+    """Writes `doc` (with ROWS as its checks) to `path`, prints the table of checks, then the
+    timings (`width` wide names) and the first failures; exits 1 if any check failed."""
+    with open(path, "w") as f:
         json.dump(doc, f, indent=1)
     by_kind: dict = {}
     for r in ROWS:
@@ -660,8 +666,8 @@ def main():
     print(f"{'checks':<12}{'passed':>10}{'max err':>12}")
     for k, (n, ok, mx) in by_kind.items():
         print(f"{k:<12}{ok:>5}/{n:<4}{mx:>12.2e}")
-    for t in timings:
-        print(f"{t['what']:<72} kiln {t['kiln_ms']:8.3f} ms  torch {t['torch_ms']:8.3f} ms  {t['speedup']:5.2f}x")
+    for t in doc["timings"]:
+        print(f"{t['what']:<{width}} kiln {t['kiln_ms']:8.3f} ms  torch {t['torch_ms']:8.3f} ms  {t['speedup']:5.2f}x")
     for f in FAILS[:20]:
         print("FAIL", f)
     sys.exit(1 if FAILS else 0)

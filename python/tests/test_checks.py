@@ -92,10 +92,23 @@ class AttentionChecks(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"`k` has shape .* but `v` has"):
             kiln.flash_attn_func(self.q(), self.q(), Tensor((2, 32, 8, 128)))
 
-    def test_last_stride(self):
+    def test_views_are_read_in_place_and_only_unaddressable_ones_copied(self):
+        from kiln import _check as check
+
+        # transformers' key from a BHSD cache, seen [B, S, H, D]; a slice of a fused QKV row
+        cache = Tensor((2, 8, 64, 128)).transpose(1, 2)
+        fused = Tensor((2, 64, 8, 128), strides=(64 * 24 * 128, 24 * 128, 128, 1))
+        for t in (cache, fused, self.q()):
+            self.assertIs(check.in_place_or_copy(t), t)
+        for bad in (Tensor((2, 64, 8, 128), strides=(65536, 1024, 128, 2)),  # last stride 2
+                    Tensor((2, 64, 8, 128), strides=(64 * 8 * 132, 8 * 132, 132, 1)),  # 264-byte rows
+                    Tensor((2, 64, 8, 128), offset=4)):  # starts 8 bytes in
+            self.assertTrue(check.in_place_or_copy(bad).copied)
+
+    def test_out_must_be_addressable_where_it_lies(self):
         bad = Tensor((2, 64, 8, 128), strides=(65536, 1024, 128, 2))
-        with self.assertRaisesRegex(ValueError, r"`k` has stride 2 in its last dimension"):
-            kiln.flash_attn_func(self.q(), bad, self.q())
+        with self.assertRaisesRegex(ValueError, r"`out` has strides .* writes `out` where it lies"):
+            kiln.flash_attn_func(self.q(), self.q(), self.q(), out=bad)
 
     def test_dtype(self):
         with self.assertRaisesRegex(TypeError, r"`v` is f32"):
@@ -208,6 +221,26 @@ class NativeChecks(unittest.TestCase):
         q = self.t((1, 64, 4, 96))
         with self.assertRaisesRegex(ValueError, r"96"):
             self.k.attention(0, 0, q, q, q, q, None, 0.1, False)
+
+    def test_attention_mixed_orders_pass_and_odd_strides_are_refused(self):
+        # q in BSHD memory, k and v in BHSD memory (viewed [B, S, H, D]): read in place, so the
+        # call reaches the GPU (or its absence) instead of a layout error
+        q = self.t((1, 64, 4, 128))
+        kv = self.t((1, 64, 2, 128), strides=(2 * 64 * 128, 128, 64 * 128, 1), ptr=0x200000)
+        o = self.t((1, 64, 4, 128), ptr=0x300000)
+        if not self.k.gpu_available():
+            with self.assertRaisesRegex(RuntimeError, r"GPU|driver"):
+                self.k.attention(0, 0, q, kv, kv, o, None, 0.1, False)
+        odd = self.t((1, 64, 2, 128), strides=(64 * 2 * 132, 2 * 132, 132, 1), ptr=0x200000)
+        with self.assertRaisesRegex(ValueError, r"`k` has stride 132 on heads"):
+            self.k.attention(0, 0, q, odd, kv, o, None, 0.1, False)
+
+    def test_dense_decode_cache_rows_must_be_the_batch(self):
+        q = self.t((2, 1, 8, 128))
+        c = self.t((3, 300, 2, 128), ptr=0x200000)
+        o = self.t((2, 1, 8, 128), ptr=0x300000)
+        with self.assertRaisesRegex(ValueError, r"`k_cache` .* one sequence per row"):
+            self.k.attention_paged(0, 0, q, c, c, None, None, o, None, 0.1, False, False)
 
     def test_valid_call_without_a_gpu(self):
         if self.k.gpu_available():

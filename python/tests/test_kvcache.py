@@ -1,5 +1,6 @@
 """`kiln.flash_attn_with_kvcache`'s argument checks, without torch or a GPU: every bad input
-gets one TypeError or ValueError naming the argument (tensor stand-ins from fakes.py)."""
+gets one TypeError or ValueError naming the argument (tensor stand-ins from fakes.py), and the
+dense cache transformers keeps passes as it lies."""
 
 import os
 import sys
@@ -65,8 +66,9 @@ class KvCacheChecks(unittest.TestCase):
         self.refused(ValueError, r"`q` has 17 query tokens per sequence; kiln's decode takes 1 to 16",
                      q=Tensor((2, 17, 8, 128)))
 
-    def test_no_block_table(self):
-        self.refused(ValueError, r"`block_table` is None", block_table=None)
+    def test_no_block_table_reads_a_cache_per_sequence(self):
+        # without a block table, [num_pages, ...] pages are taken for [batch, seqlen, ...] rows
+        self.refused(ValueError, r"`k_cache` has 10 rows but `q` has batch 2; without a block table", block_table=None)
 
     def test_block_table_dtype(self):
         self.refused(TypeError, r"`block_table` is int64; the block table takes i32", block_table=Tensor((2, 5), dtype="int64"))
@@ -85,12 +87,51 @@ class KvCacheChecks(unittest.TestCase):
         t = Tensor((2, 1, 4, 128))
         self.refused(ValueError, r"`k` has shape \(2, 1, 4, 128\); expected \(2, seqlen_new, 2, 128\)", k=t, v=t)
 
-    def test_strided_cache(self):
-        c = Tensor((10, 16, 2, 128), strides=(16 * 2 * 256, 2 * 256, 256, 1))
-        self.refused(ValueError, r"`k_cache` has strides .* reads it packed", k_cache=c, v_cache=c)
+    def test_cache_strides_kiln_cannot_address(self):
+        # rows 12 elements (24 bytes) apart: no copy can stand in for a cache kiln appends to
+        c = Tensor((10, 16, 2, 128), strides=(16 * 2 * 256, 2 * 256, 12, 1))
+        self.refused(ValueError, r"`k_cache` has strides .* 16-byte aligned", k_cache=c, v_cache=c)
+        c = Tensor((10, 16, 2, 128), offset=3)
+        self.refused(ValueError, r"`v_cache` has strides .*storage offset 3", v_cache=c)
+
+    def test_caches_on_another_device(self):
+        c = Tensor((10, 16, 2, 128), device="cuda:1")
+        self.refused(ValueError, r"`v_cache` is on cuda:1 but `q` is on cuda:0", v_cache=c)
+
+    def test_cache_dtype_is_a_type_error(self):
+        c = Tensor((2, 300, 2, 128), dtype="float32")
+        self.refused(TypeError, r"`k_cache` is f32 but `q` is bf16", k_cache=c, v_cache=c, block_table=None)
 
     def test_bad_scale(self):
         self.refused(ValueError, r"`softmax_scale` is -1.0", softmax_scale=-1.0)
+
+
+class DenseCache(unittest.TestCase):
+    """The dense form: transformers' [batch, heads_kv, seqlen, head_dim] cache through its
+    transposed view, with or without lengths."""
+
+    def cache(self, seq=577):
+        return Tensor((2, 2, seq, 128)).transpose(1, 2)  # [2, seq, 2, 128] over BHSD memory
+
+    def test_a_transposed_bhsd_cache_passes_as_it_lies(self):
+        from kiln.kvcache import check_args
+
+        c = self.cache()
+        q = Tensor((2, 8, 1, 128)).transpose(1, 2)  # transformers' query [B, H, 1, D], transposed
+        for lens in (None, Tensor((2,), dtype="int32"), 300):
+            scale = check_args(q, c, c, None, None, lens, None, 0.5)
+            self.assertEqual(scale, 0.5)
+
+    def test_lengths_past_the_cache(self):
+        with self.assertRaisesRegex(ValueError, r"`cache_seqlens` is 578; it must be 0 to the tokens"):
+            kiln.flash_attn_with_kvcache(**args(k_cache=self.cache(), v_cache=self.cache(), block_table=None,
+                                                cache_seqlens=578))
+
+    def test_append_needs_lengths(self):
+        t = Tensor((2, 1, 2, 128))
+        with self.assertRaisesRegex(ValueError, r"appending `k` and `v` needs `cache_seqlens`"):
+            kiln.flash_attn_with_kvcache(**args(k_cache=self.cache(), v_cache=self.cache(), block_table=None,
+                                                cache_seqlens=None, k=t, v=t))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
-//! Decode over a paged KV cache on cudarc buffers: [`Kiln::attention_paged`] (flash-attention's
-//! `with_kvcache`) and [`Kiln::kv_append`], enqueued on the caller's stream.
+//! Decode over a KV cache on cudarc buffers: [`Kiln::attention_paged`] (flash-attention's
+//! `with_kvcache` over pages), [`Kiln::attention_kvcache`] (over a dense cache, one per sequence,
+//! as transformers keeps it) and [`Kiln::kv_append`], enqueued on the caller's stream. Bad tables
+//! are found on the GPU (nothing outside the cache is read; the sequence comes out NaN) and
+//! reported by the next decode call outside capture or by [`Kiln::check_errors`].
 
 use cudarc::driver::{sys, CudaStream};
 
@@ -13,28 +16,46 @@ use crate::ops::attention::kv_append::{self, AppendOperands};
 use crate::ops::attention::PagedProblem;
 
 /// How a decode step runs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PagedOptions {
     /// Query token i of seqlen_q sees cached tokens j < context - seqlen_q + i + 1 (the queries
     /// are the context's last tokens: aligned bottom-right).
     pub causal: bool,
     /// `None`: 1 / sqrt(head_dim).
     pub softmax_scale: Option<f32>,
-    /// Read the block table and the context lengths back (the stream is synchronised) and
-    /// refuse a page id outside the cache or a length the table cannot hold, each with one
-    /// error. `false` (CUDA graphs, serving loops) skips it: the kernels then write NaN for a
-    /// sequence whose entries are bad and read nothing outside the cache, never a wrong value.
+    /// Also read the block table and the context lengths back before the launch (the stream is
+    /// synchronised; refused during CUDA-graph capture) and refuse a bad entry at once. `false`
+    /// (the default, capturable): the kernels check every entry on the GPU, read nothing
+    /// outside the cache, write NaN for a sequence whose entries are bad, and record it; the
+    /// handle reports it at its next decode call outside capture, or at [`Kiln::check_errors`].
     pub check_tables: bool,
 }
 
-impl Default for PagedOptions {
-    fn default() -> Self {
-        PagedOptions {
-            causal: false,
-            softmax_scale: None,
-            check_tables: true,
-        }
+/// What each decode error word means (see [`crate::api::workspace::DECODE_ERROR_WORDS`]).
+const DECODE_ERRORS: [&str; 2] = [
+    "a `cache_seqlens` entry outside 0 ..= the tokens its cache holds (or shorter than the tokens appended)",
+    "a `block_table` entry outside the cache's pages",
+];
+
+/// An error for the words a decode kernel set since the last look, if any.
+fn pending_errors(ws: &super::workspace::Workspaces, ordinal: usize) -> Result<()> {
+    let Some(flags) = &ws.decode_errors else {
+        return Ok(());
+    };
+    let set: Vec<&str> = flags
+        .take()
+        .iter()
+        .zip(DECODE_ERRORS)
+        .filter(|(&w, _)| w != 0)
+        .map(|(_, what)| what)
+        .collect();
+    if set.is_empty() {
+        return Ok(());
     }
+    Err(Error::invalid(format!(
+        "an earlier decode step or KV append on GPU {ordinal} was given {}; the GPU found it, read nothing outside the cache and wrote NaN for those sequences (reported once: fix the tables passed)",
+        set.join(", and ")
+    )))
 }
 
 /// A buffer over an operand's memory.
@@ -46,41 +67,62 @@ unsafe fn borrow(op: Operand) -> DeviceBuffer {
 }
 
 /// The tables read back from the GPU and checked as the float64 reference's problem is, with
-/// `n_new` appended tokens needing room at the end of every context.
+/// `n_new` appended tokens needing room at the end of every context. A dense cache has no table;
+/// without lengths there is nothing to read.
 fn check_tables(
     ctx: &Context,
     s: &DecodeShape,
-    table: Operand,
-    lens: Operand,
+    table: Option<Operand>,
+    lens: Option<Operand>,
     n_new: usize,
 ) -> Result<()> {
+    let Some(lens) = lens else {
+        return Ok(());
+    };
     if ctx.capturing() {
         return Err(Error::Capture(
-            "checking the block table reads it back, which a CUDA graph cannot capture; set `check_tables` to false for captured steps".into(),
+            "checking the block table on the host reads it back, which a CUDA graph cannot capture; leave `check_tables` off (the GPU checks every entry) for captured steps".into(),
         ));
     }
     ctx.synchronize()?;
     // SAFETY: checked views of the caller's memory, alive for this call; the reads are
     // synchronous and follow the stream's work.
-    let (t, l) = unsafe { (borrow(table), borrow(lens)) };
-    let p = PagedProblem {
-        batch: s.batch,
-        heads_q: s.heads_q,
-        heads_kv: s.heads_kv,
-        head_dim: s.head_dim,
-        seqlen_q: s.seqlen_q,
-        num_pages: s.num_pages,
-        page_size: s.page_size,
-        max_pages: s.max_pages,
-        block_table: t.download::<i32>(s.table_elems())?,
-        context_lens: l.download::<i32>(s.batch)?,
-        causal: s.causal,
-        scale: s.scale,
-        dtype: s.dtype,
+    let context_lens = unsafe { borrow(lens) }.download::<i32>(s.batch)?;
+    let block_table = match table {
+        // SAFETY: as above.
+        Some(t) => unsafe { borrow(t) }.download::<i32>(s.table_elems())?,
+        None => Vec::new(),
     };
-    p.validate()?;
-    if let Some((b, &c)) = p
-        .context_lens
+    if !s.paged {
+        let room = s.max_context();
+        if let Some((b, &c)) = context_lens
+            .iter()
+            .enumerate()
+            .find(|(_, &c)| c < 0 || c as usize > room)
+        {
+            return Err(Error::invalid(format!(
+                "context_lens[{b}] = {c} does not fit the cache's {room} tokens per sequence; give a longer cache or a shorter context"
+            )));
+        }
+    } else {
+        PagedProblem {
+            batch: s.batch,
+            heads_q: s.heads_q,
+            heads_kv: s.heads_kv,
+            head_dim: s.head_dim,
+            seqlen_q: s.seqlen_q,
+            num_pages: s.num_pages,
+            page_size: s.page_size,
+            max_pages: s.max_pages,
+            block_table,
+            context_lens: context_lens.clone(),
+            causal: s.causal,
+            scale: s.scale,
+            dtype: s.dtype,
+        }
+        .validate()?;
+    }
+    if let Some((b, &c)) = context_lens
         .iter()
         .enumerate()
         .find(|(_, &c)| (c as usize) < n_new)
@@ -108,6 +150,45 @@ impl Kiln {
         block_table: &TensorRef,
         context_lens: &TensorRef,
         o: &mut TensorMut,
+        lse: Option<&mut TensorMut>,
+        opts: &PagedOptions,
+    ) -> Result<()> {
+        let tables = (Some(block_table), Some(context_lens));
+        self.decode_step(stream, q, (k_cache, v_cache), tables, o, lse, opts)
+    }
+
+    /// One decode step over dense caches, one per sequence, as transformers keeps them:
+    /// k_cache and v_cache [batch, seqlen, heads_kv, head_dim] with any strides whose rows are
+    /// 16-byte aligned (a transposed view of a [batch, heads_kv, seqlen, head_dim] cache is read
+    /// in place), `context_lens` i32 [batch] (the tokens each sequence attends to, its queries'
+    /// included) or `None` (all `seqlen`); q [batch, seqlen_q (1 to 16), heads, head_dim] and o
+    /// like q, any such strides; lse f32 [batch, heads, seqlen_q] if wanted.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_kvcache(
+        &self,
+        stream: &CudaStream,
+        q: &TensorRef,
+        k_cache: &TensorRef,
+        v_cache: &TensorRef,
+        context_lens: Option<&TensorRef>,
+        o: &mut TensorMut,
+        lse: Option<&mut TensorMut>,
+        opts: &PagedOptions,
+    ) -> Result<()> {
+        let tables = (None, context_lens);
+        self.decode_step(stream, q, (k_cache, v_cache), tables, o, lse, opts)
+    }
+
+    /// Either form: a paged cache with (block table, lengths), a dense one with (None, lengths
+    /// or None).
+    #[allow(clippy::too_many_arguments)]
+    fn decode_step(
+        &self,
+        stream: &CudaStream,
+        q: &TensorRef,
+        (k_cache, v_cache): (&TensorRef, &TensorRef),
+        (table, lens): (Option<&TensorRef>, Option<&TensorRef>),
+        o: &mut TensorMut,
         mut lse: Option<&mut TensorMut>,
         opts: &PagedOptions,
     ) -> Result<()> {
@@ -118,8 +199,8 @@ impl Kiln {
             &q.info,
             &k_cache.info,
             &v_cache.info,
-            &block_table.info,
-            &context_lens.info,
+            table.map(|t| &t.info),
+            lens.map(|l| &l.info),
             &o.info,
             lse_info.as_ref(),
             opts.causal,
@@ -132,12 +213,24 @@ impl Kiln {
             q.track(stream),
             k_cache.track(stream),
             v_cache.track(stream),
-            block_table.track(stream),
-            context_lens.track(stream),
+            table.map(|t| t.track(stream)),
+            lens.map(|l| l.track(stream)),
             o.track(stream),
             lse.as_mut().and_then(|l| l.track(stream)),
         );
         self.launch_paged(Some(stream.cu_stream()), &plan, opts.check_tables)
+    }
+
+    /// Waits for the GPU, then reports bad tables that decode steps or appends on this handle
+    /// were given since the last report (found on the GPU: see [`PagedOptions::check_tables`]).
+    /// Not during CUDA-graph capture (it synchronises).
+    pub fn check_errors(&self) -> Result<()> {
+        self.cuda()
+            .synchronize()
+            .map_err(|e| Error::cuda("synchronising the GPU", format!("{e:?}")))?;
+        self.run(None, "check_errors", "checking errors", |_, ws, _| {
+            pending_errors(ws, self.ordinal())
+        })
     }
 
     pub(crate) fn launch_paged(
@@ -148,6 +241,9 @@ impl Kiln {
     ) -> Result<()> {
         let key = format!("paged {:?} lse {}", plan.shape, plan.lse.is_some());
         self.run(stream, &key, "this decode step", |ctx, ws, capturing| {
+            if !capturing {
+                pending_errors(ws, self.ordinal())?;
+            }
             if check {
                 check_tables(ctx, &plan.shape, plan.block_table, plan.context_lens, 0)?;
             }
@@ -162,22 +258,27 @@ impl Kiln {
         check: bool,
     ) -> Result<()> {
         let key = format!("append {:?} {}", plan.shape, plan.n_new);
-        self.run(stream, &key, "this append", |ctx, _, _| {
+        self.run(stream, &key, "this append", |ctx, ws, capturing| {
+            if !capturing {
+                pending_errors(ws, self.ordinal())?;
+            }
             if check {
                 check_tables(
                     ctx,
                     &plan.shape,
                     plan.block_table,
-                    plan.context_lens,
+                    Some(plan.context_lens),
                     plan.n_new,
                 )?;
             }
-            launch_append(ctx, plan)
+            let errors = ws.decode_errors(capturing)?;
+            launch_append(ctx, plan, errors)
         })
     }
 
-    /// Writes k and v [batch, n_new, heads_kv, head_dim] into their pages as the last n_new
-    /// tokens of each context (`context_lens` count them), as `with_kvcache`'s `k` and `v`.
+    /// Writes k and v [batch, n_new, heads_kv, head_dim] into their pages (with a block table)
+    /// or their dense caches' positions (without) as the last n_new tokens of each context
+    /// (`context_lens` count them), as `with_kvcache`'s `k` and `v`.
     #[allow(clippy::too_many_arguments)]
     pub fn kv_append(
         &self,
@@ -186,7 +287,7 @@ impl Kiln {
         v: &TensorRef,
         k_cache: &mut TensorMut,
         v_cache: &mut TensorMut,
-        block_table: &TensorRef,
+        block_table: Option<&TensorRef>,
         context_lens: &TensorRef,
         check_tables: bool,
     ) -> Result<()> {
@@ -197,7 +298,7 @@ impl Kiln {
             &v.info,
             &k_cache.info,
             &v_cache.info,
-            &block_table.info,
+            block_table.map(|b| &b.info),
             &context_lens.info,
         )?
         else {
@@ -208,7 +309,7 @@ impl Kiln {
             v.track(stream),
             k_cache.track(stream),
             v_cache.track(stream),
-            block_table.track(stream),
+            block_table.map(|b| b.track(stream)),
             context_lens.track(stream),
         );
         self.launch_append(Some(stream.cu_stream()), &plan, check_tables)
@@ -232,17 +333,23 @@ fn launch_paged(
             }
         }
     };
+    let errors = ws.decode_errors(capturing)?;
     // SAFETY: the plan's operands are checked views of the caller's memory, which the caller
     // keeps alive until the stream has run the launch; the LSE workspace lives with the handle.
-    let (q, k, v, o, l, t, n) = unsafe {
+    let (q, k, v, o, l) = unsafe {
         (
             borrow(plan.q),
             borrow(plan.k_cache),
             borrow(plan.v_cache),
             borrow(plan.o),
             borrow(lse),
-            borrow(plan.block_table),
-            borrow(plan.context_lens),
+        )
+    };
+    // SAFETY: as above.
+    let (t, n) = unsafe {
+        (
+            plan.block_table.map(|x| borrow(x)),
+            plan.context_lens.map(|x| borrow(x)),
         )
     };
     let ops = DecodeOperands {
@@ -251,32 +358,35 @@ fn launch_paged(
         v_cache: &v,
         o: &o,
         lse: &l,
-        block_table: &t,
-        context_lens: &n,
+        block_table: t.as_ref(),
+        context_lens: n.as_ref(),
+        errors,
     };
     decode_paged::check_operands(s, &ops)?;
     decode_paged::launch(ctx, s, &ops).map(|_| ())
 }
 
-fn launch_append(ctx: &Context, plan: &AppendPlan) -> Result<()> {
+fn launch_append(ctx: &Context, plan: &AppendPlan, errors: u64) -> Result<()> {
     // SAFETY: as in `launch_paged`.
-    let (kn, vn, k, v, t, n) = unsafe {
+    let (kn, vn, k, v, n) = unsafe {
         (
             borrow(plan.k_new),
             borrow(plan.v_new),
             borrow(plan.k_cache),
             borrow(plan.v_cache),
-            borrow(plan.block_table),
             borrow(plan.context_lens),
         )
     };
+    // SAFETY: as above.
+    let t = plan.block_table.map(|x| unsafe { borrow(x) });
     let ops = AppendOperands {
         k_new: &kn,
         v_new: &vn,
         k_cache: &k,
         v_cache: &v,
-        block_table: &t,
+        block_table: t.as_ref(),
         context_lens: &n,
+        errors,
     };
     kv_append::launch(ctx, &plan.shape, plan.n_new, &ops)
 }

@@ -21,7 +21,9 @@ pub use super::fp8::{
     check_fp8_cast, check_fp8_gemm_nt, check_fp8_grouped_gemm, fp8_cast, fp8_gemm_nt,
     fp8_grouped_gemm,
 };
-pub use super::raw_paged::{attention_paged, check_attention_paged, check_kv_append, kv_append};
+pub use super::raw_paged::{
+    attention_paged, check_attention_paged, check_errors, check_kv_append, kv_append,
+};
 
 fn gemm_plan(
     device: usize,

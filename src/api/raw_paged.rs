@@ -1,5 +1,6 @@
-//! Decode over a paged KV cache for foreign callers: [`attention_paged`] and [`kv_append`] on
-//! raw tensors and streams, and their checks without a handle (re-exported by [`super::raw`]).
+//! Decode over a KV cache for foreign callers: [`attention_paged`] (a paged cache with a block
+//! table, or a dense one per sequence without) and [`kv_append`] on raw tensors and streams,
+//! their checks without a handle, and [`check_errors`] (re-exported by [`super::raw`]).
 
 use cudarc::driver::sys::CUstream;
 
@@ -15,20 +16,26 @@ fn paged_plan(
     q: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: &RawTensor,
-    context_lens: &RawTensor,
+    block_table: Option<&RawTensor>,
+    context_lens: Option<&RawTensor>,
     o: &RawTensor,
     lse: Option<&RawTensor>,
     opts: &PagedOptions,
 ) -> Result<Option<PagedPlan>> {
     let lse = lse.map(|l| l.info("lse", false)).transpose()?;
+    let table = block_table
+        .map(|t| t.info("block_table", false))
+        .transpose()?;
+    let lens = context_lens
+        .map(|t| t.info("cache_seqlens", false))
+        .transpose()?;
     validate::paged(
         device,
         &q.info("q", false)?,
         &k_cache.info("k_cache", false)?,
         &v_cache.info("v_cache", false)?,
-        &block_table.info("block_table", false)?,
-        &context_lens.info("cache_seqlens", false)?,
+        table.as_ref(),
+        lens.as_ref(),
         &o.info("out", false)?,
         lse.as_ref(),
         opts.causal,
@@ -42,16 +49,19 @@ fn append_plan(
     v: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: &RawTensor,
+    block_table: Option<&RawTensor>,
     context_lens: &RawTensor,
 ) -> Result<Option<AppendPlan>> {
+    let table = block_table
+        .map(|t| t.info("block_table", false))
+        .transpose()?;
     validate::append(
         device,
         &k.info("k", false)?,
         &v.info("v", false)?,
         &k_cache.info("k_cache", false)?,
         &v_cache.info("v_cache", false)?,
-        &block_table.info("block_table", false)?,
+        table.as_ref(),
         &context_lens.info("cache_seqlens", false)?,
     )
 }
@@ -63,8 +73,8 @@ pub fn check_attention_paged(
     q: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: &RawTensor,
-    context_lens: &RawTensor,
+    block_table: Option<&RawTensor>,
+    context_lens: Option<&RawTensor>,
     o: &RawTensor,
     lse: Option<&RawTensor>,
     opts: &PagedOptions,
@@ -90,7 +100,7 @@ pub fn check_kv_append(
     v: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: &RawTensor,
+    block_table: Option<&RawTensor>,
     context_lens: &RawTensor,
 ) -> Result<()> {
     append_plan(device, k, v, k_cache, v_cache, block_table, context_lens).map(drop)
@@ -110,8 +120,8 @@ pub unsafe fn attention_paged(
     q: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: &RawTensor,
-    context_lens: &RawTensor,
+    block_table: Option<&RawTensor>,
+    context_lens: Option<&RawTensor>,
     o: &RawTensor,
     lse: Option<&RawTensor>,
     opts: &PagedOptions,
@@ -146,7 +156,7 @@ pub unsafe fn kv_append(
     v: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: &RawTensor,
+    block_table: Option<&RawTensor>,
     context_lens: &RawTensor,
     check_tables: bool,
 ) -> Result<()> {
@@ -163,4 +173,9 @@ pub unsafe fn kv_append(
         Some(plan) => kiln.launch_append(Some(stream), &plan, check_tables),
         None => Ok(()),
     }
+}
+
+/// [`Kiln::check_errors`]: waits for the GPU, then reports bad tables the decode kernels found.
+pub fn check_errors(kiln: &Kiln) -> Result<()> {
+    kiln.check_errors()
 }

@@ -2,7 +2,7 @@
 //! grown without synchronising (a replaced buffer is kept until the handle drops, since
 //! launches in flight may still use it) and never grown while a stream captures a CUDA graph.
 
-use crate::device::{Context, DeviceBuffer};
+use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::{Error, Result};
 
 /// One grow-only device buffer of a handle.
@@ -65,6 +65,31 @@ pub struct Workspaces {
     pub lse: Workspace,
     /// The tables `moe_tile_prefix` builds for the grouped MoE kernels (`schedule::sched_bytes`).
     pub moe_sched: Workspace,
+    /// Where the decode kernels record bad tables ([`DECODE_ERROR_WORDS`] host-mapped words),
+    /// made by the first decode step outside capture.
+    pub decode_errors: Option<HostFlags>,
+}
+
+/// The decode kernels' error words: a context length out of range, a page id outside the cache.
+pub const DECODE_ERROR_WORDS: usize = 2;
+
+impl Workspaces {
+    /// The device address of the decode error flags, made on first use (refused during capture,
+    /// which a step that has run before never meets).
+    pub fn decode_errors(&mut self, capturing: bool) -> Result<u64> {
+        if let Some(f) = &self.decode_errors {
+            return Ok(f.device_ptr());
+        }
+        if capturing {
+            return Err(Error::Capture(
+                "the decode error flags would be allocated during CUDA-graph capture; run one decode step (or `Kiln::precompile` it) before capturing".into(),
+            ));
+        }
+        let f = HostFlags::new(DECODE_ERROR_WORDS)?;
+        let ptr = f.device_ptr();
+        self.decode_errors = Some(f);
+        Ok(ptr)
+    }
 }
 
 impl Default for Workspaces {
@@ -72,6 +97,7 @@ impl Default for Workspaces {
         Workspaces {
             lse: Workspace::new("attention LSE workspace", false),
             moe_sched: Workspace::new("MoE schedule workspace", false),
+            decode_errors: None,
         }
     }
 }

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use kiln::error::{Error, Result};
 use kiln::harness::attention::{
     bench::{time_attention, AttnBuffers},
-    shapes::attention_suite,
+    shapes::{attention_suite, strided_suite},
     verify::{verify_attention, AttnCheck, LSE_BOUND},
 };
 use kiln::harness::bench::L2Flusher;
@@ -174,6 +174,10 @@ pub struct AttnVerifyArgs {
     /// The packed boundary suite (fa3_wgmma's variable-length forward).
     #[arg(long)]
     pub varlen_suite: bool,
+    /// The strided suite: Q, K, V and O each with its own strides (a KV cache in BHSD beside
+    /// BSHD queries, slices of a fused projection, mixed orders), as models hand them over.
+    #[arg(long)]
+    pub strided: bool,
     #[command(flatten)]
     pub backward: super::attention_backward::BackwardFlags,
     #[command(flatten)]
@@ -247,7 +251,14 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         return super::attention_decode::verify(env, a);
     }
     a.decode.refuse_without_decode()?;
-    let problems = if a.problem.given() {
+    let problems = if a.strided {
+        if a.problem.given() {
+            return Err(Error::invalid(
+                "--strided runs its own suite of strided problems; leave out the shape flags",
+            ));
+        }
+        strided_suite()
+    } else if a.problem.given() {
         vec![a.problem.problem((1, 1, 1, 128))?]
     } else {
         a.problem.shape.suite_takes_only_dim()?;

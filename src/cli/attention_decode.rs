@@ -38,6 +38,11 @@ pub struct DecodeFlags {
     /// Append this many new K/V tokens per sequence before the step (verify only).
     #[arg(long)]
     pub append: Option<usize>,
+    /// A dense cache per sequence, as transformers keeps it ([batch, kv heads, S, dim] memory
+    /// read through its [batch, S, kv heads, dim] view), instead of pages: S = --context, every
+    /// sequence attending to all of it, or with --random-lengths 40 spare rows and lengths.
+    #[arg(long)]
+    pub dense: bool,
 }
 
 impl DecodeFlags {
@@ -48,6 +53,7 @@ impl DecodeFlags {
             ("--context", self.context.is_some()),
             ("--random-lengths", self.random_lengths),
             ("--append", self.append.is_some()),
+            ("--dense", self.dense),
         ];
         match flags.iter().find(|(_, given)| *given) {
             Some((flag, _)) => Err(Error::invalid(format!(
@@ -87,7 +93,13 @@ impl DecodeFlags {
             causal: sh.causal,
             dtype: a.dtype.parse()?,
             append: self.append.unwrap_or(0),
+            dense: self.dense,
         };
+        if self.dense && self.page_size.is_some() {
+            return Err(Error::invalid(
+                "--dense reads a cache per sequence, not pages: leave out --page-size",
+            ));
+        }
         if spec.context == 0 {
             return Err(Error::invalid(
                 "--context 0: a sequence needs at least one cached token",
@@ -112,6 +124,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         if f.page_size.is_some()
             || f.append.is_some()
             || f.random_lengths
+            || f.dense
             || a.problem.shape.batch.is_some()
         {
             return Err(Error::invalid(

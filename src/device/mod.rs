@@ -3,6 +3,7 @@
 //! CUDA driver API (cudarc's `sys`/`result` layers), loaded at run time so CPU-only machines work.
 
 mod buffer;
+mod host_flags;
 mod info;
 mod launch;
 mod memo;
@@ -12,6 +13,7 @@ mod scratch;
 mod tma;
 
 pub use buffer::DeviceBuffer;
+pub use host_flags::HostFlags;
 pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
 pub use memo::LaunchMemo;

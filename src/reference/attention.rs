@@ -1,5 +1,5 @@
 //! Float64 attention reference: O and LSE for chosen query rows of every (batch, query head), in
-//! parallel, reading Q, K, V with the problem's layout and grouped key/value heads.
+//! parallel, reading Q, K, V with the problem's strides and grouped key/value heads.
 
 use rayon::prelude::*;
 
@@ -25,7 +25,7 @@ pub fn attention_rows(
     v: &[f64],
     rows: &[usize],
 ) -> Vec<RowRef> {
-    let (qs, ks) = (p.q_strides(), p.kv_strides());
+    let (qs, ks, vs) = (p.q_strides(), p.k_strides(), p.v_strides());
     let d = p.head_dim;
     let work: Vec<(usize, usize, usize)> = (0..p.batch)
         .flat_map(|b| (0..p.heads_q).flat_map(move |h| rows.iter().map(move |&i| (b, h, i))))
@@ -58,7 +58,7 @@ pub fn attention_rows(
             let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
             let sum: f64 = w.iter().sum();
             for (j, wj) in keys.zip(&w) {
-                let vrow = &v[ks.offset(b, hk, j)..ks.offset(b, hk, j) + d];
+                let vrow = &v[vs.offset(b, hk, j)..vs.offset(b, hk, j) + d];
                 for (acc, x) in o.iter_mut().zip(vrow) {
                     *acc += wj * x;
                 }
@@ -128,7 +128,7 @@ mod tests {
             assert_eq!(r.len(), 4);
             assert_eq!(r[0].lse, f64::NEG_INFINITY);
             // row 1 sees key 0 only: O is V's row 0, LSE is its single score
-            let ks = p.kv_strides();
+            let ks = p.v_strides();
             assert_eq!(r[1].o[3], v[ks.offset(0, 0, 0) + 3]);
             assert_eq!(r[3].o, r[1].o, "both query heads read the same kv head");
         }

@@ -41,7 +41,7 @@ pub fn attention_backward(
     v: &[f64],
     d_o: &[f64],
 ) -> Gradients {
-    let (qs, ks, d) = (p.q_strides(), p.kv_strides(), p.head_dim);
+    let (qs, ks, vs, d) = (p.q_strides(), p.k_strides(), p.v_strides(), p.head_dim);
     let spans: Vec<_> = (0..p.seqlen_q).map(|i| p.visible(i)).collect();
     let groups: Vec<(usize, usize)> = (0..p.batch)
         .flat_map(|b| (0..p.heads_kv).map(move |hk| (b, hk)))
@@ -51,7 +51,7 @@ pub fn attention_backward(
         .par_iter()
         .map(|&(b, hk)| {
             let kh = gather(k, &ks, b, hk, 0..p.seqlen_kv, d);
-            let vh = gather(v, &ks, b, hk, 0..p.seqlen_kv, d);
+            let vh = gather(v, &vs, b, hk, 0..p.seqlen_kv, d);
             group_backward(
                 hk * p.group()..(hk + 1) * p.group(),
                 (&kh, &vh),

@@ -9,8 +9,13 @@ NAME = "kiln"
 
 def kiln_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
     """transformers' attention signature: query [B, Hq, Sq, D], key/value [B, Hkv, Sk, D]; returns
-    ([B, Sq, Hq, D], None). A materialised mask (padding) or dropout falls back to torch's SDPA,
-    since kiln's kernels take only the causal mask."""
+    ([B, Sq, Hq, D], None). Every tensor is read where it lies (the query's BSHD memory after
+    RoPE, the KV cache's BHSD memory): no copy, no repeat of K/V for GQA. A decode step (at most
+    16 query tokens; K/V the cache) runs kiln's decode over the dense cache, split over the
+    context when the batch is small; longer queries run the forward. A materialised mask
+    (padding, a static cache's tail) or dropout falls back to torch's SDPA, since kiln's kernels
+    take only the causal mask."""
+    import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     import kiln
@@ -21,11 +26,17 @@ def kiln_attention_forward(module, query, key, value, attention_mask, dropout=0.
         )
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
-    causal = bool(is_causal) and query.shape[2] > 1
-    # kiln reads q, k and v in one memory order: BHSD storage (what the KV cache holds), seen
-    # through flash-attention's BSHD views; `.contiguous()` is free where it already is.
-    q, k, v = (t.contiguous().transpose(1, 2) for t in (query, key, value))
-    out = kiln.flash_attn_func(q, k, v, softmax_scale=scaling, causal=causal)
+    sq, sk = query.shape[2], key.shape[2]
+    causal = bool(is_causal) and sq > 1
+    # flash-attention's [B, S, H, D] views of the same memory: nothing is copied.
+    q, k, v = (t.transpose(1, 2) for t in (query, key, value))
+    training = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    if sq <= kiln.kvcache.MAX_QUERIES and sk >= sq and not training:
+        # Decode (forward only): the queries are the cache's last tokens (bottom-right), every row
+        # of the batch attends to the whole cache it was given.
+        out = kiln.flash_attn_with_kvcache(q, k, v, softmax_scale=scaling, causal=causal)
+    else:
+        out = kiln.flash_attn_func(q, k, v, softmax_scale=scaling, causal=causal)
     return out, None
 
 

@@ -1,13 +1,14 @@
 //! Attention arguments: q, k, v, o (and the optional LSE) to an `AttentionProblem` with
-//! flash-attention's semantics. The views' dimension order is the option's layout; the memory
-//! may be packed BSHD or BHSD (a transposed view of either is read in place), one order for all.
+//! flash-attention's semantics. The views' dimension order is the option's layout; each tensor's
+//! memory is read where it lies: packed BSHD or BHSD (a transposed view of either), or any
+//! strides TMA addresses (multiples of 16 bytes), each tensor its own.
 
 use super::{dtype_in, err, float, no_alias, on_device, rank, same_dtype, writable, Operand, HALF};
 use crate::api::dtype::DType;
 use crate::api::info::TensorInfo;
 use crate::api::options::{AttentionOptions, AttnLayout};
 use crate::error::{ArgumentKind, Result};
-use crate::ops::attention::{AttentionProblem, Strides, HEAD_DIMS};
+use crate::ops::attention::{AttentionProblem, OperandStrides, Strides, HEAD_DIMS, STRIDE_ALIGN};
 
 /// A checked attention forward: the problem and the memory of each tensor.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +52,7 @@ fn dims(t: &TensorInfo, ax: [usize; 4]) -> [usize; 4] {
 }
 
 /// The storage orders whose packed strides `t` has (dimensions of extent 1 match any stride).
-fn stored_as(t: &TensorInfo, ax: [usize; 4]) -> Vec<AttnLayout> {
+pub(super) fn stored_as(t: &TensorInfo, ax: [usize; 4]) -> Vec<AttnLayout> {
     let [_, s, h, d] = dims(t, ax);
     AttnLayout::ALL
         .into_iter()
@@ -62,6 +63,52 @@ fn stored_as(t: &TensorInfo, ax: [usize; 4]) -> Vec<AttnLayout> {
                 .all(|&(i, w)| t.shape()[i] <= 1 || t.strides()[i] == w)
         })
         .collect()
+}
+
+/// The (batch, head, seq) strides of `t` (named `name`, dims `d` = (batch, seqlen, heads,
+/// head_dim)) as the kernels read it: a dimension of extent 1 takes its packed stride in
+/// `layout` (never stepped; any value TMA takes); every other stride must be a positive
+/// multiple of 16 bytes.
+fn own_strides(
+    name: &str,
+    t: &TensorInfo,
+    ax: [usize; 4],
+    layout: AttnLayout,
+    d: [usize; 4],
+) -> Result<Strides> {
+    let [_, s, h, hd] = d;
+    let packed = Strides::packed(layout, h, s, hd);
+    let mut out = packed;
+    for (dim, i, slot) in [
+        ("batch", ax[0], &mut out.batch),
+        ("seqlen", ax[1], &mut out.seq),
+        ("heads", ax[2], &mut out.head),
+    ] {
+        if t.shape()[i] <= 1 {
+            continue;
+        }
+        let stride = t.strides()[i];
+        if stride == 0 {
+            return Err(err(
+                name,
+                ArgumentKind::Stride,
+                format!(
+                    "`{name}` has stride 0 on {dim} (a broadcast view, as `expand` makes); kiln's attention reads every row from its own memory: pass the tensor before it was expanded (key/value heads may be fewer than query heads) or make it contiguous"
+                ),
+            ));
+        }
+        if !stride.is_multiple_of(STRIDE_ALIGN) {
+            return Err(err(
+                name,
+                ArgumentKind::Stride,
+                format!(
+                    "`{name}` has stride {stride} on {dim}; kiln's attention reads rows by TMA, which needs every stride a multiple of {STRIDE_ALIGN} elements (16 bytes): make it contiguous"
+                ),
+            ));
+        }
+        *slot = stride;
+    }
+    Ok(out)
 }
 
 /// Checks an attention forward for a handle on GPU `device`; `None` when there are no queries
@@ -197,40 +244,30 @@ pub fn attention(
         no_alias("lse", l, &[("q", q), ("k", k), ("v", v), ("o", o)])?;
     }
     let stored: Vec<Vec<AttnLayout>> = tensors.iter().map(|(_, t)| stored_as(t, ax)).collect();
-    for ((name, t), s) in tensors.iter().zip(&stored) {
-        if s.is_empty() {
-            return Err(err(
-                name,
-                ArgumentKind::Stride,
-                format!(
-                    "`{name}` has strides {} for shape {}; kiln's attention reads memory packed as BSHD or BHSD (a contiguous tensor or a transposed view of one): make it contiguous",
-                    t.strides_text(),
-                    t.shape_text()
-                ),
-            ));
-        }
-    }
     let common: Vec<AttnLayout> = AttnLayout::ALL
         .into_iter()
         .filter(|l| stored.iter().all(|s| s.contains(l)))
         .collect();
-    let layout = if common.contains(&opts.layout) {
-        opts.layout
+    // One packed order for all four: the layout's kernels as ever; otherwise each tensor's own
+    // strides (transformers' BSHD queries beside a BHSD cache, a slice of a fused projection).
+    let (layout, strides) = if common.contains(&opts.layout) {
+        (opts.layout, None)
     } else if let Some(&l) = common.first() {
-        l
+        (l, None)
     } else {
-        // Two layouts: an empty intersection means one tensor is only BSHD and one only BHSD.
-        let only = |l: AttnLayout| stored.iter().position(|s| s == &[l]).unwrap_or(0);
-        let (i, j) = (only(AttnLayout::Bshd), only(AttnLayout::Bhsd));
-        let (first, second) = (i.min(j), i.max(j));
-        return Err(err(
-            tensors[second].0,
-            ArgumentKind::Stride,
-            format!(
-                "`{}` is stored {} but `{}` {}; kiln's attention needs `q`, `k`, `v` and `o` stored in one order",
-                tensors[first].0, stored[first][0], tensors[second].0, stored[second][0]
-            ),
-        ));
+        let [sq_, sk_, sv_, so_] = [q, k, v, o].map(|t| dims(t, ax));
+        let each = [("q", q, sq_), ("k", k, sk_), ("v", v, sv_), ("o", o, so_)]
+            .map(|(name, t, d)| own_strides(name, t, ax, opts.layout, d));
+        let [qs, ks, vs, os] = each;
+        (
+            opts.layout,
+            Some(OperandStrides {
+                q: qs?,
+                k: ks?,
+                v: vs?,
+                o: os?,
+            }),
+        )
     };
     let problem = AttentionProblem {
         batch: bq,
@@ -244,6 +281,7 @@ pub fn attention(
         scale: opts.softmax_scale.unwrap_or(1.0 / (dq as f32).sqrt()),
         layout,
         window: opts.window,
+        strides,
     };
     problem.validate()?;
     Ok(Some(AttentionPlan {

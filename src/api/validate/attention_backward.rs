@@ -2,7 +2,7 @@
 //! backward cannot do without), dO, and the gradients dq, dk and dv, each the shape, dtype and
 //! memory order of the tensor it differentiates.
 
-use super::attention::{attention, axes};
+use super::attention::{attention, axes, stored_as};
 use super::{err, no_alias, on_device, same_dtype, writable, Operand};
 use crate::api::info::TensorInfo;
 use crate::api::options::{AttentionBackwardOptions, AttentionOptions};
@@ -43,6 +43,43 @@ fn forward_options(opts: &AttentionBackwardOptions) -> AttentionOptions {
         // gradient rather than compute an unwindowed one.
         window: crate::api::Window::UNBOUNDED,
     }
+}
+
+/// The refusal of forward tensors the forward reads where they lie but the backward does not:
+/// it reads q, k, v and o packed in one order (BSHD or BHSD).
+fn mixed_orders(
+    tensors: [(&str, &TensorInfo); 4],
+    ax: [usize; 4],
+    opts: &AttentionBackwardOptions,
+) -> crate::error::Error {
+    let stored = tensors.map(|(_, t)| stored_as(t, ax));
+    let fix = "copy them into one order (the forward reads each where it lies; the backward does not yet)";
+    if let Some(i) = stored.iter().position(|s| s.is_empty()) {
+        let (name, t) = tensors[i];
+        return err(
+            name,
+            ArgumentKind::Stride,
+            format!(
+                "`{name}` has strides {} for shape {}; kiln's attention backward reads `q`, `k`, `v` and `o` packed as BSHD or BHSD: {fix}",
+                t.strides_text(),
+                t.shape_text()
+            ),
+        );
+    }
+    let l = if stored[0].contains(&opts.layout) {
+        opts.layout
+    } else {
+        stored[0][0]
+    };
+    let i = stored.iter().position(|s| !s.contains(&l)).unwrap_or(1);
+    err(
+        tensors[i].0,
+        ArgumentKind::Stride,
+        format!(
+            "`q` is stored {l} but `{}` {}; kiln's attention backward needs `q`, `k`, `v` and `o` stored in one order: {fix}",
+            tensors[i].0, stored[i][0]
+        ),
+    )
 }
 
 /// Checks an attention backward for a handle on GPU `device`; `None` when there is no batch
@@ -108,6 +145,13 @@ pub fn attention_backward(
     };
     let p = fwd.problem;
     let ax = axes(opts.layout);
+    if p.strides.is_some() {
+        return Err(mixed_orders(
+            [("q", q), ("k", k), ("v", v), ("o", o)],
+            ax,
+            opts,
+        ));
+    }
     for (name, t, of, _) in pairs {
         let (heads, seq) = match of {
             "q" => (p.heads_q, p.seqlen_q),

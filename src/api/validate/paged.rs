@@ -1,5 +1,7 @@
-//! Decode over a paged KV cache: q, the caches, the block table, the context lengths, o (and
-//! lse), and the append's new K/V, to a `DecodeShape` with flash-attention's `with_kvcache` shapes.
+//! Decode over a KV cache: q, the caches (paged through a block table, or dense, one per
+//! sequence), the context lengths, o (and lse), and the append's new K/V, to a `DecodeShape` with
+//! flash-attention's `with_kvcache` shapes. q, o and the caches are read where they lie (any
+//! strides the kernels' 16-byte copies address); the tables are packed.
 
 use super::{
     contiguous, dtype_in, err, float, no_alias, on_device, rank, same_dtype, writable, Operand,
@@ -8,7 +10,8 @@ use super::{
 use crate::api::dtype::DType;
 use crate::api::info::TensorInfo;
 use crate::error::{ArgumentKind, Result};
-use crate::ops::attention::decode_paged::DecodeShape;
+use crate::ops::attention::decode_paged::{DecodeShape, DecodeStrides};
+use crate::ops::attention::STRIDE_ALIGN;
 
 /// A checked decode step: the shape and the memory of each tensor.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,8 +20,10 @@ pub struct PagedPlan {
     pub q: Operand,
     pub k_cache: Operand,
     pub v_cache: Operand,
-    pub block_table: Operand,
-    pub context_lens: Operand,
+    /// `None`: a dense cache.
+    pub block_table: Option<Operand>,
+    /// `None`: every sequence attends to its whole dense cache.
+    pub context_lens: Option<Operand>,
     pub o: Operand,
     /// `None`: the caller wants no LSE (the handle's workspace takes it).
     pub lse: Option<Operand>,
@@ -33,28 +38,86 @@ pub struct AppendPlan {
     pub v_new: Operand,
     pub k_cache: Operand,
     pub v_cache: Operand,
-    pub block_table: Operand,
+    /// `None`: a dense cache.
+    pub block_table: Option<Operand>,
     pub context_lens: Operand,
 }
 
-/// The caches (4-D [num_pages, page_size, heads_kv, head_dim], one shape and dtype, packed), the
-/// block table (i32 [batch, max_pages]) and the context lengths (i32 [batch]).
+/// The strides of a 4-D view's outer three dimensions, each of extent above 1 a positive
+/// multiple of 16 bytes, head_dim contiguous; an extent-1 dimension takes its packed stride.
+fn row_strides(arg: &str, t: &TensorInfo, what: &str) -> Result<[usize; 3]> {
+    let (shape, strides) = (t.shape(), t.strides());
+    if shape[3] > 1 && strides[3] != 1 {
+        return Err(err(
+            arg,
+            ArgumentKind::Stride,
+            format!(
+                "`{arg}` has stride {} on head_dim; {what} reads head_dim contiguously (stride 1)",
+                strides[3]
+            ),
+        ));
+    }
+    let packed = [
+        shape[1] * shape[2] * shape[3],
+        shape[2] * shape[3],
+        shape[3],
+    ];
+    let mut out = packed;
+    for i in 0..3 {
+        if shape[i] <= 1 {
+            continue;
+        }
+        let s = strides[i];
+        if s == 0 || !s.is_multiple_of(STRIDE_ALIGN) {
+            return Err(err(
+                arg,
+                ArgumentKind::Stride,
+                format!(
+                    "`{arg}` has stride {s} in dimension {i} (strides {}); {what} copies rows 16 bytes at a time, so every stride must be a positive multiple of {STRIDE_ALIGN} elements: make it contiguous",
+                    t.strides_text()
+                ),
+            ));
+        }
+        out[i] = s;
+    }
+    Ok(out)
+}
+
+/// The caches and tables of a step or an append, checked.
+struct Cache {
+    /// [pages (a dense cache: batch), page_size (its length), heads_kv, head_dim].
+    dims: [usize; 4],
+    /// Block table columns (1 for a dense cache).
+    max_pages: usize,
+    k: [usize; 3],
+    v: [usize; 3],
+}
+
+/// The caches (4-D: [num_pages, page_size, heads_kv, head_dim] with a block table, i32
+/// [batch, max_pages]; without one [batch, seqlen, heads_kv, head_dim], a dense cache per
+/// sequence), one shape and dtype, any strides the kernels address; the context lengths (i32
+/// [batch], packed) if given.
 fn cache_and_tables(
     device: usize,
     k_cache: &TensorInfo,
     v_cache: &TensorInfo,
-    block_table: &TensorInfo,
-    context_lens: &TensorInfo,
+    block_table: Option<&TensorInfo>,
+    context_lens: Option<&TensorInfo>,
     batch: usize,
-) -> Result<[usize; 5]> {
-    let takes = "kiln's paged cache is 4-D [num_pages, page_size, heads_kv, head_dim]";
+) -> Result<Cache> {
+    let takes = match block_table {
+        Some(_) => "kiln's paged cache is 4-D [num_pages, page_size, heads_kv, head_dim]",
+        None => "without a block table, kiln's cache is 4-D [batch, seqlen, heads_kv, head_dim] (a transposed view of a [batch, heads_kv, seqlen, head_dim] cache is read in place)",
+    };
     for (name, t) in [
-        ("k_cache", k_cache),
-        ("v_cache", v_cache),
+        ("k_cache", Some(k_cache)),
+        ("v_cache", Some(v_cache)),
         ("block_table", block_table),
         ("cache_seqlens", context_lens),
     ] {
-        on_device(name, t, device)?;
+        if let Some(t) = t {
+            on_device(name, t, device)?;
+        }
     }
     rank("k_cache", k_cache, 4, takes)?;
     rank("v_cache", v_cache, 4, takes)?;
@@ -62,83 +125,116 @@ fn cache_and_tables(
         "k_cache",
         k_cache,
         &HALF,
-        "kiln's paged cache holds bf16 or f16",
+        "kiln's KV cache holds bf16 or f16",
     )?;
     same_dtype(
         "v_cache",
         v_cache,
         "k_cache",
         k_cache,
-        "kiln's paged cache holds K and V of one dtype",
+        "kiln's KV cache holds K and V of one dtype",
     )?;
     if v_cache.shape() != k_cache.shape() {
         return Err(err(
             "v_cache",
             ArgumentKind::Shape,
             format!(
-                "`v_cache` is {} but `k_cache` is {}; K and V pages have one shape",
+                "`v_cache` is {} but `k_cache` is {}; K and V caches have one shape",
                 v_cache.shape_text(),
                 k_cache.shape_text()
             ),
         ));
     }
-    let [pages, page_size, hkv, d] = [0, 1, 2, 3].map(|i| k_cache.shape()[i]);
-    rank(
-        "block_table",
-        block_table,
-        2,
-        "`block_table` is 2-D [batch, max_pages]",
-    )?;
-    rank(
-        "cache_seqlens",
-        context_lens,
-        1,
-        "`cache_seqlens` is 1-D [batch]",
-    )?;
-    dtype_in(
-        "block_table",
-        block_table,
-        &[DType::I32],
-        "`block_table` holds i32 page ids",
-    )?;
-    dtype_in(
-        "cache_seqlens",
-        context_lens,
-        &[DType::I32],
-        "`cache_seqlens` holds i32 lengths",
-    )?;
-    if block_table.shape()[0] != batch || context_lens.shape()[0] != batch {
+    let dims = [0, 1, 2, 3].map(|i| k_cache.shape()[i]);
+    let max_pages = match block_table {
+        Some(bt) => {
+            rank(
+                "block_table",
+                bt,
+                2,
+                "`block_table` is 2-D [batch, max_pages]",
+            )?;
+            dtype_in(
+                "block_table",
+                bt,
+                &[DType::I32],
+                "`block_table` holds i32 page ids",
+            )?;
+            if bt.shape()[0] != batch {
+                return Err(err(
+                    "block_table",
+                    ArgumentKind::Shape,
+                    format!(
+                        "`block_table` is {}; batch {batch} needs [{batch}, max_pages]",
+                        bt.shape_text()
+                    ),
+                ));
+            }
+            contiguous("block_table", bt, "kiln reads the block table packed")?;
+            bt.shape()[1]
+        }
+        None => {
+            if dims[0] != batch {
+                return Err(err(
+                    "k_cache",
+                    ArgumentKind::Shape,
+                    format!(
+                        "`k_cache` is {} without a block table, so it holds one sequence per row of the batch, but `q` has batch {batch}; pass [{batch}, seqlen, heads_kv, head_dim] or a block table",
+                        k_cache.shape_text()
+                    ),
+                ));
+            }
+            1
+        }
+    };
+    if let Some(l) = context_lens {
+        rank("cache_seqlens", l, 1, "`cache_seqlens` is 1-D [batch]")?;
+        dtype_in(
+            "cache_seqlens",
+            l,
+            &[DType::I32],
+            "`cache_seqlens` holds i32 lengths",
+        )?;
+        if l.shape()[0] != batch {
+            return Err(err(
+                "cache_seqlens",
+                ArgumentKind::Shape,
+                format!(
+                    "`cache_seqlens` is {}; batch {batch} needs [{batch}]",
+                    l.shape_text()
+                ),
+            ));
+        }
+        contiguous("cache_seqlens", l, "kiln reads the lengths packed")?;
+    } else if block_table.is_some() {
         return Err(err(
-            "block_table",
-            ArgumentKind::Shape,
-            format!(
-                "`block_table` is {} and `cache_seqlens` {}; batch {batch} needs [{batch}, max_pages] and [{batch}]",
-                block_table.shape_text(),
-                context_lens.shape_text()
-            ),
+            "cache_seqlens",
+            ArgumentKind::Value,
+            "a paged cache needs `cache_seqlens` (i32 [batch]: the tokens each sequence holds)"
+                .into(),
         ));
     }
-    for (name, t) in [
-        ("k_cache", k_cache),
-        ("v_cache", v_cache),
-        ("block_table", block_table),
-        ("cache_seqlens", context_lens),
-    ] {
-        contiguous(name, t, "kiln reads the paged cache and its tables packed")?;
-    }
-    Ok([pages, page_size, hkv, d, block_table.shape()[1]])
+    let what = "kiln's decode";
+    Ok(Cache {
+        dims,
+        max_pages,
+        k: row_strides("k_cache", k_cache, what)?,
+        v: row_strides("v_cache", v_cache, what)?,
+    })
 }
 
 /// Checks a decode step for a handle on GPU `device`: q [batch, seqlen_q, heads, head_dim],
-/// o like q, lse f32 [batch, heads, seqlen_q]; `None` when the batch is empty.
+/// o like q, lse f32 [batch, heads, seqlen_q]; a paged cache with `block_table` and
+/// `context_lens`, or a dense one (one sequence per row) with or without lengths. `None` when
+/// the batch is empty.
 #[allow(clippy::too_many_arguments)]
 pub fn paged(
     device: usize,
     q: &TensorInfo,
     k_cache: &TensorInfo,
     v_cache: &TensorInfo,
-    block_table: &TensorInfo,
-    context_lens: &TensorInfo,
+    block_table: Option<&TensorInfo>,
+    context_lens: Option<&TensorInfo>,
     o: &TensorInfo,
     lse: Option<&TensorInfo>,
     causal: bool,
@@ -155,8 +251,8 @@ pub fn paged(
     rank("o", o, 4, takes)?;
     dtype_in("q", q, &HALF, "kiln's decode takes bf16 or f16")?;
     let [batch, sq, hq, dq] = [0, 1, 2, 3].map(|i| q.shape()[i]);
-    let [pages, page_size, hkv, d, max_pages] =
-        cache_and_tables(device, k_cache, v_cache, block_table, context_lens, batch)?;
+    let cache = cache_and_tables(device, k_cache, v_cache, block_table, context_lens, batch)?;
+    let [pages, page_size, hkv, d] = cache.dims;
     same_dtype(
         "k_cache",
         k_cache,
@@ -206,8 +302,8 @@ pub fn paged(
     if batch == 0 {
         return Ok(None);
     }
-    contiguous("q", q, "kiln's decode reads `q` packed")?;
-    contiguous("o", o, "kiln's decode writes `o` packed")?;
+    let what = "kiln's decode";
+    let (qs, os) = (row_strides("q", q, what)?, row_strides("o", o, what)?);
     writable("o", o)?;
     no_alias(
         "o",
@@ -234,10 +330,18 @@ pub fn paged(
         seqlen_q: sq,
         num_pages: pages,
         page_size,
-        max_pages,
+        max_pages: cache.max_pages,
         causal,
         scale: softmax_scale.unwrap_or(1.0 / (dq as f32).sqrt()),
         dtype: float("q", q)?,
+        paged: block_table.is_some(),
+        lengths: context_lens.is_some(),
+        strides: DecodeStrides {
+            q: qs,
+            o: os,
+            k: cache.k,
+            v: cache.v,
+        },
     };
     shape.validate()?;
     Ok(Some(PagedPlan {
@@ -245,22 +349,23 @@ pub fn paged(
         q: Operand::of(q),
         k_cache: Operand::of(k_cache),
         v_cache: Operand::of(v_cache),
-        block_table: Operand::of(block_table),
-        context_lens: Operand::of(context_lens),
+        block_table: block_table.map(Operand::of),
+        context_lens: context_lens.map(Operand::of),
         o: Operand::of(o),
         lse: lse.map(Operand::of),
     }))
 }
 
-/// Checks an append of k_new and v_new [batch, n_new, heads_kv, head_dim] into the caches;
-/// `None` when there is nothing to write.
+/// Checks an append of k_new and v_new [batch, n_new, heads_kv, head_dim] (packed) into the
+/// caches (paged with `block_table`, else dense) at the end of each context (`context_lens`
+/// count the new tokens); `None` when there is nothing to write.
 pub fn append(
     device: usize,
     k_new: &TensorInfo,
     v_new: &TensorInfo,
     k_cache: &TensorInfo,
     v_cache: &TensorInfo,
-    block_table: &TensorInfo,
+    block_table: Option<&TensorInfo>,
     context_lens: &TensorInfo,
 ) -> Result<Option<AppendPlan>> {
     let takes = "kiln's append takes 4-D `k` and `v` ordered [batch, n_new, heads_kv, head_dim]";
@@ -269,8 +374,15 @@ pub fn append(
         rank(name, t, 4, takes)?;
     }
     let [batch, n_new, hk, dk] = [0, 1, 2, 3].map(|i| k_new.shape()[i]);
-    let [pages, page_size, hkv, d, max_pages] =
-        cache_and_tables(device, k_cache, v_cache, block_table, context_lens, batch)?;
+    let cache = cache_and_tables(
+        device,
+        k_cache,
+        v_cache,
+        block_table,
+        Some(context_lens),
+        batch,
+    )?;
+    let [pages, page_size, hkv, d] = cache.dims;
     same_dtype(
         "k",
         k_new,
@@ -290,7 +402,7 @@ pub fn append(
             "k",
             ArgumentKind::Shape,
             format!(
-                "`k` is {} and `v` {}; the cache's pages take [batch, n_new, {hkv}, {d}] for both",
+                "`k` is {} and `v` {}; the cache takes [batch, n_new, {hkv}, {d}] for both",
                 k_new.shape_text(),
                 v_new.shape_text()
             ),
@@ -301,6 +413,11 @@ pub fn append(
     }
     contiguous("k", k_new, "kiln reads the new tokens packed")?;
     contiguous("v", v_new, "kiln reads the new tokens packed")?;
+    for (name, c) in [("k_cache", k_cache), ("v_cache", v_cache)] {
+        writable(name, c)?;
+        no_alias(name, c, &[("k", k_new), ("v", v_new)])?;
+    }
+    let packed = DecodeStrides::packed(hkv, 1, hkv, page_size, d);
     let shape = DecodeShape {
         batch,
         heads_q: hkv,
@@ -309,10 +426,17 @@ pub fn append(
         seqlen_q: 1,
         num_pages: pages,
         page_size,
-        max_pages,
+        max_pages: cache.max_pages,
         causal: false,
         scale: 1.0,
         dtype: float("k_cache", k_cache)?,
+        paged: block_table.is_some(),
+        lengths: true,
+        strides: DecodeStrides {
+            k: cache.k,
+            v: cache.v,
+            ..packed
+        },
     };
     shape.validate()?;
     Ok(Some(AppendPlan {
@@ -322,7 +446,7 @@ pub fn append(
         v_new: Operand::of(v_new),
         k_cache: Operand::of(k_cache),
         v_cache: Operand::of(v_cache),
-        block_table: Operand::of(block_table),
+        block_table: block_table.map(Operand::of),
         context_lens: Operand::of(context_lens),
     }))
 }

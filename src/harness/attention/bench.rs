@@ -34,14 +34,15 @@ pub struct AttnBuffers {
 }
 
 impl AttnBuffers {
-    /// Q, K and V of `p` filled on the GPU from `seed` ([`random_buffer`]), O and LSE as
-    /// allocated (every launch writes them whole). Waits until the fills are done.
+    /// Q, K and V of `p` (their spans under its strides) filled on the GPU from `seed`
+    /// ([`random_buffer`]), O and LSE as allocated (every launch writes them whole). Waits until the fills are done.
     pub fn random(ctx: &Context, p: &AttentionProblem, seed: u64) -> Result<AttnBuffers> {
+        let [q, k, v, o] = p.spans();
         let bufs = AttnBuffers {
-            q: random_buffer(ctx, p.dtype, p.q_elems(), seed)?,
-            k: random_buffer(ctx, p.dtype, p.kv_elems(), seed.wrapping_add(1))?,
-            v: random_buffer(ctx, p.dtype, p.kv_elems(), seed.wrapping_add(2))?,
-            o: ctx.alloc(p.q_elems() * p.dtype.size())?,
+            q: random_buffer(ctx, p.dtype, q, seed)?,
+            k: random_buffer(ctx, p.dtype, k, seed.wrapping_add(1))?,
+            v: random_buffer(ctx, p.dtype, v, seed.wrapping_add(2))?,
+            o: ctx.alloc(o * p.dtype.size())?,
             lse: ctx.alloc(p.lse_elems() * DType::F32.size())?,
         };
         ctx.synchronize()?;

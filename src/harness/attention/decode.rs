@@ -1,16 +1,20 @@
-//! Decode over a paged KV cache on the GPU: problems with shuffled pages, the check against the
-//! float64 reference (poisoned outputs, the append included), the shape suite, and the timing.
+//! Decode over a KV cache on the GPU: problems with shuffled pages, or a dense cache per sequence
+//! as transformers keeps it (BHSD memory with spare rows, read through a transposed view), the
+//! check against the float64 reference (poisoned outputs, the append included), the GPU's own
+//! check of bad tables (NaN and the error flags), the shape suite, and the timing.
 
 use rand::{seq::SliceRandom, Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::device::{Context, DeviceBuffer};
+use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
 use crate::harness::attention::verify::{o_bound, LSE_BOUND};
 use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
 use crate::harness::device_data::random_buffer;
 use crate::harness::verify::{rel_l2, verdict, within};
-use crate::ops::attention::decode_paged::{self, DecodeOperands, DecodePlan, DecodeShape};
+use crate::ops::attention::decode_paged::{
+    self, DecodeOperands, DecodePlan, DecodeShape, DecodeStrides,
+};
 use crate::ops::attention::kv_append::{self, AppendOperands};
 use crate::ops::attention::PagedProblem;
 use crate::ops::gemm::DType;
@@ -34,20 +38,28 @@ pub struct DecodeSpec {
     pub dtype: DType,
     /// New K/V tokens appended by `kv_append` before the step (0: none).
     pub append: usize,
+    /// A dense cache per sequence instead of pages: stored [batch, heads_kv, S, D] and read
+    /// through its [batch, S, heads_kv, D] view, S = `context` + [`DENSE_SPARE`] with lengths
+    /// (`random_lengths`), else S = `context` and no lengths (each sequence attends to all).
+    #[serde(default)]
+    pub dense: bool,
 }
+
+/// Rows a dense cache holds past the longest context when lengths are given (a static cache).
+pub const DENSE_SPARE: usize = 40;
 
 impl DecodeSpec {
     /// The problem: every page of the cache in a seeded shuffled order, table entries past a
-    /// context left at -1 (never read), scale 1/sqrt(d). Validated.
+    /// context left at -1 (never read), scale 1/sqrt(d). Validated. A dense cache is the same
+    /// problem with one page of the cache's length per sequence (page b is sequence b), which
+    /// the reference reads alike.
     pub fn problem(&self, seed: u64) -> Result<PagedProblem> {
+        if self.dense {
+            return self.dense_problem(seed);
+        }
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
         let max_pages = self.context.div_ceil(self.page_size.max(1)).max(1);
-        let context_lens: Vec<i32> = (0..self.batch)
-            .map(|_| match self.random_lengths {
-                true => rng.gen_range(self.seqlen_q.min(self.context)..=self.context) as i32,
-                false => self.context as i32,
-            })
-            .collect();
+        let context_lens = self.lengths(&mut rng);
         let num_pages = self.batch * max_pages;
         let mut ids: Vec<i32> = (0..num_pages as i32).collect();
         ids.shuffle(&mut rng);
@@ -56,7 +68,46 @@ impl DecodeSpec {
             let row = b * max_pages..b * max_pages + (ctx as usize).div_ceil(self.page_size.max(1));
             block_table[row.clone()].copy_from_slice(&ids[row]);
         }
+        let p = self.paged_problem_of(block_table, context_lens, num_pages, max_pages);
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// The dense cache's problem: S rows per sequence, one "page" each (page b is sequence b),
+    /// lengths drawn as for pages.
+    fn dense_problem(&self, seed: u64) -> Result<PagedProblem> {
+        let context_lens = self.lengths(&mut rand::rngs::SmallRng::seed_from_u64(seed));
         let p = PagedProblem {
+            num_pages: self.batch,
+            page_size: self.dense_rows(),
+            max_pages: 1,
+            block_table: (0..self.batch as i32).collect(),
+            context_lens,
+            ..self.paged_problem_of(Vec::new(), Vec::new(), 0, 0)
+        };
+        self.shape(&p).validate()?;
+        Ok(p)
+    }
+
+    /// Each sequence's context: drawn from seqlen_q..=context with `random_lengths`, else all.
+    fn lengths(&self, rng: &mut rand::rngs::SmallRng) -> Vec<i32> {
+        (0..self.batch)
+            .map(|_| match self.random_lengths {
+                true => rng.gen_range(self.seqlen_q.min(self.context)..=self.context) as i32,
+                false => self.context as i32,
+            })
+            .collect()
+    }
+
+    /// The problem of this spec with these tables and page counts.
+    fn paged_problem_of(
+        &self,
+        block_table: Vec<i32>,
+        context_lens: Vec<i32>,
+        num_pages: usize,
+        max_pages: usize,
+    ) -> PagedProblem {
+        PagedProblem {
             batch: self.batch,
             heads_q: self.heads_q,
             heads_kv: self.heads_kv,
@@ -70,20 +121,51 @@ impl DecodeSpec {
             causal: self.causal,
             scale: 1.0 / (self.head_dim as f32).sqrt(),
             dtype: self.dtype,
-        };
-        p.validate()?;
-        Ok(p)
+        }
+    }
+
+    /// Rows of a dense cache per sequence.
+    pub fn dense_rows(&self) -> usize {
+        match self.random_lengths {
+            true => self.context + DENSE_SPARE,
+            false => self.context,
+        }
+    }
+
+    /// The launch shape of `p` (this spec's problem): packed pages, or the dense cache's BHSD
+    /// memory read as [batch, S, heads_kv, D], with lengths only when they differ.
+    pub fn shape(&self, p: &PagedProblem) -> DecodeShape {
+        let s = DecodeShape::of(p);
+        if !self.dense {
+            return s;
+        }
+        let (rows, hkv, d) = (p.page_size, p.heads_kv, p.head_dim);
+        let bhsd = [hkv * rows * d, d, rows * d];
+        DecodeShape {
+            paged: false,
+            lengths: self.random_lengths,
+            strides: DecodeStrides {
+                k: bhsd,
+                v: bhsd,
+                ..s.strides
+            },
+            ..s
+        }
     }
 
     pub fn label(&self) -> String {
+        let cache = match self.dense {
+            true => format!("dense{}", self.dense_rows()),
+            false => format!("page{}", self.page_size),
+        };
         format!(
-            "decode B{} H{}/{} d{} q{} page{} ctx{}{}{}{} {}",
+            "decode B{} H{}/{} d{} q{} {} ctx{}{}{}{} {}",
             self.batch,
             self.heads_q,
             self.heads_kv,
             self.head_dim,
             self.seqlen_q,
-            self.page_size,
+            cache,
             self.context,
             if self.random_lengths { " random" } else { "" },
             if self.causal { " causal" } else { "" },
@@ -112,6 +194,7 @@ pub fn decode_suite() -> Vec<DecodeSpec> {
         causal: false,
         dtype: DType::Bf16,
         append: 0,
+        dense: false,
     };
     let mut v = Vec::new();
     let mut n = 0usize;
@@ -196,7 +279,93 @@ pub fn decode_suite() -> Vec<DecodeSpec> {
         dtype: DType::F16,
         ..base
     });
+    v.extend(dense_suite(&base));
     v
+}
+
+/// Dense caches as transformers keeps them: a whole cache per sequence without lengths (its
+/// dynamic cache at one token, and long enough to split), caches with spare rows and lengths per
+/// sequence (its static cache), causal query tokens, an append, every head dim, both dtypes.
+fn dense_suite(base: &DecodeSpec) -> Vec<DecodeSpec> {
+    let rows = [
+        // (head dim, query tokens, heads, kv heads, context, lengths, append, dtype)
+        (128, 1, 32, 8, 577, false, 0, DType::Bf16),
+        (64, 1, 16, 2, 300, true, 0, DType::F16),
+        (256, 4, 8, 8, 1000, true, 0, DType::Bf16),
+        (128, 16, 16, 4, 5000, true, 16, DType::F16),
+        (128, 1, 8, 1, 20000, false, 0, DType::Bf16),
+        (64, 2, 4, 4, 17, true, 2, DType::Bf16),
+    ];
+    rows.iter()
+        .map(
+            |&(d, sq, hq, hkv, context, random, append, dtype)| DecodeSpec {
+                batch: if context > 10000 { 1 } else { 3 },
+                heads_q: hq,
+                heads_kv: hkv,
+                head_dim: d,
+                seqlen_q: sq,
+                context,
+                random_lengths: random,
+                causal: sq > 1,
+                dtype,
+                append,
+                dense: true,
+                ..*base
+            },
+        )
+        .collect()
+}
+
+/// `bytes` of [batch, S, heads, D] elements of `e` bytes as [batch, heads, S, D] memory (a dense
+/// cache in transformers' order), or back with `back`.
+fn swap_seq_heads(
+    bytes: &[u8],
+    e: usize,
+    (b, s, h, d): (usize, usize, usize, usize),
+    back: bool,
+) -> Vec<u8> {
+    let mut out = vec![0u8; bytes.len()];
+    for bi in 0..b {
+        for si in 0..s {
+            for hi in 0..h {
+                let bshd = ((bi * s + si) * h + hi) * d * e;
+                let bhsd = ((bi * h + hi) * s + si) * d * e;
+                let (from, to) = if back { (bhsd, bshd) } else { (bshd, bhsd) };
+                out[to..to + d * e].copy_from_slice(&bytes[from..from + d * e]);
+            }
+        }
+    }
+    out
+}
+
+/// A cache's bytes as the device holds them for `spec` (a dense cache in BHSD order).
+fn device_cache(spec: &DecodeSpec, p: &PagedProblem, host: &HostData) -> Result<DeviceBuffer> {
+    let dims = (p.num_pages, p.page_size, p.heads_kv, p.head_dim);
+    match spec.dense {
+        true => DeviceBuffer::from_host(&swap_seq_heads(
+            host.bytes(),
+            host.dtype().size(),
+            dims,
+            false,
+        )),
+        false => DeviceBuffer::from_host(host.bytes()),
+    }
+}
+
+/// The block table and the lengths on the device, as `spec`'s shape reads them.
+fn device_tables(
+    spec: &DecodeSpec,
+    p: &PagedProblem,
+) -> Result<(Option<DeviceBuffer>, Option<DeviceBuffer>)> {
+    let table = match spec.dense {
+        true => None,
+        false => Some(DeviceBuffer::from_host(&p.block_table)?),
+    };
+    let lens = match spec.dense && !spec.random_lengths {
+        true => None,
+        false => Some(DeviceBuffer::from_host(&p.context_lens)?),
+    };
+    Ok((table, lens))
 }
 
 /// One decode check's outcome.
@@ -219,17 +388,13 @@ pub struct DecodeCheck {
 /// O and LSE poisoned first, against the float64 reference on every row.
 pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<DecodeCheck> {
     let p = spec.problem(seed)?;
-    let s = DecodeShape::of(&p);
+    let s = spec.shape(&p);
     let q = HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(1));
     let kc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(2));
     let vc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(3));
     let dq = DeviceBuffer::from_host(q.bytes())?;
-    let (dk, dv) = (
-        DeviceBuffer::from_host(kc.bytes())?,
-        DeviceBuffer::from_host(vc.bytes())?,
-    );
-    let table = DeviceBuffer::from_host(&p.block_table)?;
-    let lens = DeviceBuffer::from_host(&p.context_lens)?;
+    let (dk, dv) = (device_cache(spec, &p, &kc)?, device_cache(spec, &p, &vc)?);
+    let (table, lens) = device_tables(spec, &p)?;
     let (mut k64, mut v64) = (kc.to_f64(), vc.to_f64());
     let mut out = DecodeCheck {
         spec: *spec,
@@ -251,13 +416,16 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
             DeviceBuffer::from_host(kn.bytes())?,
             DeviceBuffer::from_host(vn.bytes())?,
         );
+        // (an append needs the lengths: with a full dense cache, every one is the cache's)
+        let all = DeviceBuffer::from_host(&p.context_lens)?;
         let ops = AppendOperands {
             k_new: &dkn,
             v_new: &dvn,
             k_cache: &dk,
             v_cache: &dv,
-            block_table: &table,
-            context_lens: &lens,
+            block_table: table.as_ref(),
+            context_lens: lens.as_ref().unwrap_or(&all),
+            errors: 0,
         };
         kv_append::launch(ctx, &s, spec.append, &ops)?;
         append_kv(
@@ -270,8 +438,13 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
         )?;
         ctx.synchronize()?;
         let bytes = p.cache_elems() * p.dtype.size();
+        let dims = (p.num_pages, p.page_size, p.heads_kv, p.head_dim);
         for (buf, want) in [(&dk, &k64), (&dv, &v64)] {
-            let have = HostData::from_bytes(p.dtype, &buf.download::<u8>(bytes)?);
+            let mut raw = buf.download::<u8>(bytes)?;
+            if spec.dense {
+                raw = swap_seq_heads(&raw, p.dtype.size(), dims, true);
+            }
+            let have = HostData::from_bytes(p.dtype, &raw);
             out.append_mismatches += (0..have.len()).filter(|&i| have.get(i) != want[i]).count();
         }
     }
@@ -286,8 +459,9 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
         v_cache: &dv,
         o: &o,
         lse: &lse,
-        block_table: &table,
-        context_lens: &lens,
+        block_table: table.as_ref(),
+        context_lens: lens.as_ref(),
+        errors: 0,
     };
     decode_paged::check_operands(&s, &ops)?;
     decode_paged::launch(ctx, &s, &ops)?;
@@ -343,13 +517,17 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
 }
 
 /// The guard against bad tables on the GPU, with no host check before the launch: sequence 0's
-/// first page id is past the cache and sequence 1's length past its table, so their O and LSE
-/// must come out NaN (never a plausible value) and every other sequence's finite.
+/// first page id is past the cache (paged only) and sequence 1's length past its cache, so their
+/// O and LSE must come out NaN (never a plausible value), every other sequence's finite, and the
+/// error flags must say which kinds were seen (a length; a page id).
 pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<DecodeCheck> {
     let mut p = spec.problem(seed)?;
-    let s = DecodeShape::of(&p);
-    p.block_table[0] = p.num_pages as i32;
+    let s = spec.shape(&p);
+    if !spec.dense {
+        p.block_table[0] = p.num_pages as i32;
+    }
     p.context_lens[1] = (p.max_pages * p.page_size + 1) as i32;
+    let bad_seq = |b: usize| b == 1 || (b == 0 && !spec.dense);
     let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
     let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
     let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
@@ -357,8 +535,8 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
         ctx.alloc(p.q_elems() * p.dtype.size())?,
         ctx.alloc(s.lse_elems() * 4)?,
     );
-    let table = DeviceBuffer::from_host(&p.block_table)?;
-    let lens = DeviceBuffer::from_host(&p.context_lens)?;
+    let (table, lens) = device_tables(spec, &p)?;
+    let flags = HostFlags::new(2)?;
     o.fill_bytes(0xFF, ctx)?;
     lse.fill_bytes(0xFF, ctx)?;
     let ops = DecodeOperands {
@@ -367,8 +545,9 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
         v_cache: &v,
         o: &o,
         lse: &lse,
-        block_table: &table,
-        context_lens: &lens,
+        block_table: table.as_ref(),
+        context_lens: lens.as_ref(),
+        errors: flags.device_ptr(),
     };
     decode_paged::check_operands(&s, &ops)?;
     let splits = decode_paged::launch(ctx, &s, &ops)?.splits;
@@ -376,16 +555,23 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
     let have_o = HostData::from_bytes(p.dtype, &o.download::<u8>(p.q_elems() * p.dtype.size())?);
     let have_lse: Vec<f32> = lse.download::<f32>(s.lse_elems())?;
     let (o_seq, lse_seq) = (p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.seqlen_q);
-    // Elements that disagree with their sequence's verdict (NaN for 0 and 1, finite after).
+    // Elements that disagree with their sequence's verdict (NaN for a bad one, finite after).
     let wrong = (0..have_o.len())
-        .filter(|&i| have_o.get(i).is_nan() != (i / o_seq < 2))
+        .filter(|&i| have_o.get(i).is_nan() != bad_seq(i / o_seq))
         .count()
         + (0..have_lse.len())
-            .filter(|&i| have_lse[i].is_nan() != (i / lse_seq < 2))
+            .filter(|&i| have_lse[i].is_nan() != bad_seq(i / lse_seq))
             .count();
-    let (passed, message) = verdict(&[(wrong > 0, &|| {
-        format!("{wrong} output elements disagree with their sequence's table: NaN for a bad one, finite otherwise")
-    })]);
+    let want_flags = vec![1, u32::from(!spec.dense)];
+    let have_flags = flags.take();
+    let (passed, message) = verdict(&[
+        (wrong > 0, &|| {
+            format!("{wrong} output elements disagree with their sequence's table: NaN for a bad one, finite otherwise")
+        }),
+        (have_flags != want_flags, &|| {
+            format!("the error flags read {have_flags:?}, not {want_flags:?} (a length; a page id)")
+        }),
+    ]);
     Ok(DecodeCheck {
         spec: *spec,
         passed,
@@ -400,8 +586,9 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
     })
 }
 
-/// Problems for [`verify_bad_tables`]: one split, and several (the bad page seen by one split).
-pub fn bad_table_specs() -> [DecodeSpec; 2] {
+/// Problems for [`verify_bad_tables`]: one split, several (the bad page seen by one split), and
+/// a dense cache with lengths.
+pub fn bad_table_specs() -> [DecodeSpec; 3] {
     let base = DecodeSpec {
         batch: 3,
         heads_q: 8,
@@ -414,12 +601,19 @@ pub fn bad_table_specs() -> [DecodeSpec; 2] {
         causal: true,
         dtype: DType::Bf16,
         append: 0,
+        dense: false,
     };
     [
         base,
         DecodeSpec {
             context: 5000,
             page_size: 64,
+            ..base
+        },
+        DecodeSpec {
+            dense: true,
+            random_lengths: true,
+            context: 300,
             ..base
         },
     ]
@@ -448,14 +642,13 @@ pub fn time_decode(
     opt: &BenchOptions,
 ) -> Result<DecodeTiming> {
     let p = spec.problem(seed)?;
-    let s = DecodeShape::of(&p);
+    let s = spec.shape(&p);
     let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
     let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
     let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
     let o = ctx.alloc(p.q_elems() * p.dtype.size())?;
     let lse = ctx.alloc(s.lse_elems() * 4)?;
-    let table = DeviceBuffer::from_host(&p.block_table)?;
-    let lens = DeviceBuffer::from_host(&p.context_lens)?;
+    let (table, lens) = device_tables(spec, &p)?;
     ctx.synchronize()?;
     let ops = DecodeOperands {
         q: &q,
@@ -463,8 +656,9 @@ pub fn time_decode(
         v_cache: &v,
         o: &o,
         lse: &lse,
-        block_table: &table,
-        context_lens: &lens,
+        block_table: table.as_ref(),
+        context_lens: lens.as_ref(),
+        errors: 0,
     };
     decode_paged::check_operands(&s, &ops)?;
     let flusher = L2Flusher::new(ctx)?;
@@ -536,15 +730,53 @@ mod tests {
         let h100 = crate::device::DeviceInfo::h100_sxm();
         let plans: Vec<DecodePlan> = s
             .iter()
-            .map(|x| DecodePlan::new(&DecodeShape::of(&x.problem(1).unwrap()), &h100))
+            .map(|x| DecodePlan::new(&x.shape(&x.problem(1).unwrap()), &h100))
             .collect();
         assert!(plans.iter().filter(|p| p.splits > 1).count() >= 3);
         assert!(plans.iter().any(|p| p.m_groups > 1 && p.splits > 1));
         // the bad-table check runs with one split and with several
-        let plan =
-            |x: &DecodeSpec| DecodePlan::new(&DecodeShape::of(&x.problem(1).unwrap()), &h100);
-        let [one, many] = bad_table_specs();
+        let plan = |x: &DecodeSpec| DecodePlan::new(&x.shape(&x.problem(1).unwrap()), &h100);
+        let [one, many, dense] = bad_table_specs();
         assert_eq!(plan(&one).splits, 1);
         assert!(plan(&many).splits > 1);
+        assert!(dense.dense);
+        // dense caches: with and without lengths, and one that splits
+        let d: Vec<&DecodeSpec> = s.iter().filter(|x| x.dense).collect();
+        assert!(d.iter().any(|x| x.random_lengths) && d.iter().any(|x| !x.random_lengths));
+        assert!(d.iter().any(|x| plan(x).splits > 1 && !x.random_lengths));
+        assert!(d.iter().any(|x| x.append > 0));
+    }
+
+    #[test]
+    fn a_dense_cache_is_one_page_per_sequence_in_bhsd_memory() {
+        let spec = DecodeSpec {
+            dense: true,
+            random_lengths: true,
+            context: 30,
+            ..decode_suite()[0]
+        };
+        let p = spec.problem(3).unwrap();
+        assert_eq!(
+            (p.num_pages, p.page_size, p.max_pages),
+            (3, 30 + DENSE_SPARE, 1)
+        );
+        assert_eq!(p.block_table, vec![0, 1, 2]);
+        let s = spec.shape(&p);
+        assert!(!s.paged && s.lengths);
+        let (rows, d) = (30 + DENSE_SPARE, spec.head_dim);
+        assert_eq!(s.strides.k, [rows * d, d, rows * d]); // one KV head
+                                                          // the permutation and its inverse
+        let host = HostData::random(DType::Bf16, 2 * 5 * 3 * 64, 1);
+        let dims = (2, 5, 3, 64);
+        let there = swap_seq_heads(host.bytes(), 2, dims, false);
+        assert_ne!(there, host.bytes());
+        assert_eq!(swap_seq_heads(&there, 2, dims, true), host.bytes());
+        // without lengths, the cache is exactly the context
+        let full = DecodeSpec {
+            random_lengths: false,
+            ..spec
+        };
+        assert_eq!(full.problem(1).unwrap().page_size, 30);
+        assert!(!full.shape(&full.problem(1).unwrap()).lengths);
     }
 }

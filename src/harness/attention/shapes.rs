@@ -1,7 +1,7 @@
 //! Attention shape suites.
 
 use crate::harness::shapes::Suite;
-use crate::ops::attention::{AttentionProblem, AttnLayout, HEAD_DIMS};
+use crate::ops::attention::{AttentionProblem, AttnLayout, OperandStrides, Strides, HEAD_DIMS};
 use crate::ops::gemm::DType;
 
 /// The sequence lengths every suite crosses: 1, one under/at/over a 128 tile, and odd sizes.
@@ -80,6 +80,82 @@ pub fn attention_suite(suite: Suite) -> Vec<AttentionProblem> {
     v
 }
 
+/// Where a strided problem's tensors lie: the arrangements a model hands kiln without copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrangement {
+    /// transformers with a KV cache: Q and O packed BSHD (Q a transposed view of the projection),
+    /// K and V BHSD in a cache with room for 40 more tokens (each its own cache).
+    Cache,
+    /// Q, K and V slices of one fused projection [B, S, Hq + 2 Hkv, D]; O BHSD.
+    Fused,
+    /// Q BHSD, K BSHD, V BHSD with 24 spare rows per head, O BSHD rows of Hq·D + 64.
+    Mixed,
+}
+
+/// The strides of `arrangement` for a problem of these extents.
+pub fn arranged(
+    a: Arrangement,
+    (_, hq, hkv, sq, sk, d): (usize, usize, usize, usize, usize, usize),
+) -> OperandStrides {
+    let st = |batch, head, seq| Strides { batch, head, seq };
+    let bshd = |h: usize, s: usize| st(s * h * d, d, h * d);
+    let bhsd = |h: usize, s: usize| st(h * s * d, s * d, d);
+    match a {
+        Arrangement::Cache => OperandStrides {
+            q: bshd(hq, sq),
+            k: bhsd(hkv, sk + 40),
+            v: bhsd(hkv, sk + 40),
+            o: bshd(hq, sq),
+        },
+        Arrangement::Fused => {
+            let row = (hq + 2 * hkv) * d;
+            let f = st(sq * row, d, row);
+            OperandStrides {
+                q: f,
+                k: f,
+                v: f,
+                o: bhsd(hq, sq),
+            }
+        }
+        Arrangement::Mixed => OperandStrides {
+            q: bhsd(hq, sq),
+            k: bshd(hkv, sk),
+            v: bhsd(hkv, sk + 24),
+            o: st(sq * (hq * d + 64), d, hq * d + 64),
+        },
+    }
+}
+
+/// Problems whose Q, K, V and O each have their own strides (`kiln attn verify --strided`):
+/// every arrangement at each head dim, GQA, causal and not, a decode-like single query, ragged
+/// lengths and both dtypes.
+pub fn strided_suite() -> Vec<AttentionProblem> {
+    use Arrangement::{Cache, Fused, Mixed};
+    type Extents = (usize, usize, usize, usize, usize, usize);
+    let rows: [(Arrangement, Extents, bool); 9] = [
+        (Cache, (2, 8, 2, 1, 300, 128), false),
+        (Cache, (3, 16, 4, 200, 700, 128), true),
+        (Cache, (2, 4, 2, 128, 4097, 64), true),
+        (Cache, (1, 8, 1, 129, 129, 256), true),
+        (Fused, (2, 8, 2, 129, 129, 64), true),
+        (Fused, (1, 4, 4, 300, 300, 256), false),
+        (Fused, (2, 12, 4, 1000, 1000, 128), true),
+        (Mixed, (1, 4, 4, 17, 1000, 256), true),
+        (Mixed, (1, 2, 1, 1000, 1000, 64), false),
+    ];
+    rows.iter()
+        .enumerate()
+        .map(|(n, &(a, e, causal))| {
+            let (b, hq, hkv, sq, sk, d) = e;
+            let dtype = if n % 2 == 1 { DType::F16 } else { DType::Bf16 };
+            AttentionProblem {
+                strides: Some(arranged(a, e)),
+                ..problem(b, hq, hkv, sq, sk, d, causal, AttnLayout::Bshd, dtype)
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +190,26 @@ mod tests {
             full.iter().any(|p| p.dtype == DType::F16)
                 && full.iter().any(|p| p.dtype == DType::Bf16)
         );
+    }
+
+    #[test]
+    fn the_strided_suite_is_valid_and_not_packed() {
+        let s = strided_suite();
+        for p in &s {
+            p.validate()
+                .unwrap_or_else(|e| panic!("{}: {e}", p.label()));
+            let st = p.strides.unwrap();
+            assert!(st.q != st.k || st.o != st.q, "{}", p.label());
+            // each span holds the tensor: its last element inside
+            let [q, k, ..] = p.spans();
+            assert!(q >= p.q_elems() && k >= p.kv_elems());
+        }
+        for d in HEAD_DIMS {
+            assert!(s.iter().any(|p| p.head_dim == d));
+        }
+        assert!(s.iter().any(|p| p.seqlen_q == 1) && s.iter().any(|p| p.causal));
+        // the cache arrangement: K is BHSD with 40 spare rows, Q BSHD
+        let c = arranged(Arrangement::Cache, (2, 8, 2, 1, 300, 128));
+        assert_eq!((c.k.head, c.k.seq, c.q.seq), (340 * 128, 128, 8 * 128));
     }
 }

@@ -106,16 +106,18 @@ pub struct AttnFixture {
 impl AttnFixture {
     pub fn new(p: &AttentionProblem, seed: u64) -> Result<AttnFixture> {
         p.validate()?;
-        let q = HostData::random(p.dtype, p.q_elems(), seed);
-        let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
-        let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
+        // Each tensor's whole span (with its strides' gaps, which no kernel may read as data).
+        let [qn, kn, vn, on] = p.spans();
+        let q = HostData::random(p.dtype, qn, seed);
+        let k = HostData::random(p.dtype, kn, seed.wrapping_add(1));
+        let v = HostData::random(p.dtype, vn, seed.wrapping_add(2));
         Ok(AttnFixture {
             p: *p,
             seed,
             dq: DeviceBuffer::from_host(q.bytes())?,
             dk: DeviceBuffer::from_host(k.bytes())?,
             dv: DeviceBuffer::from_host(v.bytes())?,
-            o: DeviceBuffer::new(p.q_elems() * p.dtype.size())?,
+            o: DeviceBuffer::new(on * p.dtype.size())?,
             lse: DeviceBuffer::new(p.lse_elems() * 4)?,
             q,
             k,
@@ -149,13 +151,22 @@ impl AttnFixture {
             std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
             &format!("{} on {}", kernel.name(), p.label()),
         )?;
-        let o = HostData::from_bytes(
-            p.dtype,
-            &self.o.download::<u8>(p.q_elems() * p.dtype.size())?,
-        );
+        let o_span = p.spans()[3];
+        let o = HostData::from_bytes(p.dtype, &self.o.download::<u8>(o_span * p.dtype.size())?);
         let lse: Vec<f32> = self.lse.download::<f32>(p.lse_elems())?;
-        out.nan_or_unwritten = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
-            + lse.iter().filter(|x| x.is_nan()).count();
+        // O's elements where its strides put them (the gaps between stay poisoned).
+        let os = p.o_strides();
+        let o_at = |b, h, i| os.offset(b, h, i);
+        let mut o_nan = 0;
+        for b in 0..p.batch {
+            for h in 0..p.heads_q {
+                for i in 0..p.seqlen_q {
+                    let at = o_at(b, h, i);
+                    o_nan += (at..at + p.head_dim).filter(|&x| o.get(x).is_nan()).count();
+                }
+            }
+        }
+        out.nan_or_unwritten = o_nan + lse.iter().filter(|x| x.is_nan()).count();
 
         let (rows, reference) = self.reference.get_or_init(|| {
             let rows = rows_to_check(p, self.seed);
@@ -168,10 +179,9 @@ impl AttnFixture {
             );
             (rows, reference)
         });
-        let qs = p.q_strides();
         let (mut diff2, mut ref2, mut lse_err) = (0.0f64, 0.0f64, 0.0f64);
         for r in reference {
-            let base = qs.offset(r.b, r.h, r.i);
+            let base = o_at(r.b, r.h, r.i);
             for (dd, want) in r.o.iter().enumerate() {
                 let have = o.get(base + dd);
                 if have.is_finite() {

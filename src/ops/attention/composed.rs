@@ -5,7 +5,8 @@
 //!
 //! cuBLAS is column-major, so each row-major product runs transposed: Sᵀ = K·Qᵀ and Oᵀ = Vᵀ·Pᵀ.
 //! One call per (batch, query head within its kv group) batches over the key/value heads, since
-//! every (batch, head) pair of a BSHD tensor is not one constant stride apart.
+//! every (batch, head) pair of a BSHD tensor is not one constant stride apart. Each of Q, K, V
+//! and O is read or written with its own strides.
 //!
 //! State per thread: one cuBLAS handle (never destroyed, as in `vendor::cublas`) and the S and P
 //! scratch buffers, grown on demand and kept for later launches.
@@ -151,12 +152,17 @@ impl AttentionKernel for Composed {
                 need as f64 / (1u64 << 30) as f64
             ));
         }
-        let (qs, ks) = (p.q_strides(), p.kv_strides());
-        if [qs.seq, ks.seq, p.seqlen_q, p.seqlen_kv]
+        let lds = [p.q_strides(), p.k_strides(), p.v_strides(), p.o_strides()].map(|s| s.seq);
+        if lds
             .iter()
+            .chain(&[p.seqlen_q, p.seqlen_kv])
             .any(|&v| v > i32::MAX as usize)
         {
             return Err("a cuBLAS dimension or leading dimension exceeds 32 bits".into());
+        }
+        // cuBLAS reads each matrix [rows, D] with leading dimension = the sequence stride.
+        if lds.iter().any(|&ld| ld < p.head_dim) {
+            return Err("a sequence stride shorter than the head dim (rows that overlap), which cuBLAS cannot read".into());
         }
         Ok(())
     }
@@ -185,7 +191,7 @@ impl AttentionKernel for Composed {
                 st.stream = Some(ctx.stream);
             }
             let (s_ptr, p_ptr) = st.ensure_scratch(ctx, s_bytes, p_bytes)?;
-            let (qs, ks) = (p.q_strides(), p.kv_strides());
+            let (qs, ks, vs, os) = (p.q_strides(), p.k_strides(), p.v_strides(), p.o_strides());
             let (one, zero) = (1.0f32, 0.0f32);
             let alpha = &one as *const f32 as *const c_void;
             let beta = &zero as *const f32 as *const c_void;
@@ -260,9 +266,9 @@ impl AttentionKernel for Composed {
             // O^T[d, i] = sum_j V[j, d] P[i, j]: cuBLAS (m, n, k) = (D, Sq, Skv).
             for b in 0..b_ {
                 for i in 0..g {
-                    let v_ptr = ops.v.ptr() + (b * ks.batch) as u64 * es;
+                    let v_ptr = ops.v.ptr() + (b * vs.batch) as u64 * es;
                     let p_in = p_ptr + ((b * hq + i) as u64 * head_scores) * es;
-                    let o_ptr = ops.o.ptr() + (b * qs.batch + i * qs.head) as u64 * es;
+                    let o_ptr = ops.o.ptr() + (b * os.batch + i * os.head) as u64 * es;
                     // SAFETY: as above.
                     let st_ = unsafe {
                         blas::cublasGemmStridedBatchedEx(
@@ -275,8 +281,8 @@ impl AttentionKernel for Composed {
                             alpha,
                             v_ptr as *const c_void,
                             ty,
-                            ks.seq as i32,
-                            ks.head as i64,
+                            vs.seq as i32,
+                            vs.head as i64,
                             p_in as *const c_void,
                             ty,
                             skv as i32,
@@ -284,8 +290,8 @@ impl AttentionKernel for Composed {
                             beta,
                             o_ptr as *mut c_void,
                             ty,
-                            qs.seq as i32,
-                            (g * qs.head) as i64,
+                            os.seq as i32,
+                            (g * os.head) as i64,
                             p.heads_kv as i32,
                             blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
                             blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,

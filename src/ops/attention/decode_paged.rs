@@ -1,5 +1,6 @@
-//! Host side of `kernels/attention/decode_paged.cu`: flash-decoding over a paged KV cache, one
-//! block per (sequence, KV head, split), its tiles, its split count, and its launch.
+//! Host side of `kernels/attention/decode_paged.cu`: flash-decoding over a paged KV cache (or a
+//! dense one, a page per sequence), one block per (sequence, KV head, split), its tiles, its
+//! split count, and its launch.
 
 use std::ffi::c_void;
 
@@ -8,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::attention::paged::{PagedProblem, MAX_DECODE_QUERIES, PAGE_SIZES};
 use crate::ops::attention::problem::check_heads;
-use crate::ops::attention::{decode_combine, DTYPES, HEAD_DIMS};
+use crate::ops::attention::{decode_combine, DTYPES, HEAD_DIMS, STRIDE_ALIGN};
 use crate::ops::gemm::{alignment, DType};
 
 /// Keys per pipeline stage (the kernel's BN).
@@ -19,6 +20,46 @@ pub const ROWS_PER_BLOCK: usize = 16;
 pub const THREADS: u32 = 128;
 /// The fewest tiles a split is given: below that the pipeline's fill outweighs the parallelism.
 pub const MIN_TILES_PER_SPLIT: usize = 4;
+
+/// Element strides of a decode step's tensors: Q and O by (batch, token, head); the caches by
+/// (page, slot, head), where a dense cache's page is the sequence and its slot the position.
+/// The head dim is contiguous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeStrides {
+    pub q: [usize; 3],
+    pub o: [usize; 3],
+    pub k: [usize; 3],
+    pub v: [usize; 3],
+}
+
+impl DecodeStrides {
+    /// Q and O [batch, seqlen_q, heads_q, D] and caches [pages, page_size, heads_kv, D], packed.
+    pub fn packed(
+        heads_q: usize,
+        seqlen_q: usize,
+        heads_kv: usize,
+        page_size: usize,
+        d: usize,
+    ) -> DecodeStrides {
+        let q = [seqlen_q * heads_q * d, heads_q * d, d];
+        let c = [page_size * heads_kv * d, heads_kv * d, d];
+        DecodeStrides {
+            q,
+            o: q,
+            k: c,
+            v: c,
+        }
+    }
+}
+
+/// Elements from the base to one past the last of a tensor of `extents` (outer three, the last
+/// contiguous of `d`) under `strides`; 0 when it has none.
+fn span(extents: [usize; 3], strides: [usize; 3], d: usize) -> usize {
+    if extents.contains(&0) || d == 0 {
+        return 0;
+    }
+    (0..3).map(|i| (extents[i] - 1) * strides[i]).sum::<usize>() + d
+}
 
 /// A decode step's shapes, without the tables' contents (which may live on the GPU only): what
 /// the kernels are specialised and launched for.
@@ -35,6 +76,13 @@ pub struct DecodeShape {
     pub causal: bool,
     pub scale: f32,
     pub dtype: DType,
+    /// K and V in pages through a block table; `false`: one dense cache per sequence
+    /// [batch, page_size (its length), heads_kv, D] (`num_pages` = batch, `max_pages` = 1).
+    pub paged: bool,
+    /// Each sequence attends to its `context_lens` entry; `false` (a dense cache without
+    /// lengths): to all `page_size` tokens.
+    pub lengths: bool,
+    pub strides: DecodeStrides,
 }
 
 impl DecodeShape {
@@ -51,6 +99,15 @@ impl DecodeShape {
             causal: p.causal,
             scale: p.scale,
             dtype: p.dtype,
+            paged: true,
+            lengths: true,
+            strides: DecodeStrides::packed(
+                p.heads_q,
+                p.seqlen_q,
+                p.heads_kv,
+                p.page_size,
+                p.head_dim,
+            ),
         }
     }
     pub fn group(&self) -> usize {
@@ -71,6 +128,22 @@ impl DecodeShape {
     }
     pub fn table_elems(&self) -> usize {
         self.batch * self.max_pages
+    }
+    /// The most tokens one sequence holds: its pages, or a dense cache's length.
+    pub fn max_context(&self) -> usize {
+        self.max_pages * self.page_size
+    }
+    /// Elements Q, O, the K and the V cache span under their strides.
+    pub fn spans(&self) -> [usize; 4] {
+        let (st, d) = (&self.strides, self.head_dim);
+        let q = [self.batch, self.seqlen_q, self.heads_q];
+        let c = [self.num_pages, self.page_size, self.heads_kv];
+        [
+            span(q, st.q, d),
+            span(q, st.o, d),
+            span(c, st.k, d),
+            span(c, st.v, d),
+        ]
     }
     /// Bytes of K and V a step must read for these context lengths.
     pub fn cache_bytes_read(&self, context_lens: &[i32]) -> u64 {
@@ -96,11 +169,27 @@ impl DecodeShape {
                 self.seqlen_q
             )));
         }
-        if !PAGE_SIZES.contains(&self.page_size) {
+        if self.paged && !PAGE_SIZES.contains(&self.page_size) {
             return Err(Error::invalid(format!(
                 "page size {} is not supported; use 16, 64 or 256",
                 self.page_size
             )));
+        }
+        if !self.paged && (self.num_pages != self.batch || self.max_pages != 1) {
+            return Err(Error::invalid(format!(
+                "a dense cache is one page per sequence: {} pages and {} per sequence for batch {}",
+                self.num_pages, self.max_pages, self.batch
+            )));
+        }
+        if self.paged && !self.lengths {
+            return Err(Error::invalid(
+                "a paged cache needs the context lengths (`cache_seqlens`)",
+            ));
+        }
+        if self.page_size == 0 {
+            return Err(Error::invalid(
+                "the cache holds no token per sequence; it needs at least 1",
+            ));
         }
         if self.num_pages == 0 || self.max_pages == 0 {
             return Err(Error::invalid(format!(
@@ -116,6 +205,30 @@ impl DecodeShape {
             return Err(Error::invalid(
                 "the cache, the block table or the query rows exceed 2^31 entries; split the batch",
             ));
+        }
+        self.check_strides()
+    }
+
+    /// Each stride of a dimension longer than 1 a positive multiple of 16 bytes (the kernels
+    /// copy rows 16 bytes at a time).
+    fn check_strides(&self) -> Result<()> {
+        let st = &self.strides;
+        let q = [self.batch, self.seqlen_q, self.heads_q];
+        let c = [self.num_pages, self.page_size, self.heads_kv];
+        for (name, strides, extents) in [
+            ("Q", st.q, q),
+            ("O", st.o, q),
+            ("the K cache", st.k, c),
+            ("the V cache", st.v, c),
+        ] {
+            for i in 0..3 {
+                let s = strides[i];
+                if extents[i] > 1 && (s == 0 || !s.is_multiple_of(STRIDE_ALIGN)) {
+                    return Err(Error::invalid(format!(
+                        "{name} has stride {s} in dimension {i}; decode copies rows 16 bytes at a time, so strides must be positive multiples of {STRIDE_ALIGN} elements"
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -151,11 +264,35 @@ pub struct DecodeArgs {
     pub m_groups: i32,
     pub scale_log2: f32,
     pub head_dim: i32,
+    /// Q and O strides (elements): batch, token, head.
+    pub q_sb: i64,
+    pub q_ss: i64,
+    pub q_sh: i64,
+    pub o_sb: i64,
+    pub o_ss: i64,
+    pub o_sh: i64,
+    /// Cache strides (elements): page (a dense cache's sequence), slot (position), head.
+    pub k_sp: i64,
+    pub k_ss: i64,
+    pub k_sh: i64,
+    pub v_sp: i64,
+    pub v_ss: i64,
+    pub v_sh: i64,
+    /// The most tokens a sequence holds (a length past it is bad; without lengths, each's).
+    pub max_ctx: i32,
+    pub pad: i32,
+    /// Two host-mapped words the kernels set to 1 on bad input (a length out of range; a page
+    /// id outside the cache); 0: not recorded.
+    pub errors: u64,
 }
 
 impl DecodeArgs {
     /// The shape's fields; pointers are 0 until set.
     pub fn new(s: &DecodeShape) -> DecodeArgs {
+        let st = &s.strides;
+        let i = |v: [usize; 3]| v.map(|x| x as i64);
+        let ([q_sb, q_ss, q_sh], [o_sb, o_ss, o_sh]) = (i(st.q), i(st.o));
+        let ([k_sp, k_ss, k_sh], [v_sp, v_ss, v_sh]) = (i(st.k), i(st.v));
         DecodeArgs {
             batch: s.batch as i32,
             heads_q: s.heads_q as i32,
@@ -163,13 +300,31 @@ impl DecodeArgs {
             group: s.group() as i32,
             sq: s.seqlen_q as i32,
             num_pages: s.num_pages as i32,
-            page_shift: s.page_size.trailing_zeros() as i32,
+            // (a dense cache's length need not be a power of two: no block table reads it)
+            page_shift: if s.paged {
+                s.page_size.trailing_zeros() as i32
+            } else {
+                0
+            },
             max_pages: s.max_pages as i32,
             splits: 1,
             m_groups: 1,
             causal: s.causal as i32,
             scale_log2: s.scale * std::f32::consts::LOG2_E,
             head_dim: s.head_dim as i32,
+            q_sb,
+            q_ss,
+            q_sh,
+            o_sb,
+            o_ss,
+            o_sh,
+            k_sp,
+            k_ss,
+            k_sh,
+            v_sp,
+            v_ss,
+            v_sh,
+            max_ctx: s.max_context() as i32,
             ..DecodeArgs::default()
         }
     }
@@ -281,43 +436,40 @@ pub struct DecodeOperands<'a> {
     pub v_cache: &'a DeviceBuffer,
     pub o: &'a DeviceBuffer,
     pub lse: &'a DeviceBuffer,
-    /// i32 [batch, max_pages].
-    pub block_table: &'a DeviceBuffer,
-    /// i32 [batch].
-    pub context_lens: &'a DeviceBuffer,
+    /// i32 [batch, max_pages]; `None`: a dense cache.
+    pub block_table: Option<&'a DeviceBuffer>,
+    /// i32 [batch]; `None`: every sequence attends to the whole dense cache.
+    pub context_lens: Option<&'a DeviceBuffer>,
+    /// Where the kernels record bad input ([`crate::device::HostFlags`], two words); 0: nowhere.
+    pub errors: u64,
 }
 
-/// Checks that the buffers hold the shape's tensors, 16-byte aligned where copied in chunks.
+/// Checks that the buffers hold the shape's tensors (their spans under their strides), 16-byte
+/// aligned where copied in chunks, and that the tables are there exactly when the shape reads
+/// them.
 pub fn check_operands(s: &DecodeShape, ops: &DecodeOperands) -> Result<()> {
+    if ops.block_table.is_some() != s.paged || ops.context_lens.is_some() != s.lengths {
+        return Err(Error::invalid(
+            "the block table and context lengths given do not match the decode shape (paged, with lengths)",
+        ));
+    }
     let e = s.dtype.size();
+    let [q, o, k, v] = s.spans();
+    let held = |b: Option<&DeviceBuffer>| b.map_or((0, 0), |b| (b.bytes(), b.ptr()));
+    let ((table_have, table_ptr), (lens_have, lens_ptr)) =
+        (held(ops.block_table), held(ops.context_lens));
+    let (table_need, lens_need) = (
+        if s.paged { s.table_elems() * 4 } else { 0 },
+        if s.lengths { s.batch * 4 } else { 0 },
+    );
     for (name, need, have, ptr) in [
-        ("Q", s.q_elems() * e, ops.q.bytes(), ops.q.ptr()),
-        (
-            "K cache",
-            s.cache_elems() * e,
-            ops.k_cache.bytes(),
-            ops.k_cache.ptr(),
-        ),
-        (
-            "V cache",
-            s.cache_elems() * e,
-            ops.v_cache.bytes(),
-            ops.v_cache.ptr(),
-        ),
-        ("O", s.q_elems() * e, ops.o.bytes(), ops.o.ptr()),
+        ("Q", q * e, ops.q.bytes(), ops.q.ptr()),
+        ("K cache", k * e, ops.k_cache.bytes(), ops.k_cache.ptr()),
+        ("V cache", v * e, ops.v_cache.bytes(), ops.v_cache.ptr()),
+        ("O", o * e, ops.o.bytes(), ops.o.ptr()),
         ("LSE", s.lse_elems() * 4, ops.lse.bytes(), ops.lse.ptr()),
-        (
-            "block table",
-            s.table_elems() * 4,
-            ops.block_table.bytes(),
-            ops.block_table.ptr(),
-        ),
-        (
-            "context lengths",
-            s.batch * 4,
-            ops.context_lens.bytes(),
-            ops.context_lens.ptr(),
-        ),
+        ("block table", table_need, table_have, table_ptr),
+        ("context lengths", lens_need, lens_have, lens_ptr),
     ] {
         if have < need {
             return Err(Error::invalid(format!(
@@ -366,10 +518,11 @@ pub fn launch(ctx: &Context, s: &DecodeShape, ops: &DecodeOperands) -> Result<De
         v_cache: ops.v_cache.ptr(),
         o: ops.o.ptr(),
         lse: ops.lse.ptr(),
-        block_table: ops.block_table.ptr(),
-        context_lens: ops.context_lens.ptr(),
+        block_table: ops.block_table.map_or(0, |b| b.ptr()),
+        context_lens: ops.context_lens.map_or(0, |b| b.ptr()),
         splits: plan.splits as i32,
         m_groups: plan.m_groups as i32,
+        errors: ops.errors,
         ..DecodeArgs::new(s)
     };
     if plan.splits > 1 {
@@ -407,7 +560,11 @@ mod tests {
         assert_eq!(std::mem::offset_of!(DecodeArgs, causal), 128);
         assert_eq!(std::mem::offset_of!(DecodeArgs, scale_log2), 136);
         assert_eq!(std::mem::offset_of!(DecodeArgs, head_dim), 140);
-        assert_eq!(std::mem::size_of::<DecodeArgs>(), 144);
+        assert_eq!(std::mem::offset_of!(DecodeArgs, q_sb), 144);
+        assert_eq!(std::mem::offset_of!(DecodeArgs, v_sh), 232);
+        assert_eq!(std::mem::offset_of!(DecodeArgs, max_ctx), 240);
+        assert_eq!(std::mem::offset_of!(DecodeArgs, errors), 248);
+        assert_eq!(std::mem::size_of::<DecodeArgs>(), 256);
     }
 
     #[test]
@@ -425,6 +582,9 @@ mod tests {
             causal: false,
             scale: 0.088,
             dtype: DType::Bf16,
+            paged: true,
+            lengths: true,
+            strides: DecodeStrides::packed(32, 1, 8, 16, 128),
         };
         // The target: 64 x 8 blocks already fill 132 SMs (2 blocks each at d128).
         let big = DecodePlan::new(&shape(64, 8192), &h100);

@@ -1,5 +1,6 @@
-//! Host side of `kernels/attention/kv_append.cu`: writes new K and V tokens into their pages
-//! (flash-attention's `k` and `v` of `with_kvcache`), the last `n_new` of each context.
+//! Host side of `kernels/attention/kv_append.cu`: writes new K and V tokens into their pages, or
+//! a dense cache's positions (flash-attention's `k` and `v` of `with_kvcache`), the last `n_new`
+//! of each context.
 
 use crate::device::{Context, DeviceBuffer, LaunchConfig};
 use crate::error::{Error, Result};
@@ -11,44 +12,68 @@ pub fn spec(arch: &str) -> KernelSpec {
     KernelSpec::new("attention/kv_append.cu", "kv_append", arch)
 }
 
-/// The buffers of one append: new K and V [batch, n_new, heads_kv, D] into the caches.
+/// The buffers of one append: new K and V [batch, n_new, heads_kv, D] (packed) into the caches.
 pub struct AppendOperands<'a> {
     pub k_new: &'a DeviceBuffer,
     pub v_new: &'a DeviceBuffer,
     pub k_cache: &'a DeviceBuffer,
     pub v_cache: &'a DeviceBuffer,
-    pub block_table: &'a DeviceBuffer,
+    /// `None`: a dense cache (the shape's `paged` is false).
+    pub block_table: Option<&'a DeviceBuffer>,
     pub context_lens: &'a DeviceBuffer,
+    /// Where the kernel records bad input (two host-mapped words); 0: nowhere.
+    pub errors: u64,
 }
 
 /// Checks `n_new` and that the buffers hold the tensors.
 pub fn check(s: &DecodeShape, n_new: usize, ops: &AppendOperands) -> Result<()> {
-    if n_new == 0 || n_new > s.max_pages * s.page_size {
+    if n_new == 0 || n_new > s.max_context() {
         return Err(Error::invalid(format!(
-            "{n_new} new tokens per sequence; append takes 1 to the {} tokens a sequence's pages hold",
-            s.max_pages * s.page_size
+            "{n_new} new tokens per sequence; append takes 1 to the {} tokens a sequence's cache holds",
+            s.max_context()
         )));
+    }
+    if ops.block_table.is_some() != s.paged {
+        return Err(Error::invalid(
+            "a block table goes with a paged cache, none with a dense one",
+        ));
     }
     let e = s.dtype.size();
     let new = s.batch * n_new * s.heads_kv * s.head_dim * e;
-    for (name, need, buf) in [
-        ("new K", new, ops.k_new),
-        ("new V", new, ops.v_new),
-        ("K cache", s.cache_elems() * e, ops.k_cache),
-        ("V cache", s.cache_elems() * e, ops.v_cache),
-        ("block table", s.table_elems() * 4, ops.block_table),
-        ("context lengths", s.batch * 4, ops.context_lens),
+    let [_, _, k, v] = s.spans();
+    let table = ops.block_table.map_or((0, 0), |b| (b.bytes(), b.ptr()));
+    let table_need = if s.paged { s.table_elems() * 4 } else { 0 };
+    for (name, need, (have, ptr), align) in [
+        ("new K", new, (ops.k_new.bytes(), ops.k_new.ptr()), 16),
+        ("new V", new, (ops.v_new.bytes(), ops.v_new.ptr()), 16),
+        (
+            "K cache",
+            k * e,
+            (ops.k_cache.bytes(), ops.k_cache.ptr()),
+            16,
+        ),
+        (
+            "V cache",
+            v * e,
+            (ops.v_cache.bytes(), ops.v_cache.ptr()),
+            16,
+        ),
+        ("block table", table_need, table, 4),
+        (
+            "context lengths",
+            s.batch * 4,
+            (ops.context_lens.bytes(), ops.context_lens.ptr()),
+            4,
+        ),
     ] {
-        if buf.bytes() < need {
+        if have < need {
             return Err(Error::invalid(format!(
-                "{name} needs {need} bytes for this shape but its buffer has {}",
-                buf.bytes()
+                "{name} needs {need} bytes for this shape but its buffer has {have}"
             )));
         }
-        if alignment(buf.ptr()) < 16 && !name.starts_with('b') && !name.starts_with('c') {
+        if alignment(ptr) < align {
             return Err(Error::invalid(format!(
-                "{name} starts at {:#x}, which is not 16-byte aligned",
-                buf.ptr()
+                "{name} starts at {ptr:#x}, which is not {align}-byte aligned"
             )));
         }
     }
@@ -62,11 +87,12 @@ pub fn launch(ctx: &Context, s: &DecodeShape, n_new: usize, ops: &AppendOperands
     let mut args = DecodeArgs {
         k_cache: ops.k_cache.ptr(),
         v_cache: ops.v_cache.ptr(),
-        block_table: ops.block_table.ptr(),
+        block_table: ops.block_table.map_or(0, |b| b.ptr()),
         context_lens: ops.context_lens.ptr(),
         k_new: ops.k_new.ptr(),
         v_new: ops.v_new.ptr(),
         n_new: n_new as i32,
+        errors: ops.errors,
         ..DecodeArgs::new(s)
     };
     let chunks = (s.batch * n_new * s.heads_kv * s.head_dim / 8) as u64;

@@ -14,7 +14,7 @@ pub mod varlen;
 use std::ffi::c_void;
 
 pub use paged::PagedProblem;
-pub use problem::{AttentionProblem, AttnLayout, Strides, HEAD_DIMS};
+pub use problem::{AttentionProblem, AttnLayout, OperandStrides, Strides, HEAD_DIMS, STRIDE_ALIGN};
 pub use varlen::{VarlenProblem, Window};
 
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
@@ -23,7 +23,8 @@ use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
 use crate::ops::space::{Config as TuneConfig, ParamSpace};
 
-/// The device buffers of one attention call. O has Q's layout; LSE is fp32 [B, H, Sq].
+/// The device buffers of one attention call, each holding its tensor under the problem's strides
+/// for it; LSE is fp32 [B, H, Sq].
 pub struct AttentionOperands<'a> {
     pub q: &'a DeviceBuffer,
     pub k: &'a DeviceBuffer,
@@ -87,11 +88,11 @@ pub struct AttnArgs {
     pub v: u64,
     pub o: u64,
     pub lse: u64,
-    /// Q and O strides (elements): batch, head, sequence.
+    /// Q strides (elements): batch, head, sequence.
     pub q_sb: i64,
     pub q_sh: i64,
     pub q_ss: i64,
-    /// K and V strides (elements).
+    /// K strides (elements).
     pub kv_sb: i64,
     pub kv_sh: i64,
     pub kv_ss: i64,
@@ -137,6 +138,14 @@ pub struct AttnArgs {
     pub win_left: i32,
     pub win_right: i32,
     pub pad: i32,
+    /// V strides (elements): batch, head, sequence.
+    pub v_sb: i64,
+    pub v_sh: i64,
+    pub v_ss: i64,
+    /// O strides (elements).
+    pub o_sb: i64,
+    pub o_sh: i64,
+    pub o_ss: i64,
 }
 
 /// An unbounded window side in [`AttnArgs`]: farther than any sequence reaches, and far enough
@@ -145,7 +154,7 @@ pub const WINDOW_UNBOUNDED: i32 = 1 << 30;
 
 impl AttnArgs {
     pub fn new(p: &AttentionProblem, ops: &AttentionOperands) -> Self {
-        let (qs, ks) = (p.q_strides(), p.kv_strides());
+        let (qs, ks, vs, os) = (p.q_strides(), p.k_strides(), p.v_strides(), p.o_strides());
         AttnArgs {
             q: ops.q.ptr(),
             k: ops.k.ptr(),
@@ -180,6 +189,12 @@ impl AttnArgs {
             win_left: WINDOW_UNBOUNDED,
             win_right: WINDOW_UNBOUNDED,
             pad: 0,
+            v_sb: vs.batch as i64,
+            v_sh: vs.head as i64,
+            v_ss: vs.seq as i64,
+            o_sb: os.batch as i64,
+            o_sh: os.head as i64,
+            o_ss: os.seq as i64,
         }
     }
 
@@ -188,14 +203,15 @@ impl AttnArgs {
     }
 }
 
-/// Checks that the buffers hold the problem's tensors.
+/// Checks that the buffers hold the problem's tensors (their spans under their strides).
 pub fn check_buffers(p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
     let e = p.dtype.size();
+    let [q, k, v, o] = p.spans();
     for (name, need, have) in [
-        ("Q", p.q_elems() * e, ops.q.bytes()),
-        ("K", p.kv_elems() * e, ops.k.bytes()),
-        ("V", p.kv_elems() * e, ops.v.bytes()),
-        ("O", p.q_elems() * e, ops.o.bytes()),
+        ("Q", q * e, ops.q.bytes()),
+        ("K", k * e, ops.k.bytes()),
+        ("V", v * e, ops.v.bytes()),
+        ("O", o * e, ops.o.bytes()),
         ("LSE", p.lse_elems() * 4, ops.lse.bytes()),
     ] {
         if have < need {
@@ -240,6 +256,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnArgs, total_q), 184);
         assert_eq!(std::mem::offset_of!(AttnArgs, win_left), 188);
         assert_eq!(std::mem::offset_of!(AttnArgs, win_right), 192);
-        assert_eq!(std::mem::size_of::<AttnArgs>(), 200);
+        assert_eq!(std::mem::offset_of!(AttnArgs, v_sb), 200);
+        assert_eq!(std::mem::offset_of!(AttnArgs, o_ss), 240);
+        assert_eq!(std::mem::size_of::<AttnArgs>(), 248);
     }
 }

@@ -1,6 +1,7 @@
 //! The attention forward problem: O = softmax(scale · Q·Kᵀ + mask)·V per (batch, query head), with
 //! grouped key/value heads, an optional bottom-right-aligned causal mask, and BSHD or BHSD
-//! storage. Validated once, so that no kernel ever sees an impossible problem.
+//! storage, or any strides per tensor (each of Q, K, V and O where it lies). Validated once, so
+//! that no kernel ever sees an impossible problem.
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,7 +12,8 @@ use crate::error::{Error, Result};
 use crate::ops::attention::varlen::Window;
 use crate::ops::gemm::DType;
 
-/// How Q, K, V and O are stored (all packed; O takes Q's layout). LSE is always [B, H, Sq].
+/// How Q, K, V and O are stored when packed (O takes Q's layout; [`OperandStrides`] gives each
+/// its own strides instead). LSE is always [B, H, Sq].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum AttnLayout {
     /// [batch, seq, heads, dim]: the layout a fused QKV projection produces.
@@ -76,7 +78,30 @@ impl Strides {
     pub fn offset(&self, b: usize, h: usize, s: usize) -> usize {
         b * self.batch + h * self.head + s * self.seq
     }
+    /// Elements from the base to one past the last of a [batch, heads, seq, dim] tensor (dim
+    /// contiguous); 0 when it has none.
+    pub fn span(&self, batch: usize, heads: usize, seq: usize, dim: usize) -> usize {
+        if batch == 0 || heads == 0 || seq == 0 || dim == 0 {
+            return 0;
+        }
+        self.offset(batch - 1, heads - 1, seq - 1) + dim
+    }
 }
+
+/// Element strides of each of Q, K, V and O, when they are not the layout's packed ones: each
+/// tensor read where it lies (transformers' queries in BSHD memory beside a KV cache in BHSD
+/// memory, a slice of a fused QKV projection, a cache with room past the sequence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperandStrides {
+    pub q: Strides,
+    pub k: Strides,
+    pub v: Strides,
+    pub o: Strides,
+}
+
+/// Every stride of a tensor the kernels read or write by TMA or 16-byte copies is a multiple of
+/// this many 16-bit elements (16 bytes).
+pub const STRIDE_ALIGN: usize = 8;
 
 /// Head dimensions the kernels are specialised for.
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
@@ -100,6 +125,9 @@ pub struct AttentionProblem {
     /// The sliding window (flash-attention's `window_size`), on top of the causal mask.
     #[serde(default)]
     pub window: Window,
+    /// Each tensor's own strides; `None`: packed as `layout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strides: Option<OperandStrides>,
 }
 
 impl AttentionProblem {
@@ -117,6 +145,7 @@ impl AttentionProblem {
             scale: 1.0 / (head_dim as f32).sqrt(),
             layout: AttnLayout::Bshd,
             window: Window::UNBOUNDED,
+            strides: None,
         }
     }
 
@@ -125,13 +154,36 @@ impl AttentionProblem {
         self.heads_q / self.heads_kv.max(1)
     }
 
-    /// Strides of Q and O.
-    pub fn q_strides(&self) -> Strides {
+    /// The packed strides of the layout: Q and O.
+    fn packed_q(&self) -> Strides {
         Strides::packed(self.layout, self.heads_q, self.seqlen_q, self.head_dim)
     }
-    /// Strides of K and V.
-    pub fn kv_strides(&self) -> Strides {
+    /// The packed strides of the layout: K and V.
+    fn packed_kv(&self) -> Strides {
         Strides::packed(self.layout, self.heads_kv, self.seqlen_kv, self.head_dim)
+    }
+    pub fn q_strides(&self) -> Strides {
+        self.strides.map_or_else(|| self.packed_q(), |s| s.q)
+    }
+    pub fn k_strides(&self) -> Strides {
+        self.strides.map_or_else(|| self.packed_kv(), |s| s.k)
+    }
+    pub fn v_strides(&self) -> Strides {
+        self.strides.map_or_else(|| self.packed_kv(), |s| s.v)
+    }
+    pub fn o_strides(&self) -> Strides {
+        self.strides.map_or_else(|| self.packed_q(), |s| s.o)
+    }
+    /// Elements each of Q, K, V and O spans under its strides (its `*_elems` when packed).
+    pub fn spans(&self) -> [usize; 4] {
+        let (b, d) = (self.batch, self.head_dim);
+        let (hq, sq, hk, sk) = (self.heads_q, self.seqlen_q, self.heads_kv, self.seqlen_kv);
+        [
+            self.q_strides().span(b, hq, sq, d),
+            self.k_strides().span(b, hk, sk, d),
+            self.v_strides().span(b, hk, sk, d),
+            self.o_strides().span(b, hq, sq, d),
+        ]
     }
 
     pub fn q_elems(&self) -> usize {
@@ -183,10 +235,11 @@ impl AttentionProblem {
             + 4.0 * self.lse_elems() as f64
     }
 
-    /// Device bytes of Q, K, V, O and the f32 LSE: what one run's operands occupy.
+    /// Device bytes of Q, K, V, O (their spans) and the f32 LSE: what one run's operands occupy.
     pub fn device_bytes(&self) -> u64 {
         let e = self.dtype.size() as u64;
-        2 * (self.q_elems() as u64 + self.kv_elems() as u64) * e + 4 * self.lse_elems() as u64
+        let spans: u64 = self.spans().iter().map(|&n| n as u64).sum();
+        spans * e + 4 * self.lse_elems() as u64
     }
 
     /// Checks sizes, heads, dims and dtype; names the argument that is wrong.
@@ -218,19 +271,53 @@ impl AttentionProblem {
         }
         check_dim_dtype_scale(self.head_dim, self.dtype, self.scale)?;
         self.window.check(self.seqlen_kv)?;
-        let elems = [("Q", self.q_elems()), ("K/V", self.kv_elems())];
+        let [q, k, v, o] = self.spans();
+        let elems = [("Q", q), ("K", k), ("V", v), ("O", o)];
         for (name, n) in elems {
             if n as u64 >= 1u64 << 40 {
                 return Err(Error::invalid(format!(
-                    "{name} has {n} elements, more than kiln addresses"
+                    "{name} spans {n} elements, more than kiln addresses"
                 )));
+            }
+        }
+        if let Some(st) = self.strides {
+            self.check_strides(&st)?;
+        }
+        Ok(())
+    }
+
+    /// Each stride of a dimension longer than 1 a positive multiple of [`STRIDE_ALIGN`] (TMA's
+    /// 16 bytes; also what the 16-byte copies of the other kernels need).
+    fn check_strides(&self, st: &OperandStrides) -> Result<()> {
+        let (hq, sq, hk, sk) = (self.heads_q, self.seqlen_q, self.heads_kv, self.seqlen_kv);
+        for (name, s, heads, seq) in [
+            ("Q", st.q, hq, sq),
+            ("K", st.k, hk, sk),
+            ("V", st.v, hk, sk),
+            ("O", st.o, hq, sq),
+        ] {
+            for (dim, stride, extent) in [
+                ("batch", s.batch, self.batch),
+                ("head", s.head, heads),
+                ("sequence", s.seq, seq),
+            ] {
+                if extent > 1 && (stride == 0 || !stride.is_multiple_of(STRIDE_ALIGN)) {
+                    return Err(Error::invalid(format!(
+                        "{name}'s {dim} stride is {stride} elements; strides of 16-bit tensors must be positive multiples of {STRIDE_ALIGN} (16 bytes, what TMA addresses)"
+                    )));
+                }
             }
         }
         Ok(())
     }
 
-    /// A short label, e.g. `b2 h16/16 s8192x8192 d128 causal BSHD bf16`.
+    /// A short label, e.g. `b2 h16/16 s8192x8192 d128 causal BSHD bf16` (`strided` for
+    /// tensors with their own strides).
     pub fn label(&self) -> String {
+        let layout = match self.strides {
+            Some(_) => "strided".to_string(),
+            None => self.layout.to_string(),
+        };
         format!(
             "b{} h{}/{} s{}x{} d{} {}{}{} {}",
             self.batch,
@@ -241,7 +328,7 @@ impl AttentionProblem {
             self.head_dim,
             if self.causal { "causal " } else { "" },
             self.window.label(),
-            self.layout,
+            layout,
             self.dtype
         )
     }

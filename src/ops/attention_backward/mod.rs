@@ -140,7 +140,8 @@ impl AttnBwdArgs {
         m_block: usize,
     ) -> Self {
         let a = &p.attn;
-        let (qs, ks) = (a.q_strides(), a.kv_strides());
+        // (the backward's tensors are packed in one order: K's strides are V's, Q's are O's)
+        let (qs, ks) = (a.q_strides(), a.k_strides());
         AttnBwdArgs {
             q: ops.q.ptr(),
             k: ops.k.ptr(),

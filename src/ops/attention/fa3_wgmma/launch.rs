@@ -16,26 +16,19 @@ use crate::ops::gemm::{alignment, DType};
 /// A rank-4 map's dims and its byte strides.
 type MapShape = ([u64; 4], [u64; 3]);
 
-/// The map shapes of Q (and O) and of K and V: what a launch encodes and the tests check.
-fn q_kv_shapes(p: &AttentionProblem) -> (MapShape, MapShape) {
+/// The map shapes of Q, K, V and O (each its own strides): what a launch encodes and the tests
+/// check.
+fn operand_shapes(p: &AttentionProblem) -> [MapShape; 4] {
     let es = p.dtype.size();
-    let q = map_shape(
-        p.batch,
-        p.heads_q,
-        p.seqlen_q,
-        p.head_dim,
-        p.q_strides(),
-        es,
-    );
-    let kv = map_shape(
-        p.batch,
-        p.heads_kv,
-        p.seqlen_kv,
-        p.head_dim,
-        p.kv_strides(),
-        es,
-    );
-    (q, kv)
+    let (b, d) = (p.batch, p.head_dim);
+    let q = |st| map_shape(b, p.heads_q, p.seqlen_q, d, st, es);
+    let kv = |st| map_shape(b, p.heads_kv, p.seqlen_kv, d, st, es);
+    [
+        q(p.q_strides()),
+        kv(p.k_strides()),
+        kv(p.v_strides()),
+        q(p.o_strides()),
+    ]
 }
 
 /// The (dims, byte strides of dims 1..3) of a rank-4 map over [batch, heads, seq, dim].
@@ -111,12 +104,12 @@ impl Fa3Wgmma {
         c: &Config,
     ) -> Result<()> {
         self.check_aligned(ops)?;
-        let ((qd, qs), (kd, ks)) = q_kv_shapes(p);
+        let [(qd, qs), (kd, ks), (vd, vs), (od, os)] = operand_shapes(p);
         let tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
         let tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
-        let tv = encode(ops.v.ptr(), p.dtype, kd, ks, c.bn)?;
-        // O has Q's layout; each consumer warpgroup stores its 64 rows (with two Q buffers).
-        let to = encode(ops.o.ptr(), p.dtype, qd, qs, 64)?;
+        let tv = encode(ops.v.ptr(), p.dtype, vd, vs, c.bn)?;
+        // Each consumer warpgroup stores its 64 rows of O (with two Q buffers).
+        let to = encode(ops.o.ptr(), p.dtype, od, os, 64)?;
         let dynamic = c.dynamic_for(p);
         let masking = Masking {
             varlen: false,
@@ -188,8 +181,9 @@ impl Fa3Wgmma {
         };
         // SAFETY: the parameters match the kernel's (four 128-byte maps, then AttnArgs); the maps
         // describe the caller's live, checked buffers; every base is 16-byte aligned and every
-        // stride a multiple of 16 bytes (rows of 128 16-bit elements); the packed variant's
-        // offsets are the caller's checked i32 [batch + 1] buffers.
+        // stride a multiple of 16 bytes (packed rows of 64 to 256 16-bit elements, or strides
+        // the problem's validation held to STRIDE_ALIGN); the packed variant's offsets are the
+        // caller's checked i32 [batch + 1] buffers.
         unsafe {
             f.launch(
                 ctx.stream,
@@ -253,7 +247,7 @@ mod tests {
         };
         let d256 = AttentionProblem::new(1, 4, 777, 256);
         for p in [gqa, bhsd, d256] {
-            let ((qd, qs), (kd, ks)) = q_kv_shapes(&p);
+            let [(qd, qs), (kd, ks), _, _] = operand_shapes(&p);
             for (dims, strides, rows) in [(qd, qs, 192), (kd, ks, 176), (kd, ks, 80), (qd, qs, 64)]
             {
                 let addr = 0x7f00_0000_0000;
@@ -272,7 +266,7 @@ mod tests {
             heads_kv: 2,
             ..AttentionProblem::new(3, 8, 100, 128)
         };
-        let (d, s) = map_shape(p.batch, p.heads_kv, p.seqlen_kv, 128, p.kv_strides(), 2);
+        let (d, s) = map_shape(p.batch, p.heads_kv, p.seqlen_kv, 128, p.k_strides(), 2);
         assert_eq!(d, [128, 100, 2, 3]);
         assert_eq!(s, [2 * 128 * 2, 128 * 2, 100 * 2 * 128 * 2]); // BSHD: seq stride = H*D
         let b = AttentionProblem {
@@ -281,6 +275,27 @@ mod tests {
         };
         let (_, s) = map_shape(b.batch, b.heads_q, b.seqlen_q, 128, b.q_strides(), 2);
         assert_eq!(s, [256, 100 * 256, 8 * 100 * 256]);
+        // Each tensor its own strides: transformers' queries in BSHD memory, K and V in a BHSD
+        // cache with room for 4096 tokens, O written BHSD.
+        let st = |batch, head, seq| Strides { batch, head, seq };
+        let mixed = AttentionProblem {
+            strides: Some(crate::ops::attention::OperandStrides {
+                q: st(100 * 8 * 128, 128, 8 * 128),
+                k: st(2 * 4096 * 128, 4096 * 128, 128),
+                v: st(2 * 4096 * 128 + 64, 4096 * 128, 128),
+                o: st(8 * 100 * 128, 100 * 128, 128),
+            }),
+            ..p
+        };
+        let [(qd, qs), (kd, ks), (_, vs), (od, os)] = operand_shapes(&mixed);
+        assert_eq!(
+            (qd, od, kd),
+            ([128, 100, 8, 3], [128, 100, 8, 3], [128, 100, 2, 3])
+        );
+        assert_eq!(qs, [8 * 256, 256, 100 * 8 * 256]);
+        assert_eq!(ks, [256, 4096 * 256, 2 * 4096 * 256]);
+        assert_eq!(vs[2], (2 * 4096 * 128 + 64) * 2);
+        assert_eq!(os, [256, 100 * 256, 8 * 100 * 256]);
         let h100 = DeviceInfo::h100_sxm();
         assert!(Fa3Wgmma.supports(&p, &h100).is_ok());
         for d in [64, 256] {

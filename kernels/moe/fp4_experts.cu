@@ -82,6 +82,19 @@ __device__ __forceinline__ void fp4_fence_fragments(u32 (&a)[MB][4][4]) {
       for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[m][j][r])::"memory");
 }
 
+// Two wgmma batches in flight where the accumulators leave the registers for it: from 64
+// accumulators a thread on (SwiGLU at 64 tokens, the prefill tiles) ptxas serialises the wgmmas.
+constexpr bool kTwoInFlight = MB * TT / 2 <= 32;
+
+// Waits for ring iteration `it` and returns its stage, which every lane computes alike; with
+// two batches in flight the shuffle tells ptxas so. Without it, that loop keeps the stage in
+// vector registers and builds each wgmma descriptor there (16 R2UR and their arithmetic per
+// stage) instead of in the uniform datapath.
+__device__ __forceinline__ int fp4_wait_stage(const Fp4Ctx& x, u32 it) {
+  const int s = x.ring.wait_full(it);
+  return kTwoInFlight ? __shfl_sync(0xffffffffu, s, 0) : s;
+}
+
 // This thread's A fragments of its atoms in stage s.
 __device__ __forceinline__ void fp4_dequant(const Fp4Ctx& x, int s, u32 (&a)[MB][4][4]) {
   const u32 sw = x.base + s * STAGE_BYTES + X_BYTES + x.c * MB * FP4_ATOM_BYTES;
@@ -108,10 +121,11 @@ __device__ __forceinline__ void fp4_issue(const Fp4Ctx& x, float (&acc)[MB][TT /
   wgmma_commit();
 }
 
-// Waits for the batch in flight, then frees its stage.
-template <int N>
+// Waits until at most PENDING batches are in flight (the newest), then frees the stage of the
+// batch before them, whose A fragments `a` may then be overwritten.
+template <int N, int PENDING>
 __device__ __forceinline__ void fp4_retire(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32 (&a)[MB][4][4], int s) {
-  wgmma_wait<0>();
+  wgmma_wait<PENDING>();
 #pragma unroll
   for (int m = 0; m < MB; ++m)
 #pragma unroll
@@ -121,30 +135,49 @@ __device__ __forceinline__ void fp4_retire(const Fp4Ctx& x, float (&acc)[MB][TT 
 }
 
 // The K loop of one tile at wgmma width N (>= its tokens) into acc[m][0 .. N/2). Two register
-// sets of A fragments take turns: while one stage's batch runs on the tensor cores, the thread
-// dequantises the next stage into the other set; a stage is freed once its batch has completed.
+// sets of A fragments take turns. With kTwoInFlight the thread issues stage k's batch, then
+// waits for stage k - 1's (the other set) and dequantises stage k + 1 into that set, so the
+// tensor cores have a batch queued while the thread dequantises; else it waits for stage k's
+// batch before it issues stage k + 1's. A stage is freed, and its set rewritten, once its batch
+// has completed. Two copies of the dequantise-and-issue step, as few as the two sets allow.
 template <int N>
 __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
+  constexpr int PENDING = kTwoInFlight ? 1 : 0;
   u32 a0[MB][4][4], a1[MB][4][4];
-  int s0 = x.ring.wait_full(it), s1 = 0;
+  int s0 = fp4_wait_stage(x, it), s1 = 0;
   fp4_dequant(x, s0, a0);
   for (int kb = 0; kb < x.katoms; kb += 2) {
     fp4_issue<N>(x, acc, a0, s0, kb == 0);
+    if (kTwoInFlight && kb > 0) {
+      fp4_retire<N, PENDING>(x, acc, a1, s1);
+      ++it;
+    }
     if (kb + 1 < x.katoms) {
-      s1 = x.ring.wait_full(it + 1);
+      s1 = fp4_wait_stage(x, it + 1);
       fp4_dequant(x, s1, a1);
     }
-    fp4_retire<N>(x, acc, a0, s0);
-    ++it;
+    if (!kTwoInFlight || kb + 1 >= x.katoms) {
+      fp4_retire<N, 0>(x, acc, a0, s0);
+      ++it;
+    }
     if (kb + 1 >= x.katoms) break;
     fp4_issue<N>(x, acc, a1, s1, false);
+    if (kTwoInFlight) {
+      fp4_retire<N, PENDING>(x, acc, a0, s0);
+      ++it;
+    }
     if (kb + 2 < x.katoms) {
-      s0 = x.ring.wait_full(it + 1);
+      s0 = fp4_wait_stage(x, it + 1);
       fp4_dequant(x, s0, a0);
     }
-    fp4_retire<N>(x, acc, a1, s1);
-    ++it;
+    if (!kTwoInFlight || kb + 2 >= x.katoms) {
+      fp4_retire<N, 0>(x, acc, a1, s1);
+      ++it;
+    }
   }
+  // Every path above has waited for the last batch, but ptxas cannot tell on the loop's own
+  // exit and would inject a wait before the epilogue reads acc (C7517): say it here, for free.
+  if constexpr (kTwoInFlight) wgmma_wait<0>();
 }
 
 // The widths compiled: 8, 16, 32, then multiples of 32, none wider than TT. Columns past the

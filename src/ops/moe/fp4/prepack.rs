@@ -2,7 +2,7 @@
 //! `layout`), with the scales re-encoded as multipliers and the per-expert epilogue factors.
 
 use super::layout::{
-    atom_bytes, decode_pair, half_value, multiplier_bits, mxfp4_min_byte, nvfp4_scale_byte,
+    atom_bytes, decode_pair, half_value, multiplier_pair_bits, mxfp4_min_byte, nvfp4_scale_byte,
     pair_position, place, scale_bytes, ATOM_K, ATOM_ROWS, CODE_BYTES, TILE_N,
 };
 use super::{Fp4Format, Fp4Weights};
@@ -103,9 +103,13 @@ impl Fp4Prepacked {
             self.bytes[o + 3],
         ]);
         let decoded = (decode_pair(word, p, bf16) >> (16 * el)) as u16;
+        // the kernel builds the multipliers of a row's scales two to a word (scales 2i and
+        // 2i + 1) and multiplies by the half of this weight's scale
         let per_row = scale_bytes(self.format) / ATOM_ROWS;
-        let sbyte = self.bytes[atom + CODE_BYTES + r * per_row + k / self.format.block()];
-        let mult = multiplier_bits(self.format, sbyte, bf16);
+        let (scale, row_scales) = (k / self.format.block(), atom + CODE_BYTES + r * per_row);
+        let pair = row_scales + (scale & !1);
+        let word = multiplier_pair_bits(self.format, self.bytes[pair], self.bytes[pair + 1], bf16);
+        let mult = (word >> (16 * (scale & 1))) as u16;
         half_value(decoded, bf16) * half_value(mult, bf16)
     }
 }

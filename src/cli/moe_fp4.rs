@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use kiln::error::{Error, Result};
-use kiln::harness::moe_fp4::{fp4_suite, prepack_for, random_weights, verify_fp4};
+use kiln::harness::moe_fp4::{fp4_suite, verify_fp4};
 use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest};
+use kiln::harness::moe_fp4_data::{prepack_for, random_weights};
 use kiln::harness::moe_verify::{Mode, MoeOutcome};
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
@@ -152,7 +153,7 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kiln moe prepack`: random weights of the shape, quantised, prepacked, every weight checked
+/// `kiln moe prepack`: random weights of the shape (codes and block scales), prepacked, every weight checked
 /// (a sample of rows for large shapes) against the standard layout's exact dequantisation.
 pub fn prepack(env: &Env, a: &MoePrepackArgs) -> Result<ExitCode> {
     if let Some(path) = &a.read {

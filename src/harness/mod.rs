@@ -21,6 +21,7 @@ pub mod memory;
 pub mod moe_bench;
 pub mod moe_fp4;
 pub mod moe_fp4_bench;
+pub mod moe_fp4_data;
 pub mod moe_shapes;
 pub mod moe_verify;
 pub mod peak;

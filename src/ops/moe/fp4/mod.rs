@@ -182,7 +182,7 @@ impl Fp4Weights {
         }
         for e in 0..self.experts {
             // the formats' own checks: scale codes (UE4M3, not NaN), tensor scale
-            self.dequantize_expert(e).map_err(|err| match err {
+            self.check_expert(e).map_err(|err| match err {
                 Error::InvalidInput(m) => Error::invalid(format!("expert {e}: {m}")),
                 other => other,
             })?;
@@ -190,14 +190,39 @@ impl Fp4Weights {
         Ok(())
     }
 
+    /// The format's checks of expert `e`'s buffers, without decoding them.
+    fn check_expert(&self, e: usize) -> Result<()> {
+        let (c, s) = self.expert_slices(e);
+        match self.format {
+            Fp4Format::Nvfp4 => nvfp4::check(c, s, self.tensor_scales[e], self.rows, self.k),
+            Fp4Format::Mxfp4 => mxfp4::check(c, s, self.rows, self.k),
+        }
+    }
+
+    /// Expert `e`'s codes and scales.
+    pub(crate) fn expert_slices(&self, e: usize) -> (&[u8], &[u8]) {
+        let (codes, scales) = self.expert_bytes();
+        (
+            &self.codes[e * codes..(e + 1) * codes],
+            &self.scales[e * scales..(e + 1) * scales],
+        )
+    }
+
     /// The exact values of expert `e`, [rows, K] row-major.
     pub fn dequantize_expert(&self, e: usize) -> Result<Vec<f64>> {
-        let (codes, scales) = self.expert_bytes();
-        let c = &self.codes[e * codes..(e + 1) * codes];
-        let s = &self.scales[e * scales..(e + 1) * scales];
+        let mut out = Vec::new();
+        self.dequantize_expert_into(e, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Fp4Weights::dequantize_expert`] into `out` (resized), which a caller may reuse.
+    pub fn dequantize_expert_into(&self, e: usize, out: &mut Vec<f64>) -> Result<()> {
+        let (c, s) = self.expert_slices(e);
         match self.format {
-            Fp4Format::Nvfp4 => nvfp4::dequantize(c, s, self.tensor_scales[e], self.rows, self.k),
-            Fp4Format::Mxfp4 => mxfp4::dequantize(c, s, self.rows, self.k),
+            Fp4Format::Nvfp4 => {
+                nvfp4::dequantize_into(c, s, self.tensor_scales[e], self.rows, self.k, out)
+            }
+            Fp4Format::Mxfp4 => mxfp4::dequantize_into(c, s, self.rows, self.k, out),
         }
     }
 
@@ -208,17 +233,5 @@ impl Fp4Weights {
             v.extend(self.dequantize_expert(e)?);
         }
         Ok(v)
-    }
-
-    /// The e2m1 code of element (row, kk) of expert e.
-    pub(crate) fn code(&self, e: usize, row: usize, kk: usize) -> u8 {
-        let i = (e * self.rows + row) * self.k + kk;
-        (self.codes[i / 2] >> (4 * (i % 2))) & 0xF
-    }
-
-    /// The scale code of the block holding element (row, kk) of expert e.
-    pub(crate) fn scale(&self, e: usize, row: usize, kk: usize) -> u8 {
-        let per_row = self.k / self.format.block();
-        self.scales[(e * self.rows + row) * per_row + kk / self.format.block()]
     }
 }

@@ -18,12 +18,11 @@
 // and the power of two the dequantisation left out), applies silu and the routing weight, and
 // stores bf16/f16 pairs of adjacent columns.
 #include "common/bulk_copy.cuh"
-#include "common/fast_math.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_rs.cuh"
 #include "common/ws_pipeline.cuh"
+#include "moe/fp4_experts.cuh"
 #include "moe/fp4_weights.cuh"
-#include "moe/sched.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
 #error "KILN_SWIGLU, KILN_TT, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
@@ -41,30 +40,6 @@ static_assert((TT == 8 || TT == 16 || TT % 32 == 0) && TT <= 256, "KILN_TT is 8,
 static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
-
-// The argument block, laid out as `Fp4Args` in src/ops/moe/fp4/kernel.rs.
-struct Fp4Args {
-  const int* sched;            // moe_tile_prefix's tables, the tile counter, the expert ids
-  void* y;                     // output rows in X's row space, ldy elements apart
-  const float* route;          // SwiGLU: per-row routing weight, or null
-  const float* escale;         // per expert (SwiGLU: gate, up) the epilogue factor
-  const unsigned char* w;      // the prepacked weights
-  i64 ldy, expert_bytes;       // expert_bytes: one expert's prepacked bytes
-  int experts, n, katoms;      // katoms: 64-deep K atoms (K rounded up to 64)
-  int tiles_n, group_m, by_expert;
-};
-
-// Y(row, n), Y(row, n + 1) = a, b; only columns below n_total; one word when aligned.
-__device__ __forceinline__ void fp4_store2(out_t* y, i64 ldy, int n_total, i64 row, int n, float a, float b) {
-  if (n >= n_total) return;
-  out_t* dst = y + row * ldy + n;
-  if (n + 1 < n_total && (reinterpret_cast<u64>(dst) % 4) == 0) {
-    *reinterpret_cast<u32*>(dst) = pack2<out_t>(a, b);
-    return;
-  }
-  dst[0] = from_float<out_t>(a);
-  if (n + 1 < n_total) dst[1] = from_float<out_t>(b);
-}
 
 struct Fp4Ctx {
   u32 base;
@@ -180,13 +155,6 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
   if constexpr (kTwoInFlight) wgmma_wait<0>();
 }
 
-// The widths compiled: 8, 16, 32, then multiples of 32, none wider than TT. Columns past the
-// tile's loaded X rows read stale shared memory; each feeds only its own token's accumulator
-// column, which is never stored.
-__device__ __forceinline__ constexpr int fp4_width(int rows) {
-  return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 32 * ((rows + 31) / 32);
-}
-
 template <int W>
 __device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
   if (width >= W || W == 8) {
@@ -196,43 +164,11 @@ __device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (
   }
 }
 
-// The stores of a tile computed at width `width`. acc register i of acc[m]: output column
-// 16w + g + 8((i>>1)&1) of the consumer's 64 (g = lane/4), token 8(i>>2) + 2q + (i&1). Lanes g
-// and g^1 hold adjacent columns: after one exchange with lane ^ 4 the even one stores token 2q's
-// pair, the odd one token 2q+1's.
+// The stores of a tile computed at width `width`: this consumer's 64 output columns.
 __device__ __forceinline__ void fp4_store(const Fp4Ctx& x, const MoeTile& tile, int expert, const Fp4Args& p,
                                           const float (&acc)[MB][TT / 2], int width) {
-  out_t* y = static_cast<out_t*>(p.y);
-  const int w = x.t / 32, g = x.lane / 4, q = x.lane % 4;
-  const bool even = (g & 1) == 0;
-  const float s0 = p.escale[expert * MB], s1 = p.escale[expert * MB + MB - 1];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = 16 * w + g + 8 * h;
-    const int n = tile.n0 + x.c * 64 + (even ? r : r - 1);
-#pragma unroll
-    for (int j = 0; j < TT / 8; ++j) {
-      if (8 * j >= width) break;  // registers the tile's wgmma did not write
-      const int tok = 8 * j + 2 * q + (even ? 0 : 1);
-      const i64 row = (i64)tile.row0 + tok;
-      float v0 = acc[0][4 * j + 2 * h] * s0, v1 = acc[0][4 * j + 2 * h + 1] * s0;
-      if constexpr (KILN_SWIGLU) {
-        const float u0 = acc[MB - 1][4 * j + 2 * h] * s1, u1 = acc[MB - 1][4 * j + 2 * h + 1] * s1;
-        // token 8j + 2q is v0's, 8j + 2q + 1 is v1's; each has its own routing weight
-        const i64 row0 = (i64)tile.row0 + 8 * j + 2 * q;
-        const bool in0 = 8 * j + 2 * q < tile.valid_rows, in1 = 8 * j + 2 * q + 1 < tile.valid_rows;
-        const float r0 = (p.route != nullptr && in0) ? p.route[row0] : 1.0f;
-        const float r1 = (p.route != nullptr && in1) ? p.route[row0 + 1] : 1.0f;
-        v0 = silu_tanh(v0) * u0 * r0;
-        v1 = silu_tanh(v1) * u1 * r1;
-      }
-      const float got = __shfl_xor_sync(0xffffffffu, even ? v1 : v0, 4);
-      if (tok < tile.valid_rows) {
-        if (even) fp4_store2(y, p.ldy, p.n, row, n, v0, got);
-        else fp4_store2(y, p.ldy, p.n, row, n, got, v1);
-      }
-    }
-  }
+  fp4_store_block(p, tile, x.t, acc[0], acc[MB - 1], p.escale[expert * MB], p.escale[expert * MB + MB - 1], width,
+                  tile.n0 + x.c * 64, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)

@@ -193,6 +193,12 @@ pub fn fp4_suite() -> Vec<MoeProblem> {
             false,
         ),
         sw(bf(&ragged, 256, 512), WeightLayout::Separate, true),
+        // prefill on the register path (at most 128 rows an expert)
+        sw(
+            bf(&[100, 3, 0, 128, 70], 136, 256),
+            WeightLayout::Separate,
+            true,
+        ),
         sw(bf(&ragged, 256, 512), WeightLayout::Interleaved, true),
         sw(bf(&[0, 1, 0], 136, 96), WeightLayout::Separate, true),
         sw(bf(&many, 128, 128), WeightLayout::Interleaved, false),

@@ -11,7 +11,7 @@ use super::moe_verify::settle;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
-use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, Fp4Tile};
+use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout};
 use crate::ops::moe::fp4::Fp4Format;
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{check_operands, version_for, MoeProblem, WeightLayout};
@@ -177,15 +177,12 @@ pub fn bench_fp4(
     settle()?;
     let ops = bufs.operands();
     Fp4Experts::check(&p, &l, &ops)?;
-    let tile = Fp4Tile::choose(&p);
+    let tile = Fp4Experts::tile(ctx, &p)?;
     let piece = Piece {
         name: crate::ops::moe::fp4::kernel::NAME.into(),
         problem: p.label(),
         // tt bounds a tile's tokens; wgmma N is the narrowest of 8, 16, 32.. that holds them
-        tile: format!(
-            "swapAB 128x{} (wgmma N 8..{}, {} stages)",
-            tile.tt, tile.tt, tile.stages
-        ),
+        tile: tile.label(),
         flops: p.flops(),
         bytes: fp4_bytes(&p, &l),
     };

@@ -168,6 +168,16 @@ pub(super) static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        name: "KILN_FP4_PATH",
+        takes: || {
+            "`rs` (registers) or `dq` (shared memory; the fused SwiGLU with bf16 activations)"
+                .into()
+        },
+        default: "chosen by the counts",
+        set: |o, v| put(&mut o.moe.fp4_path, opt(v, Fp4Path::parse)),
+        show: |o| o.moe.fp4_path.map(|p| p.name().to_string()),
+    },
+    Knob {
         name: "KILN_MOE_GROUP",
         takes: || "a whole number, at least 1".into(),
         default: "one group for short experts, else expert-aligned groups of at most 8",

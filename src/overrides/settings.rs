@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::gemm::wgmma_tma_ws::{TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
+use crate::ops::moe::fp4::kernel::Fp4Path;
 use crate::ops::moe::grouped_swapab::SwapConfig;
 use crate::ops::moe::schedule::TileConfig as MoeTile;
 use crate::ops::moe::swiglu_dual::MAX_TAIL_SPLITS;
@@ -153,6 +154,10 @@ pub struct MoeOverrides {
     /// programmatic dependent, so its prologue overlaps that kernel and the launch gap; 0
     /// launches it plainly.
     pub pdl: bool,
+    /// `KILN_FP4_PATH` (`rs` or `dq`): where the 4-bit experts dequantise their weights, in
+    /// each consumer's registers or once per CTA into shared memory (the fused SwiGLU with bf16
+    /// activations only). Default: none (chosen by the counts, `Fp4Tile::dq_pays`).
+    pub fp4_path: Option<Fp4Path>,
 }
 
 impl MoeOverrides {
@@ -165,6 +170,7 @@ impl MoeOverrides {
         group: None,
         order: None,
         pdl: true,
+        fp4_path: None,
     };
 }
 

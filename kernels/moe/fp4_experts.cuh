@@ -2,7 +2,10 @@
 // moe/fp4_experts_dq.cu, once per CTA into shared memory): the argument block, the wgmma widths
 // a tile of a few tokens runs at, and the epilogue's stores. Needs KILN_SWIGLU and out_t.
 #pragma once
+#include "common/bulk_copy.cuh"
 #include "common/fast_math.cuh"
+#include "common/tma.cuh"
+#include "common/ws_pipeline.cuh"
 #include "moe/sched.cuh"
 
 // The argument block, laid out as `Fp4Args` in src/ops/moe/fp4/kernel.rs.
@@ -75,5 +78,41 @@ __device__ __forceinline__ void fp4_store_block(const Fp4Args& p, const MoeTile&
         else fp4_store2(y, p.ldy, p.n, row, n, got, v1);
       }
     }
+  }
+}
+
+// The producer thread of the kernels whose tile is two weight atoms (moe/fp4_experts_dq.cu,
+// moe/fp4_experts_w4a8.cu): walks the tiles (its CTA's first, then from the global counter),
+// publishes each to the consumers, and per K atom fills one stage: the tile's X rows at
+// base + s * STAGE_BYTES, in ceil(valid / XBOX) boxes of XBOX rows (BK elements, 128 bytes), then its two
+// atoms of ATOM bytes at X_BYTES further, weight blocks 2 tn and 2 tn + 1 of the expert (the
+// GEMM's 64-row blocks of its 128 columns, or the SwiGLU's gate and up blocks of its 64: the
+// prepacks alternate W1 and W3 blocks). A block's atoms follow each other along K.
+template <int STAGES, int BM, int BN, int BK, int XBOX, u32 X_BYTES, u32 ATOM, u32 STAGE_BYTES, class Args>
+__device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* tma_x, const MbarRing<STAGES>& stages,
+                                                  const MoeIndexRing& ring, const int* table, u32 base) {
+  const int E = p.experts, tiles_m = table[E], tiles = tiles_m * p.tiles_n;
+  int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
+  const int* ids = p.sched + moe_table_ints(E) + 1;
+  tma_prefetch(tma_x);
+  u32 it = 0;
+  int t = blockIdx.x;
+  for (int j = 0;; ++j) {
+    ring.publish(j, t);
+    if (t >= tiles) break;
+    const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+    const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
+    const u32 bytes = boxes * XBOX * 128u + 2 * ATOM;  // X rows of 128 bytes
+    const u64 block_bytes = (u64)p.katoms * ATOM;
+    const unsigned char* src = p.w + (i64)ids[tile.expert] * p.expert_bytes + (u64)(2 * (tile.n0 / BN)) * block_bytes;
+    for (int kb = 0; kb < p.katoms; ++kb, ++it, src += ATOM) {
+      ws_fill(stages, it, bytes, [&](int s, u32 bar) {
+        const u32 sx = base + s * STAGE_BYTES;
+        for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+#pragma unroll
+        for (int a = 0; a < 2; ++a) bulk_copy_g2s(sx + X_BYTES + a * ATOM, src + a * block_bytes, ATOM, bar);
+      });
+    }
+    t = (int)gridDim.x + atomicAdd(counter, 1);
   }
 }

@@ -153,38 +153,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
-  int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
   const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
 
   ws_roles<40, 232>(
       wg,
       [&] {
-        tma_prefetch(&tma_x);
-        u32 it = 0;
-        int t = blockIdx.x;
-        for (int j = 0;; ++j) {
-          ring.publish(j, t);
-          if (t >= tiles) break;
-          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, 2 * TT, BN);
-          const int expert = ids[tile.expert];
-          const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
-          const u32 bytes = boxes * XBOX * BK * 2 + W_BYTES;
-          // The tile's atoms are weight blocks 2 tn and 2 tn + 1: the GEMM's 64-row blocks of its
-          // 128 columns, or the SwiGLU's gate and up blocks of its 64 (the prepack alternates
-          // W1 and W3 blocks). A block's atoms follow each other along K.
-          const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
-          const unsigned char* src = p.w + (i64)expert * p.expert_bytes + (u64)(2 * (tile.n0 / BN)) * block_bytes;
-          for (int kb = 0; kb < p.katoms; ++kb, ++it, src += FP4_ATOM_BYTES) {
-            ws_fill(stages, it, bytes, [&](int s, u32 bar) {
-              const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
-              for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
-#pragma unroll
-              for (int a = 0; a < 2; ++a) bulk_copy_g2s(sw + a * FP4_ATOM_BYTES, src + a * block_bytes, FP4_ATOM_BYTES, bar);
-            });
-          }
-          t = (int)gridDim.x + atomicAdd(counter, 1);
-        }
+        fp4_produce_pairs<STAGES, 2 * TT, BN, BK, XBOX, X_BYTES, FP4_ATOM_BYTES, STAGE_BYTES>(p, &tma_x, stages, ring, table, base);
       },
       [&](int c) {
         DqCtx x;

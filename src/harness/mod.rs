@@ -24,6 +24,8 @@ pub mod moe_fp4_bench;
 pub mod moe_fp4_data;
 pub mod moe_shapes;
 pub mod moe_verify;
+pub mod moe_w4a8;
+pub mod moe_w4a8_bench;
 pub mod peak;
 pub mod random_set;
 pub mod shapes;

@@ -125,27 +125,33 @@ pub fn verify_fp4_seeded(
     out.written_outside = sc.written_outside;
     out.rel_error = sc.rel_error;
     out.rows_checked = rows.len();
+    judge(&mut out);
+    Ok(out)
+}
+
+/// Sets the verdict of a 4-bit check from its counts and error: the first fault present.
+pub fn judge(out: &mut MoeOutcome) {
+    let o = out.clone();
     (out.passed, out.message) = verdict(&[
-        (out.nan_or_unwritten > 0, &|| {
+        (o.nan_or_unwritten > 0, &|| {
             format!(
                 "{} elements of routed rows are NaN, infinite or never written",
-                out.nan_or_unwritten
+                o.nan_or_unwritten
             )
         }),
-        (out.written_outside > 0, &|| {
+        (o.written_outside > 0, &|| {
             format!(
                 "{} elements of rows no expert owns were overwritten",
-                out.written_outside
+                o.written_outside
             )
         }),
-        (!within(out.rel_error, out.bound), &|| {
+        (!within(o.rel_error, o.bound), &|| {
             format!(
-                "relative error {:.2e} exceeds the {} bound {:.0e}",
-                out.rel_error, p.output, out.bound
+                "relative error {:.2e} exceeds the bf16/f16 output bound {:.0e}",
+                o.rel_error, o.bound
             )
         }),
     ]);
-    Ok(out)
 }
 
 /// The 4-bit suite: empty experts, one expert with every row, 256 experts, ragged rows that are

@@ -144,63 +144,83 @@ impl Fp4Case {
     }
 
     /// The float64 reference of the X rows in `rows` (each owned by an expert), on the exact
-    /// weights: expert by expert in parallel, each dequantising only its own weights.
+    /// weights: [`reference_by_expert`].
     pub fn reference(&self, p: &MoeProblem, rows: &[usize]) -> Result<Vec<Vec<f64>>> {
-        let owner = row_experts(p);
-        let mut index = vec![usize::MAX; p.experts];
-        for (i, &e) in self.touched.iter().enumerate() {
-            index[e] = i;
-        }
-        // (sub-expert, positions in `rows`) for every expert that owns a row to check
-        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-        for (pos, &r) in rows.iter().enumerate() {
-            let i = index[owner[r].expect("reference rows belong to an expert")];
-            match groups.iter_mut().find(|g| g.0 == i) {
-                Some(g) => g.1.push(pos),
-                None => groups.push((i, vec![pos])),
-            }
-        }
         let k = p.k;
-        // each thread dequantises into buffers of its own, reused from expert to expert
-        let parts: Vec<Result<Rows>> = groups
-            .par_iter()
-            .map_init(
-                || (Vec::new(), Vec::new()),
-                |(w, w3), (i, at)| {
-                    self.w.dequantize_expert_into(*i, w)?;
-                    let w3 = match &self.w3 {
-                        Some(src) => {
-                            src.dequantize_expert_into(*i, w3)?;
-                            Some(w3.as_slice())
-                        }
-                        None => None,
-                    };
-                    // one expert owning the group's rows, 0..m, in a problem of their own
-                    let mut one = MoeProblem::contiguous(&[at.len()], p.n, k, p.input, p.output);
-                    one.swiglu = p.swiglu;
-                    let x: Vec<f64> = at
-                        .iter()
-                        .flat_map(|&pos| (0..k).map(move |c| rows[pos] * k + c))
-                        .map(|idx| self.x.get(idx))
-                        .collect();
-                    let route: Option<Vec<f64>> = self
-                        .route
-                        .as_ref()
-                        .map(|rt| at.iter().map(|&pos| rt.get(rows[pos])).collect());
-                    let local: Vec<usize> = (0..at.len()).collect();
-                    let got = moe_rows(&one, &x, w, w3, route.as_deref(), &local);
-                    Ok(at.iter().copied().zip(got).collect())
-                },
-            )
-            .collect();
-        let mut out = vec![Vec::new(); rows.len()];
-        for part in parts {
-            for (pos, row) in part? {
-                out[pos] = row;
-            }
-        }
-        Ok(out)
+        let x_row = |r: usize| (0..k).map(|c| self.x.get(r * k + c)).collect();
+        let route = |r: usize| self.route.as_ref().map_or(1.0, |rt| rt.get(r));
+        reference_by_expert(
+            p,
+            &self.touched,
+            &self.w,
+            self.w3.as_ref(),
+            &x_row,
+            &route,
+            rows,
+        )
     }
+}
+
+/// The float64 reference of the X rows in `rows` (each owned by an expert) of `p`, expert by
+/// expert in parallel, each dequantising only its own weights: expert `touched[i]`'s are
+/// expert i of `w` (and `w3`). `x_row(r)` is row r of X, `route(r)` its routing weight (read only
+/// for a routed SwiGLU).
+#[allow(clippy::type_complexity)]
+pub fn reference_by_expert(
+    p: &MoeProblem,
+    touched: &[usize],
+    w: &Fp4Weights,
+    w3: Option<&Fp4Weights>,
+    x_row: &(dyn Fn(usize) -> Vec<f64> + Sync),
+    route: &(dyn Fn(usize) -> f64 + Sync),
+    rows: &[usize],
+) -> Result<Vec<Vec<f64>>> {
+    let owner = row_experts(p);
+    let mut index = vec![usize::MAX; p.experts];
+    for (i, &e) in touched.iter().enumerate() {
+        index[e] = i;
+    }
+    // (sub-expert, positions in `rows`) for every expert that owns a row to check
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (pos, &r) in rows.iter().enumerate() {
+        let i = index[owner[r].expect("reference rows belong to an expert")];
+        match groups.iter_mut().find(|g| g.0 == i) {
+            Some(g) => g.1.push(pos),
+            None => groups.push((i, vec![pos])),
+        }
+    }
+    // each thread dequantises into buffers of its own, reused from expert to expert
+    let parts: Vec<Result<Rows>> = groups
+        .par_iter()
+        .map_init(
+            || (Vec::new(), Vec::new()),
+            |(wb, w3b), (i, at)| {
+                w.dequantize_expert_into(*i, wb)?;
+                let w3v = match w3 {
+                    Some(src) => {
+                        src.dequantize_expert_into(*i, w3b)?;
+                        Some(w3b.as_slice())
+                    }
+                    None => None,
+                };
+                // one expert owning the group's rows, 0..m, in a problem of their own
+                let mut one = MoeProblem::contiguous(&[at.len()], p.n, p.k, p.input, p.output);
+                one.swiglu = p.swiglu;
+                let x: Vec<f64> = at.iter().flat_map(|&pos| x_row(rows[pos])).collect();
+                let rt: Vec<f64> = at.iter().map(|&pos| route(rows[pos])).collect();
+                let local: Vec<usize> = (0..at.len()).collect();
+                let got = moe_rows(&one, &x, wb, w3v, Some(&rt), &local);
+                Ok(at.iter().copied().zip(got).collect())
+            },
+        )
+        .collect();
+    let mut out = vec![Vec::new(); rows.len()];
+    for part in parts {
+        for (pos, row) in part? {
+            out[pos] = row;
+        }
+    }
+    Ok(out)
 }
 
 /// Random 4-bit weights of every expert of `p` (the standard layout for W or W1 or W13, and W3

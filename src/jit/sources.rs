@@ -161,6 +161,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/fp4_experts_dq.cu"),
     ),
     (
+        "moe/fp4_experts_w4a8.cu",
+        include_str!("../../kernels/moe/fp4_experts_w4a8.cu"),
+    ),
+    (
         "gemm/simt_naive.cu",
         include_str!("../../kernels/gemm/simt_naive.cu"),
     ),

@@ -5,7 +5,7 @@ use std::ffi::c_void;
 
 use super::layout::{atom_bytes, ATOM_K, TILE_N};
 use super::{Fp4Format, Fp4Prepacked};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
@@ -216,11 +216,7 @@ impl Fp4Tile {
 
     /// Token tiles that can exist for any rows the GPU may hold.
     pub fn max_tiles_m(self, p: &MoeProblem) -> u64 {
-        let tt = self.tt as usize;
-        match &p.rows {
-            Rows::Contiguous { x_rows, .. } => (x_rows / tt + p.experts) as u64,
-            Rows::Masked { max_rows, .. } => (p.experts * max_rows.div_ceil(tt)) as u64,
-        }
+        max_tiles_m(p, self.tt as usize)
     }
 
     /// What `kiln moe bench` prints for it.
@@ -237,6 +233,30 @@ impl Fp4Tile {
             ),
         }
     }
+}
+
+/// Each buffer against the bytes the problem needs (name, buffer, bytes), then X and the weights
+/// (`x_and_w`) against the 16-byte alignment the copies need; one sentence per fault.
+pub(crate) fn check_buffers(
+    need: &[(&str, &DeviceBuffer, usize)],
+    x_and_w: &[u64; 2],
+) -> Result<()> {
+    for (name, buf, bytes) in need {
+        if buf.bytes() < *bytes {
+            return Err(Error::invalid(format!(
+                "{name} needs {bytes} bytes for this problem but its buffer has {}",
+                buf.bytes()
+            )));
+        }
+    }
+    for (name, ptr) in ["X", "the prepacked weights"].into_iter().zip(x_and_w) {
+        if alignment(*ptr) < 16 {
+            return Err(Error::invalid(format!(
+                "{name} at {ptr:#x} is not 16-byte aligned, which the copies need"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The argument block, laid out as `Fp4Args` in `kernels/moe/fp4_experts.cu`.
@@ -449,22 +469,7 @@ impl Fp4Experts {
                 .ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
             need.push(("the routing weights", r, p.x_rows() * 4));
         }
-        for (name, buf, bytes) in need {
-            if buf.bytes() < bytes {
-                return Err(Error::invalid(format!(
-                    "{name} needs {bytes} bytes for this problem but its buffer has {}",
-                    buf.bytes()
-                )));
-            }
-        }
-        for (name, ptr) in [("X", ops.x.ptr()), ("the prepacked weights", ops.w.ptr())] {
-            if alignment(ptr) < 16 {
-                return Err(Error::invalid(format!(
-                    "{name} at {ptr:#x} is not 16-byte aligned, which the copies need"
-                )));
-            }
-        }
-        Ok(())
+        check_buffers(&need, &[ops.x.ptr(), ops.w.ptr()])
     }
 
     /// Enqueues the tile tables and the kernel; no host synchronisation (graph-capturable).
@@ -512,23 +517,49 @@ impl Fp4Experts {
         // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row
         tile_prefix::launch(ctx, p, &moe_ops, tile.tt, true)?;
         let tiles = tile.max_tiles_m(p) * tiles_n as u64;
-        let lc = LaunchConfig {
-            grid: (tiles.min(ctx.info.sm_count as u64).max(1) as u32, 1, 1),
-            block: (THREADS, 1, 1),
-            smem_bytes: tile.smem_bytes(swiglu),
-            cluster: None,
-        };
         // SAFETY: the kernel takes (TmaMap, Fp4Args) in this order. The map addresses X, the
         // args Y, the weights, the factors, the routing weights and the schedule workspace;
         // `check` has matched every buffer to the problem and the caller keeps them alive until
         // the stream has run.
         unsafe {
-            f.launch(
-                ctx.stream,
-                &lc,
+            launch_persistent(
+                ctx,
+                &f,
+                tiles,
+                tile.smem_bytes(swiglu),
                 &mut [map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void],
             )
         }
+    }
+}
+
+/// Launches a 4-bit expert kernel of `tiles` tiles on persistent CTAs (at most one per SM,
+/// THREADS threads, `smem` bytes of shared memory).
+///
+/// # Safety
+/// `params` are the kernel's parameters in its order, and every buffer they address holds
+/// what the problem needs (the op's `check`) and outlives the stream's work.
+pub(crate) unsafe fn launch_persistent(
+    ctx: &Context,
+    f: &Function,
+    tiles: u64,
+    smem: u32,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    let lc = LaunchConfig {
+        grid: (tiles.min(ctx.info.sm_count as u64).max(1) as u32, 1, 1),
+        block: (THREADS, 1, 1),
+        smem_bytes: smem,
+        cluster: None,
+    };
+    f.launch(ctx.stream, &lc, params)
+}
+
+/// Token tiles of height `tt` that can exist for any rows the GPU may hold.
+pub(crate) fn max_tiles_m(p: &MoeProblem, tt: usize) -> u64 {
+    match &p.rows {
+        Rows::Contiguous { x_rows, .. } => (x_rows / tt + p.experts) as u64,
+        Rows::Masked { max_rows, .. } => (p.experts * max_rows.div_ceil(tt)) as u64,
     }
 }
 

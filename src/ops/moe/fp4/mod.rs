@@ -3,18 +3,29 @@
 
 pub mod file;
 pub mod kernel;
+pub mod kernel_w4a8;
 pub mod layout;
 pub mod prepack;
 #[cfg(test)]
 mod prepack_tests;
+pub mod w4a8;
 
 pub use kernel::{Fp4Experts, Fp4Operands, Fp4Tile};
+pub use kernel_w4a8::{W4a8Experts, W4a8Operands};
 pub use prepack::{prepack, prepack_swiglu, Fp4Prepacked};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::formats::{mxfp4, nvfp4};
+
+/// Every 4-bit expert kernel variant (bf16 or f16 activations, and MXFP4 x e4m3 on the FP8
+/// tensor cores), for `kiln check`.
+pub fn variants(arch: &str) -> Vec<crate::jit::KernelSpec> {
+    let mut v = Fp4Experts::variants(arch);
+    v.extend(W4a8Experts::variants(arch));
+    v
+}
 
 /// The block-scaled 4-bit weight formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -24,9 +24,18 @@
 #include "moe/fp4_experts.cuh"
 #include "moe/fp4_weights.cuh"
 
-#if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
-#error "KILN_SWIGLU, KILN_TT, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
+#if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || \
+    !defined(KILN_SMEM) || !defined(KILN_CTAS)
+#error "KILN_SWIGLU, KILN_TT, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM and KILN_CTAS must be defined by the host"
 #endif
+
+// CTAs per SM: 2 halves each CTA's stages and registers but doubles the consumer warps that
+// decode weights on an SM (the decode tiles, whose consumers are bound by each stage's decode
+// latency, not by the bytes in flight). The register pool of a CTA is 65536 / (384 CTAS) per
+// thread rounded down to 8 (80 for two): 32 + 2 x 104 = 240 of it.
+constexpr int CTAS = KILN_CTAS;
+static_assert(CTAS == 1 || CTAS == 2, "KILN_CTAS is 1 or 2");
+constexpr int PRODUCER_REGS = CTAS == 1 ? 40 : 32, CONSUMER_REGS = CTAS == 1 ? 232 : 104;
 
 constexpr bool kBf16 = KILN_IN == 0;
 constexpr int MB = KILN_SWIGLU ? 2 : 1;  // weight atoms per consumer per stage
@@ -171,7 +180,7 @@ __device__ __forceinline__ void fp4_store(const Fp4Ctx& x, const MoeTile& tile, 
                   tile.n0 + x.c * 64, 0);
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
     moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
@@ -194,7 +203,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
 
-  ws_roles<40, 232>(
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
       wg,
       [&] {
         tma_prefetch(&tma_x);

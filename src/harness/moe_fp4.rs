@@ -247,7 +247,8 @@ mod tests {
             .is_some_and(|w| w.weights == WeightLayout::Interleaved)));
         // every tile the dispatch may pick, for both ops, and the narrow ones with f16 too
         for swiglu in [false, true] {
-            for tile in Fp4Tile::all(swiglu) {
+            // (the paired decode tile runs under KILN_FP4_CTAS=2 only, on the same cases)
+            for tile in Fp4Tile::all(swiglu).into_iter().filter(|t| t.ctas == 1) {
                 assert!(
                     s.iter().any(|p| p.swiglu.is_some() == swiglu
                         && p.input == DType::Bf16

@@ -158,6 +158,10 @@ pub struct MoeOverrides {
     /// each consumer's registers or once per CTA into shared memory (the fused SwiGLU with bf16
     /// activations only). Default: none (chosen by the counts, `Fp4Tile::dq_pays`).
     pub fp4_path: Option<Fp4Path>,
+    /// `KILN_FP4_CTAS` (1 or 2): CTAs per SM of the 4-bit SwiGLU's 8-token decode tile (bf16
+    /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
+    /// on an SM. Default 1.
+    pub fp4_ctas: u32,
 }
 
 impl MoeOverrides {
@@ -171,6 +175,7 @@ impl MoeOverrides {
         order: None,
         pdl: true,
         fp4_path: None,
+        fp4_ctas: 1,
     };
 }
 

@@ -24,8 +24,10 @@ pub const NAME: &str = "fp4_experts";
 pub const THREADS: u32 = 384;
 /// Token rows per X box (fewer in a tile of 8 tokens): a tile loads only the boxes its tokens need.
 pub const XBOX: u32 = 16;
-/// Shared memory per block on Hopper (227 KB).
+/// Shared memory per block on Hopper (227 KB), with one CTA per SM.
 const SMEM_LIMIT: u32 = 227 * 1024;
+/// Per block with two CTAs per SM: half the SM's 228 KB, less the 1 KB each block reserves.
+const SMEM_LIMIT_PAIR: u32 = 228 * 1024 / 2 - 1024;
 /// The shared-memory path's bf16 slots: three stages of two decoded 64 x 64 atoms.
 const DQ_SLOT_BYTES: u32 = 3 * 2 * 64 * 64 * 2;
 
@@ -56,12 +58,14 @@ impl Fp4Path {
 }
 
 /// A tile shape: up to `tt` tokens of one expert by 128 output columns (the shared-memory path:
-/// 256 tokens by 64 SwiGLU columns), `stages` deep.
+/// 256 tokens by 64 SwiGLU columns), `stages` deep, `ctas` CTAs per SM (2: the SwiGLU's 8-token
+/// decode tile under `KILN_FP4_CTAS=2`, each CTA with half the shared memory and registers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fp4Tile {
     pub tt: u32,
     pub stages: u32,
     pub path: Fp4Path,
+    pub ctas: u32,
 }
 
 impl Fp4Tile {
@@ -86,6 +90,7 @@ impl Fp4Tile {
             tt: 256,
             stages: 0,
             path: Fp4Path::Dq,
+            ctas: 1,
         };
         Fp4Tile {
             stages: probe.most_stages(true),
@@ -98,7 +103,17 @@ impl Fp4Tile {
             tt,
             stages: 0,
             path: Fp4Path::Rs,
+            ctas: 1,
         };
+        Fp4Tile {
+            stages: probe.most_stages(swiglu),
+            ..probe
+        }
+    }
+
+    /// The same tile at two CTAs per SM: as many stages as half an SM holds.
+    pub fn paired(self, swiglu: bool) -> Fp4Tile {
+        let probe = Fp4Tile { ctas: 2, ..self };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
             ..probe
@@ -107,7 +122,16 @@ impl Fp4Tile {
 
     fn most_stages(self, swiglu: bool) -> u32 {
         let stage = self.stage_bytes(swiglu) + 16;
-        (SMEM_LIMIT - self.fixed_bytes()) / stage
+        (self.smem_limit() - self.fixed_bytes()) / stage
+    }
+
+    /// Shared memory one block may take.
+    pub fn smem_limit(self) -> u32 {
+        if self.ctas == 2 {
+            SMEM_LIMIT_PAIR
+        } else {
+            SMEM_LIMIT
+        }
     }
 
     /// One stage: the X tile, then the weight atoms of both consumers (the larger NVFP4 atom, so
@@ -149,6 +173,20 @@ impl Fp4Tile {
     /// tile above 16 rows.
     pub fn choose(p: &MoeProblem) -> Fp4Tile {
         Self::choose_with(p, None)
+    }
+
+    /// [`Fp4Tile::choose`] with the path forced (`KILN_FP4_PATH`): `Some(Dq)` takes the
+    /// shared-memory tile at any count, `Some(Rs)` never; with `paired` (`KILN_FP4_CTAS=2`) the
+    /// 8-token decode tile of the SwiGLU with bf16 activations runs two CTAs per SM (the 16-token
+    /// one does not fit 104 registers a consumer: it spills and serialises its wgmmas).
+    pub fn choose_paired(p: &MoeProblem, path: Option<Fp4Path>, paired: bool) -> Fp4Tile {
+        let t = Self::choose_with(p, path);
+        let swiglu = p.swiglu.is_some();
+        if paired && swiglu && p.input == DType::Bf16 && t.path == Fp4Path::Rs && t.tt == 8 {
+            t.paired(swiglu)
+        } else {
+            t
+        }
     }
 
     /// [`Fp4Tile::choose`] with the path forced (`KILN_FP4_PATH`): `Some(Dq)` takes the
@@ -205,6 +243,7 @@ impl Fp4Tile {
         ];
         if swiglu {
             v.push(Self::dq());
+            v.push(Self::narrow(8, true).paired(true));
         }
         v
     }
@@ -223,8 +262,11 @@ impl Fp4Tile {
     pub fn label(self) -> String {
         match self.path {
             Fp4Path::Rs => format!(
-                "swapAB 128x{} (wgmma N 8..{}, {} stages)",
-                self.tt, self.tt, self.stages
+                "swapAB 128x{} (wgmma N 8..{}, {} stages{})",
+                self.tt,
+                self.tt,
+                self.stages,
+                if self.ctas == 2 { ", 2 CTAs an SM" } else { "" }
             ),
             Fp4Path::Dq => format!(
                 "swapAB, smem-dequant {}x256 (2 x 128 tokens, {} stages)",
@@ -357,6 +399,10 @@ impl Fp4Experts {
             Fp4Path::Rs => spec.define("KILN_TT", tile.tt),
             Fp4Path::Dq => spec,
         };
+        let spec = match tile.path {
+            Fp4Path::Rs => spec.define("KILN_CTAS", tile.ctas),
+            Fp4Path::Dq => spec,
+        };
         spec.define("KILN_STAGES", tile.stages)
             .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
             .define("KILN_SMEM", tile.smem_bytes(swiglu))
@@ -430,7 +476,11 @@ impl Fp4Experts {
                 reason: "KILN_FP4_PATH=dq runs the fused SwiGLU with bf16 activations only; unset it for this problem".into(),
             });
         }
-        Ok(Fp4Tile::choose_with(p, path))
+        Ok(Fp4Tile::choose_paired(
+            p,
+            path,
+            ctx.overrides.moe.fp4_ctas == 2,
+        ))
     }
 
     /// Checks `p`, the prepacked weights `l` and the buffers against each other.
@@ -525,7 +575,7 @@ impl Fp4Experts {
             launch_persistent(
                 ctx,
                 &f,
-                tiles,
+                tiles.min(tile.ctas as u64 * ctx.info.sm_count as u64),
                 tile.smem_bytes(swiglu),
                 &mut [map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void],
             )
@@ -533,8 +583,8 @@ impl Fp4Experts {
     }
 }
 
-/// Launches a 4-bit expert kernel of `tiles` tiles on persistent CTAs (at most one per SM,
-/// THREADS threads, `smem` bytes of shared memory).
+/// Launches a 4-bit expert kernel on `ctas` persistent CTAs (at least one), THREADS threads and
+/// `smem` bytes of shared memory each.
 ///
 /// # Safety
 /// `params` are the kernel's parameters in its order, and every buffer they address holds
@@ -542,12 +592,12 @@ impl Fp4Experts {
 pub(crate) unsafe fn launch_persistent(
     ctx: &Context,
     f: &Function,
-    tiles: u64,
+    ctas: u64,
     smem: u32,
     params: &mut [*mut c_void],
 ) -> Result<()> {
     let lc = LaunchConfig {
-        grid: (tiles.min(ctx.info.sm_count as u64).max(1) as u32, 1, 1),
+        grid: (ctas.max(1) as u32, 1, 1),
         block: (THREADS, 1, 1),
         smem_bytes: smem,
         cluster: None,
@@ -580,7 +630,7 @@ mod tests {
     fn every_tile_fits_and_keeps_weights_in_flight() {
         for swiglu in [false, true] {
             for t in Fp4Tile::all(swiglu) {
-                assert!(t.smem_bytes(swiglu) <= SMEM_LIMIT, "{t:?}");
+                assert!(t.smem_bytes(swiglu) <= t.smem_limit(), "{t:?}");
                 assert_eq!(t.stage_bytes(swiglu) % 1024, 0);
                 assert!(t.stages >= 4, "{t:?}");
             }
@@ -596,8 +646,12 @@ mod tests {
             );
         }
         // 2 ops x (2 formats x bf16 with 4 tiles, and NVFP4 f16 with the 3 decode tiles), and
-        // the SwiGLU's shared-memory tile in both formats
-        assert_eq!(Fp4Experts::variants("sm_90a").len(), 24);
+        // the SwiGLU's shared-memory tile and its paired 8-token tile in both formats
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 26);
+        // two CTAs fit an SM: their blocks' shared memory and registers
+        let t = Fp4Tile::narrow(8, true).paired(true);
+        assert!(2 * (t.smem_bytes(true) + 1024) <= 228 * 1024, "{t:?}");
+        assert!(t.stages >= 8, "{t:?}");
         assert!(Fp4Experts::variants("sm_89").is_empty());
     }
 
@@ -696,6 +750,12 @@ mod tests {
             Fp4Tile::choose_with(&sw(&[200, 150]), Some(Fp4Path::Rs)),
             Fp4Tile::prefill(true)
         );
+        // KILN_FP4_CTAS=2 pairs the SwiGLU's narrow bf16 tiles only
+        let paired = Fp4Tile::choose_paired(&sw(&[3, 1]), None, true);
+        assert_eq!((paired.tt, paired.ctas), (8, 2));
+        assert_eq!(Fp4Tile::choose_paired(&sw(&[30, 1]), None, true).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&sw(&[12, 1]), None, true).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&gemm, None, true).ctas, 1);
         let dq = Fp4Tile::choose_with(&sw(&[3, 1]), Some(Fp4Path::Dq));
         assert_eq!((dq.tt, dq.bn(true), dq.path), (256, 64, Fp4Path::Dq));
         assert!(

@@ -264,7 +264,7 @@ impl W4a8Experts {
             launch_persistent(
                 ctx,
                 &f,
-                tiles,
+                tiles.min(ctx.info.sm_count as u64),
                 smem_bytes(),
                 &mut [map_x.as_param(), &mut args as *mut W4a8Args as *mut c_void],
             )

@@ -11,7 +11,7 @@ use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
-use crate::ops::moe::fp8_grouped::x_map;
+use crate::ops::moe::fp8_grouped::{self, x_map};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::{sched_bytes, TileOrder, INDEX_RING_BYTES, MAX_EXPERTS};
 use crate::ops::moe::{tile_prefix, MoeOperands};
@@ -146,24 +146,13 @@ impl W4a8Experts {
         vec![Self::spec(arch, false), Self::spec(arch, true)]
     }
 
-    /// `Ok` or why `p` cannot run on `dev`.
+    /// `Ok` or why `p` cannot run on `dev`: the FP8 MoE kernels' conditions (Hopper, experts
+    /// per launch, shared memory), and bf16 output.
     pub fn supports(p: &Fp8MoeProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        if !dev.is_hopper() {
-            return Err(format!(
-                "needs a Hopper GPU (sm_90a: FP8 wgmma, TMA); {} is sm_{}{}",
-                dev.name, dev.compute_capability.0, dev.compute_capability.1
-            ));
-        }
-        if p.experts > MAX_EXPERTS {
-            return Err(format!(
-                "{} experts; at most {MAX_EXPERTS} per launch",
-                p.experts
-            ));
-        }
         if p.out != DType::Bf16 || p.quantized_out() {
             return Err("writes bf16 only; ask for bf16 output".into());
         }
-        dev.check_smem(smem_bytes())
+        fp8_grouped::supports(p, dev, smem_bytes())
     }
 
     /// Checks `p`, the weights `l` and the buffers against each other.

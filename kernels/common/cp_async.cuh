@@ -26,3 +26,15 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 
 // Waits until at most N of this thread's groups are still in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Copies the first src_bytes (0 or 4) of the 4 bytes at src (4-byte aligned) and zero-fills the
+// rest (src is not read when src_bytes is 0): scales, one float each, beside a TMA stage.
+__device__ __forceinline__ void cp_async4_zfill(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// Arrives on the mbarrier at `bar` once every cp.async this thread issued before has landed,
+// without raising its pending count (the barrier's init count includes this arrival).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}

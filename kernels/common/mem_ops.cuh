@@ -11,6 +11,10 @@ __device__ __forceinline__ void st_cg_f4(float* p, float a, float b, float c, fl
 __device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, float& c, float& d) {
   asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
 }
+// p[0..3] += (a, b, c, d) at the L2, without a result (sm_90's vector reduction).
+__device__ __forceinline__ void red_add_f4(float* p, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
 __device__ __forceinline__ void st_shared_f4(u32 a, float x, float y, float z, float w) {
   asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
 }

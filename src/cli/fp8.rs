@@ -15,7 +15,8 @@ use kiln::harness::fp8::{
     gemm_suite, verify_conversions, verify_gemm, verify_promotion, verify_quantization, Fp8Outcome,
 };
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes, Fp8Timing};
-use kiln::ops::fp8::{Fp8Problem, Granularity, QuantSpec, ScaleMode};
+use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
+use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
 use kiln::report::Table;
 
@@ -76,10 +77,13 @@ pub struct Fp8BenchArgs {
     /// scales.
     #[arg(long)]
     pub unpromoted: bool,
-    /// kiln's tile config: a width (128, 160, 256), `p` for the pipelined promotion (128p),
-    /// `/S` for S split-K slices (128p/4); default: the heuristic's.
+    /// kiln's tile config, repeatable (each timed in turn with the others and cuBLASLt, launch
+    /// by launch): `[64x]WIDTH[p][s][/S][a|w]` (128, 160, 128p for the pipelined promotion, 128ps
+    /// with the block scales through shared memory, 64x128ps the 64-row tile, /S for S split-K
+    /// slices, a or w to reduce them atomically or through slots), or a rule's choice: `waves`
+    /// (the rule of a8381a5) or `bytes` (the cost model); default: KILN_FP8_RULE's choice.
     #[arg(long)]
-    pub tile: Option<String>,
+    pub tile: Vec<String>,
     /// Time kiln alone.
     #[arg(long)]
     pub no_vendor: bool,
@@ -252,11 +256,25 @@ pub fn bench_problems(a: &Fp8BenchArgs) -> Result<Vec<Fp8Problem>> {
                 reason,
             }
         })?;
-        if let Some(c) = &a.tile {
-            kiln::ops::fp8::gemm::check_config(p, c.parse()?)?;
-        }
+        tiles_for(p, &a.tile, &DeviceInfo::h100_sxm())?;
     }
     Ok(problems)
+}
+
+/// The configs `--tile` names for `p` on `dev`: each a config (checked against what is
+/// compiled) or a rule whose choice it is.
+pub fn tiles_for(p: &Fp8Problem, tiles: &[String], dev: &DeviceInfo) -> Result<Vec<Fp8Config>> {
+    tiles
+        .iter()
+        .map(|t| match Fp8Rule::parse(t) {
+            Some(rule) => Ok(choose_by(p, dev, rule)),
+            None => {
+                let c: Fp8Config = t.parse()?;
+                check_config(p, c)?;
+                Ok(c)
+            }
+        })
+        .collect()
 }
 
 fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
@@ -274,8 +292,8 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     let ctx = env.context()?;
     let mut rows: Vec<Fp8Timing> = Vec::new();
     for p in &problems {
-        let cfg = a.tile.as_deref().map(str::parse).transpose()?;
-        let r = bench_fp8(&ctx, p, cfg, !a.no_vendor, &opt)?;
+        let cfgs = tiles_for(p, &a.tile, &ctx.info)?;
+        let r = bench_fp8(&ctx, p, &cfgs, !a.no_vendor, &opt)?;
         if !env.json {
             for t in &r {
                 eprintln!(

@@ -256,6 +256,19 @@ pub struct Fp8Inputs {
     pub quant_mismatches: usize,
 }
 
+impl Fp8Inputs {
+    /// The GEMM's operands: these codes and device scales, into `c`.
+    pub fn operands<'a>(&'a self, c: &'a DeviceBuffer) -> Fp8Operands<'a> {
+        Fp8Operands {
+            a: &self.a.codes,
+            b: &self.b.codes,
+            sa: Scales::Device(&self.a.scales),
+            sb: Scales::Device(&self.b.scales),
+            c,
+        }
+    }
+}
+
 /// Draws A [M, K] and B [N, K], quantises them on the GPU as the case's mode says, and (with
 /// `dequantize`) dequantises the GPU's codes and scales on the host (`check_cpu`: also compares
 /// them with the CPU's quantisation).
@@ -448,13 +461,7 @@ pub fn verify_gemm_seeded(
     }
     let inp = inputs(ctx, case, seed, true, true)?;
     let dc = poisoned_c(ctx, p)?;
-    let ops = Fp8Operands {
-        a: &inp.a.codes,
-        b: &inp.b.codes,
-        sa: Scales::Device(&inp.a.scales),
-        sb: Scales::Device(&inp.b.scales),
-        c: &dc,
-    };
+    let ops = inp.operands(&dc);
     let launched = match case.cfg {
         Some(cfg) => fp8::gemm_with(ctx, p, &ops, cfg),
         None => fp8::gemm(ctx, p, &ops),
@@ -493,57 +500,74 @@ pub fn verify_gemm_seeded(
     Ok(out)
 }
 
-/// The promotion check at K = 16,384 (tensor scales, positive data, so partial sums grow; f32
-/// output, so no output rounding hides the accumulation's error): against the exact reference,
-/// the unpromoted accumulation must miss the 1e-3 bound and the promoted one meet it, on the same
-/// inputs.
+/// The promotion check at K = 16,384 (positive data, so partial sums grow; f32 output, so no
+/// output rounding hides the accumulation's error): against the exact reference, the unpromoted
+/// accumulation must miss the 1e-3 bound and the promoted one meet it, on the same inputs (tensor
+/// scales); and with block scales every promoted kernel of the new family must meet it too.
 pub fn verify_promotion(ctx: &Context) -> Result<Fp8Outcome> {
     let seed = fresh_seed();
     let base = Fp8Problem::new(256, 256, 16384, DType::F32, ScaleMode::Tensor);
-    let case = GemmCase {
-        p: base,
-        cfg: Some(Fp8Config::new(128, false)),
-        recipe: ScaleRecipe::Fp32,
-        data: Data::Positive,
-    };
-    let inp = inputs(ctx, &case, seed, false, true)?;
     // unpromoted, promoted after a drained pipeline, pipelined promotion; each over the whole K
     // (split-K would shorten the unpromoted sums: on an H100, 8 slices cut its error from
     // 2.5e-1 to 3.5e-2)
-    let whole = |bn, pipe| Fp8Config {
+    let whole = |c: &str| Fp8Config {
         splits: 1,
-        ..Fp8Config::new(bn, pipe)
+        ..c.parse::<Fp8Config>().expect("a config")
     };
-    let runs = [
-        (false, whole(128, false)),
-        (true, whole(128, false)),
-        (true, whole(128, true)),
-    ];
-    let mut errs = Vec::new();
-    for (promote, cfg) in runs {
-        let p = Fp8Problem { promote, ..base };
-        let dc = poisoned_c(ctx, &p)?;
-        let ops = Fp8Operands {
-            a: &inp.a.codes,
-            b: &inp.b.codes,
-            sa: Scales::Device(&inp.a.scales),
-            sb: Scales::Device(&inp.b.scales),
-            c: &dc,
+    let errors = |p: Fp8Problem, runs: &[(bool, Fp8Config)]| -> Result<Vec<f64>> {
+        let case = GemmCase {
+            p,
+            cfg: None,
+            recipe: ScaleRecipe::Fp32,
+            data: Data::Positive,
         };
-        fp8::gemm_with(ctx, &p, &ops, cfg)?;
-        ctx.synchronize()?;
-        let mut o = Fp8Outcome::new("gemm", String::new(), seed);
-        judge_output(&p, &dc, &inp, seed, &mut o)?;
-        errs.push(o.rel_error);
-    }
-    let mut o = Fp8Outcome::new("promotion", format!("{base}, data in [0, 1)"), seed);
-    o.rel_error = errs[1].max(errs[2]);
+        let inp = inputs(ctx, &case, seed, false, true)?;
+        let mut errs = Vec::new();
+        for &(promote, cfg) in runs {
+            let p = Fp8Problem { promote, ..p };
+            let dc = poisoned_c(ctx, &p)?;
+            fp8::gemm_with(ctx, &p, &inp.operands(&dc), cfg)?;
+            ctx.synchronize()?;
+            let mut o = Fp8Outcome::new("gemm", String::new(), seed);
+            judge_output(&p, &dc, &inp, seed, &mut o)?;
+            errs.push(o.rel_error);
+        }
+        Ok(errs)
+    };
+    let errs = errors(
+        base,
+        &[
+            (false, whole("128")),
+            (true, whole("128")),
+            (true, whole("128p")),
+        ],
+    )?;
+    let block = Fp8Problem {
+        scale: ScaleMode::Block,
+        ..base
+    };
+    let new: Vec<(bool, Fp8Config)> = fp8::gemm::configs(block.a, block.b, block.scale, true)
+        .iter()
+        .filter(|c| c.is_new())
+        .map(|&c| (true, Fp8Config { splits: 1, ..c }))
+        .collect();
+    let block_errs = errors(block, &new)?;
+    let worst_block = block_errs.iter().copied().fold(0.0f64, f64::max);
+    let mut o = Fp8Outcome::new(
+        "promotion",
+        format!("{base} and block scales, data in [0, 1)"),
+        seed,
+    );
+    o.rel_error = errs[1].max(errs[2]).max(worst_block);
     o.bound = ACCUMULATION_BOUND;
     o.rows_checked = base.m;
-    let promoted_ok = errs[1] <= ACCUMULATION_BOUND && errs[2] <= ACCUMULATION_BOUND;
+    let promoted_ok = errs[1] <= ACCUMULATION_BOUND
+        && errs[2] <= ACCUMULATION_BOUND
+        && block_errs.iter().all(|&e| e <= ACCUMULATION_BOUND);
     o.passed = errs[0] > ACCUMULATION_BOUND && promoted_ok;
     o.message = format!(
-        "unpromoted {:.2e} ({} the bound), promoted {:.2e} and pipelined {:.2e} ({} it)",
+        "unpromoted {:.2e} ({} the bound), promoted {:.2e} and pipelined {:.2e}, block-scaled \
+         new tiles up to {worst_block:.2e} ({} it)",
         errs[0],
         if errs[0] > ACCUMULATION_BOUND {
             "exceeds"
@@ -625,17 +649,37 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
             v.push(case(p, None, ScaleRecipe::Fp32));
         }
     }
-    // split-K over several tiles, each kernel family (the default splits only small-M ones)
+    // split-K over several tiles, each kernel family (the default splits only small-M ones), both
+    // reductions on old and new configs
     for (scale, promote, tile) in [
         (ScaleMode::Block, true, "128p/3"),
         (ScaleMode::Block, true, "160/5"),
         (ScaleMode::Tensor, false, "256/4"),
         (ScaleMode::Row, true, "128/2"),
+        (ScaleMode::Block, true, "128p/3a"),
+        (ScaleMode::Block, true, "160s/5"),
+        (ScaleMode::Block, true, "64x192ps/5w"),
     ] {
         let p = Fp8Problem {
             promote,
             ldc: 392,
             ..Fp8Problem::new(300, 384, 4112, DType::Bf16, scale)
+        };
+        v.push(case(p, tile.parse().ok(), ScaleRecipe::Fp32));
+    }
+    // the small-M path: the 64-row tiles with many slices summed atomically, an A box shorter
+    // than the tile (M = 40), a tile whose second consumer lies wholly past N (N = 300), a
+    // ragged 120-wide tile
+    for (m, n, k, tile) in [
+        (64, 384, 4112, "64x128ps/7"),
+        (40, 1000, 2048, "64x256ps/3"),
+        (64, 300, 1024, "64x256ps/2"),
+        (129, 257, 4112, "120ps/4"),
+        (128, 2112, 7168, "64x192ps/12"),
+    ] {
+        let p = Fp8Problem {
+            ldc: n + 8,
+            ..Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block)
         };
         v.push(case(p, tile.parse().ok(), ScaleRecipe::Fp32));
     }
@@ -676,12 +720,23 @@ mod tests {
             .any(|c| c.p.a == Fp8Format::E5m2 && c.p.b == Fp8Format::E5m2));
         assert!(s.iter().all(|c| c.p.validate().is_ok()));
         assert!(gemm_suite(true).len() < s.len());
-        assert!(
+        assert_eq!(
             s.iter()
                 .filter(|c| c.cfg.is_some_and(|t| t.splits > 1))
-                .count()
-                == 4
+                .count(),
+            12
         );
+        // both reductions, on the old family and the new
+        for (new, reduce) in [
+            (false, fp8::gemm::Reduce::Slots),
+            (false, fp8::gemm::Reduce::Atomic),
+            (true, fp8::gemm::Reduce::Slots),
+            (true, fp8::gemm::Reduce::Atomic),
+        ] {
+            assert!(s.iter().any(|c| c
+                .cfg
+                .is_some_and(|t| t.splits > 1 && t.is_new() == new && t.reduction() == reduce)));
+        }
     }
 
     #[test]

@@ -12,7 +12,8 @@ use kiln::error::{Error, Result};
 use kiln::formats::{Fp8Format, ScaleRecipe};
 use kiln::harness::bench::BenchOptions;
 use kiln::harness::fp8::{
-    gemm_suite, verify_conversions, verify_gemm, verify_promotion, verify_quantization, Fp8Outcome,
+    gemm_suite, verify_conversions, verify_gemm, verify_gemm_seeded, verify_promotion,
+    verify_quantization, Data, Fp8Outcome, GemmCase,
 };
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes, Fp8Timing};
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
@@ -48,6 +49,26 @@ pub struct Fp8VerifyArgs {
     /// Also check cuBLASLt's FP8 GEMM on every GEMM case.
     #[arg(long)]
     pub vendor: bool,
+    /// Instead of the suite: the GEMM at these shapes MxNxK (repeatable; or --set deepseek),
+    /// once per --tile, with --scale / --out / --dtype as `fp8 bench` takes them.
+    #[arg(long = "shape")]
+    pub shapes: Vec<String>,
+    #[arg(long)]
+    pub set: Option<String>,
+    /// The configs to check (repeatable): as `fp8 bench --tile`, or `all` for every compiled
+    /// one; default: KILN_FP8_RULE's choice.
+    #[arg(long)]
+    pub tile: Vec<String>,
+    #[arg(long, default_value = "block")]
+    pub scale: String,
+    #[arg(long, default_value = "bf16")]
+    pub out: String,
+    #[arg(long, default_value = "e4m3")]
+    pub dtype: String,
+    /// The inputs' seed (a fuzz failure's, to rerun it under other configs or outputs);
+    /// default: fresh.
+    #[arg(long)]
+    pub seed: Option<u64>,
     #[command(flatten)]
     pub grouped: super::fp8_moe::Fp8GroupedArgs,
 }
@@ -127,6 +148,9 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     if a.grouped.grouped {
         return super::fp8_moe::verify(env, &a.grouped, quick);
     }
+    if !a.shapes.is_empty() || a.set.is_some() {
+        return verify_at(env, a);
+    }
     let ctx = env.context()?;
     let mut outcomes: Vec<Fp8Outcome> = vec![verify_conversions(&ctx)?];
     let inputs: &[DType] = if quick {
@@ -161,6 +185,12 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     }
     pb.finish_and_clear();
     outcomes.push(verify_promotion(&ctx)?);
+    print_outcomes(env, &ctx.info, &outcomes)
+}
+
+/// The outcomes as JSON or a table, with the count of failures (cuBLASLt's apart); exit 7 if
+/// any of kiln's failed.
+fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Fp8Outcome]) -> Result<ExitCode> {
     // cuBLASLt's outcomes are reported, not held against kiln.
     let failed = outcomes
         .iter()
@@ -171,7 +201,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         .filter(|o| !o.passed && o.check == "cublaslt")
         .count();
     if env.json {
-        env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
+        env.print_json(&json!({ "device": info, "outcomes": outcomes }));
     } else {
         let mut t = Table::new(&[
             "check",
@@ -179,23 +209,27 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
             "rel err",
             "beyond rounding",
             "bound",
+            "cancellation",
             "rows",
             "verdict",
         ]);
-        for o in &outcomes {
-            let num = |x: f64| {
-                if x.is_nan() {
-                    "-".into()
-                } else {
-                    format!("{x:.2e}")
-                }
-            };
+        let num = |x: f64| {
+            if x.is_nan() {
+                "-".into()
+            } else {
+                format!("{x:.2e}")
+            }
+        };
+        for o in outcomes {
             t.row(&[
                 o.check.clone(),
                 o.case.clone(),
                 num(o.rel_error),
                 num(o.rel_error_rounded),
                 num(o.bound),
+                o.cancellation
+                    .map(|c| format!("{c:.1}"))
+                    .unwrap_or_default(),
                 o.rows_checked.to_string(),
                 match &o.skipped {
                     Some(why) => format!("skipped: {why}"),
@@ -207,7 +241,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         println!(
             "{} checks on {}, {failed} failed (cuBLASLt: {vendor_failed} failed)",
             outcomes.len(),
-            ctx.info.name
+            info.name
         );
     }
     Ok(if failed > 0 {
@@ -215,6 +249,62 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `kiln fp8 verify --shape ... [--tile ...] [--seed S]`: the GEMM at the named shapes, once per
+/// config, each on inputs of one seed (the same seed gives the same inputs whatever the config
+/// or output type).
+fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
+    let request = Fp8BenchArgs {
+        shapes: a.shapes.clone(),
+        set: a.set.clone(),
+        scale: a.scale.clone(),
+        dtype: a.dtype.clone(),
+        a: None,
+        b: None,
+        out: a.out.clone(),
+        unpromoted: false,
+        tile: a.tile.iter().filter(|t| *t != "all").cloned().collect(),
+        no_vendor: true,
+        reps: 1,
+        warmup: 0,
+        warmup_ms: 0.0,
+        no_flush: true,
+        grouped: a.grouped.clone(),
+    };
+    let problems = bench_problems(&request)?;
+    let ctx = env.context()?;
+    let seed = a.seed.unwrap_or_else(kiln::harness::verify::fresh_seed);
+    let mut outcomes = Vec::new();
+    for p in &problems {
+        let mut cfgs = tiles_for(p, &request.tile, &ctx.info)?;
+        if a.tile.iter().any(|t| t == "all") {
+            cfgs.extend(kiln::ops::fp8::gemm::configs(p.a, p.b, p.scale, p.promote));
+        }
+        let cfgs: Vec<Option<Fp8Config>> = if cfgs.is_empty() {
+            vec![None]
+        } else {
+            cfgs.into_iter().map(Some).collect()
+        };
+        for cfg in cfgs {
+            let case = GemmCase {
+                p: *p,
+                cfg,
+                recipe: ScaleRecipe::Fp32,
+                data: Data::Signed,
+            };
+            for o in verify_gemm_seeded(&ctx, &case, a.vendor, seed)? {
+                if !env.json {
+                    eprintln!(
+                        "{} {}: {:.2e} (bound {:.0e}) {}",
+                        o.check, o.case, o.rel_error, o.bound, o.message
+                    );
+                }
+                outcomes.push(o);
+            }
+        }
+    }
+    print_outcomes(env, &ctx.info, &outcomes)
 }
 
 /// The problems a bench request names, validated before any GPU is touched.

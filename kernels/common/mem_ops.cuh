@@ -1,7 +1,7 @@
 // Memory operations of the cross-CTA reductions (split-K partial tiles) and shared-memory
 // hand-offs: float4 loads/stores that bypass L1 (.cg, so a partial written by one SM is read
-// from L2 by another), float4 / float2 / scalar shared-memory access (the C staging), and the
-// GPU-scope fence and counter.
+// from L2 by another) and float4 reductions at the L2, float4 / float2 / scalar shared-memory
+// access (the C staging), and the GPU-scope fence and counter.
 #pragma once
 #include "common/types.cuh"
 

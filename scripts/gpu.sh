@@ -345,11 +345,12 @@ fp8ab)
   step fp8ab-repro 60 "$KILN" verify --repro tests/fixtures/repro/fp8-2x2x624-f16.jsonl
   step fp8ab-repro-f16 60 "$KILN" fp8 verify --shape 2x2x624 --out f16 --seed $seed --tile all
   step fp8ab-repro-f32 60 "$KILN" fp8 verify --shape 2x2x624 --out f32 --seed $seed --tile all
-  tiles=(); for t in ${FP8AB_TILES:-64x128ps 128ps 160s}; do tiles+=(--tile "$t"); done
+  tiles=(); for t in ${FP8AB_TILES:-64x128ps 128ps 160s 160sm}; do tiles+=(--tile "$t"); done
   step_json fp8ab-ds 400 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
     --tile waves --tile waves --tile bytes "${tiles[@]}"
   step_json fp8ab-large 150 "$KILN" --json fp8 bench --shape 4096x7168x16384 --scale block --reps 10 \
-    --tile 128p --tile 128p --tile 128ps --tile 120ps --tile 128s --tile 160s --tile 192s --tile 64x256ps
+    --tile 128p --tile 128p --tile 128ps --tile 120ps --tile 128s --tile 160s --tile 192s \
+    --tile 128psm --tile 160sm --tile 64x256ps
   table
   echo
   "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"

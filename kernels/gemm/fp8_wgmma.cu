@@ -11,7 +11,10 @@
 // problem of 64 rows keeps both consumers at work and a wide tile (up to 256) keeps the
 // pipelined promotion's three arrays within the registers. The grid is persistent: CTA b takes
 // work units b, b + grid, .. (tiles in the grouped order of common/gemm_ws.cuh, or split-K slices
-// of them).
+// of them). KILN_CLUSTER = 2 (128-row tiles): a pair of CTAs takes two block tiles along M with
+// the same columns, each loading half of the B tile and multicasting it to both (half the B
+// bytes from the L2); a stage is free once both CTAs' consumers have read it, and the unit's
+// second tile past M only feeds its half of B.
 //
 // Scales (KILN_SCALE), fp32, read from device memory (Fp8Args):
 //   0 per tensor: sa[0], sb[0], applied with alpha in the epilogue.
@@ -54,19 +57,24 @@
 
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
-    !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE)
+    !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE) ||  \
+    !defined(KILN_CLUSTER)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
 constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0, SSCALE = KILN_SSCALE != 0;
+constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along M sharing each B tile by TMA multicast
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
 constexpr int NR = WN / 2;                  // its accumulator registers
 static_assert(BM == 64 || BM == 128, "KILN_BM is 64 (consumers split N) or 128 (consumers split M)");
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
 static_assert(!SSCALE || SCALE == 2, "KILN_SSCALE carries block scales: it needs KILN_SCALE = 2");
+static_assert(CLUSTER == 1 || (CLUSTER == 2 && BM == 128 && (BN / 2) % 8 == 0),
+              "KILN_CLUSTER is 1, or 2 with 128-row tiles whose B halves are whole 8-row swizzle atoms");
+constexpr int B_PART = BN / CLUSTER;  // B rows each CTA of a cluster loads (and multicasts)
 constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
 // A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's two B scales, padded to 16.
 constexpr u32 SLOT_BYTES = SSCALE ? BM * 4 + 16 : 0;
@@ -130,31 +138,50 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int s = 0; s < STAGES; ++s) {
       // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
       mbar_init(full(s), SSCALE ? 1 + 32 : 1);
-      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+      mbar_init(empty(s), 8 * CLUSTER);  // lane 0 of each consumer warp of every CTA reading it
     }
     mbar_fence_init();
   }
-  __syncthreads();
+  // peers' barriers exist before any multicast or remote arrive
+  if constexpr (CLUSTER > 1) cluster_sync();
+  else __syncthreads();
+  const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
-  const int tiles = tiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
-  const int splits = p.splits, units = tiles * splits;
+  const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, kblocks = (p.k + BK - 1) / BK;
+  const int splits = p.splits, units = ctiles_m * tiles_n * splits;
+  // Cluster b takes units b, b + clusters, ..: unit u is slice u % splits of cluster tile
+  // u / splits (CLUSTER block tiles along M, the same columns), whose block tile (tm, tn) this CTA
+  // computes; t numbers it for the split-K workspace and counters.
+  const int first = blockIdx.x / CLUSTER, stride = gridDim.x / CLUSTER;
+  auto unit = [&](int u, int& t, int& tm, int& tn, int& kb0, int& kb1) {
+    int ctm;
+    tile_coords(u / splits, ctiles_m, tiles_n, ctm, tn);
+    tm = ctm * CLUSTER + rank;
+    t = (u / splits) * CLUSTER + rank;
+    split_range(u % splits, splits, kblocks, kb0, kb1);
+  };
 
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
       const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES;  // whole boxes, zero fill included
       u32 it = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        int tm, tn, kb0, kb1;
-        tile_coords(u / splits, tiles_m, tiles_n, tm, tn);
-        split_range(u % splits, splits, kblocks, kb0, kb1);
+      for (int u = first; u < units; u += stride) {
+        int t, tm, tn, kb0, kb1;
+        unit(u, t, tm, tn, kb0, kb1);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
-          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
-          mbar_arrive_expect_tx(full(s), stage_tx);
+          // fresh barriers: parity 1 passes; in a cluster, free once every CTA's consumers
+          // have read the stage (this CTA's multicast overwrites it in all of them)
+          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
+          mbar_arrive_expect_tx(full(s), stage_tx);  // the whole B tile lands, both halves
           const u32 sa = base + s * STAGE_BYTES;
           tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
-          tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
+          if constexpr (CLUSTER > 1)
+            tma_load_2d_multicast(sa + A_BYTES + rank * B_PART * 128, &tma_b, full(s), kb * BK,
+                                  tn * BN + rank * B_PART, (1 << CLUSTER) - 1);
+          else
+            tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
         }
       }
     } else if (SSCALE && threadIdx.x / 32 == 1) {
@@ -162,10 +189,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // B block past N are zero-filled (their products are never stored).
       const int lane = threadIdx.x % 32, nblocks_b = (p.n + 127) / 128;
       u32 it = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        int tm, tn, kb0, kb1;
-        tile_coords(u / splits, tiles_m, tiles_n, tm, tn);
-        split_range(u % splits, splits, kblocks, kb0, kb1);
+      for (int u = first; u < units; u += stride) {
+        int t, tm, tn, kb0, kb1;
+        unit(u, t, tm, tn, kb0, kb1);
         // Lanes 0 and 1: the tile's two B blocks. 40 registers: keep it lean.
         const int nb = tn * BN / 128 + lane;
         const bool b_in = lane < 2 && nb < nblocks_b;
@@ -193,8 +219,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int arow = SPLIT_N ? 0 : 64 * c;  // this consumer's first row and column in the tile
   const int bcol = SPLIT_N ? WN * c : 0;
   const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+  // A consumer warp frees stage s in every CTA of the cluster (each multicasts into it).
   auto release = [&](int s) {
-    if (lane == 0) mbar_arrive(empty(s));
+    if (lane != 0) return;
+    if constexpr (CLUSTER == 1) {
+      mbar_arrive(empty(s));
+    } else {
+#pragma unroll
+      for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
+    }
   };
   // Stage 0's descriptors (K-major, 128B swizzle): this consumer's 64 rows of A and WN rows of B.
   // A stage and a k32 step (32 bytes along the row) only move the start address.
@@ -221,11 +254,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < NR; ++i) acc2[i] = 0.0f;
   }
   u32 it = 0;
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const int t = u / splits, sp = u % splits;
-    int tm, tn, kb0, kb1;
-    tile_coords(t, tiles_m, tiles_n, tm, tn);
-    split_range(sp, splits, kblocks, kb0, kb1);
+  for (int u = first; u < units; u += stride) {
+    const int sp = u % splits;
+    int t, tm, tn, kb0, kb1;
+    unit(u, t, tm, tn, kb0, kb1);
     const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
     const int m0 = tm * BM, n0 = tn * BN + bcol;  // the consumer's first row of C is m0 + arow
     const int row = m0 + arow + 16 * w + lane / 4;  // this thread's rows: row, row + 8
@@ -414,5 +446,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       store_acc_groups<0>(cout, gp, row, n0, res, q);
     };
     epilogue(sums);
+  }
+  // No CTA may leave while a peer's consumers can still arrive on its barriers.
+  if constexpr (CLUSTER > 1) {
+    __syncwarp();
+    cluster_sync();
   }
 }

@@ -679,6 +679,7 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
         (ScaleMode::Block, true, "128p/3a"),
         (ScaleMode::Block, true, "160s/5"),
         (ScaleMode::Block, true, "64x192ps/5w"),
+        (ScaleMode::Block, true, "160sm/3"),
     ] {
         let p = Fp8Problem {
             promote,
@@ -744,7 +745,7 @@ mod tests {
             s.iter()
                 .filter(|c| c.cfg.is_some_and(|t| t.splits > 1))
                 .count(),
-            12
+            13
         );
         // both reductions, on the old family and the new
         for (new, reduce) in [

@@ -39,9 +39,10 @@ pub enum Reduce {
 /// A launch's configuration: the block tile (rows `bm`: 128, each consumer warpgroup 64 of
 /// them; or 64, each consumer half the columns), its width, whether the promotion is pipelined
 /// over two accumulators (`KILN_PIPE`), whether block scales travel with the stage through
-/// shared memory (`KILN_SSCALE`), and the split-K slices (0: the plan decides) and their
-/// reduction (`None`: the config's own, [`Fp8Config::reduction`]); splits and reduction are
-/// run-time choices, not compiled ones.
+/// shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
+/// (`KILN_CLUSTER`, 1 or 2), and the split-K slices (0: the plan decides) and their reduction
+/// (`None`: the config's own, [`Fp8Config::reduction`]); splits and reduction are run-time
+/// choices, not compiled ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Fp8Config {
     #[serde(default = "rows_128")]
@@ -50,6 +51,8 @@ pub struct Fp8Config {
     pub pipe: bool,
     #[serde(default)]
     pub sscale: bool,
+    #[serde(default = "one_cta")]
+    pub cluster: u32,
     pub splits: u32,
     #[serde(default)]
     pub reduce: Option<Reduce>,
@@ -57,6 +60,10 @@ pub struct Fp8Config {
 
 fn rows_128() -> u32 {
     128
+}
+
+fn one_cta() -> u32 {
+    1
 }
 
 impl Fp8Config {
@@ -72,20 +79,37 @@ impl Fp8Config {
             bn,
             pipe,
             sscale,
+            cluster: 1,
             splits: 0,
             reduce: None,
         }
     }
 
-    /// The same compiled kernel (tile, pipelining and scale path; splits and reduction aside).
-    pub fn same_kernel(&self, other: &Fp8Config) -> bool {
-        (self.bm, self.bn, self.pipe, self.sscale) == (other.bm, other.bn, other.pipe, other.sscale)
+    /// The same tile in pairs of CTAs multicasting B.
+    pub const fn paired(self) -> Self {
+        Fp8Config { cluster: 2, ..self }
     }
 
-    /// A config of the 2026-11-29 family (the small-M tile or the scales in shared memory),
-    /// whose ring, A box and split-K reduction follow the newer rules.
+    /// The same compiled kernel (tile, pipelining, scale path and cluster; splits and
+    /// reduction aside).
+    pub fn same_kernel(&self, other: &Fp8Config) -> bool {
+        (self.bm, self.bn, self.pipe, self.sscale, self.cluster)
+            == (other.bm, other.bn, other.pipe, other.sscale, other.cluster)
+    }
+
+    /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
+    /// pairs), whose ring, A box and split-K reduction follow the newer rules.
     pub const fn is_new(&self) -> bool {
-        self.bm != 128 || self.sscale
+        self.bm != 128 || self.sscale || self.cluster > 1
+    }
+
+    /// Block tiles a cluster tile holds along M (the CTAs of a cluster).
+    pub const fn ctas(&self) -> u32 {
+        if self.cluster > 1 {
+            self.cluster
+        } else {
+            1
+        }
     }
 
     /// One consumer warpgroup's wgmma width.
@@ -173,10 +197,11 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}",
+            "{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
-            if self.sscale { "s" } else { "" }
+            if self.sscale { "s" } else { "" },
+            if self.cluster > 1 { "m" } else { "" }
         )?;
         if self.splits > 0 {
             write!(f, "/{}", self.splits)?;
@@ -191,16 +216,17 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p][s][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps` (and block
-    /// scales through shared memory), `64x128ps` (the 64-row tile), `/S` for S split-K slices,
-    /// `a` / `w` to reduce them atomically or through per-slice slots (`64x128ps/7a`).
+    /// `[64x]WIDTH[p][s][m][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps` (and
+    /// block scales through shared memory), `160sm` (in pairs of CTAs multicasting B), `64x128ps`
+    /// (the 64-row tile), `/S` for S split-K slices, `a` / `w` to reduce them atomically or
+    /// through per-slice slots (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s][/S][a|w]: a width such \
-                 as 128, p for the pipelined promotion, s for block scales through shared \
-                 memory, 64x for the 64-row tile, /S for S split-K slices, a or w to reduce them \
-                 atomically or through slots (64x128ps/7a)"
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s][m][/S][a|w]: a width \
+                 such as 128, p for the pipelined promotion, s for block scales through shared \
+                 memory, m for pairs of CTAs multicasting B, 64x for the 64-row tile, /S for S \
+                 split-K slices, a or w to reduce them atomically or through slots (64x128ps/7a)"
             ))
         };
         let (mut head, mut reduce) = (s, None);
@@ -218,6 +244,10 @@ impl std::str::FromStr for Fp8Config {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
         };
+        let (head, cluster) = match head.strip_suffix('m') {
+            Some(h) => (h, 2),
+            None => (head, 1),
+        };
         let (head, sscale) = match head.strip_suffix('s') {
             Some(h) => (h, true),
             None => (head, false),
@@ -232,6 +262,7 @@ impl std::str::FromStr for Fp8Config {
             bn,
             pipe,
             sscale,
+            cluster,
             splits,
             reduce,
         })
@@ -245,7 +276,8 @@ impl std::str::FromStr for Fp8Config {
 /// Block scales on e4m3 add the 2026-11-29 family: the 64-row tiles 128, 192 and 256 wide
 /// (pipelined, scales in shared memory) for M <= 64, and the 128-row tiles with the scales in
 /// shared memory: pipelined 128 (six stages) and 120 (seven: the slots fit beside them),
-/// drained 128, 160 and 192 (one consumer's promotion under the other's wgmmas).
+/// drained 128, 160 and 192 (one consumer's promotion under the other's wgmmas), and pipelined
+/// 128 and drained 160 in pairs of CTAs multicasting B (half of B's bytes from the L2).
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -269,6 +301,8 @@ pub fn configs(
         Fp8Config::tile(128, 128, false, true),
         Fp8Config::tile(128, 160, false, true),
         Fp8Config::tile(128, 192, false, true),
+        Fp8Config::tile(128, 128, true, true).paired(),
+        Fp8Config::tile(128, 160, false, true).paired(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
@@ -306,6 +340,7 @@ fn spec_of(
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
         .define("KILN_SSCALE", cfg.sscale as u32)
+        .define("KILN_CLUSTER", cfg.ctas())
         .define("KILN_STAGES", cfg.stages())
         .define("KILN_OUT", out.code())
         // NT: A row-major and B column-major, both K-contiguous (the layout defines the shared
@@ -368,9 +403,13 @@ pub fn supports(p: &Fp8Problem, dev: &DeviceInfo) -> std::result::Result<(), Str
     Ok(())
 }
 
-/// Tiles of `cfg`'s block tile over `p`'s C.
+/// Tiles of `cfg`'s block tile over `p`'s C (for pairs: both tiles of every pair, the second
+/// past M where the tile-rows are odd).
 pub fn tiles(p: &Fp8Problem, cfg: &Fp8Config) -> u64 {
-    (p.m as u64).div_ceil(cfg.bm as u64) * (p.n as u64).div_ceil(cfg.bn as u64)
+    let ctas = cfg.ctas() as u64;
+    (p.m as u64).div_ceil(cfg.bm as u64).div_ceil(ctas)
+        * ctas
+        * (p.n as u64).div_ceil(cfg.bn as u64)
 }
 
 /// Relative cost per output column of a config's mainloop, from the H100 measurements of
@@ -489,7 +528,8 @@ fn dram_bytes_per_us(dev: &DeviceInfo) -> f64 {
 /// 2026-11-26/28, the new family's not yet measured): a copy moves 85 % of the DRAM's peak (H200
 /// 4.2 of 4.9 TB/s, H100 2.99 of 3.35); one SM's ring keeps all but two stages in flight, each
 /// taking 1.5 us to land from DRAM or 0.7 us from the L2 (weighted by the share of the fetched
-/// bytes that are the problem's own, read once), and takes in at most 80 GB/s; the promoted mainloop with the scales in shared memory runs at 72 % of
+/// bytes that are the problem's own, read once), and takes in at most 100 GB/s (the tensor-scale
+/// kernel took 32 KB a K block at 86 GB/s an SM at 4096x7168x16384); the promoted mainloop with the scales in shared memory runs at 72 % of
 /// the tensor cores' 8192 FLOP per SM-cycle (the tensor-scale kernel reached 1,410 TFLOPS on an
 /// H100), unpromoted at 75 %; the old family's block-scaled K block takes at least 0.47 us, the
 /// latency of its scale loads (0.46 us a block at 64x2112x7168 unsplit, 0.52 at
@@ -502,7 +542,7 @@ mod model {
     pub const COPY_EFFICIENCY: f64 = 0.85;
     pub const DRAM_LATENCY_US: f64 = 1.5;
     pub const L2_LATENCY_US: f64 = 0.7;
-    pub const SM_BYTES_PER_US: f64 = 80e3;
+    pub const SM_BYTES_PER_US: f64 = 100e3;
     pub const FLOP_PER_SM_CYCLE: f64 = 8192.0;
     pub const OLD_BLOCK_SCALE_US: f64 = 0.47;
     pub const LAUNCH_US: f64 = 3.0;
@@ -546,11 +586,12 @@ pub fn predict_us(p: &Fp8Problem, cfg: &Fp8Config, splits: u32, dev: &DeviceInfo
     let t_mma = flop_block / (sm_flop_per_us * mainloop_efficiency(cfg, p.promote));
     // Little's law on the ring: stages - 2 in flight (two are the consumers'), each landing
     // after the latency of where its bytes come from.
-    let fetched = units as f64 * k_unit * ((cfg.a_rows(p.m) + cfg.bn) * BK) as f64;
+    // a pair's CTA fetches half of B itself (the other half arrives by its peer's multicast)
+    let stage = ((cfg.a_rows(p.m) + cfg.bn / cfg.ctas()) * BK) as f64;
+    let fetched = units as f64 * k_unit * stage;
     let from_dram = (bytes / fetched.max(1.0)).min(1.0);
     let latency =
         model::L2_LATENCY_US + (model::DRAM_LATENCY_US - model::L2_LATENCY_US) * from_dram;
-    let stage = ((cfg.a_rows(p.m) + cfg.bn) * BK) as f64;
     let t_fetch = (latency / (cfg.stages().max(3) - 2) as f64).max(stage / model::SM_BYTES_PER_US);
     let t_scales = if p.scale == ScaleMode::Block && !cfg.sscale {
         model::OLD_BLOCK_SCALE_US
@@ -726,7 +767,8 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     };
     let a_rows = cfg.a_rows(p.m);
     let mut map_a = operand(ops.a.ptr(), p.m, p.lda, a_rows).encode()?;
-    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, bn).encode()?;
+    // pairs: each CTA loads half of the B tile and multicasts it
+    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, bn / cfg.ctas()).encode()?;
     let reduce = cfg.reduction();
     let mut args = Fp8Args {
         c: ops.c.ptr(),
@@ -769,10 +811,14 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
             .fp8_split_counters
             .at_least(ctx, (t * 4) as usize)?;
     }
-    let grid = (t * splits).min(ctx.info.sm_count.max(1) as u64) as u32;
     let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
+    // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
+    let ctas = cfg.ctas();
+    let slots = ctx.max_active_clusters(&f, ctas, THREADS, cfg.smem_bytes()) as u64;
+    let grid = (t / ctas as u64 * splits).min(slots).max(1) as u32 * ctas;
     let cfg = LaunchConfig {
         smem_bytes: cfg.smem_bytes(),
+        cluster: (ctas > 1).then_some((ctas, 1, 1)),
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, Fp8Args): two 128-byte maps and the argument
@@ -862,6 +908,8 @@ mod tests {
             "64x192ps/12a",
             "128p/3w",
             "128p/4a",
+            "160sm",
+            "128psm/2a",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -875,13 +923,18 @@ mod tests {
             (c.reduction(), c.consumer_width(), c.is_new()),
             (Reduce::Atomic, 64, true)
         );
+        let pair: Fp8Config = "160sm".parse().unwrap();
+        assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
+        assert!(!pair.same_kernel(&"160s".parse().unwrap()));
         let old: Fp8Config = "128p/3".parse().unwrap();
         assert_eq!((old.reduction(), old.is_new()), (Reduce::Slots, false));
         assert_eq!(
             "128p/3a".parse::<Fp8Config>().unwrap().reduction(),
             Reduce::Atomic
         );
-        for bad in ["p", "64x", "128q", "128a", "x128", "128/", "128ps/x"] {
+        for bad in [
+            "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms",
+        ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");
         }
@@ -901,14 +954,20 @@ mod tests {
                 ..Fp8Config::new(160, false)
             }
         );
+        // pairs count both tiles of a pair, the second past M where the tile-rows are odd
+        let p = Fp8Problem::new(300, 384, 4112, DType::Bf16, ScaleMode::Block);
+        assert_eq!(
+            (tiles(&p, &"160s".parse().unwrap()), tiles(&p, &pair)),
+            (9, 12)
+        );
     }
 
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 84, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 11; e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 11) * 3 + 3 * 2 * 3);
+        assert!(v.len() <= 90, "{} variants", v.len());
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 13; e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

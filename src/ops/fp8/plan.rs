@@ -153,7 +153,8 @@ pub fn plan(
         config: Fp8Config { splits, ..config },
         splits,
         reduce,
-        grid: (t * splits as u64).min(sms),
+        grid: (t / config.ctas() as u64 * splits as u64).min(sms / config.ctas() as u64)
+            * config.ctas() as u64,
         stages: config.stages(),
         smem_bytes: config.smem_bytes(),
         predicted_us: predict_us(p, &config, splits, dev),

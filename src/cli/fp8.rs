@@ -49,22 +49,10 @@ pub struct Fp8VerifyArgs {
     /// Also check cuBLASLt's FP8 GEMM on every GEMM case.
     #[arg(long)]
     pub vendor: bool,
-    /// Instead of the suite: the GEMM at these shapes MxNxK (repeatable; or --set deepseek),
-    /// once per --tile, with --scale / --out / --dtype as `fp8 bench` takes them.
-    #[arg(long = "shape")]
-    pub shapes: Vec<String>,
-    #[arg(long)]
-    pub set: Option<String>,
-    /// The configs to check (repeatable): as `fp8 bench --tile`, or `all` for every compiled
-    /// one; default: KILN_FP8_RULE's choice.
-    #[arg(long)]
-    pub tile: Vec<String>,
-    #[arg(long, default_value = "block")]
-    pub scale: String,
-    #[arg(long, default_value = "bf16")]
-    pub out: String,
-    #[arg(long, default_value = "e4m3")]
-    pub dtype: String,
+    /// Instead of the suite: the GEMM at --shape / --set, once per --tile (`all`: every compiled
+    /// config), on the inputs of --seed.
+    #[command(flatten)]
+    pub problem: Fp8ProblemArgs,
     /// The inputs' seed (a fuzz failure's, to rerun it under other configs or outputs);
     /// default: fresh.
     #[arg(long)]
@@ -73,8 +61,9 @@ pub struct Fp8VerifyArgs {
     pub grouped: super::fp8_moe::Fp8GroupedArgs,
 }
 
-#[derive(Debug, Args)]
-pub struct Fp8BenchArgs {
+/// The dense FP8 problems and configs `fp8 bench` times and `fp8 verify --shape` checks.
+#[derive(Debug, Clone, Args)]
+pub struct Fp8ProblemArgs {
     /// Shapes MxNxK (repeatable; default 4096x7168x16384).
     #[arg(long = "shape")]
     pub shapes: Vec<String>,
@@ -98,13 +87,21 @@ pub struct Fp8BenchArgs {
     /// scales.
     #[arg(long)]
     pub unpromoted: bool,
-    /// kiln's tile config, repeatable (each timed in turn with the others and cuBLASLt, launch
-    /// by launch): `[64x]WIDTH[p][s][/S][a|w]` (128, 160, 128p for the pipelined promotion, 128ps
-    /// with the block scales through shared memory, 64x128ps the 64-row tile, /S for S split-K
-    /// slices, a or w to reduce them atomically or through slots), or a rule's choice: `waves`
-    /// (the rule of a8381a5) or `bytes` (the cost model); default: KILN_FP8_RULE's choice.
+    /// kiln's tile config, repeatable (bench: each timed in turn with the others and cuBLASLt,
+    /// launch by launch; verify: each checked, `all` for every compiled one):
+    /// `[64x]WIDTH[p][s][m][/S][a|w]` (128, 160, 128p for the pipelined promotion,
+    /// 128ps with the block scales through shared memory, 160sm in pairs of CTAs multicasting B,
+    /// 64x128ps the 64-row tile, /S for S split-K slices, a or w to reduce them atomically or
+    /// through slots), or a rule's choice: `waves` (the rule of a8381a5) or `bytes` (the cost
+    /// model); default: KILN_FP8_RULE's choice.
     #[arg(long)]
     pub tile: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct Fp8BenchArgs {
+    #[command(flatten)]
+    pub problem: Fp8ProblemArgs,
     /// Time kiln alone.
     #[arg(long)]
     pub no_vendor: bool,
@@ -148,7 +145,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     if a.grouped.grouped {
         return super::fp8_moe::verify(env, &a.grouped, quick);
     }
-    if !a.shapes.is_empty() || a.set.is_some() {
+    if !a.problem.shapes.is_empty() || a.problem.set.is_some() {
         return verify_at(env, a);
     }
     let ctx = env.context()?;
@@ -255,22 +252,15 @@ fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Fp8Outcome]) -> Resu
 /// config, each on inputs of one seed (the same seed gives the same inputs whatever the config
 /// or output type).
 fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
-    let request = Fp8BenchArgs {
-        shapes: a.shapes.clone(),
-        set: a.set.clone(),
-        scale: a.scale.clone(),
-        dtype: a.dtype.clone(),
-        a: None,
-        b: None,
-        out: a.out.clone(),
-        unpromoted: false,
-        tile: a.tile.iter().filter(|t| *t != "all").cloned().collect(),
-        no_vendor: true,
-        reps: 1,
-        warmup: 0,
-        warmup_ms: 0.0,
-        no_flush: true,
-        grouped: a.grouped.clone(),
+    let request = Fp8ProblemArgs {
+        tile: a
+            .problem
+            .tile
+            .iter()
+            .filter(|t| *t != "all")
+            .cloned()
+            .collect(),
+        ..a.problem.clone()
     };
     let problems = bench_problems(&request)?;
     let ctx = env.context()?;
@@ -278,7 +268,7 @@ fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     let mut outcomes = Vec::new();
     for p in &problems {
         let mut cfgs = tiles_for(p, &request.tile, &ctx.info)?;
-        if a.tile.iter().any(|t| t == "all") {
+        if a.problem.tile.iter().any(|t| t == "all") {
             cfgs.extend(kiln::ops::fp8::gemm::configs(p.a, p.b, p.scale, p.promote));
         }
         let cfgs: Vec<Option<Fp8Config>> = if cfgs.is_empty() {
@@ -308,7 +298,7 @@ fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
 }
 
 /// The problems a bench request names, validated before any GPU is touched.
-pub fn bench_problems(a: &Fp8BenchArgs) -> Result<Vec<Fp8Problem>> {
+pub fn bench_problems(a: &Fp8ProblemArgs) -> Result<Vec<Fp8Problem>> {
     let scale: ScaleMode = a.scale.parse()?;
     let fmt: Fp8Format = a.dtype.parse()?;
     let fa: Fp8Format = a.a.as_deref().map(str::parse).transpose()?.unwrap_or(fmt);
@@ -378,11 +368,11 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     if a.grouped.grouped {
         return super::fp8_moe::bench(env, &a.grouped, &opt);
     }
-    let problems = bench_problems(a)?;
+    let problems = bench_problems(&a.problem)?;
     let ctx = env.context()?;
     let mut rows: Vec<Fp8Timing> = Vec::new();
     for p in &problems {
-        let cfgs = tiles_for(p, &a.tile, &ctx.info)?;
+        let cfgs = tiles_for(p, &a.problem.tile, &ctx.info)?;
         let r = bench_fp8(&ctx, p, &cfgs, !a.no_vendor, &opt)?;
         if !env.json {
             for t in &r {

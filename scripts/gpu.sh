@@ -41,6 +41,16 @@
 #                                the large shapes against cuBLASLt and torch._scaled_mm, one table;
 #                                then verify/bench/plan/inspect/tune --dtype e4m3, the ladder's
 #                                FP8 rung and `kiln sanitize --version fp8_wgmma`
+#   fp8ab                        issue 45's A/B of the dense FP8 GEMM in one call (about 5 min on an
+#                                H200): every FP8 variant compiled (warms the JIT cache), `kiln
+#                                peak`, `kiln fp8 verify --suite quick` (every compiled config, both
+#                                split-K reductions, the K = 16,384 promotion check of each new
+#                                tile), the 2x2x624 f16 fuzz failure rerun under every config and
+#                                with f32 output, then DeepSeek-V3's 18 shapes with the old rule
+#                                (twice: the spread), the new rule and FP8AB_TILES interleaved with
+#                                cuBLASLt, and 4096x7168x16384 with every 128-row tile; table of
+#                                old / new / best against cuBLASLt and the small-M shapes' share of
+#                                the copy bandwidth
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -348,6 +358,102 @@ for f in ("fp8-ds.json", "fp8-large-block.json", "fp8-tensor.json", "fp8-tensor-
         print(f"{r['m']}x{r['n']}x{r['k']} {r['scale']}{' fast' if fast else '':5} {r['tflops']:8.1f} {lt:9.1f} {t or float('nan'):9.1f} {ratio:8.3f}")
 if ds:
     print(f"DeepSeek-V3 set: geomean {math.exp(sum(map(math.log, ds)) / len(ds)):.3f}x torch, min {min(ds):.3f}x ({len(ds)} shapes)")
+EOF
+  ;;
+
+fp8ab)
+  need_bin "$KILN"; machine "$KILN"
+  # Issue 45: the small-M tiles, the scales through shared memory and the atomic split-K sum
+  # (KILN_FP8_RULE=bytes picks among them) against the rule of a8381a5, verified first.
+  seed=9314887608041299076  # the fuzz failure's inputs (tests/fixtures/repro)
+  step fp8ab-check 180 "$KILN" fp8 check
+  step fp8ab-peak 60 "$KILN" peak
+  step fp8ab-verify 300 "$KILN" fp8 verify --suite quick
+  # The fuzz failure fails its bound again (exit 7, by design: docs/fp8.md says why); what these
+  # steps show is the error under every config and without the f16 rounding, so they leave the
+  # task's status alone.
+  s0=$status
+  step fp8ab-repro 60 "$KILN" verify --repro tests/fixtures/repro/fp8-2x2x624-f16.jsonl
+  step fp8ab-repro-f16 60 "$KILN" fp8 verify --shape 2x2x624 --out f16 --seed $seed --tile all
+  step fp8ab-repro-f32 60 "$KILN" fp8 verify --shape 2x2x624 --out f32 --seed $seed --tile all
+  status=$s0
+  tiles=(); for t in ${FP8AB_TILES:-64x128ps 128ps 160s 160sm}; do tiles+=(--tile "$t"); done
+  step_json fp8ab-ds 400 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile waves --tile waves --tile bytes "${tiles[@]}"
+  step_json fp8ab-large 150 "$KILN" --json fp8 bench --shape 4096x7168x16384 --scale block --reps 10 \
+    --tile 128p --tile 128p --tile 128ps --tile 120ps --tile 128s --tile 160s --tile 192s \
+    --tile 128psm --tile 160sm --tile 64x256ps
+  table
+  echo
+  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+import json, math, os, re, sys
+d = sys.argv[1]
+copy = None
+try:
+    m = re.search(r"copy ([0-9.]+) TB/s", open(os.path.join(d, "fp8ab-peak.txt")).read())
+    copy = float(m.group(1)) if m else None
+except OSError:
+    pass
+def rows(name):
+    try:
+        return json.load(open(os.path.join(d, name))).get("timings", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+def table(name, old_n):
+    by = {}
+    for r in rows(name):
+        by.setdefault((r["m"], r["n"], r["k"]), []).append(r)
+    gain, vs, small = [], [], []
+    us = lambda r: r["median_ms"] * 1e3
+    for (m, n, k), rs in by.items():
+        kiln = [r for r in rs if r["version"] != "cublaslt"]
+        lt = [r for r in rs if r["version"] == "cublaslt"]
+        old, new = kiln[:old_n], kiln[old_n:]
+        if not old or not new:
+            continue
+        o = min(us(r) for r in old)
+        spread = (max(us(r) for r in old) - o) / o
+        b = min(new, key=us)
+        lt_us = us(lt[0]) if lt else float("nan")
+        kb = (k + 127) // 128
+        moved = m * k + n * k + 4 * (m * kb + ((n + 127) // 128) * kb) + 2 * m * n
+        share = moved / (us(new[0]) * 1e-6) / 1e12 / copy if copy and m <= 128 else float("nan")
+        gain.append(o / us(new[0]))
+        vs.append(lt_us / us(new[0]))
+        if m <= 128:
+            small.append((share, lt_us / us(new[0])))
+        cells = " ".join(f"{r['config']}={us(r):.1f}" for r in new)
+        of_copy = f"  {share:6.1%} of copy" if m <= 128 else ""
+        print(f"{m}x{n}x{k:<6} old {o:8.1f} (spread {spread:5.1%})  new {us(new[0]):8.1f} x{o / us(new[0]):5.2f}"
+              f"  best {b['config']} {us(b):.1f}  cuBLASLt {lt_us:8.1f} ({lt_us / us(new[0]):4.2f}x)"
+              f"{of_copy} | {cells}")
+    g = lambda v: math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
+    if gain:
+        print(f"geomean: new rule {g(gain):.3f}x the old, {g(vs):.3f}x cuBLASLt, min {min(vs):.3f}x")
+    if small:
+        print(f"M <= 128: {min(s for s, _ in small):.1%} to {max(s for s, _ in small):.1%} of copy,"
+              f" geomean {g([v for _, v in small]):.3f}x cuBLASLt")
+def agreement(name):
+    # kiln and cuBLASLt do the same promoted arithmetic: unsplit configs matched it bit for bit
+    # at e008ce4 (H100), split ones within 2e-5; a config far off is wrong at that shape
+    worst = {}
+    for r in rows(name):
+        d = r.get("rel_diff_vs_cublaslt")
+        if r["version"] != "cublaslt" and d is not None:
+            c = r["config"].split("/")[0]
+            if d > worst.get(c, (-1.0, ""))[0]:
+                worst[c] = (d, f"{r['m']}x{r['n']}x{r['k']}")
+    bad = [c for c, (d, _) in worst.items() if not d <= 1e-4]
+    print("largest difference from cuBLASLt per config: " + ", ".join(
+        f"{c} {d:.1e} ({s})" for c, (d, s) in sorted(worst.items())))
+    print(f"configs over 1e-4: {', '.join(bad) if bad else 'none'}")
+print(f"copy bandwidth: {copy} TB/s")
+print("== DeepSeek-V3 (us; old = the rule of a8381a5, timed twice; new = KILN_FP8_RULE=bytes) ==")
+table("fp8ab-ds.json", 2)
+agreement("fp8ab-ds.json")
+print("== 4096x7168x16384 (old = 128p twice; the rest in --tile order) ==")
+table("fp8ab-large.json", 2)
+agreement("fp8ab-large.json")
 EOF
   ;;
 

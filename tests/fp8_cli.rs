@@ -59,6 +59,28 @@ fn bad_fp8_requests_are_one_clear_error_each() {
             "at most 8",
         ),
         (&["--set", "llama"][..], 2, "unknown shape set"),
+        (
+            &["--shape", "64x2112x7168", "--tile", "64x128ps/17"][..],
+            2,
+            "16 atomically",
+        ),
+        (
+            &[
+                "--shape",
+                "64x2112x7168",
+                "--tile",
+                "bytes",
+                "--tile",
+                "64x96ps",
+            ][..],
+            2,
+            "not compiled",
+        ),
+        (
+            &["--shape", "64x2112x7168", "--tile", "64x128ps/7q"][..],
+            2,
+            "is not an FP8 tile config",
+        ),
     ] {
         let mut all = vec!["--no-store", "fp8", "bench"];
         all.extend_from_slice(args);
@@ -152,5 +174,25 @@ fn fp8_check_compiles_every_fp8_variant() {
     }
     let o = kiln(&["--no-store", "fp8", "check"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("94 variants, 0 failed"), "{}", text(&o));
+    assert!(text(&o).contains("124 variants, 0 failed"), "{}", text(&o));
+}
+
+#[test]
+fn versions_lists_every_kernel_family_a_user_can_pick() {
+    let o = kiln(&["--no-store", "versions"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    for v in [
+        "wgmma_tma_ws",
+        "fa3_wgmma",
+        "bwd_fa2_mma_sync",
+        "decode_paged",
+        "fp8_wgmma",
+        "fp8_grouped",
+        "fp8_swiglu",
+        "nvfp4_gemv",
+        "fp4_experts",
+    ] {
+        assert!(t.contains(v), "{v} missing:\n{t}");
+    }
 }

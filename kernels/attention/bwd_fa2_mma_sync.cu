@@ -66,11 +66,6 @@ __device__ __forceinline__ u32 dsw(int r, int c) {
   return (u32)(r * DS_ROW_BYTES + ((c ^ (BM == 64 ? (r & 7) : ((r >> 1) & 3))) << 4));
 }
 
-// Copies 4 bytes (src_bytes 4) or zero-fills them (0, src not read).
-__device__ __forceinline__ void cp_async4_zfill(u32 dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-
 // Copies ROWS rows of D elements from `src` (row stride `ss`) into a swizzled tile at `dst`;
 // rows at or past `rows_left` are zero-filled (reading nothing, from the valid `base`).
 template <int ROWS>

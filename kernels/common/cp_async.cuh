@@ -1,6 +1,7 @@
-// cp.async (sm_80+): asynchronous 16-byte global-to-shared copies, zero-filling what is not read,
-// in commit groups that a thread waits for. Shared destinations are 32-bit shared-window
-// addresses (smem_u32), 16-byte aligned; sources are 16-byte aligned.
+// cp.async (sm_80+): asynchronous 16- and 4-byte global-to-shared copies, zero-filling what is
+// not read, in commit groups that a thread waits for or completing on an mbarrier. Shared
+// destinations are 32-bit shared-window addresses (smem_u32) and sources aligned to the copy's
+// size.
 #pragma once
 #include "common/types.cuh"
 
@@ -26,3 +27,15 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 
 // Waits until at most N of this thread's groups are still in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Copies 4 bytes (src_bytes 4) or zero-fills them (0, src not read): one float (a scale, a
+// statistic) at a time.
+__device__ __forceinline__ void cp_async4_zfill(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+// Arrives on the mbarrier at `bar` once every cp.async this thread issued before has landed,
+// without raising its pending count (the barrier's init count includes this arrival).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}

@@ -1,7 +1,7 @@
 // Memory operations of the cross-CTA reductions (split-K partial tiles) and shared-memory
 // hand-offs: float4 loads/stores that bypass L1 (.cg, so a partial written by one SM is read
-// from L2 by another), float4 / float2 / scalar shared-memory access (the C staging), and the
-// GPU-scope fence and counter.
+// from L2 by another) and float4 reductions at the L2, float4 / float2 / scalar shared-memory
+// access (the C staging), and the GPU-scope fence and counter.
 #pragma once
 #include "common/types.cuh"
 
@@ -10,6 +10,10 @@ __device__ __forceinline__ void st_cg_f4(float* p, float a, float b, float c, fl
 }
 __device__ __forceinline__ void ld_cg_f4(const float* p, float& a, float& b, float& c, float& d) {
   asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
+}
+// p[0..3] += (a, b, c, d) at the L2, without a result (sm_90's vector reduction).
+__device__ __forceinline__ void red_add_f4(float* p, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
 }
 __device__ __forceinline__ void st_shared_f4(u32 a, float x, float y, float z, float w) {
   asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");

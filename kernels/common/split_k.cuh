@@ -2,6 +2,10 @@
 // threads, synchronised by one named barrier) hold a tile's fp32 accumulators in wgmma fragment
 // order, N per thread: each slice stores its partial tile, counts itself on the tile's counter,
 // and the slice that counts last adds the others (GEMM wgmma_tma_ws, MoE swiglu_dual).
+// The atomic form (the FP8 GEMM's small-M path): one fp32 tile per split tile, zero between
+// launches; each slice adds its partial into it at the L2 (red.add, no round trip), counts
+// itself, and the last reads the sum and sets the tile back to zero: one read of one tile
+// instead of the others' partials one after another.
 //
 // A partial tile is 256 x N floats, thread ct (0..255) owning float4 i4 * 256 + ct (i4 < N / 4):
 // stores and loads are coalesced across the threads, and no transposition is needed.
@@ -97,4 +101,30 @@ __device__ __forceinline__ void split_add_others(const float* slots, int ns, int
         }
     }
   }
+}
+
+// The atomic form: this thread's share of its slice's partial added into the tile's sum (`live`
+// false: nothing to add, e.g. rows past M).
+template <int N>
+__device__ __forceinline__ void split_red_partial(float* tile, int ct, const float (&acc)[N], bool live) {
+  static_assert(N % 4 == 0, "the partial tile is float4s per thread");
+  if (!live) return;
+#pragma unroll
+  for (int i4 = 0; i4 < N / 4; ++i4)
+    red_add_f4(tile + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
+}
+
+// The atomic form, in the slice that counted last (after split_arrive): the sum of every slice's
+// partial, its own included, into acc (all loads in flight at once), and the tile set back to
+// zero for the next launch (`live` false: this thread's share was never added to, and stays 0).
+template <int N>
+__device__ __forceinline__ void split_take_sum(float* tile, int ct, float (&acc)[N], bool live) {
+  static_assert(N % 4 == 0, "the partial tile is float4s per thread");
+  fence_gpu();
+  if (!live) return;
+#pragma unroll
+  for (int i4 = 0; i4 < N / 4; ++i4)
+    ld_cg_f4(tile + 4 * (i4 * 256 + ct), acc[4 * i4], acc[4 * i4 + 1], acc[4 * i4 + 2], acc[4 * i4 + 3]);
+#pragma unroll
+  for (int i4 = 0; i4 < N / 4; ++i4) st_cg_f4(tile + 4 * (i4 * 256 + ct), 0.0f, 0.0f, 0.0f, 0.0f);
 }

@@ -1,20 +1,35 @@
 // FP8 GEMM, warp-specialised persistent WGMMA + TMA (sm_90a): C[M, N] = alpha * (A · Bᵀ) with
 // A [M, K] and B [N, K] both K-major FP8 (the NT layout: the only one FP8 wgmma reads from shared
 // memory), each dequantised by its scales, fp32 accumulation, C row-major bf16 / f16 / f32.
-// 384 threads: warpgroup 0 is the producer (40 registers; one thread issues the TMA loads of a
-// 128 x 128-byte A box and a KILN_BN x 128-byte B box per stage into a ring of KILN_STAGES
-// buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are consumers (232 registers),
-// each computing 64 rows of the 128 x KILN_BN block tile with wgmma.m64nBNk32 from 128B-swizzled
-// tiles (a 128-byte row is 128 elements: one K block of 128 is one stage, four k32 steps). The
-// grid is persistent: CTA b takes work units b, b + grid, .. (tiles in the grouped order of
-// common/gemm_ws.cuh, or split-K slices of them).
+// 384 threads: warpgroup 0 is the producer (40 registers; one thread issues the TMA loads of an
+// A box of KILN_BM rows and a B box of KILN_BN rows, 128 bytes of K each, per stage into a ring
+// of KILN_STAGES buffers guarded by full/empty mbarriers); warpgroups 1 and 2 are consumers (232
+// registers) computing the KILN_BM x KILN_BN block tile with wgmma.m64nWNk32 from 128B-swizzled
+// tiles (a 128-byte row is 128 elements: one K block of 128 is one stage, four k32 steps).
+// KILN_BM = 128: each consumer takes 64 rows of the tile, all its columns (WN = BN). KILN_BM = 64
+// (the small-M tile): each consumer takes all 64 rows and half the columns (WN = BN / 2), so a
+// problem of 64 rows keeps both consumers at work and a wide tile (up to 256) keeps the
+// pipelined promotion's three arrays within the registers. The grid is persistent: CTA b takes
+// work units b, b + grid, .. (tiles in the grouped order of common/gemm_ws.cuh, or split-K slices
+// of them). KILN_CLUSTER = 2 (128-row tiles): a pair of CTAs takes two block tiles along M with
+// the same columns, each loading half of the B tile and multicasting it to both (half the B
+// bytes from the L2); a stage is free once both CTAs' consumers have read it, and the unit's
+// second tile past M only feeds its half of B.
 //
 // Scales (KILN_SCALE), fp32, read from device memory (Fp8Args):
 //   0 per tensor: sa[0], sb[0], applied with alpha in the epilogue.
 //   1 per row / column: sa[m] (M), sb[n] (N), in the epilogue.
 //   2 block: A 1x128, sa[kb * M + m] (M-major); B 128x128, sb[(n / 128) * ceil(K / 128) + kb];
-//     applied per K block to that block's partial sums (needs KILN_PROMOTE = 1). A tile whose
-//     columns straddle two 128-wide B blocks (KILN_BN 160, 192) takes each column group's own.
+//     applied per K block to that block's partial sums (needs KILN_PROMOTE = 1). A consumer whose
+//     columns straddle two 128-wide B blocks (widths that do not divide 128) takes each column
+//     group's own; a tile spans at most two B blocks.
+//     KILN_SSCALE = 0: each consumer loads its block's scales from global memory, two K blocks
+//     ahead of their use. KILN_SSCALE = 1: they travel with the stage: warp 1 of the producer
+//     warpgroup copies each stage's KILN_BM A scales and the tile's two B scales into a slot
+//     beside the ring with cp.async, whose completion arrives on the stage's full barrier, and
+//     the consumers read them from shared memory once the stage has landed (loaded by the
+//     consumers, their latency under the ring's traffic stalled them: 30 % of the stall samples
+//     at 4096x7168x16384, ncu, 2026-11-28; at small M they come from DRAM after the flush).
 // Promotion (KILN_PROMOTE = 1): each 128-deep K block is accumulated by its four wgmmas into
 // fresh registers (the first with scale-d off), then added (block scales: multiplied by its
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
@@ -23,12 +38,16 @@
 // KILN_PIPE = 1 (promoted only) alternates two K-block accumulators: block kb + 1's wgmmas are
 // issued before block kb is promoted (wgmma.wait_group 1), so the FFMAs of the promotion overlap
 // the tensor cores' work instead of following a drained pipeline; it costs a third accumulator
-// array, so it is compiled for the 128-wide tile only.
+// array, so it is compiled for consumers 128 wide or less. Without it (drained), one consumer's
+// promotion overlaps the other's wgmmas.
 // K: any multiple of 16 (TMA's 16-byte row stride); a last partial K block is zero-filled by TMA,
-// as are rows and columns past M and N, and the epilogue stores only in-range elements.
-// Small M: a promoted consumer whose 64 rows all lie past M skips its wgmmas (M <= 64 runs on
-// one consumer at the tensor cores' full rate), and with few tiles the host splits K
-// (Fp8Args.splits: work units are tile slices, reduced through an fp32 workspace).
+// as are rows and columns past M and N, and the epilogue stores only in-range elements. The A
+// box may hold fewer rows than the tile (Fp8Args.a_rows, when M is smaller): the tile's rows
+// past it keep stale shared memory, whose products lie in rows past M and are never stored.
+// Small M: a promoted consumer whose rows (or columns) all lie past M (N) skips its wgmmas, and
+// with few tiles the host splits K (Fp8Args.splits: work units are tile slices), reduced either
+// through one fp32 slot per slice (reduce 0) or by atomic adds into one fp32 tile (reduce 1).
+#include "common/cp_async.cuh"
 #include "common/gemm_args.cuh"
 #include "common/gemm_ws.cuh"
 #include "common/mbarrier.cuh"
@@ -38,28 +57,44 @@
 
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
-    !defined(KILN_GROUP_M) || !defined(KILN_PIPE)
+    !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE) ||  \
+    !defined(KILN_CLUSTER)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
-constexpr int BM = 128, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
+constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
-constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0;
+constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0, SSCALE = KILN_SSCALE != 0;
+constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along M sharing each B tile by TMA multicast
+constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
+constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
+constexpr int NR = WN / 2;                  // its accumulator registers
+static_assert(BM == 64 || BM == 128, "KILN_BM is 64 (consumers split N) or 128 (consumers split M)");
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
+static_assert(!SSCALE || SCALE == 2, "KILN_SSCALE carries block scales: it needs KILN_SCALE = 2");
+static_assert(CLUSTER == 1 || (CLUSTER == 2 && BM == 128 && (BN / 2) % 8 == 0),
+              "KILN_CLUSTER is 1, or 2 with 128-row tiles whose B halves are whole 8-row swizzle atoms");
+constexpr int B_PART = BN / CLUSTER;  // B rows each CTA of a cluster loads (and multicasts)
 constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
+// A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's two B scales, padded to 16.
+constexpr u32 SLOT_BYTES = SSCALE ? BM * 4 + 16 : 0;
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
-static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "KILN_BN is a multiple of 16 in 16..256");
+static_assert(WN % 8 == 0 && WN >= 8 && WN <= 256, "a consumer's width is a multiple of 8 in 8..256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8,
+static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + 16 + SLOT_BYTES),
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
-// A tile straddles two B scale blocks only if its width does not divide 128 (n0 = tn * BN).
-constexpr bool B_STRADDLE = SCALE == 2 && (128 % BN) != 0;
-static_assert(!B_STRADDLE || BN % 8 == 0, "column groups of 8 must not straddle a B scale block");
+// A tile's columns n0 = tn * BN .. + BN - 1 span at most two B scale blocks: BN plus the largest
+// n0 % 128 (128 - gcd(BN, 128)) is at most 256.
+constexpr int GCD_BN_128 = (BN & -BN) < 128 ? (BN & -BN) : 128;
+static_assert(SCALE != 2 || BN - GCD_BN_128 <= 128, "a block-scaled tile must span at most two B scale blocks");
+// Whether a consumer's columns can straddle two B blocks (else every column group takes b0).
+constexpr bool B_STRADDLE = SCALE == 2 && (128 % BN) != 0 && !(BN % 128 == 0 && 128 % WN == 0);
+static_assert(!B_STRADDLE || WN % 8 == 0, "column groups of 8 must not straddle a B scale block");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 
-// One K block's block scales: A's for this thread's two rows, B's for the tile's one or two
+// One K block's block scales: A's for this thread's two rows, B's for the consumer's one or two
 // 128-column blocks.
 struct BlockScales {
   float a0, a1, b0, b1;
@@ -73,12 +108,17 @@ struct Fp8Args {
   int m, n, k;
   i64 ldc;
   float alpha;
-  // Split-K (splits > 1): each tile's K blocks in `splits` slices, one work unit each; a
-  // slice's fp32 partial tile goes to ws slot (t * splits + sp), and the slice that counts
-  // last on counters[t] adds the others and runs the epilogue (common/split_k.cuh).
+  // Split-K (splits > 1): each tile's K blocks in `splits` slices, one work unit each.
+  //   reduce 0: a slice's fp32 partial tile goes to ws slot (t * splits + sp), and the slice
+  //     that counts last on counters[t] adds the others and runs the epilogue.
+  //   reduce 1: every slice adds its partial into ws tile t (zero between launches) with
+  //     red.add; the last reads the sum, sets the tile back to zero and runs the epilogue.
+  // (common/split_k.cuh)
   int splits;
   float* ws;
   u32* counters;
+  int reduce;
+  int a_rows;  // rows of the A box (the tensor map's): BM, or fewer when M is smaller
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -87,38 +127,87 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   // The 128B swizzle pattern follows absolute address bits: tiles start on 1024 bytes.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 bars = base + STAGES * STAGE_BYTES;
+  const u32 slots = bars + 16u * STAGES;  // KILN_SSCALE's scale slots, 16-byte aligned
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  auto slot = [&](int s) { return slots + SLOT_BYTES * s; };
   const int wg = warpgroup_index();
   if (threadIdx.x == 0) {
     tma_prefetch(&tma_a);
     tma_prefetch(&tma_b);
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);   // the producer's arrive.expect_tx
-      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+      // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
+      mbar_init(full(s), SSCALE ? 1 + 32 : 1);
+      mbar_init(empty(s), 8 * CLUSTER);  // lane 0 of each consumer warp of every CTA reading it
     }
     mbar_fence_init();
   }
-  __syncthreads();
+  // peers' barriers exist before any multicast or remote arrive
+  if constexpr (CLUSTER > 1) cluster_sync();
+  else __syncthreads();
+  const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
-  const int tiles = tiles_m * tiles_n, kblocks = (p.k + BK - 1) / BK;
-  const int splits = p.splits, units = tiles * splits;
+  const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, kblocks = (p.k + BK - 1) / BK;
+  const int splits = p.splits, units = ctiles_m * tiles_n * splits;
+  // Cluster b takes units b, b + clusters, ..: unit u is slice u % splits of cluster tile
+  // u / splits (CLUSTER block tiles along M, the same columns), whose block tile (tm, tn) this CTA
+  // computes; t numbers it for the split-K workspace and counters.
+  const int first = blockIdx.x / CLUSTER, stride = gridDim.x / CLUSTER;
+  auto unit = [&](int u, int& t, int& tm, int& tn, int& kb0, int& kb1) {
+    int ctm;
+    tile_coords(u / splits, ctiles_m, tiles_n, ctm, tn);
+    tm = ctm * CLUSTER + rank;
+    t = (u / splits) * CLUSTER + rank;
+    split_range(u % splits, splits, kblocks, kb0, kb1);
+  };
 
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
+      const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES;  // whole boxes, zero fill included
       u32 it = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        int tm, tn, kb0, kb1;
-        tile_coords(u / splits, tiles_m, tiles_n, tm, tn);
-        split_range(u % splits, splits, kblocks, kb0, kb1);
+      for (int u = first; u < units; u += stride) {
+        int t, tm, tn, kb0, kb1;
+        unit(u, t, tm, tn, kb0, kb1);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
-          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);  // fresh barriers: parity 1 passes
-          mbar_arrive_expect_tx(full(s), STAGE_BYTES);   // whole boxes, zero fill included
+          // fresh barriers: parity 1 passes; in a cluster, free once every CTA's consumers
+          // have read the stage (this CTA's multicast overwrites it in all of them)
+          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
+          mbar_arrive_expect_tx(full(s), stage_tx);  // the whole B tile lands, both halves
           const u32 sa = base + s * STAGE_BYTES;
           tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
-          tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
+          if constexpr (CLUSTER > 1)
+            tma_load_2d_multicast(sa + A_BYTES + rank * B_PART * 128, &tma_b, full(s), kb * BK,
+                                  tn * BN + rank * B_PART, (1 << CLUSTER) - 1);
+          else
+            tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
+        }
+      }
+    } else if (SSCALE && threadIdx.x / 32 == 1) {
+      // The scale copier: the same (unit, K block) sequence as the TMA thread; rows past M and a
+      // B block past N are zero-filled (their products are never stored).
+      const int lane = threadIdx.x % 32, nblocks_b = (p.n + 127) / 128;
+      u32 it = 0;
+      for (int u = first; u < units; u += stride) {
+        int t, tm, tn, kb0, kb1;
+        unit(u, t, tm, tn, kb0, kb1);
+        // Lanes 0 and 1: the tile's two B blocks. 40 registers: keep it lean.
+        const int nb = tn * BN / 128 + lane;
+        const bool b_in = lane < 2 && nb < nblocks_b;
+        const float* sb_k = p.sb + (b_in ? (i64)nb * kblocks : 0);
+        const float* sa_k = p.sa + (i64)kb0 * p.m;
+        for (int kb = kb0; kb < kb1; ++kb, ++it, sa_k += p.m) {
+          const int s = it % STAGES;
+          mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
+          const u32 sl = slot(s);
+#pragma unroll 1
+          for (int r = lane; r < BM; r += 32) {
+            const int m = tm * BM + r;
+            cp_async4_zfill(sl + 4 * r, sa_k + (m < p.m ? m : 0), m < p.m ? 4 : 0);
+          }
+          if (lane < 2) cp_async4_zfill(sl + 4 * (BM + lane), sb_k + (b_in ? kb : 0), b_in ? 4 : 0);
+          cp_async_mbar_arrive_noinc(full(s));
         }
       }
     }
@@ -126,15 +215,24 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   }
 
   warpgroup_reg_inc<CONSUMER_REGS>();
-  const int c = wg - 1;  // this consumer's rows: 64c .. 64c + 63 of the block tile
+  const int c = wg - 1;
+  const int arow = SPLIT_N ? 0 : 64 * c;  // this consumer's first row and column in the tile
+  const int bcol = SPLIT_N ? WN * c : 0;
   const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+  // A consumer warp frees stage s in every CTA of the cluster (each multicasts into it).
   auto release = [&](int s) {
-    if (lane == 0) mbar_arrive(empty(s));
+    if (lane != 0) return;
+    if constexpr (CLUSTER == 1) {
+      mbar_arrive(empty(s));
+    } else {
+#pragma unroll
+      for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
+    }
   };
-  // Stage 0's descriptors (K-major, 128B swizzle): this consumer's 64 rows of A start 8 KB in.
+  // Stage 0's descriptors (K-major, 128B swizzle): this consumer's 64 rows of A and WN rows of B.
   // A stage and a k32 step (32 bytes along the row) only move the start address.
-  const u64 da0 = wgmma_desc_sw128(base + c * 64 * 128, 16, 1024);
-  const u64 db0 = wgmma_desc_sw128(base + A_BYTES, 16, 1024);
+  const u64 da0 = wgmma_desc_sw128(base + arow * 128, 16, 1024);
+  const u64 db0 = wgmma_desc_sw128(base + A_BYTES + bcol * 128, 16, 1024);
   GemmArgs gp;  // what the register epilogue's store reads: C, its bounds and stride
   gp.c = p.c;
   gp.m = p.m;
@@ -146,36 +244,36 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const float tensor_scale = SCALE == 0 ? p.alpha * p.sa[0] * p.sb[0] : p.alpha;
   const int nblocks_b = (p.n + 127) / 128;
 
-  float acc[BN / 2];
-  float fin[BN / 2];   // the promoted sums (unused, and so not allocated, without promotion)
-  float acc2[BN / 2];  // KILN_PIPE's second accumulator (likewise)
+  float acc[NR];
+  float fin[NR];   // the promoted sums (unused, and so not allocated, without promotion)
+  float acc2[NR];  // KILN_PIPE's second accumulator (likewise)
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
   if constexpr (PIPE) {
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc2[i] = 0.0f;
+    for (int i = 0; i < NR; ++i) acc2[i] = 0.0f;
   }
   u32 it = 0;
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const int t = u / splits, sp = u % splits;
-    int tm, tn, kb0, kb1;
-    tile_coords(t, tiles_m, tiles_n, tm, tn);
-    split_range(sp, splits, kblocks, kb0, kb1);
+  for (int u = first; u < units; u += stride) {
+    const int sp = u % splits;
+    int t, tm, tn, kb0, kb1;
+    unit(u, t, tm, tn, kb0, kb1);
     const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
-    const int m0 = tm * BM, n0 = tn * BN;
-    const int row = m0 + 64 * c + 16 * w + lane / 4;  // this thread's rows: row, row + 8
-    // Block scales: column groups J < jb lie in B block nb0, the rest (B_STRADDLE) in nb0 + 1.
-    const int nb0 = n0 / 128, jb = (128 - n0 % 128) / 8;
+    const int m0 = tm * BM, n0 = tn * BN + bcol;  // the consumer's first row of C is m0 + arow
+    const int row = m0 + arow + 16 * w + lane / 4;  // this thread's rows: row, row + 8
+    // Block scales: the consumer's column groups J < jb lie in B block nb0, the rest
+    // (B_STRADDLE) in nb0 + 1; nb0 is the tile's first or second B block (ib).
+    const int nb0 = n0 / 128, jb = (128 - n0 % 128) / 8, ib = nb0 - tn * BN / 128;
     if constexpr (PROMOTE) {
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
+      for (int i = 0; i < NR; ++i) fin[i] = 0.0f;
     }
-    // This K block's scales (block mode), loaded ahead of their use so that they arrive under
-    // the wgmmas.
+    // This K block's scales (block mode, KILN_SSCALE = 0), loaded ahead of their use so that
+    // they arrive under the wgmmas.
     auto load_scales = [&](int j) {
       BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
       const int kb = kb0 + j;
-      if (SCALE == 2 && j < nk) {
+      if (SCALE == 2 && !SSCALE && j < nk) {
         if (row < p.m) sc.a0 = p.sa[(i64)kb * p.m + row];
         if (row + 8 < p.m) sc.a1 = p.sa[(i64)kb * p.m + row + 8];
         sc.b0 = p.sb[(i64)nb0 * kblocks + kb];
@@ -184,46 +282,58 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       return sc;
     };
     // Waits for ring iteration i's stage and issues its four wgmmas into `a` as one batch
-    // (`fresh`: the first ignores a's old value).
-    auto issue = [&](u32 i, float(&a)[BN / 2], bool fresh) {
+    // (`fresh`: the first ignores a's old value). With KILN_SSCALE, returns the stage's block
+    // scales, read before the stage is released.
+    auto issue = [&](u32 i, float(&a)[NR], bool fresh) {
       const int s = i % STAGES;
       mbar_wait(full(s), (i / STAGES) & 1);
+      BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
+      if constexpr (SSCALE) {
+        const u32 sl = slot(s);
+        const int r = arow + 16 * w + lane / 4;
+        sc.a0 = ld_shared_f32(sl + 4 * r);
+        sc.a1 = ld_shared_f32(sl + 4 * (r + 8));
+        sc.b0 = ld_shared_f32(sl + 4 * (BM + ib));
+        // (a consumer that starts in the tile's second block ends there: its b1 goes unused)
+        if constexpr (B_STRADDLE) sc.b1 = ld_shared_f32(sl + 4 * (BM + 1));
+      }
 #pragma unroll
-      for (int j = 0; j < BN / 2; ++j) wgmma_fence_operand(a[j]);
+      for (int j = 0; j < NR; ++j) wgmma_fence_operand(a[j]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 32; ++kk) {
         const u64 da = wgmma_desc_add(da0, s * STAGE_BYTES + kk * 32);
         const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + kk * 32);
-        wgmma_m64k32_fp8<FA, FB, BN>(a, da, db, (kk > 0 || !fresh) ? 1 : 0);
+        wgmma_m64k32_fp8<FA, FB, WN>(a, da, db, (kk > 0 || !fresh) ? 1 : 0);
       }
       wgmma_commit();
 #pragma unroll
-      for (int j = 0; j < BN / 2; ++j) wgmma_fence_operand(a[j]);
+      for (int j = 0; j < NR; ++j) wgmma_fence_operand(a[j]);
+      return sc;
     };
     // A finished batch's sums `a` into fin: multiplied by their block's scales, or as they are.
-    auto promote = [&](float(&a)[BN / 2], const BlockScales& sc) {
+    auto promote = [&](float(&a)[NR], const BlockScales& sc) {
 #pragma unroll
-      for (int j = 0; j < BN / 2; ++j) wgmma_fence_operand(a[j]);
+      for (int j = 0; j < NR; ++j) wgmma_fence_operand(a[j]);
       if constexpr (SCALE == 2) {
         // register j: row + 8 ((j >> 1) & 1), column group j >> 2
         const float s00 = sc.a0 * sc.b0, s10 = sc.a1 * sc.b0, s01 = sc.a0 * sc.b1, s11 = sc.a1 * sc.b1;
 #pragma unroll
-        for (int j = 0; j < BN / 2; ++j) {
+        for (int j = 0; j < NR; ++j) {
           const bool h = (j >> 1) & 1;
           const float f = (!B_STRADDLE || (j >> 2) < jb) ? (h ? s10 : s00) : (h ? s11 : s01);
           fin[j] = fmaf(f, a[j], fin[j]);
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < BN / 2; ++j) fin[j] += a[j];
+        for (int j = 0; j < NR; ++j) fin[j] += a[j];
       }
     };
-    if (PROMOTE && m0 + 64 * c >= p.m) {
-      // All of this consumer's rows lie past M (M <= 64 in a tile): it only frees the stages,
-      // leaving the tensor cores to the other consumer. (Promoted kernels only: in the
-      // unpromoted ones ptxas then serialised the wgmmas, C7515.) Its sums (whatever they hold: rows
-      // past M are never stored) still go through split-K, where every consumer thread counts.
+    if (PROMOTE && (m0 + arow >= p.m || n0 >= p.n)) {
+      // All of this consumer's rows lie past M (M <= 64 in a 128-row tile), or all its columns
+      // past N: it only frees the stages, leaving the tensor cores to the other consumer.
+      // (Promoted kernels only: in the unpromoted ones ptxas then serialised the wgmmas, C7515.)
+      // Its sums (zero) still go through split-K, where every consumer thread counts.
       for (int j = 0; j < nk; ++j, ++it) {
         mbar_wait(full(it % STAGES), (it / STAGES) & 1);
         release(it % STAGES);
@@ -240,13 +350,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       wgmma_wait<0>();
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(acc[i]);
+      for (int i = 0; i < NR; ++i) wgmma_fence_operand(acc[i]);
       release(prev);
     } else if constexpr (!PIPE) {
-      // Each K block's batch drains before its promotion.
+      // Each K block's batch drains before its promotion (the other consumer's wgmmas run
+      // meanwhile).
       for (int j = 0; j < nk; ++j, ++it) {
-        const BlockScales sc = load_scales(j);
-        issue(it, acc, true);
+        BlockScales sc = load_scales(j);
+        const BlockScales ss = issue(it, acc, true);
+        if constexpr (SSCALE) sc = ss;
         wgmma_wait<0>();
         release(it % STAGES);
         promote(acc, sc);
@@ -257,24 +369,28 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // branch, and at its top exactly block j's batch (in acc) is in flight, on entry and on
       // every lap: ptxas can then see that each promotion reads a finished batch (written with
       // a conditional issue inside the loop, it serialised every wgmma: C7514). Block scales
-      // are loaded two blocks ahead of their promotion (one ahead left their latency exposed).
+      // from global memory are loaded two blocks ahead of their promotion (one ahead left their
+      // latency exposed); from shared memory, with their stage.
       BlockScales s0 = load_scales(0), s1 = load_scales(1);
-      issue(it, acc, true);
+      auto take = [&](BlockScales& dst, const BlockScales& from_stage) {
+        if constexpr (SSCALE) dst = from_stage;
+      };
+      take(s0, issue(it, acc, true));
       int j = 0;
       for (; j + 2 < nk; j += 2, it += 2) {
-        issue(it + 1, acc2, true);
+        take(s1, issue(it + 1, acc2, true));
         wgmma_wait<1>();
         release(it % STAGES);
         promote(acc, s0);
-        s0 = load_scales(j + 2);
-        issue(it + 2, acc, true);
+        if constexpr (!SSCALE) s0 = load_scales(j + 2);
+        take(s0, issue(it + 2, acc, true));
         wgmma_wait<1>();
         release((it + 1) % STAGES);
         promote(acc2, s1);
-        s1 = load_scales(j + 3);
+        if constexpr (!SSCALE) s1 = load_scales(j + 3);
       }
       if (j + 1 < nk) {  // two blocks left: j (in flight in acc) and j + 1
-        issue(it + 1, acc2, true);
+        take(s1, issue(it + 1, acc2, true));
         wgmma_wait<1>();
         release(it % STAGES);
         promote(acc, s0);
@@ -289,23 +405,33 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         it += 1;
       }
     }
-    float(&sums)[BN / 2] = *(PROMOTE ? &fin : &acc);
+    float(&sums)[NR] = *(PROMOTE ? &fin : &acc);
     if (splits > 1) {
-      // Partials through the workspace; only the slice that counts last goes on.
       const int ct = threadIdx.x - 128;
-      float* tile_ws = p.ws + (i64)t * splits * (128 * BN);
-      split_store_partial(tile_ws + (i64)sp * (128 * BN), ct, sums);
-      if (!split_arrive(p.counters + t, splits, ct, 1)) continue;
-      split_add_others(tile_ws, splits, sp, ct, sums);
+      if (p.reduce) {
+        // Atomic adds into the tile's one fp32 sum; only the slice that counts last goes on.
+        // Rows past M (and a consumer wholly past N) add nothing: the sum there stays zero.
+        float* tile_ws = p.ws + (i64)t * (BM * BN);
+        const bool live = row < p.m && n0 < p.n;
+        split_red_partial(tile_ws, ct, sums, live);
+        if (!split_arrive(p.counters + t, splits, ct, 1)) continue;
+        split_take_sum(tile_ws, ct, sums, live);
+      } else {
+        // Partials through the workspace; only the slice that counts last goes on.
+        float* tile_ws = p.ws + (i64)t * splits * (BM * BN);
+        split_store_partial(tile_ws + (i64)sp * (BM * BN), ct, sums);
+        if (!split_arrive(p.counters + t, splits, ct, 1)) continue;
+        split_add_others(tile_ws, splits, sp, ct, sums);
+      }
     }
     // Epilogue: scale, convert, store (register i holds row + 8 ((i >> 1) & 1), column
     // n0 + 8 (i >> 2) + 2q + (i & 1)).
-    auto epilogue = [&](float(&res)[BN / 2]) {
+    auto epilogue = [&](float(&res)[NR]) {
       if constexpr (SCALE == 1) {
         const float ra0 = row < p.m ? p.alpha * p.sa[row] : 0.0f;
         const float ra1 = row + 8 < p.m ? p.alpha * p.sa[row + 8] : 0.0f;
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
+        for (int j = 0; j < WN / 8; ++j) {
           const int n = n0 + 8 * j + 2 * q;
           const float b0 = n < p.n ? p.sb[n] : 0.0f, b1 = n + 1 < p.n ? p.sb[n + 1] : 0.0f;
           res[4 * j] *= ra0 * b0;
@@ -315,10 +441,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) res[i] *= tensor_scale;
+        for (int i = 0; i < NR; ++i) res[i] *= tensor_scale;
       }
       store_acc_groups<0>(cout, gp, row, n0, res, q);
     };
     epilogue(sums);
+  }
+  // No CTA may leave while a peer's consumers can still arrive on its barriers.
+  if constexpr (CLUSTER > 1) {
+    __syncwarp();
+    cluster_sync();
   }
 }

@@ -74,9 +74,73 @@ pub fn versions(env: &Env) -> Result<ExitCode> {
     for k in env.registry.attention() {
         t.row(&["attention", k.name(), &k.rung().to_string(), k.summary()]);
     }
+    for k in env.registry.attention_backward() {
+        t.row(&[
+            "attention backward",
+            k.name(),
+            &k.rung().to_string(),
+            k.summary(),
+        ]);
+    }
     for k in env.registry.moe() {
         t.row(&["moe", k.name(), "-", k.summary()]);
+    }
+    for (op, name, what) in OUTSIDE_REGISTRY {
+        t.row(&[op, name, "-", what]);
     }
     print!("{}", t.render());
     Ok(ExitCode::SUCCESS)
 }
+
+/// The kernel families a user can pick that live outside the registry's traits (each with its
+/// own command or API call): FP8, 4-bit, decode.
+const OUTSIDE_REGISTRY: [(&str, &str, &str); 8] = [
+    (
+        "fp8 gemm",
+        kiln::ops::fp8::gemm::NAME,
+        "scaled FP8 GEMM (e4m3/e5m2; tensor, row or DeepSeek 1x128/128x128 block scales): \
+         persistent warp-specialised WGMMA + TMA, fp32 promotion every 128 of K (pipelined or \
+         drained), 128- or 64-row tiles 120-256 wide, block scales loaded by the consumers or \
+         carried with the stage through shared memory, split-K through slots or atomic sums; \
+         `kiln fp8`, `--dtype e4m3`, KILN_FP8_RULE",
+    ),
+    (
+        "fp8 quantise",
+        "fp8_quant",
+        "bf16/f16/f32 to e4m3 or e5m2 per tensor, row, 1x128 or 128x128, fp32 or UE8M0 scales",
+    ),
+    (
+        "moe fp8",
+        kiln::ops::moe::fp8_grouped::NAME,
+        "block-scaled FP8 grouped GEMM over experts (contiguous or masked rows): the FP8 GEMM's \
+         promoted mainloop with the grouped scheduler",
+    ),
+    (
+        "moe fp8",
+        kiln::ops::moe::fp8_swiglu::NAME,
+        "fused FP8 SwiGLU over experts: 64x128 [gate | up] tiles, bf16/f32 or e4m3 output \
+         quantised in the epilogue",
+    ),
+    (
+        "fp4",
+        kiln::ops::fp4::nvfp4_gemv::NAME,
+        "NVFP4 GEMV for 1-16 bf16 rows against 4-bit weights (e2m1 + e4m3 scales per 16)",
+    ),
+    (
+        "moe fp4",
+        kiln::ops::moe::fp4::kernel::NAME,
+        "grouped GEMM and fused SwiGLU with prepacked NVFP4/MXFP4 weights as wgmma's register \
+         operand, tiles from a GPU counter",
+    ),
+    (
+        "attention decode",
+        "decode_paged",
+        "flash-decoding over a paged KV cache: one block per (sequence, KV head, split), then \
+         decode_combine",
+    ),
+    (
+        "attention decode",
+        "kv_append",
+        "appends new tokens' K and V into the paged cache",
+    ),
+];

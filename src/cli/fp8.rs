@@ -12,10 +12,12 @@ use kiln::error::{Error, Result};
 use kiln::formats::{Fp8Format, ScaleRecipe};
 use kiln::harness::bench::BenchOptions;
 use kiln::harness::fp8::{
-    gemm_suite, verify_conversions, verify_gemm, verify_promotion, verify_quantization, Fp8Outcome,
+    gemm_suite, verify_conversions, verify_gemm, verify_gemm_seeded, verify_promotion,
+    verify_quantization, Data, Fp8Outcome, GemmCase,
 };
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes, Fp8Timing};
-use kiln::ops::fp8::{Fp8Problem, Granularity, QuantSpec, ScaleMode};
+use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
+use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
 use kiln::report::Table;
 
@@ -47,12 +49,21 @@ pub struct Fp8VerifyArgs {
     /// Also check cuBLASLt's FP8 GEMM on every GEMM case.
     #[arg(long)]
     pub vendor: bool,
+    /// Instead of the suite: the GEMM at --shape / --set, once per --tile (`all`: every compiled
+    /// config), on the inputs of --seed.
+    #[command(flatten)]
+    pub problem: Fp8ProblemArgs,
+    /// The inputs' seed (a fuzz failure's, to rerun it under other configs or outputs);
+    /// default: fresh.
+    #[arg(long)]
+    pub seed: Option<u64>,
     #[command(flatten)]
     pub grouped: super::fp8_moe::Fp8GroupedArgs,
 }
 
-#[derive(Debug, Args)]
-pub struct Fp8BenchArgs {
+/// The dense FP8 problems and configs `fp8 bench` times and `fp8 verify --shape` checks.
+#[derive(Debug, Clone, Args)]
+pub struct Fp8ProblemArgs {
     /// Shapes MxNxK (repeatable; default 4096x7168x16384).
     #[arg(long = "shape")]
     pub shapes: Vec<String>,
@@ -76,10 +87,21 @@ pub struct Fp8BenchArgs {
     /// scales.
     #[arg(long)]
     pub unpromoted: bool,
-    /// kiln's tile config: a width (128, 160, 256), `p` for the pipelined promotion (128p),
-    /// `/S` for S split-K slices (128p/4); default: the heuristic's.
+    /// kiln's tile config, repeatable (bench: each timed in turn with the others and cuBLASLt,
+    /// launch by launch; verify: each checked, `all` for every compiled one):
+    /// `[64x]WIDTH[p][s][m][/S][a|w]` (128, 160, 128p for the pipelined promotion,
+    /// 128ps with the block scales through shared memory, 160sm in pairs of CTAs multicasting B,
+    /// 64x128ps the 64-row tile, /S for S split-K slices, a or w to reduce them atomically or
+    /// through slots), or a rule's choice: `waves` (the rule of a8381a5) or `bytes` (the cost
+    /// model); default: KILN_FP8_RULE's choice.
     #[arg(long)]
-    pub tile: Option<String>,
+    pub tile: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct Fp8BenchArgs {
+    #[command(flatten)]
+    pub problem: Fp8ProblemArgs,
     /// Time kiln alone.
     #[arg(long)]
     pub no_vendor: bool,
@@ -123,6 +145,9 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     if a.grouped.grouped {
         return super::fp8_moe::verify(env, &a.grouped, quick);
     }
+    if !a.problem.shapes.is_empty() || a.problem.set.is_some() {
+        return verify_at(env, a);
+    }
     let ctx = env.context()?;
     let mut outcomes: Vec<Fp8Outcome> = vec![verify_conversions(&ctx)?];
     let inputs: &[DType] = if quick {
@@ -157,6 +182,12 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     }
     pb.finish_and_clear();
     outcomes.push(verify_promotion(&ctx)?);
+    print_outcomes(env, &ctx.info, &outcomes)
+}
+
+/// The outcomes as JSON or a table, with the count of failures (cuBLASLt's apart); exit 7 if
+/// any of kiln's failed.
+fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Fp8Outcome]) -> Result<ExitCode> {
     // cuBLASLt's outcomes are reported, not held against kiln.
     let failed = outcomes
         .iter()
@@ -167,7 +198,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         .filter(|o| !o.passed && o.check == "cublaslt")
         .count();
     if env.json {
-        env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
+        env.print_json(&json!({ "device": info, "outcomes": outcomes }));
     } else {
         let mut t = Table::new(&[
             "check",
@@ -175,23 +206,27 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
             "rel err",
             "beyond rounding",
             "bound",
+            "cancellation",
             "rows",
             "verdict",
         ]);
-        for o in &outcomes {
-            let num = |x: f64| {
-                if x.is_nan() {
-                    "-".into()
-                } else {
-                    format!("{x:.2e}")
-                }
-            };
+        let num = |x: f64| {
+            if x.is_nan() {
+                "-".into()
+            } else {
+                format!("{x:.2e}")
+            }
+        };
+        for o in outcomes {
             t.row(&[
                 o.check.clone(),
                 o.case.clone(),
                 num(o.rel_error),
                 num(o.rel_error_rounded),
                 num(o.bound),
+                o.cancellation
+                    .map(|c| format!("{c:.1}"))
+                    .unwrap_or_default(),
                 o.rows_checked.to_string(),
                 match &o.skipped {
                     Some(why) => format!("skipped: {why}"),
@@ -203,7 +238,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         println!(
             "{} checks on {}, {failed} failed (cuBLASLt: {vendor_failed} failed)",
             outcomes.len(),
-            ctx.info.name
+            info.name
         );
     }
     Ok(if failed > 0 {
@@ -213,8 +248,57 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     })
 }
 
+/// `kiln fp8 verify --shape ... [--tile ...] [--seed S]`: the GEMM at the named shapes, once per
+/// config, each on inputs of one seed (the same seed gives the same inputs whatever the config
+/// or output type).
+fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
+    let request = Fp8ProblemArgs {
+        tile: a
+            .problem
+            .tile
+            .iter()
+            .filter(|t| *t != "all")
+            .cloned()
+            .collect(),
+        ..a.problem.clone()
+    };
+    let problems = bench_problems(&request)?;
+    let ctx = env.context()?;
+    let seed = a.seed.unwrap_or_else(kiln::harness::verify::fresh_seed);
+    let mut outcomes = Vec::new();
+    for p in &problems {
+        let mut cfgs = tiles_for(p, &request.tile, &ctx.info)?;
+        if a.problem.tile.iter().any(|t| t == "all") {
+            cfgs.extend(kiln::ops::fp8::gemm::configs(p.a, p.b, p.scale, p.promote));
+        }
+        let cfgs: Vec<Option<Fp8Config>> = if cfgs.is_empty() {
+            vec![None]
+        } else {
+            cfgs.into_iter().map(Some).collect()
+        };
+        for cfg in cfgs {
+            let case = GemmCase {
+                p: *p,
+                cfg,
+                recipe: ScaleRecipe::Fp32,
+                data: Data::Signed,
+            };
+            for o in verify_gemm_seeded(&ctx, &case, a.vendor, seed)? {
+                if !env.json {
+                    eprintln!(
+                        "{} {}: {:.2e} (bound {:.0e}) {}",
+                        o.check, o.case, o.rel_error, o.bound, o.message
+                    );
+                }
+                outcomes.push(o);
+            }
+        }
+    }
+    print_outcomes(env, &ctx.info, &outcomes)
+}
+
 /// The problems a bench request names, validated before any GPU is touched.
-pub fn bench_problems(a: &Fp8BenchArgs) -> Result<Vec<Fp8Problem>> {
+pub fn bench_problems(a: &Fp8ProblemArgs) -> Result<Vec<Fp8Problem>> {
     let scale: ScaleMode = a.scale.parse()?;
     let fmt: Fp8Format = a.dtype.parse()?;
     let fa: Fp8Format = a.a.as_deref().map(str::parse).transpose()?.unwrap_or(fmt);
@@ -252,11 +336,25 @@ pub fn bench_problems(a: &Fp8BenchArgs) -> Result<Vec<Fp8Problem>> {
                 reason,
             }
         })?;
-        if let Some(c) = &a.tile {
-            kiln::ops::fp8::gemm::check_config(p, c.parse()?)?;
-        }
+        tiles_for(p, &a.tile, &DeviceInfo::h100_sxm())?;
     }
     Ok(problems)
+}
+
+/// The configs `--tile` names for `p` on `dev`: each a config (checked against what is
+/// compiled) or a rule whose choice it is.
+pub fn tiles_for(p: &Fp8Problem, tiles: &[String], dev: &DeviceInfo) -> Result<Vec<Fp8Config>> {
+    tiles
+        .iter()
+        .map(|t| match Fp8Rule::parse(t) {
+            Some(rule) => Ok(choose_by(p, dev, rule)),
+            None => {
+                let c: Fp8Config = t.parse()?;
+                check_config(p, c)?;
+                Ok(c)
+            }
+        })
+        .collect()
 }
 
 fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
@@ -270,12 +368,12 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     if a.grouped.grouped {
         return super::fp8_moe::bench(env, &a.grouped, &opt);
     }
-    let problems = bench_problems(a)?;
+    let problems = bench_problems(&a.problem)?;
     let ctx = env.context()?;
     let mut rows: Vec<Fp8Timing> = Vec::new();
     for p in &problems {
-        let cfg = a.tile.as_deref().map(str::parse).transpose()?;
-        let r = bench_fp8(&ctx, p, cfg, !a.no_vendor, &opt)?;
+        let cfgs = tiles_for(p, &a.problem.tile, &ctx.info)?;
+        let r = bench_fp8(&ctx, p, &cfgs, !a.no_vendor, &opt)?;
         if !env.json {
             for t in &r {
                 eprintln!(

@@ -145,7 +145,7 @@ pub(super) fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     let ctx = env.context()?;
     let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
     opt.interleave = !a.sequential;
-    let rows = bench_fp8(&ctx, &p, None, true, &opt)?;
+    let rows = bench_fp8(&ctx, &p, &[], true, &opt)?;
     print_timings(env, &rows, &ctx.info.name);
     Ok(ExitCode::SUCCESS)
 }
@@ -191,7 +191,7 @@ pub(super) fn ladder_rung(
     say("\n== FP8 rung: fp8_wgmma against cuBLASLt's FP8 (e4m3, bf16 out) ==");
     let mut rows = Vec::new();
     for p in ladder_problems() {
-        rows.extend(bench_fp8(ctx, &p, None, true, opt)?);
+        rows.extend(bench_fp8(ctx, &p, &[], true, opt)?);
     }
     if !env.json {
         let mut t = Table::new(&["problem", "fp8_wgmma TFLOPS", "cuBLASLt TFLOPS", "ratio"]);
@@ -229,7 +229,7 @@ pub(super) fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
     if let Some(sms) = a.sms {
         dev.sm_count = sms;
     }
-    let plan = kiln::ops::fp8::plan::plan(&p, &dev, None)?;
+    let plan = kiln::ops::fp8::plan::plan(&p, &dev, None, env.config.overrides.fp8.rule)?;
     if env.json {
         env.print_json(&json!(plan));
         return Ok(ExitCode::SUCCESS);
@@ -240,13 +240,23 @@ pub(super) fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
     for w in &plan.why {
         println!("  because {w}");
     }
-    let mut t = Table::new(&["config", "tiles", "waves", "cost", "fits"]);
+    let mut t = Table::new(&[
+        "config",
+        "tiles",
+        "waves",
+        "cost (waves)",
+        "us (bytes)",
+        "slices",
+        "fits",
+    ]);
     for c in &plan.candidates {
         t.row(&[
             c.config.to_string(),
             c.tiles.to_string(),
             c.waves.to_string(),
             c.cost.to_string(),
+            format!("{:.1}", c.predicted_us),
+            c.best_splits.to_string(),
             c.fits.to_string(),
         ]);
     }

@@ -18,7 +18,7 @@ use kiln::report::Table;
 use super::env::Env;
 
 /// The grouped FP8 problem flags `fp8 verify` and `fp8 bench` share.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct Fp8GroupedArgs {
     /// The FP8 MoE kernels instead of the dense GEMM: block-scaled grouped GEMM (or, with
     /// --swiglu, the fused SwiGLU).

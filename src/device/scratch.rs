@@ -85,8 +85,10 @@ pub struct Workspaces {
     /// `swiglu_dual`: the split tiles' workspace and counters.
     pub swiglu_split: Scratch,
     pub swiglu_split_counters: Scratch,
-    /// The FP8 GEMM: the split-K workspace and counters.
+    /// The FP8 GEMM: the split-K workspace (per-slice slots), the atomic sums (one fp32 tile
+    /// per split tile, zero between launches) and the counters.
     pub fp8_split: Scratch,
+    pub fp8_split_sum: Scratch,
     pub fp8_split_counters: Scratch,
 }
 
@@ -110,6 +112,7 @@ impl Workspaces {
             swiglu_split: Scratch::new("SwiGLU split workspace", false),
             swiglu_split_counters: Scratch::new("SwiGLU split counter", true),
             fp8_split: Scratch::new("FP8 split-K workspace", false),
+            fp8_split_sum: Scratch::new("FP8 split-K sums", true),
             fp8_split_counters: Scratch::new("FP8 split-K counters", true),
         }
     }

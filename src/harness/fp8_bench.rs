@@ -42,11 +42,13 @@ pub struct Fp8Timing {
     pub vendor_note: Option<String>,
 }
 
-/// Times `p` (with `cfg`, or the default choice) and, with `vendor`, cuBLASLt.
+/// Times `p` with each of `cfgs` (none: the default choice) and, with `vendor`, cuBLASLt, all
+/// interleaved launch by launch on the same operands: one row per kiln config (in `cfgs`'s
+/// order; a config given twice is timed twice, the spread of one version), then cuBLASLt's.
 pub fn bench_fp8(
     ctx: &Context,
     p: &Fp8Problem,
-    cfg: Option<Fp8Config>,
+    cfgs: &[Fp8Config],
     vendor: bool,
     opt: &BenchOptions,
 ) -> Result<Vec<Fp8Timing>> {
@@ -57,27 +59,27 @@ pub fn bench_fp8(
         kernel: fp8::gemm::NAME.into(),
         reason,
     })?;
+    let chosen = [fp8::gemm::choose_by(p, &ctx.info, ctx.overrides.fp8.rule)];
+    let cfgs: &[Fp8Config] = if cfgs.is_empty() { &chosen } else { cfgs };
+    for &c in cfgs {
+        fp8::gemm::check_config(p, c)?;
+    }
     let inp = Operands {
         a: operand(ctx, p.m, p.k, p.a, p.scale.a_granularity(), 0x5EED)?,
         b: operand(ctx, p.n, p.k, p.b, p.scale.b_granularity(), 0x5EEE)?,
     };
     let bytes = p.m * p.ldc * p.out.size();
-    let (dc, dv) = (ctx.alloc(bytes)?, ctx.alloc(bytes)?);
-    let cfg = cfg.unwrap_or_else(|| fp8::gemm::choose(p, &ctx.info));
-    // What ran, splits included (for the table).
-    let shown = Fp8Config {
-        splits: match cfg.splits {
-            0 => fp8::gemm::choose_splits(p, cfg.bn, &ctx.info),
-            s => s,
-        },
-        ..cfg
-    };
-    let ops = Fp8Operands {
-        a: &inp.a.codes,
-        b: &inp.b.codes,
-        sa: Scales::Device(&inp.a.scales),
-        sb: Scales::Device(&inp.b.scales),
-        c: &dc,
+    let outs: Vec<_> = cfgs
+        .iter()
+        .map(|_| ctx.alloc(bytes))
+        .collect::<Result<_>>()?;
+    let dv = ctx.alloc(bytes)?;
+    let dvp = dv.ptr();
+    // What ran, splits and reduction included (for the table).
+    let shown = |c: &Fp8Config| Fp8Config {
+        splits: fp8::gemm::splits_for(p, c, &ctx.info),
+        reduce: Some(c.reduction()),
+        ..*c
     };
     let flusher = L2Flusher::new(ctx)?;
     let (ap, bp, sa, sb) = (
@@ -90,7 +92,7 @@ pub fn bench_fp8(
     let lt = if vendor {
         match LtFp8::new(ctx, p, sa, sb) {
             Ok(mut lt) => {
-                lt.select(ctx, &flusher, ap, bp, dv.ptr())?;
+                lt.select(ctx, &flusher, ap, bp, dvp)?;
                 Some(lt)
             }
             Err(e) => {
@@ -101,19 +103,29 @@ pub fn bench_fp8(
     } else {
         None
     };
-    let mut kiln_launch = || fp8::gemm_with(ctx, p, &ops, cfg);
-    let times = match &lt {
-        Some(lt) => {
-            let mut vendor_launch = || lt.launch(ctx, ap, bp, dv.ptr());
-            sample_interleaved(
-                ctx,
-                &flusher,
-                opt,
-                &mut [&mut kiln_launch, &mut vendor_launch],
-            )?
-        }
-        None => sample_interleaved(ctx, &flusher, opt, &mut [&mut kiln_launch])?,
-    };
+    let mut kiln_launches: Vec<_> = cfgs
+        .iter()
+        .zip(&outs)
+        .map(|(&cfg, c)| {
+            let ops = Fp8Operands {
+                a: &inp.a.codes,
+                b: &inp.b.codes,
+                sa: Scales::Device(&inp.a.scales),
+                sb: Scales::Device(&inp.b.scales),
+                c,
+            };
+            move || fp8::gemm_with(ctx, p, &ops, cfg)
+        })
+        .collect();
+    let mut vendor_launch = lt.as_ref().map(|lt| move || lt.launch(ctx, ap, bp, dvp));
+    let mut launches: Vec<&mut dyn FnMut() -> Result<()>> = kiln_launches
+        .iter_mut()
+        .map(|l| l as &mut dyn FnMut() -> Result<()>)
+        .collect();
+    if let Some(v) = vendor_launch.as_mut() {
+        launches.push(v);
+    }
+    let times = sample_interleaved(ctx, &flusher, opt, &mut launches)?;
     ctx.synchronize()?;
     let row = |version: &str, config: Option<String>, mut t: Vec<f64>| {
         let (median, min, max) = stats(&mut t);
@@ -136,28 +148,31 @@ pub fn bench_fp8(
             vendor_note: note.clone(),
         }
     };
-    let mut out = vec![row(
-        fp8::gemm::NAME,
-        Some(shown.to_string()),
-        times[0].0.clone(),
-    )];
+    let mut out: Vec<Fp8Timing> = cfgs
+        .iter()
+        .zip(&times)
+        .map(|(c, t)| row(fp8::gemm::NAME, Some(shown(c).to_string()), t.0.clone()))
+        .collect();
     if lt.is_some() {
-        let v = row("cublaslt", None, times[1].0.clone());
-        out[0].speedup_vs_cublaslt = Some(v.median_ms / out[0].median_ms);
+        let v = row("cublaslt", None, times[cfgs.len()].0.clone());
         let get = |b: &crate::device::DeviceBuffer| -> Result<HostData> {
             Ok(HostData::from_bytes(p.out, &b.download::<u8>(bytes)?))
         };
-        let (k, c) = (get(&dc)?, get(&dv)?);
-        let (mut d2, mut r2) = (0.0, 0.0);
-        for m in 0..p.m {
-            for n in 0..p.n {
-                let i = m * p.ldc + n;
-                let (x, y) = (k.get(i), c.get(i));
-                d2 += (x - y) * (x - y);
-                r2 += y * y;
+        let c = get(&dv)?;
+        for (r, dc) in out.iter_mut().zip(&outs) {
+            r.speedup_vs_cublaslt = Some(v.median_ms / r.median_ms);
+            let k = get(dc)?;
+            let (mut d2, mut r2) = (0.0, 0.0);
+            for m in 0..p.m {
+                for n in 0..p.n {
+                    let i = m * p.ldc + n;
+                    let (x, y) = (k.get(i), c.get(i));
+                    d2 += (x - y) * (x - y);
+                    r2 += y * y;
+                }
             }
+            r.rel_diff_vs_cublaslt = Some(crate::harness::verify::rel_l2(d2, r2));
         }
-        out[0].rel_diff_vs_cublaslt = Some(crate::harness::verify::rel_l2(d2, r2));
         out.push(v);
     }
     Ok(out)

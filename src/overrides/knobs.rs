@@ -185,6 +185,19 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.moe.fp4_path.map(|p| p.name().to_string()),
     },
     Knob {
+        name: "KILN_FP8_RULE",
+        takes: || {
+            let names: Vec<&str> = Fp8Rule::ALL.into_iter().map(Fp8Rule::name).collect();
+            format!(
+                "{} (which rule picks the FP8 GEMM's config)",
+                names.join(" or ")
+            )
+        },
+        default: "waves",
+        set: |o, v| put(&mut o.fp8.rule, or(v, Fp8Rule::Waves, Fp8Rule::parse)),
+        show: |o| unless(o.fp8.rule, Fp8Rule::Waves, |r| r.name().to_string()),
+    },
+    Knob {
         name: "KILN_MOE_GROUP",
         takes: || "a whole number, at least 1".into(),
         default: "one group for short experts, else expert-aligned groups of at most 8",

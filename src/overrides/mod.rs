@@ -29,6 +29,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::libs::{self, CudaLib};
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
+use crate::ops::fp8::gemm::Fp8Rule;
 use crate::ops::gemm::wgmma_tma_ws::{
     TileConfig as WgmmaTile, FORCED_CONFIGS, MAX_SPLITS, WIDTHS_BY_DEFAULT,
 };
@@ -50,6 +51,8 @@ pub struct Overrides {
     pub moe: MoeOverrides,
     /// `KILN_SWIGLU_*`: the fused SwiGLU dual GEMM (`swiglu_dual`).
     pub swiglu: SwigluOverrides,
+    /// `KILN_FP8_RULE`: the dense FP8 GEMM.
+    pub fp8: Fp8Overrides,
     /// `KILN_TMA_PROMOTION`: the 2D tensor maps.
     pub tma: TmaOverrides,
     /// `KILN_FLUSH`: the benchmark harness.
@@ -65,6 +68,7 @@ impl Overrides {
         attention: AttentionOverrides::NONE,
         moe: MoeOverrides::NONE,
         swiglu: SwigluOverrides::NONE,
+        fp8: Fp8Overrides::NONE,
         tma: TmaOverrides { promotion: None },
         bench: BenchOverrides {
             flush: FlushMode::Read,

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
+use crate::ops::fp8::gemm::Fp8Rule;
 use crate::ops::gemm::wgmma_tma_ws::{TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
 use crate::ops::moe::fp4::kernel::Fp4Path;
 use crate::ops::moe::grouped_swapab::SwapConfig;
@@ -338,6 +339,21 @@ impl TuneFake {
         .concat();
         parts.join(",")
     }
+}
+
+/// `KILN_FP8_RULE`: the dense FP8 GEMM (`fp8_wgmma`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fp8Overrides {
+    /// `KILN_FP8_RULE` (`waves` or `bytes`): which rule picks the config when the caller names
+    /// none ([`crate::ops::fp8::gemm::Fp8Rule`]). Default: waves (the rule of a8381a5, until the
+    /// GPU has timed the other).
+    pub rule: Fp8Rule,
+}
+
+impl Fp8Overrides {
+    pub const NONE: Fp8Overrides = Fp8Overrides {
+        rule: Fp8Rule::Waves,
+    };
 }
 
 /// `KILN_NO_TUNED`, `KILN_TUNE_FAKE`: the tuning cache and the tune worker.

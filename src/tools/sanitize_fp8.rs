@@ -1,5 +1,7 @@
 //! The FP8 GEMM's sanitizer runs: `kiln verify --dtype e4m3|e5m2 --scale ...` under each tool, at
-//! small ragged problems that reach every scale mode, both compiled widths and split-K.
+//! small ragged problems that reach every scale mode, both compiled widths and split-K, and the
+//! block-scaled ones again under the bytes rule (`KILN_FP8_RULE=bytes`: the 64-row tile, the
+//! scales through shared memory, the atomic split-K sum).
 
 use super::sanitize::Case;
 use crate::ops::fp8::gemm::NAME;
@@ -14,11 +16,18 @@ pub const PROBLEMS: &[(&str, &str, &str, &str)] = &[
     ("96x128x512", "e5m2", "tensor", "bf16"),
 ];
 
-/// Every (tool, FP8 problem) as a case of the FP8 GEMM's version.
+/// Every (tool, FP8 problem) as a case of the FP8 GEMM's version, the block-scaled problems once
+/// under each rule.
 pub fn fp8_cases(tools: &[String]) -> Vec<Case> {
     let mut v = Vec::new();
+    let runs = PROBLEMS.iter().map(|p| (p, None)).chain(
+        PROBLEMS
+            .iter()
+            .filter(|p| p.2 == "block")
+            .map(|p| (p, Some("bytes"))),
+    );
     for tool in tools {
-        for &(shape, dtype, scale, out) in PROBLEMS {
+        for (&(shape, dtype, scale, out), rule) in runs.clone() {
             v.push(Case {
                 version: NAME.into(),
                 tool: tool.clone(),
@@ -31,7 +40,9 @@ pub fn fp8_cases(tools: &[String]) -> Vec<Case> {
                 lds: None,
                 scale: Some(scale.into()),
                 setup: String::new(),
-                env: Vec::new(),
+                env: rule
+                    .map(|r| vec![("KILN_FP8_RULE".to_string(), r.to_string())])
+                    .unwrap_or_default(),
             });
         }
     }
@@ -46,7 +57,12 @@ mod tests {
     #[test]
     fn every_fp8_case_is_a_valid_fp8_verify_request() {
         let cases = fp8_cases(&["memcheck".into(), "racecheck".into()]);
-        assert_eq!(cases.len(), 2 * PROBLEMS.len());
+        let block = PROBLEMS.iter().filter(|p| p.2 == "block").count();
+        assert_eq!(cases.len(), 2 * (PROBLEMS.len() + block));
+        assert!(cases.iter().any(|c| c
+            .env
+            .iter()
+            .any(|(k, v)| k == "KILN_FP8_RULE" && v == "bytes")));
         for c in &cases {
             let f = GemmFlags {
                 shape: Some(&c.shape),
@@ -74,7 +90,10 @@ mod tests {
             crate::ops::fp8::ScaleMode::Block,
         );
         let dev = crate::device::DeviceInfo::h100_sxm();
-        let bn = crate::ops::fp8::gemm::choose(&p, &dev).bn;
-        assert!(crate::ops::fp8::gemm::choose_splits(&p, bn, &dev) > 1);
+        let c = crate::ops::fp8::gemm::choose(&p, &dev);
+        assert!(crate::ops::fp8::gemm::choose_splits(&p, &c, &dev) > 1);
+        let bytes =
+            crate::ops::fp8::gemm::choose_by(&p, &dev, crate::ops::fp8::gemm::Fp8Rule::Bytes);
+        assert!(bytes.splits > 1 && bytes.is_new(), "{bytes}");
     }
 }

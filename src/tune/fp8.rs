@@ -1,20 +1,22 @@
-//! Tuning the FP8 GEMM for one problem: its config space (every compiled tile width, with and
-//! without the pipelined promotion, times split-K slices), each candidate verified against the
-//! float64 reference and timed beside cuBLASLt's FP8 in the same run; the fastest verified wins.
+//! Tuning the FP8 GEMM for one problem: its config space (every compiled tile, with and without
+//! the pipelined promotion and the scales through shared memory, times split-K slices), each
+//! candidate verified against the float64 reference and timed beside cuBLASLt's FP8 in the same
+//! run; the fastest verified wins.
 //!
-//! In process, not in the watched workers of [`super::run`]: the space is a dozen configs of one
+//! In process, not in the watched workers of [`super::run`]: the space is a few dozen configs of one
 //! kernel that `kiln fp8 verify` already runs, so a hang is not expected of a candidate; a
 //! refusal or a wrong result is still a recorded outcome, never the end of the run.
 
 use serde::Serialize;
 
 use crate::device::Context;
+use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::formats::ScaleRecipe;
 use crate::harness::bench::BenchOptions;
 use crate::harness::fp8::{verify_gemm, Data, GemmCase};
 use crate::harness::fp8_bench::bench_fp8;
-use crate::ops::fp8::gemm::{configs, BK, MAX_SPLITS};
+use crate::ops::fp8::gemm::{configs, ranked, BK, MAX_SPLITS};
 use crate::ops::fp8::{Fp8Config, Fp8Problem};
 
 /// Split-K slice counts tried: powers of two up to [`MAX_SPLITS`], each slice two K blocks or more.
@@ -27,13 +29,23 @@ pub fn split_choices(p: &Fp8Problem) -> Vec<u32> {
         .collect()
 }
 
-/// The FP8 config space of `p`: every compiled config (width, pipelined promotion) with every
-/// slice count of [`split_choices`].
+/// The FP8 config space of `p`: every compiled config (tile, pipelined promotion, scale path)
+/// with every slice count of [`split_choices`] and the one the bytes rule's cost model prefers
+/// for it on an H100 (e.g. 7 slices for the 64-row tile at 64x2112x7168).
 pub fn space(p: &Fp8Problem) -> Vec<Fp8Config> {
     let splits = split_choices(p);
+    let best = ranked(p, &DeviceInfo::h100_sxm());
     configs(p.a, p.b, p.scale, p.promote)
         .iter()
-        .flat_map(|&c| splits.iter().map(move |&s| Fp8Config { splits: s, ..c }))
+        .flat_map(|&c| {
+            let mut s = splits.clone();
+            if let Some(r) = best.iter().find(|r| r.config.same_kernel(&c)) {
+                if !s.contains(&r.config.splits) {
+                    s.push(r.config.splits);
+                }
+            }
+            s.into_iter().map(move |s| Fp8Config { splits: s, ..c })
+        })
         .collect()
 }
 
@@ -77,7 +89,7 @@ pub fn tune_fp8(
             speedup_vs_cublaslt: None,
         };
         if c.verified {
-            let timed = bench_fp8(ctx, p, Some(config), true, opt)?;
+            let timed = bench_fp8(ctx, p, &[config], true, opt)?;
             if let Some(t) = timed.iter().find(|t| t.config.is_some()) {
                 c.median_ms = Some(t.median_ms);
                 c.tflops = Some(t.tflops);
@@ -105,8 +117,13 @@ mod tests {
         let p = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Block);
         let s = space(&p);
         assert_eq!(split_choices(&p), vec![1, 2, 4, 8]);
-        assert_eq!(s.len(), 4 * configs(p.a, p.b, p.scale, true).len());
+        let n = configs(p.a, p.b, p.scale, true).len();
+        assert!(s.len() >= 4 * n && s.len() <= 5 * n, "{}", s.len());
         assert!(s.iter().any(|c| c.pipe) && s.iter().any(|c| c.bn == 160));
+        // the 64-row tile with the cost model's slice count
+        assert!(s
+            .iter()
+            .any(|c| c.bm == 64 && c.splits > 1 && !c.splits.is_power_of_two()));
         // K = 256 has two blocks: one slice only
         let short = Fp8Problem::new(64, 256, 256, DType::Bf16, ScaleMode::Tensor);
         assert_eq!(split_choices(&short), vec![1]);

@@ -1,7 +1,9 @@
 //! Host side of `kernels/gemm/fp8_wgmma.cu`: the scaled FP8 GEMM on warp-specialised persistent
 //! WGMMA + TMA. Which specialisations exist (a small set: e4m3 x e4m3 in every scale mode with
-//! and without promotion, two or three configs each; e5m2 operands with promoted tensor or block
-//! scales), which config a problem runs, and the launch: scale checks, tensor maps, grid.
+//! and without promotion, two or three configs each, and for block scales the small-M tiles and
+//! the scales-in-shared-memory tiles; e5m2 operands with promoted tensor or block scales), which
+//! config a problem runs (two rules: [`Fp8Rule`]), and the launch: scale checks, tensor maps,
+//! grid.
 
 use std::ffi::c_void;
 
@@ -15,8 +17,7 @@ use crate::ops::gemm::DType;
 
 /// The version's name (its device file's stem).
 pub const NAME: &str = "fp8_wgmma";
-/// Block tile rows (two consumer warpgroups of 64) and K depth of a stage (128 bytes).
-pub const BM: u32 = 128;
+/// K depth of a stage (one 128-byte swizzle row) and the threads of a CTA.
 pub const BK: u32 = 128;
 pub const THREADS: u32 = 384;
 /// Tile-rows per group of the grouped tile order.
@@ -24,90 +25,259 @@ pub const GROUP_M: u32 = 8;
 /// The shared memory the stage counts are sized for: an H100's opt-in limit per block.
 const SMEM_BUDGET: u32 = 232_448;
 
-/// A launch's configuration: the tile width, whether the promotion is pipelined over two
-/// accumulators (`KILN_PIPE`, promoted problems), and the split-K slices (0: [`choose_splits`]
-/// decides; a run-time choice, not a compiled one).
+/// How the split-K slices of a tile combine (`Fp8Args.reduce`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Reduce {
+    /// Each slice writes its fp32 partial tile to a slot of its own; the slice that counts last
+    /// adds the others' in turn.
+    Slots,
+    /// Each slice adds its partial into the tile's one fp32 sum with `red.add` at the L2; the
+    /// last reads the sum once and sets it back to zero.
+    Atomic,
+}
+
+/// A launch's configuration: the block tile (rows `bm`: 128, each consumer warpgroup 64 of
+/// them; or 64, each consumer half the columns), its width, whether the promotion is pipelined
+/// over two accumulators (`KILN_PIPE`), whether block scales travel with the stage through
+/// shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
+/// (`KILN_CLUSTER`, 1 or 2), and the split-K slices (0: the plan decides) and their reduction
+/// (`None`: the config's own, [`Fp8Config::reduction`]); splits and reduction are run-time
+/// choices, not compiled ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Fp8Config {
+    #[serde(default = "rows_128")]
+    pub bm: u32,
     pub bn: u32,
     pub pipe: bool,
+    #[serde(default)]
+    pub sscale: bool,
+    #[serde(default = "one_cta")]
+    pub cluster: u32,
     pub splits: u32,
+    #[serde(default)]
+    pub reduce: Option<Reduce>,
+}
+
+fn rows_128() -> u32 {
+    128
+}
+
+fn one_cta() -> u32 {
+    1
 }
 
 impl Fp8Config {
+    /// A 128-row tile with the scales loaded by the consumers (the configs of a8381a5).
     pub const fn new(bn: u32, pipe: bool) -> Self {
+        Fp8Config::tile(128, bn, pipe, false)
+    }
+
+    /// Any tile: `bm` rows, `bn` columns, pipelined or not, scales in shared memory or not.
+    pub const fn tile(bm: u32, bn: u32, pipe: bool, sscale: bool) -> Self {
         Fp8Config {
+            bm,
             bn,
             pipe,
+            sscale,
+            cluster: 1,
             splits: 0,
+            reduce: None,
         }
     }
 
-    /// The same compiled kernel (width and pipelining; splits aside).
+    /// The same tile in pairs of CTAs multicasting B.
+    pub const fn paired(self) -> Self {
+        Fp8Config { cluster: 2, ..self }
+    }
+
+    /// The same compiled kernel (tile, pipelining, scale path and cluster; splits and
+    /// reduction aside).
     pub fn same_kernel(&self, other: &Fp8Config) -> bool {
-        self.bn == other.bn && self.pipe == other.pipe
+        (self.bm, self.bn, self.pipe, self.sscale, self.cluster)
+            == (other.bm, other.bn, other.pipe, other.sscale, other.cluster)
+    }
+
+    /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
+    /// pairs), whose ring, A box and split-K reduction follow the newer rules.
+    pub const fn is_new(&self) -> bool {
+        self.bm != 128 || self.sscale || self.cluster > 1
+    }
+
+    /// Block tiles a cluster tile holds along M (the CTAs of a cluster).
+    pub const fn ctas(&self) -> u32 {
+        if self.cluster > 1 {
+            self.cluster
+        } else {
+            1
+        }
+    }
+
+    /// One consumer warpgroup's wgmma width.
+    pub const fn consumer_width(&self) -> u32 {
+        if self.bm == 64 {
+            self.bn / 2
+        } else {
+            self.bn
+        }
+    }
+
+    /// Bytes of A and B one stage holds.
+    pub const fn stage_bytes(&self) -> u32 {
+        (self.bm + self.bn) * BK
+    }
+
+    /// Bytes of a stage's scale slot (KILN_SSCALE): the A scales of the tile's rows and two B
+    /// scales, padded to 16.
+    pub const fn slot_bytes(&self) -> u32 {
+        if self.sscale {
+            self.bm * 4 + 16
+        } else {
+            0
+        }
+    }
+
+    /// Stages in the ring: as many as the budget holds beside 1 KB of alignment slack, a full
+    /// and an empty mbarrier and a scale slot per stage, at most 8 (12 for the new family, whose
+    /// small-M stages are smaller). The old family's rule reserves eight stages' barriers.
+    pub const fn stages(&self) -> u32 {
+        let (s, most) = if self.is_new() {
+            (
+                (SMEM_BUDGET - 1024) / (self.stage_bytes() + 16 + self.slot_bytes()),
+                12,
+            )
+        } else {
+            ((SMEM_BUDGET - 1024 - 2 * 8 * 8) / self.stage_bytes(), 8)
+        };
+        if s > most {
+            most
+        } else {
+            s
+        }
+    }
+
+    /// Dynamic shared memory: 1 KB of slack to align the ring to 1024 bytes, then per stage its
+    /// tiles, its two mbarriers and its scale slot.
+    pub const fn smem_bytes(&self) -> u32 {
+        1024 + self.stages() * (self.stage_bytes() + 16 + self.slot_bytes())
+    }
+
+    /// How this config's split-K slices combine: as asked, else atomically for the new family
+    /// and through per-slice slots for the old.
+    pub fn reduction(&self) -> Reduce {
+        self.reduce.unwrap_or(if self.is_new() {
+            Reduce::Atomic
+        } else {
+            Reduce::Slots
+        })
+    }
+
+    /// Rows of the A box: the tile's, or for the new family only the rows a smaller M has,
+    /// rounded up to 8 (whole swizzle atoms; TMA's zero fill of the rest is not free).
+    pub fn a_rows(&self, m: usize) -> u32 {
+        if self.is_new() && m < self.bm as usize {
+            (m.next_multiple_of(8) as u32).min(self.bm)
+        } else {
+            self.bm
+        }
+    }
+
+    /// Most split-K slices this config's reduction takes.
+    pub fn max_splits(&self) -> u32 {
+        match self.reduction() {
+            Reduce::Slots => MAX_SPLITS,
+            Reduce::Atomic => MAX_ATOMIC_SPLITS,
+        }
     }
 }
 
 impl std::fmt::Display for Fp8Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}{}", self.bn, if self.pipe { "p" } else { "" })?;
+        if self.bm != 128 {
+            write!(f, "{}x", self.bm)?;
+        }
+        write!(
+            f,
+            "{}{}{}{}",
+            self.bn,
+            if self.pipe { "p" } else { "" },
+            if self.sscale { "s" } else { "" },
+            if self.cluster > 1 { "m" } else { "" }
+        )?;
         if self.splits > 0 {
             write!(f, "/{}", self.splits)?;
         }
-        Ok(())
+        match self.reduce {
+            Some(Reduce::Atomic) => f.write_str("a"),
+            Some(Reduce::Slots) => f.write_str("w"),
+            None => Ok(()),
+        }
     }
 }
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `128`, `160`, `256`, `128p` (pipelined promotion), optionally `/S` for S split-K slices
-    /// (`128p/4`).
+    /// `[64x]WIDTH[p][s][m][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps` (and
+    /// block scales through shared memory), `160sm` (in pairs of CTAs multicasting B), `64x128ps`
+    /// (the 64-row tile), `/S` for S split-K slices, `a` / `w` to reduce them atomically or
+    /// through per-slice slots (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write a width such as 128, 128p for the \
-                 pipelined promotion, and /S for S split-K slices (128p/4)"
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s][m][/S][a|w]: a width \
+                 such as 128, p for the pipelined promotion, s for block scales through shared \
+                 memory, m for pairs of CTAs multicasting B, 64x for the 64-row tile, /S for S \
+                 split-K slices, a or w to reduce them atomically or through slots (64x128ps/7a)"
             ))
         };
-        let (head, splits) = match s.split_once('/') {
+        let (mut head, mut reduce) = (s, None);
+        if let Some(h) = head.strip_suffix('a') {
+            (head, reduce) = (h, Some(Reduce::Atomic));
+        } else if let Some(h) = head.strip_suffix('w') {
+            (head, reduce) = (h, Some(Reduce::Slots));
+        }
+        let (head, splits) = match head.split_once('/') {
             Some((h, k)) => (h, k.parse::<u32>().map_err(|_| bad())?),
-            None => (s, 0),
+            None if reduce.is_none() => (head, 0),
+            None => return Err(bad()),
+        };
+        let (bm, head) = match head.split_once('x') {
+            Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
+            None => (128, head),
+        };
+        let (head, cluster) = match head.strip_suffix('m') {
+            Some(h) => (h, 2),
+            None => (head, 1),
+        };
+        let (head, sscale) = match head.strip_suffix('s') {
+            Some(h) => (h, true),
+            None => (head, false),
         };
         let (num, pipe) = match head.strip_suffix('p') {
             Some(n) => (n, true),
             None => (head, false),
         };
         let bn = num.parse::<u32>().map_err(|_| bad())?;
-        Ok(Fp8Config { bn, pipe, splits })
+        Ok(Fp8Config {
+            bm,
+            bn,
+            pipe,
+            sscale,
+            cluster,
+            splits,
+            reduce,
+        })
     }
-}
-
-/// Bytes of A and B one stage holds.
-pub const fn stage_bytes(bn: u32) -> u32 {
-    (BM + bn) * BK
-}
-
-/// Stages in the ring: as many as the budget holds, at most 8.
-pub const fn stages(bn: u32) -> u32 {
-    let s = (SMEM_BUDGET - 1024 - 2 * 8 * 8) / stage_bytes(bn);
-    if s > 8 {
-        8
-    } else {
-        s
-    }
-}
-
-/// Dynamic shared memory: 1 KB of slack to align the ring to 1024 bytes, the stages, and a full
-/// and an empty mbarrier per stage.
-pub const fn smem_bytes(bn: u32) -> u32 {
-    1024 + stages(bn) * stage_bytes(bn) + 2 * stages(bn) * 8
 }
 
 /// The configs compiled for an operand pair, scale mode and accumulation: e4m3 x e4m3 promoted
 /// has the pipelined 128-wide tile and the plain 128 and 160 (whose 45 column tiles fill
 /// N = 7168's waves; too wide for a third accumulator array), unpromoted 128 and 256; pairs
 /// with e5m2 have the pipelined 128 with promoted tensor or block scales; everything else none.
+/// Block scales on e4m3 add the 2026-11-29 family: the 64-row tiles 128, 192 and 256 wide
+/// (pipelined, scales in shared memory) for M <= 64, and the 128-row tiles with the scales in
+/// shared memory: pipelined 128 (six stages) and 120 (seven: the slots fit beside them),
+/// drained 128, 160 and 192 (one consumer's promotion under the other's wgmmas), and pipelined
+/// 128 and drained 160 in pairs of CTAs multicasting B (half of B's bytes from the L2).
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -119,11 +289,27 @@ pub fn configs(
         Fp8Config::new(128, false),
         Fp8Config::new(160, false),
     ];
+    const BLOCK: &[Fp8Config] = &[
+        Fp8Config::new(128, true),
+        Fp8Config::new(128, false),
+        Fp8Config::new(160, false),
+        Fp8Config::tile(64, 128, true, true),
+        Fp8Config::tile(64, 192, true, true),
+        Fp8Config::tile(64, 256, true, true),
+        Fp8Config::tile(128, 128, true, true),
+        Fp8Config::tile(128, 120, true, true),
+        Fp8Config::tile(128, 128, false, true),
+        Fp8Config::tile(128, 160, false, true),
+        Fp8Config::tile(128, 192, false, true),
+        Fp8Config::tile(128, 128, true, true).paired(),
+        Fp8Config::tile(128, 160, false, true).paired(),
+    ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
     match (e4, scale, promote) {
         (_, ScaleMode::Block, false) => &[],
+        (true, ScaleMode::Block, true) => BLOCK,
         (true, _, true) => PROMOTED,
         (true, _, false) => FAST,
         (false, ScaleMode::Tensor | ScaleMode::Block, true) => OTHER,
@@ -145,22 +331,24 @@ fn spec_of(
     cfg: Fp8Config,
     out: DType,
 ) -> KernelSpec {
-    let bn = cfg.bn;
     KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
         .define("KILN_FP8_A", a.define())
         .define("KILN_FP8_B", b.define())
         .define("KILN_SCALE", scale.define())
         .define("KILN_PROMOTE", promote as u32)
         .define("KILN_PIPE", cfg.pipe as u32)
-        .define("KILN_BN", bn)
-        .define("KILN_STAGES", stages(bn))
+        .define("KILN_BM", cfg.bm)
+        .define("KILN_BN", cfg.bn)
+        .define("KILN_SSCALE", cfg.sscale as u32)
+        .define("KILN_CLUSTER", cfg.ctas())
+        .define("KILN_STAGES", cfg.stages())
         .define("KILN_OUT", out.code())
         // NT: A row-major and B column-major, both K-contiguous (the layout defines the shared
         // warp-specialised headers read)
         .define("KILN_A_ROW", 1)
         .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
-        .define("KILN_SMEM", smem_bytes(bn))
+        .define("KILN_SMEM", cfg.smem_bytes())
 }
 
 /// Every specialisation (for the compile check).
@@ -201,7 +389,7 @@ pub fn supports(p: &Fp8Problem, dev: &DeviceInfo) -> std::result::Result<(), Str
         );
     }
     let w = configs(p.a, p.b, p.scale, p.promote);
-    let Some(narrowest) = w.iter().map(|c| c.bn).min() else {
+    let Some(smallest) = w.iter().map(|c| c.smem_bytes()).min() else {
         return Err(format!(
             "{} x {} operands are compiled only with promoted tensor or block scales ({} scales{} \
              are not); use e4m3 x e4m3 for those",
@@ -211,13 +399,17 @@ pub fn supports(p: &Fp8Problem, dev: &DeviceInfo) -> std::result::Result<(), Str
             if p.promote { "" } else { " unpromoted" }
         ));
     };
-    dev.check_smem(smem_bytes(narrowest))?;
+    dev.check_smem(smallest)?;
     Ok(())
 }
 
-/// Tiles of 128 x `bn` over `p`'s C.
-pub fn tiles(p: &Fp8Problem, bn: u32) -> u64 {
-    (p.m as u64).div_ceil(BM as u64) * (p.n as u64).div_ceil(bn as u64)
+/// Tiles of `cfg`'s block tile over `p`'s C (for pairs: both tiles of every pair, the second
+/// past M where the tile-rows are odd).
+pub fn tiles(p: &Fp8Problem, cfg: &Fp8Config) -> u64 {
+    let ctas = cfg.ctas() as u64;
+    (p.m as u64).div_ceil(cfg.bm as u64).div_ceil(ctas)
+        * ctas
+        * (p.n as u64).div_ceil(cfg.bn as u64)
 }
 
 /// Relative cost per output column of a config's mainloop, from the H100 measurements of
@@ -232,36 +424,253 @@ pub(crate) fn column_cost(cfg: Fp8Config, promote: bool) -> u64 {
     }
 }
 
-/// The config to run `p` with: the compiled one whose waves over the SMs cost least (waves x
-/// width x [`column_cost`], a wave's time growing with the tile's width), the wider on a tie.
+/// Which rule picks the config (`KILN_FP8_RULE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Fp8Rule {
+    /// The rule of a8381a5 (the default until the GPU has timed the other): the old family's
+    /// configs, the least waves x width x cost per column, split-K to fill half the SMs.
+    #[default]
+    Waves,
+    /// The 2026-11-29 cost model over every compiled config and slice count: the larger of the
+    /// DRAM time of the problem's bytes and the busiest SM's time, plus the split-K tail
+    /// ([`predict_us`]).
+    Bytes,
+}
+
+impl Fp8Rule {
+    pub const ALL: [Fp8Rule; 2] = [Fp8Rule::Waves, Fp8Rule::Bytes];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Rule::Waves => "waves",
+            Fp8Rule::Bytes => "bytes",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Fp8Rule> {
+        Fp8Rule::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// The config to run `p` with under the default rule ([`Fp8Rule::Waves`]).
 pub fn choose(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
+    choose_by(p, dev, Fp8Rule::default())
+}
+
+/// The config `rule` picks for `p` (the waves rule leaves the slices to [`choose_splits`] at
+/// launch; the bytes rule decides them).
+pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
+    match rule {
+        Fp8Rule::Waves => choose_waves(p, dev),
+        Fp8Rule::Bytes => ranked(p, dev)
+            .first()
+            .map(|r| r.config)
+            .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Waves)),
+    }
+}
+
+/// The rule of a8381a5: the old family's compiled config whose waves over the SMs cost least
+/// (waves x width x [`column_cost`], a wave's time growing with the tile's width), the wider on
+/// a tie (splits left to [`choose_splits`]).
+fn choose_waves(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
     let sms = dev.sm_count.max(1) as u64;
     configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
-        .filter(|c| dev.check_smem(smem_bytes(c.bn)).is_ok())
+        .filter(|c| !c.is_new() && dev.check_smem(c.smem_bytes()).is_ok())
         .min_by_key(|c| {
             (
-                tiles(p, c.bn).div_ceil(sms) * c.bn as u64 * column_cost(*c, p.promote),
+                tiles(p, c).div_ceil(sms) * c.bn as u64 * column_cost(*c, p.promote),
                 u32::MAX - c.bn,
             )
         })
         .unwrap_or(Fp8Config::new(128, false))
 }
 
-/// Most split-K slices (`common/split_k.cuh`'s 32-bit slice arithmetic holds up to 8).
+/// Most split-K slices through per-slice slots (`common/split_k.cuh`'s 32-bit slice arithmetic
+/// holds up to 8), and through the atomic sum (one tile whatever the count).
 pub const MAX_SPLITS: u32 = 8;
+pub const MAX_ATOMIC_SPLITS: u32 = 16;
 
-/// Split-K slices for `p` with `bn`-wide tiles: 1 while the tiles fill half the SMs or more,
-/// else enough slices to fill them, at most [`MAX_SPLITS`], keeping two K blocks or more a slice
-/// (DeepSeek-V3's M = 64 and 128 GEMMs have 17 to 56 tiles for 132 SMs).
-pub fn choose_splits(p: &Fp8Problem, bn: u32, dev: &DeviceInfo) -> u32 {
-    let (t, sms) = (tiles(p, bn), dev.sm_count.max(1) as u64);
+/// Split-K slices for `p` with `cfg` under the rule of a8381a5: 1 while the tiles fill half
+/// the SMs or more, else enough slices to fill them, at most [`MAX_SPLITS`], keeping two K
+/// blocks or more a slice (DeepSeek-V3's M = 64 and 128 GEMMs have 17 to 56 tiles for 132 SMs).
+pub fn choose_splits(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
+    let (t, sms) = (tiles(p, cfg), dev.sm_count.max(1) as u64);
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     if 2 * t >= sms || kblocks < 4 {
         return 1;
     }
     (sms / t).min(kblocks / 2).clamp(1, MAX_SPLITS as u64) as u32
+}
+
+/// The splits a launch of `cfg` runs with: its own, at most the K blocks, or the default rule's.
+pub fn splits_for(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
+    let kblocks = (p.k as u64).div_ceil(BK as u64) as u32;
+    match cfg.splits {
+        0 => choose_splits(p, cfg, dev),
+        s => s.min(kblocks).max(1),
+    }
+}
+
+/// The device's DRAM bandwidth in bytes per microsecond (double data rate over the bus), or an
+/// H100's where the clock is unknown.
+fn dram_bytes_per_us(dev: &DeviceInfo) -> f64 {
+    let bw = dev.mem_clock_mhz as f64 * dev.mem_bus_bits as f64 * 2.0 / 8.0;
+    if bw > 0.0 {
+        bw
+    } else {
+        2619.0 * 5120.0 * 2.0 / 8.0
+    }
+}
+
+/// What [`predict_us`] assumes (2026-11-29; the old family's figures fitted to its H100 runs of
+/// 2026-11-26/28, the new family's not yet measured): a copy moves 85 % of the DRAM's peak (H200
+/// 4.2 of 4.9 TB/s, H100 2.99 of 3.35); one SM's ring keeps all but two stages in flight, each
+/// taking 1.5 us to land from DRAM or 0.7 us from the L2 (weighted by the share of the fetched
+/// bytes that are the problem's own, read once), and takes in at most 100 GB/s (the tensor-scale
+/// kernel took 32 KB a K block at 86 GB/s an SM at 4096x7168x16384); the promoted mainloop with the scales in shared memory runs at 72 % of
+/// the tensor cores' 8192 FLOP per SM-cycle (the tensor-scale kernel reached 1,410 TFLOPS on an
+/// H100), unpromoted at 75 %; the old family's block-scaled K block takes at least 0.47 us, the
+/// latency of its scale loads (0.46 us a block at 64x2112x7168 unsplit, 0.52 at
+/// 4096x7168x16384); a launch costs 3 us (the timed launch, the first loads' DRAM latency), a
+/// tile's register epilogue 0.3 us plus its C at 20 GB/s an SM (4096x32768x512, 4 K blocks a
+/// tile, took 3.7 us a tile, 2.1 of them its K blocks); a split slice's atomic adds move at 100 GB/s an SM and 2 TB/s in all
+/// plus 1 us of round trips (fence, counter, the sum's read), the slot reduction 2 us plus 1 us
+/// per slice added (one L2 round trip each, under load).
+mod model {
+    pub const COPY_EFFICIENCY: f64 = 0.85;
+    pub const DRAM_LATENCY_US: f64 = 1.5;
+    pub const L2_LATENCY_US: f64 = 0.7;
+    pub const SM_BYTES_PER_US: f64 = 100e3;
+    pub const FLOP_PER_SM_CYCLE: f64 = 8192.0;
+    pub const OLD_BLOCK_SCALE_US: f64 = 0.47;
+    pub const LAUNCH_US: f64 = 3.0;
+    pub const EPILOGUE_US: f64 = 0.3;
+    pub const EPILOGUE_BYTES_PER_US: f64 = 20e3;
+    pub const RED_SM_BYTES_PER_US: f64 = 100e3;
+    pub const RED_BYTES_PER_US: f64 = 2e6;
+    pub const ATOMIC_TAIL_US: f64 = 1.0;
+    pub const SLOT_TAIL_US: f64 = 2.0;
+    pub const SLOT_TAIL_PER_SLICE_US: f64 = 1.0;
+}
+
+/// The fraction of the tensor cores' rate [`predict_us`] assumes for `cfg`'s mainloop.
+fn mainloop_efficiency(cfg: &Fp8Config, promote: bool) -> f64 {
+    match (promote, cfg.pipe, cfg.sscale) {
+        (false, _, _) => 0.75,
+        (true, true, false) => 0.66,
+        (true, false, false) => 0.55,
+        (true, _, true) => 0.72,
+    }
+}
+
+/// Predicted microseconds of `p` with `cfg` in `splits` slices on `dev` ([`model`] says what
+/// is assumed): the larger of the DRAM time of every byte the problem moves once (A, B, their
+/// scales, C), the L2's time for the split slices' atomic adds, and the busiest SM's time (its
+/// units' K blocks, each the longest of its wgmmas, its fetch and the old family's scale loads,
+/// then their reduction and epilogues), plus the slot reduction's tail and the launch.
+pub fn predict_us(p: &Fp8Problem, cfg: &Fp8Config, splits: u32, dev: &DeviceInfo) -> f64 {
+    let sms = dev.sm_count.max(1) as u64;
+    let s = splits.max(1) as u64;
+    let units = tiles(p, cfg) * s;
+    let per_cta = units.div_ceil(units.min(sms).max(1)) as f64;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    let k_unit = kblocks.div_ceil(s) as f64;
+    let bytes = (p.m * p.k + p.n * p.k) as f64
+        + 4.0 * (p.a_scales() + p.b_scales()) as f64
+        + (p.m * p.n * p.out.size()) as f64;
+    let t_dram = bytes / (model::COPY_EFFICIENCY * dram_bytes_per_us(dev));
+    let flop_block = 2.0 * cfg.bm as f64 * cfg.bn as f64 * BK as f64;
+    let sm_flop_per_us = dev.sm_clock_mhz.max(1) as f64 * model::FLOP_PER_SM_CYCLE;
+    let t_mma = flop_block / (sm_flop_per_us * mainloop_efficiency(cfg, p.promote));
+    // Little's law on the ring: stages - 2 in flight (two are the consumers'), each landing
+    // after the latency of where its bytes come from.
+    // a pair's CTA fetches half of B itself (the other half arrives by its peer's multicast)
+    let stage = ((cfg.a_rows(p.m) + cfg.bn / cfg.ctas()) * BK) as f64;
+    let fetched = units as f64 * k_unit * stage;
+    let from_dram = (bytes / fetched.max(1.0)).min(1.0);
+    let latency =
+        model::L2_LATENCY_US + (model::DRAM_LATENCY_US - model::L2_LATENCY_US) * from_dram;
+    let t_fetch = (latency / (cfg.stages().max(3) - 2) as f64).max(stage / model::SM_BYTES_PER_US);
+    let t_scales = if p.scale == ScaleMode::Block && !cfg.sscale {
+        model::OLD_BLOCK_SCALE_US
+    } else {
+        0.0
+    };
+    let tile_bytes = 4.0 * (cfg.bm * cfg.bn) as f64;
+    let (t_unit_reduce, t_red, tail) = match (s, cfg.reduction()) {
+        (1, _) => (0.0, 0.0, 0.0),
+        (_, Reduce::Atomic) => (
+            tile_bytes / model::RED_SM_BYTES_PER_US,
+            units as f64 * tile_bytes / model::RED_BYTES_PER_US,
+            model::ATOMIC_TAIL_US,
+        ),
+        (_, Reduce::Slots) => (
+            tile_bytes / model::RED_SM_BYTES_PER_US,
+            0.0,
+            model::SLOT_TAIL_US + model::SLOT_TAIL_PER_SLICE_US * (s - 1) as f64,
+        ),
+    };
+    let t_block = t_mma.max(t_fetch).max(t_scales);
+    let c_tile = (p.m.min(cfg.bm as usize) * cfg.bn as usize * p.out.size()) as f64;
+    let t_epilogue = model::EPILOGUE_US + c_tile / model::EPILOGUE_BYTES_PER_US;
+    let t_sm = per_cta * (k_unit * t_block + t_unit_reduce + t_epilogue);
+    t_dram.max(t_red).max(t_sm) + tail + model::LAUNCH_US
+}
+
+/// One (config, splits) the cost model weighed.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Fp8Ranked {
+    pub config: Fp8Config,
+    /// [`predict_us`] with the idle-SM nudge, to 0.1 us.
+    pub us: f64,
+}
+
+/// Every compiled config that fits `dev`, each with its best slice count (1, or up to its
+/// reduction's most with two K blocks or more a slice), ranked by [`predict_us`] with a nudge
+/// towards filling the SMs (10 % for a wave of idle SMs: the per-SM rates are guesses, and a
+/// config that needs fewer SMs to reach the DRAM's rate is the one they would hurt), each config
+/// with the fewest slices within 2 % of its best: the fastest first, then the fewer tile rows
+/// past M, the fewer slices, the new family, the wider.
+pub fn ranked(p: &Fp8Problem, dev: &DeviceInfo) -> Vec<Fp8Ranked> {
+    let kblocks = (p.k as u64).div_ceil(BK as u64) as u32;
+    let sms = dev.sm_count.max(1) as u64;
+    let score = |c: &Fp8Config, s: u32| {
+        let units = tiles(p, c) * s as u64;
+        let idle = (units.div_ceil(sms) * sms - units) as f64 / sms as f64;
+        // to 0.1 us: nearer than that is a tie
+        (predict_us(p, c, s, dev) * (1.0 + 0.1 * idle) * 10.0).round() / 10.0
+    };
+    let mut out: Vec<Fp8Ranked> = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .filter(|c| dev.check_smem(c.smem_bytes()).is_ok())
+        .map(|&c| {
+            let most = c.max_splits().min(kblocks / 2).max(1);
+            let scored: Vec<Fp8Ranked> = (1..=most)
+                .map(|s| Fp8Ranked {
+                    config: Fp8Config { splits: s, ..c },
+                    us: score(&c, s),
+                })
+                .collect();
+            let best = scored.iter().map(|r| r.us).fold(f64::INFINITY, f64::min);
+            // the fewest slices within 2 % of the best: more only where they pay
+            *scored
+                .iter()
+                .find(|r| r.us <= 1.02 * best)
+                .expect("at least one slice count")
+        })
+        .collect();
+    // rows of the tiles past M (a 128-row tile at M = 64 leaves one consumer idle)
+    let waste = |c: &Fp8Config| (p.m as u64).div_ceil(c.bm as u64) * c.bm as u64 - p.m as u64;
+    out.sort_by(|a, b| {
+        a.us.total_cmp(&b.us)
+            .then(waste(&a.config).cmp(&waste(&b.config)))
+            .then(a.config.splits.cmp(&b.config.splits))
+            .then(b.config.is_new().cmp(&a.config.is_new()))
+            .then(b.config.bn.cmp(&a.config.bn))
+    });
+    out
 }
 
 /// The argument block, laid out as `Fp8Args` in `kernels/gemm/fp8_wgmma.cu`.
@@ -279,6 +688,10 @@ pub struct Fp8Args {
     pub splits: i32,
     pub ws: u64,
     pub counters: u64,
+    /// 0: per-slice slots, 1: the atomic sum ([`Reduce`]).
+    pub reduce: i32,
+    /// Rows of the A box ([`Fp8Config::a_rows`]).
+    pub a_rows: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -303,25 +716,27 @@ pub fn check(p: &Fp8Problem, ops: &Fp8Operands, dev: &DeviceInfo) -> Result<()> 
     })
 }
 
-/// Refuses a config that is not compiled for `p`, naming those that are.
+/// Refuses a config that is not compiled for `p`, or slices past its reduction's most, naming
+/// the configs that are.
 pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     let w = configs(p.a, p.b, p.scale, p.promote);
-    if w.iter().any(|c| c.same_kernel(&cfg)) && cfg.splits <= MAX_SPLITS {
+    if w.iter().any(|c| c.same_kernel(&cfg)) && cfg.splits <= cfg.max_splits() {
         return Ok(());
     }
     let names: Vec<String> = w.iter().map(|c| c.to_string()).collect();
     Err(Error::invalid(format!(
         "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
-         split-K slices)",
+         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically)",
         names.join(", ")
     )))
 }
 
-/// C = alpha * dequant(A) · dequant(B)ᵀ on the context's stream, with the tile width
-/// [`choose`] picks. With host scales the call waits for the kernel (their device copies are
-/// freed when it returns); with device scales it returns once the kernel is enqueued.
+/// C = alpha * dequant(A) · dequant(B)ᵀ on the context's stream, with the config the
+/// context's rule picks ([`choose_by`]; `KILN_FP8_RULE`). With host scales the call waits for
+/// the kernel (their device copies are freed when it returns); with device scales it returns
+/// once the kernel is enqueued.
 pub fn gemm(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands) -> Result<()> {
-    let cfg = choose(p, &ctx.info);
+    let cfg = choose_by(p, &ctx.info, ctx.overrides.fp8.rule);
     gemm_with(ctx, p, ops, cfg)
 }
 
@@ -342,7 +757,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         (Scales::Device(b), None) => b.ptr(),
         (Scales::Host(_), None) => 0,
     };
-    let bn = cfg.bn;
+    let (bm, bn) = (cfg.bm, cfg.bn);
     let operand = |addr: u64, rows: usize, ld: usize, box_rows: u32| Fp8Operand {
         addr,
         rows: rows as u64,
@@ -350,8 +765,11 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         ld: ld as u64,
         box_rows,
     };
-    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, BM).encode()?;
-    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, bn).encode()?;
+    let a_rows = cfg.a_rows(p.m);
+    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, a_rows).encode()?;
+    // pairs: each CTA loads half of the B tile and multicasts it
+    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, bn / cfg.ctas()).encode()?;
+    let reduce = cfg.reduction();
     let mut args = Fp8Args {
         c: ops.c.ptr(),
         sa: ptr(&ops.sa, &ha),
@@ -364,33 +782,43 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         splits: 1,
         ws: 0,
         counters: 0,
+        reduce: (reduce == Reduce::Atomic) as i32,
+        a_rows: a_rows as i32,
     };
-    let t = tiles(p, bn);
-    let kblocks = (p.k as u64).div_ceil(BK as u64);
-    let splits = match cfg.splits {
-        0 => choose_splits(p, bn, &ctx.info),
-        s => s.min(kblocks as u32).max(1),
-    } as u64;
+    let t = tiles(p, &cfg);
+    let splits = splits_for(p, &cfg, &ctx.info) as u64;
     if t * splits > i32::MAX as u64 {
         return Err(Error::invalid(format!(
-            "{p} has {t} tiles of {BM}x{bn}, over 2^31 - 1"
+            "{p} has {t} tiles of {bm}x{bn}, over 2^31 - 1"
         )));
     }
     if splits > 1 {
+        let tile_bytes = (bm as u64) * bn as u64 * 4;
         args.splits = splits as i32;
-        args.ws = ctx
-            .scratch
-            .fp8_split
-            .at_least(ctx, (t * splits * (BM as u64) * bn as u64 * 4) as usize)?;
+        args.ws = match reduce {
+            Reduce::Slots => ctx
+                .scratch
+                .fp8_split
+                .at_least(ctx, (t * splits * tile_bytes) as usize)?,
+            // zeroed when allocated; each launch leaves it at zero
+            Reduce::Atomic => ctx
+                .scratch
+                .fp8_split_sum
+                .at_least(ctx, (t * tile_bytes) as usize)?,
+        };
         args.counters = ctx
             .scratch
             .fp8_split_counters
             .at_least(ctx, (t * 4) as usize)?;
     }
-    let grid = (t * splits).min(ctx.info.sm_count.max(1) as u64) as u32;
     let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
+    // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
+    let ctas = cfg.ctas();
+    let slots = ctx.max_active_clusters(&f, ctas, THREADS, cfg.smem_bytes()) as u64;
+    let grid = (t / ctas as u64 * splits).min(slots).max(1) as u32 * ctas;
     let cfg = LaunchConfig {
-        smem_bytes: smem_bytes(bn),
+        smem_bytes: cfg.smem_bytes(),
+        cluster: (ctas > 1).then_some((ctas, 1, 1)),
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, Fp8Args): two 128-byte maps and the argument
@@ -423,30 +851,123 @@ mod tests {
 
     #[test]
     fn args_match_the_device_layout() {
-        // three pointers, three ints, pad to 8, an i64, a float, an int, two pointers
+        // three pointers, three ints, pad to 8, an i64, a float, an int, two pointers, two ints
         assert_eq!(std::mem::offset_of!(Fp8Args, m), 24);
         assert_eq!(std::mem::offset_of!(Fp8Args, ldc), 40);
         assert_eq!(std::mem::offset_of!(Fp8Args, alpha), 48);
         assert_eq!(std::mem::offset_of!(Fp8Args, splits), 52);
         assert_eq!(std::mem::offset_of!(Fp8Args, ws), 56);
-        assert_eq!(std::mem::size_of::<Fp8Args>(), 72);
+        assert_eq!(std::mem::offset_of!(Fp8Args, reduce), 72);
+        assert_eq!(std::mem::offset_of!(Fp8Args, a_rows), 76);
+        assert_eq!(std::mem::size_of::<Fp8Args>(), 80);
     }
 
     #[test]
     fn stages_fill_the_shared_memory_of_an_h100() {
-        for bn in [128, 160, 256] {
-            assert_eq!(stage_bytes(bn) % 1024, 0);
-            assert!(smem_bytes(bn) <= SMEM_BUDGET, "{bn}");
-            assert!(smem_bytes(bn) + stage_bytes(bn) > SMEM_BUDGET || stages(bn) == 8);
+        let all: Vec<Fp8Config> = ScaleMode::ALL
+            .into_iter()
+            .flat_map(|s| {
+                [true, false]
+                    .into_iter()
+                    .flat_map(move |pr| configs(Fp8Format::E4m3, Fp8Format::E4m3, s, pr).iter())
+            })
+            .copied()
+            .collect();
+        for c in all {
+            assert_eq!(c.stage_bytes() % 1024, 0, "{c}");
+            assert!(c.smem_bytes() <= SMEM_BUDGET, "{c}");
+            let per_stage = c.stage_bytes() + 16 + c.slot_bytes();
+            assert!(
+                c.smem_bytes() + per_stage > SMEM_BUDGET || c.stages() >= 8,
+                "{c}: room for another stage"
+            );
         }
-        assert_eq!((stages(128), stages(160), stages(256)), (7, 6, 4));
+        let st = |s: &str| s.parse::<Fp8Config>().unwrap().stages();
+        // the configs of a8381a5 keep their rings
+        assert_eq!((st("128p"), st("160"), st("256")), (7, 6, 4));
+        // the scale slots cost the 128-wide ring its seventh stage; the 120-wide keeps seven
+        assert_eq!(
+            (st("128ps"), st("120ps"), st("160s"), st("192s")),
+            (6, 7, 6, 5)
+        );
+        // the 64-row tiles: 24, 32 and 40 KB stages
+        assert_eq!((st("64x128ps"), st("64x192ps"), st("64x256ps")), (9, 7, 5));
+    }
+
+    #[test]
+    fn configs_parse_and_print_back() {
+        for s in [
+            "128",
+            "128p",
+            "160",
+            "128ps",
+            "120ps",
+            "160s",
+            "64x128ps",
+            "64x256ps/7",
+            "64x192ps/12a",
+            "128p/3w",
+            "128p/4a",
+            "160sm",
+            "128psm/2a",
+        ] {
+            let c: Fp8Config = s.parse().unwrap();
+            assert_eq!(c.to_string(), s);
+        }
+        let c: Fp8Config = "64x128ps/7".parse().unwrap();
+        assert_eq!(
+            (c.bm, c.bn, c.pipe, c.sscale, c.splits),
+            (64, 128, true, true, 7)
+        );
+        assert_eq!(
+            (c.reduction(), c.consumer_width(), c.is_new()),
+            (Reduce::Atomic, 64, true)
+        );
+        let pair: Fp8Config = "160sm".parse().unwrap();
+        assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
+        assert!(!pair.same_kernel(&"160s".parse().unwrap()));
+        let old: Fp8Config = "128p/3".parse().unwrap();
+        assert_eq!((old.reduction(), old.is_new()), (Reduce::Slots, false));
+        assert_eq!(
+            "128p/3a".parse::<Fp8Config>().unwrap().reduction(),
+            Reduce::Atomic
+        );
+        for bad in [
+            "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms",
+        ] {
+            let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
+            assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");
+        }
+        // the A box: the tile's rows, or for the new family a smaller M's, rounded up to 8
+        assert_eq!(old.a_rows(1), 128);
+        assert_eq!(
+            (c.a_rows(1), c.a_rows(60), c.a_rows(64), c.a_rows(4096)),
+            (8, 64, 64, 64)
+        );
+        // a config stored before the new fields reads as the old family
+        let stored: Fp8Config =
+            serde_json::from_str(r#"{"bn":160,"pipe":false,"splits":2}"#).unwrap();
+        assert_eq!(
+            stored,
+            Fp8Config {
+                splits: 2,
+                ..Fp8Config::new(160, false)
+            }
+        );
+        // pairs count both tiles of a pair, the second past M where the tile-rows are odd
+        let p = Fp8Problem::new(300, 384, 4112, DType::Bf16, ScaleMode::Block);
+        assert_eq!(
+            (tiles(&p, &"160s".parse().unwrap()), tiles(&p, &pair)),
+            (9, 12)
+        );
     }
 
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 60, "{} variants", v.len());
-        assert_eq!(v.len(), (3 * 3 + 2 * 2) * 3 + 3 * 2 * 3);
+        assert!(v.len() <= 90, "{} variants", v.len());
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 13; e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -526,16 +1047,56 @@ mod tests {
         assert_eq!("128p/4".parse::<Fp8Config>().unwrap().splits, 4);
         assert_eq!("160/2".parse::<Fp8Config>().unwrap().to_string(), "160/2");
         // DeepSeek-V3's small-M GEMMs: 17 tiles fill 7 slices each; 56 tiles two
+        let c128 = Fp8Config::new(128, true);
         let small = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_splits(&small, 128, &dev), 7);
+        assert_eq!(choose_splits(&small, &c128, &dev), 7);
         let small = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_splits(&small, 128, &dev), 2);
+        assert_eq!(choose_splits(&small, &c128, &dev), 2);
         let big = Fp8Problem::new(4096, 7168, 16384, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_splits(&big, 128, &dev), 1);
+        assert_eq!(choose_splits(&big, &c128, &dev), 1);
         let short = Fp8Problem::new(64, 256, 384, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_splits(&short, 128, &dev), 1);
+        assert_eq!(choose_splits(&short, &c128, &dev), 1);
         let e = check_config(&p, Fp8Config::new(128, true)).unwrap_err();
         assert!(e.to_string().contains("use one of 128, 256"), "{e}");
+    }
+
+    #[test]
+    fn the_bytes_rule_fills_the_sms_at_small_m() {
+        // An H200 as its driver describes it (4.9 TB/s of HBM3e).
+        let dev = DeviceInfo {
+            mem_clock_mhz: 3201,
+            mem_bus_bits: 6144,
+            ..DeviceInfo::h100_sxm()
+        };
+        let sms = dev.sm_count as u64;
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Bytes);
+            assert!(c.splits >= 1 && check_config(&p, c).is_ok(), "{p}: {c}");
+            let units = tiles(&p, &c) * c.splits as u64;
+            let old = choose(&p, &dev);
+            let old_us = predict_us(&p, &old, splits_for(&p, &old, &dev), &dev);
+            let new_us = predict_us(&p, &c, c.splits, &dev);
+            assert!(
+                new_us <= old_us + 1e-9,
+                "{p}: {c} {new_us} against {old} {old_us}"
+            );
+            if m <= 128 {
+                // the new family, and no wave of SMs left more than half empty
+                assert!(c.is_new(), "{p}: {c}");
+                assert!(
+                    units <= sms || units.is_multiple_of(sms) || units % sms > sms / 2,
+                    "{p}: {c}"
+                );
+            }
+        }
+        // 64x2112x7168: 17 column tiles split about 7 ways, atomically reduced
+        let p = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Block);
+        let c = choose_by(&p, &dev, Fp8Rule::Bytes);
+        assert!(c.splits >= 6 && c.reduction() == Reduce::Atomic, "{c}");
+        // its bytes move in 3.8 us at 85 % of the HBM: predicted under 10 us with the launch
+        let us = predict_us(&p, &c, c.splits, &dev);
+        assert!(us < 10.0, "{c}: {us}");
     }
 
     #[test]

@@ -1,11 +1,13 @@
-//! What the FP8 GEMM runs for one problem and why (no GPU): the config [`choose`] picks with the
-//! cost of every compiled one, the split-K rule, the tiles, the grid and the shared memory.
+//! What the FP8 GEMM runs for one problem and why (no GPU): the config the rule picks (the
+//! waves rule of a8381a5 or the bytes rule's cost model, [`Fp8Rule`]) with the standing of every
+//! compiled one under both, the split-K slices and their reduction, the tiles, the grid and the
+//! shared memory.
 
 use serde::Serialize;
 
 use super::gemm::{
-    choose, choose_splits, configs, smem_bytes, stages, supports, tiles, Fp8Config, BK, BM,
-    MAX_SPLITS, NAME,
+    choose_by, column_cost, configs, predict_us, ranked, splits_for, supports, tiles, Fp8Config,
+    Fp8Rule, Reduce, BK, NAME,
 };
 use super::problem::Fp8Problem;
 use crate::device::DeviceInfo;
@@ -17,8 +19,12 @@ pub struct Fp8Candidate {
     pub config: Fp8Config,
     pub tiles: u64,
     pub waves: u64,
-    /// waves x width x the mainloop's cost per column: what [`choose`] minimises.
+    /// waves x width x the mainloop's cost per column: what the waves rule minimises (old
+    /// family only; 0 for the others).
     pub cost: u64,
+    /// The bytes rule's predicted time with its best slice count (in `best_splits`).
+    pub predicted_us: f64,
+    pub best_splits: u32,
     pub fits: bool,
 }
 
@@ -27,18 +33,28 @@ pub struct Fp8Candidate {
 pub struct Fp8Plan {
     pub version: String,
     pub problem: String,
+    pub rule: Fp8Rule,
     pub config: Fp8Config,
     pub splits: u32,
+    pub reduce: Reduce,
     pub grid: u64,
     pub stages: u32,
     pub smem_bytes: u32,
+    /// The bytes rule's prediction for what runs.
+    pub predicted_us: f64,
     pub candidates: Vec<Fp8Candidate>,
     /// The rules that decided, in the order they applied.
     pub why: Vec<String>,
 }
 
-/// The plan for `p` on `dev` (`forced`: a config given by the caller, which must be compiled).
-pub fn plan(p: &Fp8Problem, dev: &DeviceInfo, forced: Option<Fp8Config>) -> Result<Fp8Plan> {
+/// The plan for `p` on `dev` under `rule` (`forced`: a config given by the caller, which must be
+/// compiled).
+pub fn plan(
+    p: &Fp8Problem,
+    dev: &DeviceInfo,
+    forced: Option<Fp8Config>,
+    rule: Fp8Rule,
+) -> Result<Fp8Plan> {
     p.validate()?;
     supports(p, dev).map_err(|reason| Error::Unsupported {
         kernel: NAME.into(),
@@ -46,16 +62,24 @@ pub fn plan(p: &Fp8Problem, dev: &DeviceInfo, forced: Option<Fp8Config>) -> Resu
     })?;
     let sms = dev.sm_count.max(1) as u64;
     let compiled = configs(p.a, p.b, p.scale, p.promote);
+    let best = ranked(p, dev);
     let candidates: Vec<Fp8Candidate> = compiled
         .iter()
         .map(|&c| {
-            let t = tiles(p, c.bn);
+            let t = tiles(p, &c);
+            let r = best.iter().find(|r| r.config.same_kernel(&c));
             Fp8Candidate {
                 config: c,
                 tiles: t,
                 waves: t.div_ceil(sms),
-                cost: t.div_ceil(sms) * c.bn as u64 * super::gemm::column_cost(c, p.promote),
-                fits: dev.check_smem(smem_bytes(c.bn)).is_ok(),
+                cost: if c.is_new() {
+                    0
+                } else {
+                    t.div_ceil(sms) * c.bn as u64 * column_cost(c, p.promote)
+                },
+                predicted_us: r.map_or(f64::NAN, |r| r.us),
+                best_splits: r.map_or(0, |r| r.config.splits),
+                fits: dev.check_smem(c.smem_bytes()).is_ok(),
             }
         })
         .collect();
@@ -75,51 +99,65 @@ pub fn plan(p: &Fp8Problem, dev: &DeviceInfo, forced: Option<Fp8Config>) -> Resu
             .collect::<Vec<_>>()
             .join(", ")
     )];
-    let mut config = match forced {
+    let config = match forced {
         Some(c) => {
             super::gemm::check_config(p, c)?;
             why.push(format!("config {c} given by the caller"));
             c
         }
         None => {
-            let c = choose(p, dev);
-            why.push(format!(
-                "tile {c}: the least waves x width x cost per column over {sms} SMs (a \
-                 promotion after a drained pipeline costs 10 per column, pipelined or \
-                 unpromoted 8), the wider on a tie"
-            ));
+            let c = choose_by(p, dev, rule);
+            why.push(match rule {
+                Fp8Rule::Waves => format!(
+                    "tile {c} (rule `waves`): the least waves x width x cost per column over \
+                     {sms} SMs among the configs of a8381a5 (a promotion after a drained \
+                     pipeline costs 10 per column, pipelined or unpromoted 8), the wider on a tie"
+                ),
+                Fp8Rule::Bytes => format!(
+                    "tile {c} (rule `bytes`): the least predicted time over every compiled config \
+                     and slice count: the larger of the DRAM time of the problem's bytes and \
+                     the busiest SM's K blocks, plus the split-K tail and the launch"
+                ),
+            });
             c
         }
     };
     let kblocks = (p.k as u64).div_ceil(BK as u64);
-    let t = tiles(p, config.bn);
-    let splits = match config.splits {
-        0 => {
-            let s = choose_splits(p, config.bn, dev);
-            why.push(if s == 1 {
-                format!(
-                    "no split-K: {t} tiles fill half the {sms} SMs or more, or K has fewer \
-                     than 4 blocks of {BK} ({kblocks})"
-                )
-            } else {
-                format!(
-                    "split-K into {s}: {t} tiles fill under half the SMs; slices to fill them, \
-                     at most {MAX_SPLITS}, two K blocks or more each ({kblocks} blocks)"
-                )
-            });
-            s
-        }
-        s => s.min(kblocks as u32).max(1),
-    };
-    config.splits = splits;
+    let t = tiles(p, &config);
+    let splits = splits_for(p, &config, dev);
+    if config.splits == 0 {
+        why.push(if splits == 1 {
+            format!(
+                "no split-K: {t} tiles fill half the {sms} SMs or more, or K has fewer than 4 \
+                 blocks of {BK} ({kblocks})"
+            )
+        } else {
+            format!(
+                "split-K into {splits}: {t} tiles fill under half the SMs; slices to fill them, \
+                 at most {}, two K blocks or more each ({kblocks} blocks)",
+                super::gemm::MAX_SPLITS
+            )
+        });
+    }
+    let reduce = config.reduction();
+    if splits > 1 {
+        why.push(match reduce {
+            Reduce::Slots => "the slices reduce through per-slice slots".to_string(),
+            Reduce::Atomic => "the slices reduce by atomic adds into one fp32 tile".to_string(),
+        });
+    }
     Ok(Fp8Plan {
         version: NAME.into(),
         problem: p.to_string(),
-        config,
+        rule,
+        config: Fp8Config { splits, ..config },
         splits,
-        grid: (t * splits as u64).min(sms),
-        stages: stages(config.bn),
-        smem_bytes: smem_bytes(config.bn),
+        reduce,
+        grid: (t / config.ctas() as u64 * splits as u64).min(sms / config.ctas() as u64)
+            * config.ctas() as u64,
+        stages: config.stages(),
+        smem_bytes: config.smem_bytes(),
+        predicted_us: predict_us(p, &config, splits, dev),
         candidates,
         why,
     })
@@ -129,9 +167,23 @@ impl Fp8Plan {
     /// The launch in two lines: tiles, grid, pipeline.
     pub fn launch_text(&self) -> String {
         format!(
-            "tiles {BM}x{} (K {BK} a stage), {} stages, {} B shared memory, 384 threads\n\
-             grid {} persistent CTAs, split-K {}",
-            self.config.bn, self.stages, self.smem_bytes, self.grid, self.splits
+            "tiles {}x{} (K {BK} a stage), {} stages, {} B shared memory, 384 threads\n\
+             grid {} persistent CTAs, split-K {}{}; predicted {:.1} us",
+            self.config.bm,
+            self.config.bn,
+            self.stages,
+            self.smem_bytes,
+            self.grid,
+            self.splits,
+            if self.splits > 1 {
+                match self.reduce {
+                    Reduce::Slots => " (slots)",
+                    Reduce::Atomic => " (atomic)",
+                }
+            } else {
+                ""
+            },
+            self.predicted_us
         )
     }
 }
@@ -139,6 +191,7 @@ impl Fp8Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::fp8::gemm::choose;
     use crate::ops::fp8::ScaleMode;
     use crate::ops::gemm::DType;
 
@@ -146,40 +199,65 @@ mod tests {
     fn the_plan_names_the_choice_and_every_compiled_config() {
         let dev = DeviceInfo::h100_sxm();
         let p = Fp8Problem::new(4096, 7168, 16384, DType::Bf16, ScaleMode::Block);
-        let plan = plan(&p, &dev, None).unwrap();
+        let plan = plan(&p, &dev, None, Fp8Rule::Waves).unwrap();
         assert_eq!(plan.config.bn, choose(&p, &dev).bn);
         assert_eq!(
             plan.candidates.len(),
             configs(p.a, p.b, p.scale, true).len()
         );
-        let best = plan.candidates.iter().map(|c| c.cost).min().unwrap();
+        let best = plan
+            .candidates
+            .iter()
+            .filter(|c| !c.config.is_new())
+            .map(|c| c.cost)
+            .min()
+            .unwrap();
         assert!(plan
             .candidates
             .iter()
             .any(|c| c.config.same_kernel(&plan.config) && c.cost == best));
         assert_eq!(plan.splits, 1);
         assert!(plan.why.iter().any(|w| w.contains("no split-K")));
+        assert!(plan.candidates.iter().all(|c| c.predicted_us > 0.0));
     }
 
     #[test]
     fn a_small_m_splits_k_and_says_so() {
         let dev = DeviceInfo::h100_sxm();
         let p = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Block);
-        let plan = plan(&p, &dev, None).unwrap();
+        let plan = plan(&p, &dev, None, Fp8Rule::Waves).unwrap();
         assert!(plan.splits > 1);
         assert!(plan.why.iter().any(|w| w.contains("split-K into")));
+        assert_eq!(plan.reduce, Reduce::Slots);
         let forced = plan_forced(&p, "128/2");
         assert_eq!((forced.config.bn, forced.splits), (128, 2));
         assert!(plan_err(&p, "200").contains("not compiled"));
+        // the bytes rule: the 64-row tile, slices reduced atomically
+        let bytes = super::plan(&p, &dev, None, Fp8Rule::Bytes).unwrap();
+        assert_eq!(bytes.config.bm, 64, "{:?}", bytes.config);
+        assert!(bytes.splits > 1 && bytes.reduce == Reduce::Atomic);
+        assert!(bytes.why.iter().any(|w| w.contains("atomic")));
+        assert!(bytes.predicted_us < plan.predicted_us);
     }
 
     fn plan_forced(p: &Fp8Problem, c: &str) -> Fp8Plan {
-        plan(p, &DeviceInfo::h100_sxm(), Some(c.parse().unwrap())).unwrap()
+        plan(
+            p,
+            &DeviceInfo::h100_sxm(),
+            Some(c.parse().unwrap()),
+            Fp8Rule::Waves,
+        )
+        .unwrap()
     }
 
     fn plan_err(p: &Fp8Problem, c: &str) -> String {
-        plan(p, &DeviceInfo::h100_sxm(), Some(c.parse().unwrap()))
-            .unwrap_err()
-            .to_string()
+        plan(
+            p,
+            &DeviceInfo::h100_sxm(),
+            Some(c.parse().unwrap()),
+            Fp8Rule::Waves,
+        )
+        .unwrap_err()
+        .to_string()
     }
 }

@@ -239,30 +239,10 @@ torch.library.register_autograd(
 
 
 # ------------------------------------------------------------------------------------------ MoE
-def launch_grouped(x, w, offsets, y) -> None:
-    dev = x.device.index or 0
-    native().grouped_gemm(dev, stream_of(dev), check.describe(x), check.describe(w), check.describe(offsets), check.describe(y))
-
-
-def launch_swiglu(x, w1, w3, offsets, routing, h) -> None:
-    dev = x.device.index or 0
-    native().swiglu(
-        dev,
-        stream_of(dev),
-        check.describe(x),
-        check.describe(w1),
-        None if w3 is None else check.describe(w3),
-        check.describe(offsets),
-        None if routing is None else check.describe(routing),
-        check.describe(h),
-    )
-
-
+# (the extension's `grouped_gemm` and `swiglu` check, allocate the output and launch)
 @torch.library.custom_op("kiln::grouped_gemm", mutates_args=(), device_types="cuda")
 def grouped_gemm_op(x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
-    launch_grouped(x, w, offsets, y)
-    return y
+    return native().grouped_gemm(x, w, offsets)
 
 
 @grouped_gemm_op.register_fake
@@ -278,10 +258,7 @@ def swiglu_op(
     offsets: torch.Tensor,
     routing_weights: Optional[torch.Tensor],
 ) -> torch.Tensor:
-    n = w1.shape[1] if w3 is not None else w1.shape[1] // 2
-    h = torch.empty((x.shape[0], n), dtype=x.dtype, device=x.device)
-    launch_swiglu(x, w1, w3, offsets, routing_weights, h)
-    return h
+    return native().swiglu(x, w1, w3, offsets, routing_weights)
 
 
 @swiglu_op.register_fake

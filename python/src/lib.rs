@@ -88,7 +88,7 @@ fn gpu_available() -> bool {
 
 /// `e` with the library's name of an argument replaced by the binding's (the library calls the
 /// GEMM's output `c`; `kiln.gemm` calls it `out`).
-fn renamed(e: Error, from: &str, to: &str) -> Error {
+pub(crate) fn renamed(e: Error, from: &str, to: &str) -> Error {
     match e {
         Error::Argument { arg, kind, message } => Error::Argument {
             arg: if arg == from { to.into() } else { arg },

@@ -84,6 +84,26 @@ class Tensor:
         strides[a], strides[b] = strides[b], strides[a]
         return Tensor(shape, self.dtype.name, str(self.device), strides, offset=self._offset, ptr=self._ptr)
 
+    def new_empty(self, shape, dtype=None):
+        """A new stand-in on this one's device (the extension allocates outputs so)."""
+        return Tensor(tuple(shape), (dtype or self.dtype).name, str(self.device))
+
+    def __getitem__(self, index):
+        """Basic slicing (slices with step 1 and ints), as views: shape, strides and offset."""
+        index = index if isinstance(index, tuple) else (index,)
+        shape, strides, offset = [], [], self._offset
+        for dim, (n, st) in enumerate(zip(self.shape, self._strides)):
+            i = index[dim] if dim < len(index) else slice(None)
+            if isinstance(i, int):
+                offset += (i % n) * st
+                continue
+            start, stop, step = i.indices(n)
+            assert step == 1, "the stand-in slices with step 1"
+            shape.append(max(0, stop - start))
+            strides.append(st)
+            offset += start * st
+        return Tensor(shape, self.dtype.name, str(self.device), strides, offset=offset, ptr=self._ptr)
+
     def data_ptr(self):
         return self._ptr + self._offset * _ITEMSIZE.get(self.dtype.name, 2)
 

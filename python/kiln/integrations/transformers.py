@@ -1,6 +1,8 @@
 """transformers plug-ins: `register()` adds "kiln" to transformers' attention interface (so that
 `attn_implementation="kiln"` runs attention on kiln's kernels) and to its experts interface (so
-that `experts_implementation="kiln"` runs MoE experts on kiln's grouped kernels)."""
+that `experts_implementation="kiln"` runs MoE experts on kiln's grouped kernels); `fuse_mlp(model)`
+runs a model's gated-SiLU MLPs (Llama, Qwen2, Mistral, ...) as kiln's fused SwiGLU, which
+transformers has no interface for."""
 
 from __future__ import annotations
 
@@ -64,3 +66,73 @@ def register() -> None:
     except ImportError:  # a transformers without the experts interface: attention only
         return
     ExpertsInterface.register(NAME, kiln_experts_forward)
+
+
+def _is_swiglu_mlp(m) -> bool:
+    """A module computing down(silu(gate(x)) * up(x)) with bias-free linear layers."""
+    import torch.nn as nn
+
+    parts = [getattr(m, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+    act = getattr(m, "act_fn", None)
+    return (
+        all(isinstance(p, nn.Linear) and p.bias is None for p in parts)
+        and (isinstance(act, nn.SiLU) or type(act).__name__ == "SiLUActivation")
+        and parts[0].weight.shape == parts[1].weight.shape
+    )
+
+
+# Offsets [0, rows] of the one "expert" a dense MLP is, per (device, rows): made once (before a
+# CUDA-graph capture, by the warm-up calls) and reused, so a call allocates only its outputs.
+_ONE_EXPERT: dict = {}
+
+
+def _one_expert(rows: int, device):
+    key = (device, rows)
+    offsets = _ONE_EXPERT.get(key)
+    if offsets is None:
+        import torch
+
+        offsets = torch.tensor([0, rows], dtype=torch.int32, device=device)
+        _ONE_EXPERT[key] = offsets
+    return offsets
+
+
+def _fused_mlp_forward(self, x):
+    """silu(x W_gateᵀ) * (x W_upᵀ) in one kiln kernel (x read once, no [T, 2I] intermediate),
+    then the down projection; the module's own forward where kiln does not apply (training, a
+    dtype kiln does not take, fusion switched off)."""
+    import torch
+
+    import kiln
+
+    gate, up = self.gate_proj.weight, self.up_proj.weight
+    if (
+        not self._kiln_fused
+        or x.dtype not in (torch.bfloat16, torch.float16)
+        or gate.dtype != x.dtype
+        or (torch.is_grad_enabled() and (x.requires_grad or gate.requires_grad))
+    ):
+        return self._kiln_unfused_forward(x)
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    h = kiln.moe.swiglu(x2, gate.unsqueeze(0), _one_expert(x2.shape[0], x.device), w3=up.unsqueeze(0))
+    return self.down_proj(h).reshape(*lead, -1)
+
+
+def fuse_mlp(model, enable: bool = True) -> int:
+    """Runs (or, with `enable=False`, stops running) every gated-SiLU MLP of `model` (modules with
+    bias-free gate_proj, up_proj, down_proj and a SiLU act_fn: Llama, Qwen2, Mistral, Qwen3's
+    dense layers) as kiln's fused SwiGLU then the down projection. Returns the number of modules
+    that run fused. Modules kiln cannot take keep their forward."""
+    import types
+
+    n = 0
+    for m in model.modules():
+        if not _is_swiglu_mlp(m):
+            continue
+        if not hasattr(m, "_kiln_unfused_forward"):
+            m._kiln_unfused_forward = m.forward
+            m.forward = types.MethodType(_fused_mlp_forward, m)
+        m._kiln_fused = enable
+        n += enable
+    return n

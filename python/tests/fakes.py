@@ -69,10 +69,6 @@ class Tensor:
         COPIES.append(self)
         return c
 
-    def new_empty(self, shape, dtype=None):
-        """A packed tensor of its own on this device (what kiln allocates outputs as)."""
-        return Tensor(tuple(shape), dtype.name if dtype is not None else self.dtype.name, str(self.device))
-
     def new_full(self, shape, value, dtype=None):
         t = self.new_empty(shape, dtype)
         t._values = [value] * (shape[0] if shape else 1)

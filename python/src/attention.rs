@@ -79,6 +79,16 @@ pub(crate) fn scale_of(given: Option<f64>, head_dim: usize) -> f32 {
     given.map_or(1.0 / (head_dim.max(1) as f32).sqrt(), |s| s as f32)
 }
 
+/// The forward's options for a query of `shape` (its last dimension the head dim).
+fn options(causal: bool, window: Window, scale: Option<f64>, shape: &[usize]) -> AttentionOptions {
+    AttentionOptions {
+        causal,
+        softmax_scale: Some(scale_of(scale, shape.last().copied().unwrap_or(0))),
+        window,
+        ..AttentionOptions::default()
+    }
+}
+
 /// The handle of `device`, or (where none opens: no GPU, no driver) `check`'s argument error
 /// before the handle's: bad input is reported as such on any machine.
 pub(crate) fn handle_or_check(
@@ -152,12 +162,7 @@ pub fn flash_attn<'py>(
         in_place("v", v.expect("read"))?,
     );
     let shape = q.raw.shape.clone();
-    let opts = AttentionOptions {
-        causal,
-        softmax_scale: Some(scale_of(softmax_scale, shape.last().copied().unwrap_or(0))),
-        window,
-        ..AttentionOptions::default()
-    };
+    let opts = options(causal, window, softmax_scale, &shape);
     let o = match out {
         Some(o) => o,
         None => output("out", &q, &shape, None)?,
@@ -231,12 +236,7 @@ pub fn flash_attn_varlen<'py>(
     ])?;
     let [q, k, v, cu_q, cu_k] = [q, k, v, cu_q, cu_k].map(|a| a.expect("read"));
     let shape = q.raw.shape.clone();
-    let opts = AttentionOptions {
-        causal,
-        softmax_scale: Some(scale_of(softmax_scale, shape.last().copied().unwrap_or(0))),
-        window,
-        ..AttentionOptions::default()
-    };
+    let opts = options(causal, window, softmax_scale, &shape);
     let o = output("out", &q, &shape, None)?;
     let lse = match &shape[..] {
         &[total, h, _] if return_lse => Some(output("lse", &q, &[h, total], Some(DType::F32))?),

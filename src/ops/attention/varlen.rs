@@ -286,15 +286,9 @@ impl VarlenProblem {
         self.total_k * self.heads_kv * self.head_dim
     }
 
-    /// Checks heads, dims, the offsets against the packed lengths, and the window.
+    /// Checks the offsets against the packed lengths, then heads, dims and the window as the
+    /// launch shape's ([`VarlenShape::validate`]).
     pub fn validate(&self) -> Result<()> {
-        check_heads(
-            self.heads_q,
-            self.heads_kv,
-            self.head_dim,
-            self.dtype,
-            self.scale,
-        )?;
         if self.cu_seqlens_q.len() != self.cu_seqlens_k.len() || self.cu_seqlens_q.len() < 2 {
             return Err(Error::invalid(format!(
                 "cu_seqlens_q has {} entries and cu_seqlens_k {}; both need batch + 1 (at least 2)",
@@ -304,8 +298,7 @@ impl VarlenProblem {
         }
         check_offsets("cu_seqlens_q", &self.cu_seqlens_q, self.total_q, "Q")?;
         check_offsets("cu_seqlens_k", &self.cu_seqlens_k, self.total_k, "K/V")?;
-        let (_, max_k) = self.max_seqlens();
-        self.window.check(max_k)
+        self.shape().validate()
     }
 }
 

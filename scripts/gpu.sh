@@ -46,6 +46,13 @@
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
 #                                512 rows on 199 experts) and prefill (32,768 rows) shapes, K 7168,
 #                                N 2048; table of the targets
+#   fp4ab [verify|time]          the 4-bit experts' new paths (docs/moe.md ledger F2-F5): each
+#                                verified first (KILN_FP4_PATH=dq and KILN_FP4_CTAS=2 over the
+#                                4-bit suites, the W4A8 suite, the issue's 64-row verify timed),
+#                                then A/B in alternating rounds: rs/dq at E64 8,192 rows (K 2048,
+#                                N 1408) and E256 32,768 rows, 1/2 CTAs an SM at the E256 decode
+#                                counts (512 and 64 rows), W4A8 at E256 32,768 and E64 8,192
+#                                rows and at decode; table by scripts/fp4ab-table.py
 #   sanitize                     compute-sanitizer: `kiln sanitize` (every version, built-in
 #                                problems) and `kiln sanitize --configs` (every wgmma_tma_ws tile
 #                                config), JOBS at a time (default 8)
@@ -542,6 +549,48 @@ if "median_ms" in peer and "median_us" in kiln:
     print(f"prefill swiglu nvfp4 against torch's bf16 grouped_mm + silu·mul ({peer.get('variant', '')}): "
           f"{peer['median_ms'] * 1e3:.1f} us, {x:.2f}x  >= 2.5x {'met' if x >= 2.5 else 'MISSED'}")
 EOF
+  ;;
+
+fp4ab)
+  need_bin "$KILN"; machine "$KILN"
+  DECODE=$("$PY" -c 'import random; c=[3]*114+[2]*85+[0]*57; random.Random(35).shuffle(c); print(",".join(map(str,c)))')
+  DECODE64=$("$PY" -c 'import random; c=[2]*8+[1]*48+[0]*200; random.Random(8).shuffle(c); print(",".join(map(str,c)))')
+  SW=(--n 2048 --k 7168 --swiglu --routed)
+  part=${1:-all}  # verify, time or all (two device calls if one cannot hold both)
+  if [ "$part" != time ]; then
+  # every new path verified before it is timed
+  step_json verify-dq-nvfp4 200 env KILN_FP4_PATH=dq "$KILN" --no-store --json moe verify --weights nvfp4
+  step_json verify-dq-mxfp4 200 env KILN_FP4_PATH=dq "$KILN" --no-store --json moe verify --weights mxfp4
+  step_json verify-ctas2-nvfp4 200 env KILN_FP4_CTAS=2 "$KILN" --no-store --json moe verify --weights nvfp4
+  step_json verify-w4a8 200 "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
+  step_json verify-64rows 60 "$KILN" --no-store --json moe verify --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
+  step_json verify-512rows-w4a8 60 "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+  fi
+  if [ "$part" != verify ]; then
+  for r in 1 2; do
+    for path in rs dq; do
+      step_json "e64-$path-$r" 120 env KILN_FP4_PATH=$path "$KILN" --no-store --json moe bench --weights nvfp4 \
+        --experts 64 --tokens 8192 --n 1408 --k 2048 --swiglu --routed
+    done
+  done
+  for path in rs dq; do
+    step_json "prefill-$path" 120 env KILN_FP4_PATH=$path "$KILN" --no-store --json moe bench --weights nvfp4 \
+      --experts 256 --tokens 32768 "${SW[@]}"
+  done
+  for r in 1 2; do
+    for c in 1 2; do
+      step_json "decode512-ctas$c-$r" 120 env KILN_FP4_CTAS=$c "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+      step_json "decode64-ctas$c-$r" 120 env KILN_FP4_CTAS=$c "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
+    done
+  done
+  step_json w4a8-prefill 120 "$KILN" --no-store --json moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
+  step_json w4a8-e64 120 "$KILN" --no-store --json moe bench --weights mxfp4 --act e4m3 --experts 64 --tokens 8192 \
+    --n 1408 --k 2048 --swiglu --routed
+  step_json w4a8-decode512 120 "$KILN" --no-store --json moe bench --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+  fi
+  table
+  echo
+  "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
   ;;
 
 sanitize)

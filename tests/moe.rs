@@ -39,8 +39,9 @@ fn every_moe_variant_is_listed_for_the_compile_check() {
     // grouped_gemm: the prefix kernel and 8 tile shapes (4, and each as CTA pairs) x 6 dtype
     // pairs; grouped_swapab: the prefix kernel and 3 shapes x 6; swiglu_dual: 6; fp4_experts:
     // 2 ops x (2 formats x bf16 on the 8-, 16- and 64-token decode tiles and prefill, and NVFP4
-    // f16 on the three decode tiles)
-    assert_eq!(moe.len(), (1 + 48) + (1 + 18) + 6 + 22);
+    // f16 on the three decode tiles), the SwiGLU's shared-memory tile and its 8-token tile at two
+    // CTAs an SM in both formats, and the W4A8 GEMM and SwiGLU
+    assert_eq!(moe.len(), (1 + 48) + (1 + 18) + 6 + 22 + 4 + 2);
     for k in Registry::default().moe() {
         assert!(
             moe.iter().any(|(_, v, _)| *v == k.name()),
@@ -57,7 +58,7 @@ fn moe_check_lists_every_variant_and_passes() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("96 MoE variants for sm_90a: 0 with problems"),
+        t.contains("102 MoE variants for sm_90a: 0 with problems"),
         "{t}"
     );
     assert!(

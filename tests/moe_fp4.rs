@@ -155,4 +155,37 @@ fn four_bit_commands_refuse_bad_input_before_touching_a_gpu() {
         &["moe", "bench", "--weights", "nvfp4", "--routed"],
         "add --swiglu",
     );
+    // W4A8: e4m3 activations take MXFP4 weights, bf16 X, and say what --act takes
+    refused(
+        &["moe", "verify", "--weights", "nvfp4", "--act", "e4m3"],
+        "MXFP4",
+    );
+    refused(
+        &["moe", "bench", "--weights", "nvfp4", "--act", "e4m3"],
+        "MXFP4",
+    );
+    refused(
+        &["moe", "verify", "--weights", "mxfp4", "--act", "fp16"],
+        "bf16 or e4m3",
+    );
+    refused(
+        &[
+            "moe",
+            "verify",
+            "--weights",
+            "mxfp4",
+            "--act",
+            "e4m3",
+            "--counts",
+            "1,2",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--dtype",
+            "f16",
+        ],
+        "leave out --dtype",
+    );
+    refused(&["moe", "verify", "--act", "e4m3"], "--weights");
 }

@@ -18,16 +18,24 @@
 // and the power of two the dequantisation left out), applies silu and the routing weight, and
 // stores bf16/f16 pairs of adjacent columns.
 #include "common/bulk_copy.cuh"
-#include "common/fast_math.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_rs.cuh"
 #include "common/ws_pipeline.cuh"
+#include "moe/fp4_experts.cuh"
 #include "moe/fp4_weights.cuh"
-#include "moe/sched.cuh"
 
-#if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
-#error "KILN_SWIGLU, KILN_TT, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
+#if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || \
+    !defined(KILN_SMEM) || !defined(KILN_CTAS)
+#error "KILN_SWIGLU, KILN_TT, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM and KILN_CTAS must be defined by the host"
 #endif
+
+// CTAs per SM: 2 halves each CTA's stages and registers but doubles the consumer warps that
+// decode weights on an SM (the decode tiles, whose consumers are bound by each stage's decode
+// latency, not by the bytes in flight). The register pool of a CTA is 65536 / (384 CTAS) per
+// thread rounded down to 8 (80 for two): 32 + 2 x 104 = 240 of it.
+constexpr int CTAS = KILN_CTAS;
+static_assert(CTAS == 1 || CTAS == 2, "KILN_CTAS is 1 or 2");
+constexpr int PRODUCER_REGS = CTAS == 1 ? 40 : 32, CONSUMER_REGS = CTAS == 1 ? 232 : 104;
 
 constexpr bool kBf16 = KILN_IN == 0;
 constexpr int MB = KILN_SWIGLU ? 2 : 1;  // weight atoms per consumer per stage
@@ -41,30 +49,6 @@ static_assert((TT == 8 || TT == 16 || TT % 32 == 0) && TT <= 256, "KILN_TT is 8,
 static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
-
-// The argument block, laid out as `Fp4Args` in src/ops/moe/fp4/kernel.rs.
-struct Fp4Args {
-  const int* sched;            // moe_tile_prefix's tables, the tile counter, the expert ids
-  void* y;                     // output rows in X's row space, ldy elements apart
-  const float* route;          // SwiGLU: per-row routing weight, or null
-  const float* escale;         // per expert (SwiGLU: gate, up) the epilogue factor
-  const unsigned char* w;      // the prepacked weights
-  i64 ldy, expert_bytes;       // expert_bytes: one expert's prepacked bytes
-  int experts, n, katoms;      // katoms: 64-deep K atoms (K rounded up to 64)
-  int tiles_n, group_m, by_expert;
-};
-
-// Y(row, n), Y(row, n + 1) = a, b; only columns below n_total; one word when aligned.
-__device__ __forceinline__ void fp4_store2(out_t* y, i64 ldy, int n_total, i64 row, int n, float a, float b) {
-  if (n >= n_total) return;
-  out_t* dst = y + row * ldy + n;
-  if (n + 1 < n_total && (reinterpret_cast<u64>(dst) % 4) == 0) {
-    *reinterpret_cast<u32*>(dst) = pack2<out_t>(a, b);
-    return;
-  }
-  dst[0] = from_float<out_t>(a);
-  if (n + 1 < n_total) dst[1] = from_float<out_t>(b);
-}
 
 struct Fp4Ctx {
   u32 base;
@@ -80,6 +64,19 @@ __device__ __forceinline__ void fp4_fence_fragments(u32 (&a)[MB][4][4]) {
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[m][j][r])::"memory");
+}
+
+// Two wgmma batches in flight where the accumulators leave the registers for it: from 64
+// accumulators a thread on (SwiGLU at 64 tokens, the prefill tiles) ptxas serialises the wgmmas.
+constexpr bool kTwoInFlight = MB * TT / 2 <= 32;
+
+// Waits for ring iteration `it` and returns its stage, which every lane computes alike; with
+// two batches in flight the shuffle tells ptxas so. Without it, that loop keeps the stage in
+// vector registers and builds each wgmma descriptor there (16 R2UR and their arithmetic per
+// stage) instead of in the uniform datapath.
+__device__ __forceinline__ int fp4_wait_stage(const Fp4Ctx& x, u32 it) {
+  const int s = x.ring.wait_full(it);
+  return kTwoInFlight ? __shfl_sync(0xffffffffu, s, 0) : s;
 }
 
 // This thread's A fragments of its atoms in stage s.
@@ -108,10 +105,11 @@ __device__ __forceinline__ void fp4_issue(const Fp4Ctx& x, float (&acc)[MB][TT /
   wgmma_commit();
 }
 
-// Waits for the batch in flight, then frees its stage.
-template <int N>
+// Waits until at most PENDING batches are in flight (the newest), then frees the stage of the
+// batch before them, whose A fragments `a` may then be overwritten.
+template <int N, int PENDING>
 __device__ __forceinline__ void fp4_retire(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32 (&a)[MB][4][4], int s) {
-  wgmma_wait<0>();
+  wgmma_wait<PENDING>();
 #pragma unroll
   for (int m = 0; m < MB; ++m)
 #pragma unroll
@@ -121,37 +119,49 @@ __device__ __forceinline__ void fp4_retire(const Fp4Ctx& x, float (&acc)[MB][TT 
 }
 
 // The K loop of one tile at wgmma width N (>= its tokens) into acc[m][0 .. N/2). Two register
-// sets of A fragments take turns: while one stage's batch runs on the tensor cores, the thread
-// dequantises the next stage into the other set; a stage is freed once its batch has completed.
+// sets of A fragments take turns. With kTwoInFlight the thread issues stage k's batch, then
+// waits for stage k - 1's (the other set) and dequantises stage k + 1 into that set, so the
+// tensor cores have a batch queued while the thread dequantises; else it waits for stage k's
+// batch before it issues stage k + 1's. A stage is freed, and its set rewritten, once its batch
+// has completed. Two copies of the dequantise-and-issue step, as few as the two sets allow.
 template <int N>
 __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
+  constexpr int PENDING = kTwoInFlight ? 1 : 0;
   u32 a0[MB][4][4], a1[MB][4][4];
-  int s0 = x.ring.wait_full(it), s1 = 0;
+  int s0 = fp4_wait_stage(x, it), s1 = 0;
   fp4_dequant(x, s0, a0);
   for (int kb = 0; kb < x.katoms; kb += 2) {
     fp4_issue<N>(x, acc, a0, s0, kb == 0);
+    if (kTwoInFlight && kb > 0) {
+      fp4_retire<N, PENDING>(x, acc, a1, s1);
+      ++it;
+    }
     if (kb + 1 < x.katoms) {
-      s1 = x.ring.wait_full(it + 1);
+      s1 = fp4_wait_stage(x, it + 1);
       fp4_dequant(x, s1, a1);
     }
-    fp4_retire<N>(x, acc, a0, s0);
-    ++it;
+    if (!kTwoInFlight || kb + 1 >= x.katoms) {
+      fp4_retire<N, 0>(x, acc, a0, s0);
+      ++it;
+    }
     if (kb + 1 >= x.katoms) break;
     fp4_issue<N>(x, acc, a1, s1, false);
+    if (kTwoInFlight) {
+      fp4_retire<N, PENDING>(x, acc, a0, s0);
+      ++it;
+    }
     if (kb + 2 < x.katoms) {
-      s0 = x.ring.wait_full(it + 1);
+      s0 = fp4_wait_stage(x, it + 1);
       fp4_dequant(x, s0, a0);
     }
-    fp4_retire<N>(x, acc, a1, s1);
-    ++it;
+    if (!kTwoInFlight || kb + 2 >= x.katoms) {
+      fp4_retire<N, 0>(x, acc, a1, s1);
+      ++it;
+    }
   }
-}
-
-// The widths compiled: 8, 16, 32, then multiples of 32, none wider than TT. Columns past the
-// tile's loaded X rows read stale shared memory; each feeds only its own token's accumulator
-// column, which is never stored.
-__device__ __forceinline__ constexpr int fp4_width(int rows) {
-  return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 32 * ((rows + 31) / 32);
+  // Every path above has waited for the last batch, but ptxas cannot tell on the loop's own
+  // exit and would inject a wait before the epilogue reads acc (C7517): say it here, for free.
+  if constexpr (kTwoInFlight) wgmma_wait<0>();
 }
 
 template <int W>
@@ -163,46 +173,14 @@ __device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (
   }
 }
 
-// The stores of a tile computed at width `width`. acc register i of acc[m]: output column
-// 16w + g + 8((i>>1)&1) of the consumer's 64 (g = lane/4), token 8(i>>2) + 2q + (i&1). Lanes g
-// and g^1 hold adjacent columns: after one exchange with lane ^ 4 the even one stores token 2q's
-// pair, the odd one token 2q+1's.
+// The stores of a tile computed at width `width`: this consumer's 64 output columns.
 __device__ __forceinline__ void fp4_store(const Fp4Ctx& x, const MoeTile& tile, int expert, const Fp4Args& p,
                                           const float (&acc)[MB][TT / 2], int width) {
-  out_t* y = static_cast<out_t*>(p.y);
-  const int w = x.t / 32, g = x.lane / 4, q = x.lane % 4;
-  const bool even = (g & 1) == 0;
-  const float s0 = p.escale[expert * MB], s1 = p.escale[expert * MB + MB - 1];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = 16 * w + g + 8 * h;
-    const int n = tile.n0 + x.c * 64 + (even ? r : r - 1);
-#pragma unroll
-    for (int j = 0; j < TT / 8; ++j) {
-      if (8 * j >= width) break;  // registers the tile's wgmma did not write
-      const int tok = 8 * j + 2 * q + (even ? 0 : 1);
-      const i64 row = (i64)tile.row0 + tok;
-      float v0 = acc[0][4 * j + 2 * h] * s0, v1 = acc[0][4 * j + 2 * h + 1] * s0;
-      if constexpr (KILN_SWIGLU) {
-        const float u0 = acc[MB - 1][4 * j + 2 * h] * s1, u1 = acc[MB - 1][4 * j + 2 * h + 1] * s1;
-        // token 8j + 2q is v0's, 8j + 2q + 1 is v1's; each has its own routing weight
-        const i64 row0 = (i64)tile.row0 + 8 * j + 2 * q;
-        const bool in0 = 8 * j + 2 * q < tile.valid_rows, in1 = 8 * j + 2 * q + 1 < tile.valid_rows;
-        const float r0 = (p.route != nullptr && in0) ? p.route[row0] : 1.0f;
-        const float r1 = (p.route != nullptr && in1) ? p.route[row0 + 1] : 1.0f;
-        v0 = silu_tanh(v0) * u0 * r0;
-        v1 = silu_tanh(v1) * u1 * r1;
-      }
-      const float got = __shfl_xor_sync(0xffffffffu, even ? v1 : v0, 4);
-      if (tok < tile.valid_rows) {
-        if (even) fp4_store2(y, p.ldy, p.n, row, n, v0, got);
-        else fp4_store2(y, p.ldy, p.n, row, n, got, v1);
-      }
-    }
-  }
+  fp4_store_block(p, tile, x.t, acc[0], acc[MB - 1], p.escale[expert * MB], p.escale[expert * MB + MB - 1], width,
+                  tile.n0 + x.c * 64, 0);
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
     moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
@@ -225,7 +203,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
 
-  ws_roles<40, 232>(
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
       wg,
       [&] {
         tma_prefetch(&tma_x);

@@ -44,28 +44,55 @@ __device__ __forceinline__ u32 fp4_decode_pair(u32 w) {
   }
 }
 
-// Scale byte I of `x`, broadcast to both halves of a 16-bit pair of In: the multiplier above.
+// Scale bytes I and I + 1 of `x` as the two 16-bit halves (of In) of one word: the multipliers
+// above, two per integer operation (the product below picks its half).
 template <bool kBf16, int I>
-__device__ __forceinline__ u32 fp4_multiplier(u32 x) {
-  const u32 b = __byte_perm(x, 0, I | (4 << 4) | (I << 8) | (4 << 12));  // [byte I, 0, byte I, 0]
+__device__ __forceinline__ u32 fp4_multipliers(u32 x) {
+  const u32 b = __byte_perm(x, 0, I | (4 << 4) | ((I + 1) << 8) | (4 << 12));  // [byte I, 0, byte I+1, 0]
   if constexpr (KILN_FP4 == 0) {
     // NVFP4: bf16 bits = byte * 16 + (236 << 7); f16 bits = byte * 128 + (12 << 10)
     return kBf16 ? b * 16u + 0x76007600u : b * 128u + 0x30003000u;
   } else {
-    // MXFP4: bf16 exponent = byte; f16 exponent = byte - 224 (the host checked 225..254)
-    return kBf16 ? b * 128u : (b - 0x00E000E0u) * 1024u;
+    // MXFP4: bf16 exponent = byte; f16 exponent = byte - 224 (the host checked 225..254), which
+    // is its low 5 bits: a mask, not a subtraction, whose borrow would cross into the other half
+    // (a zero block's byte 0 stays 0)
+    return kBf16 ? b * 128u : (b & 0x001F001Fu) * 1024u;
   }
 }
 
-template <bool kBf16>
-__device__ __forceinline__ u32 fp4_mul2(u32 a, u32 b) {
+// The pair `a` times half H of `m` in both lanes. The broadcast is an operand selector of the
+// tensor-free half multiply (HMUL2 ... R.H0_H0), not an instruction.
+template <bool kBf16, int H>
+__device__ __forceinline__ u32 fp4_mul2(u32 a, u32 m) {
   u32 d;
   if constexpr (kBf16) {
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    if constexpr (H == 0) {
+      asm("{.reg .b16 l, h; .reg .b32 b; mov.b32 {l, h}, %2; mov.b32 b, {l, l}; mul.rn.bf16x2 %0, %1, b;}"
+          : "=r"(d) : "r"(a), "r"(m));
+    } else {
+      asm("{.reg .b16 l, h; .reg .b32 b; mov.b32 {l, h}, %2; mov.b32 b, {h, h}; mul.rn.bf16x2 %0, %1, b;}"
+          : "=r"(d) : "r"(a), "r"(m));
+    }
   } else {
-    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    if constexpr (H == 0) {
+      asm("{.reg .b16 l, h; .reg .b32 b; mov.b32 {l, h}, %2; mov.b32 b, {l, l}; mul.rn.f16x2 %0, %1, b;}"
+          : "=r"(d) : "r"(a), "r"(m));
+    } else {
+      asm("{.reg .b16 l, h; .reg .b32 b; mov.b32 {l, h}, %2; mov.b32 b, {h, h}; mul.rn.f16x2 %0, %1, b;}"
+          : "=r"(d) : "r"(a), "r"(m));
+    }
   }
   return d;
+}
+
+// One k16 step's A fragment {a0, a1, a2, a3} from its code word: rows g (a0, a2) times half H
+// of `m_lo`, rows g + 8 (a1, a3) times half H of `m_hi`.
+template <bool kBf16, int H>
+__device__ __forceinline__ void fp4_scale_step(u32 w, u32 m_lo, u32 m_hi, u32 (&a)[4]) {
+  a[0] = fp4_mul2<kBf16, H>(fp4_decode_pair<kBf16, 0>(w), m_lo);
+  a[1] = fp4_mul2<kBf16, H>(fp4_decode_pair<kBf16, 1>(w), m_hi);
+  a[2] = fp4_mul2<kBf16, H>(fp4_decode_pair<kBf16, 2>(w), m_lo);
+  a[3] = fp4_mul2<kBf16, H>(fp4_decode_pair<kBf16, 3>(w), m_hi);
 }
 
 // The A fragments of one atom's four k16 steps for this thread (t: 0..127 in its warpgroup):
@@ -86,22 +113,18 @@ __device__ __forceinline__ void fp4_load_fragments(u32 atom, int t, u32 (&a)[4][
     s_lo = lo;
     s_hi = hi;
   }
-  const u32 w[4] = {w0, w1, w2, w3};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    u32 m_lo, m_hi;  // one NVFP4 scale per k16 step; one MXFP4 scale per two
-    if constexpr (FP4_SCALES_PER_ROW == 4) {
-      m_lo = j == 0 ? fp4_multiplier<kBf16, 0>(s_lo) : j == 1 ? fp4_multiplier<kBf16, 1>(s_lo)
-           : j == 2 ? fp4_multiplier<kBf16, 2>(s_lo) : fp4_multiplier<kBf16, 3>(s_lo);
-      m_hi = j == 0 ? fp4_multiplier<kBf16, 0>(s_hi) : j == 1 ? fp4_multiplier<kBf16, 1>(s_hi)
-           : j == 2 ? fp4_multiplier<kBf16, 2>(s_hi) : fp4_multiplier<kBf16, 3>(s_hi);
-    } else {
-      m_lo = j < 2 ? fp4_multiplier<kBf16, 0>(s_lo) : fp4_multiplier<kBf16, 1>(s_lo);
-      m_hi = j < 2 ? fp4_multiplier<kBf16, 0>(s_hi) : fp4_multiplier<kBf16, 1>(s_hi);
-    }
-    a[j][0] = fp4_mul2<kBf16>(fp4_decode_pair<kBf16, 0>(w[j]), m_lo);
-    a[j][1] = fp4_mul2<kBf16>(fp4_decode_pair<kBf16, 1>(w[j]), m_hi);
-    a[j][2] = fp4_mul2<kBf16>(fp4_decode_pair<kBf16, 2>(w[j]), m_lo);
-    a[j][3] = fp4_mul2<kBf16>(fp4_decode_pair<kBf16, 3>(w[j]), m_hi);
+  if constexpr (FP4_SCALES_PER_ROW == 4) {  // NVFP4: step j's scale is byte j, half j % 2 of word j / 2
+    const u32 lo01 = fp4_multipliers<kBf16, 0>(s_lo), lo23 = fp4_multipliers<kBf16, 2>(s_lo);
+    const u32 hi01 = fp4_multipliers<kBf16, 0>(s_hi), hi23 = fp4_multipliers<kBf16, 2>(s_hi);
+    fp4_scale_step<kBf16, 0>(w0, lo01, hi01, a[0]);
+    fp4_scale_step<kBf16, 1>(w1, lo01, hi01, a[1]);
+    fp4_scale_step<kBf16, 0>(w2, lo23, hi23, a[2]);
+    fp4_scale_step<kBf16, 1>(w3, lo23, hi23, a[3]);
+  } else {  // MXFP4: step j's scale is byte j / 2, half j / 2
+    const u32 lo = fp4_multipliers<kBf16, 0>(s_lo), hi = fp4_multipliers<kBf16, 0>(s_hi);
+    fp4_scale_step<kBf16, 0>(w0, lo, hi, a[0]);
+    fp4_scale_step<kBf16, 0>(w1, lo, hi, a[1]);
+    fp4_scale_step<kBf16, 1>(w2, lo, hi, a[2]);
+    fp4_scale_step<kBf16, 1>(w3, lo, hi, a[3]);
   }
 }

@@ -576,6 +576,10 @@ pub struct MoeVerifyArgs {
     /// --counts).
     #[arg(long, value_name = "FORMAT")]
     pub weights: Option<String>,
+    /// With --weights mxfp4: the activations, bf16 (the default) or e4m3 (quantised by kiln's
+    /// FP8 quantiser with 1x128 scales, on the FP8 tensor cores: W4A8).
+    #[arg(long, value_name = "TYPE", requires = "weights")]
+    pub act: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -626,6 +630,10 @@ pub struct MoeBenchArgs {
     /// same counts: the grouped GEMM, or with --swiglu the fused SwiGLU alone.
     #[arg(long, value_name = "FORMAT")]
     pub weights: Option<String>,
+    /// With --weights mxfp4: the activations, bf16 (the default) or e4m3 (W4A8 on the FP8
+    /// tensor cores; also times kiln's FP8 quantisation of X).
+    #[arg(long, value_name = "TYPE", requires = "weights")]
+    pub act: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -35,7 +35,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
                 "--weights verifies the 4-bit kernel on its own suite or on --counts; leave out --version and --suite",
             ));
         }
-        return super::moe_fp4::verify(env, own_problem(a)?, w, a.graph);
+        return super::moe_fp4::verify(env, own_problem(a)?, w, a.graph, a.act.as_deref());
     }
     if let Some(v) = &a.version {
         env.registry.moe_version(v)?;

@@ -5,13 +5,17 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use kiln::error::{Error, Result};
-use kiln::harness::moe_fp4::{fp4_suite, prepack_for, random_weights, verify_fp4};
+use kiln::harness::moe_fp4::{fp4_suite, verify_fp4};
 use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest};
+use kiln::harness::moe_fp4_data::{prepack_for, random_weights};
 use kiln::harness::moe_verify::{Mode, MoeOutcome};
+use kiln::harness::moe_w4a8::{verify_w4a8, w4a8_suite};
+use kiln::harness::moe_w4a8_bench::bench_w4a8;
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
-use kiln::ops::moe::{parse_counts, uneven_counts, MoeProblem, WeightLayout};
+use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
+use kiln::ops::moe::{parse_counts, uneven_counts, MoeProblem, Rows, WeightLayout};
 use kiln::report::Table;
 use serde_json::json;
 
@@ -19,21 +23,79 @@ use super::args::{MoeBenchArgs, MoePrepackArgs};
 use super::env::{bench_options, Env};
 use super::progress::bar;
 
-/// `kiln moe verify --weights F`: the problem of the flags (`own`), else the 4-bit suite.
-pub fn verify(env: &Env, own: Option<MoeProblem>, weights: &str, graph: bool) -> Result<ExitCode> {
+/// Whether `--act` asks for e4m3 activations (W4A8), which take MXFP4 weights only.
+fn e4m3_act(act: Option<&str>, f: Fp4Format) -> Result<bool> {
+    match act.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("bf16") => Ok(false),
+        Some("e4m3") if f == Fp4Format::Mxfp4 => Ok(true),
+        Some("e4m3") => Err(Error::invalid(
+            "e4m3 activations take MXFP4 weights (an NVFP4 value times its e4m3 scale is not exact in e4m3); use --weights mxfp4",
+        )),
+        Some(other) => Err(Error::invalid(format!(
+            "--act {other}: the activations are bf16 or e4m3"
+        ))),
+    }
+}
+
+/// The W4A8 kernel's problem for `p`'s rows, shape and SwiGLU (X bf16 before quantisation).
+fn w4a8_problem_of(p: &MoeProblem) -> Result<Fp8MoeProblem> {
+    if p.input != DType::Bf16 || p.output != DType::Bf16 {
+        return Err(Error::invalid(
+            "with --act e4m3, X is drawn in bf16 and quantised, and Y is bf16; leave out --dtype and --out-dtype",
+        ));
+    }
+    let counts: Vec<usize> = p.spans().iter().map(|s| s.1).collect();
+    let q = match &p.rows {
+        Rows::Masked { max_rows, .. } => Fp8MoeProblem::masked(&counts, *max_rows, p.n, p.k),
+        Rows::Contiguous { .. } => Fp8MoeProblem::contiguous(&counts, p.n, p.k),
+    };
+    Ok(match p.swiglu {
+        Some(s) => q.with_swiglu(s.routed, false),
+        None => q,
+    })
+}
+
+/// `kiln moe verify --weights F`: the problem of the flags (`own`), else the 4-bit suite (the
+/// W4A8 suite with `--act e4m3`).
+pub fn verify(
+    env: &Env,
+    own: Option<MoeProblem>,
+    weights: &str,
+    graph: bool,
+    act: Option<&str>,
+) -> Result<ExitCode> {
     let f = Fp4Format::parse(weights)?;
     if graph {
         return Err(Error::invalid(
             "--graph replays the bf16 kernels; the 4-bit ones are verified by direct launches, so leave it out",
         ));
     }
+    let w4a8 = e4m3_act(act, f)?;
+    let w4a8_cases = match (&own, w4a8) {
+        (_, false) => Vec::new(),
+        (Some(p), true) => vec![w4a8_problem_of(p)?],
+        (None, true) => w4a8_suite(),
+    };
     let cases = match own {
+        _ if w4a8 => Vec::new(),
         Some(p) => vec![p],
         None => fp4_suite(),
     };
     let ctx = env.context()?;
-    let pb = bar(cases.len(), "moe verify (4-bit)", env.json);
+    let pb = bar(
+        cases.len() + w4a8_cases.len(),
+        "moe verify (4-bit)",
+        env.json,
+    );
     let mut outcomes: Vec<MoeOutcome> = Vec::new();
+    for p in &w4a8_cases {
+        let o = verify_w4a8(&ctx, p)?;
+        if !o.passed {
+            pb.println(format!("FAIL {} {}: {}", o.version, o.problem, o.message));
+        }
+        outcomes.push(o);
+        pb.inc(1);
+    }
     for p in &cases {
         let o = verify_fp4(&ctx, p, f, Mode::Direct)?;
         if !o.passed {
@@ -82,9 +144,10 @@ pub fn verify(env: &Env, own: Option<MoeProblem>, weights: &str, graph: bool) ->
     })
 }
 
-/// `kiln moe bench --weights F`.
+/// `kiln moe bench --weights F [--act e4m3]`.
 pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     let format = Fp4Format::parse(weights)?;
+    let w4a8 = e4m3_act(a.act.as_deref(), format)?;
     let counts = match &a.counts {
         Some(c) => parse_counts(c)?,
         None => uneven_counts(a.tokens, a.experts, a.seed),
@@ -110,9 +173,13 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     r.problem().validate()?;
     let ctx = env.context()?;
     let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
-    let rows = bench_fp4(&ctx, &env.registry, &r, &opt)?;
+    let rows = if w4a8 {
+        bench_w4a8(&ctx, &env.registry, &r, &opt)?
+    } else {
+        bench_fp4(&ctx, &env.registry, &r, &opt)?
+    };
     if env.json {
-        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "weights": format.name(), "flush_l2": opt.flush_l2, "rows": rows}));
+        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "weights": format.name(), "act": if w4a8 { "e4m3" } else { "bf16" }, "flush_l2": opt.flush_l2, "rows": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     let touched = r.counts.iter().filter(|&&c| c > 0).count();
@@ -152,7 +219,7 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kiln moe prepack`: random weights of the shape, quantised, prepacked, every weight checked
+/// `kiln moe prepack`: random weights of the shape (codes and block scales), prepacked, every weight checked
 /// (a sample of rows for large shapes) against the standard layout's exact dequantisation.
 pub fn prepack(env: &Env, a: &MoePrepackArgs) -> Result<ExitCode> {
     if let Some(path) = &a.read {

@@ -67,6 +67,20 @@ impl DeviceBuffer {
             .map_err(|e| Error::cuda("copying to the device", format!("{e:?}")))
     }
 
+    /// Copies `data` to the bytes starting `first_byte` bytes into the buffer.
+    pub fn upload_at<T: Copy>(&self, first_byte: usize, data: &[T]) -> Result<()> {
+        let n = std::mem::size_of_val(data);
+        if first_byte + n > self.bytes {
+            return Err(Error::invalid(format!(
+                "upload of {n} bytes at {first_byte} into a {}-byte buffer",
+                self.bytes
+            )));
+        }
+        // SAFETY: the destination range lies inside this allocation; the copy is synchronous.
+        unsafe { result::memcpy_htod_sync(self.ptr + first_byte as u64, data) }
+            .map_err(|e| Error::cuda("copying to the device", format!("{e:?}")))
+    }
+
     pub fn download<T: Copy + Default>(&self, count: usize) -> Result<Vec<T>> {
         let mut out = vec![T::default(); count];
         if std::mem::size_of_val(out.as_slice()) > self.bytes {

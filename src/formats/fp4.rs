@@ -88,6 +88,36 @@ pub fn code_at(bytes: &[u8], i: usize) -> u8 {
     (bytes[i / 2] >> (4 * (i % 2))) & 0xF
 }
 
+/// Packed codes times their block scales, in f64, into `out` (resized to two values a byte; a
+/// buffer reused from call to call saves the page faults of a fresh one): block b (of `block`
+/// elements, `block / 2` bytes) takes `scale(scales[b])`. Each value is one product of two exact
+/// f64 numbers (the callers' scales have at most 28 significant bits), so it is exact. The
+/// buffers' lengths must agree (the formats' `check`).
+pub(crate) fn dequantize_blocks(
+    codes: &[u8],
+    scales: &[u8],
+    block: usize,
+    scale: impl Fn(u8) -> f64,
+    out: &mut Vec<f64>,
+) {
+    let value: [f64; 16] = std::array::from_fn(|c| decode(c as u8) as f64);
+    if out.len() != codes.len() * 2 {
+        out.clear();
+        out.resize(codes.len() * 2, 0.0);
+    }
+    for ((bytes, dst), &s) in codes
+        .chunks_exact(block / 2)
+        .zip(out.chunks_exact_mut(block))
+        .zip(scales)
+    {
+        let s = scale(s);
+        for (&b, pair) in bytes.iter().zip(dst.chunks_exact_mut(2)) {
+            pair[0] = value[(b & 0xF) as usize] * s;
+            pair[1] = value[(b >> 4) as usize] * s;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,8 +96,9 @@ pub fn quantize<T: Copy + Into<f32>>(x: &[T], rows: usize, k: usize) -> Result<M
     })
 }
 
-/// The exact values of packed MXFP4 codes, row-major [rows, K].
-pub fn dequantize(codes: &[u8], scales: &[u8], rows: usize, k: usize) -> Result<Vec<f64>> {
+/// Checks packed MXFP4 buffers without decoding them: the lengths [rows, K/2] and [rows, K/32],
+/// and no scale E8M0's NaN.
+pub fn check(codes: &[u8], scales: &[u8], rows: usize, k: usize) -> Result<()> {
     check_buffers(NAME, BLOCK, rows, k, codes.len(), scales.len())?;
     if let Some(i) = scales.iter().position(|&s| s == E8M0_NAN) {
         return Err(Error::invalid(format!(
@@ -105,12 +106,28 @@ pub fn dequantize(codes: &[u8], scales: &[u8], rows: usize, k: usize) -> Result<
              power of two, codes 0 to 254"
         )));
     }
-    Ok((0..rows * k)
-        .map(|i| {
-            let s = scale_value(scales[i / BLOCK]) as f64;
-            fp4::decode(fp4::code_at(codes, i)) as f64 * s
-        })
-        .collect())
+    Ok(())
+}
+
+/// The exact values of packed MXFP4 codes, row-major [rows, K].
+pub fn dequantize(codes: &[u8], scales: &[u8], rows: usize, k: usize) -> Result<Vec<f64>> {
+    let mut out = Vec::new();
+    dequantize_into(codes, scales, rows, k, &mut out)?;
+    Ok(out)
+}
+
+/// [`dequantize`] into `out` (resized), which a caller may reuse.
+pub fn dequantize_into(
+    codes: &[u8],
+    scales: &[u8],
+    rows: usize,
+    k: usize,
+    out: &mut Vec<f64>,
+) -> Result<()> {
+    check(codes, scales, rows, k)?;
+    let scale = |s| scale_value(s) as f64;
+    fp4::dequantize_blocks(codes, scales, BLOCK, scale, out);
+    Ok(())
 }
 
 /// The values of packed MXFP4 codes in f32: exact for scales up to 2^125 (all the recipe

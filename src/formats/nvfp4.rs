@@ -109,15 +109,9 @@ fn quantize_finite(xs: &[f32], rows: usize, k: usize, g: f32) -> Nvfp4 {
     }
 }
 
-/// The exact values of packed NVFP4 codes, row-major [rows, K] (each is a product of at most
-/// 30 significant bits, so f64 holds it exactly).
-pub fn dequantize(
-    codes: &[u8],
-    scales: &[u8],
-    tensor_scale: f32,
-    rows: usize,
-    k: usize,
-) -> Result<Vec<f64>> {
+/// Checks packed NVFP4 buffers without decoding them: the lengths [rows, K/2] and [rows, K/16],
+/// the tensor scale, and every block scale a non-negative finite e4m3 code.
+pub fn check(codes: &[u8], scales: &[u8], tensor_scale: f32, rows: usize, k: usize) -> Result<()> {
     check_buffers(NAME, BLOCK, rows, k, codes.len(), scales.len())?;
     check_tensor_scale(tensor_scale)?;
     if let Some(i) = scales.iter().position(|&s| s & 0x80 != 0 || s == 0x7F) {
@@ -128,13 +122,38 @@ pub fn dequantize(
             Fp8Format::E4m3.decode(scales[i])
         )));
     }
+    Ok(())
+}
+
+/// The exact values of packed NVFP4 codes, row-major [rows, K] (each is a product of at most
+/// 30 significant bits, so f64 holds it exactly; the block's scale times the tensor scale is
+/// formed first, also exactly).
+pub fn dequantize(
+    codes: &[u8],
+    scales: &[u8],
+    tensor_scale: f32,
+    rows: usize,
+    k: usize,
+) -> Result<Vec<f64>> {
+    let mut out = Vec::new();
+    dequantize_into(codes, scales, tensor_scale, rows, k, &mut out)?;
+    Ok(out)
+}
+
+/// [`dequantize`] into `out` (resized), which a caller may reuse.
+pub fn dequantize_into(
+    codes: &[u8],
+    scales: &[u8],
+    tensor_scale: f32,
+    rows: usize,
+    k: usize,
+    out: &mut Vec<f64>,
+) -> Result<()> {
+    check(codes, scales, tensor_scale, rows, k)?;
     let g = tensor_scale as f64;
-    Ok((0..rows * k)
-        .map(|i| {
-            let s = Fp8Format::E4m3.decode(scales[i / BLOCK]) as f64;
-            fp4::decode(fp4::code_at(codes, i)) as f64 * s * g
-        })
-        .collect())
+    let scale = |s| Fp8Format::E4m3.decode(s) as f64 * g;
+    fp4::dequantize_blocks(codes, scales, BLOCK, scale, out);
+    Ok(())
 }
 
 /// The values of packed NVFP4 codes in f32, each the exact value rounded once.

@@ -125,7 +125,7 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
     let fp4 = crate::ops::moe::fp4::kernel::NAME;
     if only.is_none_or(|v| v == fp4) {
         work.extend(
-            crate::ops::moe::fp4::Fp4Experts::variants(arch)
+            crate::ops::moe::fp4::variants(arch)
                 .into_iter()
                 .map(|s| ("moe", fp4, s)),
         );

@@ -11,7 +11,7 @@ use super::moe_verify::settle;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
-use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, Fp4Tile};
+use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout};
 use crate::ops::moe::fp4::Fp4Format;
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{check_operands, version_for, MoeProblem, WeightLayout};
@@ -64,7 +64,7 @@ fn activation_bytes(p: &MoeProblem) -> f64 {
 }
 
 /// Experts with at least one row: the only ones whose weights are read.
-fn touched(p: &MoeProblem) -> usize {
+pub fn touched(p: &MoeProblem) -> usize {
     p.spans().iter().filter(|s| s.1 > 0).count()
 }
 
@@ -103,6 +103,78 @@ pub fn copy_ceiling_gbps(ctx: &Context) -> Result<f64> {
     Ok(2.0 * bytes as f64 / (median * 1e-3) / 1e9)
 }
 
+/// What a 4-bit bench shares between its kernels: the L2 flusher, the copy ceiling measured in
+/// the same run, the seed.
+pub struct BenchRun {
+    pub flusher: L2Flusher,
+    pub copy: f64,
+    pub seed: u64,
+}
+
+impl BenchRun {
+    pub fn new(ctx: &Context) -> Result<BenchRun> {
+        Ok(BenchRun {
+            flusher: L2Flusher::new(ctx)?,
+            copy: copy_ceiling_gbps(ctx)?,
+            seed: super::verify::fresh_seed(),
+        })
+    }
+
+    /// A row for a timing of `bytes` moved.
+    pub fn row(
+        &self,
+        p: &MoeProblem,
+        kernel: String,
+        tile: String,
+        t: super::moe_bench::MoeTiming,
+        bytes: f64,
+    ) -> Fp4BenchRow {
+        let gbps = bytes / (t.median_ms * 1e-3) / 1e9;
+        Fp4BenchRow {
+            kernel,
+            problem: p.label(),
+            tile,
+            median_us: t.median_ms * 1e3,
+            min_us: t.min_ms * 1e3,
+            max_us: t.max_ms * 1e3,
+            bytes,
+            gbps,
+            copy_fraction: gbps / self.copy,
+            speedup: 1.0,
+        }
+    }
+
+    /// kiln's bf16 kernel on `p` (its buffers freed before the caller makes its own).
+    pub fn bf16_baseline(
+        &self,
+        ctx: &Context,
+        reg: &Registry,
+        p: &MoeProblem,
+        opt: &BenchOptions,
+    ) -> Result<Fp4BenchRow> {
+        let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
+        let k = reg.moe_version(version_for(p, o))?;
+        k.supports(p, &ctx.info)
+            .map_err(|reason| Error::Unsupported {
+                kernel: k.name().into(),
+                reason,
+            })?;
+        let b = random_buffers(ctx, p, self.seed)?;
+        let ops = b.operands();
+        check_operands(p, &ops)?;
+        let piece = Piece::of(k.name(), p, sms, o);
+        let tile = piece.tile.clone();
+        let t = time_launches(ctx, &self.flusher, opt, piece, || k.launch(ctx, p, &ops))?;
+        Ok(self.row(
+            p,
+            format!("{} {}", p.input, k.name()),
+            tile,
+            t,
+            bf16_bytes(p),
+        ))
+    }
+}
+
 /// Times kiln's bf16 kernel and the 4-bit one on the request's problem.
 pub fn bench_fp4(
     ctx: &Context,
@@ -112,39 +184,10 @@ pub fn bench_fp4(
 ) -> Result<Vec<Fp4BenchRow>> {
     let p = r.problem();
     p.validate()?;
-    let seed = super::verify::fresh_seed();
-    let flusher = L2Flusher::new(ctx)?;
-    let copy = copy_ceiling_gbps(ctx)?;
-    let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
-    let row =
-        |kernel: String, tile: String, t: super::moe_bench::MoeTiming, bytes: f64| Fp4BenchRow {
-            kernel,
-            problem: p.label(),
-            tile,
-            median_us: t.median_ms * 1e3,
-            min_us: t.min_ms * 1e3,
-            max_us: t.max_ms * 1e3,
-            bytes,
-            gbps: bytes / (t.median_ms * 1e-3) / 1e9,
-            copy_fraction: bytes / (t.median_ms * 1e-3) / 1e9 / copy,
-            speedup: 1.0,
-        };
-    // kiln's bf16 kernel of the same counts (its buffers freed before the 4-bit ones are made)
-    let base = {
-        let k = reg.moe_version(version_for(&p, o))?;
-        k.supports(&p, &ctx.info)
-            .map_err(|reason| Error::Unsupported {
-                kernel: k.name().into(),
-                reason,
-            })?;
-        let b = random_buffers(ctx, &p, seed)?;
-        let ops = b.operands();
-        check_operands(&p, &ops)?;
-        let piece = Piece::of(k.name(), &p, sms, o);
-        let tile = piece.tile.clone();
-        let t = time_launches(ctx, &flusher, opt, piece, || k.launch(ctx, &p, &ops))?;
-        row(format!("{} {}", p.input, k.name()), tile, t, bf16_bytes(&p))
-    };
+    let run = BenchRun::new(ctx)?;
+    let seed = run.seed;
+    let flusher = &run.flusher;
+    let base = run.bf16_baseline(ctx, reg, &p, opt)?;
     let l = Fp4Layout {
         format: r.format,
         experts: p.experts,
@@ -177,23 +220,21 @@ pub fn bench_fp4(
     settle()?;
     let ops = bufs.operands();
     Fp4Experts::check(&p, &l, &ops)?;
-    let tile = Fp4Tile::choose(&p);
+    let tile = Fp4Experts::tile(ctx, &p)?;
     let piece = Piece {
         name: crate::ops::moe::fp4::kernel::NAME.into(),
         problem: p.label(),
         // tt bounds a tile's tokens; wgmma N is the narrowest of 8, 16, 32.. that holds them
-        tile: format!(
-            "swapAB 128x{} (wgmma N 8..{}, {} stages)",
-            tile.tt, tile.tt, tile.stages
-        ),
+        tile: tile.label(),
         flops: p.flops(),
         bytes: fp4_bytes(&p, &l),
     };
     let tile_label = piece.tile.clone();
-    let t = time_launches(ctx, &flusher, opt, piece, || {
+    let t = time_launches(ctx, flusher, opt, piece, || {
         Fp4Experts::launch(ctx, &p, &l, &ops)
     })?;
-    let mut fp4 = row(
+    let mut fp4 = run.row(
+        &p,
         format!("{} {}", r.format, crate::ops::moe::fp4::kernel::NAME),
         tile_label,
         t,

@@ -243,7 +243,7 @@ impl<'p> MoeFixture<'p> {
         (out.passed, out.message) = verdict(&[
             (out.nan_or_unwritten > 0, &|| {
                 format!(
-                    "{} elements of routed rows are NaN or were never written",
+                    "{} elements of routed rows are NaN, infinite or never written",
                     out.nan_or_unwritten
                 )
             }),
@@ -331,7 +331,8 @@ pub fn score_against(
     for (r, e) in row_experts(p).iter().enumerate() {
         for i in r * p.n..(r + 1) * p.n {
             if e.is_some() {
-                nan_or_unwritten += got.get(i).is_nan() as usize;
+                // an infinity counts too: it would drop out of the error norm below
+                nan_or_unwritten += !got.get(i).is_finite() as usize;
             } else {
                 written_outside += (got.bytes()[i * es..(i + 1) * es]
                     != poison.bytes()[i * es..(i + 1) * es])
@@ -558,6 +559,12 @@ mod tests {
             let unwritten = with_element(&got, first * p.n + 1, f32::NAN);
             assert_eq!(
                 score(&p, &inp, &unwritten, &poison, &rows).nan_or_unwritten,
+                1
+            );
+            // an infinity where a finite value belongs (a read of poisoned weights)
+            let infinite = with_element(&got, first * p.n + 1, f32::INFINITY);
+            assert_eq!(
+                score(&p, &inp, &infinite, &poison, &rows).nan_or_unwritten,
                 1
             );
             // a write into a row no expert owns

@@ -149,8 +149,20 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/fp4_weights.cuh"),
     ),
     (
+        "moe/fp4_experts.cuh",
+        include_str!("../../kernels/moe/fp4_experts.cuh"),
+    ),
+    (
         "moe/fp4_experts.cu",
         include_str!("../../kernels/moe/fp4_experts.cu"),
+    ),
+    (
+        "moe/fp4_experts_dq.cu",
+        include_str!("../../kernels/moe/fp4_experts_dq.cu"),
+    ),
+    (
+        "moe/fp4_experts_w4a8.cu",
+        include_str!("../../kernels/moe/fp4_experts_w4a8.cu"),
     ),
     (
         "gemm/simt_naive.cu",

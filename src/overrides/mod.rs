@@ -32,6 +32,7 @@ use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::gemm::wgmma_tma_ws::{
     TileConfig as WgmmaTile, FORCED_CONFIGS, MAX_SPLITS, WIDTHS_BY_DEFAULT,
 };
+use crate::ops::moe::fp4::kernel::Fp4Path;
 use crate::ops::moe::grouped_gemm::GroupedGemm;
 use crate::ops::moe::grouped_swapab::SwapConfig;
 use crate::ops::moe::schedule::TileConfig as MoeTile;

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::gemm::wgmma_tma_ws::{TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
+use crate::ops::moe::fp4::kernel::Fp4Path;
 use crate::ops::moe::grouped_swapab::SwapConfig;
 use crate::ops::moe::schedule::TileConfig as MoeTile;
 use crate::ops::moe::swiglu_dual::MAX_TAIL_SPLITS;
@@ -153,6 +154,14 @@ pub struct MoeOverrides {
     /// programmatic dependent, so its prologue overlaps that kernel and the launch gap; 0
     /// launches it plainly.
     pub pdl: bool,
+    /// `KILN_FP4_PATH` (`rs` or `dq`): where the 4-bit experts dequantise their weights, in
+    /// each consumer's registers or once per CTA into shared memory (the fused SwiGLU with bf16
+    /// activations only). Default: none (chosen by the counts, `Fp4Tile::dq_pays`).
+    pub fp4_path: Option<Fp4Path>,
+    /// `KILN_FP4_CTAS` (1 or 2): CTAs per SM of the 4-bit SwiGLU's 8-token decode tile (bf16
+    /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
+    /// on an SM. Default 1.
+    pub fp4_ctas: u32,
 }
 
 impl MoeOverrides {
@@ -165,6 +174,8 @@ impl MoeOverrides {
         group: None,
         order: None,
         pdl: true,
+        fp4_path: None,
+        fp4_ctas: 1,
     };
 }
 

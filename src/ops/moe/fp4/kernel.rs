@@ -5,7 +5,7 @@ use std::ffi::c_void;
 
 use super::layout::{atom_bytes, ATOM_K, TILE_N};
 use super::{Fp4Format, Fp4Prepacked};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
@@ -15,20 +15,57 @@ use crate::ops::moe::schedule::{
 use crate::ops::moe::{
     common_support, tile_prefix, with_dtypes, x_map, MoeOperands, MoeProblem, Rows,
 };
+use serde::Serialize;
 
 pub const ENTRY: &str = "moe_fp4_experts";
+/// The path that dequantises each stage once per CTA into shared memory.
+pub const ENTRY_DQ: &str = "moe_fp4_experts_dq";
 pub const NAME: &str = "fp4_experts";
 pub const THREADS: u32 = 384;
 /// Token rows per X box (fewer in a tile of 8 tokens): a tile loads only the boxes its tokens need.
 pub const XBOX: u32 = 16;
-/// Shared memory per block on Hopper (227 KB).
+/// Shared memory per block on Hopper (227 KB), with one CTA per SM.
 const SMEM_LIMIT: u32 = 227 * 1024;
+/// Per block with two CTAs per SM: half the SM's 228 KB, less the 1 KB each block reserves.
+const SMEM_LIMIT_PAIR: u32 = 228 * 1024 / 2 - 1024;
+/// The shared-memory path's bf16 slots: three stages of two decoded 64 x 64 atoms.
+const DQ_SLOT_BYTES: u32 = 3 * 2 * 64 * 64 * 2;
 
-/// A tile shape: up to `tt` tokens of one expert by 128 output columns, `stages` deep.
+/// Where the weights are dequantised: in each consumer's registers, straight into wgmma's A
+/// operand (`fp4_experts.cu`), or once per CTA into shared memory, read by both consumers
+/// (`fp4_experts_dq.cu`: the fused SwiGLU with bf16 activations, tiles of 256 tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fp4Path {
+    Rs,
+    Dq,
+}
+
+impl Fp4Path {
+    pub fn parse(s: &str) -> Option<Fp4Path> {
+        match s {
+            "rs" => Some(Fp4Path::Rs),
+            "dq" => Some(Fp4Path::Dq),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp4Path::Rs => "rs",
+            Fp4Path::Dq => "dq",
+        }
+    }
+}
+
+/// A tile shape: up to `tt` tokens of one expert by 128 output columns (the shared-memory path:
+/// 256 tokens by 64 SwiGLU columns), `stages` deep, `ctas` CTAs per SM (2: the SwiGLU's 8-token
+/// decode tile under `KILN_FP4_CTAS=2`, each CTA with half the shared memory and registers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fp4Tile {
     pub tt: u32,
     pub stages: u32,
+    pub path: Fp4Path,
+    pub ctas: u32,
 }
 
 impl Fp4Tile {
@@ -36,60 +73,136 @@ impl Fp4Tile {
     /// which leaves room for more stages of weights than [`Fp4Tile::decode`].
     pub fn narrow(tt: u32, swiglu: bool) -> Fp4Tile {
         debug_assert!(tt == 8 || tt == 16);
-        Fp4Tile {
-            tt,
-            stages: Self::most_stages(tt, swiglu),
-        }
+        Self::rs(tt, swiglu)
     }
     /// Decode (at most 64 rows per expert): a small X tile leaves room for many stages, so each
     /// SM keeps 60-100 KB of weights in flight.
     pub fn decode(swiglu: bool) -> Fp4Tile {
-        let tt = 64;
-        Fp4Tile {
-            tt,
-            stages: Self::most_stages(tt, swiglu),
-        }
+        Self::rs(64, swiglu)
     }
     /// Prefill: tokens up to the accumulator budget (128 registers a thread).
     pub fn prefill(swiglu: bool) -> Fp4Tile {
-        let tt = if swiglu { 128 } else { 256 };
+        Self::rs(if swiglu { 128 } else { 256 }, swiglu)
+    }
+    /// The shared-memory path (the fused SwiGLU): 256 tokens, 128 per consumer.
+    pub fn dq() -> Fp4Tile {
+        let probe = Fp4Tile {
+            tt: 256,
+            stages: 0,
+            path: Fp4Path::Dq,
+            ctas: 1,
+        };
         Fp4Tile {
-            tt,
-            stages: Self::most_stages(tt, swiglu),
+            stages: probe.most_stages(true),
+            ..probe
         }
     }
 
-    fn most_stages(tt: u32, swiglu: bool) -> u32 {
-        let probe = Fp4Tile { tt, stages: 0 };
-        let stage = probe.stage_bytes(swiglu) + 16;
-        (SMEM_LIMIT - probe.fixed_bytes()) / stage
+    fn rs(tt: u32, swiglu: bool) -> Fp4Tile {
+        let probe = Fp4Tile {
+            tt,
+            stages: 0,
+            path: Fp4Path::Rs,
+            ctas: 1,
+        };
+        Fp4Tile {
+            stages: probe.most_stages(swiglu),
+            ..probe
+        }
+    }
+
+    /// The same tile at two CTAs per SM: as many stages as half an SM holds.
+    pub fn paired(self, swiglu: bool) -> Fp4Tile {
+        let probe = Fp4Tile { ctas: 2, ..self };
+        Fp4Tile {
+            stages: probe.most_stages(swiglu),
+            ..probe
+        }
+    }
+
+    fn most_stages(self, swiglu: bool) -> u32 {
+        let stage = self.stage_bytes(swiglu) + 16;
+        (self.smem_limit() - self.fixed_bytes()) / stage
+    }
+
+    /// Shared memory one block may take.
+    pub fn smem_limit(self) -> u32 {
+        if self.ctas == 2 {
+            SMEM_LIMIT_PAIR
+        } else {
+            SMEM_LIMIT
+        }
     }
 
     /// One stage: the X tile, then the weight atoms of both consumers (the larger NVFP4 atom, so
     /// one size serves both formats), rounded to 1 KB.
     pub fn stage_bytes(self, swiglu: bool) -> u32 {
-        let atoms = if swiglu { 4 } else { 2 };
+        let atoms = if swiglu && self.path == Fp4Path::Rs {
+            4
+        } else {
+            2
+        };
         self.tt * 64 * 2 + (atoms * atom_bytes(Fp4Format::Nvfp4) as u32).div_ceil(1024) * 1024
     }
 
     fn fixed_bytes(self) -> u32 {
-        1024 + INDEX_RING_BYTES + table_bytes(MAX_EXPERTS) as u32
+        let slots = if self.path == Fp4Path::Dq {
+            DQ_SLOT_BYTES
+        } else {
+            0
+        };
+        1024 + INDEX_RING_BYTES + table_bytes(MAX_EXPERTS) as u32 + slots
     }
 
     pub fn smem_bytes(self, swiglu: bool) -> u32 {
         self.fixed_bytes() + self.stages * (self.stage_bytes(swiglu) + 16)
     }
 
+    /// Output columns of a tile.
+    pub fn bn(self, swiglu: bool) -> usize {
+        if self.path == Fp4Path::Dq && swiglu {
+            TILE_N / 2
+        } else {
+            TILE_N
+        }
+    }
+
     /// The narrowest tile that holds the most rows any expert has (the host copy of the rows,
-    /// or the masked capacity): 8, 16, 64 (decode), else prefill. f16 activations compile no
-    /// prefill tile and take the decode tile above 16 rows.
+    /// or the masked capacity): 8, 16, 64 (decode), else prefill, or the shared-memory path
+    /// where [`Fp4Tile::dq_pays`]. f16 activations compile no prefill tile and take the decode
+    /// tile above 16 rows.
     pub fn choose(p: &MoeProblem) -> Fp4Tile {
+        Self::choose_with(p, None)
+    }
+
+    /// [`Fp4Tile::choose`] with the path forced (`KILN_FP4_PATH`): `Some(Dq)` takes the
+    /// shared-memory tile at any count, `Some(Rs)` never; with `paired` (`KILN_FP4_CTAS=2`) the
+    /// 8-token decode tile of the SwiGLU with bf16 activations runs two CTAs per SM (the 16-token
+    /// one does not fit 104 registers a consumer: it spills and serialises its wgmmas).
+    pub fn choose_paired(p: &MoeProblem, path: Option<Fp4Path>, paired: bool) -> Fp4Tile {
+        let t = Self::choose_with(p, path);
+        let swiglu = p.swiglu.is_some();
+        if paired && swiglu && p.input == DType::Bf16 && t.path == Fp4Path::Rs && t.tt == 8 {
+            t.paired(swiglu)
+        } else {
+            t
+        }
+    }
+
+    /// [`Fp4Tile::choose`] with the path forced (`KILN_FP4_PATH`): `Some(Dq)` takes the
+    /// shared-memory tile at any count, `Some(Rs)` never.
+    pub fn choose_with(p: &MoeProblem, path: Option<Fp4Path>) -> Fp4Tile {
         let swiglu = p.swiglu.is_some();
         let most = match &p.rows {
             Rows::Masked { max_rows, .. } => *max_rows,
             Rows::Contiguous { .. } => p.spans().iter().map(|s| s.1).max().unwrap_or(0),
         };
+        let dq = match path {
+            Some(forced) => forced == Fp4Path::Dq,
+            None => Self::dq_pays(p),
+        };
         match most {
+            _ if dq => Self::dq(),
             0..=8 => Self::narrow(8, swiglu),
             9..=16 => Self::narrow(16, swiglu),
             _ if most <= 64 || p.input == DType::F16 => Self::decode(swiglu),
@@ -97,15 +210,42 @@ impl Fp4Tile {
         }
     }
 
-    /// Every tile [`Fp4Tile::choose`] may pick for `swiglu`, narrowest first; the last is
-    /// prefill, which f16 activations do not compile.
-    pub fn all(swiglu: bool) -> [Fp4Tile; 4] {
-        [
+    /// Whether the shared-memory path beats the register path on `p`'s counts: the fused SwiGLU
+    /// with bf16 activations and contiguous rows (the masked layout's counts live on the GPU),
+    /// where the register path's 128-token tiles number at least 5/4 of the shared-memory
+    /// path's 256-token ones. Why: both decode a stage's weights once per tile, so the decode
+    /// work goes with the m-tiles an expert needs (an expert of 129-256 rows: two tiles against
+    /// one), while the tensor work is the same; the shared-memory path pays its bf16 stores and
+    /// a barrier per stage (estimated at up to a fifth of the decode saved at 5/4), and with at
+    /// most 128 rows an expert its second consumer idles. `KILN_FP4_PATH` forces either, so one
+    /// GPU run can A/B them and move the 5/4.
+    pub fn dq_pays(p: &MoeProblem) -> bool {
+        if p.swiglu.is_none() || p.input != DType::Bf16 || p.is_masked() {
+            return false;
+        }
+        let (mut rs, mut dq) = (0usize, 0usize);
+        for (_, rows) in p.spans() {
+            rs += rows.div_ceil(128);
+            dq += rows.div_ceil(256);
+        }
+        dq > 0 && 4 * rs >= 5 * dq
+    }
+
+    /// Every tile [`Fp4Tile::choose`] may pick for `swiglu`, narrowest first; the fourth is
+    /// prefill, which f16 activations do not compile; the SwiGLU's fifth is the shared-memory
+    /// path (bf16 only).
+    pub fn all(swiglu: bool) -> Vec<Fp4Tile> {
+        let mut v = vec![
             Self::narrow(8, swiglu),
             Self::narrow(16, swiglu),
             Self::decode(swiglu),
             Self::prefill(swiglu),
-        ]
+        ];
+        if swiglu {
+            v.push(Self::dq());
+            v.push(Self::narrow(8, true).paired(true));
+        }
+        v
     }
 
     /// Token rows per TMA box of X: the kernel's `XBOX`.
@@ -115,12 +255,50 @@ impl Fp4Tile {
 
     /// Token tiles that can exist for any rows the GPU may hold.
     pub fn max_tiles_m(self, p: &MoeProblem) -> u64 {
-        let tt = self.tt as usize;
-        match &p.rows {
-            Rows::Contiguous { x_rows, .. } => (x_rows / tt + p.experts) as u64,
-            Rows::Masked { max_rows, .. } => (p.experts * max_rows.div_ceil(tt)) as u64,
+        max_tiles_m(p, self.tt as usize)
+    }
+
+    /// What `kiln moe bench` prints for it.
+    pub fn label(self) -> String {
+        match self.path {
+            Fp4Path::Rs => format!(
+                "swapAB 128x{} (wgmma N 8..{}, {} stages{})",
+                self.tt,
+                self.tt,
+                self.stages,
+                if self.ctas == 2 { ", 2 CTAs an SM" } else { "" }
+            ),
+            Fp4Path::Dq => format!(
+                "swapAB, smem-dequant {}x256 (2 x 128 tokens, {} stages)",
+                TILE_N / 2,
+                self.stages
+            ),
         }
     }
+}
+
+/// Each buffer against the bytes the problem needs (name, buffer, bytes), then X and the weights
+/// (`x_and_w`) against the 16-byte alignment the copies need; one sentence per fault.
+pub(crate) fn check_buffers(
+    need: &[(&str, &DeviceBuffer, usize)],
+    x_and_w: &[u64; 2],
+) -> Result<()> {
+    for (name, buf, bytes) in need {
+        if buf.bytes() < *bytes {
+            return Err(Error::invalid(format!(
+                "{name} needs {bytes} bytes for this problem but its buffer has {}",
+                buf.bytes()
+            )));
+        }
+    }
+    for (name, ptr) in ["X", "the prepacked weights"].into_iter().zip(x_and_w) {
+        if alignment(*ptr) < 16 {
+            return Err(Error::invalid(format!(
+                "{name} at {ptr:#x} is not 16-byte aligned, which the copies need"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The argument block, laid out as `Fp4Args` in `kernels/moe/fp4_experts.cu`.
@@ -210,24 +388,32 @@ pub struct Fp4Experts;
 
 impl Fp4Experts {
     pub fn spec(arch: &str, input: DType, f: Fp4Format, swiglu: bool, tile: Fp4Tile) -> KernelSpec {
-        with_dtypes(
-            KernelSpec::new("moe/fp4_experts.cu", ENTRY, arch),
-            input,
-            input,
-        )
-        .define("KILN_FP4", f.code())
-        .define("KILN_SWIGLU", swiglu as u32)
-        .define("KILN_TT", tile.tt)
-        .define("KILN_STAGES", tile.stages)
-        .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-        .define("KILN_SMEM", tile.smem_bytes(swiglu))
+        let spec = match tile.path {
+            Fp4Path::Rs => KernelSpec::new("moe/fp4_experts.cu", ENTRY, arch),
+            Fp4Path::Dq => KernelSpec::new("moe/fp4_experts_dq.cu", ENTRY_DQ, arch),
+        };
+        let spec = with_dtypes(spec, input, input)
+            .define("KILN_FP4", f.code())
+            .define("KILN_SWIGLU", swiglu as u32);
+        let spec = match tile.path {
+            Fp4Path::Rs => spec.define("KILN_TT", tile.tt),
+            Fp4Path::Dq => spec,
+        };
+        let spec = match tile.path {
+            Fp4Path::Rs => spec.define("KILN_CTAS", tile.ctas),
+            Fp4Path::Dq => spec,
+        };
+        spec.define("KILN_STAGES", tile.stages)
+            .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
+            .define("KILN_SMEM", tile.smem_bytes(swiglu))
     }
 
     /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
-    /// every tile; NVFP4 with f16 activations on the tiles but prefill (which [`Fp4Tile::choose`]
-    /// never gives f16). MXFP4 with f16 is not compiled: f16 holds MXFP4 weights exactly
-    /// only within 2^24 of scale range, and the compile gate's variant budget is spent. The
-    /// prefix kernel is the 16-bit MoE kernels' (checked with them).
+    /// every tile (the SwiGLU's shared-memory tile too); NVFP4 with f16 activations on the
+    /// register path's tiles but prefill (which [`Fp4Tile::choose`] never gives f16). MXFP4 with
+    /// f16 is not compiled: f16 holds MXFP4 weights exactly only within 2^24 of scale range, and
+    /// the compile gate's variant budget is spent. The prefix kernel is the 16-bit MoE kernels'
+    /// (checked with them).
     pub fn variants(arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
@@ -236,8 +422,8 @@ impl Fp4Experts {
         for swiglu in [false, true] {
             let tiles = Fp4Tile::all(swiglu);
             for f in Fp4Format::ALL {
-                for tile in tiles {
-                    v.push(Self::spec(arch, DType::Bf16, f, swiglu, tile));
+                for tile in &tiles {
+                    v.push(Self::spec(arch, DType::Bf16, f, swiglu, *tile));
                 }
             }
             for tile in &tiles[..3] {
@@ -280,6 +466,23 @@ impl Fp4Experts {
         Ok(())
     }
 
+    /// The tile `launch` runs: [`Fp4Tile::choose_with`] under the context's `KILN_FP4_PATH`, or
+    /// why a forced shared-memory path cannot run `p`.
+    pub fn tile(ctx: &Context, p: &MoeProblem) -> Result<Fp4Tile> {
+        let path = ctx.overrides.moe.fp4_path;
+        if path == Some(Fp4Path::Dq) && (p.swiglu.is_none() || p.input != DType::Bf16) {
+            return Err(Error::Unsupported {
+                kernel: NAME.into(),
+                reason: "KILN_FP4_PATH=dq runs the fused SwiGLU with bf16 activations only; unset it for this problem".into(),
+            });
+        }
+        Ok(Fp4Tile::choose_paired(
+            p,
+            path,
+            ctx.overrides.moe.fp4_ctas == 2,
+        ))
+    }
+
     /// Checks `p`, the prepacked weights `l` and the buffers against each other.
     pub fn check(p: &MoeProblem, l: &Fp4Layout, ops: &Fp4Operands) -> Result<()> {
         p.validate()?;
@@ -316,22 +519,7 @@ impl Fp4Experts {
                 .ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
             need.push(("the routing weights", r, p.x_rows() * 4));
         }
-        for (name, buf, bytes) in need {
-            if buf.bytes() < bytes {
-                return Err(Error::invalid(format!(
-                    "{name} needs {bytes} bytes for this problem but its buffer has {}",
-                    buf.bytes()
-                )));
-            }
-        }
-        for (name, ptr) in [("X", ops.x.ptr()), ("the prepacked weights", ops.w.ptr())] {
-            if alignment(ptr) < 16 {
-                return Err(Error::invalid(format!(
-                    "{name} at {ptr:#x} is not 16-byte aligned, which the copies need"
-                )));
-            }
-        }
-        Ok(())
+        check_buffers(&need, &[ops.x.ptr(), ops.w.ptr()])
     }
 
     /// Enqueues the tile tables and the kernel; no host synchronisation (graph-capturable).
@@ -342,7 +530,7 @@ impl Fp4Experts {
         })?;
         Self::check(p, l, ops)?;
         let swiglu = p.swiglu.is_some();
-        let tile = Fp4Tile::choose(p);
+        let tile = Self::tile(ctx, p)?;
         let tx = x_map(p, ops.x.ptr(), tile.x_box());
         tx.validate().map_err(|reason| Error::Unsupported {
             kernel: NAME.into(),
@@ -351,7 +539,7 @@ impl Fp4Experts {
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
         let f = ctx.function(&Self::spec(&ctx.arch(), p.input, l.format, swiglu, tile))?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
-        let tiles_n = p.n.div_ceil(TILE_N);
+        let tiles_n = p.n.div_ceil(tile.bn(swiglu));
         let mut args = Fp4Args {
             sched: ops.sched.ptr(),
             y: ops.y.ptr(),
@@ -379,23 +567,49 @@ impl Fp4Experts {
         // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row
         tile_prefix::launch(ctx, p, &moe_ops, tile.tt, true)?;
         let tiles = tile.max_tiles_m(p) * tiles_n as u64;
-        let lc = LaunchConfig {
-            grid: (tiles.min(ctx.info.sm_count as u64).max(1) as u32, 1, 1),
-            block: (THREADS, 1, 1),
-            smem_bytes: tile.smem_bytes(swiglu),
-            cluster: None,
-        };
         // SAFETY: the kernel takes (TmaMap, Fp4Args) in this order. The map addresses X, the
         // args Y, the weights, the factors, the routing weights and the schedule workspace;
         // `check` has matched every buffer to the problem and the caller keeps them alive until
         // the stream has run.
         unsafe {
-            f.launch(
-                ctx.stream,
-                &lc,
+            launch_persistent(
+                ctx,
+                &f,
+                tiles.min(tile.ctas as u64 * ctx.info.sm_count as u64),
+                tile.smem_bytes(swiglu),
                 &mut [map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void],
             )
         }
+    }
+}
+
+/// Launches a 4-bit expert kernel on `ctas` persistent CTAs (at least one), THREADS threads and
+/// `smem` bytes of shared memory each.
+///
+/// # Safety
+/// `params` are the kernel's parameters in its order, and every buffer they address holds
+/// what the problem needs (the op's `check`) and outlives the stream's work.
+pub(crate) unsafe fn launch_persistent(
+    ctx: &Context,
+    f: &Function,
+    ctas: u64,
+    smem: u32,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    let lc = LaunchConfig {
+        grid: (ctas.max(1) as u32, 1, 1),
+        block: (THREADS, 1, 1),
+        smem_bytes: smem,
+        cluster: None,
+    };
+    f.launch(ctx.stream, &lc, params)
+}
+
+/// Token tiles of height `tt` that can exist for any rows the GPU may hold.
+pub(crate) fn max_tiles_m(p: &MoeProblem, tt: usize) -> u64 {
+    match &p.rows {
+        Rows::Contiguous { x_rows, .. } => (x_rows / tt + p.experts) as u64,
+        Rows::Masked { max_rows, .. } => (p.experts * max_rows.div_ceil(tt)) as u64,
     }
 }
 
@@ -416,12 +630,12 @@ mod tests {
     fn every_tile_fits_and_keeps_weights_in_flight() {
         for swiglu in [false, true] {
             for t in Fp4Tile::all(swiglu) {
-                assert!(t.smem_bytes(swiglu) <= SMEM_LIMIT, "{t:?}");
+                assert!(t.smem_bytes(swiglu) <= t.smem_limit(), "{t:?}");
                 assert_eq!(t.stage_bytes(swiglu) % 1024, 0);
                 assert!(t.stages >= 4, "{t:?}");
             }
             // the narrower the tile, the more stages of weights in flight
-            let stages: Vec<u32> = Fp4Tile::all(swiglu).iter().map(|t| t.stages).collect();
+            let stages: Vec<u32> = Fp4Tile::all(swiglu)[..4].iter().map(|t| t.stages).collect();
             assert!(stages.windows(2).all(|w| w[0] > w[1]), "{stages:?}");
             // decode keeps at least 48 KB of weights in flight per SM
             let d = Fp4Tile::decode(swiglu);
@@ -431,8 +645,13 @@ mod tests {
                 "{d:?}"
             );
         }
-        // 2 ops x (2 formats x bf16 with 4 tiles, and NVFP4 f16 with the 3 decode tiles)
-        assert_eq!(Fp4Experts::variants("sm_90a").len(), 22);
+        // 2 ops x (2 formats x bf16 with 4 tiles, and NVFP4 f16 with the 3 decode tiles), and
+        // the SwiGLU's shared-memory tile and its paired 8-token tile in both formats
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 26);
+        // two CTAs fit an SM: their blocks' shared memory and registers
+        let t = Fp4Tile::narrow(8, true).paired(true);
+        assert!(2 * (t.smem_bytes(true) + 1024) <= 228 * 1024, "{t:?}");
+        assert!(t.stages >= 8, "{t:?}");
         assert!(Fp4Experts::variants("sm_89").is_empty());
     }
 
@@ -505,6 +724,44 @@ mod tests {
             );
             assert!(compiled.contains(&want), "{p:?}");
         }
+    }
+
+    #[test]
+    fn the_shared_memory_path_takes_swiglus_whose_experts_need_more_128_row_tiles() {
+        let sw = |c: &[usize]| {
+            MoeProblem::contiguous(c, 256, 128, DType::Bf16, DType::Bf16)
+                .with_swiglu(crate::ops::moe::WeightLayout::Separate, true)
+        };
+        // 129..256 rows: two register tiles against one
+        assert_eq!(Fp4Tile::choose(&sw(&[200, 150, 0])).path, Fp4Path::Dq);
+        // at most 128 rows: as many tiles either way
+        assert_eq!(Fp4Tile::choose(&sw(&[100, 128, 3])).path, Fp4Path::Rs);
+        // the E64 8,192 rows (64..192 an expert): half the experts need two tiles
+        let e64 = crate::ops::moe::uneven_counts(8192, 64, 1);
+        assert_eq!(Fp4Tile::choose(&sw(&e64)).path, Fp4Path::Dq);
+        // never for the GEMM, f16, or the masked layout
+        let gemm = MoeProblem::contiguous(&[200, 150], 256, 128, DType::Bf16, DType::Bf16);
+        assert_eq!(Fp4Tile::choose(&gemm).path, Fp4Path::Rs);
+        let f16 = MoeProblem::contiguous(&[200, 150], 256, 128, DType::F16, DType::F16)
+            .with_swiglu(crate::ops::moe::WeightLayout::Separate, true);
+        assert_eq!(Fp4Tile::choose(&f16).path, Fp4Path::Rs);
+        // the override wins either way; the shared-memory tile holds 256 tokens, 64 columns
+        assert_eq!(
+            Fp4Tile::choose_with(&sw(&[200, 150]), Some(Fp4Path::Rs)),
+            Fp4Tile::prefill(true)
+        );
+        // KILN_FP4_CTAS=2 pairs the SwiGLU's narrow bf16 tiles only
+        let paired = Fp4Tile::choose_paired(&sw(&[3, 1]), None, true);
+        assert_eq!((paired.tt, paired.ctas), (8, 2));
+        assert_eq!(Fp4Tile::choose_paired(&sw(&[30, 1]), None, true).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&sw(&[12, 1]), None, true).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&gemm, None, true).ctas, 1);
+        let dq = Fp4Tile::choose_with(&sw(&[3, 1]), Some(Fp4Path::Dq));
+        assert_eq!((dq.tt, dq.bn(true), dq.path), (256, 64, Fp4Path::Dq));
+        assert!(
+            dq.stages >= 4 && dq.smem_bytes(true) <= SMEM_LIMIT,
+            "{dq:?}"
+        );
     }
 
     #[test]

@@ -72,16 +72,30 @@ pub fn nvfp4_scale_byte(code: u8) -> (u8, bool) {
     ((((exponent - 236) << 3) | ((bits >> 20) & 7)) as u8, false)
 }
 
-/// The 16-bit multiplier pattern the kernel builds from a scale byte (`fp4_multiplier`).
+/// The 16-bit multiplier pattern the kernel builds from a scale byte (`fp4_multipliers`, two to a word).
 pub fn multiplier_bits(f: Fp4Format, byte: u8, bf16: bool) -> u16 {
     let b = byte as u32;
     let bits = match (f, bf16) {
         (Fp4Format::Nvfp4, true) => b * 16 + 0x7600,
         (Fp4Format::Nvfp4, false) => b * 128 + 0x3000,
         (Fp4Format::Mxfp4, true) => b * 128,
-        (Fp4Format::Mxfp4, false) => b.wrapping_sub(224).wrapping_mul(1024),
+        // byte - 224 for the bytes f16 takes (225..=254), as a mask: a zero block's 0 stays 0
+        (Fp4Format::Mxfp4, false) => (b & 31) * 1024,
     };
     bits as u16
+}
+
+/// The word of two multipliers the kernel builds at once from scale bytes `lo` and `hi`
+/// (`fp4_multipliers`): lo's in bits 15:0, hi's in 31:16, the arithmetic done on the whole word
+/// as the kernel does it, so a carry across the halves would show.
+pub fn multiplier_pair_bits(f: Fp4Format, lo: u8, hi: u8, bf16: bool) -> u32 {
+    let b = lo as u32 | (hi as u32) << 16;
+    match (f, bf16) {
+        (Fp4Format::Nvfp4, true) => b.wrapping_mul(16).wrapping_add(0x7600_7600),
+        (Fp4Format::Nvfp4, false) => b.wrapping_mul(128).wrapping_add(0x3000_3000),
+        (Fp4Format::Mxfp4, true) => b.wrapping_mul(128),
+        (Fp4Format::Mxfp4, false) => (b & 0x001F_001F) * 1024,
+    }
 }
 
 /// A 16-bit pattern as the value it stands for in bf16 or f16.

@@ -3,18 +3,29 @@
 
 pub mod file;
 pub mod kernel;
+pub mod kernel_w4a8;
 pub mod layout;
 pub mod prepack;
 #[cfg(test)]
 mod prepack_tests;
+pub mod w4a8;
 
 pub use kernel::{Fp4Experts, Fp4Operands, Fp4Tile};
+pub use kernel_w4a8::{W4a8Experts, W4a8Operands};
 pub use prepack::{prepack, prepack_swiglu, Fp4Prepacked};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::formats::{mxfp4, nvfp4};
+
+/// Every 4-bit expert kernel variant (bf16 or f16 activations, and MXFP4 x e4m3 on the FP8
+/// tensor cores), for `kiln check`.
+pub fn variants(arch: &str) -> Vec<crate::jit::KernelSpec> {
+    let mut v = Fp4Experts::variants(arch);
+    v.extend(W4a8Experts::variants(arch));
+    v
+}
 
 /// The block-scaled 4-bit weight formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -182,7 +193,7 @@ impl Fp4Weights {
         }
         for e in 0..self.experts {
             // the formats' own checks: scale codes (UE4M3, not NaN), tensor scale
-            self.dequantize_expert(e).map_err(|err| match err {
+            self.check_expert(e).map_err(|err| match err {
                 Error::InvalidInput(m) => Error::invalid(format!("expert {e}: {m}")),
                 other => other,
             })?;
@@ -190,14 +201,39 @@ impl Fp4Weights {
         Ok(())
     }
 
+    /// The format's checks of expert `e`'s buffers, without decoding them.
+    fn check_expert(&self, e: usize) -> Result<()> {
+        let (c, s) = self.expert_slices(e);
+        match self.format {
+            Fp4Format::Nvfp4 => nvfp4::check(c, s, self.tensor_scales[e], self.rows, self.k),
+            Fp4Format::Mxfp4 => mxfp4::check(c, s, self.rows, self.k),
+        }
+    }
+
+    /// Expert `e`'s codes and scales.
+    pub(crate) fn expert_slices(&self, e: usize) -> (&[u8], &[u8]) {
+        let (codes, scales) = self.expert_bytes();
+        (
+            &self.codes[e * codes..(e + 1) * codes],
+            &self.scales[e * scales..(e + 1) * scales],
+        )
+    }
+
     /// The exact values of expert `e`, [rows, K] row-major.
     pub fn dequantize_expert(&self, e: usize) -> Result<Vec<f64>> {
-        let (codes, scales) = self.expert_bytes();
-        let c = &self.codes[e * codes..(e + 1) * codes];
-        let s = &self.scales[e * scales..(e + 1) * scales];
+        let mut out = Vec::new();
+        self.dequantize_expert_into(e, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Fp4Weights::dequantize_expert`] into `out` (resized), which a caller may reuse.
+    pub fn dequantize_expert_into(&self, e: usize, out: &mut Vec<f64>) -> Result<()> {
+        let (c, s) = self.expert_slices(e);
         match self.format {
-            Fp4Format::Nvfp4 => nvfp4::dequantize(c, s, self.tensor_scales[e], self.rows, self.k),
-            Fp4Format::Mxfp4 => mxfp4::dequantize(c, s, self.rows, self.k),
+            Fp4Format::Nvfp4 => {
+                nvfp4::dequantize_into(c, s, self.tensor_scales[e], self.rows, self.k, out)
+            }
+            Fp4Format::Mxfp4 => mxfp4::dequantize_into(c, s, self.rows, self.k, out),
         }
     }
 
@@ -208,17 +244,5 @@ impl Fp4Weights {
             v.extend(self.dequantize_expert(e)?);
         }
         Ok(v)
-    }
-
-    /// The e2m1 code of element (row, kk) of expert e.
-    pub(crate) fn code(&self, e: usize, row: usize, kk: usize) -> u8 {
-        let i = (e * self.rows + row) * self.k + kk;
-        (self.codes[i / 2] >> (4 * (i % 2))) & 0xF
-    }
-
-    /// The scale code of the block holding element (row, kk) of expert e.
-    pub(crate) fn scale(&self, e: usize, row: usize, kk: usize) -> u8 {
-        let per_row = self.k / self.format.block();
-        self.scales[(e * self.rows + row) * per_row + kk / self.format.block()]
     }
 }

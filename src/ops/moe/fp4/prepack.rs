@@ -2,11 +2,12 @@
 //! `layout`), with the scales re-encoded as multipliers and the per-expert epilogue factors.
 
 use super::layout::{
-    atom_bytes, decode_pair, half_value, multiplier_bits, mxfp4_min_byte, nvfp4_scale_byte,
+    atom_bytes, decode_pair, half_value, multiplier_pair_bits, mxfp4_min_byte, nvfp4_scale_byte,
     pair_position, place, scale_bytes, ATOM_K, ATOM_ROWS, CODE_BYTES, TILE_N,
 };
 use super::{Fp4Format, Fp4Weights};
 use crate::error::{Error, Result};
+use rayon::prelude::*;
 
 /// Weights in the kernel's layout: per expert, 64-row blocks (N rounded up to 128; for the SwiGLU
 /// the W1 and W3 blocks of each 64 output columns alternate), each a run of K/64 atoms (K
@@ -103,9 +104,13 @@ impl Fp4Prepacked {
             self.bytes[o + 3],
         ]);
         let decoded = (decode_pair(word, p, bf16) >> (16 * el)) as u16;
+        // the kernel builds the multipliers of a row's scales two to a word (scales 2i and
+        // 2i + 1) and multiplies by the half of this weight's scale
         let per_row = scale_bytes(self.format) / ATOM_ROWS;
-        let sbyte = self.bytes[atom + CODE_BYTES + r * per_row + k / self.format.block()];
-        let mult = multiplier_bits(self.format, sbyte, bf16);
+        let (scale, row_scales) = (k / self.format.block(), atom + CODE_BYTES + r * per_row);
+        let pair = row_scales + (scale & !1);
+        let word = multiplier_pair_bits(self.format, self.bytes[pair], self.bytes[pair + 1], bf16);
+        let mult = (word >> (16 * (scale & 1))) as u16;
         half_value(decoded, bf16) * half_value(mult, bf16)
     }
 }
@@ -151,7 +156,23 @@ pub fn prepack_swiglu(w1: &Fp4Weights, w3: Option<&Fp4Weights>) -> Result<Fp4Pre
 }
 
 /// Where row `r` of half `h` (0: W or W1, 1: W3) comes from: a tensor and its row.
-type Source<'a> = dyn Fn(usize, usize) -> (&'a Fp4Weights, usize) + 'a;
+type Source<'a> = dyn Fn(usize, usize) -> (&'a Fp4Weights, usize) + Sync + 'a;
+
+/// The shape of the prepacked weights and the tables the packing reads.
+struct Packer<'a, 'b> {
+    f: Fp4Format,
+    n: usize,
+    k: usize,
+    n_pad: usize,
+    katoms: usize,
+    swiglu: bool,
+    src: &'a Source<'b>,
+    /// Per pair p and standard code byte (the pair's two codes): the pair's bits in a word.
+    place: [[u32; 256]; 4],
+    /// NVFP4: the stored byte of each e4m3 scale code, None for a zero scale (or a code
+    /// `validate` refuses).
+    nvfp4: [Option<u8>; 256],
+}
 
 fn pack(
     f: Fp4Format,
@@ -171,147 +192,184 @@ fn pack(
         escale: Vec::new(),
         min_scale_byte: 255,
     };
-    let halves = out.halves();
-    out.bytes = vec![0u8; experts * out.expert_bytes()];
-    let (katoms, ab, per_row) = (out.katoms(), atom_bytes(f), scale_bytes(f) / ATOM_ROWS);
-    for e in 0..experts {
-        for h in 0..halves {
-            let (scale_of, factor) = scale_encoding(f, e, h, n, k, src)?;
-            out.escale.push(factor);
-            for b in 0..out.n_pad() / ATOM_ROWS {
-                let block = if swiglu { 2 * b + h } else { b };
-                for ka in 0..katoms {
-                    let atom = e * out.expert_bytes() + (block * katoms + ka) * ab;
-                    fill_atom(
-                        &mut out,
-                        atom,
-                        per_row,
-                        e,
-                        h,
-                        64 * b,
-                        64 * ka,
-                        &scale_of,
-                        src,
-                    );
-                }
-            }
+    let mut place_lut = [[0u32; 256]; 4];
+    for (p, lut) in place_lut.iter_mut().enumerate() {
+        for (b, word) in lut.iter_mut().enumerate() {
+            place(word, p, 0, b as u8 & 0xF);
+            place(word, p, 1, b as u8 >> 4);
         }
+    }
+    let mut nvfp4 = [None; 256];
+    for (code, slot) in nvfp4.iter_mut().enumerate().take(0x7F) {
+        let (byte, zero) = nvfp4_scale_byte(code as u8);
+        *slot = (!zero).then_some(byte);
+    }
+    let packer = Packer {
+        f,
+        n,
+        k,
+        n_pad: out.n_pad(),
+        katoms: out.katoms(),
+        swiglu,
+        src,
+        place: place_lut,
+        nvfp4,
+    };
+    let eb = out.expert_bytes();
+    out.bytes = vec![0u8; experts * eb];
+    // experts in parallel, each into its own bytes; the first failure in expert order wins
+    let per_expert: Vec<Result<(Vec<f32>, u8)>> = out
+        .bytes
+        .par_chunks_mut(eb.max(1))
+        .enumerate()
+        .map(|(e, dst)| packer.expert(e, dst))
+        .collect();
+    for r in per_expert {
+        let (factors, min) = r?;
+        out.escale.extend(factors);
+        out.min_scale_byte = out.min_scale_byte.min(min);
     }
     Ok(out)
 }
 
-/// A block's stored scale byte, or None when the block is all zero (its codes are then left
-/// zero and its byte is irrelevant).
-type ScaleOf = dyn Fn(&Fp4Weights, usize, usize) -> Option<u8>;
-
-/// The scale byte of each block of half h of expert e, and the half's epilogue factor. MXFP4:
-/// c = the largest scale code - 128, byte = code + 126 - c (so the largest is 254), factor 2^c.
-fn scale_encoding(
-    f: Fp4Format,
-    e: usize,
-    h: usize,
-    n: usize,
-    k: usize,
-    src: &Source,
-) -> Result<(Box<ScaleOf>, f32)> {
-    let all_zero = move |w: &Fp4Weights, row: usize, kk: usize| {
-        let b0 = kk / f.block() * f.block();
-        (b0..b0 + f.block()).all(|i| w.code(e, row, i) & 0x7 == 0)
-    };
-    match f {
-        Fp4Format::Nvfp4 => {
-            let (w, _) = src(h, 0);
-            let factor = w.tensor_scales[e] * 256.0;
-            if !factor.is_finite() {
-                return Err(Error::invalid(format!(
-                    "the NVFP4 tensor scale {} of expert {e} is too large: the kernel applies it times 2^8 in f32",
-                    w.tensor_scales[e]
-                )));
-            }
-            let of = move |w: &Fp4Weights, row: usize, kk: usize| {
-                let (byte, zero) = nvfp4_scale_byte(w.scale(e, row, kk));
-                (!zero).then_some(byte)
-            };
-            Ok((Box::new(of), factor))
-        }
-        Fp4Format::Mxfp4 => {
-            let (mut lo, mut hi) = (255u8, 0u8);
-            for r in 0..n {
-                let (w, row) = src(h, r);
-                for kk in (0..k).step_by(f.block()) {
-                    if !all_zero(w, row, kk) {
-                        let s = w.scale(e, row, kk);
-                        (lo, hi) = (lo.min(s), hi.max(s));
-                    }
-                }
-            }
-            if lo > hi {
-                (lo, hi) = (128, 128); // no non-zero block: any scale will do
-            }
-            if (hi - lo) as u32 > 254 - mxfp4_min_byte(true) as u32 {
-                return Err(Error::invalid(format!(
-                    "the MXFP4 block scales of expert {e} span 2^{} to 2^{}: more than the 2^126 \
-                     range in which bf16 holds every dequantised weight exactly",
-                    lo as i32 - 127,
-                    hi as i32 - 127
-                )));
-            }
-            let c = hi as i32 - 128;
-            let of = move |w: &Fp4Weights, row: usize, kk: usize| {
-                (!all_zero(w, row, kk)).then(|| (w.scale(e, row, kk) as i32 + 126 - c) as u8)
-            };
-            Ok((Box::new(of), 2f32.powi(c)))
-        }
-    }
+/// How a half's block scales become stored bytes.
+#[derive(Clone, Copy)]
+enum ScaleEncoding {
+    Nvfp4,
+    /// byte = code + 126 - c
+    Mxfp4 {
+        c: i32,
+    },
 }
 
-#[allow(clippy::too_many_arguments)]
-fn fill_atom(
-    out: &mut Fp4Prepacked,
-    atom: usize,
-    per_row: usize,
-    e: usize,
-    h: usize,
-    row0: usize,
-    k0: usize,
-    scale_of: &ScaleOf,
-    src: &Source,
-) {
-    let (n, k, bs) = (out.n, out.k, out.format.block());
-    // scales first: a block that is all zero keeps codes 0 whatever its scale says
-    let mut live = [[false; 4]; ATOM_ROWS];
-    let real_rows = ATOM_ROWS.min(n.saturating_sub(row0));
-    for (r, live_row) in live.iter_mut().enumerate().take(real_rows) {
-        let (w, row) = src(h, row0 + r);
-        for (s, is_live) in live_row.iter_mut().enumerate().take(per_row) {
-            let kk = k0 + s * bs;
-            if kk >= k {
-                continue;
+/// Whether a block's codes (bytes of two) are all ±0.
+fn all_zero(codes: &[u8]) -> bool {
+    codes.iter().all(|&b| b & 0x77 == 0)
+}
+
+impl Packer<'_, '_> {
+    /// The codes (K/2 bytes) and scales (K/block) of row `r` of half `h` of expert e.
+    fn row(&self, e: usize, h: usize, r: usize) -> (&[u8], &[u8]) {
+        let (w, row) = (self.src)(h, r);
+        let (cb, sb) = (self.k / 2, self.k / self.f.block());
+        let i = e * w.rows + row;
+        (
+            &w.codes[i * cb..(i + 1) * cb],
+            &w.scales[i * sb..(i + 1) * sb],
+        )
+    }
+
+    /// Expert e's bytes and its halves' epilogue factors, and its smallest stored scale byte.
+    fn expert(&self, e: usize, dst: &mut [u8]) -> Result<(Vec<f32>, u8)> {
+        let halves = if self.swiglu { 2 } else { 1 };
+        let (ab, mut min, mut factors) = (atom_bytes(self.f), 255u8, Vec::new());
+        for h in 0..halves {
+            let (enc, factor) = self.scale_encoding(e, h)?;
+            factors.push(factor);
+            for b in 0..self.n_pad / ATOM_ROWS {
+                let block = if self.swiglu { 2 * b + h } else { b };
+                let rows: Vec<Option<(&[u8], &[u8])>> = (0..ATOM_ROWS)
+                    .map(|r| (64 * b + r < self.n).then(|| self.row(e, h, 64 * b + r)))
+                    .collect();
+                for ka in 0..self.katoms {
+                    let at = (block * self.katoms + ka) * ab;
+                    min = min.min(self.fill_atom(&mut dst[at..at + ab], &rows, ka, enc));
+                }
             }
-            if let Some(byte) = scale_of(w, row, kk) {
-                out.bytes[atom + CODE_BYTES + r * per_row + s] = byte;
-                out.min_scale_byte = out.min_scale_byte.min(byte);
-                *is_live = true;
+        }
+        Ok((factors, min))
+    }
+
+    /// The scale encoding of half h of expert e, and the half's epilogue factor. MXFP4:
+    /// c = the largest scale code - 128, byte = code + 126 - c (so the largest is 254), factor 2^c.
+    fn scale_encoding(&self, e: usize, h: usize) -> Result<(ScaleEncoding, f32)> {
+        match self.f {
+            Fp4Format::Nvfp4 => {
+                let (w, _) = (self.src)(h, 0);
+                let factor = w.tensor_scales[e] * 256.0;
+                if !factor.is_finite() {
+                    return Err(Error::invalid(format!(
+                        "the NVFP4 tensor scale {} of expert {e} is too large: the kernel applies it times 2^8 in f32",
+                        w.tensor_scales[e]
+                    )));
+                }
+                Ok((ScaleEncoding::Nvfp4, factor))
+            }
+            Fp4Format::Mxfp4 => {
+                let (mut lo, mut hi) = (255u8, 0u8);
+                let half_block = self.f.block() / 2;
+                for r in 0..self.n {
+                    let (codes, scales) = self.row(e, h, r);
+                    for (c, &s) in codes.chunks_exact(half_block).zip(scales) {
+                        if !all_zero(c) {
+                            (lo, hi) = (lo.min(s), hi.max(s));
+                        }
+                    }
+                }
+                if lo > hi {
+                    (lo, hi) = (128, 128); // no non-zero block: any scale will do
+                }
+                if (hi - lo) as u32 > 254 - mxfp4_min_byte(true) as u32 {
+                    return Err(Error::invalid(format!(
+                        "the MXFP4 block scales of expert {e} span 2^{} to 2^{}: more than the 2^126 \
+                         range in which bf16 holds every dequantised weight exactly",
+                        lo as i32 - 127,
+                        hi as i32 - 127
+                    )));
+                }
+                let c = hi as i32 - 128;
+                Ok((ScaleEncoding::Mxfp4 { c }, 2f32.powi(c)))
             }
         }
     }
-    for t in 0..128 {
-        for j in 0..4 {
-            let mut word = 0u32;
-            for p in 0..4 {
-                let (r, kk) = pair_position(t, j, p);
-                if row0 + r >= n || !live[r][kk / bs] {
-                    continue;
+
+    /// One atom (64 rows from `rows`, K atom `ka`): the scale bytes of its live blocks (a block
+    /// whose NVFP4 scale is zero or whose MXFP4 codes are all ±0 keeps codes and byte 0), then
+    /// each thread's code words. Returns the smallest stored byte (255 if none).
+    fn fill_atom(
+        &self,
+        atom: &mut [u8],
+        rows: &[Option<(&[u8], &[u8])>],
+        ka: usize,
+        enc: ScaleEncoding,
+    ) -> u8 {
+        let bs = self.f.block();
+        let per_row = scale_bytes(self.f) / ATOM_ROWS;
+        let mut min = 255u8;
+        // the live code bytes of the atom, row by row (64 k = 32 bytes); zero elsewhere
+        let mut live = [[0u8; ATOM_K / 2]; ATOM_ROWS];
+        for (r, row) in rows.iter().enumerate() {
+            let Some((codes, scales)) = row else { continue };
+            for s in 0..per_row {
+                let kk = ATOM_K * ka + s * bs;
+                if kk >= self.k {
+                    break;
                 }
-                let (w, row) = src(h, row0 + r);
-                for el in 0..2 {
-                    if k0 + kk + el < k {
-                        place(&mut word, p, el, w.code(e, row, k0 + kk + el));
+                let c = &codes[kk / 2..(kk + bs) / 2];
+                let byte = match enc {
+                    ScaleEncoding::Nvfp4 => self.nvfp4[scales[kk / bs] as usize],
+                    ScaleEncoding::Mxfp4 { c: top } => {
+                        (!all_zero(c)).then(|| (scales[kk / bs] as i32 + 126 - top) as u8)
                     }
+                };
+                if let Some(byte) = byte {
+                    atom[CODE_BYTES + r * per_row + s] = byte;
+                    min = min.min(byte);
+                    live[r][s * bs / 2..(s + 1) * bs / 2].copy_from_slice(c);
                 }
             }
-            let o = atom + t * 16 + 4 * j;
-            out.bytes[o..o + 4].copy_from_slice(&word.to_le_bytes());
         }
+        // pair p of word j of thread t is one standard code byte: row pair_position's, byte k/2
+        for t in 0..128 {
+            for j in 0..4 {
+                let mut word = 0u32;
+                for p in 0..4 {
+                    let (r, kk) = pair_position(t, j, p);
+                    word |= self.place[p][live[r][kk / 2] as usize];
+                }
+                atom[t * 16 + 4 * j..t * 16 + 4 * j + 4].copy_from_slice(&word.to_le_bytes());
+            }
+        }
+        min
     }
 }

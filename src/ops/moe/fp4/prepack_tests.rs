@@ -1,7 +1,9 @@
 //! The prepack on the CPU: every weight the kernel would compute from the prepacked bytes (its
 //! decode emulated bit for bit) equals the format's exact dequantisation; and the refusals.
 
-use super::layout::{decode_pair, half_value, pair_position, place};
+use super::layout::{
+    decode_pair, half_value, multiplier_bits, multiplier_pair_bits, pair_position, place,
+};
 use super::*;
 use crate::formats::fp4;
 
@@ -84,6 +86,25 @@ fn every_code_decodes_to_its_value_in_bf16_and_f16() {
                         half_value(bits, bf16),
                         fp4::decode(c) as f64 * unit,
                         "pair {p} code {c}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn two_multipliers_to_a_word_are_each_the_multiplier_of_its_byte() {
+    for f in Fp4Format::ALL {
+        for bf16 in [true, false] {
+            for lo in 0..=255u8 {
+                for hi in 0..=255u8 {
+                    let word = multiplier_pair_bits(f, lo, hi, bf16);
+                    let want = (multiplier_bits(f, lo, bf16), multiplier_bits(f, hi, bf16));
+                    assert_eq!(
+                        (word as u16, (word >> 16) as u16),
+                        want,
+                        "{f} bf16 {bf16} bytes {lo} {hi}"
                     );
                 }
             }

@@ -1,0 +1,272 @@
+// MoE expert GEMMs with MXFP4 weights and e4m3 activations on the FP8 tensor cores (W4A8,
+// sm_90a): the grouped GEMM Y = X·W[e]ᵀ and, with KILN_SWIGLU, the fused
+// H = silu(X·W1[e]ᵀ) ⊙ (X·W3[e]ᵀ) (times the routing weight), X in e4m3 with kiln's 1x128
+// scales (M-major over X's rows: sx[kb * x_rows + row]), Y bf16 (KILN_OUT).
+//
+// Every e2m1 value times 2^u is exact in e4m3 for u in -8..6, so the prepack
+// (src/ops/moe/fp4/w4a8.rs) gives each weight row a reference exponent and each 32-block its
+// offset u; a block's codes become e4m3 bytes through a table of the eight magnitudes times 2^u,
+// one byte permute per four codes, exactly. Each stage's weight tile (128 rows x 128 k: the
+// GEMM's 128 output columns, or the SwiGLU's gate and up rows of 64) is decoded once per CTA
+// into shared memory, where both consumers read it as wgmma's B operand; consumer c takes
+// tokens 64c .. 64c + 63 of the tile's 128 as A (X by TMA, 128B-swizzled). Each 128-deep K block
+// goes into a fresh accumulator and is promoted into fp32 with its tokens' X scales while the
+// next block's wgmmas run (the tensor cores' FP8 sums keep about 14 bits), as
+// common/fp8_promote.cuh does; the epilogue multiplies each output column by its row's
+// 2^(c_ref - 127). The decode and barrier protocol is moe/fp4_experts_dq.cu's: per K step a
+// consumer decodes its atom into slot it % 3, fences, meets the other at named barrier 1, issues;
+// before each barrier it has waited for its batch two steps back.
+#include "common/bulk_copy.cuh"
+#include "common/fp8.cuh"
+#include "common/tma.cuh"
+#include "common/wgmma_fp8.cuh"
+#include "common/ws_pipeline.cuh"
+#include "moe/fp4_experts.cuh"
+
+#if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
+#error "KILN_SWIGLU, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
+#endif
+
+constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES, SLOTS = 3, XBOX = 32;
+constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
+constexpr u32 ATOM_CODES = 4096, ATOM_BYTES = ATOM_CODES + 64 * 4;
+constexpr u32 X_BYTES = BM * BK, W_BYTES = 2 * ATOM_BYTES;
+constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;
+constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m3
+constexpr u32 LUT_BYTES = 128;        // 16 tables of 8 bytes
+constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
+constexpr int U_MIN = -8, LUTS = 15;
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + SLOTS * SLOT_BYTES + LUT_BYTES + 2 * STAGES * 8 +
+                               MOE_RING_BYTES + TABLE_BYTES,
+              "KILN_SMEM (declared by the host) is smaller than the stages, slots, tables and ring need");
+
+// The argument block, laid out as `W4a8Args` in src/ops/moe/fp4/kernel_w4a8.rs.
+struct W4a8Args {
+  const int* sched;
+  void* y;
+  const float* route;
+  const float* escale;        // [E][halves][n_pad]: each weight row's 2^(c_ref - 127)
+  const unsigned char* w;     // the W4A8 prepack
+  const float* sx;            // X's 1x128 scales, M-major
+  i64 ldy, expert_bytes;
+  int experts, n, katoms, n_pad;
+  int tiles_n, group_m, by_expert, x_rows;
+};
+
+struct W4Ctx {
+  u32 base, slots, lut;
+  MbarRing<STAGES> ring;
+  int c, t, lane;
+};
+
+// The four e4m3 bytes of codes 0..3 (HI = 0) or 4..7 (HI = 1) of word w under table (t0, t1).
+template <int HI>
+__device__ __forceinline__ u32 w4a8_bytes(u32 w, u32 t0, u32 t1) {
+  const u32 sel = (HI ? w >> 16 : w) & 0x7777u;
+  const u32 sign = (HI ? w << 4 : w) & 0x80808080u;
+  return __byte_perm(t0, t1, sel) | sign;
+}
+
+// Decodes this consumer's atom of stage s into slot `slot`: thread t takes row t / 2 of the
+// atom, k 64 (t % 2) .. + 63 (two 32-blocks, one table each), and stores four 16-byte chunks
+// where a 128B-swizzled TMA load of the e4m3 row would have put them.
+__device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) {
+  const u32 atom = x.base + s * STAGE_BYTES + X_BYTES + x.c * ATOM_BYTES;
+  const int r = x.t / 2, hh = x.t % 2, row = 64 * x.c + r;
+  u16 offs;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(offs) : "r"(atom + ATOM_CODES + r * 4 + hh * 2));
+  const u32 dst = x.slots + slot * SLOT_BYTES + row * 128;
+  // one 32-block at a time (words 4b .. 4b + 3, chunks 4hh + 2b and + 1), to keep few registers
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    u32 w0, w1, w2, w3, t0, t1;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(atom + 2048 * b + x.t * 16));
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(t0), "=r"(t1) : "r"(x.lut + (b ? offs >> 8 : offs & 0xFFu)));
+    const u32 c0 = (u32)(4 * hh + 2 * b) ^ (u32)(row & 7), c1 = c0 ^ 1u;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + c0 * 16), "r"(w4a8_bytes<0>(w0, t0, t1)),
+                 "r"(w4a8_bytes<1>(w0, t0, t1)), "r"(w4a8_bytes<0>(w1, t0, t1)), "r"(w4a8_bytes<1>(w1, t0, t1))
+                 : "memory");
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + c1 * 16), "r"(w4a8_bytes<0>(w2, t0, t1)),
+                 "r"(w4a8_bytes<1>(w2, t0, t1)), "r"(w4a8_bytes<0>(w3, t0, t1)), "r"(w4a8_bytes<1>(w3, t0, t1))
+                 : "memory");
+  }
+}
+
+// One K step: wait for stage `it`, decode this consumer's atom, meet the other consumer, then
+// (when the consumer has tokens) issue the four k32 wgmmas into the fresh accumulator `a`.
+template <bool LIVE>
+__device__ __forceinline__ void w4a8_step(const W4Ctx& x, u32 it, float (&a)[64]) {
+  const int s = x.ring.wait_full(it), slot = (int)(it % SLOTS);
+  w4a8_decode(x, s, slot);
+  fence_proxy_async_shared();
+  named_barrier_sync(1, 256);
+  if constexpr (LIVE) {
+    const u32 sa = x.base + s * STAGE_BYTES + x.c * 64 * 128, sb = x.slots + slot * SLOT_BYTES;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64k32_fp8<0, 0, 128>(a, wgmma_desc_sw128(sa + kk * 32, 16, 1024), wgmma_desc_sw128(sb + kk * 32, 16, 1024),
+                                  kk > 0 ? 1 : 0);
+    wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
+  }
+}
+
+// fin += a * (X scale of the register's token row): rows 16w + g (sa) and + 8 (sb).
+__device__ __forceinline__ void w4a8_promote(float (&fin)[64], float (&a)[64], float sa, float sb) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fin[i] = fmaf(((i >> 1) & 1) ? sb : sa, a[i], fin[i]);
+}
+
+// The promoted K loop of a consumer with tokens (the structure of common/fp8_promote.cuh: at the
+// top of the loop exactly block j's batch is in flight, so each promotion reads a finished one).
+// sxs(j) gives K block j's two X scales (0 past the end).
+template <class Sx>
+__device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
+                                           float (&acc2)[64], const Sx& sxs) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
+  float2 s0 = sxs(0), s1 = sxs(1);
+  w4a8_step<true>(x, it, acc);
+  int j = 0;
+  for (; j + 2 < nk; j += 2, it += 2) {
+    w4a8_step<true>(x, it + 1, acc2);
+    wgmma_wait<1>();
+    x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+    w4a8_promote(fin, acc, s0.x, s0.y);
+    s0 = sxs(j + 2);
+    w4a8_step<true>(x, it + 2, acc);
+    wgmma_wait<1>();
+    x.ring.release(MbarRing<STAGES>::slot(it + 1), x.lane);
+    w4a8_promote(fin, acc2, s1.x, s1.y);
+    s1 = sxs(j + 3);
+  }
+  if (j + 1 < nk) {
+    w4a8_step<true>(x, it + 1, acc2);
+    wgmma_wait<1>();
+    x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+    w4a8_promote(fin, acc, s0.x, s0.y);
+    wgmma_wait<0>();
+    x.ring.release(MbarRing<STAGES>::slot(it + 1), x.lane);
+    w4a8_promote(fin, acc2, s1.x, s1.y);
+    it += 2;
+  } else {
+    wgmma_wait<0>();
+    x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+    w4a8_promote(fin, acc, s0.x, s0.y);
+    it += 1;
+  }
+}
+
+// The stores of a consumer's 64 tokens: register i holds token 16w + g + 8((i>>1)&1) and B row
+// 8(i>>2) + 2q + (i&1); the GEMM's B rows are its 128 output columns, the SwiGLU's first 64 the
+// gate and the next 64 the up rows of its 64 columns (register i + 32).
+__device__ __forceinline__ void w4a8_store(const W4Ctx& x, const W4a8Args& p, const MoeTile& tile, int expert,
+                                           const float (&fin)[64]) {
+  out_t* y = static_cast<out_t*>(p.y);
+  const int w = x.t / 32, g = x.lane / 4, q = x.lane % 4;
+  const int halves = KILN_SWIGLU ? 2 : 1;
+  const float* f0 = p.escale + (i64)expert * halves * p.n_pad + tile.n0;
+  const float* f1 = f0 + p.n_pad;  // the SwiGLU's up rows
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int tok = 64 * x.c + 16 * w + g + 8 * h;
+    if (tok >= tile.valid_rows) continue;
+    const i64 row = (i64)tile.row0 + tok;
+    const float rt = (KILN_SWIGLU && p.route != nullptr) ? p.route[row] : 1.0f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = 8 * j + 2 * q, i = 4 * j + 2 * h;
+      if (tile.n0 + col >= p.n) continue;
+      const float2 fa = *reinterpret_cast<const float2*>(f0 + col);
+      float v0 = fin[i] * fa.x, v1 = fin[i + 1] * fa.y;
+      if constexpr (KILN_SWIGLU) {
+        const float2 fu = *reinterpret_cast<const float2*>(f1 + col);
+        v0 = silu_tanh(v0) * fin[i + 32] * fu.x * rt;
+        v1 = silu_tanh(v1) * fin[i + 33] * fu.y * rt;
+      }
+      fp4_store2(y, p.ldy, p.n, row, tile.n0 + col, v0, v1);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    moe_fp4_experts_w4a8(const __grid_constant__ TmaMap tma_x, const W4a8Args p) {
+  extern __shared__ unsigned char smem_raw[];
+  const u32 raw = smem_u32(smem_raw);
+  const u32 base = smem_align1024(smem_raw);  // the 128B swizzles follow absolute address bits
+  const u32 slots = base + STAGES * STAGE_BYTES, lut = slots + SLOTS * SLOT_BYTES;
+  const MbarRing<STAGES> stages{lut + LUT_BYTES};
+  const MoeIndexRing ring(smem_raw, raw, stages.bars + 16u * STAGES);
+  int* table = ring.slot + 2;
+
+  const int E = p.experts;
+  if (threadIdx.x == 0) {
+    stages.init(8);  // lane 0 of each consumer warp
+    ring.init(8);
+    mbar_fence_init();
+  }
+  // The e4m3 tables: byte m of table i < 15 is e2m1 magnitude m times 2^(i - 8), exact; table
+  // 15 is NaN, which no prepacked block names (the verify poisons unread experts with offset
+  // 120 so that a stray read turns into NaN).
+  if (threadIdx.x < 16 * 4) {
+    const int i = threadIdx.x / 4, m = 2 * (threadIdx.x % 4);
+    // magnitudes m and m + 1 (m even): 0 and 0.5, 1 and 1.5, 2 and 3, 4 and 6
+    const float lo = m == 0 ? 0.0f : (float)(1 << (m / 2 - 1)), hi = m == 0 ? 0.5f : 1.5f * lo;
+    const float scale = __int_as_float((127 + i + U_MIN) << 23);
+    const u16 two = i == LUTS ? 0x7F7F : fp8x2_encode<FP8_E4M3>(hi * scale, lo * scale);
+    *reinterpret_cast<u16*>(smem_raw + (lut - raw) + 8 * i + m) = two;
+  }
+  moe_load_tables(table, p.sched, E);
+  __syncthreads();
+
+  const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
+  const int* ids = p.sched + moe_table_ints(E) + 1;
+  const int wg = warpgroup_index();
+
+  ws_roles<40, 232>(
+      wg,
+      [&] {
+        fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES>(p, &tma_x, stages, ring, table, base);
+      },
+      [&](int c) {
+        W4Ctx x;
+        x.base = base;
+        x.slots = slots;
+        x.lut = lut;
+        x.ring = stages;
+        x.c = c;
+        x.t = threadIdx.x % 128;
+        x.lane = threadIdx.x % 32;
+        const int tok_a = 64 * c + 16 * (x.t / 32) + x.lane / 4;
+        u32 it = 0;
+        for (int j = 0;; ++j) {
+          const int t = ring.take(j, x.lane);
+          if (t >= tiles) break;
+          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+          if (tile.valid_rows <= 64 * c) {  // no tokens: decode for the other consumer
+            for (int kb = 0; kb < p.katoms; ++kb, ++it) {
+              float none[64];
+              w4a8_step<false>(x, it, none);
+              x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+            }
+            continue;
+          }
+          // this thread's two token rows' X scales of K block kb (0 past the tile's rows or K)
+          const auto sxs = [&](int kb) {
+            const bool ka = kb < p.katoms;
+            const i64 at = (i64)kb * p.x_rows + tile.row0;
+            return make_float2(ka && tok_a < tile.valid_rows ? p.sx[at + tok_a] : 0.0f,
+                               ka && tok_a + 8 < tile.valid_rows ? p.sx[at + tok_a + 8] : 0.0f);
+          };
+          float fin[64], acc[64], acc2[64];
+          w4a8_kloop(x, it, p.katoms, fin, acc, acc2, sxs);
+          w4a8_store(x, p, tile, ids[tile.expert], fin);
+        }
+      });
+}

@@ -1,0 +1,206 @@
+//! Verification of the W4A8 experts (MXFP4 weights, e4m3 activations on the FP8 tensor cores):
+//! random MXFP4 weights for the experts that own rows (the others poisoned so that a stray read
+//! is NaN), X drawn in bf16 and quantised by kiln's FP8 quantiser (1x128 scales), one launch into
+//! a poisoned Y, scored against the float64 reference on the dequantised operands (X's codes
+//! times their scales, the weights' exact MXFP4 values); and its shape suite.
+
+use super::moe_fp4::judge;
+use super::moe_fp4_data::{random_expert_weights, reference_by_expert, touched_experts};
+use super::moe_verify::{rows_to_check, score_against, settle, Mode, MoeOutcome};
+use super::verify::{bound, fresh_seed, refusal};
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::formats::scale::dequantize_one;
+use crate::formats::{Fp8Format, ScaleRecipe};
+use crate::ops::fp8::{self, Granularity, QuantSpec};
+use crate::ops::gemm::DType;
+use crate::ops::moe::fp4::kernel_w4a8::{W4a8Layout, NAME};
+use crate::ops::moe::fp4::w4a8::{prepack_w4a8, prepack_w4a8_swiglu, POISON};
+use crate::ops::moe::fp4::{Fp4Format, W4a8Experts, W4a8Operands};
+use crate::ops::moe::fp8_problem::Fp8MoeProblem;
+use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{MoeProblem, WeightLayout};
+use crate::reference::data::HostData;
+
+/// The rows layout of `p` as the 16-bit MoE problem the scoring and reference read (bf16 out,
+/// the SwiGLU's W1 and W3 separate).
+pub fn scored_problem(p: &Fp8MoeProblem) -> MoeProblem {
+    let m = p.layout();
+    match p.swiglu {
+        Some(s) => m.with_swiglu(WeightLayout::Separate, s.routed),
+        None => m,
+    }
+}
+
+/// The W4A8 suite: empty experts, one expert with every row, 256 experts, ragged counts (1, 63,
+/// 64, 65, 129, 200: a tile's second consumer idle or partly filled), K not a multiple of 128, N
+/// not a multiple of 128, the masked layout; GEMM and SwiGLU, routed or not.
+pub fn w4a8_suite() -> Vec<Fp8MoeProblem> {
+    let ragged = [0, 1, 63, 64, 65, 0, 129, 200, 7];
+    let many: Vec<usize> = (0..256)
+        .map(|i| [0, 1, 3, 17, 40, 64, 0, 9][i % 8])
+        .collect();
+    let c = Fp8MoeProblem::contiguous;
+    vec![
+        c(&ragged, 256, 512),
+        c(&[0, 0, 300, 0], 200, 160),
+        c(&[1], 128, 128),
+        c(&many, 128, 256),
+        Fp8MoeProblem::masked(&[0, 3, 64, 1, 100], 128, 256, 384),
+        c(&ragged, 256, 512).with_swiglu(true, false),
+        c(&ragged, 136, 224).with_swiglu(false, false),
+        c(&[0, 300, 0, 129, 1], 128, 1024).with_swiglu(true, false),
+        c(&many, 128, 128).with_swiglu(true, false),
+        Fp8MoeProblem::masked(&[0, 3, 64, 1, 100], 128, 256, 384).with_swiglu(true, false),
+    ]
+}
+
+/// Verifies the W4A8 kernel on `p` once, with fresh inputs.
+pub fn verify_w4a8(ctx: &Context, p: &Fp8MoeProblem) -> Result<MoeOutcome> {
+    verify_w4a8_seeded(ctx, p, fresh_seed())
+}
+
+pub fn verify_w4a8_seeded(ctx: &Context, p: &Fp8MoeProblem, seed: u64) -> Result<MoeOutcome> {
+    p.validate()?;
+    let mp = scored_problem(p);
+    let mut out = MoeOutcome {
+        version: format!("{NAME} (mxfp4 x e4m3)"),
+        problem: p.label(),
+        mode: Mode::Direct,
+        passed: false,
+        skipped: None,
+        rel_error: f64::NAN,
+        bound: bound(DType::Bf16),
+        nan_or_unwritten: 0,
+        written_outside: 0,
+        rows_checked: 0,
+        seed,
+        message: String::new(),
+    };
+    if let Err(reason) = W4a8Experts::supports(p, &ctx.info) {
+        out.skipped = Some(reason);
+        out.passed = true;
+        return Ok(out);
+    }
+    // the touched experts' MXFP4 weights, prepacked; the others poisoned on the GPU
+    let touched = touched_experts(&mp);
+    let f = Fp4Format::Mxfp4;
+    let w = random_expert_weights(f, &touched, p.n, p.k, seed.wrapping_add(1))?;
+    let w3 = match p.swiglu {
+        Some(_) => Some(random_expert_weights(
+            f,
+            &touched,
+            p.n,
+            p.k,
+            seed ^ 0x5A5A_5A5A,
+        )?),
+        None => None,
+    };
+    let packed = match &w3 {
+        Some(w3) => prepack_w4a8_swiglu(&w, Some(w3))?,
+        None => prepack_w4a8(&w)?,
+    };
+    let layout = W4a8Layout {
+        experts: p.experts,
+        ..packed.layout()
+    };
+    let eb = layout.expert_bytes();
+    let wbuf = DeviceBuffer::new(p.experts * eb)?;
+    wbuf.fill_bytes(POISON, ctx)?;
+    let per = packed.escale.len() / touched.len().max(1);
+    let mut escale = vec![f32::NAN; layout.escale_len()];
+    settle()?;
+    for (i, &e) in touched.iter().enumerate() {
+        wbuf.upload_at(e * eb, &packed.bytes[i * eb..(i + 1) * eb])?;
+        escale[e * per..(e + 1) * per].copy_from_slice(&packed.escale[i * per..(i + 1) * per]);
+    }
+    // X in bf16, quantised on the GPU with 1x128 scales (the codes and scales come back for the
+    // reference)
+    let (xr, k) = (p.x_rows(), p.k);
+    let x = HostData::random(DType::Bf16, xr * k, seed);
+    let xbuf = DeviceBuffer::from_host(x.bytes())?;
+    let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);
+    let q = fp8::quantize(ctx, &xbuf, DType::Bf16, xr, k, k, spec)?;
+    let route = p
+        .swiglu
+        .is_some_and(|s| s.routed)
+        .then(|| HostData::random(DType::F32, xr, seed.wrapping_add(3)));
+    let poison = HostData::poison(DType::Bf16, xr * p.n);
+    let bufs = (
+        DeviceBuffer::from_host(&escale)?,
+        DeviceBuffer::from_host(poison.bytes())?,
+        DeviceBuffer::from_host(mp.rows_array())?,
+        route
+            .as_ref()
+            .map(|r| DeviceBuffer::from_host(r.bytes()))
+            .transpose()?,
+        DeviceBuffer::new(sched_bytes(p.experts))?,
+    );
+    settle()?;
+    let ops = W4a8Operands {
+        x: &q.codes,
+        sx: &q.scales,
+        w: &wbuf,
+        escale: &bufs.0,
+        y: &bufs.1,
+        rows: &bufs.2,
+        route: bufs.3.as_ref(),
+        sched: &bufs.4,
+    };
+    W4a8Experts::check(p, &layout, &ops)?;
+    if let Some(reason) = refusal(W4a8Experts::launch(ctx, p, &layout, &ops))? {
+        out.skipped = Some(reason);
+        out.passed = true;
+        return Ok(out);
+    }
+    let limit = std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11);
+    ctx.synchronize_within(limit, &format!("{NAME} on {}", p.label()))?;
+    let got = HostData::from_bytes(DType::Bf16, &bufs.1.download::<u8>(xr * p.n * 2)?);
+    let codes = q.codes.download::<u8>(xr * k)?;
+    let scales = q
+        .scales
+        .download::<f32>(Granularity::Block1x128.scale_count(xr, k))?;
+    let rows = rows_to_check(&mp, seed);
+    let x_row = |r: usize| -> Vec<f64> {
+        (0..k)
+            .map(|c| {
+                dequantize_one(
+                    codes[r * k + c],
+                    scales[(c / 128) * xr + r],
+                    Fp8Format::E4m3,
+                )
+            })
+            .collect()
+    };
+    let rt = |r: usize| route.as_ref().map_or(1.0, |h| h.get(r));
+    let reference = reference_by_expert(&mp, &touched, &w, w3.as_ref(), &x_row, &rt, &rows)?;
+    let sc = score_against(&mp, &reference, &got, &poison, &rows);
+    out.nan_or_unwritten = sc.nan_or_unwritten;
+    out.written_outside = sc.written_outside;
+    out.rel_error = sc.rel_error;
+    out.rows_checked = rows.len();
+    judge(&mut out);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suite_is_valid_and_covers_the_edges() {
+        let s = w4a8_suite();
+        for p in &s {
+            p.validate().unwrap();
+        }
+        assert!(s.iter().any(|p| p.experts == 256));
+        assert!(s.iter().any(|p| p.k % 128 != 0) && s.iter().any(|p| p.n % 128 != 0));
+        assert!(s.iter().any(|p| p.swiglu.is_some()) && s.iter().any(|p| p.swiglu.is_none()));
+        assert!(s.iter().any(|p| p.layout().is_masked()));
+        // a tile whose second consumer has no tokens, one token, some
+        let c = &s[0];
+        for rows in [1, 64, 65, 129, 200] {
+            assert!(c.layout().spans().iter().any(|x| x.1 == rows), "{rows}");
+        }
+    }
+}

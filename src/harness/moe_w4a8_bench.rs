@@ -1,0 +1,128 @@
+//! The W4A8 experts timed against kiln's bf16 kernel of the same counts in one run, and kiln's
+//! FP8 quantiser on the same X (what a layer whose input is not already e4m3 adds).
+
+use super::bench::BenchOptions;
+use super::device_data::random_buffer;
+use super::moe_bench::{time_launches, Piece};
+use super::moe_fp4_bench::{touched, BenchRun, Fp4BenchRequest, Fp4BenchRow};
+use super::moe_verify::settle;
+use crate::device::{Context, DeviceBuffer};
+use crate::error::{Error, Result};
+use crate::formats::ScaleRecipe;
+use crate::ops::fp8::{self, Granularity, QuantSpec};
+use crate::ops::gemm::DType;
+use crate::ops::moe::fp4::kernel_w4a8::{W4a8Layout, NAME};
+use crate::ops::moe::fp4::{W4a8Experts, W4a8Operands};
+use crate::ops::moe::fp8_problem::Fp8MoeProblem;
+use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::registry::Registry;
+
+/// The request's problem as the W4A8 kernel takes it.
+pub fn w4a8_problem(r: &Fp4BenchRequest) -> Fp8MoeProblem {
+    let p = Fp8MoeProblem::contiguous(&r.counts, r.n, r.k);
+    match r.swiglu {
+        Some((_, routed)) => p.with_swiglu(routed, false),
+        None => p,
+    }
+}
+
+/// Bytes the W4A8 kernel must move: touched experts' prepacked weights and row factors, routed
+/// rows of X (e4m3) with their scales, and Y (bf16).
+pub fn w4a8_bytes(p: &Fp8MoeProblem, l: &W4a8Layout) -> f64 {
+    let rows = p.routed_rows() as f64;
+    let factors = (l.escale_len() / l.experts.max(1) * 4) as f64;
+    touched(&p.layout()) as f64 * (l.expert_bytes() as f64 + factors)
+        + rows * (p.k as f64 + 4.0 * p.k.div_ceil(128) as f64 + 2.0 * p.n as f64)
+}
+
+/// Times kiln's bf16 kernel, the W4A8 kernel and the FP8 quantisation of X on the request.
+pub fn bench_w4a8(
+    ctx: &Context,
+    reg: &Registry,
+    r: &Fp4BenchRequest,
+    opt: &BenchOptions,
+) -> Result<Vec<Fp4BenchRow>> {
+    let mp = r.problem();
+    mp.validate()?;
+    let p = w4a8_problem(r);
+    p.validate()?;
+    if r.dtype != DType::Bf16 {
+        return Err(Error::invalid(
+            "e4m3 activations are quantised from bf16 here; leave out --dtype",
+        ));
+    }
+    W4a8Experts::supports(&p, &ctx.info).map_err(|reason| Error::Unsupported {
+        kernel: NAME.into(),
+        reason,
+    })?;
+    let run = BenchRun::new(ctx)?;
+    let base = run.bf16_baseline(ctx, reg, &mp, opt)?;
+    let l = W4a8Layout {
+        experts: p.experts,
+        n: p.n,
+        k: p.k,
+        swiglu: p.swiglu.is_some(),
+    };
+    let s = |i: u64| run.seed.wrapping_add(i);
+    // X drawn in bf16 and quantised by kiln's quantiser (real e4m3 codes and scales); random
+    // weight bytes (codes are any bytes; table offsets past the 16 tables read other shared
+    // memory, which times the same); random row factors
+    let (xr, k) = (p.x_rows(), p.k);
+    let x = random_buffer(ctx, DType::Bf16, xr * k, s(20))?;
+    let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);
+    let q = fp8::quantize(ctx, &x, DType::Bf16, xr, k, k, spec)?;
+    let w = random_buffer(ctx, DType::Bf16, p.experts * l.expert_bytes() / 2, s(21))?;
+    let escale = random_buffer(ctx, DType::F32, l.escale_len(), s(22))?;
+    let y = ctx.alloc(xr * p.n * 2)?;
+    let rows = DeviceBuffer::from_host(mp.rows_array())?;
+    let route = p
+        .swiglu
+        .is_some_and(|sw| sw.routed)
+        .then(|| random_buffer(ctx, DType::F32, xr, s(23)))
+        .transpose()?;
+    let sched = ctx.alloc(sched_bytes(p.experts))?;
+    settle()?;
+    let ops = W4a8Operands {
+        x: &q.codes,
+        sx: &q.scales,
+        w: &w,
+        escale: &escale,
+        y: &y,
+        rows: &rows,
+        route: route.as_ref(),
+        sched: &sched,
+    };
+    W4a8Experts::check(&p, &l, &ops)?;
+    let piece = |name: &str, tile: &str, bytes: f64| Piece {
+        name: name.into(),
+        problem: p.label(),
+        tile: tile.into(),
+        flops: mp.flops(),
+        bytes,
+    };
+    let tile = "128 tokens x 128 weight rows, smem-decoded e4m3";
+    let bytes = w4a8_bytes(&p, &l);
+    let t = time_launches(ctx, &run.flusher, opt, piece(NAME, tile, bytes), || {
+        W4a8Experts::launch(ctx, &p, &l, &ops)
+    })?;
+    let mut w4a8 = run.row(&mp, format!("mxfp4 x e4m3 {NAME}"), tile.into(), t, bytes);
+    w4a8.speedup = base.median_us / w4a8.median_us;
+    // the quantiser alone: X read in bf16, codes and scales written
+    let qbytes = (xr * k * 3 + 4 * Granularity::Block1x128.scale_count(xr, k)) as f64;
+    let t = time_launches(
+        ctx,
+        &run.flusher,
+        opt,
+        piece("fp8_quant", "1x128", qbytes),
+        || fp8::quantize_into(ctx, &x, DType::Bf16, xr, k, k, spec, &q.codes, k, &q.scales),
+    )?;
+    let mut quant = run.row(
+        &mp,
+        "bf16 -> e4m3 1x128 (X)".into(),
+        "fp8_quant".into(),
+        t,
+        qbytes,
+    );
+    quant.speedup = base.median_us / (w4a8.median_us + quant.median_us);
+    Ok(vec![base, w4a8, quant])
+}

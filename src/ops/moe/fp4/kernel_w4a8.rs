@@ -1,0 +1,289 @@
+//! Host side of `kernels/moe/fp4_experts_w4a8.cu`: the grouped GEMM and fused SwiGLU with MXFP4
+//! weights ([`super::w4a8`]'s prepack) and e4m3 activations with 1x128 scales, on the FP8 tensor
+//! cores. The problem is the FP8 MoE kernels' ([`Fp8MoeProblem`], bf16 out).
+
+use std::ffi::c_void;
+
+use super::kernel::{check_buffers, launch_persistent, max_tiles_m};
+use super::layout::TILE_N;
+use super::w4a8::{W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
+use crate::device::{Context, DeviceBuffer, DeviceInfo};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+use crate::ops::gemm::DType;
+use crate::ops::moe::fp8_grouped::{self, x_map};
+use crate::ops::moe::fp8_problem::Fp8MoeProblem;
+use crate::ops::moe::schedule::{sched_bytes, TileOrder, INDEX_RING_BYTES, MAX_EXPERTS};
+use crate::ops::moe::{tile_prefix, MoeOperands};
+
+pub const NAME: &str = "fp4_experts_w4a8";
+pub const ENTRY: &str = "moe_fp4_experts_w4a8";
+/// Tokens of a tile (two consumers of 64) and its K block.
+pub const BM: u32 = 128;
+const SMEM_LIMIT: u32 = 227 * 1024;
+/// A stage: the X tile (128 rows of 128 e4m3) and the two weight atoms, rounded to 1 KB.
+const STAGE_BYTES: u32 = BM * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32).div_ceil(1024) * 1024;
+/// Three decoded 128 x 128 e4m3 weight tiles, and the 15 e4m3 tables.
+const SLOTS_BYTES: u32 = 3 * 128 * 128;
+const LUT_BYTES: u32 = 128;
+
+const fn fixed_bytes() -> u32 {
+    1024 + SLOTS_BYTES + LUT_BYTES + INDEX_RING_BYTES + (3 * MAX_EXPERTS as u32 + 2) * 4
+}
+
+pub const fn stages() -> u32 {
+    (SMEM_LIMIT - fixed_bytes()) / (STAGE_BYTES + 16)
+}
+
+pub const fn smem_bytes() -> u32 {
+    fixed_bytes() + stages() * (STAGE_BYTES + 16)
+}
+
+/// Output columns of a tile: two 64-row atoms, the GEMM's 128 or the SwiGLU's 64 (gate, up).
+pub fn bn(swiglu: bool) -> usize {
+    if swiglu {
+        TILE_N / 2
+    } else {
+        TILE_N
+    }
+}
+
+/// The argument block, laid out as `W4a8Args` in the kernel.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct W4a8Args {
+    pub sched: u64,
+    pub y: u64,
+    pub route: u64,
+    pub escale: u64,
+    pub w: u64,
+    pub sx: u64,
+    pub ldy: i64,
+    pub expert_bytes: i64,
+    pub experts: i32,
+    pub n: i32,
+    pub katoms: i32,
+    pub n_pad: i32,
+    pub tiles_n: i32,
+    pub group_m: i32,
+    pub by_expert: i32,
+    pub x_rows: i32,
+}
+
+/// The device buffers of one call.
+pub struct W4a8Operands<'a> {
+    /// X e4m3 codes [x_rows, K] and their 1x128 scales (f32, M-major: `sx[kb * x_rows + row]`).
+    pub x: &'a DeviceBuffer,
+    pub sx: &'a DeviceBuffer,
+    /// The W4A8 prepack's bytes and row factors.
+    pub w: &'a DeviceBuffer,
+    pub escale: &'a DeviceBuffer,
+    /// Y [x_rows, N] bf16.
+    pub y: &'a DeviceBuffer,
+    pub rows: &'a DeviceBuffer,
+    pub route: Option<&'a DeviceBuffer>,
+    pub sched: &'a DeviceBuffer,
+}
+
+/// What the kernel needs to know of the prepacked weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct W4a8Layout {
+    pub experts: usize,
+    pub n: usize,
+    pub k: usize,
+    pub swiglu: bool,
+}
+
+impl W4a8Prepacked {
+    pub fn layout(&self) -> W4a8Layout {
+        W4a8Layout {
+            experts: self.experts,
+            n: self.n,
+            k: self.k,
+            swiglu: self.swiglu,
+        }
+    }
+}
+
+impl W4a8Layout {
+    fn prepacked(self) -> W4a8Prepacked {
+        W4a8Prepacked {
+            experts: self.experts,
+            n: self.n,
+            k: self.k,
+            swiglu: self.swiglu,
+            bytes: Vec::new(),
+            escale: Vec::new(),
+        }
+    }
+    pub fn expert_bytes(self) -> usize {
+        self.prepacked().expert_bytes()
+    }
+    /// f32 row factors of all experts.
+    pub fn escale_len(self) -> usize {
+        let p = self.prepacked();
+        self.experts * p.halves() * p.n_pad()
+    }
+}
+
+pub struct W4a8Experts;
+
+impl W4a8Experts {
+    pub fn spec(arch: &str, swiglu: bool) -> KernelSpec {
+        KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
+            .define("KILN_OUT", DType::Bf16.code())
+            .define("KILN_SWIGLU", swiglu as u32)
+            .define("KILN_STAGES", stages())
+            .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
+            .define("KILN_SMEM", smem_bytes())
+    }
+
+    /// The grouped GEMM and the fused SwiGLU (for `kiln check`).
+    pub fn variants(arch: &str) -> Vec<KernelSpec> {
+        if !crate::jit::arch::has_wgmma(arch) {
+            return Vec::new();
+        }
+        vec![Self::spec(arch, false), Self::spec(arch, true)]
+    }
+
+    /// `Ok` or why `p` cannot run on `dev`: the FP8 MoE kernels' conditions (Hopper, experts
+    /// per launch, shared memory), and bf16 output.
+    pub fn supports(p: &Fp8MoeProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        if p.out != DType::Bf16 || p.quantized_out() {
+            return Err("writes bf16 only; ask for bf16 output".into());
+        }
+        fp8_grouped::supports(p, dev, smem_bytes())
+    }
+
+    /// Checks `p`, the weights `l` and the buffers against each other.
+    pub fn check(p: &Fp8MoeProblem, l: &W4a8Layout, ops: &W4a8Operands) -> Result<()> {
+        p.validate()?;
+        if (l.experts, l.n, l.k) != (p.experts, p.n, p.k) {
+            return Err(Error::invalid(format!(
+                "the prepacked weights are E {} x N {} x K {} but the problem is E {} x N {} x K {}",
+                l.experts, l.n, l.k, p.experts, p.n, p.k
+            )));
+        }
+        if l.swiglu != p.swiglu.is_some() {
+            return Err(Error::invalid(if l.swiglu {
+                "these weights were prepacked for the fused SwiGLU (W1 and W3); prepack W alone for a grouped GEMM"
+            } else {
+                "the fused SwiGLU needs W1 and W3 prepacked together (prepack_w4a8_swiglu)"
+            }));
+        }
+        let mut need = vec![
+            ("X", ops.x, p.x_rows() * p.k),
+            ("X's scales", ops.sx, 4 * p.x_scales()),
+            ("the prepacked weights", ops.w, l.experts * l.expert_bytes()),
+            ("the row factors", ops.escale, 4 * l.escale_len()),
+            ("Y", ops.y, p.x_rows() * p.n * 2),
+            (
+                "the rows array",
+                ops.rows,
+                p.layout().rows_array().len() * 4,
+            ),
+            ("the schedule workspace", ops.sched, sched_bytes(p.experts)),
+        ];
+        if p.swiglu.is_some_and(|s| s.routed) {
+            let r = ops
+                .route
+                .ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
+            need.push(("the routing weights", r, p.x_rows() * 4));
+        }
+        check_buffers(&need, &[ops.x.ptr(), ops.w.ptr()])
+    }
+
+    /// Enqueues the tile tables and the kernel; no host synchronisation (graph-capturable).
+    pub fn launch(
+        ctx: &Context,
+        p: &Fp8MoeProblem,
+        l: &W4a8Layout,
+        ops: &W4a8Operands,
+    ) -> Result<()> {
+        let unsupported = |reason: String| Error::Unsupported {
+            kernel: NAME.into(),
+            reason,
+        };
+        Self::supports(p, &ctx.info).map_err(unsupported)?;
+        Self::check(p, l, ops)?;
+        let swiglu = p.swiglu.is_some();
+        let tx = x_map(p, ops.x.ptr());
+        tx.validate().map_err(unsupported)?;
+        let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
+        let f = ctx.function(&Self::spec(&ctx.arch(), swiglu))?;
+        let (group_m, by_expert) = TileOrder::Fixed(1).args();
+        let tiles_n = p.n.div_ceil(bn(swiglu));
+        let packed = l.prepacked();
+        let mut args = W4a8Args {
+            sched: ops.sched.ptr(),
+            y: ops.y.ptr(),
+            route: ops.route.map_or(0, |r| r.ptr()),
+            escale: ops.escale.ptr(),
+            w: ops.w.ptr(),
+            sx: ops.sx.ptr(),
+            ldy: p.n as i64,
+            expert_bytes: l.expert_bytes() as i64,
+            experts: p.experts as i32,
+            n: p.n as i32,
+            katoms: p.k.div_ceil(W4A8_K) as i32,
+            n_pad: packed.n_pad() as i32,
+            tiles_n: tiles_n as i32,
+            group_m,
+            by_expert,
+            x_rows: p.x_rows() as i32,
+        };
+        let layout = p.layout();
+        let moe_ops = MoeOperands {
+            x: ops.x,
+            w: ops.w,
+            w3: None,
+            y: ops.y,
+            rows: ops.rows,
+            route: ops.route,
+            sched: ops.sched,
+        };
+        // heaviest experts first, each expert's n-tiles in a row
+        tile_prefix::launch(ctx, &layout, &moe_ops, BM, true)?;
+        let tiles = max_tiles_m(&layout, BM as usize) * tiles_n as u64;
+        // SAFETY: the kernel takes (TmaMap, W4a8Args) in this order. The map addresses X, the
+        // args Y, X's scales, the weights, the row factors, the routing weights and the schedule
+        // workspace; `check` has matched every buffer to the problem and the caller keeps them
+        // alive until the stream has run.
+        unsafe {
+            launch_persistent(
+                ctx,
+                &f,
+                tiles.min(ctx.info.sm_count as u64),
+                smem_bytes(),
+                &mut [map_x.as_param(), &mut args as *mut W4a8Args as *mut c_void],
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::moe::schedule::table_bytes;
+
+    #[test]
+    fn args_match_the_device_layout() {
+        // six pointers, two i64, eight ints
+        assert_eq!(std::mem::size_of::<W4a8Args>(), 96);
+        assert_eq!(std::mem::offset_of!(W4a8Args, ldy), 48);
+        assert_eq!(std::mem::offset_of!(W4a8Args, experts), 64);
+        assert_eq!(std::mem::offset_of!(W4a8Args, x_rows), 92);
+    }
+
+    #[test]
+    fn the_ring_fits_and_keeps_stages() {
+        assert!(smem_bytes() <= SMEM_LIMIT);
+        assert!(stages() >= 5, "{}", stages());
+        assert_eq!(STAGE_BYTES % 1024, 0);
+        assert_eq!(
+            (3 * MAX_EXPERTS as u32 + 2) * 4,
+            table_bytes(MAX_EXPERTS) as u32
+        );
+        assert_eq!(W4a8Experts::variants("sm_90a").len(), 2);
+    }
+}

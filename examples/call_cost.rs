@@ -172,7 +172,12 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
     let mut dod = stream
         .alloc_zeros::<bf16>(b * hq * d)
         .map_err(cuda("allocating o"))?;
-    let cache = [(hkv * smax * d) as isize, d as isize, (smax * d) as isize, 1];
+    let cache = [
+        (hkv * smax * d) as isize,
+        d as isize,
+        (smax * d) as isize,
+        1,
+    ];
     let (tqd, tkc, tvc, tlens, tstarts) = (
         TensorRef::from_slice(&dqd, &[b, 1, hq, d])?,
         TensorRef::from_slice_strided(&dkc, &[b, smax, hkv, d], &cache)?,
@@ -184,7 +189,9 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
     let mut decode = || {
         let mut o = TensorMut::from_slice(&mut dod, &[b, 1, hq, d])?;
         let (lens, starts) = (Some(&tlens), Some(&tstarts));
-        kiln.attention_kvcache(&stream, &tqd, &tkc, &tvc, lens, starts, &mut o, None, &popts)
+        kiln.attention_kvcache(
+            &stream, &tqd, &tkc, &tvc, lens, starts, &mut o, None, &popts,
+        )
     };
     rows.push((
         "attention_kvcache B8 Hq32 Hkv8 d128 S2048 dense, left-padded",

@@ -58,7 +58,10 @@ pub(crate) fn window_arg(w: Option<&Bound<'_, PyAny>>) -> PyResult<Window> {
             w.repr().map_or("?".into(), |r| r.to_string())
         ))
     };
-    let (left, right): (i64, i64) = w.extract().map_err(|_| bad())?;
+    let (left, right) = match w.extract::<Vec<i64>>().map_err(|_| bad())?[..] {
+        [left, right] => (left, right),
+        _ => return Err(bad()),
+    };
     for (side, x) in [("left", left), ("right", right)] {
         if x < -1 {
             return Err(PyValueError::new_err(format!(

@@ -107,10 +107,13 @@ class WindowOnFlashAttnFunc(unittest.TestCase):
 
     def test_window_passes_the_checks(self):
         q = Tensor((2, 64, 4, 128))
-        try:
-            kiln.flash_attn_func(q, q, q, window_size=(16, 0))
-        except (ImportError, AttributeError, RuntimeError, TypeError) as e:
-            self.assertNotIsInstance(e, ValueError)
+        for window in ((16, 0), [16, 0]):
+            try:
+                kiln.flash_attn_func(q, q, q, window_size=window)
+            except (ImportError, AttributeError, RuntimeError, TypeError) as e:
+                self.assertNotIsInstance(e, ValueError)
+        with self.assertRaisesRegex(ValueError, r"`window_size` is \(1, 2, 3\); give \(left, right\)"):
+            kiln.flash_attn_func(q, q, q, window_size=(1, 2, 3))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ use half::bf16;
 use kiln::harness::verify::bound;
 use kiln::ops::gemm::{DType as OpDType, GemmProblem, Layout};
 use kiln::reference::gemm::gemm_rows;
-use kiln::{AttentionOptions, GemmOptions, Kiln, MoeRows, SwigluWeights, TensorMut, TensorRef};
+use kiln::{
+    AttentionOptions, GemmOptions, Kiln, MoeRows, PagedOptions, SwigluWeights, TensorMut,
+    TensorRef, VarlenOffsets,
+};
 
 /// Best of three rounds of `calls` calls, µs per call (after a warm-up).
 fn cpu_us(
@@ -145,6 +148,82 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
         cpu_us(&stream, calls, &mut attn)?,
         gpu_us(&stream, &mut attn)?,
     ));
+
+    // Decode over transformers' dense cache ([B, Hkv, S, D] memory seen [B, S, Hkv, D]): B8,
+    // 1 query token, Hq32 Hkv8 d128, S 2048, lengths and first keys (a static cache, left
+    // padding); and packed attention over the attention problem's rows as 2 sequences, the
+    // offsets on the GPU only (no host copy).
+    let (b, hq, hkv, smax) = (8, 32, 8, 2048);
+    let dqd = stream
+        .clone_htod(&random_bf16(b * hq * d, 9).0)
+        .map_err(cuda("uploading q"))?;
+    let dkc = stream
+        .clone_htod(&random_bf16(b * hkv * smax * d, 10).0)
+        .map_err(cuda("uploading the K cache"))?;
+    let dvc = stream
+        .clone_htod(&random_bf16(b * hkv * smax * d, 11).0)
+        .map_err(cuda("uploading the V cache"))?;
+    let dlens = stream
+        .clone_htod(&[1500i32, 2000, 700, 1, 2048, 1024, 1999, 300])
+        .map_err(cuda("uploading lengths"))?;
+    let dstarts = stream
+        .clone_htod(&[0i32, 17, 0, 0, 100, 3, 0, 299])
+        .map_err(cuda("uploading first keys"))?;
+    let mut dod = stream
+        .alloc_zeros::<bf16>(b * hq * d)
+        .map_err(cuda("allocating o"))?;
+    let cache = [
+        (hkv * smax * d) as isize,
+        d as isize,
+        (smax * d) as isize,
+        1,
+    ];
+    let (tqd, tkc, tvc, tlens, tstarts) = (
+        TensorRef::from_slice(&dqd, &[b, 1, hq, d])?,
+        TensorRef::from_slice_strided(&dkc, &[b, smax, hkv, d], &cache)?,
+        TensorRef::from_slice_strided(&dvc, &[b, smax, hkv, d], &cache)?,
+        TensorRef::from_slice(&dlens, &[b])?,
+        TensorRef::from_slice(&dstarts, &[b])?,
+    );
+    let popts = PagedOptions::default();
+    let mut decode = || {
+        let mut o = TensorMut::from_slice(&mut dod, &[b, 1, hq, d])?;
+        let (lens, starts) = (Some(&tlens), Some(&tstarts));
+        kiln.attention_kvcache(
+            &stream, &tqd, &tkc, &tvc, lens, starts, &mut o, None, &popts,
+        )
+    };
+    rows.push((
+        "attention_kvcache B8 Hq32 Hkv8 d128 S2048 dense, left-padded",
+        cpu_us(&stream, calls, &mut decode)?,
+        gpu_us(&stream, &mut decode)?,
+    ));
+    let dcu = stream
+        .clone_htod(&[0i32, 50, 128])
+        .map_err(cuda("uploading offsets"))?;
+    let tcu = TensorRef::from_slice(&dcu, &[3])?;
+    let (pq, pk, pv) = (
+        TensorRef::from_slice(&dq, &[s, 8, d])?,
+        TensorRef::from_slice(&dk, &[s, 2, d])?,
+        TensorRef::from_slice(&dv, &[s, 2, d])?,
+    );
+    let mut packed = || {
+        let mut o = TensorMut::from_slice(&mut dout, &[s, 8, d])?;
+        let offsets = VarlenOffsets {
+            cu_q: &tcu,
+            cu_k: &tcu,
+            max_seqlen_q: 128,
+            max_seqlen_k: 128,
+            host: None,
+        };
+        kiln.attention_varlen(&stream, &pq, &pk, &pv, &mut o, None, offsets, &aopts)
+    };
+    rows.push((
+        "attention_varlen 2 sequences, 128 rows, no host copy",
+        cpu_us(&stream, calls, &mut packed)?,
+        gpu_us(&stream, &mut packed)?,
+    ));
+    kiln.check_errors()?; // (the GPU found nothing wrong with the tables or offsets)
 
     // MoE: 4 experts, 256 rows, N 256, K 256 (grouped GEMM) and the fused SwiGLU.
     let (e, r, h) = (4, 256, 256);

@@ -109,6 +109,18 @@
 #                                python: with the wheel (as `python`), python/tests/inplace_check.py
 #                                (mixed orders, dense-cache decode, CUDA-graph capture, bad tables,
 #                                a transformers model decoding through the plug-in); table last
+#   attn-host                    the attention host path (issue 43; one call, ~5 min, each step
+#                                bounded to fit 600 s): `kiln attn verify --varlen-suite` (every
+#                                packed problem with the grid from its longest sequences and from
+#                                looser bounds, as without host copies; bad offsets found on the
+#                                GPU), `kiln attn verify --decode` (left padding included), then
+#                                with the wheel (as `python`) python/tests/host_path_check.py
+#                                (packed attention with no sync, captured, bad offsets; decode with
+#                                cache_leftpad; transformers' static cache through the plug-in
+#                                against sdpa, kiln's decode counted, a step captured) and
+#                                `python -m kiln.bench_calls` for the three attention ops; the
+#                                call_cost example when built (KILN_EXAMPLE_BIN: its directory
+#                                or binary); table last
 #   multi                        several GPUs (docs/multi-gpu.md): `kiln tune` of one space
 #                                (MULTI_TUNE) on GPU 0 (cold JIT cache), on all GPUs, on GPU 0
 #                                again, and --gpus naming a missing GPU; the two_gpus example
@@ -1026,6 +1038,25 @@ SHAPES
   done
   table
   echo; tail -25 "$D/inplace-check.txt" 2>/dev/null ;;
+
+attn-host)
+  need_bin "$KILN"; machine "$KILN"
+  step varlen-verify 130 "$KILN" attn verify --varlen-suite
+  step decode-verify 150 "$KILN" attn verify --decode
+  use_wheel
+  OUT=$D step host-path-check 190 "$PY" python/tests/host_path_check.py
+  step bench-calls 60 "$PY" -m kiln.bench_calls --calls 1000 \
+    --ops flash_attn_func,flash_attn_varlen_func,flash_attn_with_kvcache --json "$D/bench-calls.json"
+  ex=${KILN_EXAMPLE_BIN:-$ROOT/target/release/examples}
+  [ -d "$ex" ] && ex=$ex/call_cost
+  if [ -x "$ex" ]; then
+    step call-cost 40 "$ex" --calls 1000
+  else
+    echo "no example binary at $ex: cargo build --release --examples (or set KILN_EXAMPLE_BIN)" > "$D/call-cost.txt"
+  fi
+  table
+  echo; tail -22 "$D/host-path-check.txt" 2>/dev/null; echo; tail -8 "$D/bench-calls.txt" 2>/dev/null
+  echo; tail -12 "$D/call-cost.txt" 2>/dev/null ;;
 
 decode)
   need_bin "$KILN"; machine "$KILN"

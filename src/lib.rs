@@ -21,6 +21,6 @@ pub mod vendor;
 pub use api::{
     AttentionBackwardOptions, AttentionOptions, AttnLayout, DType, ForwardSaved, GemmOptions, Kiln,
     KilnElem, KilnOptions, MoeRows, PagedOptions, Problem, RawTensor, SwigluWeights, TensorMut,
-    TensorRef,
+    TensorRef, VarlenOffsets,
 };
 pub use error::{ArgumentKind, Error, Result};

@@ -45,7 +45,19 @@ fn paged(edit: impl FnOnce(&mut [TensorInfo; 7])) -> kiln::Result<Option<validat
     ];
     edit(&mut a);
     let [q, k, v, bt, lens, o, lse] = &a;
-    validate::paged(0, q, k, v, Some(bt), Some(lens), o, Some(lse), true, None)
+    validate::paged(
+        0,
+        q,
+        k,
+        v,
+        Some(bt),
+        Some(lens),
+        None,
+        o,
+        Some(lse),
+        true,
+        None,
+    )
 }
 
 /// A dense cache per sequence as transformers keeps it: [2, 2, 300, 128] memory seen as
@@ -76,13 +88,6 @@ fn refused<T: std::fmt::Debug>(r: kiln::Result<T>, arg: &str, kind: ArgumentKind
     }
 }
 
-fn invalid<T: std::fmt::Debug>(r: kiln::Result<T>, says: &str) {
-    match r {
-        Err(Error::InvalidInput(m)) => assert!(m.contains(says), "`{m}` does not say `{says}`"),
-        other => panic!("expected invalid input saying `{says}`, got {other:?}"),
-    }
-}
-
 #[test]
 fn a_valid_step_plans_its_shape() {
     let p = paged(|_| {}).unwrap().unwrap();
@@ -104,20 +109,24 @@ fn a_valid_step_plans_its_shape() {
 #[test]
 fn each_bad_decode_argument_is_refused_by_name() {
     let page32 = t(1, BF, &[10, 32, 2, 128]);
-    invalid(
+    refused(
         paged(|a| {
             a[1] = page32;
             a[2] = t(2, BF, &[10, 32, 2, 128]);
         }),
-        "page size 32 is not supported",
+        "k_cache",
+        ArgumentKind::Shape,
+        "pages of 32 tokens; kiln's decode takes 16, 64 or 256",
     );
-    invalid(
+    refused(
         paged(|a| {
             a[0] = t(0, BF, &[2, 17, 8, 128]);
             a[5] = t(5, BF, &[2, 17, 8, 128]);
             a[6] = t(6, DType::F32, &[2, 8, 17]);
         }),
-        "seqlen_q = 17",
+        "q",
+        ArgumentKind::Shape,
+        "17 query tokens per sequence; kiln's decode takes 1 to 16",
     );
     refused(
         paged(|a| a[3] = t(3, DType::F32, &[2, 5])),
@@ -176,12 +185,14 @@ fn each_bad_decode_argument_is_refused_by_name() {
         ArgumentKind::Value,
         "overlaps `q`",
     );
-    invalid(
+    refused(
         paged(|a| {
             a[1] = t(1, BF, &[10, 16, 3, 128]);
             a[2] = t(2, BF, &[10, 16, 3, 128]);
         }),
-        "kv_heads = 3",
+        "k_cache",
+        ArgumentKind::Shape,
+        "`q` has 8 heads and `k_cache` 3",
     );
     // rows 12 elements (24 bytes) apart: the kernels copy 16 bytes at a time
     let odd = RawTensor {
@@ -217,6 +228,7 @@ fn a_dense_cache_is_read_where_transformers_keeps_it() {
         &v,
         None,
         Some(&lens),
+        None,
         &o,
         Some(&lse),
         false,
@@ -225,13 +237,13 @@ fn a_dense_cache_is_read_where_transformers_keeps_it() {
     .unwrap()
     .unwrap()
     .shape;
-    assert!(!s.paged && s.lengths);
+    assert!(!s.paged && s.lengths && !s.starts);
     assert_eq!((s.num_pages, s.page_size, s.max_pages), (2, 300, 1));
     assert_eq!(s.strides.k, [2 * 300 * 128, 128, 300 * 128]);
     assert_eq!(s.strides.q, [8 * 128, 8 * 128, 128]);
     // without lengths every sequence attends to its whole cache (any length, not a page size)
     let (k, v) = (bhsd_cache(1, 577), bhsd_cache(2, 577));
-    let s = validate::paged(0, &q, &k, &v, None, None, &o, None, false, None)
+    let s = validate::paged(0, &q, &k, &v, None, None, None, &o, None, false, None)
         .unwrap()
         .unwrap()
         .shape;
@@ -240,7 +252,7 @@ fn a_dense_cache_is_read_where_transformers_keeps_it() {
     let q3 = t(0, BF, &[3, 1, 8, 128]);
     let o3 = t(5, BF, &[3, 1, 8, 128]);
     refused(
-        validate::paged(0, &q3, &k, &v, None, None, &o3, None, false, None),
+        validate::paged(0, &q3, &k, &v, None, None, None, &o3, None, false, None),
         "k_cache",
         ArgumentKind::Shape,
         "one sequence per row of the batch",
@@ -252,7 +264,19 @@ fn a_dense_cache_is_read_where_transformers_keeps_it() {
         t(3, I32, &[2, 5]),
     );
     refused(
-        validate::paged(0, &q, &kc, &vc, Some(&bt), None, &o, None, false, None),
+        validate::paged(
+            0,
+            &q,
+            &kc,
+            &vc,
+            Some(&bt),
+            None,
+            None,
+            &o,
+            None,
+            false,
+            None,
+        ),
         "cache_seqlens",
         ArgumentKind::Value,
         "needs `cache_seqlens`",
@@ -267,9 +291,82 @@ fn a_dense_cache_is_read_where_transformers_keeps_it() {
     }
     .info("q", false)
     .unwrap();
-    validate::paged(0, &qt, &k, &v, None, None, &o, None, false, None)
+    validate::paged(0, &qt, &k, &v, None, None, None, &o, None, false, None)
         .unwrap()
         .unwrap();
+    // left padding: each sequence's first key, i32 [batch], with the lengths
+    let starts = t(7, I32, &[2]);
+    let s = validate::paged(
+        0,
+        &q,
+        &k,
+        &v,
+        None,
+        Some(&lens),
+        Some(&starts),
+        &o,
+        None,
+        false,
+        None,
+    )
+    .unwrap()
+    .unwrap()
+    .shape;
+    assert!(s.starts && s.lengths);
+    refused(
+        validate::paged(
+            0,
+            &q,
+            &k,
+            &v,
+            None,
+            None,
+            Some(&starts),
+            &o,
+            None,
+            false,
+            None,
+        ),
+        "cache_leftpad",
+        ArgumentKind::Value,
+        "needs `cache_seqlens`",
+    );
+    refused(
+        validate::paged(
+            0,
+            &q,
+            &k,
+            &v,
+            None,
+            Some(&lens),
+            Some(&t(7, I32, &[3])),
+            &o,
+            None,
+            false,
+            None,
+        ),
+        "cache_leftpad",
+        ArgumentKind::Shape,
+        "batch 2 needs [2]",
+    );
+    refused(
+        validate::paged(
+            0,
+            &q,
+            &k,
+            &v,
+            None,
+            Some(&lens),
+            Some(&t(7, BF, &[2])),
+            &o,
+            None,
+            false,
+            None,
+        ),
+        "cache_leftpad",
+        ArgumentKind::DType,
+        "i32 first keys",
+    );
     // and the append writes into the dense cache's positions
     let new = t(6, BF, &[2, 1, 2, 128]);
     let plan = validate::append(0, &new, &t(7, BF, &[2, 1, 2, 128]), &k, &v, None, &lens)
@@ -325,8 +422,7 @@ fn raw_paged_checks_run_without_a_gpu() {
         &r(&[2, 1, 8, 128], BF, 0),
         &r(&[10, 16, 2, 128], BF, 1),
         &r(&[10, 16, 2, 128], BF, 2),
-        Some(&r(&[2, 5], I32, 3)),
-        Some(&r(&[2], I32, 4)),
+        (Some(&r(&[2, 5], I32, 3)), Some(&r(&[2], I32, 4)), None),
         &r(&[2, 1, 8, 128], BF, 5),
         None,
         &opts,

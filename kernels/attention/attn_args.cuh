@@ -32,7 +32,8 @@ struct AttnArgs {
   int total_q;      // KILN_VARLEN: packed query rows (LSE is [heads_q, total_q])
   int win_left;     // fa3_wgmma with KILN_WINDOW: query i sees keys i + skv - sq - win_left ..=
   int win_right;    //   i + skv - sq + win_right (causal folded in; unbounded: 1 << 30)
-  int pad_;
+  int total_k;      // KILN_VARLEN: packed key rows
   i64 v_sb, v_sh, v_ss;
   i64 o_sb, o_sh, o_ss;
+  u32* errors;      // KILN_VARLEN: a host-mapped word set to 1 when the offsets are bad; or null
 };

@@ -27,8 +27,11 @@ struct DecodeArgs {
   i64 v_sp, v_ss, v_sh;
   int max_ctx;                          // the most tokens a sequence holds (pages x page size)
   int pad_;
-  u32* errors;                          // [2] host-mapped words set to 1 on bad input (a length
-                                        //   out of range; a page id outside the cache); or null
+  u32* errors;                          // [3] host-mapped words set to 1 on bad input (a length
+                                        //   out of range; a page id outside the cache; a key
+                                        //   start outside 0 ..= its length); or null
+  const int* context_starts;            // [batch]: each sequence's first key (left padding, as
+                                        //   flash-attention's cache_leftpad); null: 0
 };
 
 // A context length the block table cannot hold, or a page id outside the cache: the sequence's
@@ -38,10 +41,14 @@ __device__ __forceinline__ bool context_ok(const DecodeArgs& p, int ctx) { retur
 __device__ __forceinline__ bool page_ok(const DecodeArgs& p, int page) { return (unsigned)page < (unsigned)p.num_pages; }
 // The context length of sequence b: its entry, or the whole cache without lengths.
 __device__ __forceinline__ int context_of(const DecodeArgs& p, int b) { return p.context_lens ? p.context_lens[b] : p.max_ctx; }
-// Records bad input (word 0: a length out of range, word 1: a page id outside the cache): plain
-// stores of 1 to host-mapped memory, so no atomics and no order are needed.
-__device__ __forceinline__ void report_bad(const DecodeArgs& p, bool bad_len, bool bad_page) {
+// The first key of sequence b: its entry, or 0 without starts.
+__device__ __forceinline__ int start_of(const DecodeArgs& p, int b) { return p.context_starts ? p.context_starts[b] : 0; }
+// Records bad input (word 0: a length out of range, word 1: a page id outside the cache, word 2:
+// a key start outside 0 ..= its length): plain stores of 1 to host-mapped memory, so no atomics
+// and no order are needed.
+__device__ __forceinline__ void report_bad(const DecodeArgs& p, bool bad_len, bool bad_page, bool bad_start = false) {
   if (p.errors == nullptr) return;
   if (bad_len) *reinterpret_cast<volatile u32*>(p.errors) = 1u;
   if (bad_page) *reinterpret_cast<volatile u32*>(p.errors + 1) = 1u;
+  if (bad_start) *reinterpret_cast<volatile u32*>(p.errors + 2) = 1u;
 }

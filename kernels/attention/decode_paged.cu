@@ -8,8 +8,10 @@
 // computed: the kernel is bound by the cache's bytes, not by its math. The 4 warps split each
 // tile's keys; each keeps its own online softmax in fp32 (exp2, scale folded in) and the four
 // are merged in shared memory at the end. Causal is bottom-right: query token i sees keys
-// j < context - sq + i + 1. One split writes O and LSE itself; several write fp32 O / l and
-// their LSE for decode_combine. A bad context length or page id gives NaN, never a wrong value.
+// j < context - sq + i + 1. With key starts (left padding) sequence b's keys begin at its start:
+// its tiles from the one holding it, keys before it masked. One split writes O and LSE itself;
+// several write fp32 O / l and their LSE for decode_combine. A bad context length, key start or
+// page id gives NaN, never a wrong value.
 #include "attention/decode_args.cuh"
 #include "common/cp_async.cuh"
 #include "common/fast_math.cuh"
@@ -45,15 +47,16 @@ static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 // Byte offset of chunk c of row r: the chunk XORed with the row's low 3 bits (CPR >= 8).
 __device__ __forceinline__ u32 swz(int r, int c) { return (u32)(r * ROW_BYTES + ((c ^ (r & 7)) << 4)); }
 
-// The page ids of the rows this thread copies for the tile at key0 (-1 past the context); an id
-// outside the cache marks the block bad and is not read. A dense cache's page is sequence b.
-__device__ __forceinline__ void fetch_pages(int (&pg)[LR], bool& bad, const DecodeArgs& p, const int* bt_row, int key0, int ctx, int b) {
+// The page ids of the rows this thread copies for the tile at key0 (-1 outside the sequence's
+// keys kstart .. ctx - 1); an id outside the cache marks the block bad and is not read. A dense
+// cache's page is sequence b.
+__device__ __forceinline__ void fetch_pages(int (&pg)[LR], bool& bad, const DecodeArgs& p, const int* bt_row, int key0, int kstart, int ctx, int b) {
   const int r0 = threadIdx.x / CPR;
 #pragma unroll
   for (int i = 0; i < LR; ++i) {
     const int key = key0 + r0 + i * RS;
     int page = -1;
-    if (key < ctx) {
+    if (key >= kstart && key < ctx) {
       page = p.block_table ? __ldg(bt_row + (key >> p.page_shift)) : b;
       if (!page_ok(p, page)) {
         bad = true;
@@ -140,14 +143,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int wn = warp;
   const int rows = p.group * p.sq, row0 = mg * MROWS;
-  const int ctx_given = context_of(p, b);
+  const int ctx_given = context_of(p, b), start_given = start_of(p, b);
   const bool bad_len = !context_ok(p, ctx_given);
-  bool bad = bad_len;
-  const int ctx = bad ? 0 : ctx_given;
-  // This split's tiles: an equal share of the sequence's, tile-aligned (possibly none).
-  const int tiles_all = (ctx + BN - 1) / BN;
-  const int per_split = (tiles_all + p.splits - 1) / p.splits;
-  const int tile0 = split * per_split;
+  const bool bad_start = !bad_len && (start_given < 0 || start_given > ctx_given);
+  bool bad = bad_len || bad_start;
+  const int ctx = bad ? 0 : ctx_given, kstart = bad ? 0 : start_given;
+  // This split's tiles: an equal share of the sequence's (from the one holding its first key),
+  // tile-aligned (possibly none).
+  const int tile_lo = kstart / BN, tiles_all = (ctx + BN - 1) / BN;
+  const int per_split = (max(0, tiles_all - tile_lo) + p.splits - 1) / p.splits;
+  const int tile0 = tile_lo + split * per_split;
   const int ntiles = max(0, min(per_split, tiles_all - tile0));
   const int* bt_row = p.block_table + (i64)b * p.max_pages;
 
@@ -168,12 +173,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < ntiles) {
-      fetch_pages(pg, bad, p, bt_row, (tile0 + s) * BN, ctx, b);
+      fetch_pages(pg, bad, p, bt_row, (tile0 + s) * BN, kstart, ctx, b);
       load_kv(s_kv + s * STAGE_BYTES, p, pg, (tile0 + s) * BN, hk);
     }
     cp_async_commit(); // (Q rides with the first group)
   }
-  if (STAGES - 1 < ntiles) fetch_pages(pg, bad, p, bt_row, (tile0 + STAGES - 1) * BN, ctx, b);
+  if (STAGES - 1 < ntiles) fetch_pages(pg, bad, p, bt_row, (tile0 + STAGES - 1) * BN, kstart, ctx, b);
 
   // Keys this thread's rows may see (bottom-right causal); padding rows see the context.
   int lim[2];
@@ -205,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
     const int jn = j + STAGES - 1;
     if (jn < ntiles) {
       load_kv(s_kv + (jn % STAGES) * STAGE_BYTES, p, pg, (tile0 + jn) * BN, hk);
-      if (jn + 1 < ntiles) fetch_pages(pg, bad, p, bt_row, (tile0 + jn + 1) * BN, ctx, b);
+      if (jn + 1 < ntiles) fetch_pages(pg, bad, p, bt_row, (tile0 + jn + 1) * BN, kstart, ctx, b);
     }
     cp_async_commit();
 #if Q_IN_REGS
@@ -218,12 +223,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
     float s[NT][4];
     qk(s, qf, s_q, q_lane, sk, k_lane);
     const int key0 = (tile0 + j) * BN + wn * KW;
-    if (key0 + KW > lim_lo) {
+    if (key0 + KW > lim_lo || key0 < kstart) {
 #pragma unroll
       for (int n = 0; n < NT; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (key0 + n * 8 + 2 * t + (e & 1) >= lim[e >> 1]) s[n][e] = NEG_INF;
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + n * 8 + 2 * t + (e & 1);
+          if (key >= lim[e >> 1] || key < kstart) s[n][e] = NEG_INF;
+        }
     }
     // Online softmax over rows g and g + 8 (a quad of lanes shares a row).
 #pragma unroll
@@ -256,7 +263,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
   }
   cp_async_wait<0>();
   bad = __syncthreads_or(bad); // (also: every warp is done with the ring, which the merge reuses)
-  if (bad && threadIdx.x == 0) report_bad(p, bad_len, bad && !bad_len);
+  if (bad && threadIdx.x == 0) report_bad(p, bad_len, bad && !bad_len && !bad_start, bad_start);
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
     l_r[rh] += __shfl_xor_sync(0xffffffffu, l_r[rh], 1);

@@ -29,7 +29,9 @@
 // reach into the next sequence's rows, which the softmax masks as keys past this sequence's end
 // (their P is 0), and Q rows past the end are computed but never stored: a consumer whose 64 rows
 // are not all inside the sequence stores through masked 16-byte stores, since a TMA store would
-// write the next sequence's rows (the map's bound is the packed end, not the sequence's).
+// write the next sequence's rows (the map's bound is the packed end, not the sequence's). The
+// offsets are checked here, since they may never have been on the host (`varlen_rows`): a bad
+// sequence's rows come out NaN and p.errors records it.
 // KILN_WINDOW = 1: the sliding window (p.win_left, p.win_right, causal folded into win_right by
 // the host, unbounded sides as 2^30): an item walks only the key tiles some row's window reaches,
 // and the tiles that cut a window's edge are masked.
@@ -196,17 +198,44 @@ __device__ __forceinline__ void item_block(unsigned ut, const AttnArgs& p, unsig
 
 #if KILN_VARLEN
 static_assert(KILN_DYNAMIC, "packed batches take their items from the work counter");
+// Sequence b's first packed query row qs and its query rows sq, its first key row ks and keys
+// skv, from the offsets. Offsets that are not cumulative within the packed rows (a start past
+// its end or below 0, an end past the packed length, a first offset other than 0, a last other
+// than the packed length) or a sequence longer than p.sq (the longest, which sized the grid) make
+// it bad: its rows are clamped into the packed ones (at most p.sq of them) and it gets no key,
+// skv = -1, which its consumers write as NaN.
+__device__ __forceinline__ void varlen_rows(const AttnArgs& p, int b, int& qs, int& sq, int& ks, int& skv) {
+  qs = __ldg(p.cu_q + b);
+  ks = __ldg(p.cu_k + b);
+  const int qe = __ldg(p.cu_q + b + 1), ke = __ldg(p.cu_k + b + 1);
+  const bool ok = 0 <= qs && qs <= qe && qe <= p.total_q && qe - qs <= p.sq && 0 <= ks && ks <= ke && ke <= p.total_k &&
+                  (b > 0 || (qs | ks) == 0) && (b + 1 < p.batch || (qe == p.total_q && ke == p.total_k));
+  if (ok) {
+    sq = qe - qs;
+    skv = ke - ks;
+    return;
+  }
+  qs = min(max(qs, 0), p.total_q);
+  sq = min(max(qe, qs), p.total_q - qs < p.sq ? p.total_q : qs + p.sq) - qs;
+  ks = 0;
+  skv = -1;
+}
 // Whether packed item t lies wholly above its sequence's first row: the grid is sized by the
 // longest sequence, so every shorter one leaves such items (at 32 sequences of 128 to 8192
 // rows, 42 % of them), which have no row to compute or store. The producer fetches past them
 // instead of handing them to the consumers, which cost a Q buffer's turn and broke the
 // prefetch of the next item's Q and K/V. (Packed launches run no item in parts: t is a whole
 // item's index.)
+// A bad sequence is recorded here (every one of its items passes by), whether or not its items
+// have rows left.
 __device__ __forceinline__ bool varlen_rowless(int t, const AttnArgs& p) {
   unsigned i, bh;
   item_block((unsigned)t, p, i, bh);
   const int b = (int)(bh / (unsigned)p.heads_q);
-  return __ldg(p.cu_q + b + 1) - __ldg(p.cu_q + b) <= (int)i * BM;
+  int qs, sq, ks, skv;
+  varlen_rows(p, b, qs, sq, ks, skv);
+  if (skv < 0 && p.errors != nullptr) *reinterpret_cast<volatile u32*>(p.errors) = 1u;
+  return sq <= (int)i * BM;
 }
 #endif
 
@@ -237,10 +266,7 @@ struct Work {
     h = (int)(bh % (unsigned)p.heads_q);
     b = (int)(bh / (unsigned)p.heads_q);
 #if KILN_VARLEN
-    qs = __ldg(p.cu_q + b);
-    ks = __ldg(p.cu_k + b);
-    sq = __ldg(p.cu_q + b + 1) - qs;
-    skv = __ldg(p.cu_k + b + 1) - ks;
+    varlen_rows(p, b, qs, sq, ks, skv);
     // Every sequence's blocks end at its last row, causal or not (block i from the bottom):
     // blocks past its first row (i >= its own block count) have no row and no tile.
     m0 = sq - (int)(i + 1) * BM;
@@ -725,9 +751,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const bool seen = sm.m[rh] != NEG_INF && l > 0.0f;  // the row saw at least one key
-      inv[rh] = seen ? __fdividef(1.0f, l) : 0.0f;
+      // (a packed sequence with bad offsets, skv = -1: NaN, never a plausible value)
+      const float none = KILN_VARLEN && wk.skv < 0 ? __int_as_float(0x7fffffff) : 0.0f;
+      inv[rh] = seen ? __fdividef(1.0f, l) : none;
       const int row = row0 + 8 * rh;
-      if (t == 0 && row >= 0 && row < row_end) lse[row] = seen ? (sm.m[rh] + __log2f(l)) * 0.69314718055994531f : NEG_INF;
+      if (t == 0 && row >= 0 && row < row_end) lse[row] = seen ? (sm.m[rh] + __log2f(l)) * 0.69314718055994531f : none == 0.0f ? NEG_INF : none;
     }
     // O through this consumer's rows of the Q buffer (TMA_O): every S of the item is done, and
     // the buffer is refilled only once all consumers have released it after their store. The

@@ -6,7 +6,6 @@ launch on the current stream of their device and never synchronise the host.
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from . import _check as check
@@ -46,7 +45,7 @@ from . import moe  # noqa: E402
 from . import fp8  # noqa: E402
 from . import attention_backward as _attention_backward  # noqa: E402
 from .attention_backward import flash_attn_backward  # noqa: E402
-from .attention_varlen import flash_attn_varlen_func, window_pair  # noqa: E402
+from .attention_varlen import flash_attn_varlen_func, window_pair  # noqa: E402, F401
 from .kvcache import check_errors, flash_attn_with_kvcache  # noqa: E402
 from . import fp4  # noqa: E402
 
@@ -99,50 +98,18 @@ def flash_attn_func(
     q, k and v is read where it lies, in its own strides (a transposed view of [B, H, S, D]
     memory, a slice of a fused projection, a cache with spare rows): only one TMA cannot
     address (a last stride other than 1, a stride or start not a multiple of 16 bytes) is
-    copied first. Returns out [B, Sq, Hq, D] in q's memory order (or written into `out`, any
-    such strides), and the log-sum-exp [B, Hq, Sq] in f32 with `return_lse`. Differentiable in
-    q, k and v (kiln's backward; `deterministic=True` makes its gradients the same bits on
-    every run) unless a window is given (the backward takes none yet: its gradient raises);
-    the `out=` form is forward only."""
-    _attention_backward.require_bool("causal", causal)
-    _attention_backward.require_bool("deterministic", deterministic)
-    check.same_device({"q": q, "k": k, "v": v, "out": out})
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        check.require_dtype(name, t, ("bf16", "f16"), "kiln's attention")
-        check.require_rank(name, t, 4, "[batch, seqlen, heads, head_dim]")
-    if k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError("`q`, `k` and `v` must have one dtype")
-    b, sq, hq, d = q.shape
-    if k.shape != v.shape:
-        raise ValueError(f"`k` has shape {tuple(k.shape)} but `v` has {tuple(v.shape)}; they must match")
-    bk, sk, hkv, dk = k.shape
-    if bk != b:
-        raise ValueError(f"`q` has batch {b} but `k` has {bk}")
-    if dk != d:
-        raise ValueError(f"`q` has head_dim {d} but `k` has {dk}")
-    if d not in (64, 128, 256):
-        raise ValueError(f"head_dim {d} is not one kiln's attention takes (64, 128 or 256)")
-    if hkv == 0 or hq % hkv:
-        raise ValueError(f"`q` has {hq} heads and `k` {hkv}: the query heads must be a multiple of the key/value heads")
-    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    wl, wr = window_pair(window_size)
-    if out is not None:
-        if _torch is not None and _torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v)):
-            raise ValueError(
-                "`out=` writes into a given tensor, which autograd cannot differentiate: leave `out` "
-                "out to get gradients, or call under torch.no_grad()"
-            )
-        check.require_shape("out", out, tuple(q.shape), "like q")
-        check.require_dtype("out", out, (check.dtype_name(q),), "the attention output (q's dtype)")
-        check.require_tma_addressable("out", out, "kiln's attention writes `out` where it lies, which")
-    q, k, v = (check.in_place_or_copy(t) for t in (q, k, v))
-    _require_torch()
-    if out is None:
-        o, lse = _torch.ops.kiln.flash_attn(q, k, v, scale, causal, deterministic, wl, wr)
-    else:
-        o, lse = out, _torch.empty((b, hq, sq), dtype=_torch.float32, device=q.device)
-        _torch.ops.kiln.flash_attn_out(q, k, v, o, lse, scale, bool(causal), wl, wr)
-    return (o, lse) if return_lse else o
+    copied first. Returns out, packed [B, Sq, Hq, D] (flash-attention's layout: the view
+    transformers reshapes for free), or writes it into `out` (any strides TMA addresses), and
+    the log-sum-exp [B, Hq, Sq] in f32 with `return_lse`. Differentiable in q, k and v (kiln's
+    backward; `deterministic=True` makes its gradients the same bits on every run) unless a
+    window is given (the backward takes none yet: its gradient raises); the `out=` form is
+    forward only. Without autograd or torch.compile the call goes straight to the extension
+    (checks, allocation and launch in Rust)."""
+    if through_torch(q, k, v, out):
+        return _attention_backward.forward_through_torch(
+            q, k, v, softmax_scale, causal, return_lse, out, window_size, deterministic
+        )
+    return _native().flash_attn(q, k, v, softmax_scale, causal, return_lse, out, window_size, deterministic)
 
 
 def precompile(problems) -> int:

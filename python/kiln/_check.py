@@ -89,45 +89,6 @@ def packed_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-# Bytes each stride and each base must be a multiple of for kiln's TMA- and 16-byte-copy-fed
-# attention kernels.
-TMA_ALIGN = 16
-
-ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "e4m3": 1}
-
-
-def tma_addressable(t) -> bool:
-    """Whether kiln's attention kernels read `t` where it lies: the last stride 1, every other
-    stride of a dimension longer than 1 a positive multiple of 16 bytes, the first element
-    16-byte aligned (torch's allocations are, so the storage offset decides; no data pointer
-    is read, so this runs under torch.compile's fake tensors too)."""
-    e = ELEMENT_BYTES.get(dtype_name(t), 2)
-    shape, strides = tuple(t.shape), tuple(t.stride())
-    if len(shape) and shape[-1] > 1 and strides[-1] != 1:
-        return False
-    for n, s in zip(shape[:-1], strides[:-1]):
-        if n > 1 and (s <= 0 or (s * e) % TMA_ALIGN):
-            return False
-    return (t.storage_offset() * e) % TMA_ALIGN == 0
-
-
-def in_place_or_copy(t):
-    """`t` itself where kiln's attention reads it in place, else a packed copy (`.contiguous()`:
-    only where TMA cannot address the memory, e.g. a last stride that is not 1)."""
-    return t if tma_addressable(t) else t.contiguous()
-
-
-def require_tma_addressable(name: str, t, why: str) -> None:
-    """An output (or a cache kiln writes) must be addressable where it lies: no copy can stand
-    in for it."""
-    if not tma_addressable(t):
-        raise ValueError(
-            f"`{name}` has strides {tuple(t.stride())} (storage offset {t.storage_offset()}) for shape "
-            f"{tuple(t.shape)}; {why} needs the last stride 1 and every other stride and the start "
-            f"16-byte aligned: pass a contiguous tensor"
-        )
-
-
 def describe(t) -> tuple:
     """(data pointer, dtype, shape, strides): what the Rust side receives for a tensor."""
     return (int(t.data_ptr()), dtype_name(t), [int(x) for x in t.shape], [int(x) for x in t.stride()])

@@ -1,6 +1,7 @@
 """kiln's kernels as torch custom ops (`kiln::gemm`, `kiln::flash_attn` with its backward,
-`kiln::grouped_gemm`, `kiln::swiglu`), with fake implementations for torch.compile and clear
-errors where an op has no backward."""
+`kiln::flash_attn_varlen`, `kiln::grouped_gemm`, `kiln::swiglu`), with fake implementations
+for torch.compile and clear errors where an op has no backward: the road a call takes when
+torch must see it (`_dispatch.through_torch`)."""
 
 from __future__ import annotations
 
@@ -63,27 +64,7 @@ torch.library.register_autograd("kiln::gemm", _no_backward("gemm"), setup_contex
 
 
 # ----------------------------------------------------------------------------------- attention
-def launch_attention(q, k, v, out, lse, scale: float, causal: bool, window=(-1, -1)) -> None:
-    dev = q.device.index or 0
-    native().attention(
-        dev,
-        stream_of(dev),
-        check.describe(q),
-        check.describe(k),
-        check.describe(v),
-        check.describe(out),
-        check.describe(lse),
-        float(scale),
-        bool(causal),
-        (int(window[0]), int(window[1])),
-    )
-
-
-def _lse_like(q: torch.Tensor) -> torch.Tensor:
-    b, s, h, _ = q.shape
-    return torch.empty((b, h, s), dtype=torch.float32, device=q.device)
-
-
+# (the extension's `flash_attn` checks, copies what TMA cannot address, allocates and launches)
 @torch.library.custom_op("kiln::flash_attn", mutates_args=(), device_types="cuda")
 def flash_attn_op(
     q: torch.Tensor,
@@ -96,16 +77,13 @@ def flash_attn_op(
     window_right: int = -1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     # (`deterministic` is the backward's: kept with the inputs so that autograd sees it)
-    out = torch.empty_like(q)  # q's memory order (any dense one; packed BSHD otherwise)
-    lse = _lse_like(q)
-    launch_attention(q, k, v, out, lse, softmax_scale, causal, (window_left, window_right))
-    return out, lse
+    return tuple(native().flash_attn(q, k, v, softmax_scale, causal, True, None, (window_left, window_right)))
 
 
 @flash_attn_op.register_fake
 def _(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1):
     b, s, h, _ = q.shape
-    return torch.empty_like(q), q.new_empty((b, h, s), dtype=torch.float32)
+    return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=torch.float32)
 
 
 @torch.library.custom_op("kiln::flash_attn_out", mutates_args=("out", "lse"), device_types="cuda")
@@ -120,7 +98,7 @@ def flash_attn_out_op(
     window_left: int = -1,
     window_right: int = -1,
 ) -> None:
-    launch_attention(q, k, v, out, lse, softmax_scale, causal, (window_left, window_right))
+    native().flash_attn(q, k, v, softmax_scale, causal, False, out, (window_left, window_right), None, lse)
 
 
 @flash_attn_out_op.register_fake
@@ -232,38 +210,27 @@ def flash_attn_varlen_op(
     v: torch.Tensor,
     cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor,
-    host_q: list[int],
-    host_k: list[int],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
     softmax_scale: float,
     causal: bool,
     window_left: int,
     window_right: int,
+    host_q: Optional[list[int]] = None,
+    host_k: Optional[list[int]] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    out = torch.empty_like(q)
-    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
-    dev = q.device.index or 0
-    native().attention_varlen(
-        dev,
-        stream_of(dev),
-        check.describe(q),
-        check.describe(k),
-        check.describe(v),
-        check.describe(out),
-        check.describe(lse),
-        check.describe(cu_seqlens_q),
-        [int(x) for x in host_q],
-        check.describe(cu_seqlens_k),
-        [int(x) for x in host_k],
-        float(softmax_scale),
-        bool(causal),
-        (int(window_left), int(window_right)),
+    return tuple(
+        native().flash_attn_varlen(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+            (window_left, window_right), True, host_q, host_k,
+        )
     )
-    return out, lse
 
 
 @flash_attn_varlen_op.register_fake
-def _(q, k, v, cu_seqlens_q, cu_seqlens_k, host_q, host_k, softmax_scale, causal, window_left, window_right):
-    return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+      window_right, host_q=None, host_k=None):
+    return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
 
 
 torch.library.register_autograd(

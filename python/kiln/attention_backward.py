@@ -1,6 +1,7 @@
 """The attention backward: `flash_attn_backward` (flash-attention's `_flash_attn_backward`
-without dropout or windows) and the checks the autograd of `flash_attn_func` runs, each bad
-input one TypeError or ValueError naming the argument."""
+without dropout or windows), the checks the autograd of `flash_attn_func` runs, each bad input
+one TypeError or ValueError naming the argument, and `flash_attn_func`'s road through torch's
+dispatcher (autograd, torch.compile, tensor subclasses)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,28 @@ def flash_attn_backward(
     import torch
 
     return torch.ops.kiln.flash_attn_backward(dout, q, k, v, out, lse, scale, causal, deterministic)
+
+
+def forward_through_torch(q, k, v, softmax_scale, causal, return_lse, out, window_size, deterministic):
+    """`flash_attn_func` as the `kiln::flash_attn` custom op (autograd records it; torch.compile
+    traces it) or, with `out`, `kiln::flash_attn_out` (forward only). The op's body is the
+    extension's call, which checks the arguments."""
+    import torch
+
+    from .attention_varlen import window_pair
+
+    require_bool("causal", causal)
+    require_bool("deterministic", deterministic)
+    wl, wr = window_pair(window_size)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
+    if out is None:
+        o, lse = torch.ops.kiln.flash_attn(q, k, v, scale, causal, deterministic, wl, wr)
+    else:
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+            raise ValueError(
+                "`out=` writes into a given tensor, which autograd cannot differentiate: leave `out` "
+                "out to get gradients, or call under torch.no_grad()"
+            )
+        o, lse = out, q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+        torch.ops.kiln.flash_attn_out(q, k, v, o, lse, scale, causal, wl, wr)
+    return (o, lse) if return_lse else o

@@ -71,7 +71,7 @@ def cases():
 
     lens = torch.tensor([0, 100, 228, 356], dtype=torch.int32, device=dev)
     qp, kp, vp = rnd(356, 8, 128), rnd(356, 2, 128), rnd(356, 2, 128)
-    out.append(("flash_attn_varlen_func", "3 sequences, 356 tokens",
+    out.append(("flash_attn_varlen_func", "3 sequences, 356 tokens, offsets on the GPU only",
                 lambda: kiln.flash_attn_varlen_func(qp, kp, vp, lens, lens, 128, 128, causal=True), None, None))
 
     pages, page = 64, 16
@@ -81,6 +81,19 @@ def cases():
     qd = rnd(4, 1, 8, 128)
     out.append(("flash_attn_with_kvcache", "B4 decode, 200 cached, pages of 16",
                 lambda: kiln.flash_attn_with_kvcache(qd, kc, vc, cache_seqlens=seqlens, block_table=table), None, None))
+
+    # transformers' static cache: [B, Hkv, S, D] memory read through its [B, S, Hkv, D] view,
+    # each sequence's length and first key (left padding); the query [B, Hq, 1, D] transposed.
+    b, smax = 8, 2048
+    sk, sv = rnd(b, 8, smax, 128), rnd(b, 8, smax, 128)
+    sq = rnd(b, 32, 1, 128)
+    ends = torch.randint(1024, smax + 1, (b,), device=dev, generator=g).to(torch.int32)
+    firsts = torch.where(torch.arange(b, device=dev) % 2 == 1, ends // 4, 0).to(torch.int32)
+    sqt, skt, svt = (t.transpose(1, 2) for t in (sq, sk, sv))  # (the views made once, as a model's are)
+    out.append(("flash_attn_with_kvcache", "B8 Hq32 Hkv8 static cache S2048 (BHSD), left-padded",
+                lambda: kiln.flash_attn_with_kvcache(sqt, skt, svt, cache_seqlens=ends, cache_leftpad=firsts),
+                "sdpa (whole cache, enable_gqa)",
+                lambda: F.scaled_dot_product_attention(sq, sk, sv, enable_gqa=True)))
 
     x, wg, w13 = rnd(256, 256), rnd(4, 256, 256), rnd(4, 512, 256)
     offs = torch.tensor([0, 64, 128, 192, 256], dtype=torch.int32, device=dev)

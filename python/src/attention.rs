@@ -1,166 +1,278 @@
-//! The attention ops of the extension: the forward (dense and packed), its backward, decode over
-//! a paged or dense KV cache and the KV append, each checked by kiln before it launches, and the
-//! report of bad tables the GPU found.
+//! The attention ops of the extension: the forward (`flash_attn`) and the packed forward
+//! (`flash_attn_varlen`) on torch tensors (read here, checked by kiln, outputs allocated through
+//! torch, launched on torch's current stream), the backward on described tensors, and what the
+//! decode ops (`kvcache.rs`) share with them.
 
-use kiln::api::{raw, AttentionBackwardOptions, AttentionOptions, PagedOptions, Window};
+use std::sync::Arc;
+
+use kiln::api::{
+    raw, AttentionBackwardOptions, AttentionOptions, DType, RawTensor, VarlenOffsets, Window,
+};
+use kiln::Kiln;
+use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
-use crate::{handle, stream_of, tensor, to_py, PyTensor};
+use crate::torch::{self, Arg};
+use crate::{handle, renamed, stream_of, tensor, to_py, PyTensor};
 
-#[pyfunction]
-#[pyo3(signature = (device, stream, q, k, v, o, lse, softmax_scale, causal, window=(-1, -1)))]
-#[allow(clippy::too_many_arguments)]
-pub fn attention(
-    py: Python<'_>,
-    device: usize,
-    stream: usize,
-    q: PyTensor,
-    k: PyTensor,
-    v: PyTensor,
-    o: PyTensor,
-    lse: Option<PyTensor>,
-    softmax_scale: f32,
-    causal: bool,
-    window: (i64, i64),
-) -> PyResult<()> {
-    let (q, kt, v, o) = (
-        tensor("q", q, device)?,
-        tensor("k", k, device)?,
-        tensor("v", v, device)?,
-        tensor("out", o, device)?,
-    );
-    let lse = lse.map(|l| tensor("lse", l, device)).transpose()?;
-    let opts = AttentionOptions {
+/// Bytes each stride and the start of a tensor must be a multiple of for the attention kernels'
+/// TMA and 16-byte copies.
+const ALIGN: usize = 16;
+
+/// Whether kiln's attention kernels read `t` where it lies: the last stride 1, every other
+/// stride of a dimension longer than 1 a positive multiple of 16 bytes, the start 16-byte
+/// aligned.
+fn addressable(t: &RawTensor) -> bool {
+    let e = t.dtype.size() as isize;
+    let n = t.shape.len();
+    if n == 0 || (t.shape[n - 1] > 1 && t.strides[n - 1] != 1) {
+        return n == 0;
+    }
+    let strides_ok = t.shape[..n - 1]
+        .iter()
+        .zip(&t.strides)
+        .all(|(&d, &s)| d <= 1 || (s > 0 && (s * e) % ALIGN as isize == 0));
+    strides_ok && t.ptr.is_multiple_of(ALIGN as u64)
+}
+
+/// `a` itself where the kernels read it in place, else its packed copy (`.contiguous()`): only
+/// memory they cannot address is copied (a last stride other than 1, a stride or start not a
+/// multiple of 16 bytes).
+pub(crate) fn in_place<'py>(name: &'static str, a: Arg<'py>) -> PyResult<Arg<'py>> {
+    match addressable(&a.raw) {
+        true => Ok(a),
+        false => torch::contiguous(name, &a),
+    }
+}
+
+/// flash-attention's `window_size` (left, right; -1 for no bound), or a ValueError.
+pub(crate) fn window_arg(w: Option<&Bound<'_, PyAny>>) -> PyResult<Window> {
+    let Some(w) = w else {
+        return Ok(Window::UNBOUNDED);
+    };
+    let bad = || {
+        PyValueError::new_err(format!(
+            "`window_size` is {}; give (left, right), each -1 (no bound) or a key count",
+            w.repr().map_or("?".into(), |r| r.to_string())
+        ))
+    };
+    let (left, right) = match w.extract::<Vec<i64>>().map_err(|_| bad())?[..] {
+        [left, right] => (left, right),
+        _ => return Err(bad()),
+    };
+    for (side, x) in [("left", left), ("right", right)] {
+        if x < -1 {
+            return Err(PyValueError::new_err(format!(
+                "`window_size` {side} is {x}; use -1 for no bound or a key count >= 0"
+            )));
+        }
+    }
+    Ok(Window { left, right })
+}
+
+/// A bool argument that may be left out (`None`: false).
+pub(crate) fn flag(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    v.map_or(Ok(false), |v| torch::bool_arg(name, v))
+}
+
+/// The softmax scale: given, or 1 / sqrt(head_dim).
+pub(crate) fn scale_of(given: Option<f64>, head_dim: usize) -> f32 {
+    given.map_or(1.0 / (head_dim.max(1) as f32).sqrt(), |s| s as f32)
+}
+
+/// The forward's options for a query of `shape` (its last dimension the head dim).
+fn options(causal: bool, window: Window, scale: Option<f64>, shape: &[usize]) -> AttentionOptions {
+    AttentionOptions {
         causal,
-        softmax_scale: Some(softmax_scale),
-        window: Window {
-            left: window.0,
-            right: window.1,
-        },
+        softmax_scale: Some(scale_of(scale, shape.last().copied().unwrap_or(0))),
+        window,
         ..AttentionOptions::default()
-    };
-    raw::check_attention(device, &q, &kt, &v, &o, lse.as_ref(), &opts).map_err(to_py)?;
-    let h = handle(device)?;
-    // SAFETY: as in `gemm`.
-    py.allow_threads(|| unsafe {
-        raw::attention(&h, stream_of(stream), &q, &kt, &v, &o, lse.as_ref(), &opts)
-    })
-    .map_err(to_py)
+    }
 }
 
-/// Decode over a KV cache (`flash_attn_with_kvcache` without the append): paged with a block
-/// table, else a dense cache per sequence (with or without lengths).
-#[pyfunction]
-#[pyo3(signature = (device, stream, q, k_cache, v_cache, block_table, cache_seqlens, o, lse, softmax_scale, causal, check_tables))]
-#[allow(clippy::too_many_arguments)]
-pub fn attention_paged(
-    py: Python<'_>,
+/// The handle of `device`, or (where none opens: no GPU, no driver) `check`'s argument error
+/// before the handle's: bad input is reported as such on any machine.
+pub(crate) fn handle_or_check(
     device: usize,
-    stream: usize,
-    q: PyTensor,
-    k_cache: PyTensor,
-    v_cache: PyTensor,
-    block_table: Option<PyTensor>,
-    cache_seqlens: Option<PyTensor>,
-    o: PyTensor,
-    lse: Option<PyTensor>,
-    softmax_scale: f32,
-    causal: bool,
-    check_tables: bool,
-) -> PyResult<()> {
-    let (q, kc, vc, o) = (
-        tensor("q", q, device)?,
-        tensor("k_cache", k_cache, device)?,
-        tensor("v_cache", v_cache, device)?,
-        tensor("out", o, device)?,
-    );
-    let bt = block_table
-        .map(|t| tensor("block_table", t, device))
-        .transpose()?;
-    let sl = cache_seqlens
-        .map(|t| tensor("cache_seqlens", t, device))
-        .transpose()?;
-    let lse = lse.map(|l| tensor("lse", l, device)).transpose()?;
-    let opts = PagedOptions {
-        causal,
-        softmax_scale: Some(softmax_scale),
-        check_tables,
+    check: impl FnOnce() -> kiln::Result<()>,
+) -> PyResult<Arc<Kiln>> {
+    handle(device).or_else(|e| {
+        check().map_err(to_py)?;
+        Err(e)
+    })
+}
+
+/// A new tensor of `shape` on `like`'s device in `like`'s dtype (`dtype`: None) or `dtype`,
+/// read back as `name`.
+pub(crate) fn output<'py>(
+    name: &'static str,
+    like: &Arg<'py>,
+    shape: &[usize],
+    dtype: Option<DType>,
+) -> PyResult<Arg<'py>> {
+    let py = like.obj.py();
+    let dt = match dtype {
+        Some(d) => torch::torch_dtype(py, d)?,
+        None => like.obj.getattr(intern!(py, "dtype"))?,
     };
-    let (bt, sl) = (bt.as_ref(), sl.as_ref());
-    raw::check_attention_paged(device, &q, &kc, &vc, bt, sl, &o, lse.as_ref(), &opts)
-        .map_err(to_py)?;
-    let h = handle(device)?;
-    // SAFETY: as in `gemm`.
-    py.allow_threads(|| unsafe {
-        raw::attention_paged(
-            &h,
-            stream_of(stream),
-            &q,
-            &kc,
-            &vc,
-            bt,
-            sl,
-            &o,
-            lse.as_ref(),
-            &opts,
-        )
-    })
-    .map_err(to_py)
+    torch::read(name, &torch::new_empty(&like.obj, shape, &dt)?)
 }
 
-/// Waits for GPU `device`, then raises for bad tables its decode kernels found since the last
-/// report (nothing when the handle has not run).
-#[pyfunction]
-pub fn check_errors(py: Python<'_>, device: usize) -> PyResult<()> {
-    let h = handle(device)?;
-    py.allow_threads(|| raw::check_errors(&h)).map_err(to_py)
+/// `out`, or `(out, lse)` when the caller asked for the LSE.
+pub(crate) fn returned<'py>(out: Arg<'py>, lse: Option<Arg<'py>>) -> PyResult<Bound<'py, PyAny>> {
+    let py = out.obj.py();
+    match lse {
+        Some(l) => Ok(PyTuple::new(py, [out.obj, l.obj])?.into_any()),
+        None => Ok(out.obj),
+    }
 }
 
-/// New K/V tokens written into their pages, or a dense cache's positions without a block table
-/// (`flash_attn_with_kvcache`'s `k` and `v`).
+/// `kiln.flash_attn_func` whole (inference): q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D] read
+/// where they lie (copied only where the kernels cannot address them), out packed
+/// [B, Sq, Hq, D] (allocated when not given), the LSE [B, Hq, Sq] f32 with `return_lse` (or
+/// written into `lse`); returns out or (out, lse).
 #[pyfunction]
-#[pyo3(signature = (device, stream, k, v, k_cache, v_cache, block_table, cache_seqlens, check_tables))]
+#[pyo3(signature = (q, k, v, softmax_scale=None, causal=None, return_lse=false, out=None, window_size=None, deterministic=None, lse=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn kv_append(
-    py: Python<'_>,
-    device: usize,
-    stream: usize,
-    k: PyTensor,
-    v: PyTensor,
-    k_cache: PyTensor,
-    v_cache: PyTensor,
-    block_table: Option<PyTensor>,
-    cache_seqlens: PyTensor,
-    check_tables: bool,
-) -> PyResult<()> {
-    let (k, v, kc, vc, sl) = (
-        tensor("k", k, device)?,
-        tensor("v", v, device)?,
-        tensor("k_cache", k_cache, device)?,
-        tensor("v_cache", v_cache, device)?,
-        tensor("cache_seqlens", cache_seqlens, device)?,
+pub fn flash_attn<'py>(
+    py: Python<'py>,
+    q: &Bound<'py, PyAny>,
+    k: &Bound<'py, PyAny>,
+    v: &Bound<'py, PyAny>,
+    softmax_scale: Option<f64>,
+    causal: Option<&Bound<'py, PyAny>>,
+    return_lse: bool,
+    out: Option<&Bound<'py, PyAny>>,
+    window_size: Option<&Bound<'py, PyAny>>,
+    deterministic: Option<&Bound<'py, PyAny>>,
+    lse: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let causal = flag("causal", causal)?;
+    flag("deterministic", deterministic)?; // (the backward's: checked, unused here)
+    let window = window_arg(window_size)?;
+    let ([q, k, v, out, lse], device) = torch::read_all([
+        ("q", Some(q)),
+        ("k", Some(k)),
+        ("v", Some(v)),
+        ("out", out),
+        ("lse", lse),
+    ])?;
+    let (q, k, v) = (
+        in_place("q", q.expect("read"))?,
+        in_place("k", k.expect("read"))?,
+        in_place("v", v.expect("read"))?,
     );
-    let bt = block_table
-        .map(|t| tensor("block_table", t, device))
-        .transpose()?;
-    let bt = bt.as_ref();
-    raw::check_kv_append(device, &k, &v, &kc, &vc, bt, &sl).map_err(to_py)?;
-    let h = handle(device)?;
-    // SAFETY: as in `gemm` (the caches are the outputs).
+    let shape = q.raw.shape.clone();
+    let opts = options(causal, window, softmax_scale, &shape);
+    let o = match out {
+        Some(o) => o,
+        None => output("out", &q, &shape, None)?,
+    };
+    let lse = match (lse, &shape[..]) {
+        (Some(l), _) => Some(l),
+        (None, &[b, s, h, _]) if return_lse => {
+            Some(output("lse", &q, &[b, h, s], Some(DType::F32))?)
+        }
+        _ => None,
+    };
+    let (qr, kr, vr, or) = (&q.raw, &k.raw, &v.raw, &o.raw);
+    let lr = lse.as_ref().map(|l| &l.raw);
+    let name_out = |e| to_py(renamed(e, "o", "out"));
+    let check = || {
+        raw::check_attention(device, qr, kr, vr, or, lr, &opts).map_err(|e| renamed(e, "o", "out"))
+    };
+    let h = handle_or_check(device, check)?;
+    let stream = torch::current_stream(py, device)?;
+    // SAFETY: the tensors are live torch tensors of `device`, which the caller keeps alive until
+    // torch's current stream there (`stream`) has run the launch (torch's own contract for the
+    // tensors of an op); `out` and `lse` are checked not to overlap the inputs.
     py.allow_threads(|| unsafe {
-        raw::kv_append(
-            &h,
-            stream_of(stream),
-            &k,
-            &v,
-            &kc,
-            &vc,
-            bt,
-            &sl,
-            check_tables,
-        )
+        raw::attention(&h, stream_of(stream), qr, kr, vr, or, lr, &opts)
     })
-    .map_err(to_py)
+    .map_err(name_out)?;
+    returned(o, lse.filter(|_| return_lse))
+}
+
+/// `kiln.flash_attn_varlen_func` whole: q [total_q, Hq, D], k and v [total_k, Hkv, D], the
+/// offsets i32 [batch + 1] on the GPU and the longest sequences; `host_q`, `host_k` (optional)
+/// the offsets' contents, checked before the launch (else the GPU checks them). out like q
+/// (allocated), the LSE [Hq, total_q] f32 with `return_lse`; returns out or (out, lse).
+#[pyfunction]
+#[pyo3(signature = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None, causal=None, window_size=None, return_lse=false, host_q=None, host_k=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attn_varlen<'py>(
+    py: Python<'py>,
+    q: &Bound<'py, PyAny>,
+    k: &Bound<'py, PyAny>,
+    v: &Bound<'py, PyAny>,
+    cu_seqlens_q: &Bound<'py, PyAny>,
+    cu_seqlens_k: &Bound<'py, PyAny>,
+    max_seqlen_q: i64,
+    max_seqlen_k: i64,
+    softmax_scale: Option<f64>,
+    causal: Option<&Bound<'py, PyAny>>,
+    window_size: Option<&Bound<'py, PyAny>>,
+    return_lse: bool,
+    host_q: Option<Vec<i32>>,
+    host_k: Option<Vec<i32>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let causal = flag("causal", causal)?;
+    let window = window_arg(window_size)?;
+    for (name, m) in [
+        ("max_seqlen_q", max_seqlen_q),
+        ("max_seqlen_k", max_seqlen_k),
+    ] {
+        if m < 0 {
+            return Err(PyValueError::new_err(format!(
+                "`{name}` is {m}; give the longest sequence's length (0 or more)"
+            )));
+        }
+    }
+    let ([q, k, v, cu_q, cu_k], device) = torch::read_all([
+        ("q", Some(q)),
+        ("k", Some(k)),
+        ("v", Some(v)),
+        ("cu_seqlens_q", Some(cu_seqlens_q)),
+        ("cu_seqlens_k", Some(cu_seqlens_k)),
+    ])?;
+    let [q, k, v, cu_q, cu_k] = [q, k, v, cu_q, cu_k].map(|a| a.expect("read"));
+    let shape = q.raw.shape.clone();
+    let opts = options(causal, window, softmax_scale, &shape);
+    let o = output("out", &q, &shape, None)?;
+    let lse = match &shape[..] {
+        &[total, h, _] if return_lse => Some(output("lse", &q, &[h, total], Some(DType::F32))?),
+        _ => None,
+    };
+    let host = match (&host_q, &host_k) {
+        (Some(hq), Some(hk)) => Some((&hq[..], &hk[..])),
+        (None, None) => None,
+        _ => {
+            return Err(PyValueError::new_err(
+                "give the host copies of both offsets (`host_q` and `host_k`) or neither",
+            ))
+        }
+    };
+    let offsets = VarlenOffsets {
+        cu_q: &cu_q.raw,
+        cu_k: &cu_k.raw,
+        max_seqlen_q: max_seqlen_q as usize,
+        max_seqlen_k: max_seqlen_k as usize,
+        host,
+    };
+    let (qr, kr, vr, or) = (&q.raw, &k.raw, &v.raw, &o.raw);
+    let lr = lse.as_ref().map(|l| &l.raw);
+    let check = || raw::check_attention_varlen(device, qr, kr, vr, or, lr, &offsets, &opts);
+    let h = handle_or_check(device, check)?;
+    let stream = torch::current_stream(py, device)?;
+    // SAFETY: as in `flash_attn`; host copies, when given, are the offsets' contents (the
+    // Python layer read them from these tensors).
+    py.allow_threads(|| unsafe {
+        raw::attention_varlen(&h, stream_of(stream), qr, kr, vr, or, lr, &offsets, &opts)
+    })
+    .map_err(to_py)?;
+    returned(o, lse)
 }
 
 /// The attention backward: dq, dk and dv from the forward's q, k, v, out and lse and dout.
@@ -219,69 +331,4 @@ pub fn attention_backward(
     // SAFETY: as in `gemm`.
     py.allow_threads(|| unsafe { raw::attention_backward(&h, stream_of(stream), &t, &opts) })
         .map_err(to_py)
-}
-
-/// The packed forward: `cu_q`, `cu_k` are the offsets tensors with their contents (`host_q`,
-/// `host_k`), which kiln checks and sizes the grid by.
-#[pyfunction]
-#[pyo3(signature = (device, stream, q, k, v, o, lse, cu_q, host_q, cu_k, host_k, softmax_scale, causal, window))]
-#[allow(clippy::too_many_arguments)]
-pub fn attention_varlen(
-    py: Python<'_>,
-    device: usize,
-    stream: usize,
-    q: PyTensor,
-    k: PyTensor,
-    v: PyTensor,
-    o: PyTensor,
-    lse: Option<PyTensor>,
-    cu_q: PyTensor,
-    host_q: Vec<i32>,
-    cu_k: PyTensor,
-    host_k: Vec<i32>,
-    softmax_scale: f32,
-    causal: bool,
-    window: (i64, i64),
-) -> PyResult<()> {
-    let (q, kt, v, o) = (
-        tensor("q", q, device)?,
-        tensor("k", k, device)?,
-        tensor("v", v, device)?,
-        tensor("out", o, device)?,
-    );
-    let (cq, ck) = (
-        tensor("cu_seqlens_q", cu_q, device)?,
-        tensor("cu_seqlens_k", cu_k, device)?,
-    );
-    let lse = lse.map(|l| tensor("lse", l, device)).transpose()?;
-    let opts = AttentionOptions {
-        causal,
-        softmax_scale: Some(softmax_scale),
-        window: Window {
-            left: window.0,
-            right: window.1,
-        },
-        ..AttentionOptions::default()
-    };
-    let (oq, ok) = ((&cq, &host_q[..]), (&ck, &host_k[..]));
-    raw::check_attention_varlen(device, &q, &kt, &v, &o, lse.as_ref(), oq, ok, &opts)
-        .map_err(to_py)?;
-    let h = handle(device)?;
-    // SAFETY: as in `gemm`; the offsets tensors hold `host_q` and `host_k` (the Python layer
-    // copied them from these tensors).
-    py.allow_threads(|| unsafe {
-        raw::attention_varlen(
-            &h,
-            stream_of(stream),
-            &q,
-            &kt,
-            &v,
-            &o,
-            lse.as_ref(),
-            oq,
-            ok,
-            &opts,
-        )
-    })
-    .map_err(to_py)
 }

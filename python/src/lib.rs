@@ -4,6 +4,7 @@
 mod attention;
 mod fp4;
 mod fp8;
+mod kvcache;
 mod moe;
 mod torch;
 
@@ -279,12 +280,12 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(gpu_available, m)?)?;
     m.add_function(wrap_pyfunction!(gemm, m)?)?;
-    m.add_function(wrap_pyfunction!(attention::attention, m)?)?;
-    m.add_function(wrap_pyfunction!(attention::attention_paged, m)?)?;
-    m.add_function(wrap_pyfunction!(attention::kv_append, m)?)?;
-    m.add_function(wrap_pyfunction!(attention::check_errors, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::flash_attn, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::flash_attn_varlen, m)?)?;
+    m.add_function(wrap_pyfunction!(kvcache::flash_attn_kvcache, m)?)?;
+    m.add_function(wrap_pyfunction!(kvcache::kv_append, m)?)?;
+    m.add_function(wrap_pyfunction!(kvcache::check_errors, m)?)?;
     m.add_function(wrap_pyfunction!(attention::attention_backward, m)?)?;
-    m.add_function(wrap_pyfunction!(attention::attention_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(moe::grouped_gemm, m)?)?;
     m.add_function(wrap_pyfunction!(moe::swiglu, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::fp8_gemm_nt, m)?)?;

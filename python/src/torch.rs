@@ -39,9 +39,17 @@ pub struct Arg<'py> {
     pub raw: RawTensor,
 }
 
-/// Reads `t` (a torch tensor, or anything with its attributes), which must be on a CUDA device.
-pub fn read<'py>(name: &'static str, t: &Bound<'py, PyAny>) -> PyResult<Arg<'py>> {
+/// The CUDA device index of `t`, or an error naming it. A torch tensor answers `is_cuda` and
+/// `get_device()` (a tenth of the cost of its `device` object); anything else is read through
+/// `device.type` and `device.index`.
+fn cuda_index(name: &str, t: &Bound<'_, PyAny>) -> PyResult<usize> {
     let py = t.py();
+    if let Ok(is_cuda) = t.getattr(intern!(py, "is_cuda")) {
+        if is_cuda.is_truthy()? {
+            let i: i64 = t.call_method0(intern!(py, "get_device"))?.extract()?;
+            return Ok(i.max(0) as usize);
+        }
+    }
     let device = t.getattr(intern!(py, "device"))?;
     let kind = device.getattr(intern!(py, "type"))?;
     if kind.extract::<&str>()? != "cuda" {
@@ -51,20 +59,72 @@ pub fn read<'py>(name: &'static str, t: &Bound<'py, PyAny>) -> PyResult<Arg<'py>
         )));
     }
     let index: Option<usize> = device.getattr(intern!(py, "index"))?.extract()?;
+    Ok(index.unwrap_or(0))
+}
+
+/// torch's dtype objects of kiln's views, when torch is importable (they are singletons: a
+/// tensor's dtype is found by identity, without formatting its name).
+fn known_dtypes(py: Python<'_>) -> &[(Py<PyAny>, DType)] {
+    static DTYPES: GILOnceCell<Vec<(Py<PyAny>, DType)>> = GILOnceCell::new();
+    DTYPES.get_or_init(py, || {
+        let Ok(torch) = py.import("torch") else {
+            return Vec::new();
+        };
+        [
+            ("bfloat16", DType::Bf16),
+            ("float16", DType::F16),
+            ("float32", DType::F32),
+            ("int32", DType::I32),
+            ("float8_e4m3fn", DType::E4m3),
+        ]
+        .into_iter()
+        .filter_map(|(n, d)| torch.getattr(n).ok().map(|o| (o.unbind(), d)))
+        .collect()
+    })
+}
+
+/// kiln's dtype of `t`, or an error naming it.
+fn dtype_arg_of(name: &str, t: &Bound<'_, PyAny>) -> PyResult<DType> {
+    let py = t.py();
     let dt = t.getattr(intern!(py, "dtype"))?;
+    if let Some((_, d)) = known_dtypes(py).iter().find(|(o, _)| o.bind(py).is(&dt)) {
+        return Ok(*d);
+    }
     let dt_name = dt.str()?;
-    let dtype = dtype_of(dt_name.to_str()?).ok_or_else(|| {
+    dtype_of(dt_name.to_str()?).ok_or_else(|| {
+        let shown = dt_name.to_str().unwrap_or("?").trim_start_matches("torch.");
+        // (torch's default integer type: index tables, lengths and offsets are i32 in kiln)
+        let hint = if shown == "int64" {
+            " (`.int()` makes an int64 index tensor i32)"
+        } else {
+            ""
+        };
         PyTypeError::new_err(format!(
-            "`{name}` is {}; kiln's views are bf16, f16, f32, i32 or e4m3",
-            dt_name.to_str().unwrap_or("?").trim_start_matches("torch.")
+            "`{name}` is {shown}; kiln's views are bf16, f16, f32, i32 or e4m3{hint}"
         ))
-    })?;
+    })
+}
+
+/// torch's dtype object for kiln's `d` (torch must be importable).
+pub fn torch_dtype(py: Python<'_>, d: DType) -> PyResult<Bound<'_, PyAny>> {
+    known_dtypes(py)
+        .iter()
+        .find(|(_, k)| *k == d)
+        .map(|(o, _)| o.bind(py).clone())
+        .ok_or_else(|| PyTypeError::new_err(format!("torch has no {d} dtype here")))
+}
+
+/// Reads `t` (a torch tensor, or anything with its attributes), which must be on a CUDA device.
+pub fn read<'py>(name: &'static str, t: &Bound<'py, PyAny>) -> PyResult<Arg<'py>> {
+    let py = t.py();
+    let device = cuda_index(name, t)?;
+    let dtype = dtype_arg_of(name, t)?;
     let raw = RawTensor {
         ptr: t.call_method0(intern!(py, "data_ptr"))?.extract()?,
         dtype,
         shape: t.getattr(intern!(py, "shape"))?.extract()?,
         strides: t.call_method0(intern!(py, "stride"))?.extract()?,
-        device: index.unwrap_or(0),
+        device,
     };
     Ok(Arg {
         obj: t.clone(),
@@ -142,4 +202,21 @@ pub fn shape_text(shape: &[usize]) -> String {
             format!("({})", parts.join(", "))
         }
     }
+}
+
+/// A bool argument, or a TypeError naming it (`1` is not `True`).
+pub fn bool_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    match v.downcast::<pyo3::types::PyBool>() {
+        Ok(b) => Ok(b.is_true()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "`{name}` is {}; expected True or False",
+            v.get_type().name()?
+        ))),
+    }
+}
+
+/// `t.contiguous()`, read again as `name`: a packed copy (or `t` itself when packed).
+pub fn contiguous<'py>(name: &'static str, t: &Arg<'py>) -> PyResult<Arg<'py>> {
+    let py = t.obj.py();
+    read(name, &t.obj.call_method0(intern!(py, "contiguous"))?)
 }

@@ -39,6 +39,9 @@ _ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "float64": 8, "float8_e4m3fn"
 # Each stand-in has memory of its own (kiln refuses an output that overlaps an input).
 _next_ptr = [0x10000000]
 
+# The tensors `contiguous()` was called on, in order (tests look at which views kiln copied).
+COPIES = []
+
 
 class Tensor:
     def __init__(self, shape, dtype="bfloat16", device="cuda:0", strides=None, values=None, offset=0, ptr=None):
@@ -60,10 +63,16 @@ class Tensor:
         return self._offset
 
     def contiguous(self):
-        """A packed copy (marked, so that tests can see a copy was made)."""
+        """A packed copy (marked and counted, so that tests can see a copy was made)."""
         c = Tensor(self.shape, self.dtype.name, str(self.device))
         c.copied = True
+        COPIES.append(self)
         return c
+
+    def new_full(self, shape, value, dtype=None):
+        t = self.new_empty(shape, dtype)
+        t._values = [value] * (shape[0] if shape else 1)
+        return t
 
     def transpose(self, a, b):
         shape, strides = list(self.shape), list(self._strides)

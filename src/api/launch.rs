@@ -128,35 +128,42 @@ pub(crate) fn attention(
     if version.is_some() {
         return reg.select_attention(p, dev, version)?.launch(ctx, p, &ops);
     }
-    let versions = reg
-        .attention()
-        .iter()
-        .rev()
-        .map(|k| k.as_ref())
-        .filter(|k| k.name() != ATTENTION_BASELINE);
-    let mut refused = Vec::new();
-    let supported: Vec<_> = versions
-        .filter(|k| match k.supports(p, dev) {
-            Ok(()) => true,
-            Err(r) => {
-                refused.push(format!("{}: {r}", k.name()));
-                false
+    // The versions that support the problem, fastest first, are worked out once per problem
+    // (the context's memo): a warm call walks no `supports` of the ladder.
+    let all = reg.attention();
+    let supported: std::rc::Rc<[usize]> =
+        ctx.memo.get_or_try(&(p.key(), AttentionDispatch), || {
+            let mut refused = Vec::new();
+            let ok: Vec<usize> = (0..all.len())
+                .rev()
+                .filter(|&i| all[i].name() != ATTENTION_BASELINE)
+                .filter(|&i| match all[i].supports(p, dev) {
+                    Ok(()) => true,
+                    Err(r) => {
+                        refused.push(format!("{}: {r}", all[i].name()));
+                        false
+                    }
+                })
+                .collect();
+            if ok.is_empty() {
+                return Err(Error::Unsupported {
+                    kernel: "every attention version".into(),
+                    reason: refused.join("; "),
+                });
             }
-        })
-        .collect();
-    if supported.is_empty() {
-        return Err(Error::Unsupported {
-            kernel: "every attention version".into(),
-            reason: refused.join("; "),
-        });
-    }
+            Ok(ok.into())
+        })?;
     first_that_launches(
         "attention",
-        supported,
+        supported.iter().map(|&i| all[i].as_ref()),
         |k| k.name(),
         |k| k.launch(ctx, p, &ops),
     )
 }
+
+/// Tags the memo entry of the attention versions a problem may run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct AttentionDispatch;
 
 /// The MoE version for `plan` and its tile shape: what, besides the problem, decides which
 /// kernels a launch loads.

@@ -54,4 +54,5 @@ pub use options::{
 };
 pub use paged::PagedOptions;
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
+pub use varlen::VarlenOffsets;
 pub use workspace::{Workspace, Workspaces};

@@ -44,10 +44,10 @@ impl Kiln {
         opts: &AttentionOptions,
     ) -> Result<()> {
         let v = opts.version.as_deref();
-        self.run(
+        self.run_keyed(
             stream,
-            &plan.key(v),
-            &plan.problem.label(),
+            plan.key(v),
+            || plan.problem.label(),
             |ctx, ws, capturing| launch::attention(&self.registry, ctx, ws, capturing, plan, v),
         )
     }

@@ -9,6 +9,7 @@ use cudarc::driver::{sys, CudaStream};
 use super::handle::Kiln;
 use super::tensor::{TensorMut, TensorRef};
 use super::validate::{self, AppendPlan, Operand, PagedPlan};
+use super::workspace::pending_errors;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::attention::decode_paged::{self, DecodeOperands, DecodeShape};
@@ -31,33 +32,6 @@ pub struct PagedOptions {
     pub check_tables: bool,
 }
 
-/// What each decode error word means (see [`crate::api::workspace::DECODE_ERROR_WORDS`]).
-const DECODE_ERRORS: [&str; 2] = [
-    "a `cache_seqlens` entry outside 0 ..= the tokens its cache holds (or shorter than the tokens appended)",
-    "a `block_table` entry outside the cache's pages",
-];
-
-/// An error for the words a decode kernel set since the last look, if any.
-fn pending_errors(ws: &super::workspace::Workspaces, ordinal: usize) -> Result<()> {
-    let Some(flags) = &ws.decode_errors else {
-        return Ok(());
-    };
-    let set: Vec<&str> = flags
-        .take()
-        .iter()
-        .zip(DECODE_ERRORS)
-        .filter(|(&w, _)| w != 0)
-        .map(|(_, what)| what)
-        .collect();
-    if set.is_empty() {
-        return Ok(());
-    }
-    Err(Error::invalid(format!(
-        "an earlier decode step or KV append on GPU {ordinal} was given {}; the GPU found it, read nothing outside the cache and wrote NaN for those sequences (reported once: fix the tables passed)",
-        set.join(", and ")
-    )))
-}
-
 /// A buffer over an operand's memory.
 ///
 /// # Safety
@@ -72,8 +46,7 @@ unsafe fn borrow(op: Operand) -> DeviceBuffer {
 fn check_tables(
     ctx: &Context,
     s: &DecodeShape,
-    table: Option<Operand>,
-    lens: Option<Operand>,
+    (table, lens, starts): (Option<Operand>, Option<Operand>, Option<Operand>),
     n_new: usize,
 ) -> Result<()> {
     let Some(lens) = lens else {
@@ -93,6 +66,21 @@ fn check_tables(
         Some(t) => unsafe { borrow(t) }.download::<i32>(s.table_elems())?,
         None => Vec::new(),
     };
+    let context_starts = match starts {
+        // SAFETY: as above.
+        Some(t) => unsafe { borrow(t) }.download::<i32>(s.batch)?,
+        None => Vec::new(),
+    };
+    let bad_start = context_starts
+        .iter()
+        .zip(&context_lens)
+        .enumerate()
+        .find(|(_, (&st, &c))| st < 0 || st > c);
+    if let Some((b, (st, c))) = bad_start {
+        return Err(Error::invalid(format!(
+            "cache_leftpad[{b}] = {st} is outside 0..={c} (its cache_seqlens entry); a sequence's keys start within it"
+        )));
+    }
     if !s.paged {
         let room = s.max_context();
         if let Some((b, &c)) = context_lens
@@ -116,6 +104,7 @@ fn check_tables(
             max_pages: s.max_pages,
             block_table,
             context_lens: context_lens.clone(),
+            context_starts,
             causal: s.causal,
             scale: s.scale,
             dtype: s.dtype,
@@ -153,7 +142,7 @@ impl Kiln {
         lse: Option<&mut TensorMut>,
         opts: &PagedOptions,
     ) -> Result<()> {
-        let tables = (Some(block_table), Some(context_lens));
+        let tables = (Some(block_table), Some(context_lens), None);
         self.decode_step(stream, q, (k_cache, v_cache), tables, o, lse, opts)
     }
 
@@ -161,8 +150,10 @@ impl Kiln {
     /// k_cache and v_cache [batch, seqlen, heads_kv, head_dim] with any strides whose rows are
     /// 16-byte aligned (a transposed view of a [batch, heads_kv, seqlen, head_dim] cache is read
     /// in place), `context_lens` i32 [batch] (the tokens each sequence attends to, its queries'
-    /// included) or `None` (all `seqlen`); q [batch, seqlen_q (1 to 16), heads, head_dim] and o
-    /// like q, any such strides; lse f32 [batch, heads, seqlen_q] if wanted.
+    /// included) or `None` (all `seqlen`); `context_starts` i32 [batch] (needs the lengths):
+    /// each sequence's first key, the tokens before it left padding (flash-attention's
+    /// `cache_leftpad`); q [batch, seqlen_q (1 to 16), heads, head_dim] and o like q, any such
+    /// strides; lse f32 [batch, heads, seqlen_q] if wanted.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_kvcache(
         &self,
@@ -171,23 +162,24 @@ impl Kiln {
         k_cache: &TensorRef,
         v_cache: &TensorRef,
         context_lens: Option<&TensorRef>,
+        context_starts: Option<&TensorRef>,
         o: &mut TensorMut,
         lse: Option<&mut TensorMut>,
         opts: &PagedOptions,
     ) -> Result<()> {
-        let tables = (None, context_lens);
+        let tables = (None, context_lens, context_starts);
         self.decode_step(stream, q, (k_cache, v_cache), tables, o, lse, opts)
     }
 
-    /// Either form: a paged cache with (block table, lengths), a dense one with (None, lengths
-    /// or None).
+    /// Either form: a paged cache with (block table, lengths, None), a dense one with (None,
+    /// lengths or None, starts or None).
     #[allow(clippy::too_many_arguments)]
     fn decode_step(
         &self,
         stream: &CudaStream,
         q: &TensorRef,
         (k_cache, v_cache): (&TensorRef, &TensorRef),
-        (table, lens): (Option<&TensorRef>, Option<&TensorRef>),
+        (table, lens, starts): (Option<&TensorRef>, Option<&TensorRef>, Option<&TensorRef>),
         o: &mut TensorMut,
         mut lse: Option<&mut TensorMut>,
         opts: &PagedOptions,
@@ -201,6 +193,7 @@ impl Kiln {
             &v_cache.info,
             table.map(|t| &t.info),
             lens.map(|l| &l.info),
+            starts.map(|l| &l.info),
             &o.info,
             lse_info.as_ref(),
             opts.causal,
@@ -215,6 +208,7 @@ impl Kiln {
             v_cache.track(stream),
             table.map(|t| t.track(stream)),
             lens.map(|l| l.track(stream)),
+            starts.map(|l| l.track(stream)),
             o.track(stream),
             lse.as_mut().and_then(|l| l.track(stream)),
         );
@@ -239,13 +233,15 @@ impl Kiln {
         plan: &PagedPlan,
         check: bool,
     ) -> Result<()> {
-        let key = format!("paged {:?} lse {}", plan.shape, plan.lse.is_some());
-        self.run(stream, &key, "this decode step", |ctx, ws, capturing| {
+        let key = ("decode", plan.shape.key(), plan.lse.is_some());
+        let what = || "this decode step".to_string();
+        self.run_keyed(stream, key, what, |ctx, ws, capturing| {
             if !capturing {
                 pending_errors(ws, self.ordinal())?;
             }
             if check {
-                check_tables(ctx, &plan.shape, plan.block_table, plan.context_lens, 0)?;
+                let tables = (plan.block_table, plan.context_lens, plan.context_starts);
+                check_tables(ctx, &plan.shape, tables, 0)?;
             }
             launch_paged(ctx, ws, capturing, plan)
         })
@@ -257,21 +253,17 @@ impl Kiln {
         plan: &AppendPlan,
         check: bool,
     ) -> Result<()> {
-        let key = format!("append {:?} {}", plan.shape, plan.n_new);
-        self.run(stream, &key, "this append", |ctx, ws, capturing| {
+        let key = ("append", plan.shape.key(), plan.n_new);
+        let what = || "this append".to_string();
+        self.run_keyed(stream, key, what, |ctx, ws, capturing| {
             if !capturing {
                 pending_errors(ws, self.ordinal())?;
             }
             if check {
-                check_tables(
-                    ctx,
-                    &plan.shape,
-                    plan.block_table,
-                    Some(plan.context_lens),
-                    plan.n_new,
-                )?;
+                let tables = (plan.block_table, Some(plan.context_lens), None);
+                check_tables(ctx, &plan.shape, tables, plan.n_new)?;
             }
-            let errors = ws.decode_errors(capturing)?;
+            let errors = ws.bad_input(capturing)?;
             launch_append(ctx, plan, errors)
         })
     }
@@ -333,7 +325,7 @@ fn launch_paged(
             }
         }
     };
-    let errors = ws.decode_errors(capturing)?;
+    let errors = ws.bad_input(capturing)?;
     // SAFETY: the plan's operands are checked views of the caller's memory, which the caller
     // keeps alive until the stream has run the launch; the LSE workspace lives with the handle.
     let (q, k, v, o, l) = unsafe {
@@ -346,10 +338,11 @@ fn launch_paged(
         )
     };
     // SAFETY: as above.
-    let (t, n) = unsafe {
+    let (t, n, st) = unsafe {
         (
             plan.block_table.map(|x| borrow(x)),
             plan.context_lens.map(|x| borrow(x)),
+            plan.context_starts.map(|x| borrow(x)),
         )
     };
     let ops = DecodeOperands {
@@ -360,6 +353,7 @@ fn launch_paged(
         lse: &l,
         block_table: t.as_ref(),
         context_lens: n.as_ref(),
+        context_starts: st.as_ref(),
         errors,
     };
     decode_paged::check_operands(s, &ops)?;

@@ -111,21 +111,26 @@ impl Kiln {
                 if self.is_prepared(&key)? {
                     return Ok(());
                 }
-                self.run(None, &key, &plan.problem.label(), |ctx, ws, _| {
-                    let ops = [plan.q, plan.k, plan.v, plan.o];
-                    let most = ops.iter().chain(plan.lse.as_ref()).map(|o| o.bytes).max();
-                    let buf = scratch(ctx, most.unwrap_or(0))?;
-                    let warm = validate::AttentionPlan {
-                        q: into(&buf, plan.q),
-                        k: into(&buf, plan.k),
-                        v: into(&buf, plan.v),
-                        o: into(&buf, plan.o),
-                        lse: plan.lse.map(|l| into(&buf, l)),
-                        ..plan.clone()
-                    };
-                    launch::attention(&self.registry, ctx, ws, false, &warm, version)?;
-                    ctx.synchronize()
-                })
+                self.run_keyed(
+                    None,
+                    &key,
+                    || plan.problem.label(),
+                    |ctx, ws, _| {
+                        let ops = [plan.q, plan.k, plan.v, plan.o];
+                        let most = ops.iter().chain(plan.lse.as_ref()).map(|o| o.bytes).max();
+                        let buf = scratch(ctx, most.unwrap_or(0))?;
+                        let warm = validate::AttentionPlan {
+                            q: into(&buf, plan.q),
+                            k: into(&buf, plan.k),
+                            v: into(&buf, plan.v),
+                            o: into(&buf, plan.o),
+                            lse: plan.lse.map(|l| into(&buf, l)),
+                            ..plan.clone()
+                        };
+                        launch::attention(&self.registry, ctx, ws, false, &warm, version)?;
+                        ctx.synchronize()
+                    },
+                )
             }
             Problem::AttentionBackward { tensors, opts } => self.prepare_backward(tensors, opts),
             Problem::GroupedGemm { x, w, rows, y } => {

@@ -11,6 +11,7 @@ use super::options::{
 };
 use super::tensor::RawTensor;
 use super::validate::{self, AttentionBackwardPlan, AttentionPlan, GemmPlan, MoePlan};
+use super::varlen::VarlenOffsets;
 use crate::error::Result;
 
 pub use super::fp4_raw::{
@@ -22,7 +23,7 @@ pub use super::fp8::{
     fp8_grouped_gemm,
 };
 pub use super::raw_paged::{
-    attention_paged, check_attention_paged, check_errors, check_kv_append, kv_append,
+    attention_paged, check_attention_paged, check_errors, check_kv_append, kv_append, DecodeTables,
 };
 
 fn gemm_plan(
@@ -323,11 +324,14 @@ fn attention_varlen_plan(
     v: &RawTensor,
     o: &RawTensor,
     lse: Option<&RawTensor>,
-    (cu_q, host_q): (&RawTensor, &[i32]),
-    (cu_k, host_k): (&RawTensor, &[i32]),
+    offsets: &VarlenOffsets<'_, RawTensor>,
     opts: &AttentionOptions,
 ) -> Result<Option<validate::VarlenPlan>> {
     let lse = lse.map(|l| l.info("lse", false)).transpose()?;
+    let (cu_q, cu_k) = (
+        offsets.cu_q.info("cu_seqlens_q", false)?,
+        offsets.cu_k.info("cu_seqlens_k", false)?,
+    );
     validate::attention_varlen(
         device,
         &q.info("q", false)?,
@@ -335,8 +339,7 @@ fn attention_varlen_plan(
         &v.info("v", false)?,
         &o.info("o", false)?,
         lse.as_ref(),
-        (&cu_q.info("cu_seqlens_q", false)?, host_q),
-        (&cu_k.info("cu_seqlens_k", false)?, host_k),
+        &offsets.with(&cu_q, &cu_k),
         opts,
     )
 }
@@ -350,18 +353,17 @@ pub fn check_attention_varlen(
     v: &RawTensor,
     o: &RawTensor,
     lse: Option<&RawTensor>,
-    cu_q: (&RawTensor, &[i32]),
-    cu_k: (&RawTensor, &[i32]),
+    offsets: &VarlenOffsets<'_, RawTensor>,
     opts: &AttentionOptions,
 ) -> Result<()> {
-    attention_varlen_plan(device, q, k, v, o, lse, cu_q, cu_k, opts).map(drop)
+    attention_varlen_plan(device, q, k, v, o, lse, offsets, opts).map(drop)
 }
 
-/// [`Kiln::attention_varlen`] on raw tensors and a raw stream; `cu_q`, `cu_k` pair each offsets
-/// tensor with its host copy (checked, and what sizes the grid).
+/// [`Kiln::attention_varlen`] on raw tensors and a raw stream.
 ///
 /// # Safety
-/// As [`gemm`] (`o` and `lse` are the outputs; the offsets tensors must hold their host copies).
+/// As [`gemm`] (`o` and `lse` are the outputs; host copies in `offsets`, if any, must be the
+/// offsets tensors' contents).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_varlen(
     kiln: &Kiln,
@@ -371,12 +373,11 @@ pub unsafe fn attention_varlen(
     v: &RawTensor,
     o: &RawTensor,
     lse: Option<&RawTensor>,
-    cu_q: (&RawTensor, &[i32]),
-    cu_k: (&RawTensor, &[i32]),
+    offsets: &VarlenOffsets<'_, RawTensor>,
     opts: &AttentionOptions,
 ) -> Result<()> {
     kiln.check_raw_stream(stream)?;
-    match attention_varlen_plan(kiln.ordinal(), q, k, v, o, lse, cu_q, cu_k, opts)? {
+    match attention_varlen_plan(kiln.ordinal(), q, k, v, o, lse, offsets, opts)? {
         Some(plan) => kiln.launch_attention_varlen(Some(stream), &plan, opts),
         None => Ok(()),
     }

@@ -10,14 +10,22 @@ use super::tensor::RawTensor;
 use super::validate::{self, AppendPlan, PagedPlan};
 use crate::error::Result;
 
+/// A decode step's tables: the block table (`None`: a dense cache), the context lengths
+/// (`cache_seqlens`; `None`: a dense cache's every token) and each sequence's first key
+/// (`cache_leftpad`; `None`: 0).
+pub type DecodeTables<'a> = (
+    Option<&'a RawTensor>,
+    Option<&'a RawTensor>,
+    Option<&'a RawTensor>,
+);
+
 #[allow(clippy::too_many_arguments)]
 fn paged_plan(
     device: usize,
     q: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: Option<&RawTensor>,
-    context_lens: Option<&RawTensor>,
+    (block_table, context_lens, context_starts): DecodeTables,
     o: &RawTensor,
     lse: Option<&RawTensor>,
     opts: &PagedOptions,
@@ -29,6 +37,9 @@ fn paged_plan(
     let lens = context_lens
         .map(|t| t.info("cache_seqlens", false))
         .transpose()?;
+    let starts = context_starts
+        .map(|t| t.info("cache_leftpad", false))
+        .transpose()?;
     validate::paged(
         device,
         &q.info("q", false)?,
@@ -36,6 +47,7 @@ fn paged_plan(
         &v_cache.info("v_cache", false)?,
         table.as_ref(),
         lens.as_ref(),
+        starts.as_ref(),
         &o.info("out", false)?,
         lse.as_ref(),
         opts.causal,
@@ -73,24 +85,12 @@ pub fn check_attention_paged(
     q: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: Option<&RawTensor>,
-    context_lens: Option<&RawTensor>,
+    tables: DecodeTables,
     o: &RawTensor,
     lse: Option<&RawTensor>,
     opts: &PagedOptions,
 ) -> Result<()> {
-    paged_plan(
-        device,
-        q,
-        k_cache,
-        v_cache,
-        block_table,
-        context_lens,
-        o,
-        lse,
-        opts,
-    )
-    .map(drop)
+    paged_plan(device, q, k_cache, v_cache, tables, o, lse, opts).map(drop)
 }
 
 /// The checks of [`kv_append`], without a handle.
@@ -120,24 +120,13 @@ pub unsafe fn attention_paged(
     q: &RawTensor,
     k_cache: &RawTensor,
     v_cache: &RawTensor,
-    block_table: Option<&RawTensor>,
-    context_lens: Option<&RawTensor>,
+    tables: DecodeTables,
     o: &RawTensor,
     lse: Option<&RawTensor>,
     opts: &PagedOptions,
 ) -> Result<()> {
     kiln.check_raw_stream(stream)?;
-    let plan = paged_plan(
-        kiln.ordinal(),
-        q,
-        k_cache,
-        v_cache,
-        block_table,
-        context_lens,
-        o,
-        lse,
-        opts,
-    )?;
+    let plan = paged_plan(kiln.ordinal(), q, k_cache, v_cache, tables, o, lse, opts)?;
     match plan {
         Some(plan) => kiln.launch_paged(Some(stream), &plan, opts.check_tables),
         None => Ok(()),

@@ -1,5 +1,8 @@
 //! The packed (variable-length) attention forward on cudarc views: `Kiln::attention_varlen`, and
-//! its launch on fa3_wgmma, the one version that runs packed batches.
+//! its launch on fa3_wgmma, the one version that runs packed batches. The offsets need not be
+//! on the host: the grid is sized by the longest sequences the caller names (flash-attention's
+//! `max_seqlen_q`), and the kernel checks each sequence's offsets, recording bad ones for the
+//! handle to report (as the decode kernels record bad tables).
 
 use cudarc::driver::{sys, CudaStream};
 
@@ -8,7 +11,7 @@ use super::launch::borrow;
 use super::options::AttentionOptions;
 use super::tensor::{TensorMut, TensorRef};
 use super::validate::{self, Operand, VarlenPlan};
-use super::workspace::Workspaces;
+use super::workspace::{pending_errors, Workspaces, PACKED_OFFSETS_WORD};
 use crate::device::Context;
 use crate::error::{Error, Result};
 use crate::ops::attention::fa3_wgmma::{Fa3Wgmma, VarlenOperands};
@@ -16,6 +19,39 @@ use crate::ops::attention::AttentionKernel;
 
 /// The version that runs packed batches.
 const VARLEN_VERSION: &str = "fa3_wgmma";
+
+/// The offsets of a packed call: `cu_q` and `cu_k`, i32 [batch + 1] on the GPU (sequence s owns
+/// query rows `cu_q[s]..cu_q[s + 1]` and key rows `cu_k[s]..cu_k[s + 1]`), the longest query and
+/// key sequences (flash-attention's `max_seqlen_q`, `max_seqlen_k`: the grid covers
+/// `max_seqlen_q` rows of each sequence), and, when the caller has them, the offsets' host
+/// copies: then they are checked before the launch (and the grid sized by the longest they
+/// hold); without, the GPU checks them (capturable; a sequence whose offsets are bad, or longer
+/// than `max_seqlen_q`, comes out NaN and the handle reports it at its next call outside
+/// capture or at [`Kiln::check_errors`]).
+#[derive(Debug, Clone, Copy)]
+pub struct VarlenOffsets<'a, T> {
+    pub cu_q: &'a T,
+    pub cu_k: &'a T,
+    pub max_seqlen_q: usize,
+    pub max_seqlen_k: usize,
+    pub host: Option<(&'a [i32], &'a [i32])>,
+}
+
+impl<'a, T> VarlenOffsets<'a, T> {
+    /// The same lengths and host copies with other views of the offsets.
+    pub fn with<'b, U>(&self, cu_q: &'b U, cu_k: &'b U) -> VarlenOffsets<'b, U>
+    where
+        'a: 'b,
+    {
+        VarlenOffsets {
+            cu_q,
+            cu_k,
+            max_seqlen_q: self.max_seqlen_q,
+            max_seqlen_k: self.max_seqlen_k,
+            host: self.host,
+        }
+    }
+}
 
 impl Kiln {
     pub(crate) fn launch_attention_varlen(
@@ -25,19 +61,18 @@ impl Kiln {
         opts: &AttentionOptions,
     ) -> Result<()> {
         let v = opts.version.as_deref();
-        self.run(
-            stream,
-            &plan.key(v),
-            "packed attention",
-            |ctx, ws, capturing| launch_varlen(ctx, ws, capturing, plan, v),
-        )
+        let what = || "this packed attention".to_string();
+        self.run_keyed(stream, plan.key(v), what, |ctx, ws, capturing| {
+            if !capturing {
+                pending_errors(ws, self.ordinal())?;
+            }
+            launch_varlen(ctx, ws, capturing, plan, v)
+        })
     }
 
     /// Attention forward over a packed batch, flash-attention's `flash_attn_varlen_func`: q
-    /// [total_q, Hq, D], k and v [total_k, Hkv, D], sequence s owning rows
-    /// `cu_seqlens_q[s]..cu_seqlens_q[s + 1]` of q and `cu_seqlens_k[s]..cu_seqlens_k[s + 1]` of
-    /// k and v (i32 [batch + 1] on the GPU; `host_q`, `host_k` are their contents, which are
-    /// checked and size the grid); causal aligned bottom-right per sequence, `opts.window` the
+    /// [total_q, Hq, D], k and v [total_k, Hkv, D], the sequences' rows given by `offsets`
+    /// ([`VarlenOffsets`]); causal aligned bottom-right per sequence, `opts.window` the
     /// sliding window; o like q; lse f32 [Hq, total_q] if wanted. `opts.layout` does not apply.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_varlen(
@@ -48,12 +83,12 @@ impl Kiln {
         v: &TensorRef,
         o: &mut TensorMut,
         mut lse: Option<&mut TensorMut>,
-        (cu_q, host_q): (&TensorRef, &[i32]),
-        (cu_k, host_k): (&TensorRef, &[i32]),
+        offsets: VarlenOffsets<'_, TensorRef>,
         opts: &AttentionOptions,
     ) -> Result<()> {
         self.check_stream(stream)?;
         let lse_info = lse.as_ref().map(|l| l.info);
+        let infos = offsets.with(&offsets.cu_q.info, &offsets.cu_k.info);
         let Some(plan) = validate::attention_varlen(
             self.ordinal(),
             &q.info,
@@ -61,8 +96,7 @@ impl Kiln {
             &v.info,
             &o.info,
             lse_info.as_ref(),
-            (&cu_q.info, host_q),
-            (&cu_k.info, host_k),
+            &infos,
             opts,
         )?
         else {
@@ -72,8 +106,8 @@ impl Kiln {
             q.track(stream),
             k.track(stream),
             v.track(stream),
-            cu_q.track(stream),
-            cu_k.track(stream),
+            offsets.cu_q.track(stream),
+            offsets.cu_k.track(stream),
             o.track(stream),
             lse.as_mut().and_then(|l| l.track(stream)),
         );
@@ -82,7 +116,7 @@ impl Kiln {
 }
 
 /// Enqueues `plan` on the context's stream; without a caller's LSE the kernel writes the
-/// handle's.
+/// handle's. The kernel records bad offsets in the handle's error words.
 pub(crate) fn launch_varlen(
     ctx: &Context,
     ws: &mut Workspaces,
@@ -96,7 +130,7 @@ pub(crate) fn launch_varlen(
             reason: format!("only {VARLEN_VERSION} runs packed (variable-length) batches"),
         });
     }
-    let p = &plan.problem;
+    let p = &plan.shape;
     let lse = match plan.lse {
         Some(l) => l,
         None => {
@@ -113,6 +147,7 @@ pub(crate) fn launch_varlen(
             kernel: Fa3Wgmma.name().into(),
             reason,
         })?;
+    let errors = ws.bad_input(capturing)? + 4 * PACKED_OFFSETS_WORD as u64;
     // SAFETY: the plan's operands are the caller's live views (checked by validate), and the
     // LSE workspace lives as long as the handle.
     let (q, k, v, o, l, cq, ck) = unsafe {
@@ -134,6 +169,7 @@ pub(crate) fn launch_varlen(
         lse: &l,
         cu_q: &cq,
         cu_k: &ck,
+        errors,
     };
     Fa3Wgmma.launch_varlen(ctx, p, &ops)
 }

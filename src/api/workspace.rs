@@ -65,31 +65,62 @@ pub struct Workspaces {
     pub lse: Workspace,
     /// The tables `moe_tile_prefix` builds for the grouped MoE kernels (`schedule::sched_bytes`).
     pub moe_sched: Workspace,
-    /// Where the decode kernels record bad tables ([`DECODE_ERROR_WORDS`] host-mapped words),
-    /// made by the first decode step outside capture.
-    pub decode_errors: Option<HostFlags>,
+    /// Where kernels record bad input they found on the GPU ([`INPUT_ERRORS`], host-mapped
+    /// words), made by the first call that needs it outside capture.
+    pub bad_input: Option<HostFlags>,
 }
 
-/// The decode kernels' error words: a context length out of range, a page id outside the cache.
-pub const DECODE_ERROR_WORDS: usize = 2;
+/// What each word of [`Workspaces::bad_input`] means, as the sentence an error gives: the decode
+/// kernels' (a context length out of range, a page id outside the cache, a key start outside its
+/// sequence), then the packed forward's (offsets that are not cumulative within the packed rows).
+pub const INPUT_ERRORS: [&str; 4] = [
+    "a `cache_seqlens` entry outside 0 ..= the tokens its cache holds (or shorter than the tokens appended)",
+    "a `block_table` entry outside the cache's pages",
+    "a `cache_leftpad` entry (a sequence's first key) outside 0 ..= its `cache_seqlens` entry (from transformers' plug-in: an attention mask that is not left padding followed by the sequence)",
+    "`cu_seqlens_q` or `cu_seqlens_k` entries that are not cumulative offsets of the packed rows (starting at 0, never decreasing, ending at the packed length), or a sequence longer than `max_seqlen_q`",
+];
+
+/// The packed forward's word in [`Workspaces::bad_input`].
+pub const PACKED_OFFSETS_WORD: usize = 3;
 
 impl Workspaces {
-    /// The device address of the decode error flags, made on first use (refused during capture,
-    /// which a step that has run before never meets).
-    pub fn decode_errors(&mut self, capturing: bool) -> Result<u64> {
-        if let Some(f) = &self.decode_errors {
+    /// The device address of the bad-input words, made on first use (refused during capture,
+    /// which a call that has run before never meets).
+    pub fn bad_input(&mut self, capturing: bool) -> Result<u64> {
+        if let Some(f) = &self.bad_input {
             return Ok(f.device_ptr());
         }
         if capturing {
             return Err(Error::Capture(
-                "the decode error flags would be allocated during CUDA-graph capture; run one decode step (or `Kiln::precompile` it) before capturing".into(),
+                "kiln's bad-input flags would be allocated during CUDA-graph capture; run the call once (or `Kiln::precompile` it) before capturing".into(),
             ));
         }
-        let f = HostFlags::new(DECODE_ERROR_WORDS)?;
+        let f = HostFlags::new(INPUT_ERRORS.len())?;
         let ptr = f.device_ptr();
-        self.decode_errors = Some(f);
+        self.bad_input = Some(f);
         Ok(ptr)
     }
+}
+
+/// An error for the words kernels set since the last look, if any (each reported once).
+pub fn pending_errors(ws: &Workspaces, ordinal: usize) -> Result<()> {
+    let Some(flags) = &ws.bad_input else {
+        return Ok(());
+    };
+    let set: Vec<&str> = flags
+        .take()
+        .iter()
+        .zip(INPUT_ERRORS)
+        .filter(|(&w, _)| w != 0)
+        .map(|(_, what)| what)
+        .collect();
+    if set.is_empty() {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "an earlier call on GPU {ordinal} (a decode step, KV append or packed attention) was given {}; the GPU found it, read nothing outside the tensors and wrote NaN for those sequences (reported once: fix what was passed)",
+        set.join(", and ")
+    )))
 }
 
 impl Default for Workspaces {
@@ -97,7 +128,7 @@ impl Default for Workspaces {
         Workspaces {
             lse: Workspace::new("attention LSE workspace", false),
             moe_sched: Workspace::new("MoE schedule workspace", false),
-            decode_errors: None,
+            bad_input: None,
         }
     }
 }

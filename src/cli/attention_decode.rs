@@ -43,6 +43,10 @@ pub struct DecodeFlags {
     /// sequence attending to all of it, or with --random-lengths 40 spare rows and lengths.
     #[arg(long)]
     pub dense: bool,
+    /// Left padding: each sequence's keys start at a seeded position (flash-attention's
+    /// cache_leftpad), needs --random-lengths.
+    #[arg(long)]
+    pub left_pad: bool,
 }
 
 impl DecodeFlags {
@@ -54,6 +58,7 @@ impl DecodeFlags {
             ("--random-lengths", self.random_lengths),
             ("--append", self.append.is_some()),
             ("--dense", self.dense),
+            ("--left-pad", self.left_pad),
         ];
         match flags.iter().find(|(_, given)| *given) {
             Some((flag, _)) => Err(Error::invalid(format!(
@@ -94,7 +99,13 @@ impl DecodeFlags {
             dtype: a.dtype.parse()?,
             append: self.append.unwrap_or(0),
             dense: self.dense,
+            left_pad: self.left_pad,
         };
+        if self.left_pad && !self.random_lengths {
+            return Err(Error::invalid(
+                "--left-pad draws each sequence's first key below its length: add --random-lengths",
+            ));
+        }
         if self.dense && self.page_size.is_some() {
             return Err(Error::invalid(
                 "--dense reads a cache per sequence, not pages: leave out --page-size",
@@ -125,6 +136,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
             || f.append.is_some()
             || f.random_lengths
             || f.dense
+            || f.left_pad
             || a.problem.shape.batch.is_some()
         {
             return Err(Error::invalid(

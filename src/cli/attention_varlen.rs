@@ -8,8 +8,9 @@ use kiln::error::{Error, Result};
 use kiln::harness::attention::bench::{time_attention, AttnBuffers};
 use kiln::harness::attention::varlen::{
     dense_equal_batch, dense_equivalent, seeded_lengths, time_varlen, varlen_flops, varlen_label,
-    varlen_suite, verify_varlen, VarlenBuffers, VarlenCheck,
+    varlen_suite, verify_varlen, VarlenBounds, VarlenBuffers, VarlenCheck,
 };
+use kiln::harness::attention::varlen_bad::verify_bad_offsets;
 use kiln::harness::bench::L2Flusher;
 use kiln::harness::verify::fresh_seed;
 use kiln::ops::attention::{VarlenProblem, Window};
@@ -140,16 +141,25 @@ fn problem(
     Ok(p)
 }
 
+/// Every problem twice, sized by its longest sequences (the host-checked path) and by looser
+/// bounds (the path without host copies, the kernel alone checking the offsets); with the suite,
+/// then the GPU's check of bad offsets.
 pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
-    let problems = match a.varlen.lengths(seed)? {
-        Some(lengths) => vec![problem(&a.problem.shape, &a.problem.dtype, &lengths)?],
-        None => varlen_suite(),
+    let (problems, suite) = match a.varlen.lengths(seed)? {
+        Some(lengths) => (
+            vec![problem(&a.problem.shape, &a.problem.dtype, &lengths)?],
+            false,
+        ),
+        None => (varlen_suite(), true),
     };
     let ctx = env.context()?;
     let mut outcomes: Vec<VarlenCheck> = Vec::new();
-    for (i, p) in problems.iter().enumerate() {
-        let o = match verify_varlen(&ctx, p, seed.wrapping_add(i as u64)) {
+    let runs = problems
+        .iter()
+        .flat_map(|p| [(p, VarlenBounds::Exact), (p, VarlenBounds::Loose)]);
+    for (i, (p, bounds)) in runs.enumerate() {
+        let o = match verify_varlen(&ctx, p, seed.wrapping_add(i as u64 / 2), bounds) {
             Ok(o) => o,
             Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
             Err(e) => VarlenCheck {
@@ -168,6 +178,14 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
             eprintln!("FAIL fa3_wgmma {}: {}", o.problem, o.message);
         }
         outcomes.push(o);
+    }
+    if suite {
+        for o in verify_bad_offsets(&ctx, seed)? {
+            if !o.passed && !env.json {
+                eprintln!("FAIL fa3_wgmma {}: {}", o.problem, o.message);
+            }
+            outcomes.push(o);
+        }
     }
     let failed = outcomes.iter().any(|o| !o.passed);
     if env.json {

@@ -41,17 +41,21 @@ pub fn paged_forward(
     let heads: Vec<_> = work
         .par_iter()
         .map(|&(b, h)| {
-            let ctx = p.context(b);
+            let (ctx, start) = (p.context(b), p.start(b));
             let (kh, vh) = (
                 gather_context(p, k_cache, b, h / p.group()),
                 gather_context(p, v_cache, b, h / p.group()),
             );
             let qh = gather(q, &qs, b, h, 0..sq, d);
             // Bottom-right: the last query token sees the whole context.
+            // Left padding: keys before the sequence's start are not attended to.
             let spans: Vec<_> = (0..sq)
-                .map(|i| match p.causal {
-                    true => 0..(i + ctx + 1).saturating_sub(sq).min(ctx),
-                    false => 0..ctx,
+                .map(|i| {
+                    let end = match p.causal {
+                        true => (i + ctx + 1).saturating_sub(sq).min(ctx),
+                        false => ctx,
+                    };
+                    start.min(end)..end
                 })
                 .collect();
             let head = Head {
@@ -171,22 +175,27 @@ mod tests {
             let (kn, vn) = (chunk(&dense_k), chunk(&dense_v));
             append_kv(&step, &mut k_cache, &mut v_cache, &kn, &vn, 4).unwrap();
         }
-        for causal in [true, false] {
+        // Left padding: keys before a sequence's start are dropped, as if its context began
+        // there (sequence 1's start leaves its first query row one key).
+        for (causal, starts) in [(true, vec![]), (false, vec![]), (true, vec![5, 17])] {
             p.causal = causal;
+            p.context_starts = starts;
             p.validate().unwrap();
             let q = random(p.q_elems(), 70);
             let f = paged_forward(&p, &q, &k_cache, &v_cache);
             for b in 0..2 {
+                let start = p.start(b);
                 let dense = AttentionProblem {
                     heads_kv: 2,
                     seqlen_q: 3,
-                    seqlen_kv: ctx[b],
+                    seqlen_kv: ctx[b] - start,
                     causal,
                     scale: p.scale,
                     ..AttentionProblem::new(1, 4, 3, 64)
                 };
                 let qb = &q[b * p.seqlen_q * p.heads_q * 64..(b + 1) * p.seqlen_q * p.heads_q * 64];
-                for r in attention_rows(&dense, qb, &dense_k[b], &dense_v[b], &[0, 1, 2]) {
+                let (kb, vb) = (&dense_k[b][start * row..], &dense_v[b][start * row..]);
+                for r in attention_rows(&dense, qb, kb, vb, &[0, 1, 2]) {
                     let at = ((b * 3 + r.i) * 4 + r.h) * 64;
                     for (x, y) in f.o[at..at + 64].iter().zip(&r.o) {
                         assert!((x - y).abs() < 1e-12, "b{b} h{} i{}: {x} vs {y}", r.h, r.i);

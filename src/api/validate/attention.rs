@@ -9,6 +9,7 @@ use crate::api::info::TensorInfo;
 use crate::api::options::{AttentionOptions, AttnLayout};
 use crate::error::{ArgumentKind, Result};
 use crate::ops::attention::{AttentionProblem, OperandStrides, Strides, HEAD_DIMS, STRIDE_ALIGN};
+use std::hash::Hash;
 
 /// A checked attention forward: the problem and the memory of each tensor.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,17 +24,15 @@ pub struct AttentionPlan {
 }
 
 impl AttentionPlan {
-    /// What the launch depends on besides data.
-    pub fn key(&self, version: Option<&str>) -> String {
-        let align: Vec<u64> = [self.q, self.k, self.v, self.o]
-            .iter()
-            .chain(self.lse.as_ref())
-            .map(Operand::align_class)
-            .collect();
-        format!(
-            "attention {:?} {version:?} lse {} align {align:?}",
-            self.problem,
-            self.lse.is_some()
+    /// What the launch depends on besides data: the problem, the version asked for, whether the
+    /// caller wants the LSE, and each base's alignment class (hashed, never formatted).
+    pub fn key<'v>(&self, version: Option<&'v str>) -> impl Hash + Eq + std::fmt::Debug + 'v {
+        let lse = self.lse.map(|l| l.align_class());
+        (
+            self.problem.key(),
+            version,
+            [self.q, self.k, self.v, self.o].map(|o| o.align_class()),
+            lse,
         )
     }
 }

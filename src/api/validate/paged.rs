@@ -11,7 +11,8 @@ use crate::api::dtype::DType;
 use crate::api::info::TensorInfo;
 use crate::error::{ArgumentKind, Result};
 use crate::ops::attention::decode_paged::{DecodeShape, DecodeStrides};
-use crate::ops::attention::STRIDE_ALIGN;
+use crate::ops::attention::paged::{MAX_DECODE_QUERIES, PAGE_SIZES};
+use crate::ops::attention::{HEAD_DIMS, STRIDE_ALIGN};
 
 /// A checked decode step: the shape and the memory of each tensor.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +25,8 @@ pub struct PagedPlan {
     pub block_table: Option<Operand>,
     /// `None`: every sequence attends to its whole dense cache.
     pub context_lens: Option<Operand>,
+    /// `None`: every sequence's keys start at 0.
+    pub context_starts: Option<Operand>,
     pub o: Operand,
     /// `None`: the caller wants no LSE (the handle's workspace takes it).
     pub lse: Option<Operand>,
@@ -81,6 +84,23 @@ fn row_strides(arg: &str, t: &TensorInfo, what: &str) -> Result<[usize; 3]> {
         out[i] = s;
     }
     Ok(out)
+}
+
+/// A table of one i32 per sequence (`what`: what its entries are), packed.
+fn per_sequence(arg: &str, t: &TensorInfo, batch: usize, what: &str) -> Result<()> {
+    rank(arg, t, 1, &format!("`{arg}` is 1-D [batch]"))?;
+    dtype_in(arg, t, &[DType::I32], &format!("`{arg}` holds i32 {what}"))?;
+    if t.shape()[0] != batch {
+        return Err(err(
+            arg,
+            ArgumentKind::Shape,
+            format!(
+                "`{arg}` is {}; batch {batch} needs [{batch}]",
+                t.shape_text()
+            ),
+        ));
+    }
+    contiguous(arg, t, &format!("kiln reads the {what} packed"))
 }
 
 /// The caches and tables of a step or an append, checked.
@@ -188,24 +208,7 @@ fn cache_and_tables(
         }
     };
     if let Some(l) = context_lens {
-        rank("cache_seqlens", l, 1, "`cache_seqlens` is 1-D [batch]")?;
-        dtype_in(
-            "cache_seqlens",
-            l,
-            &[DType::I32],
-            "`cache_seqlens` holds i32 lengths",
-        )?;
-        if l.shape()[0] != batch {
-            return Err(err(
-                "cache_seqlens",
-                ArgumentKind::Shape,
-                format!(
-                    "`cache_seqlens` is {}; batch {batch} needs [{batch}]",
-                    l.shape_text()
-                ),
-            ));
-        }
-        contiguous("cache_seqlens", l, "kiln reads the lengths packed")?;
+        per_sequence("cache_seqlens", l, batch, "lengths")?;
     } else if block_table.is_some() {
         return Err(err(
             "cache_seqlens",
@@ -215,6 +218,19 @@ fn cache_and_tables(
         ));
     }
     let what = "kiln's decode";
+    if block_table.is_some() && !PAGE_SIZES.contains(&dims[1]) {
+        return Err(err(
+            "k_cache",
+            ArgumentKind::Shape,
+            format!(
+                "`k_cache` has pages of {} tokens; kiln's decode takes 16, 64 or 256",
+                dims[1]
+            ),
+        ));
+    }
+    for (name, t) in [("k_cache", k_cache), ("v_cache", v_cache)] {
+        aligned(name, t, what)?;
+    }
     Ok(Cache {
         dims,
         max_pages,
@@ -223,10 +239,26 @@ fn cache_and_tables(
     })
 }
 
+/// `t` starts on a 16-byte boundary (the kernels copy its rows 16 bytes at a time).
+fn aligned(arg: &str, t: &TensorInfo, what: &str) -> Result<()> {
+    if !t.ptr().is_multiple_of(16) {
+        return Err(err(
+            arg,
+            ArgumentKind::Bounds,
+            format!(
+                "`{arg}` starts at {:#x}, which is not 16-byte aligned; {what} copies rows 16 bytes at a time: pass a tensor whose start is (a slice at a multiple of 8 elements)",
+                t.ptr()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a decode step for a handle on GPU `device`: q [batch, seqlen_q, heads, head_dim],
 /// o like q, lse f32 [batch, heads, seqlen_q]; a paged cache with `block_table` and
-/// `context_lens`, or a dense one (one sequence per row) with or without lengths. `None` when
-/// the batch is empty.
+/// `context_lens`, or a dense one (one sequence per row) with or without lengths; with
+/// `context_starts` (i32 [batch], flash-attention's `cache_leftpad`; needs the lengths) each
+/// sequence attends to keys start .. length. `None` when the batch is empty.
 #[allow(clippy::too_many_arguments)]
 pub fn paged(
     device: usize,
@@ -235,6 +267,7 @@ pub fn paged(
     v_cache: &TensorInfo,
     block_table: Option<&TensorInfo>,
     context_lens: Option<&TensorInfo>,
+    context_starts: Option<&TensorInfo>,
     o: &TensorInfo,
     lse: Option<&TensorInfo>,
     causal: bool,
@@ -252,6 +285,18 @@ pub fn paged(
     dtype_in("q", q, &HALF, "kiln's decode takes bf16 or f16")?;
     let [batch, sq, hq, dq] = [0, 1, 2, 3].map(|i| q.shape()[i]);
     let cache = cache_and_tables(device, k_cache, v_cache, block_table, context_lens, batch)?;
+    if let Some(st) = context_starts {
+        on_device("cache_leftpad", st, device)?;
+        per_sequence("cache_leftpad", st, batch, "first keys")?;
+        if context_lens.is_none() {
+            return Err(err(
+                "cache_leftpad",
+                ArgumentKind::Value,
+                "`cache_leftpad` (each sequence's first key) needs `cache_seqlens` (where each ends)"
+                    .into(),
+            ));
+        }
+    }
     let [pages, page_size, hkv, d] = cache.dims;
     same_dtype(
         "k_cache",
@@ -279,6 +324,31 @@ pub fn paged(
             format!("`k_cache` has head dim {d} but `q` has {dq}"),
         ));
     }
+    if !HEAD_DIMS.contains(&dq) {
+        return Err(err(
+            "q",
+            ArgumentKind::Shape,
+            format!("`q` has head dim {dq}; kiln's decode takes head dims 64, 128 or 256"),
+        ));
+    }
+    if hkv == 0 || !hq.is_multiple_of(hkv) {
+        return Err(err(
+            "k_cache",
+            ArgumentKind::Shape,
+            format!(
+                "`q` has {hq} heads and `k_cache` {hkv}: the query heads must be a multiple of the key/value heads (GQA)"
+            ),
+        ));
+    }
+    if !(1..=MAX_DECODE_QUERIES).contains(&sq) && batch > 0 {
+        return Err(err(
+            "q",
+            ArgumentKind::Shape,
+            format!(
+                "`q` has {sq} query tokens per sequence; kiln's decode takes 1 to {MAX_DECODE_QUERIES}"
+            ),
+        ));
+    }
     if let Some(l) = lse {
         dtype_in("lse", l, &[DType::F32], "kiln's decode writes an f32 `lse`")?;
         if l.shape() != [batch, hq, sq] {
@@ -304,6 +374,8 @@ pub fn paged(
     }
     let what = "kiln's decode";
     let (qs, os) = (row_strides("q", q, what)?, row_strides("o", o, what)?);
+    aligned("q", q, what)?;
+    aligned("o", o, what)?;
     writable("o", o)?;
     no_alias(
         "o",
@@ -336,6 +408,7 @@ pub fn paged(
         dtype: float("q", q)?,
         paged: block_table.is_some(),
         lengths: context_lens.is_some(),
+        starts: context_starts.is_some(),
         strides: DecodeStrides {
             q: qs,
             o: os,
@@ -351,6 +424,7 @@ pub fn paged(
         v_cache: Operand::of(v_cache),
         block_table: block_table.map(Operand::of),
         context_lens: context_lens.map(Operand::of),
+        context_starts: context_starts.map(Operand::of),
         o: Operand::of(o),
         lse: lse.map(Operand::of),
     }))
@@ -432,6 +506,7 @@ pub fn append(
         dtype: float("k_cache", k_cache)?,
         paged: block_table.is_some(),
         lengths: true,
+        starts: false,
         strides: DecodeStrides {
             k: cache.k,
             v: cache.v,

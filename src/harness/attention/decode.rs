@@ -43,6 +43,11 @@ pub struct DecodeSpec {
     /// (`random_lengths`), else S = `context` and no lengths (each sequence attends to all).
     #[serde(default)]
     pub dense: bool,
+    /// Left padding: each sequence's keys start at a seeded position (flash-attention's
+    /// `cache_leftpad`; transformers' static cache under a left-padded batch), drawn from
+    /// 0..=length - seqlen_q, so that every query still sees a key.
+    #[serde(default)]
+    pub left_pad: bool,
 }
 
 /// Rows a dense cache holds past the longest context when lengths are given (a static cache).
@@ -68,16 +73,30 @@ impl DecodeSpec {
             let row = b * max_pages..b * max_pages + (ctx as usize).div_ceil(self.page_size.max(1));
             block_table[row.clone()].copy_from_slice(&ids[row]);
         }
-        let p = self.paged_problem_of(block_table, context_lens, num_pages, max_pages);
+        let mut p = self.paged_problem_of(block_table, context_lens, num_pages, max_pages);
+        p.context_starts = self.starts(&p.context_lens, &mut rng);
         p.validate()?;
         Ok(p)
+    }
+
+    /// Each sequence's first key with `left_pad` (0..=length - seqlen_q, seeded), else none.
+    fn starts(&self, lens: &[i32], rng: &mut rand::rngs::SmallRng) -> Vec<i32> {
+        match self.left_pad {
+            true => lens
+                .iter()
+                .map(|&c| rng.gen_range(0..=(c - self.seqlen_q as i32).max(0)))
+                .collect(),
+            false => Vec::new(),
+        }
     }
 
     /// The dense cache's problem: S rows per sequence, one "page" each (page b is sequence b),
     /// lengths drawn as for pages.
     fn dense_problem(&self, seed: u64) -> Result<PagedProblem> {
-        let context_lens = self.lengths(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let context_lens = self.lengths(&mut rng);
         let p = PagedProblem {
+            context_starts: self.starts(&context_lens, &mut rng),
             num_pages: self.batch,
             page_size: self.dense_rows(),
             max_pages: 1,
@@ -118,6 +137,7 @@ impl DecodeSpec {
             max_pages,
             block_table,
             context_lens,
+            context_starts: Vec::new(),
             causal: self.causal,
             scale: 1.0 / (self.head_dim as f32).sqrt(),
             dtype: self.dtype,
@@ -143,7 +163,7 @@ impl DecodeSpec {
         let bhsd = [hkv * rows * d, d, rows * d];
         DecodeShape {
             paged: false,
-            lengths: self.random_lengths,
+            lengths: self.random_lengths || self.left_pad,
             strides: DecodeStrides {
                 k: bhsd,
                 v: bhsd,
@@ -159,7 +179,7 @@ impl DecodeSpec {
             false => format!("page{}", self.page_size),
         };
         format!(
-            "decode B{} H{}/{} d{} q{} {} ctx{}{}{}{} {}",
+            "decode B{} H{}/{} d{} q{} {} ctx{}{}{}{}{} {}",
             self.batch,
             self.heads_q,
             self.heads_kv,
@@ -168,6 +188,7 @@ impl DecodeSpec {
             cache,
             self.context,
             if self.random_lengths { " random" } else { "" },
+            if self.left_pad { " left-padded" } else { "" },
             if self.causal { " causal" } else { "" },
             if self.append > 0 {
                 format!(" +{}", self.append)
@@ -195,6 +216,7 @@ pub fn decode_suite() -> Vec<DecodeSpec> {
         dtype: DType::Bf16,
         append: 0,
         dense: false,
+        left_pad: false,
     };
     let mut v = Vec::new();
     let mut n = 0usize;
@@ -296,6 +318,15 @@ fn dense_suite(base: &DecodeSpec) -> Vec<DecodeSpec> {
         (128, 1, 8, 1, 20000, false, 0, DType::Bf16),
         (64, 2, 4, 4, 17, true, 2, DType::Bf16),
     ];
+    // Left padding (each sequence's keys from a seeded start): transformers' static cache under
+    // a left-padded batch, 1 and 4 query tokens, one long enough to split; and a paged cache.
+    let padded = [
+        (128, 1, 32, 8, 2048, true, DType::Bf16),
+        (64, 4, 16, 2, 300, true, DType::F16),
+        (256, 1, 8, 8, 1000, true, DType::Bf16),
+        (128, 1, 8, 1, 20000, true, DType::Bf16),
+        (128, 2, 16, 4, 500, false, DType::F16),
+    ];
     rows.iter()
         .map(
             |&(d, sq, hq, hkv, context, random, append, dtype)| DecodeSpec {
@@ -312,6 +343,25 @@ fn dense_suite(base: &DecodeSpec) -> Vec<DecodeSpec> {
                 dense: true,
                 ..*base
             },
+        )
+        .chain(
+            padded
+                .iter()
+                .map(|&(d, sq, hq, hkv, context, dense, dtype)| DecodeSpec {
+                    batch: if context > 10000 { 1 } else { 4 },
+                    heads_q: hq,
+                    heads_kv: hkv,
+                    head_dim: d,
+                    seqlen_q: sq,
+                    context,
+                    random_lengths: true,
+                    causal: sq > 1,
+                    dtype,
+                    dense,
+                    left_pad: true,
+                    page_size: if dense { base.page_size } else { 64 },
+                    ..*base
+                }),
         )
         .collect()
 }
@@ -352,20 +402,20 @@ fn device_cache(spec: &DecodeSpec, p: &PagedProblem, host: &HostData) -> Result<
     }
 }
 
-/// The block table and the lengths on the device, as `spec`'s shape reads them.
-fn device_tables(
-    spec: &DecodeSpec,
-    p: &PagedProblem,
-) -> Result<(Option<DeviceBuffer>, Option<DeviceBuffer>)> {
-    let table = match spec.dense {
-        true => None,
-        false => Some(DeviceBuffer::from_host(&p.block_table)?),
-    };
-    let lens = match spec.dense && !spec.random_lengths {
-        true => None,
-        false => Some(DeviceBuffer::from_host(&p.context_lens)?),
-    };
-    Ok((table, lens))
+/// The block table, the lengths and the first keys on the device, as `spec`'s shape reads them.
+struct DeviceTables {
+    table: Option<DeviceBuffer>,
+    lens: Option<DeviceBuffer>,
+    starts: Option<DeviceBuffer>,
+}
+
+fn device_tables(spec: &DecodeSpec, p: &PagedProblem) -> Result<DeviceTables> {
+    let upload = |want: bool, host: &[i32]| want.then(|| DeviceBuffer::from_host(host)).transpose();
+    Ok(DeviceTables {
+        table: upload(!spec.dense, &p.block_table)?,
+        lens: upload(spec.shape(p).lengths, &p.context_lens)?,
+        starts: upload(spec.left_pad, &p.context_starts)?,
+    })
 }
 
 /// One decode check's outcome.
@@ -394,7 +444,11 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
     let vc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(3));
     let dq = DeviceBuffer::from_host(q.bytes())?;
     let (dk, dv) = (device_cache(spec, &p, &kc)?, device_cache(spec, &p, &vc)?);
-    let (table, lens) = device_tables(spec, &p)?;
+    let DeviceTables {
+        table,
+        lens,
+        starts,
+    } = device_tables(spec, &p)?;
     let (mut k64, mut v64) = (kc.to_f64(), vc.to_f64());
     let mut out = DecodeCheck {
         spec: *spec,
@@ -461,6 +515,7 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
         lse: &lse,
         block_table: table.as_ref(),
         context_lens: lens.as_ref(),
+        context_starts: starts.as_ref(),
         errors: 0,
     };
     decode_paged::check_operands(&s, &ops)?;
@@ -517,9 +572,10 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
 }
 
 /// The guard against bad tables on the GPU, with no host check before the launch: sequence 0's
-/// first page id is past the cache (paged only) and sequence 1's length past its cache, so their
-/// O and LSE must come out NaN (never a plausible value), every other sequence's finite, and the
-/// error flags must say which kinds were seen (a length; a page id).
+/// first page id is past the cache (paged only), sequence 1's length past its cache and (left
+/// padded) sequence 2's first key past its length, so their O and LSE must come out NaN (never
+/// a plausible value), every other sequence's finite, and the error flags must say which kinds
+/// were seen (a length; a page id; a key start).
 pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<DecodeCheck> {
     let mut p = spec.problem(seed)?;
     let s = spec.shape(&p);
@@ -527,7 +583,10 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
         p.block_table[0] = p.num_pages as i32;
     }
     p.context_lens[1] = (p.max_pages * p.page_size + 1) as i32;
-    let bad_seq = |b: usize| b == 1 || (b == 0 && !spec.dense);
+    if spec.left_pad {
+        p.context_starts[2] = p.context_lens[2] + 1;
+    }
+    let bad_seq = |b: usize| b == 1 || (b == 0 && !spec.dense) || (b == 2 && spec.left_pad);
     let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
     let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
     let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
@@ -535,8 +594,12 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
         ctx.alloc(p.q_elems() * p.dtype.size())?,
         ctx.alloc(s.lse_elems() * 4)?,
     );
-    let (table, lens) = device_tables(spec, &p)?;
-    let flags = HostFlags::new(2)?;
+    let DeviceTables {
+        table,
+        lens,
+        starts,
+    } = device_tables(spec, &p)?;
+    let flags = HostFlags::new(3)?;
     o.fill_bytes(0xFF, ctx)?;
     lse.fill_bytes(0xFF, ctx)?;
     let ops = DecodeOperands {
@@ -547,6 +610,7 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
         lse: &lse,
         block_table: table.as_ref(),
         context_lens: lens.as_ref(),
+        context_starts: starts.as_ref(),
         errors: flags.device_ptr(),
     };
     decode_paged::check_operands(&s, &ops)?;
@@ -562,14 +626,14 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
         + (0..have_lse.len())
             .filter(|&i| have_lse[i].is_nan() != bad_seq(i / lse_seq))
             .count();
-    let want_flags = vec![1, u32::from(!spec.dense)];
+    let want_flags = vec![1, u32::from(!spec.dense), u32::from(spec.left_pad)];
     let have_flags = flags.take();
     let (passed, message) = verdict(&[
         (wrong > 0, &|| {
             format!("{wrong} output elements disagree with their sequence's table: NaN for a bad one, finite otherwise")
         }),
         (have_flags != want_flags, &|| {
-            format!("the error flags read {have_flags:?}, not {want_flags:?} (a length; a page id)")
+            format!("the error flags read {have_flags:?}, not {want_flags:?} (a length; a page id; a key start)")
         }),
     ]);
     Ok(DecodeCheck {
@@ -586,9 +650,9 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
     })
 }
 
-/// Problems for [`verify_bad_tables`]: one split, several (the bad page seen by one split), and
-/// a dense cache with lengths.
-pub fn bad_table_specs() -> [DecodeSpec; 3] {
+/// Problems for [`verify_bad_tables`]: one split, several (the bad page seen by one split), a
+/// dense cache with lengths, and one left-padded.
+pub fn bad_table_specs() -> [DecodeSpec; 4] {
     let base = DecodeSpec {
         batch: 3,
         heads_q: 8,
@@ -602,6 +666,7 @@ pub fn bad_table_specs() -> [DecodeSpec; 3] {
         dtype: DType::Bf16,
         append: 0,
         dense: false,
+        left_pad: false,
     };
     [
         base,
@@ -613,6 +678,13 @@ pub fn bad_table_specs() -> [DecodeSpec; 3] {
         DecodeSpec {
             dense: true,
             random_lengths: true,
+            context: 300,
+            ..base
+        },
+        DecodeSpec {
+            dense: true,
+            random_lengths: true,
+            left_pad: true,
             context: 300,
             ..base
         },
@@ -648,7 +720,11 @@ pub fn time_decode(
     let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
     let o = ctx.alloc(p.q_elems() * p.dtype.size())?;
     let lse = ctx.alloc(s.lse_elems() * 4)?;
-    let (table, lens) = device_tables(spec, &p)?;
+    let DeviceTables {
+        table,
+        lens,
+        starts,
+    } = device_tables(spec, &p)?;
     ctx.synchronize()?;
     let ops = DecodeOperands {
         q: &q,
@@ -658,6 +734,7 @@ pub fn time_decode(
         lse: &lse,
         block_table: table.as_ref(),
         context_lens: lens.as_ref(),
+        context_starts: starts.as_ref(),
         errors: 0,
     };
     decode_paged::check_operands(&s, &ops)?;
@@ -736,10 +813,18 @@ mod tests {
         assert!(plans.iter().any(|p| p.m_groups > 1 && p.splits > 1));
         // the bad-table check runs with one split and with several
         let plan = |x: &DecodeSpec| DecodePlan::new(&x.shape(&x.problem(1).unwrap()), &h100);
-        let [one, many, dense] = bad_table_specs();
+        let [one, many, dense, padded] = bad_table_specs();
         assert_eq!(plan(&one).splits, 1);
         assert!(plan(&many).splits > 1);
-        assert!(dense.dense);
+        assert!(dense.dense && padded.left_pad);
+        // left padding: dense and paged, one split and several
+        let lp: Vec<&DecodeSpec> = s.iter().filter(|x| x.left_pad).collect();
+        assert!(lp.iter().any(|x| x.dense) && lp.iter().any(|x| !x.dense));
+        assert!(lp.iter().any(|x| plan(x).splits > 1));
+        for x in &lp {
+            let p = x.problem(5).unwrap();
+            assert!(p.context_starts.iter().any(|&st| st > 0), "{}", x.label());
+        }
         // dense caches: with and without lengths, and one that splits
         let d: Vec<&DecodeSpec> = s.iter().filter(|x| x.dense).collect();
         assert!(d.iter().any(|x| x.random_lengths) && d.iter().any(|x| !x.random_lengths));

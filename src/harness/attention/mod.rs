@@ -9,4 +9,5 @@ pub mod bench;
 pub mod decode;
 pub mod shapes;
 pub mod varlen;
+pub mod varlen_bad;
 pub mod verify;

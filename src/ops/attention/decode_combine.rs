@@ -1,7 +1,7 @@
 //! Host side of `kernels/attention/decode_combine.cu`: the second pass of flash-decoding, which
 //! merges the splits' fp32 partial O and LSE into O and LSE (one warp per query row).
 
-use crate::device::{Context, LaunchConfig};
+use crate::device::{Context, Function, LaunchConfig};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::decode_paged::{DecodeArgs, DecodeShape};
@@ -22,10 +22,14 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
     DTYPES.iter().map(|&dt| spec(arch, dt)).collect()
 }
 
+/// The loaded variant for `dtype`.
+pub fn function(ctx: &Context, dtype: DType) -> Result<Function> {
+    ctx.function(&spec(&ctx.arch(), dtype))
+}
+
 /// Enqueues the merge of `args.splits` partials (already written by decode_paged on this
-/// stream) into `args.o` and `args.lse`.
-pub fn launch(ctx: &Context, s: &DecodeShape, args: &mut DecodeArgs) -> Result<()> {
-    let f = ctx.function(&spec(&ctx.arch(), s.dtype))?;
+/// stream) into `args.o` and `args.lse`, with `f` ([`function`]).
+pub fn launch(ctx: &Context, f: &Function, s: &DecodeShape, args: &mut DecodeArgs) -> Result<()> {
     let blocks = (s.lse_elems() as u32).div_ceil(ROWS_PER_BLOCK);
     let cfg = LaunchConfig::simple((blocks, 1, 1), 32 * ROWS_PER_BLOCK);
     // SAFETY: one parameter, the DecodeArgs of the decode_paged launch before it, whose partials

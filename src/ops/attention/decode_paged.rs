@@ -4,7 +4,7 @@
 
 use std::ffi::c_void;
 
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::attention::paged::{PagedProblem, MAX_DECODE_QUERIES, PAGE_SIZES};
@@ -24,7 +24,7 @@ pub const MIN_TILES_PER_SPLIT: usize = 4;
 /// Element strides of a decode step's tensors: Q and O by (batch, token, head); the caches by
 /// (page, slot, head), where a dense cache's page is the sequence and its slot the position.
 /// The head dim is contiguous.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DecodeStrides {
     pub q: [usize; 3],
     pub o: [usize; 3],
@@ -82,10 +82,43 @@ pub struct DecodeShape {
     /// Each sequence attends to its `context_lens` entry; `false` (a dense cache without
     /// lengths): to all `page_size` tokens.
     pub lengths: bool,
+    /// Each sequence's keys start at its `context_starts` entry (left padding,
+    /// flash-attention's `cache_leftpad`); `false`: at 0.
+    pub starts: bool,
     pub strides: DecodeStrides,
 }
 
+/// A [`DecodeShape`] as a hashable key (the scale by its bits): what launches are memoised by,
+/// and what a handle knows has run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DecodeKey {
+    dims: [usize; 8],
+    flags: [bool; 4],
+    scale_bits: u32,
+    dtype: DType,
+    strides: DecodeStrides,
+}
+
 impl DecodeShape {
+    pub fn key(&self) -> DecodeKey {
+        DecodeKey {
+            dims: [
+                self.batch,
+                self.heads_q,
+                self.heads_kv,
+                self.head_dim,
+                self.seqlen_q,
+                self.num_pages,
+                self.page_size,
+                self.max_pages,
+            ],
+            flags: [self.causal, self.paged, self.lengths, self.starts],
+            scale_bits: self.scale.to_bits(),
+            dtype: self.dtype,
+            strides: self.strides,
+        }
+    }
+
     pub fn of(p: &PagedProblem) -> DecodeShape {
         DecodeShape {
             batch: p.batch,
@@ -101,6 +134,7 @@ impl DecodeShape {
             dtype: p.dtype,
             paged: true,
             lengths: true,
+            starts: !p.context_starts.is_empty(),
             strides: DecodeStrides::packed(
                 p.heads_q,
                 p.seqlen_q,
@@ -281,9 +315,11 @@ pub struct DecodeArgs {
     /// The most tokens a sequence holds (a length past it is bad; without lengths, each's).
     pub max_ctx: i32,
     pub pad: i32,
-    /// Two host-mapped words the kernels set to 1 on bad input (a length out of range; a page
-    /// id outside the cache); 0: not recorded.
+    /// Three host-mapped words the kernels set to 1 on bad input (a length out of range; a
+    /// page id outside the cache; a key start outside 0 ..= its length); 0: not recorded.
     pub errors: u64,
+    /// i32 [batch]: each sequence's first key (left padding); 0: every sequence starts at 0.
+    pub context_starts: u64,
 }
 
 impl DecodeArgs {
@@ -440,7 +476,10 @@ pub struct DecodeOperands<'a> {
     pub block_table: Option<&'a DeviceBuffer>,
     /// i32 [batch]; `None`: every sequence attends to the whole dense cache.
     pub context_lens: Option<&'a DeviceBuffer>,
-    /// Where the kernels record bad input ([`crate::device::HostFlags`], two words); 0: nowhere.
+    /// i32 [batch], each sequence's first key; `None`: 0 (the shape's `starts` is false).
+    pub context_starts: Option<&'a DeviceBuffer>,
+    /// Where the kernels record bad input ([`crate::device::HostFlags`], three words); 0:
+    /// nowhere.
     pub errors: u64,
 }
 
@@ -448,19 +487,26 @@ pub struct DecodeOperands<'a> {
 /// aligned where copied in chunks, and that the tables are there exactly when the shape reads
 /// them.
 pub fn check_operands(s: &DecodeShape, ops: &DecodeOperands) -> Result<()> {
-    if ops.block_table.is_some() != s.paged || ops.context_lens.is_some() != s.lengths {
+    if ops.block_table.is_some() != s.paged
+        || ops.context_lens.is_some() != s.lengths
+        || ops.context_starts.is_some() != s.starts
+    {
         return Err(Error::invalid(
-            "the block table and context lengths given do not match the decode shape (paged, with lengths)",
+            "the block table, context lengths and starts given do not match the decode shape (paged, with lengths, with starts)",
         ));
     }
     let e = s.dtype.size();
     let [q, o, k, v] = s.spans();
     let held = |b: Option<&DeviceBuffer>| b.map_or((0, 0), |b| (b.bytes(), b.ptr()));
-    let ((table_have, table_ptr), (lens_have, lens_ptr)) =
-        (held(ops.block_table), held(ops.context_lens));
-    let (table_need, lens_need) = (
+    let ((table_have, table_ptr), (lens_have, lens_ptr), (starts_have, starts_ptr)) = (
+        held(ops.block_table),
+        held(ops.context_lens),
+        held(ops.context_starts),
+    );
+    let (table_need, lens_need, starts_need) = (
         if s.paged { s.table_elems() * 4 } else { 0 },
         if s.lengths { s.batch * 4 } else { 0 },
+        if s.starts { s.batch * 4 } else { 0 },
     );
     for (name, need, have, ptr) in [
         ("Q", q * e, ops.q.bytes(), ops.q.ptr()),
@@ -470,6 +516,7 @@ pub fn check_operands(s: &DecodeShape, ops: &DecodeOperands) -> Result<()> {
         ("LSE", s.lse_elems() * 4, ops.lse.bytes(), ops.lse.ptr()),
         ("block table", table_need, table_have, table_ptr),
         ("context lengths", lens_need, lens_have, lens_ptr),
+        ("context starts", starts_need, starts_have, starts_ptr),
     ] {
         if have < need {
             return Err(Error::invalid(format!(
@@ -502,9 +549,20 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         .collect()
 }
 
-/// Enqueues one decode step (and the combine when it splits) on the context's stream. Callers
-/// have validated `s` and checked `ops`.
-pub fn launch(ctx: &Context, s: &DecodeShape, ops: &DecodeOperands) -> Result<DecodePlan> {
+/// A decode step's launch worked out but for its operands' addresses: the plan, the loaded
+/// kernels, the launch shape and the argument block without addresses (the context's memo
+/// keeps it by shape).
+#[derive(Debug, Clone, Copy)]
+struct Resolved {
+    plan: DecodePlan,
+    f: Function,
+    /// decode_combine, when the step splits.
+    combine: Option<Function>,
+    cfg: LaunchConfig,
+    args: DecodeArgs,
+}
+
+fn resolve(ctx: &Context, s: &DecodeShape) -> Result<Resolved> {
     let plan = DecodePlan::new(s, &ctx.info);
     ctx.info
         .check_smem(plan.tile.smem_bytes())
@@ -512,6 +570,32 @@ pub fn launch(ctx: &Context, s: &DecodeShape, ops: &DecodeOperands) -> Result<De
             kernel: "decode_paged".into(),
             reason,
         })?;
+    let combine = match plan.splits {
+        1 => None,
+        _ => Some(decode_combine::function(ctx, s.dtype)?),
+    };
+    Ok(Resolved {
+        plan,
+        f: ctx.function(&plan.tile.spec(&ctx.arch(), s.dtype))?,
+        combine,
+        cfg: LaunchConfig {
+            smem_bytes: plan.tile.smem_bytes(),
+            ..LaunchConfig::simple((plan.blocks(s) as u32, 1, 1), THREADS)
+        },
+        args: DecodeArgs {
+            splits: plan.splits as i32,
+            m_groups: plan.m_groups as i32,
+            ..DecodeArgs::new(s)
+        },
+    })
+}
+
+/// Enqueues one decode step (and the combine when it splits) on the context's stream. Callers
+/// have validated `s` and checked `ops`. What depends on the shape alone is worked out once
+/// per shape (the context's memo).
+pub fn launch(ctx: &Context, s: &DecodeShape, ops: &DecodeOperands) -> Result<DecodePlan> {
+    let r = ctx.memo.get_or_try(&s.key(), || resolve(ctx, s))?;
+    let plan = r.plan;
     let mut args = DecodeArgs {
         q: ops.q.ptr(),
         k_cache: ops.k_cache.ptr(),
@@ -520,10 +604,9 @@ pub fn launch(ctx: &Context, s: &DecodeShape, ops: &DecodeOperands) -> Result<De
         lse: ops.lse.ptr(),
         block_table: ops.block_table.map_or(0, |b| b.ptr()),
         context_lens: ops.context_lens.map_or(0, |b| b.ptr()),
-        splits: plan.splits as i32,
-        m_groups: plan.m_groups as i32,
+        context_starts: ops.context_starts.map_or(0, |b| b.ptr()),
         errors: ops.errors,
-        ..DecodeArgs::new(s)
+        ..r.args
     };
     if plan.splits > 1 {
         let base = ctx
@@ -533,17 +616,12 @@ pub fn launch(ctx: &Context, s: &DecodeShape, ops: &DecodeOperands) -> Result<De
         args.part_o = base;
         args.part_lse = base + (plan.splits * s.lse_elems() * s.head_dim * 4) as u64;
     }
-    let f = ctx.function(&plan.tile.spec(&ctx.arch(), s.dtype))?;
-    let cfg = LaunchConfig {
-        smem_bytes: plan.tile.smem_bytes(),
-        ..LaunchConfig::simple((plan.blocks(s) as u32, 1, 1), THREADS)
-    };
     // SAFETY: one parameter, a DecodeArgs whose buffers the caller checked against `s` and keeps
     // alive; the partials (when split) are the context's scratch, sized by `partial_bytes`.
     // Every page id and context length is checked on the GPU before it addresses the cache.
-    unsafe { f.launch(ctx.stream, &cfg, &mut [args.as_param()])? };
-    if plan.splits > 1 {
-        decode_combine::launch(ctx, s, &mut args)?;
+    unsafe { r.f.launch(ctx.stream, &r.cfg, &mut [args.as_param()])? };
+    if let Some(combine) = &r.combine {
+        decode_combine::launch(ctx, combine, s, &mut args)?;
     }
     Ok(plan)
 }
@@ -564,7 +642,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(DecodeArgs, v_sh), 232);
         assert_eq!(std::mem::offset_of!(DecodeArgs, max_ctx), 240);
         assert_eq!(std::mem::offset_of!(DecodeArgs, errors), 248);
-        assert_eq!(std::mem::size_of::<DecodeArgs>(), 256);
+        assert_eq!(std::mem::offset_of!(DecodeArgs, context_starts), 256);
+        assert_eq!(std::mem::size_of::<DecodeArgs>(), 264);
     }
 
     #[test]
@@ -584,6 +663,7 @@ mod tests {
             dtype: DType::Bf16,
             paged: true,
             lengths: true,
+            starts: false,
             strides: DecodeStrides::packed(32, 1, 8, 16, 128),
         };
         // The target: 64 x 8 blocks already fill 132 SMs (2 blocks each at d128).

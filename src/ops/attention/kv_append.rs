@@ -80,10 +80,25 @@ pub fn check(s: &DecodeShape, n_new: usize, ops: &AppendOperands) -> Result<()> 
     Ok(())
 }
 
+/// Tags the memo entry of an append's launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct AppendLaunch;
+
 /// Enqueues the append; `context_lens` count the new tokens (they are each context's last).
+/// The kernel and the grid are worked out once per shape (the context's memo).
 pub fn launch(ctx: &Context, s: &DecodeShape, n_new: usize, ops: &AppendOperands) -> Result<()> {
     check(s, n_new, ops)?;
-    let f = ctx.function(&spec(&ctx.arch()))?;
+    let (f, cfg) = ctx.memo.get_or_try(&(s.key(), n_new, AppendLaunch), || {
+        let chunks = (s.batch * n_new * s.heads_kv * s.head_dim / 8) as u64;
+        let blocks = chunks
+            .div_ceil(256)
+            .min(ctx.info.sm_count as u64 * 8)
+            .max(1) as u32;
+        Ok((
+            ctx.function(&spec(&ctx.arch()))?,
+            LaunchConfig::simple((blocks, 1, 1), 256),
+        ))
+    })?;
     let mut args = DecodeArgs {
         k_cache: ops.k_cache.ptr(),
         v_cache: ops.v_cache.ptr(),
@@ -95,12 +110,6 @@ pub fn launch(ctx: &Context, s: &DecodeShape, n_new: usize, ops: &AppendOperands
         errors: ops.errors,
         ..DecodeArgs::new(s)
     };
-    let chunks = (s.batch * n_new * s.heads_kv * s.head_dim / 8) as u64;
-    let blocks = chunks
-        .div_ceil(256)
-        .min(ctx.info.sm_count as u64 * 8)
-        .max(1) as u32;
-    let cfg = LaunchConfig::simple((blocks, 1, 1), 256);
     // SAFETY: one parameter, a DecodeArgs whose buffers `check` measured against `s` and
     // `n_new`; page ids and context lengths are checked on the GPU before they address a page.
     unsafe { f.launch(ctx.stream, &cfg, &mut [args.as_param()]) }

@@ -15,7 +15,7 @@ use std::ffi::c_void;
 
 pub use paged::PagedProblem;
 pub use problem::{AttentionProblem, AttnLayout, OperandStrides, Strides, HEAD_DIMS, STRIDE_ALIGN};
-pub use varlen::{VarlenProblem, Window};
+pub use varlen::{VarlenProblem, VarlenShape, Window};
 
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::Result;
@@ -137,7 +137,8 @@ pub struct AttnArgs {
     /// win_right, causal folded into win_right, an unbounded side as [`WINDOW_UNBOUNDED`].
     pub win_left: i32,
     pub win_right: i32,
-    pub pad: i32,
+    /// The packed variant: rows of packed K and V.
+    pub total_k: i32,
     /// V strides (elements): batch, head, sequence.
     pub v_sb: i64,
     pub v_sh: i64,
@@ -146,6 +147,9 @@ pub struct AttnArgs {
     pub o_sb: i64,
     pub o_sh: i64,
     pub o_ss: i64,
+    /// The packed variant: a host-mapped word the kernel sets to 1 when the offsets are bad
+    /// (checked on the GPU, since they may never have been on the host); 0: not recorded.
+    pub errors: u64,
 }
 
 /// An unbounded window side in [`AttnArgs`]: farther than any sequence reaches, and far enough
@@ -154,13 +158,30 @@ pub const WINDOW_UNBOUNDED: i32 = 1 << 30;
 
 impl AttnArgs {
     pub fn new(p: &AttentionProblem, ops: &AttentionOperands) -> Self {
-        let (qs, ks, vs, os) = (p.q_strides(), p.k_strides(), p.v_strides(), p.o_strides());
+        AttnArgs::of(p).at(ops)
+    }
+
+    /// This block with the operands' addresses.
+    pub fn at(self, ops: &AttentionOperands) -> Self {
         AttnArgs {
             q: ops.q.ptr(),
             k: ops.k.ptr(),
             v: ops.v.ptr(),
             o: ops.o.ptr(),
             lse: ops.lse.ptr(),
+            ..self
+        }
+    }
+
+    /// The problem's fields; the addresses are 0 until [`AttnArgs::at`] sets them.
+    pub fn of(p: &AttentionProblem) -> Self {
+        let (qs, ks, vs, os) = (p.q_strides(), p.k_strides(), p.v_strides(), p.o_strides());
+        AttnArgs {
+            q: 0,
+            k: 0,
+            v: 0,
+            o: 0,
+            lse: 0,
             q_sb: qs.batch as i64,
             q_sh: qs.head as i64,
             q_ss: qs.seq as i64,
@@ -188,13 +209,14 @@ impl AttnArgs {
             total_q: 0,
             win_left: WINDOW_UNBOUNDED,
             win_right: WINDOW_UNBOUNDED,
-            pad: 0,
+            total_k: 0,
             v_sb: vs.batch as i64,
             v_sh: vs.head as i64,
             v_ss: vs.seq as i64,
             o_sb: os.batch as i64,
             o_sh: os.head as i64,
             o_ss: os.seq as i64,
+            errors: 0,
         }
     }
 
@@ -256,8 +278,10 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnArgs, total_q), 184);
         assert_eq!(std::mem::offset_of!(AttnArgs, win_left), 188);
         assert_eq!(std::mem::offset_of!(AttnArgs, win_right), 192);
+        assert_eq!(std::mem::offset_of!(AttnArgs, total_k), 196);
         assert_eq!(std::mem::offset_of!(AttnArgs, v_sb), 200);
         assert_eq!(std::mem::offset_of!(AttnArgs, o_ss), 240);
-        assert_eq!(std::mem::size_of::<AttnArgs>(), 248);
+        assert_eq!(std::mem::offset_of!(AttnArgs, errors), 248);
+        assert_eq!(std::mem::size_of::<AttnArgs>(), 256);
     }
 }

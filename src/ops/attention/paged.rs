@@ -32,6 +32,10 @@ pub struct PagedProblem {
     pub block_table: Vec<i32>,
     /// [batch] cached tokens each sequence attends to.
     pub context_lens: Vec<i32>,
+    /// [batch] each sequence's first key (left padding: keys before it are not attended to);
+    /// empty: every sequence starts at 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_starts: Vec<i32>,
     pub causal: bool,
     pub scale: f32,
     pub dtype: DType,
@@ -49,6 +53,10 @@ impl PagedProblem {
     }
     pub fn context(&self, b: usize) -> usize {
         self.context_lens[b].max(0) as usize
+    }
+    /// Sequence `b`'s first key (a validated problem).
+    pub fn start(&self, b: usize) -> usize {
+        self.context_starts.get(b).map_or(0, |&s| s.max(0) as usize)
     }
     pub fn q_elems(&self) -> usize {
         self.batch * self.seqlen_q * self.heads_q * self.head_dim
@@ -94,6 +102,13 @@ impl PagedProblem {
                 self.batch
             )));
         }
+        if !self.context_starts.is_empty() && self.context_starts.len() != self.batch {
+            return Err(Error::invalid(format!(
+                "context_starts has {} entries; batch {} needs one per sequence (or none)",
+                self.context_starts.len(),
+                self.batch
+            )));
+        }
         for b in 0..self.batch {
             let ctx = self.context_lens[b];
             let room = self.max_pages * self.page_size;
@@ -103,11 +118,22 @@ impl PagedProblem {
                     self.max_pages, self.page_size
                 )));
             }
-            let pages = (ctx as usize).div_ceil(self.page_size);
+            let start = self.context_starts.get(b).copied().unwrap_or(0);
+            if start < 0 || start > ctx {
+                return Err(Error::invalid(format!(
+                    "context_starts[{b}] = {start} is outside 0..={ctx} (its context length); a sequence's keys start within it"
+                )));
+            }
+            // (pages wholly before the first key are never read)
+            let (first, pages) = (
+                start as usize / self.page_size,
+                (ctx as usize).div_ceil(self.page_size),
+            );
             let row = &self.block_table[b * self.max_pages..b * self.max_pages + pages];
             if let Some((j, &id)) = row
                 .iter()
                 .enumerate()
+                .skip(first)
                 .find(|(_, &id)| id < 0 || id as usize >= self.num_pages)
             {
                 return Err(Error::invalid(format!(
@@ -137,6 +163,7 @@ pub(crate) mod tests {
             // Pages out of order, and an unused entry left at -1.
             block_table: vec![4, 0, 2, 5, 1, -1],
             context_lens: vec![40, 20],
+            context_starts: Vec::new(),
             causal: true,
             scale: 0.125,
             dtype: DType::Bf16,
@@ -182,6 +209,27 @@ pub(crate) mod tests {
             ..ok.clone()
         });
         assert!(e.contains("seqlen_q = 17"), "{e}");
+        // left padding: a first key within the length; pages wholly before it are not read
+        let e = err(&PagedProblem {
+            context_starts: vec![0, 21],
+            ..ok.clone()
+        });
+        assert!(
+            e.contains("context_starts[1] = 21 is outside 0..=20"),
+            "{e}"
+        );
+        PagedProblem {
+            block_table: vec![-1, 0, 2, 5, 1, -1],
+            context_starts: vec![16, 0],
+            ..ok.clone()
+        }
+        .validate()
+        .unwrap();
+        assert!(err(&PagedProblem {
+            context_starts: vec![0],
+            ..ok.clone()
+        })
+        .contains("one per sequence"));
         let e = err(&PagedProblem {
             block_table: vec![4, 0, 2],
             ..ok

@@ -52,7 +52,7 @@ impl FromStr for AttnLayout {
 }
 
 /// Element strides of one 4-D tensor: batch, head, sequence (dim is contiguous).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Strides {
     pub batch: usize,
     pub head: usize,
@@ -91,7 +91,7 @@ impl Strides {
 /// Element strides of each of Q, K, V and O, when they are not the layout's packed ones: each
 /// tensor read where it lies (transformers' queries in BSHD memory beside a KV cache in BHSD
 /// memory, a slice of a fused QKV projection, a cache with room past the sequence).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OperandStrides {
     pub q: Strides,
     pub k: Strides,
@@ -130,7 +130,39 @@ pub struct AttentionProblem {
     pub strides: Option<OperandStrides>,
 }
 
+/// An [`AttentionProblem`] as a hashable key (the scale by its bits): what launches are
+/// memoised by, and what a handle knows has run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionKey {
+    dims: [usize; 6],
+    dtype: DType,
+    causal: bool,
+    scale_bits: u32,
+    layout: AttnLayout,
+    window: Window,
+    strides: Option<OperandStrides>,
+}
+
 impl AttentionProblem {
+    pub fn key(&self) -> AttentionKey {
+        AttentionKey {
+            dims: [
+                self.batch,
+                self.heads_q,
+                self.heads_kv,
+                self.seqlen_q,
+                self.seqlen_kv,
+                self.head_dim,
+            ],
+            dtype: self.dtype,
+            causal: self.causal,
+            scale_bits: self.scale.to_bits(),
+            layout: self.layout,
+            window: self.window,
+            strides: self.strides,
+        }
+    }
+
     /// Multi-head attention with equal lengths, scale 1/sqrt(d), BSHD, bf16, not causal.
     pub fn new(batch: usize, heads: usize, seqlen: usize, head_dim: usize) -> Self {
         AttentionProblem {

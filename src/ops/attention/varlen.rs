@@ -12,7 +12,7 @@ use crate::ops::gemm::DType;
 
 /// Flash-attention's sliding window: query i of a sequence sees keys j with
 /// i + sk − sq − left ≤ j ≤ i + sk − sq + right; −1 leaves that side unbounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Window {
     pub left: i64,
     pub right: i64,
@@ -102,7 +102,122 @@ pub struct VarlenProblem {
     pub dtype: DType,
 }
 
+/// A packed call without its offsets' contents (which may live on the GPU only): what the
+/// kernel is specialised, sized and launched for. `max_q` and `max_k` are the longest query and
+/// key sequences (flash-attention's `max_seqlen_q`, `max_seqlen_k`): the grid covers `max_q`
+/// rows of every sequence, and the kernel checks each sequence's offsets against these bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VarlenShape {
+    pub heads_q: usize,
+    pub heads_kv: usize,
+    pub head_dim: usize,
+    pub total_q: usize,
+    pub total_k: usize,
+    /// Sequences (the offsets have one more entry).
+    pub batch: usize,
+    pub max_q: usize,
+    pub max_k: usize,
+    pub causal: bool,
+    pub window: Window,
+    pub scale: f32,
+    pub dtype: DType,
+}
+
+/// A [`VarlenShape`] as a hashable key (the scale by its bits): what launches are memoised by,
+/// and what a handle knows has run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VarlenKey {
+    dims: [usize; 8],
+    causal: bool,
+    window: Window,
+    scale_bits: u32,
+    dtype: DType,
+}
+
+impl VarlenShape {
+    pub fn key(&self) -> VarlenKey {
+        VarlenKey {
+            dims: [
+                self.heads_q,
+                self.heads_kv,
+                self.head_dim,
+                self.total_q,
+                self.total_k,
+                self.batch,
+                self.max_q,
+                self.max_k,
+            ],
+            causal: self.causal,
+            window: self.window,
+            scale_bits: self.scale.to_bits(),
+            dtype: self.dtype,
+        }
+    }
+
+    pub fn q_elems(&self) -> usize {
+        self.total_q * self.heads_q * self.head_dim
+    }
+    pub fn kv_elems(&self) -> usize {
+        self.total_k * self.heads_kv * self.head_dim
+    }
+
+    /// Checks heads, dims, the batch, the longest sequences against the packed lengths and
+    /// the 32-bit indices, and the window.
+    pub fn validate(&self) -> Result<()> {
+        check_heads(
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+            self.dtype,
+            self.scale,
+        )?;
+        if self.batch == 0 {
+            return Err(Error::invalid(
+                "the offsets have 1 entry; they need batch + 1 (at least 2)",
+            ));
+        }
+        let i32_max = i32::MAX as usize;
+        if self.total_q > i32_max || self.total_k > i32_max || self.batch > i32_max {
+            return Err(Error::invalid(
+                "the packed rows or the sequences exceed 2^31; split the batch",
+            ));
+        }
+        if self.max_q > self.total_q || self.max_k > self.total_k {
+            return Err(Error::invalid(format!(
+                "the longest sequences ({}, {}) exceed the packed rows ({}, {})",
+                self.max_q, self.max_k, self.total_q, self.total_k
+            )));
+        }
+        if self.total_q > 0 && self.max_q == 0 {
+            return Err(Error::invalid(format!(
+                "max_seqlen_q is 0 but q has {} packed rows; give the longest query sequence",
+                self.total_q
+            )));
+        }
+        self.window.check(self.max_k)
+    }
+}
+
 impl VarlenProblem {
+    /// The launch shape: the sequences, and the longest of them as the offsets hold them.
+    pub fn shape(&self) -> VarlenShape {
+        let (max_q, max_k) = self.max_seqlens();
+        VarlenShape {
+            heads_q: self.heads_q,
+            heads_kv: self.heads_kv,
+            head_dim: self.head_dim,
+            total_q: self.total_q,
+            total_k: self.total_k,
+            batch: self.batch(),
+            max_q,
+            max_k,
+            causal: self.causal,
+            window: self.window,
+            scale: self.scale,
+            dtype: self.dtype,
+        }
+    }
+
     /// Sequences of the given (query, key) lengths, MHA, scale 1/sqrt(d), not causal, no window.
     pub fn new(lengths: &[(usize, usize)], heads: usize, head_dim: usize) -> Self {
         let cumulative = |pick: fn(&(usize, usize)) -> usize| {
@@ -171,15 +286,9 @@ impl VarlenProblem {
         self.total_k * self.heads_kv * self.head_dim
     }
 
-    /// Checks heads, dims, the offsets against the packed lengths, and the window.
+    /// Checks the offsets against the packed lengths, then heads, dims and the window as the
+    /// launch shape's ([`VarlenShape::validate`]).
     pub fn validate(&self) -> Result<()> {
-        check_heads(
-            self.heads_q,
-            self.heads_kv,
-            self.head_dim,
-            self.dtype,
-            self.scale,
-        )?;
         if self.cu_seqlens_q.len() != self.cu_seqlens_k.len() || self.cu_seqlens_q.len() < 2 {
             return Err(Error::invalid(format!(
                 "cu_seqlens_q has {} entries and cu_seqlens_k {}; both need batch + 1 (at least 2)",
@@ -189,8 +298,7 @@ impl VarlenProblem {
         }
         check_offsets("cu_seqlens_q", &self.cu_seqlens_q, self.total_q, "Q")?;
         check_offsets("cu_seqlens_k", &self.cu_seqlens_k, self.total_k, "K/V")?;
-        let (_, max_k) = self.max_seqlens();
-        self.window.check(max_k)
+        self.shape().validate()
     }
 }
 

@@ -2,9 +2,10 @@
 //! device, the workspaces it needs, and the kernel launch itself.
 
 use super::config::{Config, Masking};
+use super::workspaces::Parts;
 use super::Fa3Wgmma;
 use crate::device::{
-    Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
+    Context, DeviceInfo, Function, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
 };
 use crate::error::{Error, Result};
 use crate::ops::attention::AttentionKernel;
@@ -15,6 +16,22 @@ use crate::ops::gemm::{alignment, DType};
 
 /// A rank-4 map's dims and its byte strides.
 type MapShape = ([u64; 4], [u64; 3]);
+
+/// A launch of one problem with one config, worked out but for the operands' addresses
+/// ([`Fa3Wgmma::resolve`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Resolved {
+    c: Config,
+    f: Function,
+    blocks: u32,
+    dynamic: bool,
+    shapes: [MapShape; 4],
+    dtype: DType,
+    /// The argument block without addresses or workspaces.
+    args: AttnArgs,
+    split_bytes: Option<usize>,
+    parts: Option<Parts>,
+}
 
 /// The map shapes of Q, K, V and O (each its own strides): what a launch encodes and the tests
 /// check.
@@ -103,24 +120,27 @@ impl Fa3Wgmma {
         ops: &AttentionOperands,
         c: &Config,
     ) -> Result<()> {
-        self.check_aligned(ops)?;
-        let [(qd, qs), (kd, ks), (vd, vs), (od, os)] = operand_shapes(p);
-        let tq = encode(ops.q.ptr(), p.dtype, qd, qs, c.bm())?;
-        let tk = encode(ops.k.ptr(), p.dtype, kd, ks, c.bn)?;
-        let tv = encode(ops.v.ptr(), p.dtype, vd, vs, c.bn)?;
-        // Each consumer warpgroup stores its 64 rows of O (with two Q buffers).
-        let to = encode(ops.o.ptr(), p.dtype, od, os, 64)?;
+        let r = self.resolve(ctx, p, c)?;
+        self.run(ctx, ops, &r)
+    }
+
+    /// What a launch of `p` with `c` works out before the operands' addresses matter: the
+    /// loaded variant, the grid, the maps' shapes, the argument block and the workspaces'
+    /// sizes (the default launch keeps it in the context's memo, [`Fa3Wgmma::launch`]).
+    pub(super) fn resolve(
+        &self,
+        ctx: &Context,
+        p: &AttentionProblem,
+        c: &Config,
+    ) -> Result<Resolved> {
         let dynamic = c.dynamic_for(p);
         let masking = Masking {
             varlen: false,
             window: p.window != Window::UNBOUNDED,
         };
         let f = ctx.function(&c.spec_masked(&ctx.arch(), p.dtype, dynamic, masking))?;
-        let mut args = AttnArgs::new(p, ops);
+        let mut args = AttnArgs::of(p);
         (args.win_left, args.win_right) = p.window.bounds(p.causal, WINDOW_UNBOUNDED);
-        if dynamic {
-            args.work = ctx.scratch.attn_work_counters.at_least(ctx, 8)?;
-        }
         if p.causal {
             args.order_bh = c.order.min((p.batch * p.heads_q) as u32) as i32;
             // Causal query blocks end at the last row, so a ragged block is the top one, which
@@ -129,19 +149,49 @@ impl Fa3Wgmma {
             args.q_row0 = (p.seqlen_q as i64 - (p.seqlen_q.div_ceil(bm) * bm) as i64) as i32;
         }
         let (_, blocks) = c.grid(p, ctx.info.sm_count);
-        if let Some(bytes) = c.split_ws_bytes(p, blocks) {
-            args.split_ws = ctx.scratch.attn_split.at_least(ctx, bytes)?;
-        }
-        if let Some(pt) = c.parts(p, blocks) {
+        let parts = c.parts(p, blocks);
+        if let Some(pt) = parts {
             args.parts_from = pt.from as i32;
             args.parts = pt.parts as i32;
+        }
+        Ok(Resolved {
+            c: *c,
+            f,
+            blocks,
+            dynamic,
+            shapes: operand_shapes(p),
+            dtype: p.dtype,
+            args,
+            split_bytes: c.split_ws_bytes(p, blocks),
+            parts,
+        })
+    }
+
+    /// Runs `r` on `ops`: the tensor maps, the workspaces and the launch.
+    pub(super) fn run(&self, ctx: &Context, ops: &AttentionOperands, r: &Resolved) -> Result<()> {
+        self.check_aligned(ops)?;
+        let (c, dt) = (&r.c, r.dtype);
+        let [(qd, qs), (kd, ks), (vd, vs), (od, os)] = r.shapes;
+        let tq = encode(ops.q.ptr(), dt, qd, qs, c.bm())?;
+        let tk = encode(ops.k.ptr(), dt, kd, ks, c.bn)?;
+        let tv = encode(ops.v.ptr(), dt, vd, vs, c.bn)?;
+        // Each consumer warpgroup stores its 64 rows of O (with two Q buffers).
+        let to = encode(ops.o.ptr(), dt, od, os, 64)?;
+        let mut args = r.args.at(ops);
+        if r.dynamic {
+            args.work = ctx.scratch.attn_work_counters.at_least(ctx, 8)?;
+        }
+        if let Some(bytes) = r.split_bytes {
+            args.split_ws = ctx.scratch.attn_split.at_least(ctx, bytes)?;
+        }
+        if let Some(pt) = r.parts {
             args.parts_ws = ctx.scratch.attn_parts.at_least(ctx, pt.ws_bytes)?;
             args.parts_done = ctx
                 .scratch
                 .attn_parts_done
                 .at_least(ctx, pt.items as usize * 4)?;
         }
-        self.enqueue(ctx, &f, c, blocks, [tq, tk, tv, to], args)
+        self.enqueue(ctx, &r.f, c, r.blocks, [tq, tk, tv, to], args)
     }
 
     /// Refuses Q, K, V or O not 16-byte aligned (TMA).
@@ -168,7 +218,7 @@ impl Fa3Wgmma {
     pub(super) fn enqueue(
         &self,
         ctx: &Context,
-        f: &crate::device::Function,
+        f: &Function,
         c: &Config,
         blocks: u32,
         maps: [TensorMap; 4],

@@ -30,6 +30,10 @@ pub use workspaces::{split_consumers, Parts};
 
 pub struct Fa3Wgmma;
 
+/// Tags the memo entry of a default launch ([`launch::Resolved`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Fa3Launch;
+
 impl AttentionKernel for Fa3Wgmma {
     fn name(&self) -> &'static str {
         "fa3_wgmma"
@@ -91,14 +95,20 @@ impl AttentionKernel for Fa3Wgmma {
             .collect()
     }
     fn launch(&self, ctx: &Context, p: &AttentionProblem, ops: &AttentionOperands) -> Result<()> {
-        let forced = ctx.overrides.attention.fa3(p.head_dim as u32);
-        let c = Config::resolve(p, &ctx.info, &ctx.tuned, forced).map_err(|reason| {
-            Error::Unsupported {
-                kernel: self.name().into(),
-                reason,
-            }
+        // The config (override, tuned entry or default), the loaded variant, the grid and the
+        // argument block depend on the problem alone: worked out once per problem (the
+        // context's memo, cleared when its overrides or tuned table change).
+        let r = ctx.memo.get_or_try(&(p.key(), Fa3Launch), || {
+            let forced = ctx.overrides.attention.fa3(p.head_dim as u32);
+            let c = Config::resolve(p, &ctx.info, &ctx.tuned, forced).map_err(|reason| {
+                Error::Unsupported {
+                    kernel: self.name().into(),
+                    reason,
+                }
+            })?;
+            self.resolve(ctx, p, &c)
         })?;
-        self.launch_config(ctx, p, ops, &c)
+        self.run(ctx, ops, &r)
     }
     fn space(&self, p: &AttentionProblem, dev: &DeviceInfo) -> Option<ParamSpace> {
         HEAD_DIMS.contains(&p.head_dim).then(|| space(p, dev))

@@ -1,0 +1,227 @@
+//! The GPU's own check of packed offsets, which a caller without host copies never sees on the
+//! host: a sequence whose offsets are bad (not cumulative within the packed rows, or longer than
+//! the `max_seqlen_q` that sized the grid) comes out NaN where its rows lie, every other sequence
+//! as the float64 reference has it, nothing outside O and LSE is written, and the error word is
+//! set.
+
+use crate::device::{Context, DeviceBuffer, HostFlags};
+use crate::error::Result;
+use crate::harness::attention::varlen::{VarlenBuffers, VarlenCheck};
+use crate::harness::attention::verify::o_bound;
+use crate::harness::verify::{rel_l2, verdict, within};
+use crate::ops::attention::fa3_wgmma::{Fa3Wgmma, VarlenOperands};
+use crate::ops::attention::{VarlenProblem, VarlenShape};
+use crate::ops::gemm::DType;
+use crate::reference::{attention_varlen::varlen_forward, data::HostData};
+
+/// Bytes of canary before and after O and LSE.
+const GUARD: usize = 4096;
+const CANARY: u8 = 0x5A;
+
+/// One case: its name, the launch shape and offsets it gives the kernel (edits of the clean
+/// problem's), the sequences whose rows must be NaN, and those that must match the reference.
+struct Case {
+    name: &'static str,
+    shape: VarlenShape,
+    cu_q: Vec<i32>,
+    cu_k: Vec<i32>,
+    nan: Vec<usize>,
+    good: Vec<usize>,
+}
+
+/// The clean problem: four sequences, one of a single query row, GQA, causal, d128.
+fn clean() -> VarlenProblem {
+    VarlenProblem {
+        heads_kv: 2,
+        causal: true,
+        ..VarlenProblem::new(&[(70, 70), (130, 90), (1, 5), (200, 200)], 4, 128)
+    }
+}
+
+fn cases(p: &VarlenProblem) -> Vec<Case> {
+    let (s, cq, ck) = (p.shape(), &p.cu_seqlens_q, &p.cu_seqlens_k);
+    let edit = |v: &[i32], at: usize, to: i32| {
+        let mut v = v.to_vec();
+        v[at] = to;
+        v
+    };
+    vec![
+        Case {
+            name: "a sequence longer than max_seqlen_q",
+            shape: VarlenShape { max_q: 150, ..s },
+            cu_q: cq.clone(),
+            cu_k: ck.clone(),
+            nan: vec![3],
+            good: vec![0, 1, 2],
+        },
+        Case {
+            name: "the last key offset past the packed rows",
+            shape: s,
+            cu_q: cq.clone(),
+            cu_k: edit(ck, 4, p.total_k as i32 + 5),
+            nan: vec![3],
+            good: vec![0, 1, 2],
+        },
+        Case {
+            name: "a first offset other than 0",
+            shape: s,
+            cu_q: edit(cq, 0, 5),
+            cu_k: ck.clone(),
+            nan: vec![0],
+            good: vec![1, 2, 3],
+        },
+        Case {
+            // (sequence 1 ends before it starts; sequence 2 then claims rows of 0 and 1)
+            name: "offsets that decrease",
+            shape: s,
+            cu_q: edit(cq, 2, 60),
+            cu_k: ck.clone(),
+            nan: vec![],
+            good: vec![3],
+        },
+    ]
+}
+
+/// Each case of bad offsets: the error word set, the bad sequences' rows (within the packed
+/// rows and the grid) NaN, the others within the bound of the float64 reference, the canaries
+/// around O and LSE untouched.
+pub fn verify_bad_offsets(ctx: &Context, seed: u64) -> Result<Vec<VarlenCheck>> {
+    let p = clean();
+    p.validate()?;
+    let q = HostData::random(DType::Bf16, p.q_elems(), seed);
+    let k = HostData::random(DType::Bf16, p.kv_elems(), seed.wrapping_add(1));
+    let v = HostData::random(DType::Bf16, p.kv_elems(), seed.wrapping_add(2));
+    let want = varlen_forward(&p, &q.to_f64(), &k.to_f64(), &v.to_f64());
+    let bufs = VarlenBuffers::upload(&p, &q, &k, &v)?;
+    let (o_bytes, lse_bytes) = (p.q_elems() * 2, p.heads_q * p.total_q * 4);
+    let (o_all, lse_all) = (
+        DeviceBuffer::new(o_bytes + 2 * GUARD)?,
+        DeviceBuffer::new(lse_bytes + 2 * GUARD)?,
+    );
+    // SAFETY: the middles of two live allocations, used only while they live.
+    let (o, lse) = unsafe {
+        (
+            DeviceBuffer::borrowed(o_all.ptr() + GUARD as u64, o_bytes),
+            DeviceBuffer::borrowed(lse_all.ptr() + GUARD as u64, lse_bytes),
+        )
+    };
+    let row = p.heads_q * p.head_dim;
+    let mut out = Vec::new();
+    for case in cases(&p) {
+        let (cu_q, cu_k) = (
+            DeviceBuffer::from_host(&case.cu_q)?,
+            DeviceBuffer::from_host(&case.cu_k)?,
+        );
+        for b in [&o_all, &lse_all] {
+            b.fill_bytes(CANARY, ctx)?;
+        }
+        o.fill_bytes(0xFF, ctx)?;
+        lse.fill_bytes(0xFF, ctx)?;
+        let flags = HostFlags::new(1)?;
+        let ops = VarlenOperands {
+            o: &o,
+            lse: &lse,
+            cu_q: &cu_q,
+            cu_k: &cu_k,
+            errors: flags.device_ptr(),
+            ..bufs.operands()
+        };
+        Fa3Wgmma.launch_varlen(ctx, &case.shape, &ops)?;
+        ctx.synchronize_within(std::time::Duration::from_secs(30), case.name)?;
+        let have = HostData::from_bytes(DType::Bf16, &o.download::<u8>(o_bytes)?);
+        let canaries_hit = [(&o_all, o_bytes), (&lse_all, lse_bytes)]
+            .iter()
+            .map(|(b, n)| -> Result<usize> {
+                let all = b.download::<u8>(n + 2 * GUARD)?;
+                let (head, tail) = (&all[..GUARD], &all[GUARD + n..]);
+                Ok(head.iter().chain(tail).filter(|&&x| x != CANARY).count())
+            })
+            .sum::<Result<usize>>()?;
+        // The bad sequences' rows as the kernel clamps them: within the packed rows, at most
+        // max_q of them.
+        let nan_rows: Vec<usize> = case
+            .nan
+            .iter()
+            .flat_map(|&s| {
+                let lo = (case.cu_q[s].max(0) as usize).min(p.total_q);
+                let hi = (case.cu_q[s + 1].max(0) as usize)
+                    .clamp(lo, p.total_q)
+                    .min(lo + case.shape.max_q);
+                lo..hi
+            })
+            .collect();
+        let not_nan = nan_rows
+            .iter()
+            .flat_map(|&r| r * row..(r + 1) * row)
+            .filter(|&i| !have.get(i).is_nan())
+            .count();
+        let (mut diff2, mut ref2, mut nonfinite) = (0.0f64, 0.0f64, 0usize);
+        for &s in &case.good {
+            let (rq, _) = p.rows(s);
+            for i in rq.start * row..rq.end * row {
+                let (h, w) = (have.get(i), want.o[i]);
+                if h.is_finite() {
+                    diff2 += (h - w) * (h - w);
+                } else {
+                    nonfinite += 1;
+                }
+                ref2 += w * w;
+            }
+        }
+        let rel = rel_l2(diff2, ref2);
+        let flagged = flags.take()[0] != 0;
+        let (passed, message) = verdict(&[
+            (!flagged, &|| "the error word was not set".into()),
+            (canaries_hit > 0, &|| {
+                format!("{canaries_hit} bytes around O and LSE were written")
+            }),
+            (not_nan > 0, &|| {
+                format!("{not_nan} elements of the bad sequences' rows are not NaN")
+            }),
+            (nonfinite > 0, &|| {
+                format!("{nonfinite} elements of the good sequences are NaN or unwritten")
+            }),
+            (!within(rel, o_bound(DType::Bf16)), &|| {
+                format!("the good sequences' relative error is {rel:.2e}")
+            }),
+        ]);
+        out.push(VarlenCheck {
+            problem: format!("bad offsets: {}", case.name),
+            passed,
+            skipped: None,
+            rel_error: rel,
+            bound: o_bound(DType::Bf16),
+            lse_max_error: 0.0,
+            nan_or_unwritten: nonfinite,
+            seed,
+            message,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_case_names_bad_and_good_sequences_apart() {
+        let p = clean();
+        p.validate().unwrap();
+        for c in cases(&p) {
+            assert!(!c.good.is_empty(), "{}", c.name);
+            assert!(c.nan.iter().all(|s| !c.good.contains(s)), "{}", c.name);
+            // the edits make the offsets bad as the host check sees them, or the grid short
+            let edited = VarlenProblem {
+                cu_seqlens_q: c.cu_q.clone(),
+                cu_seqlens_k: c.cu_k.clone(),
+                ..p.clone()
+            };
+            assert!(
+                edited.validate().is_err() || c.shape.max_q < edited.shape().max_q,
+                "{}",
+                c.name
+            );
+        }
+    }
+}

@@ -41,7 +41,7 @@
 #                                the large shapes against cuBLASLt and torch._scaled_mm, one table;
 #                                then verify/bench/plan/inspect/tune --dtype e4m3, the ladder's
 #                                FP8 rung and `kiln sanitize --version fp8_wgmma`
-#   fp8ab                        issue 45's A/B of the dense FP8 GEMM in one call (about 5 min on an
+#   fp8ab [verify|time]          issue 45's A/B of the dense FP8 GEMM in one call (about 5 min on an
 #                                H200): every FP8 variant compiled (warms the JIT cache), `kiln
 #                                peak`, `kiln fp8 verify --suite quick` (every compiled config, both
 #                                split-K reductions, the K = 16,384 promotion check of each new
@@ -50,7 +50,9 @@
 #                                (twice: the spread), the new rule and FP8AB_TILES interleaved with
 #                                cuBLASLt, and 4096x7168x16384 with every 128-row tile; table of
 #                                old / new / best against cuBLASLt and the small-M shapes' share of
-#                                the copy bandwidth
+#                                the copy bandwidth; `verify` or `time` runs one half (two device
+#                                calls of one binary: the check, verify and reruns, then peak and
+#                                the timings)
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -378,8 +380,9 @@ fp8ab)
   # Issue 45: the small-M tiles, the scales through shared memory and the atomic split-K sum
   # (KILN_FP8_RULE=bytes picks among them) against the rule of a8381a5, verified first.
   seed=9314887608041299076  # the fuzz failure's inputs (tests/fixtures/repro)
+  part=${1:-all}  # verify, time or all
+  if [ "$part" != time ]; then
   step fp8ab-check 180 "$KILN" fp8 check
-  step fp8ab-peak 60 "$KILN" peak
   step fp8ab-verify 300 "$KILN" fp8 verify --suite quick
   # The fuzz failure fails its bound again (exit 7, by design: docs/fp8.md says why); what these
   # steps show is the error under every config and without the f16 rounding, so they leave the
@@ -389,12 +392,16 @@ fp8ab)
   step fp8ab-repro-f16 60 "$KILN" fp8 verify --shape 2x2x624 --out f16 --seed $seed --tile all
   step fp8ab-repro-f32 60 "$KILN" fp8 verify --shape 2x2x624 --out f32 --seed $seed --tile all
   status=$s0
+  fi
+  if [ "$part" != verify ]; then
+  step fp8ab-peak 60 "$KILN" peak
   tiles=(); for t in ${FP8AB_TILES:-64x128ps 128ps 160s 160sm}; do tiles+=(--tile "$t"); done
   step_json fp8ab-ds 400 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
     --tile waves --tile waves --tile bytes "${tiles[@]}"
   step_json fp8ab-large 150 "$KILN" --json fp8 bench --shape 4096x7168x16384 --scale block --reps 10 \
     --tile 128p --tile 128p --tile 128ps --tile 120ps --tile 128s --tile 160s --tile 192s \
     --tile 128psm --tile 160sm --tile 64x256ps
+  fi
   table
   echo
   "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"

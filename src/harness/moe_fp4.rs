@@ -228,6 +228,7 @@ pub fn fp4_suite() -> Vec<MoeProblem> {
 mod tests {
     use super::super::moe_fp4_data::{prepack_for, random_weights};
     use super::*;
+    use crate::ops::moe::fp4::kernel::Fp4Path;
     use crate::ops::moe::fp4::Fp4Tile;
 
     #[test]
@@ -247,8 +248,10 @@ mod tests {
             .is_some_and(|w| w.weights == WeightLayout::Interleaved)));
         // every tile the dispatch may pick, for both ops, and the narrow ones with f16 too
         for swiglu in [false, true] {
-            // (the paired decode tile runs under KILN_FP4_CTAS=2 only, on the same cases)
-            for tile in Fp4Tile::all(swiglu).into_iter().filter(|t| t.ctas == 1) {
+            // (the unpaired 8-token tile runs under KILN_FP4_CTAS=1 and the shared-memory tile
+            // under KILN_FP4_PATH=dq only, on the same cases)
+            let picked = |t: &Fp4Tile| t.ctas == 1 && t.path == Fp4Path::Rs;
+            for tile in Fp4Tile::all(swiglu).into_iter().filter(picked) {
                 assert!(
                     s.iter().any(|p| p.swiglu.is_some() == swiglu
                         && p.input == DType::Bf16

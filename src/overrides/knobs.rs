@@ -170,9 +170,9 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_CTAS",
         takes: || "1 or 2 (CTAs per SM of the 4-bit SwiGLU's 8-token decode tile)".into(),
-        default: "1",
-        set: |o, v| put(&mut o.moe.fp4_ctas, or(v, 1, |v| number(v, 1, 2))),
-        show: |o| unless(o.moe.fp4_ctas, 1, |n| n.to_string()),
+        default: "2",
+        set: |o, v| put(&mut o.moe.fp4_ctas, or(v, 2, |v| number(v, 1, 2))),
+        show: |o| unless(o.moe.fp4_ctas, 2, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP4_PATH",
@@ -180,7 +180,7 @@ pub(super) static KNOBS: &[Knob] = &[
             "`rs` (registers) or `dq` (shared memory; the fused SwiGLU with bf16 activations)"
                 .into()
         },
-        default: "chosen by the counts",
+        default: "rs",
         set: |o, v| put(&mut o.moe.fp4_path, opt(v, Fp4Path::parse)),
         show: |o| o.moe.fp4_path.map(|p| p.name().to_string()),
     },

@@ -157,11 +157,12 @@ pub struct MoeOverrides {
     pub pdl: bool,
     /// `KILN_FP4_PATH` (`rs` or `dq`): where the 4-bit experts dequantise their weights, in
     /// each consumer's registers or once per CTA into shared memory (the fused SwiGLU with bf16
-    /// activations only). Default: none (chosen by the counts, `Fp4Tile::dq_pays`).
+    /// activations only). Default: none (the registers; the shared-memory path was slower where
+    /// measured, docs/moe.md).
     pub fp4_path: Option<Fp4Path>,
     /// `KILN_FP4_CTAS` (1 or 2): CTAs per SM of the 4-bit SwiGLU's 8-token decode tile (bf16
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
-    /// on an SM. Default 1.
+    /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
 }
 
@@ -176,7 +177,7 @@ impl MoeOverrides {
         order: None,
         pdl: true,
         fp4_path: None,
-        fp4_ctas: 1,
+        fp4_ctas: 2,
     };
 }
 

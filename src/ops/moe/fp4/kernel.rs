@@ -168,17 +168,18 @@ impl Fp4Tile {
     }
 
     /// The narrowest tile that holds the most rows any expert has (the host copy of the rows,
-    /// or the masked capacity): 8, 16, 64 (decode), else prefill, or the shared-memory path
-    /// where [`Fp4Tile::dq_pays`]. f16 activations compile no prefill tile and take the decode
-    /// tile above 16 rows.
+    /// or the masked capacity): 8, 16, 64 (decode), else prefill. f16 activations compile no
+    /// prefill tile and take the decode tile above 16 rows.
     pub fn choose(p: &MoeProblem) -> Fp4Tile {
         Self::choose_with(p, None)
     }
 
     /// [`Fp4Tile::choose`] with the path forced (`KILN_FP4_PATH`): `Some(Dq)` takes the
-    /// shared-memory tile at any count, `Some(Rs)` never; with `paired` (`KILN_FP4_CTAS=2`) the
-    /// 8-token decode tile of the SwiGLU with bf16 activations runs two CTAs per SM (the 16-token
-    /// one does not fit 104 registers a consumer: it spills and serialises its wgmmas).
+    /// shared-memory tile at any count, `Some(Rs)` or `None` never; with `paired` (`KILN_FP4_CTAS`,
+    /// 2 by default) the 8-token decode tile of the SwiGLU with bf16 activations runs two CTAs per
+    /// SM (the 16-token one does not fit 104 registers a consumer: it spills and serialises its
+    /// wgmmas). Two CTAs ran the 512-row decode (E256, K 7168, N 2048) in 1,057 against 1,295 us
+    /// on an H200 (2026-11-29): 73.8 % of the copy bandwidth against 60.6 %.
     pub fn choose_paired(p: &MoeProblem, path: Option<Fp4Path>, paired: bool) -> Fp4Tile {
         let t = Self::choose_with(p, path);
         let swiglu = p.swiglu.is_some();
@@ -197,10 +198,10 @@ impl Fp4Tile {
             Rows::Masked { max_rows, .. } => *max_rows,
             Rows::Contiguous { .. } => p.spans().iter().map(|s| s.1).max().unwrap_or(0),
         };
-        let dq = match path {
-            Some(forced) => forced == Fp4Path::Dq,
-            None => Self::dq_pays(p),
-        };
+        // The shared-memory path only where forced: on an H200 (2026-11-29) it was slower than
+        // the register path wherever its rule had taken it (E64 8,192 rows, K 2048, N 1408:
+        // 339 against 266 us; E256 32,768 rows, K 7168, N 2048: 5,208 against 4,088 us).
+        let dq = path == Some(Fp4Path::Dq);
         match most {
             _ if dq => Self::dq(),
             0..=8 => Self::narrow(8, swiglu),
@@ -208,27 +209,6 @@ impl Fp4Tile {
             _ if most <= 64 || p.input == DType::F16 => Self::decode(swiglu),
             _ => Self::prefill(swiglu),
         }
-    }
-
-    /// Whether the shared-memory path beats the register path on `p`'s counts: the fused SwiGLU
-    /// with bf16 activations and contiguous rows (the masked layout's counts live on the GPU),
-    /// where the register path's 128-token tiles number at least 5/4 of the shared-memory
-    /// path's 256-token ones. Why: both decode a stage's weights once per tile, so the decode
-    /// work goes with the m-tiles an expert needs (an expert of 129-256 rows: two tiles against
-    /// one), while the tensor work is the same; the shared-memory path pays its bf16 stores and
-    /// a barrier per stage (estimated at up to a fifth of the decode saved at 5/4), and with at
-    /// most 128 rows an expert its second consumer idles. `KILN_FP4_PATH` forces either, so one
-    /// GPU run can A/B them and move the 5/4.
-    pub fn dq_pays(p: &MoeProblem) -> bool {
-        if p.swiglu.is_none() || p.input != DType::Bf16 || p.is_masked() {
-            return false;
-        }
-        let (mut rs, mut dq) = (0usize, 0usize);
-        for (_, rows) in p.spans() {
-            rs += rows.div_ceil(128);
-            dq += rows.div_ceil(256);
-        }
-        dq > 0 && 4 * rs >= 5 * dq
     }
 
     /// Every tile [`Fp4Tile::choose`] may pick for `swiglu`, narrowest first; the fourth is
@@ -727,18 +707,18 @@ mod tests {
     }
 
     #[test]
-    fn the_shared_memory_path_takes_swiglus_whose_experts_need_more_128_row_tiles() {
+    fn the_shared_memory_path_runs_only_where_forced() {
         let sw = |c: &[usize]| {
             MoeProblem::contiguous(c, 256, 128, DType::Bf16, DType::Bf16)
                 .with_swiglu(crate::ops::moe::WeightLayout::Separate, true)
         };
-        // 129..256 rows: two register tiles against one
-        assert_eq!(Fp4Tile::choose(&sw(&[200, 150, 0])).path, Fp4Path::Dq);
-        // at most 128 rows: as many tiles either way
-        assert_eq!(Fp4Tile::choose(&sw(&[100, 128, 3])).path, Fp4Path::Rs);
-        // the E64 8,192 rows (64..192 an expert): half the experts need two tiles
+        assert_eq!(Fp4Tile::choose(&sw(&[200, 150, 0])).path, Fp4Path::Rs);
         let e64 = crate::ops::moe::uneven_counts(8192, 64, 1);
-        assert_eq!(Fp4Tile::choose(&sw(&e64)).path, Fp4Path::Dq);
+        assert_eq!(Fp4Tile::choose(&sw(&e64)).path, Fp4Path::Rs);
+        assert_eq!(
+            Fp4Tile::choose_with(&sw(&e64), Some(Fp4Path::Dq)).path,
+            Fp4Path::Dq
+        );
         // never for the GEMM, f16, or the masked layout
         let gemm = MoeProblem::contiguous(&[200, 150], 256, 128, DType::Bf16, DType::Bf16);
         assert_eq!(Fp4Tile::choose(&gemm).path, Fp4Path::Rs);

@@ -324,7 +324,10 @@ fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
     let jit = env.jit();
     let mut rows = Vec::new();
     let names = env.registry.moe().iter().map(|k| k.name());
-    for name in names.chain([kiln::ops::moe::fp4::kernel::NAME]) {
+    for name in names.chain([
+        kiln::ops::moe::fp4::kernel::NAME,
+        kiln::ops::moe::layer::NAME,
+    ]) {
         rows.extend(check_all(
             &jit,
             &env.registry,

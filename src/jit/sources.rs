@@ -112,6 +112,11 @@ pub static FILES: &[(&str, &str)] = &[
         "moe/tile_prefix.cu",
         include_str!("../../kernels/moe/tile_prefix.cu"),
     ),
+    ("moe/route.cu", include_str!("../../kernels/moe/route.cu")),
+    (
+        "moe/combine.cu",
+        include_str!("../../kernels/moe/combine.cu"),
+    ),
     (
         "moe/grouped_gemm.cu",
         include_str!("../../kernels/moe/grouped_gemm.cu"),

@@ -3,13 +3,16 @@
 //! projection), the fused SwiGLU gate/up dual GEMM, and the tiny prefix-sum kernel both launch
 //! first. Each version is one host file with the stem of its device file under `kernels/moe/`.
 
+pub mod combine;
 pub mod fp4;
 pub mod fp8_grouped;
 pub mod fp8_problem;
 pub mod fp8_swiglu;
 pub mod grouped_gemm;
 pub mod grouped_swapab;
+pub mod layer;
 pub mod problem;
+pub mod route;
 pub mod schedule;
 pub mod swiglu_dual;
 pub mod tile_prefix;

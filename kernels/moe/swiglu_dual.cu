@@ -40,12 +40,17 @@
 #include "common/wgmma_ss.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/epilogue.cuh"
+#include "moe/gather.cuh"
 #include "moe/sched.cuh"
 
 #if !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SWIGLU_SPLIT) || !defined(KILN_SWIGLU_DEFER) || \
-    !defined(KILN_SWIGLU_SILU) || !defined(KILN_SWIGLU_FOLD) || !defined(KILN_SMEM)
-#error "KILN_STAGES, KILN_MAX_EXPERTS, KILN_SWIGLU_SPLIT, KILN_SWIGLU_DEFER, KILN_SWIGLU_SILU, KILN_SWIGLU_FOLD and KILN_SMEM must be defined by the host"
+    !defined(KILN_SWIGLU_SILU) || !defined(KILN_SWIGLU_FOLD) || !defined(KILN_SMEM) || !defined(KILN_GATHER)
+#error "KILN_STAGES, KILN_MAX_EXPERTS, KILN_SWIGLU_SPLIT, KILN_SWIGLU_DEFER, KILN_SWIGLU_SILU, KILN_SWIGLU_FOLD, KILN_SMEM and KILN_GATHER must be defined by the host"
 #endif
+// KILN_GATHER = 1 (the MoE layer): the rows are the expert-sorted (token, expert) pairs and row r
+// reads X row p.row_map[r] (moe/gather.cuh: one 1-row TMA box per row, issued by the producer
+// warp's 32 lanes) instead of X's own rows in 32-row boxes. Everything after the loads is as
+// without it.
 // The epilogue's silu (common/fast_math.cuh): 0 silu_fast (ex2 + rcp, two MUFU operations an
 // element), 1 silu_tanh (one). The host picks by output dtype: the epilogue is MUFU-bound with
 // the tensor cores idle, so each MUFU operation dropped is time. (sm_90 has no packed MUFU:
@@ -61,6 +66,7 @@ constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
 constexpr int XBOX = 32;  // X rows per TMA box: a tile loads only the boxes that hold its valid rows
 constexpr int FOLD = KILN_SWIGLU_FOLD;
 constexpr bool SPLIT = KILN_SWIGLU_SPLIT;  // the two-instruction form (see the top)
+constexpr bool GATHER = KILN_GATHER;
 static_assert(FOLD == 0 || FOLD == 16 || FOLD == 32, "KILN_SWIGLU_FOLD is 0, 16 or 32");
 constexpr int FR = (FOLD > 0 ? FOLD : 16) / 2;  // registers of one m64nFOLD fragment
 constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2;
@@ -87,6 +93,52 @@ struct SwigluSplit {
   int max_splits;  // 1: no split
   int dynamic;     // 1: units after the first wave come from the global counter (see the top)
 };
+
+// The producer of KILN_GATHER (the whole first warp; see the top): the same units and stages as
+// the single-thread producer, each tile's rows (its folded rows included) gathered row by row.
+template <class NextUnit>
+__device__ __forceinline__ void gather_producer(const TmaMap& tma_x, const TmaMap& tma_w1, const TmaMap& tma_w3,
+                                                const MoeArgs& p, u32 base, const MbarRing<STAGES>& stages,
+                                                const MoeIndexRing& ring, const int* table, int units, int split_from,
+                                                int splits, int kblocks, int tiles_m, const NextUnit& next_unit) {
+  const int lane = threadIdx.x;
+  if (lane == 0) {
+    tma_prefetch(&tma_x);
+    tma_prefetch(&tma_w1);
+    if (!p.interleaved) tma_prefetch(&tma_w3);
+  }
+  GatherRows<(BM + FOLD) / 32> g;
+  u32 it = 0;
+  for (int j = 0, u = blockIdx.x;; ++j) {
+    if (lane == 0) ring.publish(j, u);
+    if (u >= units) break;
+    int t, sp, ns, kb0, kb1;
+    unit_tile(u, split_from, splits, t, sp, ns);
+    split_range(sp, ns, kblocks, kb0, kb1);
+    const MoeTile tile = moe_tile(table, p.experts, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN, FOLD);
+    g.load(p.row_map, tile.row0, tile.valid_rows, lane);
+    for (int kb = kb0; kb < kb1; ++kb, ++it) {
+      const int s = MbarRing<STAGES>::slot(it);
+      const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES, bar = stages.full(s);
+      const int k0 = kb * BK;
+      if (lane == 0) {
+        stages.acquire(it, 2 * W_BYTES + (u32)g.rows * 128u);
+        if (p.interleaved) {
+          tma_load_3d(sw, &tma_w1, bar, k0, 2 * tile.n0, tile.expert);
+        } else {
+          tma_load_3d(sw, &tma_w1, bar, k0, tile.n0, tile.expert);
+          tma_load_3d(sw + W_BYTES, &tma_w3, bar, k0, tile.n0, tile.expert);
+        }
+      }
+      __syncwarp();  // the stage is free (lane 0 waited for it) before any lane loads into it
+      // rows past BM are the folded rows, in the fold box after the weights
+      g.issue(&tma_x, bar, k0, lane, [&](int r) { return r < BM ? sx + r * 128u : sw + 2 * W_BYTES + (r - BM) * 128u; });
+    }
+    int next = 0;
+    if (lane == 0) next = next_unit(u);
+    u = __shfl_sync(0xffffffffu, next, 0);
+  }
+}
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_swiglu_dual(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w1,
@@ -131,7 +183,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   if (wg == 0) {
     warpgroup_reg_dec<40>();
-    if (threadIdx.x == 0) {
+    if constexpr (GATHER) {
+      if (threadIdx.x < 32) gather_producer(tma_x, tma_w1, tma_w3, p, base, stages, ring, table, units, split_from, splits,
+                                            kblocks, tiles_m, next_unit);
+    } else if (threadIdx.x == 0) {
       tma_prefetch(&tma_x);
       tma_prefetch(&tma_w1);
       if (!p.interleaved) tma_prefetch(&tma_w3);

@@ -120,6 +120,7 @@ impl MoeBuffers {
             rows: &self.rows,
             route: self.route.as_ref(),
             sched: &self.sched,
+            row_map: None,
         }
     }
 }

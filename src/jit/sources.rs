@@ -112,6 +112,10 @@ pub static FILES: &[(&str, &str)] = &[
         "moe/tile_prefix.cu",
         include_str!("../../kernels/moe/tile_prefix.cu"),
     ),
+    (
+        "moe/gather.cuh",
+        include_str!("../../kernels/moe/gather.cuh"),
+    ),
     ("moe/route.cu", include_str!("../../kernels/moe/route.cu")),
     (
         "moe/combine.cu",

@@ -6,8 +6,8 @@
 use super::schedule::{order_for, TileConfig, INDEX_RING_BYTES, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
-    common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
-    MoeProblem, SwiGlu, WeightLayout,
+    common_support, gather_x_map, tile_prefix, tma_dtype, with_dtypes, x_map, LayerRows, MoeArgs,
+    MoeKernel, MoeOperands, MoeProblem, SwiGlu, WeightLayout,
 };
 use crate::device::{Context, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
@@ -91,6 +91,18 @@ impl SwiGluDual {
     /// The variant for (`input`, `output`) under `o` (its SwiGLU knobs pick the mainloop, the
     /// epilogue, the silu, the fold and the ring depth).
     pub fn spec(arch: &str, input: DType, output: DType, o: &Overrides) -> KernelSpec {
+        Self::spec_gather(arch, input, output, o, false)
+    }
+
+    /// As [`SwiGluDual::spec`]; `gather`: rows read through the MoE layer's row map
+    /// ([`LayerRows::Gather`]).
+    pub fn spec_gather(
+        arch: &str,
+        input: DType,
+        output: DType,
+        o: &Overrides,
+        gather: bool,
+    ) -> KernelSpec {
         with_dtypes(
             KernelSpec::new("moe/swiglu_dual.cu", ENTRY, arch),
             input,
@@ -103,6 +115,7 @@ impl SwiGluDual {
         .define("KILN_SWIGLU_DEFER", o.swiglu.defer as u32)
         .define("KILN_SWIGLU_SILU", silu_mode(output, o))
         .define("KILN_SWIGLU_FOLD", o.swiglu.fold)
+        .define("KILN_GATHER", gather as u32)
     }
 
     /// The weight maps: (W1, W3) over [E, N, K] in 128-row boxes, or W13 over [E, 2N, K] in
@@ -145,10 +158,17 @@ impl MoeKernel for SwiGluDual {
         if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
         }
-        super::dtype_pairs()
+        let mut v: Vec<KernelSpec> = super::dtype_pairs()
             .into_iter()
             .map(|(i, o)| Self::spec(arch, i, o, &Overrides::NONE))
-            .collect()
+            .collect();
+        // the MoE layer's gate/up projection: H in the input dtype
+        v.extend(
+            DType::INPUTS
+                .iter()
+                .map(|&i| Self::spec_gather(arch, i, i, &Overrides::NONE, true)),
+        );
+        v
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
         let sms = ctx.info.sm_count;
@@ -166,7 +186,12 @@ impl MoeKernel for SwiGluDual {
                 return Err(Error::invalid("SwiGLU with separate weights needs W3"));
             }
         }
-        let tx = x_map(p, ops.x.ptr(), X_BOX_ROWS);
+        let gather = matches!(p.layer, Some(LayerRows::Gather { .. }));
+        let tx = if gather {
+            gather_x_map(p, ops.x.ptr())
+        } else {
+            x_map(p, ops.x.ptr(), X_BOX_ROWS)
+        };
         tx.validate().map_err(unsupported)?;
         let (t1, t3) = Self::w_maps(p, ops.w.ptr(), ops.w3.map(|b| b.ptr()));
         t1.validate().map_err(unsupported)?;
@@ -176,7 +201,13 @@ impl MoeKernel for SwiGluDual {
             t1.encode()?,
             t3.encode()?,
         );
-        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, o))?;
+        let f = ctx.function(&Self::spec_gather(
+            &ctx.arch(),
+            p.input,
+            p.output,
+            o,
+            gather,
+        ))?;
         let mut args = MoeArgs::new(p, ops, CFG.bn);
         args.set_order(order_for(p, CFG.bm, &ctx.overrides.moe));
         if !p.swiglu.is_some_and(|s| s.routed) {
@@ -309,6 +340,7 @@ mod tests {
             SwiGluDual.supports(&p.with_swiglu(WeightLayout::Separate, false), &h100),
             Ok(())
         );
-        assert_eq!(SwiGluDual.variants("sm_90a").len(), 6);
+        // six dtype pairs, and the layer's gathering variant per input dtype
+        assert_eq!(SwiGluDual.variants("sm_90a").len(), 8);
     }
 }

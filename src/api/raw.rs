@@ -21,6 +21,7 @@ pub use super::fp8::{
     check_fp8_cast, check_fp8_gemm_nt, check_fp8_grouped_gemm, fp8_cast, fp8_gemm_nt,
     fp8_grouped_gemm,
 };
+pub use super::moe_layer::{check_moe_layer, moe_layer, moe_layer_workspace_bytes};
 pub use super::raw_paged::{attention_paged, check_attention_paged, check_kv_append, kv_append};
 
 fn gemm_plan(

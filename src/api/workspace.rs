@@ -65,6 +65,8 @@ pub struct Workspaces {
     pub lse: Workspace,
     /// The tables `moe_tile_prefix` builds for the grouped MoE kernels (`schedule::sched_bytes`).
     pub moe_sched: Workspace,
+    /// The MoE layer's intermediates when the caller gives none (`LayerLayout`).
+    pub moe_layer: Workspace,
 }
 
 impl Default for Workspaces {
@@ -72,6 +74,7 @@ impl Default for Workspaces {
         Workspaces {
             lse: Workspace::new("attention LSE workspace", false),
             moe_sched: Workspace::new("MoE schedule workspace", false),
+            moe_layer: Workspace::new("MoE layer workspace", false),
         }
     }
 }

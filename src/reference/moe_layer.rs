@@ -5,57 +5,82 @@
 
 use rayon::prelude::*;
 
+use super::data::HostData;
 use super::moe::silu;
 use super::route::RouteRef;
 
-/// The expert weights of a layer, as f64.
-pub struct LayerWeights<'a> {
-    pub w13: &'a [f64],
-    pub w2: &'a [f64],
+/// Stored elements by index, as f64: host arrays, or values regenerated on the fly (the
+/// harness's GPU fills), so that no f64 copy of a large weight tensor is ever made.
+pub trait Source: Sync {
+    fn get(&self, i: usize) -> f64;
+}
+
+impl Source for [f64] {
+    fn get(&self, i: usize) -> f64 {
+        self[i]
+    }
+}
+
+impl Source for HostData {
+    fn get(&self, i: usize) -> f64 {
+        HostData::get(self, i)
+    }
+}
+
+/// The expert weights of a layer.
+pub struct LayerWeights<'a, S: Source + ?Sized> {
+    pub w13: &'a S,
+    pub w2: &'a S,
     pub experts: usize,
     pub hidden: usize,
     pub inter: usize,
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+fn dot<S: Source + ?Sized>(x: &[f64], w: &S, start: usize) -> f64 {
+    x.iter()
+        .enumerate()
+        .map(|(j, v)| v * w.get(start + j))
+        .sum()
 }
 
-impl LayerWeights<'_> {
+impl<S: Source + ?Sized> LayerWeights<'_, S> {
     /// Expert e's SwiGLU of one hidden row x: silu(x W1ᵀ) ⊙ (x W3ᵀ), I values.
     pub fn swiglu(&self, e: usize, x: &[f64]) -> Vec<f64> {
         let (h, i) = (self.hidden, self.inter);
-        let w = &self.w13[e * 2 * i * h..(e + 1) * 2 * i * h];
+        let base = e * 2 * i * h;
         (0..i)
-            .map(|n| {
-                silu(dot(x, &w[n * h..(n + 1) * h])) * dot(x, &w[(i + n) * h..(i + n + 1) * h])
-            })
+            .map(|n| silu(dot(x, self.w13, base + n * h)) * dot(x, self.w13, base + (i + n) * h))
             .collect()
     }
 
     /// Expert e's down projection of one intermediate row: H values.
     pub fn down(&self, e: usize, hrow: &[f64]) -> Vec<f64> {
         let (h, i) = (self.hidden, self.inter);
-        let w = &self.w2[e * h * i..(e + 1) * h * i];
-        (0..h).map(|c| dot(hrow, &w[c * i..(c + 1) * i])).collect()
+        (0..h)
+            .map(|c| dot(hrow, self.w2, (e * h + c) * i))
+            .collect()
     }
 }
 
-/// Output rows of `tokens` (x: [T, H]) under routing `r`: each the weighted sum over its pairs.
-/// A token with a dropped pair (id -1) is NaN, as the kernels mark it.
-pub fn layer_rows(w: &LayerWeights, x: &[f64], r: &RouteRef, tokens: &[usize]) -> Vec<Vec<f64>> {
+/// Output rows of `tokens` (`x(t)`: token t's hidden row) under routing `r`: each the weighted
+/// sum over its pairs. A token with a dropped pair (id -1) is NaN, as the kernels mark it.
+pub fn layer_rows<S, X>(w: &LayerWeights<S>, x: X, r: &RouteRef, tokens: &[usize]) -> Vec<Vec<f64>>
+where
+    S: Source + ?Sized,
+    X: Fn(usize) -> Vec<f64> + Sync,
+{
     let (h, k) = (w.hidden, r.top_k);
     tokens
         .par_iter()
         .map(|&t| {
-            let xr = &x[t * h..(t + 1) * h];
+            let xr = x(t);
             let mut out = vec![0.0; h];
             for j in 0..k {
                 let e = r.ids[t * k + j];
                 if e < 0 {
                     return vec![f64::NAN; h];
                 }
-                let y = w.down(e as usize, &w.swiglu(e as usize, xr));
+                let y = w.down(e as usize, &w.swiglu(e as usize, &xr));
                 let wt = r.weights[t * k + j];
                 for (o, v) in out.iter_mut().zip(&y) {
                     *o += wt * v;
@@ -79,8 +104,8 @@ mod tests {
         let w13 = [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0];
         let w2 = [2.0, 2.0, 1.0, -1.0];
         let w = LayerWeights {
-            w13: &w13,
-            w2: &w2,
+            w13: &w13[..],
+            w2: &w2[..],
             experts: 2,
             hidden: 2,
             inter: 1,
@@ -94,7 +119,7 @@ mod tests {
             2,
             &RouteOptions::top_k(2, Scoring::Softmax),
         );
-        let got = layer_rows(&w, &x, &r, &[0]);
+        let got = layer_rows(&w, |_| x.to_vec(), &r, &[0]);
         let h0 = silu(0.5) * -1.5;
         let h1 = silu(-1.5) * -1.5;
         let (p0, p1) = (r.weights[0], r.weights[1]);
@@ -105,6 +130,6 @@ mod tests {
             ids: vec![0, -1],
             ..r
         };
-        assert!(layer_rows(&w, &x, &dropped, &[0])[0][0].is_nan());
+        assert!(layer_rows(&w, |_| x.to_vec(), &dropped, &[0])[0][0].is_nan());
     }
 }

@@ -257,6 +257,20 @@ pub fn own_variants(arch: &str) -> Vec<KernelSpec> {
     v
 }
 
+/// Every kernel a layer may launch: its own, the prefix kernel, the gathering SwiGLUs and the
+/// down projection's combine variants.
+pub fn variants(arch: &str) -> Vec<KernelSpec> {
+    let mut v = own_variants(arch);
+    v.push(super::tile_prefix::spec(arch));
+    v.extend(
+        DType::INPUTS.iter().map(|&i| {
+            SwiGluDual::spec_gather(arch, i, i, &crate::overrides::Overrides::NONE, true)
+        }),
+    );
+    v.extend(GroupedGemm::layer_variants(arch));
+    v
+}
+
 /// A buffer over `bytes` at `ptr`.
 ///
 /// # Safety
@@ -265,102 +279,180 @@ unsafe fn view(ptr: u64, bytes: usize) -> DeviceBuffer {
     DeviceBuffer::borrowed(ptr, bytes)
 }
 
-/// Enqueues the layer on the context's stream: routing, the gathered SwiGLU, the down
-/// projection with its combine, the pass to the output. `workspace` holds
-/// [`LayerLayout::of`]`(p).bytes` bytes; `ops.route.workspace` is ignored (the routing's tables
-/// are the workspace's first bytes).
+/// The steps of one layer call over its memory: [`Pipeline::route`], [`Pipeline::up`] (the
+/// gathered SwiGLU) and [`Pipeline::down`] (the down projection, its combine and the pass to
+/// the output), each reading what the one before wrote. Benches time them one by one.
+pub struct Pipeline<'p> {
+    p: &'p LayerProblem,
+    ops: LayerOperands,
+    workspace: u64,
+    layout: LayerLayout,
+    up: MoeProblem,
+    down: MoeProblem,
+    offsets: DeviceBuffer,
+    row_token: DeviceBuffer,
+    row_weight: DeviceBuffer,
+    sched: DeviceBuffer,
+    h: DeviceBuffer,
+    x: DeviceBuffer,
+    w1: DeviceBuffer,
+    w3: DeviceBuffer,
+    w2: DeviceBuffer,
+    acc: DeviceBuffer,
+}
+
+impl<'p> Pipeline<'p> {
+    /// The steps of `p` over `ops`, with `workspace` holding [`LayerLayout::of`]`(p).bytes`
+    /// bytes (`ops.route.workspace` is ignored: the routing's tables are its first bytes).
+    /// Refuses a problem the kernels do not take (not Hopper, too many experts).
+    ///
+    /// # Safety
+    /// Every address in `ops` and `workspace` must be device memory of the current context
+    /// holding what [`LayerProblem`] says it holds (X [T, H], W13 [E, 2I, H], W2 [E, H, I] of
+    /// `p.dtype`; the routing's inputs; the output [T, H]), alive until the stream has run
+    /// every launch of the pipeline.
+    pub unsafe fn new(
+        ctx: &Context,
+        p: &'p LayerProblem,
+        ops: &LayerOperands,
+        workspace: u64,
+    ) -> Result<Pipeline<'p>> {
+        let l = LayerLayout::of(p);
+        let at = |off: usize| workspace + off as u64;
+        let (t, e, r) = (p.tokens(), p.experts(), p.pairs());
+        let (hd, i, es) = (p.hidden, p.inter, p.dtype.size());
+        let (up, down) = (p.up(), p.down());
+        let unsupported = |k: &dyn MoeKernel, reason: String| Error::Unsupported {
+            kernel: format!("{NAME} ({})", k.name()),
+            reason,
+        };
+        SwiGluDual
+            .supports(&up, &ctx.info)
+            .map_err(|r| unsupported(&SwiGluDual, r))?;
+        GroupedGemm
+            .supports(&down, &ctx.info)
+            .map_err(|r| unsupported(&GroupedGemm, r))?;
+        // SAFETY: the caller's memory as this function's contract states it, and the
+        // workspace's parts laid out by `LayerLayout::of(p)` inside its `bytes`.
+        let pipe = unsafe {
+            Pipeline {
+                p,
+                ops: *ops,
+                workspace,
+                layout: l,
+                up,
+                down,
+                offsets: view(at(l.route.offsets), 4 * (e + 1)),
+                row_token: view(at(l.route.row_token), 4 * r),
+                row_weight: view(at(l.route.row_weight), 4 * r),
+                sched: view(at(l.sched), sched_bytes(e)),
+                h: view(at(l.h), r * i * es),
+                x: view(ops.x, t * hd * es),
+                w1: view(ops.w13, e * 2 * i * hd * es),
+                w3: view(ops.w13 + (i * hd * es) as u64, (e * 2 * i - i) * hd * es),
+                w2: view(ops.w2, e * hd * i * es),
+                acc: view(at(l.acc), l.bytes - l.acc),
+            }
+        };
+        check_operands(&pipe.up, &pipe.up_ops())?;
+        check_operands(&pipe.down, &pipe.down_ops())?;
+        Ok(pipe)
+    }
+
+    fn up_ops(&self) -> MoeOperands<'_> {
+        MoeOperands {
+            x: &self.x,
+            w: &self.w1,
+            w3: Some(&self.w3),
+            y: &self.h,
+            rows: &self.offsets,
+            route: None,
+            sched: &self.sched,
+            row_map: Some(&self.row_token),
+        }
+    }
+
+    fn down_ops(&self) -> MoeOperands<'_> {
+        MoeOperands {
+            x: &self.h,
+            w: &self.w2,
+            w3: None,
+            y: &self.acc,
+            rows: &self.offsets,
+            route: Some(&self.row_weight),
+            sched: &self.sched,
+            row_map: (self.p.combine == CombineMode::Atomic).then_some(&self.row_token),
+        }
+    }
+
+    /// The routing: counts, offsets and the row order into the workspace.
+    pub fn route(&self, ctx: &Context) -> Result<()> {
+        route::launch(
+            ctx,
+            &self.p.route,
+            &RouteOperands {
+                workspace: self.workspace,
+                ..self.ops.route
+            },
+        )
+    }
+
+    /// The gate/up projection: H [T k, I] in the sorted order, X's rows gathered in the loads.
+    pub fn up(&self, ctx: &Context) -> Result<()> {
+        SwiGluDual.launch(ctx, &self.up, &self.up_ops())
+    }
+
+    /// The down projection and the combine into the output.
+    pub fn down(&self, ctx: &Context) -> Result<()> {
+        let p = self.p;
+        let shape = CombineShape {
+            tokens: p.tokens(),
+            top_k: p.top_k(),
+            hidden: p.hidden,
+            out: p.dtype,
+        };
+        let pair_row = self.workspace + self.layout.route.pair_row as u64;
+        let atomic = p.combine == CombineMode::Atomic;
+        if atomic {
+            // (a memset node in a captured graph: the accumulator starts at 0 on every replay)
+            self.acc.fill_bytes(0, ctx)?;
+        }
+        GroupedGemm.launch(ctx, &self.down, &self.down_ops())?;
+        if atomic {
+            combine::launch_finish(ctx, &shape, self.acc.ptr(), self.ops.out, pair_row)
+        } else {
+            combine::launch_rows(
+                ctx,
+                &shape,
+                self.acc.ptr(),
+                p.dtype,
+                0,
+                pair_row,
+                self.ops.out,
+            )
+        }
+    }
+
+    /// Every step.
+    pub fn run(&self, ctx: &Context) -> Result<()> {
+        self.route(ctx)?;
+        self.up(ctx)?;
+        self.down(ctx)
+    }
+}
+
+/// Enqueues the whole layer on the context's stream: [`Pipeline::new`] then every step.
 ///
 /// # Safety
-/// Every address in `ops` and `workspace` must be device memory of the current context holding
-/// what [`LayerProblem`] says it holds (X [T, H], W13 [E, 2I, H], W2 [E, H, I] of `p.dtype`;
-/// the routing's inputs; the output [T, H]), alive until the stream has run the launches.
+/// As [`Pipeline::new`].
 pub unsafe fn launch(
     ctx: &Context,
     p: &LayerProblem,
     ops: &LayerOperands,
     workspace: u64,
 ) -> Result<()> {
-    let l = LayerLayout::of(p);
-    let at = |off: usize| workspace + off as u64;
-    let (t, e, r) = (p.tokens(), p.experts(), p.pairs());
-    let (hd, i, es) = (p.hidden, p.inter, p.dtype.size());
-    // SAFETY: the caller's memory as this function's contract states it, and the workspace's
-    // parts laid out by `LayerLayout::of(p)` inside its `bytes`.
-    let (offsets, row_token, row_weight, sched, h, x, w1, w3, w2, acc) = unsafe {
-        (
-            view(at(l.route.offsets), 4 * (e + 1)),
-            view(at(l.route.row_token), 4 * r),
-            view(at(l.route.row_weight), 4 * r),
-            view(at(l.sched), sched_bytes(e)),
-            view(at(l.h), r * i * es),
-            view(ops.x, t * hd * es),
-            view(ops.w13, e * 2 * i * hd * es),
-            view(ops.w13 + (i * hd * es) as u64, (e * 2 * i - i) * hd * es),
-            view(ops.w2, e * hd * i * es),
-            view(at(l.acc), l.bytes - l.acc),
-        )
-    };
-    let up = p.up();
-    let down = p.down();
-    let unsupported = |k: &dyn MoeKernel, reason: String| Error::Unsupported {
-        kernel: format!("{NAME} ({})", k.name()),
-        reason,
-    };
-    SwiGluDual
-        .supports(&up, &ctx.info)
-        .map_err(|r| unsupported(&SwiGluDual, r))?;
-    GroupedGemm
-        .supports(&down, &ctx.info)
-        .map_err(|r| unsupported(&GroupedGemm, r))?;
-    let up_ops = MoeOperands {
-        x: &x,
-        w: &w1,
-        w3: Some(&w3),
-        y: &h,
-        rows: &offsets,
-        route: None,
-        sched: &sched,
-        row_map: Some(&row_token),
-    };
-    check_operands(&up, &up_ops)?;
-    route::launch(
-        ctx,
-        &p.route,
-        &RouteOperands {
-            workspace,
-            ..ops.route
-        },
-    )?;
-    SwiGluDual.launch(ctx, &up, &up_ops)?;
-    let shape = CombineShape {
-        tokens: t,
-        top_k: p.top_k(),
-        hidden: hd,
-        out: p.dtype,
-    };
-    let pair_row = at(l.route.pair_row);
-    let atomic = p.combine == CombineMode::Atomic;
-    let down_ops = MoeOperands {
-        x: &h,
-        w: &w2,
-        w3: None,
-        y: &acc,
-        rows: &offsets,
-        route: Some(&row_weight),
-        sched: &sched,
-        row_map: atomic.then_some(&row_token),
-    };
-    check_operands(&down, &down_ops)?;
-    if atomic {
-        // (a memset node in a captured graph: the accumulator starts at 0 on every replay)
-        acc.fill_bytes(0, ctx)?;
-    }
-    GroupedGemm.launch(ctx, &down, &down_ops)?;
-    if atomic {
-        combine::launch_finish(ctx, &shape, acc.ptr(), ops.out, pair_row)
-    } else {
-        combine::launch_rows(ctx, &shape, acc.ptr(), p.dtype, 0, pair_row, ops.out)
-    }
+    // SAFETY: the caller's contract is Pipeline::new's.
+    unsafe { Pipeline::new(ctx, p, ops, workspace) }?.run(ctx)
 }
 
 #[cfg(test)]

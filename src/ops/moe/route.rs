@@ -438,6 +438,96 @@ mod tests {
         );
     }
 
+    /// The placement of `moe_route_select` / `moe_route_place` run on the CPU: every block's
+    /// histogram, its experts' first rows (offsets plus the earlier blocks' counts), then its
+    /// pairs 32 at a time, peers of one expert ranked by lane. It must give the reference's
+    /// row order for any block size.
+    fn emulate_place(ids: &[i32], experts: usize, k: usize, tokens_per_block: usize) -> Vec<i32> {
+        let tokens = ids.len() / k;
+        let blocks = tokens.div_ceil(tokens_per_block);
+        let span =
+            |b: usize| b * tokens_per_block * k..((b + 1) * tokens_per_block).min(tokens) * k;
+        let hist: Vec<Vec<i32>> = (0..blocks)
+            .map(|b| {
+                let mut h = vec![0; experts];
+                for &e in &ids[span(b)] {
+                    if e >= 0 {
+                        h[e as usize] += 1;
+                    }
+                }
+                h
+            })
+            .collect();
+        let totals: Vec<i32> = (0..experts)
+            .map(|e| hist.iter().map(|h| h[e]).sum())
+            .collect();
+        let mut offsets = vec![0; experts];
+        for e in 1..experts {
+            offsets[e] = offsets[e - 1] + totals[e - 1];
+        }
+        let mut pair_row = vec![-1; ids.len()];
+        for b in 0..blocks {
+            let mut next: Vec<i32> = (0..experts)
+                .map(|e| offsets[e] + hist[..b].iter().map(|h| h[e]).sum::<i32>())
+                .collect();
+            for chunk in span(b).step_by(32) {
+                let lanes: Vec<usize> = (chunk..(chunk + 32).min(span(b).end)).collect();
+                let base = next.clone();
+                for (lane, &p) in lanes.iter().enumerate() {
+                    let e = ids[p];
+                    if e < 0 {
+                        continue;
+                    }
+                    let rank = lanes[..lane].iter().filter(|&&q| ids[q] == e).count() as i32;
+                    pair_row[p] = base[e as usize] + rank;
+                    next[e as usize] = next[e as usize].max(base[e as usize] + rank + 1);
+                }
+            }
+        }
+        pair_row
+    }
+
+    #[test]
+    fn the_kernels_placement_gives_the_reference_row_order() {
+        use crate::reference::route::{row_order, RouteRef};
+        let mut x = 12345u64;
+        for (t, e, k) in [
+            (1, 8, 2),
+            (33, 16, 4),
+            (300, 64, 8),
+            (1000, 7, 7),
+            (77, 256, 1),
+        ] {
+            let ids: Vec<i32> = (0..t * k)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if i % 97 == 5 {
+                        -1
+                    } else {
+                        (x % e as u64) as i32
+                    }
+                })
+                .collect();
+            let want = row_order(&RouteRef {
+                tokens: t,
+                experts: e,
+                top_k: k,
+                ids: ids.clone(),
+                weights: vec![0.0; t * k],
+            });
+            let p = logits(t, e, RouteOptions::top_k(k, Scoring::Softmax));
+            for tpb in [p.tokens_per_block(), 1, 3, 32] {
+                assert_eq!(
+                    emulate_place(&ids, e, k, tpb),
+                    want.pair_row,
+                    "t {t} e {e} k {k} tpb {tpb}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn bad_options_name_what_to_change() {
         let err = |p: RouteProblem| p.validate().unwrap_err().to_string();

@@ -269,6 +269,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) moe_route_select(const Rou
   const int total = block_exclusive_scan(hist, E, warp_sums);
   for (int e = threadIdx.x; e < E; e += THREADS) a.offsets[e] = hist[e];
   if (threadIdx.x == 0) a.offsets[E] = total;
+  __syncthreads();  // every offset read before warp 0 advances them as its rows' next free rows
   if (warp == 0) place_rows(a, 0, hist, lane);
 }
 

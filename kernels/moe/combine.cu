@@ -4,8 +4,8 @@
 //   moe_combine_rows    out[t] = sum over j = 0..k-1 of w[r] * rows[r], r = pair_row[t k + j],
 //                       in that order (deterministic), w the routing weight or 1 (rows already
 //                       weighted), summed in f32.
-// A token with a dropped pair (pair_row -1: an expert id out of range) gets NaN: its result is
-// not a number rather than silently short of an expert. Blocks of 256 threads, 8 columns each;
+// A token with a dropped pair (pair_row -1: an expert id out of range; or a row past the rows
+// given) gets NaN: its result is not a number rather than silently short of an expert. Blocks of 256 threads, 8 columns each;
 // grid (ceil(H / 2048), T). H is a multiple of 8 (16-byte rows).
 #include "common/types.cuh"
 
@@ -43,13 +43,16 @@ __device__ __forceinline__ void store8(void* p, int dtype, i64 i, const float (&
   *reinterpret_cast<u32x4*>(static_cast<u16*>(p) + i) = w;
 }
 
-// Whether token t has a dropped pair; every thread of the block gets the answer.
-__device__ __forceinline__ bool token_dropped(const int* pair_row, int t, int k) {
+// Whether token t has a dropped pair (a row outside 0 .. n_rows - 1); every thread of the block
+// gets the answer.
+__device__ __forceinline__ bool token_dropped(const int* pair_row, int t, int k, int n_rows) {
   __shared__ int dropped;
   if (threadIdx.x == 0) dropped = 0;
   __syncthreads();
-  for (int j = threadIdx.x; j < k; j += THREADS)
-    if (pair_row[(i64)t * k + j] < 0) dropped = 1;
+  for (int j = threadIdx.x; j < k; j += THREADS) {
+    const int r = pair_row[(i64)t * k + j];
+    if (r < 0 || r >= n_rows) dropped = 1;
+  }
   __syncthreads();
   return dropped != 0;
 }
@@ -57,7 +60,7 @@ __device__ __forceinline__ bool token_dropped(const int* pair_row, int t, int k)
 extern "C" __global__ void __launch_bounds__(THREADS)
     moe_combine_finish(const float* acc, void* out, const int* pair_row, int tokens, int top_k, int h, int out_dtype) {
   const int t = blockIdx.y;
-  const bool dropped = token_dropped(pair_row, t, top_k);
+  const bool dropped = token_dropped(pair_row, t, top_k, 0x7fffffff);
   const int c = (blockIdx.x * THREADS + threadIdx.x) * 8;
   if (c >= h) return;
   float v[8];
@@ -69,10 +72,10 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-    moe_combine_rows(const void* rows, int rows_dtype, const float* row_weight, const int* pair_row, void* out,
+    moe_combine_rows(const void* rows, int rows_dtype, const float* row_weight, const int* pair_row, int n_rows, void* out,
                      int out_dtype, int tokens, int top_k, int h) {
   const int t = blockIdx.y;
-  const bool dropped = token_dropped(pair_row, t, top_k);
+  const bool dropped = token_dropped(pair_row, t, top_k, n_rows);
   const int c = (blockIdx.x * THREADS + threadIdx.x) * 8;
   if (c >= h) return;
   float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -31,6 +31,7 @@ mod handle;
 mod info;
 mod launch;
 mod moe_layer;
+mod moe_route;
 mod ops;
 mod options;
 mod paged;

@@ -22,7 +22,9 @@ pub use super::fp8::{
     fp8_grouped_gemm,
 };
 pub use super::moe_layer::{check_moe_layer, moe_layer, moe_layer_workspace_bytes};
+pub use super::moe_route::{moe_combine, moe_route, moe_route_layout};
 pub use super::raw_paged::{attention_paged, check_attention_paged, check_kv_append, kv_append};
+pub use crate::ops::moe::route::RouteLayout;
 
 fn gemm_plan(
     device: usize,

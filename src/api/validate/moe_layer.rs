@@ -177,7 +177,64 @@ pub fn moe_layer(
             format!("`gate_up_proj` has {e} experts; the MoE layer takes 1 to {MAX_EXPERTS}"),
         ));
     }
-    let source = match *routing {
+    let source = route_source(routing, t, e)?;
+    if t == 0 {
+        return Ok(None);
+    }
+    for (name, tensor) in [
+        ("hidden_states", x),
+        ("gate_up_proj", w13),
+        ("down_proj", w2),
+        ("out", out),
+    ] {
+        contiguous(name, tensor, "the MoE layer reads and writes packed rows")?;
+        if !tensor.ptr().is_multiple_of(16) {
+            return Err(err(
+                name,
+                ArgumentKind::Bounds,
+                format!("`{name}` starts at {:#x}, which is not 16-byte aligned; the MoE layer reads it with TMA and 16-byte vectors", tensor.ptr()),
+            ));
+        }
+    }
+    let inputs: Vec<(&str, &TensorInfo)> =
+        all.iter().copied().filter(|(n, _)| *n != "out").collect();
+    no_alias("out", out, &inputs)?;
+    let problem = LayerProblem {
+        route: RouteProblem {
+            tokens: t,
+            experts: e,
+            source,
+        },
+        hidden: h,
+        inter: i,
+        dtype: float("hidden_states", x)?,
+        combine,
+    };
+    problem.validate()?;
+    let (input, weights, bias) = match routing {
+        MoeRouting::Logits { logits, bias, .. } => {
+            (Operand::of(logits), None, bias.map(Operand::of))
+        }
+        MoeRouting::TopK { index, weights } => {
+            (Operand::of(index), Some(Operand::of(weights)), None)
+        }
+    };
+    Ok(Some(LayerPlan {
+        problem,
+        x: Operand::of(x),
+        w13: Operand::of(w13),
+        w2: Operand::of(w2),
+        input,
+        weights,
+        bias,
+        out: Operand::of(out),
+    }))
+}
+
+/// The routing's source from its tensors, for `t` tokens over `e` experts; one sentence naming
+/// the argument that is wrong.
+pub fn route_source(routing: &MoeRouting<&TensorInfo>, t: usize, e: usize) -> Result<RouteSource> {
+    Ok(match *routing {
         MoeRouting::Logits { logits, bias, opts } => {
             rank(
                 "router_logits",
@@ -220,7 +277,7 @@ pub fn moe_layer(
                 ));
             }
             if let Some((g, kg)) = opts.groups {
-                if g == 0 || g > MAX_GROUPS || e % g != 0 {
+                if g == 0 || g > MAX_GROUPS || !e.is_multiple_of(g) {
                     return Err(err(
                         "n_group",
                         ArgumentKind::Value,
@@ -302,58 +359,7 @@ pub fn moe_layer(
                 full,
             }
         }
-    };
-    if t == 0 {
-        return Ok(None);
-    }
-    for (name, tensor) in [
-        ("hidden_states", x),
-        ("gate_up_proj", w13),
-        ("down_proj", w2),
-        ("out", out),
-    ] {
-        contiguous(name, tensor, "the MoE layer reads and writes packed rows")?;
-        if !tensor.ptr().is_multiple_of(16) {
-            return Err(err(
-                name,
-                ArgumentKind::Bounds,
-                format!("`{name}` starts at {:#x}, which is not 16-byte aligned; the MoE layer reads it with TMA and 16-byte vectors", tensor.ptr()),
-            ));
-        }
-    }
-    let inputs: Vec<(&str, &TensorInfo)> =
-        all.iter().copied().filter(|(n, _)| *n != "out").collect();
-    no_alias("out", out, &inputs)?;
-    let problem = LayerProblem {
-        route: RouteProblem {
-            tokens: t,
-            experts: e,
-            source,
-        },
-        hidden: h,
-        inter: i,
-        dtype: float("hidden_states", x)?,
-        combine,
-    };
-    problem.validate()?;
-    let (input, weights, bias) = match routing {
-        MoeRouting::Logits { logits, bias, .. } => {
-            (Operand::of(logits), None, bias.map(Operand::of))
-        }
-        MoeRouting::TopK { index, weights } => {
-            (Operand::of(index), Some(Operand::of(weights)), None)
-        }
-    };
-    Ok(Some(LayerPlan {
-        problem,
-        x: Operand::of(x),
-        w13: Operand::of(w13),
-        w2: Operand::of(w2),
-        input,
-        weights,
-        bias,
-        out: Operand::of(out),
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -68,42 +68,50 @@ pub fn launch_finish(
     unsafe { f.launch(ctx.stream, &config(s.tokens, s.hidden), &mut params) }
 }
 
+/// The rows a token's pairs point into: `count` rows of `dtype` at `ptr` (H columns each).
+#[derive(Debug, Clone, Copy)]
+pub struct Rows {
+    pub ptr: u64,
+    pub dtype: DType,
+    pub count: usize,
+}
+
 /// out[t] = the sum over its pairs j (in order) of w[r] * rows[r], r = pair_row[t k + j], with
-/// `row_weight` (f32 per row) or 1 when 0; `rows` of `rows_dtype`, H columns.
-#[allow(clippy::too_many_arguments)]
+/// `row_weight` (f32 per row) or 1 when 0; a pair outside the rows drops its token (NaN).
 pub fn launch_rows(
     ctx: &Context,
     s: &CombineShape,
-    rows: u64,
-    rows_dtype: DType,
+    rows: Rows,
     row_weight: u64,
     pair_row: u64,
     out: u64,
 ) -> Result<()> {
     let f = ctx.function(&spec(&ctx.arch(), ROWS))?;
-    let (mut rows, mut rw, mut pr, mut out) = (rows, row_weight, pair_row, out);
-    let (mut rd, mut od, mut t, mut k, mut h) = (
-        rows_dtype.code() as i32,
+    let (mut rp, mut rw, mut pr, mut out) = (rows.ptr, row_weight, pair_row, out);
+    let (mut rd, mut n, mut od, mut t, mut k, mut h) = (
+        rows.dtype.code() as i32,
+        rows.count.min(i32::MAX as usize) as i32,
         s.out.code() as i32,
         s.tokens as i32,
         s.top_k as i32,
         s.hidden as i32,
     );
-    let mut params: [*mut c_void; 9] = [
-        &mut rows as *mut u64 as *mut c_void,
+    let mut params: [*mut c_void; 10] = [
+        &mut rp as *mut u64 as *mut c_void,
         &mut rd as *mut i32 as *mut c_void,
         &mut rw as *mut u64 as *mut c_void,
         &mut pr as *mut u64 as *mut c_void,
+        &mut n as *mut i32 as *mut c_void,
         &mut out as *mut u64 as *mut c_void,
         &mut od as *mut i32 as *mut c_void,
         &mut t as *mut i32 as *mut c_void,
         &mut k as *mut i32 as *mut c_void,
         &mut h as *mut i32 as *mut c_void,
     ];
-    // SAFETY: the kernel takes (const void*, int, const float*, const int*, void*, int, int,
-    // int, int) in this order; rows holds every row pair_row names (H values each), row_weight
-    // (when not null) one f32 per row, out T x H; the caller keeps them alive until the stream
-    // has run.
+    // SAFETY: the kernel takes (const void*, int, const float*, const int*, int, void*, int,
+    // int, int, int) in this order; rows holds `count` rows of H values (the kernel reads only
+    // rows below it), row_weight (when not null) one f32 per row, pair_row T x k ints, out T x
+    // H; the caller keeps them alive until the stream has run.
     unsafe { f.launch(ctx.stream, &config(s.tokens, s.hidden), &mut params) }
 }
 

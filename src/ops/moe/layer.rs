@@ -421,15 +421,12 @@ impl<'p> Pipeline<'p> {
         if atomic {
             combine::launch_finish(ctx, &shape, self.acc.ptr(), self.ops.out, pair_row)
         } else {
-            combine::launch_rows(
-                ctx,
-                &shape,
-                self.acc.ptr(),
-                p.dtype,
-                0,
-                pair_row,
-                self.ops.out,
-            )
+            let rows = combine::Rows {
+                ptr: self.acc.ptr(),
+                dtype: p.dtype,
+                count: p.pairs(),
+            };
+            combine::launch_rows(ctx, &shape, rows, 0, pair_row, self.ops.out)
         }
     }
 

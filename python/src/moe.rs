@@ -1,8 +1,13 @@
 //! The mixture-of-experts ops of the extension: the grouped GEMM and the fused SwiGLU over
-//! experts, rows given by offsets (contiguous) or counts (masked).
+//! experts, rows given by offsets (contiguous) or counts (masked); the whole layer (routing,
+//! gathered SwiGLU, down projection with its combine), and its routing and combine alone.
 
-use kiln::api::{raw, MoeRows, SwigluWeights};
+use kiln::api::{
+    raw, CombineMode, MoeLayerOptions, MoeRouting, MoeRows, RawTensor, RouteOptions, SwigluWeights,
+};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::{handle, stream_of, tensor, to_py, PyTensor};
 
@@ -67,6 +72,277 @@ pub fn swiglu(
     // SAFETY: as in `gemm`.
     py.allow_threads(|| unsafe {
         raw::swiglu(&k, stream_of(stream), &x, &w, &rows, routing.as_ref(), &h)
+    })
+    .map_err(to_py)
+}
+
+/// The routing of a layer call from Python's arguments: logits (with a bias and the options) or
+/// a precomputed top-k.
+#[allow(clippy::too_many_arguments)]
+fn routing(
+    device: usize,
+    logits: Option<PyTensor>,
+    bias: Option<PyTensor>,
+    index: Option<PyTensor>,
+    weights: Option<PyTensor>,
+    top_k: usize,
+    scoring: &str,
+    renormalize: bool,
+    groups: Option<(usize, usize)>,
+    routed_scaling: f32,
+) -> PyResult<MoeRouting<RawTensor>> {
+    match (logits, index, weights) {
+        (Some(l), None, None) => Ok(MoeRouting::Logits {
+            logits: tensor("router_logits", l, device)?,
+            bias: bias.map(|b| tensor("bias", b, device)).transpose()?,
+            opts: RouteOptions {
+                top_k,
+                scoring: scoring.parse().map_err(to_py)?,
+                renormalize,
+                groups,
+                routed_scaling,
+            },
+        }),
+        (None, Some(i), Some(w)) => Ok(MoeRouting::TopK {
+            index: tensor("top_k_index", i, device)?,
+            weights: tensor("top_k_weights", w, device)?,
+        }),
+        _ => Err(PyValueError::new_err(
+            "give the router logits, or top_k_index with top_k_weights",
+        )),
+    }
+}
+
+fn combine_mode(s: &str) -> PyResult<MoeLayerOptions> {
+    Ok(MoeLayerOptions {
+        combine: s.parse::<CombineMode>().map_err(to_py)?,
+    })
+}
+
+/// The whole MoE layer into `out` [T, H], intermediates in `workspace` (see
+/// `moe_layer_workspace`).
+#[pyfunction]
+#[pyo3(signature = (device, stream, x, w13, w2, out, workspace, logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling, combine))]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_layer(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    x: PyTensor,
+    w13: PyTensor,
+    w2: PyTensor,
+    out: PyTensor,
+    workspace: PyTensor,
+    logits: Option<PyTensor>,
+    bias: Option<PyTensor>,
+    index: Option<PyTensor>,
+    weights: Option<PyTensor>,
+    top_k: usize,
+    scoring: &str,
+    renormalize: bool,
+    groups: Option<(usize, usize)>,
+    routed_scaling: f32,
+    combine: &str,
+) -> PyResult<()> {
+    let r = routing(
+        device,
+        logits,
+        bias,
+        index,
+        weights,
+        top_k,
+        scoring,
+        renormalize,
+        groups,
+        routed_scaling,
+    )?;
+    let (x, w13, w2) = (
+        tensor("hidden_states", x, device)?,
+        tensor("gate_up_proj", w13, device)?,
+        tensor("down_proj", w2, device)?,
+    );
+    let (out, ws) = (
+        tensor("out", out, device)?,
+        tensor("workspace", workspace, device)?,
+    );
+    let opts = combine_mode(combine)?;
+    raw::check_moe_layer(device, (&x, &w13, &w2), &r, &out, &opts).map_err(to_py)?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`; the workspace is a fresh torch allocation of the size asked for.
+    py.allow_threads(|| unsafe {
+        raw::moe_layer(&k, stream_of(stream), (&x, &w13, &w2), &r, &out, &ws, &opts)
+    })
+    .map_err(to_py)
+}
+
+/// Bytes of workspace `moe_layer` needs for these arguments (checks them too).
+#[pyfunction]
+#[pyo3(signature = (device, x, w13, w2, out, logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling, combine))]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_layer_workspace(
+    device: usize,
+    x: PyTensor,
+    w13: PyTensor,
+    w2: PyTensor,
+    out: PyTensor,
+    logits: Option<PyTensor>,
+    bias: Option<PyTensor>,
+    index: Option<PyTensor>,
+    weights: Option<PyTensor>,
+    top_k: usize,
+    scoring: &str,
+    renormalize: bool,
+    groups: Option<(usize, usize)>,
+    routed_scaling: f32,
+    combine: &str,
+) -> PyResult<usize> {
+    let r = routing(
+        device,
+        logits,
+        bias,
+        index,
+        weights,
+        top_k,
+        scoring,
+        renormalize,
+        groups,
+        routed_scaling,
+    )?;
+    let (x, w13, w2, out) = (
+        tensor("hidden_states", x, device)?,
+        tensor("gate_up_proj", w13, device)?,
+        tensor("down_proj", w2, device)?,
+        tensor("out", out, device)?,
+    );
+    raw::moe_layer_workspace_bytes(device, (&x, &w13, &w2), &r, &out, &combine_mode(combine)?)
+        .map_err(to_py)
+}
+
+/// The routing's tables as (byte offset, entries) in the workspace: counts, offsets,
+/// row_token, row_weight, pair_row, topk_ids, topk_weights; and the workspace's bytes.
+fn layout_dict(
+    py: Python<'_>,
+    l: &raw::RouteLayout,
+    experts: usize,
+    pairs: usize,
+) -> PyResult<Py<PyDict>> {
+    let d = PyDict::new(py);
+    for (name, off, n) in [
+        ("counts", l.counts, experts),
+        ("offsets", l.offsets, experts + 1),
+        ("row_token", l.row_token, pairs),
+        ("row_weight", l.row_weight, pairs),
+        ("pair_row", l.pair_row, pairs),
+        ("topk_ids", l.topk_ids, pairs),
+        ("topk_weights", l.topk_weights, pairs),
+    ] {
+        d.set_item(name, (off, n))?;
+    }
+    d.set_item("bytes", l.bytes)?;
+    Ok(d.into())
+}
+
+/// Where the routing of these arguments writes its tables (`layout_dict`), or None for no tokens.
+#[pyfunction]
+#[pyo3(signature = (device, experts, pairs, logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling))]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_route_layout(
+    py: Python<'_>,
+    device: usize,
+    experts: usize,
+    pairs: usize,
+    logits: Option<PyTensor>,
+    bias: Option<PyTensor>,
+    index: Option<PyTensor>,
+    weights: Option<PyTensor>,
+    top_k: usize,
+    scoring: &str,
+    renormalize: bool,
+    groups: Option<(usize, usize)>,
+    routed_scaling: f32,
+) -> PyResult<Option<Py<PyDict>>> {
+    let r = routing(
+        device,
+        logits,
+        bias,
+        index,
+        weights,
+        top_k,
+        scoring,
+        renormalize,
+        groups,
+        routed_scaling,
+    )?;
+    match raw::moe_route_layout(device, &r, experts).map_err(to_py)? {
+        Some(l) => Ok(Some(layout_dict(py, &l, experts, pairs)?)),
+        None => Ok(None),
+    }
+}
+
+/// The routing alone into `workspace` (laid out as `moe_route_layout` says).
+#[pyfunction]
+#[pyo3(signature = (device, stream, experts, workspace, logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling))]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_route(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    experts: usize,
+    workspace: PyTensor,
+    logits: Option<PyTensor>,
+    bias: Option<PyTensor>,
+    index: Option<PyTensor>,
+    weights: Option<PyTensor>,
+    top_k: usize,
+    scoring: &str,
+    renormalize: bool,
+    groups: Option<(usize, usize)>,
+    routed_scaling: f32,
+) -> PyResult<()> {
+    let r = routing(
+        device,
+        logits,
+        bias,
+        index,
+        weights,
+        top_k,
+        scoring,
+        renormalize,
+        groups,
+        routed_scaling,
+    )?;
+    let ws = tensor("workspace", workspace, device)?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`; the workspace is a torch allocation of the layout's size.
+    py.allow_threads(|| unsafe { raw::moe_route(&k, stream_of(stream), &r, experts, &ws) })
+        .map(drop)
+        .map_err(to_py)
+}
+
+/// out[t] = sum over j of w[r] rows[r], r = pair_row[t k + j] (the routing's combine).
+#[pyfunction]
+#[pyo3(signature = (device, stream, rows, pair_row, row_weight, out))]
+pub fn moe_combine(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    rows: PyTensor,
+    pair_row: PyTensor,
+    row_weight: Option<PyTensor>,
+    out: PyTensor,
+) -> PyResult<()> {
+    let (rows, pair_row, out) = (
+        tensor("rows", rows, device)?,
+        tensor("pair_row", pair_row, device)?,
+        tensor("out", out, device)?,
+    );
+    let w = row_weight
+        .map(|w| tensor("row_weight", w, device))
+        .transpose()?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe {
+        raw::moe_combine(&k, stream_of(stream), &rows, &pair_row, w.as_ref(), &out)
     })
     .map_err(to_py)
 }

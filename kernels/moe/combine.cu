@@ -59,9 +59,9 @@ __device__ __forceinline__ bool token_dropped(const int* pair_row, int t, int k,
 
 extern "C" __global__ void __launch_bounds__(THREADS)
     moe_combine_finish(const float* acc, void* out, const int* pair_row, int tokens, int top_k, int h, int out_dtype) {
-  const int t = blockIdx.y;
+  const int t = blockIdx.x;
   const bool dropped = token_dropped(pair_row, t, top_k, 0x7fffffff);
-  const int c = (blockIdx.x * THREADS + threadIdx.x) * 8;
+  const int c = (blockIdx.y * THREADS + threadIdx.x) * 8;
   if (c >= h) return;
   float v[8];
   load8(acc, 2, (i64)t * h + c, v);
@@ -74,9 +74,9 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 extern "C" __global__ void __launch_bounds__(THREADS)
     moe_combine_rows(const void* rows, int rows_dtype, const float* row_weight, const int* pair_row, int n_rows, void* out,
                      int out_dtype, int tokens, int top_k, int h) {
-  const int t = blockIdx.y;
+  const int t = blockIdx.x;
   const bool dropped = token_dropped(pair_row, t, top_k, n_rows);
-  const int c = (blockIdx.x * THREADS + threadIdx.x) * 8;
+  const int c = (blockIdx.y * THREADS + threadIdx.x) * 8;
   if (c >= h) return;
   float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int j = 0; j < top_k && !dropped; ++j) {

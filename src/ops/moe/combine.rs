@@ -21,10 +21,10 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
     vec![spec(arch, FINISH), spec(arch, ROWS)]
 }
 
-/// One block per token and 2048 columns (256 threads of 8).
+/// One block per token (grid x) and 2048 columns (grid y; 256 threads of 8).
 fn config(tokens: usize, hidden: usize) -> LaunchConfig {
-    let x = hidden.div_ceil(8 * THREADS as usize).max(1) as u32;
-    LaunchConfig::simple((x, tokens as u32, 1), THREADS)
+    let y = hidden.div_ceil(8 * THREADS as usize).max(1) as u32;
+    LaunchConfig::simple((tokens as u32, y, 1), THREADS)
 }
 
 /// The shape of one combine: `tokens` rows of `hidden` (a multiple of 8) columns out, `top_k`
@@ -120,9 +120,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_block_per_token_and_2048_columns() {
-        assert_eq!(config(5, 2048).grid, (1, 5, 1));
-        assert_eq!(config(5, 2056).grid, (2, 5, 1));
-        assert_eq!(config(1, 8).grid, (1, 1, 1));
+    fn one_block_per_token_and_2048_columns_any_token_count() {
+        assert_eq!(config(5, 2048).grid, (5, 1, 1));
+        assert_eq!(config(5, 2056).grid, (5, 2, 1));
+        assert_eq!(config(100_000, 8).grid, (100_000, 1, 1));
     }
 }

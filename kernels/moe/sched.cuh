@@ -19,6 +19,7 @@ struct MoeArgs {
   // The MoE layer's row map (row space: the expert-sorted pairs): with KILN_GATHER the X row each
   // row reads (its token); with KILN_COMBINE 1 the output row each row is added into. Else null.
   const int* row_map;
+  const void* x;  // X itself (the cp.async gather reads it by address)
 };
 
 // An expert's m-tiles: ceil(rows / bm), or with `fold` (rows an expert's last tile may take past

@@ -153,6 +153,9 @@ pub struct MoeOverrides {
     /// programmatic dependent, so its prologue overlaps that kernel and the launch gap; 0
     /// launches it plainly.
     pub pdl: bool,
+    /// `KILN_MOE_GATHER` (`tma` or `cp_async`): how the MoE layer's gate/up projection reads its
+    /// gathered X rows. Default: `tma` (one 1-row TMA box per row).
+    pub gather_cp_async: bool,
 }
 
 impl MoeOverrides {
@@ -165,6 +168,7 @@ impl MoeOverrides {
         group: None,
         order: None,
         pdl: true,
+        gather_cp_async: false,
     };
 }
 

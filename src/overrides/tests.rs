@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 36 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (36, 14));
+    // 37 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (37, 14));
 }
 
 #[test]
@@ -84,6 +84,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FA3_D256", "stages=3"),
         ("KILN_FA3_D64", "bn=128"),
         ("KILN_FLUSH", "memset"),
+        ("KILN_MOE_GATHER", "cp_async"),
         ("KILN_MOE_GROUP", "4"),
         ("KILN_MOE_GROUPED", "grouped_swapab"),
         ("KILN_MOE_LPT", "0"),

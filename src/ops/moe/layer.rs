@@ -16,7 +16,7 @@ use super::combine::{self, CombineShape};
 use super::grouped_gemm::GroupedGemm;
 use super::route::{self, RouteLayout, RouteOperands, RouteProblem};
 use super::schedule::sched_bytes;
-use super::swiglu_dual::SwiGluDual;
+use super::swiglu_dual::{Gather, SwiGluDual};
 use super::{check_operands, LayerRows, MoeKernel, MoeOperands, MoeProblem, Rows, WeightLayout};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
@@ -262,11 +262,13 @@ pub fn own_variants(arch: &str) -> Vec<KernelSpec> {
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     let mut v = own_variants(arch);
     v.push(super::tile_prefix::spec(arch));
-    v.extend(
-        DType::INPUTS.iter().map(|&i| {
-            SwiGluDual::spec_gather(arch, i, i, &crate::overrides::Overrides::NONE, true)
-        }),
-    );
+    for g in [Gather::Tma, Gather::CpAsync] {
+        v.extend(
+            DType::INPUTS.iter().map(|&i| {
+                SwiGluDual::spec_gather(arch, i, i, &crate::overrides::Overrides::NONE, g)
+            }),
+        );
+    }
     v.extend(GroupedGemm::layer_variants(arch));
     v
 }

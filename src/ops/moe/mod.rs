@@ -83,6 +83,8 @@ pub struct MoeArgs {
     pub by_expert: i32,
     /// The MoE layer's row map ([`LayerRows`]), or 0.
     pub row_map: u64,
+    /// X's address (the cp.async gather reads X by address rather than through its map).
+    pub x: u64,
 }
 
 impl MoeArgs {
@@ -106,6 +108,7 @@ impl MoeArgs {
             group_m: schedule::GROUP_M as i32,
             by_expert: 0,
             row_map: ops.row_map.map_or(0, |r| r.ptr()),
+            x: ops.x.ptr(),
         }
     }
 
@@ -287,9 +290,10 @@ mod tests {
 
     #[test]
     fn moe_args_match_the_device_layout() {
-        // three pointers, one i64, seven ints (padded to 8 bytes), the row map
-        assert_eq!(std::mem::size_of::<MoeArgs>(), 72);
+        // three pointers, one i64, seven ints (padded to 8 bytes), the row map and X
+        assert_eq!(std::mem::size_of::<MoeArgs>(), 80);
         assert_eq!(std::mem::offset_of!(MoeArgs, row_map), 64);
+        assert_eq!(std::mem::offset_of!(MoeArgs, x), 72);
         assert_eq!(std::mem::offset_of!(MoeArgs, ldy), 24);
         assert_eq!(std::mem::offset_of!(MoeArgs, experts), 32);
         assert_eq!(std::mem::offset_of!(MoeArgs, interleaved), 48);

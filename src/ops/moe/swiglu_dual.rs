@@ -40,12 +40,51 @@ fn fold_stage_bytes(o: &Overrides) -> u32 {
     }
 }
 
-/// Dynamic shared memory: the grouped kernels' layout plus the unit ring. The defaults take the
-/// most (the overrides only take stages or the folded rows' box away), so [`MoeKernel::supports`],
-/// which has no context, checks them.
-fn smem_bytes(o: &Overrides) -> u32 {
+/// Dynamic shared memory: the grouped kernels' layout plus the unit ring, and for the cp.async
+/// gather ([`Gather::CpAsync`]) the tile's row ids. The defaults take the most (the overrides
+/// only take stages or the folded rows' box away), so [`MoeKernel::supports`], which has no
+/// context, checks them (with the row ids).
+fn smem_bytes(o: &Overrides, gather: Gather) -> u32 {
     let stages = o.swiglu.stages;
-    TileConfig { stages, ..CFG }.smem_bytes(2) + INDEX_RING_BYTES + stages * fold_stage_bytes(o)
+    let ids = match gather {
+        Gather::CpAsync => (CFG.bm + o.swiglu.fold) * 4,
+        _ => 0,
+    };
+    TileConfig { stages, ..CFG }.smem_bytes(2)
+        + INDEX_RING_BYTES
+        + stages * fold_stage_bytes(o)
+        + ids
+}
+
+/// How the MoE layer's gate/up projection reads its gathered X rows (the kernel's
+/// `KILN_GATHER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gather {
+    /// X's own rows in 32-row TMA boxes (not the layer).
+    None,
+    /// One 1-row TMA box per row (the default).
+    Tma,
+    /// 16-byte cp.async chunks into the swizzled tile (`KILN_MOE_GATHER=cp_async`).
+    CpAsync,
+}
+
+impl Gather {
+    /// How `p` reads X under `o`.
+    pub fn of(p: &MoeProblem, o: &Overrides) -> Gather {
+        match (p.layer, o.moe.gather_cp_async) {
+            (Some(LayerRows::Gather { .. }), false) => Gather::Tma,
+            (Some(LayerRows::Gather { .. }), true) => Gather::CpAsync,
+            _ => Gather::None,
+        }
+    }
+
+    fn define(self) -> u32 {
+        match self {
+            Gather::None => 0,
+            Gather::Tma => 1,
+            Gather::CpAsync => 2,
+        }
+    }
 }
 
 /// The kernel's `SwigluSplit`: the last wave's split workspace and how units are handed out (see
@@ -91,17 +130,16 @@ impl SwiGluDual {
     /// The variant for (`input`, `output`) under `o` (its SwiGLU knobs pick the mainloop, the
     /// epilogue, the silu, the fold and the ring depth).
     pub fn spec(arch: &str, input: DType, output: DType, o: &Overrides) -> KernelSpec {
-        Self::spec_gather(arch, input, output, o, false)
+        Self::spec_gather(arch, input, output, o, Gather::None)
     }
 
-    /// As [`SwiGluDual::spec`]; `gather`: rows read through the MoE layer's row map
-    /// ([`LayerRows::Gather`]).
+    /// As [`SwiGluDual::spec`], rows read through the MoE layer's row map as `gather` says.
     pub fn spec_gather(
         arch: &str,
         input: DType,
         output: DType,
         o: &Overrides,
-        gather: bool,
+        gather: Gather,
     ) -> KernelSpec {
         with_dtypes(
             KernelSpec::new("moe/swiglu_dual.cu", ENTRY, arch),
@@ -110,12 +148,12 @@ impl SwiGluDual {
         )
         .define("KILN_STAGES", o.swiglu.stages)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-        .define("KILN_SMEM", smem_bytes(o))
+        .define("KILN_SMEM", smem_bytes(o, gather))
         .define("KILN_SWIGLU_SPLIT", o.swiglu.split as u32)
         .define("KILN_SWIGLU_DEFER", o.swiglu.defer as u32)
         .define("KILN_SWIGLU_SILU", silu_mode(output, o))
         .define("KILN_SWIGLU_FOLD", o.swiglu.fold)
-        .define("KILN_GATHER", gather as u32)
+        .define("KILN_GATHER", gather.define())
     }
 
     /// The weight maps: (W1, W3) over [E, N, K] in 128-row boxes, or W13 over [E, 2N, K] in
@@ -151,7 +189,7 @@ impl MoeKernel for SwiGluDual {
             );
         }
         common_support(p, dev)?;
-        dev.check_smem(smem_bytes(&Overrides::NONE))?;
+        dev.check_smem(smem_bytes(&Overrides::NONE, Gather::CpAsync))?;
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
@@ -162,12 +200,14 @@ impl MoeKernel for SwiGluDual {
             .into_iter()
             .map(|(i, o)| Self::spec(arch, i, o, &Overrides::NONE))
             .collect();
-        // the MoE layer's gate/up projection: H in the input dtype
-        v.extend(
-            DType::INPUTS
-                .iter()
-                .map(|&i| Self::spec_gather(arch, i, i, &Overrides::NONE, true)),
-        );
+        // the MoE layer's gate/up projection (both gathers): H in the input dtype
+        for g in [Gather::Tma, Gather::CpAsync] {
+            v.extend(
+                DType::INPUTS
+                    .iter()
+                    .map(|&i| Self::spec_gather(arch, i, i, &Overrides::NONE, g)),
+            );
+        }
         v
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
@@ -186,8 +226,8 @@ impl MoeKernel for SwiGluDual {
                 return Err(Error::invalid("SwiGLU with separate weights needs W3"));
             }
         }
-        let gather = matches!(p.layer, Some(LayerRows::Gather { .. }));
-        let tx = if gather {
+        let gather = Gather::of(p, o);
+        let tx = if gather != Gather::None {
             gather_x_map(p, ops.x.ptr())
         } else {
             x_map(p, ops.x.ptr(), X_BOX_ROWS)
@@ -238,7 +278,7 @@ impl MoeKernel for SwiGluDual {
         let lc = LaunchConfig {
             grid: (grid, 1, 1),
             block: (THREADS, 1, 1),
-            smem_bytes: smem_bytes(o),
+            smem_bytes: smem_bytes(o, gather),
             cluster: None,
         };
         // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, MoeArgs, SwigluSplit) in this order.
@@ -340,7 +380,7 @@ mod tests {
             SwiGluDual.supports(&p.with_swiglu(WeightLayout::Separate, false), &h100),
             Ok(())
         );
-        // six dtype pairs, and the layer's gathering variant per input dtype
-        assert_eq!(SwiGluDual.variants("sm_90a").len(), 8);
+        // six dtype pairs, and the layer's two gathering variants per input dtype
+        assert_eq!(SwiGluDual.variants("sm_90a").len(), 10);
     }
 }

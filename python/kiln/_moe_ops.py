@@ -43,15 +43,16 @@ def moe_layer_op(
         return out
     dev = x.device.index or 0
     k = top_k_index.shape[1] if top_k_index is not None else top_k
-    routing = (_describe(router_logits), _describe(bias), _describe(top_k_index), _describe(top_k_weights))
-    opts = (int(top_k), scoring, bool(renormalize), (n_group, topk_group) if n_group else None, float(routed_scaling), combine)
+    groups = (n_group, topk_group) if n_group else None
+    route = (_describe(router_logits), _describe(bias), _describe(top_k_index), _describe(top_k_weights),
+             int(top_k), scoring, bool(renormalize), groups, float(routed_scaling))
     tensors = (check.describe(x), check.describe(w13), check.describe(w2), check.describe(out))
     key = (x.shape[0], x.shape[1], w13.shape[0], w13.shape[1], k, x.dtype, combine)
     size = _WORKSPACE.get(key)
     if size is None:
-        size = _WORKSPACE[key] = native().moe_layer_workspace(dev, *tensors, *routing, *opts)
+        size = _WORKSPACE[key] = native().moe_layer_workspace(dev, tensors, route, combine)
     ws = torch.empty(((size + 3) // 4,), dtype=torch.int32, device=x.device)
-    native().moe_layer(dev, stream_of(dev), *tensors[:3], tensors[3], check.describe(ws), *routing, *opts)
+    native().moe_layer(dev, stream_of(dev), tensors, check.describe(ws), route, combine)
     return out
 
 

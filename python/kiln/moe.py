@@ -354,13 +354,14 @@ def route(top_k_index=None, top_k_weights=None, *, num_experts: int, router_logi
         args = (None, None, top_k_index.contiguous(), top_k_weights.contiguous())
         top_k = k
     dev = (args[0] if args[0] is not None else args[2]).device.index or 0
-    described = tuple(None if a is None else check.describe(a) for a in args)
-    opts = (int(top_k), scoring, bool(renormalize), None if n_group is None else (int(n_group), int(topk_group)), float(routed_scaling))
-    layout = native().moe_route_layout(dev, num_experts, t * k, *described, *opts)
+    groups = None if n_group is None else (int(n_group), int(topk_group))
+    route_args = tuple(None if a is None else check.describe(a) for a in args) + (
+        int(top_k), scoring, bool(renormalize), groups, float(routed_scaling))
+    layout = native().moe_route_layout(dev, num_experts, route_args)
     if layout is None:
         raise ValueError("there are no tokens to route")
     ws = torch.empty(((layout["bytes"] + 3) // 4,), dtype=torch.int32, device=f"cuda:{dev}")
-    native().moe_route(dev, stream_of(dev), num_experts, check.describe(ws), *described, *opts)
+    native().moe_route(dev, stream_of(dev), num_experts, check.describe(ws), route_args)
     return Routing(ws, layout, t, k)
 
 

@@ -76,21 +76,23 @@ pub fn swiglu(
     .map_err(to_py)
 }
 
-/// The routing of a layer call from Python's arguments: logits (with a bias and the options) or
-/// a precomputed top-k.
-#[allow(clippy::too_many_arguments)]
-fn routing(
-    device: usize,
-    logits: Option<PyTensor>,
-    bias: Option<PyTensor>,
-    index: Option<PyTensor>,
-    weights: Option<PyTensor>,
-    top_k: usize,
-    scoring: &str,
-    renormalize: bool,
-    groups: Option<(usize, usize)>,
-    routed_scaling: f32,
-) -> PyResult<MoeRouting<RawTensor>> {
+/// A layer's routing as Python passes it: (router_logits, bias, top_k_index, top_k_weights,
+/// top_k, scoring, renormalize, (n_group, topk_group) or None, routed_scaling); either the
+/// logits or the index and weights are given.
+type PyRouting = (
+    Option<PyTensor>,
+    Option<PyTensor>,
+    Option<PyTensor>,
+    Option<PyTensor>,
+    usize,
+    String,
+    bool,
+    Option<(usize, usize)>,
+    f32,
+);
+
+fn routing(device: usize, r: PyRouting) -> PyResult<MoeRouting<RawTensor>> {
+    let (logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling) = r;
     match (logits, index, weights) {
         (Some(l), None, None) => Ok(MoeRouting::Logits {
             logits: tensor("router_logits", l, device)?,
@@ -119,52 +121,34 @@ fn combine_mode(s: &str) -> PyResult<MoeLayerOptions> {
     })
 }
 
-/// The whole MoE layer into `out` [T, H], intermediates in `workspace` (see
-/// `moe_layer_workspace`).
+/// hidden_states, gate_up_proj, down_proj and out as the layer checks them.
+fn layer_tensors(
+    device: usize,
+    (x, w13, w2, out): (PyTensor, PyTensor, PyTensor, PyTensor),
+) -> PyResult<[RawTensor; 4]> {
+    Ok([
+        tensor("hidden_states", x, device)?,
+        tensor("gate_up_proj", w13, device)?,
+        tensor("down_proj", w2, device)?,
+        tensor("out", out, device)?,
+    ])
+}
+
+/// The whole MoE layer into `out` [T, H] (the last of `tensors`: x, w13, w2, out),
+/// intermediates in `workspace` (see `moe_layer_workspace`).
 #[pyfunction]
-#[pyo3(signature = (device, stream, x, w13, w2, out, workspace, logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling, combine))]
-#[allow(clippy::too_many_arguments)]
 pub fn moe_layer(
     py: Python<'_>,
     device: usize,
     stream: usize,
-    x: PyTensor,
-    w13: PyTensor,
-    w2: PyTensor,
-    out: PyTensor,
+    tensors: (PyTensor, PyTensor, PyTensor, PyTensor),
     workspace: PyTensor,
-    logits: Option<PyTensor>,
-    bias: Option<PyTensor>,
-    index: Option<PyTensor>,
-    weights: Option<PyTensor>,
-    top_k: usize,
-    scoring: &str,
-    renormalize: bool,
-    groups: Option<(usize, usize)>,
-    routed_scaling: f32,
+    route: PyRouting,
     combine: &str,
 ) -> PyResult<()> {
-    let r = routing(
-        device,
-        logits,
-        bias,
-        index,
-        weights,
-        top_k,
-        scoring,
-        renormalize,
-        groups,
-        routed_scaling,
-    )?;
-    let (x, w13, w2) = (
-        tensor("hidden_states", x, device)?,
-        tensor("gate_up_proj", w13, device)?,
-        tensor("down_proj", w2, device)?,
-    );
-    let (out, ws) = (
-        tensor("out", out, device)?,
-        tensor("workspace", workspace, device)?,
-    );
+    let r = routing(device, route)?;
+    let [x, w13, w2, out] = layer_tensors(device, tensors)?;
+    let ws = tensor("workspace", workspace, device)?;
     let opts = combine_mode(combine)?;
     raw::check_moe_layer(device, (&x, &w13, &w2), &r, &out, &opts).map_err(to_py)?;
     let k = handle(device)?;
@@ -177,55 +161,36 @@ pub fn moe_layer(
 
 /// Bytes of workspace `moe_layer` needs for these arguments (checks them too).
 #[pyfunction]
-#[pyo3(signature = (device, x, w13, w2, out, logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling, combine))]
-#[allow(clippy::too_many_arguments)]
 pub fn moe_layer_workspace(
     device: usize,
-    x: PyTensor,
-    w13: PyTensor,
-    w2: PyTensor,
-    out: PyTensor,
-    logits: Option<PyTensor>,
-    bias: Option<PyTensor>,
-    index: Option<PyTensor>,
-    weights: Option<PyTensor>,
-    top_k: usize,
-    scoring: &str,
-    renormalize: bool,
-    groups: Option<(usize, usize)>,
-    routed_scaling: f32,
+    tensors: (PyTensor, PyTensor, PyTensor, PyTensor),
+    route: PyRouting,
     combine: &str,
 ) -> PyResult<usize> {
-    let r = routing(
-        device,
-        logits,
-        bias,
-        index,
-        weights,
-        top_k,
-        scoring,
-        renormalize,
-        groups,
-        routed_scaling,
-    )?;
-    let (x, w13, w2, out) = (
-        tensor("hidden_states", x, device)?,
-        tensor("gate_up_proj", w13, device)?,
-        tensor("down_proj", w2, device)?,
-        tensor("out", out, device)?,
-    );
+    let r = routing(device, route)?;
+    let [x, w13, w2, out] = layer_tensors(device, tensors)?;
     raw::moe_layer_workspace_bytes(device, (&x, &w13, &w2), &r, &out, &combine_mode(combine)?)
         .map_err(to_py)
 }
 
-/// The routing's tables as (byte offset, entries) in the workspace: counts, offsets,
-/// row_token, row_weight, pair_row, topk_ids, topk_weights; and the workspace's bytes.
-fn layout_dict(
+/// Where the routing of these arguments writes its tables, as {name: (byte offset, entries)}
+/// for counts, offsets, row_token, row_weight, pair_row, topk_ids and topk_weights, and
+/// "bytes": the workspace's size; None for no tokens.
+#[pyfunction]
+pub fn moe_route_layout(
     py: Python<'_>,
-    l: &raw::RouteLayout,
+    device: usize,
     experts: usize,
-    pairs: usize,
-) -> PyResult<Py<PyDict>> {
+    route: PyRouting,
+) -> PyResult<Option<Py<PyDict>>> {
+    let r = routing(device, route)?;
+    let Some(l) = raw::moe_route_layout(device, &r, experts).map_err(to_py)? else {
+        return Ok(None);
+    };
+    let pairs = match &r {
+        MoeRouting::Logits { logits, opts, .. } => logits.shape[0] * opts.top_k,
+        MoeRouting::TopK { index, .. } => index.shape.iter().product(),
+    };
     let d = PyDict::new(py);
     for (name, off, n) in [
         ("counts", l.counts, experts),
@@ -239,78 +204,20 @@ fn layout_dict(
         d.set_item(name, (off, n))?;
     }
     d.set_item("bytes", l.bytes)?;
-    Ok(d.into())
-}
-
-/// Where the routing of these arguments writes its tables (`layout_dict`), or None for no tokens.
-#[pyfunction]
-#[pyo3(signature = (device, experts, pairs, logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling))]
-#[allow(clippy::too_many_arguments)]
-pub fn moe_route_layout(
-    py: Python<'_>,
-    device: usize,
-    experts: usize,
-    pairs: usize,
-    logits: Option<PyTensor>,
-    bias: Option<PyTensor>,
-    index: Option<PyTensor>,
-    weights: Option<PyTensor>,
-    top_k: usize,
-    scoring: &str,
-    renormalize: bool,
-    groups: Option<(usize, usize)>,
-    routed_scaling: f32,
-) -> PyResult<Option<Py<PyDict>>> {
-    let r = routing(
-        device,
-        logits,
-        bias,
-        index,
-        weights,
-        top_k,
-        scoring,
-        renormalize,
-        groups,
-        routed_scaling,
-    )?;
-    match raw::moe_route_layout(device, &r, experts).map_err(to_py)? {
-        Some(l) => Ok(Some(layout_dict(py, &l, experts, pairs)?)),
-        None => Ok(None),
-    }
+    Ok(Some(d.into()))
 }
 
 /// The routing alone into `workspace` (laid out as `moe_route_layout` says).
 #[pyfunction]
-#[pyo3(signature = (device, stream, experts, workspace, logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling))]
-#[allow(clippy::too_many_arguments)]
 pub fn moe_route(
     py: Python<'_>,
     device: usize,
     stream: usize,
     experts: usize,
     workspace: PyTensor,
-    logits: Option<PyTensor>,
-    bias: Option<PyTensor>,
-    index: Option<PyTensor>,
-    weights: Option<PyTensor>,
-    top_k: usize,
-    scoring: &str,
-    renormalize: bool,
-    groups: Option<(usize, usize)>,
-    routed_scaling: f32,
+    route: PyRouting,
 ) -> PyResult<()> {
-    let r = routing(
-        device,
-        logits,
-        bias,
-        index,
-        weights,
-        top_k,
-        scoring,
-        renormalize,
-        groups,
-        routed_scaling,
-    )?;
+    let r = routing(device, route)?;
     let ws = tensor("workspace", workspace, device)?;
     let k = handle(device)?;
     // SAFETY: as in `gemm`; the workspace is a torch allocation of the layout's size.

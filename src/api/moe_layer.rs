@@ -101,20 +101,6 @@ impl Kiln {
     }
 }
 
-impl MoeRouting<TensorInfo> {
-    /// The same routing by reference.
-    fn as_refs(&self) -> MoeRouting<&TensorInfo> {
-        match self {
-            MoeRouting::Logits { logits, bias, opts } => MoeRouting::Logits {
-                logits,
-                bias: bias.as_ref(),
-                opts: *opts,
-            },
-            MoeRouting::TopK { index, weights } => MoeRouting::TopK { index, weights },
-        }
-    }
-}
-
 fn plan_raw(
     device: usize,
     (x, w13, w2): (&RawTensor, &RawTensor, &RawTensor),
@@ -122,19 +108,13 @@ fn plan_raw(
     out: &RawTensor,
     opts: &MoeLayerOptions,
 ) -> Result<Option<LayerPlan>> {
-    let mut infos = Vec::new();
-    let r = routing.map(|t, name| {
-        infos.push(t.info(name, false));
-        infos.len() - 1
-    });
-    let infos: Vec<TensorInfo> = infos.into_iter().collect::<Result<_>>()?;
-    let routing = r.map(|i, _| &infos[*i]);
+    let routing = routing.infos()?;
     check(
         device,
         &x.info("hidden_states", false)?,
         &w13.info("gate_up_proj", false)?,
         &w2.info("down_proj", false)?,
-        &routing,
+        &routing.as_refs(),
         &out.info("out", false)?,
         opts.combine,
     )

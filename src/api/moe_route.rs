@@ -28,16 +28,11 @@ fn route_plan(
     routing: &MoeRouting<RawTensor>,
     experts: usize,
 ) -> Result<Option<RoutePlan>> {
-    let mut infos = Vec::new();
-    let r = routing.map(|t, name| {
-        infos.push(t.info(name, false));
-        infos.len() - 1
-    });
-    let infos: Vec<TensorInfo> = infos.into_iter().collect::<Result<_>>()?;
-    for t in &infos {
-        super::validate::on_device("routing", t, device)?;
+    let infos = routing.infos()?;
+    let routing = infos.as_refs();
+    for (name, t) in routing.tensors() {
+        super::validate::on_device(name, t, device)?;
     }
-    let routing = r.map(|i, _| &infos[*i]);
     let (name, first) = match &routing {
         MoeRouting::Logits { logits, .. } => ("router_logits", *logits),
         MoeRouting::TopK { index, .. } => ("top_k_index", *index),
@@ -54,14 +49,7 @@ fn route_plan(
         source,
     };
     problem.validate()?;
-    let (input, weights, bias) = match routing {
-        MoeRouting::Logits { logits, bias, .. } => {
-            (Operand::of(logits), None, bias.map(Operand::of))
-        }
-        MoeRouting::TopK { index, weights } => {
-            (Operand::of(index), Some(Operand::of(weights)), None)
-        }
-    };
+    let (input, weights, bias) = routing.operands();
     Ok(Some(RoutePlan {
         problem,
         input,

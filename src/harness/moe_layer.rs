@@ -69,6 +69,13 @@ impl Source for Counter {
     }
 }
 
+/// Token `t`'s hidden row of X filled from `seed` (`hidden` values).
+pub fn x_row(seed: u64, hidden: usize, t: usize) -> Vec<f64> {
+    (0..hidden)
+        .map(|c| counter_value(seed, (t * hidden + c) as u64))
+        .collect()
+}
+
 /// The seeds of X, W13 and W2, and of the routing inputs, from a check's seed.
 pub fn seeds(seed: u64) -> [u64; 4] {
     [
@@ -278,7 +285,9 @@ impl LayerBuffers {
     }
 }
 
-fn problem(t: usize, e: usize, h: usize, i: usize, source: RouteSource) -> LayerProblem {
+/// A bf16 layer of `t` tokens, `e` experts, hidden `h`, width `i`, routed as `source`, the
+/// atomic combine.
+pub fn problem(t: usize, e: usize, h: usize, i: usize, source: RouteSource) -> LayerProblem {
     LayerProblem {
         route: RouteProblem {
             tokens: t,
@@ -300,7 +309,8 @@ fn logits(k: usize, scoring: Scoring) -> RouteSource {
     }
 }
 
-fn given(k: usize) -> RouteSource {
+/// transformers' experts interface: i64 ids and f32 weights [T, k].
+pub fn given(k: usize) -> RouteSource {
     RouteSource::TopK {
         top_k: k,
         ids_i64: true,

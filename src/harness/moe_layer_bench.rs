@@ -6,44 +6,12 @@
 
 use super::bench::{BenchOptions, L2Flusher};
 use super::moe_bench::{time_launches, MoeTiming, Piece};
-use super::moe_layer::{LayerBuffers, LayerCase, RouteInputs};
+use super::moe_layer::{given, problem, LayerBuffers, LayerCase, RouteInputs};
 use crate::device::Context;
 use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
 use crate::ops::moe::layer::{CombineMode, LayerProblem, Pipeline};
-use crate::ops::moe::route::{RouteOptions, RouteProblem, RouteSource, Scoring};
-
-/// A layer of `t` tokens, E experts, top-k, H, I in bf16, routed as `source`.
-pub fn layer(
-    t: usize,
-    e: usize,
-    h: usize,
-    i: usize,
-    source: RouteSource,
-    combine: CombineMode,
-) -> LayerProblem {
-    LayerProblem {
-        route: RouteProblem {
-            tokens: t,
-            experts: e,
-            source,
-        },
-        hidden: h,
-        inter: i,
-        dtype: DType::Bf16,
-        combine,
-    }
-}
-
-/// transformers' experts interface: i64 ids and f32 weights [T, k].
-pub fn given(k: usize) -> RouteSource {
-    RouteSource::TopK {
-        top_k: k,
-        ids_i64: true,
-        weights: DType::F32,
-        full: false,
-    }
-}
+use crate::ops::moe::route::{RouteOptions, RouteSource, Scoring};
 
 /// Mixtral's routing from bf16 logits: softmax, top-k, renormalised.
 pub fn softmax(k: usize) -> RouteSource {
@@ -54,6 +22,21 @@ pub fn softmax(k: usize) -> RouteSource {
             renormalize: true,
             ..RouteOptions::top_k(k, Scoring::Softmax)
         },
+    }
+}
+
+/// A layer of `problem`'s with `combine`.
+fn layer(
+    t: usize,
+    e: usize,
+    h: usize,
+    i: usize,
+    source: RouteSource,
+    combine: CombineMode,
+) -> LayerProblem {
+    LayerProblem {
+        combine,
+        ..problem(t, e, h, i, source)
     }
 }
 

@@ -16,7 +16,7 @@
 use serde::Serialize;
 
 use super::memory::Need;
-use super::moe_layer::{seeds, Counter, LayerBuffers, LayerCase, RouteInputs};
+use super::moe_layer::{seeds, x_row, Counter, LayerBuffers, LayerCase, RouteInputs};
 use super::verify::{bound, fresh_seed, rel_l2, spread_rows, verdict, within};
 use crate::device::Context;
 use crate::error::Result;
@@ -265,11 +265,7 @@ fn judge(c: &LayerCase, inp: &RouteInputs, got: &Downloaded, seed: u64, out: &mu
         hidden: hd,
         inter: p.inter,
     };
-    let x = |tok: usize| -> Vec<f64> {
-        (0..hd)
-            .map(|c| crate::harness::device_data::counter_value(sx, (tok * hd + c) as u64))
-            .collect()
-    };
+    let x = |tok: usize| x_row(sx, hd, tok);
     let route = judge_route(c, inp, got);
     out.route = match &route {
         Ok(_) => "ok".into(),
@@ -386,11 +382,7 @@ mod tests {
             hidden: hd,
             inter: p.inter,
         };
-        let x = |tok: usize| -> Vec<f64> {
-            (0..hd)
-                .map(|c| crate::harness::device_data::counter_value(sx, (tok * hd + c) as u64))
-                .collect()
-        };
+        let x = |tok: usize| x_row(sx, hd, tok);
         let round = |v: f64| match p.dtype {
             DType::F16 => half::f16::from_f64(v).to_f64(),
             _ => half::bf16::from_f64(v).to_f64(),

@@ -28,6 +28,65 @@ pub enum MoeRouting<T> {
     TopK { index: T, weights: T },
 }
 
+impl MoeRouting<crate::api::tensor::RawTensor> {
+    /// The routing's descriptions checked, each under its argument's name.
+    pub fn infos(&self) -> Result<MoeRouting<TensorInfo>> {
+        Ok(match self {
+            MoeRouting::Logits { logits, bias, opts } => MoeRouting::Logits {
+                logits: logits.info("router_logits", false)?,
+                bias: bias.as_ref().map(|b| b.info("bias", false)).transpose()?,
+                opts: *opts,
+            },
+            MoeRouting::TopK { index, weights } => MoeRouting::TopK {
+                index: index.info("top_k_index", false)?,
+                weights: weights.info("top_k_weights", false)?,
+            },
+        })
+    }
+}
+
+impl MoeRouting<TensorInfo> {
+    /// The same routing by reference.
+    pub fn as_refs(&self) -> MoeRouting<&TensorInfo> {
+        match self {
+            MoeRouting::Logits { logits, bias, opts } => MoeRouting::Logits {
+                logits,
+                bias: bias.as_ref(),
+                opts: *opts,
+            },
+            MoeRouting::TopK { index, weights } => MoeRouting::TopK { index, weights },
+        }
+    }
+}
+
+impl<T: Copy> MoeRouting<T> {
+    /// Each tensor with its argument's name.
+    pub fn tensors(&self) -> Vec<(&'static str, T)> {
+        match *self {
+            MoeRouting::Logits { logits, bias, .. } => std::iter::once(("router_logits", logits))
+                .chain(bias.map(|b| ("bias", b)))
+                .collect(),
+            MoeRouting::TopK { index, weights } => {
+                vec![("top_k_index", index), ("top_k_weights", weights)]
+            }
+        }
+    }
+}
+
+impl MoeRouting<&TensorInfo> {
+    /// The memory of (the logits or the ids, the precomputed weights, the bias).
+    pub fn operands(&self) -> (Operand, Option<Operand>, Option<Operand>) {
+        match *self {
+            MoeRouting::Logits { logits, bias, .. } => {
+                (Operand::of(logits), None, bias.map(Operand::of))
+            }
+            MoeRouting::TopK { index, weights } => {
+                (Operand::of(index), Some(Operand::of(weights)), None)
+            }
+        }
+    }
+}
+
 impl<T> MoeRouting<T> {
     pub fn map<U>(&self, mut f: impl FnMut(&T, &str) -> U) -> MoeRouting<U> {
         match self {
@@ -92,16 +151,7 @@ pub fn moe_layer(
         ("down_proj", w2),
         ("out", out),
     ];
-    match routing {
-        MoeRouting::Logits { logits, bias, .. } => {
-            all.push(("router_logits", logits));
-            all.extend(bias.map(|b| ("bias", b)));
-        }
-        MoeRouting::TopK { index, weights } => {
-            all.push(("top_k_index", index));
-            all.push(("top_k_weights", weights));
-        }
-    }
+    all.extend(routing.tensors());
     for (name, t) in &all {
         on_device(name, t, device)?;
     }
@@ -211,14 +261,7 @@ pub fn moe_layer(
         combine,
     };
     problem.validate()?;
-    let (input, weights, bias) = match routing {
-        MoeRouting::Logits { logits, bias, .. } => {
-            (Operand::of(logits), None, bias.map(Operand::of))
-        }
-        MoeRouting::TopK { index, weights } => {
-            (Operand::of(index), Some(Operand::of(weights)), None)
-        }
-    };
+    let (input, weights, bias) = routing.operands();
     Ok(Some(LayerPlan {
         problem,
         x: Operand::of(x),

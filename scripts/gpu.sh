@@ -50,10 +50,11 @@
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
 #                                --moe-layer` (FUZZ_LAYER, default 100), `kiln moe bench --layer`
-#                                at the issue's shapes (both combines), then with the wheel (as
-#                                `python`) python/tests/gpu_check.py --moe: kiln.moe.experts and
-#                                layer against torch, CUDA graphs, and the issue's targets against
-#                                transformers' grouped_mm experts; table of the ratios last
+#                                at the issue's shapes (both combines; both gathers), then with
+#                                the wheel (as `python`) python/tests/gpu_check.py --moe:
+#                                kiln.moe.experts and layer against torch, CUDA graphs, and the
+#                                issue's targets against transformers' grouped_mm experts; a
+#                                summary of the targets last
 #   sanitize                     compute-sanitizer: `kiln sanitize` (every version, built-in
 #                                problems) and `kiln sanitize --configs` (every wgmma_tma_ws tile
 #                                config), JOBS at a time (default 8)
@@ -528,6 +529,9 @@ moelayer)
     --moe-layer "${FUZZ_LAYER:-100}" --out "$D/fuzz.json" --failures "$D/failures.jsonl"
   step_json layer-bench 400 "$KILN" --no-store --json moe bench --layer
   step_json layer-bench-ordered 300 "$KILN" --no-store --json moe bench --layer E64,k8,H2048,I1408,T1+64+4096 --combine ordered
+  # the other gather (16-byte cp.async chunks instead of 1-row TMA boxes): checked, then timed
+  step_json layer-verify-cp-async 300 env KILN_MOE_GATHER=cp_async "$KILN" --no-store --json moe verify --layer --suite quick
+  step_json layer-bench-cp-async 300 env KILN_MOE_GATHER=cp_async "$KILN" --no-store --json moe bench --layer E64,k8,H2048,I1408,T1+64+4096
   wheel=${KILN_WHEEL:-$(ls "$ROOT"/target/wheels/kiln-*.whl 2>/dev/null | head -n 1)}
   if [ -n "$wheel" ]; then
     site=${TMPDIR:-/tmp}/kiln-python-site
@@ -556,7 +560,10 @@ if isinstance(v, list):
         print(f"  FAIL {x['problem']}: {x['message']}")
 else:
     print(f"layer verify: {v.get('error')}")
-for name in ("layer-bench", "layer-bench-ordered"):
+c = load("layer-verify-cp-async.json")
+if isinstance(c, list):
+    print(f"layer verify, cp.async gather: {len(c)} checks, {sum(1 for x in c if not x['passed'])} failed")
+for name in ("layer-bench", "layer-bench-ordered", "layer-bench-cp-async"):
     for r in load(name + ".json").get("rows") or []:
         print(f"{name:20} {r['problem'][:62]:62} {r['piece']:13} {r['median_ms'] * 1e3:9.1f} us {r['tflops']:7.1f} TF")
 py = load("python-gpu-check.json")

@@ -231,7 +231,7 @@ def experts(x, w13, w2, top_k_index, top_k_weights, *, layout: str = "concat", c
     from . import _moe_ops  # noqa: F401 (registers kiln::moe_layer)
 
     return torch.ops.kiln.moe_layer(
-        x, w13, w2, None, None, top_k_index.contiguous(), top_k_weights.contiguous(), 0, "softmax", False, 0, 0, 1.0, combine
+        x.contiguous(), w13, w2, None, None, top_k_index.contiguous(), top_k_weights.contiguous(), 0, "softmax", False, 0, 0, 1.0, combine
     )
 
 
@@ -272,7 +272,7 @@ def layer(
     from . import _moe_ops  # noqa: F401 (registers kiln::moe_layer)
 
     return _torch().ops.kiln.moe_layer(
-        hidden_states,
+        hidden_states.contiguous(),
         gate_up_proj,
         down_proj,
         router_logits.contiguous(),

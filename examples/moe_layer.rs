@@ -45,8 +45,12 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
     let dlogits = stream.clone_htod(&logits).map_err(cuda("logits"))?;
     let dids = stream.clone_htod(&ids).map_err(cuda("ids"))?;
     let dweights = stream.clone_htod(&weights).map_err(cuda("weights"))?;
-    let mut dout = stream.alloc_zeros::<half::bf16>(T * H).map_err(cuda("out"))?;
-    let mut dout2 = stream.alloc_zeros::<half::bf16>(T * H).map_err(cuda("out"))?;
+    let mut dout = stream
+        .alloc_zeros::<half::bf16>(T * H)
+        .map_err(cuda("out"))?;
+    let mut dout2 = stream
+        .alloc_zeros::<half::bf16>(T * H)
+        .map_err(cuda("out"))?;
 
     let tx = TensorRef::from_slice(&dx, &[T, H])?;
     let tw13 = TensorRef::from_slice(&dw13, &[E, 2 * I, H])?;
@@ -60,7 +64,15 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
         opts,
     };
     let mut out = TensorMut::from_slice(&mut dout, &[T, H])?;
-    kiln.moe_layer(&stream, &tx, &tw13, &tw2, from_logits, &mut out, &MoeLayerOptions::default())?;
+    kiln.moe_layer(
+        &stream,
+        &tx,
+        &tw13,
+        &tw2,
+        from_logits,
+        &mut out,
+        &MoeLayerOptions::default(),
+    )?;
     let given = MoeRouting::TopK {
         index: &tids,
         weights: &tweights,

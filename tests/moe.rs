@@ -99,7 +99,9 @@ fn moe_bench_refuses_bad_input_before_touching_a_gpu() {
             "unknown moe version `nope`",
         ),
         (
-            &["moe", "verify", "--layer", "--counts", "3,4", "--n", "64", "--k", "64"][..],
+            &[
+                "moe", "verify", "--layer", "--counts", "3,4", "--n", "64", "--k", "64",
+            ][..],
             "leave out --counts",
         ),
         (

@@ -116,7 +116,7 @@ __device__ __forceinline__ void gather_producer(const TmaMap& tma_x, const TmaMa
     tma_prefetch(&tma_w1);
     if (!p.interleaved) tma_prefetch(&tma_w3);
   }
-  GatherRows<(BM + FOLD) / 32> g;
+  GatherRows<(BM + FOLD + 31) / 32> g;  // (a fold of 16 still needs a fifth slot)
   const in_t* x = static_cast<const in_t*>(p.x);
   const int chunk = lane % 8;
   u32 it = 0, pending_bar = 0;  // GATHER 2: the stage whose copies still await their arrival

@@ -83,15 +83,24 @@ impl<'a> Token<'a> {
         !self.by_logit() && a != b && (a - b).abs() <= TIE_TOL * (1.0 + a.abs().max(b.abs()))
     }
 
-    /// Group scores: the sum of each group's two best keys (its one key for one-expert groups).
-    fn group_scores(&self, groups: usize) -> Vec<f64> {
+    /// Each group's two best keys, best first (one for one-expert groups).
+    fn group_tops(&self, groups: usize) -> Vec<Vec<f64>> {
         let per = self.logits.len() / groups;
         (0..groups)
             .map(|g| {
                 let mut k: Vec<f64> = (g * per..(g + 1) * per).map(|e| self.key(e)).collect();
                 k.sort_by(|a, b| b.total_cmp(a));
-                k.iter().take(2).sum()
+                k.truncate(2);
+                k
             })
+            .collect()
+    }
+
+    /// Group scores: the sum of each group's two best keys (its one key for one-expert groups).
+    fn group_scores(&self, groups: usize) -> Vec<f64> {
+        self.group_tops(groups)
+            .iter()
+            .map(|t| t.iter().sum())
             .collect()
     }
 
@@ -172,9 +181,13 @@ impl<'a> Token<'a> {
                         kept.push(gi);
                     }
                 }
+                // Equal sums of different keys are a near tie (f32 rounds the two sums
+                // differently); only groups whose best keys are the same go to the lower index.
+                let tops = self.group_tops(g);
                 for &a in &kept {
                     for b in (0..g).filter(|b| !kept.contains(b)) {
-                        if !self.may_beat(gs[a], a, gs[b], b) {
+                        let sums_tie = gs[a] == gs[b] && tops[a] != tops[b];
+                        if !sums_tie && !self.may_beat(gs[a], a, gs[b], b) {
                             return false;
                         }
                     }
@@ -430,6 +443,28 @@ mod tests {
         assert_eq!(route_logits(&l, None, 1, 4, &o).ids, vec![2]);
         assert!(accept(&l, None, 1, 4, &o, &[0]).is_ok());
         assert!(accept(&l, None, 1, 4, &o, &[1]).is_err());
+    }
+
+    #[test]
+    fn groups_whose_sums_tie_from_different_keys_may_go_either_way() {
+        // keys (sigmoid, bias): group 0 = {s(0), s(0.5) + 0.25}, group 1 = {s(0.5), s(0) + 0.25}:
+        // the same sum mathematically, from different keys
+        let l = [0.0, 0.5, 0.5, 0.0];
+        let bias = [0.0, 0.25, 0.0, 0.25];
+        let o = RouteOptions {
+            groups: Some((2, 1)),
+            ..opts(1, Scoring::Sigmoid)
+        };
+        let want = route_logits(&l, Some(&bias), 1, 4, &o).ids;
+        for got in [[1], [3]] {
+            // each group's best expert
+            assert!(
+                accept(&l, Some(&bias), 1, 4, &o, &got).is_ok(),
+                "{got:?} (want {want:?})"
+            );
+        }
+        // but never a group's weaker expert
+        assert!(accept(&l, Some(&bias), 1, 4, &o, &[0]).is_err());
     }
 
     #[test]

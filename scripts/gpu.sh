@@ -50,7 +50,8 @@
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
 #                                --moe-layer` (FUZZ_LAYER, default 100), `kiln moe bench --layer`
-#                                at the issue's shapes (both combines; both gathers), then with
+#                                at the issue's shapes (both combines; both gathers), the
+#                                moe_layer example if built (KILN_EXAMPLE_DIR), then with
 #                                the wheel (as `python`) python/tests/gpu_check.py --moe:
 #                                kiln.moe.experts and layer against torch, CUDA graphs, and the
 #                                issue's targets against transformers' grouped_mm experts; a
@@ -532,6 +533,9 @@ moelayer)
   # the other gather (16-byte cp.async chunks instead of 1-row TMA boxes): checked, then timed
   step_json layer-verify-cp-async 300 env KILN_MOE_GATHER=cp_async "$KILN" --no-store --json moe verify --layer --suite quick
   step_json layer-bench-cp-async 300 env KILN_MOE_GATHER=cp_async "$KILN" --no-store --json moe bench --layer E64,k8,H2048,I1408,T1+64+4096
+  # Kiln::moe_layer from Rust (cargo build --release --examples; KILN_EXAMPLE_DIR to carry it)
+  ex=${KILN_EXAMPLE_DIR:-$(dirname "$KILN")/examples}/moe_layer
+  [ -x "$ex" ] && step example-moe-layer 120 "$ex"
   wheel=${KILN_WHEEL:-$(ls "$ROOT"/target/wheels/kiln-*.whl 2>/dev/null | head -n 1)}
   if [ -n "$wheel" ]; then
     site=${TMPDIR:-/tmp}/kiln-python-site

@@ -65,6 +65,16 @@
 #                                N 1408) and E256 32,768 rows, 1/2 CTAs an SM at the E256 decode
 #                                counts (512 and 64 rows), W4A8 at E256 32,768 and E64 8,192
 #                                rows and at decode; table by scripts/fp4ab-table.py
+#   moelayer [SEED]              the whole MoE layer (routing, gathered SwiGLU, down projection
+#                                with its combine): `kiln moe check` (compiles), `kiln moe verify
+#                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
+#                                --moe-layer` (FUZZ_LAYER, default 100), `kiln moe bench --layer`
+#                                at the issue's shapes (both combines; both gathers), the
+#                                moe_layer example if built (KILN_EXAMPLE_DIR), then with
+#                                the wheel (as `python`) python/tests/gpu_check.py --moe:
+#                                kiln.moe.experts and layer against torch, CUDA graphs, and the
+#                                issue's targets against transformers' grouped_mm experts; a
+#                                summary of the targets last
 #   sanitize                     compute-sanitizer: `kiln sanitize` (every version, built-in
 #                                problems) and `kiln sanitize --configs` (every wgmma_tma_ws tile
 #                                config), JOBS at a time (default 8)
@@ -704,6 +714,70 @@ fp4ab)
   table
   echo
   "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
+  ;;
+
+moelayer)
+  need_bin "$KILN"; machine "$KILN"
+  step moe-check 300 "$KILN" --no-store moe check
+  step_json layer-verify 580 "$KILN" --no-store --json moe verify --layer --suite "${LAYER_SUITE:-full}"
+  step layer-fuzz 400 "$KILN" --no-store fuzz --seed "${1:-1}" --gemm 0 --attention 0 --moe 0 --fp8 0 \
+    --moe-layer "${FUZZ_LAYER:-100}" --out "$D/fuzz.json" --failures "$D/failures.jsonl"
+  step_json layer-bench 400 "$KILN" --no-store --json moe bench --layer
+  step_json layer-bench-ordered 300 "$KILN" --no-store --json moe bench --layer E64,k8,H2048,I1408,T1+64+4096 --combine ordered
+  # the other gather (16-byte cp.async chunks instead of 1-row TMA boxes): checked, then timed
+  step_json layer-verify-cp-async 300 env KILN_MOE_GATHER=cp_async "$KILN" --no-store --json moe verify --layer --suite quick
+  step_json layer-bench-cp-async 300 env KILN_MOE_GATHER=cp_async "$KILN" --no-store --json moe bench --layer E64,k8,H2048,I1408,T1+64+4096
+  # Kiln::moe_layer from Rust (cargo build --release --examples; KILN_EXAMPLE_DIR to carry it)
+  ex=${KILN_EXAMPLE_DIR:-$(dirname "$KILN")/examples}/moe_layer
+  [ -x "$ex" ] && step example-moe-layer 120 "$ex"
+  wheel=${KILN_WHEEL:-$(ls "$ROOT"/target/wheels/kiln-*.whl 2>/dev/null | head -n 1)}
+  if [ -n "$wheel" ]; then
+    site=${TMPDIR:-/tmp}/kiln-python-site
+    rm -rf "$site"
+    "$PY" -m pip install --quiet --no-deps --no-index --target "$site" "$wheel" || status=1
+    OUT=$D PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" step python-moe 560 "$PY" python/tests/gpu_check.py --moe
+  else
+    echo "no wheel (bash scripts/python.sh, or KILN_WHEEL): the Python step is skipped" >&2; status=1
+  fi
+  table
+  echo
+  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt" || status=1
+import json, os, sys
+d = sys.argv[1]
+def load(p):
+    try:
+        return json.load(open(os.path.join(d, p)))
+    except Exception as e:
+        return {"error": f"no result ({e})"}
+v = load("layer-verify.json")
+if isinstance(v, list):
+    bad = [x for x in v if not x["passed"]]
+    worst = max((x["rel_error"] / x["bound"] for x in v if x["rel_error"] == x["rel_error"]), default=float("nan"))
+    print(f"layer verify: {len(v)} checks, {len(bad)} failed, worst error {worst:.2f} of its bound")
+    for x in bad[:5]:
+        print(f"  FAIL {x['problem']}: {x['message']}")
+else:
+    print(f"layer verify: {v.get('error')}")
+c = load("layer-verify-cp-async.json")
+if isinstance(c, list):
+    print(f"layer verify, cp.async gather: {len(c)} checks, {sum(1 for x in c if not x['passed'])} failed")
+for name in ("layer-bench", "layer-bench-ordered", "layer-bench-cp-async"):
+    for r in load(name + ".json").get("rows") or []:
+        print(f"{name:20} {r['problem'][:62]:62} {r['piece']:13} {r['median_ms'] * 1e3:9.1f} us {r['tflops']:7.1f} TF")
+py = load("python-gpu-check.json")
+for t in py.get("timings", []):
+    if not t["what"].startswith("experts"):
+        continue
+    tokens = t["what"].split(" T")[1].split(" ")[0]
+    target = 1.8 if tokens == "4096" else 1.5
+    sp = t["speedup"]
+    verdict = "" if sp != sp else ("met" if sp >= target else "MISSED")
+    print(f"{t['what']:66} kiln {t['kiln_ms'] * 1e3:8.1f} us  torch {t['torch_ms'] * 1e3:8.1f} us  {sp:5.2f}x  >= {target}x {verdict}")
+fails = [c for c in py.get("checks", []) if not c["ok"]]
+print(f"python --moe: {len(py.get('checks', []))} checks, {len(fails)} failed")
+for c in fails[:8]:
+    print(f"  FAIL {c['kind']} {c['name']}: {str({k: v for k, v in c.items() if k not in ('kind', 'name', 'ok')})[:200]}")
+EOF
   ;;
 
 sanitize)

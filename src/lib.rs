@@ -19,8 +19,8 @@ pub mod tune;
 pub mod vendor;
 
 pub use api::{
-    AttentionBackwardOptions, AttentionOptions, AttnLayout, DType, ForwardSaved, GemmOptions, Kiln,
-    KilnElem, KilnOptions, MoeRows, PagedOptions, Problem, RawTensor, SwigluWeights, TensorMut,
-    TensorRef, VarlenOffsets,
+    AttentionBackwardOptions, AttentionOptions, AttnLayout, CombineMode, DType, ForwardSaved,
+    GemmOptions, Kiln, KilnElem, KilnOptions, MoeLayerOptions, MoeRouting, MoeRows, PagedOptions,
+    Problem, RawTensor, RouteOptions, Scoring, SwigluWeights, TensorMut, TensorRef, VarlenOffsets,
 };
 pub use error::{ArgumentKind, Error, Result};

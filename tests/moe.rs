@@ -37,11 +37,13 @@ fn every_moe_variant_is_listed_for_the_compile_check() {
     let items = check_items(&Registry::default(), "sm_90a", None);
     let moe: Vec<_> = items.iter().filter(|(op, _, _)| *op == "moe").collect();
     // grouped_gemm: the prefix kernel and 8 tile shapes (4, and each as CTA pairs) x 6 dtype
-    // pairs; grouped_swapab: the prefix kernel and 3 shapes x 6; swiglu_dual: 6; fp4_experts:
-    // 2 ops x (2 formats x bf16 on the 8-, 16- and 64-token decode tiles and prefill, and NVFP4
-    // f16 on the three decode tiles), the SwiGLU's shared-memory tile and its 8-token tile at two
-    // CTAs an SM in both formats, and the W4A8 GEMM and SwiGLU
-    assert_eq!(moe.len(), (1 + 48) + (1 + 18) + 6 + 22 + 4 + 2);
+    // pairs, and the layer's 4 single-CTA shapes x 2 inputs x (gather, combine, scaled rows);
+    // grouped_swapab: the prefix kernel and 3 shapes x 6; swiglu_dual: 6, and the layer's 2
+    // gathers x 2 inputs; fp4_experts: 2 ops x (2 formats x bf16 on the 8-, 16- and 64-token
+    // decode tiles and prefill, and NVFP4 f16 on the three decode tiles), the SwiGLU's
+    // shared-memory tile and its 8-token tile at two CTAs an SM in both formats, and the W4A8
+    // GEMM and SwiGLU; moe_layer: the routing's two kernels and the combine's two
+    assert_eq!(moe.len(), (1 + 48 + 24) + (1 + 18) + (6 + 4) + (22 + 4 + 2) + 4);
     for k in Registry::default().moe() {
         assert!(
             moe.iter().any(|(_, v, _)| *v == k.name()),
@@ -58,7 +60,7 @@ fn moe_check_lists_every_variant_and_passes() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("102 MoE variants for sm_90a: 0 with problems"),
+        t.contains("134 MoE variants for sm_90a: 0 with problems"),
         "{t}"
     );
     assert!(
@@ -97,6 +99,28 @@ fn moe_bench_refuses_bad_input_before_touching_a_gpu() {
             &["moe", "verify", "--version", "nope"][..],
             "unknown moe version `nope`",
         ),
+        (
+            &[
+                "moe", "verify", "--layer", "--counts", "3,4", "--n", "64", "--k", "64",
+            ][..],
+            "leave out --counts",
+        ),
+        (
+            &["moe", "verify", "--layer", "--suite", "huge"][..],
+            "layer suite `huge`",
+        ),
+        (
+            &["moe", "bench", "--layer", "E64,k80,H2048,I1408,T1"][..],
+            "top_k = 80 with 64 experts",
+        ),
+        (
+            &["moe", "bench", "--layer", "E64,k8,H2048"][..],
+            "E, k, H and I are all needed",
+        ),
+        (
+            &["moe", "bench", "--layer", "--combine", "fast"][..],
+            "the combine `fast`",
+        ),
     ] {
         refused(args, want);
     }
@@ -108,6 +132,8 @@ fn moe_gpu_commands_say_they_need_a_gpu() {
     for args in [
         &["--no-store", "moe", "verify"][..],
         &["--no-store", "moe", "bench", "--counts", "40,248"][..],
+        &["--no-store", "moe", "verify", "--layer"][..],
+        &["--no-store", "moe", "bench", "--layer"][..],
     ] {
         let o = kiln(args);
         assert_eq!(o.status.code(), Some(4), "{}", text(&o));

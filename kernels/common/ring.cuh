@@ -23,10 +23,11 @@ struct MbarRing {
   template <class I> static __device__ __forceinline__ int slot(I it) { return it % STAGES; }
   template <class I> static __device__ __forceinline__ u32 parity(I it) { return (it / STAGES) & 1; }
 
-  // One thread, before mbar_fence_init() and the block (or cluster) barrier.
-  __device__ __forceinline__ void init(u32 empty_count) const {
+  // One thread, before mbar_fence_init() and the block (or cluster) barrier. `full_count`: the
+  // producer's arrive.expect_tx, plus any arrivals for copies that are not TMA's.
+  __device__ __forceinline__ void init(u32 empty_count, u32 full_count = 1) const {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);             // the producer's arrive.expect_tx
+      mbar_init(full(s), full_count);    // the producer's arrive.expect_tx
       mbar_init(empty(s), empty_count);  // the consumer warps' releases
     }
   }

@@ -21,15 +21,15 @@
 #include "common/swizzle.cuh"
 #include "common/wgmma.cuh"
 
-// The role split: warpgroup `wg` 0 drops to PRODUCER_REGS and its thread 0 runs produce(); the
-// others rise to CONSUMER_REGS and run consume(c) with c = wg - 1. The pool is what the launch
-// allocates (65536 / threads rounded down to 8, per thread), not the whole register file: a
-// split over it makes setmaxnreg.inc wait forever.
-template <int PRODUCER_REGS, int CONSUMER_REGS, class Produce, class Consume>
+// The role split: warpgroup `wg` 0 drops to PRODUCER_REGS and its first PRODUCERS threads (1, or
+// 32: a producer warp) run produce(); the others rise to CONSUMER_REGS and run consume(c) with
+// c = wg - 1. The pool is what the launch allocates (65536 / threads rounded down to 8, per
+// thread), not the whole register file: a split over it makes setmaxnreg.inc wait forever.
+template <int PRODUCER_REGS, int CONSUMER_REGS, int PRODUCERS = 1, class Produce, class Consume>
 __device__ __forceinline__ void ws_roles(int wg, const Produce& produce, const Consume& consume) {
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
-    if (threadIdx.x == 0) produce();
+    if (PRODUCERS == 1 ? threadIdx.x == 0 : threadIdx.x < PRODUCERS) produce();
   } else {
     warpgroup_reg_inc<CONSUMER_REGS>();
     consume(wg - 1);

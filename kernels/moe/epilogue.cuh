@@ -50,3 +50,24 @@ __device__ __forceinline__ void moe_store8(OutT* y, i64 ldy, int n_total, i64 ro
     reinterpret_cast<float4*>(dst)[1] = w1;
   }
 }
+
+// acc(row, n .. n + 7) += v (f32, atomically per element), only the columns below n_total: two
+// 16-byte vector reductions (red.global.add.v4.f32, sm_90) when aligned and in range. The MoE
+// layer's down projection adds each weighted row into its token's accumulator row this way;
+// reductions return nothing, so the epilogue never waits for them.
+__device__ __forceinline__ void moe_red8_f32(float* acc, i64 ld, int n_total, i64 row, int n, const float (&v)[4][2]) {
+  if (n >= n_total) return;
+  float* dst = acc + row * ld + n;
+  if (n + 8 > n_total || (reinterpret_cast<u64>(dst) % 16) != 0) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (n + i < n_total) asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(dst + i), "f"(v[i / 2][i % 2]) : "memory");
+    return;
+  }
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v[0][0]), "f"(v[0][1]), "f"(v[1][0]),
+               "f"(v[1][1])
+               : "memory");
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst + 4), "f"(v[2][0]), "f"(v[2][1]), "f"(v[3][0]),
+               "f"(v[3][1])
+               : "memory");
+}

@@ -33,15 +33,25 @@
 // A consumer whose 64 rows of the tile are all past the expert's end (BM = 128, an expert's last
 // tile with at most 64 rows) issues no wgmma: it only follows the stage barriers. The tensor
 // cores then serve the other consumer alone, so a short tile costs half a full one.
+//
+// The MoE layer (rows are the expert-sorted (token, expert) pairs):
+//   KILN_GATHER = 1   row r reads X row p.row_map[r] (moe/gather.cuh: one 1-row TMA box per row,
+//                     issued by the producer warp's lanes) instead of X's rows in 32-row boxes;
+//   KILN_COMBINE = 1  the down projection's combine: row r times its routing weight p.route[r] is
+//                     added (f32 reductions) into row p.row_map[r] (its token) of the f32 output;
+//   KILN_COMBINE = 2  row r is stored times p.route[r] in its own row (the rows the ordered,
+//                     deterministic combine then sums per token).
+// Single CTAs only (KILN_CLUSTER = 1); KILN_GATHER = KILN_COMBINE = 0 is the plain kernel.
 #include "common/tma_3d.cuh"
 #include "common/wgmma_ss.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/epilogue.cuh"
+#include "moe/gather.cuh"
 #include "moe/sched.cuh"
 
 #if !defined(KILN_BM) || !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_CLUSTER) || \
-    !defined(KILN_SMEM)
-#error "KILN_BM, KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_CLUSTER and KILN_SMEM must be defined by the host"
+    !defined(KILN_SMEM) || !defined(KILN_GATHER) || !defined(KILN_COMBINE)
+#error "KILN_BM, KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_CLUSTER, KILN_SMEM, KILN_GATHER and KILN_COMBINE must be defined by the host"
 #endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 64, STAGES = KILN_STAGES;
@@ -49,7 +59,12 @@ constexpr bool SPLIT_N = BM == 64;          // both consumers share the rows, sp
 constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along N sharing (multicasting) the X tile
 constexpr int X_PART = BM / CLUSTER;        // X rows each CTA of the cluster loads
 constexpr int XBOX = 32;                    // CLUSTER = 1: X rows per TMA box
+constexpr bool GATHER = KILN_GATHER;
+constexpr int COMBINE = KILN_COMBINE;
 static_assert(CLUSTER == 1 || CLUSTER == 2, "KILN_CLUSTER is 1 or 2");
+static_assert(CLUSTER == 1 || (!GATHER && COMBINE == 0), "the MoE layer's row maps run on single CTAs");
+static_assert(COMBINE == 0 || COMBINE == 1 || COMBINE == 2, "KILN_COMBINE is 0, 1 or 2");
+static_assert(COMBINE != 1 || KILN_OUT == 2, "the combine adds into an f32 accumulator");
 // setmaxnreg split (128 x producer + 256 x consumer <= 65536): the multicast producer needs more
 // than 40 (at 40 the 128x256 pair variant spilled 4 bytes), as in gemm/wgmma_tma_ws.cu.
 constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1 ? 224 : 232;
@@ -87,9 +102,34 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
   const int wg = warpgroup_index();  // warp-uniform for ptxas (common/wgmma.cuh)
 
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, GATHER ? 32 : 1>(
       wg,
       [&] {
+        if constexpr (GATHER) {
+          // (the whole first warp: see moe/gather.cuh)
+          const int lane = threadIdx.x;
+          if (lane == 0) {
+            tma_prefetch(&tma_x);
+            tma_prefetch(&tma_w);
+          }
+          GatherRows<BM / 32> g;
+          u32 it = 0;
+          for (int u = cid; u < units; u += nclusters) {
+            const MoeTile tile = moe_tile(table, E, u, tiles_m, units_n, p.group_m, p.by_expert, BM, BN);
+            g.load(p.row_map, tile.row0, tile.valid_rows, lane);
+            for (int kb = 0; kb < kblocks; ++kb, ++it) {
+              const int s = decltype(ring)::slot(it);
+              const u32 sx = base + s * STAGE_BYTES, bar = ring.full(s);
+              if (lane == 0) {
+                ring.acquire(it, W_BYTES + (u32)g.rows * 128u);
+                tma_load_3d(sx + X_BYTES, &tma_w, bar, kb * BK, tile.n0, tile.expert);
+              }
+              __syncwarp();  // the stage is free before any lane loads into it
+              g.issue(&tma_x, bar, kb * BK, lane, [&](int r) { return sx + r * 128u; });
+            }
+          }
+          return;
+        }
         tma_prefetch(&tma_x);
         tma_prefetch(&tma_w);
         u32 it = 0;
@@ -162,6 +202,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int h = 0; h < 2; ++h) {
             const int r = r0 + 8 * h;
             const bool row_ok = r < tile.valid_rows;
+            const i64 row = (i64)(tile.row0 + r);
+            // The layer's combine: the row's routing weight, and (1) the token it goes to.
+            const float wt = (COMBINE != 0 && row_ok) ? p.route[row] : 1.0f;
+            const i64 dst = (COMBINE == 1 && row_ok) ? (i64)p.row_map[row] : row;
 #pragma unroll
             for (int j0 = 0; j0 < WN / 8; j0 += 4) {
               float e[4][2];
@@ -170,8 +214,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                 e[s][0] = acc[4 * (j0 + s) + 2 * h];
                 e[s][1] = acc[4 * (j0 + s) + 2 * h + 1];
               }
+              if constexpr (COMBINE != 0) {
+#pragma unroll
+                for (int s = 0; s < 4; ++s) {
+                  e[s][0] *= wt;
+                  e[s][1] *= wt;
+                }
+              }
               quad_transpose(e, q);
-              if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), col0 + 8 * (j0 + q), e);
+              if constexpr (COMBINE == 1) {
+                if (row_ok && dst >= 0) moe_red8_f32(reinterpret_cast<float*>(p.y), p.ldy, p.n, dst, col0 + 8 * (j0 + q), e);
+              } else {
+                if (row_ok) moe_store8(y, p.ldy, p.n, row, col0 + 8 * (j0 + q), e);
+              }
             }
           }
         }

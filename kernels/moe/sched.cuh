@@ -16,6 +16,10 @@ struct MoeArgs {
   int interleaved;  // SwiGLU: W1 and W3 interleaved in blocks of 128 rows of one tensor
   int group_m;      // m-tiles swept together in the grouped tile order (any value >= 1 is correct)
   int by_expert;    // 1: the order goes expert by expert, group_m the most m-tiles of a group
+  // The MoE layer's row map (row space: the expert-sorted pairs): with KILN_GATHER the X row each
+  // row reads (its token); with KILN_COMBINE 1 the output row each row is added into. Else null.
+  const int* row_map;
+  const void* x;  // X itself (the cp.async gather reads it by address)
 };
 
 // An expert's m-tiles: ceil(rows / bm), or with `fold` (rows an expert's last tile may take past

@@ -33,6 +33,7 @@
 // min(CTAs / tail tiles, max_splits) slices. Each slice's unit stores its fp32 gate and up
 // partials to ws (fragment order), counts itself on the tile's counter, and the unit that counts
 // last adds the others, resets the counter for the next launch and runs the epilogue.
+#include "common/cp_async.cuh"
 #include "common/fast_math.cuh"
 #include "common/grid_dep.cuh"
 #include "common/split_k.cuh"
@@ -40,12 +41,21 @@
 #include "common/wgmma_ss.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/epilogue.cuh"
+#include "moe/gather.cuh"
 #include "moe/sched.cuh"
 
 #if !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SWIGLU_SPLIT) || !defined(KILN_SWIGLU_DEFER) || \
-    !defined(KILN_SWIGLU_SILU) || !defined(KILN_SWIGLU_FOLD) || !defined(KILN_SMEM)
-#error "KILN_STAGES, KILN_MAX_EXPERTS, KILN_SWIGLU_SPLIT, KILN_SWIGLU_DEFER, KILN_SWIGLU_SILU, KILN_SWIGLU_FOLD and KILN_SMEM must be defined by the host"
+    !defined(KILN_SWIGLU_SILU) || !defined(KILN_SWIGLU_FOLD) || !defined(KILN_SMEM) || !defined(KILN_GATHER)
+#error "KILN_STAGES, KILN_MAX_EXPERTS, KILN_SWIGLU_SPLIT, KILN_SWIGLU_DEFER, KILN_SWIGLU_SILU, KILN_SWIGLU_FOLD, KILN_SMEM and KILN_GATHER must be defined by the host"
 #endif
+// KILN_GATHER = 1 or 2 (the MoE layer): the rows are the expert-sorted (token, expert) pairs and
+// row r reads X row p.row_map[r] instead of X's own rows in 32-row boxes. 1: one 1-row TMA box
+// per row (moe/gather.cuh), issued by the producer warp's 32 lanes. 2: 16-byte cp.async chunks
+// by the producer warp into the swizzled tile (lane l: chunk l % 8 of rows l / 8 + 4i), the tile's
+// row ids staged in shared memory; the stage's full barrier then takes a second arrival, from
+// lane 0 once every lane's copies of that stage have landed and been fenced to the async proxy
+// (wgmma reads them there), one stage behind the issue so that copies overlap. Everything
+// after the loads is as without it.
 // The epilogue's silu (common/fast_math.cuh): 0 silu_fast (ex2 + rcp, two MUFU operations an
 // element), 1 silu_tanh (one). The host picks by output dtype: the epilogue is MUFU-bound with
 // the tensor cores idle, so each MUFU operation dropped is time. (sm_90 has no packed MUFU:
@@ -61,6 +71,10 @@ constexpr int BM = 128, BN = 128, BK = 64, STAGES = KILN_STAGES;
 constexpr int XBOX = 32;  // X rows per TMA box: a tile loads only the boxes that hold its valid rows
 constexpr int FOLD = KILN_SWIGLU_FOLD;
 constexpr bool SPLIT = KILN_SWIGLU_SPLIT;  // the two-instruction form (see the top)
+constexpr int GATHER = KILN_GATHER;
+static_assert(GATHER >= 0 && GATHER <= 2, "KILN_GATHER is 0, 1 or 2");
+// GATHER = 2: the tile's row ids (folded rows included) in shared memory, after the tables
+constexpr u32 GATHER_IDS_BYTES = GATHER == 2 ? (BM + FOLD) * 4 : 0;
 static_assert(FOLD == 0 || FOLD == 16 || FOLD == 32, "KILN_SWIGLU_FOLD is 0, 16 or 32");
 constexpr int FR = (FOLD > 0 ? FOLD : 16) / 2;  // registers of one m64nFOLD fragment
 constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2;
@@ -72,7 +86,7 @@ constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 // (A preprocessor condition: f32 output (KILN_OUT 2) has no pack2 to compile.)
 #define SWIGLU_DEFER (KILN_SWIGLU_DEFER && KILN_OUT != 2)
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
+static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES + GATHER_IDS_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, unit ring and tables need");
 
 // The epilogue's silu, as KILN_SWIGLU_SILU picks it.
@@ -88,6 +102,86 @@ struct SwigluSplit {
   int dynamic;     // 1: units after the first wave come from the global counter (see the top)
 };
 
+// The producer of KILN_GATHER (the whole first warp; see the top): the same units and stages as
+// the single-thread producer, each tile's rows (its folded rows included) gathered row by row.
+template <class NextUnit>
+__device__ __forceinline__ void gather_producer(const TmaMap& tma_x, const TmaMap& tma_w1, const TmaMap& tma_w3,
+                                                const MoeArgs& p, u32 base, const MbarRing<STAGES>& stages,
+                                                const MoeIndexRing& ring, const int* table, int* ids, int units,
+                                                int split_from, int splits, int kblocks, int tiles_m,
+                                                const NextUnit& next_unit) {
+  const int lane = threadIdx.x;
+  if (lane == 0) {
+    tma_prefetch(&tma_x);
+    tma_prefetch(&tma_w1);
+    if (!p.interleaved) tma_prefetch(&tma_w3);
+  }
+  GatherRows<(BM + FOLD + 31) / 32> g;  // (a fold of 16 still needs a fifth slot)
+  const in_t* x = static_cast<const in_t*>(p.x);
+  const int chunk = lane % 8;
+  u32 it = 0, pending_bar = 0;  // GATHER 2: the stage whose copies still await their arrival
+  bool pending = false;
+  // GATHER 2: once this lane's copies of the stage before have landed (all but the newest group),
+  // made visible to the async proxy, and every lane has got there, lane 0 arrives for them.
+  auto land = [&](int keep) {
+    if (keep == 0) cp_async_wait<0>();
+    else cp_async_wait<1>();
+    fence_proxy_async_shared();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(pending_bar);
+  };
+  for (int j = 0, u = blockIdx.x;; ++j) {
+    if (lane == 0) ring.publish(j, u);
+    if (u >= units) break;
+    int t, sp, ns, kb0, kb1;
+    unit_tile(u, split_from, splits, t, sp, ns);
+    split_range(sp, ns, kblocks, kb0, kb1);
+    const MoeTile tile = moe_tile(table, p.experts, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN, FOLD);
+    g.load(p.row_map, tile.row0, tile.valid_rows, lane);
+    if constexpr (GATHER == 2) {
+      // (the previous tile's copies read their ids when issued: overwriting them is safe)
+      for (int r = lane; r < g.rows; r += 32) ids[r] = p.row_map[tile.row0 + r];
+      __syncwarp();
+    }
+    for (int kb = kb0; kb < kb1; ++kb, ++it) {
+      const int s = MbarRing<STAGES>::slot(it);
+      const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES, bar = stages.full(s);
+      const int k0 = kb * BK;
+      if (lane == 0) {
+        stages.acquire(it, 2 * W_BYTES + (GATHER == 1 ? (u32)g.rows * 128u : 0u));
+        if (p.interleaved) {
+          tma_load_3d(sw, &tma_w1, bar, k0, 2 * tile.n0, tile.expert);
+        } else {
+          tma_load_3d(sw, &tma_w1, bar, k0, tile.n0, tile.expert);
+          tma_load_3d(sw + W_BYTES, &tma_w3, bar, k0, tile.n0, tile.expert);
+        }
+      }
+      __syncwarp();  // the stage is free (lane 0 waited for it) before any lane loads into it
+      // rows past BM are the folded rows, in the fold box after the weights
+      auto row_at = [&](int r) { return r < BM ? sx + r * 128u : sw + 2 * W_BYTES + (r - BM) * 128u; };
+      if constexpr (GATHER == 1) {
+        g.issue(&tma_x, bar, k0, lane, row_at);
+      } else {
+        // chunk c of a row lands at chunk c ^ (row % 8): the 128B swizzle the wgmma reads
+        // (tiles and the fold box start on 1024-byte boundaries); chunks past K are zeros
+        const bool in_k = k0 + 8 * chunk < p.k;
+        for (int r = lane / 8; r < g.rows; r += 4) {
+          const in_t* src = in_k ? x + (i64)ids[r] * p.k + k0 + 8 * chunk : x;
+          cp_async16_zfill_nohint(row_at(r) + ((u32)(chunk ^ (r & 7)) << 4), src, in_k ? 16 : 0);
+        }
+        cp_async_commit();
+        if (pending) land(1);
+        pending = true;
+        pending_bar = bar;
+      }
+    }
+    int next = 0;
+    if (lane == 0) next = next_unit(u);
+    u = __shfl_sync(0xffffffffu, next, 0);
+  }
+  if (GATHER == 2 && pending) land(0);
+}
+
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_swiglu_dual(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w1,
                     const __grid_constant__ TmaMap tma_w3, const MoeArgs p, const SwigluSplit sx) {
@@ -100,7 +194,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   const int E = p.experts;
   if (threadIdx.x == 0) {
-    stages.init(8);  // lane 0 of each consumer warp
+    // empty: lane 0 of each consumer warp; full: the producer's expect_tx, and with cp.async the
+    // arrival for its copies
+    stages.init(8, GATHER == 2 ? 2 : 1);
     ring.init(8);
     mbar_fence_init();
   }
@@ -131,7 +227,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   if (wg == 0) {
     warpgroup_reg_dec<40>();
-    if (threadIdx.x == 0) {
+    if constexpr (GATHER) {
+      if (threadIdx.x < 32) {
+        int* ids = table + 3 * KILN_MAX_EXPERTS + 1;
+        gather_producer(tma_x, tma_w1, tma_w3, p, base, stages, ring, table, ids, units, split_from, splits, kblocks,
+                        tiles_m, next_unit);
+      }
+    } else if (threadIdx.x == 0) {
       tma_prefetch(&tma_x);
       tma_prefetch(&tma_w1);
       if (!p.interleaved) tma_prefetch(&tma_w3);

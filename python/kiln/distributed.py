@@ -157,9 +157,11 @@ class ExpertParallelMoE(_Module):
     """A mixture-of-experts layer (Mixtral-style: softmax router, top-k, renormalised weights;
     SwiGLU experts) whose `num_experts` experts are split over the ranks of `group`: each rank
     routes its own tokens, sends each routed row to the rank that holds its expert
-    (`all_to_all_single`, the counts exchanged first), runs kiln's SwiGLU and grouped GEMM on its
-    local experts, sends the rows back and combines them with the routing weights. Ranks may hold
-    different numbers of tokens; hidden size and dtype must agree."""
+    (`all_to_all_single`, the counts exchanged first), runs kiln's MoE layer on its local
+    experts, sends the rows back and combines them with the routing weights. kiln routes (no
+    argsort, no bincount), the local layer gathers and combines in its kernels, and kiln's
+    combine sums each token's rows (no index_add_). Ranks may hold different numbers of tokens;
+    hidden size and dtype must agree."""
 
     def __init__(self, num_experts: int, hidden: int, ffn: int, top_k: int, group=None, dtype=None, check_inputs: bool = True):
         super().__init__()
@@ -226,45 +228,40 @@ class ExpertParallelMoE(_Module):
         for name, v in (("top_k_index", top_k_index), ("top_k_weights", top_k_weights)):
             if tuple(v.shape) != (t, k):
                 raise ValueError(f"`{name}` has shape {tuple(v.shape)}; expected ({t}, {k}) for {t} tokens and top_k {k}")
-        flat = top_k_index.reshape(-1)
-        order = torch.argsort(flat, stable=True)
-        token_of = torch.arange(t, device=x.device).repeat_interleave(k)[order]
-        weight_of = top_k_weights.reshape(-1)[order].float()
-        # Rows per global expert, then exchanged: recv[s, e] = rows rank s sends to my expert e.
-        counts = torch.bincount(flat, minlength=self.num_experts)
-        if counts.numel() != self.num_experts:
-            raise ValueError(f"`top_k_index` holds expert {counts.numel() - 1}; the layer has experts 0 to {self.num_experts - 1}")
+        # kiln's routing on the GPU: rows sorted by global expert, so grouped by the rank that
+        # holds it; the counts come to the host for the exchange's splits (as NCCL needs them).
+        r = _moe.route(top_k_index, top_k_weights, num_experts=self.num_experts)
+        counts = r.counts
+        counts_all = counts.tolist()
+        if sum(counts_all) != t * k:
+            raise ValueError(
+                f"`top_k_index` holds {t * k - sum(counts_all)} indices outside 0 to {self.num_experts - 1}; "
+                f"the layer has experts 0 to {self.num_experts - 1}"
+            )
         recv = torch.empty_like(counts)
         self.comm(lambda: dist.all_to_all_single(recv, counts, group=self.group))
-        counts_host = counts.view(self.world, self.local_experts).tolist()
+        counts_host = [counts_all[i * self.local_experts : (i + 1) * self.local_experts] for i in range(self.world)]
         recv_host = recv.view(self.world, self.local_experts).tolist()
         send_splits = [sum(c) for c in counts_host]
         recv_splits = [sum(c) for c in recv_host]
-        sent = x.index_select(0, token_of)
+        sent = x.index_select(0, r.row_token)  # the send buffer, in expert order
         got = sent.new_empty((sum(recv_splits), self.hidden))
         self.comm(lambda: dist.all_to_all_single(got, sent, recv_splits, send_splits, group=self.group))
-        y = self._local_experts(got, recv_host)
+        y = self._local_experts(got, recv)
         back = y.new_empty((sum(send_splits), self.hidden))
         self.comm(lambda: dist.all_to_all_single(back, y, send_splits, recv_splits, group=self.group))
-        out = torch.zeros((t, self.hidden), dtype=torch.float32, device=x.device)
-        out.index_add_(0, token_of, back.float() * weight_of[:, None])
-        return out.to(x.dtype)
+        # each token's k rows, weighted and summed in pair order (no index_add_)
+        return _moe.combine(back, r)
 
-    def _local_experts(self, rows, recv_host):
-        """kiln's SwiGLU and grouped GEMM on the received rows (grouped by source rank, then by
-        local expert), regrouped by local expert for the kernels and back for the return trip."""
-        if rows.shape[0] == 0:
+    def _local_experts(self, rows, recv):
+        """kiln's layer on the received rows (grouped by source rank, then by local expert): one
+        pair per row, its local expert, weight 1; the routing kernel sorts them and the result
+        comes back in the received order, ready for the return trip."""
+        n = rows.shape[0]
+        if n == 0:
             return rows.new_empty((0, self.hidden))
         e = self.local_experts
-        per_source = torch.tensor(recv_host, dtype=torch.int64).reshape(-1)
-        expert_of = torch.arange(e).repeat(self.world).repeat_interleave(per_source)
-        perm = torch.argsort(expert_of, stable=True).to(rows.device)
-        per_expert = torch.tensor(recv_host, dtype=torch.int64).sum(0)
-        offsets = torch.zeros(e + 1, dtype=torch.int32)
-        offsets[1:] = torch.cumsum(per_expert, 0)
-        # correct by construction: on the GPU once, not re-checked on the host by each kernel call
-        offsets = offsets.to(rows.device)
-        sorted_rows = rows.index_select(0, perm)
-        h = _moe.swiglu(sorted_rows, self.w13, offsets, layout="concat")
-        y_sorted = _moe.grouped_gemm(h, self.w2, offsets)
-        return torch.empty_like(y_sorted).index_copy_(0, perm, y_sorted)
+        local = torch.arange(e, device=rows.device).repeat(self.world)
+        expert_of = torch.repeat_interleave(local, recv.view(-1).long(), output_size=n).view(n, 1)
+        ones = torch.ones((n, 1), dtype=torch.float32, device=rows.device)
+        return _moe.experts(rows, self.w13, self.w2, expert_of, ones)

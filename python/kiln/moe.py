@@ -1,13 +1,29 @@
 """Mixture-of-experts on kiln's grouped kernels: the grouped GEMM, the fused SwiGLU dual GEMM
-and a whole expert layer (route, gate/up, down, combine) over transformers-style weights."""
+and the whole MoE layer over transformers-style weights, with no permutation materialised:
+kiln routes on the GPU (or takes transformers' top-k), the gate/up GEMM gathers each row's
+token from the hidden states in its loads, the down projection's epilogue weighs each row and
+adds it into its token's output. `route` and `combine` give the two ends alone (for layers that
+move rows between GPUs in between)."""
 
 from __future__ import annotations
+
+import math
 
 from . import _check as check
 from ._dispatch import through_torch
 from ._native import native
 
-__all__ = ["grouped_gemm", "swiglu", "experts", "offsets_from_counts", "validate_offsets"]
+__all__ = [
+    "grouped_gemm",
+    "swiglu",
+    "experts",
+    "layer",
+    "route",
+    "combine",
+    "Routing",
+    "offsets_from_counts",
+    "validate_offsets",
+]
 
 
 def _torch():
@@ -108,40 +124,266 @@ def swiglu(x, w13, offsets, routing_weights=None, *, w3=None, layout: str = "con
     return native().swiglu(x, w1, w3, offsets, routing_weights)
 
 
-def experts(x, w13, w2, top_k_index, top_k_weights, *, layout: str = "concat"):
+def _check_weights(x, w13, w2, names=("x", "w13", "w2")):
+    """x [T, H], w13 [E, 2I, H], w2 [E, H, I], one dtype (bf16 or f16); returns (T, E, H, I)."""
+    xn, n13, n2 = names
+    check.require_dtype(xn, x, ("bf16", "f16"), "kiln's MoE layer")
+    check.require_rank(xn, x, 2, "[tokens, hidden]")
+    check.require_rank(n13, w13, 3, "[experts, 2 intermediate, hidden] (transformers' gate_up_proj)")
+    check.require_rank(n2, w2, 3, "[experts, hidden, intermediate] (transformers' down_proj)")
+    for name, w in ((n13, w13), (n2, w2)):
+        if check.dtype_name(w) != check.dtype_name(x):
+            raise TypeError(f"`{name}` is {check.dtype_name(w)} but `{xn}` is {check.dtype_name(x)}; give both the same dtype")
+    t, h = x.shape
+    e, two_i, h13 = w13.shape
+    if h13 != h:
+        raise ValueError(f"`{n13}` has shape {tuple(w13.shape)}; expected ({e}, 2 * intermediate, {h}) for `{xn}` of hidden size {h}")
+    if two_i % 2:
+        raise ValueError(f"`{n13}` has {two_i} rows per expert; gate and up rows need an even count")
+    i = two_i // 2
+    if tuple(w2.shape) != (e, h, i):
+        raise ValueError(f"`{n2}` has shape {tuple(w2.shape)}; expected ({e}, {h}, {i})")
+    if h % 8 or i % 8:
+        raise ValueError(f"hidden size {h} and intermediate {i}: kiln's MoE layer needs both to be multiples of 8")
+    if e > 1024:
+        raise ValueError(f"`{n13}` has {e} experts; kiln's MoE layer takes at most 1024")
+    return t, e, h, i
+
+
+def _check_top_k(top_k_index, top_k_weights, tokens, experts):
+    """top_k_index [T, k] (int64 or int32), top_k_weights [T, k] or [T, E] (f32, bf16 or f16);
+    returns k."""
+    check.require_rank("top_k_index", top_k_index, 2, "[tokens, k]")
+    if check.dtype_name(top_k_index) not in ("int64", "i32"):
+        raise TypeError(f"`top_k_index` is {check.dtype_name(top_k_index)}; expert indices are int64 (torch.topk's) or int32")
+    t, k = top_k_index.shape
+    if t != tokens:
+        raise ValueError(f"`x` has {tokens} tokens but `top_k_index` has {t}")
+    if not 1 <= k <= experts:
+        raise ValueError(f"`top_k_index` picks {k} experts per token but there are {experts}; top_k must be 1 to the number of experts")
+    check.require_dtype("top_k_weights", top_k_weights, ("f32", "bf16", "f16"), "the routing weights")
+    if tuple(top_k_weights.shape) not in ((tokens, k), (tokens, experts)):
+        raise ValueError(
+            f"`top_k_weights` has shape {tuple(top_k_weights.shape)}; expected ({tokens}, {k}) or ({tokens}, {experts})"
+        )
+    return k
+
+
+def _on_cpu(t) -> bool:
+    return getattr(t.device, "type", str(t.device)) == "cpu"
+
+
+def _check_index_values(top_k_index, experts, check_indices):
+    """Indices on the CPU are checked here; on the GPU only with `check_indices` (a host sync):
+    otherwise a pair whose index is out of range is dropped and its token's output is NaN."""
+    if not (_on_cpu(top_k_index) or check_indices):
+        return
+    if hasattr(top_k_index, "aminmax"):
+        if not top_k_index.numel():
+            return
+        lo, hi = (int(v) for v in top_k_index.aminmax())
+    else:
+        values = top_k_index.tolist()
+        flat = [v for row in values for v in (row if isinstance(row, list) else [row])]
+        lo, hi = (min(flat), max(flat)) if flat else (0, 0)
+    if lo < 0 or hi >= experts:
+        bad = lo if lo < 0 else hi
+        raise ValueError(f"`top_k_index` holds expert {bad}; the layer has experts 0 to {experts - 1}")
+
+
+def experts(x, w13, w2, top_k_index, top_k_weights, *, layout: str = "concat", combine: str = "atomic", check_indices: bool = False):
     """A whole expert layer, as transformers' experts forward computes it: for every token and
     each of its top-k experts e, silu(x W1[e]^T) * (x W3[e]^T) @ W2[e]^T times its routing weight,
-    summed over the k experts. `x` [T, K]; `w13` [E, 2I, K] (see `swiglu`'s layouts); `w2`
-    [E, K, I]; `top_k_index` [T, k] (int64 or int32); `top_k_weights` [T, k] or [T, E]. Returns
-    [T, K] in x's dtype. Routing (sort by expert, offsets) runs on the GPU without a host sync."""
-    check.same_device({"x": x, "w13": w13, "w2": w2, "top_k_index": top_k_index, "top_k_weights": top_k_weights})
-    check.require_rank("top_k_index", top_k_index, 2, "[tokens, k]")
-    tokens, top_k = top_k_index.shape
-    if x.shape[0] != tokens:
-        raise ValueError(f"`x` has {x.shape[0]} tokens but `top_k_index` has {tokens}")
-    n_experts = w13.shape[0]
-    check.require_rank("w2", w2, 3, "[experts, K, I]")
-    if w2.shape[0] != n_experts or w2.shape[1] != x.shape[1]:
-        raise ValueError(f"`w2` has shape {tuple(w2.shape)}; expected ({n_experts}, {x.shape[1]}, I)")
-    if tuple(top_k_weights.shape) not in ((tokens, top_k), (tokens, n_experts)):
-        raise ValueError(
-            f"`top_k_weights` has shape {tuple(top_k_weights.shape)}; expected ({tokens}, {top_k}) or ({tokens}, {n_experts})"
-        )
+    summed over the k experts. `x` [T, H]; `w13` [E, 2I, H] (transformers' gate_up_proj: gate
+    rows then up rows; `layout="interleaved"`: kiln's blocks of 128, see `swiglu`); `w2`
+    [E, H, I]; `top_k_index` [T, k] (int64 or int32); `top_k_weights` [T, k] or [T, E]. Returns
+    [T, H] in x's dtype. One kiln pipeline, no host sync, CUDA-graph capturable: the routing
+    kernel sorts the pairs by expert, the gate/up GEMM gathers x's rows in its loads, the down
+    projection adds each weighted row into its token's f32 row (`combine="atomic"`), or
+    `combine="ordered"` sums each token's rows in a fixed order (the same bits every run).
+    Indices on the CPU are checked; on the GPU an index out of range drops its pair and makes
+    its token's row NaN (`check_indices=True` checks them first, at the cost of a host sync)."""
+    check.same_device({"x": x, "w13": w13, "w2": w2, "top_k_weights": top_k_weights})
+    t, e, h, i = _check_weights(x, w13, w2) if layout == "concat" else _check_interleaved(x, w13, w2)
+    _check_top_k(top_k_index, top_k_weights, t, e)
+    if combine not in ("atomic", "ordered"):
+        raise ValueError(f"`combine` is {combine!r}; use 'atomic' or 'ordered'")
+    _check_index_values(top_k_index, e, check_indices)
     torch = _torch()
-    flat_expert = top_k_index.reshape(-1)
-    token_of = torch.arange(tokens, device=x.device).repeat_interleave(top_k)
-    if tuple(top_k_weights.shape) == (tokens, top_k):
-        weight_of = top_k_weights.reshape(-1)
+    if _on_cpu(top_k_index):
+        top_k_index = top_k_index.to(x.device, non_blocking=True)
+    check.same_device({"x": x, "top_k_index": top_k_index})
+    if layout == "interleaved":
+        return _experts_sorted_in_torch(x, w13, w2, top_k_index, top_k_weights)
+    from . import _moe_ops  # noqa: F401 (registers kiln::moe_layer)
+
+    return torch.ops.kiln.moe_layer(
+        x.contiguous(), w13, w2, None, None, top_k_index.contiguous(), top_k_weights.contiguous(), 0, "softmax", False, 0, 0, 1.0, combine
+    )
+
+
+def _check_interleaved(x, w13, w2):
+    if w13.shape[1] % 256:
+        raise ValueError(f"`w13` has {w13.shape[1]} rows per expert; the interleaved layout needs a multiple of 256")
+    return _check_weights(x, w13, w2)
+
+
+def layer(
+    hidden_states,
+    router_logits,
+    gate_up_proj,
+    down_proj,
+    *,
+    top_k: int,
+    scoring: str = "softmax",
+    renormalize: bool = False,
+    n_group=None,
+    topk_group=None,
+    bias=None,
+    routed_scaling: float = 1.0,
+    combine: str = "atomic",
+):
+    """A whole MoE layer routed by kiln from the router's logits: scores (softmax over the
+    experts, or a sigmoid each), the top-k (DeepSeek-V3's grouped top-k with `n_group` groups of
+    which `topk_group` are kept; `bias` [E] f32 added for the choice only, as
+    e_score_correction_bias is), the k weights renormalised to sum to 1 if asked and times
+    `routed_scaling`; equal scores go to the lower expert index. Then the experts as in
+    `experts`. `hidden_states` [T, H]; `router_logits` [T, E] (bf16, f16 or f32);
+    `gate_up_proj` [E, 2I, H]; `down_proj` [E, H, I]. Returns [T, H]."""
+    names = ("hidden_states", "gate_up_proj", "down_proj")
+    check.same_device({"hidden_states": hidden_states, "router_logits": router_logits, "gate_up_proj": gate_up_proj, "down_proj": down_proj, "bias": bias})
+    t, e, h, i = _check_weights(hidden_states, gate_up_proj, down_proj, names)
+    _check_logits(router_logits, bias, t, e, top_k, scoring, n_group, topk_group, routed_scaling)
+    if combine not in ("atomic", "ordered"):
+        raise ValueError(f"`combine` is {combine!r}; use 'atomic' or 'ordered'")
+    from . import _moe_ops  # noqa: F401 (registers kiln::moe_layer)
+
+    return _torch().ops.kiln.moe_layer(
+        hidden_states.contiguous(),
+        gate_up_proj,
+        down_proj,
+        router_logits.contiguous(),
+        None if bias is None else bias.contiguous(),
+        None,
+        None,
+        int(top_k),
+        scoring,
+        bool(renormalize),
+        int(n_group or 0),
+        int(topk_group or 0),
+        float(routed_scaling),
+        combine,
+    )
+
+
+def _check_logits(router_logits, bias, tokens, experts, top_k, scoring, n_group, topk_group, routed_scaling):
+    check.require_dtype("router_logits", router_logits, ("bf16", "f16", "f32"), "kiln's routing")
+    check.require_shape("router_logits", router_logits, (tokens, experts), "[tokens, experts]")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= experts:
+        raise ValueError(f"`top_k` is {top_k!r}; it must be 1 to the number of experts ({experts})")
+    if scoring not in ("softmax", "sigmoid"):
+        raise ValueError(f"`scoring` is {scoring!r}; use 'softmax' or 'sigmoid'")
+    if (n_group is None) != (topk_group is None):
+        raise ValueError("give both `n_group` and `topk_group` for the grouped top-k, or neither")
+    if n_group is not None:
+        if not 1 <= n_group <= 32 or experts % n_group:
+            raise ValueError(f"`n_group` is {n_group}; it must divide the {experts} experts and be 1 to 32")
+        if not 1 <= topk_group <= n_group or topk_group * (experts // n_group) < top_k:
+            raise ValueError(f"`topk_group` is {topk_group}; it must be 1 to n_group ({n_group}) and keep at least top_k experts")
+    if bias is not None:
+        check.require_dtype("bias", bias, ("f32",), "the selection bias")
+        check.require_shape("bias", bias, (experts,), "one f32 per expert")
+    if not math.isfinite(routed_scaling):
+        raise ValueError(f"`routed_scaling` is {routed_scaling}; give a finite factor")
+
+
+class Routing:
+    """The routing's tables on the GPU (int32 unless said): `counts` [E] rows per expert,
+    `offsets` [E + 1] (from 0), `row_token` [T k] each expert-sorted row's token (the first
+    offsets[E] are real), `row_weight` [T k] f32 its routing weight, `pair_row` [T k] each
+    (token, slot) pair's sorted row (-1: dropped), `topk_ids` / `topk_weights` [T, k]."""
+
+    def __init__(self, workspace, layout, tokens, top_k):
+        import torch
+
+        def part(name, dtype=None):
+            off, n = layout[name]
+            v = workspace[off // 4 : off // 4 + n]
+            return v.view(dtype) if dtype is not None else v
+
+        self.workspace = workspace
+        self.tokens, self.top_k = tokens, top_k
+        self.counts, self.offsets = part("counts"), part("offsets")
+        self.row_token, self.pair_row = part("row_token"), part("pair_row")
+        self.row_weight = part("row_weight", torch.float32)
+        self.topk_ids = part("topk_ids").view(tokens, top_k)
+        self.topk_weights = part("topk_weights", torch.float32).view(tokens, top_k)
+
+
+def route(top_k_index=None, top_k_weights=None, *, num_experts: int, router_logits=None, top_k=None, scoring="softmax",
+          renormalize=False, n_group=None, topk_group=None, bias=None, routed_scaling=1.0) -> Routing:
+    """kiln's routing alone, on the GPU without a host sync: from transformers' `top_k_index` /
+    `top_k_weights`, or from `router_logits` with the options of `layer`. Returns the `Routing`
+    tables (what `kiln.distributed.ExpertParallelMoE` sends rows by)."""
+    from ._native import native, stream_of
+
+    torch = _torch()
+    if router_logits is not None:
+        t = router_logits.shape[0]
+        _check_logits(router_logits, bias, t, num_experts, top_k, scoring, n_group, topk_group, routed_scaling)
+        args = (router_logits.contiguous(), None if bias is None else bias.contiguous(), None, None)
+        k = top_k
     else:
-        weight_of = top_k_weights[token_of, flat_expert]
-    order = torch.argsort(flat_expert, stable=True)
-    # histc, not bincount: bincount sizes its output from the data, a host sync.
-    counts = torch.histc(flat_expert.float(), bins=n_experts, min=0, max=n_experts - 1).to(torch.int32)
-    offsets = offsets_from_counts(counts)
-    rows = token_of[order]
-    xs = x.index_select(0, rows)
-    h = swiglu(xs, w13, offsets, weight_of[order].to(torch.float32).contiguous(), layout=layout)
-    y = grouped_gemm(h, w2, offsets)
-    out = torch.zeros_like(x)
-    out.index_add_(0, rows, y)
+        if top_k_index is None or top_k_weights is None:
+            raise ValueError("give `router_logits`, or `top_k_index` with `top_k_weights`")
+        t = top_k_index.shape[0]
+        k = _check_top_k(top_k_index, top_k_weights, t, num_experts)
+        args = (None, None, top_k_index.contiguous(), top_k_weights.contiguous())
+        top_k = k
+    dev = (args[0] if args[0] is not None else args[2]).device.index or 0
+    groups = None if n_group is None else (int(n_group), int(topk_group))
+    route_args = tuple(None if a is None else check.describe(a) for a in args) + (
+        int(top_k), scoring, bool(renormalize), groups, float(routed_scaling))
+    layout = native().moe_route_layout(dev, num_experts, route_args)
+    if layout is None:
+        raise ValueError("there are no tokens to route")
+    ws = torch.empty(((layout["bytes"] + 3) // 4,), dtype=torch.int32, device=f"cuda:{dev}")
+    native().moe_route(dev, stream_of(dev), num_experts, check.describe(ws), route_args)
+    return Routing(ws, layout, t, k)
+
+
+def combine(rows, routing: Routing, *, weighted: bool = True, out=None):
+    """Each token's output row from its k rows of `rows` ([R, H], the expert-sorted order of
+    `routing`): the sum over its pairs, in pair order, of (routing weight if `weighted`) x row.
+    Returns [T, H] in rows' dtype (or fills `out`). A token with a dropped pair is NaN."""
+    from ._native import native, stream_of
+
+    torch = _torch()
+    check.require_rank("rows", rows, 2, "[rows, hidden]")
+    if out is None:
+        out = torch.empty((routing.tokens, rows.shape[1]), dtype=rows.dtype, device=rows.device)
+    dev = rows.device.index or 0
+    native().moe_combine(
+        dev,
+        stream_of(dev),
+        check.describe(rows.contiguous()),
+        check.describe(routing.pair_row),
+        check.describe(routing.row_weight) if weighted else None,
+        check.describe(out),
+    )
     return out
+
+
+def _experts_sorted_in_torch(x, w13, w2, top_k_index, top_k_weights):
+    """`experts` for the interleaved W13 (kiln's own layout, which the layer's pipeline does not
+    read): the rows sorted by expert in torch, kiln's SwiGLU and grouped GEMM, the combine by
+    kiln's routing tables."""
+    torch = _torch()
+    tokens, top_k = top_k_index.shape
+    n_experts = w13.shape[0]
+    r = route(top_k_index, top_k_weights, num_experts=n_experts)
+    rows = r.row_token.clamp(0, tokens - 1)  # (rows past the routed ones hold no token)
+    xs = x.index_select(0, rows)
+    h = swiglu(xs, w13, r.offsets, layout="interleaved")
+    y = grouped_gemm(h, w2, r.offsets)
+    return combine(y, r)

@@ -43,9 +43,11 @@ fn dtype(arg: &str, name: &str) -> PyResult<DType> {
         "f16" => Ok(DType::F16),
         "f32" => Ok(DType::F32),
         "i32" => Ok(DType::I32),
+        // (torch.int64 has no short name in the Python layer: expert indices pass as "int64")
+        "i64" | "int64" => Ok(DType::I64),
         "e4m3" => Ok(DType::E4m3),
         other => Err(PyTypeError::new_err(format!(
-            "`{arg}` is {other}; kiln's views are bf16, f16, f32, i32 or e4m3"
+            "`{arg}` is {other}; kiln's views are bf16, f16, f32, i32, i64 or e4m3"
         ))),
     }
 }
@@ -288,6 +290,11 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attention::attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(moe::grouped_gemm, m)?)?;
     m.add_function(wrap_pyfunction!(moe::swiglu, m)?)?;
+    m.add_function(wrap_pyfunction!(moe::moe_layer, m)?)?;
+    m.add_function(wrap_pyfunction!(moe::moe_layer_workspace, m)?)?;
+    m.add_function(wrap_pyfunction!(moe::moe_route, m)?)?;
+    m.add_function(wrap_pyfunction!(moe::moe_route_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(moe::moe_combine, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::fp8_gemm_nt, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::fp8_grouped_gemm, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::fp8_cast, m)?)?;

@@ -1,11 +1,16 @@
 //! The mixture-of-experts ops of the extension: the grouped GEMM and the fused SwiGLU over
-//! experts, rows given by offsets (contiguous) or counts (masked).
+//! experts, rows given by offsets (contiguous) or counts (masked); the whole layer (routing,
+//! gathered SwiGLU, down projection with its combine), and its routing and combine alone.
 
-use kiln::api::{raw, MoeRows, SwigluWeights};
+use kiln::api::{
+    raw, CombineMode, MoeLayerOptions, MoeRouting, MoeRows, RawTensor, RouteOptions, SwigluWeights,
+};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::torch::{self, Arg};
-use crate::{handle, renamed, stream_of, to_py};
+use crate::{handle, renamed, stream_of, tensor, to_py, PyTensor};
 
 /// The output [rows, n] of an MoE op on `x`, allocated in x's dtype when `x` is 2-D and the
 /// weights `w` 3-D; otherwise `x` stands in for it (the checks refuse `x` or `w` first).
@@ -103,4 +108,182 @@ pub fn swiglu<'py>(
     })
     .map_err(named)?;
     Ok(h.obj)
+}
+
+/// A layer's routing as Python passes it: (router_logits, bias, top_k_index, top_k_weights,
+/// top_k, scoring, renormalize, (n_group, topk_group) or None, routed_scaling); either the
+/// logits or the index and weights are given.
+type PyRouting = (
+    Option<PyTensor>,
+    Option<PyTensor>,
+    Option<PyTensor>,
+    Option<PyTensor>,
+    usize,
+    String,
+    bool,
+    Option<(usize, usize)>,
+    f32,
+);
+
+fn routing(device: usize, r: PyRouting) -> PyResult<MoeRouting<RawTensor>> {
+    let (logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling) = r;
+    match (logits, index, weights) {
+        (Some(l), None, None) => Ok(MoeRouting::Logits {
+            logits: tensor("router_logits", l, device)?,
+            bias: bias.map(|b| tensor("bias", b, device)).transpose()?,
+            opts: RouteOptions {
+                top_k,
+                scoring: scoring.parse().map_err(to_py)?,
+                renormalize,
+                groups,
+                routed_scaling,
+            },
+        }),
+        (None, Some(i), Some(w)) => Ok(MoeRouting::TopK {
+            index: tensor("top_k_index", i, device)?,
+            weights: tensor("top_k_weights", w, device)?,
+        }),
+        _ => Err(PyValueError::new_err(
+            "give the router logits, or top_k_index with top_k_weights",
+        )),
+    }
+}
+
+fn combine_mode(s: &str) -> PyResult<MoeLayerOptions> {
+    Ok(MoeLayerOptions {
+        combine: s.parse::<CombineMode>().map_err(to_py)?,
+    })
+}
+
+/// hidden_states, gate_up_proj, down_proj and out as the layer checks them.
+fn layer_tensors(
+    device: usize,
+    (x, w13, w2, out): (PyTensor, PyTensor, PyTensor, PyTensor),
+) -> PyResult<[RawTensor; 4]> {
+    Ok([
+        tensor("hidden_states", x, device)?,
+        tensor("gate_up_proj", w13, device)?,
+        tensor("down_proj", w2, device)?,
+        tensor("out", out, device)?,
+    ])
+}
+
+/// The whole MoE layer into `out` [T, H] (the last of `tensors`: x, w13, w2, out),
+/// intermediates in `workspace` (see `moe_layer_workspace`).
+#[pyfunction]
+pub fn moe_layer(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    tensors: (PyTensor, PyTensor, PyTensor, PyTensor),
+    workspace: PyTensor,
+    route: PyRouting,
+    combine: &str,
+) -> PyResult<()> {
+    let r = routing(device, route)?;
+    let [x, w13, w2, out] = layer_tensors(device, tensors)?;
+    let ws = tensor("workspace", workspace, device)?;
+    let opts = combine_mode(combine)?;
+    raw::check_moe_layer(device, (&x, &w13, &w2), &r, &out, &opts).map_err(to_py)?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`; the workspace is a fresh torch allocation of the size asked for.
+    py.allow_threads(|| unsafe {
+        raw::moe_layer(&k, stream_of(stream), (&x, &w13, &w2), &r, &out, &ws, &opts)
+    })
+    .map_err(to_py)
+}
+
+/// Bytes of workspace `moe_layer` needs for these arguments (checks them too).
+#[pyfunction]
+pub fn moe_layer_workspace(
+    device: usize,
+    tensors: (PyTensor, PyTensor, PyTensor, PyTensor),
+    route: PyRouting,
+    combine: &str,
+) -> PyResult<usize> {
+    let r = routing(device, route)?;
+    let [x, w13, w2, out] = layer_tensors(device, tensors)?;
+    raw::moe_layer_workspace_bytes(device, (&x, &w13, &w2), &r, &out, &combine_mode(combine)?)
+        .map_err(to_py)
+}
+
+/// Where the routing of these arguments writes its tables, as {name: (byte offset, entries)}
+/// for counts, offsets, row_token, row_weight, pair_row, topk_ids and topk_weights, and
+/// "bytes": the workspace's size; None for no tokens.
+#[pyfunction]
+pub fn moe_route_layout(
+    py: Python<'_>,
+    device: usize,
+    experts: usize,
+    route: PyRouting,
+) -> PyResult<Option<Py<PyDict>>> {
+    let r = routing(device, route)?;
+    let Some(l) = raw::moe_route_layout(device, &r, experts).map_err(to_py)? else {
+        return Ok(None);
+    };
+    let pairs = match &r {
+        MoeRouting::Logits { logits, opts, .. } => logits.shape[0] * opts.top_k,
+        MoeRouting::TopK { index, .. } => index.shape.iter().product(),
+    };
+    let d = PyDict::new(py);
+    for (name, off, n) in [
+        ("counts", l.counts, experts),
+        ("offsets", l.offsets, experts + 1),
+        ("row_token", l.row_token, pairs),
+        ("row_weight", l.row_weight, pairs),
+        ("pair_row", l.pair_row, pairs),
+        ("topk_ids", l.topk_ids, pairs),
+        ("topk_weights", l.topk_weights, pairs),
+    ] {
+        d.set_item(name, (off, n))?;
+    }
+    d.set_item("bytes", l.bytes)?;
+    Ok(Some(d.into()))
+}
+
+/// The routing alone into `workspace` (laid out as `moe_route_layout` says).
+#[pyfunction]
+pub fn moe_route(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    experts: usize,
+    workspace: PyTensor,
+    route: PyRouting,
+) -> PyResult<()> {
+    let r = routing(device, route)?;
+    let ws = tensor("workspace", workspace, device)?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`; the workspace is a torch allocation of the layout's size.
+    py.allow_threads(|| unsafe { raw::moe_route(&k, stream_of(stream), &r, experts, &ws) })
+        .map(drop)
+        .map_err(to_py)
+}
+
+/// out[t] = sum over j of w[r] rows[r], r = pair_row[t k + j] (the routing's combine).
+#[pyfunction]
+#[pyo3(signature = (device, stream, rows, pair_row, row_weight, out))]
+pub fn moe_combine(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    rows: PyTensor,
+    pair_row: PyTensor,
+    row_weight: Option<PyTensor>,
+    out: PyTensor,
+) -> PyResult<()> {
+    let (rows, pair_row, out) = (
+        tensor("rows", rows, device)?,
+        tensor("pair_row", pair_row, device)?,
+        tensor("out", out, device)?,
+    );
+    let w = row_weight
+        .map(|w| tensor("row_weight", w, device))
+        .transpose()?;
+    let k = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe {
+        raw::moe_combine(&k, stream_of(stream), &rows, &pair_row, w.as_ref(), &out)
+    })
+    .map_err(to_py)
 }

@@ -176,6 +176,71 @@ class MoeChecks(unittest.TestCase):
             )
 
 
+class MoeLayerChecks(unittest.TestCase):
+    """kiln.moe.experts and kiln.moe.layer: each bad argument is one exception naming it."""
+
+    def experts(self, **kw):
+        args = dict(
+            x=Tensor((10, 64)),
+            w13=Tensor((4, 256, 64)),
+            w2=Tensor((4, 64, 128)),
+            top_k_index=Tensor((10, 2), dtype="int64"),
+            top_k_weights=Tensor((10, 2), dtype="float32"),
+        )
+        args.update(kw)
+        return kiln.moe.experts(**args)
+
+    def layer(self, **kw):
+        args = dict(
+            hidden_states=Tensor((10, 64)),
+            router_logits=Tensor((10, 8), dtype="float32"),
+            gate_up_proj=Tensor((8, 256, 64)),
+            down_proj=Tensor((8, 64, 128)),
+            top_k=2,
+        )
+        args.update(kw)
+        return kiln.moe.layer(**args)
+
+    def test_index_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`top_k_index` is f32; expert indices are int64"):
+            self.experts(top_k_index=Tensor((10, 2), dtype="float32"))
+
+    def test_top_k_larger_than_experts(self):
+        with self.assertRaisesRegex(ValueError, r"`top_k_index` picks 5 experts per token but there are 4"):
+            self.experts(top_k_index=Tensor((10, 5), dtype="int64"), top_k_weights=Tensor((10, 5), dtype="float32"))
+
+    def test_weights_that_disagree(self):
+        with self.assertRaisesRegex(ValueError, r"`w2` has shape \(4, 64, 64\); expected \(4, 64, 128\)"):
+            self.experts(w2=Tensor((4, 64, 64)))
+        with self.assertRaisesRegex(TypeError, r"`w13` is f16 but `x` is bf16"):
+            self.experts(w13=Tensor((4, 256, 64), dtype="float16"))
+        with self.assertRaisesRegex(ValueError, r"`w13` has shape \(4, 256, 32\)"):
+            self.experts(w13=Tensor((4, 256, 32)))
+
+    def test_indices_out_of_range_on_the_host(self):
+        idx = Tensor((2, 2), dtype="int64", device="cpu", values=[[0, 1], [3, 4]])
+        with self.assertRaisesRegex(ValueError, r"`top_k_index` holds expert 4; the layer has experts 0 to 3"):
+            self.experts(x=Tensor((2, 64)), top_k_index=idx, top_k_weights=Tensor((2, 2), dtype="float32"))
+
+    def test_combine_mode(self):
+        with self.assertRaisesRegex(ValueError, r"`combine` is 'fast'"):
+            self.experts(combine="fast")
+
+    def test_layer_options(self):
+        with self.assertRaisesRegex(ValueError, r"`top_k` is 9; it must be 1 to the number of experts \(8\)"):
+            self.layer(top_k=9)
+        with self.assertRaisesRegex(ValueError, r"`scoring` is 'relu'"):
+            self.layer(scoring="relu")
+        with self.assertRaisesRegex(ValueError, r"`n_group` is 3"):
+            self.layer(n_group=3, topk_group=1)
+        with self.assertRaisesRegex(ValueError, r"give both `n_group` and `topk_group`"):
+            self.layer(n_group=2)
+        with self.assertRaisesRegex(ValueError, r"`router_logits` has shape \(10, 7\)"):
+            self.layer(router_logits=Tensor((10, 7), dtype="float32"))
+        with self.assertRaisesRegex(TypeError, r"`bias` is bf16"):
+            self.layer(bias=Tensor((8,)))
+
+
 class Import(unittest.TestCase):
     def test_imports_without_a_gpu(self):
         self.assertTrue(kiln.__version__)

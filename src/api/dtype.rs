@@ -1,5 +1,6 @@
-//! Element types of the public API's views: the float types kiln's kernels read and write, and
-//! i32 for MoE offsets and counts; `KilnElem` ties them to the Rust types of cudarc buffers.
+//! Element types of the public API's views: the float types kiln's kernels read and write, i32
+//! for MoE offsets and counts, i64 for expert indices as torch gives them; `KilnElem` ties them
+//! to the Rust types of cudarc buffers.
 
 use std::fmt;
 
@@ -14,6 +15,8 @@ pub enum DType {
     F16,
     F32,
     I32,
+    /// Expert indices as torch's top-k returns them (the MoE layer's `top_k_index`).
+    I64,
     /// FP8 e4m3fn codes, one byte each (`u8` memory): the FP8 ops' operands.
     E4m3,
 }
@@ -25,6 +28,7 @@ impl DType {
             DType::E4m3 => 1,
             DType::Bf16 | DType::F16 => 2,
             DType::F32 | DType::I32 => 4,
+            DType::I64 => 8,
         }
     }
 
@@ -34,17 +38,18 @@ impl DType {
             DType::F16 => "f16",
             DType::F32 => "f32",
             DType::I32 => "i32",
+            DType::I64 => "i64",
             DType::E4m3 => "e4m3",
         }
     }
 
-    /// The ops' float type, or `None` for i32 and FP8 codes.
+    /// The ops' float type, or `None` for integers and FP8 codes.
     pub(crate) fn float(self) -> Option<OpDType> {
         match self {
             DType::Bf16 => Some(OpDType::Bf16),
             DType::F16 => Some(OpDType::F16),
             DType::F32 => Some(OpDType::F32),
-            DType::I32 | DType::E4m3 => None,
+            DType::I32 | DType::I64 | DType::E4m3 => None,
         }
     }
 }
@@ -69,7 +74,7 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A Rust element type a view can be made of (`half::bf16`, `half::f16`, `f32`, `i32`, and `u8`
+/// A Rust element type a view can be made of (`half::bf16`, `half::f16`, `f32`, `i32`, `i64`, and `u8`
 /// for FP8 e4m3fn codes).
 pub trait KilnElem: sealed::Sealed + Copy + 'static {
     const DTYPE: DType;
@@ -88,6 +93,7 @@ elem!(bf16, DType::Bf16);
 elem!(f16, DType::F16);
 elem!(f32, DType::F32);
 elem!(i32, DType::I32);
+elem!(i64, DType::I64);
 elem!(u8, DType::E4m3);
 
 #[cfg(test)]

@@ -215,6 +215,7 @@ pub(crate) fn moe(
         rows: &rows,
         route: route.as_ref(),
         sched: &sched,
+        row_map: None,
     };
     check_operands(p, &ops)?;
     let k = reg.moe_version(version_for(p, &ctx.overrides.moe))?;

@@ -30,6 +30,8 @@ mod fp8;
 mod handle;
 mod info;
 mod launch;
+mod moe_layer;
+mod moe_route;
 mod ops;
 mod options;
 mod paged;
@@ -41,6 +43,8 @@ pub mod validate;
 mod varlen;
 mod workspace;
 
+pub use crate::ops::moe::layer::CombineMode;
+pub use crate::ops::moe::route::{RouteOptions, Scoring};
 pub use crate::ops::tuned::TunedTable;
 pub use backward::ForwardSaved;
 pub use dtype::{DType, KilnElem};
@@ -48,6 +52,7 @@ pub use fp4::Fp4Tensor;
 pub use fp4_experts::Fp4ExpertWeights;
 pub use handle::Kiln;
 pub use info::{contiguous_strides, TensorInfo, MAX_RANK};
+pub use moe_layer::MoeLayerOptions;
 pub use options::{
     AttentionBackwardOptions, AttentionOptions, AttnLayout, GemmOptions, KilnOptions, MoeRows,
     Problem, SwigluWeights, Window,
@@ -55,4 +60,5 @@ pub use options::{
 pub use paged::PagedOptions;
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use varlen::VarlenOffsets;
+pub use validate::moe_layer::MoeRouting;
 pub use workspace::{Workspace, Workspaces};

@@ -22,9 +22,12 @@ pub use super::fp8::{
     check_fp8_cast, check_fp8_gemm_nt, check_fp8_grouped_gemm, fp8_cast, fp8_gemm_nt,
     fp8_grouped_gemm,
 };
+pub use super::moe_layer::{check_moe_layer, moe_layer, moe_layer_workspace_bytes};
+pub use super::moe_route::{moe_combine, moe_route, moe_route_layout};
 pub use super::raw_paged::{
     attention_paged, check_attention_paged, check_errors, check_kv_append, kv_append, DecodeTables,
 };
+pub use crate::ops::moe::route::RouteLayout;
 
 fn gemm_plan(
     device: usize,

@@ -68,6 +68,8 @@ pub struct Workspaces {
     /// Where kernels record bad input they found on the GPU ([`INPUT_ERRORS`], host-mapped
     /// words), made by the first call that needs it outside capture.
     pub bad_input: Option<HostFlags>,
+    /// The MoE layer's intermediates when the caller gives none (`LayerLayout`).
+    pub moe_layer: Workspace,
 }
 
 /// What each word of [`Workspaces::bad_input`] means, as the sentence an error gives: the decode
@@ -129,6 +131,7 @@ impl Default for Workspaces {
             lse: Workspace::new("attention LSE workspace", false),
             moe_sched: Workspace::new("MoE schedule workspace", false),
             bad_input: None,
+            moe_layer: Workspace::new("MoE layer workspace", false),
         }
     }
 }

@@ -580,6 +580,10 @@ pub struct MoeVerifyArgs {
     /// FP8 quantiser with 1x128 scales, on the FP8 tensor cores: W4A8).
     #[arg(long, value_name = "TYPE", requires = "weights")]
     pub act: Option<String>,
+    /// Verify the whole MoE layer instead (routing, the gathered SwiGLU, the down projection
+    /// with its combine) against its float64 reference, on its suite (--suite quick or full).
+    #[arg(long)]
+    pub layer: bool,
 }
 
 #[derive(Debug, Args)]
@@ -634,6 +638,13 @@ pub struct MoeBenchArgs {
     /// tensor cores; also times kiln's FP8 quantisation of X).
     #[arg(long, value_name = "TYPE", requires = "weights")]
     pub act: Option<String>,
+    /// Time the whole MoE layer and its steps instead: the issue's shapes, or the sizes given
+    /// as `E64,k8,H2048,I1408,T1+64+4096`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "issue", value_name = "SHAPES")]
+    pub layer: Option<String>,
+    /// The layer's combine: atomic (the default) or ordered (deterministic).
+    #[arg(long, requires = "layer")]
+    pub combine: Option<String>,
 }
 
 #[derive(Debug, Args)]

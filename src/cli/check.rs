@@ -35,6 +35,7 @@ pub(super) fn run_check(
     kiln::jit::arch::check(arch)?;
     if let Some(v) = only {
         let fp4 = v == kiln::ops::moe::fp4::kernel::NAME
+            || v == kiln::ops::moe::layer::NAME
             || kiln::ops::fp4::variants(arch)
                 .iter()
                 .any(|(name, _)| *name == v);

@@ -33,6 +33,10 @@ pub struct FuzzArgs {
     /// FP8 GEMM problems (every scale mode, promoted or not, each output dtype).
     #[arg(long, default_value_t = 500)]
     pub fp8: usize,
+    /// Whole MoE layers (routing from logits or a given top-k, the gathered SwiGLU, the down
+    /// projection with its combine), each against its float64 reference.
+    #[arg(long, default_value_t = 200)]
+    pub moe_layer: usize,
     /// Only these versions (repeatable; default: all of kiln's).
     #[arg(long = "version")]
     pub versions: Vec<String>,
@@ -64,6 +68,7 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         attention: a.attention,
         moe: a.moe,
         fp8: a.fp8,
+        moe_layer: a.moe_layer,
         versions: a.versions.clone(),
         max_seq: a.max_seq,
     };
@@ -87,12 +92,17 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         }
     };
     say(format!(
-        "fuzz seed {seed}: {} GEMM, {} attention, {} MoE, {} FP8 problems on {} versions; {} variants to compile",
+        "fuzz seed {seed}: {} GEMM, {} attention, {} MoE, {} FP8 problems, {} MoE layers on {} versions; {} variants to compile",
         drawn.gemm.len(),
         drawn.attention.len(),
         drawn.moe.len(),
         drawn.fp8.len(),
-        versions.gemm.len() + versions.attention.len() + versions.moe.len() + versions.fp8 as usize,
+        drawn.moe_layer.len(),
+        versions.gemm.len()
+            + versions.attention.len()
+            + versions.moe.len()
+            + versions.fp8 as usize
+            + versions.moe_layer as usize,
         items.len()
     ));
     let Some(ctx) = ctx else {
@@ -233,6 +243,7 @@ fn case_seed(c: &Case) -> u64 {
         Case::Gemm { seed, .. }
         | Case::Attention { seed, .. }
         | Case::Moe { seed, .. }
+        | Case::MoeLayer { seed, .. }
         | Case::Fp8 { seed, .. } => *seed,
     }
 }

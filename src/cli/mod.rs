@@ -18,6 +18,7 @@ mod fuzz;
 mod gemm;
 mod moe;
 mod moe_fp4;
+mod moe_layer;
 mod profile;
 mod progress;
 mod sanitize;

@@ -29,6 +29,9 @@ pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
 }
 
 fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
+    if a.layer {
+        return super::moe_layer::verify(env, a);
+    }
     if let Some(w) = &a.weights {
         if a.version.is_some() || a.suite.is_some() {
             return Err(Error::invalid(
@@ -274,6 +277,9 @@ fn request(a: &MoeBenchArgs) -> Result<MoeBenchRequest> {
 }
 
 fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
+    if let Some(shapes) = &a.layer {
+        return super::moe_layer::bench(env, a, shapes);
+    }
     if let Some(w) = &a.weights {
         return super::moe_fp4::bench(env, a, w);
     }
@@ -324,7 +330,10 @@ fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
     let jit = env.jit();
     let mut rows = Vec::new();
     let names = env.registry.moe().iter().map(|k| k.name());
-    for name in names.chain([kiln::ops::moe::fp4::kernel::NAME]) {
+    for name in names.chain([
+        kiln::ops::moe::fp4::kernel::NAME,
+        kiln::ops::moe::layer::NAME,
+    ]) {
         rows.extend(check_all(
             &jit,
             &env.registry,

@@ -130,6 +130,14 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
                 .map(|s| ("moe", fp4, s)),
         );
     }
+    // The MoE layer's routing and combine kernels (its GEMMs are grouped_gemm's and swiglu_dual's).
+    if only.is_none_or(|v| v == crate::ops::moe::layer::NAME) {
+        work.extend(
+            crate::ops::moe::layer::own_variants(arch)
+                .into_iter()
+                .map(|s| ("moe", crate::ops::moe::layer::NAME, s)),
+        );
+    }
     // Decode over a paged KV cache: its two passes and the append, outside the forward's registry.
     for (name, specs) in crate::ops::attention::decode_variants(arch) {
         if only.is_none_or(|v| v == name) {

@@ -490,6 +490,7 @@ pub fn run_shape(
                 rows: &rows_buf,
                 route: None,
                 sched: &sched,
+                row_map: None,
             };
             check_operands(&p, &ops)?;
             // the reference: sampled rows of each group, each B row decoded once

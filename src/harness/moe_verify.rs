@@ -120,6 +120,7 @@ impl MoeBuffers {
             rows: &self.rows,
             route: self.route.as_ref(),
             sched: &self.sched,
+            row_map: None,
         }
     }
 }
@@ -379,16 +380,16 @@ fn replay_in_graph(
     )
 }
 
-/// Uploads `before` into the device rows array, runs `launch` once (a warm-up that loads the
-/// kernels outside the capture), captures `launch` into a CUDA graph, uploads `after` and
-/// replays the graph once: a correct result for `after` proves the kernels read the rows on the
-/// GPU.
-pub fn replay_with_rows(
+/// Uploads `before` into the device rows array (or any input buffer: the MoE layer's logits or
+/// expert ids), runs `launch` once (a warm-up that loads the kernels outside the capture),
+/// captures `launch` into a CUDA graph, uploads `after` and replays the graph once: a correct
+/// result for `after` proves the kernels read that input on the GPU.
+pub fn replay_with_rows<T: Copy>(
     ctx: &Context,
     launch: &dyn Fn() -> Result<()>,
     rows: &DeviceBuffer,
-    before: &[i32],
-    after: &[i32],
+    before: &[T],
+    after: &[T],
     limit: Duration,
     what: &str,
 ) -> Result<()> {

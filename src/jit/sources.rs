@@ -113,6 +113,15 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/tile_prefix.cu"),
     ),
     (
+        "moe/gather.cuh",
+        include_str!("../../kernels/moe/gather.cuh"),
+    ),
+    ("moe/route.cu", include_str!("../../kernels/moe/route.cu")),
+    (
+        "moe/combine.cu",
+        include_str!("../../kernels/moe/combine.cu"),
+    ),
+    (
         "moe/grouped_gemm.cu",
         include_str!("../../kernels/moe/grouped_gemm.cu"),
     ),

@@ -198,6 +198,20 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.fp8.rule, Fp8Rule::Waves, |r| r.name().to_string()),
     },
     Knob {
+        name: "KILN_MOE_GATHER",
+        takes: || "`tma` or `cp_async`".into(),
+        default: "tma",
+        set: |o, v| {
+            let mode = |v: &str| match v {
+                "tma" => Some(false),
+                "cp_async" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.gather_cp_async, or(v, false, mode))
+        },
+        show: |o| o.moe.gather_cp_async.then(|| "cp_async".into()),
+    },
+    Knob {
         name: "KILN_MOE_GROUP",
         takes: || "a whole number, at least 1".into(),
         default: "one group for short experts, else expert-aligned groups of at most 8",

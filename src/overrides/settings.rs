@@ -164,6 +164,9 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
+    /// `KILN_MOE_GATHER` (`tma` or `cp_async`): how the MoE layer's gate/up projection reads its
+    /// gathered X rows. Default: `tma` (one 1-row TMA box per row).
+    pub gather_cp_async: bool,
 }
 
 impl MoeOverrides {
@@ -178,6 +181,7 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
+        gather_cp_async: false,
     };
 }
 

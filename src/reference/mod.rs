@@ -11,3 +11,5 @@ pub mod fp4;
 pub mod fp8;
 pub mod gemm;
 pub mod moe;
+pub mod moe_layer;
+pub mod route;

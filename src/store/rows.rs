@@ -310,6 +310,36 @@ pub fn moe_verify_row(p: &MoeProblem, o: &MoeOutcome) -> ResultRow {
     row("moe", &o.version, mode, p, o, Some(o.passed))
 }
 
+/// `kiln moe verify --layer`: one layer case.
+pub fn moe_layer_verify_row(
+    c: &crate::harness::moe_layer::LayerCase,
+    o: &crate::harness::moe_layer_verify::LayerOutcome,
+) -> ResultRow {
+    row(
+        "moe",
+        crate::ops::moe::layer::NAME,
+        String::new(),
+        c,
+        o,
+        Some(o.passed),
+    )
+}
+
+/// `kiln moe bench --layer`: one piece of one layer timed.
+pub fn moe_layer_bench_row(
+    p: &crate::ops::moe::layer::LayerProblem,
+    t: &crate::harness::moe_bench::MoeTiming,
+) -> ResultRow {
+    row(
+        "moe",
+        crate::ops::moe::layer::NAME,
+        t.piece.clone(),
+        p,
+        t,
+        None,
+    )
+}
+
 /// `kiln moe bench`: one piece of the request `r` timed.
 pub fn moe_bench_row(r: &MoeBenchRequest, t: &MoeTiming) -> ResultRow {
     let p = MoeBenchProblem {

@@ -8,6 +8,7 @@ mod attention_varlen;
 mod fp8;
 mod gemm;
 mod moe;
+pub mod moe_layer;
 mod paged;
 
 pub use attention::{attention, AttentionPlan};

@@ -341,6 +341,7 @@ fn moe(
         output: float(yn, y)?,
         swiglu,
         w_expert_stride: (w_stride != w.shape()[1] * k).then_some(w_stride),
+        layer: None,
     };
     problem.validate()?;
     Ok(Some(MoePlan {

@@ -9,6 +9,8 @@ use super::attention::verify::{verify_attention_seeded, AttnFixture};
 use super::check::CheckItem;
 use super::draw::{Draw, GemmDraw};
 use super::fp8::{verify_gemm_seeded as verify_fp8_seeded, Data as Fp8Data, GemmCase as Fp8Case};
+use super::moe_layer::{draw_case as draw_layer, LayerCase};
+use super::moe_layer_verify::verify_layer_seeded;
 use super::moe_verify::{verify_moe_seeded, Mode, MoeFixture};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
@@ -28,6 +30,8 @@ pub struct FuzzPlan {
     pub attention: usize,
     pub moe: usize,
     pub fp8: usize,
+    /// Whole MoE layers (routing, gathered SwiGLU, down projection with its combine).
+    pub moe_layer: usize,
     /// Only these versions (all of kiln's when empty).
     pub versions: Vec<String>,
     /// The longest attention sequence drawn.
@@ -55,6 +59,12 @@ pub enum Case {
         mode: Mode,
         seed: u64,
     },
+    /// A whole MoE layer (`version`: moe_layer).
+    MoeLayer {
+        version: String,
+        case: LayerCase,
+        seed: u64,
+    },
     /// An FP8 GEMM: its operands drawn in f32 and quantised on the GPU with `recipe`'s scales.
     Fp8 {
         version: String,
@@ -69,7 +79,7 @@ impl Case {
         match self {
             Case::Gemm { .. } => "gemm",
             Case::Attention { .. } => "attention",
-            Case::Moe { .. } => "moe",
+            Case::Moe { .. } | Case::MoeLayer { .. } => "moe",
             Case::Fp8 { .. } => "fp8",
         }
     }
@@ -78,6 +88,7 @@ impl Case {
             Case::Gemm { version, .. }
             | Case::Attention { version, .. }
             | Case::Moe { version, .. }
+            | Case::MoeLayer { version, .. }
             | Case::Fp8 { version, .. } => version,
         }
     }
@@ -86,6 +97,7 @@ impl Case {
             Case::Gemm { problem, .. } => problem.label(),
             Case::Attention { problem, .. } => problem.label(),
             Case::Moe { problem, mode, .. } => format!("{} ({mode:?})", problem.label()),
+            Case::MoeLayer { case, .. } => case.label(),
             Case::Fp8 {
                 problem, recipe, ..
             } => format!("{problem} ({recipe:?} scales)"),
@@ -193,6 +205,7 @@ pub struct Drawn {
     pub attention: Vec<(AttentionProblem, u64)>,
     pub moe: Vec<(MoeProblem, Mode, u64)>,
     pub fp8: Vec<(Fp8Problem, ScaleRecipe, u64)>,
+    pub moe_layer: Vec<(LayerCase, u64)>,
 }
 
 pub fn draw(plan: &FuzzPlan) -> Drawn {
@@ -225,11 +238,16 @@ pub fn draw(plan: &FuzzPlan) -> Drawn {
             (p, recipe, input_seed(plan.seed, 4, i))
         })
         .collect();
+    let mut d = Draw::new(plan.seed ^ 0x1A7E);
+    let moe_layer = (0..plan.moe_layer)
+        .map(|i| (draw_layer(&mut d), input_seed(plan.seed, 5, i)))
+        .collect();
     Drawn {
         gemm,
         attention,
         moe,
         fp8,
+        moe_layer,
     }
 }
 
@@ -241,6 +259,8 @@ pub struct Versions<'a> {
     pub moe: Vec<&'a dyn MoeKernel>,
     /// Whether the FP8 GEMM runs (it has one version).
     pub fp8: bool,
+    /// Whether the MoE layer runs (it is one pipeline).
+    pub moe_layer: bool,
 }
 
 pub fn versions<'a>(registry: &'a Registry, plan: &FuzzPlan) -> Result<Versions<'a>> {
@@ -265,9 +285,11 @@ pub fn versions<'a>(registry: &'a Registry, plan: &FuzzPlan) -> Result<Versions<
             .filter(|k| wanted(k.name()))
             .collect(),
         fp8: wanted(FP8_VERSION),
+        moe_layer: wanted(LAYER_VERSION),
     };
     for name in &plan.versions {
         let known = name == FP8_VERSION
+            || name == LAYER_VERSION
             || v.gemm.iter().any(|k| k.name() == name)
             || v.attention.iter().any(|k| k.name() == name)
             || v.moe.iter().any(|k| k.name() == name);
@@ -307,6 +329,14 @@ pub fn compile_items(
             crate::ops::fp8::variants(&arch)
                 .into_iter()
                 .map(|(v, s)| ("fp8", v, s)),
+        );
+    }
+    if v.moe_layer && !drawn.moe_layer.is_empty() {
+        let layer = crate::ops::moe::layer::NAME;
+        items.extend(
+            crate::ops::moe::layer::variants(&arch)
+                .into_iter()
+                .map(|s| ("moe", layer, s)),
         );
     }
     for s in gemm::specs(&arch) {
@@ -402,6 +432,16 @@ pub fn run(
             )?);
         }
     }
+    if v.moe_layer {
+        for (c, seed) in &drawn.moe_layer {
+            let case = Case::MoeLayer {
+                version: LAYER_VERSION.into(),
+                case: c.clone(),
+                seed: *seed,
+            };
+            emit(layer_verdict(ctx, case)?);
+        }
+    }
     if v.fp8 {
         for (p, recipe, seed) in &drawn.fp8 {
             let case = Case::Fp8 {
@@ -418,6 +458,19 @@ pub fn run(
 
 /// The FP8 GEMM's one version.
 pub const FP8_VERSION: &str = crate::ops::fp8::gemm::NAME;
+/// The MoE layer's one pipeline.
+pub const LAYER_VERSION: &str = crate::ops::moe::layer::NAME;
+
+fn layer_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
+    let Case::MoeLayer { case: c, seed, .. } = &case else {
+        unreachable!("a layer case")
+    };
+    let o = verify_layer_seeded(ctx, c, *seed);
+    verdict_of(
+        case,
+        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
+    )
+}
 
 fn fp8_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
     let Case::Fp8 {
@@ -527,6 +580,14 @@ pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict>
             attention_verdict(ctx, registry.attention_version(version)?, case.clone())
         }
         Case::Moe { version, .. } => moe_verdict(ctx, registry.moe_version(version)?, case.clone()),
+        Case::MoeLayer { version, .. } => {
+            if version != LAYER_VERSION {
+                return Err(Error::invalid(format!(
+                    "unknown MoE layer version `{version}`; the layer's is {LAYER_VERSION}"
+                )));
+            }
+            layer_verdict(ctx, case.clone())
+        }
         Case::Fp8 { version, .. } => {
             if version != FP8_VERSION {
                 return Err(Error::invalid(format!(
@@ -575,6 +636,7 @@ mod tests {
             attention: 50,
             moe: 50,
             fp8: 30,
+            moe_layer: 20,
             versions: vec![],
             max_seq: 2048,
         }
@@ -587,6 +649,7 @@ mod tests {
         assert_eq!(a.attention, b.attention);
         assert_eq!(a.moe, b.moe);
         assert_eq!(a.fp8, b.fp8);
+        assert_eq!(a.moe_layer, b.moe_layer);
         let seeds: std::collections::HashSet<u64> = a.gemm.iter().map(|g| g.1).collect();
         assert_eq!(seeds.len(), a.gemm.len());
     }
@@ -610,6 +673,11 @@ mod tests {
                 problem: d.moe[2].0.clone(),
                 mode: Mode::Graph,
                 seed: 9,
+            },
+            Case::MoeLayer {
+                version: LAYER_VERSION.into(),
+                case: d.moe_layer[3].0.clone(),
+                seed: 11,
             },
             Case::Fp8 {
                 version: FP8_VERSION.into(),

@@ -149,6 +149,7 @@ pub fn prepare(
         rows: ops.rows,
         route: None,
         sched: ops.sched,
+        row_map: None,
     };
     tile_prefix::launch(ctx, &layout, &moe_ops, bm, false)
 }

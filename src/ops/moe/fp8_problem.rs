@@ -93,6 +93,7 @@ impl Fp8MoeProblem {
             output: DType::Bf16,
             swiglu: None,
             w_expert_stride: None,
+            layer: None,
         }
     }
 

@@ -6,8 +6,8 @@
 use super::schedule::{order_for, TileConfig, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
-    common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
-    MoeProblem,
+    common_support, gather_x_map, layer_defines, tile_prefix, tma_dtype, with_dtypes, x_map,
+    LayerRows, MoeArgs, MoeKernel, MoeOperands, MoeProblem,
 };
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
@@ -24,6 +24,18 @@ pub const X_BOX: u32 = 32;
 
 impl GroupedGemm {
     pub fn spec(arch: &str, input: DType, output: DType, cfg: TileConfig) -> KernelSpec {
+        Self::spec_layer(arch, input, output, cfg, None)
+    }
+
+    /// The variant for the MoE layer's row maps `layer` (`None`: the plain kernel).
+    pub fn spec_layer(
+        arch: &str,
+        input: DType,
+        output: DType,
+        cfg: TileConfig,
+        layer: Option<LayerRows>,
+    ) -> KernelSpec {
+        let (gather, combine) = layer_defines(layer);
         with_dtypes(
             KernelSpec::new("moe/grouped_gemm.cu", ENTRY, arch),
             input,
@@ -35,6 +47,27 @@ impl GroupedGemm {
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
         .define("KILN_SMEM", cfg.smem_bytes(1))
         .define("KILN_CLUSTER", cfg.cluster)
+        .define("KILN_GATHER", gather)
+        .define("KILN_COMBINE", combine)
+    }
+
+    /// The MoE layer's variants: for each single-CTA tile and input dtype, the gathered up
+    /// projection (output in the input dtype), the combine (f32 accumulator) and the scaled rows
+    /// of the ordered combine (input dtype).
+    pub fn layer_variants(arch: &str) -> Vec<KernelSpec> {
+        let mut v = Vec::new();
+        for cfg in TileConfig::SINGLE {
+            for &i in &DType::INPUTS {
+                for (layer, out) in [
+                    (LayerRows::Gather { source_rows: 1 }, i),
+                    (LayerRows::Combine { tokens: 1 }, DType::F32),
+                    (LayerRows::Scaled, i),
+                ] {
+                    v.push(Self::spec_layer(arch, i, out, cfg, Some(layer)));
+                }
+            }
+        }
+        v
     }
 
     /// The tile shape for `p` on `sms` SMs, from the host copy of its rows; `KILN_MOE_TILE`
@@ -42,7 +75,12 @@ impl GroupedGemm {
     /// [`MoeOverrides::tile`]) overrides the choice, to time the others.
     pub fn config(p: &MoeProblem, sms: u32, o: &MoeOverrides) -> TileConfig {
         if let Some(c) = o.tile {
-            return c;
+            // (the layer's row maps run on single CTAs)
+            return if p.layer.is_some() {
+                TileConfig { cluster: 1, ..c }
+            } else {
+                c
+            };
         }
         let rows: Vec<usize> = p.spans().iter().map(|s| s.1).collect();
         TileConfig::choose(&rows, p.n, sms)
@@ -112,6 +150,7 @@ impl MoeKernel for GroupedGemm {
                 v.push(Self::spec(arch, i, o, cfg));
             }
         }
+        v.extend(Self::layer_variants(arch));
         v
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
@@ -121,12 +160,16 @@ impl MoeKernel for GroupedGemm {
             kernel: "grouped_gemm".into(),
             reason,
         };
-        let tx = x_map(p, ops.x.ptr(), Self::x_box_rows(cfg));
+        let tx = match p.layer {
+            Some(LayerRows::Gather { .. }) => gather_x_map(p, ops.x.ptr()),
+            _ => x_map(p, ops.x.ptr(), Self::x_box_rows(cfg)),
+        };
         tx.validate().map_err(unsupported)?;
         let tw = Self::w_map(p, ops.w.ptr(), cfg);
         tw.validate().map_err(unsupported)?;
         let (mut map_x, mut map_w) = (tx.encode_with(ctx.overrides.tma.promotion)?, tw.encode()?);
-        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, cfg))?;
+        let spec = Self::spec_layer(&ctx.arch(), p.input, p.output, cfg, p.layer);
+        let f = ctx.function(&spec)?;
         let mut args = MoeArgs::new(p, ops, cfg.bn);
         args.set_order(order_for(p, cfg.bm, &ctx.overrides.moe));
         tile_prefix::launch(ctx, p, ops, cfg.bm, false)?;
@@ -157,9 +200,12 @@ mod tests {
     #[test]
     fn every_tile_config_and_dtype_pair_is_a_variant() {
         let v = GroupedGemm.variants("sm_90a");
-        assert_eq!(v.len(), 1 + 8 * 6);
+        // the prefix kernel, 8 tiles x 6 dtype pairs, and the layer's 4 tiles x 2 inputs x 3
+        assert_eq!(v.len(), 1 + 8 * 6 + 4 * 2 * 3);
         assert_eq!(v[0].entry, "moe_tile_prefix");
         assert!(v[1].label().contains("KILN_BM=128,KILN_BN=256"));
+        assert!(v[1].label().contains("KILN_GATHER=0,KILN_COMBINE=0"));
+        assert!(v[49].label().contains("KILN_GATHER=1,KILN_COMBINE=0"));
     }
 
     #[test]

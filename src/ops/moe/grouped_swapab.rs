@@ -153,6 +153,12 @@ impl MoeKernel for GroupedSwapAb {
          expert's tokens as N sized per tile (multiples of 16), dynamic persistent scheduling"
     }
     fn supports(&self, p: &MoeProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        if p.layer.is_some() {
+            return Err(
+                "reads X's and writes Y's own rows; the MoE layer's row maps are grouped_gemm's"
+                    .into(),
+            );
+        }
         if p.swiglu.is_some() {
             return Err("computes a plain grouped GEMM; the SwiGLU pair is swiglu_dual's".into());
         }

@@ -3,13 +3,16 @@
 //! projection), the fused SwiGLU gate/up dual GEMM, and the tiny prefix-sum kernel both launch
 //! first. Each version is one host file with the stem of its device file under `kernels/moe/`.
 
+pub mod combine;
 pub mod fp4;
 pub mod fp8_grouped;
 pub mod fp8_problem;
 pub mod fp8_swiglu;
 pub mod grouped_gemm;
 pub mod grouped_swapab;
+pub mod layer;
 pub mod problem;
+pub mod route;
 pub mod schedule;
 pub mod swiglu_dual;
 pub mod tile_prefix;
@@ -17,7 +20,7 @@ pub mod tma3d;
 
 use std::ffi::c_void;
 
-pub use problem::{parse_counts, uneven_counts, MoeProblem, Rows, SwiGlu, WeightLayout};
+pub use problem::{parse_counts, uneven_counts, LayerRows, MoeProblem, Rows, SwiGlu, WeightLayout};
 
 use crate::device::{Context, DeviceBuffer, DeviceInfo, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
@@ -41,6 +44,8 @@ pub struct MoeOperands<'a> {
     pub route: Option<&'a DeviceBuffer>,
     /// Workspace for the tile tables: at least `schedule::sched_bytes(E)`.
     pub sched: &'a DeviceBuffer,
+    /// The MoE layer's row map ([`LayerRows`]: the X row, or the output row, of each row).
+    pub row_map: Option<&'a DeviceBuffer>,
 }
 
 /// One version of an MoE op.
@@ -76,6 +81,10 @@ pub struct MoeArgs {
     pub group_m: i32,
     /// 1: the expert-aligned order ([`schedule::TileOrder::ByExpert`]), `group_m` its widest group.
     pub by_expert: i32,
+    /// The MoE layer's row map ([`LayerRows`]), or 0.
+    pub row_map: u64,
+    /// X's address (the cp.async gather reads X by address rather than through its map).
+    pub x: u64,
 }
 
 impl MoeArgs {
@@ -98,6 +107,8 @@ impl MoeArgs {
             ) as i32,
             group_m: schedule::GROUP_M as i32,
             by_expert: 0,
+            row_map: ops.row_map.map_or(0, |r| r.ptr()),
+            x: ops.x.ptr(),
         }
     }
 
@@ -183,12 +194,21 @@ pub fn check_operands(p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
                 .ok_or_else(|| Error::invalid("SwiGLU with separate weights needs W3"))?;
             need.push(("W3", w3, one_w));
         }
-        if sw.routed {
-            let r = ops
-                .route
-                .ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
-            need.push(("the routing weights", r, p.x_rows() * 4));
-        }
+    }
+    if p.weighs_rows() {
+        let r = ops
+            .route
+            .ok_or_else(|| Error::invalid("weighted rows need the routing weights"))?;
+        need.push(("the routing weights", r, p.x_rows() * 4));
+    }
+    if matches!(
+        p.layer,
+        Some(LayerRows::Gather { .. } | LayerRows::Combine { .. })
+    ) {
+        let m = ops
+            .row_map
+            .ok_or_else(|| Error::invalid("the MoE layer's GEMMs need the row map"))?;
+        need.push(("the row map", m, p.x_rows() * 4));
     }
     for (name, buf, bytes) in need {
         if buf.bytes() < bytes {
@@ -227,6 +247,29 @@ pub fn x_map(p: &MoeProblem, addr: u64, bm: u32) -> Tma2d {
     }
 }
 
+/// The map over the X rows a gathering GEMM reads ([`LayerRows::Gather`]): boxes of one row of
+/// 64 k, over X's `source_rows`.
+pub fn gather_x_map(p: &MoeProblem, addr: u64) -> Tma2d {
+    let rows = match p.layer {
+        Some(LayerRows::Gather { source_rows }) => source_rows,
+        _ => p.x_rows(),
+    };
+    Tma2d {
+        dims: [p.k as u64, rows as u64],
+        ..x_map(p, addr, 1)
+    }
+}
+
+/// The layer defines of a grouped kernel: (KILN_GATHER, KILN_COMBINE) for `p`'s row maps.
+pub fn layer_defines(layer: Option<LayerRows>) -> (u32, u32) {
+    match layer {
+        None => (0, 0),
+        Some(LayerRows::Gather { .. }) => (1, 0),
+        Some(LayerRows::Combine { .. }) => (0, 1),
+        Some(LayerRows::Scaled) => (0, 2),
+    }
+}
+
 /// Adds the dtype defines every MoE kernel reads.
 pub fn with_dtypes(spec: KernelSpec, input: DType, output: DType) -> KernelSpec {
     spec.define("KILN_IN", input.code())
@@ -247,8 +290,10 @@ mod tests {
 
     #[test]
     fn moe_args_match_the_device_layout() {
-        // three pointers, one i64, seven ints, padded to 8 bytes as the device struct is
-        assert_eq!(std::mem::size_of::<MoeArgs>(), 64);
+        // three pointers, one i64, seven ints (padded to 8 bytes), the row map and X
+        assert_eq!(std::mem::size_of::<MoeArgs>(), 80);
+        assert_eq!(std::mem::offset_of!(MoeArgs, row_map), 64);
+        assert_eq!(std::mem::offset_of!(MoeArgs, x), 72);
         assert_eq!(std::mem::offset_of!(MoeArgs, ldy), 24);
         assert_eq!(std::mem::offset_of!(MoeArgs, experts), 32);
         assert_eq!(std::mem::offset_of!(MoeArgs, interleaved), 48);

@@ -43,6 +43,21 @@ pub struct SwiGlu {
     pub routed: bool,
 }
 
+/// The MoE layer's row maps, over the expert-sorted (token, expert) pairs that are the problem's
+/// rows (the routing's `row_token` and `row_weight`, read on the GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerRows {
+    /// The gate/up GEMM: row r reads X row `row_map[r]` of X's `source_rows` (its token), in
+    /// the loads: X is [source_rows, K], never gathered into a copy.
+    Gather { source_rows: usize },
+    /// The down projection's combine: row r times its routing weight is added into row
+    /// `row_map[r]` of the f32 output [tokens, N] (atomically, f32).
+    Combine { tokens: usize },
+    /// The down projection for the ordered combine: row r is stored times its routing weight.
+    Scaled,
+}
+
 /// One MoE GEMM: for every expert e, Y[rows of e] = X[rows of e] · W[e]ᵀ with W [E, N, K]
 /// (K-major), fp32 accumulation; with `swiglu`, the fused dual GEMM instead.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +75,9 @@ pub struct MoeProblem {
     /// place as W1 and W3 with a stride of 2NK. `None`: packed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub w_expert_stride: Option<usize>,
+    /// The MoE layer's row maps (`None`: rows are X's and Y's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<LayerRows>,
 }
 
 impl MoeProblem {
@@ -83,6 +101,7 @@ impl MoeProblem {
             output,
             swiglu: None,
             w_expert_stride: None,
+            layer: None,
         }
     }
 
@@ -110,12 +129,28 @@ impl MoeProblem {
             output,
             swiglu: None,
             w_expert_stride: None,
+            layer: None,
         }
     }
 
     pub fn with_swiglu(mut self, weights: WeightLayout, routed: bool) -> Self {
         self.swiglu = Some(SwiGlu { weights, routed });
         self
+    }
+
+    pub fn with_layer(mut self, layer: LayerRows) -> Self {
+        self.layer = Some(layer);
+        self
+    }
+
+    /// Whether the rows carry a routing weight each (the routed SwiGLU, or the down projection's
+    /// combine or scaled rows).
+    pub fn weighs_rows(&self) -> bool {
+        self.swiglu.is_some_and(|s| s.routed)
+            || matches!(
+                self.layer,
+                Some(LayerRows::Combine { .. } | LayerRows::Scaled)
+            )
     }
 
     /// Rows of X (and of Y, which shares X's row space).
@@ -173,8 +208,12 @@ impl MoeProblem {
             + r * self.n as f64 * self.output.size() as f64
     }
 
+    /// Elements of X: its rows, or with a gather the source rows the row map points into.
     pub fn x_elems(&self) -> usize {
-        self.x_rows() * self.k
+        match self.layer {
+            Some(LayerRows::Gather { source_rows }) => source_rows * self.k,
+            _ => self.x_rows() * self.k,
+        }
     }
     /// Elements of all weights together (W; W1 and W3; or W13).
     /// Elements of one expert's weights (W, or W13 interleaved: 2N rows; W1 or W3: N rows).
@@ -210,22 +249,36 @@ impl MoeProblem {
             one
         }
     }
+    /// Elements of Y: X's rows by N, or with the combine the tokens' f32 rows.
     pub fn y_elems(&self) -> usize {
-        self.x_rows() * self.n
+        match self.layer {
+            Some(LayerRows::Combine { tokens }) => tokens * self.n,
+            _ => self.x_rows() * self.n,
+        }
     }
 
     /// Device bytes of X, the weights, Y, the rows array, the routing weights (f32, when routed)
     /// and the schedule tables: what one run's operands occupy.
     pub fn device_bytes(&self) -> u64 {
         let (i, o) = (self.input.size() as u64, self.output.size() as u64);
-        let route = match self.swiglu {
-            Some(s) if s.routed => 4 * self.x_rows() as u64,
-            _ => 0,
+        let route = if self.weighs_rows() {
+            4 * self.x_rows() as u64
+        } else {
+            0
+        };
+        let map = if matches!(
+            self.layer,
+            Some(LayerRows::Gather { .. } | LayerRows::Combine { .. })
+        ) {
+            4 * self.x_rows() as u64
+        } else {
+            0
         };
         (self.x_elems() as u64 + self.w_elems() as u64) * i
             + self.y_elems() as u64 * o
             + 4 * self.rows_array().len() as u64
             + route
+            + map
             + super::schedule::sched_bytes(self.experts) as u64
     }
 
@@ -319,6 +372,37 @@ impl MoeProblem {
                 self.k
             )));
         }
+        if let Some(layer) = self.layer {
+            if self.is_masked() {
+                return Err(Error::invalid(
+                    "the MoE layer's row maps take tokens sorted by expert (offsets), not the masked layout",
+                ));
+            }
+            match layer {
+                LayerRows::Gather { source_rows: 0 } => {
+                    return Err(Error::invalid(
+                        "the gathered X has 0 rows; a zero-sized dimension is not a problem to run",
+                    ))
+                }
+                LayerRows::Gather { .. } if self.swiglu.is_some_and(|s| s.routed) => {
+                    return Err(Error::invalid(
+                        "the layer weighs its rows in the down projection; give the gathered SwiGLU no routing weights",
+                    ))
+                }
+                LayerRows::Combine { .. } | LayerRows::Scaled if self.swiglu.is_some() => {
+                    return Err(Error::invalid(
+                        "the combine is the down projection's: a plain grouped GEMM, not the SwiGLU",
+                    ))
+                }
+                LayerRows::Combine { .. } if self.output != DType::F32 => {
+                    return Err(Error::invalid(format!(
+                        "the combine adds into an f32 accumulator, not {}; make the output f32",
+                        self.output
+                    )))
+                }
+                _ => {}
+            }
+        }
         if let Some(SwiGlu {
             weights: WeightLayout::Interleaved,
             ..
@@ -355,8 +439,14 @@ impl MoeProblem {
                 if s.routed { ",routed" } else { "" }
             ),
         };
+        let rows = match self.layer {
+            None => String::new(),
+            Some(LayerRows::Gather { source_rows }) => format!(" gather({source_rows})"),
+            Some(LayerRows::Combine { tokens }) => format!(" combine({tokens})"),
+            Some(LayerRows::Scaled) => " scaled".into(),
+        };
         format!(
-            "E={} {layout} N={} K={} {}->{}{gate}",
+            "E={} {layout} N={} K={} {}->{}{gate}{rows}",
             self.experts, self.n, self.k, self.input, self.output
         )
     }
@@ -542,6 +632,48 @@ mod tests {
         ok.validate().unwrap();
         assert_eq!(ok.w_elems(), 2 * 256 * 64);
         assert!(ok.label().contains("swiglu(interleaved,routed)"));
+    }
+
+    #[test]
+    fn layer_row_maps_size_x_and_y_by_their_tokens() {
+        // 3 tokens, top-2: 6 sorted rows over 3 experts
+        let up = MoeProblem::contiguous(&[2, 1, 3], 256, 64, DType::Bf16, DType::Bf16)
+            .with_swiglu(WeightLayout::Separate, false)
+            .with_layer(LayerRows::Gather { source_rows: 3 });
+        up.validate().unwrap();
+        assert_eq!((up.x_elems(), up.y_elems()), (3 * 64, 6 * 256));
+        assert!(up.label().ends_with("gather(3)"));
+        let down = MoeProblem::contiguous(&[2, 1, 3], 64, 256, DType::Bf16, DType::F32)
+            .with_layer(LayerRows::Combine { tokens: 3 });
+        down.validate().unwrap();
+        assert!(down.weighs_rows());
+        assert_eq!((down.x_elems(), down.y_elems()), (6 * 256, 3 * 64));
+        let scaled = MoeProblem::contiguous(&[2, 1, 3], 64, 256, DType::Bf16, DType::Bf16)
+            .with_layer(LayerRows::Scaled);
+        scaled.validate().unwrap();
+        assert_eq!(scaled.y_elems(), 6 * 64);
+    }
+
+    #[test]
+    fn layer_row_maps_refuse_what_they_cannot_do() {
+        let bf = MoeProblem::contiguous(&[2, 1], 64, 64, DType::Bf16, DType::Bf16);
+        let e = |p: MoeProblem| p.validate().unwrap_err().to_string();
+        assert!(
+            e(bf.clone().with_layer(LayerRows::Combine { tokens: 3 })).contains("f32 accumulator")
+        );
+        assert!(e(bf
+            .clone()
+            .with_swiglu(WeightLayout::Separate, true)
+            .with_layer(LayerRows::Gather { source_rows: 3 }))
+        .contains("no routing weights"));
+        assert!(e(bf
+            .clone()
+            .with_swiglu(WeightLayout::Separate, false)
+            .with_layer(LayerRows::Scaled))
+        .contains("down projection"));
+        let masked = MoeProblem::masked(&[1, 1], 4, 64, 64, DType::Bf16, DType::Bf16)
+            .with_layer(LayerRows::Scaled);
+        assert!(e(masked).contains("masked"));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 use super::schedule::{order_for, TileConfig, INDEX_RING_BYTES, MAX_EXPERTS};
 use super::tma3d::Tma3d;
 use super::{
-    common_support, tile_prefix, tma_dtype, with_dtypes, x_map, MoeArgs, MoeKernel, MoeOperands,
-    MoeProblem, SwiGlu, WeightLayout,
+    common_support, gather_x_map, tile_prefix, tma_dtype, with_dtypes, x_map, LayerRows, MoeArgs,
+    MoeKernel, MoeOperands, MoeProblem, SwiGlu, WeightLayout,
 };
 use crate::device::{Context, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
@@ -40,12 +40,51 @@ fn fold_stage_bytes(o: &Overrides) -> u32 {
     }
 }
 
-/// Dynamic shared memory: the grouped kernels' layout plus the unit ring. The defaults take the
-/// most (the overrides only take stages or the folded rows' box away), so [`MoeKernel::supports`],
-/// which has no context, checks them.
-fn smem_bytes(o: &Overrides) -> u32 {
+/// Dynamic shared memory: the grouped kernels' layout plus the unit ring, and for the cp.async
+/// gather ([`Gather::CpAsync`]) the tile's row ids. The defaults take the most (the overrides
+/// only take stages or the folded rows' box away), so [`MoeKernel::supports`], which has no
+/// context, checks them (with the row ids).
+fn smem_bytes(o: &Overrides, gather: Gather) -> u32 {
     let stages = o.swiglu.stages;
-    TileConfig { stages, ..CFG }.smem_bytes(2) + INDEX_RING_BYTES + stages * fold_stage_bytes(o)
+    let ids = match gather {
+        Gather::CpAsync => (CFG.bm + o.swiglu.fold) * 4,
+        _ => 0,
+    };
+    TileConfig { stages, ..CFG }.smem_bytes(2)
+        + INDEX_RING_BYTES
+        + stages * fold_stage_bytes(o)
+        + ids
+}
+
+/// How the MoE layer's gate/up projection reads its gathered X rows (the kernel's
+/// `KILN_GATHER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gather {
+    /// X's own rows in 32-row TMA boxes (not the layer).
+    None,
+    /// One 1-row TMA box per row (the default).
+    Tma,
+    /// 16-byte cp.async chunks into the swizzled tile (`KILN_MOE_GATHER=cp_async`).
+    CpAsync,
+}
+
+impl Gather {
+    /// How `p` reads X under `o`.
+    pub fn of(p: &MoeProblem, o: &Overrides) -> Gather {
+        match (p.layer, o.moe.gather_cp_async) {
+            (Some(LayerRows::Gather { .. }), false) => Gather::Tma,
+            (Some(LayerRows::Gather { .. }), true) => Gather::CpAsync,
+            _ => Gather::None,
+        }
+    }
+
+    fn define(self) -> u32 {
+        match self {
+            Gather::None => 0,
+            Gather::Tma => 1,
+            Gather::CpAsync => 2,
+        }
+    }
 }
 
 /// The kernel's `SwigluSplit`: the last wave's split workspace and how units are handed out (see
@@ -91,6 +130,17 @@ impl SwiGluDual {
     /// The variant for (`input`, `output`) under `o` (its SwiGLU knobs pick the mainloop, the
     /// epilogue, the silu, the fold and the ring depth).
     pub fn spec(arch: &str, input: DType, output: DType, o: &Overrides) -> KernelSpec {
+        Self::spec_gather(arch, input, output, o, Gather::None)
+    }
+
+    /// As [`SwiGluDual::spec`], rows read through the MoE layer's row map as `gather` says.
+    pub fn spec_gather(
+        arch: &str,
+        input: DType,
+        output: DType,
+        o: &Overrides,
+        gather: Gather,
+    ) -> KernelSpec {
         with_dtypes(
             KernelSpec::new("moe/swiglu_dual.cu", ENTRY, arch),
             input,
@@ -98,11 +148,12 @@ impl SwiGluDual {
         )
         .define("KILN_STAGES", o.swiglu.stages)
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-        .define("KILN_SMEM", smem_bytes(o))
+        .define("KILN_SMEM", smem_bytes(o, gather))
         .define("KILN_SWIGLU_SPLIT", o.swiglu.split as u32)
         .define("KILN_SWIGLU_DEFER", o.swiglu.defer as u32)
         .define("KILN_SWIGLU_SILU", silu_mode(output, o))
         .define("KILN_SWIGLU_FOLD", o.swiglu.fold)
+        .define("KILN_GATHER", gather.define())
     }
 
     /// The weight maps: (W1, W3) over [E, N, K] in 128-row boxes, or W13 over [E, 2N, K] in
@@ -138,17 +189,26 @@ impl MoeKernel for SwiGluDual {
             );
         }
         common_support(p, dev)?;
-        dev.check_smem(smem_bytes(&Overrides::NONE))?;
+        dev.check_smem(smem_bytes(&Overrides::NONE, Gather::CpAsync))?;
         Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
         }
-        super::dtype_pairs()
+        let mut v: Vec<KernelSpec> = super::dtype_pairs()
             .into_iter()
             .map(|(i, o)| Self::spec(arch, i, o, &Overrides::NONE))
-            .collect()
+            .collect();
+        // the MoE layer's gate/up projection (both gathers): H in the input dtype
+        for g in [Gather::Tma, Gather::CpAsync] {
+            v.extend(
+                DType::INPUTS
+                    .iter()
+                    .map(|&i| Self::spec_gather(arch, i, i, &Overrides::NONE, g)),
+            );
+        }
+        v
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
         let sms = ctx.info.sm_count;
@@ -166,7 +226,12 @@ impl MoeKernel for SwiGluDual {
                 return Err(Error::invalid("SwiGLU with separate weights needs W3"));
             }
         }
-        let tx = x_map(p, ops.x.ptr(), X_BOX_ROWS);
+        let gather = Gather::of(p, o);
+        let tx = if gather != Gather::None {
+            gather_x_map(p, ops.x.ptr())
+        } else {
+            x_map(p, ops.x.ptr(), X_BOX_ROWS)
+        };
         tx.validate().map_err(unsupported)?;
         let (t1, t3) = Self::w_maps(p, ops.w.ptr(), ops.w3.map(|b| b.ptr()));
         t1.validate().map_err(unsupported)?;
@@ -176,7 +241,13 @@ impl MoeKernel for SwiGluDual {
             t1.encode()?,
             t3.encode()?,
         );
-        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, p.output, o))?;
+        let f = ctx.function(&Self::spec_gather(
+            &ctx.arch(),
+            p.input,
+            p.output,
+            o,
+            gather,
+        ))?;
         let mut args = MoeArgs::new(p, ops, CFG.bn);
         args.set_order(order_for(p, CFG.bm, &ctx.overrides.moe));
         if !p.swiglu.is_some_and(|s| s.routed) {
@@ -207,7 +278,7 @@ impl MoeKernel for SwiGluDual {
         let lc = LaunchConfig {
             grid: (grid, 1, 1),
             block: (THREADS, 1, 1),
-            smem_bytes: smem_bytes(o),
+            smem_bytes: smem_bytes(o, gather),
             cluster: None,
         };
         // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, MoeArgs, SwigluSplit) in this order.
@@ -309,6 +380,7 @@ mod tests {
             SwiGluDual.supports(&p.with_swiglu(WeightLayout::Separate, false), &h100),
             Ok(())
         );
-        assert_eq!(SwiGluDual.variants("sm_90a").len(), 6);
+        // six dtype pairs, and the layer's two gathering variants per input dtype
+        assert_eq!(SwiGluDual.variants("sm_90a").len(), 10);
     }
 }

@@ -543,6 +543,7 @@ impl Fp4Experts {
             rows: ops.rows,
             route: ops.route,
             sched: ops.sched,
+            row_map: None,
         };
         // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row
         tile_prefix::launch(ctx, p, &moe_ops, tile.tt, true)?;

@@ -241,6 +241,7 @@ impl W4a8Experts {
             rows: ops.rows,
             route: ops.route,
             sched: ops.sched,
+            row_map: None,
         };
         // heaviest experts first, each expert's n-tiles in a row
         tile_prefix::launch(ctx, &layout, &moe_ops, BM, true)?;

@@ -1,0 +1,129 @@
+//! `kiln moe verify --layer` and `kiln moe bench --layer`: the whole MoE layer against its
+//! float64 reference on its suite, and its steps timed.
+
+use std::process::ExitCode;
+
+use kiln::error::{Error, Result};
+use kiln::harness::moe_layer::{layer_suite, parse_suite};
+use kiln::harness::moe_layer_bench::{bench_layer, issue_layers, parse_layers};
+use kiln::harness::moe_layer_verify::{verify_layer, LayerOutcome};
+use kiln::ops::moe::layer::CombineMode;
+use kiln::report::Table;
+use kiln::store::rows;
+use serde_json::json;
+
+use super::args::{MoeBenchArgs, MoeVerifyArgs};
+use super::env::{bench_options, finish, record, Env};
+use super::progress::bar;
+
+pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
+    let shaping = [
+        ("--version", a.version.is_some()),
+        ("--counts", a.counts.is_some() || a.counts_file.is_some()),
+        ("--weights", a.weights.is_some()),
+        ("--swiglu", a.swiglu.is_some()),
+        ("--masked", a.masked),
+    ];
+    if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
+        return Err(Error::invalid(format!(
+            "--layer verifies the layer on its own suite; leave out {flag}"
+        )));
+    }
+    let full = parse_suite(a.suite.as_deref().unwrap_or("quick"))?;
+    let cases = layer_suite(full);
+    let ctx = env.context()?;
+    let run = env.begin("verify", Some(&ctx.info))?;
+    let pb = bar(cases.len(), "moe layer verify", env.json);
+    let mut outcomes: Vec<LayerOutcome> = Vec::new();
+    for c in &cases {
+        let o = verify_layer(&ctx, c)?;
+        if !o.passed {
+            pb.println(format!("FAIL {}: {}", o.problem, o.message));
+        }
+        record(&run, rows::moe_layer_verify_row(c, &o))?;
+        outcomes.push(o);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    finish(&run, if failed > 0 { "failed" } else { "ok" })?;
+    if env.json {
+        env.print_json(&json!(outcomes));
+    } else {
+        let mut t = Table::new(&[
+            "problem", "route", "H error", "error", "bound", "tokens", "verdict",
+        ]);
+        for o in &outcomes {
+            let route = if o.near_ties > 0 {
+                format!("{} ({} near ties)", o.route, o.near_ties)
+            } else {
+                o.route.clone()
+            };
+            t.row(&[
+                o.problem.clone(),
+                route,
+                format!("{:.2e}", o.h_error),
+                format!("{:.2e}", o.rel_error),
+                format!("{:.0e}", o.bound),
+                o.tokens_checked.to_string(),
+                match &o.skipped {
+                    Some(why) => format!("skipped: {why}"),
+                    None => o.message.clone(),
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!("{} layer checks, {failed} failed", outcomes.len());
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn bench(env: &Env, a: &MoeBenchArgs, shapes: &str) -> Result<ExitCode> {
+    let combine: CombineMode = a.combine.as_deref().unwrap_or("atomic").parse()?;
+    let layers = if shapes == "issue" {
+        issue_layers(combine)
+    } else {
+        parse_layers(shapes, combine)?
+    };
+    let ctx = env.context()?;
+    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let run = env.begin("bench", Some(&ctx.info))?;
+    let mut all = Vec::new();
+    for p in &layers {
+        for t in bench_layer(&ctx, p, &opt, a.seed)? {
+            record(&run, rows::moe_layer_bench_row(p, &t))?;
+            all.push(t);
+        }
+    }
+    finish(&run, "ok")?;
+    if env.json {
+        env.print_json(&json!({"device": ctx.info.name, "flush_l2": opt.flush_l2, "rows": all}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(&[
+        "problem",
+        "step",
+        "median ms",
+        "min ms",
+        "max ms",
+        "TFLOPS",
+        "GB/s",
+    ]);
+    for x in &all {
+        t.row(&[
+            x.problem.clone(),
+            x.piece.clone(),
+            format!("{:.4}", x.median_ms),
+            format!("{:.4}", x.min_ms),
+            format!("{:.4}", x.max_ms),
+            format!("{:.1}", x.tflops),
+            format!("{:.0}", x.gbps),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(ExitCode::SUCCESS)
+}

@@ -758,10 +758,19 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(1234)
     timings: list[dict] = []
     t0 = time.time()
-    ap.add_argument("--only", help="comma-separated sections to run (gemm, attention, backward, varlen, kvcache, "
-                    "moe, moe_layer, fp8, fp4, integration, models, timings, moe_timings); default all")
-    ap.add_argument("--moe", action="store_true", help="only the MoE checks and the MoE layer's timings "
-                    "(--only moe,moe_layer,moe_timings)")
+    sections = {"gemm": gemm_checks, "attention": attention_checks, "backward": attention_backward_checks,
+                "varlen": varlen_checks, "kvcache": kvcache_checks, "moe": moe_checks, "moe_layer": moe_layer_checks,
+                "fp8": fp8_checks, "fp4": fp4_checks, "integration": lambda g, q: integration_checks(g)}
+    if not args.quick or args.moe:
+        sections.update(models=lambda g, q: models(g, timings), timings=lambda g, q: op_timings(g, timings),
+                        moe_timings=lambda g, q: moe_layer_timings(g, timings))
+    only = args.only or ("moe,moe_layer,moe_timings" if args.moe else None)
+    if only:
+        unknown = set(only.split(",")) - set(sections)
+        if unknown:
+            ap.error(f"--only names {sorted(unknown)}; the sections are {', '.join(sections)}")
+        sections = {k: v for k, v in sections.items() if k in only.split(",")}
+    for section in sections.values():
         try:
             section(gen, args.quick)
         except Exception as e:  # noqa: BLE001 - a section that breaks is a failed check, not the end

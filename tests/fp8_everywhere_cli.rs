@@ -9,11 +9,16 @@ use std::process::{Command, Output};
 use common::text;
 
 fn kiln(args: &[&str]) -> Output {
+    kiln_env(args, &[])
+}
+
+fn kiln_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let store = std::env::temp_dir().join(format!("kiln-fp8e-test-{}.db", std::process::id()));
     Command::new(env!("CARGO_BIN_EXE_kiln"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("KILN_STORE", store)
+        .envs(env.iter().copied())
         .output()
         .expect("kiln runs")
 }
@@ -84,7 +89,7 @@ fn bad_fp8_combinations_of_the_gemm_commands_are_one_clear_error_each() {
 
 #[test]
 fn plan_explains_the_fp8_config_and_split_k() {
-    let o = kiln(&[
+    let args = [
         "plan",
         "--dtype",
         "e4m3",
@@ -94,18 +99,28 @@ fn plan_explains_the_fp8_config_and_split_k() {
         "64x2112x7168",
         "--sms",
         "132",
-    ]);
+    ];
+    let o = kiln(&args);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
+    // the default rule: the 64-row tile at M <= 128, its slices as `--tile 64x128ps` runs them
     for says in [
         "version: fp8_wgmma",
-        "config: ",
-        "split-K into",
+        "config: 64x128ps/7",
+        "rule `measured`",
+        "split-K into 7",
+        "atomic adds",
         "waves",
         "128p",
     ] {
         assert!(t.contains(says), "{says}: {t}");
     }
+    let o = kiln_env(&args, &[("KILN_FP8_RULE", "waves")]);
+    let t = text(&o);
+    assert!(
+        t.contains("config: 128p/7") && t.contains("rule `waves`"),
+        "{t}"
+    );
     let o = kiln(&[
         "--json",
         "plan",

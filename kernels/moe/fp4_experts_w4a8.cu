@@ -36,6 +36,7 @@ constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m
 constexpr u32 LUT_BYTES = 128;        // 16 tables of 8 bytes
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
 constexpr int U_MIN = -8, LUTS = 15;
+constexpr u32 LUT_MASK = 0x78u;  // a table's byte offset: 8 x (0..15); w4a8.rs's `table_offset`
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + SLOTS * SLOT_BYTES + LUT_BYTES + 2 * STAGES * 8 +
                                MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, slots, tables and ring need");
@@ -81,7 +82,11 @@ __device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) {
   for (int b = 0; b < 2; ++b) {
     u32 w0, w1, w2, w3, t0, t1;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(atom + 2048 * b + x.t * 16));
-    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(t0), "=r"(t1) : "r"(x.lut + (b ? offs >> 8 : offs & 0xFFu)));
+    // the table's byte offset masked to 8 (0..15): the 8-byte load stays aligned and inside the
+    // 16 tables whatever the weight bytes hold (unmasked, a byte off the multiples of 8 faulted
+    // with a misaligned address; the prepack writes only multiples of 8, which pass unchanged)
+    const u32 toff = (b ? offs >> 8 : offs) & LUT_MASK;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(t0), "=r"(t1) : "r"(x.lut + toff));
     const u32 c0 = (u32)(4 * hh + 2 * b) ^ (u32)(row & 7), c1 = c0 ^ 1u;
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + c0 * 16), "r"(w4a8_bytes<0>(w0, t0, t1)),
                  "r"(w4a8_bytes<1>(w0, t0, t1)), "r"(w4a8_bytes<0>(w1, t0, t1)), "r"(w4a8_bytes<1>(w1, t0, t1))

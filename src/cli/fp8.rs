@@ -92,8 +92,9 @@ pub struct Fp8ProblemArgs {
     /// `[64x]WIDTH[p][s][m][/S][a|w]` (128, 160, 128p for the pipelined promotion,
     /// 128ps with the block scales through shared memory, 160sm in pairs of CTAs multicasting B,
     /// 64x128ps the 64-row tile, /S for S split-K slices, a or w to reduce them atomically or
-    /// through slots), or a rule's choice: `waves` (the rule of a8381a5) or `bytes` (the cost
-    /// model); default: KILN_FP8_RULE's choice.
+    /// through slots), or a rule's choice: `measured` (the default: the 64-row tile at M <= 128,
+    /// above it `waves`), `waves` (the rule of a8381a5) or `bytes` (the cost model); default:
+    /// KILN_FP8_RULE's choice.
     #[arg(long)]
     pub tile: Vec<String>,
 }

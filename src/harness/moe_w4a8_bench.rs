@@ -65,8 +65,9 @@ pub fn bench_w4a8(
     };
     let s = |i: u64| run.seed.wrapping_add(i);
     // X drawn in bf16 and quantised by kiln's quantiser (real e4m3 codes and scales); random
-    // weight bytes (codes are any bytes; table offsets past the 16 tables read other shared
-    // memory, which times the same); random row factors
+    // weight bytes (codes are any bytes; the kernel masks each block's offset byte to one of
+    // its 16 tables, the NaN one included, which times the same: `w4a8::table_offset`); random
+    // row factors
     let (xr, k) = (p.x_rows(), p.k);
     let x = random_buffer(ctx, DType::Bf16, xr * k, s(20))?;
     let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);

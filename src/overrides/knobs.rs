@@ -193,9 +193,9 @@ pub(super) static KNOBS: &[Knob] = &[
                 names.join(" or ")
             )
         },
-        default: "waves",
-        set: |o, v| put(&mut o.fp8.rule, or(v, Fp8Rule::Waves, Fp8Rule::parse)),
-        show: |o| unless(o.fp8.rule, Fp8Rule::Waves, |r| r.name().to_string()),
+        default: "measured",
+        set: |o, v| put(&mut o.fp8.rule, or(v, Fp8Rule::Measured, Fp8Rule::parse)),
+        show: |o| unless(o.fp8.rule, Fp8Rule::Measured, |r| r.name().to_string()),
     },
     Knob {
         name: "KILN_MOE_GATHER",

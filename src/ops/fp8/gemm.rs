@@ -2,7 +2,7 @@
 //! WGMMA + TMA. Which specialisations exist (a small set: e4m3 x e4m3 in every scale mode with
 //! and without promotion, two or three configs each, and for block scales the small-M tiles and
 //! the scales-in-shared-memory tiles; e5m2 operands with promoted tensor or block scales), which
-//! config a problem runs (two rules: [`Fp8Rule`]), and the launch: scale checks, tensor maps,
+//! config a problem runs (three rules: [`Fp8Rule`]), and the launch: scale checks, tensor maps,
 //! grid.
 
 use std::ffi::c_void;
@@ -427,9 +427,12 @@ pub(crate) fn column_cost(cfg: Fp8Config, promote: bool) -> u64 {
 /// Which rule picks the config (`KILN_FP8_RULE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub enum Fp8Rule {
-    /// The rule of a8381a5 (the default until the GPU has timed the other): the old family's
-    /// configs, the least waves x width x cost per column, split-K to fill half the SMs.
+    /// The default since the H200 timings of 7eb2e34 (2026-11-29): at M <= [`SMALL_M`] the
+    /// 64-row tile as `--tile 64x128ps` ran ([`choose_small_m`]), above it the waves rule.
     #[default]
+    Measured,
+    /// The rule of a8381a5: the old family's configs, the least waves x width x cost per
+    /// column, split-K to fill half the SMs.
     Waves,
     /// The 2026-11-29 cost model over every compiled config and slice count: the larger of the
     /// DRAM time of the problem's bytes and the busiest SM's time, plus the split-K tail
@@ -438,10 +441,11 @@ pub enum Fp8Rule {
 }
 
 impl Fp8Rule {
-    pub const ALL: [Fp8Rule; 2] = [Fp8Rule::Waves, Fp8Rule::Bytes];
+    pub const ALL: [Fp8Rule; 3] = [Fp8Rule::Measured, Fp8Rule::Waves, Fp8Rule::Bytes];
 
     pub fn name(self) -> &'static str {
         match self {
+            Fp8Rule::Measured => "measured",
             Fp8Rule::Waves => "waves",
             Fp8Rule::Bytes => "bytes",
         }
@@ -452,21 +456,54 @@ impl Fp8Rule {
     }
 }
 
-/// The config to run `p` with under the default rule ([`Fp8Rule::Waves`]).
+/// The config to run `p` with under the default rule ([`Fp8Rule::Measured`]).
 pub fn choose(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
     choose_by(p, dev, Fp8Rule::default())
 }
 
-/// The config `rule` picks for `p` (the waves rule leaves the slices to [`choose_splits`] at
-/// launch; the bytes rule decides them).
+/// The config `rule` picks for `p` (the waves and measured rules leave the slices to
+/// [`choose_splits`] at launch; the bytes rule decides them).
 pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
     match rule {
+        Fp8Rule::Measured => choose_small_m(p, dev).unwrap_or_else(|| choose_waves(p, dev)),
         Fp8Rule::Waves => choose_waves(p, dev),
         Fp8Rule::Bytes => ranked(p, dev)
             .first()
             .map(|r| r.config)
             .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Waves)),
     }
+}
+
+/// Most rows the measured rule gives the 64-row tiles: DeepSeek-V3's M = 64 and 128, timed on an
+/// H200 at 7eb2e34 (2026-11-29).
+pub const SMALL_M: usize = 128;
+
+/// The measured rule's small-M choice, `None` above [`SMALL_M`] or where the 64-row tiles are not
+/// compiled (they are for e4m3 block scales). On an H200 at 7eb2e34 the 64-row tile 128 wide
+/// with its slices from [`choose_splits`] (what `--tile 64x128ps` runs) was the fastest timed
+/// config at 8 of DeepSeek-V3's 12 M = 64 and 128 shapes and within 5 % of it at two more
+/// (geomean 1.08x cuBLASLt against the waves rule's 0.93x), so it is returned as `64x128ps`
+/// parses: slices and reduction left to the launch. At M <= 64 (one tile row), where its
+/// column tiles need more waves of the SMs than a wider 64-row tile's, the narrowest with the
+/// fewest waves: the other two shapes, one wave of 192 wide at N = 24,576 (17.3 us against
+/// 18.5: 128 tiles for 132 SMs against 192) and of 256 at N = 32,768 (12.7 against 13.3).
+fn choose_small_m(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    if p.m > SMALL_M {
+        return None;
+    }
+    let sms = dev.sm_count.max(1) as u64;
+    let small: Vec<Fp8Config> = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .copied()
+        .filter(|c| c.bm == 64 && c.pipe && c.sscale && dev.check_smem(c.smem_bytes()).is_ok())
+        .collect();
+    let base = small.iter().copied().find(|c| c.bn == 128)?;
+    if p.m > 64 {
+        return Some(base);
+    }
+    small
+        .into_iter()
+        .min_by_key(|c| (tiles(p, c).div_ceil(sms), c.bn))
 }
 
 /// The rule of a8381a5: the old family's compiled config whose waves over the SMs cost least
@@ -1074,7 +1111,7 @@ mod tests {
             let c = choose_by(&p, &dev, Fp8Rule::Bytes);
             assert!(c.splits >= 1 && check_config(&p, c).is_ok(), "{p}: {c}");
             let units = tiles(&p, &c) * c.splits as u64;
-            let old = choose(&p, &dev);
+            let old = choose_by(&p, &dev, Fp8Rule::Waves);
             let old_us = predict_us(&p, &old, splits_for(&p, &old, &dev), &dev);
             let new_us = predict_us(&p, &c, c.splits, &dev);
             assert!(
@@ -1097,6 +1134,59 @@ mod tests {
         // its bytes move in 3.8 us at 85 % of the HBM: predicted under 10 us with the launch
         let us = predict_us(&p, &c, c.splits, &dev);
         assert!(us < 10.0, "{c}: {us}");
+    }
+
+    #[test]
+    fn the_measured_rule_launches_what_the_h200_timed() {
+        let dev = DeviceInfo::h100_sxm();
+        assert_eq!(dev.sm_count, 132, "an H200's SMs, as the timings ran");
+        // (shape, the config `kiln fp8 bench --tile` timed, the slices its launch took) at
+        // 7eb2e34: `64x128ps` at M <= 128, the wider 64-row tile where one wave of it suffices
+        let timed = [
+            ((64, 2112, 7168), "64x128ps", 7),
+            ((64, 24576, 1536), "64x192ps", 1),
+            ((64, 32768, 512), "64x256ps", 1),
+            ((64, 7168, 16384), "64x128ps", 2),
+            ((64, 4096, 7168), "64x128ps", 4),
+            ((64, 7168, 2048), "64x128ps", 2),
+            ((128, 2112, 7168), "64x128ps", 3),
+            ((128, 24576, 1536), "64x128ps", 1),
+            ((128, 32768, 512), "64x128ps", 1),
+            ((128, 7168, 16384), "64x128ps", 1),
+            ((128, 4096, 7168), "64x128ps", 2),
+            ((128, 7168, 2048), "64x128ps", 1),
+        ];
+        for ((m, n, k), tile, splits) in timed {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose(&p, &dev);
+            assert_eq!(c, tile.parse::<Fp8Config>().unwrap(), "{p}");
+            assert_eq!(splits_for(&p, &c, &dev), splits, "{p}");
+            assert_eq!(c.reduction(), Reduce::Atomic);
+        }
+        assert_eq!(timed.len(), 12);
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let waves = choose_by(&p, &dev, Fp8Rule::Waves);
+            if m > SMALL_M {
+                assert_eq!(choose(&p, &dev), waves, "{p}");
+            } else {
+                assert!(
+                    !waves.is_new(),
+                    "{p}: KILN_FP8_RULE=waves keeps a8381a5's rule"
+                );
+            }
+        }
+        // M in between, 1 and 129; no 64-row tile compiled for tensor scales
+        let p = Fp8Problem::new(1, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose(&p, &dev).to_string(), "64x128ps");
+        let p = Fp8Problem::new(96, 24576, 1536, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose(&p, &dev).to_string(), "64x128ps");
+        let p = Fp8Problem::new(129, 2112, 7168, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose(&p, &dev), choose_by(&p, &dev, Fp8Rule::Waves));
+        let p = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Tensor);
+        assert_eq!(choose(&p, &dev), choose_by(&p, &dev, Fp8Rule::Waves));
+        assert_eq!(Fp8Rule::default().name(), "measured");
+        assert_eq!(Fp8Rule::parse("waves"), Some(Fp8Rule::Waves));
     }
 
     #[test]

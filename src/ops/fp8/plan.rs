@@ -1,13 +1,13 @@
 //! What the FP8 GEMM runs for one problem and why (no GPU): the config the rule picks (the
-//! waves rule of a8381a5 or the bytes rule's cost model, [`Fp8Rule`]) with the standing of every
-//! compiled one under both, the split-K slices and their reduction, the tiles, the grid and the
+//! measured rule's 64-row tile at small M, the waves rule of a8381a5 or the bytes rule's cost
+//! model, [`Fp8Rule`]) with the standing of every compiled one under the last two, the split-K slices and their reduction, the tiles, the grid and the
 //! shared memory.
 
 use serde::Serialize;
 
 use super::gemm::{
     choose_by, column_cost, configs, predict_us, ranked, splits_for, supports, tiles, Fp8Config,
-    Fp8Rule, Reduce, BK, NAME,
+    Fp8Rule, Reduce, BK, NAME, SMALL_M,
 };
 use super::problem::Fp8Problem;
 use crate::device::DeviceInfo;
@@ -107,12 +107,27 @@ pub fn plan(
         }
         None => {
             let c = choose_by(p, dev, rule);
-            why.push(match rule {
-                Fp8Rule::Waves => format!(
+            let waves = || {
+                format!(
                     "tile {c} (rule `waves`): the least waves x width x cost per column over \
                      {sms} SMs among the configs of a8381a5 (a promotion after a drained \
                      pipeline costs 10 per column, pipelined or unpromoted 8), the wider on a tie"
+                )
+            };
+            why.push(match rule {
+                Fp8Rule::Measured if c.bm == 64 => format!(
+                    "tile {c} (rule `measured`): M <= {SMALL_M} takes the 64-row tile, pipelined, \
+                     scales in shared memory, 128 wide (the fastest at 8 of DeepSeek-V3's 12 \
+                     M = 64 and 128 shapes on an H200 at 7eb2e34, within 7 % at the rest), or at \
+                     M <= 64 \
+                     the narrowest 64-row tile whose column tiles need the fewest waves over \
+                     {sms} SMs"
                 ),
+                Fp8Rule::Measured => format!(
+                    "M > {SMALL_M} or no 64-row tile compiled, so rule `waves`: {}",
+                    waves()
+                ),
+                Fp8Rule::Waves => waves(),
                 Fp8Rule::Bytes => format!(
                     "tile {c} (rule `bytes`): the least predicted time over every compiled config \
                      and slice count: the larger of the DRAM time of the problem's bytes and \

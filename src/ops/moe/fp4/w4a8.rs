@@ -38,6 +38,18 @@ const ZERO_BLOCK: u8 = (-U_MIN * 8) as u8;
 /// NaN table (offset 120, which no block names): a stray read of such an expert gives NaN.
 pub const POISON: u8 = 120;
 
+/// The mask the kernel puts on a block's offset byte before it reads the table there
+/// (`LUT_MASK` in `kernels/moe/fp4_experts_w4a8.cu`): eight bytes times 0..15.
+pub const LUT_MASK: u8 = 0x78;
+
+/// The byte offset of the table the kernel reads for a block whose offset byte is `byte`: a
+/// multiple of 8 inside the 16 tables for any byte (the 8-byte shared-memory load must be
+/// aligned; random weight bytes with an unmasked offset faulted with a misaligned address on
+/// an H200 at 7eb2e34), equal to `byte` for every byte the prepack writes.
+pub fn table_offset(byte: u8) -> u32 {
+    (byte & LUT_MASK) as u32
+}
+
 /// The e4m3 byte of magnitude code m (0..8) times 2^u: the kernel's table.
 pub fn table_byte(m: u8, u: i32) -> u8 {
     Fp8Format::E4m3.encode(crate::formats::fp4::decode(m & 7) * 2f32.powi(u))
@@ -106,7 +118,8 @@ impl W4a8Prepacked {
         let (t, i) = (2 * r + k / 64, (k % 64) / 8);
         let o = atom + 2048 * (i / 4) + 16 * t + 4 * (i % 4);
         let word = u32::from_le_bytes(self.bytes[o..o + 4].try_into().expect("4 bytes"));
-        let u = self.bytes[atom + W4A8_CODE_BYTES + 4 * r + k / 32] as i32 / 8 + U_MIN;
+        let u =
+            table_offset(self.bytes[atom + W4A8_CODE_BYTES + 4 * r + k / 32]) as i32 / 8 + U_MIN;
         let byte = decode_word(word, u)[k % 8];
         let f = self.escale[(e * self.halves() + half) * self.n_pad() + row];
         Fp8Format::E4m3.decode(byte) as f64 * f as f64
@@ -290,6 +303,26 @@ mod tests {
             Fp8Format::E4m3.decode(table_byte(7, U_MAX + 1)) as f64,
             768.0
         );
+    }
+
+    #[test]
+    fn every_offset_byte_names_an_aligned_table_and_the_prepacks_pass_unchanged() {
+        // the kernel's tables: 16 of 8 bytes (`LUT_BYTES` = 128), read 8 bytes at a time
+        for byte in 0..=255u8 {
+            let o = table_offset(byte);
+            assert!(
+                o.is_multiple_of(8) && o + 8 <= 128,
+                "byte {byte}: offset {o}"
+            );
+        }
+        let written = (U_MIN..=U_MAX).map(|u| (8 * (u - U_MIN)) as u8);
+        for byte in written.chain([ZERO_BLOCK, POISON]) {
+            assert_eq!(table_offset(byte), byte as u32);
+        }
+        assert_eq!(table_offset(POISON) / 8, 15, "the NaN table");
+        // the bytes of a bench's random fill: most were off the multiples of 8 before the mask
+        assert_eq!(table_offset(0x3B), 0x38);
+        assert_eq!(table_offset(0xC1), 0x40);
     }
 
     #[test]

@@ -97,12 +97,12 @@ def cases():
 
     x, wg, w13 = rnd(256, 256), rnd(4, 256, 256), rnd(4, 512, 256)
     offs = torch.tensor([0, 64, 128, 192, 256], dtype=torch.int32, device=dev)
-    ends = offs[1:].contiguous()
+    group_ends = offs[1:].contiguous()  # (a new name: the static-cache case's lambda reads `ends`)
     out.append(("moe.grouped_gemm", "E4 256 rows N256 K256", lambda: kiln.moe.grouped_gemm(x, wg, offs),
-                "torch._grouped_mm", lambda: torch._grouped_mm(x, wg.transpose(1, 2), offs=ends)))
+                "torch._grouped_mm", lambda: torch._grouped_mm(x, wg.transpose(1, 2), offs=group_ends)))
 
     def torch_swiglu():
-        gu = torch._grouped_mm(x, w13.transpose(1, 2), offs=ends)
+        gu = torch._grouped_mm(x, w13.transpose(1, 2), offs=group_ends)
         return F.silu(gu[:, :256]) * gu[:, 256:]
 
     out.append(("moe.swiglu", "E4 256 rows N256 K256", lambda: kiln.moe.swiglu(x, w13, offs),

@@ -6,7 +6,7 @@ checks that kiln's logits are within eager's own error of sdpa's, then times pre
 passes at each --prefill shape, CUDA events, medians) and decode (tokens/s over a context of
 --context tokens in a static cache, one step captured in a CUDA graph and replayed, at each
 --decode batch) for sdpa, eager and kiln in one table. sdpa's decode is the fastest of its
-backends (its default alone can be far slower); MoE models run torch's grouped_mm experts under
+backends, math included (its default alone can be far slower); MoE models run torch's grouped_mm experts under
 sdpa and kiln's experts under kiln. Prints the device and versions; --json writes every figure."""
 
 from __future__ import annotations
@@ -111,11 +111,14 @@ def rel(x, ref) -> float:
 
 
 def sdpa_backends():
-    """(name, context manager) for each SDPA backend to try at decode."""
+    """(name, context manager) for each SDPA backend to try at decode. The math backend too: with
+    a static cache's mask and GQA the fused backends often refuse, and at decode its two matmuls
+    can beat cuDNN's one kernel."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     return [(b.name.lower(), lambda b=b: sdpa_kernel(b)) for b in
-            (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION)]
+            (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+             SDPBackend.MATH)]
 
 
 def decode_tps(model, batch: int, context: int, steps: int, vocab: int, graphs: bool) -> tuple[float, bool]:

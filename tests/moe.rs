@@ -43,7 +43,10 @@ fn every_moe_variant_is_listed_for_the_compile_check() {
     // decode tiles and prefill, and NVFP4 f16 on the three decode tiles), the SwiGLU's
     // shared-memory tile and its 8-token tile at two CTAs an SM in both formats, and the W4A8
     // GEMM and SwiGLU; moe_layer: the routing's two kernels and the combine's two
-    assert_eq!(moe.len(), (1 + 48 + 24) + (1 + 18) + (6 + 4) + (22 + 4 + 2) + 4);
+    assert_eq!(
+        moe.len(),
+        (1 + 48 + 24) + (1 + 18) + (6 + 4) + (22 + 4 + 2) + 4
+    );
     for k in Registry::default().moe() {
         assert!(
             moe.iter().any(|(_, v, _)| *v == k.name()),

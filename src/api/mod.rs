@@ -59,6 +59,6 @@ pub use options::{
 };
 pub use paged::PagedOptions;
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
-pub use varlen::VarlenOffsets;
 pub use validate::moe_layer::MoeRouting;
+pub use varlen::VarlenOffsets;
 pub use workspace::{Workspace, Workspaces};

@@ -118,6 +118,10 @@ pub static FILES: &[(&str, &str)] = &[
     ),
     ("moe/route.cu", include_str!("../../kernels/moe/route.cu")),
     (
+        "moe/gather_rows.cu",
+        include_str!("../../kernels/moe/gather_rows.cu"),
+    ),
+    (
         "moe/combine.cu",
         include_str!("../../kernels/moe/combine.cu"),
     ),

@@ -199,17 +199,10 @@ pub(super) static KNOBS: &[Knob] = &[
     },
     Knob {
         name: "KILN_MOE_GATHER",
-        takes: || "`tma` or `cp_async`".into(),
-        default: "tma",
-        set: |o, v| {
-            let mode = |v: &str| match v {
-                "tma" => Some(false),
-                "cp_async" => Some(true),
-                _ => None,
-            };
-            put(&mut o.moe.gather_cp_async, or(v, false, mode))
-        },
-        show: |o| o.moe.gather_cp_async.then(|| "cp_async".into()),
+        takes: || "`auto`, `copy`, `tma` or `cp_async`".into(),
+        default: "auto",
+        set: |o, v| put(&mut o.moe.gather, or(v, MoeGather::Auto, MoeGather::parse)),
+        show: |o| unless(o.moe.gather, MoeGather::Auto, |g| g.name().to_string()),
     },
     Knob {
         name: "KILN_MOE_GROUP",

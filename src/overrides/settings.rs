@@ -164,9 +164,10 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
-    /// `KILN_MOE_GATHER` (`tma` or `cp_async`): how the MoE layer's gate/up projection reads its
-    /// gathered X rows. Default: `tma` (one 1-row TMA box per row).
-    pub gather_cp_async: bool,
+    /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
+    /// projection reads X's rows in the expert-sorted order. Default `auto`
+    /// ([`MoeGather::Auto`]).
+    pub gather: MoeGather,
 }
 
 impl MoeOverrides {
@@ -181,8 +182,58 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
-        gather_cp_async: false,
+        gather: MoeGather::Auto,
     };
+}
+
+/// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeGather {
+    /// `copy` from [`MoeGather::COPY_FROM_PAIRS`] sorted rows on, `tma` below.
+    Auto,
+    /// One copy of the sorted rows, then the plain kernel: at prefill the gathering kernel's
+    /// producer (one row a load, again for every column tile) ran at 130-220 TFLOPS where the
+    /// plain kernel ran at 800 (H200, Mixtral's layer shape, 2026-11-29), for a copy of
+    /// T k H elements (~1 % of that GEMM).
+    Copy,
+    /// In the loads: one 1-row TMA box per row.
+    Tma,
+    /// In the loads: 16-byte cp.async chunks into the swizzled tile.
+    CpAsync,
+}
+
+impl MoeGather {
+    /// Sorted rows (T k) from which `auto` copies: the copy's own launch and bytes cost more
+    /// than the gathering loads only at decode sizes, where weights, not X, are the traffic.
+    pub const COPY_FROM_PAIRS: usize = 1024;
+
+    pub fn parse(v: &str) -> Option<MoeGather> {
+        Some(match v {
+            "auto" => MoeGather::Auto,
+            "copy" => MoeGather::Copy,
+            "tma" => MoeGather::Tma,
+            "cp_async" => MoeGather::CpAsync,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MoeGather::Auto => "auto",
+            MoeGather::Copy => "copy",
+            MoeGather::Tma => "tma",
+            MoeGather::CpAsync => "cp_async",
+        }
+    }
+
+    /// Whether a layer of `pairs` sorted rows copies them first.
+    pub fn copies(self, pairs: usize) -> bool {
+        match self {
+            MoeGather::Auto => pairs >= Self::COPY_FROM_PAIRS,
+            MoeGather::Copy => true,
+            MoeGather::Tma | MoeGather::CpAsync => false,
+        }
+    }
 }
 
 impl Default for MoeOverrides {

@@ -87,7 +87,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP8_RULE", "bytes"),
-        ("KILN_MOE_GATHER", "cp_async"),
+        ("KILN_MOE_GATHER", "copy"),
         ("KILN_MOE_GROUP", "4"),
         ("KILN_MOE_GROUPED", "grouped_swapab"),
         ("KILN_MOE_LPT", "0"),

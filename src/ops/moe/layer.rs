@@ -1,6 +1,7 @@
-//! The whole MoE layer on the GPU, with no permutation materialised: the routing kernel writes
-//! the per-expert offsets and the expert-sorted row order; the fused SwiGLU gathers each row's
-//! token from X in its loads (`LayerRows::Gather`) and writes H [T k, I] in that order; the down
+//! The whole MoE layer on the GPU: the routing kernel writes the per-expert offsets and the
+//! expert-sorted row order; the fused SwiGLU gathers each row's token from X in its loads
+//! (`LayerRows::Gather`), or from 1,024 rows on reads one sorted copy of X (faster at prefill,
+//! [`MoeGather`]), and writes H [T k, I] in that order; the down
 //! projection's epilogue weighs each row and adds it into its token's f32 accumulator row
 //! (`LayerRows::Combine`, then one pass to the output dtype), or stores it weighed for the
 //! ordered combine, which sums each token's k rows in pair order (deterministic). Every launch
@@ -13,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::combine::{self, CombineShape};
+use super::gather_rows;
 use super::grouped_gemm::GroupedGemm;
 use super::route::{self, RouteLayout, RouteOperands, RouteProblem};
 use super::schedule::sched_bytes;
@@ -22,6 +24,7 @@ use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
+use crate::overrides::MoeGather;
 
 pub const NAME: &str = "moe_layer";
 
@@ -115,9 +118,19 @@ impl LayerProblem {
         }
     }
 
-    /// The gate/up projection: the fused SwiGLU over the sorted rows, gathering X's rows, W1 and
-    /// W3 the two halves of W13 read in place.
+    /// The gate/up projection: the fused SwiGLU over the sorted rows, gathering X's rows in its
+    /// loads, W1 and W3 the two halves of W13 read in place.
     pub fn up(&self) -> MoeProblem {
+        self.up_reading(false)
+    }
+
+    /// The gate/up projection as `gather` runs it: gathering X's rows in its loads, or (when it
+    /// copies them first, [`MoeGather::copies`]) the plain kernel over the sorted copy.
+    pub fn up_for(&self, gather: MoeGather) -> MoeProblem {
+        self.up_reading(gather.copies(self.pairs()))
+    }
+
+    fn up_reading(&self, copied: bool) -> MoeProblem {
         MoeProblem {
             experts: self.experts(),
             n: self.inter,
@@ -127,7 +140,7 @@ impl LayerProblem {
             output: self.dtype,
             swiglu: None,
             w_expert_stride: Some(2 * self.inter * self.hidden),
-            layer: Some(LayerRows::Gather {
+            layer: (!copied).then_some(LayerRows::Gather {
                 source_rows: self.tokens(),
             }),
         }
@@ -207,7 +220,9 @@ impl LayerProblem {
 pub struct LayerLayout {
     pub route: RouteLayout,
     /// The routing's tables start at 0; then the tile tables, H [T k, I], and the accumulator
-    /// [T, H] f32 (atomic) or the weighed rows [T k, H] (ordered).
+    /// [T, H] f32 (atomic) or the weighed rows [T k, H] (ordered). The accumulator's bytes
+    /// first hold X's sorted copy [T k, H] when the layer copies it (the gate/up projection has
+    /// read it before the down projection writes there), so they are the larger of the two.
     pub sched: usize,
     pub h: usize,
     pub acc: usize,
@@ -225,12 +240,13 @@ impl LayerLayout {
             CombineMode::Atomic => p.tokens() * p.hidden * 4,
             CombineMode::Ordered => p.pairs() * p.hidden * es,
         };
+        let copy_bytes = p.pairs() * p.hidden * es;
         LayerLayout {
             route,
             sched,
             h,
             acc,
-            bytes: acc + route::align256(acc_bytes),
+            bytes: acc + route::align256(acc_bytes.max(copy_bytes)),
         }
     }
 }
@@ -254,6 +270,7 @@ pub struct LayerOperands {
 pub fn own_variants(arch: &str) -> Vec<KernelSpec> {
     let mut v = route::variants(arch);
     v.extend(combine::variants(arch));
+    v.push(gather_rows::spec(arch));
     v
 }
 
@@ -297,6 +314,9 @@ pub struct Pipeline<'p> {
     sched: DeviceBuffer,
     h: DeviceBuffer,
     x: DeviceBuffer,
+    /// X's sorted copy (over the accumulator's bytes), read when `copies`.
+    xs: DeviceBuffer,
+    copies: bool,
     w1: DeviceBuffer,
     w3: DeviceBuffer,
     w2: DeviceBuffer,
@@ -323,7 +343,8 @@ impl<'p> Pipeline<'p> {
         let at = |off: usize| workspace + off as u64;
         let (t, e, r) = (p.tokens(), p.experts(), p.pairs());
         let (hd, i, es) = (p.hidden, p.inter, p.dtype.size());
-        let (up, down) = (p.up(), p.down());
+        let gather = ctx.overrides.moe.gather;
+        let (up, down) = (p.up_for(gather), p.down());
         let unsupported = |k: &dyn MoeKernel, reason: String| Error::Unsupported {
             kernel: format!("{NAME} ({})", k.name()),
             reason,
@@ -350,6 +371,8 @@ impl<'p> Pipeline<'p> {
                 sched: view(at(l.sched), sched_bytes(e)),
                 h: view(at(l.h), r * i * es),
                 x: view(ops.x, t * hd * es),
+                xs: view(at(l.acc), r * hd * es),
+                copies: gather.copies(r),
                 w1: view(ops.w13, e * 2 * i * hd * es),
                 w3: view(ops.w13 + (i * hd * es) as u64, (e * 2 * i - i) * hd * es),
                 w2: view(ops.w2, e * hd * i * es),
@@ -363,7 +386,7 @@ impl<'p> Pipeline<'p> {
 
     fn up_ops(&self) -> MoeOperands<'_> {
         MoeOperands {
-            x: &self.x,
+            x: if self.copies { &self.xs } else { &self.x },
             w: &self.w1,
             w3: Some(&self.w3),
             y: &self.h,
@@ -399,8 +422,21 @@ impl<'p> Pipeline<'p> {
         )
     }
 
-    /// The gate/up projection: H [T k, I] in the sorted order, X's rows gathered in the loads.
+    /// The gate/up projection: H [T k, I] in the sorted order, X's rows gathered in the loads
+    /// or copied into that order first.
     pub fn up(&self, ctx: &Context) -> Result<()> {
+        if self.copies {
+            let p = self.p;
+            gather_rows::launch(
+                ctx,
+                self.ops.x,
+                self.xs.ptr(),
+                self.row_token.ptr(),
+                p.tokens(),
+                p.pairs(),
+                p.hidden * p.dtype.size(),
+            )?;
+        }
         SwiGluDual.launch(ctx, &self.up, &self.up_ops())
     }
 

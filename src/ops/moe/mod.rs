@@ -8,6 +8,7 @@ pub mod fp4;
 pub mod fp8_grouped;
 pub mod fp8_problem;
 pub mod fp8_swiglu;
+pub mod gather_rows;
 pub mod grouped_gemm;
 pub mod grouped_swapab;
 pub mod layer;

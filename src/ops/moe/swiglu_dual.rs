@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
 use crate::ops::waves::last_wave_slices;
-use crate::overrides::Overrides;
+use crate::overrides::{MoeGather, Overrides};
 
 pub struct SwiGluDual;
 
@@ -71,9 +71,9 @@ pub enum Gather {
 impl Gather {
     /// How `p` reads X under `o`.
     pub fn of(p: &MoeProblem, o: &Overrides) -> Gather {
-        match (p.layer, o.moe.gather_cp_async) {
-            (Some(LayerRows::Gather { .. }), false) => Gather::Tma,
-            (Some(LayerRows::Gather { .. }), true) => Gather::CpAsync,
+        match (p.layer, o.moe.gather) {
+            (Some(LayerRows::Gather { .. }), MoeGather::CpAsync) => Gather::CpAsync,
+            (Some(LayerRows::Gather { .. }), _) => Gather::Tma,
             _ => Gather::None,
         }
     }

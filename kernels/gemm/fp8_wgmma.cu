@@ -30,6 +30,11 @@
 //     the consumers read them from shared memory once the stage has landed (loaded by the
 //     consumers, their latency under the ring's traffic stalled them: 30 % of the stall samples
 //     at 4096x7168x16384, ncu, 2026-11-28; at small M they come from DRAM after the flush).
+//     KILN_SSCALE = 2: the A scales ride the ring by TMA instead (DeepGEMM's way): the producer
+//     thread loads the stage's box {BM, 1} of a map over [K/128, M] (tma_sa, which needs M a
+//     multiple of 4: rows 16-byte aligned) into the slot with A and B on the stage's full
+//     barrier, and the copier warp copies only the B scales; without the map (Fp8Args.tma_sa =
+//     0), as KILN_SSCALE = 1.
 // Promotion (KILN_PROMOTE = 1): each 128-deep K block is accumulated by its four wgmmas into
 // fresh registers (the first with scale-d off), then added (block scales: multiplied by its
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
@@ -74,6 +79,7 @@
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
 constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0, SSCALE = KILN_SSCALE != 0;
+constexpr bool A_SCALE_TMA = KILN_SSCALE == 2;  // the slot's A scales by TMA (Fp8Args.tma_sa)
 constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along M sharing each B tile by TMA multicast
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
@@ -85,8 +91,10 @@ static_assert(CLUSTER == 1 || (CLUSTER == 2 && BM == 128 && (BN / 2) % 8 == 0),
               "KILN_CLUSTER is 1, or 2 with 128-row tiles whose B halves are whole 8-row swizzle atoms");
 constexpr int B_PART = BN / CLUSTER;  // B rows each CTA of a cluster loads (and multicasts)
 constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
-// A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's two B scales, padded to 16.
-constexpr u32 SLOT_BYTES = SSCALE ? BM * 4 + 16 : 0;
+// A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's B scales (up to three),
+// padded to 16; to 128 with KILN_SSCALE = 2, whose TMA writes the A scales at the slot's start.
+constexpr u32 SLOT_BYTES = !SSCALE ? 0 : A_SCALE_TMA ? (BM * 4 + 16 + 127) / 128 * 128 : BM * 4 + 16;
+static_assert(KILN_SSCALE >= 0 && KILN_SSCALE <= 2, "KILN_SSCALE is 0, 1 or 2");
 // KILN_TMAE: the TMA-store epilogue's staging, two 8 KB chunks per consumer after the ring.
 constexpr bool TMA_EPI = KILN_TMAE != 0;
 using Epi = TmaStoreEpilogue<1, out_t>;
@@ -143,17 +151,19 @@ struct Fp8Args {
   int reduce;
   int a_rows;  // rows of the A box (the tensor map's): BM, or fewer when M is smaller
   int tma_c;   // KILN_TMAE: 1 when tma_c maps C (the TMA-store epilogue), 0 for registers
+  int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0)
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     gemm_fp8_wgmma(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
-                   const __grid_constant__ TmaMap tma_c, const Fp8Args p) {
+                   const __grid_constant__ TmaMap tma_c, const __grid_constant__ TmaMap tma_sa,
+                   const Fp8Args p) {
   extern __shared__ unsigned char smem_raw[];
   // The 128B swizzle pattern follows absolute address bits: tiles start on 1024 bytes.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 cstage = base + STAGES * STAGE_BYTES;  // KILN_TMAE's staging chunks, 1024-aligned
-  const u32 bars = cstage + C_BYTES;
-  const u32 slots = bars + 16u * STAGES;  // KILN_SSCALE's scale slots, 16-byte aligned
+  const u32 slots = cstage + C_BYTES;              // KILN_SSCALE's scale slots, 1024-aligned
+  const u32 bars = slots + SLOT_BYTES * STAGES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
   auto slot = [&](int s) { return slots + SLOT_BYTES * s; };
@@ -162,6 +172,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     tma_prefetch(&tma_a);
     tma_prefetch(&tma_b);
     if (TMA_EPI && p.tma_c) tma_prefetch(&tma_c);
+    if (A_SCALE_TMA && p.tma_sa) tma_prefetch(&tma_sa);
     for (int s = 0; s < STAGES; ++s) {
       // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
       mbar_init(full(s), SSCALE ? 1 + 32 : 1);
@@ -191,7 +202,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
-      const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES;  // whole boxes, zero fill included
+      // whole boxes, zero fill included; KILN_SSCALE = 2: BM A scales
+      const bool sa_by_tma = A_SCALE_TMA && p.tma_sa;
+      const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES + (sa_by_tma ? BM * 4 : 0);
       u32 it = 0;
       for (int u = first; u < units; u += stride) {
         int t, tm, tn, kb0, kb1;
@@ -209,6 +222,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                                   tn * BN + rank * B_PART, (1 << CLUSTER) - 1);
           else
             tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
+          // the K block's A scales of the tile's rows: box {BM, 1} of the map over [K/128, M]
+          if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
         }
       }
     } else if (SSCALE && threadIdx.x / 32 == 1) {
@@ -224,12 +239,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const bool b_in = lane < B_SPAN && nb < nblocks_b;
         const float* sb_k = p.sb + (b_in ? (i64)nb * kblocks : 0);
         const float* sa_k = p.sa + (i64)kb0 * p.m;
+        // KILN_SSCALE = 2 with a map: the A scales come by TMA, this warp copies B's only
+        const int a_rows = A_SCALE_TMA && p.tma_sa ? 0 : BM;
         for (int kb = kb0; kb < kb1; ++kb, ++it, sa_k += p.m) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
           const u32 sl = slot(s);
 #pragma unroll 1
-          for (int r = lane; r < BM; r += 32) {
+          for (int r = lane; r < a_rows; r += 32) {
             const int m = tm * BM + r;
             cp_async4_zfill(sl + 4 * r, sa_k + (m < p.m ? m : 0), m < p.m ? 4 : 0);
           }

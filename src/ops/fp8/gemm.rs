@@ -9,7 +9,7 @@ use std::ffi::c_void;
 
 use super::problem::{Fp8Problem, ScaleMode, Scales};
 use super::tma::Fp8Operand;
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::formats::Fp8Format;
 use crate::jit::KernelSpec;
@@ -52,6 +52,9 @@ pub struct Fp8Config {
     pub pipe: bool,
     #[serde(default)]
     pub sscale: bool,
+    /// With `sscale`: the A scales by TMA in the ring (`KILN_SSCALE=2`), the B scales copied.
+    #[serde(default)]
+    pub tma_scales: bool,
     #[serde(default = "one_cta")]
     pub cluster: u32,
     #[serde(default)]
@@ -82,6 +85,7 @@ impl Fp8Config {
             bn,
             pipe,
             sscale,
+            tma_scales: false,
             cluster: 1,
             tma_epi: false,
             splits: 0,
@@ -92,6 +96,15 @@ impl Fp8Config {
     /// The same tile in pairs of CTAs multicasting B.
     pub const fn paired(self) -> Self {
         Fp8Config { cluster: 2, ..self }
+    }
+
+    /// The same tile (scales in shared memory) with the A scales loaded by TMA.
+    pub const fn scales_by_tma(self) -> Self {
+        Fp8Config {
+            sscale: true,
+            tma_scales: true,
+            ..self
+        }
     }
 
     /// The same tile writing C through the TMA-store epilogue.
@@ -110,6 +123,7 @@ impl Fp8Config {
             self.bn,
             self.pipe,
             self.sscale,
+            self.tma_scales,
             self.cluster,
             self.tma_epi,
         ) == (
@@ -117,6 +131,7 @@ impl Fp8Config {
             other.bn,
             other.pipe,
             other.sscale,
+            other.tma_scales,
             other.cluster,
             other.tma_epi,
         )
@@ -161,13 +176,25 @@ impl Fp8Config {
         (self.bm + self.bn) * BK
     }
 
-    /// Bytes of a stage's scale slot (KILN_SSCALE): the A scales of the tile's rows and two B
-    /// scales, padded to 16.
+    /// Bytes of a stage's scale slot (KILN_SSCALE): the A scales of the tile's rows and up to
+    /// three B scales, padded to 16; to 128 where TMA writes the A scales (its destination's
+    /// alignment).
     pub const fn slot_bytes(&self) -> u32 {
-        if self.sscale {
-            self.bm * 4 + 16
-        } else {
+        if !self.sscale {
             0
+        } else if self.tma_scales {
+            (self.bm * 4 + 16).next_multiple_of(128)
+        } else {
+            self.bm * 4 + 16
+        }
+    }
+
+    /// `KILN_SSCALE`: 0 scales from global memory, 1 copied into the slot, 2 A's by TMA.
+    pub const fn sscale_define(&self) -> u32 {
+        match (self.sscale, self.tma_scales) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
         }
     }
 
@@ -237,7 +264,11 @@ impl std::fmt::Display for Fp8Config {
             "{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
-            if self.sscale { "s" } else { "" },
+            match (self.sscale, self.tma_scales) {
+                (true, true) => "t",
+                (true, false) => "s",
+                _ => "",
+            },
             if self.cluster > 1 { "m" } else { "" },
             if self.tma_epi { "e" } else { "" }
         )?;
@@ -254,17 +285,19 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p][s][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps`
-    /// (and block scales through shared memory), `160sm` (in pairs of CTAs multicasting B),
+    /// `[64x]WIDTH[p][s|t][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps`
+    /// (and block scales through shared memory), `128te` (the A scales of those by TMA, C
+    /// through the TMA-store epilogue), `160sm` (in pairs of CTAs multicasting B),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
     /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
     /// (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s][m][e][/S][a|w]: a \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s|t][m][e][/S][a|w]: a \
                  width such as 128, p for the pipelined promotion, s for block scales through \
-                 shared memory, m for pairs of CTAs multicasting B, e for the TMA-store \
+                 shared memory (t: the A scales by TMA), m for pairs of CTAs multicasting B, e \
+                 for the TMA-store \
                  epilogue, 64x for the 64-row tile, /S for S split-K slices, a or w to reduce \
                  them atomically or through slots (64x128ps/7a)"
             ))
@@ -292,9 +325,10 @@ impl std::str::FromStr for Fp8Config {
             Some(h) => (h, 2),
             None => (head, 1),
         };
-        let (head, sscale) = match head.strip_suffix('s') {
-            Some(h) => (h, true),
-            None => (head, false),
+        let (head, sscale, tma_scales) = match (head.strip_suffix('s'), head.strip_suffix('t')) {
+            (Some(h), _) => (h, true, false),
+            (None, Some(h)) => (h, true, true),
+            _ => (head, false, false),
         };
         let (num, pipe) = match head.strip_suffix('p') {
             Some(n) => (n, true),
@@ -306,6 +340,7 @@ impl std::str::FromStr for Fp8Config {
             bn,
             pipe,
             sscale,
+            tma_scales,
             cluster,
             tma_epi,
             splits,
@@ -320,9 +355,12 @@ impl std::str::FromStr for Fp8Config {
 /// with e5m2 have the pipelined 128 with promoted tensor or block scales; everything else none.
 /// Block scales on e4m3 add the 2026-11-29 family: the 64-row tiles 128, 192 and 256 wide
 /// (pipelined, scales in shared memory) for M <= 64, and the 128-row tiles with the scales in
-/// shared memory: pipelined 128 (six stages) and 120 (seven: the slots fit beside them),
-/// drained 128, 160 and 192 (one consumer's promotion under the other's wgmmas), and pipelined
-/// 128 and drained 160 in pairs of CTAs multicasting B (half of B's bytes from the L2).
+/// shared memory: pipelined 128 (six stages) and drained 128 (one consumer's promotion under
+/// the other's wgmmas: the fastest at 4096x7168x16384 on an H200 at 7eb2e34); then drained
+/// with the TMA-store epilogue 112, 128, 160 and 176 wide (the widths that fill 132 SMs at
+/// DeepSeek-V3's M = 4096 shapes), and 128 and 176 with the A scales by TMA as well. The
+/// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost there and
+/// were dropped for these.
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -343,12 +381,16 @@ pub fn configs(
         Fp8Config::tile(64, 256, true, true),
         Fp8Config::tile(128, 128, true, true),
         Fp8Config::tile(128, 128, false, true),
-        Fp8Config::tile(128, 160, false, true),
         Fp8Config::tile(128, 112, false, true).tma_store(),
         Fp8Config::tile(128, 128, false, true).tma_store(),
-        Fp8Config::tile(128, 144, false, true).tma_store(),
         Fp8Config::tile(128, 160, false, true).tma_store(),
         Fp8Config::tile(128, 176, false, true).tma_store(),
+        Fp8Config::tile(128, 128, false, true)
+            .scales_by_tma()
+            .tma_store(),
+        Fp8Config::tile(128, 176, false, true)
+            .scales_by_tma()
+            .tma_store(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
@@ -385,7 +427,7 @@ fn spec_of(
         .define("KILN_PIPE", cfg.pipe as u32)
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
-        .define("KILN_SSCALE", cfg.sscale as u32)
+        .define("KILN_SSCALE", cfg.sscale_define())
         .define("KILN_CLUSTER", cfg.ctas())
         .define("KILN_TMAE", cfg.tma_epi as u32)
         .define("KILN_STAGES", cfg.stages())
@@ -545,7 +587,9 @@ pub fn choose_fill(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
-        .filter(|c| c.tma_epi && c.bm == 128 && dev.check_smem(c.smem_bytes()).is_ok())
+        .filter(|c| {
+            c.tma_epi && !c.tma_scales && c.bm == 128 && dev.check_smem(c.smem_bytes()).is_ok()
+        })
         .min_by_key(|c| {
             let t = tiles(p, c);
             let waves = t.div_ceil(sms);
@@ -790,6 +834,21 @@ pub fn ranked(p: &Fp8Problem, dev: &DeviceInfo) -> Vec<Fp8Ranked> {
     out
 }
 
+/// The map `KILN_SSCALE=2` loads the A scales through: fp32 `[ceil(K / 128), M]` (M-major, as
+/// the block scales are laid out), boxes of `bm` scales of one K block; `None` where TMA cannot
+/// address it (M * 4 bytes not a multiple of 16, an unaligned pointer).
+pub fn a_scale_map(sa: u64, m: usize, k: usize, bm: u32) -> Option<Tma2d> {
+    let map = Tma2d {
+        dtype: TmaDType::F32,
+        addr: sa,
+        dims: [m as u64, (k as u64).div_ceil(BK as u64)],
+        row_stride_bytes: m as u64 * 4,
+        box_dims: [bm, 1],
+        swizzle: TmaSwizzle::None,
+    };
+    map.validate().ok().map(|()| map)
+}
+
 /// The argument block, laid out as `Fp8Args` in `kernels/gemm/fp8_wgmma.cu`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -811,6 +870,8 @@ pub struct Fp8Args {
     pub a_rows: i32,
     /// 1 when the launch passes a tensor map of C (the TMA-store epilogue runs), else 0.
     pub tma_c: i32,
+    /// 1 when the launch passes a tensor map of the A scales (`KILN_SSCALE=2`), else 0.
+    pub tma_sa: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -904,6 +965,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         reduce: (reduce == Reduce::Atomic) as i32,
         a_rows: a_rows as i32,
         tma_c: 0,
+        tma_sa: 0,
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -914,6 +976,15 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     .map(|m| m.encode())
     .transpose()?;
     args.tma_c = map_c.is_some() as i32;
+    // KILN_SSCALE=2's map of the A scales, [K/128, M]: each K block's row of M scales, boxes of
+    // the tile's rows; none (the copier warp copies them) where M * 4 bytes is no multiple of 16
+    let mut map_sa = match cfg.tma_scales && p.scale == ScaleMode::Block {
+        true => a_scale_map(args.sa, p.m, p.k, cfg.bm),
+        false => None,
+    }
+    .map(|m| m.encode())
+    .transpose()?;
+    args.tma_sa = map_sa.is_some() as i32;
     let t = tiles(p, &cfg);
     let splits = splits_for(p, &cfg, &ctx.info) as u64;
     if t * splits > i32::MAX as u64 {
@@ -940,10 +1011,14 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
             .fp8_split_counters
             .at_least(ctx, (t * 4) as usize)?;
     }
-    let mut stand_in = map_a;
+    let (mut stand_in, mut stand_in2) = (map_a, map_a);
     let c_param = match map_c.as_mut() {
         Some(m) => m.as_param(),
         None => stand_in.as_param(),
+    };
+    let sa_param = match map_sa.as_mut() {
+        Some(m) => m.as_param(),
+        None => stand_in2.as_param(),
     };
     let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
     // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
@@ -955,9 +1030,10 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         cluster: (ctas > 1).then_some((ctas, 1, 1)),
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
-    // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, Fp8Args): three 128-byte maps and the
-    // argument block, in that order. The maps address A, B and C (C's only where `tma_c` says
-    // so; else a copy of A's that the kernel never reads) and the arguments C and the scales,
+    // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8Args): four 128-byte maps and
+    // the argument block, in that order. The maps address A, B, C and the A scales (C's and the
+    // scales' only where `tma_c` and `tma_sa` say so; else copies of A's that the kernel never
+    // reads) and the arguments C and the scales,
     // all of which `check` sized against the problem; the caller keeps A, B, C and device scales alive
     // until the stream is done, and the host scales' copies live until the synchronisation
     // below.
@@ -969,6 +1045,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
                 map_a.as_param(),
                 map_b.as_param(),
                 c_param,
+                sa_param,
                 &mut args as *mut Fp8Args as *mut c_void,
             ],
         )?;
@@ -996,6 +1073,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8Args, reduce), 72);
         assert_eq!(std::mem::offset_of!(Fp8Args, a_rows), 76);
         assert_eq!(std::mem::offset_of!(Fp8Args, tma_c), 80);
+        assert_eq!(std::mem::offset_of!(Fp8Args, tma_sa), 84);
         assert_eq!(std::mem::size_of::<Fp8Args>(), 88);
     }
 
@@ -1029,13 +1107,17 @@ mod tests {
             (
                 st("112se"),
                 st("128se"),
-                st("144se"),
                 st("160se"),
-                st("176se")
+                st("176se"),
+                st("128te"),
+                st("176te")
             ),
-            (6, 5, 5, 5, 5)
+            (6, 5, 5, 5, 5, 5)
         );
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
+        // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
+        let te: Fp8Config = "176te".parse().unwrap();
+        assert_eq!((te.slot_bytes(), te.smem_bytes()), (640, 231_632));
         // the 64-row tiles: 24, 32 and 40 KB stages
         assert_eq!((st("64x128ps"), st("64x192ps"), st("64x256ps")), (9, 7, 5));
     }
@@ -1058,6 +1140,8 @@ mod tests {
             "128psm/2a",
             "176se",
             "128se/2a",
+            "128te",
+            "176te/2a",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1077,6 +1161,12 @@ mod tests {
             (144, false, true, true, 3, true)
         );
         assert!(!e.same_kernel(&"144s".parse().unwrap()));
+        let te: Fp8Config = "128te".parse().unwrap();
+        assert_eq!(
+            (te.sscale, te.tma_scales, te.tma_epi, te.sscale_define()),
+            (true, true, true, 2)
+        );
+        assert!(!te.same_kernel(&"128se".parse().unwrap()));
         let pair: Fp8Config = "160sm".parse().unwrap();
         assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
         assert!(!pair.same_kernel(&"160s".parse().unwrap()));
@@ -1087,7 +1177,7 @@ mod tests {
             Reduce::Atomic
         );
         for bad in [
-            "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es",
+            "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
         ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");
@@ -1304,6 +1394,24 @@ mod tests {
         assert_eq!(choose(&p, &dev), choose_by(&p, &dev, Fp8Rule::Waves));
         assert_eq!(Fp8Rule::default().name(), "measured");
         assert_eq!(Fp8Rule::parse("waves"), Some(Fp8Rule::Waves));
+    }
+
+    #[test]
+    fn the_a_scale_map_needs_rows_of_whole_16_bytes() {
+        let m = a_scale_map(1 << 20, 4096, 16384, 128).unwrap();
+        assert_eq!(
+            (m.dims, m.row_stride_bytes, m.box_dims),
+            ([4096, 128], 16384, [128, 1])
+        );
+        assert_eq!(m.box_bytes(), 512);
+        // K = 4112: a 33rd, partial block has its scales too
+        assert_eq!(
+            a_scale_map(1 << 20, 300, 4112, 128).unwrap().dims,
+            [300, 33]
+        );
+        assert!(a_scale_map(1 << 20, 129, 4112, 128).is_none());
+        assert!(a_scale_map(1 << 20, 1, 256, 128).is_none());
+        assert!(a_scale_map((1 << 20) + 4, 4096, 4096, 128).is_none());
     }
 
     #[test]

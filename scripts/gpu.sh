@@ -405,12 +405,14 @@ fp8ab)
   fi
   if [ "$part" != verify ]; then
   step fp8ab-peak 60 "$KILN" peak
-  tiles=(); for t in ${FP8AB_TILES:-64x128ps 128ps 160s 160sm}; do tiles+=(--tile "$t"); done
+  # the new rule (FP8AB_RULE, default fill: the TMA-store tiles 112-176 wide above M = 128)
+  # beside the old twice, then FP8AB_TILES
+  tiles=(); for t in ${FP8AB_TILES:-128s 128se 112se 160se 176se 128te 176te 64x128ps}; do tiles+=(--tile "$t"); done
   step_json fp8ab-ds 400 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
-    --tile waves --tile waves --tile bytes "${tiles[@]}"
+    --tile waves --tile waves --tile "${FP8AB_RULE:-fill}" "${tiles[@]}"
   step_json fp8ab-large 150 "$KILN" --json fp8 bench --shape 4096x7168x16384 --scale block --reps 10 \
-    --tile 128p --tile 128p --tile 128ps --tile 120ps --tile 128s --tile 160s --tile 192s \
-    --tile 128psm --tile 160sm --tile 64x256ps
+    --tile 128p --tile 128p --tile 128ps --tile 128s --tile 128se --tile 112se --tile 160se \
+    --tile 176se --tile 128te --tile 176te
   fi
   table
   echo
@@ -477,7 +479,7 @@ def agreement(name):
         f"{c} {d:.1e} ({s})" for c, (d, s) in sorted(worst.items())))
     print(f"configs over 1e-4: {', '.join(bad) if bad else 'none'}")
 print(f"copy bandwidth: {copy} TB/s")
-print("== DeepSeek-V3 (us; old = the rule of a8381a5, timed twice; new = KILN_FP8_RULE=bytes) ==")
+print(f"== DeepSeek-V3 (us; old = the rule of a8381a5, timed twice; new = rule {os.environ.get('FP8AB_RULE', 'fill')}) ==")
 table("fp8ab-ds.json", 2)
 agreement("fp8ab-ds.json")
 print("== 4096x7168x16384 (old = 128p twice; the rest in --tile order) ==")

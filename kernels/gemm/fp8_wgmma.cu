@@ -22,7 +22,7 @@
 //   2 block: A 1x128, sa[kb * M + m] (M-major); B 128x128, sb[(n / 128) * ceil(K / 128) + kb];
 //     applied per K block to that block's partial sums (needs KILN_PROMOTE = 1). A consumer whose
 //     columns straddle two 128-wide B blocks (widths that do not divide 128) takes each column
-//     group's own; a tile spans at most two B blocks.
+//     group's own; a tile spans at most two B blocks, three for the 176-wide tile.
 //     KILN_SSCALE = 0: each consumer loads its block's scales from global memory, two K blocks
 //     ahead of their use. KILN_SSCALE = 1: they travel with the stage: warp 1 of the producer
 //     warpgroup copies each stage's KILN_BM A scales and the tile's two B scales into a slot
@@ -30,6 +30,11 @@
 //     the consumers read them from shared memory once the stage has landed (loaded by the
 //     consumers, their latency under the ring's traffic stalled them: 30 % of the stall samples
 //     at 4096x7168x16384, ncu, 2026-11-28; at small M they come from DRAM after the flush).
+//     KILN_SSCALE = 2: the A scales ride the ring by TMA instead (DeepGEMM's way): the producer
+//     thread loads the stage's box {BM, 1} of a map over [K/128, M] (tma_sa, which needs M a
+//     multiple of 4: rows 16-byte aligned) into the slot with A and B on the stage's full
+//     barrier, and the copier warp copies only the B scales; without the map (Fp8Args.tma_sa =
+//     0), as KILN_SSCALE = 1.
 // Promotion (KILN_PROMOTE = 1): each 128-deep K block is accumulated by its four wgmmas into
 // fresh registers (the first with scale-d off), then added (block scales: multiplied by its
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
@@ -47,6 +52,15 @@
 // Small M: a promoted consumer whose rows (or columns) all lie past M (N) skips its wgmmas, and
 // with few tiles the host splits K (Fp8Args.splits: work units are tile slices), reduced either
 // through one fp32 slot per slice (reduce 0) or by atomic adds into one fp32 tile (reduce 1).
+// Epilogue: from registers (quad transpose, 16-byte stores), or with KILN_TMAE = 1 and a C that
+// TMA can address (Fp8Args.tma_c; the host's map, else registers) through shared memory: each
+// consumer stages its 64 x WN tile in chunks of 64 rows x 128 bytes (128B swizzle, two 8 KB
+// buffers of its own, alternately; common/c_staging.cuh) that one thread sends to C by
+// cp.async.bulk.tensor, and goes on to the next unit's K blocks without waiting for the stores
+// (the grid is persistent: they drain under its wgmmas; a buffer is rewritten only once its store
+// has read it). TMA drops what lies past M and N. A width that is not whole chunks (112, 144,
+// 176 for 16-bit C) stores its last columns from registers.
+#include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/gemm_args.cuh"
 #include "common/gemm_ws.cuh"
@@ -58,13 +72,14 @@
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
     !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE) ||  \
-    !defined(KILN_CLUSTER)
+    !defined(KILN_CLUSTER) || !defined(KILN_TMAE)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
 constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0, SSCALE = KILN_SSCALE != 0;
+constexpr bool A_SCALE_TMA = KILN_SSCALE == 2;  // the slot's A scales by TMA (Fp8Args.tma_sa)
 constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along M sharing each B tile by TMA multicast
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
@@ -76,28 +91,44 @@ static_assert(CLUSTER == 1 || (CLUSTER == 2 && BM == 128 && (BN / 2) % 8 == 0),
               "KILN_CLUSTER is 1, or 2 with 128-row tiles whose B halves are whole 8-row swizzle atoms");
 constexpr int B_PART = BN / CLUSTER;  // B rows each CTA of a cluster loads (and multicasts)
 constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
-// A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's two B scales, padded to 16.
-constexpr u32 SLOT_BYTES = SSCALE ? BM * 4 + 16 : 0;
+// A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's B scales (up to three),
+// padded to 16; to 128 with KILN_SSCALE = 2, whose TMA writes the A scales at the slot's start.
+constexpr u32 SLOT_BYTES = !SSCALE ? 0 : A_SCALE_TMA ? (BM * 4 + 16 + 127) / 128 * 128 : BM * 4 + 16;
+static_assert(KILN_SSCALE >= 0 && KILN_SSCALE <= 2, "KILN_SSCALE is 0, 1 or 2");
+// KILN_TMAE: the TMA-store epilogue's staging, two 8 KB chunks per consumer after the ring.
+constexpr bool TMA_EPI = KILN_TMAE != 0;
+using Epi = TmaStoreEpilogue<1, out_t>;
+constexpr int C_COLS = Epi::C_COLS, C_NCH = WN / C_COLS, C_TAIL = WN % C_COLS;
+constexpr u32 C_BYTES = TMA_EPI ? 4 * Epi::CHUNK_BYTES : 0;
+// Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
+// split-K hand-off of both.
+constexpr u32 SPLIT_BAR = 3;
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
 static_assert(WN % 8 == 0 && WN >= 8 && WN <= 256, "a consumer's width is a multiple of 8 in 8..256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + 16 + SLOT_BYTES),
+static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + 16 + SLOT_BYTES) + C_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
-// A tile's columns n0 = tn * BN .. + BN - 1 span at most two B scale blocks: BN plus the largest
-// n0 % 128 (128 - gcd(BN, 128)) is at most 256.
+// A tile's columns n0 = tn * BN .. + BN - 1 span B_SPAN B scale blocks at most: BN plus the
+// largest n0 % 128 (128 - gcd(BN, 128)) over 128, rounded up. Two for most widths; three for 176
+// (n0 % 128 up to 112: 112 + 176 = 288 columns from a block's start), in 128-row tiles with the
+// scales in shared memory only.
 constexpr int GCD_BN_128 = (BN & -BN) < 128 ? (BN & -BN) : 128;
-static_assert(SCALE != 2 || BN - GCD_BN_128 <= 128, "a block-scaled tile must span at most two B scale blocks");
-// Whether a consumer's columns can straddle two B blocks (else every column group takes b0).
+constexpr int B_SPAN = (BN - GCD_BN_128 + 127) / 128 + 1;
+static_assert(SCALE != 2 || B_SPAN <= 2 || (B_SPAN == 3 && SSCALE && !SPLIT_N),
+              "a block-scaled tile spans at most two B scale blocks, or three in 128-row tiles with KILN_SSCALE");
+// Whether a consumer's columns can straddle two B blocks (else every column group takes b0), or
+// three (B_TRIPLE: groups from jb + 16 on take b2).
 constexpr bool B_STRADDLE = SCALE == 2 && (128 % BN) != 0 && !(BN % 128 == 0 && 128 % WN == 0);
+constexpr bool B_TRIPLE = SCALE == 2 && B_SPAN == 3;
 static_assert(!B_STRADDLE || WN % 8 == 0, "column groups of 8 must not straddle a B scale block");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 
-// One K block's block scales: A's for this thread's two rows, B's for the consumer's one or two
-// 128-column blocks.
+// One K block's block scales: A's for this thread's two rows, B's for the consumer's one, two or
+// three 128-column blocks.
 struct BlockScales {
-  float a0, a1, b0, b1;
+  float a0, a1, b0, b1, b2;
 };
 
 // Mirrors `Fp8Args` in src/ops/fp8/gemm.rs.
@@ -119,15 +150,20 @@ struct Fp8Args {
   u32* counters;
   int reduce;
   int a_rows;  // rows of the A box (the tensor map's): BM, or fewer when M is smaller
+  int tma_c;   // KILN_TMAE: 1 when tma_c maps C (the TMA-store epilogue), 0 for registers
+  int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0)
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-    gemm_fp8_wgmma(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, const Fp8Args p) {
+    gemm_fp8_wgmma(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
+                   const __grid_constant__ TmaMap tma_c, const __grid_constant__ TmaMap tma_sa,
+                   const Fp8Args p) {
   extern __shared__ unsigned char smem_raw[];
   // The 128B swizzle pattern follows absolute address bits: tiles start on 1024 bytes.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const u32 bars = base + STAGES * STAGE_BYTES;
-  const u32 slots = bars + 16u * STAGES;  // KILN_SSCALE's scale slots, 16-byte aligned
+  const u32 cstage = base + STAGES * STAGE_BYTES;  // KILN_TMAE's staging chunks, 1024-aligned
+  const u32 slots = cstage + C_BYTES;              // KILN_SSCALE's scale slots, 1024-aligned
+  const u32 bars = slots + SLOT_BYTES * STAGES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
   auto slot = [&](int s) { return slots + SLOT_BYTES * s; };
@@ -135,6 +171,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   if (threadIdx.x == 0) {
     tma_prefetch(&tma_a);
     tma_prefetch(&tma_b);
+    if (TMA_EPI && p.tma_c) tma_prefetch(&tma_c);
+    if (A_SCALE_TMA && p.tma_sa) tma_prefetch(&tma_sa);
     for (int s = 0; s < STAGES; ++s) {
       // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
       mbar_init(full(s), SSCALE ? 1 + 32 : 1);
@@ -164,7 +202,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
-      const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES;  // whole boxes, zero fill included
+      // whole boxes, zero fill included; KILN_SSCALE = 2: BM A scales
+      const bool sa_by_tma = A_SCALE_TMA && p.tma_sa;
+      const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES + (sa_by_tma ? BM * 4 : 0);
       u32 it = 0;
       for (int u = first; u < units; u += stride) {
         int t, tm, tn, kb0, kb1;
@@ -182,6 +222,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                                   tn * BN + rank * B_PART, (1 << CLUSTER) - 1);
           else
             tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
+          // the K block's A scales of the tile's rows: box {BM, 1} of the map over [K/128, M]
+          if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
         }
       }
     } else if (SSCALE && threadIdx.x / 32 == 1) {
@@ -192,21 +234,23 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int u = first; u < units; u += stride) {
         int t, tm, tn, kb0, kb1;
         unit(u, t, tm, tn, kb0, kb1);
-        // Lanes 0 and 1: the tile's two B blocks. 40 registers: keep it lean.
+        // Lanes 0 .. B_SPAN - 1: the tile's B blocks. 40 registers: keep it lean.
         const int nb = tn * BN / 128 + lane;
-        const bool b_in = lane < 2 && nb < nblocks_b;
+        const bool b_in = lane < B_SPAN && nb < nblocks_b;
         const float* sb_k = p.sb + (b_in ? (i64)nb * kblocks : 0);
         const float* sa_k = p.sa + (i64)kb0 * p.m;
+        // KILN_SSCALE = 2 with a map: the A scales come by TMA, this warp copies B's only
+        const int a_rows = A_SCALE_TMA && p.tma_sa ? 0 : BM;
         for (int kb = kb0; kb < kb1; ++kb, ++it, sa_k += p.m) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
           const u32 sl = slot(s);
 #pragma unroll 1
-          for (int r = lane; r < BM; r += 32) {
+          for (int r = lane; r < a_rows; r += 32) {
             const int m = tm * BM + r;
             cp_async4_zfill(sl + 4 * r, sa_k + (m < p.m ? m : 0), m < p.m ? 4 : 0);
           }
-          if (lane < 2) cp_async4_zfill(sl + 4 * (BM + lane), sb_k + (b_in ? kb : 0), b_in ? 4 : 0);
+          if (lane < B_SPAN) cp_async4_zfill(sl + 4 * (BM + lane), sb_k + (b_in ? kb : 0), b_in ? 4 : 0);
           cp_async_mbar_arrive_noinc(full(s));
         }
       }
@@ -243,6 +287,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   out_t* cout = static_cast<out_t*>(p.c);
   const float tensor_scale = SCALE == 0 ? p.alpha * p.sa[0] * p.sb[0] : p.alpha;
   const int nblocks_b = (p.n + 127) / 128;
+  Epi epi(cstage, 0, c, w, lane);  // (its barriers are the C-load epilogue's: none here)
+  const bool tma_out = TMA_EPI && p.tma_c != 0;
 
   float acc[NR];
   float fin[NR];   // the promoted sums (unused, and so not allocated, without promotion)
@@ -262,7 +308,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     const int m0 = tm * BM, n0 = tn * BN + bcol;  // the consumer's first row of C is m0 + arow
     const int row = m0 + arow + 16 * w + lane / 4;  // this thread's rows: row, row + 8
     // Block scales: the consumer's column groups J < jb lie in B block nb0, the rest
-    // (B_STRADDLE) in nb0 + 1; nb0 is the tile's first or second B block (ib).
+    // (B_STRADDLE) in nb0 + 1, or (B_TRIPLE) from jb + 16 on in nb0 + 2; nb0 is the tile's first
+    // or second B block (ib).
     const int nb0 = n0 / 128, jb = (128 - n0 % 128) / 8, ib = nb0 - tn * BN / 128;
     if constexpr (PROMOTE) {
 #pragma unroll
@@ -271,7 +318,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // This K block's scales (block mode, KILN_SSCALE = 0), loaded ahead of their use so that
     // they arrive under the wgmmas.
     auto load_scales = [&](int j) {
-      BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
+      BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       const int kb = kb0 + j;
       if (SCALE == 2 && !SSCALE && j < nk) {
         if (row < p.m) sc.a0 = p.sa[(i64)kb * p.m + row];
@@ -287,7 +334,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     auto issue = [&](u32 i, float(&a)[NR], bool fresh) {
       const int s = i % STAGES;
       mbar_wait(full(s), (i / STAGES) & 1);
-      BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
+      BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (SSCALE) {
         const u32 sl = slot(s);
         const int r = arow + 16 * w + lane / 4;
@@ -296,6 +343,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         sc.b0 = ld_shared_f32(sl + 4 * (BM + ib));
         // (a consumer that starts in the tile's second block ends there: its b1 goes unused)
         if constexpr (B_STRADDLE) sc.b1 = ld_shared_f32(sl + 4 * (BM + 1));
+        if constexpr (B_TRIPLE) sc.b2 = ld_shared_f32(sl + 4 * (BM + 2));
       }
 #pragma unroll
       for (int j = 0; j < NR; ++j) wgmma_fence_operand(a[j]);
@@ -318,10 +366,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if constexpr (SCALE == 2) {
         // register j: row + 8 ((j >> 1) & 1), column group j >> 2
         const float s00 = sc.a0 * sc.b0, s10 = sc.a1 * sc.b0, s01 = sc.a0 * sc.b1, s11 = sc.a1 * sc.b1;
+        const float s02 = B_TRIPLE ? sc.a0 * sc.b2 : 0.0f, s12 = B_TRIPLE ? sc.a1 * sc.b2 : 0.0f;
 #pragma unroll
         for (int j = 0; j < NR; ++j) {
           const bool h = (j >> 1) & 1;
-          const float f = (!B_STRADDLE || (j >> 2) < jb) ? (h ? s10 : s00) : (h ? s11 : s01);
+          const int J = j >> 2;
+          const float f = (!B_STRADDLE || J < jb)         ? (h ? s10 : s00)
+                          : (!B_TRIPLE || J < jb + 16) ? (h ? s11 : s01)
+                                                       : (h ? s12 : s02);
           fin[j] = fmaf(f, a[j], fin[j]);
         }
       } else {
@@ -414,13 +466,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         float* tile_ws = p.ws + (i64)t * (BM * BN);
         const bool live = row < p.m && n0 < p.n;
         split_red_partial(tile_ws, ct, sums, live);
-        if (!split_arrive(p.counters + t, splits, ct, 1)) continue;
+        if (!split_arrive(p.counters + t, splits, ct, SPLIT_BAR)) continue;
         split_take_sum(tile_ws, ct, sums, live);
       } else {
         // Partials through the workspace; only the slice that counts last goes on.
         float* tile_ws = p.ws + (i64)t * splits * (BM * BN);
         split_store_partial(tile_ws + (i64)sp * (BM * BN), ct, sums);
-        if (!split_arrive(p.counters + t, splits, ct, 1)) continue;
+        if (!split_arrive(p.counters + t, splits, ct, SPLIT_BAR)) continue;
         split_add_others(tile_ws, splits, sp, ct, sums);
       }
     }
@@ -443,10 +495,24 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < NR; ++i) res[i] *= tensor_scale;
       }
-      store_acc_groups<0>(cout, gp, row, n0, res, q);
+      if (TMA_EPI && tma_out) {
+        // A consumer wholly past M or N stores nothing (TMA would drop it all).
+        const int cm0 = m0 + arow;
+        if (cm0 >= p.m || n0 >= p.n) return;
+        const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+#pragma unroll
+        for (int ch = 0; ch < C_NCH; ++ch)
+          if (ch < nch) epi.store_acc_chunk(&tma_c, ch, nch, cm0, n0, 1.0f, 0.0f, res);
+        // the last C_TAIL columns (8-column groups C_NCH * C_COLS / 8 ..) from registers
+        if constexpr (C_TAIL != 0) store_acc_groups<C_NCH * C_COLS / 8>(cout, gp, row, n0, res, q);
+      } else {
+        store_acc_groups<0>(cout, gp, row, n0, res, q);
+      }
     };
     epilogue(sums);
   }
+  // Bulk stores still reading the staging chunks finish before the shared memory goes away.
+  if (TMA_EPI && tma_out && (threadIdx.x % 128) == 0) tma_store_wait<0>();
   // No CTA may leave while a peer's consumers can still arrive on its barriers.
   if constexpr (CLUSTER > 1) {
     __syncwarp();

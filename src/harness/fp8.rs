@@ -677,9 +677,9 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
         (ScaleMode::Tensor, false, "256/4"),
         (ScaleMode::Row, true, "128/2"),
         (ScaleMode::Block, true, "128p/3a"),
-        (ScaleMode::Block, true, "160s/5"),
+        (ScaleMode::Block, true, "160se/5"),
         (ScaleMode::Block, true, "64x192ps/5w"),
-        (ScaleMode::Block, true, "160sm/3"),
+        (ScaleMode::Block, true, "176se/3"),
     ] {
         let p = Fp8Problem {
             promote,
@@ -695,12 +695,35 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
         (64, 384, 4112, "64x128ps/7"),
         (40, 1000, 2048, "64x256ps/3"),
         (64, 300, 1024, "64x256ps/2"),
-        (129, 257, 4112, "120ps/4"),
+        (129, 257, 4112, "128s/4"),
         (128, 2112, 7168, "64x192ps/12"),
     ] {
         let p = Fp8Problem {
             ldc: n + 8,
             ..Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block)
+        };
+        v.push(case(p, tile.parse().ok(), ScaleRecipe::Fp32));
+    }
+    // the TMA-store epilogue where C allows it (N a multiple of 8 16-bit or 4 f32 elements, a
+    // row stride of whole 16 bytes; the cases above with N = 257 store from registers): ragged M,
+    // the last tile past N, widths whose last columns go out from registers (112, 176 in 16-bit
+    // and f32), the 176-wide tile's third B scale block (its third column tile, columns
+    // 352..527, spans B blocks 2, 3 and 4: N = 520 reaches into the third), split slices, each
+    // output type; the A scales by TMA where M is a multiple of 4 (M = 200, 300; at M = 129 the
+    // copier warp takes them, as with `s`)
+    for (m, n, k, out, tile) in [
+        (129, 392, 4112, DType::Bf16, "176se"),
+        (129, 392, 4112, DType::Bf16, "112se/3"),
+        (200, 360, 1024, DType::F32, "112se"),
+        (200, 360, 1024, DType::F32, "176te"),
+        (300, 520, 2048, DType::F16, "176te/2"),
+        (300, 520, 2048, DType::F16, "160se"),
+        (300, 520, 2048, DType::Bf16, "128te"),
+        (300, 520, 2048, DType::Bf16, "176se"),
+    ] {
+        let p = Fp8Problem {
+            ldc: n + 8,
+            ..Fp8Problem::new(m, n, k, out, ScaleMode::Block)
         };
         v.push(case(p, tile.parse().ok(), ScaleRecipe::Fp32));
     }
@@ -745,7 +768,7 @@ mod tests {
             s.iter()
                 .filter(|c| c.cfg.is_some_and(|t| t.splits > 1))
                 .count(),
-            13
+            15
         );
         // both reductions, on the old family and the new
         for (new, reduce) in [

@@ -9,7 +9,7 @@ use std::ffi::c_void;
 
 use super::problem::{Fp8Problem, ScaleMode, Scales};
 use super::tma::Fp8Operand;
-use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::formats::Fp8Format;
 use crate::jit::KernelSpec;
@@ -40,7 +40,8 @@ pub enum Reduce {
 /// them; or 64, each consumer half the columns), its width, whether the promotion is pipelined
 /// over two accumulators (`KILN_PIPE`), whether block scales travel with the stage through
 /// shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
-/// (`KILN_CLUSTER`, 1 or 2), and the split-K slices (0: the plan decides) and their reduction
+/// (`KILN_CLUSTER`, 1 or 2), whether C goes out through the TMA-store epilogue (`KILN_TMAE`),
+/// and the split-K slices (0: the plan decides) and their reduction
 /// (`None`: the config's own, [`Fp8Config::reduction`]); splits and reduction are run-time
 /// choices, not compiled ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -51,8 +52,13 @@ pub struct Fp8Config {
     pub pipe: bool,
     #[serde(default)]
     pub sscale: bool,
+    /// With `sscale`: the A scales by TMA in the ring (`KILN_SSCALE=2`), the B scales copied.
+    #[serde(default)]
+    pub tma_scales: bool,
     #[serde(default = "one_cta")]
     pub cluster: u32,
+    #[serde(default)]
+    pub tma_epi: bool,
     pub splits: u32,
     #[serde(default)]
     pub reduce: Option<Reduce>,
@@ -79,7 +85,9 @@ impl Fp8Config {
             bn,
             pipe,
             sscale,
+            tma_scales: false,
             cluster: 1,
+            tma_epi: false,
             splits: 0,
             reduce: None,
         }
@@ -90,17 +98,59 @@ impl Fp8Config {
         Fp8Config { cluster: 2, ..self }
     }
 
-    /// The same compiled kernel (tile, pipelining, scale path and cluster; splits and
+    /// The same tile (scales in shared memory) with the A scales loaded by TMA.
+    pub const fn scales_by_tma(self) -> Self {
+        Fp8Config {
+            sscale: true,
+            tma_scales: true,
+            ..self
+        }
+    }
+
+    /// The same tile writing C through the TMA-store epilogue.
+    pub const fn tma_store(self) -> Self {
+        Fp8Config {
+            tma_epi: true,
+            ..self
+        }
+    }
+
+    /// The same compiled kernel (tile, pipelining, scale path, cluster and epilogue; splits and
     /// reduction aside).
     pub fn same_kernel(&self, other: &Fp8Config) -> bool {
-        (self.bm, self.bn, self.pipe, self.sscale, self.cluster)
-            == (other.bm, other.bn, other.pipe, other.sscale, other.cluster)
+        (
+            self.bm,
+            self.bn,
+            self.pipe,
+            self.sscale,
+            self.tma_scales,
+            self.cluster,
+            self.tma_epi,
+        ) == (
+            other.bm,
+            other.bn,
+            other.pipe,
+            other.sscale,
+            other.tma_scales,
+            other.cluster,
+            other.tma_epi,
+        )
     }
 
     /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
-    /// pairs), whose ring, A box and split-K reduction follow the newer rules.
+    /// pairs, the TMA-store epilogue), whose ring, A box and split-K reduction follow the newer
+    /// rules.
     pub const fn is_new(&self) -> bool {
-        self.bm != 128 || self.sscale || self.cluster > 1
+        self.bm != 128 || self.sscale || self.cluster > 1 || self.tma_epi
+    }
+
+    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer.
+    pub const fn c_bytes(&self) -> u32 {
+        if self.tma_epi {
+            4 * 8192
+        } else {
+            0
+        }
     }
 
     /// Block tiles a cluster tile holds along M (the CTAs of a cluster).
@@ -126,23 +176,37 @@ impl Fp8Config {
         (self.bm + self.bn) * BK
     }
 
-    /// Bytes of a stage's scale slot (KILN_SSCALE): the A scales of the tile's rows and two B
-    /// scales, padded to 16.
+    /// Bytes of a stage's scale slot (KILN_SSCALE): the A scales of the tile's rows and up to
+    /// three B scales, padded to 16; to 128 where TMA writes the A scales (its destination's
+    /// alignment).
     pub const fn slot_bytes(&self) -> u32 {
-        if self.sscale {
-            self.bm * 4 + 16
-        } else {
+        if !self.sscale {
             0
+        } else if self.tma_scales {
+            (self.bm * 4 + 16).next_multiple_of(128)
+        } else {
+            self.bm * 4 + 16
         }
     }
 
-    /// Stages in the ring: as many as the budget holds beside 1 KB of alignment slack, a full
-    /// and an empty mbarrier and a scale slot per stage, at most 8 (12 for the new family, whose
-    /// small-M stages are smaller). The old family's rule reserves eight stages' barriers.
+    /// `KILN_SSCALE`: 0 scales from global memory, 1 copied into the slot, 2 A's by TMA.
+    pub const fn sscale_define(&self) -> u32 {
+        match (self.sscale, self.tma_scales) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        }
+    }
+
+    /// Stages in the ring: as many as the budget holds beside 1 KB of alignment slack, the
+    /// epilogue's staging, a full and an empty mbarrier and a scale slot per stage, at most 8
+    /// (12 for the new family, whose small-M stages are smaller). The old family's rule
+    /// reserves eight stages' barriers.
     pub const fn stages(&self) -> u32 {
         let (s, most) = if self.is_new() {
             (
-                (SMEM_BUDGET - 1024) / (self.stage_bytes() + 16 + self.slot_bytes()),
+                (SMEM_BUDGET - 1024 - self.c_bytes())
+                    / (self.stage_bytes() + 16 + self.slot_bytes()),
                 12,
             )
         } else {
@@ -156,9 +220,9 @@ impl Fp8Config {
     }
 
     /// Dynamic shared memory: 1 KB of slack to align the ring to 1024 bytes, then per stage its
-    /// tiles, its two mbarriers and its scale slot.
+    /// tiles, its two mbarriers and its scale slot, and the epilogue's staging.
     pub const fn smem_bytes(&self) -> u32 {
-        1024 + self.stages() * (self.stage_bytes() + 16 + self.slot_bytes())
+        1024 + self.stages() * (self.stage_bytes() + 16 + self.slot_bytes()) + self.c_bytes()
     }
 
     /// How this config's split-K slices combine: as asked, else atomically for the new family
@@ -197,11 +261,16 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}",
+            "{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
-            if self.sscale { "s" } else { "" },
-            if self.cluster > 1 { "m" } else { "" }
+            match (self.sscale, self.tma_scales) {
+                (true, true) => "t",
+                (true, false) => "s",
+                _ => "",
+            },
+            if self.cluster > 1 { "m" } else { "" },
+            if self.tma_epi { "e" } else { "" }
         )?;
         if self.splits > 0 {
             write!(f, "/{}", self.splits)?;
@@ -216,17 +285,21 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p][s][m][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps` (and
-    /// block scales through shared memory), `160sm` (in pairs of CTAs multicasting B), `64x128ps`
-    /// (the 64-row tile), `/S` for S split-K slices, `a` / `w` to reduce them atomically or
-    /// through per-slice slots (`64x128ps/7a`).
+    /// `[64x]WIDTH[p][s|t][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps`
+    /// (and block scales through shared memory), `128te` (the A scales of those by TMA, C
+    /// through the TMA-store epilogue), `160sm` (in pairs of CTAs multicasting B),
+    /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
+    /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
+    /// (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s][m][/S][a|w]: a width \
-                 such as 128, p for the pipelined promotion, s for block scales through shared \
-                 memory, m for pairs of CTAs multicasting B, 64x for the 64-row tile, /S for S \
-                 split-K slices, a or w to reduce them atomically or through slots (64x128ps/7a)"
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s|t][m][e][/S][a|w]: a \
+                 width such as 128, p for the pipelined promotion, s for block scales through \
+                 shared memory (t: the A scales by TMA), m for pairs of CTAs multicasting B, e \
+                 for the TMA-store \
+                 epilogue, 64x for the 64-row tile, /S for S split-K slices, a or w to reduce \
+                 them atomically or through slots (64x128ps/7a)"
             ))
         };
         let (mut head, mut reduce) = (s, None);
@@ -244,13 +317,18 @@ impl std::str::FromStr for Fp8Config {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
         };
+        let (head, tma_epi) = match head.strip_suffix('e') {
+            Some(h) => (h, true),
+            None => (head, false),
+        };
         let (head, cluster) = match head.strip_suffix('m') {
             Some(h) => (h, 2),
             None => (head, 1),
         };
-        let (head, sscale) = match head.strip_suffix('s') {
-            Some(h) => (h, true),
-            None => (head, false),
+        let (head, sscale, tma_scales) = match (head.strip_suffix('s'), head.strip_suffix('t')) {
+            (Some(h), _) => (h, true, false),
+            (None, Some(h)) => (h, true, true),
+            _ => (head, false, false),
         };
         let (num, pipe) = match head.strip_suffix('p') {
             Some(n) => (n, true),
@@ -262,7 +340,9 @@ impl std::str::FromStr for Fp8Config {
             bn,
             pipe,
             sscale,
+            tma_scales,
             cluster,
+            tma_epi,
             splits,
             reduce,
         })
@@ -275,9 +355,12 @@ impl std::str::FromStr for Fp8Config {
 /// with e5m2 have the pipelined 128 with promoted tensor or block scales; everything else none.
 /// Block scales on e4m3 add the 2026-11-29 family: the 64-row tiles 128, 192 and 256 wide
 /// (pipelined, scales in shared memory) for M <= 64, and the 128-row tiles with the scales in
-/// shared memory: pipelined 128 (six stages) and 120 (seven: the slots fit beside them),
-/// drained 128, 160 and 192 (one consumer's promotion under the other's wgmmas), and pipelined
-/// 128 and drained 160 in pairs of CTAs multicasting B (half of B's bytes from the L2).
+/// shared memory: pipelined 128 (six stages) and drained 128 (one consumer's promotion under
+/// the other's wgmmas: the fastest at 4096x7168x16384 on an H200 at 7eb2e34); then drained
+/// with the TMA-store epilogue 112, 128, 160 and 176 wide (the widths that fill 132 SMs at
+/// DeepSeek-V3's M = 4096 shapes), and 128 and 176 with the A scales by TMA as well. The
+/// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost there and
+/// were dropped for these.
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -297,12 +380,17 @@ pub fn configs(
         Fp8Config::tile(64, 192, true, true),
         Fp8Config::tile(64, 256, true, true),
         Fp8Config::tile(128, 128, true, true),
-        Fp8Config::tile(128, 120, true, true),
         Fp8Config::tile(128, 128, false, true),
-        Fp8Config::tile(128, 160, false, true),
-        Fp8Config::tile(128, 192, false, true),
-        Fp8Config::tile(128, 128, true, true).paired(),
-        Fp8Config::tile(128, 160, false, true).paired(),
+        Fp8Config::tile(128, 112, false, true).tma_store(),
+        Fp8Config::tile(128, 128, false, true).tma_store(),
+        Fp8Config::tile(128, 160, false, true).tma_store(),
+        Fp8Config::tile(128, 176, false, true).tma_store(),
+        Fp8Config::tile(128, 128, false, true)
+            .scales_by_tma()
+            .tma_store(),
+        Fp8Config::tile(128, 176, false, true)
+            .scales_by_tma()
+            .tma_store(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
@@ -339,8 +427,9 @@ fn spec_of(
         .define("KILN_PIPE", cfg.pipe as u32)
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
-        .define("KILN_SSCALE", cfg.sscale as u32)
+        .define("KILN_SSCALE", cfg.sscale_define())
         .define("KILN_CLUSTER", cfg.ctas())
+        .define("KILN_TMAE", cfg.tma_epi as u32)
         .define("KILN_STAGES", cfg.stages())
         .define("KILN_OUT", out.code())
         // NT: A row-major and B column-major, both K-contiguous (the layout defines the shared
@@ -438,16 +527,25 @@ pub enum Fp8Rule {
     /// DRAM time of the problem's bytes and the busiest SM's time, plus the split-K tail
     /// ([`predict_us`]).
     Bytes,
+    /// The measured rule at M <= [`SMALL_M`]; above it the TMA-store-epilogue tile whose width
+    /// fills the SMs best ([`choose_fill`]): not yet timed, so not the default.
+    Fill,
 }
 
 impl Fp8Rule {
-    pub const ALL: [Fp8Rule; 3] = [Fp8Rule::Measured, Fp8Rule::Waves, Fp8Rule::Bytes];
+    pub const ALL: [Fp8Rule; 4] = [
+        Fp8Rule::Measured,
+        Fp8Rule::Waves,
+        Fp8Rule::Bytes,
+        Fp8Rule::Fill,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Fp8Rule::Measured => "measured",
             Fp8Rule::Waves => "waves",
             Fp8Rule::Bytes => "bytes",
+            Fp8Rule::Fill => "fill",
         }
     }
 
@@ -471,7 +569,33 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
             .first()
             .map(|r| r.config)
             .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Waves)),
+        Fp8Rule::Fill => choose_small_m(p, dev)
+            .or_else(|| choose_fill(p, dev))
+            .unwrap_or_else(|| choose_waves(p, dev)),
     }
+}
+
+/// The fill rule above [`SMALL_M`]: among the compiled 128-row tiles with the TMA-store
+/// epilogue (widths 112 to 176, DeepGEMM's way of filling 132 SMs), the one whose waves of
+/// tiles over the SMs take least time, a wave costing its width (waves x width: a tile's K loop
+/// takes time in proportion to its columns), then the fullest last wave, then the narrower.
+/// Fewest waves alone would take 176 at N = 4096 (6 waves of 176 columns against 8 of 128:
+/// 1,056 column-waves against 1,024). `None` where no such tile is compiled (tensor and row
+/// scales).
+pub fn choose_fill(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    let sms = dev.sm_count.max(1) as u64;
+    configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .copied()
+        .filter(|c| {
+            c.tma_epi && !c.tma_scales && c.bm == 128 && dev.check_smem(c.smem_bytes()).is_ok()
+        })
+        .min_by_key(|c| {
+            let t = tiles(p, c);
+            let waves = t.div_ceil(sms);
+            // SMs the last wave leaves idle
+            (waves * c.bn as u64, waves * sms - t, c.bn)
+        })
 }
 
 /// Most rows the measured rule gives the 64-row tiles: DeepSeek-V3's M = 64 and 128, timed on an
@@ -710,6 +834,21 @@ pub fn ranked(p: &Fp8Problem, dev: &DeviceInfo) -> Vec<Fp8Ranked> {
     out
 }
 
+/// The map `KILN_SSCALE=2` loads the A scales through: fp32 `[ceil(K / 128), M]` (M-major, as
+/// the block scales are laid out), boxes of `bm` scales of one K block; `None` where TMA cannot
+/// address it (M * 4 bytes not a multiple of 16, an unaligned pointer).
+pub fn a_scale_map(sa: u64, m: usize, k: usize, bm: u32) -> Option<Tma2d> {
+    let map = Tma2d {
+        dtype: TmaDType::F32,
+        addr: sa,
+        dims: [m as u64, (k as u64).div_ceil(BK as u64)],
+        row_stride_bytes: m as u64 * 4,
+        box_dims: [bm, 1],
+        swizzle: TmaSwizzle::None,
+    };
+    map.validate().ok().map(|()| map)
+}
+
 /// The argument block, laid out as `Fp8Args` in `kernels/gemm/fp8_wgmma.cu`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -729,6 +868,10 @@ pub struct Fp8Args {
     pub reduce: i32,
     /// Rows of the A box ([`Fp8Config::a_rows`]).
     pub a_rows: i32,
+    /// 1 when the launch passes a tensor map of C (the TMA-store epilogue runs), else 0.
+    pub tma_c: i32,
+    /// 1 when the launch passes a tensor map of the A scales (`KILN_SSCALE=2`), else 0.
+    pub tma_sa: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -821,7 +964,27 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         counters: 0,
         reduce: (reduce == Reduce::Atomic) as i32,
         a_rows: a_rows as i32,
+        tma_c: 0,
+        tma_sa: 0,
     };
+    // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
+    // stores from registers, and every kernel takes a third map, then a stand-in.
+    let mut map_c = match cfg.tma_epi {
+        true => crate::ops::gemm::wgmma_tma_ws::c_store_map(p.m, p.n, p.ldc, p.out, ops.c.ptr()),
+        false => None,
+    }
+    .map(|m| m.encode())
+    .transpose()?;
+    args.tma_c = map_c.is_some() as i32;
+    // KILN_SSCALE=2's map of the A scales, [K/128, M]: each K block's row of M scales, boxes of
+    // the tile's rows; none (the copier warp copies them) where M * 4 bytes is no multiple of 16
+    let mut map_sa = match cfg.tma_scales && p.scale == ScaleMode::Block {
+        true => a_scale_map(args.sa, p.m, p.k, cfg.bm),
+        false => None,
+    }
+    .map(|m| m.encode())
+    .transpose()?;
+    args.tma_sa = map_sa.is_some() as i32;
     let t = tiles(p, &cfg);
     let splits = splits_for(p, &cfg, &ctx.info) as u64;
     if t * splits > i32::MAX as u64 {
@@ -848,6 +1011,15 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
             .fp8_split_counters
             .at_least(ctx, (t * 4) as usize)?;
     }
+    let (mut stand_in, mut stand_in2) = (map_a, map_a);
+    let c_param = match map_c.as_mut() {
+        Some(m) => m.as_param(),
+        None => stand_in.as_param(),
+    };
+    let sa_param = match map_sa.as_mut() {
+        Some(m) => m.as_param(),
+        None => stand_in2.as_param(),
+    };
     let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
     // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
     let ctas = cfg.ctas();
@@ -858,9 +1030,11 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         cluster: (ctas > 1).then_some((ctas, 1, 1)),
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
-    // SAFETY: the kernel takes (TmaMap, TmaMap, Fp8Args): two 128-byte maps and the argument
-    // block, in that order. The maps address A and B and the arguments C and the scales, all of
-    // which `check` sized against the problem; the caller keeps A, B, C and device scales alive
+    // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8Args): four 128-byte maps and
+    // the argument block, in that order. The maps address A, B, C and the A scales (C's and the
+    // scales' only where `tma_c` and `tma_sa` say so; else copies of A's that the kernel never
+    // reads) and the arguments C and the scales,
+    // all of which `check` sized against the problem; the caller keeps A, B, C and device scales alive
     // until the stream is done, and the host scales' copies live until the synchronisation
     // below.
     unsafe {
@@ -870,6 +1044,8 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
             &mut [
                 map_a.as_param(),
                 map_b.as_param(),
+                c_param,
+                sa_param,
                 &mut args as *mut Fp8Args as *mut c_void,
             ],
         )?;
@@ -896,7 +1072,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8Args, ws), 56);
         assert_eq!(std::mem::offset_of!(Fp8Args, reduce), 72);
         assert_eq!(std::mem::offset_of!(Fp8Args, a_rows), 76);
-        assert_eq!(std::mem::size_of::<Fp8Args>(), 80);
+        assert_eq!(std::mem::offset_of!(Fp8Args, tma_c), 80);
+        assert_eq!(std::mem::offset_of!(Fp8Args, tma_sa), 84);
+        assert_eq!(std::mem::size_of::<Fp8Args>(), 88);
     }
 
     #[test]
@@ -922,11 +1100,24 @@ mod tests {
         let st = |s: &str| s.parse::<Fp8Config>().unwrap().stages();
         // the configs of a8381a5 keep their rings
         assert_eq!((st("128p"), st("160"), st("256")), (7, 6, 4));
-        // the scale slots cost the 128-wide ring its seventh stage; the 120-wide keeps seven
+        // the scale slots cost the 128-wide ring its seventh stage
+        assert_eq!((st("128ps"), st("128s"), st("160s")), (6, 6, 6));
+        // the TMA-store epilogue's 32 KB of staging costs one more (the 112-wide keeps six)
         assert_eq!(
-            (st("128ps"), st("120ps"), st("160s"), st("192s")),
-            (6, 7, 6, 5)
+            (
+                st("112se"),
+                st("128se"),
+                st("160se"),
+                st("176se"),
+                st("128te"),
+                st("176te")
+            ),
+            (6, 5, 5, 5, 5, 5)
         );
+        assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
+        // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
+        let te: Fp8Config = "176te".parse().unwrap();
+        assert_eq!((te.slot_bytes(), te.smem_bytes()), (640, 231_632));
         // the 64-row tiles: 24, 32 and 40 KB stages
         assert_eq!((st("64x128ps"), st("64x192ps"), st("64x256ps")), (9, 7, 5));
     }
@@ -947,6 +1138,10 @@ mod tests {
             "128p/4a",
             "160sm",
             "128psm/2a",
+            "176se",
+            "128se/2a",
+            "128te",
+            "176te/2a",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -960,6 +1155,18 @@ mod tests {
             (c.reduction(), c.consumer_width(), c.is_new()),
             (Reduce::Atomic, 64, true)
         );
+        let e: Fp8Config = "144se/3".parse().unwrap();
+        assert_eq!(
+            (e.bn, e.pipe, e.sscale, e.tma_epi, e.splits, e.is_new()),
+            (144, false, true, true, 3, true)
+        );
+        assert!(!e.same_kernel(&"144s".parse().unwrap()));
+        let te: Fp8Config = "128te".parse().unwrap();
+        assert_eq!(
+            (te.sscale, te.tma_scales, te.tma_epi, te.sscale_define()),
+            (true, true, true, 2)
+        );
+        assert!(!te.same_kernel(&"128se".parse().unwrap()));
         let pair: Fp8Config = "160sm".parse().unwrap();
         assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
         assert!(!pair.same_kernel(&"160s".parse().unwrap()));
@@ -970,7 +1177,7 @@ mod tests {
             Reduce::Atomic
         );
         for bad in [
-            "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms",
+            "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
         ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");
@@ -1003,8 +1210,8 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 13; e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 14; e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -1187,6 +1394,62 @@ mod tests {
         assert_eq!(choose(&p, &dev), choose_by(&p, &dev, Fp8Rule::Waves));
         assert_eq!(Fp8Rule::default().name(), "measured");
         assert_eq!(Fp8Rule::parse("waves"), Some(Fp8Rule::Waves));
+    }
+
+    #[test]
+    fn the_a_scale_map_needs_rows_of_whole_16_bytes() {
+        let m = a_scale_map(1 << 20, 4096, 16384, 128).unwrap();
+        assert_eq!(
+            (m.dims, m.row_stride_bytes, m.box_dims),
+            ([4096, 128], 16384, [128, 1])
+        );
+        assert_eq!(m.box_bytes(), 512);
+        // K = 4112: a 33rd, partial block has its scales too
+        assert_eq!(
+            a_scale_map(1 << 20, 300, 4112, 128).unwrap().dims,
+            [300, 33]
+        );
+        assert!(a_scale_map(1 << 20, 129, 4112, 128).is_none());
+        assert!(a_scale_map(1 << 20, 1, 256, 128).is_none());
+        assert!(a_scale_map((1 << 20) + 4, 4096, 4096, 128).is_none());
+    }
+
+    #[test]
+    fn the_fill_rule_takes_the_width_whose_waves_cost_least() {
+        let dev = DeviceInfo::h100_sxm();
+        // DeepSeek-V3's M = 4096 shapes on 132 SMs: (N, width, waves)
+        for (n, k, bn, waves) in [
+            (2112, 7168, 176, 3), // 12 column tiles exactly: 384 tiles, against 5 waves of 128
+            (24576, 1536, 176, 34), // 34 x 176 = 5,984 column-waves against 47 x 128 = 6,016
+            (32768, 512, 160, 50),
+            (7168, 16384, 176, 10), // ties 11 waves of 160; 8 SMs idle in its last against 12
+            (4096, 7168, 112, 9),   // 9 x 112 = 1,008 against 8 x 128 = 1,024
+            (7168, 2048, 176, 10),
+        ] {
+            let p = Fp8Problem::new(4096, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Fill);
+            assert_eq!(
+                (c.bn, c.tma_epi, c.sscale, c.pipe),
+                (bn, true, true, false),
+                "{p}"
+            );
+            assert_eq!(tiles(&p, &c).div_ceil(132), waves, "{p}");
+            assert!(check_config(&p, c).is_ok());
+        }
+        // at small M the measured rule's choice; no such tile for tensor scales
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            if m <= SMALL_M {
+                assert_eq!(choose_by(&p, &dev, Fp8Rule::Fill), choose(&p, &dev), "{p}");
+            }
+        }
+        let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
+        assert_eq!(choose_fill(&p, &dev), None);
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Fill),
+            choose_by(&p, &dev, Fp8Rule::Waves)
+        );
+        assert_eq!(Fp8Rule::parse("fill"), Some(Fp8Rule::Fill));
     }
 
     #[test]

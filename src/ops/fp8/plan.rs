@@ -133,6 +133,18 @@ pub fn plan(
                      and slice count: the larger of the DRAM time of the problem's bytes and \
                      the busiest SM's K blocks, plus the split-K tail and the launch"
                 ),
+                Fp8Rule::Fill if c.bm == 64 => format!(
+                    "tile {c} (rule `fill`): M <= {SMALL_M}, so the measured rule's 64-row tile"
+                ),
+                Fp8Rule::Fill if c.tma_epi => format!(
+                    "tile {c} (rule `fill`): among the 128-row tiles with the TMA-store epilogue, \
+                     the least waves x width over {sms} SMs, then the fullest last wave"
+                ),
+                Fp8Rule::Fill => format!(
+                    "no tile with the TMA-store epilogue compiled for these scales, so rule \
+                     `waves`: {}",
+                    waves()
+                ),
             });
             c
         }

@@ -3,7 +3,7 @@
 
 use super::{GemmOverrides, TileConfig};
 use crate::device::{Tma2d, TmaSwizzle};
-use crate::ops::gemm::GemmProblem;
+use crate::ops::gemm::{DType, GemmProblem};
 
 /// The tile that runs where `tile` was picked, given the epilogue C takes. Every tile has the
 /// TMA-store epilogue (beta 0 or 1, the common case). The 320-wide tile's register epilogue
@@ -31,19 +31,24 @@ pub fn with_epilogue(tile: TileConfig, epi: Epilogue) -> TileConfig {
 /// stay in registers: a C that TMA cannot address (unaligned base or a row stride that is not a
 /// multiple of 16 bytes).
 pub fn output_map(p: &GemmProblem, c: u64) -> Option<Tma2d> {
-    let dtype = p.output.tma();
+    c_store_map(p.m, p.n, p.ldc, p.output, c)
+}
+
+/// [`output_map`] for any row-major C of `m` x `n` elements of `out`, rows `ldc` elements
+/// apart, at `c` (the FP8 GEMM's TMA-store epilogue takes the same map).
+pub fn c_store_map(m: usize, n: usize, ldc: usize, out: DType, c: u64) -> Option<Tma2d> {
     // A row whose byte length is not a multiple of 16 ends inside a 16-byte granule, and TMA
     // stores the whole granule (measured on H200: the ldc padding after N = 127 was
     // overwritten), so N must be a multiple of 8 elements (16-bit) or 4 (f32).
-    if !(p.n * p.output.size()).is_multiple_of(16) {
+    if !(n * out.size()).is_multiple_of(16) {
         return None;
     }
     let map = Tma2d {
-        dtype,
+        dtype: out.tma(),
         addr: c,
-        dims: [p.n as u64, p.m as u64],
-        row_stride_bytes: p.ldc as u64 * p.output.size() as u64,
-        box_dims: [128 / p.output.size() as u32, 64],
+        dims: [n as u64, m as u64],
+        row_stride_bytes: ldc as u64 * out.size() as u64,
+        box_dims: [128 / out.size() as u32, 64],
         swizzle: TmaSwizzle::B128,
     };
     map.validate().ok().map(|()| map)

@@ -37,7 +37,7 @@ mod timeline;
 pub use choice::Choice;
 pub use choose::{rows_on_lines, Pairing, Widths};
 pub use cost::{k_blocks, SplitPlan, MAX_SPLITS};
-pub use epilogue::{output_map, with_epilogue, Epilogue};
+pub use epilogue::{c_store_map, output_map, with_epilogue, Epilogue};
 pub use heuristic::{pingpong_for, WIDTHS_BY_DEFAULT};
 pub use maps::{
     a_box_rows, b_box_rows, b_loads_per_cluster, loads_per_stage, operand_maps, tile_coords,

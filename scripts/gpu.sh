@@ -65,6 +65,13 @@
 #                                N 1408) and E256 32,768 rows, 1/2 CTAs an SM at the E256 decode
 #                                counts (512 and 64 rows), W4A8 at E256 32,768 and E64 8,192
 #                                rows and at decode; table by scripts/fp4ab-table.py
+#   fp4b [verify|time]           issue 46's decode and GEMV A/B (docs/moe.md ledger F6, docs/fp4.md
+#                                G1): verify first (KILN_FP4_TAIL=8 over both 4-bit suites and
+#                                the E256 512- and 64-row decode counts; `kiln fp4 verify --suite
+#                                quick` under KILN_FP4_GEMV=async), then two alternating rounds of
+#                                KILN_FP4_TAIL 1/8 at both decode counts and the GEMV regs/async
+#                                at M 1 and 4, N,K >= 4096; tables by scripts/fp4ab-table.py and a
+#                                grep of the GEMV rows (about 3 + 5 minutes on an H200)
 #   moelayer [SEED]              the whole MoE layer (routing, gathered SwiGLU, down projection
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
@@ -714,6 +721,49 @@ fp4ab)
   table
   echo
   "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
+  ;;
+
+fp4b)
+  need_bin "$KILN"; machine "$KILN"
+  DECODE=$("$PY" -c 'import random; c=[3]*114+[2]*85+[0]*57; random.Random(35).shuffle(c); print(",".join(map(str,c)))')
+  DECODE64=$("$PY" -c 'import random; c=[2]*8+[1]*48+[0]*200; random.Random(8).shuffle(c); print(",".join(map(str,c)))')
+  SW=(--n 2048 --k 7168 --swiglu --routed)
+  part=${1:-all}  # verify, time or all
+  if [ "$part" != time ]; then
+  # the split tail verified before it is timed: the suites (whatever tails they make) and the
+  # issue's decode counts, where the last wave splits (512 rows: 16 tiles in 8 slices; 64 rows:
+  # 104 tiles in 2)
+  step_json verify-tail-nvfp4 90 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights nvfp4
+  step_json verify-tail-mxfp4 90 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights mxfp4
+  step_json verify-tail-512rows 60 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+  step_json verify-tail-64rows 60 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights mxfp4 --counts "$DECODE64" "${SW[@]}"
+  step gemv-async-verify 90 env KILN_FP4_GEMV=async "$KILN" --no-store fp4 verify --suite quick
+  fi
+  if [ "$part" != verify ]; then
+  for r in 1 2; do
+    for tail in 1 8; do
+      step_json "dec512-tail$tail-$r" 120 env KILN_FP4_TAIL=$tail "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+      step_json "dec64-tail$tail-$r" 120 env KILN_FP4_TAIL=$tail "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
+    done
+  done
+  for r in 1 2; do
+    for g in regs async; do
+      for shape in "1 8192 8192" "1 4096 4096" "4 14336 4096" "4 8192 8192"; do
+        read -r m n k <<< "$shape"
+        step "gemv-$g-m$m-n$n-k$k-$r" 120 env KILN_FP4_GEMV=$g "$KILN" --no-store fp4 bench --gemv --m "$m" --n "$n" --k "$k"
+      done
+    done
+  done
+  fi
+  table
+  echo
+  "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
+  grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
+    "$D/gemv-async-verify.txt" 2>/dev/null | tee -a "$D/summary.txt"
+  for f in "$D"/gemv-*-[12].txt; do
+    [ -e "$f" ] || continue
+    grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
+  done | tee -a "$D/summary.txt"
   ;;
 
 moelayer)

@@ -206,6 +206,28 @@ step_json() {
   return $rc
 }
 
+# decode_counts: DECODE and DECODE64 (issue 46's E256 decode counts: 512 rows on 199 experts, 64
+# on 56) and SW (their K 7168, N 2048 routed SwiGLU), for the 4-bit A/B tasks.
+decode_counts() {
+  DECODE=$("$PY" -c 'import random; c=[3]*114+[2]*85+[0]*57; random.Random(35).shuffle(c); print(",".join(map(str,c)))')
+  DECODE64=$("$PY" -c 'import random; c=[2]*8+[1]*48+[0]*200; random.Random(8).shuffle(c); print(",".join(map(str,c)))')
+  SW=(--n 2048 --k 7168 --swiglu --routed)
+}
+
+# decode_ab KNOB NAME VALUE...: two alternating rounds of the NVFP4 SwiGLU at both decode counts
+# under KNOB=VALUE for each value, as decode512-NAMEVALUE-ROUND.json and decode64-... (the A/B
+# pairs of scripts/fp4ab-table.py).
+decode_ab() {
+  local knob=$1 name=$2 r v
+  shift 2
+  for r in 1 2; do
+    for v in "$@"; do
+      step_json "decode512-$name$v-$r" 120 env "$knob=$v" "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+      step_json "decode64-$name$v-$r" 120 env "$knob=$v" "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
+    done
+  done
+}
+
 table() {
   echo
   echo "== $task: $D =="
@@ -683,9 +705,7 @@ EOF
 
 fp4ab)
   need_bin "$KILN"; machine "$KILN"
-  DECODE=$("$PY" -c 'import random; c=[3]*114+[2]*85+[0]*57; random.Random(35).shuffle(c); print(",".join(map(str,c)))')
-  DECODE64=$("$PY" -c 'import random; c=[2]*8+[1]*48+[0]*200; random.Random(8).shuffle(c); print(",".join(map(str,c)))')
-  SW=(--n 2048 --k 7168 --swiglu --routed)
+  decode_counts
   part=${1:-all}  # verify, time or all (two device calls if one cannot hold both)
   if [ "$part" != time ]; then
   # every new path verified before it is timed
@@ -707,12 +727,7 @@ fp4ab)
     step_json "prefill-$path" 120 env KILN_FP4_PATH=$path "$KILN" --no-store --json moe bench --weights nvfp4 \
       --experts 256 --tokens 32768 "${SW[@]}"
   done
-  for r in 1 2; do
-    for c in 1 2; do
-      step_json "decode512-ctas$c-$r" 120 env KILN_FP4_CTAS=$c "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
-      step_json "decode64-ctas$c-$r" 120 env KILN_FP4_CTAS=$c "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
-    done
-  done
+  decode_ab KILN_FP4_CTAS ctas 1 2
   step_json w4a8-prefill 120 "$KILN" --no-store --json moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
   step_json w4a8-e64 120 "$KILN" --no-store --json moe bench --weights mxfp4 --act e4m3 --experts 64 --tokens 8192 \
     --n 1408 --k 2048 --swiglu --routed
@@ -725,9 +740,7 @@ fp4ab)
 
 fp4b)
   need_bin "$KILN"; machine "$KILN"
-  DECODE=$("$PY" -c 'import random; c=[3]*114+[2]*85+[0]*57; random.Random(35).shuffle(c); print(",".join(map(str,c)))')
-  DECODE64=$("$PY" -c 'import random; c=[2]*8+[1]*48+[0]*200; random.Random(8).shuffle(c); print(",".join(map(str,c)))')
-  SW=(--n 2048 --k 7168 --swiglu --routed)
+  decode_counts
   part=${1:-all}  # verify, time or all
   if [ "$part" != time ]; then
   # the split tail verified before it is timed: the suites (whatever tails they make) and the
@@ -740,12 +753,7 @@ fp4b)
   step gemv-async-verify 90 env KILN_FP4_GEMV=async "$KILN" --no-store fp4 verify --suite quick
   fi
   if [ "$part" != verify ]; then
-  for r in 1 2; do
-    for tail in 1 8; do
-      step_json "dec512-tail$tail-$r" 120 env KILN_FP4_TAIL=$tail "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
-      step_json "dec64-tail$tail-$r" 120 env KILN_FP4_TAIL=$tail "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
-    done
-  done
+  decode_ab KILN_FP4_TAIL tail 1 8
   for r in 1 2; do
     for g in regs async; do
       for shape in "1 8192 8192" "1 4096 4096" "4 14336 4096" "4 8192 8192"; do

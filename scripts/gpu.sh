@@ -65,6 +65,13 @@
 #                                N 1408) and E256 32,768 rows, 1/2 CTAs an SM at the E256 decode
 #                                counts (512 and 64 rows), W4A8 at E256 32,768 and E64 8,192
 #                                rows and at decode; table by scripts/fp4ab-table.py
+#   fp4b [verify|time]           issue 46's decode and GEMV A/B (docs/moe.md ledger F6, docs/fp4.md
+#                                G1): verify first (KILN_FP4_TAIL=8 over both 4-bit suites and
+#                                the E256 512- and 64-row decode counts; `kiln fp4 verify --suite
+#                                quick` under KILN_FP4_GEMV=async), then two alternating rounds of
+#                                KILN_FP4_TAIL 1/8 at both decode counts and the GEMV regs/async
+#                                at M 1 and 4, N,K >= 4096; tables by scripts/fp4ab-table.py and a
+#                                grep of the GEMV rows (about 3 + 5 minutes on an H200)
 #   moelayer [SEED]              the whole MoE layer (routing, gathered SwiGLU, down projection
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
@@ -197,6 +204,28 @@ step_json() {
   [ $rc -ne 0 ] && status=1
   ROWS+=("$(printf '%-26s %4s %6s  %s' "$name" "$rc" "$((SECONDS - t0))" "$(grep -v '^\s*$' "$D/$name.err" | tail -1 | cut -c1-100)")")
   return $rc
+}
+
+# decode_counts: DECODE and DECODE64 (issue 46's E256 decode counts: 512 rows on 199 experts, 64
+# on 56) and SW (their K 7168, N 2048 routed SwiGLU), for the 4-bit A/B tasks.
+decode_counts() {
+  DECODE=$("$PY" -c 'import random; c=[3]*114+[2]*85+[0]*57; random.Random(35).shuffle(c); print(",".join(map(str,c)))')
+  DECODE64=$("$PY" -c 'import random; c=[2]*8+[1]*48+[0]*200; random.Random(8).shuffle(c); print(",".join(map(str,c)))')
+  SW=(--n 2048 --k 7168 --swiglu --routed)
+}
+
+# decode_ab KNOB NAME VALUE...: two alternating rounds of the NVFP4 SwiGLU at both decode counts
+# under KNOB=VALUE for each value, as decode512-NAMEVALUE-ROUND.json and decode64-... (the A/B
+# pairs of scripts/fp4ab-table.py).
+decode_ab() {
+  local knob=$1 name=$2 r v
+  shift 2
+  for r in 1 2; do
+    for v in "$@"; do
+      step_json "decode512-$name$v-$r" 120 env "$knob=$v" "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+      step_json "decode64-$name$v-$r" 120 env "$knob=$v" "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
+    done
+  done
 }
 
 table() {
@@ -678,9 +707,7 @@ EOF
 
 fp4ab)
   need_bin "$KILN"; machine "$KILN"
-  DECODE=$("$PY" -c 'import random; c=[3]*114+[2]*85+[0]*57; random.Random(35).shuffle(c); print(",".join(map(str,c)))')
-  DECODE64=$("$PY" -c 'import random; c=[2]*8+[1]*48+[0]*200; random.Random(8).shuffle(c); print(",".join(map(str,c)))')
-  SW=(--n 2048 --k 7168 --swiglu --routed)
+  decode_counts
   part=${1:-all}  # verify, time or all (two device calls if one cannot hold both)
   if [ "$part" != time ]; then
   # every new path verified before it is timed
@@ -702,12 +729,7 @@ fp4ab)
     step_json "prefill-$path" 120 env KILN_FP4_PATH=$path "$KILN" --no-store --json moe bench --weights nvfp4 \
       --experts 256 --tokens 32768 "${SW[@]}"
   done
-  for r in 1 2; do
-    for c in 1 2; do
-      step_json "decode512-ctas$c-$r" 120 env KILN_FP4_CTAS=$c "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
-      step_json "decode64-ctas$c-$r" 120 env KILN_FP4_CTAS=$c "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
-    done
-  done
+  decode_ab KILN_FP4_CTAS ctas 1 2
   step_json w4a8-prefill 120 "$KILN" --no-store --json moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
   step_json w4a8-e64 120 "$KILN" --no-store --json moe bench --weights mxfp4 --act e4m3 --experts 64 --tokens 8192 \
     --n 1408 --k 2048 --swiglu --routed
@@ -716,6 +738,42 @@ fp4ab)
   table
   echo
   "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
+  ;;
+
+fp4b)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  part=${1:-all}  # verify, time or all
+  if [ "$part" != time ]; then
+  # the split tail verified before it is timed: the suites (whatever tails they make) and the
+  # issue's decode counts, where the last wave splits (512 rows: 16 tiles in 8 slices; 64 rows:
+  # 104 tiles in 2)
+  step_json verify-tail-nvfp4 90 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights nvfp4
+  step_json verify-tail-mxfp4 90 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights mxfp4
+  step_json verify-tail-512rows 60 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+  step_json verify-tail-64rows 60 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights mxfp4 --counts "$DECODE64" "${SW[@]}"
+  step gemv-async-verify 90 env KILN_FP4_GEMV=async "$KILN" --no-store fp4 verify --suite quick
+  fi
+  if [ "$part" != verify ]; then
+  decode_ab KILN_FP4_TAIL tail 1 8
+  for r in 1 2; do
+    for g in regs async; do
+      for shape in "1 8192 8192" "1 4096 4096" "4 14336 4096" "4 8192 8192"; do
+        read -r m n k <<< "$shape"
+        step "gemv-$g-m$m-n$n-k$k-$r" 120 env KILN_FP4_GEMV=$g "$KILN" --no-store fp4 bench --gemv --m "$m" --n "$n" --k "$k"
+      done
+    done
+  done
+  fi
+  table
+  echo
+  "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
+  grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
+    "$D/gemv-async-verify.txt" 2>/dev/null | tee -a "$D/summary.txt"
+  for f in "$D"/gemv-*-[12].txt; do
+    [ -e "$f" ] || continue
+    grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
+  done | tee -a "$D/summary.txt"
   ;;
 
 moelayer)

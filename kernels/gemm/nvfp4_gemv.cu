@@ -18,13 +18,30 @@
 // 2^126 and by the block scale, both exact (e2m1 x e4m3 fits bf16), give the operand.
 // KILN_GEMV_NF: 8-column mma tiles of M (1: M <= 8, 2: M <= 16). The output dtype and the warps
 // per CTA are arguments: they change one store and a loop stride, not the loop body.
+//
+// KILN_GEMV_ASYNC = 1 (`KILN_FP4_GEMV=async`, K a multiple of 128): each warp streams its steps'
+// weights and scales by cp.async into a ring of RING steps in shared memory (1,152 bytes each)
+// instead of registers, so 7 steps (8 KB) a warp are in flight however few registers it has,
+// 112 KB an SM at 16 warps against 64 KB; a step is read back with two 16-byte and two 2-byte
+// shared loads. Its block scales are multiplied by 2^118 once (exact in bf16: e4m3 times 2^118
+// stays within bf16's normal range), which folds the 2^126 product of every pair into the scale
+// product (value x 2^-126 x s x 2^118 = value x s x 2^-8, at least 2^-18: exact), and the
+// epilogue multiplies by g x 2^8: one bf16x2 multiply a pair instead of two, the same sums.
+#include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
 
 #if !defined(KILN_GEMV_NF)
 #error "nvfp4_gemv.cu needs KILN_GEMV_NF (src/ops/fp4/nvfp4_gemv.rs)"
 #endif
+#if !defined(KILN_GEMV_ASYNC)
+#define KILN_GEMV_ASYNC 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
+constexpr bool kAsync = KILN_GEMV_ASYNC != 0;
+constexpr int RING = 8;                          // async: steps a warp's ring holds
+constexpr u32 RING_CODES = 16 * 64;              // a step's codes: 16 rows x 64 bytes
+constexpr u32 RING_STEP = RING_CODES + 16 * 8;   // then its scales: 16 rows x 8 bytes
 constexpr int STEP = 128;            // K elements per warp step
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
@@ -71,10 +88,11 @@ template <int I> __device__ __forceinline__ u32 nibble_pair(u32 w) {
   return (mag & 0x01C001C0u) | ((w << SIGN) & 0x80008000u);
 }
 
-// The two e4m3 scale codes in `codes` (low byte first) as bf16 pairs (s, s).
-__device__ __forceinline__ void scale_pairs(u32 codes, u32& s0, u32& s1) {
+// The two e4m3 scale codes in `codes` (low byte first) as bf16 pairs (s, s), times `f` (1, or
+// 2^118 where the 2^126 of the decoded pairs is folded in; exact either way).
+__device__ __forceinline__ void scale_pairs(u32 codes, u32& s0, u32& s1, float f = 1.0f) {
   const u32 h = fp8x2_to_f16x2<FP8_E4M3>((u16)codes);
-  const float a = half_to_float<f16>(h, 0), b = half_to_float<f16>(h, 1);
+  const float a = half_to_float<f16>(h, 0) * f, b = half_to_float<f16>(h, 1) * f;
   s0 = pack2<bf16>(a, a);
   s1 = pack2<bf16>(b, b);
 }
@@ -122,11 +140,14 @@ __device__ __forceinline__ void load_x(XStep& st, const GemvArgs& a, const bf16*
 
 __device__ __forceinline__ u32 word(const u32x4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
+// FOLD: the scales carry 2^118 and the pairs are not multiplied by 2^126 (kAsync's path).
+template <bool FOLD = false>
 __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& st, const XStep& xs) {
   constexpr u32 TWO_126 = 0x7E807E80u;  // bf16 2^126, twice
+  constexpr float F = FOLD ? 0x1p118f : 1.0f;
   u32 s[2][2];                           // [row half][block]
-  scale_pairs(st.sc[0], s[0][0], s[0][1]);
-  scale_pairs(st.sc[1], s[1][0], s[1][1]);
+  scale_pairs(st.sc[0], s[0][0], s[0][1], F);
+  scale_pairs(st.sc[1], s[1][0], s[1][1], F);
 #pragma unroll
   for (int v = 0; v < 4; ++v) {  // 32-bit word v: elements 8v .. 8v + 7 of the lane's 32
     const u32 w0 = word(st.w[0], v), w1 = word(st.w[1], v);
@@ -136,8 +157,13 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
     a1[0] = nibble_pair<0>(w1), a1[1] = nibble_pair<1>(w1), a1[2] = nibble_pair<2>(w1), a1[3] = nibble_pair<3>(w1);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      a0[i] = mul_bf16x2(mul_bf16x2(a0[i], TWO_126), s[0][blk]);
-      a1[i] = mul_bf16x2(mul_bf16x2(a1[i], TWO_126), s[1][blk]);
+      if constexpr (FOLD) {
+        a0[i] = mul_bf16x2(a0[i], s[0][blk]);
+        a1[i] = mul_bf16x2(a1[i], s[1][blk]);
+      } else {
+        a0[i] = mul_bf16x2(mul_bf16x2(a0[i], TWO_126), s[0][blk]);
+        a1[i] = mul_bf16x2(mul_bf16x2(a1[i], TWO_126), s[1][blk]);
+      }
     }
     // Two mmas per word: pairs (0, 1), then (2, 3).
 #pragma unroll
@@ -154,6 +180,67 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
   }
 }
 
+// The async path's copies of one step into its ring slot `dst`: lane (g, q) the 16 code bytes of
+// rows g and g + 8 at k = 128 step + 32 q (rows g + 8h at dst + 64 (g + 8h) + 16 q), lanes 0..15
+// the 8 scale bytes of row `lane` (at dst + RING_CODES + 8 lane); rows past N zero-filled. One
+// commit group per call, empty past the warp's last step, so that the groups count steps.
+__device__ __forceinline__ void issue_step(u32 dst, const GemvArgs& a, const u8* w, const u8* s, int row0, int lane,
+                                           int step, int steps) {
+  if (step < steps) {  // warp-uniform
+    const int g = lane / 4, q = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row0 + g + 8 * h;
+      const u8* src = r < a.n ? w + (i64)r * (a.k / 2) + step * (STEP / 2) + 16 * q : w;
+      cp_async16_zfill(dst + (g + 8 * h) * 64 + 16 * q, src, r < a.n ? 16 : 0);
+    }
+    if (lane < 16) {
+      const int r = row0 + lane;
+      const u8* src = r < a.n ? s + (i64)r * (a.k / 16) + step * (STEP / 16) : s;
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + RING_CODES + 8 * lane), "l"(src),
+                   "r"(r < a.n ? 8 : 0));
+    }
+  }
+  cp_async_commit();
+}
+
+// A landed step as the register path's WStep: lane (g, q)'s codes of rows g, g + 8 and their
+// two scale codes each.
+__device__ __forceinline__ void read_step(WStep& st, u32 src, int g, int q) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    u32x4& v = st.w[h];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(src + (g + 8 * h) * 64 + 16 * q));
+    u16 c;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(c) : "r"(src + RING_CODES + (g + 8 * h) * 8 + 2 * q));
+    st.sc[h] = c;
+  }
+}
+
+// The async path's K loop of one warp: steps warp, warp + warps, ... through its ring, RING - 1
+// of them in flight while one is decoded.
+__device__ __forceinline__ void async_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+                                            const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
+  const int g = lane / 4, q = lane % 4, steps = (a.k + STEP - 1) / STEP;
+  const int mine = steps > warp ? (steps - warp + warps - 1) / warps : 0;
+#pragma unroll
+  for (int j = 0; j < RING - 1; ++j) issue_step(ring + j * RING_STEP, a, w, s, row0, lane, warp + j * warps, steps);
+  for (int j = 0; j < mine; ++j) {
+    __syncwarp();  // every lane has read the slot that step j + RING - 1 overwrites (step j - 1's)
+    issue_step(ring + ((j + RING - 1) % RING) * RING_STEP, a, w, s, row0, lane, warp + (j + RING - 1) * warps, steps);
+    XStep xs;
+    load_x(xs, a, x, g, q, warp + j * warps);
+    cp_async_wait<RING - 1>();  // this lane's copies of step j have landed
+    __syncwarp();               // and every lane's
+    WStep st;
+    read_step(st, ring + (j % RING) * RING_STEP, g, q);
+    compute_step<true>(acc, st, xs);
+  }
+  cp_async_wait<0>();
+}
+
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K.
 extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const GemvArgs a) {
   __shared__ float red[MAX_WARPS][NF * 4][32];
@@ -166,6 +253,10 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
   float acc[NF][4];
 #pragma unroll
   for (int f = 0; f < NF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
+  if constexpr (kAsync) {
+    extern __shared__ __align__(16) unsigned char ring_raw[];
+    async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
+  } else {
   // Software pipeline: the weights of iteration i + 1 (UNROLL steps, 2 x 16 bytes a lane each)
   // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and
   // L2-resident: loaded step by step.
@@ -188,6 +279,8 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) cur[u] = nxt[u];
   }
+  }
+  const float gy = kAsync ? a.g * 256.0f : a.g;  // the async path's sums are 2^-8 of the value
 #pragma unroll
   for (int f = 0; f < NF; ++f)
 #pragma unroll
@@ -203,6 +296,6 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
       // d0, d1: row g, columns 2q, 2q + 1; d2, d3: row g + 8.
       const int r = row0 + g + 8 * (i / 2), m = 8 * f + 2 * q + (i % 2);
       if (r < a.n && m < a.m)
-        y[(i64)m * a.ldy + r] = a.out_f16 ? from_float<f16>(t * a.g).bits : from_float<bf16>(t * a.g).bits;
+        y[(i64)m * a.ldy + r] = a.out_f16 ? from_float<f16>(t * gy).bits : from_float<bf16>(t * gy).bits;
     }
 }

@@ -17,7 +17,17 @@
 // its weights are never read. The epilogue multiplies by the per-expert factor (tensor scale,
 // and the power of two the dequantisation left out), applies silu and the routing weight, and
 // stores bf16/f16 pairs of adjacent columns.
+//
+// Last-wave split (the decode tiles, TT <= 16; Fp4Split.max_splits > 1, KILN_FP4_TAIL): every
+// tile streams the same K, so a last wave of a few tiles keeps the GPU for a whole tile's time
+// with most CTAs idle (E256 decode: 3,184 tiles on 264 CTAs leave 16 in a 13th wave; 896 leave
+// 104 in a 4th). Only here is the tile count known, so the kernel checks whether the last wave
+// is at most half full and if so cuts each of its tiles into min(CTAs / tail, max_splits,
+// katoms / 4) K slices: units are the whole tiles, then the slices. A slice stores its fp32
+// accumulators (both consumers', fragment order) to ws, counts itself on the tile's counter, and
+// the slice that counts last adds the others and runs the epilogue (common/split_k.cuh).
 #include "common/bulk_copy.cuh"
+#include "common/split_k.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_rs.cuh"
 #include "common/ws_pipeline.cuh"
@@ -49,6 +59,29 @@ static_assert((TT == 8 || TT == 16 || TT % 32 == 0) && TT <= 256, "KILN_TT is 8,
 static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
+
+// The last-wave split's workspace, laid out as `Fp4Split` in src/ops/moe/fp4/kernel.rs: ws holds
+// up to gridDim.x partial tiles of 256 x NA floats, counters gridDim.x / 2 zeros.
+struct Fp4Split {
+  float* ws;
+  u32* counters;
+  int max_splits;  // 1: no split
+  int pad;
+};
+constexpr bool kSplit = TT <= 16;  // the decode tiles; the wider ones never split
+constexpr int NA = MB * TT / 2;    // a consumer thread's accumulators
+constexpr u32 SPLIT_BAR = 1;       // the named barrier of the two consumers' 256 threads
+
+// Unit u as (tile t, K atoms [kb0, kb1), slice sp of ns).
+__device__ __forceinline__ void fp4_unit(int u, int split_from, int splits, int katoms, int& t, int& sp, int& ns,
+                                         int& kb0, int& kb1) {
+  if constexpr (kSplit) {
+    unit_tile(u, split_from, splits, t, sp, ns);
+    split_range(sp, ns, katoms, kb0, kb1);
+  } else {
+    t = u, sp = 0, ns = 1, kb0 = 0, kb1 = katoms;
+  }
+}
 
 struct Fp4Ctx {
   u32 base;
@@ -180,8 +213,24 @@ __device__ __forceinline__ void fp4_store(const Fp4Ctx& x, const MoeTile& tile, 
                   tile.n0 + x.c * 64, 0);
 }
 
+// A slice of a split tile (ns > 1): stores this consumer thread's partial, counts the slice, and
+// in the slice that counts last adds the others' into acc; false in the others (no epilogue).
+__device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp, int ns, float (&acc)[MB][TT / 2]) {
+  const int ct = threadIdx.x - 128;
+  float* tile_ws = sx.ws + (i64)st * ns * (256 * NA);
+  float f[NA];
+#pragma unroll
+  for (int e = 0; e < NA; ++e) f[e] = acc[e / (TT / 2)][e % (TT / 2)];
+  split_store_partial(tile_ws + (i64)sp * (256 * NA), ct, f);
+  if (!split_arrive(sx.counters + st, ns, ct, SPLIT_BAR)) return false;
+  split_add_others(tile_ws, ns, sp, ct, f);
+#pragma unroll
+  for (int e = 0; e < NA; ++e) acc[e / (TT / 2)][e % (TT / 2)] = f[e];
+  return true;
+}
+
 extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
-    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p) {
+    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
@@ -199,6 +248,19 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
   __syncthreads();
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
+  // The last wave's split (see the top): a last wave over half full stays whole.
+  int split_from = tiles, splits = 1;
+  if constexpr (kSplit) {
+    const int slots = gridDim.x, tail = tiles % slots;
+    if (sx.max_splits > 1 && tail > 0 && 2 * tail <= slots) {
+      const int s = min(min(slots / tail, sx.max_splits), p.katoms / 4);
+      if (s > 1) {
+        splits = s;
+        split_from = tiles - tail;
+      }
+    }
+  }
+  const int units = split_from + (tiles - split_from) * splits;
   int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
   const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
@@ -208,10 +270,12 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
       [&] {
         tma_prefetch(&tma_x);
         u32 it = 0;
-        int t = blockIdx.x;
+        int u = blockIdx.x;
         for (int j = 0;; ++j) {
-          ring.publish(j, t);
-          if (t >= tiles) break;
+          ring.publish(j, u);
+          if (u >= units) break;
+          int t, sp, ns, kb0, kb1;
+          fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
           const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
           const int expert = ids[tile.expert];
           const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
@@ -220,8 +284,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           // 64-row block 2 tn + a, or of output block 2 tn + a / 2 the gate (a even) or up atom
           // (the prepack alternates W1 and W3 blocks). A block's atoms follow each other along K.
           const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
-          const unsigned char* src = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes;
-          for (int kb = 0; kb < p.katoms; ++kb, ++it, src += FP4_ATOM_BYTES) {
+          const unsigned char* src = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes +
+                                     (u64)kb0 * FP4_ATOM_BYTES;
+          for (int kb = kb0; kb < kb1; ++kb, ++it, src += FP4_ATOM_BYTES) {
             ws_fill(stages, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
               for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
@@ -229,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
               for (int a = 0; a < 2 * MB; ++a) bulk_copy_g2s(sw + a * FP4_ATOM_BYTES, src + a * block_bytes, FP4_ATOM_BYTES, bar);
             });
           }
-          t = (int)gridDim.x + atomicAdd(counter, 1);
+          u = (int)gridDim.x + atomicAdd(counter, 1);
         }
       },
       [&](int c) {
@@ -242,12 +307,20 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
         x.lane = threadIdx.x % 32;
         u32 it = 0;
         for (int j = 0;; ++j) {
-          const int t = ring.take(j, x.lane);
-          if (t >= tiles) break;
+          const int u = ring.take(j, x.lane);
+          if (u >= units) break;
+          int t, sp, ns, kb0, kb1;
+          fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
           const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
           const int width = fp4_width(tile.valid_rows);
           float acc[MB][TT / 2];
+          if constexpr (kSplit && TT > 8) {  // a slice's partial is whole: no unwritten registers
+#pragma unroll
+            for (int e = 0; e < NA; ++e) acc[e / (TT / 2)][e % (TT / 2)] = 0.0f;
+          }
+          x.katoms = kb1 - kb0;
           fp4_dispatch<TT>(width, x, acc, it);
+          if (kSplit && ns > 1 && !fp4_split_sum(sx, t - split_from, sp, ns, acc)) continue;
           fp4_store(x, tile, ids[tile.expert], p, acc, width);
         }
       });

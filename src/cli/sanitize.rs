@@ -26,11 +26,18 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         .collect();
     let versions: Vec<String> = if a.configs {
         forced.iter().map(|k| k.name().to_string()).collect()
-    } else if a.versions.iter().any(|v| v == kiln::ops::fp8::gemm::NAME) {
-        // the FP8 GEMM: its own problems (`kiln verify --dtype e4m3|e5m2 --scale ...`)
+    } else if a
+        .versions
+        .iter()
+        .any(|v| v == kiln::ops::fp8::gemm::NAME || kiln::tools::sanitize_fp4::is_fp4(v))
+    {
+        // the FP8 GEMM and the 4-bit kernels: their own problems (`kiln verify --dtype
+        // e4m3|e5m2 --scale ...`, `kiln moe verify --weights ...`, `kiln fp4 verify`)
         a.versions
             .iter()
-            .filter(|v| v.as_str() != kiln::ops::fp8::gemm::NAME)
+            .filter(|v| {
+                v.as_str() != kiln::ops::fp8::gemm::NAME && !kiln::tools::sanitize_fp4::is_fp4(v)
+            })
             .map(|v| env.registry.gemm_version(v).map(|k| k.name().to_string()))
             .collect::<Result<_>>()?
     } else if a.versions.is_empty() {
@@ -103,6 +110,18 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         || (a.versions.is_empty() && a.problems.is_empty() && !a.configs && a.fuzz.is_none())
     {
         cases.extend(kiln::tools::sanitize_fp8::fp8_cases(&tools));
+    }
+    // The 4-bit kernels' runs: likewise, those named or both.
+    let fp4_named: Vec<String> = a
+        .versions
+        .iter()
+        .filter(|v| kiln::tools::sanitize_fp4::is_fp4(v))
+        .cloned()
+        .collect();
+    if !fp4_named.is_empty()
+        || (a.versions.is_empty() && a.problems.is_empty() && !a.configs && a.fuzz.is_none())
+    {
+        cases.extend(kiln::tools::sanitize_fp4::fp4_cases(&fp4_named, &tools));
     }
     if a.list {
         if env.json {

@@ -502,6 +502,9 @@ pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
             batch: 3,
             ..GemvProblem::new(2, 300, 1024, DType::F16)
         },
+        // M over 8 with K a multiple of 128 and a ragged N: KILN_FP4_GEMV=async's 16-column
+        // variant (the case above it runs the register path: K 2080)
+        GemvProblem::new(12, 520, 1152, DType::Bf16),
     ];
     if !quick {
         v.extend([

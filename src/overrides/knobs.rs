@@ -175,6 +175,23 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_ctas, 2, |n| n.to_string()),
     },
     Knob {
+        name: "KILN_FP4_GEMV",
+        takes: || {
+            "`regs` (weights in registers) or `async` (a cp.async ring in shared memory; K a multiple of 128)"
+                .into()
+        },
+        default: "regs",
+        set: |o, v| {
+            let path = |v: &str| match v {
+                "regs" => Some(false),
+                "async" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_gemv_async, or(v, false, path))
+        },
+        show: |o| o.moe.fp4_gemv_async.then(|| "async".to_string()),
+    },
+    Knob {
         name: "KILN_FP4_PATH",
         takes: || {
             "`rs` (registers) or `dq` (shared memory; the fused SwiGLU with bf16 activations)"
@@ -183,6 +200,21 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "rs",
         set: |o, v| put(&mut o.moe.fp4_path, opt(v, Fp4Path::parse)),
         show: |o| o.moe.fp4_path.map(|p| p.name().to_string()),
+    },
+    Knob {
+        name: "KILN_FP4_TAIL",
+        takes: || {
+            format!(
+                "1 to {} (K slices of a 4-bit decode tile in a last wave at most half full; 1: never split)",
+                crate::ops::moe::fp4::kernel::MAX_TAIL_SPLITS
+            )
+        },
+        default: "1",
+        set: |o, v| {
+            let most = crate::ops::moe::fp4::kernel::MAX_TAIL_SPLITS;
+            put(&mut o.moe.fp4_tail, or(v, 1, |v| number(v, 1, most)))
+        },
+        show: |o| unless(o.moe.fp4_tail, 1, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP8_RULE",

@@ -164,6 +164,14 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
+    /// `KILN_FP4_GEMV` (`regs` or `async`): how the NVFP4 GEMV streams its weights, through
+    /// registers or (`async`, where K is a multiple of 128) a cp.async ring of 8 steps a warp in
+    /// shared memory. Default: `regs` (the async ring is not yet timed).
+    pub fp4_gemv_async: bool,
+    /// `KILN_FP4_TAIL` (1 to 16): the most K slices the 4-bit experts' decode tiles (8 and 16
+    /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 1 (never:
+    /// the split is not yet timed).
+    pub fp4_tail: u32,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
@@ -182,6 +190,8 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
+        fp4_gemv_async: false,
+        fp4_tail: 1,
         gather: MoeGather::Auto,
     };
 }

@@ -651,6 +651,7 @@ mod tests {
             scale: None,
             setup: String::new(),
             env: Vec::new(),
+            command: Vec::new(),
         };
         let f = Finding {
             case: c.clone(),

@@ -8,6 +8,7 @@ pub mod ledger_text;
 pub mod plan;
 pub mod profile;
 pub mod sanitize;
+pub mod sanitize_fp4;
 pub mod sanitize_fp8;
 pub mod timeline;
 

@@ -100,9 +100,32 @@ pub struct Case {
     /// Environment variables set for the run, on top of this process's (with a setup: in place
     /// of this process's `KILN_WGMMA_*`).
     pub env: Vec<(String, String)>,
+    /// kiln's arguments in place of `verify` of the shape (the 4-bit kernels' verifies,
+    /// [`super::sanitize_fp4`]); `shape` then says what the run reaches.
+    #[serde(default)]
+    pub command: Vec<String>,
 }
 
 impl Case {
+    /// A run of kiln's own command (fill in `command` and `env`): `what` it reaches as its shape.
+    pub fn command(version: &str, tool: &str, what: &str) -> Case {
+        Case {
+            version: version.into(),
+            tool: tool.into(),
+            shape: what.into(),
+            layout: String::new(),
+            dtype: String::new(),
+            out: String::new(),
+            beta: 0.0,
+            alpha: None,
+            lds: None,
+            scale: None,
+            setup: String::new(),
+            env: Vec::new(),
+            command: Vec::new(),
+        }
+    }
+
     /// Every (version, tool, problem) combination.
     pub fn all(versions: &[String], tools: &[String], problems: &[Problem]) -> Vec<Case> {
         let mut v = Vec::new();
@@ -122,6 +145,7 @@ impl Case {
                         scale: None,
                         setup: String::new(),
                         env: Vec::new(),
+                        command: Vec::new(),
                     });
                 }
             }
@@ -153,6 +177,13 @@ impl Case {
     }
 
     pub fn problem(&self) -> String {
+        if !self.command.is_empty() {
+            let env: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            return [self.shape.clone(), env.join(" ")]
+                .join(" ")
+                .trim()
+                .to_string();
+        }
         let mut p = format!(
             "{} {} {}->{}",
             self.shape, self.layout, self.dtype, self.out
@@ -197,6 +228,11 @@ impl Case {
         .map(|s| s.to_string())
         .collect();
         a.push(kiln.display().to_string());
+        if !self.command.is_empty() {
+            a.extend(["--no-store".to_string(), "--json".to_string()]);
+            a.extend(self.command.iter().cloned());
+            return a;
+        }
         for s in [
             "--no-store",
             "--json",
@@ -492,6 +528,7 @@ pub fn config_cases(
                     scale: None,
                     setup: setup.name.clone(),
                     env: setup.env.clone(),
+                    command: Vec::new(),
                 });
             }
         }

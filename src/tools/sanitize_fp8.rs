@@ -43,6 +43,7 @@ pub fn fp8_cases(tools: &[String]) -> Vec<Case> {
                 env: rule
                     .map(|r| vec![("KILN_FP8_RULE".to_string(), r.to_string())])
                     .unwrap_or_default(),
+                command: Vec::new(),
             });
         }
     }

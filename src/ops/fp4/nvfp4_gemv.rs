@@ -132,9 +132,32 @@ pub fn spec(arch: &str, nf: u32) -> KernelSpec {
     KernelSpec::new("gemm/nvfp4_gemv.cu", NAME, arch).define("KILN_GEMV_NF", nf)
 }
 
+/// The async ring's specialisation (`KILN_FP4_GEMV=async`): weights by cp.async into a ring of
+/// [`RING_STEPS`] steps a warp in shared memory.
+pub fn spec_async(arch: &str, nf: u32) -> KernelSpec {
+    spec(arch, nf).define("KILN_GEMV_ASYNC", 1)
+}
+
+/// Steps in a warp's async ring, and the bytes of one (16 rows x 64 code bytes, 16 x 8 scales):
+/// the kernel's RING and RING_STEP.
+pub const RING_STEPS: u32 = 8;
+pub const RING_STEP_BYTES: u32 = 16 * 64 + 16 * 8;
+
 /// Every specialisation.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
-    vec![spec(arch, 1), spec(arch, 2)]
+    vec![
+        spec(arch, 1),
+        spec(arch, 2),
+        spec_async(arch, 1),
+        spec_async(arch, 2),
+    ]
+}
+
+impl GemvProblem {
+    /// Whether the async ring can run it: K a multiple of 128 (whole steps, 8-byte scale rows).
+    pub fn takes_async(&self) -> bool {
+        self.k.is_multiple_of(128)
+    }
 }
 
 /// The device buffers of a GEMV: X [batch, m, ldx] bf16, W (per batch [n, k] NVFP4), Y
@@ -209,7 +232,18 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     check_operands(p, ops)?;
     let warps = p.warps(ctx.info.sm_count.max(1));
     let nf = if p.m > 8 { 2 } else { 1 };
-    let f = ctx.function(&spec(&ctx.arch(), nf))?;
+    // the async ring where asked for and K allows it; else the register path
+    let ring = ctx.overrides.moe.fp4_gemv_async && p.takes_async();
+    let f = if ring {
+        ctx.function(&spec_async(&ctx.arch(), nf))?
+    } else {
+        ctx.function(&spec(&ctx.arch(), nf))?
+    };
+    let smem = if ring {
+        warps * RING_STEPS * RING_STEP_BYTES
+    } else {
+        0
+    };
     let mut args = GemvArgs {
         x: ops.x.ptr(),
         w: ops.w.codes.ptr(),
@@ -234,7 +268,10 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     unsafe {
         f.launch(
             ctx.stream,
-            &LaunchConfig::simple(grid, warps * 32),
+            &LaunchConfig {
+                smem_bytes: smem,
+                ..LaunchConfig::simple(grid, warps * 32)
+            },
             &mut [&mut args as *mut GemvArgs as *mut c_void],
         )
     }
@@ -301,6 +338,32 @@ mod tests {
     /// and g + 8 at element 32 q; per word v two mmas, A pairs (nibble_pair 2j, 2j + 1), B pairs
     /// X elements (8v + 2j, 8v + 2j + 4) and (8v + 2j + 1, 8v + 2j + 5), and the m16n8k16
     /// fragment map of common/mma_sync.cuh. The sums must be the plain dot products.
+    #[test]
+    fn the_async_rings_folded_scale_gives_every_product_times_2_to_the_minus_8() {
+        // The async path multiplies each decoded pair (value x 2^-126) once by the bf16 of
+        // scale x 2^118, where the register path multiplies by 2^126 and then by the scale:
+        // for every e2m1 code and every finite e4m3 scale both must be exact, the folded one
+        // 2^-8 of the other (the epilogue's g x 2^8 undoes it).
+        use crate::formats::fp8::Fp8Format;
+        let round = |x: f64| half::bf16::from_f64(x).to_f64();
+        for code in 0u32..16 {
+            let w = code | code << 16; // nibble 0 in both halves: pair 0 decodes it twice
+            let v = bf16_half(nibble_pair(w, 0), false);
+            assert_eq!(v, bf16_half(nibble_pair(w, 0), true));
+            let exact = crate::formats::fp4::decode(code as u8) as f64;
+            assert_eq!(v * 2f64.powi(126), exact, "code {code:#x}");
+            for sc in 0u8..0x7F {
+                let s = Fp8Format::E4m3.decode(sc) as f64;
+                let folded_scale = round(s * 2f64.powi(118));
+                assert_eq!(folded_scale, s * 2f64.powi(118), "scale {sc:#x}");
+                let folded = round(v * folded_scale);
+                let plain = round(round(v * 2f64.powi(126)) * round(s));
+                assert_eq!(plain, exact * s, "code {code:#x} scale {sc:#x}");
+                assert_eq!(folded * 256.0, plain, "code {code:#x} scale {sc:#x}");
+            }
+        }
+    }
+
     #[test]
     fn the_lane_layout_and_k_permutation_compute_the_dot_products() {
         let mut seed = 0x1234_5678u64;

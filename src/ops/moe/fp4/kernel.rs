@@ -26,8 +26,8 @@ pub const THREADS: u32 = 384;
 pub const XBOX: u32 = 16;
 /// Shared memory per block on Hopper (227 KB), with one CTA per SM.
 const SMEM_LIMIT: u32 = 227 * 1024;
-/// Per block with two CTAs per SM: half the SM's 228 KB, less the 1 KB each block reserves.
-const SMEM_LIMIT_PAIR: u32 = 228 * 1024 / 2 - 1024;
+/// Shared memory per SM (228 KB), of which each block reserves 1 KB.
+const SMEM_PER_SM: u32 = 228 * 1024;
 /// The shared-memory path's bf16 slots: three stages of two decoded 64 x 64 atoms.
 const DQ_SLOT_BYTES: u32 = 3 * 2 * 64 * 64 * 2;
 
@@ -113,7 +113,12 @@ impl Fp4Tile {
 
     /// The same tile at two CTAs per SM: as many stages as half an SM holds.
     pub fn paired(self, swiglu: bool) -> Fp4Tile {
-        let probe = Fp4Tile { ctas: 2, ..self };
+        self.at_ctas(2, swiglu)
+    }
+
+    /// The same tile at `ctas` CTAs per SM: as many stages as its share of an SM holds.
+    pub fn at_ctas(self, ctas: u32, swiglu: bool) -> Fp4Tile {
+        let probe = Fp4Tile { ctas, ..self };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
             ..probe
@@ -127,8 +132,8 @@ impl Fp4Tile {
 
     /// Shared memory one block may take.
     pub fn smem_limit(self) -> u32 {
-        if self.ctas == 2 {
-            SMEM_LIMIT_PAIR
+        if self.ctas > 1 {
+            SMEM_PER_SM / self.ctas - 1024
         } else {
             SMEM_LIMIT
         }
@@ -175,16 +180,17 @@ impl Fp4Tile {
     }
 
     /// [`Fp4Tile::choose`] with the path forced (`KILN_FP4_PATH`): `Some(Dq)` takes the
-    /// shared-memory tile at any count, `Some(Rs)` or `None` never; with `paired` (`KILN_FP4_CTAS`,
-    /// 2 by default) the 8-token decode tile of the SwiGLU with bf16 activations runs two CTAs per
-    /// SM (the 16-token one does not fit 104 registers a consumer: it spills and serialises its
-    /// wgmmas). Two CTAs ran the 512-row decode (E256, K 7168, N 2048) in 1,057 against 1,295 us
-    /// on an H200 (2026-11-29): 73.8 % of the copy bandwidth against 60.6 %.
-    pub fn choose_paired(p: &MoeProblem, path: Option<Fp4Path>, paired: bool) -> Fp4Tile {
+    /// shared-memory tile at any count, `Some(Rs)` or `None` never; with `ctas` above 1
+    /// (`KILN_FP4_CTAS`, 2 by default) the 8-token decode tile of the SwiGLU with bf16 activations
+    /// runs that many CTAs per SM (the 16-token one does not fit 104 registers a consumer: it
+    /// spills and serialises its wgmmas). Two CTAs ran the 512-row decode (E256, K 7168, N 2048)
+    /// in 1,057 against 1,295 us on an H200 (2026-11-29): 73.8 % of the copy bandwidth against
+    /// 60.6 %.
+    pub fn choose_paired(p: &MoeProblem, path: Option<Fp4Path>, ctas: u32) -> Fp4Tile {
         let t = Self::choose_with(p, path);
         let swiglu = p.swiglu.is_some();
-        if paired && swiglu && p.input == DType::Bf16 && t.path == Fp4Path::Rs && t.tt == 8 {
-            t.paired(swiglu)
+        if ctas > 1 && swiglu && p.input == DType::Bf16 && t.path == Fp4Path::Rs && t.tt == 8 {
+            t.at_ctas(ctas, swiglu)
         } else {
             t
         }
@@ -246,7 +252,11 @@ impl Fp4Tile {
                 self.tt,
                 self.tt,
                 self.stages,
-                if self.ctas == 2 { ", 2 CTAs an SM" } else { "" }
+                if self.ctas > 1 {
+                    format!(", {} CTAs an SM", self.ctas)
+                } else {
+                    String::new()
+                }
             ),
             Fp4Path::Dq => format!(
                 "swapAB, smem-dequant {}x256 (2 x 128 tokens, {} stages)",
@@ -298,6 +308,28 @@ pub struct Fp4Args {
     pub tiles_n: i32,
     pub group_m: i32,
     pub by_expert: i32,
+}
+
+/// The kernel's `Fp4Split`: the last wave's split workspace (see the kernel's top comment).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Fp4Split {
+    pub ws: u64,
+    pub counters: u64,
+    pub max_splits: i32,
+    pub pad: i32,
+}
+
+/// The most K slices `KILN_FP4_TAIL` may ask for (the kernel takes min(CTAs / tail tiles, this,
+/// K atoms / 4)).
+pub const MAX_TAIL_SPLITS: u32 = 16;
+
+/// Bytes of the last wave's split workspace for a grid of `ctas`: at most `ctas` slices (tail
+/// tiles x slices), each a partial of 256 consumer threads x `tt / 2` accumulators per weight atom
+/// of a consumer (two for the SwiGLU).
+pub fn split_workspace_bytes(ctas: u32, tt: u32, swiglu: bool) -> usize {
+    let atoms = if swiglu { 2 } else { 1 };
+    ctas as usize * 256 * (atoms * tt as usize / 2) * 4
 }
 
 /// What the kernel needs to know of prepacked weights on the GPU (the bytes live in a buffer).
@@ -456,11 +488,7 @@ impl Fp4Experts {
                 reason: "KILN_FP4_PATH=dq runs the fused SwiGLU with bf16 activations only; unset it for this problem".into(),
             });
         }
-        Ok(Fp4Tile::choose_paired(
-            p,
-            path,
-            ctx.overrides.moe.fp4_ctas == 2,
-        ))
+        Ok(Fp4Tile::choose_paired(p, path, ctx.overrides.moe.fp4_ctas))
     }
 
     /// Checks `p`, the prepacked weights `l` and the buffers against each other.
@@ -545,22 +573,45 @@ impl Fp4Experts {
             sched: ops.sched,
             row_map: None,
         };
+        let tiles = tile.max_tiles_m(p) * tiles_n as u64;
+        let grid = tiles
+            .min(tile.ctas as u64 * ctx.info.sm_count as u64)
+            .max(1) as u32;
+        // The last wave's split (KILN_FP4_TAIL), on the decode tiles: the kernel decides (only
+        // it knows the tile count); the workspace is kept for the largest split this grid allows.
+        // The SwiGLU dual GEMM's buffers serve (one stream: the ops never overlap, and either
+        // leaves its counters at zero).
+        let max_splits = ctx.overrides.moe.fp4_tail.max(1);
+        let mut split = Fp4Split {
+            ws: 0,
+            counters: 0,
+            max_splits: max_splits as i32,
+            pad: 0,
+        };
+        if max_splits > 1 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+            split.ws = ctx
+                .scratch
+                .swiglu_split
+                .at_least(ctx, split_workspace_bytes(grid, tile.tt, swiglu))?;
+            split.counters = ctx
+                .scratch
+                .swiglu_split_counters
+                .at_least(ctx, grid as usize / 2 * 4 + 4)?;
+        } else {
+            split.max_splits = 1;
+        }
         // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row
         tile_prefix::launch(ctx, p, &moe_ops, tile.tt, true)?;
-        let tiles = tile.max_tiles_m(p) * tiles_n as u64;
-        // SAFETY: the kernel takes (TmaMap, Fp4Args) in this order. The map addresses X, the
-        // args Y, the weights, the factors, the routing weights and the schedule workspace;
-        // `check` has matched every buffer to the problem and the caller keeps them alive until
-        // the stream has run.
-        unsafe {
-            launch_persistent(
-                ctx,
-                &f,
-                tiles.min(tile.ctas as u64 * ctx.info.sm_count as u64),
-                tile.smem_bytes(swiglu),
-                &mut [map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void],
-            )
+        let mut params = vec![map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void];
+        if tile.path == Fp4Path::Rs {
+            params.push(&mut split as *mut Fp4Split as *mut c_void);
         }
+        // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order, the
+        // shared-memory path's the first two. The map addresses X, the args Y, the weights, the
+        // factors, the routing weights and the schedule workspace; `check` has matched every
+        // buffer to the problem and the caller keeps them alive until the stream has run. The
+        // split workspace and its counters are sized for this grid (or the split is off).
+        unsafe { launch_persistent(ctx, &f, grid as u64, tile.smem_bytes(swiglu), &mut params) }
     }
 }
 
@@ -599,6 +650,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_split_block_and_workspace_match_the_kernel() {
+        assert_eq!(std::mem::size_of::<Fp4Split>(), 24);
+        assert_eq!(std::mem::offset_of!(Fp4Split, max_splits), 16);
+        // 264 CTAs of the paired 8-token SwiGLU tile: a partial of 256 threads x 8 floats each
+        assert_eq!(split_workspace_bytes(264, 8, true), 264 * 256 * 8 * 4);
+        assert_eq!(split_workspace_bytes(132, 16, false), 132 * 256 * 8 * 4);
+    }
+
+    #[test]
     fn args_match_the_device_layout() {
         // five pointers, two i64, six ints
         assert_eq!(std::mem::size_of::<Fp4Args>(), 80);
@@ -629,7 +689,7 @@ mod tests {
         // 2 ops x (2 formats x bf16 with 4 tiles, and NVFP4 f16 with the 3 decode tiles), and
         // the SwiGLU's shared-memory tile and its paired 8-token tile in both formats
         assert_eq!(Fp4Experts::variants("sm_90a").len(), 26);
-        // two CTAs fit an SM: their blocks' shared memory and registers
+        // two CTAs fit an SM: their blocks' shared memory
         let t = Fp4Tile::narrow(8, true).paired(true);
         assert!(2 * (t.smem_bytes(true) + 1024) <= 228 * 1024, "{t:?}");
         assert!(t.stages >= 8, "{t:?}");
@@ -732,11 +792,12 @@ mod tests {
             Fp4Tile::prefill(true)
         );
         // KILN_FP4_CTAS=2 pairs the SwiGLU's narrow bf16 tiles only
-        let paired = Fp4Tile::choose_paired(&sw(&[3, 1]), None, true);
+        let paired = Fp4Tile::choose_paired(&sw(&[3, 1]), None, 2);
         assert_eq!((paired.tt, paired.ctas), (8, 2));
-        assert_eq!(Fp4Tile::choose_paired(&sw(&[30, 1]), None, true).ctas, 1);
-        assert_eq!(Fp4Tile::choose_paired(&sw(&[12, 1]), None, true).ctas, 1);
-        assert_eq!(Fp4Tile::choose_paired(&gemm, None, true).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&sw(&[3, 1]), None, 1).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&sw(&[30, 1]), None, 2).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&sw(&[12, 1]), None, 2).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&gemm, None, 2).ctas, 1);
         let dq = Fp4Tile::choose_with(&sw(&[3, 1]), Some(Fp4Path::Dq));
         assert_eq!((dq.tt, dq.bn(true), dq.path), (256, 64, Fp4Path::Dq));
         assert!(

@@ -258,6 +258,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_fa2_mma_sync.cu"),
     ),
     (
+        "attention/bwd_fa3_wgmma.cu",
+        include_str!("../../kernels/attention/bwd_fa3_wgmma.cu"),
+    ),
+    (
         "attention/decode_args.cuh",
         include_str!("../../kernels/attention/decode_args.cuh"),
     ),

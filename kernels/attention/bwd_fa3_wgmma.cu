@@ -26,6 +26,7 @@
 // The maps are rank 4 over [batch, heads, seq, dim] (boxes of 64 dims), their strides giving
 // BSHD or BHSD; rows past a sequence's end arrive as zeros (LSE +inf there, D 0, so P is 0).
 #include "attention/attn_bwd_args.cuh"
+#include "attention/bwd_dq.cuh"
 #include "attention/tma_4d.cuh"
 #include "common/wgmma_rs.cuh"
 #include "common/wgmma_ss.cuh"
@@ -87,16 +88,6 @@ __device__ __forceinline__ void keys_by_queries(float (&acc)[SR], u32 sx, u32 sy
 __device__ __forceinline__ void keys_by_dims(float (&acc)[KR], const u32 (&xa)[KP][4], u32 sy) {
 #pragma unroll
   for (int kk = 0; kk < KP; ++kk) wgmma_m64k16_rs<in_t, D, 1>(acc, xa[kk], wgmma_desc_sw128(sy + kk * 2048, HALF_Q, 1024), 1);
-}
-
-__device__ __forceinline__ void red_add2(float* acc, float a, float b) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(acc), "f"(a), "f"(b) : "memory");
-}
-
-__device__ __forceinline__ u32 ld_acquire(const u32* p) {
-  u32 v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)

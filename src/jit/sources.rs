@@ -254,6 +254,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_prep.cu"),
     ),
     (
+        "attention/bwd_dq.cuh",
+        include_str!("../../kernels/attention/bwd_dq.cuh"),
+    ),
+    (
         "attention/bwd_fa2_mma_sync.cu",
         include_str!("../../kernels/attention/bwd_fa2_mma_sync.cu"),
     ),

@@ -22,7 +22,8 @@
 //   both add them (twice the atomics, no barrier between the warpgroups).
 //   dQ is added into the fp32 accumulator with red.global.add.v2.f32 (deterministic mode: in key
 //   block order, each block waiting on the per-(head, query block) counter as
-//   bwd_fa2_mma_sync.cu does), then bwd_prep.cu's postprocess scales and rounds it.
+//   bwd_fa2_mma_sync.cu does, and with the key split consumer 0 before consumer 1), then
+//   bwd_prep.cu's postprocess scales and rounds it.
 // The maps are rank 4 over [batch, heads, seq, dim] (boxes of 64 dims), their strides giving
 // BSHD or BHSD; rows past a sequence's end arrive as zeros (LSE +inf there, D 0, so P is 0).
 #include "attention/attn_bwd_args.cuh"
@@ -242,22 +243,32 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           wgmma_wait<0>();
           fence_all(dq);
           if (lane == 0) mbar_arrive(qring.empty(s));  // Q and dO are read (Sᵀ, dPᵀ, dV, dK)
-          u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)b * p.heads_q + h) * p.m_blocks + mb;
-          if (sem != nullptr) {
-            // Key blocks 0 .. nb - 1 add into this query block first (bwd_fa2_mma_sync.cu).
-            if (threadIdx.x == 128)
-              while (ld_acquire(sem) < (u32)nb) __nanosleep(64);
-            named_barrier_sync(3, 256);
-          }
           // dQ register i: query row krow + 8·((i >> 1) & 1), column col0 + 8·(i >> 2) + 2t + (i & 1).
           const int col0 = SPLIT_N ? c * QN : 0;
           float* acc = p.dq_acc + (((i64)b * p.heads_q + h) * p.sq + m0 + krow) * D + col0 + 2 * t;
+          auto add_dq = [&] {
 #pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-            if (m0 + krow + 8 * hf < p.sq)
+            for (int hf = 0; hf < 2; ++hf)
+              if (m0 + krow + 8 * hf < p.sq)
 #pragma unroll
-              for (int j = 0; j < QN / 8; ++j) red_add2(acc + 8 * hf * D + 8 * j, dq[4 * j + 2 * hf], dq[4 * j + 2 * hf + 1]);
-          if (sem != nullptr) {
+                for (int j = 0; j < QN / 8; ++j) red_add2(acc + 8 * hf * D + 8 * j, dq[4 * j + 2 * hf], dq[4 * j + 2 * hf + 1]);
+          };
+          u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)b * p.heads_q + h) * p.m_blocks + mb;
+          if (sem == nullptr) {
+            add_dq();
+          } else {
+            // Key blocks 0 .. nb - 1 add into this query block first (bwd_fa2_mma_sync.cu); with
+            // the key split, consumer 0's partial sums before consumer 1's (both add to every
+            // element), so each element's additions come in one order.
+            if (threadIdx.x == 128)
+              while (ld_acquire(sem) < (u32)nb) __nanosleep(64);
+            named_barrier_sync(3, 256);
+            if (SPLIT_N || c == 0) add_dq();
+            if (!SPLIT_N) {
+              __threadfence();
+              named_barrier_sync(3, 256);
+              if (c == 1) add_dq();
+            }
             __threadfence();
             named_barrier_sync(3, 256);
             if (threadIdx.x == 128) atomicAdd(sem, 1u);

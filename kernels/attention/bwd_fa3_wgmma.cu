@@ -274,6 +274,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
             if (threadIdx.x == 128) atomicAdd(sem, 1u);
           }
         }
+        fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
+        fence_all(dv);
         // dK (scaled) and dV of this consumer's keys, in K's layout.
         in_t* dkg = static_cast<in_t*>(p.dk) + b * p.kv_sb + hk * p.kv_sh;
         in_t* dvg = static_cast<in_t*>(p.dv) + b * p.kv_sb + hk * p.kv_sh;

@@ -34,6 +34,11 @@
 #                                version) at the issue's backward shapes (d128 B2 S8192, d64 and
 #                                d256 at S 4k and 16k, causal or not; d128 also deterministic)
 #                                against SDPA's cuDNN and FLASH backwards (scripts/peers.py backward)
+#                                and B4 H32 S4096 d128 causal
+#   bwd-wgmma                    the WGMMA backward (bwd_fa3_wgmma) before it is the default: its
+#                                variants compiled, the quick backward suite, GQA causal S 1000
+#                                d128, Sq 700 / Skv 1300 d64 f16 BHSD, deterministic S 1000 (each
+#                                <= 90 s), then `backward`'s benches and peers (every version)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -263,6 +268,69 @@ attn_shapes() {
   for d in 128 64 256; do for c in "" causal; do for bs in "4 4096" "2 8192" "1 16384"; do
     echo "$d ${c:--} $bs"
   done; done; done
+}
+
+# bwd_bench: every backward version (BWD_VERSION: only that one) at the issue's 13 backward
+# shapes, then SDPA's cuDNN and FLASH backwards on them (scripts/peers.py backward), the step
+# table, and summary.txt (TFLOPS and the ratios per shape and version).
+bwd_bench() {
+  : > "$D/bwd-bench.jsonl"
+  t0=$SECONDS; failed=0; shapes=""
+  while read -r d c b h s det; do
+    flags=(); [ "$c" = causal ] && flags+=(--causal); [ "$det" = det ] && flags+=(--deterministic)
+    [ -n "${BWD_VERSION:-}" ] && flags+=(--version "$BWD_VERSION")
+    rows=$(timeout 120 "$KILN" --json attn bench --backward --batch "$b" --heads "$h" --seqlen "$s" \
+      --dim "$d" "${flags[@]}" --reps 10 --warmup 3 2>>"$D/bwd-bench.err" | tr -d '\n') || failed=1
+    echo "{\"batch\": $b, \"heads\": $h, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ "$c" = causal ] && echo true || echo false), \"deterministic\": $([ "$det" = det ] && echo true || echo false), \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
+    [ "$det" = det ] || shapes="$shapes;$b,$h,$s,$d$([ "$c" = causal ] && echo ,causal)"
+  done <<'SHAPES'
+128 - 2 16 8192 -
+128 causal 2 16 8192 -
+128 - 2 16 8192 det
+128 causal 2 16 8192 det
+64 - 4 16 4096 -
+64 causal 4 16 4096 -
+64 - 1 16 16384 -
+64 causal 1 16 16384 -
+256 - 4 16 4096 -
+256 causal 4 16 4096 -
+256 - 1 16 16384 -
+256 causal 1 16 16384 -
+128 causal 4 32 4096 -
+SHAPES
+  [ $failed -ne 0 ] && status=1
+  ROWS+=("$(printf '%-26s %4s %6s  %s' bwd-bench $failed "$((SECONDS - t0))" "13 shapes, bwd-bench.jsonl")")
+  step peers-backward 400 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
+  echo
+  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+import json, os, sys
+d = sys.argv[1]
+def jl(p):
+    out = []
+    for line in open(os.path.join(d, p)):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+peer = {(r.get("batch"), r.get("heads"), r.get("seqlen"), r.get("dim"), bool(r.get("causal"))): r for r in jl("peers-backward.txt")}
+print("backward TFLOPS (2.5x the forward's FLOPs, as FlashAttention counts); peers: SDPA's backward")
+print(f"{'shape':32} {'version':18} {'kiln TF':>8} {'cuDNN TF':>9} {'FA2 TF':>8} {'x cuDNN':>8} {'x FA2':>7}")
+fmt = lambda x, w: f"{x:{w}.1f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
+for r in jl("bwd-bench.jsonl"):
+    key = (r["batch"], r.get("heads", 16), r["seqlen"], r["dim"], r["causal"])
+    p = peer.get(key, {})
+    cud, fl = p.get("cudnn_tflops"), p.get("flash_tflops")
+    shape = f"d{key[3]} B{key[0]} H{key[1]} S{key[2]}{' causal' if key[4] else ''}{' determ.' if r['deterministic'] else ''}"
+    rows = r.get("rows") or [{}]
+    for row in rows if isinstance(rows, list) else [rows]:
+        tf = row.get("tflops")
+        x = lambda peer_tf, w: f"{tf / peer_tf:{w}.3f}" if tf and peer_tf else f"{'-':>{w}}"
+        print(f"{shape:32} {row.get('version', '-'):18} {fmt(tf, 8)} {fmt(cud, 9)} {fmt(fl, 8)} {x(cud, 8)} {x(fl, 7)}")
+EOF
 }
 
 case $task in
@@ -520,62 +588,22 @@ EOF
 backward)
   need_bin "$KILN"; machine "$KILN"
   step attn-bwd-verify 580 "$KILN" attn verify --backward --suite "${BWD_SUITE:-full}"
-  : > "$D/bwd-bench.jsonl"
-  t0=$SECONDS; failed=0; shapes=""
-  while read -r d c b s det; do
-    flags=(); [ "$c" = causal ] && flags+=(--causal); [ "$det" = det ] && flags+=(--deterministic)
-    [ -n "${BWD_VERSION:-}" ] && flags+=(--version "$BWD_VERSION")
-    rows=$(timeout 120 "$KILN" --json attn bench --backward --batch "$b" --heads 16 --seqlen "$s" \
-      --dim "$d" "${flags[@]}" --reps 10 --warmup 3 2>>"$D/bwd-bench.err" | tr -d '\n') || failed=1
-    echo "{\"batch\": $b, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ "$c" = causal ] && echo true || echo false), \"deterministic\": $([ "$det" = det ] && echo true || echo false), \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
-    [ "$det" = det ] || shapes="$shapes;$b,16,$s,$d$([ "$c" = causal ] && echo ,causal)"
-  done <<'SHAPES'
-128 - 2 8192 -
-128 causal 2 8192 -
-128 - 2 8192 det
-128 causal 2 8192 det
-64 - 4 4096 -
-64 causal 4 4096 -
-64 - 1 16384 -
-64 causal 1 16384 -
-256 - 4 4096 -
-256 causal 4 4096 -
-256 - 1 16384 -
-256 causal 1 16384 -
-SHAPES
-  [ $failed -ne 0 ] && status=1
-  ROWS+=("$(printf '%-26s %4s %6s  %s' bwd-bench $failed "$((SECONDS - t0))" "12 runs, bwd-bench.jsonl")")
-  step peers-backward 400 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
-  table
-  echo
-  "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
-import json, os, sys
-d = sys.argv[1]
-def jl(p):
-    out = []
-    for line in open(os.path.join(d, p)):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
-peer = {(r.get("batch"), r.get("seqlen"), r.get("dim"), bool(r.get("causal"))): r for r in jl("peers-backward.txt")}
-print("backward TFLOPS (2.5x the forward's FLOPs, as FlashAttention counts); peers: SDPA's backward")
-print(f"{'shape':32} {'version':18} {'kiln TF':>8} {'cuDNN TF':>9} {'FA2 TF':>8} {'x cuDNN':>8} {'x FA2':>7}")
-fmt = lambda x, w: f"{x:{w}.1f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
-for r in jl("bwd-bench.jsonl"):
-    key = (r["batch"], r["seqlen"], r["dim"], r["causal"])
-    p = peer.get(key, {})
-    cud, fl = p.get("cudnn_tflops"), p.get("flash_tflops")
-    shape = f"d{key[2]} B{key[0]} S{key[1]}{' causal' if key[3] else ''}{' determ.' if r['deterministic'] else ''}"
-    rows = r.get("rows") or [{}]
-    for row in rows if isinstance(rows, list) else [rows]:
-        tf = row.get("tflops")
-        x = lambda peer_tf, w: f"{tf / peer_tf:{w}.3f}" if tf and peer_tf else f"{'-':>{w}}"
-        print(f"{shape:32} {row.get('version', '-'):18} {fmt(tf, 8)} {fmt(cud, 9)} {fmt(fl, 8)} {x(cud, 8)} {x(fl, 7)}")
-EOF
+  bwd_bench
+  ;;
+
+bwd-wgmma)
+  # The WGMMA backward's first device run (about 6 min on an H200): verified before it is timed.
+  need_bin "$KILN"; machine "$KILN"
+  V=bwd_fa3_wgmma
+  step bwd-wgmma-compile 90 "$KILN" check --version "$V"
+  step bwd-wgmma-quick 90 "$KILN" attn verify --backward --suite quick --version "$V"
+  step bwd-wgmma-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen 1000 --dim 128 --causal
+  step bwd-wgmma-ragged-bhsd 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
+    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
+  step bwd-wgmma-determ 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
+    --dim 128 --causal --deterministic
+  bwd_bench
   ;;
 
 moe)

@@ -13,6 +13,7 @@
 // tiles are XOR-swizzled by 16-byte chunk so ldmatrix and the copies hit distinct banks.
 // bwd_prep.cu computes D and zeroes the accumulator before, and converts dQ after.
 #include "attention/attn_bwd_args.cuh"
+#include "attention/bwd_dq.cuh"
 #include "common/cp_async.cuh"
 #include "common/fast_math.cuh"
 #include "common/mma_sync.cuh"
@@ -122,8 +123,6 @@ __device__ __forceinline__ void block_update(float (&acc)[DWT][4], const float (
   }
 }
 
-// acc[0] += a, acc[1] += b in global memory, each atomically (acc 8-byte aligned): one vector
-// reduction on sm_90, half the atomic instructions of two.
 // DSPLIT 2: adds the partner warp's partial sums (same keys, the other half of D) to `acc`
 // through buffer `xb` (a byte offset into shared memory): both warps write, meet at the pair's
 // named barrier, and read. Both end with the same bits (a + b == b + a). The buffer is written
@@ -141,21 +140,6 @@ __device__ __forceinline__ void pair_sum(float (&acc)[QT][4], unsigned char* sme
   for (int n = 0; n < QT; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[n][e] += theirs[(4 * n + e) * 32];
-}
-
-__device__ __forceinline__ void red_add2(float* acc, float a, float b) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(acc), "f"(a), "f"(b) : "memory");
-#else
-  atomicAdd(acc, a);
-  atomicAdd(acc + 1, b);
-#endif
-}
-
-__device__ __forceinline__ u32 ld_acquire(const u32* p) {
-  u32 v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) attn_bwd_fa2_mma_sync(AttnBwdArgs p) {

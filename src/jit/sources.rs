@@ -258,8 +258,16 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_prep.cu"),
     ),
     (
+        "attention/bwd_dq.cuh",
+        include_str!("../../kernels/attention/bwd_dq.cuh"),
+    ),
+    (
         "attention/bwd_fa2_mma_sync.cu",
         include_str!("../../kernels/attention/bwd_fa2_mma_sync.cu"),
+    ),
+    (
+        "attention/bwd_fa3_wgmma.cu",
+        include_str!("../../kernels/attention/bwd_fa3_wgmma.cu"),
     ),
     (
         "attention/decode_args.cuh",

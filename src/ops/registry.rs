@@ -50,9 +50,10 @@ impl Default for Registry {
             Box::new(attention::fa3_wgmma::Fa3Wgmma),
         ];
         attention.sort_by_key(|k| k.rung());
-        let attention_backward: Vec<Box<dyn AttentionBackwardKernel>> = vec![Box::new(
-            attention_backward::bwd_fa2_mma_sync::BwdFa2MmaSync,
-        )];
+        let attention_backward: Vec<Box<dyn AttentionBackwardKernel>> = vec![
+            Box::new(attention_backward::bwd_fa2_mma_sync::BwdFa2MmaSync),
+            Box::new(attention_backward::bwd_fa3_wgmma::BwdFa3Wgmma),
+        ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),
             Box::new(moe::grouped_swapab::GroupedSwapAb),
@@ -138,7 +139,7 @@ impl Registry {
     }
 
     /// The backward version to run `p` with: `requested` if given (refusing clearly if it
-    /// cannot), else the highest rung that supports it.
+    /// cannot), else the highest rung that supports it among those chosen by default.
     pub fn select_attention_backward(
         &self,
         p: &BackwardProblem,
@@ -151,6 +152,7 @@ impl Registry {
                 .attention_backward
                 .iter()
                 .rev()
+                .filter(|k| k.by_default())
                 .map(|k| k.as_ref())
                 .collect(),
         };

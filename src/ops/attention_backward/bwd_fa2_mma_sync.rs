@@ -4,14 +4,14 @@
 //! causal mask and the deterministic mode are run-time arguments.
 
 use super::{
-    bwd_prep, check_buffers, AttentionBackwardKernel, AttnBwdArgs, BackwardOperands,
-    BackwardProblem, BackwardWorkspace,
+    bwd_prep, check_aligned, check_buffers, check_shape, AttentionBackwardKernel, AttnBwdArgs,
+    BackwardOperands, BackwardProblem, BackwardWorkspace,
 };
 use crate::device::{Context, DeviceInfo, LaunchConfig};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::{DTYPES, HEAD_DIMS};
-use crate::ops::gemm::{alignment, DType};
+use crate::ops::gemm::DType;
 
 pub struct BwdFa2MmaSync;
 
@@ -97,31 +97,8 @@ impl AttentionBackwardKernel for BwdFa2MmaSync {
             let (maj, min) = dev.compute_capability;
             return Err(format!("needs compute capability 8.0 or newer for mma.sync and cp.async; this GPU is {maj}.{min}"));
         }
-        if !DTYPES.contains(&a.dtype) {
-            return Err(format!(
-                "dtype {} is not supported; use bf16 or f16",
-                a.dtype
-            ));
-        }
-        if !HEAD_DIMS.contains(&a.head_dim) {
-            return Err(format!(
-                "head_dim {} is not supported; use 64, 128 or 256",
-                a.head_dim
-            ));
-        }
-        dev.check_smem(BwdTile::for_dim(a.head_dim).smem_bytes())?;
-        if a.batch > 65535 || a.heads_q > 65535 {
-            return Err("batch and heads must each be at most 65535 (grid z and y)".into());
-        }
-        // The accumulator's index (row · d) is an i64, but D's and the rows' are i32 products.
-        if a.lse_elems() > i32::MAX as usize {
-            return Err(format!(
-                "batch · heads · seqlen_q = {} exceeds {}",
-                a.lse_elems(),
-                i32::MAX
-            ));
-        }
-        Ok(())
+        check_shape(p, &HEAD_DIMS)?;
+        dev.check_smem(BwdTile::for_dim(a.head_dim).smem_bytes())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
@@ -134,18 +111,7 @@ impl AttentionBackwardKernel for BwdFa2MmaSync {
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
         check_buffers(p, ops)?;
-        for (name, buf) in ops.named() {
-            let need = if name == "LSE" { 4 } else { 16 };
-            if alignment(buf.ptr()) < need {
-                return Err(Error::Unsupported {
-                    kernel: self.name().into(),
-                    reason: format!(
-                        "{name} starts at {:#x}, which is not {need}-byte aligned",
-                        buf.ptr()
-                    ),
-                });
-            }
-        }
+        check_aligned(self.name(), ops)?;
         let a = &p.attn;
         let t = BwdTile::for_dim(a.head_dim);
         let main = ctx.function(&t.spec(&ctx.arch(), a.dtype))?;

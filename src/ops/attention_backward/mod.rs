@@ -2,6 +2,7 @@
 //! versions (one host file per device file under `kernels/attention/bwd_*`), and their interface.
 
 pub mod bwd_fa2_mma_sync;
+pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod problem;
 
@@ -12,6 +13,8 @@ pub use problem::BackwardProblem;
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
+use crate::ops::attention::DTYPES;
+use crate::ops::gemm::alignment;
 
 /// The device buffers of one backward call. O, dO and dQ have Q's layout, dK and dV K's; LSE is
 /// fp32 [B, H, Sq] as the forward writes it.
@@ -60,6 +63,11 @@ pub trait AttentionBackwardKernel: Send + Sync {
     /// Enqueues the backward (every pass) on the context's stream, with the context's scratch
     /// workspaces. Callers have validated `p`, checked the buffers and `supports`.
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()>;
+    /// Whether the default choice (no version requested) may pick it: false for a version the
+    /// GPU has not yet shown verified and faster than the one below it.
+    fn by_default(&self) -> bool {
+        true
+    }
 }
 
 /// The argument block, laid out as `AttnBwdArgs` in `kernels/attention/attn_bwd_args.cuh`.
@@ -179,6 +187,55 @@ impl AttnBwdArgs {
     pub fn as_param(&mut self) -> *mut c_void {
         self as *mut AttnBwdArgs as *mut c_void
     }
+}
+
+/// The limits every version shares: bf16 or f16, a head dim among `dims`, the grid's batch and
+/// heads, and the i32 index of the LSE and D rows.
+pub fn check_shape(p: &BackwardProblem, dims: &[usize]) -> std::result::Result<(), String> {
+    let a = &p.attn;
+    if !DTYPES.contains(&a.dtype) {
+        return Err(format!(
+            "dtype {} is not supported; use bf16 or f16",
+            a.dtype
+        ));
+    }
+    if !dims.contains(&a.head_dim) {
+        let list: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+        return Err(format!(
+            "head_dim {} is not supported; use {}",
+            a.head_dim,
+            list.join(", ")
+        ));
+    }
+    if a.batch > 65535 || a.heads_q > 65535 {
+        return Err("batch and heads must each be at most 65535 (grid z and y)".into());
+    }
+    // The accumulator's index (row · d) is an i64, but D's and the rows' are i32 products.
+    if a.lse_elems() > i32::MAX as usize {
+        return Err(format!(
+            "batch · heads · seqlen_q = {} exceeds {}",
+            a.lse_elems(),
+            i32::MAX
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a buffer whose start is not 16-byte aligned (LSE: 4), naming it.
+pub fn check_aligned(kernel: &str, ops: &BackwardOperands) -> Result<()> {
+    for (name, buf) in ops.named() {
+        let need = if name == "LSE" { 4 } else { 16 };
+        if alignment(buf.ptr()) < need {
+            return Err(Error::Unsupported {
+                kernel: kernel.into(),
+                reason: format!(
+                    "{name} starts at {:#x}, which is not {need}-byte aligned",
+                    buf.ptr()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the buffers hold the problem's tensors.

@@ -77,8 +77,8 @@ fn tiled(addr: u64, dtype: DType, dims: [u64; 4], strides: [u64; 3], rows: u32) 
     TiledArgs::new(ty, addr, dims, strides, [64, rows, 1, 1], TmaSwizzle::B128)
 }
 
-/// Encodes the map [`tiled`] describes.
-pub(super) fn encode(
+/// Encodes the map [`tiled`] describes (also the backward's maps, `bwd_fa3_wgmma`).
+pub fn encode(
     addr: u64,
     dtype: DType,
     dims: [u64; 4],

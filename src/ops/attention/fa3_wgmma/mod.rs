@@ -23,7 +23,7 @@ use crate::ops::tuned::TunedTable;
 
 pub use config::Config;
 pub use heuristic::candidates;
-pub use launch::map_shape;
+pub use launch::{encode, map_shape};
 pub use space::space;
 pub use varlen::{check_varlen_buffers, stand_in, VarlenOperands};
 pub use workspaces::{split_consumers, Parts};

@@ -1,0 +1,229 @@
+//! Host side of `kernels/attention/bwd_fa3_wgmma.cu`: the FlashAttention-3-style backward (a
+//! producer warp feeding Q, dO, LSE and D by TMA through a ring, two WGMMA warpgroups of 64 keys
+//! each, dK and dV in registers, dQ by fp32 atomics), between `bwd_prep`'s two passes. Head dims
+//! 64 and 128, specialised per head dim and dtype; the causal mask and the deterministic mode
+//! are run-time arguments. Not chosen by default until the GPU has shown it verified and faster
+//! than `bwd_fa2_mma_sync`.
+
+use super::{
+    bwd_prep, check_aligned, check_buffers, check_shape, AttentionBackwardKernel, AttnBwdArgs,
+    BackwardOperands, BackwardProblem, BackwardWorkspace,
+};
+use crate::device::{Context, DeviceInfo, LaunchConfig, TensorMap};
+use crate::error::Result;
+use crate::jit::KernelSpec;
+use crate::ops::attention::fa3_wgmma::{encode, map_shape};
+use crate::ops::attention::DTYPES;
+use crate::ops::gemm::DType;
+
+pub struct BwdFa3Wgmma;
+
+/// The head dims it covers (d256's dK and dV of 64 keys take 256 registers a thread).
+pub const BWD_WGMMA_DIMS: [usize; 2] = [64, 128];
+
+/// Query rows per step and keys per block (BM, BN in the device file).
+const BM: u32 = 64;
+const BN: u32 = 128;
+/// A producer warpgroup and two MMA warpgroups.
+const THREADS: u32 = 384;
+
+/// How one head dim is specialised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WgmmaBwdTile {
+    pub d: u32,
+    /// Depth of the Q / dO ring.
+    pub stages: u32,
+    /// dQ's split between the two warpgroups: 0 by columns (each D/2 columns over all 128 keys,
+    /// one 64-wide box of K each: d128), 1 by keys (each all D columns over its own 64 keys, both
+    /// adding: d64, whose half of a box would be a 32-wide MN-major operand).
+    pub dq_split: u32,
+}
+
+impl WgmmaBwdTile {
+    pub fn for_dim(d: usize) -> WgmmaBwdTile {
+        match d {
+            128 => WgmmaBwdTile {
+                d: 128,
+                stages: 2,
+                dq_split: 0,
+            },
+            _ => WgmmaBwdTile {
+                d: 64,
+                stages: 3,
+                dq_split: 1,
+            },
+        }
+    }
+
+    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64], LSE and D per stage, the
+    /// barriers, and 1 KB to align the base to the 128B swizzle's repeat.
+    pub fn smem_bytes(&self) -> u32 {
+        let kv = 2 * BN * self.d * 2;
+        let stage = 2 * BM * self.d * 2;
+        let ds = 2 * BN * BM * 2;
+        let vec = self.stages * 2 * BM * 4;
+        let bars = 8 * (1 + 2 * self.stages);
+        1024 + kv + self.stages * stage + ds + vec + bars
+    }
+
+    pub fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
+        KernelSpec::new("attention/bwd_fa3_wgmma.cu", "attn_bwd_fa3_wgmma", arch)
+            .define("KILN_IN", dtype.code())
+            .define("KILN_D", self.d)
+            .define("KILN_STAGES", self.stages)
+            .define("KILN_DQ_SPLIT", self.dq_split)
+            .define("KILN_SMEM", self.smem_bytes())
+    }
+}
+
+impl AttentionBackwardKernel for BwdFa3Wgmma {
+    fn name(&self) -> &'static str {
+        "bwd_fa3_wgmma"
+    }
+    fn summary(&self) -> &'static str {
+        "FA3 backward: a block per 128 keys, TMA producer warp + 2 WGMMA warpgroups (keys as M), dK/dV in registers, dQ by fp32 atomics"
+    }
+    fn rung(&self) -> u32 {
+        2
+    }
+    fn by_default(&self) -> bool {
+        false
+    }
+    fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        if dev.compute_capability != (9, 0) {
+            let (maj, min) = dev.compute_capability;
+            return Err(format!(
+                "needs compute capability 9.0 (sm_90a: wgmma, TMA); this GPU is {maj}.{min}"
+            ));
+        }
+        check_shape(p, &BWD_WGMMA_DIMS)?;
+        dev.check_smem(WgmmaBwdTile::for_dim(p.attn.head_dim).smem_bytes())
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
+        for d in BWD_WGMMA_DIMS {
+            for dt in DTYPES {
+                v.push(WgmmaBwdTile::for_dim(d).spec(arch, dt));
+            }
+        }
+        v
+    }
+    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+        check_buffers(p, ops)?;
+        check_aligned(self.name(), ops)?;
+        let a = &p.attn;
+        let t = WgmmaBwdTile::for_dim(a.head_dim);
+        let main = ctx.function(&t.spec(&ctx.arch(), a.dtype))?;
+        let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
+        let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
+        // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
+        let es = a.dtype.size();
+        let (qd, qs) = map_shape(
+            a.batch,
+            a.heads_q,
+            a.seqlen_q,
+            a.head_dim,
+            a.q_strides(),
+            es,
+        );
+        let (kd, ks) = map_shape(
+            a.batch,
+            a.heads_kv,
+            a.seqlen_kv,
+            a.head_dim,
+            a.k_strides(),
+            es,
+        );
+        let mut maps: [TensorMap; 4] = [
+            encode(ops.q.ptr(), a.dtype, qd, qs, BM)?,
+            encode(ops.k.ptr(), a.dtype, kd, ks, BN)?,
+            encode(ops.v.ptr(), a.dtype, kd, ks, BN)?,
+            encode(ops.d_o.ptr(), a.dtype, qd, qs, BM)?,
+        ];
+        let cfg = LaunchConfig {
+            smem_bytes: t.smem_bytes(),
+            ..LaunchConfig::simple(
+                (
+                    (a.seqlen_kv as u32).div_ceil(BN),
+                    a.heads_kv as u32,
+                    a.batch as u32,
+                ),
+                THREADS,
+            )
+        };
+        let [tq, tk, tv, tdo] = &mut maps;
+        // SAFETY: five parameters, four 128-byte maps (Q, K, V, dO) and an AttnBwdArgs, as the
+        // kernel declares; the maps and the argument block describe the caller's live buffers,
+        // checked against `p` above, every base 16-byte aligned (LSE 4) and packed rows of 64 or
+        // 128 16-bit elements, so every map stride is a multiple of 16 bytes; the workspaces are
+        // the context's, sized for `p` with 64-row query blocks by `BackwardWorkspace::of`. The
+        // three launches run in order on one stream.
+        unsafe {
+            bwd_prep::launch_pre(ctx, &mut args)?;
+            main.launch(
+                ctx.stream,
+                &cfg,
+                &mut [
+                    tq.as_param(),
+                    tk.as_param(),
+                    tv.as_param(),
+                    tdo.as_param(),
+                    args.as_param(),
+                ],
+            )?;
+            bwd_prep::launch_post(ctx, &mut args)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::attention::AttentionProblem;
+
+    #[test]
+    fn tiles_fit_the_h100_and_refusals_name_the_reason() {
+        for d in BWD_WGMMA_DIMS {
+            let t = WgmmaBwdTile::for_dim(d);
+            assert_eq!(t.d as usize, d);
+            assert!(t.smem_bytes() <= 227 * 1024, "d{d}: {}", t.smem_bytes());
+        }
+        let h100 = DeviceInfo::h100_sxm();
+        let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
+        assert!(BwdFa3Wgmma.supports(&p(128), &h100).is_ok());
+        assert!(BwdFa3Wgmma.supports(&p(64), &h100).is_ok());
+        assert!(BwdFa3Wgmma
+            .supports(&p(256), &h100)
+            .unwrap_err()
+            .contains("use 64, 128"));
+        let ampere = DeviceInfo {
+            compute_capability: (8, 0),
+            ..h100
+        };
+        assert!(BwdFa3Wgmma
+            .supports(&p(128), &ampere)
+            .unwrap_err()
+            .contains("9.0"));
+        let v = BwdFa3Wgmma.variants("sm_90a");
+        assert_eq!(v.len(), 6);
+        let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
+        assert_eq!(unique.len(), 6);
+        assert!(!BwdFa3Wgmma.by_default());
+    }
+
+    /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's
+    /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored).
+    #[test]
+    fn every_variant_compiles_without_spills() {
+        for spec in BwdFa3Wgmma.variants("sm_90a") {
+            let c = crate::jit::Jit::without_cache()
+                .compile(&spec)
+                .unwrap_or_else(|e| panic!("{}: {e}", spec.label()));
+            assert!(!c.resources.spills(), "{}: {}", spec.label(), c.log);
+            assert_eq!(c.resources.stack_frame, 0, "{}: {}", spec.label(), c.log);
+            for note in ["C751", "C7507", "C7508"] {
+                assert!(!c.log.contains(note), "{}: {}", spec.label(), c.log);
+            }
+        }
+    }
+}

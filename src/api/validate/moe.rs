@@ -32,10 +32,10 @@ impl MoePlan {
     /// What the launch depends on besides data: the problem without its host rows, and what
     /// was chosen from them (`choice`: the version and its tile shape), hashed as it is (a warm
     /// call formats nothing).
-    pub fn key<C: Hash + Eq>(&self, choice: C) -> impl Hash + Eq + std::fmt::Debug
-    where
-        C: std::fmt::Debug,
-    {
+    pub fn key<C: Hash + Eq + std::fmt::Debug>(
+        &self,
+        choice: C,
+    ) -> impl Hash + Eq + std::fmt::Debug {
         let p = &self.problem;
         let rows = match &p.rows {
             Rows::Contiguous { x_rows, .. } => (false, *x_rows),

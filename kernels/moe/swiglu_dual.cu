@@ -54,8 +54,8 @@
 // by the producer warp into the swizzled tile (lane l: chunk l % 8 of rows l / 8 + 4i), the tile's
 // row ids staged in shared memory; the stage's full barrier then takes a second arrival, from
 // lane 0 once every lane's copies of that stage have landed and been fenced to the async proxy
-// (wgmma reads them there), up to STAGES - 1 stages behind the issue so that the copies of
-// several stages overlap. Everything after the loads is as without it.
+// (wgmma reads them there), one stage behind the issue so that copies overlap. Everything
+// after the loads is as without it.
 // The epilogue's silu (common/fast_math.cuh): 0 silu_fast (ex2 + rcp, two MUFU operations an
 // element), 1 silu_tanh (one). The host picks by output dtype: the epilogue is MUFU-bound with
 // the tensor cores idle, so each MUFU operation dropped is time. (sm_90 has no packed MUFU:
@@ -75,10 +75,6 @@ constexpr int GATHER = KILN_GATHER;
 static_assert(GATHER >= 0 && GATHER <= 2, "KILN_GATHER is 0, 1 or 2");
 // GATHER = 2: the tile's row ids (folded rows included) in shared memory, after the tables
 constexpr u32 GATHER_IDS_BYTES = GATHER == 2 ? (BM + FOLD) * 4 : 0;
-// GATHER = 2: stages whose copies may be in flight after the newest is issued (all the ring
-// holds but the one being filled: a lag of one left each stage's copies a single stage's MMA time
-// to cover an L2 round trip)
-constexpr int GATHER_LAG = STAGES - 1;
 static_assert(FOLD == 0 || FOLD == 16 || FOLD == 32, "KILN_SWIGLU_FOLD is 0, 16 or 32");
 constexpr int FR = (FOLD > 0 ? FOLD : 16) / 2;  // registers of one m64nFOLD fragment
 constexpr u32 X_BYTES = BM * BK * 2, W_BYTES = BN * BK * 2;
@@ -123,18 +119,16 @@ __device__ __forceinline__ void gather_producer(const TmaMap& tma_x, const TmaMa
   GatherRows<(BM + FOLD + 31) / 32> g;  // (a fold of 16 still needs a fifth slot)
   const in_t* x = static_cast<const in_t*>(p.x);
   const int chunk = lane % 8;
-  u32 it = 0;
-  int pending = 0;  // GATHER 2: the newest stages whose copies still await their arrival
-  // GATHER 2: once this lane's copies of stage `oldest` have landed (every group but the newest
-  // GATHER_LAG), made visible to the async proxy, and every lane has got there, lane 0 arrives
-  // for them. Stage it - STAGES is arrived for before stage it is acquired (the lag is at most
-  // STAGES - 1), so the ring never waits on copies the producer has yet to land.
-  auto land_oldest = [&](u32 oldest) {
-    cp_async_wait<GATHER_LAG>();
+  u32 it = 0, pending_bar = 0;  // GATHER 2: the stage whose copies still await their arrival
+  bool pending = false;
+  // GATHER 2: once this lane's copies of the stage before have landed (all but the newest group),
+  // made visible to the async proxy, and every lane has got there, lane 0 arrives for them.
+  auto land = [&](int keep) {
+    if (keep == 0) cp_async_wait<0>();
+    else cp_async_wait<1>();
     fence_proxy_async_shared();
     __syncwarp();
-    if (lane == 0) mbar_arrive(stages.full(MbarRing<STAGES>::slot(oldest)));
-    --pending;
+    if (lane == 0) mbar_arrive(pending_bar);
   };
   for (int j = 0, u = blockIdx.x;; ++j) {
     if (lane == 0) ring.publish(j, u);
@@ -176,21 +170,16 @@ __device__ __forceinline__ void gather_producer(const TmaMap& tma_x, const TmaMa
           cp_async16_zfill_nohint(row_at(r) + ((u32)(chunk ^ (r & 7)) << 4), src, in_k ? 16 : 0);
         }
         cp_async_commit();
-        // (stages it, it - 1, ... are pending: the oldest of them is it + 1 - pending)
-        if (++pending > GATHER_LAG) land_oldest(it + 1 - pending);
+        if (pending) land(1);
+        pending = true;
+        pending_bar = bar;
       }
     }
     int next = 0;
     if (lane == 0) next = next_unit(u);
     u = __shfl_sync(0xffffffffu, next, 0);
   }
-  if constexpr (GATHER == 2) {
-    cp_async_wait<0>();
-    fence_proxy_async_shared();
-    __syncwarp();
-    for (; pending > 0; --pending)
-      if (lane == 0) mbar_arrive(stages.full(MbarRing<STAGES>::slot(it - pending)));
-  }
+  if (GATHER == 2 && pending) land(0);
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)

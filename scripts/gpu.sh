@@ -233,6 +233,18 @@ use_wheel() {
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 }
 
+# call_cost_step: the call_cost example (KILN_EXAMPLE_BIN: its directory or binary) when built,
+# else a note in call-cost.txt.
+call_cost_step() {
+  local ex=${KILN_EXAMPLE_BIN:-$ROOT/target/release/examples}
+  [ -d "$ex" ] && ex=$ex/call_cost
+  if [ -x "$ex" ]; then
+    step call-cost 40 "$ex" --calls 1000
+  else
+    echo "no example binary at $ex: cargo build --release --examples (or set KILN_EXAMPLE_BIN)" > "$D/call-cost.txt"
+  fi
+}
+
 # The attention shapes: head dims 128, 64, 256, causal or not, B4 S4096 / B2 S8192 /
 # B1 S16384, 16 heads.
 attn_shapes() {
@@ -1134,13 +1146,7 @@ attn-host)
   OUT=$D step host-path-check 190 "$PY" python/tests/host_path_check.py
   step bench-calls 60 "$PY" -m kiln.bench_calls --calls 1000 \
     --ops flash_attn_func,flash_attn_varlen_func,flash_attn_with_kvcache --json "$D/bench-calls.json"
-  ex=${KILN_EXAMPLE_BIN:-$ROOT/target/release/examples}
-  [ -d "$ex" ] && ex=$ex/call_cost
-  if [ -x "$ex" ]; then
-    step call-cost 40 "$ex" --calls 1000
-  else
-    echo "no example binary at $ex: cargo build --release --examples (or set KILN_EXAMPLE_BIN)" > "$D/call-cost.txt"
-  fi
+  call_cost_step
   table
   echo; tail -22 "$D/host-path-check.txt" 2>/dev/null; echo; tail -8 "$D/bench-calls.txt" 2>/dev/null
   echo; tail -12 "$D/call-cost.txt" 2>/dev/null ;;
@@ -1154,13 +1160,7 @@ moe-host)
   use_wheel
   step bench-calls 90 "$PY" -m kiln.bench_calls --calls 1000 \
     --ops gemm,moe.grouped_gemm,moe.swiglu,moe.experts,moe.layer --json "$D/bench-calls.json"
-  ex=${KILN_EXAMPLE_BIN:-$ROOT/target/release/examples}
-  [ -d "$ex" ] && ex=$ex/call_cost
-  if [ -x "$ex" ]; then
-    step call-cost 40 "$ex" --calls 1000
-  else
-    echo "no example binary at $ex: cargo build --release --examples (or set KILN_EXAMPLE_BIN)" > "$D/call-cost.txt"
-  fi
+  call_cost_step
   table
   for f in layer-bench layer-bench-cp-async; do echo; echo "== $f"; tail -12 "$D/$f.txt" 2>/dev/null; done
   echo; tail -9 "$D/bench-calls.txt" 2>/dev/null; echo; tail -12 "$D/call-cost.txt" 2>/dev/null ;;

@@ -17,8 +17,8 @@ use kiln::harness::verify::bound;
 use kiln::ops::gemm::{DType as OpDType, GemmProblem, Layout};
 use kiln::reference::gemm::gemm_rows;
 use kiln::{
-    AttentionOptions, GemmOptions, Kiln, MoeRows, PagedOptions, SwigluWeights, TensorMut,
-    TensorRef, VarlenOffsets,
+    AttentionOptions, GemmOptions, Kiln, MoeLayerOptions, MoeRouting, MoeRows, PagedOptions,
+    SwigluWeights, TensorMut, TensorRef, VarlenOffsets,
 };
 
 /// Best of three rounds of `calls` calls, µs per call (after a warm-up).
@@ -277,6 +277,48 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
         "swiglu E4 256 rows N256 K256",
         cpu_us(&stream, calls, &mut swiglu)?,
         gpu_us(&stream, &mut swiglu)?,
+    ));
+
+    // The whole MoE layer: 32 tokens, 8 experts top-2, hidden 256, width 256, transformers'
+    // top-k given (the handle's workspace).
+    let (t, le, k) = (32usize, 8usize, 2usize);
+    let ids: Vec<i64> = (0..t * k).map(|p| ((p * 3 + p / k) % le) as i64).collect();
+    let wts: Vec<f32> = vec![0.5; t * k];
+    let dids = stream.clone_htod(&ids).map_err(cuda("uploading ids"))?;
+    let dwts = stream.clone_htod(&wts).map_err(cuda("uploading weights"))?;
+    let dw13l = stream
+        .clone_htod(&random_bf16(le * 2 * h * h, 9).0)
+        .map_err(cuda("uploading w13"))?;
+    let dw2l = stream
+        .clone_htod(&random_bf16(le * h * h, 10).0)
+        .map_err(cuda("uploading w2"))?;
+    let (tids, twts, tw13l, tw2l, txl) = (
+        TensorRef::from_slice(&dids, &[t, k])?,
+        TensorRef::from_slice(&dwts, &[t, k])?,
+        TensorRef::from_slice(&dw13l, &[le, 2 * h, h])?,
+        TensorRef::from_slice(&dw2l, &[le, h, h])?,
+        TensorRef::from_slice(&dxm, &[t, h])?,
+    );
+    let mut layer = || {
+        let mut y = TensorMut::from_slice(&mut dym, &[t, h])?;
+        let given = MoeRouting::TopK {
+            index: &tids,
+            weights: &twts,
+        };
+        kiln.moe_layer(
+            &stream,
+            &txl,
+            &tw13l,
+            &tw2l,
+            given,
+            &mut y,
+            &MoeLayerOptions::default(),
+        )
+    };
+    rows.push((
+        "moe_layer 32 tokens E8 top-2 H256 I256",
+        cpu_us(&stream, calls, &mut layer)?,
+        gpu_us(&stream, &mut layer)?,
     ));
 
     println!("| op | CPU µs per call | GPU µs |");

@@ -145,6 +145,12 @@
 #                                `python -m kiln.bench_calls` for the three attention ops; the
 #                                call_cost example when built (KILN_EXAMPLE_BIN: its directory
 #                                or binary); table last
+#   moe-host                     the MoE ops' host cost and the layer's gathered gate/up (each
+#                                step under 2 minutes): `kiln moe verify --layer --suite quick`
+#                                with each gather (tma, cp_async), `kiln moe bench --layer` at
+#                                E128 top-8 H2048 I768 T1+64+4096 with each gather, then with the
+#                                wheel `python -m kiln.bench_calls` for gemm and the four MoE ops,
+#                                and the call_cost example when built (KILN_EXAMPLE_BIN); table last
 #   multi                        several GPUs (docs/multi-gpu.md): `kiln tune` of one space
 #                                (MULTI_TUNE) on GPU 0 (cold JIT cache), on all GPUs, on GPU 0
 #                                again, and --gpus naming a missing GPU; the two_gpus example
@@ -259,6 +265,18 @@ use_wheel() {
   rm -rf "$site"
   "$PY" -m pip install --quiet --no-deps --no-index --target "$site" "$wheel" || exit 1
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+# call_cost_step: the call_cost example (KILN_EXAMPLE_BIN: its directory or binary) when built,
+# else a note in call-cost.txt.
+call_cost_step() {
+  local ex=${KILN_EXAMPLE_BIN:-$ROOT/target/release/examples}
+  [ -d "$ex" ] && ex=$ex/call_cost
+  if [ -x "$ex" ]; then
+    step call-cost 40 "$ex" --calls 1000
+  else
+    echo "no example binary at $ex: cargo build --release --examples (or set KILN_EXAMPLE_BIN)" > "$D/call-cost.txt"
+  fi
 }
 
 # The issue's attention shapes: head dims 128, 64, 256, causal or not, B4 S4096 / B2 S8192 /
@@ -1216,16 +1234,24 @@ attn-host)
   OUT=$D step host-path-check 190 "$PY" python/tests/host_path_check.py
   step bench-calls 60 "$PY" -m kiln.bench_calls --calls 1000 \
     --ops flash_attn_func,flash_attn_varlen_func,flash_attn_with_kvcache --json "$D/bench-calls.json"
-  ex=${KILN_EXAMPLE_BIN:-$ROOT/target/release/examples}
-  [ -d "$ex" ] && ex=$ex/call_cost
-  if [ -x "$ex" ]; then
-    step call-cost 40 "$ex" --calls 1000
-  else
-    echo "no example binary at $ex: cargo build --release --examples (or set KILN_EXAMPLE_BIN)" > "$D/call-cost.txt"
-  fi
+  call_cost_step
   table
   echo; tail -22 "$D/host-path-check.txt" 2>/dev/null; echo; tail -8 "$D/bench-calls.txt" 2>/dev/null
   echo; tail -12 "$D/call-cost.txt" 2>/dev/null ;;
+
+moe-host)
+  need_bin "$KILN"; machine "$KILN"
+  step layer-verify 90 "$KILN" --no-store moe verify --layer --suite quick
+  step layer-verify-cp-async 90 env KILN_MOE_GATHER=cp_async "$KILN" --no-store moe verify --layer --suite quick
+  step layer-bench 120 "$KILN" --no-store moe bench --layer E128,k8,H2048,I768,T1+64+4096
+  step layer-bench-cp-async 120 env KILN_MOE_GATHER=cp_async "$KILN" --no-store moe bench --layer E128,k8,H2048,I768,T1+64+4096
+  use_wheel
+  step bench-calls 90 "$PY" -m kiln.bench_calls --calls 1000 \
+    --ops gemm,moe.grouped_gemm,moe.swiglu,moe.experts,moe.layer --json "$D/bench-calls.json"
+  call_cost_step
+  table
+  for f in layer-bench layer-bench-cp-async; do echo; echo "== $f"; tail -12 "$D/$f.txt" 2>/dev/null; done
+  echo; tail -9 "$D/bench-calls.txt" 2>/dev/null; echo; tail -12 "$D/call-cost.txt" 2>/dev/null ;;
 
 decode)
   need_bin "$KILN"; machine "$KILN"

@@ -88,10 +88,26 @@ def offsets_from_counts(counts):
     return out
 
 
+def _direct(call, *args):
+    """The direct road of an MoE op: `call(*args)` in the extension, which reads, checks,
+    allocates and launches in one native call (a warm call costs about what a torch op does).
+    None where it refuses the arguments (a TypeError or ValueError): the op's own road then
+    converts what it accepts (offsets as E cumulative ends or on the CPU, ids on the CPU) and
+    says in its words what is wrong with the rest."""
+    try:
+        return call(*args)
+    except (TypeError, ValueError):
+        return None
+
+
 def grouped_gemm(x, w, offsets):
     """Y[rows of e] = X[rows of e] @ W[e]^T for every expert e: `x` [rows, K] sorted by expert,
     `w` [E, N, K], `offsets` int32 (E + 1 from 0, or E cumulative ends). Returns y [rows, N];
     rows outside every expert are left unwritten (torch.empty)."""
+    if not through_torch(x, w, offsets):
+        y = _direct(native().grouped_gemm, x, w, offsets)
+        if y is not None:
+            return y
     check.require_rank("w", w, 3, "[experts, N, K]")
     offsets = _offsets_for(offsets, w.shape[0], x.shape[0], x.device)
     if through_torch(x, w, offsets):
@@ -106,6 +122,11 @@ def swiglu(x, w13, offsets, routing_weights=None, *, w3=None, layout: str = "con
     [E, 2N, K]: `layout="concat"` (transformers' gate_up_proj: rows 0..N gate, N..2N up) or
     `layout="interleaved"` (kiln's blocks of 128 gate rows then 128 up rows). `routing_weights`
     is one f32 per row of x. Returns h [rows, N]."""
+    direct = not through_torch(x, w13, w3, offsets, routing_weights) and layout in ("concat", "interleaved")
+    if direct:
+        h = _direct(native().swiglu, x, w13, w3, offsets, routing_weights, w3 is None and layout == "concat")
+        if h is not None:
+            return h
     check.require_rank("w13", w13, 3, "[experts, 2N, K]")
     if w3 is not None:
         w1 = w13
@@ -203,6 +224,10 @@ def experts(x, w13, w2, top_k_index, top_k_weights, *, layout: str = "concat", c
     `combine="ordered"` sums each token's rows in a fixed order (the same bits every run).
     Indices on the CPU are checked; on the GPU an index out of range drops its pair and makes
     its token's row NaN (`check_indices=True` checks them first, at the cost of a host sync)."""
+    if layout == "concat" and not check_indices and not through_torch(x, w13, w2, top_k_index, top_k_weights):
+        out = _direct(native().moe_layer, x, w13, w2, None, None, top_k_index, top_k_weights, 0, "softmax", False, 0, 0, 1.0, combine)
+        if out is not None:
+            return out
     check.same_device({"x": x, "w13": w13, "w2": w2, "top_k_weights": top_k_weights})
     t, e, h, i = _check_weights(x, w13, w2) if layout == "concat" else _check_interleaved(x, w13, w2)
     _check_top_k(top_k_index, top_k_weights, t, e)
@@ -250,6 +275,15 @@ def layer(
     `routed_scaling`; equal scores go to the lower expert index. Then the experts as in
     `experts`. `hidden_states` [T, H]; `router_logits` [T, E] (bf16, f16 or f32);
     `gate_up_proj` [E, 2I, H]; `down_proj` [E, H, I]. Returns [T, H]."""
+    if not through_torch(hidden_states, router_logits, gate_up_proj, down_proj, bias) and _plain_options(
+        top_k, n_group, topk_group, routed_scaling
+    ):
+        out = _direct(
+            native().moe_layer, hidden_states, gate_up_proj, down_proj, router_logits, bias, None, None, top_k,
+            scoring, bool(renormalize), int(n_group or 0), int(topk_group or 0), float(routed_scaling), combine,
+        )
+        if out is not None:
+            return out
     names = ("hidden_states", "gate_up_proj", "down_proj")
     check.same_device({"hidden_states": hidden_states, "router_logits": router_logits, "gate_up_proj": gate_up_proj, "down_proj": down_proj, "bias": bias})
     t, e, h, i = _check_weights(hidden_states, gate_up_proj, down_proj, names)
@@ -274,6 +308,13 @@ def layer(
         float(routed_scaling),
         combine,
     )
+
+
+def _plain_options(top_k, n_group, topk_group, routed_scaling) -> bool:
+    """Whether the routing options are of the types the extension takes as they are (else the
+    checks below name what is wrong)."""
+    ints = all(v is None or (type(v) is int and v >= 0) for v in (n_group, topk_group))
+    return type(top_k) is int and top_k >= 1 and ints and (n_group is None) == (topk_group is None) and isinstance(routed_scaling, (int, float))
 
 
 def _check_logits(router_logits, bias, tokens, experts, top_k, scoring, n_group, topk_group, routed_scaling):

@@ -291,7 +291,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(moe::grouped_gemm, m)?)?;
     m.add_function(wrap_pyfunction!(moe::swiglu, m)?)?;
     m.add_function(wrap_pyfunction!(moe::moe_layer, m)?)?;
-    m.add_function(wrap_pyfunction!(moe::moe_layer_workspace, m)?)?;
     m.add_function(wrap_pyfunction!(moe::moe_route, m)?)?;
     m.add_function(wrap_pyfunction!(moe::moe_route_layout, m)?)?;
     m.add_function(wrap_pyfunction!(moe::moe_combine, m)?)?;

@@ -55,10 +55,34 @@ pub fn grouped_gemm<'py>(
     Ok(y.obj)
 }
 
-/// `kiln.moe.swiglu` past its weight layouts and offsets' conversions: h = silu(x W1ᵀ) *
-/// (x W3ᵀ) [* routing] per expert, W1 and W3 separate (`w3`) or interleaved in `w1`; returns h.
+/// W13 [E, 2N, K] (transformers' `gate_up_proj`: rows 0..N gate, N..2N up) as the views W1
+/// and W3 [E, N, K] in its memory; `None` when it is not such a tensor (the checks then refuse
+/// it as W1).
+fn concat_halves(w13: &RawTensor) -> Option<(RawTensor, RawTensor)> {
+    let ([e, two_n, k], [se, sn, sk]) = (w13.shape.as_slice(), w13.strides.as_slice()) else {
+        return None;
+    };
+    if two_n % 2 != 0 {
+        return None;
+    }
+    let n = two_n / 2;
+    let half = RawTensor {
+        shape: vec![*e, n, *k],
+        strides: vec![*se, *sn, *sk],
+        ..w13.clone()
+    };
+    let up = RawTensor {
+        ptr: w13.ptr + (n as isize * sn * w13.dtype.size() as isize) as u64,
+        ..half.clone()
+    };
+    Some((half, up))
+}
+
+/// `kiln.moe.swiglu` past its offsets' conversions: h = silu(x W1ᵀ) * (x W3ᵀ) [* routing] per
+/// expert, W1 and W3 separate (`w3`), interleaved in `w1`, or with `concat` the two halves of
+/// `w1` (transformers' gate_up_proj, read in place); returns h.
 #[pyfunction]
-#[pyo3(signature = (x, w1, w3, offsets, routing=None))]
+#[pyo3(signature = (x, w1, w3, offsets, routing=None, concat=false))]
 pub fn swiglu<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
@@ -66,6 +90,7 @@ pub fn swiglu<'py>(
     w3: Option<&Bound<'py, PyAny>>,
     offsets: &Bound<'py, PyAny>,
     routing: Option<&Bound<'py, PyAny>>,
+    concat: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let w1_name = if w3.is_some() { "w1" } else { "w13" };
     let ([x, w1, w3, offsets, routing], device) = torch::read_all([
@@ -76,14 +101,15 @@ pub fn swiglu<'py>(
         ("routing_weights", routing),
     ])?;
     let (x, w1, offsets) = (x.expect("read"), w1.expect("read"), offsets.expect("read"));
-    let interleaved = w3.is_none();
-    let h = moe_output(&x, &w1, |wrows| if interleaved { wrows / 2 } else { wrows })?;
-    let w = match w3 {
-        None => SwigluWeights::Interleaved(w1.raw),
-        Some(w3) => SwigluWeights::Separate {
+    let halved = w3.is_none();
+    let h = moe_output(&x, &w1, |wrows| if halved { wrows / 2 } else { wrows })?;
+    let w = match (w3, concat.then(|| concat_halves(&w1.raw)).flatten()) {
+        (Some(w3), _) => SwigluWeights::Separate {
             w1: w1.raw,
             w3: w3.raw,
         },
+        (None, Some((gate, up))) => SwigluWeights::Separate { w1: gate, w3: up },
+        (None, None) => SwigluWeights::Interleaved(w1.raw),
     };
     let rows = MoeRows::Offsets {
         offsets: offsets.raw,
@@ -155,56 +181,84 @@ fn combine_mode(s: &str) -> PyResult<MoeLayerOptions> {
     })
 }
 
-/// hidden_states, gate_up_proj, down_proj and out as the layer checks them.
-fn layer_tensors(
-    device: usize,
-    (x, w13, w2, out): (PyTensor, PyTensor, PyTensor, PyTensor),
-) -> PyResult<[RawTensor; 4]> {
-    Ok([
-        tensor("hidden_states", x, device)?,
-        tensor("gate_up_proj", w13, device)?,
-        tensor("down_proj", w2, device)?,
-        tensor("out", out, device)?,
-    ])
-}
-
-/// The whole MoE layer into `out` [T, H] (the last of `tensors`: x, w13, w2, out),
-/// intermediates in `workspace` (see `moe_layer_workspace`).
+/// `kiln.moe.experts` and `kiln.moe.layer` whole, as `kiln.gemm` is: the tensors read in one
+/// pass, the routing from the logits (with its options) or transformers' top-k, the output
+/// [T, H] allocated through torch, the library's checks, the pipeline enqueued on torch's
+/// current stream with the handle's workspace (grown once per size, kept while graphs may
+/// use it). Returns the output.
 #[pyfunction]
-pub fn moe_layer(
-    py: Python<'_>,
-    device: usize,
-    stream: usize,
-    tensors: (PyTensor, PyTensor, PyTensor, PyTensor),
-    workspace: PyTensor,
-    route: PyRouting,
+#[pyo3(signature = (x, w13, w2, router_logits, bias, top_k_index, top_k_weights, top_k, scoring, renormalize, n_group, topk_group, routed_scaling, combine))]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_layer<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    w13: &Bound<'py, PyAny>,
+    w2: &Bound<'py, PyAny>,
+    router_logits: Option<&Bound<'py, PyAny>>,
+    bias: Option<&Bound<'py, PyAny>>,
+    top_k_index: Option<&Bound<'py, PyAny>>,
+    top_k_weights: Option<&Bound<'py, PyAny>>,
+    top_k: usize,
+    scoring: &str,
+    renormalize: bool,
+    n_group: usize,
+    topk_group: usize,
+    routed_scaling: f32,
     combine: &str,
-) -> PyResult<()> {
-    let r = routing(device, route)?;
-    let [x, w13, w2, out] = layer_tensors(device, tensors)?;
-    let ws = tensor("workspace", workspace, device)?;
+) -> PyResult<Bound<'py, PyAny>> {
+    let ([x, w13, w2, logits, bias, index, weights], device) = torch::read_all([
+        ("hidden_states", Some(x)),
+        ("gate_up_proj", Some(w13)),
+        ("down_proj", Some(w2)),
+        ("router_logits", router_logits),
+        ("bias", bias),
+        ("top_k_index", top_k_index),
+        ("top_k_weights", top_k_weights),
+    ])?;
+    let (x, w13, w2) = (x.expect("read"), w13.expect("read"), w2.expect("read"));
+    let r = match (logits, index, weights) {
+        (Some(l), None, None) => MoeRouting::Logits {
+            logits: l.raw,
+            bias: bias.map(|b| b.raw),
+            opts: RouteOptions {
+                top_k,
+                scoring: scoring.parse().map_err(to_py)?,
+                renormalize,
+                groups: (n_group > 0).then_some((n_group, topk_group)),
+                routed_scaling,
+            },
+        },
+        (None, Some(i), Some(w)) => MoeRouting::TopK {
+            index: i.raw,
+            weights: w.raw,
+        },
+        _ => {
+            return Err(PyValueError::new_err(
+                "give the router logits, or top_k_index with top_k_weights",
+            ))
+        }
+    };
     let opts = combine_mode(combine)?;
-    raw::check_moe_layer(device, (&x, &w13, &w2), &r, &out, &opts).map_err(to_py)?;
+    let dtype = x.obj.getattr(pyo3::intern!(py, "dtype"))?;
+    let out = match x.raw.shape.as_slice() {
+        [t, h] => torch::read("out", &torch::new_empty(&x.obj, &[*t, *h], &dtype)?)?,
+        // (the checks refuse x before out is looked at)
+        _ => Arg {
+            obj: x.obj.clone(),
+            raw: x.raw.clone(),
+        },
+    };
+    let tensors = (&x.raw, &w13.raw, &w2.raw);
+    raw::check_moe_layer(device, tensors, &r, &out.raw, &opts).map_err(to_py)?;
     let k = handle(device)?;
-    // SAFETY: as in `gemm`; the workspace is a fresh torch allocation of the size asked for.
+    let stream = torch::current_stream(py, device)?;
+    // SAFETY: as in `gemm`; the handle's workspace is used in stream order (torch's current
+    // stream) by every call on it.
     py.allow_threads(|| unsafe {
-        raw::moe_layer(&k, stream_of(stream), (&x, &w13, &w2), &r, &out, &ws, &opts)
+        raw::moe_layer(&k, stream_of(stream), tensors, &r, &out.raw, None, &opts)
     })
-    .map_err(to_py)
-}
-
-/// Bytes of workspace `moe_layer` needs for these arguments (checks them too).
-#[pyfunction]
-pub fn moe_layer_workspace(
-    device: usize,
-    tensors: (PyTensor, PyTensor, PyTensor, PyTensor),
-    route: PyRouting,
-    combine: &str,
-) -> PyResult<usize> {
-    let r = routing(device, route)?;
-    let [x, w13, w2, out] = layer_tensors(device, tensors)?;
-    raw::moe_layer_workspace_bytes(device, (&x, &w13, &w2), &r, &out, &combine_mode(combine)?)
-        .map_err(to_py)
+    .map_err(to_py)?;
+    Ok(out.obj)
 }
 
 /// Where the routing of these arguments writes its tables, as {name: (byte offset, entries)}

@@ -76,6 +76,7 @@ fn known_dtypes(py: Python<'_>) -> &[(Py<PyAny>, DType)] {
             ("float32", DType::F32),
             ("int32", DType::I32),
             ("float8_e4m3fn", DType::E4m3),
+            ("int64", DType::I64),
         ]
         .into_iter()
         .filter_map(|(n, d)| torch.getattr(n).ok().map(|o| (o.unbind(), d)))
@@ -83,12 +84,21 @@ fn known_dtypes(py: Python<'_>) -> &[(Py<PyAny>, DType)] {
     })
 }
 
+/// The arguments read as int64 (expert indices as torch.topk gives them); elsewhere int64 is
+/// refused here, with the hint to make it i32.
+const INT64_ARGS: [&str; 1] = ["top_k_index"];
+
 /// kiln's dtype of `t`, or an error naming it.
 fn dtype_arg_of(name: &str, t: &Bound<'_, PyAny>) -> PyResult<DType> {
     let py = t.py();
     let dt = t.getattr(intern!(py, "dtype"))?;
     if let Some((_, d)) = known_dtypes(py).iter().find(|(o, _)| o.bind(py).is(&dt)) {
-        return Ok(*d);
+        if *d != DType::I64 || INT64_ARGS.contains(&name) {
+            return Ok(*d);
+        }
+    }
+    if INT64_ARGS.contains(&name) && dt.str()?.to_str()? == "torch.int64" {
+        return Ok(DType::I64);
     }
     let dt_name = dt.str()?;
     dtype_of(dt_name.to_str()?).ok_or_else(|| {

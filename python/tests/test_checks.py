@@ -321,6 +321,34 @@ class NativeChecks(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, r"GPU|driver"):
             self.gemm(Tensor((64, 32)), Tensor((32, 64)), Tensor((64, 64)))
 
+    def test_moe_direct_road_takes_valid_calls_whole(self):
+        # int64 ids, transformers' gate_up_proj halves read in Rust, the layer's routing options:
+        # each valid call passes the extension's checks and stops only for want of a GPU
+        if self.k.gpu_available():
+            self.skipTest("skipped: a GPU is present")
+        x, w13, w2 = Tensor((10, 64)), Tensor((4, 256, 64)), Tensor((4, 64, 128))
+        ids, wts = Tensor((10, 2), dtype="int64"), Tensor((10, 2), dtype="float32")
+        offsets = Tensor((5,), dtype="int32")
+        calls = [
+            lambda: self.k.moe_layer(x, w13, w2, None, None, ids, wts, 0, "softmax", False, 0, 0, 1.0, "atomic"),
+            lambda: self.k.moe_layer(
+                x, w13, w2, Tensor((10, 4), dtype="float32"), None, None, None, 2, "softmax", True, 0, 0, 1.0, "ordered"
+            ),
+            lambda: self.k.swiglu(x, w13, None, offsets, None, True),
+            lambda: self.k.grouped_gemm(x, Tensor((4, 128, 64)), offsets),
+        ]
+        for call in calls:
+            with self.assertRaisesRegex(RuntimeError, r"GPU|driver"):
+                call()
+
+    def test_moe_direct_road_names_bad_arguments(self):
+        x, w13 = Tensor((10, 64)), Tensor((4, 256, 64))
+        ids, wts = Tensor((10, 2), dtype="int64"), Tensor((10, 2), dtype="float32")
+        with self.assertRaisesRegex(ValueError, r"`down_proj`"):
+            self.k.moe_layer(x, w13, Tensor((4, 64, 64)), None, None, ids, wts, 0, "softmax", False, 0, 0, 1.0, "atomic")
+        with self.assertRaisesRegex(TypeError, r"`offsets` is int64"):
+            self.k.grouped_gemm(x, Tensor((4, 32, 64)), Tensor((5,), dtype="int64"))
+
 
 if __name__ == "__main__":
     unittest.main()

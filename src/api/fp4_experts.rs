@@ -117,8 +117,8 @@ impl Kiln {
         );
         let p = &plan.problem;
         let key = format!(
-            "{} fp4 {:?} tile {}",
-            plan.key(""),
+            "{:?} fp4 {:?} tile {}",
+            plan.key(()),
             l.format,
             Fp4Tile::choose(p).tt
         );

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::ops::attention::{check_buffers, AttentionOperands};
 use crate::ops::gemm::{self, GemmOperands};
 use crate::ops::moe::grouped_gemm::GroupedGemm;
+use crate::ops::moe::schedule::TileConfig;
 use crate::ops::moe::{check_operands, schedule, version_for, MoeOperands};
 use crate::ops::registry::Registry;
 use crate::overrides::MoeOverrides;
@@ -167,14 +168,18 @@ struct AttentionDispatch;
 
 /// The MoE version for `plan` and its tile shape: what, besides the problem, decides which
 /// kernels a launch loads.
-pub(crate) fn moe_choice(plan: &MoePlan, dev: &DeviceInfo, o: &MoeOverrides) -> String {
+pub(crate) fn moe_choice(
+    plan: &MoePlan,
+    dev: &DeviceInfo,
+    o: &MoeOverrides,
+) -> (&'static str, Option<TileConfig>) {
     let p = &plan.problem;
     match version_for(p, o) {
-        "grouped_gemm" => format!(
-            "grouped_gemm {}",
-            GroupedGemm::config(p, dev.sm_count, o).label()
+        "grouped_gemm" => (
+            "grouped_gemm",
+            Some(GroupedGemm::config(p, dev.sm_count, o)),
         ),
-        other => other.to_string(),
+        other => (other, None),
     }
 }
 

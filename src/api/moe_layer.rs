@@ -29,29 +29,33 @@ impl Kiln {
         workspace: Option<u64>,
     ) -> Result<()> {
         let p = &plan.problem;
-        let key = plan.key();
-        self.run(stream, &key, &p.label(), |ctx, ws, capturing| {
-            let bytes = LayerLayout::of(p).bytes;
-            let base = match workspace {
-                Some(ptr) => ptr,
-                None => ws.moe_layer.at_least(ctx, bytes, capturing)?,
-            };
-            let ops = LayerOperands {
-                x: plan.x.ptr,
-                w13: plan.w13.ptr,
-                w2: plan.w2.ptr,
-                route: RouteOperands {
-                    input: plan.input.ptr,
-                    weights: plan.weights.map_or(0, |w| w.ptr),
-                    bias: plan.bias.map_or(0, |b| b.ptr),
-                    workspace: base,
-                },
-                out: plan.out.ptr,
-            };
-            // SAFETY: the plan's operands are checked views of the caller's memory, alive until
-            // the stream has run (the callers' contracts); the workspace holds `bytes`.
-            unsafe { layer::launch(ctx, p, &ops, base) }
-        })
+        self.run_keyed(
+            stream,
+            plan.key(),
+            || p.label(),
+            |ctx, ws, capturing| {
+                let bytes = LayerLayout::of(p).bytes;
+                let base = match workspace {
+                    Some(ptr) => ptr,
+                    None => ws.moe_layer.at_least(ctx, bytes, capturing)?,
+                };
+                let ops = LayerOperands {
+                    x: plan.x.ptr,
+                    w13: plan.w13.ptr,
+                    w2: plan.w2.ptr,
+                    route: RouteOperands {
+                        input: plan.input.ptr,
+                        weights: plan.weights.map_or(0, |w| w.ptr),
+                        bias: plan.bias.map_or(0, |b| b.ptr),
+                        workspace: base,
+                    },
+                    out: plan.out.ptr,
+                };
+                // SAFETY: the plan's operands are checked views of the caller's memory, alive until
+                // the stream has run (the callers' contracts); the workspace holds `bytes`.
+                unsafe { layer::launch(ctx, p, &ops, base) }
+            },
+        )
     }
 
     /// The whole MoE layer: `out` [T, H] = for every token, the sum over its k experts e of
@@ -144,23 +148,28 @@ pub fn check_moe_layer(
 }
 
 /// [`Kiln::moe_layer`] on raw tensors and a raw stream, with the caller's `workspace` (any
-/// dtype, contiguous, 256-byte aligned, at least [`moe_layer_workspace_bytes`]).
+/// dtype, contiguous, 256-byte aligned, at least [`moe_layer_workspace_bytes`]) or, with
+/// `None`, the handle's own (grown on the first call of a size, as [`Kiln::moe_layer`]'s).
 ///
 /// # Safety
 /// As [`super::raw::gemm`] (`out` and `workspace` are written; nothing else may use the
-/// workspace until the stream has run the launches).
+/// workspace until the stream has run the launches; the handle's is shared by every call on
+/// it, so calls that use it must be ordered, as on one stream).
 pub unsafe fn moe_layer(
     kiln: &Kiln,
     stream: sys::CUstream,
     tensors: (&RawTensor, &RawTensor, &RawTensor),
     routing: &MoeRouting<RawTensor>,
     out: &RawTensor,
-    workspace: &RawTensor,
+    workspace: Option<&RawTensor>,
     opts: &MoeLayerOptions,
 ) -> Result<()> {
     kiln.check_raw_stream(stream)?;
     let Some(plan) = plan_raw(kiln.ordinal(), tensors, routing, out, opts)? else {
         return Ok(());
+    };
+    let Some(workspace) = workspace else {
+        return kiln.launch_moe_layer(Some(stream), &plan, None);
     };
     let need = LayerLayout::of(&plan.problem).bytes;
     let ws = workspace.info("workspace", false)?;

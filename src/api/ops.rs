@@ -53,14 +53,13 @@ impl Kiln {
     }
 
     pub(crate) fn launch_moe(&self, stream: Option<sys::CUstream>, plan: &MoePlan) -> Result<()> {
-        let key = plan.key(&launch::moe_choice(
-            plan,
-            self.device(),
-            &self.overrides.moe,
-        ));
-        self.run(stream, &key, &plan.problem.label(), |ctx, ws, capturing| {
-            launch::moe(&self.registry, ctx, ws, capturing, plan)
-        })
+        let choice = launch::moe_choice(plan, self.device(), &self.overrides.moe);
+        self.run_keyed(
+            stream,
+            plan.key(choice),
+            || plan.problem.label(),
+            |ctx, ws, capturing| launch::moe(&self.registry, ctx, ws, capturing, plan),
+        )
     }
 
     /// `c = alpha * a @ b + beta * c` (a [M, K], b [K, N], c [M, N]). `a` and `b` are bf16 or

@@ -241,7 +241,7 @@ impl Kiln {
         let Some(plan) = plan else {
             return Ok(());
         };
-        let key = plan.key(&launch::moe_choice(
+        let key = plan.key(launch::moe_choice(
             &plan,
             self.device(),
             &self.overrides.moe,
@@ -249,24 +249,29 @@ impl Kiln {
         if self.is_prepared(&key)? {
             return Ok(());
         }
-        self.run(None, &key, &plan.problem.label(), |ctx, ws, _| {
-            let standin = scratch(ctx, MOE_STANDIN_BYTES)?;
-            // Every expert empty: zero offsets or counts.
-            let rows = scratch(ctx, plan.rows.bytes)?;
-            let warm = validate::MoePlan {
-                x: into(&standin, plan.x),
-                w: into(&standin, plan.w),
-                w3: plan.w3.map(|o| into(&standin, o)),
-                y: into(&standin, plan.y),
-                rows: Operand {
-                    ptr: rows.ptr(),
-                    bytes: plan.rows.bytes,
-                },
-                route: plan.route.map(|o| into(&standin, o)),
-                ..plan.clone()
-            };
-            launch::moe(&self.registry, ctx, ws, false, &warm)?;
-            ctx.synchronize()
-        })
+        self.run_keyed(
+            None,
+            &key,
+            || plan.problem.label(),
+            |ctx, ws, _| {
+                let standin = scratch(ctx, MOE_STANDIN_BYTES)?;
+                // Every expert empty: zero offsets or counts.
+                let rows = scratch(ctx, plan.rows.bytes)?;
+                let warm = validate::MoePlan {
+                    x: into(&standin, plan.x),
+                    w: into(&standin, plan.w),
+                    w3: plan.w3.map(|o| into(&standin, o)),
+                    y: into(&standin, plan.y),
+                    rows: Operand {
+                        ptr: rows.ptr(),
+                        bytes: plan.rows.bytes,
+                    },
+                    route: plan.route.map(|o| into(&standin, o)),
+                    ..plan.clone()
+                };
+                launch::moe(&self.registry, ctx, ws, false, &warm)?;
+                ctx.synchronize()
+            },
+        )
     }
 }

@@ -24,6 +24,7 @@ pub use tma::{TensorMap, TiledArgs, Tma2d, TmaDType, TmaSwizzle};
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -168,6 +169,18 @@ impl Context {
     /// The arch to compile for: `sm_90a` on Hopper, `sm_XY` elsewhere.
     pub fn arch(&self) -> String {
         self.info.arch()
+    }
+
+    /// The loaded kernel `make` specifies, kept in the launch memo under `key` (what, besides
+    /// the context's overrides, decides the spec): a warm call builds no spec (its defines are
+    /// strings, its lookup hashes them), which is most of a small launch's host cost.
+    pub fn function_memo<K: Hash + Eq + Clone + 'static>(
+        &self,
+        key: &K,
+        make: impl FnOnce(&str) -> KernelSpec,
+    ) -> Result<Function> {
+        self.memo
+            .get_or_try(key, || self.function(&make(&self.arch())))
     }
 
     /// The loaded kernel for `spec`, compiling (or reading the JIT cache) on first use.

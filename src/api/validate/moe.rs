@@ -13,6 +13,7 @@ use crate::error::{ArgumentKind, Result};
 use crate::ops::moe::problem::INTERLEAVE_ROWS;
 use crate::ops::moe::schedule::MAX_EXPERTS;
 use crate::ops::moe::{MoeProblem, Rows, SwiGlu, WeightLayout};
+use std::hash::Hash;
 
 /// A checked MoE call: the problem (its host rows: the caller's copy or the even split) and the
 /// memory of each tensor.
@@ -28,22 +29,23 @@ pub struct MoePlan {
 }
 
 impl MoePlan {
-    /// What the launch depends on besides data: the problem without its host rows, and the
-    /// tile shape chosen from them (`tile`).
-    pub fn key(&self, tile: &str) -> String {
+    /// What the launch depends on besides data: the problem without its host rows, and what
+    /// was chosen from them (`choice`: the version and its tile shape), hashed as it is (a warm
+    /// call formats nothing).
+    pub fn key<C: Hash + Eq + std::fmt::Debug>(
+        &self,
+        choice: C,
+    ) -> impl Hash + Eq + std::fmt::Debug {
         let p = &self.problem;
         let rows = match &p.rows {
-            Rows::Contiguous { x_rows, .. } => format!("rows {x_rows}"),
-            Rows::Masked { max_rows, .. } => format!("masked {max_rows}"),
+            Rows::Contiguous { x_rows, .. } => (false, *x_rows),
+            Rows::Masked { max_rows, .. } => (true, *max_rows),
         };
-        let align: Vec<u64> = [self.x, self.w]
-            .iter()
-            .chain(self.w3.as_ref())
-            .map(Operand::align_class)
-            .collect();
-        format!(
-            "moe E{} N{} K{} {rows} {}->{} {:?} tile {tile} align {align:?}",
-            p.experts, p.n, p.k, p.input, p.output, p.swiglu
+        (
+            (p.experts, p.n, p.k, rows, p.input, p.output),
+            (p.swiglu, p.w_expert_stride, p.layer),
+            choice,
+            [Some(self.x), Some(self.w), self.w3].map(|o| o.map(|o| o.align_class())),
         )
     }
 }

@@ -12,6 +12,7 @@ use crate::error::{ArgumentKind, Result};
 use crate::ops::moe::layer::{CombineMode, LayerProblem};
 use crate::ops::moe::route::{RouteOptions, RouteProblem, RouteSource, MAX_GROUPS};
 use crate::ops::moe::schedule::MAX_EXPERTS;
+use std::hash::Hash;
 
 /// Where a layer's routing comes from, as tensors of type `T`.
 #[derive(Debug, Clone, Copy)]
@@ -120,13 +121,14 @@ pub struct LayerPlan {
 
 impl LayerPlan {
     /// What the launch depends on besides data: the problem (every size is in it) and the
-    /// alignment of the operands TMA reads.
-    pub fn key(&self) -> String {
-        let align: Vec<u64> = [self.x, self.w13, self.w2]
-            .iter()
-            .map(Operand::align_class)
-            .collect();
-        format!("{} align {align:?}", self.problem.label())
+    /// alignment of the operands TMA reads, hashed as it is (a warm call formats nothing).
+    pub fn key(&self) -> impl Hash + Eq + std::fmt::Debug {
+        let p = &self.problem;
+        (
+            p.route.key(),
+            (p.hidden, p.inter, p.dtype, p.combine),
+            [self.x, self.w13, self.w2].map(|o| o.align_class()),
+        )
     }
 }
 

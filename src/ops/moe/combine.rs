@@ -45,7 +45,7 @@ pub fn launch_finish(
     out: u64,
     pair_row: u64,
 ) -> Result<()> {
-    let f = ctx.function(&spec(&ctx.arch(), FINISH))?;
+    let f = ctx.function_memo(&FINISH, |arch| spec(arch, FINISH))?;
     let (mut acc, mut out, mut pair_row) = (acc, out, pair_row);
     let (mut t, mut k, mut h, mut od) = (
         s.tokens as i32,
@@ -86,7 +86,7 @@ pub fn launch_rows(
     pair_row: u64,
     out: u64,
 ) -> Result<()> {
-    let f = ctx.function(&spec(&ctx.arch(), ROWS))?;
+    let f = ctx.function_memo(&ROWS, |arch| spec(arch, ROWS))?;
     let (mut rp, mut rw, mut pr, mut out) = (rows.ptr, row_weight, pair_row, out);
     let (mut rd, mut n, mut od, mut t, mut k, mut h) = (
         rows.dtype.code() as i32,

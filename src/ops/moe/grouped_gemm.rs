@@ -154,8 +154,20 @@ impl MoeKernel for GroupedGemm {
         v
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
-        let sms = ctx.info.sm_count;
-        let cfg = Self::config(p, sms, &ctx.overrides.moe);
+        // The tile, its loaded variant and the clusters resident at once depend on the problem
+        // alone (and the context's overrides): worked out once per problem.
+        let (cfg, f, slots, order) = ctx.memo.get_or_try(&(p.clone(), GroupedLaunch), || {
+            let cfg = Self::config(p, ctx.info.sm_count, &ctx.overrides.moe);
+            let f = ctx.function(&Self::spec_layer(
+                &ctx.arch(),
+                p.input,
+                p.output,
+                cfg,
+                p.layer,
+            ))?;
+            let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes(1));
+            Ok((cfg, f, slots, order_for(p, cfg.bm, &ctx.overrides.moe)))
+        })?;
         let unsupported = |reason: String| Error::Unsupported {
             kernel: "grouped_gemm".into(),
             reason,
@@ -168,12 +180,9 @@ impl MoeKernel for GroupedGemm {
         let tw = Self::w_map(p, ops.w.ptr(), cfg);
         tw.validate().map_err(unsupported)?;
         let (mut map_x, mut map_w) = (tx.encode_with(ctx.overrides.tma.promotion)?, tw.encode()?);
-        let spec = Self::spec_layer(&ctx.arch(), p.input, p.output, cfg, p.layer);
-        let f = ctx.function(&spec)?;
         let mut args = MoeArgs::new(p, ops, cfg.bn);
-        args.set_order(order_for(p, cfg.bm, &ctx.overrides.moe));
+        args.set_order(order);
         tile_prefix::launch(ctx, p, ops, cfg.bm, false)?;
-        let slots = ctx.max_active_clusters(&f, cfg.cluster, THREADS, cfg.smem_bytes(1));
         let lc = LaunchConfig {
             grid: (cfg.grid(p, slots), 1, 1),
             block: (THREADS, 1, 1),
@@ -192,6 +201,10 @@ impl MoeKernel for GroupedGemm {
         }
     }
 }
+
+/// Tags the memo entry of a grouped GEMM's launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct GroupedLaunch;
 
 #[cfg(test)]
 mod tests {

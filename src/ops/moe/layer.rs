@@ -29,7 +29,7 @@ use crate::overrides::MoeGather;
 pub const NAME: &str = "moe_layer";
 
 /// How the k expert rows of a token are summed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CombineMode {
     /// f32 reductions into an accumulator [T, H] in the down projection's epilogue, then one

@@ -12,7 +12,7 @@ pub const INTERLEAVE_ROWS: usize = 128;
 
 /// Which rows of X belong to which expert. The arrays here are host copies of what the kernels
 /// read on the GPU (an i32 array uploaded next to X).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Rows {
     /// Tokens sorted by expert: X is [x_rows, K]; expert e owns rows offsets[e] .. offsets[e+1]
@@ -25,7 +25,7 @@ pub enum Rows {
 }
 
 /// How W1 (gate) and W3 (up) are stored for the fused SwiGLU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightLayout {
     /// Two tensors W1, W3, each [E, N, K].
@@ -37,7 +37,7 @@ pub enum WeightLayout {
 
 /// The fused gate/up epilogue: H = silu(X·W1ᵀ) ⊙ (X·W3ᵀ), times the row's routing weight if
 /// `routed` (one f32 per row of X).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SwiGlu {
     pub weights: WeightLayout,
     pub routed: bool,
@@ -45,7 +45,7 @@ pub struct SwiGlu {
 
 /// The MoE layer's row maps, over the expert-sorted (token, expert) pairs that are the problem's
 /// rows (the routing's `row_token` and `row_weight`, read on the GPU).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayerRows {
     /// The gate/up GEMM: row r reads X row `row_map[r]` of X's `source_rows` (its token), in
@@ -60,7 +60,7 @@ pub enum LayerRows {
 
 /// One MoE GEMM: for every expert e, Y[rows of e] = X[rows of e] · W[e]ᵀ with W [E, N, K]
 /// (K-major), fp32 accumulation; with `swiglu`, the fused dual GEMM instead.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MoeProblem {
     /// E, as the weights have it.
     pub experts: usize,

@@ -5,6 +5,7 @@
 //! tokens, two above; no host synchronisation, so a CUDA graph captures it.
 
 use std::ffi::c_void;
+use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +28,7 @@ pub const MAX_BLOCKS: usize = 128;
 pub const MAX_GROUPS: usize = 32;
 
 /// How logits become scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scoring {
     /// softmax over all experts (Mixtral, Qwen-MoE).
@@ -103,6 +104,25 @@ pub struct RouteProblem {
 }
 
 impl RouteProblem {
+    /// Everything the routing's launch depends on, hashable (the scaling by its bits).
+    pub fn key(&self) -> impl Hash + Eq + std::fmt::Debug {
+        let source = match self.source {
+            RouteSource::Logits { dtype, bias, opts } => (
+                Some((dtype, bias)),
+                opts.top_k,
+                Some((opts.scoring, opts.renormalize, opts.groups)),
+                opts.routed_scaling.to_bits(),
+            ),
+            RouteSource::TopK {
+                top_k,
+                ids_i64,
+                weights,
+                full,
+            } => (Some((weights, full)), top_k, None, ids_i64 as u32),
+        };
+        (self.tokens, self.experts, source)
+    }
+
     pub fn top_k(&self) -> usize {
         match self.source {
             RouteSource::Logits { opts, .. } => opts.top_k,
@@ -350,7 +370,6 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
 /// Enqueues the routing of `p` on the context's stream: every table of [`RouteLayout`].
 /// Callers have validated `p` and sized the buffers.
 pub fn launch(ctx: &Context, p: &RouteProblem, ops: &RouteOperands) -> Result<()> {
-    let arch = ctx.arch();
     let mut args = RouteArgs::new(p, ops);
     let lc = LaunchConfig {
         grid: (p.blocks() as u32, 1, 1),
@@ -358,9 +377,9 @@ pub fn launch(ctx: &Context, p: &RouteProblem, ops: &RouteOperands) -> Result<()
         smem_bytes: p.smem_bytes(),
         cluster: None,
     };
-    let select = ctx.function(&spec(&arch, SELECT))?;
+    let select = ctx.function_memo(&SELECT, |arch| spec(arch, SELECT))?;
     let place = (p.blocks() > 1)
-        .then(|| ctx.function(&spec(&arch, PLACE)))
+        .then(|| ctx.function_memo(&PLACE, |arch| spec(arch, PLACE)))
         .transpose()?;
     let param = &mut args as *mut RouteArgs as *mut c_void;
     // SAFETY: both kernels take one `RouteArgs`, laid out as the device struct. Its pointers

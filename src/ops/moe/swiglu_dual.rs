@@ -58,7 +58,7 @@ fn smem_bytes(o: &Overrides, gather: Gather) -> u32 {
 
 /// How the MoE layer's gate/up projection reads its gathered X rows (the kernel's
 /// `KILN_GATHER`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Gather {
     /// X's own rows in 32-row TMA boxes (not the layer).
     None,
@@ -241,13 +241,9 @@ impl MoeKernel for SwiGluDual {
             t1.encode()?,
             t3.encode()?,
         );
-        let f = ctx.function(&Self::spec_gather(
-            &ctx.arch(),
-            p.input,
-            p.output,
-            o,
-            gather,
-        ))?;
+        let f = ctx.function_memo(&(ENTRY, p.input, p.output, gather), |arch| {
+            Self::spec_gather(arch, p.input, p.output, o, gather)
+        })?;
         let mut args = MoeArgs::new(p, ops, CFG.bn);
         args.set_order(order_for(p, CFG.bm, &ctx.overrides.moe));
         if !p.swiglu.is_some_and(|s| s.routed) {

@@ -35,7 +35,7 @@ pub fn launch_folded(
     sorted: bool,
     fold: u32,
 ) -> Result<()> {
-    let f = ctx.function(&spec(&ctx.arch()))?;
+    let f = ctx.function_memo(&ENTRY, spec)?;
     let mut rows_in = ops.rows.ptr();
     let mut sched = ops.sched.ptr();
     let mut experts = p.experts as i32;

@@ -10,7 +10,7 @@ pub const BK: u32 = 64;
 
 /// A tile shape of the grouped kernels: BM x BN x 64 with `stages` pipeline stages, run by
 /// clusters of `cluster` CTAs along N that share (multicast) each X tile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TileConfig {
     pub bm: u32,
     pub bn: u32,

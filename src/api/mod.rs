@@ -35,6 +35,7 @@ mod moe_route;
 mod ops;
 mod options;
 mod paged;
+mod pointwise;
 mod precompile;
 pub mod raw;
 mod raw_paged;
@@ -59,6 +60,6 @@ pub use options::{
 };
 pub use paged::PagedOptions;
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
-pub use varlen::VarlenOffsets;
 pub use validate::moe_layer::MoeRouting;
+pub use varlen::VarlenOffsets;
 pub use workspace::{Workspace, Workspaces};

@@ -107,10 +107,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) rope(RopeArgs p) {
     load_cs(crow, p.cs_f32, ib, cb);
     load_cs(srow, p.cs_f32, ib, sb);
     float na[VEC], nb[VEC];
-    if (VEC == 8 && p.interleaved) {
-      // pairs (2i, 2i + 1) inside each run
+    bool inside = false;  // the pairs lie inside each run: interleaved, 16-byte runs
+    if constexpr (VEC == 8) inside = p.interleaved != 0;
+    if (inside) {
 #pragma unroll
-      for (int i = 0; i < VEC; i += 2) {
+      for (int i = 0; i + 1 < VEC; i += 2) {
         na[i] = a[i] * ca[i] - a[i + 1] * sa[i];
         na[i + 1] = a[i + 1] * ca[i + 1] + a[i] * sa[i + 1];
         nb[i] = bv[i] * cb[i] - bv[i + 1] * sb[i];

@@ -21,7 +21,8 @@ fn spec(source: &str, entry: &str, arch: &str, dtype: DType, vec8: bool) -> Kern
 /// Whether 16-byte accesses reach every element: each base 16-byte aligned and each stride (in
 /// elements of `elem` bytes) a whole number of 16-byte steps.
 pub(crate) fn aligned16(ptrs: &[u64], strides: &[usize], elem: usize) -> bool {
-    ptrs.iter().all(|&p| alignment(p) >= 16) && strides.iter().all(|&s| (s * elem) % 16 == 0)
+    ptrs.iter().all(|&p| alignment(p) >= 16)
+        && strides.iter().all(|&s| (s * elem).is_multiple_of(16))
 }
 
 /// Every variant of the pointwise kernels for `arch` (for `kiln check`), by name.

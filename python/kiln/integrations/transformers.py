@@ -288,6 +288,8 @@ def _layer_forward(self, hidden_states, attention_mask=None, position_ids=None, 
 def _rope(q, k, cos, sin, unsqueeze_dim=1, *, unfused):
     """transformers' apply_rotary_pos_emb on q [B, H, S, D] and k in place in one kiln launch
     (q and k are the projections' fresh views); the original where kiln does not apply."""
+    import torch
+
     import kiln
 
     if (
@@ -296,7 +298,7 @@ def _rope(q, k, cos, sin, unsqueeze_dim=1, *, unfused):
         or cos.shape[-1] != q.shape[-1]
         or not _kiln_can(q)
         or not _kiln_can(k, q)
-        or cos.dtype not in (q.dtype, __import__("torch").float32)
+        or cos.dtype not in (q.dtype, torch.float32)
     ):
         return unfused(q, k, cos, sin, unsqueeze_dim)
     try:

@@ -2,8 +2,11 @@
 //! descriptions, no GPU): each refusal names its argument, and the plans read rows, strides
 //! and the 16-byte variant's eligibility from the views transformers hands over.
 
+mod common;
+
+use common::{assert_refused, view as ts};
 use kiln::api::{validate, RawTensor, TensorInfo};
-use kiln::{ArgumentKind, DType, Error};
+use kiln::{ArgumentKind, DType};
 
 const BF: DType = DType::Bf16;
 /// Distinct, 256-byte aligned fake addresses (never dereferenced).
@@ -16,37 +19,6 @@ fn t(ptr: u64, dtype: DType, shape: &[usize]) -> TensorInfo {
     RawTensor::contiguous(ptr, dtype, shape, 0)
         .info("t", false)
         .unwrap()
-}
-
-fn ts(ptr: u64, dtype: DType, shape: &[usize], strides: &[isize]) -> TensorInfo {
-    RawTensor {
-        ptr,
-        dtype,
-        shape: shape.to_vec(),
-        strides: strides.to_vec(),
-        device: 0,
-    }
-    .info("t", false)
-    .unwrap()
-}
-
-fn assert_refused<T: std::fmt::Debug>(
-    r: kiln::Result<T>,
-    arg: &str,
-    kind: ArgumentKind,
-    says: &str,
-) {
-    match r {
-        Err(Error::Argument {
-            arg: a,
-            kind: k,
-            message,
-        }) => {
-            assert_eq!((a.as_str(), k), (arg, kind), "{message}");
-            assert!(message.contains(says), "`{message}` does not say `{says}`");
-        }
-        other => panic!("expected an argument error, got {other:?}"),
-    }
 }
 
 fn norm(

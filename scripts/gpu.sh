@@ -157,6 +157,12 @@
 #                                (KILN_EXAMPLE_BIN, TWO_GPUS_ITERS); python/tests/distributed_check.py
 #                                under torchrun on 1, 2 and all GPUs with the wheel (as `python`);
 #                                NVLink multicast off; table by scripts/multi-table.py
+#   norms                        RMSNorm and the rotary embedding (issue 43's prefill gap): `kiln
+#                                pointwise verify` (float64, every variant), `kiln pointwise bench`
+#                                (TB/s at the model shapes), then with the wheel (as `python`)
+#                                gpu_check.py --only pointwise (against torch's eager ops, CUDA
+#                                graphs, their times) and `python -m kiln.bench_model --models
+#                                llama,qwen2 --layers 2 --prefill 1x4096,4x2048 --decode 1,64`
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -1304,6 +1310,22 @@ for line in os.environ["DECODE_SHAPES"].splitlines():
     tus = f"{tu:9.1f}" if tu else f"{'-':>9}"
     print(f"{name:14} {t['splits']:6d} {t['median_us']:9.1f} {t['gbps']:7.0f} {100 * k['of_copy']:7.1f}% {tus} {p.get('best', '-'):>10} {ratio}")
 EOF
+  ;;
+
+norms)
+  need_bin "$KILN"; machine "$KILN"
+  step_json pointwise-verify 90 "$KILN" --no-store --json pointwise verify
+  step pointwise-verify-table 90 "$KILN" --no-store pointwise verify
+  step pointwise-bench 60 "$KILN" --no-store pointwise bench
+  use_wheel
+  OUT=$D step python-pointwise 200 "$PY" python/tests/gpu_check.py --only pointwise
+  step bench-model 420 "$PY" -m kiln.bench_model --models llama,qwen2 --layers 2 --prefill 1x4096,4x2048 \
+    --decode 1,64 --json "$D/bench_model.json"
+  table
+  echo
+  for f in pointwise-verify-table pointwise-bench python-pointwise bench-model; do
+    echo "== $f"; grep -E '^\||checks|FAIL|pointwise|kiln .* ms' "$D/$f.txt" | tail -40
+  done | tee "$D/summary.txt"
   ;;
 
 *)

@@ -6,10 +6,10 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::text;
+use common::{assert_refused, text};
 use kiln::api::raw::{self, RawBackward};
 use kiln::api::{RawTensor, TensorInfo};
-use kiln::{ArgumentKind, AttentionBackwardOptions, AttnLayout, DType, Error};
+use kiln::{ArgumentKind, AttentionBackwardOptions, AttnLayout, DType};
 
 const BF: DType = DType::Bf16;
 
@@ -42,20 +42,6 @@ fn check(t: &[RawTensor; 9], lse: bool, opts: &AttentionBackwardOptions) -> kiln
         },
         opts,
     )
-}
-
-fn assert_refused(r: kiln::Result<()>, arg: &str, kind: ArgumentKind, says: &str) {
-    match r {
-        Err(Error::Argument {
-            arg: a,
-            kind: k,
-            message,
-        }) => {
-            assert_eq!((a.as_str(), k), (arg, kind), "{message}");
-            assert!(message.contains(says), "`{message}` does not say `{says}`");
-        }
-        other => panic!("expected `{arg}` refused, got {other:?}"),
-    }
 }
 
 fn with(i: usize, dtype: DType, shape: &[usize]) -> [RawTensor; 9] {

@@ -43,3 +43,22 @@ fn check_compiles_at_most_the_variant_budget() {
          raise the budget knowingly"
     );
 }
+
+#[test]
+fn pointwise_kernels_compile_for_sm90a_without_spills() {
+    // (the gate above compiles them too; this one alone is quick to run after a change to them)
+    require_nvrtc!();
+    for v in ["rmsnorm", "rope"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["--no-store", "check", "--arch", "sm_90a", "--version", v])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("kiln runs");
+        let t = text(&o);
+        assert!(o.status.success(), "kiln check --version {v} failed:\n{t}");
+        assert!(
+            t.contains("4 variants") && t.contains("0 with problems"),
+            "{t}"
+        );
+    }
+}

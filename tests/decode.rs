@@ -6,10 +6,10 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::text;
+use common::{assert_refused as refused, text};
 use kiln::api::validate;
 use kiln::api::{raw, RawTensor, TensorInfo};
-use kiln::{ArgumentKind, DType, Error, PagedOptions};
+use kiln::{ArgumentKind, DType, PagedOptions};
 
 const BF: DType = DType::Bf16;
 const I32: DType = DType::I32;
@@ -72,20 +72,6 @@ fn bhsd_cache(i: usize, seq: usize) -> TensorInfo {
     }
     .info("cache", false)
     .unwrap()
-}
-
-fn refused<T: std::fmt::Debug>(r: kiln::Result<T>, arg: &str, kind: ArgumentKind, says: &str) {
-    match r {
-        Err(Error::Argument {
-            arg: a,
-            kind: k,
-            message,
-        }) => {
-            assert_eq!((a.as_str(), k), (arg, kind), "{message}");
-            assert!(message.contains(says), "`{message}` does not say `{says}`");
-        }
-        other => panic!("expected an argument error on `{arg}`, got {other:?}"),
-    }
 }
 
 #[test]

@@ -17,6 +17,8 @@ __all__ = [
     "flash_attn_varlen_func",
     "flash_attn_with_kvcache",
     "check_errors",
+    "rms_norm",
+    "apply_rotary",
     "moe",
     "fp8",
     "fp4",
@@ -110,6 +112,45 @@ def flash_attn_func(
             q, k, v, softmax_scale, causal, return_lse, out, window_size, deterministic
         )
     return _native().flash_attn(q, k, v, softmax_scale, causal, return_lse, out, window_size, deterministic)
+
+
+def _forward_only(name: str, *tensors) -> None:
+    if _torch is None or not _torch.is_grad_enabled():
+        return
+    if any(getattr(t, "requires_grad", False) for t in tensors):
+        raise NotImplementedError(
+            f"kiln.{name} has no backward yet: run it under torch.no_grad() (inference) or use torch's ops for training"
+        )
+
+
+def rms_norm(x, weight, eps: float = 1e-6, *, residual=None, out=None):
+    """RMSNorm over x's last dim H, as transformers' RMSNorm computes it: f32 statistics,
+    `x * rsqrt(mean(x^2) + eps)` rounded to x's dtype, then times `weight` [H] (same dtype,
+    bf16 or f16). With `residual` (x's shape): first `residual += x` in place, and the sum is
+    what is normalised (FlashInfer's fused_add_rmsnorm: the residual add of a decoder layer and
+    the next norm in one pass). x's leading dims may be any view that steps by whole rows; the
+    result is new (x's shape, contiguous) or written into `out`. Forward only."""
+    _forward_only("rms_norm", x, weight, residual)
+    if out is None and through_torch(x, weight, residual):
+        if residual is None:
+            return _torch.ops.kiln.rms_norm(x, weight, float(eps))
+        return _torch.ops.kiln.add_rms_norm(x, residual, weight, float(eps))
+    return _native().rms_norm(x, weight, float(eps), residual, out)
+
+
+def apply_rotary(q, k, cos, sin, *, interleaved: bool = False):
+    """The rotary position embedding applied in place to q [B, Hq, S, D] and k [B, Hk, S, D]
+    (transformers' views after the projections, any strides with the last 1), both in one
+    launch; returns (q, k). cos and sin are [B, S, R] (as transformers' rotary module returns
+    them) or [S, R], in q's dtype or f32; the first R dims of each head become
+    `x * cos + rotate_half(x) * sin` (in f32, rounded once), or with `interleaved` the pairs
+    (2i, 2i + 1) rotate (GPT-J's convention, cos and sin given per dim). Forward only."""
+    _forward_only("apply_rotary", q, k)
+    if through_torch(q, k, cos, sin):
+        _torch.ops.kiln.rope_(q, k, cos, sin, bool(interleaved))
+    else:
+        _native().rope(q, k, cos, sin, bool(interleaved))
+    return q, k
 
 
 def precompile(problems) -> int:

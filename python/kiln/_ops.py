@@ -269,3 +269,38 @@ def _(x, w1, w3, offsets, routing_weights):
 
 torch.library.register_autograd("kiln::grouped_gemm", _no_backward("moe.grouped_gemm"), setup_context=_setup_nothing)
 torch.library.register_autograd("kiln::swiglu", _no_backward("moe.swiglu"), setup_context=_setup_nothing)
+
+
+# ------------------------------------------------------------------- RMSNorm and rotary embedding
+# (forward only: the extension checks, allocates and launches; the residual and q, k in place)
+@torch.library.custom_op("kiln::rms_norm", mutates_args=(), device_types="cuda")
+def rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return native().rms_norm(x, weight, eps, None, None)
+
+
+@rms_norm_op.register_fake
+def _(x, weight, eps):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("kiln::add_rms_norm", mutates_args=("residual",), device_types="cuda")
+def add_rms_norm_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return native().rms_norm(x, weight, eps, residual, None)
+
+
+@add_rms_norm_op.register_fake
+def _(x, residual, weight, eps):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("kiln::rope_", mutates_args=("q", "k"), device_types="cuda")
+def rope_op(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> None:
+    native().rope(q, k, cos, sin, interleaved)
+
+
+@rope_op.register_fake
+def _(q, k, cos, sin, interleaved):
+    return None
+
+
+torch.library.register_autograd("kiln::rms_norm", _no_backward("rms_norm"), setup_context=_setup_nothing)

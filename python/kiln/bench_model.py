@@ -72,13 +72,14 @@ def build(name: str, layers: int, vocab: int, device):
 
 
 def use(model, impl: str) -> None:
-    """Runs `model`'s attention (and experts, for MoE models; and its gated MLPs fused, for kiln)
-    on `impl`."""
+    """Runs `model`'s attention (and experts, for MoE models; and, for kiln, its gated MLPs fused,
+    its RMSNorms, residual adds and rotary embedding on kiln's kernels) on `impl`."""
     model.set_attn_implementation(impl)
     if impl == "kiln" or hasattr(model, "_kiln_mlps"):
         from kiln.integrations import transformers as kiln_tf
 
         model._kiln_mlps = kiln_tf.fuse_mlp(model, enable=impl == "kiln")
+        model._kiln_norms = kiln_tf.fuse_norms(model, enable=impl == "kiln")
     if getattr(model.config, "_experts_implementation", None) is not None or hasattr(model, "set_experts_implementation"):
         experts = {"kiln": "kiln", "sdpa": "grouped_mm", "eager": "eager"}[impl]
         try:

@@ -6,6 +6,7 @@ mod fp4;
 mod fp8;
 mod kvcache;
 mod moe;
+mod pointwise;
 mod torch;
 
 use std::collections::HashMap;
@@ -301,5 +302,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fp4::fp4_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(fp4::fp4_dequantize, m)?)?;
     m.add_function(wrap_pyfunction!(fp4::nvfp4_gemv, m)?)?;
+    m.add_function(wrap_pyfunction!(pointwise::rms_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(pointwise::rope, m)?)?;
     Ok(())
 }

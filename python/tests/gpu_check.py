@@ -745,11 +745,114 @@ def op_timings(gen, timings):
     timings.append({"what": f"experts E{e} top{topk} T{t} H{hdim} I{inter} (torch: transformers grouped_mm)", "kiln_ms": tk, "torch_ms": tt, "speedup": tt / tk})
 
 
+# ------------------------------------------------------------------- RMSNorm and rotary embedding
+def eager_rms_norm(x, w, eps):
+    """transformers' LlamaRMSNorm.forward."""
+    xf = x.to(torch.float32)
+    return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def eager_rope(q, k, cos, sin):
+    """transformers' apply_rotary_pos_emb (rotate_half), cos/sin [B, S, D]."""
+    def rh(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+
+    c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * c + rh(q) * s, k * c + rh(k) * s
+
+
+def rope_table(b, s, d, dtype, gen):
+    pos = torch.randint(0, 8192, (b, s), device="cuda", generator=gen).float()
+    inv = 1.0 / (500000.0 ** (torch.arange(0, d, 2, device="cuda").float() / d))
+    ang = pos[..., None] * inv
+    emb = torch.cat((ang, ang), -1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def pointwise_checks(gen, quick, timings):
+    """kiln.rms_norm (plain and with the residual) and kiln.apply_rotary against fp32
+    references: kiln's error at most twice torch's eager bf16 error (and a floor); the residual
+    and q, k changed in place; capture in a CUDA graph; and the times against torch's eager ops
+    (the model path's) at the Llama-3-8B and Qwen2 prefill shapes."""
+    norm_shapes = [(4096, 4096), (8192, 2048), (1, 4096), (4099, 128), (3, 16392), (9, 4100), (7, 1000)]
+    for rows, h in norm_shapes[: 3 if quick else None]:
+        for dtype in (torch.bfloat16, torch.float16):
+            x = torch.randn(rows, h, device="cuda", dtype=dtype, generator=gen)
+            w = (1 + 0.1 * torch.randn(h, device="cuda", generator=gen)).to(dtype)
+            res = torch.randn(rows, h, device="cuda", dtype=dtype, generator=gen)
+            ref = eager_rms_norm(x.double(), w.double(), 1e-6)
+            got, eager = kiln.rms_norm(x, w, 1e-6), eager_rms_norm(x, w, 1e-6)
+            err, err_eager = rel(got, ref), rel(eager, ref)
+            record("pointwise", f"rms_norm {rows}x{h} {dtype}", err <= max(2 * err_eager, 1e-3), err=err,
+                   eager_err=err_eager)
+            r2 = res.clone()
+            got = kiln.rms_norm(x, w, 1e-6, residual=r2)
+            summed = (res + x)  # torch's bf16 add: what the layer's residual holds
+            ok_res = rel(r2, res.double() + x.double()) <= max(2 * rel(summed, res.double() + x.double()), 1e-3)
+            err = rel(got, eager_rms_norm(summed.double(), w.double(), 1e-6))
+            record("pointwise", f"rms_norm +residual {rows}x{h} {dtype}", ok_res and err <= max(2 * err_eager, 1e-3),
+                   err=err, residual_in_place=bool(ok_res))
+    rope_shapes = [(1, 4096, 32, 8, 128), (4, 2048, 16, 2, 128), (8, 1, 32, 8, 128), (2, 37, 4, 2, 64)]
+    for b, s, hq, hk, d in rope_shapes[: 2 if quick else None]:
+        q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen).transpose(1, 2)
+        k = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16, generator=gen).transpose(1, 2)
+        cos, sin = rope_table(b, s, d, torch.bfloat16, gen)
+        rq, rk = eager_rope(q.double(), k.double(), cos.double(), sin.double())
+        eq, ek = eager_rope(q, k, cos, sin)
+        q2, k2 = q.clone(), k.clone()
+        gq, gk = kiln.apply_rotary(q2, k2, cos, sin)
+        err = max(rel(q2, rq), rel(k2, rk))
+        err_eager = max(rel(eq, rq), rel(ek, rk))
+        record("pointwise", f"apply_rotary B{b} S{s} H{hq}/{hk} D{d}", err <= max(2 * err_eager, 1e-3)
+               and gq is q2 and gk is k2, err=err, eager_err=err_eager)
+    # CUDA graphs: both ops capture once warm
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    w = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(1, 64, 32, 128, device="cuda", dtype=torch.bfloat16, generator=gen).transpose(1, 2)
+    k = torch.randn(1, 64, 8, 128, device="cuda", dtype=torch.bfloat16, generator=gen).transpose(1, 2)
+    cos, sin = rope_table(1, 64, 128, torch.bfloat16, gen)
+    try:
+        out = kiln.rms_norm(x, w)
+        kiln.apply_rotary(q, k, cos, sin)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = kiln.rms_norm(x, w)
+            kiln.apply_rotary(q, k, cos, sin)
+        g.replay()
+        torch.cuda.synchronize()
+        record("pointwise", "rms_norm and apply_rotary captured in a CUDA graph",
+               rel(out, eager_rms_norm(x, w, 1e-6)) < 1e-2)
+    except Exception as e:  # noqa: BLE001
+        record("pointwise", "rms_norm and apply_rotary captured in a CUDA graph", False, error=str(e)[:300])
+    # times against torch's eager ops (what the model path ran before)
+    for rows, h in ((4096, 4096), (8192, 2048)):
+        x = torch.randn(rows, h, device="cuda", dtype=torch.bfloat16, generator=gen)
+        w = torch.ones(h, device="cuda", dtype=torch.bfloat16)
+        res = torch.randn(rows, h, device="cuda", dtype=torch.bfloat16, generator=gen)
+        tk, tt = bench_ms(lambda: kiln.rms_norm(x, w)), bench_ms(lambda: eager_rms_norm(x, w, 1e-6))
+        timings.append({"what": f"rms_norm {rows}x{h} bf16 (torch: eager LlamaRMSNorm)", "kiln_ms": tk,
+                        "torch_ms": tt, "speedup": tt / tk})
+        tk = bench_ms(lambda: kiln.rms_norm(x, w, residual=res))
+        tt = bench_ms(lambda: eager_rms_norm(res + x, w, 1e-6))
+        timings.append({"what": f"residual add + rms_norm {rows}x{h} bf16 (torch: add, eager norm)", "kiln_ms": tk,
+                        "torch_ms": tt, "speedup": tt / tk})
+    for b, s, hq, hk, d in rope_shapes[:2]:
+        q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen).transpose(1, 2)
+        k = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16, generator=gen).transpose(1, 2)
+        cos, sin = rope_table(b, s, d, torch.bfloat16, gen)
+        tk = bench_ms(lambda: kiln.apply_rotary(q, k, cos, sin))
+        tt = bench_ms(lambda: eager_rope(q, k, cos, sin))
+        timings.append({"what": f"rotary B{b} S{s} H{hq}/{hk} D{d} bf16 (torch: eager apply_rotary_pos_emb)",
+                        "kiln_ms": tk, "torch_ms": tt, "speedup": tt / tk})
+
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a quarter of the shapes, no models")
     ap.add_argument("--only", help="comma-separated sections to run (gemm, attention, backward, varlen, kvcache, "
-                    "moe, moe_layer, fp8, fp4, integration, models, timings, moe_timings); default all")
+                    "moe, moe_layer, fp8, fp4, integration, pointwise, models, timings, moe_timings); default all")
     ap.add_argument("--moe", action="store_true", help="only the MoE checks and the MoE layer's timings "
                     "(--only moe,moe_layer,moe_timings)")
     args = ap.parse_args()
@@ -760,7 +863,8 @@ def main():
     t0 = time.time()
     sections = {"gemm": gemm_checks, "attention": attention_checks, "backward": attention_backward_checks,
                 "varlen": varlen_checks, "kvcache": kvcache_checks, "moe": moe_checks, "moe_layer": moe_layer_checks,
-                "fp8": fp8_checks, "fp4": fp4_checks, "integration": lambda g, q: integration_checks(g)}
+                "fp8": fp8_checks, "fp4": fp4_checks, "integration": lambda g, q: integration_checks(g),
+                "pointwise": lambda g, q: pointwise_checks(g, q, timings)}
     if not args.quick or args.moe:
         sections.update(models=lambda g, q: models(g, timings), timings=lambda g, q: op_timings(g, timings),
                         moe_timings=lambda g, q: moe_layer_timings(g, timings))

@@ -409,3 +409,35 @@ class AttentionBackwardChecks(unittest.TestCase):
         t = Tensor((2, 64, 8, 128))
         with self.assertRaisesRegex(TypeError, r"`deterministic` is int"):
             kiln.flash_attn_func(t, t, t, deterministic=1)
+
+
+class PointwiseChecks(unittest.TestCase):
+    def test_rms_norm_dtype(self):
+        with self.assertRaisesRegex(TypeError, r"`x` is f32; RMSNorm takes bf16 or f16 rows"):
+            kiln.rms_norm(Tensor((4, 64), dtype="float32"), Tensor((64,), dtype="float32"))
+
+    def test_rms_norm_weight_shape(self):
+        with self.assertRaisesRegex(ValueError, r"`weight` is \[32\] .*needs a contiguous \[64\]"):
+            kiln.rms_norm(Tensor((4, 64)), Tensor((32,)))
+
+    def test_rms_norm_residual_shape(self):
+        with self.assertRaisesRegex(ValueError, r"`residual` is \[4, 32\] but `x` is \[4, 64\]"):
+            kiln.rms_norm(Tensor((4, 64)), Tensor((64,)), residual=Tensor((4, 32)))
+
+    def test_rms_norm_cpu_tensor(self):
+        with self.assertRaisesRegex(ValueError, r"`weight` is on the cpu device"):
+            kiln.rms_norm(Tensor((4, 64)), Tensor((64,), device="cpu"))
+
+    def test_rope_rank(self):
+        with self.assertRaisesRegex(ValueError, r"`q` has 3 dimensions .*\[batch, heads, seq, head_dim\]"):
+            kiln.apply_rotary(Tensor((2, 9, 64)), Tensor((2, 2, 9, 64)), Tensor((9, 64)), Tensor((9, 64)))
+
+    def test_rope_odd_rotary_dims(self):
+        q, k = Tensor((2, 4, 9, 64)), Tensor((2, 2, 9, 64))
+        with self.assertRaisesRegex(ValueError, r"`cos` rotates 66 dims of heads of 64"):
+            kiln.apply_rotary(q, k, Tensor((9, 66)), Tensor((9, 66)))
+
+    def test_rope_table_dtype(self):
+        q, k = Tensor((2, 4, 9, 64)), Tensor((2, 2, 9, 64))
+        with self.assertRaisesRegex(TypeError, r"`cos` is f16; cos and sin are bf16 \(q's dtype\) or f32"):
+            kiln.apply_rotary(q, k, Tensor((9, 64), dtype="float16"), Tensor((9, 64), dtype="float16"))

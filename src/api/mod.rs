@@ -35,6 +35,7 @@ mod moe_route;
 mod ops;
 mod options;
 mod paged;
+mod pointwise;
 mod precompile;
 pub mod raw;
 mod raw_paged;

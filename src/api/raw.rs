@@ -24,6 +24,7 @@ pub use super::fp8::{
 };
 pub use super::moe_layer::{check_moe_layer, moe_layer, moe_layer_workspace_bytes};
 pub use super::moe_route::{moe_combine, moe_route, moe_route_layout};
+pub use super::pointwise::{check_rms_norm, check_rope, rms_norm, rope};
 pub use super::raw_paged::{
     attention_paged, check_attention_paged, check_errors, check_kv_append, kv_append, DecodeTables,
 };

@@ -75,6 +75,9 @@ pub enum Command {
     /// against float64), `fp4 bench --gemv` (against cuBLAS bf16), `fp4 seeds` (the NVFP4 contest
     /// shapes), `fp4 check` (compile every FP4 variant).
     Fp4(super::fp4::Fp4CliArgs),
+    /// RMSNorm and the rotary embedding: `pointwise verify` (against float64 on their suite),
+    /// `pointwise bench` (times at the model shapes, TB/s).
+    Pointwise(super::pointwise::PointwiseCmdArgs),
     /// Seeded random problems for every op and version (GEMM, attention, MoE), each verified
     /// with poisoned outputs; failures are written as they happen for `verify --repro`.
     Fuzz(super::fuzz::FuzzArgs),

@@ -40,11 +40,15 @@ pub(super) fn run_check(
                 .iter()
                 .any(|(name, _)| *name == v);
         let decode = kiln::ops::attention::decode_variants(arch).map(|(n, _)| n);
+        let pointwise = kiln::ops::pointwise::variants(arch)
+            .iter()
+            .any(|(name, _)| *name == v);
         if !fp4
             && env.registry.attention_version(v).is_err()
             && env.registry.attention_backward_version(v).is_err()
             && env.registry.moe_version(v).is_err()
             && !decode.contains(&v)
+            && !pointwise
         {
             env.registry.gemm_version(v)?;
         }

@@ -94,7 +94,7 @@ pub fn versions(env: &Env) -> Result<ExitCode> {
 
 /// The kernel families a user can pick that live outside the registry's traits (each with its
 /// own command or API call): FP8, 4-bit, decode.
-const OUTSIDE_REGISTRY: [(&str, &str, &str); 8] = [
+const OUTSIDE_REGISTRY: [(&str, &str, &str); 10] = [
     (
         "fp8 gemm",
         kiln::ops::fp8::gemm::NAME,
@@ -142,5 +142,17 @@ const OUTSIDE_REGISTRY: [(&str, &str, &str); 8] = [
         "attention decode",
         "kv_append",
         "appends new tokens' K and V into the paged cache",
+    ),
+    (
+        "pointwise",
+        kiln::ops::pointwise::rmsnorm::NAME,
+        "RMSNorm of bf16/f16 rows, f32 statistics, the residual add fused in front; a row in \
+         registers (16-byte accesses) or read twice (any layout)",
+    ),
+    (
+        "pointwise",
+        kiln::ops::pointwise::rope::NAME,
+        "the rotary embedding in place on q and k in one launch (rotate_half or interleaved, \
+         partial rotary dims, cos/sin [B, S, R] or [S, R])",
     ),
 ];

@@ -19,6 +19,7 @@ mod gemm;
 mod moe;
 mod moe_fp4;
 mod moe_layer;
+mod pointwise;
 mod profile;
 mod progress;
 mod sanitize;
@@ -62,6 +63,7 @@ pub fn run() -> kiln::Result<ExitCode> {
         Command::Moe(a) => moe::moe(&env, a),
         Command::Fp8(a) => fp8::run(&env, a),
         Command::Fp4(a) => fp4::run(&env, a),
+        Command::Pointwise(a) => pointwise::run(&env, a),
         Command::Fuzz(a) => fuzz::fuzz(&env, a),
         Command::TuneWorker(a) => tune::worker(&env, a),
         Command::TuneReplay(a) => tune::replay(&env, a),

@@ -144,6 +144,13 @@ pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<C
             work.extend(specs.into_iter().map(|s| ("attention", name, s)));
         }
     }
+    // RMSNorm and the rotary embedding.
+    work.extend(
+        crate::ops::pointwise::variants(arch)
+            .into_iter()
+            .filter(|(name, _)| only.is_none_or(|v| v == *name))
+            .map(|(name, s)| ("pointwise", name, s)),
+    );
     // The bench's own kernel: every timed launch waits for it, so it is compiled and checked too.
     if only.is_none_or(|v| v == "l2_read_flush") {
         work.push((

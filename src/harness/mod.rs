@@ -30,6 +30,7 @@ pub mod moe_verify;
 pub mod moe_w4a8;
 pub mod moe_w4a8_bench;
 pub mod peak;
+pub mod pointwise;
 pub mod random_set;
 pub mod shapes;
 pub mod suite;

@@ -286,6 +286,14 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/kv_append.cu"),
     ),
     (
+        "pointwise/rmsnorm.cu",
+        include_str!("../../kernels/pointwise/rmsnorm.cu"),
+    ),
+    (
+        "pointwise/rope.cu",
+        include_str!("../../kernels/pointwise/rope.cu"),
+    ),
+    (
         "common/fp8.cuh",
         include_str!("../../kernels/common/fp8.cuh"),
     ),

@@ -6,6 +6,7 @@ pub mod fp4;
 pub mod fp8;
 pub mod gemm;
 pub mod moe;
+pub mod pointwise;
 pub mod registry;
 pub mod space;
 pub mod tuned;

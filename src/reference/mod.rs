@@ -12,4 +12,5 @@ pub mod fp8;
 pub mod gemm;
 pub mod moe;
 pub mod moe_layer;
+pub mod pointwise;
 pub mod route;

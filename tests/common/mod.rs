@@ -92,3 +92,42 @@ macro_rules! require_no_gpu {
         }
     };
 }
+
+/// Asserts that `r` is an argument error on `arg` of `kind` whose sentence says `says` (the
+/// API tests' one check of a refusal).
+pub fn assert_refused<T: std::fmt::Debug>(
+    r: kiln::Result<T>,
+    arg: &str,
+    kind: kiln::ArgumentKind,
+    says: &str,
+) {
+    match r {
+        Err(kiln::Error::Argument {
+            arg: a,
+            kind: k,
+            message,
+        }) => {
+            assert_eq!((a.as_str(), k), (arg, kind), "{message}");
+            assert!(message.contains(says), "`{message}` does not say `{says}`");
+        }
+        other => panic!("expected an argument error on `{arg}`, got {other:?}"),
+    }
+}
+
+/// A checked view of fake memory at `ptr` (never dereferenced) on GPU 0.
+pub fn view(
+    ptr: u64,
+    dtype: kiln::DType,
+    shape: &[usize],
+    strides: &[isize],
+) -> kiln::api::TensorInfo {
+    kiln::api::RawTensor {
+        ptr,
+        dtype,
+        shape: shape.to_vec(),
+        strides: strides.to_vec(),
+        device: 0,
+    }
+    .info("t", false)
+    .unwrap()
+}

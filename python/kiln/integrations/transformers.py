@@ -3,7 +3,10 @@
 a decode step's mask reaches kiln as each sequence's first key and length instead of a
 materialised 4-D mask), and to its experts interface (so that `experts_implementation="kiln"`
 runs MoE experts on kiln's grouped kernels); `fuse_mlp(model)` runs a model's gated-SiLU MLPs
-(Llama, Qwen2, Mistral, ...) as kiln's fused SwiGLU, which transformers has no interface for."""
+(Llama, Qwen2, Mistral, ...) as kiln's fused SwiGLU, which transformers has no interface for;
+`fuse_norms(model)` runs its RMSNorms, the residual add in front of each layer's second norm
+and the rotary embedding on kiln's kernels (as Liger-Kernel patches a model's modules);
+`enable(model)` does all of it."""
 
 from __future__ import annotations
 
@@ -222,3 +225,152 @@ def fuse_mlp(model, enable: bool = True) -> int:
         m._kiln_fused = enable
         n += enable
     return n
+
+
+# --------------------------------------------------------------------- RMSNorm and rotary embedding
+#: transformers' RMSNorm classes that compute `weight * (x * rsqrt(mean(x^2) + eps)).to(dtype)`
+#: (Gemma's `1 + weight` is not one of them).
+RMS_NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "Qwen3MoeRMSNorm", "MistralRMSNorm", "MixtralRMSNorm")
+#: Their decoder layers: residual, input norm, attention, residual add, post-attention norm,
+#: MLP, residual add (the one order the fused layer forward reproduces).
+DECODER_LAYERS = tuple(n.replace("RMSNorm", "DecoderLayer") for n in RMS_NORMS)
+#: Their modeling modules, whose attention calls the module's `apply_rotary_pos_emb` (rotate_half).
+ROPE_MODULES = {n.replace("RMSNorm", "DecoderLayer"): m for n, m in zip(
+    RMS_NORMS, ("llama", "qwen2", "qwen3", "qwen3_moe", "mistral", "mixtral"))}
+
+
+def _kiln_can(x, weight=None) -> bool:
+    """Whether kiln's forward-only kernels take `x` (and a weight of its dtype) here."""
+    import torch
+
+    return (
+        x.is_cuda
+        and x.dtype in (torch.bfloat16, torch.float16)
+        and (weight is None or weight.dtype == x.dtype)
+        and not (torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)))
+    )
+
+
+def _rms_norm_forward(self, hidden_states):
+    """The module's RMSNorm in one kiln kernel; its own forward where kiln does not apply."""
+    import kiln
+
+    if not self._kiln_fused or not _kiln_can(hidden_states, self.weight):
+        return self._kiln_unfused_forward(hidden_states)
+    return kiln.rms_norm(hidden_states, self.weight, self.variance_epsilon)
+
+
+def _layer_forward(self, hidden_states, attention_mask=None, position_ids=None, past_key_values=None,
+                   use_cache=False, position_embeddings=None, **kwargs):
+    """transformers' decoder layer with the residual add after attention and the
+    post-attention norm in one kiln kernel: the attention's output (a fresh tensor) becomes
+    residual + output in place, and its norm is what the MLP reads."""
+    import kiln
+
+    post = self.post_attention_layernorm
+    if not self._kiln_fused or not _kiln_can(hidden_states, post.weight):
+        return self._kiln_unfused_forward(hidden_states, attention_mask=attention_mask, position_ids=position_ids,
+                                          past_key_values=past_key_values, use_cache=use_cache,
+                                          position_embeddings=position_embeddings, **kwargs)
+    h = self.input_layernorm(hidden_states)
+    h, _ = self.self_attn(hidden_states=h, attention_mask=attention_mask, position_ids=position_ids,
+                          past_key_values=past_key_values, use_cache=use_cache,
+                          position_embeddings=position_embeddings, **kwargs)
+    if h.shape != hidden_states.shape or h.dtype != hidden_states.dtype:
+        h = hidden_states + h  # (not expected of these layers: the plain add)
+        residual, h = h, post(h)
+    else:
+        residual = h  # becomes hidden_states + attention output
+        h = kiln.rms_norm(hidden_states, post.weight, post.variance_epsilon, residual=residual)
+    return residual + self.mlp(h)
+
+
+def _rope(q, k, cos, sin, unsqueeze_dim=1, *, unfused):
+    """transformers' apply_rotary_pos_emb on q [B, H, S, D] and k in place in one kiln launch
+    (q and k are the projections' fresh views); the original where kiln does not apply."""
+    import torch
+
+    import kiln
+
+    if (
+        unsqueeze_dim != 1
+        or q.dim() != 4
+        or cos.shape[-1] != q.shape[-1]
+        or not _kiln_can(q)
+        or not _kiln_can(k, q)
+        or cos.dtype not in (q.dtype, torch.float32)
+    ):
+        return unfused(q, k, cos, sin, unsqueeze_dim)
+    try:
+        return kiln.apply_rotary(q, k, cos, sin)
+    except ValueError:  # a layout kiln refuses (overlapping q and k, say): torch's ops
+        return unfused(q, k, cos, sin, unsqueeze_dim)
+
+
+# The modeling modules' own apply_rotary_pos_emb while kiln's is installed, by module name.
+_ROPE_UNFUSED: dict = {}
+
+
+def _set_rope(module_name: str, enable: bool) -> bool:
+    """Installs (or removes) kiln's rotary embedding in `transformers.models.<m>.modeling_<m>`;
+    returns whether it is installed."""
+    import functools
+    import importlib
+
+    mod = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+    if enable and module_name not in _ROPE_UNFUSED:
+        _ROPE_UNFUSED[module_name] = mod.apply_rotary_pos_emb
+        mod.apply_rotary_pos_emb = functools.partial(_rope, unfused=_ROPE_UNFUSED[module_name])
+    elif not enable and module_name in _ROPE_UNFUSED:
+        mod.apply_rotary_pos_emb = _ROPE_UNFUSED.pop(module_name)
+    return module_name in _ROPE_UNFUSED
+
+
+def _patch(m, forward, enable: bool) -> None:
+    import types
+
+    if not hasattr(m, "_kiln_unfused_forward"):
+        m._kiln_unfused_forward = m.forward
+        m.forward = types.MethodType(forward, m)
+    m._kiln_fused = enable
+
+
+def fuse_norms(model, enable: bool = True, residual: bool = True, rope: bool = True) -> int:
+    """Runs (or, with `enable=False`, stops running) `model`'s RMSNorms (the classes in
+    `RMS_NORMS`: Llama, Qwen2, Qwen3 and its q/k norms, Qwen3-MoE, Mistral, Mixtral) on kiln's
+    kernel; with `residual`, each decoder layer's residual add after attention and its
+    post-attention norm as one kernel; with `rope`, the rotary embedding of those models'
+    attention in place on q and k in one launch (process-wide for that model family: the
+    modeling module's `apply_rotary_pos_emb` is swapped, as Liger-Kernel does). Inference only:
+    where autograd records, or the dtype is not bf16/f16, the modules' own forwards run.
+    Returns the number of modules patched (norms and layers)."""
+    n = 0
+    families = set()
+    for m in model.modules():
+        name = type(m).__name__
+        if name in RMS_NORMS:
+            _patch(m, _rms_norm_forward, enable)
+            n += enable
+        elif name in DECODER_LAYERS:
+            families.add(ROPE_MODULES[name])
+            if residual or hasattr(m, "_kiln_unfused_forward"):
+                _patch(m, _layer_forward, enable and residual)
+                n += enable and residual
+    for fam in families:
+        _set_rope(fam, enable and rope)
+    return n
+
+
+def enable(model, on: bool = True) -> dict:
+    """kiln everywhere it applies in `model`: registers kiln with transformers, selects its
+    attention (and experts, for MoE models), fuses the gated MLPs (`fuse_mlp`) and the norms,
+    residual adds and rotary embedding (`fuse_norms`). `on=False` returns to sdpa (and
+    grouped_mm experts) and unfuses. Returns what was patched."""
+    register()
+    model.set_attn_implementation(NAME if on else "sdpa")
+    if hasattr(model, "set_experts_implementation"):
+        try:
+            model.set_experts_implementation(NAME if on else "grouped_mm")
+        except (ValueError, AttributeError):  # a dense model
+            pass
+    return {"mlps": fuse_mlp(model, enable=on), "norms": fuse_norms(model, enable=on)}

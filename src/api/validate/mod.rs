@@ -10,6 +10,7 @@ mod gemm;
 mod moe;
 pub mod moe_layer;
 mod paged;
+mod pointwise;
 
 pub use attention::{attention, AttentionPlan};
 pub use attention_backward::{attention_backward, AttentionBackwardPlan};
@@ -18,6 +19,7 @@ pub use fp8::{fp8_cast, fp8_gemm, fp8_grouped, Fp8CastPlan, Fp8GemmPlan, Fp8Grou
 pub use gemm::{gemm, gemm_output_shape, GemmPlan};
 pub use moe::{grouped_gemm, swiglu, MoePlan};
 pub use paged::{append, paged, AppendPlan, PagedPlan};
+pub use pointwise::{rms_norm, rope, NormPlan, RopePlan};
 
 use super::dtype::DType;
 use super::info::TensorInfo;

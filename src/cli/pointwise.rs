@@ -1,0 +1,148 @@
+//! `kiln pointwise verify` and `kiln pointwise bench`: RMSNorm and the rotary embedding
+//! against their float64 references on their suite, and their times at the model shapes.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use kiln::error::Result;
+use kiln::harness::pointwise::{bench, suite, verify, Case};
+use kiln::report::Table;
+use serde_json::json;
+
+use super::env::Env;
+
+#[derive(Debug, Args)]
+pub struct PointwiseCmdArgs {
+    #[command(subcommand)]
+    pub action: PointwiseAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PointwiseAction {
+    /// Verify RMSNorm (with and without the fused residual) and the rotary embedding against
+    /// float64 on their suite: model shapes, strided rows, widths the 16-byte variant cannot
+    /// take, partial and interleaved rotary dims, every cos/sin shape.
+    Verify(PointwiseVerifyArgs),
+    /// Time them at the model shapes (L2 flushed before each launch), in µs and TB/s.
+    Bench(PointwiseBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PointwiseVerifyArgs {
+    /// Only this kernel's cases: rmsnorm or rope.
+    #[arg(long)]
+    pub only: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PointwiseBenchArgs {
+    /// Timed launches per problem.
+    #[arg(long, default_value_t = 50)]
+    pub reps: usize,
+}
+
+pub fn run(env: &Env, a: &PointwiseCmdArgs) -> Result<ExitCode> {
+    match &a.action {
+        PointwiseAction::Verify(v) => run_verify(env, v),
+        PointwiseAction::Bench(b) => run_bench(env, b),
+    }
+}
+
+fn run_verify(env: &Env, a: &PointwiseVerifyArgs) -> Result<ExitCode> {
+    let ctx = env.context()?;
+    let cases: Vec<Case> = suite()
+        .into_iter()
+        .filter(|c| match a.only.as_deref() {
+            Some("rmsnorm") => matches!(c, Case::Norm(_)),
+            Some("rope") => matches!(c, Case::Rope(_)),
+            _ => true,
+        })
+        .collect();
+    if let Some(o) = a
+        .only
+        .as_deref()
+        .filter(|o| !matches!(*o, "rmsnorm" | "rope"))
+    {
+        return Err(kiln::Error::invalid(format!(
+            "--only {o}: give rmsnorm or rope"
+        )));
+    }
+    let outcomes = cases
+        .iter()
+        .map(|c| verify(&ctx, c))
+        .collect::<Result<Vec<_>>>()?;
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    if env.json {
+        env.print_json(&json!(outcomes));
+    } else {
+        let mut t = Table::new(&[
+            "problem",
+            "variant",
+            "worst / bound",
+            "NaN",
+            "outside",
+            "verdict",
+        ]);
+        for o in &outcomes {
+            t.row(&[
+                o.problem.clone(),
+                o.variant.to_string(),
+                format!("{:.3}", o.worst),
+                o.nan_or_unwritten.to_string(),
+                o.written_outside.to_string(),
+                if o.passed {
+                    "ok".into()
+                } else {
+                    format!("FAIL {} (seed {})", o.message, o.seed)
+                },
+            ]);
+        }
+        print!("{}", t.render());
+        println!("{} pointwise checks, {failed} failed", outcomes.len());
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(7)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn run_bench(env: &Env, a: &PointwiseBenchArgs) -> Result<ExitCode> {
+    let ctx = env.context()?;
+    // the model shapes of the suite (the first two of each kernel's)
+    let cases: Vec<Case> = suite()
+        .into_iter()
+        .filter(|c| match c {
+            Case::Norm(n) => n.pad == 0 && n.rows >= 4096,
+            Case::Rope(r) => r.seq >= 2048,
+        })
+        .collect();
+    let timings = cases
+        .iter()
+        .map(|c| bench(&ctx, c, a.reps))
+        .collect::<Result<Vec<_>>>()?;
+    if env.json {
+        env.print_json(&json!(timings));
+    } else {
+        let mut t = Table::new(&[
+            "problem",
+            "median µs",
+            "min µs",
+            "max µs",
+            "MB moved",
+            "TB/s",
+        ]);
+        for m in &timings {
+            t.row(&[
+                m.problem.clone(),
+                format!("{:.1}", m.median_us),
+                format!("{:.1}", m.min_us),
+                format!("{:.1}", m.max_us),
+                format!("{:.1}", m.bytes as f64 / 1e6),
+                format!("{:.2}", m.tb_per_s),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}

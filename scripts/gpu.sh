@@ -139,6 +139,12 @@
 #                                (KILN_EXAMPLE_BIN, TWO_GPUS_ITERS); python/tests/distributed_check.py
 #                                under torchrun on 1, 2 and all GPUs with the wheel (as `python`);
 #                                NVLink multicast off; table by scripts/multi-table.py
+#   candle                       kiln's ops in candle (kiln-candle, built here by scripts/candle.sh:
+#                                its `block` example, CANDLE_EXAMPLE): the CUDA libraries it links
+#                                found (ldd), the block's check (each op against float64, the
+#                                block against candle's own ops), then the attention timing at B4
+#                                H16 S4096 d128 (kiln in candle, kiln's Rust API, candle's composed
+#                                matmul-softmax-matmul), not causal and causal; table last
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -1191,6 +1197,24 @@ for line in os.environ["DECODE_SHAPES"].splitlines():
     print(f"{name:14} {t['splits']:6d} {t['median_us']:9.1f} {t['gbps']:7.0f} {100 * k['of_copy']:7.1f}% {tus} {p.get('best', '-'):>10} {ratio}")
 EOF
   ;;
+
+candle)
+  EX=$(abspath "${CANDLE_EXAMPLE:-$ROOT/target/release/examples/block}")
+  need_bin "$EX"; machine "$EX"
+  # The example links libcudart, libnvrtc, libcublas(Lt) and libcurand (candle links at build
+  # time): this repository's .deps/cuda13 (scripts/candle.sh), else a Python environment's
+  # CUDA 13 wheels (torch's), else the toolkit.
+  libdirs=$ROOT/.deps/cuda13/nvidia/cu13/lib
+  for d in $("$PY" -c 'import site, glob; print(" ".join(sorted({p.rsplit("/", 1)[0] for s in site.getsitepackages() + [site.getusersitepackages()] for p in glob.glob(s + "/nvidia/*/lib/lib*.so.*")})))' 2>/dev/null) /usr/local/cuda/lib64; do
+    [ -d "$d" ] && libdirs="$libdirs:$d"
+  done
+  export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  step libs 20 bash -c "ldd '$EX' | grep -E 'cuda|nvrtc|cublas|curand'; ! ldd '$EX' | grep -q 'not found'"
+  step check 90 "$EX"
+  step time 120 "$EX" --time
+  step time-causal 120 "$EX" --time --causal
+  table
+  echo; for f in check time time-causal; do cat "$D/$f.txt"; echo; done ;;
 
 *)
   echo "unknown task \`$task\`: bash scripts/gpu.sh help lists them" >&2

@@ -131,6 +131,70 @@ macro_rules! by_dtype {
     };
 }
 
+/// The custom-op impl of `$op` (two or three tensors): `$fwd::<T>(self, storages and layouts)`
+/// for bf16 or f16 tensors; on the CPU, an error saying the op is CUDA's.
+macro_rules! op2 {
+    ($op:ty, $name:literal, $fwd:ident) => {
+        impl CustomOp2 for $op {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn cpu_fwd(
+                &self,
+                _: &CpuStorage,
+                _: &Layout,
+                _: &CpuStorage,
+                _: &Layout,
+            ) -> Result<(CpuStorage, Shape)> {
+                Err(no_cpu($name))
+            }
+            fn cuda_fwd(
+                &self,
+                s1: &CudaStorage,
+                l1: &Layout,
+                s2: &CudaStorage,
+                l2: &Layout,
+            ) -> Result<(CudaStorage, Shape)> {
+                by_dtype!(s1.dtype(), $name, $fwd(self, s1, l1, s2, l2))
+            }
+        }
+    };
+}
+
+macro_rules! op3 {
+    ($op:ty, $name:literal, $fwd:ident) => {
+        impl CustomOp3 for $op {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            #[allow(clippy::too_many_arguments)]
+            fn cpu_fwd(
+                &self,
+                _: &CpuStorage,
+                _: &Layout,
+                _: &CpuStorage,
+                _: &Layout,
+                _: &CpuStorage,
+                _: &Layout,
+            ) -> Result<(CpuStorage, Shape)> {
+                Err(no_cpu($name))
+            }
+            #[allow(clippy::too_many_arguments)]
+            fn cuda_fwd(
+                &self,
+                s1: &CudaStorage,
+                l1: &Layout,
+                s2: &CudaStorage,
+                l2: &Layout,
+                s3: &CudaStorage,
+                l3: &Layout,
+            ) -> Result<(CudaStorage, Shape)> {
+                by_dtype!(s1.dtype(), $name, $fwd(self, s1, l1, s2, l2, s3, l3))
+            }
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------------------------
 // GEMM
 
@@ -141,11 +205,11 @@ pub struct Matmul {
 }
 
 fn matmul_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
+    op: &Matmul,
     a: &CudaStorage,
     la: &Layout,
     b: &CudaStorage,
     lb: &Layout,
-    alpha: f32,
 ) -> Result<(CudaStorage, Shape)> {
     let dev = &a.device;
     let (ia, ib) = (In::<T>::new(a, la)?, In::<T>::new(b, lb)?);
@@ -159,7 +223,7 @@ fn matmul_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     let mut c = out::<T>(dev, m * n, false)?;
     let mut tc = TensorMut::from_slice(&mut c, &[m, n]).map_err(kerr)?;
     let opts = GemmOptions {
-        alpha,
+        alpha: op.alpha,
         ..GemmOptions::default()
     };
     handle(dev)?
@@ -168,29 +232,7 @@ fn matmul_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     Ok((wrap(c, dev), Shape::from((m, n))))
 }
 
-impl CustomOp2 for Matmul {
-    fn name(&self) -> &'static str {
-        "kiln-matmul"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        Err(no_cpu(self.name()))
-    }
-    fn cuda_fwd(
-        &self,
-        a: &CudaStorage,
-        la: &Layout,
-        b: &CudaStorage,
-        lb: &Layout,
-    ) -> Result<(CudaStorage, Shape)> {
-        by_dtype!(a.dtype(), self.name(), matmul_fwd(a, la, b, lb, self.alpha))
-    }
-}
+op2!(Matmul, "kiln-matmul", matmul_fwd);
 
 /// `a @ b` by kiln's GEMM (see [`Matmul`]).
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
@@ -211,6 +253,10 @@ pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 // ---------------------------------------------------------------------------------------------
 // Attention
 
+/// Where an attention op that was asked for its LSE keeps it until the caller takes it (candle's
+/// custom ops return one tensor).
+type LseSlot = Option<Mutex<Option<(CudaSlice<f32>, CudaDevice)>>>;
+
 /// Flash attention forward: q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D] (BSHD, any strides with
 /// a unit last one), Hq a multiple of Hkv (GQA), D 64, 128 or 256; causal aligned bottom-right;
 /// `softmax_scale` `None` for 1/sqrt(D); `window` flash-attention's (left, right), -1 unbounded.
@@ -220,7 +266,7 @@ pub struct FlashAttn {
     pub softmax_scale: Option<f32>,
     pub causal: bool,
     pub window: (i64, i64),
-    lse: Option<Mutex<Option<(CudaSlice<f32>, CudaDevice)>>>,
+    lse: LseSlot,
 }
 
 impl FlashAttn {
@@ -247,20 +293,13 @@ impl FlashAttn {
 }
 
 /// Keeps the LSE an op made (candle's custom ops return one tensor).
-fn keep_lse(
-    slot: &Option<Mutex<Option<(CudaSlice<f32>, CudaDevice)>>>,
-    lse: Option<CudaSlice<f32>>,
-    dev: &CudaDevice,
-) {
+fn keep_lse(slot: &LseSlot, lse: Option<CudaSlice<f32>>, dev: &CudaDevice) {
     if let (Some(slot), Some(l)) = (slot, lse) {
         *slot.lock().unwrap() = Some((l, dev.clone()));
     }
 }
 
-fn taken_lse(
-    slot: &Option<Mutex<Option<(CudaSlice<f32>, CudaDevice)>>>,
-    shape: Shape,
-) -> Result<Tensor> {
+fn taken_lse(slot: &LseSlot, shape: Shape) -> Result<Tensor> {
     let Some((l, dev)) = slot.as_ref().and_then(|s| s.lock().unwrap().take()) else {
         candle_core::bail!("the attention op ran without returning its LSE");
     };
@@ -316,33 +355,7 @@ fn attn_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     Ok((wrap(o, dev), Shape::from(iq.dims.clone())))
 }
 
-impl CustomOp3 for FlashAttn {
-    fn name(&self) -> &'static str {
-        "kiln-flash-attn"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        Err(no_cpu(self.name()))
-    }
-    fn cuda_fwd(
-        &self,
-        q: &CudaStorage,
-        lq: &Layout,
-        k: &CudaStorage,
-        lk: &Layout,
-        v: &CudaStorage,
-        lv: &Layout,
-    ) -> Result<(CudaStorage, Shape)> {
-        by_dtype!(q.dtype(), self.name(), attn_fwd(self, q, lq, k, lk, v, lv))
-    }
-}
+op3!(FlashAttn, "kiln-flash-attn", attn_fwd);
 
 /// Flash attention (see [`FlashAttn`]): q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D].
 pub fn flash_attn(
@@ -436,37 +449,7 @@ fn varlen_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     Ok((wrap(o, dev), Shape::from(iq.dims.clone())))
 }
 
-impl CustomOp3 for FlashAttnVarlen {
-    fn name(&self) -> &'static str {
-        "kiln-flash-attn-varlen"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        Err(no_cpu(self.name()))
-    }
-    fn cuda_fwd(
-        &self,
-        q: &CudaStorage,
-        lq: &Layout,
-        k: &CudaStorage,
-        lk: &Layout,
-        v: &CudaStorage,
-        lv: &Layout,
-    ) -> Result<(CudaStorage, Shape)> {
-        by_dtype!(
-            q.dtype(),
-            self.name(),
-            varlen_fwd(self, q, lq, k, lk, v, lv)
-        )
-    }
-}
+op3!(FlashAttnVarlen, "kiln-flash-attn-varlen", varlen_fwd);
 
 // ---------------------------------------------------------------------------------------------
 // MoE
@@ -479,7 +462,7 @@ pub struct GroupedGemm {
 }
 
 fn grouped_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
-    offsets: &Tensor,
+    op: &GroupedGemm,
     x: &CudaStorage,
     lx: &Layout,
     w: &CudaStorage,
@@ -495,7 +478,7 @@ fn grouped_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
         );
     };
     let mut y = out::<T>(dev, rows * n, true)?;
-    with_i32(offsets, "offsets", |off| {
+    with_i32(&op.offsets, "offsets", |off| {
         let mut ty = TensorMut::from_slice(&mut y, &[rows, n]).map_err(kerr)?;
         let r = MoeRows::Offsets {
             offsets: off,
@@ -508,33 +491,7 @@ fn grouped_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     Ok((wrap(y, dev), Shape::from((rows, n))))
 }
 
-impl CustomOp2 for GroupedGemm {
-    fn name(&self) -> &'static str {
-        "kiln-grouped-gemm"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        Err(no_cpu(self.name()))
-    }
-    fn cuda_fwd(
-        &self,
-        x: &CudaStorage,
-        lx: &Layout,
-        w: &CudaStorage,
-        lw: &Layout,
-    ) -> Result<(CudaStorage, Shape)> {
-        by_dtype!(
-            x.dtype(),
-            self.name(),
-            grouped_fwd(&self.offsets, x, lx, w, lw)
-        )
-    }
-}
+op2!(GroupedGemm, "kiln-grouped-gemm", grouped_fwd);
 
 /// The grouped GEMM (see [`GroupedGemm`]).
 pub fn grouped_gemm(x: &Tensor, w: &Tensor, offsets: &Tensor) -> Result<Tensor> {
@@ -623,37 +580,7 @@ fn swiglu_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     Ok((wrap(h, dev), Shape::from((rows, n))))
 }
 
-impl CustomOp3 for Swiglu {
-    fn name(&self) -> &'static str {
-        "kiln-swiglu"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        Err(no_cpu(self.name()))
-    }
-    fn cuda_fwd(
-        &self,
-        x: &CudaStorage,
-        lx: &Layout,
-        w1: &CudaStorage,
-        l1: &Layout,
-        w3: &CudaStorage,
-        l3: &Layout,
-    ) -> Result<(CudaStorage, Shape)> {
-        by_dtype!(
-            x.dtype(),
-            self.name(),
-            swiglu_fwd(self, x, lx, w1, l1, w3, l3)
-        )
-    }
-}
+op3!(Swiglu, "kiln-swiglu", swiglu_fwd);
 
 /// The fused SwiGLU (see [`Swiglu`]).
 pub fn swiglu(

@@ -163,6 +163,12 @@
 #                                gpu_check.py --only pointwise (against torch's eager ops, CUDA
 #                                graphs, their times) and `python -m kiln.bench_model --models
 #                                llama,qwen2 --layers 2 --prefill 1x4096,4x2048 --decode 1,64`
+#   candle                       kiln's ops in candle (kiln-candle, built here by scripts/candle.sh:
+#                                its `block` example, CANDLE_EXAMPLE): the CUDA libraries it links
+#                                found (ldd), the block's check (each op against float64, the
+#                                block against candle's own ops), then the attention timing at B4
+#                                H16 S4096 d128 (kiln in candle, kiln's Rust API, candle's composed
+#                                matmul-softmax-matmul), not causal and causal; table last
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -1327,6 +1333,24 @@ norms)
     echo "== $f"; grep -E '^\||checks|FAIL|pointwise|kiln .* ms' "$D/$f.txt" | tail -40
   done | tee "$D/summary.txt"
   ;;
+
+candle)
+  EX=$(abspath "${CANDLE_EXAMPLE:-$ROOT/target/release/examples/block}")
+  need_bin "$EX"; machine "$EX"
+  # The example links libcudart, libnvrtc, libcublas(Lt) and libcurand (candle links at build
+  # time): this repository's .deps/cuda13 (scripts/candle.sh), else a Python environment's
+  # CUDA 13 wheels (torch's), else the toolkit.
+  libdirs=$ROOT/.deps/cuda13/nvidia/cu13/lib
+  for d in $("$PY" -c 'import site, glob; print(" ".join(sorted({p.rsplit("/", 1)[0] for s in site.getsitepackages() + [site.getusersitepackages()] for p in glob.glob(s + "/nvidia/*/lib/lib*.so.*")})))' 2>/dev/null) /usr/local/cuda/lib64; do
+    [ -d "$d" ] && libdirs="$libdirs:$d"
+  done
+  export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  step libs 20 bash -c "ldd '$EX' | grep -E 'cuda|nvrtc|cublas|curand'; ! ldd '$EX' | grep -q 'not found'"
+  step check 90 "$EX"
+  step time 120 "$EX" --time
+  step time-causal 120 "$EX" --time --causal
+  table
+  echo; for f in check time time-causal; do cat "$D/$f.txt"; echo; done ;;
 
 *)
   echo "unknown task \`$task\`: bash scripts/gpu.sh help lists them" >&2

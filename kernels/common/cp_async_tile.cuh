@@ -39,15 +39,7 @@ __device__ __forceinline__ void cp_tile_chunk(u32 dst, const u16* src, const u16
   if constexpr (W == 16) {
     cp_async16_zfill(dst, n > 0 ? (const void*)src : (const void*)any, 2 * n);
   } else if constexpr (W == 2) {
-    u32 w[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const u32 lo = 2 * j < n ? (u32)src[2 * j] : 0u;
-      const u32 hi = 2 * j + 1 < n ? (u32)src[2 * j + 1] : 0u;
-      w[j] = lo | (hi << 16);
-    }
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
-                 : "memory");
+    copy_elems16(dst, src, n);
   } else {
     constexpr int E = W / 2;  // elements per copy
 #pragma unroll

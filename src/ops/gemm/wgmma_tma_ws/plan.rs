@@ -89,6 +89,20 @@ pub(super) enum ReadA {
 /// copied to 128-byte rows first as before (7103x5x15091 CR: a 214 MB A). A guess, not yet timed.
 const SYNC_COPY_MAX_BYTES: usize = 8 << 20;
 
+/// Whether an operand of `bytes` with an odd row stride is read in place by 2-byte copies rather
+/// than copied first, in tiles `tile` of `p`, where the operand fills `tile_rows` rows (M or N)
+/// of each: the producer's plain loads wait for their data, two 16-byte chunks a thread at a
+/// time, so each stage costs it about `tile_rows / 32` round trips (~0.4 us each, assumed), for
+/// every K block of every tile a CTA takes (132 SMs assumed); the copy costs a launch (~5 us,
+/// under the GEMM's start) and a read and a write of the operand (~3 TB/s). A model, not yet
+/// timed: 9049x8833x8 RR (B 141 KB, 19 tiles a CTA) copies B; 129x127x4095 copies both.
+fn sync_copies_pay(p: &GemmProblem, tile: TileConfig, tile_rows: u32, bytes: usize) -> bool {
+    let per_cta = tile.cluster_tiles(p.m, p.n).div_ceil(132) as f64;
+    let serial_us = per_cta * k_blocks(p.k) as f64 * (tile_rows as f64 / 32.0) * 0.4;
+    let copy_us = 5.0 + 2.0 * bytes as f64 / 3.0e6;
+    serial_us <= copy_us
+}
+
 /// The widest copy (16, 8, 4 or 2 bytes) that every row of an operand with rows `row_bytes` apart
 /// at `ptr` allows: the kernel's `cp_tile_bytes`.
 pub(super) fn copy_width(row_bytes: usize, ptr: u64) -> u32 {
@@ -146,18 +160,21 @@ impl Prepared {
         let tma_epi = epi.tma();
         // Operands TMA cannot address are read in place by the producer's copies, in the
         // variants that have them (not the C-load epilogue's), else from padded copies; with
-        // 2-byte copies (an odd stride) only up to SYNC_COPY_MAX_BYTES.
+        // 2-byte copies (an odd stride) only where `sync_copies_pay` says so.
         let transposed = transposes_a(&p);
-        let in_place = |ld: usize, (rows, cols): (usize, usize), ptr: u64| {
+        let (t0, _) = launch_tile(&choice, epi, env.stages);
+        let t0 = with_cpa(t0);
+        let in_place = |ld: usize, (rows, cols): (usize, usize), ptr: u64, tile_rows: u32| {
             let w = copy_width(ld * es, ptr);
-            (
-                w < 16 && (w > 2 || rows * cols * es <= SYNC_COPY_MAX_BYTES),
-                w,
-            )
+            let sync_ok = || {
+                rows * cols * es <= SYNC_COPY_MAX_BYTES
+                    && sync_copies_pay(&p, t0, tile_rows, rows * cols * es)
+            };
+            (w < 16 && (w > 2 || sync_ok()), w)
         };
-        let ia = in_place(p.lda, p.a_storage(), a);
+        let ia = in_place(p.lda, p.a_storage(), a, t0.bm);
         let ia = (ia.0 && !transposed, ia.1);
-        let ib = in_place(p.ldb, p.b_storage(), b);
+        let ib = in_place(p.ldb, p.b_storage(), b, t0.bn);
         let cpa = (env.cpa && epi != Epilogue::TmaLoadC && (ia.0 || ib.0)).then_some([ia, ib]);
         let ra = if transposed {
             let ld = pack_shape(p.m, p.k, es).0;
@@ -462,9 +479,8 @@ mod tests {
         for (m, n, k, l, dt) in [
             (4327, 876, 178, Layout::RR, DType::Bf16),
             (13690, 1457, 36, Layout::RC, DType::F16),
-            (9049, 8833, 8, Layout::RR, DType::F16),
-            (9664, 16127, 17, Layout::RC, DType::Bf16),
-            (129, 127, 4095, Layout::RR, DType::Bf16),
+            (700, 178, 36, Layout::CR, DType::Bf16),
+            (300, 333, 8, Layout::RR, DType::Bf16),
         ] {
             let p = GemmProblem::new(m, n, k, l, dt, dt);
             let plan = plan(&p, 132, None, &env);
@@ -477,12 +493,22 @@ mod tests {
                 .defines
                 .contains(&("KILN_CPA".to_string(), "1".to_string())));
         }
-        // a large operand with an odd stride (2-byte copies) is copied first; B still in place
+        // odd strides (2-byte copies) where the producer's plain loads would cost more than a
+        // copy: copied first, C still stored in place
+        for (m, n, k, l, copies) in [
+            (9049, 8833, 8, Layout::RR, 1),
+            (9664, 16127, 17, Layout::RC, 2),
+            (129, 127, 4095, Layout::RR, 2),
+        ] {
+            let p = GemmProblem::new(m, n, k, l, DType::F16, DType::F16);
+            let pl = plan(&p, 132, None, &env);
+            assert_eq!(pl.copies.len(), copies, "{}: {:?}", p.label(), pl.copies);
+            assert!(!pl.tma_epilogue);
+        }
+        // a large operand with an odd stride is copied first (and here the small B too: 236 K
+        // blocks of plain loads)
         let p = GemmProblem::new(7103, 5, 15091, Layout::CR, DType::Bf16, DType::Bf16);
-        let big = plan(&p, 132, None, &env);
-        assert_eq!(big.copies.len(), 1, "{:?}", big.copies);
-        assert!(big.copies[0].starts_with("A copied"));
-        assert!(big.notes.iter().any(|n| n.starts_with("B read in place")));
+        assert_eq!(plan(&p, 132, None, &env).copies.len(), 2);
         // KILN_WGMMA_CPA=0 copies them as before; so does the C-load epilogue (other betas)
         let p = GemmProblem::new(4327, 876, 178, Layout::RR, DType::Bf16, DType::Bf16);
         let off = GemmOverrides { cpa: false, ..env };

@@ -268,8 +268,9 @@ mod tests {
                         p.ldc += 1;
                     }
                     if odd_ab {
-                        p.lda += 1;
-                        p.ldb += 1;
+                        // (rows 4-byte aligned: the cp.async copies, which any tile takes)
+                        p.lda += 2;
+                        p.ldb += 2;
                     }
                     let space = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
                     let heuristic = Choice::resolve(&as_read(&p), 132, None, &GemmOverrides::NONE);

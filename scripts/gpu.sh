@@ -90,13 +90,6 @@
 #   sanitize                     compute-sanitizer: `kiln sanitize` (every version, built-in
 #                                problems) and `kiln sanitize --configs` (every wgmma_tma_ws tile
 #                                config), JOBS at a time (default 8)
-#   anyop [verify|time]          issue 48's in-place paths (operands TMA cannot address read by the
-#                                producer's copies, C off 16 bytes stored by rows): verify: the
-#                                wgmma_tma_ws quick suite, the issue's seven shapes against the
-#                                reference, `kiln fuzz` of 2,000 GEMM problems on wgmma_tma_ws
-#                                (ANYOP_FUZZ); time: the seven shapes against cuBLAS, in place and
-#                                with KILN_WGMMA_CPA=0 (operands copied first), then `kiln bench
-#                                --set random --count 300 --seed 1`; each bench's last lines last
 #   ws-check                     after a change to the wgmma_tma_ws kernels or their headers: its
 #                                full suite, the MoE quick suite, `kiln sanitize --configs`
 #   peak                         `kiln peak`: copy bandwidth, read ceiling, cuBLAS's best bf16 GEMM
@@ -911,37 +904,6 @@ sanitize)
   step sanitize-configs 290 "$KILN" --no-store sanitize --configs --jobs "${JOBS:-8}" --timeout 120
   table
   echo; grep -hE "errors|FAILED|TIMED OUT|NOT COVERED" "$D"/sanitize-*.txt | head -20 ;;
-
-anyop)
-  need_bin "$KILN"; machine "$KILN"
-  part=${1:-all}  # verify, time or all
-  # Issue 48's table: M N K layout dtype
-  shapes=("9049 8833 8 RR f16" "4327 876 178 RR bf16" "13690 1457 36 RC f16" "9664 16127 17 RC bf16"
-          "7103 5 15091 CR bf16" "129 127 4095 RR bf16" "281 8320 8512 RC bf16")
-  if [ "$part" != time ]; then
-    step anyop-verify-quick 90 "$KILN" --no-store verify --version wgmma_tma_ws --suite quick
-    for s in "${shapes[@]}"; do
-      read -r m n k l d <<< "$s"
-      step "anyop-verify-${m}x${n}x${k}" 60 "$KILN" --no-store verify --version wgmma_tma_ws \
-        --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
-    done
-    step anyop-fuzz 150 "$KILN" --no-store fuzz --seed 1 --gemm "${ANYOP_FUZZ:-2000}" --attention 0 \
-      --moe 0 --fp8 0 --moe-layer 0 --version wgmma_tma_ws
-  fi
-  if [ "$part" != verify ]; then
-    for s in "${shapes[@]}"; do
-      read -r m n k l d <<< "$s"
-      step "anyop-bench-${m}x${n}x${k}" 60 "$KILN" bench --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
-      step "anyop-copied-${m}x${n}x${k}" 60 env KILN_WGMMA_CPA=0 "$KILN" bench \
-        --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
-    done
-    step anyop-random 290 "$KILN" bench --set random --count 300 --seed 1
-  fi
-  table
-  for f in "$D"/anyop-bench-*.txt "$D"/anyop-copied-*.txt "$D"/anyop-random.txt; do
-    [ -f "$f" ] || continue
-    echo; echo "== $(basename "$f" .txt)"; grep -v '^\s*$' "$f" | tail -4
-  done ;;
 
 ws-check)
   need_bin "$KILN"; machine "$KILN"

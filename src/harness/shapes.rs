@@ -11,21 +11,6 @@ pub const ODD_K: [usize; 6] = [1, 13, 67, 251, 1031, 4099];
 /// TMA and cp.async rungs (which need aligned rows) run their K tails on the boundary shapes too.
 pub const ALIGNED_K: [usize; 5] = [8, 72, 264, 1032, 4104];
 
-/// Packed problems whose rows TMA cannot address, each layout: row strides that allow 4-, 8- and
-/// 2-byte copies in A and in B (K 178, 36, 4095; N 876, 178, 1457 in the row-major Bs), C's rows
-/// off 16 bytes, a tile-row of 129 and 127 columns with a long K, and few tiles over a long K
-/// (split 2-4 ways in one wave: the in-place copies under split-K).
-pub const IN_PLACE: [(usize, usize, usize, Layout); 8] = [
-    (433, 876, 178, Layout::RR),
-    (301, 1457, 36, Layout::RC),
-    (129, 127, 4095, Layout::RR),
-    (700, 178, 36, Layout::CR),
-    (517, 300, 178, Layout::CC),
-    (300, 333, 8, Layout::RR),
-    (1000, 1000, 4010, Layout::RC),
-    (1000, 1002, 4010, Layout::CR),
-];
-
 /// Which suite to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Suite {
@@ -71,7 +56,6 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                 v.push(GemmProblem::new(200, 136, 250, Layout::RC, i, o));
                 v.push(padded(GemmProblem::new(200, 136, 250, Layout::CR, i, o)));
             }
-            v.extend(IN_PLACE[..2].iter().map(|&(m, n, k, l)| bf(m, n, k, l)));
         }
         Suite::Full => {
             for l in Layout::ALL {
@@ -120,19 +104,6 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                     }
                 }
             }
-        }
-    }
-    // Operands and C that TMA cannot address, read and written in place (the producer's cp.async
-    // copies at each width, the row-store epilogue), in every output type, with alpha and beta.
-    if suite == Suite::Full {
-        for &(m, n, k, l) in &IN_PLACE {
-            for (i, o) in dtype_pairs() {
-                v.push(GemmProblem::new(m, n, k, l, i, o));
-            }
-            let mut p = GemmProblem::new(m, n, k, l, DType::F16, DType::F32);
-            p.alpha = 0.75;
-            p.beta = -0.5;
-            v.push(p);
         }
     }
     // beta = 1 (C += alpha * A * B), which the TMA-store epilogue applies by adding its chunks
@@ -205,16 +176,6 @@ mod tests {
             for beta in [1.0, -0.5] {
                 assert!(full.iter().any(|p| p.beta == beta && p.output == o));
             }
-        }
-        // Rows that allow 2-, 4- and 8-byte copies only, in A (row-major: K) and B (row-major: N)
-        for width in [2, 4, 8] {
-            let w = |ld: usize| (ld * 2 | 16) & (ld * 2 | 16).wrapping_neg();
-            assert!(full
-                .iter()
-                .any(|p| p.layout.a_k_major() && w(p.lda) == width));
-            assert!(full
-                .iter()
-                .any(|p| p.layout.b_row_major() && w(p.ldb) == width));
         }
         // Boundary M/N with aligned rows exist for every layout, so the TMA rungs meet them.
         for l in Layout::ALL {

@@ -429,13 +429,6 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.gemm.c_load, false, bit),
     },
     Knob {
-        name: "KILN_WGMMA_CPA",
-        takes: || FLAG.into(),
-        default: "1",
-        set: |o, v| put(&mut o.gemm.cpa, or(v, true, flag)),
-        show: |o| unless(o.gemm.cpa, true, bit),
-    },
-    Knob {
         name: "KILN_WGMMA_DEFER",
         takes: || FLAG.into(),
         default: "1",

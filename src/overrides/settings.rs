@@ -48,10 +48,6 @@ pub struct GemmOverrides {
     /// `KILN_WGMMA_CLOAD` (0 or 1). Default off; 1: beta = 1 loads C into the staging chunks as
     /// other betas do, instead of TMA's reduce-add (16-bit C rounded once).
     pub c_load: bool,
-    /// `KILN_WGMMA_CPA` (0 or 1). Default on: an operand whose rows TMA cannot address is read in
-    /// place by the producer warpgroup's cp.async copies; 0 copies it to 128-byte rows first
-    /// (`pack_rows`), as before 2026-11-29.
-    pub cpa: bool,
     /// `KILN_WGMMA_SPLITK` (0 or 1). Default off; 1: unsplit launches too run the variant with
     /// the split-K code, as every launch did before ledger #91.
     pub split_code: bool,
@@ -78,7 +74,6 @@ impl GemmOverrides {
         stages: None,
         epi: true,
         c_load: false,
-        cpa: true,
         split_code: false,
         defer: true,
         pdl: true,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 43 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (43, 14));
+    // 42 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (42, 14));
 }
 
 #[test]
@@ -110,7 +110,6 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_TUNE_FAKE", "hang@3,crash@5,wrong@7"),
         ("KILN_WGMMA_CFG", "n224"),
         ("KILN_WGMMA_CLOAD", "1"),
-        ("KILN_WGMMA_CPA", "0"),
         ("KILN_WGMMA_DEFER", "0"),
         ("KILN_WGMMA_EPI", "0"),
         ("KILN_WGMMA_GRID", "4"),

@@ -25,7 +25,7 @@ pub struct LaunchPlan {
     pub tail: bool,
     /// Stream-K over the cluster tiles from here on.
     pub stream_k_from: Option<u32>,
-    /// The TMA-store epilogue (else the row-store one: C staged in shared memory, stored by rows).
+    /// The TMA-store epilogue (else the register one).
     pub tma_epilogue: bool,
     /// The TMA-store epilogue with C loaded first (beta other than 0 and 1).
     pub c_loaded: bool,
@@ -62,7 +62,7 @@ impl LaunchPlan {
             } else if self.tma_epilogue {
                 "TMA-store"
             } else {
-                "row-store"
+                "register"
             },
             match self.stream_k_from {
                 Some(t) => format!(", stream-K from cluster tile {t}"),

@@ -10,50 +10,19 @@ use crate::ops::gemm::{DType, GemmProblem};
 /// spills (160 accumulators beside its transposes), and the 168-, 224- and 320-wide tiles are
 /// compiled with the TMA-store epilogue only (fewer variants for tiles chosen at few shapes):
 /// where C needs another (beta not 0 or 1, a C that TMA cannot address) the next multiple of 64
-/// runs instead (128 x 192, 128 x 256). The C-load and register epilogues (beta not 0 or 1, a C
-/// that TMA cannot address: the rarer Cs) come in the cooperative tiles only: a ping-pong tile
-/// runs as the cooperative tile of its shape.
+/// runs instead (128 x 192, 128 x 256). The C-load epilogue (beta not 0 or 1, the rarest) comes
+/// in the cooperative tiles only: a ping-pong tile runs as the cooperative tile of its shape.
 pub fn with_epilogue(tile: TileConfig, epi: Epilogue) -> TileConfig {
     match (tile, epi) {
         (_, Epilogue::TmaStore) => tile,
         (TileConfig::WIDE | TileConfig::N168, _) => TileConfig::MEDIUM,
         (TileConfig::N224, _) => TileConfig::LARGE,
-        (TileConfig::PINGPONG, _) => TileConfig::SMALL,
-        (TileConfig::PINGPONG64, _) => TileConfig::TINY,
-        (TileConfig::PINGPONG_TINY, _) => TileConfig::TINY64,
+        (TileConfig::PINGPONG, Epilogue::TmaLoadC) => TileConfig::SMALL,
+        (TileConfig::PINGPONG64, Epilogue::TmaLoadC) => TileConfig::TINY,
+        (TileConfig::PINGPONG_TINY, Epilogue::TmaLoadC) => TileConfig::TINY64,
         _ => tile,
     }
 }
-
-/// The tile that runs where the producer reads an operand in place (`KILN_CPA`, an operand
-/// whose rows TMA cannot address): the single-CTA cooperative 128-row tile nearest `tile` (its
-/// B is not multicast, and the copies need whole 16-row groups): 128 x 64 for the 64-wide and
-/// 64-row tiles, 128 x 128, 128 x 192 for the 168-, 192- and 320-wide ones, else 128 x 256. A
-/// ring forced by `KILN_WGMMA_STAGES` stays where the shape does.
-pub fn with_cpa(tile: TileConfig) -> TileConfig {
-    let t = match (tile.bm, tile.bn) {
-        (64, _) | (_, 64) => TileConfig::TINY,
-        (_, 128) => TileConfig::SMALL,
-        (_, 168 | 192 | 320) => TileConfig::MEDIUM,
-        _ => TileConfig::LARGE,
-    };
-    if (t.bm, t.bn) == (tile.bm, tile.bn) {
-        TileConfig {
-            stages: tile.stages,
-            ..t
-        }
-    } else {
-        t
-    }
-}
-
-/// The tiles [`with_cpa`] gives.
-pub const CPA_TILES: [TileConfig; 4] = [
-    TileConfig::LARGE,
-    TileConfig::MEDIUM,
-    TileConfig::SMALL,
-    TileConfig::TINY,
-];
 
 /// The tensor map the TMA-store epilogue writes C through: boxes of 64 rows of 128 bytes (64
 /// 16-bit or 32 f32 elements; 128B swizzle, as the kernel stages them), global extents the true
@@ -89,8 +58,8 @@ pub fn c_store_map(m: usize, n: usize, ldc: usize, out: DType, c: u64) -> Option
 /// TMA and register epilogues more than doubled the code and spilled the 256-wide tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Epilogue {
-    /// Staged in shared memory and stored by rows (`KILN_EPI=0`, kernels/common/c_rows.cuh): a C
-    /// that TMA cannot address, or `KILN_WGMMA_EPI=0`; reads C for any beta != 0.
+    /// From registers (`KILN_EPI=0`): a C that TMA cannot address, C through scratch, or
+    /// `KILN_WGMMA_EPI=0`; reads C for any beta != 0.
     Registers,
     /// Staged chunks stored by TMA (`KILN_EPI=1`); beta = 1 adds them to C (TMA's reduce-add).
     TmaStore,
@@ -111,10 +80,10 @@ impl Epilogue {
         }
     }
 
-    /// Its name in notes: `TMA-store`, `C-load` or `row-store`.
+    /// Its name in notes: `TMA-store`, `C-load` or `register`.
     pub fn name(self) -> &'static str {
         match self {
-            Epilogue::Registers => "row-store",
+            Epilogue::Registers => "register",
             Epilogue::TmaStore => "TMA-store",
             Epilogue::TmaLoadC => "C-load",
         }

@@ -1,8 +1,8 @@
 //! The launch path: a resolved choice prepared for the operands, then executed: the copies, the
-//! workspace, the tensor maps and the kernel launch.
+//! workspace, the tensor maps, the kernel launch and C's copy back.
 
 use super::plan::WorkLayout;
-use super::{as_read, operand_maps, output_map, repack, warn_forced_fallback};
+use super::{as_read, c_target, operand_maps, output_map, repack, warn_forced_fallback};
 use super::{Choice, GemmOverrides, Notes, Prepared, WgmmaTmaWs, THREADS};
 use crate::device::{Context, Function, LaunchConfig};
 use crate::error::{Error, Result};
@@ -149,7 +149,7 @@ impl WgmmaTmaWs {
         })
     }
 
-    /// Runs `r` on `ops`: its copies, then the kernel.
+    /// Runs `r` on `ops`: its copies, the kernel, then C's copy back.
     fn run(
         &self,
         ctx: &Context,
@@ -159,28 +159,18 @@ impl WgmmaTmaWs {
         env: &GemmOverrides,
     ) -> Result<()> {
         let prep = &r.prep;
-        let (read, cfg) = (&prep.read, prep.tile);
-        // Operands TMA cannot address are read in place by the producer's copies (`prep.cpa`), or
-        // from padded copies (`read` has their leading dimensions). The C parameter of the
-        // row-store epilogue is a copy of A's map that is never used.
+        let (p, read, cfg) = (&prep.p, &prep.read, prep.tile);
+        // Operands TMA cannot address are read from padded copies, and C may be written through
+        // scratch (`read` has their leading dimensions). The C parameter of the register
+        // epilogue is a copy of A's map that is never used.
         let (a_ptr, b_ptr) = repack(ctx, prep, ops.a.ptr(), ops.b.ptr())?;
-        let c_ptr = ops.c.ptr();
-        let tc = output_map(read, c_ptr).filter(|_| prep.epi.tma());
+        let c_ptr = c_target(ctx, prep, ops.c.ptr())?;
+        let tc = output_map(read, c_ptr).filter(|_| prep.c.is_none());
         let (ws, counters) = match r.layout.workspace(cfg.bn) {
             Some((bytes, counters)) => workspace(ctx, bytes, counters)?,
             None => (0, 0),
         };
         let (ta, tb) = operand_maps(read, a_ptr, b_ptr, cfg);
-        // An operand the producer copies in place has a map the kernel never reads (nor
-        // prefetches): its own, made encodable (a base and row stride rounded to 16 bytes).
-        let [(a_off, _), (b_off, _)] = prep.cpa.unwrap_or_default();
-        let placeholder = |t: crate::device::Tma2d| crate::device::Tma2d {
-            addr: t.addr & !15,
-            row_stride_bytes: t.row_stride_bytes.next_multiple_of(16),
-            ..t
-        };
-        let ta = if a_off { placeholder(ta) } else { ta };
-        let tb = if b_off { placeholder(tb) } else { tb };
         for t in [&ta, &tb] {
             t.validate().map_err(|reason| Error::Unsupported {
                 kernel: self.name().into(),
@@ -210,13 +200,14 @@ impl WgmmaTmaWs {
         // After a copy of ours (an operand read from scratch, or C's scratch filled for beta),
         // the kernel is launched as that copy's dependent: its CTAs are placed while the copy
         // runs, and wait for it in `grid_dependency_wait` before anything else.
-        let after_copy = a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr();
+        let after_copy =
+            a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr() || (prep.c.is_some() && p.beta != 0.0);
         // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, GemmArgs, Extras): three 128-byte
         // maps, the argument block and the extras (workspace sized for this problem's tiles and
         // splits above), in that order. The maps address A, B and C
-        // (C's only with a TMA epilogue; an operand the producer copies in place has a placeholder
-        // map, never read), which the caller keeps alive and has checked against the problem;
-        // the row-store epilogue and the producer's copies reach C, A and B through `args`. The kernel executes `grid_dependency_wait` first, so it may be launched as a
+        // (C's only when the flag is set), which the caller keeps alive and has checked against
+        // the problem (or, `c_target`, C's scratch); the register epilogue reaches C through
+        // `args`. The kernel executes `grid_dependency_wait` first, so it may be launched as a
         // dependent.
         unsafe {
             let launch = if after_copy && env.pdl {
@@ -236,6 +227,23 @@ impl WgmmaTmaWs {
                     &mut extras as *mut Extras as *mut std::ffi::c_void,
                 ],
             )
+        }?;
+        match prep.c {
+            // SAFETY: the scratch holds M rows of N elements at pitch read.ldc, written by the
+            // launch above on this stream; C spans M rows of N at pitch ldc (validated).
+            Some(_) => unsafe {
+                crate::ops::gemm::pack_rows::launch(
+                    ctx,
+                    p.output.size(),
+                    c_ptr,
+                    read.ldc,
+                    ops.c.ptr(),
+                    p.ldc,
+                    p.m,
+                    p.n,
+                )
+            },
+            None => Ok(()),
         }
     }
 }

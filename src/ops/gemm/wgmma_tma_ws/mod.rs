@@ -37,21 +37,21 @@ mod timeline;
 pub use choice::Choice;
 pub use choose::{rows_on_lines, Pairing, Widths};
 pub use cost::{k_blocks, SplitPlan, MAX_SPLITS};
-pub use epilogue::{c_store_map, output_map, with_cpa, with_epilogue, Epilogue, CPA_TILES};
+pub use epilogue::{c_store_map, output_map, with_epilogue, Epilogue};
 pub use heuristic::{pingpong_for, WIDTHS_BY_DEFAULT};
 pub use maps::{
     a_box_rows, b_box_rows, b_loads_per_cluster, loads_per_stage, operand_maps, tile_coords,
 };
 pub use notes::Notes;
 pub use plan::{launch_specs, plan};
-pub use repack::{as_read, pack_bytes, transposes_a, MAX_PACK_BYTES};
+pub use repack::{as_read, c_through_scratch, pack_bytes, transposes_a, MAX_PACK_BYTES};
 pub use spec::{has_split_code, needs_split_code};
 pub use tiles::{forced_config, TileConfig, C_STAGING_BYTES, FORCED_CONFIGS};
 pub use timeline::TRACE_EVENTS;
 
 use crate::overrides::{GemmOverrides, Overrides};
 use plan::{warn_forced_fallback, Prepared, ReadA};
-use repack::{needs_pack, pack_shape, packed_ld, repack, with_a_row_major};
+use repack::{c_target, needs_pack, pack_shape, packed_ld, repack, with_a_row_major};
 use tiles::ring_for;
 
 use super::{CtaStamps, ForcedSetup, GemmKernel, GemmOperands, GemmProblem, LaunchPlan};
@@ -167,7 +167,6 @@ impl GemmKernel for WgmmaTmaWs {
                 epi,
                 split_code,
                 env.defer,
-                false,
             )
         })
     }

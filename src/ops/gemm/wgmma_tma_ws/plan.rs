@@ -2,8 +2,8 @@
 //! ([`Prepared`]), which `launch` executes and [`plan`] shows (`kiln plan`) without a GPU.
 
 use super::{
-    as_read, k_blocks, needs_split_code, output_map, pack_shape, packed_ld, ring_for, transposes_a,
-    with_a_row_major, with_cpa, with_epilogue, WgmmaTmaWs,
+    as_read, c_through_scratch, k_blocks, needs_split_code, output_map, pack_shape, packed_ld,
+    ring_for, transposes_a, with_a_row_major, with_epilogue, WgmmaTmaWs,
 };
 use super::{has_split_code, Choice, Epilogue, GemmOverrides, Notes, SplitPlan, TileConfig};
 use crate::jit::KernelSpec;
@@ -84,49 +84,23 @@ pub(super) enum ReadA {
     Transposed(usize),
 }
 
-/// The largest operand the producer reads in place with 2-byte copies (an odd row stride): those
-/// are plain loads, each waiting for its data, where cp.async copies are not, so a large one is
-/// copied to 128-byte rows first as before (7103x5x15091 CR: a 214 MB A). A guess, not yet timed.
-const SYNC_COPY_MAX_BYTES: usize = 8 << 20;
-
-/// Whether an operand of `bytes` with an odd row stride is read in place by 2-byte copies rather
-/// than copied first, in tiles `tile` of `p`, where the operand fills `tile_rows` rows (M or N)
-/// of each: the producer's plain loads wait for their data, two 16-byte chunks a thread at a
-/// time, so each stage costs it about `tile_rows / 32` round trips (~0.4 us each, assumed), for
-/// every K block of every tile a CTA takes (132 SMs assumed); the copy costs a launch (~5 us,
-/// under the GEMM's start) and a read and a write of the operand (~3 TB/s). A model, not yet
-/// timed: 9049x8833x8 RR (B 141 KB, 19 tiles a CTA) copies B; 129x127x4095 copies both.
-fn sync_copies_pay(p: &GemmProblem, tile: TileConfig, tile_rows: u32, bytes: usize) -> bool {
-    let per_cta = tile.cluster_tiles(p.m, p.n).div_ceil(132) as f64;
-    let serial_us = per_cta * k_blocks(p.k) as f64 * (tile_rows as f64 / 32.0) * 0.4;
-    let copy_us = 5.0 + 2.0 * bytes as f64 / 3.0e6;
-    serial_us <= copy_us
-}
-
-/// The widest copy (16, 8, 4 or 2 bytes) that every row of an operand with rows `row_bytes` apart
-/// at `ptr` allows: the kernel's `cp_tile_bytes`.
-pub(super) fn copy_width(row_bytes: usize, ptr: u64) -> u32 {
-    let x = ptr | row_bytes as u64 | 16;
-    (x & x.wrapping_neg()) as u32
-}
-
 /// A launch of one resolved choice, worked out before anything runs: the copies made first, the
 /// problem as the kernel then reads it, the epilogue, the tile that runs with its K slices, and
 /// its variant. What is left to the GPU is how many clusters are resident
 /// ([`Prepared::layout`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Prepared {
-    /// The problem as given (canonical): what the copies read.
+    /// The problem as given (canonical): what the copies read and C's copy back writes.
     pub p: GemmProblem,
     /// The problem as the kernel reads it: A and B at their copies' leading dimensions (A
-    /// row-major when read from its transposed copy).
+    /// row-major when read from its transposed copy), C at its scratch's.
     pub read: GemmProblem,
     pub a: ReadA,
     /// The leading dimension of B's copy with 128-byte rows, when B is read from one.
     pub b: Option<usize>,
-    /// The producer warpgroup copies operands in place (`KILN_CPA`): A and B as (read in place
-    /// by its copies, the copy width in bytes).
-    pub cpa: Option<[(bool, u32); 2]>,
+    /// The leading dimension of C's scratch, when C is written through one and copied back
+    /// ([`c_through_scratch`]).
+    pub c: Option<usize>,
     pub choice: Choice,
     pub epi: Epilogue,
     /// The tile that runs ([`launch_tile`]) and its K slices.
@@ -151,39 +125,12 @@ impl Prepared {
         let p = p.canonical();
         let es = p.input.size();
         let mut read = p;
-        if let Some(stages) = env.stages {
-            notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
-        }
-        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
-        // the row-store epilogue (a variant of its own). C is written in place either way.
-        let epi = Epilogue::for_problem(&read, output_map(&read, c).is_some(), env);
-        let tma_epi = epi.tma();
-        // Operands TMA cannot address are read in place by the producer's copies, in the
-        // variants that have them (not the C-load epilogue's), else from padded copies; with
-        // 2-byte copies (an odd stride) only where `sync_copies_pay` says so.
-        let transposed = transposes_a(&p);
-        let (t0, _) = launch_tile(&choice, epi, env.stages);
-        let t0 = with_cpa(t0);
-        let in_place = |ld: usize, (rows, cols): (usize, usize), ptr: u64, tile_rows: u32| {
-            let w = copy_width(ld * es, ptr);
-            let sync_ok = || {
-                rows * cols * es <= SYNC_COPY_MAX_BYTES
-                    && sync_copies_pay(&p, t0, tile_rows, rows * cols * es)
-            };
-            (w < 16 && (w > 2 || sync_ok()), w)
-        };
-        let ia = in_place(p.lda, p.a_storage(), a, t0.bm);
-        let ia = (ia.0 && !transposed, ia.1);
-        let ib = in_place(p.ldb, p.b_storage(), b, t0.bn);
-        let cpa = (env.cpa && epi != Epilogue::TmaLoadC && (ia.0 || ib.0)).then_some([ia, ib]);
-        let ra = if transposed {
+        let ra = if transposes_a(&p) {
             let ld = pack_shape(p.m, p.k, es).0;
             (read.layout, read.lda) = (with_a_row_major(p.layout), ld);
             ReadA::Transposed(ld)
         } else {
-            match packed_ld(p.lda, p.a_storage(), es, Some(a))
-                .filter(|_| !cpa.is_some_and(|c| c[0].0))
-            {
+            match packed_ld(p.lda, p.a_storage(), es, Some(a)) {
                 Some(ld) => {
                     read.lda = ld;
                     ReadA::Packed(ld)
@@ -191,27 +138,20 @@ impl Prepared {
                 None => ReadA::InPlace,
             }
         };
-        let rb =
-            packed_ld(p.ldb, p.b_storage(), es, Some(b)).filter(|_| !cpa.is_some_and(|c| c[1].0));
+        let rb = packed_ld(p.ldb, p.b_storage(), es, Some(b));
         read.ldb = rb.unwrap_or(read.ldb);
-        if let Some(w) = cpa {
-            for ((o, width), (name, ld)) in w.iter().zip([("A", p.lda), ("B", p.ldb)]) {
-                if *o {
-                    notes.add(|| {
-                        format!(
-                            "{name} read in place: ld{} = {ld} (or its base) is off 16 bytes, so the \
-                             producer warpgroup copies its rows into the swizzled stages with {}",
-                            name.to_lowercase(),
-                            if *width == 2 {
-                                "2-byte loads and shared stores".to_string()
-                            } else {
-                                format!("{width}-byte cp.async")
-                            }
-                        )
-                    });
-                }
-            }
+        // C through scratch is written by the register epilogue, whose rows are then aligned:
+        // compute-sanitizer's initcheck does not see TMA's stores, and flagged the copy-back's
+        // reads of them.
+        let rc = c_through_scratch(&read, c).then(|| pack_shape(p.m, p.n, p.output.size()).0);
+        read.ldc = rc.unwrap_or(read.ldc);
+        if let Some(stages) = env.stages {
+            notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
         }
+        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
+        // the register epilogue (a variant of its own).
+        let epi = Epilogue::for_problem(&read, rc.is_none() && output_map(&read, c).is_some(), env);
+        let tma_epi = epi.tma();
         notes.add(|| {
             if epi == Epilogue::TmaLoadC {
                 format!(
@@ -232,36 +172,23 @@ impl Prepared {
             } else if tma_epi {
                 "epilogue: TMA stores from swizzled staging chunks".into()
             } else {
-                let why = if !env.epi {
+                let why = if rc.is_some() {
+                    "C goes through scratch"
+                } else if !env.epi {
                     "KILN_WGMMA_EPI=0"
                 } else {
-                    "TMA cannot address C: its rows, its base or a row of N elements is off 16 bytes"
+                    "TMA cannot address C (a row of N elements is not a multiple of 16 bytes)"
                 };
-                format!(
-                    "epilogue: staged in shared memory, stored by rows, coalesced, in place ({why})"
-                )
+                format!("epilogue: from registers ({why})")
             }
         });
         let (tile, splits) = launch_tile(&choice, epi, env.stages);
-        let tile = if cpa.is_some() { with_cpa(tile) } else { tile };
-        if (tile.bm, tile.bn, tile.pingpong, tile.cluster)
-            != (
-                choice.tile.bm,
-                choice.tile.bn,
-                choice.tile.pingpong,
-                choice.tile.cluster,
-            )
-        {
+        if (tile.bn, tile.pingpong) != (choice.tile.bn, choice.tile.pingpong) {
             notes.add(|| {
                 format!(
-                    "{} has no variant with the {} epilogue{}: {} runs",
+                    "{} has no variant with the {} epilogue: {} runs",
                     choice.tile.label(1),
                     epi.name(),
-                    if cpa.is_some() {
-                        " and operands read in place"
-                    } else {
-                        ""
-                    },
                     tile.label(1)
                 )
             });
@@ -271,13 +198,12 @@ impl Prepared {
             read,
             a: ra,
             b: rb,
-            cpa,
+            c: rc,
             choice,
             epi,
             tile,
             splits,
-            // (the in-place variants come with the split-K code only)
-            split_code: cpa.is_some() || needs_split_code(tile, splits, choice.stream_k, epi, env),
+            split_code: needs_split_code(tile, splits, choice.stream_k, epi, env),
             defer: env.defer,
         }
     }
@@ -293,7 +219,6 @@ impl Prepared {
             self.epi,
             self.split_code,
             self.defer,
-            self.cpa.is_some(),
         )
     }
 
@@ -330,6 +255,18 @@ impl Prepared {
             v.push(format!(
                 "B copied to 128-byte rows (pack_rows): ldb = {} is not a multiple of 16 bytes",
                 p.ldb
+            ));
+        }
+        if self.c.is_some() {
+            v.push(format!(
+                "C written through scratch with 128-byte rows and copied back (pack_rows): ldc = {} \
+                 is not a multiple of 16 bytes{}",
+                p.ldc,
+                if p.beta != 0.0 {
+                    "; C copied in first, for beta"
+                } else {
+                    ""
+                }
             ));
         }
         v
@@ -430,8 +367,8 @@ pub fn plan(
 }
 
 /// The specialisations `launch` compiles for `p` on a GPU of `sm_count` SMs (`tuned` and `env`
-/// as for [`plan`]), without a GPU: the copies' kernels (operands TMA cannot read, where they
-/// are copied), then the GEMM's variant, from the same [`Prepared`] the launch executes, with the
+/// as for [`plan`]), without a GPU: the copies' kernels (operands TMA cannot read, C through
+/// scratch), then the GEMM's variant, from the same [`Prepared`] the launch executes, with the
 /// operands and C as aligned as allocations are.
 pub fn launch_specs(
     arch: &str,
@@ -459,6 +396,9 @@ pub fn launch_specs(
     if prep.b.is_some() {
         specs.push(super::super::pack_rows::spec(arch, es));
     }
+    if prep.c.is_some() {
+        specs.push(super::super::pack_rows::spec(arch, prep.p.output.size()));
+    }
     specs.push(prep.spec(arch));
     specs.dedup();
     specs
@@ -469,70 +409,6 @@ mod tests {
     use super::super::bf16;
     use super::*;
     use crate::ops::gemm::Layout;
-
-    /// Issue 48's problems whose only obstacle was alignment run with no copy: operands read in
-    /// place by the producer's cp.async copies, C stored by rows, in a single cooperative CTA.
-    #[test]
-    fn operands_and_c_off_16_bytes_are_read_and_written_in_place() {
-        use crate::ops::gemm::DType;
-        let env = GemmOverrides::NONE;
-        for (m, n, k, l, dt) in [
-            (4327, 876, 178, Layout::RR, DType::Bf16),
-            (13690, 1457, 36, Layout::RC, DType::F16),
-            (700, 178, 36, Layout::CR, DType::Bf16),
-            (300, 333, 8, Layout::RR, DType::Bf16),
-        ] {
-            let p = GemmProblem::new(m, n, k, l, dt, dt);
-            let plan = plan(&p, 132, None, &env);
-            assert!(plan.copies.is_empty(), "{}: {:?}", p.label(), plan.copies);
-            assert_eq!((plan.cluster, plan.pingpong, plan.bm), (1, false, 128));
-            assert!(plan.split_code);
-            let specs = launch_specs("sm_90a", &p, 132, None, &env);
-            assert_eq!(specs.len(), 1, "{}", p.label());
-            assert!(specs[0]
-                .defines
-                .contains(&("KILN_CPA".to_string(), "1".to_string())));
-        }
-        // odd strides (2-byte copies) where the producer's plain loads would cost more than a
-        // copy: copied first, C still stored in place
-        for (m, n, k, l, copies) in [
-            (9049, 8833, 8, Layout::RR, 1),
-            (9664, 16127, 17, Layout::RC, 2),
-            (129, 127, 4095, Layout::RR, 2),
-        ] {
-            let p = GemmProblem::new(m, n, k, l, DType::F16, DType::F16);
-            let pl = plan(&p, 132, None, &env);
-            assert_eq!(pl.copies.len(), copies, "{}: {:?}", p.label(), pl.copies);
-            assert!(!pl.tma_epilogue);
-        }
-        // a large operand with an odd stride is copied first (and here the small B too: 236 K
-        // blocks of plain loads)
-        let p = GemmProblem::new(7103, 5, 15091, Layout::CR, DType::Bf16, DType::Bf16);
-        assert_eq!(plan(&p, 132, None, &env).copies.len(), 2);
-        // KILN_WGMMA_CPA=0 copies them as before; so does the C-load epilogue (other betas)
-        let p = GemmProblem::new(4327, 876, 178, Layout::RR, DType::Bf16, DType::Bf16);
-        let off = GemmOverrides { cpa: false, ..env };
-        assert_eq!(plan(&p, 132, None, &off).copies.len(), 2);
-        let p = GemmProblem {
-            beta: 0.5,
-            ..GemmProblem::new(4327, 880, 178, Layout::RC, DType::Bf16, DType::Bf16)
-        };
-        assert_eq!(plan(&p, 132, None, &env).copies.len(), 2);
-        // aligned problems keep their variants (no KILN_CPA define)
-        let p = bf16(4096, 4096, 4096, Layout::RC);
-        assert!(launch_specs("sm_90a", &p, 132, None, &env)
-            .iter()
-            .all(|s| !s.defines.iter().any(|(k, _)| k == "KILN_CPA")));
-    }
-
-    #[test]
-    fn copy_widths_follow_the_row_stride_and_base() {
-        assert_eq!(copy_width(356, 1 << 20), 4);
-        assert_eq!(copy_width(72, 1 << 20), 8);
-        assert_eq!(copy_width(17666, 1 << 20), 2);
-        assert_eq!(copy_width(4096, 1 << 20), 16);
-        assert_eq!(copy_width(4096, (1 << 20) + 4), 4);
-    }
 
     /// Collecting notes changes no choice, and `plan` runs what `resolve` picks.
     #[test]
@@ -563,11 +439,6 @@ mod tests {
                                 (true, true) => Epilogue::TmaLoadC,
                             };
                             let tile = with_epilogue(quiet.tile, epi);
-                            let tile = if plan.notes.iter().any(|n| n.contains("read in place")) {
-                                with_cpa(tile)
-                            } else {
-                                tile
-                            };
                             assert_eq!((plan.bm, plan.bn), (tile.bm, tile.bn), "{m}x{n}x{k} {l}");
                             // one cluster per work unit, up to the slots
                             assert!(plan.grid <= plan.slots * plan.cluster, "{m}x{n}x{k} {l}");

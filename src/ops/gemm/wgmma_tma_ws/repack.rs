@@ -1,13 +1,48 @@
-//! Copies made before the GEMM: a column-major A with few rows into a row-major copy, and (where
-//! the producer does not read them in place, `KILN_WGMMA_CPA=0` or the C-load epilogue) operands
-//! TMA cannot address into scratch with 128-byte rows (the context's `gemm_a_pack`, `gemm_b_pack`:
-//! grown on demand, kept across launches). C is always written in place (the row-store epilogue
-//! where TMA cannot address it).
+//! Copies made before the GEMM: operands TMA cannot address (and a column-major A with few rows)
+//! into scratch with 128-byte rows, and C through scratch where its rows cost vector stores
+//! (the context's `gemm_a_pack`, `gemm_b_pack`, `gemm_c_pack`: grown on demand, kept across
+//! launches).
 
 use super::{Prepared, ReadA};
 use crate::device::{Context, Scratch};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{GemmProblem, Layout};
+
+/// Elements of C below which its scalar stores are left in place rather than paying a copy's
+/// launch (H100, ledger #49: 1023x1023x1024, 1.0 M elements, gained 2.7 us through scratch;
+/// 500^3, 0.25 M, lost 2.1 us with it and the operand copies together).
+const C_PACK_MIN: usize = 1 << 19;
+
+/// Whether the kernel writes C (at `c`) through scratch with 128-byte rows: when C's rows cost
+/// the epilogue its vector and TMA stores (a row stride or base off 16 bytes) and C is large
+/// enough (`C_PACK_MIN` elements) to repay the copy's launch, up to `MAX_PACK_BYTES`. (An N off
+/// 16 bytes alone keeps C in place: the register epilogue's stores stay vectors but a row's last.)
+pub fn c_through_scratch(p: &GemmProblem, c: u64) -> bool {
+    let oes = p.output.size();
+    needs_pack(p.ldc, oes, Some(c))
+        && p.m * p.n >= C_PACK_MIN
+        && pack_shape(p.m, p.n, oes).1 <= MAX_PACK_BYTES
+}
+
+/// Where the kernel writes C: `c` itself, or the scratch `prep` writes it through
+/// ([`c_through_scratch`]), filled from C first when beta != 0 and written by the register
+/// epilogue. 4096x4095x4096 ran 286 us with C's scalar stores against 173 at 4096^3.
+pub(super) fn c_target(ctx: &Context, prep: &Prepared, c: u64) -> Result<u64> {
+    let Some(pld) = prep.c else {
+        return Ok(c);
+    };
+    let p = &prep.p;
+    let oes = p.output.size();
+    let dst = ctx
+        .scratch
+        .gemm_c_pack
+        .at_least(ctx, pack_shape(p.m, p.n, oes).1)?;
+    if p.beta != 0.0 {
+        // SAFETY: C spans M rows of N elements at pitch ldc (validated); the scratch M x pld.
+        unsafe { crate::ops::gemm::pack_rows::launch(ctx, oes, c, p.ldc, dst, pld, p.m, p.n) }?;
+    }
+    Ok(dst)
+}
 
 /// The largest padded copy of one operand `repack` makes; a bigger operand that TMA cannot
 /// address is refused (`supports`) and the dispatcher falls to a rung without TMA.
@@ -26,15 +61,19 @@ pub(super) fn pack_shape(rows: usize, cols: usize, es: usize) -> (usize, usize) 
     (ld, rows * ld * es)
 }
 
-/// The most scratch the copies of A and B can take for `p` (each operand whose row stride TMA
+/// The most scratch the copies of A, B and C can take for `p` (each operand whose row stride TMA
 /// cannot read, up to [`MAX_PACK_BYTES`]), counted before a run to see that it fits.
 pub fn pack_bytes(p: &GemmProblem) -> u64 {
-    let ies = p.input.size();
-    [(p.lda, p.a_storage(), ies), (p.ldb, p.b_storage(), ies)]
-        .into_iter()
-        .filter(|&(ld, _, es)| needs_pack(ld, es, None))
-        .map(|(_, (rows, cols), es)| pack_shape(rows, cols, es).1.min(MAX_PACK_BYTES) as u64)
-        .sum()
+    let (ies, oes) = (p.input.size(), p.output.size());
+    [
+        (p.lda, p.a_storage(), ies),
+        (p.ldb, p.b_storage(), ies),
+        (p.ldc, (p.m, p.n), oes),
+    ]
+    .into_iter()
+    .filter(|&(ld, _, es)| needs_pack(ld, es, None))
+    .map(|(_, (rows, cols), es)| pack_shape(rows, cols, es).1.min(MAX_PACK_BYTES) as u64)
+    .sum()
 }
 
 /// The leading dimension of the copy an operand stored `(rows, cols)` at `ld` is read from, or
@@ -137,6 +176,28 @@ mod tests {
     use super::super::bf16;
     use super::*;
     use crate::ops::gemm::DType;
+
+    #[test]
+    fn c_goes_through_scratch_only_when_its_rows_cost_vector_stores() {
+        let big = bf16(1023, 1023, 1024, Layout::RC);
+        assert!(c_through_scratch(&big, 0x1000));
+        // an aligned C, or only N off 16 bytes (rows still aligned): in place
+        assert!(!c_through_scratch(
+            &bf16(1024, 1024, 1024, Layout::RC),
+            0x1000
+        ));
+        assert!(!c_through_scratch(
+            &GemmProblem { ldc: 1024, ..big },
+            0x1000
+        ));
+        // a base off 16 bytes
+        assert!(c_through_scratch(&GemmProblem { ldc: 1024, ..big }, 0x1002));
+        // too small to repay the copy
+        assert!(!c_through_scratch(&bf16(500, 500, 500, Layout::RC), 0x1000));
+        // f32 C with an odd ldc
+        let f = GemmProblem::new(1023, 1023, 64, Layout::RC, DType::Bf16, DType::F32);
+        assert!(c_through_scratch(&f, 0x1000));
+    }
 
     #[test]
     fn a_column_major_a_with_few_rows_is_read_row_major() {

@@ -269,6 +269,45 @@ impl Fp4Tile {
 
 /// Each buffer against the bytes the problem needs (name, buffer, bytes), then X and the weights
 /// (`x_and_w`) against the 16-byte alignment the copies need; one sentence per fault.
+/// The prepacked weights' experts, N, K and kind (`swiglu`: W1 and W3 packed together) against
+/// the problem's, for the 4-bit and the W4A8 kernels alike; `swiglu_prepack` names the
+/// function that packs the pair.
+pub(crate) fn check_weights_fit(
+    weights: (usize, usize, usize, bool),
+    problem: (usize, usize, usize, bool),
+    swiglu_prepack: &str,
+) -> Result<()> {
+    let ((le, ln, lk, lswiglu), (pe, pn, pk, pswiglu)) = (weights, problem);
+    if (le, ln, lk) != (pe, pn, pk) {
+        return Err(Error::invalid(format!(
+            "the prepacked weights are E {le} x N {ln} x K {lk} but the problem is E {pe} x N {pn} x K {pk}"
+        )));
+    }
+    if lswiglu != pswiglu {
+        return Err(Error::invalid(if lswiglu {
+            "these weights were prepacked for the fused SwiGLU (W1 and W3); prepack W alone for a grouped GEMM".to_string()
+        } else {
+            format!("the fused SwiGLU needs W1 and W3 prepacked together ({swiglu_prepack})")
+        }));
+    }
+    Ok(())
+}
+
+/// A routed SwiGLU's routing weights (one f32 per X row) added to the buffers `check_buffers`
+/// checks; refused when they are missing.
+pub(crate) fn need_routing<'a>(
+    need: &mut Vec<(&'static str, &'a DeviceBuffer, usize)>,
+    routed: bool,
+    route: Option<&'a DeviceBuffer>,
+    x_rows: usize,
+) -> Result<()> {
+    if routed {
+        let r = route.ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
+        need.push(("the routing weights", r, x_rows * 4));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_buffers(
     need: &[(&str, &DeviceBuffer, usize)],
     x_and_w: &[u64; 2],
@@ -494,19 +533,11 @@ impl Fp4Experts {
     /// Checks `p`, the prepacked weights `l` and the buffers against each other.
     pub fn check(p: &MoeProblem, l: &Fp4Layout, ops: &Fp4Operands) -> Result<()> {
         p.validate()?;
-        if (l.experts, l.n, l.k) != (p.experts, p.n, p.k) {
-            return Err(Error::invalid(format!(
-                "the prepacked weights are E {} x N {} x K {} but the problem is E {} x N {} x K {}",
-                l.experts, l.n, l.k, p.experts, p.n, p.k
-            )));
-        }
-        if l.swiglu != p.swiglu.is_some() {
-            return Err(Error::invalid(if l.swiglu {
-                "these weights were prepacked for the fused SwiGLU (W1 and W3); prepack W alone for a grouped GEMM"
-            } else {
-                "the fused SwiGLU needs W1 and W3 prepacked together (prepack_swiglu)"
-            }));
-        }
+        check_weights_fit(
+            (l.experts, l.n, l.k, l.swiglu),
+            (p.experts, p.n, p.k, p.swiglu.is_some()),
+            "prepack_swiglu",
+        )?;
         l.prepacked().check_activation(p.input == DType::Bf16)?;
         let es = p.input.size();
         let mut need = vec![
@@ -521,12 +552,8 @@ impl Fp4Experts {
             ("the rows array", ops.rows, p.rows_array().len() * 4),
             ("the schedule workspace", ops.sched, sched_bytes(p.experts)),
         ];
-        if p.swiglu.is_some_and(|s| s.routed) {
-            let r = ops
-                .route
-                .ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
-            need.push(("the routing weights", r, p.x_rows() * 4));
-        }
+        let routed = p.swiglu.is_some_and(|s| s.routed);
+        need_routing(&mut need, routed, ops.route, p.x_rows())?;
         check_buffers(&need, &[ops.x.ptr(), ops.w.ptr()])
     }
 

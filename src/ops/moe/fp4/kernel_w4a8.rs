@@ -4,7 +4,9 @@
 
 use std::ffi::c_void;
 
-use super::kernel::{check_buffers, launch_persistent, max_tiles_m};
+use super::kernel::{
+    check_buffers, check_weights_fit, launch_persistent, max_tiles_m, need_routing,
+};
 use super::layout::TILE_N;
 use super::w4a8::{W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
@@ -158,19 +160,11 @@ impl W4a8Experts {
     /// Checks `p`, the weights `l` and the buffers against each other.
     pub fn check(p: &Fp8MoeProblem, l: &W4a8Layout, ops: &W4a8Operands) -> Result<()> {
         p.validate()?;
-        if (l.experts, l.n, l.k) != (p.experts, p.n, p.k) {
-            return Err(Error::invalid(format!(
-                "the prepacked weights are E {} x N {} x K {} but the problem is E {} x N {} x K {}",
-                l.experts, l.n, l.k, p.experts, p.n, p.k
-            )));
-        }
-        if l.swiglu != p.swiglu.is_some() {
-            return Err(Error::invalid(if l.swiglu {
-                "these weights were prepacked for the fused SwiGLU (W1 and W3); prepack W alone for a grouped GEMM"
-            } else {
-                "the fused SwiGLU needs W1 and W3 prepacked together (prepack_w4a8_swiglu)"
-            }));
-        }
+        check_weights_fit(
+            (l.experts, l.n, l.k, l.swiglu),
+            (p.experts, p.n, p.k, p.swiglu.is_some()),
+            "prepack_w4a8_swiglu",
+        )?;
         let mut need = vec![
             ("X", ops.x, p.x_rows() * p.k),
             ("X's scales", ops.sx, 4 * p.x_scales()),
@@ -184,12 +178,8 @@ impl W4a8Experts {
             ),
             ("the schedule workspace", ops.sched, sched_bytes(p.experts)),
         ];
-        if p.swiglu.is_some_and(|s| s.routed) {
-            let r = ops
-                .route
-                .ok_or_else(|| Error::invalid("a routed SwiGLU needs the routing weights"))?;
-            need.push(("the routing weights", r, p.x_rows() * 4));
-        }
+        let routed = p.swiglu.is_some_and(|s| s.routed);
+        need_routing(&mut need, routed, ops.route, p.x_rows())?;
         check_buffers(&need, &[ops.x.ptr(), ops.w.ptr()])
     }
 

@@ -314,9 +314,8 @@ pub struct Pipeline<'p> {
     sched: DeviceBuffer,
     h: DeviceBuffer,
     x: DeviceBuffer,
-    /// X's sorted copy (over the accumulator's bytes), read when `copies`.
+    /// X's sorted copy (over the accumulator's bytes), read when [`Pipeline::copies`].
     xs: DeviceBuffer,
-    copies: bool,
     w1: DeviceBuffer,
     w3: DeviceBuffer,
     w2: DeviceBuffer,
@@ -372,7 +371,6 @@ impl<'p> Pipeline<'p> {
                 h: view(at(l.h), r * i * es),
                 x: view(ops.x, t * hd * es),
                 xs: view(at(l.acc), r * hd * es),
-                copies: gather.copies(r),
                 w1: view(ops.w13, e * 2 * i * hd * es),
                 w3: view(ops.w13 + (i * hd * es) as u64, (e * 2 * i - i) * hd * es),
                 w2: view(ops.w2, e * hd * i * es),
@@ -384,9 +382,14 @@ impl<'p> Pipeline<'p> {
         Ok(pipe)
     }
 
+    /// Whether the gate/up projection reads X's sorted copy: its problem gathers no rows.
+    fn copies(&self) -> bool {
+        self.up.layer.is_none()
+    }
+
     fn up_ops(&self) -> MoeOperands<'_> {
         MoeOperands {
-            x: if self.copies { &self.xs } else { &self.x },
+            x: if self.copies() { &self.xs } else { &self.x },
             w: &self.w1,
             w3: Some(&self.w3),
             y: &self.h,
@@ -425,7 +428,7 @@ impl<'p> Pipeline<'p> {
     /// The gate/up projection: H [T k, I] in the sorted order, X's rows gathered in the loads
     /// or copied into that order first.
     pub fn up(&self, ctx: &Context) -> Result<()> {
-        if self.copies {
+        if self.copies() {
             let p = self.p;
             gather_rows::launch(
                 ctx,

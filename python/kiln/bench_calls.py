@@ -35,18 +35,9 @@ def cpu_us(fn, calls: int, rounds: int = 3) -> float:
 
 
 def gpu_us(fn, reps: int = 50) -> float:
-    import torch
+    from .bench_model import median_ms
 
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+    return median_ms(fn, reps=reps, warm=0) * 1e3
 
 
 def cases():

@@ -46,19 +46,9 @@ def record(kind, name, ok, **fields):
 
 
 def bench_ms(fn, reps=50, warm=10):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
+    from kiln.bench_model import median_ms  # (one timing loop for the package and its checks)
+
+    return median_ms(fn, reps=reps, warm=warm)
 
 
 # ---------------------------------------------------------------------------------------- GEMM

@@ -217,14 +217,15 @@ impl MoeGather {
     /// than the gathering loads only at decode sizes, where weights, not X, are the traffic.
     pub const COPY_FROM_PAIRS: usize = 1024;
 
+    pub const ALL: [MoeGather; 4] = [
+        MoeGather::Auto,
+        MoeGather::Copy,
+        MoeGather::Tma,
+        MoeGather::CpAsync,
+    ];
+
     pub fn parse(v: &str) -> Option<MoeGather> {
-        Some(match v {
-            "auto" => MoeGather::Auto,
-            "copy" => MoeGather::Copy,
-            "tma" => MoeGather::Tma,
-            "cp_async" => MoeGather::CpAsync,
-            _ => return None,
-        })
+        MoeGather::ALL.into_iter().find(|g| g.name() == v)
     }
 
     pub fn name(self) -> &'static str {

@@ -13,6 +13,8 @@ use std::time::Instant;
 use common::{cuda, random_bf16, rel_error, Check};
 use cudarc::driver::{sys::CUevent_flags, CudaStream};
 use half::bf16;
+use kiln::api::{raw, RawTensor};
+use kiln::device::{TiledArgs, TmaDType, TmaSwizzle};
 use kiln::harness::verify::bound;
 use kiln::ops::gemm::{DType as OpDType, GemmProblem, Layout};
 use kiln::reference::gemm::gemm_rows;
@@ -115,6 +117,35 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
         cpu_us(&stream, calls, &mut gemm)?,
         gpu_us(&stream, &mut gemm)?,
     ));
+
+    // The same GEMM as the Python package calls it: raw descriptions, a raw stream, no tracking.
+    let raw_of = |ptr: u64, shape: &[usize], strides: &[isize]| RawTensor {
+        ptr,
+        dtype: kiln::DType::Bf16,
+        shape: shape.to_vec(),
+        strides: strides.to_vec(),
+        device: 0,
+    };
+    let (ra, rb, rc) = (
+        raw_of(a.info().ptr(), &[m, k], &[k as isize, 1]),
+        raw_of(b.info().ptr(), &[k, n], &[1, k as isize]),
+        raw_of(
+            TensorMut::from_slice(&mut dy, &[m, n])?.info().ptr(),
+            &[m, n],
+            &[n as isize, 1],
+        ),
+    );
+    let cu = stream.cu_stream();
+    let mut gemm_raw = || {
+        // SAFETY: the buffers live until the end of `run`, which synchronises the stream.
+        unsafe { raw::gemm(kiln, cu, &ra, &rb, &rc, &opts) }
+    };
+    rows.push((
+        "gemm 64x512x256, raw (the Python package's road)",
+        cpu_us(&stream, calls, &mut gemm_raw)?,
+        gpu_us(&stream, &mut gemm_raw)?,
+    ));
+    driver_costs(&stream, &mut rows, calls, a.info().ptr())?;
 
     // Attention: B1 S128 Hq8 Hkv2 d128, causal.
     let (s, hq, hkv, d) = (128, 8, 2, 128);
@@ -330,6 +361,178 @@ pub fn run(kiln: &Kiln) -> kiln::Result<Check> {
         what: format!("host cost per call ({calls} calls a round)"),
         errors: vec![("gemm relative error", err, bound(OpDType::Bf16))],
     })
+}
+
+/// What the driver's calls that a launch makes cost on this host (each in a loop): the floor
+/// under every op's host cost.
+fn driver_costs(
+    stream: &Arc<CudaStream>,
+    rows: &mut Vec<(&'static str, f64, f64)>,
+    calls: usize,
+    addr: u64,
+) -> kiln::Result<()> {
+    use cudarc::driver::sys;
+    let cu = stream.cu_stream();
+    let ctx = stream.context().clone();
+    let per_call = |f: &mut dyn FnMut()| {
+        for _ in 0..100 {
+            f();
+        }
+        let t = Instant::now();
+        for _ in 0..calls {
+            f();
+        }
+        t.elapsed().as_secs_f64() * 1e6 / calls as f64
+    };
+    let mut c: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY (every call below): valid out-pointers and live handles of this context.
+    rows.push((
+        "driver: cuCtxGetCurrent",
+        per_call(&mut || unsafe {
+            sys::cuCtxGetCurrent(&mut c);
+        }),
+        0.0,
+    ));
+    rows.push((
+        "driver: bind_to_thread (cudarc)",
+        per_call(&mut || {
+            let _ = ctx.bind_to_thread();
+        }),
+        0.0,
+    ));
+    rows.push((
+        "driver: cuStreamGetCtx",
+        per_call(&mut || unsafe {
+            sys::cuStreamGetCtx(cu, &mut c);
+        }),
+        0.0,
+    ));
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    rows.push((
+        "driver: cuStreamIsCapturing",
+        per_call(&mut || unsafe {
+            sys::cuStreamIsCapturing(cu, &mut status);
+        }),
+        0.0,
+    ));
+    let map = TiledArgs::new(
+        TmaDType::Bf16,
+        addr,
+        [256, 64],
+        [512],
+        [64, 64],
+        TmaSwizzle::B128,
+    );
+    rows.push((
+        "driver: cuTensorMapEncodeTiled (2D bf16)",
+        per_call(&mut || {
+            let _ = map.encode(String::new);
+        }),
+        0.0,
+    ));
+    let event = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+        .map_err(cuda("making an event"))?;
+    rows.push((
+        "driver: cuEventRecord",
+        per_call(&mut || {
+            let _ = event.record(stream);
+        }),
+        0.0,
+    ));
+    rows.push((
+        "driver: cuStreamWaitEvent",
+        per_call(&mut || {
+            let _ = stream.wait(&event);
+        }),
+        0.0,
+    ));
+    // An empty kernel, launched bare: what the driver's launch itself costs here (kiln's ops
+    // hand it three 128-byte tensor maps and an argument block, ~450 bytes).
+    let ptx = cudarc::nvrtc::compile_ptx(
+        "struct Big { unsigned long long w[56]; };\n\
+         extern \"C\" __global__ void empty_small(int x) {}\n\
+         extern \"C\" __global__ void empty_big(const __grid_constant__ Big b) {}",
+    )
+    .map_err(|e| kiln::Error::cuda("compiling the empty kernels", format!("{e:?}")))?;
+    let module = ctx
+        .load_module(ptx)
+        .map_err(cuda("loading the empty kernels"))?;
+    let small = module
+        .load_function("empty_small")
+        .map_err(cuda("loading empty_small"))?;
+    let big = module
+        .load_function("empty_big")
+        .map_err(cuda("loading empty_big"))?;
+    let mut x = 0i32;
+    let mut blob = [0u64; 56];
+    let mut p_small = [&mut x as *mut i32 as *mut std::ffi::c_void];
+    let mut p_big = [blob.as_mut_ptr() as *mut std::ffi::c_void];
+    for (label, f, params) in [
+        (
+            "driver: cuLaunchKernel, empty kernel, 4 B of params",
+            &small,
+            p_small.as_mut_ptr(),
+        ),
+        (
+            "driver: cuLaunchKernel, empty kernel, 448 B of params",
+            &big,
+            p_big.as_mut_ptr(),
+        ),
+    ] {
+        let raw = f.cu_function();
+        rows.push((
+            label,
+            per_call(&mut || unsafe {
+                sys::cuLaunchKernel(raw, 1, 1, 1, 32, 1, 1, 0, cu, params, std::ptr::null_mut());
+            }),
+            0.0,
+        ));
+        stream.synchronize().map_err(cuda("synchronising"))?;
+    }
+    for (label, f, params) in [
+        (
+            "driver: cuLaunchKernelEx, empty kernel, 4 B",
+            &small,
+            p_small.as_mut_ptr(),
+        ),
+        (
+            "driver: cuLaunchKernelEx, empty kernel, 448 B",
+            &big,
+            p_big.as_mut_ptr(),
+        ),
+    ] {
+        let raw = f.cu_function();
+        let lc = sys::CUlaunchConfig {
+            gridDimX: 1,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: 32,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: cu,
+            attrs: std::ptr::null_mut(),
+            numAttrs: 0,
+        };
+        rows.push((
+            label,
+            per_call(&mut || unsafe {
+                sys::cuLaunchKernelEx(&lc, raw, params, std::ptr::null_mut());
+            }),
+            0.0,
+        ));
+        stream.synchronize().map_err(cuda("synchronising"))?;
+    }
+    rows.push((
+        "driver: cuMemsetD8Async, 32 KB",
+        per_call(&mut || unsafe {
+            sys::cuMemsetD8Async(addr, 0, 32 * 1024, cu);
+        }),
+        0.0,
+    ));
+    stream.synchronize().map_err(cuda("synchronising"))?;
+    Ok(())
 }
 
 fn main() -> ExitCode {

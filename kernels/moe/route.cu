@@ -23,7 +23,14 @@
 // block's expert histogram); with one block it also places the rows itself, else
 // moe_route_place (same grid) turns every block's histogram into its rows' first positions and
 // places them. Shared memory (dynamic): WARPS x E f32 keys, then 2 E ints.
+//
+// Fused for the MoE layer (each off when its pointer is null): once the offsets are known, warps 1
+// and 2 of the block that wrote them build the tile tables of the layer's two grouped GEMMs (what
+// moe_tile_prefix does; moe/sched.cuh), and moe_route_select's blocks past the routing's own zero
+// the down projection's f32 accumulator. A decode step then launches 4 kernels instead of 7: on
+// the H200's host each launch (or memset) costs ~4.3 us of CPU.
 #include "common/types.cuh"
+#include "moe/sched.cuh"
 
 constexpr int THREADS = 256, WARPS = THREADS / 32;
 #define NEG_INF (__int_as_float(0xff800000u))
@@ -49,7 +56,19 @@ struct RouteArgs {
   int scoring;  // 0 softmax, 1 sigmoid
   int renormalize;
   int n_group, topk_group;  // n_group <= 1: no groups
+  int* tables[2];           // the layer's gate/up and down tile tables (4E + 2 ints each), or null
+  int table_bm[2], table_fold[2];
+  float4* zero;  // the accumulator zeroed by the extra blocks, or null
+  i64 zero_vec4s;
+  int route_blocks;  // blocks that route; moe_route_select's grid may hold more, which only zero
 };
+
+// Warps 1 and 2 of the block that wrote the offsets (visible to it after a block barrier).
+__device__ __forceinline__ void build_layer_tables(const RouteArgs& a, int warp, int lane) {
+  if (warp < 1 || warp > 2 || a.tables[warp - 1] == nullptr) return;
+  moe_build_tables(a.offsets, a.tables[warp - 1], a.experts, a.tokens * a.top_k, 0, 0, a.table_bm[warp - 1], 0,
+                   a.table_fold[warp - 1], lane);
+}
 
 __device__ __forceinline__ float load_float(const void* p, int dtype, i64 i) {
   if (dtype == 0) return to_float(static_cast<const bf16*>(p)[i]);
@@ -252,6 +271,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) moe_route_select(const Rou
   int* hist = reinterpret_cast<int*>(smem_f + WARPS * E);
   __shared__ int warp_sums[WARPS];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, b = blockIdx.x;
+  if (b >= a.route_blocks) {  // a zeroing block: its share of the accumulator, 16 bytes a store
+    const i64 blocks = gridDim.x - a.route_blocks;
+    for (i64 i = (i64)(b - a.route_blocks) * THREADS + threadIdx.x; i < a.zero_vec4s; i += blocks * THREADS)
+      a.zero[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    return;
+  }
   for (int e = threadIdx.x; e < E; e += THREADS) hist[e] = 0;
   __syncthreads();
   const int t0 = b * a.tokens_per_block, t1 = min(t0 + a.tokens_per_block, a.tokens);
@@ -260,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) moe_route_select(const Rou
     else select_given(a, t, hist, lane);
   }
   __syncthreads();
-  if (gridDim.x > 1) {
+  if (a.route_blocks > 1) {
     for (int e = threadIdx.x; e < E; e += THREADS) a.hist[(i64)b * E + e] = hist[e];
     return;
   }
@@ -271,6 +296,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) moe_route_select(const Rou
   if (threadIdx.x == 0) a.offsets[E] = total;
   __syncthreads();  // every offset read before warp 0 advances them as its rows' next free rows
   if (warp == 0) place_rows(a, 0, hist, lane);
+  else build_layer_tables(a, warp, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) moe_route_place(const RouteArgs a) {
@@ -282,7 +308,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) moe_route_place(const Rout
   // Expert e's rows from earlier blocks and from all blocks.
   for (int e = threadIdx.x; e < E; e += THREADS) {
     int before = 0, all = 0;
-    for (int o = 0; o < (int)gridDim.x; ++o) {
+    for (int o = 0; o < a.route_blocks; ++o) {
       const int c = a.hist[(i64)o * E + e];
       before += o < b ? c : 0;
       all += c;
@@ -300,4 +326,5 @@ extern "C" __global__ void __launch_bounds__(THREADS) moe_route_place(const Rout
   if (b == 0 && threadIdx.x == 0) a.offsets[E] = total;
   __syncthreads();
   if (threadIdx.x < 32) place_rows(a, b, next, threadIdx.x);
+  else if (b == 0) build_layer_tables(a, threadIdx.x / 32, threadIdx.x % 32);
 }

@@ -35,6 +35,76 @@ __device__ __forceinline__ int moe_expert_tiles(int rows, int bm, int fold) {
 // the experts heaviest first; only the swap-AB kernel asks for that and reads them).
 __device__ __forceinline__ int moe_table_ints(int experts) { return 3 * experts + 1; }
 
+// The experts heaviest first only up to this many (all-pairs ranking: E / 32 x E reads a lane).
+constexpr int MOE_SORT_MAX = 64;
+
+// One warp (every lane calls it, `lane` its index) writes the tables of one grouped GEMM into
+// `sched` (4E + 2 ints) from the per-expert rows: offsets [E + 1] (masked == 0) or counts [E]
+// (masked == 1), clamped to X's `x_rows` (E * max_rows when masked), so that even offsets the host
+// never validated cannot send a GEMM out of bounds. bm: the GEMM's tile height; fold: rows a last
+// tile may take past bm; sorted: list the experts heaviest first (moe_tile_prefix.cu says why).
+// Mirrors `Schedule::build` in src/ops/moe/schedule/. The moe_tile_prefix kernel runs it alone;
+// the MoE layer's routing runs it for both of its GEMMs once the offsets are known.
+__device__ __forceinline__ void moe_build_tables(const int* rows_in, int* sched, int experts, int x_rows,
+                                                 int max_rows, int masked, int bm, int sorted, int fold,
+                                                 int lane) {
+  const int per = (experts + 31) / 32;
+  const int first = min(lane * per, experts), last = min(first + per, experts);
+  auto span = [&](int e, int& start, int& rows) {
+    if (masked) {
+      start = e * max_rows;
+      rows = min(max(rows_in[e], 0), max_rows);
+    } else {
+      const int lo = min(max(rows_in[e], 0), x_rows);
+      const int hi = min(max(rows_in[e + 1], lo), x_rows);
+      start = lo;
+      rows = hi - lo;
+    }
+  };
+  int* ids = sched + moe_table_ints(experts) + 1;
+  if (sorted && experts <= MOE_SORT_MAX) {
+    for (int e = first; e < last; ++e) {
+      int s, r;
+      span(e, s, r);
+      int rank = 0;
+      for (int o = 0; o < experts; ++o) {
+        int so, ro;
+        span(o, so, ro);
+        rank += (ro > r || (ro == r && o < e)) ? 1 : 0;
+      }
+      ids[rank] = e;
+    }
+  } else {
+    for (int e = first; e < last; ++e) ids[e] = e;
+  }
+  __syncwarp();  // every lane's ids are visible to the warp
+  int local = 0;
+  for (int i = first; i < last; ++i) {
+    int s, r;
+    span(ids[i], s, r);
+    local += moe_expert_tiles(r, bm, fold);
+  }
+  int inclusive = local;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += v;
+  }
+  int run = inclusive - local;
+  for (int i = first; i < last; ++i) {
+    int s, r;
+    span(ids[i], s, r);
+    sched[i] = run;
+    sched[experts + 1 + i] = s;
+    sched[2 * experts + 1 + i] = r;
+    run += moe_expert_tiles(r, bm, fold);
+  }
+  if (lane == 31) sched[experts] = inclusive;
+  // The tile counter of the dynamically scheduled kernels (grouped_swapab, swiglu_dual): the tables are
+  // built before each of their launches on the same stream, so every launch (and replay) starts at 0.
+  if (lane == 0) sched[3 * experts + 1] = 0;
+}
+
 // Every thread of the block copies part of the tables; follow with a block barrier.
 __device__ __forceinline__ void moe_load_tables(int* dst, const int* src, int experts) {
   const int n = moe_table_ints(experts);

@@ -154,6 +154,25 @@ impl MoeKernel for GroupedGemm {
         v
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
+        self.launch_tables(ctx, p, ops, true)
+    }
+}
+
+impl GroupedGemm {
+    /// The (tile height, fold) its tile tables are built for: the tile `launch` picks for `p`.
+    pub fn tables(ctx: &Context, p: &MoeProblem) -> (u32, u32) {
+        (Self::config(p, ctx.info.sm_count, &ctx.overrides.moe).bm, 0)
+    }
+
+    /// The GEMM with its tile tables built first (`build_tables`, as [`MoeKernel::launch`]
+    /// does) or already in `ops.sched` (the MoE layer's routing builds them: [`Self::tables`]).
+    pub fn launch_tables(
+        &self,
+        ctx: &Context,
+        p: &MoeProblem,
+        ops: &MoeOperands,
+        build_tables: bool,
+    ) -> Result<()> {
         // The tile, its loaded variant and the clusters resident at once depend on the problem
         // alone (and the context's overrides): worked out once per problem.
         let (cfg, f, slots, order) = ctx.memo.get_or_try(&(p.clone(), GroupedLaunch), || {
@@ -182,7 +201,9 @@ impl MoeKernel for GroupedGemm {
         let (mut map_x, mut map_w) = (tx.encode_with(ctx.overrides.tma.promotion)?, tw.encode()?);
         let mut args = MoeArgs::new(p, ops, cfg.bn);
         args.set_order(order);
-        tile_prefix::launch(ctx, p, ops, cfg.bm, false)?;
+        if build_tables {
+            tile_prefix::launch(ctx, p, ops, cfg.bm, false)?;
+        }
         let lc = LaunchConfig {
             grid: (cfg.grid(p, slots), 1, 1),
             block: (THREADS, 1, 1),

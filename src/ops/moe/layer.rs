@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::combine::{self, CombineShape};
 use super::gather_rows;
 use super::grouped_gemm::GroupedGemm;
-use super::route::{self, RouteLayout, RouteOperands, RouteProblem};
+use super::route::{self, RouteExtras, RouteLayout, RouteOperands, RouteProblem};
 use super::schedule::sched_bytes;
 use super::swiglu_dual::{Gather, SwiGluDual};
 use super::{check_operands, LayerRows, MoeKernel, MoeOperands, MoeProblem, Rows, WeightLayout};
@@ -219,11 +219,13 @@ impl LayerProblem {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LayerLayout {
     pub route: RouteLayout,
-    /// The routing's tables start at 0; then the tile tables, H [T k, I], and the accumulator
+    /// The routing's tables start at 0; then the two GEMMs' tile tables (gate/up, down), H
+    /// [T k, I], and the accumulator
     /// [T, H] f32 (atomic) or the weighed rows [T k, H] (ordered). The accumulator's bytes
     /// first hold X's sorted copy [T k, H] when the layer copies it (the gate/up projection has
     /// read it before the down projection writes there), so they are the larger of the two.
     pub sched: usize,
+    pub sched_down: usize,
     pub h: usize,
     pub acc: usize,
     pub bytes: usize,
@@ -234,7 +236,8 @@ impl LayerLayout {
         let route = RouteLayout::of(&p.route);
         let es = p.dtype.size();
         let sched = route.bytes;
-        let h = sched + route::align256(sched_bytes(p.experts()));
+        let sched_down = sched + route::align256(sched_bytes(p.experts()));
+        let h = sched_down + route::align256(sched_bytes(p.experts()));
         let acc = h + route::align256(p.pairs() * p.inter * es);
         let acc_bytes = match p.combine {
             CombineMode::Atomic => p.tokens() * p.hidden * 4,
@@ -244,6 +247,7 @@ impl LayerLayout {
         LayerLayout {
             route,
             sched,
+            sched_down,
             h,
             acc,
             bytes: acc + route::align256(acc_bytes.max(copy_bytes)),
@@ -312,6 +316,7 @@ pub struct Pipeline<'p> {
     row_token: DeviceBuffer,
     row_weight: DeviceBuffer,
     sched: DeviceBuffer,
+    sched_down: DeviceBuffer,
     h: DeviceBuffer,
     x: DeviceBuffer,
     /// X's sorted copy (over the accumulator's bytes), read when [`Pipeline::copies`].
@@ -368,6 +373,7 @@ impl<'p> Pipeline<'p> {
                 row_token: view(at(l.route.row_token), 4 * r),
                 row_weight: view(at(l.route.row_weight), 4 * r),
                 sched: view(at(l.sched), sched_bytes(e)),
+                sched_down: view(at(l.sched_down), sched_bytes(e)),
                 h: view(at(l.h), r * i * es),
                 x: view(ops.x, t * hd * es),
                 xs: view(at(l.acc), r * hd * es),
@@ -408,26 +414,67 @@ impl<'p> Pipeline<'p> {
             y: &self.acc,
             rows: &self.offsets,
             route: Some(&self.row_weight),
-            sched: &self.sched,
+            sched: &self.sched_down,
             row_map: (self.p.combine == CombineMode::Atomic).then_some(&self.row_token),
         }
     }
 
     /// The routing: counts, offsets and the row order into the workspace.
     pub fn route(&self, ctx: &Context) -> Result<()> {
-        route::launch(
-            ctx,
-            &self.p.route,
-            &RouteOperands {
-                workspace: self.workspace,
-                ..self.ops.route
-            },
-        )
+        self.route_with(ctx, false)
     }
 
     /// The gate/up projection: H [T k, I] in the sorted order, X's rows gathered in the loads
     /// or copied into that order first.
     pub fn up(&self, ctx: &Context) -> Result<()> {
+        self.up_with(ctx, true)
+    }
+
+    /// The down projection and the combine into the output.
+    pub fn down(&self, ctx: &Context) -> Result<()> {
+        self.down_with(ctx, true)
+    }
+
+    /// Every step, with the routing building both GEMMs' tile tables and zeroing the atomic
+    /// accumulator (when X is not copied over it first): 3 launches fewer than the steps one by
+    /// one, which is most of a decode step's host time (~4.3 us a launch on the H200's host).
+    pub fn run(&self, ctx: &Context) -> Result<()> {
+        self.route_with(ctx, true)?;
+        self.up_with(ctx, false)?;
+        self.down_with(ctx, false)
+    }
+
+    /// Whether the routing zeroes the accumulator in `run`.
+    fn route_zeroes(&self) -> bool {
+        self.p.combine == CombineMode::Atomic && !self.copies()
+    }
+
+    fn route_with(&self, ctx: &Context, fused: bool) -> Result<()> {
+        let ops = RouteOperands {
+            workspace: self.workspace,
+            ..self.ops.route
+        };
+        if !fused {
+            return route::launch(ctx, &self.p.route, &ops);
+        }
+        let (up_bm, up_fold) = SwiGluDual::tables(ctx);
+        let (down_bm, down_fold) = ctx.memo.get_or_try(&(self.down.clone(), DownTables), || {
+            Ok(GroupedGemm::tables(ctx, &self.down))
+        })?;
+        let extras = RouteExtras {
+            tables: [
+                Some((self.sched.ptr(), up_bm, up_fold)),
+                Some((self.sched_down.ptr(), down_bm, down_fold)),
+            ],
+            zero: self
+                .route_zeroes()
+                .then(|| (self.acc.ptr(), self.p.tokens() * self.p.hidden * 4)),
+        };
+        route::launch_fused(ctx, &self.p.route, &ops, &extras)
+    }
+
+    /// `build_tables`: the GEMM's tile tables first (else the fused routing built them).
+    fn up_with(&self, ctx: &Context, build_tables: bool) -> Result<()> {
         if self.copies() {
             let p = self.p;
             gather_rows::launch(
@@ -440,11 +487,12 @@ impl<'p> Pipeline<'p> {
                 p.hidden * p.dtype.size(),
             )?;
         }
-        SwiGluDual.launch(ctx, &self.up, &self.up_ops())
+        SwiGluDual.launch_tables(ctx, &self.up, &self.up_ops(), build_tables)
     }
 
-    /// The down projection and the combine into the output.
-    pub fn down(&self, ctx: &Context) -> Result<()> {
+    /// `standalone`: the step alone, which builds its tables and zeroes its accumulator (in
+    /// `run` the fused routing has done both, unless X's copy lay over the accumulator).
+    fn down_with(&self, ctx: &Context, standalone: bool) -> Result<()> {
         let p = self.p;
         let shape = CombineShape {
             tokens: p.tokens(),
@@ -454,11 +502,11 @@ impl<'p> Pipeline<'p> {
         };
         let pair_row = self.workspace + self.layout.route.pair_row as u64;
         let atomic = p.combine == CombineMode::Atomic;
-        if atomic {
+        if atomic && (standalone || !self.route_zeroes()) {
             // (a memset node in a captured graph: the accumulator starts at 0 on every replay)
             self.acc.fill_bytes(0, ctx)?;
         }
-        GroupedGemm.launch(ctx, &self.down, &self.down_ops())?;
+        GroupedGemm.launch_tables(ctx, &self.down, &self.down_ops(), standalone)?;
         if atomic {
             combine::launch_finish(ctx, &shape, self.acc.ptr(), self.ops.out, pair_row)
         } else {
@@ -470,14 +518,11 @@ impl<'p> Pipeline<'p> {
             combine::launch_rows(ctx, &shape, rows, 0, pair_row, self.ops.out)
         }
     }
-
-    /// Every step.
-    pub fn run(&self, ctx: &Context) -> Result<()> {
-        self.route(ctx)?;
-        self.up(ctx)?;
-        self.down(ctx)
-    }
 }
+
+/// Tags the memo entry of the down projection's table shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct DownTables;
 
 /// Enqueues the whole layer on the context's stream: [`Pipeline::new`] then every step.
 ///
@@ -529,6 +574,14 @@ mod tests {
         let down = p.down();
         assert_eq!((down.n, down.k, down.y_elems()), (2048, 1408, 4096 * 2048));
         assert_eq!(down.output, DType::F32);
+        // (the fused routing builds both GEMMs' tables with X's rows = the pairs, contiguous)
+        for copied in [false, true] {
+            let up = p.up_reading(copied);
+            assert_eq!(up.x_rows(), p.pairs());
+            assert!(matches!(up.rows, Rows::Contiguous { .. }));
+        }
+        assert_eq!(down.x_rows(), p.pairs());
+        assert!(matches!(down.rows, Rows::Contiguous { .. }));
         let ordered = LayerProblem {
             combine: CombineMode::Ordered,
             ..p
@@ -544,7 +597,11 @@ mod tests {
                 let p = LayerProblem { combine, ..p };
                 let l = LayerLayout::of(&p);
                 assert!(
-                    l.route.bytes <= l.sched && l.sched < l.h && l.h < l.acc && l.acc < l.bytes
+                    l.route.bytes <= l.sched
+                        && l.sched < l.sched_down
+                        && l.sched_down < l.h
+                        && l.h < l.acc
+                        && l.acc < l.bytes
                 );
                 assert!(l.acc - l.h >= p.pairs() * p.inter * 2);
                 let acc = match combine {
@@ -552,7 +609,10 @@ mod tests {
                     CombineMode::Ordered => p.pairs() * p.hidden * 2,
                 };
                 assert!(l.bytes - l.acc >= acc);
-                assert_eq!([l.sched % 256, l.h % 256, l.acc % 256], [0, 0, 0]);
+                assert_eq!(
+                    [l.sched % 256, l.sched_down % 256, l.h % 256, l.acc % 256],
+                    [0; 4]
+                );
             }
         }
     }

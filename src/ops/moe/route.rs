@@ -283,7 +283,28 @@ pub struct RouteArgs {
     pub renormalize: i32,
     pub n_group: i32,
     pub topk_group: i32,
+    pub tables: [u64; 2],
+    pub table_bm: [i32; 2],
+    pub table_fold: [i32; 2],
+    pub zero: u64,
+    pub zero_vec4s: i64,
+    pub route_blocks: i32,
 }
+
+/// What the MoE layer's routing does besides routing ([`launch_fused`]): the tile tables of its
+/// two grouped GEMMs, and the down projection's accumulator zeroed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteExtras {
+    /// (workspace of `schedule::sched_bytes(E)`, tile height, fold) of each GEMM's tables.
+    pub tables: [Option<(u64, u32, u32)>; 2],
+    /// (address, bytes) of memory to zero: 16-byte aligned, a multiple of 16 bytes.
+    pub zero: Option<(u64, usize)>,
+}
+
+/// Bytes one zeroing block clears at most in one pass (its grid-stride loop takes the rest).
+const ZERO_BYTES_PER_BLOCK: usize = 64 * 1024;
+/// The most zeroing blocks: two per SM of an H100 / H200 is enough to stream at the copy rate.
+const ZERO_BLOCKS_MAX: usize = 264;
 
 /// The device memory a routing reads and writes.
 #[derive(Debug, Clone, Copy)]
@@ -328,6 +349,12 @@ impl RouteArgs {
             renormalize: 0,
             n_group: 1,
             topk_group: 1,
+            tables: [0; 2],
+            table_bm: [0; 2],
+            table_fold: [0; 2],
+            zero: 0,
+            zero_vec4s: 0,
+            route_blocks: p.blocks() as i32,
         };
         match p.source {
             RouteSource::Logits { dtype, opts, .. } => {
@@ -370,12 +397,41 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
 /// Enqueues the routing of `p` on the context's stream: every table of [`RouteLayout`].
 /// Callers have validated `p` and sized the buffers.
 pub fn launch(ctx: &Context, p: &RouteProblem, ops: &RouteOperands) -> Result<()> {
+    launch_fused(ctx, p, ops, &RouteExtras::default())
+}
+
+/// As [`launch`], doing `extras` too (the tables once the offsets are known; the zeroing in
+/// blocks of their own beside the routing's).
+pub fn launch_fused(
+    ctx: &Context,
+    p: &RouteProblem,
+    ops: &RouteOperands,
+    extras: &RouteExtras,
+) -> Result<()> {
     let mut args = RouteArgs::new(p, ops);
-    let lc = LaunchConfig {
+    for (i, t) in extras.tables.iter().enumerate() {
+        if let Some((sched, bm, fold)) = *t {
+            (args.tables[i], args.table_bm[i], args.table_fold[i]) =
+                (sched, bm as i32, fold as i32);
+        }
+    }
+    let mut zero_blocks = 0;
+    if let Some((ptr, bytes)) = extras.zero {
+        debug_assert!(ptr % 16 == 0 && bytes % 16 == 0);
+        (args.zero, args.zero_vec4s) = (ptr, (bytes / 16) as i64);
+        zero_blocks = bytes
+            .div_ceil(ZERO_BYTES_PER_BLOCK)
+            .clamp(1, ZERO_BLOCKS_MAX);
+    }
+    let route = LaunchConfig {
         grid: (p.blocks() as u32, 1, 1),
         block: (THREADS, 1, 1),
         smem_bytes: p.smem_bytes(),
         cluster: None,
+    };
+    let lc = LaunchConfig {
+        grid: ((p.blocks() + zero_blocks) as u32, 1, 1),
+        ..route
     };
     let select = ctx.function_memo(&SELECT, |arch| spec(arch, SELECT))?;
     let place = (p.blocks() > 1)
@@ -384,11 +440,12 @@ pub fn launch(ctx: &Context, p: &RouteProblem, ops: &RouteOperands) -> Result<()
     let param = &mut args as *mut RouteArgs as *mut c_void;
     // SAFETY: both kernels take one `RouteArgs`, laid out as the device struct. Its pointers
     // address the caller's logits (or ids and weights), bias and the workspace of
-    // `RouteLayout::of(p)` bytes, which the caller keeps alive until the stream has run.
+    // `RouteLayout::of(p)` bytes, and `extras`' tables and zeroed memory, which the caller keeps
+    // alive until the stream has run.
     unsafe {
         select.launch(ctx.stream, &lc, &mut [param])?;
         if let Some(place) = place {
-            place.launch(ctx.stream, &lc, &mut [param])?;
+            place.launch(ctx.stream, &route, &mut [param])?;
         }
     }
     Ok(())
@@ -414,7 +471,11 @@ mod tests {
     fn args_match_the_device_layout() {
         assert_eq!(std::mem::offset_of!(RouteArgs, scaling), 96);
         assert_eq!(std::mem::offset_of!(RouteArgs, topk_group), 144);
-        assert_eq!(std::mem::size_of::<RouteArgs>(), 152);
+        // (the C struct pads the pointers after the ints to 8 bytes, as repr(C) does)
+        assert_eq!(std::mem::offset_of!(RouteArgs, tables), 152);
+        assert_eq!(std::mem::offset_of!(RouteArgs, zero), 184);
+        assert_eq!(std::mem::offset_of!(RouteArgs, route_blocks), 200);
+        assert_eq!(std::mem::size_of::<RouteArgs>(), 208);
     }
 
     #[test]

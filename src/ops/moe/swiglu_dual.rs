@@ -211,6 +211,25 @@ impl MoeKernel for SwiGluDual {
         v
     }
     fn launch(&self, ctx: &Context, p: &MoeProblem, ops: &MoeOperands) -> Result<()> {
+        self.launch_tables(ctx, p, ops, true)
+    }
+}
+
+impl SwiGluDual {
+    /// The (tile height, fold) its tile tables are built for under the context's overrides.
+    pub fn tables(ctx: &Context) -> (u32, u32) {
+        (CFG.bm, ctx.overrides.swiglu.fold)
+    }
+
+    /// The GEMM with its tile tables built first (`build_tables`, as [`MoeKernel::launch`]
+    /// does) or already in `ops.sched` (the MoE layer's routing builds them: [`Self::tables`]).
+    pub fn launch_tables(
+        &self,
+        ctx: &Context,
+        p: &MoeProblem,
+        ops: &MoeOperands,
+        build_tables: bool,
+    ) -> Result<()> {
         let sms = ctx.info.sm_count;
         let o = &ctx.overrides;
         let unsupported = |reason: String| Error::Unsupported {
@@ -270,7 +289,9 @@ impl MoeKernel for SwiGluDual {
                 .swiglu_split_counters
                 .at_least(ctx, grid as usize / 2 * 4 + 4)?;
         }
-        tile_prefix::launch_folded(ctx, p, ops, CFG.bm, false, o.swiglu.fold)?;
+        if build_tables {
+            tile_prefix::launch_folded(ctx, p, ops, CFG.bm, false, o.swiglu.fold)?;
+        }
         let lc = LaunchConfig {
             grid: (grid, 1, 1),
             block: (THREADS, 1, 1),

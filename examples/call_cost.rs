@@ -524,6 +524,57 @@ fn driver_costs(
         ));
         stream.synchronize().map_err(cuda("synchronising"))?;
     }
+    // A graph of n empty launches captured once, then launched whole: what one launch of a
+    // multi-kernel op would cost if it replayed a graph instead.
+    let side = ctx.new_stream().map_err(cuda("making a stream"))?;
+    let scu = side.cu_stream();
+    let raw_small = small.cu_function();
+    for (label, n) in [
+        ("driver: cuGraphLaunch, 1 empty kernel", 1),
+        ("driver: cuGraphLaunch, 4 empty kernels", 4),
+        ("driver: cuGraphLaunch, 7 empty kernels", 7),
+    ] {
+        let mut graph: sys::CUgraph = std::ptr::null_mut();
+        let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+        // SAFETY: a private stream captured in relaxed mode; the launches read nothing.
+        unsafe {
+            sys::cuStreamBeginCapture_v2(
+                scu,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )
+            .result()
+            .map_err(cuda("beginning a capture"))?;
+            for _ in 0..n {
+                sys::cuLaunchKernel(
+                    raw_small,
+                    1,
+                    1,
+                    1,
+                    32,
+                    1,
+                    1,
+                    0,
+                    scu,
+                    p_small.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                );
+            }
+            sys::cuStreamEndCapture(scu, &mut graph)
+                .result()
+                .map_err(cuda("ending a capture"))?;
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+                .result()
+                .map_err(cuda("instantiating a graph"))?;
+        }
+        rows.push((
+            label,
+            per_call(&mut || unsafe {
+                sys::cuGraphLaunch(exec, cu);
+            }),
+            0.0,
+        ));
+        stream.synchronize().map_err(cuda("synchronising"))?;
+    }
     rows.push((
         "driver: cuMemsetD8Async, 32 KB",
         per_call(&mut || unsafe {

@@ -27,6 +27,7 @@ mod fp4;
 mod fp4_experts;
 mod fp4_raw;
 mod fp8;
+mod graphs;
 mod handle;
 mod info;
 mod launch;

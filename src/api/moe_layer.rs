@@ -29,9 +29,23 @@ impl Kiln {
         workspace: Option<u64>,
     ) -> Result<()> {
         let p = &plan.problem;
-        self.run_keyed(
+        // (a decode step's layer is 4 launches: warm and at the same addresses, one graph)
+        let addresses = (
+            [
+                plan.x.ptr,
+                plan.w13.ptr,
+                plan.w2.ptr,
+                plan.input.ptr,
+                plan.out.ptr,
+            ],
+            plan.weights.map(|w| w.ptr),
+            plan.bias.map(|b| b.ptr),
+            workspace,
+        );
+        self.run_graphed(
             stream,
             plan.key(),
+            addresses,
             || p.label(),
             |ctx, ws, capturing| {
                 let bytes = LayerLayout::of(p).bytes;

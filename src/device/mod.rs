@@ -102,6 +102,9 @@ pub struct Context {
     pub memo: LaunchMemo,
     /// Set when a launch overran its bound: the stream may never drain, so Drop must not wait.
     hung: Cell<bool>,
+    /// Allocations made so far: a graph captured over scratch buffers is valid only while none
+    /// was replaced ([`Context::allocations`]).
+    allocations: Cell<u64>,
 }
 
 impl Context {
@@ -138,6 +141,7 @@ impl Context {
             functions: RefCell::new(HashMap::new()),
             memo: LaunchMemo::default(),
             hung: Cell::new(false),
+            allocations: Cell::new(0),
         })
     }
 
@@ -244,7 +248,14 @@ impl Context {
 
     /// Allocates `bytes` of device memory.
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
+        self.allocations.set(self.allocations.get() + 1);
         DeviceBuffer::new(bytes)
+    }
+
+    /// How many buffers [`Context::alloc`] has made: a scratch buffer that grows is a new one
+    /// (its old one freed), so work recorded with this count stays valid while it is unchanged.
+    pub fn allocations(&self) -> u64 {
+        self.allocations.get()
     }
 
     /// Creates a timing event pair recorder.

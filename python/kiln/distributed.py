@@ -228,6 +228,10 @@ class ExpertParallelMoE(_Module):
         for name, v in (("top_k_index", top_k_index), ("top_k_weights", top_k_weights)):
             if tuple(v.shape) != (t, k):
                 raise ValueError(f"`{name}` has shape {tuple(v.shape)}; expected ({t}, {k}) for {t} tokens and top_k {k}")
+        if self.world == 1:
+            # every expert is here: nothing to exchange, the whole layer is one kiln call (its
+            # indices checked on the host as the exchange's counts would check them)
+            return _moe.experts(x, self.w13, self.w2, top_k_index, top_k_weights, check_indices=self.check_inputs)
         # kiln's routing on the GPU: rows sorted by global expert, so grouped by the rank that
         # holds it; the counts come to the host for the exchange's splits (as NCCL needs them).
         r = _moe.route(top_k_index, top_k_weights, num_experts=self.num_experts)

@@ -195,6 +195,15 @@ impl Kiln {
         })
     }
 
+    /// The lock, with the handle's context current on this thread.
+    fn lock_bound(&self) -> Result<std::sync::MutexGuard<'_, Inner>> {
+        let guard = self.lock()?;
+        self.cuda
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
+        Ok(guard)
+    }
+
     /// Runs `f` with the context current and its stream set to `stream` (`None`: the handle's
     /// own), the workspaces, and whether the stream is capturing a graph. A capturing stream is
     /// refused unless a problem with `key` (named `what`) has run before; a call that succeeds
@@ -227,10 +236,7 @@ impl Kiln {
         what: impl FnOnce() -> String,
         f: impl FnOnce(&Context, &mut Workspaces, bool) -> Result<R>,
     ) -> Result<R> {
-        let mut guard = self.lock()?;
-        self.cuda
-            .bind_to_thread()
-            .map_err(driver("binding the context"))?;
+        let mut guard = self.lock_bound()?;
         let inner = &mut *guard;
         let stream = stream.unwrap_or(inner.ctx.stream);
         let capturing = is_capturing(stream)?;
@@ -266,10 +272,7 @@ impl Kiln {
     ) -> Result<()> {
         let key = self.keys.hash_one(key);
         {
-            let mut guard = self.lock()?;
-            self.cuda
-                .bind_to_thread()
-                .map_err(driver("binding the context"))?;
+            let mut guard = self.lock_bound()?;
             let inner = &mut *guard;
             let stream = stream.unwrap_or(inner.ctx.stream);
             if inner.prepared.contains(&key) && !is_capturing(stream)? {

@@ -268,4 +268,6 @@ class ExpertParallelMoE(_Module):
         local = torch.arange(e, device=rows.device).repeat(self.world)
         expert_of = torch.repeat_interleave(local, recv.view(-1).long(), output_size=n).view(n, 1)
         ones = torch.ones((n, 1), dtype=torch.float32, device=rows.device)
-        return _moe.experts(rows, self.w13, self.w2, expert_of, ones)
+        # (one pair a row: the ordered combine copies each row back, where the atomic one would
+        # zero, add into and convert an f32 [rows, hidden] accumulator for the same values)
+        return _moe.experts(rows, self.w13, self.w2, expert_of, ones, combine="ordered")

@@ -270,6 +270,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_fa3_wgmma.cu"),
     ),
     (
+        "attention/bwd_wgmma.cuh",
+        include_str!("../../kernels/attention/bwd_wgmma.cuh"),
+    ),
+    (
         "attention/decode_args.cuh",
         include_str!("../../kernels/attention/decode_args.cuh"),
     ),

@@ -35,10 +35,11 @@
 #                                d256 at S 4k and 16k, causal or not; d128 also deterministic)
 #                                against SDPA's cuDNN and FLASH backwards (scripts/peers.py backward)
 #                                and B4 H32 S4096 d128 causal
-#   bwd-wgmma                    the WGMMA backward (bwd_fa3_wgmma) before it is the default: its
-#                                variants compiled, the quick backward suite, GQA causal S 1000
-#                                d128, Sq 700 / Skv 1300 d64 f16 BHSD, deterministic S 1000 (each
-#                                <= 90 s), then `backward`'s benches and peers (every version)
+#   bwd-wgmma                    a WGMMA backward (BWD_WGMMA, default bwd_fa3_wgmma; or
+#                                bwd_fa3_bulk_dq) before it is the default: its variants compiled,
+#                                the quick backward suite, GQA causal S 1000 d128, Sq 700 / Skv
+#                                1300 d64 f16 BHSD, deterministic S 1000 (each <= 90 s), then
+#                                `backward`'s benches and peers (every version, or BWD_VERSION)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -622,9 +623,9 @@ backward)
   ;;
 
 bwd-wgmma)
-  # The WGMMA backward's first device run (about 6 min on an H200): verified before it is timed.
+  # A WGMMA backward's first device run (about 6 min on an H200): verified before it is timed.
   need_bin "$KILN"; machine "$KILN"
-  V=bwd_fa3_wgmma
+  V=${BWD_WGMMA:-bwd_fa3_wgmma}
   step bwd-wgmma-compile 90 "$KILN" check --version "$V"
   step bwd-wgmma-quick 90 "$KILN" attn verify --backward --suite quick --version "$V"
   step bwd-wgmma-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \

@@ -274,6 +274,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_wgmma.cuh"),
     ),
     (
+        "attention/bwd_fa3_bulk_dq.cu",
+        include_str!("../../kernels/attention/bwd_fa3_bulk_dq.cu"),
+    ),
+    (
         "attention/decode_args.cuh",
         include_str!("../../kernels/attention/decode_args.cuh"),
     ),

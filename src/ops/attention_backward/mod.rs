@@ -2,6 +2,7 @@
 //! versions (one host file per device file under `kernels/attention/bwd_*`), and their interface.
 
 pub mod bwd_fa2_mma_sync;
+pub mod bwd_fa3_bulk_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod problem;

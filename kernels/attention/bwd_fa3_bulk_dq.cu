@@ -16,8 +16,10 @@
 //         shared-memory pipe; they are loaded into registers before the wgmmas are waited for.
 //   ring  the producer starts a block's TMA (expect_tx without arriving) before its lanes'
 //         global loads of LSE and D, which it used to wait for first; d64 takes a 4th stage.
-// dQ's split between the warpgroups (KILN_DQ_SPLIT) is bwd_fa3_wgmma's: d128 by columns (both
-// meet once every dSᵀ row is stored), d64 by keys (each adds its partial of all 64 columns).
+// dQ's split between the warpgroups (KILN_DQ_SPLIT): d128 by columns as bwd_fa3_wgmma (both meet
+// once every dSᵀ row is stored) or by keys (KILN_BWD_DQ_KEYS=1 on the host: each warpgroup adds
+// its own 64 keys' partial of all 128 columns, twice the adds, no meeting, so the two can drift
+// out of phase; dK is waited for before dQ); d64 by keys. The key split keeps one dSᵀ buffer.
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
 #include "attention/bwd_wgmma.cuh"
@@ -41,9 +43,13 @@ constexpr int DQ_ROW = QN + 8;                    // staging row (floats), padde
 constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-dim box: rows of 128 bytes
 constexpr u32 Q_BYTES = DH * HALF_Q, KV_BYTES = DH * HALF_KV, STAGE_BYTES = 2 * Q_BYTES;
 constexpr u32 DS_BYTES = BN * BM * 2;  // dSᵀ [BN][BM]: 128-byte rows (BM = 64)
+// dSᵀ buffers: the column split reads the other warpgroup's rows, which may still be in its dQ
+// product while this one stores the next block's; the key split reads its own rows only, done
+// (waited for) before it stores the next.
+constexpr int DS_BUFS = SPLIT_N ? 2 : 1;
 constexpr u32 DQ_BYTES = BM * DQ_ROW * 4;  // one consumer's dQ staging [BM][DQ_ROW] fp32
 constexpr u32 OFF_V = KV_BYTES, OFF_RING = 2 * KV_BYTES, OFF_DS = OFF_RING + STAGES * STAGE_BYTES;
-constexpr u32 OFF_VEC = OFF_DS + 2 * DS_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
+constexpr u32 OFF_VEC = OFF_DS + DS_BUFS * DS_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
 constexpr u32 OFF_DQ = OFF_VEC + STAGES * 2 * BM * 4;
 constexpr u32 OFF_BARS = OFF_DQ + 2 * DQ_BYTES;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
@@ -179,8 +185,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           wgmma_fence();
           keys_by_dims<D, BM>(dk, dsa, sq);
           wgmma_commit();
-          // dSᵀ rows (keys 64c + krow, + 8) into buffer it & 1.
-          const u32 ds = sds + (it & 1) * DS_BYTES;
+          // dSᵀ rows (keys 64c + krow, + 8) into buffer it % DS_BUFS.
+          const u32 ds = sds + (it % DS_BUFS) * DS_BYTES;
           store_ds_t<BM>(ds, dsa, c * 64 + krow, t);
           fence_proxy_async_shared();
           // Column split: every consumer's rows are needed (both warpgroups meet); key split:
@@ -190,6 +196,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           } else {
             named_barrier_sync(1 + c, 128);
           }
+          // d128 split by keys: dQ's 64 accumulators only fit once dK is done with dSᵀ's registers
+          // (else ptxas serialises the wgmmas, C7512).
+          if (QN > 64) wgmma_wait<0>();
           float dq[QN / 2];
           wgmma_fence();
           dq_from_ds<QN, QKS, BM, BN>(dq, ds, sk, SPLIT_N ? 0 : c * 64, col0 / 64);

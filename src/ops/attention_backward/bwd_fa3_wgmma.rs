@@ -61,12 +61,14 @@ impl WgmmaBwdTile {
         }
     }
 
-    /// `bwd_fa3_bulk_dq`'s tile: the same block and split; d64 takes a 4th ring stage (its
-    /// staging buffers leave room), d128's third would not fit beside them (235 KB).
-    pub fn staged_for_dim(d: usize) -> WgmmaBwdTile {
+    /// `bwd_fa3_bulk_dq`'s tile: the same block; d64 takes a 4th ring stage (its staging
+    /// buffers leave room), d128's third would not fit beside them (235 KB); `keys`: d128 splits
+    /// dQ by keys as d64 does (`KILN_BWD_DQ_KEYS`).
+    pub fn staged_for(d: usize, keys: bool) -> WgmmaBwdTile {
         let t = WgmmaBwdTile::for_dim(d);
         WgmmaBwdTile {
             stages: if t.d == 64 { 4 } else { t.stages },
+            dq_split: if keys { 1 } else { t.dq_split },
             staged_dq: true,
             ..t
         }
@@ -81,13 +83,19 @@ impl WgmmaBwdTile {
         }
     }
 
-    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64], LSE and D per stage, the dQ
-    /// staging buffers if any (per warpgroup [64][columns + 8] fp32), the barriers, and 1 KB to
-    /// align the base to the 128B swizzle's repeat.
+    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64] (one when staged and split by
+    /// keys: each warpgroup reads its own rows only), LSE and D per stage, the dQ staging
+    /// buffers if any (per warpgroup [64][columns + 8] fp32), the barriers, and 1 KB to align the
+    /// base to the 128B swizzle's repeat.
     pub fn smem_bytes(&self) -> u32 {
         let kv = 2 * BN * self.d * 2;
         let stage = 2 * BM * self.d * 2;
-        let ds = 2 * BN * BM * 2;
+        let ds_bufs = if self.staged_dq && self.dq_split == 1 {
+            1
+        } else {
+            2
+        };
+        let ds = ds_bufs * BN * BM * 2;
         let vec = self.stages * 2 * BM * 4;
         let dq = if self.staged_dq {
             2 * BM * (self.dq_cols() + 8) * 4

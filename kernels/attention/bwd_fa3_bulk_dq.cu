@@ -19,7 +19,7 @@
 // dQ's split between the warpgroups (KILN_DQ_SPLIT): d128 by columns as bwd_fa3_wgmma (both meet
 // once every dSᵀ row is stored) or by keys (KILN_BWD_DQ_KEYS=1 on the host: each warpgroup adds
 // its own 64 keys' partial of all 128 columns, twice the adds, no meeting, so the two can drift
-// out of phase; dK is waited for before dQ); d64 by keys. The key split keeps one dSᵀ buffer.
+// out of phase; dK is waited for before dQ, and one dSᵀ buffer fits); d64 by keys.
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
 #include "attention/bwd_wgmma.cuh"
@@ -43,10 +43,11 @@ constexpr int DQ_ROW = QN + 8;                    // staging row (floats), padde
 constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-dim box: rows of 128 bytes
 constexpr u32 Q_BYTES = DH * HALF_Q, KV_BYTES = DH * HALF_KV, STAGE_BYTES = 2 * Q_BYTES;
 constexpr u32 DS_BYTES = BN * BM * 2;  // dSᵀ [BN][BM]: 128-byte rows (BM = 64)
-// dSᵀ buffers: the column split reads the other warpgroup's rows, which may still be in its dQ
-// product while this one stores the next block's; the key split reads its own rows only, done
-// (waited for) before it stores the next.
-constexpr int DS_BUFS = SPLIT_N ? 2 : 1;
+// dSᵀ buffers: two, so a block's rows are stored while the previous block's dQ product may still
+// read the other buffer (a barrier every block orders the two-blocks-apart reuse); one for d128
+// split by keys (two would pass 227 KB), each warpgroup reading only its own rows and meeting
+// its own warps before it rewrites them.
+constexpr int DS_BUFS = !SPLIT_N && D == 128 ? 1 : 2;
 constexpr u32 DQ_BYTES = BM * DQ_ROW * 4;  // one consumer's dQ staging [BM][DQ_ROW] fp32
 constexpr u32 OFF_V = KV_BYTES, OFF_RING = 2 * KV_BYTES, OFF_DS = OFF_RING + STAGES * STAGE_BYTES;
 constexpr u32 OFF_VEC = OFF_DS + DS_BUFS * DS_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
@@ -185,8 +186,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           wgmma_fence();
           keys_by_dims<D, BM>(dk, dsa, sq);
           wgmma_commit();
-          // dSᵀ rows (keys 64c + krow, + 8) into buffer it % DS_BUFS.
+          // dSᵀ rows (keys 64c + krow, + 8) into buffer it % DS_BUFS; with one buffer, once every
+          // warp of the warpgroup is past the previous block's dQ product (which read all its rows).
           const u32 ds = sds + (it % DS_BUFS) * DS_BYTES;
+          if (DS_BUFS == 1) named_barrier_sync(1 + c, 128);
           store_ds_t<BM>(ds, dsa, c * 64 + krow, t);
           fence_proxy_async_shared();
           // Column split: every consumer's rows are needed (both warpgroups meet); key split:

@@ -63,14 +63,9 @@ mod tests {
             assert!(t.staged_dq && !old.staged_dq);
             assert_eq!((t.d, t.dq_split), (old.d, old.dq_split));
             assert!(t.smem_bytes() <= 227 * 1024, "d{d}: {}", t.smem_bytes());
-            // two staging buffers of 64 rows x (64 + 8) fp32 (both default splits give 64
-            // columns), one dSᵀ buffer fewer with the key split (d64)
+            // two staging buffers of 64 rows x (64 + 8) fp32 (both default splits give 64 columns)
             let extra = (t.stages - old.stages) * (2 * 64 * d as u32 * 2 + 2 * 64 * 4 + 16);
-            let fewer = if t.dq_split == 1 { 128 * 64 * 2 } else { 0 };
-            assert_eq!(
-                t.smem_bytes() + fewer - old.smem_bytes(),
-                2 * 64 * 72 * 4 + extra
-            );
+            assert_eq!(t.smem_bytes() - old.smem_bytes(), 2 * 64 * 72 * 4 + extra);
         }
         assert_eq!(WgmmaBwdTile::staged_for(64, false).stages, 4);
         // KILN_BWD_DQ_KEYS: d128 by keys, 128 + 8 columns a staging row, one dSᵀ buffer

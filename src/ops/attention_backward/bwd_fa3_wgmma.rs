@@ -83,14 +83,14 @@ impl WgmmaBwdTile {
         }
     }
 
-    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64] (one when staged and split by
-    /// keys: each warpgroup reads its own rows only), LSE and D per stage, the dQ staging
-    /// buffers if any (per warpgroup [64][columns + 8] fp32), the barriers, and 1 KB to align the
-    /// base to the 128B swizzle's repeat.
+    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64] (one at d128 staged and split
+    /// by keys, where two would not fit), LSE and D per stage, the dQ staging buffers if any
+    /// (per warpgroup [64][columns + 8] fp32), the barriers, and 1 KB to align the base to the
+    /// 128B swizzle's repeat.
     pub fn smem_bytes(&self) -> u32 {
         let kv = 2 * BN * self.d * 2;
         let stage = 2 * BM * self.d * 2;
-        let ds_bufs = if self.staged_dq && self.dq_split == 1 {
+        let ds_bufs = if self.staged_dq && self.dq_split == 1 && self.d == 128 {
             1
         } else {
             2

@@ -99,15 +99,9 @@ mod tests {
     /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored).
     #[test]
     fn every_variant_compiles_without_spills() {
-        for spec in BwdFa3BulkDq.variants("sm_90a") {
-            let c = crate::jit::Jit::without_cache()
-                .compile(&spec)
-                .unwrap_or_else(|e| panic!("{}: {e}", spec.label()));
-            assert!(!c.resources.spills(), "{}: {}", spec.label(), c.log);
-            assert_eq!(c.resources.stack_frame, 0, "{}: {}", spec.label(), c.log);
-            for note in ["C751", "C7507", "C7508"] {
-                assert!(!c.log.contains(note), "{}: {}", spec.label(), c.log);
-            }
-        }
+        crate::ops::attention_backward::assert_compiles_clean(
+            BwdFa3BulkDq.variants("sm_90a"),
+            &["C751", "C7507", "C7508"],
+        );
     }
 }

@@ -261,6 +261,22 @@ pub fn check_buffers(p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> 
     Ok(())
 }
 
+/// Compiles every spec for sm_90a without the cache and fails on local memory (spills or a
+/// stack frame) and on any of ptxas's `notes` in the log (the versions' compile tests).
+#[cfg(test)]
+pub(crate) fn assert_compiles_clean(specs: Vec<KernelSpec>, notes: &[&str]) {
+    for spec in specs {
+        let c = crate::jit::Jit::without_cache()
+            .compile(&spec)
+            .unwrap_or_else(|e| panic!("{}: {e}", spec.label()));
+        assert!(!c.resources.spills(), "{}: {}", spec.label(), c.log);
+        assert_eq!(c.resources.stack_frame, 0, "{}: {}", spec.label(), c.log);
+        for note in notes {
+            assert!(!c.log.contains(note), "{}: {}", spec.label(), c.log);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,7 +51,6 @@ constexpr u32 OFF_V = KV_BYTES, OFF_RING = 2 * KV_BYTES, OFF_DS = OFF_RING + STA
 constexpr u32 OFF_VEC = OFF_DS + 2 * DS_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
 constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
-constexpr float LOG2E = 1.4426950408889634f;
 static_assert(D == 64 || D == 128, "head dim 64 or 128 (dK and dV of 64 keys x D in registers)");
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1, "dQ split over columns (0) or keys (1)");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
@@ -75,42 +74,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const int iters = p.group * per_head;
   const int wg = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-    mbar_init(kv_full, 1);
-    qring.init(8, 32);  // full: the 32 producer lanes (one with the TMA bytes); empty: 8 warps
-    mbar_fence_init();
-    tma_prefetch(&tq);
-    tma_prefetch(&tk);
-    tma_prefetch(&tv);
-    tma_prefetch(&tdo);
-  }
+  if (threadIdx.x == 0) bwd_setup(kv_full, qring, &tq, &tk, &tv, &tdo);
   __syncthreads();
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
       wg,
       [&] {
         const int lane = threadIdx.x;
-        if (lane == 0) {
-          mbar_arrive_expect_tx(kv_full, 2 * KV_BYTES);
-#pragma unroll
-          for (int d = 0; d < DH; ++d) {
-            tma_load_4d(sk + d * HALF_KV, &tk, kv_full, 64 * d, n0, hk, b);
-            tma_load_4d(sv + d * HALF_KV, &tv, kv_full, 64 * d, n0, hk, b);
-          }
-        }
+        if (lane == 0) load_kv<DH, BN>(sk, sv, &tk, &tv, kv_full, n0, hk, b);
         for (int it = 0; it < iters; ++it) {
           const int h = hk * p.group + it / per_head, m0 = (m_first + it % per_head) * BM;
           const int s = qring.acquire(it);
-          // LSE (log2 units) and D of the block's rows: +inf and 0 past the end, so P is 0.
-          const float* lse = p.lse + ((i64)b * p.heads_q + h) * p.sq;
-          const float* dlt = p.delta + ((i64)b * p.heads_q + h) * p.sq;
-          float* sl = vec + s * 2 * BM;
-#pragma unroll
-          for (int r = lane; r < BM; r += 32) {
-            const bool in = m0 + r < p.sq;
-            sl[r] = in ? lse[m0 + r] * LOG2E : __int_as_float(0x7f800000);
-            sl[BM + r] = in ? dlt[m0 + r] : 0.0f;
-          }
+          stage_lse_d<BM>(vec + s * 2 * BM, p, b, h, m0, lane);
           if (lane == 0) {
             mbar_arrive_expect_tx(qring.full(s), STAGE_BYTES);
             const u32 st = ring + s * STAGE_BYTES;

@@ -5,7 +5,10 @@
 // boxes of 64 dims (128-byte rows, 128B swizzle), a box of BM query rows HALF_Q = BM·128 bytes,
 // of BN key rows BN·128.
 #pragma once
+#include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
+#include "attention/tma_4d.cuh"
+#include "common/ring.cuh"
 #include "common/mbarrier.cuh"
 #include "common/swizzle.cuh"
 #include "common/wgmma_rs.cuh"
@@ -101,5 +104,45 @@ __device__ __forceinline__ void store_dk_dv(in_t* dkg, in_t* dvg, const float (&
         *reinterpret_cast<u32*>(dvg + at) = pack2<in_t>(dv[4 * j + 2 * hf], dv[4 * j + 2 * hf + 1]);
       }
     }
+  }
+}
+
+// Thread 0's setup: the K/V barrier (one arrival, with the bytes), the ring's (full: the 32
+// producer lanes, one of them with the TMA bytes; empty: the 8 consumer warps), and the four maps
+// prefetched. A block barrier follows, in the kernel.
+template <int STAGES>
+__device__ __forceinline__ void bwd_setup(u32 kv_full, const MbarRing<STAGES>& qring, const TmaMap* tq, const TmaMap* tk,
+                                          const TmaMap* tv, const TmaMap* tdo) {
+  mbar_init(kv_full, 1);
+  qring.init(8, 32);
+  mbar_fence_init();
+  tma_prefetch(tq);
+  tma_prefetch(tk);
+  tma_prefetch(tv);
+  tma_prefetch(tdo);
+}
+
+// The producer's first load (its lane 0): K and V of the block's BN keys from n0 (head hk, batch
+// b), DH boxes of 64 dims each, on kv_full.
+template <int DH, int BN>
+__device__ __forceinline__ void load_kv(u32 sk, u32 sv, const TmaMap* tk, const TmaMap* tv, u32 kv_full, int n0, int hk, int b) {
+  mbar_arrive_expect_tx(kv_full, 2 * DH * BN * 128);
+#pragma unroll
+  for (int d = 0; d < DH; ++d) {
+    tma_load_4d(sk + d * (BN * 128), tk, kv_full, 64 * d, n0, hk, b);
+    tma_load_4d(sv + d * (BN * 128), tv, kv_full, 64 * d, n0, hk, b);
+  }
+}
+
+// LSE (log2 units) and D of query rows m0 .. m0 + BM - 1 of head h into a stage's vectors `sl`
+// ([BM] each), by the producer's 32 lanes: +inf and 0 past the end, so P is 0 there.
+template <int BM> __device__ __forceinline__ void stage_lse_d(float* sl, const AttnBwdArgs& p, int b, int h, int m0, int lane) {
+  const float* lse = p.lse + ((i64)b * p.heads_q + h) * p.sq;
+  const float* dlt = p.delta + ((i64)b * p.heads_q + h) * p.sq;
+#pragma unroll
+  for (int r = lane; r < BM; r += 32) {
+    const bool in = m0 + r < p.sq;
+    sl[r] = in ? lse[m0 + r] * 1.4426950408889634f : __int_as_float(0x7f800000);
+    sl[BM + r] = in ? dlt[m0 + r] : 0.0f;
   }
 }

@@ -35,10 +35,15 @@
 #                                d256 at S 4k and 16k, causal or not; d128 also deterministic)
 #                                against SDPA's cuDNN and FLASH backwards (scripts/peers.py backward)
 #                                and B4 H32 S4096 d128 causal
-#   bwd-wgmma                    the WGMMA backward (bwd_fa3_wgmma) before it is the default: its
-#                                variants compiled, the quick backward suite, GQA causal S 1000
-#                                d128, Sq 700 / Skv 1300 d64 f16 BHSD, deterministic S 1000 (each
-#                                <= 90 s), then `backward`'s benches and peers (every version)
+#   bwd-wgmma                    a WGMMA backward (BWD_WGMMA, default bwd_fa3_wgmma; or
+#                                bwd_fa3_bulk_dq) before it is the default: its variants compiled,
+#                                the quick backward suite, GQA causal S 1000 d128, Sq 700 / Skv
+#                                1300 d64 f16 BHSD, deterministic S 1000 (each <= 90 s), then
+#                                `backward`'s benches and peers (every version, or BWD_VERSION)
+#   bwd-bulk-dq                  bwd_fa3_bulk_dq verified (d128 dQ split by columns and by keys,
+#                                KILN_BWD_DQ_KEYS=1; quick suite, GQA causal, ragged BHSD f16,
+#                                deterministic; each <= 90 s), then timed beside bwd_fa3_wgmma at
+#                                `backward`'s 13 shapes (d128 also by keys) and SDPA's backwards
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -300,18 +305,30 @@ attn_shapes() {
   done; done; done
 }
 
-# bwd_bench: every backward version (BWD_VERSION: only that one) at the issue's 13 backward
-# shapes, then SDPA's cuDNN and FLASH backwards on them (scripts/peers.py backward), the step
-# table, and summary.txt (TFLOPS and the ratios per shape and version).
+# bwd_bench: every backward version (BWD_VERSION: only those, space-separated) at the issue's
+# 13 backward shapes (BWD_KEYS=1: the d128 ones again with bwd_fa3_bulk_dq's dQ split by keys,
+# KILN_BWD_DQ_KEYS=1, as version "bwd_fa3_bulk_dq keys"), then SDPA's cuDNN and FLASH backwards
+# on them (scripts/peers.py backward), the step table, and summary.txt (TFLOPS and the ratios
+# per shape and version).
 bwd_bench() {
   : > "$D/bwd-bench.jsonl"
   t0=$SECONDS; failed=0; shapes=""
   while read -r d c b h s det; do
     flags=(); [ "$c" = causal ] && flags+=(--causal); [ "$det" = det ] && flags+=(--deterministic)
-    [ -n "${BWD_VERSION:-}" ] && flags+=(--version "$BWD_VERSION")
-    rows=$(timeout 120 "$KILN" --json attn bench --backward --batch "$b" --heads "$h" --seqlen "$s" \
-      --dim "$d" "${flags[@]}" --reps 10 --warmup 3 2>>"$D/bwd-bench.err" | tr -d '\n') || failed=1
-    echo "{\"batch\": $b, \"heads\": $h, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ "$c" = causal ] && echo true || echo false), \"deterministic\": $([ "$det" = det ] && echo true || echo false), \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
+    shape=(--batch "$b" --heads "$h" --seqlen "$s" --dim "$d")
+    meta="\"batch\": $b, \"heads\": $h, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ "$c" = causal ] && echo true || echo false), \"deterministic\": $([ "$det" = det ] && echo true || echo false)"
+    # (d256: every version that runs it; the WGMMA ones refuse it)
+    [ "$d" != 256 ] && for v in ${BWD_VERSION:-}; do flags+=(--version "$v"); done
+    rows=$(timeout 120 "$KILN" --json attn bench --backward "${shape[@]}" "${flags[@]}" --reps 10 --warmup 3 \
+      2>>"$D/bwd-bench.err" | tr -d '\n') || failed=1
+    echo "{$meta, \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
+    if [ -n "${BWD_KEYS:-}" ] && [ "$d" = 128 ]; then
+      flags=(); [ "$c" = causal ] && flags+=(--causal); [ "$det" = det ] && flags+=(--deterministic)
+      rows=$(KILN_BWD_DQ_KEYS=1 timeout 120 "$KILN" --json attn bench --backward "${shape[@]}" "${flags[@]}" \
+        --version bwd_fa3_bulk_dq --reps 10 --warmup 3 2>>"$D/bwd-bench.err" | tr -d '\n' \
+        | sed 's/"bwd_fa3_bulk_dq"/"bwd_fa3_bulk_dq keys"/g') || failed=1
+      echo "{$meta, \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
+    fi
     [ "$det" = det ] || shapes="$shapes;$b,$h,$s,$d$([ "$c" = causal ] && echo ,causal)"
   done <<'SHAPES'
 128 - 2 16 8192 -
@@ -622,9 +639,9 @@ backward)
   ;;
 
 bwd-wgmma)
-  # The WGMMA backward's first device run (about 6 min on an H200): verified before it is timed.
+  # A WGMMA backward's first device run (about 6 min on an H200): verified before it is timed.
   need_bin "$KILN"; machine "$KILN"
-  V=bwd_fa3_wgmma
+  V=${BWD_WGMMA:-bwd_fa3_wgmma}
   step bwd-wgmma-compile 90 "$KILN" check --version "$V"
   step bwd-wgmma-quick 90 "$KILN" attn verify --backward --suite quick --version "$V"
   step bwd-wgmma-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
@@ -634,6 +651,26 @@ bwd-wgmma)
   step bwd-wgmma-determ 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
     --dim 128 --causal --deterministic
   bwd_bench
+  ;;
+
+bwd-bulk-dq)
+  # bwd_fa3_bulk_dq's first device run (about 8 min on an H200): verified, its d128 dQ split by
+  # columns and by keys (KILN_BWD_DQ_KEYS=1), then timed beside bwd_fa3_wgmma at the 13 shapes
+  # (the d128 ones also split by keys), and SDPA's backwards.
+  need_bin "$KILN"; machine "$KILN"
+  V=bwd_fa3_bulk_dq
+  step bulk-dq-compile 90 "$KILN" check --version "$V"
+  step bulk-dq-quick 90 "$KILN" attn verify --backward --suite quick --version "$V"
+  step bulk-dq-quick-keys 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
+  step bulk-dq-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen 1000 --dim 128 --causal
+  step bulk-dq-gqa-causal-keys 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --version "$V" --batch 2 \
+    --heads 4 --kv-heads 2 --seqlen 1000 --dim 128 --causal
+  step bulk-dq-ragged-bhsd 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
+    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
+  step bulk-dq-determ 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
+    --dim 128 --causal --deterministic
+  BWD_VERSION="bwd_fa3_wgmma $V" BWD_KEYS=1 bwd_bench
   ;;
 
 moe)

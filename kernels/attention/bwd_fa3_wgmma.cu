@@ -28,9 +28,8 @@
 // BSHD or BHSD; rows past a sequence's end arrive as zeros (LSE +inf there, D 0, so P is 0).
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
+#include "attention/bwd_wgmma.cuh"
 #include "attention/tma_4d.cuh"
-#include "common/wgmma_rs.cuh"
-#include "common/wgmma_ss.cuh"
 #include "common/ws_pipeline.cuh"
 #include "common/fast_math.cuh"
 
@@ -52,44 +51,12 @@ constexpr u32 OFF_V = KV_BYTES, OFF_RING = 2 * KV_BYTES, OFF_DS = OFF_RING + STA
 constexpr u32 OFF_VEC = OFF_DS + 2 * DS_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
 constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
-constexpr float LOG2E = 1.4426950408889634f;
 static_assert(D == 64 || D == 128, "head dim 64 or 128 (dK and dV of 64 keys x D in registers)");
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1, "dQ split over columns (0) or keys (1)");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM too small");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
-
-template <int N> __device__ __forceinline__ void fence_all(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) wgmma_fence_operand(r[i]);
-}
-
-// An m64nN accumulator (N = 16·NK) rounded to the input type as NK register-A chunks of k16.
-template <int NK> __device__ __forceinline__ void pack_a(u32 (&a)[NK][4], const float (&x)[NK * 8]) {
-#pragma unroll
-  for (int kk = 0; kk < NK; ++kk)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) a[kk][e] = pack2<in_t>(x[8 * kk + 2 * e], x[8 * kk + 2 * e + 1]);
-}
-
-// acc(64 keys x BM queries) = X·Yᵀ over D: X 64 rows of a [BN][D] tile at `sx` (row offset
-// applied), Y the [BM][D] tile at `sy`, both K-major in 64-dim boxes.
-__device__ __forceinline__ void keys_by_queries(float (&acc)[SR], u32 sx, u32 sy) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const u64 da = wgmma_desc_sw128(sx + (kk / 4) * HALF_KV + (kk % 4) * 32, 16, 1024);
-    const u64 db = wgmma_desc_sw128(sy + (kk / 4) * HALF_Q + (kk % 4) * 32, 16, 1024);
-    wgmma_m64k16<in_t, BM, 0, 0>(acc, da, db, kk > 0);
-  }
-}
-
-// acc(64 keys x D) += Xᵀ·Y: Xᵀ in registers (keys x queries), Y the [BM][D] tile at `sy` read
-// MN-major (K = queries: 16 rows = 2048 bytes; each 64-dim box HALF_Q bytes on).
-__device__ __forceinline__ void keys_by_dims(float (&acc)[KR], const u32 (&xa)[KP][4], u32 sy) {
-#pragma unroll
-  for (int kk = 0; kk < KP; ++kk) wgmma_m64k16_rs<in_t, D, 1>(acc, xa[kk], wgmma_desc_sw128(sy + kk * 2048, HALF_Q, 1024), 1);
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_wgmma(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
@@ -107,42 +74,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const int iters = p.group * per_head;
   const int wg = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-    mbar_init(kv_full, 1);
-    qring.init(8, 32);  // full: the 32 producer lanes (one with the TMA bytes); empty: 8 warps
-    mbar_fence_init();
-    tma_prefetch(&tq);
-    tma_prefetch(&tk);
-    tma_prefetch(&tv);
-    tma_prefetch(&tdo);
-  }
+  if (threadIdx.x == 0) bwd_setup(kv_full, qring, &tq, &tk, &tv, &tdo);
   __syncthreads();
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
       wg,
       [&] {
         const int lane = threadIdx.x;
-        if (lane == 0) {
-          mbar_arrive_expect_tx(kv_full, 2 * KV_BYTES);
-#pragma unroll
-          for (int d = 0; d < DH; ++d) {
-            tma_load_4d(sk + d * HALF_KV, &tk, kv_full, 64 * d, n0, hk, b);
-            tma_load_4d(sv + d * HALF_KV, &tv, kv_full, 64 * d, n0, hk, b);
-          }
-        }
+        if (lane == 0) load_kv<DH, BN>(sk, sv, &tk, &tv, kv_full, n0, hk, b);
         for (int it = 0; it < iters; ++it) {
           const int h = hk * p.group + it / per_head, m0 = (m_first + it % per_head) * BM;
           const int s = qring.acquire(it);
-          // LSE (log2 units) and D of the block's rows: +inf and 0 past the end, so P is 0.
-          const float* lse = p.lse + ((i64)b * p.heads_q + h) * p.sq;
-          const float* dlt = p.delta + ((i64)b * p.heads_q + h) * p.sq;
-          float* sl = vec + s * 2 * BM;
-#pragma unroll
-          for (int r = lane; r < BM; r += 32) {
-            const bool in = m0 + r < p.sq;
-            sl[r] = in ? lse[m0 + r] * LOG2E : __int_as_float(0x7f800000);
-            sl[BM + r] = in ? dlt[m0 + r] : 0.0f;
-          }
+          stage_lse_d<BM>(vec + s * 2 * BM, p, b, h, m0, lane);
           if (lane == 0) {
             mbar_arrive_expect_tx(qring.full(s), STAGE_BYTES);
             const u32 st = ring + s * STAGE_BYTES;
@@ -171,9 +114,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           const float* sl = vec + s * 2 * BM;
           float st[SR], dp[SR];
           wgmma_fence();
-          keys_by_queries(st, skc, sq);
+          keys_by_queries<D, BM, BN>(st, skc, sq);
           wgmma_commit();
-          keys_by_queries(dp, svc, sdo);
+          keys_by_queries<D, BM, BN>(dp, svc, sdo);
           wgmma_commit();
           wgmma_wait<1>();
           fence_all(st);
@@ -195,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           u32 pa[KP][4];
           pack_a<KP>(pa, st);
           wgmma_fence();
-          keys_by_dims(dv, pa, sdo);
+          keys_by_dims<D, BM>(dv, pa, sdo);
           wgmma_commit();
           wgmma_wait<1>();
           fence_all(dp);
@@ -208,17 +151,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           u32 dsa[KP][4];
           pack_a<KP>(dsa, dp);
           wgmma_fence();
-          keys_by_dims(dk, dsa, sq);
+          keys_by_dims<D, BM>(dk, dsa, sq);
           wgmma_commit();
-          // dSᵀ rows (keys 64c + krow, + 8) into buffer it & 1: register pair (4j + 2hf, + 1) is
-          // column chunk j of row krow + 8hf, at byte 4t of it (the TMA's 128B swizzle).
+          // dSᵀ rows (keys 64c + krow, + 8) into buffer it & 1.
           const u32 ds = sds + (it & 1) * DS_BYTES;
-#pragma unroll
-          for (int j = 0; j < BM / 8; ++j)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf)
-              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + swizzle128_offset(c * 64 + krow + 8 * hf, j) + 4 * t),
-                           "r"(dsa[j / 2][(j % 2) * 2 + hf]));
+          store_ds_t<BM>(ds, dsa, c * 64 + krow, t);
           fence_proxy_async_shared();
           // Column split: every consumer's rows are needed (both warpgroups meet); key split:
           // only this warpgroup's.
@@ -229,16 +166,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           }
           float dq[QN / 2];
           wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < QKS; ++kk) {
-            // A: dS (queries x keys) from dSᵀ rows, MN-major; B: K (keys x dims), MN-major, from
-            // the first dQ column's box.
-            const int key0 = (SPLIT_N ? 0 : c * 64) + 16 * kk;
-            const u64 da = wgmma_desc_sw128(ds + key0 * 128, DS_BYTES, 1024);
-            const u32 col_box = SPLIT_N ? c * (QN / 64) : 0;
-            const u64 db = wgmma_desc_sw128(sk + col_box * HALF_KV + key0 * 128, HALF_KV, 1024);
-            wgmma_m64k16<in_t, QN, 1, 1>(dq, da, db, kk > 0);
-          }
+          dq_from_ds<QN, QKS, BM, BN>(dq, ds, sk, SPLIT_N ? 0 : c * 64, SPLIT_N ? c * (QN / 64) : 0);
           wgmma_commit();
           wgmma_wait<0>();
           fence_all(dq);
@@ -257,39 +185,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           if (sem == nullptr) {
             add_dq();
           } else {
-            // Key blocks 0 .. nb - 1 add into this query block first (bwd_fa2_mma_sync.cu); with
-            // the key split, consumer 0's partial sums before consumer 1's (both add to every
-            // element), so each element's additions come in one order.
-            if (threadIdx.x == 128)
-              while (ld_acquire(sem) < (u32)nb) __nanosleep(64);
-            named_barrier_sync(3, 256);
-            if (SPLIT_N || c == 0) add_dq();
-            if (!SPLIT_N) {
-              __threadfence();
-              named_barrier_sync(3, 256);
-              if (c == 1) add_dq();
-            }
-            __threadfence();
-            named_barrier_sync(3, 256);
-            if (threadIdx.x == 128) atomicAdd(sem, 1u);
+            add_dq_in_order(sem, nb, !SPLIT_N, c, 3, add_dq);
           }
         }
         fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
         fence_all(dv);
         // dK (scaled) and dV of this consumer's keys, in K's layout.
-        in_t* dkg = static_cast<in_t*>(p.dk) + b * p.kv_sb + hk * p.kv_sh;
-        in_t* dvg = static_cast<in_t*>(p.dv) + b * p.kv_sb + hk * p.kv_sh;
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int key = n0 + c * 64 + krow + 8 * hf;
-          if (key < p.skv) {
-#pragma unroll
-            for (int j = 0; j < D / 8; ++j) {
-              const i64 at = (i64)key * p.kv_ss + 8 * j + 2 * t;
-              *reinterpret_cast<u32*>(dkg + at) = pack2<in_t>(dk[4 * j + 2 * hf] * p.scale, dk[4 * j + 2 * hf + 1] * p.scale);
-              *reinterpret_cast<u32*>(dvg + at) = pack2<in_t>(dv[4 * j + 2 * hf], dv[4 * j + 2 * hf + 1]);
-            }
-          }
-        }
+        store_dk_dv<D>(static_cast<in_t*>(p.dk) + b * p.kv_sb + hk * p.kv_sh, static_cast<in_t*>(p.dv) + b * p.kv_sb + hk * p.kv_sh, dk, dv,
+                       p.scale, n0 + c * 64 + krow, p.skv, p.kv_ss, t);
       });
 }

@@ -270,6 +270,14 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_fa3_wgmma.cu"),
     ),
     (
+        "attention/bwd_wgmma.cuh",
+        include_str!("../../kernels/attention/bwd_wgmma.cuh"),
+    ),
+    (
+        "attention/bwd_fa3_bulk_dq.cu",
+        include_str!("../../kernels/attention/bwd_fa3_bulk_dq.cu"),
+    ),
+    (
         "attention/decode_args.cuh",
         include_str!("../../kernels/attention/decode_args.cuh"),
     ),

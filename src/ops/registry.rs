@@ -53,6 +53,7 @@ impl Default for Registry {
         let attention_backward: Vec<Box<dyn AttentionBackwardKernel>> = vec![
             Box::new(attention_backward::bwd_fa2_mma_sync::BwdFa2MmaSync),
             Box::new(attention_backward::bwd_fa3_wgmma::BwdFa3Wgmma),
+            Box::new(attention_backward::bwd_fa3_bulk_dq::BwdFa3BulkDq),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

@@ -129,6 +129,13 @@ pub(super) const FLAG: &str = "0 or 1";
 /// Every experiment knob, in name order.
 pub(super) static KNOBS: &[Knob] = &[
     Knob {
+        name: "KILN_BWD_DQ_KEYS",
+        takes: || FLAG.into(),
+        default: "0: bwd_fa3_bulk_dq at d128 splits dQ by columns",
+        set: |o, v| put(&mut o.attention.bwd_dq_keys, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_dq_keys, false, bit),
+    },
+    Knob {
         name: "KILN_FA3_D128",
         takes: || FA3_TAKES.into(),
         default: "the tuned config, else the built-in one",

@@ -2,8 +2,9 @@
 //! producer warp feeding Q, dO, LSE and D by TMA through a ring, two WGMMA warpgroups of 64 keys
 //! each, dK and dV in registers, dQ by fp32 atomics), between `bwd_prep`'s two passes. Head dims
 //! 64 and 128, specialised per head dim and dtype; the causal mask and the deterministic mode
-//! are run-time arguments. Not chosen by default until the GPU has shown it verified and faster
-//! than `bwd_fa2_mma_sync`.
+//! are run-time arguments. The default at d64/d128 since its first H200 run (2026-11-29). Its
+//! tile, support check and launch also serve `bwd_fa3_bulk_dq`, the same block with dQ staged in
+//! shared memory.
 
 use super::{
     bwd_prep, check_aligned, check_buffers, check_shape, AttentionBackwardKernel, AttnBwdArgs,
@@ -37,6 +38,9 @@ pub struct WgmmaBwdTile {
     /// one 64-wide box of K each: d128), 1 by keys (each all D columns over its own 64 keys, both
     /// adding: d64, whose half of a box would be a 32-wide MN-major operand).
     pub dq_split: u32,
+    /// dQ through a shared-memory staging buffer per warpgroup and bulk reduce-adds
+    /// (`bwd_fa3_bulk_dq.cu`) instead of per-thread atomics (`bwd_fa3_wgmma.cu`).
+    pub staged_dq: bool,
 }
 
 impl WgmmaBwdTile {
@@ -46,28 +50,69 @@ impl WgmmaBwdTile {
                 d: 128,
                 stages: 2,
                 dq_split: 0,
+                staged_dq: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
                 stages: 3,
                 dq_split: 1,
+                staged_dq: false,
             },
         }
     }
 
-    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64], LSE and D per stage, the
-    /// barriers, and 1 KB to align the base to the 128B swizzle's repeat.
+    /// `bwd_fa3_bulk_dq`'s tile: the same block; d64 takes a 4th ring stage (its staging
+    /// buffers leave room), d128's third would not fit beside them (235 KB); `keys`: d128 splits
+    /// dQ by keys as d64 does (`KILN_BWD_DQ_KEYS`).
+    pub fn staged_for(d: usize, keys: bool) -> WgmmaBwdTile {
+        let t = WgmmaBwdTile::for_dim(d);
+        WgmmaBwdTile {
+            stages: if t.d == 64 { 4 } else { t.stages },
+            dq_split: if keys { 1 } else { t.dq_split },
+            staged_dq: true,
+            ..t
+        }
+    }
+
+    /// dQ columns per warpgroup: D/2 split by columns, all D split by keys.
+    fn dq_cols(&self) -> u32 {
+        if self.dq_split == 0 {
+            self.d / 2
+        } else {
+            self.d
+        }
+    }
+
+    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64] (one at d128 staged and split
+    /// by keys, where two would not fit), LSE and D per stage, the dQ staging buffers if any
+    /// (per warpgroup [64][columns + 8] fp32), the barriers, and 1 KB to align the base to the
+    /// 128B swizzle's repeat.
     pub fn smem_bytes(&self) -> u32 {
         let kv = 2 * BN * self.d * 2;
         let stage = 2 * BM * self.d * 2;
-        let ds = 2 * BN * BM * 2;
+        let ds_bufs = if self.staged_dq && self.dq_split == 1 && self.d == 128 {
+            1
+        } else {
+            2
+        };
+        let ds = ds_bufs * BN * BM * 2;
         let vec = self.stages * 2 * BM * 4;
+        let dq = if self.staged_dq {
+            2 * BM * (self.dq_cols() + 8) * 4
+        } else {
+            0
+        };
         let bars = 8 * (1 + 2 * self.stages);
-        1024 + kv + self.stages * stage + ds + vec + bars
+        1024 + kv + self.stages * stage + ds + vec + dq + bars
     }
 
     pub fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
-        KernelSpec::new("attention/bwd_fa3_wgmma.cu", "attn_bwd_fa3_wgmma", arch)
+        let (file, entry) = if self.staged_dq {
+            ("attention/bwd_fa3_bulk_dq.cu", "attn_bwd_fa3_bulk_dq")
+        } else {
+            ("attention/bwd_fa3_wgmma.cu", "attn_bwd_fa3_wgmma")
+        };
+        KernelSpec::new(file, entry, arch)
             .define("KILN_IN", dtype.code())
             .define("KILN_D", self.d)
             .define("KILN_STAGES", self.stages)
@@ -87,89 +132,120 @@ impl AttentionBackwardKernel for BwdFa3Wgmma {
         2
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        if dev.compute_capability != (9, 0) {
-            let (maj, min) = dev.compute_capability;
-            return Err(format!(
-                "needs compute capability 9.0 (sm_90a: wgmma, TMA); this GPU is {maj}.{min}"
-            ));
-        }
-        check_shape(p, &BWD_WGMMA_DIMS)?;
-        dev.check_smem(WgmmaBwdTile::for_dim(p.attn.head_dim).smem_bytes())
+        supports_tile(p, dev, WgmmaBwdTile::for_dim(p.attn.head_dim))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
-        for d in BWD_WGMMA_DIMS {
-            for dt in DTYPES {
-                v.push(WgmmaBwdTile::for_dim(d).spec(arch, dt));
-            }
-        }
-        v
+        variants_of(arch, WgmmaBwdTile::for_dim)
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        check_buffers(p, ops)?;
-        check_aligned(self.name(), ops)?;
-        let a = &p.attn;
-        let t = WgmmaBwdTile::for_dim(a.head_dim);
-        let main = ctx.function(&t.spec(&ctx.arch(), a.dtype))?;
-        let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
-        let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
-        // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
-        let es = a.dtype.size();
-        let (qd, qs) = map_shape(
-            a.batch,
-            a.heads_q,
-            a.seqlen_q,
-            a.head_dim,
-            a.q_strides(),
-            es,
-        );
-        let (kd, ks) = map_shape(
-            a.batch,
-            a.heads_kv,
-            a.seqlen_kv,
-            a.head_dim,
-            a.k_strides(),
-            es,
-        );
-        let mut maps: [TensorMap; 4] = [
-            encode(ops.q.ptr(), a.dtype, qd, qs, BM)?,
-            encode(ops.k.ptr(), a.dtype, kd, ks, BN)?,
-            encode(ops.v.ptr(), a.dtype, kd, ks, BN)?,
-            encode(ops.d_o.ptr(), a.dtype, qd, qs, BM)?,
-        ];
-        let cfg = LaunchConfig {
-            smem_bytes: t.smem_bytes(),
-            ..LaunchConfig::simple(
-                (
-                    (a.seqlen_kv as u32).div_ceil(BN),
-                    a.heads_kv as u32,
-                    a.batch as u32,
-                ),
-                THREADS,
-            )
-        };
-        let [tq, tk, tv, tdo] = &mut maps;
-        // SAFETY: five parameters, four 128-byte maps (Q, K, V, dO) and an AttnBwdArgs, as the
-        // kernel declares; the maps and the argument block describe the caller's live buffers,
-        // checked against `p` above, every base 16-byte aligned (LSE 4) and packed rows of 64 or
-        // 128 16-bit elements, so every map stride is a multiple of 16 bytes; the workspaces are
-        // the context's, sized for `p` with 64-row query blocks by `BackwardWorkspace::of`. The
-        // three launches run in order on one stream.
-        unsafe {
-            bwd_prep::launch_pre(ctx, &mut args)?;
-            main.launch(
-                ctx.stream,
-                &cfg,
-                &mut [
-                    tq.as_param(),
-                    tk.as_param(),
-                    tv.as_param(),
-                    tdo.as_param(),
-                    args.as_param(),
-                ],
-            )?;
-            bwd_prep::launch_post(ctx, &mut args)
+        launch_tile(
+            self.name(),
+            ctx,
+            p,
+            ops,
+            WgmmaBwdTile::for_dim(p.attn.head_dim),
+        )
+    }
+}
+
+/// Whether a WGMMA backward of tile `t` can run `p` on `dev` (sm_90, d64/d128, its shared memory).
+pub fn supports_tile(
+    p: &BackwardProblem,
+    dev: &DeviceInfo,
+    t: WgmmaBwdTile,
+) -> std::result::Result<(), String> {
+    if dev.compute_capability != (9, 0) {
+        let (maj, min) = dev.compute_capability;
+        return Err(format!(
+            "needs compute capability 9.0 (sm_90a: wgmma, TMA); this GPU is {maj}.{min}"
+        ));
+    }
+    check_shape(p, &BWD_WGMMA_DIMS)?;
+    dev.check_smem(t.smem_bytes())
+}
+
+/// The preprocess, the postprocess and the main kernel of `tile(d)` per head dim and dtype.
+pub fn variants_of(arch: &str, tile: fn(usize) -> WgmmaBwdTile) -> Vec<KernelSpec> {
+    let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
+    for d in BWD_WGMMA_DIMS {
+        for dt in DTYPES {
+            v.push(tile(d).spec(arch, dt));
         }
+    }
+    v
+}
+
+/// The three launches of a WGMMA backward of tile `t` (`name` for refusals).
+pub fn launch_tile(
+    name: &str,
+    ctx: &Context,
+    p: &BackwardProblem,
+    ops: &BackwardOperands,
+    t: WgmmaBwdTile,
+) -> Result<()> {
+    check_buffers(p, ops)?;
+    check_aligned(name, ops)?;
+    let a = &p.attn;
+    let main = ctx.function(&t.spec(&ctx.arch(), a.dtype))?;
+    let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
+    let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
+    // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
+    let es = a.dtype.size();
+    let (qd, qs) = map_shape(
+        a.batch,
+        a.heads_q,
+        a.seqlen_q,
+        a.head_dim,
+        a.q_strides(),
+        es,
+    );
+    let (kd, ks) = map_shape(
+        a.batch,
+        a.heads_kv,
+        a.seqlen_kv,
+        a.head_dim,
+        a.k_strides(),
+        es,
+    );
+    let mut maps: [TensorMap; 4] = [
+        encode(ops.q.ptr(), a.dtype, qd, qs, BM)?,
+        encode(ops.k.ptr(), a.dtype, kd, ks, BN)?,
+        encode(ops.v.ptr(), a.dtype, kd, ks, BN)?,
+        encode(ops.d_o.ptr(), a.dtype, qd, qs, BM)?,
+    ];
+    let cfg = LaunchConfig {
+        smem_bytes: t.smem_bytes(),
+        ..LaunchConfig::simple(
+            (
+                (a.seqlen_kv as u32).div_ceil(BN),
+                a.heads_kv as u32,
+                a.batch as u32,
+            ),
+            THREADS,
+        )
+    };
+    let [tq, tk, tv, tdo] = &mut maps;
+    // SAFETY: five parameters, four 128-byte maps (Q, K, V, dO) and an AttnBwdArgs, as the
+    // kernel declares; the maps and the argument block describe the caller's live buffers,
+    // checked against `p` above, every base 16-byte aligned (LSE 4) and packed rows of 64 or
+    // 128 16-bit elements, so every map stride is a multiple of 16 bytes; the workspaces are
+    // the context's, sized for `p` with 64-row query blocks by `BackwardWorkspace::of` (the dQ
+    // accumulator a whole allocation, so its rows of 64 or 128 fp32 are 256-byte aligned for
+    // `bwd_fa3_bulk_dq`'s bulk adds). The three launches run in order on one stream.
+    unsafe {
+        bwd_prep::launch_pre(ctx, &mut args)?;
+        main.launch(
+            ctx.stream,
+            &cfg,
+            &mut [
+                tq.as_param(),
+                tk.as_param(),
+                tv.as_param(),
+                tdo.as_param(),
+                args.as_param(),
+            ],
+        )?;
+        bwd_prep::launch_post(ctx, &mut args)
     }
 }
 
@@ -213,15 +289,9 @@ mod tests {
     /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored).
     #[test]
     fn every_variant_compiles_without_spills() {
-        for spec in BwdFa3Wgmma.variants("sm_90a") {
-            let c = crate::jit::Jit::without_cache()
-                .compile(&spec)
-                .unwrap_or_else(|e| panic!("{}: {e}", spec.label()));
-            assert!(!c.resources.spills(), "{}: {}", spec.label(), c.log);
-            assert_eq!(c.resources.stack_frame, 0, "{}: {}", spec.label(), c.log);
-            for note in ["C751", "C7507", "C7508"] {
-                assert!(!c.log.contains(note), "{}: {}", spec.label(), c.log);
-            }
-        }
+        crate::ops::attention_backward::assert_compiles_clean(
+            BwdFa3Wgmma.variants("sm_90a"),
+            &["C751", "C7507", "C7508"],
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! versions (one host file per device file under `kernels/attention/bwd_*`), and their interface.
 
 pub mod bwd_fa2_mma_sync;
+pub mod bwd_fa3_bulk_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod problem;
@@ -258,6 +259,22 @@ pub fn check_buffers(p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// Compiles every spec for sm_90a without the cache and fails on local memory (spills or a
+/// stack frame) and on any of ptxas's `notes` in the log (the versions' compile tests).
+#[cfg(test)]
+pub(crate) fn assert_compiles_clean(specs: Vec<KernelSpec>, notes: &[&str]) {
+    for spec in specs {
+        let c = crate::jit::Jit::without_cache()
+            .compile(&spec)
+            .unwrap_or_else(|e| panic!("{}: {e}", spec.label()));
+        assert!(!c.resources.spills(), "{}: {}", spec.label(), c.log);
+        assert_eq!(c.resources.stack_frame, 0, "{}: {}", spec.label(), c.log);
+        for note in notes {
+            assert!(!c.log.contains(note), "{}: {}", spec.label(), c.log);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! memory and added into the fp32 accumulator by bulk reduce-adds, one 256-byte row per lane,
 //! instead of per-thread atomics; LSE and D read ahead of the wgmma waits; d64 with a 4-stage
 //! ring; at d128 dQ split by columns, or by keys with `KILN_BWD_DQ_KEYS=1` (no meeting between
-//! the warpgroups). Same arguments, maps and passes as `bwd_fa3_wgmma` (its `launch_tile`). Not
-//! chosen by default until the GPU has shown it verified and faster than `bwd_fa3_wgmma`.
+//! the warpgroups). Same arguments, maps and passes as `bwd_fa3_wgmma` (its `launch_tile`). The
+//! default at d64/d128 since its first H200 run (2026-11-29): verified, 1.03-1.05x bwd_fa3_wgmma.
 
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, WgmmaBwdTile};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
@@ -46,7 +46,7 @@ impl AttentionBackwardKernel for BwdFa3BulkDq {
         )
     }
     fn by_default(&self) -> bool {
-        false
+        true
     }
 }
 
@@ -91,8 +91,10 @@ mod tests {
         assert!(v[2..]
             .iter()
             .all(|s| s.label().starts_with("bwd_fa3_bulk_dq")));
-        // not the default until an H200 shows it verified and faster than bwd_fa3_wgmma
-        assert!(!BwdFa3BulkDq.by_default());
+        // verified (36/36 quick, deterministic bitwise) and 1.03-1.05x bwd_fa3_wgmma at four
+        // shapes on an H200 (2026-11-29): the default, above it
+        assert!(BwdFa3BulkDq.by_default());
+        assert!(BwdFa3BulkDq.rung() > super::super::bwd_fa3_wgmma::BwdFa3Wgmma.rung());
     }
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's

@@ -44,7 +44,15 @@
 // issued before block kb is promoted (wgmma.wait_group 1), so the FFMAs of the promotion overlap
 // the tensor cores' work instead of following a drained pipeline; it costs a third accumulator
 // array, so it is compiled for consumers 128 wide or less. Without it (drained), one consumer's
-// promotion overlaps the other's wgmmas.
+// promotion overlaps the other's wgmmas, if they are out of phase: left to themselves both issue
+// a K block's wgmmas together, the tensor cores interleave them, both batches end together and
+// both consumers promote while the tensor cores idle (ncu, H200, 69f1c67, 128te at
+// 4096x7168x16384: 32 % of the stall samples on the drain, 0.53 eligible warps a scheduler).
+// KILN_ORDER = 1 (drained only) keeps them out of phase, as FA3 does with its softmax: the
+// consumers take turns issuing K blocks (two named barriers, TURN + c: consumer c waits for its
+// turn, issues its four wgmmas, passes the turn), so consumer 0's batch of block j runs alone
+// and ends first; it promotes under consumer 1's batch of block j and issues block j + 1 behind
+// it, and so on: the tensor cores hold one batch while the other consumer promotes.
 // K: any multiple of 16 (TMA's 16-byte row stride); a last partial K block is zero-filled by TMA,
 // as are rows and columns past M and N, and the epilogue stores only in-range elements. The A
 // box may hold fewer rows than the tile (Fp8Args.a_rows, when M is smaller): the tile's rows
@@ -72,13 +80,14 @@
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
     !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE) ||  \
-    !defined(KILN_CLUSTER) || !defined(KILN_TMAE)
+    !defined(KILN_CLUSTER) || !defined(KILN_TMAE) || !defined(KILN_ORDER)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
 constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0, SSCALE = KILN_SSCALE != 0;
+constexpr bool ORDER = KILN_ORDER != 0;  // the consumers take turns issuing K blocks
 constexpr bool A_SCALE_TMA = KILN_SSCALE == 2;  // the slot's A scales by TMA (Fp8Args.tma_sa)
 constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along M sharing each B tile by TMA multicast
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
@@ -86,6 +95,8 @@ constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
 constexpr int NR = WN / 2;                  // its accumulator registers
 static_assert(BM == 64 || BM == 128, "KILN_BM is 64 (consumers split N) or 128 (consumers split M)");
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
+static_assert(!ORDER || (PROMOTE && !PIPE),
+              "KILN_ORDER staggers the drained promotion: it needs KILN_PROMOTE = 1 and KILN_PIPE = 0");
 static_assert(!SSCALE || SCALE == 2, "KILN_SSCALE carries block scales: it needs KILN_SCALE = 2");
 static_assert(CLUSTER == 1 || (CLUSTER == 2 && BM == 128 && (BN / 2) % 8 == 0),
               "KILN_CLUSTER is 1, or 2 with 128-row tiles whose B halves are whole 8-row swizzle atoms");
@@ -101,8 +112,9 @@ using Epi = TmaStoreEpilogue<1, out_t>;
 constexpr int C_COLS = Epi::C_COLS, C_NCH = WN / C_COLS, C_TAIL = WN % C_COLS;
 constexpr u32 C_BYTES = TMA_EPI ? 4 * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
-// split-K hand-off of both.
-constexpr u32 SPLIT_BAR = 3;
+// split-K hand-off of both, TURN + c consumer c's turn to issue a K block (KILN_ORDER: its 128
+// threads sync, the other consumer's 128 arrive).
+constexpr u32 SPLIT_BAR = 3, TURN = 4;
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
 static_assert(WN % 8 == 0 && WN >= 8 && WN <= 256, "a consumer's width is a multiple of 8 in 8..256");
@@ -273,6 +285,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
     }
   };
+  // KILN_ORDER: a consumer waits for its turn before it issues (or skips) a K block and passes
+  // the turn after. Consumer 1 hands consumer 0 the first; both walk the same units and K blocks,
+  // so the turns alternate block by block through every unit, and consumer 0 takes the last
+  // hand-off after its loop (no arrival is left on a barrier at exit).
+  auto turn_wait = [&]() {
+    if constexpr (ORDER) named_barrier_sync(TURN + c, 256);
+  };
+  auto turn_pass = [&]() {
+    if constexpr (ORDER) named_barrier_arrive(TURN + (1 - c), 256);
+  };
+  if (ORDER && c == 1) named_barrier_arrive(TURN, 256);
   // Stage 0's descriptors (K-major, 128B swizzle): this consumer's 64 rows of A and WN rows of B.
   // A stage and a k32 step (32 bytes along the row) only move the start address.
   const u64 da0 = wgmma_desc_sw128(base + arow * 128, 16, 1024);
@@ -387,8 +410,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // (Promoted kernels only: in the unpromoted ones ptxas then serialised the wgmmas, C7515.)
       // Its sums (zero) still go through split-K, where every consumer thread counts.
       for (int j = 0; j < nk; ++j, ++it) {
+        turn_wait();
         mbar_wait(full(it % STAGES), (it / STAGES) & 1);
         release(it % STAGES);
+        turn_pass();
       }
     } else if constexpr (!PROMOTE) {
       // One accumulator over the whole K; one batch kept in flight: once the previous one is
@@ -406,10 +431,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       release(prev);
     } else if constexpr (!PIPE) {
       // Each K block's batch drains before its promotion (the other consumer's wgmmas run
-      // meanwhile).
+      // meanwhile; with KILN_ORDER, always).
       for (int j = 0; j < nk; ++j, ++it) {
         BlockScales sc = load_scales(j);
+        turn_wait();
         const BlockScales ss = issue(it, acc, true);
+        turn_pass();
         if constexpr (SSCALE) sc = ss;
         wgmma_wait<0>();
         release(it % STAGES);
@@ -511,6 +538,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     };
     epilogue(sums);
   }
+  if (ORDER && c == 0) named_barrier_sync(TURN, 256);  // consumer 1's last hand-off
   // Bulk stores still reading the staging chunks finish before the shared memory goes away.
   if (TMA_EPI && tma_out && (threadIdx.x % 128) == 0) tma_store_wait<0>();
   // No CTA may leave while a peer's consumers can still arrive on its barriers.

@@ -38,8 +38,9 @@ pub enum Reduce {
 
 /// A launch's configuration: the block tile (rows `bm`: 128, each consumer warpgroup 64 of
 /// them; or 64, each consumer half the columns), its width, whether the promotion is pipelined
-/// over two accumulators (`KILN_PIPE`), whether block scales travel with the stage through
-/// shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
+/// over two accumulators (`KILN_PIPE`) or, drained, kept out of phase between the consumers
+/// (`KILN_ORDER`: they take turns issuing K blocks), whether block scales travel with the stage
+/// through shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
 /// (`KILN_CLUSTER`, 1 or 2), whether C goes out through the TMA-store epilogue (`KILN_TMAE`),
 /// and the split-K slices (0: the plan decides) and their reduction
 /// (`None`: the config's own, [`Fp8Config::reduction`]); splits and reduction are run-time
@@ -50,6 +51,9 @@ pub struct Fp8Config {
     pub bm: u32,
     pub bn: u32,
     pub pipe: bool,
+    /// The drained promotion with the consumers taking turns issuing K blocks (`KILN_ORDER`).
+    #[serde(default)]
+    pub order: bool,
     #[serde(default)]
     pub sscale: bool,
     /// With `sscale`: the A scales by TMA in the ring (`KILN_SSCALE=2`), the B scales copied.
@@ -84,6 +88,7 @@ impl Fp8Config {
             bm,
             bn,
             pipe,
+            order: false,
             sscale,
             tma_scales: false,
             cluster: 1,
@@ -107,6 +112,14 @@ impl Fp8Config {
         }
     }
 
+    /// The same drained tile with its consumers taking turns issuing K blocks.
+    pub const fn ordered(self) -> Self {
+        Fp8Config {
+            order: true,
+            ..self
+        }
+    }
+
     /// The same tile writing C through the TMA-store epilogue.
     pub const fn tma_store(self) -> Self {
         Fp8Config {
@@ -122,6 +135,7 @@ impl Fp8Config {
             self.bm,
             self.bn,
             self.pipe,
+            self.order,
             self.sscale,
             self.tma_scales,
             self.cluster,
@@ -130,6 +144,7 @@ impl Fp8Config {
             other.bm,
             other.bn,
             other.pipe,
+            other.order,
             other.sscale,
             other.tma_scales,
             other.cluster,
@@ -138,10 +153,10 @@ impl Fp8Config {
     }
 
     /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
-    /// pairs, the TMA-store epilogue), whose ring, A box and split-K reduction follow the newer
-    /// rules.
+    /// pairs, the TMA-store epilogue, the turns), whose ring, A box and split-K reduction follow
+    /// the newer rules.
     pub const fn is_new(&self) -> bool {
-        self.bm != 128 || self.sscale || self.cluster > 1 || self.tma_epi
+        self.bm != 128 || self.sscale || self.cluster > 1 || self.tma_epi || self.order
     }
 
     /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer.
@@ -261,9 +276,10 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}",
+            "{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
+            if self.order { "o" } else { "" },
             match (self.sscale, self.tma_scales) {
                 (true, true) => "t",
                 (true, false) => "s",
@@ -285,17 +301,19 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p][s|t][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps`
-    /// (and block scales through shared memory), `128te` (the A scales of those by TMA, C
-    /// through the TMA-store epilogue), `160sm` (in pairs of CTAs multicasting B),
+    /// `[64x]WIDTH[p|o][s|t][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
+    /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
+    /// taking turns), `160sm` (in pairs of CTAs multicasting B),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
     /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
     /// (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s|t][m][e][/S][a|w]: a \
-                 width such as 128, p for the pipelined promotion, s for block scales through \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][e][/S][a|w]: a \
+                 width such as 128, p for the pipelined promotion, o for the consumers taking \
+                 turns, s for block scales through \
                  shared memory (t: the A scales by TMA), m for pairs of CTAs multicasting B, e \
                  for the TMA-store \
                  epilogue, 64x for the 64-row tile, /S for S split-K slices, a or w to reduce \
@@ -330,15 +348,20 @@ impl std::str::FromStr for Fp8Config {
             (None, Some(h)) => (h, true, true),
             _ => (head, false, false),
         };
-        let (num, pipe) = match head.strip_suffix('p') {
-            Some(n) => (n, true),
+        let (head, order) = match head.strip_suffix('o') {
+            Some(h) => (h, true),
             None => (head, false),
+        };
+        let (num, pipe) = match head.strip_suffix('p') {
+            Some(n) if !order => (n, true),
+            _ => (head, false),
         };
         let bn = num.parse::<u32>().map_err(|_| bad())?;
         Ok(Fp8Config {
             bm,
             bn,
             pipe,
+            order,
             sscale,
             tma_scales,
             cluster,
@@ -355,12 +378,13 @@ impl std::str::FromStr for Fp8Config {
 /// with e5m2 have the pipelined 128 with promoted tensor or block scales; everything else none.
 /// Block scales on e4m3 add the 2026-11-29 family: the 64-row tiles 128, 192 and 256 wide
 /// (pipelined, scales in shared memory) for M <= 64, and the 128-row tiles with the scales in
-/// shared memory: pipelined 128 (six stages) and drained 128 (one consumer's promotion under
-/// the other's wgmmas: the fastest at 4096x7168x16384 on an H200 at 7eb2e34); then drained
-/// with the TMA-store epilogue 112, 128, 160 and 176 wide (the widths that fill 132 SMs at
-/// DeepSeek-V3's M = 4096 shapes), and 128 and 176 with the A scales by TMA as well. The
-/// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost there and
-/// were dropped for these.
+/// shared memory: drained 128 (one consumer's promotion under the other's wgmmas); drained with
+/// the TMA-store epilogue 112, 160 and 176 wide (the widths that fill 132 SMs at DeepSeek-V3's
+/// M = 4096 shapes), and 128 and 176 with the A scales by TMA as well (`128te`: the fastest at
+/// 4096x7168x16384 on an H200 at 22a9572); then, for the large-M mainloop (ledger row 12), `128te`
+/// with the pipelined promotion (`128pte`) and with the consumers taking turns (`128ote`). The
+/// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost at 7eb2e34 and
+/// `128ps`, `128se` at 22a9572 (to `128s` and `128te`) and were dropped for these.
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -379,16 +403,21 @@ pub fn configs(
         Fp8Config::tile(64, 128, true, true),
         Fp8Config::tile(64, 192, true, true),
         Fp8Config::tile(64, 256, true, true),
-        Fp8Config::tile(128, 128, true, true),
         Fp8Config::tile(128, 128, false, true),
         Fp8Config::tile(128, 112, false, true).tma_store(),
-        Fp8Config::tile(128, 128, false, true).tma_store(),
         Fp8Config::tile(128, 160, false, true).tma_store(),
         Fp8Config::tile(128, 176, false, true).tma_store(),
         Fp8Config::tile(128, 128, false, true)
             .scales_by_tma()
             .tma_store(),
         Fp8Config::tile(128, 176, false, true)
+            .scales_by_tma()
+            .tma_store(),
+        Fp8Config::tile(128, 128, true, true)
+            .scales_by_tma()
+            .tma_store(),
+        Fp8Config::tile(128, 128, false, true)
+            .ordered()
             .scales_by_tma()
             .tma_store(),
     ];
@@ -425,6 +454,7 @@ fn spec_of(
         .define("KILN_SCALE", scale.define())
         .define("KILN_PROMOTE", promote as u32)
         .define("KILN_PIPE", cfg.pipe as u32)
+        .define("KILN_ORDER", cfg.order as u32)
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
         .define("KILN_SSCALE", cfg.sscale_define())
@@ -576,7 +606,8 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
 }
 
 /// The fill rule above [`SMALL_M`]: among the compiled 128-row tiles with the TMA-store
-/// epilogue (widths 112 to 176, DeepGEMM's way of filling 132 SMs), the one whose waves of
+/// epilogue and the copied scales (widths 112, 160 and 176: DeepGEMM's way of filling 132 SMs;
+/// 128 until `128se` was dropped, ledger row 12), the one whose waves of
 /// tiles over the SMs take least time, a wave costing its width (waves x width: a tile's K loop
 /// takes time in proportion to its columns), then the fullest last wave, then the narrower.
 /// Fewest waves alone would take 176 at N = 4096 (6 waves of 176 columns against 8 of 128:
@@ -588,7 +619,12 @@ pub fn choose_fill(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         .iter()
         .copied()
         .filter(|c| {
-            c.tma_epi && !c.tma_scales && c.bm == 128 && dev.check_smem(c.smem_bytes()).is_ok()
+            c.tma_epi
+                && !c.tma_scales
+                && !c.pipe
+                && !c.order
+                && c.bm == 128
+                && dev.check_smem(c.smem_bytes()).is_ok()
         })
         .min_by_key(|c| {
             let t = tiles(p, c);
@@ -1110,9 +1146,11 @@ mod tests {
                 st("160se"),
                 st("176se"),
                 st("128te"),
-                st("176te")
+                st("176te"),
+                st("128pte"),
+                st("128ote")
             ),
-            (6, 5, 5, 5, 5, 5)
+            (6, 5, 5, 5, 5, 5, 5, 5)
         );
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
         // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
@@ -1142,6 +1180,9 @@ mod tests {
             "128se/2a",
             "128te",
             "176te/2a",
+            "128pte",
+            "128ote/2a",
+            "128os",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1167,6 +1208,20 @@ mod tests {
             (true, true, true, 2)
         );
         assert!(!te.same_kernel(&"128se".parse().unwrap()));
+        // o: the drained promotion with turns; not beside p (pipelined: nothing to take turns on)
+        let ote: Fp8Config = "128ote".parse().unwrap();
+        assert_eq!(
+            (
+                ote.order,
+                ote.pipe,
+                ote.tma_scales,
+                ote.tma_epi,
+                ote.is_new()
+            ),
+            (true, false, true, true, true)
+        );
+        assert!(!ote.same_kernel(&te) && ote.same_kernel(&"128ote/3".parse().unwrap()));
+        assert_eq!(ote, te.ordered());
         let pair: Fp8Config = "160sm".parse().unwrap();
         assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
         assert!(!pair.same_kernel(&"160s".parse().unwrap()));
@@ -1178,6 +1233,7 @@ mod tests {
         );
         for bad in [
             "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
+            "128po", "128op", "128so", "o",
         ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");

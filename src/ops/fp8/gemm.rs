@@ -560,14 +560,20 @@ pub enum Fp8Rule {
     /// The measured rule at M <= [`SMALL_M`]; above it the TMA-store-epilogue tile whose width
     /// fills the SMs best ([`choose_fill`]): not yet timed, so not the default.
     Fill,
+    /// The measured rule, except at M >= [`LARGE_M`] with block scales, where `128ote` runs (the
+    /// fastest 128-row tile at 4096x7168x16384, `128te`, with its consumers taking turns;
+    /// [`choose_large`]): the default once an H200 shows it ahead at DeepSeek-V3's M = 4096
+    /// shapes (ledger row 12).
+    Large,
 }
 
 impl Fp8Rule {
-    pub const ALL: [Fp8Rule; 4] = [
+    pub const ALL: [Fp8Rule; 5] = [
         Fp8Rule::Measured,
         Fp8Rule::Waves,
         Fp8Rule::Bytes,
         Fp8Rule::Fill,
+        Fp8Rule::Large,
     ];
 
     pub fn name(self) -> &'static str {
@@ -576,6 +582,7 @@ impl Fp8Rule {
             Fp8Rule::Waves => "waves",
             Fp8Rule::Bytes => "bytes",
             Fp8Rule::Fill => "fill",
+            Fp8Rule::Large => "large",
         }
     }
 
@@ -602,7 +609,27 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
         Fp8Rule::Fill => choose_small_m(p, dev)
             .or_else(|| choose_fill(p, dev))
             .unwrap_or_else(|| choose_waves(p, dev)),
+        Fp8Rule::Large => {
+            choose_large(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured))
+        }
     }
+}
+
+/// Fewest rows the large rule gives its large-M tile: from M = 1024 a 128-row tile has 8 rows of
+/// tiles, so the K loop, not the split-K or the fill of the SMs, is what a config changes.
+pub const LARGE_M: usize = 1024;
+
+/// The large rule at M >= [`LARGE_M`]: the drained 128-wide tile with the A scales by TMA, the
+/// TMA-store epilogue and the consumers taking turns (`128ote`); `None` below [`LARGE_M`] or
+/// where it is not compiled (it is for e4m3 block scales) or does not fit.
+pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    if p.m < LARGE_M {
+        return None;
+    }
+    configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .copied()
+        .find(|c| c.order && c.bm == 128 && c.bn == 128 && dev.check_smem(c.smem_bytes()).is_ok())
 }
 
 /// The fill rule above [`SMALL_M`]: among the compiled 128-row tiles with the TMA-store
@@ -1506,6 +1533,32 @@ mod tests {
             choose_by(&p, &dev, Fp8Rule::Waves)
         );
         assert_eq!(Fp8Rule::parse("fill"), Some(Fp8Rule::Fill));
+    }
+
+    #[test]
+    fn the_large_rule_takes_turns_from_m_1024() {
+        let dev = DeviceInfo::h100_sxm();
+        let ote: Fp8Config = "128ote".parse().unwrap();
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            if m >= LARGE_M {
+                assert_eq!(c, ote, "{p}");
+                assert!(check_config(&p, c).is_ok());
+                // one slice: 32 rows of tiles fill the SMs
+                assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
+            } else {
+                assert_eq!(c, choose(&p, &dev), "{p}");
+            }
+        }
+        // in between, the measured rule (waves above M = 128); tensor scales have no such tile
+        let p = Fp8Problem::new(1023, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), choose(&p, &dev));
+        let p = Fp8Problem::new(1024, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), ote);
+        let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
+        assert_eq!(choose_large(&p, &dev), None);
+        assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
     }
 
     #[test]

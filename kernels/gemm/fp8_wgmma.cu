@@ -48,8 +48,8 @@
 // a K block's wgmmas together, the tensor cores interleave them, both batches end together and
 // both consumers promote while the tensor cores idle (ncu, H200, 69f1c67, 128te at
 // 4096x7168x16384: 32 % of the stall samples on the drain, 0.53 eligible warps a scheduler).
-// KILN_ORDER = 1 (drained only) keeps them out of phase, as FA3 does with its softmax: the
-// consumers take turns issuing K blocks (two named barriers, TURN + c: consumer c waits for its
+// Fp8Args.order = 1 (run time, drained promoted kernels; ignored by the others) keeps them out
+// of phase, as FA3 does with its softmax: the consumers take turns issuing K blocks (two named barriers, TURN + c: consumer c waits for its
 // turn, issues its four wgmmas, passes the turn), so consumer 0's batch of block j runs alone
 // and ends first; it promotes under consumer 1's batch of block j and issues block j + 1 behind
 // it, and so on: the tensor cores hold one batch while the other consumer promotes.
@@ -80,14 +80,13 @@
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
     !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE) ||  \
-    !defined(KILN_CLUSTER) || !defined(KILN_TMAE) || !defined(KILN_ORDER)
+    !defined(KILN_CLUSTER) || !defined(KILN_TMAE)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
 constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0, SSCALE = KILN_SSCALE != 0;
-constexpr bool ORDER = KILN_ORDER != 0;  // the consumers take turns issuing K blocks
 constexpr bool A_SCALE_TMA = KILN_SSCALE == 2;  // the slot's A scales by TMA (Fp8Args.tma_sa)
 constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along M sharing each B tile by TMA multicast
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
@@ -95,8 +94,6 @@ constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
 constexpr int NR = WN / 2;                  // its accumulator registers
 static_assert(BM == 64 || BM == 128, "KILN_BM is 64 (consumers split N) or 128 (consumers split M)");
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
-static_assert(!ORDER || (PROMOTE && !PIPE),
-              "KILN_ORDER staggers the drained promotion: it needs KILN_PROMOTE = 1 and KILN_PIPE = 0");
 static_assert(!SSCALE || SCALE == 2, "KILN_SSCALE carries block scales: it needs KILN_SCALE = 2");
 static_assert(CLUSTER == 1 || (CLUSTER == 2 && BM == 128 && (BN / 2) % 8 == 0),
               "KILN_CLUSTER is 1, or 2 with 128-row tiles whose B halves are whole 8-row swizzle atoms");
@@ -112,8 +109,8 @@ using Epi = TmaStoreEpilogue<1, out_t>;
 constexpr int C_COLS = Epi::C_COLS, C_NCH = WN / C_COLS, C_TAIL = WN % C_COLS;
 constexpr u32 C_BYTES = TMA_EPI ? 4 * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
-// split-K hand-off of both, TURN + c consumer c's turn to issue a K block (KILN_ORDER: its 128
-// threads sync, the other consumer's 128 arrive).
+// split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
+// 128 threads sync, the other consumer's 128 arrive).
 constexpr u32 SPLIT_BAR = 3, TURN = 4;
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
@@ -164,6 +161,7 @@ struct Fp8Args {
   int a_rows;  // rows of the A box (the tensor map's): BM, or fewer when M is smaller
   int tma_c;   // KILN_TMAE: 1 when tma_c maps C (the TMA-store epilogue), 0 for registers
   int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0)
+  int order;   // 1: the consumers take turns issuing K blocks (drained promoted kernels only)
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -285,17 +283,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
     }
   };
-  // KILN_ORDER: a consumer waits for its turn before it issues (or skips) a K block and passes
+  // Fp8Args.order: a consumer waits for its turn before it issues (or skips) a K block and passes
   // the turn after. Consumer 1 hands consumer 0 the first; both walk the same units and K blocks,
   // so the turns alternate block by block through every unit, and consumer 0 takes the last
-  // hand-off after its loop (no arrival is left on a barrier at exit).
+  // hand-off after its loop (no arrival is left on a barrier at exit). The same value for every
+  // thread: both consumers take turns or neither.
+  const bool order = PROMOTE && !PIPE && p.order != 0;
   auto turn_wait = [&]() {
-    if constexpr (ORDER) named_barrier_sync(TURN + c, 256);
+    if (order) named_barrier_sync(TURN + c, 256);
   };
   auto turn_pass = [&]() {
-    if constexpr (ORDER) named_barrier_arrive(TURN + (1 - c), 256);
+    if (order) named_barrier_arrive(TURN + (1 - c), 256);
   };
-  if (ORDER && c == 1) named_barrier_arrive(TURN, 256);
+  if (order && c == 1) named_barrier_arrive(TURN, 256);
   // Stage 0's descriptors (K-major, 128B swizzle): this consumer's 64 rows of A and WN rows of B.
   // A stage and a k32 step (32 bytes along the row) only move the start address.
   const u64 da0 = wgmma_desc_sw128(base + arow * 128, 16, 1024);
@@ -431,7 +431,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       release(prev);
     } else if constexpr (!PIPE) {
       // Each K block's batch drains before its promotion (the other consumer's wgmmas run
-      // meanwhile; with KILN_ORDER, always).
+      // meanwhile; taking turns, always).
       for (int j = 0; j < nk; ++j, ++it) {
         BlockScales sc = load_scales(j);
         turn_wait();
@@ -538,7 +538,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     };
     epilogue(sums);
   }
-  if (ORDER && c == 0) named_barrier_sync(TURN, 256);  // consumer 1's last hand-off
+  if (order && c == 0) named_barrier_sync(TURN, 256);  // consumer 1's last hand-off
   // Bulk stores still reading the staging chunks finish before the shared memory goes away.
   if (TMA_EPI && tma_out && (threadIdx.x % 128) == 0) tma_store_wait<0>();
   // No CTA may leave while a peer's consumers can still arrive on its barriers.

@@ -39,19 +39,20 @@ pub enum Reduce {
 /// A launch's configuration: the block tile (rows `bm`: 128, each consumer warpgroup 64 of
 /// them; or 64, each consumer half the columns), its width, whether the promotion is pipelined
 /// over two accumulators (`KILN_PIPE`) or, drained, kept out of phase between the consumers
-/// (`KILN_ORDER`: they take turns issuing K blocks), whether block scales travel with the stage
-/// through shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
+/// (`Fp8Args.order`, at run time: they take turns issuing K blocks), whether block scales travel
+/// with the stage through shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
 /// (`KILN_CLUSTER`, 1 or 2), whether C goes out through the TMA-store epilogue (`KILN_TMAE`),
 /// and the split-K slices (0: the plan decides) and their reduction
-/// (`None`: the config's own, [`Fp8Config::reduction`]); splits and reduction are run-time
-/// choices, not compiled ones.
+/// (`None`: the config's own, [`Fp8Config::reduction`]); the turns, splits and reduction are
+/// run-time choices, not compiled ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Fp8Config {
     #[serde(default = "rows_128")]
     pub bm: u32,
     pub bn: u32,
     pub pipe: bool,
-    /// The drained promotion with the consumers taking turns issuing K blocks (`KILN_ORDER`).
+    /// The drained promotion with the consumers taking turns issuing K blocks (`Fp8Args.order`:
+    /// any drained promoted kernel, at run time).
     #[serde(default)]
     pub order: bool,
     #[serde(default)]
@@ -128,14 +129,13 @@ impl Fp8Config {
         }
     }
 
-    /// The same compiled kernel (tile, pipelining, scale path, cluster and epilogue; splits and
-    /// reduction aside).
+    /// The same compiled kernel (tile, pipelining, scale path, cluster and epilogue; the turns,
+    /// splits and reduction aside).
     pub fn same_kernel(&self, other: &Fp8Config) -> bool {
         (
             self.bm,
             self.bn,
             self.pipe,
-            self.order,
             self.sscale,
             self.tma_scales,
             self.cluster,
@@ -144,7 +144,6 @@ impl Fp8Config {
             other.bm,
             other.bn,
             other.pipe,
-            other.order,
             other.sscale,
             other.tma_scales,
             other.cluster,
@@ -382,7 +381,9 @@ impl std::str::FromStr for Fp8Config {
 /// the TMA-store epilogue 112, 160 and 176 wide (the widths that fill 132 SMs at DeepSeek-V3's
 /// M = 4096 shapes), and 128 and 176 with the A scales by TMA as well (`128te`: the fastest at
 /// 4096x7168x16384 on an H200 at 22a9572); then, for the large-M mainloop (ledger row 12), `128te`
-/// with the pipelined promotion (`128pte`) and with the consumers taking turns (`128ote`). The
+/// with the pipelined promotion (`128pte`) and with the consumers taking turns (`128ote`: a
+/// run-time choice on `128te`'s kernel, listed so that the suites and rules see it; any drained
+/// promoted config takes `o` the same way, `176ote` on `176te`'s kernel say). The
 /// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost at 7eb2e34 and
 /// `128ps`, `128se` at 22a9572 (to `128s` and `128te`) and were dropped for these.
 pub fn configs(
@@ -454,7 +455,6 @@ fn spec_of(
         .define("KILN_SCALE", scale.define())
         .define("KILN_PROMOTE", promote as u32)
         .define("KILN_PIPE", cfg.pipe as u32)
-        .define("KILN_ORDER", cfg.order as u32)
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
         .define("KILN_SSCALE", cfg.sscale_define())
@@ -470,7 +470,8 @@ fn spec_of(
         .define("KILN_SMEM", cfg.smem_bytes())
 }
 
-/// Every specialisation (for the compile check).
+/// Every specialisation (for the compile check): one per compiled kernel, a config that only
+/// changes run-time choices (`128ote`: `128te`'s kernel taking turns) adding none.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
@@ -480,7 +481,11 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         for b in Fp8Format::ALL {
             for scale in ScaleMode::ALL {
                 for promote in [false, true] {
-                    for &cfg in configs(a, b, scale, promote) {
+                    let cfgs = configs(a, b, scale, promote);
+                    for (i, &cfg) in cfgs.iter().enumerate() {
+                        if cfgs[..i].iter().any(|c| c.same_kernel(&cfg)) {
+                            continue;
+                        }
                         for out in DType::OUTPUTS {
                             v.push(spec_of(arch, a, b, scale, promote, cfg, out));
                         }
@@ -935,6 +940,9 @@ pub struct Fp8Args {
     pub tma_c: i32,
     /// 1 when the launch passes a tensor map of the A scales (`KILN_SSCALE=2`), else 0.
     pub tma_sa: i32,
+    /// 1: the consumers take turns issuing K blocks ([`Fp8Config::order`]; drained promoted
+    /// kernels only), else 0.
+    pub order: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -962,6 +970,17 @@ pub fn check(p: &Fp8Problem, ops: &Fp8Operands, dev: &DeviceInfo) -> Result<()> 
 /// Refuses a config that is not compiled for `p`, or slices past its reduction's most, naming
 /// the configs that are.
 pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
+    if cfg.order && (cfg.pipe || !p.promote) {
+        return Err(Error::invalid(format!(
+            "config {cfg} takes turns (o), which only a drained promoted kernel does; drop the o, \
+             or use a config without p{}",
+            if p.promote {
+                ""
+            } else {
+                " on a promoted problem"
+            }
+        )));
+    }
     let w = configs(p.a, p.b, p.scale, p.promote);
     if w.iter().any(|c| c.same_kernel(&cfg)) && cfg.splits <= cfg.max_splits() {
         return Ok(());
@@ -1029,6 +1048,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         a_rows: a_rows as i32,
         tma_c: 0,
         tma_sa: 0,
+        order: cfg.order as i32,
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -1137,7 +1157,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8Args, a_rows), 76);
         assert_eq!(std::mem::offset_of!(Fp8Args, tma_c), 80);
         assert_eq!(std::mem::offset_of!(Fp8Args, tma_sa), 84);
-        assert_eq!(std::mem::size_of::<Fp8Args>(), 88);
+        assert_eq!(std::mem::offset_of!(Fp8Args, order), 88);
+        assert_eq!(std::mem::size_of::<Fp8Args>(), 96);
     }
 
     #[test]
@@ -1247,8 +1268,22 @@ mod tests {
             ),
             (true, false, true, true, true)
         );
-        assert!(!ote.same_kernel(&te) && ote.same_kernel(&"128ote/3".parse().unwrap()));
+        // the turns are a run-time choice: 128te's kernel
+        assert!(ote.same_kernel(&te) && ote.same_kernel(&"128ote/3".parse().unwrap()));
         assert_eq!(ote, te.ordered());
+        let p = Fp8Problem::new(4096, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        assert!(check_config(&p, "176ote".parse().unwrap()).is_ok());
+        assert!(check_config(&p, "128os/2".parse().unwrap()).is_ok());
+        let e = check_config(
+            &Fp8Problem {
+                promote: false,
+                scale: ScaleMode::Tensor,
+                ..p
+            },
+            "128o".parse().unwrap(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("takes turns (o)"), "{e}");
         let pair: Fp8Config = "160sm".parse().unwrap();
         assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
         assert!(!pair.same_kernel(&"160s".parse().unwrap()));
@@ -1293,8 +1328,9 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 14; e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 13 kernels (14 configs: 128ote
+        // runs 128te's); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

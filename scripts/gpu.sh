@@ -60,12 +60,13 @@
 #                                the timings)
 #   fp8ml                        the large-M mainloop's A/B (docs/fp8.md, ledger row 12) in one call
 #                                (about 4 min on an H200): the FP8 variants compiled, `kiln fp8
-#                                verify --suite quick`, FP8ML_TILES (default 128te 128pte 128ote) at
-#                                ragged shapes, several units a CTA, a skipping consumer and split-K,
-#                                then timed twice each beside cuBLASLt at 4096x7168x16384,
-#                                4096x32768x512 and 2048x2048x4096, and DeepSeek-V3's set under the
-#                                rules `measured` and `large` (twice each) and 128te; table of us,
-#                                TFLOPS and x cuBLASLt per shape and config, and the geomeans
+#                                verify --suite quick`, FP8ML_TILES (default 128te 128pte 128ote
+#                                176ote) at ragged shapes, several units a CTA, a skipping consumer
+#                                and split-K, then timed twice each beside cuBLASLt at
+#                                4096x7168x16384, 4096x32768x512 and 2048x2048x4096, and DeepSeek-V3's
+#                                set under the rules `measured` and `large` (twice each) and 128te;
+#                                table of us, TFLOPS and x cuBLASLt per shape and config, and the
+#                                geomeans
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -626,11 +627,11 @@ EOF
 fp8ml)
   need_bin "$KILN"; machine "$KILN"
   # The large-M mainloop (ledger row 12): 128te against the pipelined promotion (128pte) and the
-  # consumers taking turns (128ote), verified first. Edges of the turns: 2048x2048x4096 gives a
+  # consumers taking turns (128ote; 176ote: whether the turns rescue the wide tile), verified first. Edges of the turns: 2048x2048x4096 gives a
   # CTA two tiles (the turns run on across units), M = 40 leaves the second consumer past M (it
   # skips its wgmmas but keeps its turns), M = 129 has no A-scale map (t runs as s), /3 and /2w
   # split K (both reductions).
-  tiles=(); for t in ${FP8ML_TILES:-128te 128pte 128ote}; do tiles+=(--tile "$t"); done
+  tiles=(); for t in ${FP8ML_TILES:-128te 128pte 128ote 176ote}; do tiles+=(--tile "$t"); done
   step fp8ml-check 180 "$KILN" fp8 check
   step fp8ml-verify 120 "$KILN" fp8 verify --suite quick
   step fp8ml-edges 90 "$KILN" fp8 verify --shape 2048x2048x4096 --shape 40x1000x2048 \
@@ -643,7 +644,7 @@ fp8ml)
     --tile measured --tile large --tile measured --tile large --tile 128te
   table
   echo
-  FP8ML_LABELS="${FP8ML_TILES:-128te 128pte 128ote}" "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+  FP8ML_LABELS="${FP8ML_TILES:-128te 128pte 128ote 176ote}" "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
 import json, math, os, sys
 d = sys.argv[1]
 def rows(name):

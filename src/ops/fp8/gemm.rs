@@ -152,10 +152,10 @@ impl Fp8Config {
     }
 
     /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
-    /// pairs, the TMA-store epilogue, the turns), whose ring, A box and split-K reduction follow
-    /// the newer rules.
+    /// pairs, the TMA-store epilogue), whose ring, A box and split-K reduction follow the newer
+    /// rules. The turns are not a family: `128o` is `128`'s kernel, ring and all.
     pub const fn is_new(&self) -> bool {
-        self.bm != 128 || self.sscale || self.cluster > 1 || self.tma_epi || self.order
+        self.bm != 128 || self.sscale || self.cluster > 1 || self.tma_epi
     }
 
     /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer.
@@ -1274,6 +1274,14 @@ mod tests {
         let p = Fp8Problem::new(4096, 7168, 2048, DType::Bf16, ScaleMode::Block);
         assert!(check_config(&p, "176ote".parse().unwrap()).is_ok());
         assert!(check_config(&p, "128os/2".parse().unwrap()).is_ok());
+        // the old family with turns: the same kernel, so the same ring and specialisation
+        let (old, turns): (Fp8Config, Fp8Config) =
+            ("160".parse().unwrap(), "160o".parse().unwrap());
+        assert!(!turns.is_new() && turns.stages() == old.stages());
+        assert_eq!(
+            spec("sm_90a", &p, turns).label(),
+            spec("sm_90a", &p, old).label()
+        );
         let e = check_config(
             &Fp8Problem {
                 promote: false,

@@ -63,6 +63,15 @@
 #                                the copy bandwidth; `verify` or `time` runs one half (two device
 #                                calls of one binary: the check, verify and reruns, then peak and
 #                                the timings)
+#   fp8ml                        the large-M mainloop's A/B (docs/fp8.md, ledger row 12) in one call
+#                                (about 4 min on an H200): the FP8 variants compiled, `kiln fp8
+#                                verify --suite quick`, FP8ML_TILES (default 128te 128pte 128ote
+#                                176ote) at ragged shapes, several units a CTA, a skipping consumer
+#                                and split-K, then timed twice each beside cuBLASLt at
+#                                4096x7168x16384, 4096x32768x512 and 2048x2048x4096, and DeepSeek-V3's
+#                                set under the rules `measured` and `large` (twice each) and 128te;
+#                                table of us, TFLOPS and x cuBLASLt per shape and config, and the
+#                                geomeans
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -551,12 +560,12 @@ fp8ab)
   step fp8ab-peak 60 "$KILN" peak
   # the new rule (FP8AB_RULE, default fill: the TMA-store tiles 112-176 wide above M = 128)
   # beside the old twice, then FP8AB_TILES
-  tiles=(); for t in ${FP8AB_TILES:-128s 128se 112se 160se 176se 128te 176te 64x128ps}; do tiles+=(--tile "$t"); done
+  tiles=(); for t in ${FP8AB_TILES:-128s 128te 128pte 128ote 112se 160se 176se 176te 64x128ps}; do tiles+=(--tile "$t"); done
   step_json fp8ab-ds 400 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
     --tile waves --tile waves --tile "${FP8AB_RULE:-fill}" "${tiles[@]}"
   step_json fp8ab-large 150 "$KILN" --json fp8 bench --shape 4096x7168x16384 --scale block --reps 10 \
-    --tile 128p --tile 128p --tile 128ps --tile 128s --tile 128se --tile 112se --tile 160se \
-    --tile 176se --tile 128te --tile 176te
+    --tile 128p --tile 128p --tile 128s --tile 128te --tile 128pte --tile 128ote --tile 112se \
+    --tile 160se --tile 176se --tile 176te
   fi
   table
   echo
@@ -629,6 +638,68 @@ agreement("fp8ab-ds.json")
 print("== 4096x7168x16384 (old = 128p twice; the rest in --tile order) ==")
 table("fp8ab-large.json", 2)
 agreement("fp8ab-large.json")
+EOF
+  ;;
+
+fp8ml)
+  need_bin "$KILN"; machine "$KILN"
+  # The large-M mainloop (ledger row 12): 128te against the pipelined promotion (128pte) and the
+  # consumers taking turns (128ote; 176ote: whether the turns rescue the wide tile), verified first. Edges of the turns: 2048x2048x4096 gives a
+  # CTA two tiles (the turns run on across units), M = 40 leaves the second consumer past M (it
+  # skips its wgmmas but keeps its turns), M = 129 has no A-scale map (t runs as s), /3 and /2w
+  # split K (both reductions).
+  tiles=(); for t in ${FP8ML_TILES:-128te 128pte 128ote 176ote}; do tiles+=(--tile "$t"); done
+  step fp8ml-check 180 "$KILN" fp8 check
+  step fp8ml-verify 120 "$KILN" fp8 verify --suite quick
+  step fp8ml-edges 90 "$KILN" fp8 verify --shape 2048x2048x4096 --shape 40x1000x2048 \
+    --shape 300x520x2048 --shape 129x392x4112 "${tiles[@]}"
+  step fp8ml-split 60 "$KILN" fp8 verify --shape 300x520x2048 --shape 1000x1000x7168 \
+    --tile 128ote/3 --tile 128ote/2w --tile 128pte/3
+  step_json fp8ml-large 120 "$KILN" --json fp8 bench --shape 4096x7168x16384 --shape 4096x32768x512 \
+    --shape 2048x2048x4096 --scale block --reps 10 "${tiles[@]}" "${tiles[@]}"
+  step_json fp8ml-ds 200 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile measured --tile large --tile measured --tile large --tile 128te
+  table
+  echo
+  FP8ML_LABELS="${FP8ML_TILES:-128te 128pte 128ote 176ote}" "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+import json, math, os, sys
+d = sys.argv[1]
+def rows(name):
+    try:
+        return json.load(open(os.path.join(d, name))).get("timings", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+g = lambda v: math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
+def table(name, labels):
+    by = {}
+    for r in rows(name):
+        by.setdefault((r["m"], r["n"], r["k"]), []).append(r)
+    ratio = {}
+    for (m, n, k), rs in by.items():
+        kiln = [r for r in rs if r["version"] != "cublaslt"]
+        lt = [r for r in rs if r["version"] == "cublaslt"]
+        lt_us = lt[0]["median_ms"] * 1e3 if lt else float("nan")
+        cells = []
+        for label, r in zip(labels, kiln):
+            us = r["median_ms"] * 1e3
+            ratio.setdefault(label, []).append(lt_us / us)
+            cells.append(f"{label}={r['config']} {us:.1f} us {r['tflops']:.0f} TF {lt_us / us:.3f}x")
+        print(f"{m}x{n}x{k}: cuBLASLt {lt_us:.1f} us | " + " | ".join(cells))
+    for label, v in ratio.items():
+        print(f"  {label}: geomean {g(v):.3f}x cuBLASLt over {len(v)} shapes, min {min(v):.3f}x")
+    worst = {}
+    for r in rows(name):
+        dv = r.get("rel_diff_vs_cublaslt")
+        if r["version"] != "cublaslt" and dv is not None:
+            c = r["config"].split("/")[0]
+            worst[c] = max(worst.get(c, 0.0), dv)
+    print("largest difference from cuBLASLt per config: "
+          + ", ".join(f"{c} {v:.1e}" for c, v in sorted(worst.items())))
+labels = os.environ["FP8ML_LABELS"].split()
+print("== the three shapes, each config twice (the second pass: the spread) ==")
+table("fp8ml-large.json", [f"{t}#{i}" for i in (1, 2) for t in labels])
+print("== DeepSeek-V3: the rules twice each, then 128te ==")
+table("fp8ml-ds.json", ["measured#1", "large#1", "measured#2", "large#2", "128te"])
 EOF
   ;;
 

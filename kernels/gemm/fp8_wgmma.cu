@@ -44,7 +44,15 @@
 // issued before block kb is promoted (wgmma.wait_group 1), so the FFMAs of the promotion overlap
 // the tensor cores' work instead of following a drained pipeline; it costs a third accumulator
 // array, so it is compiled for consumers 128 wide or less. Without it (drained), one consumer's
-// promotion overlaps the other's wgmmas.
+// promotion overlaps the other's wgmmas, if they are out of phase: left to themselves both issue
+// a K block's wgmmas together, the tensor cores interleave them, both batches end together and
+// both consumers promote while the tensor cores idle (ncu, H200, 69f1c67, 128te at
+// 4096x7168x16384: 32 % of the stall samples on the drain, 0.53 eligible warps a scheduler).
+// Fp8Args.order = 1 (run time, drained promoted kernels; ignored by the others) keeps them out
+// of phase, as FA3 does with its softmax: the consumers take turns issuing K blocks (two named barriers, TURN + c: consumer c waits for its
+// turn, issues its four wgmmas, passes the turn), so consumer 0's batch of block j runs alone
+// and ends first; it promotes under consumer 1's batch of block j and issues block j + 1 behind
+// it, and so on: the tensor cores hold one batch while the other consumer promotes.
 // K: any multiple of 16 (TMA's 16-byte row stride); a last partial K block is zero-filled by TMA,
 // as are rows and columns past M and N, and the epilogue stores only in-range elements. The A
 // box may hold fewer rows than the tile (Fp8Args.a_rows, when M is smaller): the tile's rows
@@ -101,8 +109,9 @@ using Epi = TmaStoreEpilogue<1, out_t>;
 constexpr int C_COLS = Epi::C_COLS, C_NCH = WN / C_COLS, C_TAIL = WN % C_COLS;
 constexpr u32 C_BYTES = TMA_EPI ? 4 * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
-// split-K hand-off of both.
-constexpr u32 SPLIT_BAR = 3;
+// split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
+// 128 threads sync, the other consumer's 128 arrive).
+constexpr u32 SPLIT_BAR = 3, TURN = 4;
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
 static_assert(WN % 8 == 0 && WN >= 8 && WN <= 256, "a consumer's width is a multiple of 8 in 8..256");
@@ -152,6 +161,7 @@ struct Fp8Args {
   int a_rows;  // rows of the A box (the tensor map's): BM, or fewer when M is smaller
   int tma_c;   // KILN_TMAE: 1 when tma_c maps C (the TMA-store epilogue), 0 for registers
   int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0)
+  int order;   // 1: the consumers take turns issuing K blocks (drained promoted kernels only)
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -273,6 +283,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
     }
   };
+  // Fp8Args.order: a consumer waits for its turn before it issues (or skips) a K block and passes
+  // the turn after. Consumer 1 hands consumer 0 the first; both walk the same units and K blocks,
+  // so the turns alternate block by block through every unit, and consumer 0 takes the last
+  // hand-off after its loop (no arrival is left on a barrier at exit). The same value for every
+  // thread: both consumers take turns or neither.
+  const bool order = PROMOTE && !PIPE && p.order != 0;
+  auto turn_wait = [&]() {
+    if (order) named_barrier_sync(TURN + c, 256);
+  };
+  auto turn_pass = [&]() {
+    if (order) named_barrier_arrive(TURN + (1 - c), 256);
+  };
+  if (order && c == 1) named_barrier_arrive(TURN, 256);
   // Stage 0's descriptors (K-major, 128B swizzle): this consumer's 64 rows of A and WN rows of B.
   // A stage and a k32 step (32 bytes along the row) only move the start address.
   const u64 da0 = wgmma_desc_sw128(base + arow * 128, 16, 1024);
@@ -387,8 +410,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // (Promoted kernels only: in the unpromoted ones ptxas then serialised the wgmmas, C7515.)
       // Its sums (zero) still go through split-K, where every consumer thread counts.
       for (int j = 0; j < nk; ++j, ++it) {
+        turn_wait();
         mbar_wait(full(it % STAGES), (it / STAGES) & 1);
         release(it % STAGES);
+        turn_pass();
       }
     } else if constexpr (!PROMOTE) {
       // One accumulator over the whole K; one batch kept in flight: once the previous one is
@@ -406,10 +431,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       release(prev);
     } else if constexpr (!PIPE) {
       // Each K block's batch drains before its promotion (the other consumer's wgmmas run
-      // meanwhile).
+      // meanwhile; taking turns, always).
       for (int j = 0; j < nk; ++j, ++it) {
         BlockScales sc = load_scales(j);
+        turn_wait();
         const BlockScales ss = issue(it, acc, true);
+        turn_pass();
         if constexpr (SSCALE) sc = ss;
         wgmma_wait<0>();
         release(it % STAGES);
@@ -511,6 +538,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     };
     epilogue(sums);
   }
+  if (order && c == 0) named_barrier_sync(TURN, 256);  // consumer 1's last hand-off
   // Bulk stores still reading the staging chunks finish before the shared memory goes away.
   if (TMA_EPI && tma_out && (threadIdx.x % 128) == 0) tma_store_wait<0>();
   // No CTA may leave while a peer's consumers can still arrive on its barriers.

@@ -89,13 +89,15 @@ pub struct Fp8ProblemArgs {
     pub unpromoted: bool,
     /// kiln's tile config, repeatable (bench: each timed in turn with the others and cuBLASLt,
     /// launch by launch; verify: each checked, `all` for every compiled one):
-    /// `[64x]WIDTH[p][s|t][m][e][/S][a|w]` (128, 160, 128p for the pipelined promotion,
-    /// 128ps with the block scales through shared memory, 176se and C through the TMA-store
-    /// epilogue, 128te and the A scales by TMA, m for pairs of CTAs multicasting B, 64x128ps the
+    /// `[64x]WIDTH[p|o][s|t][m][e][/S][a|w]` (128, 160, 128p for the pipelined promotion,
+    /// 128s with the block scales through shared memory, 176se and C through the TMA-store
+    /// epilogue, 128te and the A scales by TMA, 128ote the consumers taking turns to issue K
+    /// blocks, m for pairs of CTAs multicasting B, 64x128ps the
     /// 64-row tile, /S for S split-K slices, a or w to reduce them atomically or through slots),
     /// or a rule's choice: `measured` (the default: the 64-row tile at M <= 128, above it
-    /// `waves`), `waves` (the rule of a8381a5), `bytes` (the cost model) or `fill` (`measured`
-    /// at M <= 128, above it the TMA-store tile whose width fills the SMs); default:
+    /// `waves`), `waves` (the rule of a8381a5), `bytes` (the cost model), `fill` (`measured`
+    /// at M <= 128, above it the TMA-store tile whose width fills the SMs) or `large`
+    /// (`measured`, but 128ote from M = 1024); default:
     /// KILN_FP8_RULE's choice.
     #[arg(long)]
     pub tile: Vec<String>,

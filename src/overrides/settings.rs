@@ -415,9 +415,10 @@ impl TuneFake {
 /// `KILN_FP8_RULE`: the dense FP8 GEMM (`fp8_wgmma`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Fp8Overrides {
-    /// `KILN_FP8_RULE` (`measured`, `waves` or `bytes`): which rule picks the config when the
-    /// caller names none ([`crate::ops::fp8::gemm::Fp8Rule`]). Default: measured (the 64-row
-    /// tile at M <= 128, as timed on an H200 at 7eb2e34; above, the rule of a8381a5, `waves`).
+    /// `KILN_FP8_RULE` (`measured`, `waves`, `bytes`, `fill` or `large`): which rule picks the
+    /// config when the caller names none ([`crate::ops::fp8::gemm::Fp8Rule`]). Default: measured
+    /// (the 64-row tile at M <= 128, as timed on an H200 at 7eb2e34; above, the rule of a8381a5,
+    /// `waves`).
     pub rule: Fp8Rule,
 }
 

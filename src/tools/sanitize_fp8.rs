@@ -1,7 +1,8 @@
 //! The FP8 GEMM's sanitizer runs: `kiln verify --dtype e4m3|e5m2 --scale ...` under each tool, at
-//! small ragged problems that reach every scale mode, both compiled widths and split-K, and the
+//! small ragged problems that reach every scale mode, both compiled widths and split-K, the
 //! block-scaled ones again under the bytes rule (`KILN_FP8_RULE=bytes`: the 64-row tile, the
-//! scales through shared memory, the atomic split-K sum).
+//! scales through shared memory, the atomic split-K sum), and one under the large rule
+//! (`KILN_FP8_RULE=large`: `128ote`, whose consumers take turns through named barriers).
 
 use super::sanitize::Case;
 use crate::ops::fp8::gemm::NAME;
@@ -16,16 +17,26 @@ pub const PROBLEMS: &[(&str, &str, &str, &str)] = &[
     ("96x128x512", "e5m2", "tensor", "bf16"),
 ];
 
+/// The large rule's problem (`128ote` from M = 1024): 9 x 17 tiles, so some CTAs take two and
+/// the consumers' turns run on across units; its last tile-row holds 12 rows (the second
+/// consumer skips its wgmmas but keeps its turns), its last column tile 8 columns, its last K
+/// block 16 deep.
+pub const LARGE_PROBLEM: (&str, &str, &str, &str) = ("1036x2056x400", "e4m3", "block", "bf16");
+
 /// Every (tool, FP8 problem) as a case of the FP8 GEMM's version, the block-scaled problems once
-/// under each rule.
+/// more under the bytes rule, and [`LARGE_PROBLEM`] under the large rule.
 pub fn fp8_cases(tools: &[String]) -> Vec<Case> {
     let mut v = Vec::new();
-    let runs = PROBLEMS.iter().map(|p| (p, None)).chain(
-        PROBLEMS
-            .iter()
-            .filter(|p| p.2 == "block")
-            .map(|p| (p, Some("bytes"))),
-    );
+    let runs = PROBLEMS
+        .iter()
+        .map(|p| (p, None))
+        .chain(
+            PROBLEMS
+                .iter()
+                .filter(|p| p.2 == "block")
+                .map(|p| (p, Some("bytes"))),
+        )
+        .chain(std::iter::once((&LARGE_PROBLEM, Some("large"))));
     for tool in tools {
         for (&(shape, dtype, scale, out), rule) in runs.clone() {
             v.push(Case {
@@ -59,11 +70,12 @@ mod tests {
     fn every_fp8_case_is_a_valid_fp8_verify_request() {
         let cases = fp8_cases(&["memcheck".into(), "racecheck".into()]);
         let block = PROBLEMS.iter().filter(|p| p.2 == "block").count();
-        assert_eq!(cases.len(), 2 * (PROBLEMS.len() + block));
-        assert!(cases.iter().any(|c| c
-            .env
-            .iter()
-            .any(|(k, v)| k == "KILN_FP8_RULE" && v == "bytes")));
+        assert_eq!(cases.len(), 2 * (PROBLEMS.len() + block + 1));
+        for rule in ["bytes", "large"] {
+            assert!(cases
+                .iter()
+                .any(|c| c.env.iter().any(|(k, v)| k == "KILN_FP8_RULE" && v == rule)));
+        }
         for c in &cases {
             let f = GemmFlags {
                 shape: Some(&c.shape),
@@ -96,5 +108,21 @@ mod tests {
         let bytes =
             crate::ops::fp8::gemm::choose_by(&p, &dev, crate::ops::fp8::gemm::Fp8Rule::Bytes);
         assert!(bytes.splits > 1 && bytes.is_new(), "{bytes}");
+        // the large rule's problem runs 128ote over more tiles than SMs, with a ragged last
+        // tile-row
+        let (shape, ..) = LARGE_PROBLEM;
+        let dims: Vec<usize> = shape.split('x').map(|d| d.parse().unwrap()).collect();
+        let p = crate::ops::fp8::Fp8Problem::new(
+            dims[0],
+            dims[1],
+            dims[2],
+            crate::ops::gemm::DType::Bf16,
+            crate::ops::fp8::ScaleMode::Block,
+        );
+        let large =
+            crate::ops::fp8::gemm::choose_by(&p, &dev, crate::ops::fp8::gemm::Fp8Rule::Large);
+        assert_eq!(large.to_string(), "128ote");
+        assert!(crate::ops::fp8::gemm::tiles(&p, &large) > dev.sm_count as u64);
+        assert_eq!(p.m % 128, 12);
     }
 }

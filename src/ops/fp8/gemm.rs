@@ -38,18 +38,23 @@ pub enum Reduce {
 
 /// A launch's configuration: the block tile (rows `bm`: 128, each consumer warpgroup 64 of
 /// them; or 64, each consumer half the columns), its width, whether the promotion is pipelined
-/// over two accumulators (`KILN_PIPE`), whether block scales travel with the stage through
-/// shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
+/// over two accumulators (`KILN_PIPE`) or, drained, kept out of phase between the consumers
+/// (`Fp8Args.order`, at run time: they take turns issuing K blocks), whether block scales travel
+/// with the stage through shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
 /// (`KILN_CLUSTER`, 1 or 2), whether C goes out through the TMA-store epilogue (`KILN_TMAE`),
 /// and the split-K slices (0: the plan decides) and their reduction
-/// (`None`: the config's own, [`Fp8Config::reduction`]); splits and reduction are run-time
-/// choices, not compiled ones.
+/// (`None`: the config's own, [`Fp8Config::reduction`]); the turns, splits and reduction are
+/// run-time choices, not compiled ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Fp8Config {
     #[serde(default = "rows_128")]
     pub bm: u32,
     pub bn: u32,
     pub pipe: bool,
+    /// The drained promotion with the consumers taking turns issuing K blocks (`Fp8Args.order`:
+    /// any drained promoted kernel, at run time).
+    #[serde(default)]
+    pub order: bool,
     #[serde(default)]
     pub sscale: bool,
     /// With `sscale`: the A scales by TMA in the ring (`KILN_SSCALE=2`), the B scales copied.
@@ -84,6 +89,7 @@ impl Fp8Config {
             bm,
             bn,
             pipe,
+            order: false,
             sscale,
             tma_scales: false,
             cluster: 1,
@@ -107,6 +113,14 @@ impl Fp8Config {
         }
     }
 
+    /// The same drained tile with its consumers taking turns issuing K blocks.
+    pub const fn ordered(self) -> Self {
+        Fp8Config {
+            order: true,
+            ..self
+        }
+    }
+
     /// The same tile writing C through the TMA-store epilogue.
     pub const fn tma_store(self) -> Self {
         Fp8Config {
@@ -115,8 +129,8 @@ impl Fp8Config {
         }
     }
 
-    /// The same compiled kernel (tile, pipelining, scale path, cluster and epilogue; splits and
-    /// reduction aside).
+    /// The same compiled kernel (tile, pipelining, scale path, cluster and epilogue; the turns,
+    /// splits and reduction aside).
     pub fn same_kernel(&self, other: &Fp8Config) -> bool {
         (
             self.bm,
@@ -139,7 +153,7 @@ impl Fp8Config {
 
     /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
     /// pairs, the TMA-store epilogue), whose ring, A box and split-K reduction follow the newer
-    /// rules.
+    /// rules. The turns are not a family: `128o` is `128`'s kernel, ring and all.
     pub const fn is_new(&self) -> bool {
         self.bm != 128 || self.sscale || self.cluster > 1 || self.tma_epi
     }
@@ -261,9 +275,10 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}",
+            "{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
+            if self.order { "o" } else { "" },
             match (self.sscale, self.tma_scales) {
                 (true, true) => "t",
                 (true, false) => "s",
@@ -285,17 +300,19 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p][s|t][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion), `128ps`
-    /// (and block scales through shared memory), `128te` (the A scales of those by TMA, C
-    /// through the TMA-store epilogue), `160sm` (in pairs of CTAs multicasting B),
+    /// `[64x]WIDTH[p|o][s|t][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
+    /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
+    /// taking turns), `160sm` (in pairs of CTAs multicasting B),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
     /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
     /// (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p][s|t][m][e][/S][a|w]: a \
-                 width such as 128, p for the pipelined promotion, s for block scales through \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][e][/S][a|w]: a \
+                 width such as 128, p for the pipelined promotion, o for the consumers taking \
+                 turns, s for block scales through \
                  shared memory (t: the A scales by TMA), m for pairs of CTAs multicasting B, e \
                  for the TMA-store \
                  epilogue, 64x for the 64-row tile, /S for S split-K slices, a or w to reduce \
@@ -330,15 +347,20 @@ impl std::str::FromStr for Fp8Config {
             (None, Some(h)) => (h, true, true),
             _ => (head, false, false),
         };
-        let (num, pipe) = match head.strip_suffix('p') {
-            Some(n) => (n, true),
+        let (head, order) = match head.strip_suffix('o') {
+            Some(h) => (h, true),
             None => (head, false),
+        };
+        let (num, pipe) = match head.strip_suffix('p') {
+            Some(n) if !order => (n, true),
+            _ => (head, false),
         };
         let bn = num.parse::<u32>().map_err(|_| bad())?;
         Ok(Fp8Config {
             bm,
             bn,
             pipe,
+            order,
             sscale,
             tma_scales,
             cluster,
@@ -355,12 +377,15 @@ impl std::str::FromStr for Fp8Config {
 /// with e5m2 have the pipelined 128 with promoted tensor or block scales; everything else none.
 /// Block scales on e4m3 add the 2026-11-29 family: the 64-row tiles 128, 192 and 256 wide
 /// (pipelined, scales in shared memory) for M <= 64, and the 128-row tiles with the scales in
-/// shared memory: pipelined 128 (six stages) and drained 128 (one consumer's promotion under
-/// the other's wgmmas: the fastest at 4096x7168x16384 on an H200 at 7eb2e34); then drained
-/// with the TMA-store epilogue 112, 128, 160 and 176 wide (the widths that fill 132 SMs at
-/// DeepSeek-V3's M = 4096 shapes), and 128 and 176 with the A scales by TMA as well. The
-/// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost there and
-/// were dropped for these.
+/// shared memory: drained 128 (one consumer's promotion under the other's wgmmas); drained with
+/// the TMA-store epilogue 112, 160 and 176 wide (the widths that fill 132 SMs at DeepSeek-V3's
+/// M = 4096 shapes), and 128 and 176 with the A scales by TMA as well (`128te`: the fastest at
+/// 4096x7168x16384 on an H200 at 22a9572); then, for the large-M mainloop (ledger row 12), `128te`
+/// with the pipelined promotion (`128pte`) and with the consumers taking turns (`128ote`: a
+/// run-time choice on `128te`'s kernel, listed so that the suites and rules see it; any drained
+/// promoted config takes `o` the same way, `176ote` on `176te`'s kernel say). The
+/// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost at 7eb2e34 and
+/// `128ps`, `128se` at 22a9572 (to `128s` and `128te`) and were dropped for these.
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -379,16 +404,21 @@ pub fn configs(
         Fp8Config::tile(64, 128, true, true),
         Fp8Config::tile(64, 192, true, true),
         Fp8Config::tile(64, 256, true, true),
-        Fp8Config::tile(128, 128, true, true),
         Fp8Config::tile(128, 128, false, true),
         Fp8Config::tile(128, 112, false, true).tma_store(),
-        Fp8Config::tile(128, 128, false, true).tma_store(),
         Fp8Config::tile(128, 160, false, true).tma_store(),
         Fp8Config::tile(128, 176, false, true).tma_store(),
         Fp8Config::tile(128, 128, false, true)
             .scales_by_tma()
             .tma_store(),
         Fp8Config::tile(128, 176, false, true)
+            .scales_by_tma()
+            .tma_store(),
+        Fp8Config::tile(128, 128, true, true)
+            .scales_by_tma()
+            .tma_store(),
+        Fp8Config::tile(128, 128, false, true)
+            .ordered()
             .scales_by_tma()
             .tma_store(),
     ];
@@ -440,7 +470,8 @@ fn spec_of(
         .define("KILN_SMEM", cfg.smem_bytes())
 }
 
-/// Every specialisation (for the compile check).
+/// Every specialisation (for the compile check): one per compiled kernel, a config that only
+/// changes run-time choices (`128ote`: `128te`'s kernel taking turns) adding none.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
@@ -450,7 +481,11 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         for b in Fp8Format::ALL {
             for scale in ScaleMode::ALL {
                 for promote in [false, true] {
-                    for &cfg in configs(a, b, scale, promote) {
+                    let cfgs = configs(a, b, scale, promote);
+                    for (i, &cfg) in cfgs.iter().enumerate() {
+                        if cfgs[..i].iter().any(|c| c.same_kernel(&cfg)) {
+                            continue;
+                        }
                         for out in DType::OUTPUTS {
                             v.push(spec_of(arch, a, b, scale, promote, cfg, out));
                         }
@@ -530,14 +565,20 @@ pub enum Fp8Rule {
     /// The measured rule at M <= [`SMALL_M`]; above it the TMA-store-epilogue tile whose width
     /// fills the SMs best ([`choose_fill`]): not yet timed, so not the default.
     Fill,
+    /// The measured rule, except at M >= [`LARGE_M`] with block scales, where `128ote` runs (the
+    /// fastest 128-row tile at 4096x7168x16384, `128te`, with its consumers taking turns;
+    /// [`choose_large`]): the default once an H200 shows it ahead at DeepSeek-V3's M = 4096
+    /// shapes (ledger row 12).
+    Large,
 }
 
 impl Fp8Rule {
-    pub const ALL: [Fp8Rule; 4] = [
+    pub const ALL: [Fp8Rule; 5] = [
         Fp8Rule::Measured,
         Fp8Rule::Waves,
         Fp8Rule::Bytes,
         Fp8Rule::Fill,
+        Fp8Rule::Large,
     ];
 
     pub fn name(self) -> &'static str {
@@ -546,6 +587,7 @@ impl Fp8Rule {
             Fp8Rule::Waves => "waves",
             Fp8Rule::Bytes => "bytes",
             Fp8Rule::Fill => "fill",
+            Fp8Rule::Large => "large",
         }
     }
 
@@ -572,11 +614,32 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
         Fp8Rule::Fill => choose_small_m(p, dev)
             .or_else(|| choose_fill(p, dev))
             .unwrap_or_else(|| choose_waves(p, dev)),
+        Fp8Rule::Large => {
+            choose_large(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured))
+        }
     }
 }
 
+/// Fewest rows the large rule gives its large-M tile: from M = 1024 a 128-row tile has 8 rows of
+/// tiles, so the K loop, not the split-K or the fill of the SMs, is what a config changes.
+pub const LARGE_M: usize = 1024;
+
+/// The large rule at M >= [`LARGE_M`]: the drained 128-wide tile with the A scales by TMA, the
+/// TMA-store epilogue and the consumers taking turns (`128ote`); `None` below [`LARGE_M`] or
+/// where it is not compiled (it is for e4m3 block scales) or does not fit.
+pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    if p.m < LARGE_M {
+        return None;
+    }
+    configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .copied()
+        .find(|c| c.order && c.bm == 128 && c.bn == 128 && dev.check_smem(c.smem_bytes()).is_ok())
+}
+
 /// The fill rule above [`SMALL_M`]: among the compiled 128-row tiles with the TMA-store
-/// epilogue (widths 112 to 176, DeepGEMM's way of filling 132 SMs), the one whose waves of
+/// epilogue and the copied scales (widths 112, 160 and 176: DeepGEMM's way of filling 132 SMs;
+/// 128 until `128se` was dropped, ledger row 12), the one whose waves of
 /// tiles over the SMs take least time, a wave costing its width (waves x width: a tile's K loop
 /// takes time in proportion to its columns), then the fullest last wave, then the narrower.
 /// Fewest waves alone would take 176 at N = 4096 (6 waves of 176 columns against 8 of 128:
@@ -588,7 +651,12 @@ pub fn choose_fill(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         .iter()
         .copied()
         .filter(|c| {
-            c.tma_epi && !c.tma_scales && c.bm == 128 && dev.check_smem(c.smem_bytes()).is_ok()
+            c.tma_epi
+                && !c.tma_scales
+                && !c.pipe
+                && !c.order
+                && c.bm == 128
+                && dev.check_smem(c.smem_bytes()).is_ok()
         })
         .min_by_key(|c| {
             let t = tiles(p, c);
@@ -872,6 +940,9 @@ pub struct Fp8Args {
     pub tma_c: i32,
     /// 1 when the launch passes a tensor map of the A scales (`KILN_SSCALE=2`), else 0.
     pub tma_sa: i32,
+    /// 1: the consumers take turns issuing K blocks ([`Fp8Config::order`]; drained promoted
+    /// kernels only), else 0.
+    pub order: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -899,6 +970,17 @@ pub fn check(p: &Fp8Problem, ops: &Fp8Operands, dev: &DeviceInfo) -> Result<()> 
 /// Refuses a config that is not compiled for `p`, or slices past its reduction's most, naming
 /// the configs that are.
 pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
+    if cfg.order && (cfg.pipe || !p.promote) {
+        return Err(Error::invalid(format!(
+            "config {cfg} takes turns (o), which only a drained promoted kernel does; drop the o, \
+             or use a config without p{}",
+            if p.promote {
+                ""
+            } else {
+                " on a promoted problem"
+            }
+        )));
+    }
     let w = configs(p.a, p.b, p.scale, p.promote);
     if w.iter().any(|c| c.same_kernel(&cfg)) && cfg.splits <= cfg.max_splits() {
         return Ok(());
@@ -966,6 +1048,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         a_rows: a_rows as i32,
         tma_c: 0,
         tma_sa: 0,
+        order: cfg.order as i32,
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -1074,7 +1157,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8Args, a_rows), 76);
         assert_eq!(std::mem::offset_of!(Fp8Args, tma_c), 80);
         assert_eq!(std::mem::offset_of!(Fp8Args, tma_sa), 84);
-        assert_eq!(std::mem::size_of::<Fp8Args>(), 88);
+        assert_eq!(std::mem::offset_of!(Fp8Args, order), 88);
+        assert_eq!(std::mem::size_of::<Fp8Args>(), 96);
     }
 
     #[test]
@@ -1110,9 +1194,11 @@ mod tests {
                 st("160se"),
                 st("176se"),
                 st("128te"),
-                st("176te")
+                st("176te"),
+                st("128pte"),
+                st("128ote")
             ),
-            (6, 5, 5, 5, 5, 5)
+            (6, 5, 5, 5, 5, 5, 5, 5)
         );
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
         // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
@@ -1142,6 +1228,9 @@ mod tests {
             "128se/2a",
             "128te",
             "176te/2a",
+            "128pte",
+            "128ote/2a",
+            "128os",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1167,6 +1256,42 @@ mod tests {
             (true, true, true, 2)
         );
         assert!(!te.same_kernel(&"128se".parse().unwrap()));
+        // o: the drained promotion with turns; not beside p (pipelined: nothing to take turns on)
+        let ote: Fp8Config = "128ote".parse().unwrap();
+        assert_eq!(
+            (
+                ote.order,
+                ote.pipe,
+                ote.tma_scales,
+                ote.tma_epi,
+                ote.is_new()
+            ),
+            (true, false, true, true, true)
+        );
+        // the turns are a run-time choice: 128te's kernel
+        assert!(ote.same_kernel(&te) && ote.same_kernel(&"128ote/3".parse().unwrap()));
+        assert_eq!(ote, te.ordered());
+        let p = Fp8Problem::new(4096, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        assert!(check_config(&p, "176ote".parse().unwrap()).is_ok());
+        assert!(check_config(&p, "128os/2".parse().unwrap()).is_ok());
+        // the old family with turns: the same kernel, so the same ring and specialisation
+        let (old, turns): (Fp8Config, Fp8Config) =
+            ("160".parse().unwrap(), "160o".parse().unwrap());
+        assert!(!turns.is_new() && turns.stages() == old.stages());
+        assert_eq!(
+            spec("sm_90a", &p, turns).label(),
+            spec("sm_90a", &p, old).label()
+        );
+        let e = check_config(
+            &Fp8Problem {
+                promote: false,
+                scale: ScaleMode::Tensor,
+                ..p
+            },
+            "128o".parse().unwrap(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("takes turns (o)"), "{e}");
         let pair: Fp8Config = "160sm".parse().unwrap();
         assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
         assert!(!pair.same_kernel(&"160s".parse().unwrap()));
@@ -1178,6 +1303,7 @@ mod tests {
         );
         for bad in [
             "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
+            "128po", "128op", "128so", "o",
         ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");
@@ -1210,8 +1336,9 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 14; e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 13 kernels (14 configs: 128ote
+        // runs 128te's); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -1450,6 +1577,32 @@ mod tests {
             choose_by(&p, &dev, Fp8Rule::Waves)
         );
         assert_eq!(Fp8Rule::parse("fill"), Some(Fp8Rule::Fill));
+    }
+
+    #[test]
+    fn the_large_rule_takes_turns_from_m_1024() {
+        let dev = DeviceInfo::h100_sxm();
+        let ote: Fp8Config = "128ote".parse().unwrap();
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            if m >= LARGE_M {
+                assert_eq!(c, ote, "{p}");
+                assert!(check_config(&p, c).is_ok());
+                // one slice: 32 rows of tiles fill the SMs
+                assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
+            } else {
+                assert_eq!(c, choose(&p, &dev), "{p}");
+            }
+        }
+        // in between, the measured rule (waves above M = 128); tensor scales have no such tile
+        let p = Fp8Problem::new(1023, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), choose(&p, &dev));
+        let p = Fp8Problem::new(1024, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), ote);
+        let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
+        assert_eq!(choose_large(&p, &dev), None);
+        assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::gemm::{
     choose_by, column_cost, configs, predict_us, ranked, splits_for, supports, tiles, Fp8Config,
-    Fp8Rule, Reduce, BK, NAME, SMALL_M,
+    Fp8Rule, Reduce, BK, LARGE_M, NAME, SMALL_M,
 };
 use super::problem::Fp8Problem;
 use crate::device::DeviceInfo;
@@ -144,6 +144,20 @@ pub fn plan(
                     "no tile with the TMA-store epilogue compiled for these scales, so rule \
                      `waves`: {}",
                     waves()
+                ),
+                Fp8Rule::Large if c.order => format!(
+                    "tile {c} (rule `large`): M >= {LARGE_M} takes the 128-wide tile with the A \
+                     scales by TMA and the TMA-store epilogue (the fastest at 4096x7168x16384 \
+                     on an H200 at 22a9572) with its consumers taking turns to issue K blocks"
+                ),
+                Fp8Rule::Large => format!(
+                    "M < {LARGE_M} or no such tile compiled for these scales, so rule \
+                     `measured`: {}",
+                    if c.bm == 64 {
+                        format!("M <= {SMALL_M} takes the 64-row tile")
+                    } else {
+                        waves()
+                    }
                 ),
             });
             c

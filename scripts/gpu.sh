@@ -77,6 +77,11 @@
 #                                KILN_FP4_TAIL 1/8 at both decode counts and the GEMV regs/async
 #                                at M 1 and 4, N,K >= 4096; tables by scripts/fp4ab-table.py and a
 #                                grep of the GEMV rows (about 3 + 5 minutes on an H200)
+#   fp4gemv [verify|time]        the NVFP4 GEMV's wide ring (docs/fp4.md G2): `kiln fp4 verify
+#                                --suite quick` under KILN_FP4_GEMV=wide, then two alternating
+#                                rounds of regs/wide at 1x8192x8192, 4x14336x4096, 16x8192x8192
+#                                and 1x4096x4096 (each against cuBLAS bf16); the GEMV rows last
+#                                (about 1 + 3 minutes on an H200)
 #   moelayer [SEED]              the whole MoE layer (routing, gathered SwiGLU, down projection
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
@@ -828,6 +833,32 @@ fp4b)
   "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
   grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
     "$D/gemv-async-verify.txt" 2>/dev/null | tee -a "$D/summary.txt"
+  for f in "$D"/gemv-*-[12].txt; do
+    [ -e "$f" ] || continue
+    grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
+  done | tee -a "$D/summary.txt"
+  ;;
+
+fp4gemv)
+  need_bin "$KILN"; machine "$KILN"
+  part=${1:-all}  # verify, time or all
+  if [ "$part" != time ]; then
+  step gemv-wide-verify 90 env KILN_FP4_GEMV=wide "$KILN" --no-store fp4 verify --suite quick
+  fi
+  if [ "$part" != verify ]; then
+  for r in 1 2; do
+    for g in regs wide; do
+      for shape in "1 8192 8192" "4 14336 4096" "16 8192 8192" "1 4096 4096"; do
+        read -r m n k <<< "$shape"
+        step "gemv-$g-m$m-n$n-k$k-$r" 120 env KILN_FP4_GEMV=$g "$KILN" --no-store fp4 bench --gemv --m "$m" --n "$n" --k "$k"
+      done
+    done
+  done
+  fi
+  table
+  echo
+  grep -E '(^\| gemv .*(mismatches, first|could not run|over 1e|not written))|checks on' \
+    "$D/gemv-wide-verify.txt" 2>/dev/null | tee "$D/summary.txt"
   for f in "$D"/gemv-*-[12].txt; do
     [ -e "$f" ] || continue
     grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"

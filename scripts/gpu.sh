@@ -82,6 +82,11 @@
 #                                rounds of regs/wide at 1x8192x8192, 4x14336x4096, 16x8192x8192
 #                                and 1x4096x4096 (each against cuBLAS bf16); the GEMV rows last
 #                                (about 1 + 3 minutes on an H200)
+#   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
+#                                NVFP4 GEMV 1x8192x8192 (regs, wide) and the E256 512-row decode
+#                                SwiGLU, one launch each after warm-up: speed of light, warp
+#                                stall reasons, scheduler issue, memory workload, occupancy;
+#                                NCU names the binary (default ncu); about 2-4 minutes
 #   moelayer [SEED]              the whole MoE layer (routing, gathered SwiGLU, down projection
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
@@ -863,6 +868,28 @@ fp4gemv)
     [ -e "$f" ] || continue
     grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
   done | tee -a "$D/summary.txt"
+  ;;
+
+fp4ncu)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  NCU=${NCU:-ncu}
+  NCU_ARGS=(--clock-control none --launch-skip 5 --launch-count 1 --section SpeedOfLight
+    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis
+    --section Occupancy --section LaunchStats
+    --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active)
+  for g in regs wide; do
+    step "ncu-gemv-$g" 180 env KILN_FP4_GEMV=$g "$NCU" "${NCU_ARGS[@]}" -k regex:nvfp4_gemv \
+      "$KILN" --no-store fp4 bench --gemv --m 1 --n 8192 --k 8192 --no-vendor --reps 10
+  done
+  step ncu-decode512 240 "$NCU" "${NCU_ARGS[@]}" -k regex:moe_fp4_experts \
+    "$KILN" --no-store moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+  table
+  echo
+  for f in "$D"/ncu-*.txt; do
+    echo "== $(basename "$f" .txt)"
+    grep -E 'Duration|DRAM Throughput|dram__|Issue Slots Busy|smsp__issue_active|Achieved Occupancy|Stall|Registers Per|Warp Cycles Per Issued' "$f" | head -30
+  done | tee "$D/summary.txt"
   ;;
 
 moelayer)

@@ -261,6 +261,32 @@ decode_ab() {
   done
 }
 
+# gemv_ab PATH_A PATH_B SHAPE...: two alternating rounds of `fp4 bench --gemv` under
+# KILN_FP4_GEMV=PATH for each path and "M N K" shape, as gemv-PATH-mM-nN-kK-ROUND.txt.
+gemv_ab() {
+  local a=$1 b=$2 r g shape m n k
+  shift 2
+  for r in 1 2; do
+    for g in "$a" "$b"; do
+      for shape in "$@"; do
+        read -r m n k <<< "$shape"
+        step "gemv-$g-m$m-n$n-k$k-$r" 120 env KILN_FP4_GEMV=$g "$KILN" --no-store fp4 bench --gemv --m "$m" --n "$n" --k "$k"
+      done
+    done
+  done
+}
+
+# gemv_summary VERIFY_NAME: the GEMV verify's failed rows and its totals, then every GEMV bench
+# row of gemv_ab, appended to summary.txt.
+gemv_summary() {
+  grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
+    "$D/$1.txt" 2>/dev/null | tee -a "$D/summary.txt"
+  for f in "$D"/gemv-*-[12].txt; do
+    [ -e "$f" ] || continue
+    grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
+  done | tee -a "$D/summary.txt"
+}
+
 table() {
   echo
   echo "== $task: $D =="
@@ -824,24 +850,12 @@ fp4b)
   fi
   if [ "$part" != verify ]; then
   decode_ab KILN_FP4_TAIL tail 1 8
-  for r in 1 2; do
-    for g in regs async; do
-      for shape in "1 8192 8192" "1 4096 4096" "4 14336 4096" "4 8192 8192"; do
-        read -r m n k <<< "$shape"
-        step "gemv-$g-m$m-n$n-k$k-$r" 120 env KILN_FP4_GEMV=$g "$KILN" --no-store fp4 bench --gemv --m "$m" --n "$n" --k "$k"
-      done
-    done
-  done
+  gemv_ab regs async "1 8192 8192" "1 4096 4096" "4 14336 4096" "4 8192 8192"
   fi
   table
   echo
   "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
-  grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
-    "$D/gemv-async-verify.txt" 2>/dev/null | tee -a "$D/summary.txt"
-  for f in "$D"/gemv-*-[12].txt; do
-    [ -e "$f" ] || continue
-    grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
-  done | tee -a "$D/summary.txt"
+  gemv_summary gemv-async-verify
   ;;
 
 fp4gemv)
@@ -851,23 +865,11 @@ fp4gemv)
   step gemv-wide-verify 90 env KILN_FP4_GEMV=wide "$KILN" --no-store fp4 verify --suite quick
   fi
   if [ "$part" != verify ]; then
-  for r in 1 2; do
-    for g in regs wide; do
-      for shape in "1 8192 8192" "4 14336 4096" "16 8192 8192" "1 4096 4096"; do
-        read -r m n k <<< "$shape"
-        step "gemv-$g-m$m-n$n-k$k-$r" 120 env KILN_FP4_GEMV=$g "$KILN" --no-store fp4 bench --gemv --m "$m" --n "$n" --k "$k"
-      done
-    done
-  done
+  gemv_ab regs wide "1 8192 8192" "4 14336 4096" "16 8192 8192" "1 4096 4096"
   fi
   table
   echo
-  grep -E '(^\| gemv .*(mismatches, first|could not run|over 1e|not written))|checks on' \
-    "$D/gemv-wide-verify.txt" 2>/dev/null | tee "$D/summary.txt"
-  for f in "$D"/gemv-*-[12].txt; do
-    [ -e "$f" ] || continue
-    grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
-  done | tee -a "$D/summary.txt"
+  gemv_summary gemv-wide-verify
   ;;
 
 fp4ncu)

@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import kiln  # noqa: E402
 from fakes import Tensor  # noqa: E402
+from test_checks import _native  # noqa: E402 (the extension, or None where it is not built)
 from kiln._moe_fp4 import Fp4Experts  # noqa: E402
 
 
@@ -76,16 +77,6 @@ class Fp4ExpertsChecks(unittest.TestCase):
             kiln.moe.experts(Tensor((8, 256)), w13, w2_other, idx, w, weights="nvfp4")
         self.assertEqual(w13.shape, (4, 256, 256))
         self.assertEqual(w2.shape, (4, 256, 128))
-
-
-def _native():
-    try:
-        from kiln import _kiln
-    except ImportError:
-        if os.environ.get("KILN_REQUIRE_NATIVE"):
-            raise
-        return None
-    return _kiln
 
 
 class HostPrepack(unittest.TestCase):

@@ -9,6 +9,7 @@ use super::fp4_experts::fp4_plan;
 use super::fp4_raw::RawBytes;
 use super::handle::Kiln;
 use super::options::MoeRows;
+use super::raw::rows_info;
 use super::tensor::RawTensor;
 use super::validate::{MoePlan, Operand};
 use crate::error::{ArgumentKind, Error, Result};
@@ -125,17 +126,12 @@ fn fp4_raw_plan(
     routing: Option<&RawTensor>,
     y: &RawTensor,
 ) -> Result<(Option<MoePlan>, (Operand, Operand))> {
-    let (arg, r) = match rows {
-        MoeRows::Offsets { offsets, .. } => ("offsets", offsets),
-        MoeRows::Counts { counts, .. } => ("counts", counts),
-    };
-    let rinfo = r.info(arg, false)?;
     let routing = routing.map(|t| t.info("routing", false)).transpose()?;
     let plan = fp4_plan(
         device,
         &x.info("x", false)?,
         &w.layout,
-        &rows.map(|_| rinfo),
+        &rows_info(rows)?,
         routing.as_ref(),
         &y.info("y", false)?,
     )?;

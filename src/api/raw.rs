@@ -136,7 +136,7 @@ pub unsafe fn attention_backward(
     }
 }
 
-fn rows_info<'a>(rows: &MoeRows<'a, RawTensor>) -> Result<MoeRows<'a, TensorInfo>> {
+pub(super) fn rows_info<'a>(rows: &MoeRows<'a, RawTensor>) -> Result<MoeRows<'a, TensorInfo>> {
     let (arg, t) = match rows {
         MoeRows::Offsets { offsets, .. } => ("offsets", offsets),
         MoeRows::Counts { counts, .. } => ("counts", counts),

@@ -113,7 +113,8 @@
 #                                written for `kiln tune-replay` (tests/fixtures/landscapes/)
 #   python                       the Python package: its wheel (target/wheels, or KILN_WHEEL)
 #                                installed beside torch, the CPU tests, then
-#                                python/tests/gpu_check.py (PYTHON_QUICK=1: --quick)
+#                                python/tests/gpu_check.py (PYTHON_QUICK=1: --quick;
+#                                PYTHON_ONLY=moe_fp4: those sections only)
 #   suite                        `kiln suite --verify full` (the main job), JSON saved
 #   varlen                       packed (variable-length) attention and the sliding window: the
 #                                packed boundary suite, seeded and windowed batches, dense windows
@@ -1085,7 +1086,7 @@ python)
   # opcheck, torch.compile, CUDA graphs, two small transformers models, timings; JSON in $D).
   use_wheel
   step unit 120 "$PY" -m unittest discover -s python/tests -p 'test_*.py'
-  OUT=$D step gpu_check 560 "$PY" python/tests/gpu_check.py ${PYTHON_QUICK:+--quick}
+  OUT=$D step gpu_check 560 "$PY" python/tests/gpu_check.py ${PYTHON_QUICK:+--quick} ${PYTHON_ONLY:+--only "$PYTHON_ONLY"}
   table
   echo; tail -30 "$D/gpu_check.txt" 2>/dev/null ;;
 

@@ -91,6 +91,16 @@
 #                                KILN_FP4_TAIL 1/8 at both decode counts and the GEMV regs/async
 #                                at M 1 and 4, N,K >= 4096; tables by scripts/fp4ab-table.py and a
 #                                grep of the GEMV rows (about 3 + 5 minutes on an H200)
+#   fp4gemv [verify|time]        the NVFP4 GEMV's wide ring (docs/fp4.md G2): `kiln fp4 verify
+#                                --suite quick` under KILN_FP4_GEMV=wide, then two alternating
+#                                rounds of regs/wide at 1x8192x8192, 4x14336x4096, 16x8192x8192
+#                                and 1x4096x4096 (each against cuBLAS bf16); the GEMV rows last
+#                                (about 1 + 3 minutes on an H200)
+#   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
+#                                NVFP4 GEMV 1x8192x8192 (regs, wide) and the E256 512-row decode
+#                                SwiGLU, one launch each after warm-up: speed of light, warp
+#                                stall reasons, scheduler issue, memory workload, occupancy;
+#                                NCU names the binary (default ncu); about 2-4 minutes
 #   moelayer [SEED]              the whole MoE layer (routing, gathered SwiGLU, down projection
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
@@ -117,7 +127,8 @@
 #                                written for `kiln tune-replay` (tests/fixtures/landscapes/)
 #   python                       the Python package: its wheel (target/wheels, or KILN_WHEEL)
 #                                installed beside torch, the CPU tests, then
-#                                python/tests/gpu_check.py (PYTHON_QUICK=1: --quick)
+#                                python/tests/gpu_check.py (PYTHON_QUICK=1: --quick;
+#                                PYTHON_ONLY=moe_fp4: those sections only)
 #   suite                        `kiln suite --verify full` (the main job), JSON saved
 #   varlen                       packed (variable-length) attention and the sliding window: the
 #                                packed boundary suite, seeded and windowed batches, dense windows
@@ -263,6 +274,32 @@ decode_ab() {
       step_json "decode64-$name$v-$r" 120 env "$knob=$v" "$KILN" --no-store --json moe bench --weights nvfp4 --counts "$DECODE64" "${SW[@]}"
     done
   done
+}
+
+# gemv_ab PATH_A PATH_B SHAPE...: two alternating rounds of `fp4 bench --gemv` under
+# KILN_FP4_GEMV=PATH for each path and "M N K" shape, as gemv-PATH-mM-nN-kK-ROUND.txt.
+gemv_ab() {
+  local a=$1 b=$2 r g shape m n k
+  shift 2
+  for r in 1 2; do
+    for g in "$a" "$b"; do
+      for shape in "$@"; do
+        read -r m n k <<< "$shape"
+        step "gemv-$g-m$m-n$n-k$k-$r" 120 env KILN_FP4_GEMV=$g "$KILN" --no-store fp4 bench --gemv --m "$m" --n "$n" --k "$k"
+      done
+    done
+  done
+}
+
+# gemv_summary VERIFY_NAME: the GEMV verify's failed rows and its totals, then every GEMV bench
+# row of gemv_ab, appended to summary.txt.
+gemv_summary() {
+  grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
+    "$D/$1.txt" 2>/dev/null | tee -a "$D/summary.txt"
+  for f in "$D"/gemv-*-[12].txt; do
+    [ -e "$f" ] || continue
+    grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
+  done | tee -a "$D/summary.txt"
 }
 
 table() {
@@ -922,24 +959,48 @@ fp4b)
   fi
   if [ "$part" != verify ]; then
   decode_ab KILN_FP4_TAIL tail 1 8
-  for r in 1 2; do
-    for g in regs async; do
-      for shape in "1 8192 8192" "1 4096 4096" "4 14336 4096" "4 8192 8192"; do
-        read -r m n k <<< "$shape"
-        step "gemv-$g-m$m-n$n-k$k-$r" 120 env KILN_FP4_GEMV=$g "$KILN" --no-store fp4 bench --gemv --m "$m" --n "$n" --k "$k"
-      done
-    done
-  done
+  gemv_ab regs async "1 8192 8192" "1 4096 4096" "4 14336 4096" "4 8192 8192"
   fi
   table
   echo
   "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
-  grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
-    "$D/gemv-async-verify.txt" 2>/dev/null | tee -a "$D/summary.txt"
-  for f in "$D"/gemv-*-[12].txt; do
-    [ -e "$f" ] || continue
-    grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
-  done | tee -a "$D/summary.txt"
+  gemv_summary gemv-async-verify
+  ;;
+
+fp4gemv)
+  need_bin "$KILN"; machine "$KILN"
+  part=${1:-all}  # verify, time or all
+  if [ "$part" != time ]; then
+  step gemv-wide-verify 90 env KILN_FP4_GEMV=wide "$KILN" --no-store fp4 verify --suite quick
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab regs wide "1 8192 8192" "4 14336 4096" "16 8192 8192" "1 4096 4096"
+  fi
+  table
+  echo
+  gemv_summary gemv-wide-verify
+  ;;
+
+fp4ncu)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  NCU=${NCU:-ncu}
+  NCU_ARGS=(--clock-control none --launch-skip 5 --launch-count 1 --section SpeedOfLight
+    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis
+    --section Occupancy --section LaunchStats
+    --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active)
+  for g in regs wide; do
+    step "ncu-gemv-$g" 180 env KILN_FP4_GEMV=$g "$NCU" "${NCU_ARGS[@]}" -k regex:nvfp4_gemv \
+      "$KILN" --no-store fp4 bench --gemv --m 1 --n 8192 --k 8192 --no-vendor --reps 10
+  done
+  step ncu-decode512 240 "$NCU" "${NCU_ARGS[@]}" -k regex:moe_fp4_experts \
+    "$KILN" --no-store moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+  table
+  echo
+  for f in "$D"/ncu-*.txt; do
+    echo "== $(basename "$f" .txt)"
+    grep -E 'Duration|DRAM Throughput|dram__|Issue Slots Busy|smsp__issue_active|Achieved Occupancy|Stall|Registers Per|Warp Cycles Per Issued' "$f" | head -30
+  done | tee "$D/summary.txt"
   ;;
 
 moelayer)
@@ -1133,7 +1194,7 @@ python)
   # opcheck, torch.compile, CUDA graphs, two small transformers models, timings; JSON in $D).
   use_wheel
   step unit 120 "$PY" -m unittest discover -s python/tests -p 'test_*.py'
-  OUT=$D step gpu_check 560 "$PY" python/tests/gpu_check.py ${PYTHON_QUICK:+--quick}
+  OUT=$D step gpu_check 560 "$PY" python/tests/gpu_check.py ${PYTHON_QUICK:+--quick} ${PYTHON_ONLY:+--only "$PYTHON_ONLY"}
   table
   echo; tail -30 "$D/gpu_check.txt" 2>/dev/null ;;
 

@@ -27,6 +27,18 @@
 // stays within bf16's normal range), which folds the 2^126 product of every pair into the scale
 // product (value x 2^-126 x s x 2^118 = value x s x 2^-8, at least 2^-18: exact), and the
 // epilogue multiplies by g x 2^8: one bf16x2 multiply a pair instead of two, the same sums.
+//
+// KILN_GEMV_ASYNC = 2 (`KILN_FP4_GEMV=wide`, K a multiple of 128): the ring holds stages of 4
+// steps (16 rows x 256 code bytes, 16 x 32 scale bytes), and a warp copies a stage with each
+// cp.async instruction covering two rows' 256 contiguous bytes (the register path's and the async
+// ring's loads cover 64 bytes of each of 8 rows: DRAM and L2 see 64-byte pieces of 8,192 rows at
+// once); odd rows' 16-byte chunks are stored with bit 2 of their index flipped so that the
+// fragment reads (rows g and g + 1 in one 8-lane phase) are free of bank conflicts. Three stages
+// a warp (2 in flight while one is decoded, 9 KB), no weights in registers, X loaded one step
+// ahead. A pair is decoded with two logic ops and one integer multiply: the nibbles are masked in
+// place and one multiply by 2^a + 2^b puts the magnitude bits at 6..8 and the sign at 15 (the two
+// shifted copies do not overlap, so no carry), against a logic op more and one or two shifts.
+// The scales are folded as in the async ring.
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -38,11 +50,15 @@
 #define KILN_GEMV_ASYNC 0
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
-constexpr bool kAsync = KILN_GEMV_ASYNC != 0;
+constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2;
 constexpr int RING = 8;                          // async: steps a warp's ring holds
 constexpr u32 RING_CODES = 16 * 64;              // a step's codes: 16 rows x 64 bytes
 constexpr u32 RING_STEP = RING_CODES + 16 * 8;   // then its scales: 16 rows x 8 bytes
 constexpr int STEP = 128;            // K elements per warp step
+constexpr int WIDE_RING = 3;                    // wide: stages a warp's ring holds
+constexpr int WIDE_STEPS = 4;                   // wide: steps a stage
+constexpr u32 WIDE_CODES = 16 * WIDE_STEPS * 64;  // a stage's codes: 16 rows x 256 bytes
+constexpr u32 WIDE_STAGE = WIDE_CODES + 16 * WIDE_STEPS * 8;  // then its scales: 16 rows x 32 bytes
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -86,6 +102,18 @@ template <int I> __device__ __forceinline__ u32 nibble_pair(u32 w) {
   constexpr int MAG = 6 - 4 * I, SIGN = 12 - 4 * I;
   const u32 mag = MAG >= 0 ? w << MAG : w >> -MAG;
   return (mag & 0x01C001C0u) | ((w << SIGN) & 0x80008000u);
+}
+
+// Nibbles I and I + 4 of w as nibble_pair<I>, by one multiply: `w8` is w >> 8 (shared by I = 2, 3).
+// The masked nibble at bits 4J..4J+3 of each half, times 2^(6-4J) + 2^(12-4J), has its magnitude
+// at 6..8 and its sign at 15 from two copies 6 bits apart, which a 4-bit field cannot make overlap.
+template <int I> __device__ __forceinline__ u32 nibble_pair_mul(u32 w, u32 w8) {
+  constexpr int J = I & 1;
+  constexpr u32 MUL = (1u << (6 - 4 * J)) | (1u << (12 - 4 * J));
+  const u32 m = (I < 2 ? w : w8) & (0x000F000Fu << (4 * J));
+  u32 t;
+  asm("mul.lo.u32 %0, %1, %2;" : "=r"(t) : "r"(m), "n"(MUL));
+  return t & 0x81C081C0u;
 }
 
 // The two e4m3 scale codes in `codes` (low byte first) as bf16 pairs (s, s), times `f` (1, or
@@ -153,8 +181,16 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
     const u32 w0 = word(st.w[0], v), w1 = word(st.w[1], v);
     const int blk = v / 2;
     u32 a0[4], a1[4];  // pairs i = 0..3 of rows g and g + 8
-    a0[0] = nibble_pair<0>(w0), a0[1] = nibble_pair<1>(w0), a0[2] = nibble_pair<2>(w0), a0[3] = nibble_pair<3>(w0);
-    a1[0] = nibble_pair<0>(w1), a1[1] = nibble_pair<1>(w1), a1[2] = nibble_pair<2>(w1), a1[3] = nibble_pair<3>(w1);
+    if constexpr (kWide) {
+      const u32 h0 = w0 >> 8, h1 = w1 >> 8;
+      a0[0] = nibble_pair_mul<0>(w0, h0), a0[1] = nibble_pair_mul<1>(w0, h0);
+      a0[2] = nibble_pair_mul<2>(w0, h0), a0[3] = nibble_pair_mul<3>(w0, h0);
+      a1[0] = nibble_pair_mul<0>(w1, h1), a1[1] = nibble_pair_mul<1>(w1, h1);
+      a1[2] = nibble_pair_mul<2>(w1, h1), a1[3] = nibble_pair_mul<3>(w1, h1);
+    } else {
+      a0[0] = nibble_pair<0>(w0), a0[1] = nibble_pair<1>(w0), a0[2] = nibble_pair<2>(w0), a0[3] = nibble_pair<3>(w0);
+      a1[0] = nibble_pair<0>(w1), a1[1] = nibble_pair<1>(w1), a1[2] = nibble_pair<2>(w1), a1[3] = nibble_pair<3>(w1);
+    }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       if constexpr (FOLD) {
@@ -241,9 +277,86 @@ __device__ __forceinline__ void async_kloop(float (&acc)[NF][4], const GemvArgs&
   cp_async_wait<0>();
 }
 
+// The wide ring's copies of stage `stage` (steps 4 stage .. 4 stage + 3) into slot `dst`: codes
+// of row r at dst + 256 r, its 16-byte chunk c at 16 (c ^ 4 (r & 1)); scales of row r, step u at
+// dst + WIDE_CODES + 32 r + 8 u. Instruction i of the codes covers rows 2i and 2i + 1, 256 bytes
+// each; steps past K and rows past N are zero-filled. One commit group per call.
+__device__ __forceinline__ void issue_stage(u32 dst, const GemvArgs& a, const u8* w, const u8* s, int row0, int lane,
+                                            int stage, int steps) {
+  if (stage * WIDE_STEPS < steps) {  // warp-uniform
+    const int c = lane % 16, step_c = stage * WIDE_STEPS + c / 4;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int r = 2 * i + lane / 16, row = row0 + r;
+      const bool in = row < a.n && step_c < steps;
+      const u8* src = in ? w + (i64)row * (a.k / 2) + (i64)step_c * (STEP / 2) + 16 * (c % 4) : w;
+      cp_async16_zfill(dst + r * (WIDE_STEPS * 64) + 16 * (c ^ ((r & 1) << 2)), src, in ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int id = 32 * i + lane, r = id / 4, u = id % 4, row = row0 + r, step = stage * WIDE_STEPS + u;
+      const bool in = row < a.n && step < steps;
+      const u8* src = in ? s + (i64)row * (a.k / 16) + (i64)step * (STEP / 16) : s;
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + WIDE_CODES + 32 * r + 8 * u), "l"(src),
+                   "r"(in ? 8 : 0));
+    }
+  }
+  cp_async_commit();
+}
+
+// Step u of a landed wide stage as the register path's WStep.
+__device__ __forceinline__ void read_wide(WStep& st, u32 src, int g, int q, int u) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h, c = (WIDE_STEPS * u + q) ^ ((r & 1) << 2);
+    u32x4& v = st.w[h];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(src + r * (WIDE_STEPS * 64) + 16 * c));
+    u16 sc;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(src + WIDE_CODES + 32 * r + 8 * u + 2 * q));
+    st.sc[h] = sc;
+  }
+}
+
+// The wide path's K loop of one warp: stages warp, warp + warps, ... through its ring of
+// WIDE_RING, WIDE_RING - 1 in flight while one is decoded; X one step ahead of the decode.
+__device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+                                           const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
+  const int g = lane / 4, q = lane % 4, steps = (a.k + STEP - 1) / STEP;
+  const int stages = (steps + WIDE_STEPS - 1) / WIDE_STEPS;
+  const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
+#pragma unroll
+  for (int j = 0; j < WIDE_RING - 1; ++j)
+    issue_stage(ring + j * WIDE_STAGE, a, w, s, row0, lane, warp + j * warps, steps);
+  XStep xs[2];
+  if (mine > 0) load_x(xs[0], a, x, g, q, warp * WIDE_STEPS);
+  for (int j = 0; j < mine; ++j) {
+    __syncwarp();  // every lane has read the slot that stage j + WIDE_RING - 1 overwrites
+    issue_stage(ring + ((j + WIDE_RING - 1) % WIDE_RING) * WIDE_STAGE, a, w, s, row0, lane,
+                warp + (j + WIDE_RING - 1) * warps, steps);
+    cp_async_wait<WIDE_RING - 1>();  // this lane's copies of stage j have landed
+    __syncwarp();                    // and every lane's
+    const int stage = warp + j * warps, last = min(WIDE_STEPS, steps - stage * WIDE_STEPS);
+    const u32 slot = ring + (j % WIDE_RING) * WIDE_STAGE;
+#pragma unroll
+    for (int u = 0; u < WIDE_STEPS; ++u) {
+      if (u >= last) break;  // warp-uniform: a last, partial stage
+      // the next step's X: this stage's next, else the next stage's first
+      const int next = u + 1 < last ? stage * WIDE_STEPS + u + 1 : (stage + warps) * WIDE_STEPS;
+      if (u + 1 < last || j + 1 < mine) load_x(xs[(u + 1) & 1], a, x, g, q, next);
+      WStep st;
+      read_wide(st, slot, g, q, u);
+      compute_step<true>(acc, st, xs[u & 1]);
+    }
+    // a partial stage is the warp's last; a whole one ends on u = 3, so the next starts on xs[0]
+  }
+  cp_async_wait<0>();
+}
+
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K.
 extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const GemvArgs a) {
-  __shared__ float red[MAX_WARPS][NF * 4][32];
+  __shared__ float red_static[kWide ? 1 : MAX_WARPS][NF * 4][32];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int row0 = blockIdx.x * 16;
   const u8* w = reinterpret_cast<const u8*>(a.w) + (i64)blockIdx.z * a.w_batch;
@@ -253,9 +366,11 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
   float acc[NF][4];
 #pragma unroll
   for (int f = 0; f < NF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
+  extern __shared__ __align__(16) unsigned char ring_raw[];
   if constexpr (kAsync) {
-    extern __shared__ __align__(16) unsigned char ring_raw[];
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
+  } else if constexpr (kWide) {
+    wide_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * WIDE_RING * WIDE_STAGE, row0, warp, warps, lane);
   } else {
   // Software pipeline: the weights of iteration i + 1 (UNROLL steps, 2 x 16 bytes a lane each)
   // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and
@@ -280,7 +395,13 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
     for (int u = 0; u < UNROLL; ++u) cur[u] = nxt[u];
   }
   }
-  const float gy = kAsync ? a.g * 256.0f : a.g;  // the async path's sums are 2^-8 of the value
+  const float gy = kAsync || kWide ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
+  // the wide path's partial sums go where its rings were, once every warp is done with its own
+  float(*red)[NF * 4][32] = red_static;
+  if constexpr (kWide) {
+    __syncthreads();
+    red = reinterpret_cast<float(*)[NF * 4][32]>(ring_raw);
+  }
 #pragma unroll
   for (int f = 0; f < NF; ++f)
 #pragma unroll

@@ -11,12 +11,15 @@ import math
 
 from . import _check as check
 from ._dispatch import through_torch
+from ._moe_fp4 import Fp4Experts, quantize_experts
 from ._native import native
 
 __all__ = [
     "grouped_gemm",
     "swiglu",
     "experts",
+    "quantize_experts",
+    "Fp4Experts",
     "layer",
     "route",
     "combine",
@@ -212,7 +215,9 @@ def _check_index_values(top_k_index, experts, check_indices):
         raise ValueError(f"`top_k_index` holds expert {bad}; the layer has experts 0 to {experts - 1}")
 
 
-def experts(x, w13, w2, top_k_index, top_k_weights, *, layout: str = "concat", combine: str = "atomic", check_indices: bool = False):
+def experts(
+    x, w13, w2, top_k_index, top_k_weights, *, layout: str = "concat", combine: str = "atomic", check_indices: bool = False, weights=None
+):
     """A whole expert layer, as transformers' experts forward computes it: for every token and
     each of its top-k experts e, silu(x W1[e]^T) * (x W3[e]^T) @ W2[e]^T times its routing weight,
     summed over the k experts. `x` [T, H]; `w13` [E, 2I, H] (transformers' gate_up_proj: gate
@@ -223,7 +228,13 @@ def experts(x, w13, w2, top_k_index, top_k_weights, *, layout: str = "concat", c
     projection adds each weighted row into its token's f32 row (`combine="atomic"`), or
     `combine="ordered"` sums each token's rows in a fixed order (the same bits every run).
     Indices on the CPU are checked; on the GPU an index out of range drops its pair and makes
-    its token's row NaN (`check_indices=True` checks them first, at the cost of a host sync)."""
+    its token's row NaN (`check_indices=True` checks them first, at the cost of a host sync).
+    `weights="nvfp4"` or `"mxfp4"`: `w13` and `w2` are the `Fp4Experts` pair that
+    `quantize_experts` made from gate_up_proj and down_proj; the rows are sorted by kiln's
+    routing and gathered, then kiln's 4-bit fused SwiGLU and grouped GEMM run on them and
+    `combine` sums each token's weighted rows (in pair order whatever `combine` says)."""
+    if weights is not None:
+        return _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combine, check_indices)
     if layout == "concat" and not check_indices and not through_torch(x, w13, w2, top_k_index, top_k_weights):
         out = _direct(native().moe_layer, x, w13, w2, None, None, top_k_index, top_k_weights, 0, "softmax", False, 0, 0, 1.0, combine)
         if out is not None:
@@ -245,6 +256,24 @@ def experts(x, w13, w2, top_k_index, top_k_weights, *, layout: str = "concat", c
     return torch.ops.kiln.moe_layer(
         x.contiguous(), w13, w2, None, None, top_k_index.contiguous(), top_k_weights.contiguous(), 0, "softmax", False, 0, 0, 1.0, combine
     )
+
+
+def _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combine_mode, check_indices):
+    from . import _moe_fp4
+
+    e, _, _ = _moe_fp4.check_experts(x, w13, w2, weights)
+    if layout != "concat":
+        raise ValueError(f"`layout` is {layout!r}; 4-bit weights are prepacked from gate_up_proj as it is ('concat')")
+    _check_top_k(top_k_index, top_k_weights, x.shape[0], e)
+    if combine_mode not in ("atomic", "ordered"):
+        raise ValueError(f"`combine` is {combine_mode!r}; use 'atomic' or 'ordered'")
+    check.same_device({"x": x, "w13": w13.data, "w2": w2.data, "top_k_weights": top_k_weights})
+    _check_index_values(top_k_index, e, check_indices)
+    if _on_cpu(top_k_index):
+        top_k_index = top_k_index.to(x.device, non_blocking=True)
+    check.same_device({"x": x, "top_k_index": top_k_index})
+    r = route(top_k_index, top_k_weights, num_experts=e)
+    return combine(_moe_fp4.experts(x.contiguous(), w13, w2, r), r)
 
 
 def _check_interleaved(x, w13, w2):

@@ -6,6 +6,7 @@ mod fp4;
 mod fp8;
 mod kvcache;
 mod moe;
+mod moe_fp4;
 mod pointwise;
 mod torch;
 
@@ -302,6 +303,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fp4::fp4_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(fp4::fp4_dequantize, m)?)?;
     m.add_function(wrap_pyfunction!(fp4::nvfp4_gemv, m)?)?;
+    m.add_function(wrap_pyfunction!(moe_fp4::fp4_prepack_experts, m)?)?;
+    m.add_function(wrap_pyfunction!(moe_fp4::fp4_experts, m)?)?;
     m.add_function(wrap_pyfunction!(pointwise::rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(pointwise::rope, m)?)?;
     Ok(())

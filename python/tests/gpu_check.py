@@ -412,6 +412,49 @@ def moe_checks(gen, quick):
     record("moe", "grouped_gemm empty experts", rel(y, ref) < 1e-2, err=rel(y, ref))
 
 
+def fp4_dequant_experts(w, fmt):
+    """[E, R, K] bf16 weights quantised row block by row block as kiln.moe.quantize_experts does
+    (each expert's gate, up or down matrix alone) and dequantised in f32."""
+    out = []
+    for m in w:
+        if fmt == "nvfp4":
+            out.append(kiln.fp4.quantize_nvfp4(m.contiguous()).dequantize("f32"))
+        else:
+            codes, scales = kiln.fp4.quantize_mxfp4(m.contiguous())
+            out.append(kiln.fp4.dequantize(codes, scales, format="mxfp4", dtype="f32"))
+    return torch.stack(out)
+
+
+def moe_fp4_checks(gen, quick):
+    """kiln.moe.quantize_experts + experts(..., weights=fmt) against the float64-free reference of
+    moe_ref on the dequantised weights (gate and up quantised apart, as the prepack does): the
+    products e2m1 x scale are exact in bf16, so the bound is the bf16 MoE's (h rounded to bf16
+    between the projections); then 4-bit against kiln's bf16 experts at a decode shape."""
+    cases = [(8, 2, 5, 256, 128), (16, 4, 70, 512, 256), (64, 8, 3, 1024, 512)]
+    for i, (e, topk, t, hdim, inter) in enumerate(cases[:2] if quick else cases):
+        x = torch.randn(t, hdim, device="cuda", dtype=torch.bfloat16, generator=gen)
+        w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(hdim)
+        w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(inter)
+        wts, idx = torch.topk(torch.softmax(torch.randn(t, e, device="cuda", generator=gen), -1), topk, -1)
+        for fmt in ("nvfp4", "mxfp4"):
+            q13, q2 = kiln.moe.quantize_experts(w13, w2, format=fmt)
+            d13 = torch.cat([fp4_dequant_experts(w13[:, :inter], fmt), fp4_dequant_experts(w13[:, inter:], fmt)], dim=1)
+            ref = moe_ref(x, d13, fp4_dequant_experts(w2, fmt), idx, wts)
+            out = kiln.moe.experts(x, q13, q2, idx, wts, weights=fmt)
+            err = rel(out, ref)
+            record("moe_fp4", f"{fmt} E{e} top{topk} T{t} H{hdim} I{inter}", err < 2e-2 and not math.isnan(err), err=err)
+    e, topk, hdim, inter = 64, 8, 2048, 1408
+    w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
+    w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
+    q13, q2 = kiln.moe.quantize_experts(w13, w2, format="nvfp4")
+    for t in (1, 8):
+        x = torch.randn(t, hdim, device="cuda", dtype=torch.bfloat16, generator=gen)
+        wts, idx = torch.topk(torch.softmax(torch.randn(t, e, device="cuda", generator=gen), -1), topk, -1)
+        f4 = bench_ms(lambda: kiln.moe.experts(x, q13, q2, idx, wts, weights="nvfp4"), reps=50)
+        b16 = bench_ms(lambda: kiln.moe.experts(x, w13, w2, idx, wts), reps=50)
+        record("moe_fp4", f"nvfp4 experts ran E{e} T{t}: {f4:.3f} ms (bf16 {b16:.3f} ms)", True)
+
+
 # ------------------------------------------------------------------------------- MoE layer
 def route_ref(logits, top_k, scoring, renormalize, n_group=None, topk_group=None, bias=None, scaling=1.0):
     """torch's routing in float64 (vLLM/DeepSeek-V3 semantics: experts outside the kept groups
@@ -860,7 +903,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a quarter of the shapes, no models")
     ap.add_argument("--only", help="comma-separated sections to run (gemm, attention, backward, varlen, kvcache, "
-                    "moe, moe_layer, fp8, fp4, integration, pointwise, models, timings, moe_timings); default all")
+                    "moe, moe_layer, fp8, fp4, moe_fp4, integration, pointwise, models, timings, moe_timings); default all")
     ap.add_argument("--moe", action="store_true", help="only the MoE checks and the MoE layer's timings "
                     "(--only moe,moe_layer,moe_timings)")
     args = ap.parse_args()
@@ -871,7 +914,7 @@ def main():
     t0 = time.time()
     sections = {"gemm": gemm_checks, "attention": attention_checks, "backward": attention_backward_checks,
                 "varlen": varlen_checks, "kvcache": kvcache_checks, "moe": moe_checks, "moe_layer": moe_layer_checks,
-                "fp8": fp8_checks, "fp4": fp4_checks, "integration": lambda g, q: integration_checks(g),
+                "fp8": fp8_checks, "fp4": fp4_checks, "moe_fp4": moe_fp4_checks, "integration": lambda g, q: integration_checks(g),
                 "pointwise": lambda g, q: pointwise_checks(g, q, timings)}
     if not args.quick or args.moe:
         sections.update(models=lambda g, q: models(g, timings), timings=lambda g, q: op_timings(g, timings),

@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use super::handle::Kiln;
 use super::info::{contiguous_strides, TensorInfo};
 use super::options::{MoeRows, SwigluWeights};
 use super::tensor::{TensorMut, TensorRef};
-use super::validate::{self, Operand};
+use super::validate::{self, MoePlan, Operand};
 use crate::device::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::ops::moe::fp4::kernel::{Fp4Layout, Fp4Tile};
@@ -69,41 +70,14 @@ impl Kiln {
         y: &mut TensorMut,
     ) -> Result<()> {
         self.check_stream(stream)?;
-        let l = w.layout;
-        // The shapes, dtypes, rows and aliasing are checked as for the 16-bit MoE, with the
-        // weights described as the [E, N, K] tensor they dequantise to (placed at x, which the
-        // kernels never read through it); the prepacked bytes are checked by Fp4Experts.
-        let wdesc = TensorInfo::new(
-            "w",
-            x.info.ptr(),
-            x.info.dtype(),
-            &[l.experts, l.n, l.k],
-            &contiguous_strides(&[l.experts, l.n, l.k]),
-            x.info.device(),
+        let plan = fp4_plan(
+            self.ordinal(),
+            &x.info,
+            &w.layout,
+            &rows.map(|t| t.info),
+            routing.map(|t| t.info).as_ref(),
+            &y.info,
         )?;
-        let rows_info = rows.map(|t| t.info);
-        let plan = if l.swiglu {
-            let pair = SwigluWeights::Separate {
-                w1: wdesc,
-                w3: wdesc,
-            };
-            let r = routing.map(|t| t.info);
-            validate::swiglu(
-                self.ordinal(),
-                &x.info,
-                &pair,
-                &rows_info,
-                r.as_ref(),
-                &y.info,
-            )?
-        } else {
-            if routing.is_some() {
-                return Err(Error::invalid(
-                    "routing weights scale the SwiGLU's rows; these weights are a grouped GEMM's",
-                ));
-            }
-            validate::grouped_gemm(self.ordinal(), &x.info, &wdesc, &rows_info, &y.info)?
-        };
         let Some(plan) = plan else {
             return Ok(());
         };
@@ -115,6 +89,27 @@ impl Kiln {
             routing.and_then(|t| t.track(stream)),
             y.track(stream),
         );
+        let weights = (
+            Operand {
+                ptr: wptr,
+                bytes: w.bytes.len(),
+            },
+            Operand {
+                ptr: eptr,
+                bytes: w.escale.len() * 4,
+            },
+        );
+        self.launch_fp4(Some(stream.cu_stream()), &plan, &w.layout, weights)
+    }
+
+    /// Enqueues a checked 4-bit plan on `stream` with the prepacked bytes and factors `w`.
+    pub(super) fn launch_fp4(
+        &self,
+        stream: Option<CUstream>,
+        plan: &MoePlan,
+        l: &Fp4Layout,
+        w: (Operand, Operand),
+    ) -> Result<()> {
         let p = &plan.problem;
         let key = format!(
             "{:?} fp4 {:?} tile {}",
@@ -122,44 +117,68 @@ impl Kiln {
             l.format,
             Fp4Tile::choose(p).tt
         );
-        self.run(
-            Some(stream.cu_stream()),
-            &key,
-            &p.label(),
-            |ctx, ws, capturing| {
-                let sched_bytes = schedule::sched_bytes(p.experts);
-                let sched = ws.moe_sched.at_least(ctx, sched_bytes, capturing)?;
-                let op = |o: Operand| {
-                    // SAFETY: every operand is memory the caller's views (and the weights) hold for
-                    // the duration of this call, ordered on `stream`; the borrowed buffers only
-                    // carry pointers and sizes and never free them.
-                    unsafe { DeviceBuffer::borrowed(o.ptr, o.bytes) }
-                };
-                let (xb, yb, rb) = (op(plan.x), op(plan.y), op(plan.rows));
-                let route = plan.route.map(op);
-                let wb = op(Operand {
-                    ptr: wptr,
-                    bytes: w.bytes.len(),
-                });
-                let eb = op(Operand {
-                    ptr: eptr,
-                    bytes: w.escale.len() * 4,
-                });
-                let sb = op(Operand {
-                    ptr: sched,
-                    bytes: sched_bytes,
-                });
-                let ops = Fp4Operands {
-                    x: &xb,
-                    w: &wb,
-                    escale: &eb,
-                    y: &yb,
-                    rows: &rb,
-                    route: route.as_ref(),
-                    sched: &sb,
-                };
-                Fp4Experts::launch(ctx, p, &l, &ops)
-            },
-        )
+        self.run(stream, &key, &p.label(), |ctx, ws, capturing| {
+            let sched_bytes = schedule::sched_bytes(p.experts);
+            let sched = ws.moe_sched.at_least(ctx, sched_bytes, capturing)?;
+            let op = |o: Operand| {
+                // SAFETY: every operand is memory the caller's views (and the weights) hold for
+                // the duration of this call, ordered on `stream`; the borrowed buffers only
+                // carry pointers and sizes and never free them.
+                unsafe { DeviceBuffer::borrowed(o.ptr, o.bytes) }
+            };
+            let (xb, yb, rb) = (op(plan.x), op(plan.y), op(plan.rows));
+            let route = plan.route.map(op);
+            let (wb, eb) = (op(w.0), op(w.1));
+            let sb = op(Operand {
+                ptr: sched,
+                bytes: sched_bytes,
+            });
+            let ops = Fp4Operands {
+                x: &xb,
+                w: &wb,
+                escale: &eb,
+                y: &yb,
+                rows: &rb,
+                route: route.as_ref(),
+                sched: &sb,
+            };
+            Fp4Experts::launch(ctx, p, l, &ops)
+        })
+    }
+}
+
+/// The checks of a 4-bit MoE op: shapes, dtypes, rows and aliasing as for the 16-bit MoE, with
+/// the weights described as the [E, N, K] tensor they dequantise to (placed at x, which the
+/// kernels never read through it); the prepacked bytes are checked by the caller (upload) or
+/// [`super::raw::check_fp4_experts`].
+pub(super) fn fp4_plan(
+    device: usize,
+    x: &TensorInfo,
+    l: &Fp4Layout,
+    rows: &MoeRows<'_, TensorInfo>,
+    routing: Option<&TensorInfo>,
+    y: &TensorInfo,
+) -> Result<Option<MoePlan>> {
+    let wdesc = TensorInfo::new(
+        "w",
+        x.ptr(),
+        x.dtype(),
+        &[l.experts, l.n, l.k],
+        &contiguous_strides(&[l.experts, l.n, l.k]),
+        x.device(),
+    )?;
+    if l.swiglu {
+        let pair = SwigluWeights::Separate {
+            w1: wdesc,
+            w3: wdesc,
+        };
+        validate::swiglu(device, x, &pair, rows, routing, y)
+    } else {
+        if routing.is_some() {
+            return Err(Error::invalid(
+                "routing weights scale the SwiGLU's rows; these weights are a grouped GEMM's",
+            ));
+        }
+        validate::grouped_gemm(device, x, &wdesc, rows, y)
     }
 }

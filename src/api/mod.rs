@@ -25,6 +25,7 @@ mod backward;
 mod dtype;
 mod fp4;
 mod fp4_experts;
+mod fp4_experts_raw;
 mod fp4_raw;
 mod fp8;
 mod graphs;

@@ -14,6 +14,9 @@ use super::validate::{self, AttentionBackwardPlan, AttentionPlan, GemmPlan, MoeP
 use super::varlen::VarlenOffsets;
 use crate::error::Result;
 
+pub use super::fp4_experts_raw::{
+    check_fp4_experts, fp4_experts, fp4_prepack_experts, RawFp4Experts,
+};
 pub use super::fp4_raw::{
     check_fp4_dequantize, check_fp4_quantize, check_nvfp4_gemv, fp4_dequantize, fp4_quantize,
     nvfp4_gemv, RawBytes, RawFp4,
@@ -133,7 +136,7 @@ pub unsafe fn attention_backward(
     }
 }
 
-fn rows_info<'a>(rows: &MoeRows<'a, RawTensor>) -> Result<MoeRows<'a, TensorInfo>> {
+pub(super) fn rows_info<'a>(rows: &MoeRows<'a, RawTensor>) -> Result<MoeRows<'a, TensorInfo>> {
     let (arg, t) = match rows {
         MoeRows::Offsets { offsets, .. } => ("offsets", offsets),
         MoeRows::Counts { counts, .. } => ("counts", counts),

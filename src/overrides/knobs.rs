@@ -184,19 +184,26 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
-            "`regs` (weights in registers) or `async` (a cp.async ring in shared memory; K a multiple of 128)"
+            "`regs` (weights in registers), `async` (a cp.async ring in shared memory) or `wide` \
+             (a ring of 4-step stages copied 256 bytes a row at a time); the rings need K a \
+             multiple of 128"
                 .into()
         },
         default: "regs",
         set: |o, v| {
             let path = |v: &str| match v {
-                "regs" => Some(false),
-                "async" => Some(true),
+                "regs" => Some(Fp4Gemv::Regs),
+                "async" => Some(Fp4Gemv::Async),
+                "wide" => Some(Fp4Gemv::Wide),
                 _ => None,
             };
-            put(&mut o.moe.fp4_gemv_async, or(v, false, path))
+            put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Regs, path))
         },
-        show: |o| o.moe.fp4_gemv_async.then(|| "async".to_string()),
+        show: |o| {
+            unless(o.moe.fp4_gemv, Fp4Gemv::Regs, |m| {
+                format!("{m:?}").to_lowercase()
+            })
+        },
     },
     Knob {
         name: "KILN_FP4_PATH",

@@ -168,10 +168,9 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
-    /// `KILN_FP4_GEMV` (`regs` or `async`): how the NVFP4 GEMV streams its weights, through
-    /// registers or (`async`, where K is a multiple of 128) a cp.async ring of 8 steps a warp in
-    /// shared memory. Default: `regs` (the async ring is not yet timed).
-    pub fp4_gemv_async: bool,
+    /// `KILN_FP4_GEMV` (`regs`, `async` or `wide`): how the NVFP4 GEMV streams its weights.
+    /// Default [`Fp4Gemv::Regs`] (the others are not yet faster where measured).
+    pub fp4_gemv: Fp4Gemv,
     /// `KILN_FP4_TAIL` (1 to 16): the most K slices the 4-bit experts' decode tiles (8 and 16
     /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 1 (never:
     /// the split is not yet timed).
@@ -194,10 +193,22 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
-        fp4_gemv_async: false,
+        fp4_gemv: Fp4Gemv::Regs,
         fp4_tail: 1,
         gather: MoeGather::Auto,
     };
+}
+
+/// How the NVFP4 GEMV streams its weights (`KILN_FP4_GEMV`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fp4Gemv {
+    /// Each lane loads its 16 bytes of two rows into registers, the next iteration's in flight.
+    Regs,
+    /// A cp.async ring of 8 steps a warp in shared memory (K a multiple of 128).
+    Async,
+    /// A cp.async ring of 3 four-step stages a warp, each copy instruction covering two rows'
+    /// 256 contiguous bytes, and a decode with one multiply a pair (K a multiple of 128).
+    Wide,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

@@ -2,7 +2,7 @@
 //! that reach the register path's tiles (16 tokens, the 8-token tile at two CTAs an SM, the
 //! GEMM's prefill tile), its last-wave split (`KILN_FP4_TAIL`), the shared-memory path
 //! (`KILN_FP4_PATH=dq`) and W4A8, and `kiln fp4 verify --suite quick` (quantiser, dequantiser,
-//! GEMV), the GEMV once more through its async ring (`KILN_FP4_GEMV=async`).
+//! GEMV), the GEMV once more through each ring (`KILN_FP4_GEMV=async`, `wide`).
 
 use super::sanitize::Case;
 use crate::ops::fp4::nvfp4_gemv::NAME as GEMV;
@@ -67,6 +67,12 @@ pub const RUNS: &[Run] = &[
         "fp4 verify --suite quick",
         &[("KILN_FP4_GEMV", "async")],
     ),
+    (
+        GEMV,
+        "GEMV through the wide ring (quick suite)",
+        "fp4 verify --suite quick",
+        &[("KILN_FP4_GEMV", "wide")],
+    ),
 ];
 
 /// Whether `version` is one of the 4-bit versions these runs cover.
@@ -112,7 +118,7 @@ mod tests {
             assert!(["moe", "fp4"].contains(&a[at + 3].as_str()), "{a:?}");
             assert!(c.problem().contains(' '), "{}", c.problem());
         }
-        assert_eq!(fp4_cases(&[GEMV.to_string()], &tools).len(), 4);
+        assert_eq!(fp4_cases(&[GEMV.to_string()], &tools).len(), 6);
         assert!(is_fp4(EXPERTS) && is_fp4(GEMV) && !is_fp4("wgmma_tma_ws"));
     }
 

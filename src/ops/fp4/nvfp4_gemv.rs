@@ -7,6 +7,7 @@ use crate::device::{Context, DeviceBuffer, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
+use crate::overrides::Fp4Gemv;
 
 use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
 
@@ -143,6 +144,17 @@ pub fn spec_async(arch: &str, nf: u32) -> KernelSpec {
 pub const RING_STEPS: u32 = 8;
 pub const RING_STEP_BYTES: u32 = 16 * 64 + 16 * 8;
 
+/// The wide ring's specialisation (`KILN_FP4_GEMV=wide`): stages of 4 steps copied 256 bytes a
+/// row at a time into a ring of [`WIDE_RING`] stages a warp.
+pub fn spec_wide(arch: &str, nf: u32) -> KernelSpec {
+    spec(arch, nf).define("KILN_GEMV_ASYNC", 2)
+}
+
+/// Stages in a warp's wide ring, and the bytes of one (16 rows x 256 code bytes, 16 x 32
+/// scales): the kernel's WIDE_RING and WIDE_STAGE.
+pub const WIDE_RING: u32 = 3;
+pub const WIDE_STAGE_BYTES: u32 = 16 * 256 + 16 * 32;
+
 /// Every specialisation.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     vec![
@@ -150,13 +162,32 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         spec(arch, 2),
         spec_async(arch, 1),
         spec_async(arch, 2),
+        spec_wide(arch, 1),
+        spec_wide(arch, 2),
     ]
 }
 
 impl GemvProblem {
-    /// Whether the async ring can run it: K a multiple of 128 (whole steps, 8-byte scale rows).
+    /// Whether the rings can run it: K a multiple of 128 (whole steps, 8-byte scale rows).
     pub fn takes_async(&self) -> bool {
         self.k.is_multiple_of(128)
+    }
+
+    /// The path `asked` for runs where K allows it, else the register path.
+    pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
+        match asked {
+            Fp4Gemv::Async | Fp4Gemv::Wide if !self.takes_async() => Fp4Gemv::Regs,
+            a => a,
+        }
+    }
+}
+
+/// The kernel and dynamic shared memory of `path` for M tiles `nf` and `warps` a CTA.
+fn kernel_of(arch: &str, path: Fp4Gemv, nf: u32, warps: u32) -> (KernelSpec, u32) {
+    match path {
+        Fp4Gemv::Regs => (spec(arch, nf), 0),
+        Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
+        Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
     }
 }
 
@@ -232,18 +263,9 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     check_operands(p, ops)?;
     let warps = p.warps(ctx.info.sm_count.max(1));
     let nf = if p.m > 8 { 2 } else { 1 };
-    // the async ring where asked for and K allows it; else the register path
-    let ring = ctx.overrides.moe.fp4_gemv_async && p.takes_async();
-    let f = if ring {
-        ctx.function(&spec_async(&ctx.arch(), nf))?
-    } else {
-        ctx.function(&spec(&ctx.arch(), nf))?
-    };
-    let smem = if ring {
-        warps * RING_STEPS * RING_STEP_BYTES
-    } else {
-        0
-    };
+    // the ring asked for where K allows it; else the register path
+    let (spec, smem) = kernel_of(&ctx.arch(), p.path(ctx.overrides.moe.fp4_gemv), nf, warps);
+    let f = ctx.function(&spec)?;
     let mut args = GemvArgs {
         x: ops.x.ptr(),
         w: ops.w.codes.ptr(),
@@ -362,6 +384,135 @@ mod tests {
                 assert_eq!(folded * 256.0, plain, "code {code:#x} scale {sc:#x}");
             }
         }
+    }
+
+    /// The wide path's `nibble_pair_mul<I>`: the nibbles masked in place, one multiply by
+    /// 2^(6-4J) + 2^(12-4J), then the mask of magnitude and sign bits.
+    fn nibble_pair_mul(w: u32, i: i32) -> u32 {
+        let j = i & 1;
+        let mul = (1u32 << (6 - 4 * j)) | (1u32 << (12 - 4 * j));
+        let src = if i < 2 { w } else { w >> 8 };
+        let m = src & (0x000F_000Fu32 << (4 * j));
+        m.wrapping_mul(mul) & 0x81C0_81C0
+    }
+
+    #[test]
+    fn the_wide_paths_one_multiply_decode_gives_the_same_pairs() {
+        // nibble_pair<I> reads only nibbles I and I + 4: every value of both, the other six
+        // nibbles random (they must not leak in through a carry)
+        let mut seed = 0x9E37_79B9u64;
+        for i in 0..4 {
+            for lo in 0u32..16 {
+                for hi in 0u32..16 {
+                    for _ in 0..8 {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let rest = (seed >> 32) as u32;
+                        let keep = !((0xFu32 << (4 * i)) | (0xFu32 << (16 + 4 * i)));
+                        let w = (rest & keep) | lo << (4 * i) | hi << (16 + 4 * i);
+                        assert_eq!(
+                            nibble_pair_mul(w, i),
+                            nibble_pair(w, i),
+                            "pair {i}, word {w:#010x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The wide ring on the CPU: `issue_stage`'s copies of a stage (codes of row r, chunk c at
+    /// 256 r + 16 (c ^ 4 (r & 1)), scales at 4096 + 32 r + 8 u) and `read_wide`'s reads of step u
+    /// must hand every lane the bytes the register path loads (rows g, g + 8 at k = 128 step +
+    /// 32 q; its two scale codes), and each 8-lane phase of a 16-byte read must touch 8 distinct
+    /// 16-byte bank groups.
+    #[test]
+    fn the_wide_rings_copies_and_reads_give_each_lane_its_bytes_without_bank_conflicts() {
+        let (n, k) = (16usize, 1024usize); // 8 steps: two stages
+        let (row_codes, row_scales) = (k / 2, k / 16);
+        let code = |r: usize, b: usize| (r * 131 + b * 7 + 3) as u8;
+        let scale = |r: usize, b: usize| (r * 29 + b * 11 + 1) as u8;
+        let stage_bytes = WIDE_STAGE_BYTES as usize;
+        let codes_bytes = 16 * 256;
+        for stage in 0..k / 512 {
+            let mut smem = vec![0u8; stage_bytes];
+            let mut written = vec![false; stage_bytes];
+            for lane in 0..32 {
+                let c = lane % 16;
+                let step_c = stage * 4 + c / 4;
+                for i in 0..8 {
+                    let r = 2 * i + lane / 16;
+                    let dst = r * 256 + 16 * (c ^ ((r & 1) << 2));
+                    for b in 0..16 {
+                        let src = step_c * 64 + 16 * (c % 4) + b;
+                        assert!(!written[dst + b], "byte {} written twice", dst + b);
+                        written[dst + b] = true;
+                        smem[dst + b] = code(r, src);
+                    }
+                }
+                for i in 0..2 {
+                    let id = 32 * i + lane;
+                    let (r, u) = (id / 4, id % 4);
+                    let dst = codes_bytes + 32 * r + 8 * u;
+                    for b in 0..8 {
+                        assert!(!written[dst + b]);
+                        written[dst + b] = true;
+                        smem[dst + b] = scale(r, (stage * 4 + u) * 8 + b);
+                    }
+                }
+            }
+            assert!(
+                written.iter().all(|&w| w),
+                "every byte of the stage is written"
+            );
+            for u in 0..4 {
+                let step = stage * 4 + u;
+                for h in 0..2 {
+                    let mut groups = vec![Vec::new(); 4];
+                    for lane in 0..32 {
+                        let (g, q) = (lane / 4, lane % 4);
+                        let r = g + 8 * h;
+                        let c = (4 * u + q) ^ ((r & 1) << 2);
+                        let at = r * 256 + 16 * c;
+                        let k0 = step * 128 + 32 * q;
+                        for b in 0..16 {
+                            assert_eq!(
+                                smem[at + b],
+                                code(r, k0 / 2 + b),
+                                "lane {lane} step {step}"
+                            );
+                        }
+                        let sat = codes_bytes + 32 * r + 8 * u + 2 * q;
+                        for b in 0..2 {
+                            assert_eq!(smem[sat + b], scale(r, k0 / 16 + b));
+                        }
+                        groups[lane / 8].push((at / 16) % 8);
+                    }
+                    for (phase, mut gs) in groups.into_iter().enumerate() {
+                        gs.sort_unstable();
+                        gs.dedup();
+                        assert_eq!(gs.len(), 8, "step {u}, half {h}, phase {phase}");
+                    }
+                }
+            }
+        }
+        assert_eq!(row_codes * n, 16 * 512);
+        assert_eq!(row_scales * 16, k);
+    }
+
+    #[test]
+    fn the_wide_ring_fits_an_sm_at_16_warps_and_four_ctas_at_4() {
+        let per_warp = WIDE_RING * WIDE_STAGE_BYTES;
+        // 227 KB a CTA at most; four 4-warp CTAs and their 1 KB reserves in 228 KB
+        assert!(16 * per_warp <= 227 * 1024);
+        assert!(4 * (4 * per_warp + 1024) <= 228 * 1024);
+        let p = GemvProblem::new(1, 8192, 8192, DType::Bf16);
+        assert_eq!(p.path(Fp4Gemv::Wide), Fp4Gemv::Wide);
+        assert_eq!(
+            GemvProblem::new(1, 8192, 8224, DType::Bf16).path(Fp4Gemv::Wide),
+            Fp4Gemv::Regs
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::formats::{mxfp4, nvfp4};
+use rayon::prelude::*;
 
 /// Every 4-bit expert kernel variant (bf16 or f16 activations, and MXFP4 x e4m3 on the FP8
 /// tensor cores), for `kiln check`.
@@ -121,21 +122,28 @@ impl Fp4Weights {
             scales: Vec::with_capacity(experts * per / format.block()),
             tensor_scales: Vec::new(),
         };
-        for e in 0..experts {
-            let x = &values[e * per..(e + 1) * per];
-            match format {
-                Fp4Format::Nvfp4 => {
-                    let q = nvfp4::quantize(x, rows, k)?;
-                    w.codes.extend(q.codes);
-                    w.scales.extend(q.scales);
-                    w.tensor_scales.push(q.tensor_scale);
-                }
-                Fp4Format::Mxfp4 => {
-                    let q = mxfp4::quantize(x, rows, k)?;
-                    w.codes.extend(q.codes);
-                    w.scales.extend(q.scales);
-                }
-            }
+        // experts quantised in parallel (a model's whole projection at once from Python), then
+        // laid end to end in expert order
+        let each: Vec<(Vec<u8>, Vec<u8>, Option<f32>)> = values
+            .par_chunks(per.max(1))
+            .take(experts)
+            .map(|x| {
+                Ok(match format {
+                    Fp4Format::Nvfp4 => {
+                        let q = nvfp4::quantize(x, rows, k)?;
+                        (q.codes, q.scales, Some(q.tensor_scale))
+                    }
+                    Fp4Format::Mxfp4 => {
+                        let q = mxfp4::quantize(x, rows, k)?;
+                        (q.codes, q.scales, None)
+                    }
+                })
+            })
+            .collect::<Result<_>>()?;
+        for (codes, scales, g) in each {
+            w.codes.extend(codes);
+            w.scales.extend(scales);
+            w.tensor_scales.extend(g);
         }
         Ok(w)
     }

@@ -654,6 +654,133 @@ mod tests {
         assert_eq!(seeds.len(), a.gemm.len());
     }
 
+    /// `kiln fuzz --seed 1` must keep drawing the same problems whatever the lab's code becomes:
+    /// the first three of each op, as their labels and input seeds (what `--dry-run` lists).
+    #[test]
+    fn seed_one_draws_the_problems_it_always_drew() {
+        let d = draw(&FuzzPlan {
+            seed: 1,
+            gemm: 3,
+            attention: 3,
+            moe: 3,
+            fp8: 3,
+            moe_layer: 3,
+            versions: vec![],
+            max_seq: 4096,
+        });
+        let lines = |cases: Vec<Case>| -> Vec<String> {
+            cases
+                .iter()
+                .map(|c| format!("{} {}", c.label(), seed_of(c)))
+                .collect()
+        };
+        let v = String::new;
+        let got = [
+            lines(
+                d.gemm
+                    .iter()
+                    .map(|(p, s)| Case::Gemm {
+                        version: v(),
+                        problem: *p,
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+            lines(
+                d.attention
+                    .iter()
+                    .map(|(p, s)| Case::Attention {
+                        version: v(),
+                        problem: *p,
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+            lines(
+                d.moe
+                    .iter()
+                    .map(|(p, m, s)| Case::Moe {
+                        version: v(),
+                        problem: p.clone(),
+                        mode: *m,
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+            lines(
+                d.fp8
+                    .iter()
+                    .map(|(p, r, s)| Case::Fp8 {
+                        version: v(),
+                        problem: *p,
+                        recipe: *r,
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+            lines(
+                d.moe_layer
+                    .iter()
+                    .map(|(c, s)| Case::MoeLayer {
+                        version: v(),
+                        case: c.clone(),
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+        ];
+        let want: [&[&str]; 5] = [
+            &[
+                "6x101x54 CR f16->f16 11040000246860676903",
+                "877x820x26 RC bf16->f16 11029405633654921010",
+                "768x1388x4 CC bf16->f16 9981305530155382927",
+            ],
+            &[
+                "b2 h6/3 s37x22 d64 causal BHSD f16 16462317210069915044",
+                "b3 h3/3 s3x1535 d128 BHSD f16 17056063895171165700",
+                "b3 h2/1 s13x13 d256 BHSD f16 1938289790824430403",
+            ],
+            &[
+                "E=133 masked 133x51 rows=45 N=768 K=120 bf16->bf16 swiglu(interleaved,routed) (Direct) 6704740955775670849",
+                "E=1 masked 1x1771 rows=1768 N=128 K=64 bf16->bf16 swiglu(separate,routed) (Direct) 9045539604134961831",
+                "E=1 rows=1671 N=8 K=344 bf16->bf16 (Direct) 1760999043011253497",
+            ],
+            &[
+                "420x2514x32 e5m2xe4m3 block scales -> f16 (Fp32 scales) 12953474308302013799",
+                "825x7x128 e5m2xe5m2 row scales -> f16 (Ue8m0 scales) 14521913318817163602",
+                "1741x817x160 e4m3xe4m3 block scales -> f16 (Ue8m0 scales) 7623051592285743581",
+            ],
+            &[
+                "layer t=2 e=69 k=6 h=24 i=72 f16 sigmoid renorm atomic 3581462602711141215",
+                "layer t=38 e=146 k=3 h=56 i=24 f16 given top-k (i64) atomic 10162975698976981879",
+                "layer t=32 e=2 k=1 h=80 i=24 f16 sigmoid bias atomic 9384829905902220092",
+            ],
+        ];
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g, w, "{got:#?}");
+        }
+        // The GEMM's strides and scalars are drawn too, and are not in its label.
+        let extra: Vec<String> = d
+            .gemm
+            .iter()
+            .map(|(p, _)| format!("{} {} {} {} {}", p.lda, p.ldb, p.ldc, p.alpha, p.beta))
+            .collect();
+        assert_eq!(
+            extra,
+            ["6 101 101 0 -1.2875233", "26 26 820 -1 0", "768 4 1388 1 0"]
+        );
+    }
+
+    fn seed_of(c: &Case) -> u64 {
+        match c {
+            Case::Gemm { seed, .. }
+            | Case::Attention { seed, .. }
+            | Case::Moe { seed, .. }
+            | Case::MoeLayer { seed, .. }
+            | Case::Fp8 { seed, .. } => *seed,
+        }
+    }
+
     #[test]
     fn cases_round_trip_through_a_failures_file() {
         let d = draw(&plan());

@@ -13,9 +13,10 @@ use kiln::formats::{Fp8Format, ScaleRecipe};
 use kiln::harness::bench::BenchOptions;
 use kiln::harness::fp8::{
     gemm_suite, verify_conversions, verify_gemm, verify_gemm_seeded, verify_promotion,
-    verify_quantization, Data, Fp8Outcome, GemmCase,
+    verify_quantization, Data, GemmCase,
 };
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes, Fp8Timing};
+use kiln::harness::outcome::Outcome;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
 use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
@@ -152,7 +153,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         return verify_at(env, a);
     }
     let ctx = env.context()?;
-    let mut outcomes: Vec<Fp8Outcome> = vec![verify_conversions(&ctx)?];
+    let mut outcomes: Vec<Outcome> = vec![verify_conversions(&ctx)?];
     let inputs: &[DType] = if quick {
         &[DType::Bf16]
     } else {
@@ -177,7 +178,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     for case in &cases {
         for o in verify_gemm(&ctx, case, a.vendor)? {
             if !o.passed {
-                pb.println(format!("FAIL {} {}: {}", o.check, o.case, o.message));
+                pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
             }
             outcomes.push(o);
         }
@@ -190,7 +191,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
 
 /// The outcomes as JSON or a table, with the count of failures (cuBLASLt's apart); exit 7 if
 /// any of kiln's failed.
-fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Fp8Outcome]) -> Result<ExitCode> {
+fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Outcome]) -> Result<ExitCode> {
     // cuBLASLt's outcomes are reported, not held against kiln.
     let failed = outcomes
         .iter()
@@ -223,11 +224,11 @@ fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Fp8Outcome]) -> Resu
         for o in outcomes {
             t.row(&[
                 o.check.clone(),
-                o.case.clone(),
+                o.label.clone(),
                 num(o.rel_error),
-                num(o.rel_error_rounded),
+                num(o.rel_error_rounded()),
                 num(o.bound),
-                o.cancellation
+                o.cancellation()
                     .map(|c| format!("{c:.1}"))
                     .unwrap_or_default(),
                 o.rows_checked.to_string(),
@@ -290,7 +291,7 @@ fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
                 if !env.json {
                     eprintln!(
                         "{} {}: {:.2e} (bound {:.0e}) {}",
-                        o.check, o.case, o.rel_error, o.bound, o.message
+                        o.check, o.label, o.rel_error, o.bound, o.message
                     );
                 }
                 outcomes.push(o);

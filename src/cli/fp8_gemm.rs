@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
-use kiln::harness::fp8::{gemm_suite, verify_gemm, Fp8Outcome};
+use kiln::harness::fp8::{gemm_suite, verify_gemm};
 use kiln::harness::fp8_bench::{bench_fp8, ladder_problems, Fp8Timing};
+use kiln::harness::outcome::Outcome;
 use kiln::ops::fp8::gemm::NAME;
 use kiln::ops::fp8::request::{fp8_problem, fp8_request, GemmFlags};
 use kiln::ops::fp8::Fp8Problem;
@@ -71,11 +72,11 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     };
     let ctx = env.context()?;
     let pb = bar(cases.len(), "verify fp8", env.json);
-    let mut outcomes: Vec<Fp8Outcome> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for case in &cases {
         for o in verify_gemm(&ctx, case, false)? {
             if !o.passed {
-                pb.println(format!("FAIL {} {}: {}", o.check, o.case, o.message));
+                pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
             }
             outcomes.push(o);
         }
@@ -101,7 +102,7 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     })
 }
 
-fn outcome_table(outcomes: &[Fp8Outcome]) -> Table {
+fn outcome_table(outcomes: &[Outcome]) -> Table {
     let num = |x: f64| {
         if x.is_nan() {
             "-".to_string()
@@ -112,9 +113,9 @@ fn outcome_table(outcomes: &[Fp8Outcome]) -> Table {
     let mut t = Table::new(&["case", "rel err", "beyond rounding", "bound", "verdict"]);
     for o in outcomes {
         t.row(&[
-            o.case.clone(),
+            o.label.clone(),
             num(o.rel_error),
-            num(o.rel_error_rounded),
+            num(o.rel_error_rounded()),
             num(o.bound),
             match &o.skipped {
                 Some(why) => format!("skipped: {why}"),

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
 use kiln::harness::bench_versions::BenchVersions;
-use kiln::harness::{check, shapes, suite, verify::CheckOutcome};
+use kiln::harness::outcome::Outcome;
+use kiln::harness::{check, shapes, suite};
 use kiln::ops::gemm::{GemmKernel, GemmProblem};
 use kiln::report::Table;
 use serde_json::json;
@@ -116,7 +117,7 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     say(&format!("\n== verify ({verify_name} suite) =="));
     let outcomes = run_verify(env, &ctx, &ks, &verify_problems, a.verbose)?;
     if !a.verbose {
-        let run: Vec<&CheckOutcome> = outcomes.iter().filter(|o| o.skipped.is_none()).collect();
+        let run: Vec<&Outcome> = outcomes.iter().filter(|o| o.skipped.is_none()).collect();
         say(&format!(
             "{} checks of {} versions on {} problems: {} passed, {} failed, {} skipped (unsupported)",
             outcomes.len(),
@@ -210,18 +211,14 @@ fn save(a: &SuiteArgs, v: &serde_json::Value) -> Result<()> {
 }
 
 /// One row per version: verification counts, then TFLOPS (and ratio) per ladder problem.
-fn ladder_table(
-    ks: &[&dyn GemmKernel],
-    outcomes: &[CheckOutcome],
-    rows: &[suite::BenchRow],
-) -> Table {
+fn ladder_table(ks: &[&dyn GemmKernel], outcomes: &[Outcome], rows: &[suite::BenchRow]) -> Table {
     let mut header = vec!["version".to_string(), "verified".to_string()];
     header.extend(rows.iter().map(|r| r.problem.label()));
     let mut t = Table::new(&header);
     for k in ks {
-        let mine: Vec<&CheckOutcome> = outcomes
+        let mine: Vec<&Outcome> = outcomes
             .iter()
-            .filter(|o| o.version == k.name() && o.skipped.is_none())
+            .filter(|o| o.check == k.name() && o.skipped.is_none())
             .collect();
         let mut cells = vec![
             k.name().to_string(),

@@ -29,6 +29,7 @@ pub mod moe_shapes;
 pub mod moe_verify;
 pub mod moe_w4a8;
 pub mod moe_w4a8_bench;
+pub mod outcome;
 pub mod peak;
 pub mod pointwise;
 pub mod random_set;

@@ -3,7 +3,8 @@
 //! reference on the exact weights; and its shape suite.
 
 use super::moe_fp4_data::{poison_byte, Fp4Case};
-use super::moe_verify::{rows_to_check, score_against, settle, Mode, MoeOutcome};
+use super::moe_verify::{rows_to_check, score_against, settle, Mode};
+use super::outcome::{Extra, Outcome};
 use super::verify::{bound, fresh_seed, refusal, verdict, within};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
@@ -40,7 +41,7 @@ impl Fp4Buffers {
 }
 
 /// Verifies the 4-bit kernel on `p` with `f` weights once, with fresh inputs.
-pub fn verify_fp4(ctx: &Context, p: &MoeProblem, f: Fp4Format, mode: Mode) -> Result<MoeOutcome> {
+pub fn verify_fp4(ctx: &Context, p: &MoeProblem, f: Fp4Format, mode: Mode) -> Result<Outcome> {
     verify_fp4_seeded(ctx, p, f, mode, fresh_seed())
 }
 
@@ -50,28 +51,19 @@ pub fn verify_fp4_seeded(
     f: Fp4Format,
     mode: Mode,
     seed: u64,
-) -> Result<MoeOutcome> {
+) -> Result<Outcome> {
     p.validate()?;
-    let mut out = MoeOutcome {
-        version: format!("{NAME} ({f})"),
-        problem: p.label(),
-        mode,
-        passed: false,
-        skipped: None,
-        rel_error: f64::NAN,
-        bound: bound(p.output),
-        nan_or_unwritten: 0,
-        written_outside: 0,
-        rows_checked: 0,
+    let mut out = Outcome::new(
+        format!("{NAME} ({f})"),
+        p.label(),
         seed,
-        message: String::new(),
-    };
+        bound(p.output),
+        Extra::Moe { mode },
+    );
     let case = Fp4Case::random(p, f, seed)?;
     let layout = case.layout(p);
     if let Err(reason) = Fp4Experts::supports(p, &layout, &ctx.info) {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        return Ok(out.skip(reason));
     }
     let poison = HostData::poison(p.output, p.y_elems());
     // every expert's weights poisoned, then the touched experts' bytes put in place
@@ -109,9 +101,7 @@ pub fn verify_fp4_seeded(
         }
     };
     if let Some(reason) = refusal(launched)? {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        return Ok(out.skip(reason));
     }
     ctx.synchronize_within(limit, &what)?;
     let got = HostData::from_bytes(
@@ -121,7 +111,7 @@ pub fn verify_fp4_seeded(
     let rows = rows_to_check(p, seed);
     let reference = case.reference(p, &rows)?;
     let sc = score_against(p, &reference, &got, &poison, &rows);
-    out.nan_or_unwritten = sc.nan_or_unwritten;
+    out.mismatches = sc.nan_or_unwritten;
     out.written_outside = sc.written_outside;
     out.rel_error = sc.rel_error;
     out.rows_checked = rows.len();
@@ -130,13 +120,13 @@ pub fn verify_fp4_seeded(
 }
 
 /// Sets the verdict of a 4-bit check from its counts and error: the first fault present.
-pub fn judge(out: &mut MoeOutcome) {
+pub fn judge(out: &mut Outcome) {
     let o = out.clone();
     (out.passed, out.message) = verdict(&[
-        (o.nan_or_unwritten > 0, &|| {
+        (o.mismatches > 0, &|| {
             format!(
                 "{} elements of routed rows are NaN, infinite or never written",
-                o.nan_or_unwritten
+                o.mismatches
             )
         }),
         (o.written_outside > 0, &|| {

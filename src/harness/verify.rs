@@ -4,12 +4,12 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
-
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{DType, GemmKernel, GemmOperands, GemmProblem};
 use crate::reference::{data::HostData, gemm::gemm_rows};
+
+use super::outcome::{Extra, Outcome};
 
 /// Relative-error bound ‖out−ref‖/‖ref‖ by output dtype (inputs exact, fp32 accumulation, so
 /// the output's own rounding dominates: bf16 ≈ 1.1e-3 rms, f16 ≈ 2.8e-4, f32 ≈ 1e-7).
@@ -24,22 +24,6 @@ pub fn bound(output: DType) -> f64 {
 /// Above this many f64 multiply-adds the reference samples rows instead of computing all.
 const FULL_REFERENCE_LIMIT: f64 = 2.0e9;
 const SAMPLED_ROWS: usize = 96;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CheckOutcome {
-    pub version: String,
-    pub problem: GemmProblem,
-    pub passed: bool,
-    /// `None` when the kernel refused the problem (not a failure).
-    pub skipped: Option<String>,
-    pub rel_error: f64,
-    pub bound: f64,
-    pub nan_or_unwritten: usize,
-    pub written_outside: usize,
-    pub rows_checked: usize,
-    pub seed: u64,
-    pub message: String,
-}
 
 /// A fresh seed per check: inputs are never reused across checks or runs.
 pub fn fresh_seed() -> u64 {
@@ -117,15 +101,11 @@ pub fn rows_to_check(p: &GemmProblem, seed: u64) -> Vec<usize> {
 }
 
 /// Verifies `kernel` on `p` once, with fresh inputs.
-pub fn verify_gemm(
-    ctx: &Context,
-    kernel: &dyn GemmKernel,
-    p: &GemmProblem,
-) -> Result<CheckOutcome> {
+pub fn verify_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem) -> Result<Outcome> {
     p.validate()?;
     super::memory::plan_verify(p).ensure(ctx, &super::memory::what(p))?;
     let seed = fresh_seed();
-    let mut out = CheckOutcome::blank(kernel, p, seed);
+    let mut out = blank(kernel, p, seed);
     if let Err(reason) = kernel.supports(p, &ctx.info) {
         return Ok(out.skip(reason));
     }
@@ -163,7 +143,7 @@ pub fn verify_gemm(
             let i = m * p.ldc + n;
             if n < p.n {
                 if got.get(i).is_nan() {
-                    out.nan_or_unwritten += 1;
+                    out.mismatches += 1;
                 }
             } else if !same_bits(&got, &c_host, i) {
                 out.written_outside += 1;
@@ -186,10 +166,10 @@ pub fn verify_gemm(
     out.rows_checked = rows.len();
     out.rel_error = rel_l2(diff2, ref2);
     (out.passed, out.message) = verdict(&[
-        (out.nan_or_unwritten > 0, &|| {
+        (out.mismatches > 0, &|| {
             format!(
                 "{} output elements are NaN or were never written",
-                out.nan_or_unwritten
+                out.mismatches
             )
         }),
         (out.written_outside > 0, &|| {
@@ -213,30 +193,15 @@ pub fn within(x: f64, bound: f64) -> bool {
     x <= bound
 }
 
-impl CheckOutcome {
-    /// `kernel` on `p` with the inputs of `seed`, not yet judged (failed, with no message).
-    pub fn blank(kernel: &dyn GemmKernel, p: &GemmProblem, seed: u64) -> Self {
-        CheckOutcome {
-            version: kernel.name().into(),
-            problem: *p,
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            bound: bound(p.output),
-            nan_or_unwritten: 0,
-            written_outside: 0,
-            rows_checked: 0,
-            seed,
-            message: String::new(),
-        }
-    }
-
-    /// The problem was refused with `reason`: a skip, which passes.
-    pub fn skip(mut self, reason: String) -> Self {
-        self.skipped = Some(reason);
-        self.passed = true;
-        self
-    }
+/// `kernel` on `p` with the inputs of `seed`, not yet judged (failed, with no message).
+pub fn blank(kernel: &dyn GemmKernel, p: &GemmProblem, seed: u64) -> Outcome {
+    Outcome::new(
+        kernel.name(),
+        p.label(),
+        seed,
+        bound(p.output),
+        Extra::Gemm(*p),
+    )
 }
 
 fn merge_in_range(p: &GemmProblem, poison: &HostData, values: &HostData) -> HostData {

@@ -12,6 +12,7 @@ use super::fp8::{verify_gemm_seeded as verify_fp8_seeded, Data as Fp8Data, GemmC
 use super::moe_layer::{draw_case as draw_layer, LayerCase};
 use super::moe_layer_verify::verify_layer_seeded;
 use super::moe_verify::{verify_moe_seeded, Mode, MoeFixture};
+use super::outcome::Outcome;
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::formats::ScaleRecipe;
@@ -121,7 +122,41 @@ impl Verdict {
     pub fn failed(&self) -> bool {
         !self.passed && self.skipped.is_none()
     }
+
+    /// The verdict of `case` from its check's outcome; an error is a failed verdict, and is
+    /// returned as well when the context cannot go on.
+    pub fn of(case: Case, o: Result<Outcome>) -> Result<Verdict> {
+        Verdict::from_fields(
+            case,
+            o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
+        )
+    }
+
+    /// [`Verdict::of`] from the common fields (the MoE layer's own outcome).
+    fn from_fields(case: Case, o: Result<Fields>) -> Result<Verdict> {
+        match o {
+            Ok((passed, skipped, rel_error, bound, message)) => Ok(Verdict {
+                case,
+                passed,
+                skipped,
+                rel_error,
+                bound,
+                message,
+            }),
+            Err(e @ (Error::Hang { .. } | Error::Cuda { .. })) => Err(e),
+            Err(e) => Ok(Verdict {
+                case,
+                passed: false,
+                skipped: None,
+                rel_error: f64::NAN,
+                bound: f64::NAN,
+                message: e.to_string(),
+            }),
+        }
+    }
 }
+
+type Fields = (bool, Option<String>, f64, f64, String);
 
 /// Counts of one op and version.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -368,18 +403,12 @@ pub fn run(
     for (p, seed) in &drawn.gemm {
         let checks = gemm::check_gemm(ctx, &mut bufs, &v.gemm, p, *seed)?;
         for o in checks.outcomes {
-            emit(Verdict {
-                case: Case::Gemm {
-                    version: o.version,
-                    problem: *p,
-                    seed: *seed,
-                },
-                passed: o.passed,
-                skipped: o.skipped,
-                rel_error: o.rel_error,
-                bound: o.bound,
-                message: o.message,
-            });
+            let case = Case::Gemm {
+                version: o.check.clone(),
+                problem: *p,
+                seed: *seed,
+            };
+            emit(Verdict::of(case, Ok(o))?);
         }
         if let Some(e) = checks.fatal {
             return Err(e);
@@ -403,10 +432,7 @@ pub fn run(
                 Some(f) => f.check(ctx, *k),
                 None => verify_attention_seeded(ctx, *k, p, *seed),
             };
-            emit(verdict_of(
-                case,
-                o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-            )?);
+            emit(Verdict::of(case, o)?);
         }
     }
     for (p, mode, seed) in &drawn.moe {
@@ -426,10 +452,7 @@ pub fn run(
                 Some(f) => f.check(ctx, *k, *mode),
                 None => verify_moe_seeded(ctx, *k, p, *mode, *seed),
             };
-            emit(verdict_of(
-                case,
-                o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-            )?);
+            emit(Verdict::of(case, o)?);
         }
     }
     if v.moe_layer {
@@ -466,7 +489,7 @@ fn layer_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
         unreachable!("a layer case")
     };
     let o = verify_layer_seeded(ctx, c, *seed);
-    verdict_of(
+    Verdict::from_fields(
         case,
         o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
     )
@@ -491,65 +514,11 @@ fn fp8_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
     // Against the exact reference's bound (the check also holds the error beyond the output's
     // rounding to the accumulation bound; its message says which failed).
     let bound = super::fp8::exact_bound(problem);
-    let o = verify_fp8_seeded(ctx, &gc, false, *seed).map(|mut v| {
-        let o = v.remove(0);
-        (o.passed, o.skipped, o.rel_error, bound, o.message)
+    let o = verify_fp8_seeded(ctx, &gc, false, *seed).map(|mut v| Outcome {
+        bound,
+        ..v.remove(0)
     });
-    verdict_of(case, o)
-}
-
-fn attention_verdict(ctx: &Context, k: &dyn AttentionKernel, case: Case) -> Result<Verdict> {
-    let Case::Attention { problem, seed, .. } = &case else {
-        unreachable!("an attention case")
-    };
-    let o = verify_attention_seeded(ctx, k, problem, *seed);
-    verdict_of(
-        case,
-        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-    )
-}
-
-fn moe_verdict(ctx: &Context, k: &dyn MoeKernel, case: Case) -> Result<Verdict> {
-    let Case::Moe {
-        problem,
-        mode,
-        seed,
-        ..
-    } = &case
-    else {
-        unreachable!("an MoE case")
-    };
-    let o = verify_moe_seeded(ctx, k, problem, *mode, *seed);
-    verdict_of(
-        case,
-        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-    )
-}
-
-type Fields = (bool, Option<String>, f64, f64, String);
-
-/// A verdict from a check's fields; an error is a failed verdict, and is returned as well when
-/// the context cannot go on.
-fn verdict_of(case: Case, o: Result<Fields>) -> Result<Verdict> {
-    match o {
-        Ok((passed, skipped, rel_error, bound, message)) => Ok(Verdict {
-            case,
-            passed,
-            skipped,
-            rel_error,
-            bound,
-            message,
-        }),
-        Err(e @ (Error::Hang { .. } | Error::Cuda { .. })) => Err(e),
-        Err(e) => Ok(Verdict {
-            case,
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            bound: f64::NAN,
-            message: e.to_string(),
-        }),
-    }
+    Verdict::of(case, o)
 }
 
 /// Reruns one case exactly (same problem, same inputs, same version).
@@ -567,19 +536,29 @@ pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict>
             if let Some(e) = checks.fatal {
                 return Err(e);
             }
-            Ok(Verdict {
-                case: case.clone(),
-                passed: o.passed,
-                skipped: o.skipped,
-                rel_error: o.rel_error,
-                bound: o.bound,
-                message: o.message,
-            })
+            Verdict::of(case.clone(), Ok(o))
         }
-        Case::Attention { version, .. } => {
-            attention_verdict(ctx, registry.attention_version(version)?, case.clone())
+        Case::Attention {
+            version,
+            problem,
+            seed,
+        } => {
+            let k = registry.attention_version(version)?;
+            Verdict::of(
+                case.clone(),
+                verify_attention_seeded(ctx, k, problem, *seed),
+            )
         }
-        Case::Moe { version, .. } => moe_verdict(ctx, registry.moe_version(version)?, case.clone()),
+        Case::Moe {
+            version,
+            problem,
+            mode,
+            seed,
+        } => {
+            let k = registry.moe_version(version)?;
+            let o = verify_moe_seeded(ctx, k, problem, *mode, *seed);
+            Verdict::of(case.clone(), o)
+        }
         Case::MoeLayer { version, .. } => {
             if version != LAYER_VERSION {
                 return Err(Error::invalid(format!(

@@ -33,6 +33,7 @@ pub mod outcome;
 pub mod peak;
 pub mod pointwise;
 pub mod random_set;
+pub mod runner;
 pub mod shapes;
 pub mod suite;
 pub mod verify;

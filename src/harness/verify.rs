@@ -10,6 +10,7 @@ use crate::ops::gemm::{DType, GemmKernel, GemmOperands, GemmProblem};
 use crate::reference::{data::HostData, gemm::gemm_rows};
 
 use super::outcome::{Extra, Outcome};
+use super::runner::Check;
 
 /// Relative-error bound ‖out−ref‖/‖ref‖ by output dtype (inputs exact, fp32 accumulation, so
 /// the output's own rounding dominates: bf16 ≈ 1.1e-3 rms, f16 ≈ 2.8e-4, f32 ≈ 1e-7).
@@ -104,88 +105,132 @@ pub fn rows_to_check(p: &GemmProblem, seed: u64) -> Vec<usize> {
 pub fn verify_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem) -> Result<Outcome> {
     p.validate()?;
     super::memory::plan_verify(p).ensure(ctx, &super::memory::what(p))?;
-    let seed = fresh_seed();
-    let mut out = blank(kernel, p, seed);
-    if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(out.skip(reason));
-    }
-    let a = HostData::random(p.input, p.a_elems(), seed);
-    let b = HostData::random(p.input, p.b_elems(), seed.wrapping_add(1));
-    // C: poison everywhere; with beta != 0 the in-range elements get random old values.
-    let mut c_host = HostData::poison(p.output, p.c_elems());
-    let c_in = (p.beta != 0.0).then(|| {
-        let r = HostData::random(p.output, p.c_elems(), seed.wrapping_add(2));
-        c_host = merge_in_range(p, &c_host, &r);
-        c_host.clone()
-    });
-    let (da, db, dc) = (
-        DeviceBuffer::from_host(a.bytes())?,
-        DeviceBuffer::from_host(b.bytes())?,
-        DeviceBuffer::from_host(c_host.bytes())?,
-    );
-    let ops = GemmOperands {
-        a: &da,
-        b: &db,
-        c: &dc,
-    };
-    if let Some(reason) = refusal(kernel.launch(ctx, p, &ops))? {
-        return Ok(out.skip(reason));
-    }
-    ctx.synchronize_within(
-        std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
-        &format!("{} on {}", kernel.name(), p.label()),
-    )?;
-    let got = HostData::from_bytes(p.output, &dc.download::<u8>(p.c_elems() * p.output.size())?);
+    super::runner::run(ctx, &GemmCheck { kernel, p }, fresh_seed())
+}
 
-    // Coverage: every in-range element written (no NaN left), nothing outside C touched.
-    for m in 0..p.m {
-        for n in 0..p.ldc.min(p.c_elems() - m * p.ldc) {
-            let i = m * p.ldc + n;
-            if n < p.n {
-                if got.get(i).is_nan() {
-                    out.mismatches += 1;
+/// One GEMM version on one problem, as the runner checks it.
+struct GemmCheck<'a> {
+    kernel: &'a dyn GemmKernel,
+    p: &'a GemmProblem,
+}
+
+/// A GEMM's inputs, C as poisoned (with beta's old values in range), and the buffers.
+struct GemmDrawn {
+    a: HostData,
+    b: HostData,
+    c_host: HostData,
+    c_in: Option<HostData>,
+    da: DeviceBuffer,
+    db: DeviceBuffer,
+    dc: DeviceBuffer,
+    seed: u64,
+}
+
+impl Check for GemmCheck<'_> {
+    type Drawn = GemmDrawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        blank(self.kernel, self.p, seed)
+    }
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        self.kernel.supports(self.p, &ctx.info)
+    }
+
+    fn draw(&self, _ctx: &Context, seed: u64) -> Result<GemmDrawn> {
+        let p = self.p;
+        let a = HostData::random(p.input, p.a_elems(), seed);
+        let b = HostData::random(p.input, p.b_elems(), seed.wrapping_add(1));
+        // C: poison everywhere; with beta != 0 the in-range elements get random old values.
+        let mut c_host = HostData::poison(p.output, p.c_elems());
+        let c_in = (p.beta != 0.0).then(|| {
+            let r = HostData::random(p.output, p.c_elems(), seed.wrapping_add(2));
+            c_host = merge_in_range(p, &c_host, &r);
+            c_host.clone()
+        });
+        Ok(GemmDrawn {
+            da: DeviceBuffer::from_host(a.bytes())?,
+            db: DeviceBuffer::from_host(b.bytes())?,
+            dc: DeviceBuffer::from_host(c_host.bytes())?,
+            a,
+            b,
+            c_host,
+            c_in,
+            seed,
+        })
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut GemmDrawn) -> Result<()> {
+        let ops = GemmOperands {
+            a: &d.da,
+            b: &d.db,
+            c: &d.dc,
+        };
+        self.kernel.launch(ctx, self.p, &ops)
+    }
+
+    fn flops(&self) -> f64 {
+        self.p.flops()
+    }
+
+    fn judge(&self, d: &GemmDrawn, out: &mut Outcome) -> Result<()> {
+        let p = self.p;
+        let got = HostData::from_bytes(
+            p.output,
+            &d.dc.download::<u8>(p.c_elems() * p.output.size())?,
+        );
+        // Coverage: every in-range element written (no NaN left), nothing outside C touched.
+        for m in 0..p.m {
+            for n in 0..p.ldc.min(p.c_elems() - m * p.ldc) {
+                let i = m * p.ldc + n;
+                if n < p.n {
+                    if got.get(i).is_nan() {
+                        out.mismatches += 1;
+                    }
+                } else if !same_bits(&got, &d.c_host, i) {
+                    out.written_outside += 1;
                 }
-            } else if !same_bits(&got, &c_host, i) {
-                out.written_outside += 1;
             }
         }
-    }
-    let rows = rows_to_check(p, seed);
-    let c_in_f64 = c_in.as_ref().map(HostData::to_f64);
-    let reference = gemm_rows(p, &a.to_f64(), &b.to_f64(), c_in_f64.as_deref(), &rows);
-    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
-    for (r, &m) in reference.iter().zip(&rows) {
-        for (n, &want) in r.iter().enumerate() {
-            let have = got.get(m * p.ldc + n);
-            if have.is_finite() {
-                diff2 += (have - want) * (have - want);
+        let rows = rows_to_check(p, d.seed);
+        let c_in_f64 = d.c_in.as_ref().map(HostData::to_f64);
+        let reference = gemm_rows(p, &d.a.to_f64(), &d.b.to_f64(), c_in_f64.as_deref(), &rows);
+        let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
+        for (r, &m) in reference.iter().zip(&rows) {
+            for (n, &want) in r.iter().enumerate() {
+                let have = got.get(m * p.ldc + n);
+                if have.is_finite() {
+                    diff2 += (have - want) * (have - want);
+                }
+                ref2 += want * want;
             }
-            ref2 += want * want;
         }
+        out.rows_checked = rows.len();
+        out.rel_error = rel_l2(diff2, ref2);
+        let o = &*out;
+        let (passed, message) = verdict(&[
+            (o.mismatches > 0, &|| {
+                format!(
+                    "{} output elements are NaN or were never written",
+                    o.mismatches
+                )
+            }),
+            (o.written_outside > 0, &|| {
+                format!(
+                    "{} elements outside C (in the ldc padding) were overwritten",
+                    o.written_outside
+                )
+            }),
+            (!within(o.rel_error, o.bound), &|| {
+                format!(
+                    "relative error {:.2e} exceeds the {} bound {:.0e}",
+                    o.rel_error, p.output, o.bound
+                )
+            }),
+        ]);
+        (out.passed, out.message) = (passed, message);
+        Ok(())
     }
-    out.rows_checked = rows.len();
-    out.rel_error = rel_l2(diff2, ref2);
-    (out.passed, out.message) = verdict(&[
-        (out.mismatches > 0, &|| {
-            format!(
-                "{} output elements are NaN or were never written",
-                out.mismatches
-            )
-        }),
-        (out.written_outside > 0, &|| {
-            format!(
-                "{} elements outside C (in the ldc padding) were overwritten",
-                out.written_outside
-            )
-        }),
-        (!within(out.rel_error, out.bound), &|| {
-            format!(
-                "relative error {:.2e} exceeds the {} bound {:.0e}",
-                out.rel_error, p.output, out.bound
-            )
-        }),
-    ]);
-    Ok(out)
 }
 
 /// `x <= bound`, false for NaN (a NaN error is a failure).

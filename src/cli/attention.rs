@@ -192,18 +192,8 @@ pub struct AttnBenchArgs {
     /// Versions to time (default: every version that supports the problem).
     #[arg(long = "version")]
     pub versions: Vec<String>,
-    #[arg(long)]
-    pub reps: Option<usize>,
-    #[arg(long)]
-    pub warmup: Option<usize>,
-    /// Also warm up for at least this much GPU time (ms): ~1000 measures the power-capped
-    /// steady state rather than the first moments of load.
-    #[arg(long, value_parser = super::args::warmup_ms)]
-    pub warmup_ms: Option<f64>,
-    /// Do not flush L2 between repetitions (flushed by default: `KILN_FLUSH=read`, the default,
-    /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
-    #[arg(long)]
-    pub no_flush: bool,
+    #[command(flatten)]
+    pub timing: super::args::TimingArgs,
     /// A packed batch (fa3_wgmma's variable-length forward), timed beside one dense call of the
     /// same work.
     #[command(flatten)]
@@ -372,7 +362,7 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             .map(|n| env.registry.select_attention(&p, &ctx.info, Some(n)))
             .collect::<Result<_>>()?
     };
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.reps = opt.reps.max(1);
     memory::plan_attention_bench(&p, &ctx.info)
         .ensure(&ctx, &format!("the problem {}", p.label()))?;

@@ -1,6 +1,7 @@
 //! `kiln verify`, `bench`, `plan`, `inspect`, `tune` and `sanitize` with `--dtype e4m3|e5m2`:
 //! the same commands routed to the dense FP8 GEMM (`kiln::ops::fp8`), and the ladder's FP8 rung.
 
+use super::args::TimingArgs;
 use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
@@ -144,7 +145,7 @@ pub(super) fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         },
     )?;
     let ctx = env.context()?;
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.interleave = !a.sequential;
     let rows = bench_fp8(&ctx, &p, &[], true, &opt)?;
     print_timings(env, &rows, &ctx.info.name);
@@ -326,7 +327,7 @@ pub(super) fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     let opt = BenchOptions {
         reps: a.reps,
         warmup: a.warmup,
-        ..bench_options(env, None, None, None, false)
+        ..bench_options(env, &TimingArgs::default())
     };
     let run = env.begin("tune", Some(&ctx.info))?;
     let pb = bar(space.len(), "tune fp8", env.json);

@@ -220,7 +220,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         ks
     };
     let vendor = env.registry.gemm_version("cublas")?;
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.interleave = !a.sequential;
     let passes = a.passes as usize;
     let rows = run_bench(

@@ -288,7 +288,7 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     }
     let r = request(a)?;
     let ctx = env.context()?;
-    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let opt = bench_options(env, &a.timing);
     let run = env.begin("bench", Some(&ctx.info))?;
     let rows = bench_moe(&ctx, &env.registry, &r, &opt)?;
     for t in &rows {

@@ -173,7 +173,7 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     };
     r.problem().validate()?;
     let ctx = env.context()?;
-    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let opt = bench_options(env, &a.timing);
     let rows = if w4a8 {
         bench_w4a8(&ctx, &env.registry, &r, &opt)?
     } else {

@@ -90,7 +90,7 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, shapes: &str) -> Result<ExitCode> {
         parse_layers(shapes, combine)?
     };
     let ctx = env.context()?;
-    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let opt = bench_options(env, &a.timing);
     let run = env.begin("bench", Some(&ctx.info))?;
     let mut all = Vec::new();
     for p in &layers {

@@ -1,6 +1,7 @@
 //! `kiln suite`, the main job: compile the variants the suite runs, then on a GPU verify every
 //! GEMM version and time it against the vendor; without one, the CPU references. A line per version.
 
+use super::args::TimingArgs;
 use std::process::ExitCode;
 
 use kiln::device::DeviceInfo;
@@ -137,17 +138,13 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
         BenchVersions::Listed(&ours),
         vendor,
         &bench_problems,
-        &bench_options(env, None, None, None, false),
+        &bench_options(env, &TimingArgs::default()),
         (1, 1),
         None,
         a.verbose,
     )?;
-    let fp8_rung = super::fp8_gemm::ladder_rung(
-        env,
-        &ctx,
-        &bench_options(env, None, None, None, false),
-        &say,
-    )?;
+    let fp8_rung =
+        super::fp8_gemm::ladder_rung(env, &ctx, &bench_options(env, &TimingArgs::default()), &say)?;
     say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
     say(ladder_table(&ks, &outcomes, &rows).render().trim_end());
     let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "check_by_version": per_version, "verify": outcomes, "bench": rows, "fp8_rung": fp8_rung});

@@ -48,6 +48,16 @@ pub enum Extra {
         mode: Mode,
     },
     Fp4,
+    /// A whole MoE layer: routing, gathered SwiGLU, down projection and combine.
+    Layer {
+        /// "ok", or the first fault of the routing and row order.
+        route: String,
+        /// Tokens whose experts differ from the f64 routing's by a near tie.
+        near_ties: usize,
+        /// H's (the SwiGLU output's) relative error and bound.
+        h_error: f64,
+        h_bound: f64,
+    },
     Fp8 {
         /// ‖out − round(ref)‖ / ‖ref‖: what accumulation adds to the output's rounding (the MoE
         /// checks: the kernel's error before the output's rounding, estimated as
@@ -166,6 +176,28 @@ impl Outcome {
 impl Serialize for Outcome {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
+        if let Extra::Layer {
+            route,
+            near_ties,
+            h_error,
+            h_bound,
+        } = &self.extra
+        {
+            m.serialize_entry("problem", &self.label)?;
+            m.serialize_entry("passed", &self.passed)?;
+            m.serialize_entry("skipped", &self.skipped)?;
+            m.serialize_entry("route", route)?;
+            m.serialize_entry("near_ties", near_ties)?;
+            m.serialize_entry("h_error", h_error)?;
+            m.serialize_entry("h_bound", h_bound)?;
+            m.serialize_entry("rel_error", &self.rel_error)?;
+            m.serialize_entry("bound", &self.bound)?;
+            m.serialize_entry("nan_or_unwritten", &self.mismatches)?;
+            m.serialize_entry("tokens_checked", &self.rows_checked)?;
+            m.serialize_entry("seed", &self.seed)?;
+            m.serialize_entry("message", &self.message)?;
+            return m.end();
+        }
         let kernel = !matches!(self.extra, Extra::Fp4 | Extra::Fp8 { .. });
         if kernel {
             m.serialize_entry("version", &self.check)?;
@@ -180,6 +212,7 @@ impl Serialize for Outcome {
                 m.serialize_entry("mode", mode)?;
             }
             Extra::Fp4 | Extra::Fp8 { .. } => m.serialize_entry("case", &self.label)?,
+            Extra::Layer { .. } => {}
         }
         m.serialize_entry("passed", &self.passed)?;
         match &self.extra {
@@ -201,7 +234,7 @@ impl Serialize for Outcome {
                 m.serialize_entry("written_outside", &self.written_outside)?;
                 m.serialize_entry("rows_checked", &self.rows_checked)?;
             }
-            Extra::Gemm(_) | Extra::Attention { .. } | Extra::Moe { .. } => {
+            Extra::Gemm(_) | Extra::Attention { .. } | Extra::Moe { .. } | Extra::Layer { .. } => {
                 m.serialize_entry("skipped", &self.skipped)?;
                 m.serialize_entry("rel_error", &self.rel_error)?;
                 m.serialize_entry("bound", &self.bound)?;
@@ -289,6 +322,22 @@ mod tests {
         assert_eq!(
             top(&fp8),
             want("check case passed skipped rel_error rel_error_rounded bound cancellation mismatches written_outside rows_checked seed message")
+        );
+        let layer = Outcome::new(
+            "moe_layer",
+            "t".into(),
+            1,
+            1e-2,
+            Extra::Layer {
+                route: "ok".into(),
+                near_ties: 0,
+                h_error: 0.0,
+                h_bound: 4e-3,
+            },
+        );
+        assert_eq!(
+            top(&layer),
+            want("problem passed skipped route near_ties h_error h_bound rel_error bound nan_or_unwritten tokens_checked seed message")
         );
     }
 }

@@ -322,10 +322,7 @@ pub fn moe_verify_row(p: &MoeProblem, o: &Outcome) -> ResultRow {
 }
 
 /// `kiln moe verify --layer`: one layer case.
-pub fn moe_layer_verify_row(
-    c: &crate::harness::moe_layer::LayerCase,
-    o: &crate::harness::moe_layer_verify::LayerOutcome,
-) -> ResultRow {
+pub fn moe_layer_verify_row(c: &crate::harness::moe_layer::LayerCase, o: &Outcome) -> ResultRow {
     row(
         "moe",
         crate::ops::moe::layer::NAME,

@@ -126,22 +126,14 @@ impl Verdict {
     /// The verdict of `case` from its check's outcome; an error is a failed verdict, and is
     /// returned as well when the context cannot go on.
     pub fn of(case: Case, o: Result<Outcome>) -> Result<Verdict> {
-        Verdict::from_fields(
-            case,
-            o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-        )
-    }
-
-    /// [`Verdict::of`] from the common fields (the MoE layer's own outcome).
-    fn from_fields(case: Case, o: Result<Fields>) -> Result<Verdict> {
         match o {
-            Ok((passed, skipped, rel_error, bound, message)) => Ok(Verdict {
+            Ok(o) => Ok(Verdict {
                 case,
-                passed,
-                skipped,
-                rel_error,
-                bound,
-                message,
+                passed: o.passed,
+                skipped: o.skipped,
+                rel_error: o.rel_error,
+                bound: o.bound,
+                message: o.message,
             }),
             Err(e @ (Error::Hang { .. } | Error::Cuda { .. })) => Err(e),
             Err(e) => Ok(Verdict {
@@ -155,8 +147,6 @@ impl Verdict {
         }
     }
 }
-
-type Fields = (bool, Option<String>, f64, f64, String);
 
 /// Counts of one op and version.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -489,10 +479,7 @@ fn layer_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
         unreachable!("a layer case")
     };
     let o = verify_layer_seeded(ctx, c, *seed);
-    Verdict::from_fields(
-        case,
-        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-    )
+    Verdict::of(case, o)
 }
 
 fn fp8_verdict(ctx: &Context, case: Case) -> Result<Verdict> {

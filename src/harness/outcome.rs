@@ -48,6 +48,12 @@ pub enum Extra {
         mode: Mode,
     },
     Fp4,
+    /// A pointwise op (RMSNorm, RoPE): `rel_error` is the worst element's error over its own
+    /// bound (the bound is 1).
+    Pointwise {
+        /// "16-byte" or "1-element": the kernel variant the checks chose.
+        variant: &'static str,
+    },
     /// A whole MoE layer: routing, gathered SwiGLU, down projection and combine.
     Layer {
         /// "ok", or the first fault of the routing and row order.
@@ -198,6 +204,17 @@ impl Serialize for Outcome {
             m.serialize_entry("message", &self.message)?;
             return m.end();
         }
+        if let Extra::Pointwise { variant } = &self.extra {
+            m.serialize_entry("problem", &self.label)?;
+            m.serialize_entry("variant", variant)?;
+            m.serialize_entry("passed", &self.passed)?;
+            m.serialize_entry("worst", &self.rel_error)?;
+            m.serialize_entry("nan_or_unwritten", &self.mismatches)?;
+            m.serialize_entry("written_outside", &self.written_outside)?;
+            m.serialize_entry("seed", &self.seed)?;
+            m.serialize_entry("message", &self.message)?;
+            return m.end();
+        }
         let kernel = !matches!(self.extra, Extra::Fp4 | Extra::Fp8 { .. });
         if kernel {
             m.serialize_entry("version", &self.check)?;
@@ -212,7 +229,7 @@ impl Serialize for Outcome {
                 m.serialize_entry("mode", mode)?;
             }
             Extra::Fp4 | Extra::Fp8 { .. } => m.serialize_entry("case", &self.label)?,
-            Extra::Layer { .. } => {}
+            Extra::Layer { .. } | Extra::Pointwise { .. } => {}
         }
         m.serialize_entry("passed", &self.passed)?;
         match &self.extra {
@@ -234,7 +251,11 @@ impl Serialize for Outcome {
                 m.serialize_entry("written_outside", &self.written_outside)?;
                 m.serialize_entry("rows_checked", &self.rows_checked)?;
             }
-            Extra::Gemm(_) | Extra::Attention { .. } | Extra::Moe { .. } | Extra::Layer { .. } => {
+            Extra::Gemm(_)
+            | Extra::Attention { .. }
+            | Extra::Moe { .. }
+            | Extra::Layer { .. }
+            | Extra::Pointwise { .. } => {
                 m.serialize_entry("skipped", &self.skipped)?;
                 m.serialize_entry("rel_error", &self.rel_error)?;
                 m.serialize_entry("bound", &self.bound)?;
@@ -338,6 +359,17 @@ mod tests {
         assert_eq!(
             top(&layer),
             want("problem passed skipped route near_ties h_error h_bound rel_error bound nan_or_unwritten tokens_checked seed message")
+        );
+        let pointwise = Outcome::new(
+            "pointwise",
+            "rms".into(),
+            1,
+            1.0,
+            Extra::Pointwise { variant: "16-byte" },
+        );
+        assert_eq!(
+            top(&pointwise),
+            want("problem variant passed worst nan_or_unwritten written_outside seed message")
         );
     }
 }

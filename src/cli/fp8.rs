@@ -20,7 +20,7 @@ use kiln::harness::outcome::Outcome;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
 use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
-use kiln::report::Table;
+use kiln::report::{sci, Table};
 
 use super::env::Env;
 use super::progress::bar;
@@ -214,28 +214,18 @@ fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Outcome]) -> Result<
             "rows",
             "verdict",
         ]);
-        let num = |x: f64| {
-            if x.is_nan() {
-                "-".into()
-            } else {
-                format!("{x:.2e}")
-            }
-        };
         for o in outcomes {
             t.row(&[
                 o.check.clone(),
                 o.label.clone(),
-                num(o.rel_error),
-                num(o.rel_error_rounded()),
-                num(o.bound),
+                sci(o.rel_error),
+                sci(o.rel_error_rounded()),
+                sci(o.bound),
                 o.cancellation()
                     .map(|c| format!("{c:.1}"))
                     .unwrap_or_default(),
                 o.rows_checked.to_string(),
-                match &o.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => o.message.clone(),
-                },
+                o.verdict_text(),
             ]);
         }
         print!("{}", t.render());

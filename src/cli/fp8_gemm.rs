@@ -12,7 +12,7 @@ use kiln::harness::outcome::Outcome;
 use kiln::ops::fp8::gemm::NAME;
 use kiln::ops::fp8::request::{fp8_problem, fp8_request, GemmFlags};
 use kiln::ops::fp8::Fp8Problem;
-use kiln::report::Table;
+use kiln::report::{sci, Table};
 use serde_json::json;
 
 use super::args::{BenchArgs, InspectArgs, PlanArgs, ProblemArgs, TuneArgs, VerifyArgs};
@@ -104,24 +104,14 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
 }
 
 fn outcome_table(outcomes: &[Outcome]) -> Table {
-    let num = |x: f64| {
-        if x.is_nan() {
-            "-".to_string()
-        } else {
-            format!("{x:.2e}")
-        }
-    };
     let mut t = Table::new(&["case", "rel err", "beyond rounding", "bound", "verdict"]);
     for o in outcomes {
         t.row(&[
             o.label.clone(),
-            num(o.rel_error),
-            num(o.rel_error_rounded()),
-            num(o.bound),
-            match &o.skipped {
-                Some(why) => format!("skipped: {why}"),
-                None => o.message.clone(),
-            },
+            sci(o.rel_error),
+            sci(o.rel_error_rounded()),
+            sci(o.bound),
+            o.verdict_text(),
         ]);
     }
     t

@@ -13,7 +13,7 @@ use kiln::harness::fp8_moe_bench::bench_fp8_moe;
 use kiln::harness::outcome::Outcome;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::parse_counts;
-use kiln::report::Table;
+use kiln::report::{sci, Table};
 
 use super::env::Env;
 
@@ -118,24 +118,14 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
             "rows",
             "verdict",
         ]);
-        let num = |x: f64| {
-            if x.is_nan() {
-                "-".into()
-            } else {
-                format!("{x:.2e}")
-            }
-        };
         for o in &outcomes {
             t.row(&[
                 o.check.clone(),
                 o.label.clone(),
-                num(o.rel_error),
-                num(o.rel_error_rounded()),
+                sci(o.rel_error),
+                sci(o.rel_error_rounded()),
                 o.rows_checked.to_string(),
-                match &o.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => o.message.clone(),
-                },
+                o.verdict_text(),
             ]);
         }
         print!("{}", t.render());

@@ -99,10 +99,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
             "verdict",
         ]);
         for o in &outcomes {
-            let verdict = match &o.skipped {
-                Some(why) => format!("skipped: {why}"),
-                None => o.message.clone(),
-            };
+            let verdict = o.verdict_text();
             t.row(&[
                 o.check.clone(),
                 o.label.clone(),

@@ -125,10 +125,7 @@ pub fn verify(
                 format!("{:.2e}", o.rel_error),
                 format!("{:.0e}", o.bound),
                 o.rows_checked.to_string(),
-                match &o.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => o.message.clone(),
-                },
+                o.verdict_text(),
             ]);
         }
         print!("{}", t.render());

@@ -72,10 +72,7 @@ pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
                 format!("{:.2e}", o.rel_error),
                 format!("{:.0e}", o.bound),
                 o.rows_checked.to_string(),
-                match &o.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => o.message.clone(),
-                },
+                o.verdict_text(),
             ]);
         }
         print!("{}", t.render());

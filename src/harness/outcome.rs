@@ -121,6 +121,14 @@ impl Outcome {
         !self.passed && self.skipped.is_none()
     }
 
+    /// The verdict column of a table: the message, or "skipped: " and the reason.
+    pub fn verdict_text(&self) -> String {
+        match &self.skipped {
+            Some(why) => format!("skipped: {why}"),
+            None => self.message.clone(),
+        }
+    }
+
     /// Judged bit for bit: passes with no mismatches, else names the first.
     pub fn judge_bits(mut self, mismatches: usize, first: Option<String>) -> Self {
         self.mismatches = mismatches;

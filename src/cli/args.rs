@@ -152,16 +152,9 @@ pub struct VerifyArgs {
     pub repro: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    #[command(flatten)]
-    pub problem: ProblemArgs,
-    /// Versions to time (default: the dispatcher's choice); the vendor is always timed too.
-    #[arg(long = "version")]
-    pub versions: Vec<String>,
-    /// Time every version.
-    #[arg(long)]
-    pub all: bool,
+/// How a bench times: repetitions, warm-up and L2 flushing (every bench command's flags).
+#[derive(Debug, Default, Args)]
+pub struct TimingArgs {
     #[arg(long)]
     pub reps: Option<usize>,
     #[arg(long)]
@@ -174,6 +167,20 @@ pub struct BenchArgs {
     /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
     #[arg(long)]
     pub no_flush: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Versions to time (default: the dispatcher's choice); the vendor is always timed too.
+    #[arg(long = "version")]
+    pub versions: Vec<String>,
+    /// Time every version.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub timing: TimingArgs,
     /// Time each version's repetitions back to back instead of in interleaved rounds (one
     /// launch of each version per round, so that clock drift hits all of them alike).
     #[arg(long)]
@@ -621,18 +628,8 @@ pub struct MoeBenchArgs {
     /// Seed of the uneven token split.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    #[arg(long)]
-    pub reps: Option<usize>,
-    #[arg(long)]
-    pub warmup: Option<usize>,
-    /// Also warm up for at least this much GPU time (ms): ~1000 measures the power-capped
-    /// steady state rather than the first moments of load.
-    #[arg(long, value_parser = warmup_ms)]
-    pub warmup_ms: Option<f64>,
-    /// Do not flush L2 between repetitions (flushed by default: `KILN_FLUSH=read`, the default,
-    /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
-    #[arg(long)]
-    pub no_flush: bool,
+    #[command(flatten)]
+    pub timing: TimingArgs,
     /// Time the kernel with 4-bit weights (nvfp4 or mxfp4) against kiln's bf16 kernel of the
     /// same counts: the grouped GEMM, or with --swiglu the fused SwiGLU alone.
     #[arg(long, value_name = "FORMAT")]

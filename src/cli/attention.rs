@@ -8,10 +8,11 @@ use kiln::error::{Error, Result};
 use kiln::harness::attention::{
     bench::{time_attention, AttnBuffers},
     shapes::{attention_suite, strided_suite},
-    verify::{verify_attention, AttnCheck, LSE_BOUND},
+    verify::{verify_attention, LSE_BOUND},
 };
 use kiln::harness::bench::L2Flusher;
 use kiln::harness::memory;
+use kiln::harness::outcome::{Extra, Outcome};
 use kiln::harness::verify::fresh_seed;
 use kiln::ops::attention::{AttentionKernel, AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
@@ -191,18 +192,8 @@ pub struct AttnBenchArgs {
     /// Versions to time (default: every version that supports the problem).
     #[arg(long = "version")]
     pub versions: Vec<String>,
-    #[arg(long)]
-    pub reps: Option<usize>,
-    #[arg(long)]
-    pub warmup: Option<usize>,
-    /// Also warm up for at least this much GPU time (ms): ~1000 measures the power-capped
-    /// steady state rather than the first moments of load.
-    #[arg(long, value_parser = super::args::warmup_ms)]
-    pub warmup_ms: Option<f64>,
-    /// Do not flush L2 between repetitions (flushed by default: `KILN_FLUSH=read`, the default,
-    /// reads a buffer twice the L2 size; `KILN_FLUSH=memset` overwrites it, which leaves dirty lines).
-    #[arg(long)]
-    pub no_flush: bool,
+    #[command(flatten)]
+    pub timing: super::args::TimingArgs,
     /// A packed batch (fa3_wgmma's variable-length forward), timed beside one dense call of the
     /// same work.
     #[command(flatten)]
@@ -278,28 +269,25 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let ks = versions(env, &a.versions)?;
     let ctx = env.context()?;
     let run = env.begin("attn-verify", Some(&ctx.info))?;
-    let mut outcomes: Vec<AttnCheck> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for k in &ks {
         for p in &problems {
             let o = match verify_attention(&ctx, *k, p) {
                 Ok(o) => o,
                 Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
-                Err(e) => AttnCheck {
-                    version: k.name().into(),
-                    problem: *p,
-                    passed: false,
-                    skipped: None,
-                    rel_error: f64::NAN,
-                    bound: 0.0,
-                    lse_max_error: f64::NAN,
-                    nan_or_unwritten: 0,
-                    rows_checked: 0,
-                    seed: 0,
-                    message: e.to_string(),
-                },
+                Err(e) => {
+                    let extra = Extra::Attention {
+                        problem: *p,
+                        lse_max_error: f64::NAN,
+                    };
+                    Outcome {
+                        message: e.to_string(),
+                        ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
+                    }
+                }
             };
             if !o.passed && !env.json {
-                eprintln!("FAIL {} {}: {}", o.version, o.problem.label(), o.message);
+                eprintln!("FAIL {} {}: {}", o.check, o.label, o.message);
             }
             record(&run, rows::attention_verify_row(&o))?;
             outcomes.push(o);
@@ -320,10 +308,10 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
             "first failure",
         ]);
         for k in &ks {
-            let mine: Vec<&AttnCheck> = outcomes.iter().filter(|o| o.version == k.name()).collect();
-            let ran: Vec<&&AttnCheck> = mine.iter().filter(|o| o.skipped.is_none()).collect();
-            let fails: Vec<&&&AttnCheck> = ran.iter().filter(|o| !o.passed).collect();
-            let max = |f: fn(&AttnCheck) -> f64| {
+            let mine: Vec<&Outcome> = outcomes.iter().filter(|o| o.check == k.name()).collect();
+            let ran: Vec<&&Outcome> = mine.iter().filter(|o| o.skipped.is_none()).collect();
+            let fails: Vec<&&&Outcome> = ran.iter().filter(|o| !o.passed).collect();
+            let max = |f: fn(&Outcome) -> f64| {
                 ran.iter()
                     .map(|o| f(o))
                     .filter(|e| e.is_finite())
@@ -335,10 +323,10 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
                 fails.len().to_string(),
                 (mine.len() - ran.len()).to_string(),
                 format!("{:.2e}", max(|o| o.rel_error)),
-                format!("{:.2e} (bound {LSE_BOUND:.0e})", max(|o| o.lse_max_error)),
+                format!("{:.2e} (bound {LSE_BOUND:.0e})", max(|o| o.lse_max_error())),
                 fails
                     .first()
-                    .map(|o| format!("{}: {}", o.problem.label(), o.message))
+                    .map(|o| format!("{}: {}", o.label, o.message))
                     .unwrap_or_default(),
             ]);
         }
@@ -374,7 +362,7 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             .map(|n| env.registry.select_attention(&p, &ctx.info, Some(n)))
             .collect::<Result<_>>()?
     };
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.reps = opt.reps.max(1);
     memory::plan_attention_bench(&p, &ctx.info)
         .ensure(&ctx, &format!("the problem {}", p.label()))?;

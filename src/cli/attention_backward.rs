@@ -199,7 +199,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         env.registry
             .select_attention_backward(&p, &ctx.info, None)?;
     }
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.reps = opt.reps.max(1);
     let flusher_bytes = kiln::harness::memory::flusher_bytes(&ctx.info);
     ctx.ensure_fits(

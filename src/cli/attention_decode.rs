@@ -200,7 +200,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         ));
     }
     let ctx = env.context()?;
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.reps = opt.reps.max(1);
     let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
     let run = env.begin("attn-decode-bench", Some(&ctx.info))?;

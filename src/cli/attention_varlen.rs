@@ -222,7 +222,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         .ok_or_else(|| Error::invalid("--varlen-range needs --varlen-count"))?;
     let p = problem(&a.problem.shape, &a.problem.dtype, &lengths)?;
     let ctx = env.context()?;
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.reps = opt.reps.max(1);
     let q = HostData::random(p.dtype, p.q_elems(), seed);
     let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));

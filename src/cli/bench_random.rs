@@ -77,7 +77,7 @@ pub fn bench_random(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         check_summary(&compiled, &arch, wall_ms)
     ));
     let vendor = env.registry.gemm_version("cublas")?;
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.interleave = !a.sequential;
     let passes = a.passes as usize;
     let order = (passes, a.order_seed);

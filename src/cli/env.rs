@@ -122,21 +122,16 @@ pub(super) fn device_or_h100() -> DeviceInfo {
         .unwrap_or_else(DeviceInfo::h100_sxm)
 }
 
-pub(super) fn bench_options(
-    env: &Env,
-    reps: Option<usize>,
-    warmup: Option<usize>,
-    warmup_ms: Option<f64>,
-    no_flush: bool,
-) -> BenchOptions {
+pub(super) fn bench_options(env: &Env, t: &super::args::TimingArgs) -> BenchOptions {
     let d = BenchOptions::default();
     BenchOptions {
-        reps: reps.or(env.config.bench.reps).unwrap_or(d.reps),
-        warmup: warmup.or(env.config.bench.warmup).unwrap_or(d.warmup),
-        warmup_ms: warmup_ms
+        reps: t.reps.or(env.config.bench.reps).unwrap_or(d.reps),
+        warmup: t.warmup.or(env.config.bench.warmup).unwrap_or(d.warmup),
+        warmup_ms: t
+            .warmup_ms
             .or(env.config.bench.warmup_ms)
             .unwrap_or(d.warmup_ms),
-        flush_l2: !no_flush,
+        flush_l2: !t.no_flush,
         interleave: d.interleave,
     }
 }

@@ -11,10 +11,11 @@ use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
 use kiln::harness::fp4::{
     every_code_tensor_scales, gemv_suite, outcomes_or_failure, verify_every_code, verify_gemv,
-    verify_quantization, verify_refusal, Fp4Outcome, Values,
+    verify_quantization, verify_refusal, Values,
 };
 use kiln::harness::fp4_bench::bench_gemv;
 use kiln::harness::fp4_seeds::{geomean, run_shape, shapes, SeedResult};
+use kiln::harness::outcome::Outcome;
 use kiln::ops::fp4::{Fp4Format, GemvProblem};
 use kiln::ops::gemm::DType;
 use kiln::report::Table;
@@ -110,7 +111,7 @@ fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
         }
     };
     let ctx = env.context()?;
-    let mut outcomes: Vec<Fp4Outcome> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for format in Fp4Format::ALL {
         for g in every_code_tensor_scales(format) {
             let case = format!("{format}: every code, tensor scale {g}");
@@ -149,7 +150,7 @@ fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
         let r = verify_gemv(&ctx, p).map(|o| vec![o]);
         for o in outcomes_or_failure("gemv", p.label(), r)? {
             if !o.passed {
-                pb.println(format!("FAIL {} {}: {}", o.check, o.case, o.message));
+                pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
             }
             outcomes.push(o);
         }
@@ -164,7 +165,7 @@ fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
         for o in &outcomes {
             t.row(&[
                 o.check.clone(),
-                o.case.clone(),
+                o.label.clone(),
                 o.mismatches.to_string(),
                 if o.rel_error.is_nan() {
                     "-".into()

@@ -13,13 +13,14 @@ use kiln::formats::{Fp8Format, ScaleRecipe};
 use kiln::harness::bench::BenchOptions;
 use kiln::harness::fp8::{
     gemm_suite, verify_conversions, verify_gemm, verify_gemm_seeded, verify_promotion,
-    verify_quantization, Data, Fp8Outcome, GemmCase,
+    verify_quantization, Data, GemmCase,
 };
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes, Fp8Timing};
+use kiln::harness::outcome::Outcome;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
 use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
-use kiln::report::Table;
+use kiln::report::{sci, Table};
 
 use super::env::Env;
 use super::progress::bar;
@@ -154,7 +155,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         return verify_at(env, a);
     }
     let ctx = env.context()?;
-    let mut outcomes: Vec<Fp8Outcome> = vec![verify_conversions(&ctx)?];
+    let mut outcomes: Vec<Outcome> = vec![verify_conversions(&ctx)?];
     let inputs: &[DType] = if quick {
         &[DType::Bf16]
     } else {
@@ -179,7 +180,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     for case in &cases {
         for o in verify_gemm(&ctx, case, a.vendor)? {
             if !o.passed {
-                pb.println(format!("FAIL {} {}: {}", o.check, o.case, o.message));
+                pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
             }
             outcomes.push(o);
         }
@@ -192,7 +193,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
 
 /// The outcomes as JSON or a table, with the count of failures (cuBLASLt's apart); exit 7 if
 /// any of kiln's failed.
-fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Fp8Outcome]) -> Result<ExitCode> {
+fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Outcome]) -> Result<ExitCode> {
     // cuBLASLt's outcomes are reported, not held against kiln.
     let failed = outcomes
         .iter()
@@ -215,28 +216,18 @@ fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Fp8Outcome]) -> Resu
             "rows",
             "verdict",
         ]);
-        let num = |x: f64| {
-            if x.is_nan() {
-                "-".into()
-            } else {
-                format!("{x:.2e}")
-            }
-        };
         for o in outcomes {
             t.row(&[
                 o.check.clone(),
-                o.case.clone(),
-                num(o.rel_error),
-                num(o.rel_error_rounded),
-                num(o.bound),
-                o.cancellation
+                o.label.clone(),
+                sci(o.rel_error),
+                sci(o.rel_error_rounded()),
+                sci(o.bound),
+                o.cancellation()
                     .map(|c| format!("{c:.1}"))
                     .unwrap_or_default(),
                 o.rows_checked.to_string(),
-                match &o.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => o.message.clone(),
-                },
+                o.verdict_text(),
             ]);
         }
         print!("{}", t.render());
@@ -292,7 +283,7 @@ fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
                 if !env.json {
                     eprintln!(
                         "{} {}: {:.2e} (bound {:.0e}) {}",
-                        o.check, o.case, o.rel_error, o.bound, o.message
+                        o.check, o.label, o.rel_error, o.bound, o.message
                     );
                 }
                 outcomes.push(o);

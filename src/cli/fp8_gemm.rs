@@ -1,16 +1,18 @@
 //! `kiln verify`, `bench`, `plan`, `inspect`, `tune` and `sanitize` with `--dtype e4m3|e5m2`:
 //! the same commands routed to the dense FP8 GEMM (`kiln::ops::fp8`), and the ladder's FP8 rung.
 
+use super::args::TimingArgs;
 use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
-use kiln::harness::fp8::{gemm_suite, verify_gemm, Fp8Outcome};
+use kiln::harness::fp8::{gemm_suite, verify_gemm};
 use kiln::harness::fp8_bench::{bench_fp8, ladder_problems, Fp8Timing};
+use kiln::harness::outcome::Outcome;
 use kiln::ops::fp8::gemm::NAME;
 use kiln::ops::fp8::request::{fp8_problem, fp8_request, GemmFlags};
 use kiln::ops::fp8::Fp8Problem;
-use kiln::report::Table;
+use kiln::report::{sci, Table};
 use serde_json::json;
 
 use super::args::{BenchArgs, InspectArgs, PlanArgs, ProblemArgs, TuneArgs, VerifyArgs};
@@ -71,11 +73,11 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     };
     let ctx = env.context()?;
     let pb = bar(cases.len(), "verify fp8", env.json);
-    let mut outcomes: Vec<Fp8Outcome> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for case in &cases {
         for o in verify_gemm(&ctx, case, false)? {
             if !o.passed {
-                pb.println(format!("FAIL {} {}: {}", o.check, o.case, o.message));
+                pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
             }
             outcomes.push(o);
         }
@@ -101,25 +103,15 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     })
 }
 
-fn outcome_table(outcomes: &[Fp8Outcome]) -> Table {
-    let num = |x: f64| {
-        if x.is_nan() {
-            "-".to_string()
-        } else {
-            format!("{x:.2e}")
-        }
-    };
+fn outcome_table(outcomes: &[Outcome]) -> Table {
     let mut t = Table::new(&["case", "rel err", "beyond rounding", "bound", "verdict"]);
     for o in outcomes {
         t.row(&[
-            o.case.clone(),
-            num(o.rel_error),
-            num(o.rel_error_rounded),
-            num(o.bound),
-            match &o.skipped {
-                Some(why) => format!("skipped: {why}"),
-                None => o.message.clone(),
-            },
+            o.label.clone(),
+            sci(o.rel_error),
+            sci(o.rel_error_rounded()),
+            sci(o.bound),
+            o.verdict_text(),
         ]);
     }
     t
@@ -143,7 +135,7 @@ pub(super) fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         },
     )?;
     let ctx = env.context()?;
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.interleave = !a.sequential;
     let rows = bench_fp8(&ctx, &p, &[], true, &opt)?;
     print_timings(env, &rows, &ctx.info.name);
@@ -325,7 +317,7 @@ pub(super) fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     let opt = BenchOptions {
         reps: a.reps,
         warmup: a.warmup,
-        ..bench_options(env, None, None, None, false)
+        ..bench_options(env, &TimingArgs::default())
     };
     let run = env.begin("tune", Some(&ctx.info))?;
     let pb = bar(space.len(), "tune fp8", env.json);

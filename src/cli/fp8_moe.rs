@@ -8,12 +8,12 @@ use serde_json::json;
 
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
-use kiln::harness::fp8::Fp8Outcome;
 use kiln::harness::fp8_moe::{suite, verify_case, Fp8MoeCase};
 use kiln::harness::fp8_moe_bench::bench_fp8_moe;
+use kiln::harness::outcome::Outcome;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::parse_counts;
-use kiln::report::Table;
+use kiln::report::{sci, Table};
 
 use super::env::Env;
 
@@ -96,12 +96,12 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
         None => suite(quick),
     };
     let ctx = env.context()?;
-    let mut outcomes: Vec<Fp8Outcome> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for case in &cases {
         let got = verify_case(&ctx, case)?;
         if !env.json {
             for o in &got {
-                eprintln!("{} {}: {}", o.check, o.case, o.message);
+                eprintln!("{} {}: {}", o.check, o.label, o.message);
             }
         }
         outcomes.extend(got);
@@ -118,24 +118,14 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
             "rows",
             "verdict",
         ]);
-        let num = |x: f64| {
-            if x.is_nan() {
-                "-".into()
-            } else {
-                format!("{x:.2e}")
-            }
-        };
         for o in &outcomes {
             t.row(&[
                 o.check.clone(),
-                o.case.clone(),
-                num(o.rel_error),
-                num(o.rel_error_rounded),
+                o.label.clone(),
+                sci(o.rel_error),
+                sci(o.rel_error_rounded()),
                 o.rows_checked.to_string(),
-                match &o.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => o.message.clone(),
-                },
+                o.verdict_text(),
             ]);
         }
         print!("{}", t.render());

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use kiln::device::Context;
 use kiln::error::{Error, Result};
 use kiln::harness::bench_versions::BenchVersions;
-use kiln::harness::{bench::BenchOptions, peak, shapes, suite, verify::CheckOutcome};
+use kiln::harness::outcome::Outcome;
+use kiln::harness::{bench::BenchOptions, peak, shapes, suite};
 use kiln::ops::gemm::{parse_shape, DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::Table;
@@ -100,20 +101,15 @@ pub(super) fn run_verify(
     ks: &[&dyn GemmKernel],
     problems: &[GemmProblem],
     table: bool,
-) -> Result<Vec<CheckOutcome>> {
+) -> Result<Vec<Outcome>> {
     let run = env.begin("verify", Some(&ctx.info))?;
     let pb = bar(ks.len() * problems.len(), "verify", env.json);
     let mut store_err = None;
     let outcomes = suite::verify_all(ctx, ks, problems, |o| {
         pb.inc(1);
-        pb.set_message(format!("{} {}", o.version, o.problem.label()));
+        pb.set_message(format!("{} {}", o.check, o.label));
         if !o.passed {
-            pb.println(format!(
-                "FAIL {} {}: {}",
-                o.version,
-                o.problem.label(),
-                o.message
-            ));
+            pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
         }
         if let Err(e) = record(&run, rows::gemm_verify_row(o)) {
             store_err.get_or_insert(e);
@@ -131,7 +127,7 @@ pub(super) fn run_verify(
     Ok(outcomes)
 }
 
-fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome]) -> Table {
+fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[Outcome]) -> Table {
     let mut t = Table::new(&[
         "version",
         "passed",
@@ -141,10 +137,10 @@ fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome]) -> Table {
         "first failure",
     ]);
     for k in ks {
-        let mine: Vec<&CheckOutcome> = outcomes.iter().filter(|o| o.version == k.name()).collect();
-        let run: Vec<&&CheckOutcome> = mine.iter().filter(|o| o.skipped.is_none()).collect();
+        let mine: Vec<&Outcome> = outcomes.iter().filter(|o| o.check == k.name()).collect();
+        let run: Vec<&&Outcome> = mine.iter().filter(|o| o.skipped.is_none()).collect();
         let passed = run.iter().filter(|o| o.passed).count();
-        let failed: Vec<&&&CheckOutcome> = run.iter().filter(|o| !o.passed).collect();
+        let failed: Vec<&&&Outcome> = run.iter().filter(|o| !o.passed).collect();
         let max_err = run
             .iter()
             .map(|o| o.rel_error)
@@ -158,7 +154,7 @@ fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[CheckOutcome]) -> Table {
             format!("{max_err:.2e}"),
             failed
                 .first()
-                .map(|o| format!("{}: {}", o.problem.label(), o.message))
+                .map(|o| format!("{}: {}", o.label, o.message))
                 .unwrap_or_default(),
         ]);
     }
@@ -224,7 +220,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         ks
     };
     let vendor = env.registry.gemm_version("cublas")?;
-    let mut opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let mut opt = bench_options(env, &a.timing);
     opt.interleave = !a.sequential;
     let passes = a.passes as usize;
     let rows = run_bench(

@@ -8,7 +8,8 @@ use kiln::error::{Error, Result};
 use kiln::harness::check::check_all;
 use kiln::harness::moe_bench::{bench_moe, problems, MoeBenchRequest};
 use kiln::harness::moe_shapes::moe_suite;
-use kiln::harness::moe_verify::{verify_moe, Mode, MoeOutcome};
+use kiln::harness::moe_verify::{verify_moe, Mode};
+use kiln::harness::outcome::Outcome;
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::{parse_counts, uneven_counts, versions_of_kind, MoeProblem, WeightLayout};
 use kiln::report::Table;
@@ -62,7 +63,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let ctx = env.context()?;
     let run = env.begin("verify", Some(&ctx.info))?;
     let pb = bar(cases.len(), "moe verify", env.json);
-    let mut outcomes: Vec<MoeOutcome> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for (p, mode) in &cases {
         // every version that computes this kind of problem (both grouped GEMM kernels)
         for name in versions_of_kind(p) {
@@ -74,7 +75,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
             if !o.passed {
                 pb.println(format!(
                     "FAIL {} {} ({:?}): {}",
-                    o.version, o.problem, o.mode, o.message
+                    o.check, o.label, mode, o.message
                 ));
             }
             record(&run, rows::moe_verify_row(p, &o))?;
@@ -98,14 +99,13 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
             "verdict",
         ]);
         for o in &outcomes {
-            let verdict = match &o.skipped {
-                Some(why) => format!("skipped: {why}"),
-                None => o.message.clone(),
-            };
+            let verdict = o.verdict_text();
             t.row(&[
-                o.version.clone(),
-                o.problem.clone(),
-                format!("{:?}", o.mode).to_lowercase(),
+                o.check.clone(),
+                o.label.clone(),
+                o.mode()
+                    .map(|m| format!("{m:?}").to_lowercase())
+                    .unwrap_or_default(),
                 format!("{:.2e}", o.rel_error),
                 format!("{:.0e}", o.bound),
                 o.rows_checked.to_string(),
@@ -124,7 +124,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
         return Err(Error::Unsupported {
             kernel: outcomes
                 .iter()
-                .map(|o| o.version.as_str())
+                .map(|o| o.check.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
             reason: format!(
@@ -285,7 +285,7 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     }
     let r = request(a)?;
     let ctx = env.context()?;
-    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let opt = bench_options(env, &a.timing);
     let run = env.begin("bench", Some(&ctx.info))?;
     let rows = bench_moe(&ctx, &env.registry, &r, &opt)?;
     for t in &rows {

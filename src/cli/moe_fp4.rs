@@ -8,9 +8,10 @@ use kiln::error::{Error, Result};
 use kiln::harness::moe_fp4::{fp4_suite, verify_fp4};
 use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest};
 use kiln::harness::moe_fp4_data::{prepack_for, random_weights};
-use kiln::harness::moe_verify::{Mode, MoeOutcome};
+use kiln::harness::moe_verify::Mode;
 use kiln::harness::moe_w4a8::{verify_w4a8, w4a8_suite};
 use kiln::harness::moe_w4a8_bench::bench_w4a8;
+use kiln::harness::outcome::Outcome;
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
@@ -87,11 +88,11 @@ pub fn verify(
         "moe verify (4-bit)",
         env.json,
     );
-    let mut outcomes: Vec<MoeOutcome> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for p in &w4a8_cases {
         let o = verify_w4a8(&ctx, p)?;
         if !o.passed {
-            pb.println(format!("FAIL {} {}: {}", o.version, o.problem, o.message));
+            pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
         }
         outcomes.push(o);
         pb.inc(1);
@@ -99,7 +100,7 @@ pub fn verify(
     for p in &cases {
         let o = verify_fp4(&ctx, p, f, Mode::Direct)?;
         if !o.passed {
-            pb.println(format!("FAIL {} {}: {}", o.version, o.problem, o.message));
+            pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
         }
         outcomes.push(o);
         pb.inc(1);
@@ -119,15 +120,12 @@ pub fn verify(
         ]);
         for o in &outcomes {
             t.row(&[
-                o.version.clone(),
-                o.problem.clone(),
+                o.check.clone(),
+                o.label.clone(),
                 format!("{:.2e}", o.rel_error),
                 format!("{:.0e}", o.bound),
                 o.rows_checked.to_string(),
-                match &o.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => o.message.clone(),
-                },
+                o.verdict_text(),
             ]);
         }
         print!("{}", t.render());
@@ -172,7 +170,7 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     };
     r.problem().validate()?;
     let ctx = env.context()?;
-    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let opt = bench_options(env, &a.timing);
     let rows = if w4a8 {
         bench_w4a8(&ctx, &env.registry, &r, &opt)?
     } else {

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use kiln::error::{Error, Result};
 use kiln::harness::moe_layer::{layer_suite, parse_suite};
 use kiln::harness::moe_layer_bench::{bench_layer, issue_layers, parse_layers};
-use kiln::harness::moe_layer_verify::{verify_layer, LayerOutcome};
+use kiln::harness::moe_layer_verify::verify_layer;
+use kiln::harness::outcome::{Extra, Outcome};
 use kiln::ops::moe::layer::CombineMode;
 use kiln::report::Table;
 use kiln::store::rows;
@@ -34,11 +35,11 @@ pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let ctx = env.context()?;
     let run = env.begin("verify", Some(&ctx.info))?;
     let pb = bar(cases.len(), "moe layer verify", env.json);
-    let mut outcomes: Vec<LayerOutcome> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for c in &cases {
         let o = verify_layer(&ctx, c)?;
         if !o.passed {
-            pb.println(format!("FAIL {}: {}", o.problem, o.message));
+            pb.println(format!("FAIL {}: {}", o.label, o.message));
         }
         record(&run, rows::moe_layer_verify_row(c, &o))?;
         outcomes.push(o);
@@ -54,22 +55,24 @@ pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
             "problem", "route", "H error", "error", "bound", "tokens", "verdict",
         ]);
         for o in &outcomes {
-            let route = if o.near_ties > 0 {
-                format!("{} ({} near ties)", o.route, o.near_ties)
-            } else {
-                o.route.clone()
+            let (route, h_error) = match &o.extra {
+                Extra::Layer {
+                    route,
+                    near_ties,
+                    h_error,
+                    ..
+                } if *near_ties > 0 => (format!("{route} ({near_ties} near ties)"), *h_error),
+                Extra::Layer { route, h_error, .. } => (route.clone(), *h_error),
+                _ => (String::new(), f64::NAN),
             };
             t.row(&[
-                o.problem.clone(),
+                o.label.clone(),
                 route,
-                format!("{:.2e}", o.h_error),
+                format!("{h_error:.2e}"),
                 format!("{:.2e}", o.rel_error),
                 format!("{:.0e}", o.bound),
-                o.tokens_checked.to_string(),
-                match &o.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => o.message.clone(),
-                },
+                o.rows_checked.to_string(),
+                o.verdict_text(),
             ]);
         }
         print!("{}", t.render());
@@ -90,7 +93,7 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, shapes: &str) -> Result<ExitCode> {
         parse_layers(shapes, combine)?
     };
     let ctx = env.context()?;
-    let opt = bench_options(env, a.reps, a.warmup, a.warmup_ms, a.no_flush);
+    let opt = bench_options(env, &a.timing);
     let run = env.begin("bench", Some(&ctx.info))?;
     let mut all = Vec::new();
     for p in &layers {

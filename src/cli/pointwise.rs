@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use kiln::error::Result;
+use kiln::harness::outcome::Extra;
 use kiln::harness::pointwise::{bench, suite, verify, Case};
 use kiln::report::Table;
 use serde_json::json;
@@ -85,10 +86,13 @@ fn run_verify(env: &Env, a: &PointwiseVerifyArgs) -> Result<ExitCode> {
         ]);
         for o in &outcomes {
             t.row(&[
-                o.problem.clone(),
-                o.variant.to_string(),
-                format!("{:.3}", o.worst),
-                o.nan_or_unwritten.to_string(),
+                o.label.clone(),
+                match &o.extra {
+                    Extra::Pointwise { variant } => variant.to_string(),
+                    _ => String::new(),
+                },
+                format!("{:.3}", o.rel_error),
+                o.mismatches.to_string(),
                 o.written_outside.to_string(),
                 if o.passed {
                     "ok".into()

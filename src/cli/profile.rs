@@ -1,6 +1,7 @@
 //! `kiln profile`: Nsight Compute metrics of one version on one shape, a timeline, or a time split
 //! by differencing two timed variants.
 
+use super::args::TimingArgs;
 use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
@@ -188,7 +189,13 @@ fn split(
         pa,
         kb,
         &pb,
-        &bench_options(env, a.reps, None, None, false),
+        &bench_options(
+            env,
+            &TimingArgs {
+                reps: a.reps,
+                ..TimingArgs::default()
+            },
+        ),
     )?;
     if env.json {
         env.print_json(&json!(s));

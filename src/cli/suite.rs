@@ -1,12 +1,14 @@
 //! `kiln suite`, the main job: compile the variants the suite runs, then on a GPU verify every
 //! GEMM version and time it against the vendor; without one, the CPU references. A line per version.
 
+use super::args::TimingArgs;
 use std::process::ExitCode;
 
 use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
 use kiln::harness::bench_versions::BenchVersions;
-use kiln::harness::{check, shapes, suite, verify::CheckOutcome};
+use kiln::harness::outcome::Outcome;
+use kiln::harness::{check, shapes, suite};
 use kiln::ops::gemm::{GemmKernel, GemmProblem};
 use kiln::report::Table;
 use serde_json::json;
@@ -116,7 +118,7 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     say(&format!("\n== verify ({verify_name} suite) =="));
     let outcomes = run_verify(env, &ctx, &ks, &verify_problems, a.verbose)?;
     if !a.verbose {
-        let run: Vec<&CheckOutcome> = outcomes.iter().filter(|o| o.skipped.is_none()).collect();
+        let run: Vec<&Outcome> = outcomes.iter().filter(|o| o.skipped.is_none()).collect();
         say(&format!(
             "{} checks of {} versions on {} problems: {} passed, {} failed, {} skipped (unsupported)",
             outcomes.len(),
@@ -136,17 +138,13 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
         BenchVersions::Listed(&ours),
         vendor,
         &bench_problems,
-        &bench_options(env, None, None, None, false),
+        &bench_options(env, &TimingArgs::default()),
         (1, 1),
         None,
         a.verbose,
     )?;
-    let fp8_rung = super::fp8_gemm::ladder_rung(
-        env,
-        &ctx,
-        &bench_options(env, None, None, None, false),
-        &say,
-    )?;
+    let fp8_rung =
+        super::fp8_gemm::ladder_rung(env, &ctx, &bench_options(env, &TimingArgs::default()), &say)?;
     say("\n== summary: verified checks and TFLOPS (ratio to the vendor) ==");
     say(ladder_table(&ks, &outcomes, &rows).render().trim_end());
     let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "check_by_version": per_version, "verify": outcomes, "bench": rows, "fp8_rung": fp8_rung});
@@ -210,18 +208,14 @@ fn save(a: &SuiteArgs, v: &serde_json::Value) -> Result<()> {
 }
 
 /// One row per version: verification counts, then TFLOPS (and ratio) per ladder problem.
-fn ladder_table(
-    ks: &[&dyn GemmKernel],
-    outcomes: &[CheckOutcome],
-    rows: &[suite::BenchRow],
-) -> Table {
+fn ladder_table(ks: &[&dyn GemmKernel], outcomes: &[Outcome], rows: &[suite::BenchRow]) -> Table {
     let mut header = vec!["version".to_string(), "verified".to_string()];
     header.extend(rows.iter().map(|r| r.problem.label()));
     let mut t = Table::new(&header);
     for k in ks {
-        let mine: Vec<&CheckOutcome> = outcomes
+        let mine: Vec<&Outcome> = outcomes
             .iter()
-            .filter(|o| o.version == k.name() && o.skipped.is_none())
+            .filter(|o| o.check == k.name() && o.skipped.is_none())
             .collect();
         let mut cells = vec![
             k.name().to_string(),

@@ -1,6 +1,7 @@
 //! Handlers of the toolchain subcommands (inspect, plan, exp, report): build the
 //! typed request, call `kiln::tools` / `kiln::report`, print.
 
+use super::args::TimingArgs;
 use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
@@ -188,7 +189,14 @@ pub fn exp(env: &Env, a: &ExpArgs) -> Result<ExitCode> {
             let mut m = BenchMeasurer {
                 ctx: &ctx,
                 registry: &env.registry,
-                options: bench_options(env, r.reps, r.warmup, None, false),
+                options: bench_options(
+                    env,
+                    &TimingArgs {
+                        reps: r.reps,
+                        warmup: r.warmup,
+                        ..TimingArgs::default()
+                    },
+                ),
             };
             let e2 = ledger.run(e.id, &mut m, r.rounds)?;
             if env.json {

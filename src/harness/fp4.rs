@@ -5,11 +5,11 @@
 
 use half::{bf16, f16};
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::formats::{fp4, mxfp4, nvfp4};
+use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::verify::{fresh_seed, rel_l2};
 use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
 use crate::ops::fp4::{dequantize_into, quantize, Fp4Format, Fp4View};
@@ -20,44 +20,9 @@ use crate::reference::fp4 as reference;
 /// output's own rounding (the 1e-3).
 pub const GEMV_BOUND: f64 = 1e-3;
 
-/// The outcome of one check.
-#[derive(Debug, Clone, Serialize)]
-pub struct Fp4Outcome {
-    /// `quantize`, `refuse`, `dequantize` or `gemv`.
-    pub check: String,
-    pub case: String,
-    pub passed: bool,
-    /// Codes, scales or values that differ bit-wise.
-    pub mismatches: usize,
-    /// GEMV: ‖y − round(ref)‖ / ‖ref‖.
-    pub rel_error: f64,
-    pub bound: f64,
-    pub seed: u64,
-    pub message: String,
-}
-
-impl Fp4Outcome {
-    fn new(check: &str, case: String, seed: u64) -> Self {
-        Fp4Outcome {
-            check: check.into(),
-            case,
-            passed: false,
-            mismatches: 0,
-            rel_error: f64::NAN,
-            bound: f64::NAN,
-            seed,
-            message: String::new(),
-        }
-    }
-
-    fn judge_bits(mut self, mismatches: usize, first: Option<String>) -> Self {
-        self.mismatches = mismatches;
-        self.passed = mismatches == 0;
-        self.message = first.map_or("bit-exact".into(), |f| {
-            format!("{mismatches} mismatches, first: {f}")
-        });
-        self
-    }
+/// An FP4 check of kind `check` on `case`, not yet judged.
+fn fp4_outcome(check: &str, case: String, seed: u64) -> Outcome {
+    Outcome::new(check, case, seed, f64::NAN, Extra::Fp4)
 }
 
 /// How a test tensor is drawn.
@@ -169,8 +134,8 @@ fn cpu_quantize(
 pub fn outcomes_or_failure(
     check: &str,
     case: impl Into<String>,
-    r: Result<Vec<Fp4Outcome>>,
-) -> Result<Vec<Fp4Outcome>> {
+    r: Result<Vec<Outcome>>,
+) -> Result<Vec<Outcome>> {
     match r {
         Ok(v) => Ok(v),
         Err(
@@ -179,7 +144,7 @@ pub fn outcomes_or_failure(
             | Error::Unsupported { .. }
             | Error::Verification(_)),
         ) => {
-            let mut o = Fp4Outcome::new(check, case.into(), 0);
+            let mut o = fp4_outcome(check, case.into(), 0);
             o.message = format!("could not run: {e}");
             Ok(vec![o])
         }
@@ -196,7 +161,7 @@ pub fn verify_quantization(
     values: Values,
     rows: usize,
     k: usize,
-) -> Result<Vec<Fp4Outcome>> {
+) -> Result<Vec<Outcome>> {
     let seed = fresh_seed();
     let xs = tensor(values, input, rows, k, seed);
     let case = format!("{format} from {input}, {rows}x{k}, {values:?}");
@@ -232,7 +197,7 @@ pub fn verify_quantization(
             });
         }
     }
-    let mut out = vec![Fp4Outcome::new("quantize", case.clone(), seed).judge_bits(bad, first)];
+    let mut out = vec![fp4_outcome("quantize", case.clone(), seed).judge_bits(bad, first)];
     for o in verify_dequantization(ctx, &q.view(), &codes, &scales, &case, seed)? {
         out.push(o);
     }
@@ -248,7 +213,7 @@ pub fn verify_dequantization(
     scales: &[u8],
     case: &str,
     seed: u64,
-) -> Result<Vec<Fp4Outcome>> {
+) -> Result<Vec<Outcome>> {
     let (rows, k) = (m.rows, m.k);
     let g = if m.format == Fp4Format::Nvfp4 {
         m.tensor_scale as f64
@@ -317,7 +282,7 @@ pub fn verify_dequantization(
             format!(", ldy {ldy}")
         };
         out.push(
-            Fp4Outcome::new("dequantize", format!("{case} -> {dt}{layout}"), seed)
+            fp4_outcome("dequantize", format!("{case} -> {dt}{layout}"), seed)
                 .judge_bits(bad, first),
         );
     }
@@ -340,7 +305,7 @@ pub fn verify_every_code(
     ctx: &Context,
     format: Fp4Format,
     tensor_scale: f32,
-) -> Result<Vec<Fp4Outcome>> {
+) -> Result<Vec<Outcome>> {
     let scale_codes: Vec<u8> = match format {
         Fp4Format::Nvfp4 => (0..=0x7E).collect(),
         Fp4Format::Mxfp4 => (0..=254).collect(),
@@ -372,7 +337,7 @@ pub fn verify_refusal(
     format: Fp4Format,
     input: DType,
     poison: f32,
-) -> Result<Fp4Outcome> {
+) -> Result<Outcome> {
     let seed = fresh_seed();
     let (rows, k) = (5, 4 * format.block());
     let mut xs = tensor(Values::Spread, input, rows, k, seed);
@@ -389,7 +354,7 @@ pub fn verify_refusal(
         Err(e @ Error::InvalidInput(_)) => e.to_string(),
         Err(e) => return Err(e),
     };
-    let mut o = Fp4Outcome::new(
+    let mut o = fp4_outcome(
         "refuse",
         format!("{format} from {input}, {poison} at {want}"),
         seed,
@@ -405,7 +370,7 @@ pub fn verify_refusal(
 
 /// Random NVFP4 weights (codes of every byte, scale codes in 0x20..0x58, tensor scale 0.0123)
 /// and bf16 X; the GEMV against the float64 product of the dequantised operands.
-pub fn verify_gemv(ctx: &Context, p: &GemvProblem) -> Result<Fp4Outcome> {
+pub fn verify_gemv(ctx: &Context, p: &GemvProblem) -> Result<Outcome> {
     let seed = fresh_seed();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     let rows = p.n * p.batch;
@@ -475,7 +440,7 @@ pub fn verify_gemv(ctx: &Context, p: &GemvProblem) -> Result<Fp4Outcome> {
             }
         }
     }
-    let mut o = Fp4Outcome::new("gemv", p.label(), seed);
+    let mut o = fp4_outcome("gemv", p.label(), seed);
     o.rel_error = rel_l2(diff2, ref2);
     o.bound = GEMV_BOUND;
     o.mismatches = nan;

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::formats::{Fp8Format, ScaleRecipe};
+use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
 use crate::ops::fp8::{
     self, convert, Fp8Config, Fp8Operands, Fp8Problem, QuantSpec, ScaleMode, Scales,
@@ -49,60 +50,19 @@ pub fn accumulation_bound(p: &Fp8Problem) -> f64 {
     }
 }
 
-/// The outcome of one check.
-#[derive(Debug, Clone, Serialize)]
-pub struct Fp8Outcome {
-    /// `convert`, `quantize`, `gemm`, `cublaslt` or `promotion`.
-    pub check: String,
-    pub case: String,
-    pub passed: bool,
-    pub skipped: Option<String>,
-    /// ‖out − ref‖ / ‖ref‖ against the exact float64 reference.
-    pub rel_error: f64,
-    /// ‖out − round(ref)‖ / ‖ref‖: what accumulation adds to the output's rounding (the MoE
-    /// checks: the kernel's error before the output's rounding, estimated as
-    /// [`super::fp8_moe_judge::error_before_rounding`] says why).
-    pub rel_error_rounded: f64,
-    pub bound: f64,
-    /// ‖|A||B|ᵀ‖ / ‖ref‖ over the checked elements: how much the output's sums cancel (1 for
-    /// same-signed products; the tensor cores' accumulation error scales with the absolute sums,
-    /// the bound with ‖ref‖). Computed for small problems and for failures.
-    pub cancellation: Option<f64>,
-    /// Elements that differ bit-wise (conversions, quantisation), or in-range outputs left NaN.
-    pub mismatches: usize,
-    pub written_outside: usize,
-    pub rows_checked: usize,
-    pub seed: u64,
-    pub message: String,
-}
-
-impl Fp8Outcome {
-    pub(crate) fn new(check: &str, case: String, seed: u64) -> Self {
-        Fp8Outcome {
-            check: check.into(),
-            case,
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            rel_error_rounded: f64::NAN,
-            bound: f64::NAN,
-            cancellation: None,
-            mismatches: 0,
-            written_outside: 0,
-            rows_checked: 0,
-            seed,
-            message: String::new(),
-        }
-    }
+/// An FP8 check of kind `check` (`convert`, `quantize`, `gemm`, `cublaslt` or `promotion`) on
+/// `case`, not yet judged.
+pub(crate) fn fp8_outcome(check: &str, case: String, seed: u64) -> Outcome {
+    Outcome::new(check, case, seed, f64::NAN, Extra::FP8)
 }
 
 /// The GPU's encodings of the probe values and decodings of all 256 codes against the CPU's.
-pub fn verify_conversions(ctx: &Context) -> Result<Fp8Outcome> {
+pub fn verify_conversions(ctx: &Context) -> Result<Outcome> {
     let seed = fresh_seed();
     let xs = convert::probe_values(200_000, seed);
     let got = convert::convert_on_device(ctx, &xs)?;
     let bad = convert::mismatches(&xs, &got);
-    let mut o = Fp8Outcome::new(
+    let mut o = fp8_outcome(
         "convert",
         format!("{} values, 256 codes, e4m3 and e5m2", xs.len()),
         seed,
@@ -178,7 +138,7 @@ pub fn verify_quantization(
     spec: QuantSpec,
     rows: usize,
     cols: usize,
-) -> Result<Fp8Outcome> {
+) -> Result<Outcome> {
     let seed = fresh_seed();
     let mut x = random_matrix(rows, cols, Data::Signed, seed);
     // special values: a zero block, a NaN, a value beyond the format's range, a signed zero
@@ -197,7 +157,7 @@ pub fn verify_quantization(
         .scales
         .download(spec.granularity.scale_count(rows, cols))?;
     let (want_codes, want_scales) = reference::quantize(&vals, rows, cols, cols, spec);
-    let mut o = Fp8Outcome::new("quantize", format!("{input} {rows}x{cols} -> {spec}"), seed);
+    let mut o = fp8_outcome("quantize", format!("{input} {rows}x{cols} -> {spec}"), seed);
     let bad_codes = codes
         .iter()
         .zip(&want_codes)
@@ -361,7 +321,7 @@ fn judge_output(
     dc: &DeviceBuffer,
     inputs: &Fp8Inputs,
     seed: u64,
-    o: &mut Fp8Outcome,
+    o: &mut Outcome,
 ) -> Result<()> {
     let es = p.out.size();
     let raw: Vec<u8> = dc.download(p.m * p.ldc * es)?;
@@ -395,11 +355,12 @@ fn judge_output(
     }
     o.rows_checked = rows.len();
     o.rel_error = rel_l2(d2, r2);
-    o.rel_error_rounded = rel_l2(dr2, r2);
+    let rel_error_rounded = rel_l2(dr2, r2);
     o.bound = accumulation_bound(p);
-    if (rows.len() * p.n) as f64 * p.k as f64 <= 1e8 || !within(o.rel_error, exact_bound(p)) {
-        o.cancellation = Some(cancellation(inputs, p, &rows, r2));
-    }
+    let small = (rows.len() * p.n) as f64 * p.k as f64 <= 1e8;
+    let cancel =
+        (small || !within(o.rel_error, exact_bound(p))).then(|| cancellation(inputs, p, &rows, r2));
+    o.set_fp8(rel_error_rounded, cancel);
     // The error beyond the output's rounding counts elements whose rounding flipped: with few
     // elements one flip moves it a lot, so it is judged from 4096 checked elements on.
     let judged = rows.len() * p.n >= 4096;
@@ -429,10 +390,10 @@ fn judge_output(
                 o.rel_error, p.out
             )
         }),
-        (judged && !within(o.rel_error_rounded, o.bound), &|| {
+        (judged && !within(rel_error_rounded, o.bound), &|| {
             format!(
                 "error beyond the output's rounding {:.2e} exceeds {:.0e}",
-                o.rel_error_rounded, o.bound
+                rel_error_rounded, o.bound
             )
         }),
     ]);
@@ -459,7 +420,7 @@ fn poisoned_c(ctx: &Context, p: &Fp8Problem) -> Result<DeviceBuffer> {
 }
 
 /// Runs one case: kiln's FP8 GEMM (and, with `vendor`, cuBLASLt's on the same operands).
-pub fn verify_gemm(ctx: &Context, case: &GemmCase, vendor: bool) -> Result<Vec<Fp8Outcome>> {
+pub fn verify_gemm(ctx: &Context, case: &GemmCase, vendor: bool) -> Result<Vec<Outcome>> {
     verify_gemm_seeded(ctx, case, vendor, fresh_seed())
 }
 
@@ -469,15 +430,13 @@ pub fn verify_gemm_seeded(
     case: &GemmCase,
     vendor: bool,
     seed: u64,
-) -> Result<Vec<Fp8Outcome>> {
+) -> Result<Vec<Outcome>> {
     let p = &case.p;
     p.validate()?;
     super::memory::plan_fp8_verify(p).ensure(ctx, &format!("the problem {}", case.label()))?;
-    let mut o = Fp8Outcome::new("gemm", case.label(), seed);
+    let mut o = fp8_outcome("gemm", case.label(), seed);
     if let Err(reason) = fp8::gemm::supports(p, &ctx.info) {
-        o.skipped = Some(reason);
-        o.passed = true;
-        return Ok(vec![o]);
+        return Ok(vec![o.skip(reason)]);
     }
     let inp = inputs(ctx, case, seed, true, true)?;
     let dc = poisoned_c(ctx, p)?;
@@ -487,9 +446,7 @@ pub fn verify_gemm_seeded(
         None => fp8::gemm(ctx, p, &ops),
     };
     if let Some(reason) = refusal(launched)? {
-        o.skipped = Some(reason);
-        o.passed = true;
-        return Ok(vec![o]);
+        return Ok(vec![o.skip(reason)]);
     }
     ctx.synchronize_within(
         std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
@@ -498,7 +455,7 @@ pub fn verify_gemm_seeded(
     judge_output(p, &dc, &inp, seed, &mut o)?;
     let mut out = vec![o];
     if vendor {
-        let mut v = Fp8Outcome::new("cublaslt", case.label(), seed);
+        let mut v = fp8_outcome("cublaslt", case.label(), seed);
         let dv = poisoned_c(ctx, p)?;
         match LtFp8::new(ctx, p, inp.a.scales.ptr(), inp.b.scales.ptr()) {
             Ok(lt) => {
@@ -524,7 +481,7 @@ pub fn verify_gemm_seeded(
 /// output rounding hides the accumulation's error): against the exact reference, the unpromoted
 /// accumulation must miss the 1e-3 bound and the promoted one meet it, on the same inputs (tensor
 /// scales); and with block scales every promoted kernel of the new family must meet it too.
-pub fn verify_promotion(ctx: &Context) -> Result<Fp8Outcome> {
+pub fn verify_promotion(ctx: &Context) -> Result<Outcome> {
     let seed = fresh_seed();
     let base = Fp8Problem::new(256, 256, 16384, DType::F32, ScaleMode::Tensor);
     // unpromoted, promoted after a drained pipeline, pipelined promotion; each over the whole K
@@ -548,7 +505,7 @@ pub fn verify_promotion(ctx: &Context) -> Result<Fp8Outcome> {
             let dc = poisoned_c(ctx, &p)?;
             fp8::gemm_with(ctx, &p, &inp.operands(&dc), cfg)?;
             ctx.synchronize()?;
-            let mut o = Fp8Outcome::new("gemm", String::new(), seed);
+            let mut o = fp8_outcome("gemm", String::new(), seed);
             judge_output(&p, &dc, &inp, seed, &mut o)?;
             errs.push(o.rel_error);
         }
@@ -573,7 +530,7 @@ pub fn verify_promotion(ctx: &Context) -> Result<Fp8Outcome> {
         .collect();
     let block_errs = errors(block, &new)?;
     let worst_block = block_errs.iter().copied().fold(0.0f64, f64::max);
-    let mut o = Fp8Outcome::new(
+    let mut o = fp8_outcome(
         "promotion",
         format!("{base} and block scales, data in [0, 1)"),
         seed,

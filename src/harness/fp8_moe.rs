@@ -11,9 +11,10 @@ use std::time::Duration;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::fp8::{random_matrix, Data, Fp8Outcome};
+use super::fp8::{fp8_outcome, random_matrix, Data};
 use super::fp8_moe_judge::{judge_float, judge_quantized};
 use super::moe_verify::{replay_with_rows, settle};
+use super::outcome::Outcome;
 use super::verify::{fresh_seed, refusal, spread_rows};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
@@ -234,7 +235,7 @@ fn reference_rows(p: &Fp8MoeProblem, inp: &Inputs, rows: &[(usize, usize)]) -> V
 
 /// Runs one case; returns the kernel's outcome (and, for a quantised SwiGLU, the bit-for-bit
 /// check against kiln's quantisation kernel).
-pub fn verify_case(ctx: &Context, case: &Fp8MoeCase) -> Result<Vec<Fp8Outcome>> {
+pub fn verify_case(ctx: &Context, case: &Fp8MoeCase) -> Result<Vec<Outcome>> {
     let p = &case.p;
     p.validate()?;
     let seed = fresh_seed();
@@ -243,7 +244,7 @@ pub fn verify_case(ctx: &Context, case: &Fp8MoeCase) -> Result<Vec<Fp8Outcome>> 
     } else {
         fp8_grouped::NAME
     };
-    let mut o = Fp8Outcome::new(check, case.label(), seed);
+    let mut o = fp8_outcome(check, case.label(), seed);
     let inp = inputs(p, seed)?;
     let xr = p.x_rows();
     let y_bytes = xr * p.n * p.out_size();
@@ -285,9 +286,7 @@ pub fn verify_case(ctx: &Context, case: &Fp8MoeCase) -> Result<Vec<Fp8Outcome>> 
         launch()
     };
     if let Some(reason) = refusal(launched)? {
-        o.skipped = Some(reason);
-        o.passed = true;
-        return Ok(vec![o]);
+        return Ok(vec![o.skip(reason)]);
     }
     ctx.synchronize_within(limit, &what)?;
     let raw: Vec<u8> = y.download(y_bytes)?;
@@ -338,7 +337,7 @@ fn bits_against_quant_kernel(
     scales: &[f32],
     routed: &[bool],
     seed: u64,
-) -> Result<Fp8Outcome> {
+) -> Result<Outcome> {
     let q = Fp8MoeProblem {
         out: DType::F32,
         swiglu: case
@@ -350,7 +349,7 @@ fn bits_against_quant_kernel(
             }),
         ..case.p.clone()
     };
-    let mut o = Fp8Outcome::new("swiglu-quant-bits", case.label(), seed);
+    let mut o = fp8_outcome("swiglu-quant-bits", case.label(), seed);
     let xr = q.x_rows();
     let y32 = DeviceBuffer::new(xr * q.n * 4)?;
     y32.fill_bytes(0, ctx)?;

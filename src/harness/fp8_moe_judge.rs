@@ -1,7 +1,7 @@
 //! The verdicts of the FP8 MoE checks on downloaded outputs (pure, no GPU): bf16 / f32 output
 //! against the float64 reference, and the e4m3-quantised SwiGLU output against the reference.
 
-use super::fp8::Fp8Outcome;
+use super::outcome::Outcome;
 use super::verify::{rel_l2, verdict, within};
 use crate::formats::scale::{amax, dequantize_one, quantize_one, scale_for};
 use crate::formats::{Fp8Format, ScaleRecipe};
@@ -49,7 +49,7 @@ pub fn judge_float(
     raw: &[u8],
     rows: &[(usize, usize)],
     reference: &[Vec<f64>],
-    o: &mut Fp8Outcome,
+    o: &mut Outcome,
 ) {
     let got = HostData::from_bytes(p.out, raw);
     let (mut d2, mut q2, mut r2) = (0.0f64, 0.0f64, 0.0f64);
@@ -67,7 +67,8 @@ pub fn judge_float(
         }
     }
     o.rel_error = rel_l2(d2, r2);
-    o.rel_error_rounded = error_before_rounding(d2, q2, r2);
+    let rounded = error_before_rounding(d2, q2, r2);
+    o.set_fp8(rounded, o.cancellation());
     o.bound = BOUND;
     let exact = if p.out == DType::Bf16 {
         EXACT_BOUND
@@ -93,10 +94,10 @@ pub fn judge_float(
                 o.rel_error, p.out
             )
         }),
-        (!within(o.rel_error_rounded, o.bound), &|| {
+        (!within(rounded, o.bound), &|| {
             format!(
                 "error before the output's rounding {:.2e} exceeds {:.0e}",
-                o.rel_error_rounded, o.bound
+                rounded, o.bound
             )
         }),
     ]);
@@ -129,7 +130,7 @@ pub fn judge_quantized(
     scales: &[f32],
     rows: &[(usize, usize)],
     reference: &[Vec<f64>],
-    o: &mut Fp8Outcome,
+    o: &mut Outcome,
 ) {
     let f = Fp8Format::E4m3;
     let xr = p.x_rows();

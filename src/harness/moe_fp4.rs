@@ -3,11 +3,14 @@
 //! reference on the exact weights; and its shape suite.
 
 use super::moe_fp4_data::{poison_byte, Fp4Case};
-use super::moe_verify::{rows_to_check, score_against, settle, Mode, MoeOutcome};
-use super::verify::{bound, fresh_seed, refusal, verdict, within};
+use super::moe_verify::{rows_to_check, score_against, settle, Mode};
+use super::outcome::{Extra, Outcome};
+use super::runner::{run, Check};
+use super::verify::{bound, fresh_seed, verdict, within};
 use crate::device::{Context, DeviceBuffer};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
+use crate::ops::moe::fp4::kernel::Fp4Layout;
 use crate::ops::moe::fp4::kernel::{Fp4Experts, NAME};
 use crate::ops::moe::fp4::{Fp4Format, Fp4Operands};
 use crate::ops::moe::schedule::sched_bytes;
@@ -40,7 +43,7 @@ impl Fp4Buffers {
 }
 
 /// Verifies the 4-bit kernel on `p` with `f` weights once, with fresh inputs.
-pub fn verify_fp4(ctx: &Context, p: &MoeProblem, f: Fp4Format, mode: Mode) -> Result<MoeOutcome> {
+pub fn verify_fp4(ctx: &Context, p: &MoeProblem, f: Fp4Format, mode: Mode) -> Result<Outcome> {
     verify_fp4_seeded(ctx, p, f, mode, fresh_seed())
 }
 
@@ -50,93 +53,132 @@ pub fn verify_fp4_seeded(
     f: Fp4Format,
     mode: Mode,
     seed: u64,
-) -> Result<MoeOutcome> {
+) -> Result<Outcome> {
     p.validate()?;
-    let mut out = MoeOutcome {
-        version: format!("{NAME} ({f})"),
-        problem: p.label(),
-        mode,
-        passed: false,
-        skipped: None,
-        rel_error: f64::NAN,
-        bound: bound(p.output),
-        nan_or_unwritten: 0,
-        written_outside: 0,
-        rows_checked: 0,
-        seed,
-        message: String::new(),
-    };
-    let case = Fp4Case::random(p, f, seed)?;
-    let layout = case.layout(p);
-    if let Err(reason) = Fp4Experts::supports(p, &layout, &ctx.info) {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+    run(ctx, &Fp4Check { p, f, mode }, seed)
+}
+
+/// The 4-bit kernel with `f` weights on one problem, as the runner checks it.
+struct Fp4Check<'a> {
+    p: &'a MoeProblem,
+    f: Fp4Format,
+    mode: Mode,
+}
+
+/// One 4-bit problem's host case, its weights' layout, Y's poison, and (once launched) the
+/// buffers.
+struct Fp4Drawn {
+    case: Fp4Case,
+    layout: Fp4Layout,
+    poison: HostData,
+    bufs: Option<Fp4Buffers>,
+    seed: u64,
+}
+
+impl Check for Fp4Check<'_> {
+    type Drawn = Fp4Drawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        let (p, f) = (self.p, self.f);
+        let extra = Extra::Moe { mode: self.mode };
+        Outcome::new(
+            format!("{NAME} ({f})"),
+            p.label(),
+            seed,
+            bound(p.output),
+            extra,
+        )
     }
-    let poison = HostData::poison(p.output, p.y_elems());
-    // every expert's weights poisoned, then the touched experts' bytes put in place
-    let eb = layout.expert_bytes();
-    let w = DeviceBuffer::new(p.experts * eb)?;
-    w.fill_bytes(poison_byte(f), ctx)?;
-    settle()?;
-    for (i, &e) in case.touched.iter().enumerate() {
-        w.upload_at(e * eb, &case.packed.bytes[i * eb..(i + 1) * eb])?;
+
+    /// Asked of the drawn layout instead.
+    fn supports(&self, _ctx: &Context) -> std::result::Result<(), String> {
+        Ok(())
     }
-    let bufs = Fp4Buffers {
-        x: DeviceBuffer::from_host(case.x.bytes())?,
-        w,
-        escale: DeviceBuffer::from_host(&case.escale(p))?,
-        y: DeviceBuffer::from_host(poison.bytes())?,
-        rows: DeviceBuffer::from_host(p.rows_array())?,
-        route: case
-            .route
-            .as_ref()
-            .map(|r| DeviceBuffer::from_host(r.bytes()))
-            .transpose()?,
-        sched: DeviceBuffer::new(sched_bytes(p.experts))?,
-    };
-    settle()?;
-    let ops = bufs.operands();
-    Fp4Experts::check(p, &layout, &ops)?;
-    let what = format!("{NAME} on {}", p.label());
-    let limit = std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11);
-    let launched = match mode {
-        Mode::Direct => Fp4Experts::launch(ctx, p, &layout, &ops),
-        Mode::Graph => {
-            return Err(crate::error::Error::invalid(
-                "the 4-bit kernels are verified by direct launches; leave out --graph",
-            ))
+
+    fn draw(&self, _ctx: &Context, seed: u64) -> Result<Fp4Drawn> {
+        let case = Fp4Case::random(self.p, self.f, seed)?;
+        Ok(Fp4Drawn {
+            layout: case.layout(self.p),
+            case,
+            poison: HostData::poison(self.p.output, self.p.y_elems()),
+            bufs: None,
+            seed,
+        })
+    }
+
+    fn supports_drawn(&self, ctx: &Context, d: &Fp4Drawn) -> std::result::Result<(), String> {
+        Fp4Experts::supports(self.p, &d.layout, &ctx.info)
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut Fp4Drawn) -> Result<()> {
+        let (p, case) = (self.p, &d.case);
+        // every expert's weights poisoned, then the touched experts' bytes put in place
+        let eb = d.layout.expert_bytes();
+        let w = DeviceBuffer::new(p.experts * eb)?;
+        w.fill_bytes(poison_byte(self.f), ctx)?;
+        settle()?;
+        for (i, &e) in case.touched.iter().enumerate() {
+            w.upload_at(e * eb, &case.packed.bytes[i * eb..(i + 1) * eb])?;
         }
-    };
-    if let Some(reason) = refusal(launched)? {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        let bufs = d.bufs.insert(Fp4Buffers {
+            x: DeviceBuffer::from_host(case.x.bytes())?,
+            w,
+            escale: DeviceBuffer::from_host(&case.escale(p))?,
+            y: DeviceBuffer::from_host(d.poison.bytes())?,
+            rows: DeviceBuffer::from_host(p.rows_array())?,
+            route: case
+                .route
+                .as_ref()
+                .map(|r| DeviceBuffer::from_host(r.bytes()))
+                .transpose()?,
+            sched: DeviceBuffer::new(sched_bytes(p.experts))?,
+        });
+        settle()?;
+        let ops = bufs.operands();
+        Fp4Experts::check(p, &d.layout, &ops)?;
+        match self.mode {
+            Mode::Direct => Fp4Experts::launch(ctx, p, &d.layout, &ops),
+            Mode::Graph => Err(Error::invalid(
+                "the 4-bit kernels are verified by direct launches; leave out --graph",
+            )),
+        }
     }
-    ctx.synchronize_within(limit, &what)?;
-    let got = HostData::from_bytes(
-        p.output,
-        &bufs.y.download::<u8>(p.y_elems() * p.output.size())?,
-    );
-    let rows = rows_to_check(p, seed);
-    let reference = case.reference(p, &rows)?;
-    let sc = score_against(p, &reference, &got, &poison, &rows);
-    out.nan_or_unwritten = sc.nan_or_unwritten;
-    out.written_outside = sc.written_outside;
-    out.rel_error = sc.rel_error;
-    out.rows_checked = rows.len();
-    judge(&mut out);
-    Ok(out)
+
+    fn flops(&self) -> f64 {
+        self.p.flops()
+    }
+
+    fn judge(&self, d: &Fp4Drawn, out: &mut Outcome) -> Result<()> {
+        let p = self.p;
+        let Some(bufs) = &d.bufs else {
+            return Err(Error::invalid(
+                "the 4-bit check was judged before its launch",
+            ));
+        };
+        let got = HostData::from_bytes(
+            p.output,
+            &bufs.y.download::<u8>(p.y_elems() * p.output.size())?,
+        );
+        let rows = rows_to_check(p, d.seed);
+        let reference = d.case.reference(p, &rows)?;
+        let sc = score_against(p, &reference, &got, &d.poison, &rows);
+        out.mismatches = sc.nan_or_unwritten;
+        out.written_outside = sc.written_outside;
+        out.rel_error = sc.rel_error;
+        out.rows_checked = rows.len();
+        judge(out);
+        Ok(())
+    }
 }
 
 /// Sets the verdict of a 4-bit check from its counts and error: the first fault present.
-pub fn judge(out: &mut MoeOutcome) {
+pub fn judge(out: &mut Outcome) {
     let o = out.clone();
     (out.passed, out.message) = verdict(&[
-        (o.nan_or_unwritten > 0, &|| {
+        (o.mismatches > 0, &|| {
             format!(
                 "{} elements of routed rows are NaN, infinite or never written",
-                o.nan_or_unwritten
+                o.mismatches
             )
         }),
         (o.written_outside > 0, &|| {

@@ -13,10 +13,9 @@
 //! u/√3 each (u the dtype's unit roundoff) give ~√3 u/√3 = u RMS, and [`bound`] is ~u for the
 //! GEMMs; the layer's bound is twice it.
 
-use serde::Serialize;
-
 use super::memory::Need;
 use super::moe_layer::{seeds, x_row, Counter, LayerBuffers, LayerCase, RouteInputs};
+use super::outcome::{Extra, Outcome};
 use super::verify::{bound, fresh_seed, rel_l2, spread_rows, verdict, within};
 use crate::device::Context;
 use crate::error::Result;
@@ -33,26 +32,6 @@ const SAMPLED_TOKENS: usize = 32;
 const SAMPLED_H_ROWS: usize = 64;
 /// Routing weights: f32 softmax or sigmoid against f64.
 const WEIGHT_TOL: f64 = 2e-5;
-
-/// One layer check's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct LayerOutcome {
-    pub problem: String,
-    pub passed: bool,
-    pub skipped: Option<String>,
-    /// "ok", or the first fault of the routing and row order.
-    pub route: String,
-    /// Tokens whose experts differ from the f64 routing's by a near tie.
-    pub near_ties: usize,
-    pub h_error: f64,
-    pub h_bound: f64,
-    pub rel_error: f64,
-    pub bound: f64,
-    pub nan_or_unwritten: usize,
-    pub tokens_checked: usize,
-    pub seed: u64,
-    pub message: String,
-}
 
 /// The layer's output bound: twice the GEMM bound of its dtype (see the module).
 pub fn layer_bound(c: &LayerCase) -> f64 {
@@ -78,36 +57,20 @@ pub fn plan(c: &LayerCase) -> Need {
 }
 
 /// Verifies one case with fresh inputs.
-pub fn verify_layer(ctx: &Context, c: &LayerCase) -> Result<LayerOutcome> {
+pub fn verify_layer(ctx: &Context, c: &LayerCase) -> Result<Outcome> {
     verify_layer_seeded(ctx, c, fresh_seed())
 }
 
 /// Verifies one case with the inputs of `seed` (a fuzz failure's repro).
-pub fn verify_layer_seeded(ctx: &Context, c: &LayerCase, seed: u64) -> Result<LayerOutcome> {
+pub fn verify_layer_seeded(ctx: &Context, c: &LayerCase, seed: u64) -> Result<Outcome> {
     let p = &c.problem;
     p.validate()?;
-    let mut out = LayerOutcome {
-        problem: c.label(),
-        passed: false,
-        skipped: None,
-        route: String::new(),
-        near_ties: 0,
-        h_error: f64::NAN,
-        h_bound: bound(p.dtype),
-        rel_error: f64::NAN,
-        bound: layer_bound(c),
-        nan_or_unwritten: 0,
-        tokens_checked: 0,
-        seed,
-        message: String::new(),
-    };
+    let mut out = outcome(c, seed);
     let refused = SwiGluDual
         .supports(&p.up(), &ctx.info)
         .and_then(|_| GroupedGemm.supports(&p.down(), &ctx.info));
     if let Err(reason) = refused {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        return Ok(out.skip(reason));
     }
     plan(c).ensure(ctx, &format!("the layer {}", c.label()))?;
     let inp = RouteInputs::draw(c, seeds(seed)[3]);
@@ -253,7 +216,24 @@ fn judge_route(
     }
 }
 
-fn judge(c: &LayerCase, inp: &RouteInputs, got: &Downloaded, seed: u64, out: &mut LayerOutcome) {
+/// A layer check of `c` with the inputs of `seed`, not yet judged.
+fn outcome(c: &LayerCase, seed: u64) -> Outcome {
+    let extra = Extra::Layer {
+        route: String::new(),
+        near_ties: 0,
+        h_error: f64::NAN,
+        h_bound: bound(c.problem.dtype),
+    };
+    Outcome::new(
+        crate::ops::moe::layer::NAME,
+        c.label(),
+        seed,
+        layer_bound(c),
+        extra,
+    )
+}
+
+fn judge(c: &LayerCase, inp: &RouteInputs, got: &Downloaded, seed: u64, out: &mut Outcome) {
     let p = &c.problem;
     let (t, hd) = (p.tokens(), p.hidden);
     let [sx, s13, s2, _] = seeds(seed);
@@ -267,7 +247,7 @@ fn judge(c: &LayerCase, inp: &RouteInputs, got: &Downloaded, seed: u64, out: &mu
     };
     let x = |tok: usize| x_row(sx, hd, tok);
     let route = judge_route(c, inp, got);
-    out.route = match &route {
+    let route_said: String = match &route {
         Ok(_) => "ok".into(),
         Err(m) => m.clone(),
     };
@@ -291,14 +271,16 @@ fn judge(c: &LayerCase, inp: &RouteInputs, got: &Downloaded, seed: u64, out: &mu
             r2 += b * b;
         }
     }
-    out.h_error = if got.h_rows.is_empty() {
+    let h_error = if got.h_rows.is_empty() {
         0.0
     } else {
         rel_l2(d2, r2)
     };
+    let h_bound = bound(p.dtype);
+    let mut near_ties = 0;
     // The output, against the accepted routing.
     if let Ok((r, near)) = &route {
-        out.near_ties = *near;
+        near_ties = *near;
         let per_token = 3.0 * p.top_k() as f64 * hd as f64 * p.inter as f64;
         let tokens: Vec<usize> = if t as f64 * per_token <= FULL_REFERENCE_LIMIT {
             (0..t).collect()
@@ -312,30 +294,30 @@ fn judge(c: &LayerCase, inp: &RouteInputs, got: &Downloaded, seed: u64, out: &mu
             for (ci, &b) in row.iter().enumerate() {
                 let a = got.out.get(tok * hd + ci);
                 if dropped {
-                    out.nan_or_unwritten += !a.is_nan() as usize;
+                    out.mismatches += !a.is_nan() as usize;
                 } else if a.is_nan() {
-                    out.nan_or_unwritten += 1;
+                    out.mismatches += 1;
                 } else {
                     d2 += (a - b) * (a - b);
                     r2 += b * b;
                 }
             }
         }
-        out.tokens_checked = tokens.len();
+        out.rows_checked = tokens.len();
         out.rel_error = rel_l2(d2, r2);
     }
     let (passed, message) = verdict(&[
-        (out.route != "ok", &|| out.route.clone()),
-        (!within(out.h_error, out.h_bound), &|| {
+        (route_said != "ok", &|| route_said.clone()),
+        (!within(h_error, h_bound), &|| {
             format!(
                 "H's relative error {:.2e} exceeds the {} bound {:.0e}",
-                out.h_error, p.dtype, out.h_bound
+                h_error, p.dtype, h_bound
             )
         }),
-        (out.nan_or_unwritten > 0, &|| {
+        (out.mismatches > 0, &|| {
             format!(
                 "{} output elements are NaN or unwritten where a number belongs, or a number where a dropped pair's NaN belongs",
-                out.nan_or_unwritten
+                out.mismatches
             )
         }),
         (!within(out.rel_error, out.bound), &|| {
@@ -347,6 +329,12 @@ fn judge(c: &LayerCase, inp: &RouteInputs, got: &Downloaded, seed: u64, out: &mu
     ]);
     out.passed = passed;
     out.message = message;
+    out.extra = Extra::Layer {
+        route: route_said,
+        near_ties,
+        h_error,
+        h_bound,
+    };
 }
 
 #[cfg(test)]
@@ -434,24 +422,6 @@ mod tests {
         }
     }
 
-    fn outcome(c: &LayerCase, seed: u64) -> LayerOutcome {
-        LayerOutcome {
-            problem: c.label(),
-            passed: false,
-            skipped: None,
-            route: String::new(),
-            near_ties: 0,
-            h_error: f64::NAN,
-            h_bound: bound(c.problem.dtype),
-            rel_error: f64::NAN,
-            bound: layer_bound(c),
-            nan_or_unwritten: 0,
-            tokens_checked: 0,
-            seed,
-            message: String::new(),
-        }
-    }
-
     #[test]
     fn a_correct_run_passes_and_each_fault_is_named() {
         let suite = crate::harness::moe_layer::layer_suite(false);
@@ -466,7 +436,8 @@ mod tests {
             judge(c, &inp, &good, seed, &mut o);
             assert!(o.passed, "{}: {}", c.label(), o.message);
             assert!(
-                o.rel_error < o.bound && o.h_error < o.h_bound,
+                o.rel_error < o.bound
+                    && matches!(o.extra, Extra::Layer { h_error, h_bound, .. } if h_error < h_bound),
                 "{}",
                 c.label()
             );
@@ -493,7 +464,7 @@ mod tests {
             let mut o = outcome(c, seed);
             judge(c, &inp, &bad, seed, &mut o);
             assert!(
-                !o.passed && o.nan_or_unwritten == 1,
+                !o.passed && o.mismatches == 1,
                 "{}: {}",
                 c.label(),
                 o.message

@@ -9,6 +9,7 @@ use std::time::Duration;
 use cudarc::driver::{result, sys};
 use serde::Serialize;
 
+use super::outcome::{Extra, Outcome};
 use super::verify::{bound, fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
@@ -31,22 +32,6 @@ pub enum Mode {
     /// Captured into a CUDA graph while the device counts were all zero, then replayed after the
     /// real counts were uploaded: proves the kernels read the counts on the GPU.
     Graph,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct MoeOutcome {
-    pub version: String,
-    pub problem: String,
-    pub mode: Mode,
-    pub passed: bool,
-    pub skipped: Option<String>,
-    pub rel_error: f64,
-    pub bound: f64,
-    pub nan_or_unwritten: usize,
-    pub written_outside: usize,
-    pub rows_checked: usize,
-    pub seed: u64,
-    pub message: String,
 }
 
 /// Host inputs of one problem, from one seed.
@@ -159,7 +144,7 @@ pub fn verify_moe(
     kernel: &dyn MoeKernel,
     p: &MoeProblem,
     mode: Mode,
-) -> Result<MoeOutcome> {
+) -> Result<Outcome> {
     verify_moe_seeded(ctx, kernel, p, mode, fresh_seed())
 }
 
@@ -170,11 +155,11 @@ pub fn verify_moe_seeded(
     p: &MoeProblem,
     mode: Mode,
     seed: u64,
-) -> Result<MoeOutcome> {
+) -> Result<Outcome> {
     p.validate()?;
     super::memory::plan_moe_verify(p).ensure(ctx, &format!("the problem {}", p.label()))?;
     if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(MoeOutcome::blank(kernel, p, mode, seed).skip(reason));
+        return Ok(blank(kernel, p, mode, seed).skip(reason));
     }
     MoeFixture::new(p, seed)?.check(ctx, kernel, mode)
 }
@@ -210,9 +195,9 @@ impl<'p> MoeFixture<'p> {
     }
 
     /// Poisons Y, launches `kernel` (directly, or replayed from a graph), and scores Y.
-    pub fn check(&self, ctx: &Context, kernel: &dyn MoeKernel, mode: Mode) -> Result<MoeOutcome> {
+    pub fn check(&self, ctx: &Context, kernel: &dyn MoeKernel, mode: Mode) -> Result<Outcome> {
         let p = self.p;
-        let mut out = MoeOutcome::blank(kernel, p, mode, self.seed);
+        let mut out = blank(kernel, p, mode, self.seed);
         if let Err(reason) = kernel.supports(p, &ctx.info) {
             return Ok(out.skip(reason));
         }
@@ -237,15 +222,15 @@ impl<'p> MoeFixture<'p> {
             .reference
             .get_or_init(|| reference_rows(p, &self.inp, &self.rows));
         let sc = score_against(p, reference, &got, &self.poison, &self.rows);
-        out.nan_or_unwritten = sc.nan_or_unwritten;
+        out.mismatches = sc.nan_or_unwritten;
         out.written_outside = sc.written_outside;
         out.rel_error = sc.rel_error;
         out.rows_checked = self.rows.len();
         (out.passed, out.message) = verdict(&[
-            (out.nan_or_unwritten > 0, &|| {
+            (out.mismatches > 0, &|| {
                 format!(
                     "{} elements of routed rows are NaN, infinite or never written",
-                    out.nan_or_unwritten
+                    out.mismatches
                 )
             }),
             (out.written_outside > 0, &|| {
@@ -265,30 +250,15 @@ impl<'p> MoeFixture<'p> {
     }
 }
 
-impl MoeOutcome {
-    fn blank(kernel: &dyn MoeKernel, p: &MoeProblem, mode: Mode, seed: u64) -> MoeOutcome {
-        MoeOutcome {
-            version: kernel.name().into(),
-            problem: p.label(),
-            mode,
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            bound: bound(p.output),
-            nan_or_unwritten: 0,
-            written_outside: 0,
-            rows_checked: 0,
-            seed,
-            message: String::new(),
-        }
-    }
-
-    /// The problem was refused with `reason`: a skip, which passes.
-    fn skip(mut self, reason: String) -> Self {
-        self.skipped = Some(reason);
-        self.passed = true;
-        self
-    }
+/// `kernel` on `p` launched as `mode` with the inputs of `seed`, not yet judged.
+fn blank(kernel: &dyn MoeKernel, p: &MoeProblem, mode: Mode, seed: u64) -> Outcome {
+    Outcome::new(
+        kernel.name(),
+        p.label(),
+        seed,
+        bound(p.output),
+        Extra::Moe { mode },
+    )
 }
 
 /// What the checks found in one output.

@@ -6,7 +6,8 @@
 
 use super::moe_fp4::judge;
 use super::moe_fp4_data::{random_expert_weights, reference_by_expert, touched_experts};
-use super::moe_verify::{rows_to_check, score_against, settle, Mode, MoeOutcome};
+use super::moe_verify::{rows_to_check, score_against, settle, Mode};
+use super::outcome::{Extra, Outcome};
 use super::verify::{bound, fresh_seed, refusal};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
@@ -56,31 +57,22 @@ pub fn w4a8_suite() -> Vec<Fp8MoeProblem> {
 }
 
 /// Verifies the W4A8 kernel on `p` once, with fresh inputs.
-pub fn verify_w4a8(ctx: &Context, p: &Fp8MoeProblem) -> Result<MoeOutcome> {
+pub fn verify_w4a8(ctx: &Context, p: &Fp8MoeProblem) -> Result<Outcome> {
     verify_w4a8_seeded(ctx, p, fresh_seed())
 }
 
-pub fn verify_w4a8_seeded(ctx: &Context, p: &Fp8MoeProblem, seed: u64) -> Result<MoeOutcome> {
+pub fn verify_w4a8_seeded(ctx: &Context, p: &Fp8MoeProblem, seed: u64) -> Result<Outcome> {
     p.validate()?;
     let mp = scored_problem(p);
-    let mut out = MoeOutcome {
-        version: format!("{NAME} (mxfp4 x e4m3)"),
-        problem: p.label(),
-        mode: Mode::Direct,
-        passed: false,
-        skipped: None,
-        rel_error: f64::NAN,
-        bound: bound(DType::Bf16),
-        nan_or_unwritten: 0,
-        written_outside: 0,
-        rows_checked: 0,
+    let mut out = Outcome::new(
+        format!("{NAME} (mxfp4 x e4m3)"),
+        p.label(),
         seed,
-        message: String::new(),
-    };
+        bound(DType::Bf16),
+        Extra::Moe { mode: Mode::Direct },
+    );
     if let Err(reason) = W4a8Experts::supports(p, &ctx.info) {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        return Ok(out.skip(reason));
     }
     // the touched experts' MXFP4 weights, prepacked; the others poisoned on the GPU
     let touched = touched_experts(&mp);
@@ -149,9 +141,7 @@ pub fn verify_w4a8_seeded(ctx: &Context, p: &Fp8MoeProblem, seed: u64) -> Result
     };
     W4a8Experts::check(p, &layout, &ops)?;
     if let Some(reason) = refusal(W4a8Experts::launch(ctx, p, &layout, &ops))? {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        return Ok(out.skip(reason));
     }
     let limit = std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11);
     ctx.synchronize_within(limit, &format!("{NAME} on {}", p.label()))?;
@@ -175,7 +165,7 @@ pub fn verify_w4a8_seeded(ctx: &Context, p: &Fp8MoeProblem, seed: u64) -> Result
     let rt = |r: usize| route.as_ref().map_or(1.0, |h| h.get(r));
     let reference = reference_by_expert(&mp, &touched, &w, w3.as_ref(), &x_row, &rt, &rows)?;
     let sc = score_against(&mp, &reference, &got, &poison, &rows);
-    out.nan_or_unwritten = sc.nan_or_unwritten;
+    out.mismatches = sc.nan_or_unwritten;
     out.written_outside = sc.written_outside;
     out.rel_error = sc.rel_error;
     out.rows_checked = rows.len();

@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::bench::{stats, timed_reps, L2Flusher};
+use super::outcome::{Extra, Outcome};
 use super::verify::fresh_seed;
 use crate::api::{validate, RawTensor, TensorInfo};
 use crate::device::{Context, DeviceBuffer};
@@ -187,21 +188,6 @@ pub fn suite() -> Vec<Case> {
     ]
 }
 
-/// One check's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct PointwiseOutcome {
-    pub problem: String,
-    /// "16-byte" or "1-element": the kernel variant the checks chose.
-    pub variant: &'static str,
-    pub passed: bool,
-    /// The largest |out − ref| / bound over the checked elements (≤ 1 passes).
-    pub worst: f64,
-    pub nan_or_unwritten: usize,
-    pub written_outside: usize,
-    pub seed: u64,
-    pub message: String,
-}
-
 fn api_dtype(d: DType) -> crate::api::DType {
     match d {
         DType::Bf16 => crate::api::DType::Bf16,
@@ -261,23 +247,29 @@ impl Tally {
         }
     }
 
-    fn outcome(self, problem: String, vec8: bool, seed: u64) -> PointwiseOutcome {
-        let passed = self.nan == 0 && self.outside == 0 && self.worst <= 1.0;
-        PointwiseOutcome {
-            problem,
-            variant: if vec8 { "16-byte" } else { "1-element" },
-            passed,
-            worst: self.worst,
-            nan_or_unwritten: self.nan,
+    /// The outcome: the worst element's error over its bound is `rel_error` against a bound
+    /// of 1.
+    fn outcome(self, problem: String, vec8: bool, seed: u64) -> Outcome {
+        let variant = if vec8 { "16-byte" } else { "1-element" };
+        Outcome {
+            passed: self.nan == 0 && self.outside == 0 && self.worst <= 1.0,
+            rel_error: self.worst,
+            mismatches: self.nan,
             written_outside: self.outside,
-            seed,
             message: self.first.unwrap_or_default(),
+            ..Outcome::new(
+                "pointwise",
+                problem,
+                seed,
+                1.0,
+                Extra::Pointwise { variant },
+            )
         }
     }
 }
 
 /// Verifies one case with fresh inputs.
-pub fn verify(ctx: &Context, c: &Case) -> Result<PointwiseOutcome> {
+pub fn verify(ctx: &Context, c: &Case) -> Result<Outcome> {
     let seed = fresh_seed();
     match c {
         Case::Norm(n) => verify_norm(ctx, n, seed),
@@ -285,7 +277,7 @@ pub fn verify(ctx: &Context, c: &Case) -> Result<PointwiseOutcome> {
     }
 }
 
-fn verify_norm(ctx: &Context, c: &NormCase, seed: u64) -> Result<PointwiseOutcome> {
+fn verify_norm(ctx: &Context, c: &NormCase, seed: u64) -> Result<Outcome> {
     let (d, stride) = (c.dtype, c.cols + c.pad);
     let len = c.rows * stride;
     let x = HostData::random(d, len, seed);
@@ -340,7 +332,7 @@ fn verify_norm(ctx: &Context, c: &NormCase, seed: u64) -> Result<PointwiseOutcom
     Ok(t.outcome(Case::Norm(*c).label(), plan.shape.vec8, seed))
 }
 
-fn verify_rope(ctx: &Context, c: &RopeCase, seed: u64) -> Result<PointwiseOutcome> {
+fn verify_rope(ctx: &Context, c: &RopeCase, seed: u64) -> Result<Outcome> {
     let d = c.dtype;
     let cs_d = if c.cs_f32 { DType::F32 } else { d };
     let (tb, tshape): (usize, Vec<usize>) = match c.tables {

@@ -9,7 +9,8 @@ use super::bench::{
 use super::bench_versions::BenchVersions;
 use super::check::CheckItem;
 use super::memory;
-use super::verify::{fresh_seed, verify_gemm, CheckOutcome};
+use super::outcome::Outcome;
+use super::verify::{blank, fresh_seed, verify_gemm};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
@@ -34,8 +35,8 @@ pub fn verify_all(
     ctx: &Context,
     kernels: &[&dyn GemmKernel],
     problems: &[GemmProblem],
-    mut on_result: impl FnMut(&CheckOutcome),
-) -> Result<Vec<CheckOutcome>> {
+    mut on_result: impl FnMut(&Outcome),
+) -> Result<Vec<Outcome>> {
     let mut out = Vec::new();
     for k in kernels {
         for p in problems {
@@ -60,10 +61,10 @@ pub fn verify_all(
     Ok(out)
 }
 
-fn failed(k: &dyn GemmKernel, p: &GemmProblem, message: String) -> CheckOutcome {
-    CheckOutcome {
+fn failed(k: &dyn GemmKernel, p: &GemmProblem, message: String) -> Outcome {
+    Outcome {
         message,
-        ..CheckOutcome::blank(k, p, 0)
+        ..blank(k, p, 0)
     }
 }
 

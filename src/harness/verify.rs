@@ -4,12 +4,13 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
-
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{DType, GemmKernel, GemmOperands, GemmProblem};
 use crate::reference::{data::HostData, gemm::gemm_rows};
+
+use super::outcome::{Extra, Outcome};
+use super::runner::Check;
 
 /// Relative-error bound ‖out−ref‖/‖ref‖ by output dtype (inputs exact, fp32 accumulation, so
 /// the output's own rounding dominates: bf16 ≈ 1.1e-3 rms, f16 ≈ 2.8e-4, f32 ≈ 1e-7).
@@ -24,22 +25,6 @@ pub fn bound(output: DType) -> f64 {
 /// Above this many f64 multiply-adds the reference samples rows instead of computing all.
 const FULL_REFERENCE_LIMIT: f64 = 2.0e9;
 const SAMPLED_ROWS: usize = 96;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CheckOutcome {
-    pub version: String,
-    pub problem: GemmProblem,
-    pub passed: bool,
-    /// `None` when the kernel refused the problem (not a failure).
-    pub skipped: Option<String>,
-    pub rel_error: f64,
-    pub bound: f64,
-    pub nan_or_unwritten: usize,
-    pub written_outside: usize,
-    pub rows_checked: usize,
-    pub seed: u64,
-    pub message: String,
-}
 
 /// A fresh seed per check: inputs are never reused across checks or runs.
 pub fn fresh_seed() -> u64 {
@@ -117,95 +102,135 @@ pub fn rows_to_check(p: &GemmProblem, seed: u64) -> Vec<usize> {
 }
 
 /// Verifies `kernel` on `p` once, with fresh inputs.
-pub fn verify_gemm(
-    ctx: &Context,
-    kernel: &dyn GemmKernel,
-    p: &GemmProblem,
-) -> Result<CheckOutcome> {
+pub fn verify_gemm(ctx: &Context, kernel: &dyn GemmKernel, p: &GemmProblem) -> Result<Outcome> {
     p.validate()?;
     super::memory::plan_verify(p).ensure(ctx, &super::memory::what(p))?;
-    let seed = fresh_seed();
-    let mut out = CheckOutcome::blank(kernel, p, seed);
-    if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(out.skip(reason));
-    }
-    let a = HostData::random(p.input, p.a_elems(), seed);
-    let b = HostData::random(p.input, p.b_elems(), seed.wrapping_add(1));
-    // C: poison everywhere; with beta != 0 the in-range elements get random old values.
-    let mut c_host = HostData::poison(p.output, p.c_elems());
-    let c_in = (p.beta != 0.0).then(|| {
-        let r = HostData::random(p.output, p.c_elems(), seed.wrapping_add(2));
-        c_host = merge_in_range(p, &c_host, &r);
-        c_host.clone()
-    });
-    let (da, db, dc) = (
-        DeviceBuffer::from_host(a.bytes())?,
-        DeviceBuffer::from_host(b.bytes())?,
-        DeviceBuffer::from_host(c_host.bytes())?,
-    );
-    let ops = GemmOperands {
-        a: &da,
-        b: &db,
-        c: &dc,
-    };
-    if let Some(reason) = refusal(kernel.launch(ctx, p, &ops))? {
-        return Ok(out.skip(reason));
-    }
-    ctx.synchronize_within(
-        std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
-        &format!("{} on {}", kernel.name(), p.label()),
-    )?;
-    let got = HostData::from_bytes(p.output, &dc.download::<u8>(p.c_elems() * p.output.size())?);
+    super::runner::run(ctx, &GemmCheck { kernel, p }, fresh_seed())
+}
 
-    // Coverage: every in-range element written (no NaN left), nothing outside C touched.
-    for m in 0..p.m {
-        for n in 0..p.ldc.min(p.c_elems() - m * p.ldc) {
-            let i = m * p.ldc + n;
-            if n < p.n {
-                if got.get(i).is_nan() {
-                    out.nan_or_unwritten += 1;
+/// One GEMM version on one problem, as the runner checks it.
+struct GemmCheck<'a> {
+    kernel: &'a dyn GemmKernel,
+    p: &'a GemmProblem,
+}
+
+/// A GEMM's inputs, C as poisoned (with beta's old values in range), and the buffers.
+struct GemmDrawn {
+    a: HostData,
+    b: HostData,
+    c_host: HostData,
+    c_in: Option<HostData>,
+    da: DeviceBuffer,
+    db: DeviceBuffer,
+    dc: DeviceBuffer,
+    seed: u64,
+}
+
+impl Check for GemmCheck<'_> {
+    type Drawn = GemmDrawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        blank(self.kernel, self.p, seed)
+    }
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        self.kernel.supports(self.p, &ctx.info)
+    }
+
+    fn draw(&self, _ctx: &Context, seed: u64) -> Result<GemmDrawn> {
+        let p = self.p;
+        let a = HostData::random(p.input, p.a_elems(), seed);
+        let b = HostData::random(p.input, p.b_elems(), seed.wrapping_add(1));
+        // C: poison everywhere; with beta != 0 the in-range elements get random old values.
+        let mut c_host = HostData::poison(p.output, p.c_elems());
+        let c_in = (p.beta != 0.0).then(|| {
+            let r = HostData::random(p.output, p.c_elems(), seed.wrapping_add(2));
+            c_host = merge_in_range(p, &c_host, &r);
+            c_host.clone()
+        });
+        Ok(GemmDrawn {
+            da: DeviceBuffer::from_host(a.bytes())?,
+            db: DeviceBuffer::from_host(b.bytes())?,
+            dc: DeviceBuffer::from_host(c_host.bytes())?,
+            a,
+            b,
+            c_host,
+            c_in,
+            seed,
+        })
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut GemmDrawn) -> Result<()> {
+        let ops = GemmOperands {
+            a: &d.da,
+            b: &d.db,
+            c: &d.dc,
+        };
+        self.kernel.launch(ctx, self.p, &ops)
+    }
+
+    fn flops(&self) -> f64 {
+        self.p.flops()
+    }
+
+    fn judge(&self, d: &GemmDrawn, out: &mut Outcome) -> Result<()> {
+        let p = self.p;
+        let got = HostData::from_bytes(
+            p.output,
+            &d.dc.download::<u8>(p.c_elems() * p.output.size())?,
+        );
+        // Coverage: every in-range element written (no NaN left), nothing outside C touched.
+        for m in 0..p.m {
+            for n in 0..p.ldc.min(p.c_elems() - m * p.ldc) {
+                let i = m * p.ldc + n;
+                if n < p.n {
+                    if got.get(i).is_nan() {
+                        out.mismatches += 1;
+                    }
+                } else if !same_bits(&got, &d.c_host, i) {
+                    out.written_outside += 1;
                 }
-            } else if !same_bits(&got, &c_host, i) {
-                out.written_outside += 1;
             }
         }
-    }
-    let rows = rows_to_check(p, seed);
-    let c_in_f64 = c_in.as_ref().map(HostData::to_f64);
-    let reference = gemm_rows(p, &a.to_f64(), &b.to_f64(), c_in_f64.as_deref(), &rows);
-    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
-    for (r, &m) in reference.iter().zip(&rows) {
-        for (n, &want) in r.iter().enumerate() {
-            let have = got.get(m * p.ldc + n);
-            if have.is_finite() {
-                diff2 += (have - want) * (have - want);
+        let rows = rows_to_check(p, d.seed);
+        let c_in_f64 = d.c_in.as_ref().map(HostData::to_f64);
+        let reference = gemm_rows(p, &d.a.to_f64(), &d.b.to_f64(), c_in_f64.as_deref(), &rows);
+        let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
+        for (r, &m) in reference.iter().zip(&rows) {
+            for (n, &want) in r.iter().enumerate() {
+                let have = got.get(m * p.ldc + n);
+                if have.is_finite() {
+                    diff2 += (have - want) * (have - want);
+                }
+                ref2 += want * want;
             }
-            ref2 += want * want;
         }
+        out.rows_checked = rows.len();
+        out.rel_error = rel_l2(diff2, ref2);
+        let o = &*out;
+        let (passed, message) = verdict(&[
+            (o.mismatches > 0, &|| {
+                format!(
+                    "{} output elements are NaN or were never written",
+                    o.mismatches
+                )
+            }),
+            (o.written_outside > 0, &|| {
+                format!(
+                    "{} elements outside C (in the ldc padding) were overwritten",
+                    o.written_outside
+                )
+            }),
+            (!within(o.rel_error, o.bound), &|| {
+                format!(
+                    "relative error {:.2e} exceeds the {} bound {:.0e}",
+                    o.rel_error, p.output, o.bound
+                )
+            }),
+        ]);
+        (out.passed, out.message) = (passed, message);
+        Ok(())
     }
-    out.rows_checked = rows.len();
-    out.rel_error = rel_l2(diff2, ref2);
-    (out.passed, out.message) = verdict(&[
-        (out.nan_or_unwritten > 0, &|| {
-            format!(
-                "{} output elements are NaN or were never written",
-                out.nan_or_unwritten
-            )
-        }),
-        (out.written_outside > 0, &|| {
-            format!(
-                "{} elements outside C (in the ldc padding) were overwritten",
-                out.written_outside
-            )
-        }),
-        (!within(out.rel_error, out.bound), &|| {
-            format!(
-                "relative error {:.2e} exceeds the {} bound {:.0e}",
-                out.rel_error, p.output, out.bound
-            )
-        }),
-    ]);
-    Ok(out)
 }
 
 /// `x <= bound`, false for NaN (a NaN error is a failure).
@@ -213,30 +238,15 @@ pub fn within(x: f64, bound: f64) -> bool {
     x <= bound
 }
 
-impl CheckOutcome {
-    /// `kernel` on `p` with the inputs of `seed`, not yet judged (failed, with no message).
-    pub fn blank(kernel: &dyn GemmKernel, p: &GemmProblem, seed: u64) -> Self {
-        CheckOutcome {
-            version: kernel.name().into(),
-            problem: *p,
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            bound: bound(p.output),
-            nan_or_unwritten: 0,
-            written_outside: 0,
-            rows_checked: 0,
-            seed,
-            message: String::new(),
-        }
-    }
-
-    /// The problem was refused with `reason`: a skip, which passes.
-    pub fn skip(mut self, reason: String) -> Self {
-        self.skipped = Some(reason);
-        self.passed = true;
-        self
-    }
+/// `kernel` on `p` with the inputs of `seed`, not yet judged (failed, with no message).
+pub fn blank(kernel: &dyn GemmKernel, p: &GemmProblem, seed: u64) -> Outcome {
+    Outcome::new(
+        kernel.name(),
+        p.label(),
+        seed,
+        bound(p.output),
+        Extra::Gemm(*p),
+    )
 }
 
 fn merge_in_range(p: &GemmProblem, poison: &HostData, values: &HostData) -> HostData {

@@ -8,4 +8,4 @@ pub mod html;
 pub mod markdown;
 pub mod table;
 
-pub use table::Table;
+pub use table::{sci, Table};

@@ -1,5 +1,14 @@
 //! A minimal aligned text table (markdown-compatible pipes), for every command's summary.
 
+/// A number in a table cell: `{:.2e}`, or "-" for NaN (nothing was measured).
+pub fn sci(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     header: Vec<String>,

@@ -6,14 +6,12 @@ use serde::Serialize;
 use super::ResultRow;
 use crate::harness::attention::bench::AttnTiming;
 use crate::harness::attention::decode::{DecodeCheck, DecodeTiming};
-use crate::harness::attention::verify::AttnCheck;
 use crate::harness::bench::{FlushMode, Timing};
 use crate::harness::check::CheckRow;
 use crate::harness::moe_bench::{MoeBenchRequest, MoeTiming};
-use crate::harness::moe_verify::MoeOutcome;
+use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::peak::Peak;
 use crate::harness::suite::BenchRow;
-use crate::harness::verify::CheckOutcome;
 use crate::ops::attention::AttentionProblem;
 use crate::ops::gemm::DType;
 use crate::ops::moe::MoeProblem;
@@ -163,11 +161,11 @@ pub fn check_row(r: &CheckRow, arch: &str) -> ResultRow {
 }
 
 /// `kiln verify`: one GEMM version checked on one problem.
-pub fn gemm_verify_row(o: &CheckOutcome) -> ResultRow {
+pub fn gemm_verify_row(o: &Outcome) -> ResultRow {
     let m = GemmVerifyMetrics {
         rel_error: o.rel_error,
         bound: o.bound,
-        nan_or_unwritten: o.nan_or_unwritten,
+        nan_or_unwritten: o.mismatches,
         written_outside: o.written_outside,
         rows_checked: o.rows_checked,
         seed: o.seed,
@@ -176,12 +174,21 @@ pub fn gemm_verify_row(o: &CheckOutcome) -> ResultRow {
     };
     row(
         "gemm",
-        &o.version,
+        &o.check,
         String::new(),
-        &o.problem,
+        &problem_of(o),
         &m,
         Some(o.passed),
     )
+}
+
+/// The typed problem an outcome carries (GEMM, attention), as JSON; null for the others.
+fn problem_of(o: &Outcome) -> serde_json::Value {
+    match &o.extra {
+        Extra::Gemm(p) => value(p),
+        Extra::Attention { problem, .. } => value(problem),
+        _ => serde_json::Value::Null,
+    }
 }
 
 /// `kiln bench`: one timing `t` of `bench` (a version's, with its `ratio` to the vendor, or the
@@ -214,22 +221,23 @@ pub fn gemm_bench_row(
 }
 
 /// `kiln attn verify`: one attention version checked on one problem.
-pub fn attention_verify_row(o: &AttnCheck) -> ResultRow {
+pub fn attention_verify_row(o: &Outcome) -> ResultRow {
     let m = AttentionVerifyMetrics {
         rel_error: o.rel_error,
         bound: o.bound,
-        lse_max_error: o.lse_max_error,
-        nan_or_unwritten: o.nan_or_unwritten,
+        lse_max_error: o.lse_max_error(),
+        nan_or_unwritten: o.mismatches,
         rows_checked: o.rows_checked,
         seed: o.seed,
         skipped: &o.skipped,
         message: &o.message,
     };
+    let problem = problem_of(o);
     row(
         "attention",
-        &o.version,
+        &o.check,
         String::new(),
-        &o.problem,
+        &problem,
         &m,
         Some(o.passed),
     )
@@ -305,16 +313,16 @@ pub fn attention_backward_bench_row(
 }
 
 /// `kiln moe verify`: one version checked on `p`, the launch mode as the variant.
-pub fn moe_verify_row(p: &MoeProblem, o: &MoeOutcome) -> ResultRow {
-    let mode = format!("{:?}", o.mode).to_lowercase();
-    row("moe", &o.version, mode, p, o, Some(o.passed))
+pub fn moe_verify_row(p: &MoeProblem, o: &Outcome) -> ResultRow {
+    let mode = match &o.extra {
+        Extra::Moe { mode } => format!("{mode:?}").to_lowercase(),
+        _ => String::new(),
+    };
+    row("moe", &o.check, mode, p, o, Some(o.passed))
 }
 
 /// `kiln moe verify --layer`: one layer case.
-pub fn moe_layer_verify_row(
-    c: &crate::harness::moe_layer::LayerCase,
-    o: &crate::harness::moe_layer_verify::LayerOutcome,
-) -> ResultRow {
+pub fn moe_layer_verify_row(c: &crate::harness::moe_layer::LayerCase, o: &Outcome) -> ResultRow {
     row(
         "moe",
         crate::ops::moe::layer::NAME,
@@ -418,18 +426,15 @@ mod tests {
     #[test]
     fn gemm_rows_keep_their_keys() {
         for skipped in [None, Some("needs sm_90a".to_string())] {
-            let o = CheckOutcome {
-                version: "mma_sync".into(),
-                problem: gemm_problem(),
+            let g = gemm_problem();
+            let o = Outcome {
                 passed: skipped.is_none(),
                 skipped,
-                rel_error: f64::NAN,
-                bound: 1e-2,
-                nan_or_unwritten: 3,
+                mismatches: 3,
                 written_outside: 1,
                 rows_checked: 129,
-                seed: 42,
                 message: "ok".into(),
+                ..Outcome::new("mma_sync", g.label(), 42, 1e-2, Extra::Gemm(g))
             };
             let r = gemm_verify_row(&o);
             assert_eq!(
@@ -437,10 +442,10 @@ mod tests {
                 ("gemm", "mma_sync", "")
             );
             assert_eq!(r.passed, Some(o.passed));
-            assert_eq!(r.problem, json!(o.problem));
+            assert_eq!(r.problem, json!(g));
             assert_eq!(
                 r.metrics,
-                json!({"rel_error": o.rel_error, "bound": o.bound, "nan_or_unwritten": o.nan_or_unwritten, "written_outside": o.written_outside, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message})
+                json!({"rel_error": o.rel_error, "bound": o.bound, "nan_or_unwritten": o.mismatches, "written_outside": o.written_outside, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message})
             );
         }
         for host_us in [None, Some(4.5)] {
@@ -522,18 +527,15 @@ mod tests {
     #[test]
     fn attention_rows_keep_their_keys() {
         let p = AttentionProblem::new(2, 16, 1000, 128);
-        let o = AttnCheck {
-            version: "fa3_wgmma".into(),
+        let extra = Extra::Attention {
             problem: p,
-            passed: true,
-            skipped: None,
-            rel_error: 1e-3,
-            bound: 1e-2,
             lse_max_error: f64::NAN,
-            nan_or_unwritten: 0,
+        };
+        let o = Outcome {
+            passed: true,
+            rel_error: 1e-3,
             rows_checked: 64,
-            seed: 9,
-            message: String::new(),
+            ..Outcome::new("fa3_wgmma", p.label(), 9, 1e-2, extra)
         };
         let r = attention_verify_row(&o);
         assert_eq!(
@@ -545,10 +547,10 @@ mod tests {
             ),
             ("attention", "fa3_wgmma", "", Some(true))
         );
-        assert_eq!(r.problem, json!(o.problem));
+        assert_eq!(r.problem, json!(p));
         assert_eq!(
             r.metrics,
-            json!({"rel_error": o.rel_error, "bound": o.bound, "lse_max_error": o.lse_max_error, "nan_or_unwritten": o.nan_or_unwritten, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message})
+            json!({"rel_error": o.rel_error, "bound": o.bound, "lse_max_error": o.lse_max_error(), "nan_or_unwritten": o.mismatches, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message})
         );
         let t = AttnTiming {
             version: "fa2_mma_sync".into(),
@@ -575,19 +577,18 @@ mod tests {
     #[test]
     fn moe_rows_keep_their_keys() {
         let p = MoeProblem::contiguous(&[3, 0, 40], 256, 128, DType::Bf16, DType::Bf16);
-        let o = MoeOutcome {
-            version: "grouped_gemm".into(),
-            problem: "E3 N256 K128".into(),
-            mode: Mode::Graph,
-            passed: false,
-            skipped: None,
+        let o = Outcome {
             rel_error: 0.5,
-            bound: 1e-2,
-            nan_or_unwritten: 2,
-            written_outside: 0,
+            mismatches: 2,
             rows_checked: 43,
-            seed: 5,
             message: "wrong".into(),
+            ..Outcome::new(
+                "grouped_gemm",
+                "E3 N256 K128".into(),
+                5,
+                1e-2,
+                Extra::Moe { mode: Mode::Graph },
+            )
         };
         let r = moe_verify_row(&p, &o);
         assert_eq!(

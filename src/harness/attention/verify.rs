@@ -1,11 +1,10 @@
 //! Attention verification: fresh random Q, K, V, NaN-poisoned O and LSE, the kernel's output
 //! compared with the float64 reference (all rows, or a sample of rows for large shapes).
 
-use serde::Serialize;
-
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::harness::memory;
+use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
@@ -28,21 +27,6 @@ pub const LSE_BOUND: f64 = 2e-3;
 /// Above this many multiply-adds the reference samples query rows.
 const FULL_REFERENCE_LIMIT: f64 = 2.0e9;
 const SAMPLED_ROWS: usize = 48;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct AttnCheck {
-    pub version: String,
-    pub problem: AttentionProblem,
-    pub passed: bool,
-    pub skipped: Option<String>,
-    pub rel_error: f64,
-    pub bound: f64,
-    pub lse_max_error: f64,
-    pub nan_or_unwritten: usize,
-    pub rows_checked: usize,
-    pub seed: u64,
-    pub message: String,
-}
 
 /// Query rows the reference computes for every (batch, head).
 pub fn rows_to_check(p: &AttentionProblem, seed: u64) -> Vec<usize> {
@@ -68,7 +52,7 @@ pub fn verify_attention(
     ctx: &Context,
     kernel: &dyn AttentionKernel,
     p: &AttentionProblem,
-) -> Result<AttnCheck> {
+) -> Result<Outcome> {
     verify_attention_seeded(ctx, kernel, p, fresh_seed())
 }
 
@@ -78,11 +62,11 @@ pub fn verify_attention_seeded(
     kernel: &dyn AttentionKernel,
     p: &AttentionProblem,
     seed: u64,
-) -> Result<AttnCheck> {
+) -> Result<Outcome> {
     p.validate()?;
     memory::plan_attention_verify(p).ensure(ctx, &format!("the problem {}", p.label()))?;
     if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(AttnCheck::blank(kernel, p, seed).skip(reason));
+        return Ok(blank(kernel, p, seed).skip(reason));
     }
     AttnFixture::new(p, seed)?.check(ctx, kernel)
 }
@@ -127,9 +111,9 @@ impl AttnFixture {
     }
 
     /// Poisons O and LSE, launches `kernel`, and compares with the reference.
-    pub fn check(&self, ctx: &Context, kernel: &dyn AttentionKernel) -> Result<AttnCheck> {
+    pub fn check(&self, ctx: &Context, kernel: &dyn AttentionKernel) -> Result<Outcome> {
         let p = &self.p;
-        let mut out = AttnCheck::blank(kernel, p, self.seed);
+        let mut out = blank(kernel, p, self.seed);
         if let Err(reason) = kernel.supports(p, &ctx.info) {
             return Ok(out.skip(reason));
         }
@@ -166,7 +150,7 @@ impl AttnFixture {
                 }
             }
         }
-        out.nan_or_unwritten = o_nan + lse.iter().filter(|x| x.is_nan()).count();
+        out.mismatches = o_nan + lse.iter().filter(|x| x.is_nan()).count();
 
         let (rows, reference) = self.reference.get_or_init(|| {
             let rows = rows_to_check(p, self.seed);
@@ -205,12 +189,15 @@ impl AttnFixture {
         }
         out.rows_checked = rows.len();
         out.rel_error = rel_l2(diff2, ref2);
-        out.lse_max_error = lse_err;
+        out.extra = Extra::Attention {
+            problem: *p,
+            lse_max_error: lse_err,
+        };
         (out.passed, out.message) = verdict(&[
-            (out.nan_or_unwritten > 0, &|| {
+            (out.mismatches > 0, &|| {
                 format!(
                     "{} output elements (O or LSE) are NaN or were never written",
-                    out.nan_or_unwritten
+                    out.mismatches
                 )
             }),
             (!within(out.rel_error, out.bound), &|| {
@@ -227,29 +214,13 @@ impl AttnFixture {
     }
 }
 
-impl AttnCheck {
-    fn blank(kernel: &dyn AttentionKernel, p: &AttentionProblem, seed: u64) -> AttnCheck {
-        AttnCheck {
-            version: kernel.name().into(),
-            problem: *p,
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            bound: o_bound(p.dtype),
-            lse_max_error: f64::NAN,
-            nan_or_unwritten: 0,
-            rows_checked: 0,
-            seed,
-            message: String::new(),
-        }
-    }
-
-    /// The problem was refused with `reason`: a skip, which passes.
-    fn skip(mut self, reason: String) -> Self {
-        self.skipped = Some(reason);
-        self.passed = true;
-        self
-    }
+/// `kernel` on `p` with the inputs of `seed`, not yet judged.
+fn blank(kernel: &dyn AttentionKernel, p: &AttentionProblem, seed: u64) -> Outcome {
+    let extra = Extra::Attention {
+        problem: *p,
+        lse_max_error: f64::NAN,
+    };
+    Outcome::new(kernel.name(), p.label(), seed, o_bound(p.dtype), extra)
 }
 
 #[cfg(test)]

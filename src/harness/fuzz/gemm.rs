@@ -4,7 +4,8 @@
 use crate::device::{Context, DeviceBuffer, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::harness::device_data::{counter_value, fill};
-use crate::harness::verify::{refusal, rel_l2, spread_rows, verdict, within, CheckOutcome};
+use crate::harness::outcome::Outcome;
+use crate::harness::verify::{blank, refusal, rel_l2, spread_rows, verdict, within};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
 
@@ -135,12 +136,12 @@ pub fn check_gemm(
     let sample = Sample::new(p, seed);
     let mut checks = GemmChecks::default();
     for (v, kernel) in kernels.iter().enumerate() {
-        let blank = CheckOutcome::blank(*kernel, p, seed);
+        let blank = blank(*kernel, p, seed);
         if let Err(reason) = kernel.supports(p, &ctx.info) {
             checks.outcomes.push(blank.skip(reason));
             continue;
         }
-        let run = || -> Result<CheckOutcome> {
+        let run = || -> Result<Outcome> {
             if v > 0 {
                 init_c()?;
             }
@@ -179,7 +180,7 @@ pub fn check_gemm(
 /// The outcomes of one problem's checks, and the error that ended them early, if one did.
 #[derive(Default)]
 pub struct GemmChecks {
-    pub outcomes: Vec<CheckOutcome>,
+    pub outcomes: Vec<Outcome>,
     pub fatal: Option<Error>,
 }
 
@@ -224,16 +225,16 @@ fn compare_on_gpu(
 
 /// The verdict from the comparison's sums and counts and the float64 sample.
 fn judge(
-    mut out: CheckOutcome,
+    mut out: Outcome,
     p: &GemmProblem,
     c: &DeviceBuffer,
     sums: &DeviceBuffer,
     counts: &DeviceBuffer,
     sample: &Sample,
-) -> Result<CheckOutcome> {
+) -> Result<Outcome> {
     let sums: Vec<f64> = sums.download(2)?;
     let counts: Vec<u64> = counts.download(2)?;
-    out.nan_or_unwritten = counts[0] as usize;
+    out.mismatches = counts[0] as usize;
     out.written_outside = counts[1] as usize;
     let full = rel_l2(sums[0], sums[1]);
     let sampled = sample.rel_error(p, c)?;
@@ -244,10 +245,10 @@ fn judge(
         full.max(sampled)
     };
     (out.passed, out.message) = verdict(&[
-        (out.nan_or_unwritten > 0, &|| {
+        (out.mismatches > 0, &|| {
             format!(
                 "{} output elements are NaN, infinite or were never written",
-                out.nan_or_unwritten
+                out.mismatches
             )
         }),
         (out.written_outside > 0, &|| {

@@ -12,6 +12,7 @@ use super::fp8::{verify_gemm_seeded as verify_fp8_seeded, Data as Fp8Data, GemmC
 use super::moe_layer::{draw_case as draw_layer, LayerCase};
 use super::moe_layer_verify::verify_layer_seeded;
 use super::moe_verify::{verify_moe_seeded, Mode, MoeFixture};
+use super::outcome::Outcome;
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::formats::ScaleRecipe;
@@ -120,6 +121,30 @@ pub struct Verdict {
 impl Verdict {
     pub fn failed(&self) -> bool {
         !self.passed && self.skipped.is_none()
+    }
+
+    /// The verdict of `case` from its check's outcome; an error is a failed verdict, and is
+    /// returned as well when the context cannot go on.
+    pub fn of(case: Case, o: Result<Outcome>) -> Result<Verdict> {
+        match o {
+            Ok(o) => Ok(Verdict {
+                case,
+                passed: o.passed,
+                skipped: o.skipped,
+                rel_error: o.rel_error,
+                bound: o.bound,
+                message: o.message,
+            }),
+            Err(e @ (Error::Hang { .. } | Error::Cuda { .. })) => Err(e),
+            Err(e) => Ok(Verdict {
+                case,
+                passed: false,
+                skipped: None,
+                rel_error: f64::NAN,
+                bound: f64::NAN,
+                message: e.to_string(),
+            }),
+        }
     }
 }
 
@@ -368,18 +393,12 @@ pub fn run(
     for (p, seed) in &drawn.gemm {
         let checks = gemm::check_gemm(ctx, &mut bufs, &v.gemm, p, *seed)?;
         for o in checks.outcomes {
-            emit(Verdict {
-                case: Case::Gemm {
-                    version: o.version,
-                    problem: *p,
-                    seed: *seed,
-                },
-                passed: o.passed,
-                skipped: o.skipped,
-                rel_error: o.rel_error,
-                bound: o.bound,
-                message: o.message,
-            });
+            let case = Case::Gemm {
+                version: o.check.clone(),
+                problem: *p,
+                seed: *seed,
+            };
+            emit(Verdict::of(case, Ok(o))?);
         }
         if let Some(e) = checks.fatal {
             return Err(e);
@@ -403,10 +422,7 @@ pub fn run(
                 Some(f) => f.check(ctx, *k),
                 None => verify_attention_seeded(ctx, *k, p, *seed),
             };
-            emit(verdict_of(
-                case,
-                o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-            )?);
+            emit(Verdict::of(case, o)?);
         }
     }
     for (p, mode, seed) in &drawn.moe {
@@ -426,10 +442,7 @@ pub fn run(
                 Some(f) => f.check(ctx, *k, *mode),
                 None => verify_moe_seeded(ctx, *k, p, *mode, *seed),
             };
-            emit(verdict_of(
-                case,
-                o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-            )?);
+            emit(Verdict::of(case, o)?);
         }
     }
     if v.moe_layer {
@@ -466,10 +479,7 @@ fn layer_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
         unreachable!("a layer case")
     };
     let o = verify_layer_seeded(ctx, c, *seed);
-    verdict_of(
-        case,
-        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-    )
+    Verdict::of(case, o)
 }
 
 fn fp8_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
@@ -491,65 +501,11 @@ fn fp8_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
     // Against the exact reference's bound (the check also holds the error beyond the output's
     // rounding to the accumulation bound; its message says which failed).
     let bound = super::fp8::exact_bound(problem);
-    let o = verify_fp8_seeded(ctx, &gc, false, *seed).map(|mut v| {
-        let o = v.remove(0);
-        (o.passed, o.skipped, o.rel_error, bound, o.message)
+    let o = verify_fp8_seeded(ctx, &gc, false, *seed).map(|mut v| Outcome {
+        bound,
+        ..v.remove(0)
     });
-    verdict_of(case, o)
-}
-
-fn attention_verdict(ctx: &Context, k: &dyn AttentionKernel, case: Case) -> Result<Verdict> {
-    let Case::Attention { problem, seed, .. } = &case else {
-        unreachable!("an attention case")
-    };
-    let o = verify_attention_seeded(ctx, k, problem, *seed);
-    verdict_of(
-        case,
-        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-    )
-}
-
-fn moe_verdict(ctx: &Context, k: &dyn MoeKernel, case: Case) -> Result<Verdict> {
-    let Case::Moe {
-        problem,
-        mode,
-        seed,
-        ..
-    } = &case
-    else {
-        unreachable!("an MoE case")
-    };
-    let o = verify_moe_seeded(ctx, k, problem, *mode, *seed);
-    verdict_of(
-        case,
-        o.map(|o| (o.passed, o.skipped, o.rel_error, o.bound, o.message)),
-    )
-}
-
-type Fields = (bool, Option<String>, f64, f64, String);
-
-/// A verdict from a check's fields; an error is a failed verdict, and is returned as well when
-/// the context cannot go on.
-fn verdict_of(case: Case, o: Result<Fields>) -> Result<Verdict> {
-    match o {
-        Ok((passed, skipped, rel_error, bound, message)) => Ok(Verdict {
-            case,
-            passed,
-            skipped,
-            rel_error,
-            bound,
-            message,
-        }),
-        Err(e @ (Error::Hang { .. } | Error::Cuda { .. })) => Err(e),
-        Err(e) => Ok(Verdict {
-            case,
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            bound: f64::NAN,
-            message: e.to_string(),
-        }),
-    }
+    Verdict::of(case, o)
 }
 
 /// Reruns one case exactly (same problem, same inputs, same version).
@@ -567,19 +523,29 @@ pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict>
             if let Some(e) = checks.fatal {
                 return Err(e);
             }
-            Ok(Verdict {
-                case: case.clone(),
-                passed: o.passed,
-                skipped: o.skipped,
-                rel_error: o.rel_error,
-                bound: o.bound,
-                message: o.message,
-            })
+            Verdict::of(case.clone(), Ok(o))
         }
-        Case::Attention { version, .. } => {
-            attention_verdict(ctx, registry.attention_version(version)?, case.clone())
+        Case::Attention {
+            version,
+            problem,
+            seed,
+        } => {
+            let k = registry.attention_version(version)?;
+            Verdict::of(
+                case.clone(),
+                verify_attention_seeded(ctx, k, problem, *seed),
+            )
         }
-        Case::Moe { version, .. } => moe_verdict(ctx, registry.moe_version(version)?, case.clone()),
+        Case::Moe {
+            version,
+            problem,
+            mode,
+            seed,
+        } => {
+            let k = registry.moe_version(version)?;
+            let o = verify_moe_seeded(ctx, k, problem, *mode, *seed);
+            Verdict::of(case.clone(), o)
+        }
         Case::MoeLayer { version, .. } => {
             if version != LAYER_VERSION {
                 return Err(Error::invalid(format!(
@@ -652,6 +618,133 @@ mod tests {
         assert_eq!(a.moe_layer, b.moe_layer);
         let seeds: std::collections::HashSet<u64> = a.gemm.iter().map(|g| g.1).collect();
         assert_eq!(seeds.len(), a.gemm.len());
+    }
+
+    /// `kiln fuzz --seed 1` must keep drawing the same problems whatever the lab's code becomes:
+    /// the first three of each op, as their labels and input seeds (what `--dry-run` lists).
+    #[test]
+    fn seed_one_draws_the_problems_it_always_drew() {
+        let d = draw(&FuzzPlan {
+            seed: 1,
+            gemm: 3,
+            attention: 3,
+            moe: 3,
+            fp8: 3,
+            moe_layer: 3,
+            versions: vec![],
+            max_seq: 4096,
+        });
+        let lines = |cases: Vec<Case>| -> Vec<String> {
+            cases
+                .iter()
+                .map(|c| format!("{} {}", c.label(), seed_of(c)))
+                .collect()
+        };
+        let v = String::new;
+        let got = [
+            lines(
+                d.gemm
+                    .iter()
+                    .map(|(p, s)| Case::Gemm {
+                        version: v(),
+                        problem: *p,
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+            lines(
+                d.attention
+                    .iter()
+                    .map(|(p, s)| Case::Attention {
+                        version: v(),
+                        problem: *p,
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+            lines(
+                d.moe
+                    .iter()
+                    .map(|(p, m, s)| Case::Moe {
+                        version: v(),
+                        problem: p.clone(),
+                        mode: *m,
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+            lines(
+                d.fp8
+                    .iter()
+                    .map(|(p, r, s)| Case::Fp8 {
+                        version: v(),
+                        problem: *p,
+                        recipe: *r,
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+            lines(
+                d.moe_layer
+                    .iter()
+                    .map(|(c, s)| Case::MoeLayer {
+                        version: v(),
+                        case: c.clone(),
+                        seed: *s,
+                    })
+                    .collect(),
+            ),
+        ];
+        let want: [&[&str]; 5] = [
+            &[
+                "6x101x54 CR f16->f16 11040000246860676903",
+                "877x820x26 RC bf16->f16 11029405633654921010",
+                "768x1388x4 CC bf16->f16 9981305530155382927",
+            ],
+            &[
+                "b2 h6/3 s37x22 d64 causal BHSD f16 16462317210069915044",
+                "b3 h3/3 s3x1535 d128 BHSD f16 17056063895171165700",
+                "b3 h2/1 s13x13 d256 BHSD f16 1938289790824430403",
+            ],
+            &[
+                "E=133 masked 133x51 rows=45 N=768 K=120 bf16->bf16 swiglu(interleaved,routed) (Direct) 6704740955775670849",
+                "E=1 masked 1x1771 rows=1768 N=128 K=64 bf16->bf16 swiglu(separate,routed) (Direct) 9045539604134961831",
+                "E=1 rows=1671 N=8 K=344 bf16->bf16 (Direct) 1760999043011253497",
+            ],
+            &[
+                "420x2514x32 e5m2xe4m3 block scales -> f16 (Fp32 scales) 12953474308302013799",
+                "825x7x128 e5m2xe5m2 row scales -> f16 (Ue8m0 scales) 14521913318817163602",
+                "1741x817x160 e4m3xe4m3 block scales -> f16 (Ue8m0 scales) 7623051592285743581",
+            ],
+            &[
+                "layer t=2 e=69 k=6 h=24 i=72 f16 sigmoid renorm atomic 3581462602711141215",
+                "layer t=38 e=146 k=3 h=56 i=24 f16 given top-k (i64) atomic 10162975698976981879",
+                "layer t=32 e=2 k=1 h=80 i=24 f16 sigmoid bias atomic 9384829905902220092",
+            ],
+        ];
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g, w, "{got:#?}");
+        }
+        // The GEMM's strides and scalars are drawn too, and are not in its label.
+        let extra: Vec<String> = d
+            .gemm
+            .iter()
+            .map(|(p, _)| format!("{} {} {} {} {}", p.lda, p.ldb, p.ldc, p.alpha, p.beta))
+            .collect();
+        assert_eq!(
+            extra,
+            ["6 101 101 0 -1.2875233", "26 26 820 -1 0", "768 4 1388 1 0"]
+        );
+    }
+
+    fn seed_of(c: &Case) -> u64 {
+        match c {
+            Case::Gemm { seed, .. }
+            | Case::Attention { seed, .. }
+            | Case::Moe { seed, .. }
+            | Case::MoeLayer { seed, .. }
+            | Case::Fp8 { seed, .. } => *seed,
+        }
     }
 
     #[test]

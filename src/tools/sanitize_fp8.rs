@@ -2,7 +2,7 @@
 //! small ragged problems that reach every scale mode, both compiled widths and split-K, the
 //! block-scaled ones again under the bytes rule (`KILN_FP8_RULE=bytes`: the 64-row tile, the
 //! scales through shared memory, the atomic split-K sum), and one under the large rule
-//! (`KILN_FP8_RULE=large`: `128ote`, whose consumers take turns through named barriers).
+//! (`KILN_FP8_RULE=large`: `128pte`, the A scales by TMA and the promotion pipelined).
 
 use super::sanitize::Case;
 use crate::ops::fp8::gemm::NAME;
@@ -17,11 +17,10 @@ pub const PROBLEMS: &[(&str, &str, &str, &str)] = &[
     ("96x128x512", "e5m2", "tensor", "bf16"),
 ];
 
-/// The large rule's problem (`128ote` from M = 1024): 9 x 17 tiles, so some CTAs take two and
-/// the consumers' turns run on across units; its last tile-row holds 12 rows (the second
-/// consumer skips its wgmmas but keeps its turns), its last column tile 8 columns, its last K
-/// block 16 deep.
-pub const LARGE_PROBLEM: (&str, &str, &str, &str) = ("1036x2056x400", "e4m3", "block", "bf16");
+/// The large rule's problem (`128pte` from M = 1024 and K = 2048): 9 x 17 tiles, so some CTAs
+/// take two; its last tile-row holds 12 rows (the second consumer's rows all past M), its last
+/// column tile 8 columns, its last K block 16 deep.
+pub const LARGE_PROBLEM: (&str, &str, &str, &str) = ("1036x2056x2064", "e4m3", "block", "bf16");
 
 /// Every (tool, FP8 problem) as a case of the FP8 GEMM's version, the block-scaled problems once
 /// more under the bytes rule, and [`LARGE_PROBLEM`] under the large rule.
@@ -108,7 +107,7 @@ mod tests {
         let bytes =
             crate::ops::fp8::gemm::choose_by(&p, &dev, crate::ops::fp8::gemm::Fp8Rule::Bytes);
         assert!(bytes.splits > 1 && bytes.is_new(), "{bytes}");
-        // the large rule's problem runs 128ote over more tiles than SMs, with a ragged last
+        // the large rule's problem runs 128pte over more tiles than SMs, with a ragged last
         // tile-row
         let (shape, ..) = LARGE_PROBLEM;
         let dims: Vec<usize> = shape.split('x').map(|d| d.parse().unwrap()).collect();
@@ -121,7 +120,7 @@ mod tests {
         );
         let large =
             crate::ops::fp8::gemm::choose_by(&p, &dev, crate::ops::fp8::gemm::Fp8Rule::Large);
-        assert_eq!(large.to_string(), "128ote");
+        assert_eq!(large.to_string(), "128pte");
         assert!(crate::ops::fp8::gemm::tiles(&p, &large) > dev.sm_count as u64);
         assert_eq!(p.m % 128, 12);
     }

@@ -565,10 +565,10 @@ pub enum Fp8Rule {
     /// The measured rule at M <= [`SMALL_M`]; above it the TMA-store-epilogue tile whose width
     /// fills the SMs best ([`choose_fill`]): not yet timed, so not the default.
     Fill,
-    /// The measured rule, except at M >= [`LARGE_M`] with block scales, where `128ote` runs (the
-    /// fastest 128-row tile at 4096x7168x16384, `128te`, with its consumers taking turns;
-    /// [`choose_large`]): the default once an H200 shows it ahead at DeepSeek-V3's M = 4096
-    /// shapes (ledger row 12).
+    /// The measured rule, except at M >= [`LARGE_M`] with block scales, where the 128-wide tile
+    /// with the A scales by TMA and the TMA-store epilogue runs, its promotion pipelined
+    /// (`128pte`) from K = [`LARGE_PIPE_K`] ([`choose_large`]; ledger row 12): the default once
+    /// an H200 shows it ahead at DeepSeek-V3's M = 4096 shapes.
     Large,
 }
 
@@ -624,17 +624,31 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
 /// tiles, so the K loop, not the split-K or the fill of the SMs, is what a config changes.
 pub const LARGE_M: usize = 1024;
 
-/// The large rule at M >= [`LARGE_M`]: the drained 128-wide tile with the A scales by TMA, the
-/// TMA-store epilogue and the consumers taking turns (`128ote`); `None` below [`LARGE_M`] or
-/// where it is not compiled (it is for e4m3 block scales) or does not fit.
+/// Fewest K the large rule pipelines the promotion at: on an H200 (aa92128) `128pte` ran 1.06-1.10x
+/// `128te` at K = 4096 and 16384 and 0.97x at K = 512, where a tile has 4 K blocks to overlap.
+pub const LARGE_PIPE_K: usize = 2048;
+
+/// The large rule at M >= [`LARGE_M`]: the 128-wide tile with the A scales by TMA and the
+/// TMA-store epilogue, its promotion pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained
+/// below (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block
+/// scales) or does not fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
 pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
     }
+    let pipe = p.k >= LARGE_PIPE_K;
     configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
-        .find(|c| c.order && c.bm == 128 && c.bn == 128 && dev.check_smem(c.smem_bytes()).is_ok())
+        .find(|c| {
+            c.pipe == pipe
+                && c.tma_scales
+                && c.tma_epi
+                && !c.order
+                && c.bm == 128
+                && c.bn == 128
+                && dev.check_smem(c.smem_bytes()).is_ok()
+        })
 }
 
 /// The fill rule above [`SMALL_M`]: among the compiled 128-row tiles with the TMA-store
@@ -1580,14 +1594,15 @@ mod tests {
     }
 
     #[test]
-    fn the_large_rule_takes_turns_from_m_1024() {
+    fn the_large_rule_takes_the_tma_tiles_from_m_1024() {
         let dev = DeviceInfo::h100_sxm();
-        let ote: Fp8Config = "128ote".parse().unwrap();
+        let pte: Fp8Config = "128pte".parse().unwrap();
+        let te: Fp8Config = "128te".parse().unwrap();
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             if m >= LARGE_M {
-                assert_eq!(c, ote, "{p}");
+                assert_eq!(c, if k >= LARGE_PIPE_K { pte } else { te }, "{p}");
                 assert!(check_config(&p, c).is_ok());
                 // one slice: 32 rows of tiles fill the SMs
                 assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
@@ -1599,7 +1614,9 @@ mod tests {
         let p = Fp8Problem::new(1023, 7168, 2048, DType::Bf16, ScaleMode::Block);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), choose(&p, &dev));
         let p = Fp8Problem::new(1024, 7168, 2048, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), ote);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte);
+        let p = Fp8Problem::new(1024, 7168, 512, DType::Bf16, ScaleMode::Block);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), te);
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
         assert_eq!(choose_large(&p, &dev), None);
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::gemm::{
     choose_by, column_cost, configs, predict_us, ranked, splits_for, supports, tiles, Fp8Config,
-    Fp8Rule, Reduce, BK, LARGE_M, NAME, SMALL_M,
+    Fp8Rule, Reduce, BK, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M,
 };
 use super::problem::Fp8Problem;
 use crate::device::DeviceInfo;
@@ -145,10 +145,11 @@ pub fn plan(
                      `waves`: {}",
                     waves()
                 ),
-                Fp8Rule::Large if c.order => format!(
+                Fp8Rule::Large if c.tma_scales && c.bm == 128 => format!(
                     "tile {c} (rule `large`): M >= {LARGE_M} takes the 128-wide tile with the A \
-                     scales by TMA and the TMA-store epilogue (the fastest at 4096x7168x16384 \
-                     on an H200 at 22a9572) with its consumers taking turns to issue K blocks"
+                     scales by TMA and the TMA-store epilogue, its promotion pipelined from K = \
+                     {LARGE_PIPE_K} (on an H200 at aa92128 1.06-1.10x the drained tile there, \
+                     0.97x at K = 512)"
                 ),
                 Fp8Rule::Large => format!(
                     "M < {LARGE_M} or no such tile compiled for these scales, so rule \

@@ -148,9 +148,10 @@ impl Kiln {
 }
 
 /// The checks of a 4-bit MoE op: shapes, dtypes, rows and aliasing as for the 16-bit MoE, with
-/// the weights described as the [E, N, K] tensor they dequantise to (placed at x, which the
-/// kernels never read through it); the prepacked bytes are checked by the caller (upload) or
-/// [`super::raw::check_fp4_experts`].
+/// the weights described as the [E, N, K] tensor they dequantise to, without memory (base 0:
+/// the kernels never read through it, and a base anywhere else would make its span overlap
+/// outputs that merely lie near, e.g. torch's next allocation after x); the prepacked bytes are
+/// checked by the caller (upload) or [`super::raw::check_fp4_experts`].
 pub(super) fn fp4_plan(
     device: usize,
     x: &TensorInfo,
@@ -161,7 +162,7 @@ pub(super) fn fp4_plan(
 ) -> Result<Option<MoePlan>> {
     let wdesc = TensorInfo::new(
         "w",
-        x.ptr(),
+        0,
         x.dtype(),
         &[l.experts, l.n, l.k],
         &contiguous_strides(&[l.experts, l.n, l.k]),
@@ -180,5 +181,43 @@ pub(super) fn fp4_plan(
             ));
         }
         validate::grouped_gemm(device, x, &wdesc, rows, y)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::DType;
+
+    /// The weights' description has no memory: an output right after x is not taken for an
+    /// overlap with the [E, N, K] tensor the weights dequantise to (it was, from Python, where
+    /// torch places the next allocation just past x).
+    #[test]
+    fn an_output_next_to_x_is_not_an_overlap_with_the_weights() {
+        let (t, e, n, k) = (8usize, 4usize, 256usize, 512usize);
+        let x_at = 1u64 << 32;
+        let info = |name: &str, ptr: u64, shape: &[usize]| {
+            TensorInfo::new(name, ptr, DType::Bf16, shape, &contiguous_strides(shape), 0).unwrap()
+        };
+        let x = info("x", x_at, &[t, k]);
+        let y = info("y", x_at + (t * k * 2) as u64, &[t, n]);
+        let offsets =
+            TensorInfo::new("offsets", x_at + (1 << 24), DType::I32, &[e + 1], &[1], 0).unwrap();
+        let rows = MoeRows::Offsets {
+            offsets,
+            host: None,
+        };
+        for swiglu in [false, true] {
+            let l = Fp4Layout {
+                format: crate::ops::moe::fp4::Fp4Format::Nvfp4,
+                experts: e,
+                n,
+                k,
+                swiglu,
+                min_scale_byte: 0,
+            };
+            let r = fp4_plan(0, &x, &l, &rows, None, &y);
+            assert!(r.is_ok(), "swiglu {swiglu}: {:?}", r.err());
+        }
     }
 }

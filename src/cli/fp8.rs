@@ -95,11 +95,11 @@ pub struct Fp8ProblemArgs {
     /// epilogue, 128te and the A scales by TMA, 128ote the consumers taking turns to issue K
     /// blocks, m for pairs of CTAs multicasting B, 64x128ps the
     /// 64-row tile, /S for S split-K slices, a or w to reduce them atomically or through slots),
-    /// or a rule's choice: `measured` (the default: the 64-row tile at M <= 128, above it
-    /// `waves`), `waves` (the rule of a8381a5), `bytes` (the cost model), `fill` (`measured`
-    /// at M <= 128, above it the TMA-store tile whose width fills the SMs) or `large`
-    /// (`measured`, but 128ote from M = 1024); default:
-    /// KILN_FP8_RULE's choice.
+    /// or a rule's choice: `large` (the default: `measured`, but from M = 1024 128pte, or
+    /// 128te below K = 2048), `measured` (the 64-row tile at M <= 128, above it `waves`),
+    /// `waves` (the rule of a8381a5), `bytes` (the cost model) or `fill` (`measured` at M <=
+    /// 128, above it the TMA-store tile whose width fills the SMs); default: KILN_FP8_RULE's
+    /// choice.
     #[arg(long)]
     pub tile: Vec<String>,
 }

@@ -197,10 +197,10 @@ pub(super) static KNOBS: &[Knob] = &[
                 "wide" => Some(Fp4Gemv::Wide),
                 _ => None,
             };
-            put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Regs, path))
+            put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Wide, path))
         },
         show: |o| {
-            unless(o.moe.fp4_gemv, Fp4Gemv::Regs, |m| {
+            unless(o.moe.fp4_gemv, Fp4Gemv::Wide, |m| {
                 format!("{m:?}").to_lowercase()
             })
         },
@@ -240,8 +240,8 @@ pub(super) static KNOBS: &[Knob] = &[
             )
         },
         default: "measured",
-        set: |o, v| put(&mut o.fp8.rule, or(v, Fp8Rule::Measured, Fp8Rule::parse)),
-        show: |o| unless(o.fp8.rule, Fp8Rule::Measured, |r| r.name().to_string()),
+        set: |o, v| put(&mut o.fp8.rule, or(v, Fp8Rule::Large, Fp8Rule::parse)),
+        show: |o| unless(o.fp8.rule, Fp8Rule::Large, |r| r.name().to_string()),
     },
     Knob {
         name: "KILN_MOE_GATHER",

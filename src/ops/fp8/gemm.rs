@@ -551,9 +551,9 @@ pub(crate) fn column_cost(cfg: Fp8Config, promote: bool) -> u64 {
 /// Which rule picks the config (`KILN_FP8_RULE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub enum Fp8Rule {
-    /// The default since the H200 timings of 7eb2e34 (2026-11-29): at M <= [`SMALL_M`] the
-    /// 64-row tile as `--tile 64x128ps` ran ([`choose_small_m`]), above it the waves rule.
-    #[default]
+    /// At M <= [`SMALL_M`] the 64-row tile as `--tile 64x128ps` ran ([`choose_small_m`]), above
+    /// it the waves rule (the default from the H200 timings of 7eb2e34 to those of 2026-11-29's
+    /// `large` rule).
     Measured,
     /// The rule of a8381a5: the old family's configs, the least waves x width x cost per
     /// column, split-K to fill half the SMs.
@@ -565,10 +565,11 @@ pub enum Fp8Rule {
     /// The measured rule at M <= [`SMALL_M`]; above it the TMA-store-epilogue tile whose width
     /// fills the SMs best ([`choose_fill`]): not yet timed, so not the default.
     Fill,
-    /// The measured rule, except at M >= [`LARGE_M`] with block scales, where the 128-wide tile
-    /// with the A scales by TMA and the TMA-store epilogue runs, its promotion pipelined
-    /// (`128pte`) from K = [`LARGE_PIPE_K`] ([`choose_large`]; ledger row 12): the default once
-    /// an H200 shows it ahead at DeepSeek-V3's M = 4096 shapes.
+    /// The default (H200, 2026-11-29, ledger row 12): the measured rule, except at M >=
+    /// [`LARGE_M`] with block scales, where the 128-wide tile with the A scales by TMA and the
+    /// TMA-store epilogue runs, its promotion pipelined (`128pte`) from K = [`LARGE_PIPE_K`]
+    /// ([`choose_large`]): 1.12-1.34x the measured rule at DeepSeek-V3's six M = 4096 shapes.
+    #[default]
     Large,
 }
 
@@ -596,7 +597,7 @@ impl Fp8Rule {
     }
 }
 
-/// The config to run `p` with under the default rule ([`Fp8Rule::Measured`]).
+/// The config to run `p` with under the default rule ([`Fp8Rule::Large`]).
 pub fn choose(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
     choose_by(p, dev, Fp8Rule::default())
 }
@@ -1413,16 +1414,25 @@ mod tests {
         // N = 7168: 45 tiles of 160 per row of tiles fill 11 waves against 14 of 128, but the
         // pipelined promotion of the 128-wide tile outweighs that
         let p = Fp8Problem::new(4096, 7168, 16384, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose(&p, &dev), Fp8Config::new(128, true));
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Measured),
+            Fp8Config::new(128, true)
+        );
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose(&p, &dev), Fp8Config::new(128, true));
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Measured),
+            Fp8Config::new(128, true)
+        );
         // unpromoted 4096^3: 8 waves of 128 or 4 of 256 cost the same; the wider wins the tie
         let p = Fp8Problem {
             promote: false,
             scale: ScaleMode::Tensor,
             ..p
         };
-        assert_eq!(choose(&p, &dev), Fp8Config::new(256, false));
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Measured),
+            Fp8Config::new(256, false)
+        );
         assert_eq!(
             "128p".parse::<Fp8Config>().unwrap(),
             Fp8Config::new(128, true)
@@ -1506,7 +1516,7 @@ mod tests {
         ];
         for ((m, n, k), tile, splits) in timed {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
-            let c = choose(&p, &dev);
+            let c = choose_by(&p, &dev, Fp8Rule::Measured);
             assert_eq!(c, tile.parse::<Fp8Config>().unwrap(), "{p}");
             assert_eq!(splits_for(&p, &c, &dev), splits, "{p}");
             assert_eq!(c.reduction(), Reduce::Atomic);
@@ -1516,7 +1526,7 @@ mod tests {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let waves = choose_by(&p, &dev, Fp8Rule::Waves);
             if m > SMALL_M {
-                assert_eq!(choose(&p, &dev), waves, "{p}");
+                assert_eq!(choose_by(&p, &dev, Fp8Rule::Measured), waves, "{p}");
             } else {
                 assert!(
                     !waves.is_new(),
@@ -1526,14 +1536,26 @@ mod tests {
         }
         // M in between, 1 and 129; no 64-row tile compiled for tensor scales
         let p = Fp8Problem::new(1, 7168, 2048, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose(&p, &dev).to_string(), "64x128ps");
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Measured).to_string(),
+            "64x128ps"
+        );
         let p = Fp8Problem::new(96, 24576, 1536, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose(&p, &dev).to_string(), "64x128ps");
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Measured).to_string(),
+            "64x128ps"
+        );
         let p = Fp8Problem::new(129, 2112, 7168, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose(&p, &dev), choose_by(&p, &dev, Fp8Rule::Waves));
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Measured),
+            choose_by(&p, &dev, Fp8Rule::Waves)
+        );
         let p = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Tensor);
-        assert_eq!(choose(&p, &dev), choose_by(&p, &dev, Fp8Rule::Waves));
-        assert_eq!(Fp8Rule::default().name(), "measured");
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Measured),
+            choose_by(&p, &dev, Fp8Rule::Waves)
+        );
+        assert_eq!(Fp8Rule::default().name(), "large");
         assert_eq!(Fp8Rule::parse("waves"), Some(Fp8Rule::Waves));
     }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use clap::Args;
 use kiln::error::{Error, Result};
-use kiln::harness::fuzz::{self, Case, FuzzPlan, Tallies, Verdict};
+use kiln::harness::fuzz::{self, FuzzPlan, Tallies, Verdict};
 use kiln::report::Table;
 use serde_json::json;
 
@@ -164,7 +164,7 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
                 "WRONG {} {} seed {}: {}",
                 v.case.version(),
                 v.case.label(),
-                case_seed(&v.case),
+                v.case.seed(),
                 v.message
             ));
             failures.write(v);
@@ -236,16 +236,6 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(7)
     })
-}
-
-fn case_seed(c: &Case) -> u64 {
-    match c {
-        Case::Gemm { seed, .. }
-        | Case::Attention { seed, .. }
-        | Case::Moe { seed, .. }
-        | Case::MoeLayer { seed, .. }
-        | Case::Fp8 { seed, .. } => *seed,
-    }
 }
 
 fn tally_table(t: &Tallies) -> Table {
@@ -344,7 +334,7 @@ pub fn repro(env: &Env, path: &Path) -> Result<ExitCode> {
             c.op().to_string(),
             c.version().to_string(),
             c.label(),
-            case_seed(c).to_string(),
+            c.seed().to_string(),
             if v.skipped.is_some() {
                 "skipped".to_string()
             } else if v.passed {

@@ -76,6 +76,17 @@ pub enum Case {
 }
 
 impl Case {
+    /// The seed its inputs are drawn from.
+    pub fn seed(&self) -> u64 {
+        match self {
+            Case::Gemm { seed, .. }
+            | Case::Attention { seed, .. }
+            | Case::Moe { seed, .. }
+            | Case::MoeLayer { seed, .. }
+            | Case::Fp8 { seed, .. } => *seed,
+        }
+    }
+
     pub fn op(&self) -> &'static str {
         match self {
             Case::Gemm { .. } => "gemm",
@@ -637,7 +648,7 @@ mod tests {
         let lines = |cases: Vec<Case>| -> Vec<String> {
             cases
                 .iter()
-                .map(|c| format!("{} {}", c.label(), seed_of(c)))
+                .map(|c| format!("{} {}", c.label(), c.seed()))
                 .collect()
         };
         let v = String::new;
@@ -735,16 +746,6 @@ mod tests {
             extra,
             ["6 101 101 0 -1.2875233", "26 26 820 -1 0", "768 4 1388 1 0"]
         );
-    }
-
-    fn seed_of(c: &Case) -> u64 {
-        match c {
-            Case::Gemm { seed, .. }
-            | Case::Attention { seed, .. }
-            | Case::Moe { seed, .. }
-            | Case::MoeLayer { seed, .. }
-            | Case::Fp8 { seed, .. } => *seed,
-        }
     }
 
     #[test]

@@ -399,16 +399,9 @@ SHAPES
   "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
 import json, os, sys
 d = sys.argv[1]
-def jl(p):
-    out = []
-    for line in open(os.path.join(d, p)):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
+sys.path.insert(0, "scripts")
+from jsonl import rows as jsonl_rows
+jl = lambda p: jsonl_rows(os.path.join(d, p))
 peer = {(r.get("batch"), r.get("heads"), r.get("seqlen"), r.get("dim"), bool(r.get("causal"))): r for r in jl("peers-backward.txt")}
 print("backward TFLOPS (2.5x the forward's FLOPs, as FlashAttention counts); peers: SDPA's backward")
 print(f"{'shape':32} {'version':18} {'kiln TF':>8} {'cuDNN TF':>9} {'FA2 TF':>8} {'x cuDNN':>8} {'x FA2':>7}")
@@ -484,16 +477,9 @@ attention)
 import json, os, sys
 from collections import defaultdict
 d = sys.argv[1]
-def jl(p):
-    out = []
-    for line in open(os.path.join(d, p)):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
+sys.path.insert(0, "scripts")
+from jsonl import rows as jsonl_rows
+jl = lambda p: jsonl_rows(os.path.join(d, p))
 key = lambda r: (r.get("layout", "BSHD").upper(), r["dim"], r["batch"], r["seqlen"], bool(r["causal"]))
 peer = {(r.get("round", 1),) + key(r): r for r in jl("peers-attention.txt")}
 ratios, tfs = defaultdict(list), defaultdict(list)
@@ -551,12 +537,12 @@ def rows(name):
         return []
     return data if isinstance(data, list) else data.get("rows", data.get("timings", []))
 peer = {}
+sys.path.insert(0, "scripts")
+from jsonl import rows as jsonl_rows
 for f in ("peers-fp8-ds.txt", "peers-fp8-large.txt"):
-    for line in open(os.path.join(d, f)) if os.path.exists(os.path.join(d, f)) else []:
-        if line.startswith("{"):
-            r = json.loads(line)
-            if "tflops" in r:
-                peer[(r["m"], r["n"], r["k"], r["scale"], r["fast_accum"])] = r["tflops"]
+    for r in jsonl_rows(os.path.join(d, f)) if os.path.exists(os.path.join(d, f)) else []:
+        if "tflops" in r:
+            peer[(r["m"], r["n"], r["k"], r["scale"], r["fast_accum"])] = r["tflops"]
 print(f"{'problem':28} {'kiln TF':>8} {'cuBLASLt':>9} {'torch TF':>9} {'x torch':>8}")
 ds = []
 for f in ("fp8-ds.json", "fp8-large-block.json", "fp8-tensor.json", "fp8-tensor-fast.json"):
@@ -1463,11 +1449,11 @@ d256 32 32 8 8192 256 16 1"
 import json, os, sys
 d = sys.argv[1]
 peers = {}
+sys.path.insert(0, "scripts")
+from jsonl import rows as jsonl_rows
 try:
-    for line in open(os.path.join(d, "peers-decode.txt")):
-        if line.startswith("{") and '"batch"' in line:
-            r = json.loads(line)
-            peers[(r["batch"], r["heads"], r["kv_heads"], r["context"], r["dim"], r["seqlen_q"])] = r
+    for r in jsonl_rows(os.path.join(d, "peers-decode.txt"), must='"batch"'):
+        peers[(r["batch"], r["heads"], r["kv_heads"], r["context"], r["dim"], r["seqlen_q"])] = r
 except OSError:
     pass
 print(f"{'problem':14} {'splits':>6} {'kiln us':>9} {'GB/s':>7} {'of copy':>8} {'torch us':>9} {'backend':>10} {'x torch':>8}")

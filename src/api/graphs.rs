@@ -37,14 +37,10 @@ pub(crate) struct GraphCache {
     stream: Option<sys::CUstream>,
 }
 
-fn driver(what: &'static str) -> impl Fn(sys::CUresult) -> Error {
-    move |r| Error::cuda(what, format!("{r:?}"))
-}
-
 fn check(r: sys::CUresult, what: &'static str) -> Result<()> {
     match r {
         sys::CUresult::CUDA_SUCCESS => Ok(()),
-        r => Err(driver(what)(r)),
+        r => Err(Error::cuda(what, format!("{r:?}"))),
     }
 }
 
@@ -86,7 +82,7 @@ impl GraphCache {
         key: u64,
         enqueue: impl FnOnce(&Context) -> Result<()>,
     ) -> Result<Option<sys::CUgraphExec>> {
-        let side = self.stream(ctx)?;
+        let side = self.stream()?;
         let own = std::mem::replace(&mut ctx.stream, side);
         ctx.set_capturing(true);
         // SAFETY: a private stream of the current context, captured in relaxed mode (the
@@ -124,14 +120,14 @@ impl GraphCache {
             return Ok(None);
         }
         if self.execs.len() >= CAPACITY {
-            self.clear(ctx)?;
+            self.clear()?;
         }
         self.execs.insert(key, exec);
         Ok(Some(exec))
     }
 
     /// The private capture stream, made on first use.
-    fn stream(&mut self, _ctx: &Context) -> Result<sys::CUstream> {
+    fn stream(&mut self) -> Result<sys::CUstream> {
         if let Some(s) = self.stream {
             return Ok(s);
         }
@@ -149,26 +145,27 @@ impl GraphCache {
 
     /// Destroys every graph once the GPU has run them (they may be in flight on callers'
     /// streams).
-    pub(crate) fn clear(&mut self, ctx: &Context) -> Result<()> {
+    fn clear(&mut self) -> Result<()> {
         if self.execs.is_empty() {
             return Ok(());
         }
-        let _ = ctx;
         // SAFETY: the handle's context is current (the caller holds its lock and bound it).
         check(unsafe { sys::cuCtxSynchronize() }, "waiting for the graphs")?;
+        self.destroy_graphs();
+        Ok(())
+    }
+
+    /// Destroys every graph; none may be in flight.
+    fn destroy_graphs(&mut self) {
         for (_, exec) in self.execs.drain() {
-            // SAFETY: no launch of `exec` is in flight after the synchronisation above.
+            // SAFETY: the callers wait for the context first: no launch of `exec` is in flight.
             unsafe { sys::cuGraphExecDestroy(exec) };
         }
-        Ok(())
     }
 
     /// Frees the graphs and the stream; the context must be current and idle.
     pub(crate) fn release(&mut self) {
-        for (_, exec) in self.execs.drain() {
-            // SAFETY: the caller synchronised the context: nothing of it is in flight.
-            unsafe { sys::cuGraphExecDestroy(exec) };
-        }
+        self.destroy_graphs();
         if let Some(s) = self.stream.take() {
             // SAFETY: the stream is ours and idle.
             unsafe { sys::cuStreamDestroy_v2(s) };

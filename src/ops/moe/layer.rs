@@ -84,6 +84,15 @@ impl LayerProblem {
     pub fn top_k(&self) -> usize {
         self.route.top_k()
     }
+    /// The down projection's output bytes: the f32 accumulator [T, H] (atomic) or the weighed
+    /// rows [T k, H] (ordered).
+    pub fn acc_bytes(&self) -> usize {
+        match self.combine {
+            CombineMode::Atomic => self.tokens() * self.hidden * 4,
+            CombineMode::Ordered => self.pairs() * self.hidden * self.dtype.size(),
+        }
+    }
+
     /// Rows of the expert-sorted order: T k.
     pub fn pairs(&self) -> usize {
         self.route.pairs()
@@ -239,10 +248,7 @@ impl LayerLayout {
         let sched_down = sched + route::align256(sched_bytes(p.experts()));
         let h = sched_down + route::align256(sched_bytes(p.experts()));
         let acc = h + route::align256(p.pairs() * p.inter * es);
-        let acc_bytes = match p.combine {
-            CombineMode::Atomic => p.tokens() * p.hidden * 4,
-            CombineMode::Ordered => p.pairs() * p.hidden * es,
-        };
+        let acc_bytes = p.acc_bytes();
         let copy_bytes = p.pairs() * p.hidden * es;
         LayerLayout {
             route,
@@ -468,7 +474,7 @@ impl<'p> Pipeline<'p> {
             ],
             zero: self
                 .route_zeroes()
-                .then(|| (self.acc.ptr(), self.p.tokens() * self.p.hidden * 4)),
+                .then(|| (self.acc.ptr(), self.p.acc_bytes())),
         };
         route::launch_fused(ctx, &self.p.route, &ops, &extras)
     }

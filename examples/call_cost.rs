@@ -574,6 +574,11 @@ fn driver_costs(
             0.0,
         ));
         stream.synchronize().map_err(cuda("synchronising"))?;
+        // SAFETY: nothing of either is in flight after the synchronisation.
+        unsafe {
+            sys::cuGraphExecDestroy(exec);
+            sys::cuGraphDestroy(graph);
+        }
     }
     rows.push((
         "driver: cuMemsetD8Async, 32 KB",

@@ -240,22 +240,7 @@ impl Kiln {
         let inner = &mut *guard;
         let stream = stream.unwrap_or(inner.ctx.stream);
         let capturing = is_capturing(stream)?;
-        if capturing && !inner.prepared.contains(&key) {
-            return Err(Error::Capture(format!(
-                "{} has not run on this handle, so it would compile kernels or size workspaces during CUDA-graph capture; call `Kiln::precompile` with this problem (or run it once) before capturing",
-                what()
-            )));
-        }
-        let own = std::mem::replace(&mut inner.ctx.stream, stream);
-        // (the ops' own scratch, the context's, refuses to grow during capture too)
-        inner.ctx.set_capturing(capturing);
-        let r = f(&inner.ctx, &mut inner.ws, capturing);
-        inner.ctx.set_capturing(false);
-        inner.ctx.stream = own;
-        if r.is_ok() && !capturing {
-            inner.prepared.insert(key);
-        }
-        r
+        run_in(inner, stream, capturing, key, what, f)
     }
 
     /// [`Kiln::run_keyed`] for an op of several launches whose addresses are `addresses`: a
@@ -271,36 +256,63 @@ impl Kiln {
         f: impl Fn(&Context, &mut Workspaces, bool) -> Result<()>,
     ) -> Result<()> {
         let key = self.keys.hash_one(key);
-        {
-            let mut guard = self.lock_bound()?;
-            let inner = &mut *guard;
-            let stream = stream.unwrap_or(inner.ctx.stream);
-            if inner.prepared.contains(&key) && !is_capturing(stream)? {
-                let graph = self
-                    .keys
-                    .hash_one((key, addresses, inner.ctx.allocations()));
-                let exec = match inner.graphs.plan(graph) {
-                    Plan::Replay(exec) => Some(exec),
-                    Plan::Capture => {
-                        let ws = &mut inner.ws;
-                        inner
-                            .graphs
-                            .capture(&mut inner.ctx, graph, |ctx| f(ctx, ws, true))?
-                    }
-                    Plan::Eager => None,
-                };
-                if let Some(exec) = exec {
-                    return GraphCache::launch(exec, stream);
+        let mut guard = self.lock_bound()?;
+        let inner = &mut *guard;
+        let stream = stream.unwrap_or(inner.ctx.stream);
+        let capturing = is_capturing(stream)?;
+        if inner.prepared.contains(&key) && !capturing {
+            let graph = self
+                .keys
+                .hash_one((key, addresses, inner.ctx.allocations()));
+            let exec = match inner.graphs.plan(graph) {
+                Plan::Replay(exec) => Some(exec),
+                Plan::Capture => {
+                    let ws = &mut inner.ws;
+                    inner
+                        .graphs
+                        .capture(&mut inner.ctx, graph, |ctx| f(ctx, ws, true))?
                 }
+                Plan::Eager => None,
+            };
+            if let Some(exec) = exec {
+                return GraphCache::launch(exec, stream);
             }
         }
-        self.run_keyed_hashed(stream, key, what, f)
+        run_in(inner, stream, capturing, key, what, f)
     }
 
     /// Kernels loaded by the handle so far.
     pub(crate) fn loaded(&self) -> Result<usize> {
         Ok(self.lock()?.ctx.loaded().len())
     }
+}
+
+/// `f` on the locked handle with its context's stream set to `stream` (capturing or not, as
+/// the caller asked the driver); a problem that has never run is refused during capture.
+fn run_in<R>(
+    inner: &mut Inner,
+    stream: sys::CUstream,
+    capturing: bool,
+    key: u64,
+    what: impl FnOnce() -> String,
+    f: impl FnOnce(&Context, &mut Workspaces, bool) -> Result<R>,
+) -> Result<R> {
+    if capturing && !inner.prepared.contains(&key) {
+        return Err(Error::Capture(format!(
+            "{} has not run on this handle, so it would compile kernels or size workspaces during CUDA-graph capture; call `Kiln::precompile` with this problem (or run it once) before capturing",
+            what()
+        )));
+    }
+    let own = std::mem::replace(&mut inner.ctx.stream, stream);
+    // (the ops' own scratch, the context's, refuses to grow during capture too)
+    inner.ctx.set_capturing(capturing);
+    let r = f(&inner.ctx, &mut inner.ws, capturing);
+    inner.ctx.set_capturing(false);
+    inner.ctx.stream = own;
+    if r.is_ok() && !capturing {
+        inner.prepared.insert(key);
+    }
+    r
 }
 
 impl Drop for Kiln {

@@ -665,6 +665,47 @@ def replay_checks(gen, quick):
     err = rel(paged(), paged_ref())
     record("replay", "kvcache, paged: the step after the report is right again", err <= 2e-2, err=err)
 
+    # packed attention and the grouped GEMM: the offsets are read on the GPU, so new offsets at
+    # the same address replay the same graph and must still be followed
+    total, hv = 356, 8
+    qv = torch.empty(total, hv, 128, device="cuda", dtype=torch.bfloat16)
+    kv, vv = torch.empty(total, 2, 128, device="cuda", dtype=torch.bfloat16), torch.empty(total, 2, 128, device="cuda", dtype=torch.bfloat16)
+    cu = torch.empty(4, device="cuda", dtype=torch.int32)
+
+    def fill_varlen():
+        randn_(qv, kv, vv)
+        cuts = sorted(torch.randint(1, total, (2,), generator=gen, device="cuda").tolist())
+        cu.copy_(torch.tensor([0, *cuts, total], dtype=torch.int32))
+
+    def varlen_ref():
+        outs = []
+        bounds = cu.tolist()
+        for s0, s1 in zip(bounds, bounds[1:]):
+            if s1 > s0:
+                outs.append(sdpa_ref(qv[None, s0:s1], kv[None, s0:s1], vv[None, s0:s1], True, 1 / math.sqrt(128))[0])
+        return torch.cat(outs)
+
+    same_addresses("varlen", fill_varlen,
+                   lambda: kiln.flash_attn_varlen_func(qv, kv, vv, cu, cu, total, total, causal=True), varlen_ref, 2e-2)
+
+    xg = torch.empty(256, 256, device="cuda", dtype=torch.bfloat16)
+    wg = torch.randn(4, 256, 256, device="cuda", dtype=torch.bfloat16, generator=gen)
+    offs = torch.empty(5, device="cuda", dtype=torch.int32)
+
+    def fill_grouped():
+        randn_(xg)
+        cuts = sorted(torch.randint(0, 257, (3,), generator=gen, device="cuda").tolist())
+        offs.copy_(torch.tensor([0, *cuts, 256], dtype=torch.int32))
+
+    def grouped_ref():
+        o = offs.tolist()
+        y = torch.zeros(256, 256, device="cuda")
+        for e in range(4):
+            y[o[e]:o[e + 1]] = xg[o[e]:o[e + 1]].float() @ wg[e].float().t()
+        return y
+
+    same_addresses("moe.grouped_gemm", fill_grouped, lambda: kiln.moe.grouped_gemm(xg, wg, offs), grouped_ref, 1e-2)
+
 
 def graph_ms(fn, reps=50):
     """Milliseconds per replay of `fn` captured in a CUDA graph (after a warm call)."""

@@ -58,10 +58,12 @@ impl Kiln {
 
     pub(crate) fn launch_moe(&self, stream: Option<sys::CUstream>, plan: &MoePlan) -> Result<()> {
         let choice = launch::moe_choice(plan, self.device(), &self.overrides.moe);
-        self.run_keyed(
+        self.run_graphed(
             stream,
             plan.key(choice),
+            plan.addresses(),
             || plan.problem.label(),
+            |_| Ok(()),
             |ctx, ws, capturing| launch::moe(&self.registry, ctx, ws, capturing, plan),
         )
     }

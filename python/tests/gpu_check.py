@@ -706,6 +706,26 @@ def replay_checks(gen, quick):
 
     same_addresses("moe.grouped_gemm", fill_grouped, lambda: kiln.moe.grouped_gemm(xg, wg, offs), grouped_ref, 1e-2)
 
+    # the 4-bit experts: both projections replay, the routing's tables change every call
+    e, topk, t, hdim, inter = 8, 2, 24, 256, 128
+    w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(hdim)
+    w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(inter)
+    q13, q2 = kiln.moe.quantize_experts(w13, w2, format="nvfp4")
+    d13 = torch.cat([fp4_dequant_experts(w13[:, :inter], "nvfp4"), fp4_dequant_experts(w13[:, inter:], "nvfp4")], dim=1)
+    d2 = fp4_dequant_experts(w2, "nvfp4")
+    x4 = torch.empty(t, hdim, device="cuda", dtype=torch.bfloat16)
+    idx4 = torch.empty(t, topk, device="cuda", dtype=torch.int64)
+    wts4 = torch.empty(t, topk, device="cuda", dtype=torch.float32)
+
+    def fill_fp4():
+        randn_(x4)
+        new = torch.topk(torch.softmax(torch.randn(t, e, device="cuda", generator=gen), -1), topk, -1)
+        idx4.copy_(new.indices)
+        wts4.copy_(new.values)
+
+    same_addresses("4-bit experts (nvfp4)", fill_fp4, lambda: kiln.moe.experts(x4, q13, q2, idx4, wts4, weights="nvfp4"),
+                   lambda: moe_ref(x4, d13, d2, idx4, wts4), 2e-2)
+
 
 def graph_ms(fn, reps=50):
     """Milliseconds per replay of `fn` captured in a CUDA graph (after a warm call)."""

@@ -372,7 +372,7 @@ pub fn split_workspace_bytes(ctas: u32, tt: u32, swiglu: bool) -> usize {
 }
 
 /// What the kernel needs to know of prepacked weights on the GPU (the bytes live in a buffer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fp4Layout {
     pub format: Fp4Format,
     pub experts: usize,

@@ -133,6 +133,25 @@ def _launch(x, w, offsets, out):
     return out
 
 
+def _experts_args(w) -> tuple:
+    return (_bytes(w.data), _bytes(w.escale), w.format, w.experts, w.n, w.k, w.swiglu, w.min_scale_byte)
+
+
+def layer(x, w13, w2, top_k_index, top_k_weights):
+    """The layer in one kiln call: routing, the sorted copy of x's rows, both 4-bit projections
+    and the combine in pair order (warm and at addresses seen before, one replayed graph)."""
+    from ._native import native, stream_of
+
+    torch = __import__("torch")
+    dev = x.device.index if x.device.index is not None else 0
+    out = torch.empty_like(x)
+    route_args = (None, None, check.describe(top_k_index), check.describe(top_k_weights), int(top_k_index.shape[1]),
+                  "softmax", False, None, 1.0)
+    native().fp4_moe_layer(dev, stream_of(dev), check.describe(x), _experts_args(w13), _experts_args(w2), route_args,
+                           check.describe(out))
+    return out
+
+
 def experts(x, w13, w2, routing):
     """The layer on 4-bit weights over kiln's routing tables (`kiln.moe.route`)."""
     torch = __import__("torch")

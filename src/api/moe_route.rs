@@ -16,14 +16,14 @@ use crate::ops::moe::combine::{self, CombineShape, Rows};
 use crate::ops::moe::route::{self, RouteLayout, RouteOperands, RouteProblem};
 
 /// A checked routing: the problem and its inputs' memory.
-struct RoutePlan {
-    problem: RouteProblem,
-    input: Operand,
-    weights: Option<Operand>,
-    bias: Option<Operand>,
+pub(crate) struct RoutePlan {
+    pub(crate) problem: RouteProblem,
+    pub(crate) input: Operand,
+    pub(crate) weights: Option<Operand>,
+    pub(crate) bias: Option<Operand>,
 }
 
-fn route_plan(
+pub(crate) fn route_plan(
     device: usize,
     routing: &MoeRouting<RawTensor>,
     experts: usize,

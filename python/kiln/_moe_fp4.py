@@ -152,6 +152,24 @@ def layer(x, w13, w2, top_k_index, top_k_weights):
     return out
 
 
+def direct_layer(x, w13, w2, top_k_index, top_k_weights, weights):
+    """`layer` where the extension takes the arguments as they are (its checks are the same as
+    the checking road's); None where it refuses them, and the checking road then says why."""
+    f = str(weights).lower()
+    if not (isinstance(w13, Fp4Experts) and isinstance(w2, Fp4Experts)) or w13.format != f or w2.format != f:
+        return None
+    if w13.data.device != x.device or w2.data.device != x.device:
+        return None
+    try:
+        __import__("torch")
+    except ImportError:  # (no torch, no tensors to launch on)
+        return None
+    try:
+        return layer(x, w13, w2, top_k_index, top_k_weights)
+    except (TypeError, ValueError):
+        return None
+
+
 def experts(x, w13, w2, routing):
     """The layer on 4-bit weights over kiln's routing tables (`kiln.moe.route`)."""
     torch = __import__("torch")

@@ -261,6 +261,12 @@ def experts(
 def _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combine_mode, check_indices):
     from . import _moe_fp4
 
+    if layout == "concat" and not check_indices and combine_mode in ("atomic", "ordered") and not through_torch(
+        x, top_k_index, top_k_weights
+    ):
+        out = _moe_fp4.direct_layer(x, w13, w2, top_k_index, top_k_weights, weights)
+        if out is not None:
+            return out
     e, _, _ = _moe_fp4.check_experts(x, w13, w2, weights)
     if layout != "concat":
         raise ValueError(f"`layout` is {layout!r}; 4-bit weights are prepacked from gate_up_proj as it is ('concat')")

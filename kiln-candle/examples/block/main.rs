@@ -8,9 +8,9 @@
 //! GEMM bound (flash-attention's criterion against a framework).
 //!
 //!   block [--seed N]                      the check (exit 1 on a failure)
-//!   block --time [--causal] [--iters N]   kiln's attention in candle against candle's composed
-//!                                         matmul-softmax-matmul and kiln's own Rust API call, at
-//!                                         B4 H16 S4096 d128 (bf16)
+//!   block --time [--causal] [--iters N]   kiln's attention in candle against kiln's own Rust API
+//!                                         call (timed alternately) and candle's composed
+//!                                         matmul-softmax-matmul, at B4 H16 S4096 d128 (bf16)
 
 mod check;
 mod reference;
@@ -47,7 +47,7 @@ fn main() -> Result<()> {
         return timing::time(
             &dev,
             flag("--causal"),
-            value("--iters")?.unwrap_or(20) as usize,
+            value("--iters")?.unwrap_or(30) as usize,
         );
     }
     let seed = value("--seed")?.unwrap_or_else(kiln::harness::verify::fresh_seed);

@@ -1,6 +1,7 @@
 //! kiln's kernels as candle custom ops: GEMM (any row- or column-major layout, read in place
 //! from the strides), flash attention (BSHD, GQA, causal, LSE), packed (variable-length)
-//! attention, the MoE grouped GEMM and the fused SwiGLU.
+//! attention, the MoE grouped GEMM and the fused SwiGLU, the FP8 grouped GEMM with its casts,
+//! and the MoE ops on 4-bit (NVFP4, MXFP4) expert weights.
 //!
 //! Every op runs on the tensors' own memory and candle's own stream (`CudaDevice::cuda_stream`):
 //! the inputs are borrowed where they lie (a transposed weight is not copied), the output is
@@ -235,9 +236,13 @@ macro_rules! op3 {
 }
 
 mod attention;
+mod fp4;
+mod fp8;
 mod gemm;
 mod moe;
 
 pub use attention::{flash_attn, flash_attn_lse, FlashAttn, FlashAttnVarlen};
+pub use fp4::{fp4_experts, Fp4Experts, Fp4ExpertsOp, Fp4Format, Fp4Layout, Fp4Prepacked};
+pub use fp8::{fp8_grouped_gemm, per_block_cast_to_fp8, per_token_cast_to_fp8, Fp8GroupedGemm};
 pub use gemm::{linear, matmul, Matmul};
 pub use moe::{grouped_gemm, swiglu, GroupedGemm, Swiglu};

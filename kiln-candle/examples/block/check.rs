@@ -198,6 +198,20 @@ pub fn check(dev: &Device, seed: u64) -> Result<()> {
         rel(&host(&kiln_out)?, &host(&candle_out)?),
         ke + ce,
     );
+
+    // --- The MoE's experts in FP8 and 4 bits, on the same routed rows.
+    let moe = crate::lowprec::Moe {
+        xs: &xs,
+        xsh: &xsh,
+        hm: &hm,
+        hmh: &hmh,
+        routing: &routing,
+        wt: &wt,
+        offsets: &offsets,
+        off: &off,
+        w: [(&w1, &w1h), (&w3, &w3h), (&w2, &w2h)],
+    };
+    crate::lowprec::check(dev, &mut rep, &moe)?;
     if rep.failed > 0 {
         bail!("{} of the checks above failed (seed {seed})", rep.failed);
     }

@@ -56,11 +56,8 @@ fn attn_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     lv: &Layout,
 ) -> Result<(CudaStorage, Shape)> {
     let dev = &q.device;
-    let (iq, ik, iv) = (
-        In::<T>::new(q, lq)?,
-        In::<T>::new(k, lk)?,
-        In::<T>::new(v, lv)?,
-    );
+    let [iq, ik, iv] = [(q, lq), (k, lk), (v, lv)].map(|(s, l)| In::<T>::new(s, l));
+    let (iq, ik, iv) = (iq?, ik?, iv?);
     let &[b, sq, hq, d] = iq.dims.as_slice() else {
         candle_core::bail!(
             "kiln flash attention takes q [B, S, H, D], got {:?}",
@@ -149,11 +146,8 @@ fn varlen_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     lv: &Layout,
 ) -> Result<(CudaStorage, Shape)> {
     let dev = &q.device;
-    let (iq, ik, iv) = (
-        In::<T>::new(q, lq)?,
-        In::<T>::new(k, lk)?,
-        In::<T>::new(v, lv)?,
-    );
+    let [iq, ik, iv] = [(q, lq), (k, lk), (v, lv)].map(|(s, l)| In::<T>::new(s, l));
+    let (iq, ik, iv) = (iq?, ik?, iv?);
     let n: usize = iq.dims.iter().product();
     let mut o = out::<T>(dev, n, false)?;
     let opts = AttentionOptions {

@@ -14,12 +14,13 @@ use candle_core::{
 };
 use kiln::api::Fp4ExpertWeights;
 use kiln::ops::moe::fp4::{prepack, prepack_swiglu, Fp4Weights};
-use kiln::{KilnElem, MoeRows, TensorMut};
+use kiln::{KilnElem, TensorMut};
 
 pub use kiln::ops::moe::fp4::kernel::Fp4Layout;
 pub use kiln::ops::moe::fp4::{Fp4Format, Fp4Prepacked};
 
-use crate::{handle, kerr, no_cpu, out, with_opt_view, with_view, wrap, In};
+use crate::moe::with_rows;
+use crate::{handle, kerr, no_cpu, out, wrap, In};
 
 /// Prepacked 4-bit expert weights on one GPU: a grouped GEMM's W [E, N, K], or a SwiGLU's W1
 /// and W3. Cheap to clone (shared).
@@ -165,24 +166,18 @@ fn fp4_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     }
     let ix = In::<T>::new(x, lx)?;
     let mut y = out::<T>(dev, rows * n, true)?;
-    with_opt_view::<f32, _>(op.routing.as_ref(), "routing", |routing| {
-        with_view::<i32, _>(&op.offsets, "offsets", |off| {
-            let mut ty = TensorMut::from_slice(&mut y, &[rows, n]).map_err(kerr)?;
-            let r = MoeRows::Offsets {
-                offsets: off,
-                host: None,
-            };
-            handle(dev)?
-                .fp4_experts(
-                    &dev.cuda_stream(),
-                    &ix.t()?,
-                    &op.weights.weights,
-                    r,
-                    routing.as_ref(),
-                    &mut ty,
-                )
-                .map_err(kerr)
-        })
+    with_rows(&op.offsets, op.routing.as_ref(), |r, routing| {
+        let mut ty = TensorMut::from_slice(&mut y, &[rows, n]).map_err(kerr)?;
+        handle(dev)?
+            .fp4_experts(
+                &dev.cuda_stream(),
+                &ix.t()?,
+                &op.weights.weights,
+                r,
+                routing.as_ref(),
+                &mut ty,
+            )
+            .map_err(kerr)
     })?;
     Ok((wrap(y, dev), Shape::from((rows, n))))
 }

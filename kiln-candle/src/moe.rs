@@ -3,9 +3,27 @@
 use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use candle_core::cuda_backend::CudaDType;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
-use kiln::{KilnElem, MoeRows, SwigluWeights, TensorMut};
+use kiln::{KilnElem, MoeRows, SwigluWeights, TensorMut, TensorRef};
 
 use crate::{handle, kerr, no_cpu, out, with_opt_view, with_view, wrap, In};
+
+/// The MoE rows by `offsets` (i32 [E + 1]) and the optional f32 `routing` weights as kiln's
+/// views, given to `f`.
+pub(crate) fn with_rows<R>(
+    offsets: &Tensor,
+    routing: Option<&Tensor>,
+    f: impl FnOnce(MoeRows, Option<TensorRef>) -> Result<R>,
+) -> Result<R> {
+    with_opt_view::<f32, _>(routing, "routing", |routing| {
+        with_view::<i32, _>(offsets, "offsets", |off| {
+            let rows = MoeRows::Offsets {
+                offsets: off,
+                host: None,
+            };
+            f(rows, routing)
+        })
+    })
+}
 
 /// The MoE grouped GEMM, y[rows of e] = x[rows of e] @ w[e]ᵀ: x [rows, K] sorted by expert,
 /// w [E, N, K], expert e owning rows `offsets[e]..offsets[e + 1]` (i32 [E + 1] on the GPU).
@@ -31,12 +49,8 @@ fn grouped_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
         );
     };
     let mut y = out::<T>(dev, rows * n, true)?;
-    with_view::<i32, _>(&op.offsets, "offsets", |off| {
+    with_rows(&op.offsets, None, |r, _| {
         let mut ty = TensorMut::from_slice(&mut y, &[rows, n]).map_err(kerr)?;
-        let r = MoeRows::Offsets {
-            offsets: off,
-            host: None,
-        };
         handle(dev)?
             .grouped_gemm(&dev.cuda_stream(), &ix.t()?, &iw.t()?, r, &mut ty)
             .map_err(kerr)
@@ -87,28 +101,22 @@ fn swiglu_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
         );
     };
     let mut h = out::<T>(dev, rows * n, true)?;
-    with_opt_view::<f32, _>(op.routing.as_ref(), "routing", |routing| {
-        with_view::<i32, _>(&op.offsets, "offsets", |off| {
-            let mut th = TensorMut::from_slice(&mut h, &[rows, n]).map_err(kerr)?;
-            let r = MoeRows::Offsets {
-                offsets: off,
-                host: None,
-            };
-            let w = SwigluWeights::Separate {
-                w1: i1.t()?,
-                w3: i3.t()?,
-            };
-            handle(dev)?
-                .swiglu(
-                    &dev.cuda_stream(),
-                    &ix.t()?,
-                    w,
-                    r,
-                    routing.as_ref(),
-                    &mut th,
-                )
-                .map_err(kerr)
-        })
+    with_rows(&op.offsets, op.routing.as_ref(), |r, routing| {
+        let mut th = TensorMut::from_slice(&mut h, &[rows, n]).map_err(kerr)?;
+        let w = SwigluWeights::Separate {
+            w1: i1.t()?,
+            w3: i3.t()?,
+        };
+        handle(dev)?
+            .swiglu(
+                &dev.cuda_stream(),
+                &ix.t()?,
+                w,
+                r,
+                routing.as_ref(),
+                &mut th,
+            )
+            .map_err(kerr)
     })?;
     Ok((wrap(h, dev), Shape::from((rows, n))))
 }

@@ -6,7 +6,8 @@
 //! lower clocks (2026-11-29, d4f7f42 on an H200: causal 0.427 ms in candle, timed first, against
 //! 0.475 through `Kiln::attention`, timed second; the same kernel, docs/attention.md's "under
 //! sustained load" gap of 654 against 558-568 TFLOPS at this shape). Their outputs are then
-//! compared bit for bit: one kernel and one configuration give the same bits.
+//! compared bit for bit, beside two calls of one path: one kernel and one configuration give
+//! the same bits, but for the items run in parts (not causal), merged in the order they finish.
 
 use std::time::{Duration, Instant};
 
@@ -127,15 +128,20 @@ pub fn time(dev: &Device, causal: bool, iters: usize) -> Result<()> {
     };
     let op = || -> Result<Tensor> { Ok(kiln_candle::flash_attn(&q, &k, &v, None, causal)?) };
     let (t_op, t_api) = alternate(dev, iters, || op().map(drop), || api(&mut o))?;
-    // The same kernel and configuration give the same bits.
+    // The same kernel and configuration give the same bits, up to what two calls of one path
+    // differ by (not causal, the last wave's items run in parts, merged in the order the parts
+    // finish).
     let o_op = op()?.flatten_all()?.to_vec1::<half::bf16>()?;
+    let o_op2 = op()?.flatten_all()?.to_vec1::<half::bf16>()?;
     api(&mut o)?;
     let o_api = stream.clone_dtoh(&o)?;
-    let differ = o_op
-        .iter()
-        .zip(&o_api)
-        .filter(|(x, y)| x.to_bits() != y.to_bits())
-        .count();
+    let differ = |a: &[half::bf16], b: &[half::bf16]| {
+        a.iter()
+            .zip(b)
+            .filter(|(x, y)| x.to_bits() != y.to_bits())
+            .count()
+    };
+    let (d_paths, d_calls) = (differ(&o_op, &o_api), differ(&o_op, &o_op2));
     drop((gq, gk, gv));
 
     // candle's composed attention over [B, H, S, D] (the transposes to it and the mask made
@@ -182,13 +188,17 @@ pub fn time(dev: &Device, causal: bool, iters: usize) -> Result<()> {
         (rlo - 1.0) * 100.0,
         (rhi - 1.0) * 100.0,
     );
-    if differ == 0 {
-        println!("the two kiln paths' outputs: identical bits (one kernel, one configuration)");
-    } else {
-        println!(
-            "the two kiln paths' outputs differ in {differ} of {} elements: they did not run the same kernel and configuration",
-            o_op.len()
-        );
+    let n = o_op.len();
+    match (d_paths, d_calls) {
+        (0, 0) => println!(
+            "the two kiln paths' outputs: identical bits, as two calls of one path (one kernel, one configuration)"
+        ),
+        (d, c) if c > 0 && d <= 4 * c => println!(
+            "the two kiln paths' outputs differ in {d} of {n} elements, as two calls of one path do ({c}: items in parts merge in the order the parts finish)"
+        ),
+        (d, c) => println!(
+            "the two kiln paths' outputs differ in {d} of {n} elements against {c} between two calls of one path: not the same kernel and configuration"
+        ),
     }
     Ok(())
 }

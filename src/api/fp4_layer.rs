@@ -20,20 +20,21 @@ use crate::error::{ArgumentKind, Error, Result};
 use crate::ops::gemm::DType as KernelDType;
 use crate::ops::moe::combine::{self, CombineShape, Rows};
 use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, Fp4Operands, Fp4Tile};
-use crate::ops::moe::gather_rows;
-use crate::ops::moe::route::{self, align256, RouteLayout, RouteOperands};
+use crate::ops::moe::route::{self, align256, RouteExtras, RouteLayout, RouteOperands, TableSpec};
 use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{gather_rows, MoeProblem};
 
 /// Where the layer's intermediates live in its workspace (byte offsets, 256-aligned): the
 /// routing's tables from 0, then X's sorted copy [T k, H], H [T k, I], the down projection's
-/// rows [T k, H] and the 4-bit kernels' tile tables.
+/// rows [T k, H] and the two 4-bit kernels' tile tables (which the routing builds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fp4LayerLayout {
     pub route: RouteLayout,
     pub xs: usize,
     pub h: usize,
     pub y: usize,
-    pub sched: usize,
+    pub sched_up: usize,
+    pub sched_down: usize,
     pub bytes: usize,
 }
 
@@ -49,14 +50,16 @@ impl Fp4LayerLayout {
         let xs = route.bytes;
         let h = xs + align256(pairs * hidden * es);
         let y = h + align256(pairs * inter * es);
-        let sched = y + align256(pairs * hidden * es);
+        let sched_up = y + align256(pairs * hidden * es);
+        let sched_down = sched_up + align256(sched_bytes(experts));
         Fp4LayerLayout {
             route,
             xs,
             h,
             y,
-            sched,
-            bytes: sched + align256(sched_bytes(experts)),
+            sched_up,
+            sched_down,
+            bytes: sched_down + align256(sched_bytes(experts)),
         }
     }
 }
@@ -272,7 +275,23 @@ impl Kiln {
                     bias: r.bias.map_or(0, |b| b.ptr),
                     workspace: base,
                 };
-                route::launch(ctx, &r.problem, &routed)?;
+                // (the routing builds both 4-bit kernels' tile tables: two launches fewer)
+                let table = |sched: usize, p: &MoeProblem| -> Result<TableSpec> {
+                    Ok(TableSpec {
+                        sched: at(sched),
+                        bm: Fp4Experts::tables(ctx, p)?,
+                        fold: 0,
+                        sorted: true,
+                    })
+                };
+                let extras = RouteExtras {
+                    tables: [
+                        Some(table(l.sched_up, up)?),
+                        Some(table(l.sched_down, down)?),
+                    ],
+                    zero: None,
+                };
+                route::launch_fused(ctx, &r.problem, &routed, &extras)?;
                 gather_rows::launch(
                     ctx,
                     p.x.ptr,
@@ -288,11 +307,10 @@ impl Kiln {
                     unsafe { DeviceBuffer::borrowed(ptr, bytes) }
                 };
                 let offsets = buf(at(l.route.offsets), 4 * (up.experts + 1));
-                let sched = buf(at(l.sched), sched_bytes(up.experts));
                 let project = |plan: &MoePlan,
                                (layout, (w, e)): &(Fp4Layout, (Operand, Operand)),
-                               x: usize,
-                               y: usize| {
+                               (x, y, sched): (usize, usize, usize)| {
+                    let sched = buf(at(sched), sched_bytes(plan.problem.experts));
                     let (xb, yb) = (buf(at(x), plan.x.bytes), buf(at(y), plan.y.bytes));
                     let (wb, eb) = (buf(w.ptr, w.bytes), buf(e.ptr, e.bytes));
                     let ops = Fp4Operands {
@@ -304,10 +322,10 @@ impl Kiln {
                         route: None,
                         sched: &sched,
                     };
-                    Fp4Experts::launch(ctx, &plan.problem, layout, &ops)
+                    Fp4Experts::launch_tables(ctx, &plan.problem, layout, &ops, false)
                 };
-                project(&p.up, &p.w13, l.xs, l.h)?;
-                project(&p.down, &p.w2, l.h, l.y)?;
+                project(&p.up, &p.w13, (l.xs, l.h, l.sched_up))?;
+                project(&p.down, &p.w2, (l.h, l.y, l.sched_down))?;
                 let s = CombineShape {
                     tokens: t,
                     top_k: r.problem.top_k(),
@@ -376,7 +394,7 @@ mod tests {
         let p = plan(0, &x, &w13, &w2, &routing, &out).unwrap().unwrap();
         assert_eq!((p.up.problem.n, p.up.problem.k), (i, h));
         assert_eq!((p.down.problem.n, p.down.problem.k), (h, i));
-        assert!(p.layout.bytes > p.layout.sched && p.layout.xs >= p.layout.route.bytes);
+        assert!(p.layout.bytes > p.layout.sched_down && p.layout.xs >= p.layout.route.bytes);
         let msg = |w13: &RawFp4Experts, w2: &RawFp4Experts, x: &RawTensor, out: &RawTensor| {
             check_fp4_moe_layer(0, x, w13, w2, &routing, out)
                 .unwrap_err()

@@ -91,8 +91,8 @@ impl Default for GemmOverrides {
 /// `order=`, `qbuf=` numbers; `overlap=`, `pingpong=` 0 or 1). It wins over the tuned config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AttentionOverrides {
-    /// `KILN_BWD_DQ_KEYS`: `bwd_fa3_bulk_dq` at d128 splits dQ between its warpgroups by keys
-    /// (each its own 64, no meeting) instead of by columns. Default: false.
+    /// `KILN_BWD_DQ_KEYS`: `bwd_fa3_bulk_dq` and `bwd_fa3_tma_dq` at d128 split dQ between their
+    /// warpgroups by keys (each its own 64, no meeting) instead of by columns. Default: false.
     pub bwd_dq_keys: bool,
     /// `KILN_FA3_D64`. Default: none (the tuned config, else `Config::default_for(64)`).
     pub fa3_d64: Option<Fa3Config>,

@@ -278,6 +278,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_wgmma.cuh"),
     ),
     (
+        "attention/bwd_fa3_block.cuh",
+        include_str!("../../kernels/attention/bwd_fa3_block.cuh"),
+    ),
+    (
         "attention/bwd_fa3_bulk_dq.cu",
         include_str!("../../kernels/attention/bwd_fa3_bulk_dq.cu"),
     ),

@@ -356,6 +356,25 @@ attn_shapes() {
   done; done; done
 }
 
+# bwd_staged_verify NAME VERSION: a backward version that stages dQ in shared memory verified
+# (steps NAME-*, each <= 90 s): compiled, the quick suite with d128's dQ split by columns and by
+# keys (KILN_BWD_DQ_KEYS=1), GQA causal S 1000 d128 (both splits), ragged BHSD f16 d64, and a
+# deterministic causal run.
+bwd_staged_verify() {
+  local n=$1 V=$2
+  step "$n-compile" 90 "$KILN" check --version "$V"
+  step "$n-quick" 90 "$KILN" attn verify --backward --suite quick --version "$V"
+  step "$n-quick-keys" 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
+  step "$n-gqa-causal" 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen 1000 --dim 128 --causal
+  step "$n-gqa-causal-keys" 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --version "$V" --batch 2 \
+    --heads 4 --kv-heads 2 --seqlen 1000 --dim 128 --causal
+  step "$n-ragged-bhsd" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
+    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
+  step "$n-determ" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
+    --dim 128 --causal --deterministic
+}
+
 # bwd_bench: every backward version (BWD_VERSION: only those, space-separated) at the issue's
 # 13 backward shapes (BWD_KEYS=1: the d128 ones again with bwd_fa3_bulk_dq's dQ split by keys,
 # KILN_BWD_DQ_KEYS=1, as version "bwd_fa3_bulk_dq keys"; BWD_KEYS=<version>: that version's),
@@ -759,37 +778,17 @@ bwd-bulk-dq)
   # columns and by keys (KILN_BWD_DQ_KEYS=1), then timed beside bwd_fa3_wgmma at the 13 shapes
   # (the d128 ones also split by keys), and SDPA's backwards.
   need_bin "$KILN"; machine "$KILN"
-  V=bwd_fa3_bulk_dq
-  step bulk-dq-compile 90 "$KILN" check --version "$V"
-  step bulk-dq-quick 90 "$KILN" attn verify --backward --suite quick --version "$V"
-  step bulk-dq-quick-keys 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
-  step bulk-dq-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
-    --seqlen 1000 --dim 128 --causal
-  step bulk-dq-gqa-causal-keys 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --version "$V" --batch 2 \
-    --heads 4 --kv-heads 2 --seqlen 1000 --dim 128 --causal
-  step bulk-dq-ragged-bhsd 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
-    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
-  step bulk-dq-determ 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
-    --dim 128 --causal --deterministic
-  BWD_VERSION="bwd_fa3_wgmma $V" BWD_KEYS=1 bwd_bench
+  bwd_staged_verify bulk-dq bwd_fa3_bulk_dq
+  BWD_VERSION="bwd_fa3_wgmma bwd_fa3_bulk_dq" BWD_KEYS=1 bwd_bench
   ;;
 
 bwd-tma-dq)
-  # bwd_fa3_tma_dq's first full device run (about 8 min on an H200): verified, its d128 dQ split
-  # by columns and by keys (KILN_BWD_DQ_KEYS=1), then timed beside bwd_fa3_bulk_dq (the default)
-  # at the 13 shapes (the d128 ones also split by keys), and SDPA's backwards.
+  # bwd_fa3_tma_dq's first full device run (about 8 min on an H200): verified as bwd-bulk-dq
+  # verifies bwd_fa3_bulk_dq, then timed beside bwd_fa3_bulk_dq (the default) at the 13 shapes
+  # (the d128 ones also split by keys), and SDPA's backwards.
   need_bin "$KILN"; machine "$KILN"
-  V=bwd_fa3_tma_dq
-  step tma-dq-compile 90 "$KILN" check --version "$V"
-  step tma-dq-quick 90 "$KILN" attn verify --backward --suite quick --version "$V"
-  step tma-dq-quick-keys 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
-  step tma-dq-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
-    --seqlen 1000 --dim 128 --causal
-  step tma-dq-ragged-bhsd 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
-    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
-  step tma-dq-determ 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
-    --dim 128 --causal --deterministic
-  BWD_VERSION="bwd_fa3_bulk_dq $V" BWD_KEYS=$V bwd_bench
+  bwd_staged_verify tma-dq bwd_fa3_tma_dq
+  BWD_VERSION="bwd_fa3_bulk_dq bwd_fa3_tma_dq" BWD_KEYS=bwd_fa3_tma_dq bwd_bench
   ;;
 
 moe)

@@ -118,8 +118,11 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
 // (else where they are used). DS_BUFS: dSᵀ buffers, two (a block's rows stored while the previous
 // block's dQ product may still read the other; the barrier every block orders the reuse two
 // blocks apart) or one (each warpgroup meets its own warps before it rewrites its rows; key split
-// only). before_meet(): just before the barrier at which the dSᵀ rows are shared.
-template <bool AHEAD, int DS_BUFS, class BeforeMeet>
+// only). PP: the two warpgroups take turns to issue Sᵀ and dPᵀ (named barriers 6 and 7, a token
+// passed after each issue; bwd_consume hands warpgroup 0 the first), so that one's exponentials
+// run under the other's products. before_meet(): just before the barrier at which the dSᵀ rows
+// are shared.
+template <bool AHEAD, int DS_BUFS, bool PP, class BeforeMeet>
 __device__ __forceinline__ void bwd_block(float (&dq)[QN / 2], float (&dk)[KR], float (&dv)[KR], const AttnBwdArgs& p, const BwdWalk& k,
                                           const BwdSmem& sm, const BwdThread& th, int it, int m0,
                                           const BeforeMeet& before_meet) {
@@ -136,11 +139,14 @@ __device__ __forceinline__ void bwd_block(float (&dq)[QN / 2], float (&dk)[KR], 
     for (int j = 0; j < BM / 8; ++j) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * t);
   }
   float st[SR], dp[SR];
+  if (PP) named_barrier_sync(6 + c, 256);  // this warpgroup's turn
   wgmma_fence();
   keys_by_queries<D, BM, BN>(st, skc, sq);
   wgmma_commit();
   keys_by_queries<D, BM, BN>(dp, svc, sdo);
   wgmma_commit();
+  // The other's turn; after its last block warpgroup 1 keeps the token (warpgroup 0 waits no more).
+  if (PP && !(c == 1 && it == k.iters - 1)) named_barrier_arrive(6 + (1 - c), 256);
   wgmma_wait<1>();
   fence_all(st);
   // Pᵀ: register i is key krow + 8·((i >> 1) & 1), query 8·(i >> 2) + 2t + (i & 1).
@@ -210,10 +216,10 @@ __device__ __forceinline__ void bwd_block(float (&dq)[QN / 2], float (&dk)[KR], 
   if (lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
 }
 
-// A consumer warpgroup's whole walk: dK and dV zeroed, K and V waited for, then per query block
+// A consumer warpgroup's whole walk (AHEAD, DS_BUFS, PP: bwd_block's): dK and dV zeroed, K and V waited for, then per query block
 // bwd_block and add_dq(dq, th, h, m0, sem) (sem: the deterministic mode's counter of head h and
 // this query block, else null), then before_exit() and dK (scaled) and dV stored in K's layout.
-template <bool AHEAD, int DS_BUFS, class BeforeMeet, class AddDq, class BeforeExit>
+template <bool AHEAD, int DS_BUFS, bool PP, class BeforeMeet, class AddDq, class BeforeExit>
 __device__ __forceinline__ void bwd_consume(int c, const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm,
                                             const BeforeMeet& before_meet, const AddDq& add_dq, const BeforeExit& before_exit) {
   BwdThread th;
@@ -223,10 +229,11 @@ __device__ __forceinline__ void bwd_consume(int c, const AttnBwdArgs& p, const B
 #pragma unroll
   for (int i = 0; i < KR; ++i) dk[i] = dv[i] = 0.0f;
   mbar_wait(sm.kv_full, 0);
+  if (PP && c == 1 && k.iters > 0) named_barrier_arrive(6, 256);  // warpgroup 0 issues first
   for (int it = 0; it < k.iters; ++it) {
     const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
     float dq[QN / 2];
-    bwd_block<AHEAD, DS_BUFS>(dq, dk, dv, p, k, sm, th, it, m0, before_meet);
+    bwd_block<AHEAD, DS_BUFS, PP>(dq, dk, dv, p, k, sm, th, it, m0, before_meet);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     add_dq(dq, th, h, m0, sem);
   }

@@ -72,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           }
         };
         // the last bulk adds done before the block's memory goes
-        bwd_consume<true, DS_BUFS>(c, p, k, sm, [] {}, add_dq, [&] {
+        bwd_consume<true, DS_BUFS, false>(c, p, k, sm, [] {}, add_dq, [&] {
           if (lane < 16) tma_store_wait<0>();
         });
       });

@@ -17,9 +17,15 @@
 //         mode keeps the ordered red.global adds on the counters (bwd_fa3_wgmma's order).
 // dQ's split between the warpgroups (KILN_DQ_SPLIT): d128 by columns (both meet once every dSᵀ
 // row is stored) or by keys (KILN_BWD_DQ_KEYS=1 on the host: all 128 columns of its own 64
-// keys, twice the adds, one dSᵀ buffer); d64 by keys.
+// keys, twice the adds, one dSᵀ buffer); d64 by keys. KILN_BWD_PP 1 (KILN_BWD_PINGPONG=1 on the
+// host): the warpgroups take turns to issue Sᵀ and dPᵀ (bwd_block), so that one's exponentials
+// run under the other's products; with the key split nothing realigns them every block.
 #include "attention/bwd_fa3_block.cuh"
 #include "common/tma_5d.cuh"
+
+#if !defined(KILN_BWD_PP)
+#error "KILN_BWD_PP (the warpgroups' turns at Sᵀ and dPᵀ: 0 or 1) must be defined by the host"
+#endif
 
 constexpr int DQ_PIECES = QN / 32;  // 128-byte pieces of a staging row (dim 1 of the map)
 // dSᵀ buffers: two, or one for d128 split by keys (two would pass 227 KB; bwd_block).
@@ -80,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           }
         };
         // the last add done before the block's memory goes
-        bwd_consume<true, DS_BUFS>(c, p, k, sm, before_meet, add_dq, [&] {
+        bwd_consume<true, DS_BUFS, KILN_BWD_PP != 0>(c, p, k, sm, before_meet, add_dq, [&] {
           if (adder) tma_store_wait<0>();
         });
       });

@@ -27,7 +27,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
       threadIdx.x / 128, [&] { bwd_produce<false>(p, k, sm, &tq, &tk, &tv, &tdo); },
       [&](int c) {
-        bwd_consume<false, 2>(
+        bwd_consume<false, 2, false>(
             c, p, k, sm, [] {},
             [&](const float (&dq)[QN / 2], const BwdThread& th, int h, int m0, u32* sem) { add_dq_atomics(dq, p, k, th, h, m0, sem); }, [] {});
       });

@@ -136,6 +136,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.attention.bwd_dq_keys, false, bit),
     },
     Knob {
+        name: "KILN_BWD_PINGPONG",
+        takes: || FLAG.into(),
+        default: "0: bwd_fa3_tma_dq's warpgroups issue their products in any order",
+        set: |o, v| put(&mut o.attention.bwd_pingpong, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_pingpong, false, bit),
+    },
+    Knob {
         name: "KILN_FA3_D128",
         takes: || FA3_TAKES.into(),
         default: "the tuned config, else the built-in one",

@@ -16,8 +16,13 @@ use crate::ops::attention::DTYPES;
 
 pub struct BwdFa3TmaDq;
 
-fn tile(d: usize, keys: bool) -> WgmmaBwdTile {
-    WgmmaBwdTile::staged_for(d, keys, DqAdd::TensorTile)
+/// Its tile at head dim `d`: `keys` (`KILN_BWD_DQ_KEYS`) splits d128's dQ by keys, `pingpong`
+/// (`KILN_BWD_PINGPONG`) has the warpgroups take turns at Sᵀ and dPᵀ.
+fn tile(d: usize, keys: bool, pingpong: bool) -> WgmmaBwdTile {
+    WgmmaBwdTile {
+        pingpong,
+        ..WgmmaBwdTile::staged_for(d, keys, DqAdd::TensorTile)
+    }
 }
 
 impl AttentionBackwardKernel for BwdFa3TmaDq {
@@ -32,12 +37,21 @@ impl AttentionBackwardKernel for BwdFa3TmaDq {
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
         // the larger of the two d128 splits (by keys), so that the knob never makes it refuse
-        supports_tile(p, dev, tile(p.attn.head_dim, true))
+        supports_tile(p, dev, tile(p.attn.head_dim, true, false))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        let mut v = variants_of(arch, |d| tile(d, false));
-        for dt in DTYPES {
-            v.push(tile(128, true).spec(arch, dt));
+        let mut v = variants_of(arch, |d| tile(d, false, false));
+        // d128 by keys, then the turns at each split
+        let more = [
+            (128, true, false),
+            (64, false, true),
+            (128, false, true),
+            (128, true, true),
+        ];
+        for (d, keys, pp) in more {
+            for dt in DTYPES {
+                v.push(tile(d, keys, pp).spec(arch, dt));
+            }
         }
         v
     }
@@ -47,7 +61,11 @@ impl AttentionBackwardKernel for BwdFa3TmaDq {
             ctx,
             p,
             ops,
-            tile(p.attn.head_dim, ctx.overrides.attention.bwd_dq_keys),
+            tile(
+                p.attn.head_dim,
+                ctx.overrides.attention.bwd_dq_keys,
+                ctx.overrides.attention.bwd_pingpong,
+            ),
         )
     }
     fn by_default(&self) -> bool {
@@ -66,7 +84,7 @@ mod tests {
         for d in BWD_WGMMA_DIMS {
             for keys in [false, true] {
                 let (t, bulk) = (
-                    tile(d, keys),
+                    tile(d, keys, false),
                     WgmmaBwdTile::staged_for(d, keys, DqAdd::BulkRows),
                 );
                 assert_eq!(
@@ -78,9 +96,16 @@ mod tests {
                 assert_eq!(bulk.smem_bytes() - t.smem_bytes(), 2 * 64 * 8 * 4);
             }
         }
-        assert_eq!(tile(128, false).smem_bytes(), 198_696);
-        assert_eq!(tile(128, true).smem_bytes(), 215_080);
-        assert_eq!(tile(64, false).smem_bytes(), 166_984);
+        assert_eq!(tile(128, false, false).smem_bytes(), 198_696);
+        assert_eq!(tile(128, true, false).smem_bytes(), 215_080);
+        assert_eq!(tile(64, false, false).smem_bytes(), 166_984);
+        // the turns change no memory, only the define
+        let pp = tile(128, false, true);
+        assert_eq!(pp.smem_bytes(), 198_696);
+        assert_ne!(
+            pp.spec("sm_90a", DTYPES[0]).label(),
+            tile(128, false, false).spec("sm_90a", DTYPES[0]).label()
+        );
         let h100 = DeviceInfo::h100_sxm();
         let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
         assert!(BwdFa3TmaDq.supports(&p(128), &h100).is_ok());
@@ -90,9 +115,9 @@ mod tests {
             .unwrap_err()
             .contains("use 64, 128"));
         let v = BwdFa3TmaDq.variants("sm_90a");
-        assert_eq!(v.len(), 8);
+        assert_eq!(v.len(), 14);
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 8);
+        assert_eq!(unique.len(), 14);
         assert!(v[2..]
             .iter()
             .all(|s| s.label().starts_with("bwd_fa3_tma_dq")));

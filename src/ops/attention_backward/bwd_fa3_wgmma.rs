@@ -42,6 +42,9 @@ pub struct WgmmaBwdTile {
     pub dq_split: u32,
     /// How dQ's partials reach the fp32 accumulator (which device file the tile compiles).
     pub dq: DqAdd,
+    /// The two warpgroups take turns to issue Sᵀ and dPᵀ (`KILN_BWD_PINGPONG`; `TensorTile`
+    /// only, the define `KILN_BWD_PP`).
+    pub pingpong: bool,
 }
 
 /// How a WGMMA backward adds dQ's partials into the fp32 accumulator (its deterministic mode
@@ -66,12 +69,14 @@ impl WgmmaBwdTile {
                 stages: 2,
                 dq_split: 0,
                 dq: DqAdd::Atomic,
+                pingpong: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
                 stages: 3,
                 dq_split: 1,
                 dq: DqAdd::Atomic,
+                pingpong: false,
             },
         }
     }
@@ -133,12 +138,16 @@ impl WgmmaBwdTile {
             DqAdd::BulkRows => ("attention/bwd_fa3_bulk_dq.cu", "attn_bwd_fa3_bulk_dq"),
             DqAdd::TensorTile => ("attention/bwd_fa3_tma_dq.cu", "attn_bwd_fa3_tma_dq"),
         };
-        KernelSpec::new(file, entry, arch)
+        let spec = KernelSpec::new(file, entry, arch)
             .define("KILN_IN", dtype.code())
             .define("KILN_D", self.d)
             .define("KILN_STAGES", self.stages)
             .define("KILN_DQ_SPLIT", self.dq_split)
-            .define("KILN_SMEM", self.smem_bytes())
+            .define("KILN_SMEM", self.smem_bytes());
+        match self.dq {
+            DqAdd::TensorTile => spec.define("KILN_BWD_PP", self.pingpong as u32),
+            _ => spec,
+        }
     }
 }
 
@@ -186,7 +195,7 @@ pub fn supports_tile(
 }
 
 /// The preprocess, the postprocess and the main kernel of `tile(d)` per head dim and dtype.
-pub fn variants_of(arch: &str, tile: fn(usize) -> WgmmaBwdTile) -> Vec<KernelSpec> {
+pub fn variants_of(arch: &str, tile: impl Fn(usize) -> WgmmaBwdTile) -> Vec<KernelSpec> {
     let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
     for d in BWD_WGMMA_DIMS {
         for dt in DTYPES {

@@ -4,7 +4,8 @@
 //! instead of per-thread atomics; LSE and D read ahead of the wgmma waits; d64 with a 4-stage
 //! ring; at d128 dQ split by columns, or by keys with `KILN_BWD_DQ_KEYS=1` (no meeting between
 //! the warpgroups). Same arguments, maps and passes as `bwd_fa3_wgmma` (its `launch_tile`). The
-//! default at d64/d128 since its first H200 run (2026-11-29): verified, 1.03-1.05x bwd_fa3_wgmma.
+//! default at d64/d128 from its first H200 run (2026-11-29: verified, 1.03-1.05x bwd_fa3_wgmma)
+//! until `bwd_fa3_tma_dq`'s, which is above it.
 
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, DqAdd, WgmmaBwdTile};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};

@@ -41,7 +41,8 @@ pub enum Reduce {
 /// over two accumulators (`KILN_PIPE`) or, drained, kept out of phase between the consumers
 /// (`Fp8Args.order`, at run time: they take turns issuing K blocks), whether block scales travel
 /// with the stage through shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
-/// (`KILN_CLUSTER`, 1 or 2), whether C goes out through the TMA-store epilogue (`KILN_TMAE`),
+/// (`KILN_CLUSTER`, 1 or 2) and along N that share each A tile (`KILN_CLUSTER_N`), whether C
+/// goes out through the TMA-store epilogue (`KILN_TMAE`),
 /// and the split-K slices (0: the plan decides) and their reduction
 /// (`None`: the config's own, [`Fp8Config::reduction`]); the turns, splits and reduction are
 /// run-time choices, not compiled ones.
@@ -60,8 +61,12 @@ pub struct Fp8Config {
     /// With `sscale`: the A scales by TMA in the ring (`KILN_SSCALE=2`), the B scales copied.
     #[serde(default)]
     pub tma_scales: bool,
+    /// CTAs along M sharing each B tile (`m`).
     #[serde(default = "one_cta")]
     pub cluster: u32,
+    /// CTAs along N sharing each A tile (`n`).
+    #[serde(default = "one_cta")]
+    pub cluster_n: u32,
     #[serde(default)]
     pub tma_epi: bool,
     pub splits: u32,
@@ -93,15 +98,24 @@ impl Fp8Config {
             sscale,
             tma_scales: false,
             cluster: 1,
+            cluster_n: 1,
             tma_epi: false,
             splits: 0,
             reduce: None,
         }
     }
 
-    /// The same tile in pairs of CTAs multicasting B.
+    /// The same tile in pairs of CTAs along M multicasting B.
     pub const fn paired(self) -> Self {
         Fp8Config { cluster: 2, ..self }
+    }
+
+    /// The same tile in pairs of CTAs along N multicasting A.
+    pub const fn paired_n(self) -> Self {
+        Fp8Config {
+            cluster_n: 2,
+            ..self
+        }
     }
 
     /// The same tile (scales in shared memory) with the A scales loaded by TMA.
@@ -139,6 +153,7 @@ impl Fp8Config {
             self.sscale,
             self.tma_scales,
             self.cluster,
+            self.cluster_n,
             self.tma_epi,
         ) == (
             other.bm,
@@ -147,6 +162,7 @@ impl Fp8Config {
             other.sscale,
             other.tma_scales,
             other.cluster,
+            other.cluster_n,
             other.tma_epi,
         )
     }
@@ -155,7 +171,7 @@ impl Fp8Config {
     /// pairs, the TMA-store epilogue), whose ring, A box and split-K reduction follow the newer
     /// rules. The turns are not a family: `128o` is `128`'s kernel, ring and all.
     pub const fn is_new(&self) -> bool {
-        self.bm != 128 || self.sscale || self.cluster > 1 || self.tma_epi
+        self.bm != 128 || self.sscale || self.ctas() > 1 || self.tma_epi
     }
 
     /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer.
@@ -167,13 +183,27 @@ impl Fp8Config {
         }
     }
 
-    /// Block tiles a cluster tile holds along M (the CTAs of a cluster).
-    pub const fn ctas(&self) -> u32 {
+    /// Block tiles a cluster tile holds along M (CTAs sharing B).
+    pub const fn ctas_m(&self) -> u32 {
         if self.cluster > 1 {
             self.cluster
         } else {
             1
         }
+    }
+
+    /// Block tiles a cluster tile holds along N (CTAs sharing A).
+    pub const fn ctas_n(&self) -> u32 {
+        if self.cluster_n > 1 {
+            self.cluster_n
+        } else {
+            1
+        }
+    }
+
+    /// The CTAs of a cluster.
+    pub const fn ctas(&self) -> u32 {
+        self.ctas_m() * self.ctas_n()
     }
 
     /// One consumer warpgroup's wgmma width.
@@ -249,14 +279,25 @@ impl Fp8Config {
         })
     }
 
-    /// Rows of the A box: the tile's, or for the new family only the rows a smaller M has,
-    /// rounded up to 8 (whole swizzle atoms; TMA's zero fill of the rest is not free).
+    /// Rows of A a stage holds: the tile's, or for the new family only the rows a smaller M
+    /// has, rounded up to 8 (whole swizzle atoms; TMA's zero fill of the rest is not free);
+    /// pairs along N always the tile's (each CTA loads a part, [`Fp8Config::a_box_rows`]).
     pub fn a_rows(&self, m: usize) -> u32 {
-        if self.is_new() && m < self.bm as usize {
+        if self.is_new() && m < self.bm as usize && self.ctas_n() == 1 {
             (m.next_multiple_of(8) as u32).min(self.bm)
         } else {
             self.bm
         }
+    }
+
+    /// Rows of one CTA's A box: [`Fp8Config::a_rows`], split between the CTAs sharing A.
+    pub fn a_box_rows(&self, m: usize) -> u32 {
+        self.a_rows(m) / self.ctas_n()
+    }
+
+    /// Rows of one CTA's B box: the tile's, split between the CTAs sharing B.
+    pub const fn b_box_rows(&self) -> u32 {
+        self.bn / self.ctas_m()
     }
 
     /// Most split-K slices this config's reduction takes.
@@ -275,7 +316,7 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}{}",
+            "{}{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
             if self.order { "o" } else { "" },
@@ -285,6 +326,7 @@ impl std::fmt::Display for Fp8Config {
                 _ => "",
             },
             if self.cluster > 1 { "m" } else { "" },
+            if self.cluster_n > 1 { "n" } else { "" },
             if self.tma_epi { "e" } else { "" }
         )?;
         if self.splits > 0 {
@@ -300,21 +342,22 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][s|t][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][s|t][m][n][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
-    /// taking turns), `160sm` (in pairs of CTAs multicasting B),
+    /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
+    /// N multicasting A), `128ptmne` (clusters of 2 x 2, both),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
     /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
     /// (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][e][/S][a|w]: a \
-                 width such as 128, p for the pipelined promotion, o for the consumers taking \
-                 turns, s for block scales through \
-                 shared memory (t: the A scales by TMA), m for pairs of CTAs multicasting B, e \
-                 for the TMA-store \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][n][e][/S][a|w]: \
+                 a width such as 128, p for the pipelined promotion, o for the consumers taking \
+                 turns, s for block scales through shared memory (t: the A scales by TMA), m for \
+                 pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
+                 TMA-store \
                  epilogue, 64x for the 64-row tile, /S for S split-K slices, a or w to reduce \
                  them atomically or through slots (64x128ps/7a)"
             ))
@@ -337,6 +380,10 @@ impl std::str::FromStr for Fp8Config {
         let (head, tma_epi) = match head.strip_suffix('e') {
             Some(h) => (h, true),
             None => (head, false),
+        };
+        let (head, cluster_n) = match head.strip_suffix('n') {
+            Some(h) => (h, 2),
+            None => (head, 1),
         };
         let (head, cluster) = match head.strip_suffix('m') {
             Some(h) => (h, 2),
@@ -364,6 +411,7 @@ impl std::str::FromStr for Fp8Config {
             sscale,
             tma_scales,
             cluster,
+            cluster_n,
             tma_epi,
             splits,
             reduce,
@@ -377,15 +425,18 @@ impl std::str::FromStr for Fp8Config {
 /// with e5m2 have the pipelined 128 with promoted tensor or block scales; everything else none.
 /// Block scales on e4m3 add the 2026-11-29 family: the 64-row tiles 128, 192 and 256 wide
 /// (pipelined, scales in shared memory) for M <= 64, and the 128-row tiles with the scales in
-/// shared memory: drained 128 (one consumer's promotion under the other's wgmmas); drained with
-/// the TMA-store epilogue 112, 160 and 176 wide (the widths that fill 132 SMs at DeepSeek-V3's
-/// M = 4096 shapes), and 128 and 176 with the A scales by TMA as well (`128te`: the fastest at
-/// 4096x7168x16384 on an H200 at 22a9572); then, for the large-M mainloop (ledger row 12), `128te`
-/// with the pipelined promotion (`128pte`) and with the consumers taking turns (`128ote`: a
-/// run-time choice on `128te`'s kernel, listed so that the suites and rules see it; any drained
-/// promoted config takes `o` the same way, `176ote` on `176te`'s kernel say). The
-/// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost at 7eb2e34 and
-/// `128ps`, `128se` at 22a9572 (to `128s` and `128te`) and were dropped for these.
+/// shared memory: drained with the TMA-store epilogue 112, 160 and 176 wide (the widths that
+/// fill 132 SMs at DeepSeek-V3's M = 4096 shapes), and 128 with the A scales by TMA as well
+/// (`128te`: the fastest at 4096x7168x16384 on an H200 at 22a9572); then, for the large-M
+/// mainloop (ledger row 12), `128te` with the pipelined promotion (`128pte`) and with the
+/// consumers taking turns (`128ote`: a run-time choice on `128te`'s kernel, listed so that the
+/// suites and rules see it; any drained promoted config takes `o` the same way, `176ose` on
+/// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in clusters multicasting
+/// the shared tiles: pairs along M sharing B (`128ptme`), along N sharing A (`128ptne`), and 2
+/// x 2 sharing both (`128ptmne`). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
+/// `128psm`, `160sm`) lost at 7eb2e34, `128ps`, `128se` at 22a9572 (to `128s` and `128te`),
+/// and `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), and were
+/// dropped for these.
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -404,18 +455,27 @@ pub fn configs(
         Fp8Config::tile(64, 128, true, true),
         Fp8Config::tile(64, 192, true, true),
         Fp8Config::tile(64, 256, true, true),
-        Fp8Config::tile(128, 128, false, true),
         Fp8Config::tile(128, 112, false, true).tma_store(),
         Fp8Config::tile(128, 160, false, true).tma_store(),
         Fp8Config::tile(128, 176, false, true).tma_store(),
         Fp8Config::tile(128, 128, false, true)
             .scales_by_tma()
             .tma_store(),
-        Fp8Config::tile(128, 176, false, true)
+        Fp8Config::tile(128, 128, true, true)
             .scales_by_tma()
             .tma_store(),
         Fp8Config::tile(128, 128, true, true)
             .scales_by_tma()
+            .paired()
+            .tma_store(),
+        Fp8Config::tile(128, 128, true, true)
+            .scales_by_tma()
+            .paired_n()
+            .tma_store(),
+        Fp8Config::tile(128, 128, true, true)
+            .scales_by_tma()
+            .paired()
+            .paired_n()
             .tma_store(),
         Fp8Config::tile(128, 128, false, true)
             .ordered()
@@ -458,7 +518,8 @@ fn spec_of(
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
         .define("KILN_SSCALE", cfg.sscale_define())
-        .define("KILN_CLUSTER", cfg.ctas())
+        .define("KILN_CLUSTER", cfg.ctas_m())
+        .define("KILN_CLUSTER_N", cfg.ctas_n())
         .define("KILN_TMAE", cfg.tma_epi as u32)
         .define("KILN_STAGES", cfg.stages())
         .define("KILN_OUT", out.code())
@@ -527,13 +588,14 @@ pub fn supports(p: &Fp8Problem, dev: &DeviceInfo) -> std::result::Result<(), Str
     Ok(())
 }
 
-/// Tiles of `cfg`'s block tile over `p`'s C (for pairs: both tiles of every pair, the second
-/// past M where the tile-rows are odd).
+/// Tiles of `cfg`'s block tile over `p`'s C (for clusters: every tile of every cluster tile,
+/// the second of a pair past M or N where the tile-rows or columns are odd).
 pub fn tiles(p: &Fp8Problem, cfg: &Fp8Config) -> u64 {
-    let ctas = cfg.ctas() as u64;
-    (p.m as u64).div_ceil(cfg.bm as u64).div_ceil(ctas)
-        * ctas
-        * (p.n as u64).div_ceil(cfg.bn as u64)
+    let (cm, cn) = (cfg.ctas_m() as u64, cfg.ctas_n() as u64);
+    (p.m as u64).div_ceil(cfg.bm as u64).div_ceil(cm)
+        * cm
+        * (p.n as u64).div_ceil(cfg.bn as u64).div_ceil(cn)
+        * cn
 }
 
 /// Relative cost per output column of a config's mainloop, from the H100 measurements of
@@ -648,6 +710,7 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
                 && !c.order
                 && c.bm == 128
                 && c.bn == 128
+                && c.ctas() == 1
                 && dev.check_smem(c.smem_bytes()).is_ok()
         })
 }
@@ -830,8 +893,9 @@ pub fn predict_us(p: &Fp8Problem, cfg: &Fp8Config, splits: u32, dev: &DeviceInfo
     let t_mma = flop_block / (sm_flop_per_us * mainloop_efficiency(cfg, p.promote));
     // Little's law on the ring: stages - 2 in flight (two are the consumers'), each landing
     // after the latency of where its bytes come from.
-    // a pair's CTA fetches half of B itself (the other half arrives by its peer's multicast)
-    let stage = ((cfg.a_rows(p.m) + cfg.bn / cfg.ctas()) * BK) as f64;
+    // a pair's CTA fetches half of the shared tile itself (the other half arrives by its peer's
+    // multicast)
+    let stage = ((cfg.a_box_rows(p.m) + cfg.b_box_rows()) * BK) as f64;
     let fetched = units as f64 * k_unit * stage;
     let from_dram = (bytes / fetched.max(1.0)).min(1.0);
     let latency =
@@ -874,15 +938,18 @@ pub struct Fp8Ranked {
 /// Every compiled config that fits `dev`, each with its best slice count (1, or up to its
 /// reduction's most with two K blocks or more a slice), ranked by [`predict_us`] with a nudge
 /// towards filling the SMs (10 % for a wave of idle SMs: the per-SM rates are guesses, and a
-/// config that needs fewer SMs to reach the DRAM's rate is the one they would hurt), each config
+/// config that needs fewer SMs to reach the DRAM's rate is the one they would hurt; a cluster's
+/// tiles past M or N count as idle), each config
 /// with the fewest slices within 2 % of its best: the fastest first, then the fewer tile rows
 /// past M, the fewer slices, the new family, the wider.
 pub fn ranked(p: &Fp8Problem, dev: &DeviceInfo) -> Vec<Fp8Ranked> {
     let kblocks = (p.k as u64).div_ceil(BK as u64) as u32;
     let sms = dev.sm_count.max(1) as u64;
     let score = |c: &Fp8Config, s: u32| {
+        // a cluster's tiles past M or N fill no SM with work: they count as idle
+        let real = (p.m as u64).div_ceil(c.bm as u64) * (p.n as u64).div_ceil(c.bn as u64);
         let units = tiles(p, c) * s as u64;
-        let idle = (units.div_ceil(sms) * sms - units) as f64 / sms as f64;
+        let idle = (units.div_ceil(sms) * sms - real * s as u64) as f64 / sms as f64;
         // to 0.1 us: nearer than that is a tie
         (predict_us(p, c, s, dev) * (1.0 + 0.1 * idle) * 10.0).round() / 10.0
     };
@@ -1043,9 +1110,9 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         box_rows,
     };
     let a_rows = cfg.a_rows(p.m);
-    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, a_rows).encode()?;
-    // pairs: each CTA loads half of the B tile and multicasts it
-    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, bn / cfg.ctas()).encode()?;
+    // clusters: each CTA loads its part of a shared A or B tile and multicasts it
+    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, cfg.a_box_rows(p.m)).encode()?;
+    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, cfg.b_box_rows()).encode()?;
     let reduce = cfg.reduction();
     let mut args = Fp8Args {
         c: ops.c.ptr(),
@@ -1215,6 +1282,8 @@ mod tests {
             ),
             (6, 5, 5, 5, 5, 5, 5, 5)
         );
+        // the clusters keep 128pte's ring: their stages hold whole tiles, parts from the peers
+        assert_eq!((st("128ptme"), st("128ptne"), st("128ptmne")), (5, 5, 5));
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
         // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
         let te: Fp8Config = "176te".parse().unwrap();
@@ -1246,6 +1315,10 @@ mod tests {
             "128pte",
             "128ote/2a",
             "128os",
+            "128ptme",
+            "128ptne",
+            "128ptmne/4a",
+            "160sn",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1287,8 +1360,8 @@ mod tests {
         assert!(ote.same_kernel(&te) && ote.same_kernel(&"128ote/3".parse().unwrap()));
         assert_eq!(ote, te.ordered());
         let p = Fp8Problem::new(4096, 7168, 2048, DType::Bf16, ScaleMode::Block);
-        assert!(check_config(&p, "176ote".parse().unwrap()).is_ok());
-        assert!(check_config(&p, "128os/2".parse().unwrap()).is_ok());
+        assert!(check_config(&p, "176ose".parse().unwrap()).is_ok());
+        assert!(check_config(&p, "112ose/2".parse().unwrap()).is_ok());
         // the old family with turns: the same kernel, so the same ring and specialisation
         let (old, turns): (Fp8Config, Fp8Config) =
             ("160".parse().unwrap(), "160o".parse().unwrap());
@@ -1310,6 +1383,30 @@ mod tests {
         let pair: Fp8Config = "160sm".parse().unwrap();
         assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
         assert!(!pair.same_kernel(&"160s".parse().unwrap()));
+        // pairs along N share A (n), 2 x 2 clusters both: each CTA's boxes hold its part
+        let (pm, pn, quad): (Fp8Config, Fp8Config, Fp8Config) = (
+            "128ptme".parse().unwrap(),
+            "128ptne".parse().unwrap(),
+            "128ptmne".parse().unwrap(),
+        );
+        assert_eq!((pn.ctas_m(), pn.ctas_n(), quad.ctas()), (1, 2, 4));
+        assert!(!pm.same_kernel(&pn) && !pn.same_kernel(&quad) && pm.is_new());
+        assert_eq!(
+            (pm.a_box_rows(4096), pm.b_box_rows()),
+            (128, 64),
+            "pairs along M: the whole A, half of B"
+        );
+        assert_eq!((pn.a_box_rows(4096), pn.b_box_rows()), (64, 128));
+        assert_eq!((quad.a_box_rows(4096), quad.b_box_rows()), (64, 64));
+        // a small M keeps the whole A box where CTAs share it (each loads half of the tile's)
+        assert_eq!(
+            (pm.a_rows(40), pn.a_rows(40), pn.a_box_rows(40)),
+            (40, 128, 64)
+        );
+        assert_eq!(
+            (pm.to_string(), pn.to_string(), quad.to_string()),
+            ("128ptme".into(), "128ptne".into(), "128ptmne".into())
+        );
         let old: Fp8Config = "128p/3".parse().unwrap();
         assert_eq!((old.reduction(), old.is_new()), (Reduce::Slots, false));
         assert_eq!(
@@ -1318,7 +1415,7 @@ mod tests {
         );
         for bad in [
             "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
-            "128po", "128op", "128so", "o",
+            "128po", "128op", "128so", "o", "128nm", "128en", "128pnt",
         ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");
@@ -1345,15 +1442,20 @@ mod tests {
             (tiles(&p, &"160s".parse().unwrap()), tiles(&p, &pair)),
             (9, 12)
         );
+        // 3 x 3 tiles of 128: pairs along N pad the columns, 2 x 2 clusters both
+        assert_eq!(
+            (tiles(&p, &pm), tiles(&p, &pn), tiles(&p, &quad)),
+            (12, 12, 16)
+        );
     }
 
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 13 kernels (14 configs: 128ote
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 14 kernels (15 configs: 128ote
         // runs 128te's); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

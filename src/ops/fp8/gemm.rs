@@ -691,15 +691,25 @@ pub const LARGE_M: usize = 1024;
 /// `128te` at K = 4096 and 16384 and 0.97x at K = 512, where a tile has 4 K blocks to overlap.
 pub const LARGE_PIPE_K: usize = 2048;
 
+/// The clusters (CTAs along M, along N) the large rule runs its pipelined tile in: (1, 1) until
+/// the device times ledger row 13's `128ptme`, `128ptne` and `128ptmne` against `128pte`.
+pub const LARGE_CLUSTER: (u32, u32) = (1, 1);
+
 /// The large rule at M >= [`LARGE_M`]: the 128-wide tile with the A scales by TMA and the
-/// TMA-store epilogue, its promotion pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained
-/// below (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block
-/// scales) or does not fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
+/// TMA-store epilogue, its promotion pipelined from K = [`LARGE_PIPE_K`] (`128pte`, in clusters
+/// of [`LARGE_CLUSTER`] where they tile C without a tile past M or N), drained below (`128te`);
+/// `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales) or does not
+/// fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
 pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
     }
     let pipe = p.k >= LARGE_PIPE_K;
+    let (cm, cn) = if pipe {
+        whole_clusters(p, LARGE_CLUSTER)
+    } else {
+        (1, 1)
+    };
     configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
@@ -710,9 +720,22 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
                 && !c.order
                 && c.bm == 128
                 && c.bn == 128
-                && c.ctas() == 1
+                && (c.ctas_m(), c.ctas_n()) == (cm, cn)
                 && dev.check_smem(c.smem_bytes()).is_ok()
         })
+}
+
+/// `cluster` (CTAs along M, along N) where its cluster tiles of 128 x 128 cover `p`'s C with
+/// no tile past M or N (such a tile costs its CTA a whole tile's time), else single CTAs.
+fn whole_clusters(p: &Fp8Problem, cluster: (u32, u32)) -> (u32, u32) {
+    let (cm, cn) = cluster;
+    if p.m.div_ceil(128).is_multiple_of(cm as usize)
+        && p.n.div_ceil(128).is_multiple_of(cn as usize)
+    {
+        cluster
+    } else {
+        (1, 1)
+    }
 }
 
 /// The fill rule above [`SMALL_M`]: among the compiled 128-row tiles with the TMA-store
@@ -1744,6 +1767,20 @@ mod tests {
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
         assert_eq!(choose_large(&p, &dev), None);
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
+        // clusters only where they tile C whole: DeepSeek-V3's M = 4096 has 32 rows of tiles,
+        // N = 2112 17 columns; M = 1100 9 rows
+        let at = |m, n| Fp8Problem::new(m, n, 7168, DType::Bf16, ScaleMode::Block);
+        assert_eq!(whole_clusters(&at(4096, 7168), (2, 1)), (2, 1));
+        assert_eq!(whole_clusters(&at(4096, 7168), (2, 2)), (2, 2));
+        assert_eq!(whole_clusters(&at(4096, 2112), (2, 1)), (2, 1));
+        assert_eq!(whole_clusters(&at(4096, 2112), (1, 2)), (1, 1));
+        assert_eq!(whole_clusters(&at(1100, 7168), (2, 1)), (1, 1));
+        // whatever LARGE_CLUSTER holds, the rule's choice is compiled
+        for (m, n, k) in [(4096, 2112, 7168), (4096, 7168, 16384), (1100, 7168, 2048)] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_large(&p, &dev).expect("compiled");
+            assert!(check_config(&p, c).is_ok() && c.pipe, "{p}: {c}");
+        }
     }
 
     #[test]

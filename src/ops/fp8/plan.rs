@@ -149,7 +149,17 @@ pub fn plan(
                     "tile {c} (rule `large`): M >= {LARGE_M} takes the 128-wide tile with the A \
                      scales by TMA and the TMA-store epilogue, its promotion pipelined from K = \
                      {LARGE_PIPE_K} (on an H200 at aa92128 1.06-1.10x the drained tile there, \
-                     0.97x at K = 512)"
+                     0.97x at K = 512){}",
+                    if c.ctas() > 1 {
+                        format!(
+                            ", in clusters of {} x {} CTAs multicasting the tiles they share \
+                             (their tiles cover C whole)",
+                            c.ctas_m(),
+                            c.ctas_n()
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
                 Fp8Rule::Large => format!(
                     "M < {LARGE_M} or no such tile compiled for these scales, so rule \

@@ -646,13 +646,13 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
         v.push(case(p, tile.parse().ok(), ScaleRecipe::Fp32));
     }
     // the small-M path: the 64-row tiles with many slices summed atomically, an A box shorter
-    // than the tile (M = 40), a tile whose second consumer lies wholly past N (N = 300); a 2 x 2
-    // cluster in slices whose second column of tiles lies past N (no A-scale map at M = 129)
+    // than the tile (M = 40), a tile whose second consumer lies wholly past N (N = 300); a pair
+    // in slices, three columns of tiles (no A-scale map at M = 129)
     for (m, n, k, tile) in [
         (64, 384, 4112, "64x128ps/7"),
         (40, 1000, 2048, "64x256ps/3"),
         (64, 300, 1024, "64x256ps/2"),
-        (129, 257, 4112, "128ptmne/4"),
+        (129, 257, 4112, "128ptme/4"),
         (128, 2112, 7168, "64x192ps/12"),
     ] {
         let p = Fp8Problem {
@@ -667,13 +667,13 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
     // and f32), the 176-wide tile's third B scale block (its third column tile, columns
     // 352..527, spans B blocks 2, 3 and 4: N = 520 reaches into the third), split slices, each
     // output type; the A scales by TMA where M is a multiple of 4 (M = 200, 300; at M = 129 the
-    // copier warp takes them, as with `s`); pairs whose second tile lies past N (three column
-    // tiles at N = 360) or past M (three rows of tiles at M = 300), one in slices
+    // copier warp takes them, as with `s`); pairs in f32 and, whose second tile lies past M
+    // (three rows of tiles at M = 300), in slices
     for (m, n, k, out, tile) in [
         (129, 392, 4112, DType::Bf16, "176se"),
         (129, 392, 4112, DType::Bf16, "112se/3"),
         (200, 360, 1024, DType::F32, "112se"),
-        (200, 360, 1024, DType::F32, "128ptne"),
+        (200, 360, 1024, DType::F32, "128ptme"),
         (300, 520, 2048, DType::F16, "128ptme/2"),
         (300, 520, 2048, DType::F16, "160se"),
         (300, 520, 2048, DType::Bf16, "128te"),

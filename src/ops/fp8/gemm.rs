@@ -431,12 +431,13 @@ impl std::str::FromStr for Fp8Config {
 /// mainloop (ledger row 12), `128te` with the pipelined promotion (`128pte`) and with the
 /// consumers taking turns (`128ote`: a run-time choice on `128te`'s kernel, listed so that the
 /// suites and rules see it; any drained promoted config takes `o` the same way, `176ose` on
-/// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in clusters multicasting
-/// the shared tiles: pairs along M sharing B (`128ptme`), along N sharing A (`128ptne`), and 2
-/// x 2 sharing both (`128ptmne`). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
+/// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in pairs of CTAs along M
+/// multicasting B (`128ptme`). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
 /// `128psm`, `160sm`) lost at 7eb2e34, `128ps`, `128se` at 22a9572 (to `128s` and `128te`),
-/// and `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), and were
-/// dropped for these.
+/// `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), and the pairs
+/// along N and 2 x 2 clusters (`128ptne`, `128ptmne`) to `128ptme` (row 13), and were dropped
+/// for these (the kernel keeps the clusters along N: `n` parses, and compiling one back is a
+/// line here).
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -467,15 +468,6 @@ pub fn configs(
         Fp8Config::tile(128, 128, true, true)
             .scales_by_tma()
             .paired()
-            .tma_store(),
-        Fp8Config::tile(128, 128, true, true)
-            .scales_by_tma()
-            .paired_n()
-            .tma_store(),
-        Fp8Config::tile(128, 128, true, true)
-            .scales_by_tma()
-            .paired()
-            .paired_n()
             .tma_store(),
         Fp8Config::tile(128, 128, false, true)
             .ordered()
@@ -687,29 +679,39 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
 /// tiles, so the K loop, not the split-K or the fill of the SMs, is what a config changes.
 pub const LARGE_M: usize = 1024;
 
-/// Fewest K the large rule pipelines the promotion at: on an H200 (aa92128) `128pte` ran 1.06-1.10x
-/// `128te` at K = 4096 and 16384 and 0.97x at K = 512, where a tile has 4 K blocks to overlap.
-pub const LARGE_PIPE_K: usize = 2048;
+/// Fewest K the large rule pipelines the promotion at in single CTAs: on an H200 `128pte` ran
+/// 1.06-1.10x `128te` at K = 4096 and 16384 (aa92128), 1.10x at K = 1536 and 0.97x at K = 512
+/// (ledger row 13), where a tile has 4 K blocks to overlap.
+pub const LARGE_PIPE_K: usize = 1536;
 
-/// The clusters (CTAs along M, along N) the large rule runs its pipelined tile in: (1, 1) until
-/// the device times ledger row 13's `128ptme`, `128ptne` and `128ptmne` against `128pte`.
-pub const LARGE_CLUSTER: (u32, u32) = (1, 1);
+/// The clusters (CTAs along M, along N) the large rule runs its pipelined tile in: pairs along M
+/// sharing B (`128ptme`), on an H200 (ledger row 13) 1.035x `128pte` at 4096x7168x16384, 1.01x
+/// at 4096x24576x1536, and at 4096x32768x512 1.04x `128pte` and 1.01x `128te`.
+pub const LARGE_CLUSTER: (u32, u32) = (2, 1);
+
+/// Fewest waves of tiles (single CTAs' over the SMs) the large rule runs clusters at: at
+/// 2048x2048x4096 (1.94 waves) the pairs ran 0.98x `128pte`; every timed shape of 13 waves or
+/// more gained.
+pub const LARGE_CLUSTER_WAVES: u64 = 4;
 
 /// The large rule at M >= [`LARGE_M`]: the 128-wide tile with the A scales by TMA and the
-/// TMA-store epilogue, its promotion pipelined from K = [`LARGE_PIPE_K`] (`128pte`, in clusters
-/// of [`LARGE_CLUSTER`] where they tile C without a tile past M or N), drained below (`128te`);
-/// `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales) or does not
-/// fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
+/// TMA-store epilogue, its promotion pipelined, in clusters of [`LARGE_CLUSTER`] (`128ptme`) where
+/// they tile C without a tile past M or N and its tiles fill [`LARGE_CLUSTER_WAVES`] waves of
+/// the SMs; else in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained below
+/// (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales)
+/// or does not fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
 pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
     }
-    let pipe = p.k >= LARGE_PIPE_K;
-    let (cm, cn) = if pipe {
+    let sms = dev.sm_count.max(1) as u64;
+    let waves = (p.m.div_ceil(128) * p.n.div_ceil(128)) as u64 >= LARGE_CLUSTER_WAVES * sms;
+    let (cm, cn) = if waves {
         whole_clusters(p, LARGE_CLUSTER)
     } else {
         (1, 1)
     };
+    let pipe = cm * cn > 1 || p.k >= LARGE_PIPE_K;
     configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
@@ -1476,9 +1478,9 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 14 kernels (15 configs: 128ote
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 12 kernels (13 configs: 128ote
         // runs 128te's); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 12) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -1745,11 +1747,13 @@ mod tests {
         let dev = DeviceInfo::h100_sxm();
         let pte: Fp8Config = "128pte".parse().unwrap();
         let te: Fp8Config = "128te".parse().unwrap();
+        let pair: Fp8Config = "128ptme".parse().unwrap();
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             if m >= LARGE_M {
-                assert_eq!(c, if k >= LARGE_PIPE_K { pte } else { te }, "{p}");
+                // M = 4096: 32 rows of tiles, 544 tiles or more (4.1 waves) at every N
+                assert_eq!(c, pair, "{p}");
                 assert!(check_config(&p, c).is_ok());
                 // one slice: 32 rows of tiles fill the SMs
                 assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
@@ -1764,6 +1768,24 @@ mod tests {
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte);
         let p = Fp8Problem::new(1024, 7168, 512, DType::Bf16, ScaleMode::Block);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), te);
+        // pairs only from 4 waves of tiles (2048x2048: 1.94) and where the rows of tiles pair up
+        // (M = 1100: 9); single CTAs pipelined from K = 1536
+        let at = |m, n, k| {
+            choose_by(
+                &Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block),
+                &dev,
+                Fp8Rule::Large,
+            )
+        };
+        assert_eq!(
+            (
+                at(2048, 2048, 4096),
+                at(1100, 32768, 16384),
+                at(1100, 32768, 512)
+            ),
+            (pte, pte, te)
+        );
+        assert_eq!((at(4096, 7168, 1536), at(2048, 8192, 512)), (pair, pair));
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
         assert_eq!(choose_large(&p, &dev), None);
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
@@ -1775,7 +1797,6 @@ mod tests {
         assert_eq!(whole_clusters(&at(4096, 2112), (2, 1)), (2, 1));
         assert_eq!(whole_clusters(&at(4096, 2112), (1, 2)), (1, 1));
         assert_eq!(whole_clusters(&at(1100, 7168), (2, 1)), (1, 1));
-        // whatever LARGE_CLUSTER holds, the rule's choice is compiled
         for (m, n, k) in [(4096, 2112, 7168), (4096, 7168, 16384), (1100, 7168, 2048)] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_large(&p, &dev).expect("compiled");

@@ -65,8 +65,8 @@
 #                                the timings)
 #   fp8ml                        the large-M mainloop's A/B (docs/fp8.md, ledger rows 12-13) in one
 #                                call (about 5 min on an H200): the FP8 variants compiled, `kiln fp8
-#                                verify --suite quick`, FP8ML_TILES (default 128te 128pte 128ptme,
-#                                row 13's; row 12's: 128te 128pte 128ote 176ose) at
+#                                verify --suite quick`, FP8ML_TILES (default 128te 128pte 128ptme
+#                                128ptmh, rows 13-14; row 12's: 128te 128pte 128ote 176ose) at
 #                                ragged shapes, several units a CTA, a skipping consumer, tiles of
 #                                a cluster past M or N, and split-K (FP8ML_SPLIT), then timed twice
 #                                each beside cuBLASLt at FP8ML_SHAPES (default 4096x7168x16384,
@@ -589,7 +589,7 @@ fp8ab)
   step_json fp8ab-ds 400 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
     --tile waves --tile waves --tile "${FP8AB_RULE:-fill}" "${tiles[@]}"
   step_json fp8ab-large 150 "$KILN" --json fp8 bench --shape 4096x7168x16384 --scale block --reps 10 \
-    --tile 128p --tile 128p --tile 128te --tile 128pte --tile 128ptme --tile 128ote --tile 112se --tile 160se --tile 176se
+    --tile 128p --tile 128p --tile 128te --tile 128pte --tile 128ptme --tile 128ptmh --tile 128ote --tile 112se --tile 160se --tile 176se
   fi
   table
   echo
@@ -668,15 +668,16 @@ EOF
 fp8ml)
   need_bin "$KILN"; machine "$KILN"
   # The large-M mainloop: row 12 set 128te against the pipelined promotion (128pte) and the
-  # consumers taking turns (128ote, 176ose); row 13 (the default) 128te and 128pte against the
-  # pairs along M multicasting B (128ptme, the large rule's since row 13), verified first. Edges:
+  # consumers taking turns (128ote, 176ose); rows 13-14 (the default) 128te and 128pte against the
+  # pairs along M multicasting B (128ptme, the large rule's since row 13) and those with a sixth
+  # stage for one staging buffer a consumer (128ptmh), verified first. Edges:
   # 2048x2048x4096 gives a CTA two tiles (turns and clusters run on across units), M = 40 leaves
   # the second consumer past M (and a pair's second tile), 300x520 has odd rows and columns of
   # tiles (a cluster's tiles past M and N), 200x360 f32 out, M = 129 has no A-scale map (t runs
   # as s); FP8ML_SPLIT splits K (both reductions).
-  mltiles=${FP8ML_TILES:-128te 128pte 128ptme}
+  mltiles=${FP8ML_TILES:-128te 128pte 128ptme 128ptmh}
   tiles=(); for t in $mltiles; do tiles+=(--tile "$t"); done
-  splits=(); for t in ${FP8ML_SPLIT:-128ptme/3 128ptme/2w 128pte/3}; do splits+=(--tile "$t"); done
+  splits=(); for t in ${FP8ML_SPLIT:-128ptme/3 128ptme/2w 128pte/3 128ptmh/3}; do splits+=(--tile "$t"); done
   shapes=(); for t in ${FP8ML_SHAPES:-4096x7168x16384 4096x32768x512 2048x2048x4096 4096x24576x1536}; do shapes+=(--shape "$t"); done
   step fp8ml-check 180 "$KILN" fp8 check
   step fp8ml-verify 120 "$KILN" fp8 verify --suite quick

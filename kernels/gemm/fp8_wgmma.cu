@@ -66,7 +66,8 @@
 // Epilogue: from registers (quad transpose, 16-byte stores), or with KILN_TMAE = 1 and a C that
 // TMA can address (Fp8Args.tma_c; the host's map, else registers) through shared memory: each
 // consumer stages its 64 x WN tile in chunks of 64 rows x 128 bytes (128B swizzle, two 8 KB
-// buffers of its own, alternately; common/c_staging.cuh) that one thread sends to C by
+// buffers of its own, alternately, or with KILN_TMAE = 2 one, each chunk after the previous
+// one's store has read it; common/c_staging.cuh) that one thread sends to C by
 // cp.async.bulk.tensor, and goes on to the next unit's K blocks without waiting for the stores
 // (the grid is persistent: they drain under its wgmmas; a buffer is rewritten only once its store
 // has read it). TMA drops what lies past M and N. A width that is not whole chunks (112, 144,
@@ -111,11 +112,15 @@ constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BY
 // padded to 16; to 128 with KILN_SSCALE = 2, whose TMA writes the A scales at the slot's start.
 constexpr u32 SLOT_BYTES = !SSCALE ? 0 : A_SCALE_TMA ? (BM * 4 + 16 + 127) / 128 * 128 : BM * 4 + 16;
 static_assert(KILN_SSCALE >= 0 && KILN_SSCALE <= 2, "KILN_SSCALE is 0, 1 or 2");
-// KILN_TMAE: the TMA-store epilogue's staging, two 8 KB chunks per consumer after the ring.
+// KILN_TMAE: the TMA-store epilogue's staging after the ring, two 8 KB chunks per consumer (1),
+// or one (2: each chunk waits for the previous one's store to read it; the 16 KB saved buy the
+// ring a stage).
 constexpr bool TMA_EPI = KILN_TMAE != 0;
-using Epi = TmaStoreEpilogue<1, out_t>;
+constexpr int EPI_BUFS = KILN_TMAE == 2 ? 1 : 2;
+static_assert(KILN_TMAE >= 0 && KILN_TMAE <= 2, "KILN_TMAE is 0, 1 (two staging buffers a consumer) or 2 (one)");
+using Epi = TmaStoreEpilogue<1, out_t, EPI_BUFS>;
 constexpr int C_COLS = Epi::C_COLS, C_NCH = WN / C_COLS, C_TAIL = WN % C_COLS;
-constexpr u32 C_BYTES = TMA_EPI ? 4 * Epi::CHUNK_BYTES : 0;
+constexpr u32 C_BYTES = TMA_EPI ? 2 * EPI_BUFS * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
 // split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
 // 128 threads sync, the other consumer's 128 arrive).

@@ -668,13 +668,16 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
     // 352..527, spans B blocks 2, 3 and 4: N = 520 reaches into the third), split slices, each
     // output type; the A scales by TMA where M is a multiple of 4 (M = 200, 300; at M = 129 the
     // copier warp takes them, as with `s`); pairs in f32 and, whose second tile lies past M
-    // (three rows of tiles at M = 300), in slices
+    // (three rows of tiles at M = 300), in slices; one staging buffer a consumer (h: two chunks
+    // of 16-bit C, four of f32, each after the last one's store)
     for (m, n, k, out, tile) in [
         (129, 392, 4112, DType::Bf16, "176se"),
         (129, 392, 4112, DType::Bf16, "112se/3"),
         (200, 360, 1024, DType::F32, "112se"),
         (200, 360, 1024, DType::F32, "128ptme"),
         (300, 520, 2048, DType::F16, "128ptme/2"),
+        (300, 520, 2048, DType::Bf16, "128ptmh"),
+        (200, 360, 1024, DType::F32, "128ptmh/2"),
         (300, 520, 2048, DType::F16, "160se"),
         (300, 520, 2048, DType::Bf16, "128te"),
         (300, 520, 2048, DType::Bf16, "176se"),
@@ -726,7 +729,7 @@ mod tests {
             s.iter()
                 .filter(|c| c.cfg.is_some_and(|t| t.splits > 1))
                 .count(),
-            15
+            16
         );
         // both reductions, on the old family and the new
         for (new, reduce) in [

@@ -69,6 +69,10 @@ pub struct Fp8Config {
     pub cluster_n: u32,
     #[serde(default)]
     pub tma_epi: bool,
+    /// With `tma_epi`: one staging buffer per consumer, not two (`h`, `KILN_TMAE=2`): 16 KB
+    /// for the ring.
+    #[serde(default)]
+    pub one_buffer: bool,
     pub splits: u32,
     #[serde(default)]
     pub reduce: Option<Reduce>,
@@ -100,6 +104,7 @@ impl Fp8Config {
             cluster: 1,
             cluster_n: 1,
             tma_epi: false,
+            one_buffer: false,
             splits: 0,
             reduce: None,
         }
@@ -155,6 +160,7 @@ impl Fp8Config {
             self.cluster,
             self.cluster_n,
             self.tma_epi,
+            self.one_buffer,
         ) == (
             other.bm,
             other.bn,
@@ -164,6 +170,7 @@ impl Fp8Config {
             other.cluster,
             other.cluster_n,
             other.tma_epi,
+            other.one_buffer,
         )
     }
 
@@ -174,12 +181,31 @@ impl Fp8Config {
         self.bm != 128 || self.sscale || self.ctas() > 1 || self.tma_epi
     }
 
-    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer.
+    /// The same tile writing C through the TMA-store epilogue with one staging buffer per
+    /// consumer.
+    pub const fn one_staging_buffer(self) -> Self {
+        Fp8Config {
+            tma_epi: true,
+            one_buffer: true,
+            ..self
+        }
+    }
+
+    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer, or one.
     pub const fn c_bytes(&self) -> u32 {
-        if self.tma_epi {
-            4 * 8192
-        } else {
-            0
+        match (self.tma_epi, self.one_buffer) {
+            (false, _) => 0,
+            (true, false) => 4 * 8192,
+            (true, true) => 2 * 8192,
+        }
+    }
+
+    /// `KILN_TMAE`: 0 registers, 1 two staging buffers a consumer, 2 one.
+    pub const fn tmae_define(&self) -> u32 {
+        match (self.tma_epi, self.one_buffer) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
         }
     }
 
@@ -327,7 +353,11 @@ impl std::fmt::Display for Fp8Config {
             },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
-            if self.tma_epi { "e" } else { "" }
+            match (self.tma_epi, self.one_buffer) {
+                (true, true) => "h",
+                (true, false) => "e",
+                _ => "",
+            }
         )?;
         if self.splits > 0 {
             write!(f, "/{}", self.splits)?;
@@ -342,24 +372,25 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][s|t][m][n][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][s|t][m][n][e|h][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
-    /// N multicasting A), `128ptmne` (clusters of 2 x 2, both),
+    /// N multicasting A), `128ptmne` (clusters of 2 x 2, both), `128ptmh` (the TMA-store epilogue
+    /// with one staging buffer a consumer),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
     /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
     /// (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][n][e][/S][a|w]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][n][e|h][/S][a|w]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, s for block scales through shared memory (t: the A scales by TMA), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
-                 TMA-store \
-                 epilogue, 64x for the 64-row tile, /S for S split-K slices, a or w to reduce \
-                 them atomically or through slots (64x128ps/7a)"
+                 TMA-store epilogue (h: with one staging buffer a consumer), 64x for the 64-row \
+                 tile, /S for S split-K slices, a or w to reduce them atomically or through slots \
+                 (64x128ps/7a)"
             ))
         };
         let (mut head, mut reduce) = (s, None);
@@ -377,9 +408,10 @@ impl std::str::FromStr for Fp8Config {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
         };
-        let (head, tma_epi) = match head.strip_suffix('e') {
-            Some(h) => (h, true),
-            None => (head, false),
+        let (head, tma_epi, one_buffer) = match (head.strip_suffix('e'), head.strip_suffix('h')) {
+            (Some(h), _) => (h, true, false),
+            (None, Some(h)) => (h, true, true),
+            _ => (head, false, false),
         };
         let (head, cluster_n) = match head.strip_suffix('n') {
             Some(h) => (h, 2),
@@ -413,6 +445,7 @@ impl std::str::FromStr for Fp8Config {
             cluster,
             cluster_n,
             tma_epi,
+            one_buffer,
             splits,
             reduce,
         })
@@ -469,6 +502,10 @@ pub fn configs(
             .scales_by_tma()
             .paired()
             .tma_store(),
+        Fp8Config::tile(128, 128, true, true)
+            .scales_by_tma()
+            .paired()
+            .one_staging_buffer(),
         Fp8Config::tile(128, 128, false, true)
             .ordered()
             .scales_by_tma()
@@ -512,7 +549,7 @@ fn spec_of(
         .define("KILN_SSCALE", cfg.sscale_define())
         .define("KILN_CLUSTER", cfg.ctas_m())
         .define("KILN_CLUSTER_N", cfg.ctas_n())
-        .define("KILN_TMAE", cfg.tma_epi as u32)
+        .define("KILN_TMAE", cfg.tmae_define())
         .define("KILN_STAGES", cfg.stages())
         .define("KILN_OUT", out.code())
         // NT: A row-major and B column-major, both K-contiguous (the layout defines the shared
@@ -722,6 +759,7 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
                 && !c.order
                 && c.bm == 128
                 && c.bn == 128
+                && !c.one_buffer
                 && (c.ctas_m(), c.ctas_n()) == (cm, cn)
                 && dev.check_smem(c.smem_bytes()).is_ok()
         })
@@ -1309,6 +1347,11 @@ mod tests {
         );
         // the clusters keep 128pte's ring: their stages hold whole tiles, parts from the peers
         assert_eq!((st("128ptme"), st("128ptne"), st("128ptmne")), (5, 5, 5));
+        // one staging buffer a consumer (h): 16 KB of staging, a sixth stage
+        let h: Fp8Config = "128ptmh".parse().unwrap();
+        assert_eq!((h.stages(), h.c_bytes(), h.tmae_define()), (6, 16_384, 2));
+        assert_eq!(h.smem_bytes(), 1024 + 6 * 33_424 + 16_384);
+        assert!(!h.same_kernel(&"128ptme".parse().unwrap()) && h.tma_epi && h.is_new());
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
         // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
         let te: Fp8Config = "176te".parse().unwrap();
@@ -1344,6 +1387,8 @@ mod tests {
             "128ptne",
             "128ptmne/4a",
             "160sn",
+            "128ptmh",
+            "128th/2a",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1440,7 +1485,7 @@ mod tests {
         );
         for bad in [
             "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
-            "128po", "128op", "128so", "o", "128nm", "128en", "128pnt",
+            "128po", "128op", "128so", "o", "128nm", "128en", "128pnt", "128he", "128eh",
         ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");
@@ -1478,9 +1523,9 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 12 kernels (13 configs: 128ote
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 13 kernels (14 configs: 128ote
         // runs 128te's); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 12) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

@@ -78,6 +78,15 @@ pub struct Fp8Config {
     pub reduce: Option<Reduce>,
 }
 
+/// A define of three values: 0 without the feature, 1 with it, 2 with it in its second form.
+const fn three_way(on: bool, second: bool) -> u32 {
+    match (on, second) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => 2,
+    }
+}
+
 fn rows_128() -> u32 {
     128
 }
@@ -193,20 +202,16 @@ impl Fp8Config {
 
     /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer, or one.
     pub const fn c_bytes(&self) -> u32 {
-        match (self.tma_epi, self.one_buffer) {
-            (false, _) => 0,
-            (true, false) => 4 * 8192,
-            (true, true) => 2 * 8192,
+        match self.tmae_define() {
+            0 => 0,
+            1 => 4 * 8192,
+            _ => 2 * 8192,
         }
     }
 
     /// `KILN_TMAE`: 0 registers, 1 two staging buffers a consumer, 2 one.
     pub const fn tmae_define(&self) -> u32 {
-        match (self.tma_epi, self.one_buffer) {
-            (false, _) => 0,
-            (true, false) => 1,
-            (true, true) => 2,
-        }
+        three_way(self.tma_epi, self.one_buffer)
     }
 
     /// Block tiles a cluster tile holds along M (CTAs sharing B).
@@ -261,11 +266,7 @@ impl Fp8Config {
 
     /// `KILN_SSCALE`: 0 scales from global memory, 1 copied into the slot, 2 A's by TMA.
     pub const fn sscale_define(&self) -> u32 {
-        match (self.sscale, self.tma_scales) {
-            (false, _) => 0,
-            (true, false) => 1,
-            (true, true) => 2,
-        }
+        three_way(self.sscale, self.tma_scales)
     }
 
     /// Stages in the ring: as many as the budget holds beside 1 KB of alignment slack, the

@@ -68,15 +68,17 @@
 #                                the copy bandwidth; `verify` or `time` runs one half (two device
 #                                calls of one binary: the check, verify and reruns, then peak and
 #                                the timings)
-#   fp8ml                        the large-M mainloop's A/B (docs/fp8.md, ledger row 12) in one call
-#                                (about 4 min on an H200): the FP8 variants compiled, `kiln fp8
-#                                verify --suite quick`, FP8ML_TILES (default 128te 128pte 128ote
-#                                176ote) at ragged shapes, several units a CTA, a skipping consumer
-#                                and split-K, then timed twice each beside cuBLASLt at
-#                                4096x7168x16384, 4096x32768x512 and 2048x2048x4096, and DeepSeek-V3's
-#                                set under the rules `measured` and `large` (twice each) and 128te;
-#                                table of us, TFLOPS and x cuBLASLt per shape and config, and the
-#                                geomeans
+#   fp8ml                        the large-M mainloop's A/B (docs/fp8.md, ledger rows 12-13) in one
+#                                call (about 5 min on an H200): the FP8 variants compiled, `kiln fp8
+#                                verify --suite quick`, FP8ML_TILES (default 128te 128pte 128ptme
+#                                128ptmh, rows 13-14; row 12's: 128te 128pte 128ote 176ose) at
+#                                ragged shapes, several units a CTA, a skipping consumer, tiles of
+#                                a cluster past M or N, and split-K (FP8ML_SPLIT), then timed twice
+#                                each beside cuBLASLt at FP8ML_SHAPES (default 4096x7168x16384,
+#                                4096x32768x512, 2048x2048x4096 and 4096x24576x1536), and
+#                                DeepSeek-V3's set under the rules `measured` and `large` (twice
+#                                each) and the first tile; table of us, TFLOPS and x cuBLASLt per
+#                                shape and config, and the geomeans
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -610,12 +612,11 @@ fp8ab)
   step fp8ab-peak 60 "$KILN" peak
   # the new rule (FP8AB_RULE, default fill: the TMA-store tiles 112-176 wide above M = 128)
   # beside the old twice, then FP8AB_TILES
-  tiles=(); for t in ${FP8AB_TILES:-128s 128te 128pte 128ote 112se 160se 176se 176te 64x128ps}; do tiles+=(--tile "$t"); done
+  tiles=(); for t in ${FP8AB_TILES:-128te 128pte 128ptme 128ote 112se 160se 176se 64x128ps}; do tiles+=(--tile "$t"); done
   step_json fp8ab-ds 400 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
     --tile waves --tile waves --tile "${FP8AB_RULE:-fill}" "${tiles[@]}"
   step_json fp8ab-large 150 "$KILN" --json fp8 bench --shape 4096x7168x16384 --scale block --reps 10 \
-    --tile 128p --tile 128p --tile 128s --tile 128te --tile 128pte --tile 128ote --tile 112se \
-    --tile 160se --tile 176se --tile 176te
+    --tile 128p --tile 128p --tile 128te --tile 128pte --tile 128ptme --tile 128ptmh --tile 128ote --tile 112se --tile 160se --tile 176se
   fi
   table
   echo
@@ -693,25 +694,32 @@ EOF
 
 fp8ml)
   need_bin "$KILN"; machine "$KILN"
-  # The large-M mainloop (ledger row 12): 128te against the pipelined promotion (128pte) and the
-  # consumers taking turns (128ote; 176ote: whether the turns rescue the wide tile), verified first. Edges of the turns: 2048x2048x4096 gives a
-  # CTA two tiles (the turns run on across units), M = 40 leaves the second consumer past M (it
-  # skips its wgmmas but keeps its turns), M = 129 has no A-scale map (t runs as s), /3 and /2w
-  # split K (both reductions).
-  tiles=(); for t in ${FP8ML_TILES:-128te 128pte 128ote 176ote}; do tiles+=(--tile "$t"); done
+  # The large-M mainloop: row 12 set 128te against the pipelined promotion (128pte) and the
+  # consumers taking turns (128ote, 176ose); rows 13-14 (the default) 128te and 128pte against the
+  # pairs along M multicasting B (128ptme, the large rule's since row 13) and those with a sixth
+  # stage for one staging buffer a consumer (128ptmh), verified first. Edges:
+  # 2048x2048x4096 gives a CTA two tiles (turns and clusters run on across units), M = 40 leaves
+  # the second consumer past M (and a pair's second tile), 300x520 has odd rows and columns of
+  # tiles (a cluster's tiles past M and N), 200x360 f32 out, M = 129 has no A-scale map (t runs
+  # as s); FP8ML_SPLIT splits K (both reductions).
+  mltiles=${FP8ML_TILES:-128te 128pte 128ptme 128ptmh}
+  tiles=(); for t in $mltiles; do tiles+=(--tile "$t"); done
+  splits=(); for t in ${FP8ML_SPLIT:-128ptme/3 128ptme/2w 128pte/3 128ptmh/3}; do splits+=(--tile "$t"); done
+  shapes=(); for t in ${FP8ML_SHAPES:-4096x7168x16384 4096x32768x512 2048x2048x4096 4096x24576x1536}; do shapes+=(--shape "$t"); done
   step fp8ml-check 180 "$KILN" fp8 check
   step fp8ml-verify 120 "$KILN" fp8 verify --suite quick
   step fp8ml-edges 90 "$KILN" fp8 verify --shape 2048x2048x4096 --shape 40x1000x2048 \
     --shape 300x520x2048 --shape 129x392x4112 "${tiles[@]}"
-  step fp8ml-split 60 "$KILN" fp8 verify --shape 300x520x2048 --shape 1000x1000x7168 \
-    --tile 128ote/3 --tile 128ote/2w --tile 128pte/3
-  step_json fp8ml-large 120 "$KILN" --json fp8 bench --shape 4096x7168x16384 --shape 4096x32768x512 \
-    --shape 2048x2048x4096 --scale block --reps 10 "${tiles[@]}" "${tiles[@]}"
+  step fp8ml-edges-f32 60 "$KILN" fp8 verify --shape 200x360x1024 --out f32 "${tiles[@]}"
+  step fp8ml-split 60 "$KILN" fp8 verify --shape 300x520x2048 --shape 1000x1000x7168 "${splits[@]}"
+  step_json fp8ml-large 120 "$KILN" --json fp8 bench "${shapes[@]}" --scale block --reps 10 \
+    "${tiles[@]}" "${tiles[@]}"
+  first=${mltiles%% *}
   step_json fp8ml-ds 200 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
-    --tile measured --tile large --tile measured --tile large --tile 128te
+    --tile measured --tile large --tile measured --tile large --tile "$first"
   table
   echo
-  FP8ML_LABELS="${FP8ML_TILES:-128te 128pte 128ote 176ote}" "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
+  FP8ML_LABELS="$mltiles" FP8ML_FIRST="$first" "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
 import json, math, os, sys
 d = sys.argv[1]
 def rows(name):
@@ -746,10 +754,11 @@ def table(name, labels):
     print("largest difference from cuBLASLt per config: "
           + ", ".join(f"{c} {v:.1e}" for c, v in sorted(worst.items())))
 labels = os.environ["FP8ML_LABELS"].split()
-print("== the three shapes, each config twice (the second pass: the spread) ==")
+print("== the shapes, each config twice (the second pass: the spread) ==")
 table("fp8ml-large.json", [f"{t}#{i}" for i in (1, 2) for t in labels])
-print("== DeepSeek-V3: the rules twice each, then 128te ==")
-table("fp8ml-ds.json", ["measured#1", "large#1", "measured#2", "large#2", "128te"])
+first = os.environ["FP8ML_FIRST"]
+print(f"== DeepSeek-V3: the rules twice each, then {first} ==")
+table("fp8ml-ds.json", ["measured#1", "large#1", "measured#2", "large#2", first])
 EOF
   ;;
 

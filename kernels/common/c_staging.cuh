@@ -13,14 +13,15 @@
 
 // One chunk out through staging buffer `buf`, by one warpgroup (128 threads on named barrier
 // `bar`, `leader` its first thread). The warpgroup alternates two buffers, so the bulk group
-// two chunks back is the last one reading `buf`: the leader waits for it, the warpgroup writes
+// two chunks back is the last one reading `buf` (PENDING = 1; with one buffer, PENDING = 0: the
+// chunk before): the leader waits for it, the warpgroup writes
 // the chunk (`stage()`), makes the writes visible to the async proxy, and the leader sends it
 // to (c0, c1) of `map` in a group of its own. `accumulate` (beta == 1) adds it to C there
 // instead of overwriting C (TMA's reduce-add: C is not read by the kernel).
-template <class Stage>
+template <int PENDING = 1, class Stage>
 __device__ __forceinline__ void store_staged_chunk(const TmaMap* map, u32 buf, u32 bar, bool leader, int c0, int c1,
                                                    bool accumulate, Stage stage) {
-  if (leader) tma_store_wait_read<1>();
+  if (leader) tma_store_wait_read<PENDING>();
   named_barrier_sync(bar, 128);
   stage();
   fence_proxy_async_shared();
@@ -123,8 +124,11 @@ __device__ __forceinline__ void stage_chunk_f32_blend(u32 buf, int ch, int w, in
 //   chunk ch + 2 (of nch) is loaded into the buffer once its store has read it. Buffer b's k-th
 //   load completes phase k of its barrier (bars + 8b), and every chunk staged had one load: the
 //   e-th chunk waits on parity (e >> 1) & 1.
-template <int EPI, class OutT>
+// NBUF = 1 (EPI 1 only): one buffer per consumer (buffer c), each chunk's staging waiting for
+// the previous chunk's store to have read it: half the shared memory, for a deeper ring.
+template <int EPI, class OutT, int NBUF = 2>
 struct TmaStoreEpilogue {
+  static_assert(NBUF == 2 || (NBUF == 1 && EPI == 1), "one staging buffer only without the C load");
   static constexpr bool C_LOAD = EPI == 2;
   static constexpr int C_COLS = sizeof(OutT) == 4 ? 32 : 64;
   static constexpr u32 CHUNK_BYTES = 64 * 128;
@@ -143,10 +147,10 @@ struct TmaStoreEpilogue {
   // otherwise get(i) is accumulator i, scaled.
   template <class Get>
   __device__ __forceinline__ void store_chunk(const TmaMap* map, int ch, int nch, int m0, int n0, float beta, Get get) {
-    const u32 buf = stage + (2 * c + (chunks & 1)) * CHUNK_BYTES;
+    const u32 buf = stage + (NBUF * c + (chunks % NBUF)) * CHUNK_BYTES;
     const u32 cbar = bars + 8u * (2 * c + (chunks & 1));
     if (C_LOAD) mbar_wait(cbar, (chunks >> 1) & 1);
-    store_staged_chunk(map, buf, 1 + c, leader, n0 + C_COLS * ch, m0, !C_LOAD && beta != 0.0f, [&] {
+    store_staged_chunk<NBUF - 1>(map, buf, 1 + c, leader, n0 + C_COLS * ch, m0, !C_LOAD && beta != 0.0f, [&] {
       if constexpr (EPI == 2 && sizeof(OutT) == 4) stage_chunk_f32_blend(buf, ch, w, lane, beta, get);
       else if constexpr (EPI == 2) stage_chunk_16_blend<OutT>(buf, ch, srow, w, lane, beta, get);
       else if constexpr (sizeof(OutT) == 4) stage_chunk_f32(buf, ch, w, lane, get);

@@ -11,10 +11,13 @@
 // problem of 64 rows keeps both consumers at work and a wide tile (up to 256) keeps the
 // pipelined promotion's three arrays within the registers. The grid is persistent: CTA b takes
 // work units b, b + grid, .. (tiles in the grouped order of common/gemm_ws.cuh, or split-K slices
-// of them). KILN_CLUSTER = 2 (128-row tiles): a pair of CTAs takes two block tiles along M with
-// the same columns, each loading half of the B tile and multicasting it to both (half the B
-// bytes from the L2); a stage is free once both CTAs' consumers have read it, and the unit's
-// second tile past M only feeds its half of B.
+// of them). Clusters (128-row tiles) of KILN_CLUSTER CTAs along M by KILN_CLUSTER_N along N (1 or
+// 2 each) take neighbouring block tiles: the CTAs of a cluster with the same columns (along M)
+// share their B tile, each loading a part of it and multicasting it to all of them, and those
+// with the same rows (along N) share A the same way, so a pair reads 3/4 of its bytes from the
+// L2 and a 2 x 2 cluster half. A stage is free once the consumers of every CTA that writes into
+// it (itself and the peers sharing A or B with it) have read it; a cluster's tiles past M or N
+// only feed their parts of the shared tiles.
 //
 // Scales (KILN_SCALE), fp32, read from device memory (Fp8Args):
 //   0 per tensor: sa[0], sb[0], applied with alpha in the epilogue.
@@ -63,7 +66,8 @@
 // Epilogue: from registers (quad transpose, 16-byte stores), or with KILN_TMAE = 1 and a C that
 // TMA can address (Fp8Args.tma_c; the host's map, else registers) through shared memory: each
 // consumer stages its 64 x WN tile in chunks of 64 rows x 128 bytes (128B swizzle, two 8 KB
-// buffers of its own, alternately; common/c_staging.cuh) that one thread sends to C by
+// buffers of its own, alternately, or with KILN_TMAE = 2 one, each chunk after the previous
+// one's store has read it; common/c_staging.cuh) that one thread sends to C by
 // cp.async.bulk.tensor, and goes on to the next unit's K blocks without waiting for the stores
 // (the grid is persistent: they drain under its wgmmas; a buffer is rewritten only once its store
 // has read it). TMA drops what lies past M and N. A width that is not whole chunks (112, 144,
@@ -80,7 +84,7 @@
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
     !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE) ||  \
-    !defined(KILN_CLUSTER) || !defined(KILN_TMAE)
+    !defined(KILN_CLUSTER) || !defined(KILN_CLUSTER_N) || !defined(KILN_TMAE)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
@@ -88,26 +92,35 @@ constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
 constexpr bool PROMOTE = KILN_PROMOTE != 0, PIPE = KILN_PIPE != 0, SSCALE = KILN_SSCALE != 0;
 constexpr bool A_SCALE_TMA = KILN_SSCALE == 2;  // the slot's A scales by TMA (Fp8Args.tma_sa)
-constexpr int CLUSTER = KILN_CLUSTER;       // CTAs along M sharing each B tile by TMA multicast
+constexpr int CM = KILN_CLUSTER;            // CTAs along M sharing each B tile by TMA multicast
+constexpr int CN = KILN_CLUSTER_N;          // CTAs along N sharing each A tile likewise
+constexpr int CLUSTER = CM * CN;
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
 constexpr int NR = WN / 2;                  // its accumulator registers
 static_assert(BM == 64 || BM == 128, "KILN_BM is 64 (consumers split N) or 128 (consumers split M)");
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
 static_assert(!SSCALE || SCALE == 2, "KILN_SSCALE carries block scales: it needs KILN_SCALE = 2");
-static_assert(CLUSTER == 1 || (CLUSTER == 2 && BM == 128 && (BN / 2) % 8 == 0),
-              "KILN_CLUSTER is 1, or 2 with 128-row tiles whose B halves are whole 8-row swizzle atoms");
-constexpr int B_PART = BN / CLUSTER;  // B rows each CTA of a cluster loads (and multicasts)
+static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2) && (CLUSTER == 1 || BM == 128) &&
+                  (BN / CM) % 8 == 0,
+              "KILN_CLUSTER and KILN_CLUSTER_N are 1 or 2, pairs with 128-row tiles whose B halves are "
+              "whole 8-row swizzle atoms");
+constexpr int B_PART = BN / CM;  // B rows each CTA of a cluster loads (and multicasts along M)
+constexpr int A_PART = BM / CN;  // A rows likewise (along N)
 constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
 // A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's B scales (up to three),
 // padded to 16; to 128 with KILN_SSCALE = 2, whose TMA writes the A scales at the slot's start.
 constexpr u32 SLOT_BYTES = !SSCALE ? 0 : A_SCALE_TMA ? (BM * 4 + 16 + 127) / 128 * 128 : BM * 4 + 16;
 static_assert(KILN_SSCALE >= 0 && KILN_SSCALE <= 2, "KILN_SSCALE is 0, 1 or 2");
-// KILN_TMAE: the TMA-store epilogue's staging, two 8 KB chunks per consumer after the ring.
+// KILN_TMAE: the TMA-store epilogue's staging after the ring, two 8 KB chunks per consumer (1),
+// or one (2: each chunk waits for the previous one's store to read it; the 16 KB saved buy the
+// ring a stage).
 constexpr bool TMA_EPI = KILN_TMAE != 0;
-using Epi = TmaStoreEpilogue<1, out_t>;
+constexpr int EPI_BUFS = KILN_TMAE == 2 ? 1 : 2;
+static_assert(KILN_TMAE >= 0 && KILN_TMAE <= 2, "KILN_TMAE is 0, 1 (two staging buffers a consumer) or 2 (one)");
+using Epi = TmaStoreEpilogue<1, out_t, EPI_BUFS>;
 constexpr int C_COLS = Epi::C_COLS, C_NCH = WN / C_COLS, C_TAIL = WN % C_COLS;
-constexpr u32 C_BYTES = TMA_EPI ? 4 * Epi::CHUNK_BYTES : 0;
+constexpr u32 C_BYTES = TMA_EPI ? 2 * EPI_BUFS * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
 // split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
 // 128 threads sync, the other consumer's 128 arrive).
@@ -131,7 +144,9 @@ static_assert(SCALE != 2 || B_SPAN <= 2 || (B_SPAN == 3 && SSCALE && !SPLIT_N),
 constexpr bool B_STRADDLE = SCALE == 2 && (128 % BN) != 0 && !(BN % 128 == 0 && 128 % WN == 0);
 constexpr bool B_TRIPLE = SCALE == 2 && B_SPAN == 3;
 static_assert(!B_STRADDLE || WN % 8 == 0, "column groups of 8 must not straddle a B scale block");
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+// A 2 x 2 cluster's producer holds more (its peers, both parts' coordinates): at 40 ptxas
+// spilled the unit counter; its consumers need no more than 208 (the pipelined 128-wide tile).
+constexpr int PRODUCER_REGS = CLUSTER > 2 ? 56 : 40, CONSUMER_REGS = CLUSTER > 2 ? 224 : 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 
 // One K block's block scales: A's for this thread's two rows, B's for the consumer's one, two or
@@ -186,26 +201,32 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int s = 0; s < STAGES; ++s) {
       // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
       mbar_init(full(s), SSCALE ? 1 + 32 : 1);
-      mbar_init(empty(s), 8 * CLUSTER);  // lane 0 of each consumer warp of every CTA reading it
+      // lane 0 of each consumer warp of this CTA and of each peer this CTA writes into
+      mbar_init(empty(s), 8 * (CM + CN - 1));
     }
     mbar_fence_init();
   }
   // peers' barriers exist before any multicast or remote arrive
   if constexpr (CLUSTER > 1) cluster_sync();
   else __syncthreads();
-  const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
-  const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, kblocks = (p.k + BK - 1) / BK;
-  const int splits = p.splits, units = ctiles_m * tiles_n * splits;
+  const int ctiles_m = (tiles_m + CM - 1) / CM, ctiles_n = (tiles_n + CN - 1) / CN;
+  const int kblocks = (p.k + BK - 1) / BK;
+  const int splits = p.splits, units = ctiles_m * ctiles_n * splits;
   // Cluster b takes units b, b + clusters, ..: unit u is slice u % splits of cluster tile
-  // u / splits (CLUSTER block tiles along M, the same columns), whose block tile (tm, tn) this CTA
-  // computes; t numbers it for the split-K workspace and counters.
+  // u / splits (CM x CN block tiles, in the grouped order over cluster tiles), whose block tile
+  // (tm, tn) this CTA computes, rank rm + CM * rn in the cluster (rm along M, rn along N); t
+  // numbers it for the split-K workspace and counters.
   const int first = blockIdx.x / CLUSTER, stride = gridDim.x / CLUSTER;
   auto unit = [&](int u, int& t, int& tm, int& tn, int& kb0, int& kb1) {
-    int ctm;
-    tile_coords(u / splits, ctiles_m, tiles_n, ctm, tn);
-    tm = ctm * CLUSTER + rank;
-    t = (u / splits) * CLUSTER + rank;
+    int ctm, ctn;
+    tile_coords(u / splits, ctiles_m, ctiles_n, ctm, ctn);
+    // the rank read where it is needed (a special register): none held across the consumers'
+    // K loop, which a 2 x 2 cluster's need
+    const int r = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
+    tm = ctm * CM + r % CM;
+    tn = ctn * CN + r / CM;
+    t = (u / splits) * CLUSTER + r;
     split_range(u % splits, splits, kblocks, kb0, kb1);
   };
 
@@ -215,21 +236,29 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // whole boxes, zero fill included; KILN_SSCALE = 2: BM A scales
       const bool sa_by_tma = A_SCALE_TMA && p.tma_sa;
       const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES + (sa_by_tma ? BM * 4 : 0);
+      // the CTAs sharing this CTA's B tile (same rn: ranks CM * rn ..) and its A tile (same rm)
+      const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0, rm = rank % CM, rn = rank / CM;
+      const u16 b_peers = (u16)(((1 << CM) - 1) << (CM * rn));
+      const u16 a_peers = (u16)((1 << rm) | (CN > 1 ? 1 << (rm + CM) : 0));
       u32 it = 0;
       for (int u = first; u < units; u += stride) {
         int t, tm, tn, kb0, kb1;
         unit(u, t, tm, tn, kb0, kb1);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
-          // fresh barriers: parity 1 passes; in a cluster, free once every CTA's consumers
-          // have read the stage (this CTA's multicast overwrites it in all of them)
+          // fresh barriers: parity 1 passes; in a cluster, free once the consumers of every CTA
+          // this one multicasts into (its peers along M and N) have read the stage
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          mbar_arrive_expect_tx(full(s), stage_tx);  // the whole B tile lands, both halves
+          mbar_arrive_expect_tx(full(s), stage_tx);  // whole A and B tiles land, every part
           const u32 sa = base + s * STAGE_BYTES;
-          tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
-          if constexpr (CLUSTER > 1)
-            tma_load_2d_multicast(sa + A_BYTES + rank * B_PART * 128, &tma_b, full(s), kb * BK,
-                                  tn * BN + rank * B_PART, (1 << CLUSTER) - 1);
+          if constexpr (CN > 1)
+            tma_load_2d_multicast(sa + rn * A_PART * 128, &tma_a, full(s), kb * BK, tm * BM + rn * A_PART,
+                                  a_peers);
+          else
+            tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
+          if constexpr (CM > 1)
+            tma_load_2d_multicast(sa + A_BYTES + rm * B_PART * 128, &tma_b, full(s), kb * BK,
+                                  tn * BN + rm * B_PART, b_peers);
           else
             tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
           // the K block's A scales of the tile's rows: box {BM, 1} of the map over [K/128, M]
@@ -273,14 +302,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int arow = SPLIT_N ? 0 : 64 * c;  // this consumer's first row and column in the tile
   const int bcol = SPLIT_N ? WN * c : 0;
   const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
-  // A consumer warp frees stage s in every CTA of the cluster (each multicasts into it).
+  // A consumer warp frees stage s in this CTA and in each peer that multicasts into it: the one
+  // sharing its B tile (along M: rank ^ 1) and the one sharing its A tile (along N: rank ^ CM).
   auto release = [&](int s) {
     if (lane != 0) return;
-    if constexpr (CLUSTER == 1) {
-      mbar_arrive(empty(s));
-    } else {
-#pragma unroll
-      for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(mbar_peer(empty(s), r));
+    mbar_arrive(empty(s));
+    if constexpr (CLUSTER > 1) {
+      const u32 r = cluster_ctarank();  // read here: no register held across the K loop
+      if constexpr (CM > 1) mbar_arrive_cluster(mbar_peer(empty(s), r ^ 1));
+      if constexpr (CN > 1) mbar_arrive_cluster(mbar_peer(empty(s), r ^ CM));
     }
   };
   // Fp8Args.order: a consumer waits for its turn before it issues (or skips) a K block and passes

@@ -646,13 +646,13 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
         v.push(case(p, tile.parse().ok(), ScaleRecipe::Fp32));
     }
     // the small-M path: the 64-row tiles with many slices summed atomically, an A box shorter
-    // than the tile (M = 40), a tile whose second consumer lies wholly past N (N = 300), a
-    // ragged 120-wide tile
+    // than the tile (M = 40), a tile whose second consumer lies wholly past N (N = 300); a pair
+    // in slices, three columns of tiles (no A-scale map at M = 129)
     for (m, n, k, tile) in [
         (64, 384, 4112, "64x128ps/7"),
         (40, 1000, 2048, "64x256ps/3"),
         (64, 300, 1024, "64x256ps/2"),
-        (129, 257, 4112, "128s/4"),
+        (129, 257, 4112, "128ptme/4"),
         (128, 2112, 7168, "64x192ps/12"),
     ] {
         let p = Fp8Problem {
@@ -667,13 +667,17 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
     // and f32), the 176-wide tile's third B scale block (its third column tile, columns
     // 352..527, spans B blocks 2, 3 and 4: N = 520 reaches into the third), split slices, each
     // output type; the A scales by TMA where M is a multiple of 4 (M = 200, 300; at M = 129 the
-    // copier warp takes them, as with `s`)
+    // copier warp takes them, as with `s`); pairs in f32 and, whose second tile lies past M
+    // (three rows of tiles at M = 300), in slices; one staging buffer a consumer (h: two chunks
+    // of 16-bit C, four of f32, each after the last one's store)
     for (m, n, k, out, tile) in [
         (129, 392, 4112, DType::Bf16, "176se"),
         (129, 392, 4112, DType::Bf16, "112se/3"),
         (200, 360, 1024, DType::F32, "112se"),
-        (200, 360, 1024, DType::F32, "176te"),
-        (300, 520, 2048, DType::F16, "176te/2"),
+        (200, 360, 1024, DType::F32, "128ptme"),
+        (300, 520, 2048, DType::F16, "128ptme/2"),
+        (300, 520, 2048, DType::Bf16, "128ptmh"),
+        (200, 360, 1024, DType::F32, "128ptmh/2"),
         (300, 520, 2048, DType::F16, "160se"),
         (300, 520, 2048, DType::Bf16, "128te"),
         (300, 520, 2048, DType::Bf16, "176se"),
@@ -725,7 +729,7 @@ mod tests {
             s.iter()
                 .filter(|c| c.cfg.is_some_and(|t| t.splits > 1))
                 .count(),
-            15
+            16
         );
         // both reductions, on the old family and the new
         for (new, reduce) in [

@@ -41,7 +41,8 @@ pub enum Reduce {
 /// over two accumulators (`KILN_PIPE`) or, drained, kept out of phase between the consumers
 /// (`Fp8Args.order`, at run time: they take turns issuing K blocks), whether block scales travel
 /// with the stage through shared memory (`KILN_SSCALE`), the CTAs along M that share each B tile by TMA multicast
-/// (`KILN_CLUSTER`, 1 or 2), whether C goes out through the TMA-store epilogue (`KILN_TMAE`),
+/// (`KILN_CLUSTER`, 1 or 2) and along N that share each A tile (`KILN_CLUSTER_N`), whether C
+/// goes out through the TMA-store epilogue (`KILN_TMAE`),
 /// and the split-K slices (0: the plan decides) and their reduction
 /// (`None`: the config's own, [`Fp8Config::reduction`]); the turns, splits and reduction are
 /// run-time choices, not compiled ones.
@@ -60,13 +61,30 @@ pub struct Fp8Config {
     /// With `sscale`: the A scales by TMA in the ring (`KILN_SSCALE=2`), the B scales copied.
     #[serde(default)]
     pub tma_scales: bool,
+    /// CTAs along M sharing each B tile (`m`).
     #[serde(default = "one_cta")]
     pub cluster: u32,
+    /// CTAs along N sharing each A tile (`n`).
+    #[serde(default = "one_cta")]
+    pub cluster_n: u32,
     #[serde(default)]
     pub tma_epi: bool,
+    /// With `tma_epi`: one staging buffer per consumer, not two (`h`, `KILN_TMAE=2`): 16 KB
+    /// for the ring.
+    #[serde(default)]
+    pub one_buffer: bool,
     pub splits: u32,
     #[serde(default)]
     pub reduce: Option<Reduce>,
+}
+
+/// A define of three values: 0 without the feature, 1 with it, 2 with it in its second form.
+const fn three_way(on: bool, second: bool) -> u32 {
+    match (on, second) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => 2,
+    }
 }
 
 fn rows_128() -> u32 {
@@ -93,15 +111,25 @@ impl Fp8Config {
             sscale,
             tma_scales: false,
             cluster: 1,
+            cluster_n: 1,
             tma_epi: false,
+            one_buffer: false,
             splits: 0,
             reduce: None,
         }
     }
 
-    /// The same tile in pairs of CTAs multicasting B.
+    /// The same tile in pairs of CTAs along M multicasting B.
     pub const fn paired(self) -> Self {
         Fp8Config { cluster: 2, ..self }
+    }
+
+    /// The same tile in pairs of CTAs along N multicasting A.
+    pub const fn paired_n(self) -> Self {
+        Fp8Config {
+            cluster_n: 2,
+            ..self
+        }
     }
 
     /// The same tile (scales in shared memory) with the A scales loaded by TMA.
@@ -139,7 +167,9 @@ impl Fp8Config {
             self.sscale,
             self.tma_scales,
             self.cluster,
+            self.cluster_n,
             self.tma_epi,
+            self.one_buffer,
         ) == (
             other.bm,
             other.bn,
@@ -147,7 +177,9 @@ impl Fp8Config {
             other.sscale,
             other.tma_scales,
             other.cluster,
+            other.cluster_n,
             other.tma_epi,
+            other.one_buffer,
         )
     }
 
@@ -155,25 +187,54 @@ impl Fp8Config {
     /// pairs, the TMA-store epilogue), whose ring, A box and split-K reduction follow the newer
     /// rules. The turns are not a family: `128o` is `128`'s kernel, ring and all.
     pub const fn is_new(&self) -> bool {
-        self.bm != 128 || self.sscale || self.cluster > 1 || self.tma_epi
+        self.bm != 128 || self.sscale || self.ctas() > 1 || self.tma_epi
     }
 
-    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer.
-    pub const fn c_bytes(&self) -> u32 {
-        if self.tma_epi {
-            4 * 8192
-        } else {
-            0
+    /// The same tile writing C through the TMA-store epilogue with one staging buffer per
+    /// consumer.
+    pub const fn one_staging_buffer(self) -> Self {
+        Fp8Config {
+            tma_epi: true,
+            one_buffer: true,
+            ..self
         }
     }
 
-    /// Block tiles a cluster tile holds along M (the CTAs of a cluster).
-    pub const fn ctas(&self) -> u32 {
+    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer, or one.
+    pub const fn c_bytes(&self) -> u32 {
+        match self.tmae_define() {
+            0 => 0,
+            1 => 4 * 8192,
+            _ => 2 * 8192,
+        }
+    }
+
+    /// `KILN_TMAE`: 0 registers, 1 two staging buffers a consumer, 2 one.
+    pub const fn tmae_define(&self) -> u32 {
+        three_way(self.tma_epi, self.one_buffer)
+    }
+
+    /// Block tiles a cluster tile holds along M (CTAs sharing B).
+    pub const fn ctas_m(&self) -> u32 {
         if self.cluster > 1 {
             self.cluster
         } else {
             1
         }
+    }
+
+    /// Block tiles a cluster tile holds along N (CTAs sharing A).
+    pub const fn ctas_n(&self) -> u32 {
+        if self.cluster_n > 1 {
+            self.cluster_n
+        } else {
+            1
+        }
+    }
+
+    /// The CTAs of a cluster.
+    pub const fn ctas(&self) -> u32 {
+        self.ctas_m() * self.ctas_n()
     }
 
     /// One consumer warpgroup's wgmma width.
@@ -205,11 +266,7 @@ impl Fp8Config {
 
     /// `KILN_SSCALE`: 0 scales from global memory, 1 copied into the slot, 2 A's by TMA.
     pub const fn sscale_define(&self) -> u32 {
-        match (self.sscale, self.tma_scales) {
-            (false, _) => 0,
-            (true, false) => 1,
-            (true, true) => 2,
-        }
+        three_way(self.sscale, self.tma_scales)
     }
 
     /// Stages in the ring: as many as the budget holds beside 1 KB of alignment slack, the
@@ -249,14 +306,25 @@ impl Fp8Config {
         })
     }
 
-    /// Rows of the A box: the tile's, or for the new family only the rows a smaller M has,
-    /// rounded up to 8 (whole swizzle atoms; TMA's zero fill of the rest is not free).
+    /// Rows of A a stage holds: the tile's, or for the new family only the rows a smaller M
+    /// has, rounded up to 8 (whole swizzle atoms; TMA's zero fill of the rest is not free);
+    /// pairs along N always the tile's (each CTA loads a part, [`Fp8Config::a_box_rows`]).
     pub fn a_rows(&self, m: usize) -> u32 {
-        if self.is_new() && m < self.bm as usize {
+        if self.is_new() && m < self.bm as usize && self.ctas_n() == 1 {
             (m.next_multiple_of(8) as u32).min(self.bm)
         } else {
             self.bm
         }
+    }
+
+    /// Rows of one CTA's A box: [`Fp8Config::a_rows`], split between the CTAs sharing A.
+    pub fn a_box_rows(&self, m: usize) -> u32 {
+        self.a_rows(m) / self.ctas_n()
+    }
+
+    /// Rows of one CTA's B box: the tile's, split between the CTAs sharing B.
+    pub const fn b_box_rows(&self) -> u32 {
+        self.bn / self.ctas_m()
     }
 
     /// Most split-K slices this config's reduction takes.
@@ -275,7 +343,7 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}{}",
+            "{}{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
             if self.order { "o" } else { "" },
@@ -285,7 +353,12 @@ impl std::fmt::Display for Fp8Config {
                 _ => "",
             },
             if self.cluster > 1 { "m" } else { "" },
-            if self.tma_epi { "e" } else { "" }
+            if self.cluster_n > 1 { "n" } else { "" },
+            match (self.tma_epi, self.one_buffer) {
+                (true, true) => "h",
+                (true, false) => "e",
+                _ => "",
+            }
         )?;
         if self.splits > 0 {
             write!(f, "/{}", self.splits)?;
@@ -300,23 +373,25 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][s|t][m][e][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][s|t][m][n][e|h][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
-    /// taking turns), `160sm` (in pairs of CTAs multicasting B),
+    /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
+    /// N multicasting A), `128ptmne` (clusters of 2 x 2, both), `128ptmh` (the TMA-store epilogue
+    /// with one staging buffer a consumer),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
     /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
     /// (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][e][/S][a|w]: a \
-                 width such as 128, p for the pipelined promotion, o for the consumers taking \
-                 turns, s for block scales through \
-                 shared memory (t: the A scales by TMA), m for pairs of CTAs multicasting B, e \
-                 for the TMA-store \
-                 epilogue, 64x for the 64-row tile, /S for S split-K slices, a or w to reduce \
-                 them atomically or through slots (64x128ps/7a)"
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][n][e|h][/S][a|w]: \
+                 a width such as 128, p for the pipelined promotion, o for the consumers taking \
+                 turns, s for block scales through shared memory (t: the A scales by TMA), m for \
+                 pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
+                 TMA-store epilogue (h: with one staging buffer a consumer), 64x for the 64-row \
+                 tile, /S for S split-K slices, a or w to reduce them atomically or through slots \
+                 (64x128ps/7a)"
             ))
         };
         let (mut head, mut reduce) = (s, None);
@@ -334,9 +409,14 @@ impl std::str::FromStr for Fp8Config {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
         };
-        let (head, tma_epi) = match head.strip_suffix('e') {
-            Some(h) => (h, true),
-            None => (head, false),
+        let (head, tma_epi, one_buffer) = match (head.strip_suffix('e'), head.strip_suffix('h')) {
+            (Some(h), _) => (h, true, false),
+            (None, Some(h)) => (h, true, true),
+            _ => (head, false, false),
+        };
+        let (head, cluster_n) = match head.strip_suffix('n') {
+            Some(h) => (h, 2),
+            None => (head, 1),
         };
         let (head, cluster) = match head.strip_suffix('m') {
             Some(h) => (h, 2),
@@ -364,7 +444,9 @@ impl std::str::FromStr for Fp8Config {
             sscale,
             tma_scales,
             cluster,
+            cluster_n,
             tma_epi,
+            one_buffer,
             splits,
             reduce,
         })
@@ -377,15 +459,19 @@ impl std::str::FromStr for Fp8Config {
 /// with e5m2 have the pipelined 128 with promoted tensor or block scales; everything else none.
 /// Block scales on e4m3 add the 2026-11-29 family: the 64-row tiles 128, 192 and 256 wide
 /// (pipelined, scales in shared memory) for M <= 64, and the 128-row tiles with the scales in
-/// shared memory: drained 128 (one consumer's promotion under the other's wgmmas); drained with
-/// the TMA-store epilogue 112, 160 and 176 wide (the widths that fill 132 SMs at DeepSeek-V3's
-/// M = 4096 shapes), and 128 and 176 with the A scales by TMA as well (`128te`: the fastest at
-/// 4096x7168x16384 on an H200 at 22a9572); then, for the large-M mainloop (ledger row 12), `128te`
-/// with the pipelined promotion (`128pte`) and with the consumers taking turns (`128ote`: a
-/// run-time choice on `128te`'s kernel, listed so that the suites and rules see it; any drained
-/// promoted config takes `o` the same way, `176ote` on `176te`'s kernel say). The
-/// 120-wide, 192-wide and paired tiles (`120ps`, `192s`, `128psm`, `160sm`) lost at 7eb2e34 and
-/// `128ps`, `128se` at 22a9572 (to `128s` and `128te`) and were dropped for these.
+/// shared memory: drained with the TMA-store epilogue 112, 160 and 176 wide (the widths that
+/// fill 132 SMs at DeepSeek-V3's M = 4096 shapes), and 128 with the A scales by TMA as well
+/// (`128te`: the fastest at 4096x7168x16384 on an H200 at 22a9572); then, for the large-M
+/// mainloop (ledger row 12), `128te` with the pipelined promotion (`128pte`) and with the
+/// consumers taking turns (`128ote`: a run-time choice on `128te`'s kernel, listed so that the
+/// suites and rules see it; any drained promoted config takes `o` the same way, `176ose` on
+/// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in pairs of CTAs along M
+/// multicasting B (`128ptme`). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
+/// `128psm`, `160sm`) lost at 7eb2e34, `128ps`, `128se` at 22a9572 (to `128s` and `128te`),
+/// `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), and the pairs
+/// along N and 2 x 2 clusters (`128ptne`, `128ptmne`) to `128ptme` (row 13), and were dropped
+/// for these (the kernel keeps the clusters along N: `n` parses, and compiling one back is a
+/// line here).
 pub fn configs(
     a: Fp8Format,
     b: Fp8Format,
@@ -404,19 +490,23 @@ pub fn configs(
         Fp8Config::tile(64, 128, true, true),
         Fp8Config::tile(64, 192, true, true),
         Fp8Config::tile(64, 256, true, true),
-        Fp8Config::tile(128, 128, false, true),
         Fp8Config::tile(128, 112, false, true).tma_store(),
         Fp8Config::tile(128, 160, false, true).tma_store(),
         Fp8Config::tile(128, 176, false, true).tma_store(),
         Fp8Config::tile(128, 128, false, true)
             .scales_by_tma()
             .tma_store(),
-        Fp8Config::tile(128, 176, false, true)
+        Fp8Config::tile(128, 128, true, true)
             .scales_by_tma()
             .tma_store(),
         Fp8Config::tile(128, 128, true, true)
             .scales_by_tma()
+            .paired()
             .tma_store(),
+        Fp8Config::tile(128, 128, true, true)
+            .scales_by_tma()
+            .paired()
+            .one_staging_buffer(),
         Fp8Config::tile(128, 128, false, true)
             .ordered()
             .scales_by_tma()
@@ -458,8 +548,9 @@ fn spec_of(
         .define("KILN_BM", cfg.bm)
         .define("KILN_BN", cfg.bn)
         .define("KILN_SSCALE", cfg.sscale_define())
-        .define("KILN_CLUSTER", cfg.ctas())
-        .define("KILN_TMAE", cfg.tma_epi as u32)
+        .define("KILN_CLUSTER", cfg.ctas_m())
+        .define("KILN_CLUSTER_N", cfg.ctas_n())
+        .define("KILN_TMAE", cfg.tmae_define())
         .define("KILN_STAGES", cfg.stages())
         .define("KILN_OUT", out.code())
         // NT: A row-major and B column-major, both K-contiguous (the layout defines the shared
@@ -527,13 +618,14 @@ pub fn supports(p: &Fp8Problem, dev: &DeviceInfo) -> std::result::Result<(), Str
     Ok(())
 }
 
-/// Tiles of `cfg`'s block tile over `p`'s C (for pairs: both tiles of every pair, the second
-/// past M where the tile-rows are odd).
+/// Tiles of `cfg`'s block tile over `p`'s C (for clusters: every tile of every cluster tile,
+/// the second of a pair past M or N where the tile-rows or columns are odd).
 pub fn tiles(p: &Fp8Problem, cfg: &Fp8Config) -> u64 {
-    let ctas = cfg.ctas() as u64;
-    (p.m as u64).div_ceil(cfg.bm as u64).div_ceil(ctas)
-        * ctas
-        * (p.n as u64).div_ceil(cfg.bn as u64)
+    let (cm, cn) = (cfg.ctas_m() as u64, cfg.ctas_n() as u64);
+    (p.m as u64).div_ceil(cfg.bm as u64).div_ceil(cm)
+        * cm
+        * (p.n as u64).div_ceil(cfg.bn as u64).div_ceil(cn)
+        * cn
 }
 
 /// Relative cost per output column of a config's mainloop, from the H100 measurements of
@@ -625,19 +717,39 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
 /// tiles, so the K loop, not the split-K or the fill of the SMs, is what a config changes.
 pub const LARGE_M: usize = 1024;
 
-/// Fewest K the large rule pipelines the promotion at: on an H200 (aa92128) `128pte` ran 1.06-1.10x
-/// `128te` at K = 4096 and 16384 and 0.97x at K = 512, where a tile has 4 K blocks to overlap.
-pub const LARGE_PIPE_K: usize = 2048;
+/// Fewest K the large rule pipelines the promotion at in single CTAs: on an H200 `128pte` ran
+/// 1.06-1.10x `128te` at K = 4096 and 16384 (aa92128), 1.10x at K = 1536 and 0.97x at K = 512
+/// (ledger row 13), where a tile has 4 K blocks to overlap.
+pub const LARGE_PIPE_K: usize = 1536;
+
+/// The clusters (CTAs along M, along N) the large rule runs its pipelined tile in: pairs along M
+/// sharing B (`128ptme`), on an H200 (ledger row 13) 1.035x `128pte` at 4096x7168x16384, 1.01x
+/// at 4096x24576x1536, and at 4096x32768x512 1.04x `128pte` and 1.01x `128te`.
+pub const LARGE_CLUSTER: (u32, u32) = (2, 1);
+
+/// Fewest waves of tiles (single CTAs' over the SMs) the large rule runs clusters at: at
+/// 2048x2048x4096 (1.94 waves) the pairs ran 0.98x `128pte`; every timed shape of 13 waves or
+/// more gained.
+pub const LARGE_CLUSTER_WAVES: u64 = 4;
 
 /// The large rule at M >= [`LARGE_M`]: the 128-wide tile with the A scales by TMA and the
-/// TMA-store epilogue, its promotion pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained
-/// below (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block
-/// scales) or does not fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
+/// TMA-store epilogue, its promotion pipelined, in clusters of [`LARGE_CLUSTER`] (`128ptme`) where
+/// they tile C without a tile past M or N and its tiles fill [`LARGE_CLUSTER_WAVES`] waves of
+/// the SMs; else in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained below
+/// (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales)
+/// or does not fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
 pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
     }
-    let pipe = p.k >= LARGE_PIPE_K;
+    let sms = dev.sm_count.max(1) as u64;
+    let waves = (p.m.div_ceil(128) * p.n.div_ceil(128)) as u64 >= LARGE_CLUSTER_WAVES * sms;
+    let (cm, cn) = if waves {
+        whole_clusters(p, LARGE_CLUSTER)
+    } else {
+        (1, 1)
+    };
+    let pipe = cm * cn > 1 || p.k >= LARGE_PIPE_K;
     configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
@@ -648,8 +760,23 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
                 && !c.order
                 && c.bm == 128
                 && c.bn == 128
+                && !c.one_buffer
+                && (c.ctas_m(), c.ctas_n()) == (cm, cn)
                 && dev.check_smem(c.smem_bytes()).is_ok()
         })
+}
+
+/// `cluster` (CTAs along M, along N) where its cluster tiles of 128 x 128 cover `p`'s C with
+/// no tile past M or N (such a tile costs its CTA a whole tile's time), else single CTAs.
+fn whole_clusters(p: &Fp8Problem, cluster: (u32, u32)) -> (u32, u32) {
+    let (cm, cn) = cluster;
+    if p.m.div_ceil(128).is_multiple_of(cm as usize)
+        && p.n.div_ceil(128).is_multiple_of(cn as usize)
+    {
+        cluster
+    } else {
+        (1, 1)
+    }
 }
 
 /// The fill rule above [`SMALL_M`]: among the compiled 128-row tiles with the TMA-store
@@ -830,8 +957,9 @@ pub fn predict_us(p: &Fp8Problem, cfg: &Fp8Config, splits: u32, dev: &DeviceInfo
     let t_mma = flop_block / (sm_flop_per_us * mainloop_efficiency(cfg, p.promote));
     // Little's law on the ring: stages - 2 in flight (two are the consumers'), each landing
     // after the latency of where its bytes come from.
-    // a pair's CTA fetches half of B itself (the other half arrives by its peer's multicast)
-    let stage = ((cfg.a_rows(p.m) + cfg.bn / cfg.ctas()) * BK) as f64;
+    // a pair's CTA fetches half of the shared tile itself (the other half arrives by its peer's
+    // multicast)
+    let stage = ((cfg.a_box_rows(p.m) + cfg.b_box_rows()) * BK) as f64;
     let fetched = units as f64 * k_unit * stage;
     let from_dram = (bytes / fetched.max(1.0)).min(1.0);
     let latency =
@@ -874,15 +1002,18 @@ pub struct Fp8Ranked {
 /// Every compiled config that fits `dev`, each with its best slice count (1, or up to its
 /// reduction's most with two K blocks or more a slice), ranked by [`predict_us`] with a nudge
 /// towards filling the SMs (10 % for a wave of idle SMs: the per-SM rates are guesses, and a
-/// config that needs fewer SMs to reach the DRAM's rate is the one they would hurt), each config
+/// config that needs fewer SMs to reach the DRAM's rate is the one they would hurt; a cluster's
+/// tiles past M or N count as idle), each config
 /// with the fewest slices within 2 % of its best: the fastest first, then the fewer tile rows
 /// past M, the fewer slices, the new family, the wider.
 pub fn ranked(p: &Fp8Problem, dev: &DeviceInfo) -> Vec<Fp8Ranked> {
     let kblocks = (p.k as u64).div_ceil(BK as u64) as u32;
     let sms = dev.sm_count.max(1) as u64;
     let score = |c: &Fp8Config, s: u32| {
+        // a cluster's tiles past M or N fill no SM with work: they count as idle
+        let real = (p.m as u64).div_ceil(c.bm as u64) * (p.n as u64).div_ceil(c.bn as u64);
         let units = tiles(p, c) * s as u64;
-        let idle = (units.div_ceil(sms) * sms - units) as f64 / sms as f64;
+        let idle = (units.div_ceil(sms) * sms - real * s as u64) as f64 / sms as f64;
         // to 0.1 us: nearer than that is a tie
         (predict_us(p, c, s, dev) * (1.0 + 0.1 * idle) * 10.0).round() / 10.0
     };
@@ -1043,9 +1174,9 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         box_rows,
     };
     let a_rows = cfg.a_rows(p.m);
-    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, a_rows).encode()?;
-    // pairs: each CTA loads half of the B tile and multicasts it
-    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, bn / cfg.ctas()).encode()?;
+    // clusters: each CTA loads its part of a shared A or B tile and multicasts it
+    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, cfg.a_box_rows(p.m)).encode()?;
+    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, cfg.b_box_rows()).encode()?;
     let reduce = cfg.reduction();
     let mut args = Fp8Args {
         c: ops.c.ptr(),
@@ -1215,6 +1346,13 @@ mod tests {
             ),
             (6, 5, 5, 5, 5, 5, 5, 5)
         );
+        // the clusters keep 128pte's ring: their stages hold whole tiles, parts from the peers
+        assert_eq!((st("128ptme"), st("128ptne"), st("128ptmne")), (5, 5, 5));
+        // one staging buffer a consumer (h): 16 KB of staging, a sixth stage
+        let h: Fp8Config = "128ptmh".parse().unwrap();
+        assert_eq!((h.stages(), h.c_bytes(), h.tmae_define()), (6, 16_384, 2));
+        assert_eq!(h.smem_bytes(), 1024 + 6 * 33_424 + 16_384);
+        assert!(!h.same_kernel(&"128ptme".parse().unwrap()) && h.tma_epi && h.is_new());
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
         // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
         let te: Fp8Config = "176te".parse().unwrap();
@@ -1246,6 +1384,12 @@ mod tests {
             "128pte",
             "128ote/2a",
             "128os",
+            "128ptme",
+            "128ptne",
+            "128ptmne/4a",
+            "160sn",
+            "128ptmh",
+            "128th/2a",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1287,8 +1431,8 @@ mod tests {
         assert!(ote.same_kernel(&te) && ote.same_kernel(&"128ote/3".parse().unwrap()));
         assert_eq!(ote, te.ordered());
         let p = Fp8Problem::new(4096, 7168, 2048, DType::Bf16, ScaleMode::Block);
-        assert!(check_config(&p, "176ote".parse().unwrap()).is_ok());
-        assert!(check_config(&p, "128os/2".parse().unwrap()).is_ok());
+        assert!(check_config(&p, "176ose".parse().unwrap()).is_ok());
+        assert!(check_config(&p, "112ose/2".parse().unwrap()).is_ok());
         // the old family with turns: the same kernel, so the same ring and specialisation
         let (old, turns): (Fp8Config, Fp8Config) =
             ("160".parse().unwrap(), "160o".parse().unwrap());
@@ -1310,6 +1454,30 @@ mod tests {
         let pair: Fp8Config = "160sm".parse().unwrap();
         assert_eq!((pair.cluster, pair.ctas(), pair.is_new()), (2, 2, true));
         assert!(!pair.same_kernel(&"160s".parse().unwrap()));
+        // pairs along N share A (n), 2 x 2 clusters both: each CTA's boxes hold its part
+        let (pm, pn, quad): (Fp8Config, Fp8Config, Fp8Config) = (
+            "128ptme".parse().unwrap(),
+            "128ptne".parse().unwrap(),
+            "128ptmne".parse().unwrap(),
+        );
+        assert_eq!((pn.ctas_m(), pn.ctas_n(), quad.ctas()), (1, 2, 4));
+        assert!(!pm.same_kernel(&pn) && !pn.same_kernel(&quad) && pm.is_new());
+        assert_eq!(
+            (pm.a_box_rows(4096), pm.b_box_rows()),
+            (128, 64),
+            "pairs along M: the whole A, half of B"
+        );
+        assert_eq!((pn.a_box_rows(4096), pn.b_box_rows()), (64, 128));
+        assert_eq!((quad.a_box_rows(4096), quad.b_box_rows()), (64, 64));
+        // a small M keeps the whole A box where CTAs share it (each loads half of the tile's)
+        assert_eq!(
+            (pm.a_rows(40), pn.a_rows(40), pn.a_box_rows(40)),
+            (40, 128, 64)
+        );
+        assert_eq!(
+            (pm.to_string(), pn.to_string(), quad.to_string()),
+            ("128ptme".into(), "128ptne".into(), "128ptmne".into())
+        );
         let old: Fp8Config = "128p/3".parse().unwrap();
         assert_eq!((old.reduction(), old.is_new()), (Reduce::Slots, false));
         assert_eq!(
@@ -1318,7 +1486,7 @@ mod tests {
         );
         for bad in [
             "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
-            "128po", "128op", "128so", "o",
+            "128po", "128op", "128so", "o", "128nm", "128en", "128pnt", "128he", "128eh",
         ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");
@@ -1344,6 +1512,11 @@ mod tests {
         assert_eq!(
             (tiles(&p, &"160s".parse().unwrap()), tiles(&p, &pair)),
             (9, 12)
+        );
+        // 3 x 3 tiles of 128: pairs along N pad the columns, 2 x 2 clusters both
+        assert_eq!(
+            (tiles(&p, &pm), tiles(&p, &pn), tiles(&p, &quad)),
+            (12, 12, 16)
         );
     }
 
@@ -1620,11 +1793,13 @@ mod tests {
         let dev = DeviceInfo::h100_sxm();
         let pte: Fp8Config = "128pte".parse().unwrap();
         let te: Fp8Config = "128te".parse().unwrap();
+        let pair: Fp8Config = "128ptme".parse().unwrap();
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             if m >= LARGE_M {
-                assert_eq!(c, if k >= LARGE_PIPE_K { pte } else { te }, "{p}");
+                // M = 4096: 32 rows of tiles, 544 tiles or more (4.1 waves) at every N
+                assert_eq!(c, pair, "{p}");
                 assert!(check_config(&p, c).is_ok());
                 // one slice: 32 rows of tiles fill the SMs
                 assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
@@ -1639,9 +1814,40 @@ mod tests {
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte);
         let p = Fp8Problem::new(1024, 7168, 512, DType::Bf16, ScaleMode::Block);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), te);
+        // pairs only from 4 waves of tiles (2048x2048: 1.94) and where the rows of tiles pair up
+        // (M = 1100: 9); single CTAs pipelined from K = 1536
+        let at = |m, n, k| {
+            choose_by(
+                &Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block),
+                &dev,
+                Fp8Rule::Large,
+            )
+        };
+        assert_eq!(
+            (
+                at(2048, 2048, 4096),
+                at(1100, 32768, 16384),
+                at(1100, 32768, 512)
+            ),
+            (pte, pte, te)
+        );
+        assert_eq!((at(4096, 7168, 1536), at(2048, 8192, 512)), (pair, pair));
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
         assert_eq!(choose_large(&p, &dev), None);
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
+        // clusters only where they tile C whole: DeepSeek-V3's M = 4096 has 32 rows of tiles,
+        // N = 2112 17 columns; M = 1100 9 rows
+        let at = |m, n| Fp8Problem::new(m, n, 7168, DType::Bf16, ScaleMode::Block);
+        assert_eq!(whole_clusters(&at(4096, 7168), (2, 1)), (2, 1));
+        assert_eq!(whole_clusters(&at(4096, 7168), (2, 2)), (2, 2));
+        assert_eq!(whole_clusters(&at(4096, 2112), (2, 1)), (2, 1));
+        assert_eq!(whole_clusters(&at(4096, 2112), (1, 2)), (1, 1));
+        assert_eq!(whole_clusters(&at(1100, 7168), (2, 1)), (1, 1));
+        for (m, n, k) in [(4096, 2112, 7168), (4096, 7168, 16384), (1100, 7168, 2048)] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_large(&p, &dev).expect("compiled");
+            assert!(check_config(&p, c).is_ok() && c.pipe, "{p}: {c}");
+        }
     }
 
     #[test]

@@ -126,6 +126,10 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
         crate::ops::gemm::pack_rows::spec(arch, 4),
         crate::ops::gemm::transpose_rows::spec(arch),
     ];
+    let spec = |cfg, combo, epi, split_code, cpa| {
+        let defer = GemmOverrides::NONE.defer;
+        WgmmaTmaWs::spec(arch, combo, cfg, GROUP_M, epi, split_code, defer, cpa)
+    };
     // Each (layout, input, output) first in the 128x256 tile's TMA-store variant without the
     // split-K code: what most launches run, and what `kiln inspect` shows.
     let epilogues = [Epilogue::TmaStore, Epilogue::TmaLoadC, Epilogue::Registers];
@@ -134,16 +138,7 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
             for epi in epilogues {
                 for split_code in [false, true] {
                     if in_registry(cfg, epi, split_code) {
-                        v.push(WgmmaTmaWs::spec(
-                            arch,
-                            combo,
-                            cfg,
-                            GROUP_M,
-                            epi,
-                            split_code,
-                            GemmOverrides::NONE.defer,
-                            false,
-                        ));
+                        v.push(spec(cfg, combo, epi, split_code, false));
                     }
                 }
             }
@@ -152,16 +147,7 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
     for cfg in CPA_TILES {
         for combo in crate::ops::gemm::all_combinations() {
             for epi in [Epilogue::TmaStore, Epilogue::Registers] {
-                v.push(WgmmaTmaWs::spec(
-                    arch,
-                    combo,
-                    cfg,
-                    GROUP_M,
-                    epi,
-                    true,
-                    GemmOverrides::NONE.defer,
-                    true,
-                ));
+                v.push(spec(cfg, combo, epi, true, true));
             }
         }
     }

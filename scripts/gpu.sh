@@ -122,7 +122,8 @@
 #                                ANYOP_FUZZ (1,500) GEMM problems both ways; time: the seven shapes
 #                                against cuBLAS under KILN_WGMMA_INPLACE=0, auto and 1, then `kiln
 #                                bench --set random --count 200 --seed 1` under 0 and auto (the
-#                                dispatch before and after, one binary); each bench's summary last
+#                                dispatch before and after, one binary), with 281x8320x8512 RC
+#                                under six forced tiles between; each bench's summary last
 #   ws-check                     after a change to the wgmma_tma_ws kernels or their headers: its
 #                                full suite, the MoE quick suite, `kiln sanitize --configs`
 #   peak                         `kiln peak`: copy bandwidth, read ceiling, cuBLAS's best bf16 GEMM
@@ -1097,13 +1098,18 @@ anyop)
           --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
       done
     done
+    # 281x8320x8512 RC (aligned): the heuristic's 128x192 beside the other tiles (docs/gemm.md:
+    # every 128-row tile pads M to 384 rows, the 64-row ones move 2.5x the bytes per FLOP)
+    for cfg in medium large small medium-pair tiny64 pingpong-tiny; do
+      step "anyop-tile-$cfg" 60 env KILN_WGMMA_CFG=$cfg "$KILN" bench --shape 281x8320x8512 --layout RC
+    done
     for mode in 0 auto; do
       step "anyop-random-$mode" 150 env KILN_WGMMA_INPLACE=$mode "$KILN" bench --set random \
         --count 200 --seed 1
     done
   fi
   table
-  for f in "$D"/anyop-bench-*.txt "$D"/anyop-random-*.txt; do
+  for f in "$D"/anyop-bench-*.txt "$D"/anyop-tile-*.txt "$D"/anyop-random-*.txt; do
     [ -f "$f" ] || continue
     echo; echo "== $(basename "$f" .txt)"; grep -v '^\s*$' "$f" | tail -4
   done ;;

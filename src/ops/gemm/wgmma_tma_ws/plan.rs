@@ -530,6 +530,7 @@ mod tests {
         for (m, n, k, l, dt) in [
             (13690, 1457, 36, Layout::RC, DType::F16),
             (15104, 7420, 64, Layout::CR, DType::F16),
+            (4327, 876, 178, Layout::RR, DType::Bf16),
         ] {
             let p = GemmProblem::new(m, n, k, l, dt, dt);
             let plan = plan(&p, 132, None, &env);
@@ -549,7 +550,7 @@ mod tests {
         // K over a few stages, or 4-byte copies of both operands over many tiles a CTA: the
         // copies stay (C in place); `=1` reads them in place all the same
         for (m, n, k, l, dt) in [
-            (4327, 876, 178, Layout::RR, DType::Bf16),
+            (5434, 534, 575, Layout::CR, DType::Bf16),
             (8042, 2510, 11050, Layout::CC, DType::F16),
             (13568, 7194, 138, Layout::RR, DType::F16),
         ] {

@@ -217,12 +217,22 @@ impl Prepared {
                     notes.add(|| {
                         format!(
                             "{name} read in place: ld{} = {ld} (or its base) is off 16 bytes, so the \
-                             producer warpgroup copies its rows into the swizzled stages with {}",
+                             producer warpgroup copies its rows into the swizzled stages with {} \
+                             ({})",
                             name.to_lowercase(),
                             if *width == 2 {
                                 "2-byte loads and shared stores".to_string()
                             } else {
                                 format!("{width}-byte cp.async")
+                            },
+                            if mode == InPlace::All {
+                                "KILN_WGMMA_INPLACE=1".to_string()
+                            } else {
+                                format!(
+                                    "over {} K blocks a unit they cost less than the copy: \
+                                     inplace::in_place_pays",
+                                    k_blocks(p.k).div_ceil(splits.max(1))
+                                )
                             }
                         )
                     });

@@ -3,6 +3,8 @@
 #
 #   bash scripts/candle.sh [cargo subcommand and args]   (default: build --release -p kiln-candle --examples)
 #   bash scripts/candle.sh env                            prints the environment, for `eval`
+#   bash scripts/candle.sh test --release -p kiln-candle --lib   the crate's CPU tests (argument
+#                                                         checks, the 4-bit prepack), no GPU needed
 #
 # candle's `cuda` feature compiles candle-kernels with nvcc (through cudaforge) and links cudarc
 # at build time (`dynamic-linking`) against libcuda, libcudart, libnvrtc, libcublas(Lt) and
@@ -71,5 +73,16 @@ fi
 export "${vars[@]}"
 if [ $# -eq 0 ]; then
   set -- build --release -p kiln-candle --examples
+fi
+if [ "$1" = test ]; then
+  # The test binaries link the CUDA libraries as the example does: the wheels' at run time, and
+  # where no driver is installed (the CPU box) the stub as libcuda.so.1 (the CPU tests never call
+  # the driver; with a driver present the driver's own is loaded).
+  LD_LIBRARY_PATH="$CU/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    ln -sfn libcuda.so "$CU/lib/stubs/libcuda.so.1"
+    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$CU/lib/stubs"
+  fi
+  export LD_LIBRARY_PATH
 fi
 exec cargo "$@"

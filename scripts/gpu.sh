@@ -44,6 +44,11 @@
 #                                KILN_BWD_DQ_KEYS=1; quick suite, GQA causal, ragged BHSD f16,
 #                                deterministic; each <= 90 s), then timed beside bwd_fa3_wgmma at
 #                                `backward`'s 13 shapes (d128 also by keys) and SDPA's backwards
+#   bwd-tma-dq                   bwd_fa3_tma_dq verified as bwd-bulk-dq verifies bwd_fa3_bulk_dq
+#                                (both d128 dQ splits, GQA causal, ragged BHSD f16, deterministic;
+#                                each <= 90 s), then timed beside bwd_fa3_bulk_dq at `backward`'s
+#                                13 shapes (the d128 ones also split by keys) and SDPA's backwards
+#                                (about 8 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -201,8 +206,9 @@
 #   candle                       kiln's ops in candle (kiln-candle, built here by scripts/candle.sh:
 #                                its `block` example, CANDLE_EXAMPLE): the CUDA libraries it links
 #                                found (ldd), the block's check (each op against float64, the
-#                                block against candle's own ops), then the attention timing at B4
-#                                H16 S4096 d128 (kiln in candle, kiln's Rust API, candle's composed
+#                                block against candle's own ops, the experts in FP8 and 4 bits),
+#                                then the attention timing at B4 H16 S4096 d128 (kiln in candle and
+#                                kiln's Rust API alternately, candle's composed
 #                                matmul-softmax-matmul), not causal and causal; table last
 set -uo pipefail
 
@@ -361,9 +367,29 @@ attn_shapes() {
   done; done; done
 }
 
+# bwd_staged_verify NAME VERSION: a backward version that stages dQ in shared memory verified
+# (steps NAME-*, each <= 90 s): compiled, the quick suite with d128's dQ split by columns and by
+# keys (KILN_BWD_DQ_KEYS=1), GQA causal S 1000 d128 (both splits), ragged BHSD f16 d64, and a
+# deterministic causal run.
+bwd_staged_verify() {
+  local n=$1 V=$2
+  step "$n-compile" 90 "$KILN" check --version "$V"
+  step "$n-quick" 90 "$KILN" attn verify --backward --suite quick --version "$V"
+  step "$n-quick-keys" 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
+  step "$n-gqa-causal" 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen 1000 --dim 128 --causal
+  step "$n-gqa-causal-keys" 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --version "$V" --batch 2 \
+    --heads 4 --kv-heads 2 --seqlen 1000 --dim 128 --causal
+  step "$n-ragged-bhsd" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
+    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
+  step "$n-determ" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
+    --dim 128 --causal --deterministic
+}
+
 # bwd_bench: every backward version (BWD_VERSION: only those, space-separated) at the issue's
 # 13 backward shapes (BWD_KEYS=1: the d128 ones again with bwd_fa3_bulk_dq's dQ split by keys,
-# KILN_BWD_DQ_KEYS=1, as version "bwd_fa3_bulk_dq keys"), then SDPA's cuDNN and FLASH backwards
+# KILN_BWD_DQ_KEYS=1, as version "bwd_fa3_bulk_dq keys"; BWD_KEYS=<version>: that version's),
+# then SDPA's cuDNN and FLASH backwards
 # on them (scripts/peers.py backward), the step table, and summary.txt (TFLOPS and the ratios
 # per shape and version).
 bwd_bench() {
@@ -379,10 +405,11 @@ bwd_bench() {
       2>>"$D/bwd-bench.err" | tr -d '\n') || failed=1
     echo "{$meta, \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
     if [ -n "${BWD_KEYS:-}" ] && [ "$d" = 128 ]; then
+      kv=$([ "$BWD_KEYS" = 1 ] && echo bwd_fa3_bulk_dq || echo "$BWD_KEYS")
       flags=(); [ "$c" = causal ] && flags+=(--causal); [ "$det" = det ] && flags+=(--deterministic)
       rows=$(KILN_BWD_DQ_KEYS=1 timeout 120 "$KILN" --json attn bench --backward "${shape[@]}" "${flags[@]}" \
-        --version bwd_fa3_bulk_dq --reps 10 --warmup 3 2>>"$D/bwd-bench.err" | tr -d '\n' \
-        | sed 's/"bwd_fa3_bulk_dq"/"bwd_fa3_bulk_dq keys"/g') || failed=1
+        --version "$kv" --reps 10 --warmup 3 2>>"$D/bwd-bench.err" | tr -d '\n' \
+        | sed "s/\"$kv\"/\"$kv keys\"/g") || failed=1
       echo "{$meta, \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
     fi
     [ "$det" = det ] || shapes="$shapes;$b,$h,$s,$d$([ "$c" = causal ] && echo ,causal)"
@@ -762,19 +789,17 @@ bwd-bulk-dq)
   # columns and by keys (KILN_BWD_DQ_KEYS=1), then timed beside bwd_fa3_wgmma at the 13 shapes
   # (the d128 ones also split by keys), and SDPA's backwards.
   need_bin "$KILN"; machine "$KILN"
-  V=bwd_fa3_bulk_dq
-  step bulk-dq-compile 90 "$KILN" check --version "$V"
-  step bulk-dq-quick 90 "$KILN" attn verify --backward --suite quick --version "$V"
-  step bulk-dq-quick-keys 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
-  step bulk-dq-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
-    --seqlen 1000 --dim 128 --causal
-  step bulk-dq-gqa-causal-keys 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --version "$V" --batch 2 \
-    --heads 4 --kv-heads 2 --seqlen 1000 --dim 128 --causal
-  step bulk-dq-ragged-bhsd 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
-    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
-  step bulk-dq-determ 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
-    --dim 128 --causal --deterministic
-  BWD_VERSION="bwd_fa3_wgmma $V" BWD_KEYS=1 bwd_bench
+  bwd_staged_verify bulk-dq bwd_fa3_bulk_dq
+  BWD_VERSION="bwd_fa3_wgmma bwd_fa3_bulk_dq" BWD_KEYS=1 bwd_bench
+  ;;
+
+bwd-tma-dq)
+  # bwd_fa3_tma_dq's first full device run (about 8 min on an H200): verified as bwd-bulk-dq
+  # verifies bwd_fa3_bulk_dq, then timed beside bwd_fa3_bulk_dq (the default) at the 13 shapes
+  # (the d128 ones also split by keys), and SDPA's backwards.
+  need_bin "$KILN"; machine "$KILN"
+  bwd_staged_verify tma-dq bwd_fa3_tma_dq
+  BWD_VERSION="bwd_fa3_bulk_dq bwd_fa3_tma_dq" BWD_KEYS=bwd_fa3_tma_dq bwd_bench
   ;;
 
 moe)

@@ -17,9 +17,10 @@ cargo build --release --locked --examples
 # kiln in candle (kiln-candle, docs/candle.md): built with the CUDA 13 pieces from PyPI wheels
 # (scripts/candle.sh), so that CI proves it compiles and links; it runs on a GPU (gpu.sh candle).
 # About 7-10 minutes on a 2-core box, most of it candle-kernels' nvcc; KILN_CANDLE_BUILD=0
-# skips it.
+# skips it. Its CPU tests (the ops' argument checks, the 4-bit prepack) add a few seconds.
 if [ "${KILN_CANDLE_BUILD:-1}" != 0 ]; then
   bash scripts/candle.sh build --release --locked -p kiln-candle --examples
+  bash scripts/candle.sh test --release --locked -p kiln-candle --lib
 fi
 bash scripts/python.sh
 # Tests that cannot run here (no GPU, say) skip through tests/common and add a line to this file.

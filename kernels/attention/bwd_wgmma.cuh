@@ -1,9 +1,9 @@
-// The products and conversions the WGMMA attention backwards share (bwd_fa3_wgmma.cu,
-// bwd_fa3_bulk_dq.cu): keys are the M of every product, so Sᵀ and dPᵀ are m64 accumulators of
-// 64 keys x BM queries, dK and dV m64 accumulators of 64 keys x D, and Pᵀ and dSᵀ feed the next
-// products as register A operands. Q, dO, K and V lie in shared memory as the TMA leaves them:
-// boxes of 64 dims (128-byte rows, 128B swizzle), a box of BM query rows HALF_Q = BM·128 bytes,
-// of BN key rows BN·128.
+// The products and conversions the WGMMA attention backwards share (through bwd_fa3_block.cuh:
+// bwd_fa3_wgmma.cu, bwd_fa3_bulk_dq.cu, bwd_fa3_tma_dq.cu): keys are the M of every product, so
+// Sᵀ and dPᵀ are m64 accumulators of 64 keys x BM queries, dK and dV m64 accumulators of 64 keys
+// x D, and Pᵀ and dSᵀ feed the next products as register A operands. Q, dO, K and V lie in shared
+// memory as the TMA leaves them: boxes of 64 dims (128-byte rows, 128B swizzle), a box of BM
+// query rows HALF_Q = BM·128 bytes, of BN key rows BN·128.
 #pragma once
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"

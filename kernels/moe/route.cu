@@ -61,13 +61,14 @@ struct RouteArgs {
   float4* zero;  // the accumulator zeroed by the extra blocks, or null
   i64 zero_vec4s;
   int route_blocks;  // blocks that route; moe_route_select's grid may hold more, which only zero
+  int table_sorted[2];  // each table's experts heaviest first (the 4-bit kernels' order)
 };
 
 // Warps 1 and 2 of the block that wrote the offsets (visible to it after a block barrier).
 __device__ __forceinline__ void build_layer_tables(const RouteArgs& a, int warp, int lane) {
   if (warp < 1 || warp > 2 || a.tables[warp - 1] == nullptr) return;
-  moe_build_tables(a.offsets, a.tables[warp - 1], a.experts, a.tokens * a.top_k, 0, 0, a.table_bm[warp - 1], 0,
-                   a.table_fold[warp - 1], lane);
+  moe_build_tables(a.offsets, a.tables[warp - 1], a.experts, a.tokens * a.top_k, 0, 0, a.table_bm[warp - 1],
+                   a.table_sorted[warp - 1], a.table_fold[warp - 1], lane);
 }
 
 __device__ __forceinline__ float load_float(const void* p, int dtype, i64 i) {

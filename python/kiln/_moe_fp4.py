@@ -133,6 +133,43 @@ def _launch(x, w, offsets, out):
     return out
 
 
+def _experts_args(w) -> tuple:
+    return (_bytes(w.data), _bytes(w.escale), w.format, w.experts, w.n, w.k, w.swiglu, w.min_scale_byte)
+
+
+def layer(x, w13, w2, top_k_index, top_k_weights):
+    """The layer in one kiln call: routing, the sorted copy of x's rows, both 4-bit projections
+    and the combine in pair order (warm and at addresses seen before, one replayed graph)."""
+    from ._native import native, stream_of
+
+    torch = __import__("torch")
+    dev = x.device.index if x.device.index is not None else 0
+    out = torch.empty_like(x)
+    route_args = (None, None, check.describe(top_k_index), check.describe(top_k_weights), int(top_k_index.shape[1]),
+                  "softmax", False, None, 1.0)
+    native().fp4_moe_layer(dev, stream_of(dev), check.describe(x), _experts_args(w13), _experts_args(w2), route_args,
+                           check.describe(out))
+    return out
+
+
+def direct_layer(x, w13, w2, top_k_index, top_k_weights, weights):
+    """`layer` where the extension takes the arguments as they are (its checks are the same as
+    the checking road's); None where it refuses them, and the checking road then says why."""
+    f = str(weights).lower()
+    if not (isinstance(w13, Fp4Experts) and isinstance(w2, Fp4Experts)) or w13.format != f or w2.format != f:
+        return None
+    if w13.data.device != x.device or w2.data.device != x.device:
+        return None
+    try:
+        __import__("torch")
+    except ImportError:  # (no torch, no tensors to launch on)
+        return None
+    try:
+        return layer(x, w13, w2, top_k_index, top_k_weights)
+    except (TypeError, ValueError):
+        return None
+
+
 def experts(x, w13, w2, routing):
     """The layer on 4-bit weights over kiln's routing tables (`kiln.moe.route`)."""
     torch = __import__("torch")

@@ -230,9 +230,9 @@ def experts(
     Indices on the CPU are checked; on the GPU an index out of range drops its pair and makes
     its token's row NaN (`check_indices=True` checks them first, at the cost of a host sync).
     `weights="nvfp4"` or `"mxfp4"`: `w13` and `w2` are the `Fp4Experts` pair that
-    `quantize_experts` made from gate_up_proj and down_proj; the rows are sorted by kiln's
-    routing and gathered, then kiln's 4-bit fused SwiGLU and grouped GEMM run on them and
-    `combine` sums each token's weighted rows (in pair order whatever `combine` says)."""
+    `quantize_experts` made from gate_up_proj and down_proj; one kiln call routes, copies the
+    rows into the experts' order, runs kiln's 4-bit fused SwiGLU and grouped GEMM on them and
+    sums each token's weighted rows (in pair order whatever `combine` says)."""
     if weights is not None:
         return _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combine, check_indices)
     if layout == "concat" and not check_indices and not through_torch(x, w13, w2, top_k_index, top_k_weights):
@@ -261,6 +261,12 @@ def experts(
 def _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combine_mode, check_indices):
     from . import _moe_fp4
 
+    if layout == "concat" and not check_indices and combine_mode in ("atomic", "ordered") and not through_torch(
+        x, top_k_index, top_k_weights
+    ):
+        out = _moe_fp4.direct_layer(x, w13, w2, top_k_index, top_k_weights, weights)
+        if out is not None:
+            return out
     e, _, _ = _moe_fp4.check_experts(x, w13, w2, weights)
     if layout != "concat":
         raise ValueError(f"`layout` is {layout!r}; 4-bit weights are prepacked from gate_up_proj as it is ('concat')")
@@ -272,6 +278,8 @@ def _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combin
     if _on_cpu(top_k_index):
         top_k_index = top_k_index.to(x.device, non_blocking=True)
     check.same_device({"x": x, "top_k_index": top_k_index})
+    if not through_torch(x, top_k_index, top_k_weights):
+        return _moe_fp4.layer(x.contiguous(), w13, w2, top_k_index.contiguous(), top_k_weights.contiguous())
     r = route(top_k_index, top_k_weights, num_experts=e)
     return combine(_moe_fp4.experts(x.contiguous(), w13, w2, r), r)
 

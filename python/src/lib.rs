@@ -305,6 +305,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fp4::nvfp4_gemv, m)?)?;
     m.add_function(wrap_pyfunction!(moe_fp4::fp4_prepack_experts, m)?)?;
     m.add_function(wrap_pyfunction!(moe_fp4::fp4_experts, m)?)?;
+    m.add_function(wrap_pyfunction!(moe_fp4::fp4_moe_layer, m)?)?;
     m.add_function(wrap_pyfunction!(pointwise::rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(pointwise::rope, m)?)?;
     Ok(())

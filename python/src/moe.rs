@@ -139,7 +139,7 @@ pub fn swiglu<'py>(
 /// A layer's routing as Python passes it: (router_logits, bias, top_k_index, top_k_weights,
 /// top_k, scoring, renormalize, (n_group, topk_group) or None, routed_scaling); either the
 /// logits or the index and weights are given.
-type PyRouting = (
+pub(crate) type PyRouting = (
     Option<PyTensor>,
     Option<PyTensor>,
     Option<PyTensor>,
@@ -151,7 +151,7 @@ type PyRouting = (
     f32,
 );
 
-fn routing(device: usize, r: PyRouting) -> PyResult<MoeRouting<RawTensor>> {
+pub(crate) fn routing(device: usize, r: PyRouting) -> PyResult<MoeRouting<RawTensor>> {
     let (logits, bias, index, weights, top_k, scoring, renormalize, groups, routed_scaling) = r;
     match (logits, index, weights) {
         (Some(l), None, None) => Ok(MoeRouting::Logits {

@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes as PyByteString;
 
 use crate::fp4::raw_bytes;
+use crate::moe::{routing, PyRouting};
 use crate::{handle, stream_of, tensor, to_py, PyTensor};
 
 /// A contiguous tensor as Python passes it: (data pointer, bytes).
@@ -56,6 +57,56 @@ pub fn fp4_prepack_experts<'py>(
     Ok((PyByteString::new(py, &p.bytes), p.escale, p.min_scale_byte))
 }
 
+/// A `Fp4Experts` as Python passes it: (prepacked bytes, factors, format, experts, n, k, swiglu,
+/// smallest scale byte).
+type PyFp4Experts = (PyBytes, PyBytes, String, usize, usize, usize, bool, u8);
+
+fn experts_of(device: usize, w: PyFp4Experts) -> PyResult<raw::RawFp4Experts> {
+    let (bytes, escale, format, experts, n, k, swiglu, min_scale_byte) = w;
+    Ok(raw::RawFp4Experts {
+        layout: Fp4Layout {
+            format: format_of(&format)?,
+            experts,
+            n,
+            k,
+            swiglu,
+            min_scale_byte,
+        },
+        bytes: raw_bytes(bytes, device),
+        escale: raw_bytes(escale, device),
+    })
+}
+
+/// The whole MoE layer on 4-bit experts into `out` (kiln's routing, the sorted copy of x's
+/// rows, the 4-bit SwiGLU and down projection, each token's rows summed in pair order), on
+/// torch's stream `stream`.
+#[pyfunction]
+#[pyo3(signature = (device, stream, x, w13, w2, route, out))]
+#[allow(clippy::too_many_arguments)]
+pub fn fp4_moe_layer(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    x: PyTensor,
+    w13: PyFp4Experts,
+    w2: PyFp4Experts,
+    route: PyRouting,
+    out: PyTensor,
+) -> PyResult<()> {
+    let x = tensor("x", x, device)?;
+    let (w13, w2) = (experts_of(device, w13)?, experts_of(device, w2)?);
+    let r = routing(device, route)?;
+    let out = tensor("out", out, device)?;
+    raw::check_fp4_moe_layer(device, &x, &w13, &w2, &r, &out).map_err(to_py)?;
+    let kh = handle(device)?;
+    // SAFETY: as in `gemm`; the weights are the uint8 and f32 tensors of two Fp4Experts that
+    // Python holds for the call.
+    py.allow_threads(|| unsafe {
+        raw::fp4_moe_layer(&kh, stream_of(stream), &x, &w13, &w2, &r, &out)
+    })
+    .map_err(to_py)
+}
+
 /// y = the 4-bit grouped GEMM (or, with `swiglu`, the fused SwiGLU times the optional routing
 /// weights) of `x`'s expert-sorted rows, rows by `offsets` [E + 1], on torch's stream `stream`.
 #[pyfunction]
@@ -79,18 +130,19 @@ pub fn fp4_experts(
     y: PyTensor,
 ) -> PyResult<()> {
     let x = tensor("x", x, device)?;
-    let weights = raw::RawFp4Experts {
-        layout: Fp4Layout {
-            format: format_of(format)?,
+    let weights = experts_of(
+        device,
+        (
+            w,
+            escale,
+            format.to_string(),
             experts,
             n,
             k,
             swiglu,
             min_scale_byte,
-        },
-        bytes: raw_bytes(w, device),
-        escale: raw_bytes(escale, device),
-    };
+        ),
+    )?;
     let rows = MoeRows::Offsets {
         offsets: tensor("offsets", offsets, device)?,
         host: None,

@@ -562,6 +562,171 @@ def moe_layer_checks(gen, quick):
         record("moe_layer", f"experts six calls at the same addresses, new values each T{t_g}", worst < 2e-2, err=worst)
 
 
+def replay_checks(gen, quick):
+    """A warm call at addresses seen before replays the graph kiln captured from it (the third
+    call on): new values at the same addresses must come out, a new scalar or new addresses must
+    not replay the old graph, and a bad block table found by a replayed decode is still reported
+    at the next call."""
+    def same_addresses(name, fill, call, ref, bound, calls=6):
+        worst = 0.0
+        for _ in range(calls):
+            fill()
+            err = rel(call(), ref())
+            worst = err if math.isnan(err) else max(worst, err)
+        record("replay", f"{name}: {calls} calls at the same addresses, new values each", worst <= bound, err=worst)
+
+    def randn_(*ts):
+        for t in ts:
+            t.copy_(torch.randn(t.shape, device="cuda", dtype=t.dtype, generator=gen))
+
+    a = torch.empty(300, 512, device="cuda", dtype=torch.bfloat16)
+    b = torch.empty(512, 256, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(300, 256, device="cuda", dtype=torch.float32)
+    same_addresses("gemm", lambda: randn_(a, b), lambda: kiln.gemm(a, b, out=out), lambda: a.float() @ b.float(), 1e-3)
+    worst = 0.0
+    for alpha in (1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 2.0, 1.0):  # a new scalar is a new graph
+        kiln.gemm(a, b, out=out, alpha=alpha)
+        worst = max(worst, rel(out, alpha * (a.float() @ b.float())))
+    record("replay", "gemm: alpha changed between warm calls at the same addresses", worst <= 1e-3, err=worst)
+    a2 = torch.randn(300, 512, device="cuda", dtype=torch.bfloat16, generator=gen)
+    worst = 0.0
+    for x in (a, a2, a, a2, a, a2):  # two address sets, each replayed in turn
+        kiln.gemm(x, b, out=out)
+        worst = max(worst, rel(out, x.float() @ b.float()))
+    record("replay", "gemm: two operands alternating at one output", worst <= 1e-3, err=worst)
+
+    q = torch.empty(2, 128, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.empty(2, 512, 2, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.empty_like(k)
+    o = torch.empty_like(q)
+    same_addresses("attention", lambda: randn_(q, k, v),
+                   lambda: kiln.flash_attn_func(q, k, v, causal=True, out=o),
+                   lambda: sdpa_ref(q, k, v, True, 1 / math.sqrt(128)), 2e-2)
+
+    # a static cache as transformers keeps it: [B, S, Hkv, D], lengths moving every step
+    bsz, cap, hq, hkv, d = 4, 1024, 16, 4, 128
+    kc = torch.randn(bsz, cap, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    vc = torch.randn_like(kc)
+    qd = torch.empty(bsz, 1, hq, d, device="cuda", dtype=torch.bfloat16)
+    lens = torch.empty(bsz, device="cuda", dtype=torch.int32)
+
+    def dense_ref():
+        outs = []
+        for s in range(bsz):
+            n = int(lens[s])
+            outs.append(sdpa_ref(qd[s:s + 1], kc[s:s + 1, :n], vc[s:s + 1, :n], False, 1 / math.sqrt(d)))
+        return torch.cat(outs)
+
+    def fill_dense():
+        randn_(qd)
+        lens.copy_(torch.randint(1, cap + 1, (bsz,), generator=gen, device="cuda").to(torch.int32))
+
+    same_addresses("kvcache, static cache", fill_dense,
+                   lambda: kiln.flash_attn_with_kvcache(qd, kc, vc, cache_seqlens=lens), dense_ref, 2e-2, calls=8)
+
+    # a paged cache: the table's entries move between calls, and then one goes bad
+    ps, max_pages = 64, 16
+    kp = torch.randn(bsz * max_pages, ps, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    vp = torch.randn_like(kp)
+    table = torch.empty(bsz, max_pages, device="cuda", dtype=torch.int32)
+
+    def paged_ref():
+        outs = []
+        for s in range(bsz):
+            n = int(lens[s])
+            rows = table[s, : -(-n // ps)].long()
+            kd = kp[rows].reshape(-1, hkv, d)[:n][None]
+            vd = vp[rows].reshape(-1, hkv, d)[:n][None]
+            outs.append(sdpa_ref(qd[s:s + 1], kd, vd, False, 1 / math.sqrt(d)))
+        return torch.cat(outs)
+
+    def fill_paged():
+        fill_dense()
+        table.copy_(torch.randperm(bsz * max_pages, generator=gen, device="cuda").to(torch.int32).view(bsz, max_pages))
+
+    def paged():
+        return kiln.flash_attn_with_kvcache(qd, kp, vp, cache_seqlens=lens, block_table=table)
+
+    same_addresses("kvcache, paged", fill_paged, paged, paged_ref, 2e-2, calls=8)
+    table[0, 0] = 10**6
+    lens[0] = 10
+    bad = paged()  # replayed: the GPU finds the entry, writes NaN for sequence 0, records it
+    record("replay", "kvcache, paged: a replayed step with a bad entry writes NaN for its sequence",
+           bool(torch.isnan(bad[0]).all()) and not bool(torch.isnan(bad[1:]).any()))
+    torch.cuda.synchronize()
+    try:
+        paged()
+        record("replay", "kvcache, paged: a bad entry found by a replayed step is reported at the next call", False,
+               error="no exception")
+    except Exception as e:  # noqa: BLE001 - the message is what is checked
+        record("replay", "kvcache, paged: a bad entry found by a replayed step is reported at the next call",
+               "table" in str(e), error=str(e)[:160])
+    fill_paged()
+    err = rel(paged(), paged_ref())
+    record("replay", "kvcache, paged: the step after the report is right again", err <= 2e-2, err=err)
+
+    # packed attention and the grouped GEMM: the offsets are read on the GPU, so new offsets at
+    # the same address replay the same graph and must still be followed
+    total, hv = 356, 8
+    qv = torch.empty(total, hv, 128, device="cuda", dtype=torch.bfloat16)
+    kv, vv = torch.empty(total, 2, 128, device="cuda", dtype=torch.bfloat16), torch.empty(total, 2, 128, device="cuda", dtype=torch.bfloat16)
+    cu = torch.empty(4, device="cuda", dtype=torch.int32)
+
+    def fill_varlen():
+        randn_(qv, kv, vv)
+        cuts = sorted(torch.randint(1, total, (2,), generator=gen, device="cuda").tolist())
+        cu.copy_(torch.tensor([0, *cuts, total], dtype=torch.int32))
+
+    def varlen_ref():
+        outs = []
+        bounds = cu.tolist()
+        for s0, s1 in zip(bounds, bounds[1:]):
+            if s1 > s0:
+                outs.append(sdpa_ref(qv[None, s0:s1], kv[None, s0:s1], vv[None, s0:s1], True, 1 / math.sqrt(128))[0])
+        return torch.cat(outs)
+
+    same_addresses("varlen", fill_varlen,
+                   lambda: kiln.flash_attn_varlen_func(qv, kv, vv, cu, cu, total, total, causal=True), varlen_ref, 2e-2)
+
+    xg = torch.empty(256, 256, device="cuda", dtype=torch.bfloat16)
+    wg = torch.randn(4, 256, 256, device="cuda", dtype=torch.bfloat16, generator=gen)
+    offs = torch.empty(5, device="cuda", dtype=torch.int32)
+
+    def fill_grouped():
+        randn_(xg)
+        cuts = sorted(torch.randint(0, 257, (3,), generator=gen, device="cuda").tolist())
+        offs.copy_(torch.tensor([0, *cuts, 256], dtype=torch.int32))
+
+    def grouped_ref():
+        o = offs.tolist()
+        y = torch.zeros(256, 256, device="cuda")
+        for e in range(4):
+            y[o[e]:o[e + 1]] = xg[o[e]:o[e + 1]].float() @ wg[e].float().t()
+        return y
+
+    same_addresses("moe.grouped_gemm", fill_grouped, lambda: kiln.moe.grouped_gemm(xg, wg, offs), grouped_ref, 1e-2)
+
+    # the 4-bit experts: both projections replay, the routing's tables change every call
+    e, topk, t, hdim, inter = 8, 2, 24, 256, 128
+    w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(hdim)
+    w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(inter)
+    q13, q2 = kiln.moe.quantize_experts(w13, w2, format="nvfp4")
+    d13 = torch.cat([fp4_dequant_experts(w13[:, :inter], "nvfp4"), fp4_dequant_experts(w13[:, inter:], "nvfp4")], dim=1)
+    d2 = fp4_dequant_experts(w2, "nvfp4")
+    x4 = torch.empty(t, hdim, device="cuda", dtype=torch.bfloat16)
+    idx4 = torch.empty(t, topk, device="cuda", dtype=torch.int64)
+    wts4 = torch.empty(t, topk, device="cuda", dtype=torch.float32)
+
+    def fill_fp4():
+        randn_(x4)
+        new = torch.topk(torch.softmax(torch.randn(t, e, device="cuda", generator=gen), -1), topk, -1)
+        idx4.copy_(new.indices)
+        wts4.copy_(new.values)
+
+    same_addresses("4-bit experts (nvfp4)", fill_fp4, lambda: kiln.moe.experts(x4, q13, q2, idx4, wts4, weights="nvfp4"),
+                   lambda: moe_ref(x4, d13, d2, idx4, wts4), 2e-2)
+
+
 def graph_ms(fn, reps=50):
     """Milliseconds per replay of `fn` captured in a CUDA graph (after a warm call)."""
     fn()
@@ -902,7 +1067,7 @@ def pointwise_checks(gen, quick, timings):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a quarter of the shapes, no models")
-    ap.add_argument("--only", help="comma-separated sections to run (gemm, attention, backward, varlen, kvcache, "
+    ap.add_argument("--only", help="comma-separated sections to run (gemm, attention, backward, varlen, kvcache, replay, "
                     "moe, moe_layer, fp8, fp4, moe_fp4, integration, pointwise, models, timings, moe_timings); default all")
     ap.add_argument("--moe", action="store_true", help="only the MoE checks and the MoE layer's timings "
                     "(--only moe,moe_layer,moe_timings)")
@@ -913,7 +1078,7 @@ def main():
     timings: list[dict] = []
     t0 = time.time()
     sections = {"gemm": gemm_checks, "attention": attention_checks, "backward": attention_backward_checks,
-                "varlen": varlen_checks, "kvcache": kvcache_checks, "moe": moe_checks, "moe_layer": moe_layer_checks,
+                "varlen": varlen_checks, "kvcache": kvcache_checks, "replay": replay_checks, "moe": moe_checks, "moe_layer": moe_layer_checks,
                 "fp8": fp8_checks, "fp4": fp4_checks, "moe_fp4": moe_fp4_checks, "integration": lambda g, q: integration_checks(g),
                 "pointwise": lambda g, q: pointwise_checks(g, q, timings)}
     if not args.quick or args.moe:

@@ -111,39 +111,42 @@ impl Kiln {
         w: (Operand, Operand),
     ) -> Result<()> {
         let p = &plan.problem;
-        let key = format!(
-            "{:?} fp4 {:?} tile {}",
-            plan.key(()),
-            l.format,
-            Fp4Tile::choose(p).tt
-        );
-        self.run(stream, &key, &p.label(), |ctx, ws, capturing| {
-            let sched_bytes = schedule::sched_bytes(p.experts);
-            let sched = ws.moe_sched.at_least(ctx, sched_bytes, capturing)?;
-            let op = |o: Operand| {
-                // SAFETY: every operand is memory the caller's views (and the weights) hold for
-                // the duration of this call, ordered on `stream`; the borrowed buffers only
-                // carry pointers and sizes and never free them.
-                unsafe { DeviceBuffer::borrowed(o.ptr, o.bytes) }
-            };
-            let (xb, yb, rb) = (op(plan.x), op(plan.y), op(plan.rows));
-            let route = plan.route.map(op);
-            let (wb, eb) = (op(w.0), op(w.1));
-            let sb = op(Operand {
-                ptr: sched,
-                bytes: sched_bytes,
-            });
-            let ops = Fp4Operands {
-                x: &xb,
-                w: &wb,
-                escale: &eb,
-                y: &yb,
-                rows: &rb,
-                route: route.as_ref(),
-                sched: &sb,
-            };
-            Fp4Experts::launch(ctx, p, l, &ops)
-        })
+        // (the tile, chosen from the problem's rows, picks the kernel: part of what has run)
+        let key = (plan.key(()), *l, Fp4Tile::choose(p).tt);
+        self.run_graphed(
+            stream,
+            key,
+            (plan.addresses(), w),
+            || p.label(),
+            |_| Ok(()),
+            |ctx, ws, capturing| {
+                let sched_bytes = schedule::sched_bytes(p.experts);
+                let sched = ws.moe_sched.at_least(ctx, sched_bytes, capturing)?;
+                let op = |o: Operand| {
+                    // SAFETY: every operand is memory the caller's views (and the weights) hold for
+                    // the duration of this call, ordered on `stream`; the borrowed buffers only
+                    // carry pointers and sizes and never free them.
+                    unsafe { DeviceBuffer::borrowed(o.ptr, o.bytes) }
+                };
+                let (xb, yb, rb) = (op(plan.x), op(plan.y), op(plan.rows));
+                let route = plan.route.map(op);
+                let (wb, eb) = (op(w.0), op(w.1));
+                let sb = op(Operand {
+                    ptr: sched,
+                    bytes: sched_bytes,
+                });
+                let ops = Fp4Operands {
+                    x: &xb,
+                    w: &wb,
+                    escale: &eb,
+                    y: &yb,
+                    rows: &rb,
+                    route: route.as_ref(),
+                    sched: &sb,
+                };
+                Fp4Experts::launch(ctx, p, l, &ops)
+            },
+        )
     }
 }
 

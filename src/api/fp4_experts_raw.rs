@@ -118,7 +118,7 @@ fn weight_operands(device: usize, w: &RawFp4Experts) -> Result<(Operand, Operand
     ))
 }
 
-fn fp4_raw_plan(
+pub(crate) fn fp4_raw_plan(
     device: usize,
     x: &RawTensor,
     w: &RawFp4Experts,

@@ -26,6 +26,7 @@ mod dtype;
 mod fp4;
 mod fp4_experts;
 mod fp4_experts_raw;
+mod fp4_layer;
 mod fp4_raw;
 mod fp8;
 mod graphs;

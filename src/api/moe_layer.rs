@@ -47,6 +47,7 @@ impl Kiln {
             plan.key(),
             addresses,
             || p.label(),
+            |_| Ok(()),
             |ctx, ws, capturing| {
                 let bytes = LayerLayout::of(p).bytes;
                 let base = match workspace {

@@ -16,14 +16,14 @@ use crate::ops::moe::combine::{self, CombineShape, Rows};
 use crate::ops::moe::route::{self, RouteLayout, RouteOperands, RouteProblem};
 
 /// A checked routing: the problem and its inputs' memory.
-struct RoutePlan {
-    problem: RouteProblem,
-    input: Operand,
-    weights: Option<Operand>,
-    bias: Option<Operand>,
+pub(crate) struct RoutePlan {
+    pub(crate) problem: RouteProblem,
+    pub(crate) input: Operand,
+    pub(crate) weights: Option<Operand>,
+    pub(crate) bias: Option<Operand>,
 }
 
-fn route_plan(
+pub(crate) fn route_plan(
     device: usize,
     routing: &MoeRouting<RawTensor>,
     experts: usize,
@@ -115,8 +115,13 @@ pub unsafe fn moe_route(
     let ws = workspace.info("workspace", false)?;
     check_workspace(&ws, layout.bytes)?;
     let p = &plan.problem;
-    let key = format!("moe_route T{} E{} {:?}", p.tokens, p.experts, p.source);
-    kiln.run(Some(stream), &key, &key, |ctx, _, _| {
+    let what = || {
+        format!(
+            "the routing of {} tokens over {} experts",
+            p.tokens, p.experts
+        )
+    };
+    kiln.run_keyed(Some(stream), ("moe_route", p.key()), what, |ctx, _, _| {
         let ops = RouteOperands {
             input: plan.input.ptr,
             weights: plan.weights.map_or(0, |w| w.ptr),
@@ -237,11 +242,9 @@ pub unsafe fn moe_combine(
         dtype: float("rows", &rows)?,
         count: rows.shape()[0],
     };
-    let key = format!(
-        "moe_combine T{t} k{} H{h} {:?}->{:?}",
-        s.top_k, r.dtype, s.out
-    );
-    kiln.run(Some(stream), &key, &key, |ctx, _, _| {
+    let key = ("moe_combine", t, s.top_k, h, r.dtype, s.out);
+    let what = || format!("the combine of {t} tokens' rows");
+    kiln.run_keyed(Some(stream), key, what, |ctx, _, _| {
         combine::launch_rows(
             ctx,
             &s,

@@ -29,10 +29,12 @@ impl Kiln {
         opts: &GemmOptions,
     ) -> Result<()> {
         let v = opts.version.as_deref();
-        self.run_keyed(
+        self.run_graphed(
             stream,
             plan.key(v),
+            plan.addresses(),
             || plan.problem.label(),
+            |_| Ok(()),
             |ctx, _, _| launch::gemm(&self.registry, ctx, plan, v),
         )
     }
@@ -44,20 +46,24 @@ impl Kiln {
         opts: &AttentionOptions,
     ) -> Result<()> {
         let v = opts.version.as_deref();
-        self.run_keyed(
+        self.run_graphed(
             stream,
             plan.key(v),
+            plan.addresses(),
             || plan.problem.label(),
+            |_| Ok(()),
             |ctx, ws, capturing| launch::attention(&self.registry, ctx, ws, capturing, plan, v),
         )
     }
 
     pub(crate) fn launch_moe(&self, stream: Option<sys::CUstream>, plan: &MoePlan) -> Result<()> {
         let choice = launch::moe_choice(plan, self.device(), &self.overrides.moe);
-        self.run_keyed(
+        self.run_graphed(
             stream,
             plan.key(choice),
+            plan.addresses(),
             || plan.problem.label(),
+            |_| Ok(()),
             |ctx, ws, capturing| launch::moe(&self.registry, ctx, ws, capturing, plan),
         )
     }

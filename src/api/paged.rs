@@ -9,7 +9,7 @@ use cudarc::driver::{sys, CudaStream};
 use super::handle::Kiln;
 use super::tensor::{TensorMut, TensorRef};
 use super::validate::{self, AppendPlan, Operand, PagedPlan};
-use super::workspace::pending_errors;
+use super::workspace::{pending_errors, Workspaces};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::attention::decode_paged::{self, DecodeOperands, DecodeShape};
@@ -235,16 +235,27 @@ impl Kiln {
     ) -> Result<()> {
         let key = ("decode", plan.shape.key(), plan.lse.is_some());
         let what = || "this decode step".to_string();
-        self.run_keyed(stream, key, what, |ctx, ws, capturing| {
-            if !capturing {
-                pending_errors(ws, self.ordinal())?;
-            }
-            if check {
+        let poll = |ws: &Workspaces| pending_errors(ws, self.ordinal());
+        if check {
+            // (reading the tables back synchronises: never part of a graph)
+            return self.run_keyed(stream, key, what, |ctx, ws, capturing| {
+                if !capturing {
+                    poll(ws)?;
+                }
                 let tables = (plan.block_table, plan.context_lens, plan.context_starts);
                 check_tables(ctx, &plan.shape, tables, 0)?;
-            }
-            launch_paged(ctx, ws, capturing, plan)
-        })
+                launch_paged(ctx, ws, capturing, plan)
+            });
+        }
+        // (a split decode is 2 launches: warm and at the same addresses, one graph)
+        self.run_graphed(
+            stream,
+            key,
+            plan.addresses(),
+            what,
+            poll,
+            |ctx, ws, capturing| launch_paged(ctx, ws, capturing, plan),
+        )
     }
 
     pub(crate) fn launch_append(
@@ -310,7 +321,7 @@ impl Kiln {
 
 fn launch_paged(
     ctx: &Context,
-    ws: &mut super::workspace::Workspaces,
+    ws: &mut Workspaces,
     capturing: bool,
     plan: &PagedPlan,
 ) -> Result<()> {

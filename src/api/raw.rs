@@ -17,6 +17,7 @@ use crate::error::Result;
 pub use super::fp4_experts_raw::{
     check_fp4_experts, fp4_experts, fp4_prepack_experts, RawFp4Experts,
 };
+pub use super::fp4_layer::{check_fp4_moe_layer, fp4_moe_layer, Fp4LayerLayout};
 pub use super::fp4_raw::{
     check_fp4_dequantize, check_fp4_quantize, check_nvfp4_gemv, fp4_dequantize, fp4_quantize,
     nvfp4_gemv, RawBytes, RawFp4,

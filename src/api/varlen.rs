@@ -62,12 +62,14 @@ impl Kiln {
     ) -> Result<()> {
         let v = opts.version.as_deref();
         let what = || "this packed attention".to_string();
-        self.run_keyed(stream, plan.key(v), what, |ctx, ws, capturing| {
-            if !capturing {
-                pending_errors(ws, self.ordinal())?;
-            }
-            launch_varlen(ctx, ws, capturing, plan, v)
-        })
+        self.run_graphed(
+            stream,
+            plan.key(v),
+            plan.addresses(),
+            what,
+            |ws| pending_errors(ws, self.ordinal()),
+            |ctx, ws, capturing| launch_varlen(ctx, ws, capturing, plan, v),
+        )
     }
 
     /// Attention forward over a packed batch, flash-attention's `flash_attn_varlen_func`: q

@@ -104,6 +104,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/tma_3d.cuh"),
     ),
     (
+        "common/tma_5d.cuh",
+        include_str!("../../kernels/common/tma_5d.cuh"),
+    ),
+    (
         "common/wgmma_ss.cuh",
         include_str!("../../kernels/common/wgmma_ss.cuh"),
     ),
@@ -282,8 +286,16 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_wgmma.cuh"),
     ),
     (
+        "attention/bwd_fa3_block.cuh",
+        include_str!("../../kernels/attention/bwd_fa3_block.cuh"),
+    ),
+    (
         "attention/bwd_fa3_bulk_dq.cu",
         include_str!("../../kernels/attention/bwd_fa3_bulk_dq.cu"),
+    ),
+    (
+        "attention/bwd_fa3_tma_dq.cu",
+        include_str!("../../kernels/attention/bwd_fa3_tma_dq.cu"),
     ),
     (
         "attention/decode_args.cuh",

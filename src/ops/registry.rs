@@ -54,6 +54,7 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa2_mma_sync::BwdFa2MmaSync),
             Box::new(attention_backward::bwd_fa3_wgmma::BwdFa3Wgmma),
             Box::new(attention_backward::bwd_fa3_bulk_dq::BwdFa3BulkDq),
+            Box::new(attention_backward::bwd_fa3_tma_dq::BwdFa3TmaDq),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

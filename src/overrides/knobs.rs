@@ -131,9 +131,16 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_BWD_DQ_KEYS",
         takes: || FLAG.into(),
-        default: "0: bwd_fa3_bulk_dq at d128 splits dQ by columns",
+        default: "0: bwd_fa3_bulk_dq and bwd_fa3_tma_dq at d128 split dQ by columns",
         set: |o, v| put(&mut o.attention.bwd_dq_keys, or(v, false, flag)),
         show: |o| unless(o.attention.bwd_dq_keys, false, bit),
+    },
+    Knob {
+        name: "KILN_BWD_PINGPONG",
+        takes: || FLAG.into(),
+        default: "0: bwd_fa3_tma_dq's warpgroups issue their products in any order",
+        set: |o, v| put(&mut o.attention.bwd_pingpong, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_pingpong, false, bit),
     },
     Knob {
         name: "KILN_FA3_D128",

@@ -98,9 +98,12 @@ impl Default for GemmOverrides {
 /// `order=`, `qbuf=` numbers; `overlap=`, `pingpong=` 0 or 1). It wins over the tuned config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AttentionOverrides {
-    /// `KILN_BWD_DQ_KEYS`: `bwd_fa3_bulk_dq` at d128 splits dQ between its warpgroups by keys
-    /// (each its own 64, no meeting) instead of by columns. Default: false.
+    /// `KILN_BWD_DQ_KEYS`: `bwd_fa3_bulk_dq` and `bwd_fa3_tma_dq` at d128 split dQ between their
+    /// warpgroups by keys (each its own 64, no meeting) instead of by columns. Default: false.
     pub bwd_dq_keys: bool,
+    /// `KILN_BWD_PINGPONG`: `bwd_fa3_tma_dq`'s two warpgroups take turns to issue Sᵀ and dPᵀ, so
+    /// that one's exponentials run under the other's products. Default: false.
+    pub bwd_pingpong: bool,
     /// `KILN_FA3_D64`. Default: none (the tuned config, else `Config::default_for(64)`).
     pub fa3_d64: Option<Fa3Config>,
     /// `KILN_FA3_D128`. Default: none (the tuned config, else `Config::default_for(128)`).
@@ -113,6 +116,7 @@ impl AttentionOverrides {
     /// No overrides: the defaults.
     pub const NONE: AttentionOverrides = AttentionOverrides {
         bwd_dq_keys: false,
+        bwd_pingpong: false,
         fa3_d64: None,
         fa3_d128: None,
         fa3_d256: None,

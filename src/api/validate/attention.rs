@@ -35,6 +35,19 @@ impl AttentionPlan {
             lse,
         )
     }
+
+    /// The memory a launch of the plan reads and writes (see [`super::GemmPlan::addresses`]).
+    pub fn addresses(&self) -> impl Hash {
+        let AttentionPlan {
+            problem: _,
+            q,
+            k,
+            v,
+            o,
+            lse,
+        } = *self;
+        (q, k, v, o, lse)
+    }
 }
 
 /// Indices of (batch, seqlen, heads, head_dim) in a view ordered as `layout`.

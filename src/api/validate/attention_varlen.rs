@@ -44,6 +44,23 @@ impl VarlenPlan {
             self.lse.map(|l| l.align_class()),
         )
     }
+
+    /// The memory a launch of the plan reads and writes (see [`super::GemmPlan::addresses`]);
+    /// the offsets are read on the GPU, so their values are not part of it.
+    pub fn addresses(&self) -> impl Hash {
+        let VarlenPlan {
+            shape: _,
+            host_checked: _,
+            q,
+            k,
+            v,
+            o,
+            lse,
+            cu_q,
+            cu_k,
+        } = *self;
+        (q, k, v, o, lse, cu_q, cu_k)
+    }
 }
 
 /// One cumulative-offsets argument: i32 [batch + 1], contiguous, its host copy (if any) as long.

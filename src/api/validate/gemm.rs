@@ -35,6 +35,19 @@ impl GemmPlan {
             [self.a, self.b, self.c].map(|o| o.align_class()),
         )
     }
+
+    /// The memory a launch of the plan reads and writes (with the key, what a replayed graph
+    /// of it must match); written out field by field so that a new operand must be added here.
+    pub fn addresses(&self) -> impl Hash {
+        let GemmPlan {
+            problem: _,
+            a,
+            b,
+            c,
+            transposed,
+        } = *self;
+        (a, b, c, transposed)
+    }
 }
 
 const TAKES: &str = "kiln's GEMM takes 2-D `a` [M, K], `b` [K, N] and `c` [M, N]";

@@ -27,7 +27,7 @@ use crate::error::{ArgumentKind, Error, Result};
 use crate::ops::gemm::alignment;
 
 /// Device memory an op reads or writes: its base and the bytes its view spans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Operand {
     pub ptr: u64,
     pub bytes: usize,

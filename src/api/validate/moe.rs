@@ -48,6 +48,22 @@ impl MoePlan {
             [Some(self.x), Some(self.w), self.w3].map(|o| o.map(|o| o.align_class())),
         )
     }
+
+    /// The memory a launch of the plan reads and writes (see [`super::GemmPlan::addresses`]),
+    /// with the whole problem: the host's copy of the rows picks the tile order, which the key
+    /// leaves out.
+    pub fn addresses(&self) -> impl Hash + '_ {
+        let MoePlan {
+            ref problem,
+            x,
+            w,
+            w3,
+            y,
+            rows,
+            route,
+        } = *self;
+        (problem, x, w, w3, y, rows, route)
+    }
 }
 
 enum Weights<'t> {

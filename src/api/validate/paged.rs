@@ -32,6 +32,33 @@ pub struct PagedPlan {
     pub lse: Option<Operand>,
 }
 
+impl PagedPlan {
+    /// The memory a launch of the plan reads and writes (see [`super::GemmPlan::addresses`]).
+    pub fn addresses(&self) -> impl std::hash::Hash {
+        let PagedPlan {
+            shape: _,
+            q,
+            k_cache,
+            v_cache,
+            block_table,
+            context_lens,
+            context_starts,
+            o,
+            lse,
+        } = *self;
+        (
+            q,
+            k_cache,
+            v_cache,
+            block_table,
+            context_lens,
+            context_starts,
+            o,
+            lse,
+        )
+    }
+}
+
 /// A checked append: the shape, the new tokens per sequence and the memory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppendPlan {

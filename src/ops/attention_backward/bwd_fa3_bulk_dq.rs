@@ -4,9 +4,10 @@
 //! instead of per-thread atomics; LSE and D read ahead of the wgmma waits; d64 with a 4-stage
 //! ring; at d128 dQ split by columns, or by keys with `KILN_BWD_DQ_KEYS=1` (no meeting between
 //! the warpgroups). Same arguments, maps and passes as `bwd_fa3_wgmma` (its `launch_tile`). The
-//! default at d64/d128 since its first H200 run (2026-11-29): verified, 1.03-1.05x bwd_fa3_wgmma.
+//! default at d64/d128 from its first H200 run (2026-11-29: verified, 1.03-1.05x bwd_fa3_wgmma)
+//! until `bwd_fa3_tma_dq`'s, which is above it.
 
-use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, WgmmaBwdTile};
+use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, DqAdd, WgmmaBwdTile};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
@@ -27,12 +28,18 @@ impl AttentionBackwardKernel for BwdFa3BulkDq {
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
         // the larger of the two d128 splits (by keys), so that the knob never makes it refuse
-        supports_tile(p, dev, WgmmaBwdTile::staged_for(p.attn.head_dim, true))
+        supports_tile(
+            p,
+            dev,
+            WgmmaBwdTile::staged_for(p.attn.head_dim, true, DqAdd::BulkRows),
+        )
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        let mut v = variants_of(arch, |d| WgmmaBwdTile::staged_for(d, false));
+        let mut v = variants_of(arch, |d| {
+            WgmmaBwdTile::staged_for(d, false, DqAdd::BulkRows)
+        });
         for dt in DTYPES {
-            v.push(WgmmaBwdTile::staged_for(128, true).spec(arch, dt));
+            v.push(WgmmaBwdTile::staged_for(128, true, DqAdd::BulkRows).spec(arch, dt));
         }
         v
     }
@@ -42,7 +49,11 @@ impl AttentionBackwardKernel for BwdFa3BulkDq {
             ctx,
             p,
             ops,
-            WgmmaBwdTile::staged_for(p.attn.head_dim, ctx.overrides.attention.bwd_dq_keys),
+            WgmmaBwdTile::staged_for(
+                p.attn.head_dim,
+                ctx.overrides.attention.bwd_dq_keys,
+                DqAdd::BulkRows,
+            ),
         )
     }
     fn by_default(&self) -> bool {
@@ -59,22 +70,28 @@ mod tests {
     #[test]
     fn staged_tiles_fit_the_h100_and_keep_the_atomic_version_apart() {
         for d in BWD_WGMMA_DIMS {
-            let (t, old) = (WgmmaBwdTile::staged_for(d, false), WgmmaBwdTile::for_dim(d));
-            assert!(t.staged_dq && !old.staged_dq);
+            let (t, old) = (
+                WgmmaBwdTile::staged_for(d, false, DqAdd::BulkRows),
+                WgmmaBwdTile::for_dim(d),
+            );
+            assert_eq!((t.dq, old.dq), (DqAdd::BulkRows, DqAdd::Atomic));
             assert_eq!((t.d, t.dq_split), (old.d, old.dq_split));
             assert!(t.smem_bytes() <= 227 * 1024, "d{d}: {}", t.smem_bytes());
             // two staging buffers of 64 rows x (64 + 8) fp32 (both default splits give 64 columns)
             let extra = (t.stages - old.stages) * (2 * 64 * d as u32 * 2 + 2 * 64 * 4 + 16);
             assert_eq!(t.smem_bytes() - old.smem_bytes(), 2 * 64 * 72 * 4 + extra);
         }
-        assert_eq!(WgmmaBwdTile::staged_for(64, false).stages, 4);
+        assert_eq!(
+            WgmmaBwdTile::staged_for(64, false, DqAdd::BulkRows).stages,
+            4
+        );
         // KILN_BWD_DQ_KEYS: d128 by keys, 128 + 8 columns a staging row, one dSᵀ buffer
-        let keys = WgmmaBwdTile::staged_for(128, true);
+        let keys = WgmmaBwdTile::staged_for(128, true, DqAdd::BulkRows);
         assert_eq!((keys.dq_split, keys.stages), (1, 2));
         assert_eq!(keys.smem_bytes(), 219_176);
         assert_eq!(
-            WgmmaBwdTile::staged_for(64, true),
-            WgmmaBwdTile::staged_for(64, false)
+            WgmmaBwdTile::staged_for(64, true, DqAdd::BulkRows),
+            WgmmaBwdTile::staged_for(64, false, DqAdd::BulkRows)
         );
         let h100 = DeviceInfo::h100_sxm();
         let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);

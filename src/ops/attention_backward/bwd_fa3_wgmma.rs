@@ -10,7 +10,9 @@ use super::{
     bwd_prep, check_aligned, check_buffers, check_shape, AttentionBackwardKernel, AttnBwdArgs,
     BackwardOperands, BackwardProblem, BackwardWorkspace,
 };
-use crate::device::{Context, DeviceInfo, LaunchConfig, TensorMap};
+use crate::device::{
+    Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
+};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::fa3_wgmma::{encode, map_shape};
@@ -38,9 +40,25 @@ pub struct WgmmaBwdTile {
     /// one 64-wide box of K each: d128), 1 by keys (each all D columns over its own 64 keys, both
     /// adding: d64, whose half of a box would be a 32-wide MN-major operand).
     pub dq_split: u32,
-    /// dQ through a shared-memory staging buffer per warpgroup and bulk reduce-adds
-    /// (`bwd_fa3_bulk_dq.cu`) instead of per-thread atomics (`bwd_fa3_wgmma.cu`).
-    pub staged_dq: bool,
+    /// How dQ's partials reach the fp32 accumulator (which device file the tile compiles).
+    pub dq: DqAdd,
+    /// The two warpgroups take turns to issue Sᵀ and dPᵀ (`KILN_BWD_PINGPONG`; `TensorTile`
+    /// only, the define `KILN_BWD_PP`).
+    pub pingpong: bool,
+}
+
+/// How a WGMMA backward adds dQ's partials into the fp32 accumulator (its deterministic mode
+/// always by ordered per-thread atomics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DqAdd {
+    /// Per-thread `red.global.add.v2.f32` (`bwd_fa3_wgmma.cu`).
+    Atomic,
+    /// A padded staging buffer per warpgroup, one bulk reduce-add per row, issued by 16 lanes of
+    /// each warp (`bwd_fa3_bulk_dq.cu`).
+    BulkRows,
+    /// A swizzled staging tile per warpgroup, one TMA tensor reduce-add per tile through a
+    /// rank-5 map over the accumulator (`bwd_fa3_tma_dq.cu`).
+    TensorTile,
 }
 
 impl WgmmaBwdTile {
@@ -50,28 +68,36 @@ impl WgmmaBwdTile {
                 d: 128,
                 stages: 2,
                 dq_split: 0,
-                staged_dq: false,
+                dq: DqAdd::Atomic,
+                pingpong: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
                 stages: 3,
                 dq_split: 1,
-                staged_dq: false,
+                dq: DqAdd::Atomic,
+                pingpong: false,
             },
         }
     }
 
-    /// `bwd_fa3_bulk_dq`'s tile: the same block; d64 takes a 4th ring stage (its staging
-    /// buffers leave room), d128's third would not fit beside them (235 KB); `keys`: d128 splits
-    /// dQ by keys as d64 does (`KILN_BWD_DQ_KEYS`).
-    pub fn staged_for(d: usize, keys: bool) -> WgmmaBwdTile {
+    /// The tile of a version that stages dQ in shared memory (`dq`: `BulkRows` or
+    /// `TensorTile`): the same block; d64 takes a 4th ring stage (the staging leaves room),
+    /// d128 keeps 2 (`bwd_fa3_bulk_dq`'s third would not fit beside its padded buffers); `keys`:
+    /// d128 splits dQ by keys as d64 does (`KILN_BWD_DQ_KEYS`).
+    pub fn staged_for(d: usize, keys: bool, dq: DqAdd) -> WgmmaBwdTile {
         let t = WgmmaBwdTile::for_dim(d);
         WgmmaBwdTile {
             stages: if t.d == 64 { 4 } else { t.stages },
             dq_split: if keys { 1 } else { t.dq_split },
-            staged_dq: true,
+            dq,
             ..t
         }
+    }
+
+    /// Whether dQ goes through a staging buffer in shared memory.
+    fn staged(&self) -> bool {
+        self.dq != DqAdd::Atomic
     }
 
     /// dQ columns per warpgroup: D/2 split by columns, all D split by keys.
@@ -85,39 +111,43 @@ impl WgmmaBwdTile {
 
     /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64] (one at d128 staged and split
     /// by keys, where two would not fit), LSE and D per stage, the dQ staging buffers if any
-    /// (per warpgroup [64][columns + 8] fp32), the barriers, and 1 KB to align the base to the
-    /// 128B swizzle's repeat.
+    /// (per warpgroup [64][columns] fp32, rows padded by 8 floats for the bulk rows), the
+    /// barriers, and 1 KB to align the base to the 128B swizzle's repeat.
     pub fn smem_bytes(&self) -> u32 {
         let kv = 2 * BN * self.d * 2;
         let stage = 2 * BM * self.d * 2;
-        let ds_bufs = if self.staged_dq && self.dq_split == 1 && self.d == 128 {
+        let ds_bufs = if self.staged() && self.dq_split == 1 && self.d == 128 {
             1
         } else {
             2
         };
         let ds = ds_bufs * BN * BM * 2;
         let vec = self.stages * 2 * BM * 4;
-        let dq = if self.staged_dq {
-            2 * BM * (self.dq_cols() + 8) * 4
-        } else {
-            0
+        let dq = match self.dq {
+            DqAdd::Atomic => 0,
+            DqAdd::BulkRows => 2 * BM * (self.dq_cols() + 8) * 4,
+            DqAdd::TensorTile => 2 * BM * self.dq_cols() * 4,
         };
         let bars = 8 * (1 + 2 * self.stages);
         1024 + kv + self.stages * stage + ds + vec + dq + bars
     }
 
     pub fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
-        let (file, entry) = if self.staged_dq {
-            ("attention/bwd_fa3_bulk_dq.cu", "attn_bwd_fa3_bulk_dq")
-        } else {
-            ("attention/bwd_fa3_wgmma.cu", "attn_bwd_fa3_wgmma")
+        let (file, entry) = match self.dq {
+            DqAdd::Atomic => ("attention/bwd_fa3_wgmma.cu", "attn_bwd_fa3_wgmma"),
+            DqAdd::BulkRows => ("attention/bwd_fa3_bulk_dq.cu", "attn_bwd_fa3_bulk_dq"),
+            DqAdd::TensorTile => ("attention/bwd_fa3_tma_dq.cu", "attn_bwd_fa3_tma_dq"),
         };
-        KernelSpec::new(file, entry, arch)
+        let spec = KernelSpec::new(file, entry, arch)
             .define("KILN_IN", dtype.code())
             .define("KILN_D", self.d)
             .define("KILN_STAGES", self.stages)
             .define("KILN_DQ_SPLIT", self.dq_split)
-            .define("KILN_SMEM", self.smem_bytes())
+            .define("KILN_SMEM", self.smem_bytes());
+        match self.dq {
+            DqAdd::TensorTile => spec.define("KILN_BWD_PP", self.pingpong as u32),
+            _ => spec,
+        }
     }
 }
 
@@ -165,7 +195,7 @@ pub fn supports_tile(
 }
 
 /// The preprocess, the postprocess and the main kernel of `tile(d)` per head dim and dtype.
-pub fn variants_of(arch: &str, tile: fn(usize) -> WgmmaBwdTile) -> Vec<KernelSpec> {
+pub fn variants_of(arch: &str, tile: impl Fn(usize) -> WgmmaBwdTile) -> Vec<KernelSpec> {
     let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
     for d in BWD_WGMMA_DIMS {
         for dt in DTYPES {
@@ -224,9 +254,20 @@ pub fn launch_tile(
             THREADS,
         )
     };
+    // `bwd_fa3_tma_dq`: a fifth map, over the dQ accumulator, that its tiles are added through.
+    let mut dq_map = match t.dq {
+        DqAdd::TensorTile => Some(dq_acc_map(p, ws.dq_acc, t.dq_cols())?),
+        _ => None,
+    };
     let [tq, tk, tv, tdo] = &mut maps;
-    // SAFETY: five parameters, four 128-byte maps (Q, K, V, dO) and an AttnBwdArgs, as the
-    // kernel declares; the maps and the argument block describe the caller's live buffers,
+    let mut params = vec![tq.as_param(), tk.as_param(), tv.as_param(), tdo.as_param()];
+    if let Some(m) = dq_map.as_mut() {
+        params.push(m.as_param());
+    }
+    params.push(args.as_param());
+    // SAFETY: the parameters the kernel declares, four 128-byte maps (Q, K, V, dO), the dQ
+    // accumulator's map for `TensorTile`, and an AttnBwdArgs; the maps and the argument block
+    // describe the caller's live buffers,
     // checked against `p` above, every base 16-byte aligned (LSE 4) and packed rows of 64 or
     // 128 16-bit elements, so every map stride is a multiple of 16 bytes; the workspaces are
     // the context's, sized for `p` with 64-row query blocks by `BackwardWorkspace::of` (the dQ
@@ -234,19 +275,40 @@ pub fn launch_tile(
     // `bwd_fa3_bulk_dq`'s bulk adds). The three launches run in order on one stream.
     unsafe {
         bwd_prep::launch_pre(ctx, &mut args)?;
-        main.launch(
-            ctx.stream,
-            &cfg,
-            &mut [
-                tq.as_param(),
-                tk.as_param(),
-                tv.as_param(),
-                tdo.as_param(),
-                args.as_param(),
-            ],
-        )?;
+        main.launch(ctx.stream, &cfg, &mut params)?;
         bwd_prep::launch_post(ctx, &mut args)
     }
+}
+
+/// The rank-5 map `bwd_fa3_tma_dq` adds its dQ tiles through: the fp32 accumulator [B, H, Sq, D]
+/// (packed, at `acc`) seen as [B, H, Sq, D/32, 32], each row cut into 128-byte pieces so that a
+/// piece is one row of the 128B swizzle; a box is 64 query rows x `cols` columns of one head.
+/// Rows past Sq fall outside dim 2 and are dropped.
+pub fn dq_acc_args(p: &BackwardProblem, acc: u64, cols: u32) -> TiledArgs {
+    let a = &p.attn;
+    let (d, sq, h, b) = (
+        a.head_dim as u64,
+        a.seqlen_q as u64,
+        a.heads_q as u64,
+        a.batch as u64,
+    );
+    TiledArgs::new(
+        TmaDType::F32,
+        acc,
+        [32, d / 32, sq, h, b],
+        [128, d * 4, sq * d * 4, h * sq * d * 4],
+        [32, cols / 32, BM, 1, 1],
+        TmaSwizzle::B128,
+    )
+}
+
+fn dq_acc_map(p: &BackwardProblem, acc: u64, cols: u32) -> Result<TensorMap> {
+    dq_acc_args(p, acc, cols).encode(|| {
+        format!(
+            "cuTensorMapEncodeTiled (the backward's fp32 dQ accumulator, rank 5, {})",
+            p.label()
+        )
+    })
 }
 
 #[cfg(test)]

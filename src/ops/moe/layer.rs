@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::combine::{self, CombineShape};
 use super::gather_rows;
 use super::grouped_gemm::GroupedGemm;
-use super::route::{self, RouteExtras, RouteLayout, RouteOperands, RouteProblem};
+use super::route::{self, RouteExtras, RouteLayout, RouteOperands, RouteProblem, TableSpec};
 use super::schedule::sched_bytes;
 use super::swiglu_dual::{Gather, SwiGluDual};
 use super::{check_operands, LayerRows, MoeKernel, MoeOperands, MoeProblem, Rows, WeightLayout};
@@ -469,8 +469,18 @@ impl<'p> Pipeline<'p> {
         })?;
         let extras = RouteExtras {
             tables: [
-                Some((self.sched.ptr(), up_bm, up_fold)),
-                Some((self.sched_down.ptr(), down_bm, down_fold)),
+                Some(TableSpec {
+                    sched: self.sched.ptr(),
+                    bm: up_bm,
+                    fold: up_fold,
+                    sorted: false,
+                }),
+                Some(TableSpec {
+                    sched: self.sched_down.ptr(),
+                    bm: down_bm,
+                    fold: down_fold,
+                    sorted: false,
+                }),
             ],
             zero: self
                 .route_zeroes()

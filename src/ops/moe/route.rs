@@ -289,16 +289,29 @@ pub struct RouteArgs {
     pub zero: u64,
     pub zero_vec4s: i64,
     pub route_blocks: i32,
+    pub table_sorted: [i32; 2],
 }
 
 /// What the MoE layer's routing does besides routing ([`launch_fused`]): the tile tables of its
 /// two grouped GEMMs, and the down projection's accumulator zeroed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteExtras {
-    /// (workspace of `schedule::sched_bytes(E)`, tile height, fold) of each GEMM's tables.
-    pub tables: [Option<(u64, u32, u32)>; 2],
+    /// Each GEMM's tables, if the routing builds them.
+    pub tables: [Option<TableSpec>; 2],
     /// (address, bytes) of memory to zero: 16-byte aligned, a multiple of 16 bytes.
     pub zero: Option<(u64, usize)>,
+}
+
+/// The tile tables of one grouped GEMM, as `moe_tile_prefix` would build them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableSpec {
+    /// A workspace of `schedule::sched_bytes(E)` bytes.
+    pub sched: u64,
+    /// The GEMM's tile height, and the rows a last tile may take past it.
+    pub bm: u32,
+    pub fold: u32,
+    /// The experts heaviest first (the 4-bit kernels' order).
+    pub sorted: bool,
 }
 
 /// Bytes one zeroing block clears at most in one pass (its grid-stride loop takes the rest).
@@ -355,6 +368,7 @@ impl RouteArgs {
             zero: 0,
             zero_vec4s: 0,
             route_blocks: p.blocks() as i32,
+            table_sorted: [0; 2],
         };
         match p.source {
             RouteSource::Logits { dtype, opts, .. } => {
@@ -410,9 +424,10 @@ pub fn launch_fused(
 ) -> Result<()> {
     let mut args = RouteArgs::new(p, ops);
     for (i, t) in extras.tables.iter().enumerate() {
-        if let Some((sched, bm, fold)) = *t {
+        if let Some(t) = *t {
             (args.tables[i], args.table_bm[i], args.table_fold[i]) =
-                (sched, bm as i32, fold as i32);
+                (t.sched, t.bm as i32, t.fold as i32);
+            args.table_sorted[i] = t.sorted as i32;
         }
     }
     let mut zero_blocks = 0;
@@ -475,7 +490,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(RouteArgs, tables), 152);
         assert_eq!(std::mem::offset_of!(RouteArgs, zero), 184);
         assert_eq!(std::mem::offset_of!(RouteArgs, route_blocks), 200);
-        assert_eq!(std::mem::size_of::<RouteArgs>(), 208);
+        assert_eq!(std::mem::offset_of!(RouteArgs, table_sorted), 204);
+        assert_eq!(std::mem::size_of::<RouteArgs>(), 216);
     }
 
     #[test]

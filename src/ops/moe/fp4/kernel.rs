@@ -372,7 +372,7 @@ pub fn split_workspace_bytes(ctas: u32, tt: u32, swiglu: bool) -> usize {
 }
 
 /// What the kernel needs to know of prepacked weights on the GPU (the bytes live in a buffer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fp4Layout {
     pub format: Fp4Format,
     pub experts: usize,
@@ -559,6 +559,24 @@ impl Fp4Experts {
 
     /// Enqueues the tile tables and the kernel; no host synchronisation (graph-capturable).
     pub fn launch(ctx: &Context, p: &MoeProblem, l: &Fp4Layout, ops: &Fp4Operands) -> Result<()> {
+        Self::launch_tables(ctx, p, l, ops, true)
+    }
+
+    /// The tile height its tables are built for (heaviest experts first): what the MoE
+    /// layer's routing builds in their place ([`Self::launch_tables`] without `build_tables`).
+    pub fn tables(ctx: &Context, p: &MoeProblem) -> Result<u32> {
+        Ok(Self::tile(ctx, p)?.tt)
+    }
+
+    /// The kernel with its tile tables built first (`moe_tile_prefix`, as [`Self::launch`]
+    /// does) or already in `ops.sched` ([`Self::tables`]).
+    pub fn launch_tables(
+        ctx: &Context,
+        p: &MoeProblem,
+        l: &Fp4Layout,
+        ops: &Fp4Operands,
+        build_tables: bool,
+    ) -> Result<()> {
         Self::supports(p, l, &ctx.info).map_err(|reason| Error::Unsupported {
             kernel: NAME.into(),
             reason,
@@ -628,7 +646,9 @@ impl Fp4Experts {
             split.max_splits = 1;
         }
         // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row
-        tile_prefix::launch(ctx, p, &moe_ops, tile.tt, true)?;
+        if build_tables {
+            tile_prefix::launch(ctx, p, &moe_ops, tile.tt, true)?;
+        }
         let mut params = vec![map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void];
         if tile.path == Fp4Path::Rs {
             params.push(&mut split as *mut Fp4Split as *mut c_void);

@@ -1,0 +1,305 @@
+// What the FlashAttention-3-style attention backwards (bwd_fa3_wgmma.cu, bwd_fa3_bulk_dq.cu,
+// bwd_fa3_tma_dq.cu) have in common, written once: the constants of their specialisation, where
+// a block sits in the problem, the producer warp's loop, and a consumer warpgroup's walk over the
+// query blocks up to each block's dQ partial in registers. The kernels differ in how that partial
+// reaches the fp32 accumulator (a hook of bwd_consume) and in the shared memory it takes.
+//   Block: BN = 128 keys of one (batch, key/value head); every BM = 64-row query block of every
+//   query head of its group (GQA: dK and dV summed in registers), causal blocks from the first
+//   query block that sees its keys (bottom-right).
+//   Producer warp: K and V by TMA once; per query block Q and dO by TMA and LSE·log2e and
+//   D = rowsum(dO ∘ O) by its 32 lanes into a STAGES-deep ring (full: 32 arrivals, the TMA
+//   bytes counted on it; empty: the 8 consumer warps).
+//   Consumer c (keys 64c .. 64c + 63, keys as the M of every product):
+//     Sᵀ = K_c·Qᵀ, dPᵀ = V_c·dOᵀ (SS m64 n64), Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) masked,
+//     dV += Pᵀ·dO (RS), dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q (RS), dSᵀ -> shared memory,
+//     dQ = dS·K (SS, both operands MN-major).
+//   KILN_DQ_SPLIT 0: the consumers meet once every dSᵀ row is stored and consumer c computes dQ's
+//   columns D/2·c .. over all BN keys; 1: each computes all D columns over its own 64 keys.
+#pragma once
+#include "attention/attn_bwd_args.cuh"
+#include "attention/bwd_dq.cuh"
+#include "attention/bwd_wgmma.cuh"
+#include "attention/tma_4d.cuh"
+#include "common/ws_pipeline.cuh"
+#include "common/fast_math.cuh"
+
+#if !defined(KILN_D) || !defined(KILN_STAGES) || !defined(KILN_DQ_SPLIT) || !defined(KILN_SMEM) || !defined(KILN_IN)
+#error "KILN_D, KILN_STAGES, KILN_DQ_SPLIT, KILN_SMEM and KILN_IN must be defined by the host"
+#endif
+
+constexpr int D = KILN_D, BM = 64, BN = 128, STAGES = KILN_STAGES, DH = D / 64;
+constexpr int THREADS = 384;
+constexpr int SR = BM / 2, KR = D / 2;  // accumulator registers: Sᵀ / dPᵀ, dK / dV
+constexpr int KP = BM / 16;             // k16 steps over the query block (register A chunks)
+constexpr bool SPLIT_N = KILN_DQ_SPLIT == 0;
+constexpr int QN = SPLIT_N ? D / 2 : D;  // dQ columns per consumer
+constexpr int QKS = SPLIT_N ? BN / 16 : 64 / 16;  // dQ's k16 steps (keys)
+constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-dim box: rows of 128 bytes
+constexpr u32 Q_BYTES = DH * HALF_Q, KV_BYTES = DH * HALF_KV, STAGE_BYTES = 2 * Q_BYTES;
+constexpr u32 DS_BYTES = BN * BM * 2;  // dSᵀ [BN][BM]: 128-byte rows (BM = 64)
+constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+static_assert(D == 64 || D == 128, "head dim 64 or 128 (dK and dV of 64 keys x D in registers)");
+static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1, "dQ split over columns (0) or keys (1)");
+static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
+static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
+static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
+
+// Where the block sits: keys n0 .. n0 + BN - 1 (key block nb) of key/value head hk, batch b;
+// iteration it is query head hk·group + it / per_head, query block m_first + it % per_head.
+struct BwdWalk {
+  int nb, hk, b, n0;
+  int off;  // query i sees keys j <= i + off when causal
+  int m_first, per_head, iters;
+};
+
+__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p) {
+  BwdWalk k;
+  k.nb = blockIdx.x, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
+  k.off = p.skv - p.sq;
+  k.m_first = p.causal ? max(0, k.n0 - k.off) / BM : 0;
+  k.per_head = (p.sq + BM - 1) / BM - k.m_first;
+  k.iters = p.group * k.per_head;
+  return k;
+}
+
+// The shared memory every version has: K and V, the ring's stages (Q then dO), the dSᵀ buffers,
+// the LSE·log2e and D vectors (per stage [BM] each), and the barriers (kv_full, then the ring's).
+struct BwdSmem {
+  u32 sk, sv, ring, sds;
+  float* vec;
+  u32 kv_full;
+  MbarRing<STAGES> qring;
+};
+
+// A consumer thread's coordinates: consumer c, warp w of its warpgroup, lane, t = lane % 4, and
+// its keys within the consumer's 64: krow and krow + 8.
+struct BwdThread {
+  int c, w, lane, t, krow;
+};
+
+// The producer warp (its 32 lanes). TX_FIRST: a stage's TMA is armed (expect_tx, no arrival) and
+// started before the lanes load LSE and D, then all 32 arrive; else the lanes' loads come first
+// and lane 0 arrives with the bytes.
+template <bool TX_FIRST>
+__device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm,
+                                            const TmaMap* tq, const TmaMap* tk, const TmaMap* tv, const TmaMap* tdo) {
+  const int lane = threadIdx.x;
+  if (lane == 0) load_kv<DH, BN>(sm.sk, sm.sv, tk, tv, sm.kv_full, k.n0, k.hk, k.b);
+  for (int it = 0; it < k.iters; ++it) {
+    const int h = k.hk * p.group + it / k.per_head, m0 = (k.m_first + it % k.per_head) * BM;
+    const int s = sm.qring.acquire(it);
+    if (!TX_FIRST) stage_lse_d<BM>(sm.vec + s * 2 * BM, p, k.b, h, m0, lane);
+    if (lane == 0) {
+      if (TX_FIRST) {
+        mbar_expect_tx(sm.qring.full(s), STAGE_BYTES);
+      } else {
+        mbar_arrive_expect_tx(sm.qring.full(s), STAGE_BYTES);
+      }
+      const u32 st = sm.ring + s * STAGE_BYTES;
+#pragma unroll
+      for (int d = 0; d < DH; ++d) {
+        tma_load_4d(st + d * HALF_Q, tq, sm.qring.full(s), 64 * d, m0, h, k.b);
+        tma_load_4d(st + Q_BYTES + d * HALF_Q, tdo, sm.qring.full(s), 64 * d, m0, h, k.b);
+      }
+    }
+    if (TX_FIRST) {
+      stage_lse_d<BM>(sm.vec + s * 2 * BM, p, k.b, h, m0, lane);
+      mbar_arrive(sm.qring.full(s));
+    } else if (lane != 0) {
+      mbar_arrive(sm.qring.full(s));
+    }
+  }
+}
+
+// Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place: register i is key `row` + 8·((i >> 1) & 1) of
+// the block, query 8·(i >> 2) + 2t + (i & 1) of the query block at m0. !AHEAD: LSE·log2e read
+// here into l. MASK: keys past Skv, queries past Sq and (causal) keys after the query's last are 0.
+template <bool AHEAD, bool MASK>
+__device__ __forceinline__ void p_from_s(float (&st)[SR], float2 (&l)[BM / 8], const float* sl, const AttnBwdArgs& p, const BwdWalk& k,
+                                         int row, int t, int m0) {
+#pragma unroll
+  for (int j = 0; j < BM / 8; ++j) {
+    if (!AHEAD) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float pe = ex2_approx(fmaf(st[4 * j + e], p.scale_log2, -((e & 1) ? l[j].y : l[j].x)));
+      if (MASK) {
+        const int key = k.n0 + row + 8 * (e >> 1), q = m0 + 8 * j + 2 * t + (e & 1);
+        if (key >= p.skv || q >= p.sq || (p.causal && key > q + k.off)) pe = 0.0f;
+      }
+      st[4 * j + e] = pe;
+    }
+  }
+}
+
+// One query block (iteration it, rows m0 ..) of consumer th.c: its products, dK and dV
+// accumulated, the stage released, and dq = this consumer's dQ partial (register i: query row
+// krow + 8·((i >> 1) & 1), column col0 + 8·(i >> 2) + 2t + (i & 1), col0 = SPLIT_N ? c·QN : 0).
+// AHEAD: the queries' LSE·log2e and D are read into registers before the wgmmas are waited for
+// (else where they are used). DS_BUFS: dSᵀ buffers, two (a block's rows stored while the previous
+// block's dQ product may still read the other; the barrier every block orders the reuse two
+// blocks apart) or one (each warpgroup meets its own warps before it rewrites its rows; key split
+// only). PP: the two warpgroups take turns to issue Sᵀ and dPᵀ (named barriers 6 and 7, a token
+// passed after each issue; bwd_consume hands warpgroup 0 the first), so that one's exponentials
+// run under the other's products. before_meet(): just before the barrier at which the dSᵀ rows
+// are shared.
+template <bool AHEAD, int DS_BUFS, bool PP, class BeforeMeet>
+__device__ __forceinline__ void bwd_block(float (&dq)[QN / 2], float (&dk)[KR], float (&dv)[KR], const AttnBwdArgs& p, const BwdWalk& k,
+                                          const BwdSmem& sm, const BwdThread& th, int it, int m0,
+                                          const BeforeMeet& before_meet) {
+  static_assert(DS_BUFS == 2 || (DS_BUFS == 1 && !SPLIT_N), "one dSᵀ buffer only when the warpgroups do not share rows");
+  const int c = th.c, lane = th.lane, t = th.t, krow = th.krow;
+  const u32 skc = sm.sk + c * 64 * 128, svc = sm.sv + c * 64 * 128;
+  const int s = sm.qring.wait_full(it);
+  const u32 sq = sm.ring + s * STAGE_BYTES, sdo = sq + Q_BYTES;
+  const float* sl = sm.vec + s * 2 * BM;
+  // This thread's queries' LSE·log2e (AHEAD: read while the products run).
+  float2 l[BM / 8];
+  if (AHEAD) {
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * t);
+  }
+  float st[SR], dp[SR];
+  if (PP) named_barrier_sync(6 + c, 256);  // this warpgroup's turn
+  wgmma_fence();
+  keys_by_queries<D, BM, BN>(st, skc, sq);
+  wgmma_commit();
+  keys_by_queries<D, BM, BN>(dp, svc, sdo);
+  wgmma_commit();
+  // The other's turn; after its last block warpgroup 1 keeps the token (warpgroup 0 waits no more).
+  if (PP && !(c == 1 && it == k.iters - 1)) named_barrier_arrive(6 + (1 - c), 256);
+  wgmma_wait<1>();
+  fence_all(st);
+  // Pᵀ, masked on edge blocks only: two copies of the loop, so that the inner blocks run without
+  // a branch per element (one per element was 7 % of the stall samples, branch resolving).
+  const bool edge = k.n0 + BN > p.skv || m0 + BM > p.sq || (p.causal && k.n0 + BN - 1 > m0 + k.off);
+  if (edge) {
+    p_from_s<AHEAD, true>(st, l, sl, p, k, c * 64 + krow, t, m0);
+  } else {
+    p_from_s<AHEAD, false>(st, l, sl, p, k, c * 64 + krow, t, m0);
+  }
+  float2 dd[BM / 8];  // D of the same queries (AHEAD: read while dPᵀ and dV run)
+  if (AHEAD) {
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
+  }
+  u32 pa[KP][4];
+  pack_a<KP>(pa, st);
+  wgmma_fence();
+  keys_by_dims<D, BM>(dv, pa, sdo);
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_all(dp);
+#pragma unroll
+  for (int j = 0; j < BM / 8; ++j) {
+    if (!AHEAD) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dd[j].y : dd[j].x));
+  }
+  u32 dsa[KP][4];
+  pack_a<KP>(dsa, dp);
+  wgmma_fence();
+  keys_by_dims<D, BM>(dk, dsa, sq);
+  wgmma_commit();
+  // dSᵀ rows (keys 64c + krow, + 8) into buffer it % DS_BUFS; with one buffer, once every warp of
+  // the warpgroup is past the previous block's dQ product (which read all its rows).
+  const u32 ds = sm.sds + (DS_BUFS == 1 ? 0 : (it & 1)) * DS_BYTES;
+  if (DS_BUFS == 1) named_barrier_sync(1 + c, 128);
+  store_ds_t<BM>(ds, dsa, c * 64 + krow, t);
+  fence_proxy_async_shared();
+  before_meet();
+  // Column split: every consumer's rows are needed (both warpgroups meet); key split: only this
+  // warpgroup's.
+  if (SPLIT_N) {
+    named_barrier_sync(1, 256);
+  } else {
+    named_barrier_sync(1 + c, 128);
+  }
+  // d128 split by keys: dQ's 64 accumulators only fit once dK is done with dSᵀ's registers (else
+  // ptxas serialises the wgmmas, C7512).
+  if (QN > 64) wgmma_wait<0>();
+  wgmma_fence();
+  dq_from_ds<QN, QKS, BM, BN>(dq, ds, sm.sk, SPLIT_N ? 0 : c * 64, SPLIT_N ? c * (QN / 64) : 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_all(dq);
+  // Q and dO are read (Sᵀ, dPᵀ, dV, dK). The stage is recomputed from an opaque copy of it: kept
+  // live across the block, it spilled at d128 split by keys.
+  int it_late = it;
+  asm volatile("" : "+r"(it_late));
+  if (lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
+}
+
+// A consumer warpgroup's whole walk (AHEAD, DS_BUFS, PP: bwd_block's): dK and dV zeroed, K and V waited for, then per query block
+// bwd_block and add_dq(dq, th, h, m0, sem) (sem: the deterministic mode's counter of head h and
+// this query block, else null), then before_exit() and dK (scaled) and dV stored in K's layout.
+template <bool AHEAD, int DS_BUFS, bool PP, class BeforeMeet, class AddDq, class BeforeExit>
+__device__ __forceinline__ void bwd_consume(int c, const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm,
+                                            const BeforeMeet& before_meet, const AddDq& add_dq, const BeforeExit& before_exit) {
+  BwdThread th;
+  th.c = c, th.w = (threadIdx.x / 32) % 4, th.lane = threadIdx.x % 32, th.t = th.lane & 3;
+  th.krow = 16 * th.w + (th.lane >> 2);
+  float dk[KR], dv[KR];
+#pragma unroll
+  for (int i = 0; i < KR; ++i) dk[i] = dv[i] = 0.0f;
+  mbar_wait(sm.kv_full, 0);
+  if (PP && c == 1 && k.iters > 0) named_barrier_arrive(6, 256);  // warpgroup 0 issues first
+  for (int it = 0; it < k.iters; ++it) {
+    const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
+    float dq[QN / 2];
+    bwd_block<AHEAD, DS_BUFS, PP>(dq, dk, dv, p, k, sm, th, it, m0, before_meet);
+    u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
+    add_dq(dq, th, h, m0, sem);
+  }
+  before_exit();
+  fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
+  fence_all(dv);
+  store_dk_dv<D>(static_cast<in_t*>(p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, static_cast<in_t*>(p.dv) + k.b * p.kv_sb + k.hk * p.kv_sh, dk,
+                 dv, p.scale, k.n0 + c * 64 + th.krow, p.skv, p.kv_ss, th.t);
+}
+
+// dQ added with per-thread red.global.add.v2.f32: in any order (sem null), or in key block order on
+// the counter `sem` (the deterministic mode; bwd_fa2_mma_sync.cu), the key split's consumer 0
+// before consumer 1, so every element's additions keep one order.
+__device__ __forceinline__ void add_dq_atomics(const float (&dq)[QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h,
+                                               int m0, u32* sem) {
+  const int col0 = SPLIT_N ? th.c * QN : 0;
+  float* acc = p.dq_acc + (((i64)k.b * p.heads_q + h) * p.sq + m0 + th.krow) * D + col0 + 2 * th.t;
+  auto add = [&] {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf)
+      if (m0 + th.krow + 8 * hf < p.sq)
+#pragma unroll
+        for (int j = 0; j < QN / 8; ++j) red_add2(acc + 8 * hf * D + 8 * j, dq[4 * j + 2 * hf], dq[4 * j + 2 * hf + 1]);
+  };
+  if (sem == nullptr) {
+    add();
+  } else {
+    add_dq_in_order(sem, k.nb, !SPLIT_N, th.c, 3, add);
+  }
+}
+
+// The shared memory at the first 1024-byte boundary: K, V, the ring and the dSᵀ buffers first,
+// then what the kernel places: the vectors at `off_vec` and the barriers at `off_bars`.
+__device__ __forceinline__ BwdSmem bwd_smem(unsigned char* smem_raw, u32 off_vec, u32 off_bars) {
+  const u32 base = smem_align1024(smem_raw);
+  BwdSmem sm;
+  sm.sk = base, sm.sv = base + KV_BYTES, sm.ring = base + 2 * KV_BYTES, sm.sds = sm.ring + STAGES * STAGE_BYTES;
+  sm.vec = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + off_vec);
+  sm.kv_full = base + off_bars;
+  sm.qring = MbarRing<STAGES>{sm.kv_full + 8};
+  return sm;
+}
+
+// The kernel's start, by every thread: the shared memory (bwd_smem), thread 0's setup (the
+// barriers, the four maps prefetched, and `extra` if any), and a block barrier.
+__device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
+                                             const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra = nullptr) {
+  const BwdSmem sm = bwd_smem(smem_raw, off_vec, off_bars);
+  if (threadIdx.x == 0) {
+    bwd_setup(sm.kv_full, sm.qring, tq, tk, tv, tdo);
+    if (extra != nullptr) tma_prefetch(extra);
+  }
+  __syncthreads();
+  return sm;
+}

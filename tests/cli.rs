@@ -284,7 +284,7 @@ fn plan_says_what_the_dispatch_runs_and_why_without_a_gpu() {
         "0.5",
     ]);
     let t = text(&o);
-    assert!(t.contains("register epilogue"), "{t}");
+    assert!(t.contains("row-store epilogue"), "{t}");
     // another version on request; a problem is required
     let o = kiln(&["plan", "--shape", "512", "--version", "mma_sync"]);
     assert!(text(&o).contains("version: mma_sync"), "{}", text(&o));

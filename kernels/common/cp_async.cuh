@@ -39,3 +39,18 @@ __device__ __forceinline__ void cp_async4_zfill(u32 dst, const void* src, int sr
 __device__ __forceinline__ void cp_async_mbar_arrive_noinc(u32 bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+
+// The first n (0..8) 2-byte elements at src (any 2-byte alignment) into the 16-byte chunk at dst,
+// the rest zero: the replacement of cp_async16_zfill for rows off 4 bytes (mma_sync.cu's
+// KILN_ELEM_LOADS, cp_async_tile.cuh's 2-byte copies). src is not read when n == 0.
+__device__ __forceinline__ void copy_elems16(u32 dst, const void* src, int n) {
+  const u16* e = static_cast<const u16*>(src);
+  u32 w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const u32 lo = 2 * j < n ? (u32)e[2 * j] : 0u;
+    const u32 hi = 2 * j + 1 < n ? (u32)e[2 * j + 1] : 0u;
+    w[j] = lo | (hi << 16);
+  }
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+}

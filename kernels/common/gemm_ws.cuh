@@ -10,6 +10,7 @@
 //   MN-major operand: boxes {64 m|n, 64 k} of 8 KB, one per 64 elements of M/N, row r = k (a B
 //     tile 168 or 224 wide loads whole boxes: 192 or 256 columns, the last ones unused).
 #pragma once
+#include "common/cp_async_tile.cuh"
 #include "common/epilogue.cuh"
 #include "common/gemm_args.cuh"
 #include "common/mbarrier.cuh"
@@ -158,18 +159,20 @@ __device__ __forceinline__ void store_acc_groups(out_t* c, const GemmArgs& p, in
 // In a cluster of CLUSTER CTAs along M sharing one B tile, CTA `rank` loads its share of B's rows
 // (N) and multicasts it to all; each loads its own A tile. BN = 320 (wider than one TMA box of at
 // most 256 rows): a K-major B is two boxes of 160 rows.
-template <int BM, int BN, int CLUSTER>
-__device__ __forceinline__ void ws_load_ab(u32 sa, u32 sb, u32 bar, const TmaMap* ta, const TmaMap* tb, int m0, int n0,
-                                           int k0, int rank) {
-  constexpr int B_PART = BN / CLUSTER;
-  constexpr int B_BOXES_MN = (BN + 63) / 64;  // MN-major B boxes of a tile (whole ones)
-  constexpr int B_BOXES_K = BN > 256 ? 2 : 1;  // K-major B boxes per CTA, B_PART / B_BOXES_K rows each
+template <int BM>
+__device__ __forceinline__ void ws_load_a(u32 sa, u32 bar, const TmaMap* ta, int m0, int k0) {
   if constexpr (KILN_A_ROW) {
     tma_load_2d(sa, ta, bar, k0, m0);
   } else {
 #pragma unroll
     for (int j = 0; j < BM / 64; ++j) tma_load_2d(sa + j * BOX64_BYTES, ta, bar, m0 + 64 * j, k0);
   }
+}
+template <int BN, int CLUSTER>
+__device__ __forceinline__ void ws_load_b(u32 sb, u32 bar, const TmaMap* tb, int n0, int k0, int rank) {
+  constexpr int B_PART = BN / CLUSTER;
+  constexpr int B_BOXES_MN = (BN + 63) / 64;  // MN-major B boxes of a tile (whole ones)
+  constexpr int B_BOXES_K = BN > 256 ? 2 : 1;  // K-major B boxes per CTA, B_PART / B_BOXES_K rows each
   if constexpr (KILN_B_ROW) {
     if constexpr (CLUSTER == 1 || B_PART % 64 == 0) {
 #pragma unroll
@@ -196,6 +199,55 @@ __device__ __forceinline__ void ws_load_ab(u32 sa, u32 sb, u32 bar, const TmaMap
       for (int j = 0; j < B_BOXES_K; ++j) tma_load_2d(dst + j * (BN / B_BOXES_K) * 128, tb, bar, k0, n0 + j * (BN / B_BOXES_K));
     } else tma_load_2d(dst, tb, bar, k0, n0);
   }
+}
+template <int BM, int BN, int CLUSTER>
+__device__ __forceinline__ void ws_load_ab(u32 sa, u32 sb, u32 bar, const TmaMap* ta, const TmaMap* tb, int m0, int n0,
+                                           int k0, int rank) {
+  ws_load_a<BM>(sa, bar, ta, m0, k0);
+  ws_load_b<BN, CLUSTER>(sb, bar, tb, n0, k0, rank);
+}
+
+// The operands a producer warpgroup copies in place (gemm/wgmma_tma_ws.cu's KILN_CPA): those whose
+// rows TMA cannot address (cp_tile_bytes under 16), at their copy widths.
+struct CpOperands {
+  int a_bytes, b_bytes;
+  __device__ __forceinline__ explicit CpOperands(const GemmArgs& p)
+      : a_bytes(cp_tile_bytes(p.a, p.lda)), b_bytes(cp_tile_bytes(p.b, p.ldb)) {}
+  __device__ __forceinline__ bool a() const { return a_bytes < 16; }
+  __device__ __forceinline__ bool b() const { return b_bytes < 16; }
+  // Each thread's arrivals per stage: one when its cp.async copies land (an operand at 4 or 8
+  // bytes), one after its plain stores (an operand at 2 bytes).
+  __device__ __forceinline__ bool async_arrival() const { return (a() && a_bytes > 2) || (b() && b_bytes > 2); }
+  __device__ __forceinline__ bool plain_arrival() const { return a_bytes == 2 || b_bytes == 2; }
+  // What a stage's full barrier counts: the TMA thread's arrive.expect_tx, and the 128 threads'
+  // arrivals.
+  __device__ __forceinline__ u32 full_count() const {
+    return 1u + 128u * (u32)async_arrival() + 128u * (u32)plain_arrival();
+  }
+};
+
+// Producer thread t (0..127) of K block k0 of the BM x BN tile at (m0, n0), a single CTA's: thread
+// 0 arms the full barrier `bar` with the TMA bytes `tma_tx` and loads the operands TMA can address;
+// every thread copies its share of the others (cp_tile) and arrives for it.
+template <int BM, int BN>
+__device__ __forceinline__ void ws_cp_load_ab(u32 sa, u32 sb, u32 bar, const TmaMap* ta, const TmaMap* tb, const GemmArgs& p,
+                                              const CpOperands& cp, int m0, int n0, int k0, int t, u32 tma_tx) {
+  if (t == 0) {
+    mbar_arrive_expect_tx(bar, tma_tx);
+    if (!cp.a()) ws_load_a<BM>(sa, bar, ta, m0, k0);
+    if (!cp.b()) ws_load_b<BN, 1>(sb, bar, tb, n0, k0, 0);
+  }
+  // K-major: rows along M (N), 64 K; MN-major: 64 rows of K, whole 64-element boxes of M (N).
+  if (cp.a()) {
+    if constexpr (KILN_A_ROW) cp_tile<BM, 64>(sa, p.a, p.lda, m0, p.m, k0, p.k, cp.a_bytes, t);
+    else cp_tile<64, BM>(sa, p.a, p.lda, k0, p.k, m0, p.m, cp.a_bytes, t);
+  }
+  if (cp.b()) {
+    if constexpr (KILN_B_ROW) cp_tile<64, (BN + 63) / 64 * 64>(sb, p.b, p.ldb, k0, p.k, n0, p.n, cp.b_bytes, t);
+    else cp_tile<BN, 64>(sb, p.b, p.ldb, n0, p.n, k0, p.k, cp.b_bytes, t);
+  }
+  if (cp.async_arrival()) cp_async_mbar_arrive_noinc(bar);
+  if (cp.plain_arrival()) mbar_arrive(bar);
 }
 
 // Keeps the compiler from moving the first MI (1 or 2) accumulators' reads or writes across a

@@ -38,19 +38,6 @@ static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 #ifndef KILN_ELEM_LOADS
 #define KILN_ELEM_LOADS 0
 #endif
-// The first n (0..8) 2-byte elements at src (any 2-byte alignment) into the 16-byte chunk at dst,
-// the rest zero: the KILN_ELEM_LOADS replacement of cp_async16_zfill. src is not read when n == 0.
-__device__ __forceinline__ void copy_elems16(u32 dst, const void* src, int n) {
-  const u16* e = static_cast<const u16*>(src);
-  u32 w[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const u32 lo = 2 * j < n ? (u32)e[2 * j] : 0u;
-    const u32 hi = 2 * j + 1 < n ? (u32)e[2 * j + 1] : 0u;
-    w[j] = lo | (hi << 16);
-  }
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
-}
 
 // Byte offset of 16-byte chunk c of row r in a tile of CPR chunks per row. Rows of 4 chunks
 // (64 B, K-major with BK = 32) XOR the chunk with bits 1-2 of the row; wider rows XOR with the

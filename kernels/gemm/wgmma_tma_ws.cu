@@ -9,10 +9,13 @@
 // b + clusters, ... of the grouped order: whole cluster tiles, or with KILN_SPLITK = 1 split-K
 // slices and stream-K pieces too (common/gemm_units.cuh). Epilogue: KILN_EPI = 1 or 2 through
 // TMA-stored staging chunks (common/c_staging.cuh), under the next unit's K loop where
-// KILN_EPI_DEFER allows; KILN_EPI = 0 from registers (shuffle transpose, 16-byte stores). Edges:
-// the tensor maps carry the true M/N/K, so TMA zero-fills what lies outside and drops stores
-// outside C; the register epilogue stores only in-range elements.
+// KILN_EPI_DEFER allows; KILN_EPI = 0, a C TMA cannot address, staged in shared memory and stored
+// by rows (common/c_rows.cuh). KILN_CPA = 1: operands TMA cannot address copied in place by the
+// producer warpgroup (below). Edges: the tensor maps carry the true M/N/K, so TMA zero-fills what
+// lies outside and drops stores outside C; the copies zero-fill, the row stores keep inside C.
+#include "common/c_rows.cuh"
 #include "common/c_staging.cuh"
+#include "common/cp_async_tile.cuh"
 #include "common/gemm_trace.cuh"
 #include "common/gemm_units.cuh"
 #include "common/grid_dep.cuh"
@@ -23,6 +26,9 @@
 #error "KILN_BM, KILN_BN, KILN_STAGES, KILN_CLUSTER, KILN_EPI, KILN_EPI_DEFER, KILN_SPLITK and KILN_SMEM must be defined by the host"
 #endif
 
+#ifndef KILN_CPA
+#define KILN_CPA 0
+#endif
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = WS_BK, STAGES = KILN_STAGES, CLUSTER = KILN_CLUSTER;
 // KILN_SPLITK = 0: the variant for launches that split nothing (most), without the split-K and
 // stream-K code; it ignores Extras.splits and sk_w and compiles in 25-37 % less time (ledger #91).
@@ -46,13 +52,20 @@ static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 ||
                   ((BN == 168 || BN == 224 || BN == 320) && CLUSTER == 1 && BM == 128),
               "KILN_BN is 64, 128, 192 or 256, or 168, 224 or 320 in single 128-row CTAs");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
+// KILN_CPA = 1: the producer warpgroup reads an operand TMA cannot address (a row stride or base
+// off 16 bytes; decided at run time from GemmArgs) in place, all 128 threads copying it into the
+// stage with cp.async (common/cp_async_tile.cuh), each arriving on the stage's full barrier when
+// its copies land (cp.async.mbarrier.arrive.noinc; 2-byte copies are plain stores and a plain
+// arrival); the other operand still comes by TMA. Single CTAs only (a pair's B is multicast).
+constexpr bool CPA = KILN_CPA;
+static_assert(!CPA || CLUSTER == 1, "KILN_CPA runs in single CTAs");
 // Stream-K only in single 128-row CTAs: a pair's CTAs would each need the other's range, and
 // 64-row tiles already split K between their consumers.
 constexpr bool SK_OK = CLUSTER == 1 && !KSPLIT && SPLIT_CODE;
 // Single CTAs with tiles at least 128 wide load their first stage before the block's sync
 // (ledger #37: up to -2.7 %). Not pairs, whose multicast writes into the peer before its
 // barriers exist, nor the 64-wide tiles, which ran 1-6 % slower with it (not understood).
-constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128;
+constexpr bool EARLY = CLUSTER == 1 && !KSPLIT && BN >= 128 && !CPA;
 // The TMA-store epilogue (KILN_EPI 1, 2) and the register one (0) are variants of their own:
 // compiled side by side they more than doubled the code and spilled the 256-wide tile's consumers
 // (ledger #24).
@@ -71,10 +84,11 @@ static_assert(C_TAIL == 0 || TMA_EPI, "128 x 168 and 128 x 224 tiles have the TM
 constexpr bool DEFER = TMA_EPI && KILN_EPI_DEFER && !KSPLIT && KILN_OUT != 2 && !C_LOAD;
 constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : BN > 256 ? 2 : BN / 64, DFIRST = C_NCH - DCH;
 // Shared memory after the ring: two staging chunks per consumer that runs an epilogue (KSPLIT:
-// consumer 0 only); KSPLIT: consumer 1's 64 x BN fp32 partial tile, each thread's BN / 2 values
-// as float4s (float4 i of thread t at 16 (128 i + t): conflict-free); then the ring's barriers,
-// KSPLIT's hand-off full and free, and C_LOAD's one per staging buffer.
-constexpr u32 C_BYTES = TMA_EPI ? (KSPLIT ? 1 : 2) * 2 * Epi::CHUNK_BYTES : 0;
+// consumer 0 only; the row-store epilogue uses the first); KSPLIT: consumer 1's 64 x BN fp32
+// partial tile, each thread's BN / 2 values as float4s (float4 i of thread t at 16 (128 i + t):
+// conflict-free); then the ring's barriers, KSPLIT's hand-off full and free, and C_LOAD's one per
+// staging buffer.
+constexpr u32 C_BYTES = (KSPLIT ? 1 : 2) * 2 * Epi::CHUNK_BYTES;
 constexpr u32 X_BYTES = KSPLIT ? 128 * (BN / 2) * 4 : 0, X_BARS = KSPLIT ? 2 : 0, C_BARS = C_LOAD ? 4 : 0;
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + (2 * STAGES + X_BARS + C_BARS) * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
@@ -87,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   if (TRACE && threadIdx.x == 0) trace_stamp(ex, T_ENTRY);
   // The 128B swizzle pattern follows absolute address bits: tiles must start on 1024 bytes.
   const u32 base = smem_align1024(smem_raw);
-  const u32 cstage = base + STAGES * STAGE_BYTES;  // C staging buffers (TMA_EPI), 1024-aligned
+  const u32 cstage = base + STAGES * STAGE_BYTES;  // C staging buffers, 1024-aligned
   const u32 xbuf = cstage + C_BYTES;                // KSPLIT hand-off of consumer 1's partials
   const MbarRing<STAGES> ring{xbuf + X_BYTES};
   const u32 xfull = ring.bars + 16u * STAGES, xfree = xfull + 8u;  // KSPLIT hand-off
@@ -99,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int wg = warpgroup_index();
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
   // Bytes a stage's loads deliver: a K-major A box may be shorter than the tile (a_box_rows).
-  const u32 stage_tx = (KILN_A_ROW ? a_box_rows<BM>(p.m) * BK * 2 : A_BYTES) + B_BYTES;
+  const u32 a_tx = KILN_A_ROW ? a_box_rows<BM>(p.m) * BK * 2 : A_BYTES, stage_tx = a_tx + B_BYTES;
   // The producer's loads of ring iteration `it`: K block kb of the block tile at (m0, n0).
   auto load_stage = [&](u32 it, int kb, int m0, int n0) {
     ws_fill(ring, it, stage_tx, [&](int s, u32 bar) {
@@ -115,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       tma_prefetch(&tma_a);
       tma_prefetch(&tma_b);
     }
-    ring.init((KSPLIT ? 4 : 8) * CLUSTER);
+    ring.init((KSPLIT ? 4 : 8) * CLUSTER, CPA ? CpOperands(p).full_count() : 1);
     if (KSPLIT) {
       mbar_init(xfull, 128);  // consumer 1's threads, their partials written
       mbar_init(xfree, 128);  // consumer 0's threads, the partials read
@@ -158,7 +172,30 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     // The producer: every unit's K blocks, in the order the consumers take them.
-    if (threadIdx.x == 0) {
+    if (CPA) {
+      // (the whole warpgroup: cp.async copies of the operands TMA cannot address)
+      const CpOperands cp(p);
+      const int t = threadIdx.x;
+      if (t == 0) {
+        if (!cp.a()) tma_prefetch(&tma_a);
+        if (!cp.b()) tma_prefetch(&tma_b);
+      }
+      const u32 tx = (cp.a() ? 0u : a_tx) + (cp.b() ? 0u : B_BYTES);
+      u32 it = 0;
+      int u = units.cid, tok, nk;
+      while (next_unit(u, tok, nk)) {
+        int tt, sp, ns, kb0, kb1, ctm, tn;
+        unit_of(tok, tt, kb0, kb1, sp, ns);
+        tile_coords(tt, ctiles_m, tiles_n, ctm, tn);
+        const int m0 = ctm * BM, n0 = tn * BN;
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
+          const int s = ring.acquire(it);
+          const u32 sa = base + s * STAGE_BYTES;
+          ws_cp_load_ab<BM, BN>(sa, sa + A_BYTES, ring.full(s), &tma_a, &tma_b, p, cp, m0, n0, kb * BK, t, tx);
+        }
+      }
+      cp_async_wait<0>();  // nothing in flight when the thread exits
+    } else if (threadIdx.x == 0) {
       if (!EARLY) {
         tma_prefetch(&tma_a);
         tma_prefetch(&tma_b);
@@ -222,6 +259,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     int u = units.cid, tok, nk;  // nk: this unit's K blocks (the count; the producer picks which)
     while (next_unit(u, tok, nk)) {
       auto mma = [&](int s, int kb, bool acc_live, bool first) {
+        // Copies by cp.async (and plain stores) are generic-proxy writes: made visible to wgmma's
+        // async-proxy reads after the full barrier's wait.
+        if (CPA) fence_proxy_async_shared();
         if (TRACE && c == 0 && (threadIdx.x % 128) == 0 && it == 0) trace_stamp(ex, T_C0_FIRST_FULL);
         ws_mma_stage<1, BN, STAGE_BYTES>(accs, da0, db0, s, acc_live);
         if (C_LOAD && leader && (!KSPLIT || c == 0) && first) {
@@ -300,7 +340,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if constexpr (C_TAIL != 0)
           store_acc_groups<C_NCH * C_COLS / 8>(cout, p, m0 + 16 * w + lane / 4, n0, acc, lane % 4);
       } else {
-        store_acc_groups<0>(cout, p, tm * BM + 64 * c + 16 * w + lane / 4, tn * BN, acc, lane % 4);
+        // Through this consumer's first staging buffer, by rows (common/c_rows.cuh).
+        const int m0 = tm * BM + 64 * c;
+        if (m0 < p.m) store_rows_staged(cout, p, cstage + 2 * c * Epi::CHUNK_BYTES, m0, tn * BN, acc, w, lane);
       }
     }
     if (DEFER) {  // the last tile's chunks

@@ -11,6 +11,35 @@ pub const ODD_K: [usize; 6] = [1, 13, 67, 251, 1031, 4099];
 /// TMA and cp.async rungs (which need aligned rows) run their K tails on the boundary shapes too.
 pub const ALIGNED_K: [usize; 5] = [8, 72, 264, 1032, 4104];
 
+/// Packed problems whose rows TMA cannot address, each layout: row strides that allow 4-, 8- and
+/// 2-byte copies in A and in B (K 178, 36, 4095; N 876, 178, 1457 in the row-major Bs), C's rows
+/// off 16 bytes, a tile-row of 129 and 127 columns with a long K, and few tiles over a long K
+/// (split 2-4 ways in one wave). The dispatch copies these operands first (`KILN_WGMMA_INPLACE=1`
+/// reads them in place, each copy width in A and in B, under split-K).
+pub const IN_PLACE: [(usize, usize, usize, Layout); 8] = [
+    (433, 876, 178, Layout::RR),
+    (301, 1457, 36, Layout::RC),
+    (129, 127, 4095, Layout::RR),
+    (700, 178, 36, Layout::CR),
+    (517, 300, 178, Layout::CC),
+    (300, 333, 8, Layout::RR),
+    (1000, 1000, 4010, Layout::RC),
+    (1000, 1002, 4010, Layout::CR),
+];
+
+/// Packed problems with a K of one or two stages whose operands the dispatch reads in place (its
+/// cost model, `wgmma_tma_ws::in_place_pays`), each layout: 4- and 8-byte copies of A, of B and of
+/// both, C stored by rows (N 1457, 1100, 1300) and by TMA, in 128x192 and 128x256 tiles (two of
+/// them picked as pairs, which read in place as single CTAs).
+pub const SHORT_K_IN_PLACE: [(usize, usize, usize, Layout); 6] = [
+    (2000, 1457, 34, Layout::RC),
+    (1500, 2000, 20, Layout::RR),
+    (2500, 1100, 100, Layout::CC),
+    (2000, 2000, 66, Layout::RR),
+    (1800, 1300, 98, Layout::CR),
+    (2600, 2600, 60, Layout::CC),
+];
+
 /// Which suite to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Suite {
@@ -56,6 +85,12 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                 v.push(GemmProblem::new(200, 136, 250, Layout::RC, i, o));
                 v.push(padded(GemmProblem::new(200, 136, 250, Layout::CR, i, o)));
             }
+            v.extend(IN_PLACE[..2].iter().map(|&(m, n, k, l)| bf(m, n, k, l)));
+            v.extend(
+                SHORT_K_IN_PLACE[..2]
+                    .iter()
+                    .map(|&(m, n, k, l)| bf(m, n, k, l)),
+            );
         }
         Suite::Full => {
             for l in Layout::ALL {
@@ -104,6 +139,19 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
                     }
                 }
             }
+        }
+    }
+    // Operands and C that TMA cannot address, copied or read in place (the producer's cp.async
+    // copies at each width), C stored by rows, in every output type, with alpha and beta.
+    if suite == Suite::Full {
+        for &(m, n, k, l) in IN_PLACE.iter().chain(&SHORT_K_IN_PLACE) {
+            for (i, o) in dtype_pairs() {
+                v.push(GemmProblem::new(m, n, k, l, i, o));
+            }
+            let mut p = GemmProblem::new(m, n, k, l, DType::F16, DType::F32);
+            p.alpha = 0.75;
+            p.beta = -0.5;
+            v.push(p);
         }
     }
     // beta = 1 (C += alpha * A * B), which the TMA-store epilogue applies by adding its chunks
@@ -177,6 +225,16 @@ mod tests {
                 assert!(full.iter().any(|p| p.beta == beta && p.output == o));
             }
         }
+        // Rows that allow 2-, 4- and 8-byte copies only, in A (row-major: K) and B (row-major: N)
+        for width in [2, 4, 8] {
+            let w = |ld: usize| (ld * 2 | 16) & (ld * 2 | 16).wrapping_neg();
+            assert!(full
+                .iter()
+                .any(|p| p.layout.a_k_major() && w(p.lda) == width));
+            assert!(full
+                .iter()
+                .any(|p| p.layout.b_row_major() && w(p.ldb) == width));
+        }
         // Boundary M/N with aligned rows exist for every layout, so the TMA rungs meet them.
         for l in Layout::ALL {
             assert!(full.iter().any(|p| p.layout == l
@@ -185,5 +243,27 @@ mod tests {
                 && p.ldb % 8 == 0
                 && p.ldc % 8 == 0));
         }
+    }
+
+    /// The short-K shapes reach the in-place variants under the default dispatch (each width in
+    /// A and in B, C by rows and by TMA), the quick suite's two among them.
+    #[test]
+    fn the_short_k_shapes_are_read_in_place_by_default() {
+        use crate::ops::gemm::wgmma_tma_ws::plan;
+        let env = crate::overrides::GemmOverrides::NONE;
+        let mut seen = std::collections::HashSet::new();
+        for &(m, n, k, l) in &SHORT_K_IN_PLACE {
+            let p = GemmProblem::new(m, n, k, l, DType::Bf16, DType::Bf16);
+            let pl = plan(&p, 132, None, &env);
+            assert!(pl.copies.is_empty(), "{m}x{n}x{k} {l}: {:?}", pl.copies);
+            for n in pl.notes.iter().filter(|n| n.contains("read in place")) {
+                seen.insert((n.starts_with('A'), n.contains("8-byte"), pl.tma_epilogue));
+            }
+        }
+        assert!(seen.len() >= 6, "{seen:?}");
+        let quick = gemm_suite(Suite::Quick);
+        assert!(SHORT_K_IN_PLACE[..2]
+            .iter()
+            .all(|&(m, n, k, _)| quick.iter().any(|p| (p.m, p.n, p.k) == (m, n, k))));
     }
 }

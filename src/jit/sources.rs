@@ -20,6 +20,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/cp_async.cuh"),
     ),
     (
+        "common/cp_async_tile.cuh",
+        include_str!("../../kernels/common/cp_async_tile.cuh"),
+    ),
+    (
         "common/mma_sync.cuh",
         include_str!("../../kernels/common/mma_sync.cuh"),
     ),
@@ -42,6 +46,10 @@ pub static FILES: &[(&str, &str)] = &[
     (
         "common/c_staging.cuh",
         include_str!("../../kernels/common/c_staging.cuh"),
+    ),
+    (
+        "common/c_rows.cuh",
+        include_str!("../../kernels/common/c_rows.cuh"),
     ),
     (
         "common/quad_transpose.cuh",
@@ -420,8 +428,8 @@ mod tests {
     fn kernels_default_only_the_defines_the_host_may_leave_out() {
         // A kernel's default for a define the host always passes can disagree with the host's
         // (KILN_EPI_DEFER defaulted to 0 in the kernel and 1 on the host): kernels stop with
-        // #error on a missing one instead. These two the host passes for one variant only, and
-        // their defaults are the host's "absent".
+        // #error on a missing one instead. These three the host passes for some variants only,
+        // and their defaults are the host's "absent".
         let mut defaults = Vec::new();
         for (path, text) in FILES {
             let lines: Vec<&str> = text.lines().map(str::trim).collect();
@@ -439,6 +447,7 @@ mod tests {
             defaults,
             vec![
                 ("common/gemm_trace.cuh", "KILN_TRACE"),
+                ("gemm/wgmma_tma_ws.cu", "KILN_CPA"),
                 ("gemm/mma_sync.cu", "KILN_ELEM_LOADS")
             ]
         );

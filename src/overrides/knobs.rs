@@ -478,6 +478,17 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.gemm.group_m.map(|g| g.to_string()),
     },
     Knob {
+        name: "KILN_WGMMA_INPLACE",
+        takes: || {
+            "0, 1 or auto (operands and C that TMA cannot address: copied, read in place, or \
+             by the dispatch's rule)"
+                .into()
+        },
+        default: "auto",
+        set: |o, v| put(&mut o.gemm.inplace, or(v, InPlace::Auto, InPlace::parse)),
+        show: |o| unless(o.gemm.inplace, InPlace::Auto, |i| i.name().to_string()),
+    },
+    Knob {
         name: "KILN_WGMMA_PAIRS",
         takes: || FLAG.into(),
         default: "1",

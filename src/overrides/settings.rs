@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::fp8::gemm::Fp8Rule;
-use crate::ops::gemm::wgmma_tma_ws::{TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
+use crate::ops::gemm::wgmma_tma_ws::{InPlace, TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
 use crate::ops::moe::fp4::kernel::Fp4Path;
 use crate::ops::moe::grouped_swapab::SwapConfig;
 use crate::ops::moe::schedule::TileConfig as MoeTile;
@@ -48,6 +48,12 @@ pub struct GemmOverrides {
     /// `KILN_WGMMA_CLOAD` (0 or 1). Default off; 1: beta = 1 loads C into the staging chunks as
     /// other betas do, instead of TMA's reduce-add (16-bit C rounded once).
     pub c_load: bool,
+    /// `KILN_WGMMA_INPLACE` (0, 1 or auto; [`InPlace`]). Default auto: C is written in place
+    /// wherever TMA cannot address it, and an operand whose rows TMA cannot address is read in
+    /// place by the producer warpgroup's cp.async copies where its cost model says that beats
+    /// copying it to 128-byte rows first; 0: the copies and C's scratch, as before 2026-11-29;
+    /// 1: every such operand read in place.
+    pub inplace: InPlace,
     /// `KILN_WGMMA_SPLITK` (0 or 1). Default off; 1: unsplit launches too run the variant with
     /// the split-K code, as every launch did before ledger #91.
     pub split_code: bool,
@@ -74,6 +80,7 @@ impl GemmOverrides {
         stages: None,
         epi: true,
         c_load: false,
+        inplace: InPlace::Auto,
         split_code: false,
         defer: true,
         pdl: true,

@@ -25,7 +25,8 @@ pub struct LaunchPlan {
     pub tail: bool,
     /// Stream-K over the cluster tiles from here on.
     pub stream_k_from: Option<u32>,
-    /// The TMA-store epilogue (else the register one).
+    /// The TMA-store epilogue (else the row-store one, C staged in shared memory and stored by
+    /// rows; in a ping-pong tile the register one).
     pub tma_epilogue: bool,
     /// The TMA-store epilogue with C loaded first (beta other than 0 and 1).
     pub c_loaded: bool,
@@ -61,8 +62,10 @@ impl LaunchPlan {
                 "C-load TMA-store"
             } else if self.tma_epilogue {
                 "TMA-store"
-            } else {
+            } else if self.pingpong {
                 "register"
+            } else {
+                "row-store"
             },
             match self.stream_k_from {
                 Some(t) => format!(", stream-K from cluster tile {t}"),

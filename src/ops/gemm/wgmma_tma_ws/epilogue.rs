@@ -1,28 +1,66 @@
-//! How a launch writes C: the TMA-store, C-load and register epilogues, C's tensor map, and the
-//! tile that runs where the picked one lacks the epilogue C needs.
+//! How a launch writes C: the TMA-store, C-load and row-store (register, in the ping-pong
+//! kernel) epilogues, C's tensor map, and the tile that runs where the picked one lacks the
+//! epilogue C needs or the operands' in-place reads.
 
 use super::{GemmOverrides, TileConfig};
 use crate::device::{Tma2d, TmaSwizzle};
 use crate::ops::gemm::{DType, GemmProblem};
 
 /// The tile that runs where `tile` was picked, given the epilogue C takes. Every tile has the
-/// TMA-store epilogue (beta 0 or 1, the common case). The 320-wide tile's register epilogue
-/// spills (160 accumulators beside its transposes), and the 168-, 224- and 320-wide tiles are
-/// compiled with the TMA-store epilogue only (fewer variants for tiles chosen at few shapes):
-/// where C needs another (beta not 0 or 1, a C that TMA cannot address) the next multiple of 64
-/// runs instead (128 x 192, 128 x 256). The C-load epilogue (beta not 0 or 1, the rarest) comes
-/// in the cooperative tiles only: a ping-pong tile runs as the cooperative tile of its shape.
+/// TMA-store epilogue (beta 0 or 1, the common case). The 320-wide tile's `KILN_EPI=0` epilogue
+/// spills (160 accumulators), and the 168-, 224- and 320-wide tiles are compiled with the
+/// TMA-store epilogue only (fewer variants for tiles chosen at few shapes): where C needs another
+/// (beta not 0 or 1, a C that TMA cannot address) the next multiple of 64 runs instead (128 x
+/// 192, 128 x 256). The C-load epilogue (beta not 0 or 1, the rarest) comes in the cooperative
+/// tiles only: a ping-pong tile runs as its [`cooperative_twin`]. The ping-pong tiles keep their
+/// register epilogue (`KILN_EPI=0` in the ping-pong kernel) for a C that TMA cannot address.
 pub fn with_epilogue(tile: TileConfig, epi: Epilogue) -> TileConfig {
     match (tile, epi) {
         (_, Epilogue::TmaStore) => tile,
         (TileConfig::WIDE | TileConfig::N168, _) => TileConfig::MEDIUM,
         (TileConfig::N224, _) => TileConfig::LARGE,
-        (TileConfig::PINGPONG, Epilogue::TmaLoadC) => TileConfig::SMALL,
-        (TileConfig::PINGPONG64, Epilogue::TmaLoadC) => TileConfig::TINY,
-        (TileConfig::PINGPONG_TINY, Epilogue::TmaLoadC) => TileConfig::TINY64,
+        (_, Epilogue::TmaLoadC) => cooperative_twin(tile),
         _ => tile,
     }
 }
+
+/// The cooperative tile of a ping-pong tile's shape (128 x 128, 128 x 64, 64 x 64); any other
+/// tile as it is.
+pub fn cooperative_twin(tile: TileConfig) -> TileConfig {
+    match tile {
+        TileConfig::PINGPONG => TileConfig::SMALL,
+        TileConfig::PINGPONG64 => TileConfig::TINY,
+        TileConfig::PINGPONG_TINY => TileConfig::TINY64,
+        _ => tile,
+    }
+}
+
+/// The tile that runs where the producer reads an operand in place (`KILN_CPA`, an operand
+/// whose rows TMA cannot address) and `tile` was picked: the single-CTA cooperative 128-row tile
+/// of [`CPA_TILES`] nearest it (its B is not multicast, and the copies need whole 16-row groups):
+/// 128 x 128 for the 64-row and up to 128-wide tiles, 128 x 192 for the 168-, 192- and 320-wide
+/// ones, else 128 x 256. A ring forced by `KILN_WGMMA_STAGES` stays where the shape does. The
+/// dispatch's own rule reads in place only where this is `tile` but for the cluster
+/// (`inplace::in_place_tile`); `KILN_WGMMA_INPLACE=1` takes any tile here.
+pub fn with_cpa(tile: TileConfig) -> TileConfig {
+    let t = match (tile.bm, tile.bn) {
+        (64, _) | (_, 64 | 128) => TileConfig::SMALL,
+        (_, 168 | 192 | 320) => TileConfig::MEDIUM,
+        _ => TileConfig::LARGE,
+    };
+    if (t.bm, t.bn) == (tile.bm, tile.bn) {
+        TileConfig {
+            stages: tile.stages,
+            ..t
+        }
+    } else {
+        t
+    }
+}
+
+/// The tiles with variants that read operands in place ([`with_cpa`]): the short-K problems the
+/// dispatch reads in place pick these (a narrower N picks a ping-pong tile, which has none).
+pub const CPA_TILES: [TileConfig; 3] = [TileConfig::LARGE, TileConfig::MEDIUM, TileConfig::SMALL];
 
 /// The tensor map the TMA-store epilogue writes C through: boxes of 64 rows of 128 bytes (64
 /// 16-bit or 32 f32 elements; 128B swizzle, as the kernel stages them), global extents the true
@@ -56,10 +94,13 @@ pub fn c_store_map(m: usize, n: usize, ldc: usize, out: DType, c: u64) -> Option
 
 /// How a launch writes C. Each is a variant of its own (`KILN_EPI`): compiled side by side, the
 /// TMA and register epilogues more than doubled the code and spilled the 256-wide tile.
+/// `Registers` is `KILN_EPI=0`: the row store in the cooperative kernel, the register epilogue
+/// (a quad transpose and 16-byte stores) in the ping-pong one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Epilogue {
-    /// From registers (`KILN_EPI=0`): a C that TMA cannot address, C through scratch, or
-    /// `KILN_WGMMA_EPI=0`; reads C for any beta != 0.
+    /// `KILN_EPI=0`: in the cooperative kernel staged in shared memory and stored by rows
+    /// (kernels/common/c_rows.cuh), in the ping-pong kernel from registers: a C that TMA cannot
+    /// address, or `KILN_WGMMA_EPI=0`; reads C for any beta != 0.
     Registers,
     /// Staged chunks stored by TMA (`KILN_EPI=1`); beta = 1 adds them to C (TMA's reduce-add).
     TmaStore,
@@ -80,12 +121,22 @@ impl Epilogue {
         }
     }
 
-    /// Its name in notes: `TMA-store`, `C-load` or `register`.
+    /// Its name in notes: `TMA-store`, `C-load` or `row-store` (`register` in a ping-pong tile,
+    /// [`Epilogue::name_in`]).
     pub fn name(self) -> &'static str {
         match self {
-            Epilogue::Registers => "register",
+            Epilogue::Registers => "row-store",
             Epilogue::TmaStore => "TMA-store",
             Epilogue::TmaLoadC => "C-load",
+        }
+    }
+
+    /// Its name in notes for a launch of `tile`: the ping-pong kernel's `KILN_EPI=0` is the
+    /// register epilogue.
+    pub fn name_in(self, tile: TileConfig) -> &'static str {
+        match self {
+            Epilogue::Registers if tile.pingpong => "register",
+            e => e.name(),
         }
     }
 

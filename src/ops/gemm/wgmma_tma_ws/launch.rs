@@ -1,5 +1,5 @@
 //! The launch path: a resolved choice prepared for the operands, then executed: the copies, the
-//! workspace, the tensor maps, the kernel launch and C's copy back.
+//! workspace, the tensor maps, the kernel launch and C's copy back (`KILN_WGMMA_INPLACE=0`).
 
 use super::plan::WorkLayout;
 use super::{as_read, c_target, operand_maps, output_map, repack, warn_forced_fallback};
@@ -149,7 +149,7 @@ impl WgmmaTmaWs {
         })
     }
 
-    /// Runs `r` on `ops`: its copies, the kernel, then C's copy back.
+    /// Runs `r` on `ops`: its copies, the kernel, then C's copy back (`KILN_WGMMA_INPLACE=0`).
     fn run(
         &self,
         ctx: &Context,
@@ -160,17 +160,28 @@ impl WgmmaTmaWs {
     ) -> Result<()> {
         let prep = &r.prep;
         let (p, read, cfg) = (&prep.p, &prep.read, prep.tile);
-        // Operands TMA cannot address are read from padded copies, and C may be written through
-        // scratch (`read` has their leading dimensions). The C parameter of the register
-        // epilogue is a copy of A's map that is never used.
+        // Operands TMA cannot address are read in place by the producer's copies (`prep.cpa`), or
+        // from padded copies (`read` has their leading dimensions); C is written in place, or
+        // (`KILN_WGMMA_INPLACE=0`) through scratch. The C parameter of the `KILN_EPI=0`
+        // epilogues is a copy of A's map that is never used.
         let (a_ptr, b_ptr) = repack(ctx, prep, ops.a.ptr(), ops.b.ptr())?;
         let c_ptr = c_target(ctx, prep, ops.c.ptr())?;
-        let tc = output_map(read, c_ptr).filter(|_| prep.c.is_none());
+        let tc = output_map(read, c_ptr).filter(|_| prep.epi.tma());
         let (ws, counters) = match r.layout.workspace(cfg.bn) {
             Some((bytes, counters)) => workspace(ctx, bytes, counters)?,
             None => (0, 0),
         };
         let (ta, tb) = operand_maps(read, a_ptr, b_ptr, cfg);
+        // An operand the producer copies in place has a map the kernel never reads (nor
+        // prefetches): its own, made encodable (a base and row stride rounded to 16 bytes).
+        let [a_off, b_off] = prep.cpa.unwrap_or([16; 2]).map(|w| w < 16);
+        let placeholder = |t: crate::device::Tma2d| crate::device::Tma2d {
+            addr: t.addr & !15,
+            row_stride_bytes: t.row_stride_bytes.next_multiple_of(16),
+            ..t
+        };
+        let ta = if a_off { placeholder(ta) } else { ta };
+        let tb = if b_off { placeholder(tb) } else { tb };
         for t in [&ta, &tb] {
             t.validate().map_err(|reason| Error::Unsupported {
                 kernel: self.name().into(),
@@ -204,9 +215,10 @@ impl WgmmaTmaWs {
             a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr() || (prep.c.is_some() && p.beta != 0.0);
         // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, GemmArgs, Extras): three 128-byte
         // maps, the argument block and the extras (workspace sized for this problem's tiles and
-        // splits above), in that order. The maps address A, B and C
-        // (C's only when the flag is set), which the caller keeps alive and has checked against
-        // the problem (or, `c_target`, C's scratch); the register epilogue reaches C through
+        // splits above), in that order. The maps address A, B and C (C's only with a TMA
+        // epilogue; an operand the producer copies in place has a placeholder map, never read),
+        // which the caller keeps alive and has checked against the problem (or, `c_target`, C's
+        // scratch); the `KILN_EPI=0` epilogues and the producer's copies reach C, A and B through
         // `args`. The kernel executes `grid_dependency_wait` first, so it may be launched as a
         // dependent.
         unsafe {

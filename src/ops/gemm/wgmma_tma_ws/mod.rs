@@ -13,8 +13,8 @@
 //! One concern per file: the tile catalogue (`tiles`), the cost model and split layouts (`cost`),
 //! the cost model's pick (`choose`) and the heuristic's rules (`heuristic`), the resolved choice
 //! (`choice`), the tuning space (`space`), the env overrides (`overrides`), the copies made first
-//! (`repack`), the tensor maps (`maps`), the epilogues (`epilogue`), the device-file specs
-//! (`spec`), the launch worked out before it runs, which `kiln plan` shows (`plan`), its
+//! (`repack`) and where operands are read in place instead (`inplace`), the tensor maps
+//! (`maps`), the epilogues (`epilogue`), the device-file specs (`spec`), the launch worked out before it runs, which `kiln plan` shows (`plan`), its
 //! execution (`launch`), the instrumented launch (`timeline`) and the launches `kiln sanitize
 //! --configs` forces (`forced`).
 
@@ -24,6 +24,7 @@ mod cost;
 mod epilogue;
 mod forced;
 mod heuristic;
+mod inplace;
 mod launch;
 mod maps;
 mod notes;
@@ -37,8 +38,11 @@ mod timeline;
 pub use choice::Choice;
 pub use choose::{rows_on_lines, Pairing, Widths};
 pub use cost::{k_blocks, SplitPlan, MAX_SPLITS};
-pub use epilogue::{c_store_map, output_map, with_epilogue, Epilogue};
+pub use epilogue::{
+    c_store_map, cooperative_twin, output_map, with_cpa, with_epilogue, Epilogue, CPA_TILES,
+};
 pub use heuristic::{pingpong_for, WIDTHS_BY_DEFAULT};
+pub use inplace::{in_place_pays, InPlace};
 pub use maps::{
     a_box_rows, b_box_rows, b_loads_per_cluster, loads_per_stage, operand_maps, tile_coords,
 };
@@ -167,6 +171,7 @@ impl GemmKernel for WgmmaTmaWs {
                 epi,
                 split_code,
                 env.defer,
+                false,
             )
         })
     }

@@ -1,9 +1,11 @@
 //! Plan, then execute: a launch of one resolved choice worked out before anything runs
 //! ([`Prepared`]), which `launch` executes and [`plan`] shows (`kiln plan`) without a GPU.
 
+use super::inplace::{copy_width, in_place_pays, InPlace};
 use super::{
-    as_read, c_through_scratch, k_blocks, needs_split_code, output_map, pack_shape, packed_ld,
-    ring_for, transposes_a, with_a_row_major, with_epilogue, WgmmaTmaWs,
+    as_read, c_through_scratch, cooperative_twin, k_blocks, needs_split_code, output_map,
+    pack_shape, packed_ld, ring_for, transposes_a, with_a_row_major, with_cpa, with_epilogue,
+    WgmmaTmaWs,
 };
 use super::{has_split_code, Choice, Epilogue, GemmOverrides, Notes, SplitPlan, TileConfig};
 use crate::jit::KernelSpec;
@@ -99,8 +101,11 @@ pub(super) struct Prepared {
     /// The leading dimension of B's copy with 128-byte rows, when B is read from one.
     pub b: Option<usize>,
     /// The leading dimension of C's scratch, when C is written through one and copied back
-    /// ([`c_through_scratch`]).
+    /// ([`c_through_scratch`], `KILN_WGMMA_INPLACE=0` only).
     pub c: Option<usize>,
+    /// The producer warpgroup copies operands in place (`KILN_CPA`): the copy widths of A and B
+    /// in bytes, 16 for one read by TMA (as stored or from its copy).
+    pub cpa: Option<[u32; 2]>,
     pub choice: Choice,
     pub epi: Epilogue,
     /// The tile that runs ([`launch_tile`]) and its K slices.
@@ -125,12 +130,77 @@ impl Prepared {
         let p = p.canonical();
         let es = p.input.size();
         let mut read = p;
-        let ra = if transposes_a(&p) {
+        if let Some(stages) = env.stages {
+            notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
+        }
+        let mode = env.inplace;
+        // C through scratch and copied back only as before 2026-11-29 (KILN_WGMMA_INPLACE=0): a
+        // large C whose rows TMA cannot address. Else C is written in place by the row store.
+        let large_c_off = c_through_scratch(&read, c);
+        let rc =
+            (mode == InPlace::Copy && large_c_off).then(|| pack_shape(p.m, p.n, p.output.size()).0);
+        read.ldc = rc.unwrap_or(read.ldc);
+        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
+        // `KILN_EPI=0` (a variant of its own): the row store, or registers in a ping-pong tile.
+        let epi = Epilogue::for_problem(&read, rc.is_none() && output_map(&read, c).is_some(), env);
+        let tma_epi = epi.tma();
+        let (tile, splits) = launch_tile(&choice, epi, env.stages);
+        // A large C off 16 bytes in a ping-pong tile: its cooperative twin stores it by rows in
+        // place, where the ping-pong register epilogue would go through scratch (at 279a9fa the
+        // twin without the copy back ran 0.95-1.22x the ping-pong tile with it).
+        let twin = mode != InPlace::Copy && !tma_epi && tile.pingpong && large_c_off;
+        let tile = if twin { cooperative_twin(tile) } else { tile };
+        // Operands TMA cannot address: read in place by the producer's copies (`inplace`), in
+        // the variants that have them (not the C-load epilogue's), else from padded copies.
+        let transposed = transposes_a(&p);
+        let widths = [
+            if transposed {
+                16
+            } else {
+                copy_width(p.lda * es, a)
+            },
+            copy_width(p.ldb * es, b),
+        ];
+        let off = widths.iter().any(|&w| w < 16);
+        let cpa_tile = with_cpa(tile);
+        let has_variant = (cpa_tile.bm, cpa_tile.bn) == (tile.bm, tile.bn) && !tile.pingpong;
+        let auto_widths = widths.map(|w| if w >= 4 { w } else { 16 });
+        let cpa = match mode {
+            _ if !off || epi == Epilogue::TmaLoadC => None,
+            InPlace::Copy => None,
+            InPlace::All => Some(widths),
+            InPlace::Auto => (has_variant
+                && auto_widths.iter().any(|&w| w < 16)
+                && in_place_pays(&p, cpa_tile, splits, auto_widths))
+            .then_some(auto_widths),
+        };
+        if mode == InPlace::Auto && off && cpa.is_none() {
+            notes.add(|| {
+                let why = if epi == Epilogue::TmaLoadC {
+                    "the C-load epilogue has no in-place variant".to_string()
+                } else if !has_variant {
+                    format!("{} has no in-place variant", tile.label(1))
+                } else if auto_widths.iter().all(|&w| w == 16) {
+                    "an odd row stride allows only 2-byte copies, which wait for their data".into()
+                } else {
+                    format!(
+                        "over {} K blocks the producer's in-place copies would cost more than the \
+                         copy (inplace::in_place_pays)",
+                        k_blocks(p.k).div_ceil(splits.max(1))
+                    )
+                };
+                format!("operands off 16 bytes copied first: {why}")
+            });
+        }
+        let tile = if cpa.is_some() { cpa_tile } else { tile };
+        let ra = if transposed {
             let ld = pack_shape(p.m, p.k, es).0;
             (read.layout, read.lda) = (with_a_row_major(p.layout), ld);
             ReadA::Transposed(ld)
         } else {
-            match packed_ld(p.lda, p.a_storage(), es, Some(a)) {
+            match packed_ld(p.lda, p.a_storage(), es, Some(a))
+                .filter(|_| cpa.is_none_or(|w| w[0] >= 16))
+            {
                 Some(ld) => {
                     read.lda = ld;
                     ReadA::Packed(ld)
@@ -138,20 +208,37 @@ impl Prepared {
                 None => ReadA::InPlace,
             }
         };
-        let rb = packed_ld(p.ldb, p.b_storage(), es, Some(b));
+        let rb =
+            packed_ld(p.ldb, p.b_storage(), es, Some(b)).filter(|_| cpa.is_none_or(|w| w[1] >= 16));
         read.ldb = rb.unwrap_or(read.ldb);
-        // C through scratch is written by the register epilogue, whose rows are then aligned:
-        // compute-sanitizer's initcheck does not see TMA's stores, and flagged the copy-back's
-        // reads of them.
-        let rc = c_through_scratch(&read, c).then(|| pack_shape(p.m, p.n, p.output.size()).0);
-        read.ldc = rc.unwrap_or(read.ldc);
-        if let Some(stages) = env.stages {
-            notes.add(|| format!("KILN_WGMMA_STAGES forces {stages} stages"));
+        if let Some(w) = cpa {
+            for (width, (name, ld)) in w.iter().zip([("A", p.lda), ("B", p.ldb)]) {
+                if *width < 16 {
+                    notes.add(|| {
+                        format!(
+                            "{name} read in place: ld{} = {ld} (or its base) is off 16 bytes, so the \
+                             producer warpgroup copies its rows into the swizzled stages with {} \
+                             ({})",
+                            name.to_lowercase(),
+                            if *width == 2 {
+                                "2-byte loads and shared stores".to_string()
+                            } else {
+                                format!("{width}-byte cp.async")
+                            },
+                            if mode == InPlace::All {
+                                "KILN_WGMMA_INPLACE=1".to_string()
+                            } else {
+                                format!(
+                                    "over {} K blocks a unit they cost less than the copy: \
+                                     inplace::in_place_pays",
+                                    k_blocks(p.k).div_ceil(splits.max(1))
+                                )
+                            }
+                        )
+                    });
+                }
+            }
         }
-        // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
-        // the register epilogue (a variant of its own).
-        let epi = Epilogue::for_problem(&read, rc.is_none() && output_map(&read, c).is_some(), env);
-        let tma_epi = epi.tma();
         notes.add(|| {
             if epi == Epilogue::TmaLoadC {
                 format!(
@@ -173,24 +260,46 @@ impl Prepared {
                 "epilogue: TMA stores from swizzled staging chunks".into()
             } else {
                 let why = if rc.is_some() {
-                    "C goes through scratch"
+                    "C goes through scratch, KILN_WGMMA_INPLACE=0"
                 } else if !env.epi {
                     "KILN_WGMMA_EPI=0"
                 } else {
-                    "TMA cannot address C (a row of N elements is not a multiple of 16 bytes)"
+                    "TMA cannot address C: its rows, its base or a row of N elements is off 16 bytes"
                 };
-                format!("epilogue: from registers ({why})")
+                if tile.pingpong {
+                    format!("epilogue: from registers ({why})")
+                } else {
+                    format!(
+                        "epilogue: staged in shared memory, stored by rows, coalesced ({why})"
+                    )
+                }
             }
         });
-        let (tile, splits) = launch_tile(&choice, epi, env.stages);
-        if (tile.bn, tile.pingpong) != (choice.tile.bn, choice.tile.pingpong) {
+        if (tile.bm, tile.bn, tile.pingpong, tile.cluster)
+            != (
+                choice.tile.bm,
+                choice.tile.bn,
+                choice.tile.pingpong,
+                choice.tile.cluster,
+            )
+        {
             notes.add(|| {
-                format!(
-                    "{} has no variant with the {} epilogue: {} runs",
-                    choice.tile.label(1),
-                    epi.name(),
-                    tile.label(1)
-                )
+                let why = if twin {
+                    "stores a C this large and off 16 bytes only through scratch (its register \
+                     epilogue); the cooperative tile stores it by rows in place"
+                        .to_string()
+                } else if cpa.is_some() {
+                    format!(
+                        "has no variant with the {} epilogue and operands read in place",
+                        epi.name_in(choice.tile)
+                    )
+                } else {
+                    format!(
+                        "has no variant with the {} epilogue",
+                        epi.name_in(choice.tile)
+                    )
+                };
+                format!("{} {why}: {} runs", choice.tile.label(1), tile.label(1))
             });
         }
         Prepared {
@@ -199,11 +308,13 @@ impl Prepared {
             a: ra,
             b: rb,
             c: rc,
+            cpa,
             choice,
             epi,
             tile,
             splits,
-            split_code: needs_split_code(tile, splits, choice.stream_k, epi, env),
+            // (the in-place variants come with the split-K code only)
+            split_code: cpa.is_some() || needs_split_code(tile, splits, choice.stream_k, epi, env),
             defer: env.defer,
         }
     }
@@ -219,6 +330,7 @@ impl Prepared {
             self.epi,
             self.split_code,
             self.defer,
+            self.cpa.is_some(),
         )
     }
 
@@ -367,8 +479,8 @@ pub fn plan(
 }
 
 /// The specialisations `launch` compiles for `p` on a GPU of `sm_count` SMs (`tuned` and `env`
-/// as for [`plan`]), without a GPU: the copies' kernels (operands TMA cannot read, C through
-/// scratch), then the GEMM's variant, from the same [`Prepared`] the launch executes, with the
+/// as for [`plan`]), without a GPU: the copies' kernels (operands TMA cannot read, where they
+/// are copied), then the GEMM's variant, from the same [`Prepared`] the launch executes, with the
 /// operands and C as aligned as allocations are.
 pub fn launch_specs(
     arch: &str,
@@ -410,6 +522,96 @@ mod tests {
     use super::*;
     use crate::ops::gemm::Layout;
 
+    /// Issue 48's problems whose only obstacle was alignment: C is stored in place by rows
+    /// (never through scratch), and an operand is read in place where `in_place_pays` says so (a
+    /// K of a stage or two), in a single cooperative CTA; `KILN_WGMMA_INPLACE=0` plans the copies
+    /// of before and `=1` reads every such operand in place.
+    #[test]
+    fn operands_and_c_off_16_bytes_are_read_and_written_in_place_where_that_pays() {
+        use crate::ops::gemm::DType;
+        let env = GemmOverrides::NONE;
+        let with = |inplace| GemmOverrides { inplace, ..env };
+        let cpa = |p: &GemmProblem, env: &GemmOverrides| {
+            launch_specs("sm_90a", p, 132, None, env).iter().any(|s| {
+                s.defines
+                    .contains(&("KILN_CPA".to_string(), "1".to_string()))
+            })
+        };
+        for (m, n, k, l, dt) in [
+            (13690, 1457, 36, Layout::RC, DType::F16),
+            (15104, 7420, 64, Layout::CR, DType::F16),
+            (4327, 876, 178, Layout::RR, DType::Bf16),
+        ] {
+            let p = GemmProblem::new(m, n, k, l, dt, dt);
+            let plan = plan(&p, 132, None, &env);
+            assert!(plan.copies.is_empty(), "{}: {:?}", p.label(), plan.copies);
+            assert_eq!((plan.cluster, plan.pingpong, plan.bm), (1, false, 128));
+            assert!(plan.split_code && !plan.tma_epilogue);
+            assert_eq!(launch_specs("sm_90a", &p, 132, None, &env).len(), 1);
+            assert!(cpa(&p, &env));
+            // before: the operands copied, C through scratch and copied back
+            let old = super::plan(&p, 132, None, &with(InPlace::Copy));
+            assert!(old
+                .copies
+                .iter()
+                .any(|c| c.starts_with("C written through scratch")));
+            assert!(!cpa(&p, &with(InPlace::Copy)));
+        }
+        // K over a few stages, or 4-byte copies of both operands over many tiles a CTA: the
+        // copies stay (C in place); `=1` reads them in place all the same
+        for (m, n, k, l, dt) in [
+            (5434, 534, 575, Layout::CR, DType::Bf16),
+            (8042, 2510, 11050, Layout::CC, DType::F16),
+            (13568, 7194, 138, Layout::RR, DType::F16),
+        ] {
+            let p = GemmProblem::new(m, n, k, l, dt, dt);
+            let pl = plan(&p, 132, None, &env);
+            assert_eq!(pl.copies.len(), 2, "{}: {:?}", p.label(), pl.copies);
+            assert!(!pl.tma_epilogue && !pl.pingpong);
+            assert!(!cpa(&p, &env));
+            assert!(plan(&p, 132, None, &with(InPlace::All)).copies.is_empty());
+            assert!(cpa(&p, &with(InPlace::All)));
+        }
+        // 4327x876x178 RR picks 128x128 ping-pong: its C (3.8 M elements, rows off 16 bytes)
+        // went through scratch; its cooperative twin stores it in place
+        let p = GemmProblem::new(4327, 876, 178, Layout::RR, DType::Bf16, DType::Bf16);
+        let old = plan(&p, 132, None, &with(InPlace::Copy));
+        assert!(old.pingpong && old.copies.len() == 3, "{:?}", old.copies);
+        // odd strides (2-byte copies, which wait for their data) are copied; C stays in place
+        for (m, n, k, l, copies) in [
+            (9049, 8833, 8, Layout::RR, 1),
+            (9664, 16127, 17, Layout::RC, 2),
+            (7103, 5, 15091, Layout::CR, 2),
+        ] {
+            let p = GemmProblem::new(m, n, k, l, DType::F16, DType::F16);
+            let pl = plan(&p, 132, None, &env);
+            assert_eq!(pl.copies.len(), copies, "{}: {:?}", p.label(), pl.copies);
+            assert!(!pl.tma_epilogue);
+        }
+        // a small C off 16 bytes keeps the 64x64 ping-pong tile and its register epilogue
+        let p = GemmProblem::new(129, 127, 4095, Layout::RR, DType::Bf16, DType::Bf16);
+        let pl = plan(&p, 132, None, &env);
+        assert_eq!(
+            (pl.bm, pl.bn, pl.pingpong, pl.copies.len()),
+            (64, 64, true, 2)
+        );
+        // the C-load epilogue (other betas) has no in-place variant
+        let p = GemmProblem {
+            beta: 0.5,
+            ..GemmProblem::new(13690, 1456, 36, Layout::RC, DType::F16, DType::F16)
+        };
+        assert_eq!(plan(&p, 132, None, &env).copies.len(), 2);
+        // aligned problems plan the same under each setting, with no KILN_CPA define
+        let p = bf16(4096, 4096, 4096, Layout::RC);
+        for i in InPlace::ALL {
+            assert_eq!(
+                launch_specs("sm_90a", &p, 132, None, &with(i)),
+                launch_specs("sm_90a", &p, 132, None, &env)
+            );
+            assert!(!cpa(&p, &with(i)));
+        }
+    }
+
     /// Collecting notes changes no choice, and `plan` runs what `resolve` picks.
     #[test]
     fn plans_and_notes_follow_the_dispatch() {
@@ -439,6 +641,17 @@ mod tests {
                                 (true, true) => Epilogue::TmaLoadC,
                             };
                             let tile = with_epilogue(quiet.tile, epi);
+                            let noted = |s: &str| plan.notes.iter().any(|n| n.contains(s));
+                            let tile = if noted("stores a C this large") {
+                                cooperative_twin(tile)
+                            } else {
+                                tile
+                            };
+                            let tile = if noted("read in place") {
+                                with_cpa(tile)
+                            } else {
+                                tile
+                            };
                             assert_eq!((plan.bm, plan.bn), (tile.bm, tile.bn), "{m}x{n}x{k} {l}");
                             // one cluster per work unit, up to the slots
                             assert!(plan.grid <= plan.slots * plan.cluster, "{m}x{n}x{k} {l}");

@@ -1,5 +1,6 @@
 //! Copies made before the GEMM: operands TMA cannot address (and a column-major A with few rows)
-//! into scratch with 128-byte rows, and C through scratch where its rows cost vector stores
+//! into scratch with 128-byte rows, where the producer does not read them in place (`inplace`),
+//! and, under `KILN_WGMMA_INPLACE=0` only, C through scratch where its rows cost vector stores
 //! (the context's `gemm_a_pack`, `gemm_b_pack`, `gemm_c_pack`: grown on demand, kept across
 //! launches).
 
@@ -13,10 +14,13 @@ use crate::ops::gemm::{GemmProblem, Layout};
 /// 500^3, 0.25 M, lost 2.1 us with it and the operand copies together).
 const C_PACK_MIN: usize = 1 << 19;
 
-/// Whether the kernel writes C (at `c`) through scratch with 128-byte rows: when C's rows cost
-/// the epilogue its vector and TMA stores (a row stride or base off 16 bytes) and C is large
-/// enough (`C_PACK_MIN` elements) to repay the copy's launch, up to `MAX_PACK_BYTES`. (An N off
-/// 16 bytes alone keeps C in place: the register epilogue's stores stay vectors but a row's last.)
+/// Whether C (at `c`) is large and off 16 bytes: its rows cost the register epilogue its vector
+/// and TMA stores (a row stride or base off 16 bytes) and C is large enough (`C_PACK_MIN`
+/// elements) to repay a copy's launch, up to `MAX_PACK_BYTES`. Such a C went through scratch with
+/// 128-byte rows before 2026-11-29, and still does under `KILN_WGMMA_INPLACE=0`; else a ping-pong
+/// tile, whose register epilogue would store it, runs its cooperative twin's row store instead.
+/// (An N off 16 bytes alone keeps C in place: the register epilogue's stores stay vectors but a
+/// row's last.)
 pub fn c_through_scratch(p: &GemmProblem, c: u64) -> bool {
     let oes = p.output.size();
     needs_pack(p.ldc, oes, Some(c))
@@ -25,8 +29,9 @@ pub fn c_through_scratch(p: &GemmProblem, c: u64) -> bool {
 }
 
 /// Where the kernel writes C: `c` itself, or the scratch `prep` writes it through
-/// ([`c_through_scratch`]), filled from C first when beta != 0 and written by the register
-/// epilogue. 4096x4095x4096 ran 286 us with C's scalar stores against 173 at 4096^3.
+/// ([`c_through_scratch`], `KILN_WGMMA_INPLACE=0`), filled from C first when beta != 0 and
+/// written by the `KILN_EPI=0` epilogue. 4096x4095x4096 ran 286 us with C's scalar stores against
+/// 173 at 4096^3.
 pub(super) fn c_target(ctx: &Context, prep: &Prepared, c: u64) -> Result<u64> {
     let Some(pld) = prep.c else {
         return Ok(c);

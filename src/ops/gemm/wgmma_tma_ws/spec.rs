@@ -1,7 +1,7 @@
 //! The device-file specs: the defines of each variant of the cooperative and ping-pong kernels,
 //! and which launches take the variant with the split-K code.
 
-use super::{with_epilogue, Epilogue, GemmOverrides, TileConfig, WgmmaTmaWs};
+use super::{with_epilogue, Epilogue, GemmOverrides, TileConfig, WgmmaTmaWs, CPA_TILES};
 use super::{BM, GROUP_M, THREADS};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{with_problem_defines, DType, Layout};
@@ -9,7 +9,10 @@ use crate::ops::gemm::{with_problem_defines, DType, Layout};
 impl WgmmaTmaWs {
     /// The variant of tile `cfg` for a (layout, input dtype, output dtype), with the split-K
     /// and stream-K code where `split_code` is set and the tile has it ([`has_split_code`]);
-    /// `defer`: the kernel's `KILN_EPI_DEFER` ([`GemmOverrides::defer`], on by default).
+    /// `defer`: the kernel's `KILN_EPI_DEFER` ([`GemmOverrides::defer`], on by default); `cpa`:
+    /// the producer warpgroup reads operands TMA cannot address in place (`KILN_CPA`; single
+    /// cooperative CTAs).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn spec(
         arch: &str,
         (layout, input, output): (Layout, DType, DType),
@@ -18,6 +21,7 @@ impl WgmmaTmaWs {
         epilogue: Epilogue,
         split_code: bool,
         defer: bool,
+        cpa: bool,
     ) -> KernelSpec {
         let epi = epilogue.define();
         if cfg.pingpong {
@@ -39,22 +43,24 @@ impl WgmmaTmaWs {
             .define("KILN_SMEM", cfg.smem_bytes())
             .define("KILN_THREADS", THREADS);
         }
-        with_problem_defines(
+        let s = with_problem_defines(
             KernelSpec::new("gemm/wgmma_tma_ws.cu", "gemm_wgmma_tma_ws", arch),
             layout,
             input,
             output,
-        )
-        .define("KILN_BM", cfg.bm)
-        .define("KILN_BN", cfg.bn)
-        .define("KILN_STAGES", cfg.stages)
-        .define("KILN_GROUP_M", group_m)
-        .define("KILN_CLUSTER", cfg.cluster)
-        .define("KILN_EPI_DEFER", defer as u32)
-        .define("KILN_EPI", epi)
-        .define("KILN_SPLITK", (split_code && has_split_code(cfg)) as u32)
-        .define("KILN_SMEM", cfg.smem_bytes())
-        .define("KILN_THREADS", THREADS)
+        );
+        // (only where set, so that the other variants keep their specs and cache entries)
+        let s = if cpa { s.define("KILN_CPA", 1u32) } else { s };
+        s.define("KILN_BM", cfg.bm)
+            .define("KILN_BN", cfg.bn)
+            .define("KILN_STAGES", cfg.stages)
+            .define("KILN_GROUP_M", group_m)
+            .define("KILN_CLUSTER", cfg.cluster)
+            .define("KILN_EPI_DEFER", defer as u32)
+            .define("KILN_EPI", epi)
+            .define("KILN_SPLITK", (split_code && has_split_code(cfg)) as u32)
+            .define("KILN_SMEM", cfg.smem_bytes())
+            .define("KILN_THREADS", THREADS)
     }
 }
 
@@ -103,12 +109,14 @@ pub fn in_registry(cfg: TileConfig, epi: Epilogue, split_code: bool) -> bool {
 }
 
 /// Every variant `kiln check` compiles ([`in_registry`]): per tile, per (layout, input, output)
-/// and per epilogue, with and without the split-K code; and the copies through 128-byte rows
-/// (`repack`, `c_target`: 16-bit operands, C of either width). Per (layout, input, output), 36:
-/// the TMA-store epilogue in all 12 tiles, and again with the split-K code in the 7 that have it
-/// (128 x 64 to 128 x 256, single or paired); the C-load epilogue with the split-K code in the 6
-/// of those whose widths are multiples of 64, and in the cooperative 64 x 64 tile; the register
-/// epilogue in the same 6 and 64 x 64, and in the three ping-pong tiles.
+/// and per epilogue, with and without the split-K code; the in-place reads (`KILN_CPA`) in the
+/// three [`CPA_TILES`] with the split-K code, through the TMA-store and row-store epilogues; and
+/// the copies (`repack`: 16-bit operands and C of either width through 128-byte rows, a
+/// transposed A). Per (layout, input, output), 42: the TMA-store epilogue in all 12 tiles, and
+/// again with the split-K code in the 7 that have it (128 x 64 to 128 x 256, single or paired);
+/// the C-load epilogue with the split-K code in the 6 of those whose widths are multiples of 64,
+/// and in the cooperative 64 x 64 tile; `KILN_EPI=0` in the same 7 (the row store) and in the
+/// three ping-pong tiles (registers); the in-place reads in 6.
 pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
@@ -118,6 +126,10 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
         crate::ops::gemm::pack_rows::spec(arch, 4),
         crate::ops::gemm::transpose_rows::spec(arch),
     ];
+    let spec = |cfg, combo, epi, split_code, cpa| {
+        let defer = GemmOverrides::NONE.defer;
+        WgmmaTmaWs::spec(arch, combo, cfg, GROUP_M, epi, split_code, defer, cpa)
+    };
     // Each (layout, input, output) first in the 128x256 tile's TMA-store variant without the
     // split-K code: what most launches run, and what `kiln inspect` shows.
     let epilogues = [Epilogue::TmaStore, Epilogue::TmaLoadC, Epilogue::Registers];
@@ -126,17 +138,16 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
             for epi in epilogues {
                 for split_code in [false, true] {
                     if in_registry(cfg, epi, split_code) {
-                        v.push(WgmmaTmaWs::spec(
-                            arch,
-                            combo,
-                            cfg,
-                            GROUP_M,
-                            epi,
-                            split_code,
-                            GemmOverrides::NONE.defer,
-                        ));
+                        v.push(spec(cfg, combo, epi, split_code, false));
                     }
                 }
+            }
+        }
+    }
+    for cfg in CPA_TILES {
+        for combo in crate::ops::gemm::all_combinations() {
+            for epi in [Epilogue::TmaStore, Epilogue::Registers] {
+                v.push(spec(cfg, combo, epi, true, true));
             }
         }
     }
@@ -145,7 +156,7 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{as_read, bf16, with_epilogue, Choice, Notes, Prepared};
+    use super::super::{as_read, bf16, with_epilogue, Choice, InPlace, Notes, Prepared};
     use super::*;
     use crate::device::DeviceInfo;
     use crate::ops::gemm::{GemmKernel, GemmProblem};
@@ -160,9 +171,9 @@ mod tests {
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // per (layout, input, output): the TMA-store epilogue in the 12 tiles of the registry
         // (the 168-wide one is forced only) and again with the split-K code in 7; the C-load
-        // epilogue in 7 and the register one in 10 (`variants`); pack_rows (2- and 4-byte
-        // elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10));
+        // epilogue in 7 and `KILN_EPI=0` in 10, the in-place reads in 6 (`variants`); pack_rows
+        // (2- and 4-byte elements) and transpose_rows
+        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10 + 6));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -210,7 +221,8 @@ mod tests {
     /// Every launch the dispatch can make is a variant `kiln check` compiles: the heuristic's
     /// choice and every config of the space, over shapes of every regime, each dtype pair and
     /// layout, with C stored (beta 0), added to (beta 1), loaded (beta 0.5) and off 16 bytes
-    /// (the register epilogue, and C through scratch).
+    /// (the `KILN_EPI=0` epilogues), and with A and B off 16 bytes too (read in place,
+    /// `KILN_CPA`), under each `KILN_WGMMA_INPLACE`.
     #[test]
     fn every_launch_the_dispatch_makes_is_a_checked_variant() {
         let h100 = DeviceInfo::h100_sxm();
@@ -231,11 +243,23 @@ mod tests {
                 (72, 4096, 4096),
                 (1023, 1023, 1024),
             ] {
-                for (beta, odd_c) in [(0.0, false), (1.0, false), (0.5, false), (0.0, true)] {
+                for (beta, odd_c, odd_ab) in [
+                    (0.0, false, false),
+                    (1.0, false, false),
+                    (0.5, false, false),
+                    (0.0, true, false),
+                    (0.0, false, true),
+                    (1.0, true, true),
+                ] {
                     let mut p = GemmProblem::new(m, n, k, l, i, o);
                     p.beta = beta;
                     if odd_c {
                         p.ldc += 1;
+                    }
+                    if odd_ab {
+                        // (rows 4-byte aligned: the cp.async copies, which any tile takes)
+                        p.lda += 2;
+                        p.ldb += 2;
                     }
                     let space = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
                     let heuristic = Choice::resolve(&as_read(&p), 132, None, &GemmOverrides::NONE);
@@ -243,12 +267,16 @@ mod tests {
                         .iter()
                         .map(|c| Choice::from_config(c).unwrap())
                         .chain([heuristic]);
-                    for choice in choices {
+                    for (choice, inplace) in choices.flat_map(|c| InPlace::ALL.map(|i| (c, i))) {
+                        let env = GemmOverrides {
+                            inplace,
+                            ..GemmOverrides::NONE
+                        };
                         let prep = Prepared::new(
                             &p,
                             (aligned, aligned, aligned),
                             choice,
-                            &GemmOverrides::NONE,
+                            &env,
                             &mut Notes::off(),
                         );
                         let spec = prep.spec("sm_90a");

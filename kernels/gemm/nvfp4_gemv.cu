@@ -39,6 +39,17 @@
 // place and one multiply by 2^a + 2^b puts the magnitude bits at 6..8 and the sign at 15 (the two
 // shifted copies do not overlap, so no carry), against a logic op more and one or two shifts.
 // The scales are folded as in the async ring.
+//
+// KILN_GEMV_ASYNC = 3 (`KILN_FP4_GEMV=lean`, M <= 4, K a multiple of 128): the wide ring's
+// 256-byte runs traded for X in the ring. The profile of the wide ring (H200, 1x8192x8192, 21 us
+// in ncu) had the SMs issuing 54 % of the time, a quarter of the warps' stalls waiting on X's
+// global loads (each stage's first step waits at the loop's warp barrier for X loaded just
+// before it) and 284 instructions a step of which ~90 were addressing: the copies' per-chunk
+// bounds and 64-bit sums, X's predicates and reloaded pointers. Here a stage is 2 steps (16 rows
+// x 128 code bytes, 16 x 16 scale bytes) followed by the stage's X (M rows x 256 elements), all
+// copied by cp.async in one group, so X lands with the weights; three stages a warp, two in
+// flight; each lane's copy addresses are computed once and step by a constant; X is read back
+// from shared memory by the lanes whose column is a row of X (the others keep zeros).
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -50,7 +61,8 @@
 #define KILN_GEMV_ASYNC 0
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
-constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2;
+constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
+static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
 constexpr u32 RING_CODES = 16 * 64;              // a step's codes: 16 rows x 64 bytes
 constexpr u32 RING_STEP = RING_CODES + 16 * 8;   // then its scales: 16 rows x 8 bytes
@@ -59,6 +71,11 @@ constexpr int WIDE_RING = 3;                    // wide: stages a warp's ring ho
 constexpr int WIDE_STEPS = 4;                   // wide: steps a stage
 constexpr u32 WIDE_CODES = 16 * WIDE_STEPS * 64;  // a stage's codes: 16 rows x 256 bytes
 constexpr u32 WIDE_STAGE = WIDE_CODES + 16 * WIDE_STEPS * 8;  // then its scales: 16 rows x 32 bytes
+constexpr int LEAN_RING = 3;                     // lean: stages a warp's ring holds
+constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
+constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
+constexpr u32 LEAN_X = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16), then X
+constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -181,7 +198,7 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
     const u32 w0 = word(st.w[0], v), w1 = word(st.w[1], v);
     const int blk = v / 2;
     u32 a0[4], a1[4];  // pairs i = 0..3 of rows g and g + 8
-    if constexpr (kWide) {
+    if constexpr (kWide || kLean) {
       const u32 h0 = w0 >> 8, h1 = w1 >> 8;
       a0[0] = nibble_pair_mul<0>(w0, h0), a0[1] = nibble_pair_mul<1>(w0, h0);
       a0[2] = nibble_pair_mul<2>(w0, h0), a0[3] = nibble_pair_mul<3>(w0, h0);
@@ -354,9 +371,126 @@ __device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& 
   cp_async_wait<0>();
 }
 
+// The lean stage's bytes for M rows of X: codes, scales, then X (M x 256 bf16).
+__device__ __forceinline__ u32 lean_stage_bytes(int m) { return LEAN_X + (u32)m * (LEAN_STEPS * STEP * 2); }
+
+// The lean ring's copies of stage `stage` (steps 2 stage, 2 stage + 1) into slot `dst`: codes of
+// row r at dst + 128 r, its 16-byte chunk c at 16 (c ^ 4 (r & 1)) (the wide ring's conflict-free
+// order); scales of row r, step u at dst + LEAN_CODES + 16 r + 8 u; X row m's 256 elements at
+// dst + LEAN_X + 512 m. Lane L copies chunk L % 8 of rows L / 8 + 4i, the 8 scale bytes of row
+// L / 2, step L % 2, and X's chunk L of each row. `fast` (warp-uniform): the CTA's 16 rows are
+// inside N and the stage inside K, so every copy is whole and its address steps by a constant
+// from the lane's first (`wl`, `sl`, `xl`: the lane's sources at stage 0); else each copy is
+// bounded and zero-filled. One commit group per call, empty past the warp's last stage.
+__device__ __forceinline__ void issue_lean(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const u8* wl,
+                                           const u8* sl, const bf16* xl, int row0, int lane, int stage, int steps,
+                                           bool fast) {
+  if (stage * LEAN_STEPS < steps) {  // warp-uniform
+    const int c = lane % 8, hi = (lane / 8) & 1;
+    const u32 wdst = dst + (lane / 8) * 128 + 16 * (c ^ (hi << 2));
+    const i64 row4 = (i64)4 * (a.k / 2);
+    if (fast) {
+      const u8* src = wl + (i64)stage * (LEAN_STEPS * STEP / 2);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) cp_async16_full(wdst + 512 * i, src + i * row4);
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + LEAN_CODES + 8 * lane),
+                   "l"(sl + (i64)stage * (LEAN_STEPS * STEP / 16)));
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = lane / 8 + 4 * i, row = row0 + r, step = stage * LEAN_STEPS + c / 4;
+        const bool in = row < a.n && step < steps;
+        const u8* src = in ? w + (i64)row * (a.k / 2) + (i64)step * (STEP / 2) + 16 * (c % 4) : w;
+        cp_async16_zfill(wdst + 512 * i, src, in ? 16 : 0);
+      }
+      const int r = lane / 2, row = row0 + r, step = stage * LEAN_STEPS + lane % 2;
+      const bool in = row < a.n && step < steps;
+      const u8* src = in ? s + (i64)row * (a.k / 16) + (i64)step * (STEP / 16) : s;
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + LEAN_CODES + 8 * lane), "l"(src),
+                   "r"(in ? 8 : 0));
+    }
+    // X: 16 bytes of each row a lane; a partial last stage's second step is zero-filled
+    const bool whole = (stage + 1) * LEAN_STEPS <= steps || lane < 16;
+    const bf16* xs = xl + (i64)stage * (LEAN_STEPS * STEP);
+#pragma unroll
+    for (int m = 0; m < LEAN_MAX_M; ++m)
+      if (m < a.m)
+        cp_async16_zfill(dst + LEAN_X + 512 * m + 16 * lane, whole ? xs + (i64)m * a.ldx : xl, whole ? 16 : 0);
+  }
+  cp_async_commit();
+}
+
+// Step u of a landed lean stage: lane (g, q)'s codes of rows g, g + 8 and their scale codes as
+// the register path's WStep, and X's 32 elements of column g (rows of X below M only: `xin`).
+__device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, int g, int q, int u, bool xin) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h, c = (4 * u + q) ^ ((r & 1) << 2);
+    u32x4& v = st.w[h];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(src + r * (LEAN_STEPS * 64) + 16 * c));
+    u16 sc;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(src + LEAN_CODES + 16 * r + 8 * u + 2 * q));
+    st.sc[h] = sc;
+  }
+  if (xin) {
+    const u32 xa = src + LEAN_X + 512 * g + 256 * u + 64 * q;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      u32x4& d = xs.x[0][v];
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w) : "r"(xa + 16 * v));
+    }
+  }
+}
+
+// The lean path's K loop of one warp: stages warp, warp + warps, ... (2 steps each) through its
+// ring of LEAN_RING, LEAN_RING - 1 in flight while one is decoded.
+__device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+                                           const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
+  const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
+  const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
+  const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
+  const u32 sb = lean_stage_bytes(a.m);
+  const bool rows_in = row0 + 16 <= a.n;
+  // the lane's copy sources at stage 0 (rows clamped: only the fast path, rows_in, reads them)
+  const int wr = min(row0 + lane / 8, a.n - 1), sr = min(row0 + lane / 2, a.n - 1);
+  const u8* wl = w + (i64)wr * (a.k / 2) + 16 * (lane % 8);
+  const u8* sl = s + (i64)sr * (a.k / 16) + 8 * (lane % 2);
+  const bf16* xl = x + 8 * lane;
+  const bool xin = g < a.m;
+  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+#pragma unroll
+  for (int j = 0; j < LEAN_RING - 1; ++j) {
+    const int st = warp + j * warps;
+    issue_lean(ring + j * sb, a, w, s, wl, sl, xl, row0, lane, st, steps, fast(st));
+  }
+  XStep xs;  // columns at or past M stay zero
+#pragma unroll
+  for (int v = 0; v < 4; ++v) xs.x[0][v] = u32x4{0, 0, 0, 0};
+  for (int j = 0; j < mine; ++j) {
+    __syncwarp();  // every lane has read the slot that stage j + LEAN_RING - 1 overwrites
+    const int next = warp + (j + LEAN_RING - 1) * warps;
+    issue_lean(ring + ((j + LEAN_RING - 1) % LEAN_RING) * sb, a, w, s, wl, sl, xl, row0, lane, next, steps,
+               fast(next));
+    cp_async_wait<LEAN_RING - 1>();  // this lane's copies of stage j have landed
+    __syncwarp();                    // and every lane's
+    const int stage = warp + j * warps, last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
+    const u32 slot = ring + (j % LEAN_RING) * sb;
+#pragma unroll
+    for (int u = 0; u < LEAN_STEPS; ++u) {
+      if (u >= last) break;  // warp-uniform: a last, partial stage
+      WStep st;
+      read_lean(st, xs, slot, g, q, u, xin);
+      compute_step<true>(acc, st, xs);
+    }
+  }
+  cp_async_wait<0>();
+}
+
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K.
 extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const GemvArgs a) {
-  __shared__ float red_static[kWide ? 1 : MAX_WARPS][NF * 4][32];
+  __shared__ float red_static[kWide || kLean ? 1 : MAX_WARPS][NF * 4][32];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int row0 = blockIdx.x * 16;
   const u8* w = reinterpret_cast<const u8*>(a.w) + (i64)blockIdx.z * a.w_batch;
@@ -371,6 +505,9 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
   } else if constexpr (kWide) {
     wide_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * WIDE_RING * WIDE_STAGE, row0, warp, warps, lane);
+  } else if constexpr (kLean) {
+    lean_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * LEAN_RING * lean_stage_bytes(a.m), row0, warp, warps,
+               lane);
   } else {
   // Software pipeline: the weights of iteration i + 1 (UNROLL steps, 2 x 16 bytes a lane each)
   // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and
@@ -395,10 +532,10 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
     for (int u = 0; u < UNROLL; ++u) cur[u] = nxt[u];
   }
   }
-  const float gy = kAsync || kWide ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
+  const float gy = kAsync || kWide || kLean ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
   // the wide path's partial sums go where its rings were, once every warp is done with its own
   float(*red)[NF * 4][32] = red_static;
-  if constexpr (kWide) {
+  if constexpr (kWide || kLean) {
     __syncthreads();
     red = reinterpret_cast<float(*)[NF * 4][32]>(ring_raw);
   }

@@ -184,17 +184,18 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
-            "`regs` (weights in registers), `async` (a cp.async ring in shared memory) or `wide` \
-             (a ring of 4-step stages copied 256 bytes a row at a time); the rings need K a \
-             multiple of 128"
+            "`regs` (weights in registers), `async` (a cp.async ring in shared memory), `wide` \
+             (a ring of 4-step stages copied 256 bytes a row at a time) or `lean` (a ring of \
+             2-step stages that carry X, M up to 4); the rings need K a multiple of 128"
                 .into()
         },
-        default: "regs",
+        default: "wide",
         set: |o, v| {
             let path = |v: &str| match v {
                 "regs" => Some(Fp4Gemv::Regs),
                 "async" => Some(Fp4Gemv::Async),
                 "wide" => Some(Fp4Gemv::Wide),
+                "lean" => Some(Fp4Gemv::Lean),
                 _ => None,
             };
             put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Wide, path))

@@ -168,7 +168,7 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
-    /// `KILN_FP4_GEMV` (`regs`, `async` or `wide`): how the NVFP4 GEMV streams its weights.
+    /// `KILN_FP4_GEMV` (`regs`, `async`, `wide` or `lean`): how the NVFP4 GEMV streams its weights.
     /// Default [`Fp4Gemv::Wide`] (H200, 2026-11-29: verified, 1.10x / 1.19x / 1.03x the register
     /// path at M 1, 4, 16; K not a multiple of 128 runs the register path).
     pub fp4_gemv: Fp4Gemv,
@@ -210,6 +210,9 @@ pub enum Fp4Gemv {
     /// A cp.async ring of 3 four-step stages a warp, each copy instruction covering two rows'
     /// 256 contiguous bytes, and a decode with one multiply a pair (K a multiple of 128).
     Wide,
+    /// A cp.async ring of 3 two-step stages a warp that carry X too, copy addresses computed
+    /// once a lane (K a multiple of 128, M up to 4; a larger M runs `Wide`).
+    Lean,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

@@ -182,6 +182,24 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_ctas, 2, |n| n.to_string()),
     },
     Knob {
+        name: "KILN_FP4_DECODE",
+        takes: || {
+            "`rot` (funnel shifts) or `shift` (plain left shifts on the FMA pipe where nothing \
+             wraps): how the 4-bit experts' register path moves code bits into place"
+                .into()
+        },
+        default: "rot",
+        set: |o, v| {
+            let shift = |v: &str| match v {
+                "rot" => Some(false),
+                "shift" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_shift, or(v, false, shift))
+        },
+        show: |o| o.moe.fp4_shift.then(|| "shift".to_string()),
+    },
+    Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
             "`regs` (weights in registers), `async` (a cp.async ring in shared memory), `wide` \

@@ -168,6 +168,11 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
+    /// `KILN_FP4_DECODE` (`rot` or `shift`): the 4-bit experts' dequantisation moves code bits
+    /// with funnel shifts (ALU pipe) or, where no bit wraps, plain left shifts written as
+    /// multiplies (FMA pipe). The same bits either way. Default `rot` until an H200 times
+    /// `shift` (docs/moe.md, ledger F7).
+    pub fp4_shift: bool,
     /// `KILN_FP4_GEMV` (`regs`, `async`, `wide` or `lean`): how the NVFP4 GEMV streams its weights.
     /// Default [`Fp4Gemv::Wide`] (H200, 2026-11-29: verified, 1.10x / 1.19x / 1.03x the register
     /// path at M 1, 4, 16; K not a multiple of 128 runs the register path).
@@ -194,6 +199,7 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
+        fp4_shift: false,
         fp4_gemv: Fp4Gemv::Wide,
         fp4_tail: 1,
         gather: MoeGather::Auto,

@@ -572,7 +572,11 @@ impl Fp4Experts {
             reason,
         })?;
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
-        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, l.format, swiglu, tile))?;
+        let mut spec = Self::spec(&ctx.arch(), p.input, l.format, swiglu, tile);
+        if ctx.overrides.moe.fp4_shift {
+            spec = spec.define("KILN_FP4_SHIFT", 1);
+        }
+        let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(tile.bn(swiglu));
         let mut args = Fp4Args {
@@ -675,6 +679,36 @@ pub(crate) fn max_tiles_m(p: &MoeProblem, tt: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `KILN_FP4_DECODE=shift` is compiled only when asked for (the variant budget): its decode
+    /// tiles must compile without spills or serialisation notes.
+    #[test]
+    fn the_shift_decode_compiles_without_spills() {
+        use crate::jit::{nvrtc, Jit};
+        if nvrtc::version().is_err() {
+            assert!(std::env::var_os("KILN_REQUIRE_NVRTC").is_none());
+            return;
+        }
+        let jit = Jit::default();
+        let dev = DeviceInfo::h100_sxm();
+        for (f, tile) in [
+            (Fp4Format::Nvfp4, Fp4Tile::narrow(8, true).paired(true)),
+            (Fp4Format::Mxfp4, Fp4Tile::narrow(8, true).paired(true)),
+            (Fp4Format::Nvfp4, Fp4Tile::narrow(16, true)),
+        ] {
+            let rot = Fp4Experts::spec("sm_90a", DType::Bf16, f, true, tile);
+            let shift = rot.clone().define("KILN_FP4_SHIFT", 1);
+            let (a, b) = (jit.compile(&rot).unwrap(), jit.compile(&shift).unwrap());
+            let problems = crate::harness::check::judge(&shift, &b.resources, &dev);
+            assert!(problems.is_empty(), "{}: {problems:?}", shift.label());
+            assert_eq!(b.resources.spill_stores, 0, "{}", shift.label());
+            assert!(
+                b.resources.registers <= a.resources.registers + 8,
+                "{}",
+                shift.label()
+            );
+        }
+    }
 
     #[test]
     fn the_split_block_and_workspace_match_the_kernel() {

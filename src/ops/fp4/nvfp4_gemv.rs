@@ -117,6 +117,26 @@ impl GemvProblem {
         (1u32 << want.ilog2().min(4)).clamp(4, 16)
     }
 
+    /// Warps per CTA of the lean ring: [`GemvProblem::warps`], halved (down to 2) where that
+    /// puts a grid of more than one wave into one. Its CTAs are bounded by shared memory (three
+    /// stages a warp), so a grid of 4-warp CTAs can leave a last partial wave: 4x14336x4096 is
+    /// 896 CTAs, 4 an SM at M 4 (528 at once: 1.7 waves), where 2-warp CTAs fit 8 an SM.
+    pub fn lean_warps(&self, sms: u32) -> u32 {
+        let ctas = self.n.div_ceil(16) * self.batch;
+        let resident = |w: u32| -> usize {
+            let smem = (w * LEAN_RING * lean_stage_bytes(self.m) + 1024) as usize;
+            // at most ~96 registers a thread (the kernel: 85, no spills), 64 warps an SM
+            let by_regs = 65536 / (w as usize * 32 * 96);
+            let by_warps = 64 / w as usize;
+            (228 * 1024 / smem).min(by_regs).min(by_warps) * sms.max(1) as usize
+        };
+        let mut w = self.warps(sms);
+        while w > 2 && resident(w) < ctas && resident(w / 2) >= ctas {
+            w /= 2;
+        }
+        w
+    }
+
     pub fn label(&self) -> String {
         let b = if self.batch > 1 {
             format!("x{}", self.batch)
@@ -281,9 +301,15 @@ pub fn check_operands(p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
 /// Enqueues the GEMV on the context's stream (no synchronisation, no allocation).
 pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
     check_operands(p, ops)?;
-    let warps = p.warps(ctx.info.sm_count.max(1));
     // the ring asked for where K (and, lean, M) allows it; else the register path
-    let (spec, smem) = kernel_of(&ctx.arch(), p.path(ctx.overrides.moe.fp4_gemv), p.m, warps);
+    let path = p.path(ctx.overrides.moe.fp4_gemv);
+    let sms = ctx.info.sm_count.max(1);
+    let warps = if path == Fp4Gemv::Lean {
+        p.lean_warps(sms)
+    } else {
+        p.warps(sms)
+    };
+    let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps);
     let f = ctx.function(&spec)?;
     let mut args = GemvArgs {
         x: ops.x.ptr(),
@@ -657,6 +683,16 @@ mod tests {
         assert_eq!(
             GemvProblem { k: 4128, ..p }.path(Fp4Gemv::Lean),
             Fp4Gemv::Regs
+        );
+        // 896 CTAs: four 4-warp CTAs an SM at M 4 leave 1.7 waves on 132 SMs, eight 2-warp
+        // CTAs hold them all
+        assert_eq!((p.warps(132), p.lean_warps(132)), (4, 2));
+        // 512 CTAs fit at 4 warps (six an SM at M 1); a small N keeps its 16 warps
+        let m1 = GemvProblem::new(1, 8192, 8192, DType::Bf16);
+        assert_eq!(m1.lean_warps(132), 4);
+        assert_eq!(
+            GemvProblem::new(1, 2048, 8192, DType::Bf16).lean_warps(132),
+            16
         );
     }
 

@@ -46,10 +46,12 @@
 // global loads (each stage's first step waits at the loop's warp barrier for X loaded just
 // before it) and 284 instructions a step of which ~90 were addressing: the copies' per-chunk
 // bounds and 64-bit sums, X's predicates and reloaded pointers. Here a stage is 2 steps (16 rows
-// x 128 code bytes, 16 x 16 scale bytes) followed by the stage's X (M rows x 256 elements), all
-// copied by cp.async in one group, so X lands with the weights; three stages a warp, two in
-// flight; each lane's copy addresses are computed once and step by a constant; X is read back
-// from shared memory by the lanes whose column is a row of X (the others keep zeros).
+// x 128 code bytes, 16 x 16 scale bytes, by cp.async) followed by the stage's X (M rows x 256
+// elements), which the lanes load when they issue the stage's copies and store one iteration
+// later with each 8 elements' pairs already in the mma's B order (no byte permutes in the step),
+// so X waits on nothing in the step that reads it; three stages a warp, two in flight; each
+// lane's copy addresses are computed once and step by a constant; X is read back from shared
+// memory by the lanes whose column is a row of X (the others keep zeros).
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -225,8 +227,10 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
 #pragma unroll
       for (int f = 0; f < NF; ++f) {
         // X elements 8v + i and 8v + i + 4 as one pair: register 2 j (+ 2) of the word's four.
+        // (the lean ring stores X's pairs already in this order: words 2 j, 2 j + 1)
         const u32 lo = word(xs.x[f][v], j), hi = word(xs.x[f][v], j + 2);
-        const u32 b[2] = {prmt(lo, hi, 0x5410), prmt(lo, hi, 0x7632)};
+        const u32 b[2] = {kLean ? word(xs.x[f][v], 2 * j) : prmt(lo, hi, 0x5410),
+                          kLean ? word(xs.x[f][v], 2 * j + 1) : prmt(lo, hi, 0x7632)};
         mma_16816<bf16>(acc[f], a, b);
       }
     }
@@ -409,15 +413,36 @@ __device__ __forceinline__ void issue_lean(u32 dst, const GemvArgs& a, const u8*
       asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + LEAN_CODES + 8 * lane), "l"(src),
                    "r"(in ? 8 : 0));
     }
-    // X: 16 bytes of each row a lane; a partial last stage's second step is zero-filled
-    const bool whole = (stage + 1) * LEAN_STEPS <= steps || lane < 16;
-    const bf16* xs = xl + (i64)stage * (LEAN_STEPS * STEP);
-#pragma unroll
-    for (int m = 0; m < LEAN_MAX_M; ++m)
-      if (m < a.m)
-        cp_async16_zfill(dst + LEAN_X + 512 * m + 16 * lane, whole ? xs + (i64)m * a.ldx : xl, whole ? 16 : 0);
   }
   cp_async_commit();
+}
+
+// The lean ring's X of one stage, a lane's 16 bytes of each row (elements 8 lane .. 8 lane + 7
+// of the stage's 256; zeros past K in a last stage of one step), loaded into registers one
+// iteration before they are stored (xr: LEAN_MAX_M chunks, rows at or past M untouched).
+__device__ __forceinline__ void load_lean_x(u32x4 (&xr)[LEAN_MAX_M], const GemvArgs& a, const bf16* xl, int lane,
+                                            int stage, int steps) {
+  if (stage * LEAN_STEPS >= steps) return;  // warp-uniform: past the warp's last stage
+  const bool in = (stage + 1) * LEAN_STEPS <= steps || lane < 16;
+  const bf16* xs = xl + (i64)stage * (LEAN_STEPS * STEP);
+#pragma unroll
+  for (int m = 0; m < LEAN_MAX_M; ++m)
+    if (m < a.m) xr[m] = in ? ld_cached(xs + (i64)m * a.ldx) : u32x4{0, 0, 0, 0};
+}
+
+// Stores a lane's X chunks into slot `dst` with each 8-element group's pairs in the mma's B order:
+// (x0, x4), (x1, x5), (x2, x6), (x3, x7), so that a step's B fragments are read as they are,
+// without compute_step's two byte permutes an mma (16 a step).
+__device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX_M], int m_rows, int lane) {
+#pragma unroll
+  for (int m = 0; m < LEAN_MAX_M; ++m) {
+    if (m >= m_rows) break;
+    const u32x4 v = xr[m];
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + LEAN_X + 512 * m + 16 * lane),
+                 "r"(prmt(v.x, v.z, 0x5410)), "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)),
+                 "r"(prmt(v.y, v.w, 0x7632))
+                 : "memory");
+  }
 }
 
 // Step u of a landed lean stage: lane (g, q)'s codes of rows g, g + 8 and their scale codes as
@@ -460,19 +485,26 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   const bf16* xl = x + 8 * lane;
   const bool xin = g < a.m;
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+  // X of the first LEAN_RING - 1 stages stored now; afterwards the X of the stage issued in
+  // iteration j is loaded there and stored in iteration j + 1, before that stage's warp barrier
+  u32x4 xr[LEAN_MAX_M];
 #pragma unroll
   for (int j = 0; j < LEAN_RING - 1; ++j) {
     const int st = warp + j * warps;
     issue_lean(ring + j * sb, a, w, s, wl, sl, xl, row0, lane, st, steps, fast(st));
+    load_lean_x(xr, a, xl, lane, st, steps);
+    if (st * LEAN_STEPS < steps) store_lean_x(ring + j * sb, xr, a.m, lane);
   }
   XStep xs;  // columns at or past M stay zero
 #pragma unroll
   for (int v = 0; v < 4; ++v) xs.x[0][v] = u32x4{0, 0, 0, 0};
   for (int j = 0; j < mine; ++j) {
-    __syncwarp();  // every lane has read the slot that stage j + LEAN_RING - 1 overwrites
     const int next = warp + (j + LEAN_RING - 1) * warps;
-    issue_lean(ring + ((j + LEAN_RING - 1) % LEAN_RING) * sb, a, w, s, wl, sl, xl, row0, lane, next, steps,
-               fast(next));
+    const u32 next_slot = ring + ((j + LEAN_RING - 1) % LEAN_RING) * sb;
+    if (j > 0 && next - warps < stages) store_lean_x(ring + ((j + LEAN_RING - 2) % LEAN_RING) * sb, xr, a.m, lane);
+    __syncwarp();  // every lane has read the slot that stage j + LEAN_RING - 1 overwrites
+    issue_lean(next_slot, a, w, s, wl, sl, xl, row0, lane, next, steps, fast(next));
+    load_lean_x(xr, a, xl, lane, next, steps);
     cp_async_wait<LEAN_RING - 1>();  // this lane's copies of stage j have landed
     __syncwarp();                    // and every lane's
     const int stage = warp + j * warps, last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);

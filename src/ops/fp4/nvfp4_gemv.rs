@@ -125,8 +125,8 @@ impl GemvProblem {
         let ctas = self.n.div_ceil(16) * self.batch;
         let resident = |w: u32| -> usize {
             let smem = (w * LEAN_RING * lean_stage_bytes(self.m) + 1024) as usize;
-            // at most ~96 registers a thread (the kernel: 85, no spills), 64 warps an SM
-            let by_regs = 65536 / (w as usize * 32 * 96);
+            // at most 104 registers a thread (the kernel: 103, no spills), 64 warps an SM
+            let by_regs = 65536 / (w as usize * 32 * 104);
             let by_warps = 64 / w as usize;
             (228 * 1024 / smem).min(by_regs).min(by_warps) * sms.max(1) as usize
         };
@@ -608,16 +608,18 @@ mod tests {
                         };
                         put(codes_bytes + 8 * lane + b, v);
                     }
+                    // store_lean_x: the lane's 8 elements as the pairs (0, 4), (1, 5),
+                    // (2, 6), (3, 7)
                     let whole = (stage + 1) * 2 <= steps || lane < 16;
                     for xr in 0..m {
-                        for e in 0..8 {
+                        for (slot, e) in [0, 4, 1, 5, 2, 6, 3, 7].into_iter().enumerate() {
                             let v = if whole {
                                 xval(xr, stage * 256 + 8 * lane + e)
                             } else {
                                 0
                             };
-                            put(x_at + 512 * xr + 16 * lane + 2 * e, v as u8);
-                            put(x_at + 512 * xr + 16 * lane + 2 * e + 1, (v >> 8) as u8);
+                            put(x_at + 512 * xr + 16 * lane + 2 * slot, v as u8);
+                            put(x_at + 512 * xr + 16 * lane + 2 * slot + 1, (v >> 8) as u8);
                         }
                     }
                 }
@@ -646,17 +648,18 @@ mod tests {
                                 assert_eq!(smem[sat + b], want);
                             }
                             if g < m {
+                                // compute_step's B words 2j, 2j + 1 of read v: X elements
+                                // (8v + 2j, 8v + 2j + 4) and (8v + 2j + 1, 8v + 2j + 5)
                                 let xa = x_at + 512 * g + 256 * u + 64 * q;
-                                for e in 0..32 {
-                                    let got = u16::from_le_bytes([
-                                        smem[xa + 2 * e],
-                                        smem[xa + 2 * e + 1],
-                                    ]);
-                                    assert_eq!(
-                                        got,
-                                        xval(g, k0 + e),
-                                        "X of lane {lane} step {step}"
-                                    );
+                                let half = |at: usize| u16::from_le_bytes([smem[at], smem[at + 1]]);
+                                for v in 0..4 {
+                                    for w in 0..4 {
+                                        let at = xa + 16 * v + 4 * w;
+                                        let e0 = k0 + 8 * v + w;
+                                        let got = (half(at), half(at + 2));
+                                        let want = (xval(g, e0), xval(g, e0 + 4));
+                                        assert_eq!(got, want, "X of lane {lane} step {step}");
+                                    }
                                 }
                             }
                             groups[lane / 8].push((at / 16) % 8);

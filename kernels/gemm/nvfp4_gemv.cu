@@ -46,12 +46,11 @@
 // global loads (each stage's first step waits at the loop's warp barrier for X loaded just
 // before it) and 284 instructions a step of which ~90 were addressing: the copies' per-chunk
 // bounds and 64-bit sums, X's predicates and reloaded pointers. Here a stage is 2 steps (16 rows
-// x 128 code bytes, 16 x 16 scale bytes, by cp.async) followed by the stage's X (M rows x 256
-// elements), which the lanes load when they issue the stage's copies and store one iteration
-// later with each 8 elements' pairs already in the mma's B order (no byte permutes in the step),
-// so X waits on nothing in the step that reads it; three stages a warp, two in flight; each
-// lane's copy addresses are computed once and step by a constant; X is read back from shared
-// memory by the lanes whose column is a row of X (the others keep zeros).
+// x 128 code bytes, 16 x 16 scale bytes, by cp.async), four a warp, three in flight; each lane's
+// copy addresses are computed once and step by a constant. A stage's X (M rows x 256 elements)
+// is loaded by the lanes two iterations ahead and stored one iteration ahead into one of two X
+// slots, with each 8 elements' pairs already in the mma's B order (no byte permutes in the step);
+// it is read back by the lanes whose column is a row of X (the others keep zeros).
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -73,10 +72,10 @@ constexpr int WIDE_RING = 3;                    // wide: stages a warp's ring ho
 constexpr int WIDE_STEPS = 4;                   // wide: steps a stage
 constexpr u32 WIDE_CODES = 16 * WIDE_STEPS * 64;  // a stage's codes: 16 rows x 256 bytes
 constexpr u32 WIDE_STAGE = WIDE_CODES + 16 * WIDE_STEPS * 8;  // then its scales: 16 rows x 32 bytes
-constexpr int LEAN_RING = 3;                     // lean: stages a warp's ring holds
+constexpr int LEAN_RING = 4;                     // lean: weight stages a warp's ring holds
 constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
 constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
-constexpr u32 LEAN_X = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16), then X
+constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16)
 constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
@@ -375,20 +374,18 @@ __device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& 
   cp_async_wait<0>();
 }
 
-// The lean stage's bytes for M rows of X: codes, scales, then X (M x 256 bf16).
-__device__ __forceinline__ u32 lean_stage_bytes(int m) { return LEAN_X + (u32)m * (LEAN_STEPS * STEP * 2); }
+// A warp's lean buffers for M rows of X: LEAN_RING weight slots, then two X slots of M x 256 bf16.
+__device__ __forceinline__ u32 lean_warp_bytes(int m) { return LEAN_RING * LEAN_SLOT + 2u * m * (LEAN_STEPS * STEP * 2); }
 
 // The lean ring's copies of stage `stage` (steps 2 stage, 2 stage + 1) into slot `dst`: codes of
 // row r at dst + 128 r, its 16-byte chunk c at 16 (c ^ 4 (r & 1)) (the wide ring's conflict-free
-// order); scales of row r, step u at dst + LEAN_CODES + 16 r + 8 u; X row m's 256 elements at
-// dst + LEAN_X + 512 m. Lane L copies chunk L % 8 of rows L / 8 + 4i, the 8 scale bytes of row
-// L / 2, step L % 2, and X's chunk L of each row. `fast` (warp-uniform): the CTA's 16 rows are
+// order); scales of row r, step u at dst + LEAN_CODES + 16 r + 8 u. Lane L copies chunk L % 8 of
+// rows L / 8 + 4i and the 8 scale bytes of row L / 2, step L % 2. `fast` (warp-uniform): the CTA's 16 rows are
 // inside N and the stage inside K, so every copy is whole and its address steps by a constant
-// from the lane's first (`wl`, `sl`, `xl`: the lane's sources at stage 0); else each copy is
+// from the lane's first (`wl`, `sl`: the lane's sources at stage 0); else each copy is
 // bounded and zero-filled. One commit group per call, empty past the warp's last stage.
 __device__ __forceinline__ void issue_lean(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const u8* wl,
-                                           const u8* sl, const bf16* xl, int row0, int lane, int stage, int steps,
-                                           bool fast) {
+                                           const u8* sl, int row0, int lane, int stage, int steps, bool fast) {
   if (stage * LEAN_STEPS < steps) {  // warp-uniform
     const int c = lane % 8, hi = (lane / 8) & 1;
     const u32 wdst = dst + (lane / 8) * 128 + 16 * (c ^ (hi << 2));
@@ -430,7 +427,7 @@ __device__ __forceinline__ void load_lean_x(u32x4 (&xr)[LEAN_MAX_M], const GemvA
     if (m < a.m) xr[m] = in ? ld_cached(xs + (i64)m * a.ldx) : u32x4{0, 0, 0, 0};
 }
 
-// Stores a lane's X chunks into slot `dst` with each 8-element group's pairs in the mma's B order:
+// Stores a lane's X chunks (row m's 256 elements at dst + 512 m) with each 8-element group's pairs in the mma's B order:
 // (x0, x4), (x1, x5), (x2, x6), (x3, x7), so that a step's B fragments are read as they are,
 // without compute_step's two byte permutes an mma (16 a step).
 __device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX_M], int m_rows, int lane) {
@@ -438,7 +435,7 @@ __device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX
   for (int m = 0; m < LEAN_MAX_M; ++m) {
     if (m >= m_rows) break;
     const u32x4 v = xr[m];
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + LEAN_X + 512 * m + 16 * lane),
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + 512 * m + 16 * lane),
                  "r"(prmt(v.x, v.z, 0x5410)), "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)),
                  "r"(prmt(v.y, v.w, 0x7632))
                  : "memory");
@@ -447,7 +444,7 @@ __device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX
 
 // Step u of a landed lean stage: lane (g, q)'s codes of rows g, g + 8 and their scale codes as
 // the register path's WStep, and X's 32 elements of column g (rows of X below M only: `xin`).
-__device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, int g, int q, int u, bool xin) {
+__device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, u32 xsrc, int g, int q, int u, bool xin) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h, c = (4 * u + q) ^ ((r & 1) << 2);
@@ -460,7 +457,7 @@ __device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, int g, 
     st.sc[h] = sc;
   }
   if (xin) {
-    const u32 xa = src + LEAN_X + 512 * g + 256 * u + 64 * q;
+    const u32 xa = xsrc + 512 * g + 256 * u + 64 * q;
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
       u32x4& d = xs.x[0][v];
@@ -470,13 +467,15 @@ __device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, int g, 
 }
 
 // The lean path's K loop of one warp: stages warp, warp + warps, ... (2 steps each) through its
-// ring of LEAN_RING, LEAN_RING - 1 in flight while one is decoded.
+// ring of LEAN_RING weight slots, LEAN_RING - 1 in flight while one is decoded. X goes through
+// two slots: the X of the warp's stage j + 2 is loaded in iteration j and stored in iteration
+// j + 1, after the warp barrier that frees its slot (last read in iteration j - 1).
 __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
                                            const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
   const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
   const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
-  const u32 sb = lean_stage_bytes(a.m);
+  const u32 xbuf = ring + LEAN_RING * LEAN_SLOT, xslot = (u32)a.m * (LEAN_STEPS * STEP * 2);
   const bool rows_in = row0 + 16 <= a.n;
   // the lane's copy sources at stage 0 (rows clamped: only the fast path, rows_in, reads them)
   const int wr = min(row0 + lane / 8, a.n - 1), sr = min(row0 + lane / 2, a.n - 1);
@@ -484,36 +483,34 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   const u8* sl = s + (i64)sr * (a.k / 16) + 8 * (lane % 2);
   const bf16* xl = x + 8 * lane;
   const bool xin = g < a.m;
+  const auto stage_of = [&](int j) { return warp + j * warps; };
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
-  // X of the first LEAN_RING - 1 stages stored now; afterwards the X of the stage issued in
-  // iteration j is loaded there and stored in iteration j + 1, before that stage's warp barrier
-  u32x4 xr[LEAN_MAX_M];
 #pragma unroll
-  for (int j = 0; j < LEAN_RING - 1; ++j) {
-    const int st = warp + j * warps;
-    issue_lean(ring + j * sb, a, w, s, wl, sl, xl, row0, lane, st, steps, fast(st));
-    load_lean_x(xr, a, xl, lane, st, steps);
-    if (st * LEAN_STEPS < steps) store_lean_x(ring + j * sb, xr, a.m, lane);
-  }
+  for (int j = 0; j < LEAN_RING - 1; ++j)
+    issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+  u32x4 xr[LEAN_MAX_M];
+  load_lean_x(xr, a, xl, lane, stage_of(0), steps);
+  if (mine > 0) store_lean_x(xbuf, xr, a.m, lane);
+  load_lean_x(xr, a, xl, lane, stage_of(1), steps);
   XStep xs;  // columns at or past M stay zero
 #pragma unroll
   for (int v = 0; v < 4; ++v) xs.x[0][v] = u32x4{0, 0, 0, 0};
   for (int j = 0; j < mine; ++j) {
-    const int next = warp + (j + LEAN_RING - 1) * warps;
-    const u32 next_slot = ring + ((j + LEAN_RING - 1) % LEAN_RING) * sb;
-    if (j > 0 && next - warps < stages) store_lean_x(ring + ((j + LEAN_RING - 2) % LEAN_RING) * sb, xr, a.m, lane);
-    __syncwarp();  // every lane has read the slot that stage j + LEAN_RING - 1 overwrites
-    issue_lean(next_slot, a, w, s, wl, sl, xl, row0, lane, next, steps, fast(next));
-    load_lean_x(xr, a, xl, lane, next, steps);
+    __syncwarp();  // every lane is done with iteration j - 1's weight and X slots
+    if (j + 1 < mine) store_lean_x(xbuf + ((j + 1) & 1) * xslot, xr, a.m, lane);
+    const int next = stage_of(j + LEAN_RING - 1);
+    issue_lean(ring + ((j + LEAN_RING - 1) % LEAN_RING) * LEAN_SLOT, a, w, s, wl, sl, row0, lane, next, steps,
+               fast(next));
+    load_lean_x(xr, a, xl, lane, stage_of(j + 2), steps);
     cp_async_wait<LEAN_RING - 1>();  // this lane's copies of stage j have landed
-    __syncwarp();                    // and every lane's
-    const int stage = warp + j * warps, last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
-    const u32 slot = ring + (j % LEAN_RING) * sb;
+    __syncwarp();                    // and every lane's, and the X stored in iteration j - 1
+    const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
+    const u32 slot = ring + (j % LEAN_RING) * LEAN_SLOT, xsrc = xbuf + (j & 1) * xslot;
 #pragma unroll
     for (int u = 0; u < LEAN_STEPS; ++u) {
       if (u >= last) break;  // warp-uniform: a last, partial stage
       WStep st;
-      read_lean(st, xs, slot, g, q, u, xin);
+      read_lean(st, xs, slot, xsrc, g, q, u, xin);
       compute_step<true>(acc, st, xs);
     }
   }
@@ -538,8 +535,7 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
   } else if constexpr (kWide) {
     wide_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * WIDE_RING * WIDE_STAGE, row0, warp, warps, lane);
   } else if constexpr (kLean) {
-    lean_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * LEAN_RING * lean_stage_bytes(a.m), row0, warp, warps,
-               lane);
+    lean_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * lean_warp_bytes(a.m), row0, warp, warps, lane);
   } else {
   // Software pipeline: the weights of iteration i + 1 (UNROLL steps, 2 x 16 bytes a lane each)
   // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and

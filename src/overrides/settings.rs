@@ -216,8 +216,9 @@ pub enum Fp4Gemv {
     /// A cp.async ring of 3 four-step stages a warp, each copy instruction covering two rows'
     /// 256 contiguous bytes, and a decode with one multiply a pair (K a multiple of 128).
     Wide,
-    /// A cp.async ring of 3 two-step stages a warp that carry X too, copy addresses computed
-    /// once a lane (K a multiple of 128, M up to 4; a larger M runs `Wide`).
+    /// A cp.async ring of 4 two-step stages a warp, copy addresses computed once a lane, X
+    /// stored into shared memory in the mma's pair order (K a multiple of 128, M up to 4; a
+    /// larger M runs `Wide`).
     Lean,
 }
 

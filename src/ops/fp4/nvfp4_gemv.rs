@@ -118,15 +118,16 @@ impl GemvProblem {
     }
 
     /// Warps per CTA of the lean ring: [`GemvProblem::warps`], halved (down to 2) where that
-    /// puts a grid of more than one wave into one. Its CTAs are bounded by shared memory (three
-    /// stages a warp), so a grid of 4-warp CTAs can leave a last partial wave: 4x14336x4096 is
-    /// 896 CTAs, 4 an SM at M 4 (528 at once: 1.7 waves), where 2-warp CTAs fit 8 an SM.
+    /// puts a grid of more than one wave into one. Its CTAs are bounded by shared memory (four
+    /// weight stages and two X stages a warp), so a grid of 4-warp CTAs can leave a last
+    /// partial wave: 4x14336x4096 is 896 CTAs, 4 an SM at M 4 (528 at once: 1.7 waves), where
+    /// 2-warp CTAs fit 8 an SM.
     pub fn lean_warps(&self, sms: u32) -> u32 {
         let ctas = self.n.div_ceil(16) * self.batch;
         let resident = |w: u32| -> usize {
-            let smem = (w * LEAN_RING * lean_stage_bytes(self.m) + 1024) as usize;
-            // at most 104 registers a thread (the kernel: 103, no spills), 64 warps an SM
-            let by_regs = 65536 / (w as usize * 32 * 104);
+            let smem = (w * lean_warp_bytes(self.m) + 1024) as usize;
+            // at most 112 registers a thread (the kernel: 109, no spills), 64 warps an SM
+            let by_regs = 65536 / (w as usize * 32 * 112);
             let by_warps = 64 / w as usize;
             (228 * 1024 / smem).min(by_regs).min(by_warps) * sms.max(1) as usize
         };
@@ -181,13 +182,14 @@ pub fn spec_lean(arch: &str) -> KernelSpec {
     spec(arch, 1).define("KILN_GEMV_ASYNC", 3)
 }
 
-/// Stages in a warp's lean ring, the most rows of X it holds, and a stage's bytes for M rows (16
-/// rows x 128 code bytes, 16 x 16 scales, M x 256 bf16 of X): the kernel's LEAN_RING,
-/// LEAN_MAX_M and lean_stage_bytes.
-pub const LEAN_RING: u32 = 3;
+/// Weight stages in a warp's lean ring, the bytes of one (16 rows x 128 code bytes, 16 x 16
+/// scales), the most rows of X it takes, and a warp's bytes for M rows (the ring, then two X
+/// slots of M x 256 bf16): the kernel's LEAN_RING, LEAN_SLOT, LEAN_MAX_M and lean_warp_bytes.
+pub const LEAN_RING: u32 = 4;
+pub const LEAN_SLOT: u32 = 16 * 128 + 16 * 16;
 pub const LEAN_MAX_M: usize = 4;
-pub fn lean_stage_bytes(m: usize) -> u32 {
-    16 * 128 + 16 * 16 + m as u32 * 512
+pub fn lean_warp_bytes(m: usize) -> u32 {
+    LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
 
 /// Every specialisation.
@@ -227,7 +229,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Regs => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
-        Fp4Gemv::Lean => (spec_lean(arch), warps * LEAN_RING * lean_stage_bytes(m)),
+        Fp4Gemv::Lean => (spec_lean(arch), warps * lean_warp_bytes(m)),
     }
 }
 
@@ -564,7 +566,8 @@ mod tests {
             let code = |r: usize, b: usize| (r * 131 + b * 7 + 3) as u8;
             let scale = |r: usize, b: usize| (r * 29 + b * 11 + 1) as u8;
             let xval = |row: usize, e: usize| (row * 1000 + e + 1) as u16;
-            let sb = lean_stage_bytes(m) as usize;
+            // a stage's weight slot, then (here, after it) its X slot
+            let sb = (LEAN_SLOT + 512 * m as u32) as usize;
             let (codes_bytes, x_at) = (16 * 128, 16 * 128 + 16 * 16);
             for stage in 0..stages {
                 let fast = row0 + 16 <= n && (stage + 1) * 2 <= steps;
@@ -677,7 +680,7 @@ mod tests {
 
     #[test]
     fn the_lean_ring_fits_four_ctas_an_sm_and_takes_m_up_to_4() {
-        let per_cta = |warps: u32, m: usize| warps * LEAN_RING * lean_stage_bytes(m);
+        let per_cta = |warps: u32, m: usize| warps * lean_warp_bytes(m);
         assert!(4 * (per_cta(4, LEAN_MAX_M) + 1024) <= 228 * 1024);
         assert!(per_cta(16, LEAN_MAX_M) <= 227 * 1024);
         let p = GemvProblem::new(4, 14336, 4096, DType::Bf16);

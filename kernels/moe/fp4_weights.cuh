@@ -28,13 +28,14 @@ constexpr u32 FP4_SCALE_BYTES = KILN_FP4 == 0 ? 256 : 128;
 constexpr u32 FP4_ATOM_BYTES = FP4_CODE_BYTES + FP4_SCALE_BYTES;
 constexpr u32 FP4_SCALES_PER_ROW = FP4_SCALE_BYTES / 64;  // per row of an atom: 4 or 2
 
-#if !defined(KILN_FP4_SHIFT)
-#define KILN_FP4_SHIFT 0
+#if !defined(KILN_FP4_ROT)
+#define KILN_FP4_ROT 0
 #endif
+constexpr bool kFp4Shift = !KILN_FP4_ROT;
 
-// x rotated left by R where only bits at or above LOW are kept: with KILN_FP4_SHIFT
-// (`KILN_FP4_DECODE=shift`) a rotation that brings none of them round from the top (R <= LOW)
-// is a plain left shift, written as a multiply by 2^R so that ptxas issues it on the FMA pipe
+// x rotated left by R where only bits at or above LOW are kept: unless KILN_FP4_ROT
+// (`KILN_FP4_DECODE=rot`, the decode before 2026-11-29) a rotation that brings none of them
+// round from the top (R <= LOW) is a plain left shift, written as a multiply by 2^R so that ptxas issues it on the FMA pipe
 // (IMAD.SHL) rather than as the ALU's funnel shift. The profile of the 512-row decode (H200,
 // d4f7f42) had the ALU pipe throttling the consumers (17 % of stall samples) with 5 funnel
 // shifts and 6 logic ops a code word on it; 4 of the 5 shifts wrap nothing.
@@ -42,7 +43,7 @@ template <int R, int LOW>
 __device__ __forceinline__ u32 fp4_shift(u32 x) {
   if constexpr (R == 0) {
     return x;
-  } else if constexpr (KILN_FP4_SHIFT && R <= LOW) {
+  } else if constexpr (kFp4Shift && R <= LOW) {
     u32 d;
     asm("mul.lo.u32 %0, %1, %2;" : "=r"(d) : "r"(x), "n"(1u << R));
     return d;

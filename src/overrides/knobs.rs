@@ -188,16 +188,16 @@ pub(super) static KNOBS: &[Knob] = &[
              wraps): how the 4-bit experts' register path moves code bits into place"
                 .into()
         },
-        default: "rot",
+        default: "shift",
         set: |o, v| {
             let shift = |v: &str| match v {
                 "rot" => Some(false),
                 "shift" => Some(true),
                 _ => None,
             };
-            put(&mut o.moe.fp4_shift, or(v, false, shift))
+            put(&mut o.moe.fp4_shift, or(v, true, shift))
         },
-        show: |o| o.moe.fp4_shift.then(|| "shift".to_string()),
+        show: |o| (!o.moe.fp4_shift).then(|| "rot".to_string()),
     },
     Knob {
         name: "KILN_FP4_GEMV",

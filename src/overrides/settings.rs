@@ -170,8 +170,9 @@ pub struct MoeOverrides {
     pub fp4_ctas: u32,
     /// `KILN_FP4_DECODE` (`rot` or `shift`): the 4-bit experts' dequantisation moves code bits
     /// with funnel shifts (ALU pipe) or, where no bit wraps, plain left shifts written as
-    /// multiplies (FMA pipe). The same bits either way. Default `rot` until an H200 times
-    /// `shift` (docs/moe.md, ledger F7).
+    /// multiplies (FMA pipe), and the wgmma descriptors by addition. The same bits either way.
+    /// Default `shift` (H200, 2026-11-29, 5268cf5: the 512-row decode 979-984 us against
+    /// 1,068-1,114, verified; docs/moe.md, ledger F7).
     pub fp4_shift: bool,
     /// `KILN_FP4_GEMV` (`regs`, `async`, `wide` or `lean`): how the NVFP4 GEMV streams its weights.
     /// Default [`Fp4Gemv::Wide`] (H200, 2026-11-29: verified, 1.10x / 1.19x / 1.03x the register
@@ -199,7 +200,7 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
-        fp4_shift: false,
+        fp4_shift: true,
         fp4_gemv: Fp4Gemv::Wide,
         fp4_tail: 1,
         gather: MoeGather::Auto,

@@ -86,7 +86,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FA3_D64", "bn=128"),
         ("KILN_FLUSH", "memset"),
         ("KILN_FP4_CTAS", "1"),
-        ("KILN_FP4_DECODE", "shift"),
+        ("KILN_FP4_DECODE", "rot"),
         ("KILN_FP4_GEMV", "async"),
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_TAIL", "8"),

@@ -324,17 +324,20 @@ __device__ __forceinline__ void issue_stage(u32 dst, const GemvArgs& a, const u8
   cp_async_commit();
 }
 
-// Step u of a landed wide stage as the register path's WStep.
-__device__ __forceinline__ void read_wide(WStep& st, u32 src, int g, int q, int u) {
+// Step u of a landed ring stage of STEPS steps (the wide ring's 4, the lean ring's 2) as the
+// register path's WStep: codes of row r at 64 STEPS r, chunk c at 16 (c ^ 4 (r & 1)); then the
+// scales, 8 STEPS bytes a row.
+template <int STEPS>
+__device__ __forceinline__ void read_ring(WStep& st, u32 src, int g, int q, int u) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int r = g + 8 * h, c = (WIDE_STEPS * u + q) ^ ((r & 1) << 2);
+    const int r = g + 8 * h, c = (4 * u + q) ^ ((r & 1) << 2);
     u32x4& v = st.w[h];
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(src + r * (WIDE_STEPS * 64) + 16 * c));
+                 : "r"(src + r * (STEPS * 64) + 16 * c));
     u16 sc;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(src + WIDE_CODES + 32 * r + 8 * u + 2 * q));
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(src + 16 * STEPS * 64 + 8 * STEPS * r + 8 * u + 2 * q));
     st.sc[h] = sc;
   }
 }
@@ -366,7 +369,7 @@ __device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& 
       const int next = u + 1 < last ? stage * WIDE_STEPS + u + 1 : (stage + warps) * WIDE_STEPS;
       if (u + 1 < last || j + 1 < mine) load_x(xs[(u + 1) & 1], a, x, g, q, next);
       WStep st;
-      read_wide(st, slot, g, q, u);
+      read_ring<WIDE_STEPS>(st, slot, g, q, u);
       compute_step<true>(acc, st, xs[u & 1]);
     }
     // a partial stage is the warp's last; a whole one ends on u = 3, so the next starts on xs[0]
@@ -442,20 +445,10 @@ __device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX
   }
 }
 
-// Step u of a landed lean stage: lane (g, q)'s codes of rows g, g + 8 and their scale codes as
-// the register path's WStep, and X's 32 elements of column g (rows of X below M only: `xin`).
+// Step u of a landed lean stage (read_ring) and X's 32 elements of column g from the stage's X
+// slot (rows of X below M only: `xin`).
 __device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, u32 xsrc, int g, int q, int u, bool xin) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = g + 8 * h, c = (4 * u + q) ^ ((r & 1) << 2);
-    u32x4& v = st.w[h];
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(src + r * (LEAN_STEPS * 64) + 16 * c));
-    u16 sc;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(src + LEAN_CODES + 16 * r + 8 * u + 2 * q));
-    st.sc[h] = sc;
-  }
+  read_ring<LEAN_STEPS>(st, src, g, q, u);
   if (xin) {
     const u32 xa = xsrc + 512 * g + 256 * u + 64 * q;
 #pragma unroll

@@ -103,8 +103,14 @@
 #                                rounds of regs/wide at 1x8192x8192, 4x14336x4096, 16x8192x8192
 #                                and 1x4096x4096 (each against cuBLAS bf16); the GEMV rows last
 #                                (about 1 + 3 minutes on an H200)
+#   fp4lean [verify|time]        the lean GEMV ring and the experts' shift decode (docs/fp4.md G3,
+#                                docs/moe.md F7): `KILN_FP4_GEMV=lean fp4 verify --suite quick`,
+#                                `KILN_FP4_DECODE=shift` over both 4-bit suites and the 512-row
+#                                decode counts, then wide/lean at 1x8192x8192, 4x14336x4096,
+#                                1x4096x4096, 2x8192x8192 and rot/shift at both decode counts, two
+#                                alternating rounds each (about 6 minutes on an H200)
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
-#                                NVFP4 GEMV 1x8192x8192 (regs, wide) and the E256 512-row decode
+#                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
 #                                stall reasons, scheduler issue, memory workload, occupancy;
 #                                NCU names the binary (default ncu); about 2-4 minutes
@@ -1011,6 +1017,27 @@ fp4gemv)
   gemv_summary gemv-wide-verify
   ;;
 
+fp4lean)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  part=${1:-all}  # verify, time or all
+  if [ "$part" != time ]; then
+  # each new path verified before it is timed
+  step gemv-lean-verify 90 env KILN_FP4_GEMV=lean "$KILN" --no-store fp4 verify --suite quick
+  step_json verify-shift-nvfp4 90 env KILN_FP4_DECODE=shift "$KILN" --no-store --json moe verify --weights nvfp4
+  step_json verify-shift-mxfp4 90 env KILN_FP4_DECODE=shift "$KILN" --no-store --json moe verify --weights mxfp4
+  step_json verify-shift-512rows 60 env KILN_FP4_DECODE=shift "$KILN" --no-store --json moe verify --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab wide lean "1 8192 8192" "4 14336 4096" "1 4096 4096" "2 8192 8192"
+  decode_ab KILN_FP4_DECODE decode rot shift
+  fi
+  table
+  echo
+  "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
+  gemv_summary gemv-lean-verify
+  ;;
+
 fp4ncu)
   need_bin "$KILN"; machine "$KILN"
   decode_counts
@@ -1019,7 +1046,7 @@ fp4ncu)
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis
     --section Occupancy --section LaunchStats
     --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active)
-  for g in regs wide; do
+  for g in ${NCU_GEMV:-regs wide lean}; do
     step "ncu-gemv-$g" 180 env KILN_FP4_GEMV=$g "$NCU" "${NCU_ARGS[@]}" -k regex:nvfp4_gemv \
       "$KILN" --no-store fp4 bench --gemv --m 1 --n 8192 --k 8192 --no-vendor --reps 10
   done

@@ -39,6 +39,18 @@
 // place and one multiply by 2^a + 2^b puts the magnitude bits at 6..8 and the sign at 15 (the two
 // shifted copies do not overlap, so no carry), against a logic op more and one or two shifts.
 // The scales are folded as in the async ring.
+//
+// KILN_GEMV_ASYNC = 3 (`KILN_FP4_GEMV=lean`, M <= 4, K a multiple of 128): the wide ring's
+// 256-byte runs traded for X in the ring. The profile of the wide ring (H200, 1x8192x8192, 21 us
+// in ncu) had the SMs issuing 54 % of the time, a quarter of the warps' stalls waiting on X's
+// global loads (each stage's first step waits at the loop's warp barrier for X loaded just
+// before it) and 284 instructions a step of which ~90 were addressing: the copies' per-chunk
+// bounds and 64-bit sums, X's predicates and reloaded pointers. Here a stage is 2 steps (16 rows
+// x 128 code bytes, 16 x 16 scale bytes, by cp.async), four a warp, three in flight; each lane's
+// copy addresses are computed once and step by a constant. A stage's X (M rows x 256 elements)
+// is loaded by the lanes two iterations ahead and stored one iteration ahead into one of two X
+// slots, with each 8 elements' pairs already in the mma's B order (no byte permutes in the step);
+// it is read back by the lanes whose column is a row of X (the others keep zeros).
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -50,7 +62,8 @@
 #define KILN_GEMV_ASYNC 0
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
-constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2;
+constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
+static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
 constexpr u32 RING_CODES = 16 * 64;              // a step's codes: 16 rows x 64 bytes
 constexpr u32 RING_STEP = RING_CODES + 16 * 8;   // then its scales: 16 rows x 8 bytes
@@ -59,6 +72,11 @@ constexpr int WIDE_RING = 3;                    // wide: stages a warp's ring ho
 constexpr int WIDE_STEPS = 4;                   // wide: steps a stage
 constexpr u32 WIDE_CODES = 16 * WIDE_STEPS * 64;  // a stage's codes: 16 rows x 256 bytes
 constexpr u32 WIDE_STAGE = WIDE_CODES + 16 * WIDE_STEPS * 8;  // then its scales: 16 rows x 32 bytes
+constexpr int LEAN_RING = 4;                     // lean: weight stages a warp's ring holds
+constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
+constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
+constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16)
+constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -181,7 +199,7 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
     const u32 w0 = word(st.w[0], v), w1 = word(st.w[1], v);
     const int blk = v / 2;
     u32 a0[4], a1[4];  // pairs i = 0..3 of rows g and g + 8
-    if constexpr (kWide) {
+    if constexpr (kWide || kLean) {
       const u32 h0 = w0 >> 8, h1 = w1 >> 8;
       a0[0] = nibble_pair_mul<0>(w0, h0), a0[1] = nibble_pair_mul<1>(w0, h0);
       a0[2] = nibble_pair_mul<2>(w0, h0), a0[3] = nibble_pair_mul<3>(w0, h0);
@@ -208,8 +226,10 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
 #pragma unroll
       for (int f = 0; f < NF; ++f) {
         // X elements 8v + i and 8v + i + 4 as one pair: register 2 j (+ 2) of the word's four.
+        // (the lean ring stores X's pairs already in this order: words 2 j, 2 j + 1)
         const u32 lo = word(xs.x[f][v], j), hi = word(xs.x[f][v], j + 2);
-        const u32 b[2] = {prmt(lo, hi, 0x5410), prmt(lo, hi, 0x7632)};
+        const u32 b[2] = {kLean ? word(xs.x[f][v], 2 * j) : prmt(lo, hi, 0x5410),
+                          kLean ? word(xs.x[f][v], 2 * j + 1) : prmt(lo, hi, 0x7632)};
         mma_16816<bf16>(acc[f], a, b);
       }
     }
@@ -304,17 +324,20 @@ __device__ __forceinline__ void issue_stage(u32 dst, const GemvArgs& a, const u8
   cp_async_commit();
 }
 
-// Step u of a landed wide stage as the register path's WStep.
-__device__ __forceinline__ void read_wide(WStep& st, u32 src, int g, int q, int u) {
+// Step u of a landed ring stage of STEPS steps (the wide ring's 4, the lean ring's 2) as the
+// register path's WStep: codes of row r at 64 STEPS r, chunk c at 16 (c ^ 4 (r & 1)); then the
+// scales, 8 STEPS bytes a row.
+template <int STEPS>
+__device__ __forceinline__ void read_ring(WStep& st, u32 src, int g, int q, int u) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int r = g + 8 * h, c = (WIDE_STEPS * u + q) ^ ((r & 1) << 2);
+    const int r = g + 8 * h, c = (4 * u + q) ^ ((r & 1) << 2);
     u32x4& v = st.w[h];
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(src + r * (WIDE_STEPS * 64) + 16 * c));
+                 : "r"(src + r * (STEPS * 64) + 16 * c));
     u16 sc;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(src + WIDE_CODES + 32 * r + 8 * u + 2 * q));
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(src + 16 * STEPS * 64 + 8 * STEPS * r + 8 * u + 2 * q));
     st.sc[h] = sc;
   }
 }
@@ -346,7 +369,7 @@ __device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& 
       const int next = u + 1 < last ? stage * WIDE_STEPS + u + 1 : (stage + warps) * WIDE_STEPS;
       if (u + 1 < last || j + 1 < mine) load_x(xs[(u + 1) & 1], a, x, g, q, next);
       WStep st;
-      read_wide(st, slot, g, q, u);
+      read_ring<WIDE_STEPS>(st, slot, g, q, u);
       compute_step<true>(acc, st, xs[u & 1]);
     }
     // a partial stage is the warp's last; a whole one ends on u = 3, so the next starts on xs[0]
@@ -354,9 +377,142 @@ __device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& 
   cp_async_wait<0>();
 }
 
+// A warp's lean buffers for M rows of X: LEAN_RING weight slots, then two X slots of M x 256 bf16.
+__device__ __forceinline__ u32 lean_warp_bytes(int m) { return LEAN_RING * LEAN_SLOT + 2u * m * (LEAN_STEPS * STEP * 2); }
+
+// The lean ring's copies of stage `stage` (steps 2 stage, 2 stage + 1) into slot `dst`: codes of
+// row r at dst + 128 r, its 16-byte chunk c at 16 (c ^ 4 (r & 1)) (the wide ring's conflict-free
+// order); scales of row r, step u at dst + LEAN_CODES + 16 r + 8 u. Lane L copies chunk L % 8 of
+// rows L / 8 + 4i and the 8 scale bytes of row L / 2, step L % 2. `fast` (warp-uniform): the CTA's 16 rows are
+// inside N and the stage inside K, so every copy is whole and its address steps by a constant
+// from the lane's first (`wl`, `sl`: the lane's sources at stage 0); else each copy is
+// bounded and zero-filled. One commit group per call, empty past the warp's last stage.
+__device__ __forceinline__ void issue_lean(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const u8* wl,
+                                           const u8* sl, int row0, int lane, int stage, int steps, bool fast) {
+  if (stage * LEAN_STEPS < steps) {  // warp-uniform
+    const int c = lane % 8, hi = (lane / 8) & 1;
+    const u32 wdst = dst + (lane / 8) * 128 + 16 * (c ^ (hi << 2));
+    const i64 row4 = (i64)4 * (a.k / 2);
+    if (fast) {
+      const u8* src = wl + (i64)stage * (LEAN_STEPS * STEP / 2);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) cp_async16_full(wdst + 512 * i, src + i * row4);
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + LEAN_CODES + 8 * lane),
+                   "l"(sl + (i64)stage * (LEAN_STEPS * STEP / 16)));
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = lane / 8 + 4 * i, row = row0 + r, step = stage * LEAN_STEPS + c / 4;
+        const bool in = row < a.n && step < steps;
+        const u8* src = in ? w + (i64)row * (a.k / 2) + (i64)step * (STEP / 2) + 16 * (c % 4) : w;
+        cp_async16_zfill(wdst + 512 * i, src, in ? 16 : 0);
+      }
+      const int r = lane / 2, row = row0 + r, step = stage * LEAN_STEPS + lane % 2;
+      const bool in = row < a.n && step < steps;
+      const u8* src = in ? s + (i64)row * (a.k / 16) + (i64)step * (STEP / 16) : s;
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + LEAN_CODES + 8 * lane), "l"(src),
+                   "r"(in ? 8 : 0));
+    }
+  }
+  cp_async_commit();
+}
+
+// The lean ring's X of one stage, a lane's 16 bytes of each row (elements 8 lane .. 8 lane + 7
+// of the stage's 256; zeros past K in a last stage of one step), loaded into registers one
+// iteration before they are stored (xr: LEAN_MAX_M chunks, rows at or past M untouched).
+__device__ __forceinline__ void load_lean_x(u32x4 (&xr)[LEAN_MAX_M], const GemvArgs& a, const bf16* xl, int lane,
+                                            int stage, int steps) {
+  if (stage * LEAN_STEPS >= steps) return;  // warp-uniform: past the warp's last stage
+  const bool in = (stage + 1) * LEAN_STEPS <= steps || lane < 16;
+  const bf16* xs = xl + (i64)stage * (LEAN_STEPS * STEP);
+#pragma unroll
+  for (int m = 0; m < LEAN_MAX_M; ++m)
+    if (m < a.m) xr[m] = in ? ld_cached(xs + (i64)m * a.ldx) : u32x4{0, 0, 0, 0};
+}
+
+// Stores a lane's X chunks (row m's 256 elements at dst + 512 m) with each 8-element group's pairs in the mma's B order:
+// (x0, x4), (x1, x5), (x2, x6), (x3, x7), so that a step's B fragments are read as they are,
+// without compute_step's two byte permutes an mma (16 a step).
+__device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX_M], int m_rows, int lane) {
+#pragma unroll
+  for (int m = 0; m < LEAN_MAX_M; ++m) {
+    if (m >= m_rows) break;
+    const u32x4 v = xr[m];
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + 512 * m + 16 * lane),
+                 "r"(prmt(v.x, v.z, 0x5410)), "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)),
+                 "r"(prmt(v.y, v.w, 0x7632))
+                 : "memory");
+  }
+}
+
+// Step u of a landed lean stage (read_ring) and X's 32 elements of column g from the stage's X
+// slot (rows of X below M only: `xin`).
+__device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, u32 xsrc, int g, int q, int u, bool xin) {
+  read_ring<LEAN_STEPS>(st, src, g, q, u);
+  if (xin) {
+    const u32 xa = xsrc + 512 * g + 256 * u + 64 * q;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      u32x4& d = xs.x[0][v];
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w) : "r"(xa + 16 * v));
+    }
+  }
+}
+
+// The lean path's K loop of one warp: stages warp, warp + warps, ... (2 steps each) through its
+// ring of LEAN_RING weight slots, LEAN_RING - 1 in flight while one is decoded. X goes through
+// two slots: the X of the warp's stage j + 2 is loaded in iteration j and stored in iteration
+// j + 1, after the warp barrier that frees its slot (last read in iteration j - 1).
+__device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+                                           const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
+  const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
+  const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
+  const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
+  const u32 xbuf = ring + LEAN_RING * LEAN_SLOT, xslot = (u32)a.m * (LEAN_STEPS * STEP * 2);
+  const bool rows_in = row0 + 16 <= a.n;
+  // the lane's copy sources at stage 0 (rows clamped: only the fast path, rows_in, reads them)
+  const int wr = min(row0 + lane / 8, a.n - 1), sr = min(row0 + lane / 2, a.n - 1);
+  const u8* wl = w + (i64)wr * (a.k / 2) + 16 * (lane % 8);
+  const u8* sl = s + (i64)sr * (a.k / 16) + 8 * (lane % 2);
+  const bf16* xl = x + 8 * lane;
+  const bool xin = g < a.m;
+  const auto stage_of = [&](int j) { return warp + j * warps; };
+  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+#pragma unroll
+  for (int j = 0; j < LEAN_RING - 1; ++j)
+    issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+  u32x4 xr[LEAN_MAX_M];
+  load_lean_x(xr, a, xl, lane, stage_of(0), steps);
+  if (mine > 0) store_lean_x(xbuf, xr, a.m, lane);
+  load_lean_x(xr, a, xl, lane, stage_of(1), steps);
+  XStep xs;  // columns at or past M stay zero
+#pragma unroll
+  for (int v = 0; v < 4; ++v) xs.x[0][v] = u32x4{0, 0, 0, 0};
+  for (int j = 0; j < mine; ++j) {
+    __syncwarp();  // every lane is done with iteration j - 1's weight and X slots
+    if (j + 1 < mine) store_lean_x(xbuf + ((j + 1) & 1) * xslot, xr, a.m, lane);
+    const int next = stage_of(j + LEAN_RING - 1);
+    issue_lean(ring + ((j + LEAN_RING - 1) % LEAN_RING) * LEAN_SLOT, a, w, s, wl, sl, row0, lane, next, steps,
+               fast(next));
+    load_lean_x(xr, a, xl, lane, stage_of(j + 2), steps);
+    cp_async_wait<LEAN_RING - 1>();  // this lane's copies of stage j have landed
+    __syncwarp();                    // and every lane's, and the X stored in iteration j - 1
+    const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
+    const u32 slot = ring + (j % LEAN_RING) * LEAN_SLOT, xsrc = xbuf + (j & 1) * xslot;
+#pragma unroll
+    for (int u = 0; u < LEAN_STEPS; ++u) {
+      if (u >= last) break;  // warp-uniform: a last, partial stage
+      WStep st;
+      read_lean(st, xs, slot, xsrc, g, q, u, xin);
+      compute_step<true>(acc, st, xs);
+    }
+  }
+  cp_async_wait<0>();
+}
+
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K.
 extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const GemvArgs a) {
-  __shared__ float red_static[kWide ? 1 : MAX_WARPS][NF * 4][32];
+  __shared__ float red_static[kWide || kLean ? 1 : MAX_WARPS][NF * 4][32];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int row0 = blockIdx.x * 16;
   const u8* w = reinterpret_cast<const u8*>(a.w) + (i64)blockIdx.z * a.w_batch;
@@ -371,6 +527,8 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
   } else if constexpr (kWide) {
     wide_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * WIDE_RING * WIDE_STAGE, row0, warp, warps, lane);
+  } else if constexpr (kLean) {
+    lean_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * lean_warp_bytes(a.m), row0, warp, warps, lane);
   } else {
   // Software pipeline: the weights of iteration i + 1 (UNROLL steps, 2 x 16 bytes a lane each)
   // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and
@@ -395,10 +553,10 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
     for (int u = 0; u < UNROLL; ++u) cur[u] = nxt[u];
   }
   }
-  const float gy = kAsync || kWide ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
+  const float gy = kAsync || kWide || kLean ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
   // the wide path's partial sums go where its rings were, once every warp is done with its own
   float(*red)[NF * 4][32] = red_static;
-  if constexpr (kWide) {
+  if constexpr (kWide || kLean) {
     __syncthreads();
     red = reinterpret_cast<float(*)[NF * 4][32]>(ring_raw);
   }

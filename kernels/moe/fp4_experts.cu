@@ -129,9 +129,13 @@ __device__ __forceinline__ void fp4_issue(const Fp4Ctx& x, float (&acc)[MB][TT /
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[m][i]);
   wgmma_fence();
+  // Unless KILN_FP4_ROT: the k16 steps' descriptors by one add each from the stage's first (the
+  // uniform datapath built each from the address, mask, shift and or: ~50 uniform instructions
+  // a stage with the ring's index arithmetic, a quarter of a consumer warp's issue)
+  const u64 d0 = wgmma_desc_sw128(sx, 16, 1024);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const u64 db = wgmma_desc_sw128(sx + j * 32, 16, 1024);
+    const u64 db = kFp4Shift ? wgmma_desc_add(d0, j * 32) : wgmma_desc_sw128(sx + j * 32, 16, 1024);
 #pragma unroll
     for (int m = 0; m < MB; ++m) wgmma_m64k16_rs<in_t, N, 0>(acc[m], a[m][j], db, (first && j == 0) ? 0 : 1);
   }

@@ -28,7 +28,29 @@ constexpr u32 FP4_SCALE_BYTES = KILN_FP4 == 0 ? 256 : 128;
 constexpr u32 FP4_ATOM_BYTES = FP4_CODE_BYTES + FP4_SCALE_BYTES;
 constexpr u32 FP4_SCALES_PER_ROW = FP4_SCALE_BYTES / 64;  // per row of an atom: 4 or 2
 
-__device__ __forceinline__ u32 fp4_rotl(u32 x, int r) { return r == 0 ? x : __funnelshift_l(x, x, r); }
+#if !defined(KILN_FP4_ROT)
+#define KILN_FP4_ROT 0
+#endif
+constexpr bool kFp4Shift = !KILN_FP4_ROT;
+
+// x rotated left by R where only bits at or above LOW are kept: unless KILN_FP4_ROT
+// (`KILN_FP4_DECODE=rot`, the decode before 2026-11-29) a rotation that brings none of them
+// round from the top (R <= LOW) is a plain left shift, written as a multiply by 2^R so that ptxas issues it on the FMA pipe
+// (IMAD.SHL) rather than as the ALU's funnel shift. The profile of the 512-row decode (H200,
+// d4f7f42) had the ALU pipe throttling the consumers (17 % of stall samples) with 5 funnel
+// shifts and 6 logic ops a code word on it; 4 of the 5 shifts wrap nothing.
+template <int R, int LOW>
+__device__ __forceinline__ u32 fp4_shift(u32 x) {
+  if constexpr (R == 0) {
+    return x;
+  } else if constexpr (kFp4Shift && R <= LOW) {
+    u32 d;
+    asm("mul.lo.u32 %0, %1, %2;" : "=r"(d) : "r"(x), "n"(1u << R));
+    return d;
+  } else {
+    return __funnelshift_l(x, x, R);
+  }
+}
 
 // Pair p (0..3) of a code word as a 16-bit pair of In, times 2^-126 (bf16) or 2^-14 (f16).
 template <bool kBf16, int P>
@@ -36,11 +58,12 @@ __device__ __forceinline__ u32 fp4_decode_pair(u32 w) {
   constexpr int MAG = (P == 0 ? 0 : P == 1 ? 3 : P == 2 ? 6 : 9) + (kBf16 ? 0 : 3);
   constexpr int SGN = P == 0 ? 4 : P == 1 ? 3 : P == 2 ? 6 : 5;
   constexpr u32 MAG_MASK = kBf16 ? 0x01C001C0u : 0x0E000E00u, SIGN_MASK = 0x80008000u;
-  const u32 m = fp4_rotl(w, MAG);
+  constexpr int MAG_LOW = kBf16 ? 6 : 9, SIGN_LOW = 15;  // the masks' lowest bits
+  const u32 m = fp4_shift<MAG, MAG_LOW>(w);
   if constexpr (MAG == SGN) {
     return m & (MAG_MASK | SIGN_MASK);
   } else {
-    return (m & MAG_MASK) | (fp4_rotl(w, SGN) & SIGN_MASK);
+    return (m & MAG_MASK) | (fp4_shift<SGN, SIGN_LOW>(w) & SIGN_MASK);
   }
 }
 

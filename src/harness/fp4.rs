@@ -470,6 +470,9 @@ pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
         // M over 8 with K a multiple of 128 and a ragged N: KILN_FP4_GEMV=async's 16-column
         // variant (the case above it runs the register path: K 2080)
         GemvProblem::new(12, 520, 1152, DType::Bf16),
+        // the lean ring's largest M with an odd number of steps (a last stage of one) and a
+        // ragged N (a last CTA on the bounded copies)
+        GemvProblem::new(4, 520, 1152, DType::F16),
     ];
     if !quick {
         v.extend([

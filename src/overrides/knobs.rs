@@ -189,19 +189,38 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_ctas, 2, |n| n.to_string()),
     },
     Knob {
-        name: "KILN_FP4_GEMV",
+        name: "KILN_FP4_DECODE",
         takes: || {
-            "`regs` (weights in registers), `async` (a cp.async ring in shared memory) or `wide` \
-             (a ring of 4-step stages copied 256 bytes a row at a time); the rings need K a \
-             multiple of 128"
+            "`rot` (funnel shifts) or `shift` (plain left shifts on the FMA pipe where nothing \
+             wraps): how the 4-bit experts' register path moves code bits into place"
                 .into()
         },
-        default: "regs",
+        default: "shift",
+        set: |o, v| {
+            let shift = |v: &str| match v {
+                "rot" => Some(false),
+                "shift" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_shift, or(v, true, shift))
+        },
+        show: |o| (!o.moe.fp4_shift).then(|| "rot".to_string()),
+    },
+    Knob {
+        name: "KILN_FP4_GEMV",
+        takes: || {
+            "`regs` (weights in registers), `async` (a cp.async ring in shared memory), `wide` \
+             (a ring of 4-step stages copied 256 bytes a row at a time) or `lean` (a ring of \
+             2-step stages that carry X, M up to 4); the rings need K a multiple of 128"
+                .into()
+        },
+        default: "wide",
         set: |o, v| {
             let path = |v: &str| match v {
                 "regs" => Some(Fp4Gemv::Regs),
                 "async" => Some(Fp4Gemv::Async),
                 "wide" => Some(Fp4Gemv::Wide),
+                "lean" => Some(Fp4Gemv::Lean),
                 _ => None,
             };
             put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Wide, path))

@@ -179,7 +179,13 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
-    /// `KILN_FP4_GEMV` (`regs`, `async` or `wide`): how the NVFP4 GEMV streams its weights.
+    /// `KILN_FP4_DECODE` (`rot` or `shift`): the 4-bit experts' dequantisation moves code bits
+    /// with funnel shifts (ALU pipe) or, where no bit wraps, plain left shifts written as
+    /// multiplies (FMA pipe), and the wgmma descriptors by addition. The same bits either way.
+    /// Default `shift` (H200, 2026-11-29, 5268cf5: the 512-row decode 979-984 us against
+    /// 1,068-1,114, verified; docs/moe.md, ledger F7).
+    pub fp4_shift: bool,
+    /// `KILN_FP4_GEMV` (`regs`, `async`, `wide` or `lean`): how the NVFP4 GEMV streams its weights.
     /// Default [`Fp4Gemv::Wide`] (H200, 2026-11-29: verified, 1.10x / 1.19x / 1.03x the register
     /// path at M 1, 4, 16; K not a multiple of 128 runs the register path).
     pub fp4_gemv: Fp4Gemv,
@@ -205,6 +211,7 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
+        fp4_shift: true,
         fp4_gemv: Fp4Gemv::Wide,
         fp4_tail: 1,
         gather: MoeGather::Auto,
@@ -221,6 +228,10 @@ pub enum Fp4Gemv {
     /// A cp.async ring of 3 four-step stages a warp, each copy instruction covering two rows'
     /// 256 contiguous bytes, and a decode with one multiply a pair (K a multiple of 128).
     Wide,
+    /// A cp.async ring of 4 two-step stages a warp, copy addresses computed once a lane, X
+    /// stored into shared memory in the mma's pair order (K a multiple of 128, M up to 4; a
+    /// larger M runs `Wide`).
+    Lean,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

@@ -117,6 +117,27 @@ impl GemvProblem {
         (1u32 << want.ilog2().min(4)).clamp(4, 16)
     }
 
+    /// Warps per CTA of the lean ring: [`GemvProblem::warps`], halved (down to 2) where that
+    /// puts a grid of more than one wave into one. Its CTAs are bounded by shared memory (four
+    /// weight stages and two X stages a warp), so a grid of 4-warp CTAs can leave a last
+    /// partial wave: 4x14336x4096 is 896 CTAs, 4 an SM at M 4 (528 at once: 1.7 waves), where
+    /// 2-warp CTAs fit 8 an SM.
+    pub fn lean_warps(&self, sms: u32) -> u32 {
+        let ctas = self.n.div_ceil(16) * self.batch;
+        let resident = |w: u32| -> usize {
+            let smem = (w * lean_warp_bytes(self.m) + 1024) as usize;
+            // at most 112 registers a thread (the kernel: 109, no spills), 64 warps an SM
+            let by_regs = 65536 / (w as usize * 32 * 112);
+            let by_warps = 64 / w as usize;
+            (228 * 1024 / smem).min(by_regs).min(by_warps) * sms.max(1) as usize
+        };
+        let mut w = self.warps(sms);
+        while w > 2 && resident(w) < ctas && resident(w / 2) >= ctas {
+            w /= 2;
+        }
+        w
+    }
+
     pub fn label(&self) -> String {
         let b = if self.batch > 1 {
             format!("x{}", self.batch)
@@ -155,6 +176,22 @@ pub fn spec_wide(arch: &str, nf: u32) -> KernelSpec {
 pub const WIDE_RING: u32 = 3;
 pub const WIDE_STAGE_BYTES: u32 = 16 * 256 + 16 * 32;
 
+/// The lean ring's specialisation (`KILN_FP4_GEMV=lean`, M up to [`LEAN_MAX_M`]): stages of 2
+/// steps with the stage's X, copied by cp.async from addresses computed once a lane.
+pub fn spec_lean(arch: &str) -> KernelSpec {
+    spec(arch, 1).define("KILN_GEMV_ASYNC", 3)
+}
+
+/// Weight stages in a warp's lean ring, the bytes of one (16 rows x 128 code bytes, 16 x 16
+/// scales), the most rows of X it takes, and a warp's bytes for M rows (the ring, then two X
+/// slots of M x 256 bf16): the kernel's LEAN_RING, LEAN_SLOT, LEAN_MAX_M and lean_warp_bytes.
+pub const LEAN_RING: u32 = 4;
+pub const LEAN_SLOT: u32 = 16 * 128 + 16 * 16;
+pub const LEAN_MAX_M: usize = 4;
+pub fn lean_warp_bytes(m: usize) -> u32 {
+    LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
+}
+
 /// Every specialisation.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     vec![
@@ -164,6 +201,7 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         spec_async(arch, 2),
         spec_wide(arch, 1),
         spec_wide(arch, 2),
+        spec_lean(arch),
     ]
 }
 
@@ -173,21 +211,25 @@ impl GemvProblem {
         self.k.is_multiple_of(128)
     }
 
-    /// The path `asked` for runs where K allows it, else the register path.
+    /// The path `asked` for runs where K allows it, else the register path; the lean ring holds
+    /// at most [`LEAN_MAX_M`] rows of X, so a larger M runs the wide ring.
     pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
         match asked {
-            Fp4Gemv::Async | Fp4Gemv::Wide if !self.takes_async() => Fp4Gemv::Regs,
+            Fp4Gemv::Async | Fp4Gemv::Wide | Fp4Gemv::Lean if !self.takes_async() => Fp4Gemv::Regs,
+            Fp4Gemv::Lean if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
             a => a,
         }
     }
 }
 
-/// The kernel and dynamic shared memory of `path` for M tiles `nf` and `warps` a CTA.
-fn kernel_of(arch: &str, path: Fp4Gemv, nf: u32, warps: u32) -> (KernelSpec, u32) {
+/// The kernel and dynamic shared memory of `path` for M `m` and `warps` a CTA.
+fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u32) {
+    let nf = if m > 8 { 2 } else { 1 };
     match path {
         Fp4Gemv::Regs => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
+        Fp4Gemv::Lean => (spec_lean(arch), warps * lean_warp_bytes(m)),
     }
 }
 
@@ -261,10 +303,15 @@ pub fn check_operands(p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
 /// Enqueues the GEMV on the context's stream (no synchronisation, no allocation).
 pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
     check_operands(p, ops)?;
-    let warps = p.warps(ctx.info.sm_count.max(1));
-    let nf = if p.m > 8 { 2 } else { 1 };
-    // the ring asked for where K allows it; else the register path
-    let (spec, smem) = kernel_of(&ctx.arch(), p.path(ctx.overrides.moe.fp4_gemv), nf, warps);
+    // the ring asked for where K (and, lean, M) allows it; else the register path
+    let path = p.path(ctx.overrides.moe.fp4_gemv);
+    let sms = ctx.info.sm_count.max(1);
+    let warps = if path == Fp4Gemv::Lean {
+        p.lean_warps(sms)
+    } else {
+        p.warps(sms)
+    };
+    let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps);
     let f = ctx.function(&spec)?;
     let mut args = GemvArgs {
         x: ops.x.ptr(),
@@ -499,6 +546,160 @@ mod tests {
         }
         assert_eq!(row_codes * n, 16 * 512);
         assert_eq!(row_scales * 16, k);
+    }
+
+    /// The lean ring on the CPU: `issue_lean`'s copies of a stage, the fast path (addresses
+    /// stepped from each lane's first) and the bounded one (rows past N, a last stage of one
+    /// step), and `read_lean`'s reads of step u must hand every lane the bytes the register path
+    /// loads (codes of rows g, g + 8 at k = 128 step + 32 q, their two scale codes) and X's 32
+    /// elements of its column; every byte of the stage written once; each 8-lane phase of a code
+    /// read on 8 distinct 16-byte bank groups.
+    #[test]
+    fn the_lean_rings_copies_and_reads_give_each_lane_its_bytes_and_x() {
+        for (n, k, m, row0) in [
+            (16usize, 1024usize, 1usize, 0usize),
+            (40, 640, 4, 32),
+            (16, 384, 3, 0),
+        ] {
+            let steps = k / 128;
+            let stages = steps.div_ceil(2);
+            let code = |r: usize, b: usize| (r * 131 + b * 7 + 3) as u8;
+            let scale = |r: usize, b: usize| (r * 29 + b * 11 + 1) as u8;
+            let xval = |row: usize, e: usize| (row * 1000 + e + 1) as u16;
+            // a stage's weight slot, then (here, after it) its X slot
+            let sb = (LEAN_SLOT + 512 * m as u32) as usize;
+            let (codes_bytes, x_at) = (16 * 128, 16 * 128 + 16 * 16);
+            for stage in 0..stages {
+                let fast = row0 + 16 <= n && (stage + 1) * 2 <= steps;
+                let mut smem = vec![0u8; sb];
+                let mut written = vec![false; sb];
+                let mut put = |at: usize, v: u8| {
+                    assert!(!written[at], "byte {at} written twice");
+                    written[at] = true;
+                    smem[at] = v;
+                };
+                for lane in 0..32 {
+                    let (c, hi) = (lane % 8, (lane / 8) & 1);
+                    let wdst = (lane / 8) * 128 + 16 * (c ^ (hi << 2));
+                    for i in 0..4 {
+                        let r = lane / 8 + 4 * i;
+                        let (row, step) = (row0 + r, stage * 2 + c / 4);
+                        // fast: the lane's first source, stepped by 4 rows and by the stage
+                        let in_range = fast || (row < n && step < steps);
+                        for b in 0..16 {
+                            let off = if fast {
+                                let first = (row0 + lane / 8) * (k / 2) + 16 * (lane % 8);
+                                first + stage * 128 + i * 4 * (k / 2) + b
+                            } else {
+                                row * (k / 2) + step * 64 + 16 * (c % 4) + b
+                            };
+                            let v = if in_range {
+                                code(off / (k / 2), off % (k / 2))
+                            } else {
+                                0
+                            };
+                            put(wdst + 512 * i + b, v);
+                        }
+                    }
+                    let (r, u) = (lane / 2, lane % 2);
+                    let (row, step) = (row0 + r, stage * 2 + u);
+                    for b in 0..8 {
+                        let v = if row < n && step < steps {
+                            scale(row, step * 8 + b)
+                        } else {
+                            0
+                        };
+                        put(codes_bytes + 8 * lane + b, v);
+                    }
+                    // store_lean_x: the lane's 8 elements as the pairs (0, 4), (1, 5),
+                    // (2, 6), (3, 7)
+                    let whole = (stage + 1) * 2 <= steps || lane < 16;
+                    for xr in 0..m {
+                        for (slot, e) in [0, 4, 1, 5, 2, 6, 3, 7].into_iter().enumerate() {
+                            let v = if whole {
+                                xval(xr, stage * 256 + 8 * lane + e)
+                            } else {
+                                0
+                            };
+                            put(x_at + 512 * xr + 16 * lane + 2 * slot, v as u8);
+                            put(x_at + 512 * xr + 16 * lane + 2 * slot + 1, (v >> 8) as u8);
+                        }
+                    }
+                }
+                assert!(
+                    written.iter().all(|&w| w),
+                    "every byte of the stage is written"
+                );
+                for u in 0..(steps - stage * 2).min(2) {
+                    let step = stage * 2 + u;
+                    for h in 0..2 {
+                        let mut groups = vec![Vec::new(); 4];
+                        for lane in 0..32 {
+                            let (g, q) = (lane / 4, lane % 4);
+                            let r = g + 8 * h;
+                            let c = (4 * u + q) ^ ((r & 1) << 2);
+                            let at = r * 128 + 16 * c;
+                            let k0 = step * 128 + 32 * q;
+                            let row = row0 + r;
+                            for b in 0..16 {
+                                let want = if row < n { code(row, k0 / 2 + b) } else { 0 };
+                                assert_eq!(smem[at + b], want, "lane {lane} step {step}");
+                            }
+                            let sat = codes_bytes + 16 * r + 8 * u + 2 * q;
+                            for b in 0..2 {
+                                let want = if row < n { scale(row, k0 / 16 + b) } else { 0 };
+                                assert_eq!(smem[sat + b], want);
+                            }
+                            if g < m {
+                                // compute_step's B words 2j, 2j + 1 of read v: X elements
+                                // (8v + 2j, 8v + 2j + 4) and (8v + 2j + 1, 8v + 2j + 5)
+                                let xa = x_at + 512 * g + 256 * u + 64 * q;
+                                let half = |at: usize| u16::from_le_bytes([smem[at], smem[at + 1]]);
+                                for v in 0..4 {
+                                    for w in 0..4 {
+                                        let at = xa + 16 * v + 4 * w;
+                                        let e0 = k0 + 8 * v + w;
+                                        let got = (half(at), half(at + 2));
+                                        let want = (xval(g, e0), xval(g, e0 + 4));
+                                        assert_eq!(got, want, "X of lane {lane} step {step}");
+                                    }
+                                }
+                            }
+                            groups[lane / 8].push((at / 16) % 8);
+                        }
+                        for (phase, mut gs) in groups.into_iter().enumerate() {
+                            gs.sort_unstable();
+                            gs.dedup();
+                            assert_eq!(gs.len(), 8, "step {u}, half {h}, phase {phase}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_lean_ring_fits_four_ctas_an_sm_and_takes_m_up_to_4() {
+        let per_cta = |warps: u32, m: usize| warps * lean_warp_bytes(m);
+        assert!(4 * (per_cta(4, LEAN_MAX_M) + 1024) <= 228 * 1024);
+        assert!(per_cta(16, LEAN_MAX_M) <= 227 * 1024);
+        let p = GemvProblem::new(4, 14336, 4096, DType::Bf16);
+        assert_eq!(p.path(Fp4Gemv::Lean), Fp4Gemv::Lean);
+        assert_eq!(GemvProblem { m: 5, ..p }.path(Fp4Gemv::Lean), Fp4Gemv::Wide);
+        assert_eq!(
+            GemvProblem { k: 4128, ..p }.path(Fp4Gemv::Lean),
+            Fp4Gemv::Regs
+        );
+        // 896 CTAs: four 4-warp CTAs an SM at M 4 leave 1.7 waves on 132 SMs, eight 2-warp
+        // CTAs hold them all
+        assert_eq!((p.warps(132), p.lean_warps(132)), (4, 2));
+        // 512 CTAs fit at 4 warps (six an SM at M 1); a small N keeps its 16 warps
+        let m1 = GemvProblem::new(1, 8192, 8192, DType::Bf16);
+        assert_eq!(m1.lean_warps(132), 4);
+        assert_eq!(
+            GemvProblem::new(1, 2048, 8192, DType::Bf16).lean_warps(132),
+            16
+        );
     }
 
     #[test]

@@ -590,7 +590,11 @@ impl Fp4Experts {
             reason,
         })?;
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
-        let f = ctx.function(&Self::spec(&ctx.arch(), p.input, l.format, swiglu, tile))?;
+        let mut spec = Self::spec(&ctx.arch(), p.input, l.format, swiglu, tile);
+        if !ctx.overrides.moe.fp4_shift {
+            spec = spec.define("KILN_FP4_ROT", 1); // the old decode, compiled when asked for
+        }
+        let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(tile.bn(swiglu));
         let mut args = Fp4Args {
@@ -695,6 +699,33 @@ pub(crate) fn max_tiles_m(p: &MoeProblem, tt: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The decode tiles compile without spills or serialisation notes with the shift decode (the
+    /// default, in every variant) and with `KILN_FP4_DECODE=rot`'s rotations (compiled only
+    /// when asked for: the variant budget).
+    #[test]
+    fn both_decodes_compile_without_spills() {
+        use crate::jit::{nvrtc, Jit};
+        if nvrtc::version().is_err() {
+            assert!(std::env::var_os("KILN_REQUIRE_NVRTC").is_none());
+            return;
+        }
+        let jit = Jit::default();
+        let dev = DeviceInfo::h100_sxm();
+        for (f, tile) in [
+            (Fp4Format::Nvfp4, Fp4Tile::narrow(8, true).paired(true)),
+            (Fp4Format::Mxfp4, Fp4Tile::narrow(8, true).paired(true)),
+            (Fp4Format::Nvfp4, Fp4Tile::narrow(16, true)),
+        ] {
+            let shift = Fp4Experts::spec("sm_90a", DType::Bf16, f, true, tile);
+            let rot = shift.clone().define("KILN_FP4_ROT", 1);
+            for s in [&shift, &rot] {
+                let c = jit.compile(s).unwrap();
+                let problems = crate::harness::check::judge(s, &c.resources, &dev);
+                assert!(problems.is_empty(), "{}: {problems:?}", s.label());
+            }
+        }
+    }
 
     #[test]
     fn the_split_block_and_workspace_match_the_kernel() {

@@ -40,11 +40,14 @@ MODELS = {
 
 
 def shapes(text: str) -> list[tuple[int, int]]:
-    """"1x4096,4x2048" -> [(1, 4096), (4, 2048)]"""
+    """"1x4096,4x2048" -> [(1, 4096), (4, 2048)]; "" -> [] (no prefill, as --decode '')."""
     out = []
-    for part in text.split(","):
+    for part in filter(None, text.split(",")):
         b, _, s = part.partition("x")
-        out.append((int(b), int(s)))
+        try:
+            out.append((int(b), int(s)))
+        except ValueError:
+            raise SystemExit(f"kiln.bench_model: the shape {part!r} is not BxS (e.g. 1x4096)") from None
     return out
 
 
@@ -175,7 +178,7 @@ def main(argv=None) -> int:
                     help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--layers", default="2", help="layer counts to build, e.g. 2,4 (default 2)")
     ap.add_argument("--vocab", type=int, default=32000, help="vocabulary size (default 32000)")
-    ap.add_argument("--prefill", default="1x4096,4x2048", help="BxS shapes to time prefill at")
+    ap.add_argument("--prefill", default="1x4096,4x2048", help="BxS shapes to time prefill at ('' for none)")
     ap.add_argument("--decode", default="1,8,64", help="batch sizes to time decode at ('' for none)")
     ap.add_argument("--context", type=int, default=2048, help="decode context tokens (default 2048)")
     ap.add_argument("--steps", type=int, default=64, help="timed decode steps (default 64)")

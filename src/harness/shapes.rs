@@ -227,7 +227,7 @@ mod tests {
         }
         // Rows that allow 2-, 4- and 8-byte copies only, in A (row-major: K) and B (row-major: N)
         for width in [2, 4, 8] {
-            let w = |ld: usize| (ld * 2 | 16) & (ld * 2 | 16).wrapping_neg();
+            let w = |ld: usize| ((ld * 2) | 16) & ((ld * 2) | 16).wrapping_neg();
             assert!(full
                 .iter()
                 .any(|p| p.layout.a_k_major() && w(p.lda) == width));

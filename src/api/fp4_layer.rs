@@ -13,7 +13,9 @@ use super::moe_route::{route_plan, RoutePlan};
 use super::options::MoeRows;
 use super::tensor::RawTensor;
 use super::validate::moe_layer::MoeRouting;
-use super::validate::{contiguous, dtype_in, err, float, no_alias, rank, MoePlan, Operand};
+use super::validate::{
+    aligned16, contiguous, dtype_in, err, float, no_alias, rank, MoePlan, Operand,
+};
 use crate::api::dtype::DType;
 use crate::device::DeviceBuffer;
 use crate::error::{ArgumentKind, Error, Result};
@@ -130,13 +132,7 @@ fn plan(
             &[DType::Bf16, DType::F16],
             "the 4-bit layer's activations are bf16 or f16",
         )?;
-        if !t.ptr().is_multiple_of(16) {
-            return Err(err(
-                name,
-                ArgumentKind::Bounds,
-                format!("`{name}` starts at {:#x}; the layer moves 16-byte vectors: give it 16-byte aligned", t.ptr()),
-            ));
-        }
+        aligned16(name, t, "the layer moves 16-byte vectors")?;
     }
     let (t, hidden) = (xi.shape()[0], xi.shape()[1]);
     if hidden != l13.k || l2.n != hidden {
@@ -251,11 +247,8 @@ impl Kiln {
             (p.w13.0, p.w2.0, p.dtype),
             (Fp4Tile::choose(up).tt, Fp4Tile::choose(down).tt),
         );
-        let addresses = (
-            (p.x, p.out, p.w13.1, p.w2.1),
-            (r.input, r.weights, r.bias),
-            (up, down),
-        );
+        // (the projections' problems follow from the key: no need to hash them per call)
+        let addresses = ((p.x, p.out, p.w13.1, p.w2.1), (r.input, r.weights, r.bias));
         let label = || format!("the 4-bit MoE layer of {} tokens", r.problem.tokens);
         self.run_graphed(
             Some(stream),

@@ -9,7 +9,7 @@ use super::handle::Kiln;
 use super::info::TensorInfo;
 use super::tensor::RawTensor;
 use super::validate::moe_layer::{route_source, MoeRouting};
-use super::validate::{contiguous, dtype_in, err, float, no_alias, rank, Operand};
+use super::validate::{aligned16, contiguous, dtype_in, err, float, no_alias, rank, Operand};
 use crate::api::dtype::DType;
 use crate::error::{ArgumentKind, Result};
 use crate::ops::moe::combine::{self, CombineShape, Rows};
@@ -224,9 +224,7 @@ pub unsafe fn moe_combine(
         ));
     }
     for (name, tensor) in [("rows", &rows), ("out", &out)] {
-        if !tensor.ptr().is_multiple_of(16) {
-            return Err(err(name, ArgumentKind::Bounds, format!("`{name}` starts at {:#x}; the combine reads 16-byte vectors: give it 16-byte aligned", tensor.ptr())));
-        }
+        aligned16(name, tensor, "the combine reads 16-byte vectors")?;
     }
     let inputs: Vec<(&str, &TensorInfo)> =
         all.iter().copied().filter(|(n, _)| *n != "out").collect();

@@ -112,6 +112,21 @@ pub(crate) fn same_dtype(
     Ok(())
 }
 
+/// `t` starts on a 16-byte boundary; `why` says what reads it so.
+pub(crate) fn aligned16(arg: &str, t: &TensorInfo, why: &str) -> Result<()> {
+    if !t.ptr().is_multiple_of(16) {
+        return Err(err(
+            arg,
+            ArgumentKind::Bounds,
+            format!(
+                "`{arg}` starts at {:#x}, which is not 16-byte aligned; {why}",
+                t.ptr()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn contiguous(arg: &str, t: &TensorInfo, why: &str) -> Result<()> {
     if !t.is_contiguous() {
         return Err(err(

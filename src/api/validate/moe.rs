@@ -4,7 +4,8 @@
 //! an even split (see `MoeRows`), and the kernels clamp what they read on the GPU to `x`.
 
 use super::{
-    contiguous, dtype_in, err, float, no_alias, on_device, rank, same_dtype, Operand, HALF, OUTPUTS,
+    aligned16, contiguous, dtype_in, err, float, no_alias, on_device, rank, same_dtype, Operand,
+    HALF, OUTPUTS,
 };
 use crate::api::dtype::DType;
 use crate::api::info::TensorInfo;
@@ -314,16 +315,7 @@ fn moe(
         }
     }
     for (name, t) in [("x", x), (wn, w)].into_iter().chain(w3.map(|t| ("w3", t))) {
-        if !t.ptr().is_multiple_of(16) {
-            return Err(err(
-                name,
-                ArgumentKind::Bounds,
-                format!(
-                    "`{name}` starts at {:#x}, which is not 16-byte aligned; kiln's MoE kernels read it with TMA",
-                    t.ptr()
-                ),
-            ));
-        }
+        aligned16(name, t, "kiln's MoE kernels read it with TMA")?;
     }
     let inputs: Vec<(&str, &TensorInfo)> = all
         .iter()

@@ -4,7 +4,8 @@
 //! that is wrong.
 
 use super::{
-    contiguous, dtype_in, err, float, no_alias, on_device, rank, same_dtype, Operand, HALF,
+    aligned16, contiguous, dtype_in, err, float, no_alias, on_device, rank, same_dtype, Operand,
+    HALF,
 };
 use crate::api::dtype::DType;
 use crate::api::info::TensorInfo;
@@ -240,13 +241,11 @@ pub fn moe_layer(
         ("out", out),
     ] {
         contiguous(name, tensor, "the MoE layer reads and writes packed rows")?;
-        if !tensor.ptr().is_multiple_of(16) {
-            return Err(err(
-                name,
-                ArgumentKind::Bounds,
-                format!("`{name}` starts at {:#x}, which is not 16-byte aligned; the MoE layer reads it with TMA and 16-byte vectors", tensor.ptr()),
-            ));
-        }
+        aligned16(
+            name,
+            tensor,
+            "the MoE layer reads it with TMA and 16-byte vectors",
+        )?;
     }
     let inputs: Vec<(&str, &TensorInfo)> =
         all.iter().copied().filter(|(n, _)| *n != "out").collect();

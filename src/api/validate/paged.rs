@@ -268,17 +268,11 @@ fn cache_and_tables(
 
 /// `t` starts on a 16-byte boundary (the kernels copy its rows 16 bytes at a time).
 fn aligned(arg: &str, t: &TensorInfo, what: &str) -> Result<()> {
-    if !t.ptr().is_multiple_of(16) {
-        return Err(err(
-            arg,
-            ArgumentKind::Bounds,
-            format!(
-                "`{arg}` starts at {:#x}, which is not 16-byte aligned; {what} copies rows 16 bytes at a time: pass a tensor whose start is (a slice at a multiple of 8 elements)",
-                t.ptr()
-            ),
-        ));
-    }
-    Ok(())
+    super::aligned16(
+        arg,
+        t,
+        &format!("{what} copies rows 16 bytes at a time: pass a tensor whose start is (a slice at a multiple of 8 elements)"),
+    )
 }
 
 /// Checks a decode step for a handle on GPU `device`: q [batch, seqlen_q, heads, head_dim],

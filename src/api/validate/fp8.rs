@@ -361,6 +361,21 @@ pub fn fp8_cast(
     }))
 }
 
+/// One FP8 expert tensor of a layer: `codes` e4m3 [E, N, K] and `scales` f32 [E, ceil(N/128),
+/// ceil(K/128)] (128x128 blocks per expert, DeepSeek-V3's weight_scale_inv); returns (E, N, K).
+pub(crate) fn fp8_experts(
+    device: usize,
+    (name, codes): (&str, &TensorInfo),
+    (scales_name, scales): (&str, &TensorInfo),
+) -> Result<(usize, usize, usize)> {
+    e4m3(name, codes, device, 3, "expert weights are [E, N, K]")?;
+    let (e, n, k) = (codes.shape()[0], codes.shape()[1], codes.shape()[2]);
+    k_multiple_of_16(name, k)?;
+    f32_scales(scales_name, scales, device)?;
+    block_scales(scales_name, scales, &[e, n.div_ceil(128), k.div_ceil(128)])?;
+    Ok((e, n, k))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

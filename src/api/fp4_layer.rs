@@ -203,61 +203,54 @@ impl Kiln {
             (r.input, r.weights, r.bias),
         );
         let label = || format!("the 4-bit MoE layer of {} tokens", r.problem.tokens);
-        self.run_graphed(
-            Some(stream),
-            key,
-            addresses,
-            label,
-            |_| Ok(()),
-            |ctx, ws, capturing| {
-                let l = &p.layout;
-                let base = ws.moe_layer.at_least(ctx, l.bytes, capturing)?;
-                let at = |off: usize| base + off as u64;
-                // (the routing builds both 4-bit kernels' tile tables: two launches fewer)
-                let table = |sched: usize, p: &MoeProblem| -> Result<TableSpec> {
-                    Ok(TableSpec {
-                        sched: at(sched),
-                        bm: Fp4Experts::tables(ctx, p)?,
-                        fold: 0,
-                        sorted: true,
-                    })
+        self.run_graphed(Some(stream), key, addresses, label, |ctx, ws, capturing| {
+            let l = &p.layout;
+            let base = ws.moe_layer.at_least(ctx, l.bytes, capturing)?;
+            let at = |off: usize| base + off as u64;
+            // (the routing builds both 4-bit kernels' tile tables: two launches fewer)
+            let table = |sched: usize, p: &MoeProblem| -> Result<TableSpec> {
+                Ok(TableSpec {
+                    sched: at(sched),
+                    bm: Fp4Experts::tables(ctx, p)?,
+                    fold: 0,
+                    sorted: true,
+                })
+            };
+            let extras = RouteExtras {
+                tables: [
+                    Some(table(l.sched_up, up)?),
+                    Some(table(l.sched_down, down)?),
+                ],
+                zero: None,
+            };
+            route_and_sort(ctx, io, base, &l.route, l.xs, &extras)?;
+            let buf = |ptr: u64, bytes: usize| {
+                // SAFETY: the caller's memory (checked by `plan`) or the workspace's parts laid
+                // out by `Fp4LayerLayout`, alive until the stream has run the launches.
+                unsafe { DeviceBuffer::borrowed(ptr, bytes) }
+            };
+            let offsets = buf(at(l.route.offsets), 4 * (up.experts + 1));
+            let project = |plan: &MoePlan,
+                           (layout, (w, e)): &(Fp4Layout, (Operand, Operand)),
+                           (x, y, sched): (usize, usize, usize)| {
+                let sched = buf(at(sched), sched_bytes(plan.problem.experts));
+                let (xb, yb) = (buf(at(x), plan.x.bytes), buf(at(y), plan.y.bytes));
+                let (wb, eb) = (buf(w.ptr, w.bytes), buf(e.ptr, e.bytes));
+                let ops = Fp4Operands {
+                    x: &xb,
+                    w: &wb,
+                    escale: &eb,
+                    y: &yb,
+                    rows: &offsets,
+                    route: None,
+                    sched: &sched,
                 };
-                let extras = RouteExtras {
-                    tables: [
-                        Some(table(l.sched_up, up)?),
-                        Some(table(l.sched_down, down)?),
-                    ],
-                    zero: None,
-                };
-                route_and_sort(ctx, io, base, &l.route, l.xs, &extras)?;
-                let buf = |ptr: u64, bytes: usize| {
-                    // SAFETY: the caller's memory (checked by `plan`) or the workspace's parts laid
-                    // out by `Fp4LayerLayout`, alive until the stream has run the launches.
-                    unsafe { DeviceBuffer::borrowed(ptr, bytes) }
-                };
-                let offsets = buf(at(l.route.offsets), 4 * (up.experts + 1));
-                let project = |plan: &MoePlan,
-                               (layout, (w, e)): &(Fp4Layout, (Operand, Operand)),
-                               (x, y, sched): (usize, usize, usize)| {
-                    let sched = buf(at(sched), sched_bytes(plan.problem.experts));
-                    let (xb, yb) = (buf(at(x), plan.x.bytes), buf(at(y), plan.y.bytes));
-                    let (wb, eb) = (buf(w.ptr, w.bytes), buf(e.ptr, e.bytes));
-                    let ops = Fp4Operands {
-                        x: &xb,
-                        w: &wb,
-                        escale: &eb,
-                        y: &yb,
-                        rows: &offsets,
-                        route: None,
-                        sched: &sched,
-                    };
-                    Fp4Experts::launch_tables(ctx, &plan.problem, layout, &ops, false)
-                };
-                project(&p.up, &p.w13, (l.xs, l.h, l.sched_up))?;
-                project(&p.down, &p.w2, (l.h, l.y, l.sched_down))?;
-                combine_sorted(ctx, io, base, &l.route, l.y, io.dtype)
-            },
-        )
+                Fp4Experts::launch_tables(ctx, &plan.problem, layout, &ops, false)
+            };
+            project(&p.up, &p.w13, (l.xs, l.h, l.sched_up))?;
+            project(&p.down, &p.w2, (l.h, l.y, l.sched_down))?;
+            combine_sorted(ctx, io, base, &l.route, l.y, io.dtype)
+        })
     }
 }
 

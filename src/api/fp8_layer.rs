@@ -229,77 +229,70 @@ impl Kiln {
         let key = ("fp8 layer", r.problem.key(), (p.up.n, p.up.k, io.dtype));
         let addresses = ((io.x, io.out, p.weights), (r.input, r.weights, r.bias));
         let label = || format!("the FP8 MoE layer of {} tokens", r.problem.tokens);
-        self.run_graphed(
-            Some(stream),
-            key,
-            addresses,
-            label,
-            |_| Ok(()),
-            |ctx, ws, capturing| {
-                let l = &p.layout;
-                let base = ws.moe_layer.at_least(ctx, l.bytes, capturing)?;
-                let at = |off: usize| base + off as u64;
-                let none = RouteExtras {
-                    tables: [None, None],
-                    zero: None,
-                };
-                route_and_sort(ctx, io, base, &l.route, l.xs, &none)?;
-                let buf = |ptr: u64, bytes: usize| {
-                    // SAFETY: the caller's memory (checked by `plan`) or the workspace's parts laid
-                    // out by `Fp8LayerLayout`, alive until the stream has run the launches.
-                    unsafe { DeviceBuffer::borrowed(ptr, bytes) }
-                };
-                let ws_buf = |off: usize, bytes: usize| buf(at(off), bytes);
-                let (pairs, hidden, inter) = (r.problem.pairs(), io.hidden, p.up.n);
-                let (xs, xq) = (
-                    ws_buf(l.xs, pairs * hidden * io.dtype.size()),
-                    ws_buf(l.xq, pairs * hidden),
-                );
-                let sx = ws_buf(l.sx, 4 * pairs * hidden.div_ceil(128));
-                let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);
-                quant::quantize_into(
-                    ctx, &xs, io.dtype, pairs, hidden, hidden, spec, &xq, hidden, &sx,
-                )?;
-                let (hq, sh) = (
-                    ws_buf(l.hq, pairs * inter),
-                    ws_buf(l.sh, 4 * pairs * inter.div_ceil(128)),
-                );
-                let y = ws_buf(l.y, 2 * pairs * hidden);
-                let offsets = ws_buf(l.route.offsets, 4 * (p.up.experts + 1));
-                let [(w1, s1), (w3, s3), (w2, s2)] = p
-                    .weights
-                    .map(|(c, s)| (buf(c.ptr, c.bytes), buf(s.ptr, s.bytes)));
-                let sched = |off: usize| ws_buf(off, sched_bytes(p.up.experts));
-                let (sched_up, sched_down) = (sched(l.sched_up), sched(l.sched_down));
-                let up = Fp8MoeOperands {
-                    x: &xq,
-                    sx: &sx,
-                    w: &w1,
-                    sw: &s1,
-                    w3: Some((&w3, &s3)),
-                    y: &hq,
-                    sy: Some(&sh),
-                    rows: &offsets,
-                    route: None,
-                    sched: &sched_up,
-                };
-                fp8_swiglu::launch(ctx, &p.up, &up)?;
-                let down = Fp8MoeOperands {
-                    x: &hq,
-                    sx: &sh,
-                    w: &w2,
-                    sw: &s2,
-                    w3: None,
-                    y: &y,
-                    sy: None,
-                    rows: &offsets,
-                    route: None,
-                    sched: &sched_down,
-                };
-                fp8_grouped::launch(ctx, &p.down, &down)?;
-                combine_sorted(ctx, io, base, &l.route, l.y, KernelDType::Bf16)
-            },
-        )
+        self.run_graphed(Some(stream), key, addresses, label, |ctx, ws, capturing| {
+            let l = &p.layout;
+            let base = ws.moe_layer.at_least(ctx, l.bytes, capturing)?;
+            let at = |off: usize| base + off as u64;
+            let none = RouteExtras {
+                tables: [None, None],
+                zero: None,
+            };
+            route_and_sort(ctx, io, base, &l.route, l.xs, &none)?;
+            let buf = |ptr: u64, bytes: usize| {
+                // SAFETY: the caller's memory (checked by `plan`) or the workspace's parts laid
+                // out by `Fp8LayerLayout`, alive until the stream has run the launches.
+                unsafe { DeviceBuffer::borrowed(ptr, bytes) }
+            };
+            let ws_buf = |off: usize, bytes: usize| buf(at(off), bytes);
+            let (pairs, hidden, inter) = (r.problem.pairs(), io.hidden, p.up.n);
+            let (xs, xq) = (
+                ws_buf(l.xs, pairs * hidden * io.dtype.size()),
+                ws_buf(l.xq, pairs * hidden),
+            );
+            let sx = ws_buf(l.sx, 4 * pairs * hidden.div_ceil(128));
+            let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);
+            quant::quantize_into(
+                ctx, &xs, io.dtype, pairs, hidden, hidden, spec, &xq, hidden, &sx,
+            )?;
+            let (hq, sh) = (
+                ws_buf(l.hq, pairs * inter),
+                ws_buf(l.sh, 4 * pairs * inter.div_ceil(128)),
+            );
+            let y = ws_buf(l.y, 2 * pairs * hidden);
+            let offsets = ws_buf(l.route.offsets, 4 * (p.up.experts + 1));
+            let [(w1, s1), (w3, s3), (w2, s2)] = p
+                .weights
+                .map(|(c, s)| (buf(c.ptr, c.bytes), buf(s.ptr, s.bytes)));
+            let sched = |off: usize| ws_buf(off, sched_bytes(p.up.experts));
+            let (sched_up, sched_down) = (sched(l.sched_up), sched(l.sched_down));
+            let up = Fp8MoeOperands {
+                x: &xq,
+                sx: &sx,
+                w: &w1,
+                sw: &s1,
+                w3: Some((&w3, &s3)),
+                y: &hq,
+                sy: Some(&sh),
+                rows: &offsets,
+                route: None,
+                sched: &sched_up,
+            };
+            fp8_swiglu::launch(ctx, &p.up, &up)?;
+            let down = Fp8MoeOperands {
+                x: &hq,
+                sx: &sh,
+                w: &w2,
+                sw: &s2,
+                w3: None,
+                y: &y,
+                sy: None,
+                rows: &offsets,
+                route: None,
+                sched: &sched_down,
+            };
+            fp8_grouped::launch(ctx, &p.down, &down)?;
+            combine_sorted(ctx, io, base, &l.route, l.y, KernelDType::Bf16)
+        })
     }
 }
 

@@ -45,6 +45,9 @@ pub struct WgmmaBwdTile {
     /// The two warpgroups take turns to issue Sᵀ and dPᵀ (`KILN_BWD_PINGPONG`; `TensorTile`
     /// only, the define `KILN_BWD_PP`).
     pub pingpong: bool,
+    /// The next query block's Sᵀ issued before this block's dQ is staged, descriptors by adds
+    /// (`bwd_fa3_lookahead.cu`; `TensorTile` split by columns at d128, no turns).
+    pub ahead: bool,
 }
 
 /// How a WGMMA backward adds dQ's partials into the fp32 accumulator (its deterministic mode
@@ -70,6 +73,7 @@ impl WgmmaBwdTile {
                 dq_split: 0,
                 dq: DqAdd::Atomic,
                 pingpong: false,
+                ahead: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
@@ -77,6 +81,7 @@ impl WgmmaBwdTile {
                 dq_split: 1,
                 dq: DqAdd::Atomic,
                 pingpong: false,
+                ahead: false,
             },
         }
     }
@@ -136,6 +141,9 @@ impl WgmmaBwdTile {
         let (file, entry) = match self.dq {
             DqAdd::Atomic => ("attention/bwd_fa3_wgmma.cu", "attn_bwd_fa3_wgmma"),
             DqAdd::BulkRows => ("attention/bwd_fa3_bulk_dq.cu", "attn_bwd_fa3_bulk_dq"),
+            DqAdd::TensorTile if self.ahead => {
+                ("attention/bwd_fa3_lookahead.cu", "attn_bwd_fa3_lookahead")
+            }
             DqAdd::TensorTile => ("attention/bwd_fa3_tma_dq.cu", "attn_bwd_fa3_tma_dq"),
         };
         let spec = KernelSpec::new(file, entry, arch)
@@ -145,7 +153,7 @@ impl WgmmaBwdTile {
             .define("KILN_DQ_SPLIT", self.dq_split)
             .define("KILN_SMEM", self.smem_bytes());
         match self.dq {
-            DqAdd::TensorTile => spec.define("KILN_BWD_PP", self.pingpong as u32),
+            DqAdd::TensorTile if !self.ahead => spec.define("KILN_BWD_PP", self.pingpong as u32),
             _ => spec,
         }
     }
@@ -254,7 +262,8 @@ pub fn launch_tile(
             THREADS,
         )
     };
-    // `bwd_fa3_tma_dq`: a fifth map, over the dQ accumulator, that its tiles are added through.
+    // `bwd_fa3_tma_dq`, `bwd_fa3_lookahead`: a fifth map, over the dQ accumulator, that their
+    // tiles are added through.
     let mut dq_map = match t.dq {
         DqAdd::TensorTile => Some(dq_acc_map(p, ws.dq_acc, t.dq_cols())?),
         _ => None,

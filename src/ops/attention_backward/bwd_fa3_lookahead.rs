@@ -1,0 +1,92 @@
+//! Host side of `kernels/attention/bwd_fa3_lookahead.cu`: `bwd_fa3_tma_dq`'s block, ring, maps
+//! and dQ tile with the next query block's Sᵀ issued before this block's dQ is staged (so that
+//! the tensor cores have work while the warpgroups store, fence and reduce dQ and start the next
+//! block) and every wgmma descriptor an add on a base built once. d128 splits dQ by columns only
+//! (`KILN_BWD_DQ_KEYS` is ignored: dQ's 64 accumulators by keys would not fit beside dK, dV and
+//! the next Sᵀ), and the warpgroups take no turns (`KILN_BWD_PINGPONG` is ignored). Not the
+//! default until a device run shows it verified and faster than `bwd_fa3_tma_dq`.
+
+use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, DqAdd, WgmmaBwdTile};
+use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
+use crate::device::{Context, DeviceInfo};
+use crate::error::Result;
+use crate::jit::KernelSpec;
+
+pub struct BwdFa3Lookahead;
+
+/// Its tile at head dim `d`: `bwd_fa3_tma_dq`'s (d128 by columns, d64 by keys with 4 stages).
+fn tile(d: usize) -> WgmmaBwdTile {
+    WgmmaBwdTile {
+        ahead: true,
+        ..WgmmaBwdTile::staged_for(d, false, DqAdd::TensorTile)
+    }
+}
+
+impl AttentionBackwardKernel for BwdFa3Lookahead {
+    fn name(&self) -> &'static str {
+        "bwd_fa3_lookahead"
+    }
+    fn summary(&self) -> &'static str {
+        "bwd_fa3_tma_dq with the next query block's S^T issued before this block's dQ is staged, and wgmma descriptors by adds"
+    }
+    fn rung(&self) -> u32 {
+        5
+    }
+    fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        supports_tile(p, dev, tile(p.attn.head_dim))
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        variants_of(arch, tile)
+    }
+    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+        launch_tile(self.name(), ctx, p, ops, tile(p.attn.head_dim))
+    }
+    fn by_default(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::attention::{AttentionProblem, DTYPES};
+    use crate::ops::attention_backward::bwd_fa3_wgmma::BWD_WGMMA_DIMS;
+
+    #[test]
+    fn tiles_are_the_tma_dq_column_split_in_another_file() {
+        for d in BWD_WGMMA_DIMS {
+            let (t, old) = (
+                tile(d),
+                WgmmaBwdTile::staged_for(d, false, DqAdd::TensorTile),
+            );
+            assert_eq!(t.smem_bytes(), old.smem_bytes());
+            assert_eq!((t.stages, t.dq_split), (old.stages, old.dq_split));
+            let spec = t.spec("sm_90a", DTYPES[0]);
+            assert!(spec.label().starts_with("bwd_fa3_lookahead"));
+            // no turns in this file
+            assert!(!spec.label().contains("KILN_BWD_PP"));
+        }
+        let h100 = DeviceInfo::h100_sxm();
+        let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
+        assert!(BwdFa3Lookahead.supports(&p(128), &h100).is_ok());
+        assert!(BwdFa3Lookahead.supports(&p(64), &h100).is_ok());
+        assert!(BwdFa3Lookahead
+            .supports(&p(256), &h100)
+            .unwrap_err()
+            .contains("use 64, 128"));
+        assert_eq!(BwdFa3Lookahead.variants("sm_90a").len(), 6);
+        // not yet run on a GPU: above bwd_fa3_tma_dq on the ladder, not the default
+        assert!(!BwdFa3Lookahead.by_default());
+        assert!(BwdFa3Lookahead.rung() > super::super::bwd_fa3_tma_dq::BwdFa3TmaDq.rung());
+    }
+
+    /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's
+    /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored).
+    #[test]
+    fn every_variant_compiles_without_spills() {
+        crate::ops::attention_backward::assert_compiles_clean(
+            BwdFa3Lookahead.variants("sm_90a"),
+            &["C751", "C7507", "C7508"],
+        );
+    }
+}

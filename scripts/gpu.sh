@@ -50,8 +50,10 @@
 #                                13 shapes (the d128 ones also split by keys) and SDPA's backwards
 #                                (about 8 min on an H200)
 #   bwd-lookahead                bwd_fa3_lookahead verified as bwd-tma-dq verifies bwd_fa3_tma_dq
-#                                (no key split: it has none), then timed beside bwd_fa3_tma_dq at
-#                                `backward`'s 13 shapes and SDPA's backwards (about 7 min on an H200)
+#                                (no key split: it has none; also with KILN_BWD_NO_AHEAD=1), then
+#                                timed beside bwd_fa3_tma_dq at `backward`'s 13 shapes and SDPA's
+#                                backwards, and with KILN_BWD_NO_AHEAD=1 at three (about 8 min on
+#                                an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -827,6 +829,14 @@ bwd-lookahead)
   # split), then timed beside bwd_fa3_tma_dq (the default) at the 13 shapes and SDPA's backwards.
   need_bin "$KILN"; machine "$KILN"
   bwd_staged_verify lookahead bwd_fa3_lookahead nokeys
+  step lookahead-quick-desc-only 90 env KILN_BWD_NO_AHEAD=1 "$KILN" attn verify --backward --suite quick \
+    --version bwd_fa3_lookahead
+  # the descriptors by adds alone (KILN_BWD_NO_AHEAD=1), beside the default walk, at three shapes
+  for shape in "2 16 8192 128" "4 32 4096 128 --causal" "4 16 4096 64"; do
+    set -- $shape
+    step "lookahead-desc-only-d$4-b$1-h$2${5:+-causal}" 120 env KILN_BWD_NO_AHEAD=1 "$KILN" attn bench --backward \
+      --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" ${5:-} --version bwd_fa3_lookahead --reps 10 --warmup 3
+  done
   BWD_VERSION="bwd_fa3_tma_dq bwd_fa3_lookahead" bwd_bench
   ;;
 

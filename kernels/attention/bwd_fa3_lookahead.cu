@@ -15,9 +15,17 @@
 //     every product takes its tiles' addresses in 16-byte units from bases built once
 //     (wgmma_desc_sw128_at: one add a wgmma), and the warpgroup index is broadcast
 //     (warpgroup_index) so that the bases are warp-uniform.
-// No turns (KILN_BWD_PINGPONG) and no key split at d128 (KILN_BWD_DQ_KEYS): the host ignores both.
+// KILN_BWD_SAHEAD 0 (KILN_BWD_NO_AHEAD=1 on the host): each block issues its own Sᵀ beside dPᵀ
+// and waits for dQ before its staging, as bwd_fa3_tma_dq does, with the descriptors by adds: what
+// the descriptors alone buy. No turns (KILN_BWD_PINGPONG) and no key split at d128
+// (KILN_BWD_DQ_KEYS): the host ignores both.
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_tile.cuh"
+
+#if !defined(KILN_BWD_SAHEAD)
+#error "KILN_BWD_SAHEAD (the next block's Sᵀ issued before this block's dQ staging: 0 or 1) must be defined by the host"
+#endif
+constexpr bool SA = KILN_BWD_SAHEAD != 0;
 
 static_assert(QN == 64, "d128 split by columns or d64 by keys: dQ in 32 accumulators beside dK, dV and the next Sᵀ");
 
@@ -39,13 +47,17 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
   // uniform serialises them all, C7518): with no block, or after the last, it reads whatever the
   // stage holds and its result is dropped.
   float st[SR];
-  if (k.iters > 0) sm.qring.wait_full(0);
-  wgmma_fence();
-  keys_by_queries<D, BM, BN, true>(st, skc16, ring16);
-  wgmma_commit();
+  if (SA) {
+    if (k.iters > 0) sm.qring.wait_full(0);
+    wgmma_fence();
+    keys_by_queries<D, BM, BN, true>(st, skc16, ring16);
+    wgmma_commit();
+  }
   for (int it = 0; it < k.iters; ++it) {
     const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
-    // Stage s has landed (waited before this block's Sᵀ was issued).
+    // Stage s has landed (SA: waited before this block's Sᵀ was issued). Its index from the
+    // iteration, not from the wait, so that the descriptors stay uniform.
+    if (!SA) sm.qring.wait_full(it);
     const int s = sm.qring.slot(it);
     const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
     const float* sl = sm.vec + s * 2 * BM;
@@ -55,33 +67,52 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
     // Sᵀ has completed (issued before the previous block's dQ staging). Waited for here, not
     // after dPᵀ is issued: a wait<1> for a group issued before the loop's back edge serialised
     // every wgmma (ptxas C7514).
-    wgmma_wait<0>();
-    fence_all(st);
+    if (SA) {
+      wgmma_wait<0>();
+      fence_all(st);
+    }
     float dp[SR];
     wgmma_fence();
+    if (!SA) {
+      keys_by_queries<D, BM, BN, true>(st, skc16, sq16);
+      wgmma_commit();
+    }
     keys_by_queries<D, BM, BN, true>(dp, svc16, sdo16);
     wgmma_commit();
+    if (!SA) {
+      wgmma_wait<1>();
+      fence_all(st);
+    }
     const u32 ds = bwd_grads<true, DS_BUFS, true>(st, dp, l, dk, dv, p, k, sm, th, it, m0, sq16, sdo16, sl, [&] { tile.before_meet(); });
     float dq[QN / 2];
     wgmma_fence();
     dq_from_ds<QN, QKS, BM, BN, true>(dq, ds >> 4, sk16, SPLIT_N ? 0 : c * 64, SPLIT_N ? c * (QN / 64) : 0);
     wgmma_commit();
-    wgmma_wait<1>();  // dV and dK: Q and dO are read (Sᵀ, dPᵀ, dV, dK), Pᵀ's and dSᵀ's registers free
+    // SA: dV and dK (Q and dO are read: Sᵀ, dPᵀ, dV, dK; Pᵀ's and dSᵀ's registers free); else all.
+    if (SA) {
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
     // The stage from an opaque copy of the iteration (bwd_block's: kept live, it spilled).
     int it_late = it;
     asm volatile("" : "+r"(it_late));
     if (th.lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
-    const int s1 = it + 1 < k.iters ? sm.qring.wait_full(it + 1) : s;
-    wgmma_fence();
-    keys_by_queries<D, BM, BN, true>(st, skc16, ring16 + s1 * (STAGE_BYTES / 16));
-    wgmma_commit();
-    wgmma_wait<1>();  // dQ; the next Sᵀ runs under its staging
+    if (SA) {
+      const int s1 = it + 1 < k.iters ? sm.qring.wait_full(it + 1) : s;
+      wgmma_fence();
+      keys_by_queries<D, BM, BN, true>(st, skc16, ring16 + s1 * (STAGE_BYTES / 16));
+      wgmma_commit();
+      wgmma_wait<1>();  // dQ; the next Sᵀ runs under its staging
+    }
     fence_all(dq);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     tile.add(dq, p, k, th, h, m0, sem);
   }
-  wgmma_wait<0>();  // the Sᵀ after the last block (dropped)
-  fence_all(st);
+  if (SA) {
+    wgmma_wait<0>();  // the Sᵀ after the last block (dropped)
+    fence_all(st);
+  }
   tile.before_exit();
   fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
   fence_all(dv);

@@ -81,6 +81,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
     // one non-default value per knob
     let values: &[(&str, &str)] = &[
         ("KILN_BWD_DQ_KEYS", "1"),
+        ("KILN_BWD_NO_AHEAD", "1"),
         ("KILN_BWD_PINGPONG", "1"),
         ("KILN_FA3_D128", "pingpong=1,persist=2"),
         ("KILN_FA3_D256", "stages=3"),

@@ -3,21 +3,31 @@
 //! the tensor cores have work while the warpgroups store, fence and reduce dQ and start the next
 //! block) and every wgmma descriptor an add on a base built once. d128 splits dQ by columns only
 //! (`KILN_BWD_DQ_KEYS` is ignored: dQ's 64 accumulators by keys would not fit beside dK, dV and
-//! the next Sᵀ), and the warpgroups take no turns (`KILN_BWD_PINGPONG` is ignored). Not the
-//! default until a device run shows it verified and faster than `bwd_fa3_tma_dq`.
+//! the next Sᵀ), and the warpgroups take no turns (`KILN_BWD_PINGPONG` is ignored).
+//! `KILN_BWD_NO_AHEAD=1` keeps the descriptors by adds but issues each block's Sᵀ at its top, as
+//! `bwd_fa3_tma_dq` does: what each change buys, in two runs. Not the default until a device run
+//! shows it verified and faster than `bwd_fa3_tma_dq`.
 
-use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, DqAdd, WgmmaBwdTile};
+use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, Ahead, DqAdd, WgmmaBwdTile};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::ops::attention::DTYPES;
+
+use super::bwd_fa3_wgmma::BWD_WGMMA_DIMS;
 
 pub struct BwdFa3Lookahead;
 
-/// Its tile at head dim `d`: `bwd_fa3_tma_dq`'s (d128 by columns, d64 by keys with 4 stages).
-fn tile(d: usize) -> WgmmaBwdTile {
+/// Its tile at head dim `d`: `bwd_fa3_tma_dq`'s (d128 by columns, d64 by keys with 4 stages);
+/// `no_ahead` (`KILN_BWD_NO_AHEAD`): the descriptors by adds only.
+fn tile(d: usize, no_ahead: bool) -> WgmmaBwdTile {
     WgmmaBwdTile {
-        ahead: true,
+        ahead: if no_ahead {
+            Ahead::DescOnly
+        } else {
+            Ahead::SAhead
+        },
         ..WgmmaBwdTile::staged_for(d, false, DqAdd::TensorTile)
     }
 }
@@ -33,13 +43,20 @@ impl AttentionBackwardKernel for BwdFa3Lookahead {
         5
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        supports_tile(p, dev, tile(p.attn.head_dim))
+        supports_tile(p, dev, tile(p.attn.head_dim, false))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        variants_of(arch, tile)
+        let mut v = variants_of(arch, |d| tile(d, false));
+        for d in BWD_WGMMA_DIMS {
+            for dt in DTYPES {
+                v.push(tile(d, true).spec(arch, dt));
+            }
+        }
+        v
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        launch_tile(self.name(), ctx, p, ops, tile(p.attn.head_dim))
+        let no_ahead = ctx.overrides.attention.bwd_no_ahead;
+        launch_tile(self.name(), ctx, p, ops, tile(p.attn.head_dim, no_ahead))
     }
     fn by_default(&self) -> bool {
         false
@@ -49,22 +66,25 @@ impl AttentionBackwardKernel for BwdFa3Lookahead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::attention::{AttentionProblem, DTYPES};
-    use crate::ops::attention_backward::bwd_fa3_wgmma::BWD_WGMMA_DIMS;
+    use crate::ops::attention::AttentionProblem;
 
     #[test]
     fn tiles_are_the_tma_dq_column_split_in_another_file() {
         for d in BWD_WGMMA_DIMS {
-            let (t, old) = (
-                tile(d),
-                WgmmaBwdTile::staged_for(d, false, DqAdd::TensorTile),
-            );
-            assert_eq!(t.smem_bytes(), old.smem_bytes());
-            assert_eq!((t.stages, t.dq_split), (old.stages, old.dq_split));
-            let spec = t.spec("sm_90a", DTYPES[0]);
-            assert!(spec.label().starts_with("bwd_fa3_lookahead"));
-            // no turns in this file
-            assert!(!spec.label().contains("KILN_BWD_PP"));
+            for no_ahead in [false, true] {
+                let (t, old) = (
+                    tile(d, no_ahead),
+                    WgmmaBwdTile::staged_for(d, false, DqAdd::TensorTile),
+                );
+                assert_eq!(t.smem_bytes(), old.smem_bytes());
+                assert_eq!((t.stages, t.dq_split), (old.stages, old.dq_split));
+                let label = t.spec("sm_90a", DTYPES[0]).label();
+                assert!(label.starts_with("bwd_fa3_lookahead"), "{label}");
+                // no turns in this file; the walk as a define
+                assert!(!label.contains("KILN_BWD_PP"), "{label}");
+                let sa = format!("KILN_BWD_SAHEAD={}", !no_ahead as u32);
+                assert!(label.contains(&sa), "{label}");
+            }
         }
         let h100 = DeviceInfo::h100_sxm();
         let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
@@ -74,7 +94,10 @@ mod tests {
             .supports(&p(256), &h100)
             .unwrap_err()
             .contains("use 64, 128"));
-        assert_eq!(BwdFa3Lookahead.variants("sm_90a").len(), 6);
+        let v = BwdFa3Lookahead.variants("sm_90a");
+        assert_eq!(v.len(), 10);
+        let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
+        assert_eq!(unique.len(), 10);
         // not yet run on a GPU: above bwd_fa3_tma_dq on the ladder, not the default
         assert!(!BwdFa3Lookahead.by_default());
         assert!(BwdFa3Lookahead.rung() > super::super::bwd_fa3_tma_dq::BwdFa3TmaDq.rung());

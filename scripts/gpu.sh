@@ -49,6 +49,11 @@
 #                                each <= 90 s), then timed beside bwd_fa3_bulk_dq at `backward`'s
 #                                13 shapes (the d128 ones also split by keys) and SDPA's backwards
 #                                (about 8 min on an H200)
+#   bwd-lookahead                bwd_fa3_lookahead verified as bwd-tma-dq verifies bwd_fa3_tma_dq
+#                                (no key split: it has none; also with KILN_BWD_NO_AHEAD=1), then
+#                                timed beside bwd_fa3_tma_dq at `backward`'s 13 shapes and SDPA's
+#                                backwards, and with KILN_BWD_NO_AHEAD=1 at three (about 8 min on
+#                                an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -375,19 +380,21 @@ attn_shapes() {
   done; done; done
 }
 
-# bwd_staged_verify NAME VERSION: a backward version that stages dQ in shared memory verified
-# (steps NAME-*, each <= 90 s): compiled, the quick suite with d128's dQ split by columns and by
-# keys (KILN_BWD_DQ_KEYS=1), GQA causal S 1000 d128 (both splits), ragged BHSD f16 d64, and a
-# deterministic causal run.
+# bwd_staged_verify NAME VERSION [nokeys]: a backward version that stages dQ in shared memory
+# verified (steps NAME-*, each <= 90 s): compiled, the quick suite with d128's dQ split by columns
+# and (unless nokeys) by keys (KILN_BWD_DQ_KEYS=1), GQA causal S 1000 d128 (both splits), ragged
+# BHSD f16 d64, and a deterministic causal run.
 bwd_staged_verify() {
-  local n=$1 V=$2
+  local n=$1 V=$2 keys=${3:-keys}
   step "$n-compile" 90 "$KILN" check --version "$V"
   step "$n-quick" 90 "$KILN" attn verify --backward --suite quick --version "$V"
-  step "$n-quick-keys" 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
+  [ "$keys" = nokeys ] ||
+    step "$n-quick-keys" 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
   step "$n-gqa-causal" 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
     --seqlen 1000 --dim 128 --causal
-  step "$n-gqa-causal-keys" 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --version "$V" --batch 2 \
-    --heads 4 --kv-heads 2 --seqlen 1000 --dim 128 --causal
+  [ "$keys" = nokeys ] ||
+    step "$n-gqa-causal-keys" 90 env KILN_BWD_DQ_KEYS=1 "$KILN" attn verify --backward --version "$V" --batch 2 \
+      --heads 4 --kv-heads 2 --seqlen 1000 --dim 128 --causal
   step "$n-ragged-bhsd" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
     --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
   step "$n-determ" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
@@ -815,6 +822,22 @@ bwd-tma-dq)
   need_bin "$KILN"; machine "$KILN"
   bwd_staged_verify tma-dq bwd_fa3_tma_dq
   BWD_VERSION="bwd_fa3_bulk_dq bwd_fa3_tma_dq" BWD_KEYS=bwd_fa3_tma_dq bwd_bench
+  ;;
+
+bwd-lookahead)
+  # bwd_fa3_lookahead's first full device run (about 7 min on an H200): verified (it has no key
+  # split), then timed beside bwd_fa3_tma_dq (the default) at the 13 shapes and SDPA's backwards.
+  need_bin "$KILN"; machine "$KILN"
+  bwd_staged_verify lookahead bwd_fa3_lookahead nokeys
+  step lookahead-quick-desc-only 90 env KILN_BWD_NO_AHEAD=1 "$KILN" attn verify --backward --suite quick \
+    --version bwd_fa3_lookahead
+  # the descriptors by adds alone (KILN_BWD_NO_AHEAD=1), beside the default walk, at three shapes
+  for shape in "2 16 8192 128" "4 32 4096 128 --causal" "4 16 4096 64"; do
+    set -- $shape
+    step "lookahead-desc-only-d$4-b$1-h$2${5:+-causal}" 120 env KILN_BWD_NO_AHEAD=1 "$KILN" attn bench --backward \
+      --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" ${5:-} --version bwd_fa3_lookahead --reps 10 --warmup 3
+  done
+  BWD_VERSION="bwd_fa3_tma_dq bwd_fa3_lookahead" bwd_bench
   ;;
 
 moe)

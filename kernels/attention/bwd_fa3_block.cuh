@@ -132,6 +132,68 @@ __device__ __forceinline__ void p_from_s(float (&st)[SR], float2 (&l)[BM / 8], c
   }
 }
 
+// The middle of a query block (iteration it, rows m0 ..) of consumer th.c, written once for
+// bwd_block and bwd_fa3_lookahead.cu's walk: Sᵀ has completed into st and dPᵀ is the newest
+// wgmma group in flight (dp). Pᵀ in place of Sᵀ (masked on edge blocks only), dV += Pᵀ·dO, dSᵀ
+// in place of dPᵀ, dK += dSᵀ·Q issued (dV and dK left in flight), dSᵀ rounded into buffer
+// it % DS_BUFS, and the consumers met (both, or this warpgroup's warps under the key split); the
+// buffer's address is returned. l: the queries' LSE·log2e when AHEAD (else read here); sq_a,
+// sdo_a: the stage's Q and dO as the products take them (AT: in 16-byte units); sl: its vectors.
+// before_meet(): just before the barrier at which the dSᵀ rows are shared.
+template <bool AHEAD, int DS_BUFS, bool AT, class BeforeMeet>
+__device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float2 (&l)[BM / 8], float (&dk)[KR], float (&dv)[KR],
+                                         const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int m0,
+                                         u32 sq_a, u32 sdo_a, const float* sl, const BeforeMeet& before_meet) {
+  static_assert(DS_BUFS == 2 || (DS_BUFS == 1 && !SPLIT_N), "one dSᵀ buffer only when the warpgroups do not share rows");
+  const int c = th.c, t = th.t, krow = th.krow;
+  // Pᵀ, masked on edge blocks only: two copies of the loop, so that the inner blocks run without
+  // a branch per element (one per element was 7 % of the stall samples, branch resolving).
+  const bool edge = k.n0 + BN > p.skv || m0 + BM > p.sq || (p.causal && k.n0 + BN - 1 > m0 + k.off);
+  if (edge) {
+    p_from_s<AHEAD, true>(st, l, sl, p, k, c * 64 + krow, t, m0);
+  } else {
+    p_from_s<AHEAD, false>(st, l, sl, p, k, c * 64 + krow, t, m0);
+  }
+  float2 dd[BM / 8];  // D of the same queries (AHEAD: read while dPᵀ and dV run)
+  if (AHEAD) {
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
+  }
+  u32 pa[KP][4];
+  pack_a<KP>(pa, st);
+  wgmma_fence();
+  keys_by_dims<D, BM, AT>(dv, pa, sdo_a);
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_all(dp);
+#pragma unroll
+  for (int j = 0; j < BM / 8; ++j) {
+    if (!AHEAD) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dd[j].y : dd[j].x));
+  }
+  u32 dsa[KP][4];
+  pack_a<KP>(dsa, dp);
+  wgmma_fence();
+  keys_by_dims<D, BM, AT>(dk, dsa, sq_a);
+  wgmma_commit();
+  // dSᵀ rows (keys 64c + krow, + 8) into buffer it % DS_BUFS; with one buffer, once every warp of
+  // the warpgroup is past the previous block's dQ product (which read all its rows).
+  const u32 ds = sm.sds + (DS_BUFS == 1 ? 0 : (it & 1)) * DS_BYTES;
+  if (DS_BUFS == 1) named_barrier_sync(1 + c, 128);
+  store_ds_t<BM>(ds, dsa, c * 64 + krow, t);
+  fence_proxy_async_shared();
+  before_meet();
+  // Column split: every consumer's rows are needed (both warpgroups meet); key split: only this
+  // warpgroup's.
+  if (SPLIT_N) {
+    named_barrier_sync(1, 256);
+  } else {
+    named_barrier_sync(1 + c, 128);
+  }
+  return ds;
+}
+
 // One query block (iteration it, rows m0 ..) of consumer th.c: its products, dK and dV
 // accumulated, the stage released, and dq = this consumer's dQ partial (register i: query row
 // krow + 8·((i >> 1) & 1), column col0 + 8·(i >> 2) + 2t + (i & 1), col0 = SPLIT_N ? c·QN : 0).
@@ -141,14 +203,12 @@ __device__ __forceinline__ void p_from_s(float (&st)[SR], float2 (&l)[BM / 8], c
 // blocks apart) or one (each warpgroup meets its own warps before it rewrites its rows; key split
 // only). PP: the two warpgroups take turns to issue Sᵀ and dPᵀ (named barriers 6 and 7, a token
 // passed after each issue; bwd_consume hands warpgroup 0 the first), so that one's exponentials
-// run under the other's products. before_meet(): just before the barrier at which the dSᵀ rows
-// are shared.
+// run under the other's products. before_meet(): bwd_grads'.
 template <bool AHEAD, int DS_BUFS, bool PP, class BeforeMeet>
 __device__ __forceinline__ void bwd_block(float (&dq)[QN / 2], float (&dk)[KR], float (&dv)[KR], const AttnBwdArgs& p, const BwdWalk& k,
                                           const BwdSmem& sm, const BwdThread& th, int it, int m0,
                                           const BeforeMeet& before_meet) {
-  static_assert(DS_BUFS == 2 || (DS_BUFS == 1 && !SPLIT_N), "one dSᵀ buffer only when the warpgroups do not share rows");
-  const int c = th.c, lane = th.lane, t = th.t, krow = th.krow;
+  const int c = th.c, lane = th.lane, t = th.t;
   const u32 skc = sm.sk + c * 64 * 128, svc = sm.sv + c * 64 * 128;
   const int s = sm.qring.wait_full(it);
   const u32 sq = sm.ring + s * STAGE_BYTES, sdo = sq + Q_BYTES;
@@ -170,51 +230,7 @@ __device__ __forceinline__ void bwd_block(float (&dq)[QN / 2], float (&dk)[KR], 
   if (PP && !(c == 1 && it == k.iters - 1)) named_barrier_arrive(6 + (1 - c), 256);
   wgmma_wait<1>();
   fence_all(st);
-  // Pᵀ, masked on edge blocks only: two copies of the loop, so that the inner blocks run without
-  // a branch per element (one per element was 7 % of the stall samples, branch resolving).
-  const bool edge = k.n0 + BN > p.skv || m0 + BM > p.sq || (p.causal && k.n0 + BN - 1 > m0 + k.off);
-  if (edge) {
-    p_from_s<AHEAD, true>(st, l, sl, p, k, c * 64 + krow, t, m0);
-  } else {
-    p_from_s<AHEAD, false>(st, l, sl, p, k, c * 64 + krow, t, m0);
-  }
-  float2 dd[BM / 8];  // D of the same queries (AHEAD: read while dPᵀ and dV run)
-  if (AHEAD) {
-#pragma unroll
-    for (int j = 0; j < BM / 8; ++j) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
-  }
-  u32 pa[KP][4];
-  pack_a<KP>(pa, st);
-  wgmma_fence();
-  keys_by_dims<D, BM>(dv, pa, sdo);
-  wgmma_commit();
-  wgmma_wait<1>();
-  fence_all(dp);
-#pragma unroll
-  for (int j = 0; j < BM / 8; ++j) {
-    if (!AHEAD) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dd[j].y : dd[j].x));
-  }
-  u32 dsa[KP][4];
-  pack_a<KP>(dsa, dp);
-  wgmma_fence();
-  keys_by_dims<D, BM>(dk, dsa, sq);
-  wgmma_commit();
-  // dSᵀ rows (keys 64c + krow, + 8) into buffer it % DS_BUFS; with one buffer, once every warp of
-  // the warpgroup is past the previous block's dQ product (which read all its rows).
-  const u32 ds = sm.sds + (DS_BUFS == 1 ? 0 : (it & 1)) * DS_BYTES;
-  if (DS_BUFS == 1) named_barrier_sync(1 + c, 128);
-  store_ds_t<BM>(ds, dsa, c * 64 + krow, t);
-  fence_proxy_async_shared();
-  before_meet();
-  // Column split: every consumer's rows are needed (both warpgroups meet); key split: only this
-  // warpgroup's.
-  if (SPLIT_N) {
-    named_barrier_sync(1, 256);
-  } else {
-    named_barrier_sync(1 + c, 128);
-  }
+  const u32 ds = bwd_grads<AHEAD, DS_BUFS, false>(st, dp, l, dk, dv, p, k, sm, th, it, m0, sq, sdo, sl, before_meet);
   // d128 split by keys: dQ's 64 accumulators only fit once dK is done with dSᵀ's registers (else
   // ptxas serialises the wgmmas, C7512).
   if (QN > 64) wgmma_wait<0>();

@@ -27,22 +27,32 @@ template <int NK> __device__ __forceinline__ void pack_a(u32 (&a)[NK][4], const 
     for (int e = 0; e < 4; ++e) a[kk][e] = pack2<in_t>(x[8 * kk + 2 * e], x[8 * kk + 2 * e + 1]);
 }
 
+// The descriptor of the 128B-swizzled operand `off` bytes past `at`: AT false, `at` is a shared
+// address (wgmma_desc_sw128: mask, shift, or per wgmma); AT true, `at` is that address in 16-byte
+// units (wgmma_desc_sw128_at: one add per wgmma on a base built once). Every product below takes
+// its tile addresses in the form its AT says.
+template <bool AT> __device__ __forceinline__ u64 desc_at(u32 at, u32 off, u32 lbo, u32 sbo) {
+  return AT ? wgmma_desc_sw128_at(at + off / 16, lbo, sbo) : wgmma_desc_sw128(at + off, lbo, sbo);
+}
+
 // acc(64 keys x BM queries) = X·Yᵀ over D: X 64 rows of a [BN][D] tile at `sx` (row offset
 // applied), Y the [BM][D] tile at `sy`, both K-major in 64-dim boxes.
-template <int D, int BM, int BN> __device__ __forceinline__ void keys_by_queries(float (&acc)[BM / 2], u32 sx, u32 sy) {
+template <int D, int BM, int BN, bool AT = false>
+__device__ __forceinline__ void keys_by_queries(float (&acc)[BM / 2], u32 sx, u32 sy) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    const u64 da = wgmma_desc_sw128(sx + (kk / 4) * (BN * 128) + (kk % 4) * 32, 16, 1024);
-    const u64 db = wgmma_desc_sw128(sy + (kk / 4) * (BM * 128) + (kk % 4) * 32, 16, 1024);
+    const u64 da = desc_at<AT>(sx, (kk / 4) * (BN * 128) + (kk % 4) * 32, 16, 1024);
+    const u64 db = desc_at<AT>(sy, (kk / 4) * (BM * 128) + (kk % 4) * 32, 16, 1024);
     wgmma_m64k16<in_t, BM, 0, 0>(acc, da, db, kk > 0);
   }
 }
 
 // acc(64 keys x D) += Xᵀ·Y: Xᵀ in registers (keys x queries), Y the [BM][D] tile at `sy` read
 // MN-major (K = queries: 16 rows = 2048 bytes; each 64-dim box BM·128 bytes on).
-template <int D, int BM> __device__ __forceinline__ void keys_by_dims(float (&acc)[D / 2], const u32 (&xa)[BM / 16][4], u32 sy) {
+template <int D, int BM, bool AT = false>
+__device__ __forceinline__ void keys_by_dims(float (&acc)[D / 2], const u32 (&xa)[BM / 16][4], u32 sy) {
 #pragma unroll
-  for (int kk = 0; kk < BM / 16; ++kk) wgmma_m64k16_rs<in_t, D, 1>(acc, xa[kk], wgmma_desc_sw128(sy + kk * 2048, BM * 128, 1024), 1);
+  for (int kk = 0; kk < BM / 16; ++kk) wgmma_m64k16_rs<in_t, D, 1>(acc, xa[kk], desc_at<AT>(sy, kk * 2048, BM * 128, 1024), 1);
 }
 
 // This thread's dSᵀ rows (keys `row`, `row` + 8 of the block), rounded, into the [BN][BM] buffer
@@ -59,13 +69,13 @@ template <int BM> __device__ __forceinline__ void store_ds_t(u32 ds, const u32 (
 // dq(64 queries x QN dims from 64·box) = dS·K over the KS·16 keys from key_base: A = dS read
 // MN-major from the dSᵀ buffer at `ds`, B = K (keys x dims) MN-major from the 64-dim box `box`
 // of the [BN][D] tile at `sk`.
-template <int QN, int KS, int BM, int BN>
+template <int QN, int KS, int BM, int BN, bool AT = false>
 __device__ __forceinline__ void dq_from_ds(float (&dq)[QN / 2], u32 ds, u32 sk, int key_base, u32 box) {
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {
     const int key0 = key_base + 16 * kk;
-    const u64 da = wgmma_desc_sw128(ds + key0 * 128, BN * BM * 2, 1024);
-    const u64 db = wgmma_desc_sw128(sk + box * (BN * 128) + key0 * 128, BN * 128, 1024);
+    const u64 da = desc_at<AT>(ds, key0 * 128, BN * BM * 2, 1024);
+    const u64 db = desc_at<AT>(sk, box * (BN * 128) + key0 * 128, BN * 128, 1024);
     wgmma_m64k16<in_t, QN, 1, 1>(dq, da, db, kk > 0);
   }
 }

@@ -25,6 +25,15 @@ __device__ __forceinline__ u64 wgmma_desc_sw128(u32 smem_addr, u32 lbo_bytes, u3
 // descriptor (mask, shift, or) for every wgmma of a mainloop.
 __device__ __forceinline__ u64 wgmma_desc_add(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
 
+// The same descriptor from the start address already in 16-byte units (`at16` = address >> 4,
+// under 2^14 as every shared address is under 256 KB), with no mask: the descriptors of a tile's
+// k-steps, of a ring's stages and of a warpgroup's rows are then one add each on a base built
+// once (at16 + offset / 16), where wgmma_desc_sw128 on each address costs a mask, a shift and two
+// ors per wgmma (before every HGMMA of the attention backward's loop, 2026-11-29 profile).
+__device__ __forceinline__ u64 wgmma_desc_sw128_at(u32 at16, u32 lbo_bytes, u32 sbo_bytes) {
+  return ((u64)(((sbo_bytes >> 4) & 0x3FFF) | (1u << 30)) << 32) | (u64)(at16 + (((lbo_bytes >> 4) & 0x3FFF) << 16));
+}
+
 // This thread's warpgroup (threadIdx.x / 128), broadcast from lane 0 so that ptxas knows it is
 // warp-uniform: values derived from it (a consumer's tile offsets, hence its wgmma descriptors)
 // then live in uniform registers. Computed per thread, they were built in vector registers and

@@ -298,6 +298,14 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_fa3_tma_dq.cu"),
     ),
     (
+        "attention/bwd_dq_tile.cuh",
+        include_str!("../../kernels/attention/bwd_dq_tile.cuh"),
+    ),
+    (
+        "attention/bwd_fa3_lookahead.cu",
+        include_str!("../../kernels/attention/bwd_fa3_lookahead.cu"),
+    ),
+    (
         "attention/decode_args.cuh",
         include_str!("../../kernels/attention/decode_args.cuh"),
     ),

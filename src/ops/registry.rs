@@ -55,6 +55,7 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_wgmma::BwdFa3Wgmma),
             Box::new(attention_backward::bwd_fa3_bulk_dq::BwdFa3BulkDq),
             Box::new(attention_backward::bwd_fa3_tma_dq::BwdFa3TmaDq),
+            Box::new(attention_backward::bwd_fa3_lookahead::BwdFa3Lookahead),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

@@ -136,6 +136,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.attention.bwd_dq_keys, false, bit),
     },
     Knob {
+        name: "KILN_BWD_NO_AHEAD",
+        takes: || FLAG.into(),
+        default: "0: bwd_fa3_lookahead issues the next block's Sᵀ before this block's dQ staging",
+        set: |o, v| put(&mut o.attention.bwd_no_ahead, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_no_ahead, false, bit),
+    },
+    Knob {
         name: "KILN_BWD_PINGPONG",
         takes: || FLAG.into(),
         default: "0: bwd_fa3_tma_dq's warpgroups issue their products in any order",

@@ -101,6 +101,10 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_DQ_KEYS`: `bwd_fa3_bulk_dq` and `bwd_fa3_tma_dq` at d128 split dQ between their
     /// warpgroups by keys (each its own 64, no meeting) instead of by columns. Default: false.
     pub bwd_dq_keys: bool,
+    /// `KILN_BWD_NO_AHEAD`: `bwd_fa3_lookahead` issues each query block's Sᵀ at the block's top
+    /// (descriptors by adds only) instead of before the previous block's dQ staging. Default:
+    /// false.
+    pub bwd_no_ahead: bool,
     /// `KILN_BWD_PINGPONG`: `bwd_fa3_tma_dq`'s two warpgroups take turns to issue Sᵀ and dPᵀ, so
     /// that one's exponentials run under the other's products. Default: false.
     pub bwd_pingpong: bool,
@@ -116,6 +120,7 @@ impl AttentionOverrides {
     /// No overrides: the defaults.
     pub const NONE: AttentionOverrides = AttentionOverrides {
         bwd_dq_keys: false,
+        bwd_no_ahead: false,
         bwd_pingpong: false,
         fa3_d64: None,
         fa3_d128: None,

@@ -4,8 +4,9 @@
 //! and added into the fp32 accumulator by one TMA tensor reduce-add (a rank-5 map over the
 //! accumulator, `dq_acc_args`) instead of 16 bulk row adds per warp. Same arguments, maps and
 //! passes as `bwd_fa3_wgmma` plus that map (its `launch_tile`); `KILN_BWD_DQ_KEYS=1` splits
-//! d128's dQ by keys as for `bwd_fa3_bulk_dq`. The default at d64/d128 since its first H200 run
-//! (2026-11-29): verified, 1.05-1.08x `bwd_fa3_bulk_dq`.
+//! d128's dQ by keys as for `bwd_fa3_bulk_dq`. The default at d64/d128 from its first H200 run
+//! (2026-11-29: verified, 1.05-1.08x `bwd_fa3_bulk_dq`) until `bwd_fa3_lookahead`'s; the
+//! choice again wherever the one above it refuses a problem.
 
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, DqAdd, WgmmaBwdTile};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};

@@ -45,6 +45,22 @@ pub struct WgmmaBwdTile {
     /// The two warpgroups take turns to issue Sᵀ and dPᵀ (`KILN_BWD_PINGPONG`; `TensorTile`
     /// only, the define `KILN_BWD_PP`).
     pub pingpong: bool,
+    /// `bwd_fa3_lookahead.cu` (`TensorTile` split by columns at d128, no turns): descriptors by
+    /// adds and, unless `KILN_BWD_NO_AHEAD` (the define `KILN_BWD_SAHEAD` 0), the next query
+    /// block's Sᵀ issued before this block's dQ is staged.
+    pub ahead: Ahead,
+}
+
+/// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
+/// walk of the latter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ahead {
+    /// `bwd_fa3_tma_dq.cu` (and every other kind of tile).
+    No,
+    /// `bwd_fa3_lookahead.cu` with the next block's Sᵀ issued early (its default).
+    SAhead,
+    /// `bwd_fa3_lookahead.cu` with only the descriptors by adds (`KILN_BWD_NO_AHEAD=1`).
+    DescOnly,
 }
 
 /// How a WGMMA backward adds dQ's partials into the fp32 accumulator (its deterministic mode
@@ -70,6 +86,7 @@ impl WgmmaBwdTile {
                 dq_split: 0,
                 dq: DqAdd::Atomic,
                 pingpong: false,
+                ahead: Ahead::No,
             },
             _ => WgmmaBwdTile {
                 d: 64,
@@ -77,6 +94,7 @@ impl WgmmaBwdTile {
                 dq_split: 1,
                 dq: DqAdd::Atomic,
                 pingpong: false,
+                ahead: Ahead::No,
             },
         }
     }
@@ -136,6 +154,9 @@ impl WgmmaBwdTile {
         let (file, entry) = match self.dq {
             DqAdd::Atomic => ("attention/bwd_fa3_wgmma.cu", "attn_bwd_fa3_wgmma"),
             DqAdd::BulkRows => ("attention/bwd_fa3_bulk_dq.cu", "attn_bwd_fa3_bulk_dq"),
+            DqAdd::TensorTile if self.ahead != Ahead::No => {
+                ("attention/bwd_fa3_lookahead.cu", "attn_bwd_fa3_lookahead")
+            }
             DqAdd::TensorTile => ("attention/bwd_fa3_tma_dq.cu", "attn_bwd_fa3_tma_dq"),
         };
         let spec = KernelSpec::new(file, entry, arch)
@@ -144,8 +165,9 @@ impl WgmmaBwdTile {
             .define("KILN_STAGES", self.stages)
             .define("KILN_DQ_SPLIT", self.dq_split)
             .define("KILN_SMEM", self.smem_bytes());
-        match self.dq {
-            DqAdd::TensorTile => spec.define("KILN_BWD_PP", self.pingpong as u32),
+        match (self.dq, self.ahead) {
+            (DqAdd::TensorTile, Ahead::No) => spec.define("KILN_BWD_PP", self.pingpong as u32),
+            (DqAdd::TensorTile, a) => spec.define("KILN_BWD_SAHEAD", (a == Ahead::SAhead) as u32),
             _ => spec,
         }
     }
@@ -254,7 +276,8 @@ pub fn launch_tile(
             THREADS,
         )
     };
-    // `bwd_fa3_tma_dq`: a fifth map, over the dQ accumulator, that its tiles are added through.
+    // `bwd_fa3_tma_dq`, `bwd_fa3_lookahead`: a fifth map, over the dQ accumulator, that their
+    // tiles are added through.
     let mut dq_map = match t.dq {
         DqAdd::TensorTile => Some(dq_acc_map(p, ws.dq_acc, t.dq_cols())?),
         _ => None,

@@ -1,0 +1,80 @@
+// dQ through one TMA tensor reduce per warpgroup and query block, for the backwards that stage it
+// so (bwd_fa3_tma_dq.cu, bwd_fa3_lookahead.cu): their shared-memory layout past the ring and the
+// tile's three steps. Include after attention/bwd_fa3_block.cuh.
+//   The warpgroup's fp32 partial (64 query rows x QN columns) is staged in a tile that a rank-5
+//   map over the accumulator describes ([B, H, Sq, D/32, 32]: each row cut into 128-byte pieces,
+//   one swizzle row each; box [64 rows][QN/32][32], 128B swizzle, so the 64-bit stores of 8 rows x
+//   4 lanes spread over the banks without padding). Each warp stores its 16 rows and fences them
+//   for the async proxy; warps 1-3 arrive at the warpgroup's named barrier and go on, warp 0
+//   waits there and one thread adds the whole tile with `cp.reduce.async.bulk.tensor` (rows past
+//   Sq dropped by the map). That thread waits for the tile to have been read before the next
+//   block's dSᵀ barrier, which every writer passes before it rewrites the tile: one staging tile
+//   a warpgroup. The deterministic mode keeps the ordered red.global adds on the counters.
+#pragma once
+#include "common/tma_5d.cuh"
+
+constexpr int DQ_PIECES = QN / 32;  // 128-byte pieces of a staging row (dim 1 of the map)
+// dSᵀ buffers: two, or one for d128 split by keys (two would pass 227 KB; bwd_grads).
+constexpr int DS_BUFS = !SPLIT_N && D == 128 ? 1 : 2;
+constexpr u32 DQ_BYTES = BM * QN * 4;  // one consumer's dQ staging tile [BM][DQ_PIECES][32] fp32, swizzled
+constexpr u32 OFF_DS = 2 * KV_BYTES + STAGES * STAGE_BYTES;
+constexpr u32 OFF_DQ = OFF_DS + DS_BUFS * DS_BYTES;  // 1024-aligned: the tiles' swizzle follows address bits
+constexpr u32 OFF_VEC = OFF_DQ + 2 * DQ_BYTES;       // per stage: LSE·log2e [BM], then D [BM]
+constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
+static_assert(QN % 32 == 0 && OFF_DQ % 1024 == 0 && DQ_BYTES % 1024 == 0, "staging tiles of 128-byte pieces on the swizzle repeat");
+static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM too small");
+
+// Consumer c's staging tile and the map it is added through.
+struct DqTile {
+  const TmaMap* map;
+  u32 smem;    // the tile (1024-aligned)
+  int col0;    // the consumer's first dQ column
+  bool adder;  // warp 0, lane 0 of the warpgroup: issues the reduce and waits for it
+
+  // Before the dSᵀ barrier: the previous block's reduce has read the tile (every writer passes
+  // that barrier before it stores its rows again).
+  __device__ __forceinline__ void before_meet() const {
+    if (adder) tma_store_wait_read<0>();
+  }
+
+  // This block's partial dq (bwd_block's registers) of head h, rows m0 .. into the accumulator;
+  // sem: the deterministic mode's counter (bwd_fa3_wgmma's ordered atomics), else null.
+  __device__ __forceinline__ void add(const float (&dq)[QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h, int m0,
+                                      u32* sem) const {
+    if (sem != nullptr) {
+      add_dq_atomics(dq, p, k, th, h, m0, sem);
+      return;
+    }
+    // The warp's rows 16w .. 16w + 15 into the tile: row r, column x is in 128-byte piece
+    // r·DQ_PIECES + x/32, 16-byte chunk (x % 32)/4 of it, swizzled as the map's 128B.
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+      for (int j = 0; j < QN / 8; ++j) {
+        const int piece = (th.krow + 8 * hf) * DQ_PIECES + j / 4, chunk = 2 * (j % 4) + th.t / 2;
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem + swizzle128_offset(piece, chunk) + 8 * (th.t & 1)),
+                     "f"(dq[4 * j + 2 * hf]), "f"(dq[4 * j + 2 * hf + 1]));
+      }
+    fence_proxy_async_shared();
+    // Warps 1-3 signal and go on; warp 0 waits for them, and one thread adds the tile.
+    if (th.w != 0) {
+      named_barrier_arrive(4 + th.c, 128);
+    } else {
+      named_barrier_sync(4 + th.c, 128);
+      if (adder) {
+        tma_reduce_add_5d(map, smem, 0, col0 / 32, m0, h, k.b);
+        tma_store_commit();
+      }
+    }
+  }
+
+  // The last add done before the block's memory goes.
+  __device__ __forceinline__ void before_exit() const {
+    if (adder) tma_store_wait<0>();
+  }
+};
+
+// Consumer c's tile: staging tiles from `sdq` (OFF_DQ past the aligned base), one per consumer.
+__device__ __forceinline__ DqTile dq_tile(const TmaMap* map, u32 sdq, int c) {
+  return DqTile{map, sdq + c * DQ_BYTES, SPLIT_N ? c * QN : 0, threadIdx.x % 128 == 0};
+}

@@ -1,0 +1,133 @@
+// Attention backward, FlashAttention-3 style, with the next query block's Sᵀ issued before this
+// block's dQ is staged (sm_90a; head dim 64 or 128): bwd_fa3_tma_dq.cu's block, ring, products
+// and dQ tile (bwd_dq_tile.cuh), with what its H200 profile (2026-11-29, B2 H16 S8192 d128, the
+// consumers' stall samples by phase) blamed changed:
+//   - 15 % of the samples sat where no wgmma was in flight: the wait for dQ, its tile's stores,
+//     fence, barrier and reduce, and the next block's loop head, in both warpgroups at once (the
+//     dSᵀ barrier keeps them in phase). Here, once dQ is issued and dV and dK have completed (the
+//     stage is released), the next block's Sᵀ is issued into the registers Pᵀ has left, and only
+//     then is dQ waited for and staged: the tensor cores run Sᵀ under the staging and the loop
+//     head. dPᵀ is issued at the top of the next block, where the old walk issued both. Live
+//     across the staging: dK, dV, dQ and Sᵀ (192 accumulators at d128), so d128 splits dQ by
+//     columns only (by keys, dQ's 64 accumulators would not fit beside the others).
+//   - 23 % sat in the issue of Sᵀ and dPᵀ and 14 % in dQ's: between the HGMMAs, each descriptor
+//     rebuilt from its address (mask, shift, two ors, then moved to a uniform register). Here
+//     every product takes its tiles' addresses in 16-byte units from bases built once
+//     (wgmma_desc_sw128_at: one add a wgmma), and the warpgroup index is broadcast
+//     (warpgroup_index) so that the bases are warp-uniform.
+// KILN_BWD_SAHEAD 0 (KILN_BWD_NO_AHEAD=1 on the host): each block issues its own Sᵀ beside dPᵀ
+// and waits for dQ before its staging, as bwd_fa3_tma_dq does, with the descriptors by adds: what
+// the descriptors alone buy. No turns (KILN_BWD_PINGPONG) and no key split at d128
+// (KILN_BWD_DQ_KEYS): the host ignores both.
+#include "attention/bwd_fa3_block.cuh"
+#include "attention/bwd_dq_tile.cuh"
+
+#if !defined(KILN_BWD_SAHEAD)
+#error "KILN_BWD_SAHEAD (the next block's Sᵀ issued before this block's dQ staging: 0 or 1) must be defined by the host"
+#endif
+constexpr bool SA = KILN_BWD_SAHEAD != 0;
+
+static_assert(QN == 64, "d128 split by columns or d64 by keys: dQ in 32 accumulators beside dK, dV and the next Sᵀ");
+
+// A consumer warpgroup's walk with Sᵀ one block ahead (bwd_consume's, otherwise): dK and dV
+// zeroed, K and V waited for, block 0's Sᵀ issued, then per query block dPᵀ, bwd_grads, dQ, the
+// stage released, the next block's Sᵀ, and dQ through the tile; then dK (scaled) and dV stored.
+__device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const DqTile& tile) {
+  BwdThread th;
+  th.c = c, th.w = (threadIdx.x / 32) % 4, th.lane = threadIdx.x % 32, th.t = th.lane & 3;
+  th.krow = 16 * th.w + (th.lane >> 2);
+  // Operand bases in 16-byte units (warp-uniform: c is).
+  const u32 sk16 = sm.sk >> 4, skc16 = sk16 + c * (64 * 128 / 16), svc16 = (sm.sv >> 4) + c * (64 * 128 / 16);
+  const u32 ring16 = sm.ring >> 4;
+  float dk[KR], dv[KR];
+#pragma unroll
+  for (int i = 0; i < KR; ++i) dk[i] = dv[i] = 0.0f;
+  mbar_wait(sm.kv_full, 0);
+  // Block 0's Sᵀ. Every Sᵀ is issued unconditionally (a wgmma on a path that ptxas cannot prove
+  // uniform serialises them all, C7518): with no block, or after the last, it reads whatever the
+  // stage holds and its result is dropped.
+  float st[SR];
+  if (SA) {
+    if (k.iters > 0) sm.qring.wait_full(0);
+    wgmma_fence();
+    keys_by_queries<D, BM, BN, true>(st, skc16, ring16);
+    wgmma_commit();
+  }
+  for (int it = 0; it < k.iters; ++it) {
+    const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
+    // Stage s has landed (SA: waited before this block's Sᵀ was issued). Its index from the
+    // iteration, not from the wait, so that the descriptors stay uniform.
+    if (!SA) sm.qring.wait_full(it);
+    const int s = sm.qring.slot(it);
+    const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
+    const float* sl = sm.vec + s * 2 * BM;
+    float2 l[BM / 8];
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * th.t);
+    // Sᵀ has completed (issued before the previous block's dQ staging). Waited for here, not
+    // after dPᵀ is issued: a wait<1> for a group issued before the loop's back edge serialised
+    // every wgmma (ptxas C7514).
+    if (SA) {
+      wgmma_wait<0>();
+      fence_all(st);
+    }
+    float dp[SR];
+    wgmma_fence();
+    if (!SA) {
+      keys_by_queries<D, BM, BN, true>(st, skc16, sq16);
+      wgmma_commit();
+    }
+    keys_by_queries<D, BM, BN, true>(dp, svc16, sdo16);
+    wgmma_commit();
+    if (!SA) {
+      wgmma_wait<1>();
+      fence_all(st);
+    }
+    const u32 ds = bwd_grads<true, DS_BUFS, true>(st, dp, l, dk, dv, p, k, sm, th, it, m0, sq16, sdo16, sl, [&] { tile.before_meet(); });
+    float dq[QN / 2];
+    wgmma_fence();
+    dq_from_ds<QN, QKS, BM, BN, true>(dq, ds >> 4, sk16, SPLIT_N ? 0 : c * 64, SPLIT_N ? c * (QN / 64) : 0);
+    wgmma_commit();
+    // SA: dV and dK (Q and dO are read: Sᵀ, dPᵀ, dV, dK; Pᵀ's and dSᵀ's registers free); else all.
+    if (SA) {
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    // The stage from an opaque copy of the iteration (bwd_block's: kept live, it spilled).
+    int it_late = it;
+    asm volatile("" : "+r"(it_late));
+    if (th.lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
+    if (SA) {
+      const int s1 = it + 1 < k.iters ? sm.qring.wait_full(it + 1) : s;
+      wgmma_fence();
+      keys_by_queries<D, BM, BN, true>(st, skc16, ring16 + s1 * (STAGE_BYTES / 16));
+      wgmma_commit();
+      wgmma_wait<1>();  // dQ; the next Sᵀ runs under its staging
+    }
+    fence_all(dq);
+    u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
+    tile.add(dq, p, k, th, h, m0, sem);
+  }
+  if (SA) {
+    wgmma_wait<0>();  // the Sᵀ after the last block (dropped)
+    fence_all(st);
+  }
+  tile.before_exit();
+  fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
+  fence_all(dv);
+  store_dk_dv<D>(static_cast<in_t*>(p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, static_cast<in_t*>(p.dv) + k.b * p.kv_sb + k.hk * p.kv_sh, dk,
+                 dv, p.scale, k.n0 + c * 64 + th.krow, p.skv, p.kv_ss, th.t);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    attn_bwd_fa3_lookahead(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
+                           const __grid_constant__ TmaMap tdo, const __grid_constant__ TmaMap tdq, AttnBwdArgs p) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq);
+  const u32 sdq = smem_align1024(smem_raw) + OFF_DQ;
+  const BwdWalk k = bwd_walk(p);
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
+      warpgroup_index(), [&] { bwd_produce<true>(p, k, sm, &tq, &tk, &tv, &tdo); },
+      [&](int c) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, sdq, c)); });
+}

@@ -40,19 +40,18 @@ impl Kiln {
         w: &Fp4Prepacked,
     ) -> Result<Fp4ExpertWeights> {
         self.check_stream(stream)?;
-        if w.bytes.len() != w.experts * w.expert_bytes() || w.escale.len() != w.experts * w.halves()
-        {
-            return Err(Error::invalid(
-                "these 4-bit weights are not whole prepacked weights: make them with prepack or prepack_swiglu",
-            ));
-        }
-        let copy = |e: cudarc::driver::DriverError| {
-            Error::cuda("uploading 4-bit weights", format!("{e:?}"))
-        };
+        let whole = w.bytes.len() == w.experts * w.expert_bytes()
+            && w.escale.len() == w.experts * w.halves();
+        let (bytes, escale) = upload_prepacked(
+            stream,
+            (&w.bytes, &w.escale),
+            whole,
+            "prepack or prepack_swiglu",
+        )?;
         Ok(Fp4ExpertWeights {
             layout: w.layout(),
-            bytes: stream.clone_htod(&w.bytes).map_err(copy)?,
-            escale: stream.clone_htod(&w.escale).map_err(copy)?,
+            bytes,
+            escale,
         })
     }
 
@@ -148,6 +147,27 @@ impl Kiln {
             },
         )
     }
+}
+
+/// Prepacked weights' bytes and factors copied to the GPU on `stream` (asynchronously), unless
+/// they are not `whole` (not what `prepacked_by` makes).
+pub(super) fn upload_prepacked(
+    stream: &Arc<CudaStream>,
+    (bytes, escale): (&[u8], &[f32]),
+    whole: bool,
+    prepacked_by: &str,
+) -> Result<(CudaSlice<u8>, CudaSlice<f32>)> {
+    if !whole {
+        return Err(Error::invalid(format!(
+            "these 4-bit weights are not whole prepacked weights: make them with {prepacked_by}"
+        )));
+    }
+    let copy =
+        |e: cudarc::driver::DriverError| Error::cuda("uploading 4-bit weights", format!("{e:?}"));
+    Ok((
+        stream.clone_htod(bytes).map_err(copy)?,
+        stream.clone_htod(escale).map_err(copy)?,
+    ))
 }
 
 /// The checks of a 4-bit MoE op: shapes, dtypes, rows and aliasing as for the 16-bit MoE, with

@@ -45,6 +45,7 @@ mod raw_paged;
 mod tensor;
 pub mod validate;
 mod varlen;
+mod w4a8;
 mod workspace;
 
 pub use crate::ops::moe::layer::CombineMode;
@@ -65,4 +66,5 @@ pub use paged::PagedOptions;
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use validate::moe_layer::MoeRouting;
 pub use varlen::VarlenOffsets;
+pub use w4a8::W4a8ExpertWeights;
 pub use workspace::{Workspace, Workspaces};

@@ -25,7 +25,7 @@ use crate::ops::moe::{fp8_grouped, fp8_swiglu};
 ///
 /// # Safety
 /// The operand must describe memory of the current context that outlives the launch.
-unsafe fn borrow(op: Operand) -> DeviceBuffer {
+pub(super) unsafe fn borrow(op: Operand) -> DeviceBuffer {
     DeviceBuffer::borrowed(op.ptr, op.bytes)
 }
 
@@ -80,6 +80,7 @@ impl Kiln {
                     borrow(sched),
                 )
             };
+            // SAFETY: as above (the SwiGLU's W3, routing weights and output scales).
             let w3 = plan.w3.map(|(w, s)| unsafe { (borrow(w), borrow(s)) });
             let route = plan.route.map(|r| unsafe { borrow(r) });
             let sy = plan.sy.map(|s| unsafe { borrow(s) });

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::fp4_experts::upload_prepacked;
+use super::fp4_experts::{prepacked_operands, upload_prepacked};
+use super::fp8::borrow;
 use super::handle::Kiln;
 use super::options::MoeRows;
 use super::tensor::{TensorMut, TensorRef};
 use super::validate::{self, Operand, W4a8Plan};
-use crate::device::DeviceBuffer;
 use crate::error::Result;
 use crate::ops::moe::fp4::kernel_w4a8::W4a8Layout;
 use crate::ops::moe::fp4::w4a8::W4a8Prepacked;
@@ -84,22 +84,11 @@ impl Kiln {
         else {
             return Ok(());
         };
-        let (wptr, _w_order) = w.bytes.device_ptr(stream);
-        let (eptr, _e_order) = w.escale.device_ptr(stream);
+        let (weights, _w_order) = prepacked_operands((&w.bytes, &w.escale), stream);
         let _order = (
             [x, sx, rows.tensor()].map(|t| t.track(stream)),
             routing.and_then(|t| t.track(stream)),
             y.track(stream),
-        );
-        let weights = (
-            Operand {
-                ptr: wptr,
-                bytes: w.bytes.len(),
-            },
-            Operand {
-                ptr: eptr,
-                bytes: w.escale.len() * 4,
-            },
         );
         self.launch_w4a8(stream, &plan, &w.layout, weights)
     }
@@ -123,12 +112,9 @@ impl Kiln {
                     ptr: ws.moe_sched.at_least(ctx, sched_bytes, capturing)?,
                     bytes: sched_bytes,
                 };
-                let op = |o: Operand| {
-                    // SAFETY: every operand is memory the caller's views (and the weights) hold for
-                    // the duration of this call, ordered on `stream`; the borrowed buffers only carry
-                    // pointers and sizes and never free them.
-                    unsafe { DeviceBuffer::borrowed(o.ptr, o.bytes) }
-                };
+                // SAFETY: every operand is memory the caller's views (and the weights) hold for the
+                // duration of this call, ordered on `stream`.
+                let op = |o: Operand| unsafe { borrow(o) };
                 let route = plan.route.map(op);
                 let ops = W4a8Operands {
                     x: &op(plan.x),

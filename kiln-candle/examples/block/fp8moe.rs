@@ -133,7 +133,7 @@ pub fn check(dev: &Device, rep: &mut Report, m: &Moe, x8: &Cast, w1: &Cast) -> R
     let (g, w, owned) = masked_rows(&y, &want, INTER);
     fp8_rows(
         rep,
-        "kiln FP8 grouped GEMM, masked (counts 0, 1, 64, 63, ...)",
+        "kiln FP8 grouped GEMM, masked (counts 0, 1, 64, 63, …)",
         &g,
         &w,
         owned,

@@ -12,6 +12,8 @@ except ImportError:  # no torch: the extension reads tensor-like objects itself
 
 if _torch is not None:
     _Tensor = _torch.Tensor
+    # (a module's weights: a subclass only to be found by `parameters()`; it runs as a tensor)
+    _PLAIN = (_torch.Tensor, _torch.nn.Parameter)
     _is_compiling = _torch.compiler.is_compiling
     _grad_enabled = _torch.is_grad_enabled
 
@@ -26,7 +28,7 @@ def through_torch(*tensors) -> bool:
     for t in tensors:
         if t is None:
             continue
-        if type(t) is not _Tensor:
+        if type(t) not in _PLAIN:
             if isinstance(t, _Tensor):
                 return True
             continue

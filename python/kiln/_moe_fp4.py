@@ -9,7 +9,9 @@ from __future__ import annotations
 from . import _check as check
 
 FORMATS = ("nvfp4", "mxfp4")
-_BLOCK = {"nvfp4": 16, "mxfp4": 32}
+# Elements along K that share a scale (FP8's 128x128 blocks may end short: K need only be whole
+# 16-byte rows for TMA).
+_BLOCK = {"nvfp4": 16, "mxfp4": 32, "fp8": 16}
 
 
 class Fp4Experts:
@@ -41,8 +43,8 @@ class Fp4Experts:
 
 def _format(format) -> str:
     f = str(format).lower()
-    if f not in FORMATS:
-        raise ValueError(f"`format` is {format!r}; kiln's 4-bit experts take 'nvfp4' or 'mxfp4'")
+    if f not in FORMATS + ("fp8",):
+        raise ValueError(f"`format` is {format!r}; kiln's 4-bit experts take 'nvfp4' or 'mxfp4', its FP8 experts 'fp8'")
     return f
 
 
@@ -62,7 +64,8 @@ def check_quantize(gate_up_proj, down_proj, format) -> tuple:
     b = _BLOCK[f]
     for name, what, k in (("gate_up_proj", "hidden size", h), ("down_proj", "intermediate size", i)):
         if k % b:
-            raise ValueError(f"`{name}`'s {what} is {k}, not a multiple of {b}: {f} scales blocks of {b} along K")
+            why = "FP8 rows are whole 16-byte units" if f == "fp8" else f"{f} scales blocks of {b} along K"
+            raise ValueError(f"`{name}`'s {what} is {k}, not a multiple of {b}: {why}")
     if e < 1:
         raise ValueError("`gate_up_proj` has no experts")
     return f, e, h, i
@@ -74,8 +77,14 @@ def quantize_experts(gate_up_proj, down_proj, format="nvfp4", *, device=None):
     half; 'mxfp4': E8M0 scales per 32) with kiln's recipe, prepacked on the host and put on
     `device` (default: gate_up_proj's GPU, else the current one). Returns (w13, w2), the two
     `Fp4Experts` that `kiln.moe.experts(..., weights=format)` takes. A one-time conversion: it
-    copies the weights to the host as float32."""
+    copies the weights to the host as float32. 'fp8': e4m3 codes with a scale per 128x128 block
+    of each expert, made on the GPU: two `Fp8Experts` (gate and up kept apart, as checkpoints
+    store them)."""
     f, e, h, i = check_quantize(gate_up_proj, down_proj, format)
+    if f == "fp8":
+        from ._moe_fp8 import quantize_experts as quantize_fp8
+
+        return quantize_fp8(gate_up_proj, down_proj, device)
     import torch
 
     from ._native import native

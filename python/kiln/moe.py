@@ -12,6 +12,7 @@ import math
 from . import _check as check
 from ._dispatch import through_torch
 from ._moe_fp4 import Fp4Experts, quantize_experts
+from ._moe_fp8 import Fp8Experts
 from ._native import native
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "experts",
     "quantize_experts",
     "Fp4Experts",
+    "Fp8Experts",
     "layer",
     "route",
     "combine",
@@ -232,7 +234,11 @@ def experts(
     `weights="nvfp4"` or `"mxfp4"`: `w13` and `w2` are the `Fp4Experts` pair that
     `quantize_experts` made from gate_up_proj and down_proj; one kiln call routes, copies the
     rows into the experts' order, runs kiln's 4-bit fused SwiGLU and grouped GEMM on them and
-    sums each token's weighted rows (in pair order whatever `combine` says)."""
+    sums each token's weighted rows (in pair order whatever `combine` says). `weights="fp8"`:
+    the `Fp8Experts` pair (e4m3 with 128x128 block scales); x's rows are cast to e4m3 per token
+    and 128 columns, the SwiGLU's output likewise, in one kiln call summed in pair order."""
+    if weights is not None and str(weights).lower() == "fp8":
+        return _experts_fp8(x, w13, w2, top_k_index, top_k_weights, layout, combine, check_indices)
     if weights is not None:
         return _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combine, check_indices)
     if layout == "concat" and not check_indices and not through_torch(x, w13, w2, top_k_index, top_k_weights):
@@ -282,6 +288,31 @@ def _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combin
         return _moe_fp4.layer(x.contiguous(), w13, w2, top_k_index.contiguous(), top_k_weights.contiguous())
     r = route(top_k_index, top_k_weights, num_experts=e)
     return combine(_moe_fp4.experts(x.contiguous(), w13, w2, r), r)
+
+
+def _experts_fp8(x, w13, w2, top_k_index, top_k_weights, layout, combine_mode, check_indices):
+    from . import _moe_fp8
+
+    if layout == "concat" and not check_indices and combine_mode in ("atomic", "ordered") and not through_torch(
+        x, top_k_index, top_k_weights
+    ):
+        out = _moe_fp8.direct_layer(x, w13, w2, top_k_index, top_k_weights)
+        if out is not None:
+            return out
+    e, _, _ = _moe_fp8.check_experts(x, w13, w2)
+    if layout != "concat":
+        raise ValueError(f"`layout` is {layout!r}; FP8 weights hold gate and up apart ('concat')")
+    _check_top_k(top_k_index, top_k_weights, x.shape[0], e)
+    if combine_mode not in ("atomic", "ordered"):
+        raise ValueError(f"`combine` is {combine_mode!r}; use 'atomic' or 'ordered'")
+    check.same_device({"x": x, "w13": w13.weight, "w2": w2.weight, "top_k_weights": top_k_weights})
+    _check_index_values(top_k_index, e, check_indices)
+    if _on_cpu(top_k_index):
+        top_k_index = top_k_index.to(x.device, non_blocking=True)
+    check.same_device({"x": x, "top_k_index": top_k_index})
+    if through_torch(x, top_k_index, top_k_weights):
+        raise ValueError("kiln's FP8 experts are for inference: call them on plain tensors under torch.no_grad() (no backward, no torch.compile trace)")
+    return _moe_fp8.layer(x.contiguous(), w13, w2, top_k_index.contiguous(), top_k_weights.contiguous())
 
 
 def _check_interleaved(x, w13, w2):

@@ -306,6 +306,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(moe_fp4::fp4_prepack_experts, m)?)?;
     m.add_function(wrap_pyfunction!(moe_fp4::fp4_experts, m)?)?;
     m.add_function(wrap_pyfunction!(moe_fp4::fp4_moe_layer, m)?)?;
+    m.add_function(wrap_pyfunction!(fp8::fp8_moe_layer, m)?)?;
     m.add_function(wrap_pyfunction!(pointwise::rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(pointwise::rope, m)?)?;
     Ok(())

@@ -455,6 +455,79 @@ def moe_fp4_checks(gen, quick):
         record("moe_fp4", f"nvfp4 experts ran E{e} T{t}: {f4:.3f} ms (bf16 {b16:.3f} ms)", True)
 
 
+def e4m3_rows(v):
+    """v [R, C] as kiln's per-token cast leaves it: 1x128 blocks scaled by amax / 448 in f32,
+    rounded to e4m3 (nearest even, saturating), dequantised (f64 out)."""
+    r, c = v.shape
+    cb = -(-c // 128)
+    p = torch.zeros((r, cb * 128), dtype=torch.float32, device=v.device)
+    p[:, :c] = v.float()
+    blocks = p.view(r, cb, 128)
+    scale = blocks.abs().amax(-1, keepdim=True) / 448.0
+    codes = (blocks / scale.clamp_min(1.17549435e-38)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return (codes.double() * scale.double()).view(r, cb * 128)[:, :c]
+
+
+def fp8_dequant(w):
+    """An Fp8Experts tensor pair (codes [E, N, K], scales [E, N/128, K/128]) in f64."""
+    codes, scale = w
+    e, n, k = codes.shape
+    s = scale.double().repeat_interleave(128, 1).repeat_interleave(128, 2)[:, :n, :k]
+    return codes.double() * s
+
+
+def moe_fp8_ref(x, q13, q2, idx, wts, round_h):
+    """The FP8 layer in f64 on what kiln's kernels read: x cast per token as kiln casts it (the
+    same f32 arithmetic), the dequantised weights exact; H cast per row and 128 columns too if
+    `round_h` (which way an H value rounds is not reproducible: the tensor cores sum a K block's
+    FP8 products in less than f32, so values near a rounding boundary may go either way)."""
+    g, u, d = fp8_dequant((q13.weight, q13.scale)), fp8_dequant((q13.up_weight, q13.up_scale)), fp8_dequant((q2.weight, q2.scale))
+    xq = e4m3_rows(x)
+    out = torch.zeros(x.shape, dtype=torch.float64, device=x.device)
+    for e in range(g.shape[0]):
+        tok, slot = torch.where(idx == e)
+        if tok.numel() == 0:
+            continue
+        h = F.silu(xq[tok] @ g[e].t()) * (xq[tok] @ u[e].t())
+        out.index_add_(0, tok, ((e4m3_rows(h) if round_h else h) @ d[e].t()) * wts[tok, slot, None].double())
+    return out
+
+
+def moe_fp8_checks(gen, quick):
+    """kiln.moe.quantize_experts(format="fp8") + experts(..., weights="fp8") against moe_fp8_ref
+    with H exact: kiln rounds each H value to e4m3 (relative error at most 2^-4, e4m3's unit
+    roundoff) and its rows to bf16 (2^-8), so the bound is 2^-4 + 2^-8; the distance to the
+    reference that rounds H too is recorded beside it. Ragged K blocks (H 640), a width not a
+    multiple of 128 (I 208), new values at the same addresses (the replayed graph), timings."""
+    cases = [(8, 2, 5, 256, 128), (16, 4, 70, 512, 256), (12, 3, 129, 640, 208), (64, 8, 3, 1024, 512),
+             (8, 2, 1000, 2048, 1408)]
+    for i, (e, topk, t, hdim, inter) in enumerate(cases[:3] if quick else cases):
+        x = torch.randn(t, hdim, device="cuda", dtype=torch.bfloat16, generator=gen)
+        w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(hdim)
+        w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) / math.sqrt(inter)
+        wts, idx = torch.topk(torch.softmax(torch.randn(t, e, device="cuda", generator=gen), -1), topk, -1)
+        q13, q2 = kiln.moe.quantize_experts(w13, w2, format="fp8")
+        for rnd in range(2):
+            out = kiln.moe.experts(x, q13, q2, idx, wts, weights="fp8")
+            err = rel(out, moe_fp8_ref(x, q13, q2, idx, wts, round_h=False))
+            err_rounded = rel(out, moe_fp8_ref(x, q13, q2, idx, wts, round_h=True))
+            record("moe_fp8", f"E{e} top{topk} T{t} H{hdim} I{inter} call {rnd + 1}", err < 2.0**-4 + 2.0**-8 and not math.isnan(err),
+                   err=err, err_h_rounded=err_rounded)
+            x.copy_(torch.randn(t, hdim, device="cuda", dtype=torch.bfloat16, generator=gen))
+    e, topk, hdim, inter = 64, 8, 2048, 1408
+    w13 = torch.randn(e, 2 * inter, hdim, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
+    w2 = torch.randn(e, hdim, inter, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
+    q13, q2 = kiln.moe.quantize_experts(w13, w2, format="fp8")
+    f13, f2 = kiln.moe.quantize_experts(w13, w2, format="nvfp4")
+    for t in (1, 8, 64) if quick else (1, 8, 64, 4096):
+        x = torch.randn(t, hdim, device="cuda", dtype=torch.bfloat16, generator=gen)
+        wts, idx = torch.topk(torch.softmax(torch.randn(t, e, device="cuda", generator=gen), -1), topk, -1)
+        f8 = bench_ms(lambda: kiln.moe.experts(x, q13, q2, idx, wts, weights="fp8"), reps=30)
+        f4 = bench_ms(lambda: kiln.moe.experts(x, f13, f2, idx, wts, weights="nvfp4"), reps=30)
+        b16 = bench_ms(lambda: kiln.moe.experts(x, w13, w2, idx, wts), reps=30)
+        record("moe_fp8", f"fp8 experts ran E{e} T{t}: {f8:.3f} ms (nvfp4 {f4:.3f}, bf16 {b16:.3f})", True)
+
+
 # ------------------------------------------------------------------------------- MoE layer
 def route_ref(logits, top_k, scoring, renormalize, n_group=None, topk_group=None, bias=None, scaling=1.0):
     """torch's routing in float64 (vLLM/DeepSeek-V3 semantics: experts outside the kept groups
@@ -1079,7 +1152,7 @@ def main():
     t0 = time.time()
     sections = {"gemm": gemm_checks, "attention": attention_checks, "backward": attention_backward_checks,
                 "varlen": varlen_checks, "kvcache": kvcache_checks, "replay": replay_checks, "moe": moe_checks, "moe_layer": moe_layer_checks,
-                "fp8": fp8_checks, "fp4": fp4_checks, "moe_fp4": moe_fp4_checks, "integration": lambda g, q: integration_checks(g),
+                "fp8": fp8_checks, "fp4": fp4_checks, "moe_fp4": moe_fp4_checks, "moe_fp8": moe_fp8_checks, "integration": lambda g, q: integration_checks(g),
                 "pointwise": lambda g, q: pointwise_checks(g, q, timings)}
     if not args.quick or args.moe:
         sections.update(models=lambda g, q: models(g, timings), timings=lambda g, q: op_timings(g, timings),

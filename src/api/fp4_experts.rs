@@ -106,7 +106,6 @@ impl Kiln {
             key,
             (plan.addresses(), w),
             || p.label(),
-            |_| Ok(()),
             |ctx, ws, capturing| {
                 let sched_bytes = schedule::sched_bytes(p.experts);
                 let sched = ws.moe_sched.at_least(ctx, sched_bytes, capturing)?;

@@ -9,22 +9,20 @@ use cudarc::driver::sys::CUstream;
 
 use super::fp4_experts_raw::{fp4_raw_plan, RawFp4Experts};
 use super::handle::Kiln;
-use super::moe_route::{route_plan, RoutePlan};
 use super::options::MoeRows;
+use super::sorted_layer::{
+    check_io, combine_sorted, route_and_sort, shape_err, Activations, LayerIo, PLAN_BASE,
+};
 use super::tensor::RawTensor;
 use super::validate::moe_layer::MoeRouting;
-use super::validate::{
-    aligned16, contiguous, dtype_in, err, float, no_alias, rank, MoePlan, Operand,
-};
+use super::validate::{MoePlan, Operand};
 use crate::api::dtype::DType;
 use crate::device::DeviceBuffer;
-use crate::error::{ArgumentKind, Error, Result};
-use crate::ops::gemm::DType as KernelDType;
-use crate::ops::moe::combine::{self, CombineShape, Rows};
+use crate::error::Result;
 use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, Fp4Operands, Fp4Tile};
-use crate::ops::moe::route::{self, align256, RouteExtras, RouteLayout, RouteOperands, TableSpec};
+use crate::ops::moe::route::{align256, RouteExtras, RouteLayout, TableSpec};
 use crate::ops::moe::schedule::sched_bytes;
-use crate::ops::moe::{gather_rows, MoeProblem};
+use crate::ops::moe::MoeProblem;
 
 /// Where the layer's intermediates live in its workspace (byte offsets, 256-aligned): the
 /// routing's tables from 0, then X's sorted copy [T k, H], H [T k, I], the down projection's
@@ -70,24 +68,12 @@ impl Fp4LayerLayout {
 /// [`PLAN_BASE`] (their problems are what the launch uses; the addresses come from the
 /// workspace when it runs).
 pub(crate) struct Fp4LayerPlan {
-    route: RoutePlan,
+    io: LayerIo,
     up: MoePlan,
     down: MoePlan,
     w13: (Fp4Layout, (Operand, Operand)),
     w2: (Fp4Layout, (Operand, Operand)),
-    x: Operand,
-    out: Operand,
-    dtype: KernelDType,
-    hidden: usize,
     layout: Fp4LayerLayout,
-}
-
-/// Where the plan's descriptions of the intermediates start: far from any caller's memory, so
-/// the aliasing checks compare them with nothing real.
-const PLAN_BASE: u64 = 1 << 56;
-
-fn shape_err(arg: &str, m: String) -> Error {
-    err(arg, ArgumentKind::Shape, m)
 }
 
 fn plan(
@@ -120,67 +106,35 @@ fn plan(
             ),
         ));
     }
-    let xi = x.info("x", false)?;
-    let oi = out.info("out", false)?;
-    for (name, t) in [("x", &xi), ("out", &oi)] {
-        super::validate::on_device(name, t, device)?;
-        rank(name, t, 2, "the layer takes it as [tokens, hidden]")?;
-        contiguous(name, t, "the layer reads and writes whole rows")?;
-        dtype_in(
-            name,
-            t,
-            &[DType::Bf16, DType::F16],
-            "the 4-bit layer's activations are bf16 or f16",
-        )?;
-        aligned16(name, t, "the layer moves 16-byte vectors")?;
-    }
-    let (t, hidden) = (xi.shape()[0], xi.shape()[1]);
-    if hidden != l13.k || l2.n != hidden {
-        return Err(shape_err(
-            "x",
+    let fits = |hidden: usize| {
+        (hidden != l13.k || l2.n != hidden).then(|| {
             format!(
                 "`x` has hidden size {hidden} but the weights were made for {} (w13) and {} (w2)",
                 l13.k, l2.n
-            ),
-        ));
-    }
-    if oi.shape() != xi.shape() || oi.dtype() != xi.dtype() {
-        return Err(shape_err(
-            "out",
-            format!(
-                "`out` is {} {}; it must be x's shape and dtype ({} {})",
-                oi.shape_text(),
-                oi.dtype(),
-                xi.shape_text(),
-                xi.dtype()
-            ),
-        ));
-    }
-    no_alias("out", &oi, &[("x", &xi)])?;
-    let Some(route) = route_plan(device, routing, l13.experts)? else {
+            )
+        })
+    };
+    let acts = Activations {
+        dtypes: &[DType::Bf16, DType::F16],
+        why: "the 4-bit layer's activations are bf16 or f16",
+        fits: &fits,
+    };
+    let Some(io) = check_io(device, x, out, routing, l13.experts, acts)? else {
         return Ok(None);
     };
-    if route.problem.tokens != t {
-        return Err(shape_err(
-            "x",
-            format!(
-                "`x` has {t} tokens but the routing has {}",
-                route.problem.tokens
-            ),
-        ));
-    }
-    let (e, pairs, inter) = (l13.experts, route.problem.pairs(), l13.n);
-    let dtype = float("x", &xi)?;
-    let es = dtype.size();
-    let layout = Fp4LayerLayout::of(RouteLayout::of(&route.problem), e, pairs, hidden, inter, es);
+    let hidden = io.hidden;
+    let (e, pairs, inter) = (l13.experts, io.route.problem.pairs(), l13.n);
+    let es = io.dtype.size();
+    let route = RouteLayout::of(&io.route.problem);
+    let layout = Fp4LayerLayout::of(route, e, pairs, hidden, inter, es);
     let at = |off: usize| PLAN_BASE + off as u64;
     let rows = MoeRows::Offsets {
         offsets: RawTensor::contiguous(at(layout.route.offsets), DType::I32, &[e + 1], device),
         host: None,
     };
-    let xs = RawTensor::contiguous(at(layout.xs), xi.dtype(), &[pairs, hidden], device);
-    let h = RawTensor::contiguous(at(layout.h), xi.dtype(), &[pairs, inter], device);
-    let y = RawTensor::contiguous(at(layout.y), xi.dtype(), &[pairs, hidden], device);
+    let xs = RawTensor::contiguous(at(layout.xs), io.api_dtype, &[pairs, hidden], device);
+    let h = RawTensor::contiguous(at(layout.h), io.api_dtype, &[pairs, inter], device);
+    let y = RawTensor::contiguous(at(layout.y), io.api_dtype, &[pairs, hidden], device);
     let (Some(up), w13_ops) = fp4_raw_plan(device, &xs, w13, &rows, None, &h)? else {
         return Ok(None);
     };
@@ -188,15 +142,11 @@ fn plan(
         return Ok(None);
     };
     Ok(Some(Fp4LayerPlan {
-        route,
+        io,
         up,
         down,
         w13: (l13, w13_ops),
         w2: (l2, w2_ops),
-        x: Operand::of(&xi),
-        out: Operand::of(&oi),
-        dtype,
-        hidden,
         layout,
     }))
 }
@@ -239,107 +189,68 @@ pub unsafe fn fp4_moe_layer(
 
 impl Kiln {
     fn launch_fp4_layer(&self, stream: CUstream, p: &Fp4LayerPlan) -> Result<()> {
-        let r = &p.route;
+        let (io, r) = (&p.io, &p.io.route);
         let (up, down) = (&p.up.problem, &p.down.problem);
         let key = (
             "fp4 layer",
             r.problem.key(),
-            (p.w13.0, p.w2.0, p.dtype),
+            (p.w13.0, p.w2.0, io.dtype),
             (Fp4Tile::choose(up).tt, Fp4Tile::choose(down).tt),
         );
         // (the projections' problems follow from the key: no need to hash them per call)
-        let addresses = ((p.x, p.out, p.w13.1, p.w2.1), (r.input, r.weights, r.bias));
+        let addresses = (
+            (io.x, io.out, p.w13.1, p.w2.1),
+            (r.input, r.weights, r.bias),
+        );
         let label = || format!("the 4-bit MoE layer of {} tokens", r.problem.tokens);
-        self.run_graphed(
-            Some(stream),
-            key,
-            addresses,
-            label,
-            |_| Ok(()),
-            |ctx, ws, capturing| {
-                let l = &p.layout;
-                let base = ws.moe_layer.at_least(ctx, l.bytes, capturing)?;
-                let at = |off: usize| base + off as u64;
-                let (t, pairs) = (r.problem.tokens, r.problem.pairs());
-                let row_bytes = p.hidden * p.dtype.size();
-                let routed = RouteOperands {
-                    input: r.input.ptr,
-                    weights: r.weights.map_or(0, |w| w.ptr),
-                    bias: r.bias.map_or(0, |b| b.ptr),
-                    workspace: base,
+        self.run_graphed(Some(stream), key, addresses, label, |ctx, ws, capturing| {
+            let l = &p.layout;
+            let base = ws.moe_layer.at_least(ctx, l.bytes, capturing)?;
+            let at = |off: usize| base + off as u64;
+            // (the routing builds both 4-bit kernels' tile tables: two launches fewer)
+            let table = |sched: usize, p: &MoeProblem| -> Result<TableSpec> {
+                Ok(TableSpec {
+                    sched: at(sched),
+                    bm: Fp4Experts::tables(ctx, p)?,
+                    fold: 0,
+                    sorted: true,
+                })
+            };
+            let extras = RouteExtras {
+                tables: [
+                    Some(table(l.sched_up, up)?),
+                    Some(table(l.sched_down, down)?),
+                ],
+                zero: None,
+            };
+            route_and_sort(ctx, io, base, &l.route, l.xs, &extras)?;
+            let buf = |ptr: u64, bytes: usize| {
+                // SAFETY: the caller's memory (checked by `plan`) or the workspace's parts laid
+                // out by `Fp4LayerLayout`, alive until the stream has run the launches.
+                unsafe { DeviceBuffer::borrowed(ptr, bytes) }
+            };
+            let offsets = buf(at(l.route.offsets), 4 * (up.experts + 1));
+            let project = |plan: &MoePlan,
+                           (layout, (w, e)): &(Fp4Layout, (Operand, Operand)),
+                           (x, y, sched): (usize, usize, usize)| {
+                let sched = buf(at(sched), sched_bytes(plan.problem.experts));
+                let (xb, yb) = (buf(at(x), plan.x.bytes), buf(at(y), plan.y.bytes));
+                let (wb, eb) = (buf(w.ptr, w.bytes), buf(e.ptr, e.bytes));
+                let ops = Fp4Operands {
+                    x: &xb,
+                    w: &wb,
+                    escale: &eb,
+                    y: &yb,
+                    rows: &offsets,
+                    route: None,
+                    sched: &sched,
                 };
-                // (the routing builds both 4-bit kernels' tile tables: two launches fewer)
-                let table = |sched: usize, p: &MoeProblem| -> Result<TableSpec> {
-                    Ok(TableSpec {
-                        sched: at(sched),
-                        bm: Fp4Experts::tables(ctx, p)?,
-                        fold: 0,
-                        sorted: true,
-                    })
-                };
-                let extras = RouteExtras {
-                    tables: [
-                        Some(table(l.sched_up, up)?),
-                        Some(table(l.sched_down, down)?),
-                    ],
-                    zero: None,
-                };
-                route::launch_fused(ctx, &r.problem, &routed, &extras)?;
-                gather_rows::launch(
-                    ctx,
-                    p.x.ptr,
-                    at(l.xs),
-                    at(l.route.row_token),
-                    t,
-                    pairs,
-                    row_bytes,
-                )?;
-                let buf = |ptr: u64, bytes: usize| {
-                    // SAFETY: the caller's memory (checked by `plan`) or the workspace's parts laid
-                    // out by `Fp4LayerLayout`, alive until the stream has run the launches.
-                    unsafe { DeviceBuffer::borrowed(ptr, bytes) }
-                };
-                let offsets = buf(at(l.route.offsets), 4 * (up.experts + 1));
-                let project = |plan: &MoePlan,
-                               (layout, (w, e)): &(Fp4Layout, (Operand, Operand)),
-                               (x, y, sched): (usize, usize, usize)| {
-                    let sched = buf(at(sched), sched_bytes(plan.problem.experts));
-                    let (xb, yb) = (buf(at(x), plan.x.bytes), buf(at(y), plan.y.bytes));
-                    let (wb, eb) = (buf(w.ptr, w.bytes), buf(e.ptr, e.bytes));
-                    let ops = Fp4Operands {
-                        x: &xb,
-                        w: &wb,
-                        escale: &eb,
-                        y: &yb,
-                        rows: &offsets,
-                        route: None,
-                        sched: &sched,
-                    };
-                    Fp4Experts::launch_tables(ctx, &plan.problem, layout, &ops, false)
-                };
-                project(&p.up, &p.w13, (l.xs, l.h, l.sched_up))?;
-                project(&p.down, &p.w2, (l.h, l.y, l.sched_down))?;
-                let s = CombineShape {
-                    tokens: t,
-                    top_k: r.problem.top_k(),
-                    hidden: p.hidden,
-                    out: p.dtype,
-                };
-                let rows = Rows {
-                    ptr: at(l.y),
-                    dtype: p.dtype,
-                    count: pairs,
-                };
-                combine::launch_rows(
-                    ctx,
-                    &s,
-                    rows,
-                    at(l.route.row_weight),
-                    at(l.route.pair_row),
-                    p.out.ptr,
-                )
-            },
-        )
+                Fp4Experts::launch_tables(ctx, &plan.problem, layout, &ops, false)
+            };
+            project(&p.up, &p.w13, (l.xs, l.h, l.sched_up))?;
+            project(&p.down, &p.w2, (l.h, l.y, l.sched_down))?;
+            combine_sorted(ctx, io, base, &l.route, l.y, io.dtype)
+        })
     }
 }
 

@@ -243,13 +243,25 @@ impl Kiln {
         run_in(inner, stream, capturing, key, what, f)
     }
 
+    /// [`Kiln::run_graphed_polled`] with nothing to poll.
+    pub(crate) fn run_graphed(
+        &self,
+        stream: Option<sys::CUstream>,
+        key: impl Hash,
+        addresses: impl Hash,
+        what: impl FnOnce() -> String,
+        f: impl Fn(&Context, &mut Workspaces, bool) -> Result<()>,
+    ) -> Result<()> {
+        self.run_graphed_polled(stream, key, addresses, what, |_| Ok(()), f)
+    }
+
     /// [`Kiln::run_keyed`] for an op whose addresses are `addresses`: a warm call seen before
     /// with the same key and addresses (and no scratch buffer replaced since) replays the graph
     /// captured from it, one driver call (~2 us of CPU on the H200's hosts) instead of one per
     /// launch (~4 us each). Under the caller's own capture, or when its capture is refused, it
     /// runs as `run_keyed`. `poll` runs first outside capture, on the eager and replayed path
     /// alike (the decode steps report the bad tables earlier launches found there).
-    pub(crate) fn run_graphed(
+    pub(crate) fn run_graphed_polled(
         &self,
         stream: Option<sys::CUstream>,
         key: impl Hash,

@@ -47,7 +47,6 @@ impl Kiln {
             plan.key(),
             addresses,
             || p.label(),
-            |_| Ok(()),
             |ctx, ws, capturing| {
                 let bytes = LayerLayout::of(p).bytes;
                 let base = match workspace {

@@ -34,7 +34,6 @@ impl Kiln {
             plan.key(v),
             plan.addresses(),
             || plan.problem.label(),
-            |_| Ok(()),
             |ctx, _, _| launch::gemm(&self.registry, ctx, plan, v),
         )
     }
@@ -51,7 +50,6 @@ impl Kiln {
             plan.key(v),
             plan.addresses(),
             || plan.problem.label(),
-            |_| Ok(()),
             |ctx, ws, capturing| launch::attention(&self.registry, ctx, ws, capturing, plan, v),
         )
     }
@@ -63,7 +61,6 @@ impl Kiln {
             plan.key(choice),
             plan.addresses(),
             || plan.problem.label(),
-            |_| Ok(()),
             |ctx, ws, capturing| launch::moe(&self.registry, ctx, ws, capturing, plan),
         )
     }

@@ -248,7 +248,7 @@ impl Kiln {
             });
         }
         // (a split decode is 2 launches: warm and at the same addresses, one graph)
-        self.run_graphed(
+        self.run_graphed_polled(
             stream,
             key,
             plan.addresses(),

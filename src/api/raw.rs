@@ -26,6 +26,9 @@ pub use super::fp8::{
     check_fp8_cast, check_fp8_gemm_nt, check_fp8_grouped_gemm, fp8_cast, fp8_gemm_nt,
     fp8_grouped_gemm,
 };
+pub use super::fp8_layer::{
+    check_fp8_moe_layer, fp8_moe_layer, Fp8LayerLayout, Fp8LayerWeights, RawFp8Experts,
+};
 pub use super::moe_layer::{check_moe_layer, moe_layer, moe_layer_workspace_bytes};
 pub use super::moe_route::{moe_combine, moe_route, moe_route_layout};
 pub use super::pointwise::{check_rms_norm, check_rope, rms_norm, rope};

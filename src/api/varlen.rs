@@ -62,7 +62,7 @@ impl Kiln {
     ) -> Result<()> {
         let v = opts.version.as_deref();
         let what = || "this packed attention".to_string();
-        self.run_graphed(
+        self.run_graphed_polled(
             stream,
             plan.key(v),
             plan.addresses(),

@@ -322,12 +322,8 @@ pub fn fp8_grouped(
     y: &TensorInfo,
     masked: bool,
 ) -> Result<Option<Fp8GroupedPlan>> {
-    e4m3("w", w, device, 3, "w is [E, N, K]")?;
-    let (e, n, k) = (w.shape()[0], w.shape()[1], w.shape()[2]);
-    k_multiple_of_16("w", k)?;
+    let (e, n, k) = fp8_experts(device, ("w", w), ("sw", sw))?;
     let xr = fp8_rows(device, (x, sx), rows, ("`w`", e, k), masked)?;
-    f32_scales("sw", sw, device)?;
-    block_scales("sw", sw, &[e, n.div_ceil(128), k.div_ceil(128)])?;
     bf16_out("y", y, device, &out_shape(xr, e, n, masked))?;
     let rows_arg = rows_name(masked);
     no_alias(
@@ -370,7 +366,7 @@ pub fn fp8_swiglu(
     (h, sh): (&TensorInfo, Option<&TensorInfo>),
     masked: bool,
 ) -> Result<Option<Fp8GroupedPlan>> {
-    e4m3("w1", w1, device, 3, "w1 is [E, N, K]")?;
+    let (e, n, k) = fp8_experts(device, ("w1", w1), ("sw1", sw1))?;
     e4m3("w3", w3, device, 3, "w3 is [E, N, K]")?;
     if w3.shape() != w1.shape() {
         return Err(err(
@@ -383,14 +379,8 @@ pub fn fp8_swiglu(
             ),
         ));
     }
-    let (e, n, k) = (w1.shape()[0], w1.shape()[1], w1.shape()[2]);
-    k_multiple_of_16("w1", k)?;
+    fp8_experts(device, ("w3", w3), ("sw3", sw3))?;
     let xr = fp8_rows(device, (x, sx), rows, ("`w1`", e, k), masked)?;
-    let kb = k.div_ceil(128);
-    for (arg, s) in [("sw1", sw1), ("sw3", sw3)] {
-        f32_scales(arg, s, device)?;
-        block_scales(arg, s, &[e, n.div_ceil(128), kb])?;
-    }
     if let Some(r) = routing {
         routing_weights(device, r, xr.0)?;
     }
@@ -593,6 +583,21 @@ pub fn fp8_cast(
         codes: Operand::of(codes),
         scales: Operand::of(scales),
     }))
+}
+
+/// One FP8 expert tensor of a layer: `codes` e4m3 [E, N, K] and `scales` f32 [E, ceil(N/128),
+/// ceil(K/128)] (128x128 blocks per expert, DeepSeek-V3's weight_scale_inv); returns (E, N, K).
+pub(crate) fn fp8_experts(
+    device: usize,
+    (name, codes): (&str, &TensorInfo),
+    (scales_name, scales): (&str, &TensorInfo),
+) -> Result<(usize, usize, usize)> {
+    e4m3(name, codes, device, 3, "expert weights are [E, N, K]")?;
+    let (e, n, k) = (codes.shape()[0], codes.shape()[1], codes.shape()[2]);
+    k_multiple_of_16(name, k)?;
+    f32_scales(scales_name, scales, device)?;
+    block_scales(scales_name, scales, &[e, n.div_ceil(128), k.div_ceil(128)])?;
+    Ok((e, n, k))
 }
 
 #[cfg(test)]

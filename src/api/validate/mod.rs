@@ -15,6 +15,7 @@ mod pointwise;
 pub use attention::{attention, AttentionPlan};
 pub use attention_backward::{attention_backward, AttentionBackwardPlan};
 pub use attention_varlen::{attention_varlen, VarlenPlan};
+pub(crate) use fp8::fp8_experts;
 pub use fp8::{
     fp8_cast, fp8_gemm, fp8_grouped, fp8_swiglu, w4a8_experts, Fp8CastPlan, Fp8GemmPlan,
     Fp8GroupedPlan, W4a8Plan,

@@ -219,7 +219,8 @@
 #   candle                       kiln's ops in candle (kiln-candle, built here by scripts/candle.sh:
 #                                its `block` example, CANDLE_EXAMPLE): the CUDA libraries it links
 #                                found (ldd), the block's check (each op against float64, the
-#                                block against candle's own ops, the experts in FP8 and 4 bits),
+#                                block against candle's own ops, the experts in FP8 and 4 bits,
+#                                the FP8 SwiGLU, the masked layout and W4A8),
 #                                then the attention timing at B4 H16 S4096 d128 (kiln in candle and
 #                                kiln's Rust API alternately, candle's composed
 #                                matmul-softmax-matmul), not causal and causal; table last

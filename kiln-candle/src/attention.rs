@@ -4,10 +4,10 @@
 use std::sync::Mutex;
 
 use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, ValidAsZeroBits};
-use candle_core::cuda_backend::CudaDType;
+use candle_core::cuda_backend::{CudaDType, CudaDevice};
 use candle_core::{CpuStorage, CudaStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use kiln::api::Window;
-use kiln::{AttentionOptions, KilnElem, TensorMut, VarlenOffsets};
+use kiln::{AttentionOptions, KilnElem, TensorMut, TensorRef, VarlenOffsets};
 
 use crate::{handle, keep_side, kerr, no_cpu, out, taken_side, with_view, wrap, In, SideOut};
 
@@ -46,6 +46,26 @@ impl FlashAttn {
     }
 }
 
+/// q, k and v as kiln's views and a new packed output like q on their device's stream, given to
+/// `f`; returns the output.
+fn attend<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
+    (q, lq): (&CudaStorage, &Layout),
+    (k, lk): (&CudaStorage, &Layout),
+    (v, lv): (&CudaStorage, &Layout),
+    f: impl FnOnce(&CudaDevice, [TensorRef; 3], &mut TensorMut) -> Result<()>,
+) -> Result<(CudaStorage, Shape)> {
+    let dev = &q.device;
+    let [iq, ik, iv] = [(q, lq), (k, lk), (v, lv)].map(|(s, l)| In::<T>::new(s, l));
+    let (iq, ik, iv) = (iq?, ik?, iv?);
+    let mut o = out::<T>(dev, iq.dims.iter().product(), false)?;
+    f(
+        dev,
+        [iq.t()?, ik.t()?, iv.t()?],
+        &mut TensorMut::from_slice(&mut o, &iq.dims).map_err(kerr)?,
+    )?;
+    Ok((wrap(o, dev), Shape::from(iq.dims.clone())))
+}
+
 fn attn_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     op: &FlashAttn,
     q: &CudaStorage,
@@ -55,40 +75,37 @@ fn attn_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     v: &CudaStorage,
     lv: &Layout,
 ) -> Result<(CudaStorage, Shape)> {
-    let dev = &q.device;
-    let [iq, ik, iv] = [(q, lq), (k, lk), (v, lv)].map(|(s, l)| In::<T>::new(s, l));
-    let (iq, ik, iv) = (iq?, ik?, iv?);
-    let &[b, sq, hq, d] = iq.dims.as_slice() else {
+    let &[b, sq, hq, _] = lq.dims() else {
         candle_core::bail!(
             "kiln flash attention takes q [B, S, H, D], got {:?}",
-            iq.dims
+            lq.dims()
         );
     };
-    let mut o = out::<T>(dev, b * sq * hq * d, false)?;
-    let mut lse = match op.lse {
-        Some(_) => Some(out::<f32>(dev, b * hq * sq, false)?),
-        None => None,
-    };
-    {
-        let mut to = TensorMut::from_slice(&mut o, &iq.dims).map_err(kerr)?;
-        let mut tl = match lse.as_mut() {
-            Some(l) => Some(TensorMut::from_slice(l, &[b, hq, sq]).map_err(kerr)?),
+    attend::<T>((q, lq), (k, lk), (v, lv), |dev, [q, k, v], o| {
+        let mut lse = match op.lse {
+            Some(_) => Some(out::<f32>(dev, b * hq * sq, false)?),
             None => None,
         };
-        handle(dev)?
-            .attention(
-                &dev.cuda_stream(),
-                &iq.t()?,
-                &ik.t()?,
-                &iv.t()?,
-                &mut to,
-                tl.as_mut(),
-                &op.options(),
-            )
-            .map_err(kerr)?;
-    }
-    keep_side(&op.lse, lse, dev);
-    Ok((wrap(o, dev), Shape::from(iq.dims.clone())))
+        {
+            let mut tl = match lse.as_mut() {
+                Some(l) => Some(TensorMut::from_slice(l, &[b, hq, sq]).map_err(kerr)?),
+                None => None,
+            };
+            handle(dev)?
+                .attention(
+                    &dev.cuda_stream(),
+                    &q,
+                    &k,
+                    &v,
+                    o,
+                    tl.as_mut(),
+                    &op.options(),
+                )
+                .map_err(kerr)?;
+        }
+        keep_side(&op.lse, lse, dev);
+        Ok(())
+    })
 }
 
 op3!(FlashAttn, "kiln-flash-attn", attn_fwd);
@@ -145,41 +162,27 @@ fn varlen_fwd<T: CudaDType + KilnElem + DeviceRepr + ValidAsZeroBits>(
     v: &CudaStorage,
     lv: &Layout,
 ) -> Result<(CudaStorage, Shape)> {
-    let dev = &q.device;
-    let [iq, ik, iv] = [(q, lq), (k, lk), (v, lv)].map(|(s, l)| In::<T>::new(s, l));
-    let (iq, ik, iv) = (iq?, ik?, iv?);
-    let n: usize = iq.dims.iter().product();
-    let mut o = out::<T>(dev, n, false)?;
     let opts = AttentionOptions {
         causal: op.causal,
         softmax_scale: op.softmax_scale,
         ..AttentionOptions::default()
     };
-    with_view::<i32, _>(&op.cu_seqlens_q, "cu_seqlens_q", |cq| {
-        with_view::<i32, _>(&op.cu_seqlens_k, "cu_seqlens_k", |ck| {
-            let offsets = VarlenOffsets {
-                cu_q: &cq,
-                cu_k: &ck,
-                max_seqlen_q: op.max_seqlen_q,
-                max_seqlen_k: op.max_seqlen_k,
-                host: None,
-            };
-            let mut to = TensorMut::from_slice(&mut o, &iq.dims).map_err(kerr)?;
-            handle(dev)?
-                .attention_varlen(
-                    &dev.cuda_stream(),
-                    &iq.t()?,
-                    &ik.t()?,
-                    &iv.t()?,
-                    &mut to,
-                    None,
-                    offsets,
-                    &opts,
-                )
-                .map_err(kerr)
+    attend::<T>((q, lq), (k, lk), (v, lv), |dev, [q, k, v], o| {
+        with_view::<i32, _>(&op.cu_seqlens_q, "cu_seqlens_q", |cq| {
+            with_view::<i32, _>(&op.cu_seqlens_k, "cu_seqlens_k", |ck| {
+                let offsets = VarlenOffsets {
+                    cu_q: &cq,
+                    cu_k: &ck,
+                    max_seqlen_q: op.max_seqlen_q,
+                    max_seqlen_k: op.max_seqlen_k,
+                    host: None,
+                };
+                handle(dev)?
+                    .attention_varlen(&dev.cuda_stream(), &q, &k, &v, o, None, offsets, &opts)
+                    .map_err(kerr)
+            })
         })
-    })?;
-    Ok((wrap(o, dev), Shape::from(iq.dims.clone())))
+    })
 }
 
 op3!(FlashAttnVarlen, "kiln-flash-attn-varlen", varlen_fwd);

@@ -31,7 +31,7 @@ pub struct Fp4Experts {
 }
 
 /// Argument `arg`, experts [E, N, K] of any float dtype on any device, quantised on the host.
-fn host_experts(arg: &str, t: &Tensor, format: Fp4Format) -> Result<Fp4Weights> {
+pub(crate) fn host_experts(arg: &str, t: &Tensor, format: Fp4Format) -> Result<Fp4Weights> {
     let &[e, n, k] = t.dims() else {
         candle_core::bail!(
             "`{arg}` is {:?}; 4-bit expert weights are [E, N, K] (experts, output columns, K)",
@@ -220,13 +220,7 @@ pub fn fp4_experts(
 mod tests {
     use super::*;
 
-    fn weights(dims: &[usize]) -> Tensor {
-        let n: usize = dims.iter().product();
-        let v: Vec<f32> = (0..n)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
-            .collect();
-        Tensor::from_vec(v, dims, &Device::Cpu).unwrap()
-    }
+    use crate::test_weights as weights;
 
     #[test]
     fn the_prepack_runs_on_the_host_and_names_the_weight_it_refuses() {

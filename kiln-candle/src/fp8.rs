@@ -7,22 +7,23 @@
 //! scale gives NaN where it applies; the casts' own scales are always finite.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::CudaView;
-use candle_core::cuda_backend::CudaDType;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DeviceRepr, ValidAsZeroBits};
+use candle_core::cuda_backend::{CudaDType, CudaDevice};
 use candle_core::{
-    CpuStorage, CudaStorage, CustomOp1, CustomOp2, DType, Layout, Result, Shape, Tensor,
+    CpuStorage, CudaStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor,
 };
 use float8::F8E4M3;
 use half::{bf16, f16};
-use kiln::{KilnElem, TensorMut, TensorRef};
+use kiln::{KilnElem, MoeRows, TensorMut, TensorRef};
 
+use crate::moe::{with_expert_rows, ExpertRows};
 use crate::{handle, keep_side, kerr, no_cpu, out, taken_side, with_view, wrap, In, SideOut};
 
 /// The group of the scales along K (and along rows for the weights' blocks).
 const GROUP: usize = 128;
 
 /// The e4m3 codes of argument `arg` as kiln's byte view (`F8E4M3` or `U8` storage).
-fn codes<'a>(s: &'a CudaStorage, l: &Layout, arg: &str) -> Result<In<'a, u8>> {
+pub(crate) fn codes<'a>(s: &'a CudaStorage, l: &Layout, arg: &str) -> Result<In<'a, u8>> {
     let view: CudaView<'a, u8> = match s.dtype() {
         DType::U8 => s.as_cuda_slice::<u8>()?.slice(l.start_offset()..),
         DType::F8E4M3 => {
@@ -183,48 +184,62 @@ pub fn per_block_cast_to_fp8(w: &Tensor) -> Result<(Tensor, Tensor)> {
 // ---------------------------------------------------------------------------------------------
 // Grouped GEMM
 
-/// The FP8 MoE grouped GEMM, y[rows of e] = dequant(x[rows of e]) @ dequant(w[e])ᵀ in bf16: x
-/// [rows, K] e4m3 codes sorted by expert with `sx` its 1x128 scales ([rows, ceil(K/128)]
-/// M-major, as [`per_token_cast_to_fp8`] gives, or a contiguous [ceil(K/128), rows]); w
-/// [E, N, K] codes with `sw` [E, ceil(N/128), ceil(K/128)] (as [`per_block_cast_to_fp8`] of the
-/// experts gives); expert e owns rows `offsets[e]..offsets[e + 1]` (i32 [E + 1] on the GPU, any
-/// count, no padding). y [rows, N] bf16 is zero where no expert owns the row. K a multiple of 16.
+/// The checks candle's side makes of an FP8 MoE op's f32 and i32 tensors: each `(arg, tensor)`
+/// must hold f32.
+pub(crate) fn f32_args(op: &str, args: &[(&str, &Tensor)]) -> Result<()> {
+    for (arg, t) in args {
+        if t.dtype() != DType::F32 {
+            candle_core::bail!(
+                "`{arg}` holds {:?}; {op} takes f32 {arg}: convert with `to_dtype(DType::F32)`",
+                t.dtype()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Each `(arg, dtype)` must be e4m3 codes.
+pub(crate) fn codes_args(args: &[(&str, DType)]) -> Result<()> {
+    for &(arg, d) in args {
+        if !is_codes(d) {
+            candle_core::bail!("{}", not_codes(arg, d));
+        }
+    }
+    Ok(())
+}
+
+/// N of weights `w` [E, N, K] (argument `arg`) for `op`.
+fn experts_n(arg: &str, w: &[usize], op: &str) -> Result<usize> {
+    match w {
+        &[_, n, _] => Ok(n),
+        d => candle_core::bail!("`{arg}` is {d:?}; {op} takes {arg} [E, N, K]"),
+    }
+}
+
+/// The FP8 MoE grouped GEMM, y[rows of e] = dequant(x[rows of e]) @ dequant(w[e])ᵀ in bf16: w
+/// [E, N, K] codes with `sw` [E, ceil(N/128), ceil(K/128)] (as [`per_block_cast_to_fp8`] of
+/// the experts gives); x e4m3 codes with `sx` its 1x128 scales over all its rows (as
+/// [`per_token_cast_to_fp8`] of x as one [rows, K] matrix gives), by `rows`:
+/// [`ExpertRows::Offsets`] (DeepGEMM's `m_grouped_gemm_fp8_fp8_bf16_nt_contiguous`: x
+/// [rows, K] sorted by expert, any count per expert, no padding; y [rows, N]) or
+/// [`ExpertRows::Counts`] (`..._masked`: x [E, max_rows, K]; y [E, max_rows, N]). y is zero
+/// where no expert owns the row. K a multiple of 16.
 pub struct Fp8GroupedGemm {
     pub sx: Tensor,
     pub sw: Tensor,
-    pub offsets: Tensor,
+    pub rows: ExpertRows,
 }
 
+const GROUPED: &str = "the FP8 grouped GEMM";
+
 impl Fp8GroupedGemm {
-    /// y's [rows, N] after the checks candle's side makes (dtypes and ranks); kiln checks the
-    /// rest (K, the scales' shapes and strides, the offsets' length) at the launch.
-    fn out_dims(&self, x: (DType, &[usize]), w: (DType, &[usize])) -> Result<(usize, usize)> {
-        for (arg, d) in [("x", x.0), ("w", w.0)] {
-            if !is_codes(d) {
-                candle_core::bail!("{}", not_codes(arg, d));
-            }
-        }
-        for (arg, t, want) in [
-            ("sx", &self.sx, DType::F32),
-            ("sw", &self.sw, DType::F32),
-            ("offsets", &self.offsets, DType::I32),
-        ] {
-            if t.dtype() != want {
-                candle_core::bail!(
-                    "`{arg}` holds {:?}; the FP8 grouped GEMM takes {want:?} {arg}: convert with `to_dtype(DType::{want:?})`",
-                    t.dtype()
-                );
-            }
-        }
-        match (x.1, w.1) {
-            (&[rows, _], &[_, n, _]) => Ok((rows, n)),
-            (&[_, _], d) => {
-                candle_core::bail!("`w` is {d:?}; the FP8 grouped GEMM takes w [E, N, K]")
-            }
-            (d, _) => {
-                candle_core::bail!("`x` is {d:?}; the FP8 grouped GEMM takes x [rows, K]")
-            }
-        }
+    /// y's dims after the checks candle's side makes (dtypes and ranks); kiln checks the rest
+    /// (K, the scales' shapes and strides, the rows' length) at the launch.
+    fn out_dims(&self, x: (DType, &[usize]), w: (DType, &[usize])) -> Result<Vec<usize>> {
+        codes_args(&[("x", x.0), ("w", w.0)])?;
+        f32_args(GROUPED, &[("sx", &self.sx), ("sw", &self.sw)])?;
+        let n = experts_n("w", w.1, GROUPED)?;
+        self.rows.out_dims(x.1, n, GROUPED)
     }
 }
 
@@ -249,45 +264,252 @@ impl CustomOp2 for Fp8GroupedGemm {
         w: &CudaStorage,
         lw: &Layout,
     ) -> Result<(CudaStorage, Shape)> {
-        let (rows, n) = self.out_dims((x.dtype(), lx.dims()), (w.dtype(), lw.dims()))?;
+        let dims = self.out_dims((x.dtype(), lx.dims()), (w.dtype(), lw.dims()))?;
         let dev = &x.device;
         let (ix, iw) = (codes(x, lx, "x")?, codes(w, lw, "w")?);
-        let mut y = out::<bf16>(dev, rows * n, true)?;
-        with_view::<f32, _>(&self.sx, "sx", |sx| {
-            with_view::<f32, _>(&self.sw, "sw", |sw| {
-                with_view::<i32, _>(&self.offsets, "offsets", |off| {
-                    let mut ty = TensorMut::from_slice(&mut y, &[rows, n]).map_err(kerr)?;
-                    handle(dev)?
-                        .fp8_grouped_gemm_contiguous(
-                            &dev.cuda_stream(),
-                            (&ix.t()?, &sx),
-                            (&iw.t()?, &sw),
-                            &off,
-                            &mut ty,
-                        )
+        let y = new_out::<bf16>(dev, &dims, |ty| {
+            with_view::<f32, _>(&self.sx, "sx", |sx| {
+                with_view::<f32, _>(&self.sw, "sw", |sw| {
+                    with_expert_rows(&self.rows, None, |rows, _| {
+                        let (k, s) = (handle(dev)?, dev.cuda_stream());
+                        let (x, w) = ((&ix.t()?, &sx), (&iw.t()?, &sw));
+                        match rows {
+                            MoeRows::Offsets { offsets, .. } => {
+                                k.fp8_grouped_gemm_contiguous(&s, x, w, &offsets, ty)
+                            }
+                            MoeRows::Counts { counts, .. } => {
+                                k.fp8_grouped_gemm_masked(&s, x, w, &counts, ty)
+                            }
+                        }
                         .map_err(kerr)
+                    })
                 })
             })
         })?;
-        Ok((wrap(y, dev), Shape::from((rows, n))))
+        Ok((wrap(y, dev), Shape::from(dims)))
     }
 }
 
 /// The FP8 grouped GEMM (see [`Fp8GroupedGemm`]): `(x, sx)` and `(w, sw)` as the casts give
-/// them, `offsets` i32 [E + 1].
+/// them; `rows` by offsets (x [rows, K], `offsets` i32 [E + 1]) or, DeepGEMM's masked layout,
+/// by counts (x [E, max_rows, K] with `sx` the scales of x as one [E * max_rows, K] matrix,
+/// `counts` i32 [E]).
 pub fn fp8_grouped_gemm(
     (x, sx): (&Tensor, &Tensor),
     (w, sw): (&Tensor, &Tensor),
-    offsets: &Tensor,
+    rows: &ExpertRows,
 ) -> Result<Tensor> {
     x.apply_op2_no_bwd(
         w,
         &Fp8GroupedGemm {
             sx: sx.clone(),
             sw: sw.clone(),
-            offsets: offsets.clone(),
+            rows: rows.clone(),
         },
     )
+}
+
+// ---------------------------------------------------------------------------------------------
+// SwiGLU
+
+/// The fused MoE SwiGLU on FP8 operands, h = silu(x W1ᵀ) * (x W3ᵀ) per expert, times the row's
+/// f32 routing weight when `routing` (f32, one per row of x) is given: x, `sx` and `rows` as
+/// [`Fp8GroupedGemm`], W1 (gate) and W3 (up) [E, N, K] codes with `sw1`, `sw3` their 128x128
+/// scales. `out` is the output's dtype: BF16 or F32, or F8E4M3 for e4m3 codes with their 1x128
+/// scales ([`fp8_swiglu_to_fp8`]: the down projection's x and sx, N a multiple of 16). h is
+/// [rows, N] (masked: [E, max_rows, N]), zero where no expert owns the row.
+pub struct Fp8Swiglu {
+    pub sx: Tensor,
+    pub sw1: Tensor,
+    pub sw3: Tensor,
+    pub rows: ExpertRows,
+    pub routing: Option<Tensor>,
+    pub out: DType,
+    scales: SideOut,
+}
+
+const SWIGLU: &str = "the FP8 SwiGLU";
+
+impl Fp8Swiglu {
+    fn new(
+        (sx, sw1, sw3): (&Tensor, &Tensor, &Tensor),
+        rows: &ExpertRows,
+        routing: Option<&Tensor>,
+        out: DType,
+    ) -> Self {
+        Fp8Swiglu {
+            sx: sx.clone(),
+            sw1: sw1.clone(),
+            sw3: sw3.clone(),
+            rows: rows.clone(),
+            routing: routing.cloned(),
+            out,
+            scales: (out == DType::F8E4M3).then(Default::default),
+        }
+    }
+
+    /// h's dims after the checks candle's side makes; kiln checks the rest at the launch.
+    fn out_dims(&self, [x, w1, w3]: [(DType, &[usize]); 3]) -> Result<Vec<usize>> {
+        codes_args(&[("x", x.0), ("w1", w1.0), ("w3", w3.0)])?;
+        let mut f32s = vec![("sx", &self.sx), ("sw1", &self.sw1), ("sw3", &self.sw3)];
+        f32s.extend(self.routing.as_ref().map(|r| ("routing", r)));
+        f32_args(SWIGLU, &f32s)?;
+        if !matches!(self.out, DType::BF16 | DType::F32 | DType::F8E4M3) {
+            candle_core::bail!(
+                "`out` is {:?}; {SWIGLU} writes BF16, F32 or F8E4M3 (codes with their scales)",
+                self.out
+            );
+        }
+        let n = experts_n("w1", w1.1, SWIGLU)?;
+        if w3.1 != w1.1 {
+            candle_core::bail!(
+                "`w3` is {:?} but `w1` is {:?}; the gate (w1) and up (w3) weights are both [E, N, K]",
+                w3.1,
+                w1.1
+            );
+        }
+        self.rows.out_dims(x.1, n, SWIGLU)
+    }
+}
+
+/// A zeroed output of `dims` on `dev`'s stream, written by `f` through kiln's view.
+pub(crate) fn new_out<T: DeviceRepr + ValidAsZeroBits + KilnElem>(
+    dev: &CudaDevice,
+    dims: &[usize],
+    f: impl FnOnce(&mut TensorMut) -> Result<()>,
+) -> Result<CudaSlice<T>> {
+    let mut y = out::<T>(dev, dims.iter().product(), true)?;
+    f(&mut TensorMut::from_slice(&mut y, dims).map_err(kerr)?)?;
+    Ok(y)
+}
+
+impl CustomOp3 for Fp8Swiglu {
+    fn name(&self) -> &'static str {
+        "kiln-fp8-swiglu"
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.out_dims([
+            (s1.dtype(), l1.dims()),
+            (s2.dtype(), l2.dims()),
+            (s3.dtype(), l3.dims()),
+        ])?;
+        Err(no_cpu(self.name()))
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        lx: &Layout,
+        w1: &CudaStorage,
+        l1: &Layout,
+        w3: &CudaStorage,
+        l3: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let dims = self.out_dims([
+            (x.dtype(), lx.dims()),
+            (w1.dtype(), l1.dims()),
+            (w3.dtype(), l3.dims()),
+        ])?;
+        let dev = &x.device;
+        let (ix, i1, i3) = (
+            codes(x, lx, "x")?,
+            codes(w1, l1, "w1")?,
+            codes(w3, l3, "w3")?,
+        );
+        let launch = |h: &mut TensorMut, sh: Option<&mut TensorMut>| {
+            with_view::<f32, _>(&self.sx, "sx", |sx| {
+                with_view::<f32, _>(&self.sw1, "sw1", |sw1| {
+                    with_view::<f32, _>(&self.sw3, "sw3", |sw3| {
+                        with_expert_rows(&self.rows, self.routing.as_ref(), |rows, routing| {
+                            handle(dev)?
+                                .fp8_swiglu(
+                                    &dev.cuda_stream(),
+                                    (&ix.t()?, &sx),
+                                    (&i1.t()?, &sw1),
+                                    (&i3.t()?, &sw3),
+                                    rows,
+                                    routing.as_ref(),
+                                    h,
+                                    sh,
+                                )
+                                .map_err(kerr)
+                        })
+                    })
+                })
+            })
+        };
+        let h = match self.out {
+            DType::BF16 => wrap(new_out::<bf16>(dev, &dims, |h| launch(h, None))?, dev),
+            DType::F32 => wrap(new_out::<f32>(dev, &dims, |h| launch(h, None))?, dev),
+            _ => {
+                let n = dims[dims.len() - 1];
+                let x_rows = dims.iter().product::<usize>() / n.max(1);
+                let nb = n.div_ceil(GROUP);
+                let mut sh = out::<f32>(dev, nb * x_rows, true)?;
+                let mut h = out::<F8E4M3>(dev, x_rows * n, true)?;
+                {
+                    let mut hv = h.slice_mut(..);
+                    // SAFETY: e4m3 codes are bytes: the same address and length.
+                    let mut hb = unsafe { hv.transmute_mut::<u8>(x_rows * n) }
+                        .ok_or_else(|| candle_core::Error::msg("the codes' bytes"))?;
+                    let mut th = TensorMut::from_slice(&mut hb, &dims).map_err(kerr)?;
+                    let mut tsh = TensorMut::from_slice_strided(
+                        &mut sh,
+                        &[x_rows, nb],
+                        &[1, x_rows as isize],
+                    )
+                    .map_err(kerr)?;
+                    launch(&mut th, Some(&mut tsh))?;
+                }
+                keep_side(&self.scales, Some(sh), dev);
+                wrap(h, dev)
+            }
+        };
+        Ok((h, Shape::from(dims)))
+    }
+}
+
+/// The FP8 SwiGLU (see [`Fp8Swiglu`]) with bf16 output: `(x, sx)`, `(w1, sw1)`, `(w3, sw3)` as
+/// the casts give them, `rows` by offsets or counts, optional f32 `routing` weights.
+pub fn fp8_swiglu(
+    (x, sx): (&Tensor, &Tensor),
+    (w1, sw1): (&Tensor, &Tensor),
+    (w3, sw3): (&Tensor, &Tensor),
+    rows: &ExpertRows,
+    routing: Option<&Tensor>,
+) -> Result<Tensor> {
+    x.apply_op3_no_bwd(
+        w1,
+        w3,
+        &Fp8Swiglu::new((sx, sw1, sw3), rows, routing, DType::BF16),
+    )
+}
+
+/// The FP8 SwiGLU (see [`Fp8Swiglu`]) quantised: h as e4m3 codes (`F8E4M3`, [rows, N] or
+/// [E, max_rows, N]) and their f32 1x128 scales [rows, ceil(N/128)] (all E * max_rows rows when
+/// masked) stored M-major, as [`per_token_cast_to_fp8`] gives: the down projection's `(x, sx)`.
+pub fn fp8_swiglu_to_fp8(
+    (x, sx): (&Tensor, &Tensor),
+    (w1, sw1): (&Tensor, &Tensor),
+    (w3, sw3): (&Tensor, &Tensor),
+    rows: &ExpertRows,
+    routing: Option<&Tensor>,
+) -> Result<(Tensor, Tensor)> {
+    let op = Fp8Swiglu::new((sx, sw1, sw3), rows, routing, DType::F8E4M3);
+    let h = x.apply_op3_no_bwd(w1, w3, &op)?;
+    let n = h.dims()[h.rank() - 1];
+    let x_rows = h.elem_count() / n.max(1);
+    let sh = taken_side(&op.scales, Shape::from((n.div_ceil(GROUP), x_rows)))?;
+    Ok((h, sh.t()?))
 }
 
 #[cfg(test)]
@@ -337,7 +559,11 @@ mod tests {
         let (sx, sw) = (f32s(&[rows, k / 128]), f32s(&[e, n / 128, k / 128]));
         let off = Tensor::new(&[0i32, 3, 3, 7, 10], cpu).unwrap();
         let call = |x: &Tensor, sx: &Tensor, w: &Tensor, sw: &Tensor, off: &Tensor| {
-            err_of(fp8_grouped_gemm((x, sx), (w, sw), off))
+            err_of(fp8_grouped_gemm(
+                (x, sx),
+                (w, sw),
+                &ExpertRows::Offsets(off.clone()),
+            ))
         };
         assert!(call(&x, &sx, &w, &sw, &off).contains("CUDA"));
         let bytes = Tensor::zeros((rows, k), DType::U8, cpu).unwrap();
@@ -352,5 +578,77 @@ mod tests {
         assert!(call(&x, &sx, &w, &sw16, &off).contains("`sw` holds BF16"));
         let off64 = off.to_dtype(DType::I64).unwrap();
         assert!(call(&x, &sx, &w, &sw, &off64).contains("`offsets` holds I64"));
+    }
+
+    #[test]
+    fn the_swiglus_and_masked_checks_name_the_argument() {
+        let cpu = &Device::Cpu;
+        let (rows, e, n, k) = (10, 4, 256, 512);
+        let codes = |d: &[usize]| Tensor::zeros(d, DType::F8E4M3, cpu).unwrap();
+        let f32s = |d: &[usize]| Tensor::zeros(d, DType::F32, cpu).unwrap();
+        let (x, w1, w3) = (codes(&[rows, k]), codes(&[e, n, k]), codes(&[e, n, k]));
+        let sx = f32s(&[rows, k / 128]);
+        let (sw1, sw3) = (f32s(&[e, n / 128, k / 128]), f32s(&[e, n / 128, k / 128]));
+        let off = ExpertRows::Offsets(Tensor::new(&[0i32, 3, 3, 7, 10], cpu).unwrap());
+        let counts = ExpertRows::Counts(Tensor::new(&[0i32, 1, 2, 3], cpu).unwrap());
+        let route = Tensor::ones(rows, DType::F32, cpu).unwrap();
+        let call =
+            |x: &Tensor, w3: &Tensor, sw3: &Tensor, rows: &ExpertRows, r: Option<&Tensor>| {
+                err_of(fp8_swiglu((x, &sx), (&w1, &sw1), (w3, sw3), rows, r))
+            };
+        assert!(call(&x, &w3, &sw3, &off, Some(&route)).contains("CUDA"));
+        let q = fp8_swiglu_to_fp8((&x, &sx), (&w1, &sw1), (&w3, &sw3), &off, None);
+        assert!(err_of(q).contains("CUDA"));
+        let xm = codes(&[e, 8, k]);
+        assert!(call(&xm, &w3, &sw3, &counts, None).contains("CUDA"));
+        let cases = [
+            (
+                call(&x, &codes(&[e, 128, k]), &sw3, &off, None),
+                "`w3` is [4, 128, 512] but `w1` is [4, 256, 512]",
+            ),
+            (
+                call(&x.to_dtype(DType::BF16).unwrap(), &w3, &sw3, &off, None),
+                "`x` holds BF16",
+            ),
+            (
+                call(&x, &w3, &sw3.to_dtype(DType::BF16).unwrap(), &off, None),
+                "`sw3` holds BF16",
+            ),
+            (
+                call(
+                    &x,
+                    &w3,
+                    &sw3,
+                    &off,
+                    Some(&route.to_dtype(DType::BF16).unwrap()),
+                ),
+                "`routing` holds BF16",
+            ),
+            (
+                call(&x, &w3, &sw3, &counts, None),
+                "`x` is [10, 512]; the FP8 SwiGLU by counts takes the masked x",
+            ),
+            (
+                call(&xm, &w3, &sw3, &off, None),
+                "`x` is [4, 8, 512]; the FP8 SwiGLU by offsets takes x [rows, K]",
+            ),
+        ];
+        for (got, want) in cases {
+            assert!(got.contains(want), "{got} (wanted {want})");
+        }
+        let c64 = ExpertRows::Counts(Tensor::new(&[0i64, 1, 2, 3], cpu).unwrap());
+        assert!(call(&xm, &w3, &sw3, &c64, None).contains("`counts` holds I64"));
+        let op = Fp8Swiglu::new((&sx, &sw1, &sw3), &off, None, DType::F16);
+        let err = op.out_dims([
+            (DType::F8E4M3, &[rows, k]),
+            (DType::F8E4M3, &[e, n, k]),
+            (DType::F8E4M3, &[e, n, k]),
+        ]);
+        assert!(err_of(err).contains("`out` is F16"));
+        // the masked grouped GEMM: x [E, max_rows, K] with counts
+        let masked = fp8_grouped_gemm((&xm, &sx), (&w1, &sw1), &counts);
+        assert!(err_of(masked).contains("CUDA"));
+        let flat = fp8_grouped_gemm((&x, &sx), (&w1, &sw1), &counts);
+        assert!(err_of(flat).contains("`x` is [10, 512]; the FP8 grouped GEMM by counts"));
     }
 }

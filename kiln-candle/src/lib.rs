@@ -1,7 +1,8 @@
 //! kiln's kernels as candle custom ops: GEMM (any row- or column-major layout, read in place
 //! from the strides), flash attention (BSHD, GQA, causal, LSE), packed (variable-length)
-//! attention, the MoE grouped GEMM and the fused SwiGLU, the FP8 grouped GEMM with its casts,
-//! and the MoE ops on 4-bit (NVFP4, MXFP4) expert weights.
+//! attention, the MoE grouped GEMM and the fused SwiGLU, the FP8 grouped GEMM (contiguous or
+//! masked rows) and fused SwiGLU (bf16, f32 or e4m3 out) with the casts, and the MoE ops on
+//! 4-bit (NVFP4, MXFP4) expert weights with bf16/f16 activations or, MXFP4, e4m3 (W4A8).
 //!
 //! Every op runs on the tensors' own memory and candle's own stream (`CudaDevice::cuda_stream`):
 //! the inputs are borrowed where they lie (a transposed weight is not copied), the output is
@@ -235,14 +236,29 @@ macro_rules! op3 {
     };
 }
 
+/// Float expert weights [E, N, K] with values in ±0.8 on the CPU, for the prepacks' tests.
+#[cfg(test)]
+fn test_weights(dims: &[usize]) -> Tensor {
+    let n: usize = dims.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+        .collect();
+    Tensor::from_vec(v, dims, &candle_core::Device::Cpu).unwrap()
+}
+
 mod attention;
 mod fp4;
 mod fp8;
 mod gemm;
 mod moe;
+mod w4a8;
 
 pub use attention::{flash_attn, flash_attn_lse, FlashAttn, FlashAttnVarlen};
 pub use fp4::{fp4_experts, Fp4Experts, Fp4ExpertsOp, Fp4Format, Fp4Layout, Fp4Prepacked};
-pub use fp8::{fp8_grouped_gemm, per_block_cast_to_fp8, per_token_cast_to_fp8, Fp8GroupedGemm};
+pub use fp8::{
+    fp8_grouped_gemm, fp8_swiglu, fp8_swiglu_to_fp8, per_block_cast_to_fp8, per_token_cast_to_fp8,
+    Fp8GroupedGemm, Fp8Swiglu,
+};
 pub use gemm::{linear, matmul, Matmul};
-pub use moe::{grouped_gemm, swiglu, GroupedGemm, Swiglu};
+pub use moe::{grouped_gemm, swiglu, ExpertRows, GroupedGemm, Swiglu};
+pub use w4a8::{w4a8_experts, W4a8Experts, W4a8ExpertsOp, W4a8Layout, W4a8Prepacked};

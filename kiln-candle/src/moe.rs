@@ -2,27 +2,93 @@
 
 use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use candle_core::cuda_backend::CudaDType;
-use candle_core::{CpuStorage, CudaStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{
+    CpuStorage, CudaStorage, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor,
+};
 use kiln::{KilnElem, MoeRows, SwigluWeights, TensorMut, TensorRef};
 
 use crate::{handle, kerr, no_cpu, out, with_opt_view, with_view, wrap, In};
 
-/// The MoE rows by `offsets` (i32 [E + 1]) and the optional f32 `routing` weights as kiln's
-/// views, given to `f`.
+/// Which rows of x each expert owns, as an i32 tensor on the GPU (read there: no host sync).
+#[derive(Clone, Debug)]
+pub enum ExpertRows {
+    /// x [rows, K] sorted by expert: expert e owns rows `offsets[e]..offsets[e + 1]` (i32
+    /// [E + 1]); the output is [rows, N].
+    Offsets(Tensor),
+    /// DeepGEMM's masked layout (decode): x [E, max_rows, K], expert e owning its first
+    /// `counts[e]` rows (i32 [E]); the output is [E, max_rows, N]. One CUDA graph serves any
+    /// counts.
+    Counts(Tensor),
+}
+
+impl ExpertRows {
+    /// The argument's name in errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ExpertRows::Offsets(_) => "offsets",
+            ExpertRows::Counts(_) => "counts",
+        }
+    }
+
+    pub fn tensor(&self) -> &Tensor {
+        match self {
+            ExpertRows::Offsets(t) | ExpertRows::Counts(t) => t,
+        }
+    }
+
+    /// The output's dims for x `x` (rows or masked rows) and N columns, after the checks
+    /// candle's side makes (the rows' dtype, x's rank for the layout); `op` names the op.
+    pub(crate) fn out_dims(&self, x: &[usize], n: usize, op: &str) -> Result<Vec<usize>> {
+        let (what, t) = (self.name(), self.tensor());
+        if t.dtype() != DType::I32 {
+            candle_core::bail!(
+                "`{what}` holds {:?}; the expert {what} are i32: convert with `to_dtype(DType::I32)`",
+                t.dtype()
+            );
+        }
+        match (self, x) {
+            (ExpertRows::Offsets(_), &[rows, _]) => Ok(vec![rows, n]),
+            (ExpertRows::Counts(_), &[e, max_rows, _]) => Ok(vec![e, max_rows, n]),
+            (ExpertRows::Offsets(_), d) => candle_core::bail!(
+                "`x` is {d:?}; {op} by offsets takes x [rows, K] (the masked x [E, max_rows, K] goes with counts)"
+            ),
+            (ExpertRows::Counts(_), d) => candle_core::bail!(
+                "`x` is {d:?}; {op} by counts takes the masked x [E, max_rows, K]"
+            ),
+        }
+    }
+}
+
+/// The MoE rows and the optional f32 `routing` weights as kiln's views, given to `f`.
+pub(crate) fn with_expert_rows<R>(
+    rows: &ExpertRows,
+    routing: Option<&Tensor>,
+    f: impl FnOnce(MoeRows, Option<TensorRef>) -> Result<R>,
+) -> Result<R> {
+    with_opt_view::<f32, _>(routing, "routing", |routing| {
+        with_view::<i32, _>(rows.tensor(), rows.name(), |t| {
+            let rows = match rows {
+                ExpertRows::Offsets(_) => MoeRows::Offsets {
+                    offsets: t,
+                    host: None,
+                },
+                ExpertRows::Counts(_) => MoeRows::Counts {
+                    counts: t,
+                    host: None,
+                },
+            };
+            f(rows, routing)
+        })
+    })
+}
+
+/// [`with_expert_rows`] by `offsets` (i32 [E + 1]).
 pub(crate) fn with_rows<R>(
     offsets: &Tensor,
     routing: Option<&Tensor>,
     f: impl FnOnce(MoeRows, Option<TensorRef>) -> Result<R>,
 ) -> Result<R> {
-    with_opt_view::<f32, _>(routing, "routing", |routing| {
-        with_view::<i32, _>(offsets, "offsets", |off| {
-            let rows = MoeRows::Offsets {
-                offsets: off,
-                host: None,
-            };
-            f(rows, routing)
-        })
-    })
+    with_expert_rows(&ExpertRows::Offsets(offsets.clone()), routing, f)
 }
 
 /// The MoE grouped GEMM, y[rows of e] = x[rows of e] @ w[e]ᵀ: x [rows, K] sorted by expert,

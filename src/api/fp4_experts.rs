@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUstream;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, SyncOnDrop};
 
 use super::handle::Kiln;
 use super::info::{contiguous_strides, TensorInfo};
@@ -40,19 +40,18 @@ impl Kiln {
         w: &Fp4Prepacked,
     ) -> Result<Fp4ExpertWeights> {
         self.check_stream(stream)?;
-        if w.bytes.len() != w.experts * w.expert_bytes() || w.escale.len() != w.experts * w.halves()
-        {
-            return Err(Error::invalid(
-                "these 4-bit weights are not whole prepacked weights: make them with prepack or prepack_swiglu",
-            ));
-        }
-        let copy = |e: cudarc::driver::DriverError| {
-            Error::cuda("uploading 4-bit weights", format!("{e:?}"))
-        };
+        let whole = w.bytes.len() == w.experts * w.expert_bytes()
+            && w.escale.len() == w.experts * w.halves();
+        let (bytes, escale) = upload_prepacked(
+            stream,
+            (&w.bytes, &w.escale),
+            whole,
+            "prepack or prepack_swiglu",
+        )?;
         Ok(Fp4ExpertWeights {
             layout: w.layout(),
-            bytes: stream.clone_htod(&w.bytes).map_err(copy)?,
-            escale: stream.clone_htod(&w.escale).map_err(copy)?,
+            bytes,
+            escale,
         })
     }
 
@@ -81,23 +80,12 @@ impl Kiln {
         let Some(plan) = plan else {
             return Ok(());
         };
-        let (wptr, _w_order) = w.bytes.device_ptr(stream);
-        let (eptr, _e_order) = w.escale.device_ptr(stream);
+        let (weights, _w_order) = prepacked_operands((&w.bytes, &w.escale), stream);
         let _order = (
             x.track(stream),
             rows.tensor().track(stream),
             routing.and_then(|t| t.track(stream)),
             y.track(stream),
-        );
-        let weights = (
-            Operand {
-                ptr: wptr,
-                bytes: w.bytes.len(),
-            },
-            Operand {
-                ptr: eptr,
-                bytes: w.escale.len() * 4,
-            },
         );
         self.launch_fp4(Some(stream.cu_stream()), &plan, &w.layout, weights)
     }
@@ -147,6 +135,48 @@ impl Kiln {
             },
         )
     }
+}
+
+/// Prepacked weights' bytes and factors copied to the GPU on `stream` (asynchronously), unless
+/// they are not `whole` (not what `prepacked_by` makes).
+pub(super) fn upload_prepacked(
+    stream: &Arc<CudaStream>,
+    (bytes, escale): (&[u8], &[f32]),
+    whole: bool,
+    prepacked_by: &str,
+) -> Result<(CudaSlice<u8>, CudaSlice<f32>)> {
+    if !whole {
+        return Err(Error::invalid(format!(
+            "these 4-bit weights are not whole prepacked weights: make them with {prepacked_by}"
+        )));
+    }
+    let copy =
+        |e: cudarc::driver::DriverError| Error::cuda("uploading 4-bit weights", format!("{e:?}"));
+    Ok((
+        stream.clone_htod(bytes).map_err(copy)?,
+        stream.clone_htod(escale).map_err(copy)?,
+    ))
+}
+
+/// Uploaded weights' bytes and factors as operands, with the guards that order `stream` after
+/// their upload (kept until the launch is enqueued).
+pub(super) fn prepacked_operands<'a>(
+    (bytes, escale): (&'a CudaSlice<u8>, &'a CudaSlice<f32>),
+    stream: &'a CudaStream,
+) -> ((Operand, Operand), [SyncOnDrop<'a>; 2]) {
+    let (wptr, w_order) = bytes.device_ptr(stream);
+    let (eptr, e_order) = escale.device_ptr(stream);
+    let ops = (
+        Operand {
+            ptr: wptr,
+            bytes: bytes.len(),
+        },
+        Operand {
+            ptr: eptr,
+            bytes: escale.len() * 4,
+        },
+    );
+    (ops, [w_order, e_order])
 }
 
 /// The checks of a 4-bit MoE op: shapes, dtypes, rows and aliasing as for the 16-bit MoE, with

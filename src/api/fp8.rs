@@ -10,21 +10,22 @@
 use cudarc::driver::{sys, CudaStream};
 
 use super::handle::Kiln;
+use super::options::MoeRows;
 use super::tensor::{RawTensor, TensorMut, TensorRef};
 use super::validate::{self, Fp8CastPlan, Fp8GemmPlan, Fp8GroupedPlan, Operand};
 use crate::device::DeviceBuffer;
 use crate::error::Result;
 use crate::formats::ScaleRecipe;
 use crate::ops::fp8::{self, Fp8Operands, Granularity, QuantSpec, Scales};
-use crate::ops::moe::fp8_grouped;
 use crate::ops::moe::fp8_problem::Fp8MoeOperands;
 use crate::ops::moe::schedule;
+use crate::ops::moe::{fp8_grouped, fp8_swiglu};
 
 /// A buffer over an operand's memory.
 ///
 /// # Safety
 /// The operand must describe memory of the current context that outlives the launch.
-unsafe fn borrow(op: Operand) -> DeviceBuffer {
+pub(super) unsafe fn borrow(op: Operand) -> DeviceBuffer {
     DeviceBuffer::borrowed(op.ptr, op.bytes)
 }
 
@@ -79,19 +80,27 @@ impl Kiln {
                     borrow(sched),
                 )
             };
+            // SAFETY: as above (the SwiGLU's W3, routing weights and output scales).
+            let w3 = plan.w3.map(|(w, s)| unsafe { (borrow(w), borrow(s)) });
+            let route = plan.route.map(|r| unsafe { borrow(r) });
+            let sy = plan.sy.map(|s| unsafe { borrow(s) });
             let ops = Fp8MoeOperands {
                 x: &x,
                 sx: &sx,
                 w: &w,
                 sw: &sw,
-                w3: None,
+                w3: w3.as_ref().map(|(w, s)| (w, s)),
                 y: &y,
-                sy: None,
+                sy: sy.as_ref(),
                 rows: &rows,
-                route: None,
+                route: route.as_ref(),
                 sched: &sched,
             };
-            fp8_grouped::launch(ctx, p, &ops)
+            if p.swiglu.is_some() {
+                fp8_swiglu::launch(ctx, p, &ops)
+            } else {
+                fp8_grouped::launch(ctx, p, &ops)
+            }
         })
     }
 
@@ -175,6 +184,48 @@ impl Kiln {
         out: &mut TensorMut,
     ) -> Result<()> {
         self.fp8_grouped(stream, (x, sx), (w, sw), counts, out, true)
+    }
+
+    /// The fused MoE SwiGLU on FP8 operands, h = silu(x W1ᵀ) * (x W3ᵀ), times the row's f32
+    /// routing weight when `routing` is given (one per row of x): x and sx as the grouped GEMMs
+    /// (contiguous by offsets or masked by counts, `rows`; read on the GPU), w1 and w3 [E, N, K]
+    /// e4m3 with sw1 and sw3 [E, ceil(N/128), ceil(K/128)]. `h` [rows, N] (masked
+    /// [E, max_rows, N]) is bf16 or f32, or with `sh` e4m3 codes and `sh` their 1x128 scales
+    /// ([rows, ceil(N/128)] M-major, N a multiple of 16): the down projection's x and sx. Rows
+    /// of no expert are not written.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fp8_swiglu(
+        &self,
+        stream: &CudaStream,
+        (x, sx): (&TensorRef, &TensorRef),
+        (w1, sw1): (&TensorRef, &TensorRef),
+        (w3, sw3): (&TensorRef, &TensorRef),
+        rows: MoeRows<'_>,
+        routing: Option<&TensorRef>,
+        h: &mut TensorMut,
+        mut sh: Option<&mut TensorMut>,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        let Some(plan) = validate::fp8_swiglu(
+            self.ordinal(),
+            (&x.info, &sx.info),
+            (&w1.info, &sw1.info),
+            (&w3.info, &sw3.info),
+            &rows.tensor().info,
+            routing.map(|r| &r.info),
+            (&h.info, sh.as_ref().map(|s| &s.info)),
+            rows.is_counts(),
+        )?
+        else {
+            return Ok(());
+        };
+        let _order = (
+            [x, sx, w1, sw1, w3, sw3, rows.tensor()].map(|t| t.track(stream)),
+            routing.and_then(|t| t.track(stream)),
+            h.track(stream),
+            sh.as_mut().and_then(|t| t.track(stream)),
+        );
+        self.launch_fp8_grouped(stream.cu_stream(), &plan)
     }
 
     fn fp8_grouped(

@@ -47,6 +47,7 @@ mod sorted_layer;
 mod tensor;
 pub mod validate;
 mod varlen;
+mod w4a8;
 mod workspace;
 
 pub use crate::ops::moe::layer::CombineMode;
@@ -67,4 +68,5 @@ pub use paged::PagedOptions;
 pub use tensor::{DeviceRead, DeviceWrite, RawTensor, TensorMut, TensorRef};
 pub use validate::moe_layer::MoeRouting;
 pub use varlen::VarlenOffsets;
+pub use w4a8::W4a8ExpertWeights;
 pub use workspace::{Workspace, Workspaces};

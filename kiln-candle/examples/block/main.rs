@@ -6,7 +6,8 @@
 //! kiln's bounds (relative L2 error: GEMM and SwiGLU 4e-3 for bf16 output, attention 1e-2, LSE
 //! 2e-3 absolute); the block's kiln output must be within twice candle's own error plus the bf16
 //! GEMM bound (flash-attention's criterion against a framework). Then the MoE's experts in FP8
-//! and in 4 bits (NVFP4, MXFP4) through kiln's candle ops, on the same rows (`lowprec`).
+//! and in 4 bits (NVFP4, MXFP4) through kiln's candle ops, on the same rows (`lowprec`), and
+//! the FP8 SwiGLU, DeepGEMM's masked layout and W4A8 (`fp8moe`).
 //!
 //!   block [--seed N]                      the check (exit 1 on a failure)
 //!   block --time [--causal] [--iters N]   kiln's attention in candle against kiln's own Rust API
@@ -14,6 +15,7 @@
 //!                                         matmul-softmax-matmul, at B4 H16 S4096 d128 (bf16)
 
 mod check;
+mod fp8moe;
 mod lowprec;
 mod reference;
 mod timing;

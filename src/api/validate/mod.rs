@@ -16,7 +16,10 @@ pub use attention::{attention, AttentionPlan};
 pub use attention_backward::{attention_backward, AttentionBackwardPlan};
 pub use attention_varlen::{attention_varlen, VarlenPlan};
 pub(crate) use fp8::fp8_experts;
-pub use fp8::{fp8_cast, fp8_gemm, fp8_grouped, Fp8CastPlan, Fp8GemmPlan, Fp8GroupedPlan};
+pub use fp8::{
+    fp8_cast, fp8_gemm, fp8_grouped, fp8_swiglu, w4a8_experts, Fp8CastPlan, Fp8GemmPlan,
+    Fp8GroupedPlan, W4a8Plan,
+};
 pub use gemm::{gemm, gemm_output_shape, GemmPlan};
 pub use moe::{grouped_gemm, swiglu, MoePlan};
 pub use paged::{append, paged, AppendPlan, PagedPlan};

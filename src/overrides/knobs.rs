@@ -210,8 +210,9 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP4_GEMV",
         takes: || {
             "`regs` (weights in registers), `async` (a cp.async ring in shared memory), `wide` \
-             (a ring of 4-step stages copied 256 bytes a row at a time) or `lean` (a ring of \
-             2-step stages that carry X, M up to 4); the rings need K a multiple of 128"
+             (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
+             2-step stages that carry X, M up to 4) or `xring` (one-step slots that carry X by \
+             cp.async, M up to 8); the rings need K a multiple of 128"
                 .into()
         },
         default: "wide",
@@ -221,6 +222,7 @@ pub(super) static KNOBS: &[Knob] = &[
                 "async" => Some(Fp4Gemv::Async),
                 "wide" => Some(Fp4Gemv::Wide),
                 "lean" => Some(Fp4Gemv::Lean),
+                "xring" => Some(Fp4Gemv::Xring),
                 _ => None,
             };
             put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Wide, path))

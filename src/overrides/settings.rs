@@ -185,7 +185,7 @@ pub struct MoeOverrides {
     /// Default `shift` (H200, 2026-11-29, 5268cf5: the 512-row decode 979-984 us against
     /// 1,068-1,114, verified; docs/moe.md, ledger F7).
     pub fp4_shift: bool,
-    /// `KILN_FP4_GEMV` (`regs`, `async`, `wide` or `lean`): how the NVFP4 GEMV streams its weights.
+    /// `KILN_FP4_GEMV` (`regs`, `async`, `wide`, `lean` or `xring`): how the NVFP4 GEMV streams its weights.
     /// Default [`Fp4Gemv::Wide`] (H200, 2026-11-29: verified, 1.10x / 1.19x / 1.03x the register
     /// path at M 1, 4, 16; K not a multiple of 128 runs the register path).
     pub fp4_gemv: Fp4Gemv,
@@ -232,6 +232,10 @@ pub enum Fp4Gemv {
     /// stored into shared memory in the mma's pair order (K a multiple of 128, M up to 4; a
     /// larger M runs `Wide`).
     Lean,
+    /// A cp.async ring of 4 one-step slots a warp, each carrying its step's X beside the
+    /// weights (no X in registers), at most 80 registers and ~24 warps an SM (K a multiple of
+    /// 128, M up to 8; a larger M runs `Wide`).
+    Xring,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

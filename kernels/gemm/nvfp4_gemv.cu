@@ -52,18 +52,20 @@
 // slots, with each 8 elements' pairs already in the mma's B order (no byte permutes in the step);
 // it is read back by the lanes whose column is a row of X (the others keep zeros).
 //
-// KILN_GEMV_ASYNC = 4 (`KILN_FP4_GEMV=xring`, M <= 8, K a multiple of 128): X rides in the ring
-// beside its step's weights, copied by cp.async as they are. The profile of the lean ring (H200)
-// showed its terms: 3.6 warps a scheduler (21 % occupancy: 92-109 registers and the grid's ~16
-// warps an SM), and at M 4 X's global loads into registers, zeroed then loaded one iteration
-// before their store (CS2R and PRMT on the load's scoreboard: 45 % of the stall samples). Here a
-// slot is one step (16 rows x 64 code bytes, 16 x 8 scale bytes, then M x 128 bf16 of X), four
-// slots a warp, three steps in flight; X is never in registers before its step, so nothing
-// waits on it but the ring's own wait. A lane reads X's row min(g, M - 1) (lanes past M compute
-// columns that are never written: no zeroing, no predicate) and permutes its pairs as the
-// register path does (16 PRMT a step, against 16 registers of staging). At most 80 registers
-// (384-thread CTAs, two an SM) and 5.5-9 KB a warp, so the host can put ~24 warps on an SM
-// (GemvProblem::xring_warps): 6 per scheduler against lean's 3.6.
+// KILN_GEMV_ASYNC = 4 (`KILN_FP4_GEMV=xring`, K a multiple of 128): X rides in the ring beside
+// its step's weights, copied by cp.async as they are. The profile of the lean ring (H200) showed
+// its terms: 3.6 warps a scheduler (21 % occupancy: 92-109 registers and the grid's ~16 warps an
+// SM), and at M 4 X's global loads into registers, zeroed then loaded one iteration before their
+// store (CS2R and PRMT on the load's scoreboard: 45 % of the stall samples). Here a slot is one
+// step (16 rows x 64 code bytes, 16 x 8 scale bytes, then M x 128 bf16 of X), four slots a warp,
+// three steps in flight; X is never in registers before its step, so nothing waits on it but the
+// ring's own wait, and its copies go through L1 (the other CTAs on the SM copy the same X at
+// about the same time: their warp w walks the same steps). A lane reads X's rows
+// min(g + 8 f, M - 1) (lanes past M compute columns that are never written: no zeroing, no
+// predicate) and permutes its pairs as the register path does (16 PRMT a step, against 16
+// registers of staging). At most 80 registers (384-thread CTAs, two an SM) and 5.5-21 KB a warp
+// (M 1-16), so the host can put ~24 warps on an SM at M 1 (GemvProblem::xring_warps): 6 a
+// scheduler against lean's 3.6.
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -77,7 +79,7 @@
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4;
-static_assert(!kXring || NF == 1, "the X ring holds X of at most 8 rows: one mma column tile");
+
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
 constexpr u32 RING_CODES = 16 * 64;              // a step's codes: 16 rows x 64 bytes
@@ -118,6 +120,12 @@ __device__ __forceinline__ u32x4 ld_cached(const void* p) {
   u32x4 r;
   asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
+}
+
+// Copies 16 bytes, all in range, through L1 (cached there): the X ring's X, which the other
+// CTAs on the SM copy at about the same time (their warp w walks the same steps).
+__device__ __forceinline__ void cp_async16_ca(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
@@ -564,8 +572,8 @@ __device__ __forceinline__ void issue_xring(u32 dst, const GemvArgs& a, const u8
     }
     const u64 xs = l.x + (u64)step * (STEP * 2);
 #pragma unroll
-    for (int t = 0; t < 4; ++t)  // 8 rows x 16 chunks at most: 4 a lane
-      if (t < l.nx) cp_async16_full(dst + RING_STEP + 16 * lane + 512 * t, reinterpret_cast<const void*>(xs + t * l.xrow2));
+    for (int t = 0; t < 4 * NF; ++t)  // 8 NF rows x 16 chunks at most: 4 NF a lane
+      if (t < l.nx) cp_async16_ca(dst + RING_STEP + 16 * lane + 512 * t, reinterpret_cast<const void*>(xs + t * l.xrow2));
   }
   cp_async_commit();
 }
@@ -587,8 +595,10 @@ __device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs&
   l.nx = (a.m - lane / 16 + 1) / 2;
   // opaque to the compiler, which otherwise recomputes the sources every step (64-bit products)
   asm volatile("" : "+l"(l.w0), "+l"(l.w1), "+l"(l.s), "+l"(l.x), "+l"(l.xrow2), "+r"(l.nx));
-  // X's row of this lane's mma column, clamped: columns at or past M are computed, never stored
-  const u32 xoff = RING_STEP + 256u * min(g, a.m - 1) + 64u * q;
+  // X's rows of this lane's mma columns, clamped: columns at or past M are computed, never stored
+  u32 xoff[NF];
+#pragma unroll
+  for (int f = 0; f < NF; ++f) xoff[f] = RING_STEP + 256u * min(g + 8 * f, a.m - 1) + 64u * q;
 #pragma unroll
   for (int j = 0; j < XR_RING - 1; ++j)
     issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
@@ -603,11 +613,13 @@ __device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs&
     read_step(st, slot, g, q);
     XStep xs;
 #pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      u32x4& d = xs.x[0][v];
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
-                   : "r"(slot + xoff + 16 * v));
-    }
+    for (int f = 0; f < NF; ++f)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        u32x4& d = xs.x[f][v];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                     : "r"(slot + xoff[f] + 16 * v));
+      }
     compute_step<true>(acc, st, xs);
   }
   cp_async_wait<0>();

@@ -212,7 +212,7 @@ pub(super) static KNOBS: &[Knob] = &[
             "`regs` (weights in registers), `async` (a cp.async ring in shared memory), `wide` \
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
              2-step stages that carry X, M up to 4) or `xring` (one-step slots that carry X by \
-             cp.async, M up to 8); the rings need K a multiple of 128"
+             cp.async); the rings need K a multiple of 128"
                 .into()
         },
         default: "wide",

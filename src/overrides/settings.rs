@@ -233,8 +233,8 @@ pub enum Fp4Gemv {
     /// larger M runs `Wide`).
     Lean,
     /// A cp.async ring of 4 one-step slots a warp, each carrying its step's X beside the
-    /// weights (no X in registers), at most 80 registers and ~24 warps an SM (K a multiple of
-    /// 128, M up to 8; a larger M runs `Wide`).
+    /// weights (no X in registers), at most 80 registers and ~24 warps an SM at M 1 (K a
+    /// multiple of 128).
     Xring,
 }
 

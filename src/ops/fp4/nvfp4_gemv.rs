@@ -214,18 +214,17 @@ pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
 
-/// The X ring's specialisation (`KILN_FP4_GEMV=xring`, M up to [`XRING_MAX_M`]): one-step
-/// slots that carry their step's X beside the weights, at most 80 registers a thread.
-pub fn spec_xring(arch: &str) -> KernelSpec {
-    spec(arch, 1).define("KILN_GEMV_ASYNC", 4)
+/// The X ring's specialisation (`KILN_FP4_GEMV=xring`) for M up to 8 (`nf` 1) or 16 (2):
+/// one-step slots that carry their step's X beside the weights, at most 80 registers a thread.
+pub fn spec_xring(arch: &str, nf: u32) -> KernelSpec {
+    spec(arch, nf).define("KILN_GEMV_ASYNC", 4)
 }
 
-/// Slots in a warp's X ring, the most rows of X it takes, the most warps a CTA, the registers a
-/// thread it may use (its launch bounds: two CTAs of 384 threads an SM), and a warp's bytes for
-/// M rows (each slot an async-ring step, then M x 128 bf16): the kernel's XR_RING,
-/// XR_MAX_WARPS and xring_slot_bytes.
+/// Slots in a warp's X ring, the most warps a CTA, the registers a thread it may use (its
+/// launch bounds: two CTAs of 384 threads an SM), and a warp's bytes for M rows (each slot an
+/// async-ring step, then M x 128 bf16): the kernel's XR_RING, XR_MAX_WARPS and
+/// xring_slot_bytes. It takes every M the GEMV does.
 pub const XRING_SLOTS: u32 = 4;
-pub const XRING_MAX_M: usize = 8;
 pub const XRING_MAX_WARPS: u32 = 12;
 const XRING_REGS: usize = 80;
 pub fn xring_warp_bytes(m: usize) -> u32 {
@@ -242,7 +241,8 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         spec_wide(arch, 1),
         spec_wide(arch, 2),
         spec_lean(arch),
-        spec_xring(arch),
+        spec_xring(arch, 1),
+        spec_xring(arch, 2),
     ]
 }
 
@@ -253,8 +253,7 @@ impl GemvProblem {
     }
 
     /// The path `asked` for runs where K allows it, else the register path; the lean ring holds
-    /// at most [`LEAN_MAX_M`] rows of X and the X ring [`XRING_MAX_M`], so a larger M runs the
-    /// wide ring.
+    /// at most [`LEAN_MAX_M`] rows of X, so a larger M runs the wide ring.
     pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
         match asked {
             Fp4Gemv::Async | Fp4Gemv::Wide | Fp4Gemv::Lean | Fp4Gemv::Xring
@@ -263,7 +262,6 @@ impl GemvProblem {
                 Fp4Gemv::Regs
             }
             Fp4Gemv::Lean if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
-            Fp4Gemv::Xring if self.m > XRING_MAX_M => Fp4Gemv::Wide,
             a => a,
         }
     }
@@ -277,7 +275,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
         Fp4Gemv::Lean => (spec_lean(arch), warps * lean_warp_bytes(m)),
-        Fp4Gemv::Xring => (spec_xring(arch), warps * xring_warp_bytes(m)),
+        Fp4Gemv::Xring => (spec_xring(arch, nf), warps * xring_warp_bytes(m)),
     }
 }
 
@@ -752,7 +750,7 @@ mod tests {
 
     /// The X ring on the CPU: `issue_xring`'s copies of a step (the fast path from each lane's
     /// fixed sources, the bounded one for a CTA past N; X's chunks lane + 32 t) and the reads of
-    /// `xring_kloop` (read_step, then X's row min(g, M - 1)) must hand every lane the codes of
+    /// `xring_kloop` (read_step, then X's rows min(g + 8 f, M - 1)) must hand every lane the codes of
     /// rows g, g + 8 at k = 128 step + 32 q, their two scale codes each and X's 32 elements of
     /// the same k; every byte of the slot written once.
     #[test]
@@ -762,6 +760,8 @@ mod tests {
             (40, 384, 8, 392, 32),
             (48, 256, 3, 256, 16),
             (20, 256, 2, 264, 16),
+            (32, 256, 16, 264, 16),
+            (40, 128, 11, 128, 32),
         ] {
             let code = |r: usize, b: usize| (r * 131 + b * 7 + 3) as u8;
             let scale = |r: usize, b: usize| (r * 29 + b * 11 + 1) as u8;
@@ -833,11 +833,14 @@ mod tests {
                             assert_eq!(smem[codes + 8 * r + 2 * q + b], want);
                         }
                     }
-                    // xoff: X's row min(g, M - 1), the lane's 32 elements at k0
-                    let xr = g.min(m - 1);
-                    for b in 0..64 {
-                        let want = xbyte(2 * (xr * ldx + k0) + b);
-                        assert_eq!(smem[x_at + 256 * xr + 64 * q + b], want, "X of lane {lane}");
+                    // xoff[f]: X's row min(g + 8 f, M - 1), the lane's 32 elements at k0
+                    for f in 0..m.div_ceil(8) {
+                        let xr = (g + 8 * f).min(m - 1);
+                        for b in 0..64 {
+                            let want = xbyte(2 * (xr * ldx + k0) + b);
+                            let got = smem[x_at + 256 * xr + 64 * q + b];
+                            assert_eq!(got, want, "X of lane {lane}");
+                        }
                     }
                 }
             }
@@ -871,16 +874,21 @@ mod tests {
         );
         // M 8's slots: 4 x (1,152 + 2,048) bytes a warp; twelve warps fit an SM's 227 KB
         assert_eq!(xring_warp_bytes(8), 12_800);
-        assert!(XRING_MAX_WARPS * xring_warp_bytes(XRING_MAX_M) + 1024 <= 227 * 1024);
+        assert!(XRING_MAX_WARPS * xring_warp_bytes(8) + 1024 <= 227 * 1024);
+        // M 16: 21 KB a warp, two warps a CTA keep 512 CTAs in one wave (8 warps an SM)
+        assert_eq!(
+            one_wave(&GemvProblem::new(16, 8192, 8192, DType::Bf16), 132),
+            (2, true)
+        );
         // a grid of many waves takes 4
         assert_eq!(
             GemvProblem::new(1, 262_144, 4096, DType::Bf16).xring_warps(132),
             4
         );
-        // M over 8 runs the wide ring, K not a multiple of 128 the register path
+        // every M runs it, K not a multiple of 128 the register path
         assert_eq!(
-            GemvProblem::new(9, 64, 256, DType::Bf16).path(Fp4Gemv::Xring),
-            Fp4Gemv::Wide
+            GemvProblem::new(16, 64, 256, DType::Bf16).path(Fp4Gemv::Xring),
+            Fp4Gemv::Xring
         );
         assert_eq!(
             GemvProblem::new(8, 64, 160, DType::Bf16).path(Fp4Gemv::Xring),

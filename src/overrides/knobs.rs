@@ -234,6 +234,24 @@ pub(super) static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        name: "KILN_FP4_PAIR",
+        takes: || {
+            "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \
+             the 4-bit grouped GEMM's too: the MoE layer's down projection at decode)"
+                .into()
+        },
+        default: "swiglu",
+        set: |o, v| {
+            let all = |v: &str| match v {
+                "swiglu" => Some(false),
+                "all" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_pair_gemm, or(v, false, all))
+        },
+        show: |o| o.moe.fp4_pair_gemm.then(|| "all".to_string()),
+    },
+    Knob {
         name: "KILN_FP4_PATH",
         takes: || {
             "`rs` (registers) or `dq` (shared memory; the fused SwiGLU with bf16 activations)"

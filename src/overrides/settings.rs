@@ -179,6 +179,10 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
+    /// `KILN_FP4_PAIR` (`swiglu` or `all`): `all` runs the 4-bit grouped GEMM's 8-token decode
+    /// tile at `fp4_ctas` CTAs an SM too (the MoE layer's down projection at 1-8 tokens, 132
+    /// CTAs of one tile each where the SwiGLU runs 264). Default `swiglu` (false) until timed.
+    pub fp4_pair_gemm: bool,
     /// `KILN_FP4_DECODE` (`rot` or `shift`): the 4-bit experts' dequantisation moves code bits
     /// with funnel shifts (ALU pipe) or, where no bit wraps, plain left shifts written as
     /// multiplies (FMA pipe), and the wgmma descriptors by addition. The same bits either way.
@@ -211,6 +215,7 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
+        fp4_pair_gemm: false,
         fp4_shift: true,
         fp4_gemv: Fp4Gemv::Wide,
         fp4_tail: 1,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 46 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (46, 14));
+    // 47 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (47, 14));
 }
 
 #[test]
@@ -89,6 +89,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_DECODE", "rot"),
         ("KILN_FP4_GEMV", "async"),
+        ("KILN_FP4_PAIR", "all"),
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_TAIL", "8"),
         ("KILN_FP8_RULE", "bytes"),

@@ -399,6 +399,36 @@ mod tests {
     use crate::harness::check::judge;
     use crate::jit::{nvrtc, Jit};
 
+    /// A ring slot on the CPU whose every byte must be written exactly once.
+    struct Slot {
+        bytes: Vec<u8>,
+        written: Vec<bool>,
+    }
+
+    impl Slot {
+        fn new(n: usize) -> Slot {
+            Slot {
+                bytes: vec![0; n],
+                written: vec![false; n],
+            }
+        }
+
+        fn put(&mut self, at: usize, v: u8) {
+            assert!(!self.written[at], "byte {at} written twice");
+            self.written[at] = true;
+            self.bytes[at] = v;
+        }
+
+        /// The bytes, once every one of them has been written.
+        fn whole(self, what: &str) -> Vec<u8> {
+            assert!(
+                self.written.iter().all(|&w| w),
+                "every byte of {what} is written"
+            );
+            self.bytes
+        }
+    }
+
     #[test]
     fn the_argument_block_matches_the_kernels_layout() {
         // 4 pointers, 6 strides, then g, m, n, k, out_f16 and padding: 104 bytes, 8-aligned.
@@ -529,8 +559,7 @@ mod tests {
         let stage_bytes = WIDE_STAGE_BYTES as usize;
         let codes_bytes = 16 * 256;
         for stage in 0..k / 512 {
-            let mut smem = vec![0u8; stage_bytes];
-            let mut written = vec![false; stage_bytes];
+            let mut slot = Slot::new(stage_bytes);
             for lane in 0..32 {
                 let c = lane % 16;
                 let step_c = stage * 4 + c / 4;
@@ -539,9 +568,7 @@ mod tests {
                     let dst = r * 256 + 16 * (c ^ ((r & 1) << 2));
                     for b in 0..16 {
                         let src = step_c * 64 + 16 * (c % 4) + b;
-                        assert!(!written[dst + b], "byte {} written twice", dst + b);
-                        written[dst + b] = true;
-                        smem[dst + b] = code(r, src);
+                        slot.put(dst + b, code(r, src));
                     }
                 }
                 for i in 0..2 {
@@ -549,16 +576,11 @@ mod tests {
                     let (r, u) = (id / 4, id % 4);
                     let dst = codes_bytes + 32 * r + 8 * u;
                     for b in 0..8 {
-                        assert!(!written[dst + b]);
-                        written[dst + b] = true;
-                        smem[dst + b] = scale(r, (stage * 4 + u) * 8 + b);
+                        slot.put(dst + b, scale(r, (stage * 4 + u) * 8 + b));
                     }
                 }
             }
-            assert!(
-                written.iter().all(|&w| w),
-                "every byte of the stage is written"
-            );
+            let smem = slot.whole("the stage");
             for u in 0..4 {
                 let step = stage * 4 + u;
                 for h in 0..2 {
@@ -617,13 +639,8 @@ mod tests {
             let (codes_bytes, x_at) = (16 * 128, 16 * 128 + 16 * 16);
             for stage in 0..stages {
                 let fast = row0 + 16 <= n && (stage + 1) * 2 <= steps;
-                let mut smem = vec![0u8; sb];
-                let mut written = vec![false; sb];
-                let mut put = |at: usize, v: u8| {
-                    assert!(!written[at], "byte {at} written twice");
-                    written[at] = true;
-                    smem[at] = v;
-                };
+                let mut slot = Slot::new(sb);
+                let mut put = |at: usize, v: u8| slot.put(at, v);
                 for lane in 0..32 {
                     let (c, hi) = (lane % 8, (lane / 8) & 1);
                     let wdst = (lane / 8) * 128 + 16 * (c ^ (hi << 2));
@@ -672,10 +689,7 @@ mod tests {
                         }
                     }
                 }
-                assert!(
-                    written.iter().all(|&w| w),
-                    "every byte of the stage is written"
-                );
+                let smem = slot.whole("the stage");
                 for u in 0..(steps - stage * 2).min(2) {
                     let step = stage * 2 + u;
                     for h in 0..2 {
@@ -771,13 +785,8 @@ mod tests {
             let (codes, x_at) = (16 * 64, RING_STEP_BYTES as usize);
             let fast = row0 + 16 <= n;
             for step in 0..k / 128 {
-                let mut smem = vec![0u8; sb];
-                let mut written = vec![false; sb];
-                let mut put = |at: usize, v: u8| {
-                    assert!(!written[at], "byte {at} written twice");
-                    written[at] = true;
-                    smem[at] = v;
-                };
+                let mut slot = Slot::new(sb);
+                let mut put = |at: usize, v: u8| slot.put(at, v);
                 for lane in 0..32 {
                     let (g, q) = (lane / 4, lane % 4);
                     for h in 0..2 {
@@ -815,10 +824,7 @@ mod tests {
                         }
                     }
                 }
-                assert!(
-                    written.iter().all(|&w| w),
-                    "every byte of the slot is written"
-                );
+                let smem = slot.whole("the slot");
                 for lane in 0..32 {
                     let (g, q) = (lane / 4, lane % 4);
                     let k0 = step * 128 + 32 * q;
@@ -855,36 +861,26 @@ mod tests {
             let resident = (228 * 1024 / per_cta).min(65536 / (w * 32 * 80));
             (w, resident * sms >= p.n.div_ceil(16) * p.batch)
         };
-        // 512 CTAs: four an SM of 6 warps (24 an SM; lean and wide run 16)
-        let m1 = GemvProblem::new(1, 8192, 8192, DType::Bf16);
-        assert_eq!(one_wave(&m1, 132), (6, true));
-        // 896 CTAs: seven an SM of 3 warps
-        assert_eq!(
-            one_wave(&GemvProblem::new(4, 14336, 4096, DType::Bf16), 132),
-            (3, true)
-        );
-        // a small grid takes the most warps a CTA, never more than its steps
-        assert_eq!(
-            GemvProblem::new(1, 4096, 4096, DType::Bf16).xring_warps(132),
-            12
-        );
-        assert_eq!(
-            GemvProblem::new(8, 1000, 256, DType::Bf16).xring_warps(132),
-            2
-        );
+        // (M, N, K, warps a CTA, whether the grid is one wave)
+        for (m, n, k, warps, one) in [
+            // 512 CTAs: four an SM of 6 warps (24 an SM; lean and wide run 16)
+            (1, 8192, 8192, 6, true),
+            // 896 CTAs: seven an SM of 3 warps
+            (4, 14336, 4096, 3, true),
+            // M 16: 21 KB a warp, two warps a CTA keep 512 CTAs in one wave (8 warps an SM)
+            (16, 8192, 8192, 2, true),
+            // a small grid takes the most warps a CTA, never more than its steps
+            (1, 4096, 4096, 12, true),
+            (8, 1000, 256, 2, true),
+            // a grid of many waves takes 4
+            (1, 262_144, 4096, 4, false),
+        ] {
+            let p = GemvProblem::new(m, n, k, DType::Bf16);
+            assert_eq!(one_wave(&p, 132), (warps, one), "{}", p.label());
+        }
         // M 8's slots: 4 x (1,152 + 2,048) bytes a warp; twelve warps fit an SM's 227 KB
         assert_eq!(xring_warp_bytes(8), 12_800);
         assert!(XRING_MAX_WARPS * xring_warp_bytes(8) + 1024 <= 227 * 1024);
-        // M 16: 21 KB a warp, two warps a CTA keep 512 CTAs in one wave (8 warps an SM)
-        assert_eq!(
-            one_wave(&GemvProblem::new(16, 8192, 8192, DType::Bf16), 132),
-            (2, true)
-        );
-        // a grid of many waves takes 4
-        assert_eq!(
-            GemvProblem::new(1, 262_144, 4096, DType::Bf16).xring_warps(132),
-            4
-        );
         // every M runs it, K not a multiple of 128 the register path
         assert_eq!(
             GemvProblem::new(16, 64, 256, DType::Bf16).path(Fp4Gemv::Xring),

@@ -240,16 +240,16 @@ pub(super) static KNOBS: &[Knob] = &[
              the 4-bit grouped GEMM's too: the MoE layer's down projection at decode)"
                 .into()
         },
-        default: "swiglu",
+        default: "all",
         set: |o, v| {
             let all = |v: &str| match v {
                 "swiglu" => Some(false),
                 "all" => Some(true),
                 _ => None,
             };
-            put(&mut o.moe.fp4_pair_gemm, or(v, false, all))
+            put(&mut o.moe.fp4_pair_gemm, or(v, true, all))
         },
-        show: |o| o.moe.fp4_pair_gemm.then(|| "all".to_string()),
+        show: |o| (!o.moe.fp4_pair_gemm).then(|| "swiglu".to_string()),
     },
     Knob {
         name: "KILN_FP4_PATH",
@@ -269,12 +269,12 @@ pub(super) static KNOBS: &[Knob] = &[
                 crate::ops::moe::fp4::kernel::MAX_TAIL_SPLITS
             )
         },
-        default: "1",
+        default: "8",
         set: |o, v| {
             let most = crate::ops::moe::fp4::kernel::MAX_TAIL_SPLITS;
-            put(&mut o.moe.fp4_tail, or(v, 1, |v| number(v, 1, most)))
+            put(&mut o.moe.fp4_tail, or(v, 8, |v| number(v, 1, most)))
         },
-        show: |o| unless(o.moe.fp4_tail, 1, |n| n.to_string()),
+        show: |o| unless(o.moe.fp4_tail, 8, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP8_RULE",

@@ -181,7 +181,9 @@ pub struct MoeOverrides {
     pub fp4_ctas: u32,
     /// `KILN_FP4_PAIR` (`swiglu` or `all`): `all` runs the 4-bit grouped GEMM's 8-token decode
     /// tile at `fp4_ctas` CTAs an SM too (the MoE layer's down projection at 1-8 tokens, 132
-    /// CTAs of one tile each where the SwiGLU runs 264). Default `swiglu` (false) until timed.
+    /// CTAs of one tile each where the SwiGLU runs 264). Default `all` (H200, 2026-11-29, 3fa7842,
+    /// with the tail split: the down projection at 4 and 8 tokens 45.7 -> 32.8 and 62.4 -> 43.4
+    /// us, verified; docs/moe.md F10).
     pub fp4_pair_gemm: bool,
     /// `KILN_FP4_DECODE` (`rot` or `shift`): the 4-bit experts' dequantisation moves code bits
     /// with funnel shifts (ALU pipe) or, where no bit wraps, plain left shifts written as
@@ -194,8 +196,10 @@ pub struct MoeOverrides {
     /// path at M 1, 4, 16; K not a multiple of 128 runs the register path).
     pub fp4_gemv: Fp4Gemv,
     /// `KILN_FP4_TAIL` (1 to 16): the most K slices the 4-bit experts' decode tiles (8 and 16
-    /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 1 (never:
-    /// the split is not yet timed).
+    /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 8 (H200,
+    /// 2026-11-29, 3fa7842: the MoE layer's SwiGLU at 1 and 4 tokens 28.1 -> 23.1 and 50.1 -> 43.0
+    /// us, 8 tokens unchanged, the 512-row decode -2 to -5 % (F6); verified; docs/moe.md F9); 1
+    /// never splits.
     pub fp4_tail: u32,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
@@ -215,10 +219,10 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
-        fp4_pair_gemm: false,
+        fp4_pair_gemm: true,
         fp4_shift: true,
         fp4_gemv: Fp4Gemv::Wide,
-        fp4_tail: 1,
+        fp4_tail: 8,
         gather: MoeGather::Auto,
     };
 }

@@ -209,15 +209,17 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
-            "`regs` (weights in registers), `async` (a cp.async ring in shared memory), `wide` \
+            "`auto` (by M: lean at 1, xring at 2-4, wide above), `regs` (weights in registers), \
+             `async` (a cp.async ring in shared memory), `wide` \
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
              2-step stages that carry X, M up to 4) or `xring` (one-step slots that carry X by \
              cp.async); the rings need K a multiple of 128"
                 .into()
         },
-        default: "wide",
+        default: "auto",
         set: |o, v| {
             let path = |v: &str| match v {
+                "auto" => Some(Fp4Gemv::Auto),
                 "regs" => Some(Fp4Gemv::Regs),
                 "async" => Some(Fp4Gemv::Async),
                 "wide" => Some(Fp4Gemv::Wide),
@@ -225,10 +227,10 @@ pub(super) static KNOBS: &[Knob] = &[
                 "xring" => Some(Fp4Gemv::Xring),
                 _ => None,
             };
-            put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Wide, path))
+            put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Auto, path))
         },
         show: |o| {
-            unless(o.moe.fp4_gemv, Fp4Gemv::Wide, |m| {
+            unless(o.moe.fp4_gemv, Fp4Gemv::Auto, |m| {
                 format!("{m:?}").to_lowercase()
             })
         },

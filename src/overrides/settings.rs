@@ -191,9 +191,10 @@ pub struct MoeOverrides {
     /// Default `shift` (H200, 2026-11-29, 5268cf5: the 512-row decode 979-984 us against
     /// 1,068-1,114, verified; docs/moe.md, ledger F7).
     pub fp4_shift: bool,
-    /// `KILN_FP4_GEMV` (`regs`, `async`, `wide`, `lean` or `xring`): how the NVFP4 GEMV streams its weights.
-    /// Default [`Fp4Gemv::Wide`] (H200, 2026-11-29: verified, 1.10x / 1.19x / 1.03x the register
-    /// path at M 1, 4, 16; K not a multiple of 128 runs the register path).
+    /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean` or `xring`): how the NVFP4 GEMV
+    /// streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured fastest there (H200,
+    /// 2026-11-29, 3fa7842: lean at M 1, xring at 2-4, wide above; docs/fp4.md G5); K not a
+    /// multiple of 128 runs the register path.
     pub fp4_gemv: Fp4Gemv,
     /// `KILN_FP4_TAIL` (1 to 16): the most K slices the 4-bit experts' decode tiles (8 and 16
     /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 8 (H200,
@@ -221,7 +222,7 @@ impl MoeOverrides {
         fp4_ctas: 2,
         fp4_pair_gemm: true,
         fp4_shift: true,
-        fp4_gemv: Fp4Gemv::Wide,
+        fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
         gather: MoeGather::Auto,
     };
@@ -230,6 +231,9 @@ impl MoeOverrides {
 /// How the NVFP4 GEMV streams its weights (`KILN_FP4_GEMV`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fp4Gemv {
+    /// By M: `Lean` at 1 (19.6-20.0 us at 1x8192x8192 against wide's 22.9-23.1, never slower in
+    /// three runs), `Xring` at 2-4 (21.6 against 22.9 at 4x14336x4096), `Wide` above.
+    Auto,
     /// Each lane loads its 16 bytes of two rows into registers, the next iteration's in flight.
     Regs,
     /// A cp.async ring of 8 steps a warp in shared memory (K a multiple of 128).

@@ -254,7 +254,14 @@ impl GemvProblem {
 
     /// The path `asked` for runs where K allows it, else the register path; the lean ring holds
     /// at most [`LEAN_MAX_M`] rows of X, so a larger M runs the wide ring.
+    /// `Auto` picks by M first.
     pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
+        let asked = match (asked, self.m) {
+            (Fp4Gemv::Auto, 1) => Fp4Gemv::Lean,
+            (Fp4Gemv::Auto, 2..=4) => Fp4Gemv::Xring,
+            (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
+            (a, _) => a,
+        };
         match asked {
             Fp4Gemv::Async | Fp4Gemv::Wide | Fp4Gemv::Lean | Fp4Gemv::Xring
                 if !self.takes_async() =>
@@ -271,7 +278,7 @@ impl GemvProblem {
 fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u32) {
     let nf = if m > 8 { 2 } else { 1 };
     match path {
-        Fp4Gemv::Regs => (spec(arch, nf), 0),
+        Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
         Fp4Gemv::Lean => (spec_lean(arch), warps * lean_warp_bytes(m)),
@@ -881,6 +888,19 @@ mod tests {
         // M 8's slots: 4 x (1,152 + 2,048) bytes a warp; twelve warps fit an SM's 227 KB
         assert_eq!(xring_warp_bytes(8), 12_800);
         assert!(XRING_MAX_WARPS * xring_warp_bytes(8) + 1024 <= 227 * 1024);
+        // auto: lean at M 1, the X ring at 2-4, wide above; the register path where K is not a
+        // multiple of 128
+        for (m, k, want) in [
+            (1, 256, Fp4Gemv::Lean),
+            (2, 256, Fp4Gemv::Xring),
+            (4, 256, Fp4Gemv::Xring),
+            (5, 256, Fp4Gemv::Wide),
+            (16, 256, Fp4Gemv::Wide),
+            (1, 160, Fp4Gemv::Regs),
+        ] {
+            let p = GemvProblem::new(m, 64, k, DType::Bf16);
+            assert_eq!(p.path(Fp4Gemv::Auto), want, "M {m} K {k}");
+        }
         // every M runs it, K not a multiple of 128 the register path
         assert_eq!(
             GemvProblem::new(16, 64, 256, DType::Bf16).path(Fp4Gemv::Xring),

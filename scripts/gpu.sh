@@ -114,6 +114,16 @@
 #                                decode counts, then wide/lean at 1x8192x8192, 4x14336x4096,
 #                                1x4096x4096, 2x8192x8192 and rot/shift at both decode counts, two
 #                                alternating rounds each (about 6 minutes on an H200)
+#   fp4xring [verify|time]       the NVFP4 GEMV's X ring (docs/fp4.md G5) and the 4-bit experts'
+#                                last-wave split and paired down projection at the MoE layer's
+#                                1-8 tokens (docs/moe.md F9, F10): `KILN_FP4_GEMV=xring fp4
+#                                verify --suite full`, both 4-bit MoE suites under
+#                                KILN_FP4_PAIR=all, the experts under KILN_FP4_TAIL=8 (and
+#                                PAIR=all) at 1, 4 and 8 tokens (E64 top-8, H2048, I1408), then
+#                                two alternating rounds of wide/xring at 1x8192x8192,
+#                                4x14336x4096, 16x8192x8192, 8x8192x8192, 1x4096x4096, of the
+#                                SwiGLU under tail 1/8 and of the down projection under tail 1/8
+#                                x pair swiglu/all (about 1.5 + 4 minutes on an H200)
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -1060,6 +1070,52 @@ fp4lean)
   echo
   "$PY" scripts/fp4ab-table.py "$D" | tee "$D/summary.txt" || status=1
   gemv_summary gemv-lean-verify
+  ;;
+
+fp4xring)
+  need_bin "$KILN"; machine "$KILN"
+  part=${1:-all}  # verify, time or all
+  # the layer's routed counts at T tokens: E64, 8 distinct experts a token (seeded)
+  layer_counts() { "$PY" -c "import random; r=random.Random($1 + 40); c=[0]*64
+for t in range($1):
+  for e in r.sample(range(64), 8): c[e] += 1
+print(','.join(map(str, c)))"; }
+  LSW=(--n 1408 --k 2048 --swiglu --routed)
+  LDOWN=(--n 2048 --k 1408)
+  if [ "$part" != time ]; then
+  # each new path verified before it is timed
+  step gemv-xring-verify 120 env KILN_FP4_GEMV=xring "$KILN" --no-store fp4 verify --suite full
+  # the grouped GEMM's paired 8-token tile (KILN_FP4_PAIR=all) over both 4-bit suites
+  step_json verify-pair-nvfp4 120 env KILN_FP4_PAIR=all "$KILN" --no-store --json moe verify --weights nvfp4
+  step_json verify-pair-mxfp4 120 env KILN_FP4_PAIR=all "$KILN" --no-store --json moe verify --weights mxfp4
+  for t in 1 4 8; do
+    c=$(layer_counts $t)
+    step_json "verify-tail8-t$t-swiglu" 60 env KILN_FP4_TAIL=8 "$KILN" --no-store --json moe verify --weights nvfp4 --counts "$c" "${LSW[@]}"
+    step_json "verify-tail8-pair-t$t-down" 60 env KILN_FP4_TAIL=8 KILN_FP4_PAIR=all "$KILN" --no-store --json moe verify --weights nvfp4 --counts "$c" "${LDOWN[@]}"
+  done
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab wide xring "1 8192 8192" "4 14336 4096" "16 8192 8192" "8 8192 8192" "1 4096 4096"
+  # the SwiGLU under tail 1 / 8; the down projection under tail 1 / 8 x pair swiglu / all
+  for r in 1 2; do
+    for v in 1 8; do
+      for t in 1 4 8; do
+        c=$(layer_counts $t)
+        step "layer-t$t-swiglu-tail$v-$r" 60 env KILN_FP4_TAIL=$v "$KILN" --no-store moe bench --weights nvfp4 --counts "$c" "${LSW[@]}"
+        for pair in swiglu all; do
+          step "layer-t$t-down-tail$v-$pair-$r" 60 env KILN_FP4_TAIL=$v KILN_FP4_PAIR=$pair "$KILN" --no-store moe bench --weights nvfp4 --counts "$c" "${LDOWN[@]}"
+        done
+      done
+    done
+  done
+  fi
+  table
+  echo
+  gemv_summary gemv-xring-verify
+  for f in "$D"/verify-pair-*.err "$D"/verify-tail8-*.err "$D"/layer-t*.txt; do
+    [ -e "$f" ] || continue
+    grep -hE '^\| |checks' "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"
+  done | tee -a "$D/summary.txt"
   ;;
 
 fp4ncu)

@@ -51,6 +51,21 @@
 // is loaded by the lanes two iterations ahead and stored one iteration ahead into one of two X
 // slots, with each 8 elements' pairs already in the mma's B order (no byte permutes in the step);
 // it is read back by the lanes whose column is a row of X (the others keep zeros).
+//
+// KILN_GEMV_ASYNC = 4 (`KILN_FP4_GEMV=xring`, K a multiple of 128): X rides in the ring beside
+// its step's weights, copied by cp.async as they are. The profile of the lean ring (H200) showed
+// its terms: 3.6 warps a scheduler (21 % occupancy: 92-109 registers and the grid's ~16 warps an
+// SM), and at M 4 X's global loads into registers, zeroed then loaded one iteration before their
+// store (CS2R and PRMT on the load's scoreboard: 45 % of the stall samples). Here a slot is one
+// step (16 rows x 64 code bytes, 16 x 8 scale bytes, then M x 128 bf16 of X), four slots a warp,
+// three steps in flight; X is never in registers before its step, so nothing waits on it but the
+// ring's own wait, and its copies go through L1 (the other CTAs on the SM copy the same X at
+// about the same time: their warp w walks the same steps). A lane reads X's rows
+// min(g + 8 f, M - 1) (lanes past M compute columns that are never written: no zeroing, no
+// predicate) and permutes its pairs as the register path does (16 PRMT a step, against 16
+// registers of staging). At most 80 registers (384-thread CTAs, two an SM) and 5.5-21 KB a warp
+// (M 1-16), so the host can put ~24 warps on an SM at M 1 (GemvProblem::xring_warps): 6 a
+// scheduler against lean's 3.6.
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -63,6 +78,8 @@
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
+constexpr bool kXring = KILN_GEMV_ASYNC == 4;
+
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
 constexpr u32 RING_CODES = 16 * 64;              // a step's codes: 16 rows x 64 bytes
@@ -77,6 +94,8 @@ constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
 constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
 constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16)
 constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
+constexpr int XR_RING = 4;                       // xring: one-step slots a warp's ring holds
+constexpr int XR_MAX_WARPS = 12;                 // xring: the most warps a CTA (the host's XR_MAX_WARPS)
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -101,6 +120,12 @@ __device__ __forceinline__ u32x4 ld_cached(const void* p) {
   u32x4 r;
   asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
+}
+
+// Copies 16 bytes, all in range, through L1 (cached there): the X ring's X, which the other
+// CTAs on the SM copy at about the same time (their warp w walks the same steps).
+__device__ __forceinline__ void cp_async16_ca(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
@@ -199,7 +224,7 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
     const u32 w0 = word(st.w[0], v), w1 = word(st.w[1], v);
     const int blk = v / 2;
     u32 a0[4], a1[4];  // pairs i = 0..3 of rows g and g + 8
-    if constexpr (kWide || kLean) {
+    if constexpr (kWide || kLean || kXring) {
       const u32 h0 = w0 >> 8, h1 = w1 >> 8;
       a0[0] = nibble_pair_mul<0>(w0, h0), a0[1] = nibble_pair_mul<1>(w0, h0);
       a0[2] = nibble_pair_mul<2>(w0, h0), a0[3] = nibble_pair_mul<3>(w0, h0);
@@ -240,23 +265,26 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
 // rows g and g + 8 at k = 128 step + 32 q (rows g + 8h at dst + 64 (g + 8h) + 16 q), lanes 0..15
 // the 8 scale bytes of row `lane` (at dst + RING_CODES + 8 lane); rows past N zero-filled. One
 // commit group per call, empty past the warp's last step, so that the groups count steps.
+__device__ __forceinline__ void copy_step(u32 dst, const GemvArgs& a, const u8* w, const u8* s, int row0, int lane,
+                                          int step) {
+  const int g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + g + 8 * h;
+    const u8* src = r < a.n ? w + (i64)r * (a.k / 2) + step * (STEP / 2) + 16 * q : w;
+    cp_async16_zfill(dst + (g + 8 * h) * 64 + 16 * q, src, r < a.n ? 16 : 0);
+  }
+  if (lane < 16) {
+    const int r = row0 + lane;
+    const u8* src = r < a.n ? s + (i64)r * (a.k / 16) + step * (STEP / 16) : s;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + RING_CODES + 8 * lane), "l"(src),
+                 "r"(r < a.n ? 8 : 0));
+  }
+}
+
 __device__ __forceinline__ void issue_step(u32 dst, const GemvArgs& a, const u8* w, const u8* s, int row0, int lane,
                                            int step, int steps) {
-  if (step < steps) {  // warp-uniform
-    const int g = lane / 4, q = lane % 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = row0 + g + 8 * h;
-      const u8* src = r < a.n ? w + (i64)r * (a.k / 2) + step * (STEP / 2) + 16 * q : w;
-      cp_async16_zfill(dst + (g + 8 * h) * 64 + 16 * q, src, r < a.n ? 16 : 0);
-    }
-    if (lane < 16) {
-      const int r = row0 + lane;
-      const u8* src = r < a.n ? s + (i64)r * (a.k / 16) + step * (STEP / 16) : s;
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + RING_CODES + 8 * lane), "l"(src),
-                   "r"(r < a.n ? 8 : 0));
-    }
-  }
+  if (step < steps) copy_step(dst, a, w, s, row0, lane, step);  // warp-uniform
   cp_async_commit();
 }
 
@@ -510,9 +538,102 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   cp_async_wait<0>();
 }
 
-// At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K.
-extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const GemvArgs a) {
-  __shared__ float red_static[kWide || kLean ? 1 : MAX_WARPS][NF * 4][32];
+// A warp's X ring for M rows of X: XR_RING one-step slots, each the async ring's step (codes,
+// then scales) and M x 128 bf16 of X (256 bytes a row).
+__device__ __forceinline__ u32 xring_slot_bytes(int m) { return RING_STEP + 256u * m; }
+
+// A lane's X ring copies, fixed for the whole loop: its sources at step 0 (codes of rows g and
+// g + 8 at chunk q, the 8 scale bytes of row lane % 16, X's chunk lane % 16 of row lane / 16)
+// and how many X chunks it copies a step (rows lane / 16 + 2 t below M).
+struct XrLane {
+  u64 w0, w1, s, x;
+  u64 xrow2;  // bytes between rows of X two apart
+  int nx;
+};
+
+// The X ring's copies of step `step` into slot `dst`: when `fast` (the CTA's 16 rows inside N)
+// the async ring's codes and scales from the lane's fixed sources, else bounded and zero-filled
+// (copy_step); then X's chunks, M x 16 of 16 bytes (chunk i = lane + 32 t: row i / 16, elements
+// 8 (i % 16) .. + 7 of the step's 128; K is a multiple of 128, so each is whole). One commit
+// group per call, empty past the warp's last step.
+__device__ __forceinline__ void issue_xring(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XrLane& l,
+                                            int row0, int lane, int step, int steps, bool fast) {
+  if (step < steps) {  // warp-uniform
+    const int g = lane / 4, q = lane % 4;
+    if (fast) {
+      const u64 off = (u64)step * (STEP / 2);
+      cp_async16_full(dst + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
+      cp_async16_full(dst + (g + 8) * 64 + 16 * q, reinterpret_cast<const void*>(l.w1 + off));
+      if (lane < 16)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + RING_CODES + 8 * lane),
+                     "l"(l.s + (u64)step * (STEP / 16)));
+    } else {
+      copy_step(dst, a, w, s, row0, lane, step);
+    }
+    const u64 xs = l.x + (u64)step * (STEP * 2);
+#pragma unroll
+    for (int t = 0; t < 4 * NF; ++t)  // 8 NF rows x 16 chunks at most: 4 NF a lane
+      if (t < l.nx) cp_async16_ca(dst + RING_STEP + 16 * lane + 512 * t, reinterpret_cast<const void*>(xs + t * l.xrow2));
+  }
+  cp_async_commit();
+}
+
+// The X ring's K loop of one warp: steps warp, warp + warps, ... through its ring of XR_RING
+// slots, XR_RING - 1 in flight while one is decoded; each slot carries its step's X.
+__device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+                                            const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
+  const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
+  const int mine = steps > warp ? (steps - warp + warps - 1) / warps : 0;
+  const u32 slot_bytes = xring_slot_bytes(a.m);
+  const bool fast = row0 + 16 <= a.n;
+  XrLane l;  // rows clamped: only the fast path reads w0, w1 and s
+  l.w0 = reinterpret_cast<u64>(w + (i64)min(row0 + g, a.n - 1) * (a.k / 2) + 16 * q);
+  l.w1 = reinterpret_cast<u64>(w + (i64)min(row0 + g + 8, a.n - 1) * (a.k / 2) + 16 * q);
+  l.s = reinterpret_cast<u64>(s + (i64)min(row0 + lane % 16, a.n - 1) * (a.k / 16));
+  l.x = reinterpret_cast<u64>(x + (i64)(lane / 16) * a.ldx + 8 * (lane % 16));
+  l.xrow2 = (u64)(4 * a.ldx);
+  l.nx = (a.m - lane / 16 + 1) / 2;
+  // opaque to the compiler, which otherwise recomputes the sources every step (64-bit products)
+  asm volatile("" : "+l"(l.w0), "+l"(l.w1), "+l"(l.s), "+l"(l.x), "+l"(l.xrow2), "+r"(l.nx));
+  // X's rows of this lane's mma columns, clamped: columns at or past M are computed, never stored
+  u32 xoff[NF];
+#pragma unroll
+  for (int f = 0; f < NF; ++f) xoff[f] = RING_STEP + 256u * min(g + 8 * f, a.m - 1) + 64u * q;
+#pragma unroll
+  for (int j = 0; j < XR_RING - 1; ++j)
+    issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
+  for (int j = 0; j < mine; ++j) {
+    __syncwarp();  // every lane has read the slot that step j + XR_RING - 1 overwrites (step j - 1's)
+    issue_xring(ring + ((j + XR_RING - 1) % XR_RING) * slot_bytes, a, w, s, l, row0, lane,
+                warp + (j + XR_RING - 1) * warps, steps, fast);
+    cp_async_wait<XR_RING - 1>();  // this lane's copies of step j have landed
+    __syncwarp();                  // and every lane's
+    const u32 slot = ring + (j % XR_RING) * slot_bytes;
+    WStep st;
+    read_step(st, slot, g, q);
+    XStep xs;
+#pragma unroll
+    for (int f = 0; f < NF; ++f)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        u32x4& d = xs.x[f][v];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                     : "r"(slot + xoff[f] + 16 * v));
+      }
+    compute_step<true>(acc, st, xs);
+  }
+  cp_async_wait<0>();
+}
+
+// At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
+// ring: at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
+#if KILN_GEMV_ASYNC == 4
+#define GEMV_BOUNDS __launch_bounds__(XR_MAX_WARPS * 32, 2)
+#else
+#define GEMV_BOUNDS __launch_bounds__(MAX_WARPS * 32, 1)
+#endif
+extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
+  __shared__ float red_static[kWide || kLean || kXring ? 1 : MAX_WARPS][NF * 4][32];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int row0 = blockIdx.x * 16;
   const u8* w = reinterpret_cast<const u8*>(a.w) + (i64)blockIdx.z * a.w_batch;
@@ -529,6 +650,9 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
     wide_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * WIDE_RING * WIDE_STAGE, row0, warp, warps, lane);
   } else if constexpr (kLean) {
     lean_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * lean_warp_bytes(a.m), row0, warp, warps, lane);
+  } else if constexpr (kXring) {
+    xring_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XR_RING * xring_slot_bytes(a.m), row0, warp, warps,
+                lane);
   } else {
   // Software pipeline: the weights of iteration i + 1 (UNROLL steps, 2 x 16 bytes a lane each)
   // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and
@@ -553,10 +677,10 @@ extern "C" __global__ void __launch_bounds__(MAX_WARPS * 32, 1) nvfp4_gemv(const
     for (int u = 0; u < UNROLL; ++u) cur[u] = nxt[u];
   }
   }
-  const float gy = kAsync || kWide || kLean ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
+  const float gy = kAsync || kWide || kLean || kXring ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
   // the wide path's partial sums go where its rings were, once every warp is done with its own
   float(*red)[NF * 4][32] = red_static;
-  if constexpr (kWide || kLean) {
+  if constexpr (kWide || kLean || kXring) {
     __syncthreads();
     red = reinterpret_cast<float(*)[NF * 4][32]>(ring_raw);
   }

@@ -216,27 +216,49 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
-            "`regs` (weights in registers), `async` (a cp.async ring in shared memory), `wide` \
-             (a ring of 4-step stages copied 256 bytes a row at a time) or `lean` (a ring of \
-             2-step stages that carry X, M up to 4); the rings need K a multiple of 128"
+            "`auto` (by M: lean at 1, xring at 2-4, wide above), `regs` (weights in registers), \
+             `async` (a cp.async ring in shared memory), `wide` \
+             (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
+             2-step stages that carry X, M up to 4) or `xring` (one-step slots that carry X by \
+             cp.async); the rings need K a multiple of 128"
                 .into()
         },
-        default: "wide",
+        default: "auto",
         set: |o, v| {
             let path = |v: &str| match v {
+                "auto" => Some(Fp4Gemv::Auto),
                 "regs" => Some(Fp4Gemv::Regs),
                 "async" => Some(Fp4Gemv::Async),
                 "wide" => Some(Fp4Gemv::Wide),
                 "lean" => Some(Fp4Gemv::Lean),
+                "xring" => Some(Fp4Gemv::Xring),
                 _ => None,
             };
-            put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Wide, path))
+            put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Auto, path))
         },
         show: |o| {
-            unless(o.moe.fp4_gemv, Fp4Gemv::Wide, |m| {
+            unless(o.moe.fp4_gemv, Fp4Gemv::Auto, |m| {
                 format!("{m:?}").to_lowercase()
             })
         },
+    },
+    Knob {
+        name: "KILN_FP4_PAIR",
+        takes: || {
+            "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \
+             the 4-bit grouped GEMM's too: the MoE layer's down projection at decode)"
+                .into()
+        },
+        default: "all",
+        set: |o, v| {
+            let all = |v: &str| match v {
+                "swiglu" => Some(false),
+                "all" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_pair_gemm, or(v, true, all))
+        },
+        show: |o| (!o.moe.fp4_pair_gemm).then(|| "swiglu".to_string()),
     },
     Knob {
         name: "KILN_FP4_PATH",
@@ -256,12 +278,12 @@ pub(super) static KNOBS: &[Knob] = &[
                 crate::ops::moe::fp4::kernel::MAX_TAIL_SPLITS
             )
         },
-        default: "1",
+        default: "8",
         set: |o, v| {
             let most = crate::ops::moe::fp4::kernel::MAX_TAIL_SPLITS;
-            put(&mut o.moe.fp4_tail, or(v, 1, |v| number(v, 1, most)))
+            put(&mut o.moe.fp4_tail, or(v, 8, |v| number(v, 1, most)))
         },
-        show: |o| unless(o.moe.fp4_tail, 1, |n| n.to_string()),
+        show: |o| unless(o.moe.fp4_tail, 8, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP8_RULE",

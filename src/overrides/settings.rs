@@ -184,19 +184,28 @@ pub struct MoeOverrides {
     /// activations); 2 halves each CTA's stages and doubles the consumer warps decoding weights
     /// on an SM. Default 2 (18 % faster at the 512-row decode on an H200, docs/moe.md).
     pub fp4_ctas: u32,
+    /// `KILN_FP4_PAIR` (`swiglu` or `all`): `all` runs the 4-bit grouped GEMM's 8-token decode
+    /// tile at `fp4_ctas` CTAs an SM too (the MoE layer's down projection at 1-8 tokens, 132
+    /// CTAs of one tile each where the SwiGLU runs 264). Default `all` (H200, 2026-11-29, 3fa7842,
+    /// with the tail split: the down projection at 4 and 8 tokens 45.7 -> 32.8 and 62.4 -> 43.4
+    /// us, verified; docs/moe.md F10).
+    pub fp4_pair_gemm: bool,
     /// `KILN_FP4_DECODE` (`rot` or `shift`): the 4-bit experts' dequantisation moves code bits
     /// with funnel shifts (ALU pipe) or, where no bit wraps, plain left shifts written as
     /// multiplies (FMA pipe), and the wgmma descriptors by addition. The same bits either way.
     /// Default `shift` (H200, 2026-11-29, 5268cf5: the 512-row decode 979-984 us against
     /// 1,068-1,114, verified; docs/moe.md, ledger F7).
     pub fp4_shift: bool,
-    /// `KILN_FP4_GEMV` (`regs`, `async`, `wide` or `lean`): how the NVFP4 GEMV streams its weights.
-    /// Default [`Fp4Gemv::Wide`] (H200, 2026-11-29: verified, 1.10x / 1.19x / 1.03x the register
-    /// path at M 1, 4, 16; K not a multiple of 128 runs the register path).
+    /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean` or `xring`): how the NVFP4 GEMV
+    /// streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured fastest there (H200,
+    /// 2026-11-29, 3fa7842: lean at M 1, xring at 2-4, wide above; docs/fp4.md G5); K not a
+    /// multiple of 128 runs the register path.
     pub fp4_gemv: Fp4Gemv,
     /// `KILN_FP4_TAIL` (1 to 16): the most K slices the 4-bit experts' decode tiles (8 and 16
-    /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 1 (never:
-    /// the split is not yet timed).
+    /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 8 (H200,
+    /// 2026-11-29, 3fa7842: the MoE layer's SwiGLU at 1 and 4 tokens 28.1 -> 23.1 and 50.1 -> 43.0
+    /// us, 8 tokens unchanged, the 512-row decode -2 to -5 % (F6); verified; docs/moe.md F9); 1
+    /// never splits.
     pub fp4_tail: u32,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
@@ -216,9 +225,10 @@ impl MoeOverrides {
         pdl: true,
         fp4_path: None,
         fp4_ctas: 2,
+        fp4_pair_gemm: true,
         fp4_shift: true,
-        fp4_gemv: Fp4Gemv::Wide,
-        fp4_tail: 1,
+        fp4_gemv: Fp4Gemv::Auto,
+        fp4_tail: 8,
         gather: MoeGather::Auto,
     };
 }
@@ -226,6 +236,9 @@ impl MoeOverrides {
 /// How the NVFP4 GEMV streams its weights (`KILN_FP4_GEMV`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fp4Gemv {
+    /// By M: `Lean` at 1 (19.6-20.0 us at 1x8192x8192 against wide's 22.9-23.1, never slower in
+    /// three runs), `Xring` at 2-4 (21.6 against 22.9 at 4x14336x4096), `Wide` above.
+    Auto,
     /// Each lane loads its 16 bytes of two rows into registers, the next iteration's in flight.
     Regs,
     /// A cp.async ring of 8 steps a warp in shared memory (K a multiple of 128).
@@ -237,6 +250,10 @@ pub enum Fp4Gemv {
     /// stored into shared memory in the mma's pair order (K a multiple of 128, M up to 4; a
     /// larger M runs `Wide`).
     Lean,
+    /// A cp.async ring of 4 one-step slots a warp, each carrying its step's X beside the
+    /// weights (no X in registers), at most 80 registers and ~24 warps an SM at M 1 (K a
+    /// multiple of 128).
+    Xring,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

@@ -129,7 +129,7 @@ mod tests {
                 .with_swiglu(WeightLayout::Separate, true)
         };
         assert_eq!(Fp4Tile::choose(&sw(&[3, 0, 9, 1], 256, 512)).tt, 16);
-        let paired = Fp4Tile::choose_paired(&sw(&[2, 1, 0, 5], 384, 320), None, 2);
+        let paired = Fp4Tile::choose_paired(&sw(&[2, 1, 0, 5], 384, 320), None, 2, false);
         assert_eq!((paired.tt, paired.ctas), (8, 2));
         let gemm = MoeProblem::contiguous(&[70, 5], 200, 256, DType::Bf16, DType::Bf16);
         assert_eq!(Fp4Tile::choose(&gemm).tt, 256);

@@ -138,6 +138,28 @@ impl GemvProblem {
         w
     }
 
+    /// Warps per CTA of the X ring: the most (up to [`XRING_MAX_WARPS`] and the warp's steps)
+    /// that keep the grid in one wave, so that an SM holds as many warps as its CTAs allow (the
+    /// profile of the lean ring: 3.6 warps a scheduler left the SMs issuing half the time).
+    /// 1x8192x8192: 512 CTAs, four an SM, 6 warps each (24 an SM against lean's 16);
+    /// 4x14336x4096: 896 CTAs, seven an SM, 3 warps each. A grid over one wave at any width
+    /// takes 4.
+    pub fn xring_warps(&self, sms: u32) -> u32 {
+        let ctas = self.n.div_ceil(16) * self.batch;
+        let per_warp = xring_warp_bytes(self.m) as usize;
+        let resident = |w: usize| -> usize {
+            // 1 KB of shared memory a CTA is the driver's; 64 warps an SM
+            let by_smem = 228 * 1024 / (w * per_warp + 1024);
+            let by_regs = 65536 / (w * 32 * XRING_REGS);
+            by_smem.min(by_regs).min(64 / w).min(32) * sms.max(1) as usize
+        };
+        let most = (XRING_MAX_WARPS as usize).min((self.k / 128).max(1));
+        (1..=most)
+            .rev()
+            .find(|&w| resident(w) >= ctas)
+            .unwrap_or(4.min(most)) as u32
+    }
+
     pub fn label(&self) -> String {
         let b = if self.batch > 1 {
             format!("x{}", self.batch)
@@ -192,6 +214,23 @@ pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
 
+/// The X ring's specialisation (`KILN_FP4_GEMV=xring`) for M up to 8 (`nf` 1) or 16 (2):
+/// one-step slots that carry their step's X beside the weights, at most 80 registers a thread.
+pub fn spec_xring(arch: &str, nf: u32) -> KernelSpec {
+    spec(arch, nf).define("KILN_GEMV_ASYNC", 4)
+}
+
+/// Slots in a warp's X ring, the most warps a CTA, the registers a thread it may use (its
+/// launch bounds: two CTAs of 384 threads an SM), and a warp's bytes for M rows (each slot an
+/// async-ring step, then M x 128 bf16): the kernel's XR_RING, XR_MAX_WARPS and
+/// xring_slot_bytes. It takes every M the GEMV does.
+pub const XRING_SLOTS: u32 = 4;
+pub const XRING_MAX_WARPS: u32 = 12;
+const XRING_REGS: usize = 80;
+pub fn xring_warp_bytes(m: usize) -> u32 {
+    XRING_SLOTS * (RING_STEP_BYTES + 256 * m as u32)
+}
+
 /// Every specialisation.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     vec![
@@ -202,6 +241,8 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         spec_wide(arch, 1),
         spec_wide(arch, 2),
         spec_lean(arch),
+        spec_xring(arch, 1),
+        spec_xring(arch, 2),
     ]
 }
 
@@ -213,9 +254,20 @@ impl GemvProblem {
 
     /// The path `asked` for runs where K allows it, else the register path; the lean ring holds
     /// at most [`LEAN_MAX_M`] rows of X, so a larger M runs the wide ring.
+    /// `Auto` picks by M first.
     pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
+        let asked = match (asked, self.m) {
+            (Fp4Gemv::Auto, 1) => Fp4Gemv::Lean,
+            (Fp4Gemv::Auto, 2..=4) => Fp4Gemv::Xring,
+            (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
+            (a, _) => a,
+        };
         match asked {
-            Fp4Gemv::Async | Fp4Gemv::Wide | Fp4Gemv::Lean if !self.takes_async() => Fp4Gemv::Regs,
+            Fp4Gemv::Async | Fp4Gemv::Wide | Fp4Gemv::Lean | Fp4Gemv::Xring
+                if !self.takes_async() =>
+            {
+                Fp4Gemv::Regs
+            }
             Fp4Gemv::Lean if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
             a => a,
         }
@@ -226,10 +278,11 @@ impl GemvProblem {
 fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u32) {
     let nf = if m > 8 { 2 } else { 1 };
     match path {
-        Fp4Gemv::Regs => (spec(arch, nf), 0),
+        Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
         Fp4Gemv::Lean => (spec_lean(arch), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Xring => (spec_xring(arch, nf), warps * xring_warp_bytes(m)),
     }
 }
 
@@ -306,10 +359,10 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     // the ring asked for where K (and, lean, M) allows it; else the register path
     let path = p.path(ctx.overrides.moe.fp4_gemv);
     let sms = ctx.info.sm_count.max(1);
-    let warps = if path == Fp4Gemv::Lean {
-        p.lean_warps(sms)
-    } else {
-        p.warps(sms)
+    let warps = match path {
+        Fp4Gemv::Lean => p.lean_warps(sms),
+        Fp4Gemv::Xring => p.xring_warps(sms),
+        _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps);
     let f = ctx.function(&spec)?;
@@ -352,6 +405,36 @@ mod tests {
     use crate::device::DeviceInfo;
     use crate::harness::check::judge;
     use crate::jit::{nvrtc, Jit};
+
+    /// A ring slot on the CPU whose every byte must be written exactly once.
+    struct Slot {
+        bytes: Vec<u8>,
+        written: Vec<bool>,
+    }
+
+    impl Slot {
+        fn new(n: usize) -> Slot {
+            Slot {
+                bytes: vec![0; n],
+                written: vec![false; n],
+            }
+        }
+
+        fn put(&mut self, at: usize, v: u8) {
+            assert!(!self.written[at], "byte {at} written twice");
+            self.written[at] = true;
+            self.bytes[at] = v;
+        }
+
+        /// The bytes, once every one of them has been written.
+        fn whole(self, what: &str) -> Vec<u8> {
+            assert!(
+                self.written.iter().all(|&w| w),
+                "every byte of {what} is written"
+            );
+            self.bytes
+        }
+    }
 
     #[test]
     fn the_argument_block_matches_the_kernels_layout() {
@@ -483,8 +566,7 @@ mod tests {
         let stage_bytes = WIDE_STAGE_BYTES as usize;
         let codes_bytes = 16 * 256;
         for stage in 0..k / 512 {
-            let mut smem = vec![0u8; stage_bytes];
-            let mut written = vec![false; stage_bytes];
+            let mut slot = Slot::new(stage_bytes);
             for lane in 0..32 {
                 let c = lane % 16;
                 let step_c = stage * 4 + c / 4;
@@ -493,9 +575,7 @@ mod tests {
                     let dst = r * 256 + 16 * (c ^ ((r & 1) << 2));
                     for b in 0..16 {
                         let src = step_c * 64 + 16 * (c % 4) + b;
-                        assert!(!written[dst + b], "byte {} written twice", dst + b);
-                        written[dst + b] = true;
-                        smem[dst + b] = code(r, src);
+                        slot.put(dst + b, code(r, src));
                     }
                 }
                 for i in 0..2 {
@@ -503,16 +583,11 @@ mod tests {
                     let (r, u) = (id / 4, id % 4);
                     let dst = codes_bytes + 32 * r + 8 * u;
                     for b in 0..8 {
-                        assert!(!written[dst + b]);
-                        written[dst + b] = true;
-                        smem[dst + b] = scale(r, (stage * 4 + u) * 8 + b);
+                        slot.put(dst + b, scale(r, (stage * 4 + u) * 8 + b));
                     }
                 }
             }
-            assert!(
-                written.iter().all(|&w| w),
-                "every byte of the stage is written"
-            );
+            let smem = slot.whole("the stage");
             for u in 0..4 {
                 let step = stage * 4 + u;
                 for h in 0..2 {
@@ -571,13 +646,8 @@ mod tests {
             let (codes_bytes, x_at) = (16 * 128, 16 * 128 + 16 * 16);
             for stage in 0..stages {
                 let fast = row0 + 16 <= n && (stage + 1) * 2 <= steps;
-                let mut smem = vec![0u8; sb];
-                let mut written = vec![false; sb];
-                let mut put = |at: usize, v: u8| {
-                    assert!(!written[at], "byte {at} written twice");
-                    written[at] = true;
-                    smem[at] = v;
-                };
+                let mut slot = Slot::new(sb);
+                let mut put = |at: usize, v: u8| slot.put(at, v);
                 for lane in 0..32 {
                     let (c, hi) = (lane % 8, (lane / 8) & 1);
                     let wdst = (lane / 8) * 128 + 16 * (c ^ (hi << 2));
@@ -626,10 +696,7 @@ mod tests {
                         }
                     }
                 }
-                assert!(
-                    written.iter().all(|&w| w),
-                    "every byte of the stage is written"
-                );
+                let smem = slot.whole("the stage");
                 for u in 0..(steps - stage * 2).min(2) {
                     let step = stage * 2 + u;
                     for h in 0..2 {
@@ -699,6 +766,149 @@ mod tests {
         assert_eq!(
             GemvProblem::new(1, 2048, 8192, DType::Bf16).lean_warps(132),
             16
+        );
+    }
+
+    /// The X ring on the CPU: `issue_xring`'s copies of a step (the fast path from each lane's
+    /// fixed sources, the bounded one for a CTA past N; X's chunks lane + 32 t) and the reads of
+    /// `xring_kloop` (read_step, then X's rows min(g + 8 f, M - 1)) must hand every lane the codes of
+    /// rows g, g + 8 at k = 128 step + 32 q, their two scale codes each and X's 32 elements of
+    /// the same k; every byte of the slot written once.
+    #[test]
+    fn the_x_rings_copies_and_reads_give_each_lane_its_bytes_and_x() {
+        for (n, k, m, ldx, row0) in [
+            (16usize, 512usize, 1usize, 512usize, 0usize),
+            (40, 384, 8, 392, 32),
+            (48, 256, 3, 256, 16),
+            (20, 256, 2, 264, 16),
+            (32, 256, 16, 264, 16),
+            (40, 128, 11, 128, 32),
+        ] {
+            let code = |r: usize, b: usize| (r * 131 + b * 7 + 3) as u8;
+            let scale = |r: usize, b: usize| (r * 29 + b * 11 + 1) as u8;
+            // X as bytes: element e of row r at 2 (r ldx + e)
+            let xbyte = |off: usize| (off * 37 % 251) as u8;
+            let sb = (RING_STEP_BYTES + 256 * m as u32) as usize;
+            let (codes, x_at) = (16 * 64, RING_STEP_BYTES as usize);
+            let fast = row0 + 16 <= n;
+            for step in 0..k / 128 {
+                let mut slot = Slot::new(sb);
+                let mut put = |at: usize, v: u8| slot.put(at, v);
+                for lane in 0..32 {
+                    let (g, q) = (lane / 4, lane % 4);
+                    for h in 0..2 {
+                        let row = row0 + g + 8 * h;
+                        // fast: w0 / w1 (rows clamped, unclamped when fast) stepped by 64
+                        let first = row.min(n - 1) * (k / 2) + 16 * q;
+                        for b in 0..16 {
+                            let off = if fast {
+                                first + step * 64 + b
+                            } else {
+                                row * (k / 2) + step * 64 + 16 * q + b
+                            };
+                            let v = if row < n {
+                                code(off / (k / 2), off % (k / 2))
+                            } else {
+                                0
+                            };
+                            put((g + 8 * h) * 64 + 16 * q + b, v);
+                        }
+                    }
+                    if lane < 16 {
+                        let row = row0 + lane;
+                        for b in 0..8 {
+                            let v = if row < n { scale(row, step * 8 + b) } else { 0 };
+                            put(codes + 8 * lane + b, v);
+                        }
+                    }
+                    // X: nx chunks from l.x (row lane / 16, chunk lane % 16) plus t xrow2
+                    let nx = (m + 1 - lane / 16) / 2;
+                    let x0 = 2 * ((lane / 16) * ldx + 8 * (lane % 16));
+                    for t in 0..nx {
+                        for b in 0..16 {
+                            let off = x0 + step * 256 + t * 4 * ldx + b;
+                            put(x_at + 16 * lane + 512 * t + b, xbyte(off));
+                        }
+                    }
+                }
+                let smem = slot.whole("the slot");
+                for lane in 0..32 {
+                    let (g, q) = (lane / 4, lane % 4);
+                    let k0 = step * 128 + 32 * q;
+                    for h in 0..2 {
+                        let (r, row) = (g + 8 * h, row0 + g + 8 * h);
+                        for b in 0..16 {
+                            let want = if row < n { code(row, k0 / 2 + b) } else { 0 };
+                            assert_eq!(smem[r * 64 + 16 * q + b], want, "lane {lane} step {step}");
+                        }
+                        for b in 0..2 {
+                            let want = if row < n { scale(row, k0 / 16 + b) } else { 0 };
+                            assert_eq!(smem[codes + 8 * r + 2 * q + b], want);
+                        }
+                    }
+                    // xoff[f]: X's row min(g + 8 f, M - 1), the lane's 32 elements at k0
+                    for f in 0..m.div_ceil(8) {
+                        let xr = (g + 8 * f).min(m - 1);
+                        for b in 0..64 {
+                            let want = xbyte(2 * (xr * ldx + k0) + b);
+                            let got = smem[x_at + 256 * xr + 64 * q + b];
+                            assert_eq!(got, want, "X of lane {lane}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_x_ring_puts_about_24_warps_on_an_sm_in_one_wave() {
+        let one_wave = |p: &GemvProblem, sms: usize| {
+            let w = p.xring_warps(sms as u32) as usize;
+            let per_cta = w * xring_warp_bytes(p.m) as usize + 1024;
+            let resident = (228 * 1024 / per_cta).min(65536 / (w * 32 * 80));
+            (w, resident * sms >= p.n.div_ceil(16) * p.batch)
+        };
+        // (M, N, K, warps a CTA, whether the grid is one wave)
+        for (m, n, k, warps, one) in [
+            // 512 CTAs: four an SM of 6 warps (24 an SM; lean and wide run 16)
+            (1, 8192, 8192, 6, true),
+            // 896 CTAs: seven an SM of 3 warps
+            (4, 14336, 4096, 3, true),
+            // M 16: 21 KB a warp, two warps a CTA keep 512 CTAs in one wave (8 warps an SM)
+            (16, 8192, 8192, 2, true),
+            // a small grid takes the most warps a CTA, never more than its steps
+            (1, 4096, 4096, 12, true),
+            (8, 1000, 256, 2, true),
+            // a grid of many waves takes 4
+            (1, 262_144, 4096, 4, false),
+        ] {
+            let p = GemvProblem::new(m, n, k, DType::Bf16);
+            assert_eq!(one_wave(&p, 132), (warps, one), "{}", p.label());
+        }
+        // M 8's slots: 4 x (1,152 + 2,048) bytes a warp; twelve warps fit an SM's 227 KB
+        assert_eq!(xring_warp_bytes(8), 12_800);
+        assert!(XRING_MAX_WARPS * xring_warp_bytes(8) + 1024 <= 227 * 1024);
+        // auto: lean at M 1, the X ring at 2-4, wide above; the register path where K is not a
+        // multiple of 128
+        for (m, k, want) in [
+            (1, 256, Fp4Gemv::Lean),
+            (2, 256, Fp4Gemv::Xring),
+            (4, 256, Fp4Gemv::Xring),
+            (5, 256, Fp4Gemv::Wide),
+            (16, 256, Fp4Gemv::Wide),
+            (1, 160, Fp4Gemv::Regs),
+        ] {
+            let p = GemvProblem::new(m, 64, k, DType::Bf16);
+            assert_eq!(p.path(Fp4Gemv::Auto), want, "M {m} K {k}");
+        }
+        // every M runs it, K not a multiple of 128 the register path
+        assert_eq!(
+            GemvProblem::new(16, 64, 256, DType::Bf16).path(Fp4Gemv::Xring),
+            Fp4Gemv::Xring
+        );
+        assert_eq!(
+            GemvProblem::new(8, 64, 160, DType::Bf16).path(Fp4Gemv::Xring),
+            Fp4Gemv::Regs
         );
     }
 

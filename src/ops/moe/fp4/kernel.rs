@@ -186,10 +186,22 @@ impl Fp4Tile {
     /// spills and serialises its wgmmas). Two CTAs ran the 512-row decode (E256, K 7168, N 2048)
     /// in 1,057 against 1,295 us on an H200 (2026-11-29): 73.8 % of the copy bandwidth against
     /// 60.6 %.
-    pub fn choose_paired(p: &MoeProblem, path: Option<Fp4Path>, ctas: u32) -> Fp4Tile {
+    /// `gemm_too` (`KILN_FP4_PAIR=all`) pairs the grouped GEMM's 8-token tile as well (4
+    /// accumulators a consumer thread against the SwiGLU's 8: it fits 104 registers).
+    pub fn choose_paired(
+        p: &MoeProblem,
+        path: Option<Fp4Path>,
+        ctas: u32,
+        gemm_too: bool,
+    ) -> Fp4Tile {
         let t = Self::choose_with(p, path);
         let swiglu = p.swiglu.is_some();
-        if ctas > 1 && swiglu && p.input == DType::Bf16 && t.path == Fp4Path::Rs && t.tt == 8 {
+        if ctas > 1
+            && (swiglu || gemm_too)
+            && p.input == DType::Bf16
+            && t.path == Fp4Path::Rs
+            && t.tt == 8
+        {
             t.at_ctas(ctas, swiglu)
         } else {
             t
@@ -229,8 +241,8 @@ impl Fp4Tile {
         ];
         if swiglu {
             v.push(Self::dq());
-            v.push(Self::narrow(8, true).paired(true));
         }
+        v.push(Self::narrow(8, swiglu).paired(swiglu));
         v
     }
 
@@ -527,7 +539,8 @@ impl Fp4Experts {
                 reason: "KILN_FP4_PATH=dq runs the fused SwiGLU with bf16 activations only; unset it for this problem".into(),
             });
         }
-        Ok(Fp4Tile::choose_paired(p, path, ctx.overrides.moe.fp4_ctas))
+        let o = &ctx.overrides.moe;
+        Ok(Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm))
     }
 
     /// Checks `p`, the prepacked weights `l` and the buffers against each other.
@@ -764,13 +777,15 @@ mod tests {
                 "{d:?}"
             );
         }
-        // 2 ops x (2 formats x bf16 with 4 tiles, and NVFP4 f16 with the 3 decode tiles), and
-        // the SwiGLU's shared-memory tile and its paired 8-token tile in both formats
-        assert_eq!(Fp4Experts::variants("sm_90a").len(), 26);
+        // 2 ops x (2 formats x bf16 with 4 tiles and the paired 8-token tile, and NVFP4 f16
+        // with the 3 decode tiles), and the SwiGLU's shared-memory tile in both formats
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 28);
         // two CTAs fit an SM: their blocks' shared memory
-        let t = Fp4Tile::narrow(8, true).paired(true);
-        assert!(2 * (t.smem_bytes(true) + 1024) <= 228 * 1024, "{t:?}");
-        assert!(t.stages >= 8, "{t:?}");
+        for swiglu in [false, true] {
+            let t = Fp4Tile::narrow(8, swiglu).paired(swiglu);
+            assert!(2 * (t.smem_bytes(swiglu) + 1024) <= 228 * 1024, "{t:?}");
+            assert!(t.stages >= 8, "{t:?}");
+        }
         assert!(Fp4Experts::variants("sm_89").is_empty());
     }
 
@@ -870,12 +885,25 @@ mod tests {
             Fp4Tile::prefill(true)
         );
         // KILN_FP4_CTAS=2 pairs the SwiGLU's narrow bf16 tiles only
-        let paired = Fp4Tile::choose_paired(&sw(&[3, 1]), None, 2);
+        let paired = Fp4Tile::choose_paired(&sw(&[3, 1]), None, 2, false);
         assert_eq!((paired.tt, paired.ctas), (8, 2));
-        assert_eq!(Fp4Tile::choose_paired(&sw(&[3, 1]), None, 1).ctas, 1);
-        assert_eq!(Fp4Tile::choose_paired(&sw(&[30, 1]), None, 2).ctas, 1);
-        assert_eq!(Fp4Tile::choose_paired(&sw(&[12, 1]), None, 2).ctas, 1);
-        assert_eq!(Fp4Tile::choose_paired(&gemm, None, 2).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&sw(&[3, 1]), None, 1, false).ctas, 1);
+        assert_eq!(
+            Fp4Tile::choose_paired(&sw(&[30, 1]), None, 2, false).ctas,
+            1
+        );
+        assert_eq!(
+            Fp4Tile::choose_paired(&sw(&[12, 1]), None, 2, false).ctas,
+            1
+        );
+        assert_eq!(Fp4Tile::choose_paired(&gemm, None, 2, false).ctas, 1);
+        // KILN_FP4_PAIR=all: the grouped GEMM's 8-token tile too, not its wider ones
+        let down = MoeProblem::contiguous(&[1, 0, 1], 256, 128, DType::Bf16, DType::Bf16);
+        let paired = Fp4Tile::choose_paired(&down, None, 2, true);
+        assert_eq!((paired.tt, paired.ctas), (8, 2));
+        assert_eq!(paired, Fp4Tile::narrow(8, false).paired(false));
+        assert_eq!(Fp4Tile::choose_paired(&gemm, None, 2, true).ctas, 1);
+        assert_eq!(Fp4Tile::choose_paired(&down, None, 1, true).ctas, 1);
         let dq = Fp4Tile::choose_with(&sw(&[3, 1]), Some(Fp4Path::Dq));
         assert_eq!((dq.tt, dq.bn(true), dq.path), (256, 64, Fp4Path::Dq));
         assert!(

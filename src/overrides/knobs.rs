@@ -550,6 +550,15 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.gemm.stages.map(|s| s.to_string()),
     },
     Knob {
+        name: "KILN_WGMMA_SWAP",
+        takes: || {
+            "0, 1 or auto (swap-AB: C^T = B^T A^T, never, always, or by the dispatch's rule)".into()
+        },
+        default: "auto",
+        set: |o, v| put(&mut o.gemm.swap, or(v, Swap::Auto, Swap::parse)),
+        show: |o| unless(o.gemm.swap, Swap::Auto, |s| s.name().to_string()),
+    },
+    Knob {
         name: "KILN_WGMMA_TAIL",
         takes: || FLAG.into(),
         default: "the config's own",

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 46 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (46, 14));
+    // 47 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (47, 14));
 }
 
 #[test]
@@ -124,6 +124,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_WGMMA_SPLITK", "1"),
         ("KILN_WGMMA_SPLITS", "3"),
         ("KILN_WGMMA_STAGES", "5"),
+        ("KILN_WGMMA_SWAP", "0"),
         ("KILN_WGMMA_TAIL", "1"),
         ("KILN_WGMMA_WIDTHS", "0"),
     ];

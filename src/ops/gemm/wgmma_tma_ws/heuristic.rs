@@ -234,6 +234,7 @@ impl Choice {
             group_m: GROUP_M,
             tail: tail.is_some(),
             stream_k: false,
+            swap: false,
         }
     }
 }

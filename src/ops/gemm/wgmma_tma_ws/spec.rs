@@ -11,7 +11,8 @@ impl WgmmaTmaWs {
     /// and stream-K code where `split_code` is set and the tile has it ([`has_split_code`]);
     /// `defer`: the kernel's `KILN_EPI_DEFER` ([`GemmOverrides::defer`], on by default); `cpa`:
     /// the producer warpgroup reads operands TMA cannot address in place (`KILN_CPA`; single
-    /// cooperative CTAs).
+    /// cooperative CTAs); `c_t`: C stored transposed (swap-AB, `KILN_C_T`; the row-store
+    /// epilogue in a cooperative tile).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn spec(
         arch: &str,
@@ -21,7 +22,7 @@ impl WgmmaTmaWs {
         epilogue: Epilogue,
         split_code: bool,
         defer: bool,
-        cpa: bool,
+        (cpa, c_t): (bool, bool),
     ) -> KernelSpec {
         let epi = epilogue.define();
         if cfg.pingpong {
@@ -51,6 +52,7 @@ impl WgmmaTmaWs {
         );
         // (only where set, so that the other variants keep their specs and cache entries)
         let s = if cpa { s.define("KILN_CPA", 1u32) } else { s };
+        let s = if c_t { s.define("KILN_C_T", 1u32) } else { s };
         s.define("KILN_BM", cfg.bm)
             .define("KILN_BN", cfg.bn)
             .define("KILN_STAGES", cfg.stages)
@@ -69,7 +71,7 @@ impl WgmmaTmaWs {
 /// (where nothing splits) and is not split in the tuning space either. The 64-row tiles split K
 /// between their consumers instead, and the ping-pong kernel has no split-K.
 pub fn has_split_code(cfg: TileConfig) -> bool {
-    cfg.bm == BM && !cfg.pingpong && cfg.bn != TileConfig::WIDE.bn
+    cfg.bm == BM && !cfg.pingpong && cfg.bn != TileConfig::WIDE.bn && cfg.bn != TileConfig::N144.bn
 }
 
 /// Whether a launch of `cfg` through `epi` that asks for `splits` K slices, or for stream-K, runs
@@ -112,11 +114,12 @@ pub fn in_registry(cfg: TileConfig, epi: Epilogue, split_code: bool) -> bool {
 /// and per epilogue, with and without the split-K code; the in-place reads (`KILN_CPA`) in the
 /// three [`CPA_TILES`] with the split-K code, through the TMA-store and row-store epilogues; and
 /// the copies (`repack`: 16-bit operands and C of either width through 128-byte rows, a
-/// transposed A). Per (layout, input, output), 42: the TMA-store epilogue in all 12 tiles, and
+/// transposed A). Per (layout, input, output), 43: the TMA-store epilogue in all 12 tiles, and
 /// again with the split-K code in the 7 that have it (128 x 64 to 128 x 256, single or paired);
 /// the C-load epilogue with the split-K code in the 6 of those whose widths are multiples of 64,
 /// and in the cooperative 64 x 64 tile; `KILN_EPI=0` in the same 7 (the row store) and in the
-/// three ping-pong tiles (registers); the in-place reads in 6.
+/// three ping-pong tiles (registers); the in-place reads in 6; swap-AB's transposed row store in
+/// the 128x144 tile.
 pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
@@ -126,9 +129,9 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
         crate::ops::gemm::pack_rows::spec(arch, 4),
         crate::ops::gemm::transpose_rows::spec(arch),
     ];
-    let spec = |cfg, combo, epi, split_code, cpa| {
+    let spec = |cfg, combo, epi, split_code, cpa_ct| {
         let defer = GemmOverrides::NONE.defer;
-        WgmmaTmaWs::spec(arch, combo, cfg, GROUP_M, epi, split_code, defer, cpa)
+        WgmmaTmaWs::spec(arch, combo, cfg, GROUP_M, epi, split_code, defer, cpa_ct)
     };
     // Each (layout, input, output) first in the 128x256 tile's TMA-store variant without the
     // split-K code: what most launches run, and what `kiln inspect` shows.
@@ -138,7 +141,7 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
             for epi in epilogues {
                 for split_code in [false, true] {
                     if in_registry(cfg, epi, split_code) {
-                        v.push(spec(cfg, combo, epi, split_code, false));
+                        v.push(spec(cfg, combo, epi, split_code, (false, false)));
                     }
                 }
             }
@@ -147,9 +150,14 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
     for cfg in CPA_TILES {
         for combo in crate::ops::gemm::all_combinations() {
             for epi in [Epilogue::TmaStore, Epilogue::Registers] {
-                v.push(spec(cfg, combo, epi, true, true));
+                v.push(spec(cfg, combo, epi, true, (true, false)));
             }
         }
+    }
+    // swap-AB's transposed row store in its 128x144 tile (no split-K code: it runs unsplit)
+    for combo in crate::ops::gemm::all_combinations() {
+        let cfg = TileConfig::N144;
+        v.push(spec(cfg, combo, Epilogue::Registers, false, (false, true)));
     }
     v
 }
@@ -171,9 +179,9 @@ mod tests {
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // per (layout, input, output): the TMA-store epilogue in the 12 tiles of the registry
         // (the 168-wide one is forced only) and again with the split-K code in 7; the C-load
-        // epilogue in 7 and `KILN_EPI=0` in 10, the in-place reads in 6 (`variants`); pack_rows
+        // epilogue in 7 and `KILN_EPI=0` in 10, the in-place reads in 6, swap-AB's 1 (`variants`); pack_rows
         // (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10 + 6));
+        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10 + 6 + 1));
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -242,6 +250,7 @@ mod tests {
                 (512, 128256, 4096),
                 (72, 4096, 4096),
                 (1023, 1023, 1024),
+                (281, 8320, 8512),
             ] {
                 for (beta, odd_c, odd_ab) in [
                     (0.0, false, false),

@@ -508,6 +508,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.gemm.inplace, InPlace::Auto, |i| i.name().to_string()),
     },
     Knob {
+        name: "KILN_WGMMA_LONGK",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.gemm.long_k, or(v, true, flag)),
+        show: |o| unless(o.gemm.long_k, true, bit),
+    },
+    Knob {
         name: "KILN_WGMMA_PAIRS",
         takes: || FLAG.into(),
         default: "1",

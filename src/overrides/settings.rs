@@ -54,6 +54,10 @@ pub struct GemmOverrides {
     /// copying it to 128-byte rows first; 0: the copies and C's scratch, as before 2026-11-29;
     /// 1: every such operand read in place.
     pub inplace: InPlace,
+    /// `KILN_WGMMA_LONGK` (0 or 1). Default on: few 64 x 64 tiles at a long K (one wave on at
+    /// most half the SMs, K >= 4000) run as 128 x 64 or 128 x 128 tiles split in K; 0: the one
+    /// wave of 64 x 64 tiles of before 2026-11-29.
+    pub long_k: bool,
     /// `KILN_WGMMA_SWAP` (0, 1 or auto; [`Swap`]). Default auto: problems with few rows of C and
     /// many columns run as Cᵀ = Bᵀ·Aᵀ where the cost model says so; 0 never, 1 always (128x144
     /// tiles unless `KILN_WGMMA_CFG` names another).
@@ -86,6 +90,7 @@ impl GemmOverrides {
         c_load: false,
         inplace: InPlace::Auto,
         swap: Swap::Auto,
+        long_k: true,
         split_code: false,
         defer: true,
         pdl: true,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 47 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (47, 14));
+    // 48 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (48, 14));
 }
 
 #[test]
@@ -118,6 +118,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_WGMMA_GRID", "4"),
         ("KILN_WGMMA_GROUP_M", "16"),
         ("KILN_WGMMA_INPLACE", "0"),
+        ("KILN_WGMMA_LONGK", "0"),
         ("KILN_WGMMA_PAIRS", "0"),
         ("KILN_WGMMA_PDL", "0"),
         ("KILN_WGMMA_SK", "1"),
@@ -151,6 +152,7 @@ fn gemm_knobs_read_what_wgmma_read() {
         ("KILN_WGMMA_TAIL", "1"),
         ("KILN_WGMMA_GRID", "4"),
         ("KILN_WGMMA_STAGES", "12"),
+        ("KILN_WGMMA_LONGK", "0"),
         ("KILN_WGMMA_PAIRS", "0"),
         ("KILN_WGMMA_WIDTHS", "0"),
         ("KILN_WGMMA_SK", "1"),

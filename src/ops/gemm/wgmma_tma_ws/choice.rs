@@ -63,7 +63,7 @@ impl Choice {
                     }
                     None => "no tuned config for this shape class: the heuristic".into(),
                 });
-                Choice::heuristic_noted(p, sm_count, env.pairs, env.widths, notes)
+                Choice::heuristic_noted(p, sm_count, (env.pairs, env.widths, env.long_k), notes)
             }
         };
         if let Some(t) = env.tile {

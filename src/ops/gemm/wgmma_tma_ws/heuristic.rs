@@ -97,6 +97,36 @@ fn unsplit_one_wave(
     }
 }
 
+/// Few 64 x 64 tiles, long K: where one wave of them covers the problem on at most a third of the
+/// SMs with K >= 4000, the cost model's 128 x 64 or 128 x 128 tile split in K (the cheaper, and
+/// at least 10 % under the 64 x 64 wave's modelled time) replaces it. The one-wave rule was
+/// measured where the 64 x 64 tiles filled the GPU (#19: 512^3, 128 x 4096 x 4096); with 11-42 of
+/// them and 140-250 K blocks each (the random set's skinny shapes at b78ecb6, H200:
+/// 129x334x13376 RR f16 18 tiles, 0.48x cuBLAS; 58x641x15872 CC 11, 0.68x; 429x286x10390 CC 35,
+/// 0.77x) each busy SM streams its whole K alone, at ~90 GB/s (129x334x13376: 3.3 MB a CTA in
+/// ~38 us), and a third of the SMs at that rate is about what HBM gives: below it the SMs, not
+/// the memory, bound the time. `KILN_WGMMA_LONGK=0` keeps the 64 x 64 wave.
+pub(super) fn few_tiles_long_k_split(
+    p: &GemmProblem,
+    tile: TileConfig,
+    sm_count: u32,
+) -> Option<(TileConfig, u32)> {
+    let tiles64 = TileConfig::TINY64.cluster_tiles(p.m, p.n);
+    if tile.bm != 64 || p.k < 4000 || 3 * tiles64 > sm_count {
+        return None;
+    }
+    let wave64 = TileConfig::TINY64.cost(p.m, p.n, p.k, sm_count, 1);
+    [TileConfig::TINY, TileConfig::SMALL]
+        .into_iter()
+        .map(|cfg| {
+            let s = cfg.best_splits(p.m, p.n, p.k, sm_count);
+            (cfg.cost(p.m, p.n, p.k, sm_count, s), cfg, s)
+        })
+        .filter(|&(c, _, s)| s > 1 && 10 * c <= 9 * wave64)
+        .min_by_key(|&(c, cfg, _)| (c, cfg.bn))
+        .map(|(_, cfg, s)| (cfg, s))
+}
+
 /// Few tiles, long K, rows at 16-byte alignment: a 128 x 192 or 128 x 256 pair with every tile
 /// split into 2-4 K slices, as many clusters as fit in one wave, where the cooperative pick would
 /// leave SMs idle or run single CTAs that each load their straddled rows. Applies where some rows
@@ -151,15 +181,15 @@ impl Choice {
 
     /// [`Choice::heuristic`], weighing the 224-wide tile when `widths`.
     pub fn heuristic_with(p: &GemmProblem, sm_count: u32, pairs: bool, widths: bool) -> Choice {
-        Choice::heuristic_noted(p, sm_count, pairs, widths, &mut Notes::off())
+        Choice::heuristic_noted(p, sm_count, (pairs, widths, true), &mut Notes::off())
     }
 
-    /// [`Choice::heuristic_with`], saying in `notes` which of its rules applied.
+    /// [`Choice::heuristic_with`], saying in `notes` which of its rules applied; `long_k`:
+    /// [`few_tiles_long_k_split`] applies (`KILN_WGMMA_LONGK`).
     pub fn heuristic_noted(
         p: &GemmProblem,
         sm_count: u32,
-        pairs: bool,
-        widths: bool,
+        (pairs, widths, long_k): (bool, bool, bool),
         notes: &mut Notes,
     ) -> Choice {
         // Pairs (multicast B) only where rows straddle 128-byte lines (4096 x 4096 x 4088 ran
@@ -188,6 +218,21 @@ impl Choice {
                 )
             });
         }
+        let (tile, splits) = match few_tiles_long_k_split(p, tile, sm_count).filter(|_| long_k) {
+            Some((t, s)) => {
+                notes.add(|| {
+                    format!(
+                        "one wave of {} 64x64 tiles would leave most SMs idle at K = {}: {} \
+                         (KILN_WGMMA_LONGK=0 keeps the 64x64 wave)",
+                        TileConfig::TINY64.cluster_tiles(p.m, p.n),
+                        p.k,
+                        t.label(s)
+                    )
+                });
+                (t, s)
+            }
+            None => (tile, splits),
+        };
         let (tile, splits) = match few_tiles_long_k(p, pairing, sm_count) {
             Some((t, s)) => {
                 notes.add(|| {

@@ -613,12 +613,17 @@ mod tests {
             assert!(!pl.tma_epilogue);
         }
         // a small C off 16 bytes keeps the 64x64 ping-pong tile and its register epilogue
-        let p = GemmProblem::new(129, 127, 4095, Layout::RR, DType::Bf16, DType::Bf16);
+        // (at K = 4095 the six 64x64 tiles split instead: heuristic::few_tiles_long_k_split)
+        let p = GemmProblem::new(129, 127, 3999, Layout::RR, DType::Bf16, DType::Bf16);
         let pl = plan(&p, 132, None, &env);
         assert_eq!(
             (pl.bm, pl.bn, pl.pingpong, pl.copies.len()),
             (64, 64, true, 2)
         );
+        let p = GemmProblem::new(129, 127, 4095, Layout::RR, DType::Bf16, DType::Bf16);
+        let pl = plan(&p, 132, None, &env);
+        assert_eq!((pl.bm, pl.bn, pl.pingpong), (128, 64, false));
+        assert!(pl.splits > 1 && !pl.tma_epilogue);
         // the C-load epilogue (other betas) has no in-place variant
         let p = GemmProblem {
             beta: 0.5,

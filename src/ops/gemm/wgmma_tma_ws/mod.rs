@@ -51,7 +51,7 @@ pub use notes::Notes;
 pub use plan::{launch_specs, plan};
 pub use repack::{as_read, c_through_scratch, pack_bytes, transposes_a, MAX_PACK_BYTES};
 pub use spec::{has_split_code, needs_split_code};
-pub use swap::{swap_costs, swap_pays, swapped, Swap};
+pub use swap::{swap_costs, swap_pays, swap_registered, swapped, Swap};
 pub use tiles::{forced_config, TileConfig, C_STAGING_BYTES, FORCED_CONFIGS};
 pub use timeline::TRACE_EVENTS;
 

@@ -1,7 +1,9 @@
 //! The device-file specs: the defines of each variant of the cooperative and ping-pong kernels,
 //! and which launches take the variant with the split-K code.
 
-use super::{with_epilogue, Epilogue, GemmOverrides, TileConfig, WgmmaTmaWs, CPA_TILES};
+use super::{
+    swap_registered, with_epilogue, Epilogue, GemmOverrides, TileConfig, WgmmaTmaWs, CPA_TILES,
+};
 use super::{BM, GROUP_M, THREADS};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{with_problem_defines, DType, Layout};
@@ -114,12 +116,12 @@ pub fn in_registry(cfg: TileConfig, epi: Epilogue, split_code: bool) -> bool {
 /// and per epilogue, with and without the split-K code; the in-place reads (`KILN_CPA`) in the
 /// three [`CPA_TILES`] with the split-K code, through the TMA-store and row-store epilogues; and
 /// the copies (`repack`: 16-bit operands and C of either width through 128-byte rows, a
-/// transposed A). Per (layout, input, output), 43: the TMA-store epilogue in all 12 tiles, and
+/// transposed A). Per (layout, input, output), 42: the TMA-store epilogue in all 12 tiles, and
 /// again with the split-K code in the 7 that have it (128 x 64 to 128 x 256, single or paired);
 /// the C-load epilogue with the split-K code in the 6 of those whose widths are multiples of 64,
 /// and in the cooperative 64 x 64 tile; `KILN_EPI=0` in the same 7 (the row store) and in the
-/// three ping-pong tiles (registers); the in-place reads in 6; swap-AB's transposed row store in
-/// the 128x144 tile.
+/// three ping-pong tiles (registers); the in-place reads in 6; and swap-AB's transposed row store
+/// in the 128x144 tile for 16 of the 24 combinations ([`swap_registered`]).
 pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
@@ -154,10 +156,13 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
             }
         }
     }
-    // swap-AB's transposed row store in its 128x144 tile (no split-K code: it runs unsplit)
+    // swap-AB's transposed row store in its 128x144 tile (no split-K code: it runs unsplit), for
+    // the dtypes its rule takes
     for combo in crate::ops::gemm::all_combinations() {
-        let cfg = TileConfig::N144;
-        v.push(spec(cfg, combo, Epilogue::Registers, false, (false, true)));
+        if swap_registered(combo.1, combo.2) {
+            let cfg = TileConfig::N144;
+            v.push(spec(cfg, combo, Epilogue::Registers, false, (false, true)));
+        }
     }
     v
 }
@@ -179,9 +184,9 @@ mod tests {
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // per (layout, input, output): the TMA-store epilogue in the 12 tiles of the registry
         // (the 168-wide one is forced only) and again with the split-K code in 7; the C-load
-        // epilogue in 7 and `KILN_EPI=0` in 10, the in-place reads in 6, swap-AB's 1 (`variants`); pack_rows
+        // epilogue in 7 and `KILN_EPI=0` in 10, the in-place reads in 6 (`variants`), swap-AB's 16; pack_rows
         // (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10 + 6 + 1));
+        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10 + 6) + 16);
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();

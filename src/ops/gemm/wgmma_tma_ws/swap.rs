@@ -12,7 +12,7 @@
 //! one wave 136 x 18 = 2448 (25 % less).
 
 use super::{k_blocks, Choice, TileConfig};
-use crate::ops::gemm::{GemmProblem, Layout};
+use crate::ops::gemm::{DType, GemmProblem, Layout};
 
 /// `KILN_WGMMA_SWAP`: whether the dispatch runs problems as Cᵀ = Bᵀ·Aᵀ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,16 +64,32 @@ pub fn swapped(p: &GemmProblem) -> GemmProblem {
     .canonical()
 }
 
+/// The shortest K swap-AB is weighed at: 32 K blocks. The transposed store writes 32-byte runs
+/// where the TMA store writes whole tiles, which the model (3 blocks of fill and epilogue a unit)
+/// does not see; a long K hides it (385x14000x181 CC, 3 K blocks, would swap for the padding
+/// alone).
+const MIN_K: usize = 2048;
+
+/// Whether swap-AB's variants for (`input`, `output`) are in the registry (`kiln check`), so that
+/// the dispatch's rule may take them: C of the input's dtype or f32, 16 of the 24 (layout, input,
+/// output) combinations within the variant budget. A cross output (bf16 in, f16 out, or the
+/// reverse) is not swapped by the rule; `KILN_WGMMA_SWAP=1` compiles it on demand.
+pub fn swap_registered(input: DType, output: DType) -> bool {
+    output == input || output == DType::F32
+}
+
 /// The modelled block-steps of `choice` on `p` (as the kernel reads it) and of swap-AB's 128x144
 /// tiles on its transpose ([`TileConfig::cost`]), where the dispatch weighs swapping at all: the
 /// choice an unsplit cooperative 128-row tile (the model's own regime: the ping-pong, 64-row and
 /// split picks are rules measured where it is wrong), at least two of its tile-rows (one
-/// tile-row is the decode rules'), and C's M at most three 144-wide tiles. An operand TMA cannot
-/// address is copied either way (the same buffer: A' is B, B' is A); swapped, the 128x144 tile
-/// has no in-place variant, so it is always copied.
+/// tile-row is the decode rules'), C's M at most three 144-wide tiles, and K at least
+/// [`MIN_K`], its dtypes [`swap_registered`]. An operand TMA cannot address is copied either way (the same buffer: A' is B, B'
+/// is A); swapped, the 128x144 tile has no in-place variant, so it is always copied.
 pub fn swap_costs(p: &GemmProblem, sm_count: u32, choice: &Choice) -> Option<(u64, u64)> {
     let t = choice.tile;
-    let weighed = t.bm == 128
+    let weighed = p.k >= MIN_K
+        && swap_registered(p.input, p.output)
+        && t.bm == 128
         && !t.pingpong
         && choice.splits == 1
         && !choice.stream_k

@@ -613,16 +613,16 @@ mod tests {
             assert!(!pl.tma_epilogue);
         }
         // a small C off 16 bytes keeps the 64x64 ping-pong tile and its register epilogue
-        // (at K = 4095 the six 64x64 tiles split instead: heuristic::few_tiles_long_k_split)
-        let p = GemmProblem::new(129, 127, 3999, Layout::RR, DType::Bf16, DType::Bf16);
+        // (at K >= 8192 such tiles split instead: heuristic::few_tiles_long_k_split)
+        let p = GemmProblem::new(129, 127, 4095, Layout::RR, DType::Bf16, DType::Bf16);
         let pl = plan(&p, 132, None, &env);
         assert_eq!(
             (pl.bm, pl.bn, pl.pingpong, pl.copies.len()),
             (64, 64, true, 2)
         );
-        let p = GemmProblem::new(129, 127, 4095, Layout::RR, DType::Bf16, DType::Bf16);
+        let p = GemmProblem::new(129, 334, 13376, Layout::RR, DType::F16, DType::F16);
         let pl = plan(&p, 132, None, &env);
-        assert_eq!((pl.bm, pl.bn, pl.pingpong), (128, 64, false));
+        assert_eq!((pl.bm, pl.bn, pl.pingpong), (128, 128, false));
         assert!(pl.splits > 1 && !pl.tma_epilogue);
         // the C-load epilogue (other betas) has no in-place variant
         let p = GemmProblem {

@@ -142,16 +142,18 @@
 #   sanitize                     compute-sanitizer: `kiln sanitize` (every version, built-in
 #                                problems) and `kiln sanitize --configs` (every wgmma_tma_ws tile
 #                                config), JOBS at a time (default 8)
-#   anyop [verify|time]          issue 48's in-place paths (C off 16 bytes stored by rows; operands
-#                                TMA cannot address read by the producer's copies where the rule
-#                                of wgmma_tma_ws/inplace.rs says so): verify: the wgmma_tma_ws
-#                                quick suite by the dispatch and with KILN_WGMMA_INPLACE=1 (every
-#                                such operand in place), the issue's seven shapes, `kiln fuzz` of
-#                                ANYOP_FUZZ (1,500) GEMM problems both ways; time: the seven shapes
-#                                against cuBLAS under KILN_WGMMA_INPLACE=0, auto and 1, then `kiln
-#                                bench --set random --count 200 --seed 1` under 0 and auto (the
-#                                dispatch before and after, one binary), with 281x8320x8512 RC
-#                                under six forced tiles between; each bench's summary last
+#   anyop [verify|time]          issue 48's paths (C off 16 bytes stored by rows; operands TMA
+#                                cannot address read in place where wgmma_tma_ws/inplace.rs says
+#                                so; swap-AB, KILN_WGMMA_SWAP; few 64x64 tiles at a long K split,
+#                                KILN_WGMMA_LONGK): verify: the wgmma_tma_ws quick suite by the
+#                                dispatch, with KILN_WGMMA_INPLACE=1 (every such operand in place),
+#                                with KILN_WGMMA_SWAP=1 (every problem swapped) and in the forced
+#                                128x144 tile, the issue's seven shapes, `kiln fuzz` of ANYOP_FUZZ
+#                                (1,500) GEMM problems by the dispatch, with INPLACE=1 and with
+#                                SWAP=1; time: the seven shapes against cuBLAS, the dispatch before
+#                                these rules (ANYOP_OLD: INPLACE=0 SWAP=0 LONGK=0) and after, then
+#                                `kiln bench --set random --count 200 --seed 1` the same two ways
+#                                (one binary); each bench's summary last
 #   ws-check                     after a change to the wgmma_tma_ws kernels or their headers: its
 #                                full suite, the MoE quick suite, `kiln sanitize --configs`
 #   peak                         `kiln peak`: copy bandwidth, read ceiling, cuBLAS's best bf16 GEMM
@@ -1217,40 +1219,39 @@ anyop)
   # Issue 48's table: M N K layout dtype
   shapes=("9049 8833 8 RR f16" "4327 876 178 RR bf16" "13690 1457 36 RC f16" "9664 16127 17 RC bf16"
           "7103 5 15091 CR bf16" "129 127 4095 RR bf16" "281 8320 8512 RC bf16")
+  # the dispatch before issue 48's rules, as env settings (the same binary)
+  old=(${ANYOP_OLD:-KILN_WGMMA_INPLACE=0 KILN_WGMMA_SWAP=0 KILN_WGMMA_LONGK=0})
   if [ "$part" != time ]; then
     step anyop-verify-quick 90 "$KILN" --no-store verify --version wgmma_tma_ws --suite quick
-    step anyop-verify-quick-all 90 env KILN_WGMMA_INPLACE=1 "$KILN" --no-store verify \
-      --version wgmma_tma_ws --suite quick
+    for v in KILN_WGMMA_INPLACE=1 KILN_WGMMA_SWAP=1 KILN_WGMMA_CFG=n144; do
+      n=${v#KILN_WGMMA_}; n=${n//=/-}
+      step "anyop-verify-quick-${n,,}" 90 env "$v" "$KILN" --no-store verify \
+        --version wgmma_tma_ws --suite quick
+    done
     for s in "${shapes[@]}"; do
       read -r m n k l d <<< "$s"
       step "anyop-verify-${m}x${n}x${k}" 60 "$KILN" --no-store verify --version wgmma_tma_ws \
         --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
     done
-    for mode in auto 1; do
-      step "anyop-fuzz-$mode" 150 env KILN_WGMMA_INPLACE=$mode "$KILN" --no-store fuzz --seed 1 \
+    for v in KILN_WGMMA_INPLACE=auto KILN_WGMMA_INPLACE=1 KILN_WGMMA_SWAP=1; do
+      n=${v#KILN_WGMMA_}; n=${n//=/-}
+      step "anyop-fuzz-${n,,}" 150 env "$v" "$KILN" --no-store fuzz --seed 1 \
         --gemm "${ANYOP_FUZZ:-1500}" --attention 0 --moe 0 --fp8 0 --moe-layer 0 --version wgmma_tma_ws
     done
   fi
   if [ "$part" != verify ]; then
     for s in "${shapes[@]}"; do
       read -r m n k l d <<< "$s"
-      for mode in 0 auto 1; do
-        step "anyop-bench-$mode-${m}x${n}x${k}" 60 env KILN_WGMMA_INPLACE=$mode "$KILN" bench \
-          --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
-      done
+      step "anyop-bench-old-${m}x${n}x${k}" 60 env "${old[@]}" "$KILN" bench \
+        --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
+      step "anyop-bench-new-${m}x${n}x${k}" 60 "$KILN" bench \
+        --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
     done
-    # 281x8320x8512 RC (aligned): the heuristic's 128x192 beside the other tiles (docs/gemm.md:
-    # every 128-row tile pads M to 384 rows, the 64-row ones move 2.5x the bytes per FLOP)
-    for cfg in medium large small medium-pair tiny64 pingpong-tiny; do
-      step "anyop-tile-$cfg" 60 env KILN_WGMMA_CFG=$cfg "$KILN" bench --shape 281x8320x8512 --layout RC
-    done
-    for mode in 0 auto; do
-      step "anyop-random-$mode" 150 env KILN_WGMMA_INPLACE=$mode "$KILN" bench --set random \
-        --count 200 --seed 1
-    done
+    step anyop-random-old 150 env "${old[@]}" "$KILN" bench --set random --count 200 --seed 1
+    step anyop-random-new 150 "$KILN" bench --set random --count 200 --seed 1
   fi
   table
-  for f in "$D"/anyop-bench-*.txt "$D"/anyop-tile-*.txt "$D"/anyop-random-*.txt; do
+  for f in "$D"/anyop-bench-*.txt "$D"/anyop-random-*.txt; do
     [ -f "$f" ] || continue
     echo; echo "== $(basename "$f" .txt)"; grep -v '^\s*$' "$f" | tail -4
   done ;;

@@ -29,6 +29,11 @@
 #ifndef KILN_CPA
 #define KILN_CPA 0
 #endif
+// KILN_C_T = 1 (swap-AB): the host gave the kernel C^T = B^T A^T (p.m = N, p.n = M, A and B
+// exchanged), and the row-store epilogue writes the tile transposed into C (common/c_rows.cuh).
+#ifndef KILN_C_T
+#define KILN_C_T 0
+#endif
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = WS_BK, STAGES = KILN_STAGES, CLUSTER = KILN_CLUSTER;
 // KILN_SPLITK = 0: the variant for launches that split nothing (most), without the split-K and
 // stream-K code; it ignores Extras.splits and sk_w and compiles in 25-37 % less time (ledger #91).
@@ -46,11 +51,11 @@ static_assert(CLUSTER == 1 || CLUSTER == 2, "KILN_CLUSTER is 1 or 2");
 // few more registers than 40.
 constexpr int PRODUCER_REGS = CLUSTER > 1 ? 56 : 40, CONSUMER_REGS = CLUSTER > 1 ? 224 : 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
-// 168, 224 (widths that make whole waves, ledger #71, #72) and 320 (one exact wave at N = 5120,
-// ledger #69) only in single 128-row CTAs.
+// 168, 224 (widths that make whole waves, ledger #71, #72), 320 (one exact wave at N = 5120,
+// ledger #69) and 144 (swap-AB's: 281 rows of C in two tiles of 144) only in single 128-row CTAs.
 static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 ||
-                  ((BN == 168 || BN == 224 || BN == 320) && CLUSTER == 1 && BM == 128),
-              "KILN_BN is 64, 128, 192 or 256, or 168, 224 or 320 in single 128-row CTAs");
+                  ((BN == 144 || BN == 168 || BN == 224 || BN == 320) && CLUSTER == 1 && BM == 128),
+              "KILN_BN is 64, 128, 192 or 256, or 144, 168, 224 or 320 in single 128-row CTAs");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep 1024-byte alignment");
 // KILN_CPA = 1: the producer warpgroup reads an operand TMA cannot address (a row stride or base
 // off 16 bytes; decided at run time from GemmArgs) in place, all 128 threads copying it into the
@@ -75,7 +80,8 @@ constexpr int C_COLS = Epi::C_COLS, C_NCH = BN / C_COLS;
 // TMA stores whole chunks: the last C_TAIL columns of the 168- and 224-wide tiles go out from
 // registers (these widths have the TMA-store epilogue only; the host runs another width else).
 constexpr int C_TAIL = BN % C_COLS;
-static_assert(C_TAIL == 0 || TMA_EPI, "128 x 168 and 128 x 224 tiles have the TMA-store epilogue only");
+static_assert(C_TAIL == 0 || TMA_EPI || BN == 144, "128 x 168 and 128 x 224 tiles have the TMA-store epilogue only");
+static_assert(!KILN_C_T || KILN_EPI == 0, "C stored transposed (KILN_C_T) by the row-store epilogue only");
 // KILN_EPI_DEFER: the last DCH chunks of a tile wait packed to 16-bit pairs in registers and go
 // out one per K block of the next unit, after its wgmmas are issued (ledger #22): all chunks in
 // single CTAs up to 256 wide, two of the 320-wide tile's five, the last one in pairs (whose 224
@@ -340,9 +346,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if constexpr (C_TAIL != 0)
           store_acc_groups<C_NCH * C_COLS / 8>(cout, p, m0 + 16 * w + lane / 4, n0, acc, lane % 4);
       } else {
-        // Through this consumer's first staging buffer, by rows (common/c_rows.cuh).
+        // Through this consumer's first staging buffer, by rows of C or (KILN_C_T) of C^T
+        // (common/c_rows.cuh).
         const int m0 = tm * BM + 64 * c;
-        if (m0 < p.m) store_rows_staged(cout, p, cstage + 2 * c * Epi::CHUNK_BYTES, m0, tn * BN, acc, w, lane);
+        const u32 buf = cstage + 2 * c * Epi::CHUNK_BYTES;
+        if (m0 < p.m) {
+          if (KILN_C_T) store_cols_staged(cout, p, buf, m0, tn * BN, acc, w, lane);
+          else store_rows_staged(cout, p, buf, m0, tn * BN, acc, w, lane);
+        }
       }
     }
     if (DEFER) {  // the last tile's chunks

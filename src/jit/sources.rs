@@ -436,7 +436,7 @@ mod tests {
     fn kernels_default_only_the_defines_the_host_may_leave_out() {
         // A kernel's default for a define the host always passes can disagree with the host's
         // (KILN_EPI_DEFER defaulted to 0 in the kernel and 1 on the host): kernels stop with
-        // #error on a missing one instead. These three the host passes for some variants only,
+        // #error on a missing one instead. These the host passes for some variants only,
         // and their defaults are the host's "absent".
         let mut defaults = Vec::new();
         for (path, text) in FILES {
@@ -456,6 +456,7 @@ mod tests {
             vec![
                 ("common/gemm_trace.cuh", "KILN_TRACE"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_CPA"),
+                ("gemm/wgmma_tma_ws.cu", "KILN_C_T"),
                 ("gemm/mma_sync.cu", "KILN_ELEM_LOADS")
             ]
         );

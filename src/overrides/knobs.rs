@@ -537,6 +537,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.gemm.inplace, InPlace::Auto, |i| i.name().to_string()),
     },
     Knob {
+        name: "KILN_WGMMA_LONGK",
+        takes: || FLAG.into(),
+        default: "1",
+        set: |o, v| put(&mut o.gemm.long_k, or(v, true, flag)),
+        show: |o| unless(o.gemm.long_k, true, bit),
+    },
+    Knob {
         name: "KILN_WGMMA_PAIRS",
         takes: || FLAG.into(),
         default: "1",
@@ -577,6 +584,15 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "the tile's own",
         set: |o, v| put(&mut o.gemm.stages, opt(v, |v| number(v, 2, 12))),
         show: |o| o.gemm.stages.map(|s| s.to_string()),
+    },
+    Knob {
+        name: "KILN_WGMMA_SWAP",
+        takes: || {
+            "0, 1 or auto (swap-AB: C^T = B^T A^T, never, always, or by the dispatch's rule)".into()
+        },
+        default: "auto",
+        set: |o, v| put(&mut o.gemm.swap, or(v, Swap::Auto, Swap::parse)),
+        show: |o| unless(o.gemm.swap, Swap::Auto, |s| s.name().to_string()),
     },
     Knob {
         name: "KILN_WGMMA_TAIL",

@@ -31,7 +31,7 @@ use crate::libs::{self, CudaLib};
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::fp8::gemm::Fp8Rule;
 use crate::ops::gemm::wgmma_tma_ws::{
-    InPlace, TileConfig as WgmmaTile, FORCED_CONFIGS, MAX_SPLITS, WIDTHS_BY_DEFAULT,
+    InPlace, Swap, TileConfig as WgmmaTile, FORCED_CONFIGS, MAX_SPLITS, WIDTHS_BY_DEFAULT,
 };
 use crate::ops::moe::fp4::kernel::Fp4Path;
 use crate::ops::moe::grouped_gemm::GroupedGemm;

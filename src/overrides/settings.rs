@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::fp8::gemm::Fp8Rule;
-use crate::ops::gemm::wgmma_tma_ws::{InPlace, TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
+use crate::ops::gemm::wgmma_tma_ws::{InPlace, Swap, TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
 use crate::ops::moe::fp4::kernel::Fp4Path;
 use crate::ops::moe::grouped_swapab::SwapConfig;
 use crate::ops::moe::schedule::TileConfig as MoeTile;
@@ -54,6 +54,14 @@ pub struct GemmOverrides {
     /// copying it to 128-byte rows first; 0: the copies and C's scratch, as before 2026-11-29;
     /// 1: every such operand read in place.
     pub inplace: InPlace,
+    /// `KILN_WGMMA_LONGK` (0 or 1). Default on: few 64 x 64 tiles at a long K (one wave on at
+    /// most half the SMs, K >= 4000) run as 128 x 64 or 128 x 128 tiles split in K; 0: the one
+    /// wave of 64 x 64 tiles of before 2026-11-29.
+    pub long_k: bool,
+    /// `KILN_WGMMA_SWAP` (0, 1 or auto; [`Swap`]). Default auto: problems with few rows of C and
+    /// many columns run as Cᵀ = Bᵀ·Aᵀ where the cost model says so; 0 never, 1 always (128x144
+    /// tiles unless `KILN_WGMMA_CFG` names another).
+    pub swap: Swap,
     /// `KILN_WGMMA_SPLITK` (0 or 1). Default off; 1: unsplit launches too run the variant with
     /// the split-K code, as every launch did before ledger #91.
     pub split_code: bool,
@@ -81,6 +89,8 @@ impl GemmOverrides {
         epi: true,
         c_load: false,
         inplace: InPlace::Auto,
+        swap: Swap::Auto,
+        long_k: true,
         split_code: false,
         defer: true,
         pdl: true,

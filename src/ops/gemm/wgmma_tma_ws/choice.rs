@@ -1,6 +1,7 @@
 //! A launch's resolved choice (tile, split factor, group, tail, stream-K) and how it is resolved:
 //! the tuned config (the context's table) or the heuristic, then the env overrides.
 
+use super::swap::{swap_choice, swap_costs, swap_pays, Swap};
 use super::{k_blocks, GemmOverrides, Notes, TileConfig};
 use crate::ops::gemm::GemmProblem;
 use crate::ops::space::Config;
@@ -18,6 +19,8 @@ pub struct Choice {
     /// Stream-K over the last partial wave and one whole wave ([`TileConfig::stream_k_from`];
     /// where the problem has no partial wave, plain tiles).
     pub stream_k: bool,
+    /// Swap-AB ([`super::swap`]): the tile runs over Cᵀ = Bᵀ·Aᵀ and stores C transposed.
+    pub swap: bool,
 }
 
 impl Choice {
@@ -60,7 +63,7 @@ impl Choice {
                     }
                     None => "no tuned config for this shape class: the heuristic".into(),
                 });
-                Choice::heuristic_noted(p, sm_count, env.pairs, env.widths, notes)
+                Choice::heuristic_noted(p, sm_count, (env.pairs, env.widths, env.long_k), notes)
             }
         };
         if let Some(t) = env.tile {
@@ -98,7 +101,33 @@ impl Choice {
                 )
             });
         }
-        c
+        match env.swap {
+            Swap::Never => c,
+            Swap::Always => {
+                notes.add(|| {
+                    "KILN_WGMMA_SWAP=1 forces swap-AB: C^T = B^T A^T, C stored transposed".into()
+                });
+                swap_choice(c, env.tile, env.splits)
+            }
+            // (a tuned or forced choice is taken as it is)
+            Swap::Auto if tuned.is_some() || env.tile.is_some() || env.splits.is_some() => c,
+            Swap::Auto => match swap_costs(p, sm_count, &c) {
+                Some(costs) if swap_pays(p, sm_count, &c) => {
+                    notes.add(|| super::swap::note(p, sm_count, costs));
+                    swap_choice(c, None, None)
+                }
+                Some(costs) => {
+                    notes.add(|| {
+                        format!(
+                            "swap-AB (C^T = B^T A^T in 128x144 tiles) modelled {} block-steps against                              {}: not 10 % under, C = A B kept",
+                            costs.1, costs.0
+                        )
+                    });
+                    c
+                }
+                None => c,
+            },
+        }
     }
 }
 

@@ -18,6 +18,7 @@ pub fn with_epilogue(tile: TileConfig, epi: Epilogue) -> TileConfig {
     match (tile, epi) {
         (_, Epilogue::TmaStore) => tile,
         (TileConfig::WIDE | TileConfig::N168, _) => TileConfig::MEDIUM,
+        (TileConfig::N144, Epilogue::TmaLoadC) => TileConfig::MEDIUM,
         (TileConfig::N224, _) => TileConfig::LARGE,
         (_, Epilogue::TmaLoadC) => cooperative_twin(tile),
         _ => tile,

@@ -97,6 +97,33 @@ fn unsplit_one_wave(
     }
 }
 
+/// Few 64 x 64 tiles, long K: where one wave of them covers the problem on at most a third of the
+/// SMs with K >= 8192, the 128 x 128 tile split in K ([`TileConfig::best_splits`]) replaces it,
+/// where the cost model puts it at least 10 % under the 64 x 64 wave. The one-wave rule was
+/// measured where the 64 x 64 tiles filled the GPU (#19: 512^3, 128 x 4096 x 4096); with 11-42
+/// of them and 130-250 K blocks each every busy SM streams its whole K alone, at ~90 GB/s
+/// (129x334x13376 RR f16: 18 CTAs, 3.3 MB each in ~38 us), and a third of the SMs at that rate is
+/// about what HBM gives: below it the SMs, not the memory, bound the time. H200, 7fdf675 (us, 64 x
+/// 64 wave -> 128 x 128 split, cuBLAS): 129x334x13376 RR f16 46.3 -> 37.3 (22.4), 513x97x12911 CC
+/// 55.6 -> 41.3 (28.9), 58x641x15872 CC 53.2 -> 38.1 (36.7), 429x286x10390 CC 52.8 -> 41.9
+/// (40.7); but 129x127x4095 RR 24.5 -> 28.3 (its two copies and 64 K blocks: too short to pay
+/// for the partial sums), hence K >= 8192. The 128 x 64 tile (twice the CTAs; the model's pick)
+/// was not timed. `KILN_WGMMA_LONGK=0` keeps the 64 x 64 wave.
+pub(super) fn few_tiles_long_k_split(
+    p: &GemmProblem,
+    tile: TileConfig,
+    sm_count: u32,
+) -> Option<(TileConfig, u32)> {
+    let tiles64 = TileConfig::TINY64.cluster_tiles(p.m, p.n);
+    if tile.bm != 64 || p.k < 8192 || 3 * tiles64 > sm_count {
+        return None;
+    }
+    let wave64 = TileConfig::TINY64.cost(p.m, p.n, p.k, sm_count, 1);
+    let cfg = TileConfig::SMALL;
+    let s = cfg.best_splits(p.m, p.n, p.k, sm_count);
+    (s > 1 && 10 * cfg.cost(p.m, p.n, p.k, sm_count, s) <= 9 * wave64).then_some((cfg, s))
+}
+
 /// Few tiles, long K, rows at 16-byte alignment: a 128 x 192 or 128 x 256 pair with every tile
 /// split into 2-4 K slices, as many clusters as fit in one wave, where the cooperative pick would
 /// leave SMs idle or run single CTAs that each load their straddled rows. Applies where some rows
@@ -151,15 +178,15 @@ impl Choice {
 
     /// [`Choice::heuristic`], weighing the 224-wide tile when `widths`.
     pub fn heuristic_with(p: &GemmProblem, sm_count: u32, pairs: bool, widths: bool) -> Choice {
-        Choice::heuristic_noted(p, sm_count, pairs, widths, &mut Notes::off())
+        Choice::heuristic_noted(p, sm_count, (pairs, widths, true), &mut Notes::off())
     }
 
-    /// [`Choice::heuristic_with`], saying in `notes` which of its rules applied.
+    /// [`Choice::heuristic_with`], saying in `notes` which of its rules applied; `long_k`:
+    /// [`few_tiles_long_k_split`] applies (`KILN_WGMMA_LONGK`).
     pub fn heuristic_noted(
         p: &GemmProblem,
         sm_count: u32,
-        pairs: bool,
-        widths: bool,
+        (pairs, widths, long_k): (bool, bool, bool),
         notes: &mut Notes,
     ) -> Choice {
         // Pairs (multicast B) only where rows straddle 128-byte lines (4096 x 4096 x 4088 ran
@@ -188,6 +215,21 @@ impl Choice {
                 )
             });
         }
+        let (tile, splits) = match few_tiles_long_k_split(p, tile, sm_count).filter(|_| long_k) {
+            Some((t, s)) => {
+                notes.add(|| {
+                    format!(
+                        "one wave of {} 64x64 tiles would leave most SMs idle at K = {}: {} \
+                         (KILN_WGMMA_LONGK=0 keeps the 64x64 wave)",
+                        TileConfig::TINY64.cluster_tiles(p.m, p.n),
+                        p.k,
+                        t.label(s)
+                    )
+                });
+                (t, s)
+            }
+            None => (tile, splits),
+        };
         let (tile, splits) = match few_tiles_long_k(p, pairing, sm_count) {
             Some((t, s)) => {
                 notes.add(|| {
@@ -234,6 +276,7 @@ impl Choice {
             group_m: GROUP_M,
             tail: tail.is_some(),
             stream_k: false,
+            swap: false,
         }
     }
 }

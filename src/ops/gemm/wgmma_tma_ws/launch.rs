@@ -164,7 +164,12 @@ impl WgmmaTmaWs {
         // from padded copies (`read` has their leading dimensions); C is written in place, or
         // (`KILN_WGMMA_INPLACE=0`) through scratch. The C parameter of the `KILN_EPI=0`
         // epilogues is a copy of A's map that is never used.
-        let (a_ptr, b_ptr) = repack(ctx, prep, ops.a.ptr(), ops.b.ptr())?;
+        // (swap-AB: the kernel's A is B and its B is A)
+        let (a_in, b_in) = match prep.choice.swap {
+            true => (ops.b.ptr(), ops.a.ptr()),
+            false => (ops.a.ptr(), ops.b.ptr()),
+        };
+        let (a_ptr, b_ptr) = repack(ctx, prep, a_in, b_in)?;
         let c_ptr = c_target(ctx, prep, ops.c.ptr())?;
         let tc = output_map(read, c_ptr).filter(|_| prep.epi.tma());
         let (ws, counters) = match r.layout.workspace(cfg.bn) {
@@ -211,8 +216,7 @@ impl WgmmaTmaWs {
         // After a copy of ours (an operand read from scratch, or C's scratch filled for beta),
         // the kernel is launched as that copy's dependent: its CTAs are placed while the copy
         // runs, and wait for it in `grid_dependency_wait` before anything else.
-        let after_copy =
-            a_ptr != ops.a.ptr() || b_ptr != ops.b.ptr() || (prep.c.is_some() && p.beta != 0.0);
+        let after_copy = a_ptr != a_in || b_ptr != b_in || (prep.c.is_some() && p.beta != 0.0);
         // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, GemmArgs, Extras): three 128-byte
         // maps, the argument block and the extras (workspace sized for this problem's tiles and
         // splits above), in that order. The maps address A, B and C (C's only with a TMA

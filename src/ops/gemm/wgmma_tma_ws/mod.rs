@@ -14,7 +14,7 @@
 //! the cost model's pick (`choose`) and the heuristic's rules (`heuristic`), the resolved choice
 //! (`choice`), the tuning space (`space`), the env overrides (`overrides`), the copies made first
 //! (`repack`) and where operands are read in place instead (`inplace`), the tensor maps
-//! (`maps`), the epilogues (`epilogue`), the device-file specs (`spec`), the launch worked out before it runs, which `kiln plan` shows (`plan`), its
+//! (`maps`), swap-AB (`swap`), the epilogues (`epilogue`), the device-file specs (`spec`), the launch worked out before it runs, which `kiln plan` shows (`plan`), its
 //! execution (`launch`), the instrumented launch (`timeline`) and the launches `kiln sanitize
 //! --configs` forces (`forced`).
 
@@ -32,6 +32,7 @@ mod plan;
 mod repack;
 mod space;
 mod spec;
+mod swap;
 mod tiles;
 mod timeline;
 
@@ -50,6 +51,7 @@ pub use notes::Notes;
 pub use plan::{launch_specs, plan};
 pub use repack::{as_read, c_through_scratch, pack_bytes, transposes_a, MAX_PACK_BYTES};
 pub use spec::{has_split_code, needs_split_code};
+pub use swap::{swap_costs, swap_pays, swap_registered, swapped, Swap};
 pub use tiles::{forced_config, TileConfig, C_STAGING_BYTES, FORCED_CONFIGS};
 pub use timeline::TRACE_EVENTS;
 
@@ -171,7 +173,7 @@ impl GemmKernel for WgmmaTmaWs {
                 epi,
                 split_code,
                 env.defer,
-                false,
+                (false, false),
             )
         })
     }

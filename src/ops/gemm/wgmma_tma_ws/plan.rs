@@ -7,7 +7,9 @@ use super::{
     pack_shape, packed_ld, ring_for, transposes_a, with_a_row_major, with_cpa, with_epilogue,
     WgmmaTmaWs,
 };
-use super::{has_split_code, Choice, Epilogue, GemmOverrides, Notes, SplitPlan, TileConfig};
+use super::{
+    has_split_code, swapped, Choice, Epilogue, GemmOverrides, Notes, SplitPlan, TileConfig,
+};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{DType, GemmProblem, LaunchPlan};
 use crate::ops::space::Config;
@@ -92,7 +94,8 @@ pub(super) enum ReadA {
 /// ([`Prepared::layout`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Prepared {
-    /// The problem as given (canonical): what the copies read and C's copy back writes.
+    /// The problem as given (canonical; swap-AB: its transpose, [`swapped`]): what the copies
+    /// read and C's copy back writes.
     pub p: GemmProblem,
     /// The problem as the kernel reads it: A and B at their copies' leading dimensions (A
     /// row-major when read from its transposed copy), C at its scratch's.
@@ -127,7 +130,13 @@ impl Prepared {
         env: &GemmOverrides,
         notes: &mut Notes,
     ) -> Prepared {
-        let p = p.canonical();
+        // Swap-AB: the problem is Cᵀ = Bᵀ·Aᵀ from here on (A and B exchanged), and C is stored
+        // transposed by the row store, in place whatever its alignment.
+        let swap = choice.swap;
+        let (p, (a, b)) = match swap {
+            true => (swapped(&p.canonical()), (b, a)),
+            false => (p.canonical(), (a, b)),
+        };
         let es = p.input.size();
         let mut read = p;
         if let Some(stages) = env.stages {
@@ -136,15 +145,22 @@ impl Prepared {
         let mode = env.inplace;
         // C through scratch and copied back only as before 2026-11-29 (KILN_WGMMA_INPLACE=0): a
         // large C whose rows TMA cannot address. Else C is written in place by the row store.
-        let large_c_off = c_through_scratch(&read, c);
+        let large_c_off = !swap && c_through_scratch(&read, c);
         let rc =
             (mode == InPlace::Copy && large_c_off).then(|| pack_shape(p.m, p.n, p.output.size()).0);
         read.ldc = rc.unwrap_or(read.ldc);
         // The TMA-store epilogue where C allows it (`output_map`), unless KILN_WGMMA_EPI=0; else
         // `KILN_EPI=0` (a variant of its own): the row store, or registers in a ping-pong tile.
-        let epi = Epilogue::for_problem(&read, rc.is_none() && output_map(&read, c).is_some(), env);
+        let epi = match swap {
+            true => Epilogue::Registers,
+            false => {
+                Epilogue::for_problem(&read, rc.is_none() && output_map(&read, c).is_some(), env)
+            }
+        };
         let tma_epi = epi.tma();
         let (tile, splits) = launch_tile(&choice, epi, env.stages);
+        // (the ping-pong kernel has no transposed store: its cooperative twin runs)
+        let tile = if swap { cooperative_twin(tile) } else { tile };
         // A large C off 16 bytes in a ping-pong tile: its cooperative twin stores it by rows in
         // place, where the ping-pong register epilogue would go through scratch (at 279a9fa the
         // twin without the copy back ran 0.95-1.22x the ping-pong tile with it).
@@ -166,7 +182,9 @@ impl Prepared {
         let has_variant = (cpa_tile.bm, cpa_tile.bn) == (tile.bm, tile.bn) && !tile.pingpong;
         let auto_widths = widths.map(|w| if w >= 4 { w } else { 16 });
         let cpa = match mode {
-            _ if !off || epi == Epilogue::TmaLoadC => None,
+            // (swap-AB's tile has no in-place variant: the operand is copied, KILN_WGMMA_INPLACE=1
+            // included)
+            _ if !off || epi == Epilogue::TmaLoadC || swap => None,
             InPlace::Copy => None,
             InPlace::All => Some(widths),
             InPlace::Auto => (has_variant
@@ -178,6 +196,8 @@ impl Prepared {
             notes.add(|| {
                 let why = if epi == Epilogue::TmaLoadC {
                     "the C-load epilogue has no in-place variant".to_string()
+                } else if swap {
+                    "swap-AB's 128x144 tile has no in-place variant".to_string()
                 } else if !has_variant {
                     format!("{} has no in-place variant", tile.label(1))
                 } else if auto_widths.iter().all(|&w| w == 16) {
@@ -258,6 +278,10 @@ impl Prepared {
                 )
             } else if tma_epi {
                 "epilogue: TMA stores from swizzled staging chunks".into()
+            } else if swap {
+                "epilogue: staged in shared memory, stored transposed into C (C^T's rows are C's \
+                 columns: 32-byte runs of 16 rows)"
+                    .into()
             } else {
                 let why = if rc.is_some() {
                     "C goes through scratch, KILN_WGMMA_INPLACE=0"
@@ -330,7 +354,7 @@ impl Prepared {
             self.epi,
             self.split_code,
             self.defer,
-            self.cpa.is_some(),
+            (self.cpa.is_some(), self.choice.swap),
         )
     }
 
@@ -589,12 +613,17 @@ mod tests {
             assert!(!pl.tma_epilogue);
         }
         // a small C off 16 bytes keeps the 64x64 ping-pong tile and its register epilogue
+        // (at K >= 8192 such tiles split instead: heuristic::few_tiles_long_k_split)
         let p = GemmProblem::new(129, 127, 4095, Layout::RR, DType::Bf16, DType::Bf16);
         let pl = plan(&p, 132, None, &env);
         assert_eq!(
             (pl.bm, pl.bn, pl.pingpong, pl.copies.len()),
             (64, 64, true, 2)
         );
+        let p = GemmProblem::new(129, 334, 13376, Layout::RR, DType::F16, DType::F16);
+        let pl = plan(&p, 132, None, &env);
+        assert_eq!((pl.bm, pl.bn, pl.pingpong), (128, 128, false));
+        assert!(pl.splits > 1 && !pl.tma_epilogue);
         // the C-load epilogue (other betas) has no in-place variant
         let p = GemmProblem {
             beta: 0.5,

@@ -136,6 +136,7 @@ impl Choice {
             group_m: group_m as u32,
             tail: tail == 1,
             stream_k: sk == 1,
+            swap: false,
         })
     }
 

@@ -1,7 +1,9 @@
 //! The device-file specs: the defines of each variant of the cooperative and ping-pong kernels,
 //! and which launches take the variant with the split-K code.
 
-use super::{with_epilogue, Epilogue, GemmOverrides, TileConfig, WgmmaTmaWs, CPA_TILES};
+use super::{
+    swap_registered, with_epilogue, Epilogue, GemmOverrides, TileConfig, WgmmaTmaWs, CPA_TILES,
+};
 use super::{BM, GROUP_M, THREADS};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{with_problem_defines, DType, Layout};
@@ -11,7 +13,8 @@ impl WgmmaTmaWs {
     /// and stream-K code where `split_code` is set and the tile has it ([`has_split_code`]);
     /// `defer`: the kernel's `KILN_EPI_DEFER` ([`GemmOverrides::defer`], on by default); `cpa`:
     /// the producer warpgroup reads operands TMA cannot address in place (`KILN_CPA`; single
-    /// cooperative CTAs).
+    /// cooperative CTAs); `c_t`: C stored transposed (swap-AB, `KILN_C_T`; the row-store
+    /// epilogue in a cooperative tile).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn spec(
         arch: &str,
@@ -21,7 +24,7 @@ impl WgmmaTmaWs {
         epilogue: Epilogue,
         split_code: bool,
         defer: bool,
-        cpa: bool,
+        (cpa, c_t): (bool, bool),
     ) -> KernelSpec {
         let epi = epilogue.define();
         if cfg.pingpong {
@@ -51,6 +54,7 @@ impl WgmmaTmaWs {
         );
         // (only where set, so that the other variants keep their specs and cache entries)
         let s = if cpa { s.define("KILN_CPA", 1u32) } else { s };
+        let s = if c_t { s.define("KILN_C_T", 1u32) } else { s };
         s.define("KILN_BM", cfg.bm)
             .define("KILN_BN", cfg.bn)
             .define("KILN_STAGES", cfg.stages)
@@ -69,7 +73,7 @@ impl WgmmaTmaWs {
 /// (where nothing splits) and is not split in the tuning space either. The 64-row tiles split K
 /// between their consumers instead, and the ping-pong kernel has no split-K.
 pub fn has_split_code(cfg: TileConfig) -> bool {
-    cfg.bm == BM && !cfg.pingpong && cfg.bn != TileConfig::WIDE.bn
+    cfg.bm == BM && !cfg.pingpong && cfg.bn != TileConfig::WIDE.bn && cfg.bn != TileConfig::N144.bn
 }
 
 /// Whether a launch of `cfg` through `epi` that asks for `splits` K slices, or for stream-K, runs
@@ -116,7 +120,8 @@ pub fn in_registry(cfg: TileConfig, epi: Epilogue, split_code: bool) -> bool {
 /// again with the split-K code in the 7 that have it (128 x 64 to 128 x 256, single or paired);
 /// the C-load epilogue with the split-K code in the 6 of those whose widths are multiples of 64,
 /// and in the cooperative 64 x 64 tile; `KILN_EPI=0` in the same 7 (the row store) and in the
-/// three ping-pong tiles (registers); the in-place reads in 6.
+/// three ping-pong tiles (registers); the in-place reads in 6; and swap-AB's transposed row store
+/// in the 128x144 tile for 16 of the 24 combinations ([`swap_registered`]).
 pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
@@ -126,9 +131,9 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
         crate::ops::gemm::pack_rows::spec(arch, 4),
         crate::ops::gemm::transpose_rows::spec(arch),
     ];
-    let spec = |cfg, combo, epi, split_code, cpa| {
+    let spec = |cfg, combo, epi, split_code, cpa_ct| {
         let defer = GemmOverrides::NONE.defer;
-        WgmmaTmaWs::spec(arch, combo, cfg, GROUP_M, epi, split_code, defer, cpa)
+        WgmmaTmaWs::spec(arch, combo, cfg, GROUP_M, epi, split_code, defer, cpa_ct)
     };
     // Each (layout, input, output) first in the 128x256 tile's TMA-store variant without the
     // split-K code: what most launches run, and what `kiln inspect` shows.
@@ -138,7 +143,7 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
             for epi in epilogues {
                 for split_code in [false, true] {
                     if in_registry(cfg, epi, split_code) {
-                        v.push(spec(cfg, combo, epi, split_code, false));
+                        v.push(spec(cfg, combo, epi, split_code, (false, false)));
                     }
                 }
             }
@@ -147,8 +152,16 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
     for cfg in CPA_TILES {
         for combo in crate::ops::gemm::all_combinations() {
             for epi in [Epilogue::TmaStore, Epilogue::Registers] {
-                v.push(spec(cfg, combo, epi, true, true));
+                v.push(spec(cfg, combo, epi, true, (true, false)));
             }
+        }
+    }
+    // swap-AB's transposed row store in its 128x144 tile (no split-K code: it runs unsplit), for
+    // the dtypes its rule takes
+    for combo in crate::ops::gemm::all_combinations() {
+        if swap_registered(combo.1, combo.2) {
+            let cfg = TileConfig::N144;
+            v.push(spec(cfg, combo, Epilogue::Registers, false, (false, true)));
         }
     }
     v
@@ -171,9 +184,9 @@ mod tests {
             WgmmaTmaWs.variants("sm_90a").into_iter().collect();
         // per (layout, input, output): the TMA-store epilogue in the 12 tiles of the registry
         // (the 168-wide one is forced only) and again with the split-K code in 7; the C-load
-        // epilogue in 7 and `KILN_EPI=0` in 10, the in-place reads in 6 (`variants`); pack_rows
+        // epilogue in 7 and `KILN_EPI=0` in 10, the in-place reads in 6 (`variants`), swap-AB's 16; pack_rows
         // (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10 + 6));
+        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10 + 6) + 16);
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -242,6 +255,7 @@ mod tests {
                 (512, 128256, 4096),
                 (72, 4096, 4096),
                 (1023, 1023, 1024),
+                (281, 8320, 8512),
             ] {
                 for (beta, odd_c, odd_ab) in [
                     (0.0, false, false),

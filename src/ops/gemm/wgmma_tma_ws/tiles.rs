@@ -146,7 +146,19 @@ impl TileConfig {
         cluster: 1,
         pingpong: false,
     };
-    pub const ALL: [TileConfig; 13] = [
+    /// 128 x 144 tiles, 4 stages, single CTAs: swap-AB's tile ([`super::swap`]), where C^T's
+    /// N' (C's M) fills two or three 144-wide tiles nearly whole (281x8320x8512 RC: C^T is
+    /// 8320 x 281, 65 x 2 = 130 tiles, one wave, 98 % of them inside C; cuBLAS's tile there is
+    /// 128 x 144 on the same transposed problem). Its transposed row-store variants are in the
+    /// registry ([`super::spec::variants`]), the others compile on demand (`KILN_WGMMA_CFG=n144`).
+    pub const N144: TileConfig = TileConfig {
+        bm: 128,
+        bn: 144,
+        stages: 4,
+        cluster: 1,
+        pingpong: false,
+    };
+    pub const ALL: [TileConfig; 14] = [
         TileConfig::LARGE,
         TileConfig::LARGE_PAIR,
         TileConfig::SMALL,
@@ -160,13 +172,15 @@ impl TileConfig {
         TileConfig::WIDE,
         TileConfig::N168,
         TileConfig::N224,
+        TileConfig::N144,
     ];
 
     /// Whether `kiln check` compiles this tile's variants: every tile the dispatch or the tuning
     /// space can pick. The 168-wide tile, forced only (`KILN_WGMMA_CFG=n168`; 2-4x slower with an
     /// MN-major B, ledger #72), compiles on demand, as a `KILN_WGMMA_STAGES` ring does.
+    /// The 144-wide tile is in it only as swap-AB's transposed row store (`spec::variants`).
     pub fn in_registry(self) -> bool {
-        self != TileConfig::N168
+        self != TileConfig::N168 && self != TileConfig::N144
     }
 
     /// `128x256`, `128x256 pair`, `128x128 ping-pong`, `128x128 split 3`: the tile, how it
@@ -265,6 +279,7 @@ pub const FORCED_CONFIGS: &[(&str, TileConfig)] = &[
     ("wide", TileConfig::WIDE),
     ("n168", TileConfig::N168),
     ("n224", TileConfig::N224),
+    ("n144", TileConfig::N144),
     ("small", TileConfig::SMALL),
     ("tiny", TileConfig::TINY),
     ("tiny64", TileConfig::TINY64),

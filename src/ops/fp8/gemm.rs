@@ -327,8 +327,19 @@ impl Fp8Config {
         self.bn / self.ctas_m()
     }
 
-    /// Most split-K slices this config's reduction takes.
+    /// The 128 x 256 block-scaled tile (`256tmh`): each consumer runs its 256 columns as two
+    /// halves of 128, a K block's wgmmas of a half into one accumulator promoted into its half
+    /// of the sums (`HALVES` in the kernel). Its consumers have no registers left for a split-K
+    /// sum, so it takes no slices.
+    pub const fn two_halves(&self) -> bool {
+        self.bm == 128 && self.bn == 256 && self.sscale
+    }
+
+    /// Most split-K slices this config's reduction takes (1: none, [`Fp8Config::two_halves`]).
     pub fn max_splits(&self) -> u32 {
+        if self.two_halves() {
+            return 1;
+        }
         match self.reduction() {
             Reduce::Slots => MAX_SPLITS,
             Reduce::Atomic => MAX_ATOMIC_SPLITS,
@@ -511,6 +522,10 @@ pub fn configs(
             .ordered()
             .scales_by_tma()
             .tma_store(),
+        Fp8Config::tile(128, 256, false, true)
+            .scales_by_tma()
+            .paired()
+            .one_staging_buffer(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
@@ -872,7 +887,9 @@ pub fn choose_splits(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
     if 2 * t >= sms || kblocks < 4 {
         return 1;
     }
-    (sms / t).min(kblocks / 2).clamp(1, MAX_SPLITS as u64) as u32
+    (sms / t)
+        .min(kblocks / 2)
+        .clamp(1, MAX_SPLITS.min(cfg.max_splits()) as u64) as u32
 }
 
 /// The splits a launch of `cfg` runs with: its own, at most the K blocks, or the default rule's.
@@ -1134,7 +1151,8 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     let names: Vec<String> = w.iter().map(|c| c.to_string()).collect();
     Err(Error::invalid(format!(
         "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
-         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically)",
+         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, none for the 256-wide \
+         block-scaled tile)",
         names.join(", ")
     )))
 }
@@ -1353,12 +1371,39 @@ mod tests {
         assert_eq!((h.stages(), h.c_bytes(), h.tmae_define()), (6, 16_384, 2));
         assert_eq!(h.smem_bytes(), 1024 + 6 * 33_424 + 16_384);
         assert!(!h.same_kernel(&"128ptme".parse().unwrap()) && h.tma_epi && h.is_new());
+        // the 128 x 256 tile: 48 KB stages, four beside one staging buffer a consumer (three
+        // with two: 3 x 49,808 + 32 KB); no split-K slices
+        let w: Fp8Config = "256tmh".parse().unwrap();
+        assert_eq!(
+            (w.stages(), w.slot_bytes(), w.smem_bytes()),
+            (4, 640, 216_640)
+        );
+        assert_eq!(st("256tme"), 3);
+        assert!(
+            w.two_halves()
+                && w.max_splits() == 1
+                && !"256".parse::<Fp8Config>().unwrap().two_halves()
+        );
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
         // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
         let te: Fp8Config = "176te".parse().unwrap();
         assert_eq!((te.slot_bytes(), te.smem_bytes()), (640, 231_632));
         // the 64-row tiles: 24, 32 and 40 KB stages
         assert_eq!((st("64x128ps"), st("64x192ps"), st("64x256ps")), (9, 7, 5));
+    }
+
+    #[test]
+    fn the_256_wide_tile_takes_no_slices() {
+        // its consumers hold 128 + 64 accumulators: no registers left for a split-K sum
+        let dev = DeviceInfo::h100_sxm();
+        let p = Fp8Problem::new(1, 256, 4096, DType::Bf16, ScaleMode::Block);
+        let w: Fp8Config = "256tmh".parse().unwrap();
+        assert_eq!((tiles(&p, &w), choose_splits(&p, &w, &dev)), (2, 1));
+        assert!(check_config(&p, w).is_ok() && check_config(&p, w.ordered()).is_ok());
+        let e = check_config(&p, "256tmh/2".parse().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("none for the 256-wide"), "{e}");
     }
 
     #[test]
@@ -1390,6 +1435,8 @@ mod tests {
             "160sn",
             "128ptmh",
             "128th/2a",
+            "256tmh",
+            "256otmh",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1524,9 +1571,9 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 13 kernels (14 configs: 128ote
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 14 kernels (15 configs: 128ote
         // runs 128te's); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

@@ -43,6 +43,14 @@
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
 // accumulation keeps about 14 significant bits, and over long K its error outgrows bf16's.
 // KILN_PROMOTE = 0 accumulates the whole K in the wgmma accumulator ("fast accumulation").
+// KILN_BN = 256 (128-row tiles, promoted: HALVES = 2): a consumer's 64 x 256 does not fit as one
+// fresh accumulator beside fin (128 + 128 registers), so each K block runs as two batches of
+// m64n128k32 wgmmas, one per half of the columns, each into one 64-register accumulator,
+// drained and promoted into that half of fin (the two halves' fragments side by side are the
+// m64n256 one, so the epilogue is the 256-wide one); the stage is freed after the second half.
+// The tile moves 48 KB a stage for twice a 128 x 128 tile's work (72 KB of shared-memory traffic
+// per 128 x 128 x 128, TMA's writes and the wgmmas' reads, against 80) and, in pairs along M,
+// reads 16 KB per 128 x 128 x 128 from the L2 (128ptme: 24). No split-K (Fp8Args.splits = 1).
 // KILN_PIPE = 1 (promoted only) alternates two K-block accumulators: block kb + 1's wgmmas are
 // issued before block kb is promoted (wgmma.wait_group 1), so the FFMAs of the promotion overlap
 // the tensor cores' work instead of following a drained pipeline; it costs a third accumulator

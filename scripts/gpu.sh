@@ -80,9 +80,10 @@
 #                                each) and the first tile; table of us, TFLOPS and x cuBLASLt per
 #                                shape and config, and the geomeans
 #   fp8wide                      the 128 x 256 tile and the large rule's threshold (docs/fp8.md,
-#                                ledger rows 15-16; about 6 min on an H200): FP8W_TILES (default
+#                                ledger rows 15-17; about 7 min on an H200): FP8W_TILES (default
 #                                256tmh 256otmh) verified at their edges, timed twice each beside
-#                                128ptme at four M = 4096 shapes; M = 1024, 2048, 3072 with
+#                                128ptme at four M = 4096 shapes; both at 4096x7168x16384 under
+#                                KILN_TMA_PROMOTION=128 and none; M = 1024, 2048, 3072 with
 #                                DeepSeek-V3's N x K under 128pte, 128ptme and `large`; DeepSeek-V3's
 #                                set under `measured` and `large`; table by scripts/fp8-table.py
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
@@ -754,7 +755,7 @@ fp8wide)
   # second consumer past M), N = 2112 (the last tile's second half past N), 300x520 (a pair's
   # second tile past M, a column tile of 8), M = 129 (no A-scale map, C from registers), f16 and
   # f32 out; then timed twice each beside 128ptme at four M = 4096 shapes; then M = 1024, 2048
-  # and 3072 with DeepSeek-V3's six N x K (1.0 to 35 waves of 128 x 128 tiles) under 128pte,
+  # and 3072 with DeepSeek-V3's six N x K (1.0 to 46 waves of 128 x 128 tiles) under 128pte,
   # 128ptme and the rule `large`; then DeepSeek-V3's set under `measured` and `large`.
   wtiles=${FP8W_TILES:-256tmh 256otmh}
   tiles=(); for t in $wtiles; do tiles+=(--tile "$t"); done
@@ -768,6 +769,11 @@ fp8wide)
   step_json fp8wide-large 120 "$KILN" --json fp8 bench --shape 4096x7168x16384 \
     --shape 4096x24576x1536 --shape 4096x32768x512 --shape 4096x4096x7168 --scale block \
     --reps 10 "${ab[@]}" "${ab[@]}"
+  for pr in 128 none; do  # ledger row 17: the operands' L2 promotion against the maps' 256 B
+    step_json "fp8wide-l2-$pr" 60 env KILN_TMA_PROMOTION=$pr "$KILN" --json fp8 bench \
+      --shape 4096x7168x16384 --scale block --reps 10 --tile 128ptme --tile 256tmh --tile 128ptme \
+      --tile 256tmh
+  done
   for m in 1024 2048 3072; do
     step_json "fp8wide-m$m" 90 "$KILN" --json fp8 bench --shape ${m}x2112x7168 \
       --shape ${m}x24576x1536 --shape ${m}x32768x512 --shape ${m}x7168x16384 \
@@ -780,7 +786,9 @@ fp8wide)
   echo
   labels=""; for i in 1 2; do for t in 128ptme $wtiles; do labels="$labels $t#$i"; done; done
   "$PY" scripts/fp8-table.py "$D" "four M = 4096 shapes, each config twice" fp8wide-large.json \
-    "$labels" "M = 1024: single, pairs, the rule" fp8wide-m1024.json "128pte 128ptme large" \
+    "$labels" "KILN_TMA_PROMOTION=128" fp8wide-l2-128.json "128ptme#1 256tmh#1 128ptme#2 256tmh#2" \
+    "KILN_TMA_PROMOTION=none" fp8wide-l2-none.json "128ptme#1 256tmh#1 128ptme#2 256tmh#2" \
+    "M = 1024: single, pairs, the rule" fp8wide-m1024.json "128pte 128ptme large" \
     "M = 2048" fp8wide-m2048.json "128pte 128ptme large" "M = 3072" fp8wide-m3072.json \
     "128pte 128ptme large" "DeepSeek-V3" fp8wide-ds.json "measured large" | tee "$D/summary.txt"
   ;;

@@ -747,12 +747,21 @@ pub const LARGE_CLUSTER: (u32, u32) = (2, 1);
 /// more gained.
 pub const LARGE_CLUSTER_WAVES: u64 = 4;
 
+/// The 128 x 256 tile's time per 128 x 128 tile of work against `128ptme`'s, on an H200 (ledger
+/// row 15): 691-692 against 754-755 us at 4096x7168x16384 (the busiest SM 14 tiles of work
+/// either way), 0.92. The large rule weighs its waves by it.
+pub const LARGE_WIDE_COST: f64 = 0.92;
+
 /// The large rule at M >= [`LARGE_M`]: the 128-wide tile with the A scales by TMA and the
 /// TMA-store epilogue, its promotion pipelined, in clusters of [`LARGE_CLUSTER`] (`128ptme`) where
 /// they tile C without a tile past M or N and its tiles fill [`LARGE_CLUSTER_WAVES`] waves of
-/// the SMs; else in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained below
-/// (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales)
-/// or does not fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
+/// the SMs, and there the 128 x 256 tile in the same pairs (`256tmh`) where its waves, each two
+/// tiles of work at [`LARGE_WIDE_COST`], take no longer than the 128-wide tile's (every
+/// DeepSeek-V3 M = 4096 shape but N = 2112, whose 9 columns of 256 fill 3 waves against 5 of
+/// 17 columns of 128: 1.00-1.03x cuBLASLt against `128ptme`'s 0.95-0.97x, ledger row 15); else
+/// in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained below (`128te`);
+/// `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales) or does
+/// not fit. (The consumers taking turns, `128ote` and `256otmh`, ran 0.95-1.0x without.)
 pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
@@ -765,20 +774,29 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         (1, 1)
     };
     let pipe = cm * cn > 1 || p.k >= LARGE_PIPE_K;
-    configs(p.a, p.b, p.scale, p.promote)
+    let compiled = configs(p.a, p.b, p.scale, p.promote);
+    let fits = |c: &Fp8Config| {
+        (c.ctas_m(), c.ctas_n()) == (cm, cn) && dev.check_smem(c.smem_bytes()).is_ok()
+    };
+    let narrow = compiled.iter().copied().find(|c| {
+        c.pipe == pipe
+            && c.tma_scales
+            && c.tma_epi
+            && !c.order
+            && c.bm == 128
+            && c.bn == 128
+            && !c.one_buffer
+            && fits(c)
+    })?;
+    let wide = compiled
         .iter()
         .copied()
-        .find(|c| {
-            c.pipe == pipe
-                && c.tma_scales
-                && c.tma_epi
-                && !c.order
-                && c.bm == 128
-                && c.bn == 128
-                && !c.one_buffer
-                && (c.ctas_m(), c.ctas_n()) == (cm, cn)
-                && dev.check_smem(c.smem_bytes()).is_ok()
-        })
+        .find(|c| cm * cn > 1 && c.two_halves() && !c.order && fits(c));
+    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms) as f64;
+    match wide {
+        Some(w) if 2.0 * waves(&w) * LARGE_WIDE_COST <= waves(&narrow) => Some(w),
+        _ => Some(narrow),
+    }
 }
 
 /// `cluster` (CTAs along M, along N) where its cluster tiles of 128 x 128 cover `p`'s C with
@@ -1844,12 +1862,14 @@ mod tests {
         let pte: Fp8Config = "128pte".parse().unwrap();
         let te: Fp8Config = "128te".parse().unwrap();
         let pair: Fp8Config = "128ptme".parse().unwrap();
+        let wide: Fp8Config = "256tmh".parse().unwrap();
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             if m >= LARGE_M {
-                // M = 4096: 32 rows of tiles, 544 tiles or more (4.1 waves) at every N
-                assert_eq!(c, pair, "{p}");
+                // M = 4096: 32 rows of tiles, 544 tiles or more (4.1 waves) at every N; the 128
+                // x 256 tile but at N = 2112 (3 waves of it against 5 of 128)
+                assert_eq!(c, if n == 2112 { pair } else { wide }, "{p}");
                 assert!(check_config(&p, c).is_ok());
                 // one slice: 32 rows of tiles fill the SMs
                 assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
@@ -1881,7 +1901,10 @@ mod tests {
             ),
             (pte, pte, te)
         );
-        assert_eq!((at(4096, 7168, 1536), at(2048, 8192, 512)), (pair, pair));
+        assert_eq!((at(4096, 7168, 1536), at(2048, 8192, 512)), (wide, wide));
+        // the wide tile where its waves (x 0.92) take no longer: 2048x7168 has 3.4 waves of it
+        // (4 x 2 x 0.92 = 7.4 against 7 of 128), 2048x4096 no pairs (3.9 waves of 128)
+        assert_eq!((at(2048, 7168, 16384), at(2048, 4096, 7168)), (pair, pte));
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
         assert_eq!(choose_large(&p, &dev), None);
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
@@ -1896,7 +1919,10 @@ mod tests {
         for (m, n, k) in [(4096, 2112, 7168), (4096, 7168, 16384), (1100, 7168, 2048)] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_large(&p, &dev).expect("compiled");
-            assert!(check_config(&p, c).is_ok() && c.pipe, "{p}: {c}");
+            assert!(
+                check_config(&p, c).is_ok() && (c.pipe || c.two_halves()),
+                "{p}: {c}"
+            );
         }
     }
 

@@ -477,7 +477,9 @@ impl std::str::FromStr for Fp8Config {
 /// consumers taking turns (`128ote`: a run-time choice on `128te`'s kernel, listed so that the
 /// suites and rules see it; any drained promoted config takes `o` the same way, `176ose` on
 /// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in pairs of CTAs along M
-/// multicasting B (`128ptme`). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
+/// multicasting B (`128ptme`); and since ledger row 15 the 128 x 256 tile in the same pairs
+/// (`256tmh`, each consumer's 64 x 256 in two drained halves: 1.03x cuBLASLt at 4096x7168x16384 on
+/// an H200, `large`'s where its waves allow). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
 /// `128psm`, `160sm`) lost at 7eb2e34, `128ps`, `128se` at 22a9572 (to `128s` and `128te`),
 /// `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), and the pairs
 /// along N and 2 x 2 clusters (`128ptne`, `128ptmne`) to `128ptme` (row 13), and were dropped

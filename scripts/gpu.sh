@@ -84,7 +84,7 @@
 #                                256tmh 256otmh) verified at their edges, timed twice each beside
 #                                128ptme at four M = 4096 shapes; both at 4096x7168x16384 under
 #                                KILN_TMA_PROMOTION=128 and none; M = 1024, 2048, 3072 with
-#                                DeepSeek-V3's N x K under 128pte, 128ptme and `large`; DeepSeek-V3's
+#                                DeepSeek-V3's N x K under 128pte, 128ptme, 256tmh and `large`; DeepSeek-V3's
 #                                set under `measured` and `large`; table by scripts/fp8-table.py
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
@@ -756,7 +756,7 @@ fp8wide)
   # second tile past M, a column tile of 8), M = 129 (no A-scale map, C from registers), f16 and
   # f32 out; then timed twice each beside 128ptme at four M = 4096 shapes; then M = 1024, 2048
   # and 3072 with DeepSeek-V3's six N x K (1.0 to 46 waves of 128 x 128 tiles) under 128pte,
-  # 128ptme and the rule `large`; then DeepSeek-V3's set under `measured` and `large`.
+  # 128ptme, 256tmh and the rule `large`; then DeepSeek-V3's set under `measured` and `large`.
   wtiles=${FP8W_TILES:-256tmh 256otmh}
   tiles=(); for t in $wtiles; do tiles+=(--tile "$t"); done
   ab=(--tile 128ptme "${tiles[@]}")
@@ -778,7 +778,7 @@ fp8wide)
     step_json "fp8wide-m$m" 90 "$KILN" --json fp8 bench --shape ${m}x2112x7168 \
       --shape ${m}x24576x1536 --shape ${m}x32768x512 --shape ${m}x7168x16384 \
       --shape ${m}x4096x7168 --shape ${m}x7168x2048 --scale block --reps 10 \
-      --tile 128pte --tile 128ptme --tile large
+      --tile 128pte --tile 128ptme --tile 256tmh --tile large
   done
   step_json fp8wide-ds 120 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
     --tile measured --tile large
@@ -788,9 +788,9 @@ fp8wide)
   "$PY" scripts/fp8-table.py "$D" "four M = 4096 shapes, each config twice" fp8wide-large.json \
     "$labels" "KILN_TMA_PROMOTION=128" fp8wide-l2-128.json "128ptme#1 256tmh#1 128ptme#2 256tmh#2" \
     "KILN_TMA_PROMOTION=none" fp8wide-l2-none.json "128ptme#1 256tmh#1 128ptme#2 256tmh#2" \
-    "M = 1024: single, pairs, the rule" fp8wide-m1024.json "128pte 128ptme large" \
-    "M = 2048" fp8wide-m2048.json "128pte 128ptme large" "M = 3072" fp8wide-m3072.json \
-    "128pte 128ptme large" "DeepSeek-V3" fp8wide-ds.json "measured large" | tee "$D/summary.txt"
+    "M = 1024: single, pairs, wide pairs, the rule" fp8wide-m1024.json "128pte 128ptme 256tmh large" \
+    "M = 2048" fp8wide-m2048.json "128pte 128ptme 256tmh large" "M = 3072" \
+    fp8wide-m3072.json "128pte 128ptme 256tmh large" "DeepSeek-V3" fp8wide-ds.json "measured large" | tee "$D/summary.txt"
   ;;
 
 backward)

@@ -84,6 +84,13 @@
 #                                DeepSeek-V3's set under the rules `measured` and `large` (twice
 #                                each) and the first tile; table of us, TFLOPS and x cuBLASLt per
 #                                shape and config, and the geomeans
+#   fp8wide                      the 128 x 256 tile and the large rule's threshold (docs/fp8.md,
+#                                ledger rows 15-17; about 7 min on an H200): FP8W_TILES (default
+#                                256tmh 256otmh) verified at their edges, timed twice each beside
+#                                128ptme at four M = 4096 shapes; both at 4096x7168x16384 under
+#                                KILN_TMA_PROMOTION=128 and none; M = 1024, 2048, 3072 with
+#                                DeepSeek-V3's N x K under 128pte, 128ptme, 256tmh and `large`; DeepSeek-V3's
+#                                set under `measured` and `large`; table by scripts/fp8-table.py
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -755,47 +762,55 @@ fp8ml)
     --tile measured --tile large --tile measured --tile large --tile "$first"
   table
   echo
-  FP8ML_LABELS="$mltiles" FP8ML_FIRST="$first" "$PY" - "$D" <<'EOF' | tee "$D/summary.txt"
-import json, math, os, sys
-d = sys.argv[1]
-def rows(name):
-    try:
-        return json.load(open(os.path.join(d, name))).get("timings", [])
-    except (OSError, ValueError, AttributeError):
-        return []
-g = lambda v: math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
-def table(name, labels):
-    by = {}
-    for r in rows(name):
-        by.setdefault((r["m"], r["n"], r["k"]), []).append(r)
-    ratio = {}
-    for (m, n, k), rs in by.items():
-        kiln = [r for r in rs if r["version"] != "cublaslt"]
-        lt = [r for r in rs if r["version"] == "cublaslt"]
-        lt_us = lt[0]["median_ms"] * 1e3 if lt else float("nan")
-        cells = []
-        for label, r in zip(labels, kiln):
-            us = r["median_ms"] * 1e3
-            ratio.setdefault(label, []).append(lt_us / us)
-            cells.append(f"{label}={r['config']} {us:.1f} us {r['tflops']:.0f} TF {lt_us / us:.3f}x")
-        print(f"{m}x{n}x{k}: cuBLASLt {lt_us:.1f} us | " + " | ".join(cells))
-    for label, v in ratio.items():
-        print(f"  {label}: geomean {g(v):.3f}x cuBLASLt over {len(v)} shapes, min {min(v):.3f}x")
-    worst = {}
-    for r in rows(name):
-        dv = r.get("rel_diff_vs_cublaslt")
-        if r["version"] != "cublaslt" and dv is not None:
-            c = r["config"].split("/")[0]
-            worst[c] = max(worst.get(c, 0.0), dv)
-    print("largest difference from cuBLASLt per config: "
-          + ", ".join(f"{c} {v:.1e}" for c, v in sorted(worst.items())))
-labels = os.environ["FP8ML_LABELS"].split()
-print("== the shapes, each config twice (the second pass: the spread) ==")
-table("fp8ml-large.json", [f"{t}#{i}" for i in (1, 2) for t in labels])
-first = os.environ["FP8ML_FIRST"]
-print(f"== DeepSeek-V3: the rules twice each, then {first} ==")
-table("fp8ml-ds.json", ["measured#1", "large#1", "measured#2", "large#2", first])
-EOF
+  labels=""; for i in 1 2; do for t in $mltiles; do labels="$labels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "the shapes, each config twice (the second pass: the spread)" \
+    fp8ml-large.json "$labels" "DeepSeek-V3: the rules twice each, then $first" fp8ml-ds.json \
+    "measured#1 large#1 measured#2 large#2 $first" | tee "$D/summary.txt"
+  ;;
+
+fp8wide)
+  need_bin "$KILN"; machine "$KILN"
+  # The 128 x 256 tile (docs/fp8.md ledger row 15) and the large rule's cluster threshold
+  # (row 16). FP8W_TILES (default 256tmh 256otmh) verified at their edges: M = 1 and 64 (the
+  # second consumer past M), N = 2112 (the last tile's second half past N), 300x520 (a pair's
+  # second tile past M, a column tile of 8), M = 129 (no A-scale map, C from registers), f16 and
+  # f32 out; then timed twice each beside 128ptme at four M = 4096 shapes; then M = 1024, 2048
+  # and 3072 with DeepSeek-V3's six N x K (1.0 to 46 waves of 128 x 128 tiles) under 128pte,
+  # 128ptme, 256tmh and the rule `large`; then DeepSeek-V3's set under `measured` and `large`.
+  wtiles=${FP8W_TILES:-256tmh 256otmh}
+  tiles=(); for t in $wtiles; do tiles+=(--tile "$t"); done
+  ab=(--tile 128ptme "${tiles[@]}")
+  step fp8wide-edges 90 "$KILN" fp8 verify --shape 1x256x256 --shape 64x2112x7168 \
+    --shape 300x520x2048 --shape 129x257x4112 --shape 2048x2048x4096 "${tiles[@]}"
+  step fp8wide-edges-out 60 "$KILN" fp8 verify --shape 200x360x1024 --shape 300x520x2048 \
+    --out f32 "${tiles[@]}"
+  step fp8wide-edges-f16 60 "$KILN" fp8 verify --shape 300x520x2048 --shape 4096x2112x7168 \
+    --out f16 "${tiles[@]}"
+  step_json fp8wide-large 120 "$KILN" --json fp8 bench --shape 4096x7168x16384 \
+    --shape 4096x24576x1536 --shape 4096x32768x512 --shape 4096x4096x7168 --scale block \
+    --reps 10 "${ab[@]}" "${ab[@]}"
+  for pr in 128 none; do  # ledger row 17: the operands' L2 promotion against the maps' 256 B
+    step_json "fp8wide-l2-$pr" 60 env KILN_TMA_PROMOTION=$pr "$KILN" --json fp8 bench \
+      --shape 4096x7168x16384 --scale block --reps 10 --tile 128ptme --tile 256tmh --tile 128ptme \
+      --tile 256tmh
+  done
+  for m in 1024 2048 3072; do
+    step_json "fp8wide-m$m" 90 "$KILN" --json fp8 bench --shape ${m}x2112x7168 \
+      --shape ${m}x24576x1536 --shape ${m}x32768x512 --shape ${m}x7168x16384 \
+      --shape ${m}x4096x7168 --shape ${m}x7168x2048 --scale block --reps 10 \
+      --tile 128pte --tile 128ptme --tile 256tmh --tile large
+  done
+  step_json fp8wide-ds 120 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile measured --tile large
+  table
+  echo
+  labels=""; for i in 1 2; do for t in 128ptme $wtiles; do labels="$labels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "four M = 4096 shapes, each config twice" fp8wide-large.json \
+    "$labels" "KILN_TMA_PROMOTION=128" fp8wide-l2-128.json "128ptme#1 256tmh#1 128ptme#2 256tmh#2" \
+    "KILN_TMA_PROMOTION=none" fp8wide-l2-none.json "128ptme#1 256tmh#1 128ptme#2 256tmh#2" \
+    "M = 1024: single, pairs, wide pairs, the rule" fp8wide-m1024.json "128pte 128ptme 256tmh large" \
+    "M = 2048" fp8wide-m2048.json "128pte 128ptme 256tmh large" "M = 3072" \
+    fp8wide-m3072.json "128pte 128ptme 256tmh large" "DeepSeek-V3" fp8wide-ds.json "measured large" | tee "$D/summary.txt"
   ;;
 
 backward)

@@ -43,6 +43,14 @@
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
 // accumulation keeps about 14 significant bits, and over long K its error outgrows bf16's.
 // KILN_PROMOTE = 0 accumulates the whole K in the wgmma accumulator ("fast accumulation").
+// KILN_BN = 256 (128-row tiles, promoted: HALVES = 2): a consumer's 64 x 256 does not fit as one
+// fresh accumulator beside fin (128 + 128 registers), so each K block runs as two batches of
+// m64n128k32 wgmmas, one per half of the columns, each into one 64-register accumulator,
+// drained and promoted into that half of fin (the two halves' fragments side by side are the
+// m64n256 one, so the epilogue is the 256-wide one); the stage is freed after the second half.
+// The tile moves 48 KB a stage for twice a 128 x 128 tile's work (72 KB of shared-memory traffic
+// per 128 x 128 x 128, TMA's writes and the wgmmas' reads, against 80) and, in pairs along M,
+// reads 16 KB per 128 x 128 x 128 from the L2 (128ptme: 24). No split-K (Fp8Args.splits = 1).
 // KILN_PIPE = 1 (promoted only) alternates two K-block accumulators: block kb + 1's wgmmas are
 // issued before block kb is promoted (wgmma.wait_group 1), so the FFMAs of the promotion overlap
 // the tensor cores' work instead of following a drained pipeline; it costs a third accumulator
@@ -98,8 +106,15 @@ constexpr int CLUSTER = CM * CN;
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
 constexpr int NR = WN / 2;                  // its accumulator registers
+// KILN_BN = 256 promoted (128-row tiles, drained): a consumer's 64 x 256 runs as two halves of
+// 128 columns, each K block's wgmmas of a half into one 64-register accumulator promoted into
+// its half of the 128-register fin (two halves' m64n128 fragments side by side are the m64n256
+// one), so the promotion's two arrays fit 232 registers; a 256-wide fresh accumulator would not.
+constexpr int HALVES = PROMOTE && !SPLIT_N && WN == 256 ? 2 : 1;
+constexpr int HN = WN / HALVES, HR = HN / 2;  // one half's wgmma width and registers
 static_assert(BM == 64 || BM == 128, "KILN_BM is 64 (consumers split N) or 128 (consumers split M)");
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
+static_assert(HALVES == 1 || !PIPE, "the 256-wide promoted tile drains each half: no KILN_PIPE");
 static_assert(!SSCALE || SCALE == 2, "KILN_SSCALE carries block scales: it needs KILN_SCALE = 2");
 static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2) && (CLUSTER == 1 || BM == 128) &&
                   (BN / CM) % 8 == 0,
@@ -146,7 +161,11 @@ constexpr bool B_TRIPLE = SCALE == 2 && B_SPAN == 3;
 static_assert(!B_STRADDLE || WN % 8 == 0, "column groups of 8 must not straddle a B scale block");
 // A 2 x 2 cluster's producer holds more (its peers, both parts' coordinates): at 40 ptxas
 // spilled the unit counter; its consumers need no more than 208 (the pipelined 128-wide tile).
-constexpr int PRODUCER_REGS = CLUSTER > 2 ? 56 : 40, CONSUMER_REGS = CLUSTER > 2 ? 224 : 232;
+// The 256-wide tile's producer spilled at 40 as well (its scale copier's loop); its consumers
+// use 204 (fin 128, one half's 64, addressing), with split-K left out (the last slice's sum
+// took them past 232).
+constexpr int PRODUCER_REGS = CLUSTER > 2 || HALVES == 2 ? 56 : 40;
+constexpr int CONSUMER_REGS = CLUSTER > 2 || HALVES == 2 ? 224 : 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 
 // One K block's block scales: A's for this thread's two rows, B's for the consumer's one, two or
@@ -343,14 +362,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   Epi epi(cstage, 0, c, w, lane);  // (its barriers are the C-load epilogue's: none here)
   const bool tma_out = TMA_EPI && p.tma_c != 0;
 
-  float acc[NR];
-  float fin[NR];   // the promoted sums (unused, and so not allocated, without promotion)
-  float acc2[NR];  // KILN_PIPE's second accumulator (likewise)
+  float acc[HR];    // a K block's (or half's) sums; without promotion, the whole K's
+  float fin[NR];    // the promoted sums (unused, and so not allocated, without promotion)
+  float acc2[HR];   // KILN_PIPE's second accumulator (likewise)
 #pragma unroll
-  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < HR; ++i) acc[i] = 0.0f;
   if constexpr (PIPE) {
 #pragma unroll
-    for (int i = 0; i < NR; ++i) acc2[i] = 0.0f;
+    for (int i = 0; i < HR; ++i) acc2[i] = 0.0f;
   }
   u32 it = 0;
   for (int u = first; u < units; u += stride) {
@@ -382,13 +401,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       return sc;
     };
     // Waits for ring iteration i's stage and issues its four wgmmas into `a` as one batch
-    // (`fresh`: the first ignores a's old value). With KILN_SSCALE, returns the stage's block
-    // scales, read before the stage is released.
-    auto issue = [&](u32 i, float(&a)[NR], bool fresh) {
+    // (`fresh`: the first ignores a's old value); of half h's columns where the consumer's
+    // width runs in HALVES (the stage waited for, and its scales read, with half 0). With
+    // KILN_SSCALE, returns the stage's block scales, read before the stage is released.
+    auto issue = [&](u32 i, float(&a)[HR], bool fresh, int h = 0) {
       const int s = i % STAGES;
-      mbar_wait(full(s), (i / STAGES) & 1);
+      if (h == 0) mbar_wait(full(s), (i / STAGES) & 1);
       BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-      if constexpr (SSCALE) {
+      if (SSCALE && h == 0) {
         const u32 sl = slot(s);
         const int r = arow + 16 * w + lane / 4;
         sc.a0 = ld_shared_f32(sl + 4 * r);
@@ -399,39 +419,43 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if constexpr (B_TRIPLE) sc.b2 = ld_shared_f32(sl + 4 * (BM + 2));
       }
 #pragma unroll
-      for (int j = 0; j < NR; ++j) wgmma_fence_operand(a[j]);
+      for (int j = 0; j < HR; ++j) wgmma_fence_operand(a[j]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 32; ++kk) {
         const u64 da = wgmma_desc_add(da0, s * STAGE_BYTES + kk * 32);
-        const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + kk * 32);
-        wgmma_m64k32_fp8<FA, FB, WN>(a, da, db, (kk > 0 || !fresh) ? 1 : 0);
+        const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + h * HN * 128 + kk * 32);
+        wgmma_m64k32_fp8<FA, FB, HN>(a, da, db, (kk > 0 || !fresh) ? 1 : 0);
       }
       wgmma_commit();
 #pragma unroll
-      for (int j = 0; j < NR; ++j) wgmma_fence_operand(a[j]);
+      for (int j = 0; j < HR; ++j) wgmma_fence_operand(a[j]);
       return sc;
     };
-    // A finished batch's sums `a` into fin: multiplied by their block's scales, or as they are.
-    auto promote = [&](float(&a)[NR], const BlockScales& sc) {
+    // A finished batch's sums `a` (half h's) into fin: multiplied by their block's scales, or as
+    // they are.
+    auto promote = [&](float(&a)[HR], const BlockScales& sc, int h = 0) {
 #pragma unroll
-      for (int j = 0; j < NR; ++j) wgmma_fence_operand(a[j]);
+      for (int j = 0; j < HR; ++j) wgmma_fence_operand(a[j]);
       if constexpr (SCALE == 2) {
-        // register j: row + 8 ((j >> 1) & 1), column group j >> 2
+        // fin register i: row + 8 ((i >> 1) & 1), column group i >> 2
         const float s00 = sc.a0 * sc.b0, s10 = sc.a1 * sc.b0, s01 = sc.a0 * sc.b1, s11 = sc.a1 * sc.b1;
         const float s02 = B_TRIPLE ? sc.a0 * sc.b2 : 0.0f, s12 = B_TRIPLE ? sc.a1 * sc.b2 : 0.0f;
 #pragma unroll
-        for (int j = 0; j < NR; ++j) {
-          const bool h = (j >> 1) & 1;
-          const int J = j >> 2;
-          const float f = (!B_STRADDLE || J < jb)         ? (h ? s10 : s00)
-                          : (!B_TRIPLE || J < jb + 16) ? (h ? s11 : s01)
-                                                       : (h ? s12 : s02);
-          fin[j] = fmaf(f, a[j], fin[j]);
+        for (int j = 0; j < HR; ++j) {
+          const int i = h * HR + j;
+          const bool r8 = (i >> 1) & 1;
+          const int J = i >> 2;
+          // (the 256-wide tile starts on a B block: half h lies in block h)
+          const float f = HALVES == 2                    ? (h == 0 ? (r8 ? s10 : s00) : (r8 ? s11 : s01))
+                          : (!B_STRADDLE || J < jb)      ? (r8 ? s10 : s00)
+                          : (!B_TRIPLE || J < jb + 16) ? (r8 ? s11 : s01)
+                                                       : (r8 ? s12 : s02);
+          fin[i] = fmaf(f, a[j], fin[i]);
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < NR; ++j) fin[j] += a[j];
+        for (int j = 0; j < HR; ++j) fin[h * HR + j] += a[j];
       }
     };
     if (PROMOTE && (m0 + arow >= p.m || n0 >= p.n)) {
@@ -440,10 +464,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // (Promoted kernels only: in the unpromoted ones ptxas then serialised the wgmmas, C7515.)
       // Its sums (zero) still go through split-K, where every consumer thread counts.
       for (int j = 0; j < nk; ++j, ++it) {
-        turn_wait();
-        mbar_wait(full(it % STAGES), (it / STAGES) & 1);
-        release(it % STAGES);
-        turn_pass();
+#pragma unroll
+        for (int h = 0; h < HALVES; ++h) {
+          turn_wait();
+          if (h == 0) mbar_wait(full(it % STAGES), (it / STAGES) & 1);
+          if (h == HALVES - 1) release(it % STAGES);
+          turn_pass();
+        }
       }
     } else if constexpr (!PROMOTE) {
       // One accumulator over the whole K; one batch kept in flight: once the previous one is
@@ -457,20 +484,24 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       wgmma_wait<0>();
 #pragma unroll
-      for (int i = 0; i < NR; ++i) wgmma_fence_operand(acc[i]);
+      for (int i = 0; i < HR; ++i) wgmma_fence_operand(acc[i]);
       release(prev);
     } else if constexpr (!PIPE) {
       // Each K block's batch drains before its promotion (the other consumer's wgmmas run
       // meanwhile; taking turns, always).
+      // The 256-wide tile: its two halves in turn, the stage freed after the second.
       for (int j = 0; j < nk; ++j, ++it) {
         BlockScales sc = load_scales(j);
-        turn_wait();
-        const BlockScales ss = issue(it, acc, true);
-        turn_pass();
-        if constexpr (SSCALE) sc = ss;
-        wgmma_wait<0>();
-        release(it % STAGES);
-        promote(acc, sc);
+#pragma unroll
+        for (int h = 0; h < HALVES; ++h) {
+          turn_wait();
+          const BlockScales ss = issue(it, acc, true, h);
+          turn_pass();
+          if (SSCALE && h == 0) sc = ss;
+          wgmma_wait<0>();
+          if (h == HALVES - 1) release(it % STAGES);
+          promote(acc, sc, h);
+        }
       }
     } else {
       // Two accumulators in turn: K block j + 1's batch is issued before block j's is
@@ -514,8 +545,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         it += 1;
       }
     }
-    float(&sums)[NR] = *(PROMOTE ? &fin : &acc);
-    if (splits > 1) {
+    // (without promotion acc holds the whole K, HR = NR)
+    float(&sums)[NR] = *[&]() {
+      if constexpr (PROMOTE) return &fin;
+      else return &acc;
+    }();
+    if (HALVES == 1 && splits > 1) {  // (the 256-wide tile is never split)
       const int ct = threadIdx.x - 128;
       if (p.reduce) {
         // Atomic adds into the tile's one fp32 sum; only the slice that counts last goes on.

@@ -18,6 +18,7 @@ pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
 pub use memo::LaunchMemo;
 pub use scratch::{Scratch, Workspaces};
+pub(crate) use tma::l2_promotion;
 #[cfg(test)]
 pub(crate) use tma::Call as TmaCall;
 pub use tma::{TensorMap, TiledArgs, Tma2d, TmaDType, TmaSwizzle};

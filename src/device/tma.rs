@@ -365,7 +365,10 @@ impl Tma2d {
 /// 4096x4096x4088 a GEMM ran ~7 % faster with 128 B or none than with 256 B, and no slower at
 /// K 4096; H100, GEMM ledger #21). `KILN_TMA_PROMOTION` (`none`, `64`, `128`, `256`) overrides it, for
 /// timing one against another.
-fn l2_promotion(row_stride_bytes: u64, forced: Option<L2Promotion>) -> sys::CUtensorMapL2promotion {
+pub(crate) fn l2_promotion(
+    row_stride_bytes: u64,
+    forced: Option<L2Promotion>,
+) -> sys::CUtensorMapL2promotion {
     use sys::CUtensorMapL2promotion as P;
     match forced {
         Some(L2Promotion::None) => P::CU_TENSOR_MAP_L2_PROMOTION_NONE,

@@ -327,8 +327,19 @@ impl Fp8Config {
         self.bn / self.ctas_m()
     }
 
-    /// Most split-K slices this config's reduction takes.
+    /// The 128 x 256 block-scaled tile (`256tmh`): each consumer runs its 256 columns as two
+    /// halves of 128, a K block's wgmmas of a half into one accumulator promoted into its half
+    /// of the sums (`HALVES` in the kernel). Its consumers have no registers left for a split-K
+    /// sum, so it takes no slices.
+    pub const fn two_halves(&self) -> bool {
+        self.bm == 128 && self.bn == 256 && self.sscale
+    }
+
+    /// Most split-K slices this config's reduction takes (1: none, [`Fp8Config::two_halves`]).
     pub fn max_splits(&self) -> u32 {
+        if self.two_halves() {
+            return 1;
+        }
         match self.reduction() {
             Reduce::Slots => MAX_SPLITS,
             Reduce::Atomic => MAX_ATOMIC_SPLITS,
@@ -466,7 +477,9 @@ impl std::str::FromStr for Fp8Config {
 /// consumers taking turns (`128ote`: a run-time choice on `128te`'s kernel, listed so that the
 /// suites and rules see it; any drained promoted config takes `o` the same way, `176ose` on
 /// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in pairs of CTAs along M
-/// multicasting B (`128ptme`). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
+/// multicasting B (`128ptme`); and since ledger row 15 the 128 x 256 tile in the same pairs
+/// (`256tmh`, each consumer's 64 x 256 in two drained halves: 1.03x cuBLASLt at 4096x7168x16384 on
+/// an H200, `large`'s where its waves allow). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
 /// `128psm`, `160sm`) lost at 7eb2e34, `128ps`, `128se` at 22a9572 (to `128s` and `128te`),
 /// `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), and the pairs
 /// along N and 2 x 2 clusters (`128ptne`, `128ptmne`) to `128ptme` (row 13), and were dropped
@@ -511,6 +524,10 @@ pub fn configs(
             .ordered()
             .scales_by_tma()
             .tma_store(),
+        Fp8Config::tile(128, 256, false, true)
+            .scales_by_tma()
+            .paired()
+            .one_staging_buffer(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
@@ -732,12 +749,21 @@ pub const LARGE_CLUSTER: (u32, u32) = (2, 1);
 /// more gained.
 pub const LARGE_CLUSTER_WAVES: u64 = 4;
 
+/// The 128 x 256 tile's time per 128 x 128 tile of work against `128ptme`'s, on an H200 (ledger
+/// row 15): 691-692 against 754-755 us at 4096x7168x16384 (the busiest SM 14 tiles of work
+/// either way), 0.92. The large rule weighs its waves by it.
+pub const LARGE_WIDE_COST: f64 = 0.92;
+
 /// The large rule at M >= [`LARGE_M`]: the 128-wide tile with the A scales by TMA and the
 /// TMA-store epilogue, its promotion pipelined, in clusters of [`LARGE_CLUSTER`] (`128ptme`) where
 /// they tile C without a tile past M or N and its tiles fill [`LARGE_CLUSTER_WAVES`] waves of
-/// the SMs; else in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained below
-/// (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales)
-/// or does not fit. (The consumers taking turns, `128ote`, ran 0.95-0.99x `128te`.)
+/// the SMs, and there the 128 x 256 tile in the same pairs (`256tmh`) where its waves, each two
+/// tiles of work at [`LARGE_WIDE_COST`], take no longer than the 128-wide tile's (every
+/// DeepSeek-V3 M = 4096 shape but N = 2112, whose 9 columns of 256 fill 3 waves against 5 of
+/// 17 columns of 128: 1.00-1.03x cuBLASLt against `128ptme`'s 0.95-0.97x, ledger row 15); else
+/// in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained below (`128te`);
+/// `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales) or does
+/// not fit. (The consumers taking turns, `128ote` and `256otmh`, ran 0.95-1.0x without.)
 pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
@@ -750,20 +776,29 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         (1, 1)
     };
     let pipe = cm * cn > 1 || p.k >= LARGE_PIPE_K;
-    configs(p.a, p.b, p.scale, p.promote)
+    let compiled = configs(p.a, p.b, p.scale, p.promote);
+    let fits = |c: &Fp8Config| {
+        (c.ctas_m(), c.ctas_n()) == (cm, cn) && dev.check_smem(c.smem_bytes()).is_ok()
+    };
+    let narrow = compiled.iter().copied().find(|c| {
+        c.pipe == pipe
+            && c.tma_scales
+            && c.tma_epi
+            && !c.order
+            && c.bm == 128
+            && c.bn == 128
+            && !c.one_buffer
+            && fits(c)
+    })?;
+    let wide = compiled
         .iter()
         .copied()
-        .find(|c| {
-            c.pipe == pipe
-                && c.tma_scales
-                && c.tma_epi
-                && !c.order
-                && c.bm == 128
-                && c.bn == 128
-                && !c.one_buffer
-                && (c.ctas_m(), c.ctas_n()) == (cm, cn)
-                && dev.check_smem(c.smem_bytes()).is_ok()
-        })
+        .find(|c| cm * cn > 1 && c.two_halves() && !c.order && fits(c));
+    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms) as f64;
+    match wide {
+        Some(w) if 2.0 * waves(&w) * LARGE_WIDE_COST <= waves(&narrow) => Some(w),
+        _ => Some(narrow),
+    }
 }
 
 /// `cluster` (CTAs along M, along N) where its cluster tiles of 128 x 128 cover `p`'s C with
@@ -872,7 +907,9 @@ pub fn choose_splits(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
     if 2 * t >= sms || kblocks < 4 {
         return 1;
     }
-    (sms / t).min(kblocks / 2).clamp(1, MAX_SPLITS as u64) as u32
+    (sms / t)
+        .min(kblocks / 2)
+        .clamp(1, MAX_SPLITS.min(cfg.max_splits()) as u64) as u32
 }
 
 /// The splits a launch of `cfg` runs with: its own, at most the K blocks, or the default rule's.
@@ -1134,7 +1171,8 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     let names: Vec<String> = w.iter().map(|c| c.to_string()).collect();
     Err(Error::invalid(format!(
         "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
-         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically)",
+         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, none for the 256-wide \
+         block-scaled tile)",
         names.join(", ")
     )))
 }
@@ -1175,8 +1213,11 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     };
     let a_rows = cfg.a_rows(p.m);
     // clusters: each CTA loads its part of a shared A or B tile and multicasts it
-    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, cfg.a_box_rows(p.m)).encode()?;
-    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, cfg.b_box_rows()).encode()?;
+    // (KILN_TMA_PROMOTION times another L2 promotion of the operands: ncu at b78ecb6 had
+    // 128ptme's L2 at 72 % of its throughput and 78 % hits against cuBLASLt's 62 % and 72 %)
+    let promotion = ctx.overrides.tma.promotion;
+    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, cfg.a_box_rows(p.m)).encode_with(promotion)?;
+    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, cfg.b_box_rows()).encode_with(promotion)?;
     let reduce = cfg.reduction();
     let mut args = Fp8Args {
         c: ops.c.ptr(),
@@ -1353,12 +1394,39 @@ mod tests {
         assert_eq!((h.stages(), h.c_bytes(), h.tmae_define()), (6, 16_384, 2));
         assert_eq!(h.smem_bytes(), 1024 + 6 * 33_424 + 16_384);
         assert!(!h.same_kernel(&"128ptme".parse().unwrap()) && h.tma_epi && h.is_new());
+        // the 128 x 256 tile: 48 KB stages, four beside one staging buffer a consumer (three
+        // with two: 3 x 49,808 + 32 KB); no split-K slices
+        let w: Fp8Config = "256tmh".parse().unwrap();
+        assert_eq!(
+            (w.stages(), w.slot_bytes(), w.smem_bytes()),
+            (4, 640, 216_640)
+        );
+        assert_eq!(st("256tme"), 3);
+        assert!(
+            w.two_halves()
+                && w.max_splits() == 1
+                && !"256".parse::<Fp8Config>().unwrap().two_halves()
+        );
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
         // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
         let te: Fp8Config = "176te".parse().unwrap();
         assert_eq!((te.slot_bytes(), te.smem_bytes()), (640, 231_632));
         // the 64-row tiles: 24, 32 and 40 KB stages
         assert_eq!((st("64x128ps"), st("64x192ps"), st("64x256ps")), (9, 7, 5));
+    }
+
+    #[test]
+    fn the_256_wide_tile_takes_no_slices() {
+        // its consumers hold 128 + 64 accumulators: no registers left for a split-K sum
+        let dev = DeviceInfo::h100_sxm();
+        let p = Fp8Problem::new(1, 256, 4096, DType::Bf16, ScaleMode::Block);
+        let w: Fp8Config = "256tmh".parse().unwrap();
+        assert_eq!((tiles(&p, &w), choose_splits(&p, &w, &dev)), (2, 1));
+        assert!(check_config(&p, w).is_ok() && check_config(&p, w.ordered()).is_ok());
+        let e = check_config(&p, "256tmh/2".parse().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("none for the 256-wide"), "{e}");
     }
 
     #[test]
@@ -1390,6 +1458,8 @@ mod tests {
             "160sn",
             "128ptmh",
             "128th/2a",
+            "256tmh",
+            "256otmh",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1524,9 +1594,9 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 13 kernels (14 configs: 128ote
+        // e4m3: tensor and row promoted 3, unpromoted 2, block 14 kernels (15 configs: 128ote
         // runs 128te's); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 13) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -1794,12 +1864,14 @@ mod tests {
         let pte: Fp8Config = "128pte".parse().unwrap();
         let te: Fp8Config = "128te".parse().unwrap();
         let pair: Fp8Config = "128ptme".parse().unwrap();
+        let wide: Fp8Config = "256tmh".parse().unwrap();
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             if m >= LARGE_M {
-                // M = 4096: 32 rows of tiles, 544 tiles or more (4.1 waves) at every N
-                assert_eq!(c, pair, "{p}");
+                // M = 4096: 32 rows of tiles, 544 tiles or more (4.1 waves) at every N; the 128
+                // x 256 tile but at N = 2112 (3 waves of it against 5 of 128)
+                assert_eq!(c, if n == 2112 { pair } else { wide }, "{p}");
                 assert!(check_config(&p, c).is_ok());
                 // one slice: 32 rows of tiles fill the SMs
                 assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
@@ -1831,7 +1903,10 @@ mod tests {
             ),
             (pte, pte, te)
         );
-        assert_eq!((at(4096, 7168, 1536), at(2048, 8192, 512)), (pair, pair));
+        assert_eq!((at(4096, 7168, 1536), at(2048, 8192, 512)), (wide, wide));
+        // the wide tile where its waves (x 0.92) take no longer: 2048x7168 has 3.4 waves of it
+        // (4 x 2 x 0.92 = 7.4 against 7 of 128), 2048x4096 no pairs (3.9 waves of 128)
+        assert_eq!((at(2048, 7168, 16384), at(2048, 4096, 7168)), (pair, pte));
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
         assert_eq!(choose_large(&p, &dev), None);
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
@@ -1846,7 +1921,10 @@ mod tests {
         for (m, n, k) in [(4096, 2112, 7168), (4096, 7168, 16384), (1100, 7168, 2048)] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_large(&p, &dev).expect("compiled");
-            assert!(check_config(&p, c).is_ok() && c.pipe, "{p}: {c}");
+            assert!(
+                check_config(&p, c).is_ok() && (c.pipe || c.two_halves()),
+                "{p}: {c}"
+            );
         }
     }
 

@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::gemm::{
     choose_by, column_cost, configs, predict_us, ranked, splits_for, supports, tiles, Fp8Config,
-    Fp8Rule, Reduce, BK, LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M,
+    Fp8Rule, Reduce, BK, LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, LARGE_WIDE_COST, NAME,
+    SMALL_M,
 };
 use super::problem::Fp8Problem;
 use crate::device::DeviceInfo;
@@ -145,6 +146,13 @@ pub fn plan(
                      `waves`: {}",
                     waves()
                 ),
+                Fp8Rule::Large if c.two_halves() => format!(
+                    "tile {c} (rule `large`): M >= {LARGE_M} in pairs along M (the tiles cover C \
+                     whole and fill {LARGE_CLUSTER_WAVES} waves of the SMs or more), 128 x 256: \
+                     its waves, each two tiles of work at {LARGE_WIDE_COST} of 128ptme's time \
+                     (on an H200 1.00-1.03x cuBLASLt against 128ptme's 0.95-0.97x), take no \
+                     longer than the 128-wide tile's"
+                ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 => format!(
                     "tile {c} (rule `large`): M >= {LARGE_M} takes the 128-wide tile with the A \
                      scales by TMA and the TMA-store epilogue{}",
@@ -257,7 +265,13 @@ mod tests {
         let dev = DeviceInfo::h100_sxm();
         let p = Fp8Problem::new(4096, 7168, 16384, DType::Bf16, ScaleMode::Block);
         let plan = plan(&p, &dev, None, Fp8Rule::Waves).unwrap();
-        assert_eq!(plan.config.bn, choose(&p, &dev).bn);
+        assert!(plan
+            .config
+            .same_kernel(&choose_by(&p, &dev, Fp8Rule::Waves)));
+        // the default rule (large) takes the 128 x 256 tile here, and says why
+        let large = super::plan(&p, &dev, None, Fp8Rule::Large).unwrap();
+        assert!(large.config.same_kernel(&choose(&p, &dev)));
+        assert!(large.config.two_halves() && large.why.iter().any(|w| w.contains("128 x 256")));
         assert_eq!(
             plan.candidates.len(),
             configs(p.a, p.b, p.scale, true).len()

@@ -8,6 +8,7 @@ use std::ffi::c_void;
 use cudarc::driver::sys;
 
 use crate::error::{Error, Result};
+use crate::overrides::L2Promotion;
 
 /// An encoded map (the 128-byte `CUtensorMap`), passed by value as a `__grid_constant__`
 /// `TmaMap` kernel parameter.
@@ -80,6 +81,12 @@ impl Fp8Operand {
 
     /// Encodes the map (host-only; the driver must be initialised).
     pub fn encode(&self) -> Result<Fp8TensorMap> {
+        self.encode_with(None)
+    }
+
+    /// [`Fp8Operand::encode`] with the L2 promotion `promotion` (`KILN_TMA_PROMOTION`, for
+    /// timing one against another), else 256 B.
+    pub fn encode_with(&self, promotion: Option<L2Promotion>) -> Result<Fp8TensorMap> {
         self.validate()
             .map_err(|r| Error::invalid(format!("cannot build an FP8 TMA map: {r}")))?;
         let mut map = Fp8TensorMap { opaque: [0; 16] };
@@ -101,7 +108,8 @@ impl Fp8Operand {
                 elem_strides.as_ptr(),
                 sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
                 sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                // 256 B whatever the rows' alignment unless told (the FP8 GEMM's as timed)
+                crate::device::l2_promotion(0, promotion),
                 sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )
         };

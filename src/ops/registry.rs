@@ -17,9 +17,12 @@ pub const OPS: &[&str] = &["gemm"];
 /// at about half a second of wall time each (1,762 variants took 14 minutes of both cores; 1,186
 /// and the rest of the test command 10 minutes on 2026-11-27). Raised from 1,200 to 1,500 on
 /// 2026-11-28 for packed attention, decode, the backward and the 4-bit kernels: about 12 minutes
-/// of compile gate. A version that needs more variants must drop some it no longer picks, or this
-/// budget must be raised knowingly.
-pub const VARIANT_BUDGET: usize = 1500;
+/// of compile gate. Raised to 1,520 on 2026-11-29 for four winners that landed together (the
+/// backward's lookahead, the 4-bit GEMV's X ring at M 2-4, swap-AB, the FP8 256-wide tile; 1,511
+/// variants, ~6 s more of a CI run that took 16 minutes). A version that needs more variants must
+/// drop some it no longer picks (the FP8 128ptmh and 256otmh lost: next), or this budget must be
+/// raised knowingly.
+pub const VARIANT_BUDGET: usize = 1520;
 
 pub struct Registry {
     gemm: Vec<Box<dyn GemmKernel>>,

@@ -20,6 +20,7 @@ use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnVerifyArgs};
 use super::env::{bench_options, finish, record, Env};
+use super::verdicts::{by_version, largest, verified, Landing, Summary, Tallied};
 
 /// The backward's flags of `kiln attn verify|bench`.
 #[derive(Debug, Args, Clone)]
@@ -91,7 +92,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let problems = problems(a)?;
     let ks = versions(env, &a.versions)?;
     let ctx = env.context()?;
-    let run = env.begin("attn-verify-backward", Some(&ctx.info))?;
+    let landing = Landing::begin(env, &ctx, Some("attn-verify-backward"), None)?;
     let mut outcomes: Vec<BackwardCheck> = Vec::new();
     for k in &ks {
         for p in &problems {
@@ -104,73 +105,58 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
                     ..BackwardCheck::blank(k.name(), p, 0)
                 },
             };
-            if !o.passed && !env.json {
-                eprintln!("FAIL {} {}: {}", o.version, o.problem.label(), o.message);
-            }
-            record(&run, rows::attention_backward_verify_row(&o))?;
+            landing.fail(!o.passed, || {
+                format!("FAIL {} {}: {}", o.version, o.problem.label(), o.message)
+            });
+            landing.record(rows::attention_backward_verify_row(&o))?;
             outcomes.push(o);
         }
     }
     let failed = outcomes.iter().any(|o| !o.passed);
-    finish(&run, if failed { "failed" } else { "ok" })?;
+    landing.end(failed)?;
     if env.json {
         env.print_json(&json!(outcomes));
     } else {
         print!("{}", table(&ks, &outcomes).render());
     }
-    Ok(if failed {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed))
+}
+
+impl Tallied for BackwardCheck {
+    fn version(&self) -> &str {
+        &self.version
+    }
+    fn passed(&self) -> bool {
+        self.passed
+    }
+    fn skipped(&self) -> bool {
+        self.skipped.is_some()
+    }
+    fn failure(&self) -> String {
+        format!("{}: {}", self.problem.label(), self.message)
+    }
 }
 
 /// One row per version: passed, failed, skipped, the largest relative error of each gradient
 /// (bounds: `backward_verify::grad_bound`), deterministic problems that reproduced their bits,
 /// and the first failure.
 fn table(ks: &[&dyn AttentionBackwardKernel], outcomes: &[BackwardCheck]) -> Table {
-    let mut t = Table::new(&[
-        "version",
-        "passed",
-        "failed",
-        "skipped",
-        "max dQ error",
-        "max dK error",
-        "max dV error",
-        "deterministic",
-        "first failure",
-    ]);
-    for k in ks {
-        let mine: Vec<&BackwardCheck> = outcomes.iter().filter(|o| o.version == k.name()).collect();
-        let ran: Vec<&&BackwardCheck> = mine.iter().filter(|o| o.skipped.is_none()).collect();
-        let fails: Vec<&&&BackwardCheck> = ran.iter().filter(|o| !o.passed).collect();
-        let max = |f: fn(&BackwardCheck) -> f64| {
-            ran.iter()
-                .map(|o| f(o))
-                .filter(|e| e.is_finite())
-                .fold(0.0f64, f64::max)
-        };
+    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    let dq = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dq_error));
+    let dk = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dk_error));
+    let dv = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dv_error));
+    let det = |ran: &[&BackwardCheck]| {
         let det: Vec<bool> = ran.iter().filter_map(|o| o.reproducible).collect();
-        t.row(&[
-            k.name().to_string(),
-            (ran.len() - fails.len()).to_string(),
-            fails.len().to_string(),
-            (mine.len() - ran.len()).to_string(),
-            format!("{:.2e}", max(|o| o.dq_error)),
-            format!("{:.2e}", max(|o| o.dk_error)),
-            format!("{:.2e}", max(|o| o.dv_error)),
-            format!(
-                "{} of {} bitwise equal",
-                det.iter().filter(|d| **d).count(),
-                det.len()
-            ),
-            fails
-                .first()
-                .map(|o| format!("{}: {}", o.problem.label(), o.message))
-                .unwrap_or_default(),
-        ]);
-    }
-    t
+        let equal = det.iter().filter(|d| **d).count();
+        format!("{equal} of {} bitwise equal", det.len())
+    };
+    let extra: [Summary<BackwardCheck>; 4] = [
+        ("max dQ error", &dq),
+        ("max dK error", &dk),
+        ("max dV error", &dv),
+        ("deterministic", &det),
+    ];
+    by_version(&names, outcomes, &extra)
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {

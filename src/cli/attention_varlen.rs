@@ -20,6 +20,7 @@ use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnVerifyArgs};
 use super::env::{bench_options, Env};
+use super::verdicts::{verified, Landing};
 
 /// The packed batch of `kiln attn verify|bench`: its lengths, given or drawn.
 #[derive(Debug, Args, Clone, Default)]
@@ -154,6 +155,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         None => (varlen_suite(), true),
     };
     let ctx = env.context()?;
+    let landing = Landing::begin(env, &ctx, None, None)?;
     let mut outcomes: Vec<VarlenCheck> = Vec::new();
     let runs = problems
         .iter()
@@ -174,16 +176,16 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
                 message: e.to_string(),
             },
         };
-        if !o.passed && !env.json {
-            eprintln!("FAIL fa3_wgmma {}: {}", o.problem, o.message);
-        }
+        landing.fail(!o.passed, || {
+            format!("FAIL fa3_wgmma {}: {}", o.problem, o.message)
+        });
         outcomes.push(o);
     }
     if suite {
         for o in verify_bad_offsets(&ctx, seed)? {
-            if !o.passed && !env.json {
-                eprintln!("FAIL fa3_wgmma {}: {}", o.problem, o.message);
-            }
+            landing.fail(!o.passed, || {
+                format!("FAIL fa3_wgmma {}: {}", o.problem, o.message)
+            });
             outcomes.push(o);
         }
     }
@@ -207,11 +209,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         }
         print!("{}", t.render());
     }
-    Ok(if failed {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed))
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {

@@ -20,7 +20,7 @@ use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::env::{bench_options, finish, record, Env};
+use super::env::{bench_options, finish, named, record, Env};
 use super::verdicts::{by_version, largest, verified, Landing, Summary};
 
 #[derive(Debug, Args)]
@@ -220,21 +220,6 @@ pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
     }
 }
 
-fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionKernel>> {
-    if names.is_empty() {
-        return Ok(env
-            .registry
-            .attention()
-            .iter()
-            .map(|k| k.as_ref())
-            .collect());
-    }
-    names
-        .iter()
-        .map(|n| env.registry.attention_version(n))
-        .collect()
-}
-
 fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     if a.varlen.given() || a.varlen_suite {
         return super::attention_varlen::verify(env, a);
@@ -267,7 +252,8 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         }
         s
     };
-    let ks = versions(env, &a.versions)?;
+    let r = &env.registry;
+    let ks = named(r.attention(), &a.versions, |n| r.attention_version(n))?;
     let ctx = env.context()?;
     let landing = Landing::begin(env, &ctx, Some("attn-verify"), None)?;
     let mut outcomes: Vec<Outcome> = Vec::new();

@@ -19,7 +19,7 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnVerifyArgs};
-use super::env::{bench_options, finish, record, Env};
+use super::env::{bench_options, finish, named, record, Env};
 use super::verdicts::{by_version, largest, verified, Landing, Summary, Tallied};
 
 /// The backward's flags of `kiln attn verify|bench`.
@@ -44,21 +44,6 @@ impl BackwardFlags {
         }
         Ok(())
     }
-}
-
-fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionBackwardKernel>> {
-    if names.is_empty() {
-        return Ok(env
-            .registry
-            .attention_backward()
-            .iter()
-            .map(|k| k.as_ref())
-            .collect());
-    }
-    names
-        .iter()
-        .map(|n| env.registry.attention_backward_version(n))
-        .collect()
 }
 
 fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
@@ -90,7 +75,10 @@ fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
 
 pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let problems = problems(a)?;
-    let ks = versions(env, &a.versions)?;
+    let r = &env.registry;
+    let ks = named(r.attention_backward(), &a.versions, |n| {
+        r.attention_backward_version(n)
+    })?;
     let ctx = env.context()?;
     let landing = Landing::begin(env, &ctx, Some("attn-verify-backward"), None)?;
     let mut outcomes: Vec<BackwardCheck> = Vec::new();

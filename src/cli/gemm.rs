@@ -15,7 +15,7 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{BenchArgs, ProblemArgs, VerifyArgs};
-use super::env::{bench_options, finish, record, Env};
+use super::env::{bench_options, finish, named, record, Env};
 use super::progress::bar;
 use super::verdicts::{by_version, largest, verified};
 
@@ -63,10 +63,8 @@ fn no_problem_flags(a: &ProblemArgs) -> Result<()> {
 }
 
 pub(super) fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
-    if names.is_empty() {
-        return Ok(env.registry.gemm().iter().map(|k| k.as_ref()).collect());
-    }
-    names.iter().map(|n| env.registry.gemm_version(n)).collect()
+    let r = &env.registry;
+    named(r.gemm(), names, |n| r.gemm_version(n))
 }
 
 pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {

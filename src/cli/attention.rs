@@ -13,7 +13,7 @@ use kiln::harness::attention::{
 use kiln::harness::bench::L2Flusher;
 use kiln::harness::memory;
 use kiln::harness::outcome::{Extra, Outcome};
-use kiln::harness::verify::fresh_seed;
+use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention::{AttentionKernel, AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
 use kiln::report::Table;
@@ -259,20 +259,16 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let mut outcomes: Vec<Outcome> = Vec::new();
     for k in &ks {
         for p in &problems {
-            let o = match verify_attention(&ctx, *k, p) {
-                Ok(o) => o,
-                Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
-                Err(e) => {
-                    let extra = Extra::Attention {
-                        problem: *p,
-                        lse_max_error: f64::NAN,
-                    };
-                    Outcome {
-                        message: e.to_string(),
-                        ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
-                    }
+            let o = or_failed(verify_attention(&ctx, *k, p), |message| {
+                let extra = Extra::Attention {
+                    problem: *p,
+                    lse_max_error: f64::NAN,
+                };
+                Outcome {
+                    message,
+                    ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
                 }
-            };
+            })?;
             landing.fail(!o.passed, || {
                 format!("FAIL {} {}: {}", o.check, o.label, o.message)
             });

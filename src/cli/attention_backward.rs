@@ -12,7 +12,7 @@ use kiln::harness::attention::{
 };
 use kiln::harness::bench::L2Flusher;
 use kiln::harness::shapes::Suite;
-use kiln::harness::verify::fresh_seed;
+use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use kiln::report::Table;
 use kiln::store::rows;
@@ -85,14 +85,12 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     for k in &ks {
         for p in &problems {
             let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
-            let o = match verify_backward(&ctx, forward, *k, p) {
-                Ok(o) => o,
-                Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
-                Err(e) => BackwardCheck {
-                    message: e.to_string(),
+            let o = or_failed(verify_backward(&ctx, forward, *k, p), |message| {
+                BackwardCheck {
+                    message,
                     ..BackwardCheck::blank(k.name(), p, 0)
-                },
-            };
+                }
+            })?;
             landing.fail(!o.passed, || {
                 format!("FAIL {} {}: {}", o.version, o.problem.label(), o.message)
             });

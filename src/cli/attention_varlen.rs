@@ -12,7 +12,7 @@ use kiln::harness::attention::varlen::{
 };
 use kiln::harness::attention::varlen_bad::verify_bad_offsets;
 use kiln::harness::bench::L2Flusher;
-use kiln::harness::verify::fresh_seed;
+use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention::{VarlenProblem, Window};
 use kiln::reference::data::HostData;
 use kiln::report::Table;
@@ -161,21 +161,18 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         .iter()
         .flat_map(|p| [(p, VarlenBounds::Exact), (p, VarlenBounds::Loose)]);
     for (i, (p, bounds)) in runs.enumerate() {
-        let o = match verify_varlen(&ctx, p, seed.wrapping_add(i as u64 / 2), bounds) {
-            Ok(o) => o,
-            Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
-            Err(e) => VarlenCheck {
-                problem: varlen_label(p),
-                passed: false,
-                skipped: None,
-                rel_error: f64::NAN,
-                bound: 0.0,
-                lse_max_error: f64::NAN,
-                nan_or_unwritten: 0,
-                seed,
-                message: e.to_string(),
-            },
-        };
+        let checked = verify_varlen(&ctx, p, seed.wrapping_add(i as u64 / 2), bounds);
+        let o = or_failed(checked, |message| VarlenCheck {
+            problem: varlen_label(p),
+            passed: false,
+            skipped: None,
+            rel_error: f64::NAN,
+            bound: 0.0,
+            lse_max_error: f64::NAN,
+            nan_or_unwritten: 0,
+            seed,
+            message,
+        })?;
         landing.fail(!o.passed, || {
             format!("FAIL fa3_wgmma {}: {}", o.problem, o.message)
         });

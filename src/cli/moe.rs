@@ -220,29 +220,40 @@ fn read_counts(path: &Path) -> Result<Vec<usize>> {
     Ok(counts)
 }
 
+impl MoeBenchArgs {
+    /// The rows per expert: --counts, else --tokens spread unevenly over --experts.
+    pub(super) fn row_counts(&self) -> Result<Vec<usize>> {
+        match &self.counts {
+            Some(c) => parse_counts(c),
+            None => Ok(uneven_counts(self.tokens, self.experts, self.seed)),
+        }
+    }
+
+    /// The SwiGLU's weight layout and routing, with --swiglu (refusing their flags without it).
+    pub(super) fn swiglu_of(&self) -> Result<Option<(WeightLayout, bool)>> {
+        if (self.interleaved || self.routed) && !self.swiglu {
+            return Err(Error::invalid(
+                "--interleaved and --routed describe the SwiGLU weights; add --swiglu",
+            ));
+        }
+        let weights = match self.interleaved {
+            true => WeightLayout::Interleaved,
+            false => WeightLayout::Separate,
+        };
+        Ok(self.swiglu.then_some((weights, self.routed)))
+    }
+}
+
 /// The typed request from the flags, validated before any GPU is touched.
 fn request(a: &MoeBenchArgs) -> Result<MoeBenchRequest> {
-    let counts = match &a.counts {
-        Some(c) => parse_counts(c)?,
-        None => uneven_counts(a.tokens, a.experts, a.seed),
-    };
+    let counts = a.row_counts()?;
     let dtype: DType = a.dtype.parse()?;
-    if (a.interleaved || a.routed) && !a.swiglu {
-        return Err(Error::invalid(
-            "--interleaved and --routed describe the SwiGLU weights; add --swiglu",
-        ));
-    }
-    let weights = if a.interleaved {
-        WeightLayout::Interleaved
-    } else {
-        WeightLayout::Separate
-    };
     let r = MoeBenchRequest {
         counts,
         n: a.n,
         k: a.k,
         dtype,
-        swiglu: a.swiglu.then_some((weights, a.routed)),
+        swiglu: a.swiglu_of()?,
     };
     let (first, down) = problems(&r);
     first.validate()?;

@@ -16,7 +16,7 @@ use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
-use kiln::ops::moe::{parse_counts, uneven_counts, MoeProblem, Rows, WeightLayout};
+use kiln::ops::moe::{MoeProblem, Rows, WeightLayout};
 use kiln::report::Table;
 use serde_json::json;
 
@@ -118,27 +118,15 @@ pub fn verify(
 pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     let format = Fp4Format::parse(weights)?;
     let w4a8 = e4m3_act(a.act.as_deref(), format)?;
-    let counts = match &a.counts {
-        Some(c) => parse_counts(c)?,
-        None => uneven_counts(a.tokens, a.experts, a.seed),
-    };
-    if (a.interleaved || a.routed) && !a.swiglu {
-        return Err(Error::invalid(
-            "--interleaved and --routed describe the SwiGLU weights; add --swiglu",
-        ));
-    }
-    let layout = if a.interleaved {
-        WeightLayout::Interleaved
-    } else {
-        WeightLayout::Separate
-    };
+    let counts = a.row_counts()?;
+    let swiglu = a.swiglu_of()?;
     let r = Fp4BenchRequest {
         counts,
         n: a.n,
         k: a.k,
         dtype: a.dtype.parse::<DType>()?,
         format,
-        swiglu: a.swiglu.then_some((layout, a.routed)),
+        swiglu,
     };
     r.problem().validate()?;
     let ctx = env.context()?;

@@ -13,14 +13,15 @@ use kiln::harness::attention::{
 use kiln::harness::bench::L2Flusher;
 use kiln::harness::memory;
 use kiln::harness::outcome::{Extra, Outcome};
-use kiln::harness::verify::fresh_seed;
+use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention::{AttentionKernel, AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
 use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::env::{bench_options, finish, record, Env};
+use super::env::{bench_options, finish, named, record, Env};
+use super::verdicts::{by_version, largest, verified, Landing, Summary};
 
 #[derive(Debug, Args)]
 pub struct AttnCliArgs {
@@ -219,21 +220,6 @@ pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
     }
 }
 
-fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionKernel>> {
-    if names.is_empty() {
-        return Ok(env
-            .registry
-            .attention()
-            .iter()
-            .map(|k| k.as_ref())
-            .collect());
-    }
-    names
-        .iter()
-        .map(|n| env.registry.attention_version(n))
-        .collect()
-}
-
 fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     if a.varlen.given() || a.varlen_suite {
         return super::attention_varlen::verify(env, a);
@@ -266,77 +252,45 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         }
         s
     };
-    let ks = versions(env, &a.versions)?;
+    let r = &env.registry;
+    let ks = named(r.attention(), &a.versions, |n| r.attention_version(n))?;
     let ctx = env.context()?;
-    let run = env.begin("attn-verify", Some(&ctx.info))?;
+    let landing = Landing::begin(env, &ctx, Some("attn-verify"), None)?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for k in &ks {
         for p in &problems {
-            let o = match verify_attention(&ctx, *k, p) {
-                Ok(o) => o,
-                Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
-                Err(e) => {
-                    let extra = Extra::Attention {
-                        problem: *p,
-                        lse_max_error: f64::NAN,
-                    };
-                    Outcome {
-                        message: e.to_string(),
-                        ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
-                    }
+            let o = or_failed(verify_attention(&ctx, *k, p), |message| {
+                let extra = Extra::Attention {
+                    problem: *p,
+                    lse_max_error: f64::NAN,
+                };
+                Outcome {
+                    message,
+                    ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
                 }
-            };
-            if !o.passed && !env.json {
-                eprintln!("FAIL {} {}: {}", o.check, o.label, o.message);
-            }
-            record(&run, rows::attention_verify_row(&o))?;
+            })?;
+            landing.fail(!o.passed, || {
+                format!("FAIL {} {}: {}", o.check, o.label, o.message)
+            });
+            landing.record(rows::attention_verify_row(&o))?;
             outcomes.push(o);
         }
     }
     let failed = outcomes.iter().any(|o| !o.passed);
-    finish(&run, if failed { "failed" } else { "ok" })?;
+    landing.end(failed)?;
     if env.json {
         env.print_json(&json!(outcomes));
     } else {
-        let mut t = Table::new(&[
-            "version",
-            "passed",
-            "failed",
-            "skipped",
-            "max O rel error",
-            "max LSE error",
-            "first failure",
-        ]);
-        for k in &ks {
-            let mine: Vec<&Outcome> = outcomes.iter().filter(|o| o.check == k.name()).collect();
-            let ran: Vec<&&Outcome> = mine.iter().filter(|o| o.skipped.is_none()).collect();
-            let fails: Vec<&&&Outcome> = ran.iter().filter(|o| !o.passed).collect();
-            let max = |f: fn(&Outcome) -> f64| {
-                ran.iter()
-                    .map(|o| f(o))
-                    .filter(|e| e.is_finite())
-                    .fold(0.0f64, f64::max)
-            };
-            t.row(&[
-                k.name().to_string(),
-                (ran.len() - fails.len()).to_string(),
-                fails.len().to_string(),
-                (mine.len() - ran.len()).to_string(),
-                format!("{:.2e}", max(|o| o.rel_error)),
-                format!("{:.2e} (bound {LSE_BOUND:.0e})", max(|o| o.lse_max_error())),
-                fails
-                    .first()
-                    .map(|o| format!("{}: {}", o.label, o.message))
-                    .unwrap_or_default(),
-            ]);
-        }
-        print!("{}", t.render());
+        let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+        let o_err = |ran: &[&Outcome]| format!("{:.2e}", largest(ran, |o| o.rel_error));
+        let lse = |ran: &[&Outcome]| {
+            let e = largest(ran, |o| o.lse_max_error());
+            format!("{e:.2e} (bound {LSE_BOUND:.0e})")
+        };
+        let extra: [Summary<Outcome>; 2] = [("max O rel error", &o_err), ("max LSE error", &lse)];
+        print!("{}", by_version(&names, &outcomes, &extra).render());
     }
-    Ok(if failed {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed))
 }
 
 fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {

@@ -12,14 +12,15 @@ use kiln::harness::attention::{
 };
 use kiln::harness::bench::L2Flusher;
 use kiln::harness::shapes::Suite;
-use kiln::harness::verify::fresh_seed;
+use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnVerifyArgs};
-use super::env::{bench_options, finish, record, Env};
+use super::env::{bench_options, finish, named, record, Env};
+use super::verdicts::{by_version, largest, verified, Landing, Summary, Tallied};
 
 /// The backward's flags of `kiln attn verify|bench`.
 #[derive(Debug, Args, Clone)]
@@ -43,21 +44,6 @@ impl BackwardFlags {
         }
         Ok(())
     }
-}
-
-fn versions<'a>(env: &'a Env, names: &[String]) -> Result<Vec<&'a dyn AttentionBackwardKernel>> {
-    if names.is_empty() {
-        return Ok(env
-            .registry
-            .attention_backward()
-            .iter()
-            .map(|k| k.as_ref())
-            .collect());
-    }
-    names
-        .iter()
-        .map(|n| env.registry.attention_backward_version(n))
-        .collect()
 }
 
 fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
@@ -89,88 +75,74 @@ fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
 
 pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let problems = problems(a)?;
-    let ks = versions(env, &a.versions)?;
+    let r = &env.registry;
+    let ks = named(r.attention_backward(), &a.versions, |n| {
+        r.attention_backward_version(n)
+    })?;
     let ctx = env.context()?;
-    let run = env.begin("attn-verify-backward", Some(&ctx.info))?;
+    let landing = Landing::begin(env, &ctx, Some("attn-verify-backward"), None)?;
     let mut outcomes: Vec<BackwardCheck> = Vec::new();
     for k in &ks {
         for p in &problems {
             let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
-            let o = match verify_backward(&ctx, forward, *k, p) {
-                Ok(o) => o,
-                Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
-                Err(e) => BackwardCheck {
-                    message: e.to_string(),
+            let o = or_failed(verify_backward(&ctx, forward, *k, p), |message| {
+                BackwardCheck {
+                    message,
                     ..BackwardCheck::blank(k.name(), p, 0)
-                },
-            };
-            if !o.passed && !env.json {
-                eprintln!("FAIL {} {}: {}", o.version, o.problem.label(), o.message);
-            }
-            record(&run, rows::attention_backward_verify_row(&o))?;
+                }
+            })?;
+            landing.fail(!o.passed, || {
+                format!("FAIL {} {}: {}", o.version, o.problem.label(), o.message)
+            });
+            landing.record(rows::attention_backward_verify_row(&o))?;
             outcomes.push(o);
         }
     }
     let failed = outcomes.iter().any(|o| !o.passed);
-    finish(&run, if failed { "failed" } else { "ok" })?;
+    landing.end(failed)?;
     if env.json {
         env.print_json(&json!(outcomes));
     } else {
         print!("{}", table(&ks, &outcomes).render());
     }
-    Ok(if failed {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed))
+}
+
+impl Tallied for BackwardCheck {
+    fn version(&self) -> &str {
+        &self.version
+    }
+    fn passed(&self) -> bool {
+        self.passed
+    }
+    fn skipped(&self) -> bool {
+        self.skipped.is_some()
+    }
+    fn failure(&self) -> String {
+        format!("{}: {}", self.problem.label(), self.message)
+    }
 }
 
 /// One row per version: passed, failed, skipped, the largest relative error of each gradient
 /// (bounds: `backward_verify::grad_bound`), deterministic problems that reproduced their bits,
 /// and the first failure.
 fn table(ks: &[&dyn AttentionBackwardKernel], outcomes: &[BackwardCheck]) -> Table {
-    let mut t = Table::new(&[
-        "version",
-        "passed",
-        "failed",
-        "skipped",
-        "max dQ error",
-        "max dK error",
-        "max dV error",
-        "deterministic",
-        "first failure",
-    ]);
-    for k in ks {
-        let mine: Vec<&BackwardCheck> = outcomes.iter().filter(|o| o.version == k.name()).collect();
-        let ran: Vec<&&BackwardCheck> = mine.iter().filter(|o| o.skipped.is_none()).collect();
-        let fails: Vec<&&&BackwardCheck> = ran.iter().filter(|o| !o.passed).collect();
-        let max = |f: fn(&BackwardCheck) -> f64| {
-            ran.iter()
-                .map(|o| f(o))
-                .filter(|e| e.is_finite())
-                .fold(0.0f64, f64::max)
-        };
+    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    let dq = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dq_error));
+    let dk = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dk_error));
+    let dv = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dv_error));
+    let det = |ran: &[&BackwardCheck]| {
         let det: Vec<bool> = ran.iter().filter_map(|o| o.reproducible).collect();
-        t.row(&[
-            k.name().to_string(),
-            (ran.len() - fails.len()).to_string(),
-            fails.len().to_string(),
-            (mine.len() - ran.len()).to_string(),
-            format!("{:.2e}", max(|o| o.dq_error)),
-            format!("{:.2e}", max(|o| o.dk_error)),
-            format!("{:.2e}", max(|o| o.dv_error)),
-            format!(
-                "{} of {} bitwise equal",
-                det.iter().filter(|d| **d).count(),
-                det.len()
-            ),
-            fails
-                .first()
-                .map(|o| format!("{}: {}", o.problem.label(), o.message))
-                .unwrap_or_default(),
-        ]);
-    }
-    t
+        let equal = det.iter().filter(|d| **d).count();
+        format!("{equal} of {} bitwise equal", det.len())
+    };
+    let extra: [Summary<BackwardCheck>; 4] = [
+        ("max dQ error", &dq),
+        ("max dK error", &dk),
+        ("max dV error", &dv),
+        ("deterministic", &det),
+    ];
+    by_version(&names, outcomes, &extra)
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {

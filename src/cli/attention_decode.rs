@@ -4,7 +4,6 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use kiln::device::DeviceBuffer;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::decode::{
     bad_table_specs, decode_suite, time_decode, verify_bad_tables, verify_decode, DecodeCheck,
@@ -18,6 +17,7 @@ use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnProblemArgs, AttnVerifyArgs};
 use super::env::{bench_options, finish, record, Env};
+use super::verdicts::{verified, Landing};
 
 /// The flags of a decode step over a paged cache (with --batch --heads --kv-heads --dim
 /// --seqlen-q --causal --dtype of the attention problem).
@@ -146,28 +146,26 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         decode_suite()
     };
     let ctx = env.context()?;
-    let run = env.begin("attn-decode-verify", Some(&ctx.info))?;
+    let landing = Landing::begin(env, &ctx, Some("attn-decode-verify"), None)?;
+    let seed = || a.varlen.seed.unwrap_or_else(fresh_seed);
+    let bad = if f.given() {
+        Vec::new()
+    } else {
+        bad_table_specs().to_vec()
+    };
+    let checks = specs.iter().map(|s| verify_decode(&ctx, s, seed()));
+    let bad_checks = bad.iter().map(|s| verify_bad_tables(&ctx, s, seed()));
     let mut outcomes: Vec<DecodeCheck> = Vec::new();
-    for s in &specs {
-        let o = verify_decode(&ctx, s, a.varlen.seed.unwrap_or_else(fresh_seed))?;
-        record(&run, rows::decode_verify_row(&o))?;
-        if !o.passed && !env.json {
-            eprintln!("FAIL {} (seed {}): {}", s.label(), o.seed, o.message);
-        }
+    for o in checks.chain(bad_checks) {
+        let o = o?;
+        landing.record(rows::decode_verify_row(&o))?;
+        landing.fail(!o.passed, || {
+            format!("FAIL {} (seed {}): {}", o.spec.label(), o.seed, o.message)
+        });
         outcomes.push(o);
     }
-    if !f.given() {
-        for s in &bad_table_specs() {
-            let o = verify_bad_tables(&ctx, s, a.varlen.seed.unwrap_or_else(fresh_seed))?;
-            if !o.passed && !env.json {
-                eprintln!("FAIL {} (seed {}): {}", s.label(), o.seed, o.message);
-            }
-            record(&run, rows::decode_verify_row(&o))?;
-            outcomes.push(o);
-        }
-    }
     let failed = outcomes.iter().any(|o| !o.passed);
-    finish(&run, if failed { "failed" } else { "ok" })?;
+    landing.end(failed)?;
     if env.json {
         env.print_json(&json!(outcomes));
     } else {
@@ -185,11 +183,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         let passed = outcomes.iter().filter(|o| o.passed).count();
         println!("{passed} of {} decode problems passed", outcomes.len());
     }
-    Ok(if failed {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed))
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
@@ -206,10 +200,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let run = env.begin("attn-decode-bench", Some(&ctx.info))?;
     let t = time_decode(&ctx, &spec, seed, &opt)?;
     // The copy ceiling of `kiln peak`, measured now on the same GPU (1 GiB each way).
-    let bytes = 1usize << 30;
-    let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
-    src.fill_bytes(1, &ctx)?;
-    let copy = peak::copy_tbps(&ctx, &src, &dst, bytes)?;
+    let copy = peak::copy_ceiling_tbps(&ctx)?;
     let of_copy = t.gbps / (copy * 1e3);
     record(&run, rows::decode_bench_row(&t, copy))?;
     finish(&run, "ok")?;

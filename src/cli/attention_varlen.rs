@@ -12,7 +12,7 @@ use kiln::harness::attention::varlen::{
 };
 use kiln::harness::attention::varlen_bad::verify_bad_offsets;
 use kiln::harness::bench::L2Flusher;
-use kiln::harness::verify::fresh_seed;
+use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention::{VarlenProblem, Window};
 use kiln::reference::data::HostData;
 use kiln::report::Table;
@@ -20,6 +20,7 @@ use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnVerifyArgs};
 use super::env::{bench_options, Env};
+use super::verdicts::{verified, Landing};
 
 /// The packed batch of `kiln attn verify|bench`: its lengths, given or drawn.
 #[derive(Debug, Args, Clone, Default)]
@@ -154,36 +155,34 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         None => (varlen_suite(), true),
     };
     let ctx = env.context()?;
+    let landing = Landing::begin(env, &ctx, None, None)?;
     let mut outcomes: Vec<VarlenCheck> = Vec::new();
     let runs = problems
         .iter()
         .flat_map(|p| [(p, VarlenBounds::Exact), (p, VarlenBounds::Loose)]);
     for (i, (p, bounds)) in runs.enumerate() {
-        let o = match verify_varlen(&ctx, p, seed.wrapping_add(i as u64 / 2), bounds) {
-            Ok(o) => o,
-            Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => return Err(e),
-            Err(e) => VarlenCheck {
-                problem: varlen_label(p),
-                passed: false,
-                skipped: None,
-                rel_error: f64::NAN,
-                bound: 0.0,
-                lse_max_error: f64::NAN,
-                nan_or_unwritten: 0,
-                seed,
-                message: e.to_string(),
-            },
-        };
-        if !o.passed && !env.json {
-            eprintln!("FAIL fa3_wgmma {}: {}", o.problem, o.message);
-        }
+        let checked = verify_varlen(&ctx, p, seed.wrapping_add(i as u64 / 2), bounds);
+        let o = or_failed(checked, |message| VarlenCheck {
+            problem: varlen_label(p),
+            passed: false,
+            skipped: None,
+            rel_error: f64::NAN,
+            bound: 0.0,
+            lse_max_error: f64::NAN,
+            nan_or_unwritten: 0,
+            seed,
+            message,
+        })?;
+        landing.fail(!o.passed, || {
+            format!("FAIL fa3_wgmma {}: {}", o.problem, o.message)
+        });
         outcomes.push(o);
     }
     if suite {
         for o in verify_bad_offsets(&ctx, seed)? {
-            if !o.passed && !env.json {
-                eprintln!("FAIL fa3_wgmma {}: {}", o.problem, o.message);
-            }
+            landing.fail(!o.passed, || {
+                format!("FAIL fa3_wgmma {}: {}", o.problem, o.message)
+            });
             outcomes.push(o);
         }
     }
@@ -207,11 +206,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         }
         print!("{}", t.render());
     }
-    Ok(if failed {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed))
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {

@@ -14,17 +14,14 @@ use kiln::device::DeviceInfo;
 
 use super::env::{device_or_h100, finish, record, Env};
 use super::progress::bar;
+use super::verdicts::exit_if;
 
 pub fn check(env: &Env, a: &CheckArgs) -> Result<ExitCode> {
     let (rows, failed) = run_check(env, &a.arch, a.version.as_deref())?;
     if env.json {
         env.print_json(&json!(rows));
     }
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_if(failed, 1))
 }
 /// Compiles every variant, prints the table (unless --json), records, and says if any failed.
 pub(super) fn run_check(
@@ -204,9 +201,5 @@ pub fn check_listed(env: &Env, items: Vec<check::CheckItem>, label: &str) -> Res
         print!("{}", t.render());
         println!("{} variants, {failed} failed", rows.len());
     }
-    Ok(if failed > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_if(failed > 0, 1))
 }

@@ -100,6 +100,19 @@ impl Env {
     }
 }
 
+/// The versions `names` asks for, each looked up by `lookup` (an unknown name is its sentence),
+/// or every one of `all` when none is named.
+pub(super) fn named<'r, K: ?Sized>(
+    all: &'r [Box<K>],
+    names: &[String],
+    lookup: impl Fn(&str) -> Result<&'r K>,
+) -> Result<Vec<&'r K>> {
+    if names.is_empty() {
+        return Ok(all.iter().map(|k| k.as_ref()).collect());
+    }
+    names.iter().map(|n| lookup(n)).collect()
+}
+
 pub(super) fn record(run: &Option<(Store, i64)>, row: ResultRow) -> Result<()> {
     if let Some((s, id)) = run {
         s.record(*id, &row)?;

@@ -16,12 +16,13 @@ use kiln::harness::fp4::{
 use kiln::harness::fp4_bench::bench_gemv;
 use kiln::harness::fp4_seeds::{geomean, run_shape, shapes, SeedResult};
 use kiln::harness::outcome::Outcome;
+use kiln::harness::shapes::Suite;
 use kiln::ops::fp4::{Fp4Format, GemvProblem};
 use kiln::ops::gemm::DType;
 use kiln::report::Table;
 
 use super::env::Env;
-use super::progress::bar;
+use super::verdicts::{table, verified, Column, Landing, CASE, CHECK, REL_ERR};
 
 #[derive(Debug, Args)]
 pub struct Fp4CliArgs {
@@ -101,15 +102,7 @@ pub fn run(env: &Env, a: &Fp4CliArgs) -> Result<ExitCode> {
 }
 
 fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
-    let quick = match a.suite.as_str() {
-        "quick" => true,
-        "full" => false,
-        other => {
-            return Err(Error::invalid(format!(
-                "unknown suite `{other}`; use quick or full"
-            )))
-        }
-    };
+    let quick = a.suite.parse::<Suite>()? == Suite::Quick;
     let ctx = env.context()?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for format in Fp4Format::ALL {
@@ -145,37 +138,26 @@ fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
         }
     }
     let cases = gemv_suite(quick);
-    let pb = bar(cases.len(), "fp4 verify", env.json);
+    let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "fp4 verify")))?;
     for p in &cases {
         let r = verify_gemv(&ctx, p).map(|o| vec![o]);
         for o in outcomes_or_failure("gemv", p.label(), r)? {
-            if !o.passed {
-                pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
-            }
+            landing.fail(!o.passed, || {
+                format!("FAIL {} {}: {}", o.check, o.label, o.message)
+            });
             outcomes.push(o);
         }
-        pb.inc(1);
+        landing.tick();
     }
-    pb.finish_and_clear();
+    landing.end(false)?;
     let failed = outcomes.iter().filter(|o| !o.passed).count();
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
     } else {
-        let mut t = Table::new(&["check", "case", "mismatches", "rel err", "verdict"]);
-        for o in &outcomes {
-            t.row(&[
-                o.check.clone(),
-                o.label.clone(),
-                o.mismatches.to_string(),
-                if o.rel_error.is_nan() {
-                    "-".into()
-                } else {
-                    format!("{:.2e}", o.rel_error)
-                },
-                o.message.clone(),
-            ]);
-        }
-        print!("{}", t.render());
+        const MISMATCHES: Column = ("mismatches", |o| o.mismatches.to_string());
+        const MESSAGE: Column = ("verdict", |o| o.message.clone());
+        let columns = [CHECK, CASE, MISMATCHES, REL_ERR, MESSAGE];
+        print!("{}", table(&columns, &outcomes).render());
         println!(
             "{} checks on {}, {failed} failed. NaN and infinite inputs are refused (e2m1 has \
              neither), naming the first such element; magnitudes beyond a block's range saturate \
@@ -184,11 +166,7 @@ fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
             ctx.info.name
         );
     }
-    Ok(if failed > 0 {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed > 0))
 }
 
 fn bench(env: &Env, a: &Fp4BenchArgs) -> Result<ExitCode> {
@@ -246,17 +224,17 @@ fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {
         reps: a.reps,
         ..BenchOptions::default()
     };
-    let pb = bar(list.len(), "fp4 seeds", env.json);
+    let landing = Landing::begin(env, &ctx, None, Some((list.len(), "fp4 seeds")))?;
     let mut results: Vec<SeedResult> = Vec::new();
     for s in &list {
         let r = run_shape(&ctx, &env.registry, s, &opt, peak.copy_tbps)?;
-        if !r.passed {
-            pb.println(format!("FAIL {} {}: {}", r.problem, r.shape, r.message));
-        }
+        landing.fail(!r.passed, || {
+            format!("FAIL {} {}: {}", r.problem, r.shape, r.message)
+        });
         results.push(r);
-        pb.inc(1);
+        landing.tick();
     }
-    pb.finish_and_clear();
+    landing.end(false)?;
     let failed = results.iter().filter(|r| !r.passed).count();
     let mean = geomean(&results.iter().map(|r| r.median_us).collect::<Vec<_>>());
     if env.json {
@@ -315,11 +293,7 @@ fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {
             peak.copy_tbps
         );
     }
-    Ok(if failed > 0 {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed > 0))
 }
 
 fn check(env: &Env, a: &Fp4CheckArgs) -> Result<ExitCode> {

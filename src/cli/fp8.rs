@@ -17,13 +17,17 @@ use kiln::harness::fp8::{
 };
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes, Fp8Timing};
 use kiln::harness::outcome::Outcome;
+use kiln::harness::shapes::Suite;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
 use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
-use kiln::report::{sci, Table};
+use kiln::report::Table;
 
 use super::env::Env;
-use super::progress::bar;
+use super::verdicts::{
+    table, verified, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
+    VERDICT,
+};
 
 #[derive(Debug, Args)]
 pub struct Fp8CliArgs {
@@ -140,15 +144,7 @@ pub fn run(env: &Env, a: &Fp8CliArgs) -> Result<ExitCode> {
 }
 
 fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
-    let quick = match a.suite.as_str() {
-        "quick" => true,
-        "full" => false,
-        other => {
-            return Err(Error::invalid(format!(
-                "unknown suite `{other}`; use quick or full"
-            )))
-        }
-    };
+    let quick = a.suite.parse::<Suite>()? == Suite::Quick;
     if a.grouped.grouped {
         return super::fp8_moe::verify(env, &a.grouped, quick);
     }
@@ -177,17 +173,17 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         }
     }
     let cases = gemm_suite(quick);
-    let pb = bar(cases.len(), "fp8 verify", env.json);
+    let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "fp8 verify")))?;
     for case in &cases {
         for o in verify_gemm(&ctx, case, a.vendor)? {
-            if !o.passed {
-                pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
-            }
+            landing.fail(!o.passed, || {
+                format!("FAIL {} {}: {}", o.check, o.label, o.message)
+            });
             outcomes.push(o);
         }
-        pb.inc(1);
+        landing.tick();
     }
-    pb.finish_and_clear();
+    landing.end(false)?;
     outcomes.push(verify_promotion(&ctx)?);
     print_outcomes(env, &ctx.info, &outcomes)
 }
@@ -207,42 +203,29 @@ fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Outcome]) -> Result<
     if env.json {
         env.print_json(&json!({ "device": info, "outcomes": outcomes }));
     } else {
-        let mut t = Table::new(&[
-            "check",
-            "case",
-            "rel err",
-            "beyond rounding",
-            "bound",
-            "cancellation",
-            "rows",
-            "verdict",
-        ]);
-        for o in outcomes {
-            t.row(&[
-                o.check.clone(),
-                o.label.clone(),
-                sci(o.rel_error),
-                sci(o.rel_error_rounded()),
-                sci(o.bound),
-                o.cancellation()
-                    .map(|c| format!("{c:.1}"))
-                    .unwrap_or_default(),
-                o.rows_checked.to_string(),
-                o.verdict_text(),
-            ]);
-        }
-        print!("{}", t.render());
+        const CANCELLATION: Column = ("cancellation", |o| {
+            o.cancellation()
+                .map(|c| format!("{c:.1}"))
+                .unwrap_or_default()
+        });
+        let columns = [
+            CHECK,
+            CASE,
+            REL_ERR,
+            BEYOND_ROUNDING,
+            BOUND_SCI,
+            CANCELLATION,
+            ROWS,
+            VERDICT,
+        ];
+        print!("{}", table(&columns, outcomes).render());
         println!(
             "{} checks on {}, {failed} failed (cuBLASLt: {vendor_failed} failed)",
             outcomes.len(),
             info.name
         );
     }
-    Ok(if failed > 0 {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed > 0))
 }
 
 /// `kiln fp8 verify --shape ... [--tile ...] [--seed S]`: the GEMM at the named shapes, once per
@@ -262,6 +245,7 @@ fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     let problems = bench_problems(&request)?;
     let ctx = env.context()?;
     let seed = a.seed.unwrap_or_else(kiln::harness::verify::fresh_seed);
+    let landing = Landing::begin(env, &ctx, None, None)?;
     let mut outcomes = Vec::new();
     for p in &problems {
         let mut cfgs = tiles_for(p, &request.tile, &ctx.info)?;
@@ -281,12 +265,13 @@ fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
                 data: Data::Signed,
             };
             for o in verify_gemm_seeded(&ctx, &case, a.vendor, seed)? {
-                if !env.json {
-                    eprintln!(
-                        "{} {}: {:.2e} (bound {:.0e}) {}",
-                        o.check, o.label, o.rel_error, o.bound, o.message
-                    );
-                }
+                landing.say(|| {
+                    let (e, b) = (o.rel_error, o.bound);
+                    format!(
+                        "{} {}: {e:.2e} (bound {b:.0e}) {}",
+                        o.check, o.label, o.message
+                    )
+                });
                 outcomes.push(o);
             }
         }

@@ -12,12 +12,15 @@ use kiln::harness::outcome::Outcome;
 use kiln::ops::fp8::gemm::NAME;
 use kiln::ops::fp8::request::{fp8_problem, fp8_request, GemmFlags};
 use kiln::ops::fp8::Fp8Problem;
-use kiln::report::{sci, Table};
+use kiln::report::Table;
 use serde_json::json;
 
 use super::args::{BenchArgs, InspectArgs, PlanArgs, ProblemArgs, TuneArgs, VerifyArgs};
 use super::env::{bench_options, device_or_h100, Env};
 use super::progress::bar;
+use super::verdicts::{
+    table, verified, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, REL_ERR, VERDICT,
+};
 
 /// The generic GEMM flags as the library's request reads them.
 fn flags(a: &ProblemArgs) -> GemmFlags<'_> {
@@ -72,49 +75,32 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
         .collect(),
     };
     let ctx = env.context()?;
-    let pb = bar(cases.len(), "verify fp8", env.json);
+    let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "verify fp8")))?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for case in &cases {
         for o in verify_gemm(&ctx, case, false)? {
-            if !o.passed {
-                pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
-            }
+            landing.fail(!o.passed, || {
+                format!("FAIL {} {}: {}", o.check, o.label, o.message)
+            });
             outcomes.push(o);
         }
-        pb.inc(1);
+        landing.tick();
     }
-    pb.finish_and_clear();
+    landing.end(false)?;
     let failed = outcomes.iter().filter(|o| !o.passed).count();
     if env.json {
         // the shape of `kiln verify`'s JSON: one object per check, with `skipped` for a refusal
         env.print_json(&json!(outcomes));
     } else {
-        print!("{}", outcome_table(&outcomes).render());
+        let columns = [CASE, REL_ERR, BEYOND_ROUNDING, BOUND_SCI, VERDICT];
+        print!("{}", table(&columns, &outcomes).render());
         println!(
             "{} checks of {NAME} on {}, {failed} failed",
             outcomes.len(),
             ctx.info.name
         );
     }
-    Ok(if failed > 0 {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-fn outcome_table(outcomes: &[Outcome]) -> Table {
-    let mut t = Table::new(&["case", "rel err", "beyond rounding", "bound", "verdict"]);
-    for o in outcomes {
-        t.row(&[
-            o.label.clone(),
-            sci(o.rel_error),
-            sci(o.rel_error_rounded()),
-            sci(o.bound),
-            o.verdict_text(),
-        ]);
-    }
-    t
+    Ok(verified(failed > 0))
 }
 
 /// `kiln bench --dtype e4m3`: the FP8 GEMM and cuBLASLt's FP8 on the same operands, in the same

@@ -13,9 +13,12 @@ use kiln::harness::fp8_moe_bench::bench_fp8_moe;
 use kiln::harness::outcome::Outcome;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::parse_counts;
-use kiln::report::{sci, Table};
+use kiln::report::Table;
 
 use super::env::Env;
+use super::verdicts::{
+    table, verified, Column, Landing, BEYOND_ROUNDING, CASE, CHECK, REL_ERR, ROWS, VERDICT,
+};
 
 /// The grouped FP8 problem flags `fp8 verify` and `fp8 bench` share.
 #[derive(Debug, Clone, Args)]
@@ -96,13 +99,12 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
         None => suite(quick),
     };
     let ctx = env.context()?;
+    let landing = Landing::begin(env, &ctx, None, None)?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for case in &cases {
         let got = verify_case(&ctx, case)?;
-        if !env.json {
-            for o in &got {
-                eprintln!("{} {}: {}", o.check, o.label, o.message);
-            }
+        for o in &got {
+            landing.say(|| format!("{} {}: {}", o.check, o.label, o.message));
         }
         outcomes.extend(got);
     }
@@ -110,36 +112,16 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
     } else {
-        let mut t = Table::new(&[
-            "check",
-            "case",
-            "rel err",
-            "before rounding",
-            "rows",
-            "verdict",
-        ]);
-        for o in &outcomes {
-            t.row(&[
-                o.check.clone(),
-                o.label.clone(),
-                sci(o.rel_error),
-                sci(o.rel_error_rounded()),
-                o.rows_checked.to_string(),
-                o.verdict_text(),
-            ]);
-        }
-        print!("{}", t.render());
+        const BEFORE: Column = ("before rounding", BEYOND_ROUNDING.1);
+        let columns = [CHECK, CASE, REL_ERR, BEFORE, ROWS, VERDICT];
+        print!("{}", table(&columns, &outcomes).render());
         println!(
             "{} checks on {}, {failed} failed",
             outcomes.len(),
             ctx.info.name
         );
     }
-    Ok(if failed > 0 {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed > 0))
 }
 
 /// Times the problem the flags name.

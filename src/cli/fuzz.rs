@@ -15,6 +15,7 @@ use serde_json::json;
 use super::check::compile_items;
 use super::env::Env;
 use super::progress::bar;
+use super::verdicts::verified;
 
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
@@ -231,11 +232,7 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
             );
         }
     }
-    Ok(if wrong == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(7)
-    })
+    Ok(verified(wrong > 0))
 }
 
 fn tally_table(t: &Tallies) -> Table {
@@ -351,9 +348,5 @@ pub fn repro(env: &Env, path: &Path) -> Result<ExitCode> {
     } else {
         print!("{}", t.render());
     }
-    Ok(if verdicts.iter().any(|v| v.failed()) {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(verdicts.iter().any(|v| v.failed())))
 }

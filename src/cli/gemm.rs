@@ -15,8 +15,9 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{BenchArgs, ProblemArgs, VerifyArgs};
-use super::env::{bench_options, finish, record, Env};
+use super::env::{bench_options, finish, named, record, Env};
 use super::progress::bar;
+use super::verdicts::{by_version, largest, verified};
 
 /// The typed problem from command-line arguments.
 pub(super) fn problem_from(
@@ -62,10 +63,8 @@ fn no_problem_flags(a: &ProblemArgs) -> Result<()> {
 }
 
 pub(super) fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
-    if names.is_empty() {
-        return Ok(env.registry.gemm().iter().map(|k| k.as_ref()).collect());
-    }
-    names.iter().map(|n| env.registry.gemm_version(n)).collect()
+    let r = &env.registry;
+    named(r.gemm(), names, |n| r.gemm_version(n))
 }
 
 pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
@@ -88,11 +87,7 @@ pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!(outcomes));
     }
-    Ok(if outcomes.iter().all(|o| o.passed) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(7)
-    })
+    Ok(verified(outcomes.iter().any(|o| !o.passed)))
 }
 
 pub(super) fn run_verify(
@@ -128,37 +123,9 @@ pub(super) fn run_verify(
 }
 
 fn verify_table(ks: &[&dyn GemmKernel], outcomes: &[Outcome]) -> Table {
-    let mut t = Table::new(&[
-        "version",
-        "passed",
-        "failed",
-        "skipped",
-        "max rel error",
-        "first failure",
-    ]);
-    for k in ks {
-        let mine: Vec<&Outcome> = outcomes.iter().filter(|o| o.check == k.name()).collect();
-        let run: Vec<&&Outcome> = mine.iter().filter(|o| o.skipped.is_none()).collect();
-        let passed = run.iter().filter(|o| o.passed).count();
-        let failed: Vec<&&&Outcome> = run.iter().filter(|o| !o.passed).collect();
-        let max_err = run
-            .iter()
-            .map(|o| o.rel_error)
-            .filter(|e| e.is_finite())
-            .fold(0.0f64, f64::max);
-        t.row(&[
-            k.name().to_string(),
-            passed.to_string(),
-            failed.len().to_string(),
-            (mine.len() - run.len()).to_string(),
-            format!("{max_err:.2e}"),
-            failed
-                .first()
-                .map(|o| format!("{}: {}", o.label, o.message))
-                .unwrap_or_default(),
-        ]);
-    }
-    t
+    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    let err = |ran: &[&Outcome]| format!("{:.2e}", largest(ran, |o| o.rel_error));
+    by_version(&names, outcomes, &[("max rel error", &err)])
 }
 pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     if a.set.as_deref() == Some("random") {

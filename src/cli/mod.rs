@@ -27,6 +27,7 @@ mod store_cmds;
 mod suite;
 mod tools;
 mod tune;
+mod verdicts;
 
 use std::process::ExitCode;
 

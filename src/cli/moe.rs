@@ -18,7 +18,9 @@ use serde_json::json;
 
 use super::args::{MoeAction, MoeBenchArgs, MoeCheckArgs, MoeCmdArgs, MoeVerifyArgs};
 use super::env::{bench_options, device_or_h100, finish, record, Env};
-use super::progress::bar;
+use super::verdicts::{
+    exit_if, table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT, VERSION,
+};
 
 pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
     match &a.action {
@@ -61,8 +63,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
         None => moe_suite(a.suite.as_deref().unwrap_or("quick").parse()?),
     };
     let ctx = env.context()?;
-    let run = env.begin("verify", Some(&ctx.info))?;
-    let pb = bar(cases.len(), "moe verify", env.json);
+    let landing = Landing::begin(env, &ctx, Some("verify"), Some((cases.len(), "moe verify")))?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for (p, mode) in &cases {
         // every version that computes this kind of problem (both grouped GEMM kernels)
@@ -72,47 +73,26 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
             }
             let k = env.registry.moe_version(name)?;
             let o = verify_moe(&ctx, k, p, *mode)?;
-            if !o.passed {
-                pb.println(format!(
-                    "FAIL {} {} ({:?}): {}",
-                    o.check, o.label, mode, o.message
-                ));
-            }
-            record(&run, rows::moe_verify_row(p, &o))?;
+            landing.fail(!o.passed, || {
+                format!("FAIL {} {} ({:?}): {}", o.check, o.label, mode, o.message)
+            });
+            landing.record(rows::moe_verify_row(p, &o))?;
             outcomes.push(o);
         }
-        pb.inc(1);
+        landing.tick();
     }
-    pb.finish_and_clear();
     let failed = outcomes.iter().any(|o| !o.passed);
-    finish(&run, if failed { "failed" } else { "ok" })?;
+    landing.end(failed)?;
     if env.json {
         env.print_json(&json!(outcomes));
     } else {
-        let mut t = Table::new(&[
-            "version",
-            "problem",
-            "mode",
-            "rel error",
-            "bound",
-            "rows",
-            "verdict",
-        ]);
-        for o in &outcomes {
-            let verdict = o.verdict_text();
-            t.row(&[
-                o.check.clone(),
-                o.label.clone(),
-                o.mode()
-                    .map(|m| format!("{m:?}").to_lowercase())
-                    .unwrap_or_default(),
-                format!("{:.2e}", o.rel_error),
-                format!("{:.0e}", o.bound),
-                o.rows_checked.to_string(),
-                verdict,
-            ]);
-        }
-        print!("{}", t.render());
+        const MODE: Column = ("mode", |o| {
+            o.mode()
+                .map(|m| format!("{m:?}").to_lowercase())
+                .unwrap_or_default()
+        });
+        let columns = [VERSION, PROBLEM, MODE, REL_ERROR, BOUND, ROWS, VERDICT];
+        print!("{}", table(&columns, &outcomes).render());
         println!(
             "{} checks, {} failed",
             outcomes.len(),
@@ -137,11 +117,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
             ),
         });
     }
-    Ok(if failed {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed))
 }
 
 /// The problem of `moe verify`'s flags (`None`: the suite), validated before any GPU is touched.
@@ -244,29 +220,40 @@ fn read_counts(path: &Path) -> Result<Vec<usize>> {
     Ok(counts)
 }
 
+impl MoeBenchArgs {
+    /// The rows per expert: --counts, else --tokens spread unevenly over --experts.
+    pub(super) fn row_counts(&self) -> Result<Vec<usize>> {
+        match &self.counts {
+            Some(c) => parse_counts(c),
+            None => Ok(uneven_counts(self.tokens, self.experts, self.seed)),
+        }
+    }
+
+    /// The SwiGLU's weight layout and routing, with --swiglu (refusing their flags without it).
+    pub(super) fn swiglu_of(&self) -> Result<Option<(WeightLayout, bool)>> {
+        if (self.interleaved || self.routed) && !self.swiglu {
+            return Err(Error::invalid(
+                "--interleaved and --routed describe the SwiGLU weights; add --swiglu",
+            ));
+        }
+        let weights = match self.interleaved {
+            true => WeightLayout::Interleaved,
+            false => WeightLayout::Separate,
+        };
+        Ok(self.swiglu.then_some((weights, self.routed)))
+    }
+}
+
 /// The typed request from the flags, validated before any GPU is touched.
 fn request(a: &MoeBenchArgs) -> Result<MoeBenchRequest> {
-    let counts = match &a.counts {
-        Some(c) => parse_counts(c)?,
-        None => uneven_counts(a.tokens, a.experts, a.seed),
-    };
+    let counts = a.row_counts()?;
     let dtype: DType = a.dtype.parse()?;
-    if (a.interleaved || a.routed) && !a.swiglu {
-        return Err(Error::invalid(
-            "--interleaved and --routed describe the SwiGLU weights; add --swiglu",
-        ));
-    }
-    let weights = if a.interleaved {
-        WeightLayout::Interleaved
-    } else {
-        WeightLayout::Separate
-    };
     let r = MoeBenchRequest {
         counts,
         n: a.n,
         k: a.k,
         dtype,
-        swiglu: a.swiglu.then_some((weights, a.routed)),
+        swiglu: a.swiglu_of()?,
     };
     let (first, down) = problems(&r);
     first.validate()?;
@@ -373,9 +360,5 @@ fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
             rows.iter().filter(|r| !r.ok()).count()
         );
     }
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_if(failed, 1))
 }

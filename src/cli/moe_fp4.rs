@@ -16,13 +16,15 @@ use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
-use kiln::ops::moe::{parse_counts, uneven_counts, MoeProblem, Rows, WeightLayout};
+use kiln::ops::moe::{MoeProblem, Rows, WeightLayout};
 use kiln::report::Table;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoePrepackArgs};
 use super::env::{bench_options, Env};
-use super::progress::bar;
+use super::verdicts::{
+    table, verified, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT, VERSION,
+};
 
 /// Whether `--act` asks for e4m3 activations (W4A8), which take MXFP4 weights only.
 fn e4m3_act(act: Option<&str>, f: Fp4Format) -> Result<bool> {
@@ -83,90 +85,48 @@ pub fn verify(
         None => fp4_suite(),
     };
     let ctx = env.context()?;
-    let pb = bar(
-        cases.len() + w4a8_cases.len(),
-        "moe verify (4-bit)",
-        env.json,
-    );
+    let progress = Some((cases.len() + w4a8_cases.len(), "moe verify (4-bit)"));
+    let landing = Landing::begin(env, &ctx, None, progress)?;
     let mut outcomes: Vec<Outcome> = Vec::new();
-    for p in &w4a8_cases {
-        let o = verify_w4a8(&ctx, p)?;
-        if !o.passed {
-            pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
-        }
+    let w4a8_runs = w4a8_cases.iter().map(|p| verify_w4a8(&ctx, p));
+    let fp4_runs = cases.iter().map(|p| verify_fp4(&ctx, p, f, Mode::Direct));
+    for o in w4a8_runs.chain(fp4_runs) {
+        let o = o?;
+        landing.fail(!o.passed, || {
+            format!("FAIL {} {}: {}", o.check, o.label, o.message)
+        });
         outcomes.push(o);
-        pb.inc(1);
+        landing.tick();
     }
-    for p in &cases {
-        let o = verify_fp4(&ctx, p, f, Mode::Direct)?;
-        if !o.passed {
-            pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
-        }
-        outcomes.push(o);
-        pb.inc(1);
-    }
-    pb.finish_and_clear();
     let failed = outcomes.iter().any(|o| !o.passed);
+    landing.end(failed)?;
     if env.json {
         env.print_json(&json!(outcomes));
     } else {
-        let mut t = Table::new(&[
-            "version",
-            "problem",
-            "rel error",
-            "bound",
-            "rows",
-            "verdict",
-        ]);
-        for o in &outcomes {
-            t.row(&[
-                o.check.clone(),
-                o.label.clone(),
-                format!("{:.2e}", o.rel_error),
-                format!("{:.0e}", o.bound),
-                o.rows_checked.to_string(),
-                o.verdict_text(),
-            ]);
-        }
-        print!("{}", t.render());
+        let columns = [VERSION, PROBLEM, REL_ERROR, BOUND, ROWS, VERDICT];
+        print!("{}", table(&columns, &outcomes).render());
         println!(
             "{} checks, {} failed",
             outcomes.len(),
             outcomes.iter().filter(|o| !o.passed).count()
         );
     }
-    Ok(if failed {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed))
 }
 
 /// `kiln moe bench --weights F [--act e4m3]`.
 pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     let format = Fp4Format::parse(weights)?;
     let w4a8 = e4m3_act(a.act.as_deref(), format)?;
-    let counts = match &a.counts {
-        Some(c) => parse_counts(c)?,
-        None => uneven_counts(a.tokens, a.experts, a.seed),
-    };
-    if (a.interleaved || a.routed) && !a.swiglu {
-        return Err(Error::invalid(
-            "--interleaved and --routed describe the SwiGLU weights; add --swiglu",
-        ));
-    }
-    let layout = if a.interleaved {
-        WeightLayout::Interleaved
-    } else {
-        WeightLayout::Separate
-    };
+    let counts = a.row_counts()?;
+    let swiglu = a.swiglu_of()?;
     let r = Fp4BenchRequest {
         counts,
         n: a.n,
         k: a.k,
         dtype: a.dtype.parse::<DType>()?,
         format,
-        swiglu: a.swiglu.then_some((layout, a.routed)),
+        swiglu,
     };
     r.problem().validate()?;
     let ctx = env.context()?;

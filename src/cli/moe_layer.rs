@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoeVerifyArgs};
 use super::env::{bench_options, finish, record, Env};
-use super::progress::bar;
+use super::verdicts::{table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT};
 
 pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let shaping = [
@@ -33,56 +33,39 @@ pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let full = parse_suite(a.suite.as_deref().unwrap_or("quick"))?;
     let cases = layer_suite(full);
     let ctx = env.context()?;
-    let run = env.begin("verify", Some(&ctx.info))?;
-    let pb = bar(cases.len(), "moe layer verify", env.json);
+    let progress = Some((cases.len(), "moe layer verify"));
+    let landing = Landing::begin(env, &ctx, Some("verify"), progress)?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for c in &cases {
         let o = verify_layer(&ctx, c)?;
-        if !o.passed {
-            pb.println(format!("FAIL {}: {}", o.label, o.message));
-        }
-        record(&run, rows::moe_layer_verify_row(c, &o))?;
+        landing.fail(!o.passed, || format!("FAIL {}: {}", o.label, o.message));
+        landing.record(rows::moe_layer_verify_row(c, &o))?;
         outcomes.push(o);
-        pb.inc(1);
+        landing.tick();
     }
-    pb.finish_and_clear();
     let failed = outcomes.iter().filter(|o| !o.passed).count();
-    finish(&run, if failed > 0 { "failed" } else { "ok" })?;
+    landing.end(failed > 0)?;
     if env.json {
         env.print_json(&json!(outcomes));
     } else {
-        let mut t = Table::new(&[
-            "problem", "route", "H error", "error", "bound", "tokens", "verdict",
-        ]);
-        for o in &outcomes {
-            let (route, h_error) = match &o.extra {
-                Extra::Layer {
-                    route,
-                    near_ties,
-                    h_error,
-                    ..
-                } if *near_ties > 0 => (format!("{route} ({near_ties} near ties)"), *h_error),
-                Extra::Layer { route, h_error, .. } => (route.clone(), *h_error),
-                _ => (String::new(), f64::NAN),
-            };
-            t.row(&[
-                o.label.clone(),
-                route,
-                format!("{h_error:.2e}"),
-                format!("{:.2e}", o.rel_error),
-                format!("{:.0e}", o.bound),
-                o.rows_checked.to_string(),
-                o.verdict_text(),
-            ]);
-        }
-        print!("{}", t.render());
+        const ROUTE: Column = ("route", |o| match &o.extra {
+            Extra::Layer {
+                route, near_ties, ..
+            } if *near_ties > 0 => format!("{route} ({near_ties} near ties)"),
+            Extra::Layer { route, .. } => route.clone(),
+            _ => String::new(),
+        });
+        const H_ERROR: Column = ("H error", |o| match &o.extra {
+            Extra::Layer { h_error, .. } => format!("{h_error:.2e}"),
+            _ => format!("{:.2e}", f64::NAN),
+        });
+        const ERROR: Column = ("error", REL_ERROR.1);
+        const TOKENS: Column = ("tokens", ROWS.1);
+        let columns = [PROBLEM, ROUTE, H_ERROR, ERROR, BOUND, TOKENS, VERDICT];
+        print!("{}", table(&columns, &outcomes).render());
         println!("{} layer checks, {failed} failed", outcomes.len());
     }
-    Ok(if failed > 0 {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed > 0))
 }
 
 pub fn bench(env: &Env, a: &MoeBenchArgs, shapes: &str) -> Result<ExitCode> {

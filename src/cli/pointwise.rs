@@ -11,6 +11,7 @@ use kiln::report::Table;
 use serde_json::json;
 
 use super::env::Env;
+use super::verdicts::{table, verified, Column, PROBLEM};
 
 #[derive(Debug, Args)]
 pub struct PointwiseCmdArgs {
@@ -76,39 +77,22 @@ fn run_verify(env: &Env, a: &PointwiseVerifyArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!(outcomes));
     } else {
-        let mut t = Table::new(&[
-            "problem",
-            "variant",
-            "worst / bound",
-            "NaN",
-            "outside",
-            "verdict",
-        ]);
-        for o in &outcomes {
-            t.row(&[
-                o.label.clone(),
-                match &o.extra {
-                    Extra::Pointwise { variant } => variant.to_string(),
-                    _ => String::new(),
-                },
-                format!("{:.3}", o.rel_error),
-                o.mismatches.to_string(),
-                o.written_outside.to_string(),
-                if o.passed {
-                    "ok".into()
-                } else {
-                    format!("FAIL {} (seed {})", o.message, o.seed)
-                },
-            ]);
-        }
-        print!("{}", t.render());
+        const VARIANT: Column = ("variant", |o| match &o.extra {
+            Extra::Pointwise { variant } => variant.to_string(),
+            _ => String::new(),
+        });
+        const WORST: Column = ("worst / bound", |o| format!("{:.3}", o.rel_error));
+        const NAN: Column = ("NaN", |o| o.mismatches.to_string());
+        const OUTSIDE: Column = ("outside", |o| o.written_outside.to_string());
+        const SAID: Column = ("verdict", |o| match o.passed {
+            true => "ok".into(),
+            false => format!("FAIL {} (seed {})", o.message, o.seed),
+        });
+        let columns = [PROBLEM, VARIANT, WORST, NAN, OUTSIDE, SAID];
+        print!("{}", table(&columns, &outcomes).render());
         println!("{} pointwise checks, {failed} failed", outcomes.len());
     }
-    Ok(if failed > 0 {
-        ExitCode::from(7)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(verified(failed > 0))
 }
 
 fn run_bench(env: &Env, a: &PointwiseBenchArgs) -> Result<ExitCode> {

@@ -14,6 +14,7 @@ use serde_json::json;
 use super::args::*;
 use super::env::{finish, record, Env};
 use super::progress::bar;
+use super::verdicts::exit_if;
 
 pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
     // --configs: the versions with forced setups (`wgmma_tma_ws`'s tile configs)
@@ -140,11 +141,7 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
                 sm_count
             );
         }
-        return Ok(if uncovered.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
+        return Ok(exit_if(!uncovered.is_empty(), 1));
     }
     kiln::device::init()?;
     let sanitizer = san::SANITIZER.find()?;
@@ -263,9 +260,5 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
             }
         );
     }
-    Ok(if dirty {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_if(dirty, 1))
 }

@@ -17,6 +17,7 @@ use super::args::SuiteArgs;
 use super::check::{check_summary, check_table, compile_items};
 use super::env::{bench_options, Env};
 use super::gemm::{run_bench, run_verify};
+use super::verdicts::{exit_if, verified};
 
 /// Flagged variants listed by name without `--verbose`; the rest are counted.
 const FLAGGED_SHOWN: usize = 12;
@@ -107,11 +108,7 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
             say("(the compile and the CPU references ran; verify and bench need a GPU)");
             let v = json!({"kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "assumed_device": dev, "check": check_rows, "check_by_version": per_version, "gpu": null, "gpu_skipped": why});
             emit(env, a, &v)?;
-            return Ok(if check_failed {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            });
+            return Ok(exit_if(check_failed, 1));
         }
     };
     say(&format!("\n== {} ==", ctx.info.name));
@@ -150,11 +147,7 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     let v = json!({"device": ctx.info, "kiln_commit": kiln::store::kiln_commit(), "date": kiln::store::utc_now(), "command": env.command, "check": check_rows, "check_by_version": per_version, "verify": outcomes, "bench": rows, "fp8_rung": fp8_rung});
     emit(env, a, &v)?;
     let ok = !check_failed && outcomes.iter().all(|o| o.passed);
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(7)
-    })
+    Ok(verified(!ok))
 }
 
 /// One row per (op, version) the suite compiled.

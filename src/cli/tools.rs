@@ -16,6 +16,7 @@ use serde_json::json;
 use super::args::*;
 use super::env::{bench_options, device_or_h100, Env};
 use super::gemm::problem_from;
+use super::verdicts::exit_if;
 
 pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
@@ -81,11 +82,7 @@ pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
             println!("FLAG: {f}");
         }
     }
-    Ok(if r.flags.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_if(!r.flags.is_empty(), 1))
 }
 
 pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {

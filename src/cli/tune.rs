@@ -24,6 +24,7 @@ use super::attention::AttnShapeArgs;
 use super::env::{device_or_h100, Env};
 use super::gemm::problem_from;
 use super::progress::bar;
+use super::verdicts::exit_if;
 
 /// `auto` searches exhaustively up to this many configs (without a --budget).
 const AUTO_EXHAUSTIVE: usize = 256;
@@ -389,11 +390,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     } else {
         print_report(&report, a.top, run_id);
     }
-    Ok(if report.best.is_some() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_if(report.best.is_none(), 1))
 }
 
 fn env_print(v: &serde_json::Value) {
@@ -512,11 +509,7 @@ pub fn worker(env: &Env, a: &TuneWorkerArgs) -> Result<ExitCode> {
         stdin.lock(),
         stdout.lock(),
     )?;
-    Ok(if fatal {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_if(fatal, 3))
 }
 
 pub fn replay(env: &Env, a: &TuneReplayArgs) -> Result<ExitCode> {

@@ -61,6 +61,40 @@ pub struct Timing {
     pub host_us: Option<f64>,
 }
 
+/// Timings of one version on one problem of a family that counts FLOPs (attention forward and
+/// backward), with every timed launch.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelTiming<P> {
+    pub version: String,
+    pub problem: P,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub reps: usize,
+    /// The problem's FLOPs per second of the median.
+    pub tflops: f64,
+    /// Every timed launch (ms) in launch order: bimodal runs and drift show here, not in the
+    /// median.
+    pub times_ms: Vec<f64>,
+}
+
+impl<P> KernelTiming<P> {
+    /// The summary of `version`'s `times` (ms) on `problem` of `flops`.
+    pub fn of(version: &str, problem: P, flops: f64, times: Vec<f64>) -> Self {
+        let (median, min, max) = stats(&mut times.clone());
+        KernelTiming {
+            version: version.into(),
+            problem,
+            median_ms: median,
+            min_ms: min,
+            max_ms: max,
+            reps: times.len(),
+            tflops: flops / (median * 1e-3) / 1e12,
+            times_ms: times,
+        }
+    }
+}
+
 /// Summary statistics of a set of times (ms).
 pub fn stats(times: &mut [f64]) -> (f64, f64, f64) {
     times.sort_by(|a, b| a.total_cmp(b));

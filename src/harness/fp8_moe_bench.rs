@@ -31,30 +31,6 @@ pub struct Fp8MoeTiming {
     pub copy_tbps: f64,
 }
 
-/// Device-to-device copy of 1 GiB: median TB/s (read plus written) of 10 copies after 3.
-pub fn copy_ceiling_tbps(ctx: &Context) -> Result<f64> {
-    let bytes = 1usize << 30;
-    let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
-    src.fill_bytes(1, ctx)?;
-    let mut times = Vec::new();
-    for i in 0..13 {
-        let (s, e) = (ctx.event()?, ctx.event()?);
-        s.record(ctx)?;
-        // SAFETY: both buffers hold `bytes` bytes and belong to this context.
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream)
-        }
-        .map_err(|e| Error::cuda("device copy", format!("{e:?}")))?;
-        e.record(ctx)?;
-        let t = s.elapsed_ms(&e)? as f64;
-        if i >= 3 {
-            times.push(t);
-        }
-    }
-    let ms = stats(&mut times).0;
-    Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e12)
-}
-
 /// A rows x cols matrix drawn on the GPU in f32 and quantised there at `g` (e4m3, fp32 scales).
 fn quantized(
     ctx: &Context,
@@ -142,6 +118,6 @@ pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Re
         reps: times[0].0.len(),
         tflops: p.flops() / (median * 1e-3) / 1e12,
         tbps: p.min_bytes() / (median * 1e-3) / 1e12,
-        copy_tbps: copy_ceiling_tbps(ctx)?,
+        copy_tbps: super::peak::copy_ceiling_tbps(ctx)?,
     })
 }

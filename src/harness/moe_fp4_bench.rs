@@ -79,30 +79,6 @@ pub fn fp4_bytes(p: &MoeProblem, l: &Fp4Layout) -> f64 {
     touched(p) as f64 * l.expert_bytes() as f64 + activation_bytes(p)
 }
 
-/// The device-to-device copy rate (bytes read plus written per second) over 1 GiB, median of 10.
-pub fn copy_ceiling_gbps(ctx: &Context) -> Result<f64> {
-    let bytes = 1usize << 30;
-    let (src, dst) = (ctx.alloc(bytes)?, ctx.alloc(bytes)?);
-    src.fill_bytes(1, ctx)?;
-    let mut times = Vec::new();
-    for i in 0..13 {
-        let (s, e) = (ctx.event()?, ctx.event()?);
-        s.record(ctx)?;
-        // SAFETY: both buffers hold `bytes` bytes and belong to this context.
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, ctx.stream)
-        }
-        .map_err(|e| Error::cuda("device copy", format!("{e:?}")))?;
-        e.record(ctx)?;
-        let t = s.elapsed_ms(&e)? as f64;
-        if i >= 3 {
-            times.push(t);
-        }
-    }
-    let median = super::bench::stats(&mut times).0;
-    Ok(2.0 * bytes as f64 / (median * 1e-3) / 1e9)
-}
-
 /// What a 4-bit bench shares between its kernels: the L2 flusher, the copy ceiling measured in
 /// the same run, the seed.
 pub struct BenchRun {
@@ -115,7 +91,7 @@ impl BenchRun {
     pub fn new(ctx: &Context) -> Result<BenchRun> {
         Ok(BenchRun {
             flusher: L2Flusher::new(ctx)?,
-            copy: copy_ceiling_gbps(ctx)?,
+            copy: super::peak::copy_ceiling_tbps(ctx)? * 1e3,
             seed: super::verify::fresh_seed(),
         })
     }

@@ -444,31 +444,17 @@ mod tests {
         for (row, &r) in want.iter().zip(&routed) {
             v[r * p.n..(r + 1) * p.n].copy_from_slice(row);
         }
+        // a 16-bit output: the poison's bits where no row wrote, else the value rounded by `to`
+        let halves = |to: fn(f64) -> u16| -> Vec<u16> {
+            let bits = |(i, &x): (usize, &f64)| match x.is_nan() {
+                true => poison_bits(&poison, i),
+                false => to(x),
+            };
+            v.iter().enumerate().map(bits).collect()
+        };
         let got = match p.output {
-            DType::Bf16 => HostData::Bf16(
-                v.iter()
-                    .enumerate()
-                    .map(|(i, &x)| {
-                        if x.is_nan() {
-                            poison_bits(&poison, i)
-                        } else {
-                            half::bf16::from_f64(x).to_bits()
-                        }
-                    })
-                    .collect(),
-            ),
-            DType::F16 => HostData::F16(
-                v.iter()
-                    .enumerate()
-                    .map(|(i, &x)| {
-                        if x.is_nan() {
-                            poison_bits(&poison, i)
-                        } else {
-                            half::f16::from_f64(x).to_bits()
-                        }
-                    })
-                    .collect(),
-            ),
+            DType::Bf16 => HostData::Bf16(halves(|x| half::bf16::from_f64(x).to_bits())),
+            DType::F16 => HostData::F16(halves(|x| half::f16::from_f64(x).to_bits())),
             DType::F32 => HostData::F32(
                 v.iter()
                     .map(|&x| {

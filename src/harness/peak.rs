@@ -76,6 +76,15 @@ pub fn copy_tbps(
     Ok(2.0 * bytes as f64 / (copy_ms * 1e-3) / 1e12)
 }
 
+/// The copy ceiling (TB/s) over 1 GiB buffers allocated for it: what a bandwidth-bound bench
+/// measures beside itself, in the same run on the same GPU.
+pub fn copy_ceiling_tbps(ctx: &Context) -> Result<f64> {
+    let bytes = 1usize << 30;
+    let (src, dst) = (DeviceBuffer::new(bytes)?, DeviceBuffer::new(bytes)?);
+    src.fill_bytes(1, ctx)?;
+    copy_tbps(ctx, &src, &dst, bytes)
+}
+
 /// Measures the copy bandwidth (1 GiB buffers) and the vendor GEMM ceiling.
 pub fn measure(ctx: &Context, vendor: &dyn GemmKernel) -> Result<Peak> {
     let bytes = 1usize << 30;

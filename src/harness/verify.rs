@@ -79,6 +79,16 @@ pub fn refusal(launched: Result<()>) -> Result<Option<String>> {
     }
 }
 
+/// A check's outcome, or for an error that leaves the GPU usable (all but a hang and running out
+/// of memory, which are returned) the failed check that `failed` makes of its message.
+pub fn or_failed<T>(checked: Result<T>, failed: impl FnOnce(String) -> T) -> Result<T> {
+    match checked {
+        Err(e @ (Error::Hang { .. } | Error::OutOfMemory { .. })) => Err(e),
+        Err(e) => Ok(failed(e.to_string())),
+        ok => ok,
+    }
+}
+
 /// The verdict of one check: the first fault present, in the order given, else "ok". A fault
 /// is (present, its message); messages are built only for the fault reported.
 pub fn verdict(faults: &[(bool, &dyn Fn() -> String)]) -> (bool, String) {

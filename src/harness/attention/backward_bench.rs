@@ -2,27 +2,15 @@
 //! (once, untimed), then the whole backward (its three passes) timed with CUDA events, L2
 //! flushed before every repetition; TFLOPS counted as FlashAttention does, 2.5 forwards.
 
-use serde::Serialize;
-
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
-use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::harness::bench::{sample_launches, BenchOptions, KernelTiming, L2Flusher};
 use crate::harness::device_data::random_buffer;
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands};
 use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 
-#[derive(Debug, Clone, Serialize)]
-pub struct BackwardTiming {
-    pub version: String,
-    pub problem: BackwardProblem,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    /// 2.5 times the forward's FLOPs over unmasked pairs, per second of the median.
-    pub tflops: f64,
-    pub times_ms: Vec<f64>,
-}
+/// The backward's timings: TFLOPS of 2.5 times the forward's FLOPs over unmasked pairs.
+pub type BackwardTiming = KernelTiming<BackwardProblem>;
 
 /// The nine buffers of one backward: inputs random, O and LSE from the forward.
 pub struct BackwardBuffers {
@@ -91,15 +79,5 @@ pub fn time_backward(
 ) -> Result<BackwardTiming> {
     let ops = bufs.operands();
     let times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
-    let (median, min, max) = stats(&mut times.clone());
-    Ok(BackwardTiming {
-        version: kernel.name().into(),
-        problem: *p,
-        median_ms: median,
-        min_ms: min,
-        max_ms: max,
-        reps: times.len(),
-        tflops: p.flops() / (median * 1e-3) / 1e12,
-        times_ms: times,
-    })
+    Ok(BackwardTiming::of(kernel.name(), *p, p.flops(), times))
 }

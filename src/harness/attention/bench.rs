@@ -1,28 +1,15 @@
 //! Attention timing: CUDA events around each launch, warm-up excluded, L2 flushed before every
 //! timed repetition, random inputs made on the GPU, median/min/max and TFLOPS (unmasked pairs only).
 
-use serde::Serialize;
-
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
-use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::harness::bench::{sample_launches, BenchOptions, KernelTiming, L2Flusher};
 use crate::harness::device_data::random_buffer;
 use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct AttnTiming {
-    pub version: String,
-    pub problem: AttentionProblem,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    pub tflops: f64,
-    /// Every timed launch (ms) in launch order: bimodal runs and drift show here, not in the
-    /// median.
-    pub times_ms: Vec<f64>,
-}
+/// The forward's timings: TFLOPS over unmasked pairs.
+pub type AttnTiming = KernelTiming<AttentionProblem>;
 
 /// Random Q, K, V and output buffers for one problem.
 pub struct AttnBuffers {
@@ -70,15 +57,5 @@ pub fn time_attention(
 ) -> Result<AttnTiming> {
     let ops = bufs.operands();
     let times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
-    let (median, min, max) = stats(&mut times.clone());
-    Ok(AttnTiming {
-        version: kernel.name().into(),
-        problem: *p,
-        median_ms: median,
-        min_ms: min,
-        max_ms: max,
-        reps: times.len(),
-        tflops: p.flops() / (median * 1e-3) / 1e12,
-        times_ms: times,
-    })
+    Ok(AttnTiming::of(kernel.name(), *p, p.flops(), times))
 }

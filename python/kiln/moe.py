@@ -264,6 +264,23 @@ def experts(
     )
 
 
+def _check_prepared(x, weights, top_k_index, top_k_weights, e, layout_why, combine_mode, check_indices):
+    """The checks the 4-bit and FP8 layers' checking road shares (after their weights' own):
+    layout, top-k, combine, devices and index values; returns top_k_index on x's device."""
+    layout, why = layout_why
+    if layout != "concat":
+        raise ValueError(f"`layout` is {layout!r}; {why} ('concat')")
+    _check_top_k(top_k_index, top_k_weights, x.shape[0], e)
+    if combine_mode not in ("atomic", "ordered"):
+        raise ValueError(f"`combine` is {combine_mode!r}; use 'atomic' or 'ordered'")
+    check.same_device({"x": x, "w13": weights[0], "w2": weights[1], "top_k_weights": top_k_weights})
+    _check_index_values(top_k_index, e, check_indices)
+    if _on_cpu(top_k_index):
+        top_k_index = top_k_index.to(x.device, non_blocking=True)
+    check.same_device({"x": x, "top_k_index": top_k_index})
+    return top_k_index
+
+
 def _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combine_mode, check_indices):
     from . import _moe_fp4
 
@@ -274,16 +291,8 @@ def _experts_fp4(x, w13, w2, top_k_index, top_k_weights, weights, layout, combin
         if out is not None:
             return out
     e, _, _ = _moe_fp4.check_experts(x, w13, w2, weights)
-    if layout != "concat":
-        raise ValueError(f"`layout` is {layout!r}; 4-bit weights are prepacked from gate_up_proj as it is ('concat')")
-    _check_top_k(top_k_index, top_k_weights, x.shape[0], e)
-    if combine_mode not in ("atomic", "ordered"):
-        raise ValueError(f"`combine` is {combine_mode!r}; use 'atomic' or 'ordered'")
-    check.same_device({"x": x, "w13": w13.data, "w2": w2.data, "top_k_weights": top_k_weights})
-    _check_index_values(top_k_index, e, check_indices)
-    if _on_cpu(top_k_index):
-        top_k_index = top_k_index.to(x.device, non_blocking=True)
-    check.same_device({"x": x, "top_k_index": top_k_index})
+    why = "4-bit weights are prepacked from gate_up_proj as it is"
+    top_k_index = _check_prepared(x, (w13.data, w2.data), top_k_index, top_k_weights, e, (layout, why), combine_mode, check_indices)
     if not through_torch(x, top_k_index, top_k_weights):
         return _moe_fp4.layer(x.contiguous(), w13, w2, top_k_index.contiguous(), top_k_weights.contiguous())
     r = route(top_k_index, top_k_weights, num_experts=e)
@@ -300,16 +309,8 @@ def _experts_fp8(x, w13, w2, top_k_index, top_k_weights, layout, combine_mode, c
         if out is not None:
             return out
     e, _, _ = _moe_fp8.check_experts(x, w13, w2)
-    if layout != "concat":
-        raise ValueError(f"`layout` is {layout!r}; FP8 weights hold gate and up apart ('concat')")
-    _check_top_k(top_k_index, top_k_weights, x.shape[0], e)
-    if combine_mode not in ("atomic", "ordered"):
-        raise ValueError(f"`combine` is {combine_mode!r}; use 'atomic' or 'ordered'")
-    check.same_device({"x": x, "w13": w13.weight, "w2": w2.weight, "top_k_weights": top_k_weights})
-    _check_index_values(top_k_index, e, check_indices)
-    if _on_cpu(top_k_index):
-        top_k_index = top_k_index.to(x.device, non_blocking=True)
-    check.same_device({"x": x, "top_k_index": top_k_index})
+    why = "FP8 weights hold gate and up apart"
+    top_k_index = _check_prepared(x, (w13.weight, w2.weight), top_k_index, top_k_weights, e, (layout, why), combine_mode, check_indices)
     if through_torch(x, top_k_index, top_k_weights):
         raise ValueError("kiln's FP8 experts are for inference: call them on plain tensors under torch.no_grad() (no backward, no torch.compile trace)")
     return _moe_fp8.layer(x.contiguous(), w13, w2, top_k_index.contiguous(), top_k_weights.contiguous())

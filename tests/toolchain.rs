@@ -178,8 +178,8 @@ fn sanitize_configs_lists_every_setup_without_a_gpu() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = text(&o);
-    // 72 setups in 4 layouts, one tool
-    assert!(out.contains("288 runs (1 tools)"), "{out}");
+    // 75 setups in 4 layouts, one tool (swap-AB's n144 tile added three)
+    assert!(out.contains("300 runs (1 tools)"), "{out}");
     assert!(
         out.contains("n224 stream-K at 264x1000x136 CC bf16->bf16"),
         "{out}"

@@ -11,7 +11,7 @@ use super::fp4_experts_raw::{fp4_raw_plan, RawFp4Experts};
 use super::handle::Kiln;
 use super::options::MoeRows;
 use super::sorted_layer::{
-    check_io, combine_sorted, route_and_sort, shape_err, Activations, LayerIo, PLAN_BASE,
+    check_io, combine_sorted, route_and_sort, shape_err, Activations, Carve, LayerIo, PLAN_BASE,
 };
 use super::tensor::RawTensor;
 use super::validate::moe_layer::MoeRouting;
@@ -20,7 +20,7 @@ use crate::api::dtype::DType;
 use crate::device::DeviceBuffer;
 use crate::error::Result;
 use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, Fp4Operands, Fp4Tile};
-use crate::ops::moe::route::{align256, RouteExtras, RouteLayout, TableSpec};
+use crate::ops::moe::route::{RouteExtras, RouteLayout, TableSpec};
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::MoeProblem;
 
@@ -47,11 +47,12 @@ impl Fp4LayerLayout {
         inter: usize,
         es: usize,
     ) -> Self {
-        let xs = route.bytes;
-        let h = xs + align256(pairs * hidden * es);
-        let y = h + align256(pairs * inter * es);
-        let sched_up = y + align256(pairs * hidden * es);
-        let sched_down = sched_up + align256(sched_bytes(experts));
+        let mut ws = Carve(route.bytes);
+        let xs = ws.take(pairs * hidden * es);
+        let h = ws.take(pairs * inter * es);
+        let y = ws.take(pairs * hidden * es);
+        let sched_up = ws.take(sched_bytes(experts));
+        let sched_down = ws.take(sched_bytes(experts));
         Fp4LayerLayout {
             route,
             xs,
@@ -59,7 +60,7 @@ impl Fp4LayerLayout {
             y,
             sched_up,
             sched_down,
-            bytes: sched_down + align256(sched_bytes(experts)),
+            bytes: ws.0,
         }
     }
 }

@@ -9,7 +9,7 @@ use cudarc::driver::sys::CUstream;
 
 use super::handle::Kiln;
 use super::sorted_layer::{
-    check_io, combine_sorted, route_and_sort, shape_err, Activations, LayerIo,
+    check_io, combine_sorted, route_and_sort, shape_err, Activations, Carve, LayerIo,
 };
 use super::tensor::RawTensor;
 use super::validate::moe_layer::MoeRouting;
@@ -21,7 +21,7 @@ use crate::formats::ScaleRecipe;
 use crate::ops::fp8::{quant, Granularity, QuantSpec};
 use crate::ops::gemm::DType as KernelDType;
 use crate::ops::moe::fp8_problem::{Fp8MoeOperands, Fp8MoeProblem};
-use crate::ops::moe::route::{align256, RouteExtras, RouteLayout};
+use crate::ops::moe::route::{RouteExtras, RouteLayout};
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{fp8_grouped, fp8_swiglu};
 
@@ -65,20 +65,15 @@ impl Fp8LayerLayout {
         inter: usize,
         es: usize,
     ) -> Self {
-        let mut at = route.bytes;
-        let mut take = |bytes: usize| {
-            let here = at;
-            at += align256(bytes);
-            here
-        };
-        let xs = take(pairs * hidden * es);
-        let xq = take(pairs * hidden);
-        let sx = take(4 * pairs * hidden.div_ceil(128));
-        let hq = take(pairs * inter);
-        let sh = take(4 * pairs * inter.div_ceil(128));
-        let y = take(2 * pairs * hidden);
-        let sched_up = take(sched_bytes(experts));
-        let sched_down = take(sched_bytes(experts));
+        let mut ws = Carve(route.bytes);
+        let xs = ws.take(pairs * hidden * es);
+        let xq = ws.take(pairs * hidden);
+        let sx = ws.take(4 * pairs * hidden.div_ceil(128));
+        let hq = ws.take(pairs * inter);
+        let sh = ws.take(4 * pairs * inter.div_ceil(128));
+        let y = ws.take(2 * pairs * hidden);
+        let sched_up = ws.take(sched_bytes(experts));
+        let sched_down = ws.take(sched_bytes(experts));
         Fp8LayerLayout {
             route,
             xs,
@@ -89,7 +84,7 @@ impl Fp8LayerLayout {
             y,
             sched_up,
             sched_down,
-            bytes: at,
+            bytes: ws.0,
         }
     }
 }

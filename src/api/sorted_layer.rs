@@ -13,11 +13,23 @@ use crate::error::{ArgumentKind, Error, Result};
 use crate::ops::gemm::DType as KernelDType;
 use crate::ops::moe::combine::{self, CombineShape, Rows};
 use crate::ops::moe::gather_rows;
-use crate::ops::moe::route::{self, RouteExtras, RouteLayout, RouteOperands};
+use crate::ops::moe::route::{self, align256, RouteExtras, RouteLayout, RouteOperands};
 
 /// Where the plans' descriptions of a layer's intermediates start: far from any caller's
 /// memory, so the aliasing checks compare them with nothing real.
 pub(crate) const PLAN_BASE: u64 = 1 << 56;
+
+/// A layer's workspace carved part after part, each 256-aligned, from `Carve(start)`.
+pub(crate) struct Carve(pub usize);
+
+impl Carve {
+    /// The offset of the next `bytes`-byte part.
+    pub fn take(&mut self, bytes: usize) -> usize {
+        let here = self.0;
+        self.0 += align256(bytes);
+        here
+    }
+}
 
 pub(crate) fn shape_err(arg: &str, m: String) -> Error {
     err(arg, ArgumentKind::Shape, m)

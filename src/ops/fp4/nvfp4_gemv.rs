@@ -402,9 +402,6 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DeviceInfo;
-    use crate::harness::check::judge;
-    use crate::jit::{nvrtc, Jit};
 
     /// A ring slot on the CPU whose every byte must be written exactly once.
     struct Slot {
@@ -991,17 +988,9 @@ mod tests {
 
     #[test]
     fn every_gemv_variant_compiles_for_sm_90a_without_spills() {
-        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
-        if nvrtc::version().is_err() {
-            assert!(!required, "NVRTC is required here but missing");
+        if !crate::jit::testing::nvrtc_here() {
             return;
         }
-        let jit = Jit::default();
-        let dev = DeviceInfo::h100_sxm();
-        for s in &variants("sm_90a") {
-            let c = jit.compile(s).unwrap();
-            let problems = judge(s, &c.resources, &dev);
-            assert!(problems.is_empty(), "{}: {problems:?}", s.label());
-        }
+        crate::jit::testing::assert_compile_clean(&variants("sm_90a"));
     }
 }

@@ -718,9 +718,8 @@ mod tests {
     /// when asked for: the variant budget).
     #[test]
     fn both_decodes_compile_without_spills() {
-        use crate::jit::{nvrtc, Jit};
-        if nvrtc::version().is_err() {
-            assert!(std::env::var_os("KILN_REQUIRE_NVRTC").is_none());
+        use crate::jit::Jit;
+        if !crate::jit::testing::nvrtc_here() {
             return;
         }
         let jit = Jit::default();

@@ -211,11 +211,11 @@ pub unsafe fn fp8_moe_layer(
     routing: &MoeRouting<RawTensor>,
     out: &RawTensor,
 ) -> Result<()> {
-    k.check_raw_stream(stream)?;
-    match plan(k.ordinal(), x, w, routing, out)? {
-        Some(p) => k.launch_fp8_layer(stream, &p),
-        None => Ok(()),
-    }
+    k.on_raw_stream(
+        stream,
+        |device| plan(device, x, w, routing, out),
+        |p| k.launch_fp8_layer(stream, p),
+    )
 }
 
 impl Kiln {

@@ -7,8 +7,7 @@ use std::ffi::c_void;
 use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
-use crate::ops::attention::paged::{PagedProblem, MAX_DECODE_QUERIES, PAGE_SIZES};
-use crate::ops::attention::problem::check_heads;
+use crate::ops::attention::paged::{check_decode_queries, PagedProblem, PAGE_SIZES};
 use crate::ops::attention::{decode_combine, DTYPES, HEAD_DIMS, STRIDE_ALIGN};
 use crate::ops::gemm::{alignment, DType};
 
@@ -187,22 +186,13 @@ impl DecodeShape {
 
     /// Checks heads, dims, dtype, scale, query tokens, the page size and the table's extent.
     pub fn validate(&self) -> Result<()> {
-        if self.batch == 0 {
-            return Err(Error::invalid("batch is 0; it must be at least 1"));
-        }
-        check_heads(
-            self.heads_q,
-            self.heads_kv,
-            self.head_dim,
+        check_decode_queries(
+            self.batch,
+            (self.heads_q, self.heads_kv, self.head_dim),
+            self.seqlen_q,
             self.dtype,
             self.scale,
         )?;
-        if !(1..=MAX_DECODE_QUERIES).contains(&self.seqlen_q) {
-            return Err(Error::invalid(format!(
-                "seqlen_q = {} query tokens per sequence; decode takes 1 to {MAX_DECODE_QUERIES}",
-                self.seqlen_q
-            )));
-        }
         if self.paged && !PAGE_SIZES.contains(&self.page_size) {
             return Err(Error::invalid(format!(
                 "page size {} is not supported; use 16, 64 or 256",

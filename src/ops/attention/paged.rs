@@ -41,6 +41,27 @@ pub struct PagedProblem {
     pub dtype: DType,
 }
 
+/// The decode problems' first checks (paged and dense caches alike): a batch, the heads and
+/// their dims ([`check_heads`]), 1 to [`MAX_DECODE_QUERIES`] query tokens per sequence.
+pub(crate) fn check_decode_queries(
+    batch: usize,
+    (heads_q, heads_kv, head_dim): (usize, usize, usize),
+    seqlen_q: usize,
+    dtype: DType,
+    scale: f32,
+) -> Result<()> {
+    if batch == 0 {
+        return Err(Error::invalid("batch is 0; it must be at least 1"));
+    }
+    check_heads(heads_q, heads_kv, head_dim, dtype, scale)?;
+    if !(1..=MAX_DECODE_QUERIES).contains(&seqlen_q) {
+        return Err(Error::invalid(format!(
+            "seqlen_q = {seqlen_q} query tokens per sequence; decode takes 1 to {MAX_DECODE_QUERIES}"
+        )));
+    }
+    Ok(())
+}
+
 impl PagedProblem {
     pub fn group(&self) -> usize {
         self.heads_q / self.heads_kv.max(1)
@@ -67,22 +88,13 @@ impl PagedProblem {
 
     /// Checks heads, dims, the page size, and that every page a context needs exists.
     pub fn validate(&self) -> Result<()> {
-        if self.batch == 0 {
-            return Err(Error::invalid("batch is 0; it must be at least 1"));
-        }
-        check_heads(
-            self.heads_q,
-            self.heads_kv,
-            self.head_dim,
+        check_decode_queries(
+            self.batch,
+            (self.heads_q, self.heads_kv, self.head_dim),
+            self.seqlen_q,
             self.dtype,
             self.scale,
         )?;
-        if !(1..=MAX_DECODE_QUERIES).contains(&self.seqlen_q) {
-            return Err(Error::invalid(format!(
-                "seqlen_q = {} query tokens per sequence; decode takes 1 to {MAX_DECODE_QUERIES}",
-                self.seqlen_q
-            )));
-        }
         if !PAGE_SIZES.contains(&self.page_size) {
             return Err(Error::invalid(format!(
                 "page size {} is not supported; use 16, 64 or 256",

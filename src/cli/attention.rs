@@ -21,7 +21,7 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::env::{bench_options, finish, named, record, Env};
-use super::verdicts::{by_version, largest, verified, Landing, Summary};
+use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
 
 #[derive(Debug, Args)]
 pub struct AttnCliArgs {
@@ -256,41 +256,32 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let ks = named(r.attention(), &a.versions, |n| r.attention_version(n))?;
     let ctx = env.context()?;
     let landing = Landing::begin(env, &ctx, Some("attn-verify"), None)?;
-    let mut outcomes: Vec<Outcome> = Vec::new();
-    for k in &ks {
-        for p in &problems {
-            let o = or_failed(verify_attention(&ctx, *k, p), |message| {
-                let extra = Extra::Attention {
-                    problem: *p,
-                    lse_max_error: f64::NAN,
-                };
-                Outcome {
-                    message,
-                    ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
-                }
-            })?;
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.check, o.label, o.message)
-            });
-            landing.record(rows::attention_verify_row(&o))?;
-            outcomes.push(o);
-        }
-    }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    landing.end(failed)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    let checks = ks
+        .iter()
+        .flat_map(|k| problems.iter().map(move |p| (*k, p)));
+    let checks = checks.map(|(k, p)| {
+        or_failed(verify_attention(&ctx, k, p), |message| {
+            let extra = Extra::Attention {
+                problem: *p,
+                lse_max_error: f64::NAN,
+            };
+            Outcome {
+                message,
+                ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
+            }
+        })
+    });
+    let outcomes = landing.each(checks, fail_line, Some(&rows::attention_verify_row))?;
+    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    landing.report(env, &outcomes, |outcomes| {
         let o_err = |ran: &[&Outcome]| format!("{:.2e}", largest(ran, |o| o.rel_error));
         let lse = |ran: &[&Outcome]| {
             let e = largest(ran, |o| o.lse_max_error());
             format!("{e:.2e} (bound {LSE_BOUND:.0e})")
         };
         let extra: [Summary<Outcome>; 2] = [("max O rel error", &o_err), ("max LSE error", &lse)];
-        print!("{}", by_version(&names, &outcomes, &extra).render());
-    }
-    Ok(verified(failed))
+        by_version(&names, outcomes, &extra).render()
+    })
 }
 
 fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {

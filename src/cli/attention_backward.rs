@@ -8,9 +8,10 @@ use kiln::error::{Error, Result};
 use kiln::harness::attention::{
     backward_bench::{time_backward, BackwardBuffers},
     backward_shapes::backward_suite,
-    backward_verify::{verify_backward, BackwardCheck},
+    backward_verify::{blank, grad_errors, reproducible, verify_backward},
 };
 use kiln::harness::bench::L2Flusher;
+use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
@@ -20,7 +21,7 @@ use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnVerifyArgs};
 use super::env::{bench_options, finish, named, record, Env};
-use super::verdicts::{by_version, largest, verified, Landing, Summary, Tallied};
+use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
 
 /// The backward's flags of `kiln attn verify|bench`.
 #[derive(Debug, Args, Clone)]
@@ -81,68 +82,41 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     })?;
     let ctx = env.context()?;
     let landing = Landing::begin(env, &ctx, Some("attn-verify-backward"), None)?;
-    let mut outcomes: Vec<BackwardCheck> = Vec::new();
-    for k in &ks {
-        for p in &problems {
-            let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
-            let o = or_failed(verify_backward(&ctx, forward, *k, p), |message| {
-                BackwardCheck {
-                    message,
-                    ..BackwardCheck::blank(k.name(), p, 0)
-                }
-            })?;
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.version, o.problem.label(), o.message)
-            });
-            landing.record(rows::attention_backward_verify_row(&o))?;
-            outcomes.push(o);
-        }
-    }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    landing.end(failed)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        print!("{}", table(&ks, &outcomes).render());
-    }
-    Ok(verified(failed))
-}
-
-impl Tallied for BackwardCheck {
-    fn version(&self) -> &str {
-        &self.version
-    }
-    fn passed(&self) -> bool {
-        self.passed
-    }
-    fn skipped(&self) -> bool {
-        self.skipped.is_some()
-    }
-    fn failure(&self) -> String {
-        format!("{}: {}", self.problem.label(), self.message)
-    }
+    let checks = ks
+        .iter()
+        .flat_map(|k| problems.iter().map(move |p| (*k, p)));
+    let checks = checks.map(|(k, p)| {
+        let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
+        or_failed(verify_backward(&ctx, forward, k, p), |message| Outcome {
+            message,
+            ..blank(k.name(), p, 0)
+        })
+    });
+    let row = rows::attention_backward_verify_row;
+    let outcomes = landing.each(checks, fail_line, Some(&row))?;
+    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    landing.report(env, &outcomes, |o| table(&names, o).render())
 }
 
 /// One row per version: passed, failed, skipped, the largest relative error of each gradient
 /// (bounds: `backward_verify::grad_bound`), deterministic problems that reproduced their bits,
 /// and the first failure.
-fn table(ks: &[&dyn AttentionBackwardKernel], outcomes: &[BackwardCheck]) -> Table {
-    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
-    let dq = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dq_error));
-    let dk = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dk_error));
-    let dv = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dv_error));
-    let det = |ran: &[&BackwardCheck]| {
-        let det: Vec<bool> = ran.iter().filter_map(|o| o.reproducible).collect();
+fn table(names: &[&str], outcomes: &[Outcome]) -> Table {
+    let grad =
+        |i: usize| move |ran: &[&Outcome]| format!("{:.2e}", largest(ran, |o| grad_errors(o)[i]));
+    let (dq, dk, dv) = (grad(0), grad(1), grad(2));
+    let det = |ran: &[&Outcome]| {
+        let det: Vec<bool> = ran.iter().filter_map(|o| reproducible(o)).collect();
         let equal = det.iter().filter(|d| **d).count();
         format!("{equal} of {} bitwise equal", det.len())
     };
-    let extra: [Summary<BackwardCheck>; 4] = [
+    let extra: [Summary<Outcome>; 4] = [
         ("max dQ error", &dq),
         ("max dK error", &dk),
         ("max dV error", &dv),
         ("deterministic", &det),
     ];
-    by_version(&names, outcomes, &extra)
+    by_version(names, outcomes, &extra)
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {

@@ -4,12 +4,13 @@
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
+use crate::harness::attention::backward_bench::BackwardBuffers;
 use crate::harness::attention::verify::o_error;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
 use crate::harness::verify::{fresh_seed, refusal, verdict, within};
-use crate::ops::attention::{AttentionKernel, AttentionOperands};
-use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
+use crate::ops::attention::AttentionKernel;
+use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use crate::ops::gemm::DType;
 use crate::reference::{attention_backward::attention_backward, data::HostData};
 
@@ -106,31 +107,16 @@ struct BackwardFixture {
     k: HostData,
     v: HostData,
     d_o: HostData,
-    bufs: [DeviceBuffer; 9],
+    bufs: BackwardBuffers,
     /// Deterministic mode: the first run's gradients, and whether the second run was refused.
     first: Option<[HostData; 3]>,
     again_refused: bool,
 }
 
 impl BackwardFixture {
-    fn operands(&self) -> BackwardOperands<'_> {
-        let b = &self.bufs;
-        BackwardOperands {
-            q: &b[0],
-            k: &b[1],
-            v: &b[2],
-            o: &b[3],
-            d_o: &b[4],
-            lse: &b[5],
-            dq: &b[6],
-            dk: &b[7],
-            dv: &b[8],
-        }
-    }
-
     /// The gradients as downloaded.
     fn grads(&self, a: &crate::ops::attention::AttentionProblem) -> Result<[HostData; 3]> {
-        let ops = self.operands();
+        let ops = self.bufs.operands();
         let e = a.dtype.size();
         let get = |b: &DeviceBuffer, n: usize| -> Result<HostData> {
             Ok(HostData::from_bytes(a.dtype, &b.download::<u8>(n * e)?))
@@ -149,7 +135,7 @@ impl BackwardFixture {
         kernel: &dyn AttentionBackwardKernel,
         p: &BackwardProblem,
     ) -> Result<()> {
-        let ops = self.operands();
+        let ops = self.bufs.operands();
         for g in [ops.dq, ops.dk, ops.dv] {
             // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
             g.fill_bytes(0xFF, ctx)?;
@@ -186,32 +172,9 @@ impl Check for Backward<'_> {
         let k = HostData::random(a.dtype, a.kv_elems(), seed.wrapping_add(1));
         let v = HostData::random(a.dtype, a.kv_elems(), seed.wrapping_add(2));
         let d_o = HostData::random(a.dtype, a.q_elems(), seed.wrapping_add(3));
-        let e = a.dtype.size();
-        let bufs = [
-            DeviceBuffer::from_host(q.bytes())?,
-            DeviceBuffer::from_host(k.bytes())?,
-            DeviceBuffer::from_host(v.bytes())?,
-            DeviceBuffer::new(a.q_elems() * e)?,
-            DeviceBuffer::from_host(d_o.bytes())?,
-            DeviceBuffer::new(a.lse_elems() * 4)?,
-            DeviceBuffer::new(a.q_elems() * e)?,
-            DeviceBuffer::new(a.kv_elems() * e)?,
-            DeviceBuffer::new(a.kv_elems() * e)?,
-        ];
-        let fwd = AttentionOperands {
-            q: &bufs[0],
-            k: &bufs[1],
-            v: &bufs[2],
-            o: &bufs[3],
-            lse: &bufs[5],
-        };
-        crate::ops::attention::check_buffers(a, &fwd)?;
-        if let Some(reason) = refusal(self.forward.launch(ctx, a, &fwd))? {
-            return Err(Error::Unsupported {
-                kernel: self.forward.name().into(),
-                reason: format!("the forward that makes O and LSE refused: {reason}"),
-            });
-        }
+        let up = |h: &HostData| DeviceBuffer::from_host(h.bytes());
+        let inputs = [up(&q)?, up(&k)?, up(&v)?, up(&d_o)?];
+        let bufs = BackwardBuffers::around(ctx, self.forward, p, inputs)?;
         Ok(BackwardFixture {
             q,
             k,

@@ -404,20 +404,81 @@ fn device_cache(spec: &DecodeSpec, p: &PagedProblem, host: &HostData) -> Result<
     }
 }
 
-/// The block table, the lengths and the first keys on the device, as `spec`'s shape reads them.
-struct DeviceTables {
+/// One step's buffers: Q, the K and V caches (as the device holds them), O, LSE, and the block
+/// table, the lengths and the first keys as `spec`'s shape reads them.
+struct DecodeBuffers {
+    q: DeviceBuffer,
+    k: DeviceBuffer,
+    v: DeviceBuffer,
+    o: DeviceBuffer,
+    lse: DeviceBuffer,
     table: Option<DeviceBuffer>,
     lens: Option<DeviceBuffer>,
     starts: Option<DeviceBuffer>,
 }
 
-fn device_tables(spec: &DecodeSpec, p: &PagedProblem) -> Result<DeviceTables> {
-    let upload = |want: bool, host: &[i32]| want.then(|| DeviceBuffer::from_host(host)).transpose();
-    Ok(DeviceTables {
-        table: upload(!spec.dense, &p.block_table)?,
-        lens: upload(spec.shape(p).lengths, &p.context_lens)?,
-        starts: upload(spec.left_pad, &p.context_starts)?,
-    })
+impl DecodeBuffers {
+    /// The buffers around `[q, k, v]`: O and LSE allocated, the tables uploaded.
+    fn around(
+        ctx: &Context,
+        spec: &DecodeSpec,
+        p: &PagedProblem,
+        [q, k, v]: [DeviceBuffer; 3],
+    ) -> Result<DecodeBuffers> {
+        let upload =
+            |want: bool, host: &[i32]| want.then(|| DeviceBuffer::from_host(host)).transpose();
+        Ok(DecodeBuffers {
+            q,
+            k,
+            v,
+            o: ctx.alloc(p.q_elems() * p.dtype.size())?,
+            lse: ctx.alloc(spec.shape(p).lse_elems() * 4)?,
+            table: upload(!spec.dense, &p.block_table)?,
+            lens: upload(spec.shape(p).lengths, &p.context_lens)?,
+            starts: upload(spec.left_pad, &p.context_starts)?,
+        })
+    }
+
+    /// Q and the caches random from `seed`, made on the GPU (the bench's, the bad tables').
+    fn random(ctx: &Context, spec: &DecodeSpec, p: &PagedProblem, seed: u64) -> Result<Self> {
+        let (dt, cache) = (p.dtype, p.cache_elems());
+        let inputs = [
+            random_buffer(ctx, dt, p.q_elems(), seed)?,
+            random_buffer(ctx, dt, cache, seed.wrapping_add(1))?,
+            random_buffer(ctx, dt, cache, seed.wrapping_add(2))?,
+        ];
+        DecodeBuffers::around(ctx, spec, p, inputs)
+    }
+
+    /// O and LSE poisoned: all-ones bytes, NaN in every dtype, so an unwritten element cannot
+    /// pass.
+    fn poison(&self, ctx: &Context) -> Result<()> {
+        self.o.fill_bytes(0xFF, ctx)?;
+        self.lse.fill_bytes(0xFF, ctx)
+    }
+
+    fn operands(&self, errors: u64) -> DecodeOperands<'_> {
+        DecodeOperands {
+            q: &self.q,
+            k_cache: &self.k,
+            v_cache: &self.v,
+            o: &self.o,
+            lse: &self.lse,
+            block_table: self.table.as_ref(),
+            context_lens: self.lens.as_ref(),
+            context_starts: self.starts.as_ref(),
+            errors,
+        }
+    }
+
+    /// O and LSE as downloaded.
+    fn outputs(&self, p: &PagedProblem, s: &DecodeShape) -> Result<(HostData, Vec<f32>)> {
+        let o = self.o.download::<u8>(p.q_elems() * p.dtype.size())?;
+        Ok((
+            HostData::from_bytes(p.dtype, &o),
+            self.lse.download::<f32>(s.lse_elems())?,
+        ))
+    }
 }
 
 /// Runs `spec` once with the inputs of `seed`: the append (if any) and the step on the GPU,
@@ -463,12 +524,7 @@ struct StepDrawn {
     q: HostData,
     k64: Vec<f64>,
     v64: Vec<f64>,
-    dq: DeviceBuffer,
-    dk: DeviceBuffer,
-    dv: DeviceBuffer,
-    tables: DeviceTables,
-    o: DeviceBuffer,
-    lse: DeviceBuffer,
+    bufs: DecodeBuffers,
     splits: usize,
     append_mismatches: usize,
 }
@@ -491,13 +547,13 @@ impl Check for Step<'_> {
         let q = HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(1));
         let kc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(2));
         let vc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(3));
+        let inputs = [
+            DeviceBuffer::from_host(q.bytes())?,
+            device_cache(spec, &p, &kc)?,
+            device_cache(spec, &p, &vc)?,
+        ];
         Ok(StepDrawn {
-            dq: DeviceBuffer::from_host(q.bytes())?,
-            dk: device_cache(spec, &p, &kc)?,
-            dv: device_cache(spec, &p, &vc)?,
-            tables: device_tables(spec, &p)?,
-            o: DeviceBuffer::new(p.q_elems() * p.dtype.size())?,
-            lse: DeviceBuffer::new(p.batch * p.heads_q * p.seqlen_q * 4)?,
+            bufs: DecodeBuffers::around(ctx, spec, &p, inputs)?,
             splits: DecodePlan::new(&s, &ctx.info).splits,
             k64: kc.to_f64(),
             v64: vc.to_f64(),
@@ -525,10 +581,10 @@ impl Check for Step<'_> {
             let ops = AppendOperands {
                 k_new: &dkn,
                 v_new: &dvn,
-                k_cache: &d.dk,
-                v_cache: &d.dv,
-                block_table: d.tables.table.as_ref(),
-                context_lens: d.tables.lens.as_ref().unwrap_or(&all),
+                k_cache: &d.bufs.k,
+                v_cache: &d.bufs.v,
+                block_table: d.bufs.table.as_ref(),
+                context_lens: d.bufs.lens.as_ref().unwrap_or(&all),
                 errors: 0,
             };
             kv_append::launch(ctx, &d.s, spec.append, &ops)?;
@@ -543,7 +599,7 @@ impl Check for Step<'_> {
             ctx.synchronize()?;
             let bytes = p.cache_elems() * p.dtype.size();
             let dims = (p.num_pages, p.page_size, p.heads_kv, p.head_dim);
-            for (buf, want) in [(&d.dk, &d.k64), (&d.dv, &d.v64)] {
+            for (buf, want) in [(&d.bufs.k, &d.k64), (&d.bufs.v, &d.v64)] {
                 let mut raw = buf.download::<u8>(bytes)?;
                 if spec.dense {
                     raw = swap_seq_heads(&raw, p.dtype.size(), dims, true);
@@ -552,10 +608,8 @@ impl Check for Step<'_> {
                 d.append_mismatches += (0..have.len()).filter(|&i| have.get(i) != want[i]).count();
             }
         }
-        // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
-        d.o.fill_bytes(0xFF, ctx)?;
-        d.lse.fill_bytes(0xFF, ctx)?;
-        let ops = d.operands(0);
+        d.bufs.poison(ctx)?;
+        let ops = d.bufs.operands(0);
         decode_paged::check_operands(&d.s, &ops)?;
         decode_paged::launch(ctx, &d.s, &ops)?;
         Ok(())
@@ -573,9 +627,7 @@ impl Check for Step<'_> {
 
     fn judge(&self, d: &StepDrawn, out: &mut Outcome) -> Result<()> {
         let p = &d.p;
-        let have_o =
-            HostData::from_bytes(p.dtype, &d.o.download::<u8>(p.q_elems() * p.dtype.size())?);
-        let have_lse: Vec<f32> = d.lse.download::<f32>(d.s.lse_elems())?;
+        let (have_o, have_lse) = d.bufs.outputs(p, &d.s)?;
         let want = paged_forward(p, &d.q.to_f64(), &d.k64, &d.v64);
         out.mismatches = (0..have_o.len())
             .filter(|&i| have_o.get(i).is_nan())
@@ -597,22 +649,6 @@ impl Check for Step<'_> {
     }
 }
 
-impl StepDrawn {
-    fn operands(&self, errors: u64) -> DecodeOperands<'_> {
-        DecodeOperands {
-            q: &self.dq,
-            k_cache: &self.dk,
-            v_cache: &self.dv,
-            o: &self.o,
-            lse: &self.lse,
-            block_table: self.tables.table.as_ref(),
-            context_lens: self.tables.lens.as_ref(),
-            context_starts: self.tables.starts.as_ref(),
-            errors,
-        }
-    }
-}
-
 /// The guard against bad tables on the GPU, with no host check before the launch: sequence 0's
 /// first page id is past the cache (paged only), sequence 1's length past its cache and (left
 /// padded) sequence 2's first key past its length, so their O and LSE must come out NaN (never
@@ -629,37 +665,14 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
         p.context_starts[2] = p.context_lens[2] + 1;
     }
     let bad_seq = |b: usize| b == 1 || (b == 0 && !spec.dense) || (b == 2 && spec.left_pad);
-    let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
-    let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
-    let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
-    let (o, lse) = (
-        ctx.alloc(p.q_elems() * p.dtype.size())?,
-        ctx.alloc(s.lse_elems() * 4)?,
-    );
-    let DeviceTables {
-        table,
-        lens,
-        starts,
-    } = device_tables(spec, &p)?;
+    let bufs = DecodeBuffers::random(ctx, spec, &p, seed)?;
     let flags = HostFlags::new(3)?;
-    o.fill_bytes(0xFF, ctx)?;
-    lse.fill_bytes(0xFF, ctx)?;
-    let ops = DecodeOperands {
-        q: &q,
-        k_cache: &k,
-        v_cache: &v,
-        o: &o,
-        lse: &lse,
-        block_table: table.as_ref(),
-        context_lens: lens.as_ref(),
-        context_starts: starts.as_ref(),
-        errors: flags.device_ptr(),
-    };
+    bufs.poison(ctx)?;
+    let ops = bufs.operands(flags.device_ptr());
     decode_paged::check_operands(&s, &ops)?;
     let splits = decode_paged::launch(ctx, &s, &ops)?.splits;
     ctx.synchronize_within(std::time::Duration::from_secs(30), &spec.label())?;
-    let have_o = HostData::from_bytes(p.dtype, &o.download::<u8>(p.q_elems() * p.dtype.size())?);
-    let have_lse: Vec<f32> = lse.download::<f32>(s.lse_elems())?;
+    let (have_o, have_lse) = bufs.outputs(&p, &s)?;
     let (o_seq, lse_seq) = (p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.seqlen_q);
     // Elements that disagree with their sequence's verdict (NaN for a bad one, finite after).
     let wrong = (0..have_o.len())
@@ -754,28 +767,9 @@ pub fn time_decode(
 ) -> Result<DecodeTiming> {
     let p = spec.problem(seed)?;
     let s = spec.shape(&p);
-    let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
-    let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
-    let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
-    let o = ctx.alloc(p.q_elems() * p.dtype.size())?;
-    let lse = ctx.alloc(s.lse_elems() * 4)?;
-    let DeviceTables {
-        table,
-        lens,
-        starts,
-    } = device_tables(spec, &p)?;
+    let bufs = DecodeBuffers::random(ctx, spec, &p, seed)?;
     ctx.synchronize()?;
-    let ops = DecodeOperands {
-        q: &q,
-        k_cache: &k,
-        v_cache: &v,
-        o: &o,
-        lse: &lse,
-        block_table: table.as_ref(),
-        context_lens: lens.as_ref(),
-        context_starts: starts.as_ref(),
-        errors: 0,
-    };
+    let ops = bufs.operands(0);
     decode_paged::check_operands(&s, &ops)?;
     let flusher = L2Flusher::new(ctx)?;
     let mut splits = 1;

@@ -14,13 +14,12 @@ use kiln::harness::bench::L2Flusher;
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
-use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
+use kiln::ops::attention_backward::BackwardProblem;
 use kiln::report::Table;
 use kiln::store::rows;
-use serde_json::json;
 
-use super::attention::{AttnBenchArgs, AttnVerifyArgs};
-use super::env::{bench_options, finish, named, record, Env};
+use super::attention::{time_versions, versions_to_time, AttnBenchArgs, AttnVerifyArgs};
+use super::env::{bench_options, named, Env};
 use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
 
 /// The backward's flags of `kiln attn verify|bench`.
@@ -125,25 +124,15 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         a.backward.deterministic,
     );
     let ctx = env.context()?;
-    let ks: Vec<&dyn AttentionBackwardKernel> = if a.versions.is_empty() {
-        env.registry
-            .attention_backward()
-            .iter()
-            .map(|k| k.as_ref())
-            .filter(|k| k.supports(&p, &ctx.info).is_ok())
-            .collect()
-    } else {
-        a.versions
-            .iter()
-            .map(|n| {
-                env.registry
-                    .select_attention_backward(&p, &ctx.info, Some(n))
-            })
-            .collect::<Result<_>>()?
-    };
+    let r = &env.registry;
+    let ks = versions_to_time(
+        r.attention_backward(),
+        &a.versions,
+        |k| k.supports(&p, &ctx.info).is_ok(),
+        |n| r.select_attention_backward(&p, &ctx.info, Some(n)),
+    )?;
     if ks.is_empty() {
-        env.registry
-            .select_attention_backward(&p, &ctx.info, None)?;
+        r.select_attention_backward(&p, &ctx.info, None)?;
     }
     let mut opt = bench_options(env, &a.timing);
     opt.reps = opt.reps.max(1);
@@ -152,37 +141,26 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         &format!("the problem {}", p.label()),
         p.device_bytes() + flusher_bytes,
     )?;
-    let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
+    let forward = r.select_attention(&p.attn, &ctx.info, None)?;
     let bufs = BackwardBuffers::new(&ctx, forward, &p, fresh_seed())?;
     let flusher = L2Flusher::new(&ctx)?;
-    let run = env.begin("attn-bench-backward", Some(&ctx.info))?;
-    let mut timings = Vec::new();
-    for k in &ks {
-        let t = time_backward(&ctx, *k, &p, &bufs, &flusher, &opt)?;
-        record(&run, rows::attention_backward_bench_row(&t))?;
-        timings.push(t);
-    }
-    finish(&run, "ok")?;
-    if env.json {
-        env.print_json(&json!(timings));
-    } else {
-        println!(
+    let header = || {
+        format!(
             "backward of {} ({:.3e} FLOPs: 2.5x the forward's over unmasked pairs, as FlashAttention counts) on {}; O and LSE from {}",
             p.label(),
             p.flops(),
             ctx.info.name,
             forward.name()
-        );
-        let mut t = Table::new(&["version", "median ms", "min ms", "TFLOPS"]);
-        for r in &timings {
-            t.row(&[
-                r.version.clone(),
-                format!("{:.3}", r.median_ms),
-                format!("{:.3}", r.min_ms),
-                format!("{:.1}", r.tflops),
-            ]);
-        }
-        print!("{}", t.render());
-    }
-    Ok(ExitCode::SUCCESS)
+        )
+    };
+    time_versions(
+        env,
+        &ctx,
+        "attn-bench-backward",
+        &ks,
+        |k| time_backward(&ctx, k, &p, &bufs, &flusher, &opt),
+        rows::attention_backward_bench_row,
+        header,
+        None,
+    )
 }

@@ -236,8 +236,8 @@
 #                                graphs, their times) and `python -m kiln.bench_model --models
 #                                llama,qwen2 --layers 2 --prefill 1x4096,4x2048 --decode 1,64`
 #   attn-pair OLD_BIN NEW_BIN    the attention checks of two binaries paired (issue 50): the forward's
-#                                quick and strided suites, the backward's quick suite at d64, the
-#                                decode suite, a packed batch, each <= 90 s and --json, then
+#                                quick and strided suites, the backward's quick suite, the decode
+#                                and packed suites, each --json (H200: 10, 3, 17, 9, 41 s), then
 #                                scripts/verify-pair.py on each pair (same checks and verdicts)
 #   candle                       kiln's ops in candle (kiln-candle, built here by scripts/candle.sh:
 #                                its `block` example, CANDLE_EXAMPLE): the CUDA libraries it links
@@ -1711,9 +1711,9 @@ attn-pair)
   pairs=(
     "fwd-quick|attn verify --suite quick"
     "strided|attn verify --strided"
-    "bwd-quick-d64|attn verify --backward --suite quick --dim 64"
+    "bwd-quick|attn verify --backward --suite quick"
     "decode|attn verify --decode"
-    "varlen|attn verify --varlen 1,63,64,65,127,300:1,0:17,257:513 --heads 4 --kv-heads 2 --causal --window 64,0"
+    "varlen|attn verify --varlen-suite"
   )
   for p in "${pairs[@]}"; do
     name=${p%%|*}; read -ra args <<< "${p#*|}"

@@ -235,6 +235,10 @@
 #                                gpu_check.py --only pointwise (against torch's eager ops, CUDA
 #                                graphs, their times) and `python -m kiln.bench_model --models
 #                                llama,qwen2 --layers 2 --prefill 1x4096,4x2048 --decode 1,64`
+#   attn-pair OLD_BIN NEW_BIN    the attention checks of two binaries paired (issue 50): the forward's
+#                                quick and strided suites, the backward's quick suite, the decode
+#                                and packed suites, each --json (H200: 10, 3, 17, 9, 41 s), then
+#                                scripts/verify-pair.py on each pair (same checks and verdicts)
 #   candle                       kiln's ops in candle (kiln-candle, built here by scripts/candle.sh:
 #                                its `block` example, CANDLE_EXAMPLE): the CUDA libraries it links
 #                                found (ldd), the block's check (each op against float64, the
@@ -1699,6 +1703,26 @@ norms)
     echo "== $f"; grep -E '^\||checks|FAIL|pointwise|kiln .* ms' "$D/$f.txt" | tail -40
   done | tee "$D/summary.txt"
   ;;
+
+attn-pair)
+  [ $# -eq 2 ] || { echo "attn-pair takes OLD_BIN NEW_BIN" >&2; exit 2; }
+  OLD=$(abspath "$1"); NEW=$(abspath "$2")
+  need_bin "$OLD" "$NEW"; machine "$OLD" "$NEW"
+  pairs=(
+    "fwd-quick|attn verify --suite quick"
+    "strided|attn verify --strided"
+    "bwd-quick|attn verify --backward --suite quick"
+    "decode|attn verify --decode"
+    "varlen|attn verify --varlen-suite"
+  )
+  for p in "${pairs[@]}"; do
+    name=${p%%|*}; read -ra args <<< "${p#*|}"
+    step_json "$name-old" 90 "$OLD" --no-store --json "${args[@]}"
+    step_json "$name-new" 90 "$NEW" --no-store --json "${args[@]}"
+    step "$name-pair" 20 python3 scripts/verify-pair.py "$D/$name-old.json" "$D/$name-new.json"
+  done
+  table
+  echo; for p in "${pairs[@]}"; do echo "== ${p%%|*}"; tail -3 "$D/${p%%|*}-pair.txt"; done ;;
 
 candle)
   EX=$(abspath "${CANDLE_EXAMPLE:-$ROOT/target/release/examples/block}")

@@ -10,18 +10,18 @@ use kiln::harness::attention::{
     shapes::{attention_suite, strided_suite},
     verify::{verify_attention, LSE_BOUND},
 };
-use kiln::harness::bench::L2Flusher;
+use kiln::harness::bench::{KernelTiming, L2Flusher};
 use kiln::harness::memory;
 use kiln::harness::outcome::{Extra, Outcome};
 use kiln::harness::verify::{fresh_seed, or_failed};
-use kiln::ops::attention::{AttentionKernel, AttentionProblem, AttnLayout};
+use kiln::ops::attention::{AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
 use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
 use super::env::{bench_options, finish, named, record, Env};
-use super::verdicts::{by_version, largest, verified, Landing, Summary};
+use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
 
 #[derive(Debug, Args)]
 pub struct AttnCliArgs {
@@ -256,41 +256,32 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let ks = named(r.attention(), &a.versions, |n| r.attention_version(n))?;
     let ctx = env.context()?;
     let landing = Landing::begin(env, &ctx, Some("attn-verify"), None)?;
-    let mut outcomes: Vec<Outcome> = Vec::new();
-    for k in &ks {
-        for p in &problems {
-            let o = or_failed(verify_attention(&ctx, *k, p), |message| {
-                let extra = Extra::Attention {
-                    problem: *p,
-                    lse_max_error: f64::NAN,
-                };
-                Outcome {
-                    message,
-                    ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
-                }
-            })?;
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.check, o.label, o.message)
-            });
-            landing.record(rows::attention_verify_row(&o))?;
-            outcomes.push(o);
-        }
-    }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    landing.end(failed)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    let checks = ks
+        .iter()
+        .flat_map(|k| problems.iter().map(move |p| (*k, p)));
+    let checks = checks.map(|(k, p)| {
+        or_failed(verify_attention(&ctx, k, p), |message| {
+            let extra = Extra::Attention {
+                problem: *p,
+                lse_max_error: f64::NAN,
+            };
+            Outcome {
+                message,
+                ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
+            }
+        })
+    });
+    let outcomes = landing.each(checks, fail_line, Some(&rows::attention_verify_row))?;
+    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    landing.report(env, &outcomes, |outcomes| {
         let o_err = |ran: &[&Outcome]| format!("{:.2e}", largest(ran, |o| o.rel_error));
         let lse = |ran: &[&Outcome]| {
             let e = largest(ran, |o| o.lse_max_error());
             format!("{e:.2e} (bound {LSE_BOUND:.0e})")
         };
         let extra: [Summary<Outcome>; 2] = [("max O rel error", &o_err), ("max LSE error", &lse)];
-        print!("{}", by_version(&names, &outcomes, &extra).render());
-    }
-    Ok(verified(failed))
+        by_version(&names, outcomes, &extra).render()
+    })
 }
 
 fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
@@ -303,58 +294,107 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     a.decode.refuse_without_decode()?;
     let p = a.problem.problem((2, 16, 8192, 128))?;
     let ctx = env.context()?;
-    let ks: Vec<&dyn AttentionKernel> = if a.versions.is_empty() {
-        env.registry
-            .attention()
-            .iter()
-            .map(|k| k.as_ref())
-            .filter(|k| k.supports(&p, &ctx.info).is_ok())
-            .collect()
-    } else {
-        a.versions
-            .iter()
-            .map(|n| env.registry.select_attention(&p, &ctx.info, Some(n)))
-            .collect::<Result<_>>()?
-    };
+    let r = &env.registry;
+    let ks = versions_to_time(
+        r.attention(),
+        &a.versions,
+        |k| k.supports(&p, &ctx.info).is_ok(),
+        |n| r.select_attention(&p, &ctx.info, Some(n)),
+    )?;
     let mut opt = bench_options(env, &a.timing);
     opt.reps = opt.reps.max(1);
     memory::plan_attention_bench(&p, &ctx.info)
         .ensure(&ctx, &format!("the problem {}", p.label()))?;
     let bufs = AttnBuffers::random(&ctx, &p, fresh_seed())?;
     let flusher = L2Flusher::new(&ctx)?;
-    let run = env.begin("attn-bench", Some(&ctx.info))?;
-    let mut rows = Vec::new();
-    for k in &ks {
-        let t = time_attention(&ctx, *k, &p, &bufs, &flusher, &opt)?;
-        record(&run, rows::attention_bench_row(&p, &t))?;
-        rows.push(t);
+    let header = || {
+        let (label, flops) = (p.label(), p.flops());
+        format!(
+            "{label} ({flops:.3e} FLOPs over unmasked pairs) on {}",
+            ctx.info.name
+        )
+    };
+    time_versions(
+        env,
+        &ctx,
+        "attn-bench",
+        &ks,
+        |k| time_attention(&ctx, k, &p, &bufs, &flusher, &opt),
+        |t| rows::attention_bench_row(&p, t),
+        header,
+        Some("composed"),
+    )
+}
+
+/// The versions a bench times: each of `names` as `select` finds it for the problem, else every
+/// one that `supports` it.
+pub(super) fn versions_to_time<'a, K: ?Sized>(
+    all: &'a [Box<K>],
+    names: &[String],
+    supports: impl Fn(&K) -> bool,
+    select: impl Fn(&str) -> Result<&'a K>,
+) -> Result<Vec<&'a K>> {
+    if names.is_empty() {
+        return Ok(all
+            .iter()
+            .map(|k| k.as_ref())
+            .filter(|k| supports(k))
+            .collect());
+    }
+    names.iter().map(|n| select(n)).collect()
+}
+
+/// Times each of `ks` (`time`), each timing's row recorded in a run of `kind` as it lands; then
+/// the timings as JSON, or the `header` line and their table (with each one's speed-up over
+/// `base`'s median, where a base is named).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn time_versions<K: ?Sized, P: serde::Serialize>(
+    env: &Env,
+    ctx: &kiln::device::Context,
+    kind: &str,
+    ks: &[&K],
+    time: impl Fn(&K) -> Result<KernelTiming<P>>,
+    row: impl Fn(&KernelTiming<P>) -> kiln::store::ResultRow,
+    header: impl FnOnce() -> String,
+    base: Option<&str>,
+) -> Result<ExitCode> {
+    let run = env.begin(kind, Some(&ctx.info))?;
+    let mut timings = Vec::new();
+    for k in ks {
+        let t = time(k)?;
+        record(&run, row(&t))?;
+        timings.push(t);
     }
     finish(&run, "ok")?;
     if env.json {
-        env.print_json(&json!(rows));
-    } else {
-        println!(
-            "{} ({:.3e} FLOPs over unmasked pairs) on {}",
-            p.label(),
-            p.flops(),
-            ctx.info.name
-        );
-        let base = rows
-            .iter()
-            .find(|t| t.version == "composed")
-            .map(|t| t.median_ms);
-        let mut t = Table::new(&["version", "median ms", "min ms", "TFLOPS", "vs composed"]);
-        for r in &rows {
-            t.row(&[
-                r.version.clone(),
-                format!("{:.3}", r.median_ms),
-                format!("{:.3}", r.min_ms),
-                format!("{:.1}", r.tflops),
-                base.map(|b| format!("{:.2}x", b / r.median_ms))
-                    .unwrap_or_default(),
-            ]);
-        }
-        print!("{}", t.render());
+        env.print_json(&json!(timings));
+        return Ok(ExitCode::SUCCESS);
     }
+    println!("{}", header());
+    let mut heads = vec!["version", "median ms", "min ms", "TFLOPS"];
+    let vs = base.map(|b| format!("vs {b}"));
+    heads.extend(vs.as_deref());
+    let base_ms = timings
+        .iter()
+        .find(|t| Some(t.version.as_str()) == base)
+        .map(|t| t.median_ms);
+    let mut t = Table::new(&heads);
+    for r in &timings {
+        let mut cells = vec![
+            r.version.clone(),
+            format!("{:.3}", r.median_ms),
+            format!("{:.3}", r.min_ms),
+            format!("{:.1}", r.tflops),
+        ];
+        if base.is_some() {
+            cells.push(
+                base_ms
+                    .map(|b| format!("{:.2}x", b / r.median_ms))
+                    .unwrap_or_default(),
+            );
+        }
+        t.row(&cells);
+    }
+    print!("{}", t.render());
     Ok(ExitCode::SUCCESS)
 }

@@ -8,19 +8,19 @@ use kiln::error::{Error, Result};
 use kiln::harness::attention::{
     backward_bench::{time_backward, BackwardBuffers},
     backward_shapes::backward_suite,
-    backward_verify::{verify_backward, BackwardCheck},
+    backward_verify::{blank, grad_errors, reproducible, verify_backward},
 };
 use kiln::harness::bench::L2Flusher;
+use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
-use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
+use kiln::ops::attention_backward::BackwardProblem;
 use kiln::report::Table;
 use kiln::store::rows;
-use serde_json::json;
 
-use super::attention::{AttnBenchArgs, AttnVerifyArgs};
-use super::env::{bench_options, finish, named, record, Env};
-use super::verdicts::{by_version, largest, verified, Landing, Summary, Tallied};
+use super::attention::{time_versions, versions_to_time, AttnBenchArgs, AttnVerifyArgs};
+use super::env::{bench_options, named, Env};
+use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
 
 /// The backward's flags of `kiln attn verify|bench`.
 #[derive(Debug, Args, Clone)]
@@ -81,68 +81,41 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     })?;
     let ctx = env.context()?;
     let landing = Landing::begin(env, &ctx, Some("attn-verify-backward"), None)?;
-    let mut outcomes: Vec<BackwardCheck> = Vec::new();
-    for k in &ks {
-        for p in &problems {
-            let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
-            let o = or_failed(verify_backward(&ctx, forward, *k, p), |message| {
-                BackwardCheck {
-                    message,
-                    ..BackwardCheck::blank(k.name(), p, 0)
-                }
-            })?;
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.version, o.problem.label(), o.message)
-            });
-            landing.record(rows::attention_backward_verify_row(&o))?;
-            outcomes.push(o);
-        }
-    }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    landing.end(failed)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        print!("{}", table(&ks, &outcomes).render());
-    }
-    Ok(verified(failed))
-}
-
-impl Tallied for BackwardCheck {
-    fn version(&self) -> &str {
-        &self.version
-    }
-    fn passed(&self) -> bool {
-        self.passed
-    }
-    fn skipped(&self) -> bool {
-        self.skipped.is_some()
-    }
-    fn failure(&self) -> String {
-        format!("{}: {}", self.problem.label(), self.message)
-    }
+    let checks = ks
+        .iter()
+        .flat_map(|k| problems.iter().map(move |p| (*k, p)));
+    let checks = checks.map(|(k, p)| {
+        let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
+        or_failed(verify_backward(&ctx, forward, k, p), |message| Outcome {
+            message,
+            ..blank(k.name(), p, 0)
+        })
+    });
+    let row = rows::attention_backward_verify_row;
+    let outcomes = landing.each(checks, fail_line, Some(&row))?;
+    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+    landing.report(env, &outcomes, |o| table(&names, o).render())
 }
 
 /// One row per version: passed, failed, skipped, the largest relative error of each gradient
 /// (bounds: `backward_verify::grad_bound`), deterministic problems that reproduced their bits,
 /// and the first failure.
-fn table(ks: &[&dyn AttentionBackwardKernel], outcomes: &[BackwardCheck]) -> Table {
-    let names: Vec<&str> = ks.iter().map(|k| k.name()).collect();
-    let dq = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dq_error));
-    let dk = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dk_error));
-    let dv = |ran: &[&BackwardCheck]| format!("{:.2e}", largest(ran, |o| o.dv_error));
-    let det = |ran: &[&BackwardCheck]| {
-        let det: Vec<bool> = ran.iter().filter_map(|o| o.reproducible).collect();
+fn table(names: &[&str], outcomes: &[Outcome]) -> Table {
+    let grad =
+        |i: usize| move |ran: &[&Outcome]| format!("{:.2e}", largest(ran, |o| grad_errors(o)[i]));
+    let (dq, dk, dv) = (grad(0), grad(1), grad(2));
+    let det = |ran: &[&Outcome]| {
+        let det: Vec<bool> = ran.iter().filter_map(|o| reproducible(o)).collect();
         let equal = det.iter().filter(|d| **d).count();
         format!("{equal} of {} bitwise equal", det.len())
     };
-    let extra: [Summary<BackwardCheck>; 4] = [
+    let extra: [Summary<Outcome>; 4] = [
         ("max dQ error", &dq),
         ("max dK error", &dk),
         ("max dV error", &dv),
         ("deterministic", &det),
     ];
-    by_version(&names, outcomes, &extra)
+    by_version(names, outcomes, &extra)
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
@@ -151,25 +124,15 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         a.backward.deterministic,
     );
     let ctx = env.context()?;
-    let ks: Vec<&dyn AttentionBackwardKernel> = if a.versions.is_empty() {
-        env.registry
-            .attention_backward()
-            .iter()
-            .map(|k| k.as_ref())
-            .filter(|k| k.supports(&p, &ctx.info).is_ok())
-            .collect()
-    } else {
-        a.versions
-            .iter()
-            .map(|n| {
-                env.registry
-                    .select_attention_backward(&p, &ctx.info, Some(n))
-            })
-            .collect::<Result<_>>()?
-    };
+    let r = &env.registry;
+    let ks = versions_to_time(
+        r.attention_backward(),
+        &a.versions,
+        |k| k.supports(&p, &ctx.info).is_ok(),
+        |n| r.select_attention_backward(&p, &ctx.info, Some(n)),
+    )?;
     if ks.is_empty() {
-        env.registry
-            .select_attention_backward(&p, &ctx.info, None)?;
+        r.select_attention_backward(&p, &ctx.info, None)?;
     }
     let mut opt = bench_options(env, &a.timing);
     opt.reps = opt.reps.max(1);
@@ -178,37 +141,26 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         &format!("the problem {}", p.label()),
         p.device_bytes() + flusher_bytes,
     )?;
-    let forward = env.registry.select_attention(&p.attn, &ctx.info, None)?;
+    let forward = r.select_attention(&p.attn, &ctx.info, None)?;
     let bufs = BackwardBuffers::new(&ctx, forward, &p, fresh_seed())?;
     let flusher = L2Flusher::new(&ctx)?;
-    let run = env.begin("attn-bench-backward", Some(&ctx.info))?;
-    let mut timings = Vec::new();
-    for k in &ks {
-        let t = time_backward(&ctx, *k, &p, &bufs, &flusher, &opt)?;
-        record(&run, rows::attention_backward_bench_row(&t))?;
-        timings.push(t);
-    }
-    finish(&run, "ok")?;
-    if env.json {
-        env.print_json(&json!(timings));
-    } else {
-        println!(
+    let header = || {
+        format!(
             "backward of {} ({:.3e} FLOPs: 2.5x the forward's over unmasked pairs, as FlashAttention counts) on {}; O and LSE from {}",
             p.label(),
             p.flops(),
             ctx.info.name,
             forward.name()
-        );
-        let mut t = Table::new(&["version", "median ms", "min ms", "TFLOPS"]);
-        for r in &timings {
-            t.row(&[
-                r.version.clone(),
-                format!("{:.3}", r.median_ms),
-                format!("{:.3}", r.min_ms),
-                format!("{:.1}", r.tflops),
-            ]);
-        }
-        print!("{}", t.render());
-    }
-    Ok(ExitCode::SUCCESS)
+        )
+    };
+    time_versions(
+        env,
+        &ctx,
+        "attn-bench-backward",
+        &ks,
+        |k| time_backward(&ctx, k, &p, &bufs, &flusher, &opt),
+        rows::attention_backward_bench_row,
+        header,
+        None,
+    )
 }

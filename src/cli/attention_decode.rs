@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::decode::{
-    bad_table_specs, decode_suite, time_decode, verify_bad_tables, verify_decode, DecodeCheck,
-    DecodeSpec,
+    bad_table_specs, decode_suite, time_decode, verify_bad_tables, verify_decode, DecodeSpec,
 };
+use kiln::harness::outcome::{Extra, Outcome};
 use kiln::harness::peak;
 use kiln::harness::verify::fresh_seed;
 use kiln::report::Table;
@@ -16,8 +16,9 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnProblemArgs, AttnVerifyArgs};
+use super::attention_varlen::{LSE_ERROR, O_ERROR};
 use super::env::{bench_options, finish, record, Env};
-use super::verdicts::{verified, Landing};
+use super::verdicts::{table, Column, Landing, PROBLEM};
 
 /// The flags of a decode step over a paged cache (with --batch --heads --kv-heads --dim
 /// --seqlen-q --causal --dtype of the attention problem).
@@ -155,35 +156,28 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     };
     let checks = specs.iter().map(|s| verify_decode(&ctx, s, seed()));
     let bad_checks = bad.iter().map(|s| verify_bad_tables(&ctx, s, seed()));
-    let mut outcomes: Vec<DecodeCheck> = Vec::new();
-    for o in checks.chain(bad_checks) {
-        let o = o?;
-        landing.record(rows::decode_verify_row(&o))?;
-        landing.fail(!o.passed, || {
-            format!("FAIL {} (seed {}): {}", o.spec.label(), o.seed, o.message)
+    let fail = |o: &Outcome| format!("FAIL {} (seed {}): {}", o.label, o.seed, o.message);
+    let row = rows::decode_verify_row;
+    let outcomes = landing.each(checks.chain(bad_checks), fail, Some(&row))?;
+    landing.report(env, &outcomes, |outcomes| {
+        let splits: Column = ("splits", |o| match o.extra {
+            Extra::Decode { splits, .. } => splits.to_string(),
+            _ => String::new(),
         });
-        outcomes.push(o);
-    }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    landing.end(failed)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        let mut t = Table::new(&["problem", "splits", "O rel error", "LSE error", "verdict"]);
-        for o in &outcomes {
-            t.row(&[
-                o.spec.label(),
-                o.splits.to_string(),
-                format!("{:.2e} (bound {:.0e})", o.rel_error, o.bound),
-                format!("{:.2e}", o.lse_max_error),
-                o.message.clone(),
-            ]);
-        }
-        print!("{}", t.render());
+        let columns = [
+            PROBLEM,
+            splits,
+            O_ERROR,
+            LSE_ERROR,
+            ("verdict", |o| o.message.clone()),
+        ];
         let passed = outcomes.iter().filter(|o| o.passed).count();
-        println!("{passed} of {} decode problems passed", outcomes.len());
-    }
-    Ok(verified(failed))
+        format!(
+            "{}{passed} of {} decode problems passed\n",
+            table(&columns, outcomes).render(),
+            outcomes.len()
+        )
+    })
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {

@@ -7,11 +7,12 @@ use clap::Args;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::bench::{time_attention, AttnBuffers};
 use kiln::harness::attention::varlen::{
-    dense_equal_batch, dense_equivalent, seeded_lengths, time_varlen, varlen_flops, varlen_label,
-    varlen_suite, verify_varlen, VarlenBounds, VarlenBuffers, VarlenCheck,
+    blank, dense_equal_batch, dense_equivalent, seeded_lengths, time_varlen, varlen_flops,
+    varlen_label, varlen_suite, verify_varlen, VarlenBounds, VarlenBuffers,
 };
 use kiln::harness::attention::varlen_bad::verify_bad_offsets;
 use kiln::harness::bench::L2Flusher;
+use kiln::harness::outcome::Outcome;
 use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention::{VarlenProblem, Window};
 use kiln::reference::data::HostData;
@@ -20,7 +21,7 @@ use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnVerifyArgs};
 use super::env::{bench_options, Env};
-use super::verdicts::{verified, Landing};
+use super::verdicts::{fail_line, table, Column, Landing, PROBLEM};
 
 /// The packed batch of `kiln attn verify|bench`: its lengths, given or drawn.
 #[derive(Debug, Args, Clone, Default)]
@@ -156,58 +157,41 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     };
     let ctx = env.context()?;
     let landing = Landing::begin(env, &ctx, None, None)?;
-    let mut outcomes: Vec<VarlenCheck> = Vec::new();
     let runs = problems
         .iter()
         .flat_map(|p| [(p, VarlenBounds::Exact), (p, VarlenBounds::Loose)]);
-    for (i, (p, bounds)) in runs.enumerate() {
+    let checks = runs.enumerate().map(|(i, (p, bounds))| {
         let checked = verify_varlen(&ctx, p, seed.wrapping_add(i as u64 / 2), bounds);
-        let o = or_failed(checked, |message| VarlenCheck {
-            problem: varlen_label(p),
-            passed: false,
-            skipped: None,
-            rel_error: f64::NAN,
-            bound: 0.0,
-            lse_max_error: f64::NAN,
-            nan_or_unwritten: 0,
-            seed,
+        or_failed(checked, |message| Outcome {
             message,
-        })?;
-        landing.fail(!o.passed, || {
-            format!("FAIL fa3_wgmma {}: {}", o.problem, o.message)
-        });
-        outcomes.push(o);
-    }
-    if suite {
-        for o in verify_bad_offsets(&ctx, seed)? {
-            landing.fail(!o.passed, || {
-                format!("FAIL fa3_wgmma {}: {}", o.problem, o.message)
+            ..blank(varlen_label(p), seed, 0.0)
+        })
+    });
+    // After the suite, the GPU's check of bad offsets (run when reached).
+    let bad =
+        std::iter::once(suite)
+            .filter(|s| *s)
+            .flat_map(|_| match verify_bad_offsets(&ctx, seed) {
+                Ok(v) => v.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
             });
-            outcomes.push(o);
-        }
-    }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        let mut t = Table::new(&["problem", "result", "O rel error", "LSE error", "seed"]);
-        for o in &outcomes {
-            t.row(&[
-                o.problem.clone(),
-                match (&o.skipped, o.passed) {
-                    (Some(r), _) => format!("skipped: {r}"),
-                    (None, true) => "ok".into(),
-                    (None, false) => format!("FAIL: {}", o.message),
-                },
-                format!("{:.2e} (bound {:.0e})", o.rel_error, o.bound),
-                format!("{:.2e}", o.lse_max_error),
-                o.seed.to_string(),
-            ]);
-        }
-        print!("{}", t.render());
-    }
-    Ok(verified(failed))
+    let outcomes = landing.each(checks.chain(bad), fail_line, None)?;
+    landing.report(env, &outcomes, |outcomes| {
+        let result: Column = ("result", |o| match (&o.skipped, o.passed) {
+            (Some(r), _) => format!("skipped: {r}"),
+            (None, true) => "ok".into(),
+            (None, false) => format!("FAIL: {}", o.message),
+        });
+        let seed: Column = ("seed", |o| o.seed.to_string());
+        table(&[PROBLEM, result, O_ERROR, LSE_ERROR, seed], outcomes).render()
+    })
 }
+
+/// The O error with its bound, and the largest LSE error (decode and the packed forward).
+pub(super) const O_ERROR: Column = ("O rel error", |o| {
+    format!("{:.2e} (bound {:.0e})", o.rel_error, o.bound)
+});
+pub(super) const LSE_ERROR: Column = ("LSE error", |o| format!("{:.2e}", o.lse_max_error()));
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let seed = a.varlen.seed.unwrap_or_else(fresh_seed);

@@ -92,6 +92,50 @@ impl Landing {
         }
         finish(&self.run, if failed { "failed" } else { "ok" })
     }
+
+    /// Each of `checks` as it lands: its FAIL line (`fail`) when it failed, its store row
+    /// (`row`, where the family records one), the bar moved; the outcomes.
+    pub fn each(
+        &self,
+        checks: impl IntoIterator<Item = Result<Outcome>>,
+        fail: impl Fn(&Outcome) -> String,
+        row: Option<&dyn Fn(&Outcome) -> ResultRow>,
+    ) -> Result<Vec<Outcome>> {
+        let mut outcomes = Vec::new();
+        for o in checks {
+            let o = o?;
+            self.fail(!o.passed, || fail(&o));
+            if let Some(row) = row {
+                self.record(row(&o))?;
+            }
+            self.tick();
+            outcomes.push(o);
+        }
+        Ok(outcomes)
+    }
+
+    /// The end of a verify command: the run closed, the outcomes as JSON or as `render` writes
+    /// them, and the exit (7 when a check failed).
+    pub fn report(
+        self,
+        env: &Env,
+        outcomes: &[Outcome],
+        render: impl FnOnce(&[Outcome]) -> String,
+    ) -> Result<ExitCode> {
+        let failed = outcomes.iter().any(|o| !o.passed);
+        self.end(failed)?;
+        if env.json {
+            env.print_json(&serde_json::json!(outcomes));
+        } else {
+            print!("{}", render(outcomes));
+        }
+        Ok(verified(failed))
+    }
+}
+
+/// The FAIL line of a check: "FAIL {check} {label}: {message}".
+pub(super) fn fail_line(o: &Outcome) -> String {
+    format!("FAIL {} {}: {}", o.check, o.label, o.message)
 }
 
 /// A column of a table of outcomes: its heading and its cell.

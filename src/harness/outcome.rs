@@ -5,8 +5,10 @@
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::attention::decode::DecodeSpec;
 use super::moe_verify::Mode;
 use crate::ops::attention::AttentionProblem;
+use crate::ops::attention_backward::BackwardProblem;
 use crate::ops::gemm::GemmProblem;
 
 /// The outcome of one check.
@@ -42,6 +44,28 @@ pub enum Extra {
     Attention {
         problem: AttentionProblem,
         /// The largest absolute LSE error.
+        lse_max_error: f64,
+    },
+    /// The attention backward: `rel_error` is the largest of the three gradients' errors.
+    Backward {
+        problem: BackwardProblem,
+        dq_error: f64,
+        dk_error: f64,
+        dv_error: f64,
+        /// Deterministic mode: whether a second run gave the same bits (None: not checked).
+        reproducible: Option<bool>,
+    },
+    /// One decode step over a KV cache (`check` is the step's kernel, `label` the spec's).
+    Decode {
+        spec: DecodeSpec,
+        /// The contexts' split count, as the plan chose it.
+        splits: usize,
+        lse_max_error: f64,
+        /// Cache elements the append left different from the reference's append.
+        append_mismatches: usize,
+    },
+    /// The packed (variable-length) forward.
+    Varlen {
         lse_max_error: f64,
     },
     Moe {
@@ -139,11 +163,23 @@ impl Outcome {
         self
     }
 
-    /// The attention check's largest LSE error (NaN for the other families).
+    /// The attention checks' largest LSE error (NaN for the other families).
     pub fn lse_max_error(&self) -> f64 {
         match self.extra {
-            Extra::Attention { lse_max_error, .. } => lse_max_error,
+            Extra::Attention { lse_max_error, .. }
+            | Extra::Decode { lse_max_error, .. }
+            | Extra::Varlen { lse_max_error } => lse_max_error,
             _ => f64::NAN,
+        }
+    }
+
+    /// Sets the attention checks' largest LSE error (a no-op for the other families).
+    pub fn set_lse_max_error(&mut self, e: f64) {
+        if let Extra::Attention { lse_max_error, .. }
+        | Extra::Decode { lse_max_error, .. }
+        | Extra::Varlen { lse_max_error } = &mut self.extra
+        {
+            *lse_max_error = e;
         }
     }
 
@@ -190,6 +226,60 @@ impl Outcome {
 impl Serialize for Outcome {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
+        match &self.extra {
+            Extra::Backward {
+                problem,
+                dq_error,
+                dk_error,
+                dv_error,
+                reproducible,
+            } => {
+                m.serialize_entry("version", &self.check)?;
+                m.serialize_entry("problem", problem)?;
+                m.serialize_entry("passed", &self.passed)?;
+                m.serialize_entry("skipped", &self.skipped)?;
+                m.serialize_entry("dq_error", dq_error)?;
+                m.serialize_entry("dk_error", dk_error)?;
+                m.serialize_entry("dv_error", dv_error)?;
+                m.serialize_entry("bound", &self.bound)?;
+                m.serialize_entry("nan_or_unwritten", &self.mismatches)?;
+                m.serialize_entry("reproducible", reproducible)?;
+                m.serialize_entry("seed", &self.seed)?;
+                m.serialize_entry("message", &self.message)?;
+                return m.end();
+            }
+            Extra::Decode {
+                spec,
+                splits,
+                lse_max_error,
+                append_mismatches,
+            } => {
+                m.serialize_entry("spec", spec)?;
+                m.serialize_entry("passed", &self.passed)?;
+                m.serialize_entry("splits", splits)?;
+                m.serialize_entry("rel_error", &self.rel_error)?;
+                m.serialize_entry("bound", &self.bound)?;
+                m.serialize_entry("lse_max_error", lse_max_error)?;
+                m.serialize_entry("nan_or_unwritten", &self.mismatches)?;
+                m.serialize_entry("append_mismatches", append_mismatches)?;
+                m.serialize_entry("seed", &self.seed)?;
+                m.serialize_entry("message", &self.message)?;
+                return m.end();
+            }
+            Extra::Varlen { lse_max_error } => {
+                m.serialize_entry("problem", &self.label)?;
+                m.serialize_entry("passed", &self.passed)?;
+                m.serialize_entry("skipped", &self.skipped)?;
+                m.serialize_entry("rel_error", &self.rel_error)?;
+                m.serialize_entry("bound", &self.bound)?;
+                m.serialize_entry("lse_max_error", lse_max_error)?;
+                m.serialize_entry("nan_or_unwritten", &self.mismatches)?;
+                m.serialize_entry("seed", &self.seed)?;
+                m.serialize_entry("message", &self.message)?;
+                return m.end();
+            }
+            _ => {}
+        }
         if let Extra::Layer {
             route,
             near_ties,
@@ -237,7 +327,11 @@ impl Serialize for Outcome {
                 m.serialize_entry("mode", mode)?;
             }
             Extra::Fp4 | Extra::Fp8 { .. } => m.serialize_entry("case", &self.label)?,
-            Extra::Layer { .. } | Extra::Pointwise { .. } => {}
+            Extra::Layer { .. }
+            | Extra::Pointwise { .. }
+            | Extra::Backward { .. }
+            | Extra::Decode { .. }
+            | Extra::Varlen { .. } => {}
         }
         m.serialize_entry("passed", &self.passed)?;
         match &self.extra {
@@ -263,7 +357,10 @@ impl Serialize for Outcome {
             | Extra::Attention { .. }
             | Extra::Moe { .. }
             | Extra::Layer { .. }
-            | Extra::Pointwise { .. } => {
+            | Extra::Pointwise { .. }
+            | Extra::Backward { .. }
+            | Extra::Decode { .. }
+            | Extra::Varlen { .. } => {
                 m.serialize_entry("skipped", &self.skipped)?;
                 m.serialize_entry("rel_error", &self.rel_error)?;
                 m.serialize_entry("bound", &self.bound)?;
@@ -367,6 +464,34 @@ mod tests {
         assert_eq!(
             top(&layer),
             want("problem passed skipped route near_ties h_error h_bound rel_error bound nan_or_unwritten tokens_checked seed message")
+        );
+        let bwd = BackwardProblem::new(p, true);
+        let backward = super::super::attention::backward_verify::blank("v", &bwd, 1);
+        assert_eq!(
+            top(&backward),
+            want("version problem passed skipped dq_error dk_error dv_error bound nan_or_unwritten reproducible seed message")
+        );
+        let spec = super::super::attention::decode::decode_suite()[0];
+        let decode = Outcome::new(
+            "decode_paged",
+            spec.label(),
+            1,
+            1e-2,
+            Extra::Decode {
+                spec,
+                splits: 1,
+                lse_max_error: 0.0,
+                append_mismatches: 0,
+            },
+        );
+        assert_eq!(
+            top(&decode),
+            want("spec passed splits rel_error bound lse_max_error nan_or_unwritten append_mismatches seed message")
+        );
+        let varlen = super::super::attention::varlen::blank("varlen".into(), 1, 1e-2);
+        assert_eq!(
+            top(&varlen),
+            want("problem passed skipped rel_error bound lse_max_error nan_or_unwritten seed message")
         );
         let pointwise = Outcome::new(
             "pointwise",

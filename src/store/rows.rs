@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::ResultRow;
 use crate::harness::attention::bench::AttnTiming;
-use crate::harness::attention::decode::{DecodeCheck, DecodeTiming};
+use crate::harness::attention::decode::DecodeTiming;
 use crate::harness::bench::{FlushMode, Timing};
 use crate::harness::check::CheckRow;
 use crate::harness::moe_bench::{MoeBenchRequest, MoeTiming};
@@ -187,6 +187,8 @@ fn problem_of(o: &Outcome) -> serde_json::Value {
     match &o.extra {
         Extra::Gemm(p) => value(p),
         Extra::Attention { problem, .. } => value(problem),
+        Extra::Backward { problem, .. } => value(problem),
+        Extra::Decode { spec, .. } => value(spec),
         _ => serde_json::Value::Null,
     }
 }
@@ -255,14 +257,19 @@ pub fn attention_bench_row(p: &AttentionProblem, t: &AttnTiming) -> ResultRow {
     row("attention", &t.version, String::new(), p, &m, None)
 }
 
-/// `kiln attn verify --decode`: one decode step checked, its split count as the variant.
-pub fn decode_verify_row(o: &DecodeCheck) -> ResultRow {
-    let variant = format!("splits {}", o.splits);
+/// `kiln attn verify --decode`: one decode step checked, its split count as the variant (the
+/// metrics are the outcome's JSON, the spec with them).
+pub fn decode_verify_row(o: &Outcome) -> ResultRow {
+    let splits = match o.extra {
+        Extra::Decode { splits, .. } => splits,
+        _ => 0,
+    };
+    let variant = format!("splits {splits}");
     row(
         "attention",
-        "decode_paged",
+        &o.check,
         variant,
-        &o.spec,
+        &problem_of(o),
         o,
         Some(o.passed),
     )
@@ -284,15 +291,15 @@ pub fn decode_bench_row(t: &DecodeTiming, copy_tbps: f64) -> ResultRow {
     row("attention", "decode_paged", variant, &t.spec, &m, None)
 }
 
-/// `kiln attn verify --backward`: one backward version checked on its problem.
-pub fn attention_backward_verify_row(
-    o: &crate::harness::attention::backward_verify::BackwardCheck,
-) -> ResultRow {
+/// `kiln attn verify --backward`: one backward version checked on its problem (the metrics are
+/// the outcome's JSON, the problem with them).
+pub fn attention_backward_verify_row(o: &Outcome) -> ResultRow {
+    let problem = problem_of(o);
     row(
         "attention_backward",
-        &o.version,
+        &o.check,
         String::new(),
-        &o.problem,
+        &problem,
         o,
         Some(o.passed),
     )

@@ -3,9 +3,10 @@
 //! flushed before every repetition; TFLOPS counted as FlashAttention does, 2.5 forwards.
 
 use crate::device::{Context, DeviceBuffer};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::harness::bench::{sample_launches, BenchOptions, KernelTiming, L2Flusher};
 use crate::harness::device_data::random_buffer;
+use crate::harness::verify::refusal;
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands};
 use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 
@@ -27,13 +28,34 @@ impl BackwardBuffers {
         seed: u64,
     ) -> Result<BackwardBuffers> {
         let a = &p.attn;
-        let (e, dt) = (a.dtype.size(), a.dtype);
+        let (dt, q, kv) = (a.dtype, a.q_elems(), a.kv_elems());
+        let inputs = [
+            random_buffer(ctx, dt, q, seed)?,
+            random_buffer(ctx, dt, kv, seed.wrapping_add(1))?,
+            random_buffer(ctx, dt, kv, seed.wrapping_add(2))?,
+            random_buffer(ctx, dt, q, seed.wrapping_add(3))?,
+        ];
+        let bufs = BackwardBuffers::around(ctx, forward, p, inputs)?;
+        ctx.synchronize()?;
+        Ok(bufs)
+    }
+
+    /// The buffers around `inputs` (Q, K, V and dO): O and LSE from `forward`, launched and not
+    /// waited for (its refusal said as the forward's), and the gradients allocated.
+    pub fn around(
+        ctx: &Context,
+        forward: &dyn AttentionKernel,
+        p: &BackwardProblem,
+        [q, k, v, d_o]: [DeviceBuffer; 4],
+    ) -> Result<BackwardBuffers> {
+        let a = &p.attn;
+        let e = a.dtype.size();
         let bufs = [
-            random_buffer(ctx, dt, a.q_elems(), seed)?,
-            random_buffer(ctx, dt, a.kv_elems(), seed.wrapping_add(1))?,
-            random_buffer(ctx, dt, a.kv_elems(), seed.wrapping_add(2))?,
+            q,
+            k,
+            v,
             ctx.alloc(a.q_elems() * e)?,
-            random_buffer(ctx, dt, a.q_elems(), seed.wrapping_add(3))?,
+            d_o,
             ctx.alloc(a.lse_elems() * 4)?,
             ctx.alloc(a.q_elems() * e)?,
             ctx.alloc(a.kv_elems() * e)?,
@@ -47,8 +69,12 @@ impl BackwardBuffers {
             lse: &bufs[5],
         };
         check_buffers(a, &fwd)?;
-        forward.launch(ctx, a, &fwd)?;
-        ctx.synchronize()?;
+        if let Some(reason) = refusal(forward.launch(ctx, a, &fwd))? {
+            return Err(Error::Unsupported {
+                kernel: forward.name().into(),
+                reason: format!("the forward that makes O and LSE refused: {reason}"),
+            });
+        }
         Ok(BackwardBuffers { bufs })
     }
 

@@ -1,7 +1,7 @@
 //! The attention backward's verification suite: the boundary lengths (1, 63, 64, 65, 127 and
 //! 4097), causal and not, GQA, every head dim, both layouts, both dtypes, deterministic or not.
 
-use crate::ops::attention::{AttentionProblem, AttnLayout, HEAD_DIMS};
+use crate::ops::attention::{AttnLayout, HEAD_DIMS};
 use crate::ops::attention_backward::BackwardProblem;
 use crate::ops::gemm::DType;
 
@@ -26,15 +26,7 @@ pub fn backward_suite() -> Vec<BackwardProblem> {
         } else {
             DType::F16
         };
-        let attn = AttentionProblem {
-            heads_kv: hkv,
-            seqlen_q: sq,
-            seqlen_kv: skv,
-            causal,
-            layout,
-            dtype,
-            ..AttentionProblem::new(b, hq, sq, d)
-        };
+        let attn = super::shapes::problem(b, hq, hkv, sq, skv, d, causal, layout, dtype);
         v.push(BackwardProblem::new(attn, n % 3 == 2));
         n += 1;
     };

@@ -2,13 +2,15 @@
 //! NaN-poisoned dQ, dK and dV, each gradient compared with the float64 reference; in
 //! deterministic mode a second run must give the same bits.
 
-use serde::Serialize;
-
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
-use crate::harness::verify::{fresh_seed, refusal, rel_l2, verdict, within};
-use crate::ops::attention::{AttentionKernel, AttentionOperands};
-use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
+use crate::harness::attention::backward_bench::BackwardBuffers;
+use crate::harness::attention::verify::o_error;
+use crate::harness::outcome::{Extra, Outcome};
+use crate::harness::runner::{self, Check};
+use crate::harness::verify::{fresh_seed, refusal, verdict, within};
+use crate::ops::attention::AttentionKernel;
+use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use crate::ops::gemm::DType;
 use crate::reference::{attention_backward::attention_backward, data::HostData};
 
@@ -27,61 +29,48 @@ pub fn grad_bound(dtype: DType) -> f64 {
 /// this many multiply-adds per (query, key, dim) triple summed over heads a problem is refused.
 pub const REFERENCE_LIMIT: f64 = 2.5e10;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct BackwardCheck {
-    pub version: String,
-    pub problem: BackwardProblem,
-    pub passed: bool,
-    pub skipped: Option<String>,
-    /// ‖g−ref‖/‖ref‖ of dQ, dK and dV.
-    pub dq_error: f64,
-    pub dk_error: f64,
-    pub dv_error: f64,
-    pub bound: f64,
-    pub nan_or_unwritten: usize,
-    /// Deterministic mode: whether a second run gave the same bits (None: not checked).
-    pub reproducible: Option<bool>,
-    pub seed: u64,
-    pub message: String,
+/// `version` on `p` with the inputs of `seed`, not yet judged.
+pub fn blank(version: &str, p: &BackwardProblem, seed: u64) -> Outcome {
+    let extra = Extra::Backward {
+        problem: *p,
+        dq_error: f64::NAN,
+        dk_error: f64::NAN,
+        dv_error: f64::NAN,
+        reproducible: None,
+    };
+    Outcome::new(version, p.label(), seed, grad_bound(p.attn.dtype), extra)
 }
 
-impl BackwardCheck {
-    pub fn blank(version: &str, p: &BackwardProblem, seed: u64) -> BackwardCheck {
-        BackwardCheck {
-            version: version.into(),
-            problem: *p,
-            passed: false,
-            skipped: None,
-            dq_error: f64::NAN,
-            dk_error: f64::NAN,
-            dv_error: f64::NAN,
-            bound: grad_bound(p.attn.dtype),
-            nan_or_unwritten: 0,
-            reproducible: None,
-            seed,
-            message: String::new(),
+/// The backward check's errors of dQ, dK and dV (NaN for the other families).
+pub fn grad_errors(o: &Outcome) -> [f64; 3] {
+    match o.extra {
+        Extra::Backward {
+            dq_error,
+            dk_error,
+            dv_error,
+            ..
+        } => [dq_error, dk_error, dv_error],
+        _ => [f64::NAN; 3],
+    }
+}
+
+/// Whether a deterministic backward's second run gave the same bits (None: not checked).
+pub fn reproducible(o: &Outcome) -> Option<bool> {
+    match o.extra {
+        Extra::Backward { reproducible, .. } => reproducible,
+        _ => None,
+    }
+}
+
+/// The largest of the three errors (NaN if any is).
+pub fn max_error([dq, dk, dv]: [f64; 3]) -> f64 {
+    [dq, dk, dv].into_iter().fold(0.0, |m, e| {
+        if e.is_nan() || m.is_nan() {
+            f64::NAN
+        } else {
+            m.max(e)
         }
-    }
-
-    /// The problem was refused with `reason`: a skip, which passes.
-    fn skip(mut self, reason: String) -> Self {
-        self.skipped = Some(reason);
-        self.passed = true;
-        self
-    }
-
-    /// The largest of the three errors (NaN if any is).
-    pub fn max_error(&self) -> f64 {
-        [self.dq_error, self.dk_error, self.dv_error]
-            .into_iter()
-            .fold(0.0, |m, e| {
-                if e.is_nan() || m.is_nan() {
-                    f64::NAN
-                } else {
-                    m.max(e)
-                }
-            })
-    }
+    })
 }
 
 /// Multiply-adds of the float64 reference for `p` (per query, key and dim, over every head).
@@ -96,200 +85,181 @@ pub fn verify_backward(
     forward: &dyn AttentionKernel,
     kernel: &dyn AttentionBackwardKernel,
     p: &BackwardProblem,
-) -> Result<BackwardCheck> {
+) -> Result<Outcome> {
     let seed = fresh_seed();
     p.validate()?;
-    let out = BackwardCheck::blank(kernel.name(), p, seed);
-    if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(out.skip(reason));
-    }
-    if reference_work(p) > REFERENCE_LIMIT {
-        return Err(Error::invalid(format!(
-            "{} is too large for the float64 reference ({:.1e} multiply-adds, at most {REFERENCE_LIMIT:.1e}); verify a smaller problem",
-            p.label(),
-            reference_work(p)
-        )));
-    }
-    ctx.ensure_fits(&format!("the problem {}", p.label()), p.device_bytes())?;
-    BackwardFixture::new(ctx, forward, p, seed)?.check(ctx, kernel, out)
+    let check = Backward { forward, kernel, p };
+    runner::run(ctx, &check, seed)
+}
+
+/// One backward version on one problem, as the runner checks it.
+struct Backward<'a> {
+    /// The forward that makes O and LSE.
+    forward: &'a dyn AttentionKernel,
+    kernel: &'a dyn AttentionBackwardKernel,
+    p: &'a BackwardProblem,
 }
 
 /// One problem's inputs on the host and the GPU, O and LSE from the forward, and the poisoned
-/// gradients.
+/// gradients; in deterministic mode, the first run's gradients.
 struct BackwardFixture {
-    p: BackwardProblem,
     q: HostData,
     k: HostData,
     v: HostData,
     d_o: HostData,
-    bufs: [DeviceBuffer; 9],
+    bufs: BackwardBuffers,
+    /// Deterministic mode: the first run's gradients, and whether the second run was refused.
+    first: Option<[HostData; 3]>,
+    again_refused: bool,
 }
 
 impl BackwardFixture {
-    fn new(
+    /// The gradients as downloaded.
+    fn grads(&self, a: &crate::ops::attention::AttentionProblem) -> Result<[HostData; 3]> {
+        let ops = self.bufs.operands();
+        let e = a.dtype.size();
+        let get = |b: &DeviceBuffer, n: usize| -> Result<HostData> {
+            Ok(HostData::from_bytes(a.dtype, &b.download::<u8>(n * e)?))
+        };
+        Ok([
+            get(ops.dq, a.q_elems())?,
+            get(ops.dk, a.kv_elems())?,
+            get(ops.dv, a.kv_elems())?,
+        ])
+    }
+
+    /// Poisons the gradients and launches `kernel`.
+    fn launch(
+        &self,
         ctx: &Context,
-        forward: &dyn AttentionKernel,
+        kernel: &dyn AttentionBackwardKernel,
         p: &BackwardProblem,
-        seed: u64,
-    ) -> Result<BackwardFixture> {
+    ) -> Result<()> {
+        let ops = self.bufs.operands();
+        for g in [ops.dq, ops.dk, ops.dv] {
+            // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
+            g.fill_bytes(0xFF, ctx)?;
+        }
+        kernel.launch(ctx, p, &ops)
+    }
+}
+
+impl Check for Backward<'_> {
+    type Drawn = BackwardFixture;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        blank(self.kernel.name(), self.p, seed)
+    }
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        self.kernel.supports(self.p, &ctx.info)
+    }
+
+    /// Refuses a problem too large for the reference or the GPU, draws Q, K, V and dO, and runs
+    /// the forward for O and LSE.
+    fn draw(&self, ctx: &Context, seed: u64) -> Result<BackwardFixture> {
+        let p = self.p;
+        if reference_work(p) > REFERENCE_LIMIT {
+            return Err(Error::invalid(format!(
+                "{} is too large for the float64 reference ({:.1e} multiply-adds, at most {REFERENCE_LIMIT:.1e}); verify a smaller problem",
+                p.label(),
+                reference_work(p)
+            )));
+        }
+        ctx.ensure_fits(&format!("the problem {}", p.label()), p.device_bytes())?;
         let a = &p.attn;
         let q = HostData::random(a.dtype, a.q_elems(), seed);
         let k = HostData::random(a.dtype, a.kv_elems(), seed.wrapping_add(1));
         let v = HostData::random(a.dtype, a.kv_elems(), seed.wrapping_add(2));
         let d_o = HostData::random(a.dtype, a.q_elems(), seed.wrapping_add(3));
-        let e = a.dtype.size();
-        let bufs = [
-            DeviceBuffer::from_host(q.bytes())?,
-            DeviceBuffer::from_host(k.bytes())?,
-            DeviceBuffer::from_host(v.bytes())?,
-            DeviceBuffer::new(a.q_elems() * e)?,
-            DeviceBuffer::from_host(d_o.bytes())?,
-            DeviceBuffer::new(a.lse_elems() * 4)?,
-            DeviceBuffer::new(a.q_elems() * e)?,
-            DeviceBuffer::new(a.kv_elems() * e)?,
-            DeviceBuffer::new(a.kv_elems() * e)?,
-        ];
-        let fwd = AttentionOperands {
-            q: &bufs[0],
-            k: &bufs[1],
-            v: &bufs[2],
-            o: &bufs[3],
-            lse: &bufs[5],
-        };
-        crate::ops::attention::check_buffers(a, &fwd)?;
-        if let Some(reason) = refusal(forward.launch(ctx, a, &fwd))? {
-            return Err(Error::Unsupported {
-                kernel: forward.name().into(),
-                reason: format!("the forward that makes O and LSE refused: {reason}"),
-            });
-        }
+        let up = |h: &HostData| DeviceBuffer::from_host(h.bytes());
+        let inputs = [up(&q)?, up(&k)?, up(&v)?, up(&d_o)?];
+        let bufs = BackwardBuffers::around(ctx, self.forward, p, inputs)?;
         Ok(BackwardFixture {
-            p: *p,
             q,
             k,
             v,
             d_o,
             bufs,
+            first: None,
+            again_refused: false,
         })
     }
 
-    fn operands(&self) -> BackwardOperands<'_> {
-        let b = &self.bufs;
-        BackwardOperands {
-            q: &b[0],
-            k: &b[1],
-            v: &b[2],
-            o: &b[3],
-            d_o: &b[4],
-            lse: &b[5],
-            dq: &b[6],
-            dk: &b[7],
-            dv: &b[8],
-        }
-    }
-
-    /// Poisons the gradients, launches, waits; the gradients as downloaded, or the refusal.
-    fn run(
-        &self,
-        ctx: &Context,
-        kernel: &dyn AttentionBackwardKernel,
-    ) -> Result<std::result::Result<[HostData; 3], String>> {
-        let a = &self.p.attn;
-        let ops = self.operands();
-        for g in [ops.dq, ops.dk, ops.dv] {
-            // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
-            g.fill_bytes(0xFF, ctx)?;
-        }
-        if let Some(reason) = refusal(kernel.launch(ctx, &self.p, &ops))? {
-            return Ok(Err(reason));
+    /// Launches once; in deterministic mode runs to the end, keeps the gradients, and launches
+    /// again for the judge to compare bit for bit.
+    fn launch(&self, ctx: &Context, d: &mut BackwardFixture) -> Result<()> {
+        d.launch(ctx, self.kernel, self.p)?;
+        if !self.p.deterministic {
+            return Ok(());
         }
         ctx.synchronize_within(
-            std::time::Duration::from_secs_f64(10.0 + self.p.flops() / 1e11),
-            &format!("{} on {}", kernel.name(), self.p.label()),
+            self.wait(),
+            &format!("{} on {}", self.kernel.name(), self.p.label()),
         )?;
-        let e = a.dtype.size();
-        let get = |b: &DeviceBuffer, n: usize| -> Result<HostData> {
-            Ok(HostData::from_bytes(a.dtype, &b.download::<u8>(n * e)?))
-        };
-        Ok(Ok([
-            get(ops.dq, a.q_elems())?,
-            get(ops.dk, a.kv_elems())?,
-            get(ops.dv, a.kv_elems())?,
-        ]))
+        d.first = Some(d.grads(&self.p.attn)?);
+        d.again_refused = refusal(d.launch(ctx, self.kernel, self.p))?.is_some();
+        Ok(())
     }
 
-    fn check(
-        &self,
-        ctx: &Context,
-        kernel: &dyn AttentionBackwardKernel,
-        mut out: BackwardCheck,
-    ) -> Result<BackwardCheck> {
-        let grads = match self.run(ctx, kernel)? {
-            Ok(g) => g,
-            Err(reason) => return Ok(out.skip(reason)),
+    fn flops(&self) -> f64 {
+        self.p.flops()
+    }
+
+    fn judge(&self, d: &BackwardFixture, out: &mut Outcome) -> Result<()> {
+        let a = &self.p.attn;
+        let last = d.grads(a)?;
+        let (grads, again) = match &d.first {
+            Some(first) => (first, Some(&last)),
+            None => (&last, None),
         };
-        if self.p.deterministic {
-            out.reproducible = Some(match self.run(ctx, kernel)? {
-                Ok(again) => again
-                    .iter()
-                    .zip(&grads)
-                    .all(|(x, y)| x.bytes() == y.bytes()),
-                Err(_) => false,
-            });
-        }
-        out.nan_or_unwritten = grads
+        let reproducible = again.map(|again| {
+            !d.again_refused && again.iter().zip(grads).all(|(x, y)| x.bytes() == y.bytes())
+        });
+        out.mismatches = grads
             .iter()
             .map(|g| (0..g.len()).filter(|&i| g.get(i).is_nan()).count())
             .sum();
         let r = attention_backward(
-            &self.p.attn,
-            &self.q.to_f64(),
-            &self.k.to_f64(),
-            &self.v.to_f64(),
-            &self.d_o.to_f64(),
+            a,
+            &d.q.to_f64(),
+            &d.k.to_f64(),
+            &d.v.to_f64(),
+            &d.d_o.to_f64(),
         );
         let err = |have: &HostData, want: &[f64]| {
-            let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
-            for (i, w) in want.iter().enumerate() {
-                let h = have.get(i);
-                if h.is_finite() {
-                    diff2 += (h - w) * (h - w);
-                }
-                ref2 += w * w;
-            }
-            rel_l2(diff2, ref2)
+            o_error(want.iter().enumerate().map(|(i, &w)| (have.get(i), w)))
         };
-        out.dq_error = err(&grads[0], &r.dq);
-        out.dk_error = err(&grads[1], &r.dk);
-        out.dv_error = err(&grads[2], &r.dv);
-        let dtype = self.p.attn.dtype;
+        let errors = [
+            err(&grads[0], &r.dq),
+            err(&grads[1], &r.dk),
+            err(&grads[2], &r.dv),
+        ];
+        out.rel_error = max_error(errors);
+        out.extra = Extra::Backward {
+            problem: *self.p,
+            dq_error: errors[0],
+            dk_error: errors[1],
+            dv_error: errors[2],
+            reproducible,
+        };
+        let (dtype, bound) = (a.dtype, out.bound);
         let over = |name: &str, e: f64| {
-            format!(
-                "{name} relative error {e:.2e} exceeds the {dtype} bound {:.0e}",
-                out.bound
-            )
+            format!("{name} relative error {e:.2e} exceeds the {dtype} bound {bound:.0e}")
         };
+        let nan = out.mismatches;
         (out.passed, out.message) = verdict(&[
-            (out.nan_or_unwritten > 0, &|| {
-                format!(
-                    "{} gradient elements (dQ, dK or dV) are NaN or were never written",
-                    out.nan_or_unwritten
-                )
+            (nan > 0, &|| {
+                format!("{nan} gradient elements (dQ, dK or dV) are NaN or were never written")
             }),
-            (!within(out.dq_error, out.bound), &|| {
-                over("dQ", out.dq_error)
-            }),
-            (!within(out.dk_error, out.bound), &|| {
-                over("dK", out.dk_error)
-            }),
-            (!within(out.dv_error, out.bound), &|| {
-                over("dV", out.dv_error)
-            }),
-            (out.reproducible == Some(false), &|| {
+            (!within(errors[0], bound), &|| over("dQ", errors[0])),
+            (!within(errors[1], bound), &|| over("dK", errors[1])),
+            (!within(errors[2], bound), &|| over("dV", errors[2])),
+            (reproducible == Some(false), &|| {
                 "two deterministic runs gave different bits".into()
             }),
         ]);
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -309,11 +279,9 @@ mod tests {
 
     #[test]
     fn the_largest_error_is_nan_when_any_is() {
+        assert_eq!(max_error([1e-3, 2e-3, 5e-4]), 2e-3);
+        assert!(max_error([1e-3, f64::NAN, 5e-4]).is_nan());
         let p = BackwardProblem::new(AttentionProblem::new(1, 1, 8, 64), false);
-        let mut c = BackwardCheck::blank("x", &p, 1);
-        (c.dq_error, c.dk_error, c.dv_error) = (1e-3, 2e-3, 5e-4);
-        assert_eq!(c.max_error(), 2e-3);
-        c.dk_error = f64::NAN;
-        assert!(c.max_error().is_nan());
+        assert!(grad_errors(&blank("x", &p, 1)).iter().all(|e| e.is_nan()));
     }
 }

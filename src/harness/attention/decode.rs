@@ -8,10 +8,12 @@ use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
-use crate::harness::attention::verify::{o_bound, LSE_BOUND};
+use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error};
 use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
 use crate::harness::device_data::random_buffer;
-use crate::harness::verify::{rel_l2, verdict, within};
+use crate::harness::outcome::{Extra, Outcome};
+use crate::harness::runner::{self, Check};
+use crate::harness::verify::verdict;
 use crate::ops::attention::decode_paged::{
     self, DecodeOperands, DecodePlan, DecodeShape, DecodeStrides,
 };
@@ -402,173 +404,249 @@ fn device_cache(spec: &DecodeSpec, p: &PagedProblem, host: &HostData) -> Result<
     }
 }
 
-/// The block table, the lengths and the first keys on the device, as `spec`'s shape reads them.
-struct DeviceTables {
+/// One step's buffers: Q, the K and V caches (as the device holds them), O, LSE, and the block
+/// table, the lengths and the first keys as `spec`'s shape reads them.
+struct DecodeBuffers {
+    q: DeviceBuffer,
+    k: DeviceBuffer,
+    v: DeviceBuffer,
+    o: DeviceBuffer,
+    lse: DeviceBuffer,
     table: Option<DeviceBuffer>,
     lens: Option<DeviceBuffer>,
     starts: Option<DeviceBuffer>,
 }
 
-fn device_tables(spec: &DecodeSpec, p: &PagedProblem) -> Result<DeviceTables> {
-    let upload = |want: bool, host: &[i32]| want.then(|| DeviceBuffer::from_host(host)).transpose();
-    Ok(DeviceTables {
-        table: upload(!spec.dense, &p.block_table)?,
-        lens: upload(spec.shape(p).lengths, &p.context_lens)?,
-        starts: upload(spec.left_pad, &p.context_starts)?,
-    })
-}
+impl DecodeBuffers {
+    /// The buffers around `[q, k, v]`: O and LSE allocated, the tables uploaded.
+    fn around(
+        ctx: &Context,
+        spec: &DecodeSpec,
+        p: &PagedProblem,
+        [q, k, v]: [DeviceBuffer; 3],
+    ) -> Result<DecodeBuffers> {
+        let upload =
+            |want: bool, host: &[i32]| want.then(|| DeviceBuffer::from_host(host)).transpose();
+        Ok(DecodeBuffers {
+            q,
+            k,
+            v,
+            o: ctx.alloc(p.q_elems() * p.dtype.size())?,
+            lse: ctx.alloc(spec.shape(p).lse_elems() * 4)?,
+            table: upload(!spec.dense, &p.block_table)?,
+            lens: upload(spec.shape(p).lengths, &p.context_lens)?,
+            starts: upload(spec.left_pad, &p.context_starts)?,
+        })
+    }
 
-/// One decode check's outcome.
-#[derive(Debug, Clone, Serialize)]
-pub struct DecodeCheck {
-    pub spec: DecodeSpec,
-    pub passed: bool,
-    pub splits: usize,
-    pub rel_error: f64,
-    pub bound: f64,
-    pub lse_max_error: f64,
-    pub nan_or_unwritten: usize,
-    /// Cache elements the append left different from the reference's append.
-    pub append_mismatches: usize,
-    pub seed: u64,
-    pub message: String,
+    /// Q and the caches random from `seed`, made on the GPU (the bench's, the bad tables').
+    fn random(ctx: &Context, spec: &DecodeSpec, p: &PagedProblem, seed: u64) -> Result<Self> {
+        let (dt, cache) = (p.dtype, p.cache_elems());
+        let inputs = [
+            random_buffer(ctx, dt, p.q_elems(), seed)?,
+            random_buffer(ctx, dt, cache, seed.wrapping_add(1))?,
+            random_buffer(ctx, dt, cache, seed.wrapping_add(2))?,
+        ];
+        DecodeBuffers::around(ctx, spec, p, inputs)
+    }
+
+    /// O and LSE poisoned: all-ones bytes, NaN in every dtype, so an unwritten element cannot
+    /// pass.
+    fn poison(&self, ctx: &Context) -> Result<()> {
+        self.o.fill_bytes(0xFF, ctx)?;
+        self.lse.fill_bytes(0xFF, ctx)
+    }
+
+    fn operands(&self, errors: u64) -> DecodeOperands<'_> {
+        DecodeOperands {
+            q: &self.q,
+            k_cache: &self.k,
+            v_cache: &self.v,
+            o: &self.o,
+            lse: &self.lse,
+            block_table: self.table.as_ref(),
+            context_lens: self.lens.as_ref(),
+            context_starts: self.starts.as_ref(),
+            errors,
+        }
+    }
+
+    /// O and LSE as downloaded.
+    fn outputs(&self, p: &PagedProblem, s: &DecodeShape) -> Result<(HostData, Vec<f32>)> {
+        let o = self.o.download::<u8>(p.q_elems() * p.dtype.size())?;
+        Ok((
+            HostData::from_bytes(p.dtype, &o),
+            self.lse.download::<f32>(s.lse_elems())?,
+        ))
+    }
 }
 
 /// Runs `spec` once with the inputs of `seed`: the append (if any) and the step on the GPU,
 /// O and LSE poisoned first, against the float64 reference on every row.
-pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<DecodeCheck> {
-    let p = spec.problem(seed)?;
-    let s = spec.shape(&p);
-    let q = HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(1));
-    let kc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(2));
-    let vc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(3));
-    let dq = DeviceBuffer::from_host(q.bytes())?;
-    let (dk, dv) = (device_cache(spec, &p, &kc)?, device_cache(spec, &p, &vc)?);
-    let DeviceTables {
-        table,
-        lens,
-        starts,
-    } = device_tables(spec, &p)?;
-    let (mut k64, mut v64) = (kc.to_f64(), vc.to_f64());
-    let mut out = DecodeCheck {
+pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Outcome> {
+    runner::run(ctx, &Step { spec }, seed)
+}
+
+/// `spec`'s outcome with the inputs of `seed`, not yet judged.
+fn blank(spec: &DecodeSpec, seed: u64, bound: f64, lse_max_error: f64) -> Outcome {
+    let extra = Extra::Decode {
         spec: *spec,
-        passed: false,
-        splits: DecodePlan::new(&s, &ctx.info).splits,
-        rel_error: f64::NAN,
-        bound: o_bound(p.dtype),
-        lse_max_error: f64::NAN,
-        nan_or_unwritten: 0,
+        splits: 0,
+        lse_max_error,
         append_mismatches: 0,
-        seed,
-        message: String::new(),
     };
-    if spec.append > 0 {
-        let n = p.batch * spec.append * p.heads_kv * p.head_dim;
-        let kn = HostData::random(p.dtype, n, seed.wrapping_add(4));
-        let vn = HostData::random(p.dtype, n, seed.wrapping_add(5));
-        let (dkn, dvn) = (
-            DeviceBuffer::from_host(kn.bytes())?,
-            DeviceBuffer::from_host(vn.bytes())?,
-        );
-        // (an append needs the lengths: with a full dense cache, every one is the cache's)
-        let all = DeviceBuffer::from_host(&p.context_lens)?;
-        let ops = AppendOperands {
-            k_new: &dkn,
-            v_new: &dvn,
-            k_cache: &dk,
-            v_cache: &dv,
-            block_table: table.as_ref(),
-            context_lens: lens.as_ref().unwrap_or(&all),
-            errors: 0,
-        };
-        kv_append::launch(ctx, &s, spec.append, &ops)?;
-        append_kv(
-            &p,
-            &mut k64,
-            &mut v64,
-            &kn.to_f64(),
-            &vn.to_f64(),
-            spec.append,
-        )?;
-        ctx.synchronize()?;
-        let bytes = p.cache_elems() * p.dtype.size();
-        let dims = (p.num_pages, p.page_size, p.heads_kv, p.head_dim);
-        for (buf, want) in [(&dk, &k64), (&dv, &v64)] {
-            let mut raw = buf.download::<u8>(bytes)?;
-            if spec.dense {
-                raw = swap_seq_heads(&raw, p.dtype.size(), dims, true);
-            }
-            let have = HostData::from_bytes(p.dtype, &raw);
-            out.append_mismatches += (0..have.len()).filter(|&i| have.get(i) != want[i]).count();
-        }
+    Outcome::new("decode_paged", spec.label(), seed, bound, extra)
+}
+
+/// Sets the decode extras measured by a check.
+fn set_decode(out: &mut Outcome, step_splits: usize, appended_wrong: usize) {
+    if let Extra::Decode {
+        splits,
+        append_mismatches,
+        ..
+    } = &mut out.extra
+    {
+        (*splits, *append_mismatches) = (step_splits, appended_wrong);
     }
-    let o = DeviceBuffer::new(p.q_elems() * p.dtype.size())?;
-    let lse = DeviceBuffer::new(p.batch * p.heads_q * p.seqlen_q * 4)?;
-    // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
-    o.fill_bytes(0xFF, ctx)?;
-    lse.fill_bytes(0xFF, ctx)?;
-    let ops = DecodeOperands {
-        q: &dq,
-        k_cache: &dk,
-        v_cache: &dv,
-        o: &o,
-        lse: &lse,
-        block_table: table.as_ref(),
-        context_lens: lens.as_ref(),
-        context_starts: starts.as_ref(),
-        errors: 0,
-    };
-    decode_paged::check_operands(&s, &ops)?;
-    decode_paged::launch(ctx, &s, &ops)?;
-    ctx.synchronize_within(std::time::Duration::from_secs(30), &spec.label())?;
-    let have_o = HostData::from_bytes(p.dtype, &o.download::<u8>(p.q_elems() * p.dtype.size())?);
-    let have_lse: Vec<f32> = lse.download::<f32>(s.lse_elems())?;
-    let want = paged_forward(&p, &q.to_f64(), &k64, &v64);
-    out.nan_or_unwritten = (0..have_o.len())
-        .filter(|&i| have_o.get(i).is_nan())
-        .count()
-        + have_lse.iter().filter(|x| x.is_nan()).count();
-    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
-    for (i, w) in want.o.iter().enumerate() {
-        let h = have_o.get(i);
-        if h.is_finite() {
-            diff2 += (h - w) * (h - w);
-        }
-        ref2 += w * w;
+}
+
+/// One decode step (with its append) of one spec, as the runner checks it.
+struct Step<'a> {
+    spec: &'a DecodeSpec,
+}
+
+/// A decode step's problem, inputs (the cache in float64 for the reference, which the append
+/// extends) and buffers.
+struct StepDrawn {
+    p: PagedProblem,
+    s: DecodeShape,
+    seed: u64,
+    q: HostData,
+    k64: Vec<f64>,
+    v64: Vec<f64>,
+    bufs: DecodeBuffers,
+    splits: usize,
+    append_mismatches: usize,
+}
+
+impl Check for Step<'_> {
+    type Drawn = StepDrawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        blank(self.spec, seed, o_bound(self.spec.dtype), f64::NAN)
     }
-    out.rel_error = rel_l2(diff2, ref2);
-    out.lse_max_error = want
-        .lse
-        .iter()
-        .zip(&have_lse)
-        .map(|(&w, &h)| match (w == f64::NEG_INFINITY, h as f64) {
-            (true, h) if h == f64::NEG_INFINITY => 0.0,
-            (false, h) if h.is_finite() => (h - w).abs(),
-            _ => f64::INFINITY,
+
+    fn supports(&self, _ctx: &Context) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn draw(&self, ctx: &Context, seed: u64) -> Result<StepDrawn> {
+        let spec = self.spec;
+        let p = spec.problem(seed)?;
+        let s = spec.shape(&p);
+        let q = HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(1));
+        let kc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(2));
+        let vc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(3));
+        let inputs = [
+            DeviceBuffer::from_host(q.bytes())?,
+            device_cache(spec, &p, &kc)?,
+            device_cache(spec, &p, &vc)?,
+        ];
+        Ok(StepDrawn {
+            bufs: DecodeBuffers::around(ctx, spec, &p, inputs)?,
+            splits: DecodePlan::new(&s, &ctx.info).splits,
+            k64: kc.to_f64(),
+            v64: vc.to_f64(),
+            append_mismatches: 0,
+            q,
+            p,
+            s,
+            seed,
         })
-        .fold(0.0, f64::max);
-    let (lse_err, mismatches) = (out.lse_max_error, out.append_mismatches);
-    (out.passed, out.message) = verdict(&[
-        (mismatches > 0, &|| {
-            format!("the append left {mismatches} cache elements unlike the reference's")
-        }),
-        (out.nan_or_unwritten > 0, &|| {
-            format!(
-                "{} output elements (O or LSE) are NaN or were never written",
-                out.nan_or_unwritten
-            )
-        }),
-        (!within(out.rel_error, out.bound), &|| {
-            format!(
-                "O relative error {:.2e} exceeds the {} bound {:.0e}",
-                out.rel_error, p.dtype, out.bound
-            )
-        }),
-        (!within(lse_err, LSE_BOUND), &|| {
-            format!("LSE error {lse_err:.2e} exceeds {LSE_BOUND:.0e}")
-        }),
-    ]);
-    Ok(out)
+    }
+
+    /// The append (checked against the reference's at once), then the step on poisoned O and LSE.
+    fn launch(&self, ctx: &Context, d: &mut StepDrawn) -> Result<()> {
+        let (spec, p) = (self.spec, &d.p);
+        if spec.append > 0 {
+            let n = p.batch * spec.append * p.heads_kv * p.head_dim;
+            let kn = HostData::random(p.dtype, n, d.seed.wrapping_add(4));
+            let vn = HostData::random(p.dtype, n, d.seed.wrapping_add(5));
+            let (dkn, dvn) = (
+                DeviceBuffer::from_host(kn.bytes())?,
+                DeviceBuffer::from_host(vn.bytes())?,
+            );
+            // (an append needs the lengths: with a full dense cache, every one is the cache's)
+            let all = DeviceBuffer::from_host(&p.context_lens)?;
+            let ops = AppendOperands {
+                k_new: &dkn,
+                v_new: &dvn,
+                k_cache: &d.bufs.k,
+                v_cache: &d.bufs.v,
+                block_table: d.bufs.table.as_ref(),
+                context_lens: d.bufs.lens.as_ref().unwrap_or(&all),
+                errors: 0,
+            };
+            kv_append::launch(ctx, &d.s, spec.append, &ops)?;
+            append_kv(
+                p,
+                &mut d.k64,
+                &mut d.v64,
+                &kn.to_f64(),
+                &vn.to_f64(),
+                spec.append,
+            )?;
+            ctx.synchronize()?;
+            let bytes = p.cache_elems() * p.dtype.size();
+            let dims = (p.num_pages, p.page_size, p.heads_kv, p.head_dim);
+            for (buf, want) in [(&d.bufs.k, &d.k64), (&d.bufs.v, &d.v64)] {
+                let mut raw = buf.download::<u8>(bytes)?;
+                if spec.dense {
+                    raw = swap_seq_heads(&raw, p.dtype.size(), dims, true);
+                }
+                let have = HostData::from_bytes(p.dtype, &raw);
+                d.append_mismatches += (0..have.len()).filter(|&i| have.get(i) != want[i]).count();
+            }
+        }
+        d.bufs.poison(ctx)?;
+        let ops = d.bufs.operands(0);
+        decode_paged::check_operands(&d.s, &ops)?;
+        decode_paged::launch(ctx, &d.s, &ops)?;
+        Ok(())
+    }
+
+    fn flops(&self) -> f64 {
+        let sp = self.spec;
+        4.0 * (sp.batch * sp.heads_q * sp.seqlen_q * sp.context * sp.head_dim) as f64
+    }
+
+    /// The step's own wait, whatever its size.
+    fn wait(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(30)
+    }
+
+    fn judge(&self, d: &StepDrawn, out: &mut Outcome) -> Result<()> {
+        let p = &d.p;
+        let (have_o, have_lse) = d.bufs.outputs(p, &d.s)?;
+        let want = paged_forward(p, &d.q.to_f64(), &d.k64, &d.v64);
+        out.mismatches = (0..have_o.len())
+            .filter(|&i| have_o.get(i).is_nan())
+            .count()
+            + have_lse.iter().filter(|x| x.is_nan()).count();
+        out.rel_error = o_error(want.o.iter().enumerate().map(|(i, &w)| (have_o.get(i), w)));
+        let lse = want.lse.iter().zip(&have_lse);
+        out.set_lse_max_error(lse.map(|(&w, &h)| lse_error(h, w)).fold(0.0, f64::max));
+        set_decode(out, d.splits, d.append_mismatches);
+        let wrong = d.append_mismatches;
+        judge_o_lse(
+            out,
+            p.dtype,
+            &[(wrong > 0, &|| {
+                format!("the append left {wrong} cache elements unlike the reference's")
+            })],
+        );
+        Ok(())
+    }
 }
 
 /// The guard against bad tables on the GPU, with no host check before the launch: sequence 0's
@@ -576,7 +654,7 @@ pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Deco
 /// padded) sequence 2's first key past its length, so their O and LSE must come out NaN (never
 /// a plausible value), every other sequence's finite, and the error flags must say which kinds
 /// were seen (a length; a page id; a key start).
-pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<DecodeCheck> {
+pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Outcome> {
     let mut p = spec.problem(seed)?;
     let s = spec.shape(&p);
     if !spec.dense {
@@ -587,37 +665,14 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
         p.context_starts[2] = p.context_lens[2] + 1;
     }
     let bad_seq = |b: usize| b == 1 || (b == 0 && !spec.dense) || (b == 2 && spec.left_pad);
-    let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
-    let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
-    let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
-    let (o, lse) = (
-        ctx.alloc(p.q_elems() * p.dtype.size())?,
-        ctx.alloc(s.lse_elems() * 4)?,
-    );
-    let DeviceTables {
-        table,
-        lens,
-        starts,
-    } = device_tables(spec, &p)?;
+    let bufs = DecodeBuffers::random(ctx, spec, &p, seed)?;
     let flags = HostFlags::new(3)?;
-    o.fill_bytes(0xFF, ctx)?;
-    lse.fill_bytes(0xFF, ctx)?;
-    let ops = DecodeOperands {
-        q: &q,
-        k_cache: &k,
-        v_cache: &v,
-        o: &o,
-        lse: &lse,
-        block_table: table.as_ref(),
-        context_lens: lens.as_ref(),
-        context_starts: starts.as_ref(),
-        errors: flags.device_ptr(),
-    };
+    bufs.poison(ctx)?;
+    let ops = bufs.operands(flags.device_ptr());
     decode_paged::check_operands(&s, &ops)?;
     let splits = decode_paged::launch(ctx, &s, &ops)?.splits;
     ctx.synchronize_within(std::time::Duration::from_secs(30), &spec.label())?;
-    let have_o = HostData::from_bytes(p.dtype, &o.download::<u8>(p.q_elems() * p.dtype.size())?);
-    let have_lse: Vec<f32> = lse.download::<f32>(s.lse_elems())?;
+    let (have_o, have_lse) = bufs.outputs(&p, &s)?;
     let (o_seq, lse_seq) = (p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.seqlen_q);
     // Elements that disagree with their sequence's verdict (NaN for a bad one, finite after).
     let wrong = (0..have_o.len())
@@ -636,18 +691,15 @@ pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<
             format!("the error flags read {have_flags:?}, not {want_flags:?} (a length; a page id; a key start)")
         }),
     ]);
-    Ok(DecodeCheck {
-        spec: *spec,
+    let mut out = Outcome {
         passed,
-        splits,
         rel_error: 0.0,
-        bound: 0.0,
-        lse_max_error: 0.0,
-        nan_or_unwritten: wrong,
-        append_mismatches: 0,
-        seed,
+        mismatches: wrong,
         message: format!("bad tables: {message}"),
-    })
+        ..blank(spec, seed, 0.0, 0.0)
+    };
+    set_decode(&mut out, splits, 0);
+    Ok(out)
 }
 
 /// Problems for [`verify_bad_tables`]: one split, several (the bad page seen by one split), a
@@ -715,28 +767,9 @@ pub fn time_decode(
 ) -> Result<DecodeTiming> {
     let p = spec.problem(seed)?;
     let s = spec.shape(&p);
-    let q = random_buffer(ctx, p.dtype, p.q_elems(), seed)?;
-    let k = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(1))?;
-    let v = random_buffer(ctx, p.dtype, p.cache_elems(), seed.wrapping_add(2))?;
-    let o = ctx.alloc(p.q_elems() * p.dtype.size())?;
-    let lse = ctx.alloc(s.lse_elems() * 4)?;
-    let DeviceTables {
-        table,
-        lens,
-        starts,
-    } = device_tables(spec, &p)?;
+    let bufs = DecodeBuffers::random(ctx, spec, &p, seed)?;
     ctx.synchronize()?;
-    let ops = DecodeOperands {
-        q: &q,
-        k_cache: &k,
-        v_cache: &v,
-        o: &o,
-        lse: &lse,
-        block_table: table.as_ref(),
-        context_lens: lens.as_ref(),
-        context_starts: starts.as_ref(),
-        errors: 0,
-    };
+    let ops = bufs.operands(0);
     decode_paged::check_operands(&s, &ops)?;
     let flusher = L2Flusher::new(ctx)?;
     let mut splits = 1;

@@ -7,8 +7,10 @@ use crate::ops::gemm::DType;
 /// The sequence lengths every suite crosses: 1, one under/at/over a 128 tile, and odd sizes.
 pub const SEQLENS: [usize; 6] = [1, 17, 127, 128, 129, 1000];
 
+/// One problem of a suite: batch, heads (query, key/value), lengths (query, key), head dim,
+/// mask, layout and dtype.
 #[allow(clippy::too_many_arguments)]
-fn problem(
+pub(super) fn problem(
     b: usize,
     hq: usize,
     hkv: usize,

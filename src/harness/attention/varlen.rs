@@ -6,9 +6,10 @@ use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
-use crate::harness::attention::verify::{o_bound, LSE_BOUND};
+use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error};
 use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
-use crate::harness::verify::{rel_l2, verdict, within};
+use crate::harness::outcome::{Extra, Outcome};
+use crate::harness::runner::{self, Check};
 use crate::ops::attention::fa3_wgmma::{Fa3Wgmma, VarlenOperands};
 use crate::ops::attention::{AttentionProblem, VarlenProblem, VarlenShape, Window};
 use crate::reference::{attention_varlen::varlen_forward, data::HostData};
@@ -120,20 +121,6 @@ impl VarlenBounds {
     }
 }
 
-/// `kiln attn verify --varlen`'s outcome for one problem.
-#[derive(Debug, Clone, Serialize)]
-pub struct VarlenCheck {
-    pub problem: String,
-    pub passed: bool,
-    pub skipped: Option<String>,
-    pub rel_error: f64,
-    pub bound: f64,
-    pub lse_max_error: f64,
-    pub nan_or_unwritten: usize,
-    pub seed: u64,
-    pub message: String,
-}
-
 /// A short label: sequences, lengths (up to 8), heads, dim, masks.
 pub fn varlen_label(p: &VarlenProblem) -> String {
     let lens: Vec<String> = (0..p.batch().min(8))
@@ -206,11 +193,40 @@ pub fn verify_varlen(
     p: &VarlenProblem,
     seed: u64,
     bounds: VarlenBounds,
-) -> Result<VarlenCheck> {
+) -> Result<Outcome> {
     p.validate()?;
-    let shape = bounds.shape(p);
-    let mut out = VarlenCheck {
-        problem: match bounds {
+    runner::run(ctx, &Packed { p, bounds }, seed)
+}
+
+/// The packed forward's outcome on the problem labelled `label`, not yet judged.
+pub fn blank(label: String, seed: u64, bound: f64) -> Outcome {
+    let extra = Extra::Varlen {
+        lse_max_error: f64::NAN,
+    };
+    Outcome::new("fa3_wgmma", label, seed, bound, extra)
+}
+
+/// One packed problem under one kind of bounds, as the runner checks it.
+struct Packed<'a> {
+    p: &'a VarlenProblem,
+    bounds: VarlenBounds,
+}
+
+/// A packed problem's inputs, buffers and the kernel's error word.
+struct PackedDrawn {
+    q: HostData,
+    k: HostData,
+    v: HostData,
+    bufs: VarlenBuffers,
+    flags: HostFlags,
+}
+
+impl Check for Packed<'_> {
+    type Drawn = PackedDrawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        let (p, shape) = (self.p, self.bounds.shape(self.p));
+        let label = match self.bounds {
             VarlenBounds::Exact => varlen_label(p),
             VarlenBounds::Loose => format!(
                 "{} (no host copy, max {}/{})",
@@ -218,91 +234,68 @@ pub fn verify_varlen(
                 shape.max_q,
                 shape.max_k
             ),
-        },
-        passed: false,
-        skipped: None,
-        rel_error: f64::NAN,
-        bound: o_bound(p.dtype),
-        lse_max_error: f64::NAN,
-        nan_or_unwritten: 0,
-        seed,
-        message: String::new(),
-    };
-    if let Err(reason) = Fa3Wgmma.supports_varlen(&shape, &ctx.info) {
-        out.skipped = Some(reason);
-        out.passed = true;
-        return Ok(out);
+        };
+        blank(label, seed, o_bound(p.dtype))
     }
-    let q = HostData::random(p.dtype, p.q_elems(), seed);
-    let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
-    let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
-    let bufs = VarlenBuffers::upload(p, &q, &k, &v)?;
-    // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
-    bufs.o.fill_bytes(0xFF, ctx)?;
-    bufs.lse.fill_bytes(0xFF, ctx)?;
-    let flags = HostFlags::new(1)?;
-    let ops = VarlenOperands {
-        errors: flags.device_ptr(),
-        ..bufs.operands()
-    };
-    Fa3Wgmma.launch_varlen(ctx, &shape, &ops)?;
-    ctx.synchronize_within(
-        std::time::Duration::from_secs_f64(10.0 + varlen_flops(p) / 1e11),
-        &format!("fa3_wgmma on {}", out.problem),
-    )?;
-    let o = HostData::from_bytes(
-        p.dtype,
-        &bufs.o.download::<u8>(p.q_elems() * p.dtype.size())?,
-    );
-    let lse: Vec<f32> = bufs.lse.download::<f32>(p.heads_q * p.total_q)?;
-    out.nan_or_unwritten = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
-        + lse.iter().filter(|x| x.is_nan()).count();
-    let reference = varlen_forward(p, &q.to_f64(), &k.to_f64(), &v.to_f64());
-    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
-    for (i, want) in reference.o.iter().enumerate() {
-        let have = o.get(i);
-        if have.is_finite() {
-            diff2 += (have - want) * (have - want);
-        }
-        ref2 += want * want;
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        Fa3Wgmma.supports_varlen(&self.bounds.shape(self.p), &ctx.info)
     }
-    let lse_err = reference
-        .lse
-        .iter()
-        .zip(&lse)
-        .map(|(&want, &have)| {
-            let have = have as f64;
-            match (want == f64::NEG_INFINITY, have.is_finite()) {
-                (true, _) if have == f64::NEG_INFINITY => 0.0,
-                (false, true) => (have - want).abs(),
-                _ => f64::INFINITY,
-            }
+
+    fn draw(&self, _ctx: &Context, seed: u64) -> Result<PackedDrawn> {
+        let p = self.p;
+        let q = HostData::random(p.dtype, p.q_elems(), seed);
+        let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
+        let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
+        let bufs = VarlenBuffers::upload(p, &q, &k, &v)?;
+        Ok(PackedDrawn {
+            q,
+            k,
+            v,
+            bufs,
+            flags: HostFlags::new(1)?,
         })
-        .fold(0.0f64, f64::max);
-    out.rel_error = rel_l2(diff2, ref2);
-    out.lse_max_error = lse_err;
-    let flagged = flags.take()[0] != 0;
-    (out.passed, out.message) = verdict(&[
-        (flagged, &|| {
-            "the kernel flagged offsets that are good (its check of the offsets is wrong)".into()
-        }),
-        (out.nan_or_unwritten > 0, &|| {
-            format!(
-                "{} output elements (O or LSE) are NaN or were never written",
-                out.nan_or_unwritten
-            )
-        }),
-        (!within(out.rel_error, out.bound), &|| {
-            format!(
-                "O relative error {:.2e} exceeds the {} bound {:.0e}",
-                out.rel_error, p.dtype, out.bound
-            )
-        }),
-        (!within(lse_err, LSE_BOUND), &|| {
-            format!("LSE error {lse_err:.2e} exceeds {LSE_BOUND:.0e}")
-        }),
-    ]);
-    Ok(out)
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut PackedDrawn) -> Result<()> {
+        // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
+        d.bufs.o.fill_bytes(0xFF, ctx)?;
+        d.bufs.lse.fill_bytes(0xFF, ctx)?;
+        let ops = VarlenOperands {
+            errors: d.flags.device_ptr(),
+            ..d.bufs.operands()
+        };
+        Fa3Wgmma.launch_varlen(ctx, &self.bounds.shape(self.p), &ops)
+    }
+
+    fn flops(&self) -> f64 {
+        varlen_flops(self.p)
+    }
+
+    fn judge(&self, d: &PackedDrawn, out: &mut Outcome) -> Result<()> {
+        let p = self.p;
+        let o = HostData::from_bytes(
+            p.dtype,
+            &d.bufs.o.download::<u8>(p.q_elems() * p.dtype.size())?,
+        );
+        let lse: Vec<f32> = d.bufs.lse.download::<f32>(p.heads_q * p.total_q)?;
+        out.mismatches = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
+            + lse.iter().filter(|x| x.is_nan()).count();
+        let want = varlen_forward(p, &d.q.to_f64(), &d.k.to_f64(), &d.v.to_f64());
+        out.rel_error = o_error(want.o.iter().enumerate().map(|(i, &w)| (o.get(i), w)));
+        let lse_err = want.lse.iter().zip(&lse).map(|(&w, &h)| lse_error(h, w));
+        out.set_lse_max_error(lse_err.fold(0.0f64, f64::max));
+        let flagged = d.flags.take()[0] != 0;
+        judge_o_lse(
+            out,
+            p.dtype,
+            &[(flagged, &|| {
+                "the kernel flagged offsets that are good (its check of the offsets is wrong)"
+                    .into()
+            })],
+        );
+        Ok(())
+    }
 }
 
 /// The dense problem with (about) the same work as `p`: one sequence of S queries over S keys,

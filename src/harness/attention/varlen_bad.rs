@@ -6,8 +6,9 @@
 
 use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
-use crate::harness::attention::varlen::{VarlenBuffers, VarlenCheck};
+use crate::harness::attention::varlen::{blank, VarlenBuffers};
 use crate::harness::attention::verify::o_bound;
+use crate::harness::outcome::Outcome;
 use crate::harness::verify::{rel_l2, verdict, within};
 use crate::ops::attention::fa3_wgmma::{Fa3Wgmma, VarlenOperands};
 use crate::ops::attention::{VarlenProblem, VarlenShape};
@@ -85,7 +86,7 @@ fn cases(p: &VarlenProblem) -> Vec<Case> {
 /// Each case of bad offsets: the error word set, the bad sequences' rows (within the packed
 /// rows and the grid) NaN, the others within the bound of the float64 reference, the canaries
 /// around O and LSE untouched.
-pub fn verify_bad_offsets(ctx: &Context, seed: u64) -> Result<Vec<VarlenCheck>> {
+pub fn verify_bad_offsets(ctx: &Context, seed: u64) -> Result<Vec<Outcome>> {
     let p = clean();
     p.validate()?;
     let q = HostData::random(DType::Bf16, p.q_elems(), seed);
@@ -185,17 +186,16 @@ pub fn verify_bad_offsets(ctx: &Context, seed: u64) -> Result<Vec<VarlenCheck>> 
                 format!("the good sequences' relative error is {rel:.2e}")
             }),
         ]);
-        out.push(VarlenCheck {
-            problem: format!("bad offsets: {}", case.name),
+        let label = format!("bad offsets: {}", case.name);
+        let mut o = Outcome {
             passed,
-            skipped: None,
             rel_error: rel,
-            bound: o_bound(DType::Bf16),
-            lse_max_error: 0.0,
-            nan_or_unwritten: nonfinite,
-            seed,
+            mismatches: nonfinite,
             message,
-        });
+            ..blank(label, seed, o_bound(DType::Bf16))
+        };
+        o.set_lse_max_error(0.0);
+        out.push(o);
     }
     Ok(out)
 }

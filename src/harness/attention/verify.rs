@@ -5,7 +5,8 @@ use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::harness::memory;
 use crate::harness::outcome::{Extra, Outcome};
-use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
+use crate::harness::runner::{self, Check};
+use crate::harness::verify::{fresh_seed, rel_l2, spread_rows, verdict, within};
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
 use crate::reference::{
@@ -65,10 +66,147 @@ pub fn verify_attention_seeded(
 ) -> Result<Outcome> {
     p.validate()?;
     memory::plan_attention_verify(p).ensure(ctx, &format!("the problem {}", p.label()))?;
-    if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(blank(kernel, p, seed).skip(reason));
+    runner::run(ctx, &Forward { kernel, p }, seed)
+}
+
+/// One forward version on one problem, as the runner checks it.
+struct Forward<'a> {
+    kernel: &'a dyn AttentionKernel,
+    p: &'a AttentionProblem,
+}
+
+impl Check for Forward<'_> {
+    type Drawn = AttnFixture;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        let extra = Extra::Attention {
+            problem: *self.p,
+            lse_max_error: f64::NAN,
+        };
+        let (name, p) = (self.kernel.name(), self.p);
+        Outcome::new(name, p.label(), seed, o_bound(p.dtype), extra)
     }
-    AttnFixture::new(p, seed)?.check(ctx, kernel)
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        self.kernel.supports(self.p, &ctx.info)
+    }
+
+    fn draw(&self, _ctx: &Context, seed: u64) -> Result<AttnFixture> {
+        AttnFixture::new(self.p, seed)
+    }
+
+    /// Poisons O and LSE (the fixture serves several versions) and launches.
+    fn launch(&self, ctx: &Context, f: &mut AttnFixture) -> Result<()> {
+        // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
+        f.o.fill_bytes(0xFF, ctx)?;
+        f.lse.fill_bytes(0xFF, ctx)?;
+        let ops = AttentionOperands {
+            q: &f.dq,
+            k: &f.dk,
+            v: &f.dv,
+            o: &f.o,
+            lse: &f.lse,
+        };
+        check_buffers(self.p, &ops)?;
+        self.kernel.launch(ctx, self.p, &ops)
+    }
+
+    fn flops(&self) -> f64 {
+        self.p.flops()
+    }
+
+    fn judge(&self, f: &AttnFixture, out: &mut Outcome) -> Result<()> {
+        let p = self.p;
+        let o_span = p.spans()[3];
+        let o = HostData::from_bytes(p.dtype, &f.o.download::<u8>(o_span * p.dtype.size())?);
+        let lse: Vec<f32> = f.lse.download::<f32>(p.lse_elems())?;
+        // O's elements where its strides put them (the gaps between stay poisoned).
+        let os = p.o_strides();
+        let o_at = |b, h, i| os.offset(b, h, i);
+        let mut o_nan = 0;
+        for b in 0..p.batch {
+            for h in 0..p.heads_q {
+                for i in 0..p.seqlen_q {
+                    let at = o_at(b, h, i);
+                    o_nan += (at..at + p.head_dim).filter(|&x| o.get(x).is_nan()).count();
+                }
+            }
+        }
+        out.mismatches = o_nan + lse.iter().filter(|x| x.is_nan()).count();
+        let (rows, reference) = f.reference.get_or_init(|| {
+            let rows = rows_to_check(p, f.seed);
+            let want = attention_rows(p, &f.q.to_f64(), &f.k.to_f64(), &f.v.to_f64(), &rows);
+            (rows, want)
+        });
+        let o = &o;
+        out.rel_error = o_error(reference.iter().flat_map(|r| {
+            let base = o_at(r.b, r.h, r.i);
+            r.o.iter()
+                .enumerate()
+                .map(move |(dd, &want)| (o.get(base + dd), want))
+        }));
+        let lse_err = reference
+            .iter()
+            .map(|r| lse_error(lse[(r.b * p.heads_q + r.h) * p.seqlen_q + r.i], r.lse))
+            .fold(0.0, f64::max);
+        out.rows_checked = rows.len();
+        out.set_lse_max_error(lse_err);
+        judge_o_lse(out, p.dtype, &[]);
+        Ok(())
+    }
+}
+
+/// ‖have − want‖/‖want‖ over (have, want) pairs; a non-finite output adds nothing (it is
+/// counted as NaN or unwritten apart).
+pub fn o_error(pairs: impl IntoIterator<Item = (f64, f64)>) -> f64 {
+    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
+    for (have, want) in pairs {
+        if have.is_finite() {
+            diff2 += (have - want) * (have - want);
+        }
+        ref2 += want * want;
+    }
+    rel_l2(diff2, ref2)
+}
+
+/// One row's LSE error: 0 where both are -inf (a row that sees no key), infinite where the
+/// kernel's is not finite and the reference's is (or the other way), else the difference.
+pub fn lse_error(have: f32, want: f64) -> f64 {
+    let have = have as f64;
+    match (want == f64::NEG_INFINITY, have.is_finite()) {
+        (true, _) if have == f64::NEG_INFINITY => 0.0,
+        (false, true) => (have - want).abs(),
+        _ => f64::INFINITY,
+    }
+}
+
+/// The verdict of an attention output (O and LSE) already measured in `out`: the faults of
+/// `first` (a family's own, checked before), then O or LSE left NaN, O's error over the bound,
+/// LSE's over [`LSE_BOUND`].
+pub fn judge_o_lse(out: &mut Outcome, dtype: DType, first: &[(bool, &dyn Fn() -> String)]) {
+    let o = &*out;
+    let lse_err = o.lse_max_error();
+    let mut faults: Vec<(bool, &dyn Fn() -> String)> = first.to_vec();
+    let nan = || {
+        format!(
+            "{} output elements (O or LSE) are NaN or were never written",
+            o.mismatches
+        )
+    };
+    let over = || {
+        format!(
+            "O relative error {:.2e} exceeds the {} bound {:.0e}",
+            o.rel_error, dtype, o.bound
+        )
+    };
+    let lse = || format!("LSE error {lse_err:.2e} exceeds {LSE_BOUND:.0e}");
+    faults.extend([
+        (o.mismatches > 0, &nan as &dyn Fn() -> String),
+        (!within(o.rel_error, o.bound), &over),
+        (!within(lse_err, LSE_BOUND), &lse),
+    ]);
+    let (passed, message) = verdict(&faults);
+    (out.passed, out.message) = (passed, message);
 }
 
 /// One problem's inputs on the host and the GPU, and its float64 reference rows (computed at the
@@ -110,117 +248,11 @@ impl AttnFixture {
         })
     }
 
-    /// Poisons O and LSE, launches `kernel`, and compares with the reference.
-    pub fn check(&self, ctx: &Context, kernel: &dyn AttentionKernel) -> Result<Outcome> {
-        let p = &self.p;
-        let mut out = blank(kernel, p, self.seed);
-        if let Err(reason) = kernel.supports(p, &ctx.info) {
-            return Ok(out.skip(reason));
-        }
-        // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
-        self.o.fill_bytes(0xFF, ctx)?;
-        self.lse.fill_bytes(0xFF, ctx)?;
-        let ops = AttentionOperands {
-            q: &self.dq,
-            k: &self.dk,
-            v: &self.dv,
-            o: &self.o,
-            lse: &self.lse,
-        };
-        check_buffers(p, &ops)?;
-        if let Some(reason) = refusal(kernel.launch(ctx, p, &ops))? {
-            return Ok(out.skip(reason));
-        }
-        ctx.synchronize_within(
-            std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
-            &format!("{} on {}", kernel.name(), p.label()),
-        )?;
-        let o_span = p.spans()[3];
-        let o = HostData::from_bytes(p.dtype, &self.o.download::<u8>(o_span * p.dtype.size())?);
-        let lse: Vec<f32> = self.lse.download::<f32>(p.lse_elems())?;
-        // O's elements where its strides put them (the gaps between stay poisoned).
-        let os = p.o_strides();
-        let o_at = |b, h, i| os.offset(b, h, i);
-        let mut o_nan = 0;
-        for b in 0..p.batch {
-            for h in 0..p.heads_q {
-                for i in 0..p.seqlen_q {
-                    let at = o_at(b, h, i);
-                    o_nan += (at..at + p.head_dim).filter(|&x| o.get(x).is_nan()).count();
-                }
-            }
-        }
-        out.mismatches = o_nan + lse.iter().filter(|x| x.is_nan()).count();
-
-        let (rows, reference) = self.reference.get_or_init(|| {
-            let rows = rows_to_check(p, self.seed);
-            let reference = attention_rows(
-                p,
-                &self.q.to_f64(),
-                &self.k.to_f64(),
-                &self.v.to_f64(),
-                &rows,
-            );
-            (rows, reference)
-        });
-        let (mut diff2, mut ref2, mut lse_err) = (0.0f64, 0.0f64, 0.0f64);
-        for r in reference {
-            let base = o_at(r.b, r.h, r.i);
-            for (dd, want) in r.o.iter().enumerate() {
-                let have = o.get(base + dd);
-                if have.is_finite() {
-                    diff2 += (have - want) * (have - want);
-                }
-                ref2 += want * want;
-            }
-            let have = lse[(r.b * p.heads_q + r.h) * p.seqlen_q + r.i] as f64;
-            let e = if r.lse == f64::NEG_INFINITY {
-                if have == f64::NEG_INFINITY {
-                    0.0
-                } else {
-                    f64::INFINITY
-                }
-            } else if have.is_finite() {
-                (have - r.lse).abs()
-            } else {
-                f64::INFINITY
-            };
-            lse_err = lse_err.max(e);
-        }
-        out.rows_checked = rows.len();
-        out.rel_error = rel_l2(diff2, ref2);
-        out.extra = Extra::Attention {
-            problem: *p,
-            lse_max_error: lse_err,
-        };
-        (out.passed, out.message) = verdict(&[
-            (out.mismatches > 0, &|| {
-                format!(
-                    "{} output elements (O or LSE) are NaN or were never written",
-                    out.mismatches
-                )
-            }),
-            (!within(out.rel_error, out.bound), &|| {
-                format!(
-                    "O relative error {:.2e} exceeds the {} bound {:.0e}",
-                    out.rel_error, p.dtype, out.bound
-                )
-            }),
-            (!within(lse_err, LSE_BOUND), &|| {
-                format!("LSE error {:.2e} exceeds {:.0e}", lse_err, LSE_BOUND)
-            }),
-        ]);
-        Ok(out)
+    /// Checks `kernel` against the fixture's inputs and reference.
+    pub fn check(&mut self, ctx: &Context, kernel: &dyn AttentionKernel) -> Result<Outcome> {
+        let (p, seed) = (self.p, self.seed);
+        runner::run_on(ctx, &Forward { kernel, p: &p }, self, seed)
     }
-}
-
-/// `kernel` on `p` with the inputs of `seed`, not yet judged.
-fn blank(kernel: &dyn AttentionKernel, p: &AttentionProblem, seed: u64) -> Outcome {
-    let extra = Extra::Attention {
-        problem: *p,
-        lse_max_error: f64::NAN,
-    };
-    Outcome::new(kernel.name(), p.label(), seed, o_bound(p.dtype), extra)
 }
 
 #[cfg(test)]

@@ -418,7 +418,7 @@ pub fn run(
     drop(bufs);
     for (p, seed) in &drawn.attention {
         // One set of inputs and one reference per problem, checked on every version that takes it.
-        let fixture = if v.attention.iter().any(|k| k.supports(p, &ctx.info).is_ok()) {
+        let mut fixture = if v.attention.iter().any(|k| k.supports(p, &ctx.info).is_ok()) {
             Some(AttnFixture::new(p, *seed)?)
         } else {
             None
@@ -429,7 +429,7 @@ pub fn run(
                 problem: *p,
                 seed: *seed,
             };
-            let o = match &fixture {
+            let o = match &mut fixture {
                 Some(f) => f.check(ctx, *k),
                 None => verify_attention_seeded(ctx, *k, p, *seed),
             };

@@ -94,17 +94,7 @@ pub(super) fn launch(
         ]
         .map(|o| borrow(o))
     };
-    let ops = BackwardOperands {
-        q: &b[0],
-        k: &b[1],
-        v: &b[2],
-        o: &b[3],
-        d_o: &b[4],
-        lse: &b[5],
-        dq: &b[6],
-        dk: &b[7],
-        dv: &b[8],
-    };
+    let ops = BackwardOperands::from_array(&b);
     check_buffers(p, &ops)?;
     reg.select_attention_backward(p, &ctx.info, version)?
         .launch(ctx, p, &ops)

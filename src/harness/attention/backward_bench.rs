@@ -79,18 +79,7 @@ impl BackwardBuffers {
     }
 
     pub fn operands(&self) -> BackwardOperands<'_> {
-        let b = &self.bufs;
-        BackwardOperands {
-            q: &b[0],
-            k: &b[1],
-            v: &b[2],
-            o: &b[3],
-            d_o: &b[4],
-            lse: &b[5],
-            dq: &b[6],
-            dk: &b[7],
-            dv: &b[8],
-        }
+        BackwardOperands::from_array(&self.bufs)
     }
 }
 

@@ -33,7 +33,23 @@ pub struct BackwardOperands<'a> {
     pub dv: &'a DeviceBuffer,
 }
 
-impl BackwardOperands<'_> {
+impl<'a> BackwardOperands<'a> {
+    /// The operands from nine buffers in the order q, k, v, o, dO, LSE, dQ, dK, dV.
+    pub fn from_array(b: &'a [DeviceBuffer; 9]) -> Self {
+        let [q, k, v, o, d_o, lse, dq, dk, dv] = b.each_ref();
+        BackwardOperands {
+            q,
+            k,
+            v,
+            o,
+            d_o,
+            lse,
+            dq,
+            dk,
+            dv,
+        }
+    }
+
     /// Every buffer with its name, inputs first.
     pub fn named(&self) -> [(&'static str, &DeviceBuffer); 9] {
         [

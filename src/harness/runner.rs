@@ -43,21 +43,31 @@ pub trait Check {
 
 /// Checks `c` once on the inputs of `seed`.
 pub fn run<C: Check>(ctx: &Context, c: &C, seed: u64) -> Result<Outcome> {
+    run_keeping(ctx, c, seed).map(|(out, _)| out)
+}
+
+/// [`run`], keeping the drawn inputs for a second kernel on the same operands (a vendor's);
+/// `None` when the problem was skipped before or at its launch.
+pub fn run_keeping<C: Check>(
+    ctx: &Context,
+    c: &C,
+    seed: u64,
+) -> Result<(Outcome, Option<C::Drawn>)> {
     let mut out = c.blank(seed);
     if let Err(reason) = c.supports(ctx) {
-        return Ok(out.skip(reason));
+        return Ok((out.skip(reason), None));
     }
     let mut d = c.draw(ctx, seed)?;
     if let Err(reason) = c.supports_drawn(ctx, &d) {
-        return Ok(out.skip(reason));
+        return Ok((out.skip(reason), None));
     }
     if let Some(reason) = refusal(c.launch(ctx, &mut d))? {
-        return Ok(out.skip(reason));
+        return Ok((out.skip(reason), None));
     }
     ctx.synchronize_within(
         Duration::from_secs_f64(10.0 + c.flops() / 1e11),
         &format!("{} on {}", out.check, out.label),
     )?;
     c.judge(&d, &mut out)?;
-    Ok(out)
+    Ok((out, Some(d)))
 }

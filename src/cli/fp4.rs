@@ -141,13 +141,7 @@ fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
     let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "fp4 verify")))?;
     for p in &cases {
         let r = verify_gemv(&ctx, p).map(|o| vec![o]);
-        for o in outcomes_or_failure("gemv", p.label(), r)? {
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.check, o.label, o.message)
-            });
-            outcomes.push(o);
-        }
-        landing.tick();
+        landing.land(&mut outcomes, outcomes_or_failure("gemv", p.label(), r)?);
     }
     landing.end(false)?;
     let failed = outcomes.iter().filter(|o| !o.passed).count();

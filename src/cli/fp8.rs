@@ -10,7 +10,6 @@ use serde_json::json;
 use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
 use kiln::formats::{Fp8Format, ScaleRecipe};
-use kiln::harness::bench::BenchOptions;
 use kiln::harness::fp8::{
     gemm_suite, verify_conversions, verify_gemm, verify_gemm_seeded, verify_promotion,
     verify_quantization, Data, GemmCase,
@@ -116,15 +115,8 @@ pub struct Fp8BenchArgs {
     /// Time kiln alone.
     #[arg(long)]
     pub no_vendor: bool,
-    #[arg(long, default_value_t = 30)]
-    pub reps: usize,
-    #[arg(long, default_value_t = 5)]
-    pub warmup: usize,
-    /// Warm up for at least this much GPU time (ms).
-    #[arg(long, default_value_t = 0.0)]
-    pub warmup_ms: f64,
-    #[arg(long)]
-    pub no_flush: bool,
+    #[command(flatten)]
+    pub timing: super::args::TimingArgs,
     #[command(flatten)]
     pub grouped: super::fp8_moe::Fp8GroupedArgs,
 }
@@ -175,13 +167,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     let cases = gemm_suite(quick);
     let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "fp8 verify")))?;
     for case in &cases {
-        for o in verify_gemm(&ctx, case, a.vendor)? {
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.check, o.label, o.message)
-            });
-            outcomes.push(o);
-        }
-        landing.tick();
+        landing.land(&mut outcomes, verify_gemm(&ctx, case, a.vendor)?);
     }
     landing.end(false)?;
     outcomes.push(verify_promotion(&ctx)?);
@@ -340,13 +326,7 @@ pub fn tiles_for(p: &Fp8Problem, tiles: &[String], dev: &DeviceInfo) -> Result<V
 }
 
 fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
-    let opt = BenchOptions {
-        warmup: a.warmup,
-        warmup_ms: a.warmup_ms,
-        reps: a.reps,
-        flush_l2: !a.no_flush,
-        interleave: true,
-    };
+    let opt = super::env::bench_options(env, &a.timing);
     if a.grouped.grouped {
         return super::fp8_moe::bench(env, &a.grouped, &opt);
     }

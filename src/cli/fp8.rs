@@ -20,11 +20,10 @@ use kiln::harness::shapes::Suite;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
 use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
-use kiln::report::Table;
 
 use super::env::Env;
 use super::verdicts::{
-    table, verified, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
+    table, verified, Cell, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
     VERDICT,
 };
 
@@ -355,36 +354,27 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": rows }));
     } else {
-        let mut t = Table::new(&[
-            "version",
-            "problem",
-            "bn",
-            "median ms",
-            "min",
-            "max",
-            "TFLOPS",
-            "vs cuBLASLt",
-            "diff vs cuBLASLt",
-        ]);
-        for r in &rows {
-            t.row(&[
-                r.version.clone(),
-                r.problem.clone(),
-                r.config.clone().unwrap_or_default(),
-                format!("{:.4}", r.median_ms),
-                format!("{:.4}", r.min_ms),
-                format!("{:.4}", r.max_ms),
-                format!("{:.0}", r.tflops),
-                r.speedup_vs_cublaslt
-                    .map(|s| format!("{s:.3}x"))
-                    .unwrap_or_default(),
-                r.rel_diff_vs_cublaslt
-                    .map(|d| format!("{d:.1e}"))
-                    .or_else(|| r.vendor_note.clone())
-                    .unwrap_or_default(),
-            ]);
-        }
-        print!("{}", t.render());
+        type C = Cell<Fp8Timing>;
+        const VERSION: C = ("version", |r| r.version.clone());
+        const PROBLEM: C = ("problem", |r| r.problem.clone());
+        const BN: C = ("bn", |r| r.config.clone().unwrap_or_default());
+        const MEDIAN: C = ("median ms", |r| format!("{:.4}", r.median_ms));
+        const MIN: C = ("min", |r| format!("{:.4}", r.min_ms));
+        const MAX: C = ("max", |r| format!("{:.4}", r.max_ms));
+        const TFLOPS: C = ("TFLOPS", |r| format!("{:.0}", r.tflops));
+        const VS: C = ("vs cuBLASLt", |r| {
+            r.speedup_vs_cublaslt
+                .map(|s| format!("{s:.3}x"))
+                .unwrap_or_default()
+        });
+        const DIFF: C = ("diff vs cuBLASLt", |r| {
+            r.rel_diff_vs_cublaslt
+                .map(|d| format!("{d:.1e}"))
+                .or_else(|| r.vendor_note.clone())
+                .unwrap_or_default()
+        });
+        let columns = [VERSION, PROBLEM, BN, MEDIAN, MIN, MAX, TFLOPS, VS, DIFF];
+        print!("{}", table(&columns, &rows).render());
         println!("on {}", ctx.info.name);
     }
     Ok(ExitCode::SUCCESS)

@@ -227,11 +227,7 @@ impl Check for W4a8Check<'_> {
         let rt = |r: usize| d.route.as_ref().map_or(1.0, |h| h.get(r));
         let reference =
             reference_by_expert(mp, &d.touched, &d.w, d.w3.as_ref(), &x_row, &rt, &rows)?;
-        let sc = score_against(mp, &reference, &got, &d.poison, &rows);
-        out.mismatches = sc.nan_or_unwritten;
-        out.written_outside = sc.written_outside;
-        out.rel_error = sc.rel_error;
-        out.rows_checked = rows.len();
+        score_against(mp, &reference, &got, &d.poison, &rows).fill(out, rows.len());
         judge(out);
         Ok(())
     }

@@ -37,13 +37,50 @@ pub trait Check {
     /// FLOPs of one launch: the runner waits 10 s plus 10 ms per GFLOP for it.
     fn flops(&self) -> f64;
 
+    /// How long the runner waits for the launch before it names it as hung.
+    fn wait(&self) -> Duration {
+        Duration::from_secs_f64(10.0 + self.flops() / 1e11)
+    }
+
     /// Downloads the output and fills in the outcome's counts, error and verdict.
     fn judge(&self, d: &Self::Drawn, out: &mut Outcome) -> Result<()>;
 }
 
 /// Checks `c` once on the inputs of `seed`.
 pub fn run<C: Check>(ctx: &Context, c: &C, seed: u64) -> Result<Outcome> {
-    run_keeping(ctx, c, seed).map(|(out, _)| out)
+    let out = c.blank(seed);
+    if let Err(reason) = c.supports(ctx) {
+        return Ok(out.skip(reason));
+    }
+    let mut d = c.draw(ctx, seed)?;
+    launch_and_judge(ctx, c, &mut d, out)
+}
+
+/// Checks `c` on inputs drawn before from `seed` (one set of inputs, and one reference, for
+/// several versions): its `launch` poisons the outputs again.
+pub fn run_on<C: Check>(ctx: &Context, c: &C, d: &mut C::Drawn, seed: u64) -> Result<Outcome> {
+    let out = c.blank(seed);
+    if let Err(reason) = c.supports(ctx) {
+        return Ok(out.skip(reason));
+    }
+    launch_and_judge(ctx, c, d, out)
+}
+
+fn launch_and_judge<C: Check>(
+    ctx: &Context,
+    c: &C,
+    d: &mut C::Drawn,
+    mut out: Outcome,
+) -> Result<Outcome> {
+    if let Err(reason) = c.supports_drawn(ctx, d) {
+        return Ok(out.skip(reason));
+    }
+    if let Some(reason) = refusal(c.launch(ctx, d))? {
+        return Ok(out.skip(reason));
+    }
+    ctx.synchronize_within(c.wait(), &format!("{} on {}", out.check, out.label))?;
+    c.judge(d, &mut out)?;
+    Ok(out)
 }
 
 /// [`run`], keeping the drawn inputs for a second kernel on the same operands (a vendor's);
@@ -53,21 +90,12 @@ pub fn run_keeping<C: Check>(
     c: &C,
     seed: u64,
 ) -> Result<(Outcome, Option<C::Drawn>)> {
-    let mut out = c.blank(seed);
+    let out = c.blank(seed);
     if let Err(reason) = c.supports(ctx) {
         return Ok((out.skip(reason), None));
     }
     let mut d = c.draw(ctx, seed)?;
-    if let Err(reason) = c.supports_drawn(ctx, &d) {
-        return Ok((out.skip(reason), None));
-    }
-    if let Some(reason) = refusal(c.launch(ctx, &mut d))? {
-        return Ok((out.skip(reason), None));
-    }
-    ctx.synchronize_within(
-        Duration::from_secs_f64(10.0 + c.flops() / 1e11),
-        &format!("{} on {}", out.check, out.label),
-    )?;
-    c.judge(&d, &mut out)?;
-    Ok((out, Some(d)))
+    let out = launch_and_judge(ctx, c, &mut d, out)?;
+    let ran = out.skipped.is_none();
+    Ok((out, ran.then_some(d)))
 }

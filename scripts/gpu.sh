@@ -84,6 +84,12 @@
 #                                DeepSeek-V3's set under the rules `measured` and `large` (twice
 #                                each) and the first tile; table of us, TFLOPS and x cuBLASLt per
 #                                shape and config, and the geomeans
+#   formats-pair OLD_BIN NEW_BIN the verify suites of the format and MoE families, each binary in
+#                                turn with --json, paired by scripts/verify-pair.py (the same
+#                                checks and verdicts): PAIR_FAMILIES (default pointwise layer
+#                                fp8grouped fp8 fp4 nvfp4 w4a8 e4m3; each <= 90 s, about 6 min in all
+#                                on an H200), then `kiln fuzz --seed 1` of 20 FP8 problems and 5
+#                                layers with each (the same problems, none wrong)
 #   fp8wide                      the 128 x 256 tile and the large rule's threshold (docs/fp8.md,
 #                                ledger rows 15-17; about 7 min on an H200): FP8W_TILES (default
 #                                256tmh 256otmh) verified at their edges, timed twice each beside
@@ -770,6 +776,34 @@ fp8ml)
   "$PY" scripts/fp8-table.py "$D" "the shapes, each config twice (the second pass: the spread)" \
     fp8ml-large.json "$labels" "DeepSeek-V3: the rules twice each, then $first" fp8ml-ds.json \
     "measured#1 large#1 measured#2 large#2 $first" | tee "$D/summary.txt"
+  ;;
+
+formats-pair)
+  [ $# -eq 2 ] || { echo "usage: bash scripts/gpu.sh formats-pair OLD_BIN NEW_BIN" >&2; exit 2; }
+  OLD=$(abspath "$1"); NEW=$(abspath "$2")
+  need_bin "$OLD" "$NEW"; machine "$OLD" "$NEW"
+  for fam in ${PAIR_FAMILIES:-pointwise layer fp8grouped fp8 fp4 nvfp4 w4a8 e4m3}; do
+    case $fam in
+      pointwise) args=(pointwise verify) ;;
+      layer) args=(moe verify --layer --suite quick) ;;
+      fp8grouped) args=(fp8 verify --grouped --suite quick) ;;
+      fp8) args=(fp8 verify --suite quick) ;;
+      fp4) args=(fp4 verify --suite quick) ;;
+      nvfp4) args=(moe verify --weights nvfp4) ;;
+      w4a8) args=(moe verify --weights mxfp4 --act e4m3) ;;
+      e4m3) args=(verify --dtype e4m3 --suite quick) ;;
+      *) echo "unknown family $fam" >&2; exit 2 ;;
+    esac
+    step_json "$fam-old" 90 "$OLD" --no-store --json "${args[@]}"
+    step_json "$fam-new" 90 "$NEW" --no-store --json "${args[@]}"
+    step "$fam-pair" 10 "$PY" scripts/verify-pair.py "$D/$fam-old.json" "$D/$fam-new.json"
+  done
+  for lab in old new; do
+    bin=$OLD; [ $lab = new ] && bin=$NEW
+    step "fuzz-$lab" 120 "$bin" --no-store fuzz --seed 1 --gemm 0 --attention 0 --moe 0 \
+      --fp8 20 --moe-layer 5 --out "$D/fuzz-$lab.json" --failures "$D/failures-$lab.jsonl"
+  done
+  table
   ;;
 
 fp8wide)

@@ -13,16 +13,15 @@ use kiln::harness::fp4::{
     every_code_tensor_scales, gemv_suite, outcomes_or_failure, verify_every_code, verify_gemv,
     verify_quantization, verify_refusal, Values,
 };
-use kiln::harness::fp4_bench::bench_gemv;
+use kiln::harness::fp4_bench::{bench_gemv, GemvTiming};
 use kiln::harness::fp4_seeds::{geomean, run_shape, shapes, SeedResult};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::ops::fp4::{Fp4Format, GemvProblem};
 use kiln::ops::gemm::DType;
-use kiln::report::Table;
 
 use super::env::Env;
-use super::verdicts::{table, verified, Column, Landing, CASE, CHECK, REL_ERR};
+use super::verdicts::{table, verified, Cell, Column, Landing, CASE, CHECK, REL_ERR};
 
 #[derive(Debug, Args)]
 pub struct Fp4CliArgs {
@@ -141,13 +140,7 @@ fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
     let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "fp4 verify")))?;
     for p in &cases {
         let r = verify_gemv(&ctx, p).map(|o| vec![o]);
-        for o in outcomes_or_failure("gemv", p.label(), r)? {
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.check, o.label, o.message)
-            });
-            outcomes.push(o);
-        }
-        landing.tick();
+        landing.land(&mut outcomes, outcomes_or_failure("gemv", p.label(), r)?);
     }
     landing.end(false)?;
     let failed = outcomes.iter().filter(|o| !o.passed).count();
@@ -188,29 +181,20 @@ fn bench(env: &Env, a: &Fp4BenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": rows }));
     } else {
-        let mut t = Table::new(&[
-            "version",
-            "problem",
-            "median us",
-            "min us",
-            "GB/s",
-            "of copy",
-            "vs cuBLAS bf16",
-        ]);
-        for r in &rows {
-            t.row(&[
-                r.version.clone(),
-                r.problem.clone(),
-                format!("{:.2}", r.median_us),
-                format!("{:.2}", r.min_us),
-                format!("{:.0}", r.gbps),
-                format!("{:.0}%", 100.0 * r.of_copy_ceiling),
-                r.speedup_vs_cublas
-                    .map(|s| format!("{s:.2}x"))
-                    .unwrap_or_default(),
-            ]);
-        }
-        print!("{}", t.render());
+        type C = Cell<GemvTiming>;
+        const VERSION: C = ("version", |r| r.version.clone());
+        const PROBLEM: C = ("problem", |r| r.problem.clone());
+        const MEDIAN: C = ("median us", |r| format!("{:.2}", r.median_us));
+        const MIN: C = ("min us", |r| format!("{:.2}", r.min_us));
+        const GBPS: C = ("GB/s", |r| format!("{:.0}", r.gbps));
+        const OF_COPY: C = ("of copy", |r| format!("{:.0}%", 100.0 * r.of_copy_ceiling));
+        const VS: C = ("vs cuBLAS bf16", |r| {
+            r.speedup_vs_cublas
+                .map(|s| format!("{s:.2}x"))
+                .unwrap_or_default()
+        });
+        let columns = [VERSION, PROBLEM, MEDIAN, MIN, GBPS, OF_COPY, VS];
+        print!("{}", table(&columns, &rows).render());
         println!("on {} (L2 flushed before every launch)", ctx.info.name);
     }
     Ok(ExitCode::SUCCESS)
@@ -242,31 +226,22 @@ fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {
             &json!({ "device": ctx.info, "peak": peak, "results": results, "geomean_us": mean }),
         );
     } else {
-        let mut t = Table::new(&[
-            "problem",
-            "shape",
-            "median us",
-            "TFLOPS",
-            "of bf16 peak",
-            "GB/s",
-            "of copy",
-            "worst",
-            "verdict",
-        ]);
-        for r in &results {
-            t.row(&[
-                r.problem.clone(),
-                r.shape.clone(),
-                format!("{:.2}", r.median_us),
-                format!("{:.1}", r.tflops),
-                format!("{:.1}%", 100.0 * r.of_bf16_peak),
-                format!("{:.0}", r.gbps),
-                format!("{:.0}%", 100.0 * r.of_copy),
-                format!("{:.2}", r.worst),
-                r.message.clone(),
-            ]);
-        }
-        print!("{}", t.render());
+        type C = Cell<SeedResult>;
+        const PROBLEM: C = ("problem", |r| r.problem.clone());
+        const SHAPE: C = ("shape", |r| r.shape.clone());
+        const MEDIAN: C = ("median us", |r| format!("{:.2}", r.median_us));
+        const TFLOPS: C = ("TFLOPS", |r| format!("{:.1}", r.tflops));
+        const OF_PEAK: C = ("of bf16 peak", |r| {
+            format!("{:.1}%", 100.0 * r.of_bf16_peak)
+        });
+        const GBPS: C = ("GB/s", |r| format!("{:.0}", r.gbps));
+        const OF_COPY: C = ("of copy", |r| format!("{:.0}%", 100.0 * r.of_copy));
+        const WORST: C = ("worst", |r| format!("{:.2}", r.worst));
+        const SAID: C = ("verdict", |r| r.message.clone());
+        let columns = [
+            PROBLEM, SHAPE, MEDIAN, TFLOPS, OF_PEAK, GBPS, OF_COPY, WORST, SAID,
+        ];
+        print!("{}", table(&columns, &results).render());
         for p in ["gemv", "gemm", "dual", "group"] {
             let us: Vec<f64> = results
                 .iter()

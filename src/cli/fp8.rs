@@ -10,7 +10,6 @@ use serde_json::json;
 use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
 use kiln::formats::{Fp8Format, ScaleRecipe};
-use kiln::harness::bench::BenchOptions;
 use kiln::harness::fp8::{
     gemm_suite, verify_conversions, verify_gemm, verify_gemm_seeded, verify_promotion,
     verify_quantization, Data, GemmCase,
@@ -21,11 +20,10 @@ use kiln::harness::shapes::Suite;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
 use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
-use kiln::report::Table;
 
 use super::env::Env;
 use super::verdicts::{
-    table, verified, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
+    table, verified, Cell, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
     VERDICT,
 };
 
@@ -116,15 +114,8 @@ pub struct Fp8BenchArgs {
     /// Time kiln alone.
     #[arg(long)]
     pub no_vendor: bool,
-    #[arg(long, default_value_t = 30)]
-    pub reps: usize,
-    #[arg(long, default_value_t = 5)]
-    pub warmup: usize,
-    /// Warm up for at least this much GPU time (ms).
-    #[arg(long, default_value_t = 0.0)]
-    pub warmup_ms: f64,
-    #[arg(long)]
-    pub no_flush: bool,
+    #[command(flatten)]
+    pub timing: super::args::TimingArgs,
     #[command(flatten)]
     pub grouped: super::fp8_moe::Fp8GroupedArgs,
 }
@@ -175,13 +166,7 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     let cases = gemm_suite(quick);
     let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "fp8 verify")))?;
     for case in &cases {
-        for o in verify_gemm(&ctx, case, a.vendor)? {
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.check, o.label, o.message)
-            });
-            outcomes.push(o);
-        }
-        landing.tick();
+        landing.land(&mut outcomes, verify_gemm(&ctx, case, a.vendor)?);
     }
     landing.end(false)?;
     outcomes.push(verify_promotion(&ctx)?);
@@ -340,13 +325,7 @@ pub fn tiles_for(p: &Fp8Problem, tiles: &[String], dev: &DeviceInfo) -> Result<V
 }
 
 fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
-    let opt = BenchOptions {
-        warmup: a.warmup,
-        warmup_ms: a.warmup_ms,
-        reps: a.reps,
-        flush_l2: !a.no_flush,
-        interleave: true,
-    };
+    let opt = super::env::bench_options(env, &a.timing);
     if a.grouped.grouped {
         return super::fp8_moe::bench(env, &a.grouped, &opt);
     }
@@ -375,36 +354,27 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": rows }));
     } else {
-        let mut t = Table::new(&[
-            "version",
-            "problem",
-            "bn",
-            "median ms",
-            "min",
-            "max",
-            "TFLOPS",
-            "vs cuBLASLt",
-            "diff vs cuBLASLt",
-        ]);
-        for r in &rows {
-            t.row(&[
-                r.version.clone(),
-                r.problem.clone(),
-                r.config.clone().unwrap_or_default(),
-                format!("{:.4}", r.median_ms),
-                format!("{:.4}", r.min_ms),
-                format!("{:.4}", r.max_ms),
-                format!("{:.0}", r.tflops),
-                r.speedup_vs_cublaslt
-                    .map(|s| format!("{s:.3}x"))
-                    .unwrap_or_default(),
-                r.rel_diff_vs_cublaslt
-                    .map(|d| format!("{d:.1e}"))
-                    .or_else(|| r.vendor_note.clone())
-                    .unwrap_or_default(),
-            ]);
-        }
-        print!("{}", t.render());
+        type C = Cell<Fp8Timing>;
+        const VERSION: C = ("version", |r| r.version.clone());
+        const PROBLEM: C = ("problem", |r| r.problem.clone());
+        const BN: C = ("bn", |r| r.config.clone().unwrap_or_default());
+        const MEDIAN: C = ("median ms", |r| format!("{:.4}", r.median_ms));
+        const MIN: C = ("min", |r| format!("{:.4}", r.min_ms));
+        const MAX: C = ("max", |r| format!("{:.4}", r.max_ms));
+        const TFLOPS: C = ("TFLOPS", |r| format!("{:.0}", r.tflops));
+        const VS: C = ("vs cuBLASLt", |r| {
+            r.speedup_vs_cublaslt
+                .map(|s| format!("{s:.3}x"))
+                .unwrap_or_default()
+        });
+        const DIFF: C = ("diff vs cuBLASLt", |r| {
+            r.rel_diff_vs_cublaslt
+                .map(|d| format!("{d:.1e}"))
+                .or_else(|| r.vendor_note.clone())
+                .unwrap_or_default()
+        });
+        let columns = [VERSION, PROBLEM, BN, MEDIAN, MIN, MAX, TFLOPS, VS, DIFF];
+        print!("{}", table(&columns, &rows).render());
         println!("on {}", ctx.info.name);
     }
     Ok(ExitCode::SUCCESS)

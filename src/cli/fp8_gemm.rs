@@ -78,13 +78,7 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "verify fp8")))?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for case in &cases {
-        for o in verify_gemm(&ctx, case, false)? {
-            landing.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.check, o.label, o.message)
-            });
-            outcomes.push(o);
-        }
-        landing.tick();
+        landing.land(&mut outcomes, verify_gemm(&ctx, case, false)?);
     }
     landing.end(false)?;
     let failed = outcomes.iter().filter(|o| !o.passed).count();

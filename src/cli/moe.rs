@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
 use kiln::harness::check::check_all;
-use kiln::harness::moe_bench::{bench_moe, problems, MoeBenchRequest};
+use kiln::harness::moe_bench::{bench_moe, problems, MoeBenchRequest, MoeTiming};
 use kiln::harness::moe_shapes::moe_suite;
 use kiln::harness::moe_verify::{verify_moe, Mode};
 use kiln::harness::outcome::Outcome;
@@ -19,7 +19,8 @@ use serde_json::json;
 use super::args::{MoeAction, MoeBenchArgs, MoeCheckArgs, MoeCmdArgs, MoeVerifyArgs};
 use super::env::{bench_options, device_or_h100, finish, record, Env};
 use super::verdicts::{
-    exit_if, table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT, VERSION,
+    exit_if, table, verified, Cell, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT,
+    VERSION,
 };
 
 pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
@@ -284,31 +285,20 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!("rows per expert: {:?}", r.counts);
-    let mut t = Table::new(&[
-        "piece",
-        "problem",
-        "tile",
-        "median ms",
-        "min ms",
-        "max ms",
-        "TFLOPS",
-        "GB/s",
-    ]);
-    for x in &rows {
-        t.row(&[
-            x.piece.clone(),
-            x.problem.clone(),
-            x.tile.clone(),
-            format!("{:.4}", x.median_ms),
-            format!("{:.4}", x.min_ms),
-            format!("{:.4}", x.max_ms),
-            format!("{:.1}", x.tflops),
-            format!("{:.0}", x.gbps),
-        ]);
-    }
-    print!("{}", t.render());
+    const PIECE: Cell<MoeTiming> = ("piece", |x| x.piece.clone());
+    const TILE: Cell<MoeTiming> = ("tile", |x| x.tile.clone());
+    let columns = [PIECE, TIMED_PROBLEM, TILE, MEDIAN, MIN, MAX, TFLOPS, GBPS];
+    print!("{}", table(&columns, &rows).render());
     Ok(ExitCode::SUCCESS)
 }
+
+/// The columns of a MoE timing (`kiln moe bench`, `--layer`).
+pub(super) const TIMED_PROBLEM: Cell<MoeTiming> = ("problem", |x| x.problem.clone());
+pub(super) const MEDIAN: Cell<MoeTiming> = ("median ms", |x| format!("{:.4}", x.median_ms));
+pub(super) const MIN: Cell<MoeTiming> = ("min ms", |x| format!("{:.4}", x.min_ms));
+pub(super) const MAX: Cell<MoeTiming> = ("max ms", |x| format!("{:.4}", x.max_ms));
+pub(super) const TFLOPS: Cell<MoeTiming> = ("TFLOPS", |x| format!("{:.1}", x.tflops));
+pub(super) const GBPS: Cell<MoeTiming> = ("GB/s", |x| format!("{:.0}", x.gbps));
 
 fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;

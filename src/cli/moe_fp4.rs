@@ -91,12 +91,7 @@ pub fn verify(
     let w4a8_runs = w4a8_cases.iter().map(|p| verify_w4a8(&ctx, p));
     let fp4_runs = cases.iter().map(|p| verify_fp4(&ctx, p, f, Mode::Direct));
     for o in w4a8_runs.chain(fp4_runs) {
-        let o = o?;
-        landing.fail(!o.passed, || {
-            format!("FAIL {} {}: {}", o.check, o.label, o.message)
-        });
-        outcomes.push(o);
-        landing.tick();
+        landing.land(&mut outcomes, vec![o?]);
     }
     let failed = outcomes.iter().any(|o| !o.passed);
     landing.end(failed)?;

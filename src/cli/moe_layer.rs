@@ -4,18 +4,20 @@
 use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
+use kiln::harness::moe_bench::MoeTiming;
 use kiln::harness::moe_layer::{layer_suite, parse_suite};
 use kiln::harness::moe_layer_bench::{bench_layer, issue_layers, parse_layers};
 use kiln::harness::moe_layer_verify::verify_layer;
 use kiln::harness::outcome::{Extra, Outcome};
 use kiln::ops::moe::layer::CombineMode;
-use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoeVerifyArgs};
 use super::env::{bench_options, finish, record, Env};
-use super::verdicts::{table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT};
+use super::verdicts::{
+    table, verified, Cell, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT,
+};
 
 pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let shaping = [
@@ -90,26 +92,9 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, shapes: &str) -> Result<ExitCode> {
         env.print_json(&json!({"device": ctx.info.name, "flush_l2": opt.flush_l2, "rows": all}));
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = Table::new(&[
-        "problem",
-        "step",
-        "median ms",
-        "min ms",
-        "max ms",
-        "TFLOPS",
-        "GB/s",
-    ]);
-    for x in &all {
-        t.row(&[
-            x.problem.clone(),
-            x.piece.clone(),
-            format!("{:.4}", x.median_ms),
-            format!("{:.4}", x.min_ms),
-            format!("{:.4}", x.max_ms),
-            format!("{:.1}", x.tflops),
-            format!("{:.0}", x.gbps),
-        ]);
-    }
-    print!("{}", t.render());
+    use super::moe::{GBPS, MAX, MEDIAN, MIN, TFLOPS, TIMED_PROBLEM};
+    const STEP: Cell<MoeTiming> = ("step", |x| x.piece.clone());
+    let columns = [TIMED_PROBLEM, STEP, MEDIAN, MIN, MAX, TFLOPS, GBPS];
+    print!("{}", table(&columns, &all).render());
     Ok(ExitCode::SUCCESS)
 }

@@ -73,6 +73,18 @@ impl Landing {
         }
     }
 
+    /// One case done: the FAIL line of each of its outcomes that failed (`FAIL check label:
+    /// message`), the outcomes kept in `into`, the bar moved.
+    pub fn land(&self, into: &mut Vec<Outcome>, got: Vec<Outcome>) {
+        for o in got {
+            self.fail(!o.passed, || {
+                format!("FAIL {} {}: {}", o.check, o.label, o.message)
+            });
+            into.push(o);
+        }
+        self.tick();
+    }
+
     /// Records a check's row in the store's run.
     pub fn record(&self, row: ResultRow) -> Result<()> {
         record(&self.run, row)
@@ -138,8 +150,11 @@ pub(super) fn fail_line(o: &Outcome) -> String {
     format!("FAIL {} {}: {}", o.check, o.label, o.message)
 }
 
-/// A column of a table of outcomes: its heading and its cell.
-pub(super) type Column = (&'static str, fn(&Outcome) -> String);
+/// A column of a table of `T`s (outcomes, timings): its heading and its cell.
+pub(super) type Cell<T> = (&'static str, fn(&T) -> String);
+
+/// A column of a table of outcomes.
+pub(super) type Column = Cell<Outcome>;
 
 pub(super) const CHECK: Column = ("check", |o| o.check.clone());
 pub(super) const VERSION: Column = ("version", |o| o.check.clone());
@@ -154,11 +169,11 @@ pub(super) const BOUND_SCI: Column = ("bound", |o| sci(o.bound));
 pub(super) const ROWS: Column = ("rows", |o| o.rows_checked.to_string());
 pub(super) const VERDICT: Column = ("verdict", Outcome::verdict_text);
 
-/// A row per outcome, the cells of `columns`.
-pub(super) fn table(columns: &[Column], outcomes: &[Outcome]) -> Table {
+/// A row per outcome (or timing), the cells of `columns`.
+pub(super) fn table<T>(columns: &[Cell<T>], rows: &[T]) -> Table {
     let heads: Vec<&str> = columns.iter().map(|c| c.0).collect();
     let mut t = Table::new(&heads);
-    for o in outcomes {
+    for o in rows {
         t.row(&columns.iter().map(|c| (c.1)(o)).collect::<Vec<_>>());
     }
     t

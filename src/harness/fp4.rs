@@ -10,6 +10,7 @@ use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::formats::{fp4, mxfp4, nvfp4};
 use crate::harness::outcome::{Extra, Outcome};
+use crate::harness::runner::Check;
 use crate::harness::verify::{fresh_seed, rel_l2};
 use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
 use crate::ops::fp4::{dequantize_into, quantize, Fp4Format, Fp4View};
@@ -368,91 +369,160 @@ pub fn verify_refusal(
     Ok(o)
 }
 
-/// Random NVFP4 weights (codes of every byte, scale codes in 0x20..0x58, tensor scale 0.0123)
-/// and bf16 X; the GEMV against the float64 product of the dequantised operands.
-pub fn verify_gemv(ctx: &Context, p: &GemvProblem) -> Result<Outcome> {
-    let seed = fresh_seed();
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-    let rows = p.n * p.batch;
-    let codes: Vec<u8> = (0..rows * p.k / 2).map(|_| rng.gen()).collect();
-    let scales: Vec<u8> = (0..rows * p.k / 16)
-        .map(|_| rng.gen_range(0x20..0x58))
-        .collect();
-    let g = 0.0123f32;
-    let xs: Vec<bf16> = (0..p.batch * p.m * p.k)
-        .map(|_| bf16::from_f32(rng.gen_range(-1.0f32..1.0)))
-        .collect();
-    let (dc, ds, dx) = (
-        DeviceBuffer::from_host(&codes)?,
-        DeviceBuffer::from_host(&scales)?,
-        DeviceBuffer::from_host(&xs)?,
-    );
-    let y = ctx.alloc(p.batch * p.m * p.n * p.output.size())?;
-    y.fill_bytes(0xFF, ctx)?; // NaN in both 16-bit types: a skipped write shows
-    let ops = GemvOperands {
-        x: &dx,
-        ldx: p.k,
-        w: Fp4View {
-            format: Fp4Format::Nvfp4,
-            rows,
-            k: p.k,
-            codes: &dc,
-            scales: &ds,
-            tensor_scale: g,
-        },
-        y: &y,
-        ldy: p.n,
-    };
-    nvfp4_gemv::launch(ctx, p, &ops)?;
-    ctx.synchronize()?;
-    let got: Vec<u16> = y.download(p.batch * p.m * p.n)?;
-    let (mut diff2, mut ref2, mut nan) = (0.0, 0.0, 0usize);
-    let mut wrow = vec![0.0; p.k];
-    for b in 0..p.batch {
-        let xb: Vec<Vec<f64>> = (0..p.m)
-            .map(|m| {
-                xs[(b * p.m + m) * p.k..][..p.k]
-                    .iter()
-                    .map(|v| v.to_f64())
-                    .collect()
-            })
+/// The GEMV's NVFP4 weights, [batch x N, K]: codes of every byte and scale codes in 0x20..0x58,
+/// on the host and the device.
+pub struct GemvWeights {
+    pub codes: Vec<u8>,
+    pub scales: Vec<u8>,
+    pub tensor_scale: f32,
+    dc: DeviceBuffer,
+    ds: DeviceBuffer,
+}
+
+impl GemvWeights {
+    /// Draws the weights of `p` from `rng`, codes first.
+    pub fn draw(p: &GemvProblem, rng: &mut impl Rng, tensor_scale: f32) -> Result<GemvWeights> {
+        let rows = p.n * p.batch;
+        let codes: Vec<u8> = (0..rows * p.k / 2).map(|_| rng.gen()).collect();
+        let scales: Vec<u8> = (0..rows * p.k / 16)
+            .map(|_| rng.gen_range(0x20..0x58))
             .collect();
-        for n in 0..p.n {
-            reference::decode_row(
-                Fp4Format::Nvfp4,
-                &codes,
-                &scales,
-                p.k,
-                b * p.n + n,
-                g as f64,
-                &mut wrow,
-            );
-            for (m, x) in xb.iter().enumerate() {
-                let r = reference::dot(x, &wrow);
-                let v = reference::value_of(got[(b * p.m + m) * p.n + n] as u32, p.output);
-                let rounded = reference::value_of(reference::round_bits(r, p.output), p.output);
-                if !v.is_finite() {
-                    nan += 1;
-                    continue;
-                }
-                diff2 += (v - rounded) * (v - rounded);
-                ref2 += r * r;
-            }
+        let (dc, ds) = (
+            DeviceBuffer::from_host(&codes)?,
+            DeviceBuffer::from_host(&scales)?,
+        );
+        Ok(GemvWeights {
+            codes,
+            scales,
+            tensor_scale,
+            dc,
+            ds,
+        })
+    }
+
+    /// The GEMV's operands: X [batch x M, K] into Y [batch x M, N].
+    pub fn operands<'a>(
+        &'a self,
+        p: &GemvProblem,
+        x: &'a DeviceBuffer,
+        y: &'a DeviceBuffer,
+    ) -> GemvOperands<'a> {
+        GemvOperands {
+            x,
+            ldx: p.k,
+            w: Fp4View {
+                format: Fp4Format::Nvfp4,
+                rows: p.n * p.batch,
+                k: p.k,
+                codes: &self.dc,
+                scales: &self.ds,
+                tensor_scale: self.tensor_scale,
+            },
+            y,
+            ldy: p.n,
         }
     }
-    let mut o = fp4_outcome("gemv", p.label(), seed);
-    o.rel_error = rel_l2(diff2, ref2);
-    o.bound = GEMV_BOUND;
-    o.mismatches = nan;
-    o.passed = nan == 0 && o.rel_error <= GEMV_BOUND;
-    o.message = if nan > 0 {
-        format!("{nan} outputs not written or not finite")
-    } else if o.passed {
-        "ok".into()
-    } else {
-        format!("relative error {:.2e} over {GEMV_BOUND:.0e}", o.rel_error)
-    };
-    Ok(o)
+}
+
+/// Random NVFP4 weights (tensor scale 0.0123) and bf16 X; the GEMV against the float64 product
+/// of the dequantised operands.
+pub fn verify_gemv(ctx: &Context, p: &GemvProblem) -> Result<Outcome> {
+    super::runner::run(ctx, p, fresh_seed())
+}
+
+/// The drawn weights, X (host and device) and the poisoned Y.
+pub struct GemvDrawn {
+    w: GemvWeights,
+    xs: Vec<bf16>,
+    dx: DeviceBuffer,
+    y: DeviceBuffer,
+}
+
+impl Check for GemvProblem {
+    type Drawn = GemvDrawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        Outcome {
+            bound: GEMV_BOUND,
+            ..fp4_outcome("gemv", self.label(), seed)
+        }
+    }
+
+    fn supports(&self, _ctx: &Context) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn draw(&self, ctx: &Context, seed: u64) -> Result<GemvDrawn> {
+        let p = self;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let w = GemvWeights::draw(p, &mut rng, 0.0123)?;
+        let xs: Vec<bf16> = (0..p.batch * p.m * p.k)
+            .map(|_| bf16::from_f32(rng.gen_range(-1.0f32..1.0)))
+            .collect();
+        let dx = DeviceBuffer::from_host(&xs)?;
+        let y = ctx.alloc(p.batch * p.m * p.n * p.output.size())?;
+        y.fill_bytes(0xFF, ctx)?; // NaN in both 16-bit types: a skipped write shows
+        Ok(GemvDrawn { w, xs, dx, y })
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut GemvDrawn) -> Result<()> {
+        nvfp4_gemv::launch(ctx, self, &d.w.operands(self, &d.dx, &d.y))
+    }
+
+    fn flops(&self) -> f64 {
+        2.0 * (self.batch * self.m * self.n * self.k) as f64
+    }
+
+    fn judge(&self, d: &GemvDrawn, o: &mut Outcome) -> Result<()> {
+        let p = self;
+        let (xs, w) = (&d.xs, &d.w);
+        let got: Vec<u16> = d.y.download(p.batch * p.m * p.n)?;
+        let (mut diff2, mut ref2, mut nan) = (0.0, 0.0, 0usize);
+        let mut wrow = vec![0.0; p.k];
+        for b in 0..p.batch {
+            let xb: Vec<Vec<f64>> = (0..p.m)
+                .map(|m| {
+                    xs[(b * p.m + m) * p.k..][..p.k]
+                        .iter()
+                        .map(|v| v.to_f64())
+                        .collect()
+                })
+                .collect();
+            for n in 0..p.n {
+                reference::decode_row(
+                    Fp4Format::Nvfp4,
+                    &w.codes,
+                    &w.scales,
+                    p.k,
+                    b * p.n + n,
+                    w.tensor_scale as f64,
+                    &mut wrow,
+                );
+                for (m, x) in xb.iter().enumerate() {
+                    let r = reference::dot(x, &wrow);
+                    let v = reference::value_of(got[(b * p.m + m) * p.n + n] as u32, p.output);
+                    let rounded = reference::value_of(reference::round_bits(r, p.output), p.output);
+                    if !v.is_finite() {
+                        nan += 1;
+                        continue;
+                    }
+                    diff2 += (v - rounded) * (v - rounded);
+                    ref2 += r * r;
+                }
+            }
+        }
+        o.rel_error = rel_l2(diff2, ref2);
+        o.mismatches = nan;
+        o.passed = nan == 0 && o.rel_error <= GEMV_BOUND;
+        o.message = if nan > 0 {
+            format!("{nan} outputs not written or not finite")
+        } else if o.passed {
+            "ok".into()
+        } else {
+            format!("relative error {:.2e} over {GEMV_BOUND:.0e}", o.rel_error)
+        };
+        Ok(())
+    }
 }
 
 /// The GEMV shapes `fp4 verify` checks: M 1..16 (one and two mma tiles), N not a multiple of 16,

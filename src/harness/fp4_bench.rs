@@ -2,15 +2,14 @@
 //! L2 flushed before every launch): microseconds, GB/s of the bytes each must read, and the
 //! fraction of the measured copy ceiling.
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::Serialize;
 
 use super::bench::{sample_interleaved, stats, BenchBuffers, BenchOptions, L2Flusher};
 use super::peak;
-use crate::device::{Context, DeviceBuffer};
+use crate::device::Context;
 use crate::error::Result;
-use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
-use crate::ops::fp4::{Fp4Format, Fp4View};
+use crate::ops::fp4::nvfp4_gemv::{self, GemvProblem};
 use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 use crate::vendor::cublas::Cublas;
 
@@ -39,32 +38,11 @@ pub fn bench_gemv(
     p.validate()?;
     let ceiling = peak::measure(ctx, &Cublas)?.copy_tbps;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-    let rows = p.n * p.batch;
-    let codes: Vec<u8> = (0..rows * p.k / 2).map(|_| rng.gen()).collect();
-    let scales: Vec<u8> = (0..rows * p.k / 16)
-        .map(|_| rng.gen_range(0x20..0x58))
-        .collect();
-    let (dc, ds) = (
-        DeviceBuffer::from_host(&codes)?,
-        DeviceBuffer::from_host(&scales)?,
-    );
+    let w = super::fp4::GemvWeights::draw(p, &mut rng, 0.01)?;
     let x = ctx.alloc(p.batch * p.m * p.k * 2)?;
     super::device_data::fill(ctx, &x, DType::Bf16, (p.batch * p.m, p.k, p.k), 3)?;
     let y = ctx.alloc(p.batch * p.m * p.n * p.output.size())?;
-    let ops = GemvOperands {
-        x: &x,
-        ldx: p.k,
-        w: Fp4View {
-            format: Fp4Format::Nvfp4,
-            rows,
-            k: p.k,
-            codes: &dc,
-            scales: &ds,
-            tensor_scale: 0.01,
-        },
-        y: &y,
-        ldy: p.n,
-    };
+    let ops = w.operands(p, &x, &y);
     let vendor_p = GemmProblem::new(p.m, p.n, p.k, Layout::RC, DType::Bf16, p.output);
     let vendor_bufs = if no_vendor || p.batch > 1 {
         None

@@ -23,6 +23,8 @@ use crate::ops::registry::Registry;
 use crate::reference::fp4 as reference;
 
 /// The contest's tolerance, elementwise: |c - ref| <= ATOL + RTOL |ref|.
+pub use super::suite::geomean;
+
 pub const RTOL: f64 = 1e-3;
 pub const ATOL: f64 = 1e-3;
 
@@ -574,14 +576,6 @@ fn sample(m: usize, count: usize) -> Vec<usize> {
 fn time(ctx: &Context, opt: &BenchOptions, run: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
     let flusher = L2Flusher::new(ctx)?;
     sample_launches(ctx, &flusher, opt, run)
-}
-
-/// The geometric mean of `xs` (positive).
-pub fn geomean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        return f64::NAN;
-    }
-    (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::formats::{Fp8Format, ScaleRecipe};
 use crate::harness::outcome::{Extra, Outcome};
-use crate::harness::verify::{fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
+use crate::harness::runner::Check;
+use crate::harness::verify::{fresh_seed, rel_l2, spread_rows, verdict, within};
 use crate::ops::fp8::{
     self, convert, Fp8Config, Fp8Operands, Fp8Problem, QuantSpec, ScaleMode, Scales,
 };
@@ -434,27 +435,9 @@ pub fn verify_gemm_seeded(
     let p = &case.p;
     p.validate()?;
     super::memory::plan_fp8_verify(p).ensure(ctx, &format!("the problem {}", case.label()))?;
-    let mut o = fp8_outcome("gemm", case.label(), seed);
-    if let Err(reason) = fp8::gemm::supports(p, &ctx.info) {
-        return Ok(vec![o.skip(reason)]);
-    }
-    let inp = inputs(ctx, case, seed, true, true)?;
-    let dc = poisoned_c(ctx, p)?;
-    let ops = inp.operands(&dc);
-    let launched = match case.cfg {
-        Some(cfg) => fp8::gemm_with(ctx, p, &ops, cfg),
-        None => fp8::gemm(ctx, p, &ops),
-    };
-    if let Some(reason) = refusal(launched)? {
-        return Ok(vec![o.skip(reason)]);
-    }
-    ctx.synchronize_within(
-        std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11),
-        &format!("fp8_wgmma on {}", case.label()),
-    )?;
-    judge_output(p, &dc, &inp, seed, &mut o)?;
+    let (o, drawn) = super::runner::run_keeping(ctx, case, seed)?;
     let mut out = vec![o];
-    if vendor {
+    if let (true, Some((inp, _))) = (vendor, drawn) {
         let mut v = fp8_outcome("cublaslt", case.label(), seed);
         let dv = poisoned_c(ctx, p)?;
         match LtFp8::new(ctx, p, inp.a.scales.ptr(), inp.b.scales.ptr()) {
@@ -467,14 +450,48 @@ pub fn verify_gemm_seeded(
                 };
                 judge_output(p, &dv, &no_quant, seed, &mut v)?;
             }
-            Err(e) => {
-                v.skipped = Some(e.to_string());
-                v.passed = true;
-            }
+            Err(e) => v = v.skip(e.to_string()),
         }
         out.push(v);
     }
     Ok(out)
+}
+
+/// kiln's FP8 GEMM on one case, as the runner checks it: the operands quantised on the GPU (and
+/// compared with the CPU's quantisation), C poisoned, the config or the default choice.
+impl Check for GemmCase {
+    type Drawn = (Fp8Inputs, DeviceBuffer);
+
+    fn blank(&self, seed: u64) -> Outcome {
+        fp8_outcome("gemm", self.label(), seed)
+    }
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        fp8::gemm::supports(&self.p, &ctx.info)
+    }
+
+    fn draw(&self, ctx: &Context, seed: u64) -> Result<Self::Drawn> {
+        Ok((
+            inputs(ctx, self, seed, true, true)?,
+            poisoned_c(ctx, &self.p)?,
+        ))
+    }
+
+    fn launch(&self, ctx: &Context, (inp, dc): &mut Self::Drawn) -> Result<()> {
+        let ops = inp.operands(dc);
+        match self.cfg {
+            Some(cfg) => fp8::gemm_with(ctx, &self.p, &ops, cfg),
+            None => fp8::gemm(ctx, &self.p, &ops),
+        }
+    }
+
+    fn flops(&self) -> f64 {
+        self.p.flops()
+    }
+
+    fn judge(&self, (inp, dc): &Self::Drawn, o: &mut Outcome) -> Result<()> {
+        judge_output(&self.p, dc, inp, o.seed, o)
+    }
 }
 
 /// The promotion check at K = 16,384 (positive data, so partial sums grow; f32 output, so no

@@ -186,7 +186,7 @@ struct Operands {
 
 /// A rows x cols operand drawn on the GPU in f32 from `seed` ([`random_buffer`]) and quantised
 /// there to `format` at granularity `g` (fp32 scales); the f32 copy is freed before the next.
-fn operand(
+pub(super) fn operand(
     ctx: &Context,
     rows: usize,
     cols: usize,

@@ -15,7 +15,8 @@ use super::fp8::{fp8_outcome, random_matrix, Data};
 use super::fp8_moe_judge::{judge_float, judge_quantized};
 use super::moe_verify::{replay_with_rows, settle};
 use super::outcome::Outcome;
-use super::verify::{fresh_seed, refusal, spread_rows};
+use super::runner::Check;
+use super::verify::{fresh_seed, spread_rows};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::formats::ScaleRecipe;
@@ -105,7 +106,7 @@ pub fn suite(quick: bool) -> Vec<Fp8MoeCase> {
 }
 
 /// Host operands of one case: the codes and scales uploaded, and their dequantised values.
-struct Inputs {
+pub struct Inputs {
     x_deq: Vec<f64>,
     w_deq: Vec<Vec<f64>>,
     w3_deq: Vec<Vec<f64>>,
@@ -117,6 +118,28 @@ struct Inputs {
     route_dev: Option<DeviceBuffer>,
     rows: DeviceBuffer,
     sched: DeviceBuffer,
+}
+
+impl Inputs {
+    /// The kernel's operands: these inputs, into `y` (and its scales `sy`).
+    fn operands<'a>(
+        &'a self,
+        y: &'a DeviceBuffer,
+        sy: Option<&'a DeviceBuffer>,
+    ) -> Fp8MoeOperands<'a> {
+        Fp8MoeOperands {
+            x: &self.x,
+            sx: &self.sx,
+            w: &self.w.0,
+            sw: &self.w.1,
+            w3: self.w3.as_ref().map(|(a, b)| (a, b)),
+            y,
+            sy,
+            rows: &self.rows,
+            route: self.route_dev.as_ref(),
+            sched: &self.sched,
+        }
+    }
 }
 
 /// e4m3 with fp32 scales at `g`.
@@ -239,91 +262,123 @@ pub fn verify_case(ctx: &Context, case: &Fp8MoeCase) -> Result<Vec<Outcome>> {
     let p = &case.p;
     p.validate()?;
     let seed = fresh_seed();
-    let check = if p.swiglu.is_some() {
-        fp8_swiglu::NAME
-    } else {
-        fp8_grouped::NAME
-    };
-    let mut o = fp8_outcome(check, case.label(), seed);
-    let inp = inputs(p, seed)?;
-    let xr = p.x_rows();
-    let y_bytes = xr * p.n * p.out_size();
-    let y = DeviceBuffer::new(y_bytes)?;
-    y.fill_bytes(0xFF, ctx)?;
-    let sy = DeviceBuffer::new(4 * p.y_scales().max(1))?;
-    sy.fill_bytes(0xFF, ctx)?;
-    let ops = Fp8MoeOperands {
-        x: &inp.x,
-        sx: &inp.sx,
-        w: &inp.w.0,
-        sw: &inp.w.1,
-        w3: inp.w3.as_ref().map(|(a, b)| (a, b)),
-        y: &y,
-        sy: p.quantized_out().then_some(&sy),
-        rows: &inp.rows,
-        route: inp.route_dev.as_ref(),
-        sched: &inp.sched,
-    };
-    let launch = || match p.swiglu {
-        Some(_) => fp8_swiglu::launch(ctx, p, &ops),
-        None => fp8_grouped::launch(ctx, p, &ops),
-    };
-    let limit = Duration::from_secs_f64(10.0 + p.flops() / 1e11);
-    let what = format!("{check} on {}", case.label());
-    let launched = if case.graph {
+    let (o, drawn) = super::runner::run_keeping(ctx, case, seed)?;
+    let mut out = vec![o];
+    if let (true, Some(d)) = (p.quantized_out(), drawn) {
+        let raw: Vec<u8> = d.y.download(p.x_rows() * p.n * p.out_size())?;
+        let scales: Vec<f32> = d.sy.download(p.y_scales())?;
+        let routed = routed_rows(p);
+        out.push(bits_against_quant_kernel(
+            ctx, case, &d.inp, &raw, &scales, &routed, seed,
+        )?);
+    }
+    Ok(out)
+}
+
+/// Which rows of X (and Y) belong to an expert.
+fn routed_rows(p: &Fp8MoeProblem) -> Vec<bool> {
+    let mut v = vec![false; p.x_rows()];
+    for (s, c) in p.layout().spans() {
+        v[s..s + c].iter_mut().for_each(|b| *b = true);
+    }
+    v
+}
+
+/// The drawn operands of one case and its poisoned Y and Y scales.
+pub struct Drawn {
+    inp: Inputs,
+    y: DeviceBuffer,
+    sy: DeviceBuffer,
+}
+
+impl Fp8MoeCase {
+    /// The kernel the case runs.
+    fn kernel(&self) -> &'static str {
+        if self.p.swiglu.is_some() {
+            fp8_swiglu::NAME
+        } else {
+            fp8_grouped::NAME
+        }
+    }
+}
+
+/// The grouped GEMM or SwiGLU on one case, as the runner checks it (masked problems replayed
+/// from a CUDA graph captured while the device counts were zero, when the case says so).
+impl Check for Fp8MoeCase {
+    type Drawn = Drawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        fp8_outcome(self.kernel(), self.label(), seed)
+    }
+
+    fn supports(&self, _ctx: &Context) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn draw(&self, ctx: &Context, seed: u64) -> Result<Drawn> {
+        let p = &self.p;
+        let inp = inputs(p, seed)?;
+        let y = DeviceBuffer::new(p.x_rows() * p.n * p.out_size())?;
+        y.fill_bytes(0xFF, ctx)?;
+        let sy = DeviceBuffer::new(4 * p.y_scales().max(1))?;
+        sy.fill_bytes(0xFF, ctx)?;
+        Ok(Drawn { inp, y, sy })
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut Drawn) -> Result<()> {
+        let p = &self.p;
+        let sy = p.quantized_out().then_some(&d.sy);
+        let ops = d.inp.operands(&d.y, sy);
+        let launch = || match p.swiglu {
+            Some(_) => fp8_swiglu::launch(ctx, p, &ops),
+            None => fp8_grouped::launch(ctx, p, &ops),
+        };
+        if !self.graph {
+            settle()?;
+            return launch();
+        }
         let zeros = vec![0i32; p.layout().rows_array().len()];
         replay_with_rows(
             ctx,
             &launch,
-            &inp.rows,
+            &d.inp.rows,
             &zeros,
             p.layout().rows_array(),
-            limit,
-            &what,
+            Duration::from_secs_f64(10.0 + p.flops() / 1e11),
+            &format!("{} on {}", self.kernel(), self.label()),
         )
-    } else {
-        settle()?;
-        launch()
-    };
-    if let Some(reason) = refusal(launched)? {
-        return Ok(vec![o.skip(reason)]);
     }
-    ctx.synchronize_within(limit, &what)?;
-    let raw: Vec<u8> = y.download(y_bytes)?;
-    // Rows of no expert must keep their poison.
-    let routed: Vec<bool> = {
-        let mut v = vec![false; xr];
-        for (s, c) in p.layout().spans() {
-            v[s..s + c].iter_mut().for_each(|b| *b = true);
+
+    fn flops(&self) -> f64 {
+        self.p.flops()
+    }
+
+    fn judge(&self, d: &Drawn, o: &mut Outcome) -> Result<()> {
+        let p = &self.p;
+        let raw: Vec<u8> = d.y.download(p.x_rows() * p.n * p.out_size())?;
+        // Rows of no expert must keep their poison.
+        let routed = routed_rows(p);
+        let row_bytes = p.n * p.out_size();
+        o.written_outside = (0..p.x_rows())
+            .filter(|&r| !routed[r])
+            .map(|r| {
+                raw[r * row_bytes..(r + 1) * row_bytes]
+                    .iter()
+                    .filter(|&&b| b != 0xFF)
+                    .count()
+            })
+            .sum();
+        let rows = rows_to_check(p, o.seed);
+        let reference = reference_rows(p, &d.inp, &rows);
+        o.rows_checked = rows.len();
+        if p.quantized_out() {
+            let scales: Vec<f32> = d.sy.download(p.y_scales())?;
+            judge_quantized(p, &raw, &scales, &rows, &reference, o);
+        } else {
+            judge_float(p, &raw, &rows, &reference, o);
         }
-        v
-    };
-    let row_bytes = p.n * p.out_size();
-    o.written_outside = (0..xr)
-        .filter(|&r| !routed[r])
-        .map(|r| {
-            raw[r * row_bytes..(r + 1) * row_bytes]
-                .iter()
-                .filter(|&&b| b != 0xFF)
-                .count()
-        })
-        .sum();
-    let rows = rows_to_check(p, seed);
-    let reference = reference_rows(p, &inp, &rows);
-    o.rows_checked = rows.len();
-    let mut out = Vec::new();
-    if p.quantized_out() {
-        let scales: Vec<f32> = sy.download(p.y_scales())?;
-        judge_quantized(p, &raw, &scales, &rows, &reference, &mut o);
-        out.push(o);
-        out.push(bits_against_quant_kernel(
-            ctx, case, &inp, &raw, &scales, &routed, seed,
-        )?);
-    } else {
-        judge_float(p, &raw, &rows, &reference, &mut o);
-        out.push(o);
+        Ok(())
     }
-    Ok(out)
 }
 
 /// Runs the f32-output SwiGLU on the same inputs, quantises its output with kiln's quantisation
@@ -353,18 +408,7 @@ fn bits_against_quant_kernel(
     let xr = q.x_rows();
     let y32 = DeviceBuffer::new(xr * q.n * 4)?;
     y32.fill_bytes(0, ctx)?;
-    let ops = Fp8MoeOperands {
-        x: &inp.x,
-        sx: &inp.sx,
-        w: &inp.w.0,
-        sw: &inp.w.1,
-        w3: inp.w3.as_ref().map(|(a, b)| (a, b)),
-        y: &y32,
-        sy: None,
-        rows: &inp.rows,
-        route: inp.route_dev.as_ref(),
-        sched: &inp.sched,
-    };
+    let ops = inp.operands(&y32, None);
     settle()?;
     fp8_swiglu::launch(ctx, &q, &ops)?;
     let kq = fp8::quantize(

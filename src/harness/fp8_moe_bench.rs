@@ -6,10 +6,10 @@ use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
-use crate::formats::ScaleRecipe;
+use crate::formats::Fp8Format;
 use crate::harness::bench::{sample_interleaved, stats, BenchOptions, L2Flusher};
 use crate::harness::device_data::random_buffer;
-use crate::ops::fp8::{self, Granularity, QuantSpec};
+use crate::ops::fp8::{self, Granularity};
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp8_problem::{Fp8MoeOperands, Fp8MoeProblem};
 use crate::ops::moe::schedule::sched_bytes;
@@ -39,18 +39,7 @@ fn quantized(
     g: Granularity,
     seed: u64,
 ) -> Result<fp8::Quantized> {
-    let x = random_buffer(ctx, DType::F32, rows * cols, seed)?;
-    let q = fp8::quantize(
-        ctx,
-        &x,
-        DType::F32,
-        rows,
-        cols,
-        cols,
-        QuantSpec::e4m3(g, ScaleRecipe::Fp32),
-    )?;
-    ctx.synchronize()?;
-    Ok(q)
+    super::fp8_bench::operand(ctx, rows, cols, Fp8Format::E4m3, g, seed)
 }
 
 /// Times `p` (the grouped GEMM, or the SwiGLU when `p.swiglu` is set).

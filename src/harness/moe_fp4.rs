@@ -161,11 +161,7 @@ impl Check for Fp4Check<'_> {
         );
         let rows = rows_to_check(p, d.seed);
         let reference = d.case.reference(p, &rows)?;
-        let sc = score_against(p, &reference, &got, &d.poison, &rows);
-        out.mismatches = sc.nan_or_unwritten;
-        out.written_outside = sc.written_outside;
-        out.rel_error = sc.rel_error;
-        out.rows_checked = rows.len();
+        score_against(p, &reference, &got, &d.poison, &rows).fill(out, rows.len());
         judge(out);
         Ok(())
     }

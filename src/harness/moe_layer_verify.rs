@@ -16,6 +16,7 @@
 use super::memory::Need;
 use super::moe_layer::{seeds, x_row, Counter, LayerBuffers, LayerCase, RouteInputs};
 use super::outcome::{Extra, Outcome};
+use super::runner::Check;
 use super::verify::{bound, fresh_seed, rel_l2, spread_rows, verdict, within};
 use crate::device::Context;
 use crate::error::Result;
@@ -63,22 +64,46 @@ pub fn verify_layer(ctx: &Context, c: &LayerCase) -> Result<Outcome> {
 
 /// Verifies one case with the inputs of `seed` (a fuzz failure's repro).
 pub fn verify_layer_seeded(ctx: &Context, c: &LayerCase, seed: u64) -> Result<Outcome> {
-    let p = &c.problem;
-    p.validate()?;
-    let mut out = outcome(c, seed);
-    let refused = SwiGluDual
-        .supports(&p.up(), &ctx.info)
-        .and_then(|_| GroupedGemm.supports(&p.down(), &ctx.info));
-    if let Err(reason) = refused {
-        return Ok(out.skip(reason));
+    c.problem.validate()?;
+    super::runner::run(ctx, c, seed)
+}
+
+/// The whole layer on one case, as the runner checks it: the routing's inputs and the layer's
+/// weights drawn from the seed, the output and workspace poisoned.
+impl Check for LayerCase {
+    type Drawn = (RouteInputs, LayerBuffers);
+
+    fn blank(&self, seed: u64) -> Outcome {
+        outcome(self, seed)
     }
-    plan(c).ensure(ctx, &format!("the layer {}", c.label()))?;
-    let inp = RouteInputs::draw(c, seeds(seed)[3]);
-    let bufs = LayerBuffers::new(ctx, p, &inp, seed)?;
-    bufs.run(ctx, c, &inp)?;
-    let got = Downloaded::of(c, &bufs)?;
-    judge(c, &inp, &got, seed, &mut out);
-    Ok(out)
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        let p = &self.problem;
+        SwiGluDual
+            .supports(&p.up(), &ctx.info)
+            .and_then(|_| GroupedGemm.supports(&p.down(), &ctx.info))
+    }
+
+    fn draw(&self, ctx: &Context, seed: u64) -> Result<Self::Drawn> {
+        plan(self).ensure(ctx, &format!("the layer {}", self.label()))?;
+        let inp = RouteInputs::draw(self, seeds(seed)[3]);
+        let bufs = LayerBuffers::new(ctx, &self.problem, &inp, seed)?;
+        Ok((inp, bufs))
+    }
+
+    fn launch(&self, ctx: &Context, (inp, bufs): &mut Self::Drawn) -> Result<()> {
+        bufs.run(ctx, self, inp)
+    }
+
+    fn flops(&self) -> f64 {
+        self.problem.flops()
+    }
+
+    fn judge(&self, (inp, bufs): &Self::Drawn, out: &mut Outcome) -> Result<()> {
+        let got = Downloaded::of(self, bufs)?;
+        judge(self, inp, &got, out.seed, out);
+        Ok(())
+    }
 }
 
 /// What the GPU left: the routing's tables, the output, H (fetched by row when sampled).

@@ -222,10 +222,7 @@ impl<'p> MoeFixture<'p> {
             .reference
             .get_or_init(|| reference_rows(p, &self.inp, &self.rows));
         let sc = score_against(p, reference, &got, &self.poison, &self.rows);
-        out.mismatches = sc.nan_or_unwritten;
-        out.written_outside = sc.written_outside;
-        out.rel_error = sc.rel_error;
-        out.rows_checked = self.rows.len();
+        sc.fill(&mut out, self.rows.len());
         (out.passed, out.message) = verdict(&[
             (out.mismatches > 0, &|| {
                 format!(
@@ -267,6 +264,16 @@ pub struct Score {
     pub nan_or_unwritten: usize,
     pub written_outside: usize,
     pub rel_error: f64,
+}
+
+impl Score {
+    /// Writes the score of `rows` checked rows into `out` (before its verdict).
+    pub fn fill(self, out: &mut Outcome, rows: usize) {
+        out.mismatches = self.nan_or_unwritten;
+        out.written_outside = self.written_outside;
+        out.rel_error = self.rel_error;
+        out.rows_checked = rows;
+    }
 }
 
 /// Scores the downloaded `got` (started as `poison`): NaN left in routed rows, any change to rows

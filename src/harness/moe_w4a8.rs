@@ -8,7 +8,8 @@ use super::moe_fp4::judge;
 use super::moe_fp4_data::{random_expert_weights, reference_by_expert, touched_experts};
 use super::moe_verify::{rows_to_check, score_against, settle, Mode};
 use super::outcome::{Extra, Outcome};
-use super::verify::{bound, fresh_seed, refusal};
+use super::runner::Check;
+use super::verify::{bound, fresh_seed};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::formats::scale::dequantize_one;
@@ -17,7 +18,7 @@ use crate::ops::fp8::{self, Granularity, QuantSpec};
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp4::kernel_w4a8::{W4a8Layout, NAME};
 use crate::ops::moe::fp4::w4a8::{prepack_w4a8, prepack_w4a8_swiglu, POISON};
-use crate::ops::moe::fp4::{Fp4Format, W4a8Experts, W4a8Operands};
+use crate::ops::moe::fp4::{Fp4Format, Fp4Weights, W4a8Experts, W4a8Operands};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{MoeProblem, WeightLayout};
@@ -63,114 +64,173 @@ pub fn verify_w4a8(ctx: &Context, p: &Fp8MoeProblem) -> Result<Outcome> {
 
 pub fn verify_w4a8_seeded(ctx: &Context, p: &Fp8MoeProblem, seed: u64) -> Result<Outcome> {
     p.validate()?;
-    let mp = scored_problem(p);
-    let mut out = Outcome::new(
-        format!("{NAME} (mxfp4 x e4m3)"),
-        p.label(),
-        seed,
-        bound(DType::Bf16),
-        Extra::Moe { mode: Mode::Direct },
-    );
-    if let Err(reason) = W4a8Experts::supports(p, &ctx.info) {
-        return Ok(out.skip(reason));
+    super::runner::run(ctx, &W4a8Check(p), seed)
+}
+
+/// The W4A8 kernel on one problem, as the runner checks it.
+struct W4a8Check<'a>(&'a Fp8MoeProblem);
+
+/// The drawn weights (host, and prepacked on the GPU with the untouched experts poisoned), X
+/// quantised on the GPU, the routing weights, Y's poison and the call's buffers.
+struct W4a8Drawn {
+    mp: MoeProblem,
+    touched: Vec<usize>,
+    w: Fp4Weights,
+    w3: Option<Fp4Weights>,
+    layout: W4a8Layout,
+    wbuf: DeviceBuffer,
+    /// X in bf16, kept until the quantiser that reads it has run.
+    _x: DeviceBuffer,
+    q: fp8::Quantized,
+    route: Option<HostData>,
+    poison: HostData,
+    /// escale, Y, the rows array, the routing weights, the schedule.
+    bufs: (
+        DeviceBuffer,
+        DeviceBuffer,
+        DeviceBuffer,
+        Option<DeviceBuffer>,
+        DeviceBuffer,
+    ),
+}
+
+impl Check for W4a8Check<'_> {
+    type Drawn = W4a8Drawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        Outcome::new(
+            format!("{NAME} (mxfp4 x e4m3)"),
+            self.0.label(),
+            seed,
+            bound(DType::Bf16),
+            Extra::Moe { mode: Mode::Direct },
+        )
     }
-    // the touched experts' MXFP4 weights, prepacked; the others poisoned on the GPU
-    let touched = touched_experts(&mp);
-    let f = Fp4Format::Mxfp4;
-    let w = random_expert_weights(f, &touched, p.n, p.k, seed.wrapping_add(1))?;
-    let w3 = match p.swiglu {
-        Some(_) => Some(random_expert_weights(
-            f,
-            &touched,
-            p.n,
-            p.k,
-            seed ^ 0x5A5A_5A5A,
-        )?),
-        None => None,
-    };
-    let packed = match &w3 {
-        Some(w3) => prepack_w4a8_swiglu(&w, Some(w3))?,
-        None => prepack_w4a8(&w)?,
-    };
-    let layout = W4a8Layout {
-        experts: p.experts,
-        ..packed.layout()
-    };
-    let eb = layout.expert_bytes();
-    let wbuf = DeviceBuffer::new(p.experts * eb)?;
-    wbuf.fill_bytes(POISON, ctx)?;
-    let per = packed.escale.len() / touched.len().max(1);
-    let mut escale = vec![f32::NAN; layout.escale_len()];
-    settle()?;
-    for (i, &e) in touched.iter().enumerate() {
-        wbuf.upload_at(e * eb, &packed.bytes[i * eb..(i + 1) * eb])?;
-        escale[e * per..(e + 1) * per].copy_from_slice(&packed.escale[i * per..(i + 1) * per]);
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        W4a8Experts::supports(self.0, &ctx.info)
     }
-    // X in bf16, quantised on the GPU with 1x128 scales (the codes and scales come back for the
-    // reference)
-    let (xr, k) = (p.x_rows(), p.k);
-    let x = HostData::random(DType::Bf16, xr * k, seed);
-    let xbuf = DeviceBuffer::from_host(x.bytes())?;
-    let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);
-    let q = fp8::quantize(ctx, &xbuf, DType::Bf16, xr, k, k, spec)?;
-    let route = p
-        .swiglu
-        .is_some_and(|s| s.routed)
-        .then(|| HostData::random(DType::F32, xr, seed.wrapping_add(3)));
-    let poison = HostData::poison(DType::Bf16, xr * p.n);
-    let bufs = (
-        DeviceBuffer::from_host(&escale)?,
-        DeviceBuffer::from_host(poison.bytes())?,
-        DeviceBuffer::from_host(mp.rows_array())?,
-        route
-            .as_ref()
-            .map(|r| DeviceBuffer::from_host(r.bytes()))
-            .transpose()?,
-        DeviceBuffer::new(sched_bytes(p.experts))?,
-    );
-    settle()?;
-    let ops = W4a8Operands {
-        x: &q.codes,
-        sx: &q.scales,
-        w: &wbuf,
-        escale: &bufs.0,
-        y: &bufs.1,
-        rows: &bufs.2,
-        route: bufs.3.as_ref(),
-        sched: &bufs.4,
-    };
-    W4a8Experts::check(p, &layout, &ops)?;
-    if let Some(reason) = refusal(W4a8Experts::launch(ctx, p, &layout, &ops))? {
-        return Ok(out.skip(reason));
+
+    fn draw(&self, ctx: &Context, seed: u64) -> Result<W4a8Drawn> {
+        let p = self.0;
+        let mp = scored_problem(p);
+        // the touched experts' MXFP4 weights, prepacked; the others poisoned on the GPU
+        let touched = touched_experts(&mp);
+        let f = Fp4Format::Mxfp4;
+        let w = random_expert_weights(f, &touched, p.n, p.k, seed.wrapping_add(1))?;
+        let w3 = match p.swiglu {
+            Some(_) => Some(random_expert_weights(
+                f,
+                &touched,
+                p.n,
+                p.k,
+                seed ^ 0x5A5A_5A5A,
+            )?),
+            None => None,
+        };
+        let packed = match &w3 {
+            Some(w3) => prepack_w4a8_swiglu(&w, Some(w3))?,
+            None => prepack_w4a8(&w)?,
+        };
+        let layout = W4a8Layout {
+            experts: p.experts,
+            ..packed.layout()
+        };
+        let eb = layout.expert_bytes();
+        let wbuf = DeviceBuffer::new(p.experts * eb)?;
+        wbuf.fill_bytes(POISON, ctx)?;
+        let per = packed.escale.len() / touched.len().max(1);
+        let mut escale = vec![f32::NAN; layout.escale_len()];
+        settle()?;
+        for (i, &e) in touched.iter().enumerate() {
+            wbuf.upload_at(e * eb, &packed.bytes[i * eb..(i + 1) * eb])?;
+            escale[e * per..(e + 1) * per].copy_from_slice(&packed.escale[i * per..(i + 1) * per]);
+        }
+        // X in bf16, quantised on the GPU with 1x128 scales (the codes and scales come back for
+        // the reference)
+        let (xr, k) = (p.x_rows(), p.k);
+        let x = HostData::random(DType::Bf16, xr * k, seed);
+        let xbuf = DeviceBuffer::from_host(x.bytes())?;
+        let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);
+        let q = fp8::quantize(ctx, &xbuf, DType::Bf16, xr, k, k, spec)?;
+        let x = xbuf;
+        let route = p
+            .swiglu
+            .is_some_and(|s| s.routed)
+            .then(|| HostData::random(DType::F32, xr, seed.wrapping_add(3)));
+        let poison = HostData::poison(DType::Bf16, xr * p.n);
+        let bufs = (
+            DeviceBuffer::from_host(&escale)?,
+            DeviceBuffer::from_host(poison.bytes())?,
+            DeviceBuffer::from_host(mp.rows_array())?,
+            route
+                .as_ref()
+                .map(|r| DeviceBuffer::from_host(r.bytes()))
+                .transpose()?,
+            DeviceBuffer::new(sched_bytes(p.experts))?,
+        );
+        settle()?;
+        Ok(W4a8Drawn {
+            mp,
+            touched,
+            w,
+            w3,
+            layout,
+            wbuf,
+            _x: x,
+            q,
+            route,
+            poison,
+            bufs,
+        })
     }
-    let limit = std::time::Duration::from_secs_f64(10.0 + p.flops() / 1e11);
-    ctx.synchronize_within(limit, &format!("{NAME} on {}", p.label()))?;
-    let got = HostData::from_bytes(DType::Bf16, &bufs.1.download::<u8>(xr * p.n * 2)?);
-    let codes = q.codes.download::<u8>(xr * k)?;
-    let scales = q
-        .scales
-        .download::<f32>(Granularity::Block1x128.scale_count(xr, k))?;
-    let rows = rows_to_check(&mp, seed);
-    let x_row = |r: usize| -> Vec<f64> {
-        (0..k)
-            .map(|c| {
-                dequantize_one(
-                    codes[r * k + c],
-                    scales[(c / 128) * xr + r],
-                    Fp8Format::E4m3,
-                )
-            })
-            .collect()
-    };
-    let rt = |r: usize| route.as_ref().map_or(1.0, |h| h.get(r));
-    let reference = reference_by_expert(&mp, &touched, &w, w3.as_ref(), &x_row, &rt, &rows)?;
-    let sc = score_against(&mp, &reference, &got, &poison, &rows);
-    out.mismatches = sc.nan_or_unwritten;
-    out.written_outside = sc.written_outside;
-    out.rel_error = sc.rel_error;
-    out.rows_checked = rows.len();
-    judge(&mut out);
-    Ok(out)
+
+    fn launch(&self, ctx: &Context, d: &mut W4a8Drawn) -> Result<()> {
+        let ops = W4a8Operands {
+            x: &d.q.codes,
+            sx: &d.q.scales,
+            w: &d.wbuf,
+            escale: &d.bufs.0,
+            y: &d.bufs.1,
+            rows: &d.bufs.2,
+            route: d.bufs.3.as_ref(),
+            sched: &d.bufs.4,
+        };
+        W4a8Experts::check(self.0, &d.layout, &ops)?;
+        W4a8Experts::launch(ctx, self.0, &d.layout, &ops)
+    }
+
+    fn flops(&self) -> f64 {
+        self.0.flops()
+    }
+
+    fn judge(&self, d: &W4a8Drawn, out: &mut Outcome) -> Result<()> {
+        let (p, mp) = (self.0, &d.mp);
+        let (xr, k) = (p.x_rows(), p.k);
+        let got = HostData::from_bytes(DType::Bf16, &d.bufs.1.download::<u8>(xr * p.n * 2)?);
+        let codes = d.q.codes.download::<u8>(xr * k)?;
+        let scales =
+            d.q.scales
+                .download::<f32>(Granularity::Block1x128.scale_count(xr, k))?;
+        let rows = rows_to_check(mp, out.seed);
+        let x_row = |r: usize| -> Vec<f64> {
+            (0..k)
+                .map(|c| {
+                    dequantize_one(
+                        codes[r * k + c],
+                        scales[(c / 128) * xr + r],
+                        Fp8Format::E4m3,
+                    )
+                })
+                .collect()
+        };
+        let rt = |r: usize| d.route.as_ref().map_or(1.0, |h| h.get(r));
+        let reference =
+            reference_by_expert(mp, &d.touched, &d.w, d.w3.as_ref(), &x_row, &rt, &rows)?;
+        score_against(mp, &reference, &got, &d.poison, &rows).fill(out, rows.len());
+        judge(out);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,10 @@ use serde::Serialize;
 
 use super::bench::{stats, timed_reps, L2Flusher};
 use super::outcome::{Extra, Outcome};
+use super::runner::Check;
 use super::verify::fresh_seed;
-use crate::api::{validate, RawTensor, TensorInfo};
+use crate::api::validate::{self, NormPlan, RopePlan};
+use crate::api::{RawTensor, TensorInfo};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::ops::gemm::DType;
@@ -114,8 +116,8 @@ pub fn suite() -> Vec<Case> {
             pad,
         })
     };
-    #[allow(clippy::too_many_arguments)]
-    let r = |batch, seq, hq, hk, d, rot, dtype, cs_f32, interleaved, tables, pad| {
+    // (batch, seq, q heads, kv heads, head dim, rotary dims), dtype, (cos f32, interleaved)
+    let r = |(batch, seq, hq, hk, d, rot), dtype, (cs_f32, interleaved), tables, pad| {
         Case::Rope(RopeCase {
             batch,
             seq,
@@ -130,6 +132,7 @@ pub fn suite() -> Vec<Case> {
             pad,
         })
     };
+    let (plain, cos_f32, interleaved) = ((false, false), (true, false), (false, true));
     vec![
         n(4096, 4096, bf, false, 0),
         n(4096, 4096, bf, true, 0),
@@ -143,48 +146,30 @@ pub fn suite() -> Vec<Case> {
         n(9, 4100, bf, true, 0),
         n(5, 1, bf, false, 0),
         r(
-            1,
-            4096,
-            32,
-            8,
-            128,
-            128,
+            (1, 4096, 32, 8, 128, 128),
             bf,
-            false,
-            false,
+            plain,
             Tables::PerSequence,
             0,
         ),
         r(
-            4,
-            2048,
-            16,
-            2,
-            128,
-            128,
+            (4, 2048, 16, 2, 128, 128),
             bf,
-            false,
-            false,
+            plain,
             Tables::PerSequence,
             0,
         ),
+        r((8, 1, 32, 8, 128, 128), bf, plain, Tables::PerSequence, 0),
+        r((2, 37, 4, 2, 64, 64), hf, interleaved, Tables::Flat, 0),
+        r((2, 33, 3, 1, 128, 64), bf, cos_f32, Tables::One, 8),
         r(
-            8,
-            1,
-            32,
-            8,
-            128,
-            128,
+            (3, 17, 2, 2, 64, 40),
             bf,
-            false,
-            false,
+            interleaved,
             Tables::PerSequence,
             0,
         ),
-        r(2, 37, 4, 2, 64, 64, hf, false, true, Tables::Flat, 0),
-        r(2, 33, 3, 1, 128, 64, bf, true, false, Tables::One, 8),
-        r(3, 17, 2, 2, 64, 40, bf, false, true, Tables::PerSequence, 0),
-        r(2, 19, 3, 2, 128, 128, hf, true, false, Tables::Flat, 2),
+        r((2, 19, 3, 2, 128, 128), hf, cos_f32, Tables::Flat, 2),
     ]
 }
 
@@ -247,64 +232,141 @@ impl Tally {
         }
     }
 
-    /// The outcome: the worst element's error over its bound is `rel_error` against a bound
-    /// of 1.
-    fn outcome(self, problem: String, vec8: bool, seed: u64) -> Outcome {
-        let variant = if vec8 { "16-byte" } else { "1-element" };
-        Outcome {
-            passed: self.nan == 0 && self.outside == 0 && self.worst <= 1.0,
-            rel_error: self.worst,
-            mismatches: self.nan,
-            written_outside: self.outside,
-            message: self.first.unwrap_or_default(),
-            ..Outcome::new(
-                "pointwise",
-                problem,
-                seed,
-                1.0,
-                Extra::Pointwise { variant },
-            )
-        }
+    /// Fills `o`: the worst element's error over its bound is `rel_error` against a bound of 1.
+    fn fill(self, o: &mut Outcome, vec8: bool) {
+        o.extra = Extra::Pointwise {
+            variant: if vec8 { "16-byte" } else { "1-element" },
+        };
+        o.passed = self.nan == 0 && self.outside == 0 && self.worst <= 1.0;
+        o.rel_error = self.worst;
+        o.mismatches = self.nan;
+        o.written_outside = self.outside;
+        o.message = self.first.unwrap_or_default();
     }
 }
 
 /// Verifies one case with fresh inputs.
 pub fn verify(ctx: &Context, c: &Case) -> Result<Outcome> {
-    let seed = fresh_seed();
-    match c {
-        Case::Norm(n) => verify_norm(ctx, n, seed),
-        Case::Rope(r) => verify_rope(ctx, r, seed),
+    super::runner::run(ctx, c, fresh_seed())
+}
+
+/// A drawn RMSNorm: the host inputs, the poisoned output and the residual (both written), and
+/// the plan (`None`: nothing to do).
+pub struct NormDrawn {
+    x: HostData,
+    w: HostData,
+    res: HostData,
+    poison: HostData,
+    bufs: [DeviceBuffer; 4],
+    plan: Option<NormPlan>,
+}
+
+/// A drawn rotary embedding: the tables, q and k (rotated in place) and their row widths.
+pub struct RopeDrawn {
+    cos: HostData,
+    sin: HostData,
+    q: HostData,
+    k: HostData,
+    /// q, k, cos, sin.
+    bufs: [DeviceBuffer; 4],
+    wq: usize,
+    wk: usize,
+    /// Batches of the tables (1 when shared).
+    tb: usize,
+    plan: Option<RopePlan>,
+}
+
+pub enum Drawn {
+    Norm(NormDrawn),
+    Rope(RopeDrawn),
+}
+
+impl Check for Case {
+    type Drawn = Drawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        let extra = Extra::Pointwise {
+            variant: "1-element",
+        };
+        Outcome::new("pointwise", self.label(), seed, 1.0, extra)
+    }
+
+    fn supports(&self, _ctx: &Context) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn draw(&self, _ctx: &Context, seed: u64) -> Result<Drawn> {
+        match self {
+            Case::Norm(c) => draw_norm(c, seed).map(Drawn::Norm),
+            Case::Rope(c) => draw_rope(c, seed).map(Drawn::Rope),
+        }
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut Drawn) -> Result<()> {
+        match d {
+            Drawn::Norm(NormDrawn { plan: Some(p), .. }) => rmsnorm::launch(ctx, &p.shape, &p.ops),
+            Drawn::Rope(RopeDrawn { plan: Some(p), .. }) => rope::launch(ctx, &p.shape, &p.ops),
+            _ => Ok(()),
+        }
+    }
+
+    /// Bandwidth-bound: the runner's wait is its floor.
+    fn flops(&self) -> f64 {
+        0.0
+    }
+
+    fn judge(&self, d: &Drawn, o: &mut Outcome) -> Result<()> {
+        let (t, vec8) = match (self, d) {
+            (Case::Norm(c), Drawn::Norm(d)) => judge_norm(c, d)?,
+            (Case::Rope(c), Drawn::Rope(d)) => judge_rope(c, d)?,
+            _ => unreachable!("a case judges its own draw"),
+        };
+        t.fill(o, vec8);
+        Ok(())
     }
 }
 
-fn verify_norm(ctx: &Context, c: &NormCase, seed: u64) -> Result<Outcome> {
+fn draw_norm(c: &NormCase, seed: u64) -> Result<NormDrawn> {
     let (d, stride) = (c.dtype, c.cols + c.pad);
     let len = c.rows * stride;
     let x = HostData::random(d, len, seed);
     let w = HostData::random(d, c.cols, seed ^ 1);
     let res = HostData::random(d, len, seed ^ 2);
     let poison = HostData::poison(d, len);
-    let (xb, wb, rb, ob) = (upload(&x)?, upload(&w)?, upload(&res)?, upload(&poison)?);
+    let bufs = [upload(&x)?, upload(&w)?, upload(&res)?, upload(&poison)?];
     let shape = [c.rows, c.cols];
     let strides = [stride, 1];
     let (xi, wi) = (
-        view(&xb, d, &shape, &strides)?,
-        view(&wb, d, &[c.cols], &[1])?,
+        view(&bufs[0], d, &shape, &strides)?,
+        view(&bufs[1], d, &[c.cols], &[1])?,
     );
     let (ri, oi) = (
-        view(&rb, d, &shape, &strides)?,
-        view(&ob, d, &shape, &strides)?,
+        view(&bufs[2], d, &shape, &strides)?,
+        view(&bufs[3], d, &shape, &strides)?,
     );
     let res_info = c.residual.then_some(ri);
-    let Some(plan) = validate::rms_norm(0, &xi, &wi, res_info.as_ref(), &oi, EPS)? else {
-        return Ok(Tally::default().outcome(Case::Norm(*c).label(), false, seed));
+    let plan = validate::rms_norm(0, &xi, &wi, res_info.as_ref(), &oi, EPS)?;
+    Ok(NormDrawn {
+        x,
+        w,
+        res,
+        poison,
+        bufs,
+        plan,
+    })
+}
+
+fn judge_norm(c: &NormCase, dr: &NormDrawn) -> Result<(Tally, bool)> {
+    let Some(plan) = &dr.plan else {
+        return Ok((Tally::default(), false));
     };
-    rmsnorm::launch(ctx, &plan.shape, &plan.ops)?;
-    ctx.synchronize()?;
-    let out = download(&ob, d, len)?;
-    let res_out = download(&rb, d, len)?;
+    let (d, stride) = (c.dtype, c.cols + c.pad);
+    let len = c.rows * stride;
+    let (x, res, poison) = (&dr.x, &dr.res, &dr.poison);
+    let out = download(&dr.bufs[3], d, len)?;
+    let res_out = download(&dr.bufs[2], d, len)?;
     let mut t = Tally::default();
-    let wv = w.to_f64();
+    let wv = dr.w.to_f64();
     for row in 0..c.rows {
         let base = row * stride;
         let mut input: Vec<f64> = (0..c.cols).map(|j| x.get(base + j)).collect();
@@ -325,14 +387,14 @@ fn verify_norm(ctx: &Context, c: &NormCase, seed: u64) -> Result<Outcome> {
             });
         }
         for j in c.cols..stride {
-            t.untouched(&out, &poison, base + j);
-            t.untouched(&res_out, &res, base + j);
+            t.untouched(&out, poison, base + j);
+            t.untouched(&res_out, res, base + j);
         }
     }
-    Ok(t.outcome(Case::Norm(*c).label(), plan.shape.vec8, seed))
+    Ok((t, plan.shape.vec8))
 }
 
-fn verify_rope(ctx: &Context, c: &RopeCase, seed: u64) -> Result<Outcome> {
+fn draw_rope(c: &RopeCase, seed: u64) -> Result<RopeDrawn> {
     let d = c.dtype;
     let cs_d = if c.cs_f32 { DType::F32 } else { d };
     let (tb, tshape): (usize, Vec<usize>) = match c.tables {
@@ -346,7 +408,6 @@ fn verify_rope(ctx: &Context, c: &RopeCase, seed: u64) -> Result<Outcome> {
     };
     let cos = HostData::random(cs_d, tb * c.seq * c.rot, seed ^ 3);
     let sin = HostData::random(cs_d, tb * c.seq * c.rot, seed ^ 4);
-    let (cb, sb) = (upload(&cos)?, upload(&sin)?);
     // q and k: [B, S, H, D] memory, token rows `pad` wider, seen as [B, H, S, D]
     let mem = |h: usize, salt: u64| {
         let w = h * c.d + c.pad;
@@ -354,25 +415,43 @@ fn verify_rope(ctx: &Context, c: &RopeCase, seed: u64) -> Result<Outcome> {
         (w, host)
     };
     let ((wq, q), (wk, k)) = (mem(c.hq, 5), mem(c.hk, 6));
-    let (qb, kb) = (upload(&q)?, upload(&k)?);
+    let bufs = [upload(&q)?, upload(&k)?, upload(&cos)?, upload(&sin)?];
     let heads = |b: &DeviceBuffer, h: usize, w: usize| {
         view(b, d, &[c.batch, h, c.seq, c.d], &[c.seq * w, c.d, w, 1])
     };
-    let (qi, ki) = (heads(&qb, c.hq, wq)?, heads(&kb, c.hk, wk)?);
+    let (qi, ki) = (heads(&bufs[0], c.hq, wq)?, heads(&bufs[1], c.hk, wk)?);
     let (ci, si) = (
-        view(&cb, cs_d, &tshape, &tstrides)?,
-        view(&sb, cs_d, &tshape, &tstrides)?,
+        view(&bufs[2], cs_d, &tshape, &tstrides)?,
+        view(&bufs[3], cs_d, &tshape, &tstrides)?,
     );
-    let Some(plan) = validate::rope(0, &qi, &ki, &ci, &si, c.interleaved)? else {
-        return Ok(Tally::default().outcome(Case::Rope(*c).label(), false, seed));
+    let plan = validate::rope(0, &qi, &ki, &ci, &si, c.interleaved)?;
+    Ok(RopeDrawn {
+        cos,
+        sin,
+        q,
+        k,
+        bufs,
+        wq,
+        wk,
+        tb,
+        plan,
+    })
+}
+
+fn judge_rope(c: &RopeCase, dr: &RopeDrawn) -> Result<(Tally, bool)> {
+    let Some(plan) = &dr.plan else {
+        return Ok((Tally::default(), false));
     };
-    rope::launch(ctx, &plan.shape, &plan.ops)?;
-    ctx.synchronize()?;
-    let got_q = download(&qb, d, q.len())?;
-    let got_k = download(&kb, d, k.len())?;
+    let d = c.dtype;
+    let (cos, sin, tb) = (&dr.cos, &dr.sin, dr.tb);
+    let got_q = download(&dr.bufs[0], d, dr.q.len())?;
+    let got_k = download(&dr.bufs[1], d, dr.k.len())?;
     let pairs = rope_pairs(c.rot, c.interleaved);
     let mut t = Tally::default();
-    for (name, was, got, h, w) in [("q", &q, &got_q, c.hq, wq), ("k", &k, &got_k, c.hk, wk)] {
+    for (name, was, got, h, w) in [
+        ("q", &dr.q, &got_q, c.hq, dr.wq),
+        ("k", &dr.k, &got_k, c.hk, dr.wk),
+    ] {
         for b in 0..c.batch {
             for s in 0..c.seq {
                 let row = (b * c.seq + s) * w;
@@ -403,7 +482,7 @@ fn verify_rope(ctx: &Context, c: &RopeCase, seed: u64) -> Result<Outcome> {
             }
         }
     }
-    Ok(t.outcome(Case::Rope(*c).label(), plan.shape.vec8, seed))
+    Ok((t, plan.shape.vec8))
 }
 
 /// One timed kernel: its median time and the bytes it moves (read + written once).
@@ -417,68 +496,27 @@ pub struct PointwiseTiming {
     pub tb_per_s: f64,
 }
 
-/// Times `c` (`reps` launches, L2 flushed before each): RMSNorm moves x, the weight, out (and
-/// the residual twice); the rotary embedding moves q and k twice and the tables once.
+/// Times `c` (`reps` launches, L2 flushed before each) on the inputs its check draws: RMSNorm
+/// moves x, the weight, out (and the residual twice); the rotary embedding moves q and k twice
+/// and the cos and sin tables once.
 pub fn bench(ctx: &Context, c: &Case, reps: usize) -> Result<PointwiseTiming> {
     let flusher = L2Flusher::new(ctx)?;
-    let seed = fresh_seed();
-    let (mut times, bytes) = match c {
-        Case::Norm(n) => {
-            let (d, len) = (n.dtype, n.rows * (n.cols + n.pad));
-            let bufs: Vec<DeviceBuffer> = (0..4)
-                .map(|i| upload(&HostData::random(d, len, seed ^ i)))
-                .collect::<Result<_>>()?;
-            let w = upload(&HostData::random(d, n.cols, seed))?;
-            let (shape, strides) = ([n.rows, n.cols], [n.cols + n.pad, 1]);
-            let info = |i: usize| view(&bufs[i], d, &shape, &strides);
-            let res = if n.residual { Some(info(2)?) } else { None };
-            let wi = view(&w, d, &[n.cols], &[1])?;
-            let plan = validate::rms_norm(0, &info(0)?, &wi, res.as_ref(), &info(1)?, EPS)?;
-            let Some(plan) = plan else {
-                return Ok(timing(c, vec![0.0], 0));
-            };
-            let moved = n.rows * n.cols * d.size() * if n.residual { 4 } else { 2 };
-            let times = timed_reps(ctx, &flusher, true, reps, || {
-                rmsnorm::launch(ctx, &plan.shape, &plan.ops)
-            })?;
-            (times, moved)
-        }
+    let mut d = c.draw(ctx, fresh_seed())?;
+    if matches!(
+        &d,
+        Drawn::Norm(NormDrawn { plan: None, .. }) | Drawn::Rope(RopeDrawn { plan: None, .. })
+    ) {
+        return Ok(timing(c, vec![0.0], 0));
+    }
+    let bytes = match c {
+        Case::Norm(n) => n.rows * n.cols * n.dtype.size() * if n.residual { 4 } else { 2 },
         Case::Rope(r) => {
-            let d = r.dtype;
-            let cs_d = if r.cs_f32 { DType::F32 } else { d };
+            let cs = if r.cs_f32 { DType::F32 } else { r.dtype }.size();
             let tokens = r.batch * r.seq;
-            let (wq, wk) = (r.hq * r.d + r.pad, r.hk * r.d + r.pad);
-            let q = upload(&HostData::random(d, tokens * wq, seed))?;
-            let k = upload(&HostData::random(d, tokens * wk, seed ^ 1))?;
-            let cs = upload(&HostData::random(cs_d, tokens * r.rot, seed ^ 2))?;
-            let heads = |b: &DeviceBuffer, h: usize, w: usize| {
-                view(b, d, &[r.batch, h, r.seq, r.d], &[r.seq * w, r.d, w, 1])
-            };
-            let table = view(
-                &cs,
-                cs_d,
-                &[r.batch, r.seq, r.rot],
-                &[r.seq * r.rot, r.rot, 1],
-            )?;
-            let plan = validate::rope(
-                0,
-                &heads(&q, r.hq, wq)?,
-                &heads(&k, r.hk, wk)?,
-                &table,
-                &table,
-                r.interleaved,
-            )?;
-            let Some(plan) = plan else {
-                return Ok(timing(c, vec![0.0], 0));
-            };
-            let moved =
-                2 * tokens * (r.hq + r.hk) * r.rot * d.size() + 2 * tokens * r.rot * cs_d.size();
-            let times = timed_reps(ctx, &flusher, true, reps, || {
-                rope::launch(ctx, &plan.shape, &plan.ops)
-            })?;
-            (times, moved)
+            2 * tokens * (r.hq + r.hk) * r.rot * r.dtype.size() + 2 * tokens * r.rot * cs
         }
     };
+    let mut times = timed_reps(ctx, &flusher, true, reps, || c.launch(ctx, &mut d))?;
     times.iter_mut().for_each(|t| *t *= 1e3);
     Ok(timing(c, times, bytes))
 }

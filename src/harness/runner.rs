@@ -82,3 +82,20 @@ fn launch_and_judge<C: Check>(
     c.judge(d, &mut out)?;
     Ok(out)
 }
+
+/// [`run`], keeping the drawn inputs for a second kernel on the same operands (a vendor's);
+/// `None` when the problem was skipped before or at its launch.
+pub fn run_keeping<C: Check>(
+    ctx: &Context,
+    c: &C,
+    seed: u64,
+) -> Result<(Outcome, Option<C::Drawn>)> {
+    let out = c.blank(seed);
+    if let Err(reason) = c.supports(ctx) {
+        return Ok((out.skip(reason), None));
+    }
+    let mut d = c.draw(ctx, seed)?;
+    let out = launch_and_judge(ctx, c, &mut d, out)?;
+    let ran = out.skipped.is_none();
+    Ok((out, ran.then_some(d)))
+}

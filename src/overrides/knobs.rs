@@ -478,6 +478,25 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.tune.fake.as_ref().map(TuneFake::label),
     },
     Knob {
+        name: "KILN_W4A8_SX",
+        takes: || {
+            "`ldg` (each consumer loads its X scales from global memory) or `tma` (the producer \
+             stages each K block's X scales beside its X tile): how the W4A8 experts read X's \
+             1x128 scales"
+                .into()
+        },
+        default: "ldg",
+        set: |o, v| {
+            let staged = |v: &str| match v {
+                "ldg" => Some(false),
+                "tma" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.w4a8_sx_staged, or(v, false, staged))
+        },
+        show: |o| o.moe.w4a8_sx_staged.then(|| "tma".to_string()),
+    },
+    Knob {
         name: "KILN_WGMMA_CFG",
         takes: || {
             let names: Vec<&str> = FORCED_CONFIGS.iter().map(|(n, _)| *n).collect();

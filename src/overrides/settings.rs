@@ -217,6 +217,11 @@ pub struct MoeOverrides {
     /// us, 8 tokens unchanged, the 512-row decode -2 to -5 % (F6); verified; docs/moe.md F9); 1
     /// never splits.
     pub fp4_tail: u32,
+    /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
+    /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
+    /// tile (no global load before the fence that precedes each step's barrier). Default `ldg`
+    /// until a device run shows `tma` faster (docs/moe.md, ledger F11).
+    pub w4a8_sx_staged: bool,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
@@ -239,6 +244,7 @@ impl MoeOverrides {
         fp4_shift: true,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
+        w4a8_sx_staged: false,
         gather: MoeGather::Auto,
     };
 }

@@ -219,8 +219,9 @@ pub(super) static KNOBS: &[Knob] = &[
             "`auto` (by M: lean at 1, xring at 2-4, wide above), `regs` (weights in registers), \
              `async` (a cp.async ring in shared memory), `wide` \
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
-             2-step stages that carry X, M up to 4) or `xring` (one-step slots that carry X by \
-             cp.async); the rings need K a multiple of 128"
+             2-step stages that carry X, M up to 4), `xring` (one-step slots that carry X by \
+             cp.async) or `xswz` (xring with X placed for conflict-free reads); the rings need K \
+             a multiple of 128"
                 .into()
         },
         default: "auto",
@@ -232,6 +233,7 @@ pub(super) static KNOBS: &[Knob] = &[
                 "wide" => Some(Fp4Gemv::Wide),
                 "lean" => Some(Fp4Gemv::Lean),
                 "xring" => Some(Fp4Gemv::Xring),
+                "xswz" => Some(Fp4Gemv::Xswz),
                 _ => None,
             };
             put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Auto, path))

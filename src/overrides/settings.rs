@@ -270,6 +270,9 @@ pub enum Fp4Gemv {
     /// weights (no X in registers), at most 80 registers and ~24 warps an SM at M 1 (K a
     /// multiple of 128).
     Xring,
+    /// `Xring` with X's rows 272 bytes apart and the halves of a lane's 64 bytes swapped for q 2
+    /// and 3, so that the X reads of an 8-lane phase hit the 32 banks once (K a multiple of 128).
+    Xswz,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

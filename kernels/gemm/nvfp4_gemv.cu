@@ -74,6 +74,12 @@
 // shared wavefronts excess). Here a row's chunk c sits at c ^ ((c >> 2) & 2) (q 2 and 3 swap
 // their halves) and rows are 272 bytes apart (the next row one chunk on), so the eight chunks of
 // a phase fill the 32 banks once; a lane's four reads are two pairs at two bases.
+//
+// KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
+// load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
+// stall samples sat on one instruction, the permute that stores the first stage's X, once a
+// warp: that load left after three stages of weight copies from every warp on the GPU and
+// waited behind them.
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -87,10 +93,15 @@
 #if !defined(KILN_GEMV_XSWZ)
 #define KILN_GEMV_XSWZ 0
 #endif
+#if !defined(KILN_GEMV_XFIRST)
+#define KILN_GEMV_XFIRST 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1;
 static_assert(!kXswz || kXring, "the X swizzle is the X ring's");
+constexpr bool kXfirst = KILN_GEMV_XFIRST == 1;
+static_assert(!kXfirst || kLean, "X first is the lean ring's");
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -519,11 +530,12 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   const bool xin = g < a.m;
   const auto stage_of = [&](int j) { return warp + j * warps; };
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+  u32x4 xr[LEAN_MAX_M];
+  if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps);  // ahead of the weights
 #pragma unroll
   for (int j = 0; j < LEAN_RING - 1; ++j)
     issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
-  u32x4 xr[LEAN_MAX_M];
-  load_lean_x(xr, a, xl, lane, stage_of(0), steps);
+  if constexpr (!kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps);
   if (mine > 0) store_lean_x(xbuf, xr, a.m, lane);
   load_lean_x(xr, a, xl, lane, stage_of(1), steps);
   XStep xs;  // columns at or past M stay zero

@@ -219,7 +219,8 @@ pub(super) static KNOBS: &[Knob] = &[
             "`auto` (by M: lean at 1, xring at 2-4, wide above), `regs` (weights in registers), \
              `async` (a cp.async ring in shared memory), `wide` \
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
-             2-step stages that carry X, M up to 4), `xring` (one-step slots that carry X by \
+             2-step stages that carry X, M up to 4), `leanx` (lean with the first X load ahead \
+             of the weights), `xring` (one-step slots that carry X by \
              cp.async) or `xswz` (xring with X placed for conflict-free reads); the rings need K \
              a multiple of 128"
                 .into()
@@ -232,6 +233,7 @@ pub(super) static KNOBS: &[Knob] = &[
                 "async" => Some(Fp4Gemv::Async),
                 "wide" => Some(Fp4Gemv::Wide),
                 "lean" => Some(Fp4Gemv::Lean),
+                "leanx" => Some(Fp4Gemv::Leanx),
                 "xring" => Some(Fp4Gemv::Xring),
                 "xswz" => Some(Fp4Gemv::Xswz),
                 _ => None,

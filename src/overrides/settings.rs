@@ -266,6 +266,9 @@ pub enum Fp4Gemv {
     /// stored into shared memory in the mma's pair order (K a multiple of 128, M up to 4; a
     /// larger M runs `Wide`).
     Lean,
+    /// `Lean` with each warp's first X load issued before its ring's first weight copies (M up
+    /// to 4; a larger M runs `Wide`).
+    Leanx,
     /// A cp.async ring of 4 one-step slots a warp, each carrying its step's X beside the
     /// weights (no X in registers), at most 80 registers and ~24 warps an SM at M 1 (K a
     /// multiple of 128).

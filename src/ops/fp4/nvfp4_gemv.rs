@@ -219,6 +219,12 @@ pub fn spec_lean(arch: &str) -> KernelSpec {
 pub const LEAN_RING: u32 = 4;
 pub const LEAN_SLOT: u32 = 16 * 128 + 16 * 16;
 pub const LEAN_MAX_M: usize = 4;
+/// The lean ring with each warp's first X load ahead of its weight copies
+/// (`KILN_FP4_GEMV=leanx`; compiled only when asked for, the variant budget).
+pub fn spec_leanx(arch: &str) -> KernelSpec {
+    spec_lean(arch).define("KILN_GEMV_XFIRST", 1)
+}
+
 pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
@@ -289,12 +295,17 @@ impl GemvProblem {
             (a, _) => a,
         };
         match asked {
-            Fp4Gemv::Async | Fp4Gemv::Wide | Fp4Gemv::Lean | Fp4Gemv::Xring | Fp4Gemv::Xswz
+            Fp4Gemv::Async
+            | Fp4Gemv::Wide
+            | Fp4Gemv::Lean
+            | Fp4Gemv::Leanx
+            | Fp4Gemv::Xring
+            | Fp4Gemv::Xswz
                 if !self.takes_async() =>
             {
                 Fp4Gemv::Regs
             }
-            Fp4Gemv::Lean if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
+            Fp4Gemv::Lean | Fp4Gemv::Leanx if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
             a => a,
         }
     }
@@ -308,6 +319,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
         Fp4Gemv::Lean => (spec_lean(arch), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Leanx => (spec_leanx(arch), warps * lean_warp_bytes(m)),
         Fp4Gemv::Xring => (spec_xring(arch, nf), warps * xring_warp_bytes(m)),
         Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
     }
@@ -387,7 +399,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     let path = p.path(ctx.overrides.moe.fp4_gemv);
     let sms = ctx.info.sm_count.max(1);
     let warps = match path {
-        Fp4Gemv::Lean => p.lean_warps(sms),
+        Fp4Gemv::Lean | Fp4Gemv::Leanx => p.lean_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         _ => p.warps(sms),
@@ -954,6 +966,22 @@ mod tests {
         let specs = [spec_xswz("sm_90a", 1), spec_xswz("sm_90a", 2)];
         for r in super::super::compile_clean(&specs).unwrap_or_default() {
             assert!(r.registers <= 80, "{}", r.registers);
+        }
+    }
+
+    /// The lean ring with X first compiles as cleanly (only when asked for: the variant budget),
+    /// and M over 4 or K off the 128s leaves it as it leaves the lean ring.
+    #[test]
+    fn the_lean_ring_with_x_first_compiles_and_takes_what_lean_takes() {
+        super::super::compile_clean(&[spec_leanx("sm_90a")]);
+        for (m, k, want) in [
+            (1, 256, Fp4Gemv::Leanx),
+            (4, 256, Fp4Gemv::Leanx),
+            (5, 256, Fp4Gemv::Wide),
+            (1, 160, Fp4Gemv::Regs),
+        ] {
+            let p = GemvProblem::new(m, 64, k, DType::Bf16);
+            assert_eq!(p.path(Fp4Gemv::Leanx), want, "M {m} K {k}");
         }
     }
 

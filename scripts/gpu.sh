@@ -131,14 +131,15 @@
 #                                4x14336x4096, 16x8192x8192, 8x8192x8192, 1x4096x4096, of the
 #                                SwiGLU under tail 1/8 and of the down projection under tail 1/8
 #                                x pair swiglu/all (about 1.5 + 4 minutes on an H200)
-#   fp4swz [verify|time]         the NVFP4 GEMV's swizzled X ring (docs/fp4.md G6) and W4A8's X
-#                                scales staged by TMA (docs/moe.md F11): `KILN_FP4_GEMV=xswz fp4
-#                                verify --suite full`, the W4A8 suite, a ragged problem (K 1088)
-#                                and the 512-row decode counts under KILN_W4A8_SX=tma; then two
-#                                alternating rounds of xring/xswz at 1x8192x8192, 4x14336x4096,
-#                                2x8192x8192, 1x4096x4096 (lean once at M 1) and of ldg/tma at
-#                                E256 32,768 rows and the 512-row decode (about 1.5 + 4 minutes
-#                                on an H200)
+#   fp4swz [verify|time]         the NVFP4 GEMV's swizzled X ring and lean ring with X first
+#                                (docs/fp4.md G6, G7) and W4A8's X scales staged by TMA and its
+#                                epilogue (docs/moe.md F11, F12): `fp4 verify --suite full` under
+#                                KILN_FP4_GEMV=xswz and leanx, the W4A8 suite under ldg and tma,
+#                                a ragged problem (K 1088) and the 512-row decode counts under
+#                                tma; then two alternating rounds of xring/xswz at 1x8192x8192,
+#                                4x14336x4096, 2x8192x8192, 1x4096x4096, of lean/leanx at
+#                                1x8192x8192 and 1x4096x4096, and of ldg/tma at E256 32,768 rows
+#                                and the 512-row decode (about 2 + 5 minutes on an H200)
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -348,11 +349,14 @@ gemv_ab() {
   done
 }
 
-# gemv_summary VERIFY_NAME: the GEMV verify's failed rows and its totals, then every GEMV bench
-# row of gemv_ab, appended to summary.txt.
+# gemv_summary VERIFY_NAME...: each GEMV verify's failed rows and its totals, then every GEMV
+# bench row of gemv_ab, appended to summary.txt.
 gemv_summary() {
-  grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
-    "$D/$1.txt" 2>/dev/null | tee -a "$D/summary.txt"
+  local v
+  for v in "$@"; do
+    grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
+      "$D/$v.txt" 2>/dev/null | sed "s|^|$v |" | tee -a "$D/summary.txt"
+  done
   for f in "$D"/gemv-*-[12].txt; do
     [ -e "$f" ] || continue
     grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
@@ -1151,6 +1155,8 @@ fp4swz)
   if [ "$part" != time ]; then
   # each new path verified before it is timed
   step gemv-xswz-verify 90 env KILN_FP4_GEMV=xswz "$KILN" --no-store fp4 verify --suite full
+  step gemv-leanx-verify 90 env KILN_FP4_GEMV=leanx "$KILN" --no-store fp4 verify --suite full
+  step_json verify-w4a8-ldg 90 env KILN_W4A8_SX=ldg "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
   step_json verify-w4a8-tma 90 env KILN_W4A8_SX=tma "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
   step_json verify-w4a8-tma-ragged-swiglu 60 env KILN_W4A8_SX=tma "$KILN" --no-store --json moe verify --weights mxfp4 \
     --act e4m3 "${RAGGED[@]}" --n 320 --swiglu --routed
@@ -1161,7 +1167,7 @@ fp4swz)
   fi
   if [ "$part" != verify ]; then
   gemv_ab xring xswz "1 8192 8192" "4 14336 4096" "2 8192 8192" "1 4096 4096"
-  step gemv-lean-m1-n8192-k8192-1 120 env KILN_FP4_GEMV=lean "$KILN" --no-store fp4 bench --gemv --m 1 --n 8192 --k 8192
+  gemv_ab lean leanx "1 8192 8192" "1 4096 4096"
   for r in 1 2; do
     for v in ldg tma; do
       step "w4a8-prefill-$v-$r" 120 env KILN_W4A8_SX=$v "$KILN" --no-store moe bench --weights mxfp4 --act e4m3 \
@@ -1175,7 +1181,7 @@ fp4swz)
   fi
   table
   echo
-  gemv_summary gemv-xswz-verify
+  gemv_summary gemv-xswz-verify gemv-leanx-verify
   for f in "$D"/verify-w4a8-*.err "$D"/w4a8-*.txt; do
     [ -e "$f" ] || continue
     grep -hE '^\| (mxfp4|bf16 swiglu)|checks' "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"

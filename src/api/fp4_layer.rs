@@ -181,11 +181,11 @@ pub unsafe fn fp4_moe_layer(
     routing: &MoeRouting<RawTensor>,
     out: &RawTensor,
 ) -> Result<()> {
-    k.check_raw_stream(stream)?;
-    match plan(k.ordinal(), x, w13, w2, routing, out)? {
-        Some(p) => k.launch_fp4_layer(stream, &p),
-        None => Ok(()),
-    }
+    k.on_raw_stream(
+        stream,
+        |device| plan(device, x, w13, w2, routing, out),
+        |p| k.launch_fp4_layer(stream, p),
+    )
 }
 
 impl Kiln {

@@ -9,7 +9,7 @@ use cudarc::driver::sys::CUstream;
 
 use super::handle::Kiln;
 use super::sorted_layer::{
-    check_io, combine_sorted, route_and_sort, shape_err, Activations, Carve, LayerIo,
+    check_io, combine_sorted, route_and_sort, shape_err, Activations, Carve, LayerIo, Part,
 };
 use super::tensor::RawTensor;
 use super::validate::moe_layer::MoeRouting;
@@ -39,20 +39,20 @@ pub struct Fp8LayerWeights<'a> {
     pub down: &'a RawFp8Experts,
 }
 
-/// Where the layer's intermediates live in its workspace (byte offsets, 256-aligned): the
+/// Where the layer's intermediates live in its workspace (parts 256-aligned): the
 /// routing's tables from 0, X's sorted copy [T k, H], its e4m3 codes and 1x128 scales, H's codes
 /// and scales [T k, I], the down projection's bf16 rows [T k, H], the two kernels' tile tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fp8LayerLayout {
     pub route: RouteLayout,
-    pub xs: usize,
-    pub xq: usize,
-    pub sx: usize,
-    pub hq: usize,
-    pub sh: usize,
-    pub y: usize,
-    pub sched_up: usize,
-    pub sched_down: usize,
+    pub xs: Part,
+    pub xq: Part,
+    pub sx: Part,
+    pub hq: Part,
+    pub sh: Part,
+    pub y: Part,
+    pub sched_up: Part,
+    pub sched_down: Part,
     pub bytes: usize,
 }
 
@@ -66,14 +66,14 @@ impl Fp8LayerLayout {
         es: usize,
     ) -> Self {
         let mut ws = Carve(route.bytes);
-        let xs = ws.take(pairs * hidden * es);
-        let xq = ws.take(pairs * hidden);
-        let sx = ws.take(4 * pairs * hidden.div_ceil(128));
-        let hq = ws.take(pairs * inter);
-        let sh = ws.take(4 * pairs * inter.div_ceil(128));
-        let y = ws.take(2 * pairs * hidden);
-        let sched_up = ws.take(sched_bytes(experts));
-        let sched_down = ws.take(sched_bytes(experts));
+        let xs = ws.part(pairs * hidden * es);
+        let xq = ws.part(pairs * hidden);
+        let sx = ws.part(4 * pairs * hidden.div_ceil(128));
+        let hq = ws.part(pairs * inter);
+        let sh = ws.part(4 * pairs * inter.div_ceil(128));
+        let y = ws.part(2 * pairs * hidden);
+        let sched_up = ws.part(sched_bytes(experts));
+        let sched_down = ws.part(sched_bytes(experts));
         Fp8LayerLayout {
             route,
             xs,
@@ -211,11 +211,11 @@ pub unsafe fn fp8_moe_layer(
     routing: &MoeRouting<RawTensor>,
     out: &RawTensor,
 ) -> Result<()> {
-    k.check_raw_stream(stream)?;
-    match plan(k.ordinal(), x, w, routing, out)? {
-        Some(p) => k.launch_fp8_layer(stream, &p),
-        None => Ok(()),
-    }
+    k.on_raw_stream(
+        stream,
+        |device| plan(device, x, w, routing, out),
+        |p| k.launch_fp8_layer(stream, p),
+    )
 }
 
 impl Kiln {
@@ -232,34 +232,24 @@ impl Kiln {
                 tables: [None, None],
                 zero: None,
             };
-            route_and_sort(ctx, io, base, &l.route, l.xs, &none)?;
+            route_and_sort(ctx, io, base, &l.route, l.xs.at, &none)?;
             let buf = |ptr: u64, bytes: usize| {
                 // SAFETY: the caller's memory (checked by `plan`) or the workspace's parts laid
                 // out by `Fp8LayerLayout`, alive until the stream has run the launches.
                 unsafe { DeviceBuffer::borrowed(ptr, bytes) }
             };
-            let ws_buf = |off: usize, bytes: usize| buf(at(off), bytes);
-            let (pairs, hidden, inter) = (r.problem.pairs(), io.hidden, p.up.n);
-            let (xs, xq) = (
-                ws_buf(l.xs, pairs * hidden * io.dtype.size()),
-                ws_buf(l.xq, pairs * hidden),
-            );
-            let sx = ws_buf(l.sx, 4 * pairs * hidden.div_ceil(128));
+            let part = |p: Part| buf(at(p.at), p.bytes);
+            let (pairs, hidden) = (r.problem.pairs(), io.hidden);
+            let [xs, xq, sx, hq, sh, y, sched_up, sched_down] =
+                [l.xs, l.xq, l.sx, l.hq, l.sh, l.y, l.sched_up, l.sched_down].map(part);
             let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);
             quant::quantize_into(
                 ctx, &xs, io.dtype, pairs, hidden, hidden, spec, &xq, hidden, &sx,
             )?;
-            let (hq, sh) = (
-                ws_buf(l.hq, pairs * inter),
-                ws_buf(l.sh, 4 * pairs * inter.div_ceil(128)),
-            );
-            let y = ws_buf(l.y, 2 * pairs * hidden);
-            let offsets = ws_buf(l.route.offsets, 4 * (p.up.experts + 1));
+            let offsets = buf(at(l.route.offsets), 4 * (p.up.experts + 1));
             let [(w1, s1), (w3, s3), (w2, s2)] = p
                 .weights
                 .map(|(c, s)| (buf(c.ptr, c.bytes), buf(s.ptr, s.bytes)));
-            let sched = |off: usize| ws_buf(off, sched_bytes(p.up.experts));
-            let (sched_up, sched_down) = (sched(l.sched_up), sched(l.sched_down));
             let up = Fp8MoeOperands {
                 x: &xq,
                 sx: &sx,
@@ -286,7 +276,7 @@ impl Kiln {
                 sched: &sched_down,
             };
             fp8_grouped::launch(ctx, &p.down, &down)?;
-            combine_sorted(ctx, io, base, &l.route, l.y, KernelDType::Bf16)
+            combine_sorted(ctx, io, base, &l.route, l.y.at, KernelDType::Bf16)
         })
     }
 }
@@ -329,7 +319,10 @@ mod tests {
         let p = plan(0, &x, &w, &routing, &out).unwrap().unwrap();
         assert_eq!((p.up.n, p.up.k, p.down.n, p.down.k), (i, h, h, i));
         assert_eq!(p.up.x_rows(), t * k);
-        assert!(p.layout.bytes > p.layout.sched_down && p.layout.xs >= p.layout.route.bytes);
+        let l = &p.layout;
+        assert!(l.bytes >= l.sched_down.at + l.sched_down.bytes && l.xs.at >= l.route.bytes);
+        assert_eq!(l.xq.bytes, t * k * h);
+        assert_eq!(l.sh.bytes, 4 * t * k * i.div_ceil(128));
         let msg = |w: &Fp8LayerWeights, x: &RawTensor| {
             check_fp8_moe_layer(0, x, w, &routing, &out)
                 .unwrap_err()

@@ -153,6 +153,18 @@ impl Kiln {
         Ok(())
     }
 
+    /// A raw op's road: `stream` checked, the op's plan made for this GPU (`None`: an empty
+    /// problem, nothing to launch), then launched.
+    pub(crate) fn on_raw_stream<P>(
+        &self,
+        stream: sys::CUstream,
+        plan: impl FnOnce(usize) -> Result<Option<P>>,
+        launch: impl FnOnce(&P) -> Result<()>,
+    ) -> Result<()> {
+        self.check_raw_stream(stream)?;
+        plan(self.ordinal())?.map_or(Ok(()), |p| launch(&p))
+    }
+
     /// Refuses a raw stream of another context (or no stream at all).
     pub(crate) fn check_raw_stream(&self, stream: sys::CUstream) -> Result<()> {
         self.cuda

@@ -175,11 +175,11 @@ pub unsafe fn rms_norm(
     out: &RawTensor,
     eps: f32,
 ) -> Result<()> {
-    k.check_raw_stream(stream)?;
-    match norm_plan(k.ordinal(), x, weight, residual, out, eps)? {
-        Some(plan) => k.launch_rms_norm(Some(stream), &plan),
-        None => Ok(()),
-    }
+    k.on_raw_stream(
+        stream,
+        |device| norm_plan(device, x, weight, residual, out, eps),
+        |plan| k.launch_rms_norm(Some(stream), plan),
+    )
 }
 
 /// [`Kiln::rope`] on raw tensors and a raw stream.
@@ -195,9 +195,9 @@ pub unsafe fn rope(
     sin: &RawTensor,
     interleaved: bool,
 ) -> Result<()> {
-    kiln.check_raw_stream(stream)?;
-    match rope_plan(kiln.ordinal(), q, k, cos, sin, interleaved)? {
-        Some(plan) => kiln.launch_rope(Some(stream), &plan),
-        None => Ok(()),
-    }
+    kiln.on_raw_stream(
+        stream,
+        |device| rope_plan(device, q, k, cos, sin, interleaved),
+        |plan| kiln.launch_rope(Some(stream), plan),
+    )
 }

@@ -133,11 +133,11 @@ pub unsafe fn attention_backward(
     t: &RawBackward,
     opts: &AttentionBackwardOptions,
 ) -> Result<()> {
-    kiln.check_raw_stream(stream)?;
-    match attention_backward_plan(kiln.ordinal(), t, opts)? {
-        Some(plan) => kiln.launch_attention_backward(Some(stream), &plan, opts),
-        None => Ok(()),
-    }
+    kiln.on_raw_stream(
+        stream,
+        |device| attention_backward_plan(device, t, opts),
+        |plan| kiln.launch_attention_backward(Some(stream), plan, opts),
+    )
 }
 
 pub(super) fn rows_info<'a>(rows: &MoeRows<'a, RawTensor>) -> Result<MoeRows<'a, TensorInfo>> {
@@ -259,11 +259,11 @@ pub unsafe fn gemm(
     c: &RawTensor,
     opts: &GemmOptions,
 ) -> Result<()> {
-    k.check_raw_stream(stream)?;
-    match gemm_plan(k.ordinal(), a, b, c, opts)? {
-        Some(plan) => k.launch_gemm(Some(stream), &plan, opts),
-        None => Ok(()),
-    }
+    k.on_raw_stream(
+        stream,
+        |device| gemm_plan(device, a, b, c, opts),
+        |plan| k.launch_gemm(Some(stream), plan, opts),
+    )
 }
 
 /// [`Kiln::attention`] on raw tensors and a raw stream.
@@ -281,11 +281,11 @@ pub unsafe fn attention(
     lse: Option<&RawTensor>,
     opts: &AttentionOptions,
 ) -> Result<()> {
-    kiln.check_raw_stream(stream)?;
-    match attention_plan(kiln.ordinal(), q, k, v, o, lse, opts)? {
-        Some(plan) => kiln.launch_attention(Some(stream), &plan, opts),
-        None => Ok(()),
-    }
+    kiln.on_raw_stream(
+        stream,
+        |device| attention_plan(device, q, k, v, o, lse, opts),
+        |plan| kiln.launch_attention(Some(stream), plan, opts),
+    )
 }
 
 /// [`Kiln::grouped_gemm`] on raw tensors and a raw stream.
@@ -300,11 +300,11 @@ pub unsafe fn grouped_gemm(
     rows: &MoeRows<'_, RawTensor>,
     y: &RawTensor,
 ) -> Result<()> {
-    k.check_raw_stream(stream)?;
-    match grouped_plan(k.ordinal(), x, w, rows, y)? {
-        Some(plan) => k.launch_moe(Some(stream), &plan),
-        None => Ok(()),
-    }
+    k.on_raw_stream(
+        stream,
+        |device| grouped_plan(device, x, w, rows, y),
+        |plan| k.launch_moe(Some(stream), plan),
+    )
 }
 
 /// [`Kiln::swiglu`] on raw tensors and a raw stream.
@@ -320,11 +320,11 @@ pub unsafe fn swiglu(
     routing: Option<&RawTensor>,
     h: &RawTensor,
 ) -> Result<()> {
-    k.check_raw_stream(stream)?;
-    match swiglu_plan(k.ordinal(), x, w, rows, routing, h)? {
-        Some(plan) => k.launch_moe(Some(stream), &plan),
-        None => Ok(()),
-    }
+    k.on_raw_stream(
+        stream,
+        |device| swiglu_plan(device, x, w, rows, routing, h),
+        |plan| k.launch_moe(Some(stream), plan),
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -387,9 +387,9 @@ pub unsafe fn attention_varlen(
     offsets: &VarlenOffsets<'_, RawTensor>,
     opts: &AttentionOptions,
 ) -> Result<()> {
-    kiln.check_raw_stream(stream)?;
-    match attention_varlen_plan(kiln.ordinal(), q, k, v, o, lse, offsets, opts)? {
-        Some(plan) => kiln.launch_attention_varlen(Some(stream), &plan, opts),
-        None => Ok(()),
-    }
+    kiln.on_raw_stream(
+        stream,
+        |device| attention_varlen_plan(device, q, k, v, o, lse, offsets, opts),
+        |plan| kiln.launch_attention_varlen(Some(stream), plan, opts),
+    )
 }

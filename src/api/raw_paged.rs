@@ -125,12 +125,11 @@ pub unsafe fn attention_paged(
     lse: Option<&RawTensor>,
     opts: &PagedOptions,
 ) -> Result<()> {
-    kiln.check_raw_stream(stream)?;
-    let plan = paged_plan(kiln.ordinal(), q, k_cache, v_cache, tables, o, lse, opts)?;
-    match plan {
-        Some(plan) => kiln.launch_paged(Some(stream), &plan, opts.check_tables),
-        None => Ok(()),
-    }
+    kiln.on_raw_stream(
+        stream,
+        |device| paged_plan(device, q, k_cache, v_cache, tables, o, lse, opts),
+        |plan| kiln.launch_paged(Some(stream), plan, opts.check_tables),
+    )
 }
 
 /// [`Kiln::kv_append`] on raw tensors and a raw stream.
@@ -149,19 +148,11 @@ pub unsafe fn kv_append(
     context_lens: &RawTensor,
     check_tables: bool,
 ) -> Result<()> {
-    kiln.check_raw_stream(stream)?;
-    match append_plan(
-        kiln.ordinal(),
-        k,
-        v,
-        k_cache,
-        v_cache,
-        block_table,
-        context_lens,
-    )? {
-        Some(plan) => kiln.launch_append(Some(stream), &plan, check_tables),
-        None => Ok(()),
-    }
+    kiln.on_raw_stream(
+        stream,
+        |device| append_plan(device, k, v, k_cache, v_cache, block_table, context_lens),
+        |plan| kiln.launch_append(Some(stream), plan, check_tables),
+    )
 }
 
 /// [`Kiln::check_errors`]: waits for the GPU, then reports bad tables the decode kernels found.

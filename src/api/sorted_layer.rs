@@ -25,10 +25,22 @@ pub(crate) struct Carve(pub usize);
 impl Carve {
     /// The offset of the next `bytes`-byte part.
     pub fn take(&mut self, bytes: usize) -> usize {
-        let here = self.0;
-        self.0 += align256(bytes);
-        here
+        self.part(bytes).at
     }
+
+    /// The next `bytes`-byte part, its size kept beside its offset.
+    pub fn part(&mut self, bytes: usize) -> Part {
+        let at = self.0;
+        self.0 += align256(bytes);
+        Part { at, bytes }
+    }
+}
+
+/// A part of a layer's workspace: its byte offset and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    pub at: usize,
+    pub bytes: usize,
 }
 
 pub(crate) fn shape_err(arg: &str, m: String) -> Error {

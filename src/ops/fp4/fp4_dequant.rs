@@ -155,9 +155,6 @@ pub fn dequantize_into(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DeviceInfo;
-    use crate::harness::check::judge;
-    use crate::jit::{nvrtc, Jit};
 
     #[test]
     fn the_grid_covers_small_tensors_and_stops_at_what_the_sms_hold() {
@@ -171,19 +168,11 @@ mod tests {
 
     #[test]
     fn every_dequantisation_variant_compiles_for_sm_90a_without_spills() {
-        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
-        if nvrtc::version().is_err() {
-            assert!(!required, "NVRTC is required here but missing");
+        if !crate::jit::testing::nvrtc_here() {
             return;
         }
-        let jit = Jit::default();
-        let dev = DeviceInfo::h100_sxm();
         let v = variants("sm_90a");
         assert_eq!(v.len(), 2);
-        for s in &v {
-            let c = jit.compile(s).unwrap();
-            let problems = judge(s, &c.resources, &dev);
-            assert!(problems.is_empty(), "{}: {problems:?}", s.label());
-        }
+        crate::jit::testing::assert_compile_clean(&v);
     }
 }

@@ -366,9 +366,6 @@ impl Fp4Matrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DeviceInfo;
-    use crate::harness::check::judge;
-    use crate::jit::{nvrtc, Jit};
 
     #[test]
     fn bad_requests_are_refused_with_the_reason() {
@@ -400,19 +397,11 @@ mod tests {
 
     #[test]
     fn every_fp4_quantisation_variant_compiles_for_sm_90a_without_spills() {
-        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
-        if nvrtc::version().is_err() {
-            assert!(!required, "NVRTC is required here but missing");
+        if !crate::jit::testing::nvrtc_here() {
             return;
         }
-        let jit = Jit::default();
-        let dev = DeviceInfo::h100_sxm();
         let v = variants("sm_90a");
         assert_eq!(v.len(), 2 * 3 + 1);
-        for s in &v {
-            let c = jit.compile(s).unwrap();
-            let problems = judge(s, &c.resources, &dev);
-            assert!(problems.is_empty(), "{}: {problems:?}", s.label());
-        }
+        crate::jit::testing::assert_compile_clean(&v);
     }
 }

@@ -1330,7 +1330,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
 mod tests {
     use super::*;
     use crate::harness::check::judge;
-    use crate::jit::{nvrtc, Jit};
+    use crate::jit::Jit;
 
     #[test]
     fn args_match_the_device_layout() {
@@ -1930,9 +1930,7 @@ mod tests {
 
     #[test]
     fn every_variant_compiles_for_sm_90a_without_spills() {
-        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
-        if nvrtc::version().is_err() {
-            assert!(!required, "NVRTC is required here but missing");
+        if !crate::jit::testing::nvrtc_here() {
             return;
         }
         let jit = Jit::default();

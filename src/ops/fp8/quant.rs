@@ -323,9 +323,6 @@ pub fn quantize_into(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DeviceInfo;
-    use crate::harness::check::judge;
-    use crate::jit::{nvrtc, Jit};
 
     #[test]
     fn scale_counts_and_indices() {
@@ -372,19 +369,11 @@ mod tests {
 
     #[test]
     fn every_quantisation_variant_compiles_for_sm_90a_without_spills() {
-        let required = std::env::var_os("KILN_REQUIRE_NVRTC").is_some();
-        if nvrtc::version().is_err() {
-            assert!(!required, "NVRTC is required here but missing");
+        if !crate::jit::testing::nvrtc_here() {
             return;
         }
-        let jit = Jit::default();
-        let dev = DeviceInfo::h100_sxm();
         let v = variants("sm_90a");
         assert_eq!(v.len(), 3 * 2 * 5);
-        for s in &v {
-            let c = jit.compile(s).unwrap();
-            let problems = judge(s, &c.resources, &dev);
-            assert!(problems.is_empty(), "{}: {problems:?}", s.label());
-        }
+        crate::jit::testing::assert_compile_clean(&v);
     }
 }

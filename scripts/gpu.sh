@@ -137,6 +137,15 @@
 #                                4x14336x4096, 16x8192x8192, 8x8192x8192, 1x4096x4096, of the
 #                                SwiGLU under tail 1/8 and of the down projection under tail 1/8
 #                                x pair swiglu/all (about 1.5 + 4 minutes on an H200)
+#   fp4swz [verify|time]         the NVFP4 GEMV's swizzled X ring and lean ring with X first
+#                                (docs/fp4.md G6, G7) and W4A8's epilogue (docs/moe.md F12):
+#                                `fp4 verify --suite full` under KILN_FP4_GEMV=xswz and leanx, the
+#                                W4A8 suite, a ragged problem (K 1088) and the 512-row decode
+#                                counts, compute-sanitizer on KILN_W4A8_SX=tma (F11: it faults);
+#                                then two alternating rounds of xring/xswz at 1x8192x8192,
+#                                4x14336x4096, 2x8192x8192, 1x4096x4096, of lean/leanx at
+#                                1x8192x8192 and 1x4096x4096, and W4A8 at E256 32,768 rows and the
+#                                512-row decode (about 2 + 4 minutes on an H200)
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -350,11 +359,14 @@ gemv_ab() {
   done
 }
 
-# gemv_summary VERIFY_NAME: the GEMV verify's failed rows and its totals, then every GEMV bench
-# row of gemv_ab, appended to summary.txt.
+# gemv_summary VERIFY_NAME...: each GEMV verify's failed rows and its totals, then every GEMV
+# bench row of gemv_ab, appended to summary.txt.
 gemv_summary() {
-  grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
-    "$D/$1.txt" 2>/dev/null | tee -a "$D/summary.txt"
+  local v
+  for v in "$@"; do
+    grep -E '(^\| (quantize|dequantize|refuse|gemv) .*(mismatches, first|could not run|over 1e|not written|CPU: ))|checks on' \
+      "$D/$v.txt" 2>/dev/null | sed "s|^|$v |" | tee -a "$D/summary.txt"
+  done
   for f in "$D"/gemv-*-[12].txt; do
     [ -e "$f" ] || continue
     grep -hE '^\| (nvfp4_gemv|cublas)' "$f" | sed "s|^|$(basename "$f" .txt) |"
@@ -1170,6 +1182,44 @@ print(','.join(map(str, c)))"; }
   for f in "$D"/verify-pair-*.err "$D"/verify-tail8-*.err "$D"/layer-t*.txt; do
     [ -e "$f" ] || continue
     grep -hE '^\| |checks' "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"
+  done | tee -a "$D/summary.txt"
+  ;;
+
+fp4swz)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  part=${1:-all}  # verify, time or all
+  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
+  if [ "$part" != time ]; then
+  # each new path verified before it is timed
+  step gemv-xswz-verify 90 env KILN_FP4_GEMV=xswz "$KILN" --no-store fp4 verify --suite full
+  step gemv-leanx-verify 90 env KILN_FP4_GEMV=leanx "$KILN" --no-store fp4 verify --suite full
+  step_json verify-w4a8 90 "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
+  step_json verify-w4a8-ragged-swiglu 60 "$KILN" --no-store --json moe verify --weights mxfp4 \
+    --act e4m3 "${RAGGED[@]}" --n 320 --swiglu --routed
+  step_json verify-w4a8-ragged-gemm 60 "$KILN" --no-store --json moe verify --weights mxfp4 \
+    --act e4m3 "${RAGGED[@]}" --n 384
+  step_json verify-w4a8-512rows 60 "$KILN" --no-store --json moe verify --weights mxfp4 \
+    --act e4m3 --counts "$DECODE" "${SW[@]}"
+  # F11's fault, for its diagnosis (expected to fail until fixed)
+  step w4a8-tma-sanitize 90 env KILN_W4A8_SX=tma ${SANITIZER:-compute-sanitizer} --tool memcheck \
+    "$KILN" --no-store moe verify --weights mxfp4 --act e4m3 --counts 1,2 --n 128 --k 128
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab xring xswz "1 8192 8192" "4 14336 4096" "2 8192 8192" "1 4096 4096"
+  gemv_ab lean leanx "1 8192 8192" "1 4096 4096"
+  for r in 1 2; do
+    step "w4a8-prefill-$r" 120 "$KILN" --no-store moe bench --weights mxfp4 --act e4m3 \
+      --experts 256 --tokens 32768 "${SW[@]}"
+  done
+  step w4a8-decode512 120 "$KILN" --no-store moe bench --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+  fi
+  table
+  echo
+  gemv_summary gemv-xswz-verify gemv-leanx-verify
+  for f in "$D"/verify-w4a8*.err "$D"/w4a8-*.txt; do
+    [ -e "$f" ] || continue
+    grep -hE '^\| (mxfp4|bf16 swiglu)|checks' "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"
   done | tee -a "$D/summary.txt"
   ;;
 

@@ -66,6 +66,20 @@
 // registers of staging). At most 80 registers (384-thread CTAs, two an SM) and 5.5-21 KB a warp
 // (M 1-16), so the host can put ~24 warps on an SM at M 1 (GemvProblem::xring_warps): 6 a
 // scheduler against lean's 3.6.
+//
+// KILN_GEMV_XSWZ = 1 with 4 (`KILN_FP4_GEMV=xswz`): the X ring with X's chunks placed for
+// conflict-free reads. A lane reads chunks 4q .. 4q + 3 (64 bytes) of its X row, and an 8-lane
+// phase of a 16-byte load holds q = 0..3 of two rows: at a 256-byte row pitch chunks 4q + v of
+// q and q + 2 share banks (128 bytes apart) and so do the two rows (ncu, H200, M 1: 51 % of the
+// shared wavefronts excess). Here a row's chunk c sits at c ^ ((c >> 2) & 2) (q 2 and 3 swap
+// their halves) and rows are 272 bytes apart (the next row one chunk on), so the eight chunks of
+// a phase fill the 32 banks once; a lane's four reads are two pairs at two bases.
+//
+// KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
+// load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
+// stall samples sat on one instruction, the permute that stores the first stage's X, once a
+// warp: that load left after three stages of weight copies from every warp on the GPU and
+// waited behind them.
 #include "common/cp_async.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
@@ -76,9 +90,18 @@
 #if !defined(KILN_GEMV_ASYNC)
 #define KILN_GEMV_ASYNC 0
 #endif
+#if !defined(KILN_GEMV_XSWZ)
+#define KILN_GEMV_XSWZ 0
+#endif
+#if !defined(KILN_GEMV_XFIRST)
+#define KILN_GEMV_XFIRST 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
-constexpr bool kXring = KILN_GEMV_ASYNC == 4;
+constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1;
+static_assert(!kXswz || kXring, "the X swizzle is the X ring's");
+constexpr bool kXfirst = KILN_GEMV_XFIRST == 1;
+static_assert(!kXfirst || kLean, "X first is the lean ring's");
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -96,6 +119,7 @@ constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales 
 constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
 constexpr int XR_RING = 4;                       // xring: one-step slots a warp's ring holds
 constexpr int XR_MAX_WARPS = 12;                 // xring: the most warps a CTA (the host's XR_MAX_WARPS)
+constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's rows in a slot
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -506,11 +530,12 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   const bool xin = g < a.m;
   const auto stage_of = [&](int j) { return warp + j * warps; };
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+  u32x4 xr[LEAN_MAX_M];
+  if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps);  // ahead of the weights
 #pragma unroll
   for (int j = 0; j < LEAN_RING - 1; ++j)
     issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
-  u32x4 xr[LEAN_MAX_M];
-  load_lean_x(xr, a, xl, lane, stage_of(0), steps);
+  if constexpr (!kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps);
   if (mine > 0) store_lean_x(xbuf, xr, a.m, lane);
   load_lean_x(xr, a, xl, lane, stage_of(1), steps);
   XStep xs;  // columns at or past M stay zero
@@ -540,7 +565,10 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
 
 // A warp's X ring for M rows of X: XR_RING one-step slots, each the async ring's step (codes,
 // then scales) and M x 128 bf16 of X (256 bytes a row).
-__device__ __forceinline__ u32 xring_slot_bytes(int m) { return RING_STEP + 256u * m; }
+__device__ __forceinline__ u32 xring_slot_bytes(int m) { return RING_STEP + XR_PITCH * m; }
+
+// Where X's 16-byte chunk c (0..15) of a row sits in it: as it is, or (xswz) c ^ ((c >> 2) & 2).
+__device__ __forceinline__ u32 xr_chunk(u32 c) { return kXswz ? c ^ ((c >> 2) & 2u) : c; }
 
 // A lane's X ring copies, fixed for the whole loop: its sources at step 0 (codes of rows g and
 // g + 8 at chunk q, the 8 scale bytes of row lane % 16, X's chunk lane % 16 of row lane / 16)
@@ -549,6 +577,7 @@ struct XrLane {
   u64 w0, w1, s, x;
   u64 xrow2;  // bytes between rows of X two apart
   int nx;
+  u32 xdst;  // xswz: where the lane's first X chunk lands in a slot
 };
 
 // The X ring's copies of step `step` into slot `dst`: when `fast` (the CTA's 16 rows inside N)
@@ -572,8 +601,10 @@ __device__ __forceinline__ void issue_xring(u32 dst, const GemvArgs& a, const u8
     }
     const u64 xs = l.x + (u64)step * (STEP * 2);
 #pragma unroll
-    for (int t = 0; t < 4 * NF; ++t)  // 8 NF rows x 16 chunks at most: 4 NF a lane
-      if (t < l.nx) cp_async16_ca(dst + RING_STEP + 16 * lane + 512 * t, reinterpret_cast<const void*>(xs + t * l.xrow2));
+    for (int t = 0; t < 4 * NF; ++t) {  // 8 NF rows x 16 chunks at most: 4 NF a lane
+      const u32 at = kXswz ? dst + l.xdst + 2 * XR_PITCH * t : dst + RING_STEP + 16 * lane + 512 * t;
+      if (t < l.nx) cp_async16_ca(at, reinterpret_cast<const void*>(xs + t * l.xrow2));
+    }
   }
   cp_async_commit();
 }
@@ -593,12 +624,17 @@ __device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs&
   l.x = reinterpret_cast<u64>(x + (i64)(lane / 16) * a.ldx + 8 * (lane % 16));
   l.xrow2 = (u64)(4 * a.ldx);
   l.nx = (a.m - lane / 16 + 1) / 2;
+  l.xdst = RING_STEP + XR_PITCH * (lane / 16) + 16 * xr_chunk(lane % 16);
   // opaque to the compiler, which otherwise recomputes the sources every step (64-bit products)
   asm volatile("" : "+l"(l.w0), "+l"(l.w1), "+l"(l.s), "+l"(l.x), "+l"(l.xrow2), "+r"(l.nx));
   // X's rows of this lane's mma columns, clamped: columns at or past M are computed, never stored
-  u32 xoff[NF];
+  // (xswz: chunks 4q, 4q + 1 at xoff, 4q + 2, 4q + 3 at xoff2; q of 2 and 3 have them swapped)
+  u32 xoff[NF], xoff2[NF];
 #pragma unroll
-  for (int f = 0; f < NF; ++f) xoff[f] = RING_STEP + 256u * min(g + 8 * f, a.m - 1) + 64u * q;
+  for (int f = 0; f < NF; ++f) {
+    xoff[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q);
+    xoff2[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q + 2);
+  }
 #pragma unroll
   for (int j = 0; j < XR_RING - 1; ++j)
     issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
@@ -617,8 +653,9 @@ __device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs&
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         u32x4& d = xs.x[f][v];
+        const u32 at = kXswz ? slot + (v < 2 ? xoff[f] : xoff2[f]) + 16 * (v % 2) : slot + xoff[f] + 16 * v;
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
-                     : "r"(slot + xoff[f] + 16 * v));
+                     : "r"(at));
       }
     compute_step<true>(acc, st, xs);
   }

@@ -88,13 +88,18 @@ __device__ __forceinline__ void fp4_store_block(const Fp4Args& p, const MoeTile&
 // atoms of ATOM bytes at X_BYTES further, weight blocks 2 tn and 2 tn + 1 of the expert (the
 // GEMM's 64-row blocks of its 128 columns, or the SwiGLU's gate and up blocks of its 64: the
 // prepacks alternate W1 and W3 blocks). A block's atoms follow each other along K.
-template <int STAGES, int BM, int BN, int BK, int XBOX, u32 X_BYTES, u32 ATOM, u32 STAGE_BYTES, class Args>
+// SX_BYTES > 0 (W4A8's KILN_W4A8_SX=1): the K block's X scales of the tile's BM rows ride too, one
+// box of `tma_sx` (the scales as one row, `kb * x_rows + row0` the first) after the two atoms.
+template <int STAGES, int BM, int BN, int BK, int XBOX, u32 X_BYTES, u32 ATOM, u32 STAGE_BYTES, u32 SX_BYTES = 0,
+          class Args>
 __device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* tma_x, const MbarRing<STAGES>& stages,
-                                                  const MoeIndexRing& ring, const int* table, u32 base) {
+                                                  const MoeIndexRing& ring, const int* table, u32 base,
+                                                  const TmaMap* tma_sx = nullptr) {
   const int E = p.experts, tiles_m = table[E], tiles = tiles_m * p.tiles_n;
   int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
   const int* ids = p.sched + moe_table_ints(E) + 1;
   tma_prefetch(tma_x);
+  if constexpr (SX_BYTES > 0) tma_prefetch(tma_sx);
   u32 it = 0;
   int t = blockIdx.x;
   for (int j = 0;; ++j) {
@@ -102,7 +107,7 @@ __device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* t
     if (t >= tiles) break;
     const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
     const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
-    const u32 bytes = boxes * XBOX * 128u + 2 * ATOM;  // X rows of 128 bytes
+    const u32 bytes = boxes * XBOX * 128u + 2 * ATOM + SX_BYTES;  // X rows of 128 bytes
     const u64 block_bytes = (u64)p.katoms * ATOM;
     const unsigned char* src = p.w + (i64)ids[tile.expert] * p.expert_bytes + (u64)(2 * (tile.n0 / BN)) * block_bytes;
     for (int kb = 0; kb < p.katoms; ++kb, ++it, src += ATOM) {
@@ -111,6 +116,7 @@ __device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* t
         for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, tma_x, bar, kb * BK, tile.row0 + b * XBOX);
 #pragma unroll
         for (int a = 0; a < 2; ++a) bulk_copy_g2s(sx + X_BYTES + a * ATOM, src + a * block_bytes, ATOM, bar);
+        if constexpr (SX_BYTES > 0) tma_load_2d(sx + X_BYTES + 2 * ATOM, tma_sx, bar, kb * p.x_rows + tile.row0, 0);
       });
     }
     t = (int)gridDim.x + atomicAdd(counter, 1);

@@ -16,6 +16,12 @@
 // 2^(c_ref - 127). The decode and barrier protocol is moe/fp4_experts_dq.cu's: per K step a
 // consumer decodes its atom into slot it % 3, fences, meets the other at named barrier 1, issues;
 // before each barrier it has waited for its batch two steps back.
+//
+// KILN_W4A8_SX = 1 (`KILN_W4A8_SX=tma`): the K block's X scales of the tile's 128 rows ride in
+// the stage (a TMA box over the scales seen as one row) and a consumer reads its two from there
+// after the stage's wait. With 0 each consumer loads them from global memory one K block ahead,
+// and the fence before the named barrier (MEMBAR) waits for those loads: ncu (H200, 32,768 rows)
+// put 4-5 % of the stall samples on that fence and barrier, waiting on the loads' scoreboard.
 #include "common/bulk_copy.cuh"
 #include "common/fp8.cuh"
 #include "common/tma.cuh"
@@ -26,12 +32,18 @@
 #if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
 #error "KILN_SWIGLU, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
 #endif
+#ifndef KILN_W4A8_SX
+#define KILN_W4A8_SX 0
+#endif
+constexpr bool kSxStaged = KILN_W4A8_SX == 1;
 
 constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES, SLOTS = 3, XBOX = 32;
 constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
 constexpr u32 ATOM_CODES = 4096, ATOM_BYTES = ATOM_CODES + 64 * 4;
 constexpr u32 X_BYTES = BM * BK, W_BYTES = 2 * ATOM_BYTES;
 constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;
+constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = kSxStaged ? BM * 4 : 0;  // the staged X scales
+static_assert(SX_OFF % 128 == 0 && SX_OFF + BM * 4 <= STAGE_BYTES, "the X scales fit the stage's padding");
 constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m3
 constexpr u32 LUT_BYTES = 128;        // 16 tables of 8 bytes
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
@@ -58,6 +70,7 @@ struct W4Ctx {
   u32 base, slots, lut;
   MbarRing<STAGES> ring;
   int c, t, lane;
+  u32 sx_off;  // KILN_W4A8_SX: this thread's first token's scale in a stage (the second 32 B on)
 };
 
 // The four e4m3 bytes of codes 0..3 (HI = 0) or 4..7 (HI = 1) of word w under table (t0, t1).
@@ -99,9 +112,16 @@ __device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) {
 
 // One K step: wait for stage `it`, decode this consumer's atom, meet the other consumer, then
 // (when the consumer has tokens) issue the four k32 wgmmas into the fresh accumulator `a`.
+// KILN_W4A8_SX: returns the thread's two token rows' X scales of the step's K block.
 template <bool LIVE>
-__device__ __forceinline__ void w4a8_step(const W4Ctx& x, u32 it, float (&a)[64]) {
+__device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[64]) {
   const int s = x.ring.wait_full(it), slot = (int)(it % SLOTS);
+  float2 sc = make_float2(0.0f, 0.0f);
+  if constexpr (kSxStaged && LIVE) {
+    const u32 at = x.base + s * STAGE_BYTES + x.sx_off;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc.x) : "r"(at));
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc.y) : "r"(at + 32));
+  }
   w4a8_decode(x, s, slot);
   fence_proxy_async_shared();
   named_barrier_sync(1, 256);
@@ -118,6 +138,7 @@ __device__ __forceinline__ void w4a8_step(const W4Ctx& x, u32 it, float (&a)[64]
 #pragma unroll
     for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
   }
+  return sc;
 }
 
 // fin += a * (X scale of the register's token row): rows 16w + g (sa) and + 8 (sb).
@@ -130,29 +151,35 @@ __device__ __forceinline__ void w4a8_promote(float (&fin)[64], float (&a)[64], f
 
 // The promoted K loop of a consumer with tokens (the structure of common/fp8_promote.cuh: at the
 // top of the loop exactly block j's batch is in flight, so each promotion reads a finished one).
-// sxs(j) gives K block j's two X scales (0 past the end).
+// sxs(j) gives K block j's two X scales (0 past the end); with KILN_W4A8_SX the steps read them
+// from their stages instead.
 template <class Sx>
 __device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
                                            float (&acc2)[64], const Sx& sxs) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
-  float2 s0 = sxs(0), s1 = sxs(1);
-  w4a8_step<true>(x, it, acc);
+  float2 s0, s1;
+  if constexpr (!kSxStaged) s0 = sxs(0), s1 = sxs(1);
+  const float2 f0 = w4a8_step<true>(x, it, acc);
+  if constexpr (kSxStaged) s0 = f0;
   int j = 0;
   for (; j + 2 < nk; j += 2, it += 2) {
-    w4a8_step<true>(x, it + 1, acc2);
+    const float2 f1 = w4a8_step<true>(x, it + 1, acc2);
+    if constexpr (kSxStaged) s1 = f1;
     wgmma_wait<1>();
     x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
     w4a8_promote(fin, acc, s0.x, s0.y);
-    s0 = sxs(j + 2);
-    w4a8_step<true>(x, it + 2, acc);
+    if constexpr (!kSxStaged) s0 = sxs(j + 2);
+    const float2 f2 = w4a8_step<true>(x, it + 2, acc);
+    if constexpr (kSxStaged) s0 = f2;
     wgmma_wait<1>();
     x.ring.release(MbarRing<STAGES>::slot(it + 1), x.lane);
     w4a8_promote(fin, acc2, s1.x, s1.y);
-    s1 = sxs(j + 3);
+    if constexpr (!kSxStaged) s1 = sxs(j + 3);
   }
   if (j + 1 < nk) {
-    w4a8_step<true>(x, it + 1, acc2);
+    const float2 f1 = w4a8_step<true>(x, it + 1, acc2);
+    if constexpr (kSxStaged) s1 = f1;
     wgmma_wait<1>();
     x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
     w4a8_promote(fin, acc, s0.x, s0.y);
@@ -178,30 +205,48 @@ __device__ __forceinline__ void w4a8_store(const W4Ctx& x, const W4a8Args& p, co
   const int halves = KILN_SWIGLU ? 2 : 1;
   const float* f0 = p.escale + (i64)expert * halves * p.n_pad + tile.n0;
   const float* f1 = f0 + p.n_pad;  // the SwiGLU's up rows
+  // The factors and routing weights loaded before the stores that use them: the compiler cannot
+  // move a load above a store it cannot prove apart, so loaded column by column they were BN / 8
+  // round trips to L2 in a row, each tile (F12). In groups of G columns (the SwiGLU's 4: all 8
+  // at once spilled), one round trip a group. Columns up to n0 + BN are inside n_pad (a multiple
+  // of 128): the factors are read whole, padding included, and used below N only.
+  constexpr int G = KILN_SWIGLU ? BN / 16 : BN / 8;
+  float rt[2] = {1.0f, 1.0f};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int tok = 64 * x.c + 16 * w + g + 8 * h;
-    if (tok >= tile.valid_rows) continue;
-    const i64 row = (i64)tile.row0 + tok;
-    const float rt = (KILN_SWIGLU && p.route != nullptr) ? p.route[row] : 1.0f;
+    if (KILN_SWIGLU && p.route != nullptr && tok < tile.valid_rows) rt[h] = p.route[(i64)tile.row0 + tok];
+  }
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = 8 * j + 2 * q, i = 4 * j + 2 * h;
-      if (tile.n0 + col >= p.n) continue;
-      const float2 fa = *reinterpret_cast<const float2*>(f0 + col);
-      float v0 = fin[i] * fa.x, v1 = fin[i + 1] * fa.y;
-      if constexpr (KILN_SWIGLU) {
-        const float2 fu = *reinterpret_cast<const float2*>(f1 + col);
-        v0 = silu_tanh(v0) * fin[i + 32] * fu.x * rt;
-        v1 = silu_tanh(v1) * fin[i + 33] * fu.y * rt;
+  for (int j0 = 0; j0 < BN / 8; j0 += G) {
+    float2 fa[G], fu[G];
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      fa[j] = *reinterpret_cast<const float2*>(f0 + 8 * (j0 + j) + 2 * q);
+      if constexpr (KILN_SWIGLU) fu[j] = *reinterpret_cast<const float2*>(f1 + 8 * (j0 + j) + 2 * q);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int tok = 64 * x.c + 16 * w + g + 8 * h;
+      if (tok >= tile.valid_rows) continue;
+      const i64 row = (i64)tile.row0 + tok;
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        const int col = 8 * (j0 + j) + 2 * q, i = 4 * (j0 + j) + 2 * h;
+        if (tile.n0 + col >= p.n) continue;
+        float v0 = fin[i] * fa[j].x, v1 = fin[i + 1] * fa[j].y;
+        if constexpr (KILN_SWIGLU) {
+          v0 = silu_tanh(v0) * fin[i + 32] * fu[j].x * rt[h];
+          v1 = silu_tanh(v1) * fin[i + 33] * fu[j].y * rt[h];
+        }
+        fp4_store2(y, p.ldy, p.n, row, tile.n0 + col, v0, v1);
       }
-      fp4_store2(y, p.ldy, p.n, row, tile.n0 + col, v0, v1);
     }
   }
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-    moe_fp4_experts_w4a8(const __grid_constant__ TmaMap tma_x, const W4a8Args p) {
+    moe_fp4_experts_w4a8(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_sx, const W4a8Args p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzles follow absolute address bits
@@ -237,7 +282,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   ws_roles<40, 232>(
       wg,
       [&] {
-        fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES>(p, &tma_x, stages, ring, table, base);
+        fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, stages, ring,
+                                                                                             table, base, &tma_sx);
       },
       [&](int c) {
         W4Ctx x;
@@ -249,6 +295,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         x.t = threadIdx.x % 128;
         x.lane = threadIdx.x % 32;
         const int tok_a = 64 * c + 16 * (x.t / 32) + x.lane / 4;
+        x.sx_off = SX_OFF + 4u * tok_a;
         u32 it = 0;
         for (int j = 0;; ++j) {
           const int t = ring.take(j, x.lane);

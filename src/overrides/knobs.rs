@@ -219,8 +219,10 @@ pub(super) static KNOBS: &[Knob] = &[
             "`auto` (by M: lean at 1, xring at 2-4, wide above), `regs` (weights in registers), \
              `async` (a cp.async ring in shared memory), `wide` \
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
-             2-step stages that carry X, M up to 4) or `xring` (one-step slots that carry X by \
-             cp.async); the rings need K a multiple of 128"
+             2-step stages that carry X, M up to 4), `leanx` (lean with the first X load ahead \
+             of the weights), `xring` (one-step slots that carry X by \
+             cp.async) or `xswz` (xring with X placed for conflict-free reads); the rings need K \
+             a multiple of 128"
                 .into()
         },
         default: "auto",
@@ -231,7 +233,9 @@ pub(super) static KNOBS: &[Knob] = &[
                 "async" => Some(Fp4Gemv::Async),
                 "wide" => Some(Fp4Gemv::Wide),
                 "lean" => Some(Fp4Gemv::Lean),
+                "leanx" => Some(Fp4Gemv::Leanx),
                 "xring" => Some(Fp4Gemv::Xring),
+                "xswz" => Some(Fp4Gemv::Xswz),
                 _ => None,
             };
             put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Auto, path))
@@ -476,6 +480,25 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "none: the worker runs every job",
         set: |o, v| put(&mut o.tune.fake, opt(v, TuneFake::parse)),
         show: |o| o.tune.fake.as_ref().map(TuneFake::label),
+    },
+    Knob {
+        name: "KILN_W4A8_SX",
+        takes: || {
+            "`ldg` (each consumer loads its X scales from global memory) or `tma` (the producer \
+             stages each K block's X scales beside its X tile): how the W4A8 experts read X's \
+             1x128 scales"
+                .into()
+        },
+        default: "ldg",
+        set: |o, v| {
+            let staged = |v: &str| match v {
+                "ldg" => Some(false),
+                "tma" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.w4a8_sx_staged, or(v, false, staged))
+        },
+        show: |o| o.moe.w4a8_sx_staged.then(|| "tma".to_string()),
     },
     Knob {
         name: "KILN_WGMMA_CFG",

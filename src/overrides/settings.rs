@@ -217,6 +217,11 @@ pub struct MoeOverrides {
     /// us, 8 tokens unchanged, the 512-row decode -2 to -5 % (F6); verified; docs/moe.md F9); 1
     /// never splits.
     pub fp4_tail: u32,
+    /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
+    /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
+    /// tile (no global load before the fence that precedes each step's barrier). Default `ldg`
+    /// until a device run shows `tma` faster (docs/moe.md, ledger F11).
+    pub w4a8_sx_staged: bool,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
@@ -239,6 +244,7 @@ impl MoeOverrides {
         fp4_shift: true,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
+        w4a8_sx_staged: false,
         gather: MoeGather::Auto,
     };
 }
@@ -260,10 +266,16 @@ pub enum Fp4Gemv {
     /// stored into shared memory in the mma's pair order (K a multiple of 128, M up to 4; a
     /// larger M runs `Wide`).
     Lean,
+    /// `Lean` with each warp's first X load issued before its ring's first weight copies (M up
+    /// to 4; a larger M runs `Wide`).
+    Leanx,
     /// A cp.async ring of 4 one-step slots a warp, each carrying its step's X beside the
     /// weights (no X in registers), at most 80 registers and ~24 warps an SM at M 1 (K a
     /// multiple of 128).
     Xring,
+    /// `Xring` with X's rows 272 bytes apart and the halves of a lane's 64 bytes swapped for q 2
+    /// and 3, so that the X reads of an 8-lane phase hit the 32 banks once (K a multiple of 128).
+    Xswz,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

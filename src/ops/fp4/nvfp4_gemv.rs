@@ -145,8 +145,17 @@ impl GemvProblem {
     /// 4x14336x4096: 896 CTAs, seven an SM, 3 warps each. A grid over one wave at any width
     /// takes 4.
     pub fn xring_warps(&self, sms: u32) -> u32 {
+        self.ring_warps(sms, xring_warp_bytes(self.m))
+    }
+
+    /// [`Self::xring_warps`] for the swizzled X ring (its slots 16 bytes a row of X longer).
+    pub fn xswz_warps(&self, sms: u32) -> u32 {
+        self.ring_warps(sms, xswz_warp_bytes(self.m))
+    }
+
+    fn ring_warps(&self, sms: u32, per_warp: u32) -> u32 {
         let ctas = self.n.div_ceil(16) * self.batch;
-        let per_warp = xring_warp_bytes(self.m) as usize;
+        let per_warp = per_warp as usize;
         let resident = |w: usize| -> usize {
             // 1 KB of shared memory a CTA is the driver's; 64 warps an SM
             let by_smem = 228 * 1024 / (w * per_warp + 1024);
@@ -210,6 +219,12 @@ pub fn spec_lean(arch: &str) -> KernelSpec {
 pub const LEAN_RING: u32 = 4;
 pub const LEAN_SLOT: u32 = 16 * 128 + 16 * 16;
 pub const LEAN_MAX_M: usize = 4;
+/// The lean ring with each warp's first X load ahead of its weight copies
+/// (`KILN_FP4_GEMV=leanx`; compiled only when asked for, the variant budget).
+pub fn spec_leanx(arch: &str) -> KernelSpec {
+    spec_lean(arch).define("KILN_GEMV_XFIRST", 1)
+}
+
 pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
@@ -228,7 +243,24 @@ pub const XRING_SLOTS: u32 = 4;
 pub const XRING_MAX_WARPS: u32 = 12;
 const XRING_REGS: usize = 80;
 pub fn xring_warp_bytes(m: usize) -> u32 {
-    XRING_SLOTS * (RING_STEP_BYTES + 256 * m as u32)
+    XRING_SLOTS * (RING_STEP_BYTES + XRING_PITCH * m as u32)
+}
+const XRING_PITCH: u32 = 256;
+
+/// The X ring with X's chunks placed for conflict-free reads (`KILN_FP4_GEMV=xswz`; compiled
+/// only when asked for, the variant budget): rows of X [`XSWZ_PITCH`] bytes apart in a slot.
+pub fn spec_xswz(arch: &str, nf: u32) -> KernelSpec {
+    spec_xring(arch, nf).define("KILN_GEMV_XSWZ", 1)
+}
+pub const XSWZ_PITCH: u32 = 272;
+pub fn xswz_warp_bytes(m: usize) -> u32 {
+    XRING_SLOTS * (RING_STEP_BYTES + XSWZ_PITCH * m as u32)
+}
+
+/// Where the swizzled X ring puts X's 16-byte chunk `c` (0..15) of a row: the kernel's
+/// `xr_chunk`.
+pub fn xswz_chunk(c: usize) -> usize {
+    c ^ ((c >> 2) & 2)
 }
 
 /// Every specialisation.
@@ -263,12 +295,17 @@ impl GemvProblem {
             (a, _) => a,
         };
         match asked {
-            Fp4Gemv::Async | Fp4Gemv::Wide | Fp4Gemv::Lean | Fp4Gemv::Xring
+            Fp4Gemv::Async
+            | Fp4Gemv::Wide
+            | Fp4Gemv::Lean
+            | Fp4Gemv::Leanx
+            | Fp4Gemv::Xring
+            | Fp4Gemv::Xswz
                 if !self.takes_async() =>
             {
                 Fp4Gemv::Regs
             }
-            Fp4Gemv::Lean if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
+            Fp4Gemv::Lean | Fp4Gemv::Leanx if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
             a => a,
         }
     }
@@ -282,7 +319,9 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
         Fp4Gemv::Lean => (spec_lean(arch), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Leanx => (spec_leanx(arch), warps * lean_warp_bytes(m)),
         Fp4Gemv::Xring => (spec_xring(arch, nf), warps * xring_warp_bytes(m)),
+        Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
     }
 }
 
@@ -360,8 +399,9 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     let path = p.path(ctx.overrides.moe.fp4_gemv);
     let sms = ctx.info.sm_count.max(1);
     let warps = match path {
-        Fp4Gemv::Lean => p.lean_warps(sms),
+        Fp4Gemv::Lean | Fp4Gemv::Leanx => p.lean_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
+        Fp4Gemv::Xswz => p.xswz_warps(sms),
         _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps);
@@ -770,9 +810,21 @@ mod tests {
     /// fixed sources, the bounded one for a CTA past N; X's chunks lane + 32 t) and the reads of
     /// `xring_kloop` (read_step, then X's rows min(g + 8 f, M - 1)) must hand every lane the codes of
     /// rows g, g + 8 at k = 128 step + 32 q, their two scale codes each and X's 32 elements of
-    /// the same k; every byte of the slot written once.
+    /// the same k; every byte of the slot written once. Both X layouts: `xring`'s (rows 256
+    /// bytes apart, chunks in order) and `xswz`'s (272, chunk c at `xswz_chunk(c)`).
     #[test]
     fn the_x_rings_copies_and_reads_give_each_lane_its_bytes_and_x() {
+        for swz in [false, true] {
+            x_ring_copies_and_reads(swz);
+        }
+    }
+
+    fn x_ring_copies_and_reads(swz: bool) {
+        let (pitch, chunk) = if swz {
+            (XSWZ_PITCH as usize, xswz_chunk as fn(usize) -> usize)
+        } else {
+            (256, (|c| c) as fn(usize) -> usize)
+        };
         for (n, k, m, ldx, row0) in [
             (16usize, 512usize, 1usize, 512usize, 0usize),
             (40, 384, 8, 392, 32),
@@ -785,12 +837,18 @@ mod tests {
             let scale = |r: usize, b: usize| (r * 29 + b * 11 + 1) as u8;
             // X as bytes: element e of row r at 2 (r ldx + e)
             let xbyte = |off: usize| (off * 37 % 251) as u8;
-            let sb = (RING_STEP_BYTES + 256 * m as u32) as usize;
+            let sb = RING_STEP_BYTES as usize + pitch * m;
             let (codes, x_at) = (16 * 64, RING_STEP_BYTES as usize);
             let fast = row0 + 16 <= n;
             for step in 0..k / 128 {
                 let mut slot = Slot::new(sb);
                 let mut put = |at: usize, v: u8| slot.put(at, v);
+                // xswz: the 16 bytes after each row of X are padding, never copied nor read
+                for r in 0..m {
+                    for b in 256..pitch {
+                        put(x_at + pitch * r + b, 0);
+                    }
+                }
                 for lane in 0..32 {
                     let (g, q) = (lane / 4, lane % 4);
                     for h in 0..2 {
@@ -818,13 +876,15 @@ mod tests {
                             put(codes + 8 * lane + b, v);
                         }
                     }
-                    // X: nx chunks from l.x (row lane / 16, chunk lane % 16) plus t xrow2
+                    // X: nx chunks from l.x (row lane / 16, chunk lane % 16) plus t xrow2,
+                    // landing at xdst plus t two rows
                     let nx = (m + 1 - lane / 16) / 2;
                     let x0 = 2 * ((lane / 16) * ldx + 8 * (lane % 16));
+                    let xdst = x_at + pitch * (lane / 16) + 16 * chunk(lane % 16);
                     for t in 0..nx {
                         for b in 0..16 {
                             let off = x0 + step * 256 + t * 4 * ldx + b;
-                            put(x_at + 16 * lane + 512 * t + b, xbyte(off));
+                            put(xdst + 2 * pitch * t + b, xbyte(off));
                         }
                     }
                 }
@@ -843,17 +903,96 @@ mod tests {
                             assert_eq!(smem[codes + 8 * r + 2 * q + b], want);
                         }
                     }
-                    // xoff[f]: X's row min(g + 8 f, M - 1), the lane's 32 elements at k0
+                    // xoff[f] (v 0, 1) and xoff2[f] (v 2, 3): X's row min(g + 8 f, M - 1),
+                    // the lane's 32 elements at k0
                     for f in 0..m.div_ceil(8) {
                         let xr = (g + 8 * f).min(m - 1);
-                        for b in 0..64 {
-                            let want = xbyte(2 * (xr * ldx + k0) + b);
-                            let got = smem[x_at + 256 * xr + 64 * q + b];
-                            assert_eq!(got, want, "X of lane {lane}");
+                        let xoff = x_at + pitch * xr + 16 * chunk(4 * q);
+                        let xoff2 = x_at + pitch * xr + 16 * chunk(4 * q + 2);
+                        for v in 0..4 {
+                            let at = if v < 2 { xoff } else { xoff2 } + 16 * (v % 2);
+                            for b in 0..16 {
+                                let want = xbyte(2 * (xr * ldx + k0 + 8 * v) + b);
+                                assert_eq!(smem[at + b], want, "X of lane {lane} (swz {swz})");
+                            }
                         }
                     }
                 }
             }
+        }
+    }
+
+    /// The swizzled X ring's reads: each 8-lane phase of a 16-byte X load (lanes 8p .. 8p + 7:
+    /// q 0..3 of rows g = 2p, 2p + 1, clamped below M) touches each of the 32 banks at most once
+    /// per distinct address, at every M; `xring`'s layout has two-way conflicts at M 1 and 2.
+    #[test]
+    fn the_swizzled_x_reads_are_free_of_bank_conflicts() {
+        let wavefronts = |pitch: usize, chunk: fn(usize) -> usize, m: usize| -> usize {
+            let mut most = 0;
+            for v in 0..4 {
+                for p in 0..4 {
+                    let mut addrs: Vec<usize> = (8 * p..8 * p + 8)
+                        .map(|lane| {
+                            let (g, q) = (lane / 4, lane % 4);
+                            let xr = g.min(m - 1);
+                            pitch * xr + 16 * chunk(4 * q + v)
+                        })
+                        .collect();
+                    addrs.sort();
+                    addrs.dedup();
+                    // a distinct 16-byte address takes 4 banks; count the deepest bank
+                    let mut banks = [0usize; 32];
+                    for a in &addrs {
+                        for w in 0..4 {
+                            banks[(a / 4 + w) % 32] += 1;
+                        }
+                    }
+                    most = most.max(*banks.iter().max().unwrap());
+                }
+            }
+            most
+        };
+        for m in 1..=8 {
+            assert_eq!(wavefronts(XSWZ_PITCH as usize, xswz_chunk, m), 1, "M {m}");
+        }
+        assert_eq!(wavefronts(256, |c| c, 1), 2);
+        assert_eq!(wavefronts(256, |c| c, 2), 4);
+    }
+
+    /// The swizzled X ring compiles without spills within the X ring's 80 registers (only when
+    /// asked for: the variant budget).
+    #[test]
+    fn the_swizzled_x_ring_compiles_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let specs = [spec_xswz("sm_90a", 1), spec_xswz("sm_90a", 2)];
+        crate::jit::testing::assert_compile_clean(&specs);
+        for s in &specs {
+            let r = crate::jit::Jit::default()
+                .compile(s)
+                .unwrap()
+                .resources
+                .registers;
+            assert!(r <= 80, "{}: {r} registers", s.label());
+        }
+    }
+
+    /// The lean ring with X first compiles as cleanly (only when asked for: the variant budget),
+    /// and M over 4 or K off the 128s leaves it as it leaves the lean ring.
+    #[test]
+    fn the_lean_ring_with_x_first_compiles_and_takes_what_lean_takes() {
+        if crate::jit::testing::nvrtc_here() {
+            crate::jit::testing::assert_compile_clean(&[spec_leanx("sm_90a")]);
+        }
+        for (m, k, want) in [
+            (1, 256, Fp4Gemv::Leanx),
+            (4, 256, Fp4Gemv::Leanx),
+            (5, 256, Fp4Gemv::Wide),
+            (1, 160, Fp4Gemv::Regs),
+        ] {
+            let p = GemvProblem::new(m, 64, k, DType::Bf16);
+            assert_eq!(p.path(Fp4Gemv::Leanx), want, "M {m} K {k}");
         }
     }
 

@@ -9,7 +9,7 @@ use super::kernel::{
 };
 use super::layout::TILE_N;
 use super::w4a8::{W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
-use crate::device::{Context, DeviceBuffer, DeviceInfo};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
@@ -128,16 +128,38 @@ impl W4a8Layout {
     }
 }
 
+/// X's 1x128 scales seen as one row of `x_scales` f32, in boxes of a tile's [`BM`] rows: the
+/// producer's load of a K block's scales beside its X tile (`KILN_W4A8_SX=tma`). One row, so any
+/// row count works (a map over [K blocks, rows] would need the rows a multiple of 4).
+pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
+    let len = p.x_scales() as u64;
+    Tma2d {
+        dtype: TmaDType::F32,
+        addr,
+        dims: [len, 1],
+        row_stride_bytes: (4 * len).next_multiple_of(16),
+        box_dims: [BM, 1],
+        swizzle: TmaSwizzle::None,
+    }
+}
+
 pub struct W4a8Experts;
 
 impl W4a8Experts {
-    pub fn spec(arch: &str, swiglu: bool) -> KernelSpec {
-        KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
+    /// `sx_staged`: the X scales ride in the stages (`KILN_W4A8_SX=tma`; defined only then, so
+    /// the default variant's text is unchanged).
+    pub fn spec(arch: &str, swiglu: bool, sx_staged: bool) -> KernelSpec {
+        let s = KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
             .define("KILN_OUT", DType::Bf16.code())
             .define("KILN_SWIGLU", swiglu as u32)
             .define("KILN_STAGES", stages())
             .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-            .define("KILN_SMEM", smem_bytes())
+            .define("KILN_SMEM", smem_bytes());
+        if sx_staged {
+            s.define("KILN_W4A8_SX", 1)
+        } else {
+            s
+        }
     }
 
     /// The grouped GEMM and the fused SwiGLU (for `kiln check`).
@@ -145,7 +167,10 @@ impl W4a8Experts {
         if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
         }
-        vec![Self::spec(arch, false), Self::spec(arch, true)]
+        vec![
+            Self::spec(arch, false, false),
+            Self::spec(arch, true, false),
+        ]
     }
 
     /// `Ok` or why `p` cannot run on `dev`: the FP8 MoE kernels' conditions (Hopper, experts
@@ -200,7 +225,17 @@ impl W4a8Experts {
         let tx = x_map(p, ops.x.ptr());
         tx.validate().map_err(unsupported)?;
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
-        let f = ctx.function(&Self::spec(&ctx.arch(), swiglu))?;
+        let staged = ctx.overrides.moe.w4a8_sx_staged;
+        // the kernel takes a scales map either way; unstaged, it never reads it (X's stands in)
+        let mut map_sx = if staged {
+            let ts = sx_map(p, ops.sx.ptr());
+            ts.validate()
+                .map_err(|r| unsupported(format!("X's scales: {r}")))?;
+            ts.encode_with(None)?
+        } else {
+            tx.encode_with(ctx.overrides.tma.promotion)?
+        };
+        let f = ctx.function(&Self::spec(&ctx.arch(), swiglu, staged))?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(bn(swiglu));
         let packed = l.prepacked();
@@ -236,17 +271,21 @@ impl W4a8Experts {
         // heaviest experts first, each expert's n-tiles in a row
         tile_prefix::launch(ctx, &layout, &moe_ops, BM, true)?;
         let tiles = max_tiles_m(&layout, BM as usize) * tiles_n as u64;
-        // SAFETY: the kernel takes (TmaMap, W4a8Args) in this order. The map addresses X, the
-        // args Y, X's scales, the weights, the row factors, the routing weights and the schedule
-        // workspace; `check` has matched every buffer to the problem and the caller keeps them
-        // alive until the stream has run.
+        // SAFETY: the kernel takes (TmaMap, TmaMap, W4a8Args) in this order. The maps address X
+        // and X's scales (or X again, unread), the args Y, X's scales, the weights, the row
+        // factors, the routing weights and the schedule workspace; `check` has matched every
+        // buffer to the problem and the caller keeps them alive until the stream has run.
         unsafe {
             launch_persistent(
                 ctx,
                 &f,
                 tiles.min(ctx.info.sm_count as u64),
                 smem_bytes(),
-                &mut [map_x.as_param(), &mut args as *mut W4a8Args as *mut c_void],
+                &mut [
+                    map_x.as_param(),
+                    map_sx.as_param(),
+                    &mut args as *mut W4a8Args as *mut c_void,
+                ],
             )
         }
     }
@@ -276,5 +315,30 @@ mod tests {
             table_bytes(MAX_EXPERTS) as u32
         );
         assert_eq!(W4a8Experts::variants("sm_90a").len(), 2);
+    }
+
+    #[test]
+    fn the_scales_map_takes_any_row_count() {
+        // 130 rows (not a multiple of 4) x 9 K blocks: one row of 1,170 scales
+        let p = Fp8MoeProblem::contiguous(&[60, 70], 256, 1152);
+        let m = sx_map(&p, 1 << 20);
+        assert_eq!(m.dims, [130 * 9, 1]);
+        assert_eq!(m.row_stride_bytes, 4688);
+        assert!(m.validate().is_ok(), "{:?}", m.validate());
+        assert!(sx_map(&p, (1 << 20) + 4).validate().is_err());
+    }
+
+    /// Both ways of reading X's scales compile without spills or serialisation notes (the staged
+    /// one only when asked for: the variant budget).
+    #[test]
+    fn both_scale_paths_compile_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let specs: Vec<_> = [(false, false), (false, true), (true, false), (true, true)]
+            .iter()
+            .map(|&(swiglu, staged)| W4a8Experts::spec("sm_90a", swiglu, staged))
+            .collect();
+        crate::jit::testing::assert_compile_clean(&specs);
     }
 }

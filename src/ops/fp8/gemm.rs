@@ -806,16 +806,29 @@ pub const LARGE_CLUSTER_WAVES: u64 = 4;
 /// either way), 0.92. The large rule weighs its waves by it.
 pub const LARGE_WIDE_COST: f64 = 0.92;
 
+/// The tiles wider than 128 (in pairs along M) the large rule weighs against `128ptme` where the
+/// pairs run, each with its time per 128 columns of work against `128ptme`'s (H200).
+pub const LARGE_WIDE: &[(Fp8Config, f64)] = &[(Fp8Config::wide_pair(256, false), LARGE_WIDE_COST)];
+
+/// A wide tile's cost per 128 columns in the large rule ([`LARGE_WIDE`]), if it has one.
+pub fn large_wide_cost(c: &Fp8Config) -> Option<f64> {
+    LARGE_WIDE
+        .iter()
+        .find(|(w, _)| w.same_kernel(c))
+        .map(|&(_, cost)| cost)
+}
+
 /// The large rule at M >= [`LARGE_M`]: the 128-wide tile with the A scales by TMA and the
 /// TMA-store epilogue, its promotion pipelined, in clusters of [`LARGE_CLUSTER`] (`128ptme`) where
 /// they tile C without a tile past M or N and its tiles fill [`LARGE_CLUSTER_WAVES`] waves of
-/// the SMs, and there the 128 x 256 tile in the same pairs (`256tmh`) where its waves, each two
-/// tiles of work at [`LARGE_WIDE_COST`], take no longer than the 128-wide tile's (every
-/// DeepSeek-V3 M = 4096 shape but N = 2112, whose 9 columns of 256 fill 3 waves against 5 of
-/// 17 columns of 128: 1.00-1.03x cuBLASLt against `128ptme`'s 0.95-0.97x, ledger row 15); else
-/// in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained below (`128te`);
-/// `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales) or does
-/// not fit. (The consumers taking turns, `128ote` and `256otmh`, ran 0.95-1.0x without.)
+/// the SMs, and there the tile of [`LARGE_WIDE`] in the same pairs whose waves, each weighed by
+/// its width and its cost per 128 columns, take least, if no longer than the 128-wide tile's
+/// (`256tmh` at every DeepSeek-V3 M = 4096 shape but N = 2112, whose 9 columns of 256 fill 3
+/// waves against 5 of 17 columns of 128: 1.00-1.03x cuBLASLt against `128ptme`'s 0.95-0.97x,
+/// ledger row 15); else in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained
+/// below (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block
+/// scales) or does not fit. (The consumers taking turns, `128ote` and `256otmh`, ran 0.95-1.0x
+/// without.)
 pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
@@ -842,13 +855,17 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
             && !c.one_buffer
             && fits(c)
     })?;
-    let wide = compiled
-        .iter()
-        .copied()
-        .find(|c| cm * cn > 1 && c.two_halves() && !c.order && fits(c));
     let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms) as f64;
+    let cost = |c: &Fp8Config, per_128: f64| waves(c) * c.bn as f64 / 128.0 * per_128;
+    let wide = LARGE_WIDE
+        .iter()
+        .filter(|(w, _)| {
+            cm * cn > 1 && compiled.iter().any(|c| c.same_kernel(w) && !c.order) && fits(w)
+        })
+        .map(|&(w, per_128)| (w, cost(&w, per_128)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
     match wide {
-        Some(w) if 2.0 * waves(&w) * LARGE_WIDE_COST <= waves(&narrow) => Some(w),
+        Some((w, c)) if c <= waves(&narrow) => Some(w),
         _ => Some(narrow),
     }
 }

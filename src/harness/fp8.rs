@@ -669,18 +669,17 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
     // output type; the A scales by TMA where M is a multiple of 4 (M = 200, 300; at M = 129 the
     // copier warp takes them, as with `s`); pairs in f32 and, whose second tile lies past M
     // (three rows of tiles at M = 300), in slices; one staging buffer a consumer (h: each chunk
-    // after the last one's store) in the tiles pipelined over parts: 176 wide in bf16 (two
-    // chunks, 48 columns from registers, the third B block) and 256 in f32 (eight chunks), and
-    // with A's fragments from registers in f16
+    // after the last one's store) in the tile pipelined over parts: four chunks of 16-bit C,
+    // eight of f32
     for (m, n, k, out, tile) in [
         (129, 392, 4112, DType::Bf16, "176se"),
         (129, 392, 4112, DType::Bf16, "112se/3"),
         (200, 360, 1024, DType::F32, "112se"),
         (200, 360, 1024, DType::F32, "128ptme"),
         (300, 520, 2048, DType::F16, "128ptme/2"),
-        (300, 520, 2048, DType::Bf16, "176ptmh"),
+        (300, 520, 2048, DType::Bf16, "256ptmh"),
         (200, 360, 1024, DType::F32, "256ptmh"),
-        (300, 520, 2048, DType::F16, "256prtmh"),
+        (300, 520, 2048, DType::F16, "256ptmh"),
         (300, 520, 2048, DType::F16, "160se"),
         (300, 520, 2048, DType::Bf16, "128te"),
         (300, 520, 2048, DType::Bf16, "176se"),

@@ -97,6 +97,12 @@
 #                                KILN_TMA_PROMOTION=128 and none; M = 1024, 2048, 3072 with
 #                                DeepSeek-V3's N x K under 128pte, 128ptme, 256tmh and `large`; DeepSeek-V3's
 #                                set under `measured` and `large`; table by scripts/fp8-table.py
+#   fp8parts                     the promotion pipelined over parts (docs/fp8.md, ledger row 18;
+#                                about 2 min on an H200): FP8P_TILES (default 256ptmh; 256prtmh
+#                                and 176ptmh lost and are not compiled) verified at their edges,
+#                                then timed twice each beside
+#                                256tmh and 128ptme at five of DeepSeek-V3's M = 4096 shapes, and
+#                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -861,6 +867,36 @@ fp8wide)
     "M = 1024: single, pairs, wide pairs, the rule" fp8wide-m1024.json "128pte 128ptme 256tmh large" \
     "M = 2048" fp8wide-m2048.json "128pte 128ptme 256tmh large" "M = 3072" \
     fp8wide-m3072.json "128pte 128ptme 256tmh large" "DeepSeek-V3" fp8wide-ds.json "measured large" | tee "$D/summary.txt"
+  ;;
+
+fp8parts)
+  need_bin "$KILN"; machine "$KILN"
+  # The promotion pipelined over parts of the consumers' columns (docs/fp8.md ledger row 18):
+  # FP8P_TILES (default 256ptmh) verified at their edges: M = 1 and 64 (the second consumer past
+  # M), N = 2112 (the last column tile past N), 300x520 (a pair's second tile past M, a column
+  # tile of 8), M = 129 (no A-scale map, C from registers),
+  # K = 16 (one K block: no lap of the pipelined loop), f16 and f32 out; then timed twice each
+  # beside 256tmh (the drained halves) and 128ptme at five M = 4096 shapes; then DeepSeek-V3's set
+  # under `large`.
+  ptiles=${FP8P_TILES:-256ptmh}
+  tiles=(); for t in $ptiles; do tiles+=(--tile "$t"); done
+  ab=(--tile 256tmh --tile 128ptme "${tiles[@]}")
+  step fp8parts-edges 90 "$KILN" fp8 verify --shape 1x256x256 --shape 64x2112x7168 \
+    --shape 300x520x2048 --shape 129x257x4112 --shape 129x392x16 --shape 2048x2048x4096 "${tiles[@]}"
+  step fp8parts-edges-out 60 "$KILN" fp8 verify --shape 200x360x1024 --shape 300x520x2048 \
+    --out f32 "${tiles[@]}"
+  step fp8parts-edges-f16 60 "$KILN" fp8 verify --shape 300x520x2048 --shape 4096x2112x7168 \
+    --out f16 "${tiles[@]}"
+  step_json fp8parts-large 120 "$KILN" --json fp8 bench --shape 4096x7168x16384 \
+    --shape 4096x2112x7168 --shape 4096x24576x1536 --shape 4096x4096x7168 --shape 4096x7168x2048 \
+    --scale block --reps 10 "${ab[@]}" "${ab[@]}"
+  step_json fp8parts-ds 120 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile large
+  table
+  echo
+  labels=""; for i in 1 2; do for t in 256tmh 128ptme $ptiles; do labels="$labels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "five M = 4096 shapes, each config twice" fp8parts-large.json \
+    "$labels" "DeepSeek-V3" fp8parts-ds.json "large" | tee "$D/summary.txt"
   ;;
 
 backward)

@@ -43,14 +43,21 @@
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
 // accumulation keeps about 14 significant bits, and over long K its error outgrows bf16's.
 // KILN_PROMOTE = 0 accumulates the whole K in the wgmma accumulator ("fast accumulation").
-// KILN_BN = 256 (128-row tiles, promoted: HALVES = 2): a consumer's 64 x 256 does not fit as one
-// fresh accumulator beside fin (128 + 128 registers), so each K block runs as two batches of
-// m64n128k32 wgmmas, one per half of the columns, each into one 64-register accumulator,
-// drained and promoted into that half of fin (the two halves' fragments side by side are the
-// m64n256 one, so the epilogue is the 256-wide one); the stage is freed after the second half.
-// The tile moves 48 KB a stage for twice a 128 x 128 tile's work (72 KB of shared-memory traffic
-// per 128 x 128 x 128, TMA's writes and the wgmmas' reads, against 80) and, in pairs along M,
-// reads 16 KB per 128 x 128 x 128 from the L2 (128ptme: 24). No split-K (Fp8Args.splits = 1).
+// Parts (128-row tiles, promoted, consumers wider than 128): a consumer's 64 x WN runs each K
+// block as PARTS batches of m64n(WN / PARTS)k32 wgmmas, one per part of the columns, each into
+// an accumulator of WN / PARTS / 2 registers promoted into its part of fin (the parts' fragments
+// side by side are the m64nWN one, so the epilogue is the WN-wide one); the stage is freed
+// after the last part. Drained (KILN_BN = 256: two parts of 128): a 64 x 256 fresh accumulator
+// beside fin would need 128 + 128 registers; one part's 64 fit. The tile moves 48 KB a stage
+// for twice a 128 x 128 tile's work (72 KB of shared-memory traffic per 128 x 128 x 128, TMA's
+// writes and the wgmmas' reads, against 80) and, in pairs along M, reads 16 KB per
+// 128 x 128 x 128 from the L2 (128ptme: 24). Pipelined (KILN_PIPE, ledger row 18): two part
+// accumulators in turn, part f + 1's batch (the next K block's first part after the last)
+// issued before part f is promoted, so a consumer keeps a batch of its own on the tensor cores
+// while it promotes instead of counting on the other consumer's (the drained 256-wide tile's
+// consumers waited on their own wgmmas, WARPGROUP.DEPBAR, in 33 % of the stall samples; ncu,
+// H200, 2026-11-29): fin WN / 2 + two arrays of WN / PARTS / 2, so 256 runs in four parts of 64
+// (128 + 64 registers) and 144 to 192 in two (176: 88 + 88). No split-K (Fp8Args.splits = 1).
 // KILN_PIPE = 1 (promoted only) alternates two K-block accumulators: block kb + 1's wgmmas are
 // issued before block kb is promoted (wgmma.wait_group 1), so the FFMAs of the promotion overlap
 // the tensor cores' work instead of following a drained pipeline; it costs a third accumulator
@@ -85,14 +92,16 @@
 #include "common/gemm_args.cuh"
 #include "common/gemm_ws.cuh"
 #include "common/mbarrier.cuh"
+#include "common/mma_sync.cuh"
 #include "common/split_k.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_fp8.cuh"
+#include "common/wgmma_fp8_rs.cuh"
 
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
     !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE) ||  \
-    !defined(KILN_CLUSTER) || !defined(KILN_CLUSTER_N) || !defined(KILN_TMAE)
+    !defined(KILN_CLUSTER) || !defined(KILN_CLUSTER_N) || !defined(KILN_TMAE) || !defined(KILN_ARS)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
@@ -106,15 +115,24 @@ constexpr int CLUSTER = CM * CN;
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
 constexpr int NR = WN / 2;                  // its accumulator registers
-// KILN_BN = 256 promoted (128-row tiles, drained): a consumer's 64 x 256 runs as two halves of
-// 128 columns, each K block's wgmmas of a half into one 64-register accumulator promoted into
-// its half of the 128-register fin (two halves' m64n128 fragments side by side are the m64n256
-// one), so the promotion's two arrays fit 232 registers; a 256-wide fresh accumulator would not.
-constexpr int HALVES = PROMOTE && !SPLIT_N && WN == 256 ? 2 : 1;
-constexpr int HN = WN / HALVES, HR = HN / 2;  // one half's wgmma width and registers
+// Parts (above): drained, 256 in two of 128; pipelined, 256 in four of 64 and the widths over
+// 128 in two (three arrays of WN / 2 registers, the whole-width pipeline, fit up to 128).
+constexpr int PARTS = !PROMOTE || SPLIT_N ? 1 : PIPE ? (WN <= 128 ? 1 : WN == 256 ? 4 : 2) : (WN == 256 ? 2 : 1);
+constexpr int HN = WN / PARTS, HR = HN / 2;  // one part's wgmma width and registers
 static_assert(BM == 64 || BM == 128, "KILN_BM is 64 (consumers split N) or 128 (consumers split M)");
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
-static_assert(HALVES == 1 || !PIPE, "the 256-wide promoted tile drains each half: no KILN_PIPE");
+static_assert(WN % (8 * PARTS) == 0 && PARTS % 2 == (PARTS > 1 ? 0 : 1),
+              "a consumer's parts are whole 8-column groups, two or four of them");
+static_assert(!(PIPE && PARTS > 1) || SSCALE || SCALE != 2,
+              "the promotion pipelined over parts reads block scales from the stage: KILN_SSCALE");
+// KILN_ARS = 1 (the promotion pipelined over parts only): A's fragments from registers, loaded by
+// ldmatrix once a K block and read by every part's wgmmas (RS), where each part's SS wgmmas read
+// A from shared memory again: the 256-wide tile in four parts moves 32 KB of A per consumer and
+// K block through the shared memory's port instead of 8. The fragments of a block stay until its
+// last part is waited for, so the next block's first part is issued after that (not under it).
+constexpr bool ARS = KILN_ARS != 0;
+static_assert(!ARS || (PIPE && PARTS > 1 && (HN == 64 || HN == 128)),
+              "KILN_ARS reads A from registers in the promotion pipelined over parts of 64 or 128");
 static_assert(!SSCALE || SCALE == 2, "KILN_SSCALE carries block scales: it needs KILN_SCALE = 2");
 static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2) && (CLUSTER == 1 || BM == 128) &&
                   (BN / CM) % 8 == 0,
@@ -163,9 +181,9 @@ static_assert(!B_STRADDLE || WN % 8 == 0, "column groups of 8 must not straddle 
 // spilled the unit counter; its consumers need no more than 208 (the pipelined 128-wide tile).
 // The 256-wide tile's producer spilled at 40 as well (its scale copier's loop); its consumers
 // use 204 (fin 128, one half's 64, addressing), with split-K left out (the last slice's sum
-// took them past 232).
-constexpr int PRODUCER_REGS = CLUSTER > 2 || HALVES == 2 ? 56 : 40;
-constexpr int CONSUMER_REGS = CLUSTER > 2 || HALVES == 2 ? 224 : 232;
+// took them past 232); every tile run in parts likewise.
+constexpr int PRODUCER_REGS = CLUSTER > 2 || PARTS > 1 ? 56 : 40;
+constexpr int CONSUMER_REGS = CLUSTER > 2 || PARTS > 1 ? 224 : 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
 
 // One K block's block scales: A's for this thread's two rows, B's for the consumer's one, two or
@@ -365,6 +383,25 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   float acc[HR];    // a K block's (or half's) sums; without promotion, the whole K's
   float fin[NR];    // the promoted sums (unused, and so not allocated, without promotion)
   float acc2[HR];   // KILN_PIPE's second accumulator (likewise)
+  u32 afr[BK / 32][4];  // KILN_ARS: A's fragments of the K block's four k32 steps (else unused)
+  // KILN_ARS: this consumer's fragments of stage s, an ldmatrix.x4 a k32 step: lanes 8j..8j+7
+  // address matrix j's rows (the warp's rows + 8 (j & 1), bytes 16 (j >> 1) of the step's 32),
+  // each row's 16-byte chunk c at c ^ (row % 8) (the 128B swizzle; rows 8-aligned here).
+  auto load_a = [&](int s) {
+    const int j = lane / 8, r = lane % 8;
+    const u32 rowb = base + s * STAGE_BYTES + (arow + 16 * w + r + 8 * (j & 1)) * 128;
+#pragma unroll
+    for (int kk = 0; kk < BK / 32; ++kk) ldmatrix_x4(afr[kk], rowb + (((2 * kk + (j >> 1)) ^ r) << 4));
+  };
+  // Keeps the compiler from reusing the fragments' registers while a batch may still read them.
+  auto fence_a = [&]() {
+    if constexpr (ARS) {
+#pragma unroll
+      for (int kk = 0; kk < BK / 32; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(afr[kk][r])::"memory");
+    }
+  };
 #pragma unroll
   for (int i = 0; i < HR; ++i) acc[i] = 0.0f;
   if constexpr (PIPE) {
@@ -401,8 +438,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       return sc;
     };
     // Waits for ring iteration i's stage and issues its four wgmmas into `a` as one batch
-    // (`fresh`: the first ignores a's old value); of half h's columns where the consumer's
-    // width runs in HALVES (the stage waited for, and its scales read, with half 0). With
+    // (`fresh`: the first ignores a's old value); of part h's columns where the consumer's
+    // width runs in PARTS (the stage waited for, and its scales read, with part 0). With
     // KILN_SSCALE, returns the stage's block scales, read before the stage is released.
     auto issue = [&](u32 i, float(&a)[HR], bool fresh, int h = 0) {
       const int s = i % STAGES;
@@ -418,14 +455,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if constexpr (B_STRADDLE) sc.b1 = ld_shared_f32(sl + 4 * (BM + 1));
         if constexpr (B_TRIPLE) sc.b2 = ld_shared_f32(sl + 4 * (BM + 2));
       }
+      if (ARS && h == 0) load_a(s);
 #pragma unroll
       for (int j = 0; j < HR; ++j) wgmma_fence_operand(a[j]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 32; ++kk) {
-        const u64 da = wgmma_desc_add(da0, s * STAGE_BYTES + kk * 32);
         const u64 db = wgmma_desc_add(db0, s * STAGE_BYTES + h * HN * 128 + kk * 32);
-        wgmma_m64k32_fp8<FA, FB, HN>(a, da, db, (kk > 0 || !fresh) ? 1 : 0);
+        if constexpr (ARS)
+          wgmma_m64k32_fp8_rs<FA, FB, HN>(a, afr[kk], db, (kk > 0 || !fresh) ? 1 : 0);
+        else
+          wgmma_m64k32_fp8<FA, FB, HN>(a, wgmma_desc_add(da0, s * STAGE_BYTES + kk * 32), db, (kk > 0 || !fresh) ? 1 : 0);
       }
       wgmma_commit();
 #pragma unroll
@@ -446,8 +486,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           const int i = h * HR + j;
           const bool r8 = (i >> 1) & 1;
           const int J = i >> 2;
-          // (the 256-wide tile starts on a B block: half h lies in block h)
-          const float f = HALVES == 2                    ? (h == 0 ? (r8 ? s10 : s00) : (r8 ? s11 : s01))
+          // (the 256-wide tile starts on a B block: its column groups J < 16 lie in the first)
+          const float f = BN == 256 && PARTS > 1         ? (J < 16 ? (r8 ? s10 : s00) : (r8 ? s11 : s01))
                           : (!B_STRADDLE || J < jb)      ? (r8 ? s10 : s00)
                           : (!B_TRIPLE || J < jb + 16) ? (r8 ? s11 : s01)
                                                        : (r8 ? s12 : s02);
@@ -465,10 +505,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // Its sums (zero) still go through split-K, where every consumer thread counts.
       for (int j = 0; j < nk; ++j, ++it) {
 #pragma unroll
-        for (int h = 0; h < HALVES; ++h) {
+        for (int h = 0; h < PARTS; ++h) {
           turn_wait();
           if (h == 0) mbar_wait(full(it % STAGES), (it / STAGES) & 1);
-          if (h == HALVES - 1) release(it % STAGES);
+          if (h == PARTS - 1) release(it % STAGES);
           turn_pass();
         }
       }
@@ -493,16 +533,71 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int j = 0; j < nk; ++j, ++it) {
         BlockScales sc = load_scales(j);
 #pragma unroll
-        for (int h = 0; h < HALVES; ++h) {
+        for (int h = 0; h < PARTS; ++h) {
           turn_wait();
           const BlockScales ss = issue(it, acc, true, h);
           turn_pass();
           if (SSCALE && h == 0) sc = ss;
           wgmma_wait<0>();
-          if (h == HALVES - 1) release(it % STAGES);
+          if (h == PARTS - 1) release(it % STAGES);
           promote(acc, sc, h);
         }
       }
+    } else if constexpr (PARTS > 1) {
+      // Pipelined over parts: even parts in acc, odd in acc2; at the top of each pair exactly
+      // part h's batch is in flight (in acc), and the part after it is issued before part h is
+      // promoted (after a K block's last part, the next block's first: its stage waited for and
+      // its scales read then, so `sc` holds the block being promoted and `next` the one issued).
+      // Every branch below is on the unrolled h, none at run time in the loop (C7514).
+      BlockScales sc = issue(it, acc, true, 0);
+      for (int j = 0; j + 1 < nk; ++j, ++it) {
+#pragma unroll
+        for (int h = 0; h < PARTS; h += 2) {
+          issue(it, acc2, true, h + 1);
+          wgmma_wait<1>();
+          promote(acc, sc, h);
+          BlockScales next = sc;
+          if (h + 2 < PARTS) {
+            issue(it, acc, true, h + 2);
+            wgmma_wait<1>();
+          } else if constexpr (ARS) {
+            // the block's fragments are free once its last part has landed
+            wgmma_wait<0>();
+            fence_a();
+            release(it % STAGES);
+            next = issue(it + 1, acc, true, 0);
+          } else {
+            next = issue(it + 1, acc, true, 0);
+            wgmma_wait<1>();
+          }
+          if (h + 2 == PARTS && !ARS) release(it % STAGES);
+          promote(acc2, sc, h + 1);
+          sc = next;
+        }
+      }
+      // the last K block: nothing after its last part. (nk >= 1 always; written as a branch, as
+      // the blocks-pipelined loop's tail is, ptxas sees the promotions read finished batches:
+      // straight-line, it serialised every wgmma, C7514.)
+      if (nk > 0) {
+#pragma unroll
+        for (int h = 0; h < PARTS; h += 2) {
+          issue(it, acc2, true, h + 1);
+          wgmma_wait<1>();
+          promote(acc, sc, h);
+          if (h + 2 < PARTS) {
+            issue(it, acc, true, h + 2);
+            wgmma_wait<1>();
+          } else {
+            wgmma_wait<0>();
+            fence_a();
+            release(it % STAGES);
+          }
+          promote(acc2, sc, h + 1);
+        }
+      } else {
+        wgmma_wait<0>();
+      }
+      ++it;
     } else {
       // Two accumulators in turn: K block j + 1's batch is issued before block j's is
       // promoted, so the tensor cores work while the CUDA cores promote. The loop body has no
@@ -550,7 +645,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if constexpr (PROMOTE) return &fin;
       else return &acc;
     }();
-    if (HALVES == 1 && splits > 1) {  // (the 256-wide tile is never split)
+    if (PARTS == 1 && splits > 1) {  // (a tile run in parts is never split)
       const int ct = threadIdx.x - 128;
       if (p.reduce) {
         // Atomic adds into the tile's one fp32 sum; only the slice that counts last goes on.

@@ -346,6 +346,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/wgmma_fp8.cuh"),
     ),
     (
+        "common/wgmma_fp8_rs.cuh",
+        include_str!("../../kernels/common/wgmma_fp8_rs.cuh"),
+    ),
+    (
         "gemm/fp8_wgmma.cu",
         include_str!("../../kernels/gemm/fp8_wgmma.cu"),
     ),

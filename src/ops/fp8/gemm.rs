@@ -56,6 +56,10 @@ pub struct Fp8Config {
     /// any drained promoted kernel, at run time).
     #[serde(default)]
     pub order: bool,
+    /// A's fragments from registers (`r`, `KILN_ARS`): the promotion pipelined over parts
+    /// (ledger row 18) loads them once a K block for every part's wgmmas.
+    #[serde(default)]
+    pub a_regs: bool,
     #[serde(default)]
     pub sscale: bool,
     /// With `sscale`: the A scales by TMA in the ring (`KILN_SSCALE=2`), the B scales copied.
@@ -108,6 +112,7 @@ impl Fp8Config {
             bn,
             pipe,
             order: false,
+            a_regs: false,
             sscale,
             tma_scales: false,
             cluster: 1,
@@ -141,6 +146,24 @@ impl Fp8Config {
         }
     }
 
+    /// A 128-row tile wider than 128 (`256tmh`, `256ptmh`, `176ptmh`): the A scales by TMA, pairs
+    /// along M multicasting B, one staging buffer a consumer (the 48 KB stages leave room for
+    /// four), drained or pipelined over parts ([`Fp8Config::parts`]).
+    pub const fn wide_pair(bn: u32, pipe: bool) -> Self {
+        Fp8Config::tile(128, bn, pipe, true)
+            .scales_by_tma()
+            .paired()
+            .one_staging_buffer()
+    }
+
+    /// The same tile with A's fragments from registers (`r`).
+    pub const fn a_from_registers(self) -> Self {
+        Fp8Config {
+            a_regs: true,
+            ..self
+        }
+    }
+
     /// The same drained tile with its consumers taking turns issuing K blocks.
     pub const fn ordered(self) -> Self {
         Fp8Config {
@@ -164,6 +187,7 @@ impl Fp8Config {
             self.bm,
             self.bn,
             self.pipe,
+            self.a_regs,
             self.sscale,
             self.tma_scales,
             self.cluster,
@@ -174,6 +198,7 @@ impl Fp8Config {
             other.bm,
             other.bn,
             other.pipe,
+            other.a_regs,
             other.sscale,
             other.tma_scales,
             other.cluster,
@@ -327,17 +352,37 @@ impl Fp8Config {
         self.bn / self.ctas_m()
     }
 
-    /// The 128 x 256 block-scaled tile (`256tmh`): each consumer runs its 256 columns as two
-    /// halves of 128, a K block's wgmmas of a half into one accumulator promoted into its half
-    /// of the sums (`HALVES` in the kernel). Its consumers have no registers left for a split-K
+    /// The parts a consumer's columns run in (`PARTS` in the kernel; block-scaled 128-row tiles,
+    /// whose `sscale` says promoted): drained, the 128 x 256 tile (`256tmh`) in two halves of
+    /// 128, a K block's wgmmas of a half into one accumulator promoted into its half of the
+    /// sums; pipelined (ledger row 18), 256 in four parts of 64 (`256ptmh`) and the widths
+    /// between 128 and 256 in two (`176ptmh`: 88 + 88), part f + 1 issued before part f is
+    /// promoted. 1 for every other tile. A tile in parts has no registers left for a split-K
     /// sum, so it takes no slices.
-    pub const fn two_halves(&self) -> bool {
-        self.bm == 128 && self.bn == 256 && self.sscale
+    pub const fn parts(&self) -> u32 {
+        if self.bm != 128 || !self.sscale {
+            1
+        } else if self.pipe {
+            match self.bn {
+                0..=128 => 1,
+                256 => 4,
+                _ => 2,
+            }
+        } else if self.bn == 256 {
+            2
+        } else {
+            1
+        }
     }
 
-    /// Most split-K slices this config's reduction takes (1: none, [`Fp8Config::two_halves`]).
+    /// The drained 128 x 256 block-scaled tile (`256tmh`): its consumers' columns in two halves.
+    pub const fn two_halves(&self) -> bool {
+        self.parts() == 2 && self.bn == 256
+    }
+
+    /// Most split-K slices this config's reduction takes (1: none, [`Fp8Config::parts`]).
     pub fn max_splits(&self) -> u32 {
-        if self.two_halves() {
+        if self.parts() > 1 {
             return 1;
         }
         match self.reduction() {
@@ -354,10 +399,11 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}{}{}",
+            "{}{}{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
             if self.order { "o" } else { "" },
+            if self.a_regs { "r" } else { "" },
             match (self.sscale, self.tma_scales) {
                 (true, true) => "t",
                 (true, false) => "s",
@@ -384,21 +430,22 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][s|t][m][n][e|h][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
     /// N multicasting A), `128ptmne` (clusters of 2 x 2, both), `128ptmh` (the TMA-store epilogue
-    /// with one staging buffer a consumer),
+    /// with one staging buffer a consumer), `256prtmh` (A's fragments from registers),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
     /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
     /// (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][s|t][m][n][e|h][/S][a|w]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
-                 turns, s for block scales through shared memory (t: the A scales by TMA), m for \
+                 turns, r for A from registers, s for block scales through shared memory (t: the \
+                 A scales by TMA), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer), 64x for the 64-row \
                  tile, /S for S split-K slices, a or w to reduce them atomically or through slots \
@@ -438,6 +485,10 @@ impl std::str::FromStr for Fp8Config {
             (None, Some(h)) => (h, true, true),
             _ => (head, false, false),
         };
+        let (head, a_regs) = match head.strip_suffix('r') {
+            Some(h) => (h, true),
+            None => (head, false),
+        };
         let (head, order) = match head.strip_suffix('o') {
             Some(h) => (h, true),
             None => (head, false),
@@ -452,6 +503,7 @@ impl std::str::FromStr for Fp8Config {
             bn,
             pipe,
             order,
+            a_regs,
             sscale,
             tma_scales,
             cluster,
@@ -479,10 +531,15 @@ impl std::str::FromStr for Fp8Config {
 /// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in pairs of CTAs along M
 /// multicasting B (`128ptme`); and since ledger row 15 the 128 x 256 tile in the same pairs
 /// (`256tmh`, each consumer's 64 x 256 in two drained halves: 1.03x cuBLASLt at 4096x7168x16384 on
-/// an H200, `large`'s where its waves allow). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
+/// an H200, `large`'s where its waves allow); since ledger row 18 the same pairs pipelined over
+/// four parts of 64 of the consumers' columns (`256ptmh`: even with `256tmh` at K >= 2048, 1.6 %
+/// ahead at K = 1536). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
 /// `128psm`, `160sm`) lost at 7eb2e34, `128ps`, `128se` at 22a9572 (to `128s` and `128te`),
-/// `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), and the pairs
-/// along N and 2 x 2 clusters (`128ptne`, `128ptmne`) to `128ptme` (row 13), and were dropped
+/// `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), the pairs
+/// along N and 2 x 2 clusters (`128ptne`, `128ptmne`) to `128ptme` (row 13), and `128ptmh`
+/// (one staging buffer, a sixth stage) changed nothing (row 14), and `256prtmh` (A from
+/// registers) and `176ptmh` (two parts of 88) lost to `256ptmh` and `128ptme` (row 18), and were
+/// dropped
 /// for these (the kernel keeps the clusters along N: `n` parses, and compiling one back is a
 /// line here).
 pub fn configs(
@@ -516,18 +573,12 @@ pub fn configs(
             .scales_by_tma()
             .paired()
             .tma_store(),
-        Fp8Config::tile(128, 128, true, true)
-            .scales_by_tma()
-            .paired()
-            .one_staging_buffer(),
         Fp8Config::tile(128, 128, false, true)
             .ordered()
             .scales_by_tma()
             .tma_store(),
-        Fp8Config::tile(128, 256, false, true)
-            .scales_by_tma()
-            .paired()
-            .one_staging_buffer(),
+        Fp8Config::wide_pair(256, false),
+        Fp8Config::wide_pair(256, true),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
@@ -568,6 +619,7 @@ fn spec_of(
         .define("KILN_CLUSTER", cfg.ctas_m())
         .define("KILN_CLUSTER_N", cfg.ctas_n())
         .define("KILN_TMAE", cfg.tmae_define())
+        .define("KILN_ARS", cfg.a_regs as u32)
         .define("KILN_STAGES", cfg.stages())
         .define("KILN_OUT", out.code())
         // NT: A row-major and B column-major, both K-contiguous (the layout defines the shared
@@ -754,16 +806,29 @@ pub const LARGE_CLUSTER_WAVES: u64 = 4;
 /// either way), 0.92. The large rule weighs its waves by it.
 pub const LARGE_WIDE_COST: f64 = 0.92;
 
+/// The tiles wider than 128 (in pairs along M) the large rule weighs against `128ptme` where the
+/// pairs run, each with its time per 128 columns of work against `128ptme`'s (H200).
+pub const LARGE_WIDE: &[(Fp8Config, f64)] = &[(Fp8Config::wide_pair(256, false), LARGE_WIDE_COST)];
+
+/// A wide tile's cost per 128 columns in the large rule ([`LARGE_WIDE`]), if it has one.
+pub fn large_wide_cost(c: &Fp8Config) -> Option<f64> {
+    LARGE_WIDE
+        .iter()
+        .find(|(w, _)| w.same_kernel(c))
+        .map(|&(_, cost)| cost)
+}
+
 /// The large rule at M >= [`LARGE_M`]: the 128-wide tile with the A scales by TMA and the
 /// TMA-store epilogue, its promotion pipelined, in clusters of [`LARGE_CLUSTER`] (`128ptme`) where
 /// they tile C without a tile past M or N and its tiles fill [`LARGE_CLUSTER_WAVES`] waves of
-/// the SMs, and there the 128 x 256 tile in the same pairs (`256tmh`) where its waves, each two
-/// tiles of work at [`LARGE_WIDE_COST`], take no longer than the 128-wide tile's (every
-/// DeepSeek-V3 M = 4096 shape but N = 2112, whose 9 columns of 256 fill 3 waves against 5 of
-/// 17 columns of 128: 1.00-1.03x cuBLASLt against `128ptme`'s 0.95-0.97x, ledger row 15); else
-/// in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained below (`128te`);
-/// `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block scales) or does
-/// not fit. (The consumers taking turns, `128ote` and `256otmh`, ran 0.95-1.0x without.)
+/// the SMs, and there the tile of [`LARGE_WIDE`] in the same pairs whose waves, each weighed by
+/// its width and its cost per 128 columns, take least, if no longer than the 128-wide tile's
+/// (`256tmh` at every DeepSeek-V3 M = 4096 shape but N = 2112, whose 9 columns of 256 fill 3
+/// waves against 5 of 17 columns of 128: 1.00-1.03x cuBLASLt against `128ptme`'s 0.95-0.97x,
+/// ledger row 15); else in single CTAs, pipelined from K = [`LARGE_PIPE_K`] (`128pte`), drained
+/// below (`128te`); `None` below [`LARGE_M`] or where it is not compiled (it is for e4m3 block
+/// scales) or does not fit. (The consumers taking turns, `128ote` and `256otmh`, ran 0.95-1.0x
+/// without.)
 pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
@@ -790,13 +855,17 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
             && !c.one_buffer
             && fits(c)
     })?;
-    let wide = compiled
-        .iter()
-        .copied()
-        .find(|c| cm * cn > 1 && c.two_halves() && !c.order && fits(c));
     let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms) as f64;
+    let cost = |c: &Fp8Config, per_128: f64| waves(c) * c.bn as f64 / 128.0 * per_128;
+    let wide = LARGE_WIDE
+        .iter()
+        .filter(|(w, _)| {
+            cm * cn > 1 && compiled.iter().any(|c| c.same_kernel(w) && !c.order) && fits(w)
+        })
+        .map(|&(w, per_128)| (w, cost(&w, per_128)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
     match wide {
-        Some(w) if 2.0 * waves(&w) * LARGE_WIDE_COST <= waves(&narrow) => Some(w),
+        Some((w, c)) if c <= waves(&narrow) => Some(w),
         _ => Some(narrow),
     }
 }
@@ -1171,8 +1240,8 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     let names: Vec<String> = w.iter().map(|c| c.to_string()).collect();
     Err(Error::invalid(format!(
         "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
-         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, none for the 256-wide \
-         block-scaled tile)",
+         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, none for the tiles whose \
+         consumers run in parts: 256tmh, 256ptmh)",
         names.join(", ")
     )))
 }
@@ -1407,6 +1476,25 @@ mod tests {
                 && w.max_splits() == 1
                 && !"256".parse::<Fp8Config>().unwrap().two_halves()
         );
+        // pipelined over parts (ledger row 18): 256 in four of 64 on 256tmh's ring, 176 in two
+        // of 88 on five stages of 38 KB; no slices either
+        let (wp, np): (Fp8Config, Fp8Config) =
+            ("256ptmh".parse().unwrap(), "176ptmh".parse().unwrap());
+        assert_eq!((wp.parts(), wp.stages(), wp.smem_bytes()), (4, 4, 216_640));
+        assert_eq!(
+            (np.parts(), np.stages(), np.smem_bytes()),
+            (2, 5, 1024 + 5 * 39_568 + 16_384)
+        );
+        assert!(
+            !wp.two_halves() && !wp.same_kernel(&w) && wp.max_splits() == 1 && np.max_splits() == 1
+        );
+        // A from registers: 256ptmh's ring and parts, another kernel
+        let wr: Fp8Config = "256prtmh".parse().unwrap();
+        assert_eq!((wr.parts(), wr.smem_bytes(), wr.a_regs), (4, 216_640, true));
+        assert!(!wr.same_kernel(&wp) && wr.same_kernel(&wp.a_from_registers()));
+        for one in ["128ptme", "176se", "64x256ps", "256", "128pte"] {
+            assert_eq!(one.parse::<Fp8Config>().unwrap().parts(), 1, "{one}");
+        }
         assert_eq!("176se".parse::<Fp8Config>().unwrap().smem_bytes(), 231_072);
         // the A scales by TMA: slots of 640 bytes (128-byte aligned destinations)
         let te: Fp8Config = "176te".parse().unwrap();
@@ -1426,7 +1514,7 @@ mod tests {
         let e = check_config(&p, "256tmh/2".parse().unwrap())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("none for the 256-wide"), "{e}");
+        assert!(e.contains("none for the tiles whose"), "{e}");
     }
 
     #[test]
@@ -1460,6 +1548,9 @@ mod tests {
             "128th/2a",
             "256tmh",
             "256otmh",
+            "256ptmh",
+            "256prtmh",
+            "176ptmh",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -1556,7 +1647,8 @@ mod tests {
         );
         for bad in [
             "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
-            "128po", "128op", "128so", "o", "128nm", "128en", "128pnt", "128he", "128eh",
+            "128po", "128op", "128so", "o", "128nm", "128en", "128pnt", "128he", "128eh", "128rp",
+            "128tr", "r",
         ] {
             let e = bad.parse::<Fp8Config>().unwrap_err().to_string();
             assert!(e.contains("is not an FP8 tile config"), "{bad}: {e}");

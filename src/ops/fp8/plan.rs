@@ -6,8 +6,8 @@
 use serde::Serialize;
 
 use super::gemm::{
-    choose_by, column_cost, configs, predict_us, ranked, splits_for, supports, tiles, Fp8Config,
-    Fp8Rule, Reduce, BK, LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, LARGE_WIDE_COST, NAME,
+    choose_by, column_cost, configs, large_wide_cost, predict_us, ranked, splits_for, supports,
+    tiles, Fp8Config, Fp8Rule, Reduce, BK, LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME,
     SMALL_M,
 };
 use super::problem::Fp8Problem;
@@ -146,12 +146,14 @@ pub fn plan(
                      `waves`: {}",
                     waves()
                 ),
-                Fp8Rule::Large if c.two_halves() => format!(
+                Fp8Rule::Large if large_wide_cost(&c).is_some() => format!(
                     "tile {c} (rule `large`): M >= {LARGE_M} in pairs along M (the tiles cover C \
-                     whole and fill {LARGE_CLUSTER_WAVES} waves of the SMs or more), 128 x 256: \
-                     its waves, each two tiles of work at {LARGE_WIDE_COST} of 128ptme's time \
-                     (on an H200 1.00-1.03x cuBLASLt against 128ptme's 0.95-0.97x), take no \
-                     longer than the 128-wide tile's"
+                     whole and fill {LARGE_CLUSTER_WAVES} waves of the SMs or more), 128 x {}: \
+                     its waves, each {} tiles of work at {} of 128ptme's time (on an H200), take \
+                     least of the wide tiles and no longer than the 128-wide tile's",
+                    c.bn,
+                    c.bn as f64 / 128.0,
+                    large_wide_cost(&c).unwrap_or(1.0)
                 ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 => format!(
                     "tile {c} (rule `large`): M >= {LARGE_M} takes the 128-wide tile with the A \

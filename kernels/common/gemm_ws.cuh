@@ -51,6 +51,10 @@ struct Extras {
   int splits;
   int split_from;
   u32 sk_w;
+  // The row-store epilogue (KILN_EPI = 0) with 16-bit C and beta = 0: 1 stores by 16-byte
+  // windows of C's rows (store_rows_vec16 in common/c_rows.cuh), 0 by 2-byte runs as before
+  // (KILN_WGMMA_ROWV=0).
+  u32 rows_v;
 };
 
 // Rows of the K-major A box the host's tensor map holds (mirrors `a_box_rows` in

@@ -72,6 +72,9 @@ pub struct GemmOverrides {
     /// `KILN_WGMMA_PDL` (0 or 1). Default on: the GEMM after a copy of ours is launched as its
     /// programmatic dependent; 0 launches it after the copy has finished.
     pub pdl: bool,
+    /// `KILN_WGMMA_ROWV` (0 or 1). Default on: the row-store epilogue writes 16-bit C with
+    /// beta = 0 by 16-byte windows of its rows; 0 by 2-byte runs (before 2026-11-29's ledger #98).
+    pub rows_v: bool,
 }
 
 impl GemmOverrides {
@@ -94,6 +97,7 @@ impl GemmOverrides {
         split_code: false,
         defer: true,
         pdl: true,
+        rows_v: true,
     };
 }
 

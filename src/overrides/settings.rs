@@ -73,7 +73,7 @@ pub struct GemmOverrides {
     /// programmatic dependent; 0 launches it after the copy has finished.
     pub pdl: bool,
     /// `KILN_WGMMA_ROWV` (0 or 1). Default on: the row-store epilogue writes 16-bit C with
-    /// beta = 0 by 16-byte windows of its rows; 0 by 2-byte runs (before 2026-11-29's ledger #98).
+    /// beta = 0 by 16-byte windows of its rows; 0 by 2-byte runs, as before 2026-11-29 (ledger #99).
     pub rows_v: bool,
 }
 

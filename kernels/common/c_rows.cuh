@@ -52,25 +52,15 @@ __device__ __forceinline__ void store_rows_staged(OutT* c, const GemmArgs& p, u3
 // window l (and l + 32) of a row, the 8 elements of C between two 16-byte boundaries, so a store
 // instruction writes 512 whole bytes of a row whatever the row's alignment (st.global.v4; the
 // row's first and last windows, partly outside the tile, element by element). The window's
-// elements straddle two staged 16-byte chunks by the row's shift (its start's distance past a
-// 16-byte boundary, the same for every lane), joined by selects and a funnel shift. Staging:
+// elements are five staged 32-bit words from the row's shift on (its start's distance past a
+// 16-byte boundary, the same for every lane), joined by funnel shifts. Staging:
 // pair J of row r at 16-byte chunk J ^ r (of BN / 8), so a warp's 8 rows write distinct banks.
 // Against store_rows_staged's 2-byte stores (64 bytes an instruction, partial sectors at each
 // end) this is 8x fewer store instructions and whole sectors in the row's interior.
 __device__ __forceinline__ void st_global_v4(void* p, u32 a, u32 b, u32 c, u32 d) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
-__device__ __forceinline__ void ld_shared_u32x4(u32 a, u32 (&v)[4]) {
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(a) : "memory");
-}
 __device__ __forceinline__ void st_shared_u32(u32 a, u32 v) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory"); }
-// z[i] for a run-time i in 0..8 (z[8] reads as z[7]), by selects: no local-memory array.
-__device__ __forceinline__ u32 pick9(const u32 (&z)[8], int i) {
-  u32 r = z[0];
-#pragma unroll
-  for (int j = 1; j < 8; ++j) r = i >= j ? z[j] : r;
-  return r;
-}
 
 template <class OutT, int NR>
 __device__ __forceinline__ void store_rows_vec16(OutT* c, const GemmArgs& p, u32 buf, int m0, int n0, const float (&acc)[NR],
@@ -97,26 +87,19 @@ __device__ __forceinline__ void store_rows_vec16(OutT* c, const GemmArgs& p, u32
       const int s = (int)(((u64)dst & 15) >> 1);  // elements of dst's 16-byte line before it
       OutT* line = dst - s;                       // 16-byte aligned
       const int nwin = (ncols + s + 7) >> 3;
-      const u32 rbase = wbuf + r * RB;
-      // z holds staged elements 8 (v - 1) .. 8 v + 7 as pairs; the window starts at element 8 - s.
-      const int k = (8 - s) >> 1, odd = (8 - s) & 1;
+      const u32 rbase = wbuf + r * RB, sh = 16u * (s & 1);
+      // Window v starts at staged element 8v - s: in word 4v - ceil(s / 2), half-way where s is odd.
       for (int v = lane; v < nwin; v += 32) {
-        u32 z[8], lo[4], hi[4];
-        if (v >= 1) ld_shared_u32x4(rbase + (((v - 1) ^ r) << 4), lo);
-        else lo[0] = lo[1] = lo[2] = lo[3] = 0u;
-        if (v < CH) ld_shared_u32x4(rbase + ((v ^ r) << 4), hi);
-        else hi[0] = hi[1] = hi[2] = hi[3] = 0u;
+        const int q0 = 4 * v - ((s + 1) >> 1);
+        u32 wd[5];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          z[j] = lo[j];
-          z[4 + j] = hi[j];
+        for (int j = 0; j < 5; ++j) {  // (words outside the row only feed elements not stored)
+          const int q = min(max(q0 + j, 0), CH * 4 - 1);
+          wd[j] = ld_shared_u32(rbase + (((q >> 2) ^ r) << 4) + ((q & 3) << 2));
         }
         u32 o[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const u32 a = pick9(z, k + j), b = pick9(z, k + j + 1);
-          o[j] = odd ? __funnelshift_r(a, b, 16) : a;
-        }
+        for (int j = 0; j < 4; ++j) o[j] = __funnelshift_r(wd[j], wd[j + 1], sh);
         const int e0 = 8 * v - s;  // the window's first element, from dst
         if (e0 >= 0 && e0 + 8 <= ncols) {
           st_global_v4(line + 8 * v, o[0], o[1], o[2], o[3]);

@@ -152,14 +152,13 @@
 #   anyop [verify|time]          issue 48's paths (C off 16 bytes stored by rows; operands TMA
 #                                cannot address read in place where wgmma_tma_ws/inplace.rs says
 #                                so; swap-AB, KILN_WGMMA_SWAP; few 64x64 tiles at a long K split,
-#                                KILN_WGMMA_LONGK; 16-bit C off 16 bytes stored by 16-byte
-#                                windows, KILN_WGMMA_ROWV): verify: the wgmma_tma_ws quick suite by the
+#                                KILN_WGMMA_LONGK): verify: the wgmma_tma_ws quick suite by the
 #                                dispatch, with KILN_WGMMA_INPLACE=1 (every such operand in place),
 #                                with KILN_WGMMA_SWAP=1 (every problem swapped) and in the forced
 #                                128x144 tile, the issue's seven shapes, `kiln fuzz` of ANYOP_FUZZ
 #                                (1,500) GEMM problems by the dispatch, with INPLACE=1 and with
 #                                SWAP=1; time: the seven shapes against cuBLAS, the dispatch before
-#                                these rules (ANYOP_OLD: INPLACE=0 SWAP=0 LONGK=0 ROWV=0) and after, then
+#                                these rules (ANYOP_OLD: INPLACE=0 SWAP=0 LONGK=0) and after, then
 #                                `kiln bench --set random --count 200 --seed 1` the same two ways
 #                                (one binary); each bench's summary last
 #   ws-check                     after a change to the wgmma_tma_ws kernels or their headers: its
@@ -1236,7 +1235,7 @@ anyop)
   shapes=("9049 8833 8 RR f16" "4327 876 178 RR bf16" "13690 1457 36 RC f16" "9664 16127 17 RC bf16"
           "7103 5 15091 CR bf16" "129 127 4095 RR bf16" "281 8320 8512 RC bf16")
   # the dispatch before issue 48's rules, as env settings (the same binary)
-  old=(${ANYOP_OLD:-KILN_WGMMA_INPLACE=0 KILN_WGMMA_SWAP=0 KILN_WGMMA_LONGK=0 KILN_WGMMA_ROWV=0})
+  old=(${ANYOP_OLD:-KILN_WGMMA_INPLACE=0 KILN_WGMMA_SWAP=0 KILN_WGMMA_LONGK=0})
   if [ "$part" != time ]; then
     step anyop-verify-quick 90 "$KILN" --no-store verify --version wgmma_tma_ws --suite quick
     for v in KILN_WGMMA_INPLACE=1 KILN_WGMMA_SWAP=1 KILN_WGMMA_CFG=n144; do

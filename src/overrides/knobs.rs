@@ -560,9 +560,9 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_WGMMA_ROWV",
         takes: || FLAG.into(),
-        default: "1",
-        set: |o, v| put(&mut o.gemm.rows_v, or(v, true, flag)),
-        show: |o| unless(o.gemm.rows_v, true, bit),
+        default: "0",
+        set: |o, v| put(&mut o.gemm.rows_v, or(v, false, flag)),
+        show: |o| unless(o.gemm.rows_v, false, bit),
     },
     Knob {
         name: "KILN_WGMMA_SK",

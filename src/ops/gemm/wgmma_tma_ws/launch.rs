@@ -18,8 +18,8 @@ struct Extras {
     splits: i32,
     split_from: i32,
     sk_w: u32,
-    /// 1: the row-store epilogue stores 16-bit C (beta = 0) by 16-byte windows of its rows;
-    /// 0 (`KILN_WGMMA_ROWV=0`): by 2-byte runs, as before 2026-11-29.
+    /// 1 (`KILN_WGMMA_ROWV=1`, an experiment): the row-store epilogue stores 16-bit C (beta = 0)
+    /// by 16-byte windows of its rows; 0 (the default): an element a lane.
     rows_v: u32,
 }
 

@@ -299,7 +299,7 @@ impl Prepared {
                         && read.beta == 0.0
                         && tile.bn % 64 == 0
                     {
-                        "by 16-byte windows of its rows (KILN_WGMMA_ROWV=0: an element a lane)"
+                        "by 16-byte windows of its rows (KILN_WGMMA_ROWV=1)"
                     } else {
                         "by rows, an element a lane"
                     };

@@ -51,6 +51,10 @@ struct Extras {
   int splits;
   int split_from;
   u32 sk_w;
+  // The row-store epilogue (KILN_EPI = 0) with 16-bit C and beta = 0: 1 (KILN_WGMMA_ROWV=1, an
+  // experiment, ledger #99) stores by 16-byte windows of C's rows (store_rows_vec16 in
+  // common/c_rows.cuh), 0 (the default) an element a lane.
+  u32 rows_v;
 };
 
 // Rows of the K-major A box the host's tensor map holds (mirrors `a_box_rows` in

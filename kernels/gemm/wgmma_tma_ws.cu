@@ -95,6 +95,10 @@ constexpr int DCH = !DEFER ? 0 : CLUSTER > 1 ? 1 : BN > 256 ? 2 : BN / 64, DFIRS
 // conflict-free); then the ring's barriers, KSPLIT's hand-off full and free, and C_LOAD's one per
 // staging buffer.
 constexpr u32 C_BYTES = (KSPLIT ? 1 : 2) * 2 * Epi::CHUNK_BYTES;
+// The row-store epilogue by 16-byte windows (16-bit C, beta = 0): a warp stages 8 rows of the
+// tile as 16-bit pairs, 4 warps x 8 x 2BN bytes inside the consumer's two staging buffers.
+constexpr bool ROWS_V = !TMA_EPI && !KILN_C_T && KILN_OUT != 2 && BN % 64 == 0;
+static_assert(!ROWS_V || 4 * 8 * 2 * BN <= 2 * Epi::CHUNK_BYTES, "a consumer's staging holds its warps' 8 rows");
 constexpr u32 X_BYTES = KSPLIT ? 128 * (BN / 2) * 4 : 0, X_BARS = KSPLIT ? 2 : 0, C_BARS = C_LOAD ? 4 : 0;
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + C_BYTES + X_BYTES + (2 * STAGES + X_BARS + C_BARS) * 8,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
@@ -351,8 +355,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const int m0 = tm * BM + 64 * c;
         const u32 buf = cstage + 2 * c * Epi::CHUNK_BYTES;
         if (m0 < p.m) {
-          if (KILN_C_T) store_cols_staged(cout, p, buf, m0, tn * BN, acc, w, lane);
-          else store_rows_staged(cout, p, buf, m0, tn * BN, acc, w, lane);
+          if constexpr (KILN_C_T) {
+            store_cols_staged(cout, p, buf, m0, tn * BN, acc, w, lane);
+          } else if constexpr (ROWS_V) {
+            // (its 8 x 2BN bytes a warp fill both of the consumer's staging buffers at BN = 256)
+            if (ex.rows_v != 0 && p.beta == 0.0f) store_rows_vec16(cout, p, buf, m0, tn * BN, acc, w, lane);
+            else store_rows_staged(cout, p, buf, m0, tn * BN, acc, w, lane);
+          } else {
+            store_rows_staged(cout, p, buf, m0, tn * BN, acc, w, lane);
+          }
         }
       }
     }

@@ -581,6 +581,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.gemm.pdl, true, bit),
     },
     Knob {
+        name: "KILN_WGMMA_ROWV",
+        takes: || FLAG.into(),
+        default: "0",
+        set: |o, v| put(&mut o.gemm.rows_v, or(v, false, flag)),
+        show: |o| unless(o.gemm.rows_v, false, bit),
+    },
+    Knob {
         name: "KILN_WGMMA_SK",
         takes: || FLAG.into(),
         default: "the config's own",

@@ -72,6 +72,10 @@ pub struct GemmOverrides {
     /// `KILN_WGMMA_PDL` (0 or 1). Default on: the GEMM after a copy of ours is launched as its
     /// programmatic dependent; 0 launches it after the copy has finished.
     pub pdl: bool,
+    /// `KILN_WGMMA_ROWV` (0 or 1). Default off: the row-store epilogue writes C an element a
+    /// lane; 1: 16-bit C with beta = 0 by 16-byte windows of its rows (ledger #99: 15-50 % slower
+    /// on an H200, an experiment).
+    pub rows_v: bool,
 }
 
 impl GemmOverrides {
@@ -94,6 +98,7 @@ impl GemmOverrides {
         split_code: false,
         defer: true,
         pdl: true,
+        rows_v: false,
     };
 }
 

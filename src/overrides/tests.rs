@@ -124,6 +124,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_WGMMA_LONGK", "0"),
         ("KILN_WGMMA_PAIRS", "0"),
         ("KILN_WGMMA_PDL", "0"),
+        ("KILN_WGMMA_ROWV", "1"),
         ("KILN_WGMMA_SK", "1"),
         ("KILN_WGMMA_SPLITK", "1"),
         ("KILN_WGMMA_SPLITS", "3"),

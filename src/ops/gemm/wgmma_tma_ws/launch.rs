@@ -18,6 +18,9 @@ struct Extras {
     splits: i32,
     split_from: i32,
     sk_w: u32,
+    /// 1 (`KILN_WGMMA_ROWV=1`, an experiment): the row-store epilogue stores 16-bit C (beta = 0)
+    /// by 16-byte windows of its rows; 0 (the default): an element a lane.
+    rows_v: u32,
 }
 
 /// The split-K workspace (fp32 partial tiles) and per-tile arrival counters, kept across
@@ -202,6 +205,7 @@ impl WgmmaTmaWs {
             splits,
             split_from,
             sk_w,
+            rows_v: env.rows_v as u32,
         };
         let mut map_c = match tc {
             Some(t) => t.encode_with(ctx.overrides.tma.promotion)?,

@@ -293,9 +293,17 @@ impl Prepared {
                 if tile.pingpong {
                     format!("epilogue: from registers ({why})")
                 } else {
-                    format!(
-                        "epilogue: staged in shared memory, stored by rows, coalesced ({why})"
-                    )
+                    // (the kernel's ROWS_V: 16-bit C, beta 0, a tile width a multiple of 64)
+                    let how = if env.rows_v
+                        && read.output != DType::F32
+                        && read.beta == 0.0
+                        && tile.bn % 64 == 0
+                    {
+                        "by 16-byte windows of its rows (KILN_WGMMA_ROWV=1)"
+                    } else {
+                        "by rows, an element a lane"
+                    };
+                    format!("epilogue: staged in shared memory, stored {how}, coalesced ({why})")
                 }
             }
         });

@@ -74,7 +74,8 @@ struct DqTile {
   }
 };
 
-// Consumer c's tile: staging tiles from `sdq` (OFF_DQ past the aligned base), one per consumer.
-__device__ __forceinline__ DqTile dq_tile(const TmaMap* map, u32 sdq, int c) {
-  return DqTile{map, sdq + c * DQ_BYTES, SPLIT_N ? c * QN : 0, threadIdx.x % 128 == 0};
+// Consumer c's tile: staging tiles from OFF_DQ past the aligned base of the shared memory, one per
+// consumer.
+__device__ __forceinline__ DqTile dq_tile(const TmaMap* map, unsigned char* smem_raw, int c) {
+  return DqTile{map, smem_align1024(smem_raw) + OFF_DQ + c * DQ_BYTES, SPLIT_N ? c * QN : 0, threadIdx.x % 128 == 0};
 }

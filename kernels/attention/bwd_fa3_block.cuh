@@ -319,3 +319,17 @@ __device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_ve
   __syncthreads();
   return sm;
 }
+
+// A WGMMA backward's kernel body, by every thread (the preamble every version had): the start
+// (bwd_start, `extra` prefetched), where the block sits, the register split with the producer
+// warp (TX_FIRST: bwd_produce's) and consumer c's consume(c, walk, smem). The warpgroup index is
+// broadcast (warpgroup_index), so that what the consumers derive from c is warp-uniform.
+template <bool TX_FIRST, class Consume>
+__device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
+                                           const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
+                                           const Consume& consume) {
+  const BwdSmem sm = bwd_start(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra);
+  const BwdWalk k = bwd_walk(p);
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
+      warpgroup_index(), [&] { bwd_produce<TX_FIRST>(p, k, sm, tq, tk, tv, tdo); }, [&](int c) { consume(c, k, sm); });
+}

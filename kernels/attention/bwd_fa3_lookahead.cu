@@ -124,10 +124,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_lookahead(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
                            const __grid_constant__ TmaMap tdo, const __grid_constant__ TmaMap tdq, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq);
-  const u32 sdq = smem_align1024(smem_raw) + OFF_DQ;
-  const BwdWalk k = bwd_walk(p);
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
-      warpgroup_index(), [&] { bwd_produce<true>(p, k, sm, &tq, &tk, &tv, &tdo); },
-      [&](int c) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, sdq, c)); });
+  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq, p,
+                   [&](int c, const BwdWalk& k, const BwdSmem& sm) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, smem_raw, c)); });
 }

@@ -14,9 +14,11 @@
 #include "common/tma_5d.cuh"
 
 constexpr int DQ_PIECES = QN / 32;  // 128-byte pieces of a staging row (dim 1 of the map)
-// dSᵀ buffers: two, or one for d128 split by keys (two would pass 227 KB; bwd_grads).
-constexpr int DS_BUFS = !SPLIT_N && D == 128 ? 1 : 2;
-constexpr u32 DQ_BYTES = BM * QN * 4;  // one consumer's dQ staging tile [BM][DQ_PIECES][32] fp32, swizzled
+// dSᵀ buffers: two, or one split by keys at d128 or BM 128 (two would pass 227 KB; bwd_grads).
+constexpr int DS_BUFS = !SPLIT_N && (D == 128 || BM == 128) ? 1 : 2;
+// One consumer's dQ staging tile [BM][DQ_PIECES][32] fp32, swizzled: MH tiles of 64 rows, one map
+// box each.
+constexpr u32 DQ_BYTES = BM * QN * 4, DQ_HALF = 64 * QN * 4;
 constexpr u32 OFF_DS = 2 * KV_BYTES + STAGES * STAGE_BYTES;
 constexpr u32 OFF_DQ = OFF_DS + DS_BUFS * DS_BYTES;  // 1024-aligned: the tiles' swizzle follows address bits
 constexpr u32 OFF_VEC = OFF_DQ + 2 * DQ_BYTES;       // per stage: LSE·log2e [BM], then D [BM]
@@ -37,35 +39,48 @@ struct DqTile {
     if (adder) tma_store_wait_read<0>();
   }
 
-  // This block's partial dq (bwd_block's registers) of head h, rows m0 .. into the accumulator;
-  // sem: the deterministic mode's counter (bwd_fa3_wgmma's ordered atomics), else null.
-  __device__ __forceinline__ void add(const float (&dq)[QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h, int m0,
-                                      u32* sem) const {
+  // This block's partial dq of head h, rows m0 .. into the accumulator: dq[hh] the m64 partial of
+  // rows m0 + 64hh .. (MH halves); sem: the deterministic mode's counter (bwd_fa3_wgmma's ordered
+  // atomics), else null.
+  template <int H>
+  __device__ __forceinline__ void add(const float (&dq)[H][QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h,
+                                      int m0, u32* sem) const {
     if (sem != nullptr) {
       add_dq_atomics(dq, p, k, th, h, m0, sem);
       return;
     }
-    // The warp's rows 16w .. 16w + 15 into the tile: row r, column x is in 128-byte piece
+    // The warp's rows 64hh + 16w .. + 15 into the tile: row r, column x is in 128-byte piece
     // r·DQ_PIECES + x/32, 16-byte chunk (x % 32)/4 of it, swizzled as the map's 128B.
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf)
+    for (int hh = 0; hh < H; ++hh)
 #pragma unroll
-      for (int j = 0; j < QN / 8; ++j) {
-        const int piece = (th.krow + 8 * hf) * DQ_PIECES + j / 4, chunk = 2 * (j % 4) + th.t / 2;
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem + swizzle128_offset(piece, chunk) + 8 * (th.t & 1)),
-                     "f"(dq[4 * j + 2 * hf]), "f"(dq[4 * j + 2 * hf + 1]));
-      }
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int j = 0; j < QN / 8; ++j) {
+          const int piece = (64 * hh + th.krow + 8 * hf) * DQ_PIECES + j / 4, chunk = 2 * (j % 4) + th.t / 2;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem + swizzle128_offset(piece, chunk) + 8 * (th.t & 1)),
+                       "f"(dq[hh][4 * j + 2 * hf]), "f"(dq[hh][4 * j + 2 * hf + 1]));
+        }
     fence_proxy_async_shared();
-    // Warps 1-3 signal and go on; warp 0 waits for them, and one thread adds the tile.
+    // Warps 1-3 signal and go on; warp 0 waits for them, and one thread adds the tile (a reduce
+    // per 64 rows: the map's box).
     if (th.w != 0) {
       named_barrier_arrive(4 + th.c, 128);
     } else {
       named_barrier_sync(4 + th.c, 128);
       if (adder) {
-        tma_reduce_add_5d(map, smem, 0, col0 / 32, m0, h, k.b);
+#pragma unroll
+        for (int hh = 0; hh < H; ++hh)
+          if (hh == 0 || m0 + 64 * hh < p.sq) tma_reduce_add_5d(map, smem + hh * DQ_HALF, 0, col0 / 32, m0 + 64 * hh, h, k.b);
         tma_store_commit();
       }
     }
+  }
+
+  // The same for a 64-row query block's partial in one m64 accumulator.
+  __device__ __forceinline__ void add(const float (&dq)[QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h, int m0,
+                                      u32* sem) const {
+    add<1>(reinterpret_cast<const float (&)[1][QN / 2]>(dq), p, k, th, h, m0, sem);
   }
 
   // The last add done before the block's memory goes.

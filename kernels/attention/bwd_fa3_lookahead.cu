@@ -23,6 +23,9 @@
 // the step's fixed costs are paid once per 128 rows (bwd_fa3_block.cuh: Q and dO boxes, dSᵀ boxes
 // and dQ products and tiles in 64-row halves; dSᵀ from the rounded Pᵀ); a 2-stage ring and one
 // dSᵀ buffer.
+// KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late; BM 64): two dQ staging tiles a warpgroup; each
+// block's tile is stored with no fence or barrier of its own and added by a reduce issued after
+// the next block's dSᵀ barrier, the writers' fences just before that barrier (bwd_dq_tile.cuh).
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_tile.cuh"
 
@@ -50,6 +53,10 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
   float dk[KR], dv[KR];
 #pragma unroll
   for (int i = 0; i < KR; ++i) dk[i] = dv[i] = 0.0f;
+  // DQ_LATE (not in deterministic mode): block it's dQ tile is stored into buffer it % 2 at its end
+  // and added after block it + 1's dSᵀ barrier; these are its head and rows.
+  const bool late = DQ_LATE && p.dq_sem == nullptr;
+  int h_prev = 0, m0_prev = 0;
   mbar_wait(sm.kv_full, 0);
   // Block 0's Sᵀ. Every Sᵀ is issued unconditionally (a wgmma on a path that ptxas cannot prove
   // uniform serialises them all, C7518): with no block, or after the last, it reads whatever the
@@ -94,6 +101,9 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
       fence_all(st);
     }
     const u32 ds = bwd_grads<LA, DS_BUFS, true>(st, dp, l, dk, dv, p, k, sm, th, it, m0, sq16, sdo16, sl, [&] { tile.before_meet(); });
+    // DQ_LATE: the previous block's tile, fenced by every writer (with its dSᵀ rows) before the
+    // barrier just passed
+    if (late && it > 0) tile.reduce(tile.buf((it - 1) & 1), p, k, h_prev, m0_prev, MH);
     // dQ's MH halves of 64 query rows, each from its dSᵀ box
     float dq[MH][QN / 2];
     wgmma_fence();
@@ -120,8 +130,19 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
     }
 #pragma unroll
     for (int hh = 0; hh < MH; ++hh) fence_all(dq[hh]);
-    u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
-    tile.add(dq, p, k, th, h, m0, sem);
+    if (late) {
+      tile.store(dq, th, tile.buf(it & 1));
+      h_prev = h, m0_prev = m0;
+    } else {
+      u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
+      tile.add(dq, p, k, th, h, m0, sem);
+    }
+  }
+  // DQ_LATE: the last block's tile (no next barrier to meet at)
+  if (late && k.iters > 0) {
+    fence_proxy_async_shared();
+    named_barrier_sync(4 + c, 128);
+    tile.reduce(tile.buf((k.iters - 1) & 1), p, k, h_prev, m0_prev, MH);
   }
   if (SA) {
     wgmma_wait<0>();  // the Sᵀ after the last block (dropped)

@@ -54,6 +54,9 @@ pub struct WgmmaBwdTile {
     /// Query rows a step: 64, or 128 (`bwd_fa3_m128`: d64 split by keys, `bwd_fa3_lookahead.cu`
     /// with the define `KILN_BM`).
     pub bm: u32,
+    /// Two dQ staging tiles a warpgroup, each block's added after the next block's dSᵀ barrier
+    /// (`bwd_fa3_dq_late`: `bwd_fa3_lookahead.cu` with the define `KILN_BWD_DQ_LATE`).
+    pub dq_late: bool,
 }
 
 /// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
@@ -93,6 +96,7 @@ impl WgmmaBwdTile {
                 pingpong: false,
                 ahead: Ahead::No,
                 bm: BM,
+                dq_late: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
@@ -102,6 +106,7 @@ impl WgmmaBwdTile {
                 pingpong: false,
                 ahead: Ahead::No,
                 bm: BM,
+                dq_late: false,
             },
         }
     }
@@ -136,7 +141,8 @@ impl WgmmaBwdTile {
 
     /// K and V, the ring of Q and dO, two dSᵀ buffers [128][bm] (one staged and split by keys
     /// at d128 or bm 128, where two would not fit), LSE and D per stage, the dQ staging buffers
-    /// if any (per warpgroup [bm][columns] fp32, rows padded by 8 floats for the bulk rows), the
+    /// if any (per warpgroup [bm][columns] fp32, rows padded by 8 floats for the bulk rows; two
+    /// a warpgroup with `dq_late`), the
     /// barriers, and 1 KB to align the base to the 128B swizzle's repeat.
     pub fn smem_bytes(&self) -> u32 {
         let bm = self.bm;
@@ -152,7 +158,7 @@ impl WgmmaBwdTile {
         let dq = match self.dq {
             DqAdd::Atomic => 0,
             DqAdd::BulkRows => 2 * bm * (self.dq_cols() + 8) * 4,
-            DqAdd::TensorTile => 2 * bm * self.dq_cols() * 4,
+            DqAdd::TensorTile => (1 + self.dq_late as u32) * 2 * bm * self.dq_cols() * 4,
         };
         let bars = 8 * (1 + 2 * self.stages);
         1024 + kv + self.stages * stage + ds + vec + dq + bars
@@ -178,6 +184,11 @@ impl WgmmaBwdTile {
             spec
         } else {
             spec.define("KILN_BM", self.bm)
+        };
+        let spec = if self.dq_late {
+            spec.define("KILN_BWD_DQ_LATE", 1)
+        } else {
+            spec
         };
         match (self.dq, self.ahead) {
             (DqAdd::TensorTile, Ahead::No) => spec.define("KILN_BWD_PP", self.pingpong as u32),

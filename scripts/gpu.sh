@@ -58,6 +58,9 @@
 #                                <= 90 s), then timed beside bwd_fa3_lookahead at `backward`'s 13
 #                                shapes (its rows at the d64 ones) and SDPA's backwards (about 5
 #                                min on an H200)
+#   bwd-dq-late                  bwd_fa3_dq_late verified as bwd-lookahead verifies bwd_fa3_lookahead
+#                                (each <= 90 s), then timed beside bwd_fa3_lookahead at `backward`'s
+#                                13 shapes and SDPA's backwards (about 6 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -896,6 +899,17 @@ bwd-m128)
   step m128-determ-4097 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 2 --heads 2 --seqlen 4097 \
     --dim 64 --deterministic
   BWD_VERSION="bwd_fa3_lookahead bwd_fa3_m128@64" bwd_bench
+  ;;
+
+bwd-dq-late)
+  # bwd_fa3_dq_late's first full device run (about 6 min on an H200): verified as bwd-lookahead
+  # verifies bwd_fa3_lookahead (no key split), then timed beside it at the 13 shapes and SDPA's
+  # backwards.
+  need_bin "$KILN"; machine "$KILN"
+  bwd_staged_verify dq-late bwd_fa3_dq_late nokeys
+  step dq-late-gqa-causal-d64 90 "$KILN" attn verify --backward --version bwd_fa3_dq_late --batch 2 --heads 4 \
+    --kv-heads 2 --seqlen 1000 --dim 64 --causal
+  BWD_VERSION="bwd_fa3_lookahead bwd_fa3_dq_late" bwd_bench
   ;;
 
 moe)

@@ -54,6 +54,13 @@
 #                                timed beside bwd_fa3_tma_dq at `backward`'s 13 shapes and SDPA's
 #                                backwards, and with KILN_BWD_NO_AHEAD=1 at three (about 8 min on
 #                                an H200)
+#   bwd-m128                     bwd_fa3_m128 (d64, 128 query rows a step) verified at d64 (each
+#                                <= 90 s), then timed beside bwd_fa3_lookahead at `backward`'s 13
+#                                shapes (its rows at the d64 ones) and SDPA's backwards (about 5
+#                                min on an H200)
+#   bwd-dq-late                  bwd_fa3_dq_late verified as bwd-lookahead verifies bwd_fa3_lookahead
+#                                (each <= 90 s), then timed beside bwd_fa3_lookahead at `backward`'s
+#                                13 shapes and SDPA's backwards (about 6 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -449,7 +456,8 @@ bwd_staged_verify() {
     --dim 128 --causal --deterministic
 }
 
-# bwd_bench: every backward version (BWD_VERSION: only those, space-separated) at the issue's
+# bwd_bench: every backward version (BWD_VERSION: only those, space-separated; NAME@D for one at
+# head dim D only) at the issue's
 # 13 backward shapes (BWD_KEYS=1: the d128 ones again with bwd_fa3_bulk_dq's dQ split by keys,
 # KILN_BWD_DQ_KEYS=1, as version "bwd_fa3_bulk_dq keys"; BWD_KEYS=<version>: that version's),
 # then SDPA's cuDNN and FLASH backwards
@@ -463,7 +471,11 @@ bwd_bench() {
     shape=(--batch "$b" --heads "$h" --seqlen "$s" --dim "$d")
     meta="\"batch\": $b, \"heads\": $h, \"seqlen\": $s, \"dim\": $d, \"causal\": $([ "$c" = causal ] && echo true || echo false), \"deterministic\": $([ "$det" = det ] && echo true || echo false)"
     # (d256: every version that runs it; the WGMMA ones refuse it)
-    [ "$d" != 256 ] && for v in ${BWD_VERSION:-}; do flags+=(--version "$v"); done
+    # (NAME@D: that version at head dim D only, e.g. bwd_fa3_m128@64, which refuses the others)
+    [ "$d" != 256 ] && for v in ${BWD_VERSION:-}; do
+      [ "${v#*@}" = "$v" ] || [ "${v#*@}" = "$d" ] || continue
+      flags+=(--version "${v%@*}")
+    done
     rows=$(timeout 120 "$KILN" --json attn bench --backward "${shape[@]}" "${flags[@]}" --reps 10 --warmup 3 \
       2>>"$D/bwd-bench.err" | tr -d '\n') || failed=1
     echo "{$meta, \"rows\": ${rows:-null}}" >> "$D/bwd-bench.jsonl"
@@ -952,6 +964,38 @@ bwd-lookahead)
       --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" ${5:-} --version bwd_fa3_lookahead --reps 10 --warmup 3
   done
   BWD_VERSION="bwd_fa3_tma_dq bwd_fa3_lookahead" bwd_bench
+  ;;
+
+bwd-m128)
+  # bwd_fa3_m128's first full device run (about 5 min on an H200): verified at d64, its only head
+  # dim (the quick suite's 18 d64 problems with each walk, GQA causal, ragged BHSD f16, two
+  # deterministic runs), then timed beside bwd_fa3_lookahead (the default) at the 13 shapes (its
+  # rows at the 4 d64 ones) and SDPA's backwards.
+  need_bin "$KILN"; machine "$KILN"
+  step m128-compile 90 "$KILN" check --version bwd_fa3_m128
+  step m128-quick 90 "$KILN" attn verify --backward --suite quick --version bwd_fa3_m128 --dim 64
+  step m128-quick-no-ahead 90 env KILN_BWD_NO_AHEAD=1 "$KILN" attn verify --backward --suite quick \
+    --version bwd_fa3_m128 --dim 64
+  step m128-gqa-causal 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen 1000 --dim 64 --causal
+  step m128-ragged-bhsd 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 1 --heads 3 --kv-heads 1 \
+    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
+  step m128-determ 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 1 --heads 2 --seqlen 1000 \
+    --dim 64 --causal --deterministic
+  step m128-determ-4097 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 2 --heads 2 --seqlen 4097 \
+    --dim 64 --deterministic
+  BWD_VERSION="bwd_fa3_lookahead bwd_fa3_m128@64" bwd_bench
+  ;;
+
+bwd-dq-late)
+  # bwd_fa3_dq_late's first full device run (about 6 min on an H200): verified as bwd-lookahead
+  # verifies bwd_fa3_lookahead (no key split), then timed beside it at the 13 shapes and SDPA's
+  # backwards.
+  need_bin "$KILN"; machine "$KILN"
+  bwd_staged_verify dq-late bwd_fa3_dq_late nokeys
+  step dq-late-gqa-causal-d64 90 "$KILN" attn verify --backward --version bwd_fa3_dq_late --batch 2 --heads 4 \
+    --kv-heads 2 --seqlen 1000 --dim 64 --causal
+  BWD_VERSION="bwd_fa3_lookahead bwd_fa3_dq_late" bwd_bench
   ;;
 
 moe)

@@ -14,12 +14,23 @@
 #include "common/tma_5d.cuh"
 
 constexpr int DQ_PIECES = QN / 32;  // 128-byte pieces of a staging row (dim 1 of the map)
-// dSᵀ buffers: two, or one for d128 split by keys (two would pass 227 KB; bwd_grads).
-constexpr int DS_BUFS = !SPLIT_N && D == 128 ? 1 : 2;
-constexpr u32 DQ_BYTES = BM * QN * 4;  // one consumer's dQ staging tile [BM][DQ_PIECES][32] fp32, swizzled
+// dSᵀ buffers: two, or one split by keys at d128 or BM 128 (two would pass 227 KB; bwd_grads).
+constexpr int DS_BUFS = !SPLIT_N && (D == 128 || BM == 128) ? 1 : 2;
+// One consumer's dQ staging tile [BM][DQ_PIECES][32] fp32, swizzled: MH tiles of 64 rows, one map
+// box each.
+constexpr u32 DQ_BYTES = BM * QN * 4, DQ_HALF = 64 * QN * 4;
+// KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late): two staging tiles a consumer, a block's tile
+// stored with no fence or barrier of its own and added after the next block's dSᵀ barrier
+// (DqTile::store, before_meet, reduce; bwd_fa3_lookahead.cu's walk).
+#if defined(KILN_BWD_DQ_LATE)
+constexpr bool DQ_LATE = KILN_BWD_DQ_LATE != 0;
+#else
+constexpr bool DQ_LATE = false;
+#endif
+constexpr int DQ_BUFS = DQ_LATE ? 2 : 1;
 constexpr u32 OFF_DS = 2 * KV_BYTES + STAGES * STAGE_BYTES;
 constexpr u32 OFF_DQ = OFF_DS + DS_BUFS * DS_BYTES;  // 1024-aligned: the tiles' swizzle follows address bits
-constexpr u32 OFF_VEC = OFF_DQ + 2 * DQ_BYTES;       // per stage: LSE·log2e [BM], then D [BM]
+constexpr u32 OFF_VEC = OFF_DQ + 2 * DQ_BUFS * DQ_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
 constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
 static_assert(QN % 32 == 0 && OFF_DQ % 1024 == 0 && DQ_BYTES % 1024 == 0, "staging tiles of 128-byte pieces on the swizzle repeat");
 static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM too small");
@@ -27,45 +38,76 @@ static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM to
 // Consumer c's staging tile and the map it is added through.
 struct DqTile {
   const TmaMap* map;
-  u32 smem;    // the tile (1024-aligned)
+  u32 smem;    // the tile (1024-aligned; DQ_LATE: the first of two, DQ_BYTES apart)
   int col0;    // the consumer's first dQ column
   bool adder;  // warp 0, lane 0 of the warpgroup: issues the reduce and waits for it
 
   // Before the dSᵀ barrier: the previous block's reduce has read the tile (every writer passes
-  // that barrier before it stores its rows again).
+  // that barrier before it stores its rows again). DQ_LATE: the reduce issued in the previous
+  // block (of the block before it) has read its buffer, which the writers rewrite after the
+  // barrier; their stores of the previous block are fenced for the async proxy by the dSᵀ fence
+  // just before (fence.proxy.async orders every earlier generic write of the thread), so that the
+  // reduce issued after the barrier reads them.
   __device__ __forceinline__ void before_meet() const {
     if (adder) tma_store_wait_read<0>();
   }
 
-  // This block's partial dq (bwd_block's registers) of head h, rows m0 .. into the accumulator;
-  // sem: the deterministic mode's counter (bwd_fa3_wgmma's ordered atomics), else null.
-  __device__ __forceinline__ void add(const float (&dq)[QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h, int m0,
-                                      u32* sem) const {
+  // This block's partial dq of head h, rows m0 .. into the accumulator: dq[hh] the m64 partial of
+  // rows m0 + 64hh .. (MH halves); sem: the deterministic mode's counter (bwd_fa3_wgmma's ordered
+  // atomics), else null.
+  template <int H>
+  __device__ __forceinline__ void add(const float (&dq)[H][QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h,
+                                      int m0, u32* sem) const {
     if (sem != nullptr) {
       add_dq_atomics(dq, p, k, th, h, m0, sem);
       return;
     }
-    // The warp's rows 16w .. 16w + 15 into the tile: row r, column x is in 128-byte piece
-    // r·DQ_PIECES + x/32, 16-byte chunk (x % 32)/4 of it, swizzled as the map's 128B.
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-      for (int j = 0; j < QN / 8; ++j) {
-        const int piece = (th.krow + 8 * hf) * DQ_PIECES + j / 4, chunk = 2 * (j % 4) + th.t / 2;
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem + swizzle128_offset(piece, chunk) + 8 * (th.t & 1)),
-                     "f"(dq[4 * j + 2 * hf]), "f"(dq[4 * j + 2 * hf + 1]));
-      }
+    store(dq, th, smem);
     fence_proxy_async_shared();
     // Warps 1-3 signal and go on; warp 0 waits for them, and one thread adds the tile.
     if (th.w != 0) {
       named_barrier_arrive(4 + th.c, 128);
     } else {
       named_barrier_sync(4 + th.c, 128);
-      if (adder) {
-        tma_reduce_add_5d(map, smem, 0, col0 / 32, m0, h, k.b);
-        tma_store_commit();
-      }
+      reduce(smem, p, k, h, m0, H);
     }
+  }
+
+  // The warp's rows 64hh + 16w .. + 15 of dq into the tile at `tile`: row r, column x is in
+  // 128-byte piece r·DQ_PIECES + x/32, 16-byte chunk (x % 32)/4 of it, swizzled as the map's 128B.
+  template <int H> __device__ __forceinline__ void store(const float (&dq)[H][QN / 2], const BwdThread& th, u32 tile) const {
+#pragma unroll
+    for (int hh = 0; hh < H; ++hh)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int j = 0; j < QN / 8; ++j) {
+          const int piece = (64 * hh + th.krow + 8 * hf) * DQ_PIECES + j / 4, chunk = 2 * (j % 4) + th.t / 2;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(tile + swizzle128_offset(piece, chunk) + 8 * (th.t & 1)),
+                       "f"(dq[hh][4 * j + 2 * hf]), "f"(dq[hh][4 * j + 2 * hf + 1]));
+        }
+  }
+
+  // By the adder, once every writer has fenced its rows: the tile at `tile` (rows m0 .. of head h,
+  // `halves` of 64 rows) added into the accumulator, a reduce per 64 rows (the map's box; a half
+  // that starts past Sq is not issued), as one bulk group.
+  __device__ __forceinline__ void reduce(u32 tile, const AttnBwdArgs& p, const BwdWalk& k, int h, int m0, int halves) const {
+    if (adder) {
+#pragma unroll
+      for (int hh = 0; hh < MH; ++hh)
+        if (hh < halves && (hh == 0 || m0 + 64 * hh < p.sq))
+          tma_reduce_add_5d(map, tile + hh * DQ_HALF, 0, col0 / 32, m0 + 64 * hh, h, k.b);
+      tma_store_commit();
+    }
+  }
+
+  // DQ_LATE, buffer b's tile.
+  __device__ __forceinline__ u32 buf(int b) const { return smem + b * DQ_BYTES; }
+
+  // The same for a 64-row query block's partial in one m64 accumulator.
+  __device__ __forceinline__ void add(const float (&dq)[QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h, int m0,
+                                      u32* sem) const {
+    add<1>(reinterpret_cast<const float (&)[1][QN / 2]>(dq), p, k, th, h, m0, sem);
   }
 
   // The last add done before the block's memory goes.
@@ -74,7 +116,8 @@ struct DqTile {
   }
 };
 
-// Consumer c's tile: staging tiles from `sdq` (OFF_DQ past the aligned base), one per consumer.
-__device__ __forceinline__ DqTile dq_tile(const TmaMap* map, u32 sdq, int c) {
-  return DqTile{map, sdq + c * DQ_BYTES, SPLIT_N ? c * QN : 0, threadIdx.x % 128 == 0};
+// Consumer c's tile: staging tiles from OFF_DQ past the aligned base of the shared memory, DQ_BUFS
+// per consumer.
+__device__ __forceinline__ DqTile dq_tile(const TmaMap* map, unsigned char* smem_raw, int c) {
+  return DqTile{map, smem_align1024(smem_raw) + OFF_DQ + c * DQ_BUFS * DQ_BYTES, SPLIT_N ? c * QN : 0, threadIdx.x % 128 == 0};
 }

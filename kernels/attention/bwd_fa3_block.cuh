@@ -27,7 +27,17 @@
 #error "KILN_D, KILN_STAGES, KILN_DQ_SPLIT, KILN_SMEM and KILN_IN must be defined by the host"
 #endif
 
-constexpr int D = KILN_D, BM = 64, BN = 128, STAGES = KILN_STAGES, DH = D / 64;
+// BM, query rows a step: 64, or 128 where the host defines KILN_BM (bwd_fa3_m128: d64 only, dK
+// and dV in 64 registers beside Sᵀ and dPᵀ of 64 each). A step of 128 rows is two 64-row halves
+// wherever a 64-row unit is needed: the TMA boxes of Q and dO, the dSᵀ boxes, dQ's m64 products
+// and its staging tiles (MH of each).
+#if defined(KILN_BM)
+constexpr int BM = KILN_BM;
+#else
+constexpr int BM = 64;
+#endif
+constexpr int MH = BM / 64;
+constexpr int D = KILN_D, BN = 128, STAGES = KILN_STAGES, DH = D / 64;
 constexpr int THREADS = 384;
 constexpr int SR = BM / 2, KR = D / 2;  // accumulator registers: Sᵀ / dPᵀ, dK / dV
 constexpr int KP = BM / 16;             // k16 steps over the query block (register A chunks)
@@ -36,7 +46,13 @@ constexpr int QN = SPLIT_N ? D / 2 : D;  // dQ columns per consumer
 constexpr int QKS = SPLIT_N ? BN / 16 : 64 / 16;  // dQ's k16 steps (keys)
 constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-dim box: rows of 128 bytes
 constexpr u32 Q_BYTES = DH * HALF_Q, KV_BYTES = DH * HALF_KV, STAGE_BYTES = 2 * Q_BYTES;
-constexpr u32 DS_BYTES = BN * BM * 2;  // dSᵀ [BN][BM]: 128-byte rows (BM = 64)
+constexpr u32 DS_BYTES = BN * BM * 2;  // dSᵀ: MH boxes [BN][64], 128-byte rows
+static_assert(BM == 64 || (BM == 128 && D == 64), "64 query rows a step, or 128 at d64");
+// dSᵀ = Pᵀ ∘ (dPᵀ − D) from Pᵀ as rounded for dV's product (at BM 128), not from its fp32 values:
+// Sᵀ's 64 registers are free once Pᵀ is packed, so that Pᵀ (32 packed), dPᵀ (64), dK and dV (32
+// each) are what is live while dV runs. dSᵀ gains one more rounding of the input type (2^-9 of
+// each element in bf16), beside its own.
+constexpr bool P_ROUNDED = BM == 128;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 static_assert(D == 64 || D == 128, "head dim 64 or 128 (dK and dV of 64 keys x D in registers)");
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1, "dQ split over columns (0) or keys (1)");
@@ -96,11 +112,14 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
         mbar_arrive_expect_tx(sm.qring.full(s), STAGE_BYTES);
       }
       const u32 st = sm.ring + s * STAGE_BYTES;
+      // boxes of 64 rows (the maps'); MH of them stack into one [BM][64] swizzled box
 #pragma unroll
-      for (int d = 0; d < DH; ++d) {
-        tma_load_4d(st + d * HALF_Q, tq, sm.qring.full(s), 64 * d, m0, h, k.b);
-        tma_load_4d(st + Q_BYTES + d * HALF_Q, tdo, sm.qring.full(s), 64 * d, m0, h, k.b);
-      }
+      for (int d = 0; d < DH; ++d)
+#pragma unroll
+        for (int r = 0; r < MH; ++r) {
+          tma_load_4d(st + d * HALF_Q + r * 64 * 128, tq, sm.qring.full(s), 64 * d, m0 + 64 * r, h, k.b);
+          tma_load_4d(st + Q_BYTES + d * HALF_Q + r * 64 * 128, tdo, sm.qring.full(s), 64 * d, m0 + 64 * r, h, k.b);
+        }
     }
     if (TX_FIRST) {
       stage_lse_d<BM>(sm.vec + s * 2 * BM, p, k.b, h, m0, lane);
@@ -161,6 +180,7 @@ __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float
   }
   u32 pa[KP][4];
   pack_a<KP>(pa, st);
+  if (P_ROUNDED) fence_packed(pa);
   wgmma_fence();
   keys_by_dims<D, BM, AT>(dv, pa, sdo_a);
   wgmma_commit();
@@ -170,10 +190,15 @@ __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float
   for (int j = 0; j < BM / 8; ++j) {
     if (!AHEAD) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dd[j].y : dd[j].x));
+    for (int e = 0; e < 4; ++e) {
+      const int i = 4 * j + e;
+      const float pe = P_ROUNDED ? half_to_float<in_t>(pa[i / 8][(i % 8) / 2], i & 1) : st[i];
+      dp[i] = pe * (dp[i] - ((e & 1) ? dd[j].y : dd[j].x));
+    }
   }
   u32 dsa[KP][4];
   pack_a<KP>(dsa, dp);
+  if (P_ROUNDED) fence_packed(dsa);
   wgmma_fence();
   keys_by_dims<D, BM, AT>(dk, dsa, sq_a);
   wgmma_commit();
@@ -181,7 +206,7 @@ __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float
   // the warpgroup is past the previous block's dQ product (which read all its rows).
   const u32 ds = sm.sds + (DS_BUFS == 1 ? 0 : (it & 1)) * DS_BYTES;
   if (DS_BUFS == 1) named_barrier_sync(1 + c, 128);
-  store_ds_t<BM>(ds, dsa, c * 64 + krow, t);
+  store_ds_t<BM, BN>(ds, dsa, c * 64 + krow, t);
   fence_proxy_async_shared();
   before_meet();
   // Column split: every consumer's rows are needed (both warpgroups meet); key split: only this
@@ -194,7 +219,7 @@ __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float
   return ds;
 }
 
-// One query block (iteration it, rows m0 ..) of consumer th.c: its products, dK and dV
+// One query block (iteration it, rows m0 .., BM = 64 only) of consumer th.c: its products, dK and dV
 // accumulated, the stage released, and dq = this consumer's dQ partial (register i: query row
 // krow + 8·((i >> 1) & 1), column col0 + 8·(i >> 2) + 2t + (i & 1), col0 = SPLIT_N ? c·QN : 0).
 // AHEAD: the queries' LSE·log2e and D are read into registers before the wgmmas are waited for
@@ -276,23 +301,34 @@ __device__ __forceinline__ void bwd_consume(int c, const AttnBwdArgs& p, const B
 
 // dQ added with per-thread red.global.add.v2.f32: in any order (sem null), or in key block order on
 // the counter `sem` (the deterministic mode; bwd_fa2_mma_sync.cu), the key split's consumer 0
-// before consumer 1, so every element's additions keep one order.
-__device__ __forceinline__ void add_dq_atomics(const float (&dq)[QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h,
-                                               int m0, u32* sem) {
+// before consumer 1, so every element's additions keep one order. dq[hh]: the m64 partial of
+// query rows m0 + 64hh .. (H halves of a query block).
+template <int H>
+__device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th,
+                                               int h, int m0, u32* sem) {
   const int col0 = SPLIT_N ? th.c * QN : 0;
   float* acc = p.dq_acc + (((i64)k.b * p.heads_q + h) * p.sq + m0 + th.krow) * D + col0 + 2 * th.t;
   auto add = [&] {
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf)
-      if (m0 + th.krow + 8 * hf < p.sq)
+    for (int hh = 0; hh < H; ++hh)
 #pragma unroll
-        for (int j = 0; j < QN / 8; ++j) red_add2(acc + 8 * hf * D + 8 * j, dq[4 * j + 2 * hf], dq[4 * j + 2 * hf + 1]);
+      for (int hf = 0; hf < 2; ++hf)
+        if (m0 + 64 * hh + th.krow + 8 * hf < p.sq)
+#pragma unroll
+          for (int j = 0; j < QN / 8; ++j)
+            red_add2(acc + (64 * hh + 8 * hf) * D + 8 * j, dq[hh][4 * j + 2 * hf], dq[hh][4 * j + 2 * hf + 1]);
   };
   if (sem == nullptr) {
     add();
   } else {
     add_dq_in_order(sem, k.nb, !SPLIT_N, th.c, 3, add);
   }
+}
+
+// The same for a 64-row query block's partial in one m64 accumulator.
+__device__ __forceinline__ void add_dq_atomics(const float (&dq)[QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th, int h,
+                                               int m0, u32* sem) {
+  add_dq_atomics(reinterpret_cast<const float (&)[1][QN / 2]>(dq), p, k, th, h, m0, sem);
 }
 
 // The shared memory at the first 1024-byte boundary: K, V, the ring and the dSᵀ buffers first,
@@ -318,4 +354,18 @@ __device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_ve
   }
   __syncthreads();
   return sm;
+}
+
+// A WGMMA backward's kernel body, by every thread (the preamble every version had): the start
+// (bwd_start, `extra` prefetched), where the block sits, the register split with the producer
+// warp (TX_FIRST: bwd_produce's) and consumer c's consume(c, walk, smem). The warpgroup index is
+// broadcast (warpgroup_index), so that what the consumers derive from c is warp-uniform.
+template <bool TX_FIRST, class Consume>
+__device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
+                                           const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
+                                           const Consume& consume) {
+  const BwdSmem sm = bwd_start(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra);
+  const BwdWalk k = bwd_walk(p);
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
+      warpgroup_index(), [&] { bwd_produce<TX_FIRST>(p, k, sm, tq, tk, tv, tdo); }, [&](int c) { consume(c, k, sm); });
 }

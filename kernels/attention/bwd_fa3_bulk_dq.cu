@@ -38,14 +38,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_bulk_dq(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
                          const __grid_constant__ TmaMap tdo, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo);
-  const u32 sdq = smem_align1024(smem_raw) + OFF_DQ;
-  const BwdWalk k = bwd_walk(p);
-
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
-      threadIdx.x / 128, [&] { bwd_produce<true>(p, k, sm, &tq, &tk, &tv, &tdo); },
-      [&](int c) {
-        const u32 sdqc = sdq + c * DQ_BYTES;
+  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, nullptr, p, [&](int c, const BwdWalk& k, const BwdSmem& sm) {
+        const u32 sdqc = smem_align1024(smem_raw) + OFF_DQ + c * DQ_BYTES;
         const int col0 = SPLIT_N ? c * QN : 0;  // this consumer's first dQ column
         const int lane = threadIdx.x % 32;
         auto add_dq = [&](const float (&dq)[QN / 2], const BwdThread& th, int h, int m0, u32* sem) {
@@ -75,5 +69,5 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         bwd_consume<true, DS_BUFS, false>(c, p, k, sm, [] {}, add_dq, [&] {
           if (lane < 16) tma_store_wait<0>();
         });
-      });
+  });
 }

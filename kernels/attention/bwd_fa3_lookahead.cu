@@ -19,6 +19,13 @@
 // and waits for dQ before its staging, as bwd_fa3_tma_dq does, with the descriptors by adds: what
 // the descriptors alone buy. No turns (KILN_BWD_PINGPONG) and no key split at d128
 // (KILN_BWD_DQ_KEYS): the host ignores both.
+// KILN_BM 128 (the host's bwd_fa3_m128; d64 split by keys only): 128 query rows a step, so that
+// the step's fixed costs are paid once per 128 rows (bwd_fa3_block.cuh: Q and dO boxes, dSᵀ boxes
+// and dQ products and tiles in 64-row halves; dSᵀ from the rounded Pᵀ); a 2-stage ring and one
+// dSᵀ buffer.
+// KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late; BM 64): two dQ staging tiles a warpgroup; each
+// block's tile is stored with no fence or barrier of its own and added by a reduce issued after
+// the next block's dSᵀ barrier, the writers' fences just before that barrier (bwd_dq_tile.cuh).
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_tile.cuh"
 
@@ -26,6 +33,10 @@
 #error "KILN_BWD_SAHEAD (the next block's Sᵀ issued before this block's dQ staging: 0 or 1) must be defined by the host"
 #endif
 constexpr bool SA = KILN_BWD_SAHEAD != 0;
+// LSE·log2e and D read into registers ahead of the waits at BM 64; at BM 128 (KILN_BM, the host's
+// bwd_fa3_m128: d64 split by keys) where they are used, since 32 more registers each would not
+// fit beside Sᵀ, dPᵀ, dK and dV.
+constexpr bool LA = BM == 64;
 
 static_assert(QN == 64, "d128 split by columns or d64 by keys: dQ in 32 accumulators beside dK, dV and the next Sᵀ");
 
@@ -42,6 +53,10 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
   float dk[KR], dv[KR];
 #pragma unroll
   for (int i = 0; i < KR; ++i) dk[i] = dv[i] = 0.0f;
+  // DQ_LATE (not in deterministic mode): block it's dQ tile is stored into buffer it % 2 at its end
+  // and added after block it + 1's dSᵀ barrier; these are its head and rows.
+  const bool late = DQ_LATE && p.dq_sem == nullptr;
+  int h_prev = 0, m0_prev = 0;
   mbar_wait(sm.kv_full, 0);
   // Block 0's Sᵀ. Every Sᵀ is issued unconditionally (a wgmma on a path that ptxas cannot prove
   // uniform serialises them all, C7518): with no block, or after the last, it reads whatever the
@@ -62,8 +77,10 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
     const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
     const float* sl = sm.vec + s * 2 * BM;
     float2 l[BM / 8];
+    if (LA) {
 #pragma unroll
-    for (int j = 0; j < BM / 8; ++j) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * th.t);
+      for (int j = 0; j < BM / 8; ++j) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * th.t);
+    }
     // Sᵀ has completed (issued before the previous block's dQ staging). Waited for here, not
     // after dPᵀ is issued: a wait<1> for a group issued before the loop's back edge serialised
     // every wgmma (ptxas C7514).
@@ -83,10 +100,16 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
       wgmma_wait<1>();
       fence_all(st);
     }
-    const u32 ds = bwd_grads<true, DS_BUFS, true>(st, dp, l, dk, dv, p, k, sm, th, it, m0, sq16, sdo16, sl, [&] { tile.before_meet(); });
-    float dq[QN / 2];
+    const u32 ds = bwd_grads<LA, DS_BUFS, true>(st, dp, l, dk, dv, p, k, sm, th, it, m0, sq16, sdo16, sl, [&] { tile.before_meet(); });
+    // DQ_LATE: the previous block's tile, fenced by every writer (with its dSᵀ rows) before the
+    // barrier just passed
+    if (late && it > 0) tile.reduce(tile.buf((it - 1) & 1), p, k, h_prev, m0_prev, MH);
+    // dQ's MH halves of 64 query rows, each from its dSᵀ box
+    float dq[MH][QN / 2];
     wgmma_fence();
-    dq_from_ds<QN, QKS, BM, BN, true>(dq, ds >> 4, sk16, SPLIT_N ? 0 : c * 64, SPLIT_N ? c * (QN / 64) : 0);
+#pragma unroll
+    for (int hh = 0; hh < MH; ++hh)
+      dq_from_ds<QN, QKS, 64, BN, true>(dq[hh], (ds >> 4) + hh * (BN * 128 / 16), sk16, SPLIT_N ? 0 : c * 64, SPLIT_N ? c * (QN / 64) : 0);
     wgmma_commit();
     // SA: dV and dK (Q and dO are read: Sᵀ, dPᵀ, dV, dK; Pᵀ's and dSᵀ's registers free); else all.
     if (SA) {
@@ -105,9 +128,21 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
       wgmma_commit();
       wgmma_wait<1>();  // dQ; the next Sᵀ runs under its staging
     }
-    fence_all(dq);
-    u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
-    tile.add(dq, p, k, th, h, m0, sem);
+#pragma unroll
+    for (int hh = 0; hh < MH; ++hh) fence_all(dq[hh]);
+    if (late) {
+      tile.store(dq, th, tile.buf(it & 1));
+      h_prev = h, m0_prev = m0;
+    } else {
+      u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
+      tile.add(dq, p, k, th, h, m0, sem);
+    }
+  }
+  // DQ_LATE: the last block's tile (no next barrier to meet at)
+  if (late && k.iters > 0) {
+    fence_proxy_async_shared();
+    named_barrier_sync(4 + c, 128);
+    tile.reduce(tile.buf((k.iters - 1) & 1), p, k, h_prev, m0_prev, MH);
   }
   if (SA) {
     wgmma_wait<0>();  // the Sᵀ after the last block (dropped)
@@ -124,10 +159,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_lookahead(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
                            const __grid_constant__ TmaMap tdo, const __grid_constant__ TmaMap tdq, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq);
-  const u32 sdq = smem_align1024(smem_raw) + OFF_DQ;
-  const BwdWalk k = bwd_walk(p);
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
-      warpgroup_index(), [&] { bwd_produce<true>(p, k, sm, &tq, &tk, &tv, &tdo); },
-      [&](int c) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, sdq, c)); });
+  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq, p,
+                   [&](int c, const BwdWalk& k, const BwdSmem& sm) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, smem_raw, c)); });
 }

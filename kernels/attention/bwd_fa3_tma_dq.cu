@@ -25,17 +25,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_tma_dq(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
                         const __grid_constant__ TmaMap tdo, const __grid_constant__ TmaMap tdq, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq);
-  const u32 sdq = smem_align1024(smem_raw) + OFF_DQ;
-  const BwdWalk k = bwd_walk(p);
-
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
-      threadIdx.x / 128, [&] { bwd_produce<true>(p, k, sm, &tq, &tk, &tv, &tdo); },
-      [&](int c) {
-        const DqTile tile = dq_tile(&tdq, sdq, c);
-        bwd_consume<true, DS_BUFS, KILN_BWD_PP != 0>(
-            c, p, k, sm, [&] { tile.before_meet(); },
-            [&](const float (&dq)[QN / 2], const BwdThread& th, int h, int m0, u32* sem) { tile.add(dq, p, k, th, h, m0, sem); },
-            [&] { tile.before_exit(); });
-      });
+  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq, p, [&](int c, const BwdWalk& k, const BwdSmem& sm) {
+    const DqTile tile = dq_tile(&tdq, smem_raw, c);
+    bwd_consume<true, DS_BUFS, KILN_BWD_PP != 0>(
+        c, p, k, sm, [&] { tile.before_meet(); },
+        [&](const float (&dq)[QN / 2], const BwdThread& th, int h, int m0, u32* sem) { tile.add(dq, p, k, th, h, m0, sem); },
+        [&] { tile.before_exit(); });
+  });
 }

@@ -21,14 +21,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_wgmma(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
                        const __grid_constant__ TmaMap tdo, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo);
-  const BwdWalk k = bwd_walk(p);
-
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
-      threadIdx.x / 128, [&] { bwd_produce<false>(p, k, sm, &tq, &tk, &tv, &tdo); },
-      [&](int c) {
-        bwd_consume<false, 2, false>(
-            c, p, k, sm, [] {},
-            [&](const float (&dq)[QN / 2], const BwdThread& th, int h, int m0, u32* sem) { add_dq_atomics(dq, p, k, th, h, m0, sem); }, [] {});
-      });
+  bwd_kernel<false>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, nullptr, p, [&](int c, const BwdWalk& k, const BwdSmem& sm) {
+    bwd_consume<false, 2, false>(
+        c, p, k, sm, [] {},
+        [&](const float (&dq)[QN / 2], const BwdThread& th, int h, int m0, u32* sem) { add_dq_atomics(dq, p, k, th, h, m0, sem); }, [] {});
+  });
 }

@@ -27,6 +27,16 @@ template <int NK> __device__ __forceinline__ void pack_a(u32 (&a)[NK][4], const 
     for (int e = 0; e < 4; ++e) a[kk][e] = pack2<in_t>(x[8 * kk + 2 * e], x[8 * kk + 2 * e + 1]);
 }
 
+// Register-A chunks pinned where they were packed: NVVM otherwise sinks each chunk's conversions
+// to just before the wgmma that reads it, between the product's wgmmas, and ptxas then injects a
+// warpgroup.arrive before each (C7519; seen at 128 query rows).
+template <int NK> __device__ __forceinline__ void fence_packed(u32 (&a)[NK][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NK; ++kk)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[kk][e])::"memory");
+}
+
 // The descriptor of the 128B-swizzled operand `off` bytes past `at`: AT false, `at` is a shared
 // address (wgmma_desc_sw128: mask, shift, or per wgmma); AT true, `at` is that address in 16-byte
 // units (wgmma_desc_sw128_at: one add per wgmma on a base built once). Every product below takes
@@ -55,15 +65,17 @@ __device__ __forceinline__ void keys_by_dims(float (&acc)[D / 2], const u32 (&xa
   for (int kk = 0; kk < BM / 16; ++kk) wgmma_m64k16_rs<in_t, D, 1>(acc, xa[kk], desc_at<AT>(sy, kk * 2048, BM * 128, 1024), 1);
 }
 
-// This thread's dSᵀ rows (keys `row`, `row` + 8 of the block), rounded, into the [BN][BM] buffer
-// at `ds` (128-byte rows, the TMA's 128B swizzle): register pair (4j + 2hf, + 1) of the m64
-// accumulator is column chunk j of row + 8hf, at byte 4t of it.
-template <int BM> __device__ __forceinline__ void store_ds_t(u32 ds, const u32 (&dsa)[BM / 16][4], int row, int t) {
+// This thread's dSᵀ rows (keys `row`, `row` + 8 of the block), rounded, into the buffer at `ds`:
+// BM / 64 boxes [BN][64] of 128-byte rows (the TMA's 128B swizzle), box b holding queries 64b ..
+// 64b + 63. Register pair (4j + 2hf, + 1) of the m64 accumulator is column chunk j % 8 of row +
+// 8hf in box j / 8, at byte 4t of it.
+template <int BM, int BN> __device__ __forceinline__ void store_ds_t(u32 ds, const u32 (&dsa)[BM / 16][4], int row, int t) {
 #pragma unroll
   for (int j = 0; j < BM / 8; ++j)
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf)
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + swizzle128_offset(row + 8 * hf, j) + 4 * t), "r"(dsa[j / 2][(j % 2) * 2 + hf]));
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + (j / 8) * (BN * 128) + swizzle128_offset(row + 8 * hf, j % 8) + 4 * t),
+                   "r"(dsa[j / 2][(j % 2) * 2 + hf]));
 }
 
 // dq(64 queries x QN dims from 64·box) = dS·K over the KS·16 keys from key_base: A = dS read

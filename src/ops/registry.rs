@@ -59,6 +59,8 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_bulk_dq::BwdFa3BulkDq),
             Box::new(attention_backward::bwd_fa3_tma_dq::BwdFa3TmaDq),
             Box::new(attention_backward::bwd_fa3_lookahead::BwdFa3Lookahead),
+            Box::new(attention_backward::bwd_fa3_m128::BwdFa3M128),
+            Box::new(attention_backward::bwd_fa3_dq_late::BwdFa3DqLate),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

@@ -24,7 +24,9 @@ pub struct BwdFa3Wgmma;
 /// The head dims it covers (d256's dK and dV of 64 keys take 256 registers a thread).
 pub const BWD_WGMMA_DIMS: [usize; 2] = [64, 128];
 
-/// Query rows per step and keys per block (BM, BN in the device file).
+/// Query rows per step (a tile's `bm` may double it: `bwd_fa3_m128`) and keys per block (BM, BN
+/// in the device file). The maps' boxes, the dQ accumulator's reduce boxes and the deterministic
+/// mode's counters keep 64-row units at either step.
 const BM: u32 = 64;
 const BN: u32 = 128;
 /// A producer warpgroup and two MMA warpgroups.
@@ -49,6 +51,12 @@ pub struct WgmmaBwdTile {
     /// adds and, unless `KILN_BWD_NO_AHEAD` (the define `KILN_BWD_SAHEAD` 0), the next query
     /// block's Sᵀ issued before this block's dQ is staged.
     pub ahead: Ahead,
+    /// Query rows a step: 64, or 128 (`bwd_fa3_m128`: d64 split by keys, `bwd_fa3_lookahead.cu`
+    /// with the define `KILN_BM`).
+    pub bm: u32,
+    /// Two dQ staging tiles a warpgroup, each block's added after the next block's dSᵀ barrier
+    /// (`bwd_fa3_dq_late`: `bwd_fa3_lookahead.cu` with the define `KILN_BWD_DQ_LATE`).
+    pub dq_late: bool,
 }
 
 /// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
@@ -87,6 +95,8 @@ impl WgmmaBwdTile {
                 dq: DqAdd::Atomic,
                 pingpong: false,
                 ahead: Ahead::No,
+                bm: BM,
+                dq_late: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
@@ -95,6 +105,8 @@ impl WgmmaBwdTile {
                 dq: DqAdd::Atomic,
                 pingpong: false,
                 ahead: Ahead::No,
+                bm: BM,
+                dq_late: false,
             },
         }
     }
@@ -127,24 +139,26 @@ impl WgmmaBwdTile {
         }
     }
 
-    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][64] (one at d128 staged and split
-    /// by keys, where two would not fit), LSE and D per stage, the dQ staging buffers if any
-    /// (per warpgroup [64][columns] fp32, rows padded by 8 floats for the bulk rows), the
+    /// K and V, the ring of Q and dO, two dSᵀ buffers [128][bm] (one staged and split by keys
+    /// at d128 or bm 128, where two would not fit), LSE and D per stage, the dQ staging buffers
+    /// if any (per warpgroup [bm][columns] fp32, rows padded by 8 floats for the bulk rows; two
+    /// a warpgroup with `dq_late`), the
     /// barriers, and 1 KB to align the base to the 128B swizzle's repeat.
     pub fn smem_bytes(&self) -> u32 {
+        let bm = self.bm;
         let kv = 2 * BN * self.d * 2;
-        let stage = 2 * BM * self.d * 2;
-        let ds_bufs = if self.staged() && self.dq_split == 1 && self.d == 128 {
+        let stage = 2 * bm * self.d * 2;
+        let ds_bufs = if self.staged() && self.dq_split == 1 && (self.d == 128 || bm == 128) {
             1
         } else {
             2
         };
-        let ds = ds_bufs * BN * BM * 2;
-        let vec = self.stages * 2 * BM * 4;
+        let ds = ds_bufs * BN * bm * 2;
+        let vec = self.stages * 2 * bm * 4;
         let dq = match self.dq {
             DqAdd::Atomic => 0,
-            DqAdd::BulkRows => 2 * BM * (self.dq_cols() + 8) * 4,
-            DqAdd::TensorTile => 2 * BM * self.dq_cols() * 4,
+            DqAdd::BulkRows => 2 * bm * (self.dq_cols() + 8) * 4,
+            DqAdd::TensorTile => (1 + self.dq_late as u32) * 2 * bm * self.dq_cols() * 4,
         };
         let bars = 8 * (1 + 2 * self.stages);
         1024 + kv + self.stages * stage + ds + vec + dq + bars
@@ -165,6 +179,17 @@ impl WgmmaBwdTile {
             .define("KILN_STAGES", self.stages)
             .define("KILN_DQ_SPLIT", self.dq_split)
             .define("KILN_SMEM", self.smem_bytes());
+        // (no define at 64 rows: the older variants' labels and cache keys stay)
+        let spec = if self.bm == BM {
+            spec
+        } else {
+            spec.define("KILN_BM", self.bm)
+        };
+        let spec = if self.dq_late {
+            spec.define("KILN_BWD_DQ_LATE", 1)
+        } else {
+            spec
+        };
         match (self.dq, self.ahead) {
             (DqAdd::TensorTile, Ahead::No) => spec.define("KILN_BWD_PP", self.pingpong as u32),
             (DqAdd::TensorTile, a) => spec.define("KILN_BWD_SAHEAD", (a == Ahead::SAhead) as u32),

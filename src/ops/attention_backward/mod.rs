@@ -3,7 +3,9 @@
 
 pub mod bwd_fa2_mma_sync;
 pub mod bwd_fa3_bulk_dq;
+pub mod bwd_fa3_dq_late;
 pub mod bwd_fa3_lookahead;
+pub mod bwd_fa3_m128;
 pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;

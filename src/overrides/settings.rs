@@ -211,10 +211,10 @@ pub struct MoeOverrides {
     /// Default `shift` (H200, 2026-11-29, 5268cf5: the 512-row decode 979-984 us against
     /// 1,068-1,114, verified; docs/moe.md, ledger F7).
     pub fp4_shift: bool,
-    /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean` or `xring`): how the NVFP4 GEMV
-    /// streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured fastest there (H200,
-    /// 2026-11-29, 3fa7842: lean at M 1, xring at 2-4, wide above; docs/fp4.md G5); K not a
-    /// multiple of 128 runs the register path.
+    /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `xring` or `xswz`): how
+    /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
+    /// fastest there (H200, 2026-11-29: lean at M 1, xswz at 2-4 from 9ba589c, wide above;
+    /// docs/fp4.md G5, G6); K not a multiple of 128 runs the register path.
     pub fp4_gemv: Fp4Gemv,
     /// `KILN_FP4_TAIL` (1 to 16): the most K slices the 4-bit experts' decode tiles (8 and 16
     /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 8 (H200,

@@ -290,7 +290,7 @@ impl GemvProblem {
     pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
         let asked = match (asked, self.m) {
             (Fp4Gemv::Auto, 1) => Fp4Gemv::Lean,
-            (Fp4Gemv::Auto, 2..=4) => Fp4Gemv::Xring,
+            (Fp4Gemv::Auto, 2..=4) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
             (a, _) => a,
         };
@@ -1024,12 +1024,12 @@ mod tests {
         // M 8's slots: 4 x (1,152 + 2,048) bytes a warp; twelve warps fit an SM's 227 KB
         assert_eq!(xring_warp_bytes(8), 12_800);
         assert!(XRING_MAX_WARPS * xring_warp_bytes(8) + 1024 <= 227 * 1024);
-        // auto: lean at M 1, the X ring at 2-4, wide above; the register path where K is not a
-        // multiple of 128
+        // auto: lean at M 1, the swizzled X ring at 2-4, wide above; the register path where K
+        // is not a multiple of 128
         for (m, k, want) in [
             (1, 256, Fp4Gemv::Lean),
-            (2, 256, Fp4Gemv::Xring),
-            (4, 256, Fp4Gemv::Xring),
+            (2, 256, Fp4Gemv::Xswz),
+            (4, 256, Fp4Gemv::Xswz),
             (5, 256, Fp4Gemv::Wide),
             (16, 256, Fp4Gemv::Wide),
             (1, 160, Fp4Gemv::Regs),

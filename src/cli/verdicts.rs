@@ -77,9 +77,7 @@ impl Landing {
     /// message`), the outcomes kept in `into`, the bar moved.
     pub fn land(&self, into: &mut Vec<Outcome>, got: Vec<Outcome>) {
         for o in got {
-            self.fail(!o.passed, || {
-                format!("FAIL {} {}: {}", o.check, o.label, o.message)
-            });
+            self.fail(!o.passed, || fail_line(&o));
             into.push(o);
         }
         self.tick();

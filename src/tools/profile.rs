@@ -320,7 +320,7 @@ mod tests {
 
     /// Written by hand in the shape `ncu --csv --metrics ...` prints: the program's own output and
     /// `==PROF==` lines first, then one row per metric.
-    const SAMPLE: &str = r#"==PROF== Connected to process 4242 (/work/main/target/release/kiln)
+    const SAMPLE: &str = r#"==PROF== Connected to process 4242 (target/release/kiln)
 ==PROF== Profiling "gemm_wgmma_tma_ws" - 0: 0%....50%....100% - 9 passes
 | problem | version | median ms |
 ==PROF== Disconnected from process 4242

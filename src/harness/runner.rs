@@ -48,12 +48,7 @@ pub trait Check {
 
 /// Checks `c` once on the inputs of `seed`.
 pub fn run<C: Check>(ctx: &Context, c: &C, seed: u64) -> Result<Outcome> {
-    let out = c.blank(seed);
-    if let Err(reason) = c.supports(ctx) {
-        return Ok(out.skip(reason));
-    }
-    let mut d = c.draw(ctx, seed)?;
-    launch_and_judge(ctx, c, &mut d, out)
+    run_keeping(ctx, c, seed).map(|(out, _)| out)
 }
 
 /// Checks `c` on inputs drawn before from `seed` (one set of inputs, and one reference, for

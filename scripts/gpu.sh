@@ -372,6 +372,16 @@ gemv_ab() {
   done
 }
 
+# table_lines PATTERN FILE...: each existing file's lines matching PATTERN (rules left out), named
+# by the file, appended to the summary.
+table_lines() {
+  local pat=$1 f; shift
+  for f in "$@"; do
+    [ -e "$f" ] || continue
+    grep -hE "$pat" "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"
+  done | tee -a "$D/summary.txt"
+}
+
 # gemv_summary VERIFY_NAME...: each GEMV verify's failed rows and its totals, then every GEMV
 # bench row of gemv_ab, appended to summary.txt.
 gemv_summary() {
@@ -1259,10 +1269,7 @@ print(','.join(map(str, c)))"; }
   table
   echo
   gemv_summary gemv-xring-verify
-  for f in "$D"/verify-pair-*.err "$D"/verify-tail8-*.err "$D"/layer-t*.txt; do
-    [ -e "$f" ] || continue
-    grep -hE '^\| |checks' "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"
-  done | tee -a "$D/summary.txt"
+  table_lines '^\| |checks' "$D"/verify-pair-*.err "$D"/verify-tail8-*.err "$D"/layer-t*.txt
   ;;
 
 fp4swz)
@@ -1297,10 +1304,7 @@ fp4swz)
   table
   echo
   gemv_summary gemv-xswz-verify gemv-leanx-verify
-  for f in "$D"/verify-w4a8*.err "$D"/w4a8-*.txt; do
-    [ -e "$f" ] || continue
-    grep -hE '^\| (mxfp4|bf16 swiglu)|checks' "$f" | grep -v -- '---' | sed "s|^|$(basename "$f") |"
-  done | tee -a "$D/summary.txt"
+  table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
   ;;
 
 fp4ncu)

@@ -653,13 +653,7 @@ mod tests {
             layout: "RC".into(),
             dtype: "bf16".into(),
             out: "f32".into(),
-            beta: 0.0,
-            alpha: None,
-            lds: None,
-            scale: None,
-            setup: String::new(),
-            env: Vec::new(),
-            command: Vec::new(),
+            ..Case::default()
         };
         let f = Finding {
             case: c.clone(),

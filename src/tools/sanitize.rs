@@ -76,7 +76,7 @@ pub fn parse_problem(text: &str) -> Result<Problem> {
 }
 
 /// One sanitizer run: a tool over one version on one problem.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Case {
     pub version: String,
     pub tool: String,
@@ -113,16 +113,7 @@ impl Case {
             version: version.into(),
             tool: tool.into(),
             shape: what.into(),
-            layout: String::new(),
-            dtype: String::new(),
-            out: String::new(),
-            beta: 0.0,
-            alpha: None,
-            lds: None,
-            scale: None,
-            setup: String::new(),
-            env: Vec::new(),
-            command: Vec::new(),
+            ..Case::default()
         }
     }
 
@@ -139,13 +130,7 @@ impl Case {
                         layout: layout.clone(),
                         dtype: dtype.clone(),
                         out: out.clone(),
-                        beta: 0.0,
-                        alpha: None,
-                        lds: None,
-                        scale: None,
-                        setup: String::new(),
-                        env: Vec::new(),
-                        command: Vec::new(),
+                        ..Case::default()
                     });
                 }
             }
@@ -523,12 +508,9 @@ pub fn config_cases(
                     dtype: DType::Bf16.to_string(),
                     out: setup.out.to_string(),
                     beta: setup.beta,
-                    alpha: None,
-                    lds: None,
-                    scale: None,
                     setup: setup.name.clone(),
                     env: setup.env.clone(),
-                    command: Vec::new(),
+                    ..Case::default()
                 });
             }
         }

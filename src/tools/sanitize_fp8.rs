@@ -45,15 +45,11 @@ pub fn fp8_cases(tools: &[String]) -> Vec<Case> {
                 layout: "RC".into(),
                 dtype: dtype.into(),
                 out: out.into(),
-                beta: 0.0,
-                alpha: None,
-                lds: None,
                 scale: Some(scale.into()),
-                setup: String::new(),
                 env: rule
                     .map(|r| vec![("KILN_FP8_RULE".to_string(), r.to_string())])
                     .unwrap_or_default(),
-                command: Vec::new(),
+                ..Case::default()
             });
         }
     }

@@ -18,9 +18,9 @@ pub use info::DeviceInfo;
 pub use launch::{Function, LaunchConfig};
 pub use memo::LaunchMemo;
 pub use scratch::{Scratch, Workspaces};
-pub(crate) use tma::l2_promotion;
 #[cfg(test)]
 pub(crate) use tma::Call as TmaCall;
+pub(crate) use tma::{check_address_and_dims, check_box, l2_promotion};
 pub use tma::{TensorMap, TiledArgs, Tma2d, TmaDType, TmaSwizzle};
 
 use std::cell::{Cell, RefCell};

@@ -269,17 +269,7 @@ impl Tma2d {
     /// Checks the rules `cuTensorMapEncodeTiled` enforces, naming the one broken.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let es = self.dtype.size();
-        if !self.addr.is_multiple_of(16) {
-            return Err(format!(
-                "the global address {:#x} is not 16-byte aligned (TMA needs 16)",
-                self.addr
-            ));
-        }
-        for (i, &d) in self.dims.iter().enumerate() {
-            if d == 0 || d > 1 << 32 {
-                return Err(format!("dimension {i} = {d} is outside 1..=2^32"));
-            }
-        }
+        check_address_and_dims(self.addr, &self.dims)?;
         if !self.row_stride_bytes.is_multiple_of(16) {
             return Err(format!(
                 "the row stride is {} bytes, not a multiple of 16: the leading dimension must \
@@ -300,11 +290,7 @@ impl Tma2d {
                 self.row_stride_bytes, self.dims[0]
             ));
         }
-        for (i, &b) in self.box_dims.iter().enumerate() {
-            if b == 0 || b > 256 {
-                return Err(format!("box dimension {i} = {b} is outside 1..=256"));
-            }
-        }
+        check_box(&self.box_dims)?;
         let inner = self.box_dims[0] as u64 * es;
         if !inner.is_multiple_of(16) {
             return Err(format!(
@@ -358,6 +344,32 @@ impl Tma2d {
         self.tiled_with(promotion)
             .encode(|| format!("cuTensorMapEncodeTiled for {self:?}"))
     }
+}
+
+/// The encoder's rules on the address and the extents of a map of any rank: a 16-byte aligned
+/// address, every extent in 1..=2^32.
+pub(crate) fn check_address_and_dims(addr: u64, dims: &[u64]) -> std::result::Result<(), String> {
+    if !addr.is_multiple_of(16) {
+        return Err(format!(
+            "the global address {addr:#x} is not 16-byte aligned (TMA needs 16)"
+        ));
+    }
+    for (i, &d) in dims.iter().enumerate() {
+        if d == 0 || d > 1 << 32 {
+            return Err(format!("dimension {i} = {d} is outside 1..=2^32"));
+        }
+    }
+    Ok(())
+}
+
+/// The encoder's rule on a box of any rank: every side in 1..=256 elements.
+pub(crate) fn check_box(box_dims: &[u32]) -> std::result::Result<(), String> {
+    for (i, &b) in box_dims.iter().enumerate() {
+        if b == 0 || b > 256 {
+            return Err(format!("box dimension {i} = {b} is outside 1..=256"));
+        }
+    }
+    Ok(())
 }
 
 /// L2 promotion of a 2D map whose rows are `row_stride_bytes` apart: 256 B where rows start on

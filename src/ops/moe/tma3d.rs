@@ -3,7 +3,9 @@
 //! rules are checked first, so a refusal names the rule. 128B swizzle, zero fill out of bounds;
 //! encoded by the crate's one encoder ([`TiledArgs`]).
 
-use crate::device::{TensorMap, TiledArgs, TmaDType, TmaSwizzle};
+use crate::device::{
+    check_address_and_dims, check_box, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
+};
 use crate::error::{Error, Result};
 
 /// A tiled map over a 3D tensor with dim 0 contiguous.
@@ -52,17 +54,7 @@ impl Tma3d {
     /// Checks the rules `cuTensorMapEncodeTiled` enforces, naming the one broken.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let es = self.dtype.size();
-        if !self.addr.is_multiple_of(16) {
-            return Err(format!(
-                "the global address {:#x} is not 16-byte aligned (TMA needs 16)",
-                self.addr
-            ));
-        }
-        for (i, &d) in self.dims.iter().enumerate() {
-            if d == 0 || d > 1 << 32 {
-                return Err(format!("dimension {i} = {d} is outside 1..=2^32"));
-            }
-        }
+        check_address_and_dims(self.addr, &self.dims)?;
         for (i, &s) in self.strides_bytes.iter().enumerate() {
             if !s.is_multiple_of(16) {
                 return Err(format!(
@@ -80,11 +72,7 @@ impl Tma3d {
         {
             return Err("the strides overlap the rows they step over".into());
         }
-        for (i, &b) in self.box_dims.iter().enumerate() {
-            if b == 0 || b > 256 {
-                return Err(format!("box dimension {i} = {b} is outside 1..=256"));
-            }
-        }
+        check_box(&self.box_dims)?;
         let inner = self.box_dims[0] as u64 * es;
         if inner != 128 {
             return Err(format!(

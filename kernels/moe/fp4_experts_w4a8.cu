@@ -22,6 +22,10 @@
 // after the stage's wait. With 0 each consumer loads them from global memory one K block ahead,
 // and the fence before the named barrier (MEMBAR) waits for those loads: ncu (H200, 32,768 rows)
 // put 4-5 % of the stall samples on that fence and barrier, waiting on the loads' scoreboard.
+// A TMA box must start on 16 bytes of global memory: one that started on the tile's first scale
+// (kb * x_rows + row0, any multiple of 4 bytes) stopped the kernel with an illegal instruction
+// (F11). The box starts at that index rounded down to 4 and holds 132 scales; a consumer reads
+// from (index & 3) on.
 #include "common/bulk_copy.cuh"
 #include "common/fp8.cuh"
 #include "common/tma.cuh"
@@ -41,9 +45,10 @@ constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES, SLOTS = 3, XBOX = 32;
 constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
 constexpr u32 ATOM_CODES = 4096, ATOM_BYTES = ATOM_CODES + 64 * 4;
 constexpr u32 X_BYTES = BM * BK, W_BYTES = 2 * ATOM_BYTES;
-constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;
-constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = kSxStaged ? BM * 4 : 0;  // the staged X scales
-static_assert(SX_OFF % 128 == 0 && SX_OFF + BM * 4 <= STAGE_BYTES, "the X scales fit the stage's padding");
+constexpr int SX_BOX = BM + 4;  // the staged X scales: a box from a multiple of 4 (the host's SX_BOX)
+constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = kSxStaged ? SX_BOX * 4 : 0;
+constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + SX_BYTES + 1023) / 1024 * 1024;  // the host's stage_bytes
+static_assert(SX_OFF % 128 == 0 && SX_OFF + SX_BYTES <= STAGE_BYTES, "the X scales fit the stage");
 constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m3
 constexpr u32 LUT_BYTES = 128;        // 16 tables of 8 bytes
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
@@ -70,7 +75,8 @@ struct W4Ctx {
   u32 base, slots, lut;
   MbarRing<STAGES> ring;
   int c, t, lane;
-  u32 sx_off;  // KILN_W4A8_SX: this thread's first token's scale in a stage (the second 32 B on)
+  u32 sx_off;  // KILN_W4A8_SX: this thread's first token's scale in a stage (the second 32 B on),
+               // before the box's shift (w4a8_sx_shift)
 };
 
 // The four e4m3 bytes of codes 0..3 (HI = 0) or 4..7 (HI = 1) of word w under table (t0, t1).
@@ -110,15 +116,22 @@ __device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) {
   }
 }
 
+// KILN_W4A8_SX: where the tile's first scale of K block kb sits in the stage's box, in bytes
+// (the box starts at its index rounded down to 4: fp4_produce_pairs).
+__device__ __forceinline__ u32 w4a8_sx_shift(int kb, int x_rows, int row0) {
+  return 4u * ((u32)(kb * x_rows + row0) & 3u);
+}
+
 // One K step: wait for stage `it`, decode this consumer's atom, meet the other consumer, then
 // (when the consumer has tokens) issue the four k32 wgmmas into the fresh accumulator `a`.
-// KILN_W4A8_SX: returns the thread's two token rows' X scales of the step's K block.
+// KILN_W4A8_SX: returns the thread's two token rows' X scales of the step's K block, `shift`
+// bytes into the stage's box.
 template <bool LIVE>
-__device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[64]) {
+__device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[64], u32 shift = 0) {
   const int s = x.ring.wait_full(it), slot = (int)(it % SLOTS);
   float2 sc = make_float2(0.0f, 0.0f);
   if constexpr (kSxStaged && LIVE) {
-    const u32 at = x.base + s * STAGE_BYTES + x.sx_off;
+    const u32 at = x.base + s * STAGE_BYTES + x.sx_off + shift;
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc.x) : "r"(at));
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc.y) : "r"(at + 32));
   }
@@ -152,25 +165,25 @@ __device__ __forceinline__ void w4a8_promote(float (&fin)[64], float (&a)[64], f
 // The promoted K loop of a consumer with tokens (the structure of common/fp8_promote.cuh: at the
 // top of the loop exactly block j's batch is in flight, so each promotion reads a finished one).
 // sxs(j) gives K block j's two X scales (0 past the end); with KILN_W4A8_SX the steps read them
-// from their stages instead.
-template <class Sx>
+// from their stages instead, sxsh(j) bytes into block j's box.
+template <class Sx, class Sh>
 __device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
-                                           float (&acc2)[64], const Sx& sxs) {
+                                           float (&acc2)[64], const Sx& sxs, const Sh& sxsh) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
   float2 s0, s1;
   if constexpr (!kSxStaged) s0 = sxs(0), s1 = sxs(1);
-  const float2 f0 = w4a8_step<true>(x, it, acc);
+  const float2 f0 = w4a8_step<true>(x, it, acc, sxsh(0));
   if constexpr (kSxStaged) s0 = f0;
   int j = 0;
   for (; j + 2 < nk; j += 2, it += 2) {
-    const float2 f1 = w4a8_step<true>(x, it + 1, acc2);
+    const float2 f1 = w4a8_step<true>(x, it + 1, acc2, sxsh(j + 1));
     if constexpr (kSxStaged) s1 = f1;
     wgmma_wait<1>();
     x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
     w4a8_promote(fin, acc, s0.x, s0.y);
     if constexpr (!kSxStaged) s0 = sxs(j + 2);
-    const float2 f2 = w4a8_step<true>(x, it + 2, acc);
+    const float2 f2 = w4a8_step<true>(x, it + 2, acc, sxsh(j + 2));
     if constexpr (kSxStaged) s0 = f2;
     wgmma_wait<1>();
     x.ring.release(MbarRing<STAGES>::slot(it + 1), x.lane);
@@ -178,7 +191,7 @@ __device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, floa
     if constexpr (!kSxStaged) s1 = sxs(j + 3);
   }
   if (j + 1 < nk) {
-    const float2 f1 = w4a8_step<true>(x, it + 1, acc2);
+    const float2 f1 = w4a8_step<true>(x, it + 1, acc2, sxsh(j + 1));
     if constexpr (kSxStaged) s1 = f1;
     wgmma_wait<1>();
     x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
@@ -316,8 +329,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             return make_float2(ka && tok_a < tile.valid_rows ? p.sx[at + tok_a] : 0.0f,
                                ka && tok_a + 8 < tile.valid_rows ? p.sx[at + tok_a + 8] : 0.0f);
           };
+          const auto sxsh = [&](int kb) { return kSxStaged ? w4a8_sx_shift(kb, p.x_rows, tile.row0) : 0u; };
           float fin[64], acc[64], acc2[64];
-          w4a8_kloop(x, it, p.katoms, fin, acc, acc2, sxs);
+          w4a8_kloop(x, it, p.katoms, fin, acc, acc2, sxs, sxsh);
           w4a8_store(x, p, tile, ids[tile.expert], fin);
         }
       });

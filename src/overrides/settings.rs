@@ -225,7 +225,7 @@ pub struct MoeOverrides {
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `ldg`
-    /// until a device run shows `tma` faster (docs/moe.md, ledger F11).
+    /// until a device run shows `tma` faster (docs/moe.md, ledger F11, F13).
     pub w4a8_sx_staged: bool,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`

@@ -23,8 +23,17 @@ pub const ENTRY: &str = "moe_fp4_experts_w4a8";
 /// Tokens of a tile (two consumers of 64) and its K block.
 pub const BM: u32 = 128;
 const SMEM_LIMIT: u32 = 227 * 1024;
-/// A stage: the X tile (128 rows of 128 e4m3) and the two weight atoms, rounded to 1 KB.
-const STAGE_BYTES: u32 = BM * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32).div_ceil(1024) * 1024;
+/// The box of X's scales a stage carries with `KILN_W4A8_SX=tma`: a tile's 128 rows and 4 more,
+/// because a TMA box must start on 16 bytes of global memory (a start 4 bytes off is an illegal
+/// instruction, F11's fault): the box starts at the tile's first scale rounded down to 4.
+pub const SX_BOX: u32 = BM + 4;
+
+/// A stage: the X tile (128 rows of 128 e4m3), the two weight atoms and (staged) X's scales,
+/// rounded to 1 KB.
+const fn stage_bytes(sx_staged: bool) -> u32 {
+    let sx = if sx_staged { 4 * SX_BOX } else { 0 };
+    BM * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32 + sx).div_ceil(1024) * 1024
+}
 /// Three decoded 128 x 128 e4m3 weight tiles, and the 15 e4m3 tables.
 const SLOTS_BYTES: u32 = 3 * 128 * 128;
 const LUT_BYTES: u32 = 128;
@@ -33,12 +42,12 @@ const fn fixed_bytes() -> u32 {
     1024 + SLOTS_BYTES + LUT_BYTES + INDEX_RING_BYTES + (3 * MAX_EXPERTS as u32 + 2) * 4
 }
 
-pub const fn stages() -> u32 {
-    (SMEM_LIMIT - fixed_bytes()) / (STAGE_BYTES + 16)
+pub const fn stages(sx_staged: bool) -> u32 {
+    (SMEM_LIMIT - fixed_bytes()) / (stage_bytes(sx_staged) + 16)
 }
 
-pub const fn smem_bytes() -> u32 {
-    fixed_bytes() + stages() * (STAGE_BYTES + 16)
+pub const fn smem_bytes(sx_staged: bool) -> u32 {
+    fixed_bytes() + stages(sx_staged) * (stage_bytes(sx_staged) + 16)
 }
 
 /// Output columns of a tile: two 64-row atoms, the GEMM's 128 or the SwiGLU's 64 (gate, up).
@@ -128,9 +137,10 @@ impl W4a8Layout {
     }
 }
 
-/// X's 1x128 scales seen as one row of `x_scales` f32, in boxes of a tile's [`BM`] rows: the
-/// producer's load of a K block's scales beside its X tile (`KILN_W4A8_SX=tma`). One row, so any
-/// row count works (a map over [K blocks, rows] would need the rows a multiple of 4).
+/// X's 1x128 scales seen as one row of `x_scales` f32, in boxes of [`SX_BOX`]: the producer's
+/// load of a K block's scales beside its X tile (`KILN_W4A8_SX=tma`). One row, so any row count
+/// works (a map over [K blocks, rows] would need the rows a multiple of 4); the kernel starts
+/// each box on a multiple of 4 scales, the tile's first one of the box's first 4.
 pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
     let len = p.x_scales() as u64;
     Tma2d {
@@ -138,7 +148,7 @@ pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
         addr,
         dims: [len, 1],
         row_stride_bytes: (4 * len).next_multiple_of(16),
-        box_dims: [BM, 1],
+        box_dims: [SX_BOX, 1],
         swizzle: TmaSwizzle::None,
     }
 }
@@ -152,9 +162,9 @@ impl W4a8Experts {
         let s = KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
             .define("KILN_OUT", DType::Bf16.code())
             .define("KILN_SWIGLU", swiglu as u32)
-            .define("KILN_STAGES", stages())
+            .define("KILN_STAGES", stages(sx_staged))
             .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-            .define("KILN_SMEM", smem_bytes());
+            .define("KILN_SMEM", smem_bytes(sx_staged));
         if sx_staged {
             s.define("KILN_W4A8_SX", 1)
         } else {
@@ -179,7 +189,8 @@ impl W4a8Experts {
         if p.out != DType::Bf16 || p.quantized_out() {
             return Err("writes bf16 only; ask for bf16 output".into());
         }
-        fp8_grouped::supports(p, dev, smem_bytes())
+        // the staged variant's shared memory (the larger) for either
+        fp8_grouped::supports(p, dev, smem_bytes(true).max(smem_bytes(false)))
     }
 
     /// Checks `p`, the weights `l` and the buffers against each other.
@@ -280,7 +291,7 @@ impl W4a8Experts {
                 ctx,
                 &f,
                 tiles.min(ctx.info.sm_count as u64),
-                smem_bytes(),
+                smem_bytes(staged),
                 &mut [
                     map_x.as_param(),
                     map_sx.as_param(),
@@ -307,9 +318,13 @@ mod tests {
 
     #[test]
     fn the_ring_fits_and_keeps_stages() {
-        assert!(smem_bytes() <= SMEM_LIMIT);
-        assert!(stages() >= 5, "{}", stages());
-        assert_eq!(STAGE_BYTES % 1024, 0);
+        for staged in [false, true] {
+            assert!(smem_bytes(staged) <= SMEM_LIMIT);
+            assert!(stages(staged) >= 5, "{}", stages(staged));
+            assert_eq!(stage_bytes(staged) % 1024, 0);
+        }
+        // the staged scales cost a KB of each stage, not a stage
+        assert_eq!(stages(true), stages(false));
         assert_eq!(
             (3 * MAX_EXPERTS as u32 + 2) * 4,
             table_bytes(MAX_EXPERTS) as u32
@@ -326,6 +341,26 @@ mod tests {
         assert_eq!(m.row_stride_bytes, 4688);
         assert!(m.validate().is_ok(), "{:?}", m.validate());
         assert!(sx_map(&p, (1 << 20) + 4).validate().is_err());
+    }
+
+    /// F11: the staged scales' TMA box started on the tile's first scale, `kb * x_rows + row0`,
+    /// any multiple of 4 bytes, and every launch stopped with an illegal instruction (a box must
+    /// start on 16 bytes of global memory). The kernel now starts it on that index rounded down to
+    /// 4: the box must still reach the tile's last row, and its bytes fit the stage.
+    #[test]
+    fn f11_the_scales_box_starts_on_16_bytes_and_still_covers_the_tile() {
+        for first in 0u32..64 {
+            let start = first & !3;
+            assert_eq!(start * 4 % 16, 0);
+            assert!(start <= first && start + SX_BOX >= first + BM, "{first}");
+        }
+        let sx_off = BM * W4A8_K as u32 + 2 * W4A8_ATOM_BYTES as u32;
+        assert_eq!(sx_off % 128, 0);
+        assert!(sx_off + 4 * SX_BOX <= stage_bytes(true));
+        assert!(
+            sx_off + 4 * SX_BOX > stage_bytes(false),
+            "the default stage stays as it was"
+        );
     }
 
     /// Both ways of reading X's scales compile without spills or serialisation notes (the staged

@@ -281,6 +281,11 @@ pub enum Fp4Gemv {
     /// `Xring` with X's rows 272 bytes apart and the halves of a lane's 64 bytes swapped for q 2
     /// and 3, so that the X reads of an 8-lane phase hit the 32 banks once (K a multiple of 128).
     Xswz,
+    /// A cp.async ring of 3 two-step stages a warp carrying X (xswz's placement), each lane
+    /// putting its own X chunks into the mma's pair order once a stage: about half the X ring's
+    /// copy and permute instructions a step (K a multiple of 128, M up to 8; a larger M runs
+    /// `Wide`).
+    Xstage,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

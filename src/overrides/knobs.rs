@@ -484,6 +484,25 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.tune.fake.as_ref().map(TuneFake::label),
     },
     Knob {
+        name: "KILN_W4A8_DECODE",
+        takes: || {
+            "`consumers` (each consumer warpgroup decodes its weight atom of every stage) or \
+             `producer` (the producer warpgroup's three idle warps decode both atoms a stage \
+             ahead): where the W4A8 experts decode their weights"
+                .into()
+        },
+        default: "consumers",
+        set: |o, v| {
+            let producer = |v: &str| match v {
+                "consumers" => Some(false),
+                "producer" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.w4a8_producer_decode, or(v, false, producer))
+        },
+        show: |o| o.moe.w4a8_producer_decode.then(|| "producer".to_string()),
+    },
+    Knob {
         name: "KILN_W4A8_SX",
         takes: || {
             "`ldg` (each consumer loads its X scales from global memory) or `tma` (the producer \

@@ -227,6 +227,11 @@ pub struct MoeOverrides {
     /// tile (no global load before the fence that precedes each step's barrier). Default `ldg`
     /// until a device run shows `tma` faster (docs/moe.md, ledger F11, F13).
     pub w4a8_sx_staged: bool,
+    /// `KILN_W4A8_DECODE` (`consumers` or `producer`): the W4A8 experts' weight atoms decoded by
+    /// the consumers, each its own, between the stage's wait and the wgmmas, or by the producer
+    /// warpgroup's three idle warps a stage ahead (docs/moe.md, ledger F14). Default
+    /// `consumers` until a device run shows `producer` faster.
+    pub w4a8_producer_decode: bool,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
@@ -250,6 +255,7 @@ impl MoeOverrides {
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
         w4a8_sx_staged: false,
+        w4a8_producer_decode: false,
         gather: MoeGather::Auto,
     };
 }

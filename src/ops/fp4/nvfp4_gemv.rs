@@ -516,6 +516,40 @@ mod tests {
         }
     }
 
+    /// A lean stage's scale copy of one lane (`issue_lean`, `copy_lean_bounded`, and the xstage
+    /// ring's fast path, which copy the same bytes): row lane / 2, step lane % 2, 8 bytes at
+    /// `codes_bytes + 8 lane`, zero past N or K. `scale(row, byte)` is row's scale byte.
+    pub(super) fn put_lean_scales(
+        put: &mut impl FnMut(usize, u8),
+        (n, steps, row0, stage, lane): (usize, usize, usize, usize, usize),
+        codes_bytes: usize,
+        scale: impl Fn(usize, usize) -> u8,
+    ) {
+        let (row, step) = (row0 + lane / 2, stage * 2 + lane % 2);
+        for b in 0..8 {
+            let v = if row < n && step < steps {
+                scale(row, step * 8 + b)
+            } else {
+                0
+            };
+            put(codes_bytes + 8 * lane + b, v);
+        }
+    }
+
+    /// 8 elements of X stored at `at` in the mma's pair order (0, 4), (1, 5), (2, 6), (3, 7)
+    /// (`store_lean_x`, the xstage ring's permute): `x(e)` is element e of the 8.
+    pub(super) fn put_x_pairs(
+        put: &mut impl FnMut(usize, u8),
+        at: usize,
+        x: impl Fn(usize) -> u16,
+    ) {
+        for (pos, e) in [0, 4, 1, 5, 2, 6, 3, 7].into_iter().enumerate() {
+            let v = x(e);
+            put(at + 2 * pos, v as u8);
+            put(at + 2 * pos + 1, (v >> 8) as u8);
+        }
+    }
+
     #[test]
     fn the_argument_block_matches_the_kernels_layout() {
         // 4 pointers, 6 strides, then g, m, n, k, out_f16 and padding: 104 bytes, 8-aligned.
@@ -751,29 +785,18 @@ mod tests {
                             put(wdst + 512 * i + b, v);
                         }
                     }
-                    let (r, u) = (lane / 2, lane % 2);
-                    let (row, step) = (row0 + r, stage * 2 + u);
-                    for b in 0..8 {
-                        let v = if row < n && step < steps {
-                            scale(row, step * 8 + b)
-                        } else {
-                            0
-                        };
-                        put(codes_bytes + 8 * lane + b, v);
-                    }
-                    // store_lean_x: the lane's 8 elements as the pairs (0, 4), (1, 5),
-                    // (2, 6), (3, 7)
+                    let at = (n, steps, row0, stage, lane);
+                    put_lean_scales(&mut put, at, codes_bytes, scale);
+                    // store_lean_x: the lane's 8 elements in the pair order
                     let whole = (stage + 1) * 2 <= steps || lane < 16;
                     for xr in 0..m {
-                        for (slot, e) in [0, 4, 1, 5, 2, 6, 3, 7].into_iter().enumerate() {
-                            let v = if whole {
+                        put_x_pairs(&mut put, x_at + 512 * xr + 16 * lane, |e| {
+                            if whole {
                                 xval(xr, stage * 256 + 8 * lane + e)
                             } else {
                                 0
-                            };
-                            put(x_at + 512 * xr + 16 * lane + 2 * slot, v as u8);
-                            put(x_at + 512 * xr + 16 * lane + 2 * slot + 1, (v >> 8) as u8);
-                        }
+                            }
+                        });
                     }
                 }
                 let smem = slot.whole("the stage");

@@ -2,7 +2,7 @@
 //! its reads, replayed lane by lane from the kernel's arithmetic; its bank groups, its path
 //! rules, its warps, and its compile.
 
-use super::tests::Slot;
+use super::tests::{put_lean_scales, put_x_pairs, Slot};
 use super::*;
 
 /// `issue_xstage`'s copies of a stage (the fast path from each lane's fixed sources, the lean
@@ -82,15 +82,7 @@ fn the_xstage_rings_copies_permutes_and_reads_give_each_lane_its_bytes_and_x() {
                             put(wdst + 512 * i + b, v);
                         }
                     }
-                    let (row, step) = (row0 + lane / 2, stage * 2 + lane % 2);
-                    for b in 0..8 {
-                        let v = if row < n && step < steps {
-                            scale(row, step * 8 + b)
-                        } else {
-                            0
-                        };
-                        put(codes_bytes + 8 * lane + b, v);
-                    }
+                    put_lean_scales(&mut put, (n, steps, row0, stage, lane), codes_bytes, scale);
                 }
                 // X: chunk `lane` of each row (none past K), then the lane's permute of it in
                 // place: pairs (0, 4), (1, 5), (2, 6), (3, 7); a chunk not copied holds what the
@@ -98,15 +90,13 @@ fn the_xstage_rings_copies_permutes_and_reads_give_each_lane_its_bytes_and_x() {
                 let copied = (stage + 1) * 2 <= steps || lane < 16;
                 let dst = x_at + 16 * xstage_chunk(lane);
                 for xr in 0..m {
-                    for (at, e) in [0, 4, 1, 5, 2, 6, 3, 7].into_iter().enumerate() {
-                        let v = if copied {
+                    put_x_pairs(&mut put, dst + pitch * xr, |e| {
+                        if copied {
                             xval(xr, stage * 256 + 8 * lane + e)
                         } else {
                             0
-                        };
-                        put(dst + pitch * xr + 2 * at, v as u8);
-                        put(dst + pitch * xr + 2 * at + 1, (v >> 8) as u8);
-                    }
+                        }
+                    });
                 }
             }
             let smem = slot.whole("the stage");

@@ -230,7 +230,7 @@ pub struct MoeOverrides {
     /// `KILN_W4A8_DECODE` (`consumers` or `producer`): the W4A8 experts' weight atoms decoded by
     /// the consumers, each its own, between the stage's wait and the wgmmas, or by the producer
     /// warpgroup's three idle warps a stage ahead (docs/moe.md, ledger F14). Default
-    /// `consumers` until a device run shows `producer` faster.
+    /// `consumers`: `producer` verifies but ran 24-43 % slower on the H200 (F14).
     pub w4a8_producer_decode: bool,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
@@ -290,7 +290,7 @@ pub enum Fp4Gemv {
     /// A cp.async ring of 3 two-step stages a warp carrying X (xswz's placement), each lane
     /// putting its own X chunks into the mma's pair order once a stage: about half the X ring's
     /// copy and permute instructions a step (K a multiple of 128, M up to 8; a larger M runs
-    /// `Wide`).
+    /// `Wide`). Verified, but slower than `Lean` and `Xswz` on the H200 (docs/fp4.md G8).
     Xstage,
 }
 

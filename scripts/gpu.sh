@@ -159,6 +159,17 @@
 #                                4x14336x4096, 2x8192x8192, 1x4096x4096, of lean/leanx at
 #                                1x8192x8192 and 1x4096x4096, and W4A8 at E256 32,768 rows and the
 #                                512-row decode (about 2 + 4 minutes on an H200)
+#   fp4stage [verify|time]       the NVFP4 GEMV's xstage ring (docs/fp4.md G8), W4A8's X scales
+#                                by TMA once fixed (docs/moe.md F13) and its decode on the
+#                                producer's warps (F14): `fp4 verify --suite quick` and `full`
+#                                under KILN_FP4_GEMV=xstage, compute-sanitizer memcheck on it, on
+#                                KILN_W4A8_SX=tma and on KILN_W4A8_DECODE=producer, the W4A8
+#                                suite, a ragged problem (K 1088) and the 512-row decode under
+#                                each W4A8 variant; then two alternating rounds of lean/xstage at
+#                                1x8192x8192, 1x4096x4096, of xswz/xstage at 4x14336x4096,
+#                                2x8192x8192, 8x8192x8192, and of the four W4A8 variants at E256
+#                                32,768 rows and the 512-row decode (about 3 + 4 minutes on an
+#                                H200)
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -1304,6 +1315,64 @@ fp4swz)
   table
   echo
   gemv_summary gemv-xswz-verify gemv-leanx-verify
+  table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
+  ;;
+
+fp4stage)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  part=${1:-all}  # verify, time or all
+  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
+  SAN=${SANITIZER:-compute-sanitizer}
+  if [ "$part" != time ]; then
+  # each new path verified before it is timed
+  step gemv-xstage-quick 90 env KILN_FP4_GEMV=xstage "$KILN" --no-store fp4 verify --suite quick
+  step gemv-xstage-verify 90 env KILN_FP4_GEMV=xstage "$KILN" --no-store fp4 verify --suite full
+  step gemv-xstage-sanitize 120 env KILN_FP4_GEMV=xstage "$SAN" --tool memcheck \
+    "$KILN" --no-store fp4 verify --suite quick
+  step w4a8-tma-sanitize 90 env KILN_W4A8_SX=tma "$SAN" --tool memcheck \
+    "$KILN" --no-store moe verify --weights mxfp4 --act e4m3 --counts 1,2 --n 128 --k 128
+  step w4a8-producer-sanitize 90 env KILN_W4A8_DECODE=producer "$SAN" --tool memcheck \
+    "$KILN" --no-store moe verify --weights mxfp4 --act e4m3 --counts 129,1,0,200 --n 256 --k 512
+  # each W4A8 variant: the scales by TMA, the decode on the producer's warps, both
+  for v in tma producer both; do
+    case $v in
+      tma) env=(KILN_W4A8_SX=tma) ;;
+      producer) env=(KILN_W4A8_DECODE=producer) ;;
+      both) env=(KILN_W4A8_SX=tma KILN_W4A8_DECODE=producer) ;;
+    esac
+    step_json verify-w4a8-$v 90 env "${env[@]}" "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
+    step_json verify-w4a8-$v-ragged-swiglu 60 env "${env[@]}" "$KILN" --no-store --json moe verify \
+      --weights mxfp4 --act e4m3 "${RAGGED[@]}" --n 320 --swiglu --routed
+    step_json verify-w4a8-$v-ragged-gemm 60 env "${env[@]}" "$KILN" --no-store --json moe verify \
+      --weights mxfp4 --act e4m3 "${RAGGED[@]}" --n 384
+    step_json verify-w4a8-$v-512rows 60 env "${env[@]}" "$KILN" --no-store --json moe verify \
+      --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+  done
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab lean xstage "1 8192 8192" "1 4096 4096"
+  gemv_ab xswz xstage "4 14336 4096" "2 8192 8192" "8 8192 8192"
+  # the four W4A8 variants (scales ldg / tma x decode by consumers / producer), two rounds
+  for r in 1 2; do
+    for sx in ldg tma; do
+      for dec in consumers producer; do
+        step "w4a8-prefill-$sx-$dec-$r" 120 env KILN_W4A8_SX=$sx KILN_W4A8_DECODE=$dec "$KILN" --no-store \
+          moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
+      done
+    done
+  done
+  for sx in ldg tma; do
+    for dec in consumers producer; do
+      step "w4a8-decode512-$sx-$dec" 120 env KILN_W4A8_SX=$sx KILN_W4A8_DECODE=$dec "$KILN" --no-store \
+        moe bench --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+    done
+  done
+  fi
+  table
+  echo
+  gemv_summary gemv-xstage-quick gemv-xstage-verify
+  table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
   table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
   ;;
 

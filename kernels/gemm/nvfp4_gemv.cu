@@ -75,6 +75,17 @@
 // their halves) and rows are 272 bytes apart (the next row one chunk on), so the eight chunks of
 // a phase fill the 32 banks once; a lane's four reads are two pairs at two bases.
 //
+// KILN_GEMV_ASYNC = 5 (`KILN_FP4_GEMV=xstage`, M <= 8, K a multiple of 128): the lean ring's
+// 2-step stages carrying X by cp.async as the X ring does, three slots a warp (two stages in
+// flight), at most 80 registers. The X ring spent ~50 instructions a step on its one-step
+// slots' copies and 16 PRMT a step building X's pairs, each lane permuting the X it reads;
+// here a stage's copies are a lane's four 16-byte code chunks (one sector of each row an
+// instruction, from one source pointer with immediate offsets), its 8 scale bytes and one X
+// chunk a row of X, and each lane permutes its own chunk of each X row once, in place, into the
+// mma's pair order (lean's store_lean_x): ~6 instructions a row of X a stage instead of 16 PRMT
+// a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
+// the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
@@ -98,7 +109,12 @@
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
-constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1;
+constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
+static_assert(!kXstage || NF == 1, "the X stages hold X of at most 8 rows: one mma column tile");
+// the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
+constexpr bool kXsorted = kLean || kXstage;
+// the paths whose sums carry the folded 2^-8 and whose partial sums reuse the ring's memory
+constexpr bool kRing = kWide || kLean || kXring || kXstage;
 static_assert(!kXswz || kXring, "the X swizzle is the X ring's");
 constexpr bool kXfirst = KILN_GEMV_XFIRST == 1;
 static_assert(!kXfirst || kLean, "X first is the lean ring's");
@@ -120,6 +136,8 @@ constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the h
 constexpr int XR_RING = 4;                       // xring: one-step slots a warp's ring holds
 constexpr int XR_MAX_WARPS = 12;                 // xring: the most warps a CTA (the host's XR_MAX_WARPS)
 constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's rows in a slot
+constexpr int XS_RING = 3;                       // xstage: 2-step slots a warp's ring holds
+constexpr u32 XS_PITCH = 528;                    // xstage: bytes between X's rows (256 bf16, 16 more)
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -248,7 +266,7 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
     const u32 w0 = word(st.w[0], v), w1 = word(st.w[1], v);
     const int blk = v / 2;
     u32 a0[4], a1[4];  // pairs i = 0..3 of rows g and g + 8
-    if constexpr (kWide || kLean || kXring) {
+    if constexpr (kRing) {
       const u32 h0 = w0 >> 8, h1 = w1 >> 8;
       a0[0] = nibble_pair_mul<0>(w0, h0), a0[1] = nibble_pair_mul<1>(w0, h0);
       a0[2] = nibble_pair_mul<2>(w0, h0), a0[3] = nibble_pair_mul<3>(w0, h0);
@@ -275,10 +293,10 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
 #pragma unroll
       for (int f = 0; f < NF; ++f) {
         // X elements 8v + i and 8v + i + 4 as one pair: register 2 j (+ 2) of the word's four.
-        // (the lean ring stores X's pairs already in this order: words 2 j, 2 j + 1)
+        // (the lean and xstage rings hold X's pairs already in this order: words 2 j, 2 j + 1)
         const u32 lo = word(xs.x[f][v], j), hi = word(xs.x[f][v], j + 2);
-        const u32 b[2] = {kLean ? word(xs.x[f][v], 2 * j) : prmt(lo, hi, 0x5410),
-                          kLean ? word(xs.x[f][v], 2 * j + 1) : prmt(lo, hi, 0x7632)};
+        const u32 b[2] = {kXsorted ? word(xs.x[f][v], 2 * j) : prmt(lo, hi, 0x5410),
+                          kXsorted ? word(xs.x[f][v], 2 * j + 1) : prmt(lo, hi, 0x7632)};
         mma_16816<bf16>(acc[f], a, b);
       }
     }
@@ -432,6 +450,27 @@ __device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& 
 // A warp's lean buffers for M rows of X: LEAN_RING weight slots, then two X slots of M x 256 bf16.
 __device__ __forceinline__ u32 lean_warp_bytes(int m) { return LEAN_RING * LEAN_SLOT + 2u * m * (LEAN_STEPS * STEP * 2); }
 
+// A lean stage's weights copied chunk by chunk into slot `dst` (issue_lean's layout), each copy
+// bounded: rows past N and steps past K are zero-filled. Lane L copies chunk L % 8 of rows
+// L / 8 + 4i and the 8 scale bytes of row L / 2, step L % 2. No commit.
+__device__ __forceinline__ void copy_lean_bounded(u32 dst, const GemvArgs& a, const u8* w, const u8* s, int row0,
+                                                  int lane, int stage, int steps) {
+  const int c = lane % 8, hi = (lane / 8) & 1;
+  const u32 wdst = dst + (lane / 8) * 128 + 16 * (c ^ (hi << 2));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = lane / 8 + 4 * i, row = row0 + r, step = stage * LEAN_STEPS + c / 4;
+    const bool in = row < a.n && step < steps;
+    const u8* src = in ? w + (i64)row * (a.k / 2) + (i64)step * (STEP / 2) + 16 * (c % 4) : w;
+    cp_async16_zfill(wdst + 512 * i, src, in ? 16 : 0);
+  }
+  const int r = lane / 2, row = row0 + r, step = stage * LEAN_STEPS + lane % 2;
+  const bool in = row < a.n && step < steps;
+  const u8* src = in ? s + (i64)row * (a.k / 16) + (i64)step * (STEP / 16) : s;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + LEAN_CODES + 8 * lane), "l"(src),
+               "r"(in ? 8 : 0));
+}
+
 // The lean ring's copies of stage `stage` (steps 2 stage, 2 stage + 1) into slot `dst`: codes of
 // row r at dst + 128 r, its 16-byte chunk c at 16 (c ^ 4 (r & 1)) (the wide ring's conflict-free
 // order); scales of row r, step u at dst + LEAN_CODES + 16 r + 8 u. Lane L copies chunk L % 8 of
@@ -452,18 +491,7 @@ __device__ __forceinline__ void issue_lean(u32 dst, const GemvArgs& a, const u8*
       asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + LEAN_CODES + 8 * lane),
                    "l"(sl + (i64)stage * (LEAN_STEPS * STEP / 16)));
     } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = lane / 8 + 4 * i, row = row0 + r, step = stage * LEAN_STEPS + c / 4;
-        const bool in = row < a.n && step < steps;
-        const u8* src = in ? w + (i64)row * (a.k / 2) + (i64)step * (STEP / 2) + 16 * (c % 4) : w;
-        cp_async16_zfill(wdst + 512 * i, src, in ? 16 : 0);
-      }
-      const int r = lane / 2, row = row0 + r, step = stage * LEAN_STEPS + lane % 2;
-      const bool in = row < a.n && step < steps;
-      const u8* src = in ? s + (i64)row * (a.k / 16) + (i64)step * (STEP / 16) : s;
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + LEAN_CODES + 8 * lane), "l"(src),
-                   "r"(in ? 8 : 0));
+      copy_lean_bounded(dst, a, w, s, row0, lane, stage, steps);
     }
   }
   cp_async_commit();
@@ -662,15 +690,146 @@ __device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs&
   cp_async_wait<0>();
 }
 
+// A warp's xstage ring for M rows of X: XS_RING slots, each a lean stage (codes, then scales)
+// and M rows of the stage's 256 bf16 of X, XS_PITCH bytes apart.
+__device__ __forceinline__ u32 xstage_slot_bytes(int m) { return LEAN_SLOT + XS_PITCH * m; }
+
+// Where X's 16-byte chunk c (0..31 of a stage's row) sits in its row: xswz's swizzle.
+__device__ __forceinline__ u32 xs_chunk(u32 c) { return c ^ ((c >> 2) & 2u); }
+
+// A lane's xstage copies, fixed for the whole loop: its sources at stage 0 and its offsets in a
+// slot. Codes: row lane / 2, chunks 2i + lane % 2 (instruction i covers each row's 32-byte
+// sector i), stored at chunk (2i + lane % 2) ^ 4 (row & 1), read_ring's order: for i < 2 at
+// wdst0 + 32 i, for i >= 2 at wdst1 + 32 i. Scales: row lane / 2, step lane % 2 (8 bytes). X:
+// chunk `lane` of every row below M.
+struct XsLane {
+  u64 w, s, x;
+  u64 ldx2;  // bytes between X's rows
+  u32 wdst0, wdst1, xdst;
+};
+
+// The xstage ring's copies of stage `stage` into slot `dst`: when `fast` (the CTA's 16 rows
+// inside N and both steps inside K) from the lane's fixed sources, else the lean ring's bounded
+// copies; then X's chunk `lane` of each row below M (none past K: a last stage of one step
+// copies its first 16 chunks). One commit group per call, empty past the warp's last stage.
+__device__ __forceinline__ void issue_xstage(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XsLane& l,
+                                             int row0, int lane, int stage, int steps, bool fast) {
+  if (stage * LEAN_STEPS < steps) {  // warp-uniform
+    if (fast) {
+      const u64 src = l.w + (u64)stage * (LEAN_STEPS * STEP / 2);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        cp_async16_full(dst + (i < 2 ? l.wdst0 : l.wdst1) + 32 * i, reinterpret_cast<const void*>(src + 32 * i));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + LEAN_CODES + 8 * lane),
+                   "l"(l.s + (u64)stage * (LEAN_STEPS * STEP / 16)));
+    } else {
+      copy_lean_bounded(dst, a, w, s, row0, lane, stage, steps);
+    }
+    if ((stage + 1) * LEAN_STEPS <= steps || lane < 16) {
+      u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
+      u32 xd = dst + l.xdst;
+#pragma unroll 1  // M is small: a plain loop (unrolled, M 1 paid ~25 instructions of remainder logic)
+      for (int m = 0; m < a.m; ++m, xs += l.ldx2, xd += XS_PITCH) cp_async16_ca(xd, reinterpret_cast<const void*>(xs));
+    }
+  }
+  cp_async_commit();
+}
+
+// The xstage path's K loop of one warp: stages warp, warp + warps, ... (2 steps each) through
+// its ring of XS_RING slots, XS_RING - 1 in flight while one is decoded. Once a stage has
+// landed each lane puts its own X chunks into the mma's pair order (store_lean_x's order) in
+// place; after the warp barrier the steps read X's row min(g, M - 1) (columns at or past M are
+// computed, never stored).
+__device__ __forceinline__ void xstage_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+                                             const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
+  const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
+  const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
+  const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
+  const u32 slot_bytes = xstage_slot_bytes(a.m);
+  const bool rows_in = row0 + 16 <= a.n;
+  XsLane l;  // rows clamped: only the fast path reads w and s
+  const int r = lane / 2, h = lane % 2, odd = r & 1;
+  l.w = reinterpret_cast<u64>(w + (i64)min(row0 + r, a.n - 1) * (a.k / 2) + 16 * h);
+  l.s = reinterpret_cast<u64>(s + (i64)min(row0 + r, a.n - 1) * (a.k / 16) + 8 * h);
+  l.x = reinterpret_cast<u64>(x + 8 * lane);
+  l.ldx2 = (u64)(2 * a.ldx);
+  l.wdst0 = r * 128 + 16 * h + 64 * odd;
+  l.wdst1 = r * 128 + 16 * h - 64 * odd;
+  l.xdst = LEAN_SLOT + 16 * xs_chunk(lane);
+  // opaque to the compiler, which otherwise recomputes the sources every stage (64-bit products)
+  asm volatile("" : "+l"(l.w), "+l"(l.s), "+l"(l.x), "+l"(l.ldx2));
+  // X's row of this lane's mma column, clamped; chunks 4q + v of a step at xs_chunk: v 0, 1 at
+  // xa, v 2, 3 at xb (q 2 and 3 have the pairs swapped)
+  const u32 xrow = LEAN_SLOT + XS_PITCH * min(g, a.m - 1) + 64 * q;
+  u32 xa = xrow + 16 * (q & 2), xb = xrow + 16 * (2 - (q & 2));
+  // read_ring<2>'s offsets of rows g (g + 8: 1024 on) at step u: chunk (4u + q) ^ 4 (g & 1),
+  // i.e. rd + 64 u for an even g, rd + 64 (1 - u) for an odd one; the scales at sd + 8 u
+  // (+ 128 for g + 8)
+  u32 rd0 = g * 128 + 16 * q + 64 * (g & 1), rd1 = g * 128 + 16 * q + 64 * (1 - (g & 1));
+  u32 sd = LEAN_CODES + 16 * g + 2 * q;
+  asm volatile("" : "+r"(xa), "+r"(xb), "+r"(rd0), "+r"(rd1), "+r"(sd));  // kept, not rebuilt every stage
+  const auto stage_of = [&](int j) { return warp + j * warps; };
+  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+#pragma unroll
+  for (int j = 0; j < XS_RING - 1; ++j)
+    issue_xstage(ring + j * slot_bytes, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+  // the slots of stage j and of stage j + XS_RING - 1, stepped around the ring (no modulo)
+  const u32 ring_end = ring + XS_RING * slot_bytes;
+  u32 slot = ring, fill = ring + (XS_RING - 1) * slot_bytes;
+  for (int j = 0; j < mine; ++j) {
+    __syncwarp();  // every lane has read the slot that stage j + XS_RING - 1 overwrites (stage j - 1's)
+    const int next = stage_of(j + XS_RING - 1);
+    issue_xstage(fill, a, w, s, l, row0, lane, next, steps, fast(next));
+    fill = fill + slot_bytes == ring_end ? ring : fill + slot_bytes;
+    cp_async_wait<XS_RING - 1>();  // this lane's copies of stage j have landed
+    u32 at = slot + l.xdst;
+#pragma unroll 1
+    for (int m = 0; m < a.m; ++m, at += XS_PITCH) {  // this lane's chunk of each X row, into the pair order
+      u32x4 v;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(at));
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(prmt(v.x, v.z, 0x5410)),
+                   "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)), "r"(prmt(v.y, v.w, 0x7632))
+                   : "memory");
+    }
+    __syncwarp();  // every lane's copies and permutes
+    const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
+#pragma unroll
+    for (int u = 0; u < LEAN_STEPS; ++u) {
+      if (u >= last) break;  // warp-uniform: a last, partial stage
+      WStep st;  // read_ring<LEAN_STEPS>(st, slot, g, q, u) from the kept offsets
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        u32x4& d = st.w[h];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                     : "r"(slot + (u == 0 ? rd0 : rd1) + 1024 * h));
+        u16 sc;
+        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(slot + sd + 128 * h + 8 * u));
+        st.sc[h] = sc;
+      }
+      XStep xs;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        u32x4& d = xs.x[0][v];
+        const u32 at = slot + (v < 2 ? xa : xb) + 256 * u + 16 * (v % 2);
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                     : "r"(at));
+      }
+      compute_step<true>(acc, st, xs);
+    }
+    slot = slot + slot_bytes == ring_end ? ring : slot + slot_bytes;
+  }
+  cp_async_wait<0>();
+}
+
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
-// ring: at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
-#if KILN_GEMV_ASYNC == 4
+// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
+#if KILN_GEMV_ASYNC == 4 || KILN_GEMV_ASYNC == 5
 #define GEMV_BOUNDS __launch_bounds__(XR_MAX_WARPS * 32, 2)
 #else
 #define GEMV_BOUNDS __launch_bounds__(MAX_WARPS * 32, 1)
 #endif
 extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
-  __shared__ float red_static[kWide || kLean || kXring ? 1 : MAX_WARPS][NF * 4][32];
+  __shared__ float red_static[kRing ? 1 : MAX_WARPS][NF * 4][32];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int row0 = blockIdx.x * 16;
   const u8* w = reinterpret_cast<const u8*>(a.w) + (i64)blockIdx.z * a.w_batch;
@@ -690,6 +849,9 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   } else if constexpr (kXring) {
     xring_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XR_RING * xring_slot_bytes(a.m), row0, warp, warps,
                 lane);
+  } else if constexpr (kXstage) {
+    xstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XS_RING * xstage_slot_bytes(a.m), row0, warp, warps,
+                 lane);
   } else {
   // Software pipeline: the weights of iteration i + 1 (UNROLL steps, 2 x 16 bytes a lane each)
   // are loaded before iteration i is decoded, so a warp always has them in flight. X is small and
@@ -714,10 +876,10 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
     for (int u = 0; u < UNROLL; ++u) cur[u] = nxt[u];
   }
   }
-  const float gy = kAsync || kWide || kLean || kXring ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
+  const float gy = kAsync || kRing ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
   // the wide path's partial sums go where its rings were, once every warp is done with its own
   float(*red)[NF * 4][32] = red_static;
-  if constexpr (kWide || kLean || kXring) {
+  if constexpr (kRing) {
     __syncthreads();
     red = reinterpret_cast<float(*)[NF * 4][32]>(ring_raw);
   }

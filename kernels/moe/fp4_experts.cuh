@@ -89,7 +89,8 @@ __device__ __forceinline__ void fp4_store_block(const Fp4Args& p, const MoeTile&
 // GEMM's 64-row blocks of its 128 columns, or the SwiGLU's gate and up blocks of its 64: the
 // prepacks alternate W1 and W3 blocks). A block's atoms follow each other along K.
 // SX_BYTES > 0 (W4A8's KILN_W4A8_SX=1): the K block's X scales of the tile's BM rows ride too, one
-// box of `tma_sx` (the scales as one row, `kb * x_rows + row0` the first) after the two atoms.
+// box of `tma_sx` (the scales as one row) after the two atoms, from the tile's first scale
+// `kb * x_rows + row0` rounded down to 4: a box must start on 16 bytes of global memory.
 template <int STAGES, int BM, int BN, int BK, int XBOX, u32 X_BYTES, u32 ATOM, u32 STAGE_BYTES, u32 SX_BYTES = 0,
           class Args>
 __device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* tma_x, const MbarRing<STAGES>& stages,
@@ -116,7 +117,8 @@ __device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* t
         for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, tma_x, bar, kb * BK, tile.row0 + b * XBOX);
 #pragma unroll
         for (int a = 0; a < 2; ++a) bulk_copy_g2s(sx + X_BYTES + a * ATOM, src + a * block_bytes, ATOM, bar);
-        if constexpr (SX_BYTES > 0) tma_load_2d(sx + X_BYTES + 2 * ATOM, tma_sx, bar, kb * p.x_rows + tile.row0, 0);
+        if constexpr (SX_BYTES > 0)
+          tma_load_2d(sx + X_BYTES + 2 * ATOM, tma_sx, bar, (kb * p.x_rows + tile.row0) & ~3, 0);
       });
     }
     t = (int)gridDim.x + atomicAdd(counter, 1);

@@ -22,6 +22,18 @@
 // after the stage's wait. With 0 each consumer loads them from global memory one K block ahead,
 // and the fence before the named barrier (MEMBAR) waits for those loads: ncu (H200, 32,768 rows)
 // put 4-5 % of the stall samples on that fence and barrier, waiting on the loads' scoreboard.
+// A TMA box must start on 16 bytes of global memory: one that started on the tile's first scale
+// (kb * x_rows + row0, any multiple of 4 bytes) stopped the kernel with an illegal instruction
+// (F11). The box starts at that index rounded down to 4 and holds 132 scales; a consumer reads
+// from (index & 3) on.
+//
+// KILN_W4A8_DEC = 1 (`KILN_W4A8_DECODE=producer`): warps 1-3 of the producer warpgroup, idle
+// otherwise, decode both atoms of each stage into its slot, and the consumers only wait for the
+// slot (an mbarrier each slot: `ready`, the 96 decoding threads; `free`, the 8 consumer warps
+// once their wgmmas have read it), issue and promote. ncu at 32,768 rows (F8): the consumers
+// issue 37.6 % of the time at 2.25 warps a scheduler, each step a chain of decode, fence, named
+// barrier and wgmma; with the decode on other warps a consumer's step is the wait, four wgmmas
+// and the promotion of the block before, and the decoders run a stage ahead.
 #include "common/bulk_copy.cuh"
 #include "common/fp8.cuh"
 #include "common/tma.cuh"
@@ -36,16 +48,22 @@
 #define KILN_W4A8_SX 0
 #endif
 constexpr bool kSxStaged = KILN_W4A8_SX == 1;
+#ifndef KILN_W4A8_DEC
+#define KILN_W4A8_DEC 0
+#endif
+constexpr bool kDecProd = KILN_W4A8_DEC == 1;
+constexpr int DEC_THREADS = 96;  // KILN_W4A8_DEC: warps 1-3 of the producer warpgroup
 
 constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES, SLOTS = 3, XBOX = 32;
 constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
 constexpr u32 ATOM_CODES = 4096, ATOM_BYTES = ATOM_CODES + 64 * 4;
 constexpr u32 X_BYTES = BM * BK, W_BYTES = 2 * ATOM_BYTES;
-constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;
-constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = kSxStaged ? BM * 4 : 0;  // the staged X scales
-static_assert(SX_OFF % 128 == 0 && SX_OFF + BM * 4 <= STAGE_BYTES, "the X scales fit the stage's padding");
+constexpr int SX_BOX = BM + 4;  // the staged X scales: a box from a multiple of 4 (the host's SX_BOX)
+constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = kSxStaged ? SX_BOX * 4 : 0;
+constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + SX_BYTES + 1023) / 1024 * 1024;  // the host's stage_bytes
+static_assert(SX_OFF % 128 == 0 && SX_OFF + SX_BYTES <= STAGE_BYTES, "the X scales fit the stage");
 constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m3
-constexpr u32 LUT_BYTES = 128;        // 16 tables of 8 bytes
+constexpr u32 LUT_BYTES = kDecProd ? 128 + 64 : 128;  // 16 tables of 8 bytes (then the slots' ready, free barriers)
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
 constexpr int U_MIN = -8, LUTS = 15;
 constexpr u32 LUT_MASK = 0x78u;  // a table's byte offset: 8 x (0..15); w4a8.rs's `table_offset`
@@ -67,10 +85,11 @@ struct W4a8Args {
 };
 
 struct W4Ctx {
-  u32 base, slots, lut;
+  u32 base, slots, lut;  // KILN_W4A8_DEC: slot i's ready barrier at lut + 128 + 8i, its free one 24 on
   MbarRing<STAGES> ring;
   int c, t, lane;
-  u32 sx_off;  // KILN_W4A8_SX: this thread's first token's scale in a stage (the second 32 B on)
+  u32 sx_off;  // KILN_W4A8_SX: this thread's first token's scale in a stage (the second 32 B on),
+               // before the box's shift (w4a8_sx_shift)
 };
 
 // The four e4m3 bytes of codes 0..3 (HI = 0) or 4..7 (HI = 1) of word w under table (t0, t1).
@@ -84,9 +103,9 @@ __device__ __forceinline__ u32 w4a8_bytes(u32 w, u32 t0, u32 t1) {
 // Decodes this consumer's atom of stage s into slot `slot`: thread t takes row t / 2 of the
 // atom, k 64 (t % 2) .. + 63 (two 32-blocks, one table each), and stores four 16-byte chunks
 // where a 128B-swizzled TMA load of the e4m3 row would have put them.
-__device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) {
-  const u32 atom = x.base + s * STAGE_BYTES + X_BYTES + x.c * ATOM_BYTES;
-  const int r = x.t / 2, hh = x.t % 2, row = 64 * x.c + r;
+__device__ __forceinline__ void w4a8_decode_unit(const W4Ctx& x, int s, int slot, int c, int t) {
+  const u32 atom = x.base + s * STAGE_BYTES + X_BYTES + c * ATOM_BYTES;
+  const int r = t / 2, hh = t % 2, row = 64 * c + r;
   u16 offs;
   asm volatile("ld.shared.u16 %0, [%1];" : "=h"(offs) : "r"(atom + ATOM_CODES + r * 4 + hh * 2));
   const u32 dst = x.slots + slot * SLOT_BYTES + row * 128;
@@ -94,7 +113,7 @@ __device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) {
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
     u32 w0, w1, w2, w3, t0, t1;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(atom + 2048 * b + x.t * 16));
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(atom + 2048 * b + t * 16));
     // the table's byte offset masked to 8 (0..15): the 8-byte load stays aligned and inside the
     // 16 tables whatever the weight bytes hold (unmasked, a byte off the multiples of 8 faulted
     // with a misaligned address; the prepack writes only multiples of 8, which pass unchanged)
@@ -110,21 +129,71 @@ __device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) {
   }
 }
 
-// One K step: wait for stage `it`, decode this consumer's atom, meet the other consumer, then
-// (when the consumer has tokens) issue the four k32 wgmmas into the fresh accumulator `a`.
-// KILN_W4A8_SX: returns the thread's two token rows' X scales of the step's K block.
+// KILN_W4A8_SX: where the tile's first scale of K block kb sits in the stage's box, in bytes
+// (the box starts at its index rounded down to 4: fp4_produce_pairs).
+__device__ __forceinline__ u32 w4a8_sx_shift(int kb, int x_rows, int row0) {
+  return 4u * ((u32)(kb * x_rows + row0) & 3u);
+}
+
+// This consumer's atom of stage s (thread t of consumer c: row t / 2, half t % 2).
+__device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) { w4a8_decode_unit(x, s, slot, x.c, x.t); }
+
+// KILN_W4A8_DEC: slot i's barriers. `ready` completes a phase when the 96 decoding threads have
+// written (and fenced) the slot's tile; `free` when the 8 consumer warps' wgmmas have read it.
+__device__ __forceinline__ u32 w4a8_ready(const W4Ctx& x, int slot) { return x.lut + 128 + 8u * slot; }
+__device__ __forceinline__ u32 w4a8_free(const W4Ctx& x, int slot) { return x.lut + 128 + 8u * (SLOTS + slot); }
+
+// A consumer warp is done with iteration `it`: its wgmmas have read the stage's X (and, with
+// KILN_W4A8_DEC, the slot's tile): lane 0 frees both.
+__device__ __forceinline__ void w4a8_done(const W4Ctx& x, u32 it) {
+  x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+  if (kDecProd && x.lane == 0) mbar_arrive(w4a8_free(x, (int)(it % SLOTS)));
+}
+
+// KILN_W4A8_DEC: the decoding warps (threads 32..127 of the producer warpgroup). They take the
+// same tiles as the consumers, and for each K block wait for the stage and for its slot to be
+// free, decode both atoms (256 units of a row half, ~2.7 a thread), fence them for wgmma, arrive
+// on the slot's `ready` barrier and free the stage (its atoms read).
+__device__ __forceinline__ void w4a8_decoders(const W4Ctx& x, const MoeIndexRing& ring, int tiles, int katoms) {
+  const int d = (int)threadIdx.x - 32;
+  u32 it = 0;
+  for (int j = 0;; ++j) {
+    const int t = ring.take(j, x.lane);
+    if (t >= tiles) break;
+    for (int kb = 0; kb < katoms; ++kb, ++it) {
+      const int s = x.ring.wait_full(it), slot = (int)(it % SLOTS);
+      mbar_wait(w4a8_free(x, slot), ((it / SLOTS) & 1) ^ 1);  // a fresh barrier passes at once
+#pragma unroll 1
+      for (int u = d; u < 256; u += DEC_THREADS) w4a8_decode_unit(x, s, slot, u / 128, u % 128);
+      fence_proxy_async_shared();
+      mbar_arrive(w4a8_ready(x, slot));
+      __syncwarp();  // every lane has read the stage's atoms before lane 0 frees it
+      x.ring.release(s, x.lane);
+    }
+  }
+}
+
+// One K step: wait for stage `it`, decode this consumer's atom, meet the other consumer (with
+// KILN_W4A8_DEC: wait for the decoding warps' slot instead), then (when the consumer has tokens)
+// issue the four k32 wgmmas into the fresh accumulator `a`.
+// KILN_W4A8_SX: returns the thread's two token rows' X scales of the step's K block, `shift`
+// bytes into the stage's box.
 template <bool LIVE>
-__device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[64]) {
+__device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[64], u32 shift = 0) {
   const int s = x.ring.wait_full(it), slot = (int)(it % SLOTS);
   float2 sc = make_float2(0.0f, 0.0f);
   if constexpr (kSxStaged && LIVE) {
-    const u32 at = x.base + s * STAGE_BYTES + x.sx_off;
+    const u32 at = x.base + s * STAGE_BYTES + x.sx_off + shift;
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc.x) : "r"(at));
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc.y) : "r"(at + 32));
   }
-  w4a8_decode(x, s, slot);
-  fence_proxy_async_shared();
-  named_barrier_sync(1, 256);
+  if constexpr (kDecProd) {
+    mbar_wait(w4a8_ready(x, slot), (it / SLOTS) & 1);  // the decoding warps have filled the slot
+  } else {
+    w4a8_decode(x, s, slot);
+    fence_proxy_async_shared();
+    named_barrier_sync(1, 256);
+  }
   if constexpr (LIVE) {
     const u32 sa = x.base + s * STAGE_BYTES + x.c * 64 * 128, sb = x.slots + slot * SLOT_BYTES;
 #pragma unroll
@@ -152,44 +221,44 @@ __device__ __forceinline__ void w4a8_promote(float (&fin)[64], float (&a)[64], f
 // The promoted K loop of a consumer with tokens (the structure of common/fp8_promote.cuh: at the
 // top of the loop exactly block j's batch is in flight, so each promotion reads a finished one).
 // sxs(j) gives K block j's two X scales (0 past the end); with KILN_W4A8_SX the steps read them
-// from their stages instead.
-template <class Sx>
+// from their stages instead, sxsh(j) bytes into block j's box.
+template <class Sx, class Sh>
 __device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
-                                           float (&acc2)[64], const Sx& sxs) {
+                                           float (&acc2)[64], const Sx& sxs, const Sh& sxsh) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
   float2 s0, s1;
   if constexpr (!kSxStaged) s0 = sxs(0), s1 = sxs(1);
-  const float2 f0 = w4a8_step<true>(x, it, acc);
+  const float2 f0 = w4a8_step<true>(x, it, acc, sxsh(0));
   if constexpr (kSxStaged) s0 = f0;
   int j = 0;
   for (; j + 2 < nk; j += 2, it += 2) {
-    const float2 f1 = w4a8_step<true>(x, it + 1, acc2);
+    const float2 f1 = w4a8_step<true>(x, it + 1, acc2, sxsh(j + 1));
     if constexpr (kSxStaged) s1 = f1;
     wgmma_wait<1>();
-    x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+    w4a8_done(x, it);
     w4a8_promote(fin, acc, s0.x, s0.y);
     if constexpr (!kSxStaged) s0 = sxs(j + 2);
-    const float2 f2 = w4a8_step<true>(x, it + 2, acc);
+    const float2 f2 = w4a8_step<true>(x, it + 2, acc, sxsh(j + 2));
     if constexpr (kSxStaged) s0 = f2;
     wgmma_wait<1>();
-    x.ring.release(MbarRing<STAGES>::slot(it + 1), x.lane);
+    w4a8_done(x, it + 1);
     w4a8_promote(fin, acc2, s1.x, s1.y);
     if constexpr (!kSxStaged) s1 = sxs(j + 3);
   }
   if (j + 1 < nk) {
-    const float2 f1 = w4a8_step<true>(x, it + 1, acc2);
+    const float2 f1 = w4a8_step<true>(x, it + 1, acc2, sxsh(j + 1));
     if constexpr (kSxStaged) s1 = f1;
     wgmma_wait<1>();
-    x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+    w4a8_done(x, it);
     w4a8_promote(fin, acc, s0.x, s0.y);
     wgmma_wait<0>();
-    x.ring.release(MbarRing<STAGES>::slot(it + 1), x.lane);
+    w4a8_done(x, it + 1);
     w4a8_promote(fin, acc2, s1.x, s1.y);
     it += 2;
   } else {
     wgmma_wait<0>();
-    x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+    w4a8_done(x, it);
     w4a8_promote(fin, acc, s0.x, s0.y);
     it += 1;
   }
@@ -257,8 +326,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   const int E = p.experts;
   if (threadIdx.x == 0) {
-    stages.init(8);  // lane 0 of each consumer warp
-    ring.init(8);
+    // lane 0 of each consumer warp (and of each decoding warp: they read the atoms and the tiles)
+    stages.init(kDecProd ? 8 + DEC_THREADS / 32 : 8);
+    ring.init(kDecProd ? 8 + DEC_THREADS / 32 : 8);
+    if constexpr (kDecProd) {
+      for (int i = 0; i < SLOTS; ++i) {
+        mbar_init(lut + 128 + 8u * i, DEC_THREADS);    // ready: every decoding thread
+        mbar_init(lut + 128 + 8u * (SLOTS + i), 8);    // free: lane 0 of each consumer warp
+      }
+    }
     mbar_fence_init();
   }
   // The e4m3 tables: byte m of table i < 15 is e2m1 magnitude m times 2^(i - 8), exact; table
@@ -279,11 +355,24 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
 
-  ws_roles<40, 232>(
+  // the producer warpgroup: thread 0 loads; with KILN_W4A8_DEC warps 1-3 decode
+  ws_roles<40, 232, kDecProd ? 128 : 1>(
       wg,
       [&] {
-        fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, stages, ring,
-                                                                                             table, base, &tma_sx);
+        if (threadIdx.x == 0) {
+          fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, stages, ring,
+                                                                                               table, base, &tma_sx);
+        } else if (kDecProd && threadIdx.x >= 32) {
+          W4Ctx x;
+          x.base = base;
+          x.slots = slots;
+          x.lut = lut;
+          x.ring = stages;
+          x.c = x.t = 0;
+          x.lane = threadIdx.x % 32;
+          x.sx_off = 0;
+          w4a8_decoders(x, ring, tiles, p.katoms);
+        }
       },
       [&](int c) {
         W4Ctx x;
@@ -301,11 +390,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           const int t = ring.take(j, x.lane);
           if (t >= tiles) break;
           const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
-          if (tile.valid_rows <= 64 * c) {  // no tokens: decode for the other consumer
+          if (tile.valid_rows <= 64 * c) {  // no tokens: decode for the other consumer (or just wait)
             for (int kb = 0; kb < p.katoms; ++kb, ++it) {
               float none[64];
               w4a8_step<false>(x, it, none);
-              x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
+              w4a8_done(x, it);
             }
             continue;
           }
@@ -316,8 +405,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             return make_float2(ka && tok_a < tile.valid_rows ? p.sx[at + tok_a] : 0.0f,
                                ka && tok_a + 8 < tile.valid_rows ? p.sx[at + tok_a + 8] : 0.0f);
           };
+          const auto sxsh = [&](int kb) { return kSxStaged ? w4a8_sx_shift(kb, p.x_rows, tile.row0) : 0u; };
           float fin[64], acc[64], acc2[64];
-          w4a8_kloop(x, it, p.katoms, fin, acc, acc2, sxs);
+          w4a8_kloop(x, it, p.katoms, fin, acc, acc2, sxs, sxsh);
           w4a8_store(x, p, tile, ids[tile.expert], fin);
         }
       });

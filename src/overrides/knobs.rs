@@ -221,8 +221,9 @@ pub(super) static KNOBS: &[Knob] = &[
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
              2-step stages that carry X, M up to 4), `leanx` (lean with the first X load ahead \
              of the weights), `xring` (one-step slots that carry X by \
-             cp.async) or `xswz` (xring with X placed for conflict-free reads); the rings need K \
-             a multiple of 128"
+             cp.async), `xswz` (xring with X placed for conflict-free reads) or `xstage` \
+             (2-step stages that carry X by cp.async, M up to 8); the rings need K a multiple \
+             of 128"
                 .into()
         },
         default: "auto",
@@ -236,6 +237,7 @@ pub(super) static KNOBS: &[Knob] = &[
                 "leanx" => Some(Fp4Gemv::Leanx),
                 "xring" => Some(Fp4Gemv::Xring),
                 "xswz" => Some(Fp4Gemv::Xswz),
+                "xstage" => Some(Fp4Gemv::Xstage),
                 _ => None,
             };
             put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Auto, path))
@@ -480,6 +482,25 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "none: the worker runs every job",
         set: |o, v| put(&mut o.tune.fake, opt(v, TuneFake::parse)),
         show: |o| o.tune.fake.as_ref().map(TuneFake::label),
+    },
+    Knob {
+        name: "KILN_W4A8_DECODE",
+        takes: || {
+            "`consumers` (each consumer warpgroup decodes its weight atom of every stage) or \
+             `producer` (the producer warpgroup's three idle warps decode both atoms a stage \
+             ahead): where the W4A8 experts decode their weights"
+                .into()
+        },
+        default: "consumers",
+        set: |o, v| {
+            let producer = |v: &str| match v {
+                "consumers" => Some(false),
+                "producer" => Some(true),
+                _ => None,
+            };
+            put(&mut o.moe.w4a8_producer_decode, or(v, false, producer))
+        },
+        show: |o| o.moe.w4a8_producer_decode.then(|| "producer".to_string()),
     },
     Knob {
         name: "KILN_W4A8_SX",

@@ -225,8 +225,13 @@ pub struct MoeOverrides {
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `ldg`
-    /// until a device run shows `tma` faster (docs/moe.md, ledger F11).
+    /// until a device run shows `tma` faster (docs/moe.md, ledger F11, F13).
     pub w4a8_sx_staged: bool,
+    /// `KILN_W4A8_DECODE` (`consumers` or `producer`): the W4A8 experts' weight atoms decoded by
+    /// the consumers, each its own, between the stage's wait and the wgmmas, or by the producer
+    /// warpgroup's three idle warps a stage ahead (docs/moe.md, ledger F14). Default
+    /// `consumers`: `producer` verifies but ran 24-43 % slower on the H200 (F14).
+    pub w4a8_producer_decode: bool,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
@@ -250,6 +255,7 @@ impl MoeOverrides {
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
         w4a8_sx_staged: false,
+        w4a8_producer_decode: false,
         gather: MoeGather::Auto,
     };
 }
@@ -281,6 +287,11 @@ pub enum Fp4Gemv {
     /// `Xring` with X's rows 272 bytes apart and the halves of a lane's 64 bytes swapped for q 2
     /// and 3, so that the X reads of an 8-lane phase hit the 32 banks once (K a multiple of 128).
     Xswz,
+    /// A cp.async ring of 3 two-step stages a warp carrying X (xswz's placement), each lane
+    /// putting its own X chunks into the mma's pair order once a stage: about half the X ring's
+    /// copy and permute instructions a step (K a multiple of 128, M up to 8; a larger M runs
+    /// `Wide`). Verified, but slower than `Lean` and `Xswz` on the H200 (docs/fp4.md G8).
+    Xstage,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

@@ -153,7 +153,19 @@ impl GemvProblem {
         self.ring_warps(sms, xswz_warp_bytes(self.m))
     }
 
+    /// Warps per CTA of the xstage ring: as the X ring's, a warp's K share counted in its
+    /// 2-step stages (1x8192x8192: 6 warps, 4 CTAs an SM, 24 warps).
+    pub fn xstage_warps(&self, sms: u32) -> u32 {
+        self.ring_warps_of(sms, xstage_warp_bytes(self.m), (self.k / 256).max(1))
+    }
+
     fn ring_warps(&self, sms: u32, per_warp: u32) -> u32 {
+        self.ring_warps_of(sms, per_warp, (self.k / 128).max(1))
+    }
+
+    /// The most warps a CTA (up to [`XRING_MAX_WARPS`] and `units`, a warp's share of K at
+    /// least one) that keep the grid in one wave with `per_warp` bytes of shared memory a warp.
+    fn ring_warps_of(&self, sms: u32, per_warp: u32, units: usize) -> u32 {
         let ctas = self.n.div_ceil(16) * self.batch;
         let per_warp = per_warp as usize;
         let resident = |w: usize| -> usize {
@@ -162,7 +174,7 @@ impl GemvProblem {
             let by_regs = 65536 / (w * 32 * XRING_REGS);
             by_smem.min(by_regs).min(64 / w).min(32) * sms.max(1) as usize
         };
-        let most = (XRING_MAX_WARPS as usize).min((self.k / 128).max(1));
+        let most = (XRING_MAX_WARPS as usize).min(units);
         (1..=most)
             .rev()
             .find(|&w| resident(w) >= ctas)
@@ -263,6 +275,29 @@ pub fn xswz_chunk(c: usize) -> usize {
     c ^ ((c >> 2) & 2)
 }
 
+/// The xstage ring's specialisation (`KILN_FP4_GEMV=xstage`, M up to [`XSTAGE_MAX_M`]; compiled
+/// only when asked for, the variant budget): 2-step stages carrying X by cp.async, each lane
+/// putting its own X chunks into the mma's pair order once a stage, at most 80 registers.
+pub fn spec_xstage(arch: &str) -> KernelSpec {
+    spec(arch, 1).define("KILN_GEMV_ASYNC", 5)
+}
+
+/// Slots in a warp's xstage ring, the bytes between rows of X in a slot (256 bf16 and 16 bytes,
+/// so that each row starts one 16-byte bank group on), the most rows of X, and a warp's bytes
+/// for M rows: the kernel's XS_RING, XS_PITCH and xstage_slot_bytes.
+pub const XSTAGE_SLOTS: u32 = 3;
+pub const XSTAGE_PITCH: u32 = 528;
+pub const XSTAGE_MAX_M: usize = 8;
+pub fn xstage_warp_bytes(m: usize) -> u32 {
+    XSTAGE_SLOTS * (LEAN_SLOT + XSTAGE_PITCH * m as u32)
+}
+
+/// Where the xstage ring puts X's 16-byte chunk `c` (0..31) of a stage's row: the kernel's
+/// `xs_chunk`, xswz's swizzle.
+pub fn xstage_chunk(c: usize) -> usize {
+    xswz_chunk(c)
+}
+
 /// Every specialisation.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     vec![
@@ -301,11 +336,13 @@ impl GemvProblem {
             | Fp4Gemv::Leanx
             | Fp4Gemv::Xring
             | Fp4Gemv::Xswz
+            | Fp4Gemv::Xstage
                 if !self.takes_async() =>
             {
                 Fp4Gemv::Regs
             }
             Fp4Gemv::Lean | Fp4Gemv::Leanx if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
+            Fp4Gemv::Xstage if self.m > XSTAGE_MAX_M => Fp4Gemv::Wide,
             a => a,
         }
     }
@@ -322,6 +359,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Leanx => (spec_leanx(arch), warps * lean_warp_bytes(m)),
         Fp4Gemv::Xring => (spec_xring(arch, nf), warps * xring_warp_bytes(m)),
         Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
+        Fp4Gemv::Xstage => (spec_xstage(arch), warps * xstage_warp_bytes(m)),
     }
 }
 
@@ -402,6 +440,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
         Fp4Gemv::Lean | Fp4Gemv::Leanx => p.lean_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
+        Fp4Gemv::Xstage => p.xstage_warps(sms),
         _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps);
@@ -440,36 +479,74 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 }
 
 #[cfg(test)]
+#[path = "nvfp4_gemv_xstage_tests.rs"]
+mod xstage_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     /// A ring slot on the CPU whose every byte must be written exactly once.
-    struct Slot {
+    pub(super) struct Slot {
         bytes: Vec<u8>,
         written: Vec<bool>,
     }
 
     impl Slot {
-        fn new(n: usize) -> Slot {
+        pub(super) fn new(n: usize) -> Slot {
             Slot {
                 bytes: vec![0; n],
                 written: vec![false; n],
             }
         }
 
-        fn put(&mut self, at: usize, v: u8) {
+        pub(super) fn put(&mut self, at: usize, v: u8) {
             assert!(!self.written[at], "byte {at} written twice");
             self.written[at] = true;
             self.bytes[at] = v;
         }
 
         /// The bytes, once every one of them has been written.
-        fn whole(self, what: &str) -> Vec<u8> {
+        pub(super) fn whole(self, what: &str) -> Vec<u8> {
             assert!(
                 self.written.iter().all(|&w| w),
                 "every byte of {what} is written"
             );
             self.bytes
+        }
+    }
+
+    /// A lean stage's scale copy of one lane (`issue_lean`, `copy_lean_bounded`, and the xstage
+    /// ring's fast path, which copy the same bytes): row lane / 2, step lane % 2, 8 bytes at
+    /// `codes_bytes + 8 lane`, zero past N or K. `scale(row, byte)` is row's scale byte.
+    pub(super) fn put_lean_scales(
+        put: &mut impl FnMut(usize, u8),
+        (n, steps, row0, stage, lane): (usize, usize, usize, usize, usize),
+        codes_bytes: usize,
+        scale: impl Fn(usize, usize) -> u8,
+    ) {
+        let (row, step) = (row0 + lane / 2, stage * 2 + lane % 2);
+        for b in 0..8 {
+            let v = if row < n && step < steps {
+                scale(row, step * 8 + b)
+            } else {
+                0
+            };
+            put(codes_bytes + 8 * lane + b, v);
+        }
+    }
+
+    /// 8 elements of X stored at `at` in the mma's pair order (0, 4), (1, 5), (2, 6), (3, 7)
+    /// (`store_lean_x`, the xstage ring's permute): `x(e)` is element e of the 8.
+    pub(super) fn put_x_pairs(
+        put: &mut impl FnMut(usize, u8),
+        at: usize,
+        x: impl Fn(usize) -> u16,
+    ) {
+        for (pos, e) in [0, 4, 1, 5, 2, 6, 3, 7].into_iter().enumerate() {
+            let v = x(e);
+            put(at + 2 * pos, v as u8);
+            put(at + 2 * pos + 1, (v >> 8) as u8);
         }
     }
 
@@ -708,29 +785,18 @@ mod tests {
                             put(wdst + 512 * i + b, v);
                         }
                     }
-                    let (r, u) = (lane / 2, lane % 2);
-                    let (row, step) = (row0 + r, stage * 2 + u);
-                    for b in 0..8 {
-                        let v = if row < n && step < steps {
-                            scale(row, step * 8 + b)
-                        } else {
-                            0
-                        };
-                        put(codes_bytes + 8 * lane + b, v);
-                    }
-                    // store_lean_x: the lane's 8 elements as the pairs (0, 4), (1, 5),
-                    // (2, 6), (3, 7)
+                    let at = (n, steps, row0, stage, lane);
+                    put_lean_scales(&mut put, at, codes_bytes, scale);
+                    // store_lean_x: the lane's 8 elements in the pair order
                     let whole = (stage + 1) * 2 <= steps || lane < 16;
                     for xr in 0..m {
-                        for (slot, e) in [0, 4, 1, 5, 2, 6, 3, 7].into_iter().enumerate() {
-                            let v = if whole {
+                        put_x_pairs(&mut put, x_at + 512 * xr + 16 * lane, |e| {
+                            if whole {
                                 xval(xr, stage * 256 + 8 * lane + e)
                             } else {
                                 0
-                            };
-                            put(x_at + 512 * xr + 16 * lane + 2 * slot, v as u8);
-                            put(x_at + 512 * xr + 16 * lane + 2 * slot + 1, (v >> 8) as u8);
-                        }
+                            }
+                        });
                     }
                 }
                 let smem = slot.whole("the stage");

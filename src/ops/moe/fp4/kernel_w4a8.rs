@@ -23,22 +23,69 @@ pub const ENTRY: &str = "moe_fp4_experts_w4a8";
 /// Tokens of a tile (two consumers of 64) and its K block.
 pub const BM: u32 = 128;
 const SMEM_LIMIT: u32 = 227 * 1024;
-/// A stage: the X tile (128 rows of 128 e4m3) and the two weight atoms, rounded to 1 KB.
-const STAGE_BYTES: u32 = BM * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32).div_ceil(1024) * 1024;
+/// The box of X's scales a stage carries with `KILN_W4A8_SX=tma`: a tile's 128 rows and 4 more,
+/// because a TMA box must start on 16 bytes of global memory (a start 4 bytes off is an illegal
+/// instruction, F11's fault): the box starts at the tile's first scale rounded down to 4.
+pub const SX_BOX: u32 = BM + 4;
+
+/// A stage: the X tile (128 rows of 128 e4m3), the two weight atoms and (staged) X's scales,
+/// rounded to 1 KB.
+const fn stage_bytes(sx_staged: bool) -> u32 {
+    let sx = if sx_staged { 4 * SX_BOX } else { 0 };
+    BM * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32 + sx).div_ceil(1024) * 1024
+}
 /// Three decoded 128 x 128 e4m3 weight tiles, and the 15 e4m3 tables.
 const SLOTS_BYTES: u32 = 3 * 128 * 128;
 const LUT_BYTES: u32 = 128;
+/// `KILN_W4A8_DECODE=producer`: each slot's ready and free barriers, after the tables.
+const SLOT_BARRIER_BYTES: u32 = 64;
 
-const fn fixed_bytes() -> u32 {
-    1024 + SLOTS_BYTES + LUT_BYTES + INDEX_RING_BYTES + (3 * MAX_EXPERTS as u32 + 2) * 4
+/// The kernel's specialisation by its experiment knobs (both off: the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct W4a8Variant {
+    /// `KILN_W4A8_SX=tma`: X's scales ride in the stages.
+    pub sx_staged: bool,
+    /// `KILN_W4A8_DECODE=producer`: the producer warpgroup's idle warps decode the weights.
+    pub producer_decode: bool,
 }
 
-pub const fn stages() -> u32 {
-    (SMEM_LIMIT - fixed_bytes()) / (STAGE_BYTES + 16)
-}
+impl W4a8Variant {
+    const fn fixed_bytes(self) -> u32 {
+        let bars = if self.producer_decode {
+            SLOT_BARRIER_BYTES
+        } else {
+            0
+        };
+        1024 + SLOTS_BYTES + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * MAX_EXPERTS as u32 + 2) * 4
+    }
 
-pub const fn smem_bytes() -> u32 {
-    fixed_bytes() + stages() * (STAGE_BYTES + 16)
+    pub const fn stages(self) -> u32 {
+        (SMEM_LIMIT - self.fixed_bytes()) / (stage_bytes(self.sx_staged) + 16)
+    }
+
+    pub const fn smem_bytes(self) -> u32 {
+        self.fixed_bytes() + self.stages() * (stage_bytes(self.sx_staged) + 16)
+    }
+
+    /// Every variant, the default first.
+    pub const ALL: [W4a8Variant; 4] = [
+        W4a8Variant {
+            sx_staged: false,
+            producer_decode: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            producer_decode: false,
+        },
+        W4a8Variant {
+            sx_staged: false,
+            producer_decode: true,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            producer_decode: true,
+        },
+    ];
 }
 
 /// Output columns of a tile: two 64-row atoms, the GEMM's 128 or the SwiGLU's 64 (gate, up).
@@ -128,9 +175,10 @@ impl W4a8Layout {
     }
 }
 
-/// X's 1x128 scales seen as one row of `x_scales` f32, in boxes of a tile's [`BM`] rows: the
-/// producer's load of a K block's scales beside its X tile (`KILN_W4A8_SX=tma`). One row, so any
-/// row count works (a map over [K blocks, rows] would need the rows a multiple of 4).
+/// X's 1x128 scales seen as one row of `x_scales` f32, in boxes of [`SX_BOX`]: the producer's
+/// load of a K block's scales beside its X tile (`KILN_W4A8_SX=tma`). One row, so any row count
+/// works (a map over [K blocks, rows] would need the rows a multiple of 4); the kernel starts
+/// each box on a multiple of 4 scales, the tile's first one of the box's first 4.
 pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
     let len = p.x_scales() as u64;
     Tma2d {
@@ -138,7 +186,7 @@ pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
         addr,
         dims: [len, 1],
         row_stride_bytes: (4 * len).next_multiple_of(16),
-        box_dims: [BM, 1],
+        box_dims: [SX_BOX, 1],
         swizzle: TmaSwizzle::None,
     }
 }
@@ -146,20 +194,23 @@ pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
 pub struct W4a8Experts;
 
 impl W4a8Experts {
-    /// `sx_staged`: the X scales ride in the stages (`KILN_W4A8_SX=tma`; defined only then, so
-    /// the default variant's text is unchanged).
-    pub fn spec(arch: &str, swiglu: bool, sx_staged: bool) -> KernelSpec {
-        let s = KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
+    /// `v`: the X scales in the stages (`KILN_W4A8_SX=tma`), the decode on the producer's warps
+    /// (`KILN_W4A8_DECODE=producer`); each defined only when asked for, so the default
+    /// variant's text is unchanged.
+    pub fn spec(arch: &str, swiglu: bool, v: W4a8Variant) -> KernelSpec {
+        let mut s = KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
             .define("KILN_OUT", DType::Bf16.code())
             .define("KILN_SWIGLU", swiglu as u32)
-            .define("KILN_STAGES", stages())
+            .define("KILN_STAGES", v.stages())
             .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-            .define("KILN_SMEM", smem_bytes());
-        if sx_staged {
-            s.define("KILN_W4A8_SX", 1)
-        } else {
-            s
+            .define("KILN_SMEM", v.smem_bytes());
+        if v.sx_staged {
+            s = s.define("KILN_W4A8_SX", 1);
         }
+        if v.producer_decode {
+            s = s.define("KILN_W4A8_DEC", 1);
+        }
+        s
     }
 
     /// The grouped GEMM and the fused SwiGLU (for `kiln check`).
@@ -168,8 +219,8 @@ impl W4a8Experts {
             return Vec::new();
         }
         vec![
-            Self::spec(arch, false, false),
-            Self::spec(arch, true, false),
+            Self::spec(arch, false, W4a8Variant::default()),
+            Self::spec(arch, true, W4a8Variant::default()),
         ]
     }
 
@@ -179,7 +230,9 @@ impl W4a8Experts {
         if p.out != DType::Bf16 || p.quantized_out() {
             return Err("writes bf16 only; ask for bf16 output".into());
         }
-        fp8_grouped::supports(p, dev, smem_bytes())
+        // the largest variant's shared memory for any
+        let most = W4a8Variant::ALL.iter().map(|v| v.smem_bytes()).max();
+        fp8_grouped::supports(p, dev, most.unwrap_or(0))
     }
 
     /// Checks `p`, the weights `l` and the buffers against each other.
@@ -225,7 +278,11 @@ impl W4a8Experts {
         let tx = x_map(p, ops.x.ptr());
         tx.validate().map_err(unsupported)?;
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
-        let staged = ctx.overrides.moe.w4a8_sx_staged;
+        let v = W4a8Variant {
+            sx_staged: ctx.overrides.moe.w4a8_sx_staged,
+            producer_decode: ctx.overrides.moe.w4a8_producer_decode,
+        };
+        let staged = v.sx_staged;
         // the kernel takes a scales map either way; unstaged, it never reads it (X's stands in)
         let mut map_sx = if staged {
             let ts = sx_map(p, ops.sx.ptr());
@@ -235,7 +292,7 @@ impl W4a8Experts {
         } else {
             tx.encode_with(ctx.overrides.tma.promotion)?
         };
-        let f = ctx.function(&Self::spec(&ctx.arch(), swiglu, staged))?;
+        let f = ctx.function(&Self::spec(&ctx.arch(), swiglu, v))?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(bn(swiglu));
         let packed = l.prepacked();
@@ -280,7 +337,7 @@ impl W4a8Experts {
                 ctx,
                 &f,
                 tiles.min(ctx.info.sm_count as u64),
-                smem_bytes(),
+                v.smem_bytes(),
                 &mut [
                     map_x.as_param(),
                     map_sx.as_param(),
@@ -307,9 +364,13 @@ mod tests {
 
     #[test]
     fn the_ring_fits_and_keeps_stages() {
-        assert!(smem_bytes() <= SMEM_LIMIT);
-        assert!(stages() >= 5, "{}", stages());
-        assert_eq!(STAGE_BYTES % 1024, 0);
+        for v in W4a8Variant::ALL {
+            assert!(v.smem_bytes() <= SMEM_LIMIT);
+            assert!(v.stages() >= 5, "{v:?}: {}", v.stages());
+            assert_eq!(stage_bytes(v.sx_staged) % 1024, 0);
+        }
+        // neither the staged scales (a KB of each stage) nor the slots' barriers cost a stage
+        assert!(W4a8Variant::ALL.iter().all(|v| v.stages() == 6));
         assert_eq!(
             (3 * MAX_EXPERTS as u32 + 2) * 4,
             table_bytes(MAX_EXPERTS) as u32
@@ -328,16 +389,37 @@ mod tests {
         assert!(sx_map(&p, (1 << 20) + 4).validate().is_err());
     }
 
-    /// Both ways of reading X's scales compile without spills or serialisation notes (the staged
-    /// one only when asked for: the variant budget).
+    /// F11: the staged scales' TMA box started on the tile's first scale, `kb * x_rows + row0`,
+    /// any multiple of 4 bytes, and every launch stopped with an illegal instruction (a box must
+    /// start on 16 bytes of global memory). The kernel now starts it on that index rounded down to
+    /// 4: the box must still reach the tile's last row, and its bytes fit the stage.
     #[test]
-    fn both_scale_paths_compile_without_spills() {
+    fn f11_the_scales_box_starts_on_16_bytes_and_still_covers_the_tile() {
+        for first in 0u32..64 {
+            let start = first & !3;
+            assert_eq!(start * 4 % 16, 0);
+            assert!(start <= first && start + SX_BOX >= first + BM, "{first}");
+        }
+        let sx_off = BM * W4A8_K as u32 + 2 * W4A8_ATOM_BYTES as u32;
+        assert_eq!(sx_off % 128, 0);
+        assert!(sx_off + 4 * SX_BOX <= stage_bytes(true));
+        assert!(
+            sx_off + 4 * SX_BOX > stage_bytes(false),
+            "the default stage stays as it was"
+        );
+    }
+
+    /// Every variant (both ways of reading X's scales, both places of the decode) compiles
+    /// without spills or serialisation notes (the experiments' only when asked for: the variant
+    /// budget).
+    #[test]
+    fn every_variant_compiles_without_spills() {
         if !crate::jit::testing::nvrtc_here() {
             return;
         }
-        let specs: Vec<_> = [(false, false), (false, true), (true, false), (true, true)]
+        let specs: Vec<_> = W4a8Variant::ALL
             .iter()
-            .map(|&(swiglu, staged)| W4a8Experts::spec("sm_90a", swiglu, staged))
+            .flat_map(|&v| [false, true].map(|swiglu| W4a8Experts::spec("sm_90a", swiglu, v)))
             .collect();
         crate::jit::testing::assert_compile_clean(&specs);
     }

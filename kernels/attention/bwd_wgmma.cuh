@@ -92,23 +92,33 @@ __device__ __forceinline__ void dq_from_ds(float (&dq)[QN / 2], u32 ds, u32 sk, 
   }
 }
 
+// The two ends of the deterministic mode's ordered dQ add (add_dq_in_order; bwd_fa3_d256.cu puts
+// its two column halves between them): wait until key blocks 0 .. nb - 1 have added (the counter
+// `sem` reads nb), then, once this block's adds are issued, fence them and bump the counter.
+__device__ __forceinline__ void dq_order_enter(u32* sem, int nb, u32 bar) {
+  if (threadIdx.x == 128)
+    while (ld_acquire(sem) < (u32)nb) __nanosleep(64);
+  named_barrier_sync(bar, 256);
+}
+__device__ __forceinline__ void dq_order_leave(u32* sem, u32 bar) {
+  __threadfence();
+  named_barrier_sync(bar, 256);
+  if (threadIdx.x == 128) atomicAdd(sem, 1u);
+}
+
 // The deterministic mode's dQ add for one query block, by both MMA warpgroups (threads 128 ..
 // 383) at named barrier `bar`: key blocks 0 .. nb - 1 add into it first (the counter `sem` reads
 // nb; bwd_fa2_mma_sync.cu), then add(), consumer 0's before consumer 1's when both add to every
 // element (`both`), so each element's additions come in one order; then the counter is bumped.
 template <class Add> __device__ __forceinline__ void add_dq_in_order(u32* sem, int nb, bool both, int c, u32 bar, const Add& add) {
-  if (threadIdx.x == 128)
-    while (ld_acquire(sem) < (u32)nb) __nanosleep(64);
-  named_barrier_sync(bar, 256);
+  dq_order_enter(sem, nb, bar);
   if (!both || c == 0) add();
   if (both) {
     __threadfence();
     named_barrier_sync(bar, 256);
     if (c == 1) add();
   }
-  __threadfence();
-  named_barrier_sync(bar, 256);
-  if (threadIdx.x == 128) atomicAdd(sem, 1u);
+  dq_order_leave(sem, bar);
 }
 
 // dK (times `scale`) and dV of this thread's keys `key`, `key` + 8, rounded into K's layout at
@@ -125,6 +135,20 @@ __device__ __forceinline__ void store_dk_dv(in_t* dkg, in_t* dvg, const float (&
         *reinterpret_cast<u32*>(dkg + at) = pack2<in_t>(dk[4 * j + 2 * hf] * scale, dk[4 * j + 2 * hf + 1] * scale);
         *reinterpret_cast<u32*>(dvg + at) = pack2<in_t>(dv[4 * j + 2 * hf], dv[4 * j + 2 * hf + 1]);
       }
+    }
+  }
+}
+
+// One gradient of this thread's keys `key`, `key` + 8 (times `scale`), rounded into K's layout
+// at `g` (store_dk_dv's, for a warpgroup that holds only dK or only dV: bwd_fa3_d256.cu).
+template <int D>
+__device__ __forceinline__ void store_key_rows(in_t* g, const float (&x)[D / 2], float scale, int key, int skv, i64 ss, int t) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    if (key + 8 * hf < skv) {
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<u32*>(g + (i64)(key + 8 * hf) * ss + 8 * j + 2 * t) = pack2<in_t>(x[4 * j + 2 * hf] * scale, x[4 * j + 2 * hf + 1] * scale);
     }
   }
 }

@@ -1,0 +1,253 @@
+// Attention backward at head dim 256, FlashAttention-3 style (sm_90a). At d256 the other WGMMA
+// backwards' split (each consumer owns 64 keys and holds their dK and dV, 64 x D fp32 each) would
+// need 256 accumulator registers a thread; here both consumers work on the same 64 keys and each
+// holds one of the two gradients, 64 x 256 fp32 = 128 registers:
+//   Block: BN = 64 keys of one (batch, key/value head) (KILN_BN), walking every 64-row query block
+//   of every query head of its group as bwd_fa3_block.cuh's walk does; K and V (32 KB each)
+//   resident, Q and dO (64 KB a stage) through a 2-stage ring fed by its producer warp.
+//   Consumer 0 (Pᵀ, dV):  Sᵀ = K·Qᵀ (SS m64n64, k over 256 dims), Pᵀ = exp2(…) masked on edge
+//                         blocks, Pᵀ in fp32 into the exchange buffer, dV += Pᵀ·dO (RS m64n256).
+//   Consumer 1 (dSᵀ, dK): dPᵀ = V·dOᵀ (SS m64n64), Pᵀ from the exchange buffer (thread i reads
+//                         what thread i of consumer 0 wrote: the same accumulator positions),
+//                         dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q (RS m64n256), dSᵀ rounded into
+//                         shared memory (two buffers).
+//   Both, once dSᵀ is stored: dQ = dS·K over the 64 keys for their own 128 dims (SS m64n128,
+//   consumer c dims 128c ..), added with red.global.add.v2.f32 (bwd_fa3_block.cuh's
+//   add_dq_atomics: any order, or in key block order on the deterministic mode's counters, each
+//   consumer's columns its own, so every element's additions keep one order).
+// Each consumer's tensor work a block is the same: one m64n64k256, one m64n256k64, one m64n128k64.
+// Named barriers: 1 (dSᵀ stored, both), 3 (the deterministic adds), 4 (Pᵀ written: consumer 0
+// arrives, 1 waits), 5 (Pᵀ read: consumer 1 arrives, 0 waits before it writes the next).
+#include "attention/bwd_fa3_block.cuh"
+
+static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
+
+// Pᵀ exchanged in fp32, [SR / 4][128 threads] of float4: a warp's 32 float4 stores are 512
+// contiguous bytes.
+constexpr u32 PX_BYTES = 64 * BM * 4;
+constexpr u32 OFF_DS = 2 * KV_BYTES + STAGES * STAGE_BYTES;
+constexpr u32 OFF_PX = OFF_DS + 2 * DS_BYTES;
+constexpr u32 OFF_VEC = OFF_PX + PX_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
+constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
+static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM too small");
+constexpr u32 BAR_DS = 1, BAR_P_READY = 4, BAR_P_FREE = 5;  // (3: add_dq_in_order's)
+
+// KILN_BWD_SAHEAD 1 (the host's default walk): each consumer issues the next block's Sᵀ
+// (consumer 0) or dPᵀ (consumer 1) as soon as its registers are free (Pᵀ packed for dV; dSᵀ packed
+// and stored), before this block's dQ, so that the tensor cores run it under the dQ products'
+// waits, the atomics and the next block's head; dQ then goes in two halves of 64 columns (32
+// registers beside the gradient's 128 and the next product's 32; 64 spilled). 0
+// (KILN_BWD_NO_AHEAD=1 on the host): each block issues its own at its top, dQ's 128 columns at once.
+#if !defined(KILN_BWD_SAHEAD)
+#error "KILN_BWD_SAHEAD (the next block's Sᵀ and dPᵀ issued before this block's dQ: 0 or 1) must be defined by the host"
+#endif
+constexpr bool AHEAD = KILN_BWD_SAHEAD != 0;
+
+// AHEAD: block `it`'s Sᵀ (x16 = K's tile) or dPᵀ (x16 = V's, `off16` = Q_BYTES / 16: dO) into acc,
+// issued and committed once its stage has landed. Issued unconditionally (a wgmma on a path that
+// ptxas cannot prove uniform serialises them all, C7518): past the last block it reads the stage
+// of block it - 1 (or, with no block, stage 0 as it is) and its result is dropped.
+__device__ __forceinline__ void d256_issue_ahead(float (&acc)[SR], const BwdSmem& sm, const BwdWalk& k, u32 x16, int it, u32 off16 = 0) {
+  const int s = it < k.iters ? sm.qring.wait_full(it) : sm.qring.slot(it > 0 ? it - 1 : 0);
+  wgmma_fence();
+  keys_by_queries<D, BM, BN, true>(acc, x16, (sm.ring >> 4) + s * (STAGE_BYTES / 16) + off16);
+  wgmma_commit();
+}
+
+// What both consumers do once dSᵀ of block it is stored: dQ's 128 columns of consumer c over the
+// 64 keys, waited for and added (sem: the deterministic mode's counter, else null).
+__device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int h,
+                                        int m0, u32* sem) {
+  float dq[QN / 2];
+  wgmma_fence();
+  dq_from_ds<QN, QKS, BM, BN, true>(dq, (sm.sds >> 4) + (it & 1) * (DS_BYTES / 16), sm.sk >> 4, 0, th.c * (QN / 64));
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_all(dq);
+  add_dq_atomics(dq, p, k, th, h, m0, sem);
+}
+
+// AHEAD: the same in two halves of 64 columns, each waited for and added before the next is
+// issued (dQ in 32 registers beside dV or dK and the next block's Sᵀ or dPᵀ: 64 would not fit),
+// the deterministic mode's ordered region around both.
+__device__ __forceinline__ void d256_dq_halves(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it,
+                                               int h, int m0, u32* sem) {
+  if (sem != nullptr) dq_order_enter(sem, k.nb, 3);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float dq[32];
+    wgmma_fence();
+    dq_from_ds<64, QKS, BM, BN, true>(dq, (sm.sds >> 4) + (it & 1) * (DS_BYTES / 16), sm.sk >> 4, 0, th.c * (QN / 64) + hf);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_all(dq);
+    // register i: query row krow + 8·((i >> 1) & 1), column 128c + 64hf + 8·(i >> 2) + 2t + (i & 1)
+    float* acc = p.dq_acc + (((i64)k.b * p.heads_q + h) * p.sq + m0 + th.krow) * D + th.c * QN + 64 * hf + 2 * th.t;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      if (m0 + th.krow + 8 * r < p.sq)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) red_add2(acc + 8 * r * D + 8 * j, dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
+  }
+  if (sem != nullptr) dq_order_leave(sem, 3);
+}
+
+// Consumer 0: Sᵀ, Pᵀ (to consumer 1 through `px`), dV; its half of dQ.
+__device__ __forceinline__ void d256_consume_p(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, float4* px) {
+  float dv[KR];
+#pragma unroll
+  for (int i = 0; i < KR; ++i) dv[i] = 0.0f;
+  const int tid = threadIdx.x % 128;
+  const u32 ring16 = sm.ring >> 4;
+  mbar_wait(sm.kv_full, 0);
+  float st[SR];
+  if (AHEAD) d256_issue_ahead(st, sm, k, sm.sk >> 4, 0);
+  for (int it = 0; it < k.iters; ++it) {
+    const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
+    if (!AHEAD) sm.qring.wait_full(it);
+    // the stage from the iteration, not from the wait, so that the descriptors stay uniform;
+    // operand addresses in 16-byte units (every descriptor an add: bwd_wgmma.cuh's desc_at)
+    const int s = sm.qring.slot(it);
+    const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
+    const float* sl = sm.vec + s * 2 * BM;
+    float2 l[BM / 8];  // this thread's queries' LSE·log2e, read while Sᵀ runs
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * th.t);
+    if (!AHEAD) {
+      wgmma_fence();
+      keys_by_queries<D, BM, BN, true>(st, sm.sk >> 4, sq16);
+      wgmma_commit();
+    }
+    wgmma_wait<0>();  // (AHEAD: issued in the previous block, or before the loop)
+    fence_all(st);
+    // masked on edge blocks only (bwd_grads' test: keys past Skv, queries past Sq, causal pairs)
+    if (k.n0 + BN > p.skv || m0 + BM > p.sq || (p.causal && k.n0 + BN - 1 > m0 + k.off)) {
+      p_from_s<true, true>(st, l, sl, p, k, th.krow, th.t, m0);
+    } else {
+      p_from_s<true, false>(st, l, sl, p, k, th.krow, th.t, m0);
+    }
+    // Pᵀ to consumer 1, once it has read the previous block's
+    if (it > 0) named_barrier_sync(BAR_P_FREE, 256);
+#pragma unroll
+    for (int i = 0; i < SR / 4; ++i) px[i * 128 + tid] = make_float4(st[4 * i], st[4 * i + 1], st[4 * i + 2], st[4 * i + 3]);
+    named_barrier_arrive(BAR_P_READY, 256);
+    u32 pa[KP][4];
+    pack_a<KP>(pa, st);
+    wgmma_fence();
+    keys_by_dims<D, BM, true>(dv, pa, sdo16);
+    wgmma_commit();
+    if (AHEAD) {
+      d256_issue_ahead(st, sm, k, sm.sk >> 4, it + 1);  // the next block's Sᵀ, into Pᵀ's old registers
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    // dV has completed (Q and dO are read by this warpgroup; Pᵀ's registers free before dQ's)
+    int it_late = it;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
+    asm volatile("" : "+r"(it_late));
+    if (th.lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
+    named_barrier_sync(BAR_DS, 256);
+    u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
+    if (AHEAD) {
+      d256_dq_halves(p, k, sm, th, it, h, m0, sem);
+    } else {
+      d256_dq(p, k, sm, th, it, h, m0, sem);
+    }
+  }
+  if (AHEAD) {
+    wgmma_wait<0>();  // the Sᵀ after the last block (dropped)
+    fence_all(st);
+  }
+  fence_all(dv);
+  store_key_rows<D>(static_cast<in_t*>(p.dv) + k.b * p.kv_sb + k.hk * p.kv_sh, dv, 1.0f, k.n0 + th.krow, p.skv, p.kv_ss, th.t);
+}
+
+// Consumer 1: dPᵀ, dSᵀ (Pᵀ from consumer 0 through `px`), dK, dSᵀ to shared memory; its half of dQ.
+__device__ __forceinline__ void d256_consume_ds(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th,
+                                                const float4* px) {
+  float dk[KR];
+#pragma unroll
+  for (int i = 0; i < KR; ++i) dk[i] = 0.0f;
+  const int tid = threadIdx.x % 128;
+  const u32 ring16 = sm.ring >> 4;
+  mbar_wait(sm.kv_full, 0);
+  float dp[SR];
+  if (AHEAD) d256_issue_ahead(dp, sm, k, sm.sv >> 4, 0, Q_BYTES / 16);
+  for (int it = 0; it < k.iters; ++it) {
+    const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
+    if (!AHEAD) sm.qring.wait_full(it);
+    const int s = sm.qring.slot(it);  // (as consumer 0's)
+    const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
+    const float* sl = sm.vec + s * 2 * BM;
+    float2 dd[BM / 8];  // D of this thread's queries, read while dPᵀ runs
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * th.t);
+    if (!AHEAD) {
+      wgmma_fence();
+      keys_by_queries<D, BM, BN, true>(dp, sm.sv >> 4, sdo16);
+      wgmma_commit();
+    }
+    wgmma_wait<0>();  // (AHEAD: issued in the previous block, or before the loop)
+    fence_all(dp);
+    named_barrier_sync(BAR_P_READY, 256);
+#pragma unroll
+    for (int i = 0; i < SR / 4; ++i) {
+      const float4 pe = px[i * 128 + tid];
+      const float2 d = dd[i];  // register 4i + e: query 8i + 2t + (e & 1)
+      dp[4 * i] = pe.x * (dp[4 * i] - d.x);
+      dp[4 * i + 1] = pe.y * (dp[4 * i + 1] - d.y);
+      dp[4 * i + 2] = pe.z * (dp[4 * i + 2] - d.x);
+      dp[4 * i + 3] = pe.w * (dp[4 * i + 3] - d.y);
+    }
+    if (it + 1 < k.iters) named_barrier_arrive(BAR_P_FREE, 256);
+    u32 dsa[KP][4];
+    pack_a<KP>(dsa, dp);
+    wgmma_fence();
+    keys_by_dims<D, BM, true>(dk, dsa, sq16);
+    wgmma_commit();
+    // dSᵀ rows (keys krow, krow + 8) into buffer it % 2: its last readers, block it - 2's dQ
+    // products, completed before both consumers met at block it - 1's barrier.
+    store_ds_t<BM, BN>(sm.sds + (it & 1) * DS_BYTES, dsa, th.krow, th.t);
+    fence_proxy_async_shared();
+    if (AHEAD) d256_issue_ahead(dp, sm, k, sm.sv >> 4, it + 1, Q_BYTES / 16);  // the next block's dPᵀ
+    named_barrier_sync(BAR_DS, 256);
+    // dK has completed (dSᵀ's registers free before dQ's; Q read)
+    if (AHEAD) {
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    int it_late = it;
+    asm volatile("" : "+r"(it_late));
+    if (th.lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
+    u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
+    if (AHEAD) {
+      d256_dq_halves(p, k, sm, th, it, h, m0, sem);
+    } else {
+      d256_dq(p, k, sm, th, it, h, m0, sem);
+    }
+  }
+  if (AHEAD) {
+    wgmma_wait<0>();  // the dPᵀ after the last block (dropped)
+    fence_all(dp);
+  }
+  fence_all(dk);
+  store_key_rows<D>(static_cast<in_t*>(p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, dk, p.scale, k.n0 + th.krow, p.skv, p.kv_ss, th.t);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    attn_bwd_fa3_d256(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
+                      const __grid_constant__ TmaMap tdo, AttnBwdArgs p) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, nullptr, p, [&](int c, const BwdWalk& k, const BwdSmem& sm) {
+    BwdThread th;
+    th.c = c, th.w = (threadIdx.x / 32) % 4, th.lane = threadIdx.x % 32, th.t = th.lane & 3;
+    th.krow = 16 * th.w + (th.lane >> 2);
+    float4* px = reinterpret_cast<float4*>(sm.vec) - PX_BYTES / 16;  // the exchange buffer, just below the vectors
+    if (c == 0) {
+      d256_consume_p(p, k, sm, th, px);
+    } else {
+      d256_consume_ds(p, k, sm, th, px);
+    }
+  });
+}

@@ -92,16 +92,24 @@ __device__ __forceinline__ void d256_dq_halves(const AttnBwdArgs& p, const BwdWa
   if (sem != nullptr) dq_order_leave(sem, 3);
 }
 
-// Consumer 0: Sᵀ, Pᵀ (to consumer 1 through `px`), dV; its half of dQ.
-__device__ __forceinline__ void d256_consume_p(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, float4* px) {
-  float dv[KR];
+// Consumer C's walk, written once for both: its gradient g (C 0: dV, 1: dK) zeroed, K and V
+// waited for; per query block its first product acc (C 0: Sᵀ = K·Qᵀ, 1: dPᵀ = V·dOᵀ), its middle
+// (below), the stage released and its half of dQ; then g stored in K's layout (dK times scale).
+//   C 0: Pᵀ masked on edge blocks, written to `px` once consumer 1 has read the previous block's,
+//        dV += Pᵀ·dO, and (AHEAD) the next block's Sᵀ issued; then it waits for dSᵀ.
+//   C 1: Pᵀ read from `px` once written, dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q, dSᵀ stored, and
+//        (AHEAD) the next block's dPᵀ issued; then both meet.
+template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th,
+                                                              float4* px) {
+  float g[KR];
 #pragma unroll
-  for (int i = 0; i < KR; ++i) dv[i] = 0.0f;
+  for (int i = 0; i < KR; ++i) g[i] = 0.0f;
   const int tid = threadIdx.x % 128;
   const u32 ring16 = sm.ring >> 4;
+  const u32 x16 = (C == 0 ? sm.sk : sm.sv) >> 4, y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
   mbar_wait(sm.kv_full, 0);
-  float st[SR];
-  if (AHEAD) d256_issue_ahead(st, sm, k, sm.sk >> 4, 0);
+  float acc[SR];
+  if (AHEAD) d256_issue_ahead(acc, sm, k, x16, 0, y_off16);
   for (int it = 0; it < k.iters; ++it) {
     const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
     if (!AHEAD) sm.qring.wait_full(it);
@@ -110,43 +118,67 @@ __device__ __forceinline__ void d256_consume_p(const AttnBwdArgs& p, const BwdWa
     const int s = sm.qring.slot(it);
     const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
     const float* sl = sm.vec + s * 2 * BM;
-    float2 l[BM / 8];  // this thread's queries' LSE·log2e, read while Sᵀ runs
+    float2 v[BM / 8];  // this thread's queries' LSE·log2e (C 0) or D (C 1), read while acc runs
 #pragma unroll
-    for (int j = 0; j < BM / 8; ++j) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * th.t);
+    for (int j = 0; j < BM / 8; ++j) v[j] = *reinterpret_cast<const float2*>(sl + C * BM + 8 * j + 2 * th.t);
     if (!AHEAD) {
       wgmma_fence();
-      keys_by_queries<D, BM, BN, true>(st, sm.sk >> 4, sq16);
+      keys_by_queries<D, BM, BN, true>(acc, x16, sq16 + y_off16);
       wgmma_commit();
     }
     wgmma_wait<0>();  // (AHEAD: issued in the previous block, or before the loop)
-    fence_all(st);
-    // masked on edge blocks only (bwd_grads' test: keys past Skv, queries past Sq, causal pairs)
-    if (k.n0 + BN > p.skv || m0 + BM > p.sq || (p.causal && k.n0 + BN - 1 > m0 + k.off)) {
-      p_from_s<true, true>(st, l, sl, p, k, th.krow, th.t, m0);
-    } else {
-      p_from_s<true, false>(st, l, sl, p, k, th.krow, th.t, m0);
-    }
-    // Pᵀ to consumer 1, once it has read the previous block's
-    if (it > 0) named_barrier_sync(BAR_P_FREE, 256);
+    fence_all(acc);
+    if constexpr (C == 0) {
+      // masked on edge blocks only (bwd_grads' test: keys past Skv, queries past Sq, causal pairs)
+      if (k.n0 + BN > p.skv || m0 + BM > p.sq || (p.causal && k.n0 + BN - 1 > m0 + k.off)) {
+        p_from_s<true, true>(acc, v, sl, p, k, th.krow, th.t, m0);
+      } else {
+        p_from_s<true, false>(acc, v, sl, p, k, th.krow, th.t, m0);
+      }
+      if (it > 0) named_barrier_sync(BAR_P_FREE, 256);  // consumer 1 has read the previous block's
 #pragma unroll
-    for (int i = 0; i < SR / 4; ++i) px[i * 128 + tid] = make_float4(st[4 * i], st[4 * i + 1], st[4 * i + 2], st[4 * i + 3]);
-    named_barrier_arrive(BAR_P_READY, 256);
-    u32 pa[KP][4];
-    pack_a<KP>(pa, st);
-    wgmma_fence();
-    keys_by_dims<D, BM, true>(dv, pa, sdo16);
-    wgmma_commit();
+      for (int i = 0; i < SR / 4; ++i) px[i * 128 + tid] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+      named_barrier_arrive(BAR_P_READY, 256);
+      u32 pa[KP][4];
+      pack_a<KP>(pa, acc);
+      wgmma_fence();
+      keys_by_dims<D, BM, true>(g, pa, sdo16);
+      wgmma_commit();
+      if (AHEAD) d256_issue_ahead(acc, sm, k, x16, it + 1, y_off16);  // the next Sᵀ, into Pᵀ's old registers
+    } else {
+      named_barrier_sync(BAR_P_READY, 256);
+#pragma unroll
+      for (int i = 0; i < SR / 4; ++i) {
+        const float4 pe = px[i * 128 + tid];  // register 4i + e: query 8i + 2t + (e & 1)
+        acc[4 * i] = pe.x * (acc[4 * i] - v[i].x);
+        acc[4 * i + 1] = pe.y * (acc[4 * i + 1] - v[i].y);
+        acc[4 * i + 2] = pe.z * (acc[4 * i + 2] - v[i].x);
+        acc[4 * i + 3] = pe.w * (acc[4 * i + 3] - v[i].y);
+      }
+      if (it + 1 < k.iters) named_barrier_arrive(BAR_P_FREE, 256);
+      u32 dsa[KP][4];
+      pack_a<KP>(dsa, acc);
+      wgmma_fence();
+      keys_by_dims<D, BM, true>(g, dsa, sq16);
+      wgmma_commit();
+      // dSᵀ rows (keys krow, krow + 8) into buffer it % 2: its last readers, block it - 2's dQ
+      // products, completed before both consumers met at block it - 1's barrier.
+      store_ds_t<BM, BN>(sm.sds + (it & 1) * DS_BYTES, dsa, th.krow, th.t);
+      fence_proxy_async_shared();
+      if (AHEAD) d256_issue_ahead(acc, sm, k, x16, it + 1, y_off16);  // the next dPᵀ
+    }
+    // dV (C 0) or dK (C 1) has completed: Q and dO are read by this warpgroup, and Pᵀ's or dSᵀ's
+    // registers are free before dQ's. Consumer 1 meets consumer 0 first (its dSᵀ is stored).
+    if (C == 1) named_barrier_sync(BAR_DS, 256);
     if (AHEAD) {
-      d256_issue_ahead(st, sm, k, sm.sk >> 4, it + 1);  // the next block's Sᵀ, into Pᵀ's old registers
       wgmma_wait<1>();
     } else {
       wgmma_wait<0>();
     }
-    // dV has completed (Q and dO are read by this warpgroup; Pᵀ's registers free before dQ's)
     int it_late = it;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
     asm volatile("" : "+r"(it_late));
     if (th.lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
-    named_barrier_sync(BAR_DS, 256);
+    if (C == 0) named_barrier_sync(BAR_DS, 256);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     if (AHEAD) {
       d256_dq_halves(p, k, sm, th, it, h, m0, sem);
@@ -155,84 +187,12 @@ __device__ __forceinline__ void d256_consume_p(const AttnBwdArgs& p, const BwdWa
     }
   }
   if (AHEAD) {
-    wgmma_wait<0>();  // the Sᵀ after the last block (dropped)
-    fence_all(st);
+    wgmma_wait<0>();  // the Sᵀ or dPᵀ after the last block (dropped)
+    fence_all(acc);
   }
-  fence_all(dv);
-  store_key_rows<D>(static_cast<in_t*>(p.dv) + k.b * p.kv_sb + k.hk * p.kv_sh, dv, 1.0f, k.n0 + th.krow, p.skv, p.kv_ss, th.t);
-}
-
-// Consumer 1: dPᵀ, dSᵀ (Pᵀ from consumer 0 through `px`), dK, dSᵀ to shared memory; its half of dQ.
-__device__ __forceinline__ void d256_consume_ds(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th,
-                                                const float4* px) {
-  float dk[KR];
-#pragma unroll
-  for (int i = 0; i < KR; ++i) dk[i] = 0.0f;
-  const int tid = threadIdx.x % 128;
-  const u32 ring16 = sm.ring >> 4;
-  mbar_wait(sm.kv_full, 0);
-  float dp[SR];
-  if (AHEAD) d256_issue_ahead(dp, sm, k, sm.sv >> 4, 0, Q_BYTES / 16);
-  for (int it = 0; it < k.iters; ++it) {
-    const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
-    if (!AHEAD) sm.qring.wait_full(it);
-    const int s = sm.qring.slot(it);  // (as consumer 0's)
-    const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
-    const float* sl = sm.vec + s * 2 * BM;
-    float2 dd[BM / 8];  // D of this thread's queries, read while dPᵀ runs
-#pragma unroll
-    for (int j = 0; j < BM / 8; ++j) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * th.t);
-    if (!AHEAD) {
-      wgmma_fence();
-      keys_by_queries<D, BM, BN, true>(dp, sm.sv >> 4, sdo16);
-      wgmma_commit();
-    }
-    wgmma_wait<0>();  // (AHEAD: issued in the previous block, or before the loop)
-    fence_all(dp);
-    named_barrier_sync(BAR_P_READY, 256);
-#pragma unroll
-    for (int i = 0; i < SR / 4; ++i) {
-      const float4 pe = px[i * 128 + tid];
-      const float2 d = dd[i];  // register 4i + e: query 8i + 2t + (e & 1)
-      dp[4 * i] = pe.x * (dp[4 * i] - d.x);
-      dp[4 * i + 1] = pe.y * (dp[4 * i + 1] - d.y);
-      dp[4 * i + 2] = pe.z * (dp[4 * i + 2] - d.x);
-      dp[4 * i + 3] = pe.w * (dp[4 * i + 3] - d.y);
-    }
-    if (it + 1 < k.iters) named_barrier_arrive(BAR_P_FREE, 256);
-    u32 dsa[KP][4];
-    pack_a<KP>(dsa, dp);
-    wgmma_fence();
-    keys_by_dims<D, BM, true>(dk, dsa, sq16);
-    wgmma_commit();
-    // dSᵀ rows (keys krow, krow + 8) into buffer it % 2: its last readers, block it - 2's dQ
-    // products, completed before both consumers met at block it - 1's barrier.
-    store_ds_t<BM, BN>(sm.sds + (it & 1) * DS_BYTES, dsa, th.krow, th.t);
-    fence_proxy_async_shared();
-    if (AHEAD) d256_issue_ahead(dp, sm, k, sm.sv >> 4, it + 1, Q_BYTES / 16);  // the next block's dPᵀ
-    named_barrier_sync(BAR_DS, 256);
-    // dK has completed (dSᵀ's registers free before dQ's; Q read)
-    if (AHEAD) {
-      wgmma_wait<1>();
-    } else {
-      wgmma_wait<0>();
-    }
-    int it_late = it;
-    asm volatile("" : "+r"(it_late));
-    if (th.lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
-    u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
-    if (AHEAD) {
-      d256_dq_halves(p, k, sm, th, it, h, m0, sem);
-    } else {
-      d256_dq(p, k, sm, th, it, h, m0, sem);
-    }
-  }
-  if (AHEAD) {
-    wgmma_wait<0>();  // the dPᵀ after the last block (dropped)
-    fence_all(dp);
-  }
-  fence_all(dk);
-  store_key_rows<D>(static_cast<in_t*>(p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, dk, p.scale, k.n0 + th.krow, p.skv, p.kv_ss, th.t);
+  fence_all(g);
+  store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,
+                    k.n0 + th.krow, p.skv, p.kv_ss, th.t);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -245,9 +205,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     th.krow = 16 * th.w + (th.lane >> 2);
     float4* px = reinterpret_cast<float4*>(sm.vec) - PX_BYTES / 16;  // the exchange buffer, just below the vectors
     if (c == 0) {
-      d256_consume_p(p, k, sm, th, px);
+      d256_consume<0>(p, k, sm, th, px);
     } else {
-      d256_consume_ds(p, k, sm, th, px);
+      d256_consume<1>(p, k, sm, th, px);
     }
   });
 }

@@ -21,8 +21,10 @@ pub const OPS: &[&str] = &["gemm"];
 /// backward's lookahead, the 4-bit GEMV's X ring at M 2-4, swap-AB, the FP8 256-wide tile; 1,511
 /// variants, ~6 s more of a CI run that took 16 minutes). A version that needs more variants must
 /// drop some it no longer picks (the FP8 128ptmh and 256otmh lost: next), or this budget must be
-/// raised knowingly.
-pub const VARIANT_BUDGET: usize = 1520;
+/// raised knowingly. Raised to 1,525 on 2026-11-29 for the first WGMMA backward at d256
+/// (`bwd_fa3_d256`: its default walk in bf16 and f16 and the two passes it shares; its plain walk
+/// compiles when asked for, outside the budget): 1,523 variants, ~2 s more.
+pub const VARIANT_BUDGET: usize = 1525;
 
 pub struct Registry {
     gemm: Vec<Box<dyn GemmKernel>>,

@@ -75,10 +75,10 @@ impl AttentionBackwardKernel for BwdFa3D256 {
         dev.check_smem(smem_bytes())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        // the default walk only: the plain one (`KILN_BWD_NO_AHEAD=1`, for the device's A/B)
+        // compiles when asked for, outside the variant budget; the test below compiles it
         let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
-        for ahead in [true, false] {
-            v.extend(DTYPES.iter().map(|&dt| spec(arch, dt, ahead)));
-        }
+        v.extend(DTYPES.iter().map(|&dt| spec(arch, dt, true)));
         v
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
@@ -111,9 +111,9 @@ mod tests {
             .unwrap_err()
             .contains("use 256"));
         let v = BwdFa3D256.variants("sm_90a");
-        assert_eq!(v.len(), 6);
+        assert_eq!(v.len(), 4);
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 6);
+        assert_eq!(unique.len(), 4);
         let label = v[2].label();
         assert!(
             label.contains("KILN_BN=64") && label.contains("KILN_D=256"),
@@ -130,13 +130,13 @@ mod tests {
         assert_eq!(k.name(), "bwd_fa3_d256");
     }
 
-    /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's
-    /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored).
+    /// Every variant, and the plain walk, compiles for sm_90a with no local memory, no wgmma
+    /// serialisation (ptxas's C751x notes) and its register split honoured (C7507, C7508:
+    /// setmaxnreg ignored).
     #[test]
     fn every_variant_compiles_without_spills() {
-        crate::ops::attention_backward::assert_compiles_clean(
-            BwdFa3D256.variants("sm_90a"),
-            &["C751", "C7507", "C7508"],
-        );
+        let mut specs = BwdFa3D256.variants("sm_90a");
+        specs.extend(DTYPES.iter().map(|&dt| spec("sm_90a", dt, false)));
+        crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

@@ -16,6 +16,8 @@
 //   add_dq_atomics: any order, or in key block order on the deterministic mode's counters, each
 //   consumer's columns its own, so every element's additions keep one order).
 // Each consumer's tensor work a block is the same: one m64n64k256, one m64n256k64, one m64n128k64.
+// A walk that issued each consumer's next Sᵀ or dPᵀ before this block's dQ (dQ then in two halves
+// for registers) ran 0.97x this one on an H200 (2026-11-29, ledger D1): not kept.
 // Named barriers: 1 (dSᵀ stored, both), 3 (the deterministic adds), 4 (Pᵀ written: consumer 0
 // arrives, 1 waits), 5 (Pᵀ read: consumer 1 arrives, 0 waits before it writes the next).
 #include "attention/bwd_fa3_block.cuh"
@@ -32,28 +34,6 @@ constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
 static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM too small");
 constexpr u32 BAR_DS = 1, BAR_P_READY = 4, BAR_P_FREE = 5;  // (3: add_dq_in_order's)
 
-// KILN_BWD_SAHEAD 1 (the host's default walk): each consumer issues the next block's Sᵀ
-// (consumer 0) or dPᵀ (consumer 1) as soon as its registers are free (Pᵀ packed for dV; dSᵀ packed
-// and stored), before this block's dQ, so that the tensor cores run it under the dQ products'
-// waits, the atomics and the next block's head; dQ then goes in two halves of 64 columns (32
-// registers beside the gradient's 128 and the next product's 32; 64 spilled). 0
-// (KILN_BWD_NO_AHEAD=1 on the host): each block issues its own at its top, dQ's 128 columns at once.
-#if !defined(KILN_BWD_SAHEAD)
-#error "KILN_BWD_SAHEAD (the next block's Sᵀ and dPᵀ issued before this block's dQ: 0 or 1) must be defined by the host"
-#endif
-constexpr bool AHEAD = KILN_BWD_SAHEAD != 0;
-
-// AHEAD: block `it`'s Sᵀ (x16 = K's tile) or dPᵀ (x16 = V's, `off16` = Q_BYTES / 16: dO) into acc,
-// issued and committed once its stage has landed. Issued unconditionally (a wgmma on a path that
-// ptxas cannot prove uniform serialises them all, C7518): past the last block it reads the stage
-// of block it - 1 (or, with no block, stage 0 as it is) and its result is dropped.
-__device__ __forceinline__ void d256_issue_ahead(float (&acc)[SR], const BwdSmem& sm, const BwdWalk& k, u32 x16, int it, u32 off16 = 0) {
-  const int s = it < k.iters ? sm.qring.wait_full(it) : sm.qring.slot(it > 0 ? it - 1 : 0);
-  wgmma_fence();
-  keys_by_queries<D, BM, BN, true>(acc, x16, (sm.ring >> 4) + s * (STAGE_BYTES / 16) + off16);
-  wgmma_commit();
-}
-
 // What both consumers do once dSᵀ of block it is stored: dQ's 128 columns of consumer c over the
 // 64 keys, waited for and added (sem: the deterministic mode's counter, else null).
 __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int h,
@@ -67,38 +47,13 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
   add_dq_atomics(dq, p, k, th, h, m0, sem);
 }
 
-// AHEAD: the same in two halves of 64 columns, each waited for and added before the next is
-// issued (dQ in 32 registers beside dV or dK and the next block's Sᵀ or dPᵀ: 64 would not fit),
-// the deterministic mode's ordered region around both.
-__device__ __forceinline__ void d256_dq_halves(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it,
-                                               int h, int m0, u32* sem) {
-  if (sem != nullptr) dq_order_enter(sem, k.nb, 3);
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    float dq[32];
-    wgmma_fence();
-    dq_from_ds<64, QKS, BM, BN, true>(dq, (sm.sds >> 4) + (it & 1) * (DS_BYTES / 16), sm.sk >> 4, 0, th.c * (QN / 64) + hf);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_all(dq);
-    // register i: query row krow + 8·((i >> 1) & 1), column 128c + 64hf + 8·(i >> 2) + 2t + (i & 1)
-    float* acc = p.dq_acc + (((i64)k.b * p.heads_q + h) * p.sq + m0 + th.krow) * D + th.c * QN + 64 * hf + 2 * th.t;
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      if (m0 + th.krow + 8 * r < p.sq)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) red_add2(acc + 8 * r * D + 8 * j, dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
-  }
-  if (sem != nullptr) dq_order_leave(sem, 3);
-}
-
 // Consumer C's walk, written once for both: its gradient g (C 0: dV, 1: dK) zeroed, K and V
 // waited for; per query block its first product acc (C 0: Sᵀ = K·Qᵀ, 1: dPᵀ = V·dOᵀ), its middle
 // (below), the stage released and its half of dQ; then g stored in K's layout (dK times scale).
 //   C 0: Pᵀ masked on edge blocks, written to `px` once consumer 1 has read the previous block's,
-//        dV += Pᵀ·dO, and (AHEAD) the next block's Sᵀ issued; then it waits for dSᵀ.
-//   C 1: Pᵀ read from `px` once written, dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q, dSᵀ stored, and
-//        (AHEAD) the next block's dPᵀ issued; then both meet.
+//        dV += Pᵀ·dO; then it waits for dSᵀ.
+//   C 1: Pᵀ read from `px` once written, dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q, dSᵀ stored; then
+//        both meet.
 template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th,
                                                               float4* px) {
   float g[KR];
@@ -109,10 +64,9 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
   const u32 x16 = (C == 0 ? sm.sk : sm.sv) >> 4, y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
   mbar_wait(sm.kv_full, 0);
   float acc[SR];
-  if (AHEAD) d256_issue_ahead(acc, sm, k, x16, 0, y_off16);
   for (int it = 0; it < k.iters; ++it) {
     const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
-    if (!AHEAD) sm.qring.wait_full(it);
+    sm.qring.wait_full(it);
     // the stage from the iteration, not from the wait, so that the descriptors stay uniform;
     // operand addresses in 16-byte units (every descriptor an add: bwd_wgmma.cuh's desc_at)
     const int s = sm.qring.slot(it);
@@ -121,12 +75,10 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     float2 v[BM / 8];  // this thread's queries' LSE·log2e (C 0) or D (C 1), read while acc runs
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) v[j] = *reinterpret_cast<const float2*>(sl + C * BM + 8 * j + 2 * th.t);
-    if (!AHEAD) {
-      wgmma_fence();
-      keys_by_queries<D, BM, BN, true>(acc, x16, sq16 + y_off16);
-      wgmma_commit();
-    }
-    wgmma_wait<0>();  // (AHEAD: issued in the previous block, or before the loop)
+    wgmma_fence();
+    keys_by_queries<D, BM, BN, true>(acc, x16, sq16 + y_off16);
+    wgmma_commit();
+    wgmma_wait<0>();
     fence_all(acc);
     if constexpr (C == 0) {
       // masked on edge blocks only (bwd_grads' test: keys past Skv, queries past Sq, causal pairs)
@@ -144,7 +96,6 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
       wgmma_fence();
       keys_by_dims<D, BM, true>(g, pa, sdo16);
       wgmma_commit();
-      if (AHEAD) d256_issue_ahead(acc, sm, k, x16, it + 1, y_off16);  // the next Sᵀ, into Pᵀ's old registers
     } else {
       named_barrier_sync(BAR_P_READY, 256);
 #pragma unroll
@@ -165,30 +116,17 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
       // products, completed before both consumers met at block it - 1's barrier.
       store_ds_t<BM, BN>(sm.sds + (it & 1) * DS_BYTES, dsa, th.krow, th.t);
       fence_proxy_async_shared();
-      if (AHEAD) d256_issue_ahead(acc, sm, k, x16, it + 1, y_off16);  // the next dPᵀ
     }
     // dV (C 0) or dK (C 1) has completed: Q and dO are read by this warpgroup, and Pᵀ's or dSᵀ's
     // registers are free before dQ's. Consumer 1 meets consumer 0 first (its dSᵀ is stored).
     if (C == 1) named_barrier_sync(BAR_DS, 256);
-    if (AHEAD) {
-      wgmma_wait<1>();
-    } else {
-      wgmma_wait<0>();
-    }
+    wgmma_wait<0>();
     int it_late = it;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
     asm volatile("" : "+r"(it_late));
     if (th.lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
     if (C == 0) named_barrier_sync(BAR_DS, 256);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
-    if (AHEAD) {
-      d256_dq_halves(p, k, sm, th, it, h, m0, sem);
-    } else {
-      d256_dq(p, k, sm, th, it, h, m0, sem);
-    }
-  }
-  if (AHEAD) {
-    wgmma_wait<0>();  // the Sᵀ or dPᵀ after the last block (dropped)
-    fence_all(acc);
+    d256_dq(p, k, sm, th, it, h, m0, sem);
   }
   fence_all(g);
   store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,

@@ -92,33 +92,23 @@ __device__ __forceinline__ void dq_from_ds(float (&dq)[QN / 2], u32 ds, u32 sk, 
   }
 }
 
-// The two ends of the deterministic mode's ordered dQ add (add_dq_in_order; bwd_fa3_d256.cu puts
-// its two column halves between them): wait until key blocks 0 .. nb - 1 have added (the counter
-// `sem` reads nb), then, once this block's adds are issued, fence them and bump the counter.
-__device__ __forceinline__ void dq_order_enter(u32* sem, int nb, u32 bar) {
-  if (threadIdx.x == 128)
-    while (ld_acquire(sem) < (u32)nb) __nanosleep(64);
-  named_barrier_sync(bar, 256);
-}
-__device__ __forceinline__ void dq_order_leave(u32* sem, u32 bar) {
-  __threadfence();
-  named_barrier_sync(bar, 256);
-  if (threadIdx.x == 128) atomicAdd(sem, 1u);
-}
-
 // The deterministic mode's dQ add for one query block, by both MMA warpgroups (threads 128 ..
 // 383) at named barrier `bar`: key blocks 0 .. nb - 1 add into it first (the counter `sem` reads
 // nb; bwd_fa2_mma_sync.cu), then add(), consumer 0's before consumer 1's when both add to every
 // element (`both`), so each element's additions come in one order; then the counter is bumped.
 template <class Add> __device__ __forceinline__ void add_dq_in_order(u32* sem, int nb, bool both, int c, u32 bar, const Add& add) {
-  dq_order_enter(sem, nb, bar);
+  if (threadIdx.x == 128)
+    while (ld_acquire(sem) < (u32)nb) __nanosleep(64);
+  named_barrier_sync(bar, 256);
   if (!both || c == 0) add();
   if (both) {
     __threadfence();
     named_barrier_sync(bar, 256);
     if (c == 1) add();
   }
-  dq_order_leave(sem, bar);
+  __threadfence();
+  named_barrier_sync(bar, 256);
+  if (threadIdx.x == 128) atomicAdd(sem, 1u);
 }
 
 // dK (times `scale`) and dV of this thread's keys `key`, `key` + 8, rounded into K's layout at

@@ -138,7 +138,7 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_BWD_NO_AHEAD",
         takes: || FLAG.into(),
-        default: "0: bwd_fa3_lookahead (and bwd_fa3_m128, bwd_fa3_d256) issue the next block's Sᵀ (d256: and dPᵀ) before this block's dQ",
+        default: "0: bwd_fa3_lookahead issues the next block's Sᵀ before this block's dQ staging",
         set: |o, v| put(&mut o.attention.bwd_no_ahead, or(v, false, flag)),
         show: |o| unless(o.attention.bwd_no_ahead, false, bit),
     },

@@ -61,6 +61,10 @@
 #   bwd-dq-late                  bwd_fa3_dq_late verified as bwd-lookahead verifies bwd_fa3_lookahead
 #                                (each <= 90 s), then timed beside bwd_fa3_lookahead at `backward`'s
 #                                13 shapes and SDPA's backwards (about 6 min on an H200)
+#   bwd-d256                     bwd_fa3_d256 verified at d256 (the quick suite's d256 problems, GQA
+#                                causal, ragged BHSD f16, deterministic; each <= 90 s), then timed
+#                                beside bwd_fa2_mma_sync at the 4 d256 shapes and SDPA's backwards on
+#                                them (about 3 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -1017,6 +1021,33 @@ bwd-dq-late)
   step dq-late-gqa-causal-d64 90 "$KILN" attn verify --backward --version bwd_fa3_dq_late --batch 2 --heads 4 \
     --kv-heads 2 --seqlen 1000 --dim 64 --causal
   BWD_VERSION="bwd_fa3_lookahead bwd_fa3_dq_late" bwd_bench
+  ;;
+
+bwd-d256)
+  # bwd_fa3_d256 (the d256 default since its first H200 run) verified at d256 (each <= 90 s), then
+  # timed beside bwd_fa2_mma_sync at the 4 d256 shapes of `backward`, and SDPA's cuDNN and FLASH
+  # backwards on the four (about 3 min on an H200).
+  need_bin "$KILN"; machine "$KILN"
+  step d256-compile 90 "$KILN" check --version bwd_fa3_d256
+  step d256-quick 90 "$KILN" attn verify --backward --suite quick --version bwd_fa3_d256 --dim 256
+  step d256-gqa-causal 90 "$KILN" attn verify --backward --version bwd_fa3_d256 --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen 1000 --dim 256 --causal
+  step d256-ragged-bhsd 90 "$KILN" attn verify --backward --version bwd_fa3_d256 --batch 1 --heads 3 --kv-heads 1 \
+    --seqlen-q 700 --seqlen-kv 1300 --dim 256 --causal --layout BHSD --dtype f16
+  step d256-determ 90 "$KILN" attn verify --backward --version bwd_fa3_d256 --batch 1 --heads 2 --seqlen 1000 \
+    --dim 256 --causal --deterministic
+  step d256-determ-777 90 "$KILN" attn verify --backward --version bwd_fa3_d256 --batch 2 --heads 2 --seqlen 777 \
+    --dim 256 --deterministic
+  shapes=""
+  for shape in "4 4096" "4 4096 --causal" "1 16384" "1 16384 --causal"; do
+    set -- $shape
+    # (no --version: every version that runs d256, bwd_fa2_mma_sync and bwd_fa3_d256)
+    step "d256-bench-b$1-s$2${3:+-causal}" 120 "$KILN" attn bench --backward --batch "$1" --heads 16 --seqlen "$2" \
+      --dim 256 ${3:-} --reps 10 --warmup 3
+    shapes="$shapes;$1,16,$2,256${3:+,causal}"
+  done
+  step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
   ;;
 
 moe)

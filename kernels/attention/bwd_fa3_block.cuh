@@ -1,5 +1,6 @@
 // What the FlashAttention-3-style attention backwards (bwd_fa3_wgmma.cu, bwd_fa3_bulk_dq.cu,
-// bwd_fa3_tma_dq.cu) have in common, written once: the constants of their specialisation, where
+// bwd_fa3_tma_dq.cu, bwd_fa3_lookahead.cu; bwd_fa3_d256.cu takes the constants, the walk, the
+// producer and Pᵀ) have in common, written once: the constants of their specialisation, where
 // a block sits in the problem, the producer warp's loop, and a consumer warpgroup's walk over the
 // query blocks up to each block's dQ partial in registers. The kernels differ in how that partial
 // reaches the fp32 accumulator (a hook of bwd_consume) and in the shared memory it takes.
@@ -37,7 +38,14 @@ constexpr int BM = KILN_BM;
 constexpr int BM = 64;
 #endif
 constexpr int MH = BM / 64;
-constexpr int D = KILN_D, BN = 128, STAGES = KILN_STAGES, DH = D / 64;
+// BN, keys a block: 128 (two consumers of 64 keys each), or 64 where the host defines KILN_BN
+// (bwd_fa3_d256.cu: both consumers on the same 64 keys, one holding dV and the other dK).
+#if defined(KILN_BN)
+constexpr int BN = KILN_BN;
+#else
+constexpr int BN = 128;
+#endif
+constexpr int D = KILN_D, STAGES = KILN_STAGES, DH = D / 64;
 constexpr int THREADS = 384;
 constexpr int SR = BM / 2, KR = D / 2;  // accumulator registers: Sᵀ / dPᵀ, dK / dV
 constexpr int KP = BM / 16;             // k16 steps over the query block (register A chunks)
@@ -54,7 +62,8 @@ static_assert(BM == 64 || (BM == 128 && D == 64), "64 query rows a step, or 128 
 // each element in bf16), beside its own.
 constexpr bool P_ROUNDED = BM == 128;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
-static_assert(D == 64 || D == 128, "head dim 64 or 128 (dK and dV of 64 keys x D in registers)");
+static_assert(D == 64 || D == 128 || (D == 256 && BN == 64),
+              "head dim 64 or 128 (dK and dV of 64 keys x D in registers), or 256 at 64 keys a block (bwd_fa3_d256.cu)");
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1, "dQ split over columns (0) or keys (1)");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");

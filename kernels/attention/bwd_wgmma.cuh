@@ -129,6 +129,20 @@ __device__ __forceinline__ void store_dk_dv(in_t* dkg, in_t* dvg, const float (&
   }
 }
 
+// One gradient of this thread's keys `key`, `key` + 8 (times `scale`), rounded into K's layout
+// at `g` (store_dk_dv's, for a warpgroup that holds only dK or only dV: bwd_fa3_d256.cu).
+template <int D>
+__device__ __forceinline__ void store_key_rows(in_t* g, const float (&x)[D / 2], float scale, int key, int skv, i64 ss, int t) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    if (key + 8 * hf < skv) {
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<u32*>(g + (i64)(key + 8 * hf) * ss + 8 * j + 2 * t) = pack2<in_t>(x[4 * j + 2 * hf] * scale, x[4 * j + 2 * hf + 1] * scale);
+    }
+  }
+}
+
 // Thread 0's setup: the K/V barrier (one arrival, with the bytes), the ring's (full: the 32
 // producer lanes, one of them with the TMA bytes; empty: the 8 consumer warps), and the four maps
 // prefetched. A block barrier follows, in the kernel.

@@ -306,6 +306,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_fa3_lookahead.cu"),
     ),
     (
+        "attention/bwd_fa3_d256.cu",
+        include_str!("../../kernels/attention/bwd_fa3_d256.cu"),
+    ),
+    (
         "attention/decode_args.cuh",
         include_str!("../../kernels/attention/decode_args.cuh"),
     ),

@@ -260,10 +260,32 @@ pub fn launch_tile(
     ops: &BackwardOperands,
     t: WgmmaBwdTile,
 ) -> Result<()> {
+    // `bwd_fa3_tma_dq`, `bwd_fa3_lookahead`: a fifth map, over the dQ accumulator, that their
+    // tiles are added through.
+    let dq_cols = (t.dq == DqAdd::TensorTile).then(|| t.dq_cols());
+    let main = t.spec(&ctx.arch(), p.attn.dtype);
+    launch_main(name, ctx, p, ops, &main, t.smem_bytes(), BN, dq_cols)
+}
+
+/// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared
+/// memory, a block per `bn` keys of each key/value head and batch, K and V loaded in boxes of `bn`
+/// rows); `dq_cols`: the fifth map, over the dQ accumulator in boxes of 64 rows x `dq_cols`
+/// columns, for the versions that add dQ tiles through it. `name` for refusals.
+#[allow(clippy::too_many_arguments)]
+pub fn launch_main(
+    name: &str,
+    ctx: &Context,
+    p: &BackwardProblem,
+    ops: &BackwardOperands,
+    main: &KernelSpec,
+    smem: u32,
+    bn: u32,
+    dq_cols: Option<u32>,
+) -> Result<()> {
     check_buffers(p, ops)?;
     check_aligned(name, ops)?;
     let a = &p.attn;
-    let main = ctx.function(&t.spec(&ctx.arch(), a.dtype))?;
+    let main = ctx.function(main)?;
     let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
@@ -286,26 +308,24 @@ pub fn launch_tile(
     );
     let mut maps: [TensorMap; 4] = [
         encode(ops.q.ptr(), a.dtype, qd, qs, BM)?,
-        encode(ops.k.ptr(), a.dtype, kd, ks, BN)?,
-        encode(ops.v.ptr(), a.dtype, kd, ks, BN)?,
+        encode(ops.k.ptr(), a.dtype, kd, ks, bn)?,
+        encode(ops.v.ptr(), a.dtype, kd, ks, bn)?,
         encode(ops.d_o.ptr(), a.dtype, qd, qs, BM)?,
     ];
     let cfg = LaunchConfig {
-        smem_bytes: t.smem_bytes(),
+        smem_bytes: smem,
         ..LaunchConfig::simple(
             (
-                (a.seqlen_kv as u32).div_ceil(BN),
+                (a.seqlen_kv as u32).div_ceil(bn),
                 a.heads_kv as u32,
                 a.batch as u32,
             ),
             THREADS,
         )
     };
-    // `bwd_fa3_tma_dq`, `bwd_fa3_lookahead`: a fifth map, over the dQ accumulator, that their
-    // tiles are added through.
-    let mut dq_map = match t.dq {
-        DqAdd::TensorTile => Some(dq_acc_map(p, ws.dq_acc, t.dq_cols())?),
-        _ => None,
+    let mut dq_map = match dq_cols {
+        Some(cols) => Some(dq_acc_map(p, ws.dq_acc, cols)?),
+        None => None,
     };
     let [tq, tk, tv, tdo] = &mut maps;
     let mut params = vec![tq.as_param(), tk.as_param(), tv.as_param(), tdo.as_param()];
@@ -314,10 +334,10 @@ pub fn launch_tile(
     }
     params.push(args.as_param());
     // SAFETY: the parameters the kernel declares, four 128-byte maps (Q, K, V, dO), the dQ
-    // accumulator's map for `TensorTile`, and an AttnBwdArgs; the maps and the argument block
-    // describe the caller's live buffers,
-    // checked against `p` above, every base 16-byte aligned (LSE 4) and packed rows of 64 or
-    // 128 16-bit elements, so every map stride is a multiple of 16 bytes; the workspaces are
+    // accumulator's map for the versions that take it (`dq_cols`), and an AttnBwdArgs; the maps
+    // and the argument block describe the caller's live buffers,
+    // checked against `p` above, every base 16-byte aligned (LSE 4) and packed rows of 64, 128
+    // or 256 16-bit elements, so every map stride is a multiple of 16 bytes; the workspaces are
     // the context's, sized for `p` with 64-row query blocks by `BackwardWorkspace::of` (the dQ
     // accumulator a whole allocation, so its rows of 64 or 128 fp32 are 256-byte aligned for
     // `bwd_fa3_bulk_dq`'s bulk adds). The three launches run in order on one stream.

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use kiln::error::Result;
+use kiln::harness::bench::{Bench, BenchOptions};
 use kiln::harness::outcome::Extra;
 use kiln::harness::pointwise::{bench, suite, verify, Case};
 use kiln::report::Table;
@@ -105,9 +106,14 @@ fn run_bench(env: &Env, a: &PointwiseBenchArgs) -> Result<ExitCode> {
             Case::Rope(r) => r.seq >= 2048,
         })
         .collect();
+    let opt = BenchOptions {
+        reps: a.reps,
+        ..BenchOptions::default()
+    };
+    let run = Bench::new(&ctx, &opt)?;
     let timings = cases
         .iter()
-        .map(|c| bench(&ctx, c, a.reps))
+        .map(|c| bench(&run, c))
         .collect::<Result<Vec<_>>>()?;
     if env.json {
         env.print_json(&json!(timings));

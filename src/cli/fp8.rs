@@ -23,8 +23,8 @@ use kiln::ops::gemm::{parse_shape, DType};
 
 use super::env::Env;
 use super::verdicts::{
-    table, verified, Cell, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
-    VERDICT,
+    self, table, verified, Cell, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR,
+    ROWS, VERDICT,
 };
 
 #[derive(Debug, Args)]
@@ -178,39 +178,31 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
 /// any of kiln's failed.
 fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Outcome]) -> Result<ExitCode> {
     // cuBLASLt's outcomes are reported, not held against kiln.
-    let failed = outcomes
-        .iter()
-        .filter(|o| !o.passed && o.check != "cublaslt")
-        .count();
-    let vendor_failed = outcomes
-        .iter()
-        .filter(|o| !o.passed && o.check == "cublaslt")
-        .count();
-    if env.json {
-        env.print_json(&json!({ "device": info, "outcomes": outcomes }));
-    } else {
-        const CANCELLATION: Column = ("cancellation", |o| {
-            o.cancellation()
-                .map(|c| format!("{c:.1}"))
-                .unwrap_or_default()
-        });
-        let columns = [
-            CHECK,
-            CASE,
-            REL_ERR,
-            BEYOND_ROUNDING,
-            BOUND_SCI,
-            CANCELLATION,
-            ROWS,
-            VERDICT,
-        ];
-        print!("{}", table(&columns, outcomes).render());
-        println!(
+    let (vendor, kiln): (Vec<&Outcome>, _) = outcomes.iter().partition(|o| o.check == "cublaslt");
+    let failed = kiln.iter().filter(|o| !o.passed).count();
+    let vendor_failed = vendor.iter().filter(|o| !o.passed).count();
+    const CANCELLATION: Column = ("cancellation", |o| {
+        o.cancellation()
+            .map(|c| format!("{c:.1}"))
+            .unwrap_or_default()
+    });
+    let columns = [
+        CHECK,
+        CASE,
+        REL_ERR,
+        BEYOND_ROUNDING,
+        BOUND_SCI,
+        CANCELLATION,
+        ROWS,
+        VERDICT,
+    ];
+    verdicts::print_outcomes(env, Some(info), outcomes, &columns, || {
+        format!(
             "{} checks on {}, {failed} failed (cuBLASLt: {vendor_failed} failed)",
             outcomes.len(),
             info.name
-        );
-    }
+        )
+    });
     Ok(verified(failed > 0))
 }
 

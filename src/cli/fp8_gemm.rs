@@ -19,7 +19,7 @@ use super::args::{BenchArgs, InspectArgs, PlanArgs, ProblemArgs, TuneArgs, Verif
 use super::env::{bench_options, device_or_h100, Env};
 use super::progress::bar;
 use super::verdicts::{
-    table, verified, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, REL_ERR, VERDICT,
+    failures, print_outcomes, verified, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, REL_ERR, VERDICT,
 };
 
 /// The generic GEMM flags as the library's request reads them.
@@ -81,19 +81,16 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
         landing.land(&mut outcomes, verify_gemm(&ctx, case, false)?);
     }
     landing.end(false)?;
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
-    if env.json {
-        // the shape of `kiln verify`'s JSON: one object per check, with `skipped` for a refusal
-        env.print_json(&json!(outcomes));
-    } else {
-        let columns = [CASE, REL_ERR, BEYOND_ROUNDING, BOUND_SCI, VERDICT];
-        print!("{}", table(&columns, &outcomes).render());
-        println!(
+    // the shape of `kiln verify`'s JSON: one object per check, with `skipped` for a refusal
+    let failed = failures(&outcomes);
+    let columns = [CASE, REL_ERR, BEYOND_ROUNDING, BOUND_SCI, VERDICT];
+    print_outcomes(env, None, &outcomes, &columns, || {
+        format!(
             "{} checks of {NAME} on {}, {failed} failed",
             outcomes.len(),
             ctx.info.name
-        );
-    }
+        )
+    });
     Ok(verified(failed > 0))
 }
 

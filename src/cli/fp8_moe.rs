@@ -17,7 +17,8 @@ use kiln::report::Table;
 
 use super::env::Env;
 use super::verdicts::{
-    table, verified, Column, Landing, BEYOND_ROUNDING, CASE, CHECK, REL_ERR, ROWS, VERDICT,
+    failures, print_outcomes, verified, Column, Landing, BEYOND_ROUNDING, CASE, CHECK, REL_ERR,
+    ROWS, VERDICT,
 };
 
 /// The grouped FP8 problem flags `fp8 verify` and `fp8 bench` share.
@@ -108,19 +109,16 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
         }
         outcomes.extend(got);
     }
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
-    if env.json {
-        env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
-    } else {
-        const BEFORE: Column = ("before rounding", BEYOND_ROUNDING.1);
-        let columns = [CHECK, CASE, REL_ERR, BEFORE, ROWS, VERDICT];
-        print!("{}", table(&columns, &outcomes).render());
-        println!(
+    let failed = failures(&outcomes);
+    const BEFORE: Column = ("before rounding", BEYOND_ROUNDING.1);
+    let columns = [CHECK, CASE, REL_ERR, BEFORE, ROWS, VERDICT];
+    print_outcomes(env, Some(&ctx.info), &outcomes, &columns, || {
+        format!(
             "{} checks on {}, {failed} failed",
             outcomes.len(),
             ctx.info.name
-        );
-    }
+        )
+    });
     Ok(verified(failed > 0))
 }
 

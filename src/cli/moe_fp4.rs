@@ -23,7 +23,7 @@ use serde_json::json;
 use super::args::{MoeBenchArgs, MoePrepackArgs};
 use super::env::{bench_options, Env};
 use super::verdicts::{
-    table, verified, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT, VERSION,
+    failures, print_outcomes, verified, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT, VERSION,
 };
 
 /// Whether `--act` asks for e4m3 activations (W4A8), which take MXFP4 weights only.
@@ -93,20 +93,13 @@ pub fn verify(
     for o in w4a8_runs.chain(fp4_runs) {
         landing.land(&mut outcomes, vec![o?]);
     }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    landing.end(failed)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        let columns = [VERSION, PROBLEM, REL_ERROR, BOUND, ROWS, VERDICT];
-        print!("{}", table(&columns, &outcomes).render());
-        println!(
-            "{} checks, {} failed",
-            outcomes.len(),
-            outcomes.iter().filter(|o| !o.passed).count()
-        );
-    }
-    Ok(verified(failed))
+    let failed = failures(&outcomes);
+    landing.end(failed > 0)?;
+    let columns = [VERSION, PROBLEM, REL_ERROR, BOUND, ROWS, VERDICT];
+    print_outcomes(env, None, &outcomes, &columns, || {
+        format!("{} checks, {failed} failed", outcomes.len())
+    });
+    Ok(verified(failed > 0))
 }
 
 /// `kiln moe bench --weights F [--act e4m3]`.

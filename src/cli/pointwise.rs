@@ -12,7 +12,7 @@ use kiln::report::Table;
 use serde_json::json;
 
 use super::env::Env;
-use super::verdicts::{table, verified, Column, PROBLEM};
+use super::verdicts::{failures, print_outcomes, verified, Column, PROBLEM};
 
 #[derive(Debug, Args)]
 pub struct PointwiseCmdArgs {
@@ -74,25 +74,22 @@ fn run_verify(env: &Env, a: &PointwiseVerifyArgs) -> Result<ExitCode> {
         .iter()
         .map(|c| verify(&ctx, c))
         .collect::<Result<Vec<_>>>()?;
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        const VARIANT: Column = ("variant", |o| match &o.extra {
-            Extra::Pointwise { variant } => variant.to_string(),
-            _ => String::new(),
-        });
-        const WORST: Column = ("worst / bound", |o| format!("{:.3}", o.rel_error));
-        const NAN: Column = ("NaN", |o| o.mismatches.to_string());
-        const OUTSIDE: Column = ("outside", |o| o.written_outside.to_string());
-        const SAID: Column = ("verdict", |o| match o.passed {
-            true => "ok".into(),
-            false => format!("FAIL {} (seed {})", o.message, o.seed),
-        });
-        let columns = [PROBLEM, VARIANT, WORST, NAN, OUTSIDE, SAID];
-        print!("{}", table(&columns, &outcomes).render());
-        println!("{} pointwise checks, {failed} failed", outcomes.len());
-    }
+    let failed = failures(&outcomes);
+    const VARIANT: Column = ("variant", |o| match &o.extra {
+        Extra::Pointwise { variant } => variant.to_string(),
+        _ => String::new(),
+    });
+    const WORST: Column = ("worst / bound", |o| format!("{:.3}", o.rel_error));
+    const NAN: Column = ("NaN", |o| o.mismatches.to_string());
+    const OUTSIDE: Column = ("outside", |o| o.written_outside.to_string());
+    const SAID: Column = ("verdict", |o| match o.passed {
+        true => "ok".into(),
+        false => format!("FAIL {} (seed {})", o.message, o.seed),
+    });
+    let columns = [PROBLEM, VARIANT, WORST, NAN, OUTSIDE, SAID];
+    print_outcomes(env, None, &outcomes, &columns, || {
+        format!("{} pointwise checks, {failed} failed", outcomes.len())
+    });
     Ok(verified(failed > 0))
 }
 

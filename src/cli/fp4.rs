@@ -45,7 +45,7 @@ pub enum Fp4Action {
     /// fails.
     Seeds(Fp4SeedsArgs),
     /// Compile every FP4 kernel variant (no GPU needed): registers, spills.
-    Check(Fp4CheckArgs),
+    Check(super::args::ArchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -85,12 +85,6 @@ pub struct Fp4SeedsArgs {
     pub problem: Option<String>,
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
-}
-
-#[derive(Debug, Args)]
-pub struct Fp4CheckArgs {
-    #[arg(long, default_value = "sm_90a")]
-    pub arch: String,
 }
 
 pub fn run(env: &Env, a: &Fp4CliArgs) -> Result<ExitCode> {
@@ -270,7 +264,7 @@ fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {
     Ok(verified(failed > 0))
 }
 
-fn check(env: &Env, a: &Fp4CheckArgs) -> Result<ExitCode> {
+fn check(env: &Env, a: &super::args::ArchArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
     let items = kiln::ops::fp4::variants(&a.arch)
         .into_iter()

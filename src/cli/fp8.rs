@@ -41,7 +41,7 @@ pub enum Fp8Action {
     /// Time the FP8 GEMM against cuBLASLt's FP8 GEMM on the same operands, in the same run.
     Bench(Fp8BenchArgs),
     /// Compile every FP8 kernel variant (no GPU needed): registers, spills, serialisation.
-    Check(Fp8CheckArgs),
+    Check(super::args::ArchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -119,12 +119,6 @@ pub struct Fp8BenchArgs {
     pub timing: super::args::TimingArgs,
     #[command(flatten)]
     pub grouped: super::fp8_moe::Fp8GroupedArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct Fp8CheckArgs {
-    #[arg(long, default_value = "sm_90a")]
-    pub arch: String,
 }
 
 pub fn run(env: &Env, a: &Fp8CliArgs) -> Result<ExitCode> {
@@ -373,7 +367,7 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(env: &Env, a: &Fp8CheckArgs) -> Result<ExitCode> {
+fn check(env: &Env, a: &super::args::ArchArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
     let items = kiln::ops::fp8::variants(&a.arch)
         .into_iter()

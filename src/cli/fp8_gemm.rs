@@ -19,7 +19,8 @@ use super::args::{BenchArgs, InspectArgs, PlanArgs, ProblemArgs, TuneArgs, Verif
 use super::env::{bench_options, device_or_h100, Env};
 use super::progress::bar;
 use super::verdicts::{
-    failures, print_outcomes, verified, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, REL_ERR, VERDICT,
+    failures, print_outcomes, table, verified, Cell, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE,
+    REL_ERR, VERDICT,
 };
 
 /// The generic GEMM flags as the library's request reads them.
@@ -124,28 +125,20 @@ fn print_timings(env: &Env, rows: &[Fp8Timing], device: &str) {
         env.print_json(&json!(rows));
         return;
     }
-    let mut t = Table::new(&[
-        "version",
-        "problem",
-        "config",
-        "median ms",
-        "TFLOPS",
-        "vs cuBLASLt FP8",
-    ]);
-    for r in rows {
-        t.row(&[
-            r.version.clone(),
-            r.problem.clone(),
-            r.config.clone().unwrap_or_default(),
-            format!("{:.4}", r.median_ms),
-            format!("{:.0}", r.tflops),
-            r.speedup_vs_cublaslt
-                .map(|s| format!("{s:.3}x"))
-                .or_else(|| r.vendor_note.clone())
-                .unwrap_or_default(),
-        ]);
-    }
-    print!("{}", t.render());
+    type C = Cell<Fp8Timing>;
+    const VERSION: C = ("version", |r| r.version.clone());
+    const PROBLEM: C = ("problem", |r| r.problem.clone());
+    const CONFIG: C = ("config", |r| r.config.clone().unwrap_or_default());
+    const MEDIAN: C = ("median ms", |r| format!("{:.4}", r.median_ms));
+    const TFLOPS: C = ("TFLOPS", |r| format!("{:.0}", r.tflops));
+    const VS: C = ("vs cuBLASLt FP8", |r| {
+        r.speedup_vs_cublaslt
+            .map(|s| format!("{s:.3}x"))
+            .or_else(|| r.vendor_note.clone())
+            .unwrap_or_default()
+    });
+    let columns = [VERSION, PROBLEM, CONFIG, MEDIAN, TFLOPS, VS];
+    print!("{}", table(&columns, rows).render());
     println!("on {device}");
 }
 

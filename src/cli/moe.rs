@@ -16,7 +16,7 @@ use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::args::{MoeAction, MoeBenchArgs, MoeCheckArgs, MoeCmdArgs, MoeVerifyArgs};
+use super::args::{ArchArgs, MoeAction, MoeBenchArgs, MoeCmdArgs, MoeVerifyArgs};
 use super::env::{bench_options, device_or_h100, finish, record, Env};
 use super::verdicts::{
     exit_if, failures, print_outcomes, table, verified, Cell, Column, Landing, BOUND, PROBLEM,
@@ -293,7 +293,7 @@ pub(super) const MAX: Cell<MoeTiming> = ("max ms", |x| format!("{:.4}", x.max_ms
 pub(super) const TFLOPS: Cell<MoeTiming> = ("TFLOPS", |x| format!("{:.1}", x.tflops));
 pub(super) const GBPS: Cell<MoeTiming> = ("GB/s", |x| format!("{:.0}", x.gbps));
 
-fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
+fn check(env: &Env, a: &ArchArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
     kiln::jit::nvrtc::version()?;
     let dev = device_or_h100();

@@ -7,12 +7,11 @@ use clap::{Args, Subcommand};
 use kiln::error::Result;
 use kiln::harness::bench::{Bench, BenchOptions};
 use kiln::harness::outcome::Extra;
-use kiln::harness::pointwise::{bench, suite, verify, Case};
-use kiln::report::Table;
+use kiln::harness::pointwise::{bench, suite, verify, Case, PointwiseTiming};
 use serde_json::json;
 
 use super::env::Env;
-use super::verdicts::{failures, print_outcomes, verified, Column, PROBLEM};
+use super::verdicts::{failures, print_outcomes, table, verified, Cell, Column, PROBLEM};
 
 #[derive(Debug, Args)]
 pub struct PointwiseCmdArgs {
@@ -115,25 +114,15 @@ fn run_bench(env: &Env, a: &PointwiseBenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!(timings));
     } else {
-        let mut t = Table::new(&[
-            "problem",
-            "median µs",
-            "min µs",
-            "max µs",
-            "MB moved",
-            "TB/s",
-        ]);
-        for m in &timings {
-            t.row(&[
-                m.problem.clone(),
-                format!("{:.1}", m.median_us),
-                format!("{:.1}", m.min_us),
-                format!("{:.1}", m.max_us),
-                format!("{:.1}", m.bytes as f64 / 1e6),
-                format!("{:.2}", m.tb_per_s),
-            ]);
-        }
-        print!("{}", t.render());
+        type C = Cell<PointwiseTiming>;
+        const TIMED: C = ("problem", |m| m.problem.clone());
+        const MEDIAN: C = ("median µs", |m| format!("{:.1}", m.median_us));
+        const MIN: C = ("min µs", |m| format!("{:.1}", m.min_us));
+        const MAX: C = ("max µs", |m| format!("{:.1}", m.max_us));
+        const MOVED: C = ("MB moved", |m| format!("{:.1}", m.bytes as f64 / 1e6));
+        const TBPS: C = ("TB/s", |m| format!("{:.2}", m.tb_per_s));
+        let columns = [TIMED, MEDIAN, MIN, MAX, MOVED, TBPS];
+        print!("{}", table(&columns, &timings).render());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,24 +6,11 @@
 
 use super::bench::{Bench, BenchOptions};
 use super::moe_bench::{time_piece, MoeTiming, Piece};
-use super::moe_layer::{given, problem, LayerBuffers, LayerCase, RouteInputs};
+use super::moe_layer::{given, problem, softmax, LayerBuffers, LayerCase, RouteInputs};
 use crate::device::Context;
 use crate::error::{Error, Result};
-use crate::ops::gemm::DType;
 use crate::ops::moe::layer::{CombineMode, LayerProblem, Pipeline};
-use crate::ops::moe::route::{RouteOptions, RouteSource, Scoring};
-
-/// Mixtral's routing from bf16 logits: softmax, top-k, renormalised.
-pub fn softmax(k: usize) -> RouteSource {
-    RouteSource::Logits {
-        dtype: DType::Bf16,
-        bias: false,
-        opts: RouteOptions {
-            renormalize: true,
-            ..RouteOptions::top_k(k, Scoring::Softmax)
-        },
-    }
-}
+use crate::ops::moe::route::RouteSource;
 
 /// A layer of `problem`'s with `combine`.
 fn layer(

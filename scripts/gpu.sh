@@ -100,7 +100,14 @@
 #                                checks and verdicts): PAIR_FAMILIES (default pointwise layer
 #                                fp8grouped fp8 fp4 nvfp4 w4a8 e4m3; each <= 90 s, about 6 min in all
 #                                on an H200), then `kiln fuzz --seed 1` of 20 FP8 problems and 5
-#                                layers with each (the same problems, none wrong)
+#                                layers with each (the same problems, none wrong); PAIR_FAMILIES
+#                                may add moe (the bf16 MoE quick suite)
+#   benches-pair OLD_BIN NEW_BIN the benches of the format, MoE, layer and pointwise families, each
+#                                binary in turn with --json and few repetitions, paired by
+#                                scripts/bench-pair.py (the same rows, each with the same keys;
+#                                the medians side by side): BENCH_FAMILIES (default fp8
+#                                fp8grouped gemv moe ffn nvfp4 w4a8 layer pointwise; each <= 60 s,
+#                                about 4 min in all on an H200)
 #   fp8wide                      the 128 x 256 tile and the large rule's threshold (docs/fp8.md,
 #                                ledger rows 15-17; about 7 min on an H200): FP8W_TILES (default
 #                                256tmh 256otmh) verified at their edges, timed twice each beside
@@ -847,6 +854,7 @@ formats-pair)
       nvfp4) args=(moe verify --weights nvfp4) ;;
       w4a8) args=(moe verify --weights mxfp4 --act e4m3) ;;
       e4m3) args=(verify --dtype e4m3 --suite quick) ;;
+      moe) args=(moe verify --suite quick) ;;
       *) echo "unknown family $fam" >&2; exit 2 ;;
     esac
     step_json "$fam-old" 90 "$OLD" --no-store --json "${args[@]}"
@@ -857,6 +865,31 @@ formats-pair)
     bin=$OLD; [ $lab = new ] && bin=$NEW
     step "fuzz-$lab" 120 "$bin" --no-store fuzz --seed 1 --gemm 0 --attention 0 --moe 0 \
       --fp8 20 --moe-layer 5 --out "$D/fuzz-$lab.json" --failures "$D/failures-$lab.jsonl"
+  done
+  table
+  ;;
+
+benches-pair)
+  [ $# -eq 2 ] || { echo "usage: bash scripts/gpu.sh benches-pair OLD_BIN NEW_BIN" >&2; exit 2; }
+  OLD=$(abspath "$1"); NEW=$(abspath "$2")
+  need_bin "$OLD" "$NEW"; machine "$OLD" "$NEW"
+  few=(--counts 8,0,3,1 --n 2048 --k 7168)
+  for fam in ${BENCH_FAMILIES:-fp8 fp8grouped gemv moe ffn nvfp4 w4a8 layer pointwise}; do
+    case $fam in
+      fp8) args=(fp8 bench --shape 4096x7168x16384 --shape 64x2112x7168 --reps 10) ;;
+      fp8grouped) args=(fp8 bench --grouped --groups 4 --rows 2048 --reps 10) ;;
+      gemv) args=(fp4 bench --gemv --reps 20) ;;
+      moe) args=(moe bench --reps 10) ;;
+      ffn) args=(moe bench --swiglu --routed --reps 10) ;;
+      nvfp4) args=(moe bench --weights nvfp4 --swiglu "${few[@]}" --reps 10) ;;
+      w4a8) args=(moe bench --weights mxfp4 --act e4m3 "${few[@]}" --reps 10) ;;
+      layer) args=(moe bench --layer E64,k8,H2048,I1408,T1+4096 --reps 10) ;;
+      pointwise) args=(pointwise bench --reps 20) ;;
+      *) echo "unknown family $fam" >&2; exit 2 ;;
+    esac
+    step_json "$fam-old" 60 "$OLD" --no-store --json "${args[@]}"
+    step_json "$fam-new" 60 "$NEW" --no-store --json "${args[@]}"
+    step "$fam-pair" 10 "$PY" scripts/bench-pair.py "$D/$fam-old.json" "$D/$fam-new.json"
   done
   table
   ;;

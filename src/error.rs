@@ -146,6 +146,15 @@ impl Error {
         }
     }
 
+    /// What turns a kernel's refusal (its `supports` reason) into [`Error::Unsupported`]:
+    /// `k.supports(p).map_err(Error::refused(name))`.
+    pub fn refused(kernel: impl Into<String>) -> impl FnOnce(String) -> Self {
+        move |reason| Error::Unsupported {
+            kernel: kernel.into(),
+            reason,
+        }
+    }
+
     pub fn cuda(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
         Error::Cuda {
             context: context.into(),

@@ -504,7 +504,7 @@ pub enum MoeAction {
     /// and both together.
     Bench(MoeBenchArgs),
     /// Compile every MoE kernel variant (no GPU needed): registers, shared memory, spills.
-    Check(MoeCheckArgs),
+    Check(ArchArgs),
     /// Prepack 4-bit expert weights (NVFP4, MXFP4) into the layout the 4-bit kernels load, and
     /// check that every weight dequantises as the standard layout says (no GPU needed).
     Prepack(MoePrepackArgs),
@@ -647,8 +647,9 @@ pub struct MoeBenchArgs {
     pub combine: Option<String>,
 }
 
+/// The architecture a family's `check` compiles for (`moe check`, `fp8 check`, `fp4 check`).
 #[derive(Debug, Args)]
-pub struct MoeCheckArgs {
+pub struct ArchArgs {
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
 }

@@ -21,7 +21,9 @@ use kiln::ops::fp4::{Fp4Format, GemvProblem};
 use kiln::ops::gemm::DType;
 
 use super::env::Env;
-use super::verdicts::{table, verified, Cell, Column, Landing, CASE, CHECK, REL_ERR};
+use super::verdicts::{
+    failures, print_outcomes, table, verified, Cell, Column, Landing, CASE, CHECK, REL_ERR,
+};
 
 #[derive(Debug, Args)]
 pub struct Fp4CliArgs {
@@ -43,7 +45,7 @@ pub enum Fp4Action {
     /// fails.
     Seeds(Fp4SeedsArgs),
     /// Compile every FP4 kernel variant (no GPU needed): registers, spills.
-    Check(Fp4CheckArgs),
+    Check(super::args::ArchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -83,12 +85,6 @@ pub struct Fp4SeedsArgs {
     pub problem: Option<String>,
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
-}
-
-#[derive(Debug, Args)]
-pub struct Fp4CheckArgs {
-    #[arg(long, default_value = "sm_90a")]
-    pub arch: String,
 }
 
 pub fn run(env: &Env, a: &Fp4CliArgs) -> Result<ExitCode> {
@@ -143,22 +139,19 @@ fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
         landing.land(&mut outcomes, outcomes_or_failure("gemv", p.label(), r)?);
     }
     landing.end(false)?;
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
-    if env.json {
-        env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
-    } else {
-        const MISMATCHES: Column = ("mismatches", |o| o.mismatches.to_string());
-        const MESSAGE: Column = ("verdict", |o| o.message.clone());
-        let columns = [CHECK, CASE, MISMATCHES, REL_ERR, MESSAGE];
-        print!("{}", table(&columns, &outcomes).render());
-        println!(
+    let failed = failures(&outcomes);
+    const MISMATCHES: Column = ("mismatches", |o| o.mismatches.to_string());
+    const MESSAGE: Column = ("verdict", |o| o.message.clone());
+    let columns = [CHECK, CASE, MISMATCHES, REL_ERR, MESSAGE];
+    print_outcomes(env, Some(&ctx.info), &outcomes, &columns, || {
+        format!(
             "{} checks on {}, {failed} failed. NaN and infinite inputs are refused (e2m1 has \
              neither), naming the first such element; magnitudes beyond a block's range saturate \
              to ±6; zeros keep their sign; an all-zero NVFP4 tensor gets the tensor scale 2^-126.",
             outcomes.len(),
             ctx.info.name
-        );
-    }
+        )
+    });
     Ok(verified(failed > 0))
 }
 
@@ -271,7 +264,7 @@ fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {
     Ok(verified(failed > 0))
 }
 
-fn check(env: &Env, a: &Fp4CheckArgs) -> Result<ExitCode> {
+fn check(env: &Env, a: &super::args::ArchArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
     let items = kiln::ops::fp4::variants(&a.arch)
         .into_iter()

@@ -23,8 +23,8 @@ use kiln::ops::gemm::{parse_shape, DType};
 
 use super::env::Env;
 use super::verdicts::{
-    table, verified, Cell, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
-    VERDICT,
+    self, table, verified, Cell, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR,
+    ROWS, VERDICT,
 };
 
 #[derive(Debug, Args)]
@@ -41,7 +41,7 @@ pub enum Fp8Action {
     /// Time the FP8 GEMM against cuBLASLt's FP8 GEMM on the same operands, in the same run.
     Bench(Fp8BenchArgs),
     /// Compile every FP8 kernel variant (no GPU needed): registers, spills, serialisation.
-    Check(Fp8CheckArgs),
+    Check(super::args::ArchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -121,12 +121,6 @@ pub struct Fp8BenchArgs {
     pub grouped: super::fp8_moe::Fp8GroupedArgs,
 }
 
-#[derive(Debug, Args)]
-pub struct Fp8CheckArgs {
-    #[arg(long, default_value = "sm_90a")]
-    pub arch: String,
-}
-
 pub fn run(env: &Env, a: &Fp8CliArgs) -> Result<ExitCode> {
     match &a.action {
         Fp8Action::Verify(v) => verify(env, v),
@@ -178,39 +172,31 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
 /// any of kiln's failed.
 fn print_outcomes(env: &Env, info: &DeviceInfo, outcomes: &[Outcome]) -> Result<ExitCode> {
     // cuBLASLt's outcomes are reported, not held against kiln.
-    let failed = outcomes
-        .iter()
-        .filter(|o| !o.passed && o.check != "cublaslt")
-        .count();
-    let vendor_failed = outcomes
-        .iter()
-        .filter(|o| !o.passed && o.check == "cublaslt")
-        .count();
-    if env.json {
-        env.print_json(&json!({ "device": info, "outcomes": outcomes }));
-    } else {
-        const CANCELLATION: Column = ("cancellation", |o| {
-            o.cancellation()
-                .map(|c| format!("{c:.1}"))
-                .unwrap_or_default()
-        });
-        let columns = [
-            CHECK,
-            CASE,
-            REL_ERR,
-            BEYOND_ROUNDING,
-            BOUND_SCI,
-            CANCELLATION,
-            ROWS,
-            VERDICT,
-        ];
-        print!("{}", table(&columns, outcomes).render());
-        println!(
+    let (vendor, kiln): (Vec<&Outcome>, _) = outcomes.iter().partition(|o| o.check == "cublaslt");
+    let failed = kiln.iter().filter(|o| !o.passed).count();
+    let vendor_failed = vendor.iter().filter(|o| !o.passed).count();
+    const CANCELLATION: Column = ("cancellation", |o| {
+        o.cancellation()
+            .map(|c| format!("{c:.1}"))
+            .unwrap_or_default()
+    });
+    let columns = [
+        CHECK,
+        CASE,
+        REL_ERR,
+        BEYOND_ROUNDING,
+        BOUND_SCI,
+        CANCELLATION,
+        ROWS,
+        VERDICT,
+    ];
+    verdicts::print_outcomes(env, Some(info), outcomes, &columns, || {
+        format!(
             "{} checks on {}, {failed} failed (cuBLASLt: {vendor_failed} failed)",
             outcomes.len(),
             info.name
-        );
-    }
+        )
+    });
     Ok(verified(failed > 0))
 }
 
@@ -381,7 +367,7 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(env: &Env, a: &Fp8CheckArgs) -> Result<ExitCode> {
+fn check(env: &Env, a: &super::args::ArchArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
     let items = kiln::ops::fp8::variants(&a.arch)
         .into_iter()

@@ -19,7 +19,8 @@ use super::args::{BenchArgs, InspectArgs, PlanArgs, ProblemArgs, TuneArgs, Verif
 use super::env::{bench_options, device_or_h100, Env};
 use super::progress::bar;
 use super::verdicts::{
-    table, verified, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, REL_ERR, VERDICT,
+    failures, print_outcomes, table, verified, Cell, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE,
+    REL_ERR, VERDICT,
 };
 
 /// The generic GEMM flags as the library's request reads them.
@@ -81,19 +82,16 @@ pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
         landing.land(&mut outcomes, verify_gemm(&ctx, case, false)?);
     }
     landing.end(false)?;
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
-    if env.json {
-        // the shape of `kiln verify`'s JSON: one object per check, with `skipped` for a refusal
-        env.print_json(&json!(outcomes));
-    } else {
-        let columns = [CASE, REL_ERR, BEYOND_ROUNDING, BOUND_SCI, VERDICT];
-        print!("{}", table(&columns, &outcomes).render());
-        println!(
+    // the shape of `kiln verify`'s JSON: one object per check, with `skipped` for a refusal
+    let failed = failures(&outcomes);
+    let columns = [CASE, REL_ERR, BEYOND_ROUNDING, BOUND_SCI, VERDICT];
+    print_outcomes(env, None, &outcomes, &columns, || {
+        format!(
             "{} checks of {NAME} on {}, {failed} failed",
             outcomes.len(),
             ctx.info.name
-        );
-    }
+        )
+    });
     Ok(verified(failed > 0))
 }
 
@@ -127,28 +125,20 @@ fn print_timings(env: &Env, rows: &[Fp8Timing], device: &str) {
         env.print_json(&json!(rows));
         return;
     }
-    let mut t = Table::new(&[
-        "version",
-        "problem",
-        "config",
-        "median ms",
-        "TFLOPS",
-        "vs cuBLASLt FP8",
-    ]);
-    for r in rows {
-        t.row(&[
-            r.version.clone(),
-            r.problem.clone(),
-            r.config.clone().unwrap_or_default(),
-            format!("{:.4}", r.median_ms),
-            format!("{:.0}", r.tflops),
-            r.speedup_vs_cublaslt
-                .map(|s| format!("{s:.3}x"))
-                .or_else(|| r.vendor_note.clone())
-                .unwrap_or_default(),
-        ]);
-    }
-    print!("{}", t.render());
+    type C = Cell<Fp8Timing>;
+    const VERSION: C = ("version", |r| r.version.clone());
+    const PROBLEM: C = ("problem", |r| r.problem.clone());
+    const CONFIG: C = ("config", |r| r.config.clone().unwrap_or_default());
+    const MEDIAN: C = ("median ms", |r| format!("{:.4}", r.median_ms));
+    const TFLOPS: C = ("TFLOPS", |r| format!("{:.0}", r.tflops));
+    const VS: C = ("vs cuBLASLt FP8", |r| {
+        r.speedup_vs_cublaslt
+            .map(|s| format!("{s:.3}x"))
+            .or_else(|| r.vendor_note.clone())
+            .unwrap_or_default()
+    });
+    let columns = [VERSION, PROBLEM, CONFIG, MEDIAN, TFLOPS, VS];
+    print!("{}", table(&columns, rows).render());
     println!("on {device}");
 }
 

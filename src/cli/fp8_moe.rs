@@ -9,15 +9,15 @@ use serde_json::json;
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
 use kiln::harness::fp8_moe::{suite, verify_case, Fp8MoeCase};
-use kiln::harness::fp8_moe_bench::bench_fp8_moe;
+use kiln::harness::fp8_moe_bench::{bench_fp8_moe, Fp8MoeTiming};
 use kiln::harness::outcome::Outcome;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::parse_counts;
-use kiln::report::Table;
 
 use super::env::Env;
 use super::verdicts::{
-    table, verified, Column, Landing, BEYOND_ROUNDING, CASE, CHECK, REL_ERR, ROWS, VERDICT,
+    failures, print_outcomes, table, verified, Cell, Column, Landing, BEYOND_ROUNDING, CASE, CHECK,
+    REL_ERR, ROWS, VERDICT,
 };
 
 /// The grouped FP8 problem flags `fp8 verify` and `fp8 bench` share.
@@ -108,19 +108,16 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
         }
         outcomes.extend(got);
     }
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
-    if env.json {
-        env.print_json(&json!({ "device": ctx.info, "outcomes": outcomes }));
-    } else {
-        const BEFORE: Column = ("before rounding", BEYOND_ROUNDING.1);
-        let columns = [CHECK, CASE, REL_ERR, BEFORE, ROWS, VERDICT];
-        print!("{}", table(&columns, &outcomes).render());
-        println!(
+    let failed = failures(&outcomes);
+    const BEFORE: Column = ("before rounding", BEYOND_ROUNDING.1);
+    let columns = [CHECK, CASE, REL_ERR, BEFORE, ROWS, VERDICT];
+    print_outcomes(env, Some(&ctx.info), &outcomes, &columns, || {
+        format!(
             "{} checks on {}, {failed} failed",
             outcomes.len(),
             ctx.info.name
-        );
-    }
+        )
+    });
     Ok(verified(failed > 0))
 }
 
@@ -134,31 +131,20 @@ pub fn bench(env: &Env, a: &Fp8GroupedArgs, opt: &BenchOptions) -> Result<ExitCo
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": [t] }));
     } else {
-        let mut tab = Table::new(&[
-            "version",
-            "problem",
-            "median ms",
-            "min",
-            "max",
-            "TFLOPS",
-            "TB/s",
-            "of copy",
-        ]);
-        tab.row(&[
-            t.version.clone(),
-            t.problem.clone(),
-            format!("{:.4}", t.median_ms),
-            format!("{:.4}", t.min_ms),
-            format!("{:.4}", t.max_ms),
-            format!("{:.0}", t.tflops),
-            format!("{:.2}", t.tbps),
-            format!(
-                "{:.0} % of {:.2}",
-                100.0 * t.tbps / t.copy_tbps,
-                t.copy_tbps
-            ),
-        ]);
-        print!("{}", tab.render());
+        type C = Cell<Fp8MoeTiming>;
+        const VERSION: C = ("version", |t| t.version.clone());
+        const PROBLEM: C = ("problem", |t| t.problem.clone());
+        const MEDIAN: C = ("median ms", |t| format!("{:.4}", t.median_ms));
+        const MIN: C = ("min", |t| format!("{:.4}", t.min_ms));
+        const MAX: C = ("max", |t| format!("{:.4}", t.max_ms));
+        const TFLOPS: C = ("TFLOPS", |t| format!("{:.0}", t.tflops));
+        const TBPS: C = ("TB/s", |t| format!("{:.2}", t.tbps));
+        const OF_COPY: C = ("of copy", |t| {
+            let c = t.copy_tbps;
+            format!("{:.0} % of {c:.2}", 100.0 * t.tbps / c)
+        });
+        let columns = [VERSION, PROBLEM, MEDIAN, MIN, MAX, TFLOPS, TBPS, OF_COPY];
+        print!("{}", table(&columns, &[t]).render());
         println!("on {}", ctx.info.name);
     }
     Ok(ExitCode::SUCCESS)

@@ -16,11 +16,11 @@ use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::args::{MoeAction, MoeBenchArgs, MoeCheckArgs, MoeCmdArgs, MoeVerifyArgs};
+use super::args::{ArchArgs, MoeAction, MoeBenchArgs, MoeCmdArgs, MoeVerifyArgs};
 use super::env::{bench_options, device_or_h100, finish, record, Env};
 use super::verdicts::{
-    exit_if, table, verified, Cell, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT,
-    VERSION,
+    exit_if, failures, print_outcomes, table, verified, Cell, Column, Landing, BOUND, PROBLEM,
+    REL_ERROR, ROWS, VERDICT, VERSION,
 };
 
 pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
@@ -82,24 +82,17 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
         }
         landing.tick();
     }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    landing.end(failed)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        const MODE: Column = ("mode", |o| {
-            o.mode()
-                .map(|m| format!("{m:?}").to_lowercase())
-                .unwrap_or_default()
-        });
-        let columns = [VERSION, PROBLEM, MODE, REL_ERROR, BOUND, ROWS, VERDICT];
-        print!("{}", table(&columns, &outcomes).render());
-        println!(
-            "{} checks, {} failed",
-            outcomes.len(),
-            outcomes.iter().filter(|o| !o.passed).count()
-        );
-    }
+    let failed = failures(&outcomes);
+    landing.end(failed > 0)?;
+    const MODE: Column = ("mode", |o| {
+        o.mode()
+            .map(|m| format!("{m:?}").to_lowercase())
+            .unwrap_or_default()
+    });
+    let columns = [VERSION, PROBLEM, MODE, REL_ERROR, BOUND, ROWS, VERDICT];
+    print_outcomes(env, None, &outcomes, &columns, || {
+        format!("{} checks, {failed} failed", outcomes.len())
+    });
     // A problem of the user's that no version ran is said as such, not passed as a skip.
     if let (Some(p), true) = (&own, outcomes.iter().all(|o| o.skipped.is_some())) {
         return Err(Error::Unsupported {
@@ -118,7 +111,7 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
             ),
         });
     }
-    Ok(verified(failed))
+    Ok(verified(failed > 0))
 }
 
 /// The problem of `moe verify`'s flags (`None`: the suite), validated before any GPU is touched.
@@ -300,7 +293,7 @@ pub(super) const MAX: Cell<MoeTiming> = ("max ms", |x| format!("{:.4}", x.max_ms
 pub(super) const TFLOPS: Cell<MoeTiming> = ("TFLOPS", |x| format!("{:.1}", x.tflops));
 pub(super) const GBPS: Cell<MoeTiming> = ("GB/s", |x| format!("{:.0}", x.gbps));
 
-fn check(env: &Env, a: &MoeCheckArgs) -> Result<ExitCode> {
+fn check(env: &Env, a: &ArchArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;
     kiln::jit::nvrtc::version()?;
     let dev = device_or_h100();

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use kiln::error::{Error, Result};
 use kiln::harness::moe_fp4::{fp4_suite, verify_fp4};
-use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest};
+use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest, Fp4BenchRow};
 use kiln::harness::moe_fp4_data::{prepack_for, random_weights};
 use kiln::harness::moe_verify::Mode;
 use kiln::harness::moe_w4a8::{verify_w4a8, w4a8_suite};
@@ -17,13 +17,13 @@ use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::{MoeProblem, Rows, WeightLayout};
-use kiln::report::Table;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoePrepackArgs};
 use super::env::{bench_options, Env};
 use super::verdicts::{
-    table, verified, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT, VERSION,
+    failures, print_outcomes, table, verified, Cell, Landing, BOUND, PROBLEM, REL_ERROR, ROWS,
+    VERDICT, VERSION,
 };
 
 /// Whether `--act` asks for e4m3 activations (W4A8), which take MXFP4 weights only.
@@ -93,20 +93,13 @@ pub fn verify(
     for o in w4a8_runs.chain(fp4_runs) {
         landing.land(&mut outcomes, vec![o?]);
     }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    landing.end(failed)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        let columns = [VERSION, PROBLEM, REL_ERROR, BOUND, ROWS, VERDICT];
-        print!("{}", table(&columns, &outcomes).render());
-        println!(
-            "{} checks, {} failed",
-            outcomes.len(),
-            outcomes.iter().filter(|o| !o.passed).count()
-        );
-    }
-    Ok(verified(failed))
+    let failed = failures(&outcomes);
+    landing.end(failed > 0)?;
+    let columns = [VERSION, PROBLEM, REL_ERROR, BOUND, ROWS, VERDICT];
+    print_outcomes(env, None, &outcomes, &columns, || {
+        format!("{} checks, {failed} failed", outcomes.len())
+    });
+    Ok(verified(failed > 0))
 }
 
 /// `kiln moe bench --weights F [--act e4m3]`.
@@ -144,31 +137,18 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
         r.k,
         r.dtype
     );
-    let mut t = Table::new(&[
-        "kernel",
-        "tile",
-        "median us",
-        "min us",
-        "max us",
-        "GB moved",
-        "GB/s",
-        "of copy",
-        "x bf16",
-    ]);
-    for x in &rows {
-        t.row(&[
-            x.kernel.clone(),
-            x.tile.clone(),
-            format!("{:.1}", x.median_us),
-            format!("{:.1}", x.min_us),
-            format!("{:.1}", x.max_us),
-            format!("{:.3}", x.bytes / 1e9),
-            format!("{:.0}", x.gbps),
-            format!("{:.1} %", 100.0 * x.copy_fraction),
-            format!("{:.2}", x.speedup),
-        ]);
-    }
-    print!("{}", t.render());
+    type C = Cell<Fp4BenchRow>;
+    const KERNEL: C = ("kernel", |x| x.kernel.clone());
+    const TILE: C = ("tile", |x| x.tile.clone());
+    const MEDIAN: C = ("median us", |x| format!("{:.1}", x.median_us));
+    const MIN: C = ("min us", |x| format!("{:.1}", x.min_us));
+    const MAX: C = ("max us", |x| format!("{:.1}", x.max_us));
+    const MOVED: C = ("GB moved", |x| format!("{:.3}", x.bytes / 1e9));
+    const GBPS: C = ("GB/s", |x| format!("{:.0}", x.gbps));
+    const OF_COPY: C = ("of copy", |x| format!("{:.1} %", 100.0 * x.copy_fraction));
+    const X_BF16: C = ("x bf16", |x| format!("{:.2}", x.speedup));
+    let columns = [KERNEL, TILE, MEDIAN, MIN, MAX, MOVED, GBPS, OF_COPY, X_BF16];
+    print!("{}", table(&columns, &rows).render());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -16,7 +16,8 @@ use serde_json::json;
 use super::args::{MoeBenchArgs, MoeVerifyArgs};
 use super::env::{bench_options, finish, record, Env};
 use super::verdicts::{
-    table, verified, Cell, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT,
+    failures, print_outcomes, table, verified, Cell, Column, Landing, BOUND, PROBLEM, REL_ERROR,
+    ROWS, VERDICT,
 };
 
 pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
@@ -45,28 +46,25 @@ pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
         outcomes.push(o);
         landing.tick();
     }
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    let failed = failures(&outcomes);
     landing.end(failed > 0)?;
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        const ROUTE: Column = ("route", |o| match &o.extra {
-            Extra::Layer {
-                route, near_ties, ..
-            } if *near_ties > 0 => format!("{route} ({near_ties} near ties)"),
-            Extra::Layer { route, .. } => route.clone(),
-            _ => String::new(),
-        });
-        const H_ERROR: Column = ("H error", |o| match &o.extra {
-            Extra::Layer { h_error, .. } => format!("{h_error:.2e}"),
-            _ => format!("{:.2e}", f64::NAN),
-        });
-        const ERROR: Column = ("error", REL_ERROR.1);
-        const TOKENS: Column = ("tokens", ROWS.1);
-        let columns = [PROBLEM, ROUTE, H_ERROR, ERROR, BOUND, TOKENS, VERDICT];
-        print!("{}", table(&columns, &outcomes).render());
-        println!("{} layer checks, {failed} failed", outcomes.len());
-    }
+    const ROUTE: Column = ("route", |o| match &o.extra {
+        Extra::Layer {
+            route, near_ties, ..
+        } if *near_ties > 0 => format!("{route} ({near_ties} near ties)"),
+        Extra::Layer { route, .. } => route.clone(),
+        _ => String::new(),
+    });
+    const H_ERROR: Column = ("H error", |o| match &o.extra {
+        Extra::Layer { h_error, .. } => format!("{h_error:.2e}"),
+        _ => format!("{:.2e}", f64::NAN),
+    });
+    const ERROR: Column = ("error", REL_ERROR.1);
+    const TOKENS: Column = ("tokens", ROWS.1);
+    let columns = [PROBLEM, ROUTE, H_ERROR, ERROR, BOUND, TOKENS, VERDICT];
+    print_outcomes(env, None, &outcomes, &columns, || {
+        format!("{} layer checks, {failed} failed", outcomes.len())
+    });
     Ok(verified(failed > 0))
 }
 

@@ -5,13 +5,13 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use kiln::error::Result;
+use kiln::harness::bench::{Bench, BenchOptions};
 use kiln::harness::outcome::Extra;
-use kiln::harness::pointwise::{bench, suite, verify, Case};
-use kiln::report::Table;
+use kiln::harness::pointwise::{bench, suite, verify, Case, PointwiseTiming};
 use serde_json::json;
 
 use super::env::Env;
-use super::verdicts::{table, verified, Column, PROBLEM};
+use super::verdicts::{failures, print_outcomes, table, verified, Cell, Column, PROBLEM};
 
 #[derive(Debug, Args)]
 pub struct PointwiseCmdArgs {
@@ -73,25 +73,22 @@ fn run_verify(env: &Env, a: &PointwiseVerifyArgs) -> Result<ExitCode> {
         .iter()
         .map(|c| verify(&ctx, c))
         .collect::<Result<Vec<_>>>()?;
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
-    if env.json {
-        env.print_json(&json!(outcomes));
-    } else {
-        const VARIANT: Column = ("variant", |o| match &o.extra {
-            Extra::Pointwise { variant } => variant.to_string(),
-            _ => String::new(),
-        });
-        const WORST: Column = ("worst / bound", |o| format!("{:.3}", o.rel_error));
-        const NAN: Column = ("NaN", |o| o.mismatches.to_string());
-        const OUTSIDE: Column = ("outside", |o| o.written_outside.to_string());
-        const SAID: Column = ("verdict", |o| match o.passed {
-            true => "ok".into(),
-            false => format!("FAIL {} (seed {})", o.message, o.seed),
-        });
-        let columns = [PROBLEM, VARIANT, WORST, NAN, OUTSIDE, SAID];
-        print!("{}", table(&columns, &outcomes).render());
-        println!("{} pointwise checks, {failed} failed", outcomes.len());
-    }
+    let failed = failures(&outcomes);
+    const VARIANT: Column = ("variant", |o| match &o.extra {
+        Extra::Pointwise { variant } => variant.to_string(),
+        _ => String::new(),
+    });
+    const WORST: Column = ("worst / bound", |o| format!("{:.3}", o.rel_error));
+    const NAN: Column = ("NaN", |o| o.mismatches.to_string());
+    const OUTSIDE: Column = ("outside", |o| o.written_outside.to_string());
+    const SAID: Column = ("verdict", |o| match o.passed {
+        true => "ok".into(),
+        false => format!("FAIL {} (seed {})", o.message, o.seed),
+    });
+    let columns = [PROBLEM, VARIANT, WORST, NAN, OUTSIDE, SAID];
+    print_outcomes(env, None, &outcomes, &columns, || {
+        format!("{} pointwise checks, {failed} failed", outcomes.len())
+    });
     Ok(verified(failed > 0))
 }
 
@@ -105,32 +102,27 @@ fn run_bench(env: &Env, a: &PointwiseBenchArgs) -> Result<ExitCode> {
             Case::Rope(r) => r.seq >= 2048,
         })
         .collect();
+    let opt = BenchOptions {
+        reps: a.reps,
+        ..BenchOptions::default()
+    };
+    let run = Bench::new(&ctx, &opt)?;
     let timings = cases
         .iter()
-        .map(|c| bench(&ctx, c, a.reps))
+        .map(|c| bench(&run, c))
         .collect::<Result<Vec<_>>>()?;
     if env.json {
         env.print_json(&json!(timings));
     } else {
-        let mut t = Table::new(&[
-            "problem",
-            "median µs",
-            "min µs",
-            "max µs",
-            "MB moved",
-            "TB/s",
-        ]);
-        for m in &timings {
-            t.row(&[
-                m.problem.clone(),
-                format!("{:.1}", m.median_us),
-                format!("{:.1}", m.min_us),
-                format!("{:.1}", m.max_us),
-                format!("{:.1}", m.bytes as f64 / 1e6),
-                format!("{:.2}", m.tb_per_s),
-            ]);
-        }
-        print!("{}", t.render());
+        type C = Cell<PointwiseTiming>;
+        const TIMED: C = ("problem", |m| m.problem.clone());
+        const MEDIAN: C = ("median µs", |m| format!("{:.1}", m.median_us));
+        const MIN: C = ("min µs", |m| format!("{:.1}", m.min_us));
+        const MAX: C = ("max µs", |m| format!("{:.1}", m.max_us));
+        const MOVED: C = ("MB moved", |m| format!("{:.1}", m.bytes as f64 / 1e6));
+        const TBPS: C = ("TB/s", |m| format!("{:.2}", m.tb_per_s));
+        let columns = [TIMED, MEDIAN, MIN, MAX, MOVED, TBPS];
+        print!("{}", table(&columns, &timings).render());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use indicatif::ProgressBar;
-use kiln::device::Context;
+use kiln::device::{Context, DeviceInfo};
 use kiln::error::Result;
 use kiln::harness::outcome::Outcome;
 use kiln::report::{sci, Table};
@@ -140,6 +140,32 @@ impl Landing {
             print!("{}", render(outcomes));
         }
         Ok(verified(failed))
+    }
+}
+
+/// The checks of `outcomes` that did not pass.
+pub(super) fn failures(outcomes: &[Outcome]) -> usize {
+    outcomes.iter().filter(|o| !o.passed).count()
+}
+
+/// A verify command's outcomes as JSON (with `device`: `{device, outcomes}`, else the list), or
+/// as the table of `columns` with the `summary` line under it.
+pub(super) fn print_outcomes(
+    env: &Env,
+    device: Option<&DeviceInfo>,
+    outcomes: &[Outcome],
+    columns: &[Column],
+    summary: impl FnOnce() -> String,
+) {
+    match (env.json, device) {
+        (true, Some(d)) => {
+            env.print_json(&serde_json::json!({ "device": d, "outcomes": outcomes }))
+        }
+        (true, None) => env.print_json(&serde_json::json!(outcomes)),
+        (false, _) => {
+            print!("{}", table(columns, outcomes).render());
+            println!("{}", summary());
+        }
     }
 }
 

@@ -81,17 +81,81 @@ pub struct KernelTiming<P> {
 impl<P> KernelTiming<P> {
     /// The summary of `version`'s `times` (ms) on `problem` of `flops`.
     pub fn of(version: &str, problem: P, flops: f64, times: Vec<f64>) -> Self {
-        let (median, min, max) = stats(&mut times.clone());
+        let s = Summary::of(times.clone());
         KernelTiming {
             version: version.into(),
             problem,
-            median_ms: median,
-            min_ms: min,
-            max_ms: max,
-            reps: times.len(),
-            tflops: flops / (median * 1e-3) / 1e12,
+            median_ms: s.median_ms,
+            min_ms: s.min_ms,
+            max_ms: s.max_ms,
+            reps: s.reps,
+            tflops: s.rate(flops, 1e12),
             times_ms: times,
         }
+    }
+}
+
+/// A set of timed launches summarised: the median, the fastest and the slowest (ms), and how
+/// many there were. Every family's timing row is made from one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub reps: usize,
+}
+
+impl Summary {
+    pub fn of(mut times: Vec<f64>) -> Summary {
+        let (median_ms, min_ms, max_ms) = stats(&mut times);
+        Summary {
+            median_ms,
+            min_ms,
+            max_ms,
+            reps: times.len(),
+        }
+    }
+
+    /// `amount` (FLOPs or bytes) per second of the median, in `unit`s (1e12: TFLOPS or TB/s,
+    /// 1e9: GB/s).
+    pub fn rate(&self, amount: f64, unit: f64) -> f64 {
+        amount / (self.median_ms * 1e-3) / unit
+    }
+}
+
+/// The one bench runner: a family's bench names its launches and makes its rows from the
+/// [`Summary`] of each; the warm-up, the L2 flush before every timed launch, the events and
+/// the cut for a launch far behind (over 100 ms) are the same for every family.
+pub struct Bench<'c> {
+    pub ctx: &'c Context,
+    pub opt: BenchOptions,
+    pub flusher: L2Flusher,
+}
+
+impl<'c> Bench<'c> {
+    /// A run on `ctx` under `opt`, with its L2 flusher (`KILN_FLUSH`'s mode).
+    pub fn new(ctx: &'c Context, opt: &BenchOptions) -> Result<Bench<'c>> {
+        Ok(Bench {
+            ctx,
+            opt: *opt,
+            flusher: L2Flusher::new(ctx)?,
+        })
+    }
+
+    /// `launch` timed on its own ([`sample_launches`]).
+    pub fn one(&self, launch: impl FnMut() -> Result<()>) -> Result<Summary> {
+        sample_launches(self.ctx, &self.flusher, &self.opt, launch).map(Summary::of)
+    }
+
+    /// `launches` timed in interleaved rounds ([`sample_interleaved`]): each one's summary, in
+    /// order, once the stream is idle.
+    pub fn interleaved(
+        &self,
+        launches: &mut [&mut dyn FnMut() -> Result<()>],
+    ) -> Result<Vec<Summary>> {
+        let times = sample_interleaved(self.ctx, &self.flusher, &self.opt, launches)?;
+        self.ctx.synchronize()?;
+        Ok(times.into_iter().map(|(t, _)| Summary::of(t)).collect())
     }
 }
 
@@ -381,17 +445,17 @@ pub fn sample_interleaved(
 }
 
 /// The summary of `kernel`'s `times` (ms) on `p`.
-pub fn timing_of(kernel: &dyn GemmKernel, p: &GemmProblem, mut times: Vec<f64>) -> Timing {
-    let (median, min, max) = stats(&mut times);
+pub fn timing_of(kernel: &dyn GemmKernel, p: &GemmProblem, times: Vec<f64>) -> Timing {
+    let s = Summary::of(times);
     Timing {
         version: kernel.name().into(),
         problem: *p,
-        median_ms: median,
-        min_ms: min,
-        max_ms: max,
-        reps: times.len(),
-        tflops: p.flops() / (median * 1e-3) / 1e12,
-        gbps: p.min_bytes() / (median * 1e-3) / 1e9,
+        median_ms: s.median_ms,
+        min_ms: s.min_ms,
+        max_ms: s.max_ms,
+        reps: s.reps,
+        tflops: s.rate(p.flops(), 1e12),
+        gbps: s.rate(p.min_bytes(), 1e9),
         host_us: None,
     }
 }

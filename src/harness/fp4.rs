@@ -3,12 +3,13 @@
 //! tiny values, NaN and infinity refused at the same element), dequantisation to every output
 //! dtype against the exact value rounded once, and the NVFP4 GEMV against float64.
 
-use half::{bf16, f16};
+use half::bf16;
 use rand::{Rng, SeedableRng};
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::formats::{fp4, mxfp4, nvfp4};
+use crate::harness::fp8::as_input;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::Check;
 use crate::harness::verify::{fresh_seed, rel_l2};
@@ -88,26 +89,12 @@ pub fn tensor(values: Values, input: DType, rows: usize, k: usize, seed: u64) ->
         })
         .collect();
     // what the input type holds
-    raw.into_iter()
-        .map(|v| match input {
-            DType::F32 => v,
-            DType::Bf16 => bf16::from_f32(v).to_f32(),
-            DType::F16 => f16::from_f32(v).to_f32(),
-        })
-        .collect()
+    as_input(&raw, input).1
 }
 
 /// `xs` on the device as `input`.
 pub fn upload(xs: &[f32], input: DType) -> Result<DeviceBuffer> {
-    match input {
-        DType::F32 => DeviceBuffer::from_host(xs),
-        DType::Bf16 => {
-            DeviceBuffer::from_host(&xs.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>())
-        }
-        DType::F16 => {
-            DeviceBuffer::from_host(&xs.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>())
-        }
-    }
+    DeviceBuffer::from_host(&as_input(xs, input).0)
 }
 
 /// The CPU's quantisation of `xs`: (codes, scales, tensor scale).

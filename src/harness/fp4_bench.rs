@@ -5,7 +5,7 @@
 use rand::SeedableRng;
 use serde::Serialize;
 
-use super::bench::{sample_interleaved, stats, BenchBuffers, BenchOptions, L2Flusher};
+use super::bench::{Bench, BenchBuffers, BenchOptions, Summary};
 use super::peak;
 use crate::device::Context;
 use crate::error::Result;
@@ -50,37 +50,29 @@ pub fn bench_gemv(
         Some(BenchBuffers::random(ctx, &vendor_p, 5)?)
     };
     ctx.synchronize()?;
-    let flusher = L2Flusher::new(ctx)?;
+    let run = Bench::new(ctx, opt)?;
     let mut ours = || nvfp4_gemv::launch(ctx, p, &ops);
-    let samples = match &vendor_bufs {
+    let times = match &vendor_bufs {
         Some(b) => {
             let vops = b.operands();
             let mut theirs = || Cublas.launch(ctx, &vendor_p, &vops);
-            sample_interleaved(ctx, &flusher, opt, &mut [&mut ours, &mut theirs])?
+            run.interleaved(&mut [&mut ours, &mut theirs])?
         }
-        None => sample_interleaved(ctx, &flusher, opt, &mut [&mut ours])?,
+        None => run.interleaved(&mut [&mut ours])?,
     };
-    let mut out = Vec::new();
     let bf16_bytes = (p.n * p.k * 2 + p.m * p.k * 2 + p.m * p.n * p.output.size()) as f64;
-    for (i, (mut times, _)) in samples.into_iter().enumerate() {
-        let (median, min, max) = stats(&mut times);
-        let bytes = if i == 0 { p.min_bytes() } else { bf16_bytes };
-        let gbps = bytes / (median * 1e-3) / 1e9;
-        out.push(GemvTiming {
-            version: if i == 0 {
-                nvfp4_gemv::NAME.into()
-            } else {
-                "cublas bf16".into()
-            },
-            problem: p.label(),
-            median_us: median * 1e3,
-            min_us: min * 1e3,
-            max_us: max * 1e3,
-            gbps,
-            of_copy_ceiling: gbps / (ceiling * 1e3),
-            speedup_vs_cublas: None,
-        });
-    }
+    let row = |version: &str, t: &Summary, bytes: f64| GemvTiming {
+        version: version.into(),
+        problem: p.label(),
+        median_us: t.median_ms * 1e3,
+        min_us: t.min_ms * 1e3,
+        max_us: t.max_ms * 1e3,
+        gbps: t.rate(bytes, 1e9),
+        of_copy_ceiling: t.rate(bytes, 1e9) / (ceiling * 1e3),
+        speedup_vs_cublas: None,
+    };
+    let mut out = vec![row(nvfp4_gemv::NAME, &times[0], p.min_bytes())];
+    out.extend(times.get(1).map(|t| row("cublas bf16", t, bf16_bytes)));
     if out.len() == 2 {
         out[0].speedup_vs_cublas = Some(out[1].median_us / out[0].median_us);
     }

@@ -10,7 +10,7 @@
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use super::bench::{Bench, BenchOptions};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::formats::Fp8Format;
@@ -381,6 +381,7 @@ pub fn run_shape(
     opt: &BenchOptions,
     copy_tbps: f64,
 ) -> Result<SeedResult> {
+    let bench = Bench::new(ctx, opt)?;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5EED);
     let (a_rows, b_rows, k, c_elems) = shape.extents();
     let recipe = shape.recipe();
@@ -421,7 +422,7 @@ pub fn run_shape(
                 db.enqueue(ctx, 0)?;
                 nvfp4_gemv::launch(ctx, &p, &ops)
             };
-            time(ctx, opt, run)?
+            bench.one(run)?
         }
         SeedShape::Gemm { m, n, k } => {
             let p = GemmProblem::new(*m, *n, *k, Layout::RC, DType::Bf16, DType::F16);
@@ -445,7 +446,7 @@ pub fn run_shape(
                 db.enqueue(ctx, 0)?;
                 kernel.launch(ctx, &p, &ops)
             };
-            time(ctx, opt, run)?
+            bench.one(run)?
         }
         SeedShape::Dual { n, k, .. } | SeedShape::Group { n, k, .. } => {
             let dual = matches!(shape, SeedShape::Dual { .. });
@@ -463,10 +464,7 @@ pub fn run_shape(
             let kernel = registry.moe_version(version)?;
             kernel
                 .supports(&p, &ctx.info)
-                .map_err(|reason| Error::Unsupported {
-                    kernel: version.into(),
-                    reason,
-                })?;
+                .map_err(Error::refused(version))?;
             let rows_buf = DeviceBuffer::from_host(p.rows_array())?;
             let sched = ctx.alloc(sched_bytes(p.experts))?;
             // Dual: B holds W1 and `b2` W3, each [N, K].
@@ -521,7 +519,7 @@ pub fn run_shape(
                 }
                 kernel.launch(ctx, &p, &ops)
             };
-            time(ctx, opt, run)?
+            bench.one(run)?
         }
     };
     // the last timed run's C
@@ -541,10 +539,10 @@ pub fn run_shape(
         }
         worst = worst.max(ratio);
     }
-    let mut t = times;
-    let (median, min, _) = stats(&mut t);
-    let tflops = shape.flops() / (median * 1e-3) / 1e12;
-    let gbps = shape.min_bytes() / (median * 1e-3) / 1e9;
+    let (tflops, gbps) = (
+        times.rate(shape.flops(), 1e12),
+        times.rate(shape.min_bytes(), 1e9),
+    );
     Ok(SeedResult {
         problem: shape.problem().into(),
         shape: shape.label(),
@@ -552,8 +550,8 @@ pub fn run_shape(
         worst,
         checked: want.len(),
         overflows,
-        median_us: median * 1e3,
-        min_us: min * 1e3,
+        median_us: times.median_ms * 1e3,
+        min_us: times.min_ms * 1e3,
         tflops,
         of_bf16_peak: tflops / H100_BF16_TFLOPS,
         gbps,
@@ -571,11 +569,6 @@ fn sample(m: usize, count: usize) -> Vec<usize> {
         return (0..m).collect();
     }
     (0..count).map(|i| i * (m - 1) / (count - 1)).collect()
-}
-
-fn time(ctx: &Context, opt: &BenchOptions, run: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
-    let flusher = L2Flusher::new(ctx)?;
-    sample_launches(ctx, &flusher, opt, run)
 }
 
 #[cfg(test)]

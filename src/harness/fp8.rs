@@ -111,7 +111,7 @@ pub fn random_matrix(rows: usize, cols: usize, data: Data, seed: u64) -> Vec<f32
 }
 
 /// `x` (f32, row-major) in `dtype`'s bytes, and its values after that rounding.
-fn as_input(x: &[f32], dtype: DType) -> (Vec<u8>, Vec<f32>) {
+pub(crate) fn as_input(x: &[f32], dtype: DType) -> (Vec<u8>, Vec<f32>) {
     match dtype {
         DType::F32 => (x.iter().flat_map(|v| v.to_le_bytes()).collect(), x.to_vec()),
         DType::Bf16 => {
@@ -129,6 +129,17 @@ fn as_input(x: &[f32], dtype: DType) -> (Vec<u8>, Vec<f32>) {
             )
         }
     }
+}
+
+/// How many of `codes` and of `scales` differ bit for bit from the CPU's `want_codes` and
+/// `want_scales`.
+fn bits_differ(codes: &[u8], want_codes: &[u8], scales: &[f32], want: &[f32]) -> (usize, usize) {
+    let codes = codes.iter().zip(want_codes).filter(|(a, b)| a != b);
+    let scales = scales
+        .iter()
+        .zip(want)
+        .filter(|(a, b)| a.to_bits() != b.to_bits());
+    (codes.count(), scales.count())
 }
 
 /// Quantises `x` on the GPU from `input` and checks codes and scales bit for bit against the
@@ -159,16 +170,7 @@ pub fn verify_quantization(
         .download(spec.granularity.scale_count(rows, cols))?;
     let (want_codes, want_scales) = reference::quantize(&vals, rows, cols, cols, spec);
     let mut o = fp8_outcome("quantize", format!("{input} {rows}x{cols} -> {spec}"), seed);
-    let bad_codes = codes
-        .iter()
-        .zip(&want_codes)
-        .filter(|(a, b)| a != b)
-        .count();
-    let bad_scales = scales
-        .iter()
-        .zip(&want_scales)
-        .filter(|(a, b)| a.to_bits() != b.to_bits())
-        .count();
+    let (bad_codes, bad_scales) = bits_differ(&codes, &want_codes, &scales, &want_scales);
     o.mismatches = bad_codes + bad_scales;
     o.passed = o.mismatches == 0;
     o.message = if o.passed {
@@ -267,12 +269,8 @@ pub fn inputs(
             let mut bad = 0;
             if check_cpu {
                 let (c, sc) = reference::quantize(&x, rows, p.k, p.k, spec);
-                bad += codes.iter().zip(&c).filter(|(a, b)| a != b).count();
-                bad += scales
-                    .iter()
-                    .zip(&sc)
-                    .filter(|(a, b)| a.to_bits() != b.to_bits())
-                    .count();
+                let (codes, scales) = bits_differ(&codes, &c, &scales, &sc);
+                bad = codes + scales;
             }
             let deq = if dequantize {
                 reference::dequantize(&codes, &scales, rows, p.k, spec)

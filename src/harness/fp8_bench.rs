@@ -7,9 +7,9 @@
 use serde::Serialize;
 
 use crate::device::Context;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::formats::{Fp8Format, ScaleRecipe};
-use crate::harness::bench::{sample_interleaved, stats, BenchOptions, L2Flusher};
+use crate::harness::bench::{Bench, BenchOptions, Summary};
 use crate::harness::device_data::random_buffer;
 use crate::ops::fp8::quant::{Granularity, QuantSpec};
 use crate::ops::fp8::{self, Fp8Config, Fp8Operands, Fp8Problem, Scales};
@@ -55,44 +55,33 @@ pub fn bench_fp8(
     p.validate()?;
     crate::harness::memory::plan_fp8_bench(p, &ctx.info)
         .ensure(ctx, &format!("the problem {p}"))?;
-    fp8::gemm::supports(p, &ctx.info).map_err(|reason| crate::error::Error::Unsupported {
-        kernel: fp8::gemm::NAME.into(),
-        reason,
-    })?;
+    fp8::gemm::supports(p, &ctx.info).map_err(Error::refused(fp8::gemm::NAME))?;
     let chosen = [fp8::gemm::choose_by(p, &ctx.info, ctx.overrides.fp8.rule)];
     let cfgs: &[Fp8Config] = if cfgs.is_empty() { &chosen } else { cfgs };
     for &c in cfgs {
         fp8::gemm::check_config(p, c)?;
     }
-    let inp = Operands {
-        a: operand(ctx, p.m, p.k, p.a, p.scale.a_granularity(), 0x5EED)?,
-        b: operand(ctx, p.n, p.k, p.b, p.scale.b_granularity(), 0x5EEE)?,
-    };
+    let a = operand(ctx, p.m, p.k, p.a, p.scale.a_granularity(), 0x5EED)?;
+    let b = operand(ctx, p.n, p.k, p.b, p.scale.b_granularity(), 0x5EEE)?;
     let bytes = p.m * p.ldc * p.out.size();
     let outs: Vec<_> = cfgs
         .iter()
         .map(|_| ctx.alloc(bytes))
         .collect::<Result<_>>()?;
     let dv = ctx.alloc(bytes)?;
-    let dvp = dv.ptr();
     // What ran, splits and reduction included (for the table).
     let shown = |c: &Fp8Config| Fp8Config {
         splits: fp8::gemm::splits_for(p, c, &ctx.info),
         reduce: Some(c.reduction()),
         ..*c
     };
-    let flusher = L2Flusher::new(ctx)?;
-    let (ap, bp, sa, sb) = (
-        inp.a.codes.ptr(),
-        inp.b.codes.ptr(),
-        inp.a.scales.ptr(),
-        inp.b.scales.ptr(),
-    );
+    let run = Bench::new(ctx, opt)?;
+    let (ap, bp, dvp) = (a.codes.ptr(), b.codes.ptr(), dv.ptr());
     let mut note = None;
     let lt = if vendor {
-        match LtFp8::new(ctx, p, sa, sb) {
+        match LtFp8::new(ctx, p, a.scales.ptr(), b.scales.ptr()) {
             Ok(mut lt) => {
-                lt.select(ctx, &flusher, ap, bp, dvp)?;
+                lt.select(ctx, &run.flusher, ap, bp, dvp)?;
                 Some(lt)
             }
             Err(e) => {
@@ -108,10 +97,10 @@ pub fn bench_fp8(
         .zip(&outs)
         .map(|(&cfg, c)| {
             let ops = Fp8Operands {
-                a: &inp.a.codes,
-                b: &inp.b.codes,
-                sa: Scales::Device(&inp.a.scales),
-                sb: Scales::Device(&inp.b.scales),
+                a: &a.codes,
+                b: &b.codes,
+                sa: Scales::Device(&a.scales),
+                sb: Scales::Device(&b.scales),
                 c,
             };
             move || fp8::gemm_with(ctx, p, &ops, cfg)
@@ -125,36 +114,32 @@ pub fn bench_fp8(
     if let Some(v) = vendor_launch.as_mut() {
         launches.push(v);
     }
-    let times = sample_interleaved(ctx, &flusher, opt, &mut launches)?;
-    ctx.synchronize()?;
-    let row = |version: &str, config: Option<String>, mut t: Vec<f64>| {
-        let (median, min, max) = stats(&mut t);
-        Fp8Timing {
-            version: version.into(),
-            problem: p.to_string(),
-            m: p.m,
-            n: p.n,
-            k: p.k,
-            scale: p.scale.to_string(),
-            promote: p.promote,
-            config,
-            median_ms: median,
-            min_ms: min,
-            max_ms: max,
-            reps: t.len(),
-            tflops: p.flops() / (median * 1e-3) / 1e12,
-            speedup_vs_cublaslt: None,
-            rel_diff_vs_cublaslt: None,
-            vendor_note: note.clone(),
-        }
+    let times = run.interleaved(&mut launches)?;
+    let row = |version: &str, config: Option<String>, t: &Summary| Fp8Timing {
+        version: version.into(),
+        problem: p.to_string(),
+        m: p.m,
+        n: p.n,
+        k: p.k,
+        scale: p.scale.to_string(),
+        promote: p.promote,
+        config,
+        median_ms: t.median_ms,
+        min_ms: t.min_ms,
+        max_ms: t.max_ms,
+        reps: t.reps,
+        tflops: t.rate(p.flops(), 1e12),
+        speedup_vs_cublaslt: None,
+        rel_diff_vs_cublaslt: None,
+        vendor_note: note.clone(),
     };
     let mut out: Vec<Fp8Timing> = cfgs
         .iter()
         .zip(&times)
-        .map(|(c, t)| row(fp8::gemm::NAME, Some(shown(c).to_string()), t.0.clone()))
+        .map(|(c, t)| row(fp8::gemm::NAME, Some(shown(c).to_string()), t))
         .collect();
     if lt.is_some() {
-        let v = row("cublaslt", None, times[cfgs.len()].0.clone());
+        let v = row("cublaslt", None, &times[cfgs.len()]);
         let get = |b: &crate::device::DeviceBuffer| -> Result<HostData> {
             Ok(HostData::from_bytes(p.out, &b.download::<u8>(bytes)?))
         };
@@ -176,12 +161,6 @@ pub fn bench_fp8(
         out.push(v);
     }
     Ok(out)
-}
-
-/// The quantised A and B of a bench.
-struct Operands {
-    a: fp8::Quantized,
-    b: fp8::Quantized,
 }
 
 /// A rows x cols operand drawn on the GPU in f32 from `seed` ([`random_buffer`]) and quantised

@@ -7,9 +7,10 @@ use serde::Serialize;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::formats::Fp8Format;
-use crate::harness::bench::{sample_interleaved, stats, BenchOptions, L2Flusher};
+use crate::harness::bench::{Bench, BenchOptions};
 use crate::harness::device_data::random_buffer;
-use crate::ops::fp8::{self, Granularity};
+use crate::harness::fp8_bench::operand;
+use crate::ops::fp8::Granularity;
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp8_problem::{Fp8MoeOperands, Fp8MoeProblem};
 use crate::ops::moe::schedule::sched_bytes;
@@ -31,17 +32,6 @@ pub struct Fp8MoeTiming {
     pub copy_tbps: f64,
 }
 
-/// A rows x cols matrix drawn on the GPU in f32 and quantised there at `g` (e4m3, fp32 scales).
-fn quantized(
-    ctx: &Context,
-    rows: usize,
-    cols: usize,
-    g: Granularity,
-    seed: u64,
-) -> Result<fp8::Quantized> {
-    super::fp8_bench::operand(ctx, rows, cols, Fp8Format::E4m3, g, seed)
-}
-
 /// Times `p` (the grouped GEMM, or the SwiGLU when `p.swiglu` is set).
 pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Result<Fp8MoeTiming> {
     p.validate()?;
@@ -52,19 +42,15 @@ pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Re
             p.n
         )));
     }
-    let xr = p.x_rows();
-    let x = quantized(ctx, xr, p.k, Granularity::Block1x128, 0x5EED)?;
-    let w = quantized(ctx, p.experts * p.n, p.k, Granularity::Block128x128, 0x5EEE)?;
-    let w3 = match p.swiglu {
-        Some(_) => Some(quantized(
-            ctx,
-            p.experts * p.n,
-            p.k,
-            Granularity::Block128x128,
-            0x5EEF,
-        )?),
-        None => None,
-    };
+    // X 1x128 and the weights 128x128, drawn on the GPU in f32 and quantised there to e4m3
+    let quantized = |rows, g, seed| operand(ctx, rows, p.k, Fp8Format::E4m3, g, seed);
+    let (xr, wr) = (p.x_rows(), p.experts * p.n);
+    let x = quantized(xr, Granularity::Block1x128, 0x5EED)?;
+    let w = quantized(wr, Granularity::Block128x128, 0x5EEE)?;
+    let w3 = p
+        .swiglu
+        .map(|_| quantized(wr, Granularity::Block128x128, 0x5EEF))
+        .transpose()?;
     let route = match p.swiglu {
         Some(s) if s.routed => Some(random_buffer(ctx, DType::F32, xr, 0x5EF0)?),
         _ => None,
@@ -94,19 +80,16 @@ pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Re
         Some(_) => fp8_swiglu::launch(ctx, p, &ops),
         None => fp8_grouped::launch(ctx, p, &ops),
     };
-    let flusher = L2Flusher::new(ctx)?;
-    let mut times = sample_interleaved(ctx, &flusher, opt, &mut [&mut launch])?;
-    ctx.synchronize()?;
-    let (median, min, max) = stats(&mut times[0].0);
+    let t = Bench::new(ctx, opt)?.interleaved(&mut [&mut launch])?[0];
     Ok(Fp8MoeTiming {
         version: version.into(),
         problem: p.label(),
-        median_ms: median,
-        min_ms: min,
-        max_ms: max,
-        reps: times[0].0.len(),
-        tflops: p.flops() / (median * 1e-3) / 1e12,
-        tbps: p.min_bytes() / (median * 1e-3) / 1e12,
+        median_ms: t.median_ms,
+        min_ms: t.min_ms,
+        max_ms: t.max_ms,
+        reps: t.reps,
+        tflops: t.rate(p.flops(), 1e12),
+        tbps: t.rate(p.min_bytes(), 1e12),
         copy_tbps: super::peak::copy_ceiling_tbps(ctx)?,
     })
 }

@@ -5,12 +5,12 @@
 
 use serde::Serialize;
 
-use super::bench::{stats, time_one, timed_reps, warm_up, BenchOptions, L2Flusher};
+use super::bench::{Bench, BenchOptions};
 use super::device_data::random_buffer;
 use super::memory;
 use super::moe_verify::MoeBuffers;
 use crate::device::{Context, DeviceBuffer};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
 use crate::ops::moe::grouped_gemm::GroupedGemm;
 use crate::ops::moe::grouped_swapab::GroupedSwapAb;
@@ -81,28 +81,23 @@ pub fn tile_label(p: &MoeProblem, sms: u32, o: &MoeOverrides) -> String {
     }
 }
 
-/// Times `launch` (one enqueue per call) with `opt`, counting the piece's flops and bytes.
-pub fn time_launches(
-    ctx: &Context,
-    flusher: &L2Flusher,
-    opt: &BenchOptions,
+/// Times `launch` (one enqueue per call) in `run`, counting the piece's flops and bytes.
+pub fn time_piece(
+    run: &Bench,
     piece: Piece,
-    mut launch: impl FnMut() -> Result<()>,
+    launch: impl FnMut() -> Result<()>,
 ) -> Result<MoeTiming> {
-    let first_ms = time_one(ctx, &mut launch)?;
-    warm_up(ctx, opt.warmup, opt.warmup_ms, first_ms, &mut [&mut launch])?;
-    let mut times = timed_reps(ctx, flusher, opt.flush_l2, opt.reps, launch)?;
-    let (median, min, max) = stats(&mut times);
+    let t = run.one(launch)?;
     Ok(MoeTiming {
         piece: piece.name,
         problem: piece.problem,
         tile: piece.tile,
-        median_ms: median,
-        min_ms: min,
-        max_ms: max,
-        reps: times.len(),
-        tflops: piece.flops / (median * 1e-3) / 1e12,
-        gbps: piece.bytes / (median * 1e-3) / 1e9,
+        median_ms: t.median_ms,
+        min_ms: t.min_ms,
+        max_ms: t.max_ms,
+        reps: t.reps,
+        tflops: t.rate(piece.flops, 1e12),
+        gbps: t.rate(piece.bytes, 1e9),
     })
 }
 
@@ -166,37 +161,25 @@ pub fn bench_moe(
     memory::plan_moe_bench(&first, down.as_ref(), &ctx.info)
         .ensure(ctx, &format!("the problem {}", first.label()))?;
     let seed = super::verify::fresh_seed();
-    let flusher = L2Flusher::new(ctx)?;
+    let run = Bench::new(ctx, opt)?;
     let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
     let b1 = random_buffers(ctx, &first, seed)?;
     let ops1 = b1.operands();
     check_operands(&first, &ops1)?;
-    let pick = |p: &MoeProblem| reg.moe_version(version_for(p, o));
+    // the version that runs `p`, refusing it with its reason
+    let pick = |p: &MoeProblem| -> Result<_> {
+        let k = reg.moe_version(version_for(p, o))?;
+        k.supports(p, &ctx.info).map_err(Error::refused(k.name()))?;
+        Ok(k)
+    };
     let Some(down) = down else {
         let grouped = pick(&first)?;
-        grouped
-            .supports(&first, &ctx.info)
-            .map_err(|reason| crate::Error::Unsupported {
-                kernel: grouped.name().into(),
-                reason,
-            })?;
-        let t = time_launches(
-            ctx,
-            &flusher,
-            opt,
-            Piece::of("grouped_gemm", &first, sms, o),
-            || grouped.launch(ctx, &first, &ops1),
-        )?;
-        return Ok(vec![t]);
+        let piece = Piece::of("grouped_gemm", &first, sms, o);
+        return Ok(vec![time_piece(&run, piece, || {
+            grouped.launch(ctx, &first, &ops1)
+        })?]);
     };
     let (swiglu, grouped) = (pick(&first)?, pick(&down)?);
-    for (k, p) in [(swiglu, &first), (grouped, &down)] {
-        k.supports(p, &ctx.info)
-            .map_err(|reason| crate::Error::Unsupported {
-                kernel: k.name().into(),
-                reason,
-            })?;
-    }
     // The down projection reads H, the SwiGLU's output, in place.
     let b2 = random_buffers(ctx, &down, seed.wrapping_add(11))?;
     let ops2 = MoeOperands {
@@ -204,45 +187,30 @@ pub fn bench_moe(
         ..b2.operands()
     };
     check_operands(&down, &ops2)?;
-    let mut rows = Vec::new();
-    rows.push(time_launches(
-        ctx,
-        &flusher,
-        opt,
-        Piece::of(swiglu.name(), &first, sms, o),
-        || swiglu.launch(ctx, &first, &ops1),
-    )?);
-    rows.push(time_launches(
-        ctx,
-        &flusher,
-        opt,
-        Piece::of("down_proj", &down, sms, o),
-        || grouped.launch(ctx, &down, &ops2),
-    )?);
-    let label = format!(
-        "ffn E={} rows={} hidden={} ffn={} {}",
-        first.experts,
-        first.routed_rows(),
-        r.k,
-        r.n,
-        r.dtype
-    );
+    let up = Piece::of(swiglu.name(), &first, sms, o);
+    let down_piece = Piece::of("down_proj", &down, sms, o);
     let ffn = Piece {
         name: "ffn".into(),
-        problem: label,
-        tile: format!(
-            "{} then {}",
-            tile_label(&first, sms, o),
-            tile_label(&down, sms, o)
+        problem: format!(
+            "ffn E={} rows={} hidden={} ffn={} {}",
+            first.experts,
+            first.routed_rows(),
+            r.k,
+            r.n,
+            r.dtype
         ),
+        tile: format!("{} then {}", up.tile, down_piece.tile),
         flops: first.flops() + down.flops(),
         bytes: first.min_bytes() + down.min_bytes(),
     };
-    rows.push(time_launches(ctx, &flusher, opt, ffn, || {
-        swiglu.launch(ctx, &first, &ops1)?;
-        grouped.launch(ctx, &down, &ops2)
-    })?);
-    Ok(rows)
+    Ok(vec![
+        time_piece(&run, up, || swiglu.launch(ctx, &first, &ops1))?,
+        time_piece(&run, down_piece, || grouped.launch(ctx, &down, &ops2))?,
+        time_piece(&run, ffn, || {
+            swiglu.launch(ctx, &first, &ops1)?;
+            grouped.launch(ctx, &down, &ops2)
+        })?,
+    ])
 }
 
 #[cfg(test)]

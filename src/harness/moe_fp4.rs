@@ -6,7 +6,7 @@ use super::moe_fp4_data::{poison_byte, Fp4Case};
 use super::moe_verify::{rows_to_check, score_against, settle, Mode};
 use super::outcome::{Extra, Outcome};
 use super::runner::{run, Check};
-use super::verify::{bound, fresh_seed, verdict, within};
+use super::verify::{bound, fresh_seed};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
@@ -16,6 +16,9 @@ use crate::ops::moe::fp4::{Fp4Format, Fp4Operands};
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{MoeProblem, WeightLayout};
 use crate::reference::data::HostData;
+
+/// How the 4-bit checks name their output's bound in a failure.
+pub(crate) const OUTPUT_BOUND: &str = "the bf16/f16 output bound";
 
 /// The device buffers of one 4-bit call.
 pub struct Fp4Buffers {
@@ -161,35 +164,9 @@ impl Check for Fp4Check<'_> {
         );
         let rows = rows_to_check(p, d.seed);
         let reference = d.case.reference(p, &rows)?;
-        score_against(p, &reference, &got, &d.poison, &rows).fill(out, rows.len());
-        judge(out);
+        score_against(p, &reference, &got, &d.poison, &rows).judge(out, rows.len(), OUTPUT_BOUND);
         Ok(())
     }
-}
-
-/// Sets the verdict of a 4-bit check from its counts and error: the first fault present.
-pub fn judge(out: &mut Outcome) {
-    let o = out.clone();
-    (out.passed, out.message) = verdict(&[
-        (o.mismatches > 0, &|| {
-            format!(
-                "{} elements of routed rows are NaN, infinite or never written",
-                o.mismatches
-            )
-        }),
-        (o.written_outside > 0, &|| {
-            format!(
-                "{} elements of rows no expert owns were overwritten",
-                o.written_outside
-            )
-        }),
-        (!within(o.rel_error, o.bound), &|| {
-            format!(
-                "relative error {:.2e} exceeds the bf16/f16 output bound {:.0e}",
-                o.rel_error, o.bound
-            )
-        }),
-    ]);
 }
 
 /// The 4-bit suite: empty experts, one expert with every row, 256 experts, ragged rows that are

@@ -3,15 +3,15 @@
 
 use serde::Serialize;
 
-use super::bench::{BenchOptions, L2Flusher};
+use super::bench::{Bench, BenchOptions};
 use super::device_data::random_buffer;
-use super::moe_bench::{random_buffers, time_launches, Piece};
+use super::moe_bench::{random_buffers, tile_label};
 use super::moe_fp4::Fp4Buffers;
 use super::moe_verify::settle;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
-use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout};
+use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, NAME};
 use crate::ops::moe::fp4::Fp4Format;
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{check_operands, version_for, MoeProblem, WeightLayout};
@@ -79,34 +79,34 @@ pub fn fp4_bytes(p: &MoeProblem, l: &Fp4Layout) -> f64 {
     touched(p) as f64 * l.expert_bytes() as f64 + activation_bytes(p)
 }
 
-/// What a 4-bit bench shares between its kernels: the L2 flusher, the copy ceiling measured in
-/// the same run, the seed.
-pub struct BenchRun {
-    pub flusher: L2Flusher,
+/// What a 4-bit bench shares between its kernels: the bench runner, the copy ceiling measured
+/// in the same run (GB/s), the seed.
+pub struct BenchRun<'c> {
+    pub bench: Bench<'c>,
     pub copy: f64,
     pub seed: u64,
 }
 
-impl BenchRun {
-    pub fn new(ctx: &Context) -> Result<BenchRun> {
+impl<'c> BenchRun<'c> {
+    pub fn new(ctx: &'c Context, opt: &BenchOptions) -> Result<BenchRun<'c>> {
         Ok(BenchRun {
-            flusher: L2Flusher::new(ctx)?,
+            bench: Bench::new(ctx, opt)?,
             copy: super::peak::copy_ceiling_tbps(ctx)? * 1e3,
             seed: super::verify::fresh_seed(),
         })
     }
 
-    /// A row for a timing of `bytes` moved.
-    pub fn row(
+    /// `launch` of `kernel` (with its `tile`) on `p` timed, a row of `bytes` moved.
+    pub fn time(
         &self,
         p: &MoeProblem,
-        kernel: String,
-        tile: String,
-        t: super::moe_bench::MoeTiming,
+        (kernel, tile): (String, String),
         bytes: f64,
-    ) -> Fp4BenchRow {
-        let gbps = bytes / (t.median_ms * 1e-3) / 1e9;
-        Fp4BenchRow {
+        launch: impl FnMut() -> Result<()>,
+    ) -> Result<Fp4BenchRow> {
+        let t = self.bench.one(launch)?;
+        let gbps = t.rate(bytes, 1e9);
+        Ok(Fp4BenchRow {
             kernel,
             problem: p.label(),
             tile,
@@ -117,37 +117,20 @@ impl BenchRun {
             gbps,
             copy_fraction: gbps / self.copy,
             speedup: 1.0,
-        }
+        })
     }
 
     /// kiln's bf16 kernel on `p` (its buffers freed before the caller makes its own).
-    pub fn bf16_baseline(
-        &self,
-        ctx: &Context,
-        reg: &Registry,
-        p: &MoeProblem,
-        opt: &BenchOptions,
-    ) -> Result<Fp4BenchRow> {
+    pub fn bf16_baseline(&self, reg: &Registry, p: &MoeProblem) -> Result<Fp4BenchRow> {
+        let ctx = self.bench.ctx;
         let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
         let k = reg.moe_version(version_for(p, o))?;
-        k.supports(p, &ctx.info)
-            .map_err(|reason| Error::Unsupported {
-                kernel: k.name().into(),
-                reason,
-            })?;
+        k.supports(p, &ctx.info).map_err(Error::refused(k.name()))?;
         let b = random_buffers(ctx, p, self.seed)?;
         let ops = b.operands();
         check_operands(p, &ops)?;
-        let piece = Piece::of(k.name(), p, sms, o);
-        let tile = piece.tile.clone();
-        let t = time_launches(ctx, &self.flusher, opt, piece, || k.launch(ctx, p, &ops))?;
-        Ok(self.row(
-            p,
-            format!("{} {}", p.input, k.name()),
-            tile,
-            t,
-            bf16_bytes(p),
-        ))
+        let what = (format!("{} {}", p.input, k.name()), tile_label(p, sms, o));
+        self.time(p, what, bf16_bytes(p), || k.launch(ctx, p, &ops))
     }
 }
 
@@ -160,10 +143,9 @@ pub fn bench_fp4(
 ) -> Result<Vec<Fp4BenchRow>> {
     let p = r.problem();
     p.validate()?;
-    let run = BenchRun::new(ctx)?;
-    let seed = run.seed;
-    let flusher = &run.flusher;
-    let base = run.bf16_baseline(ctx, reg, &p, opt)?;
+    let run = BenchRun::new(ctx, opt)?;
+    let s = |i: u64| run.seed.wrapping_add(i);
+    let base = run.bf16_baseline(reg, &p)?;
     let l = Fp4Layout {
         format: r.format,
         experts: p.experts,
@@ -172,14 +154,10 @@ pub fn bench_fp4(
         swiglu: p.swiglu.is_some(),
         min_scale_byte: 255,
     };
-    Fp4Experts::supports(&p, &l, &ctx.info).map_err(|reason| Error::Unsupported {
-        kernel: crate::ops::moe::fp4::kernel::NAME.into(),
-        reason,
-    })?;
+    Fp4Experts::supports(&p, &l, &ctx.info).map_err(Error::refused(NAME))?;
     // Random bytes are valid codes; their scale bytes give finite or infinite multipliers, which
     // time the same.
     let wbytes = p.experts * l.expert_bytes();
-    let s = |i: u64| seed.wrapping_add(i);
     let bufs = Fp4Buffers {
         x: random_buffer(ctx, p.input, p.x_elems(), s(20))?,
         w: random_buffer(ctx, DType::Bf16, wbytes / 2, s(21))?,
@@ -196,26 +174,14 @@ pub fn bench_fp4(
     settle()?;
     let ops = bufs.operands();
     Fp4Experts::check(&p, &l, &ops)?;
-    let tile = Fp4Experts::tile(ctx, &p)?;
-    let piece = Piece {
-        name: crate::ops::moe::fp4::kernel::NAME.into(),
-        problem: p.label(),
-        // tt bounds a tile's tokens; wgmma N is the narrowest of 8, 16, 32.. that holds them
-        tile: tile.label(),
-        flops: p.flops(),
-        bytes: fp4_bytes(&p, &l),
-    };
-    let tile_label = piece.tile.clone();
-    let t = time_launches(ctx, flusher, opt, piece, || {
+    // tt bounds a tile's tokens; wgmma N is the narrowest of 8, 16, 32.. that holds them
+    let what = (
+        format!("{} {NAME}", r.format),
+        Fp4Experts::tile(ctx, &p)?.label(),
+    );
+    let mut fp4 = run.time(&p, what, fp4_bytes(&p, &l), || {
         Fp4Experts::launch(ctx, &p, &l, &ops)
     })?;
-    let mut fp4 = run.row(
-        &p,
-        format!("{} {}", r.format, crate::ops::moe::fp4::kernel::NAME),
-        tile_label,
-        t,
-        fp4_bytes(&p, &l),
-    );
     fp4.speedup = base.median_us / fp4.median_us;
     Ok(vec![base, fp4])
 }

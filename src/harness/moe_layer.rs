@@ -319,6 +319,18 @@ pub fn given(k: usize) -> RouteSource {
     }
 }
 
+/// Mixtral's routing from bf16 logits: softmax, top-k, renormalised.
+pub fn softmax(k: usize) -> RouteSource {
+    RouteSource::Logits {
+        dtype: DType::Bf16,
+        bias: false,
+        opts: RouteOptions {
+            renormalize: true,
+            ..RouteOptions::top_k(k, Scoring::Softmax)
+        },
+    }
+}
+
 /// DeepSeek-V3's routing: sigmoid, groups, a bias, renormalised and scaled.
 fn deepseek(k: usize, groups: (usize, usize)) -> RouteSource {
     RouteSource::Logits {
@@ -339,16 +351,8 @@ fn deepseek(k: usize, groups: (usize, usize)) -> RouteSource {
 /// and [T, E] weights, an id out of range, a graph replay); `full` adds the shapes at
 /// 4,096 tokens and a long odd-sized one.
 pub fn layer_suite(full: bool) -> Vec<LayerCase> {
-    let softmax_renorm = |k| RouteSource::Logits {
-        dtype: DType::Bf16,
-        bias: false,
-        opts: RouteOptions {
-            renormalize: true,
-            ..RouteOptions::top_k(k, Scoring::Softmax)
-        },
-    };
     let mut v = vec![
-        LayerCase::of(problem(1, 8, 256, 128, softmax_renorm(2))),
+        LayerCase::of(problem(1, 8, 256, 128, softmax(2))),
         LayerCase::of(problem(7, 64, 512, 256, given(8))),
         LayerCase::of(problem(33, 16, 264, 136, logits(4, Scoring::Softmax))),
         LayerCase::of(problem(5, 64, 256, 128, logits(2, Scoring::Sigmoid))),
@@ -359,7 +363,7 @@ pub fn layer_suite(full: bool) -> Vec<LayerCase> {
         LayerCase::of(problem(1000, 256, 512, 256, deepseek(8, (8, 4)))),
         LayerCase {
             ties: true,
-            ..LayerCase::of(problem(64, 16, 256, 128, softmax_renorm(4)))
+            ..LayerCase::of(problem(64, 16, 256, 128, softmax(4)))
         },
         LayerCase {
             ties: true,

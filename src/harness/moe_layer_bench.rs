@@ -4,26 +4,13 @@
 //! E 128 (I 768), top-8, H 2048, at 1, 8, 64 and 4,096 tokens, routed by a given top-k (the
 //! transformers experts interface); at 1 and 4,096 tokens also from softmax logits.
 
-use super::bench::{BenchOptions, L2Flusher};
-use super::moe_bench::{time_launches, MoeTiming, Piece};
-use super::moe_layer::{given, problem, LayerBuffers, LayerCase, RouteInputs};
+use super::bench::{Bench, BenchOptions};
+use super::moe_bench::{time_piece, MoeTiming, Piece};
+use super::moe_layer::{given, problem, softmax, LayerBuffers, LayerCase, RouteInputs};
 use crate::device::Context;
 use crate::error::{Error, Result};
-use crate::ops::gemm::DType;
 use crate::ops::moe::layer::{CombineMode, LayerProblem, Pipeline};
-use crate::ops::moe::route::{RouteOptions, RouteSource, Scoring};
-
-/// Mixtral's routing from bf16 logits: softmax, top-k, renormalised.
-pub fn softmax(k: usize) -> RouteSource {
-    RouteSource::Logits {
-        dtype: DType::Bf16,
-        bias: false,
-        opts: RouteOptions {
-            renormalize: true,
-            ..RouteOptions::top_k(k, Scoring::Softmax)
-        },
-    }
-}
+use crate::ops::moe::route::RouteSource;
 
 /// A layer of `problem`'s with `combine`.
 fn layer(
@@ -109,7 +96,7 @@ pub fn bench_layer(
     p.validate()?;
     super::moe_layer_verify::plan(&LayerCase::of(*p))
         .ensure(ctx, &format!("the layer {}", p.label()))?;
-    let flusher = L2Flusher::new(ctx)?;
+    let run = Bench::new(ctx, opt)?;
     let case = LayerCase::of(*p);
     let inp = RouteInputs::draw(&case, seed.wrapping_add(3));
     let bufs = LayerBuffers::new(ctx, p, &inp, seed)?;
@@ -135,39 +122,28 @@ pub fn bench_layer(
     // bytes: the weights each step reads at least once (all experts: an upper bound at decode),
     // the activations in and out
     let rows = p.pairs() as f64;
-    let mut out = vec![time_launches(
-        ctx,
-        &flusher,
-        opt,
-        piece("route", 0.0, 0.0),
-        || pipe.route(ctx),
-    )?];
-    out.push(time_launches(
-        ctx,
-        &flusher,
-        opt,
-        piece(
-            "gate_up",
-            2.0 * gemm,
-            es * (2.0 * e * i * h + t * h + rows * i),
-        ),
-        || pipe.up(ctx),
-    )?);
-    out.push(time_launches(
-        ctx,
-        &flusher,
-        opt,
-        piece("down_combine", gemm, es * (e * h * i + rows * i + t * h)),
-        || pipe.down(ctx),
-    )?);
-    out.push(time_launches(
-        ctx,
-        &flusher,
-        opt,
-        piece("layer", 3.0 * gemm, es * (3.0 * e * h * i + 2.0 * t * h)),
-        || pipe.run(ctx),
-    )?);
-    Ok(out)
+    Ok(vec![
+        time_piece(&run, piece("route", 0.0, 0.0), || pipe.route(ctx))?,
+        time_piece(
+            &run,
+            piece(
+                "gate_up",
+                2.0 * gemm,
+                es * (2.0 * e * i * h + t * h + rows * i),
+            ),
+            || pipe.up(ctx),
+        )?,
+        time_piece(
+            &run,
+            piece("down_combine", gemm, es * (e * h * i + rows * i + t * h)),
+            || pipe.down(ctx),
+        )?,
+        time_piece(
+            &run,
+            piece("layer", 3.0 * gemm, es * (3.0 * e * h * i + 2.0 * t * h)),
+            || pipe.run(ctx),
+        )?,
+    ])
 }
 
 #[cfg(test)]

@@ -222,27 +222,11 @@ impl<'p> MoeFixture<'p> {
             .reference
             .get_or_init(|| reference_rows(p, &self.inp, &self.rows));
         let sc = score_against(p, reference, &got, &self.poison, &self.rows);
-        sc.fill(&mut out, self.rows.len());
-        (out.passed, out.message) = verdict(&[
-            (out.mismatches > 0, &|| {
-                format!(
-                    "{} elements of routed rows are NaN, infinite or never written",
-                    out.mismatches
-                )
-            }),
-            (out.written_outside > 0, &|| {
-                format!(
-                    "{} elements of rows no expert owns were overwritten",
-                    out.written_outside
-                )
-            }),
-            (!within(out.rel_error, out.bound), &|| {
-                format!(
-                    "relative error {:.2e} exceeds the {} bound {:.0e}",
-                    out.rel_error, p.output, out.bound
-                )
-            }),
-        ]);
+        sc.judge(
+            &mut out,
+            self.rows.len(),
+            &format!("the {} bound", p.output),
+        );
         Ok(out)
     }
 }
@@ -273,6 +257,33 @@ impl Score {
         out.written_outside = self.written_outside;
         out.rel_error = self.rel_error;
         out.rows_checked = rows;
+    }
+
+    /// [`Score::fill`], then the verdict: the first fault present, the error held to `out`'s
+    /// bound (`bound` names it: "the bf16 bound").
+    pub fn judge(self, out: &mut Outcome, rows: usize, bound: &str) {
+        self.fill(out, rows);
+        let o = out.clone();
+        (out.passed, out.message) = verdict(&[
+            (o.mismatches > 0, &|| {
+                format!(
+                    "{} elements of routed rows are NaN, infinite or never written",
+                    o.mismatches
+                )
+            }),
+            (o.written_outside > 0, &|| {
+                format!(
+                    "{} elements of rows no expert owns were overwritten",
+                    o.written_outside
+                )
+            }),
+            (!within(o.rel_error, o.bound), &|| {
+                format!(
+                    "relative error {:.2e} exceeds {bound} {:.0e}",
+                    o.rel_error, o.bound
+                )
+            }),
+        ]);
     }
 }
 

@@ -4,7 +4,7 @@
 //! a poisoned Y, scored against the float64 reference on the dequantised operands (X's codes
 //! times their scales, the weights' exact MXFP4 values); and its shape suite.
 
-use super::moe_fp4::judge;
+use super::moe_fp4::OUTPUT_BOUND;
 use super::moe_fp4_data::{random_expert_weights, reference_by_expert, touched_experts};
 use super::moe_verify::{rows_to_check, score_against, settle, Mode};
 use super::outcome::{Extra, Outcome};
@@ -227,8 +227,7 @@ impl Check for W4a8Check<'_> {
         let rt = |r: usize| d.route.as_ref().map_or(1.0, |h| h.get(r));
         let reference =
             reference_by_expert(mp, &d.touched, &d.w, d.w3.as_ref(), &x_row, &rt, &rows)?;
-        score_against(mp, &reference, &got, &d.poison, &rows).fill(out, rows.len());
-        judge(out);
+        score_against(mp, &reference, &got, &d.poison, &rows).judge(out, rows.len(), OUTPUT_BOUND);
         Ok(())
     }
 }

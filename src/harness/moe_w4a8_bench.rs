@@ -3,7 +3,6 @@
 
 use super::bench::BenchOptions;
 use super::device_data::random_buffer;
-use super::moe_bench::{time_launches, Piece};
 use super::moe_fp4_bench::{touched, BenchRun, Fp4BenchRequest, Fp4BenchRow};
 use super::moe_verify::settle;
 use crate::device::{Context, DeviceBuffer};
@@ -51,12 +50,9 @@ pub fn bench_w4a8(
             "e4m3 activations are quantised from bf16 here; leave out --dtype",
         ));
     }
-    W4a8Experts::supports(&p, &ctx.info).map_err(|reason| Error::Unsupported {
-        kernel: NAME.into(),
-        reason,
-    })?;
-    let run = BenchRun::new(ctx)?;
-    let base = run.bf16_baseline(ctx, reg, &mp, opt)?;
+    W4a8Experts::supports(&p, &ctx.info).map_err(Error::refused(NAME))?;
+    let run = BenchRun::new(ctx, opt)?;
+    let base = run.bf16_baseline(reg, &mp)?;
     let l = W4a8Layout {
         experts: p.experts,
         n: p.n,
@@ -94,36 +90,21 @@ pub fn bench_w4a8(
         sched: &sched,
     };
     W4a8Experts::check(&p, &l, &ops)?;
-    let piece = |name: &str, tile: &str, bytes: f64| Piece {
-        name: name.into(),
-        problem: p.label(),
-        tile: tile.into(),
-        flops: mp.flops(),
-        bytes,
-    };
     let tile = "128 tokens x 128 weight rows, smem-decoded e4m3";
-    let bytes = w4a8_bytes(&p, &l);
-    let t = time_launches(ctx, &run.flusher, opt, piece(NAME, tile, bytes), || {
+    let what = (format!("mxfp4 x e4m3 {NAME}"), tile.to_string());
+    let mut w4a8 = run.time(&mp, what, w4a8_bytes(&p, &l), || {
         W4a8Experts::launch(ctx, &p, &l, &ops)
     })?;
-    let mut w4a8 = run.row(&mp, format!("mxfp4 x e4m3 {NAME}"), tile.into(), t, bytes);
     w4a8.speedup = base.median_us / w4a8.median_us;
     // the quantiser alone: X read in bf16, codes and scales written
     let qbytes = (xr * k * 3 + 4 * Granularity::Block1x128.scale_count(xr, k)) as f64;
-    let t = time_launches(
-        ctx,
-        &run.flusher,
-        opt,
-        piece("fp8_quant", "1x128", qbytes),
-        || fp8::quantize_into(ctx, &x, DType::Bf16, xr, k, k, spec, &q.codes, k, &q.scales),
-    )?;
-    let mut quant = run.row(
-        &mp,
-        "bf16 -> e4m3 1x128 (X)".into(),
-        "fp8_quant".into(),
-        t,
-        qbytes,
+    let what = (
+        "bf16 -> e4m3 1x128 (X)".to_string(),
+        "fp8_quant".to_string(),
     );
+    let mut quant = run.time(&mp, what, qbytes, || {
+        fp8::quantize_into(ctx, &x, DType::Bf16, xr, k, k, spec, &q.codes, k, &q.scales)
+    })?;
     quant.speedup = base.median_us / (w4a8.median_us + quant.median_us);
     Ok(vec![base, w4a8, quant])
 }

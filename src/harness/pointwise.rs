@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::bench::{stats, timed_reps, L2Flusher};
+use super::bench::{Bench, Summary};
 use super::outcome::{Extra, Outcome};
 use super::runner::Check;
 use super::verify::fresh_seed;
@@ -496,39 +496,34 @@ pub struct PointwiseTiming {
     pub tb_per_s: f64,
 }
 
-/// Times `c` (`reps` launches, L2 flushed before each) on the inputs its check draws: RMSNorm
+/// Times `c` in `run` (L2 flushed before each launch) on the inputs its check draws: RMSNorm
 /// moves x, the weight, out (and the residual twice); the rotary embedding moves q and k twice
 /// and the cos and sin tables once.
-pub fn bench(ctx: &Context, c: &Case, reps: usize) -> Result<PointwiseTiming> {
-    let flusher = L2Flusher::new(ctx)?;
+pub fn bench(run: &Bench, c: &Case) -> Result<PointwiseTiming> {
+    let ctx = run.ctx;
     let mut d = c.draw(ctx, fresh_seed())?;
-    if matches!(
+    let (t, bytes) = if matches!(
         &d,
         Drawn::Norm(NormDrawn { plan: None, .. }) | Drawn::Rope(RopeDrawn { plan: None, .. })
     ) {
-        return Ok(timing(c, vec![0.0], 0));
-    }
-    let bytes = match c {
-        Case::Norm(n) => n.rows * n.cols * n.dtype.size() * if n.residual { 4 } else { 2 },
-        Case::Rope(r) => {
-            let cs = if r.cs_f32 { DType::F32 } else { r.dtype }.size();
-            let tokens = r.batch * r.seq;
-            2 * tokens * (r.hq + r.hk) * r.rot * r.dtype.size() + 2 * tokens * r.rot * cs
-        }
+        (Summary::of(vec![0.0]), 0)
+    } else {
+        let bytes = match c {
+            Case::Norm(n) => n.rows * n.cols * n.dtype.size() * if n.residual { 4 } else { 2 },
+            Case::Rope(r) => {
+                let cs = if r.cs_f32 { DType::F32 } else { r.dtype }.size();
+                let tokens = r.batch * r.seq;
+                2 * tokens * (r.hq + r.hk) * r.rot * r.dtype.size() + 2 * tokens * r.rot * cs
+            }
+        };
+        (run.one(|| c.launch(ctx, &mut d))?, bytes)
     };
-    let mut times = timed_reps(ctx, &flusher, true, reps, || c.launch(ctx, &mut d))?;
-    times.iter_mut().for_each(|t| *t *= 1e3);
-    Ok(timing(c, times, bytes))
-}
-
-fn timing(c: &Case, mut us: Vec<f64>, bytes: usize) -> PointwiseTiming {
-    let (median, min, max) = stats(&mut us);
-    PointwiseTiming {
+    Ok(PointwiseTiming {
         problem: c.label(),
-        median_us: median,
-        min_us: min,
-        max_us: max,
+        median_us: t.median_ms * 1e3,
+        min_us: t.min_ms * 1e3,
+        max_us: t.max_ms * 1e3,
         bytes,
-        tb_per_s: bytes as f64 / (median * 1e-6) / 1e12,
-    }
+        tb_per_s: t.rate(bytes as f64, 1e12),
+    })
 }

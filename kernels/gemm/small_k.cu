@@ -1,8 +1,8 @@
 // GEMM with a short K (a few k16 steps per output element) for a C that TMA cannot store, where
-// the whole cost is C's write: one 64x128 tile of C per block of 256 threads, A and B read in
+// the whole cost is C's write: one 64x128 tile of C per block of 512 threads, A and B read in
 // place whatever their layout and alignment (2-byte loads, coalesced along the operand's
 // contiguous dimension, K in chunks of 32 into shared memory as K-major rows), mma.sync m16n8k16
-// (8 warps in a 2 x 4 grid, a 32 x 32 warp tile each), then the tile staged as f32 in shared
+// (16 warps in a 4 x 4 grid, a 16 x 32 warp tile each), then the tile staged as f32 in shared
 // memory (over the operand chunks) and stored by rows. Two stores (`SmallKArgs::vec`):
 //  - 0: lane l stores element l, l + 32, .. of a row (one 64- or 128-byte run an instruction,
 //    whatever C's alignment), alpha * acc + beta * C rounded once (C read only where beta != 0);
@@ -10,14 +10,14 @@
 //    16-byte boundary, so each 16-byte chunk of C's row is one aligned 16-byte chunk of the
 //    staging row: lane l stores chunk l (and l + 32) with one st.global.v4 of whole sectors; the
 //    row's first and last chunks, partly outside the tile, as 2-, 4- and 8-byte pieces.
-// Two blocks an SM (up to 128 registers, 34 KB; no persistent loop): while one loads, one stores.
+// Two blocks an SM (64 registers, 34 KB; no persistent loop): while one loads, one stores.
 // Any M, N, K (K past a few chunks is slow: the chunks are not pipelined; the dispatch takes
 // this kernel only at a short K, `small_k.rs`).
 #include "common/types.cuh"
 #include "common/mma_sync.cuh"
 
-constexpr int BM = 64, BN = 128, KC = 32, THREADS = 256;
-constexpr int WM = BM / 2, MT = WM / 16;  // 8 warps, 2 along M and 4 along N: 32 x 32 each
+constexpr int BM = 64, BN = 128, KC = 32, THREADS = 512;
+constexpr int WM = BM / 4, MT = WM / 16;  // 16 warps, 4 along M and 4 along N: 16 x 32 each
 constexpr int OP_PITCH = KC + 8;  // elements: 80-byte rows, so ldmatrix's 8 rows hit 8 bank groups
 constexpr int C_PITCH = BN + 8;   // floats: 544-byte rows (a multiple of 32), room for the shift
 constexpr int SMEM_BYTES = BM * C_PITCH * 4;  // 34,816; the operand chunks (15,360) alias it
@@ -40,8 +40,8 @@ struct SmallKArgs {
 // This thread's share of a chunk of one operand: rows [r0, r0 + ROWS) x K [k0, k0 + 32)
 // (element (r, k) at src[r * s_r + k * s_k]; `rows` and `k` its extents), copied into K-major
 // shared rows of OP_PITCH, zeros outside. Consecutive threads read consecutive elements of the
-// contiguous dimension: with K contiguous thread t reads (t / 32 + 8 i, t % 32), else
-// (t % ROWS, t / ROWS + (256 / ROWS) i), so its elements are one pointer and one stride apart.
+// contiguous dimension: with K contiguous thread t reads (t / 32 + 16 i, t % 32), else
+// (t % ROWS, t / ROWS + (512 / ROWS) i), so its elements are one pointer and one stride apart.
 // The strides come from the kernel's parameters each time (no registers held across the K loop).
 template <class InT, int ROWS> struct Chunk {
   static constexpr int PER = ROWS * KC / THREADS;
@@ -133,14 +133,14 @@ __device__ __forceinline__ void mma_16816_either(float (&d)[4], const u32 (&a)[4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"((u32)f16));
 }
 
-// K in chunks of KC through shared memory (`sa`, `sb`), accumulated into this warp's 32 x 32;
+// K in chunks of KC through shared memory (`sa`, `sb`), accumulated into this warp's 16 x 32;
 // the inputs are f16 where `f16`, else bf16 (loaded alike, as 16-bit patterns).
 __device__ __forceinline__ void mainloop(const SmallKArgs p, float (&acc)[MT][4][4], u16* sa, u16* sb, int m0, int n0, int wm, int wn,
                                          int lane, bool f16) {
   typedef bf16 InT;  // (the loads move 16-bit patterns, whichever the type)
   const InT* a = static_cast<const InT*>(p.a);
   const InT* b = static_cast<const InT*>(p.b);
-  // ldmatrix lane addresses (see kernels/gemm/mma_sync.cu): A rows wm * 32 + (lane & 15) at
+  // ldmatrix lane addresses (see kernels/gemm/mma_sync.cu): A rows wm * 16 + (lane & 15) at
   // k chunk lane >> 4; B rows wn * 32 + 8 (lane >> 4) + (lane & 7) at k chunk (lane >> 3) & 1.
   const u32 a_lane = smem_u32(sa + (wm * WM + (lane & 15)) * OP_PITCH + (lane >> 4) * 8);
   const u32 b_lane = smem_u32(sb + (wn * 32 + ((lane >> 4) << 3) + (lane & 7)) * OP_PITCH + ((lane >> 3) & 1) * 8);
@@ -183,7 +183,7 @@ __device__ __forceinline__ void store_tile(const SmallKArgs p, const float* stag
   OutT* c = static_cast<OutT*>(p.c);
   const int rows = min(BM, p.m - m0), cols = min(BN, p.n - n0);
   if (!vec) {
-    // warp w: rows w, w + 8, ..; lane l: columns l, l + 32, ..
+    // warp w: rows w, w + 16, ..; lane l: columns l, l + 32, ..
     for (int r = warp; r < rows; r += THREADS / 32) {
       OutT* dst = c + (i64)(m0 + r) * p.ldc + n0;
       const float* src = stage + r * C_PITCH;

@@ -164,6 +164,12 @@
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
 #                                stall reasons, scheduler issue, memory workload, occupancy;
 #                                NCU names the binary (default ncu); about 2-4 minutes
+#   anyopncu                     ncu on an odd-pitch C's write (ledger #100: why it goes at
+#                                1.1-1.3 TB/s): 9664x16127x17 RC f16 in the small-K kernel (element
+#                                and 16-byte-chunk stores), in the wgmma kernel's row store
+#                                (KILN_WGMMA_SMALLK=0) and in cuBLAS, one launch each after warm-up:
+#                                DRAM bytes read and written, L2 write sectors and requests, speed of
+#                                light, warp stalls; NCU names the binary; about 2-3 minutes
 #   moelayer [SEED]              the whole MoE layer (routing, gathered SwiGLU, down projection
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
@@ -1328,6 +1334,28 @@ fp4ncu)
   for f in "$D"/ncu-*.txt; do
     echo "== $(basename "$f" .txt)"
     grep -E 'Duration|DRAM Throughput|dram__|Issue Slots Busy|smsp__issue_active|Achieved Occupancy|Stall|Registers Per|Warp Cycles Per Issued' "$f" | head -30
+  done | tee "$D/summary.txt"
+  ;;
+
+anyopncu)
+  need_bin "$KILN"; machine "$KILN"
+  NCU=${NCU:-ncu}
+  NCU_ARGS=(--clock-control none --launch-skip 3 --launch-count 1 --section SpeedOfLight
+    --section WarpStateStats --section MemoryWorkloadAnalysis
+    --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_write.sum,lts__t_requests_op_write.sum,lts__t_sectors_op_read.sum)
+  S=(--shape 9664x16127x17 --layout RC --dtype f16 --reps 3 --warmup 3)
+  step ncu-smallk 120 "$NCU" "${NCU_ARGS[@]}" -k regex:gemm_small_k "$KILN" --no-store bench "${S[@]}"
+  step ncu-smallk-vec 120 env KILN_WGMMA_SMALLK_VEC=1 "$NCU" "${NCU_ARGS[@]}" -k regex:gemm_small_k \
+    "$KILN" --no-store bench "${S[@]}"
+  step ncu-rowstore 120 env KILN_WGMMA_SMALLK=0 "$NCU" "${NCU_ARGS[@]}" -k regex:gemm_wgmma_tma_ws \
+    "$KILN" --no-store bench "${S[@]}"
+  step ncu-cublas 120 "$NCU" "${NCU_ARGS[@]}" -k regex:'nvjet|xmma|cutlass|sm90_' \
+    "$KILN" --no-store bench "${S[@]}"
+  table
+  echo
+  for f in "$D"/ncu-*.txt; do
+    echo "== $(basename "$f" .txt)"
+    grep -E 'Duration|DRAM Throughput|dram__bytes|lts__t_|L2 Cache Throughput|Memory Throughput|Stall' "$f" | head -20
   done | tee "$D/summary.txt"
   ;;
 

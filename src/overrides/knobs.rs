@@ -607,9 +607,9 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_WGMMA_SMALLK_VEC",
         takes: || FLAG.into(),
-        default: "1",
-        set: |o, v| put(&mut o.gemm.small_k_vec, or(v, true, flag)),
-        show: |o| unless(o.gemm.small_k_vec, true, bit),
+        default: "0",
+        set: |o, v| put(&mut o.gemm.small_k_vec, or(v, false, flag)),
+        show: |o| unless(o.gemm.small_k_vec, false, bit),
     },
     Knob {
         name: "KILN_WGMMA_SPLITK",

@@ -77,12 +77,12 @@ pub struct GemmOverrides {
     /// lane; 1: 16-bit C with beta = 0 by 16-byte windows of its rows (ledger #99: 15-50 % slower
     /// on an H200, an experiment).
     pub rows_v: bool,
-    /// `KILN_WGMMA_SMALLK` (0, 1 or auto; [`SmallK`]). Default auto: a K of at most 96 with a C
+    /// `KILN_WGMMA_SMALLK` (0, 1 or auto; [`SmallK`]). Default auto: a K of at most 32 with a C
     /// that TMA cannot store runs the small-K kernel (`kernels/gemm/small_k.cu`: operands read
     /// in place, C stored by rows); 0 never, 1 every problem.
     pub small_k: SmallK,
-    /// `KILN_WGMMA_SMALLK_VEC` (0 or 1). Default on: the small-K kernel stores C (beta 0) by 16-byte
-    /// chunks of its rows; 0 an element a lane.
+    /// `KILN_WGMMA_SMALLK_VEC` (0 or 1). Default off: the small-K kernel stores C an element a
+    /// lane; 1 (beta 0) by 16-byte chunks of its rows (ledger #100: 1.3-1.9x slower on an H200).
     pub small_k_vec: bool,
 }
 
@@ -108,7 +108,7 @@ impl GemmOverrides {
         pdl: true,
         rows_v: false,
         small_k: SmallK::Auto,
-        small_k_vec: true,
+        small_k_vec: false,
     };
 }
 

@@ -127,7 +127,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_WGMMA_ROWV", "1"),
         ("KILN_WGMMA_SK", "1"),
         ("KILN_WGMMA_SMALLK", "0"),
-        ("KILN_WGMMA_SMALLK_VEC", "0"),
+        ("KILN_WGMMA_SMALLK_VEC", "1"),
         ("KILN_WGMMA_SPLITK", "1"),
         ("KILN_WGMMA_SPLITS", "3"),
         ("KILN_WGMMA_STAGES", "5"),

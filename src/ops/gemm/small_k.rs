@@ -19,9 +19,11 @@ pub const SMEM_BYTES: u32 = 64 * 136 * 4;
 pub const PER_SM: u32 = 2;
 /// K per chunk loaded into shared memory (the kernel's `KC`).
 pub const K_CHUNK: usize = 32;
-/// The longest K the dispatch's rule runs this kernel at: three chunks, each loaded and used
-/// before the next (no pipeline), beside a 16 KB (16-bit) or 32 KB (f32) tile of C to write.
-pub const MAX_K: usize = 96;
+/// The longest K the dispatch's rule runs this kernel at: one chunk. Each chunk is loaded and
+/// used before the next (no pipeline): on an H200 (7538a72, ledger #100) two chunks lost to the
+/// wgmma kernel's row store (15104x7420x64 CR f16 231 -> 309 us, 3222x7693x89 RR f16 76 -> 96 us)
+/// where one gained 16-29 % (9664x16127x17 RC f16 332 -> 261 us).
+pub const MAX_K: usize = K_CHUNK;
 
 /// `KILN_WGMMA_SMALLK`: whether `wgmma_tma_ws`'s dispatch runs a short-K problem whose C TMA
 /// cannot store in this kernel.
@@ -145,7 +147,8 @@ pub fn plan(p: &GemmProblem, sm_count: u32, vec: bool, why: String) -> LaunchPla
     let blocks = (tm * tn) as u32;
     let slots = PER_SM * sm_count;
     let store = if stores_by_chunks(p, vec) {
-        "by 16-byte chunks of its rows (the row's ends in 2-, 4- and 8-byte pieces)"
+        "by 16-byte chunks of its rows (the row's ends in 2-, 4- and 8-byte pieces; \
+         KILN_WGMMA_SMALLK_VEC=1)"
     } else {
         "by rows, an element a lane"
     };
@@ -175,9 +178,7 @@ pub fn plan(p: &GemmProblem, sm_count: u32, vec: bool, why: String) -> LaunchPla
                 p.k.div_ceil(K_CHUNK),
                 if p.k > K_CHUNK { "s" } else { "" }
             ),
-            format!(
-                "epilogue: staged as f32 in shared memory, stored {store} (KILN_WGMMA_SMALLK_VEC)"
-            ),
+            format!("epilogue: staged as f32 in shared memory, stored {store}"),
         ],
     }
 }
@@ -233,7 +234,7 @@ mod tests {
         assert!(runs(&p, false, SmallK::Auto));
         assert!(!runs(&p, true, SmallK::Auto));
         assert!(!runs(&p, false, SmallK::Never));
-        let long = GemmProblem::new(9664, 16127, 97, Layout::RC, DType::F16, DType::F16);
+        let long = GemmProblem::new(9664, 16127, 33, Layout::RC, DType::F16, DType::F16);
         assert!(!runs(&long, false, SmallK::Auto));
         assert!(runs(&long, true, SmallK::Always));
         for s in SmallK::ALL {

@@ -211,7 +211,7 @@ impl GemmKernel for WgmmaTmaWs {
                     .to_string(),
                 _ => format!(
                     "K = {} is at most {} and TMA cannot store C (a row of N or ldc off 16 bytes): \
-                     the small-K kernel, C's write is the problem (KILN_WGMMA_SMALLK)",
+                     the small-K kernel, where C's write is the problem (KILN_WGMMA_SMALLK)",
                     p.k,
                     small_k::MAX_K
                 ),

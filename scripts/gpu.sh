@@ -186,6 +186,12 @@
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
 #                                stall reasons, scheduler issue, memory workload, occupancy;
 #                                NCU names the binary (default ncu); about 2-4 minutes
+#   anyopncu                     ncu on an odd-pitch C's write (ledger #100: why it goes at
+#                                1.1-1.3 TB/s): 9664x16127x17 RC f16 in the small-K kernel (element
+#                                and 16-byte-chunk stores), in the wgmma kernel's row store
+#                                (KILN_WGMMA_SMALLK=0) and in cuBLAS, one launch each after warm-up:
+#                                DRAM bytes read and written, L2 write sectors and requests, speed of
+#                                light, warp stalls; NCU names the binary; about 2-3 minutes
 #   moelayer [SEED]              the whole MoE layer (routing, gathered SwiGLU, down projection
 #                                with its combine): `kiln moe check` (compiles), `kiln moe verify
 #                                --layer` (LAYER_SUITE=quick|full, default full), `kiln fuzz
@@ -202,15 +208,17 @@
 #   anyop [verify|time]          issue 48's paths (C off 16 bytes stored by rows; operands TMA
 #                                cannot address read in place where wgmma_tma_ws/inplace.rs says
 #                                so; swap-AB, KILN_WGMMA_SWAP; few 64x64 tiles at a long K split,
-#                                KILN_WGMMA_LONGK): verify: the wgmma_tma_ws quick suite by the
-#                                dispatch, with KILN_WGMMA_INPLACE=1 (every such operand in place),
-#                                with KILN_WGMMA_SWAP=1 (every problem swapped) and in the forced
-#                                128x144 tile, the issue's seven shapes, `kiln fuzz` of ANYOP_FUZZ
-#                                (1,500) GEMM problems by the dispatch, with INPLACE=1 and with
-#                                SWAP=1; time: the seven shapes against cuBLAS, the dispatch before
-#                                these rules (ANYOP_OLD: INPLACE=0 SWAP=0 LONGK=0) and after, then
-#                                `kiln bench --set random --count 200 --seed 1` the same two ways
-#                                (one binary); each bench's summary last
+#                                KILN_WGMMA_LONGK; the small-K kernel, KILN_WGMMA_SMALLK): verify:
+#                                the wgmma_tma_ws quick suite by the dispatch, with
+#                                KILN_WGMMA_INPLACE=1 (every such operand in place), with
+#                                KILN_WGMMA_SWAP=1 (every problem swapped), in the forced 128x144
+#                                tile and with KILN_WGMMA_SMALLK=1 (every problem in the small-K
+#                                kernel), the issue's seven shapes, `kiln fuzz` of ANYOP_FUZZ
+#                                (1,500) GEMM problems by the dispatch, with INPLACE=1, SWAP=1 and
+#                                SMALLK=1; time: the seven shapes against cuBLAS, the dispatch
+#                                before these rules (ANYOP_OLD: INPLACE=0 SWAP=0 LONGK=0 SMALLK=0)
+#                                and after, then `kiln bench --set random --count 300` at seeds 1
+#                                and 2 the same two ways (one binary); each bench's summary last
 #   ws-check                     after a change to the wgmma_tma_ws kernels or their headers: its
 #                                full suite, the MoE quick suite, `kiln sanitize --configs`
 #   peak                         `kiln peak`: copy bandwidth, read ceiling, cuBLAS's best bf16 GEMM
@@ -1462,6 +1470,28 @@ fp4ncu)
   done | tee "$D/summary.txt"
   ;;
 
+anyopncu)
+  need_bin "$KILN"; machine "$KILN"
+  NCU=${NCU:-ncu}
+  NCU_ARGS=(--clock-control none --launch-skip 3 --launch-count 1 --section SpeedOfLight
+    --section WarpStateStats --section MemoryWorkloadAnalysis
+    --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_write.sum,lts__t_requests_op_write.sum,lts__t_sectors_op_read.sum)
+  S=(--shape 9664x16127x17 --layout RC --dtype f16 --reps 3 --warmup 3)
+  step ncu-smallk 120 "$NCU" "${NCU_ARGS[@]}" -k regex:gemm_small_k "$KILN" --no-store bench "${S[@]}"
+  step ncu-smallk-vec 120 env KILN_WGMMA_SMALLK_VEC=1 "$NCU" "${NCU_ARGS[@]}" -k regex:gemm_small_k \
+    "$KILN" --no-store bench "${S[@]}"
+  step ncu-rowstore 120 env KILN_WGMMA_SMALLK=0 "$NCU" "${NCU_ARGS[@]}" -k regex:gemm_wgmma_tma_ws \
+    "$KILN" --no-store bench "${S[@]}"
+  step ncu-cublas 120 "$NCU" "${NCU_ARGS[@]}" -k regex:'nvjet|xmma|cutlass|sm90_' \
+    "$KILN" --no-store bench "${S[@]}"
+  table
+  echo
+  for f in "$D"/ncu-*.txt; do
+    echo "== $(basename "$f" .txt)"
+    grep -E 'Duration|DRAM Throughput|dram__bytes|lts__t_|L2 Cache Throughput|Memory Throughput|Stall' "$f" | head -20
+  done | tee "$D/summary.txt"
+  ;;
+
 moelayer)
   need_bin "$KILN"; machine "$KILN"
   step moe-check 300 "$KILN" --no-store moe check
@@ -1540,10 +1570,10 @@ anyop)
   shapes=("9049 8833 8 RR f16" "4327 876 178 RR bf16" "13690 1457 36 RC f16" "9664 16127 17 RC bf16"
           "7103 5 15091 CR bf16" "129 127 4095 RR bf16" "281 8320 8512 RC bf16")
   # the dispatch before issue 48's rules, as env settings (the same binary)
-  old=(${ANYOP_OLD:-KILN_WGMMA_INPLACE=0 KILN_WGMMA_SWAP=0 KILN_WGMMA_LONGK=0})
+  old=(${ANYOP_OLD:-KILN_WGMMA_INPLACE=0 KILN_WGMMA_SWAP=0 KILN_WGMMA_LONGK=0 KILN_WGMMA_SMALLK=0})
   if [ "$part" != time ]; then
     step anyop-verify-quick 90 "$KILN" --no-store verify --version wgmma_tma_ws --suite quick
-    for v in KILN_WGMMA_INPLACE=1 KILN_WGMMA_SWAP=1 KILN_WGMMA_CFG=n144; do
+    for v in KILN_WGMMA_INPLACE=1 KILN_WGMMA_SWAP=1 KILN_WGMMA_CFG=n144 KILN_WGMMA_SMALLK=1; do
       n=${v#KILN_WGMMA_}; n=${n//=/-}
       step "anyop-verify-quick-${n,,}" 90 env "$v" "$KILN" --no-store verify \
         --version wgmma_tma_ws --suite quick
@@ -1553,7 +1583,7 @@ anyop)
       step "anyop-verify-${m}x${n}x${k}" 60 "$KILN" --no-store verify --version wgmma_tma_ws \
         --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
     done
-    for v in KILN_WGMMA_INPLACE=auto KILN_WGMMA_INPLACE=1 KILN_WGMMA_SWAP=1; do
+    for v in KILN_WGMMA_INPLACE=auto KILN_WGMMA_INPLACE=1 KILN_WGMMA_SWAP=1 KILN_WGMMA_SMALLK=1; do
       n=${v#KILN_WGMMA_}; n=${n//=/-}
       step "anyop-fuzz-${n,,}" 150 env "$v" "$KILN" --no-store fuzz --seed 1 \
         --gemm "${ANYOP_FUZZ:-1500}" --attention 0 --moe 0 --fp8 0 --moe-layer 0 --version wgmma_tma_ws
@@ -1567,8 +1597,10 @@ anyop)
       step "anyop-bench-new-${m}x${n}x${k}" 60 "$KILN" bench \
         --shape "${m}x${n}x${k}" --layout "$l" --dtype "$d"
     done
-    step anyop-random-old 150 env "${old[@]}" "$KILN" bench --set random --count 200 --seed 1
-    step anyop-random-new 150 "$KILN" bench --set random --count 200 --seed 1
+    for seed in 1 2; do
+      step "anyop-random-old-s$seed" 150 env "${old[@]}" "$KILN" bench --set random --count 300 --seed "$seed"
+      step "anyop-random-new-s$seed" 150 "$KILN" bench --set random --count 300 --seed "$seed"
+    done
   fi
   table
   for f in "$D"/anyop-bench-*.txt "$D"/anyop-random-*.txt; do

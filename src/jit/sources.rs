@@ -210,6 +210,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/gemm/pack_rows.cu"),
     ),
     (
+        "gemm/small_k.cu",
+        include_str!("../../kernels/gemm/small_k.cu"),
+    ),
+    (
         "gemm/transpose_rows.cu",
         include_str!("../../kernels/gemm/transpose_rows.cu"),
     ),

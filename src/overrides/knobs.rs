@@ -616,6 +616,23 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.gemm.stream_k.map(bit),
     },
     Knob {
+        name: "KILN_WGMMA_SMALLK",
+        takes: || {
+            "0, 1 or auto (the small-K kernel: never, every problem, or by the dispatch's rule)"
+                .into()
+        },
+        default: "auto",
+        set: |o, v| put(&mut o.gemm.small_k, or(v, SmallK::Auto, SmallK::parse)),
+        show: |o| unless(o.gemm.small_k, SmallK::Auto, |s| s.name().to_string()),
+    },
+    Knob {
+        name: "KILN_WGMMA_SMALLK_VEC",
+        takes: || FLAG.into(),
+        default: "0",
+        set: |o, v| put(&mut o.gemm.small_k_vec, or(v, false, flag)),
+        show: |o| unless(o.gemm.small_k_vec, false, bit),
+    },
+    Knob {
         name: "KILN_WGMMA_SPLITK",
         takes: || FLAG.into(),
         default: "0",

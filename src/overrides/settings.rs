@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::fp8::gemm::Fp8Rule;
+use crate::ops::gemm::small_k::SmallK;
 use crate::ops::gemm::wgmma_tma_ws::{InPlace, Swap, TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
 use crate::ops::moe::fp4::kernel::Fp4Path;
 use crate::ops::moe::grouped_swapab::SwapConfig;
@@ -76,6 +77,13 @@ pub struct GemmOverrides {
     /// lane; 1: 16-bit C with beta = 0 by 16-byte windows of its rows (ledger #99: 15-50 % slower
     /// on an H200, an experiment).
     pub rows_v: bool,
+    /// `KILN_WGMMA_SMALLK` (0, 1 or auto; [`SmallK`]). Default auto: a K of at most 32 with a C
+    /// that TMA cannot store runs the small-K kernel (`kernels/gemm/small_k.cu`: operands read
+    /// in place, C stored by rows); 0 never, 1 every problem.
+    pub small_k: SmallK,
+    /// `KILN_WGMMA_SMALLK_VEC` (0 or 1). Default off: the small-K kernel stores C an element a
+    /// lane; 1 (beta 0) by 16-byte chunks of its rows (ledger #100: 1.3-1.9x slower on an H200).
+    pub small_k_vec: bool,
 }
 
 impl GemmOverrides {
@@ -99,6 +107,8 @@ impl GemmOverrides {
         defer: true,
         pdl: true,
         rows_v: false,
+        small_k: SmallK::Auto,
+        small_k_vec: false,
     };
 }
 

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 52 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (53, 14));
+    // 55 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (55, 14));
 }
 
 #[test]
@@ -127,6 +127,8 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_WGMMA_PDL", "0"),
         ("KILN_WGMMA_ROWV", "1"),
         ("KILN_WGMMA_SK", "1"),
+        ("KILN_WGMMA_SMALLK", "0"),
+        ("KILN_WGMMA_SMALLK_VEC", "1"),
         ("KILN_WGMMA_SPLITK", "1"),
         ("KILN_WGMMA_SPLITS", "3"),
         ("KILN_WGMMA_STAGES", "5"),

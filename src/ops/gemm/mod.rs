@@ -8,6 +8,7 @@ pub mod planted;
 pub mod problem;
 pub mod simt_naive;
 pub mod simt_tiled;
+pub mod small_k;
 pub mod tma_operands;
 pub mod trace;
 pub mod transpose_rows;

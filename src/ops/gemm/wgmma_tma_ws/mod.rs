@@ -60,6 +60,7 @@ use plan::{warn_forced_fallback, Prepared, ReadA};
 use repack::{c_target, needs_pack, pack_shape, packed_ld, repack, with_a_row_major};
 use tiles::ring_for;
 
+use super::small_k;
 use super::{CtaStamps, ForcedSetup, GemmKernel, GemmOperands, GemmProblem, LaunchPlan};
 use crate::device::{Context, DeviceInfo};
 use crate::error::{Error, Result};
@@ -149,6 +150,10 @@ impl GemmKernel for WgmmaTmaWs {
         spec::variants(arch)
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
+        let env = &ctx.overrides.gemm;
+        if runs_small_k(p, ops.c.ptr(), env) {
+            return small_k::launch(ctx, p, ops, env.small_k_vec);
+        }
         self.launch_memoised(ctx, p, ops)
     }
     fn space(&self, p: &GemmProblem, _dev: &DeviceInfo) -> Option<ParamSpace> {
@@ -197,11 +202,30 @@ impl GemmKernel for WgmmaTmaWs {
         tuned: &TunedTable,
         overrides: &Overrides,
     ) -> Option<LaunchPlan> {
+        let env = &overrides.gemm;
+        // (C as aligned as allocations are)
+        if runs_small_k(p, 1 << 20, env) {
+            let why = match env.small_k {
+                small_k::SmallK::Always => "KILN_WGMMA_SMALLK=1 runs every problem in the small-K \
+                                            kernel"
+                    .to_string(),
+                _ => format!(
+                    "K = {} is at most {} and TMA cannot store C (a row of N or ldc off 16 bytes): \
+                     the small-K kernel, where C's write is the problem (KILN_WGMMA_SMALLK)",
+                    p.k,
+                    small_k::MAX_K
+                ),
+            };
+            return Some(small_k::plan(p, dev.sm_count, env.small_k_vec, why));
+        }
         // (looked up as `launch` looks it up: for the problem as the kernel reads it)
         let tuned = tuned.gemm(dev, self.name(), &as_read(p));
-        Some(plan(p, dev.sm_count, tuned.as_ref(), &overrides.gemm))
+        Some(plan(p, dev.sm_count, tuned.as_ref(), env))
     }
     fn specs_for(&self, p: &GemmProblem, dev: &DeviceInfo, tuned: &TunedTable) -> Vec<KernelSpec> {
+        if runs_small_k(p, 1 << 20, &GemmOverrides::NONE) {
+            return vec![small_k::spec(&dev.arch())];
+        }
         // (the tuned config looked up as `launch` looks it up)
         let tuned = tuned.gemm(dev, self.name(), &as_read(p));
         launch_specs(
@@ -226,6 +250,17 @@ impl GemmKernel for WgmmaTmaWs {
     ) -> Result<Vec<CtaStamps>> {
         self.trace_launch(ctx, p, ops)
     }
+}
+
+/// Whether the dispatch runs `p` (C at device address `c`) in the small-K kernel
+/// ([`small_k::runs`]): by the rule only where no tile or split is forced.
+fn runs_small_k(p: &GemmProblem, c: u64, env: &GemmOverrides) -> bool {
+    let forced = env.tile.is_some() || env.splits.is_some();
+    let mode = match env.small_k {
+        small_k::SmallK::Auto if forced => small_k::SmallK::Never,
+        m => m,
+    };
+    small_k::runs(p, output_map(p, c).is_some(), mode)
 }
 
 /// A bf16 problem in `layout`, for the tests of every module here.

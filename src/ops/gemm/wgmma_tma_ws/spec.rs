@@ -121,7 +121,8 @@ pub fn in_registry(cfg: TileConfig, epi: Epilogue, split_code: bool) -> bool {
 /// the C-load epilogue with the split-K code in the 6 of those whose widths are multiples of 64,
 /// and in the cooperative 64 x 64 tile; `KILN_EPI=0` in the same 7 (the row store) and in the
 /// three ping-pong tiles (registers); the in-place reads in 6; and swap-AB's transposed row store
-/// in the 128x144 tile for 16 of the 24 combinations ([`swap_registered`]).
+/// in the 128x144 tile for 16 of the 24 combinations ([`swap_registered`]); and the small-K
+/// kernel (one variant: its dtypes and layout are run-time values).
 pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
@@ -131,6 +132,8 @@ pub(super) fn variants(arch: &str) -> Vec<KernelSpec> {
         crate::ops::gemm::pack_rows::spec(arch, 4),
         crate::ops::gemm::transpose_rows::spec(arch),
     ];
+    // the small-K kernel its dispatch runs a short K with a C that TMA cannot store in
+    v.extend(crate::ops::gemm::small_k::variants(arch));
     let spec = |cfg, combo, epi, split_code, cpa_ct| {
         let defer = GemmOverrides::NONE.defer;
         WgmmaTmaWs::spec(arch, combo, cfg, GROUP_M, epi, split_code, defer, cpa_ct)
@@ -185,8 +188,8 @@ mod tests {
         // per (layout, input, output): the TMA-store epilogue in the 12 tiles of the registry
         // (the 168-wide one is forced only) and again with the split-K code in 7; the C-load
         // epilogue in 7 and `KILN_EPI=0` in 10, the in-place reads in 6 (`variants`), swap-AB's 16; pack_rows
-        // (2- and 4-byte elements) and transpose_rows
-        assert_eq!(variants.len(), 3 + 24 * (12 + 7 + 7 + 10 + 6) + 16);
+        // (2- and 4-byte elements), transpose_rows and the small-K kernel
+        assert_eq!(variants.len(), 3 + 1 + 24 * (12 + 7 + 7 + 10 + 6) + 16);
         for (l, i, o) in crate::ops::gemm::all_combinations() {
             let p = GemmProblem::new(4096, 4096, 4096, l, i, o);
             let all = WgmmaTmaWs.space(&p, &h100).unwrap().enumerate();
@@ -306,7 +309,8 @@ mod tests {
                 }
             }
         }
-        // and those launches reach every variant of the tiles (none is unreachable)
-        assert_eq!(seen.len(), variants.len() - 3);
+        // and those launches reach every variant of the tiles (none is unreachable; the copies'
+        // three and the small-K kernel's are not `Prepared` launches)
+        assert_eq!(seen.len(), variants.len() - 3 - 1);
     }
 }

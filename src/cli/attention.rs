@@ -205,6 +205,34 @@ pub struct AttnBenchArgs {
     pub decode: super::attention_decode::DecodeFlags,
 }
 
+impl AttnBenchArgs {
+    /// The timing options of the flags and the config file, at least one repetition.
+    pub(super) fn options(&self, env: &Env) -> kiln::harness::bench::BenchOptions {
+        let mut opt = bench_options(env, &self.timing);
+        opt.reps = opt.reps.max(1);
+        opt
+    }
+}
+
+/// `suite` narrowed to head dim `dim` (`head_dim` of a problem), when one is given; a dim the
+/// suite (`name`) does not hold is said.
+pub(super) fn only_dim<T>(
+    name: &str,
+    mut suite: Vec<T>,
+    dim: Option<usize>,
+    head_dim: impl Fn(&T) -> usize,
+) -> Result<Vec<T>> {
+    if let Some(d) = dim {
+        suite.retain(|p| head_dim(p) == d);
+        if suite.is_empty() {
+            return Err(Error::invalid(format!(
+                "the {name} suite has no problem with head dim {d} (it covers 64, 128 and 256)"
+            )));
+        }
+    }
+    Ok(suite)
+}
+
 pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
     match &a.action {
         AttnAction::Verify(v) if v.backward.backward => super::attention_backward::verify(env, v),
@@ -240,17 +268,8 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     } else {
         a.problem.shape.suite_takes_only_dim()?;
         // Without a sequence length, --dim narrows the suite to that head dim.
-        let mut s = attention_suite(a.suite.parse()?);
-        if let Some(d) = a.problem.shape.dim {
-            s.retain(|p| p.head_dim == d);
-            if s.is_empty() {
-                return Err(Error::invalid(format!(
-                    "the {} suite has no problem with head dim {d} (it covers 64, 128 and 256)",
-                    a.suite
-                )));
-            }
-        }
-        s
+        let s = attention_suite(a.suite.parse()?);
+        only_dim(&a.suite, s, a.problem.shape.dim, |p| p.head_dim)?
     };
     let r = &env.registry;
     let ks = named(r.attention(), &a.versions, |n| r.attention_version(n))?;
@@ -301,8 +320,7 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         |k| k.supports(&p, &ctx.info).is_ok(),
         |n| r.select_attention(&p, &ctx.info, Some(n)),
     )?;
-    let mut opt = bench_options(env, &a.timing);
-    opt.reps = opt.reps.max(1);
+    let opt = a.options(env);
     memory::plan_attention_bench(&p, &ctx.info)
         .ensure(&ctx, &format!("the problem {}", p.label()))?;
     let bufs = AttnBuffers::random(&ctx, &p, fresh_seed())?;

@@ -4,7 +4,7 @@
 use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
 use crate::harness::attention::decode::DecodeSpec;
-use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error};
+use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error_of};
 use crate::harness::device_data::random_buffer;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
@@ -285,7 +285,7 @@ impl Check for Step<'_> {
             .filter(|&i| have_o.get(i).is_nan())
             .count()
             + have_lse.iter().filter(|x| x.is_nan()).count();
-        out.rel_error = o_error(want.o.iter().enumerate().map(|(i, &w)| (have_o.get(i), w)));
+        out.rel_error = o_error_of(&have_o, &want.o);
         let lse = want.lse.iter().zip(&have_lse);
         out.set_lse_max_error(lse.map(|(&w, &h)| lse_error(h, w)).fold(0.0, f64::max));
         set_decode(out, d.splits, d.append_mismatches);

@@ -610,22 +610,24 @@ pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict>
             Verdict::of(case.clone(), o)
         }
         Case::MoeLayer { version, .. } => {
-            if version != LAYER_VERSION {
-                return Err(Error::invalid(format!(
-                    "unknown MoE layer version `{version}`; the layer's is {LAYER_VERSION}"
-                )));
-            }
+            only(version, LAYER_VERSION, "MoE layer", "the layer's")?;
             layer_verdict(ctx, case.clone())
         }
         Case::Fp8 { version, .. } => {
-            if version != FP8_VERSION {
-                return Err(Error::invalid(format!(
-                    "unknown FP8 version `{version}`; the FP8 GEMM's is {FP8_VERSION}"
-                )));
-            }
+            only(version, FP8_VERSION, "FP8", "the FP8 GEMM's")?;
             fp8_verdict(ctx, case.clone())
         }
     }
+}
+
+/// Refuses a `version` of an op (`what`) that has one, `name` (`whose` is it).
+fn only(version: &str, name: &str, what: &str, whose: &str) -> Result<()> {
+    if version != name {
+        return Err(Error::invalid(format!(
+            "unknown {what} version `{version}`; {whose} is {name}"
+        )));
+    }
+    Ok(())
 }
 
 /// Reads repro records: one JSON [`Case`] per line (a fuzz's failures file), or one JSON value

@@ -20,7 +20,7 @@ use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::env::{bench_options, finish, named, record, Env};
+use super::env::{bench_options, finish, named, record, refuse_given, Env};
 use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
 
 #[derive(Debug, Args)]
@@ -89,12 +89,11 @@ impl AttnShapeArgs {
             ("--scale", self.scale.is_some()),
             ("--window", self.window.is_some()),
         ];
-        if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
-            return Err(Error::invalid(format!(
+        refuse_given(&shaping, |flag| {
+            format!(
                 "{flag} describes one problem, which needs its length: add --seqlen (or --seqlen-q and --seqlen-kv), or leave {flag} out to verify the suite"
-            )));
-        }
-        Ok(())
+            )
+        })
     }
 
     /// The validated problem in `dtype` and `layout`, with `defaults` (batch, heads, seqlen,

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnProblemArgs, AttnVerifyArgs};
 use super::attention_varlen::{LSE_ERROR, O_ERROR};
-use super::env::{finish, record, Env};
+use super::env::{finish, record, refuse_given, Env};
 use super::verdicts::{table, Column, Landing, PROBLEM};
 
 /// The flags of a decode step over a paged cache (with --batch --heads --kv-heads --dim
@@ -61,12 +61,9 @@ impl DecodeFlags {
             ("--dense", self.dense),
             ("--left-pad", self.left_pad),
         ];
-        match flags.iter().find(|(_, given)| *given) {
-            Some((flag, _)) => Err(Error::invalid(format!(
-                "{flag} belongs to decode over a paged cache; add --decode"
-            ))),
-            None => Ok(()),
-        }
+        refuse_given(&flags, |flag| {
+            format!("{flag} belongs to decode over a paged cache; add --decode")
+        })
     }
 
     fn given(&self) -> bool {

@@ -16,7 +16,7 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{BenchArgs, ProblemArgs, VerifyArgs};
-use super::env::{bench_options, finish, named, record, Env};
+use super::env::{bench_options, finish, named, record, refuse_given, Env};
 use super::progress::bar;
 use super::verdicts::{by_version, fail_line, largest, verified, Landing};
 
@@ -55,12 +55,11 @@ fn no_problem_flags(a: &ProblemArgs) -> Result<()> {
         ("--ldb", a.ldb.is_some()),
         ("--ldc", a.ldc.is_some()),
     ];
-    match shaping.iter().find(|(_, given)| *given) {
-        Some((flag, _)) => Err(Error::invalid(format!(
+    refuse_given(&shaping, |flag| {
+        format!(
             "{flag} describes one problem, which needs its shape: add --shape MxNxK, or leave {flag} out to verify the suite"
-        ))),
-        None => Ok(()),
-    }
+        )
+    })
 }
 
 pub(super) fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {

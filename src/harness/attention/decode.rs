@@ -346,7 +346,6 @@ fn dense_suite(base: &DecodeSpec) -> Vec<DecodeSpec> {
                     dense,
                     left_pad,
                     page_size: if dense { base.page_size } else { 64 },
-                    ..*base
                 }
             },
         )

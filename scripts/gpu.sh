@@ -297,6 +297,14 @@
 #                                quick and strided suites, the backward's quick suite, the decode
 #                                and packed suites, each --json (H200: 10, 3, 17, 9, 41 s), then
 #                                scripts/verify-pair.py on each pair (same checks and verdicts)
+#   lab-pair OLD_BIN NEW_BIN     the rest of the lab's families paired (issue 50; attn-pair has the
+#                                attention checks): the GEMM's quick suite (--json, verify-pair),
+#                                `kiln fuzz --seed 1 --dry-run` of each (the same lines), the same
+#                                fuzz run on 50 GEMM and 20 attention problems (the same counts
+#                                per version, none wrong), then each bench once per binary (the
+#                                attention forward, backward, decode and packed, the GEMM; the same
+#                                columns); about 5 minutes on an H200 (the GEMM suite's first run
+#                                compiles cold: over 60 s)
 #   candle                       kiln's ops in candle (kiln-candle, built here by scripts/candle.sh:
 #                                its `block` example, CANDLE_EXAMPLE): the CUDA libraries it links
 #                                found (ldd), the block's check (each op against float64, the
@@ -2056,6 +2064,42 @@ attn-pair)
   done
   table
   echo; for p in "${pairs[@]}"; do echo "== ${p%%|*}"; tail -3 "$D/${p%%|*}-pair.txt"; done ;;
+
+lab-pair)
+  [ $# -eq 2 ] || { echo "lab-pair takes OLD_BIN NEW_BIN" >&2; exit 2; }
+  OLD=$(abspath "$1"); NEW=$(abspath "$2")
+  need_bin "$OLD" "$NEW"; machine "$OLD" "$NEW"
+  B=(--reps 10 --warmup 3)
+  for lab in old new; do
+    bin=$OLD; [ $lab = new ] && bin=$NEW
+    # (the first run compiles the suite's variants cold: over 60 s on an H200, 2026-11-29)
+    lim=150; [ $lab = new ] && lim=90
+    step_json "gemm-quick-$lab" $lim "$bin" --no-store --json verify --suite quick
+    step "fuzz-dry-$lab" 20 "$bin" --no-store fuzz --seed 1 --gemm 300 --dry-run
+    step "fuzz-$lab" 120 "$bin" --no-store fuzz --seed 1 --gemm 50 --attention 20 --moe 0 --fp8 0 \
+      --moe-layer 0 --out "$D/fuzz-$lab.json" --failures "$D/failures-$lab.jsonl"
+  done
+  step gemm-quick-pair 20 "$PY" scripts/verify-pair.py "$D/gemm-quick-old.json" "$D/gemm-quick-new.json"
+  step fuzz-dry-same 10 diff "$D/fuzz-dry-old.txt" "$D/fuzz-dry-new.txt"
+  step fuzz-same 10 "$PY" -c 'import json, sys
+t = [[(r["op"], r["version"], r["checks"], r["passed"], r["failed"], r["skipped"])
+      for r in json.load(open(f))["by_version"]] for f in sys.argv[1:]]
+print(*t[1], sep="\n"); sys.exit(0 if t[0] == t[1] else 1)' "$D/fuzz-old.json" "$D/fuzz-new.json"
+  for lab in old new; do
+    bin=$OLD; [ $lab = new ] && bin=$NEW
+    step "bench-attn-$lab" 60 "$bin" --no-store attn bench --batch 2 --heads 16 --seqlen 4096 --dim 128 "${B[@]}"
+    step "bench-bwd-$lab" 60 "$bin" --no-store attn bench --backward --batch 2 --heads 16 --seqlen 4096 \
+      --dim 128 "${B[@]}"
+    step "bench-decode-$lab" 60 "$bin" --no-store attn bench --decode --context 8192 "${B[@]}"
+    step "bench-varlen-$lab" 60 "$bin" --no-store attn bench --varlen-count 16 --varlen-range 128:4096 \
+      --seed 3 "${B[@]}"
+    step "bench-gemm-$lab" 60 "$bin" --no-store bench --shape 4096x4096x4096 "${B[@]}"
+  done
+  table
+  echo; for f in gemm-quick-pair fuzz-dry-same fuzz-same; do echo "== $f"; tail -4 "$D/$f.txt"; done
+  for b in attn bwd decode varlen gemm; do
+    echo "== bench-$b (old, then new)"; grep -E '^\|' "$D/bench-$b-old.txt" "$D/bench-$b-new.txt"
+  done ;;
 
 candle)
   EX=$(abspath "${CANDLE_EXAMPLE:-$ROOT/target/release/examples/block}")

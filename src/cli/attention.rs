@@ -20,7 +20,7 @@ use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::env::{bench_options, finish, named, record, Env};
+use super::env::{bench_options, finish, named, record, refuse_given, Env};
 use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
 
 #[derive(Debug, Args)]
@@ -89,12 +89,11 @@ impl AttnShapeArgs {
             ("--scale", self.scale.is_some()),
             ("--window", self.window.is_some()),
         ];
-        if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
-            return Err(Error::invalid(format!(
+        refuse_given(&shaping, |flag| {
+            format!(
                 "{flag} describes one problem, which needs its length: add --seqlen (or --seqlen-q and --seqlen-kv), or leave {flag} out to verify the suite"
-            )));
-        }
-        Ok(())
+            )
+        })
     }
 
     /// The validated problem in `dtype` and `layout`, with `defaults` (batch, heads, seqlen,
@@ -205,6 +204,34 @@ pub struct AttnBenchArgs {
     pub decode: super::attention_decode::DecodeFlags,
 }
 
+impl AttnBenchArgs {
+    /// The timing options of the flags and the config file, at least one repetition.
+    pub(super) fn options(&self, env: &Env) -> kiln::harness::bench::BenchOptions {
+        let mut opt = bench_options(env, &self.timing);
+        opt.reps = opt.reps.max(1);
+        opt
+    }
+}
+
+/// `suite` narrowed to head dim `dim` (`head_dim` of a problem), when one is given; a dim the
+/// suite (`name`) does not hold is said.
+pub(super) fn only_dim<T>(
+    name: &str,
+    mut suite: Vec<T>,
+    dim: Option<usize>,
+    head_dim: impl Fn(&T) -> usize,
+) -> Result<Vec<T>> {
+    if let Some(d) = dim {
+        suite.retain(|p| head_dim(p) == d);
+        if suite.is_empty() {
+            return Err(Error::invalid(format!(
+                "the {name} suite has no problem with head dim {d} (it covers 64, 128 and 256)"
+            )));
+        }
+    }
+    Ok(suite)
+}
+
 pub fn run(env: &Env, a: &AttnCliArgs) -> Result<ExitCode> {
     match &a.action {
         AttnAction::Verify(v) if v.backward.backward => super::attention_backward::verify(env, v),
@@ -240,17 +267,8 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     } else {
         a.problem.shape.suite_takes_only_dim()?;
         // Without a sequence length, --dim narrows the suite to that head dim.
-        let mut s = attention_suite(a.suite.parse()?);
-        if let Some(d) = a.problem.shape.dim {
-            s.retain(|p| p.head_dim == d);
-            if s.is_empty() {
-                return Err(Error::invalid(format!(
-                    "the {} suite has no problem with head dim {d} (it covers 64, 128 and 256)",
-                    a.suite
-                )));
-            }
-        }
-        s
+        let s = attention_suite(a.suite.parse()?);
+        only_dim(&a.suite, s, a.problem.shape.dim, |p| p.head_dim)?
     };
     let r = &env.registry;
     let ks = named(r.attention(), &a.versions, |n| r.attention_version(n))?;
@@ -301,8 +319,7 @@ fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         |k| k.supports(&p, &ctx.info).is_ok(),
         |n| r.select_attention(&p, &ctx.info, Some(n)),
     )?;
-    let mut opt = bench_options(env, &a.timing);
-    opt.reps = opt.reps.max(1);
+    let opt = a.options(env);
     memory::plan_attention_bench(&p, &ctx.info)
         .ensure(&ctx, &format!("the problem {}", p.label()))?;
     let bufs = AttnBuffers::random(&ctx, &p, fresh_seed())?;

@@ -18,8 +18,8 @@ use kiln::ops::attention_backward::BackwardProblem;
 use kiln::report::Table;
 use kiln::store::rows;
 
-use super::attention::{time_versions, versions_to_time, AttnBenchArgs, AttnVerifyArgs};
-use super::env::{bench_options, named, Env};
+use super::attention::{only_dim, time_versions, versions_to_time, AttnBenchArgs, AttnVerifyArgs};
+use super::env::{named, Env};
 use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
 
 /// The backward's flags of `kiln attn verify|bench`.
@@ -62,15 +62,7 @@ fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
     if a.suite.parse::<Suite>()? == Suite::Quick {
         s.retain(|p| p.attn.seqlen_q < 4096);
     }
-    if let Some(d) = a.problem.shape.dim {
-        s.retain(|p| p.attn.head_dim == d);
-        if s.is_empty() {
-            return Err(Error::invalid(format!(
-                "the backward suite has no problem with head dim {d} (it covers 64, 128 and 256)"
-            )));
-        }
-    }
-    Ok(s)
+    only_dim("backward", s, a.problem.shape.dim, |p| p.attn.head_dim)
 }
 
 pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
@@ -134,8 +126,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     if ks.is_empty() {
         r.select_attention_backward(&p, &ctx.info, None)?;
     }
-    let mut opt = bench_options(env, &a.timing);
-    opt.reps = opt.reps.max(1);
+    let opt = a.options(env);
     let flusher_bytes = kiln::harness::memory::flusher_bytes(&ctx.info);
     ctx.ensure_fits(
         &format!("the problem {}", p.label()),

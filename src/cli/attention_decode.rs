@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnProblemArgs, AttnVerifyArgs};
 use super::attention_varlen::{LSE_ERROR, O_ERROR};
-use super::env::{bench_options, finish, record, Env};
+use super::env::{finish, record, refuse_given, Env};
 use super::verdicts::{table, Column, Landing, PROBLEM};
 
 /// The flags of a decode step over a paged cache (with --batch --heads --kv-heads --dim
@@ -61,12 +61,9 @@ impl DecodeFlags {
             ("--dense", self.dense),
             ("--left-pad", self.left_pad),
         ];
-        match flags.iter().find(|(_, given)| *given) {
-            Some((flag, _)) => Err(Error::invalid(format!(
-                "{flag} belongs to decode over a paged cache; add --decode"
-            ))),
-            None => Ok(()),
-        }
+        refuse_given(&flags, |flag| {
+            format!("{flag} belongs to decode over a paged cache; add --decode")
+        })
     }
 
     fn given(&self) -> bool {
@@ -188,8 +185,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         ));
     }
     let ctx = env.context()?;
-    let mut opt = bench_options(env, &a.timing);
-    opt.reps = opt.reps.max(1);
+    let opt = a.options(env);
     let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
     let run = env.begin("attn-decode-bench", Some(&ctx.info))?;
     let t = time_decode(&ctx, &spec, seed, &opt)?;

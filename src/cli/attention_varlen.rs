@@ -20,7 +20,7 @@ use kiln::report::Table;
 use serde_json::json;
 
 use super::attention::{AttnBenchArgs, AttnVerifyArgs};
-use super::env::{bench_options, Env};
+use super::env::Env;
 use super::verdicts::{fail_line, table, Column, Landing, PROBLEM};
 
 /// The packed batch of `kiln attn verify|bench`: its lengths, given or drawn.
@@ -201,8 +201,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         .ok_or_else(|| Error::invalid("--varlen-range needs --varlen-count"))?;
     let p = problem(&a.problem.shape, &a.problem.dtype, &lengths)?;
     let ctx = env.context()?;
-    let mut opt = bench_options(env, &a.timing);
-    opt.reps = opt.reps.max(1);
+    let opt = a.options(env);
     let q = HostData::random(p.dtype, p.q_elems(), seed);
     let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
     let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
@@ -246,27 +245,30 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             ctx.info.name
         );
         let mut t = Table::new(&["call", "median ms", "min ms", "TFLOPS", "vs dense"]);
-        t.row(&[
-            "fa3_wgmma packed".into(),
-            format!("{median:.3}"),
-            format!("{min:.3}"),
-            format!("{tflops:.1}"),
-            format!("{ratio:.3}x"),
-        ]);
-        t.row(&[
-            format!("fa3_wgmma dense {}", dense.label()),
-            format!("{:.3}", dt.median_ms),
-            format!("{:.3}", dt.min_ms),
-            format!("{:.1}", dt.tflops),
-            "1.000x".into(),
-        ]);
-        t.row(&[
-            format!("fa3_wgmma equal lengths {}", even.label()),
-            format!("{:.3}", et.median_ms),
-            format!("{:.3}", et.min_ms),
-            format!("{:.1}", et.tflops),
-            format!("{:.3}x", et.tflops / dt.tflops),
-        ]);
+        let rows = [
+            ("packed".to_string(), median, min, tflops),
+            (
+                format!("dense {}", dense.label()),
+                dt.median_ms,
+                dt.min_ms,
+                dt.tflops,
+            ),
+            (
+                format!("equal lengths {}", even.label()),
+                et.median_ms,
+                et.min_ms,
+                et.tflops,
+            ),
+        ];
+        for (call, median, min, tflops) in rows {
+            t.row(&[
+                format!("fa3_wgmma {call}"),
+                format!("{median:.3}"),
+                format!("{min:.3}"),
+                format!("{tflops:.1}"),
+                format!("{:.3}x", tflops / dt.tflops),
+            ]);
+        }
         print!("{}", t.render());
         println!(
             "packed vs equal lengths (the cost of raggedness alone): {:.3}x",

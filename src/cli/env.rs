@@ -113,6 +113,14 @@ pub(super) fn named<'r, K: ?Sized>(
     names.iter().map(|n| lookup(n)).collect()
 }
 
+/// The first of `flags` (name, given) that was given, said by `refusal`; none given: Ok.
+pub(super) fn refuse_given(flags: &[(&str, bool)], refusal: impl Fn(&str) -> String) -> Result<()> {
+    match flags.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(kiln::error::Error::invalid(refusal(flag))),
+        None => Ok(()),
+    }
+}
+
 pub(super) fn record(run: &Option<(Store, i64)>, row: ResultRow) -> Result<()> {
     if let Some((s, id)) = run {
         s.record(*id, &row)?;

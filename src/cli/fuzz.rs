@@ -118,14 +118,12 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
                 p.beta
             ));
         }
-        for (p, s) in drawn.attention.iter().take(10) {
-            say(format!("  attention {} seed {s}", p.label()));
-        }
-        for (p, mode, s) in drawn.moe.iter().take(10) {
-            say(format!("  moe {} ({mode:?}) seed {s}", p.label()));
-        }
-        for (p, recipe, s) in drawn.fp8.iter().take(10) {
-            say(format!("  fp8 {p} ({recipe:?} scales) seed {s}"));
+        let [_, attention, moe, fp8, _] = drawn.cases("");
+        for c in [attention, moe, fp8]
+            .iter()
+            .flat_map(|cs| cs.iter().take(10))
+        {
+            say(format!("  {} {} seed {}", c.op(), c.label(), c.seed()));
         }
         return Ok(ExitCode::SUCCESS);
     };

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 
 use kiln::device::Context;
 use kiln::error::{Error, Result};
+use kiln::harness::bench::{BenchOptions, Timing};
 use kiln::harness::bench_versions::BenchVersions;
 use kiln::harness::outcome::Outcome;
-use kiln::harness::{bench::BenchOptions, peak, shapes, suite};
+use kiln::harness::{peak, shapes, suite};
 use kiln::ops::gemm::{parse_shape, DType, GemmKernel, GemmProblem, Layout};
 use kiln::ops::registry::Registry;
 use kiln::report::Table;
@@ -15,9 +16,9 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{BenchArgs, ProblemArgs, VerifyArgs};
-use super::env::{bench_options, finish, named, record, Env};
+use super::env::{bench_options, finish, named, record, refuse_given, Env};
 use super::progress::bar;
-use super::verdicts::{by_version, largest, verified};
+use super::verdicts::{by_version, fail_line, largest, verified, Landing};
 
 /// The typed problem from command-line arguments.
 pub(super) fn problem_from(
@@ -54,12 +55,11 @@ fn no_problem_flags(a: &ProblemArgs) -> Result<()> {
         ("--ldb", a.ldb.is_some()),
         ("--ldc", a.ldc.is_some()),
     ];
-    match shaping.iter().find(|(_, given)| *given) {
-        Some((flag, _)) => Err(Error::invalid(format!(
+    refuse_given(&shaping, |flag| {
+        format!(
             "{flag} describes one problem, which needs its shape: add --shape MxNxK, or leave {flag} out to verify the suite"
-        ))),
-        None => Ok(()),
-    }
+        )
+    })
 }
 
 pub(super) fn kernels<'r>(env: &'r Env, names: &[String]) -> Result<Vec<&'r dyn GemmKernel>> {
@@ -90,6 +90,8 @@ pub fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
     Ok(verified(outcomes.iter().any(|o| !o.passed)))
 }
 
+/// Checks `ks` on `problems` in a run of the store, the FAIL lines as they land; the table of
+/// them by version unless --json, when `table`.
 pub(super) fn run_verify(
     env: &Env,
     ctx: &Context,
@@ -97,25 +99,20 @@ pub(super) fn run_verify(
     problems: &[GemmProblem],
     table: bool,
 ) -> Result<Vec<Outcome>> {
-    let run = env.begin("verify", Some(&ctx.info))?;
-    let pb = bar(ks.len() * problems.len(), "verify", env.json);
+    let checks = Some((ks.len() * problems.len(), "verify"));
+    let landing = Landing::begin(env, ctx, Some("verify"), checks)?;
     let mut store_err = None;
     let outcomes = suite::verify_all(ctx, ks, problems, |o| {
-        pb.inc(1);
-        pb.set_message(format!("{} {}", o.check, o.label));
-        if !o.passed {
-            pb.println(format!("FAIL {} {}: {}", o.check, o.label, o.message));
-        }
-        if let Err(e) = record(&run, rows::gemm_verify_row(o)) {
+        landing.fail(!o.passed, || fail_line(o));
+        if let Err(e) = landing.record(rows::gemm_verify_row(o)) {
             store_err.get_or_insert(e);
         }
+        landing.tick();
     })?;
-    pb.finish_and_clear();
     if let Some(e) = store_err {
         return Err(e);
     }
-    let failed = outcomes.iter().any(|o| !o.passed);
-    finish(&run, if failed { "failed" } else { "ok" })?;
+    landing.end(outcomes.iter().any(|o| !o.passed))?;
     if table && !env.json {
         print!("{}", verify_table(ks, &outcomes).render());
     }
@@ -292,12 +289,7 @@ pub(super) fn run_bench(
         order_seed,
         |row| {
             pb.inc(1);
-            let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
-                row.versions.iter().map(|(t, r)| (t, *r)).collect();
-            if let Some(v) = &row.vendor {
-                all.push((v, Some(1.0)));
-            }
-            for (t, ratio) in all {
+            for (t, ratio) in timings(row) {
                 let flush = ctx.overrides.bench.flush;
                 if let Err(e) = record(
                     &run,
@@ -320,6 +312,12 @@ pub(super) fn run_bench(
         );
     }
     Ok(rows)
+}
+
+/// A row's timings with their ratio to the vendor: each version's, then the vendor's own (1).
+fn timings(row: &suite::BenchRow) -> impl Iterator<Item = (&Timing, Option<f64>)> {
+    let versions = row.versions.iter().map(|(t, r)| (t, *r));
+    versions.chain(row.vendor.iter().map(|v| (v, Some(1.0))))
 }
 
 /// One version's ratio to the vendor per problem over the passes of `--passes`: the median, the
@@ -373,12 +371,7 @@ fn bench_table(rows: &[suite::BenchRow], peak: Option<&peak::Peak>) -> Table {
         "host µs",
     ]);
     for row in rows {
-        let mut all: Vec<(&kiln::harness::bench::Timing, Option<f64>)> =
-            row.versions.iter().map(|(t, r)| (t, *r)).collect();
-        if let Some(v) = &row.vendor {
-            all.push((v, Some(1.0)));
-        }
-        for (tm, ratio) in all {
+        for (tm, ratio) in timings(row) {
             t.row(&[
                 row.problem.label(),
                 tm.version.clone(),

@@ -25,22 +25,19 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         .map(|k| k.as_ref())
         .filter(|k| !k.forced_setups().is_empty())
         .collect();
+    let gemm_names = |names: &mut dyn Iterator<Item = &String>| -> Result<Vec<String>> {
+        let named = names.map(|v| env.registry.gemm_version(v).map(|k| k.name().to_string()));
+        named.collect()
+    };
+    let is_other = |v: &String| {
+        v.as_str() == kiln::ops::fp8::gemm::NAME || kiln::tools::sanitize_fp4::is_fp4(v)
+    };
     let versions: Vec<String> = if a.configs {
         forced.iter().map(|k| k.name().to_string()).collect()
-    } else if a
-        .versions
-        .iter()
-        .any(|v| v == kiln::ops::fp8::gemm::NAME || kiln::tools::sanitize_fp4::is_fp4(v))
-    {
+    } else if a.versions.iter().any(is_other) {
         // the FP8 GEMM and the 4-bit kernels: their own problems (`kiln verify --dtype
         // e4m3|e5m2 --scale ...`, `kiln moe verify --weights ...`, `kiln fp4 verify`)
-        a.versions
-            .iter()
-            .filter(|v| {
-                v.as_str() != kiln::ops::fp8::gemm::NAME && !kiln::tools::sanitize_fp4::is_fp4(v)
-            })
-            .map(|v| env.registry.gemm_version(v).map(|k| k.name().to_string()))
-            .collect::<Result<_>>()?
+        gemm_names(&mut a.versions.iter().filter(|v| !is_other(v)))?
     } else if a.versions.is_empty() {
         env.registry
             .gemm()
@@ -49,10 +46,7 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
             .map(|k| k.name().to_string())
             .collect()
     } else {
-        a.versions
-            .iter()
-            .map(|v| env.registry.gemm_version(v).map(|k| k.name().to_string()))
-            .collect::<Result<_>>()?
+        gemm_names(&mut a.versions.iter())?
     };
     let tools: Vec<String> = if a.tools.is_empty() {
         san::TOOLS.iter().map(|s| s.to_string()).collect()
@@ -106,10 +100,10 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
     };
     // The FP8 GEMM's runs: by default (beside every kiln version) or when named.
     let fp8_named = a.versions.iter().any(|v| v == kiln::ops::fp8::gemm::NAME);
+    let default_run =
+        a.versions.is_empty() && a.problems.is_empty() && !a.configs && a.fuzz.is_none();
     let mut cases = cases;
-    if fp8_named
-        || (a.versions.is_empty() && a.problems.is_empty() && !a.configs && a.fuzz.is_none())
-    {
+    if fp8_named || default_run {
         cases.extend(kiln::tools::sanitize_fp8::fp8_cases(&tools));
     }
     // The 4-bit kernels' runs: likewise, those named or both.
@@ -119,9 +113,7 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         .filter(|v| kiln::tools::sanitize_fp4::is_fp4(v))
         .cloned()
         .collect();
-    if !fp4_named.is_empty()
-        || (a.versions.is_empty() && a.problems.is_empty() && !a.configs && a.fuzz.is_none())
-    {
+    if !fp4_named.is_empty() || default_run {
         cases.extend(kiln::tools::sanitize_fp4::fp4_cases(&fp4_named, &tools));
     }
     if a.list {

@@ -194,13 +194,8 @@ pub fn padded(mut p: GemmProblem) -> GemmProblem {
     p
 }
 
-/// Every (input, output) dtype pair kiln supports.
-pub fn dtype_pairs() -> Vec<(DType, DType)> {
-    DType::INPUTS
-        .iter()
-        .flat_map(|&i| DType::OUTPUTS.iter().map(move |&o| (i, o)))
-        .collect()
-}
+/// Every (input, output) dtype pair kiln supports (the MoE kernels' list, which is the GEMM's).
+pub use crate::ops::moe::dtype_pairs;
 
 #[cfg(test)]
 mod tests {

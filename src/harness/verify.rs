@@ -69,6 +69,19 @@ pub fn rel_l2(diff2: f64, ref2: f64) -> f64 {
     }
 }
 
+/// ‖have − want‖/‖want‖ over (have, want) pairs; a non-finite output adds nothing (it is
+/// counted as NaN or unwritten apart).
+pub fn rel_error(pairs: impl IntoIterator<Item = (f64, f64)>) -> f64 {
+    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
+    for (have, want) in pairs {
+        if have.is_finite() {
+            diff2 += (have - want) * (have - want);
+        }
+        ref2 += want * want;
+    }
+    rel_l2(diff2, ref2)
+}
+
 /// The launch's refusal, if it refused: `Error::Unsupported` is a skip (the problem is outside
 /// what the version does, said with a reason), not a failure; any other error is returned.
 pub fn refusal(launched: Result<()>) -> Result<Option<String>> {
@@ -205,18 +218,13 @@ impl Check for GemmCheck<'_> {
         let rows = rows_to_check(p, d.seed);
         let c_in_f64 = d.c_in.as_ref().map(HostData::to_f64);
         let reference = gemm_rows(p, &d.a.to_f64(), &d.b.to_f64(), c_in_f64.as_deref(), &rows);
-        let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
-        for (r, &m) in reference.iter().zip(&rows) {
-            for (n, &want) in r.iter().enumerate() {
-                let have = got.get(m * p.ldc + n);
-                if have.is_finite() {
-                    diff2 += (have - want) * (have - want);
-                }
-                ref2 += want * want;
-            }
-        }
+        let got = &got;
+        let pairs = reference.iter().zip(&rows).flat_map(|(r, &m)| {
+            let have = move |n| got.get(m * p.ldc + n);
+            r.iter().enumerate().map(move |(n, &want)| (have(n), want))
+        });
         out.rows_checked = rows.len();
-        out.rel_error = rel_l2(diff2, ref2);
+        out.rel_error = rel_error(pairs);
         let o = &*out;
         let (passed, message) = verdict(&[
             (o.mismatches > 0, &|| {

@@ -5,7 +5,7 @@
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::harness::attention::backward_bench::BackwardBuffers;
-use crate::harness::attention::verify::o_error;
+use crate::harness::attention::verify::o_error_of;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
 use crate::harness::verify::{fresh_seed, refusal, verdict, within};
@@ -227,13 +227,10 @@ impl Check for Backward<'_> {
             &d.v.to_f64(),
             &d.d_o.to_f64(),
         );
-        let err = |have: &HostData, want: &[f64]| {
-            o_error(want.iter().enumerate().map(|(i, &w)| (have.get(i), w)))
-        };
         let errors = [
-            err(&grads[0], &r.dq),
-            err(&grads[1], &r.dk),
-            err(&grads[2], &r.dv),
+            o_error_of(&grads[0], &r.dq),
+            o_error_of(&grads[1], &r.dk),
+            o_error_of(&grads[2], &r.dv),
         ];
         out.rel_error = max_error(errors);
         out.extra = Extra::Backward {

@@ -3,8 +3,13 @@
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
-use crate::harness::bench::{sample_launches, BenchOptions, KernelTiming, L2Flusher};
+use serde::Serialize;
+
+use super::decode::DecodeSpec;
+use super::decode_check::DecodeBuffers;
+use crate::harness::bench::{sample_launches, stats, BenchOptions, KernelTiming, L2Flusher};
 use crate::harness::device_data::random_buffer;
+use crate::ops::attention::decode_paged;
 use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
 
@@ -58,4 +63,53 @@ pub fn time_attention(
     let ops = bufs.operands();
     let times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
     Ok(AttnTiming::of(kernel.name(), *p, p.flops(), times))
+}
+
+/// One decode timing: event times with L2 flushed, and the cache bytes the step must read.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeTiming {
+    pub spec: DecodeSpec,
+    pub splits: usize,
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    pub reps: usize,
+    /// K and V bytes of every context, once.
+    pub cache_bytes: u64,
+    pub gbps: f64,
+    pub times_ms: Vec<f64>,
+}
+
+/// Times one decode step of `spec` (random data made on the GPU; the append is not timed).
+pub fn time_decode(
+    ctx: &Context,
+    spec: &DecodeSpec,
+    seed: u64,
+    opt: &BenchOptions,
+) -> Result<DecodeTiming> {
+    let p = spec.problem(seed)?;
+    let s = spec.shape(&p);
+    let bufs = DecodeBuffers::random(ctx, spec, &p, seed)?;
+    ctx.synchronize()?;
+    let ops = bufs.operands(0);
+    decode_paged::check_operands(&s, &ops)?;
+    let flusher = L2Flusher::new(ctx)?;
+    let mut splits = 1;
+    let times = sample_launches(ctx, &flusher, opt, || {
+        splits = decode_paged::launch(ctx, &s, &ops)?.splits;
+        Ok(())
+    })?;
+    let (median, min, max) = stats(&mut times.clone());
+    let cache_bytes = s.cache_bytes_read(&p.context_lens);
+    Ok(DecodeTiming {
+        spec: *spec,
+        splits,
+        median_us: median * 1e3,
+        min_us: min * 1e3,
+        max_us: max * 1e3,
+        reps: times.len(),
+        cache_bytes,
+        gbps: cache_bytes as f64 / (median * 1e-3) / 1e9,
+        times_ms: times,
+    })
 }

@@ -1,27 +1,18 @@
-//! Decode over a KV cache on the GPU: problems with shuffled pages, or a dense cache per sequence
-//! as transformers keeps it (BHSD memory with spare rows, read through a transposed view), the
-//! check against the float64 reference (poisoned outputs, the append included), the GPU's own
-//! check of bad tables (NaN and the error flags), the shape suite, and the timing.
+//! Decode over a KV cache: what a problem is made from (shuffled pages, or a dense cache per
+//! sequence as transformers keeps it: BHSD memory with spare rows, read through a transposed
+//! view), its launch shape and label, and the suites. The check against the float64 reference
+//! and the GPU's own check of bad tables are in `decode_check`, the timing in `bench`.
 
 use rand::{seq::SliceRandom, Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
-use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error};
-use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
-use crate::harness::device_data::random_buffer;
-use crate::harness::outcome::{Extra, Outcome};
-use crate::harness::runner::{self, Check};
-use crate::harness::verify::verdict;
-use crate::ops::attention::decode_paged::{
-    self, DecodeOperands, DecodePlan, DecodeShape, DecodeStrides,
-};
-use crate::ops::attention::kv_append::{self, AppendOperands};
+use crate::ops::attention::decode_paged::{DecodeShape, DecodeStrides};
 use crate::ops::attention::PagedProblem;
 use crate::ops::gemm::DType;
-use crate::reference::attention_paged::{append_kv, paged_forward};
-use crate::reference::data::HostData;
+
+pub use super::bench::{time_decode, DecodeTiming};
+pub use super::decode_check::{verify_bad_tables, verify_decode};
 
 /// What a decode problem is made from (the CLI's flags, the suite's rows).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -202,24 +193,28 @@ impl DecodeSpec {
     }
 }
 
+/// The suite's first problem, which the others vary: three sequences of 17 tokens in pages of 16,
+/// four query heads over one KV head, d128, bf16, one query token.
+const BASE: DecodeSpec = DecodeSpec {
+    batch: 3,
+    heads_q: 4,
+    heads_kv: 1,
+    head_dim: 128,
+    seqlen_q: 1,
+    page_size: 16,
+    context: 17,
+    random_lengths: false,
+    causal: false,
+    dtype: DType::Bf16,
+    append: 0,
+    dense: false,
+    left_pad: false,
+};
+
 /// The suite: page sizes 16/64/256; contexts 1, 15, 16, 17 and random; GQA 1, 4 and 8; 1, 4
 /// and 16 query tokens; head dims 64, 128 and 256; both dtypes; causal or not; with appends.
 pub fn decode_suite() -> Vec<DecodeSpec> {
-    let base = DecodeSpec {
-        batch: 3,
-        heads_q: 4,
-        heads_kv: 1,
-        head_dim: 128,
-        seqlen_q: 1,
-        page_size: 16,
-        context: 17,
-        random_lengths: false,
-        causal: false,
-        dtype: DType::Bf16,
-        append: 0,
-        dense: false,
-        left_pad: false,
-    };
+    let base = BASE;
     let mut v = Vec::new();
     let mut n = 0usize;
     for page_size in [16, 64, 256] {
@@ -311,414 +306,62 @@ pub fn decode_suite() -> Vec<DecodeSpec> {
 /// dynamic cache at one token, and long enough to split), caches with spare rows and lengths per
 /// sequence (its static cache), causal query tokens, an append, every head dim, both dtypes.
 fn dense_suite(base: &DecodeSpec) -> Vec<DecodeSpec> {
-    let rows = [
-        // (head dim, query tokens, heads, kv heads, context, lengths, append, dtype)
-        (128, 1, 32, 8, 577, false, 0, DType::Bf16),
-        (64, 1, 16, 2, 300, true, 0, DType::F16),
-        (256, 4, 8, 8, 1000, true, 0, DType::Bf16),
-        (128, 16, 16, 4, 5000, true, 16, DType::F16),
-        (128, 1, 8, 1, 20000, false, 0, DType::Bf16),
-        (64, 2, 4, 4, 17, true, 2, DType::Bf16),
-    ];
-    // Left padding (each sequence's keys from a seeded start): transformers' static cache under
+    use DType::{Bf16, F16};
+    // (head dim, query tokens, heads, kv heads, context, lengths, append, dtype, dense, left pad);
+    // left padding (each sequence's keys from a seeded start) is transformers' static cache under
     // a left-padded batch, 1 and 4 query tokens, one long enough to split; and a paged cache.
-    let padded = [
-        (128, 1, 32, 8, 2048, true, DType::Bf16),
-        (64, 4, 16, 2, 300, true, DType::F16),
-        (256, 1, 8, 8, 1000, true, DType::Bf16),
-        (128, 1, 8, 1, 20000, true, DType::Bf16),
-        (128, 2, 16, 4, 500, false, DType::F16),
+    let rows = [
+        (128, 1, 32, 8, 577, false, 0, Bf16, true, false),
+        (64, 1, 16, 2, 300, true, 0, F16, true, false),
+        (256, 4, 8, 8, 1000, true, 0, Bf16, true, false),
+        (128, 16, 16, 4, 5000, true, 16, F16, true, false),
+        (128, 1, 8, 1, 20000, false, 0, Bf16, true, false),
+        (64, 2, 4, 4, 17, true, 2, Bf16, true, false),
+        (128, 1, 32, 8, 2048, true, 0, Bf16, true, true),
+        (64, 4, 16, 2, 300, true, 0, F16, true, true),
+        (256, 1, 8, 8, 1000, true, 0, Bf16, true, true),
+        (128, 1, 8, 1, 20000, true, 0, Bf16, true, true),
+        (128, 2, 16, 4, 500, true, 0, F16, false, true),
     ];
     rows.iter()
         .map(
-            |&(d, sq, hq, hkv, context, random, append, dtype)| DecodeSpec {
-                batch: if context > 10000 { 1 } else { 3 },
-                heads_q: hq,
-                heads_kv: hkv,
-                head_dim: d,
-                seqlen_q: sq,
-                context,
-                random_lengths: random,
-                causal: sq > 1,
-                dtype,
-                append,
-                dense: true,
-                ..*base
-            },
-        )
-        .chain(
-            padded
-                .iter()
-                .map(|&(d, sq, hq, hkv, context, dense, dtype)| DecodeSpec {
-                    batch: if context > 10000 { 1 } else { 4 },
+            |&(d, sq, hq, hkv, context, random, append, dtype, dense, left_pad)| {
+                // (three sequences, four when left-padded, one past 10,000 tokens)
+                let batch = if context > 10000 {
+                    1
+                } else {
+                    3 + left_pad as usize
+                };
+                DecodeSpec {
+                    batch,
                     heads_q: hq,
                     heads_kv: hkv,
                     head_dim: d,
                     seqlen_q: sq,
                     context,
-                    random_lengths: true,
+                    random_lengths: random,
                     causal: sq > 1,
                     dtype,
+                    append,
                     dense,
-                    left_pad: true,
+                    left_pad,
                     page_size: if dense { base.page_size } else { 64 },
-                    ..*base
-                }),
+                }
+            },
         )
         .collect()
-}
-
-/// `bytes` of [batch, S, heads, D] elements of `e` bytes as [batch, heads, S, D] memory (a dense
-/// cache in transformers' order), or back with `back`.
-fn swap_seq_heads(
-    bytes: &[u8],
-    e: usize,
-    (b, s, h, d): (usize, usize, usize, usize),
-    back: bool,
-) -> Vec<u8> {
-    let mut out = vec![0u8; bytes.len()];
-    for bi in 0..b {
-        for si in 0..s {
-            for hi in 0..h {
-                let bshd = ((bi * s + si) * h + hi) * d * e;
-                let bhsd = ((bi * h + hi) * s + si) * d * e;
-                let (from, to) = if back { (bhsd, bshd) } else { (bshd, bhsd) };
-                out[to..to + d * e].copy_from_slice(&bytes[from..from + d * e]);
-            }
-        }
-    }
-    out
-}
-
-/// A cache's bytes as the device holds them for `spec` (a dense cache in BHSD order).
-fn device_cache(spec: &DecodeSpec, p: &PagedProblem, host: &HostData) -> Result<DeviceBuffer> {
-    let dims = (p.num_pages, p.page_size, p.heads_kv, p.head_dim);
-    match spec.dense {
-        true => DeviceBuffer::from_host(&swap_seq_heads(
-            host.bytes(),
-            host.dtype().size(),
-            dims,
-            false,
-        )),
-        false => DeviceBuffer::from_host(host.bytes()),
-    }
-}
-
-/// One step's buffers: Q, the K and V caches (as the device holds them), O, LSE, and the block
-/// table, the lengths and the first keys as `spec`'s shape reads them.
-struct DecodeBuffers {
-    q: DeviceBuffer,
-    k: DeviceBuffer,
-    v: DeviceBuffer,
-    o: DeviceBuffer,
-    lse: DeviceBuffer,
-    table: Option<DeviceBuffer>,
-    lens: Option<DeviceBuffer>,
-    starts: Option<DeviceBuffer>,
-}
-
-impl DecodeBuffers {
-    /// The buffers around `[q, k, v]`: O and LSE allocated, the tables uploaded.
-    fn around(
-        ctx: &Context,
-        spec: &DecodeSpec,
-        p: &PagedProblem,
-        [q, k, v]: [DeviceBuffer; 3],
-    ) -> Result<DecodeBuffers> {
-        let upload =
-            |want: bool, host: &[i32]| want.then(|| DeviceBuffer::from_host(host)).transpose();
-        Ok(DecodeBuffers {
-            q,
-            k,
-            v,
-            o: ctx.alloc(p.q_elems() * p.dtype.size())?,
-            lse: ctx.alloc(spec.shape(p).lse_elems() * 4)?,
-            table: upload(!spec.dense, &p.block_table)?,
-            lens: upload(spec.shape(p).lengths, &p.context_lens)?,
-            starts: upload(spec.left_pad, &p.context_starts)?,
-        })
-    }
-
-    /// Q and the caches random from `seed`, made on the GPU (the bench's, the bad tables').
-    fn random(ctx: &Context, spec: &DecodeSpec, p: &PagedProblem, seed: u64) -> Result<Self> {
-        let (dt, cache) = (p.dtype, p.cache_elems());
-        let inputs = [
-            random_buffer(ctx, dt, p.q_elems(), seed)?,
-            random_buffer(ctx, dt, cache, seed.wrapping_add(1))?,
-            random_buffer(ctx, dt, cache, seed.wrapping_add(2))?,
-        ];
-        DecodeBuffers::around(ctx, spec, p, inputs)
-    }
-
-    /// O and LSE poisoned: all-ones bytes, NaN in every dtype, so an unwritten element cannot
-    /// pass.
-    fn poison(&self, ctx: &Context) -> Result<()> {
-        self.o.fill_bytes(0xFF, ctx)?;
-        self.lse.fill_bytes(0xFF, ctx)
-    }
-
-    fn operands(&self, errors: u64) -> DecodeOperands<'_> {
-        DecodeOperands {
-            q: &self.q,
-            k_cache: &self.k,
-            v_cache: &self.v,
-            o: &self.o,
-            lse: &self.lse,
-            block_table: self.table.as_ref(),
-            context_lens: self.lens.as_ref(),
-            context_starts: self.starts.as_ref(),
-            errors,
-        }
-    }
-
-    /// O and LSE as downloaded.
-    fn outputs(&self, p: &PagedProblem, s: &DecodeShape) -> Result<(HostData, Vec<f32>)> {
-        let o = self.o.download::<u8>(p.q_elems() * p.dtype.size())?;
-        Ok((
-            HostData::from_bytes(p.dtype, &o),
-            self.lse.download::<f32>(s.lse_elems())?,
-        ))
-    }
-}
-
-/// Runs `spec` once with the inputs of `seed`: the append (if any) and the step on the GPU,
-/// O and LSE poisoned first, against the float64 reference on every row.
-pub fn verify_decode(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Outcome> {
-    runner::run(ctx, &Step { spec }, seed)
-}
-
-/// `spec`'s outcome with the inputs of `seed`, not yet judged.
-fn blank(spec: &DecodeSpec, seed: u64, bound: f64, lse_max_error: f64) -> Outcome {
-    let extra = Extra::Decode {
-        spec: *spec,
-        splits: 0,
-        lse_max_error,
-        append_mismatches: 0,
-    };
-    Outcome::new("decode_paged", spec.label(), seed, bound, extra)
-}
-
-/// Sets the decode extras measured by a check.
-fn set_decode(out: &mut Outcome, step_splits: usize, appended_wrong: usize) {
-    if let Extra::Decode {
-        splits,
-        append_mismatches,
-        ..
-    } = &mut out.extra
-    {
-        (*splits, *append_mismatches) = (step_splits, appended_wrong);
-    }
-}
-
-/// One decode step (with its append) of one spec, as the runner checks it.
-struct Step<'a> {
-    spec: &'a DecodeSpec,
-}
-
-/// A decode step's problem, inputs (the cache in float64 for the reference, which the append
-/// extends) and buffers.
-struct StepDrawn {
-    p: PagedProblem,
-    s: DecodeShape,
-    seed: u64,
-    q: HostData,
-    k64: Vec<f64>,
-    v64: Vec<f64>,
-    bufs: DecodeBuffers,
-    splits: usize,
-    append_mismatches: usize,
-}
-
-impl Check for Step<'_> {
-    type Drawn = StepDrawn;
-
-    fn blank(&self, seed: u64) -> Outcome {
-        blank(self.spec, seed, o_bound(self.spec.dtype), f64::NAN)
-    }
-
-    fn supports(&self, _ctx: &Context) -> std::result::Result<(), String> {
-        Ok(())
-    }
-
-    fn draw(&self, ctx: &Context, seed: u64) -> Result<StepDrawn> {
-        let spec = self.spec;
-        let p = spec.problem(seed)?;
-        let s = spec.shape(&p);
-        let q = HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(1));
-        let kc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(2));
-        let vc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(3));
-        let inputs = [
-            DeviceBuffer::from_host(q.bytes())?,
-            device_cache(spec, &p, &kc)?,
-            device_cache(spec, &p, &vc)?,
-        ];
-        Ok(StepDrawn {
-            bufs: DecodeBuffers::around(ctx, spec, &p, inputs)?,
-            splits: DecodePlan::new(&s, &ctx.info).splits,
-            k64: kc.to_f64(),
-            v64: vc.to_f64(),
-            append_mismatches: 0,
-            q,
-            p,
-            s,
-            seed,
-        })
-    }
-
-    /// The append (checked against the reference's at once), then the step on poisoned O and LSE.
-    fn launch(&self, ctx: &Context, d: &mut StepDrawn) -> Result<()> {
-        let (spec, p) = (self.spec, &d.p);
-        if spec.append > 0 {
-            let n = p.batch * spec.append * p.heads_kv * p.head_dim;
-            let kn = HostData::random(p.dtype, n, d.seed.wrapping_add(4));
-            let vn = HostData::random(p.dtype, n, d.seed.wrapping_add(5));
-            let (dkn, dvn) = (
-                DeviceBuffer::from_host(kn.bytes())?,
-                DeviceBuffer::from_host(vn.bytes())?,
-            );
-            // (an append needs the lengths: with a full dense cache, every one is the cache's)
-            let all = DeviceBuffer::from_host(&p.context_lens)?;
-            let ops = AppendOperands {
-                k_new: &dkn,
-                v_new: &dvn,
-                k_cache: &d.bufs.k,
-                v_cache: &d.bufs.v,
-                block_table: d.bufs.table.as_ref(),
-                context_lens: d.bufs.lens.as_ref().unwrap_or(&all),
-                errors: 0,
-            };
-            kv_append::launch(ctx, &d.s, spec.append, &ops)?;
-            append_kv(
-                p,
-                &mut d.k64,
-                &mut d.v64,
-                &kn.to_f64(),
-                &vn.to_f64(),
-                spec.append,
-            )?;
-            ctx.synchronize()?;
-            let bytes = p.cache_elems() * p.dtype.size();
-            let dims = (p.num_pages, p.page_size, p.heads_kv, p.head_dim);
-            for (buf, want) in [(&d.bufs.k, &d.k64), (&d.bufs.v, &d.v64)] {
-                let mut raw = buf.download::<u8>(bytes)?;
-                if spec.dense {
-                    raw = swap_seq_heads(&raw, p.dtype.size(), dims, true);
-                }
-                let have = HostData::from_bytes(p.dtype, &raw);
-                d.append_mismatches += (0..have.len()).filter(|&i| have.get(i) != want[i]).count();
-            }
-        }
-        d.bufs.poison(ctx)?;
-        let ops = d.bufs.operands(0);
-        decode_paged::check_operands(&d.s, &ops)?;
-        decode_paged::launch(ctx, &d.s, &ops)?;
-        Ok(())
-    }
-
-    fn flops(&self) -> f64 {
-        let sp = self.spec;
-        4.0 * (sp.batch * sp.heads_q * sp.seqlen_q * sp.context * sp.head_dim) as f64
-    }
-
-    /// The step's own wait, whatever its size.
-    fn wait(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(30)
-    }
-
-    fn judge(&self, d: &StepDrawn, out: &mut Outcome) -> Result<()> {
-        let p = &d.p;
-        let (have_o, have_lse) = d.bufs.outputs(p, &d.s)?;
-        let want = paged_forward(p, &d.q.to_f64(), &d.k64, &d.v64);
-        out.mismatches = (0..have_o.len())
-            .filter(|&i| have_o.get(i).is_nan())
-            .count()
-            + have_lse.iter().filter(|x| x.is_nan()).count();
-        out.rel_error = o_error(want.o.iter().enumerate().map(|(i, &w)| (have_o.get(i), w)));
-        let lse = want.lse.iter().zip(&have_lse);
-        out.set_lse_max_error(lse.map(|(&w, &h)| lse_error(h, w)).fold(0.0, f64::max));
-        set_decode(out, d.splits, d.append_mismatches);
-        let wrong = d.append_mismatches;
-        judge_o_lse(
-            out,
-            p.dtype,
-            &[(wrong > 0, &|| {
-                format!("the append left {wrong} cache elements unlike the reference's")
-            })],
-        );
-        Ok(())
-    }
-}
-
-/// The guard against bad tables on the GPU, with no host check before the launch: sequence 0's
-/// first page id is past the cache (paged only), sequence 1's length past its cache and (left
-/// padded) sequence 2's first key past its length, so their O and LSE must come out NaN (never
-/// a plausible value), every other sequence's finite, and the error flags must say which kinds
-/// were seen (a length; a page id; a key start).
-pub fn verify_bad_tables(ctx: &Context, spec: &DecodeSpec, seed: u64) -> Result<Outcome> {
-    let mut p = spec.problem(seed)?;
-    let s = spec.shape(&p);
-    if !spec.dense {
-        p.block_table[0] = p.num_pages as i32;
-    }
-    p.context_lens[1] = (p.max_pages * p.page_size + 1) as i32;
-    if spec.left_pad {
-        p.context_starts[2] = p.context_lens[2] + 1;
-    }
-    let bad_seq = |b: usize| b == 1 || (b == 0 && !spec.dense) || (b == 2 && spec.left_pad);
-    let bufs = DecodeBuffers::random(ctx, spec, &p, seed)?;
-    let flags = HostFlags::new(3)?;
-    bufs.poison(ctx)?;
-    let ops = bufs.operands(flags.device_ptr());
-    decode_paged::check_operands(&s, &ops)?;
-    let splits = decode_paged::launch(ctx, &s, &ops)?.splits;
-    ctx.synchronize_within(std::time::Duration::from_secs(30), &spec.label())?;
-    let (have_o, have_lse) = bufs.outputs(&p, &s)?;
-    let (o_seq, lse_seq) = (p.seqlen_q * p.heads_q * p.head_dim, p.heads_q * p.seqlen_q);
-    // Elements that disagree with their sequence's verdict (NaN for a bad one, finite after).
-    let wrong = (0..have_o.len())
-        .filter(|&i| have_o.get(i).is_nan() != bad_seq(i / o_seq))
-        .count()
-        + (0..have_lse.len())
-            .filter(|&i| have_lse[i].is_nan() != bad_seq(i / lse_seq))
-            .count();
-    let want_flags = vec![1, u32::from(!spec.dense), u32::from(spec.left_pad)];
-    let have_flags = flags.take();
-    let (passed, message) = verdict(&[
-        (wrong > 0, &|| {
-            format!("{wrong} output elements disagree with their sequence's table: NaN for a bad one, finite otherwise")
-        }),
-        (have_flags != want_flags, &|| {
-            format!("the error flags read {have_flags:?}, not {want_flags:?} (a length; a page id; a key start)")
-        }),
-    ]);
-    let mut out = Outcome {
-        passed,
-        rel_error: 0.0,
-        mismatches: wrong,
-        message: format!("bad tables: {message}"),
-        ..blank(spec, seed, 0.0, 0.0)
-    };
-    set_decode(&mut out, splits, 0);
-    Ok(out)
 }
 
 /// Problems for [`verify_bad_tables`]: one split, several (the bad page seen by one split), a
 /// dense cache with lengths, and one left-padded.
 pub fn bad_table_specs() -> [DecodeSpec; 4] {
     let base = DecodeSpec {
-        batch: 3,
         heads_q: 8,
         heads_kv: 2,
-        head_dim: 128,
         seqlen_q: 2,
-        page_size: 16,
         context: 40,
-        random_lengths: false,
         causal: true,
-        dtype: DType::Bf16,
-        append: 0,
-        dense: false,
-        left_pad: false,
+        ..BASE
     };
     [
         base,
@@ -743,58 +386,10 @@ pub fn bad_table_specs() -> [DecodeSpec; 4] {
     ]
 }
 
-/// One decode timing: event times with L2 flushed, and the cache bytes the step must read.
-#[derive(Debug, Clone, Serialize)]
-pub struct DecodeTiming {
-    pub spec: DecodeSpec,
-    pub splits: usize,
-    pub median_us: f64,
-    pub min_us: f64,
-    pub max_us: f64,
-    pub reps: usize,
-    /// K and V bytes of every context, once.
-    pub cache_bytes: u64,
-    pub gbps: f64,
-    pub times_ms: Vec<f64>,
-}
-
-/// Times one decode step of `spec` (random data made on the GPU; the append is not timed).
-pub fn time_decode(
-    ctx: &Context,
-    spec: &DecodeSpec,
-    seed: u64,
-    opt: &BenchOptions,
-) -> Result<DecodeTiming> {
-    let p = spec.problem(seed)?;
-    let s = spec.shape(&p);
-    let bufs = DecodeBuffers::random(ctx, spec, &p, seed)?;
-    ctx.synchronize()?;
-    let ops = bufs.operands(0);
-    decode_paged::check_operands(&s, &ops)?;
-    let flusher = L2Flusher::new(ctx)?;
-    let mut splits = 1;
-    let times = sample_launches(ctx, &flusher, opt, || {
-        splits = decode_paged::launch(ctx, &s, &ops)?.splits;
-        Ok(())
-    })?;
-    let (median, min, max) = stats(&mut times.clone());
-    let cache_bytes = s.cache_bytes_read(&p.context_lens);
-    Ok(DecodeTiming {
-        spec: *spec,
-        splits,
-        median_us: median * 1e3,
-        min_us: min * 1e3,
-        max_us: max * 1e3,
-        reps: times.len(),
-        cache_bytes,
-        gbps: cache_bytes as f64 / (median * 1e-3) / 1e9,
-        times_ms: times,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::attention::decode_paged::DecodePlan;
 
     #[test]
     fn problems_shuffle_pages_and_leave_unused_entries_unread() {
@@ -883,13 +478,7 @@ mod tests {
         assert!(!s.paged && s.lengths);
         let (rows, d) = (30 + DENSE_SPARE, spec.head_dim);
         assert_eq!(s.strides.k, [rows * d, d, rows * d]); // one KV head
-                                                          // the permutation and its inverse
-        let host = HostData::random(DType::Bf16, 2 * 5 * 3 * 64, 1);
-        let dims = (2, 5, 3, 64);
-        let there = swap_seq_heads(host.bytes(), 2, dims, false);
-        assert_ne!(there, host.bytes());
-        assert_eq!(swap_seq_heads(&there, 2, dims, true), host.bytes());
-        // without lengths, the cache is exactly the context
+                                                          // without lengths, the cache is exactly the context
         let full = DecodeSpec {
             random_lengths: false,
             ..spec

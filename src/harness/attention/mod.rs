@@ -7,6 +7,7 @@ pub mod backward_shapes;
 pub mod backward_verify;
 pub mod bench;
 pub mod decode;
+pub mod decode_check;
 pub mod shapes;
 pub mod varlen;
 pub mod varlen_bad;

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
-use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error};
+use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error_of};
 use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
@@ -282,7 +282,7 @@ impl Check for Packed<'_> {
         out.mismatches = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
             + lse.iter().filter(|x| x.is_nan()).count();
         let want = varlen_forward(p, &d.q.to_f64(), &d.k.to_f64(), &d.v.to_f64());
-        out.rel_error = o_error(want.o.iter().enumerate().map(|(i, &w)| (o.get(i), w)));
+        out.rel_error = o_error_of(&o, &want.o);
         let lse_err = want.lse.iter().zip(&lse).map(|(&w, &h)| lse_error(h, w));
         out.set_lse_max_error(lse_err.fold(0.0f64, f64::max));
         let flagged = d.flags.take()[0] != 0;

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::harness::memory;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
-use crate::harness::verify::{fresh_seed, rel_l2, spread_rows, verdict, within};
+use crate::harness::verify::{fresh_seed, spread_rows, verdict, within};
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
 use crate::reference::{
@@ -156,17 +156,12 @@ impl Check for Forward<'_> {
     }
 }
 
-/// ‖have − want‖/‖want‖ over (have, want) pairs; a non-finite output adds nothing (it is
-/// counted as NaN or unwritten apart).
-pub fn o_error(pairs: impl IntoIterator<Item = (f64, f64)>) -> f64 {
-    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
-    for (have, want) in pairs {
-        if have.is_finite() {
-            diff2 += (have - want) * (have - want);
-        }
-        ref2 += want * want;
-    }
-    rel_l2(diff2, ref2)
+/// O's error over (have, want) pairs: [`rel_error`], the one measure of every check.
+pub use crate::harness::verify::rel_error as o_error;
+
+/// ‖have − want‖/‖want‖ of `have`'s elements against `want`, in order.
+pub fn o_error_of(have: &HostData, want: &[f64]) -> f64 {
+    o_error(want.iter().enumerate().map(|(i, &w)| (have.get(i), w)))
 }
 
 /// One row's LSE error: 0 where both are -inf (a row that sees no key), infinite where the

@@ -290,22 +290,13 @@ impl Sample {
         };
         let rows = pick(p.m, seed ^ 0x5A5A);
         let cols = pick(p.n, seed ^ 0xA5A5);
-        let a_at = |m: usize, k: usize| {
-            let i = if p.layout.a_row_major() {
-                m * p.lda + k
-            } else {
-                k * p.lda + m
-            };
-            counter_value(sa, i as u64)
+        // Element (r, c) of a matrix stored row- or column-major with leading dimension `ld`.
+        let at = |seed, row_major: bool, ld: usize, r: usize, c: usize| {
+            let i = if row_major { r * ld + c } else { c * ld + r };
+            counter_value(seed, i as u64)
         };
-        let b_at = |k: usize, n: usize| {
-            let i = if p.layout.b_row_major() {
-                k * p.ldb + n
-            } else {
-                n * p.ldb + k
-            };
-            counter_value(sb, i as u64)
-        };
+        let a_at = |m, k| at(sa, p.layout.a_row_major(), p.lda, m, k);
+        let b_at = |k, n| at(sb, p.layout.b_row_major(), p.ldb, k, n);
         let want = rows
             .iter()
             .map(|&m| {

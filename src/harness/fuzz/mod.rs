@@ -244,6 +244,58 @@ pub struct Drawn {
     pub moe_layer: Vec<(LayerCase, u64)>,
 }
 
+impl Drawn {
+    /// Each op's problems as cases of `version` (gemm, attention, moe, fp8, moe_layer): what the
+    /// dry run lists and `seed_one_draws_the_problems_it_always_drew` pins.
+    pub fn cases(&self, version: &str) -> [Vec<Case>; 5] {
+        let v = || version.to_string();
+        [
+            self.gemm
+                .iter()
+                .map(|&(problem, seed)| Case::Gemm {
+                    version: v(),
+                    problem,
+                    seed,
+                })
+                .collect(),
+            self.attention
+                .iter()
+                .map(|&(problem, seed)| Case::Attention {
+                    version: v(),
+                    problem,
+                    seed,
+                })
+                .collect(),
+            self.moe
+                .iter()
+                .map(|(p, mode, seed)| Case::Moe {
+                    version: v(),
+                    problem: p.clone(),
+                    mode: *mode,
+                    seed: *seed,
+                })
+                .collect(),
+            self.fp8
+                .iter()
+                .map(|&(problem, recipe, seed)| Case::Fp8 {
+                    version: v(),
+                    problem,
+                    recipe,
+                    seed,
+                })
+                .collect(),
+            self.moe_layer
+                .iter()
+                .map(|(c, seed)| Case::MoeLayer {
+                    version: v(),
+                    case: c.clone(),
+                    seed: *seed,
+                })
+                .collect(),
+        ]
+    }
+}
+
 pub fn draw(plan: &FuzzPlan) -> Drawn {
     let mut d = Draw::new(plan.seed);
     let g = GemmDraw::fuzz();
@@ -558,22 +610,24 @@ pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict>
             Verdict::of(case.clone(), o)
         }
         Case::MoeLayer { version, .. } => {
-            if version != LAYER_VERSION {
-                return Err(Error::invalid(format!(
-                    "unknown MoE layer version `{version}`; the layer's is {LAYER_VERSION}"
-                )));
-            }
+            only(version, LAYER_VERSION, "MoE layer", "the layer's")?;
             layer_verdict(ctx, case.clone())
         }
         Case::Fp8 { version, .. } => {
-            if version != FP8_VERSION {
-                return Err(Error::invalid(format!(
-                    "unknown FP8 version `{version}`; the FP8 GEMM's is {FP8_VERSION}"
-                )));
-            }
+            only(version, FP8_VERSION, "FP8", "the FP8 GEMM's")?;
             fp8_verdict(ctx, case.clone())
         }
     }
+}
+
+/// Refuses a `version` of an op (`what`) that has one, `name` (`whose` is it).
+fn only(version: &str, name: &str, what: &str, whose: &str) -> Result<()> {
+    if version != name {
+        return Err(Error::invalid(format!(
+            "unknown {what} version `{version}`; {whose} is {name}"
+        )));
+    }
+    Ok(())
 }
 
 /// Reads repro records: one JSON [`Case`] per line (a fuzz's failures file), or one JSON value
@@ -645,67 +699,12 @@ mod tests {
             versions: vec![],
             max_seq: 4096,
         });
-        let lines = |cases: Vec<Case>| -> Vec<String> {
+        let got = d.cases("").map(|cases| {
             cases
                 .iter()
                 .map(|c| format!("{} {}", c.label(), c.seed()))
-                .collect()
-        };
-        let v = String::new;
-        let got = [
-            lines(
-                d.gemm
-                    .iter()
-                    .map(|(p, s)| Case::Gemm {
-                        version: v(),
-                        problem: *p,
-                        seed: *s,
-                    })
-                    .collect(),
-            ),
-            lines(
-                d.attention
-                    .iter()
-                    .map(|(p, s)| Case::Attention {
-                        version: v(),
-                        problem: *p,
-                        seed: *s,
-                    })
-                    .collect(),
-            ),
-            lines(
-                d.moe
-                    .iter()
-                    .map(|(p, m, s)| Case::Moe {
-                        version: v(),
-                        problem: p.clone(),
-                        mode: *m,
-                        seed: *s,
-                    })
-                    .collect(),
-            ),
-            lines(
-                d.fp8
-                    .iter()
-                    .map(|(p, r, s)| Case::Fp8 {
-                        version: v(),
-                        problem: *p,
-                        recipe: *r,
-                        seed: *s,
-                    })
-                    .collect(),
-            ),
-            lines(
-                d.moe_layer
-                    .iter()
-                    .map(|(c, s)| Case::MoeLayer {
-                        version: v(),
-                        case: c.clone(),
-                        seed: *s,
-                    })
-                    .collect(),
-            ),
-        ];
+                .collect::<Vec<_>>()
+        });
         let want: [&[&str]; 5] = [
             &[
                 "6x101x54 CR f16->f16 11040000246860676903",

@@ -749,6 +749,8 @@ pub enum Fp8Rule {
     /// [`LARGE_M`] with block scales, where the 128-wide tile with the A scales by TMA and the
     /// TMA-store epilogue runs, its promotion pipelined (`128pte`) from K = [`LARGE_PIPE_K`]
     /// ([`choose_large`]): 1.12-1.34x the measured rule at DeepSeek-V3's six M = 4096 shapes.
+    /// At M <= [`SMALL_M`] and M >= [`LARGE_M`] with stream-K where it fills the SMs better
+    /// ([`STREAM_GAIN`], ledger row 19).
     #[default]
     Large,
 }
@@ -796,8 +798,59 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
             .or_else(|| choose_fill(p, dev))
             .unwrap_or_else(|| choose_waves(p, dev)),
         Fp8Rule::Large => {
-            choose_large(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured))
+            let c = choose_large(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured));
+            if p.m <= SMALL_M || p.m >= LARGE_M {
+                stream_if_it_fills(p, &c, dev)
+            } else {
+                c
+            }
         }
+    }
+}
+
+/// Most of the busiest cluster's K blocks stream-K may leave for the large rule to take it: it
+/// pays for its runs' atomic sums and a piece of a tile more a cluster.
+pub const STREAM_GAIN: f64 = 0.9;
+
+/// The K blocks of `cfg`'s busiest cluster on `dev` (a cluster per SM or per pair): as the
+/// config runs (whole tiles or split-K slices, [`splits_for`]) and with stream-K
+/// ([`stream_layout`]; the same where it does not apply).
+pub fn busiest_blocks(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> (u64, u64) {
+    let clusters = (dev.sm_count.max(1) / cfg.ctas()).max(1) as u64;
+    let ctiles = tiles(p, cfg) / cfg.ctas() as u64;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    let s = splits_for(
+        p,
+        &Fp8Config {
+            stream: false,
+            ..*cfg
+        },
+        dev,
+    ) as u64;
+    let plain = (ctiles * s).div_ceil(clusters) * kblocks.div_ceil(s);
+    let stream = match stream_layout(ctiles, kblocks, clusters) {
+        Some((sk_from, sk_w)) => {
+            sk_from as u64 / clusters * kblocks + (sk_w as u64).div_ceil(clusters)
+        }
+        None => plain,
+    };
+    (plain, stream)
+}
+
+/// `cfg` with stream-K where it takes slices (a tile not run in parts, summed atomically) and its
+/// busiest cluster computes at most [`STREAM_GAIN`] of the K blocks it would without (DeepSeek-V3
+/// on an H200: 128x7168x16384 in the 64-row tile 109 K blocks against 128, 64x7168x2048 7
+/// against 8, 4096x2112x7168 in pairs 231 against 280: five waves of 4.12); else `cfg`.
+fn stream_if_it_fills(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> Fp8Config {
+    let sk = cfg.streamed();
+    if cfg.stream || cfg.splits > 0 || check_config(p, sk).is_err() {
+        return *cfg;
+    }
+    let (plain, stream) = busiest_blocks(p, cfg, dev);
+    if (stream as f64) <= STREAM_GAIN * plain as f64 {
+        sk
+    } else {
+        *cfg
     }
 }
 
@@ -2171,8 +2224,9 @@ mod tests {
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             if m >= LARGE_M {
                 // M = 4096: 32 rows of tiles, 544 tiles or more (4.1 waves) at every N; the 128
-                // x 256 tile but at N = 2112 (3 waves of it against 5 of 128)
-                assert_eq!(c, if n == 2112 { pair } else { wide }, "{p}");
+                // x 256 tile but at N = 2112 (3 waves of it against 5 of 128), where the pairs'
+                // fifth wave of 8 tiles is shared out by K block (231 K blocks a pair, not 280)
+                assert_eq!(c, if n == 2112 { pair.streamed() } else { wide }, "{p}");
                 assert!(check_config(&p, c).is_ok());
                 // one slice: 32 rows of tiles fill the SMs
                 assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
@@ -2180,13 +2234,41 @@ mod tests {
                 assert_eq!(c, choose(&p, &dev), "{p}");
             }
         }
+        // at M <= 128 the measured rule's 64-row tile, with stream-K where it leaves the busiest
+        // SM at most 0.9 of its K blocks (in 64 x 128 blocks: 128x7168x16384 109 against 128,
+        // 128x2112x7168 15 against 19 in 3 slices); not where whole waves or the slices
+        // already fill the SMs (64x2112x7168: 8 either way, 128x24576x1536 35 against 36)
+        let small: Fp8Config = "64x128ps".parse().unwrap();
+        for (m, n, k, stream) in [
+            (128, 7168, 16384, true),
+            (128, 2112, 7168, true),
+            (128, 7168, 2048, true),
+            (64, 7168, 16384, true),
+            (64, 7168, 2048, true),
+            (64, 2112, 7168, false),
+            (128, 24576, 1536, false),
+            (128, 32768, 512, false),
+            (128, 4096, 7168, false),
+        ] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(c.stream, stream, "{p}: {c}");
+            assert!(
+                c.same_kernel(&small) && c == choose_by(&p, &dev, Fp8Rule::Measured).streamed()
+                    || !stream
+            );
+        }
+        let p = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
+        assert_eq!(busiest_blocks(&p, &small, &dev), (128, 109));
         // in between, the measured rule (waves above M = 128); tensor scales have no such tile
         let p = Fp8Problem::new(1023, 7168, 2048, DType::Bf16, ScaleMode::Block);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), choose(&p, &dev));
+        // (448 tiles: 3 waves and 52 tiles, shared out by K block: 55 K blocks a CTA, not 64)
         let p = Fp8Problem::new(1024, 7168, 2048, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte.streamed());
+        assert_eq!(busiest_blocks(&p, &pte, &dev), (64, 55));
         let p = Fp8Problem::new(1024, 7168, 512, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), te);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), te.streamed());
         // pairs only from 4 waves of tiles (2048x2048: 1.94) and where the rows of tiles pair up
         // (M = 1100: 9); single CTAs pipelined from K = 1536
         let at = |m, n, k| {

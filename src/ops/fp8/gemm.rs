@@ -797,20 +797,57 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
         Fp8Rule::Fill => choose_small_m(p, dev)
             .or_else(|| choose_fill(p, dev))
             .unwrap_or_else(|| choose_waves(p, dev)),
-        Fp8Rule::Large => {
-            let c = choose_large(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured));
-            if p.m <= SMALL_M || p.m >= LARGE_M {
-                stream_if_it_fills(p, &c, dev)
-            } else {
-                c
+        Fp8Rule::Large => match choose_large(p, dev) {
+            Some(c) => stream_if_it_fills(p, &c, dev),
+            None => {
+                choose_small_rows(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured))
             }
-        }
+        },
     }
 }
 
-/// Most of the busiest cluster's K blocks stream-K may leave for the large rule to take it: it
-/// pays for its runs' atomic sums and a piece of a tile more a cluster.
+/// Most of the busiest cluster's K blocks stream-K may leave for the large rule to take it, and
+/// the fewest it must save: its runs' atomic sums (every cluster's partial tiles, 64 KB each at
+/// 128 x 128, at once at the end) cost some 9-10 us on an H200 (ledger row 19: 4096x2112x7168
+/// in pairs saved 49 K blocks of ~0.42 us and gained 10 us; 1024x7168x2048 saved 9 and lost 4.6).
 pub const STREAM_GAIN: f64 = 0.9;
+pub const STREAM_MIN_SAVED: u64 = 24;
+
+/// Fewest K blocks a unit (tile or slice) of the 128-row tile holds at 64 < M <= [`SMALL_M`] for
+/// the large rule to take it over the 64-row tile, or K blocks at most without slices: on an
+/// H200 (ledger row 19) `128pte/2` ran 128x7168x16384 in 42.2 us against `64x128ps/1`'s 46.2
+/// (64 K blocks a slice: each B tile streams into one SM, not two), and `128pte/1`
+/// 128x32768x512 in 13.3 against 14.8 (4 K blocks: half the units, C through the TMA-store
+/// epilogue); with 8 K blocks a slice it lost 1.1-1.4x (128x2112x7168 in 7 slices,
+/// 128x7168x2048 in 2), with 12 unsplit it tied (128x24576x1536).
+pub const SMALL_ROWS_BLOCKS: u64 = 32;
+pub const SMALL_ROWS_SHORT_K: u64 = 4;
+
+/// The large rule at 64 < M <= [`SMALL_M`]: the pipelined 128-row tile with the A scales by TMA
+/// and the TMA-store epilogue (`128pte`, slices from [`choose_splits`]) where its units hold at
+/// least [`SMALL_ROWS_BLOCKS`] K blocks, or at most [`SMALL_ROWS_SHORT_K`] without slices; `None`
+/// elsewhere (the measured rule's 64-row tile) or where it is not compiled.
+fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    if p.m <= 64 || p.m > SMALL_M {
+        return None;
+    }
+    let c = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .copied()
+        .find(|c| {
+            c.bm == 128
+                && c.bn == 128
+                && c.pipe
+                && c.tma_scales
+                && c.tma_epi
+                && !c.one_buffer
+                && c.ctas() == 1
+                && dev.check_smem(c.smem_bytes()).is_ok()
+        })?;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    let s = choose_splits(p, &c, dev) as u64;
+    (kblocks / s >= SMALL_ROWS_BLOCKS || (s == 1 && kblocks <= SMALL_ROWS_SHORT_K)).then_some(c)
+}
 
 /// The K blocks of `cfg`'s busiest cluster on `dev` (a cluster per SM or per pair): as the
 /// config runs (whole tiles or split-K slices, [`splits_for`]) and with stream-K
@@ -838,16 +875,19 @@ pub fn busiest_blocks(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> (u64
 }
 
 /// `cfg` with stream-K where it takes slices (a tile not run in parts, summed atomically) and its
-/// busiest cluster computes at most [`STREAM_GAIN`] of the K blocks it would without (DeepSeek-V3
-/// on an H200: 128x7168x16384 in the 64-row tile 109 K blocks against 128, 64x7168x2048 7
-/// against 8, 4096x2112x7168 in pairs 231 against 280: five waves of 4.12); else `cfg`.
+/// busiest cluster computes at most [`STREAM_GAIN`] of the K blocks it would without, and at
+/// least [`STREAM_MIN_SAVED`] fewer (DeepSeek-V3 on an H200: 4096x2112x7168 in pairs 231
+/// against 280, five waves of 4.12); else `cfg`. (At M <= 128 stream-K lost 1.05-1.6x on an
+/// H200 at every shape timed, ledger row 19: the large rule applies it from M = 1024 only.)
 fn stream_if_it_fills(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> Fp8Config {
     let sk = cfg.streamed();
     if cfg.stream || cfg.splits > 0 || check_config(p, sk).is_err() {
         return *cfg;
     }
     let (plain, stream) = busiest_blocks(p, cfg, dev);
-    if (stream as f64) <= STREAM_GAIN * plain as f64 {
+    if (stream as f64) <= STREAM_GAIN * plain as f64
+        && plain.saturating_sub(stream) >= STREAM_MIN_SAVED
+    {
         sk
     } else {
         *cfg
@@ -2234,41 +2274,43 @@ mod tests {
                 assert_eq!(c, choose(&p, &dev), "{p}");
             }
         }
-        // at M <= 128 the measured rule's 64-row tile, with stream-K where it leaves the busiest
-        // SM at most 0.9 of its K blocks (in 64 x 128 blocks: 128x7168x16384 109 against 128,
-        // 128x2112x7168 15 against 19 in 3 slices); not where whole waves or the slices
-        // already fill the SMs (64x2112x7168: 8 either way, 128x24576x1536 35 against 36)
-        let small: Fp8Config = "64x128ps".parse().unwrap();
-        for (m, n, k, stream) in [
-            (128, 7168, 16384, true),
-            (128, 2112, 7168, true),
-            (128, 7168, 2048, true),
-            (64, 7168, 16384, true),
-            (64, 7168, 2048, true),
-            (64, 2112, 7168, false),
-            (128, 24576, 1536, false),
-            (128, 32768, 512, false),
-            (128, 4096, 7168, false),
+        // at 64 < M <= 128 the 128-row tile where its units hold 32 K blocks or more, or 4 at
+        // most unsplit; else (and at M <= 64) the measured rule's 64-row tile; no stream-K
+        for (m, n, k, rows) in [
+            (128, 7168, 16384, 128),
+            (128, 32768, 512, 128),
+            (128, 2112, 7168, 64),
+            (128, 7168, 2048, 64),
+            (128, 24576, 1536, 64),
+            (128, 4096, 7168, 64),
+            (64, 7168, 16384, 64),
+            (64, 32768, 512, 64),
         ] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
-            assert_eq!(c.stream, stream, "{p}: {c}");
-            assert!(
-                c.same_kernel(&small) && c == choose_by(&p, &dev, Fp8Rule::Measured).streamed()
-                    || !stream
-            );
+            assert_eq!((c.bm, c.stream), (rows, false), "{p}: {c}");
+            if rows == 128 {
+                assert_eq!(c, pte, "{p}");
+            } else {
+                assert_eq!(c, choose_by(&p, &dev, Fp8Rule::Measured), "{p}");
+            }
         }
         let p = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
+        assert_eq!(splits_for(&p, &pte, &dev), 2);
+        let small: Fp8Config = "64x128ps".parse().unwrap();
         assert_eq!(busiest_blocks(&p, &small, &dev), (128, 109));
         // in between, the measured rule (waves above M = 128); tensor scales have no such tile
         let p = Fp8Problem::new(1023, 7168, 2048, DType::Bf16, ScaleMode::Block);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), choose(&p, &dev));
-        // (448 tiles: 3 waves and 52 tiles, shared out by K block: 55 K blocks a CTA, not 64)
+        // (448 tiles: 3 waves and 52 tiles; stream-K would save 9 of 64 K blocks a CTA, under
+        // the 24 its atomic sums cost)
         let p = Fp8Problem::new(1024, 7168, 2048, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte.streamed());
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte);
         assert_eq!(busiest_blocks(&p, &pte, &dev), (64, 55));
         let p = Fp8Problem::new(1024, 7168, 512, DType::Bf16, ScaleMode::Block);
-        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), te.streamed());
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), te);
+        let p = Fp8Problem::new(4096, 2112, 7168, DType::Bf16, ScaleMode::Block);
+        assert_eq!(busiest_blocks(&p, &pair, &dev), (280, 231));
         // pairs only from 4 waves of tiles (2048x2048: 1.94) and where the rows of tiles pair up
         // (M = 1100: 9); single CTAs pipelined from K = 1536
         let at = |m, n, k| {

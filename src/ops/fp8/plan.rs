@@ -155,6 +155,12 @@ pub fn plan(
                     c.bn as f64 / 128.0,
                     large_wide_cost(&c).unwrap_or(1.0)
                 ),
+                Fp8Rule::Large if c.tma_scales && c.bm == 128 && p.m <= SMALL_M => format!(
+                    "tile {c} (rule `large`): 64 < M <= {SMALL_M} takes the 128-row tile with the \
+                     A scales by TMA and the TMA-store epilogue where its units hold 32 K blocks \
+                     or more, or 4 at most unsplit (on an H200 1.09-1.11x the 64-row tile at \
+                     128x7168x16384 and 128x32768x512)"
+                ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 => format!(
                     "tile {c} (rule `large`): M >= {LARGE_M} takes the 128-wide tile with the A \
                      scales by TMA and the TMA-store epilogue{}",

@@ -121,6 +121,12 @@
 #                                then timed twice each beside
 #                                256tmh and 128ptme at five of DeepSeek-V3's M = 4096 shapes, and
 #                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
+#   fp8sk                        stream-K (docs/fp8.md, ledger row 19; about 3 min on an H200):
+#                                128pte/k, 128ptme/k and 64x128ps/k verified at their edges, the
+#                                small-M shapes under `measured` (the old choice), `large` (the
+#                                rule with stream-K), 128pte/k and 128pte, twice each; 4096x2112x7168
+#                                and 1024x7168x2048 with and without /k, twice; DeepSeek-V3's set
+#                                under `measured` and `large`; table by scripts/fp8-table.py
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -953,6 +959,42 @@ fp8wide)
     "M = 1024: single, pairs, wide pairs, the rule" fp8wide-m1024.json "128pte 128ptme 256tmh large" \
     "M = 2048" fp8wide-m2048.json "128pte 128ptme 256tmh large" "M = 3072" \
     fp8wide-m3072.json "128pte 128ptme 256tmh large" "DeepSeek-V3" fp8wide-ds.json "measured large" | tee "$D/summary.txt"
+  ;;
+
+fp8sk)
+  need_bin "$KILN"; machine "$KILN"
+  # Stream-K (docs/fp8.md ledger row 19): the three tile families with /k verified at their
+  # edges: runs inside one tile (128x2112x7168: fewer tiles than SMs), whole waves then runs of
+  # one or two K blocks (1280x2112x512, in pairs too), a ragged K's last partial block
+  # (64x1000x2064, 300x520x2064), M = 1, f32 and f16 out; then the small-M shapes the rule
+  # changes (and two it keeps) under `measured` (the old choice) and `large` (with /k), the
+  # 128-row tile with and without /k, twice each; then 4096x2112x7168 (pairs, 4.12 waves) and
+  # 1024x7168x2048 (single CTAs, 3.4 waves) with and without /k, twice; DeepSeek-V3's set.
+  tiles=(--tile 128pte/k --tile 128ptme/k --tile 64x128ps/k)
+  step fp8sk-edges 90 "$KILN" fp8 verify --shape 128x2112x7168 --shape 1280x2112x512 \
+    --shape 64x1000x2064 --shape 1x2112x4096 --shape 300x520x2064 "${tiles[@]}"
+  step fp8sk-edges-out 60 "$KILN" fp8 verify --shape 300x520x2064 --shape 1280x2112x512 \
+    --out f32 "${tiles[@]}"
+  step fp8sk-edges-f16 60 "$KILN" fp8 verify --shape 129x392x4112 --shape 4096x2112x7168 \
+    --out f16 "${tiles[@]}"
+  small=(measured large 128pte/k 128pte)
+  ab=(); for t in "${small[@]}"; do ab+=(--tile "$t"); done
+  step_json fp8sk-small 120 "$KILN" --json fp8 bench --scale block --reps 20 \
+    --shape 64x7168x16384 --shape 64x7168x2048 --shape 128x2112x7168 --shape 128x7168x16384 \
+    --shape 128x7168x2048 --shape 128x24576x1536 --shape 128x32768x512 "${ab[@]}" "${ab[@]}"
+  big=(128ptme 128ptme/k 128pte 128pte/k)
+  bb=(); for t in "${big[@]}"; do bb+=(--tile "$t"); done
+  step_json fp8sk-big 90 "$KILN" --json fp8 bench --scale block --reps 10 \
+    --shape 4096x2112x7168 --shape 1024x7168x2048 "${bb[@]}" "${bb[@]}"
+  step_json fp8sk-ds 120 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile measured --tile large
+  table
+  echo
+  labels=""; for i in 1 2; do for t in "${small[@]}"; do labels="$labels $t#$i"; done; done
+  blabels=""; for i in 1 2; do for t in "${big[@]}"; do blabels="$blabels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "small M, each config twice" fp8sk-small.json "$labels" \
+    "4096x2112x7168 and 1024x7168x2048, each twice" fp8sk-big.json "$blabels" \
+    "DeepSeek-V3" fp8sk-ds.json "measured large" | tee "$D/summary.txt"
   ;;
 
 fp8parts)

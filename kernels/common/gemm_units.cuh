@@ -5,10 +5,6 @@
 #include "common/gemm_ws.cuh"
 #include "common/split_k.cuh"
 
-// Stream-K: the first of w K blocks that CTA g of G takes (32-bit: the host keeps w * G under
-// 2^31).
-__device__ __forceinline__ u32 sk_start(u32 g, u32 w, u32 G) { return g * w / G; }
-
 // Stream-K piece at position pos of a range ending at end: tile t, K blocks [kb0, kb1). Every
 // range is at least a tile long (the host gives stream-K at least one tile per CTA), so a tile
 // has at most two contributors: a piece that is not the whole tile is its head (slice 0, the

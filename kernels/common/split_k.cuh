@@ -42,6 +42,17 @@ __device__ __forceinline__ void split_range(int sp, int splits, int kblocks, int
   kb1 = (int)((u32)((sp + 1) * kblocks) / (u32)splits);
 }
 
+// Stream-K: the first of w K blocks that CTA g of G takes (32-bit: the host keeps w * G under
+// 2^31).
+__device__ __forceinline__ u32 sk_start(u32 g, u32 w, u32 G) { return g * w / G; }
+
+// Stream-K: how many of the G ranges (CTA g's [sk_start(g), sk_start(g + 1))) hold some of the
+// kb K blocks from y0 (a tile's; y0 + kb <= w), with w >= G so that no range is empty: the range
+// holding K block y is the last g with g * w / G <= y, ((y + 1) * G - 1) / w.
+__device__ __forceinline__ int sk_ranges(u32 y0, u32 kb, u32 w, u32 G) {
+  return (int)(((y0 + kb) * G - 1) / w - ((y0 + 1) * G - 1) / w) + 1;
+}
+
 // This thread's share of the partial tile at `slot` (bypassing L1: another SM reads it).
 template <int N>
 __device__ __forceinline__ void split_store_partial(float* slot, int ct, const float (&acc)[N]) {

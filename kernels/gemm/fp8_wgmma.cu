@@ -78,6 +78,11 @@
 // Small M: a promoted consumer whose rows (or columns) all lie past M (N) skips its wgmmas, and
 // with few tiles the host splits K (Fp8Args.splits: work units are tile slices), reduced either
 // through one fp32 slot per slice (reduce 0) or by atomic adds into one fp32 tile (reduce 1).
+// Stream-K (Fp8Args.sk_w, the atomic sum): where the tiles do not fill whole waves of the SMs,
+// the tiles past the last whole wave (every tile where there are fewer than the clusters) are
+// shared out by K block, each cluster taking one contiguous run of the same length, so the
+// busiest SM computes the average share instead of a whole extra tile (128x7168x16384: 56
+// tiles of 128 K blocks, 54-55 blocks on each of 132 SMs against 64 on 112 in two slices).
 // Epilogue: from registers (quad transpose, 16-byte stores), or with KILN_TMAE = 1 and a C that
 // TMA can address (Fp8Args.tma_c; the host's map, else registers) through shared memory: each
 // consumer stages its 64 x WN tile in chunks of 64 rows x 128 bytes (128B swizzle, two 8 KB
@@ -214,6 +219,15 @@ struct Fp8Args {
   int tma_c;   // KILN_TMAE: 1 when tma_c maps C (the TMA-store epilogue), 0 for registers
   int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0)
   int order;   // 1: the consumers take turns issuing K blocks (drained promoted kernels only)
+  // Stream-K (sk_w > 0; splits = 1, reduce 1): cluster tiles below sk_from run whole, cluster g
+  // taking g, g + clusters, ..; then the sk_w K blocks of the tiles from sk_from on, laid end to
+  // end, are cut into one contiguous range per cluster (sk_start: g * sk_w / clusters on), so
+  // every cluster computes the same number of K blocks (+-1). A range may lie inside one tile
+  // (fewer tiles than clusters: M <= 128) or run across several; a tile is summed atomically
+  // from every range it lies in (sk_ranges). The host keeps sk_w >= clusters (no empty range)
+  // and sk_w * clusters < 2^31 (32-bit arithmetic, as split_range's).
+  int sk_from;
+  u32 sk_w;
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -249,22 +263,46 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
   const int ctiles_m = (tiles_m + CM - 1) / CM, ctiles_n = (tiles_n + CN - 1) / CN;
   const int kblocks = (p.k + BK - 1) / BK;
-  const int splits = p.splits, units = ctiles_m * ctiles_n * splits;
-  // Cluster b takes units b, b + clusters, ..: unit u is slice u % splits of cluster tile
-  // u / splits (CM x CN block tiles, in the grouped order over cluster tiles), whose block tile
-  // (tm, tn) this CTA computes, rank rm + CM * rn in the cluster (rm along M, rn along N); t
-  // numbers it for the split-K workspace and counters.
+  const int splits = p.splits, ctiles = ctiles_m * ctiles_n;
+  // Work units by token. u < units: slice u % splits of cluster tile u / splits (CM x CN block
+  // tiles, in the grouped order over cluster tiles), cluster b taking b, b + clusters, ..; with
+  // stream-K (Fp8Args.sk_w) the tiles below sk_from only, whole, and then token units + x is the
+  // piece of this cluster's range [sk_lo, sk_hi) that starts x K blocks into the stream-K tiles
+  // (to the end of its tile or of the range). The block tile (tm, tn) this CTA computes is rank
+  // rm + CM * rn of the cluster (rm along M, rn along N); t numbers it for the split-K workspace
+  // and counters; ns is how many units sum into it (1: none).
   const int first = blockIdx.x / CLUSTER, stride = gridDim.x / CLUSTER;
-  auto unit = [&](int u, int& t, int& tm, int& tn, int& kb0, int& kb1) {
+  const int units = (p.sk_w ? min(p.sk_from, ctiles) : ctiles) * splits;
+  const u32 sk_lo = sk_start((u32)first, p.sk_w, (u32)stride), sk_hi = sk_start((u32)first + 1, p.sk_w, (u32)stride);
+  const int u_first = first < units ? first : units + (int)sk_lo, u_end = units + (int)sk_hi;
+  auto u_next = [&](int u) {
+    if (u < units) return u + stride < units ? u + stride : units + (int)sk_lo;
+    const u32 x = (u32)(u - units), kb = (u32)kblocks;
+    return units + (int)min((x / kb + 1) * kb, sk_hi);
+  };
+  auto unit = [&](int u, int& t, int& tm, int& tn, int& kb0, int& kb1, int& sp, int& ns) {
+    int ct;
+    if (u < units) {
+      ct = u / splits;
+      sp = u % splits;
+      ns = splits;
+      split_range(sp, splits, kblocks, kb0, kb1);
+    } else {
+      const u32 x = (u32)(u - units), kb = (u32)kblocks, tr = x / kb;
+      ct = p.sk_from + (int)tr;
+      kb0 = (int)(x - tr * kb);
+      kb1 = (int)min(kb, (u32)kb0 + (sk_hi - x));
+      sp = 0;
+      ns = sk_ranges(tr * kb, kb, p.sk_w, (u32)stride);
+    }
     int ctm, ctn;
-    tile_coords(u / splits, ctiles_m, ctiles_n, ctm, ctn);
+    tile_coords(ct, ctiles_m, ctiles_n, ctm, ctn);
     // the rank read where it is needed (a special register): none held across the consumers'
     // K loop, which a 2 x 2 cluster's need
     const int r = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
     tm = ctm * CM + r % CM;
     tn = ctn * CN + r / CM;
-    t = (u / splits) * CLUSTER + r;
-    split_range(u % splits, splits, kblocks, kb0, kb1);
+    t = ct * CLUSTER + r;
   };
 
   if (wg == 0) {
@@ -278,9 +316,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       const u16 b_peers = (u16)(((1 << CM) - 1) << (CM * rn));
       const u16 a_peers = (u16)((1 << rm) | (CN > 1 ? 1 << (rm + CM) : 0));
       u32 it = 0;
-      for (int u = first; u < units; u += stride) {
-        int t, tm, tn, kb0, kb1;
-        unit(u, t, tm, tn, kb0, kb1);
+      for (int u = u_first; u < u_end; u = u_next(u)) {
+        int t, tm, tn, kb0, kb1, sp, ns;
+        unit(u, t, tm, tn, kb0, kb1, sp, ns);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
           // fresh barriers: parity 1 passes; in a cluster, free once the consumers of every CTA
@@ -307,9 +345,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // B block past N are zero-filled (their products are never stored).
       const int lane = threadIdx.x % 32, nblocks_b = (p.n + 127) / 128;
       u32 it = 0;
-      for (int u = first; u < units; u += stride) {
-        int t, tm, tn, kb0, kb1;
-        unit(u, t, tm, tn, kb0, kb1);
+      for (int u = u_first; u < u_end; u = u_next(u)) {
+        int t, tm, tn, kb0, kb1, sp, ns;
+        unit(u, t, tm, tn, kb0, kb1, sp, ns);
         // Lanes 0 .. B_SPAN - 1: the tile's B blocks. 40 registers: keep it lean.
         const int nb = tn * BN / 128 + lane;
         const bool b_in = lane < B_SPAN && nb < nblocks_b;
@@ -409,10 +447,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < HR; ++i) acc2[i] = 0.0f;
   }
   u32 it = 0;
-  for (int u = first; u < units; u += stride) {
-    const int sp = u % splits;
-    int t, tm, tn, kb0, kb1;
-    unit(u, t, tm, tn, kb0, kb1);
+  for (int u = u_first; u < u_end; u = u_next(u)) {
+    int t, tm, tn, kb0, kb1, sp, ns;
+    unit(u, t, tm, tn, kb0, kb1, sp, ns);
     const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
     const int m0 = tm * BM, n0 = tn * BN + bcol;  // the consumer's first row of C is m0 + arow
     const int row = m0 + arow + 16 * w + lane / 4;  // this thread's rows: row, row + 8
@@ -645,7 +682,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if constexpr (PROMOTE) return &fin;
       else return &acc;
     }();
-    if (PARTS == 1 && splits > 1) {  // (a tile run in parts is never split)
+    if (PARTS == 1 && ns > 1) {  // (a tile run in parts is never split)
       const int ct = threadIdx.x - 128;
       if (p.reduce) {
         // Atomic adds into the tile's one fp32 sum; only the slice that counts last goes on.
@@ -653,14 +690,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         float* tile_ws = p.ws + (i64)t * (BM * BN);
         const bool live = row < p.m && n0 < p.n;
         split_red_partial(tile_ws, ct, sums, live);
-        if (!split_arrive(p.counters + t, splits, ct, SPLIT_BAR)) continue;
+        if (!split_arrive(p.counters + t, ns, ct, SPLIT_BAR)) continue;
         split_take_sum(tile_ws, ct, sums, live);
       } else {
         // Partials through the workspace; only the slice that counts last goes on.
-        float* tile_ws = p.ws + (i64)t * splits * (BM * BN);
+        float* tile_ws = p.ws + (i64)t * ns * (BM * BN);
         split_store_partial(tile_ws + (i64)sp * (BM * BN), ct, sums);
-        if (!split_arrive(p.counters + t, splits, ct, SPLIT_BAR)) continue;
-        split_add_others(tile_ws, splits, sp, ct, sums);
+        if (!split_arrive(p.counters + t, ns, ct, SPLIT_BAR)) continue;
+        split_add_others(tile_ws, ns, sp, ct, sums);
       }
     }
     // Epilogue: scale, convert, store (register i holds row + 8 ((i >> 1) & 1), column

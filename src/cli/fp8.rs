@@ -98,7 +98,8 @@ pub struct Fp8ProblemArgs {
     /// epilogue (h: one staging buffer a consumer, a stage more: 256tmh), 128te and the A scales by TMA, 128ote the consumers taking turns to issue K
     /// blocks, m for pairs of CTAs along M multicasting B (128ptme), n along N multicasting A,
     /// 64x128ps the
-    /// 64-row tile, /S for S split-K slices, a or w to reduce them atomically or through slots),
+    /// 64-row tile, /S for S split-K slices (/k: stream-K, the last wave's tiles shared out by K
+    /// block), a or w to reduce them atomically or through slots),
     /// or a rule's choice: `large` (the default: `measured`, but from M = 1024 128pte, or
     /// 128te below K = 2048), `measured` (the 64-row tile at M <= 128, above it `waves`),
     /// `waves` (the rule of a8381a5), `bytes` (the cost model) or `fill` (`measured` at M <=

@@ -669,6 +669,12 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
         (64, 300, 1024, "64x256ps/2"),
         (129, 257, 4112, "128ptme/4"),
         (128, 2112, 7168, "64x192ps/12"),
+        // stream-K: runs inside one tile (fewer tiles than SMs), whole waves then runs of one or
+        // two K blocks across tiles in pairs, a ragged K's last partial block in runs of one or
+        // two (8 tiles of 17 blocks over 132 SMs)
+        (128, 2112, 7168, "128pte/k"),
+        (1280, 2112, 512, "128ptme/k"),
+        (64, 1000, 2064, "64x128ps/k"),
     ] {
         let p = Fp8Problem {
             ldc: n + 8,

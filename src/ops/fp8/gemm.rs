@@ -78,6 +78,10 @@ pub struct Fp8Config {
     #[serde(default)]
     pub one_buffer: bool,
     pub splits: u32,
+    /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
+    /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
+    #[serde(default)]
+    pub stream: bool,
     #[serde(default)]
     pub reduce: Option<Reduce>,
 }
@@ -120,6 +124,7 @@ impl Fp8Config {
             tma_epi: false,
             one_buffer: false,
             splits: 0,
+            stream: false,
             reduce: None,
         }
     }
@@ -168,6 +173,15 @@ impl Fp8Config {
     pub const fn ordered(self) -> Self {
         Fp8Config {
             order: true,
+            ..self
+        }
+    }
+
+    /// The same tile with its last wave's tiles shared out by K block (stream-K, `/k`).
+    pub const fn streamed(self) -> Self {
+        Fp8Config {
+            stream: true,
+            splits: 0,
             ..self
         }
     }
@@ -380,7 +394,8 @@ impl Fp8Config {
         self.parts() == 2 && self.bn == 256
     }
 
-    /// Most split-K slices this config's reduction takes (1: none, [`Fp8Config::parts`]).
+    /// Most split-K slices this config's reduction takes (1: none, [`Fp8Config::parts`]; so
+    /// also whether it can take stream-K, whose units are summed the same way).
     pub fn max_splits(&self) -> u32 {
         if self.parts() > 1 {
             return 1;
@@ -417,7 +432,9 @@ impl std::fmt::Display for Fp8Config {
                 _ => "",
             }
         )?;
-        if self.splits > 0 {
+        if self.stream {
+            f.write_str("/k")?;
+        } else if self.splits > 0 {
             write!(f, "/{}", self.splits)?;
         }
         match self.reduce {
@@ -437,8 +454,8 @@ impl std::str::FromStr for Fp8Config {
     /// N multicasting A), `128ptmne` (clusters of 2 x 2, both), `128ptmh` (the TMA-store epilogue
     /// with one staging buffer a consumer), `256prtmh` (A's fragments from registers),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `/S` for S
-    /// split-K slices, `a` / `w` to reduce them atomically or through per-slice slots
-    /// (`64x128ps/7a`).
+    /// split-K slices (`/k`: stream-K), `a` / `w` to reduce them atomically or through
+    /// per-slice slots (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
@@ -448,8 +465,8 @@ impl std::str::FromStr for Fp8Config {
                  A scales by TMA), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer), 64x for the 64-row \
-                 tile, /S for S split-K slices, a or w to reduce them atomically or through slots \
-                 (64x128ps/7a)"
+                 tile, /S for S split-K slices (/k: stream-K), a or w to reduce them atomically or \
+                 through slots (64x128ps/7a, 128pte/k)"
             ))
         };
         let (mut head, mut reduce) = (s, None);
@@ -458,9 +475,10 @@ impl std::str::FromStr for Fp8Config {
         } else if let Some(h) = head.strip_suffix('w') {
             (head, reduce) = (h, Some(Reduce::Slots));
         }
-        let (head, splits) = match head.split_once('/') {
-            Some((h, k)) => (h, k.parse::<u32>().map_err(|_| bad())?),
-            None if reduce.is_none() => (head, 0),
+        let (head, splits, stream) = match head.split_once('/') {
+            Some((h, "k")) => (h, 0, true),
+            Some((h, k)) => (h, k.parse::<u32>().map_err(|_| bad())?, false),
+            None if reduce.is_none() => (head, 0, false),
             None => return Err(bad()),
         };
         let (bm, head) = match head.split_once('x') {
@@ -511,6 +529,7 @@ impl std::str::FromStr for Fp8Config {
             tma_epi,
             one_buffer,
             splits,
+            stream,
             reduce,
         })
     }
@@ -730,6 +749,8 @@ pub enum Fp8Rule {
     /// [`LARGE_M`] with block scales, where the 128-wide tile with the A scales by TMA and the
     /// TMA-store epilogue runs, its promotion pipelined (`128pte`) from K = [`LARGE_PIPE_K`]
     /// ([`choose_large`]): 1.12-1.34x the measured rule at DeepSeek-V3's six M = 4096 shapes.
+    /// At M <= [`SMALL_M`] and M >= [`LARGE_M`] with stream-K where it fills the SMs better
+    /// ([`STREAM_GAIN`], ledger row 19).
     #[default]
     Large,
 }
@@ -776,9 +797,100 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
         Fp8Rule::Fill => choose_small_m(p, dev)
             .or_else(|| choose_fill(p, dev))
             .unwrap_or_else(|| choose_waves(p, dev)),
-        Fp8Rule::Large => {
-            choose_large(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured))
+        Fp8Rule::Large => match choose_large(p, dev) {
+            Some(c) => stream_if_it_fills(p, &c, dev),
+            None => {
+                choose_small_rows(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured))
+            }
+        },
+    }
+}
+
+/// Most of the busiest cluster's K blocks stream-K may leave for the large rule to take it, and
+/// the fewest it must save: its runs' atomic sums (every cluster's partial tiles, 64 KB each at
+/// 128 x 128, at once at the end) cost some 9-10 us on an H200 (ledger row 19: 4096x2112x7168
+/// in pairs saved 49 K blocks of ~0.42 us and gained 10 us; 1024x7168x2048 saved 9 and lost 4.6).
+pub const STREAM_GAIN: f64 = 0.9;
+pub const STREAM_MIN_SAVED: u64 = 24;
+
+/// Fewest K blocks a unit (tile or slice) of the 128-row tile holds at 64 < M <= [`SMALL_M`] for
+/// the large rule to take it over the 64-row tile, or K blocks at most without slices: on an
+/// H200 (ledger row 19) `128pte/2` ran 128x7168x16384 in 42.2 us against `64x128ps/1`'s 46.2
+/// (64 K blocks a slice: each B tile streams into one SM, not two), and `128pte/1`
+/// 128x32768x512 in 13.3 against 14.8 (4 K blocks: half the units, C through the TMA-store
+/// epilogue); with 8 K blocks a slice it lost 1.1-1.4x (128x2112x7168 in 7 slices,
+/// 128x7168x2048 in 2), with 12 unsplit it tied (128x24576x1536).
+pub const SMALL_ROWS_BLOCKS: u64 = 32;
+pub const SMALL_ROWS_SHORT_K: u64 = 4;
+
+/// The large rule at 64 < M <= [`SMALL_M`]: the pipelined 128-row tile with the A scales by TMA
+/// and the TMA-store epilogue (`128pte`, slices from [`choose_splits`]) where its units hold at
+/// least [`SMALL_ROWS_BLOCKS`] K blocks, or at most [`SMALL_ROWS_SHORT_K`] without slices; `None`
+/// elsewhere (the measured rule's 64-row tile) or where it is not compiled.
+fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    if p.m <= 64 || p.m > SMALL_M {
+        return None;
+    }
+    let c = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .copied()
+        .find(|c| {
+            c.bm == 128
+                && c.bn == 128
+                && c.pipe
+                && c.tma_scales
+                && c.tma_epi
+                && !c.one_buffer
+                && c.ctas() == 1
+                && dev.check_smem(c.smem_bytes()).is_ok()
+        })?;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    let s = choose_splits(p, &c, dev) as u64;
+    (kblocks / s >= SMALL_ROWS_BLOCKS || (s == 1 && kblocks <= SMALL_ROWS_SHORT_K)).then_some(c)
+}
+
+/// The K blocks of `cfg`'s busiest cluster on `dev` (a cluster per SM or per pair): as the
+/// config runs (whole tiles or split-K slices, [`splits_for`]) and with stream-K
+/// ([`stream_layout`]; the same where it does not apply).
+pub fn busiest_blocks(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> (u64, u64) {
+    let clusters = (dev.sm_count.max(1) / cfg.ctas()).max(1) as u64;
+    let ctiles = tiles(p, cfg) / cfg.ctas() as u64;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    let s = splits_for(
+        p,
+        &Fp8Config {
+            stream: false,
+            ..*cfg
+        },
+        dev,
+    ) as u64;
+    let plain = (ctiles * s).div_ceil(clusters) * kblocks.div_ceil(s);
+    let stream = match stream_layout(ctiles, kblocks, clusters) {
+        Some((sk_from, sk_w)) => {
+            sk_from as u64 / clusters * kblocks + (sk_w as u64).div_ceil(clusters)
         }
+        None => plain,
+    };
+    (plain, stream)
+}
+
+/// `cfg` with stream-K where it takes slices (a tile not run in parts, summed atomically) and its
+/// busiest cluster computes at most [`STREAM_GAIN`] of the K blocks it would without, and at
+/// least [`STREAM_MIN_SAVED`] fewer (DeepSeek-V3 on an H200: 4096x2112x7168 in pairs 231
+/// against 280, five waves of 4.12); else `cfg`. (At M <= 128 stream-K lost 1.05-1.6x on an
+/// H200 at every shape timed, ledger row 19: the large rule applies it from M = 1024 only.)
+fn stream_if_it_fills(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> Fp8Config {
+    let sk = cfg.streamed();
+    if cfg.stream || cfg.splits > 0 || check_config(p, sk).is_err() {
+        return *cfg;
+    }
+    let (plain, stream) = busiest_blocks(p, cfg, dev);
+    if (stream as f64) <= STREAM_GAIN * plain as f64
+        && plain.saturating_sub(stream) >= STREAM_MIN_SAVED
+    {
+        sk
+    } else {
+        *cfg
     }
 }
 
@@ -981,13 +1093,29 @@ pub fn choose_splits(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
         .clamp(1, MAX_SPLITS.min(cfg.max_splits()) as u64) as u32
 }
 
-/// The splits a launch of `cfg` runs with: its own, at most the K blocks, or the default rule's.
+/// The splits a launch of `cfg` runs with: its own, at most the K blocks, or the default rule's
+/// (1 with stream-K, whose whole tiles are not split).
 pub fn splits_for(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
     let kblocks = (p.k as u64).div_ceil(BK as u64) as u32;
     match cfg.splits {
+        _ if cfg.stream => 1,
         0 => choose_splits(p, cfg, dev),
         s => s.min(kblocks).max(1),
     }
+}
+
+/// Stream-K's layout (`Fp8Args.sk_from`, `sk_w`) of `ctiles` cluster tiles of `kblocks` K blocks
+/// each over `clusters` resident clusters: the whole waves run tile by tile, and the tiles past
+/// them (all of them where there are fewer tiles than clusters) are laid end to end by K block
+/// and cut into one run per cluster, so every cluster computes the same number of K blocks
+/// (+-1). `None` where the tiles fill whole waves (nothing to share), or the shared K blocks are
+/// fewer than the clusters (a run would be empty) or too many for the kernel's 32-bit
+/// arithmetic (`sk_w` x clusters under 2^31).
+pub fn stream_layout(ctiles: u64, kblocks: u64, clusters: u64) -> Option<(u32, u32)> {
+    let clusters = clusters.max(1);
+    let sk_from = ctiles / clusters * clusters;
+    let sk_w = (ctiles - sk_from) * kblocks;
+    (sk_w >= clusters && sk_w * clusters < 1 << 31).then_some((sk_from as u32, sk_w as u32))
 }
 
 /// The device's DRAM bandwidth in bytes per microsecond (double data rate over the bus), or an
@@ -1195,6 +1323,10 @@ pub struct Fp8Args {
     /// 1: the consumers take turns issuing K blocks ([`Fp8Config::order`]; drained promoted
     /// kernels only), else 0.
     pub order: i32,
+    /// Stream-K ([`stream_layout`]; `sk_w` 0: off): the first cluster tile shared out by K
+    /// block, and the K blocks of those tiles.
+    pub sk_from: i32,
+    pub sk_w: u32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -1230,6 +1362,17 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
                 ""
             } else {
                 " on a promoted problem"
+            }
+        )));
+    }
+    if cfg.stream && (cfg.max_splits() == 1 || cfg.reduction() != Reduce::Atomic) {
+        return Err(Error::invalid(format!(
+            "config {cfg} asks for stream-K (/k), which sums a tile's runs atomically in a tile \
+             not run in parts; drop the w, or the /k{}",
+            if cfg.parts() > 1 {
+                " (256tmh and 256ptmh take no slices)"
+            } else {
+                ""
             }
         )));
     }
@@ -1305,6 +1448,8 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         tma_c: 0,
         tma_sa: 0,
         order: cfg.order as i32,
+        sk_from: 0,
+        sk_w: 0,
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -1331,7 +1476,21 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
             "{p} has {t} tiles of {bm}x{bn}, over 2^31 - 1"
         )));
     }
-    if splits > 1 {
+    let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
+    // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
+    let ctas = cfg.ctas();
+    let slots = ctx.max_active_clusters(&f, ctas, THREADS, cfg.smem_bytes()) as u64;
+    let ctiles = t / ctas as u64;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    // stream-K: every resident cluster, the tiles past the whole waves shared out by K block
+    let stream = cfg
+        .stream
+        .then(|| stream_layout(ctiles, kblocks, slots))
+        .flatten();
+    if let Some((sk_from, sk_w)) = stream {
+        (args.sk_from, args.sk_w) = (sk_from as i32, sk_w);
+    }
+    if splits > 1 || stream.is_some() {
         let tile_bytes = (bm as u64) * bn as u64 * 4;
         args.splits = splits as i32;
         args.ws = match reduce {
@@ -1359,11 +1518,10 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         Some(m) => m.as_param(),
         None => stand_in2.as_param(),
     };
-    let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
-    // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
-    let ctas = cfg.ctas();
-    let slots = ctx.max_active_clusters(&f, ctas, THREADS, cfg.smem_bytes()) as u64;
-    let grid = (t / ctas as u64 * splits).min(slots).max(1) as u32 * ctas;
+    let grid = match stream {
+        Some(_) => slots.max(1) as u32 * ctas,
+        None => (ctiles * splits).min(slots).max(1) as u32 * ctas,
+    };
     let cfg = LaunchConfig {
         smem_bytes: cfg.smem_bytes(),
         cluster: (ctas > 1).then_some((ctas, 1, 1)),
@@ -1414,7 +1572,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8Args, tma_c), 80);
         assert_eq!(std::mem::offset_of!(Fp8Args, tma_sa), 84);
         assert_eq!(std::mem::offset_of!(Fp8Args, order), 88);
-        assert_eq!(std::mem::size_of::<Fp8Args>(), 96);
+        assert_eq!(std::mem::offset_of!(Fp8Args, sk_from), 92);
+        assert_eq!(std::mem::offset_of!(Fp8Args, sk_w), 96);
+        assert_eq!(std::mem::size_of::<Fp8Args>(), 104);
     }
 
     #[test]
@@ -1515,6 +1675,144 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("none for the tiles whose"), "{e}");
+    }
+
+    /// The kernel's walk of cluster `g` of `clusters` over its work units (`u_first`, `u_next`
+    /// and `unit` in fp8_wgmma.cu, in the same 32-bit arithmetic): each unit as (cluster tile,
+    /// first K block, end K block, units summed into the tile).
+    fn kernel_walk(
+        g: u32,
+        clusters: u32,
+        ctiles: u32,
+        kb: u32,
+        splits: u32,
+        sk: Option<(u32, u32)>,
+    ) -> Vec<(u32, u32, u32, u32)> {
+        let (sk_from, w) = sk.unwrap_or((ctiles, 0));
+        let units = if w > 0 { sk_from.min(ctiles) } else { ctiles } * splits;
+        let (lo, hi) = (g * w / clusters, (g + 1) * w / clusters);
+        let next = |u: u32| {
+            if u < units {
+                if u + clusters < units {
+                    u + clusters
+                } else {
+                    units + lo
+                }
+            } else {
+                let x = u - units;
+                units + ((x / kb + 1) * kb).min(hi)
+            }
+        };
+        let ranges = |y0: u32| ((y0 + kb) * clusters - 1) / w - ((y0 + 1) * clusters - 1) / w + 1;
+        let mut out = Vec::new();
+        let mut u = if g < units { g } else { units + lo };
+        while u < units + hi {
+            out.push(if u < units {
+                let sp = u % splits;
+                (u / splits, sp * kb / splits, (sp + 1) * kb / splits, splits)
+            } else {
+                let x = u - units;
+                let (tr, kb0) = (x / kb, x % kb);
+                (sk_from + tr, kb0, kb.min(kb0 + (hi - x)), ranges(tr * kb))
+            });
+            u = next(u);
+        }
+        out
+    }
+
+    #[test]
+    fn stream_k_gives_every_cluster_the_same_k_blocks_and_every_block_one_unit() {
+        // (cluster tiles, K blocks, resident clusters): DeepSeek-V3's M = 128 shapes in 128-row
+        // tiles on 132 SMs (fewer tiles than SMs: every tile shared), 4096x2112x7168 in pairs
+        // (4 whole waves of 66 pairs, then 8 tiles), runs of one or two K blocks, ragged ones
+        let cases = [
+            (56, 128, 132),
+            (192, 12, 132),
+            (256, 4, 132),
+            (17, 56, 132),
+            (272, 56, 66),
+            (85, 4, 66),
+            (34, 8, 66),
+            (1, 1000, 132),
+            (140, 33, 132),
+            (7, 19, 131),
+        ];
+        for (ctiles, kb, clusters) in cases {
+            let sk = stream_layout(ctiles as u64, kb as u64, clusters as u64);
+            let (sk_from, w) = sk.expect("a layout");
+            assert_eq!(sk_from, ctiles / clusters * clusters);
+            assert_eq!(w, (ctiles - sk_from) * kb);
+            let mut seen = vec![0u32; (ctiles * kb) as usize];
+            let mut by_tile: Vec<Vec<u32>> = vec![Vec::new(); ctiles as usize];
+            let mut said = vec![0u32; ctiles as usize];
+            let mut blocks = Vec::new();
+            for g in 0..clusters {
+                let mut mine = 0;
+                for (t, kb0, kb1, ns) in kernel_walk(g, clusters, ctiles, kb, 1, sk) {
+                    assert!(
+                        kb0 < kb1 && kb1 <= kb,
+                        "{ctiles}/{kb}/{clusters}: {t} {kb0}..{kb1}"
+                    );
+                    for k in kb0..kb1 {
+                        seen[(t * kb + k) as usize] += 1;
+                    }
+                    mine += kb1 - kb0;
+                    by_tile[t as usize].push(g);
+                    assert!(said[t as usize] == 0 || said[t as usize] == ns);
+                    said[t as usize] = ns;
+                }
+                blocks.push(mine);
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{ctiles}/{kb}/{clusters}");
+            // the units a tile's counter waits for are the units that add into it
+            for (t, gs) in by_tile.iter().enumerate() {
+                assert_eq!(
+                    gs.len() as u32,
+                    said[t],
+                    "{ctiles}/{kb}/{clusters}: tile {t}"
+                );
+            }
+            let (lo, hi) = (blocks.iter().min().unwrap(), blocks.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{ctiles}/{kb}/{clusters}: {lo}..{hi}");
+        }
+        // whole waves share nothing; runs shorter than a K block would be empty
+        assert_eq!(stream_layout(264, 56, 66), None);
+        assert_eq!(stream_layout(5, 2, 132), None);
+        // without stream-K the walk is the split-K one: every slice once
+        for (ctiles, kb, clusters, splits) in [(17, 56, 132, 7), (300, 3, 132, 1)] {
+            let mut seen = vec![0u32; (ctiles * kb) as usize];
+            for g in 0..clusters {
+                for (t, kb0, kb1, ns) in kernel_walk(g, clusters, ctiles, kb, splits, None) {
+                    assert_eq!(ns, splits);
+                    (kb0..kb1).for_each(|k| seen[(t * kb + k) as usize] += 1);
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1));
+        }
+    }
+
+    #[test]
+    fn stream_k_parses_and_is_refused_where_it_cannot_sum() {
+        for s in ["128pte/k", "64x128ps/ka", "128ptme/k", "128p/ka"] {
+            let c: Fp8Config = s.parse().unwrap();
+            assert!(c.stream && c.splits == 0, "{s}");
+            assert_eq!(c.to_string(), s);
+        }
+        let sk: Fp8Config = "128pte/k".parse().unwrap();
+        assert!(sk.same_kernel(&"128pte".parse().unwrap()));
+        assert_eq!(sk, "128pte".parse::<Fp8Config>().unwrap().streamed());
+        let dev = DeviceInfo::h100_sxm();
+        let p = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
+        assert_eq!(splits_for(&p, &sk, &dev), 1);
+        assert!(check_config(&p, sk).is_ok());
+        assert!(check_config(&p, "64x128ps/k".parse().unwrap()).is_ok());
+        for bad in ["256tmh/k", "128p/k", "64x128ps/kw"] {
+            let e = check_config(&p, bad.parse().unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("stream-K (/k)"), "{bad}: {e}");
+        }
+        assert!("128pte/k3".parse::<Fp8Config>().is_err());
     }
 
     #[test]
@@ -1938,7 +2236,11 @@ mod tests {
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             if m <= SMALL_M {
-                assert_eq!(choose_by(&p, &dev, Fp8Rule::Fill), choose(&p, &dev), "{p}");
+                assert_eq!(
+                    choose_by(&p, &dev, Fp8Rule::Fill),
+                    choose_by(&p, &dev, Fp8Rule::Measured),
+                    "{p}"
+                );
             }
         }
         let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
@@ -1962,8 +2264,9 @@ mod tests {
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             if m >= LARGE_M {
                 // M = 4096: 32 rows of tiles, 544 tiles or more (4.1 waves) at every N; the 128
-                // x 256 tile but at N = 2112 (3 waves of it against 5 of 128)
-                assert_eq!(c, if n == 2112 { pair } else { wide }, "{p}");
+                // x 256 tile but at N = 2112 (3 waves of it against 5 of 128), where the pairs'
+                // fifth wave of 8 tiles is shared out by K block (231 K blocks a pair, not 280)
+                assert_eq!(c, if n == 2112 { pair.streamed() } else { wide }, "{p}");
                 assert!(check_config(&p, c).is_ok());
                 // one slice: 32 rows of tiles fill the SMs
                 assert_eq!(splits_for(&p, &c, &dev), 1, "{p}");
@@ -1971,13 +2274,43 @@ mod tests {
                 assert_eq!(c, choose(&p, &dev), "{p}");
             }
         }
+        // at 64 < M <= 128 the 128-row tile where its units hold 32 K blocks or more, or 4 at
+        // most unsplit; else (and at M <= 64) the measured rule's 64-row tile; no stream-K
+        for (m, n, k, rows) in [
+            (128, 7168, 16384, 128),
+            (128, 32768, 512, 128),
+            (128, 2112, 7168, 64),
+            (128, 7168, 2048, 64),
+            (128, 24576, 1536, 64),
+            (128, 4096, 7168, 64),
+            (64, 7168, 16384, 64),
+            (64, 32768, 512, 64),
+        ] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!((c.bm, c.stream), (rows, false), "{p}: {c}");
+            if rows == 128 {
+                assert_eq!(c, pte, "{p}");
+            } else {
+                assert_eq!(c, choose_by(&p, &dev, Fp8Rule::Measured), "{p}");
+            }
+        }
+        let p = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
+        assert_eq!(splits_for(&p, &pte, &dev), 2);
+        let small: Fp8Config = "64x128ps".parse().unwrap();
+        assert_eq!(busiest_blocks(&p, &small, &dev), (128, 109));
         // in between, the measured rule (waves above M = 128); tensor scales have no such tile
         let p = Fp8Problem::new(1023, 7168, 2048, DType::Bf16, ScaleMode::Block);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), choose(&p, &dev));
+        // (448 tiles: 3 waves and 52 tiles; stream-K would save 9 of 64 K blocks a CTA, under
+        // the 24 its atomic sums cost)
         let p = Fp8Problem::new(1024, 7168, 2048, DType::Bf16, ScaleMode::Block);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte);
+        assert_eq!(busiest_blocks(&p, &pte, &dev), (64, 55));
         let p = Fp8Problem::new(1024, 7168, 512, DType::Bf16, ScaleMode::Block);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), te);
+        let p = Fp8Problem::new(4096, 2112, 7168, DType::Bf16, ScaleMode::Block);
+        assert_eq!(busiest_blocks(&p, &pair, &dev), (280, 231));
         // pairs only from 4 waves of tiles (2048x2048: 1.94) and where the rows of tiles pair up
         // (M = 1100: 9); single CTAs pipelined from K = 1536
         let at = |m, n, k| {

@@ -6,9 +6,9 @@
 use serde::Serialize;
 
 use super::gemm::{
-    choose_by, column_cost, configs, large_wide_cost, predict_us, ranked, splits_for, supports,
-    tiles, Fp8Config, Fp8Rule, Reduce, BK, LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME,
-    SMALL_M,
+    choose_by, column_cost, configs, large_wide_cost, predict_us, ranked, splits_for,
+    stream_layout, supports, tiles, Fp8Config, Fp8Rule, Reduce, BK, LARGE_CLUSTER_WAVES, LARGE_M,
+    LARGE_PIPE_K, NAME, SMALL_M,
 };
 use super::problem::Fp8Problem;
 use crate::device::DeviceInfo;
@@ -155,6 +155,12 @@ pub fn plan(
                     c.bn as f64 / 128.0,
                     large_wide_cost(&c).unwrap_or(1.0)
                 ),
+                Fp8Rule::Large if c.tma_scales && c.bm == 128 && p.m <= SMALL_M => format!(
+                    "tile {c} (rule `large`): 64 < M <= {SMALL_M} takes the 128-row tile with the \
+                     A scales by TMA and the TMA-store epilogue where its units hold 32 K blocks \
+                     or more, or 4 at most unsplit (on an H200 1.09-1.11x the 64-row tile at \
+                     128x7168x16384 and 128x32768x512)"
+                ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 => format!(
                     "tile {c} (rule `large`): M >= {LARGE_M} takes the 128-wide tile with the A \
                      scales by TMA and the TMA-store epilogue{}",
@@ -192,7 +198,7 @@ pub fn plan(
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let t = tiles(p, &config);
     let splits = splits_for(p, &config, dev);
-    if config.splits == 0 {
+    if config.splits == 0 && !config.stream {
         why.push(if splits == 1 {
             format!(
                 "no split-K: {t} tiles fill half the {sms} SMs or more, or K has fewer than 4 \
@@ -207,6 +213,27 @@ pub fn plan(
         });
     }
     let reduce = config.reduction();
+    // stream-K on the resident clusters (here: one per SM, or per pair of SMs)
+    let clusters = (sms / config.ctas() as u64).max(1);
+    let stream = config
+        .stream
+        .then(|| stream_layout(t / config.ctas() as u64, kblocks, clusters))
+        .flatten();
+    if config.stream {
+        why.push(match stream {
+            Some((sk_from, sk_w)) => format!(
+                "stream-K: cluster tiles from {sk_from} on ({sk_w} K blocks) shared out by K \
+                 block over {clusters} clusters, {} or {} each, summed atomically",
+                sk_w as u64 / clusters,
+                (sk_w as u64).div_ceil(clusters)
+            ),
+            None => format!(
+                "no stream-K: the {} cluster tiles fill whole waves of {clusters} clusters, or \
+                 their K blocks are fewer than the clusters",
+                t / config.ctas() as u64
+            ),
+        });
+    }
     if splits > 1 {
         why.push(match reduce {
             Reduce::Slots => "the slices reduce through per-slice slots".to_string(),
@@ -220,8 +247,10 @@ pub fn plan(
         config: Fp8Config { splits, ..config },
         splits,
         reduce,
-        grid: (t / config.ctas() as u64 * splits as u64).min(sms / config.ctas() as u64)
-            * config.ctas() as u64,
+        grid: match stream {
+            Some(_) => clusters,
+            None => (t / config.ctas() as u64 * splits as u64).min(clusters),
+        } * config.ctas() as u64,
         stages: config.stages(),
         smem_bytes: config.smem_bytes(),
         predicted_us: predict_us(p, &config, splits, dev),
@@ -235,7 +264,7 @@ impl Fp8Plan {
     pub fn launch_text(&self) -> String {
         format!(
             "tiles {}x{} (K {BK} a stage), {} stages, {} B shared memory, 384 threads\n\
-             grid {} persistent CTAs, split-K {}{}; predicted {:.1} us",
+             grid {} persistent CTAs, split-K {}{}{}; predicted {:.1} us",
             self.config.bm,
             self.config.bn,
             self.stages,
@@ -247,6 +276,11 @@ impl Fp8Plan {
                     Reduce::Slots => " (slots)",
                     Reduce::Atomic => " (atomic)",
                 }
+            } else {
+                ""
+            },
+            if self.config.stream {
+                ", stream-K (atomic)"
             } else {
                 ""
             },

@@ -160,7 +160,7 @@ impl Registry {
                 .attention_backward
                 .iter()
                 .rev()
-                .filter(|k| k.by_default())
+                .filter(|k| k.by_default(p))
                 .map(|k| k.as_ref())
                 .collect(),
         };
@@ -299,6 +299,28 @@ mod tests {
             .map(|k| (k.name(), k.variants(arch).len()));
         let moe = r.moe().iter().map(|k| (k.name(), k.variants(arch).len()));
         gemm.chain(attention).chain(moe).collect()
+    }
+
+    /// The backward's default is a shape-dependent choice at d64 (`bwd_fa3_m128` where it measured
+    /// faster, `bwd_fa3_lookahead` elsewhere) and the lookahead at d128; a request still wins.
+    #[test]
+    fn the_backward_default_follows_the_d64_rule() {
+        use crate::ops::attention::AttentionProblem;
+        let (r, dev) = (Registry::default(), DeviceInfo::h100_sxm());
+        let pick = |s, d, causal, requested| {
+            let mut a = AttentionProblem::new(1, 16, s, d);
+            a.causal = causal;
+            let p = BackwardProblem::new(a, false);
+            r.select_attention_backward(&p, &dev, requested)
+                .unwrap()
+                .name()
+        };
+        assert_eq!(pick(16384, 64, true, None), "bwd_fa3_m128");
+        assert_eq!(pick(4096, 64, true, None), "bwd_fa3_m128");
+        assert_eq!(pick(4096, 64, false, None), "bwd_fa3_lookahead");
+        assert_eq!(pick(16384, 128, true, None), "bwd_fa3_lookahead");
+        let asked = Some("bwd_fa3_m128");
+        assert_eq!(pick(4096, 64, false, asked), "bwd_fa3_m128");
     }
 
     /// `kiln check --arch sm_89` compiles what runs there, not a failure per wgmma variant.

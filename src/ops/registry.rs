@@ -61,6 +61,7 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_lookahead::BwdFa3Lookahead),
             Box::new(attention_backward::bwd_fa3_m128::BwdFa3M128),
             Box::new(attention_backward::bwd_fa3_dq_late::BwdFa3DqLate),
+            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

@@ -22,8 +22,7 @@
 use super::bwd_fa3_m128::m128_wins;
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, WgmmaBwdTile, BWD_WGMMA_DIMS};
 use super::{
-    bwd_fa3_lookahead, bwd_fa3_m128, bwd_prep, AttentionBackwardKernel, BackwardOperands,
-    BackwardProblem,
+    bwd_fa3_lookahead, bwd_fa3_m128, AttentionBackwardKernel, BackwardOperands, BackwardProblem,
 };
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
@@ -60,8 +59,9 @@ impl AttentionBackwardKernel for BwdFa3OrderedDq {
         supports_tile(p, dev, tile(p))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        // the writer's kernels only (the rest are the default's, compiled by its versions)
-        let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
+        // the writer's kernels only: the rest, the preprocess and postprocess included, are the
+        // default's, compiled with its versions
+        let mut v = Vec::new();
         for d in BWD_WGMMA_DIMS {
             let p = BackwardProblem::new(AttentionProblem::new(1, 1, 64, d), true);
             for dt in DTYPES {
@@ -133,9 +133,9 @@ mod tests {
             );
         }
         let v = BwdFa3OrderedDq.variants("sm_90a");
-        assert_eq!(v.len(), 6);
+        assert_eq!(v.len(), 4);
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 6);
+        assert_eq!(unique.len(), 4);
         assert!(!BwdFa3OrderedDq.by_default(&problem(8192, 128, false, true)));
     }
 

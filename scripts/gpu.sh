@@ -64,9 +64,9 @@
 #   bwd-ordered-dq               bwd_fa3_ordered_dq (the deterministic dQ through a writer warp in a
 #                                swizzled fixed order) verified (quick suite: every deterministic
 #                                problem twice, bitwise; GQA causal, ragged BHSD f16 and two grids
-#                                of more blocks than SMs, deterministic; each <= 90 s), then the
-#                                deterministic shapes timed beside the default's ordered atomics
-#                                (<= 60 s each; about 4 min on an H200)
+#                                of more blocks than SMs, deterministic; each <= 90 s, after the
+#                                kernels are compiled), then the deterministic shapes timed beside
+#                                the default's ordered atomics (<= 60 s each; about 5 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -1004,15 +1004,20 @@ bwd-m128)
   ;;
 
 bwd-ordered-dq)
-  # bwd_fa3_ordered_dq's first device run (about 4 min on an H200): verified (two runs of every
+  # bwd_fa3_ordered_dq's first full device run (about 5 min on an H200): verified (two runs of every
   # deterministic problem bitwise equal; grids of 153 blocks, more than the SMs, so that the
   # rotated order's wave groups and the descending order's late blocks are exercised), then the
   # deterministic shapes timed beside the default (the ordered atomics) and the non-deterministic
   # default on the same shape (the 0.85x target is against it).
   need_bin "$KILN"; machine "$KILN"
   V=bwd_fa3_ordered_dq
+  # (compiled first, in parallel: the verify compiles what it lacks one kernel at a time, and the
+  # whole quick suite cold did not finish in 80 s at the mid-way run, 2026-11-29)
   step od-compile 90 "$KILN" check --version "$V"
-  step od-quick 90 "$KILN" attn verify --backward --suite quick --version "$V"
+  step od-compile-lookahead 90 "$KILN" check --version bwd_fa3_lookahead
+  step od-compile-m128 90 "$KILN" check --version bwd_fa3_m128
+  step od-quick-d64 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 64
+  step od-quick-d128 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
   step od-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
     --seqlen 1000 --dim 128 --causal --deterministic
   step od-ragged-bhsd 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \

@@ -163,7 +163,7 @@ impl Registry {
                 .attention_backward
                 .iter()
                 .rev()
-                .filter(|k| k.by_default(p))
+                .filter(|k| k.by_default_for(p))
                 .map(|k| k.as_ref())
                 .collect(),
         };

@@ -107,7 +107,7 @@ mod tests {
             .all(|s| s.label().starts_with("bwd_fa3_bulk_dq")));
         // verified (36/36 quick, deterministic bitwise) and 1.03-1.05x bwd_fa3_wgmma at four
         // shapes on an H200 (2026-11-29): the default, above it
-        assert!(BwdFa3BulkDq.by_default(&p(128)));
+        assert!(BwdFa3BulkDq.by_default());
         assert!(BwdFa3BulkDq.rung() > super::super::bwd_fa3_wgmma::BwdFa3Wgmma.rung());
     }
 

@@ -46,7 +46,7 @@ impl AttentionBackwardKernel for BwdFa3DqLate {
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
         launch_tile(self.name(), ctx, p, ops, tile(p.attn.head_dim))
     }
-    fn by_default(&self, _: &BackwardProblem) -> bool {
+    fn by_default(&self) -> bool {
         // not until the device shows it faster than bwd_fa3_lookahead
         false
     }
@@ -91,7 +91,7 @@ mod tests {
             .contains("use 64, 128"));
         let v = BwdFa3DqLate.variants("sm_90a");
         assert_eq!(v.len(), 6);
-        assert!(!BwdFa3DqLate.by_default(&p(128)));
+        assert!(!BwdFa3DqLate.by_default());
     }
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's

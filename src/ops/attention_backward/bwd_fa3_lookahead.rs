@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(unique.len(), 6);
         // verified (36/36 quick, deterministic bitwise) and 1.08-1.17x bwd_fa3_tma_dq at four
         // shapes on an H200 (2026-11-29): the default, above it
-        assert!(BwdFa3Lookahead.by_default(&p(128)));
+        assert!(BwdFa3Lookahead.by_default());
         assert!(BwdFa3Lookahead.rung() > super::super::bwd_fa3_tma_dq::BwdFa3TmaDq.rung());
     }
 

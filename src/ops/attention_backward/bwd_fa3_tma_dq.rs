@@ -121,7 +121,7 @@ mod tests {
             .all(|s| s.label().starts_with("bwd_fa3_tma_dq")));
         // verified (36/36 quick, deterministic bitwise, keys 18/18) and 1.05-1.08x bwd_fa3_bulk_dq
         // at three shapes on an H200 (2026-11-29): the default, above it
-        assert!(BwdFa3TmaDq.by_default(&p(128)));
+        assert!(BwdFa3TmaDq.by_default());
         assert!(BwdFa3TmaDq.rung() > super::super::bwd_fa3_bulk_dq::BwdFa3BulkDq.rung());
     }
 

@@ -409,7 +409,7 @@ mod tests {
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
         assert_eq!(unique.len(), 6);
         // verified and 1.4-1.7x bwd_fa2_mma_sync on an H200 (2026-11-29): the default at d64/d128
-        assert!(BwdFa3Wgmma.by_default(&p(128)));
+        assert!(BwdFa3Wgmma.by_default());
     }
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's

@@ -85,11 +85,15 @@ pub trait AttentionBackwardKernel: Send + Sync {
     /// Enqueues the backward (every pass) on the context's stream, with the context's scratch
     /// workspaces. Callers have validated `p`, checked the buffers and `supports`.
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()>;
-    /// Whether the default choice (no version requested) may pick it for `p`: false for a version
-    /// the GPU has not yet shown verified and faster than the one below it at `p`'s shape.
-    fn by_default(&self, p: &BackwardProblem) -> bool {
-        let _ = p;
+    /// Whether the default choice (no version requested) may pick it: false for a version the
+    /// GPU has not yet shown verified and faster than the one below it.
+    fn by_default(&self) -> bool {
         true
+    }
+    /// The same for `p`: `by_default()`, unless the version measured faster at some shapes only.
+    fn by_default_for(&self, p: &BackwardProblem) -> bool {
+        let _ = p;
+        self.by_default()
     }
 }
 

@@ -65,6 +65,12 @@
 #                                causal, ragged BHSD f16, deterministic; each <= 90 s), then timed
 #                                beside bwd_fa2_mma_sync at the 4 d256 shapes and SDPA's backwards on
 #                                them (about 3 min on an H200)
+#   bwd-ordered-dq               bwd_fa3_ordered_dq (the deterministic dQ through a writer warp in a
+#                                swizzled fixed order) verified (quick suite: every deterministic
+#                                problem twice, bitwise; GQA causal, ragged BHSD f16 and two grids
+#                                of more blocks than SMs, deterministic; each <= 90 s, after the
+#                                kernels are compiled), then the deterministic shapes timed beside
+#                                the default's ordered atomics (<= 60 s each; about 5 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -1101,6 +1107,45 @@ bwd-m128)
   step m128-determ-4097 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 2 --heads 2 --seqlen 4097 \
     --dim 64 --deterministic
   BWD_VERSION="bwd_fa3_lookahead bwd_fa3_m128@64" bwd_bench
+  ;;
+
+bwd-ordered-dq)
+  # bwd_fa3_ordered_dq's first full device run (about 5 min on an H200): verified (two runs of every
+  # deterministic problem bitwise equal; grids of 153 blocks, more than the SMs, so that the
+  # rotated order's wave groups and the descending order's late blocks are exercised), then the
+  # deterministic shapes timed beside the default (the ordered atomics) and the non-deterministic
+  # default on the same shape (the 0.85x target is against it).
+  need_bin "$KILN"; machine "$KILN"
+  V=bwd_fa3_ordered_dq
+  # (compiled first, in parallel: the verify compiles what it lacks one kernel at a time, and the
+  # whole quick suite cold did not finish in 80 s at the mid-way run, 2026-11-29)
+  step od-compile 90 "$KILN" check --version "$V"
+  step od-compile-lookahead 90 "$KILN" check --version bwd_fa3_lookahead
+  step od-compile-m128 90 "$KILN" check --version bwd_fa3_m128
+  step od-quick-d64 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 64
+  step od-quick-d128 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
+  step od-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen 1000 --dim 128 --causal --deterministic
+  step od-ragged-bhsd 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
+    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16 --deterministic
+  step od-waves-d128 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 9 --seqlen 2049 \
+    --dim 128 --deterministic
+  step od-waves-d64-causal 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 9 --seqlen 2049 \
+    --dim 64 --causal --deterministic
+  # (each shape names the default's version when not deterministic: `bench` without --version
+  # times every version)
+  for shape in "bwd_fa3_lookahead 2 16 8192 128" "bwd_fa3_lookahead 2 16 8192 128 --causal" \
+    "bwd_fa3_lookahead 4 32 4096 128 --causal" "bwd_fa3_lookahead 4 16 4096 64" \
+    "bwd_fa3_m128 1 16 16384 64 --causal"; do
+    set -- $shape
+    det=bwd_fa3_lookahead; [ "$5" = 64 ] && det=bwd_fa3_m128  # the default's deterministic version
+    n="d$5-b$2-h$3-s$4${6:+-causal}"
+    step "od-det-$n" 60 "$KILN" attn bench --backward --batch "$2" --heads "$3" --seqlen "$4" --dim "$5" ${6:-} \
+      --deterministic --version "$det" --version "$V" --reps 10 --warmup 3
+    step "od-free-$n" 60 "$KILN" attn bench --backward --batch "$2" --heads "$3" --seqlen "$4" --dim "$5" ${6:-} \
+      --version "$1" --reps 10 --warmup 3
+  done
+  table
   ;;
 
 bwd-dq-late)

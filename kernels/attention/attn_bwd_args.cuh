@@ -26,4 +26,9 @@ struct AttnBwdArgs {
   int m_block;       // the main kernel's query rows per block (the counters' granularity)
   int m_blocks;      // ceil(sq / m_block)
   int dtype;         // preprocess and postprocess: 0 bf16, 1 f16
+  // The deterministic mode's order of dQ adds with a dQ writer warp (bwd_fa3_lookahead.cu with
+  // KILN_BWD_DET_WRITER): 0 key blocks ascending, 1 rotated walks in groups of det_sms blocks
+  // (non-causal), 2 key blocks descending (causal); ignored by the other kernels.
+  int det_order;
+  int det_sms;       // blocks that run at once (one per SM): the groups of order 1
 };

@@ -31,7 +31,10 @@ constexpr int DQ_BUFS = DQ_LATE ? 2 : 1;
 constexpr u32 OFF_DS = 2 * KV_BYTES + STAGES * STAGE_BYTES;
 constexpr u32 OFF_DQ = OFF_DS + DS_BUFS * DS_BYTES;  // 1024-aligned: the tiles' swizzle follows address bits
 constexpr u32 OFF_VEC = OFF_DQ + 2 * DQ_BUFS * DQ_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
-constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
+// DET_WRITER: after the vectors, the walk table, just below the barriers (bwd_fa3_block.cuh:
+// walk_put).
+constexpr u32 OFF_WALK = OFF_VEC + STAGES * 2 * BM * 4;
+constexpr u32 OFF_BARS = OFF_WALK + (DET_WRITER ? WALK_DEPTH * 8 : 0);
 static_assert(QN % 32 == 0 && OFF_DQ % 1024 == 0 && DQ_BYTES % 1024 == 0, "staging tiles of 128-byte pieces on the swizzle repeat");
 static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM too small");
 
@@ -101,6 +104,16 @@ struct DqTile {
     }
   }
 
+  // DET_WRITER, deterministic mode: this block's partial handed to the writer warp through the
+  // tile, once the writer has handed back the previous block's (named barrier 10 + c; full:
+  // 8 + c, each the warpgroup's 128 threads and the writer's 32).
+  template <int H> __device__ __forceinline__ void hand_over(const float (&dq)[H][QN / 2], const BwdThread& th, int it) const {
+    if (it > 0) named_barrier_sync(10 + th.c, 160);
+    store(dq, th, smem);
+    fence_proxy_async_shared();
+    named_barrier_arrive(8 + th.c, 160);
+  }
+
   // DQ_LATE, buffer b's tile.
   __device__ __forceinline__ u32 buf(int b) const { return smem + b * DQ_BYTES; }
 
@@ -120,4 +133,74 @@ struct DqTile {
 // per consumer.
 __device__ __forceinline__ DqTile dq_tile(const TmaMap* map, unsigned char* smem_raw, int c) {
   return DqTile{map, smem_align1024(smem_raw) + OFF_DQ + c * DQ_BUFS * DQ_BYTES, SPLIT_N ? c * QN : 0, threadIdx.x % 128 == 0};
+}
+
+// A counter bumped with release semantics at GPU scope: this thread's earlier writes (and, after
+// fence_proxy_async_global, its completed bulk adds) are seen by whoever reads the new value
+// with acquire.
+__device__ __forceinline__ void red_release_add(u32* p, u32 v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// Orders this thread's generic-proxy and async-proxy accesses to global memory (the counter's
+// acquire before a bulk add; a completed bulk add before the release).
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
+// KILN_BWD_DET_WRITER: the writer warp (warp 1 of warpgroup 0, at the producer's registers), over
+// the walk table. Per query block: both consumers' tiles handed over (named barriers 8 + c), then
+// lane 0 waits until the counter of (head, query block) reads this key block's rank in the fixed
+// order (det_rank: every block before it has added), adds the tiles by TMA reduce and hands them
+// back once read (named barriers 10 + c; not after the last block). Split by keys both tiles add
+// to every element, so consumer 0's completes before consumer 1's is issued. A block's counter is
+// bumped once its adds are complete, which the writer waits for only at the next block (by when
+// they mostly are): the order's next block reaches the query block a step or more later. Without
+// counters (not deterministic) the same adds in no order.
+__device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, const AttnBwdArgs& p, const BwdWalk& k) {
+  if (!DET_WRITER) return;
+  const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;
+  const u32 base = sm.sk + OFF_DQ;  // (sm.sk: the aligned base)
+  const DqTile t0{map, base, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, lead};
+  const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
+  u32* prev = nullptr;  // the previous block's counter, bumped once its adds are complete
+  auto release = [&] {
+    if (prev != nullptr) {
+      fence_proxy_async_global();
+      red_release_add(prev, 1);
+    }
+  };
+  for (int it = 0; it < k.iters; ++it) {
+    named_barrier_sync(8, 160);
+    named_barrier_sync(9, 160);
+    int h, mb;
+    walk_get(sm, it, h, mb);
+    u32* sem = det ? p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb : nullptr;
+    if (lead) {
+      if (det) {
+        const u32 rank = det_rank(k, p, g, mb);
+        while (ld_acquire(sem) < rank) {
+        }
+        fence_proxy_async_global();
+      }
+      t0.reduce(t0.smem, p, k, h, mb * BM, MH);
+      if (!SPLIT_N) {
+        tma_store_wait<0>();  // consumer 0's, and the previous block's
+        release();
+      }
+      t1.reduce(t1.smem, p, k, h, mb * BM, MH);
+      tma_store_wait_read<0>();
+    }
+    __syncwarp();
+    if (it + 1 < k.iters) {
+      named_barrier_arrive(10, 160);
+      named_barrier_arrive(11, 160);
+    }
+    if (lead && SPLIT_N) {
+      tma_store_wait<2>();  // the previous block's two
+      release();
+    }
+    prev = sem;
+  }
+  if (lead) {
+    tma_store_wait<0>();
+    release();
+  }
 }

@@ -64,13 +64,24 @@ constexpr bool P_ROUNDED = BM == 128;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 static_assert(D == 64 || D == 128 || (D == 256 && BN == 64),
               "head dim 64 or 128 (dK and dV of 64 keys x D in registers), or 256 at 64 keys a block (bwd_fa3_d256.cu)");
+// KILN_BWD_DET_WRITER 1 (the host's bwd_fa3_ordered_dq; bwd_fa3_lookahead.cu's walk only): in the
+// deterministic mode each block's dQ tiles go to a writer warp (warp 1 of warpgroup 0), which
+// adds them by TMA reduce in a fixed order of key blocks per query block (det_rank), the walks
+// arranged so that a block's turn has mostly come by the time it gets there (bwd_walk; the
+// writer: bwd_dq_tile.cuh's dq_writer).
+#if defined(KILN_BWD_DET_WRITER)
+constexpr bool DET_WRITER = KILN_BWD_DET_WRITER != 0;
+#else
+constexpr bool DET_WRITER = false;
+#endif
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1, "dQ split over columns (0) or keys (1)");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
 // Where the block sits: keys n0 .. n0 + BN - 1 (key block nb) of key/value head hk, batch b;
-// iteration it is query head hk·group + it / per_head, query block m_first + it % per_head.
+// iteration it is query head hk·group + it / per_head, query block m_first + it % per_head
+// (DET_WRITER: the walk may start past the head's first block, then wraps at its last; walk_at).
 struct BwdWalk {
   int nb, hk, b, n0;
   int off;  // query i sees keys j <= i + off when causal
@@ -87,6 +98,58 @@ __device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p) {
   return k;
 }
 
+// Iteration it's query head h and query block mb (DET_WRITER: the producer's, a rotated walk
+// wrapping; the other roles read it from the walk table).
+__device__ __forceinline__ void walk_at(const BwdWalk& k, const AttnBwdArgs& p, int it, int& h, int& mb) {
+  h = k.hk * p.group + it / k.per_head;
+  mb = k.m_first + it % k.per_head;
+}
+
+// DET_WRITER, det_order 1 (non-causal, deterministic): the key blocks of one (batch, key/value
+// head) that start in the same wave of det_sms blocks (one a SM, launched in block order) form a
+// group [g0, g0 + gn); block g0 + i starts its walk at query block i·gs, gs = per_head / gn, so
+// that the group's blocks reach any query block one after another, gs steps apart.
+struct DetGroup {
+  int g0, gn, gs;
+};
+
+__device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArgs& p) {
+  const int n = gridDim.x, base = n * (k.hk + (int)gridDim.y * k.b), w0 = (base + k.nb) / p.det_sms * p.det_sms;
+  DetGroup g;
+  g.g0 = max(0, w0 - base);
+  g.gn = min(n, w0 + p.det_sms - base) - g.g0;
+  g.gs = (p.sq + BM - 1) / BM / g.gn;
+  return g;
+}
+
+// DET_WRITER's walk: rotated under det_order 1 (a non-causal block's walk starts at 0). Only the
+// producer walks it; the consumers and the writer read its (head, query block) pairs from the
+// walk table.
+__device__ __forceinline__ BwdWalk det_walk(const BwdWalk& k, const AttnBwdArgs& p) {
+  BwdWalk w = k;
+  if (DET_WRITER && p.dq_sem != nullptr && p.det_order == 1) {
+    const DetGroup g = det_group(k, p);
+    w.m_first = (k.nb - g.g0) * g.gs;
+  }
+  return w;
+}
+
+// DET_WRITER, deterministic mode: how many key blocks add their partials of query block mb (of
+// any head) before this one, the order every run follows. det_order 2 (causal): every later key
+// block that sees mb (each reaches it first: its walk starts later); 1 (non-causal): the groups
+// of earlier waves first, then the group (g) from the block whose walk reached mb first: with i =
+// nb - g0 and a = min(gn - 1, mb / gs) the last block to reach mb by step mb, the order is a, a -
+// 1, .., 0, gn - 1, .., a + 1, so i's rank is (a - i) mod gn; a group longer than the walk (gs 0)
+// and det_order 0 in block order.
+__device__ __forceinline__ int det_rank(const BwdWalk& k, const AttnBwdArgs& p, const DetGroup& g, int mb) {
+  if (p.det_order == 2) {
+    const int x = (mb + 1) * BM + k.off;  // key block n sees mb iff n·BN < x (x > 0: this one does)
+    return min((int)gridDim.x - 1, (x - 1) / BN) - k.nb;
+  }
+  if (p.det_order == 1 && g.gs > 0) return g.g0 + (min(g.gn - 1, mb / g.gs) - (k.nb - g.g0) + g.gn) % g.gn;
+  return k.nb;
+}
+
 // The shared memory every version has: K and V, the ring's stages (Q then dO), the dSᵀ buffers,
 // the LSE·log2e and D vectors (per stage [BM] each), and the barriers (kv_full, then the ring's).
 struct BwdSmem {
@@ -95,6 +158,21 @@ struct BwdSmem {
   u32 kv_full;
   MbarRing<STAGES> qring;
 };
+
+// DET_WRITER: the walk as the producer takes it, (head, query block) of iteration it at it %
+// WALK_DEPTH, written before it arrives on the stage's full barrier; the consumers read it once the
+// stage has landed, the writer once the consumers have handed it the block's tiles (by when the
+// producer is at most STAGES + 1 iterations further). It follows the stages' vectors (OFF_WALK in
+// bwd_dq_tile.cuh).
+// The table sits just below the barriers (kv_full), so that its address costs no register.
+constexpr int WALK_DEPTH = 8;
+static_assert(STAGES + 2 <= WALK_DEPTH, "the walk table outlasts the ring and the writer's lag");
+__device__ __forceinline__ void walk_put(const BwdSmem& sm, int it, int h, int mb) {
+  asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sm.kv_full - 8 * (WALK_DEPTH - it % WALK_DEPTH)), "r"(h), "r"(mb) : "memory");
+}
+__device__ __forceinline__ void walk_get(const BwdSmem& sm, int it, int& h, int& mb) {
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(h), "=r"(mb) : "r"(sm.kv_full - 8 * (WALK_DEPTH - it % WALK_DEPTH)) : "memory");
+}
 
 // A consumer thread's coordinates: consumer c, warp w of its warpgroup, lane, t = lane % 4, and
 // its keys within the consumer's 64: krow and krow + 8.
@@ -111,10 +189,14 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
   const int lane = threadIdx.x;
   if (lane == 0) load_kv<DH, BN>(sm.sk, sm.sv, tk, tv, sm.kv_full, k.n0, k.hk, k.b);
   for (int it = 0; it < k.iters; ++it) {
-    const int h = k.hk * p.group + it / k.per_head, m0 = (k.m_first + it % k.per_head) * BM;
+    int h, mb;
+    walk_at(k, p, it, h, mb);
+    if (DET_WRITER && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
+    const int m0 = mb * BM;
     const int s = sm.qring.acquire(it);
     if (!TX_FIRST) stage_lse_d<BM>(sm.vec + s * 2 * BM, p, k.b, h, m0, lane);
     if (lane == 0) {
+      if (DET_WRITER) walk_put(sm, it, h, mb);
       if (TX_FIRST) {
         mbar_expect_tx(sm.qring.full(s), STAGE_BYTES);
       } else {
@@ -369,12 +451,30 @@ __device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_ve
 // (bwd_start, `extra` prefetched), where the block sits, the register split with the producer
 // warp (TX_FIRST: bwd_produce's) and consumer c's consume(c, walk, smem). The warpgroup index is
 // broadcast (warpgroup_index), so that what the consumers derive from c is warp-uniform.
+// DET_WRITER: warp 1 of warpgroup 0 runs write(walk, smem) (at the producer's registers).
+template <bool TX_FIRST, class Consume, class Write>
+__device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
+                                           const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
+                                           const Consume& consume, const Write& write) {
+  const BwdSmem sm = bwd_start(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra);
+  const BwdWalk k = DET_WRITER ? det_walk(bwd_walk(p), p) : bwd_walk(p);
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, DET_WRITER ? 64 : 32>(
+      warpgroup_index(),
+      [&] {
+        if (!DET_WRITER) {
+          bwd_produce<TX_FIRST>(p, k, sm, tq, tk, tv, tdo);
+        } else if (__shfl_sync(0xffffffffu, (int)(threadIdx.x / 32), 0) == 0) {  // (warp-uniform: a plain test spilled)
+          bwd_produce<TX_FIRST>(p, k, sm, tq, tk, tv, tdo);
+        } else {
+          write(k, sm);
+        }
+      },
+      [&](int c) { consume(c, k, sm); });
+}
+
 template <bool TX_FIRST, class Consume>
 __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
                                            const Consume& consume) {
-  const BwdSmem sm = bwd_start(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra);
-  const BwdWalk k = bwd_walk(p);
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
-      warpgroup_index(), [&] { bwd_produce<TX_FIRST>(p, k, sm, tq, tk, tv, tdo); }, [&](int c) { consume(c, k, sm); });
+  bwd_kernel<TX_FIRST>(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra, p, consume, [](const BwdWalk&, const BwdSmem&) {});
 }

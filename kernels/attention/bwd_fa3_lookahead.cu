@@ -23,6 +23,12 @@
 // the step's fixed costs are paid once per 128 rows (bwd_fa3_block.cuh: Q and dO boxes, dSᵀ boxes
 // and dQ products and tiles in 64-row halves; dSᵀ from the rounded Pᵀ); a 2-stage ring and one
 // dSᵀ buffer.
+// KILN_BWD_DET_WRITER 1 (the host's bwd_fa3_ordered_dq): the deterministic mode's dQ through the
+// tile and a writer warp, in a fixed order per query block, instead of ordered atomics by the
+// consumers (bwd_fa3_block.cuh: det_rank, the rotated walk; bwd_dq_tile.cuh: dq_writer). The
+// atomics' profile (H200, 18d83d3, d128 B2 H16 S8192, 326.8 TFLOPS: 0.53x the non-deterministic
+// run) put 23 % of the stall samples on the __threadfence after each block's atomics, 11 % on the
+// barrier behind the counter's spin and 8 % on the atomics: all on the consumers' path.
 // KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late; BM 64): two dQ staging tiles a warpgroup; each
 // block's tile is stored with no fence or barrier of its own and added by a reduce issued after
 // the next block's dSᵀ barrier, the writers' fences just before that barrier (bwd_dq_tile.cuh).
@@ -69,11 +75,14 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
     wgmma_commit();
   }
   for (int it = 0; it < k.iters; ++it) {
-    const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
+    int h, mb;
+    if (!DET_WRITER) walk_at(k, p, it, h, mb);
     // Stage s has landed (SA: waited before this block's Sᵀ was issued). Its index from the
     // iteration, not from the wait, so that the descriptors stay uniform.
     if (!SA) sm.qring.wait_full(it);
     const int s = sm.qring.slot(it);
+    if (DET_WRITER) walk_get(sm, it, h, mb);  // (the walk may be rotated)
+    const int m0 = mb * BM;
     const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
     const float* sl = sm.vec + s * 2 * BM;
     float2 l[BM / 8];
@@ -133,6 +142,8 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
     if (late) {
       tile.store(dq, th, tile.buf(it & 1));
       h_prev = h, m0_prev = m0;
+    } else if (DET_WRITER) {
+      tile.hand_over(dq, th, it);
     } else {
       u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
       tile.add(dq, p, k, th, h, m0, sem);
@@ -159,6 +170,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_lookahead(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
                            const __grid_constant__ TmaMap tdo, const __grid_constant__ TmaMap tdq, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq, p,
-                   [&](int c, const BwdWalk& k, const BwdSmem& sm) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, smem_raw, c)); });
+  bwd_kernel<true>(
+      smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq, p,
+      [&](int c, const BwdWalk& k, const BwdSmem& sm) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, smem_raw, c)); },
+      [&](const BwdWalk& k, const BwdSmem& sm) { dq_writer(&tdq, sm, p, k); });
 }

@@ -56,9 +56,6 @@ impl AttentionBackwardKernel for BwdFa3BulkDq {
             ),
         )
     }
-    fn by_default(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub struct BwdFa3Lookahead;
 
 /// Its tile at head dim `d`: `bwd_fa3_tma_dq`'s (d128 by columns, d64 by keys with 4 stages);
 /// `no_ahead` (`KILN_BWD_NO_AHEAD`): the descriptors by adds only.
-fn tile(d: usize, no_ahead: bool) -> WgmmaBwdTile {
+pub(super) fn tile(d: usize, no_ahead: bool) -> WgmmaBwdTile {
     WgmmaBwdTile {
         ahead: if no_ahead {
             Ahead::DescOnly
@@ -50,9 +50,6 @@ impl AttentionBackwardKernel for BwdFa3Lookahead {
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
         let no_ahead = ctx.overrides.attention.bwd_no_ahead;
         launch_tile(self.name(), ctx, p, ops, tile(p.attn.head_dim, no_ahead))
-    }
-    fn by_default(&self) -> bool {
-        true
     }
 }
 

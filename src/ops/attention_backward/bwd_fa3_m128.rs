@@ -31,7 +31,7 @@ const DIM: usize = 64;
 
 /// Its tile: `bwd_fa3_lookahead`'s at d64 (split by keys, dQ by tensor tiles) with 128 query
 /// rows a step and 2 ring stages; `no_ahead` (`KILN_BWD_NO_AHEAD`): each block's Sᵀ at its top.
-fn tile(no_ahead: bool) -> WgmmaBwdTile {
+pub(super) fn tile(no_ahead: bool) -> WgmmaBwdTile {
     WgmmaBwdTile {
         bm: 128,
         stages: 2,
@@ -64,11 +64,11 @@ impl AttentionBackwardKernel for BwdFa3M128 {
         supports_tile(p, dev, tile(false))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        // the default walk only: `KILN_BWD_NO_AHEAD`'s (measured the same at 902a3c0, ledger B7;
+        // never dispatched) compiles when asked for, outside the variant budget
         let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
-        for no_ahead in [false, true] {
-            for dt in DTYPES {
-                v.push(tile(no_ahead).spec(arch, dt));
-            }
+        for dt in DTYPES {
+            v.push(tile(false).spec(arch, dt));
         }
         v
     }
@@ -77,9 +77,25 @@ impl AttentionBackwardKernel for BwdFa3M128 {
         launch_tile(self.name(), ctx, p, ops, tile(no_ahead))
     }
     fn by_default(&self) -> bool {
-        // not until the device shows it faster than bwd_fa3_lookahead at d64
+        // not at every shape: below 16,384 query rows non-causal the lookahead is faster
         false
     }
+    fn by_default_for(&self, p: &BackwardProblem) -> bool {
+        m128_wins(p)
+    }
+}
+
+/// Where 128 query rows a step measured faster than `bwd_fa3_lookahead`'s 64 at d64 (H200, main
+/// at 18d83d3, 2026-11-29, both in one call, two rounds at eight shapes; ledger row B9): causal
+/// at 4,096 query rows or more (B4 H16 S4096 +2 %, B2 H32 S8192 +3 to +4 %, B1 H16 S16384 +3 to
+/// +5 %), non-causal at 16,384 or more (B1 H16 S16384 +0.4 to +3.6 %), and the deterministic mode
+/// (B4 H16 S4096 176.5 against 159.1 TFLOPS, +11 %: one ordered dQ add per 128 rows instead of
+/// two). Elsewhere the lookahead stays: B4 H16 S4096 -1 %, B8 H16 S2048 -6 % (causal -3 %), B16
+/// H16 S1024 -9 % (shorter walks: the 2-stage ring and the step's larger tile weigh more).
+pub fn m128_wins(p: &BackwardProblem) -> bool {
+    let a = &p.attn;
+    a.head_dim == DIM
+        && (p.deterministic || (a.causal && a.seqlen_q >= 4096) || a.seqlen_q >= 16384)
 }
 
 #[cfg(test)]
@@ -116,11 +132,44 @@ mod tests {
             .unwrap_err()
             .contains("use 64"));
         let v = BwdFa3M128.variants("sm_90a");
-        assert_eq!(v.len(), 6);
+        assert_eq!(v.len(), 4);
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 6);
-        assert!(!BwdFa3M128.by_default());
+        assert_eq!(unique.len(), 4);
         assert!(BwdFa3M128.rung() > super::super::bwd_fa3_lookahead::BwdFa3Lookahead.rung());
+    }
+
+    /// The eight d64 shapes measured on an H200 (18d83d3, two rounds) each get the version that
+    /// was faster there, and no other head dim gets this one.
+    #[test]
+    fn the_default_takes_it_where_it_measured_faster() {
+        let shape = |b, h, s, causal, det| {
+            let mut a = AttentionProblem::new(b, h, s, 64);
+            a.causal = causal;
+            BackwardProblem::new(a, det)
+        };
+        let measured = [
+            // (batch, heads, seqlen, causal, m128 faster)
+            (4, 16, 4096, false, false),
+            (4, 16, 4096, true, true),
+            (1, 16, 16384, false, true),
+            (1, 16, 16384, true, true),
+            (8, 16, 2048, false, false),
+            (8, 16, 2048, true, false),
+            (16, 16, 1024, false, false),
+            (2, 32, 8192, true, true),
+        ];
+        for (b, h, s, causal, wins) in measured {
+            assert_eq!(
+                BwdFa3M128.by_default_for(&shape(b, h, s, causal, false)),
+                wins,
+                "B{b} H{h} S{s} causal {causal}"
+            );
+        }
+        // deterministic: B4 H16 S4096 176.5 against 159.1 TFLOPS
+        assert!(BwdFa3M128.by_default_for(&shape(4, 16, 4096, false, true)));
+        let mut d128 = shape(1, 16, 16384, true, true);
+        d128.attn.head_dim = 128;
+        assert!(!BwdFa3M128.by_default_for(&d128));
     }
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's

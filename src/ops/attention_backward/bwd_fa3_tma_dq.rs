@@ -69,9 +69,6 @@ impl AttentionBackwardKernel for BwdFa3TmaDq {
             ),
         )
     }
-    fn by_default(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use super::{
     bwd_prep, check_aligned, check_buffers, check_shape, AttentionBackwardKernel, AttnBwdArgs,
-    BackwardOperands, BackwardProblem, BackwardWorkspace,
+    BackwardOperands, BackwardProblem, BackwardWorkspace, DetOrder,
 };
 use crate::device::{
     Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
@@ -57,6 +57,9 @@ pub struct WgmmaBwdTile {
     /// Two dQ staging tiles a warpgroup, each block's added after the next block's dSᵀ barrier
     /// (`bwd_fa3_dq_late`: `bwd_fa3_lookahead.cu` with the define `KILN_BWD_DQ_LATE`).
     pub dq_late: bool,
+    /// The deterministic mode's dQ through a writer warp in a fixed order of key blocks
+    /// (`bwd_fa3_ordered_dq`: `bwd_fa3_lookahead.cu` with the define `KILN_BWD_DET_WRITER`).
+    pub det_writer: bool,
 }
 
 /// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
@@ -97,6 +100,7 @@ impl WgmmaBwdTile {
                 ahead: Ahead::No,
                 bm: BM,
                 dq_late: false,
+                det_writer: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
@@ -107,6 +111,7 @@ impl WgmmaBwdTile {
                 ahead: Ahead::No,
                 bm: BM,
                 dq_late: false,
+                det_writer: false,
             },
         }
     }
@@ -142,7 +147,7 @@ impl WgmmaBwdTile {
     /// K and V, the ring of Q and dO, two dSᵀ buffers [128][bm] (one staged and split by keys
     /// at d128 or bm 128, where two would not fit), LSE and D per stage, the dQ staging buffers
     /// if any (per warpgroup [bm][columns] fp32, rows padded by 8 floats for the bulk rows; two
-    /// a warpgroup with `dq_late`), the
+    /// a warpgroup with `dq_late`), the writer's walk table (`det_writer`), the
     /// barriers, and 1 KB to align the base to the 128B swizzle's repeat.
     pub fn smem_bytes(&self) -> u32 {
         let bm = self.bm;
@@ -161,7 +166,9 @@ impl WgmmaBwdTile {
             DqAdd::TensorTile => (1 + self.dq_late as u32) * 2 * bm * self.dq_cols() * 4,
         };
         let bars = 8 * (1 + 2 * self.stages);
-        1024 + kv + self.stages * stage + ds + vec + dq + bars
+        // the writer's walk table: 8 (head, query block) pairs
+        let walk = if self.det_writer { 64 } else { 0 };
+        1024 + kv + self.stages * stage + ds + vec + dq + walk + bars
     }
 
     pub fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
@@ -187,6 +194,11 @@ impl WgmmaBwdTile {
         };
         let spec = if self.dq_late {
             spec.define("KILN_BWD_DQ_LATE", 1)
+        } else {
+            spec
+        };
+        let spec = if self.det_writer {
+            spec.define("KILN_BWD_DET_WRITER", 1)
         } else {
             spec
         };
@@ -264,7 +276,7 @@ pub fn launch_tile(
     // tiles are added through.
     let dq_cols = (t.dq == DqAdd::TensorTile).then(|| t.dq_cols());
     let main = t.spec(&ctx.arch(), p.attn.dtype);
-    launch_main(name, ctx, p, ops, &main, t.smem_bytes(), BN, dq_cols)
+    launch_main(name, ctx, p, ops, &main, t.smem_bytes(), BN, dq_cols, t.det_writer)
 }
 
 /// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared
@@ -281,6 +293,7 @@ pub fn launch_main(
     smem: u32,
     bn: u32,
     dq_cols: Option<u32>,
+    det_writer: bool,
 ) -> Result<()> {
     check_buffers(p, ops)?;
     check_aligned(name, ops)?;
@@ -288,6 +301,11 @@ pub fn launch_main(
     let main = ctx.function(main)?;
     let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
+    if det_writer && p.deterministic {
+        let key_blocks = a.seqlen_kv.div_ceil(BN as usize);
+        args.det_order = DetOrder::of(p, key_blocks, ctx.info.sm_count) as i32;
+        args.det_sms = ctx.info.sm_count as i32;
+    }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
     let (qd, qs) = map_shape(

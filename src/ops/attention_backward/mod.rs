@@ -7,6 +7,7 @@ pub mod bwd_fa3_d256;
 pub mod bwd_fa3_dq_late;
 pub mod bwd_fa3_lookahead;
 pub mod bwd_fa3_m128;
+pub mod bwd_fa3_ordered_dq;
 pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
@@ -90,6 +91,11 @@ pub trait AttentionBackwardKernel: Send + Sync {
     fn by_default(&self) -> bool {
         true
     }
+    /// The same for `p`: `by_default()`, unless the version measured faster at some shapes only.
+    fn by_default_for(&self, p: &BackwardProblem) -> bool {
+        let _ = p;
+        self.by_default()
+    }
 }
 
 /// The argument block, laid out as `AttnBwdArgs` in `kernels/attention/attn_bwd_args.cuh`.
@@ -133,6 +139,43 @@ pub struct AttnBwdArgs {
     pub m_blocks: i32,
     /// 0 bf16, 1 f16 (the preprocess and postprocess take it at run time).
     pub dtype: i32,
+    /// The deterministic mode's order of dQ adds with a dQ writer warp (`DetOrder`; ignored by
+    /// every kernel without one).
+    pub det_order: i32,
+    /// Blocks that run at once (one per SM): the groups of `DetOrder::Rotated`.
+    pub det_sms: i32,
+}
+
+/// The order in which a dQ writer warp (`bwd_fa3_ordered_dq`) adds the key blocks' partials of a
+/// query block in the deterministic mode (the argument block's `det_order`; `det_rank` in
+/// `kernels/attention/bwd_fa3_block.cuh`). Any fixed order gives the same bits run after run;
+/// these make a block's turn come about when it gets there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum DetOrder {
+    /// Key block 0 first: each waits only for blocks launched before it (the fallback).
+    Ascending = 0,
+    /// Non-causal: the blocks of a (batch, head) launched in one wave each start their walk a
+    /// few query blocks after the previous one, and add in the order they reach a query block.
+    Rotated = 1,
+    /// Causal: the last key block first (it reaches a query block first: its walk starts later).
+    Descending = 2,
+}
+
+impl DetOrder {
+    /// The order for `p` with `key_blocks` blocks per (batch, head) on `sms` SMs (one block each).
+    /// Both swizzled orders have a block wait for blocks launched after it, which is safe only
+    /// while the blocks it waits for can run beside it: the rotated one waits only within a
+    /// wave; the descending one within a head, so it needs a head's blocks on the SMs at once.
+    pub fn of(p: &BackwardProblem, key_blocks: usize, sms: u32) -> DetOrder {
+        if !p.attn.causal {
+            DetOrder::Rotated
+        } else if key_blocks <= sms as usize {
+            DetOrder::Descending
+        } else {
+            DetOrder::Ascending
+        }
+    }
 }
 
 /// The workspaces of one call (device addresses): D, the dQ accumulator and the counters.
@@ -203,6 +246,8 @@ impl AttnBwdArgs {
             m_block: m_block as i32,
             m_blocks: a.seqlen_q.div_ceil(m_block) as i32,
             dtype: a.dtype.code() as i32,
+            det_order: DetOrder::Ascending as i32,
+            det_sms: 0,
         }
     }
 
@@ -311,6 +356,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, scale_log2), 172);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, m_block), 180);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, dtype), 188);
-        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 192);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, det_sms), 196);
+        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 200);
     }
 }

@@ -1,0 +1,169 @@
+//! Host side of `bwd_fa3_lookahead.cu` with the deterministic mode's dQ through a writer warp
+//! (the define `KILN_BWD_DET_WRITER`). The default's deterministic mode has its consumers add dQ
+//! with per-thread atomics in key-block order: key block n spins on the (head, query block)
+//! counter until it reads n, both warpgroups meet, add, `__threadfence`, meet again, and bump it.
+//! An H200 profile of it (18d83d3, d128 B2 H16 S8192, 326.8 TFLOPS: 0.53x the non-deterministic
+//! run) put 23 % of the stall samples on the fences, 11 % on the barrier behind the spin and 8 %
+//! on the atomics, all on the MMA warpgroups' path; and every key block walks the query blocks
+//! in the same order, so block n reaches a query block about when block n - 1 does and waits for
+//! its add (causal: block n reaches it 2n steps before block 0 and waits for all of them).
+//!
+//! Here the deterministic mode's consumers stage dQ in the non-deterministic path's tile and hand
+//! it to warp 1 of the producer warpgroup (named barriers, no fence but the tile's), which waits
+//! for the counter, adds the tile by TMA reduce, hands the tile back once read, and bumps the
+//! counter once the add is complete: the consumers wait only if the writer is a whole block
+//! behind. The order of key blocks per query block is fixed but swizzled (`DetOrder`): causal,
+//! the last key block first (its walk reaches the query block first); non-causal, the walks
+//! rotated so that the blocks of one wave reach any query block a few steps apart, in the order
+//! they are added. d64 runs `bwd_fa3_m128`'s tile (one ordered add per 128 rows), d128
+//! `bwd_fa3_lookahead`'s. Problems that are not deterministic run exactly the default's kernels.
+//! Not the default until the device shows it verified (two runs bitwise equal) and faster.
+
+use super::bwd_fa3_m128::m128_wins;
+use super::bwd_fa3_wgmma::{launch_tile, supports_tile, WgmmaBwdTile, BWD_WGMMA_DIMS};
+use super::{
+    bwd_fa3_lookahead, bwd_fa3_m128, AttentionBackwardKernel, BackwardOperands, BackwardProblem,
+};
+use crate::device::{Context, DeviceInfo};
+use crate::error::Result;
+use crate::jit::KernelSpec;
+use crate::ops::attention::{AttentionProblem, DTYPES};
+
+pub struct BwdFa3OrderedDq;
+
+/// Its tile for `p`: the default's (`bwd_fa3_m128` where it wins, which is every deterministic
+/// d64 problem, else `bwd_fa3_lookahead`), with the writer warp when `p` is deterministic.
+fn tile(p: &BackwardProblem) -> WgmmaBwdTile {
+    let t = if m128_wins(p) {
+        bwd_fa3_m128::tile(false)
+    } else {
+        bwd_fa3_lookahead::tile(p.attn.head_dim, false)
+    };
+    WgmmaBwdTile {
+        det_writer: p.deterministic,
+        ..t
+    }
+}
+
+impl AttentionBackwardKernel for BwdFa3OrderedDq {
+    fn name(&self) -> &'static str {
+        "bwd_fa3_ordered_dq"
+    }
+    fn summary(&self) -> &'static str {
+        "the default with the deterministic dQ through a writer warp by TMA reduce, key blocks in a swizzled fixed order"
+    }
+    fn rung(&self) -> u32 {
+        8
+    }
+    fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        supports_tile(p, dev, tile(p))
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        // the writer's kernels only: the rest, the preprocess and postprocess included, are the
+        // default's, compiled with its versions
+        let mut v = Vec::new();
+        for d in BWD_WGMMA_DIMS {
+            let p = BackwardProblem::new(AttentionProblem::new(1, 1, 64, d), true);
+            for dt in DTYPES {
+                v.push(tile(&p).spec(arch, dt));
+            }
+        }
+        v
+    }
+    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+        launch_tile(self.name(), ctx, p, ops, tile(p))
+    }
+    fn by_default(&self) -> bool {
+        // not until the device shows it verified and faster than the ordered atomics
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::attention_backward::DetOrder;
+
+    fn problem(s: usize, d: usize, causal: bool, det: bool) -> BackwardProblem {
+        let mut a = AttentionProblem::new(2, 16, s, d);
+        a.causal = causal;
+        BackwardProblem::new(a, det)
+    }
+
+    #[test]
+    fn deterministic_problems_get_the_writer_and_the_rest_the_defaults_kernels() {
+        for d in BWD_WGMMA_DIMS {
+            for causal in [false, true] {
+                let (det, free) = (
+                    problem(8192, d, causal, true),
+                    problem(8192, d, causal, false),
+                );
+                let t = tile(&det);
+                assert!(t.det_writer);
+                assert_eq!(t.bm, if d == 64 { 128 } else { 64 });
+                // the tile it extends (d64: m128's, deterministic at any shape) and the walk
+                // table, and a label of its own
+                let base = if d == 64 {
+                    bwd_fa3_m128::tile(false)
+                } else {
+                    bwd_fa3_lookahead::tile(d, false)
+                };
+                assert_eq!(t.smem_bytes(), base.smem_bytes() + 64);
+                assert!(t.smem_bytes() <= 227 * 1024);
+                let label = t.spec("sm_90a", DTYPES[0]).label();
+                assert!(label.contains("KILN_BWD_DET_WRITER=1"), "{label}");
+                assert!(!tile(&free).det_writer);
+            }
+        }
+        // a problem that is not deterministic runs the default's own kernel
+        let r = crate::ops::registry::Registry::default();
+        let dev = DeviceInfo::h100_sxm();
+        for p in [
+            problem(4096, 64, false, false),
+            problem(4096, 64, true, false),
+            problem(8192, 128, true, false),
+        ] {
+            let default = r.select_attention_backward(&p, &dev, None).unwrap();
+            let own = default.variants("sm_90a");
+            let spec = tile(&p).spec("sm_90a", DTYPES[0]);
+            assert!(
+                own.iter().any(|s| s.label() == spec.label()),
+                "{}",
+                p.label()
+            );
+        }
+        let v = BwdFa3OrderedDq.variants("sm_90a");
+        assert_eq!(v.len(), 4);
+        let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
+        assert_eq!(unique.len(), 4);
+        assert!(!BwdFa3OrderedDq.by_default_for(&problem(8192, 128, false, true)));
+    }
+
+    #[test]
+    fn the_order_is_swizzled_where_its_blocks_can_run_at_once() {
+        // causal: descending while a head's key blocks fit on the SMs, else ascending
+        assert_eq!(
+            DetOrder::of(&problem(8192, 128, true, true), 64, 132),
+            DetOrder::Descending
+        );
+        assert_eq!(
+            DetOrder::of(&problem(32768, 128, true, true), 256, 132),
+            DetOrder::Ascending
+        );
+        // non-causal: rotated within each wave, at any length
+        assert_eq!(
+            DetOrder::of(&problem(32768, 128, false, true), 256, 132),
+            DetOrder::Rotated
+        );
+    }
+
+    /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's
+    /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored).
+    #[test]
+    fn every_variant_compiles_without_spills() {
+        crate::ops::attention_backward::assert_compiles_clean(
+            BwdFa3OrderedDq.variants("sm_90a"),
+            &["C751", "C7507", "C7508"],
+        );
+    }
+}

@@ -24,8 +24,9 @@ pub const OPS: &[&str] = &["gemm"];
 /// left the count, 1,521 variants). A version that needs more variants must
 /// drop some it no longer picks (the FP8 128ptmh and 256otmh lost: next), or this budget must be
 /// raised knowingly. The first WGMMA backward at d256 (`bwd_fa3_d256`: bf16 and f16, and the two
-/// passes it shares) came in under the same raise.
-pub const VARIANT_BUDGET: usize = 1525;
+/// passes it shares) came in under the same raise; with the GEMM's small-K kernel (one variant)
+/// the three landed together count 1,526: raised to that.
+pub const VARIANT_BUDGET: usize = 1526;
 
 pub struct Registry {
     gemm: Vec<Box<dyn GemmKernel>>,

@@ -75,7 +75,17 @@ impl AttentionBackwardKernel for BwdFa3D256 {
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
         let main = spec(&ctx.arch(), p.attn.dtype);
-        launch_main(self.name(), ctx, p, ops, &main, smem_bytes(), BN, None, false)
+        launch_main(
+            self.name(),
+            ctx,
+            p,
+            ops,
+            &main,
+            smem_bytes(),
+            BN,
+            None,
+            false,
+        )
     }
     fn by_default(&self) -> bool {
         // verified (the quick suite's 18 d256 problems, 6 of 6 deterministic runs bitwise equal,

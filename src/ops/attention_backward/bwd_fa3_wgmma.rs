@@ -276,7 +276,17 @@ pub fn launch_tile(
     // tiles are added through.
     let dq_cols = (t.dq == DqAdd::TensorTile).then(|| t.dq_cols());
     let main = t.spec(&ctx.arch(), p.attn.dtype);
-    launch_main(name, ctx, p, ops, &main, t.smem_bytes(), BN, dq_cols, t.det_writer)
+    launch_main(
+        name,
+        ctx,
+        p,
+        ops,
+        &main,
+        t.smem_bytes(),
+        BN,
+        dq_cols,
+        t.det_writer,
+    )
 }
 
 /// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared

@@ -151,20 +151,26 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 // order (det_rank: every block before it has added), adds the tiles by TMA reduce and hands them
 // back once read (named barriers 10 + c; not after the last block). Split by keys both tiles add
 // to every element, so consumer 0's completes before consumer 1's is issued. A block's counter is
-// bumped once its adds are complete, which the writer waits for only at the next block (by when
-// they mostly are): the order's next block reaches the query block a step or more later. Without
-// counters (not deterministic) the same adds in no order.
+// bumped once its adds are complete: late, after the next block's adds are issued (by when they
+// mostly are), when that block's turn has come; first, before any wait, when it has not. A writer
+// that waited holding its bump (as it did until 2026-11-29) made block i's bump wait on block i +
+// 1's, and where the rotated order has blocks one step apart (query blocks per group member gs =
+// 1: Sq 65 Skv 200 at d128, S4096 at d64) the group's waits closed a ring and hung
+// (det_schedule.rs models the order and both rules). Without counters the same adds in no order.
 __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, const AttnBwdArgs& p, const BwdWalk& k) {
   if (!DET_WRITER) return;
   const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;
   const u32 base = sm.sk + OFF_DQ;  // (sm.sk: the aligned base)
   const DqTile t0{map, base, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, lead};
   const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
-  u32* prev = nullptr;  // the previous block's counter, bumped once its adds are complete
-  auto release = [&] {
+  u32* prev = nullptr;  // (lane 0) the previous block's counter while not yet bumped
+  // its adds complete (`wait`), then its counter bumped
+  auto release = [&](auto wait) {
     if (prev != nullptr) {
+      wait();
       fence_proxy_async_global();
       red_release_add(prev, 1);
+      prev = nullptr;
     }
   };
   for (int it = 0; it < k.iters; ++it) {
@@ -176,14 +182,17 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
     if (lead) {
       if (det) {
         const u32 rank = det_rank(k, p, g, mb);
-        while (ld_acquire(sem) < rank) {
+        if (ld_acquire(sem) < rank) {
+          release([] { tma_store_wait<0>(); });  // (never wait holding a bump)
+          while (ld_acquire(sem) < rank) {
+          }
         }
         fence_proxy_async_global();
       }
       t0.reduce(t0.smem, p, k, h, mb * BM, MH);
       if (!SPLIT_N) {
         tma_store_wait<0>();  // consumer 0's, and the previous block's
-        release();
+        release([] {});
       }
       t1.reduce(t1.smem, p, k, h, mb * BM, MH);
       tma_store_wait_read<0>();
@@ -193,14 +202,13 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
       named_barrier_arrive(10, 160);
       named_barrier_arrive(11, 160);
     }
-    if (lead && SPLIT_N) {
-      tma_store_wait<2>();  // the previous block's two
-      release();
+    if (lead) {
+      release([] { tma_store_wait<2>(); });  // the previous block's two (this block's two in flight)
+      prev = sem;
     }
-    prev = sem;
   }
   if (lead) {
     tma_store_wait<0>();
-    release();
+    release([] {});
   }
 }

@@ -88,9 +88,10 @@ struct BwdWalk {
   int m_first, per_head, iters;
 };
 
-__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p) {
+// (nb: the block's key block, blockIdx.x but under det_walk's reversal)
+__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = blockIdx.x) {
   BwdWalk k;
-  k.nb = blockIdx.x, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
+  k.nb = nb, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
   k.off = p.skv - p.sq;
   k.m_first = p.causal ? max(0, k.n0 - k.off) / BM : 0;
   k.per_head = (p.sq + BM - 1) / BM - k.m_first;
@@ -122,25 +123,29 @@ __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArg
   return g;
 }
 
-// DET_WRITER's walk: rotated under det_order 1 (a non-causal block's walk starts at 0). Only the
+// DET_WRITER's walk: rotated under det_order 1 (a non-causal block's walk starts at 0); under
+// det_order 2 (causal) the key blocks in reverse (block x takes key block gridDim.x - 1 - x: the
+// shortest walks first), so that every block a block waits for (det_rank: the later key blocks)
+// was launched before it, as FlashAttention-3 orders its deterministic causal blocks. Only the
 // producer walks it; the consumers and the writer read its (head, query block) pairs from the
 // walk table.
-__device__ __forceinline__ BwdWalk det_walk(const BwdWalk& k, const AttnBwdArgs& p) {
-  BwdWalk w = k;
-  if (DET_WRITER && p.dq_sem != nullptr && p.det_order == 1) {
-    const DetGroup g = det_group(k, p);
-    w.m_first = (k.nb - g.g0) * g.gs;
+__device__ __forceinline__ BwdWalk det_walk(const AttnBwdArgs& p) {
+  const bool det = DET_WRITER && p.dq_sem != nullptr;
+  BwdWalk w = bwd_walk(p, det && p.det_order == 2 ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x);
+  if (det && p.det_order == 1) {
+    const DetGroup g = det_group(w, p);
+    w.m_first = (w.nb - g.g0) * g.gs;
   }
   return w;
 }
 
 // DET_WRITER, deterministic mode: how many key blocks add their partials of query block mb (of
 // any head) before this one, the order every run follows. det_order 2 (causal): every later key
-// block that sees mb (each reaches it first: its walk starts later); 1 (non-causal): the groups
-// of earlier waves first, then the group (g) from the block whose walk reached mb first: with i =
-// nb - g0 and a = min(gn - 1, mb / gs) the last block to reach mb by step mb, the order is a, a -
-// 1, .., 0, gn - 1, .., a + 1, so i's rank is (a - i) mod gn; a group longer than the walk (gs 0)
-// and det_order 0 in block order.
+// block that sees mb (each reaches it first: its walk starts later; launched first: det_walk); 1
+// (non-causal): the groups of earlier waves first, then the group (g) from the block whose walk
+// reached mb first: with i = nb - g0 and a = min(gn - 1, mb / gs) the last block to reach mb by
+// step mb, the order is a, a - 1, .., 0, gn - 1, .., a + 1, so i's rank is (a - i) mod gn; a
+// group longer than the walk (gs 0) and det_order 0 in block order.
 __device__ __forceinline__ int det_rank(const BwdWalk& k, const AttnBwdArgs& p, const DetGroup& g, int mb) {
   if (p.det_order == 2) {
     const int x = (mb + 1) * BM + k.off;  // key block n sees mb iff n·BN < x (x > 0: this one does)
@@ -457,7 +462,7 @@ __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
                                            const Consume& consume, const Write& write) {
   const BwdSmem sm = bwd_start(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra);
-  const BwdWalk k = DET_WRITER ? det_walk(bwd_walk(p), p) : bwd_walk(p);
+  const BwdWalk k = DET_WRITER ? det_walk(p) : bwd_walk(p);
   ws_roles<PRODUCER_REGS, CONSUMER_REGS, DET_WRITER ? 64 : 32>(
       warpgroup_index(),
       [&] {

@@ -312,8 +312,7 @@ pub fn launch_main(
     let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
     if det_writer && p.deterministic {
-        let key_blocks = a.seqlen_kv.div_ceil(BN as usize);
-        args.det_order = DetOrder::of(p, key_blocks, ctx.info.sm_count) as i32;
+        args.det_order = DetOrder::of(p) as i32;
         args.det_sms = ctx.info.sm_count as i32;
     }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).

@@ -15,10 +15,10 @@
 
 constexpr int DQ_PIECES = QN / 32;  // 128-byte pieces of a staging row (dim 1 of the map)
 // dSᵀ buffers: two, or one split by keys at d128 or BM 128 (two would pass 227 KB; bwd_grads).
-constexpr int DS_BUFS = !SPLIT_N && (D == 128 || BM == 128) ? 1 : 2;
-// One consumer's dQ staging tile [BM][DQ_PIECES][32] fp32, swizzled: MH tiles of 64 rows, one map
-// box each.
-constexpr u32 DQ_BYTES = BM * QN * 4, DQ_HALF = 64 * QN * 4;
+constexpr int DS_BUFS = !MEET && (D == 128 || BM == 128) ? 1 : 2;
+// One consumer's dQ staging tile [64·DQ_MH][DQ_PIECES][32] fp32, swizzled: DQ_MH tiles of 64 rows,
+// one map box each.
+constexpr u32 DQ_BYTES = DQ_MH * 64 * QN * 4, DQ_HALF = 64 * QN * 4;
 // KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late): two staging tiles a consumer, a block's tile
 // stored with no fence or barrier of its own and added after the next block's dSᵀ barrier
 // (DqTile::store, before_meet, reduce; bwd_fa3_lookahead.cu's walk).
@@ -43,6 +43,7 @@ struct DqTile {
   const TmaMap* map;
   u32 smem;    // the tile (1024-aligned; DQ_LATE: the first of two, DQ_BYTES apart)
   int col0;    // the consumer's first dQ column
+  int row0;    // its first dQ row in the step (the row split: 64c)
   bool adder;  // warp 0, lane 0 of the warpgroup: issues the reduce and waits for it
 
   // Before the dSᵀ barrier: the previous block's reduce has read the tile (every writer passes
@@ -91,15 +92,15 @@ struct DqTile {
         }
   }
 
-  // By the adder, once every writer has fenced its rows: the tile at `tile` (rows m0 .. of head h,
-  // `halves` of 64 rows) added into the accumulator, a reduce per 64 rows (the map's box; a half
-  // that starts past Sq is not issued), as one bulk group.
+  // By the adder, once every writer has fenced its rows: the tile at `tile` (rows m0 + row0 .. of
+  // head h, `halves` of 64 rows) added into the accumulator, a reduce per 64 rows (the map's box; a
+  // half that starts past Sq is not issued), as one bulk group.
   __device__ __forceinline__ void reduce(u32 tile, const AttnBwdArgs& p, const BwdWalk& k, int h, int m0, int halves) const {
     if (adder) {
 #pragma unroll
-      for (int hh = 0; hh < MH; ++hh)
-        if (hh < halves && (hh == 0 || m0 + 64 * hh < p.sq))
-          tma_reduce_add_5d(map, tile + hh * DQ_HALF, 0, col0 / 32, m0 + 64 * hh, h, k.b);
+      for (int hh = 0; hh < DQ_MH; ++hh)
+        if (hh < halves && m0 + row0 + 64 * hh < p.sq)
+          tma_reduce_add_5d(map, tile + hh * DQ_HALF, 0, col0 / 32, m0 + row0 + 64 * hh, h, k.b);
       tma_store_commit();
     }
   }
@@ -132,7 +133,8 @@ struct DqTile {
 // Consumer c's tile: staging tiles from OFF_DQ past the aligned base of the shared memory, DQ_BUFS
 // per consumer.
 __device__ __forceinline__ DqTile dq_tile(const TmaMap* map, unsigned char* smem_raw, int c) {
-  return DqTile{map, smem_align1024(smem_raw) + OFF_DQ + c * DQ_BUFS * DQ_BYTES, SPLIT_N ? c * QN : 0, threadIdx.x % 128 == 0};
+  return DqTile{map, smem_align1024(smem_raw) + OFF_DQ + c * DQ_BUFS * DQ_BYTES, SPLIT_N ? c * QN : 0, SPLIT_M ? 64 * c : 0,
+                threadIdx.x % 128 == 0};
 }
 
 // A counter bumped with release semantics at GPU scope: this thread's earlier writes (and, after
@@ -161,7 +163,7 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
   if (!DET_WRITER) return;
   const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;
   const u32 base = sm.sk + OFF_DQ;  // (sm.sk: the aligned base)
-  const DqTile t0{map, base, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, lead};
+  const DqTile t0{map, base, 0, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, SPLIT_M ? 64 : 0, lead};
   const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
   u32* prev = nullptr;  // (lane 0) the previous block's counter while not yet bumped
   // its adds complete (`wait`), then its counter bumped
@@ -189,12 +191,12 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
         }
         fence_proxy_async_global();
       }
-      t0.reduce(t0.smem, p, k, h, mb * BM, MH);
-      if (!SPLIT_N) {
+      t0.reduce(t0.smem, p, k, h, mb * BM, DQ_MH);
+      if (!MEET) {
         tma_store_wait<0>();  // consumer 0's, and the previous block's
         release([] {});
       }
-      t1.reduce(t1.smem, p, k, h, mb * BM, MH);
+      t1.reduce(t1.smem, p, k, h, mb * BM, DQ_MH);
       tma_store_wait_read<0>();
     }
     __syncwarp();

@@ -15,7 +15,9 @@
 //     dV += Pᵀ·dO (RS), dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q (RS), dSᵀ -> shared memory,
 //     dQ = dS·K (SS, both operands MN-major).
 //   KILN_DQ_SPLIT 0: the consumers meet once every dSᵀ row is stored and consumer c computes dQ's
-//   columns D/2·c .. over all BN keys; 1: each computes all D columns over its own 64 keys.
+//   columns D/2·c .. over all BN keys; 1: each computes all D columns over its own 64 keys; 2
+//   (BM 128 only): they meet, and consumer c computes the step's query rows 64c .. 64c + 63, all D
+//   columns over all BN keys (each dQ element added once a block, as by columns).
 #pragma once
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
@@ -50,8 +52,13 @@ constexpr int THREADS = 384;
 constexpr int SR = BM / 2, KR = D / 2;  // accumulator registers: Sᵀ / dPᵀ, dK / dV
 constexpr int KP = BM / 16;             // k16 steps over the query block (register A chunks)
 constexpr bool SPLIT_N = KILN_DQ_SPLIT == 0;
+constexpr bool SPLIT_M = KILN_DQ_SPLIT == 2;
+// The consumers meet once every dSᵀ row is stored (dQ over all BN keys); else (the key split)
+// both add to every dQ element of the step.
+constexpr bool MEET = SPLIT_N || SPLIT_M;
 constexpr int QN = SPLIT_N ? D / 2 : D;  // dQ columns per consumer
-constexpr int QKS = SPLIT_N ? BN / 16 : 64 / 16;  // dQ's k16 steps (keys)
+constexpr int QKS = MEET ? BN / 16 : 64 / 16;  // dQ's k16 steps (keys)
+constexpr int DQ_MH = SPLIT_M ? 1 : MH;  // dQ's 64-row halves per consumer
 constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-dim box: rows of 128 bytes
 constexpr u32 Q_BYTES = DH * HALF_Q, KV_BYTES = DH * HALF_KV, STAGE_BYTES = 2 * Q_BYTES;
 constexpr u32 DS_BYTES = BN * BM * 2;  // dSᵀ: MH boxes [BN][64], 128-byte rows
@@ -74,7 +81,8 @@ constexpr bool DET_WRITER = KILN_BWD_DET_WRITER != 0;
 #else
 constexpr bool DET_WRITER = false;
 #endif
-static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1, "dQ split over columns (0) or keys (1)");
+static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1 || (KILN_DQ_SPLIT == 2 && BM == 128),
+              "dQ split over columns (0), keys (1) or, at 128 rows a step, query rows (2)");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
@@ -259,7 +267,7 @@ template <bool AHEAD, int DS_BUFS, bool AT, class BeforeMeet>
 __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float2 (&l)[BM / 8], float (&dk)[KR], float (&dv)[KR],
                                          const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int m0,
                                          u32 sq_a, u32 sdo_a, const float* sl, const BeforeMeet& before_meet) {
-  static_assert(DS_BUFS == 2 || (DS_BUFS == 1 && !SPLIT_N), "one dSᵀ buffer only when the warpgroups do not share rows");
+  static_assert(DS_BUFS == 2 || (DS_BUFS == 1 && !MEET), "one dSᵀ buffer only when the warpgroups do not share rows");
   const int c = th.c, t = th.t, krow = th.krow;
   // Pᵀ, masked on edge blocks only: two copies of the loop, so that the inner blocks run without
   // a branch per element (one per element was 7 % of the stall samples, branch resolving).
@@ -305,9 +313,9 @@ __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float
   store_ds_t<BM, BN>(ds, dsa, c * 64 + krow, t);
   fence_proxy_async_shared();
   before_meet();
-  // Column split: every consumer's rows are needed (both warpgroups meet); key split: only this
-  // warpgroup's.
-  if (SPLIT_N) {
+  // Column or row split: every consumer's rows are needed (both warpgroups meet); key split: only
+  // this warpgroup's.
+  if (MEET) {
     named_barrier_sync(1, 256);
   } else {
     named_barrier_sync(1 + c, 128);
@@ -398,11 +406,12 @@ __device__ __forceinline__ void bwd_consume(int c, const AttnBwdArgs& p, const B
 // dQ added with per-thread red.global.add.v2.f32: in any order (sem null), or in key block order on
 // the counter `sem` (the deterministic mode; bwd_fa2_mma_sync.cu), the key split's consumer 0
 // before consumer 1, so every element's additions keep one order. dq[hh]: the m64 partial of
-// query rows m0 + 64hh .. (H halves of a query block).
+// query rows m0 + 64hh .. (H halves of a query block; the row split's consumer c: m0 + 64c ..).
 template <int H>
 __device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th,
                                                int h, int m0, u32* sem) {
   const int col0 = SPLIT_N ? th.c * QN : 0;
+  m0 += SPLIT_M ? 64 * th.c : 0;  // (the consumer's rows)
   float* acc = p.dq_acc + (((i64)k.b * p.heads_q + h) * p.sq + m0 + th.krow) * D + col0 + 2 * th.t;
   auto add = [&] {
 #pragma unroll
@@ -417,7 +426,7 @@ __device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], con
   if (sem == nullptr) {
     add();
   } else {
-    add_dq_in_order(sem, k.nb, !SPLIT_N, th.c, 3, add);
+    add_dq_in_order(sem, k.nb, !MEET, th.c, 3, add);
   }
 }
 

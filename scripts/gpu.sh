@@ -71,6 +71,10 @@
 #                                of more blocks than SMs, deterministic; each <= 90 s, after the
 #                                kernels are compiled), then the deterministic shapes timed beside
 #                                the default's ordered atomics (<= 60 s each; about 5 min on an H200)
+#   bwd-m128-rows                bwd_fa3_m128_rows (d64, 128 query rows a step, dQ split by query
+#                                rows) verified at d64 (each <= 90 s), then timed beside
+#                                bwd_fa3_m128 and bwd_fa3_lookahead at `backward`'s 4 d64 shapes and
+#                                SDPA's backwards on them (about 3 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -1132,6 +1136,11 @@ bwd-ordered-dq)
   step od-compile-m128 90 "$KILN" check --version bwd_fa3_m128
   step od-quick-d64 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 64
   step od-quick-d128 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
+  # the shapes that hung until 2026-11-29 (a rotated group one query block apart; det_schedule.rs)
+  step od-hang-q65-kv200 30 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen-q 65 --seqlen-kv 200 --dim 128 --deterministic
+  step od-hang-d64-s4096 60 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 4096 \
+    --dim 64 --deterministic
   step od-gqa-causal 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
     --seqlen 1000 --dim 128 --causal --deterministic
   step od-ragged-bhsd 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
@@ -1165,6 +1174,26 @@ bwd-dq-late)
   step dq-late-gqa-causal-d64 90 "$KILN" attn verify --backward --version bwd_fa3_dq_late --batch 2 --heads 4 \
     --kv-heads 2 --seqlen 1000 --dim 64 --causal
   BWD_VERSION="bwd_fa3_lookahead bwd_fa3_dq_late" bwd_bench
+  ;;
+
+bwd-m128-rows)
+  # bwd_fa3_m128_rows (d64, 128 query rows a step, dQ split by query rows: each dQ element added
+  # once a block) verified at d64, then timed beside bwd_fa3_m128 and bwd_fa3_lookahead at the 4
+  # d64 shapes of `backward` and SDPA's backwards on them (about 3 min on an H200).
+  need_bin "$KILN"; machine "$KILN"
+  V=bwd_fa3_m128_rows
+  bwd_dim_verify m128-rows "$V" 64
+  step m128-rows-determ-4097 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 2 --seqlen 4097 \
+    --dim 64 --deterministic
+  shapes=""
+  for shape in "4 4096" "4 4096 --causal" "1 16384" "1 16384 --causal"; do
+    set -- $shape
+    step "m128-rows-bench-b$1-s$2${3:+-causal}" 120 "$KILN" attn bench --backward --batch "$1" --heads 16 \
+      --seqlen "$2" --dim 64 ${3:-} --version bwd_fa3_lookahead --version bwd_fa3_m128 --version "$V" --reps 10 --warmup 3
+    shapes="$shapes;$1,16,$2,64${3:+,causal}"
+  done
+  step peers-backward-d64 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
   ;;
 
 bwd-d256)

@@ -44,22 +44,28 @@ fn check_compiles_at_most_the_variant_budget() {
     );
 }
 
+/// `kiln check --version v` for sm_90a: its `variants` variants compile with no problems (spills,
+/// shared memory, ptxas's serialisation notes).
+fn check_version(v: &str, variants: usize) {
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["--no-store", "check", "--arch", "sm_90a", "--version", v])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("kiln runs");
+    let t = text(&o);
+    assert!(o.status.success(), "kiln check --version {v} failed:\n{t}");
+    assert!(
+        t.contains(&format!("{variants} variants")) && t.contains("0 with problems"),
+        "{t}"
+    );
+}
+
 #[test]
 fn pointwise_kernels_compile_for_sm90a_without_spills() {
     // (the gate above compiles them too; this one alone is quick to run after a change to them)
     require_nvrtc!();
     for v in ["rmsnorm", "rope"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
-            .args(["--no-store", "check", "--arch", "sm_90a", "--version", v])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("kiln runs");
-        let t = text(&o);
-        assert!(o.status.success(), "kiln check --version {v} failed:\n{t}");
-        assert!(
-            t.contains("4 variants") && t.contains("0 with problems"),
-            "{t}"
-        );
+        check_version(v, 4);
     }
 }
 
@@ -68,25 +74,14 @@ fn bwd_fa3_d256_compiles_for_sm90a_without_spills() {
     // (the gate above compiles it too; this one alone is quick to run after a change to the
     // d256 backward or the headers it shares with the d64/d128 ones)
     require_nvrtc!();
-    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args([
-            "--no-store",
-            "check",
-            "--arch",
-            "sm_90a",
-            "--version",
-            "bwd_fa3_d256",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("kiln runs");
-    let t = text(&o);
-    assert!(
-        o.status.success(),
-        "kiln check --version bwd_fa3_d256 failed:\n{t}"
-    );
-    assert!(
-        t.contains("4 variants") && t.contains("0 with problems"),
-        "{t}"
-    );
+    check_version("bwd_fa3_d256", 4);
+}
+
+#[test]
+fn the_backwards_deterministic_writer_and_row_split_compile_for_sm90a_without_spills() {
+    // (the gate above compiles them too: quick after a change to the writer, its order or the
+    // dQ splits in bwd_fa3_block.cuh and bwd_dq_tile.cuh)
+    require_nvrtc!();
+    check_version("bwd_fa3_ordered_dq", 4);
+    check_version("bwd_fa3_m128_rows", 2);
 }

@@ -15,10 +15,10 @@
 
 constexpr int DQ_PIECES = QN / 32;  // 128-byte pieces of a staging row (dim 1 of the map)
 // dSᵀ buffers: two, or one split by keys at d128 or BM 128 (two would pass 227 KB; bwd_grads).
-constexpr int DS_BUFS = !SPLIT_N && (D == 128 || BM == 128) ? 1 : 2;
-// One consumer's dQ staging tile [BM][DQ_PIECES][32] fp32, swizzled: MH tiles of 64 rows, one map
-// box each.
-constexpr u32 DQ_BYTES = BM * QN * 4, DQ_HALF = 64 * QN * 4;
+constexpr int DS_BUFS = !MEET && (D == 128 || BM == 128) ? 1 : 2;
+// One consumer's dQ staging tile [64·DQ_MH][DQ_PIECES][32] fp32, swizzled: DQ_MH tiles of 64 rows,
+// one map box each.
+constexpr u32 DQ_BYTES = DQ_MH * 64 * QN * 4, DQ_HALF = 64 * QN * 4;
 // KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late): two staging tiles a consumer, a block's tile
 // stored with no fence or barrier of its own and added after the next block's dSᵀ barrier
 // (DqTile::store, before_meet, reduce; bwd_fa3_lookahead.cu's walk).
@@ -43,6 +43,7 @@ struct DqTile {
   const TmaMap* map;
   u32 smem;    // the tile (1024-aligned; DQ_LATE: the first of two, DQ_BYTES apart)
   int col0;    // the consumer's first dQ column
+  int row0;    // its first dQ row in the step (the row split: 64c)
   bool adder;  // warp 0, lane 0 of the warpgroup: issues the reduce and waits for it
 
   // Before the dSᵀ barrier: the previous block's reduce has read the tile (every writer passes
@@ -91,15 +92,15 @@ struct DqTile {
         }
   }
 
-  // By the adder, once every writer has fenced its rows: the tile at `tile` (rows m0 .. of head h,
-  // `halves` of 64 rows) added into the accumulator, a reduce per 64 rows (the map's box; a half
-  // that starts past Sq is not issued), as one bulk group.
+  // By the adder, once every writer has fenced its rows: the tile at `tile` (rows m0 + row0 .. of
+  // head h, `halves` of 64 rows) added into the accumulator, a reduce per 64 rows (the map's box; a
+  // half that starts past Sq is not issued), as one bulk group.
   __device__ __forceinline__ void reduce(u32 tile, const AttnBwdArgs& p, const BwdWalk& k, int h, int m0, int halves) const {
     if (adder) {
 #pragma unroll
-      for (int hh = 0; hh < MH; ++hh)
-        if (hh < halves && (hh == 0 || m0 + 64 * hh < p.sq))
-          tma_reduce_add_5d(map, tile + hh * DQ_HALF, 0, col0 / 32, m0 + 64 * hh, h, k.b);
+      for (int hh = 0; hh < DQ_MH; ++hh)
+        if (hh < halves && m0 + row0 + 64 * hh < p.sq)
+          tma_reduce_add_5d(map, tile + hh * DQ_HALF, 0, col0 / 32, m0 + row0 + 64 * hh, h, k.b);
       tma_store_commit();
     }
   }
@@ -132,7 +133,8 @@ struct DqTile {
 // Consumer c's tile: staging tiles from OFF_DQ past the aligned base of the shared memory, DQ_BUFS
 // per consumer.
 __device__ __forceinline__ DqTile dq_tile(const TmaMap* map, unsigned char* smem_raw, int c) {
-  return DqTile{map, smem_align1024(smem_raw) + OFF_DQ + c * DQ_BUFS * DQ_BYTES, SPLIT_N ? c * QN : 0, threadIdx.x % 128 == 0};
+  return DqTile{map, smem_align1024(smem_raw) + OFF_DQ + c * DQ_BUFS * DQ_BYTES, SPLIT_N ? c * QN : 0, SPLIT_M ? 64 * c : 0,
+                threadIdx.x % 128 == 0};
 }
 
 // A counter bumped with release semantics at GPU scope: this thread's earlier writes (and, after
@@ -151,20 +153,26 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 // order (det_rank: every block before it has added), adds the tiles by TMA reduce and hands them
 // back once read (named barriers 10 + c; not after the last block). Split by keys both tiles add
 // to every element, so consumer 0's completes before consumer 1's is issued. A block's counter is
-// bumped once its adds are complete, which the writer waits for only at the next block (by when
-// they mostly are): the order's next block reaches the query block a step or more later. Without
-// counters (not deterministic) the same adds in no order.
+// bumped once its adds are complete: late, after the next block's adds are issued (by when they
+// mostly are), when that block's turn has come; first, before any wait, when it has not. A writer
+// that waited holding its bump (as it did until 2026-11-29) made block i's bump wait on block i +
+// 1's, and where the rotated order has blocks one step apart (query blocks per group member gs =
+// 1: Sq 65 Skv 200 at d128, S4096 at d64) the group's waits closed a ring and hung
+// (det_schedule.rs models the order and both rules). Without counters the same adds in no order.
 __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, const AttnBwdArgs& p, const BwdWalk& k) {
   if (!DET_WRITER) return;
   const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;
   const u32 base = sm.sk + OFF_DQ;  // (sm.sk: the aligned base)
-  const DqTile t0{map, base, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, lead};
+  const DqTile t0{map, base, 0, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, SPLIT_M ? 64 : 0, lead};
   const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
-  u32* prev = nullptr;  // the previous block's counter, bumped once its adds are complete
-  auto release = [&] {
+  u32* prev = nullptr;  // (lane 0) the previous block's counter while not yet bumped
+  // its adds complete (`wait`), then its counter bumped
+  auto release = [&](auto wait) {
     if (prev != nullptr) {
+      wait();
       fence_proxy_async_global();
       red_release_add(prev, 1);
+      prev = nullptr;
     }
   };
   for (int it = 0; it < k.iters; ++it) {
@@ -176,16 +184,19 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
     if (lead) {
       if (det) {
         const u32 rank = det_rank(k, p, g, mb);
-        while (ld_acquire(sem) < rank) {
+        if (ld_acquire(sem) < rank) {
+          release([] { tma_store_wait<0>(); });  // (never wait holding a bump)
+          while (ld_acquire(sem) < rank) {
+          }
         }
         fence_proxy_async_global();
       }
-      t0.reduce(t0.smem, p, k, h, mb * BM, MH);
-      if (!SPLIT_N) {
+      t0.reduce(t0.smem, p, k, h, mb * BM, DQ_MH);
+      if (!MEET) {
         tma_store_wait<0>();  // consumer 0's, and the previous block's
-        release();
+        release([] {});
       }
-      t1.reduce(t1.smem, p, k, h, mb * BM, MH);
+      t1.reduce(t1.smem, p, k, h, mb * BM, DQ_MH);
       tma_store_wait_read<0>();
     }
     __syncwarp();
@@ -193,14 +204,13 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
       named_barrier_arrive(10, 160);
       named_barrier_arrive(11, 160);
     }
-    if (lead && SPLIT_N) {
-      tma_store_wait<2>();  // the previous block's two
-      release();
+    if (lead) {
+      release([] { tma_store_wait<2>(); });  // the previous block's two (this block's two in flight)
+      prev = sem;
     }
-    prev = sem;
   }
   if (lead) {
     tma_store_wait<0>();
-    release();
+    release([] {});
   }
 }

@@ -15,7 +15,9 @@
 //     dV += Pᵀ·dO (RS), dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q (RS), dSᵀ -> shared memory,
 //     dQ = dS·K (SS, both operands MN-major).
 //   KILN_DQ_SPLIT 0: the consumers meet once every dSᵀ row is stored and consumer c computes dQ's
-//   columns D/2·c .. over all BN keys; 1: each computes all D columns over its own 64 keys.
+//   columns D/2·c .. over all BN keys; 1: each computes all D columns over its own 64 keys; 2
+//   (BM 128 only): they meet, and consumer c computes the step's query rows 64c .. 64c + 63, all D
+//   columns over all BN keys (each dQ element added once a block, as by columns).
 #pragma once
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
@@ -50,8 +52,13 @@ constexpr int THREADS = 384;
 constexpr int SR = BM / 2, KR = D / 2;  // accumulator registers: Sᵀ / dPᵀ, dK / dV
 constexpr int KP = BM / 16;             // k16 steps over the query block (register A chunks)
 constexpr bool SPLIT_N = KILN_DQ_SPLIT == 0;
+constexpr bool SPLIT_M = KILN_DQ_SPLIT == 2;
+// The consumers meet once every dSᵀ row is stored (dQ over all BN keys); else (the key split)
+// both add to every dQ element of the step.
+constexpr bool MEET = SPLIT_N || SPLIT_M;
 constexpr int QN = SPLIT_N ? D / 2 : D;  // dQ columns per consumer
-constexpr int QKS = SPLIT_N ? BN / 16 : 64 / 16;  // dQ's k16 steps (keys)
+constexpr int QKS = MEET ? BN / 16 : 64 / 16;  // dQ's k16 steps (keys)
+constexpr int DQ_MH = SPLIT_M ? 1 : MH;  // dQ's 64-row halves per consumer
 constexpr u32 HALF_Q = BM * 128, HALF_KV = BN * 128;  // one 64-dim box: rows of 128 bytes
 constexpr u32 Q_BYTES = DH * HALF_Q, KV_BYTES = DH * HALF_KV, STAGE_BYTES = 2 * Q_BYTES;
 constexpr u32 DS_BYTES = BN * BM * 2;  // dSᵀ: MH boxes [BN][64], 128-byte rows
@@ -74,7 +81,8 @@ constexpr bool DET_WRITER = KILN_BWD_DET_WRITER != 0;
 #else
 constexpr bool DET_WRITER = false;
 #endif
-static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1, "dQ split over columns (0) or keys (1)");
+static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1 || (KILN_DQ_SPLIT == 2 && BM == 128),
+              "dQ split over columns (0), keys (1) or, at 128 rows a step, query rows (2)");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
@@ -88,9 +96,10 @@ struct BwdWalk {
   int m_first, per_head, iters;
 };
 
-__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p) {
+// (nb: the block's key block, blockIdx.x but under det_walk's reversal)
+__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = blockIdx.x) {
   BwdWalk k;
-  k.nb = blockIdx.x, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
+  k.nb = nb, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
   k.off = p.skv - p.sq;
   k.m_first = p.causal ? max(0, k.n0 - k.off) / BM : 0;
   k.per_head = (p.sq + BM - 1) / BM - k.m_first;
@@ -122,25 +131,29 @@ __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArg
   return g;
 }
 
-// DET_WRITER's walk: rotated under det_order 1 (a non-causal block's walk starts at 0). Only the
+// DET_WRITER's walk: rotated under det_order 1 (a non-causal block's walk starts at 0); under
+// det_order 2 (causal) the key blocks in reverse (block x takes key block gridDim.x - 1 - x: the
+// shortest walks first), so that every block a block waits for (det_rank: the later key blocks)
+// was launched before it, as FlashAttention-3 orders its deterministic causal blocks. Only the
 // producer walks it; the consumers and the writer read its (head, query block) pairs from the
 // walk table.
-__device__ __forceinline__ BwdWalk det_walk(const BwdWalk& k, const AttnBwdArgs& p) {
-  BwdWalk w = k;
-  if (DET_WRITER && p.dq_sem != nullptr && p.det_order == 1) {
-    const DetGroup g = det_group(k, p);
-    w.m_first = (k.nb - g.g0) * g.gs;
+__device__ __forceinline__ BwdWalk det_walk(const AttnBwdArgs& p) {
+  const bool det = DET_WRITER && p.dq_sem != nullptr;
+  BwdWalk w = bwd_walk(p, det && p.det_order == 2 ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x);
+  if (det && p.det_order == 1) {
+    const DetGroup g = det_group(w, p);
+    w.m_first = (w.nb - g.g0) * g.gs;
   }
   return w;
 }
 
 // DET_WRITER, deterministic mode: how many key blocks add their partials of query block mb (of
 // any head) before this one, the order every run follows. det_order 2 (causal): every later key
-// block that sees mb (each reaches it first: its walk starts later); 1 (non-causal): the groups
-// of earlier waves first, then the group (g) from the block whose walk reached mb first: with i =
-// nb - g0 and a = min(gn - 1, mb / gs) the last block to reach mb by step mb, the order is a, a -
-// 1, .., 0, gn - 1, .., a + 1, so i's rank is (a - i) mod gn; a group longer than the walk (gs 0)
-// and det_order 0 in block order.
+// block that sees mb (each reaches it first: its walk starts later; launched first: det_walk); 1
+// (non-causal): the groups of earlier waves first, then the group (g) from the block whose walk
+// reached mb first: with i = nb - g0 and a = min(gn - 1, mb / gs) the last block to reach mb by
+// step mb, the order is a, a - 1, .., 0, gn - 1, .., a + 1, so i's rank is (a - i) mod gn; a
+// group longer than the walk (gs 0) and det_order 0 in block order.
 __device__ __forceinline__ int det_rank(const BwdWalk& k, const AttnBwdArgs& p, const DetGroup& g, int mb) {
   if (p.det_order == 2) {
     const int x = (mb + 1) * BM + k.off;  // key block n sees mb iff n·BN < x (x > 0: this one does)
@@ -254,7 +267,7 @@ template <bool AHEAD, int DS_BUFS, bool AT, class BeforeMeet>
 __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float2 (&l)[BM / 8], float (&dk)[KR], float (&dv)[KR],
                                          const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int m0,
                                          u32 sq_a, u32 sdo_a, const float* sl, const BeforeMeet& before_meet) {
-  static_assert(DS_BUFS == 2 || (DS_BUFS == 1 && !SPLIT_N), "one dSᵀ buffer only when the warpgroups do not share rows");
+  static_assert(DS_BUFS == 2 || (DS_BUFS == 1 && !MEET), "one dSᵀ buffer only when the warpgroups do not share rows");
   const int c = th.c, t = th.t, krow = th.krow;
   // Pᵀ, masked on edge blocks only: two copies of the loop, so that the inner blocks run without
   // a branch per element (one per element was 7 % of the stall samples, branch resolving).
@@ -300,9 +313,9 @@ __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float
   store_ds_t<BM, BN>(ds, dsa, c * 64 + krow, t);
   fence_proxy_async_shared();
   before_meet();
-  // Column split: every consumer's rows are needed (both warpgroups meet); key split: only this
-  // warpgroup's.
-  if (SPLIT_N) {
+  // Column or row split: every consumer's rows are needed (both warpgroups meet); key split: only
+  // this warpgroup's.
+  if (MEET) {
     named_barrier_sync(1, 256);
   } else {
     named_barrier_sync(1 + c, 128);
@@ -393,11 +406,12 @@ __device__ __forceinline__ void bwd_consume(int c, const AttnBwdArgs& p, const B
 // dQ added with per-thread red.global.add.v2.f32: in any order (sem null), or in key block order on
 // the counter `sem` (the deterministic mode; bwd_fa2_mma_sync.cu), the key split's consumer 0
 // before consumer 1, so every element's additions keep one order. dq[hh]: the m64 partial of
-// query rows m0 + 64hh .. (H halves of a query block).
+// query rows m0 + 64hh .. (H halves of a query block; the row split's consumer c: m0 + 64c ..).
 template <int H>
 __device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th,
                                                int h, int m0, u32* sem) {
   const int col0 = SPLIT_N ? th.c * QN : 0;
+  m0 += SPLIT_M ? 64 * th.c : 0;  // (the consumer's rows)
   float* acc = p.dq_acc + (((i64)k.b * p.heads_q + h) * p.sq + m0 + th.krow) * D + col0 + 2 * th.t;
   auto add = [&] {
 #pragma unroll
@@ -412,7 +426,7 @@ __device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], con
   if (sem == nullptr) {
     add();
   } else {
-    add_dq_in_order(sem, k.nb, !SPLIT_N, th.c, 3, add);
+    add_dq_in_order(sem, k.nb, !MEET, th.c, 3, add);
   }
 }
 
@@ -457,7 +471,7 @@ __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
                                            const Consume& consume, const Write& write) {
   const BwdSmem sm = bwd_start(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra);
-  const BwdWalk k = DET_WRITER ? det_walk(bwd_walk(p), p) : bwd_walk(p);
+  const BwdWalk k = DET_WRITER ? det_walk(p) : bwd_walk(p);
   ws_roles<PRODUCER_REGS, CONSUMER_REGS, DET_WRITER ? 64 : 32>(
       warpgroup_index(),
       [&] {

@@ -22,7 +22,10 @@
 // KILN_BM 128 (the host's bwd_fa3_m128; d64 split by keys only): 128 query rows a step, so that
 // the step's fixed costs are paid once per 128 rows (bwd_fa3_block.cuh: Q and dO boxes, dSᵀ boxes
 // and dQ products and tiles in 64-row halves; dSᵀ from the rounded Pᵀ); a 2-stage ring and one
-// dSᵀ buffer.
+// dSᵀ buffer. With KILN_DQ_SPLIT 2 (the host's bwd_fa3_m128_rows) the consumers meet at the dSᵀ
+// barrier and each computes its 64 query rows of dQ over all 128 keys: each dQ element added once
+// a block instead of twice (L2 at 73 % of its peak in the d64 key split's H200 profile,
+// 2026-11-29), 32 accumulators instead of 64, two dSᵀ buffers in the staging tiles' freed half.
 // KILN_BWD_DET_WRITER 1 (the host's bwd_fa3_ordered_dq): the deterministic mode's dQ through the
 // tile and a writer warp, in a fixed order per query block, instead of ordered atomics by the
 // consumers (bwd_fa3_block.cuh: det_rank, the rotated walk; bwd_dq_tile.cuh: dq_writer). The
@@ -112,13 +115,15 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
     const u32 ds = bwd_grads<LA, DS_BUFS, true>(st, dp, l, dk, dv, p, k, sm, th, it, m0, sq16, sdo16, sl, [&] { tile.before_meet(); });
     // DQ_LATE: the previous block's tile, fenced by every writer (with its dSᵀ rows) before the
     // barrier just passed
-    if (late && it > 0) tile.reduce(tile.buf((it - 1) & 1), p, k, h_prev, m0_prev, MH);
-    // dQ's MH halves of 64 query rows, each from its dSᵀ box
-    float dq[MH][QN / 2];
+    if (late && it > 0) tile.reduce(tile.buf((it - 1) & 1), p, k, h_prev, m0_prev, DQ_MH);
+    // dQ's DQ_MH halves of 64 query rows, each from its dSᵀ box (the row split: this consumer's
+    // half, box c, over all the keys)
+    float dq[DQ_MH][QN / 2];
     wgmma_fence();
 #pragma unroll
-    for (int hh = 0; hh < MH; ++hh)
-      dq_from_ds<QN, QKS, 64, BN, true>(dq[hh], (ds >> 4) + hh * (BN * 128 / 16), sk16, SPLIT_N ? 0 : c * 64, SPLIT_N ? c * (QN / 64) : 0);
+    for (int hh = 0; hh < DQ_MH; ++hh)
+      dq_from_ds<QN, QKS, 64, BN, true>(dq[hh], (ds >> 4) + (SPLIT_M ? c : hh) * (BN * 128 / 16), sk16, MEET ? 0 : c * 64,
+                                        SPLIT_N ? c * (QN / 64) : 0);
     wgmma_commit();
     // SA: dV and dK (Q and dO are read: Sᵀ, dPᵀ, dV, dK; Pᵀ's and dSᵀ's registers free); else all.
     if (SA) {
@@ -138,7 +143,7 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
       wgmma_wait<1>();  // dQ; the next Sᵀ runs under its staging
     }
 #pragma unroll
-    for (int hh = 0; hh < MH; ++hh) fence_all(dq[hh]);
+    for (int hh = 0; hh < DQ_MH; ++hh) fence_all(dq[hh]);
     if (late) {
       tile.store(dq, th, tile.buf(it & 1));
       h_prev = h, m0_prev = m0;
@@ -153,7 +158,7 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
   if (late && k.iters > 0) {
     fence_proxy_async_shared();
     named_barrier_sync(4 + c, 128);
-    tile.reduce(tile.buf((k.iters - 1) & 1), p, k, h_prev, m0_prev, MH);
+    tile.reduce(tile.buf((k.iters - 1) & 1), p, k, h_prev, m0_prev, DQ_MH);
   }
   if (SA) {
     wgmma_wait<0>();  // the Sᵀ after the last block (dropped)

@@ -40,7 +40,8 @@ pub struct WgmmaBwdTile {
     pub stages: u32,
     /// dQ's split between the two warpgroups: 0 by columns (each D/2 columns over all 128 keys,
     /// one 64-wide box of K each: d128), 1 by keys (each all D columns over its own 64 keys, both
-    /// adding: d64, whose half of a box would be a 32-wide MN-major operand).
+    /// adding: d64, whose half of a box would be a 32-wide MN-major operand), 2 by query rows (at
+    /// 128 rows a step: each its 64 rows, all D columns over all 128 keys; `bwd_fa3_m128_rows`).
     pub dq_split: u32,
     /// How dQ's partials reach the fp32 accumulator (which device file the tile compiles).
     pub dq: DqAdd,
@@ -135,7 +136,16 @@ impl WgmmaBwdTile {
         self.dq != DqAdd::Atomic
     }
 
-    /// dQ columns per warpgroup: D/2 split by columns, all D split by keys.
+    /// dQ rows per warpgroup a step: all, or half split by rows.
+    fn dq_rows(&self) -> u32 {
+        if self.dq_split == 2 {
+            self.bm / 2
+        } else {
+            self.bm
+        }
+    }
+
+    /// dQ columns per warpgroup: D/2 split by columns, all D split by keys or rows.
     fn dq_cols(&self) -> u32 {
         if self.dq_split == 0 {
             self.d / 2
@@ -147,7 +157,7 @@ impl WgmmaBwdTile {
     /// K and V, the ring of Q and dO, two dSᵀ buffers [128][bm] (one staged and split by keys
     /// at d128 or bm 128, where two would not fit), LSE and D per stage, the dQ staging buffers
     /// if any (per warpgroup [bm][columns] fp32, rows padded by 8 floats for the bulk rows; two
-    /// a warpgroup with `dq_late`), the writer's walk table (`det_writer`), the
+    /// a warpgroup with `dq_late`; half the rows split by rows), the writer's walk table (`det_writer`), the
     /// barriers, and 1 KB to align the base to the 128B swizzle's repeat.
     pub fn smem_bytes(&self) -> u32 {
         let bm = self.bm;
@@ -163,7 +173,9 @@ impl WgmmaBwdTile {
         let dq = match self.dq {
             DqAdd::Atomic => 0,
             DqAdd::BulkRows => 2 * bm * (self.dq_cols() + 8) * 4,
-            DqAdd::TensorTile => (1 + self.dq_late as u32) * 2 * bm * self.dq_cols() * 4,
+            DqAdd::TensorTile => {
+                (1 + self.dq_late as u32) * 2 * self.dq_rows() * self.dq_cols() * 4
+            }
         };
         let bars = 8 * (1 + 2 * self.stages);
         // the writer's walk table: 8 (head, query block) pairs
@@ -312,8 +324,7 @@ pub fn launch_main(
     let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
     if det_writer && p.deterministic {
-        let key_blocks = a.seqlen_kv.div_ceil(BN as usize);
-        args.det_order = DetOrder::of(p, key_blocks, ctx.info.sm_count) as i32;
+        args.det_order = DetOrder::of(p) as i32;
         args.det_sms = ctx.info.sm_count as i32;
     }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).

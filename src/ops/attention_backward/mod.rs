@@ -7,10 +7,12 @@ pub mod bwd_fa3_d256;
 pub mod bwd_fa3_dq_late;
 pub mod bwd_fa3_lookahead;
 pub mod bwd_fa3_m128;
+pub mod bwd_fa3_m128_rows;
 pub mod bwd_fa3_ordered_dq;
 pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
+pub mod det_schedule;
 pub mod problem;
 
 use std::ffi::c_void;
@@ -158,22 +160,22 @@ pub enum DetOrder {
     /// Non-causal: the blocks of a (batch, head) launched in one wave each start their walk a
     /// few query blocks after the previous one, and add in the order they reach a query block.
     Rotated = 1,
-    /// Causal: the last key block first (it reaches a query block first: its walk starts later).
+    /// Causal: the last key block first (it reaches a query block first: its walk starts later),
+    /// and the key blocks launched in reverse, so that every block waited for started earlier.
     Descending = 2,
 }
 
 impl DetOrder {
-    /// The order for `p` with `key_blocks` blocks per (batch, head) on `sms` SMs (one block each).
-    /// Both swizzled orders have a block wait for blocks launched after it, which is safe only
-    /// while the blocks it waits for can run beside it: the rotated one waits only within a
-    /// wave; the descending one within a head, so it needs a head's blocks on the SMs at once.
-    pub fn of(p: &BackwardProblem, key_blocks: usize, sms: u32) -> DetOrder {
-        if !p.attn.causal {
-            DetOrder::Rotated
-        } else if key_blocks <= sms as usize {
+    /// The order for `p`. A block may wait only for blocks launched before it or beside it (one
+    /// block a SM): the rotated order waits within a wave of SM-count blocks; the descending one,
+    /// launched in reverse, on earlier blocks only, at any length (until 2026-11-29, launched in
+    /// order, it needed a head's key blocks on the SMs at once and fell back to ascending past
+    /// that). `det_schedule` checks both on the CPU.
+    pub fn of(p: &BackwardProblem) -> DetOrder {
+        if p.attn.causal {
             DetOrder::Descending
         } else {
-            DetOrder::Ascending
+            DetOrder::Rotated
         }
     }
 }

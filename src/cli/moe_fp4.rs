@@ -16,7 +16,7 @@ use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
-use kiln::ops::moe::{MoeProblem, Rows, WeightLayout};
+use kiln::ops::moe::{MoeProblem, Rows};
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoePrepackArgs};
@@ -177,14 +177,8 @@ pub fn prepack(env: &Env, a: &MoePrepackArgs) -> Result<ExitCode> {
     let f = Fp4Format::parse(&a.weights)?;
     let p = MoeProblem::contiguous(&vec![1; a.experts], a.n, a.k, DType::Bf16, DType::Bf16);
     let p = match a.swiglu.as_deref() {
+        Some(w) => p.with_swiglu(super::moe::swiglu_weights(w)?, false),
         None => p,
-        Some("separate") => p.with_swiglu(WeightLayout::Separate, false),
-        Some("interleaved") => p.with_swiglu(WeightLayout::Interleaved, false),
-        Some(other) => {
-            return Err(Error::invalid(format!(
-                "--swiglu {other}: the SwiGLU weights are `separate` or `interleaved`"
-            )))
-        }
     };
     p.validate()?;
     let (w, w3) = random_weights(&p, f, a.seed)?;

@@ -10,13 +10,13 @@ use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest, Fp4BenchRow};
 use kiln::harness::moe_fp4_data::{prepack_for, random_weights};
 use kiln::harness::moe_verify::Mode;
 use kiln::harness::moe_w4a8::{verify_w4a8, w4a8_suite};
-use kiln::harness::moe_w4a8_bench::bench_w4a8;
+use kiln::harness::moe_w4a8_bench::{bench_w4a8, w4a8_problem};
 use kiln::harness::outcome::Outcome;
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
-use kiln::ops::moe::{MoeProblem, Rows};
+use kiln::ops::moe::MoeProblem;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoePrepackArgs};
@@ -47,15 +47,7 @@ fn w4a8_problem_of(p: &MoeProblem) -> Result<Fp8MoeProblem> {
             "with --act e4m3, X is drawn in bf16 and quantised, and Y is bf16; leave out --dtype and --out-dtype",
         ));
     }
-    let counts: Vec<usize> = p.spans().iter().map(|s| s.1).collect();
-    let q = match &p.rows {
-        Rows::Masked { max_rows, .. } => Fp8MoeProblem::masked(&counts, *max_rows, p.n, p.k),
-        Rows::Contiguous { .. } => Fp8MoeProblem::contiguous(&counts, p.n, p.k),
-    };
-    Ok(match p.swiglu {
-        Some(s) => q.with_swiglu(s.routed, false),
-        None => q,
-    })
+    Ok(w4a8_problem(p))
 }
 
 /// `kiln moe verify --weights F`: the problem of the flags (`own`), else the 4-bit suite (the

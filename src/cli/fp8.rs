@@ -285,12 +285,7 @@ pub fn bench_problems(a: &Fp8ProblemArgs) -> Result<Vec<Fp8Problem>> {
         .collect();
     for p in &problems {
         p.validate()?;
-        kiln::ops::fp8::gemm::supports(p, &DeviceInfo::h100_sxm()).map_err(|reason| {
-            Error::Unsupported {
-                kernel: kiln::ops::fp8::gemm::NAME.into(),
-                reason,
-            }
-        })?;
+        super::fp8_gemm::refuse_unsupported(p)?;
         tiles_for(p, &a.tile, &DeviceInfo::h100_sxm())?;
     }
     Ok(problems)

@@ -55,6 +55,12 @@ fn only_fp8_version<'a>(names: impl IntoIterator<Item = &'a String>) -> Result<(
     }
 }
 
+/// Refuses `p` as the FP8 GEMM does on an H100 SXM, before any GPU is touched.
+pub(super) fn refuse_unsupported(p: &Fp8Problem) -> Result<()> {
+    kiln::ops::fp8::gemm::supports(p, &kiln::device::DeviceInfo::h100_sxm())
+        .map_err(Error::refused(NAME))
+}
+
 /// `kiln verify --dtype e4m3`: one problem, or the FP8 GEMM suite's cases of that format (and
 /// scale mode, if given); exit 7 if any fails.
 pub(super) fn verify(env: &Env, a: &VerifyArgs) -> Result<ExitCode> {
@@ -106,12 +112,7 @@ pub(super) fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         ));
     }
     let p = fp8_problem(&flags(&a.problem), Some("4096x4096x4096"))?.expect("a default shape");
-    kiln::ops::fp8::gemm::supports(&p, &kiln::device::DeviceInfo::h100_sxm()).map_err(
-        |reason| Error::Unsupported {
-            kernel: NAME.into(),
-            reason,
-        },
-    )?;
+    refuse_unsupported(&p)?;
     let ctx = env.context()?;
     let mut opt = bench_options(env, &a.timing);
     opt.interleave = !a.sequential;
@@ -248,12 +249,7 @@ pub(super) fn inspect_problem(a: &InspectArgs) -> Result<Option<Fp8Problem>> {
 /// `kiln inspect gemm fp8_wgmma --dtype e4m3 --scale S`: the variant the dispatch runs at
 /// 4096³ of that class, compiled, its resources and SASS.
 pub(super) fn inspect_spec(a: &InspectArgs, p: &Fp8Problem) -> Result<kiln::jit::KernelSpec> {
-    kiln::ops::fp8::gemm::supports(p, &kiln::device::DeviceInfo::h100_sxm()).map_err(|reason| {
-        Error::Unsupported {
-            kernel: NAME.into(),
-            reason,
-        }
-    })?;
+    refuse_unsupported(p)?;
     let cfg = kiln::ops::fp8::gemm::choose(p, &device_or_h100());
     Ok(kiln::ops::fp8::gemm::spec(&a.arch, p, cfg))
 }
@@ -276,12 +272,7 @@ pub(super) fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     let Some(p) = fp8_problem(&flags(&a.problem), None)? else {
         return Err(Error::invalid("kiln tune --dtype e4m3 needs --shape MxNxK"));
     };
-    kiln::ops::fp8::gemm::supports(&p, &kiln::device::DeviceInfo::h100_sxm()).map_err(
-        |reason| Error::Unsupported {
-            kernel: NAME.into(),
-            reason,
-        },
-    )?;
+    refuse_unsupported(&p)?;
     let space = kiln::tune::fp8::space(&p);
     let ctx = env.context()?;
     let opt = BenchOptions {

@@ -167,13 +167,7 @@ fn own_problem(a: &MoeVerifyArgs) -> Result<Option<MoeProblem>> {
         (false, None) => MoeProblem::contiguous(&counts, n, k, input, output),
     };
     let p = match a.swiglu.as_deref() {
-        Some("separate") => p.with_swiglu(WeightLayout::Separate, a.routed),
-        Some("interleaved") => p.with_swiglu(WeightLayout::Interleaved, a.routed),
-        Some(other) => {
-            return Err(Error::invalid(format!(
-                "--swiglu {other}: the SwiGLU weights are `separate` or `interleaved`"
-            )))
-        }
+        Some(w) => p.with_swiglu(swiglu_weights(w)?, a.routed),
         None if a.routed => {
             return Err(Error::invalid(
                 "--routed scales the SwiGLU's rows by their routing weights; add --swiglu",
@@ -183,6 +177,17 @@ fn own_problem(a: &MoeVerifyArgs) -> Result<Option<MoeProblem>> {
     };
     p.validate()?;
     Ok(Some(p))
+}
+
+/// The SwiGLU weights `--swiglu` names (`moe verify`, `moe prepack`).
+pub(super) fn swiglu_weights(v: &str) -> Result<WeightLayout> {
+    match v {
+        "separate" => Ok(WeightLayout::Separate),
+        "interleaved" => Ok(WeightLayout::Interleaved),
+        other => Err(Error::invalid(format!(
+            "--swiglu {other}: the SwiGLU weights are `separate` or `interleaved`"
+        ))),
+    }
 }
 
 /// Row counts from a file: numbers separated by commas, spaces or newlines.

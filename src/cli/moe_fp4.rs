@@ -10,13 +10,13 @@ use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest, Fp4BenchRow};
 use kiln::harness::moe_fp4_data::{prepack_for, random_weights};
 use kiln::harness::moe_verify::Mode;
 use kiln::harness::moe_w4a8::{verify_w4a8, w4a8_suite};
-use kiln::harness::moe_w4a8_bench::bench_w4a8;
+use kiln::harness::moe_w4a8_bench::{bench_w4a8, w4a8_problem};
 use kiln::harness::outcome::Outcome;
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
-use kiln::ops::moe::{MoeProblem, Rows, WeightLayout};
+use kiln::ops::moe::MoeProblem;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoePrepackArgs};
@@ -47,15 +47,7 @@ fn w4a8_problem_of(p: &MoeProblem) -> Result<Fp8MoeProblem> {
             "with --act e4m3, X is drawn in bf16 and quantised, and Y is bf16; leave out --dtype and --out-dtype",
         ));
     }
-    let counts: Vec<usize> = p.spans().iter().map(|s| s.1).collect();
-    let q = match &p.rows {
-        Rows::Masked { max_rows, .. } => Fp8MoeProblem::masked(&counts, *max_rows, p.n, p.k),
-        Rows::Contiguous { .. } => Fp8MoeProblem::contiguous(&counts, p.n, p.k),
-    };
-    Ok(match p.swiglu {
-        Some(s) => q.with_swiglu(s.routed, false),
-        None => q,
-    })
+    Ok(w4a8_problem(p))
 }
 
 /// `kiln moe verify --weights F`: the problem of the flags (`own`), else the 4-bit suite (the
@@ -177,14 +169,8 @@ pub fn prepack(env: &Env, a: &MoePrepackArgs) -> Result<ExitCode> {
     let f = Fp4Format::parse(&a.weights)?;
     let p = MoeProblem::contiguous(&vec![1; a.experts], a.n, a.k, DType::Bf16, DType::Bf16);
     let p = match a.swiglu.as_deref() {
+        Some(w) => p.with_swiglu(super::moe::swiglu_weights(w)?, false),
         None => p,
-        Some("separate") => p.with_swiglu(WeightLayout::Separate, false),
-        Some("interleaved") => p.with_swiglu(WeightLayout::Interleaved, false),
-        Some(other) => {
-            return Err(Error::invalid(format!(
-                "--swiglu {other}: the SwiGLU weights are `separate` or `interleaved`"
-            )))
-        }
     };
     p.validate()?;
     let (w, w3) = random_weights(&p, f, a.seed)?;

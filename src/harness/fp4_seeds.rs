@@ -147,77 +147,25 @@ pub fn shapes(problem: Option<&str>) -> Result<Vec<SeedShape>> {
     let spread = |g: usize, lo: usize, hi: usize| -> Vec<usize> {
         (0..g).map(|i| lo + (hi - lo) * i / (g - 1)).collect()
     };
+    let gemv = |m, k, l| Gemv { m, k, l };
+    let gemm = |m, n, k| Gemm { m, n, k };
+    let dual = |m, n, k| Dual { m, n, k };
+    let group = |ms, n, k| Group { ms, n, k };
     let all = vec![
-        Gemv {
-            m: 7168,
-            k: 16384,
-            l: 1,
-        },
-        Gemv {
-            m: 4096,
-            k: 7168,
-            l: 8,
-        },
-        Gemv {
-            m: 7168,
-            k: 2048,
-            l: 4,
-        },
-        Gemm {
-            m: 128,
-            n: 7168,
-            k: 16384,
-        },
-        Gemm {
-            m: 128,
-            n: 4096,
-            k: 7168,
-        },
-        Gemm {
-            m: 128,
-            n: 7168,
-            k: 2048,
-        },
-        Dual {
-            m: 256,
-            n: 4096,
-            k: 7168,
-        },
-        Dual {
-            m: 512,
-            n: 4096,
-            k: 7168,
-        },
-        Dual {
-            m: 256,
-            n: 3072,
-            k: 4096,
-        },
-        Dual {
-            m: 512,
-            n: 3072,
-            k: 7168,
-        },
-        Group {
-            ms: spread(8, 64, 248),
-            n: 4096,
-            k: 7168,
-        },
-        Group {
-            ms: spread(8, 40, 196),
-            n: 7168,
-            k: 2048,
-        },
-        Group {
-            ms: vec![192, 320],
-            n: 3072,
-            k: 4096,
-        },
-        Group {
-            ms: vec![128, 384],
-            n: 4096,
-            k: 1536,
-        },
+        gemv(7168, 16384, 1),
+        gemv(4096, 7168, 8),
+        gemv(7168, 2048, 4),
+        gemm(128, 7168, 16384),
+        gemm(128, 4096, 7168),
+        gemm(128, 7168, 2048),
+        dual(256, 4096, 7168),
+        dual(512, 4096, 7168),
+        dual(256, 3072, 4096),
+        dual(512, 3072, 7168),
+        group(spread(8, 64, 248), 4096, 7168),
+        group(spread(8, 40, 196), 7168, 2048),
+        group(vec![192, 320], 3072, 4096),
+        group(vec![128, 384], 4096, 1536),
     ];
     match problem {
         None => Ok(all),

@@ -53,52 +53,43 @@ impl Fp8MoeCase {
 /// from a graph; the SwiGLU plain, routed, f32 and quantised.
 pub fn suite(quick: bool) -> Vec<Fp8MoeCase> {
     let c = |p: Fp8MoeProblem, graph| Fp8MoeCase { p, graph };
+    let (cont, masked) = (Fp8MoeProblem::contiguous, Fp8MoeProblem::masked);
+    let decode = masked(&[3, 256, 0, 100], 256, 512, 768);
     let mut v = vec![
+        c(cont(&[0, 300, 0, 129, 1, 64], 384, 1024), false),
+        c(decode.clone(), true),
         c(
-            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1, 64], 384, 1024),
+            cont(&[0, 200, 57], 256, 512).with_swiglu(true, false),
             false,
         ),
         c(
-            Fp8MoeProblem::masked(&[3, 256, 0, 100], 256, 512, 768),
-            true,
-        ),
-        c(
-            Fp8MoeProblem::contiguous(&[0, 200, 57], 256, 512).with_swiglu(true, false),
-            false,
-        ),
-        c(
-            Fp8MoeProblem::masked(&[3, 256, 0, 100], 256, 256, 512).with_swiglu(true, true),
+            masked(&[3, 256, 0, 100], 256, 256, 512).with_swiglu(true, true),
             true,
         ),
     ];
     if quick {
         return v;
     }
+    let f32_out = Fp8MoeProblem {
+        out: DType::F32,
+        ..cont(&[130, 0, 1, 64], 256, 512).with_swiglu(true, false)
+    };
     v.extend([
-        c(Fp8MoeProblem::contiguous(&[0, 0, 515, 0], 256, 2048), false),
-        c(Fp8MoeProblem::contiguous(&[77, 140, 3], 200, 1040), false),
+        c(cont(&[0, 0, 515, 0], 256, 2048), false),
+        c(cont(&[77, 140, 3], 200, 1040), false),
+        c(decode, false),
+        c(masked(&[256; 4], 256, 512, 7168), true),
         c(
-            Fp8MoeProblem::masked(&[3, 256, 0, 100], 256, 512, 768),
+            cont(&[130, 0, 1, 64], 200, 1040).with_swiglu(false, false),
             false,
         ),
-        c(Fp8MoeProblem::masked(&[256; 4], 256, 512, 7168), true),
+        c(f32_out, false),
         c(
-            Fp8MoeProblem::contiguous(&[130, 0, 1, 64], 200, 1040).with_swiglu(false, false),
-            false,
-        ),
-        c(
-            Fp8MoeProblem {
-                out: DType::F32,
-                ..Fp8MoeProblem::contiguous(&[130, 0, 1, 64], 256, 512).with_swiglu(true, false)
-            },
+            cont(&[0, 300, 0, 129, 1], 208, 1024).with_swiglu(true, true),
             false,
         ),
         c(
-            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1], 208, 1024).with_swiglu(true, true),
-            false,
-        ),
-        c(
-            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1], 208, 1024).with_swiglu(false, true),
+            cont(&[0, 300, 0, 129, 1], 208, 1024).with_swiglu(false, true),
             false,
         ),
     ]);

@@ -173,21 +173,15 @@ impl Check for Fp4Check<'_> {
 /// a multiple of nothing, N and K off the tile grid, decode and prefill tiles, both SwiGLU weight
 /// layouts, routed or not, the masked layout, bf16 and f16.
 pub fn fp4_suite() -> Vec<MoeProblem> {
+    use WeightLayout::{Interleaved as Il, Separate as Sep};
     let ragged: Vec<usize> = vec![0, 1, 40, 64, 65, 129, 0, 200, 255, 7];
-    let many: Vec<usize> = (0..256)
-        .map(|i| [0, 1, 3, 17, 40, 64, 0, 9][i % 8])
-        .collect();
+    let many = super::moe_shapes::many_experts();
     let bf = |c: &[usize], n, k| MoeProblem::contiguous(c, n, k, DType::Bf16, DType::Bf16);
     let f16 = |c: &[usize], n, k| MoeProblem::contiguous(c, n, k, DType::F16, DType::F16);
     let sw = |p: MoeProblem, l, r| p.with_swiglu(l, r);
-    let masked = MoeProblem::masked(
-        &[0, 1, 40, 64, 3, 0, 17, 9],
-        64,
-        256,
-        512,
-        DType::Bf16,
-        DType::Bf16,
-    );
+    let masked =
+        |c: &[usize], rows| MoeProblem::masked(c, rows, 256, 512, DType::Bf16, DType::Bf16);
+    let decode = masked(&[0, 1, 40, 64, 3, 0, 17, 9], 64);
     // decode: 1-8 rows an expert (wgmma N 8), 9-16 (N 16, and 8 for the experts with fewer)
     let two_or_three: Vec<usize> = (0..256).map(|i| [2, 3, 0, 2, 3][i % 5]).collect();
     let upto8 = [2, 0, 8, 1, 5, 3, 0, 7];
@@ -206,36 +200,23 @@ pub fn fp4_suite() -> Vec<MoeProblem> {
         bf(&[301], 520, 1056),
         bf(&many, 128, 128),
         f16(&[33, 0, 150], 264, 192),
-        masked.clone(),
+        decode.clone(),
         // fused SwiGLU
-        sw(
-            bf(&[3, 0, 7, 1, 60, 0, 33], 256, 512),
-            WeightLayout::Separate,
-            false,
-        ),
-        sw(bf(&ragged, 256, 512), WeightLayout::Separate, true),
+        sw(bf(&[3, 0, 7, 1, 60, 0, 33], 256, 512), Sep, false),
+        sw(bf(&ragged, 256, 512), Sep, true),
         // prefill on the register path (at most 128 rows an expert)
-        sw(
-            bf(&[100, 3, 0, 128, 70], 136, 256),
-            WeightLayout::Separate,
-            true,
-        ),
-        sw(bf(&ragged, 256, 512), WeightLayout::Interleaved, true),
-        sw(bf(&[0, 1, 0], 136, 96), WeightLayout::Separate, true),
-        sw(bf(&many, 128, 128), WeightLayout::Interleaved, false),
-        sw(
-            f16(&[5, 130, 0, 64], 192, 320),
-            WeightLayout::Separate,
-            true,
-        ),
-        masked.with_swiglu(WeightLayout::Separate, true),
-        sw(bf(&upto8, 264, 320), WeightLayout::Separate, true),
-        sw(bf(&upto16, 256, 512), WeightLayout::Interleaved, true),
-        sw(bf(&two_or_three, 128, 256), WeightLayout::Separate, false),
-        sw(f16(&[3, 0, 11], 192, 320), WeightLayout::Separate, true),
-        sw(f16(&[6, 1], 128, 128), WeightLayout::Interleaved, true),
-        MoeProblem::masked(&[0, 3, 8, 1], 8, 256, 512, DType::Bf16, DType::Bf16)
-            .with_swiglu(WeightLayout::Separate, true),
+        sw(bf(&[100, 3, 0, 128, 70], 136, 256), Sep, true),
+        sw(bf(&ragged, 256, 512), Il, true),
+        sw(bf(&[0, 1, 0], 136, 96), Sep, true),
+        sw(bf(&many, 128, 128), Il, false),
+        sw(f16(&[5, 130, 0, 64], 192, 320), Sep, true),
+        sw(decode, Sep, true),
+        sw(bf(&upto8, 264, 320), Sep, true),
+        sw(bf(&upto16, 256, 512), Il, true),
+        sw(bf(&two_or_three, 128, 256), Sep, false),
+        sw(f16(&[3, 0, 11], 192, 320), Sep, true),
+        sw(f16(&[6, 1], 128, 128), Il, true),
+        sw(masked(&[0, 3, 8, 1], 8), Sep, true),
     ]
 }
 

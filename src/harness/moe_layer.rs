@@ -351,6 +351,18 @@ fn deepseek(k: usize, groups: (usize, usize)) -> RouteSource {
 /// and [T, E] weights, an id out of range, a graph replay); `full` adds the shapes at
 /// 4,096 tokens and a long odd-sized one.
 pub fn layer_suite(full: bool) -> Vec<LayerCase> {
+    let tied = |p| LayerCase {
+        ties: true,
+        ..LayerCase::of(p)
+    };
+    let dropped = |p| LayerCase {
+        dropped: true,
+        ..LayerCase::of(p)
+    };
+    let graphed = |p| LayerCase {
+        graph: true,
+        ..LayerCase::of(p)
+    };
     let mut v = vec![
         LayerCase::of(problem(1, 8, 256, 128, softmax(2))),
         LayerCase::of(problem(7, 64, 512, 256, given(8))),
@@ -361,26 +373,11 @@ pub fn layer_suite(full: bool) -> Vec<LayerCase> {
         LayerCase::of(problem(300, 128, 1024, 768, given(8))),
         LayerCase::of(problem(50, 64, 256, 128, deepseek(6, (8, 4)))),
         LayerCase::of(problem(1000, 256, 512, 256, deepseek(8, (8, 4)))),
-        LayerCase {
-            ties: true,
-            ..LayerCase::of(problem(64, 16, 256, 128, softmax(4)))
-        },
-        LayerCase {
-            ties: true,
-            ..LayerCase::of(problem(40, 32, 256, 128, deepseek(4, (4, 2))))
-        },
-        LayerCase {
-            dropped: true,
-            ..LayerCase::of(problem(9, 8, 256, 128, given(2)))
-        },
-        LayerCase {
-            graph: true,
-            ..LayerCase::of(problem(24, 16, 256, 128, logits(2, Scoring::Softmax)))
-        },
-        LayerCase {
-            graph: true,
-            ..LayerCase::of(problem(100, 64, 512, 256, given(8)))
-        },
+        tied(problem(64, 16, 256, 128, softmax(4))),
+        tied(problem(40, 32, 256, 128, deepseek(4, (4, 2)))),
+        dropped(problem(9, 8, 256, 128, given(2))),
+        graphed(problem(24, 16, 256, 128, logits(2, Scoring::Softmax))),
+        graphed(problem(100, 64, 512, 256, given(8))),
     ];
     // precomputed i32 ids with [T, E] bf16 weights
     v.push(LayerCase::of(problem(
@@ -401,10 +398,7 @@ pub fn layer_suite(full: bool) -> Vec<LayerCase> {
         c
     };
     v.push(ordered(LayerCase::of(problem(7, 64, 512, 256, given(8)))));
-    v.push(ordered(LayerCase {
-        dropped: true,
-        ..LayerCase::of(problem(33, 8, 256, 128, given(3)))
-    }));
+    v.push(ordered(dropped(problem(33, 8, 256, 128, given(3)))));
     let mut f16 = LayerCase::of(problem(77, 32, 256, 256, logits(4, Scoring::Softmax)));
     f16.problem.dtype = DType::F16;
     v.push(f16.clone());

@@ -39,9 +39,7 @@ pub fn scored_problem(p: &Fp8MoeProblem) -> MoeProblem {
 /// not a multiple of 128, the masked layout; GEMM and SwiGLU, routed or not.
 pub fn w4a8_suite() -> Vec<Fp8MoeProblem> {
     let ragged = [0, 1, 63, 64, 65, 0, 129, 200, 7];
-    let many: Vec<usize> = (0..256)
-        .map(|i| [0, 1, 3, 17, 40, 64, 0, 9][i % 8])
-        .collect();
+    let many = super::moe_shapes::many_experts();
     let c = Fp8MoeProblem::contiguous;
     vec![
         c(&ragged, 256, 512),

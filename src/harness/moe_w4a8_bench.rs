@@ -14,14 +14,20 @@ use crate::ops::moe::fp4::kernel_w4a8::{W4a8Layout, NAME};
 use crate::ops::moe::fp4::{W4a8Experts, W4a8Operands};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::sched_bytes;
+use crate::ops::moe::{MoeProblem, Rows};
 use crate::ops::registry::Registry;
 
-/// The request's problem as the W4A8 kernel takes it.
-pub fn w4a8_problem(r: &Fp4BenchRequest) -> Fp8MoeProblem {
-    let p = Fp8MoeProblem::contiguous(&r.counts, r.n, r.k);
-    match r.swiglu {
-        Some((_, routed)) => p.with_swiglu(routed, false),
-        None => p,
+/// The W4A8 kernel's problem for `p`'s rows, shape and SwiGLU (its routing; the W1/W3 layout
+/// matters to the bf16 kernel only).
+pub fn w4a8_problem(p: &MoeProblem) -> Fp8MoeProblem {
+    let counts: Vec<usize> = p.spans().iter().map(|s| s.1).collect();
+    let q = match &p.rows {
+        Rows::Masked { max_rows, .. } => Fp8MoeProblem::masked(&counts, *max_rows, p.n, p.k),
+        Rows::Contiguous { .. } => Fp8MoeProblem::contiguous(&counts, p.n, p.k),
+    };
+    match p.swiglu {
+        Some(s) => q.with_swiglu(s.routed, false),
+        None => q,
     }
 }
 
@@ -43,7 +49,7 @@ pub fn bench_w4a8(
 ) -> Result<Vec<Fp4BenchRow>> {
     let mp = r.problem();
     mp.validate()?;
-    let p = w4a8_problem(r);
+    let p = w4a8_problem(&mp);
     p.validate()?;
     if r.dtype != DType::Bf16 {
         return Err(Error::invalid(

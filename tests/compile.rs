@@ -65,28 +65,20 @@ fn pointwise_kernels_compile_for_sm90a_without_spills() {
 
 #[test]
 fn bwd_fa3_d256_compiles_for_sm90a_without_spills() {
-    // (the gate above compiles it too; this one alone is quick to run after a change to the
-    // d256 backward or the headers it shares with the d64/d128 ones)
+    // (the gate above compiles them too; this one alone is quick to run after a change to the
+    // d256 backwards or the headers they share with the d64/d128 ones)
     require_nvrtc!();
-    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args([
-            "--no-store",
-            "check",
-            "--arch",
-            "sm_90a",
-            "--version",
-            "bwd_fa3_d256",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("kiln runs");
-    let t = text(&o);
-    assert!(
-        o.status.success(),
-        "kiln check --version bwd_fa3_d256 failed:\n{t}"
-    );
-    assert!(
-        t.contains("4 variants") && t.contains("0 with problems"),
-        "{t}"
-    );
+    for v in ["bwd_fa3_d256", "bwd_fa3_d256_tma", "bwd_fa3_d256_pair"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["--no-store", "check", "--arch", "sm_90a", "--version", v])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("kiln runs");
+        let t = text(&o);
+        assert!(o.status.success(), "kiln check --version {v} failed:\n{t}");
+        assert!(
+            t.contains("4 variants") && t.contains("0 with problems"),
+            "{t}"
+        );
+    }
 }

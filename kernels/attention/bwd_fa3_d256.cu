@@ -62,6 +62,13 @@ static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM to
 constexpr u32 BAR_DS = 1, BAR_P_READY = 4, BAR_P_FREE = 5, BAR_TILE = 6;  // (3: add_dq_in_order's)
 static_assert(Q_BYTES == 64 * QN * 4, "a consumer's staged dQ (64 x 128 fp32) fills one half of a ring stage");
 
+// A shared address in 16-byte units, as the descriptors' start field takes it (bwd_wgmma.cuh's
+// desc_at: one add a wgmma onto it). In a cluster a CTA's shared addresses carry its rank from bit
+// 24 (the shared::cluster window), which the 14-bit field cannot hold: unmasked, rank 1's rank bit
+// landed in the leading byte offset, and the pair's first device run (7cc6536) gave wrong
+// gradients. The CTA's own window is the low 18 bits.
+__device__ __forceinline__ u32 d256_at16(u32 addr) { return (BWD_CLUSTER > 1 ? addr & 0x3FFFF : addr) >> 4; }
+
 // Stage s released by `count` arrivals of this thread: on this CTA's empty barrier, or on both
 // CTAs' when paired (BWD_CLUSTER 2: both multicast into it).
 __device__ __forceinline__ void d256_release(const BwdSmem& sm, int s, u32 count) {
@@ -84,7 +91,7 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
                                         int m0, u32* sem, bool staged, const TmaMap* tdq, u32 tile) {
   float dq[QN / 2];
   wgmma_fence();
-  dq_from_ds<QN, QKS, BM, BN, true>(dq, (sm.sds >> 4) + (it & 1) * (DS_BYTES / 16), sm.sk >> 4, 0, th.c * (QN / 64));
+  dq_from_ds<QN, QKS, BM, BN, true>(dq, d256_at16(sm.sds) + (it & 1) * (DS_BYTES / 16), d256_at16(sm.sk), 0, th.c * (QN / 64));
   wgmma_commit();
   wgmma_wait<0>();
   fence_all(dq);
@@ -118,8 +125,8 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
 #pragma unroll
   for (int i = 0; i < KR; ++i) g[i] = 0.0f;
   const int tid = threadIdx.x % 128;
-  const u32 ring16 = sm.ring >> 4;
-  const u32 x16 = (C == 0 ? sm.sk : sm.sv) >> 4, y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
+  const u32 ring16 = d256_at16(sm.ring);
+  const u32 x16 = d256_at16(C == 0 ? sm.sk : sm.sv), y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
   const bool staged = DQ_STAGED && p.dq_sem == nullptr, adder = staged && th.w == 0 && th.lane == 0;
   mbar_wait(sm.kv_full, 0);
   float acc[SR];

@@ -23,9 +23,12 @@
 //!   to both, so the L2 serves a stage once a pair (a block's L2 traffic 128 -> 96 KB). The grid
 //!   is rounded up to whole pairs (a key block past the end computes zeros and stores nothing);
 //!   in deterministic mode a pair's second block waits for its first at every query block, in the
-//!   same step (ledger row D3).
+//!   same step (ledger row D3). Its first device run (7cc6536) gave wrong gradients: rank 1's
+//!   wgmma descriptors took the cluster rank bit of its shared addresses; fixed since (the kernel's
+//!   `d256_at16`), not yet run again.
 //! The staged two keep the ordered atomics in deterministic mode; neither is the default until
-//! the device shows it faster.
+//! the device shows it verified and faster (`bwd_fa3_d256_tma`, mid-way run at 7cc6536: verified
+//! on three problems, 1.27x / 1.36x `bwd_fa3_d256` at B4 H16 S4096 / causal).
 
 use super::bwd_fa3_wgmma::launch_main;
 use super::{bwd_prep, check_shape, AttentionBackwardKernel, BackwardOperands, BackwardProblem};

@@ -1183,9 +1183,9 @@ bwd-d256)
   shapes=""
   for shape in "4 4096" "4 4096 --causal" "1 16384" "1 16384 --causal"; do
     set -- $shape
-    # (no --version: every version that runs d256: bwd_fa2_mma_sync and the bwd_fa3_d256 family)
+    # (the two it was written for; bwd-d256-dq times the staged versions once verified)
     step "d256-bench-b$1-s$2${3:+-causal}" 120 "$KILN" attn bench --backward --batch "$1" --heads 16 --seqlen "$2" \
-      --dim 256 ${3:-} --reps 10 --warmup 3
+      --dim 256 ${3:-} --version bwd_fa2_mma_sync --version bwd_fa3_d256 --reps 10 --warmup 3
     shapes="$shapes;$1,16,$2,256${3:+,causal}"
   done
   step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"

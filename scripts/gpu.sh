@@ -68,8 +68,9 @@
 #   bwd-d256-dq                  bwd_fa3_d256_tma (dQ staged in the read ring stage, TMA reduce) and
 #                                bwd_fa3_d256_pair (the same, two key blocks a cluster sharing the
 #                                loads) verified at d256 as bwd-d256 verifies (plus an odd number of
-#                                key blocks, twice deterministic), then timed beside bwd_fa3_d256 at
-#                                the 4 d256 shapes and SDPA's backwards (about 4 min on an H200)
+#                                key blocks, twice deterministic), then each that verified timed
+#                                beside bwd_fa3_d256 at the 4 d256 shapes and SDPA's backwards
+#                                (about 5 min on an H200)
 #   bwd-ordered-dq               bwd_fa3_ordered_dq (the deterministic dQ through a writer warp in a
 #                                swizzled fixed order) verified (quick suite: every deterministic
 #                                problem twice, bitwise; GQA causal, ragged BHSD f16 and two grids
@@ -1193,11 +1194,14 @@ bwd-d256)
   ;;
 
 bwd-d256-dq)
-  # bwd_fa3_d256_tma and bwd_fa3_d256_pair verified at d256 (each <= 90 s), then timed beside
-  # bwd_fa3_d256 at the 4 d256 shapes of `backward`, and SDPA's cuDNN and FLASH backwards on them.
+  # bwd_fa3_d256_tma and bwd_fa3_d256_pair verified at d256 (each <= 90 s), then each that passed
+  # every check timed beside bwd_fa3_d256 at the 4 d256 shapes of `backward`, and SDPA's cuDNN and
+  # FLASH backwards on them.
   need_bin "$KILN"; machine "$KILN"
+  timed=(--version bwd_fa3_d256)
   for V in bwd_fa3_d256_tma bwd_fa3_d256_pair; do
     n=${V#bwd_fa3_}
+    s0=$status; status=0
     bwd_dim_verify "$n" "$V" 256
     # 33 key blocks (the pair's grid rounded up to 34) and 9 heads, causal with Skv != Sq; then
     # deterministic (verify runs it twice and compares the bits)
@@ -1205,12 +1209,15 @@ bwd-d256-dq)
       --seqlen-kv 2049 --dim 256 --causal
     step "$n-determ-777" 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 2 --seqlen 777 \
       --dim 256 --deterministic
+    # timed only once verified
+    [ $status -eq 0 ] && timed+=(--version "$V")
+    status=$((s0 | status))
   done
   shapes=""
   for shape in "4 4096" "4 4096 --causal" "1 16384" "1 16384 --causal"; do
     set -- $shape
     step "d256-dq-bench-b$1-s$2${3:+-causal}" 120 "$KILN" attn bench --backward --batch "$1" --heads 16 --seqlen "$2" \
-      --dim 256 ${3:-} --version bwd_fa3_d256 --version bwd_fa3_d256_tma --version bwd_fa3_d256_pair --reps 10 --warmup 3
+      --dim 256 ${3:-} "${timed[@]}" --reps 10 --warmup 3
     shapes="$shapes;$1,16,$2,256${3:+,causal}"
   done
   step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"

@@ -65,6 +65,12 @@
 #                                causal, ragged BHSD f16, deterministic; each <= 90 s), then timed
 #                                beside bwd_fa2_mma_sync at the 4 d256 shapes and SDPA's backwards on
 #                                them (about 3 min on an H200)
+#   bwd-d256-dq                  bwd_fa3_d256_tma (dQ staged in the read ring stage, TMA reduce) and
+#                                bwd_fa3_d256_pair (the same, two key blocks a cluster sharing the
+#                                loads) verified at d256 as bwd-d256 verifies (plus an odd number of
+#                                key blocks, twice deterministic), then each that verified timed
+#                                beside bwd_fa3_d256 at the 4 d256 shapes and SDPA's backwards
+#                                (about 5 min on an H200)
 #   bwd-ordered-dq               bwd_fa3_ordered_dq (the deterministic dQ through a writer warp in a
 #                                swizzled fixed order) verified (quick suite: every deterministic
 #                                problem twice, bitwise; GQA causal, ragged BHSD f16 and two grids
@@ -1207,9 +1213,40 @@ bwd-d256)
   shapes=""
   for shape in "4 4096" "4 4096 --causal" "1 16384" "1 16384 --causal"; do
     set -- $shape
-    # (no --version: every version that runs d256, bwd_fa2_mma_sync and bwd_fa3_d256)
+    # (the two it was written for; bwd-d256-dq times the staged versions once verified)
     step "d256-bench-b$1-s$2${3:+-causal}" 120 "$KILN" attn bench --backward --batch "$1" --heads 16 --seqlen "$2" \
-      --dim 256 ${3:-} --reps 10 --warmup 3
+      --dim 256 ${3:-} --version bwd_fa2_mma_sync --version bwd_fa3_d256 --reps 10 --warmup 3
+    shapes="$shapes;$1,16,$2,256${3:+,causal}"
+  done
+  step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
+  ;;
+
+bwd-d256-dq)
+  # bwd_fa3_d256_tma and bwd_fa3_d256_pair verified at d256 (each <= 90 s), then each that passed
+  # every check timed beside bwd_fa3_d256 at the 4 d256 shapes of `backward`, and SDPA's cuDNN and
+  # FLASH backwards on them.
+  need_bin "$KILN"; machine "$KILN"
+  timed=(--version bwd_fa3_d256)
+  for V in bwd_fa3_d256_tma bwd_fa3_d256_pair; do
+    n=${V#bwd_fa3_}
+    s0=$status; status=0
+    bwd_dim_verify "$n" "$V" 256
+    # 33 key blocks (the pair's grid rounded up to 34) and 9 heads, causal with Skv != Sq; then
+    # deterministic (verify runs it twice and compares the bits)
+    step "$n-odd-grid" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 9 --seqlen-q 1000 \
+      --seqlen-kv 2049 --dim 256 --causal
+    step "$n-determ-777" 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 2 --seqlen 777 \
+      --dim 256 --deterministic
+    # timed only once verified
+    [ $status -eq 0 ] && timed+=(--version "$V")
+    status=$((s0 | status))
+  done
+  shapes=""
+  for shape in "4 4096" "4 4096 --causal" "1 16384" "1 16384 --causal"; do
+    set -- $shape
+    step "d256-dq-bench-b$1-s$2${3:+-causal}" 120 "$KILN" attn bench --backward --batch "$1" --heads 16 --seqlen "$2" \
+      --dim 256 ${3:-} "${timed[@]}" --reps 10 --warmup 3
     shapes="$shapes;$1,16,$2,256${3:+,causal}"
   done
   step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"

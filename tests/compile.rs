@@ -71,10 +71,12 @@ fn pointwise_kernels_compile_for_sm90a_without_spills() {
 
 #[test]
 fn bwd_fa3_d256_compiles_for_sm90a_without_spills() {
-    // (the gate above compiles it too; this one alone is quick to run after a change to the
-    // d256 backward or the headers it shares with the d64/d128 ones)
+    // (the gate above compiles them too; this one alone is quick to run after a change to the
+    // d256 backwards or the headers they share with the d64/d128 ones)
     require_nvrtc!();
-    check_version("bwd_fa3_d256", 4);
+    for v in ["bwd_fa3_d256", "bwd_fa3_d256_tma", "bwd_fa3_d256_pair"] {
+        check_version(v, 4);
+    }
 }
 
 #[test]

@@ -11,14 +11,13 @@
 //   block's dSᵀ barrier, which every writer passes before it rewrites the tile: one staging tile
 //   a warpgroup. The deterministic mode keeps the ordered red.global adds on the counters.
 #pragma once
-#include "common/tma_5d.cuh"
+#include "attention/bwd_dq_stage.cuh"
 
-constexpr int DQ_PIECES = QN / 32;  // 128-byte pieces of a staging row (dim 1 of the map)
 // dSᵀ buffers: two, or one split by keys at d128 or BM 128 (two would pass 227 KB; bwd_grads).
 constexpr int DS_BUFS = !MEET && (D == 128 || BM == 128) ? 1 : 2;
 // One consumer's dQ staging tile [64·DQ_MH][DQ_PIECES][32] fp32, swizzled: DQ_MH tiles of 64 rows,
 // one map box each.
-constexpr u32 DQ_BYTES = DQ_MH * 64 * QN * 4, DQ_HALF = 64 * QN * 4;
+constexpr u32 DQ_BYTES = DQ_MH * 64 * QN * 4;
 // KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late): two staging tiles a consumer, a block's tile
 // stored with no fence or barrier of its own and added after the next block's dSᵀ barrier
 // (DqTile::store, before_meet, reduce; bwd_fa3_lookahead.cu's walk).
@@ -77,32 +76,16 @@ struct DqTile {
     }
   }
 
-  // The warp's rows 64hh + 16w .. + 15 of dq into the tile at `tile`: row r, column x is in
-  // 128-byte piece r·DQ_PIECES + x/32, 16-byte chunk (x % 32)/4 of it, swizzled as the map's 128B.
+  // The warp's rows 64hh + 16w .. + 15 of dq into the tile at `tile` (stage_dq_rows).
   template <int H> __device__ __forceinline__ void store(const float (&dq)[H][QN / 2], const BwdThread& th, u32 tile) const {
-#pragma unroll
-    for (int hh = 0; hh < H; ++hh)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-        for (int j = 0; j < QN / 8; ++j) {
-          const int piece = (64 * hh + th.krow + 8 * hf) * DQ_PIECES + j / 4, chunk = 2 * (j % 4) + th.t / 2;
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(tile + swizzle128_offset(piece, chunk) + 8 * (th.t & 1)),
-                       "f"(dq[hh][4 * j + 2 * hf]), "f"(dq[hh][4 * j + 2 * hf + 1]));
-        }
+    stage_dq_rows<H>(dq, th.krow, th.t, tile);
   }
 
   // By the adder, once every writer has fenced its rows: the tile at `tile` (rows m0 + row0 .. of
   // head h, `halves` of 64 rows) added into the accumulator, a reduce per 64 rows (the map's box; a
   // half that starts past Sq is not issued), as one bulk group.
   __device__ __forceinline__ void reduce(u32 tile, const AttnBwdArgs& p, const BwdWalk& k, int h, int m0, int halves) const {
-    if (adder) {
-#pragma unroll
-      for (int hh = 0; hh < DQ_MH; ++hh)
-        if (hh < halves && m0 + row0 + 64 * hh < p.sq)
-          tma_reduce_add_5d(map, tile + hh * DQ_HALF, 0, col0 / 32, m0 + row0 + 64 * hh, h, k.b);
-      tma_store_commit();
-    }
+    if (adder) reduce_dq_tile<DQ_PIECES, DQ_MH>(map, tile, p.sq, k.b, h, m0 + row0, col0, halves);
   }
 
   // DET_WRITER, deterministic mode: this block's partial handed to the writer warp through the

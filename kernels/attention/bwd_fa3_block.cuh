@@ -81,6 +81,18 @@ constexpr bool DET_WRITER = KILN_BWD_DET_WRITER != 0;
 #else
 constexpr bool DET_WRITER = false;
 #endif
+// KILN_BWD_CLUSTER 2 (bwd_fa3_d256.cu only: the host's bwd_fa3_d256_pair): clusters of two
+// adjacent key blocks that walk the same query blocks in step (causal: from the first block the
+// cluster's first key block sees). Each CTA's producer loads half of a stage (the first CTA Q,
+// the second dO) and multicasts it to both, so the L2 sends each stage once per pair; the empty
+// barriers count both CTAs' releases (8 each), the CTAs start once both have initialised their
+// barriers, and each producer waits for the last stages' releases before its CTA may leave.
+#if defined(KILN_BWD_CLUSTER)
+constexpr int BWD_CLUSTER = KILN_BWD_CLUSTER;
+#else
+constexpr int BWD_CLUSTER = 1;
+#endif
+static_assert(BWD_CLUSTER == 1 || (BWD_CLUSTER == 2 && D == 256 && BM == 64 && !DET_WRITER), "a pair of CTAs at d256 only");
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1 || (KILN_DQ_SPLIT == 2 && BM == 128),
               "dQ split over columns (0), keys (1) or, at 128 rows a step, query rows (2)");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
@@ -101,7 +113,8 @@ __device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = block
   BwdWalk k;
   k.nb = nb, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
   k.off = p.skv - p.sq;
-  k.m_first = p.causal ? max(0, k.n0 - k.off) / BM : 0;
+  // (BWD_CLUSTER: from the cluster's first key block, so that both walk the same blocks)
+  k.m_first = p.causal ? max(0, (BWD_CLUSTER == 1 ? k.n0 : k.n0 & ~(BWD_CLUSTER * BN - 1)) - k.off) / BM : 0;
   k.per_head = (p.sq + BM - 1) / BM - k.m_first;
   k.iters = p.group * k.per_head;
   return k;
@@ -216,14 +229,23 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
         mbar_arrive_expect_tx(sm.qring.full(s), STAGE_BYTES);
       }
       const u32 st = sm.ring + s * STAGE_BYTES;
-      // boxes of 64 rows (the maps'); MH of them stack into one [BM][64] swizzled box
+      if (BWD_CLUSTER == 1) {
+        // boxes of 64 rows (the maps'); MH of them stack into one [BM][64] swizzled box
 #pragma unroll
-      for (int d = 0; d < DH; ++d)
+        for (int d = 0; d < DH; ++d)
 #pragma unroll
-        for (int r = 0; r < MH; ++r) {
-          tma_load_4d(st + d * HALF_Q + r * 64 * 128, tq, sm.qring.full(s), 64 * d, m0 + 64 * r, h, k.b);
-          tma_load_4d(st + Q_BYTES + d * HALF_Q + r * 64 * 128, tdo, sm.qring.full(s), 64 * d, m0 + 64 * r, h, k.b);
-        }
+          for (int r = 0; r < MH; ++r) {
+            tma_load_4d(st + d * HALF_Q + r * 64 * 128, tq, sm.qring.full(s), 64 * d, m0 + 64 * r, h, k.b);
+            tma_load_4d(st + Q_BYTES + d * HALF_Q + r * 64 * 128, tdo, sm.qring.full(s), 64 * d, m0 + 64 * r, h, k.b);
+          }
+      } else {
+        // the pair: rank 0 loads Q into both CTAs, rank 1 dO
+        const bool second = cluster_ctarank() != 0;
+        const TmaMap* map = second ? tdo : tq;
+        const u32 dst = st + (second ? Q_BYTES : 0);
+#pragma unroll
+        for (int d = 0; d < DH; ++d) tma_load_4d_multicast(dst + d * HALF_Q, map, sm.qring.full(s), 64 * d, m0, h, k.b, 3);
+      }
     }
     if (TX_FIRST) {
       stage_lse_d<BM>(sm.vec + s * 2 * BM, p, k.b, h, m0, lane);
@@ -232,6 +254,11 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
       mbar_arrive(sm.qring.full(s));
     }
   }
+  // A pair: the CTA stays until the last STAGES stages are released by both CTAs' consumers, so
+  // that no peer arrives on its barriers after it has gone (its own consumers wait for every
+  // stage the peer multicasts into it). (A cluster barrier after the roles instead spilled.)
+  if (BWD_CLUSTER > 1)
+    for (int j = 0; j < STAGES; ++j) sm.qring.acquire(k.iters + j);
 }
 
 // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place: register i is key `row` + 8·((i >> 1) & 1) of
@@ -454,10 +481,14 @@ __device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_ve
                                              const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra = nullptr) {
   const BwdSmem sm = bwd_smem(smem_raw, off_vec, off_bars);
   if (threadIdx.x == 0) {
-    bwd_setup(sm.kv_full, sm.qring, tq, tk, tv, tdo);
+    bwd_setup(sm.kv_full, sm.qring, tq, tk, tv, tdo, BWD_CLUSTER);
     if (extra != nullptr) tma_prefetch(extra);
   }
-  __syncthreads();
+  if (BWD_CLUSTER > 1) {
+    cluster_sync();  // the peer's barriers exist before any multicast or remote arrival
+  } else {
+    __syncthreads();
+  }
   return sm;
 }
 

@@ -18,9 +18,36 @@
 // Each consumer's tensor work a block is the same: one m64n64k256, one m64n256k64, one m64n128k64.
 // A walk that issued each consumer's next Sᵀ or dPᵀ before this block's dQ (dQ then in two halves
 // for registers) ran 0.97x this one on an H200 (2026-11-29, ledger D1): not kept.
+// KILN_D256_DQ 1 (the host's bwd_fa3_d256_tma): dQ staged and added by TMA tensor reduce instead
+// of atomics. An H200 profile of the atomics (2026-11-29, B4 H16 S4096, 315 TFLOPS) had the L2 at
+// 90 % of its throughput and ~40 % of the stall samples on the 32 REDG.64 a thread a block (lg
+// throttle) and on the instructions waiting for them to release their registers; each REDG of a
+// warp is 8 one-sector requests to 8 rows, where a reduce sends whole 128-byte lines. There is no
+// room for a staging tile beside the ring (231 KB), so each consumer stages its 64 x 128 fp32 (32
+// KB) in the ring stage the block has just finished reading, in the half that the other consumer
+// has finished with too: consumer 0 in dO's (consumer 1's dPᵀ was complete before dSᵀ), consumer 1
+// in Q's (consumer 0's Sᵀ was complete before Pᵀ), as four boxes of 32 columns (one 128-byte
+// piece a row: the 8 rows of a 64-bit store on 8 swizzle patterns, 2 wavefronts, where one box
+// of 128 columns would take 4). Warp 0's first thread adds the four boxes
+// (bwd_dq_stage.cuh) and releases the stage for the producer once the reduce has read it, which
+// it waits for after the next block's first product is issued: the empty barrier's 8 arrivals
+// come as 4 from each consumer's adder. The deterministic mode keeps the ordered atomics (and the
+// release by every warp once dV or dK is done).
+// KILN_BWD_CLUSTER 2 (the host's bwd_fa3_d256_pair, with KILN_D256_DQ 1): two adjacent key blocks
+// as a cluster walking the same query blocks, each stage's Q and dO loaded half by each CTA and
+// multicast to both (bwd_fa3_block.cuh), so the L2 serves a stage once per pair: with dQ's
+// reduce, a block's L2 traffic goes from 64 KB of loads and 64 KB of adds to 32 and 64. Every
+// release of a stage goes to both CTAs' empty barriers.
 // Named barriers: 1 (dSᵀ stored, both), 3 (the deterministic adds), 4 (Pᵀ written: consumer 0
-// arrives, 1 waits), 5 (Pᵀ read: consumer 1 arrives, 0 waits before it writes the next).
+// arrives, 1 waits), 5 (Pᵀ read: consumer 1 arrives, 0 waits before it writes the next), 6 + c
+// (consumer c's staged dQ rows fenced: warps 1-3 arrive, warp 0 waits).
 #include "attention/bwd_fa3_block.cuh"
+#include "attention/bwd_dq_stage.cuh"
+
+#if !defined(KILN_D256_DQ)
+#error "KILN_D256_DQ (dQ by atomics, 0, or staged in the ring and added by TMA reduce, 1) must be defined by the host"
+#endif
+constexpr bool DQ_STAGED = KILN_D256_DQ != 0;
 
 static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
 
@@ -32,19 +59,55 @@ constexpr u32 OFF_PX = OFF_DS + 2 * DS_BYTES;
 constexpr u32 OFF_VEC = OFF_PX + PX_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
 constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
 static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM too small");
-constexpr u32 BAR_DS = 1, BAR_P_READY = 4, BAR_P_FREE = 5;  // (3: add_dq_in_order's)
+constexpr u32 BAR_DS = 1, BAR_P_READY = 4, BAR_P_FREE = 5, BAR_TILE = 6;  // (3: add_dq_in_order's)
+static_assert(Q_BYTES == 64 * QN * 4, "a consumer's staged dQ (64 x 128 fp32) fills one half of a ring stage");
+
+// A shared address in 16-byte units, as the descriptors' start field takes it (bwd_wgmma.cuh's
+// desc_at: one add a wgmma onto it). In a cluster a CTA's shared addresses carry its rank from bit
+// 24 (the shared::cluster window), which the 14-bit field cannot hold: unmasked, rank 1's rank bit
+// landed in the leading byte offset, and the pair's first device run (7cc6536) gave wrong
+// gradients. The CTA's own window is the low 18 bits.
+__device__ __forceinline__ u32 d256_at16(u32 addr) { return (BWD_CLUSTER > 1 ? addr & 0x3FFFF : addr) >> 4; }
+
+// Stage s released by `count` arrivals of this thread: on this CTA's empty barrier, or on both
+// CTAs' when paired (BWD_CLUSTER 2: both multicast into it).
+__device__ __forceinline__ void d256_release(const BwdSmem& sm, int s, u32 count) {
+  if (BWD_CLUSTER == 1) {
+    if (count == 1) {
+      mbar_arrive(sm.qring.empty(s));
+    } else {
+      mbar_arrive_count(sm.qring.empty(s), count);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < BWD_CLUSTER; ++r) mbar_arrive_cluster_count(mbar_peer(sm.qring.empty(s), r), count);
+  }
+}
 
 // What both consumers do once dSᵀ of block it is stored: dQ's 128 columns of consumer c over the
-// 64 keys, waited for and added (sem: the deterministic mode's counter, else null).
+// 64 keys, waited for and added (sem: the deterministic mode's counter, else null): by atomics,
+// or (staged) into the tile at `tile` and, by warp 0's first thread, through the map `tdq`.
 __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int h,
-                                        int m0, u32* sem) {
+                                        int m0, u32* sem, bool staged, const TmaMap* tdq, u32 tile) {
   float dq[QN / 2];
   wgmma_fence();
-  dq_from_ds<QN, QKS, BM, BN, true>(dq, (sm.sds >> 4) + (it & 1) * (DS_BYTES / 16), sm.sk >> 4, 0, th.c * (QN / 64));
+  dq_from_ds<QN, QKS, BM, BN, true>(dq, d256_at16(sm.sds) + (it & 1) * (DS_BYTES / 16), d256_at16(sm.sk), 0, th.c * (QN / 64));
   wgmma_commit();
   wgmma_wait<0>();
   fence_all(dq);
-  add_dq_atomics(dq, p, k, th, h, m0, sem);
+  if (!staged) {
+    add_dq_atomics(dq, p, k, th, h, m0, sem);
+    return;
+  }
+  stage_dq_rows<1, 1>(reinterpret_cast<const float (&)[1][QN / 2]>(dq), th.krow, th.t, tile);
+  fence_proxy_async_shared();
+  // Warps 1-3 signal and go on; warp 0 waits for them, and its first thread adds the tile.
+  if (th.w != 0) {
+    named_barrier_arrive(BAR_TILE + th.c, 128);
+  } else {
+    named_barrier_sync(BAR_TILE + th.c, 128);
+    if (th.lane == 0) reduce_dq_tile<1>(tdq, tile, p.sq, k.b, h, m0, th.c * QN, 1);
+  }
 }
 
 // Consumer C's walk, written once for both: its gradient g (C 0: dV, 1: dK) zeroed, K and V
@@ -54,14 +117,17 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
 //        dV += Pᵀ·dO; then it waits for dSᵀ.
 //   C 1: Pᵀ read from `px` once written, dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q, dSᵀ stored; then
 //        both meet.
+// Staged (DQ_STAGED, not deterministic): the stage is released by warp 0's first thread once the
+// reduce has read the tile, after the next block's first product is issued (and after the walk).
 template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th,
-                                                              float4* px) {
+                                                              float4* px, const TmaMap* tdq) {
   float g[KR];
 #pragma unroll
   for (int i = 0; i < KR; ++i) g[i] = 0.0f;
   const int tid = threadIdx.x % 128;
-  const u32 ring16 = sm.ring >> 4;
-  const u32 x16 = (C == 0 ? sm.sk : sm.sv) >> 4, y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
+  const u32 ring16 = d256_at16(sm.ring);
+  const u32 x16 = d256_at16(C == 0 ? sm.sk : sm.sv), y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
+  const bool staged = DQ_STAGED && p.dq_sem == nullptr, adder = staged && th.w == 0 && th.lane == 0;
   mbar_wait(sm.kv_full, 0);
   float acc[SR];
   for (int it = 0; it < k.iters; ++it) {
@@ -78,6 +144,11 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     wgmma_fence();
     keys_by_queries<D, BM, BN, true>(acc, x16, sq16 + y_off16);
     wgmma_commit();
+    if (adder && it > 0) {
+      // the previous block's tile read: its stage (both consumers' adders, 4 arrivals each) free
+      tma_store_wait_read<0>();
+      d256_release(sm, sm.qring.slot(it - 1), 4);
+    }
     wgmma_wait<0>();
     fence_all(acc);
     if constexpr (C == 0) {
@@ -123,29 +194,44 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     wgmma_wait<0>();
     int it_late = it;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
     asm volatile("" : "+r"(it_late));
-    if (th.lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
+    if (!staged && th.lane == 0) d256_release(sm, sm.qring.slot(it_late), 1);
     if (C == 0) named_barrier_sync(BAR_DS, 256);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
-    d256_dq(p, k, sm, th, it, h, m0, sem);
+    // consumer 0's tile in the stage's dO half, consumer 1's in its Q half
+    d256_dq(p, k, sm, th, it, h, m0, sem, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
+  }
+  if (adder) {
+    tma_store_wait<0>();  // the last tile added before the block's memory goes
+    if (BWD_CLUSTER > 1 && k.iters > 0) d256_release(sm, sm.qring.slot(k.iters - 1), 4);  // (the pair's producers wait for it)
   }
   fence_all(g);
   store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,
                     k.n0 + th.krow, p.skv, p.kv_ss, th.t);
 }
 
+// The staged variant takes the accumulator's map (tdq) after dO's, as bwd_fa3_tma_dq does.
+#if KILN_D256_DQ
+#define D256_DQ_MAP , const __grid_constant__ TmaMap tdq_map
+#define D256_DQ_PTR &tdq_map
+#else
+#define D256_DQ_MAP
+#define D256_DQ_PTR nullptr
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_d256(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
-                      const __grid_constant__ TmaMap tdo, AttnBwdArgs p) {
+                      const __grid_constant__ TmaMap tdo D256_DQ_MAP, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, nullptr, p, [&](int c, const BwdWalk& k, const BwdSmem& sm) {
+  const TmaMap* tdq = D256_DQ_PTR;
+  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq, p, [&](int c, const BwdWalk& k, const BwdSmem& sm) {
     BwdThread th;
     th.c = c, th.w = (threadIdx.x / 32) % 4, th.lane = threadIdx.x % 32, th.t = th.lane & 3;
     th.krow = 16 * th.w + (th.lane >> 2);
     float4* px = reinterpret_cast<float4*>(sm.vec) - PX_BYTES / 16;  // the exchange buffer, just below the vectors
     if (c == 0) {
-      d256_consume<0>(p, k, sm, th, px);
+      d256_consume<0>(p, k, sm, th, px, tdq);
     } else {
-      d256_consume<1>(p, k, sm, th, px);
+      d256_consume<1>(p, k, sm, th, px, tdq);
     }
   });
 }

@@ -144,13 +144,14 @@ __device__ __forceinline__ void store_key_rows(in_t* g, const float (&x)[D / 2],
 }
 
 // Thread 0's setup: the K/V barrier (one arrival, with the bytes), the ring's (full: the 32
-// producer lanes, one of them with the TMA bytes; empty: the 8 consumer warps), and the four maps
-// prefetched. A block barrier follows, in the kernel.
+// producer lanes, one of them with the TMA bytes; empty: the 8 consumer warps of each of the
+// `ctas` CTAs that multicast into the stage), and the four maps prefetched. A block (or cluster)
+// barrier follows, in the kernel.
 template <int STAGES>
 __device__ __forceinline__ void bwd_setup(u32 kv_full, const MbarRing<STAGES>& qring, const TmaMap* tq, const TmaMap* tk,
-                                          const TmaMap* tv, const TmaMap* tdo) {
+                                          const TmaMap* tv, const TmaMap* tdo, u32 ctas = 1) {
   mbar_init(kv_full, 1);
-  qring.init(8, 32);
+  qring.init(8 * ctas, 32);
   mbar_fence_init();
   tma_prefetch(tq);
   tma_prefetch(tk);

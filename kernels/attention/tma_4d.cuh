@@ -14,6 +14,16 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const TmaMap* map, u32 bar,
       : "memory");
 }
 
+// The same load multicast: the box lands at `dst` in every CTA of the cluster in `cta_mask` (bit
+// i: rank i), each completing its bytes on its own barrier at `bar`'s offset.
+__device__ __forceinline__ void tma_load_4d_multicast(u32 dst, const TmaMap* map, u32 bar, int c0, int c1, int c2, int c3, u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5, %6}], [%2], "
+      "%7;\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(cta_mask)
+      : "memory");
+}
+
 // Rank-4 TMA store: the box at shared `src` (laid out as a load with the same map would leave it)
 // to element coordinates (c0 innermost .. c3); elements outside the tensor are not written.
 // Asynchronous: tma_store_commit(), then wait before reusing `src` (common/tma.cuh).

@@ -62,6 +62,11 @@ __device__ __forceinline__ void mbar_arrive_cluster(u32 cluster_bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
 }
 
+// The same, `count` arrivals at once (for threads that will not arrive themselves).
+__device__ __forceinline__ void mbar_arrive_cluster_count(u32 cluster_bar, u32 count) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0], %1;\n" ::"r"(cluster_bar), "r"(count) : "memory");
+}
+
 __device__ __forceinline__ u32 cluster_ctarank() {
   u32 r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));

@@ -306,6 +306,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_dq_tile.cuh"),
     ),
     (
+        "attention/bwd_dq_stage.cuh",
+        include_str!("../../kernels/attention/bwd_dq_stage.cuh"),
+    ),
+    (
         "attention/bwd_fa3_lookahead.cu",
         include_str!("../../kernels/attention/bwd_fa3_lookahead.cu"),
     ),

@@ -1,13 +1,34 @@
-//! Host side of `kernels/attention/bwd_fa3_d256.cu`: the WGMMA backward at head dim 256. The other
-//! WGMMA versions give each MMA warpgroup 64 keys and both of their gradients (dK and dV, 64 x D
-//! fp32 each: 256 registers a thread at d256, over the 240 a consumer has); here a block holds 64
-//! keys, warpgroup 0 computes Sᵀ, Pᵀ and dV, warpgroup 1 dPᵀ, dSᵀ and dK (Pᵀ handed over in fp32
-//! through shared memory), and each adds dQ for 128 of the 256 columns by fp32 atomics (in key
-//! block order in deterministic mode). K and V resident (64 KB), Q and dO through a 2-stage ring
-//! (64 KB a stage), two dSᵀ buffers (16 KB) and the Pᵀ buffer (16 KB): 231,464 B of shared memory.
-//! Same passes, argument block and maps as `bwd_fa3_wgmma` (`launch_main`), with K and V loaded
-//! in boxes of 64 rows and a block per 64 keys. The default at d256 since its first H200 run
-//! (2026-11-29): verified, 1.80-1.89x `bwd_fa2_mma_sync` (ledger row D1).
+//! Host side of `kernels/attention/bwd_fa3_d256.cu`: the WGMMA backwards at head dim 256, three
+//! versions of one kernel file (`D256`). The other WGMMA versions give each MMA warpgroup 64 keys
+//! and both of their gradients (dK and dV, 64 x D fp32 each: 256 registers a thread at d256, over
+//! the 240 a consumer has); here a block holds 64 keys, warpgroup 0 computes Sᵀ, Pᵀ and dV,
+//! warpgroup 1 dPᵀ, dSᵀ and dK (Pᵀ handed over in fp32 through shared memory), and each adds dQ
+//! for 128 of the 256 columns. K and V resident (64 KB), Q and dO through a 2-stage ring (64 KB a
+//! stage), two dSᵀ buffers (16 KB) and the Pᵀ buffer (16 KB): 231,464 B of shared memory. Same
+//! passes, argument block and maps as `bwd_fa3_wgmma` (`launch_main`), with K and V loaded in
+//! boxes of 64 rows and a block per 64 keys.
+//!   `bwd_fa3_d256`: dQ by fp32 atomics (in key block order in deterministic mode). The default
+//!   at d256 since its first H200 run (2026-11-29): verified, 1.80-1.89x `bwd_fa2_mma_sync`
+//!   (ledger row D1).
+//!   `bwd_fa3_d256_tma` (`KILN_D256_DQ`): each consumer's 64 x 128 fp32 partial stored into the
+//!   half of the ring stage that both consumers have finished reading and added by
+//!   `cp.reduce.async.bulk.tensor` through the accumulator's rank-5 map (`bwd_fa3_tma_dq`'s, in
+//!   boxes of 32 columns: four a consumer, one swizzle row each, so that the stores take no bank
+//!   conflicts); the stage goes back to the producer once the reduces have read it. An H200
+//!   profile of `bwd_fa3_d256` (2026-11-29, B4 H16 S4096, 315.5 TFLOPS) had the L2 at 90 % of its
+//!   throughput and about 44 % of the stall samples on its dQ atomics (ledger row D2).
+//!   `bwd_fa3_d256_pair` (`KILN_BWD_CLUSTER`, with the staged dQ): two adjacent key blocks a
+//!   cluster walking the same query blocks (causal: from the first that the pair's first key
+//!   block sees); each stage's Q is loaded by the first CTA and dO by the second, each multicast
+//!   to both, so the L2 serves a stage once a pair (a block's L2 traffic 128 -> 96 KB). The grid
+//!   is rounded up to whole pairs (a key block past the end computes zeros and stores nothing);
+//!   in deterministic mode a pair's second block waits for its first at every query block, in the
+//!   same step (ledger row D3). Its first device run (7cc6536) gave wrong gradients: rank 1's
+//!   wgmma descriptors took the cluster rank bit of its shared addresses; fixed since (the kernel's
+//!   `d256_at16`), not yet run again.
+//! The staged two keep the ordered atomics in deterministic mode; neither is the default until
+//! the device shows it verified and faster (`bwd_fa3_d256_tma`, mid-way run at 7cc6536: verified
+//! on three problems, 1.27x / 1.36x `bwd_fa3_d256` at B4 H16 S4096 / causal).
 
 use super::bwd_fa3_wgmma::launch_main;
 use super::{bwd_prep, check_shape, AttentionBackwardKernel, BackwardOperands, BackwardProblem};
@@ -17,7 +38,8 @@ use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
 use crate::ops::gemm::DType;
 
-pub struct BwdFa3D256;
+/// One of the d256 versions (`D256`: how it adds dQ, whether its CTAs pair up).
+pub struct BwdFa3D256(pub D256);
 
 /// The head dim it covers.
 const DIM: u32 = 256;
@@ -38,25 +60,74 @@ pub fn smem_bytes() -> u32 {
     1024 + kv + STAGES * stage + ds + px + vec + bars
 }
 
-fn spec(arch: &str, dtype: DType) -> KernelSpec {
-    KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
+/// The staged versions' map box over the dQ accumulator: 64 rows of 32 columns (one 128-byte
+/// piece a row, so that a store's 8 rows fall on 8 swizzle patterns; four boxes a consumer).
+const DQ_BOX_COLS: u32 = 32;
+
+/// How a d256 version adds dQ and whether its CTAs pair up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum D256 {
+    /// `bwd_fa3_d256`: fp32 atomics.
+    Atomics,
+    /// `bwd_fa3_d256_tma`: staged in the ring stage the block has read, added by TMA reduce.
+    Staged,
+    /// `bwd_fa3_d256_pair`: staged, and two key blocks a cluster sharing each stage's loads.
+    Pair,
+}
+
+impl D256 {
+    fn staged(self) -> bool {
+        self != D256::Atomics
+    }
+    /// CTAs a cluster.
+    fn cluster(self) -> u32 {
+        if self == D256::Pair {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// The kernel of version `v` for `dtype` (the pair's define only where it pairs, so that the
+/// others' sources stay as they were).
+fn spec(arch: &str, dtype: DType, v: D256) -> KernelSpec {
+    let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
         .define("KILN_IN", dtype.code())
         .define("KILN_D", DIM)
         .define("KILN_BN", BN)
         .define("KILN_STAGES", STAGES)
         .define("KILN_DQ_SPLIT", 0)
-        .define("KILN_SMEM", smem_bytes())
+        .define("KILN_D256_DQ", v.staged() as u32)
+        .define("KILN_SMEM", smem_bytes());
+    if v.cluster() > 1 {
+        s.define("KILN_BWD_CLUSTER", v.cluster())
+    } else {
+        s
+    }
 }
 
 impl AttentionBackwardKernel for BwdFa3D256 {
     fn name(&self) -> &'static str {
-        "bwd_fa3_d256"
+        match self.0 {
+            D256::Atomics => "bwd_fa3_d256",
+            D256::Staged => "bwd_fa3_d256_tma",
+            D256::Pair => "bwd_fa3_d256_pair",
+        }
     }
     fn summary(&self) -> &'static str {
-        "FA3 backward at d256: 64 keys a block, one warpgroup S^T/P^T/dV, the other dP^T/dS^T/dK (P^T through shared memory), dQ halves by fp32 atomics"
+        match self.0 {
+            D256::Atomics => "FA3 backward at d256: 64 keys a block, one warpgroup S^T/P^T/dV, the other dP^T/dS^T/dK (P^T through shared memory), dQ halves by fp32 atomics",
+            D256::Staged => "bwd_fa3_d256 with dQ staged in the ring stage it has read and added by TMA tensor reduce",
+            D256::Pair => "bwd_fa3_d256_tma with two key blocks a cluster, each stage's Q and dO loaded once a pair and multicast",
+        }
     }
     fn rung(&self) -> u32 {
-        8
+        match self.0 {
+            D256::Atomics => 8,
+            D256::Staged => 9,
+            D256::Pair => 10,
+        }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
         if dev.compute_capability != (9, 0) {
@@ -70,11 +141,11 @@ impl AttentionBackwardKernel for BwdFa3D256 {
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
-        v.extend(DTYPES.iter().map(|&dt| spec(arch, dt)));
+        v.extend(DTYPES.iter().map(|&dt| spec(arch, dt, self.0)));
         v
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let main = spec(&ctx.arch(), p.attn.dtype);
+        let main = spec(&ctx.arch(), p.attn.dtype, self.0);
         launch_main(
             self.name(),
             ctx,
@@ -83,15 +154,17 @@ impl AttentionBackwardKernel for BwdFa3D256 {
             &main,
             smem_bytes(),
             BN,
-            None,
+            self.0.staged().then_some(DQ_BOX_COLS),
             false,
+            self.0.cluster(),
         )
     }
     fn by_default(&self) -> bool {
-        // verified (the quick suite's 18 d256 problems, 6 of 6 deterministic runs bitwise equal,
-        // GQA causal, ragged BHSD f16) and 1.80-1.89x `bwd_fa2_mma_sync` at three d256 shapes on
-        // an H200 (2026-11-29): the default at d256, the only head dim it takes
-        true
+        // bwd_fa3_d256: verified (the quick suite's 18 d256 problems, 6 of 6 deterministic runs
+        // bitwise equal, GQA causal, ragged BHSD f16) and 1.80-1.89x `bwd_fa2_mma_sync` at three
+        // d256 shapes on an H200 (2026-11-29): the default at d256, the only head dim it takes.
+        // The staged two: not until the device shows them verified and faster.
+        self.0 == D256::Atomics
     }
 }
 
@@ -101,45 +174,70 @@ mod tests {
     use crate::ops::attention::AttentionProblem;
     use crate::ops::registry::Registry;
 
+    const ALL: [D256; 3] = [D256::Atomics, D256::Staged, D256::Pair];
+
     #[test]
-    fn it_takes_d256_only_and_fits_the_h100() {
+    fn they_take_d256_only_and_fit_the_h100() {
         assert_eq!(smem_bytes(), 231_464);
         let h100 = DeviceInfo::h100_sxm();
         assert!(smem_bytes() <= h100.smem_optin_bytes);
         let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
-        assert!(BwdFa3D256.supports(&p(256), &h100).is_ok());
-        assert!(BwdFa3D256
-            .supports(&p(128), &h100)
-            .unwrap_err()
-            .contains("use 256"));
-        let v = BwdFa3D256.variants("sm_90a");
-        assert_eq!(v.len(), 4);
-        let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 4);
-        let label = v[2].label();
-        assert!(
-            label.contains("KILN_BN=64") && label.contains("KILN_D=256"),
-            "{label}"
-        );
-        // the default at d256 (verified and faster on an H200); d64 and d128 keep theirs
+        let mut labels = std::collections::HashSet::new();
+        for v in ALL {
+            let k = BwdFa3D256(v);
+            assert!(k.supports(&p(256), &h100).is_ok());
+            assert!(k.supports(&p(128), &h100).unwrap_err().contains("use 256"));
+            let specs = k.variants("sm_90a");
+            assert_eq!(specs.len(), 4);
+            let label = specs[2].label();
+            assert!(
+                label.contains("KILN_BN=64") && label.contains("KILN_D=256"),
+                "{label}"
+            );
+            assert!(
+                label.contains(&format!("KILN_D256_DQ={}", v.staged() as u32)),
+                "{label}"
+            );
+            assert_eq!(
+                label.contains("KILN_BWD_CLUSTER=2"),
+                v == D256::Pair,
+                "{label}"
+            );
+            labels.extend(specs[2..].iter().map(|s| s.label()));
+        }
+        // two kernels (bf16, f16) a version, none shared
+        assert_eq!(labels.len(), 6);
+    }
+
+    #[test]
+    fn only_the_atomics_are_the_default_and_each_can_be_asked_for() {
+        let h100 = DeviceInfo::h100_sxm();
+        let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
         let reg = Registry::default();
+        // the default at d256 (verified and faster on an H200); d64 and d128 keep theirs
         let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
         assert_eq!(k.name(), "bwd_fa3_d256");
         let k = reg.select_attention_backward(&p(128), &h100, None).unwrap();
-        assert_ne!(k.name(), "bwd_fa3_d256");
-        let k = reg
-            .select_attention_backward(&p(256), &h100, Some("bwd_fa3_d256"))
-            .unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256");
+        assert!(!k.name().starts_with("bwd_fa3_d256"), "{}", k.name());
+        for v in ALL {
+            let name = BwdFa3D256(v).name();
+            let k = reg
+                .select_attention_backward(&p(256), &h100, Some(name))
+                .unwrap();
+            assert_eq!(k.name(), name);
+            assert_eq!(k.by_default(), v == D256::Atomics);
+        }
     }
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's
     /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored).
     #[test]
     fn every_variant_compiles_without_spills() {
-        crate::ops::attention_backward::assert_compiles_clean(
-            BwdFa3D256.variants("sm_90a"),
-            &["C751", "C7507", "C7508"],
-        );
+        for v in ALL {
+            crate::ops::attention_backward::assert_compiles_clean(
+                BwdFa3D256(v).variants("sm_90a"),
+                &["C751", "C7507", "C7508"],
+            );
+        }
     }
 }

@@ -298,13 +298,16 @@ pub fn launch_tile(
         BN,
         dq_cols,
         t.det_writer,
+        1,
     )
 }
 
 /// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared
 /// memory, a block per `bn` keys of each key/value head and batch, K and V loaded in boxes of `bn`
 /// rows); `dq_cols`: the fifth map, over the dQ accumulator in boxes of 64 rows x `dq_cols`
-/// columns, for the versions that add dQ tiles through it. `name` for refusals.
+/// columns, for the versions that add dQ tiles through it; `cluster`: CTAs a cluster along the key
+/// blocks (1, or 2 for `bwd_fa3_d256_pair`: the grid rounded up to whole clusters). `name` for
+/// refusals.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_main(
     name: &str,
@@ -316,6 +319,7 @@ pub fn launch_main(
     bn: u32,
     dq_cols: Option<u32>,
     det_writer: bool,
+    cluster: u32,
 ) -> Result<()> {
     check_buffers(p, ops)?;
     check_aligned(name, ops)?;
@@ -353,9 +357,10 @@ pub fn launch_main(
     ];
     let cfg = LaunchConfig {
         smem_bytes: smem,
+        cluster: (cluster > 1).then_some((cluster, 1, 1)),
         ..LaunchConfig::simple(
             (
-                (a.seqlen_kv as u32).div_ceil(bn),
+                (a.seqlen_kv as u32).div_ceil(bn).next_multiple_of(cluster),
                 a.heads_kv as u32,
                 a.batch as u32,
             ),

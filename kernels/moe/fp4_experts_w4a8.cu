@@ -17,11 +17,12 @@
 // consumer decodes its atom into slot it % 3, fences, meets the other at named barrier 1, issues;
 // before each barrier it has waited for its batch two steps back.
 //
-// KILN_W4A8_SX = 1 (`KILN_W4A8_SX=tma`): the K block's X scales of the tile's 128 rows ride in
-// the stage (a TMA box over the scales seen as one row) and a consumer reads its two from there
-// after the stage's wait. With 0 each consumer loads them from global memory one K block ahead,
-// and the fence before the named barrier (MEMBAR) waits for those loads: ncu (H200, 32,768 rows)
-// put 4-5 % of the stall samples on that fence and barrier, waiting on the loads' scoreboard.
+// KILN_W4A8_SX = 1 (`KILN_W4A8_SX=tma`, the host's default from 2026-11-29; 0 is `ldg`): the K
+// block's X scales of the tile's 128 rows ride in the stage (a TMA box over the scales seen as
+// one row) and a consumer reads its two from there after the stage's wait. With 0 each
+// consumer loads them from global memory one K block ahead, and the fence before the named
+// barrier (MEMBAR) waits for those loads: ncu (H200, 32,768 rows) put 4-5 % of the stall samples
+// on that fence and barrier, waiting on the loads' scoreboard.
 // A TMA box must start on 16 bytes of global memory: one that started on the tile's first scale
 // (kb * x_rows + row0, any multiple of 4 bytes) stopped the kernel with an illegal instruction
 // (F11). The box starts at that index rounded down to 4 and holds 132 scales; a consumer reads

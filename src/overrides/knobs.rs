@@ -511,14 +511,14 @@ pub(super) static KNOBS: &[Knob] = &[
              1x128 scales"
                 .into()
         },
-        default: "ldg",
+        default: "tma",
         set: |o, v| {
             put(
                 &mut o.moe.w4a8_sx_staged,
-                or(v, false, |v| either(v, "ldg", "tma")),
+                or(v, true, |v| either(v, "ldg", "tma")),
             )
         },
-        show: |o| o.moe.w4a8_sx_staged.then(|| "tma".to_string()),
+        show: |o| (!o.moe.w4a8_sx_staged).then(|| "ldg".to_string()),
     },
     Knob {
         name: "KILN_WGMMA_CFG",

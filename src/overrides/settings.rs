@@ -234,8 +234,9 @@ pub struct MoeOverrides {
     pub fp4_tail: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
-    /// tile (no global load before the fence that precedes each step's barrier). Default `ldg`
-    /// until a device run shows `tma` faster (docs/moe.md, ledger F11, F13).
+    /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
+    /// (H200, 2026-11-29: the 512-row decode -3.5 to -4 % in two calls, a58281f and 004f7d6;
+    /// 32,768 rows equal; verified and sanitizer-clean; docs/moe.md, ledger F11, F13).
     pub w4a8_sx_staged: bool,
     /// `KILN_W4A8_DECODE` (`consumers` or `producer`): the W4A8 experts' weight atoms decoded by
     /// the consumers, each its own, between the stage's wait and the wgmmas, or by the producer
@@ -264,7 +265,7 @@ impl MoeOverrides {
         fp4_shift: true,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
-        w4a8_sx_staged: false,
+        w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         gather: MoeGather::Auto,
     };

@@ -291,6 +291,10 @@ pub enum Fp4Gemv {
     /// `Lean` with each warp's first X load issued before its ring's first weight copies (M up
     /// to 4; a larger M runs `Wide`).
     Leanx,
+    /// `Lean` compiled for M 1: no loops over X's rows, slots stepped around the ring, read
+    /// offsets kept, and a lazy start (each warp's first stage alone, the ring filled once it
+    /// has landed). Other M run `Lean` (docs/fp4.md G9).
+    Lean1,
     /// A cp.async ring of 4 one-step slots a warp, each carrying its step's X beside the
     /// weights (no X in registers), at most 80 registers and ~24 warps an SM at M 1 (K a
     /// multiple of 128).

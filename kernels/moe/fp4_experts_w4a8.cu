@@ -196,17 +196,26 @@ __device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[6
     named_barrier_sync(1, 256);
   }
   if constexpr (LIVE) {
-    // the descriptors from the tiles' start addresses in 16-byte units, one add a k32 step
-    // (wgmma_desc_sw128 on each address rebuilt both, ~10 uniform instructions a wgmma: 23 % of
-    // the loop's instructions in the profile at 32,768 rows)
-    const u32 sa16 = (x.base >> 4) + s * (STAGE_BYTES / 16) + x.c * (64 * 128 / 16);
-    const u32 sb16 = (x.slots >> 4) + slot * (SLOT_BYTES / 16);
-    const u64 da = wgmma_desc_sw128_at(sa16, 16, 1024), db = wgmma_desc_sw128_at(sb16, 16, 1024);
+    const u32 sa = x.base + s * STAGE_BYTES + x.c * 64 * 128, sb = x.slots + slot * SLOT_BYTES;
 #pragma unroll
     for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
     wgmma_fence();
+    if constexpr (kSxStaged) {
+      // the descriptors from the tiles' start addresses in 16-byte units, one add a k32 step
+      // (wgmma_desc_sw128 on each address rebuilt both, ~10 uniform instructions a wgmma: 23 %
+      // of the loop's instructions in the profile at 32,768 rows; F15). Not with KILN_W4A8_SX
+      // = 0: its grouped GEMM, at its 232 registers, spills 16 bytes with them.
+      const u32 sa16 = (x.base >> 4) + s * (STAGE_BYTES / 16) + x.c * (64 * 128 / 16);
+      const u32 sb16 = (x.slots >> 4) + slot * (SLOT_BYTES / 16);
+      const u64 da = wgmma_desc_sw128_at(sa16, 16, 1024), db = wgmma_desc_sw128_at(sb16, 16, 1024);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64k32_fp8<0, 0, 128>(a, da + 2 * kk, db + 2 * kk, kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < 4; ++kk) wgmma_m64k32_fp8<0, 0, 128>(a, da + 2 * kk, db + 2 * kk, kk > 0 ? 1 : 0);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64k32_fp8<0, 0, 128>(a, wgmma_desc_sw128(sa + kk * 32, 16, 1024),
+                                    wgmma_desc_sw128(sb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+    }
     wgmma_commit();
 #pragma unroll
     for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);

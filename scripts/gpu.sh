@@ -393,6 +393,17 @@ step_json() {
   return $rc
 }
 
+# fp4_task_setup [verify|time|all]: what the 4-bit A/B tasks (fp4swz, fp4stage, fp4g9) share:
+# the binary checked, the decode counts, `part` (which half to run), RAGGED (a ragged problem
+# with a partial last K block) and SAN (the sanitizer binary).
+fp4_task_setup() {
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  part=$1
+  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
+  SAN=${SANITIZER:-compute-sanitizer}
+}
+
 # decode_counts: DECODE and DECODE64 (issue 46's E256 decode counts: 512 rows on 199 experts, 64
 # on 56) and SW (their K 7168, N 2048 routed SwiGLU), for the 4-bit A/B tasks.
 decode_counts() {
@@ -1460,10 +1471,7 @@ print(','.join(map(str, c)))"; }
   ;;
 
 fp4swz)
-  need_bin "$KILN"; machine "$KILN"
-  decode_counts
-  part=${1:-all}  # verify, time or all
-  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
+  fp4_task_setup "${1:-all}"
   if [ "$part" != time ]; then
   # each new path verified before it is timed
   step gemv-xswz-verify 90 env KILN_FP4_GEMV=xswz "$KILN" --no-store fp4 verify --suite full
@@ -1495,11 +1503,7 @@ fp4swz)
   ;;
 
 fp4stage)
-  need_bin "$KILN"; machine "$KILN"
-  decode_counts
-  part=${1:-all}  # verify, time or all
-  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
-  SAN=${SANITIZER:-compute-sanitizer}
+  fp4_task_setup "${1:-all}"
   if [ "$part" != time ]; then
   # each new path verified before it is timed
   step gemv-xstage-quick 90 env KILN_FP4_GEMV=xstage "$KILN" --no-store fp4 verify --suite quick
@@ -1553,11 +1557,7 @@ fp4stage)
   ;;
 
 fp4g9)
-  need_bin "$KILN"; machine "$KILN"
-  decode_counts
-  part=${1:-all}  # verify, time or all
-  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
-  SAN=${SANITIZER:-compute-sanitizer}
+  fp4_task_setup "${1:-all}"
   if [ "$part" != time ]; then
   # each new path verified before it is timed
   step gemv-lean1-quick 90 env KILN_FP4_GEMV=lean1 "$KILN" --no-store fp4 verify --suite quick

@@ -417,6 +417,20 @@ __device__ __forceinline__ void read_ring(WStep& st, u32 src, int g, int q, int 
   }
 }
 
+// read_ring<2>(st, slot, g, q, u) from a lane's kept offsets (lean1, xstage): row g's codes of
+// step u at rd0 (u 0) or rd1 (u 1), row g + 8's 1024 on; the scales at sd + 128 h + 8 u.
+__device__ __forceinline__ void read_kept(WStep& st, u32 slot, u32 rd0, u32 rd1, u32 sd, int u) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    u32x4& d = st.w[h];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                 : "r"(slot + (u == 0 ? rd0 : rd1) + 1024 * h));
+    u16 sc;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(slot + sd + 128 * h + 8 * u));
+    st.sc[h] = sc;
+  }
+}
+
 // The wide path's K loop of one warp: stages warp, warp + warps, ... through its ring of
 // WIDE_RING, WIDE_RING - 1 in flight while one is decoded; X one step ahead of the decode.
 __device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
@@ -627,15 +641,7 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
       if (u >= last) break;  // warp-uniform: a last, partial stage
       WStep st;
       if constexpr (kLean1) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          u32x4& d = st.w[h];
-          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
-                       : "r"(slot + (u == 0 ? rd0 : rd1) + 1024 * h));
-          u16 sc;
-          asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(slot + sd + 128 * h + 8 * u));
-          st.sc[h] = sc;
-        }
+        read_kept(st, slot, rd0, rd1, sd, u);
         if (xin) {
 #pragma unroll
           for (int v = 0; v < 4; ++v) {
@@ -859,16 +865,8 @@ __device__ __forceinline__ void xstage_kloop(float (&acc)[NF][4], const GemvArgs
 #pragma unroll
     for (int u = 0; u < LEAN_STEPS; ++u) {
       if (u >= last) break;  // warp-uniform: a last, partial stage
-      WStep st;  // read_ring<LEAN_STEPS>(st, slot, g, q, u) from the kept offsets
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        u32x4& d = st.w[h];
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
-                     : "r"(slot + (u == 0 ? rd0 : rd1) + 1024 * h));
-        u16 sc;
-        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(slot + sd + 128 * h + 8 * u));
-        st.sc[h] = sc;
-      }
+      WStep st;
+      read_kept(st, slot, rd0, rd1, sd, u);
       XStep xs;
 #pragma unroll
       for (int v = 0; v < 4; ++v) {

@@ -203,6 +203,14 @@
 #                                2x8192x8192, 8x8192x8192, and of the four W4A8 variants at E256
 #                                32,768 rows and the 512-row decode (about 3 + 4 minutes on an
 #                                H200)
+#   fp4g9 [verify|time]          the NVFP4 GEMV's lean1 (docs/fp4.md G9) and W4A8 with tma the
+#                                default and its descriptors built once a stage (docs/moe.md F15):
+#                                `fp4 verify --suite quick` and `full` under KILN_FP4_GEMV=lean1,
+#                                compute-sanitizer memcheck on it and on W4A8's default, the W4A8
+#                                suite, a ragged problem (K 1088) and the 512-row decode under tma
+#                                and ldg; then two alternating rounds of lean/lean1 at 1x8192x8192,
+#                                1x4096x4096, and of W4A8 tma/ldg at E256 32,768 rows and the
+#                                512-row decode (about 1.5 + 2.5 minutes on an H200)
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -393,6 +401,17 @@ step_json() {
   [ $rc -ne 0 ] && status=1
   ROWS+=("$(printf '%-26s %4s %6s  %s' "$name" "$rc" "$((SECONDS - t0))" "$(grep -v '^\s*$' "$D/$name.err" | tail -1 | cut -c1-100)")")
   return $rc
+}
+
+# fp4_task_setup [verify|time|all]: what the 4-bit A/B tasks (fp4swz, fp4stage, fp4g9) share:
+# the binary checked, the decode counts, `part` (which half to run), RAGGED (a ragged problem
+# with a partial last K block) and SAN (the sanitizer binary).
+fp4_task_setup() {
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  part=$1
+  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
+  SAN=${SANITIZER:-compute-sanitizer}
 }
 
 # decode_counts: DECODE and DECODE64 (issue 46's E256 decode counts: 512 rows on 199 experts, 64
@@ -1518,10 +1537,7 @@ print(','.join(map(str, c)))"; }
   ;;
 
 fp4swz)
-  need_bin "$KILN"; machine "$KILN"
-  decode_counts
-  part=${1:-all}  # verify, time or all
-  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
+  fp4_task_setup "${1:-all}"
   if [ "$part" != time ]; then
   # each new path verified before it is timed
   step gemv-xswz-verify 90 env KILN_FP4_GEMV=xswz "$KILN" --no-store fp4 verify --suite full
@@ -1553,11 +1569,7 @@ fp4swz)
   ;;
 
 fp4stage)
-  need_bin "$KILN"; machine "$KILN"
-  decode_counts
-  part=${1:-all}  # verify, time or all
-  RAGGED=(--counts 129,140,63,1,200,0,65,128,257,33 --k 1088)
-  SAN=${SANITIZER:-compute-sanitizer}
+  fp4_task_setup "${1:-all}"
   if [ "$part" != time ]; then
   # each new path verified before it is timed
   step gemv-xstage-quick 90 env KILN_FP4_GEMV=xstage "$KILN" --no-store fp4 verify --suite quick
@@ -1606,6 +1618,44 @@ fp4stage)
   table
   echo
   gemv_summary gemv-xstage-quick gemv-xstage-verify
+  table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
+  table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
+  ;;
+
+fp4g9)
+  fp4_task_setup "${1:-all}"
+  if [ "$part" != time ]; then
+  # each new path verified before it is timed
+  step gemv-lean1-quick 90 env KILN_FP4_GEMV=lean1 "$KILN" --no-store fp4 verify --suite quick
+  step gemv-lean1-verify 90 env KILN_FP4_GEMV=lean1 "$KILN" --no-store fp4 verify --suite full
+  step gemv-lean1-sanitize 120 env KILN_FP4_GEMV=lean1 "$SAN" --tool memcheck \
+    "$KILN" --no-store fp4 verify --suite quick
+  step w4a8-sanitize 90 "$SAN" --tool memcheck \
+    "$KILN" --no-store moe verify --weights mxfp4 --act e4m3 --counts 129,1,0,200 --n 256 --k 512
+  for v in tma ldg; do
+    step_json verify-w4a8-$v 90 env KILN_W4A8_SX=$v "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
+    step_json verify-w4a8-$v-ragged-swiglu 60 env KILN_W4A8_SX=$v "$KILN" --no-store --json moe verify \
+      --weights mxfp4 --act e4m3 "${RAGGED[@]}" --n 320 --swiglu --routed
+    step_json verify-w4a8-$v-ragged-gemm 60 env KILN_W4A8_SX=$v "$KILN" --no-store --json moe verify \
+      --weights mxfp4 --act e4m3 "${RAGGED[@]}" --n 384
+    step_json verify-w4a8-$v-512rows 60 env KILN_W4A8_SX=$v "$KILN" --no-store --json moe verify \
+      --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+  done
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab lean lean1 "1 8192 8192" "1 4096 4096"
+  for r in 1 2; do
+    for sx in tma ldg; do
+      step "w4a8-prefill-$sx-$r" 120 env KILN_W4A8_SX=$sx "$KILN" --no-store \
+        moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
+      step "w4a8-decode512-$sx-$r" 120 env KILN_W4A8_SX=$sx "$KILN" --no-store \
+        moe bench --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+    done
+  done
+  fi
+  table
+  echo
+  gemv_summary gemv-lean1-quick gemv-lean1-verify
   table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
   table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
   ;;

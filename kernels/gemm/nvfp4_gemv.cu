@@ -107,6 +107,9 @@
 #if !defined(KILN_GEMV_XFIRST)
 #define KILN_GEMV_XFIRST 0
 #endif
+#if !defined(KILN_GEMV_LEAN1)
+#define KILN_GEMV_LEAN1 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
@@ -118,6 +121,8 @@ constexpr bool kRing = kWide || kLean || kXring || kXstage;
 static_assert(!kXswz || kXring, "the X swizzle is the X ring's");
 constexpr bool kXfirst = KILN_GEMV_XFIRST == 1;
 static_assert(!kXfirst || kLean, "X first is the lean ring's");
+constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
+static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -412,6 +417,20 @@ __device__ __forceinline__ void read_ring(WStep& st, u32 src, int g, int q, int 
   }
 }
 
+// read_ring<2>(st, slot, g, q, u) from a lane's kept offsets (lean1, xstage): row g's codes of
+// step u at rd0 (u 0) or rd1 (u 1), row g + 8's 1024 on; the scales at sd + 128 h + 8 u.
+__device__ __forceinline__ void read_kept(WStep& st, u32 slot, u32 rd0, u32 rd1, u32 sd, int u) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    u32x4& d = st.w[h];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                 : "r"(slot + (u == 0 ? rd0 : rd1) + 1024 * h));
+    u16 sc;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(slot + sd + 128 * h + 8 * u));
+    st.sc[h] = sc;
+  }
+}
+
 // The wide path's K loop of one warp: stages warp, warp + warps, ... through its ring of
 // WIDE_RING, WIDE_RING - 1 in flight while one is decoded; X one step ahead of the decode.
 __device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
@@ -500,14 +519,15 @@ __device__ __forceinline__ void issue_lean(u32 dst, const GemvArgs& a, const u8*
 // The lean ring's X of one stage, a lane's 16 bytes of each row (elements 8 lane .. 8 lane + 7
 // of the stage's 256; zeros past K in a last stage of one step), loaded into registers one
 // iteration before they are stored (xr: LEAN_MAX_M chunks, rows at or past M untouched).
+// `m_rows`: a.m, or 1 where the kernel is compiled for M 1 (lean1: no loop, no branches).
 __device__ __forceinline__ void load_lean_x(u32x4 (&xr)[LEAN_MAX_M], const GemvArgs& a, const bf16* xl, int lane,
-                                            int stage, int steps) {
+                                            int stage, int steps, int m_rows) {
   if (stage * LEAN_STEPS >= steps) return;  // warp-uniform: past the warp's last stage
   const bool in = (stage + 1) * LEAN_STEPS <= steps || lane < 16;
   const bf16* xs = xl + (i64)stage * (LEAN_STEPS * STEP);
 #pragma unroll
   for (int m = 0; m < LEAN_MAX_M; ++m)
-    if (m < a.m) xr[m] = in ? ld_cached(xs + (i64)m * a.ldx) : u32x4{0, 0, 0, 0};
+    if (m < m_rows) xr[m] = in ? ld_cached(xs + (i64)m * a.ldx) : u32x4{0, 0, 0, 0};
 }
 
 // Stores a lane's X chunks (row m's 256 elements at dst + 512 m) with each 8-element group's pairs in the mma's B order:
@@ -543,50 +563,99 @@ __device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, u32 xsr
 // ring of LEAN_RING weight slots, LEAN_RING - 1 in flight while one is decoded. X goes through
 // two slots: the X of the warp's stage j + 2 is loaded in iteration j and stored in iteration
 // j + 1, after the warp barrier that frees its slot (last read in iteration j - 1).
+//
+// KILN_GEMV_LEAN1 (`KILN_FP4_GEMV=lean1`, M 1 only): the same ring compiled for one row of X,
+// with a lazy start and a lighter stage. SASS of lean at M 1 (NVRTC 13.0, 2026-11-29): a stage
+// is ~460 instructions, 342 of them its two steps' decode, scales and mma, ~120 its copies, X's
+// loads and stores (loops over M 1-4 with their branches and zeroing), the slot's modulo and
+// the read offsets rebuilt. Here M is 1 at compile time, the slots are stepped around the ring
+// and the read offsets kept. And the start: every warp of the one-wave grid asked for its first
+// three stages at once (~14 MB at 1x8192x8192, ~3.4 us at the copy rate), so a warp whose first
+// stage came last waited that long; here a warp asks for its first stage only, waits for it,
+// then fills the ring (4.7 MB ahead of every warp's first step, ~1.1 us).
 __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
                                            const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
   const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
   const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
-  const u32 xbuf = ring + LEAN_RING * LEAN_SLOT, xslot = (u32)a.m * (LEAN_STEPS * STEP * 2);
+  const int m_rows = kLean1 ? 1 : a.m;
+  const u32 xbuf = ring + LEAN_RING * LEAN_SLOT, xslot = (u32)m_rows * (LEAN_STEPS * STEP * 2);
   const bool rows_in = row0 + 16 <= a.n;
   // the lane's copy sources at stage 0 (rows clamped: only the fast path, rows_in, reads them)
   const int wr = min(row0 + lane / 8, a.n - 1), sr = min(row0 + lane / 2, a.n - 1);
   const u8* wl = w + (i64)wr * (a.k / 2) + 16 * (lane % 8);
   const u8* sl = s + (i64)sr * (a.k / 16) + 8 * (lane % 2);
   const bf16* xl = x + 8 * lane;
-  const bool xin = g < a.m;
+  const bool xin = g < m_rows;
   const auto stage_of = [&](int j) { return warp + j * warps; };
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
   u32x4 xr[LEAN_MAX_M];
-  if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps);  // ahead of the weights
+  if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);  // ahead of the weights
+  if constexpr (kLean1) {
+    // the lazy start: the first stage alone, then the ring's other two once it has landed
+    issue_lean(ring, a, w, s, wl, sl, row0, lane, stage_of(0), steps, fast(stage_of(0)));
+    load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
+    cp_async_wait<0>();
 #pragma unroll
-  for (int j = 0; j < LEAN_RING - 1; ++j)
-    issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
-  if constexpr (!kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps);
-  if (mine > 0) store_lean_x(xbuf, xr, a.m, lane);
-  load_lean_x(xr, a, xl, lane, stage_of(1), steps);
+    for (int j = 1; j < LEAN_RING - 1; ++j)
+      issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+  } else {
+#pragma unroll
+    for (int j = 0; j < LEAN_RING - 1; ++j)
+      issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+    if constexpr (!kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
+  }
+  if (mine > 0) store_lean_x(xbuf, xr, m_rows, lane);
+  load_lean_x(xr, a, xl, lane, stage_of(1), steps, m_rows);
   XStep xs;  // columns at or past M stay zero
 #pragma unroll
   for (int v = 0; v < 4; ++v) xs.x[0][v] = u32x4{0, 0, 0, 0};
+  // lean1: the slots of stage j and of stage j + LEAN_RING - 1, stepped around the ring (no
+  // modulo), and the lane's read offsets kept (read_ring<2>: row r's chunk (4u + q) ^ 4 (r & 1),
+  // i.e. rd + 64 u for an even g, rd + 64 (1 - u) for an odd one; its scales at sd + 8 u; X's
+  // row 0 at 256 u + 64 q)
+  const u32 ring_end = ring + LEAN_RING * LEAN_SLOT;
+  u32 slot = ring, fill = ring + (LEAN_RING - 1) * LEAN_SLOT;
+  u32 rd0 = g * 128 + 16 * q + 64 * (g & 1), rd1 = g * 128 + 16 * q + 64 * (1 - (g & 1));
+  u32 sd = LEAN_CODES + 16 * g + 2 * q, xd = 64 * q;
+  if constexpr (kLean1) asm volatile("" : "+r"(rd0), "+r"(rd1), "+r"(sd), "+r"(xd));  // kept, not rebuilt
   for (int j = 0; j < mine; ++j) {
     __syncwarp();  // every lane is done with iteration j - 1's weight and X slots
-    if (j + 1 < mine) store_lean_x(xbuf + ((j + 1) & 1) * xslot, xr, a.m, lane);
+    if (j + 1 < mine) store_lean_x(xbuf + ((j + 1) & 1) * xslot, xr, m_rows, lane);
     const int next = stage_of(j + LEAN_RING - 1);
-    issue_lean(ring + ((j + LEAN_RING - 1) % LEAN_RING) * LEAN_SLOT, a, w, s, wl, sl, row0, lane, next, steps,
-               fast(next));
-    load_lean_x(xr, a, xl, lane, stage_of(j + 2), steps);
+    if constexpr (kLean1) {
+      issue_lean(fill, a, w, s, wl, sl, row0, lane, next, steps, fast(next));
+      fill = fill + LEAN_SLOT == ring_end ? ring : fill + LEAN_SLOT;
+    } else {
+      issue_lean(ring + ((j + LEAN_RING - 1) % LEAN_RING) * LEAN_SLOT, a, w, s, wl, sl, row0, lane, next, steps,
+                 fast(next));
+    }
+    load_lean_x(xr, a, xl, lane, stage_of(j + 2), steps, m_rows);
     cp_async_wait<LEAN_RING - 1>();  // this lane's copies of stage j have landed
     __syncwarp();                    // and every lane's, and the X stored in iteration j - 1
     const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
-    const u32 slot = ring + (j % LEAN_RING) * LEAN_SLOT, xsrc = xbuf + (j & 1) * xslot;
+    const u32 xsrc = xbuf + (j & 1) * xslot;
+    if constexpr (!kLean1) slot = ring + (j % LEAN_RING) * LEAN_SLOT;
 #pragma unroll
     for (int u = 0; u < LEAN_STEPS; ++u) {
       if (u >= last) break;  // warp-uniform: a last, partial stage
       WStep st;
-      read_lean(st, xs, slot, xsrc, g, q, u, xin);
+      if constexpr (kLean1) {
+        read_kept(st, slot, rd0, rd1, sd, u);
+        if (xin) {
+#pragma unroll
+          for (int v = 0; v < 4; ++v) {
+            u32x4& d = xs.x[0][v];
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                         : "r"(xsrc + xd + 256 * u + 16 * v));
+          }
+        }
+      } else {
+        read_lean(st, xs, slot, xsrc, g, q, u, xin);
+      }
       compute_step<true>(acc, st, xs);
     }
+    if constexpr (kLean1) slot = slot + LEAN_SLOT == ring_end ? ring : slot + LEAN_SLOT;
   }
   cp_async_wait<0>();
 }
@@ -796,16 +865,8 @@ __device__ __forceinline__ void xstage_kloop(float (&acc)[NF][4], const GemvArgs
 #pragma unroll
     for (int u = 0; u < LEAN_STEPS; ++u) {
       if (u >= last) break;  // warp-uniform: a last, partial stage
-      WStep st;  // read_ring<LEAN_STEPS>(st, slot, g, q, u) from the kept offsets
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        u32x4& d = st.w[h];
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
-                     : "r"(slot + (u == 0 ? rd0 : rd1) + 1024 * h));
-        u16 sc;
-        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(sc) : "r"(slot + sd + 128 * h + 8 * u));
-        st.sc[h] = sc;
-      }
+      WStep st;
+      read_kept(st, slot, rd0, rd1, sd, u);
       XStep xs;
 #pragma unroll
       for (int v = 0; v < 4; ++v) {

@@ -17,11 +17,12 @@
 // consumer decodes its atom into slot it % 3, fences, meets the other at named barrier 1, issues;
 // before each barrier it has waited for its batch two steps back.
 //
-// KILN_W4A8_SX = 1 (`KILN_W4A8_SX=tma`): the K block's X scales of the tile's 128 rows ride in
-// the stage (a TMA box over the scales seen as one row) and a consumer reads its two from there
-// after the stage's wait. With 0 each consumer loads them from global memory one K block ahead,
-// and the fence before the named barrier (MEMBAR) waits for those loads: ncu (H200, 32,768 rows)
-// put 4-5 % of the stall samples on that fence and barrier, waiting on the loads' scoreboard.
+// KILN_W4A8_SX = 1 (`KILN_W4A8_SX=tma`, the host's default from 2026-11-29; 0 is `ldg`): the K
+// block's X scales of the tile's 128 rows ride in the stage (a TMA box over the scales seen as
+// one row) and a consumer reads its two from there after the stage's wait. With 0 each
+// consumer loads them from global memory one K block ahead, and the fence before the named
+// barrier (MEMBAR) waits for those loads: ncu (H200, 32,768 rows) put 4-5 % of the stall samples
+// on that fence and barrier, waiting on the loads' scoreboard.
 // A TMA box must start on 16 bytes of global memory: one that started on the tile's first scale
 // (kb * x_rows + row0, any multiple of 4 bytes) stopped the kernel with an illegal instruction
 // (F11). The box starts at that index rounded down to 4 and holds 132 scales; a consumer reads
@@ -199,10 +200,22 @@ __device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[6
 #pragma unroll
     for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
     wgmma_fence();
+    if constexpr (kSxStaged) {
+      // the descriptors from the tiles' start addresses in 16-byte units, one add a k32 step
+      // (wgmma_desc_sw128 on each address rebuilt both, ~10 uniform instructions a wgmma: 23 %
+      // of the loop's instructions in the profile at 32,768 rows; F15). Not with KILN_W4A8_SX
+      // = 0: its grouped GEMM, at its 232 registers, spills 16 bytes with them.
+      const u32 sa16 = (x.base >> 4) + s * (STAGE_BYTES / 16) + x.c * (64 * 128 / 16);
+      const u32 sb16 = (x.slots >> 4) + slot * (SLOT_BYTES / 16);
+      const u64 da = wgmma_desc_sw128_at(sa16, 16, 1024), db = wgmma_desc_sw128_at(sb16, 16, 1024);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_m64k32_fp8<0, 0, 128>(a, wgmma_desc_sw128(sa + kk * 32, 16, 1024), wgmma_desc_sw128(sb + kk * 32, 16, 1024),
-                                  kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < 4; ++kk) wgmma_m64k32_fp8<0, 0, 128>(a, da + 2 * kk, db + 2 * kk, kk > 0 ? 1 : 0);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64k32_fp8<0, 0, 128>(a, wgmma_desc_sw128(sa + kk * 32, 16, 1024),
+                                    wgmma_desc_sw128(sb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
+    }
     wgmma_commit();
 #pragma unroll
     for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);

@@ -225,7 +225,7 @@ pub(super) static KNOBS: &[Knob] = &[
              `async` (a cp.async ring in shared memory), `wide` \
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
              2-step stages that carry X, M up to 4), `leanx` (lean with the first X load ahead \
-             of the weights), `xring` (one-step slots that carry X by \
+             of the weights), `lean1` (lean compiled for M 1, with a lazy start), `xring` (one-step slots that carry X by \
              cp.async), `xswz` (xring with X placed for conflict-free reads) or `xstage` \
              (2-step stages that carry X by cp.async, M up to 8); the rings need K a multiple \
              of 128"
@@ -240,6 +240,7 @@ pub(super) static KNOBS: &[Knob] = &[
                 "wide" => Some(Fp4Gemv::Wide),
                 "lean" => Some(Fp4Gemv::Lean),
                 "leanx" => Some(Fp4Gemv::Leanx),
+                "lean1" => Some(Fp4Gemv::Lean1),
                 "xring" => Some(Fp4Gemv::Xring),
                 "xswz" => Some(Fp4Gemv::Xswz),
                 "xstage" => Some(Fp4Gemv::Xstage),
@@ -511,14 +512,14 @@ pub(super) static KNOBS: &[Knob] = &[
              1x128 scales"
                 .into()
         },
-        default: "ldg",
+        default: "tma",
         set: |o, v| {
             put(
                 &mut o.moe.w4a8_sx_staged,
-                or(v, false, |v| either(v, "ldg", "tma")),
+                or(v, true, |v| either(v, "ldg", "tma")),
             )
         },
-        show: |o| o.moe.w4a8_sx_staged.then(|| "tma".to_string()),
+        show: |o| (!o.moe.w4a8_sx_staged).then(|| "ldg".to_string()),
     },
     Knob {
         name: "KILN_WGMMA_CFG",

@@ -234,8 +234,9 @@ pub struct MoeOverrides {
     pub fp4_tail: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
-    /// tile (no global load before the fence that precedes each step's barrier). Default `ldg`
-    /// until a device run shows `tma` faster (docs/moe.md, ledger F11, F13).
+    /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
+    /// (H200, 2026-11-29: the 512-row decode -3.5 to -4 % in two calls, a58281f and 004f7d6;
+    /// 32,768 rows equal; verified and sanitizer-clean; docs/moe.md, ledger F11, F13).
     pub w4a8_sx_staged: bool,
     /// `KILN_W4A8_DECODE` (`consumers` or `producer`): the W4A8 experts' weight atoms decoded by
     /// the consumers, each its own, between the stage's wait and the wgmmas, or by the producer
@@ -264,7 +265,7 @@ impl MoeOverrides {
         fp4_shift: true,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
-        w4a8_sx_staged: false,
+        w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         gather: MoeGather::Auto,
     };
@@ -290,6 +291,10 @@ pub enum Fp4Gemv {
     /// `Lean` with each warp's first X load issued before its ring's first weight copies (M up
     /// to 4; a larger M runs `Wide`).
     Leanx,
+    /// `Lean` compiled for M 1: no loops over X's rows, slots stepped around the ring, read
+    /// offsets kept, and a lazy start (each warp's first stage alone, the ring filled once it
+    /// has landed). Other M run `Lean` (docs/fp4.md G9).
+    Lean1,
     /// A cp.async ring of 4 one-step slots a warp, each carrying its step's X beside the
     /// weights (no X in registers), at most 80 registers and ~24 warps an SM at M 1 (K a
     /// multiple of 128).

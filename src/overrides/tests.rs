@@ -114,7 +114,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_TMA_PROMOTION", "none"),
         ("KILN_TUNE_FAKE", "hang@3,crash@5,wrong@7"),
         ("KILN_W4A8_DECODE", "producer"),
-        ("KILN_W4A8_SX", "tma"),
+        ("KILN_W4A8_SX", "ldg"),
         ("KILN_WGMMA_CFG", "n224"),
         ("KILN_WGMMA_CLOAD", "1"),
         ("KILN_WGMMA_DEFER", "0"),

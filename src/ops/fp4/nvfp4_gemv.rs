@@ -237,6 +237,12 @@ pub fn spec_leanx(arch: &str) -> KernelSpec {
     spec_lean(arch).define("KILN_GEMV_XFIRST", 1)
 }
 
+/// The lean ring compiled for M 1 with a lazy start (`KILN_FP4_GEMV=lean1`; compiled only
+/// when asked for, the variant budget).
+pub fn spec_lean1(arch: &str) -> KernelSpec {
+    spec_lean(arch).define("KILN_GEMV_LEAN1", 1)
+}
+
 pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
@@ -334,6 +340,7 @@ impl GemvProblem {
             | Fp4Gemv::Wide
             | Fp4Gemv::Lean
             | Fp4Gemv::Leanx
+            | Fp4Gemv::Lean1
             | Fp4Gemv::Xring
             | Fp4Gemv::Xswz
             | Fp4Gemv::Xstage
@@ -341,7 +348,8 @@ impl GemvProblem {
             {
                 Fp4Gemv::Regs
             }
-            Fp4Gemv::Lean | Fp4Gemv::Leanx if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
+            Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
+            Fp4Gemv::Lean1 if self.m > 1 => Fp4Gemv::Lean,
             Fp4Gemv::Xstage if self.m > XSTAGE_MAX_M => Fp4Gemv::Wide,
             a => a,
         }
@@ -357,6 +365,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
         Fp4Gemv::Lean => (spec_lean(arch), warps * lean_warp_bytes(m)),
         Fp4Gemv::Leanx => (spec_leanx(arch), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Lean1 => (spec_lean1(arch), warps * lean_warp_bytes(m)),
         Fp4Gemv::Xring => (spec_xring(arch, nf), warps * xring_warp_bytes(m)),
         Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Xstage => (spec_xstage(arch), warps * xstage_warp_bytes(m)),
@@ -437,7 +446,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     let path = p.path(ctx.overrides.moe.fp4_gemv);
     let sms = ctx.info.sm_count.max(1);
     let warps = match path {
-        Fp4Gemv::Lean | Fp4Gemv::Leanx => p.lean_warps(sms),
+        Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
@@ -1059,6 +1068,51 @@ mod tests {
         ] {
             let p = GemvProblem::new(m, 64, k, DType::Bf16);
             assert_eq!(p.path(Fp4Gemv::Leanx), want, "M {m} K {k}");
+        }
+    }
+
+    /// lean1 compiles as cleanly as lean (only when asked for: the variant budget) and runs
+    /// at M 1 only: M 2-4 runs lean, over 4 wide, K off the 128s the register path.
+    #[test]
+    fn lean1_compiles_and_runs_at_m_1_only() {
+        if crate::jit::testing::nvrtc_here() {
+            crate::jit::testing::assert_compile_clean(&[spec_lean1("sm_90a")]);
+        }
+        for (m, k, want) in [
+            (1, 256, Fp4Gemv::Lean1),
+            (2, 256, Fp4Gemv::Lean),
+            (4, 256, Fp4Gemv::Lean),
+            (5, 256, Fp4Gemv::Wide),
+            (1, 160, Fp4Gemv::Regs),
+        ] {
+            let p = GemvProblem::new(m, 64, k, DType::Bf16);
+            assert_eq!(p.path(Fp4Gemv::Lean1), want, "M {m} K {k}");
+        }
+    }
+
+    /// lean1's kept read offsets are read_ring<2>'s and read_lean's addresses (row 0 of X):
+    /// rd0 / rd1 for steps 0 / 1 (1024 on for row g + 8), the scales at sd + 128 h + 8 u, X at
+    /// xd + 256 u + 16 v.
+    #[test]
+    fn lean1s_kept_offsets_are_the_lean_reads() {
+        let codes = 16 * 128;
+        for lane in 0..32usize {
+            let (g, q) = (lane / 4, lane % 4);
+            let rd = [
+                g * 128 + 16 * q + 64 * (g & 1),
+                g * 128 + 16 * q + 64 * (1 - (g & 1)),
+            ];
+            let (sd, xd) = (codes + 16 * g + 2 * q, 64 * q);
+            for u in 0..2 {
+                for h in 0..2 {
+                    let r = g + 8 * h;
+                    let c = (4 * u + q) ^ ((r & 1) << 2);
+                    assert_eq!(rd[u] + 1024 * h, r * 128 + 16 * c, "lane {lane} u {u}");
+                    assert_eq!(sd + 128 * h + 8 * u, codes + 16 * r + 8 * u + 2 * q);
+                }
+                // read_lean's X address at g = 0, the only lanes that read it at M 1
+                assert_eq!(xd + 256 * u, 256 * u + 64 * q);
+            }
         }
     }
 

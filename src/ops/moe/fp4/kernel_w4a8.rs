@@ -40,8 +40,9 @@ const LUT_BYTES: u32 = 128;
 /// `KILN_W4A8_DECODE=producer`: each slot's ready and free barriers, after the tables.
 const SLOT_BARRIER_BYTES: u32 = 64;
 
-/// The kernel's specialisation by its experiment knobs (both off: the default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The kernel's specialisation by its experiment knobs (the default: the scales staged, the
+/// consumers decoding; `KILN_W4A8_SX`'s default is `tma` from 2026-11-29, ledger F13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct W4a8Variant {
     /// `KILN_W4A8_SX=tma`: X's scales ride in the stages.
     pub sx_staged: bool,
@@ -67,14 +68,17 @@ impl W4a8Variant {
         self.fixed_bytes() + self.stages() * (stage_bytes(self.sx_staged) + 16)
     }
 
+    /// What runs when no knob asks otherwise.
+    pub const DEFAULT: W4a8Variant = W4a8Variant {
+        sx_staged: true,
+        producer_decode: false,
+    };
+
     /// Every variant, the default first.
     pub const ALL: [W4a8Variant; 4] = [
+        W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
-            producer_decode: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
             producer_decode: false,
         },
         W4a8Variant {
@@ -194,9 +198,8 @@ pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
 pub struct W4a8Experts;
 
 impl W4a8Experts {
-    /// `v`: the X scales in the stages (`KILN_W4A8_SX=tma`), the decode on the producer's warps
-    /// (`KILN_W4A8_DECODE=producer`); each defined only when asked for, so the default
-    /// variant's text is unchanged.
+    /// `v`: the X scales in the stages (`KILN_W4A8_SX=tma`, the default), the decode on the
+    /// producer's warps (`KILN_W4A8_DECODE=producer`); each defined only when on.
     pub fn spec(arch: &str, swiglu: bool, v: W4a8Variant) -> KernelSpec {
         let mut s = KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
             .define("KILN_OUT", DType::Bf16.code())
@@ -219,8 +222,8 @@ impl W4a8Experts {
             return Vec::new();
         }
         vec![
-            Self::spec(arch, false, W4a8Variant::default()),
-            Self::spec(arch, true, W4a8Variant::default()),
+            Self::spec(arch, false, W4a8Variant::DEFAULT),
+            Self::spec(arch, true, W4a8Variant::DEFAULT),
         ]
     }
 
@@ -405,7 +408,7 @@ mod tests {
         assert!(sx_off + 4 * SX_BOX <= stage_bytes(true));
         assert!(
             sx_off + 4 * SX_BOX > stage_bytes(false),
-            "the default stage stays as it was"
+            "the `ldg` stage stays as it was"
         );
     }
 

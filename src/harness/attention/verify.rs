@@ -3,6 +3,7 @@
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
+use crate::harness::attention::{host_inputs, upload};
 use crate::harness::memory;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
@@ -100,10 +101,11 @@ impl Check for Forward<'_> {
         // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
         f.o.fill_bytes(0xFF, ctx)?;
         f.lse.fill_bytes(0xFF, ctx)?;
+        let [q, k, v] = &f.on_gpu;
         let ops = AttentionOperands {
-            q: &f.dq,
-            k: &f.dk,
-            v: &f.dv,
+            q,
+            k,
+            v,
             o: &f.o,
             lse: &f.lse,
         };
@@ -135,7 +137,8 @@ impl Check for Forward<'_> {
         out.mismatches = o_nan + lse.iter().filter(|x| x.is_nan()).count();
         let (rows, reference) = f.reference.get_or_init(|| {
             let rows = rows_to_check(p, f.seed);
-            let want = attention_rows(p, &f.q.to_f64(), &f.k.to_f64(), &f.v.to_f64(), &rows);
+            let [q, k, v] = f.inputs.each_ref().map(HostData::to_f64);
+            let want = attention_rows(p, &q, &k, &v, &rows);
             (rows, want)
         });
         let o = &o;
@@ -209,12 +212,9 @@ pub fn judge_o_lse(out: &mut Outcome, dtype: DType, first: &[(bool, &dyn Fn() ->
 pub struct AttnFixture {
     p: AttentionProblem,
     seed: u64,
-    q: HostData,
-    k: HostData,
-    v: HostData,
-    dq: DeviceBuffer,
-    dk: DeviceBuffer,
-    dv: DeviceBuffer,
+    /// Q, K and V on the host and on the GPU.
+    inputs: [HostData; 3],
+    on_gpu: [DeviceBuffer; 3],
     o: DeviceBuffer,
     lse: DeviceBuffer,
     reference: std::cell::OnceCell<(Vec<usize>, Vec<RowRef>)>,
@@ -225,20 +225,14 @@ impl AttnFixture {
         p.validate()?;
         // Each tensor's whole span (with its strides' gaps, which no kernel may read as data).
         let [qn, kn, vn, on] = p.spans();
-        let q = HostData::random(p.dtype, qn, seed);
-        let k = HostData::random(p.dtype, kn, seed.wrapping_add(1));
-        let v = HostData::random(p.dtype, vn, seed.wrapping_add(2));
+        let inputs = host_inputs(p.dtype, [qn, kn, vn], seed);
         Ok(AttnFixture {
             p: *p,
             seed,
-            dq: DeviceBuffer::from_host(q.bytes())?,
-            dk: DeviceBuffer::from_host(k.bytes())?,
-            dv: DeviceBuffer::from_host(v.bytes())?,
+            on_gpu: upload(&inputs)?,
             o: DeviceBuffer::new(on * p.dtype.size())?,
             lse: DeviceBuffer::new(p.lse_elems() * 4)?,
-            q,
-            k,
-            v,
+            inputs,
             reference: std::cell::OnceCell::new(),
         })
     }

@@ -70,6 +70,15 @@ pub fn verify_attention_seeded(
     runner::run(ctx, &Forward { kernel, p }, seed)
 }
 
+/// Version `name` on `p` with the inputs of `seed`, not yet judged.
+pub fn blank(name: &str, p: &AttentionProblem, seed: u64) -> Outcome {
+    let extra = Extra::Attention {
+        problem: *p,
+        lse_max_error: f64::NAN,
+    };
+    Outcome::new(name, p.label(), seed, o_bound(p.dtype), extra)
+}
+
 /// One forward version on one problem, as the runner checks it.
 struct Forward<'a> {
     kernel: &'a dyn AttentionKernel,
@@ -80,12 +89,7 @@ impl Check for Forward<'_> {
     type Drawn = AttnFixture;
 
     fn blank(&self, seed: u64) -> Outcome {
-        let extra = Extra::Attention {
-            problem: *self.p,
-            lse_max_error: f64::NAN,
-        };
-        let (name, p) = (self.kernel.name(), self.p);
-        Outcome::new(name, p.label(), seed, o_bound(p.dtype), extra)
+        blank(self.kernel.name(), self.p, seed)
     }
 
     fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {

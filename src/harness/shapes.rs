@@ -94,31 +94,23 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
         }
         Suite::Full => {
             for l in Layout::ALL {
-                let mut ki = 0;
-                for &m in &EDGES {
-                    for &n in &EDGES {
-                        // 4097 x 4097 with a long K is slow on the naive rung; keep K moderate there.
-                        let k = if m == 4097 && n == 4097 {
-                            251
-                        } else {
-                            ODD_K[ki % ODD_K.len()]
-                        };
-                        ki += 1;
-                        v.push(bf(m, n, k, l));
-                    }
-                }
-                // The same boundaries with every leading dimension padded to a multiple of 8
-                // elements, as frameworks allocate: the aligned rungs must cover them too.
-                let mut ki = 0;
-                for &m in &EDGES {
-                    for &n in &EDGES {
-                        let k = if m == 4097 && n == 4097 {
-                            264
-                        } else {
-                            ALIGNED_K[ki % ALIGNED_K.len()]
-                        };
-                        ki += 1;
-                        v.push(padded(bf(m, n, k, l)));
+                // The boundaries, then the same with every leading dimension padded to a
+                // multiple of 8 elements, as frameworks allocate: the aligned rungs must cover
+                // them too. 4097 x 4097 with a long K is slow on the naive rung; K is moderate
+                // there.
+                for (ks, k_4097, pad) in [(&ODD_K[..], 251, false), (&ALIGNED_K[..], 264, true)] {
+                    let mut ki = 0;
+                    for &m in &EDGES {
+                        for &n in &EDGES {
+                            let k = if m == 4097 && n == 4097 {
+                                k_4097
+                            } else {
+                                ks[ki % ks.len()]
+                            };
+                            ki += 1;
+                            let p = bf(m, n, k, l);
+                            v.push(if pad { padded(p) } else { p });
+                        }
                     }
                 }
                 for &(m, n, k) in &[

@@ -8,6 +8,7 @@ use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
 use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error_of};
 use crate::harness::attention::{host_inputs, upload};
+use crate::harness::device_data::mix64;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
 use crate::ops::attention::fa3_wgmma::{Fa3Wgmma, VarlenOperands};
@@ -22,10 +23,7 @@ pub fn seeded_lengths(n: usize, lo: usize, hi: usize, seed: u64) -> Vec<(usize, 
         .map(|_| {
             // splitmix64
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            let l = lo + ((z ^ (z >> 31)) % (hi - lo + 1) as u64) as usize;
+            let l = lo + (mix64(x) % (hi - lo + 1) as u64) as usize;
             (l, l)
         })
         .collect()

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attention::verify::{verify_attention_seeded, AttnFixture};
 use super::check::CheckItem;
+use super::device_data::mix64;
 use super::draw::{Draw, GemmDraw};
 use super::fp8::{verify_gemm_seeded as verify_fp8_seeded, Data as Fp8Data, GemmCase as Fp8Case};
 use super::moe_layer::{draw_case as draw_layer, LayerCase};
@@ -227,10 +228,7 @@ impl Tallies {
 
 /// The seed of problem `i` of op `tag`'s inputs: a hash, so that neighbouring problems share nothing.
 fn input_seed(seed: u64, tag: u64, i: usize) -> u64 {
-    let mut z = seed ^ (tag << 56) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    mix64(seed ^ (tag << 56) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// The problems of a plan, drawn from its seed: the same on every machine.

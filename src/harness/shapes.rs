@@ -193,6 +193,43 @@ pub use crate::ops::moe::dtype_pairs;
 mod tests {
     use super::*;
 
+    /// The full suite's boundary problems, as the two loops wrote them before they were one.
+    #[test]
+    fn the_boundary_loop_draws_what_its_two_loops_drew() {
+        let bf = |m, n, k, l| GemmProblem::new(m, n, k, l, DType::Bf16, DType::Bf16);
+        let full = gemm_suite(Suite::Full);
+        let per_layout = 2 * EDGES.len() * EDGES.len() + 6 + 2 * dtype_pairs().len();
+        for (li, l) in Layout::ALL.into_iter().enumerate() {
+            let mut want = Vec::new();
+            for (i, (&m, &n)) in EDGES
+                .iter()
+                .flat_map(|m| EDGES.iter().map(move |n| (m, n)))
+                .enumerate()
+            {
+                let k = if m == 4097 && n == 4097 {
+                    251
+                } else {
+                    ODD_K[i % ODD_K.len()]
+                };
+                want.push(bf(m, n, k, l));
+            }
+            for (i, (&m, &n)) in EDGES
+                .iter()
+                .flat_map(|m| EDGES.iter().map(move |n| (m, n)))
+                .enumerate()
+            {
+                let k = if m == 4097 && n == 4097 {
+                    264
+                } else {
+                    ALIGNED_K[i % ALIGNED_K.len()]
+                };
+                want.push(padded(bf(m, n, k, l)));
+            }
+            let at = li * per_layout;
+            assert_eq!(full[at..at + want.len()], want[..], "{l:?}");
+        }
+    }
+
     #[test]
     fn suites_are_valid_and_cover_the_boundaries() {
         for s in [Suite::Quick, Suite::Full] {

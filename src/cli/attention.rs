@@ -8,11 +8,11 @@ use kiln::error::{Error, Result};
 use kiln::harness::attention::{
     bench::{time_attention, AttnBuffers},
     shapes::{attention_suite, strided_suite},
-    verify::{verify_attention, LSE_BOUND},
+    verify::{blank, verify_attention, LSE_BOUND},
 };
 use kiln::harness::bench::{KernelTiming, L2Flusher};
 use kiln::harness::memory;
-use kiln::harness::outcome::{Extra, Outcome};
+use kiln::harness::outcome::Outcome;
 use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention::{AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
@@ -278,15 +278,10 @@ fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         .iter()
         .flat_map(|k| problems.iter().map(move |p| (*k, p)));
     let checks = checks.map(|(k, p)| {
-        or_failed(verify_attention(&ctx, k, p), |message| {
-            let extra = Extra::Attention {
-                problem: *p,
-                lse_max_error: f64::NAN,
-            };
-            Outcome {
-                message,
-                ..Outcome::new(k.name(), p.label(), 0, 0.0, extra)
-            }
+        or_failed(verify_attention(&ctx, k, p), |message| Outcome {
+            message,
+            bound: 0.0,
+            ..blank(k.name(), p, 0)
         })
     });
     let outcomes = landing.each(checks, fail_line, Some(&rows::attention_verify_row))?;

@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use clap::Args;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::{
-    backward_bench::{time_backward, BackwardBuffers},
+    backward_bench::{BackwardBuffers, BackwardTiming},
     backward_shapes::backward_suite,
     backward_verify::{blank, grad_errors, reproducible, verify_backward},
 };
-use kiln::harness::bench::L2Flusher;
+use kiln::harness::bench::{sample_launches, L2Flusher};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
@@ -149,7 +149,11 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         &ctx,
         "attn-bench-backward",
         &ks,
-        |k| time_backward(&ctx, k, &p, &bufs, &flusher, &opt),
+        |k| {
+            let launch = || k.launch(&ctx, &p, &bufs.operands());
+            let times = sample_launches(&ctx, &flusher, &opt, launch)?;
+            Ok(BackwardTiming::of(k.name(), p, p.flops(), times))
+        },
         rows::attention_backward_bench_row,
         header,
         None,

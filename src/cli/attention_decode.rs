@@ -51,17 +51,21 @@ pub struct DecodeFlags {
 }
 
 impl DecodeFlags {
-    /// A decode flag without --decode: an error rather than a dense run that ignores it.
-    pub fn refuse_without_decode(&self) -> Result<()> {
-        let flags = [
+    /// Each flag of one decode problem (but --decode) and whether it was given.
+    fn flags(&self) -> [(&'static str, bool); 6] {
+        [
             ("--page-size", self.page_size.is_some()),
             ("--context", self.context.is_some()),
             ("--random-lengths", self.random_lengths),
             ("--append", self.append.is_some()),
             ("--dense", self.dense),
             ("--left-pad", self.left_pad),
-        ];
-        refuse_given(&flags, |flag| {
+        ]
+    }
+
+    /// A decode flag without --decode: an error rather than a dense run that ignores it.
+    pub fn refuse_without_decode(&self) -> Result<()> {
+        refuse_given(&self.flags(), |flag| {
             format!("{flag} belongs to decode over a paged cache; add --decode")
         })
     }
@@ -130,13 +134,7 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     let specs = if f.given() {
         vec![f.spec(&a.problem, (4, 32, 8, 128, 0))?]
     } else {
-        if f.page_size.is_some()
-            || f.append.is_some()
-            || f.random_lengths
-            || f.dense
-            || f.left_pad
-            || a.problem.shape.batch.is_some()
-        {
+        if f.flags().iter().any(|f| f.1) || a.problem.shape.batch.is_some() {
             return Err(Error::invalid(
                 "these flags describe one decode problem, which needs its length: add --context, or leave them out to verify the suite",
             ));

@@ -7,15 +7,15 @@ use clap::Args;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::bench::{time_attention, AttnBuffers};
 use kiln::harness::attention::varlen::{
-    blank, dense_equal_batch, dense_equivalent, seeded_lengths, time_varlen, varlen_flops,
-    varlen_label, varlen_suite, verify_varlen, VarlenBounds, VarlenBuffers,
+    blank, dense_equal_batch, dense_equivalent, seeded_lengths, varlen_flops, varlen_label,
+    varlen_suite, verify_varlen, VarlenBounds, VarlenBuffers,
 };
 use kiln::harness::attention::varlen_bad::verify_bad_offsets;
-use kiln::harness::bench::L2Flusher;
+use kiln::harness::bench::Bench;
 use kiln::harness::outcome::Outcome;
 use kiln::harness::verify::{fresh_seed, or_failed};
-use kiln::ops::attention::{VarlenProblem, Window};
-use kiln::reference::data::HostData;
+use kiln::ops::attention::fa3_wgmma::Fa3Wgmma;
+use kiln::ops::attention::{AttentionProblem, VarlenProblem, Window};
 use kiln::report::Table;
 use serde_json::json;
 
@@ -201,29 +201,27 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         .ok_or_else(|| Error::invalid("--varlen-range needs --varlen-count"))?;
     let p = problem(&a.problem.shape, &a.problem.dtype, &lengths)?;
     let ctx = env.context()?;
-    let opt = a.options(env);
-    let q = HostData::random(p.dtype, p.q_elems(), seed);
-    let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
-    let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
-    let bufs = VarlenBuffers::upload(&p, &q, &k, &v)?;
-    let flusher = L2Flusher::new(&ctx)?;
-    let (median, min, tflops) = time_varlen(&ctx, &p, &bufs, &flusher, &opt)?;
+    let run = Bench::new(&ctx, &a.options(env))?;
+    let (_, bufs) = VarlenBuffers::random(&p, seed)?;
+    let (ops, shape) = (bufs.operands(), p.shape());
+    let packed = run.one(|| Fa3Wgmma.launch_varlen(&ctx, &shape, &ops))?;
+    let (median, min) = (packed.median_ms, packed.min_ms);
+    let tflops = packed.rate(varlen_flops(&p), 1e12);
+    // fa3_wgmma's dense forward on `d`, beside the packed call.
+    let dense_call = |d: &AttentionProblem| {
+        let fa3 = env
+            .registry
+            .select_attention(d, &ctx.info, Some("fa3_wgmma"))?;
+        let bufs = AttnBuffers::random(&ctx, d, seed)?;
+        time_attention(&ctx, fa3, d, &bufs, &run.flusher, &run.opt)
+    };
     // The same work in one dense call: its TFLOPS are what the packed call's are measured against.
     let dense = dense_equivalent(&p);
-    let fa3 = env
-        .registry
-        .select_attention(&dense, &ctx.info, Some("fa3_wgmma"))?;
-    let dbufs = AttnBuffers::random(&ctx, &dense, seed)?;
-    let dt = time_attention(&ctx, fa3, &dense, &dbufs, &flusher, &opt)?;
+    let dt = dense_call(&dense)?;
     let ratio = tflops / dt.tflops;
     // The same batch at one length: what raggedness alone costs (the packed call against it).
     let even = dense_equal_batch(&p);
-    let ebufs = AttnBuffers::random(&ctx, &even, seed)?;
-    let fa3e = env
-        .registry
-        .select_attention(&even, &ctx.info, Some("fa3_wgmma"))?;
-    let et = time_attention(&ctx, fa3e, &even, &ebufs, &flusher, &opt)?;
-    drop(ebufs);
+    let et = dense_call(&even)?;
     if env.json {
         env.print_json(&json!({
             "problem": varlen_label(&p),

@@ -11,8 +11,9 @@ pub fn spec(arch: &str) -> KernelSpec {
     KernelSpec::new("harness/counter_fill.cu", "counter_fill", arch)
 }
 
-/// splitmix64's finaliser, as the kernel computes it.
-fn mix64(mut z: u64) -> u64 {
+/// splitmix64's finaliser, as the kernel computes it (and the seeds of the fuzz's inputs and
+/// the packed attention's drawn lengths).
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

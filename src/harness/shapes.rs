@@ -94,31 +94,23 @@ pub fn gemm_suite(suite: Suite) -> Vec<GemmProblem> {
         }
         Suite::Full => {
             for l in Layout::ALL {
-                let mut ki = 0;
-                for &m in &EDGES {
-                    for &n in &EDGES {
-                        // 4097 x 4097 with a long K is slow on the naive rung; keep K moderate there.
-                        let k = if m == 4097 && n == 4097 {
-                            251
-                        } else {
-                            ODD_K[ki % ODD_K.len()]
-                        };
-                        ki += 1;
-                        v.push(bf(m, n, k, l));
-                    }
-                }
-                // The same boundaries with every leading dimension padded to a multiple of 8
-                // elements, as frameworks allocate: the aligned rungs must cover them too.
-                let mut ki = 0;
-                for &m in &EDGES {
-                    for &n in &EDGES {
-                        let k = if m == 4097 && n == 4097 {
-                            264
-                        } else {
-                            ALIGNED_K[ki % ALIGNED_K.len()]
-                        };
-                        ki += 1;
-                        v.push(padded(bf(m, n, k, l)));
+                // The boundaries, then the same with every leading dimension padded to a
+                // multiple of 8 elements, as frameworks allocate: the aligned rungs must cover
+                // them too. 4097 x 4097 with a long K is slow on the naive rung; K is moderate
+                // there.
+                for (ks, k_4097, pad) in [(&ODD_K[..], 251, false), (&ALIGNED_K[..], 264, true)] {
+                    let mut ki = 0;
+                    for &m in &EDGES {
+                        for &n in &EDGES {
+                            let k = if m == 4097 && n == 4097 {
+                                k_4097
+                            } else {
+                                ks[ki % ks.len()]
+                            };
+                            ki += 1;
+                            let p = bf(m, n, k, l);
+                            v.push(if pad { padded(p) } else { p });
+                        }
                     }
                 }
                 for &(m, n, k) in &[
@@ -200,6 +192,43 @@ pub use crate::ops::moe::dtype_pairs;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The full suite's boundary problems, as the two loops wrote them before they were one.
+    #[test]
+    fn the_boundary_loop_draws_what_its_two_loops_drew() {
+        let bf = |m, n, k, l| GemmProblem::new(m, n, k, l, DType::Bf16, DType::Bf16);
+        let full = gemm_suite(Suite::Full);
+        let per_layout = 2 * EDGES.len() * EDGES.len() + 6 + 2 * dtype_pairs().len();
+        for (li, l) in Layout::ALL.into_iter().enumerate() {
+            let mut want = Vec::new();
+            for (i, (&m, &n)) in EDGES
+                .iter()
+                .flat_map(|m| EDGES.iter().map(move |n| (m, n)))
+                .enumerate()
+            {
+                let k = if m == 4097 && n == 4097 {
+                    251
+                } else {
+                    ODD_K[i % ODD_K.len()]
+                };
+                want.push(bf(m, n, k, l));
+            }
+            for (i, (&m, &n)) in EDGES
+                .iter()
+                .flat_map(|m| EDGES.iter().map(move |n| (m, n)))
+                .enumerate()
+            {
+                let k = if m == 4097 && n == 4097 {
+                    264
+                } else {
+                    ALIGNED_K[i % ALIGNED_K.len()]
+                };
+                want.push(padded(bf(m, n, k, l)));
+            }
+            let at = li * per_layout;
+            assert_eq!(full[at..at + want.len()], want[..], "{l:?}");
+        }
+    }
 
     #[test]
     fn suites_are_valid_and_cover_the_boundaries() {

@@ -2,13 +2,13 @@
 //! (once, untimed), then the whole backward (its three passes) timed with CUDA events, L2
 //! flushed before every repetition; TFLOPS counted as FlashAttention does, 2.5 forwards.
 
+use super::device_inputs;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
-use crate::harness::bench::{sample_launches, BenchOptions, KernelTiming, L2Flusher};
-use crate::harness::device_data::random_buffer;
+use crate::harness::bench::KernelTiming;
 use crate::harness::verify::refusal;
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands};
-use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
+use crate::ops::attention_backward::{BackwardOperands, BackwardProblem};
 
 /// The backward's timings: TFLOPS of 2.5 times the forward's FLOPs over unmasked pairs.
 pub type BackwardTiming = KernelTiming<BackwardProblem>;
@@ -27,14 +27,8 @@ impl BackwardBuffers {
         p: &BackwardProblem,
         seed: u64,
     ) -> Result<BackwardBuffers> {
-        let a = &p.attn;
-        let (dt, q, kv) = (a.dtype, a.q_elems(), a.kv_elems());
-        let inputs = [
-            random_buffer(ctx, dt, q, seed)?,
-            random_buffer(ctx, dt, kv, seed.wrapping_add(1))?,
-            random_buffer(ctx, dt, kv, seed.wrapping_add(2))?,
-            random_buffer(ctx, dt, q, seed.wrapping_add(3))?,
-        ];
+        let (a, q, kv) = (&p.attn, p.attn.q_elems(), p.attn.kv_elems());
+        let inputs = device_inputs(ctx, a.dtype, [q, kv, kv, q], seed)?;
         let bufs = BackwardBuffers::around(ctx, forward, p, inputs)?;
         ctx.synchronize()?;
         Ok(bufs)
@@ -81,18 +75,4 @@ impl BackwardBuffers {
     pub fn operands(&self) -> BackwardOperands<'_> {
         BackwardOperands::from_array(&self.bufs)
     }
-}
-
-/// Times `kernel` on `p` with the given buffers.
-pub fn time_backward(
-    ctx: &Context,
-    kernel: &dyn AttentionBackwardKernel,
-    p: &BackwardProblem,
-    bufs: &BackwardBuffers,
-    flusher: &L2Flusher,
-    opt: &BenchOptions,
-) -> Result<BackwardTiming> {
-    let ops = bufs.operands();
-    let times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
-    Ok(BackwardTiming::of(kernel.name(), *p, p.flops(), times))
 }

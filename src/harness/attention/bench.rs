@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::decode::DecodeSpec;
 use super::decode_check::DecodeBuffers;
-use crate::harness::bench::{sample_launches, stats, BenchOptions, KernelTiming, L2Flusher};
-use crate::harness::device_data::random_buffer;
+use super::device_inputs;
+use crate::harness::bench::{sample_launches, BenchOptions, KernelTiming, L2Flusher, Summary};
 use crate::ops::attention::decode_paged;
 use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
@@ -27,14 +27,16 @@ pub struct AttnBuffers {
 
 impl AttnBuffers {
     /// Q, K and V of `p` (their spans under its strides) filled on the GPU from `seed`
-    /// ([`random_buffer`]), O and LSE as allocated (every launch writes them whole). Waits until the fills are done.
+    /// ([`device_inputs`]), O and LSE as allocated (every launch writes them whole). Waits until
+    /// the fills are done.
     pub fn random(ctx: &Context, p: &AttentionProblem, seed: u64) -> Result<AttnBuffers> {
-        let [q, k, v, o] = p.spans();
+        let [qn, kn, vn, on] = p.spans();
+        let [q, k, v] = device_inputs(ctx, p.dtype, [qn, kn, vn], seed)?;
         let bufs = AttnBuffers {
-            q: random_buffer(ctx, p.dtype, q, seed)?,
-            k: random_buffer(ctx, p.dtype, k, seed.wrapping_add(1))?,
-            v: random_buffer(ctx, p.dtype, v, seed.wrapping_add(2))?,
-            o: ctx.alloc(o * p.dtype.size())?,
+            q,
+            k,
+            v,
+            o: ctx.alloc(on * p.dtype.size())?,
             lse: ctx.alloc(p.lse_elems() * DType::F32.size())?,
         };
         ctx.synchronize()?;
@@ -99,17 +101,17 @@ pub fn time_decode(
         splits = decode_paged::launch(ctx, &s, &ops)?.splits;
         Ok(())
     })?;
-    let (median, min, max) = stats(&mut times.clone());
+    let sum = Summary::of(times.clone());
     let cache_bytes = s.cache_bytes_read(&p.context_lens);
     Ok(DecodeTiming {
         spec: *spec,
         splits,
-        median_us: median * 1e3,
-        min_us: min * 1e3,
-        max_us: max * 1e3,
-        reps: times.len(),
+        median_us: sum.median_ms * 1e3,
+        min_us: sum.min_ms * 1e3,
+        max_us: sum.max_ms * 1e3,
+        reps: sum.reps,
         cache_bytes,
-        gbps: cache_bytes as f64 / (median * 1e-3) / 1e9,
+        gbps: sum.rate(cache_bytes as f64, 1e9),
         times_ms: times,
     })
 }

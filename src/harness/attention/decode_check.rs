@@ -5,7 +5,7 @@ use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
 use crate::harness::attention::decode::DecodeSpec;
 use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error_of};
-use crate::harness::device_data::random_buffer;
+use crate::harness::attention::{device_inputs, host_inputs, upload};
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
 use crate::harness::verify::verdict;
@@ -93,12 +93,8 @@ impl DecodeBuffers {
         p: &PagedProblem,
         seed: u64,
     ) -> Result<Self> {
-        let (dt, cache) = (p.dtype, p.cache_elems());
-        let inputs = [
-            random_buffer(ctx, dt, p.q_elems(), seed)?,
-            random_buffer(ctx, dt, cache, seed.wrapping_add(1))?,
-            random_buffer(ctx, dt, cache, seed.wrapping_add(2))?,
-        ];
+        let (qn, cache) = (p.q_elems(), p.cache_elems());
+        let inputs = device_inputs(ctx, p.dtype, [qn, cache, cache], seed)?;
         DecodeBuffers::around(ctx, spec, p, inputs)
     }
 
@@ -196,9 +192,8 @@ impl Check for Step<'_> {
         let spec = self.spec;
         let p = spec.problem(seed)?;
         let s = spec.shape(&p);
-        let q = HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(1));
-        let kc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(2));
-        let vc = HostData::random(p.dtype, p.cache_elems(), seed.wrapping_add(3));
+        let (qn, cache) = (p.q_elems(), p.cache_elems());
+        let [q, kc, vc] = host_inputs(p.dtype, [qn, cache, cache], seed.wrapping_add(1));
         let inputs = [
             DeviceBuffer::from_host(q.bytes())?,
             device_cache(spec, &p, &kc)?,
@@ -222,12 +217,9 @@ impl Check for Step<'_> {
         let (spec, p) = (self.spec, &d.p);
         if spec.append > 0 {
             let n = p.batch * spec.append * p.heads_kv * p.head_dim;
-            let kn = HostData::random(p.dtype, n, d.seed.wrapping_add(4));
-            let vn = HostData::random(p.dtype, n, d.seed.wrapping_add(5));
-            let (dkn, dvn) = (
-                DeviceBuffer::from_host(kn.bytes())?,
-                DeviceBuffer::from_host(vn.bytes())?,
-            );
+            let new = host_inputs(p.dtype, [n, n], d.seed.wrapping_add(4));
+            let [dkn, dvn] = upload(&new)?;
+            let [kn, vn] = new;
             // (an append needs the lengths: with a full dense cache, every one is the cache's)
             let all = DeviceBuffer::from_host(&p.context_lens)?;
             let ops = AppendOperands {

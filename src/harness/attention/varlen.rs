@@ -7,7 +7,8 @@ use serde::Serialize;
 use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::Result;
 use crate::harness::attention::verify::{judge_o_lse, lse_error, o_bound, o_error_of};
-use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::harness::attention::{host_inputs, upload};
+use crate::harness::device_data::mix64;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
 use crate::ops::attention::fa3_wgmma::{Fa3Wgmma, VarlenOperands};
@@ -22,10 +23,7 @@ pub fn seeded_lengths(n: usize, lo: usize, hi: usize, seed: u64) -> Vec<(usize, 
         .map(|_| {
             // splitmix64
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            let l = lo + ((z ^ (z >> 31)) % (hi - lo + 1) as u64) as usize;
+            let l = lo + (mix64(x) % (hi - lo + 1) as u64) as usize;
             (l, l)
         })
         .collect()
@@ -159,16 +157,21 @@ pub struct VarlenBuffers {
 }
 
 impl VarlenBuffers {
-    pub fn upload(p: &VarlenProblem, q: &HostData, k: &HostData, v: &HostData) -> Result<Self> {
-        Ok(VarlenBuffers {
-            q: DeviceBuffer::from_host(q.bytes())?,
-            k: DeviceBuffer::from_host(k.bytes())?,
-            v: DeviceBuffer::from_host(v.bytes())?,
+    /// Q, K and V of `p` random from `seed` on the host ([`host_inputs`]), and the buffers that
+    /// hold them with O and LSE as allocated.
+    pub fn random(p: &VarlenProblem, seed: u64) -> Result<([HostData; 3], Self)> {
+        let inputs = host_inputs(p.dtype, [p.q_elems(), p.kv_elems(), p.kv_elems()], seed);
+        let [q, k, v] = upload(&inputs)?;
+        let bufs = VarlenBuffers {
+            q,
+            k,
+            v,
             o: DeviceBuffer::new(p.q_elems() * p.dtype.size())?,
             lse: DeviceBuffer::new(p.heads_q * p.total_q * 4)?,
             cu_q: DeviceBuffer::from_host(&p.cu_seqlens_q)?,
             cu_k: DeviceBuffer::from_host(&p.cu_seqlens_k)?,
-        })
+        };
+        Ok((inputs, bufs))
     }
 
     pub fn operands(&self) -> VarlenOperands<'_> {
@@ -212,11 +215,9 @@ struct Packed<'a> {
     bounds: VarlenBounds,
 }
 
-/// A packed problem's inputs, buffers and the kernel's error word.
+/// A packed problem's inputs (Q, K, V), buffers and the kernel's error word.
 struct PackedDrawn {
-    q: HostData,
-    k: HostData,
-    v: HostData,
+    inputs: [HostData; 3],
     bufs: VarlenBuffers,
     flags: HostFlags,
 }
@@ -243,15 +244,9 @@ impl Check for Packed<'_> {
     }
 
     fn draw(&self, _ctx: &Context, seed: u64) -> Result<PackedDrawn> {
-        let p = self.p;
-        let q = HostData::random(p.dtype, p.q_elems(), seed);
-        let k = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1));
-        let v = HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2));
-        let bufs = VarlenBuffers::upload(p, &q, &k, &v)?;
+        let (inputs, bufs) = VarlenBuffers::random(self.p, seed)?;
         Ok(PackedDrawn {
-            q,
-            k,
-            v,
+            inputs,
             bufs,
             flags: HostFlags::new(1)?,
         })
@@ -281,7 +276,8 @@ impl Check for Packed<'_> {
         let lse: Vec<f32> = d.bufs.lse.download::<f32>(p.heads_q * p.total_q)?;
         out.mismatches = (0..o.len()).filter(|&i| o.get(i).is_nan()).count()
             + lse.iter().filter(|x| x.is_nan()).count();
-        let want = varlen_forward(p, &d.q.to_f64(), &d.k.to_f64(), &d.v.to_f64());
+        let [q, k, v] = d.inputs.each_ref().map(HostData::to_f64);
+        let want = varlen_forward(p, &q, &k, &v);
         out.rel_error = o_error_of(&o, &want.o);
         let lse_err = want.lse.iter().zip(&lse).map(|(&w, &h)| lse_error(h, w));
         out.set_lse_max_error(lse_err.fold(0.0f64, f64::max));
@@ -332,22 +328,6 @@ pub fn dense_equal_batch(p: &VarlenProblem) -> AttentionProblem {
         s += 64;
     }
     at(s)
-}
-
-/// Median, min and TFLOPS (real pairs) of fa3_wgmma's packed forward on `bufs`.
-pub fn time_varlen(
-    ctx: &Context,
-    p: &VarlenProblem,
-    bufs: &VarlenBuffers,
-    flusher: &L2Flusher,
-    opt: &BenchOptions,
-) -> Result<(f64, f64, f64)> {
-    let (ops, shape) = (bufs.operands(), p.shape());
-    let times = sample_launches(ctx, flusher, opt, || {
-        Fa3Wgmma.launch_varlen(ctx, &shape, &ops)
-    })?;
-    let (median, min, _) = stats(&mut times.clone());
-    Ok((median, min, varlen_flops(p) / (median * 1e-3) / 1e12))
 }
 
 #[cfg(test)]

@@ -98,11 +98,9 @@ fn cases(p: &VarlenProblem) -> Vec<Case> {
 pub fn verify_bad_offsets(ctx: &Context, seed: u64) -> Result<Vec<Outcome>> {
     let p = clean();
     p.validate()?;
-    let q = HostData::random(DType::Bf16, p.q_elems(), seed);
-    let k = HostData::random(DType::Bf16, p.kv_elems(), seed.wrapping_add(1));
-    let v = HostData::random(DType::Bf16, p.kv_elems(), seed.wrapping_add(2));
-    let want = varlen_forward(&p, &q.to_f64(), &k.to_f64(), &v.to_f64());
-    let bufs = VarlenBuffers::upload(&p, &q, &k, &v)?;
+    let (inputs, bufs) = VarlenBuffers::random(&p, seed)?;
+    let [q, k, v] = inputs.each_ref().map(HostData::to_f64);
+    let want = varlen_forward(&p, &q, &k, &v);
     let (o_bytes, lse_bytes) = (p.q_elems() * 2, p.heads_q * p.total_q * 4);
     let (o_all, lse_all) = (
         DeviceBuffer::new(o_bytes + 2 * GUARD)?,

@@ -3,6 +3,7 @@
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
+use crate::harness::attention::{host_inputs, upload};
 use crate::harness::memory;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
@@ -69,6 +70,15 @@ pub fn verify_attention_seeded(
     runner::run(ctx, &Forward { kernel, p }, seed)
 }
 
+/// Version `name` on `p` with the inputs of `seed`, not yet judged.
+pub fn blank(name: &str, p: &AttentionProblem, seed: u64) -> Outcome {
+    let extra = Extra::Attention {
+        problem: *p,
+        lse_max_error: f64::NAN,
+    };
+    Outcome::new(name, p.label(), seed, o_bound(p.dtype), extra)
+}
+
 /// One forward version on one problem, as the runner checks it.
 struct Forward<'a> {
     kernel: &'a dyn AttentionKernel,
@@ -79,12 +89,7 @@ impl Check for Forward<'_> {
     type Drawn = AttnFixture;
 
     fn blank(&self, seed: u64) -> Outcome {
-        let extra = Extra::Attention {
-            problem: *self.p,
-            lse_max_error: f64::NAN,
-        };
-        let (name, p) = (self.kernel.name(), self.p);
-        Outcome::new(name, p.label(), seed, o_bound(p.dtype), extra)
+        blank(self.kernel.name(), self.p, seed)
     }
 
     fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
@@ -100,10 +105,11 @@ impl Check for Forward<'_> {
         // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
         f.o.fill_bytes(0xFF, ctx)?;
         f.lse.fill_bytes(0xFF, ctx)?;
+        let [q, k, v] = &f.on_gpu;
         let ops = AttentionOperands {
-            q: &f.dq,
-            k: &f.dk,
-            v: &f.dv,
+            q,
+            k,
+            v,
             o: &f.o,
             lse: &f.lse,
         };
@@ -135,7 +141,8 @@ impl Check for Forward<'_> {
         out.mismatches = o_nan + lse.iter().filter(|x| x.is_nan()).count();
         let (rows, reference) = f.reference.get_or_init(|| {
             let rows = rows_to_check(p, f.seed);
-            let want = attention_rows(p, &f.q.to_f64(), &f.k.to_f64(), &f.v.to_f64(), &rows);
+            let [q, k, v] = f.inputs.each_ref().map(HostData::to_f64);
+            let want = attention_rows(p, &q, &k, &v, &rows);
             (rows, want)
         });
         let o = &o;
@@ -209,12 +216,9 @@ pub fn judge_o_lse(out: &mut Outcome, dtype: DType, first: &[(bool, &dyn Fn() ->
 pub struct AttnFixture {
     p: AttentionProblem,
     seed: u64,
-    q: HostData,
-    k: HostData,
-    v: HostData,
-    dq: DeviceBuffer,
-    dk: DeviceBuffer,
-    dv: DeviceBuffer,
+    /// Q, K and V on the host and on the GPU.
+    inputs: [HostData; 3],
+    on_gpu: [DeviceBuffer; 3],
     o: DeviceBuffer,
     lse: DeviceBuffer,
     reference: std::cell::OnceCell<(Vec<usize>, Vec<RowRef>)>,
@@ -225,20 +229,14 @@ impl AttnFixture {
         p.validate()?;
         // Each tensor's whole span (with its strides' gaps, which no kernel may read as data).
         let [qn, kn, vn, on] = p.spans();
-        let q = HostData::random(p.dtype, qn, seed);
-        let k = HostData::random(p.dtype, kn, seed.wrapping_add(1));
-        let v = HostData::random(p.dtype, vn, seed.wrapping_add(2));
+        let inputs = host_inputs(p.dtype, [qn, kn, vn], seed);
         Ok(AttnFixture {
             p: *p,
             seed,
-            dq: DeviceBuffer::from_host(q.bytes())?,
-            dk: DeviceBuffer::from_host(k.bytes())?,
-            dv: DeviceBuffer::from_host(v.bytes())?,
+            on_gpu: upload(&inputs)?,
             o: DeviceBuffer::new(on * p.dtype.size())?,
             lse: DeviceBuffer::new(p.lse_elems() * 4)?,
-            q,
-            k,
-            v,
+            inputs,
             reference: std::cell::OnceCell::new(),
         })
     }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attention::verify::{verify_attention_seeded, AttnFixture};
 use super::check::CheckItem;
+use super::device_data::mix64;
 use super::draw::{Draw, GemmDraw};
 use super::fp8::{verify_gemm_seeded as verify_fp8_seeded, Data as Fp8Data, GemmCase as Fp8Case};
 use super::moe_layer::{draw_case as draw_layer, LayerCase};
@@ -134,28 +135,26 @@ impl Verdict {
         !self.passed && self.skipped.is_none()
     }
 
-    /// The verdict of `case` from its check's outcome; an error is a failed verdict, and is
-    /// returned as well when the context cannot go on.
-    pub fn of(case: Case, o: Result<Outcome>) -> Result<Verdict> {
-        match o {
-            Ok(o) => Ok(Verdict {
-                case,
-                passed: o.passed,
-                skipped: o.skipped,
-                rel_error: o.rel_error,
-                bound: o.bound,
-                message: o.message,
-            }),
-            Err(e @ (Error::Hang { .. } | Error::Cuda { .. })) => Err(e),
-            Err(e) => Ok(Verdict {
-                case,
-                passed: false,
-                skipped: None,
-                rel_error: f64::NAN,
-                bound: f64::NAN,
-                message: e.to_string(),
-            }),
-        }
+    /// The verdict of `case` from its check's outcome (an error is a failed verdict with its
+    /// message), and the error again when it leaves the context unusable (a hang, a CUDA error).
+    pub fn of(case: Case, o: Result<Outcome>) -> (Verdict, Option<Error>) {
+        let (passed, skipped, rel_error, bound, message, fatal) = match o {
+            Ok(o) => (o.passed, o.skipped, o.rel_error, o.bound, o.message, None),
+            Err(e) => {
+                let fatal = matches!(e, Error::Hang { .. } | Error::Cuda { .. });
+                let message = e.to_string();
+                (false, None, f64::NAN, f64::NAN, message, fatal.then_some(e))
+            }
+        };
+        let v = Verdict {
+            case,
+            passed,
+            skipped,
+            rel_error,
+            bound,
+            message,
+        };
+        (v, fatal)
     }
 }
 
@@ -229,13 +228,11 @@ impl Tallies {
 
 /// The seed of problem `i` of op `tag`'s inputs: a hash, so that neighbouring problems share nothing.
 fn input_seed(seed: u64, tag: u64, i: usize) -> u64 {
-    let mut z = seed ^ (tag << 56) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    mix64(seed ^ (tag << 56) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// The problems of a plan, drawn from its seed: the same on every machine.
+#[derive(Default)]
 pub struct Drawn {
     pub gemm: Vec<(GemmProblem, u64)>,
     pub attention: Vec<(AttentionProblem, u64)>,
@@ -341,6 +338,7 @@ pub fn draw(plan: &FuzzPlan) -> Drawn {
 
 /// The versions a plan runs: kiln's own (never the vendor's, never the test-only ones), or the
 /// ones it names, each of which must exist in some op.
+#[derive(Default)]
 pub struct Versions<'a> {
     pub gemm: Vec<&'a dyn GemmKernel>,
     pub attention: Vec<&'a dyn AttentionKernel>,
@@ -444,90 +442,123 @@ pub fn run(
 ) -> Result<Tallies> {
     let mut tallies = Tallies::default();
     // Each verdict is charged the time since the one before: its check, and for the first
-    // version of a problem, the problem's inputs and reference.
+    // version of a problem, the problem's inputs and reference. An error that leaves the
+    // context unusable is written as the case's failure, then ends the run.
     let mut last = std::time::Instant::now();
-    let mut emit = |verdict: Verdict| {
+    let mut emit = |case: Case, o: Result<Outcome>| -> Result<()> {
+        let (verdict, fatal) = Verdict::of(case, o);
         tallies.add(&verdict);
         tallies.charge(&verdict, last.elapsed().as_secs_f64());
         last = std::time::Instant::now();
         each(&verdict);
+        fatal.map_or(Ok(()), Err)
     };
     let mut bufs = gemm::Buffers::default();
-    for (p, seed) in &drawn.gemm {
-        let checks = gemm::check_gemm(ctx, &mut bufs, &v.gemm, p, *seed)?;
+    for &(problem, seed) in &drawn.gemm {
+        let checks = gemm::check_gemm(ctx, &mut bufs, &v.gemm, &problem, seed)?;
         for o in checks.outcomes {
-            let case = Case::Gemm {
-                version: o.check.clone(),
-                problem: *p,
-                seed: *seed,
-            };
-            emit(Verdict::of(case, Ok(o))?);
+            let version = o.check.clone();
+            emit(
+                Case::Gemm {
+                    version,
+                    problem,
+                    seed,
+                },
+                Ok(o),
+            )?;
         }
         if let Some(e) = checks.fatal {
             return Err(e);
         }
     }
     drop(bufs);
-    for (p, seed) in &drawn.attention {
+    for &(problem, seed) in &drawn.attention {
         // One set of inputs and one reference per problem, checked on every version that takes it.
-        let mut fixture = if v.attention.iter().any(|k| k.supports(p, &ctx.info).is_ok()) {
-            Some(AttnFixture::new(p, *seed)?)
+        let mut fixture = if v
+            .attention
+            .iter()
+            .any(|k| k.supports(&problem, &ctx.info).is_ok())
+        {
+            Some(AttnFixture::new(&problem, seed)?)
         } else {
             None
         };
         for k in &v.attention {
-            let case = Case::Attention {
-                version: k.name().into(),
-                problem: *p,
-                seed: *seed,
-            };
             let o = match &mut fixture {
                 Some(f) => f.check(ctx, *k),
-                None => verify_attention_seeded(ctx, *k, p, *seed),
+                None => verify_attention_seeded(ctx, *k, &problem, seed),
             };
-            emit(Verdict::of(case, o)?);
+            let version = k.name().into();
+            emit(
+                Case::Attention {
+                    version,
+                    problem,
+                    seed,
+                },
+                o,
+            )?;
         }
     }
-    for (p, mode, seed) in &drawn.moe {
-        let fixture = if v.moe.iter().any(|k| k.supports(p, &ctx.info).is_ok()) {
-            Some(MoeFixture::new(p, *seed)?)
+    for (problem, mode, seed) in &drawn.moe {
+        let (mode, seed) = (*mode, *seed);
+        let fixture = if v.moe.iter().any(|k| k.supports(problem, &ctx.info).is_ok()) {
+            Some(MoeFixture::new(problem, seed)?)
         } else {
             None
         };
         for k in &v.moe {
-            let case = Case::Moe {
-                version: k.name().into(),
-                problem: p.clone(),
-                mode: *mode,
-                seed: *seed,
-            };
             let o = match &fixture {
-                Some(f) => f.check(ctx, *k, *mode),
-                None => verify_moe_seeded(ctx, *k, p, *mode, *seed),
+                Some(f) => f.check(ctx, *k, mode),
+                None => verify_moe_seeded(ctx, *k, problem, mode, seed),
             };
-            emit(Verdict::of(case, o)?);
+            let (version, problem) = (k.name().into(), problem.clone());
+            emit(
+                Case::Moe {
+                    version,
+                    problem,
+                    mode,
+                    seed,
+                },
+                o,
+            )?;
         }
     }
-    if v.moe_layer {
-        for (c, seed) in &drawn.moe_layer {
-            let case = Case::MoeLayer {
-                version: LAYER_VERSION.into(),
-                case: c.clone(),
-                seed: *seed,
-            };
-            emit(layer_verdict(ctx, case)?);
-        }
+    for (case, seed) in drawn.moe_layer.iter().filter(|_| v.moe_layer) {
+        let o = verify_layer_seeded(ctx, case, *seed);
+        let (version, case, seed) = (LAYER_VERSION.into(), case.clone(), *seed);
+        emit(
+            Case::MoeLayer {
+                version,
+                case,
+                seed,
+            },
+            o,
+        )?;
     }
-    if v.fp8 {
-        for (p, recipe, seed) in &drawn.fp8 {
-            let case = Case::Fp8 {
-                version: FP8_VERSION.into(),
-                problem: *p,
-                recipe: *recipe,
-                seed: *seed,
-            };
-            emit(fp8_verdict(ctx, case)?);
-        }
+    for &(problem, recipe, seed) in drawn.fp8.iter().filter(|_| v.fp8) {
+        let gc = Fp8Case {
+            p: problem,
+            cfg: None,
+            recipe,
+            data: Fp8Data::Signed,
+        };
+        // Against the exact reference's bound (the check also holds the error beyond the
+        // output's rounding to the accumulation bound; its message says which failed).
+        let bound = super::fp8::exact_bound(&problem);
+        let o = verify_fp8_seeded(ctx, &gc, false, seed).map(|mut v| Outcome {
+            bound,
+            ..v.remove(0)
+        });
+        let version = FP8_VERSION.into();
+        emit(
+            Case::Fp8 {
+                version,
+                problem,
+                recipe,
+                seed,
+            },
+            o,
+        )?;
     }
     Ok(tallies)
 }
@@ -537,87 +568,48 @@ pub const FP8_VERSION: &str = crate::ops::fp8::gemm::NAME;
 /// The MoE layer's one pipeline.
 pub const LAYER_VERSION: &str = crate::ops::moe::layer::NAME;
 
-fn layer_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
-    let Case::MoeLayer { case: c, seed, .. } = &case else {
-        unreachable!("a layer case")
-    };
-    let o = verify_layer_seeded(ctx, c, *seed);
-    Verdict::of(case, o)
-}
-
-fn fp8_verdict(ctx: &Context, case: Case) -> Result<Verdict> {
-    let Case::Fp8 {
-        problem,
-        recipe,
-        seed,
-        ..
-    } = &case
-    else {
-        unreachable!("an FP8 case")
-    };
-    let gc = Fp8Case {
-        p: *problem,
-        cfg: None,
-        recipe: *recipe,
-        data: Fp8Data::Signed,
-    };
-    // Against the exact reference's bound (the check also holds the error beyond the output's
-    // rounding to the accumulation bound; its message says which failed).
-    let bound = super::fp8::exact_bound(problem);
-    let o = verify_fp8_seeded(ctx, &gc, false, *seed).map(|mut v| Outcome {
-        bound,
-        ..v.remove(0)
-    });
-    Verdict::of(case, o)
-}
-
-/// Reruns one case exactly (same problem, same inputs, same version).
+/// Reruns one case exactly (same problem, same inputs, same version): the run of a plan that
+/// holds only it.
 pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict> {
-    match case {
-        Case::Gemm {
-            version,
-            problem,
-            seed,
-        } => {
-            let k = registry.gemm_version(version)?;
-            let mut bufs = gemm::Buffers::default();
-            let checks = gemm::check_gemm(ctx, &mut bufs, &[k], problem, *seed)?;
-            let o = checks.outcomes.into_iter().next().expect("one outcome");
-            if let Some(e) = checks.fatal {
-                return Err(e);
-            }
-            Verdict::of(case.clone(), Ok(o))
+    let (version, mut drawn) = (case.version(), Drawn::default());
+    let mut v = Versions::default();
+    match case.clone() {
+        Case::Gemm { problem, seed, .. } => {
+            v.gemm.push(registry.gemm_version(version)?);
+            drawn.gemm.push((problem, seed));
         }
-        Case::Attention {
-            version,
-            problem,
-            seed,
-        } => {
-            let k = registry.attention_version(version)?;
-            Verdict::of(
-                case.clone(),
-                verify_attention_seeded(ctx, k, problem, *seed),
-            )
+        Case::Attention { problem, seed, .. } => {
+            v.attention.push(registry.attention_version(version)?);
+            drawn.attention.push((problem, seed));
         }
         Case::Moe {
-            version,
             problem,
             mode,
             seed,
+            ..
         } => {
-            let k = registry.moe_version(version)?;
-            let o = verify_moe_seeded(ctx, k, problem, *mode, *seed);
-            Verdict::of(case.clone(), o)
+            v.moe.push(registry.moe_version(version)?);
+            drawn.moe.push((problem, mode, seed));
         }
-        Case::MoeLayer { version, .. } => {
+        Case::MoeLayer { case, seed, .. } => {
             only(version, LAYER_VERSION, "MoE layer", "the layer's")?;
-            layer_verdict(ctx, case.clone())
+            v.moe_layer = true;
+            drawn.moe_layer.push((case, seed));
         }
-        Case::Fp8 { version, .. } => {
+        Case::Fp8 {
+            problem,
+            recipe,
+            seed,
+            ..
+        } => {
             only(version, FP8_VERSION, "FP8", "the FP8 GEMM's")?;
-            fp8_verdict(ctx, case.clone())
+            v.fp8 = true;
+            drawn.fp8.push((problem, recipe, seed));
         }
     }
+    let mut got = None;
+    run(ctx, &v, &drawn, |v| got = Some(v.clone()))?;
+    got.ok_or_else(|| Error::invalid(format!("the case {} ran no check", case.label())))
 }
 
 /// Refuses a `version` of an op (`what`) that has one, `name` (`whose` is it).

@@ -799,9 +799,11 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
             .unwrap_or_else(|| choose_waves(p, dev)),
         Fp8Rule::Large => match choose_large(p, dev) {
             Some(c) => stream_if_it_fills(p, &c, dev),
-            None => {
-                choose_small_rows(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured))
-            }
+            None => with_small_m_splits(
+                p,
+                choose_small_rows(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                dev,
+            ),
         },
     }
 }
@@ -1093,6 +1095,82 @@ pub fn choose_splits(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
         .clamp(1, MAX_SPLITS.min(cfg.max_splits()) as u64) as u32
 }
 
+/// What the large rule's slices at M <= [`SMALL_M`] assume ([`small_m_stream_us`]; H200,
+/// 2026-11-29, ledger rows 18-19 and 20). Past a fixed ~6 us (launch, the first DRAM round trip,
+/// the epilogue: 64x2112x128, one K block, took 6.3 us), one SM streams B from DRAM at about 54
+/// GB/s whatever its ring holds (64x2112x7168 unsplit, 17 CTAs of 56 K blocks of 16 KB: 22.7 us;
+/// 128x7168x16384 in `128pte/2`, 112 CTAs of 64 blocks: 42.2), all of them together at about
+/// 71 % of the DRAM's peak (3.5 of 4.9 TB/s: 64x7168x16384 `/2`, 121 MB past the fixed part at
+/// 3.6 TB/s), and slicing adds ~2.5 us of reduction tail (the atomic adds, the fence, the
+/// counter, the sum's read: 64x2112x7168 in 2 slices 16.7 us against 14.3 streamed, in 4 13.4
+/// against 10.6). A slice count other than [`choose_splits`]' is taken where it streams in at
+/// most [`SMALL_SPLIT_GAIN`] of that count's time.
+pub const SM_STREAM_BYTES_PER_US: f64 = 54e3;
+pub const SMALL_DRAM_SHARE: f64 = 0.71;
+pub const SPLIT_TAIL_US: f64 = 2.5;
+pub const SMALL_SPLIT_GAIN: f64 = 0.9;
+
+/// Bytes `p` moves once: A, B, their scales, C.
+fn problem_bytes(p: &Fp8Problem) -> f64 {
+    (p.m * p.k + p.n * p.k) as f64
+        + 4.0 * (p.a_scales() + p.b_scales()) as f64
+        + (p.m * p.n * p.out.size()) as f64
+}
+
+/// The streamed part of `p` with `cfg` in `splits` slices at small M, in microseconds (the fixed
+/// part left out): the larger of the busiest SM's B stream at [`SM_STREAM_BYTES_PER_US`] and the
+/// problem's bytes at [`SMALL_DRAM_SHARE`] of the DRAM's peak, plus [`SPLIT_TAIL_US`] when
+/// sliced, once for each unit its busiest CTA runs.
+pub fn small_m_stream_us(p: &Fp8Problem, cfg: &Fp8Config, splits: u32, dev: &DeviceInfo) -> f64 {
+    let sms = dev.sm_count.max(1) as u64;
+    let s = splits.max(1) as u64;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    let units = tiles(p, cfg) * s;
+    let per_sm = units.div_ceil(sms) * kblocks.div_ceil(s) * (cfg.b_box_rows() * BK) as u64;
+    let t_sm = per_sm as f64 / SM_STREAM_BYTES_PER_US;
+    let t_dram = problem_bytes(p) / (SMALL_DRAM_SHARE * dram_bytes_per_us(dev));
+    // a CTA of several units sums each (its consumers wait for the fence and the counter)
+    let tails = if s > 1 {
+        units.div_ceil(sms) as f64
+    } else {
+        0.0
+    };
+    t_sm.max(t_dram) + tails * SPLIT_TAIL_US
+}
+
+/// The large rule's slices for `cfg` at M <= [`SMALL_M`]: the fewest whose
+/// [`small_m_stream_us`] is within 2 % of the least, where that takes at most
+/// [`SMALL_SPLIT_GAIN`] of [`choose_splits`]' count's time; else that count. On DeepSeek-V3's
+/// M = 64 and 128 shapes it differs at one: 64x7168x2048 unsplit (56 CTAs stream 256 KB each in
+/// ~4.9 us, the 15.7 MB take ~4.5 at the DRAM's share) where two slices add the ~2.5 us tail.
+pub fn small_m_splits(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
+    let fill = choose_splits(p, cfg, dev);
+    let kblocks = (p.k as u64).div_ceil(BK as u64) as u32;
+    let most = cfg.max_splits().min(kblocks / 2).max(1);
+    let t = |s: u32| small_m_stream_us(p, cfg, s, dev);
+    let best = (1..=most).map(t).fold(f64::INFINITY, f64::min);
+    let pick = (1..=most).find(|&s| t(s) <= 1.02 * best).unwrap_or(fill);
+    if t(pick) <= SMALL_SPLIT_GAIN * t(fill) {
+        pick
+    } else {
+        fill
+    }
+}
+
+/// `cfg` with its slices from [`small_m_splits`] where it is the new family's, at M <=
+/// [`SMALL_M`], and leaves its slices to the launch; else `cfg`.
+fn with_small_m_splits(p: &Fp8Problem, cfg: Fp8Config, dev: &DeviceInfo) -> Fp8Config {
+    if p.m > SMALL_M || cfg.splits > 0 || cfg.stream || !cfg.is_new() || cfg.max_splits() == 1 {
+        return cfg;
+    }
+    let s = small_m_splits(p, &cfg, dev);
+    if s == choose_splits(p, &cfg, dev) {
+        cfg
+    } else {
+        Fp8Config { splits: s, ..cfg }
+    }
+}
+
 /// The splits a launch of `cfg` runs with: its own, at most the K blocks, or the default rule's
 /// (1 with stream-K, whose whole tiles are not split).
 pub fn splits_for(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> u32 {
@@ -1182,9 +1260,7 @@ pub fn predict_us(p: &Fp8Problem, cfg: &Fp8Config, splits: u32, dev: &DeviceInfo
     let per_cta = units.div_ceil(units.min(sms).max(1)) as f64;
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let k_unit = kblocks.div_ceil(s) as f64;
-    let bytes = (p.m * p.k + p.n * p.k) as f64
-        + 4.0 * (p.a_scales() + p.b_scales()) as f64
-        + (p.m * p.n * p.out.size()) as f64;
+    let bytes = problem_bytes(p);
     let t_dram = bytes / (model::COPY_EFFICIENCY * dram_bytes_per_us(dev));
     let flop_block = 2.0 * cfg.bm as f64 * cfg.bn as f64 * BK as f64;
     let sm_flop_per_us = dev.sm_clock_mhz.max(1) as f64 * model::FLOP_PER_SM_CYCLE;
@@ -2295,6 +2371,13 @@ mod tests {
                 assert_eq!(c, choose_by(&p, &dev, Fp8Rule::Measured), "{p}");
             }
         }
+        // 64x7168x2048 unsplit, where the measured rule's two slices add their tail (below)
+        let p = Fp8Problem::new(64, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        let c = choose_by(&p, &dev, Fp8Rule::Large);
+        assert_eq!(
+            (c.to_string(), splits_for(&p, &c, &dev)),
+            ("64x128ps/1".into(), 1)
+        );
         let p = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
         assert_eq!(splits_for(&p, &pte, &dev), 2);
         let small: Fp8Config = "64x128ps".parse().unwrap();
@@ -2351,6 +2434,67 @@ mod tests {
                 "{p}: {c}"
             );
         }
+    }
+
+    /// The H200 of the ledger's rows 18-20: 132 SMs, HBM3e at 4.9 TB/s.
+    fn h200() -> DeviceInfo {
+        DeviceInfo {
+            mem_clock_mhz: 3201,
+            mem_bus_bits: 6144,
+            ..DeviceInfo::h100_sxm()
+        }
+    }
+
+    #[test]
+    fn small_m_slices_stream_against_their_tail() {
+        let dev = h200();
+        let small: Fp8Config = "64x128ps".parse().unwrap();
+        let pte: Fp8Config = "128pte".parse().unwrap();
+        let at = |m, n, k| Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+        // the measured points the model rests on (us past the fixed ~6): 64x2112x7168 unsplit
+        // 16.7, in 2 slices 10.7, in 4 7.4; 128x7168x16384 in `128pte/2` 36.2
+        let p = at(64, 2112, 7168);
+        let us: Vec<f64> = [1, 2, 4]
+            .iter()
+            .map(|&s| small_m_stream_us(&p, &small, s, &dev))
+            .collect();
+        assert!(
+            (us[0] - 17.0).abs() < 0.5 && (us[1] - 11.0).abs() < 0.5,
+            "{us:?}"
+        );
+        assert!((us[2] - 7.1).abs() < 0.5, "{us:?}");
+        let us = small_m_stream_us(&at(128, 7168, 16384), &pte, 2, &dev);
+        assert!((us - 37.3).abs() < 1.0, "{us}");
+        // DeepSeek-V3's M = 64 and 128: only N x K = 7168 x 2048 in 56 tiles leaves the fill
+        // rule's slices (2: under half the SMs) for none; the rest keep theirs
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            if m > SMALL_M {
+                continue;
+            }
+            let p = at(m, n, k);
+            for c in [small, pte] {
+                let (fill, model) = (choose_splits(&p, &c, &dev), small_m_splits(&p, &c, &dev));
+                if (n, k) == (7168, 2048) {
+                    // 56 tiles (2 slices to fill) or 112 (1 already)
+                    let filled = if tiles(&p, &c) == 56 { 2 } else { 1 };
+                    assert_eq!((fill, model), (filled, 1), "{p}: {c}");
+                } else {
+                    assert_eq!(model, fill, "{p}: {c}");
+                }
+            }
+        }
+        // the rule's config says its slices where they are the model's, not the launch's
+        let p = at(64, 7168, 2048);
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Large).to_string(),
+            "64x128ps/1"
+        );
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Measured).to_string(),
+            "64x128ps"
+        );
+        let p = at(128, 7168, 16384);
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), pte);
     }
 
     #[test]

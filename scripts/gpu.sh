@@ -133,6 +133,10 @@
 #                                rule with stream-K), 128pte/k and 128pte, twice each; 4096x2112x7168
 #                                and 1024x7168x2048 with and without /k, twice; DeepSeek-V3's set
 #                                under `measured` and `large`; table by scripts/fp8-table.py
+#   fp8slices                    the large rule's slices at M <= 128 (docs/fp8.md, ledger row 20;
+#                                about 3 min on an H200): 64x7168x2048 unsplit verified, the slice
+#                                curves of 64x128ps (1-7 slices) at five small-M shapes, twice;
+#                                DeepSeek-V3's set under `measured` and `large`
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -1016,6 +1020,28 @@ fp8sk)
   "$PY" scripts/fp8-table.py "$D" "small M, each config twice" fp8sk-small.json "$labels" \
     "4096x2112x7168 and 1024x7168x2048, each twice" fp8sk-big.json "$blabels" \
     "DeepSeek-V3" fp8sk-ds.json "measured large" | tee "$D/summary.txt"
+  ;;
+
+fp8slices)
+  need_bin "$KILN"; machine "$KILN"
+  # The large rule's slices at M <= 128 (docs/fp8.md ledger row 20): the shape whose slices the
+  # stream model changes (64x7168x2048, unsplit) verified beside a ragged K; then the slice curves
+  # the model rests on (64x128ps in 1 to 7 slices at five M = 64 and 128 shapes), twice; then
+  # DeepSeek-V3's set under `measured` (the fill rule's slices) and `large` (the model's).
+  step fp8slices-verify 60 "$KILN" fp8 verify --shape 64x7168x2048 --shape 128x7168x2048 \
+    --shape 64x1000x2064 --tile large --tile 64x128ps/1
+  curve=(64x128ps/1 64x128ps/2a 64x128ps/3a 64x128ps/4a 64x128ps/7a large)
+  cc=(); for t in "${curve[@]}"; do cc+=(--tile "$t"); done
+  step_json fp8slices-curve 120 "$KILN" --json fp8 bench --scale block --reps 20 \
+    --shape 64x7168x2048 --shape 128x7168x2048 --shape 64x4096x7168 --shape 128x2112x7168 \
+    --shape 64x2112x7168 "${cc[@]}" "${cc[@]}"
+  step_json fp8slices-ds 120 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile measured --tile large
+  table
+  echo
+  labels=""; for i in 1 2; do for t in "${curve[@]}"; do labels="$labels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "slice curves, each config twice" fp8slices-curve.json \
+    "$labels" "DeepSeek-V3" fp8slices-ds.json "measured large" | tee "$D/summary.txt"
   ;;
 
 fp8parts)

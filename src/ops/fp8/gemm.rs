@@ -34,6 +34,11 @@ pub enum Reduce {
     /// Each slice adds its partial into the tile's one fp32 sum with `red.add` at the L2; the
     /// last reads the sum once and sets it back to zero.
     Atomic,
+    /// A tile's slices run as one cluster of CTAs, one slice each, the grid not persistent: the
+    /// peers write their partials into the first CTA's ring through the cluster's shared memory
+    /// and it adds them in slice order (`c`; `common/split_k_cluster.cuh`). Single-CTA tiles
+    /// only, at most [`MAX_CLUSTER_SPLITS`] slices and as many partials as the ring holds.
+    Cluster,
 }
 
 /// A launch's configuration: the block tile (rows `bm`: 128, each consumer warpgroup 64 of
@@ -403,6 +408,12 @@ impl Fp8Config {
         match self.reduction() {
             Reduce::Slots => MAX_SPLITS,
             Reduce::Atomic => MAX_ATOMIC_SPLITS,
+            // the peers' partials (the tile in fp32) fit the first CTA's ring
+            Reduce::Cluster if self.ctas() == 1 => {
+                let ring = self.stages() * self.stage_bytes();
+                (ring / (4 * self.bm * self.bn) + 1).min(MAX_CLUSTER_SPLITS)
+            }
+            Reduce::Cluster => 1,
         }
     }
 }
@@ -440,6 +451,7 @@ impl std::fmt::Display for Fp8Config {
         match self.reduce {
             Some(Reduce::Atomic) => f.write_str("a"),
             Some(Reduce::Slots) => f.write_str("w"),
+            Some(Reduce::Cluster) => f.write_str("c"),
             None => Ok(()),
         }
     }
@@ -447,7 +459,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -459,14 +471,14 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer), 64x for the 64-row \
-                 tile, /S for S split-K slices (/k: stream-K), a or w to reduce them atomically or \
-                 through slots (64x128ps/7a, 128pte/k)"
+                 tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
+                 through slots or in a cluster's shared memory (64x128ps/7a, 64x128ps/4c, 128pte/k)"
             ))
         };
         let (mut head, mut reduce) = (s, None);
@@ -474,6 +486,8 @@ impl std::str::FromStr for Fp8Config {
             (head, reduce) = (h, Some(Reduce::Atomic));
         } else if let Some(h) = head.strip_suffix('w') {
             (head, reduce) = (h, Some(Reduce::Slots));
+        } else if let Some(h) = head.strip_suffix('c') {
+            (head, reduce) = (h, Some(Reduce::Cluster));
         }
         let (head, splits, stream) = match head.split_once('/') {
             Some((h, "k")) => (h, 0, true),
@@ -1077,9 +1091,11 @@ fn choose_waves(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
 }
 
 /// Most split-K slices through per-slice slots (`common/split_k.cuh`'s 32-bit slice arithmetic
-/// holds up to 8), and through the atomic sum (one tile whatever the count).
+/// holds up to 8), through the atomic sum (one tile whatever the count), and in a cluster's
+/// shared memory (a portable cluster: 8 CTAs).
 pub const MAX_SPLITS: u32 = 8;
 pub const MAX_ATOMIC_SPLITS: u32 = 16;
+pub const MAX_CLUSTER_SPLITS: u32 = 8;
 
 /// Split-K slices for `p` with `cfg` under the rule of a8381a5: 1 while the tiles fill half
 /// the SMs or more, else enough slices to fill them, at most [`MAX_SPLITS`], keeping two K
@@ -1220,7 +1236,8 @@ fn dram_bytes_per_us(dev: &DeviceInfo) -> f64 {
 /// tile's register epilogue 0.3 us plus its C at 20 GB/s an SM (4096x32768x512, 4 K blocks a
 /// tile, took 3.7 us a tile, 2.1 of them its K blocks); a split slice's atomic adds move at 100 GB/s an SM and 2 TB/s in all
 /// plus 1 us of round trips (fence, counter, the sum's read), the slot reduction 2 us plus 1 us
-/// per slice added (one L2 round trip each, under load).
+/// per slice added (one L2 round trip each, under load), the cluster's sum 1 us (two cluster
+/// barriers and the partials over the SM-to-SM network; not yet measured).
 mod model {
     pub const COPY_EFFICIENCY: f64 = 0.85;
     pub const DRAM_LATENCY_US: f64 = 1.5;
@@ -1236,6 +1253,7 @@ mod model {
     pub const ATOMIC_TAIL_US: f64 = 1.0;
     pub const SLOT_TAIL_US: f64 = 2.0;
     pub const SLOT_TAIL_PER_SLICE_US: f64 = 1.0;
+    pub const CLUSTER_TAIL_US: f64 = 1.0;
 }
 
 /// The fraction of the tensor cores' rate [`predict_us`] assumes for `cfg`'s mainloop.
@@ -1293,6 +1311,7 @@ pub fn predict_us(p: &Fp8Problem, cfg: &Fp8Config, splits: u32, dev: &DeviceInfo
             0.0,
             model::SLOT_TAIL_US + model::SLOT_TAIL_PER_SLICE_US * (s - 1) as f64,
         ),
+        (_, Reduce::Cluster) => (0.0, 0.0, model::CLUSTER_TAIL_US),
     };
     let t_block = t_mma.max(t_fetch).max(t_scales);
     let c_tile = (p.m.min(cfg.bm as usize) * cfg.bn as usize * p.out.size()) as f64;
@@ -1441,6 +1460,12 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             }
         )));
     }
+    if cfg.reduction() == Reduce::Cluster && (cfg.stream || cfg.max_splits() == 1) {
+        return Err(Error::invalid(format!(
+            "config {cfg} sums its slices in a cluster (c), which takes single-CTA tiles not run \
+             in parts and no stream-K; drop the c, or use a tile such as 64x128ps/4c"
+        )));
+    }
     if cfg.stream && (cfg.max_splits() == 1 || cfg.reduction() != Reduce::Atomic) {
         return Err(Error::invalid(format!(
             "config {cfg} asks for stream-K (/k), which sums a tile's runs atomically in a tile \
@@ -1459,8 +1484,9 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     let names: Vec<String> = w.iter().map(|c| c.to_string()).collect();
     Err(Error::invalid(format!(
         "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
-         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, none for the tiles whose \
-         consumers run in parts: 256tmh, 256ptmh)",
+         split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, {MAX_CLUSTER_SPLITS} in a \
+         cluster as its ring holds, none for the tiles whose consumers run in parts: 256tmh, \
+         256ptmh)",
         names.join(", ")
     )))
 }
@@ -1519,7 +1545,11 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         splits: 1,
         ws: 0,
         counters: 0,
-        reduce: (reduce == Reduce::Atomic) as i32,
+        reduce: match reduce {
+            Reduce::Slots => 0,
+            Reduce::Atomic => 1,
+            Reduce::Cluster => 2,
+        },
         a_rows: a_rows as i32,
         tma_c: 0,
         tma_sa: 0,
@@ -1566,7 +1596,11 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     if let Some((sk_from, sk_w)) = stream {
         (args.sk_from, args.sk_w) = (sk_from as i32, sk_w);
     }
-    if splits > 1 || stream.is_some() {
+    // a tile's slices in one cluster: every unit a CTA of its own (no workspace)
+    let cluster_sum = splits > 1 && reduce == Reduce::Cluster;
+    if cluster_sum {
+        args.splits = splits as i32;
+    } else if splits > 1 || stream.is_some() {
         let tile_bytes = (bm as u64) * bn as u64 * 4;
         args.splits = splits as i32;
         args.ws = match reduce {
@@ -1575,7 +1609,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
                 .fp8_split
                 .at_least(ctx, (t * splits * tile_bytes) as usize)?,
             // zeroed when allocated; each launch leaves it at zero
-            Reduce::Atomic => ctx
+            Reduce::Atomic | Reduce::Cluster => ctx
                 .scratch
                 .fp8_split_sum
                 .at_least(ctx, (t * tile_bytes) as usize)?,
@@ -1596,11 +1630,15 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     };
     let grid = match stream {
         Some(_) => slots.max(1) as u32 * ctas,
+        None if cluster_sum => (ctiles * splits) as u32,
         None => (ctiles * splits).min(slots).max(1) as u32 * ctas,
     };
     let cfg = LaunchConfig {
         smem_bytes: cfg.smem_bytes(),
-        cluster: (ctas > 1).then_some((ctas, 1, 1)),
+        cluster: match cluster_sum {
+            true => Some((splits as u32, 1, 1)),
+            false => (ctas > 1).then_some((ctas, 1, 1)),
+        },
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8Args): four 128-byte maps and
@@ -2443,6 +2481,28 @@ mod tests {
             mem_bus_bits: 6144,
             ..DeviceInfo::h100_sxm()
         }
+    }
+
+    #[test]
+    fn the_cluster_sum_takes_what_the_first_ring_holds() {
+        let c: Fp8Config = "64x128ps/4c".parse().unwrap();
+        assert_eq!(
+            (c.to_string(), c.reduction()),
+            ("64x128ps/4c".into(), Reduce::Cluster)
+        );
+        // 9 stages of 24 KB hold 6 partials of 64 x 128 fp32 (32 KB); 5 of 32 KB two of 64 KB
+        assert_eq!(c.max_splits(), 7);
+        let pte: Fp8Config = "128pte/2c".parse().unwrap();
+        assert_eq!(pte.max_splits(), 3);
+        let p = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Block);
+        assert!(check_config(&p, c).is_ok() && check_config(&p, pte).is_ok());
+        for bad in ["64x128ps/8c", "128ptme/2c", "256tmh/2c", "128pte/3c"] {
+            let c: Fp8Config = bad.parse().unwrap();
+            let e = check_config(&p, c);
+            assert!(e.is_err() == (bad != "128pte/3c"), "{bad}: {e:?}");
+        }
+        let e = check_config(&p, Fp8Config { stream: true, ..c }).unwrap_err();
+        assert!(e.to_string().contains("cluster (c)"), "{e}");
     }
 
     #[test]

@@ -248,6 +248,9 @@ pub fn plan(
         why.push(match reduce {
             Reduce::Slots => "the slices reduce through per-slice slots".to_string(),
             Reduce::Atomic => "the slices reduce by atomic adds into one fp32 tile".to_string(),
+            Reduce::Cluster => "each tile's slices run as one cluster, summed in its first CTA's \
+                                shared memory (one CTA a slice, not persistent)"
+                .to_string(),
         });
     }
     Ok(Fp8Plan {
@@ -285,6 +288,7 @@ impl Fp8Plan {
                 match self.reduce {
                     Reduce::Slots => " (slots)",
                     Reduce::Atomic => " (atomic)",
+                    Reduce::Cluster => " (cluster)",
                 }
             } else {
                 ""

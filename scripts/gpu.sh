@@ -143,6 +143,11 @@
 #                                rule with stream-K), 128pte/k and 128pte, twice each; 4096x2112x7168
 #                                and 1024x7168x2048 with and without /k, twice; DeepSeek-V3's set
 #                                under `measured` and `large`; table by scripts/fp8-table.py
+#   fp8slices                    the large rule's slices at M <= 128 and the cluster sum (docs/
+#                                fp8.md, ledger rows 20-21; about 4 min on an H200): 64x7168x2048
+#                                unsplit and /4c, /7c, 128pte/2c verified at their edges, the slice
+#                                curves of 64x128ps (1-7 slices, a and c) at five small-M shapes,
+#                                twice; DeepSeek-V3's set under `measured` and `large`
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -1045,6 +1050,41 @@ fp8sk)
   "$PY" scripts/fp8-table.py "$D" "small M, each config twice" fp8sk-small.json "$labels" \
     "4096x2112x7168 and 1024x7168x2048, each twice" fp8sk-big.json "$blabels" \
     "DeepSeek-V3" fp8sk-ds.json "measured large" | tee "$D/summary.txt"
+  ;;
+
+fp8slices)
+  need_bin "$KILN"; machine "$KILN"
+  # The large rule's slices at M <= 128 (docs/fp8.md ledger rows 20-21): the shape whose slices
+  # the stream model changes (64x7168x2048, unsplit) verified beside a ragged K, and the slices
+  # summed in a cluster's shared memory (c) at their edges (one tile, ragged K, M = 1, 128-row
+  # tiles past M, f32 and f16 out); then the slice curves the model rests on (64x128ps in 1 to 7
+  # slices, atomic and in clusters, at five M = 64 and 128 shapes), twice; the 128-row tile's
+  # two slices both ways; then DeepSeek-V3's set under `measured` and `large`.
+  step fp8slices-verify 60 "$KILN" fp8 verify --shape 64x7168x2048 --shape 128x7168x2048 \
+    --shape 64x1000x2064 --tile large --tile 64x128ps/1
+  ctiles=(--tile 64x128ps/4c --tile 64x128ps/7c --tile 128pte/2c)
+  step fp8slices-cluster 90 "$KILN" fp8 verify --shape 64x2112x7168 --shape 64x1000x2064 \
+    --shape 1x2112x4096 --shape 128x2112x7168 --shape 300x520x2064 "${ctiles[@]}"
+  step fp8slices-cluster-out 60 "$KILN" fp8 verify --shape 300x520x2064 --out f32 "${ctiles[@]}"
+  step fp8slices-cluster-f16 60 "$KILN" fp8 verify --shape 129x392x4112 --out f16 "${ctiles[@]}"
+  curve=(64x128ps/1 64x128ps/2a 64x128ps/2c 64x128ps/3a 64x128ps/3c 64x128ps/4a 64x128ps/4c
+    64x128ps/7a large)
+  cc=(); for t in "${curve[@]}"; do cc+=(--tile "$t"); done
+  step_json fp8slices-curve 120 "$KILN" --json fp8 bench --scale block --reps 20 \
+    --shape 64x7168x2048 --shape 128x7168x2048 --shape 64x4096x7168 --shape 128x2112x7168 \
+    --shape 64x2112x7168 "${cc[@]}" "${cc[@]}"
+  step_json fp8slices-rows 90 "$KILN" --json fp8 bench --scale block --reps 10 \
+    --shape 128x7168x16384 --shape 64x7168x16384 --tile 128pte/2a --tile 128pte/2c \
+    --tile 64x128ps/2a --tile 64x128ps/2c --tile 128pte/2a --tile 128pte/2c
+  step_json fp8slices-ds 120 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile measured --tile large
+  table
+  echo
+  labels=""; for i in 1 2; do for t in "${curve[@]}"; do labels="$labels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "slice curves, each config twice" fp8slices-curve.json \
+    "$labels" "two slices, atomic and in clusters" fp8slices-rows.json \
+    "128pte/2a#1 128pte/2c#1 64x128ps/2a 64x128ps/2c 128pte/2a#2 128pte/2c#2" \
+    "DeepSeek-V3" fp8slices-ds.json "measured large" | tee "$D/summary.txt"
   ;;
 
 fp8parts)

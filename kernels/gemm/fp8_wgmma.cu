@@ -77,7 +77,8 @@
 // past it keep stale shared memory, whose products lie in rows past M and are never stored.
 // Small M: a promoted consumer whose rows (or columns) all lie past M (N) skips its wgmmas, and
 // with few tiles the host splits K (Fp8Args.splits: work units are tile slices), reduced either
-// through one fp32 slot per slice (reduce 0) or by atomic adds into one fp32 tile (reduce 1).
+// through one fp32 slot per slice (reduce 0), by atomic adds into one fp32 tile (reduce 1), or
+// in the shared memory of a cluster that holds the tile's slices (reduce 2).
 // Stream-K (Fp8Args.sk_w, the atomic sum): where the tiles do not fill whole waves of the SMs,
 // the tiles past the last whole wave (every tile where there are fewer than the clusters) are
 // shared out by K block, each cluster taking one contiguous run of the same length, so the
@@ -99,6 +100,7 @@
 #include "common/mbarrier.cuh"
 #include "common/mma_sync.cuh"
 #include "common/split_k.cuh"
+#include "common/split_k_cluster.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_fp8.cuh"
 #include "common/wgmma_fp8_rs.cuh"
@@ -210,6 +212,9 @@ struct Fp8Args {
   //     that counts last on counters[t] adds the others and runs the epilogue.
   //   reduce 1: every slice adds its partial into ws tile t (zero between launches) with
   //     red.add; the last reads the sum, sets the tile back to zero and runs the epilogue.
+  //   reduce 2: a tile's slices are one cluster of `splits` CTAs, each one unit (the grid is the
+  //     units, not persistent); the peers' partials go into rank 0's ring, which adds them
+  //     (common/split_k_cluster.cuh). Not with KILN_CLUSTER / KILN_CLUSTER_N pairs.
   // (common/split_k.cuh)
   int splits;
   float* ws;
@@ -684,7 +689,16 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     }();
     if (PARTS == 1 && ns > 1) {  // (a tile run in parts is never split)
       const int ct = threadIdx.x - 128;
-      if (p.reduce) {
+      if (p.reduce == 2) {
+        // The tile's slices are this cluster's CTAs (rank sp), one unit each
+        // (common/split_k_cluster.cuh): once every consumer is past its K blocks, rank 0's ring
+        // takes the peers' partials, and rank 0 goes on with their sum.
+        cluster_sync();
+        if (sp != 0) split_cluster_put(base + (u32)(sp - 1) * (256u * NR * 4u), ct, sums);
+        cluster_sync();
+        if (sp != 0) continue;
+        split_cluster_sum(base, ns, ct, sums);
+      } else if (p.reduce) {
         // Atomic adds into the tile's one fp32 sum; only the slice that counts last goes on.
         // Rows past M (and a consumer wholly past N) add nothing: the sum there stays zero.
         float* tile_ws = p.ws + (i64)t * (BM * BN);

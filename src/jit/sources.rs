@@ -96,6 +96,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/split_k.cuh"),
     ),
     (
+        "common/split_k_cluster.cuh",
+        include_str!("../../kernels/common/split_k_cluster.cuh"),
+    ),
+    (
         "common/wgmma_epilogue.cuh",
         include_str!("../../kernels/common/wgmma_epilogue.cuh"),
     ),

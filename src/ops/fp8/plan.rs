@@ -6,9 +6,9 @@
 use serde::Serialize;
 
 use super::gemm::{
-    choose_by, column_cost, configs, large_wide_cost, predict_us, ranked, splits_for,
-    stream_layout, supports, tiles, Fp8Config, Fp8Rule, Reduce, BK, LARGE_CLUSTER_WAVES, LARGE_M,
-    LARGE_PIPE_K, NAME, SMALL_M,
+    choose_by, choose_splits, column_cost, configs, large_wide_cost, predict_us, ranked,
+    small_m_stream_us, splits_for, stream_layout, supports, tiles, Fp8Config, Fp8Rule, Reduce, BK,
+    LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M,
 };
 use super::problem::Fp8Problem;
 use crate::device::DeviceInfo;
@@ -198,6 +198,16 @@ pub fn plan(
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let t = tiles(p, &config);
     let splits = splits_for(p, &config, dev);
+    if config.splits > 0 && forced.is_none() && rule == Fp8Rule::Large {
+        why.push(format!(
+            "{splits} slice(s), not the {} that fill the SMs: streaming the busiest SM's B at \
+             ~54 GB/s or the problem's bytes at 71 % of the DRAM's peak, plus ~2.5 us of \
+             reduction tail when sliced (rates fitted on an H200), takes {:.1} us against {:.1}",
+            choose_splits(p, &config, dev),
+            small_m_stream_us(p, &config, splits, dev),
+            small_m_stream_us(p, &config, choose_splits(p, &config, dev), dev)
+        ));
+    }
     if config.splits == 0 && !config.stream {
         why.push(if splits == 1 {
             format!(
@@ -238,6 +248,9 @@ pub fn plan(
         why.push(match reduce {
             Reduce::Slots => "the slices reduce through per-slice slots".to_string(),
             Reduce::Atomic => "the slices reduce by atomic adds into one fp32 tile".to_string(),
+            Reduce::Cluster => "each tile's slices run as one cluster, summed in its first CTA's \
+                                shared memory (one CTA a slice, not persistent)"
+                .to_string(),
         });
     }
     Ok(Fp8Plan {
@@ -275,6 +288,7 @@ impl Fp8Plan {
                 match self.reduce {
                     Reduce::Slots => " (slots)",
                     Reduce::Atomic => " (atomic)",
+                    Reduce::Cluster => " (cluster)",
                 }
             } else {
                 ""

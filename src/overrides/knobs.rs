@@ -295,6 +295,27 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_tail, 8, |n| n.to_string()),
     },
     Knob {
+        name: "KILN_FP8_GROUPED",
+        takes: || {
+            "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
+             ring with their stage) or `tm` (`t` in pairs of CTAs sharing each W tile): how the \
+             FP8 grouped GEMM feeds its mainloop"
+                .into()
+        },
+        default: "ldg",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp8_grouped,
+                or(v, Fp8GroupedFeed::Ldg, Fp8GroupedFeed::parse),
+            )
+        },
+        show: |o| {
+            unless(o.moe.fp8_grouped, Fp8GroupedFeed::Ldg, |f| {
+                f.name().to_string()
+            })
+        },
+    },
+    Knob {
         name: "KILN_FP8_RULE",
         takes: || {
             let names: Vec<&str> = Fp8Rule::ALL.into_iter().map(Fp8Rule::name).collect();

@@ -246,6 +246,9 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
+    /// `KILN_FP8_GROUPED` (`ldg`, `t` or `tm`): how the FP8 grouped GEMM feeds its mainloop
+    /// ([`Fp8GroupedFeed`]). Default `ldg` until a device run shows the others faster.
+    pub fp8_grouped: Fp8GroupedFeed,
 }
 
 impl MoeOverrides {
@@ -267,6 +270,7 @@ impl MoeOverrides {
         w4a8_sx_staged: false,
         w4a8_producer_decode: false,
         gather: MoeGather::Auto,
+        fp8_grouped: Fp8GroupedFeed::Ldg,
     };
 }
 
@@ -351,6 +355,38 @@ impl MoeGather {
             MoeGather::Auto => pairs >= Self::COPY_FROM_PAIRS,
             MoeGather::Copy => true,
             MoeGather::Tma | MoeGather::CpAsync => false,
+        }
+    }
+}
+
+/// How the FP8 grouped GEMM (`moe/fp8_grouped.cu`) feeds its mainloop: the dense FP8 kernel's
+/// steps from `128p` to `128ptme` (docs/fp8.md), applied to the grouped kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fp8GroupedFeed {
+    /// `ldg`: each consumer loads its X and W scales from global memory two K blocks ahead.
+    Ldg,
+    /// `t`: the scales ride the ring (X's by TMA, W's by cp.async on the stage's barrier).
+    Staged,
+    /// `tm`: `t` in pairs of CTAs along M sharing each W tile by TMA multicast.
+    StagedPairs,
+}
+
+impl Fp8GroupedFeed {
+    pub const ALL: [Fp8GroupedFeed; 3] = [
+        Fp8GroupedFeed::Ldg,
+        Fp8GroupedFeed::Staged,
+        Fp8GroupedFeed::StagedPairs,
+    ];
+
+    pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
+        Fp8GroupedFeed::ALL.into_iter().find(|f| f.name() == v)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8GroupedFeed::Ldg => "ldg",
+            Fp8GroupedFeed::Staged => "t",
+            Fp8GroupedFeed::StagedPairs => "tm",
         }
     }
 }

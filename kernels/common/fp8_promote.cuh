@@ -32,6 +32,16 @@ __device__ __forceinline__ void fp8_promote(float (&fin)[N / 2], float (&a)[N / 
   }
 }
 
+// Part h of a consumer's N columns (HN wide, its registers HN / 2) into fin's registers
+// h * HN / 2 on: fin += s0 * a on the fragment's first row, s1 * a on its second (row + 8).
+template <int HN, int N>
+__device__ __forceinline__ void fp8_promote_part(float (&fin)[N / 2], float (&a)[HN / 2], float s0, float s1, int h) {
+#pragma unroll
+  for (int j = 0; j < HN / 2; ++j) wgmma_fence_operand(a[j]);
+#pragma unroll
+  for (int j = 0; j < HN / 2; ++j) fin[h * (HN / 2) + j] = fmaf(((j >> 1) & 1) ? s1 : s0, a[j], fin[h * (HN / 2) + j]);
+}
+
 // Waits for ring iteration `it`'s stage and issues its four e4m3 x e4m3 m64nNk32 wgmmas into `a`
 // as one batch, the first overwriting a. da0 / db0: the consumer's descriptors in stage 0.
 // at_stage(s) runs once the stage has landed, before the wgmmas (STAGED: reads the block's

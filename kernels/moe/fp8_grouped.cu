@@ -30,6 +30,11 @@
 // across experts), CTA r of a pair takes the pair's rows 128 r .. 128 r + 127 and loads W rows
 // 64 r .. 64 r + 63 of the tile, multicast to both; a stage is free once both CTAs' consumers
 // have read it. A pair's second tile past its expert's rows loads no X and only feeds its W half.
+// KILN_BN = 256 (with both: the dense kernel's `256tmh`): the 128 x 256 tile, each CTA of a pair
+// loading 128 of its W rows; a consumer's 64 x 256 runs a K block in two halves of 128 columns,
+// each half's four wgmmas into one 64-register accumulator, drained and promoted into its half
+// of 128 registers of sums (two arrays of 128 beside them would not fit); the stage is freed
+// after the second half. A tile spans two W scale blocks: the slot carries both.
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
 #include "common/mem_ops.cuh"
@@ -50,11 +55,14 @@ constexpr bool STAGED = KILN_SSCALE != 0;
 constexpr int CM = KILN_CLUSTER;      // CTAs of a pair along M sharing the W tile
 constexpr int W_PART = BN / CM;       // W rows each CTA of a pair loads (and multicasts)
 constexpr int SX_BOX = BM + 4;        // staged X scales: the box from the first rounded down to 4
-constexpr u32 SW_AT = SX_BOX * 4;     // the W scale's place in a stage's slot
+constexpr u32 SW_AT = SX_BOX * 4;     // the W scales' place in a stage's slot
+constexpr int NSW = BN / 128;         // W scale blocks a tile spans (its n0 is a multiple of BN)
 constexpr u32 X_BYTES = BM * BK, W_BYTES = BN * BK, STAGE_BYTES = X_BYTES + W_BYTES;
-constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 + 127) / 128 * 128 : 0;
+constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 * NSW + 127) / 128 * 128 : 0;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
-static_assert(BN == 128, "the pipelined promotion keeps three BN-wide arrays: 128 columns fit the registers");
+static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
+              "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
+              "in the ring, in pairs");
 static_assert(KILN_SSCALE == 0 || KILN_SSCALE == 1, "KILN_SSCALE is 0 (scales from global memory) or 1 (in the ring)");
 static_assert(CM == 1 || CM == 2, "KILN_CLUSTER is 1 or 2 (pairs along M)");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
@@ -108,7 +116,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         for (int u = first; u < units; u += stride) {
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, rank);
           const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
-          const float* sw = p.sw + ((i64)tile.expert * nbs + tile.n0 / 128) * kblocks;
+          const int nb = tile.n0 / 128;
+          const float* sw = p.sw + ((i64)tile.expert * nbs + nb) * kblocks;
           const u32 bytes = W_BYTES + boxes * XBOX * 128u + (STAGED ? SX_BOX * 4u : 0u);
           for (int kb = 0; kb < kblocks; ++kb, ++it) {
             ws_fill(ring, it, bytes, [&](int s, u32 bar) {
@@ -122,22 +131,27 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               if constexpr (STAGED) {
                 const u32 sl = slots + s * SLOT_BYTES;
                 tma_load_2d(sl, &tma_sx, bar, (kb * p.x_rows + tile.row0) & ~3, 0);
-                cp_async4_zfill(sl + SW_AT, sw + kb, 4);
+#pragma unroll
+                for (int i = 0; i < NSW; ++i)  // (a block past N: zero, its columns never stored)
+                  cp_async4_zfill(sl + SW_AT + 4 * i, sw + (nb + i < nbs ? i * kblocks : 0) + kb, nb + i < nbs ? 4 : 0);
                 cp_async_mbar_arrive_noinc(bar);
               }
             });
           }
         }
       },
-      [&](int c) {
+      [&](auto c) {  // (generic: the branches of the other tile widths are not instantiated)
         const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
         out_t* y = static_cast<out_t*>(p.y);
         auto release = [&](int s) { ring.template release<CM>(s, lane); };
         const u64 da0 = wgmma_desc_sw128(base + c * 64 * 128, 16, 1024);
         const u64 db0 = wgmma_desc_sw128(base + X_BYTES, 16, 1024);
-        float fin[BN / 2], acc[BN / 2], acc2[BN / 2];
+        constexpr int AR = BN == 256 ? 64 : BN / 2;  // a K block's accumulator (a half's, 256 wide)
+        float fin[BN / 2], acc[AR], acc2[BN == 256 ? 1 : AR];
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[i] = acc2[i] = 0.0f;  // defined before their first wgmma
+        for (int i = 0; i < AR; ++i) acc[i] = 0.0f;  // defined before their first wgmma
+#pragma unroll
+        for (int i = 0; i < (BN == 256 ? 1 : AR); ++i) acc2[i] = 0.0f;
         u32 it = 0;
         for (int u = first; u < units; u += stride) {
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
@@ -148,7 +162,33 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           }
           const int r0 = 64 * c + 16 * w + lane / 4;  // this thread's tile rows: r0, r0 + 8
           const int nb = tile.n0 / 128;                // BN = 128: one W scale block per tile
-          if constexpr (STAGED) {
+          if constexpr (BN == 256) {
+            // Two drained halves a K block: half h's four wgmmas (W rows 128 h on), waited for,
+            // promoted with W scale block h into fin's registers 64 h on; the stage freed after
+            // the second. (fp8_issue_block waits for the stage; the second wait passes at once.)
+            const u64 db1 = wgmma_desc_add(db0, 128 * 128);
+            auto none = [](int) { return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f}; };
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
+            for (int kb = 0; kb < kblocks; ++kb, ++it) {
+              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0, [&](int s) {
+                const u32 sl = slots + s * SLOT_BYTES;
+                const u32 sa = sl + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
+                Fp8BlockScales v;
+                v.a0 = r0 < tile.valid_rows ? ld_shared_f32(sa + 4u * r0) : 0.0f;
+                v.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sa + 4u * (r0 + 8)) : 0.0f;
+                v.b0 = ld_shared_f32(sl + SW_AT);
+                v.b1 = ld_shared_f32(sl + SW_AT + 4);
+                return v;
+              });
+              wgmma_wait<0>();
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
+              fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db1, none);
+              wgmma_wait<0>();
+              release(MbarRing<STAGES>::slot(it));
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
+            }
+          } else if constexpr (STAGED) {
             // block kb's scales from its stage's slot: X's from the box's start rounded down
             auto scales = [&](int kb, int s) {
               const u32 sl = slots + s * SLOT_BYTES + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);

@@ -298,8 +298,8 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP8_GROUPED",
         takes: || {
             "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
-             ring with their stage) or `tm` (`t` in pairs of CTAs sharing each W tile): how the \
-             FP8 grouped GEMM feeds its mainloop"
+             ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile) or `tm256` \
+             (`tm` with 128 x 256 tiles): how the FP8 grouped GEMM feeds its mainloop"
                 .into()
         },
         default: "ldg",

@@ -246,7 +246,7 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t` or `tm`): how the FP8 grouped GEMM feeds its mainloop
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm` or `tm256`): how the FP8 grouped GEMM feeds its mainloop
     /// ([`Fp8GroupedFeed`]). Default `ldg` until a device run shows the others faster.
     pub fp8_grouped: Fp8GroupedFeed,
 }
@@ -369,13 +369,17 @@ pub enum Fp8GroupedFeed {
     Staged,
     /// `tm`: `t` in pairs of CTAs along M sharing each W tile by TMA multicast.
     StagedPairs,
+    /// `tm256`: `tm` with the 128 x 256 tile, each consumer's 64 x 256 in two drained halves
+    /// (the dense kernel's `256tmh`).
+    StagedPairsWide,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 3] = [
+    pub const ALL: [Fp8GroupedFeed; 4] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
+        Fp8GroupedFeed::StagedPairsWide,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -387,6 +391,7 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::Ldg => "ldg",
             Fp8GroupedFeed::Staged => "t",
             Fp8GroupedFeed::StagedPairs => "tm",
+            Fp8GroupedFeed::StagedPairsWide => "tm256",
         }
     }
 }

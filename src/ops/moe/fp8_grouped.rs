@@ -40,20 +40,33 @@ const fn fixed_bytes() -> u32 {
     1024 + TABLE_BYTES
 }
 
-/// A stage's scale slot (`t`, `tm`): the box of X's scales (the tile's 128 and up to 3 before
-/// them: the box starts on 16 bytes of global memory, as the W4A8 kernel's, F11) and the tile's
-/// W scale, in 128-byte units; none for `ldg`.
+/// Tile columns: 256 for `tm256`, else [`BN`].
+pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
+    match feed {
+        Fp8GroupedFeed::StagedPairsWide => 256,
+        _ => BN,
+    }
+}
+
+/// Bytes of one stage of `feed`'s tile.
+pub const fn stage_bytes_of(feed: Fp8GroupedFeed) -> u32 {
+    (BM + bn_of(feed)) * BK
+}
+
+/// A stage's scale slot (`t`, `tm`, `tm256`): the box of X's scales (the tile's 128 and up to 3
+/// before them: the box starts on 16 bytes of global memory, as the W4A8 kernel's, F11) and the
+/// tile's W scales (one per 128 columns), in 128-byte units; none for `ldg`.
 pub const fn slot_bytes(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::Ldg => 0,
-        _ => (4 * SX_BOX + 4).div_ceil(128) * 128,
+        _ => (4 * SX_BOX + 4 * bn_of(feed) / 128).div_ceil(128) * 128,
     }
 }
 
 /// CTAs sharing each W tile: 2 for `tm` (pairs along M), else 1.
 pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
     match feed {
-        Fp8GroupedFeed::StagedPairs => 2,
+        Fp8GroupedFeed::StagedPairs | Fp8GroupedFeed::StagedPairsWide => 2,
         _ => 1,
     }
 }
@@ -61,7 +74,7 @@ pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
 /// Stages in the ring: as many as the budget holds (each with its slot and two mbarriers), at
 /// most 8.
 pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
-    let s = (SMEM_BUDGET - fixed_bytes()) / (stage_bytes() + slot_bytes(feed) + 16);
+    let s = (SMEM_BUDGET - fixed_bytes()) / (stage_bytes_of(feed) + slot_bytes(feed) + 16);
     if s > 8 {
         8
     } else {
@@ -70,7 +83,7 @@ pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
 }
 
 pub const fn smem_of(feed: Fp8GroupedFeed) -> u32 {
-    fixed_bytes() + stages_of(feed) * (stage_bytes() + slot_bytes(feed) + 16)
+    fixed_bytes() + stages_of(feed) * (stage_bytes_of(feed) + slot_bytes(feed) + 16)
 }
 
 /// The `ldg` kernel's ring (the FP8 SwiGLU's budget is reckoned beside it).
@@ -84,7 +97,7 @@ pub const fn smem_bytes() -> u32 {
 
 pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
     KernelSpec::new("moe/fp8_grouped.cu", ENTRY, arch)
-        .define("KILN_BN", BN)
+        .define("KILN_BN", bn_of(feed))
         .define("KILN_STAGES", stages_of(feed))
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
         .define("KILN_SMEM", smem_of(feed))
@@ -162,10 +175,10 @@ fn tile_bound(p: &Fp8MoeProblem, bm: u32, bn: u32) -> u64 {
     tiles_m * p.n.div_ceil(bn as usize) as u64
 }
 
-/// The grid of pairs (`tm`): one pair per resident cluster of two, or per possible pair tile
-/// (256 rows) when there are fewer; CTAs, so twice the pairs.
-pub fn pair_grid(p: &Fp8MoeProblem, clusters: u32) -> u32 {
-    2 * tile_bound(p, 2 * BM, BN).min(clusters.max(1) as u64).max(1) as u32
+/// The grid of pairs (`tm`, `tm256`): one pair per resident cluster of two, or per possible
+/// pair tile (256 rows x `bn`) when there are fewer; CTAs, so twice the pairs.
+pub fn pair_grid(p: &Fp8MoeProblem, bn: u32, clusters: u32) -> u32 {
+    2 * tile_bound(p, 2 * BM, bn).min(clusters.max(1) as u64).max(1) as u32
 }
 
 /// The checks every FP8 MoE launch makes, then the prefix kernel that builds the tile tables
@@ -207,7 +220,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         ));
     }
     let feed = ctx.overrides.moe.fp8_grouped;
-    let (pairs, staged) = (ctas(feed), feed != Fp8GroupedFeed::Ldg);
+    let (pairs, staged, bn) = (ctas(feed), feed != Fp8GroupedFeed::Ldg, bn_of(feed));
     // the tables count the tiles of a pair (256 rows), which its CTAs halve
     prepare(ctx, p, ops, pairs * BM, smem_of(feed), NAME)?;
     let unsupported = |reason: String| Error::Unsupported {
@@ -216,7 +229,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     };
     let tx = x_map(p, ops.x.ptr());
     tx.validate().map_err(unsupported)?;
-    let tw = w_map(p, ops.w.ptr(), BN / pairs);
+    let tw = w_map(p, ops.w.ptr(), bn / pairs);
     tw.validate().map_err(unsupported)?;
     let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
     let mut map_sx = if staged {
@@ -229,10 +242,11 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     };
     let f = ctx.function(&spec(&ctx.arch(), feed))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
-    let mut args = Fp8MoeArgs::new(p, ops, BN, order);
+    let mut args = Fp8MoeArgs::new(p, ops, bn, order);
     let grid = if pairs > 1 {
         pair_grid(
             p,
+            bn,
             ctx.max_active_clusters(&f, pairs, THREADS, smem_of(feed)),
         )
     } else {
@@ -279,16 +293,28 @@ mod tests {
     #[test]
     fn every_feed_keeps_six_stages_and_its_slot_holds_the_scales() {
         for feed in Fp8GroupedFeed::ALL {
-            assert_eq!(stages_of(feed), 6, "{feed:?}");
+            let want = if feed == Fp8GroupedFeed::StagedPairsWide {
+                4
+            } else {
+                6
+            };
+            assert_eq!(stages_of(feed), want, "{feed:?}");
             assert!(smem_of(feed) <= SMEM_BUDGET);
         }
+        // the 128 x 256 tile: 48 KB stages, two W scales in the slot
+        let wide = Fp8GroupedFeed::StagedPairsWide;
+        assert_eq!(
+            (stage_bytes_of(wide), slot_bytes(wide), ctas(wide)),
+            (49_152, 640, 2)
+        );
+        assert_eq!(smem_of(wide), 1024 + TABLE_BYTES + 4 * (49_152 + 640 + 16));
         // the kernel's slot: SX_BOX X scales, then the W scale, in 128-byte units
         assert_eq!(SX_BOX, BM + 4);
         assert_eq!(slot_bytes(Fp8GroupedFeed::Staged), 640);
         assert_eq!(slot_bytes(Fp8GroupedFeed::Ldg), 0);
         assert_eq!(smem_of(Fp8GroupedFeed::StagedPairs), 213_864);
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 4);
+        assert_eq!(specs.len(), 5);
     }
 
     /// `tm`: pairs of CTAs walk the pair tiles (256 rows, never across experts) together, CTA r
@@ -325,11 +351,13 @@ mod tests {
                 }
                 assert!(seen == want, "{} {order:?}", p.label());
             }
-            let g = pair_grid(p, 66);
-            assert!(g % 2 == 0 && g <= 132 && g >= 2);
+            for bn in [BN, 256] {
+                let g = pair_grid(p, bn, 66);
+                assert!(g % 2 == 0 && g <= 132 && g >= 2);
+            }
         }
         let tiny = Fp8MoeProblem::contiguous(&[3], 128, 128);
-        assert_eq!(pair_grid(&tiny, 66), 2);
+        assert_eq!(pair_grid(&tiny, 256, 66), 2);
     }
 
     #[test]

@@ -28,8 +28,8 @@
 #                                (FP8MOE_SUITE=quick|full), then the grouped GEMM 4 x 8192 rows,
 #                                N 4096, K 7168 and masked 4 x 256 rows, and the SwiGLU, against
 #                                the torch peers (scripts/peers.py fp8moe); table of the ratios;
-#                                the grouped GEMM's other feeds (FP8MOE_FEEDS, default "t tm tm256":
-#                                KILN_FP8_GROUPED) verified and timed beside the default
+#                                every feed of the grouped GEMM (FP8MOE_FEEDS, default "ldg t tm tm256":
+#                                KILN_FP8_GROUPED) verified and timed beside the default (per layout)
 #                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention)
 #   backward                     the attention backward: `kiln attn verify --backward` (BWD_SUITE=
 #                                full|quick, default full), then kiln (BWD_VERSION, default every
@@ -1959,9 +1959,9 @@ fp8moe)
   step_json bench-masked 300 "$KILN" --json fp8 bench --grouped --masked "${g[@]}" --rows 256
   step_json bench-swiglu 300 "$KILN" --json fp8 bench --grouped --swiglu --routed "${g[@]}" --rows 8192
   step_json bench-swiglu-q 300 "$KILN" --json fp8 bench --grouped --swiglu --routed --quantize "${g[@]}" --rows 8192
-  # the grouped GEMM's other feeds (KILN_FP8_GROUPED, docs/fp8.md ledger row 20): verified, then
+  # every feed of the grouped GEMM (KILN_FP8_GROUPED, docs/fp8.md ledger row 20): verified, then
   # timed as the default is; FP8MOE_FEEDS="" skips them
-  feeds=${FP8MOE_FEEDS-t tm tm256}
+  feeds=${FP8MOE_FEEDS-ldg t tm tm256}
   for f in $feeds; do
     step "fp8moe-verify-$f" 120 env KILN_FP8_GROUPED="$f" "$KILN" fp8 verify --grouped --suite quick
     step "fp8moe-ragged-$f" 120 env KILN_FP8_GROUPED="$f" "$KILN" fp8 verify --grouped --counts 257,1,255,0,513 --n 200 --k 1040

@@ -302,18 +302,9 @@ pub(super) static KNOBS: &[Knob] = &[
              (`tm` with 128 x 256 tiles): how the FP8 grouped GEMM feeds its mainloop"
                 .into()
         },
-        default: "ldg",
-        set: |o, v| {
-            put(
-                &mut o.moe.fp8_grouped,
-                or(v, Fp8GroupedFeed::Ldg, Fp8GroupedFeed::parse),
-            )
-        },
-        show: |o| {
-            unless(o.moe.fp8_grouped, Fp8GroupedFeed::Ldg, |f| {
-                f.name().to_string()
-            })
-        },
+        default: "t for the masked layout, ldg for the contiguous (H200, ledger row 20)",
+        set: |o, v| put(&mut o.moe.fp8_grouped, opt(v, Fp8GroupedFeed::parse)),
+        show: |o| o.moe.fp8_grouped.map(|f| f.name().to_string()),
     },
     Knob {
         name: "KILN_FP8_RULE",

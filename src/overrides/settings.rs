@@ -246,9 +246,10 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm` or `tm256`): how the FP8 grouped GEMM feeds its mainloop
-    /// ([`Fp8GroupedFeed`]). Default `ldg` until a device run shows the others faster.
-    pub fp8_grouped: Fp8GroupedFeed,
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm` or `tm256`): how the FP8 grouped GEMM feeds its
+    /// mainloop ([`Fp8GroupedFeed`]). Default: none, the layout's
+    /// ([`Fp8GroupedFeed::for_layout`]).
+    pub fp8_grouped: Option<Fp8GroupedFeed>,
 }
 
 impl MoeOverrides {
@@ -270,7 +271,7 @@ impl MoeOverrides {
         w4a8_sx_staged: false,
         w4a8_producer_decode: false,
         gather: MoeGather::Auto,
-        fp8_grouped: Fp8GroupedFeed::Ldg,
+        fp8_grouped: None,
     };
 }
 
@@ -384,6 +385,17 @@ impl Fp8GroupedFeed {
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
         Fp8GroupedFeed::ALL.into_iter().find(|f| f.name() == v)
+    }
+
+    /// The feed measured fastest for a layout (H200, 2026-11-29, docs/fp8.md ledger row 20):
+    /// masked 4 x 256 rows ran 65.2-65.7 us with `t` against 70.4-70.7 with `ldg` (915-922
+    /// TFLOPS); contiguous 4 x 8192 rows 1.79-1.86 ms against 1.71-1.73, so it keeps `ldg`.
+    pub fn for_layout(masked: bool) -> Fp8GroupedFeed {
+        if masked {
+            Fp8GroupedFeed::Staged
+        } else {
+            Fp8GroupedFeed::Ldg
+        }
     }
 
     pub fn name(self) -> &'static str {

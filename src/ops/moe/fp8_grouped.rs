@@ -219,7 +219,12 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
             "this is a SwiGLU problem; run it with the FP8 SwiGLU (fp8_swiglu)",
         ));
     }
-    let feed = ctx.overrides.moe.fp8_grouped;
+    let masked = matches!(p.rows, super::Rows::Masked { .. });
+    let feed = ctx
+        .overrides
+        .moe
+        .fp8_grouped
+        .unwrap_or_else(|| Fp8GroupedFeed::for_layout(masked));
     let (pairs, staged, bn) = (ctas(feed), feed != Fp8GroupedFeed::Ldg, bn_of(feed));
     // the tables count the tiles of a pair (256 rows), which its CTAs halve
     prepare(ctx, p, ops, pairs * BM, smem_of(feed), NAME)?;
@@ -315,6 +320,14 @@ mod tests {
         assert_eq!(smem_of(Fp8GroupedFeed::StagedPairs), 213_864);
         let specs = variants("sm_90a");
         assert_eq!(specs.len(), 5);
+        // the measured defaults (ledger row 20): the scales in the ring for the masked layout
+        assert_eq!(
+            (
+                Fp8GroupedFeed::for_layout(true),
+                Fp8GroupedFeed::for_layout(false)
+            ),
+            (Fp8GroupedFeed::Staged, Fp8GroupedFeed::Ldg)
+        );
     }
 
     /// `tm`: pairs of CTAs walk the pair tiles (256 rows, never across experts) together, CTA r

@@ -302,7 +302,7 @@ pub(super) static KNOBS: &[Knob] = &[
              (`tm` with 128 x 256 tiles): how the FP8 grouped GEMM feeds its mainloop"
                 .into()
         },
-        default: "t for the masked layout, ldg for the contiguous (H200, ledger row 20)",
+        default: "tm256 (ldg where X's scales are not 16-byte aligned; H200, ledger row 20)",
         set: |o, v| put(&mut o.moe.fp8_grouped, opt(v, Fp8GroupedFeed::parse)),
         show: |o| o.moe.fp8_grouped.map(|f| f.name().to_string()),
     },

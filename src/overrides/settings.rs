@@ -247,8 +247,8 @@ pub struct MoeOverrides {
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
     /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm` or `tm256`): how the FP8 grouped GEMM feeds its
-    /// mainloop ([`Fp8GroupedFeed`]). Default: none, the layout's
-    /// ([`Fp8GroupedFeed::for_layout`]).
+    /// mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256` where X's scales can be mapped
+    /// ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
 }
 
@@ -387,12 +387,13 @@ impl Fp8GroupedFeed {
         Fp8GroupedFeed::ALL.into_iter().find(|f| f.name() == v)
     }
 
-    /// The feed measured fastest for a layout (H200, 2026-11-29, docs/fp8.md ledger row 20):
-    /// masked 4 x 256 rows ran 65.2-65.7 us with `t` against 70.4-70.7 with `ldg` (915-922
-    /// TFLOPS); contiguous 4 x 8192 rows 1.79-1.86 ms against 1.71-1.73, so it keeps `ldg`.
-    pub fn for_layout(masked: bool) -> Fp8GroupedFeed {
-        if masked {
-            Fp8GroupedFeed::Staged
+    /// The feed measured fastest (H200, 2026-11-29, docs/fp8.md ledger row 20): `tm256` ran
+    /// contiguous 4 x 8192 rows in 1.481-1.482 ms against `ldg`'s 1.720-1.728 (1,298 TFLOPS) and
+    /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS). It needs X's scales where TMA can
+    /// map them (`scales_mappable`: 16-byte aligned); else `ldg`.
+    pub fn default_for(scales_mappable: bool) -> Fp8GroupedFeed {
+        if scales_mappable {
+            Fp8GroupedFeed::StagedPairsWide
         } else {
             Fp8GroupedFeed::Ldg
         }

@@ -12,7 +12,7 @@ use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
 use crate::overrides::Fp8GroupedFeed;
 
-pub use super::fp4::kernel_w4a8::{sx_map, SX_BOX};
+pub use super::fp4::kernel_w4a8::{encode_sx_map, sx_map, SX_BOX};
 
 /// The version's name (its device file's stem).
 pub const NAME: &str = "fp8_grouped";
@@ -219,12 +219,10 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
             "this is a SwiGLU problem; run it with the FP8 SwiGLU (fp8_swiglu)",
         ));
     }
-    let masked = matches!(p.rows, super::Rows::Masked { .. });
-    let feed = ctx
-        .overrides
-        .moe
-        .fp8_grouped
-        .unwrap_or_else(|| Fp8GroupedFeed::for_layout(masked));
+    let feed =
+        ctx.overrides.moe.fp8_grouped.unwrap_or_else(|| {
+            Fp8GroupedFeed::default_for(sx_map(p, ops.sx.ptr()).validate().is_ok())
+        });
     let (pairs, staged, bn) = (ctas(feed), feed != Fp8GroupedFeed::Ldg, bn_of(feed));
     // the tables count the tiles of a pair (256 rows), which its CTAs halve
     prepare(ctx, p, ops, pairs * BM, smem_of(feed), NAME)?;
@@ -238,10 +236,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     tw.validate().map_err(unsupported)?;
     let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
     let mut map_sx = if staged {
-        let ts = sx_map(p, ops.sx.ptr());
-        ts.validate()
-            .map_err(|r| unsupported(format!("X's scales: {r}")))?;
-        ts.encode_with(None)?
+        encode_sx_map(p, ops.sx.ptr(), NAME)?
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
     };
@@ -320,13 +315,13 @@ mod tests {
         assert_eq!(smem_of(Fp8GroupedFeed::StagedPairs), 213_864);
         let specs = variants("sm_90a");
         assert_eq!(specs.len(), 5);
-        // the measured defaults (ledger row 20): the scales in the ring for the masked layout
+        // the measured default (ledger row 20), where TMA can map X's scales
         assert_eq!(
             (
-                Fp8GroupedFeed::for_layout(true),
-                Fp8GroupedFeed::for_layout(false)
+                Fp8GroupedFeed::default_for(true),
+                Fp8GroupedFeed::default_for(false)
             ),
-            (Fp8GroupedFeed::Staged, Fp8GroupedFeed::Ldg)
+            (Fp8GroupedFeed::StagedPairsWide, Fp8GroupedFeed::Ldg)
         );
     }
 

@@ -27,7 +27,9 @@
 #   fp8moe                       the FP8 MoE kernels: `kiln fp8 check`, `kiln fp8 verify --grouped`
 #                                (FP8MOE_SUITE=quick|full), then the grouped GEMM 4 x 8192 rows,
 #                                N 4096, K 7168 and masked 4 x 256 rows, and the SwiGLU, against
-#                                the torch peers (scripts/peers.py fp8moe); table of the ratios
+#                                the torch peers (scripts/peers.py fp8moe); table of the ratios;
+#                                every feed of the grouped GEMM (FP8MOE_FEEDS, default "ldg t tm tm256":
+#                                KILN_FP8_GROUPED) verified and timed beside the default (per layout)
 #                                cuDNN and FlashAttention-2 backends (scripts/peers.py attention)
 #   backward                     the attention backward: `kiln attn verify --backward` (BWD_SUITE=
 #                                full|quick, default full), then kiln (BWD_VERSION, default every
@@ -2113,13 +2115,23 @@ fp8moe)
   step_json bench-masked 300 "$KILN" --json fp8 bench --grouped --masked "${g[@]}" --rows 256
   step_json bench-swiglu 300 "$KILN" --json fp8 bench --grouped --swiglu --routed "${g[@]}" --rows 8192
   step_json bench-swiglu-q 300 "$KILN" --json fp8 bench --grouped --swiglu --routed --quantize "${g[@]}" --rows 8192
+  # every feed of the grouped GEMM (KILN_FP8_GROUPED, docs/fp8.md ledger row 22): verified, then
+  # timed as the default is; FP8MOE_FEEDS="" skips them
+  feeds=${FP8MOE_FEEDS-ldg t tm tm256}
+  for f in $feeds; do
+    step "fp8moe-verify-$f" 120 env KILN_FP8_GROUPED="$f" "$KILN" fp8 verify --grouped --suite quick
+    step "fp8moe-ragged-$f" 120 env KILN_FP8_GROUPED="$f" "$KILN" fp8 verify --grouped --counts 257,1,255,0,513 --n 200 --k 1040
+    step_json "bench-contiguous-$f" 300 env KILN_FP8_GROUPED="$f" "$KILN" --json fp8 bench --grouped "${g[@]}" --rows 8192
+    step_json "bench-masked-$f" 300 env KILN_FP8_GROUPED="$f" "$KILN" --json fp8 bench --grouped --masked "${g[@]}" --rows 256
+  done
   step_json peer-contiguous 300 "$PY" scripts/peers.py fp8moe --counts 8192,8192,8192,8192 --n 4096 --k 7168
   step_json peer-masked 300 "$PY" scripts/peers.py fp8moe --counts 256,256,256,256 --n 4096 --k 7168 --masked
   table
   echo
-  "$PY" - "$D" <<'PYEOF' | tee "$D/summary.txt" || status=1
+  "$PY" - "$D" $feeds <<'PYEOF' | tee "$D/summary.txt" || status=1
 import json, sys
 d = sys.argv[1]
+feeds = sys.argv[2:]
 def kiln(name):
     try:
         return json.load(open(f"{d}/{name}.json"))["timings"][0]
@@ -2147,6 +2159,12 @@ for k, p in (("bench-contiguous", "peer-contiguous"), ("bench-masked", "peer-mas
     for r in peers(p) if p else []:
         what = f"{r['median_ms']:.4f} ms, {r['tflops']:.0f} TFLOPS" if "median_ms" in r else r.get("error", "?")
         print(f"    torch {r['path']:16} same work: {str(r['same_work']):5} {what}")
+for f in feeds:
+    for k in ("bench-contiguous", "bench-masked"):
+        t = kiln(f"{k}-{f}")
+        if "error" in t:
+            print(f"{k} KILN_FP8_GROUPED={f}: {t['error']}"); continue
+        print(f"{t['problem'][:58]:58} {t['median_ms']:9.4f} {t['tflops']:7.0f} {t['tbps']:6.2f}   KILN_FP8_GROUPED={f}")
 print("targets: contiguous >= 1300 TFLOPS and >= 1.3x the best same-work torch path; masked: TB/s reported")
 PYEOF
   ;;

@@ -12,3 +12,13 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const TmaMap* map, u32 bar,
       "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+
+// As tma_load_3d, into the same shared address of every CTA of the cluster in `cta_mask`,
+// counting the bytes on each one's barrier at `bar` (its own offset).
+__device__ __forceinline__ void tma_load_3d_multicast(u32 dst, const TmaMap* map, u32 bar, int c0, int c1, int c2,
+                                                      u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
+      : "memory");
+}

@@ -16,74 +16,145 @@
 // rows), W one 3D map over [E, N, K] (the expert is a coordinate). A tile's rows past its
 // expert's end hold other rows' data, weigh 0 in the promotion and are never stored; a consumer
 // whose 64 rows all lie past the end issues no wgmma.
+//
+// KILN_SSCALE = 1 (the dense kernel's `t`, 2026-11-29): the scales ride the ring. With each
+// stage the producer thread loads the tile's 128 X scales of the K block by TMA (a map over all
+// of X's scales as one row, box of 132 starting on the tile's first scale rounded down to 4:
+// 16 bytes of global memory) and the tile's W scale by a 4-byte cp.async that arrives on the
+// stage's full barrier; the consumers read them from the stage's slot once it has landed, where
+// the default loads them from global memory two K blocks ahead (the 128-wide grouped profile,
+// H200 2026-11-29: the W scale's R2UR and the scale product's FMUL 7 % of the stall samples, the
+// scale addressing a dozen instructions a K block).
+// KILN_CLUSTER = 2: pairs of CTAs along M sharing the W tile (the dense kernel's `m`): the
+// tables are built for 256-row pair tiles (an expert's rows in ceil(rows / 256) pairs, never
+// across experts), CTA r of a pair takes the pair's rows 128 r .. 128 r + 127 and loads W rows
+// 64 r .. 64 r + 63 of the tile, multicast to both; a stage is free once both CTAs' consumers
+// have read it. A pair's second tile past its expert's rows loads no X and only feeds its W half.
+// KILN_BN = 256 (with both: the dense kernel's `256tmh`): the 128 x 256 tile, each CTA of a pair
+// loading 128 of its W rows; a consumer's 64 x 256 runs a K block in two halves of 128 columns,
+// each half's four wgmmas into one 64-register accumulator, drained and promoted into its half
+// of 128 registers of sums (two arrays of 128 beside them would not fit); the stage is freed
+// after the second half. A tile spans two W scale blocks: the slot carries both.
+#include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
+#include "common/mem_ops.cuh"
 #include "common/tma_3d.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/epilogue.cuh"
 #include "moe/fp8_args.cuh"
 #include "moe/sched.cuh"
 
-#if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM) || !defined(KILN_OUT)
-#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM and KILN_OUT (src/ops/moe/fp8_grouped.rs)"
+#if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM) || \
+    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER)
+#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE and KILN_CLUSTER (src/ops/moe/fp8_grouped.rs)"
 #endif
 
 constexpr int BM = 128, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int XBOX = 32;  // X rows per TMA box
+constexpr bool STAGED = KILN_SSCALE != 0;
+constexpr int CM = KILN_CLUSTER;      // CTAs of a pair along M sharing the W tile
+constexpr int W_PART = BN / CM;       // W rows each CTA of a pair loads (and multicasts)
+constexpr int SX_BOX = BM + 4;        // staged X scales: the box from the first rounded down to 4
+constexpr u32 SW_AT = SX_BOX * 4;     // the W scales' place in a stage's slot
+constexpr int NSW = BN / 128;         // W scale blocks a tile spans (its n0 is a multiple of BN)
 constexpr u32 X_BYTES = BM * BK, W_BYTES = BN * BK, STAGE_BYTES = X_BYTES + W_BYTES;
+constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 * NSW + 127) / 128 * 128 : 0;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
-static_assert(BN == 128, "the pipelined promotion keeps three BN-wide arrays: 128 columns fit the registers");
+static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
+              "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
+              "in the ring, in pairs");
+static_assert(KILN_SSCALE == 0 || KILN_SSCALE == 1, "KILN_SSCALE is 0 (scales from global memory) or 1 (in the ring)");
+static_assert(CM == 1 || CM == 2, "KILN_CLUSTER is 1 or 2 (pairs along M)");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
+static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + SLOT_BYTES) + 2 * STAGES * 8 + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 
+// Work unit u's tile for CTA `rank` of its pair (rank 0 without pairs): the tables count pair
+// tiles of CM * BM rows, the CTA takes its BM of them (valid_rows 0 past its expert's rows).
+__device__ __forceinline__ MoeTile fp8_moe_cta_tile(const int* table, const Fp8MoeArgs& p, int u, int tiles_m, int rank) {
+  MoeTile t = moe_tile(table, p.experts, u, tiles_m, p.tiles_n, p.group_m, p.by_expert, CM * BM, BN);
+  if (CM > 1) {
+    t.row0 += rank * BM;
+    t.valid_rows = min(max(t.valid_rows - rank * BM, 0), BM);
+  }
+  return t;
+}
+
 extern "C" __global__ void __launch_bounds__(384, 1)
-    moe_fp8_grouped(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w, const Fp8MoeArgs p) {
+    moe_fp8_grouped(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w,
+                    const __grid_constant__ TmaMap tma_sx, const Fp8MoeArgs p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);
-  const MbarRing<STAGES> ring{base + STAGES * STAGE_BYTES};
+  const u32 slots = base + STAGES * STAGE_BYTES;  // KILN_SSCALE's scale slots
+  const MbarRing<STAGES> ring{slots + STAGES * SLOT_BYTES};
   int* table = reinterpret_cast<int*>(smem_raw + (ring.bars - raw) + 2 * STAGES * 8);
   const int E = p.experts;
   if (threadIdx.x == 0) {
-    ring.init(8);  // lane 0 of each consumer warp
+    // lane 0 of each consumer warp of both CTAs of a pair; the W scale's cp.async arrives too
+    ring.init(8 * CM, STAGED ? 2 : 1);
     mbar_fence_init();
   }
   moe_load_tables(table, p.sched, E);
-  __syncthreads();
+  // the peer's barriers exist before any multicast or remote arrive
+  if constexpr (CM > 1) cluster_sync();
+  else __syncthreads();
   const int tiles_m = table[E], units = tiles_m * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
   const int wg = warpgroup_index();
+  const int first = blockIdx.x / CM, stride = gridDim.x / CM;  // pairs walk the units together
+  const int nbs = (p.n + 127) / 128;
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
       wg,
       [&] {
         tma_prefetch(&tma_x);
         tma_prefetch(&tma_w);
+        if (STAGED) tma_prefetch(&tma_sx);
+        const int rank = CM > 1 ? (int)cluster_ctarank() : 0;
         u32 it = 0;
-        for (int u = blockIdx.x; u < units; u += gridDim.x) {
-          const MoeTile tile = moe_tile(table, E, u, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+        for (int u = first; u < units; u += stride) {
+          const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, rank);
           const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
+          const int nb = tile.n0 / 128;
+          const float* sw = p.sw + ((i64)tile.expert * nbs + nb) * kblocks;
+          const u32 bytes = W_BYTES + boxes * XBOX * 128u + (STAGED ? SX_BOX * 4u : 0u);
           for (int kb = 0; kb < kblocks; ++kb, ++it) {
-            ws_fill(ring, it, W_BYTES + boxes * XBOX * 128u, [&](int s, u32 bar) {
+            ws_fill(ring, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES;
               for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
-              tma_load_3d(sx + X_BYTES, &tma_w, bar, kb * BK, tile.n0, tile.expert);
+              if constexpr (CM > 1)
+                tma_load_3d_multicast(sx + X_BYTES + rank * W_PART * 128u, &tma_w, bar, kb * BK, tile.n0 + rank * W_PART,
+                                      tile.expert, (u16)((1 << CM) - 1));
+              else
+                tma_load_3d(sx + X_BYTES, &tma_w, bar, kb * BK, tile.n0, tile.expert);
+              if constexpr (STAGED) {
+                const u32 sl = slots + s * SLOT_BYTES;
+                tma_load_2d(sl, &tma_sx, bar, (kb * p.x_rows + tile.row0) & ~3, 0);
+#pragma unroll
+                for (int i = 0; i < NSW; ++i)  // (a block past N: zero, its columns never stored)
+                  cp_async4_zfill(sl + SW_AT + 4 * i, sw + (nb + i < nbs ? i * kblocks : 0) + kb, nb + i < nbs ? 4 : 0);
+                cp_async_mbar_arrive_noinc(bar);
+              }
             });
           }
         }
       },
-      [&](int c) {
+      [&](auto c) {  // (generic: the branches of the other tile widths are not instantiated)
         const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
         out_t* y = static_cast<out_t*>(p.y);
-        auto release = [&](int s) { ring.release(s, lane); };
+        auto release = [&](int s) { ring.template release<CM>(s, lane); };
         const u64 da0 = wgmma_desc_sw128(base + c * 64 * 128, 16, 1024);
         const u64 db0 = wgmma_desc_sw128(base + X_BYTES, 16, 1024);
-        float fin[BN / 2], acc[BN / 2], acc2[BN / 2];
+        constexpr int AR = BN == 256 ? 64 : BN / 2;  // a K block's accumulator (a half's, 256 wide)
+        float fin[BN / 2], acc[AR], acc2[BN == 256 ? 1 : AR];
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[i] = acc2[i] = 0.0f;  // defined before their first wgmma
+        for (int i = 0; i < AR; ++i) acc[i] = 0.0f;  // defined before their first wgmma
+#pragma unroll
+        for (int i = 0; i < (BN == 256 ? 1 : AR); ++i) acc2[i] = 0.0f;
         u32 it = 0;
-        for (int u = blockIdx.x; u < units; u += gridDim.x) {
-          const MoeTile tile = moe_tile(table, E, u, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+        for (int u = first; u < units; u += stride) {
+          const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
           if (64 * c >= tile.valid_rows) {
             // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.
             for (int kb = 0; kb < kblocks; ++kb, ++it) release(ring.wait_full(it));
@@ -91,16 +162,57 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           }
           const int r0 = 64 * c + 16 * w + lane / 4;  // this thread's tile rows: r0, r0 + 8
           const int nb = tile.n0 / 128;                // BN = 128: one W scale block per tile
-          auto scales = [&](int kb) {
-            Fp8BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
-            if (kb < kblocks) {
-              sc.a0 = fp8_moe_x_scale(p, kb, tile.row0, r0, tile.valid_rows);
-              sc.a1 = fp8_moe_x_scale(p, kb, tile.row0, r0 + 8, tile.valid_rows);
-              sc.b0 = fp8_moe_w_scale(p.sw, p, tile.expert, nb, kb);
+          if constexpr (BN == 256) {
+            // Two drained halves a K block: half h's four wgmmas (W rows 128 h on), waited for,
+            // promoted with W scale block h into fin's registers 64 h on; the stage freed after
+            // the second. (fp8_issue_block waits for the stage; the second wait passes at once.)
+            const u64 db1 = wgmma_desc_add(db0, 128 * 128);
+            auto none = [](int) { return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f}; };
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
+            for (int kb = 0; kb < kblocks; ++kb, ++it) {
+              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0, [&](int s) {
+                const u32 sl = slots + s * SLOT_BYTES;
+                const u32 sa = sl + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
+                Fp8BlockScales v;
+                v.a0 = r0 < tile.valid_rows ? ld_shared_f32(sa + 4u * r0) : 0.0f;
+                v.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sa + 4u * (r0 + 8)) : 0.0f;
+                v.b0 = ld_shared_f32(sl + SW_AT);
+                v.b1 = ld_shared_f32(sl + SW_AT + 4);
+                return v;
+              });
+              wgmma_wait<0>();
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
+              fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db1, none);
+              wgmma_wait<0>();
+              release(MbarRing<STAGES>::slot(it));
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
             }
-            return sc;
-          };
-          fp8_promoted_kloop<BN, STAGES, STAGE_BYTES>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales, release);
+          } else if constexpr (STAGED) {
+            // block kb's scales from its stage's slot: X's from the box's start rounded down
+            auto scales = [&](int kb, int s) {
+              const u32 sl = slots + s * SLOT_BYTES + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
+              Fp8BlockScales sc;
+              sc.a0 = r0 < tile.valid_rows ? ld_shared_f32(sl + 4u * r0) : 0.0f;
+              sc.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sl + 4u * (r0 + 8)) : 0.0f;
+              sc.b0 = ld_shared_f32(slots + s * SLOT_BYTES + SW_AT);
+              sc.b1 = 0.0f;
+              return sc;
+            };
+            fp8_promoted_kloop<BN, STAGES, STAGE_BYTES, true>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales,
+                                                              release);
+          } else {
+            auto scales = [&](int kb) {
+              Fp8BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f};
+              if (kb < kblocks) {
+                sc.a0 = fp8_moe_x_scale(p, kb, tile.row0, r0, tile.valid_rows);
+                sc.a1 = fp8_moe_x_scale(p, kb, tile.row0, r0 + 8, tile.valid_rows);
+                sc.b0 = fp8_moe_w_scale(p.sw, p, tile.expert, nb, kb);
+              }
+              return sc;
+            };
+            fp8_promoted_kloop<BN, STAGES, STAGE_BYTES>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales, release);
+          }
 
           // Register i holds row r0 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1).
 #pragma unroll
@@ -121,4 +233,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           }
         }
       });
+  // No CTA of a pair may leave while its peer can still arrive on its barriers or multicast into it.
+  if constexpr (CM > 1) {
+    __syncwarp();
+    cluster_sync();
+  }
 }

@@ -296,6 +296,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_tail, 8, |n| n.to_string()),
     },
     Knob {
+        name: "KILN_FP8_GROUPED",
+        takes: || {
+            "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
+             ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile) or `tm256` \
+             (`tm` with 128 x 256 tiles): how the FP8 grouped GEMM feeds its mainloop"
+                .into()
+        },
+        default: "tm256 (ldg where X's scales are not 16-byte aligned; H200, ledger row 22)",
+        set: |o, v| put(&mut o.moe.fp8_grouped, opt(v, Fp8GroupedFeed::parse)),
+        show: |o| o.moe.fp8_grouped.map(|f| f.name().to_string()),
+    },
+    Knob {
         name: "KILN_FP8_RULE",
         takes: || {
             let names: Vec<&str> = Fp8Rule::ALL.into_iter().map(Fp8Rule::name).collect();

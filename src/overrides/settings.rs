@@ -247,6 +247,10 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm` or `tm256`): how the FP8 grouped GEMM feeds its
+    /// mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256` where X's scales can be mapped
+    /// ([`Fp8GroupedFeed::default_for`]).
+    pub fp8_grouped: Option<Fp8GroupedFeed>,
 }
 
 impl MoeOverrides {
@@ -268,6 +272,7 @@ impl MoeOverrides {
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         gather: MoeGather::Auto,
+        fp8_grouped: None,
     };
 }
 
@@ -356,6 +361,55 @@ impl MoeGather {
             MoeGather::Auto => pairs >= Self::COPY_FROM_PAIRS,
             MoeGather::Copy => true,
             MoeGather::Tma | MoeGather::CpAsync => false,
+        }
+    }
+}
+
+/// How the FP8 grouped GEMM (`moe/fp8_grouped.cu`) feeds its mainloop: the dense FP8 kernel's
+/// steps from `128p` to `128ptme` (docs/fp8.md), applied to the grouped kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fp8GroupedFeed {
+    /// `ldg`: each consumer loads its X and W scales from global memory two K blocks ahead.
+    Ldg,
+    /// `t`: the scales ride the ring (X's by TMA, W's by cp.async on the stage's barrier).
+    Staged,
+    /// `tm`: `t` in pairs of CTAs along M sharing each W tile by TMA multicast.
+    StagedPairs,
+    /// `tm256`: `tm` with the 128 x 256 tile, each consumer's 64 x 256 in two drained halves
+    /// (the dense kernel's `256tmh`).
+    StagedPairsWide,
+}
+
+impl Fp8GroupedFeed {
+    pub const ALL: [Fp8GroupedFeed; 4] = [
+        Fp8GroupedFeed::Ldg,
+        Fp8GroupedFeed::Staged,
+        Fp8GroupedFeed::StagedPairs,
+        Fp8GroupedFeed::StagedPairsWide,
+    ];
+
+    pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
+        Fp8GroupedFeed::ALL.into_iter().find(|f| f.name() == v)
+    }
+
+    /// The feed measured fastest (H200, 2026-11-29, docs/fp8.md ledger row 22): `tm256` ran
+    /// contiguous 4 x 8192 rows in 1.481-1.482 ms against `ldg`'s 1.720-1.728 (1,298 TFLOPS) and
+    /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS). It needs X's scales where TMA can
+    /// map them (`scales_mappable`: 16-byte aligned); else `ldg`.
+    pub fn default_for(scales_mappable: bool) -> Fp8GroupedFeed {
+        if scales_mappable {
+            Fp8GroupedFeed::StagedPairsWide
+        } else {
+            Fp8GroupedFeed::Ldg
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8GroupedFeed::Ldg => "ldg",
+            Fp8GroupedFeed::Staged => "t",
+            Fp8GroupedFeed::StagedPairs => "tm",
+            Fp8GroupedFeed::StagedPairsWide => "tm256",
         }
     }
 }

@@ -166,6 +166,16 @@ impl Fp8Config {
             .one_staging_buffer()
     }
 
+    /// The 128 x 256 tile for tensor scales (`256mh`, 2026-11-29): pairs along M multicasting B
+    /// and one staging buffer a consumer, as `256tmh`, without the block scales' slot (promoted,
+    /// each consumer's 64 x 256 in two drained halves added into its sums; unpromoted, one
+    /// 128-register accumulator over the whole K: the mainloop pure wgmma).
+    pub const fn wide_pair_tensor(bn: u32) -> Self {
+        Fp8Config::tile(128, bn, false, false)
+            .paired()
+            .one_staging_buffer()
+    }
+
     /// The same tile with A's fragments from registers (`r`).
     pub const fn a_from_registers(self) -> Self {
         Fp8Config {
@@ -372,14 +382,16 @@ impl Fp8Config {
     }
 
     /// The parts a consumer's columns run in (`PARTS` in the kernel; block-scaled 128-row tiles,
-    /// whose `sscale` says promoted): drained, the 128 x 256 tile (`256tmh`) in two halves of
+    /// whose `sscale` says promoted, and the tensor-scale 128 x 256 tile in pairs, `256mh`, whose
+    /// unpromoted kernel runs in one part: counted as two here, so that neither takes slices):
+    /// drained, the 128 x 256 tile (`256tmh`) in two halves of
     /// 128, a K block's wgmmas of a half into one accumulator promoted into its half of the
     /// sums; pipelined (ledger row 18), 256 in four parts of 64 (`256ptmh`) and the widths
     /// between 128 and 256 in two (`176ptmh`: 88 + 88), part f + 1 issued before part f is
     /// promoted. 1 for every other tile. A tile in parts has no registers left for a split-K
     /// sum, so it takes no slices.
     pub const fn parts(&self) -> u32 {
-        if self.bm != 128 || !self.sscale {
+        if self.bm != 128 || !(self.sscale || self.ctas() > 1) {
             1
         } else if self.pipe {
             match self.bn {
@@ -614,11 +626,25 @@ pub fn configs(
         Fp8Config::wide_pair(256, true),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
+    // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
+    // promoted 160 (which no rule of the new family takes) and beside the unpromoted 256
+    const TENSOR: &[Fp8Config] = &[
+        Fp8Config::new(128, true),
+        Fp8Config::new(128, false),
+        Fp8Config::wide_pair_tensor(256),
+    ];
+    const TENSOR_FAST: &[Fp8Config] = &[
+        Fp8Config::new(128, false),
+        Fp8Config::new(256, false),
+        Fp8Config::wide_pair_tensor(256),
+    ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
     match (e4, scale, promote) {
         (_, ScaleMode::Block, false) => &[],
         (true, ScaleMode::Block, true) => BLOCK,
+        (true, ScaleMode::Tensor, true) => TENSOR,
+        (true, ScaleMode::Tensor, false) => TENSOR_FAST,
         (true, _, true) => PROMOTED,
         (true, _, false) => FAST,
         (false, ScaleMode::Tensor | ScaleMode::Block, true) => OTHER,
@@ -961,6 +987,9 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m < LARGE_M {
         return None;
     }
+    if p.scale == ScaleMode::Tensor {
+        return choose_large_tensor(p, dev);
+    }
     let sms = dev.sm_count.max(1) as u64;
     let waves = (p.m.div_ceil(128) * p.n.div_ceil(128)) as u64 >= LARGE_CLUSTER_WAVES * sms;
     let (cm, cn) = if waves {
@@ -998,6 +1027,27 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     }
 }
 
+/// The large rule with tensor scales (M >= [`LARGE_M`]): the 128 x 256 tile in pairs along M
+/// (`256mh`) where the pairs tile C whole, the 128-wide tiles fill [`LARGE_CLUSTER_WAVES`] waves
+/// of the SMs, and its waves (two 128-wide tiles of work each) are no more than the 128-wide
+/// tile's: 6144^3 9 waves of it against 18, 8192^3 16 against 32; `None` elsewhere (the waves
+/// rule's old family) or where it is not compiled (e4m3 only) or does not fit.
+fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    let sms = dev.sm_count.max(1) as u64;
+    let narrow = Fp8Config::new(128, p.promote);
+    let wide = Fp8Config::wide_pair_tensor(256);
+    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|c| c.same_kernel(&wide));
+    (compiled
+        && whole_clusters(p, LARGE_CLUSTER) == LARGE_CLUSTER
+        && tiles(p, &narrow) >= LARGE_CLUSTER_WAVES * sms
+        && 2 * waves(&wide) <= waves(&narrow)
+        && dev.check_smem(wide.smem_bytes()).is_ok())
+    .then_some(wide)
+}
+
 /// `cluster` (CTAs along M, along N) where its cluster tiles of 128 x 128 cover `p`'s C with
 /// no tile past M or N (such a tile costs its CTA a whole tile's time), else single CTAs.
 fn whole_clusters(p: &Fp8Problem, cluster: (u32, u32)) -> (u32, u32) {
@@ -1026,6 +1076,7 @@ pub fn choose_fill(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         .copied()
         .filter(|c| {
             c.tma_epi
+                && c.sscale
                 && !c.tma_scales
                 && !c.pipe
                 && !c.order
@@ -2112,10 +2163,11 @@ mod tests {
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 90, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, unpromoted 2, block 14 kernels (15 configs: 128ote
-        // runs 128te's); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
+        assert!(v.len() <= 93, "{} variants", v.len());
+        // e4m3: tensor and row promoted 3, tensor unpromoted 3 (`256mh` beside 128 and 256),
+        // row unpromoted 2, block 14 kernels (15 configs: 128ote runs 128te's); e5m2 pairs 2
+        // each; 3 outputs
+        assert_eq!(v.len(), (3 + 3 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -2473,8 +2525,28 @@ mod tests {
         // the wide tile where its waves (x 0.92) take no longer: 2048x7168 has 3.4 waves of it
         // (4 x 2 x 0.92 = 7.4 against 7 of 128), 2048x4096 no pairs (3.9 waves of 128)
         assert_eq!((at(2048, 7168, 16384), at(2048, 4096, 7168)), (pair, pte));
-        let p = Fp8Problem::new(4096, 4096, 4096, DType::Bf16, ScaleMode::Tensor);
-        assert_eq!(choose_large(&p, &dev), None);
+        // tensor scales: `256mh` where its waves of pairs are half the 128-wide tile's or fewer
+        let wide_t = Fp8Config::wide_pair_tensor(256);
+        for promote in [true, false] {
+            let t = |m, n, k| Fp8Problem {
+                promote,
+                ..Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Tensor)
+            };
+            for (m, n, k) in [(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)] {
+                let p = t(m, n, k);
+                assert_eq!(choose_large(&p, &dev), Some(wide_t), "{p}");
+                assert!(check_config(&p, wide_t).is_ok() && wide_t.max_splits() == 1);
+            }
+            // 2048^3: 256 tiles of 128, under 4 waves; M = 1100: pairs would leave a tile past M
+            assert_eq!(choose_large(&t(2048, 2048, 2048), &dev), None);
+            assert_eq!(choose_large(&t(1100, 8192, 4096), &dev), None);
+        }
+        assert_eq!(wide_t.to_string(), "256mh");
+        assert_eq!("256mh".parse::<Fp8Config>().unwrap(), wide_t);
+        assert_eq!(
+            (wide_t.stages(), wide_t.parts(), wide_t.smem_bytes()),
+            (4, 2, 214_080)
+        );
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
         // clusters only where they tile C whole: DeepSeek-V3's M = 4096 has 32 rows of tiles,
         // N = 2112 17 columns; M = 1100 9 rows

@@ -10,7 +10,7 @@ use super::gemm::{
     small_m_stream_us, splits_for, stream_layout, supports, tiles, Fp8Config, Fp8Rule, Reduce, BK,
     LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M,
 };
-use super::problem::Fp8Problem;
+use super::problem::{Fp8Problem, ScaleMode};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 
@@ -154,6 +154,12 @@ pub fn plan(
                     c.bn,
                     c.bn as f64 / 128.0,
                     large_wide_cost(&c).unwrap_or(1.0)
+                ),
+                Fp8Rule::Large if p.scale == ScaleMode::Tensor && c.ctas() > 1 => format!(
+                    "tile {c} (rule `large`): tensor scales at M >= {LARGE_M}, the 128 x 256 \
+                     tile in pairs along M (the tiles cover C whole, the 128-wide tiles fill \
+                     {LARGE_CLUSTER_WAVES} waves of the SMs or more, and its waves are half the \
+                     128-wide tile's or fewer)"
                 ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 && p.m <= SMALL_M => format!(
                     "tile {c} (rule `large`): 64 < M <= {SMALL_M} takes the 128-row tile with the \

@@ -10,6 +10,9 @@ use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d, TmaDType, TmaSwizz
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
+use crate::overrides::Fp8GroupedFeed;
+
+pub use super::fp4::kernel_w4a8::{encode_sx_map, sx_map, SX_BOX};
 
 /// The version's name (its device file's stem).
 pub const NAME: &str = "fp8_grouped";
@@ -37,9 +40,41 @@ const fn fixed_bytes() -> u32 {
     1024 + TABLE_BYTES
 }
 
-/// Stages in the ring: as many as the budget holds (each with two mbarriers), at most 8.
-pub const fn stages() -> u32 {
-    let s = (SMEM_BUDGET - fixed_bytes()) / (stage_bytes() + 16);
+/// Tile columns: 256 for `tm256`, else [`BN`].
+pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
+    match feed {
+        Fp8GroupedFeed::StagedPairsWide => 256,
+        _ => BN,
+    }
+}
+
+/// Bytes of one stage of `feed`'s tile.
+pub const fn stage_bytes_of(feed: Fp8GroupedFeed) -> u32 {
+    (BM + bn_of(feed)) * BK
+}
+
+/// A stage's scale slot (`t`, `tm`, `tm256`): the box of X's scales (the tile's 128 and up to 3
+/// before them: the box starts on 16 bytes of global memory, as the W4A8 kernel's, F11) and the
+/// tile's W scales (one per 128 columns), in 128-byte units; none for `ldg`.
+pub const fn slot_bytes(feed: Fp8GroupedFeed) -> u32 {
+    match feed {
+        Fp8GroupedFeed::Ldg => 0,
+        _ => (4 * SX_BOX + 4 * bn_of(feed) / 128).div_ceil(128) * 128,
+    }
+}
+
+/// CTAs sharing each W tile: 2 for `tm` (pairs along M), else 1.
+pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
+    match feed {
+        Fp8GroupedFeed::StagedPairs | Fp8GroupedFeed::StagedPairsWide => 2,
+        _ => 1,
+    }
+}
+
+/// Stages in the ring: as many as the budget holds (each with its slot and two mbarriers), at
+/// most 8.
+pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
+    let s = (SMEM_BUDGET - fixed_bytes()) / (stage_bytes_of(feed) + slot_bytes(feed) + 16);
     if s > 8 {
         8
     } else {
@@ -47,26 +82,39 @@ pub const fn stages() -> u32 {
     }
 }
 
+pub const fn smem_of(feed: Fp8GroupedFeed) -> u32 {
+    fixed_bytes() + stages_of(feed) * (stage_bytes_of(feed) + slot_bytes(feed) + 16)
+}
+
+/// The `ldg` kernel's ring (the FP8 SwiGLU's budget is reckoned beside it).
+pub const fn stages() -> u32 {
+    stages_of(Fp8GroupedFeed::Ldg)
+}
+
 pub const fn smem_bytes() -> u32 {
-    fixed_bytes() + stages() * (stage_bytes() + 16)
+    smem_of(Fp8GroupedFeed::Ldg)
 }
 
-pub fn spec(arch: &str) -> KernelSpec {
+pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
     KernelSpec::new("moe/fp8_grouped.cu", ENTRY, arch)
-        .define("KILN_BN", BN)
-        .define("KILN_STAGES", stages())
+        .define("KILN_BN", bn_of(feed))
+        .define("KILN_STAGES", stages_of(feed))
         .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
-        .define("KILN_SMEM", smem_bytes())
+        .define("KILN_SMEM", smem_of(feed))
         .define("KILN_OUT", DType::Bf16.code())
+        .define("KILN_SSCALE", (feed != Fp8GroupedFeed::Ldg) as u32)
+        .define("KILN_CLUSTER", ctas(feed))
 }
 
-/// Every specialisation (for the compile check): the one kernel, and the prefix kernel it runs
-/// first.
+/// Every specialisation (for the compile check): the kernel of each feed, and the prefix kernel
+/// it runs first.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
     }
-    vec![tile_prefix::spec(arch), spec(arch)]
+    let mut v = vec![tile_prefix::spec(arch)];
+    v.extend(Fp8GroupedFeed::ALL.map(|f| spec(arch, f)));
+    v
 }
 
 /// `Ok` or why the FP8 MoE kernels cannot run `p` on `dev`.
@@ -114,14 +162,23 @@ pub fn w_map(p: &Fp8MoeProblem, addr: u64, box_rows: u32) -> Tma3d {
 /// The persistent grid: one CTA per SM, or per possible tile when there are fewer. The bound
 /// comes from the layout, never from the counts, so a captured graph serves any routing.
 pub fn grid(p: &Fp8MoeProblem, bm: u32, bn: u32, sms: u32) -> u32 {
+    (tile_bound(p, bm, bn).min(sms.max(1) as u64).max(1)) as u32
+}
+
+/// The most tiles of `bm` x `bn` any counts can give on `p`'s layout.
+fn tile_bound(p: &Fp8MoeProblem, bm: u32, bn: u32) -> u64 {
     let bm = bm as usize;
     let tiles_m = match &p.rows {
         super::Rows::Contiguous { x_rows, .. } => x_rows / bm + p.experts,
         super::Rows::Masked { max_rows, .. } => p.experts * max_rows.div_ceil(bm),
     } as u64;
-    (tiles_m * p.n.div_ceil(bn as usize) as u64)
-        .min(sms.max(1) as u64)
-        .max(1) as u32
+    tiles_m * p.n.div_ceil(bn as usize) as u64
+}
+
+/// The grid of pairs (`tm`, `tm256`): one pair per resident cluster of two, or per possible
+/// pair tile (256 rows x `bn`) when there are fewer; CTAs, so twice the pairs.
+pub fn pair_grid(p: &Fp8MoeProblem, bn: u32, clusters: u32) -> u32 {
+    2 * tile_bound(p, 2 * BM, bn).min(clusters.max(1) as u64).max(1) as u32
 }
 
 /// The checks every FP8 MoE launch makes, then the prefix kernel that builds the tile tables
@@ -162,31 +219,58 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
             "this is a SwiGLU problem; run it with the FP8 SwiGLU (fp8_swiglu)",
         ));
     }
-    prepare(ctx, p, ops, BM, smem_bytes(), NAME)?;
+    let feed =
+        ctx.overrides.moe.fp8_grouped.unwrap_or_else(|| {
+            Fp8GroupedFeed::default_for(sx_map(p, ops.sx.ptr()).validate().is_ok())
+        });
+    let (pairs, staged, bn) = (ctas(feed), feed != Fp8GroupedFeed::Ldg, bn_of(feed));
+    // the tables count the tiles of a pair (256 rows), which its CTAs halve
+    prepare(ctx, p, ops, pairs * BM, smem_of(feed), NAME)?;
     let unsupported = |reason: String| Error::Unsupported {
         kernel: NAME.into(),
         reason,
     };
     let tx = x_map(p, ops.x.ptr());
     tx.validate().map_err(unsupported)?;
-    let tw = w_map(p, ops.w.ptr(), BN);
+    let tw = w_map(p, ops.w.ptr(), bn / pairs);
     tw.validate().map_err(unsupported)?;
     let (mut map_x, mut map_w) = (tx.encode()?, tw.encode()?);
-    let f = ctx.function(&spec(&ctx.arch()))?;
-    let order = order_for(&p.layout(), BM, &ctx.overrides.moe);
-    let mut args = Fp8MoeArgs::new(p, ops, BN, order);
-    let lc = LaunchConfig {
-        smem_bytes: smem_bytes(),
-        ..LaunchConfig::simple((grid(p, BM, BN, ctx.info.sm_count), 1, 1), THREADS)
+    let mut map_sx = if staged {
+        encode_sx_map(p, ops.sx.ptr(), NAME)?
+    } else {
+        map_x // a stand-in: the `ldg` kernel never reads it
     };
-    // SAFETY: the kernel takes (TmaMap, TmaMap, Fp8MoeArgs) in this order. The maps address X
-    // and W, the args Y, the scales and the schedule workspace; `prepare` has matched every
-    // buffer to the problem, and the caller keeps them alive until the stream has run.
+    let f = ctx.function(&spec(&ctx.arch(), feed))?;
+    let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
+    let mut args = Fp8MoeArgs::new(p, ops, bn, order);
+    let grid = if pairs > 1 {
+        pair_grid(
+            p,
+            bn,
+            ctx.max_active_clusters(&f, pairs, THREADS, smem_of(feed)),
+        )
+    } else {
+        grid(p, BM, BN, ctx.info.sm_count)
+    };
+    let lc = LaunchConfig {
+        smem_bytes: smem_of(feed),
+        cluster: (pairs > 1).then_some((pairs, 1, 1)),
+        ..LaunchConfig::simple((grid, 1, 1), THREADS)
+    };
+    // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The maps
+    // address X, W and X's scales (the `ldg` kernel reads no third map: X's stands in), the args
+    // Y, the scales and the schedule workspace; `prepare` has matched every buffer to the
+    // problem, and the caller keeps them alive until the stream has run.
     unsafe {
         f.launch(
             ctx.stream,
             &lc,
-            &mut [map_x.as_param(), map_w.as_param(), args.as_param()],
+            &mut [
+                map_x.as_param(),
+                map_w.as_param(),
+                map_sx.as_param(),
+                args.as_param(),
+            ],
         )
     }
 }
@@ -204,6 +288,84 @@ mod tests {
             TABLE_BYTES as usize,
             super::super::schedule::table_bytes(MAX_EXPERTS)
         );
+    }
+
+    #[test]
+    fn every_feed_keeps_six_stages_and_its_slot_holds_the_scales() {
+        for feed in Fp8GroupedFeed::ALL {
+            let want = if feed == Fp8GroupedFeed::StagedPairsWide {
+                4
+            } else {
+                6
+            };
+            assert_eq!(stages_of(feed), want, "{feed:?}");
+            assert!(smem_of(feed) <= SMEM_BUDGET);
+        }
+        // the 128 x 256 tile: 48 KB stages, two W scales in the slot
+        let wide = Fp8GroupedFeed::StagedPairsWide;
+        assert_eq!(
+            (stage_bytes_of(wide), slot_bytes(wide), ctas(wide)),
+            (49_152, 640, 2)
+        );
+        assert_eq!(smem_of(wide), 1024 + TABLE_BYTES + 4 * (49_152 + 640 + 16));
+        // the kernel's slot: SX_BOX X scales, then the W scale, in 128-byte units
+        assert_eq!(SX_BOX, BM + 4);
+        assert_eq!(slot_bytes(Fp8GroupedFeed::Staged), 640);
+        assert_eq!(slot_bytes(Fp8GroupedFeed::Ldg), 0);
+        assert_eq!(smem_of(Fp8GroupedFeed::StagedPairs), 213_864);
+        let specs = variants("sm_90a");
+        assert_eq!(specs.len(), 5);
+        // the measured default (ledger row 22), where TMA can map X's scales
+        assert_eq!(
+            (
+                Fp8GroupedFeed::default_for(true),
+                Fp8GroupedFeed::default_for(false)
+            ),
+            (Fp8GroupedFeed::StagedPairsWide, Fp8GroupedFeed::Ldg)
+        );
+    }
+
+    /// `tm`: pairs of CTAs walk the pair tiles (256 rows, never across experts) together, CTA r
+    /// taking rows 128 r on (the kernel's `fp8_moe_cta_tile`): every routed row and column block
+    /// exactly once, and the pair grid is even and bounded by the layout.
+    #[test]
+    fn pairs_cover_each_routed_row_once() {
+        use super::super::schedule::{tile, Schedule, TileOrder};
+        let problems = [
+            Fp8MoeProblem::contiguous(&[0, 300, 0, 129, 1, 64, 256, 257], 384, 1024),
+            Fp8MoeProblem::masked(&[3, 256, 0, 100, 255], 256, 512, 768),
+            Fp8MoeProblem::contiguous(&[8192; 4], 4096, 7168),
+        ];
+        for p in &problems {
+            let layout = p.layout();
+            let s = Schedule::build(&layout, layout.rows_array(), 2 * BM);
+            let tiles_n = p.n.div_ceil(BN as usize) as u32;
+            for order in [TileOrder::Fixed(8), TileOrder::ByExpert(16)] {
+                let mut seen = vec![0u8; p.x_rows() * tiles_n as usize];
+                for u in 0..s.tiles_m() * tiles_n {
+                    let pair = tile(&s, u, tiles_n, order, 2 * BM, BN);
+                    for rank in 0..2 {
+                        let valid = (pair.valid_rows - rank * BM as i32).clamp(0, BM as i32);
+                        let row0 = pair.row0 + rank * BM as i32;
+                        for r in 0..valid {
+                            seen[(row0 + r) as usize * tiles_n as usize
+                                + (pair.n0 / BN) as usize] += 1;
+                        }
+                    }
+                }
+                let mut want = vec![0u8; seen.len()];
+                for (start, count) in layout.spans() {
+                    want[start * tiles_n as usize..(start + count) * tiles_n as usize].fill(1);
+                }
+                assert!(seen == want, "{} {order:?}", p.label());
+            }
+            for bn in [BN, 256] {
+                let g = pair_grid(p, bn, 66);
+                assert!(g % 2 == 0 && g <= 132 && g >= 2);
+            }
+        }
+        let tiny = Fp8MoeProblem::contiguous(&[3], 128, 128);
+        assert_eq!(pair_grid(&tiny, 256, 66), 2);
     }
 
     #[test]

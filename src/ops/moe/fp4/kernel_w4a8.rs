@@ -9,7 +9,7 @@ use super::kernel::{
 };
 use super::layout::TILE_N;
 use super::w4a8::{W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, Tma2d, TmaDType, TmaSwizzle};
+use crate::device::{Context, DeviceBuffer, DeviceInfo, TensorMap, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
@@ -195,6 +195,17 @@ pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
     }
 }
 
+/// [`sx_map`] validated and encoded (no L2 promotion) for `kernel`, or why TMA cannot map the
+/// scales (their address off 16 bytes).
+pub fn encode_sx_map(p: &Fp8MoeProblem, addr: u64, kernel: &str) -> Result<TensorMap> {
+    let ts = sx_map(p, addr);
+    ts.validate().map_err(|r| Error::Unsupported {
+        kernel: kernel.into(),
+        reason: format!("X's scales: {r}"),
+    })?;
+    ts.encode_with(None)
+}
+
 pub struct W4a8Experts;
 
 impl W4a8Experts {
@@ -288,10 +299,7 @@ impl W4a8Experts {
         let staged = v.sx_staged;
         // the kernel takes a scales map either way; unstaged, it never reads it (X's stands in)
         let mut map_sx = if staged {
-            let ts = sx_map(p, ops.sx.ptr());
-            ts.validate()
-                .map_err(|r| unsupported(format!("X's scales: {r}")))?;
-            ts.encode_with(None)?
+            encode_sx_map(p, ops.sx.ptr(), NAME)?
         } else {
             tx.encode_with(ctx.overrides.tma.promotion)?
         };

@@ -71,6 +71,11 @@
 #                                of more blocks than SMs, deterministic; each <= 90 s, after the
 #                                kernels are compiled), then the deterministic shapes timed beside
 #                                the default's ordered atomics (<= 60 s each; about 5 min on an H200)
+#   bwd-window                   the sliding window's backward (bwd_fa3_lookahead, KILN_BWD_WINDOW;
+#                                ledger B11): six verify problems (each <= 90 s: GQA, Sq != Skv,
+#                                causal or not, f16 BHSD, one query row, deterministic bitwise),
+#                                then timed beside the dense causal run of the same shape (about
+#                                4 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -1183,6 +1188,31 @@ bwd-d256)
     shapes="$shapes;$1,16,$2,256${3:+,causal}"
   done
   step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
+  ;;
+
+bwd-window)
+  # The sliding window's backward (ledger B11): verified, then timed beside the dense causal run.
+  need_bin "$KILN"; machine "$KILN"
+  v=("$KILN" attn verify --backward)
+  step bwin-gqa-d128 90 "${v[@]}" --batch 2 --heads 8 --kv-heads 2 --seqlen-q 1000 --seqlen-kv 1300 --dim 128 \
+    --window 128,16
+  step bwin-causal-f16-bhsd-d64 90 "${v[@]}" --heads 4 --kv-heads 1 --seqlen 777 --dim 64 --causal \
+    --window 300,-1 --dtype f16 --layout BHSD
+  step bwin-right-only-f16 90 "${v[@]}" --batch 3 --heads 2 --seqlen 513 --dim 64 --window -1,32 --dtype f16
+  step bwin-one-query-row 90 "${v[@]}" --heads 2 --kv-heads 1 --seqlen-q 1 --seqlen-kv 4097 --dim 128 \
+    --window 64,64
+  step bwin-det-causal-d128 90 "${v[@]}" --heads 4 --seqlen 1000 --dim 128 --causal --window 256,0 \
+    --deterministic
+  step bwin-det-diagonal-d64 90 "${v[@]}" --heads 2 --seqlen 4097 --dim 64 --window 0,0 --deterministic
+  b=("$KILN" attn bench --backward --version bwd_fa3_lookahead --reps 10 --warmup 3)
+  for shape in "2 16 8192 128" "4 16 4096 64"; do
+    set -- $shape
+    step "bwin-d$4-dense-causal" 120 "${b[@]}" --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" --causal
+    step "bwin-d$4-causal-1024" 120 "${b[@]}" --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" --causal \
+      --window 1024,0
+    step "bwin-d$4-1024-1024" 120 "${b[@]}" --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" --window 1024,1024
+  done
   table
   ;;
 

@@ -10,7 +10,10 @@
 //! (2026-11-29): verified, 1.80-1.89x `bwd_fa2_mma_sync` (ledger row D1).
 
 use super::bwd_fa3_wgmma::launch_main;
-use super::{bwd_prep, check_shape, AttentionBackwardKernel, BackwardOperands, BackwardProblem};
+use super::{
+    bwd_prep, check_shape, refuse_window, AttentionBackwardKernel, BackwardOperands,
+    BackwardProblem,
+};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
@@ -66,6 +69,7 @@ impl AttentionBackwardKernel for BwdFa3D256 {
             ));
         }
         check_shape(p, &[DIM as usize])?;
+        refuse_window(p)?;
         dev.check_smem(smem_bytes())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
@@ -75,7 +79,17 @@ impl AttentionBackwardKernel for BwdFa3D256 {
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
         let main = spec(&ctx.arch(), p.attn.dtype);
-        launch_main(self.name(), ctx, p, ops, &main, smem_bytes(), BN, None, false)
+        launch_main(
+            self.name(),
+            ctx,
+            p,
+            ops,
+            &main,
+            smem_bytes(),
+            BN,
+            None,
+            false,
+        )
     }
     fn by_default(&self) -> bool {
         // verified (the quick suite's 18 d256 problems, 6 of 6 deterministic runs bitwise equal,

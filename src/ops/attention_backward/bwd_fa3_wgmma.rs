@@ -7,8 +7,8 @@
 //! shared memory.
 
 use super::{
-    bwd_prep, check_aligned, check_buffers, check_shape, AttentionBackwardKernel, AttnBwdArgs,
-    BackwardOperands, BackwardProblem, BackwardWorkspace, DetOrder,
+    bwd_prep, check_aligned, check_buffers, check_shape, refuse_window, AttentionBackwardKernel,
+    AttnBwdArgs, BackwardOperands, BackwardProblem, BackwardWorkspace, DetOrder,
 };
 use crate::device::{
     Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
@@ -60,6 +60,12 @@ pub struct WgmmaBwdTile {
     /// The deterministic mode's dQ through a writer warp in a fixed order of key blocks
     /// (`bwd_fa3_ordered_dq`: `bwd_fa3_lookahead.cu` with the define `KILN_BWD_DET_WRITER`).
     pub det_writer: bool,
+    /// The sliding window (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_WINDOW`): the walk
+    /// over the query blocks the window reaches, the edge blocks masked.
+    pub window: bool,
+    /// A packed batch (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_VARLEN`, always beside
+    /// `KILN_BWD_WINDOW`: one variant for packed batches with or without a window).
+    pub varlen: bool,
 }
 
 /// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
@@ -101,6 +107,8 @@ impl WgmmaBwdTile {
                 bm: BM,
                 dq_late: false,
                 det_writer: false,
+                window: false,
+                varlen: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
@@ -112,6 +120,8 @@ impl WgmmaBwdTile {
                 bm: BM,
                 dq_late: false,
                 det_writer: false,
+                window: false,
+                varlen: false,
             },
         }
     }
@@ -202,6 +212,17 @@ impl WgmmaBwdTile {
         } else {
             spec
         };
+        // (no defines for the dense, unwindowed walk: the older variants' labels stay)
+        let spec = if self.window || self.varlen {
+            spec.define("KILN_BWD_WINDOW", 1)
+        } else {
+            spec
+        };
+        let spec = if self.varlen {
+            spec.define("KILN_BWD_VARLEN", 1)
+        } else {
+            spec
+        };
         match (self.dq, self.ahead) {
             (DqAdd::TensorTile, Ahead::No) => spec.define("KILN_BWD_PP", self.pingpong as u32),
             (DqAdd::TensorTile, a) => spec.define("KILN_BWD_SAHEAD", (a == Ahead::SAhead) as u32),
@@ -250,6 +271,9 @@ pub fn supports_tile(
         ));
     }
     check_shape(p, &BWD_WGMMA_DIMS)?;
+    if !t.window {
+        refuse_window(p)?;
+    }
     dev.check_smem(t.smem_bytes())
 }
 
@@ -276,7 +300,17 @@ pub fn launch_tile(
     // tiles are added through.
     let dq_cols = (t.dq == DqAdd::TensorTile).then(|| t.dq_cols());
     let main = t.spec(&ctx.arch(), p.attn.dtype);
-    launch_main(name, ctx, p, ops, &main, t.smem_bytes(), BN, dq_cols, t.det_writer)
+    launch_main(
+        name,
+        ctx,
+        p,
+        ops,
+        &main,
+        t.smem_bytes(),
+        BN,
+        dq_cols,
+        t.det_writer,
+    )
 }
 
 /// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared

@@ -1194,7 +1194,7 @@ bwd-d256)
 bwd-window)
   # The sliding window's backward (ledger B11): verified, then timed beside the dense causal run.
   need_bin "$KILN"; machine "$KILN"
-  v=("$KILN" attn verify --backward)
+  v=("$KILN" attn verify --backward --version bwd_fa3_lookahead)
   step bwin-gqa-d128 90 "${v[@]}" --batch 2 --heads 8 --kv-heads 2 --seqlen-q 1000 --seqlen-kv 1300 --dim 128 \
     --window 128,16
   step bwin-causal-f16-bhsd-d64 90 "${v[@]}" --heads 4 --kv-heads 1 --seqlen 777 --dim 64 --causal \

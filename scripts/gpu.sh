@@ -521,6 +521,21 @@ bwd_staged_verify() {
     --dim 128 --causal --deterministic
 }
 
+# bwd_dim_verify NAME VERSION D: a backward version of one head dim D verified (steps NAME-*,
+# each <= 90 s): compiled, the quick suite's problems at D, GQA causal S 1000, ragged BHSD f16
+# (700 queries, 1300 keys) and a deterministic causal run.
+bwd_dim_verify() {
+  local n=$1 V=$2 d=$3
+  step "$n-compile" 90 "$KILN" check --version "$V"
+  step "$n-quick" 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim "$d"
+  step "$n-gqa-causal" 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 4 --kv-heads 2 \
+    --seqlen 1000 --dim "$d" --causal
+  step "$n-ragged-bhsd" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 3 --kv-heads 1 \
+    --seqlen-q 700 --seqlen-kv 1300 --dim "$d" --causal --layout BHSD --dtype f16
+  step "$n-determ" 90 "$KILN" attn verify --backward --version "$V" --batch 1 --heads 2 --seqlen 1000 \
+    --dim "$d" --causal --deterministic
+}
+
 # bwd_bench: every backward version (BWD_VERSION: only those, space-separated; NAME@D for one at
 # head dim D only) at the issue's
 # 13 backward shapes (BWD_KEYS=1: the d128 ones again with bwd_fa3_bulk_dq's dQ split by keys,
@@ -1099,16 +1114,9 @@ bwd-m128)
   # deterministic runs), then timed beside bwd_fa3_lookahead (the default) at the 13 shapes (its
   # rows at the 4 d64 ones) and SDPA's backwards.
   need_bin "$KILN"; machine "$KILN"
-  step m128-compile 90 "$KILN" check --version bwd_fa3_m128
-  step m128-quick 90 "$KILN" attn verify --backward --suite quick --version bwd_fa3_m128 --dim 64
+  bwd_dim_verify m128 bwd_fa3_m128 64
   step m128-quick-no-ahead 90 env KILN_BWD_NO_AHEAD=1 "$KILN" attn verify --backward --suite quick \
     --version bwd_fa3_m128 --dim 64
-  step m128-gqa-causal 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 2 --heads 4 --kv-heads 2 \
-    --seqlen 1000 --dim 64 --causal
-  step m128-ragged-bhsd 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 1 --heads 3 --kv-heads 1 \
-    --seqlen-q 700 --seqlen-kv 1300 --dim 64 --causal --layout BHSD --dtype f16
-  step m128-determ 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 1 --heads 2 --seqlen 1000 \
-    --dim 64 --causal --deterministic
   step m128-determ-4097 90 "$KILN" attn verify --backward --version bwd_fa3_m128 --batch 2 --heads 2 --seqlen 4097 \
     --dim 64 --deterministic
   BWD_VERSION="bwd_fa3_lookahead bwd_fa3_m128@64" bwd_bench
@@ -1169,14 +1177,7 @@ bwd-d256)
   # timed beside bwd_fa2_mma_sync at the 4 d256 shapes of `backward`, and SDPA's cuDNN and FLASH
   # backwards on the four (about 3 min on an H200).
   need_bin "$KILN"; machine "$KILN"
-  step d256-compile 90 "$KILN" check --version bwd_fa3_d256
-  step d256-quick 90 "$KILN" attn verify --backward --suite quick --version bwd_fa3_d256 --dim 256
-  step d256-gqa-causal 90 "$KILN" attn verify --backward --version bwd_fa3_d256 --batch 2 --heads 4 --kv-heads 2 \
-    --seqlen 1000 --dim 256 --causal
-  step d256-ragged-bhsd 90 "$KILN" attn verify --backward --version bwd_fa3_d256 --batch 1 --heads 3 --kv-heads 1 \
-    --seqlen-q 700 --seqlen-kv 1300 --dim 256 --causal --layout BHSD --dtype f16
-  step d256-determ 90 "$KILN" attn verify --backward --version bwd_fa3_d256 --batch 1 --heads 2 --seqlen 1000 \
-    --dim 256 --causal --deterministic
+  bwd_dim_verify d256 bwd_fa3_d256 256
   step d256-determ-777 90 "$KILN" attn verify --backward --version bwd_fa3_d256 --batch 2 --heads 2 --seqlen 777 \
     --dim 256 --deterministic
   shapes=""

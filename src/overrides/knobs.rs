@@ -25,10 +25,17 @@ pub(super) fn put<T>(
 
 /// `0` or `1`.
 pub(super) fn flag(v: &str) -> Option<bool> {
-    match v {
-        "0" => Some(false),
-        "1" => Some(true),
-        _ => None,
+    either(v, "0", "1")
+}
+
+/// `off` or `on`: a knob that chooses between two named ways.
+pub(super) fn either(v: &str, off: &str, on: &str) -> Option<bool> {
+    if v == off {
+        Some(false)
+    } else if v == on {
+        Some(true)
+    } else {
+        None
     }
 }
 
@@ -204,12 +211,10 @@ pub(super) static KNOBS: &[Knob] = &[
         },
         default: "shift",
         set: |o, v| {
-            let shift = |v: &str| match v {
-                "rot" => Some(false),
-                "shift" => Some(true),
-                _ => None,
-            };
-            put(&mut o.moe.fp4_shift, or(v, true, shift))
+            put(
+                &mut o.moe.fp4_shift,
+                or(v, true, |v| either(v, "rot", "shift")),
+            )
         },
         show: |o| (!o.moe.fp4_shift).then(|| "rot".to_string()),
     },
@@ -257,12 +262,10 @@ pub(super) static KNOBS: &[Knob] = &[
         },
         default: "all",
         set: |o, v| {
-            let all = |v: &str| match v {
-                "swiglu" => Some(false),
-                "all" => Some(true),
-                _ => None,
-            };
-            put(&mut o.moe.fp4_pair_gemm, or(v, true, all))
+            put(
+                &mut o.moe.fp4_pair_gemm,
+                or(v, true, |v| either(v, "swiglu", "all")),
+            )
         },
         show: |o| (!o.moe.fp4_pair_gemm).then(|| "swiglu".to_string()),
     },
@@ -493,12 +496,10 @@ pub(super) static KNOBS: &[Knob] = &[
         },
         default: "consumers",
         set: |o, v| {
-            let producer = |v: &str| match v {
-                "consumers" => Some(false),
-                "producer" => Some(true),
-                _ => None,
-            };
-            put(&mut o.moe.w4a8_producer_decode, or(v, false, producer))
+            put(
+                &mut o.moe.w4a8_producer_decode,
+                or(v, false, |v| either(v, "consumers", "producer")),
+            )
         },
         show: |o| o.moe.w4a8_producer_decode.then(|| "producer".to_string()),
     },
@@ -512,12 +513,10 @@ pub(super) static KNOBS: &[Knob] = &[
         },
         default: "ldg",
         set: |o, v| {
-            let staged = |v: &str| match v {
-                "ldg" => Some(false),
-                "tma" => Some(true),
-                _ => None,
-            };
-            put(&mut o.moe.w4a8_sx_staged, or(v, false, staged))
+            put(
+                &mut o.moe.w4a8_sx_staged,
+                or(v, false, |v| either(v, "ldg", "tma")),
+            )
         },
         show: |o| o.moe.w4a8_sx_staged.then(|| "tma".to_string()),
     },

@@ -72,8 +72,10 @@
 #                                kernels are compiled), then the deterministic shapes timed beside
 #                                the default's ordered atomics (<= 60 s each; about 5 min on an H200)
 #   bwd-window                   the sliding window's backward (bwd_fa3_lookahead, KILN_BWD_WINDOW;
-#                                ledger B11): six verify problems (each <= 90 s: GQA, Sq != Skv,
-#                                causal or not, f16 BHSD, one query row, deterministic bitwise),
+#                                ledger B11): the forward alone at the split ragged block, then
+#                                nine verify problems (each <= 90 s: GQA, Sq != Skv and Sq = Skv
+#                                with a ragged block of <= 64 rows, left-only, causal or not, f16
+#                                BHSD, keys no row sees, one query row, deterministic bitwise),
 #                                then timed beside the dense causal run of the same shape (about
 #                                4 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the shapes
@@ -1196,8 +1198,18 @@ bwd-window)
   # The sliding window's backward (ledger B11): verified, then timed beside the dense causal run.
   need_bin "$KILN"; machine "$KILN"
   v=("$KILN" attn verify --backward --version bwd_fa3_lookahead)
+  # The forward that makes O and LSE, alone, at the failing family of d63c528: a ragged last
+  # query block of at most 64 rows (Sq mod 192 in 1..64), non-causal, a bounded left side; that
+  # block is split between two consumers, whose window mask took the wrong rows until 2026-11-29.
+  step bwin-fwd-split-d128 60 "$KILN" attn verify --batch 2 --heads 8 --kv-heads 2 --seqlen-q 1000 --seqlen-kv 1300 \
+    --dim 128 --window 128,16
+  step bwin-fwd-split-d64 60 "$KILN" attn verify --heads 2 --seqlen-q 40 --seqlen-kv 1000 --dim 64 --window 300,0
   step bwin-gqa-d128 90 "${v[@]}" --batch 2 --heads 8 --kv-heads 2 --seqlen-q 1000 --seqlen-kv 1300 --dim 128 \
     --window 128,16
+  step bwin-square-1000 90 "${v[@]}" --batch 2 --heads 8 --kv-heads 2 --seqlen 1000 --dim 128 --window 128,16
+  step bwin-left-only 90 "${v[@]}" --heads 4 --kv-heads 2 --seqlen-q 1000 --seqlen-kv 1300 --dim 64 --window 128,-1 \
+    --dtype f16
+  step bwin-unseen-keys 90 "${v[@]}" --seqlen-q 64 --seqlen-kv 320 --dim 128 --window 16,16
   step bwin-causal-f16-bhsd-d64 90 "${v[@]}" --heads 4 --kv-heads 1 --seqlen 777 --dim 64 --causal \
     --window 300,-1 --dtype f16 --layout BHSD
   step bwin-right-only-f16 90 "${v[@]}" --batch 3 --heads 2 --seqlen 513 --dim 64 --window -1,32 --dtype f16

@@ -99,7 +99,7 @@ struct DqTile {
 #pragma unroll
       for (int hh = 0; hh < MH; ++hh)
         if (hh < halves && (hh == 0 || m0 + 64 * hh < k.rows_q(p)))
-          tma_reduce_add_5d(map, tile + hh * DQ_HALF, 0, col0 / 32, k.q0() + m0 + 64 * hh, h, k.bi());
+          tma_reduce_add_5d(map, tile + hh * DQ_HALF, 0, col0 / 32, k.q0(p) + m0 + 64 * hh, h, k.bi());
       tma_store_commit();
     }
   }

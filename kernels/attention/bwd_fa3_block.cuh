@@ -106,38 +106,58 @@ static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 // m_first + it % per_head. Rows and keys are the sequence's: rows_q(), rows_k() its lengths, q0(),
 // k0() its first packed rows, bi() the batch index of the maps, LSE, D and the accumulator (dense:
 // p.sq, p.skv, 0, 0, b, read straight from the arguments so that the dense variants compile as
-// before; KILN_BWD_VARLEN: from the offsets, batch 0). DET_WRITER: the walk may start past the
-// head's first block, then wraps at its last (walk_at).
+// before; KILN_BWD_VARLEN: the sequence's, batch 0, read from shared memory at each use
+// (bwd_seq) rather than held: held, the four took registers that d128's consumers do not have (4
+// bytes spilled; reloaded from the offsets at each use, their addresses did: 28). DET_WRITER:
+// the walk may start past the head's first block, then wraps at its last (walk_at).
+#if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
+// The block's sequence: its first query row, query rows, first key row and key rows (bwd_kernel).
+__shared__ int4 bwd_seq_rows;
+#endif
+// Entry i of bwd_seq_rows (0 without KILN_BWD_VARLEN), by a load the compiler cannot hoist.
+__device__ __forceinline__ int bwd_seq(int i) {
+#if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(&bwd_seq_rows) + 4 * i));
+  return v;
+#else
+  return 0;
+#endif
+}
 struct BwdWalk {
   int nb, hk, b, n0;
   int off;  // query i sees keys j <= i + off when causal
   int m_first, per_head, iters;
-  int sq, skv, qs, ks, ib;  // set for KILN_BWD_VARLEN only: read them through these
-  __device__ __forceinline__ int rows_q(const AttnBwdArgs& p) const { return BWD_VARLEN ? sq : p.sq; }
-  __device__ __forceinline__ int rows_k(const AttnBwdArgs& p) const { return BWD_VARLEN ? skv : p.skv; }
-  __device__ __forceinline__ int q0() const { return BWD_VARLEN ? qs : 0; }
-  __device__ __forceinline__ int k0() const { return BWD_VARLEN ? ks : 0; }
-  __device__ __forceinline__ int bi() const { return BWD_VARLEN ? ib : b; }
+  __device__ __forceinline__ int rows_q(const AttnBwdArgs& p) const { return BWD_VARLEN ? bwd_seq(1) : p.sq; }
+  __device__ __forceinline__ int rows_k(const AttnBwdArgs& p) const { return BWD_VARLEN ? bwd_seq(3) : p.skv; }
+  __device__ __forceinline__ int q0(const AttnBwdArgs&) const { return BWD_VARLEN ? bwd_seq(0) : 0; }
+  __device__ __forceinline__ int k0(const AttnBwdArgs&) const { return BWD_VARLEN ? bwd_seq(2) : 0; }
+  __device__ __forceinline__ int bi() const { return BWD_VARLEN ? 0 : b; }
 };
 
-// KILN_BWD_VARLEN: sequence k.b's rows from the offsets, checked as the forward checks them
-// (fa3_wgmma.cu's varlen_rows) against the packed rows (p.sq, p.skv) and the grid (at most
-// p.m_blocks query blocks and gridDim.x key blocks a sequence); a bad sequence gets no rows (its
-// blocks return at once, nothing of it is written) and p.errors records it.
-__device__ __forceinline__ void bwd_varlen_rows(const AttnBwdArgs& p, BwdWalk& k) {
-  const int qs = __ldg(p.cu_q + k.b), qe = __ldg(p.cu_q + k.b + 1), ks = __ldg(p.cu_k + k.b), ke = __ldg(p.cu_k + k.b + 1);
+// KILN_BWD_VARLEN, by every thread before the block's start: whether the block has work. Sequence
+// blockIdx.z's offsets are checked as the forward checks them (fa3_wgmma.cu's varlen_rows)
+// against the packed rows (p.sq, p.skv) and the grid (at most p.m_blocks query blocks and
+// gridDim.x key blocks a sequence): a bad sequence's blocks return at once (nothing of it is
+// written) and p.errors records it; so does a block past its sequence's keys (nothing to store).
+// Thread 0 of a block with work puts the sequence's rows in bwd_seq_rows (bwd_start's barrier
+// publishes them).
+__device__ __forceinline__ bool bwd_varlen_start(const AttnBwdArgs& p) {
+#if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
+  const int b = blockIdx.z;
+  const int qs = __ldg(p.cu_q + b), qe = __ldg(p.cu_q + b + 1), ks = __ldg(p.cu_k + b), ke = __ldg(p.cu_k + b + 1);
   const bool ok = 0 <= qs && qs <= qe && qe <= p.sq && qe - qs <= p.m_blocks * p.m_block && 0 <= ks && ks <= ke && ke <= p.skv &&
-                  ke - ks <= (int)gridDim.x * BN && (k.b > 0 || (qs | ks) == 0) &&
-                  (k.b + 1 < (int)gridDim.z || (qe == p.sq && ke == p.skv));
-  k.ib = 0;
-  k.qs = ok ? qs : 0, k.sq = ok ? qe - qs : 0, k.ks = ok ? ks : 0, k.skv = ok ? ke - ks : 0;
+                  ke - ks <= (int)gridDim.x * BN && (b > 0 || (qs | ks) == 0) && (b + 1 < (int)gridDim.z || (qe == p.sq && ke == p.skv));
   if (!ok && p.errors != nullptr && threadIdx.x == 0) *reinterpret_cast<volatile u32*>(p.errors) = 1u;
+  if (!ok || (int)blockIdx.x * BN >= ke - ks) return false;
+  if (threadIdx.x == 0) bwd_seq_rows = make_int4(qs, qe - qs, ks, ke - ks);
+#endif
+  return true;
 }
 
 __device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p) {
   BwdWalk k;
   k.nb = blockIdx.x, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
-  if (BWD_VARLEN) bwd_varlen_rows(p, k);
   k.off = k.rows_k(p) - k.rows_q(p);
   if (BWD_WINDOW) {
     // the rows that see one of this block's keys (n0 < skv: a packed block past its sequence's
@@ -248,7 +268,7 @@ struct BwdThread {
 // KILN_BWD_VARLEN).
 __device__ __forceinline__ void stage_lse(float* sl, const AttnBwdArgs& p, const BwdWalk& k, int h, int m0, int lane) {
   if (BWD_WINDOW || BWD_VARLEN) {
-    stage_lse_d_rows<BM>(sl, p, ((i64)k.bi() * p.heads_q + h) * p.sq + k.q0(), m0, k.rows_q(p), lane);
+    stage_lse_d_rows<BM>(sl, p, ((i64)k.bi() * p.heads_q + h) * p.sq + k.q0(p), m0, k.rows_q(p), lane);
   } else {
     stage_lse_d<BM>(sl, p, k.b, h, m0, lane);
   }
@@ -261,7 +281,7 @@ template <bool TX_FIRST>
 __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm,
                                             const TmaMap* tq, const TmaMap* tk, const TmaMap* tv, const TmaMap* tdo) {
   const int lane = threadIdx.x;
-  if (lane == 0) load_kv<DH, BN>(sm.sk, sm.sv, tk, tv, sm.kv_full, k.k0() + k.n0, k.hk, k.bi());
+  if (lane == 0) load_kv<DH, BN>(sm.sk, sm.sv, tk, tv, sm.kv_full, k.k0(p) + k.n0, k.hk, k.bi());
   for (int it = 0; it < k.iters; ++it) {
     int h, mb;
     walk_at(k, p, it, h, mb);
@@ -282,8 +302,8 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
       for (int d = 0; d < DH; ++d)
 #pragma unroll
         for (int r = 0; r < MH; ++r) {
-          tma_load_4d(st + d * HALF_Q + r * 64 * 128, tq, sm.qring.full(s), 64 * d, k.q0() + m0 + 64 * r, h, k.bi());
-          tma_load_4d(st + Q_BYTES + d * HALF_Q + r * 64 * 128, tdo, sm.qring.full(s), 64 * d, k.q0() + m0 + 64 * r, h, k.bi());
+          tma_load_4d(st + d * HALF_Q + r * 64 * 128, tq, sm.qring.full(s), 64 * d, k.q0(p) + m0 + 64 * r, h, k.bi());
+          tma_load_4d(st + Q_BYTES + d * HALF_Q + r * 64 * 128, tdo, sm.qring.full(s), 64 * d, k.q0(p) + m0 + 64 * r, h, k.bi());
         }
     }
     if (TX_FIRST) {
@@ -444,7 +464,7 @@ __device__ __forceinline__ void bwd_block(float (&dq)[QN / 2], float (&dk)[KR], 
 
 // The first row of dK or dV (`g`, K's layout) of the block's key/value head and sequence.
 __device__ __forceinline__ in_t* bwd_kv_rows(void* g, const AttnBwdArgs& p, const BwdWalk& k) {
-  return static_cast<in_t*>(g) + k.bi() * p.kv_sb + k.hk * p.kv_sh + (i64)k.k0() * p.kv_ss;
+  return static_cast<in_t*>(g) + k.bi() * p.kv_sb + k.hk * p.kv_sh + (i64)k.k0(p) * p.kv_ss;
 }
 
 // A consumer warpgroup's whole walk (AHEAD, DS_BUFS, PP: bwd_block's): dK and dV zeroed, K and V waited for, then per query block
@@ -482,7 +502,7 @@ template <int H>
 __device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th,
                                                int h, int m0, u32* sem) {
   const int col0 = SPLIT_N ? th.c * QN : 0;
-  float* acc = p.dq_acc + (((i64)k.bi() * p.heads_q + h) * p.sq + k.q0() + m0 + th.krow) * D + col0 + 2 * th.t;
+  float* acc = p.dq_acc + (((i64)k.bi() * p.heads_q + h) * p.sq + k.q0(p) + m0 + th.krow) * D + col0 + 2 * th.t;
   auto add = [&] {
 #pragma unroll
     for (int hh = 0; hh < H; ++hh)
@@ -540,9 +560,9 @@ template <bool TX_FIRST, class Consume, class Write>
 __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
                                            const Consume& consume, const Write& write) {
-  // KILN_BWD_VARLEN: the grid covers the longest sequence's keys; a block past its own's has
-  // nothing to do (no key: nothing to store)
-  if (BWD_VARLEN && (int)blockIdx.x * BN >= bwd_walk(p).rows_k(p)) return;
+  // KILN_BWD_VARLEN: the grid covers the longest sequence's keys; a block past its own's, or of a
+  // sequence with bad offsets, has nothing to do
+  if (BWD_VARLEN && !bwd_varlen_start(p)) return;
   const BwdSmem sm = bwd_start(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra);
   if constexpr (BWD_WINDOW || BWD_VARLEN) {
     // each role works out where the block sits after its register split: computed before it, the

@@ -89,6 +89,7 @@ impl AttentionBackwardKernel for BwdFa3D256 {
             BN,
             None,
             false,
+            None,
         )
     }
     fn by_default(&self) -> bool {

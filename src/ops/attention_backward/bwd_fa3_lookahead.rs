@@ -34,6 +34,15 @@ pub(super) fn tile(d: usize, no_ahead: bool, window: bool) -> WgmmaBwdTile {
     }
 }
 
+/// Its packed tile at head dim `d` (`KILN_BWD_VARLEN`, always beside the window's walk and masks:
+/// one variant for packed batches with a window or without; [`super::varlen`]).
+pub(super) fn varlen_tile(d: usize) -> WgmmaBwdTile {
+    WgmmaBwdTile {
+        varlen: true,
+        ..tile(d, false, true)
+    }
+}
+
 /// The tile that runs `p`: the window's when it has one.
 fn tile_for(p: &BackwardProblem, no_ahead: bool) -> WgmmaBwdTile {
     tile(
@@ -57,12 +66,14 @@ impl AttentionBackwardKernel for BwdFa3Lookahead {
         supports_tile(p, dev, tile_for(p, false))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        // the default walk, and the window's: `KILN_BWD_NO_AHEAD`'s (measured against it at
-        // f35f0e6, ledger B6; never dispatched) compiles when asked for, outside the variant budget
+        // the default walk, the window's and the packed one's: `KILN_BWD_NO_AHEAD`'s (measured
+        // against it at f35f0e6, ledger B6; never dispatched) compiles when asked for, outside
+        // the variant budget
         let mut v = variants_of(arch, |d| tile(d, false, false));
         for d in BWD_WGMMA_DIMS {
             for dt in DTYPES {
                 v.push(tile(d, false, true).spec(arch, dt));
+                v.push(varlen_tile(d).spec(arch, dt));
             }
         }
         v
@@ -105,9 +116,11 @@ mod tests {
             .unwrap_err()
             .contains("use 64, 128"));
         let v = BwdFa3Lookahead.variants("sm_90a");
-        assert_eq!(v.len(), 10);
+        assert_eq!(v.len(), 14);
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 10);
+        assert_eq!(unique.len(), 14);
+        let packed = varlen_tile(128).spec("sm_90a", DTYPES[0]).label();
+        assert!(packed.contains("KILN_BWD_VARLEN=1") && packed.contains("KILN_BWD_WINDOW=1"));
         // verified (36/36 quick, deterministic bitwise) and 1.08-1.17x bwd_fa3_tma_dq at four
         // shapes on an H200 (2026-11-29): the default, above it
         assert!(BwdFa3Lookahead.by_default());

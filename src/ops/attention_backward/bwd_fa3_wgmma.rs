@@ -27,8 +27,8 @@ pub const BWD_WGMMA_DIMS: [usize; 2] = [64, 128];
 /// Query rows per step (a tile's `bm` may double it: `bwd_fa3_m128`) and keys per block (BM, BN
 /// in the device file). The maps' boxes, the dQ accumulator's reduce boxes and the deterministic
 /// mode's counters keep 64-row units at either step.
-const BM: u32 = 64;
-const BN: u32 = 128;
+pub(super) const BM: u32 = 64;
+pub(super) const BN: u32 = 128;
 /// A producer warpgroup and two MMA warpgroups.
 const THREADS: u32 = 384;
 
@@ -146,7 +146,7 @@ impl WgmmaBwdTile {
     }
 
     /// dQ columns per warpgroup: D/2 split by columns, all D split by keys.
-    fn dq_cols(&self) -> u32 {
+    pub fn dq_cols(&self) -> u32 {
         if self.dq_split == 0 {
             self.d / 2
         } else {
@@ -310,13 +310,31 @@ pub fn launch_tile(
         BN,
         dq_cols,
         t.det_writer,
+        None,
     )
+}
+
+/// A packed launch (`KILN_BWD_VARLEN`) of [`launch_main`]: the problem is the packed batch's dense
+/// view (one batch of the packed rows, [`super::varlen::dense_view`]), whose maps, workspaces
+/// and passes it keeps; the grid is `key_blocks` (the longest sequence's keys) x key/value heads x
+/// `seqs`, and the kernel reads each sequence's rows from the offsets.
+#[derive(Debug, Clone, Copy)]
+pub struct PackedGrid {
+    pub key_blocks: u32,
+    pub seqs: u32,
+    /// The longest query sequence's 64-row blocks: the kernel's bound on a sequence's rows.
+    pub m_blocks: u32,
+    pub cu_q: u64,
+    pub cu_k: u64,
+    /// A host-mapped word the kernel sets to 1 on bad offsets; 0: not recorded.
+    pub errors: u64,
 }
 
 /// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared
 /// memory, a block per `bn` keys of each key/value head and batch, K and V loaded in boxes of `bn`
 /// rows); `dq_cols`: the fifth map, over the dQ accumulator in boxes of 64 rows x `dq_cols`
-/// columns, for the versions that add dQ tiles through it. `name` for refusals.
+/// columns, for the versions that add dQ tiles through it; `packed`: a packed batch's grid and
+/// offsets ([`PackedGrid`]). `name` for refusals.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_main(
     name: &str,
@@ -328,6 +346,7 @@ pub fn launch_main(
     bn: u32,
     dq_cols: Option<u32>,
     det_writer: bool,
+    packed: Option<PackedGrid>,
 ) -> Result<()> {
     check_buffers(p, ops)?;
     check_aligned(name, ops)?;
@@ -339,6 +358,10 @@ pub fn launch_main(
         let key_blocks = a.seqlen_kv.div_ceil(BN as usize);
         args.det_order = DetOrder::of(p, key_blocks, ctx.info.sm_count) as i32;
         args.det_sms = ctx.info.sm_count as i32;
+    }
+    if let Some(g) = packed {
+        (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
+        args.m_blocks = g.m_blocks as i32;
     }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
@@ -367,11 +390,14 @@ pub fn launch_main(
     let cfg = LaunchConfig {
         smem_bytes: smem,
         ..LaunchConfig::simple(
-            (
-                (a.seqlen_kv as u32).div_ceil(bn),
-                a.heads_kv as u32,
-                a.batch as u32,
-            ),
+            match packed {
+                Some(g) => (g.key_blocks, a.heads_kv as u32, g.seqs),
+                None => (
+                    (a.seqlen_kv as u32).div_ceil(bn),
+                    a.heads_kv as u32,
+                    a.batch as u32,
+                ),
+            },
             THREADS,
         )
     };

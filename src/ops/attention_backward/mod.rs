@@ -12,6 +12,7 @@ pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod problem;
+pub mod varlen;
 
 use std::ffi::c_void;
 

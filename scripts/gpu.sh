@@ -75,9 +75,11 @@
 #                                ledger B11): the forward alone at the split ragged block, then
 #                                nine verify problems (each <= 90 s: GQA, Sq != Skv and Sq = Skv
 #                                with a ragged block of <= 64 rows, left-only, causal or not, f16
-#                                BHSD, keys no row sees, one query row, deterministic bitwise),
-#                                then timed beside the dense causal run of the same shape (about
-#                                4 min on an H200)
+#                                BHSD, keys no row sees, one query row, deterministic bitwise);
+#                                the packed backward's suite and a drawn batch of 32 verified, 32
+#                                sequences of 128..8192 timed beside one dense backward of the
+#                                same work (d128, d128 causal, d64; ledger B12); the window at
+#                                d128 beside the dense causal run (about 3 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -1218,14 +1220,20 @@ bwd-window)
   step bwin-det-causal-d128 90 "${v[@]}" --heads 4 --seqlen 1000 --dim 128 --causal --window 256,0 \
     --deterministic
   step bwin-det-diagonal-d64 90 "${v[@]}" --heads 2 --seqlen 4097 --dim 64 --window 0,0 --deterministic
+  # The packed backward (ledger B12): its suite (24 problems, d64/d128), a drawn batch of 32 with
+  # GQA, causal and a window, then 32 sequences of 128..8192 timed against one dense backward of
+  # the same work.
+  step bvar-suite 120 "$KILN" attn verify --backward --varlen-suite
+  step bvar-32-gqa-window 90 "$KILN" attn verify --backward --varlen-count 32 --varlen-range 128:1024 --seed 1 \
+    --heads 8 --kv-heads 2 --dim 128 --causal --window 256,0
+  vb=("$KILN" attn bench --backward --varlen-count 32 --seed 1 --heads 16 --reps 10 --warmup 3)
+  step bvar-bench-d128 90 "${vb[@]}" --dim 128
+  step bvar-bench-d128-causal 90 "${vb[@]}" --dim 128 --causal
+  step bvar-bench-d64 90 "${vb[@]}" --dim 64
+  # The window's speed at d128 (d64 and the two-sided window: measured at d63c528, ledger B11).
   b=("$KILN" attn bench --backward --version bwd_fa3_lookahead --reps 10 --warmup 3)
-  for shape in "2 16 8192 128" "4 16 4096 64"; do
-    set -- $shape
-    step "bwin-d$4-dense-causal" 120 "${b[@]}" --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" --causal
-    step "bwin-d$4-causal-1024" 120 "${b[@]}" --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" --causal \
-      --window 1024,0
-    step "bwin-d$4-1024-1024" 120 "${b[@]}" --batch "$1" --heads "$2" --seqlen "$3" --dim "$4" --window 1024,1024
-  done
+  step bwin-d128-dense-causal 60 "${b[@]}" --batch 2 --heads 16 --seqlen 8192 --dim 128 --causal
+  step bwin-d128-causal-1024 60 "${b[@]}" --batch 2 --heads 16 --seqlen 8192 --dim 128 --causal --window 1024,0
   table
   ;;
 

@@ -9,8 +9,9 @@ use kiln::harness::attention::{
     backward_bench::{time_backward, BackwardBuffers},
     backward_shapes::backward_suite,
     backward_varlen::{
-        blank as varlen_blank, time_varlen_backward, varlen_backward_flops, varlen_backward_label,
-        varlen_backward_suite, verify_varlen_backward, VarlenBackwardBuffers,
+        blank as varlen_blank, random_inputs, time_varlen_backward, varlen_backward_flops,
+        varlen_backward_label, varlen_backward_suite, verify_varlen_backward,
+        VarlenBackwardBuffers,
     },
     backward_verify::{blank, grad_errors, reproducible, verify_backward},
     varlen::dense_equivalent,
@@ -21,7 +22,6 @@ use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention_backward::varlen::supports_varlen;
 use kiln::ops::attention_backward::BackwardProblem;
-use kiln::reference::data::HostData;
 use kiln::report::Table;
 use kiln::store::rows;
 
@@ -235,12 +235,7 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         reason,
     })?;
     let opt = a.options(env);
-    let host = [
-        HostData::random(p.dtype, p.q_elems(), seed),
-        HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1)),
-        HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2)),
-        HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(3)),
-    ];
+    let host = random_inputs(&p, seed);
     let [q, k, v, d_o] = &host;
     let bufs = VarlenBackwardBuffers::new(&ctx, &p, [q, k, v, d_o])?;
     let flusher = L2Flusher::new(&ctx)?;

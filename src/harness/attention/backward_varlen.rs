@@ -12,7 +12,7 @@ use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
 use crate::ops::attention::fa3_wgmma::Fa3Wgmma;
-use crate::ops::attention::{AttentionProblem, AttnLayout, VarlenProblem, Window};
+use crate::ops::attention::{AttentionProblem, AttnLayout, VarlenProblem};
 use crate::ops::attention_backward::varlen::{
     dense_view, launch_varlen, supports_varlen, VarlenBackwardOperands,
 };
@@ -301,6 +301,7 @@ pub fn time_varlen_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::attention::Window;
     use crate::reference::attention_backward::attention_backward;
 
     #[test]

@@ -83,6 +83,15 @@
 #                                rows) verified at d64 (each <= 90 s), then timed beside
 #                                bwd_fa3_m128 and bwd_fa3_lookahead at `backward`'s 4 d64 shapes and
 #                                SDPA's backwards on them (about 3 min on an H200)
+#   bwd-window                   the sliding window's backward (bwd_fa3_lookahead, KILN_BWD_WINDOW;
+#                                ledger B13): the forward alone at the split ragged block, then
+#                                nine verify problems (each <= 90 s: GQA, Sq != Skv and Sq = Skv
+#                                with a ragged block of <= 64 rows, left-only, causal or not, f16
+#                                BHSD, keys no row sees, one query row, deterministic bitwise);
+#                                the packed backward's suite and a drawn batch of 32 verified, 32
+#                                sequences of 128..8192 timed beside one dense backward of the
+#                                same work (d128, d128 causal, d64; ledger B14); the window at
+#                                d128 beside the dense causal run (about 3 min on an H200)
 #   moe                          the MoE verify (MOE_SUITE=quick|full), then the issue's shapes
 #                                against torch (scripts/peers.py moe); MOE_SWEEP=1 adds every
 #                                grouped-GEMM tile shape
@@ -1311,6 +1320,47 @@ bwd-d256-dq)
     shapes="$shapes;$1,16,$2,256${3:+,causal}"
   done
   step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
+  ;;
+
+bwd-window)
+  # The sliding window's backward (ledger B13): verified, then timed beside the dense causal run.
+  need_bin "$KILN"; machine "$KILN"
+  v=("$KILN" attn verify --backward --version bwd_fa3_lookahead)
+  # The forward that makes O and LSE, alone, at the failing family of d63c528: a ragged last
+  # query block of at most 64 rows (Sq mod 192 in 1..64), non-causal, a bounded left side; that
+  # block is split between two consumers, whose window mask took the wrong rows until 2026-11-29.
+  step bwin-fwd-split-d128 60 "$KILN" attn verify --batch 2 --heads 8 --kv-heads 2 --seqlen-q 1000 --seqlen-kv 1300 \
+    --dim 128 --window 128,16
+  step bwin-fwd-split-d64 60 "$KILN" attn verify --heads 2 --seqlen-q 40 --seqlen-kv 1000 --dim 64 --window 300,0
+  step bwin-gqa-d128 90 "${v[@]}" --batch 2 --heads 8 --kv-heads 2 --seqlen-q 1000 --seqlen-kv 1300 --dim 128 \
+    --window 128,16
+  step bwin-square-1000 90 "${v[@]}" --batch 2 --heads 8 --kv-heads 2 --seqlen 1000 --dim 128 --window 128,16
+  step bwin-left-only 90 "${v[@]}" --heads 4 --kv-heads 2 --seqlen-q 1000 --seqlen-kv 1300 --dim 64 --window 128,-1 \
+    --dtype f16
+  step bwin-unseen-keys 90 "${v[@]}" --seqlen-q 64 --seqlen-kv 320 --dim 128 --window 16,16
+  step bwin-causal-f16-bhsd-d64 90 "${v[@]}" --heads 4 --kv-heads 1 --seqlen 777 --dim 64 --causal \
+    --window 300,-1 --dtype f16 --layout BHSD
+  step bwin-right-only-f16 90 "${v[@]}" --batch 3 --heads 2 --seqlen 513 --dim 64 --window -1,32 --dtype f16
+  step bwin-one-query-row 90 "${v[@]}" --heads 2 --kv-heads 1 --seqlen-q 1 --seqlen-kv 4097 --dim 128 \
+    --window 64,64
+  step bwin-det-causal-d128 90 "${v[@]}" --heads 4 --seqlen 1000 --dim 128 --causal --window 256,0 \
+    --deterministic
+  step bwin-det-diagonal-d64 90 "${v[@]}" --heads 2 --seqlen 4097 --dim 64 --window 0,0 --deterministic
+  # The packed backward (ledger B14): its suite (24 problems, d64/d128), a drawn batch of 32 with
+  # GQA, causal and a window, then 32 sequences of 128..8192 timed against one dense backward of
+  # the same work.
+  step bvar-suite 120 "$KILN" attn verify --backward --varlen-suite
+  step bvar-32-gqa-window 90 "$KILN" attn verify --backward --varlen-count 32 --varlen-range 128:1024 --seed 1 \
+    --heads 8 --kv-heads 2 --dim 128 --causal --window 256,0
+  vb=("$KILN" attn bench --backward --varlen-count 32 --seed 1 --heads 16 --reps 10 --warmup 3)
+  step bvar-bench-d128 90 "${vb[@]}" --dim 128
+  step bvar-bench-d128-causal 90 "${vb[@]}" --dim 128 --causal
+  step bvar-bench-d64 90 "${vb[@]}" --dim 64
+  # The window's speed at d128 (d64 and the two-sided window: measured at d63c528, ledger B13).
+  b=("$KILN" attn bench --backward --version bwd_fa3_lookahead --reps 10 --warmup 3)
+  step bwin-d128-dense-causal 60 "${b[@]}" --batch 2 --heads 16 --seqlen 8192 --dim 128 --causal
+  step bwin-d128-causal-1024 60 "${b[@]}" --batch 2 --heads 16 --seqlen 8192 --dim 128 --causal --window 1024,0
   table
   ;;
 

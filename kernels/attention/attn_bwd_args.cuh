@@ -31,4 +31,9 @@ struct AttnBwdArgs {
   // (non-causal), 2 key blocks descending (causal); ignored by the other kernels.
   int det_order;
   int det_sms;       // blocks that run at once (one per SM): the groups of order 1
+  int win_left;      // KILN_BWD_WINDOW: query i sees keys i + skv - sq - win_left ..=
+  int win_right;     //   i + skv - sq + win_right (causal folded in; unbounded: 1 << 30)
+  const int* cu_q;   // KILN_BWD_VARLEN: cumulative query and key offsets, [sequences + 1] (grid z:
+  const int* cu_k;   //   the sequence); batch is then 1 and sq, skv the packed rows
+  u32* errors;       // KILN_BWD_VARLEN: a host-mapped word set to 1 when the offsets are bad; or null
 };

@@ -85,7 +85,8 @@ struct DqTile {
   // head h, `halves` of 64 rows) added into the accumulator, a reduce per 64 rows (the map's box; a
   // half that starts past Sq is not issued), as one bulk group.
   __device__ __forceinline__ void reduce(u32 tile, const AttnBwdArgs& p, const BwdWalk& k, int h, int m0, int halves) const {
-    if (adder) reduce_dq_tile<DQ_PIECES, DQ_MH>(map, tile, p.sq, k.b, h, m0 + row0, col0, halves);
+    // (a packed sequence: its rows from k.q0(p), bounded by its own length)
+    if (adder) reduce_dq_tile<DQ_PIECES, DQ_MH>(map, tile, k.q0(p) + k.rows_q(p), k.bi(), h, k.q0(p) + m0 + row0, col0, halves);
   }
 
   // DET_WRITER, deterministic mode: this block's partial handed to the writer warp through the

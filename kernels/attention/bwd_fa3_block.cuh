@@ -18,11 +18,20 @@
 //   columns D/2·c .. over all BN keys; 1: each computes all D columns over its own 64 keys; 2
 //   (BM 128 only): they meet, and consumer c computes the step's query rows 64c .. 64c + 63, all D
 //   columns over all BN keys (each dQ element added once a block, as by columns).
+//   KILN_BWD_WINDOW 1: the sliding window (p.win_left, p.win_right, causal folded into win_right
+//   by the host; window.cuh's rule, the forward's): a key block walks only the query blocks whose
+//   rows see one of its keys, and the blocks that cut a window's edge are masked.
+//   KILN_BWD_VARLEN 1: a packed batch (Q, O, dO [total_q, H, D], K, V [total_k, Hkv, D], the
+//   offsets p.cu_q and p.cu_k; the maps [1, heads, total, dim], LSE, D and the accumulator
+//   [1, H, total_q]): grid z is the sequence, a block's keys and query blocks are its sequence's
+//   (rows read past the sequence's end are masked, and their dQ rows, all zero, are added into
+//   the next sequence's); a block whose keys lie past its sequence's end returns at once.
 #pragma once
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
 #include "attention/bwd_wgmma.cuh"
 #include "attention/tma_4d.cuh"
+#include "attention/window.cuh"
 #include "common/ws_pipeline.cuh"
 #include "common/fast_math.cuh"
 
@@ -95,27 +104,95 @@ constexpr int BWD_CLUSTER = 1;
 static_assert(BWD_CLUSTER == 1 || (BWD_CLUSTER == 2 && D == 256 && BM == 64 && !DET_WRITER), "a pair of CTAs at d256 only");
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1 || (KILN_DQ_SPLIT == 2 && BM == 128),
               "dQ split over columns (0), keys (1) or, at 128 rows a step, query rows (2)");
+#if defined(KILN_BWD_WINDOW)
+constexpr bool BWD_WINDOW = KILN_BWD_WINDOW != 0;
+#else
+constexpr bool BWD_WINDOW = false;
+#endif
+#if defined(KILN_BWD_VARLEN)
+constexpr bool BWD_VARLEN = KILN_BWD_VARLEN != 0;
+#else
+constexpr bool BWD_VARLEN = false;
+#endif
+static_assert(!(BWD_WINDOW || BWD_VARLEN) || D != 256, "the window's and the packed walk: d64 or d128 (bwd_fa3_d256.cu masks by its own rule)");
+static_assert(!(DET_WRITER && (BWD_WINDOW || BWD_VARLEN)),
+              "the dQ writer's order (det_rank) knows no window or packed sequence: bwd_fa3_ordered_dq refuses them");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 
-// Where the block sits: keys n0 .. n0 + BN - 1 (key block nb) of key/value head hk, batch b;
-// iteration it is query head hk·group + it / per_head, query block m_first + it % per_head
-// (DET_WRITER: the walk may start past the head's first block, then wraps at its last; walk_at).
+// Where the block sits: keys n0 .. n0 + BN - 1 (key block nb) of key/value head hk, batch (or
+// packed sequence) b; iteration it is query head hk·group + it / per_head, query block
+// m_first + it % per_head. Rows and keys are the sequence's: rows_q(), rows_k() its lengths, q0(),
+// k0() its first packed rows, bi() the batch index of the maps, LSE, D and the accumulator (dense:
+// p.sq, p.skv, 0, 0, b, read straight from the arguments so that the dense variants compile as
+// before; KILN_BWD_VARLEN: the sequence's, batch 0, read from shared memory at each use
+// (bwd_seq) rather than held: held, the four took registers that d128's consumers do not have (4
+// bytes spilled; reloaded from the offsets at each use, their addresses did: 28). DET_WRITER:
+// the walk may start past the head's first block, then wraps at its last (walk_at).
+#if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
+// The block's sequence: its first query row, query rows, first key row and key rows (bwd_kernel).
+__shared__ int4 bwd_seq_rows;
+#endif
+// Entry i of bwd_seq_rows (0 without KILN_BWD_VARLEN), by a load the compiler cannot hoist.
+__device__ __forceinline__ int bwd_seq(int i) {
+#if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(&bwd_seq_rows) + 4 * i));
+  return v;
+#else
+  return 0;
+#endif
+}
 struct BwdWalk {
   int nb, hk, b, n0;
   int off;  // query i sees keys j <= i + off when causal
   int m_first, per_head, iters;
+  __device__ __forceinline__ int rows_q(const AttnBwdArgs& p) const { return BWD_VARLEN ? bwd_seq(1) : p.sq; }
+  __device__ __forceinline__ int rows_k(const AttnBwdArgs& p) const { return BWD_VARLEN ? bwd_seq(3) : p.skv; }
+  __device__ __forceinline__ int q0(const AttnBwdArgs&) const { return BWD_VARLEN ? bwd_seq(0) : 0; }
+  __device__ __forceinline__ int k0(const AttnBwdArgs&) const { return BWD_VARLEN ? bwd_seq(2) : 0; }
+  __device__ __forceinline__ int bi() const { return BWD_VARLEN ? 0 : b; }
 };
+
+// KILN_BWD_VARLEN, by every thread before the block's start: whether the block has work. Sequence
+// blockIdx.z's offsets are checked as the forward checks them (fa3_wgmma.cu's varlen_rows)
+// against the packed rows (p.sq, p.skv) and the grid (at most p.m_blocks query blocks and
+// gridDim.x key blocks a sequence): a bad sequence's blocks return at once (nothing of it is
+// written) and p.errors records it; so does a block past its sequence's keys (nothing to store).
+// Thread 0 of a block with work puts the sequence's rows in bwd_seq_rows (bwd_start's barrier
+// publishes them).
+__device__ __forceinline__ bool bwd_varlen_start(const AttnBwdArgs& p) {
+#if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
+  const int b = blockIdx.z;
+  const int qs = __ldg(p.cu_q + b), qe = __ldg(p.cu_q + b + 1), ks = __ldg(p.cu_k + b), ke = __ldg(p.cu_k + b + 1);
+  const bool ok = 0 <= qs && qs <= qe && qe <= p.sq && qe - qs <= p.m_blocks * p.m_block && 0 <= ks && ks <= ke && ke <= p.skv &&
+                  ke - ks <= (int)gridDim.x * BN && (b > 0 || (qs | ks) == 0) && (b + 1 < (int)gridDim.z || (qe == p.sq && ke == p.skv));
+  if (!ok && p.errors != nullptr && threadIdx.x == 0) *reinterpret_cast<volatile u32*>(p.errors) = 1u;
+  if (!ok || (int)blockIdx.x * BN >= ke - ks) return false;
+  if (threadIdx.x == 0) bwd_seq_rows = make_int4(qs, qe - qs, ks, ke - ks);
+#endif
+  return true;
+}
 
 // (nb: the block's key block, blockIdx.x but under det_walk's reversal)
 __device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = blockIdx.x) {
   BwdWalk k;
   k.nb = nb, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
-  k.off = p.skv - p.sq;
-  // (BWD_CLUSTER: from the cluster's first key block, so that both walk the same blocks)
-  k.m_first = p.causal ? max(0, (BWD_CLUSTER == 1 ? k.n0 : k.n0 & ~(BWD_CLUSTER * BN - 1)) - k.off) / BM : 0;
-  k.per_head = (p.sq + BM - 1) / BM - k.m_first;
+  k.off = k.rows_k(p) - k.rows_q(p);
+  if (BWD_WINDOW) {
+    // the rows that see one of this block's keys (n0 < skv: a packed block past its sequence's
+    // keys has returned)
+    int lo, hi;
+    window_rows(k.n0, min(k.n0 + BN, k.rows_k(p)) - 1, k.off, p.win_left, p.win_right, k.rows_q(p), lo, hi);
+    k.m_first = lo / BM;
+    k.per_head = hi < lo ? 0 : hi / BM - k.m_first + 1;
+  } else {
+    // (BWD_CLUSTER: from the cluster's first key block, so that both walk the same blocks)
+    k.m_first = p.causal ? max(0, (BWD_CLUSTER == 1 ? k.n0 : k.n0 & ~(BWD_CLUSTER * BN - 1)) - k.off) / BM : 0;
+    k.per_head = (k.rows_q(p) + BM - 1) / BM - k.m_first;
+    if (BWD_VARLEN) k.per_head = max(0, k.per_head);  // keys past a shorter sequence's end
+  }
   k.iters = p.group * k.per_head;
   return k;
 }
@@ -176,6 +253,13 @@ __device__ __forceinline__ int det_rank(const BwdWalk& k, const AttnBwdArgs& p, 
   return k.nb;
 }
 
+// The deterministic mode's rank of key block k.nb among those that add into query block m0 (rows
+// m0 ..): the first such block is the first that holds a key some row of the block sees (0 but
+// with a window's left edge).
+__device__ __forceinline__ int bwd_dq_rank(const AttnBwdArgs& p, const BwdWalk& k, int m0) {
+  return BWD_WINDOW ? k.nb - window_first_key(m0, k.off, p.win_left) / BN : k.nb;
+}
+
 // The shared memory every version has: K and V, the ring's stages (Q then dO), the dSᵀ buffers,
 // the LSE·log2e and D vectors (per stage [BM] each), and the barriers (kv_full, then the ring's).
 struct BwdSmem {
@@ -206,6 +290,16 @@ struct BwdThread {
   int c, w, lane, t, krow;
 };
 
+// LSE·log2e and D of query rows m0 .. of head h into a stage's vectors (the sequence's rows with
+// KILN_BWD_VARLEN).
+__device__ __forceinline__ void stage_lse(float* sl, const AttnBwdArgs& p, const BwdWalk& k, int h, int m0, int lane) {
+  if (BWD_WINDOW || BWD_VARLEN) {
+    stage_lse_d_rows<BM>(sl, p, ((i64)k.bi() * p.heads_q + h) * p.sq + k.q0(p), m0, k.rows_q(p), lane);
+  } else {
+    stage_lse_d<BM>(sl, p, k.b, h, m0, lane);
+  }
+}
+
 // The producer warp (its 32 lanes). TX_FIRST: a stage's TMA is armed (expect_tx, no arrival) and
 // started before the lanes load LSE and D, then all 32 arrive; else the lanes' loads come first
 // and lane 0 arrives with the bytes.
@@ -213,14 +307,14 @@ template <bool TX_FIRST>
 __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm,
                                             const TmaMap* tq, const TmaMap* tk, const TmaMap* tv, const TmaMap* tdo) {
   const int lane = threadIdx.x;
-  if (lane == 0) load_kv<DH, BN>(sm.sk, sm.sv, tk, tv, sm.kv_full, k.n0, k.hk, k.b);
+  if (lane == 0) load_kv<DH, BN>(sm.sk, sm.sv, tk, tv, sm.kv_full, k.k0(p) + k.n0, k.hk, k.bi());
   for (int it = 0; it < k.iters; ++it) {
     int h, mb;
     walk_at(k, p, it, h, mb);
     if (DET_WRITER && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
     const int m0 = mb * BM;
     const int s = sm.qring.acquire(it);
-    if (!TX_FIRST) stage_lse_d<BM>(sm.vec + s * 2 * BM, p, k.b, h, m0, lane);
+    if (!TX_FIRST) stage_lse(sm.vec + s * 2 * BM, p, k, h, m0, lane);
     if (lane == 0) {
       if (DET_WRITER) walk_put(sm, it, h, mb);
       if (TX_FIRST) {
@@ -235,8 +329,8 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
         for (int d = 0; d < DH; ++d)
 #pragma unroll
           for (int r = 0; r < MH; ++r) {
-            tma_load_4d(st + d * HALF_Q + r * 64 * 128, tq, sm.qring.full(s), 64 * d, m0 + 64 * r, h, k.b);
-            tma_load_4d(st + Q_BYTES + d * HALF_Q + r * 64 * 128, tdo, sm.qring.full(s), 64 * d, m0 + 64 * r, h, k.b);
+            tma_load_4d(st + d * HALF_Q + r * 64 * 128, tq, sm.qring.full(s), 64 * d, k.q0(p) + m0 + 64 * r, h, k.bi());
+            tma_load_4d(st + Q_BYTES + d * HALF_Q + r * 64 * 128, tdo, sm.qring.full(s), 64 * d, k.q0(p) + m0 + 64 * r, h, k.bi());
           }
       } else {
         // the pair: rank 0 loads Q into both CTAs, rank 1 dO
@@ -244,11 +338,11 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
         const TmaMap* map = second ? tdo : tq;
         const u32 dst = st + (second ? Q_BYTES : 0);
 #pragma unroll
-        for (int d = 0; d < DH; ++d) tma_load_4d_multicast(dst + d * HALF_Q, map, sm.qring.full(s), 64 * d, m0, h, k.b, 3);
+        for (int d = 0; d < DH; ++d) tma_load_4d_multicast(dst + d * HALF_Q, map, sm.qring.full(s), 64 * d, k.q0(p) + m0, h, k.bi(), 3);
       }
     }
     if (TX_FIRST) {
-      stage_lse_d<BM>(sm.vec + s * 2 * BM, p, k.b, h, m0, lane);
+      stage_lse(sm.vec + s * 2 * BM, p, k, h, m0, lane);
       mbar_arrive(sm.qring.full(s));
     } else if (lane != 0) {
       mbar_arrive(sm.qring.full(s));
@@ -263,7 +357,8 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
 
 // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place: register i is key `row` + 8·((i >> 1) & 1) of
 // the block, query 8·(i >> 2) + 2t + (i & 1) of the query block at m0. !AHEAD: LSE·log2e read
-// here into l. MASK: keys past Skv, queries past Sq and (causal) keys after the query's last are 0.
+// here into l. MASK: keys past Skv, queries past Sq and (causal) keys after the query's last are 0
+// (BWD_WINDOW: keys outside the query's window, window_sees).
 template <bool AHEAD, bool MASK>
 __device__ __forceinline__ void p_from_s(float (&st)[SR], float2 (&l)[BM / 8], const float* sl, const AttnBwdArgs& p, const BwdWalk& k,
                                          int row, int t, int m0) {
@@ -275,7 +370,9 @@ __device__ __forceinline__ void p_from_s(float (&st)[SR], float2 (&l)[BM / 8], c
       float pe = ex2_approx(fmaf(st[4 * j + e], p.scale_log2, -((e & 1) ? l[j].y : l[j].x)));
       if (MASK) {
         const int key = k.n0 + row + 8 * (e >> 1), q = m0 + 8 * j + 2 * t + (e & 1);
-        if (key >= p.skv || q >= p.sq || (p.causal && key > q + k.off)) pe = 0.0f;
+        const bool hidden = BWD_WINDOW ? q >= k.rows_q(p) || !window_sees(q, key, k.off, p.win_left, p.win_right, k.rows_k(p))
+                                       : key >= k.rows_k(p) || q >= k.rows_q(p) || (p.causal && key > q + k.off);
+        if (hidden) pe = 0.0f;
       }
       st[4 * j + e] = pe;
     }
@@ -298,7 +395,10 @@ __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float
   const int c = th.c, t = th.t, krow = th.krow;
   // Pᵀ, masked on edge blocks only: two copies of the loop, so that the inner blocks run without
   // a branch per element (one per element was 7 % of the stall samples, branch resolving).
-  const bool edge = k.n0 + BN > p.skv || m0 + BM > p.sq || (p.causal && k.n0 + BN - 1 > m0 + k.off);
+  // (BWD_WINDOW: a block whose first row's right edge or last row's left edge cuts its keys)
+  const bool edge = BWD_WINDOW ? k.n0 + BN > k.rows_k(p) || m0 + BM > k.rows_q(p) || k.n0 + BN - 1 > m0 + k.off + p.win_right ||
+                                     k.n0 < m0 + BM - 1 + k.off - p.win_left
+                               : k.n0 + BN > k.rows_k(p) || m0 + BM > k.rows_q(p) || (p.causal && k.n0 + BN - 1 > m0 + k.off);
   if (edge) {
     p_from_s<AHEAD, true>(st, l, sl, p, k, c * 64 + krow, t, m0);
   } else {
@@ -402,6 +502,11 @@ __device__ __forceinline__ void bwd_block(float (&dq)[QN / 2], float (&dk)[KR], 
   if (lane == 0) mbar_arrive(sm.qring.empty(sm.qring.slot(it_late)));
 }
 
+// The first row of dK or dV (`g`, K's layout) of the block's key/value head and sequence.
+__device__ __forceinline__ in_t* bwd_kv_rows(void* g, const AttnBwdArgs& p, const BwdWalk& k) {
+  return static_cast<in_t*>(g) + k.bi() * p.kv_sb + k.hk * p.kv_sh + (i64)k.k0(p) * p.kv_ss;
+}
+
 // A consumer warpgroup's whole walk (AHEAD, DS_BUFS, PP: bwd_block's): dK and dV zeroed, K and V waited for, then per query block
 // bwd_block and add_dq(dq, th, h, m0, sem) (sem: the deterministic mode's counter of head h and
 // this query block, else null), then before_exit() and dK (scaled) and dV stored in K's layout.
@@ -426,8 +531,7 @@ __device__ __forceinline__ void bwd_consume(int c, const AttnBwdArgs& p, const B
   before_exit();
   fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
   fence_all(dv);
-  store_dk_dv<D>(static_cast<in_t*>(p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, static_cast<in_t*>(p.dv) + k.b * p.kv_sb + k.hk * p.kv_sh, dk,
-                 dv, p.scale, k.n0 + c * 64 + th.krow, p.skv, p.kv_ss, th.t);
+  store_dk_dv<D>(bwd_kv_rows(p.dk, p, k), bwd_kv_rows(p.dv, p, k), dk, dv, p.scale, k.n0 + c * 64 + th.krow, k.rows_k(p), p.kv_ss, th.t);
 }
 
 // dQ added with per-thread red.global.add.v2.f32: in any order (sem null), or in key block order on
@@ -438,14 +542,15 @@ template <int H>
 __device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th,
                                                int h, int m0, u32* sem) {
   const int col0 = SPLIT_N ? th.c * QN : 0;
-  m0 += SPLIT_M ? 64 * th.c : 0;  // (the consumer's rows)
-  float* acc = p.dq_acc + (((i64)k.b * p.heads_q + h) * p.sq + m0 + th.krow) * D + col0 + 2 * th.t;
+  const int rank = bwd_dq_rank(p, k, m0);  // (the query block's, before the row split's shift)
+  m0 += SPLIT_M ? 64 * th.c : 0;           // (the consumer's rows)
+  float* acc = p.dq_acc + (((i64)k.bi() * p.heads_q + h) * p.sq + k.q0(p) + m0 + th.krow) * D + col0 + 2 * th.t;
   auto add = [&] {
 #pragma unroll
     for (int hh = 0; hh < H; ++hh)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf)
-        if (m0 + 64 * hh + th.krow + 8 * hf < p.sq)
+        if (m0 + 64 * hh + th.krow + 8 * hf < k.rows_q(p))
 #pragma unroll
           for (int j = 0; j < QN / 8; ++j)
             red_add2(acc + (64 * hh + 8 * hf) * D + 8 * j, dq[hh][4 * j + 2 * hf], dq[hh][4 * j + 2 * hf + 1]);
@@ -453,7 +558,7 @@ __device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], con
   if (sem == nullptr) {
     add();
   } else {
-    add_dq_in_order(sem, k.nb, !MEET, th.c, 3, add);
+    add_dq_in_order(sem, rank, !MEET, th.c, 3, add);
   }
 }
 
@@ -501,7 +606,19 @@ template <bool TX_FIRST, class Consume, class Write>
 __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
                                            const Consume& consume, const Write& write) {
+  // KILN_BWD_VARLEN: the grid covers the longest sequence's keys; a block past its own's, or of a
+  // sequence with bad offsets, has nothing to do
+  if (BWD_VARLEN && !bwd_varlen_start(p)) return;
   const BwdSmem sm = bwd_start(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra);
+  if constexpr (BWD_WINDOW || BWD_VARLEN) {
+    // each role works out where the block sits after its register split: computed before it, the
+    // window's walk left its iteration count in a vector register that ptxas spilled across it
+    // (no writer: DET_WRITER is refused with a window or packed sequences above)
+    ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
+        warpgroup_index(), [&] { bwd_produce<TX_FIRST>(p, bwd_walk(p), sm, tq, tk, tv, tdo); },
+        [&](int c) { consume(c, bwd_walk(p), sm); });
+    return;
+  }
   const BwdWalk k = DET_WRITER ? det_walk(p) : bwd_walk(p);
   ws_roles<PRODUCER_REGS, CONSUMER_REGS, DET_WRITER ? 64 : 32>(
       warpgroup_index(),

@@ -35,6 +35,8 @@
 // KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late; BM 64): two dQ staging tiles a warpgroup; each
 // block's tile is stored with no fence or barrier of its own and added by a reduce issued after
 // the next block's dSᵀ barrier, the writers' fences just before that barrier (bwd_dq_tile.cuh).
+// KILN_BWD_WINDOW 1 (the host's tile for a problem with a sliding window): bwd_fa3_block.cuh's
+// windowed walk and masks; the dense, unwindowed variants compile to the same SASS as before it.
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_tile.cuh"
 
@@ -167,8 +169,7 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
   tile.before_exit();
   fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
   fence_all(dv);
-  store_dk_dv<D>(static_cast<in_t*>(p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, static_cast<in_t*>(p.dv) + k.b * p.kv_sb + k.hk * p.kv_sh, dk,
-                 dv, p.scale, k.n0 + c * 64 + th.krow, p.skv, p.kv_ss, th.t);
+  store_dk_dv<D>(bwd_kv_rows(p.dk, p, k), bwd_kv_rows(p.dv, p, k), dk, dv, p.scale, k.n0 + c * 64 + th.krow, k.rows_k(p), p.kv_ss, th.t);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)

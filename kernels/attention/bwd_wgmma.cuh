@@ -183,3 +183,18 @@ template <int BM> __device__ __forceinline__ void stage_lse_d(float* sl, const A
     sl[BM + r] = in ? dlt[m0 + r] : 0.0f;
   }
 }
+
+// The same for the rows of a sequence that starts `row0` rows into LSE and D (the windowed and
+// packed variants: dense, (b · heads_q + h) · p.sq; packed, h · p.sq + its first packed row, p.sq
+// the packed rows) and has sq rows. BM / 32 rows a lane, a trip count ptxas knows: stage_lse_d's
+// loop from `lane` left the 24-register producer a register short of these variants' walk.
+template <int BM>
+__device__ __forceinline__ void stage_lse_d_rows(float* sl, const AttnBwdArgs& p, i64 row0, int m0, int sq, int lane) {
+#pragma unroll
+  for (int i = 0; i < BM / 32; ++i) {
+    const int r = lane + 32 * i;
+    const bool in = m0 + r < sq;
+    sl[r] = in ? p.lse[row0 + m0 + r] * 1.4426950408889634f : __int_as_float(0x7f800000);
+    sl[BM + r] = in ? p.delta[row0 + m0 + r] : 0.0f;
+  }
+}

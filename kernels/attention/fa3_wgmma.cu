@@ -600,7 +600,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const u32 sqc = sqb + __shfl_sync(0xffffffffu, split ? 0 : c, 0) * 64 * 128;  // its 64 rows in each Q box
 #endif
     const int row0 = wk.m0 + c * 64 + 16 * w + g;  // this thread's rows: row0 and row0 + 8
-    Softmax sm{{NEG_INF, NEG_INF}, {0.0f, 0.0f}, row0, t, wk.m0, wk.skv - wk.sq, wk.skv, p.causal != 0, p.scale_log2
+#if KILN_WINDOW && KILN_IDLE_SKIP
+    // The window masks by the rows the consumer computes: in a split item, consumer 0's (j0 is
+    // its index there, else 0). row0 stays its own rows, past the end, so that its stores skip
+    // them. (Masked by row0, consumer 1 of a ragged block of at most 64 rows shifted every
+    // window 64 rows right: wrong O and LSE, NaN where a row saw no key; 2026-11-29.)
+    const int mask_row0 = row0 - 64 * j0;
+#else
+    const int mask_row0 = row0;
+#endif
+    Softmax sm{{NEG_INF, NEG_INF}, {0.0f, 0.0f}, mask_row0, t, wk.m0, wk.skv - wk.sq, wk.skv, p.causal != 0, p.scale_log2
 #if KILN_WINDOW
                , p.win_left, p.win_right
 #endif

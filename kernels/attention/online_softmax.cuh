@@ -3,6 +3,7 @@
 // it reads BN (keys per tile), SR (score registers per thread), NT (8-column groups), BM (rows per
 // block), KILN_EMU, KILN_LAZY and KILN_WINDOW.
 #pragma once
+#include "attention/window.cuh"
 #include "common/fast_math.cuh"
 
 #define NEG_INF __int_as_float(0xff800000)
@@ -45,7 +46,7 @@ struct Softmax {
       for (int i = 0; i < SR; ++i) {
         const int col = n0 + 8 * (i >> 2) + 2 * t + (i & 1);
         const int row = row0 + 8 * ((i >> 1) & 1);
-        if (col < row + off - wl || col > min(skv - 1, row + off + wr)) sc[i] = NEG_INF;
+        if (!window_sees(row, col, off, wl, wr, skv)) sc[i] = NEG_INF;
       }
     }
 #else

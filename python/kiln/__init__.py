@@ -103,8 +103,8 @@ def flash_attn_func(
     copied first. Returns out, packed [B, Sq, Hq, D] (flash-attention's layout: the view
     transformers reshapes for free), or writes it into `out` (any strides TMA addresses), and
     the log-sum-exp [B, Hq, Sq] in f32 with `return_lse`. Differentiable in q, k and v (kiln's
-    backward; `deterministic=True` makes its gradients the same bits on every run) unless a
-    window is given (the backward takes none yet: its gradient raises); the `out=` form is
+    backward, the window included; `deterministic=True` makes its gradients the same bits on
+    every run); the `out=` form is
     forward only. Without autograd or torch.compile the call goes straight to the extension
     (checks, allocation and launch in Rust)."""
     if through_torch(q, k, v, out):

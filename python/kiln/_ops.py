@@ -106,7 +106,9 @@ def _(q, k, v, out, lse, softmax_scale, causal, window_left=-1, window_right=-1)
     return None
 
 
-def launch_attention_backward(dout, q, k, v, out, lse, dq, dk, dv, scale: float, causal: bool, deterministic: bool) -> None:
+def launch_attention_backward(
+    dout, q, k, v, out, lse, dq, dk, dv, scale: float, causal: bool, deterministic: bool, window=(-1, -1)
+) -> None:
     dev = q.device.index or 0
     native().attention_backward(
         dev,
@@ -123,6 +125,7 @@ def launch_attention_backward(dout, q, k, v, out, lse, dq, dk, dv, scale: float,
         float(scale),
         bool(causal),
         bool(deterministic),
+        (int(window[0]), int(window[1])),
     )
 
 
@@ -159,16 +162,20 @@ def flash_attn_backward_op(
     softmax_scale: float,
     causal: bool,
     deterministic: bool,
+    window_left: int = -1,
+    window_right: int = -1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     order = _order_of(q)
     q, k, v, out, dout = (_in_order(t, order) for t in (q, k, v, out, dout))
     dq, dk, dv = (_empty_in_order(t, order) for t in (q, k, v))
-    launch_attention_backward(dout, q, k, v, out, lse, dq, dk, dv, softmax_scale, causal, deterministic)
+    launch_attention_backward(
+        dout, q, k, v, out, lse, dq, dk, dv, softmax_scale, causal, deterministic, (window_left, window_right)
+    )
     return dq, dk, dv
 
 
 @flash_attn_backward_op.register_fake
-def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
+def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left=-1, window_right=-1):
     order = _order_of(q)
     return tuple(_empty_in_order(t, order) for t in (q, k, v))
 
@@ -184,14 +191,8 @@ def _setup_attention(ctx, inputs, output):
 def _attention_backward(ctx, dout, dlse):
     # The log-sum-exp is an auxiliary output (flash-attention's too): no gradient flows from it.
     q, k, v, out, lse = ctx.saved_tensors
-    if ctx.window != (-1, -1):
-        # The backward takes no window: an unwindowed gradient would be silently wrong.
-        raise NotImplementedError(
-            f"kiln's attention backward does not take a sliding window (window_size={ctx.window}): "
-            "call flash_attn_func without window_size to train, or under torch.no_grad() for inference"
-        )
     dq, dk, dv = torch.ops.kiln.flash_attn_backward(
-        dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic
+        dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic, *ctx.window
     )
     return dq, dk, dv, None, None, None, None, None
 

@@ -1,5 +1,5 @@
 """The attention backward: `flash_attn_backward` (flash-attention's `_flash_attn_backward`
-without dropout or windows), the checks the autograd of `flash_attn_func` runs, each bad input
+without dropout), the checks the autograd of `flash_attn_func` runs, each bad input
 one TypeError or ValueError naming the argument, and `flash_attn_func`'s road through torch's
 dispatcher (autograd, torch.compile, tensor subclasses)."""
 
@@ -55,21 +55,25 @@ def flash_attn_backward(
     softmax_scale: Optional[float] = None,
     causal: bool = False,
     deterministic: bool = False,
+    window_size=(-1, -1),
 ):
-    """dq, dk, dv of `flash_attn_func(q, k, v, softmax_scale, causal)` given its `out`, its
-    `lse` (return_lse=True) and the gradient `dout` of out. dk and dv are summed over the query
-    heads that share a key/value head (GQA). `deterministic=True` gives the same bits on every
-    run (dq summed in a fixed order; somewhat slower)."""
+    """dq, dk, dv of `flash_attn_func(q, k, v, softmax_scale, causal, window_size=window_size)`
+    given its `out`, its `lse` (return_lse=True) and the gradient `dout` of out. dk and dv are
+    summed over the query heads that share a key/value head (GQA). `deterministic=True` gives
+    the same bits on every run (dq summed in a fixed order; somewhat slower)."""
+    from .attention_varlen import window_pair
+
     check_backward(dout, q, k, v, out, lse)
     require_bool("causal", causal)
     require_bool("deterministic", deterministic)
+    wl, wr = window_pair(window_size)
     scale = 1.0 / math.sqrt(q.shape[3]) if softmax_scale is None else float(softmax_scale)
     from . import _require_torch
 
     _require_torch()
     import torch
 
-    return torch.ops.kiln.flash_attn_backward(dout, q, k, v, out, lse, scale, causal, deterministic)
+    return torch.ops.kiln.flash_attn_backward(dout, q, k, v, out, lse, scale, causal, deterministic, wl, wr)
 
 
 def forward_through_torch(q, k, v, softmax_scale, causal, return_lse, out, window_size, deterministic):

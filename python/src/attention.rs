@@ -277,7 +277,7 @@ pub fn flash_attn_varlen<'py>(
 
 /// The attention backward: dq, dk and dv from the forward's q, k, v, out and lse and dout.
 #[pyfunction]
-#[pyo3(signature = (device, stream, q, k, v, o, lse, dout, dq, dk, dv, softmax_scale, causal, deterministic))]
+#[pyo3(signature = (device, stream, q, k, v, o, lse, dout, dq, dk, dv, softmax_scale, causal, deterministic, window_size=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_backward(
     py: Python<'_>,
@@ -295,7 +295,9 @@ pub fn attention_backward(
     softmax_scale: f32,
     causal: bool,
     deterministic: bool,
+    window_size: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
+    let window = window_arg(window_size)?;
     let (q, kt, v, o, dout) = (
         tensor("q", q, device)?,
         tensor("k", k, device)?,
@@ -324,6 +326,7 @@ pub fn attention_backward(
         causal,
         softmax_scale: Some(softmax_scale),
         deterministic,
+        window,
         ..AttentionBackwardOptions::default()
     };
     raw::check_attention_backward(device, &t, &opts).map_err(to_py)?;

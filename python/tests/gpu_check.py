@@ -924,6 +924,31 @@ def attention_backward_checks(gen, quick):
                        for _ in range(2)]
                 same = all(torch.equal(x, y) for x, y in zip(*det))
                 record("attention_bwd", f"deterministic {name}", same)
+    # the sliding window's gradients (window_ref's mask), GQA, Sq != Sk; one deterministic pair
+    for i, (causal, window, d) in enumerate(((False, (128, 16), 128), (True, (300, -1), 64), (False, (0, 0), 128))):
+        dt = (torch.bfloat16, torch.float16)[i % 2]
+        q = torch.randn(2, 700, 8, d, device="cuda", dtype=dt, generator=gen)
+        k, v = (torch.randn(2, 900, 2, d, device="cuda", dtype=dt, generator=gen) for _ in range(2))
+        dout = torch.randn(2, 700, 8, d, device="cuda", dtype=dt, generator=gen)
+        scale = 1 / math.sqrt(d)
+
+        def wgrads(fn, *xs):
+            xs = [x.detach().clone().requires_grad_(True) for x in xs]
+            fn(*xs).backward(dout.to(xs[0].dtype))
+            return [x.grad for x in xs]
+
+        ref = wgrads(lambda *t: window_ref(*t, causal, scale, window), q.float(), k.float(), v.float())
+        theirs = wgrads(lambda *t: window_ref(*t, causal, scale, window, fp32=False), q, k, v)
+        mine = wgrads(lambda *t: kiln.flash_attn_func(*t, causal=causal, window_size=window), q, k, v)
+        name = f"window {window}{' causal' if causal else ''} d{d} {str(dt)[6:]}"
+        for g, m, t, r in zip("qkv", mine, theirs, ref):
+            err, torch_err = rel(m, r), rel(t, r)
+            record("attention_bwd", f"d{g} {name}", err <= 2 * torch_err + 1e-4 and not math.isnan(err),
+                   err=err, torch_err=torch_err)
+        if i == 0:
+            det = [wgrads(lambda *t: kiln.flash_attn_func(*t, causal=causal, window_size=window, deterministic=True),
+                          q, k, v) for _ in range(2)]
+            record("attention_bwd", f"deterministic {name}", all(torch.equal(x, y) for x, y in zip(*det)))
 
 
 # ------------------------------------------------------------------------------------- models

@@ -410,6 +410,13 @@ class AttentionBackwardChecks(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, r"`deterministic` is int"):
             kiln.flash_attn_func(t, t, t, deterministic=1)
 
+    def test_window_size_is_checked_before_the_launch(self):
+        # the backward takes the forward's window (it no longer refuses one): a bad one is named
+        with self.assertRaisesRegex(ValueError, r"`window_size` left is -2"):
+            kiln.flash_attn_backward(**self.args(), window_size=(-2, 0))
+        with self.assertRaisesRegex(ValueError, r"`window_size` is 7; give \(left, right\)"):
+            kiln.flash_attn_backward(**self.args(), window_size=7)
+
 
 class PointwiseChecks(unittest.TestCase):
     def test_rms_norm_dtype(self):

@@ -70,6 +70,8 @@ pub struct AttentionBackwardOptions {
     pub deterministic: bool,
     /// A backward version to run, or `None` for the fastest that supports the problem.
     pub version: Option<String>,
+    /// As the forward ran: the sliding window ([`AttentionOptions::window`]).
+    pub window: Window,
 }
 
 impl Default for AttentionBackwardOptions {
@@ -80,6 +82,7 @@ impl Default for AttentionBackwardOptions {
             layout: AttnLayout::Bshd,
             deterministic: false,
             version: None,
+            window: Window::UNBOUNDED,
         }
     }
 }

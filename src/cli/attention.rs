@@ -172,7 +172,8 @@ pub struct AttnVerifyArgs {
     /// A packed batch (fa3_wgmma's variable-length forward) instead of a dense problem.
     #[command(flatten)]
     pub varlen: super::attention_varlen::VarlenArgs,
-    /// The packed boundary suite (fa3_wgmma's variable-length forward).
+    /// The packed boundary suite (fa3_wgmma's variable-length forward; with --backward, the packed
+    /// backward's).
     #[arg(long)]
     pub varlen_suite: bool,
     /// The strided suite: Q, K, V and O each with its own strides (a KV cache in BHSD beside

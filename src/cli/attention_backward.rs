@@ -8,19 +8,28 @@ use kiln::error::{Error, Result};
 use kiln::harness::attention::{
     backward_bench::{BackwardBuffers, BackwardTiming},
     backward_shapes::backward_suite,
+    backward_varlen::{
+        blank as varlen_blank, random_inputs, time_varlen_backward, varlen_backward_flops,
+        varlen_backward_label, varlen_backward_suite, verify_varlen_backward,
+        VarlenBackwardBuffers,
+    },
     backward_verify::{blank, grad_errors, reproducible, verify_backward},
+    varlen::dense_equivalent,
 };
 use kiln::harness::bench::{sample_launches, L2Flusher};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
+use kiln::ops::attention_backward::varlen::supports_varlen;
 use kiln::ops::attention_backward::BackwardProblem;
 use kiln::report::Table;
 use kiln::store::rows;
 
 use super::attention::{only_dim, time_versions, versions_to_time, AttnBenchArgs, AttnVerifyArgs};
 use super::env::{named, Env};
-use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
+use super::verdicts::{
+    by_version, fail_line, largest, table as verdict_table, Column, Landing, Summary, PROBLEM,
+};
 
 /// The backward's flags of `kiln attn verify|bench`.
 #[derive(Debug, Args, Clone)]
@@ -66,6 +75,9 @@ fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
 }
 
 pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    if a.varlen.given() || a.varlen_suite {
+        return verify_varlen(env, a);
+    }
     let problems = problems(a)?;
     let r = &env.registry;
     let ks = named(r.attention_backward(), &a.versions, |n| {
@@ -111,6 +123,9 @@ fn table(names: &[&str], outcomes: &[Outcome]) -> Table {
 }
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
+    if a.varlen.given() || a.varlen.varlen_range.is_some() {
+        return bench_varlen(env, a);
+    }
     let p = BackwardProblem::new(
         a.problem.problem((2, 16, 8192, 128))?,
         a.backward.deterministic,
@@ -158,4 +173,124 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         header,
         None,
     )
+}
+
+/// The packed backward has no deterministic mode: said before anything runs.
+fn refuse_deterministic_varlen(f: &BackwardFlags) -> Result<()> {
+    if f.deterministic {
+        return Err(Error::invalid(
+            "the packed backward has no deterministic mode (dQ's additions come in any order); leave out --deterministic",
+        ));
+    }
+    Ok(())
+}
+
+/// `--backward --varlen ...` (one packed problem) or `--backward --varlen-suite`: the packed
+/// backward against each sequence's float64 gradients, one row a problem.
+fn verify_varlen(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    refuse_deterministic_varlen(&a.backward)?;
+    let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
+    let problems = match a.varlen.lengths(seed)? {
+        Some(lengths) => vec![super::attention_varlen::problem(
+            &a.problem.shape,
+            &a.problem.dtype,
+            &lengths,
+        )?],
+        None => varlen_backward_suite(),
+    };
+    let ctx = env.context()?;
+    let landing = Landing::begin(env, &ctx, None, None)?;
+    let checks = problems.iter().enumerate().map(|(i, p)| {
+        let s = seed.wrapping_add(i as u64);
+        or_failed(verify_varlen_backward(&ctx, p, s), |message| Outcome {
+            message,
+            ..varlen_blank(p, s)
+        })
+    });
+    let outcomes = landing.each(checks, fail_line, None)?;
+    landing.report(env, &outcomes, |outcomes| {
+        let result: Column = ("result", |o| match (&o.skipped, o.passed) {
+            (Some(r), _) => format!("skipped: {r}"),
+            (None, true) => "ok".into(),
+            (None, false) => format!("FAIL: {}", o.message),
+        });
+        let grads: Column = ("dQ / dK / dV rel error", |o| {
+            let [q, k, v] = grad_errors(o);
+            format!("{q:.2e} / {k:.2e} / {v:.2e} (bound {:.0e})", o.bound)
+        });
+        let seed: Column = ("seed", |o| o.seed.to_string());
+        verdict_table(&[PROBLEM, result, grads, seed], outcomes).render()
+    })
+}
+
+/// `--backward --varlen-count N` (or `--varlen`): the packed backward timed beside one dense
+/// backward of the same work (the default version on one sequence of the same pairs).
+fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
+    refuse_deterministic_varlen(&a.backward)?;
+    let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
+    let lengths = a
+        .varlen
+        .lengths(seed)?
+        .ok_or_else(|| Error::invalid("--varlen-range needs --varlen-count"))?;
+    let p = super::attention_varlen::problem(&a.problem.shape, &a.problem.dtype, &lengths)?;
+    let ctx = env.context()?;
+    supports_varlen(&p.shape(), false, &ctx.info).map_err(|reason| Error::Unsupported {
+        kernel: "bwd_fa3_lookahead".into(),
+        reason,
+    })?;
+    let opt = a.options(env);
+    let host = random_inputs(&p, seed);
+    let [q, k, v, d_o] = &host;
+    let bufs = VarlenBackwardBuffers::new(&ctx, &p, [q, k, v, d_o])?;
+    let flusher = L2Flusher::new(&ctx)?;
+    let (median, min, tflops) = time_varlen_backward(&ctx, &p, &bufs, &flusher, &opt)?;
+    drop(bufs);
+    // The same work in one dense backward: what the packed call is measured against.
+    let dense = BackwardProblem::new(dense_equivalent(&p), false);
+    let r = &env.registry;
+    let kernel = r.select_attention_backward(&dense, &ctx.info, None)?;
+    let forward = r.select_attention(&dense.attn, &ctx.info, None)?;
+    let dbufs = BackwardBuffers::new(&ctx, forward, &dense, seed)?;
+    let dt = time_backward(&ctx, kernel, &dense, &dbufs, &flusher, &opt)?;
+    let ratio = tflops / dt.tflops;
+    if env.json {
+        env.print_json(&serde_json::json!({
+            "problem": varlen_backward_label(&p),
+            "flops": varlen_backward_flops(&p),
+            "median_ms": median,
+            "min_ms": min,
+            "tflops": tflops,
+            "dense": dt,
+            "vs_dense": ratio,
+            "seed": seed,
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} ({:.3e} FLOPs: 2.5x the forward's over real pairs, seed {seed}) on {}",
+        varlen_backward_label(&p),
+        varlen_backward_flops(&p),
+        ctx.info.name
+    );
+    let mut t = Table::new(&["call", "median ms", "min ms", "TFLOPS", "vs dense"]);
+    let rows = [
+        ("bwd_fa3_lookahead packed".to_string(), median, min, tflops),
+        (
+            format!("{} dense {}", kernel.name(), dense.label()),
+            dt.median_ms,
+            dt.min_ms,
+            dt.tflops,
+        ),
+    ];
+    for (call, median, min, tflops) in rows {
+        t.row(&[
+            call,
+            format!("{median:.3}"),
+            format!("{min:.3}"),
+            format!("{tflops:.1}"),
+            format!("{:.3}x", tflops / dt.tflops),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(ExitCode::SUCCESS)
 }

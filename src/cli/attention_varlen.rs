@@ -125,7 +125,7 @@ pub fn parse_window(s: &str) -> std::result::Result<Window, String> {
 }
 
 /// The packed problem from the verify/bench shape flags and `lengths`.
-fn problem(
+pub(super) fn problem(
     sh: &super::attention::AttnShapeArgs,
     dtype: &str,
     lengths: &[(usize, usize)],

@@ -262,6 +262,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/tma_4d.cuh"),
     ),
     (
+        "attention/window.cuh",
+        include_str!("../../kernels/attention/window.cuh"),
+    ),
+    (
         "attention/online_softmax.cuh",
         include_str!("../../kernels/attention/online_softmax.cuh"),
     ),

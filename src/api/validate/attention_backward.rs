@@ -39,9 +39,7 @@ fn forward_options(opts: &AttentionBackwardOptions) -> AttentionOptions {
         softmax_scale: opts.softmax_scale,
         layout: opts.layout,
         version: None,
-        // The backward takes no window (yet): the Python binding refuses a windowed forward's
-        // gradient rather than compute an unwindowed one.
-        window: crate::api::Window::UNBOUNDED,
+        window: opts.window,
     }
 }
 

@@ -79,6 +79,29 @@ pub fn reference_work(p: &BackwardProblem) -> f64 {
     a.batch as f64 * a.heads_q as f64 * a.pairs() as f64 * a.head_dim as f64
 }
 
+/// The verdict of a backward check with `errors` (dQ, dK, dV) and `out.mismatches` NaN gradient
+/// elements, against `out.bound`; then `last`, the check's own fault (passes when false).
+pub fn judge_grads(
+    out: &mut Outcome,
+    dtype: DType,
+    errors: [f64; 3],
+    last: (bool, &dyn Fn() -> String),
+) {
+    let (bound, nan) = (out.bound, out.mismatches);
+    let over = |name: &str, e: f64| {
+        format!("{name} relative error {e:.2e} exceeds the {dtype} bound {bound:.0e}")
+    };
+    (out.passed, out.message) = verdict(&[
+        (nan > 0, &|| {
+            format!("{nan} gradient elements (dQ, dK or dV) are NaN or were never written")
+        }),
+        (!within(errors[0], bound), &|| over("dQ", errors[0])),
+        (!within(errors[1], bound), &|| over("dK", errors[1])),
+        (!within(errors[2], bound), &|| over("dV", errors[2])),
+        last,
+    ]);
+}
+
 /// Verifies `kernel` on `p` with fresh inputs, O and LSE from `forward`.
 pub fn verify_backward(
     ctx: &Context,
@@ -240,22 +263,14 @@ impl Check for Backward<'_> {
             dv_error: errors[2],
             reproducible,
         };
-        let (dtype, bound) = (a.dtype, out.bound);
-        let over = |name: &str, e: f64| {
-            format!("{name} relative error {e:.2e} exceeds the {dtype} bound {bound:.0e}")
-        };
-        let nan = out.mismatches;
-        (out.passed, out.message) = verdict(&[
-            (nan > 0, &|| {
-                format!("{nan} gradient elements (dQ, dK or dV) are NaN or were never written")
-            }),
-            (!within(errors[0], bound), &|| over("dQ", errors[0])),
-            (!within(errors[1], bound), &|| over("dK", errors[1])),
-            (!within(errors[2], bound), &|| over("dV", errors[2])),
+        judge_grads(
+            out,
+            a.dtype,
+            errors,
             (reproducible == Some(false), &|| {
                 "two deterministic runs gave different bits".into()
             }),
-        ]);
+        );
         Ok(())
     }
 }

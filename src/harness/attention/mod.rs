@@ -4,6 +4,7 @@
 
 pub mod backward_bench;
 pub mod backward_shapes;
+pub mod backward_varlen;
 pub mod backward_verify;
 pub mod bench;
 pub mod decode;

@@ -98,6 +98,7 @@ impl AttentionBackwardKernel for BwdFa2MmaSync {
             return Err(format!("needs compute capability 8.0 or newer for mma.sync and cp.async; this GPU is {maj}.{min}"));
         }
         check_shape(p, &HEAD_DIMS)?;
+        super::refuse_window(p)?;
         dev.check_smem(BwdTile::for_dim(a.head_dim).smem_bytes())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {

@@ -31,7 +31,10 @@
 //! on three problems, 1.27x / 1.36x `bwd_fa3_d256` at B4 H16 S4096 / causal).
 
 use super::bwd_fa3_wgmma::launch_main;
-use super::{bwd_prep, check_shape, AttentionBackwardKernel, BackwardOperands, BackwardProblem};
+use super::{
+    bwd_prep, check_shape, refuse_window, AttentionBackwardKernel, BackwardOperands,
+    BackwardProblem,
+};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
@@ -137,6 +140,7 @@ impl AttentionBackwardKernel for BwdFa3D256 {
             ));
         }
         check_shape(p, &[DIM as usize])?;
+        refuse_window(p)?;
         dev.check_smem(smem_bytes())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
@@ -157,6 +161,7 @@ impl AttentionBackwardKernel for BwdFa3D256 {
             self.0.staged().then_some(DQ_BOX_COLS),
             false,
             self.0.cluster(),
+            None,
         )
     }
     fn by_default(&self) -> bool {

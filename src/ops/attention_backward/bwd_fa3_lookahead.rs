@@ -8,25 +8,48 @@
 //! `bwd_fa3_tma_dq` does: what each change buys, in two runs. The default at d64/d128 since its
 //! first H200 run (2026-11-29): verified, 1.08-1.17x `bwd_fa3_tma_dq` (ledger row B6).
 
-use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, Ahead, DqAdd, WgmmaBwdTile};
+use super::bwd_fa3_wgmma::{
+    launch_tile, supports_tile, variants_of, Ahead, DqAdd, WgmmaBwdTile, BWD_WGMMA_DIMS,
+};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::ops::attention::{Window, DTYPES};
 
 pub struct BwdFa3Lookahead;
 
 /// Its tile at head dim `d`: `bwd_fa3_tma_dq`'s (d128 by columns, d64 by keys with 4 stages);
-/// `no_ahead` (`KILN_BWD_NO_AHEAD`): the descriptors by adds only.
-pub(super) fn tile(d: usize, no_ahead: bool) -> WgmmaBwdTile {
+/// `no_ahead` (`KILN_BWD_NO_AHEAD`): the descriptors by adds only; `window`: the sliding
+/// window's walk and masks (`KILN_BWD_WINDOW`).
+pub(super) fn tile(d: usize, no_ahead: bool, window: bool) -> WgmmaBwdTile {
     WgmmaBwdTile {
         ahead: if no_ahead {
             Ahead::DescOnly
         } else {
             Ahead::SAhead
         },
+        window,
         ..WgmmaBwdTile::staged_for(d, false, DqAdd::TensorTile)
     }
+}
+
+/// Its packed tile at head dim `d` (`KILN_BWD_VARLEN`, always beside the window's walk and masks:
+/// one variant for packed batches with a window or without; [`super::varlen`]).
+pub(super) fn varlen_tile(d: usize) -> WgmmaBwdTile {
+    WgmmaBwdTile {
+        varlen: true,
+        ..tile(d, false, true)
+    }
+}
+
+/// The tile that runs `p`: the window's when it has one.
+fn tile_for(p: &BackwardProblem, no_ahead: bool) -> WgmmaBwdTile {
+    tile(
+        p.attn.head_dim,
+        no_ahead,
+        p.attn.window != Window::UNBOUNDED,
+    )
 }
 
 impl AttentionBackwardKernel for BwdFa3Lookahead {
@@ -40,31 +63,38 @@ impl AttentionBackwardKernel for BwdFa3Lookahead {
         5
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        supports_tile(p, dev, tile(p.attn.head_dim, false))
+        supports_tile(p, dev, tile_for(p, false))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        // the default walk only: `KILN_BWD_NO_AHEAD`'s (measured against it at f35f0e6, ledger
-        // B6; never dispatched) compiles when asked for, outside the variant budget
-        variants_of(arch, |d| tile(d, false))
+        // the default walk, the window's and the packed one's: `KILN_BWD_NO_AHEAD`'s (measured
+        // against it at f35f0e6, ledger B6; never dispatched) compiles when asked for, outside
+        // the variant budget
+        let mut v = variants_of(arch, |d| tile(d, false, false));
+        for d in BWD_WGMMA_DIMS {
+            for dt in DTYPES {
+                v.push(tile(d, false, true).spec(arch, dt));
+                v.push(varlen_tile(d).spec(arch, dt));
+            }
+        }
+        v
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
         let no_ahead = ctx.overrides.attention.bwd_no_ahead;
-        launch_tile(self.name(), ctx, p, ops, tile(p.attn.head_dim, no_ahead))
+        launch_tile(self.name(), ctx, p, ops, tile_for(p, no_ahead))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::attention::{AttentionProblem, DTYPES};
-    use crate::ops::attention_backward::bwd_fa3_wgmma::BWD_WGMMA_DIMS;
+    use crate::ops::attention::AttentionProblem;
 
     #[test]
     fn tiles_are_the_tma_dq_column_split_in_another_file() {
         for d in BWD_WGMMA_DIMS {
             for no_ahead in [false, true] {
                 let (t, old) = (
-                    tile(d, no_ahead),
+                    tile(d, no_ahead, false),
                     WgmmaBwdTile::staged_for(d, false, DqAdd::TensorTile),
                 );
                 assert_eq!(t.smem_bytes(), old.smem_bytes());
@@ -86,13 +116,53 @@ mod tests {
             .unwrap_err()
             .contains("use 64, 128"));
         let v = BwdFa3Lookahead.variants("sm_90a");
-        assert_eq!(v.len(), 6);
+        assert_eq!(v.len(), 14);
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 6);
+        assert_eq!(unique.len(), 14);
+        let packed = varlen_tile(128).spec("sm_90a", DTYPES[0]).label();
+        assert!(packed.contains("KILN_BWD_VARLEN=1") && packed.contains("KILN_BWD_WINDOW=1"));
         // verified (36/36 quick, deterministic bitwise) and 1.08-1.17x bwd_fa3_tma_dq at four
         // shapes on an H200 (2026-11-29): the default, above it
         assert!(BwdFa3Lookahead.by_default());
         assert!(BwdFa3Lookahead.rung() > super::super::bwd_fa3_tma_dq::BwdFa3TmaDq.rung());
+    }
+
+    #[test]
+    fn a_window_runs_here_and_every_other_version_refuses_it() {
+        let h100 = DeviceInfo::h100_sxm();
+        let mut a = AttentionProblem::new(1, 2, 1000, 128);
+        a.window = Window {
+            left: 128,
+            right: 0,
+        };
+        let p = BackwardProblem::new(a, true);
+        assert!(BwdFa3Lookahead.supports(&p, &h100).is_ok());
+        let t = tile_for(&p, false);
+        assert!(t.window && !t.varlen);
+        let label = t.spec("sm_90a", DTYPES[0]).label();
+        assert!(label.contains("KILN_BWD_WINDOW=1"), "{label}");
+        // the dense walk keeps its label (and its cache key) without a window
+        let dense = tile_for(
+            &BackwardProblem::new(AttentionProblem::new(1, 2, 1000, 128), false),
+            false,
+        );
+        assert!(!dense.spec("sm_90a", DTYPES[0]).label().contains("WINDOW"));
+        for other in [
+            &super::super::bwd_fa3_tma_dq::BwdFa3TmaDq as &dyn AttentionBackwardKernel,
+            &super::super::bwd_fa2_mma_sync::BwdFa2MmaSync,
+            &super::super::bwd_fa3_m128::BwdFa3M128,
+            // the dQ writer's order knows no window (bwd_fa3_block.cuh refuses the pair)
+            &super::super::bwd_fa3_ordered_dq::BwdFa3OrderedDq,
+        ] {
+            let e = other.supports(&p, &h100).unwrap_err();
+            assert!(e.contains("bwd_fa3_lookahead"), "{}: {e}", other.name());
+        }
+        let mut a256 = AttentionProblem::new(1, 2, 1000, 256);
+        a256.window = a.window;
+        let e = super::super::bwd_fa3_d256::BwdFa3D256
+            .supports(&BackwardProblem::new(a256, false), &h100)
+            .unwrap_err();
+        assert!(e.contains("bwd_fa3_lookahead"), "bwd_fa3_d256: {e}");
     }
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's

@@ -37,7 +37,7 @@ fn tile(p: &BackwardProblem) -> WgmmaBwdTile {
     let t = if m128_wins(p) {
         bwd_fa3_m128::tile(false)
     } else {
-        bwd_fa3_lookahead::tile(p.attn.head_dim, false)
+        bwd_fa3_lookahead::tile(p.attn.head_dim, false, false)
     };
     WgmmaBwdTile {
         det_writer: p.deterministic,
@@ -106,7 +106,7 @@ mod tests {
                 let base = if d == 64 {
                     bwd_fa3_m128::tile(false)
                 } else {
-                    bwd_fa3_lookahead::tile(d, false)
+                    bwd_fa3_lookahead::tile(d, false, false)
                 };
                 assert_eq!(t.smem_bytes(), base.smem_bytes() + 64);
                 assert!(t.smem_bytes() <= 227 * 1024);

@@ -7,8 +7,8 @@
 //! shared memory.
 
 use super::{
-    bwd_prep, check_aligned, check_buffers, check_shape, AttentionBackwardKernel, AttnBwdArgs,
-    BackwardOperands, BackwardProblem, BackwardWorkspace, DetOrder,
+    bwd_prep, check_aligned, check_buffers, check_shape, refuse_window, AttentionBackwardKernel,
+    AttnBwdArgs, BackwardOperands, BackwardProblem, BackwardWorkspace, DetOrder,
 };
 use crate::device::{
     Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
@@ -27,8 +27,8 @@ pub const BWD_WGMMA_DIMS: [usize; 2] = [64, 128];
 /// Query rows per step (a tile's `bm` may double it: `bwd_fa3_m128`) and keys per block (BM, BN
 /// in the device file). The maps' boxes, the dQ accumulator's reduce boxes and the deterministic
 /// mode's counters keep 64-row units at either step.
-const BM: u32 = 64;
-const BN: u32 = 128;
+pub(super) const BM: u32 = 64;
+pub(super) const BN: u32 = 128;
 /// A producer warpgroup and two MMA warpgroups.
 const THREADS: u32 = 384;
 
@@ -61,6 +61,12 @@ pub struct WgmmaBwdTile {
     /// The deterministic mode's dQ through a writer warp in a fixed order of key blocks
     /// (`bwd_fa3_ordered_dq`: `bwd_fa3_lookahead.cu` with the define `KILN_BWD_DET_WRITER`).
     pub det_writer: bool,
+    /// The sliding window (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_WINDOW`): the walk
+    /// over the query blocks the window reaches, the edge blocks masked.
+    pub window: bool,
+    /// A packed batch (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_VARLEN`, always beside
+    /// `KILN_BWD_WINDOW`: one variant for packed batches with or without a window).
+    pub varlen: bool,
 }
 
 /// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
@@ -102,6 +108,8 @@ impl WgmmaBwdTile {
                 bm: BM,
                 dq_late: false,
                 det_writer: false,
+                window: false,
+                varlen: false,
             },
             _ => WgmmaBwdTile {
                 d: 64,
@@ -113,6 +121,8 @@ impl WgmmaBwdTile {
                 bm: BM,
                 dq_late: false,
                 det_writer: false,
+                window: false,
+                varlen: false,
             },
         }
     }
@@ -146,7 +156,7 @@ impl WgmmaBwdTile {
     }
 
     /// dQ columns per warpgroup: D/2 split by columns, all D split by keys or rows.
-    fn dq_cols(&self) -> u32 {
+    pub fn dq_cols(&self) -> u32 {
         if self.dq_split == 0 {
             self.d / 2
         } else {
@@ -214,6 +224,17 @@ impl WgmmaBwdTile {
         } else {
             spec
         };
+        // (no defines for the dense, unwindowed walk: the older variants' labels stay)
+        let spec = if self.window || self.varlen {
+            spec.define("KILN_BWD_WINDOW", 1)
+        } else {
+            spec
+        };
+        let spec = if self.varlen {
+            spec.define("KILN_BWD_VARLEN", 1)
+        } else {
+            spec
+        };
         match (self.dq, self.ahead) {
             (DqAdd::TensorTile, Ahead::No) => spec.define("KILN_BWD_PP", self.pingpong as u32),
             (DqAdd::TensorTile, a) => spec.define("KILN_BWD_SAHEAD", (a == Ahead::SAhead) as u32),
@@ -262,6 +283,9 @@ pub fn supports_tile(
         ));
     }
     check_shape(p, &BWD_WGMMA_DIMS)?;
+    if !t.window {
+        refuse_window(p)?;
+    }
     dev.check_smem(t.smem_bytes())
 }
 
@@ -299,15 +323,32 @@ pub fn launch_tile(
         dq_cols,
         t.det_writer,
         1,
+        None,
     )
+}
+
+/// A packed launch (`KILN_BWD_VARLEN`) of [`launch_main`]: the problem is the packed batch's dense
+/// view (one batch of the packed rows, [`super::varlen::dense_view`]), whose maps, workspaces
+/// and passes it keeps; the grid is `key_blocks` (the longest sequence's keys) x key/value heads x
+/// `seqs`, and the kernel reads each sequence's rows from the offsets.
+#[derive(Debug, Clone, Copy)]
+pub struct PackedGrid {
+    pub key_blocks: u32,
+    pub seqs: u32,
+    /// The longest query sequence's 64-row blocks: the kernel's bound on a sequence's rows.
+    pub m_blocks: u32,
+    pub cu_q: u64,
+    pub cu_k: u64,
+    /// A host-mapped word the kernel sets to 1 on bad offsets; 0: not recorded.
+    pub errors: u64,
 }
 
 /// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared
 /// memory, a block per `bn` keys of each key/value head and batch, K and V loaded in boxes of `bn`
 /// rows); `dq_cols`: the fifth map, over the dQ accumulator in boxes of 64 rows x `dq_cols`
 /// columns, for the versions that add dQ tiles through it; `cluster`: CTAs a cluster along the key
-/// blocks (1, or 2 for `bwd_fa3_d256_pair`: the grid rounded up to whole clusters). `name` for
-/// refusals.
+/// blocks (1, or 2 for `bwd_fa3_d256_pair`: the grid rounded up to whole clusters); `packed`: a
+/// packed batch's grid and offsets ([`PackedGrid`]). `name` for refusals.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_main(
     name: &str,
@@ -320,6 +361,7 @@ pub fn launch_main(
     dq_cols: Option<u32>,
     det_writer: bool,
     cluster: u32,
+    packed: Option<PackedGrid>,
 ) -> Result<()> {
     check_buffers(p, ops)?;
     check_aligned(name, ops)?;
@@ -330,6 +372,10 @@ pub fn launch_main(
     if det_writer && p.deterministic {
         args.det_order = DetOrder::of(p) as i32;
         args.det_sms = ctx.info.sm_count as i32;
+    }
+    if let Some(g) = packed {
+        (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
+        args.m_blocks = g.m_blocks as i32;
     }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
@@ -359,11 +405,14 @@ pub fn launch_main(
         smem_bytes: smem,
         cluster: (cluster > 1).then_some((cluster, 1, 1)),
         ..LaunchConfig::simple(
-            (
-                (a.seqlen_kv as u32).div_ceil(bn).next_multiple_of(cluster),
-                a.heads_kv as u32,
-                a.batch as u32,
-            ),
+            match packed {
+                Some(g) => (g.key_blocks, a.heads_kv as u32, g.seqs),
+                None => (
+                    (a.seqlen_kv as u32).div_ceil(bn).next_multiple_of(cluster),
+                    a.heads_kv as u32,
+                    a.batch as u32,
+                ),
+            },
             THREADS,
         )
     };

@@ -14,6 +14,7 @@ pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod det_schedule;
 pub mod problem;
+pub mod varlen;
 
 use std::ffi::c_void;
 
@@ -22,7 +23,7 @@ pub use problem::BackwardProblem;
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
-use crate::ops::attention::DTYPES;
+use crate::ops::attention::{Window, DTYPES, WINDOW_UNBOUNDED};
 use crate::ops::gemm::alignment;
 
 /// The device buffers of one backward call. O, dO and dQ have Q's layout, dK and dV K's; LSE is
@@ -146,6 +147,17 @@ pub struct AttnBwdArgs {
     pub det_order: i32,
     /// Blocks that run at once (one per SM): the groups of `DetOrder::Rotated`.
     pub det_sms: i32,
+    /// `KILN_BWD_WINDOW`: the window's bounds, causal folded into the right one, an unbounded side
+    /// as [`WINDOW_UNBOUNDED`] ([`Window::bounds`]).
+    pub win_left: i32,
+    pub win_right: i32,
+    /// `KILN_BWD_VARLEN`: the cumulative query and key offsets, i32 [sequences + 1] (the grid's
+    /// z); 0 for a dense problem.
+    pub cu_q: u64,
+    pub cu_k: u64,
+    /// `KILN_BWD_VARLEN`: a host-mapped word the kernel sets to 1 when the offsets are bad; 0:
+    /// not recorded.
+    pub errors: u64,
 }
 
 /// The order in which a dQ writer warp (`bwd_fa3_ordered_dq`) adds the key blocks' partials of a
@@ -217,6 +229,7 @@ impl AttnBwdArgs {
         let a = &p.attn;
         // (the backward's tensors are packed in one order: K's strides are V's, Q's are O's)
         let (qs, ks) = (a.q_strides(), a.k_strides());
+        let win = a.window.bounds(a.causal, WINDOW_UNBOUNDED);
         AttnBwdArgs {
             q: ops.q.ptr(),
             k: ops.k.ptr(),
@@ -250,6 +263,11 @@ impl AttnBwdArgs {
             dtype: a.dtype.code() as i32,
             det_order: DetOrder::Ascending as i32,
             det_sms: 0,
+            win_left: win.0,
+            win_right: win.1,
+            cu_q: 0,
+            cu_k: 0,
+            errors: 0,
         }
     }
 
@@ -286,6 +304,14 @@ pub fn check_shape(p: &BackwardProblem, dims: &[usize]) -> std::result::Result<(
             a.lse_elems(),
             i32::MAX
         ));
+    }
+    Ok(())
+}
+
+/// Refuses a sliding window in a version that has none, naming the one that has.
+pub fn refuse_window(p: &BackwardProblem) -> std::result::Result<(), String> {
+    if p.attn.window != Window::UNBOUNDED {
+        return Err("has no sliding window; bwd_fa3_lookahead (d64, d128) has one".into());
     }
     Ok(())
 }
@@ -359,6 +385,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, m_block), 180);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, dtype), 188);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, det_sms), 196);
-        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 200);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, win_left), 200);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, cu_q), 208);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, errors), 224);
+        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 232);
     }
 }

@@ -1,0 +1,358 @@
+//! The packed (variable-length) attention backward in the harness: fresh random Q, K, V and dO,
+//! O and LSE from fa3_wgmma's packed forward, NaN-poisoned dQ, dK and dV, each gradient compared
+//! with the float64 reference of every sequence on its own; and timed beside one dense backward
+//! of the same work.
+
+use crate::device::{Context, DeviceBuffer, HostFlags};
+use crate::error::{Error, Result};
+use crate::harness::attention::backward_verify::{grad_bound, judge_grads, REFERENCE_LIMIT};
+use crate::harness::attention::varlen::{varlen_label, varlen_pairs, varlen_suite, VarlenBuffers};
+use crate::harness::attention::verify::o_error_of;
+use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
+use crate::harness::outcome::{Extra, Outcome};
+use crate::harness::runner::{self, Check};
+use crate::ops::attention::fa3_wgmma::Fa3Wgmma;
+use crate::ops::attention::{AttentionProblem, AttnLayout, VarlenProblem};
+use crate::ops::attention_backward::varlen::{
+    dense_view, launch_varlen, supports_varlen, VarlenBackwardOperands,
+};
+use crate::ops::attention_backward::BackwardProblem;
+use crate::reference::{attention_backward::attention_backward, data::HostData};
+
+/// The packed backward's suite: the forward's packed boundary suite (lengths mixed, query lengths
+/// that differ from key lengths both ways and empty sequences, GQA, causal or not, windows) at
+/// head dims 64 and 128, its 4097-long sequence cut to 700 for the float64 reference's time.
+pub fn varlen_backward_suite() -> Vec<VarlenProblem> {
+    varlen_suite()
+        .into_iter()
+        .filter(|p| p.head_dim != 256)
+        .map(|p| {
+            let lengths: Vec<(usize, usize)> = (0..p.batch())
+                .map(|s| p.rows(s))
+                .map(|(q, k)| (q.len().min(700), k.len().min(700)))
+                .collect();
+            VarlenProblem {
+                heads_kv: p.heads_kv,
+                causal: p.causal,
+                window: p.window,
+                ..VarlenProblem::new(&lengths, p.heads_q, p.head_dim)
+            }
+        })
+        .collect()
+}
+
+/// Random Q, K, V and dO of `p` from `seed` (Q's seed, then the next three).
+pub fn random_inputs(p: &VarlenProblem, seed: u64) -> [HostData; 4] {
+    [
+        HostData::random(p.dtype, p.q_elems(), seed),
+        HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1)),
+        HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2)),
+        HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(3)),
+    ]
+}
+
+/// FlashAttention's count, as the dense backward's: 2.5 times the forward's over real pairs.
+pub fn varlen_backward_flops(p: &VarlenProblem) -> f64 {
+    2.5 * 4.0 * p.heads_q as f64 * p.head_dim as f64 * varlen_pairs(p) as f64
+}
+
+/// "backward " and the packed label.
+pub fn varlen_backward_label(p: &VarlenProblem) -> String {
+    format!("backward {}", varlen_label(p))
+}
+
+/// The packed backward's outcome on `p`, not yet judged.
+pub fn blank(p: &VarlenProblem, seed: u64) -> Outcome {
+    let extra = Extra::Backward {
+        problem: BackwardProblem::new(dense_view(&p.shape()), false),
+        dq_error: f64::NAN,
+        dk_error: f64::NAN,
+        dv_error: f64::NAN,
+        reproducible: None,
+    };
+    Outcome::new(
+        "bwd_fa3_lookahead",
+        varlen_backward_label(p),
+        seed,
+        grad_bound(p.dtype),
+        extra,
+    )
+}
+
+/// Verifies the packed backward on `p` with the inputs of `seed`.
+pub fn verify_varlen_backward(ctx: &Context, p: &VarlenProblem, seed: u64) -> Result<Outcome> {
+    p.validate()?;
+    runner::run(ctx, &PackedBackward { p }, seed)
+}
+
+/// The float64 gradients of every sequence on its own, packed as the kernel writes them (a
+/// sequence with no query rows has zero dK and dV, one with no keys zero dQ).
+pub fn varlen_reference(
+    p: &VarlenProblem,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    d_o: &[f64],
+) -> [Vec<f64>; 3] {
+    let (hd, kd) = (p.heads_q * p.head_dim, p.heads_kv * p.head_dim);
+    let (mut dq, mut dk, mut dv) = (
+        vec![0.0; p.q_elems()],
+        vec![0.0; p.kv_elems()],
+        vec![0.0; p.kv_elems()],
+    );
+    for s in 0..p.batch() {
+        let (rq, rk) = p.rows(s);
+        if rq.is_empty() || rk.is_empty() {
+            continue;
+        }
+        let a = AttentionProblem {
+            heads_kv: p.heads_kv,
+            seqlen_kv: rk.len(),
+            dtype: p.dtype,
+            causal: p.causal,
+            scale: p.scale,
+            window: p.window,
+            layout: AttnLayout::Bshd,
+            ..AttentionProblem::new(1, p.heads_q, rq.len(), p.head_dim)
+        };
+        let (qr, kr) = (rq.start * hd..rq.end * hd, rk.start * kd..rk.end * kd);
+        let g = attention_backward(
+            &a,
+            &q[qr.clone()],
+            &k[kr.clone()],
+            &v[kr.clone()],
+            &d_o[qr.clone()],
+        );
+        dq[qr].copy_from_slice(&g.dq);
+        dk[kr.clone()].copy_from_slice(&g.dk);
+        dv[kr].copy_from_slice(&g.dv);
+    }
+    [dq, dk, dv]
+}
+
+/// One packed problem, as the runner checks it.
+struct PackedBackward<'a> {
+    p: &'a VarlenProblem,
+}
+
+/// A packed backward's device buffers: the forward's, dO and the gradients.
+pub struct VarlenBackwardBuffers {
+    pub fwd: VarlenBuffers,
+    pub d_o: DeviceBuffer,
+    pub dq: DeviceBuffer,
+    pub dk: DeviceBuffer,
+    pub dv: DeviceBuffer,
+}
+
+impl VarlenBackwardBuffers {
+    /// The inputs uploaded, O and LSE from fa3_wgmma's packed forward, the gradients allocated.
+    pub fn new(ctx: &Context, p: &VarlenProblem, [q, k, v, d_o]: [&HostData; 4]) -> Result<Self> {
+        let fwd = VarlenBuffers::upload(p, q, k, v)?;
+        Fa3Wgmma.launch_varlen(ctx, &p.shape(), &fwd.operands())?;
+        let e = p.dtype.size();
+        Ok(VarlenBackwardBuffers {
+            fwd,
+            d_o: DeviceBuffer::from_host(d_o.bytes())?,
+            dq: DeviceBuffer::new(p.q_elems() * e)?,
+            dk: DeviceBuffer::new(p.kv_elems() * e)?,
+            dv: DeviceBuffer::new(p.kv_elems() * e)?,
+        })
+    }
+
+    /// The operands, with `errors` as the kernel's error word (0: none).
+    pub fn operands(&self, errors: u64) -> VarlenBackwardOperands<'_> {
+        let f = &self.fwd;
+        VarlenBackwardOperands {
+            q: &f.q,
+            k: &f.k,
+            v: &f.v,
+            o: &f.o,
+            d_o: &self.d_o,
+            lse: &f.lse,
+            dq: &self.dq,
+            dk: &self.dk,
+            dv: &self.dv,
+            cu_q: &f.cu_q,
+            cu_k: &f.cu_k,
+            errors,
+        }
+    }
+}
+
+/// A packed problem's inputs, buffers and the kernel's error word.
+struct PackedBackwardDrawn {
+    host: [HostData; 4],
+    bufs: VarlenBackwardBuffers,
+    flags: HostFlags,
+}
+
+impl Check for PackedBackward<'_> {
+    type Drawn = PackedBackwardDrawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        blank(self.p, seed)
+    }
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        Fa3Wgmma.supports_varlen(&self.p.shape(), &ctx.info)?;
+        supports_varlen(&self.p.shape(), false, &ctx.info)
+    }
+
+    fn draw(&self, ctx: &Context, seed: u64) -> Result<PackedBackwardDrawn> {
+        let p = self.p;
+        let work = p.heads_q as f64 * p.head_dim as f64 * varlen_pairs(p) as f64;
+        if work > REFERENCE_LIMIT {
+            return Err(Error::invalid(format!(
+                "{} is too large for the float64 reference ({work:.1e} multiply-adds, at most {REFERENCE_LIMIT:.1e}); verify shorter sequences",
+                varlen_label(p)
+            )));
+        }
+        let host = random_inputs(p, seed);
+        let [q, k, v, d_o] = &host;
+        let bufs = VarlenBackwardBuffers::new(ctx, p, [q, k, v, d_o])?;
+        Ok(PackedBackwardDrawn {
+            host,
+            bufs,
+            flags: HostFlags::new(1)?,
+        })
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut PackedBackwardDrawn) -> Result<()> {
+        for g in [&d.bufs.dq, &d.bufs.dk, &d.bufs.dv] {
+            // All-ones bytes: NaN in every dtype, so an unwritten element cannot pass.
+            g.fill_bytes(0xFF, ctx)?;
+        }
+        let ops = d.bufs.operands(d.flags.device_ptr());
+        launch_varlen(ctx, &self.p.shape(), false, &ops)
+    }
+
+    fn flops(&self) -> f64 {
+        varlen_backward_flops(self.p)
+    }
+
+    fn judge(&self, d: &PackedBackwardDrawn, out: &mut Outcome) -> Result<()> {
+        let p = self.p;
+        let e = p.dtype.size();
+        let get = |b: &DeviceBuffer, n: usize| -> Result<HostData> {
+            Ok(HostData::from_bytes(p.dtype, &b.download::<u8>(n * e)?))
+        };
+        let grads = [
+            get(&d.bufs.dq, p.q_elems())?,
+            get(&d.bufs.dk, p.kv_elems())?,
+            get(&d.bufs.dv, p.kv_elems())?,
+        ];
+        out.mismatches = grads
+            .iter()
+            .map(|g| (0..g.len()).filter(|&i| g.get(i).is_nan()).count())
+            .sum();
+        let [q, k, v, d_o] = &d.host;
+        let want = varlen_reference(p, &q.to_f64(), &k.to_f64(), &v.to_f64(), &d_o.to_f64());
+        let errors = [0, 1, 2].map(|i| o_error_of(&grads[i], &want[i]));
+        out.rel_error = errors.iter().fold(0.0f64, |m, &e| {
+            if e.is_nan() || m.is_nan() {
+                f64::NAN
+            } else {
+                m.max(e)
+            }
+        });
+        if let Extra::Backward {
+            dq_error,
+            dk_error,
+            dv_error,
+            ..
+        } = &mut out.extra
+        {
+            (*dq_error, *dk_error, *dv_error) = (errors[0], errors[1], errors[2]);
+        }
+        let flagged = d.flags.take()[0] != 0;
+        judge_grads(
+            out,
+            p.dtype,
+            errors,
+            (flagged, &|| {
+                "the kernel flagged offsets that are good (its check of the offsets is wrong)"
+                    .into()
+            }),
+        );
+        Ok(())
+    }
+}
+
+/// Median, min and TFLOPS (real pairs, FlashAttention's backward count) of the packed backward.
+pub fn time_varlen_backward(
+    ctx: &Context,
+    p: &VarlenProblem,
+    bufs: &VarlenBackwardBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+) -> Result<(f64, f64, f64)> {
+    let (ops, shape) = (bufs.operands(0), p.shape());
+    let times = sample_launches(ctx, flusher, opt, || {
+        launch_varlen(ctx, &shape, false, &ops)
+    })?;
+    let (median, min, _) = stats(&mut times.clone());
+    Ok((
+        median,
+        min,
+        varlen_backward_flops(p) / (median * 1e-3) / 1e12,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::attention::Window;
+    use crate::reference::attention_backward::attention_backward;
+
+    #[test]
+    fn the_suite_validates_and_fits_the_reference() {
+        let s = varlen_backward_suite();
+        assert_eq!(s.len(), 24);
+        for p in &s {
+            p.validate().unwrap();
+            assert!(p.head_dim != 256);
+            let work = p.heads_q as f64 * p.head_dim as f64 * varlen_pairs(p) as f64;
+            assert!(work <= REFERENCE_LIMIT);
+        }
+        assert!(s.iter().any(|p| p.causal && p.window != Window::UNBOUNDED));
+        assert!(s.iter().any(|p| p.heads_kv < p.heads_q));
+    }
+
+    #[test]
+    fn the_packed_reference_is_each_sequence_alone() {
+        let p = VarlenProblem {
+            heads_kv: 1,
+            causal: true,
+            ..VarlenProblem::new(&[(3, 5), (0, 2), (4, 0), (2, 2)], 2, 64)
+        };
+        let n = |len| HostData::random(p.dtype, len, 5).to_f64();
+        let (q, k, v, d_o) = (
+            n(p.q_elems()),
+            n(p.kv_elems()),
+            n(p.kv_elems()),
+            n(p.q_elems()),
+        );
+        let [dq, dk, dv] = varlen_reference(&p, &q, &k, &v, &d_o);
+        // the last sequence (2 over 2, rows 7..9 and keys 7..9) on its own
+        let a = AttentionProblem {
+            heads_kv: 1,
+            causal: true,
+            ..AttentionProblem::new(1, 2, 2, 64)
+        };
+        let (qr, kr) = (7 * 128..9 * 128, 7 * 64..9 * 64);
+        let g = attention_backward(
+            &a,
+            &q[qr.clone()],
+            &k[kr.clone()],
+            &v[kr.clone()],
+            &d_o[qr.clone()],
+        );
+        assert_eq!(&dq[qr], &g.dq[..]);
+        assert_eq!(&dk[kr.clone()], &g.dk[..]);
+        assert_eq!(&dv[kr], &g.dv[..]);
+        // no keys: zero dQ (rows 3..7); no queries: zero dK and dV (keys 5..7)
+        assert!(dq[3 * 128..7 * 128].iter().all(|&x| x == 0.0));
+        assert!(dk[5 * 64..7 * 64].iter().all(|&x| x == 0.0));
+        assert!(dq[..3 * 128].iter().any(|&x| x != 0.0));
+    }
+}

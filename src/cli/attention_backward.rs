@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
+use kiln::device::Context;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::{
     backward_bench::{BackwardBuffers, BackwardTiming},
@@ -16,12 +17,12 @@ use kiln::harness::attention::{
     backward_verify::{blank, grad_errors, reproducible, verify_backward},
     varlen::dense_equivalent,
 };
-use kiln::harness::bench::{sample_launches, L2Flusher};
+use kiln::harness::bench::{sample_launches, BenchOptions, L2Flusher};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention_backward::varlen::supports_varlen;
-use kiln::ops::attention_backward::BackwardProblem;
+use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use kiln::report::Table;
 use kiln::store::rows;
 
@@ -164,11 +165,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         &ctx,
         "attn-bench-backward",
         &ks,
-        |k| {
-            let launch = || k.launch(&ctx, &p, &bufs.operands());
-            let times = sample_launches(&ctx, &flusher, &opt, launch)?;
-            Ok(BackwardTiming::of(k.name(), p, p.flops(), times))
-        },
+        |k| time_backward(&ctx, k, &p, &bufs, &flusher, &opt),
         rows::attention_backward_bench_row,
         header,
         None,
@@ -221,6 +218,20 @@ fn verify_varlen(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
         let seed: Column = ("seed", |o| o.seed.to_string());
         verdict_table(&[PROBLEM, result, grads, seed], outcomes).render()
     })
+}
+
+/// Every timed launch of `k` on `p`'s buffers (the version table's row and the packed bench's
+/// dense reference).
+fn time_backward(
+    ctx: &Context,
+    k: &dyn AttentionBackwardKernel,
+    p: &BackwardProblem,
+    bufs: &BackwardBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+) -> Result<BackwardTiming> {
+    let times = sample_launches(ctx, flusher, opt, || k.launch(ctx, p, &bufs.operands()))?;
+    Ok(BackwardTiming::of(k.name(), *p, p.flops(), times))
 }
 
 /// `--backward --varlen-count N` (or `--varlen`): the packed backward timed beside one dense

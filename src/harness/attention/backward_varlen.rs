@@ -147,7 +147,8 @@ pub struct VarlenBackwardBuffers {
 impl VarlenBackwardBuffers {
     /// The inputs uploaded, O and LSE from fa3_wgmma's packed forward, the gradients allocated.
     pub fn new(ctx: &Context, p: &VarlenProblem, [q, k, v, d_o]: [&HostData; 4]) -> Result<Self> {
-        let fwd = VarlenBuffers::upload(p, q, k, v)?;
+        let [q, k, v] = [q, k, v].map(|h| DeviceBuffer::from_host(h.bytes()));
+        let fwd = VarlenBuffers::holding(p, [q?, k?, v?])?;
         Fa3Wgmma.launch_varlen(ctx, &p.shape(), &fwd.operands())?;
         let e = p.dtype.size();
         Ok(VarlenBackwardBuffers {

@@ -161,8 +161,13 @@ impl VarlenBuffers {
     /// hold them with O and LSE as allocated.
     pub fn random(p: &VarlenProblem, seed: u64) -> Result<([HostData; 3], Self)> {
         let inputs = host_inputs(p.dtype, [p.q_elems(), p.kv_elems(), p.kv_elems()], seed);
-        let [q, k, v] = upload(&inputs)?;
-        let bufs = VarlenBuffers {
+        let bufs = Self::holding(p, upload(&inputs)?)?;
+        Ok((inputs, bufs))
+    }
+
+    /// The buffers of `p` holding the uploaded Q, K and V, with O and LSE allocated.
+    pub fn holding(p: &VarlenProblem, [q, k, v]: [DeviceBuffer; 3]) -> Result<Self> {
+        Ok(VarlenBuffers {
             q,
             k,
             v,
@@ -170,8 +175,7 @@ impl VarlenBuffers {
             lse: DeviceBuffer::new(p.heads_q * p.total_q * 4)?,
             cu_q: DeviceBuffer::from_host(&p.cu_seqlens_q)?,
             cu_k: DeviceBuffer::from_host(&p.cu_seqlens_k)?,
-        };
-        Ok((inputs, bufs))
+        })
     }
 
     pub fn operands(&self) -> VarlenOperands<'_> {

@@ -165,11 +165,12 @@ impl AttentionBackwardKernel for BwdFa3D256 {
         )
     }
     fn by_default(&self) -> bool {
-        // bwd_fa3_d256: verified (the quick suite's 18 d256 problems, 6 of 6 deterministic runs
-        // bitwise equal, GQA causal, ragged BHSD f16) and 1.80-1.89x `bwd_fa2_mma_sync` at three
-        // d256 shapes on an H200 (2026-11-29): the default at d256, the only head dim it takes.
-        // The staged two: not until the device shows them verified and faster.
-        self.0 == D256::Atomics
+        // bwd_fa3_d256_tma: verified (the quick suite's 18 d256 problems, 6 of 6 deterministic runs
+        // bitwise equal, GQA causal ragged BHSD f16) and 1.29-1.33x the atomics' `bwd_fa3_d256` at
+        // the four d256 shapes on an H200 (2026-11-29, final call of bc5de42: 414-427
+        // TFLOPS, 1.04-1.19x cuDNN): the default at d256. The pair ties it (375-430 TFLOPS) with a
+        // cluster launch more; the atomics are kept for the A/B.
+        self.0 == D256::Staged
     }
 }
 
@@ -215,13 +216,13 @@ mod tests {
     }
 
     #[test]
-    fn only_the_atomics_are_the_default_and_each_can_be_asked_for() {
+    fn only_the_staged_dq_is_the_default_and_each_can_be_asked_for() {
         let h100 = DeviceInfo::h100_sxm();
         let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
         let reg = Registry::default();
         // the default at d256 (verified and faster on an H200); d64 and d128 keep theirs
         let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256");
+        assert_eq!(k.name(), "bwd_fa3_d256_tma");
         let k = reg.select_attention_backward(&p(128), &h100, None).unwrap();
         assert!(!k.name().starts_with("bwd_fa3_d256"), "{}", k.name());
         for v in ALL {
@@ -230,7 +231,7 @@ mod tests {
                 .select_attention_backward(&p(256), &h100, Some(name))
                 .unwrap();
             assert_eq!(k.name(), name);
-            assert_eq!(k.by_default(), v == D256::Atomics);
+            assert_eq!(k.by_default(), v == D256::Staged);
         }
     }
 

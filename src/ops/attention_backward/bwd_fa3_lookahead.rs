@@ -159,10 +159,17 @@ mod tests {
         }
         let mut a256 = AttentionProblem::new(1, 2, 1000, 256);
         a256.window = a.window;
-        let e = super::super::bwd_fa3_d256::BwdFa3D256
-            .supports(&BackwardProblem::new(a256, false), &h100)
-            .unwrap_err();
-        assert!(e.contains("bwd_fa3_lookahead"), "bwd_fa3_d256: {e}");
+        use super::super::bwd_fa3_d256::{BwdFa3D256, D256};
+        for v in [D256::Atomics, D256::Staged, D256::Pair] {
+            let e = BwdFa3D256(v)
+                .supports(&BackwardProblem::new(a256, false), &h100)
+                .unwrap_err();
+            assert!(
+                e.contains("bwd_fa3_lookahead"),
+                "{}: {e}",
+                BwdFa3D256(v).name()
+            );
+        }
     }
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's

@@ -319,8 +319,9 @@ mod tests {
         gemm.chain(attention).chain(moe).collect()
     }
 
-    /// The backward's default is a shape-dependent choice at d64 (`bwd_fa3_m128` where it measured
-    /// faster, `bwd_fa3_lookahead` elsewhere) and the lookahead at d128; a request still wins.
+    /// The backward's default is a shape-dependent choice at d64 (`bwd_fa3_m128` causal from 4,096
+    /// rows, `bwd_fa3_m128_rows` non-causal from 4,096, `bwd_fa3_lookahead` elsewhere) and the
+    /// lookahead at d128; a request still wins.
     #[test]
     fn the_backward_default_follows_the_d64_rule() {
         use crate::ops::attention::AttentionProblem;
@@ -335,7 +336,9 @@ mod tests {
         };
         assert_eq!(pick(16384, 64, true, None), "bwd_fa3_m128");
         assert_eq!(pick(4096, 64, true, None), "bwd_fa3_m128");
-        assert_eq!(pick(4096, 64, false, None), "bwd_fa3_lookahead");
+        assert_eq!(pick(4096, 64, false, None), "bwd_fa3_m128_rows");
+        assert_eq!(pick(16384, 64, false, None), "bwd_fa3_m128_rows");
+        assert_eq!(pick(2048, 64, false, None), "bwd_fa3_lookahead");
         assert_eq!(pick(16384, 128, true, None), "bwd_fa3_lookahead");
         let asked = Some("bwd_fa3_m128");
         assert_eq!(pick(4096, 64, false, asked), "bwd_fa3_m128");

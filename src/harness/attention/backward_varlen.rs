@@ -16,7 +16,7 @@ use crate::ops::attention::{AttentionProblem, AttnLayout, VarlenProblem};
 use crate::ops::attention_backward::varlen::{
     dense_view, launch_varlen, supports_varlen, VarlenBackwardOperands,
 };
-use crate::ops::attention_backward::BackwardProblem;
+use crate::ops::attention_backward::{BackwardOperands, BackwardProblem};
 use crate::reference::{attention_backward::attention_backward, data::HostData};
 
 /// The packed backward's suite: the forward's packed boundary suite (lengths mixed, query lengths
@@ -164,15 +164,17 @@ impl VarlenBackwardBuffers {
     pub fn operands(&self, errors: u64) -> VarlenBackwardOperands<'_> {
         let f = &self.fwd;
         VarlenBackwardOperands {
-            q: &f.q,
-            k: &f.k,
-            v: &f.v,
-            o: &f.o,
-            d_o: &self.d_o,
-            lse: &f.lse,
-            dq: &self.dq,
-            dk: &self.dk,
-            dv: &self.dv,
+            dense: BackwardOperands {
+                q: &f.q,
+                k: &f.k,
+                v: &f.v,
+                o: &f.o,
+                d_o: &self.d_o,
+                lse: &f.lse,
+                dq: &self.dq,
+                dk: &self.dk,
+                dv: &self.dv,
+            },
             cu_q: &f.cu_q,
             cu_k: &f.cu_k,
             errors,

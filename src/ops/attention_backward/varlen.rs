@@ -14,39 +14,15 @@ use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::ops::attention::{AttentionProblem, AttnLayout, VarlenShape};
 
-/// The device buffers of one packed backward: the forward's packed tensors and offsets, dO, and
-/// the gradients (dQ as Q, dK and dV as K).
+/// The device buffers of one packed backward: the forward's packed tensors, dO and the gradients
+/// as one dense batch's (dQ as Q, dK and dV as K), and the offsets.
 pub struct VarlenBackwardOperands<'a> {
-    pub q: &'a DeviceBuffer,
-    pub k: &'a DeviceBuffer,
-    pub v: &'a DeviceBuffer,
-    pub o: &'a DeviceBuffer,
-    pub d_o: &'a DeviceBuffer,
-    pub lse: &'a DeviceBuffer,
-    pub dq: &'a DeviceBuffer,
-    pub dk: &'a DeviceBuffer,
-    pub dv: &'a DeviceBuffer,
+    pub dense: BackwardOperands<'a>,
     pub cu_q: &'a DeviceBuffer,
     pub cu_k: &'a DeviceBuffer,
     /// A host-mapped word ([`crate::device::HostFlags`]) the kernel sets to 1 when a sequence's
     /// offsets are bad (nothing of that sequence is written); 0: not recorded.
     pub errors: u64,
-}
-
-impl VarlenBackwardOperands<'_> {
-    fn dense(&self) -> BackwardOperands<'_> {
-        BackwardOperands {
-            q: self.q,
-            k: self.k,
-            v: self.v,
-            o: self.o,
-            d_o: self.d_o,
-            lse: self.lse,
-            dq: self.dq,
-            dk: self.dk,
-            dv: self.dv,
-        }
-    }
 }
 
 /// The packed rows as one dense batch (BSHD, batch 1: [total, H, D] is [1, total, H, D], and LSE
@@ -89,7 +65,7 @@ pub fn supports_varlen(
 
 /// Checks that the buffers hold the packed tensors and offsets of `p`.
 pub fn check_varlen_backward_buffers(p: &VarlenShape, ops: &VarlenBackwardOperands) -> Result<()> {
-    check_buffers(&BackwardProblem::new(dense_view(p), false), &ops.dense())?;
+    check_buffers(&BackwardProblem::new(dense_view(p), false), &ops.dense)?;
     let need = (p.batch + 1) * 4;
     for (name, b) in [("cu_seqlens_q", ops.cu_q), ("cu_seqlens_k", ops.cu_k)] {
         if b.bytes() < need {
@@ -120,13 +96,13 @@ pub fn launch_varlen(
         });
     }
     if p.total_q == 0 || p.total_k == 0 {
-        for g in [ops.dq, ops.dk, ops.dv] {
+        for g in [ops.dense.dq, ops.dense.dk, ops.dense.dv] {
             g.fill_bytes(0, ctx)?;
         }
         return Ok(());
     }
     let dense = BackwardProblem::new(dense_view(p), false);
-    check_aligned(NAME, &ops.dense())?;
+    check_aligned(NAME, &ops.dense)?;
     for (name, b) in [("cu_seqlens_q", ops.cu_q), ("cu_seqlens_k", ops.cu_k)] {
         if b.ptr() % 4 != 0 {
             return Err(Error::Unsupported {
@@ -152,7 +128,7 @@ pub fn launch_varlen(
         NAME,
         ctx,
         &dense,
-        &ops.dense(),
+        &ops.dense,
         &main,
         t.smem_bytes(),
         BN,

@@ -1103,11 +1103,11 @@ mod tests {
                 g * 128 + 16 * q + 64 * (1 - (g & 1)),
             ];
             let (sd, xd) = (codes + 16 * g + 2 * q, 64 * q);
-            for u in 0..2 {
+            for (u, &rd_u) in rd.iter().enumerate() {
                 for h in 0..2 {
                     let r = g + 8 * h;
                     let c = (4 * u + q) ^ ((r & 1) << 2);
-                    assert_eq!(rd[u] + 1024 * h, r * 128 + 16 * c, "lane {lane} u {u}");
+                    assert_eq!(rd_u + 1024 * h, r * 128 + 16 * c, "lane {lane} u {u}");
                     assert_eq!(sd + 128 * h + 8 * u, codes + 16 * r + 8 * u + 2 * q);
                 }
                 // read_lean's X address at g = 0, the only lanes that read it at M 1

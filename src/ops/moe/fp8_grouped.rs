@@ -361,7 +361,7 @@ mod tests {
             }
             for bn in [BN, 256] {
                 let g = pair_grid(p, bn, 66);
-                assert!(g % 2 == 0 && g <= 132 && g >= 2);
+                assert!(g.is_multiple_of(2) && (2..=132).contains(&g));
             }
         }
         let tiny = Fp8MoeProblem::contiguous(&[3], 128, 128);

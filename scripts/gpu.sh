@@ -430,6 +430,17 @@ fp4_task_setup() {
   SAN=${SANITIZER:-compute-sanitizer}
 }
 
+# w4a8_verify NAME [VAR=VALUE...]: the W4A8 suite, the ragged SwiGLU and GEMM problems and the
+# 512-row decode counts under the given knobs, as verify-w4a8NAME*.json (fp4_task_setup first).
+w4a8_verify() {
+  local n=$1; shift
+  local run=(env "$@" "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3)
+  step_json verify-w4a8$n 90 "${run[@]}"
+  step_json verify-w4a8$n-ragged-swiglu 60 "${run[@]}" "${RAGGED[@]}" --n 320 --swiglu --routed
+  step_json verify-w4a8$n-ragged-gemm 60 "${run[@]}" "${RAGGED[@]}" --n 384
+  step_json verify-w4a8$n-512rows 60 "${run[@]}" --counts "$DECODE" "${SW[@]}"
+}
+
 # decode_counts: DECODE and DECODE64 (issue 46's E256 decode counts: 512 rows on 199 experts, 64
 # on 56) and SW (their K 7168, N 2048 routed SwiGLU), for the 4-bit A/B tasks.
 decode_counts() {
@@ -1634,13 +1645,7 @@ fp4swz)
   # each new path verified before it is timed
   step gemv-xswz-verify 90 env KILN_FP4_GEMV=xswz "$KILN" --no-store fp4 verify --suite full
   step gemv-leanx-verify 90 env KILN_FP4_GEMV=leanx "$KILN" --no-store fp4 verify --suite full
-  step_json verify-w4a8 90 "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
-  step_json verify-w4a8-ragged-swiglu 60 "$KILN" --no-store --json moe verify --weights mxfp4 \
-    --act e4m3 "${RAGGED[@]}" --n 320 --swiglu --routed
-  step_json verify-w4a8-ragged-gemm 60 "$KILN" --no-store --json moe verify --weights mxfp4 \
-    --act e4m3 "${RAGGED[@]}" --n 384
-  step_json verify-w4a8-512rows 60 "$KILN" --no-store --json moe verify --weights mxfp4 \
-    --act e4m3 --counts "$DECODE" "${SW[@]}"
+  w4a8_verify ""
   # F11's fault, for its diagnosis (expected to fail until fixed)
   step w4a8-tma-sanitize 90 env KILN_W4A8_SX=tma ${SANITIZER:-compute-sanitizer} --tool memcheck \
     "$KILN" --no-store moe verify --weights mxfp4 --act e4m3 --counts 1,2 --n 128 --k 128
@@ -1679,13 +1684,7 @@ fp4stage)
       producer) env=(KILN_W4A8_DECODE=producer) ;;
       both) env=(KILN_W4A8_SX=tma KILN_W4A8_DECODE=producer) ;;
     esac
-    step_json verify-w4a8-$v 90 env "${env[@]}" "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
-    step_json verify-w4a8-$v-ragged-swiglu 60 env "${env[@]}" "$KILN" --no-store --json moe verify \
-      --weights mxfp4 --act e4m3 "${RAGGED[@]}" --n 320 --swiglu --routed
-    step_json verify-w4a8-$v-ragged-gemm 60 env "${env[@]}" "$KILN" --no-store --json moe verify \
-      --weights mxfp4 --act e4m3 "${RAGGED[@]}" --n 384
-    step_json verify-w4a8-$v-512rows 60 env "${env[@]}" "$KILN" --no-store --json moe verify \
-      --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+    w4a8_verify "-$v" "${env[@]}"
   done
   fi
   if [ "$part" != verify ]; then
@@ -1725,13 +1724,7 @@ fp4g9)
   step w4a8-sanitize 90 "$SAN" --tool memcheck \
     "$KILN" --no-store moe verify --weights mxfp4 --act e4m3 --counts 129,1,0,200 --n 256 --k 512
   for v in tma ldg; do
-    step_json verify-w4a8-$v 90 env KILN_W4A8_SX=$v "$KILN" --no-store --json moe verify --weights mxfp4 --act e4m3
-    step_json verify-w4a8-$v-ragged-swiglu 60 env KILN_W4A8_SX=$v "$KILN" --no-store --json moe verify \
-      --weights mxfp4 --act e4m3 "${RAGGED[@]}" --n 320 --swiglu --routed
-    step_json verify-w4a8-$v-ragged-gemm 60 env KILN_W4A8_SX=$v "$KILN" --no-store --json moe verify \
-      --weights mxfp4 --act e4m3 "${RAGGED[@]}" --n 384
-    step_json verify-w4a8-$v-512rows 60 env KILN_W4A8_SX=$v "$KILN" --no-store --json moe verify \
-      --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+    w4a8_verify "-$v" KILN_W4A8_SX=$v
   done
   fi
   if [ "$part" != verify ]; then

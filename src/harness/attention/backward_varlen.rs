@@ -12,12 +12,12 @@ use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
 use crate::ops::attention::fa3_wgmma::Fa3Wgmma;
-use crate::ops::attention::{AttentionProblem, AttnLayout, VarlenProblem};
+use crate::ops::attention::VarlenProblem;
 use crate::ops::attention_backward::varlen::{
     dense_view, launch_varlen, supports_varlen, VarlenBackwardOperands,
 };
 use crate::ops::attention_backward::{BackwardOperands, BackwardProblem};
-use crate::reference::{attention_backward::attention_backward, data::HostData};
+use crate::reference::{attention_varlen::varlen_backward, data::HostData};
 
 /// The packed backward's suite: the forward's packed boundary suite (lengths mixed, query lengths
 /// that differ from key lengths both ways and empty sequences, GQA, causal or not, windows) at
@@ -83,51 +83,6 @@ pub fn blank(p: &VarlenProblem, seed: u64) -> Outcome {
 pub fn verify_varlen_backward(ctx: &Context, p: &VarlenProblem, seed: u64) -> Result<Outcome> {
     p.validate()?;
     runner::run(ctx, &PackedBackward { p }, seed)
-}
-
-/// The float64 gradients of every sequence on its own, packed as the kernel writes them (a
-/// sequence with no query rows has zero dK and dV, one with no keys zero dQ).
-pub fn varlen_reference(
-    p: &VarlenProblem,
-    q: &[f64],
-    k: &[f64],
-    v: &[f64],
-    d_o: &[f64],
-) -> [Vec<f64>; 3] {
-    let (hd, kd) = (p.heads_q * p.head_dim, p.heads_kv * p.head_dim);
-    let (mut dq, mut dk, mut dv) = (
-        vec![0.0; p.q_elems()],
-        vec![0.0; p.kv_elems()],
-        vec![0.0; p.kv_elems()],
-    );
-    for s in 0..p.batch() {
-        let (rq, rk) = p.rows(s);
-        if rq.is_empty() || rk.is_empty() {
-            continue;
-        }
-        let a = AttentionProblem {
-            heads_kv: p.heads_kv,
-            seqlen_kv: rk.len(),
-            dtype: p.dtype,
-            causal: p.causal,
-            scale: p.scale,
-            window: p.window,
-            layout: AttnLayout::Bshd,
-            ..AttentionProblem::new(1, p.heads_q, rq.len(), p.head_dim)
-        };
-        let (qr, kr) = (rq.start * hd..rq.end * hd, rk.start * kd..rk.end * kd);
-        let g = attention_backward(
-            &a,
-            &q[qr.clone()],
-            &k[kr.clone()],
-            &v[kr.clone()],
-            &d_o[qr.clone()],
-        );
-        dq[qr].copy_from_slice(&g.dq);
-        dk[kr.clone()].copy_from_slice(&g.dk);
-        dv[kr].copy_from_slice(&g.dv);
-    }
-    [dq, dk, dv]
 }
 
 /// One packed problem, as the runner checks it.
@@ -249,7 +204,8 @@ impl Check for PackedBackward<'_> {
             .map(|g| (0..g.len()).filter(|&i| g.get(i).is_nan()).count())
             .sum();
         let [q, k, v, d_o] = &d.host;
-        let want = varlen_reference(p, &q.to_f64(), &k.to_f64(), &v.to_f64(), &d_o.to_f64());
+        let g = varlen_backward(p, &q.to_f64(), &k.to_f64(), &v.to_f64(), &d_o.to_f64());
+        let want = [g.dq, g.dk, g.dv];
         let errors = [0, 1, 2].map(|i| o_error_of(&grads[i], &want[i]));
         out.rel_error = errors.iter().fold(0.0f64, |m, &e| {
             if e.is_nan() || m.is_nan() {
@@ -304,8 +260,8 @@ pub fn time_varlen_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::attention::Window;
-    use crate::reference::attention_backward::attention_backward;
+    use crate::ops::attention::{AttentionProblem, Window};
+    use crate::reference::attention_backward::{attention_backward, Gradients};
 
     #[test]
     fn the_suite_validates_and_fits_the_reference() {
@@ -335,7 +291,7 @@ mod tests {
             n(p.kv_elems()),
             n(p.q_elems()),
         );
-        let [dq, dk, dv] = varlen_reference(&p, &q, &k, &v, &d_o);
+        let Gradients { dq, dk, dv, .. } = varlen_backward(&p, &q, &k, &v, &d_o);
         // the last sequence (2 over 2, rows 7..9 and keys 7..9) on its own
         let a = AttentionProblem {
             heads_kv: 1,

@@ -2,6 +2,7 @@
 //! (m16n8k16, fp32 accumulation), fed by a multi-stage cp.async pipeline through swizzled shared
 //! memory and ldmatrix. Runs on sm_80 and newer; the rung below wgmma on Hopper.
 
+use super::tile_grid::TileGrid;
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem};
 use crate::device::{Context, DeviceInfo, LaunchConfig};
 use crate::error::{Error, Result};
@@ -51,20 +52,13 @@ impl TileConfig {
         (self.bm + self.bn) * self.bk * 2 * self.stages
     }
 
-    /// Tiles along M and N.
-    pub fn tiles(&self, p: &GemmProblem) -> (u64, u64) {
-        (
-            (p.m as u64).div_ceil(self.bm as u64),
-            (p.n as u64).div_ceil(self.bn as u64),
-        )
-    }
-
-    /// The 1-D grid (one block per tile), or `None` when it would not fit the kernel's `int`
-    /// block index.
-    pub fn grid(&self, p: &GemmProblem) -> Option<u32> {
-        let (tm, tn) = self.tiles(p);
-        let blocks = tm.checked_mul(tn)?;
-        (blocks <= i32::MAX as u64).then_some(blocks as u32)
+    /// The output tiling and block order of this tile.
+    pub fn grid(&self) -> TileGrid {
+        TileGrid {
+            bm: self.bm,
+            bn: self.bn,
+            group_m: self.group_m,
+        }
     }
 
     /// A 128x128 tile (BK 32, 4 stages): twice the blocks of [`TileConfig::DEFAULT`], for
@@ -119,7 +113,7 @@ impl TileConfig {
             return TileConfig::ELEM;
         }
         let cost = |t: &TileConfig, efficiency: f64| {
-            let (tm, tn) = t.tiles(p);
+            let (tm, tn) = t.grid().tiles(p);
             crate::ops::waves::waves(tm * tn, dev.sm_count) as f64 * (t.bm * t.bn) as f64
                 / efficiency
         };
@@ -198,16 +192,6 @@ fn space_rules(t: &TileConfig) -> Vec<String> {
 const ACC_RULE: &str =
     "BM x BN over 128 x 256 needs more than 128 fp32 accumulators per thread (spills)";
 
-/// The tile (row, column) block `pid` computes: the device's `block_tile`, for tests and tools.
-pub fn block_tile(pid: u32, tiles_m: u32, tiles_n: u32, group_m: u32) -> (u32, u32) {
-    let per_group = group_m * tiles_n;
-    let group = pid / per_group;
-    let first = group * group_m;
-    let rows = (tiles_m - first).min(group_m);
-    let in_group = pid - group * per_group;
-    (first + in_group % rows, in_group / rows)
-}
-
 impl GemmKernel for MmaSync {
     fn name(&self) -> &'static str {
         "mma_sync"
@@ -230,13 +214,7 @@ impl GemmKernel for MmaSync {
         }
         let t = TileConfig::DEFAULT;
         dev.check_smem(t.smem_bytes())?;
-        if t.grid(p).is_none() {
-            return Err(format!(
-                "{}x{} outputs need more than 2^31 - 1 blocks of {}x{}",
-                p.m, p.n, t.bm, t.bn
-            ));
-        }
-        Ok(())
+        t.grid().check(p)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         super::all_combinations()
@@ -327,10 +305,7 @@ impl MmaSync {
             super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes").is_ok();
         let (t, elem_loads) = launch_tile(t, p, aligned);
         let t = &t;
-        let blocks = t.grid(p).ok_or_else(|| Error::Unsupported {
-            kernel: self.name().into(),
-            reason: "too many blocks for a 1-D grid".into(),
-        })?;
+        let blocks = t.grid().launch_blocks(self.name(), p)?;
         let f = ctx.function(&t.spec_with(&ctx.arch(), p, elem_loads))?;
         let mut args = GemmArgs::new(p, ops);
         let cfg = LaunchConfig {
@@ -353,42 +328,17 @@ mod tests {
     }
 
     #[test]
-    fn block_order_visits_every_tile_once() {
-        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (17, 3), (9, 40), (16, 1)] {
-            for group in [1, 4, 8] {
-                let mut seen = vec![false; (tm * tn) as usize];
-                for pid in 0..tm * tn {
-                    let (r, c) = block_tile(pid, tm, tn, group);
-                    assert!(r < tm && c < tn, "pid {pid} of {tm}x{tn} -> ({r}, {c})");
-                    let i = (r * tn + c) as usize;
-                    assert!(!seen[i], "tile ({r}, {c}) visited twice");
-                    seen[i] = true;
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn block_order_sweeps_a_group_column_by_column() {
-        let order: Vec<_> = (0..6).map(|pid| block_tile(pid, 10, 4, 3)).collect();
-        assert_eq!(order, [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]);
-        // the last group holds the single leftover row
-        assert_eq!(block_tile(36, 10, 4, 3), (9, 0));
-        assert_eq!(block_tile(39, 10, 4, 3), (9, 3));
-    }
-
-    #[test]
     fn grid_and_shared_memory() {
         let t = TileConfig::DEFAULT;
         assert_eq!(t.smem_bytes(), 96 * 1024);
         assert_eq!(
-            t.grid(&problem(4096, 4096, 4096, Layout::RC)),
+            t.grid().blocks(&problem(4096, 4096, 4096, Layout::RC)),
             Some(32 * 16)
         );
-        assert_eq!(t.grid(&problem(1, 1, 1, Layout::RC)), Some(1));
-        assert_eq!(t.grid(&problem(129, 257, 8, Layout::RC)), Some(4));
+        assert_eq!(t.grid().blocks(&problem(1, 1, 1, Layout::RC)), Some(1));
+        assert_eq!(t.grid().blocks(&problem(129, 257, 8, Layout::RC)), Some(4));
         let huge = problem(i32::MAX as usize, i32::MAX as usize, 8, Layout::RC);
-        assert_eq!(t.grid(&huge), None);
+        assert_eq!(t.grid().blocks(&huge), None);
     }
 
     #[test]

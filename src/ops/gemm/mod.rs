@@ -9,6 +9,7 @@ pub mod problem;
 pub mod simt_naive;
 pub mod simt_tiled;
 pub mod small_k;
+pub mod tile_grid;
 pub mod tma_operands;
 pub mod trace;
 pub mod transpose_rows;

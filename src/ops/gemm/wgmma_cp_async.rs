@@ -3,9 +3,10 @@
 //! shared-memory descriptors from 128B-swizzled tiles that every thread fills with cp.async
 //! (the swizzle computed by hand), through a 3-stage pipeline. One block per tile.
 
+use super::tile_grid::TileGrid;
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
 use crate::device::{Context, DeviceInfo, LaunchConfig};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::tuned::TunedTable;
 
@@ -33,31 +34,12 @@ pub const fn smem_bytes() -> u32 {
     1024 + STAGES * stage_bytes()
 }
 
-/// Tiles along M and N.
-pub fn tiles(p: &GemmProblem) -> (u64, u64) {
-    (
-        (p.m as u64).div_ceil(BM as u64),
-        (p.n as u64).div_ceil(BN as u64),
-    )
-}
-
-/// The 1-D grid (one block per tile), or `None` when it would not fit the kernel's `int` block
-/// index.
-pub fn grid(p: &GemmProblem) -> Option<u32> {
-    let (tm, tn) = tiles(p);
-    let blocks = tm.checked_mul(tn)?;
-    (blocks <= i32::MAX as u64).then_some(blocks as u32)
-}
-
-/// The tile (row, column) block `pid` computes: the kernel's `block_tile`, for tests and tools.
-pub fn block_tile(pid: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
-    let per_group = GROUP_M * tiles_n;
-    let group = pid / per_group;
-    let first = group * GROUP_M;
-    let rows = (tiles_m - first).min(GROUP_M);
-    let in_group = pid - group * per_group;
-    (first + in_group % rows, in_group / rows)
-}
+/// The output tiling and block order (one block per tile).
+pub const GRID: TileGrid = TileGrid {
+    bm: BM,
+    bn: BN,
+    group_m: GROUP_M,
+};
 
 fn spec(arch: &str, layout: Layout, input: DType, output: DType) -> KernelSpec {
     with_problem_defines(
@@ -104,13 +86,7 @@ impl GemmKernel for WgmmaCpAsync {
             }
         }
         dev.check_smem(smem_bytes())?;
-        if grid(p).is_none() {
-            return Err(format!(
-                "{}x{} outputs need more than 2^31 - 1 blocks of {BM}x{BN}",
-                p.m, p.n
-            ));
-        }
-        Ok(())
+        GRID.check(p)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
@@ -126,10 +102,7 @@ impl GemmKernel for WgmmaCpAsync {
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         super::require_aligned_operands(self.name(), ops, "cp.async copies 16 bytes")?;
-        let blocks = grid(p).ok_or_else(|| Error::Unsupported {
-            kernel: self.name().into(),
-            reason: "too many blocks for a 1-D grid".into(),
-        })?;
+        let blocks = GRID.launch_blocks(self.name(), p)?;
         let f = ctx.function(&spec(&ctx.arch(), p.layout, p.input, p.output))?;
         let mut args = GemmArgs::new(p, ops);
         let cfg = LaunchConfig {
@@ -158,27 +131,10 @@ mod tests {
         assert_eq!(smem_bytes(), 1024 + 3 * 32 * 1024);
         // two blocks per SM on an H100 (228 KB per SM, 1 KB reserved per block)
         assert!(2 * (smem_bytes() + 1024) <= 228 * 1024);
-        assert_eq!(grid(&problem(4096, 4096, 4096, Layout::RC)), Some(32 * 32));
-        assert_eq!(grid(&problem(1, 1, 1, Layout::RC)), Some(1));
-        assert_eq!(grid(&problem(129, 257, 8, Layout::CR)), Some(2 * 3));
-        let huge = problem(i32::MAX as usize, i32::MAX as usize, 8, Layout::RC);
-        assert_eq!(grid(&huge), None);
-    }
-
-    #[test]
-    fn block_order_visits_every_tile_once() {
-        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (17, 3), (9, 40), (16, 1)] {
-            let mut seen = vec![false; (tm * tn) as usize];
-            for pid in 0..tm * tn {
-                let (r, c) = block_tile(pid, tm, tn);
-                assert!(r < tm && c < tn, "pid {pid} of {tm}x{tn} -> ({r}, {c})");
-                let i = (r * tn + c) as usize;
-                assert!(!seen[i], "tile ({r}, {c}) visited twice");
-                seen[i] = true;
-            }
-        }
-        assert_eq!(block_tile(1, 16, 4), (1, 0));
-        assert_eq!(block_tile(8, 16, 4), (0, 1));
+        assert_eq!(
+            GRID.blocks(&problem(4096, 4096, 4096, Layout::RC)),
+            Some(32 * 32)
+        );
     }
 
     #[test]

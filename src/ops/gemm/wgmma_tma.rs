@@ -4,6 +4,7 @@
 //! mbarriers, and all 128 threads compute. One block per tile. Builds the two operand tensor maps
 //! for the problem at launch.
 
+use super::tile_grid::TileGrid;
 use super::{with_problem_defines, DType, GemmArgs, GemmKernel, GemmOperands, GemmProblem, Layout};
 use crate::device::{Context, DeviceInfo, LaunchConfig, Tma2d};
 use crate::error::{Error, Result};
@@ -34,31 +35,12 @@ pub const fn smem_bytes() -> u32 {
     1024 + STAGES * stage_bytes() + 2 * STAGES * 8
 }
 
-/// Tiles along M and N.
-pub fn tiles(p: &GemmProblem) -> (u64, u64) {
-    (
-        (p.m as u64).div_ceil(BM as u64),
-        (p.n as u64).div_ceil(BN as u64),
-    )
-}
-
-/// The 1-D grid (one block per tile), or `None` when it would not fit the kernel's `int` block
-/// index.
-pub fn grid(p: &GemmProblem) -> Option<u32> {
-    let (tm, tn) = tiles(p);
-    let blocks = tm.checked_mul(tn)?;
-    (blocks <= i32::MAX as u64).then_some(blocks as u32)
-}
-
-/// The tile (row, column) block `pid` computes: the kernel's `block_tile`, for tests and tools.
-pub fn block_tile(pid: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
-    let per_group = GROUP_M * tiles_n;
-    let group = pid / per_group;
-    let first = group * GROUP_M;
-    let rows = (tiles_m - first).min(GROUP_M);
-    let in_group = pid - group * per_group;
-    (first + in_group % rows, in_group / rows)
-}
+/// The output tiling and block order (one block per tile).
+pub const GRID: TileGrid = TileGrid {
+    bm: BM,
+    bn: BN,
+    group_m: GROUP_M,
+};
 
 /// The tensor maps of A and B for `p` at these addresses (one 128-row box per K-major stage).
 pub fn operand_maps(p: &GemmProblem, a: u64, b: u64) -> (Tma2d, Tma2d) {
@@ -124,13 +106,7 @@ impl GemmKernel for WgmmaTma {
             }
         }
         dev.check_smem(smem_bytes())?;
-        if grid(p).is_none() {
-            return Err(format!(
-                "{}x{} outputs need more than 2^31 - 1 blocks of {BM}x{BN}",
-                p.m, p.n
-            ));
-        }
-        Ok(())
+        GRID.check(p)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
@@ -146,10 +122,7 @@ impl GemmKernel for WgmmaTma {
     }
     fn launch(&self, ctx: &Context, p: &GemmProblem, ops: &GemmOperands) -> Result<()> {
         super::require_aligned_operands(self.name(), ops, "TMA needs it")?;
-        let blocks = grid(p).ok_or_else(|| Error::Unsupported {
-            kernel: self.name().into(),
-            reason: "too many blocks for a 1-D grid".into(),
-        })?;
+        let blocks = GRID.launch_blocks(self.name(), p)?;
         let (ta, tb) = operand_maps(p, ops.a.ptr(), ops.b.ptr());
         for t in [&ta, &tb] {
             t.validate().map_err(|reason| Error::Unsupported {
@@ -194,25 +167,10 @@ mod tests {
         assert_eq!(stage_bytes() % 1024, 0);
         assert_eq!(smem_bytes(), 1024 + 4 * 32 * 1024 + 64);
         assert!(smem_bytes() <= 227 * 1024);
-        assert_eq!(grid(&problem(4096, 4096, 4096, Layout::RC)), Some(32 * 32));
-        assert_eq!(grid(&problem(1, 1, 1, Layout::RC)), Some(1));
-        assert_eq!(grid(&problem(129, 257, 8, Layout::CC)), Some(2 * 3));
-        let huge = problem(i32::MAX as usize, i32::MAX as usize, 8, Layout::RC);
-        assert_eq!(grid(&huge), None);
-    }
-
-    #[test]
-    fn block_order_visits_every_tile_once() {
-        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (17, 3), (9, 40), (16, 1)] {
-            let mut seen = vec![false; (tm * tn) as usize];
-            for pid in 0..tm * tn {
-                let (r, c) = block_tile(pid, tm, tn);
-                assert!(r < tm && c < tn, "pid {pid} of {tm}x{tn} -> ({r}, {c})");
-                let i = (r * tn + c) as usize;
-                assert!(!seen[i], "tile ({r}, {c}) visited twice");
-                seen[i] = true;
-            }
-        }
+        assert_eq!(
+            GRID.blocks(&problem(4096, 4096, 4096, Layout::RC)),
+            Some(32 * 32)
+        );
     }
 
     #[test]

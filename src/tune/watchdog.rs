@@ -238,21 +238,7 @@ impl Drop for WorkerHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::{DType, GemmProblem, Layout};
-    use crate::tune::space::Config;
-
-    fn job(id: u64) -> Job {
-        Job {
-            id,
-            version: "mma_sync".into(),
-            config: Config::new(&[("BM", 128)]),
-            problem: GemmProblem::new(64, 64, 64, Layout::RC, DType::Bf16, DType::Bf16).into(),
-            verify: vec![],
-            best_ms: None,
-            warmup: 5,
-            reps: 30,
-        }
-    }
+    use crate::tune::worker::tests::job;
 
     #[test]
     fn deadlines_scale_with_the_best_time_above_a_floor() {

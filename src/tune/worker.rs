@@ -359,11 +359,12 @@ impl Gpu {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ops::gemm::{DType, GemmProblem, Layout};
 
-    fn job(id: u64) -> Job {
+    /// A small mma_sync job, for the worker's and the watchdog's tests.
+    pub(crate) fn job(id: u64) -> Job {
         Job {
             id,
             version: "mma_sync".into(),

@@ -316,13 +316,88 @@ def varlen_checks(gen, quick):
         out = kiln.flash_attn_func(q, k, k, causal=causal, window_size=window)
         err = rel(out, window_ref(q, k, k, causal, 1 / math.sqrt(128), window))
         record("varlen", f"flash_attn_func window {window}{' causal' if causal else ''}", err < 2e-2, err=err)
+    varlen_backward_checks(gen, quick)
+
+
+def varlen_backward_checks(gen, quick):
+    """Packed gradients by autograd through `flash_attn_varlen_func` against per-sequence dense
+    autograd of the fp32 reference (window_ref), each sequence's dq, dk and dv at most twice
+    torch's own bf16/f16 error there (the dense backward's rule); a sequence with no keys has
+    zero dq, one with no queries zero dk and dv; deterministic refused; opcheck of both ops."""
+    cases = [  # (query lengths, key lengths or None, Hq, Hkv, d, window), no row without keys
+        ([1, 63, 64, 65, 127, 700], None, 4, 2, 128, (-1, -1)),
+        ([300, 7, 1000], [500, 7, 1000], 8, 8, 64, (-1, -1)),
+        ([700, 33, 1500], None, 8, 2, 128, (256, 0)),
+        ([1000, 257], [1200, 300], 4, 4, 64, (100, 37)),
+        ([40, 0, 130], [0, 50, 130], 4, 1, 128, (-1, -1)),
+    ]
+    for i, (lq, lk, hq, hkv, d, window) in enumerate(cases):
+        lk = lk or lq
+        for causal in (False, True):
+            if quick and (i + causal) % 2:
+                continue
+            dt = (torch.bfloat16, torch.float16)[i % 2]
+            cu_q = torch.tensor([0] + list(itertools.accumulate(lq)), dtype=torch.int32, device="cuda")
+            cu_k = torch.tensor([0] + list(itertools.accumulate(lk)), dtype=torch.int32, device="cuda")
+            q = torch.randn(sum(lq), hq, d, device="cuda", dtype=dt, generator=gen)
+            k = torch.randn(sum(lk), hkv, d, device="cuda", dtype=dt, generator=gen)
+            v = torch.randn(sum(lk), hkv, d, device="cuda", dtype=dt, generator=gen)
+            dout = torch.randn(sum(lq), hq, d, device="cuda", dtype=dt, generator=gen)
+            scale = 1 / math.sqrt(d)
+            leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
+            out = kiln.flash_attn_varlen_func(*leaves, cu_q, cu_k, max(lq), max(lk), causal=causal, window_size=window)
+            out.backward(dout)
+            mine = [x.grad for x in leaves]
+            worst = {}  # per gradient: (error, torch's error) of the sequence furthest over 2x
+            zeros_ok = True
+            for s in range(len(lq)):
+                a, b, c, e = int(cu_q[s]), int(cu_q[s + 1]), int(cu_k[s]), int(cu_k[s + 1])
+                if b == a or e == c:  # no queries: zero dk, dv; no keys: zero dq
+                    zeros_ok &= all(bool((t == 0).all()) for t in (mine[0][a:b], mine[1][c:e], mine[2][c:e]))
+                    continue
+                rows = (q[a:b], k[c:e], v[c:e])
+
+                def grads(fp32, rows=rows):
+                    xs = [(t.float() if fp32 else t).unsqueeze(0).detach().requires_grad_(True) for t in rows]
+                    window_ref(*xs, causal, scale, window, fp32=fp32).backward(dout[a:b].unsqueeze(0).to(xs[0].dtype))
+                    return [x.grad[0] for x in xs]
+
+                ref, theirs = grads(True), grads(False)
+                for g, m, t, r in zip("qkv", (mine[0][a:b], mine[1][c:e], mine[2][c:e]), theirs, ref):
+                    err, torch_err = rel(m, r), rel(t, r)
+                    w = worst.get(g)
+                    if w is None or math.isnan(err) or err - 2 * torch_err > w[0] - 2 * w[1]:
+                        worst[g] = (err, torch_err) if w is None or not math.isnan(w[0]) else w
+            name = f"{len(lq)} seqs {lq[:4]}{'..' if len(lq) > 4 else ''} H{hq}/{hkv} d{d} window {window}"
+            name += (" causal" if causal else "") + f" {str(dt)[6:]}"
+            for g, (err, torch_err) in worst.items():
+                record("varlen_bwd", f"d{g} {name}", err <= 2 * torch_err + 1e-4 and not math.isnan(err),
+                       err=err, torch_err=torch_err)
+            if not zeros_ok:
+                record("varlen_bwd", f"empty sequences' gradients zero {name}", False)
+    q = torch.randn(64, 4, 64, device="cuda", dtype=torch.bfloat16, generator=gen, requires_grad=True)
+    cu = torch.tensor([0, 20, 64], dtype=torch.int32, device="cuda")
     try:
-        q = torch.randn(64, 4, 64, device="cuda", dtype=torch.bfloat16, generator=gen, requires_grad=True)
-        cu = torch.tensor([0, 20, 64], dtype=torch.int32, device="cuda")
-        kiln.flash_attn_varlen_func(q, q, q, cu, cu, 44, 44).sum().backward()
-        record("varlen", "backward raises", False, error="no error")
-    except NotImplementedError as e:
-        record("varlen", "backward raises", "no backward" in str(e))
+        kiln.flash_attn_varlen_func(q, q, q, cu, cu, 44, 44, deterministic=True)
+        record("varlen_bwd", "deterministic refused", False, error="no error")
+    except ValueError as e:
+        record("varlen_bwd", "deterministic refused", "`deterministic=True`" in str(e))
+    try:
+        x = q.detach()
+        out, lse = kiln.flash_attn_varlen_func(x, x, x, cu, cu, 44, 44, causal=True, return_lse=True)
+        torch.library.opcheck(
+            torch.ops.kiln.flash_attn_varlen.default,
+            (q, q, q, cu, cu, 44, 44, 0.125, True, -1, -1, None, None),
+            test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+        )
+        torch.library.opcheck(
+            torch.ops.kiln.flash_attn_varlen_backward.default,
+            (torch.ones_like(x), x, x, x, out, lse, cu, cu, 44, 44, 0.125, True, -1, -1, None, None),
+            test_utils=("test_schema", "test_faketensor"),
+        )
+        record("varlen_bwd", "opcheck kiln::flash_attn_varlen and its backward", True)
+    except Exception as e:  # noqa: BLE001
+        record("varlen_bwd", "opcheck kiln::flash_attn_varlen and its backward", False, error=str(e)[:300])
 # ------------------------------------------------------------------------------ paged KV cache
 def kvcache_checks(gen, quick):
     """flash_attn_with_kvcache against the fp32 reference on the same cache unpaged: pages in a

@@ -282,6 +282,20 @@ fn shapes_of_gradients_lse_and_inputs_are_checked() {
         t[i] = RawTensor::contiguous(t[i].ptr, BF, &[100, 8, 96], 0);
     }
     assert_refused(check(&t), "k", ArgumentKind::Shape, "head dim");
+    // d256: the packed forward's, not yet the packed backward's
+    let mut t = tensors();
+    for i in [0, 3, 4, 6] {
+        t[i] = RawTensor::contiguous(t[i].ptr, BF, &[100, 8, 256], 0);
+    }
+    for i in [1, 2, 7, 8] {
+        t[i] = RawTensor::contiguous(t[i].ptr, BF, &[100, 2, 256], 0);
+    }
+    assert_refused(
+        check(&t),
+        "q",
+        ArgumentKind::Shape,
+        "`q` has head dim 256; kiln's packed backward takes head dims [64, 128]",
+    );
 }
 
 #[test]

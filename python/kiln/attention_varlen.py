@@ -69,8 +69,9 @@ def flash_attn_varlen_func(
     ValueError), so a call is capturable and never synchronises. `check_offsets=True` reads them
     back first (a synchronisation; not under capture) to refuse bad ones before the launch.
     Returns out like q (and the log-sum-exp [Hq, total_q] in f32 with `return_lse`).
-    Differentiable in q, k and v (kiln's packed backward, causal and the window included);
-    `deterministic=True` is refused for now (the packed backward adds dq in any order)."""
+    Differentiable in q, k and v at head dims 64 and 128 (kiln's packed backward, causal and
+    the window included); `deterministic=True` is refused for now (the packed backward adds dq
+    in any order)."""
     _no_deterministic(deterministic)
     host_q = host_k = None
     if check_offsets:

@@ -155,6 +155,11 @@ class VarlenBackwardChecks(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"`max_seqlen_k` is -1; give the longest"):
             self.call(max_k=-1)
 
+    def test_head_dim_256_not_yet(self):
+        with self.assertRaisesRegex(ValueError, r"`q` has head dim 256; kiln's packed backward takes head dims \[64, 128\]"):
+            self.call(q=packed(100, d=256), k=packed(100, heads=2, d=256), dout=packed(100, d=256),
+                      out=packed(100, d=256))
+
     def test_gqa_ratio_and_window(self):
         with self.assertRaisesRegex(ValueError, r"`q` has 4 heads and `k` 3: .* a multiple of the key/value heads"):
             self.call(k=packed(100, heads=3))

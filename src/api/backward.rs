@@ -5,7 +5,7 @@
 use cudarc::driver::{sys, CudaStream};
 
 use super::handle::Kiln;
-use super::launch::borrow;
+use super::launch::{borrow, only_version};
 use super::options::AttentionBackwardOptions;
 use super::tensor::{TensorMut, TensorRef};
 use super::validate::{self, AttentionBackwardPlan, VarlenBackwardPlan};
@@ -176,12 +176,11 @@ fn launch_varlen_backward(
     plan: &VarlenBackwardPlan,
     version: Option<&str>,
 ) -> Result<()> {
-    if let Some(v) = version.filter(|&v| v != VARLEN_VERSION) {
-        return Err(Error::Unsupported {
-            kernel: v.into(),
-            reason: format!("only {VARLEN_VERSION} runs the packed (variable-length) backward"),
-        });
-    }
+    only_version(
+        version,
+        VARLEN_VERSION,
+        "the packed (variable-length) backward",
+    )?;
     let f = &plan.fwd;
     let lse = f.lse.ok_or_else(|| {
         Error::invalid("the packed backward's plan has no LSE (validate requires one)")

@@ -13,6 +13,7 @@ use crate::api::info::TensorInfo;
 use crate::api::options::AttentionBackwardOptions;
 use crate::api::varlen::VarlenOffsets;
 use crate::error::{ArgumentKind, Result};
+use crate::ops::attention_backward::bwd_fa3_wgmma::BWD_WGMMA_DIMS;
 
 /// A checked packed backward: the forward's plan (its LSE given), dO and the gradients.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,8 +45,8 @@ impl VarlenBackwardPlan {
 /// to write (no heads, or no rows at all). q, k, v, o, `lse` (required: f32 [heads, total_q]) and
 /// `offsets` are checked as [`super::attention_varlen`] checks the forward's (the offsets'
 /// contents too when their host copies are given); `dout` and `dq` are q's shape and dtype, `dk`
-/// and `dv` k's, each packed. A batch with keys but no queries gets zero dK and dV, one with
-/// queries but no keys zero dQ. `opts.deterministic` is refused (the packed backward has no
+/// and `dv` k's, each packed; head dims 64 and 128. A batch with keys but no queries gets zero
+/// dK and dV, one with queries but no keys zero dQ. `opts.deterministic` is refused (the packed backward has no
 /// deterministic mode yet); `opts.layout` does not apply.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_varlen_backward(
@@ -78,6 +79,16 @@ pub fn attention_varlen_backward(
         offsets,
         &forward_options(opts),
     )?;
+    if !BWD_WGMMA_DIMS.contains(&shape.head_dim) {
+        return Err(err(
+            "q",
+            ArgumentKind::Shape,
+            format!(
+                "`q` has head dim {}; kiln's packed backward takes head dims {BWD_WGMMA_DIMS:?} (the packed forward also runs 256): run such sequences through the dense backward one by one",
+                shape.head_dim
+            ),
+        ));
+    }
     for (name, t, _, _) in pairs {
         contiguous(
             name,

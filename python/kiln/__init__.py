@@ -15,6 +15,7 @@ __all__ = [
     "flash_attn_func",
     "flash_attn_backward",
     "flash_attn_varlen_func",
+    "flash_attn_varlen_backward",
     "flash_attn_with_kvcache",
     "check_errors",
     "rms_norm",
@@ -47,7 +48,7 @@ from . import moe  # noqa: E402
 from . import fp8  # noqa: E402
 from . import attention_backward as _attention_backward  # noqa: E402
 from .attention_backward import flash_attn_backward  # noqa: E402
-from .attention_varlen import flash_attn_varlen_func, window_pair  # noqa: E402, F401
+from .attention_varlen import flash_attn_varlen_backward, flash_attn_varlen_func, window_pair  # noqa: E402, F401
 from .kvcache import check_errors, flash_attn_with_kvcache  # noqa: E402
 from . import fp4  # noqa: E402
 

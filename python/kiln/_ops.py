@@ -1,7 +1,7 @@
-"""kiln's kernels as torch custom ops (`kiln::gemm`, `kiln::flash_attn` with its backward,
-`kiln::flash_attn_varlen`, `kiln::grouped_gemm`, `kiln::swiglu`), with fake implementations
-for torch.compile and clear errors where an op has no backward: the road a call takes when
-torch must see it (`_dispatch.through_torch`)."""
+"""kiln's kernels as torch custom ops (`kiln::gemm`, `kiln::flash_attn` and
+`kiln::flash_attn_varlen` with their backwards, `kiln::grouped_gemm`, `kiln::swiglu`), with fake
+implementations for torch.compile and clear errors where an op has no backward: the road a call
+takes when torch must see it (`_dispatch.through_torch`)."""
 
 from __future__ import annotations
 
@@ -234,8 +234,59 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_s
     return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
 
 
+@torch.library.custom_op("kiln::flash_attn_varlen_backward", mutates_args=(), device_types="cuda")
+def flash_attn_varlen_backward_op(
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    host_q: Optional[list[int]] = None,
+    host_k: Optional[list[int]] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # (autograd's dout may come expanded or strided; the packed backward reads packed rows)
+    return tuple(
+        native().flash_attn_varlen_backward(
+            dout.contiguous(), q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            softmax_scale, causal, (window_left, window_right), False, host_q, host_k,
+        )
+    )
+
+
+@flash_attn_varlen_backward_op.register_fake
+def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+      window_left, window_right, host_q=None, host_k=None):
+    return q.new_empty(q.shape), k.new_empty(k.shape), k.new_empty(k.shape)
+
+
+def _setup_varlen(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, window_left, window_right, host_q, host_k = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+    ctx.args = (max_q, max_k, softmax_scale, causal, window_left, window_right, host_q, host_k)
+
+
+def _varlen_backward(ctx, dout, dlse):
+    # (no gradient flows from the log-sum-exp, as in flash_attn_func's backward)
+    q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+    dq, dk, dv = torch.ops.kiln.flash_attn_varlen_backward(dout, q, k, v, out, lse, cu_q, cu_k, *ctx.args)
+    return (dq, dk, dv) + (None,) * 10
+
+
+torch.library.register_autograd("kiln::flash_attn_varlen", _varlen_backward, setup_context=_setup_varlen)
 torch.library.register_autograd(
-    "kiln::flash_attn_varlen", _no_backward("flash_attn_varlen_func"), setup_context=_setup_nothing
+    "kiln::flash_attn_varlen_backward",
+    _no_backward("flash_attn_varlen_func's backward (double backward)"),
+    setup_context=_setup_nothing,
 )
 
 

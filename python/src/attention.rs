@@ -1,7 +1,7 @@
-//! The attention ops of the extension: the forward (`flash_attn`) and the packed forward
-//! (`flash_attn_varlen`) on torch tensors (read here, checked by kiln, outputs allocated through
-//! torch, launched on torch's current stream), the backward on described tensors, and what the
-//! decode ops (`kvcache.rs`) share with them.
+//! The attention ops of the extension: the forward (`flash_attn`), the packed forward and
+//! backward (`flash_attn_varlen`, `flash_attn_varlen_backward`) on torch tensors (read here,
+//! checked by kiln, outputs allocated through torch, launched on torch's current stream), the
+//! dense backward on described tensors, and what the decode ops (`kvcache.rs`) share with them.
 
 use std::sync::Arc;
 
@@ -195,6 +195,36 @@ pub fn flash_attn<'py>(
     returned(o, lse.filter(|_| return_lse))
 }
 
+/// `max_seqlen_q` and `max_seqlen_k`, or a ValueError for a negative one.
+fn maxima(max_seqlen_q: i64, max_seqlen_k: i64) -> PyResult<(usize, usize)> {
+    for (name, m) in [
+        ("max_seqlen_q", max_seqlen_q),
+        ("max_seqlen_k", max_seqlen_k),
+    ] {
+        if m < 0 {
+            return Err(PyValueError::new_err(format!(
+                "`{name}` is {m}; give the longest sequence's length (0 or more)"
+            )));
+        }
+    }
+    Ok((max_seqlen_q as usize, max_seqlen_k as usize))
+}
+
+/// The offsets' host copies: both or neither.
+#[allow(clippy::type_complexity)]
+fn host_offsets<'a>(
+    host_q: &'a Option<Vec<i32>>,
+    host_k: &'a Option<Vec<i32>>,
+) -> PyResult<Option<(&'a [i32], &'a [i32])>> {
+    match (host_q, host_k) {
+        (Some(hq), Some(hk)) => Ok(Some((&hq[..], &hk[..]))),
+        (None, None) => Ok(None),
+        _ => Err(PyValueError::new_err(
+            "give the host copies of both offsets (`host_q` and `host_k`) or neither",
+        )),
+    }
+}
+
 /// `kiln.flash_attn_varlen_func` whole: q [total_q, Hq, D], k and v [total_k, Hkv, D], the
 /// offsets i32 [batch + 1] on the GPU and the longest sequences; `host_q`, `host_k` (optional)
 /// the offsets' contents, checked before the launch (else the GPU checks them). out like q
@@ -220,16 +250,8 @@ pub fn flash_attn_varlen<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let causal = flag("causal", causal)?;
     let window = window_arg(window_size)?;
-    for (name, m) in [
-        ("max_seqlen_q", max_seqlen_q),
-        ("max_seqlen_k", max_seqlen_k),
-    ] {
-        if m < 0 {
-            return Err(PyValueError::new_err(format!(
-                "`{name}` is {m}; give the longest sequence's length (0 or more)"
-            )));
-        }
-    }
+    let maxima = maxima(max_seqlen_q, max_seqlen_k)?;
+    let host = host_offsets(&host_q, &host_k)?;
     let ([q, k, v, cu_q, cu_k], device) = torch::read_all([
         ("q", Some(q)),
         ("k", Some(k)),
@@ -245,20 +267,11 @@ pub fn flash_attn_varlen<'py>(
         &[total, h, _] if return_lse => Some(output("lse", &q, &[h, total], Some(DType::F32))?),
         _ => None,
     };
-    let host = match (&host_q, &host_k) {
-        (Some(hq), Some(hk)) => Some((&hq[..], &hk[..])),
-        (None, None) => None,
-        _ => {
-            return Err(PyValueError::new_err(
-                "give the host copies of both offsets (`host_q` and `host_k`) or neither",
-            ))
-        }
-    };
     let offsets = VarlenOffsets {
         cu_q: &cu_q.raw,
         cu_k: &cu_k.raw,
-        max_seqlen_q: max_seqlen_q as usize,
-        max_seqlen_k: max_seqlen_k as usize,
+        max_seqlen_q: maxima.0,
+        max_seqlen_k: maxima.1,
         host,
     };
     let (qr, kr, vr, or) = (&q.raw, &k.raw, &v.raw, &o.raw);
@@ -273,6 +286,97 @@ pub fn flash_attn_varlen<'py>(
     })
     .map_err(to_py)?;
     returned(o, lse)
+}
+
+/// The packed attention backward whole (`kiln.flash_attn_varlen_backward`): from the packed
+/// forward's q [total_q, Hq, D], k and v [total_k, Hkv, D], out and lse [Hq, total_q] f32, the
+/// output's gradient dout (q's shape; all packed), the offsets and maxima as the forward took
+/// them; dq, dk and dv allocated (q's and k's shapes), checked by kiln, launched on torch's
+/// current stream; returns (dq, dk, dv).
+#[pyfunction]
+#[pyo3(signature = (dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None, causal=None, window_size=None, deterministic=None, host_q=None, host_k=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attn_varlen_backward<'py>(
+    py: Python<'py>,
+    dout: &Bound<'py, PyAny>,
+    q: &Bound<'py, PyAny>,
+    k: &Bound<'py, PyAny>,
+    v: &Bound<'py, PyAny>,
+    out: &Bound<'py, PyAny>,
+    lse: Option<&Bound<'py, PyAny>>,
+    cu_seqlens_q: &Bound<'py, PyAny>,
+    cu_seqlens_k: &Bound<'py, PyAny>,
+    max_seqlen_q: i64,
+    max_seqlen_k: i64,
+    softmax_scale: Option<f64>,
+    causal: Option<&Bound<'py, PyAny>>,
+    window_size: Option<&Bound<'py, PyAny>>,
+    deterministic: Option<&Bound<'py, PyAny>>,
+    host_q: Option<Vec<i32>>,
+    host_k: Option<Vec<i32>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let opts = AttentionBackwardOptions {
+        causal: flag("causal", causal)?,
+        deterministic: flag("deterministic", deterministic)?,
+        window: window_arg(window_size)?,
+        ..AttentionBackwardOptions::default()
+    };
+    let maxima = maxima(max_seqlen_q, max_seqlen_k)?;
+    let host = host_offsets(&host_q, &host_k)?;
+    let ([dout, q, k, v, out, lse, cu_q, cu_k], device) = torch::read_all([
+        ("dout", Some(dout)),
+        ("q", Some(q)),
+        ("k", Some(k)),
+        ("v", Some(v)),
+        ("out", Some(out)),
+        ("lse", lse),
+        ("cu_seqlens_q", Some(cu_seqlens_q)),
+        ("cu_seqlens_k", Some(cu_seqlens_k)),
+    ])?;
+    let [dout, q, k, v, out, cu_q, cu_k] =
+        [dout, q, k, v, out, cu_q, cu_k].map(|a| a.expect("read"));
+    let opts = AttentionBackwardOptions {
+        softmax_scale: Some(scale_of(
+            softmax_scale,
+            q.raw.shape.last().copied().unwrap_or(0),
+        )),
+        ..opts
+    };
+    let (q_shape, k_shape) = (q.raw.shape.clone(), k.raw.shape.clone());
+    let dq = output("dq", &q, &q_shape, None)?;
+    let dk = output("dk", &k, &k_shape, None)?;
+    let dv = output("dv", &k, &k_shape, None)?;
+    let t = raw::RawBackward {
+        q: &q.raw,
+        k: &k.raw,
+        v: &v.raw,
+        o: &out.raw,
+        dout: &dout.raw,
+        lse: lse.as_ref().map(|l| &l.raw),
+        dq: &dq.raw,
+        dk: &dk.raw,
+        dv: &dv.raw,
+    };
+    let offsets = VarlenOffsets {
+        cu_q: &cu_q.raw,
+        cu_k: &cu_k.raw,
+        max_seqlen_q: maxima.0,
+        max_seqlen_k: maxima.1,
+        host,
+    };
+    let name_out = |e| to_py(renamed(e, "o", "out"));
+    let check = || {
+        raw::check_attention_varlen_backward(device, &t, &offsets, &opts)
+            .map_err(|e| renamed(e, "o", "out"))
+    };
+    let h = handle_or_check(device, check)?;
+    let stream = torch::current_stream(py, device)?;
+    // SAFETY: as in `flash_attn_varlen`; dq, dk and dv are new tensors.
+    py.allow_threads(|| unsafe {
+        raw::attention_varlen_backward(&h, stream_of(stream), &t, &offsets, &opts)
+    })
+    .map_err(name_out)?;
+    Ok(PyTuple::new(py, [dq.obj, dk.obj, dv.obj])?.into_any())
 }
 
 /// The attention backward: dq, dk and dv from the forward's q, k, v, out and lse and dout.

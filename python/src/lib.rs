@@ -286,6 +286,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gemm, m)?)?;
     m.add_function(wrap_pyfunction!(attention::flash_attn, m)?)?;
     m.add_function(wrap_pyfunction!(attention::flash_attn_varlen, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::flash_attn_varlen_backward, m)?)?;
     m.add_function(wrap_pyfunction!(kvcache::flash_attn_kvcache, m)?)?;
     m.add_function(wrap_pyfunction!(kvcache::kv_append, m)?)?;
     m.add_function(wrap_pyfunction!(kvcache::check_errors, m)?)?;

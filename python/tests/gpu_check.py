@@ -273,14 +273,10 @@ def window_ref(q, k, v, causal, scale, window, fp32=True):
     return torch.nan_to_num(o, nan=0.0).transpose(1, 2)
 
 
-def varlen_checks(gen, quick):
-    cases = [  # (query lengths, key lengths or None, Hq, Hkv, d, window)
-        ([1, 63, 64, 65, 127, 4097], None, 4, 2, 128, (-1, -1)),
-        ([300, 7, 1000], [500, 7, 1000], 8, 8, 64, (-1, -1)),
-        ([128, 2000, 513], None, 4, 1, 256, (-1, -1)),
-        ([700, 33, 1500], None, 8, 2, 128, (256, 0)),
-        ([1000, 257], [1200, 300], 4, 4, 64, (100, 37)),
-    ]
+def packed_problems(cases, quick, gen):
+    """Each case (query lengths, key lengths or None for the same, Hq, Hkv, d, window), causal or
+    not (half of them with `quick`), bf16 and f16 by turns, drawn: (name, query lengths, key
+    lengths, causal, window, cu_seqlens_q, cu_seqlens_k, q, k, v)."""
     for i, (lq, lk, hq, hkv, d, window) in enumerate(cases):
         lk = lk or lq
         for causal in (False, True):
@@ -292,23 +288,35 @@ def varlen_checks(gen, quick):
             q = torch.randn(sum(lq), hq, d, device="cuda", dtype=dt, generator=gen)
             k = torch.randn(sum(lk), hkv, d, device="cuda", dtype=dt, generator=gen)
             v = torch.randn(sum(lk), hkv, d, device="cuda", dtype=dt, generator=gen)
-            scale = 1 / math.sqrt(d)
-            out = kiln.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk), causal=causal, window_size=window)
-            worst, worst_torch = 0.0, 0.0
-            for s in range(len(lq)):
-                a, b = cu_q[s].item(), cu_q[s + 1].item()
-                c, e = cu_k[s].item(), cu_k[s + 1].item()
-                one = lambda t, x, y: t[x:y].unsqueeze(0)  # noqa: E731
-                ref = window_ref(one(q, a, b), one(k, c, e), one(v, c, e), causal, scale, window)
-                if ref.norm() == 0:
-                    worst = max(worst, float(out[a:b].float().abs().max()) if b > a else 0.0)
-                    continue
-                worst = max(worst, rel(out[a:b].unsqueeze(0), ref))
-                low = window_ref(one(q, a, b), one(k, c, e), one(v, c, e), causal, scale, window, fp32=False)
-                worst_torch = max(worst_torch, rel(low, ref))
             name = f"{len(lq)} seqs {lq[:4]}{'..' if len(lq) > 4 else ''} H{hq}/{hkv} d{d} window {window}"
-            record("varlen", name + (" causal" if causal else "") + f" {str(dt)[6:]}",
-                   worst <= 2 * worst_torch + 1e-2 and not math.isnan(worst), err=worst, torch_err=worst_torch)
+            yield name + (" causal" if causal else "") + f" {str(dt)[6:]}", lq, lk, causal, window, cu_q, cu_k, q, k, v
+
+
+def varlen_checks(gen, quick):
+    cases = [  # (query lengths, key lengths or None, Hq, Hkv, d, window)
+        ([1, 63, 64, 65, 127, 4097], None, 4, 2, 128, (-1, -1)),
+        ([300, 7, 1000], [500, 7, 1000], 8, 8, 64, (-1, -1)),
+        ([128, 2000, 513], None, 4, 1, 256, (-1, -1)),
+        ([700, 33, 1500], None, 8, 2, 128, (256, 0)),
+        ([1000, 257], [1200, 300], 4, 4, 64, (100, 37)),
+    ]
+    for name, lq, lk, causal, window, cu_q, cu_k, q, k, v in packed_problems(cases, quick, gen):
+        scale = 1 / math.sqrt(q.shape[-1])
+        out = kiln.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk), causal=causal, window_size=window)
+        worst, worst_torch = 0.0, 0.0
+        for s in range(len(lq)):
+            a, b = cu_q[s].item(), cu_q[s + 1].item()
+            c, e = cu_k[s].item(), cu_k[s + 1].item()
+            one = lambda t, x, y: t[x:y].unsqueeze(0)  # noqa: E731
+            ref = window_ref(one(q, a, b), one(k, c, e), one(v, c, e), causal, scale, window)
+            if ref.norm() == 0:
+                worst = max(worst, float(out[a:b].float().abs().max()) if b > a else 0.0)
+                continue
+            worst = max(worst, rel(out[a:b].unsqueeze(0), ref))
+            low = window_ref(one(q, a, b), one(k, c, e), one(v, c, e), causal, scale, window, fp32=False)
+            worst_torch = max(worst_torch, rel(low, ref))
+        record("varlen", name, worst <= 2 * worst_torch + 1e-2 and not math.isnan(worst), err=worst,
+               torch_err=worst_torch)
     # window_size on flash_attn_func, against the same masked reference
     q = torch.randn(2, 900, 8, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
     k = torch.randn(2, 1300, 2, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -316,13 +324,73 @@ def varlen_checks(gen, quick):
         out = kiln.flash_attn_func(q, k, k, causal=causal, window_size=window)
         err = rel(out, window_ref(q, k, k, causal, 1 / math.sqrt(128), window))
         record("varlen", f"flash_attn_func window {window}{' causal' if causal else ''}", err < 2e-2, err=err)
+    varlen_backward_checks(gen, quick)
+
+
+def varlen_backward_checks(gen, quick):
+    """Packed gradients by autograd through `flash_attn_varlen_func` against per-sequence dense
+    autograd of the fp32 reference (window_ref) put back in the packed rows: dq, dk and dv each
+    at most twice torch's own bf16/f16 error (its per-sequence gradients packed likewise; the
+    dense backward's rule), NaN-free; a sequence with no keys has zero dq, one with no queries
+    zero dk and dv; deterministic refused; opcheck of both ops."""
+    cases = [  # (query lengths, key lengths or None, Hq, Hkv, d, window), no row without keys
+        ([1, 63, 64, 65, 127, 700], None, 4, 2, 128, (-1, -1)),
+        ([300, 7, 1000], [500, 7, 1000], 8, 8, 64, (-1, -1)),
+        ([700, 33, 1500], None, 8, 2, 128, (256, 0)),
+        ([1000, 257], [1200, 300], 4, 4, 64, (100, 37)),
+        ([40, 0, 130], [0, 50, 130], 4, 1, 128, (-1, -1)),
+    ]
+    for name, lq, lk, causal, window, cu_q, cu_k, q, k, v in packed_problems(cases, quick, gen):
+        dout = torch.randn(q.shape, device="cuda", dtype=q.dtype, generator=gen)
+        scale = 1 / math.sqrt(q.shape[-1])
+        leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
+        out = kiln.flash_attn_varlen_func(*leaves, cu_q, cu_k, max(lq), max(lk), causal=causal, window_size=window)
+        out.backward(dout)
+        mine = [x.grad for x in leaves]
+        # each sequence's reference and torch's own gradients put back in their packed rows
+        ref = [torch.zeros(t.shape, dtype=torch.float32, device="cuda") for t in (q, k, v)]
+        theirs = [torch.zeros_like(t) for t in (q, k, v)]
+        zeros_ok = True
+        for s in range(len(lq)):
+            a, b, c, e = int(cu_q[s]), int(cu_q[s + 1]), int(cu_k[s]), int(cu_k[s + 1])
+            if b == a or e == c:  # no queries: zero dk, dv; no keys: zero dq
+                zeros_ok &= all(bool((t == 0).all()) for t in (mine[0][a:b], mine[1][c:e], mine[2][c:e]))
+                continue
+            for fp32, into in ((True, ref), (False, theirs)):
+                xs = [(t.float() if fp32 else t)[x:y].unsqueeze(0).detach().requires_grad_(True)
+                      for t, x, y in ((q, a, b), (k, c, e), (v, c, e))]
+                window_ref(*xs, causal, scale, window, fp32=fp32).backward(dout[a:b].unsqueeze(0).to(xs[0].dtype))
+                into[0][a:b], into[1][c:e], into[2][c:e] = (x.grad[0] for x in xs)
+        for g, m, t, r in zip("qkv", mine, theirs, ref):
+            err, torch_err = rel(m, r), rel(t, r)
+            record("varlen_bwd", f"d{g} {name}", err <= 2 * torch_err + 1e-4 and not math.isnan(err),
+                   err=err, torch_err=torch_err)
+        record("varlen_bwd", f"empty sequences' gradients zero {name}", zeros_ok)
+    q = torch.randn(64, 4, 64, device="cuda", dtype=torch.bfloat16, generator=gen, requires_grad=True)
+    cu = torch.tensor([0, 20, 64], dtype=torch.int32, device="cuda")
     try:
-        q = torch.randn(64, 4, 64, device="cuda", dtype=torch.bfloat16, generator=gen, requires_grad=True)
-        cu = torch.tensor([0, 20, 64], dtype=torch.int32, device="cuda")
-        kiln.flash_attn_varlen_func(q, q, q, cu, cu, 44, 44).sum().backward()
-        record("varlen", "backward raises", False, error="no error")
-    except NotImplementedError as e:
-        record("varlen", "backward raises", "no backward" in str(e))
+        kiln.flash_attn_varlen_func(q, q, q, cu, cu, 44, 44, deterministic=True)
+        record("varlen_bwd", "deterministic refused", False, error="no error")
+    except ValueError as e:
+        record("varlen_bwd", "deterministic refused", "`deterministic=True`" in str(e))
+    try:
+        x = q.detach()
+        out, lse = kiln.flash_attn_varlen_func(x, x, x, cu, cu, 44, 44, causal=True, return_lse=True)
+        torch.library.opcheck(
+            torch.ops.kiln.flash_attn_varlen.default,
+            (q, q, q, cu, cu, 44, 44, 0.125, True, -1, -1, None, None),
+            test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+        )
+        torch.library.opcheck(
+            torch.ops.kiln.flash_attn_varlen_backward.default,
+            (torch.ones_like(x), x, x, x, out, lse, cu, cu, 44, 44, 0.125, True, -1, -1, None, None),
+            test_utils=("test_schema", "test_faketensor"),
+        )
+        record("varlen_bwd", "opcheck kiln::flash_attn_varlen and its backward", True)
+    except Exception as e:  # noqa: BLE001
+        record("varlen_bwd", "opcheck kiln::flash_attn_varlen and its backward", False, error=str(e)[:300])
+
+
 # ------------------------------------------------------------------------------ paged KV cache
 def kvcache_checks(gen, quick):
     """flash_attn_with_kvcache against the fp32 reference on the same cache unpaged: pages in a

@@ -26,6 +26,17 @@ pub(crate) unsafe fn borrow(op: Operand) -> DeviceBuffer {
     DeviceBuffer::borrowed(op.ptr, op.bytes)
 }
 
+/// Refuses a version `asked` for other than `only`, the one version that runs `what`.
+pub(crate) fn only_version(asked: Option<&str>, only: &str, what: &str) -> Result<()> {
+    match asked.filter(|&v| v != only) {
+        Some(v) => Err(Error::Unsupported {
+            kernel: v.into(),
+            reason: format!("only {only} runs {what}"),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Launches with the first of `versions` that does not refuse the problem at launch.
 fn first_that_launches<'k, K: ?Sized + 'k>(
     op: &str,

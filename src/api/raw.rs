@@ -10,7 +10,9 @@ use super::options::{
     AttentionBackwardOptions, AttentionOptions, GemmOptions, MoeRows, SwigluWeights,
 };
 use super::tensor::RawTensor;
-use super::validate::{self, AttentionBackwardPlan, AttentionPlan, GemmPlan, MoePlan};
+use super::validate::{
+    self, AttentionBackwardPlan, AttentionPlan, GemmPlan, MoePlan, VarlenBackwardPlan,
+};
 use super::varlen::VarlenOffsets;
 use crate::error::Result;
 
@@ -63,20 +65,19 @@ fn attention_plan(
     lse: Option<&RawTensor>,
     opts: &AttentionOptions,
 ) -> Result<Option<AttentionPlan>> {
-    let lse = lse.map(|l| l.info("lse", false)).transpose()?;
     validate::attention(
         device,
         &q.info("q", false)?,
         &k.info("k", false)?,
         &v.info("v", false)?,
         &o.info("o", false)?,
-        lse.as_ref(),
+        optional("lse", lse)?.as_ref(),
         opts,
     )
 }
 
 /// The backward's tensors: the forward's (q, k, v, o), dO, the LSE and the gradients (dq, dk,
-/// dv).
+/// dv); dense ([`attention_backward`]) or packed ([`attention_varlen_backward`]).
 pub struct RawBackward<'a> {
     pub q: &'a RawTensor,
     pub k: &'a RawTensor,
@@ -89,27 +90,84 @@ pub struct RawBackward<'a> {
     pub dv: &'a RawTensor,
 }
 
+/// A [`RawBackward`]'s tensors described: q, k, v, o, dout, dq, dk, dv, and the LSE if given.
+struct BackwardInfos {
+    t: [TensorInfo; 8],
+    lse: Option<TensorInfo>,
+}
+
+impl BackwardInfos {
+    fn of(t: &RawBackward) -> Result<BackwardInfos> {
+        let [q, k, v, o, dout, dq, dk, dv] = [
+            ("q", t.q),
+            ("k", t.k),
+            ("v", t.v),
+            ("o", t.o),
+            ("dout", t.dout),
+            ("dq", t.dq),
+            ("dk", t.dk),
+            ("dv", t.dv),
+        ]
+        .map(|(arg, r)| r.info(arg, false));
+        Ok(BackwardInfos {
+            t: [q?, k?, v?, o?, dout?, dq?, dk?, dv?],
+            lse: optional("lse", t.lse)?,
+        })
+    }
+
+    fn forward(&self) -> (&TensorInfo, &TensorInfo, &TensorInfo, &TensorInfo) {
+        (&self.t[0], &self.t[1], &self.t[2], &self.t[3])
+    }
+
+    fn grads(&self) -> (&TensorInfo, &TensorInfo, &TensorInfo) {
+        (&self.t[5], &self.t[6], &self.t[7])
+    }
+}
+
+/// `t` described as argument `arg`, when given.
+fn optional(arg: &str, t: Option<&RawTensor>) -> Result<Option<TensorInfo>> {
+    t.map(|t| t.info(arg, false)).transpose()
+}
+
+/// The offsets' tensors described (`cu_seqlens_q`, `cu_seqlens_k`).
+fn offset_infos(offsets: &VarlenOffsets<'_, RawTensor>) -> Result<[TensorInfo; 2]> {
+    Ok([
+        offsets.cu_q.info("cu_seqlens_q", false)?,
+        offsets.cu_k.info("cu_seqlens_k", false)?,
+    ])
+}
+
 fn attention_backward_plan(
     device: usize,
     t: &RawBackward,
     opts: &AttentionBackwardOptions,
 ) -> Result<Option<AttentionBackwardPlan>> {
-    let lse = t.lse.map(|l| l.info("lse", false)).transpose()?;
+    let i = BackwardInfos::of(t)?;
     validate::attention_backward(
         device,
-        (
-            &t.q.info("q", false)?,
-            &t.k.info("k", false)?,
-            &t.v.info("v", false)?,
-            &t.o.info("o", false)?,
-        ),
-        &t.dout.info("dout", false)?,
-        lse.as_ref(),
-        (
-            &t.dq.info("dq", false)?,
-            &t.dk.info("dk", false)?,
-            &t.dv.info("dv", false)?,
-        ),
+        i.forward(),
+        &i.t[4],
+        i.lse.as_ref(),
+        i.grads(),
+        opts,
+    )
+}
+
+fn attention_varlen_backward_plan(
+    device: usize,
+    t: &RawBackward,
+    offsets: &VarlenOffsets<'_, RawTensor>,
+    opts: &AttentionBackwardOptions,
+) -> Result<Option<VarlenBackwardPlan>> {
+    let i = BackwardInfos::of(t)?;
+    let [cu_q, cu_k] = offset_infos(offsets)?;
+    validate::attention_varlen_backward(
+        device,
+        i.forward(),
+        &i.t[4],
+        i.lse.as_ref(),
+        i.grads(),
+        &offsets.with(&cu_q, &cu_k),
         opts,
     )
 }
@@ -137,6 +195,36 @@ pub unsafe fn attention_backward(
         stream,
         |device| attention_backward_plan(device, t, opts),
         |plan| kiln.launch_attention_backward(Some(stream), plan, opts),
+    )
+}
+
+/// The checks of [`attention_varlen_backward`], without a handle.
+pub fn check_attention_varlen_backward(
+    device: usize,
+    t: &RawBackward,
+    offsets: &VarlenOffsets<'_, RawTensor>,
+    opts: &AttentionBackwardOptions,
+) -> Result<()> {
+    attention_varlen_backward_plan(device, t, offsets, opts).map(drop)
+}
+
+/// [`Kiln::attention_varlen_backward`] on raw tensors (each [total, heads, head_dim], the LSE
+/// [heads, total_q]) and a raw stream.
+///
+/// # Safety
+/// As [`gemm`] (`dq`, `dk` and `dv` are the outputs; host copies in `offsets`, if any, must be
+/// the offsets tensors' contents).
+pub unsafe fn attention_varlen_backward(
+    kiln: &Kiln,
+    stream: CUstream,
+    t: &RawBackward,
+    offsets: &VarlenOffsets<'_, RawTensor>,
+    opts: &AttentionBackwardOptions,
+) -> Result<()> {
+    kiln.on_raw_stream(
+        stream,
+        |device| attention_varlen_backward_plan(device, t, offsets, opts),
+        |plan| kiln.launch_attention_varlen_backward(Some(stream), plan, opts),
     )
 }
 
@@ -180,7 +268,7 @@ fn swiglu_plan(
             w3: w3.info("w3", false)?,
         },
     };
-    let routing = routing.map(|r| r.info("routing", false)).transpose()?;
+    let routing = optional("routing", routing)?;
     validate::swiglu(
         device,
         &x.info("x", false)?,
@@ -338,18 +426,14 @@ fn attention_varlen_plan(
     offsets: &VarlenOffsets<'_, RawTensor>,
     opts: &AttentionOptions,
 ) -> Result<Option<validate::VarlenPlan>> {
-    let lse = lse.map(|l| l.info("lse", false)).transpose()?;
-    let (cu_q, cu_k) = (
-        offsets.cu_q.info("cu_seqlens_q", false)?,
-        offsets.cu_k.info("cu_seqlens_k", false)?,
-    );
+    let [cu_q, cu_k] = offset_infos(offsets)?;
     validate::attention_varlen(
         device,
         &q.info("q", false)?,
         &k.info("k", false)?,
         &v.info("v", false)?,
         &o.info("o", false)?,
-        lse.as_ref(),
+        optional("lse", lse)?.as_ref(),
         &offsets.with(&cu_q, &cu_k),
         opts,
     )

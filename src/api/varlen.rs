@@ -7,7 +7,7 @@
 use cudarc::driver::{sys, CudaStream};
 
 use super::handle::Kiln;
-use super::launch::borrow;
+use super::launch::{borrow, only_version};
 use super::options::AttentionOptions;
 use super::tensor::{TensorMut, TensorRef};
 use super::validate::{self, Operand, VarlenPlan};
@@ -126,12 +126,7 @@ pub(crate) fn launch_varlen(
     plan: &VarlenPlan,
     version: Option<&str>,
 ) -> Result<()> {
-    if let Some(v) = version.filter(|&v| v != VARLEN_VERSION) {
-        return Err(Error::Unsupported {
-            kernel: v.into(),
-            reason: format!("only {VARLEN_VERSION} runs packed (variable-length) batches"),
-        });
-    }
+    only_version(version, VARLEN_VERSION, "packed (variable-length) batches")?;
     let p = &plan.shape;
     let lse = match plan.lse {
         Some(l) => l,

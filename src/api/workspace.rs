@@ -74,7 +74,8 @@ pub struct Workspaces {
 
 /// What each word of [`Workspaces::bad_input`] means, as the sentence an error gives: the decode
 /// kernels' (a context length out of range, a page id outside the cache, a key start outside its
-/// sequence), then the packed forward's (offsets that are not cumulative within the packed rows).
+/// sequence), then the packed forward's and backward's (offsets that are not cumulative within
+/// the packed rows).
 pub const INPUT_ERRORS: [&str; 4] = [
     "a `cache_seqlens` entry outside 0 ..= the tokens its cache holds (or shorter than the tokens appended)",
     "a `block_table` entry outside the cache's pages",
@@ -82,7 +83,7 @@ pub const INPUT_ERRORS: [&str; 4] = [
     "`cu_seqlens_q` or `cu_seqlens_k` entries that are not cumulative offsets of the packed rows (starting at 0, never decreasing, ending at the packed length), or a sequence longer than `max_seqlen_q`",
 ];
 
-/// The packed forward's word in [`Workspaces::bad_input`].
+/// The packed forward's and backward's word in [`Workspaces::bad_input`].
 pub const PACKED_OFFSETS_WORD: usize = 3;
 
 impl Workspaces {
@@ -120,7 +121,7 @@ pub fn pending_errors(ws: &Workspaces, ordinal: usize) -> Result<()> {
         return Ok(());
     }
     Err(Error::invalid(format!(
-        "an earlier call on GPU {ordinal} (a decode step, KV append or packed attention) was given {}; the GPU found it, read nothing outside the tensors and wrote NaN for those sequences (reported once: fix what was passed)",
+        "an earlier call on GPU {ordinal} (a decode step, KV append or packed attention) was given {}; the GPU found it, read nothing outside the tensors and wrote NaN for those sequences (a packed backward: left their gradients unwritten) (reported once: fix what was passed)",
         set.join(", and ")
     )))
 }

@@ -207,6 +207,45 @@ mod tests {
     }
 
     #[test]
+    fn empty_sequences_have_zero_gradients_and_the_rest_are_each_alone() {
+        // No keys (rows 3..7): zero dQ; no queries (keys 5..7): zero dK and dV; the last
+        // sequence (2 over 2, rows 7..9 and keys 7..9) bit for bit its own dense backward.
+        let p = VarlenProblem {
+            heads_kv: 1,
+            causal: true,
+            ..VarlenProblem::new(&[(3, 5), (0, 2), (4, 0), (2, 2)], 2, 64)
+        };
+        p.validate().unwrap();
+        let (q, k, v, d_o) = (
+            random(p.q_elems(), 5),
+            random(p.kv_elems(), 6),
+            random(p.kv_elems(), 7),
+            random(p.q_elems(), 8),
+        );
+        let Gradients { dq, dk, dv, .. } = varlen_backward(&p, &q, &k, &v, &d_o);
+        let a = AttentionProblem {
+            heads_kv: 1,
+            causal: true,
+            ..AttentionProblem::new(1, 2, 2, 64)
+        };
+        let (qr, kr) = (7 * 128..9 * 128, 7 * 64..9 * 64);
+        let g = attention_backward(
+            &a,
+            &q[qr.clone()],
+            &k[kr.clone()],
+            &v[kr.clone()],
+            &d_o[qr.clone()],
+        );
+        assert_eq!(&dq[qr], &g.dq[..]);
+        assert_eq!(&dk[kr.clone()], &g.dk[..]);
+        assert_eq!(&dv[kr], &g.dv[..]);
+        assert!(dq[3 * 128..7 * 128].iter().all(|&x| x == 0.0));
+        assert!(dk[5 * 64..7 * 64].iter().all(|&x| x == 0.0));
+        assert!(dv[5 * 64..7 * 64].iter().all(|&x| x == 0.0));
+        assert!(dq[..3 * 128].iter().any(|&x| x != 0.0));
+    }
+
+    #[test]
     fn a_zero_window_reads_the_diagonal_key_only() {
         // Window (0, 0): query i of a (3, 5) sequence sees key i + 2 alone, so O is that V row.
         let p = VarlenProblem {

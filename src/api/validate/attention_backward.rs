@@ -33,7 +33,7 @@ impl AttentionBackwardPlan {
 }
 
 /// The forward's arguments, as [`AttentionBackwardOptions`] gives them.
-fn forward_options(opts: &AttentionBackwardOptions) -> AttentionOptions {
+pub(super) fn forward_options(opts: &AttentionBackwardOptions) -> AttentionOptions {
     AttentionOptions {
         causal: opts.causal,
         softmax_scale: opts.softmax_scale,
@@ -80,25 +80,24 @@ fn mixed_orders(
     )
 }
 
-/// Checks an attention backward for a handle on GPU `device`; `None` when there is no batch
-/// (nothing to launch). The gradients are refused when they are not stored as the problem's
-/// inputs are (one order for every tensor).
-#[allow(clippy::too_many_arguments)]
-pub fn attention_backward(
+/// The refusal of a backward without the forward's LSE (`shape`: how the forward writes it).
+pub(super) fn lse_needed(shape: &str) -> crate::error::Error {
+    err(
+        "lse",
+        ArgumentKind::Value,
+        format!("the backward needs the forward's `lse` (f32 {shape}): run the forward with an LSE output and pass it"),
+    )
+}
+
+/// The pairs (gradient or dO, the input whose shape and dtype it has), each checked on GPU
+/// `device` and of its input's shape and dtype.
+#[allow(clippy::type_complexity)]
+pub(super) fn gradients_like_inputs<'t>(
     device: usize,
-    (q, k, v, o): (&TensorInfo, &TensorInfo, &TensorInfo, &TensorInfo),
-    d_o: &TensorInfo,
-    lse: Option<&TensorInfo>,
-    (dq, dk, dv): (&TensorInfo, &TensorInfo, &TensorInfo),
-    opts: &AttentionBackwardOptions,
-) -> Result<Option<AttentionBackwardPlan>> {
-    let Some(lse) = lse else {
-        return Err(err(
-            "lse",
-            ArgumentKind::Value,
-            "the backward needs the forward's `lse` (f32 [batch, heads, seqlen_q]): run the forward with an LSE output and pass it".into(),
-        ));
-    };
+    (q, k, v): (&'t TensorInfo, &'t TensorInfo, &'t TensorInfo),
+    d_o: &'t TensorInfo,
+    (dq, dk, dv): (&'t TensorInfo, &'t TensorInfo, &'t TensorInfo),
+) -> Result<[(&'static str, &'t TensorInfo, &'static str, &'t TensorInfo); 4]> {
     for (name, t) in [("dout", d_o), ("dq", dq), ("dk", dk), ("dv", dv)] {
         on_device(name, t, device)?;
     }
@@ -128,6 +127,48 @@ pub fn attention_backward(
             &format!("the backward takes `{name}` of `{of}`'s dtype"),
         )?;
     }
+    Ok(pairs)
+}
+
+/// The gradients as outputs: each writable, overlapping no input and no other gradient.
+pub(super) fn gradients_apart(
+    (q, k, v, o): (&TensorInfo, &TensorInfo, &TensorInfo, &TensorInfo),
+    d_o: &TensorInfo,
+    lse: &TensorInfo,
+    (dq, dk, dv): (&TensorInfo, &TensorInfo, &TensorInfo),
+) -> Result<()> {
+    let inputs = [
+        ("q", q),
+        ("k", k),
+        ("v", v),
+        ("o", o),
+        ("dout", d_o),
+        ("lse", lse),
+    ];
+    for (name, t) in [("dq", dq), ("dk", dk), ("dv", dv)] {
+        writable(name, t)?;
+        no_alias(name, t, &inputs)?;
+    }
+    no_alias("dk", dk, &[("dq", dq)])?;
+    no_alias("dv", dv, &[("dq", dq), ("dk", dk)])
+}
+
+/// Checks an attention backward for a handle on GPU `device`; `None` when there is no batch
+/// (nothing to launch). The gradients are refused when they are not stored as the problem's
+/// inputs are (one order for every tensor).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward(
+    device: usize,
+    (q, k, v, o): (&TensorInfo, &TensorInfo, &TensorInfo, &TensorInfo),
+    d_o: &TensorInfo,
+    lse: Option<&TensorInfo>,
+    (dq, dk, dv): (&TensorInfo, &TensorInfo, &TensorInfo),
+    opts: &AttentionBackwardOptions,
+) -> Result<Option<AttentionBackwardPlan>> {
+    let Some(lse) = lse else {
+        return Err(lse_needed("[batch, heads, seqlen_q]"));
+    };
+    let pairs = gradients_like_inputs(device, (q, k, v), d_o, (dq, dk, dv))?;
     let Some(fwd) = attention(device, q, k, v, o, Some(lse), &forward_options(opts))? else {
         if q.shape()[0] == 0 {
             return Ok(None);
@@ -177,20 +218,7 @@ pub fn attention_backward(
             ));
         }
     }
-    let inputs = [
-        ("q", q),
-        ("k", k),
-        ("v", v),
-        ("o", o),
-        ("dout", d_o),
-        ("lse", lse),
-    ];
-    for (name, t) in [("dq", dq), ("dk", dk), ("dv", dv)] {
-        writable(name, t)?;
-        no_alias(name, t, &inputs)?;
-    }
-    no_alias("dk", dk, &[("dq", dq)])?;
-    no_alias("dv", dv, &[("dq", dq), ("dk", dk)])?;
+    gradients_apart((q, k, v, o), d_o, lse, (dq, dk, dv))?;
     Ok(Some(AttentionBackwardPlan {
         problem: BackwardProblem::new(p, opts.deterministic),
         q: fwd.q,

@@ -126,6 +126,64 @@ pub fn attention_varlen(
     offsets_: &VarlenOffsets<'_, TensorInfo>,
     opts: &AttentionOptions,
 ) -> Result<Option<VarlenPlan>> {
+    let packed = packed_shape(device, q, k, v, o, lse, offsets_, opts)?;
+    if packed.total_q == 0 || packed.heads_q == 0 {
+        return Ok(None);
+    }
+    if packed.total_k == 0 {
+        return Err(err(
+            "k",
+            ArgumentKind::Shape,
+            "`k` has 0 rows; attention needs at least one key".into(),
+        ));
+    }
+    writable("o", o)?;
+    no_alias("o", o, &[("q", q), ("k", k), ("v", v)])?;
+    if let Some(l) = lse {
+        no_alias("lse", l, &[("q", q), ("k", k), ("v", v), ("o", o)])?;
+    }
+    Ok(Some(VarlenPlan::of(packed, q, k, v, o, lse, offsets_)))
+}
+
+impl VarlenPlan {
+    /// The plan of checked tensors and their shape.
+    pub(super) fn of(
+        shape: VarlenShape,
+        q: &TensorInfo,
+        k: &TensorInfo,
+        v: &TensorInfo,
+        o: &TensorInfo,
+        lse: Option<&TensorInfo>,
+        offsets: &VarlenOffsets<'_, TensorInfo>,
+    ) -> VarlenPlan {
+        VarlenPlan {
+            shape,
+            host_checked: offsets.host.is_some(),
+            q: Operand::of(q),
+            k: Operand::of(k),
+            v: Operand::of(v),
+            o: Operand::of(o),
+            lse: lse.map(Operand::of),
+            cu_q: Operand::of(offsets.cu_q),
+            cu_k: Operand::of(offsets.cu_k),
+        }
+    }
+}
+
+/// The checks the packed forward and backward share: q, k, v, o (and the LSE, when given) as
+/// the packed forward takes them, the offsets (their contents too, with host copies), the
+/// window and the scale, to the shape (empty batches included).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn packed_shape(
+    device: usize,
+    q: &TensorInfo,
+    k: &TensorInfo,
+    v: &TensorInfo,
+    o: &TensorInfo,
+    lse: Option<&TensorInfo>,
+    offsets_: &VarlenOffsets<'_, TensorInfo>,
+    opts: &AttentionOptions,
+) -> Result<VarlenShape> {
     let (cu_q, cu_k) = (offsets_.cu_q, offsets_.cu_k);
     let (host_q, host_k) = match offsets_.host {
         Some((hq, hk)) => (Some(hq), Some(hk)),
@@ -288,31 +346,7 @@ pub fn attention_varlen(
         },
     };
     packed.validate().map_err(named)?;
-    if tq == 0 || hq == 0 {
-        return Ok(None);
-    }
-    if tk == 0 {
-        return Err(shape(
-            "k",
-            "`k` has 0 rows; attention needs at least one key".into(),
-        ));
-    }
-    writable("o", o)?;
-    no_alias("o", o, &[("q", q), ("k", k), ("v", v)])?;
-    if let Some(l) = lse {
-        no_alias("lse", l, &[("q", q), ("k", k), ("v", v), ("o", o)])?;
-    }
-    Ok(Some(VarlenPlan {
-        shape: packed,
-        host_checked: offsets_.host.is_some(),
-        q: Operand::of(q),
-        k: Operand::of(k),
-        v: Operand::of(v),
-        o: Operand::of(o),
-        lse: lse.map(Operand::of),
-        cu_q: Operand::of(cu_q),
-        cu_k: Operand::of(cu_k),
-    }))
+    Ok(packed)
 }
 
 #[cfg(test)]

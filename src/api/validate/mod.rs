@@ -5,6 +5,7 @@
 mod attention;
 mod attention_backward;
 mod attention_varlen;
+mod attention_varlen_backward;
 mod fp8;
 mod gemm;
 mod moe;
@@ -15,6 +16,7 @@ mod pointwise;
 pub use attention::{attention, AttentionPlan};
 pub use attention_backward::{attention_backward, AttentionBackwardPlan};
 pub use attention_varlen::{attention_varlen, VarlenPlan};
+pub use attention_varlen_backward::{attention_varlen_backward, VarlenBackwardPlan};
 pub(crate) use fp8::fp8_experts;
 pub use fp8::{
     fp8_cast, fp8_gemm, fp8_grouped, fp8_swiglu, w4a8_experts, Fp8CastPlan, Fp8GemmPlan,

@@ -235,6 +235,11 @@
 #                                beside+decode at E256 32,768 rows and at the 512-row decode,
 #                                kiln's bf16 SwiGLU beside each (about 1.5 + 1.5 minutes on an
 #                                H200)
+#   w4a8ncu                      ncu on W4A8 at E256 32,768 rows (docs/moe.md, "What bounds W4A8"),
+#                                the default against beside+decode (F16, F17), one launch each
+#                                after warm-up: speed of light, compute (pipes), memory workload
+#                                with its shared-memory table (is shared memory the bound?), warp
+#                                stalls, scheduler issue; NCU names the binary; about 2-3 minutes
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -1806,6 +1811,30 @@ fp4ncu)
   for f in "$D"/ncu-*.txt; do
     echo "== $(basename "$f" .txt)"
     grep -E 'Duration|DRAM Throughput|dram__|Issue Slots Busy|smsp__issue_active|Achieved Occupancy|Stall|Registers Per|Warp Cycles Per Issued' "$f" | head -30
+  done | tee "$D/summary.txt"
+  ;;
+
+w4a8ncu)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  NCU=${NCU:-ncu}
+  NCU_ARGS=(--clock-control none --launch-skip 3 --launch-count 1 --section SpeedOfLight
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+    --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
+    --metrics smsp__issue_active.avg.pct_of_peak_sustained_active)
+  for v in after idle; do
+    case $v in
+      after) env=(KILN_W4A8_PROMOTE=after) ;;
+      idle) env=(KILN_W4A8_PROMOTE=beside KILN_W4A8_IDLE=decode) ;;
+    esac
+    step "ncu-w4a8-$v" 240 env "${env[@]}" "$NCU" "${NCU_ARGS[@]}" -k regex:moe_fp4_experts_w4a8 \
+      "$KILN" --no-store moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
+  done
+  table
+  echo
+  for f in "$D"/ncu-*.txt; do
+    echo "== $(basename "$f" .txt)"
+    grep -E 'Duration|L1/TEX|Shared|Bank|Tensor|Issue Slots Busy|smsp__issue_active|Stall|Warp Cycles Per Issued' "$f" | head -40
   done | tee "$D/summary.txt"
   ;;
 

@@ -1792,28 +1792,6 @@ w4a8beside)
   table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
   ;;
 
-fp4ncu)
-  need_bin "$KILN"; machine "$KILN"
-  decode_counts
-  NCU=${NCU:-ncu}
-  NCU_ARGS=(--clock-control none --launch-skip 5 --launch-count 1 --section SpeedOfLight
-    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis
-    --section Occupancy --section LaunchStats
-    --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active)
-  for g in ${NCU_GEMV:-regs wide lean}; do
-    step "ncu-gemv-$g" 180 env KILN_FP4_GEMV=$g "$NCU" "${NCU_ARGS[@]}" -k regex:nvfp4_gemv \
-      "$KILN" --no-store fp4 bench --gemv --m 1 --n 8192 --k 8192 --no-vendor --reps 10
-  done
-  step ncu-decode512 240 "$NCU" "${NCU_ARGS[@]}" -k regex:moe_fp4_experts \
-    "$KILN" --no-store moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
-  table
-  echo
-  for f in "$D"/ncu-*.txt; do
-    echo "== $(basename "$f" .txt)"
-    grep -E 'Duration|DRAM Throughput|dram__|Issue Slots Busy|smsp__issue_active|Achieved Occupancy|Stall|Registers Per|Warp Cycles Per Issued' "$f" | head -30
-  done | tee "$D/summary.txt"
-  ;;
-
 w4a8ncu)
   need_bin "$KILN"; machine "$KILN"
   decode_counts
@@ -1835,6 +1813,28 @@ w4a8ncu)
   for f in "$D"/ncu-*.txt; do
     echo "== $(basename "$f" .txt)"
     grep -E 'Duration|L1/TEX|Shared|Bank|Tensor|Issue Slots Busy|smsp__issue_active|Stall|Warp Cycles Per Issued' "$f" | head -40
+  done | tee "$D/summary.txt"
+  ;;
+
+fp4ncu)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  NCU=${NCU:-ncu}
+  NCU_ARGS=(--clock-control none --launch-skip 5 --launch-count 1 --section SpeedOfLight
+    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis
+    --section Occupancy --section LaunchStats
+    --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active)
+  for g in ${NCU_GEMV:-regs wide lean}; do
+    step "ncu-gemv-$g" 180 env KILN_FP4_GEMV=$g "$NCU" "${NCU_ARGS[@]}" -k regex:nvfp4_gemv \
+      "$KILN" --no-store fp4 bench --gemv --m 1 --n 8192 --k 8192 --no-vendor --reps 10
+  done
+  step ncu-decode512 240 "$NCU" "${NCU_ARGS[@]}" -k regex:moe_fp4_experts \
+    "$KILN" --no-store moe bench --weights nvfp4 --counts "$DECODE" "${SW[@]}"
+  table
+  echo
+  for f in "$D"/ncu-*.txt; do
+    echo "== $(basename "$f" .txt)"
+    grep -E 'Duration|DRAM Throughput|dram__|Issue Slots Busy|smsp__issue_active|Achieved Occupancy|Stall|Registers Per|Warp Cycles Per Issued' "$f" | head -30
   done | tee "$D/summary.txt"
   ;;
 

@@ -236,7 +236,8 @@
 #                                kiln's bf16 SwiGLU beside each (about 1.5 + 1.5 minutes on an
 #                                H200)
 #   w4a8ncu                      ncu on W4A8 at E256 32,768 rows (docs/moe.md, "What bounds W4A8"),
-#                                the default against beside+decode (F16, F17), one launch each
+#                                the default against beside+decode (F16, F17; W4A8_NCU=after for
+#                                the default alone, about a minute), one launch each
 #                                after warm-up: speed of light, compute (pipes), memory workload
 #                                with its shared-memory table (is shared memory the bound?), warp
 #                                stalls, scheduler issue; NCU names the binary; about 2-3 minutes
@@ -1800,7 +1801,7 @@ w4a8ncu)
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
     --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
     --metrics smsp__issue_active.avg.pct_of_peak_sustained_active)
-  for v in after idle; do
+  for v in ${W4A8_NCU:-after idle}; do
     case $v in
       after) env=(KILN_W4A8_PROMOTE=after) ;;
       idle) env=(KILN_W4A8_PROMOTE=beside KILN_W4A8_IDLE=decode) ;;

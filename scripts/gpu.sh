@@ -233,8 +233,8 @@
 #                                (K 1088) and the 512-row decode under `beside` and under `beside`
 #                                with `decode`; then two alternating rounds of after / beside /
 #                                beside+decode at E256 32,768 rows and at the 512-row decode,
-#                                kiln's bf16 SwiGLU beside each (about 1.5 + 1.5 minutes on an
-#                                H200)
+#                                kiln's bf16 SwiGLU beside each (about 0.5 + 1 minute on an H200:
+#                                the mid-way call ran its first round's steps in 20 s)
 #   w4a8ncu                      ncu on W4A8 at E256 32,768 rows (docs/moe.md, "What bounds W4A8"),
 #                                the default against beside+decode (F16, F17; W4A8_NCU=after for
 #                                the default alone, about a minute), one launch each

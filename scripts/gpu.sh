@@ -227,6 +227,20 @@
 #                                and ldg; then two alternating rounds of lean/lean1 at 1x8192x8192,
 #                                1x4096x4096, and of W4A8 tma/ldg at E256 32,768 rows and the
 #                                512-row decode (about 1.5 + 2.5 minutes on an H200)
+#   w4a8beside [verify|time]     W4A8's promotion beside the next decode and its short tiles
+#                                decode on the idle consumer (docs/moe.md F16, F17): compute-
+#                                sanitizer memcheck under both, the W4A8 suite, a ragged problem
+#                                (K 1088) and the 512-row decode under `beside` and under `beside`
+#                                with `decode`; then two alternating rounds of after / beside /
+#                                beside+decode at E256 32,768 rows and at the 512-row decode,
+#                                kiln's bf16 SwiGLU beside each (about 0.5 + 1 minute on an H200:
+#                                the mid-way call ran its first round's steps in 20 s)
+#   w4a8ncu                      ncu on W4A8 at E256 32,768 rows (docs/moe.md, "What bounds W4A8"),
+#                                the default against beside+decode (F16, F17; W4A8_NCU=after for
+#                                the default alone, about a minute), one launch each
+#                                after warm-up: speed of light, compute (pipes), memory workload
+#                                with its shared-memory table (is shared memory the bound?), warp
+#                                stalls, scheduler issue; NCU names the binary; about 2-3 minutes
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -1743,6 +1757,64 @@ fp4g9)
   gemv_summary gemv-lean1-quick gemv-lean1-verify
   table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
   table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
+  ;;
+
+w4a8beside)
+  fp4_task_setup "${1:-all}"
+  BESIDE=(KILN_W4A8_PROMOTE=beside)
+  IDLE=(KILN_W4A8_PROMOTE=beside KILN_W4A8_IDLE=decode)
+  if [ "$part" != time ]; then
+  # each new order verified before it is timed; 129 and 1 rows make tiles of at most 64 tokens
+  step w4a8-beside-sanitize 90 env "${BESIDE[@]}" "$SAN" --tool memcheck \
+    "$KILN" --no-store moe verify --weights mxfp4 --act e4m3 --counts 129,1,0,200 --n 256 --k 512
+  step w4a8-idle-sanitize 90 env "${IDLE[@]}" "$SAN" --tool memcheck \
+    "$KILN" --no-store moe verify --weights mxfp4 --act e4m3 --counts 129,1,0,200 --n 256 --k 512 --swiglu --routed
+  w4a8_verify -beside "${BESIDE[@]}"
+  w4a8_verify -idle "${IDLE[@]}"
+  fi
+  if [ "$part" != verify ]; then
+  for r in 1 2; do
+    for v in after beside idle; do
+      case $v in
+        after) env=(KILN_W4A8_PROMOTE=after) ;;
+        beside) env=("${BESIDE[@]}") ;;
+        idle) env=("${IDLE[@]}") ;;
+      esac
+      step "w4a8-prefill-$v-$r" 120 env "${env[@]}" "$KILN" --no-store \
+        moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
+      step "w4a8-decode512-$v-$r" 120 env "${env[@]}" "$KILN" --no-store \
+        moe bench --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+    done
+  done
+  fi
+  table
+  echo
+  table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
+  table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
+  ;;
+
+w4a8ncu)
+  need_bin "$KILN"; machine "$KILN"
+  decode_counts
+  NCU=${NCU:-ncu}
+  NCU_ARGS=(--clock-control none --launch-skip 3 --launch-count 1 --section SpeedOfLight
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+    --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
+    --metrics smsp__issue_active.avg.pct_of_peak_sustained_active)
+  for v in ${W4A8_NCU:-after idle}; do
+    case $v in
+      after) env=(KILN_W4A8_PROMOTE=after) ;;
+      idle) env=(KILN_W4A8_PROMOTE=beside KILN_W4A8_IDLE=decode) ;;
+    esac
+    step "ncu-w4a8-$v" 240 env "${env[@]}" "$NCU" "${NCU_ARGS[@]}" -k regex:moe_fp4_experts_w4a8 \
+      "$KILN" --no-store moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
+  done
+  table
+  echo
+  for f in "$D"/ncu-*.txt; do
+    echo "== $(basename "$f" .txt)"
+    grep -E 'Duration|L1/TEX|Shared|Bank|Tensor|Issue Slots Busy|smsp__issue_active|Stall|Warp Cycles Per Issued' "$f" | head -40
+  done | tee "$D/summary.txt"
   ;;
 
 fp4ncu)

@@ -35,6 +35,20 @@
 // issue 37.6 % of the time at 2.25 warps a scheduler, each step a chain of decode, fence, named
 // barrier and wgmma; with the decode on other warps a consumer's step is the wait, four wgmmas
 // and the promotion of the block before, and the decoders run a stage ahead.
+//
+// KILN_W4A8_IDLE (`KILN_W4A8_IDLE=decode`): in a tile of at most 64 tokens (an expert's last
+// m-tile: at 32,768 rows on 256 experts, 65-194 rows each, 120 of the 381 m-tiles, ~33 rows on
+// average) consumer 1 has no tokens; it decodes both atoms of every stage, and consumer 0 only
+// waits, promotes and issues. Before, each decoded its own atom and consumer 1 then waited at
+// the barrier while consumer 0 promoted: the decode and the promotion one after the other.
+//
+// KILN_W4A8_BESIDE (`KILN_W4A8_PROMOTE=beside`): the same batches, slots and barriers, but a
+// consumer waits for stage j + 2 before the wgmma wait for block j, then promotes block j and
+// decodes stage j + 2 in one block of code (w4a8_promote_decode). The per-line profile at
+// 32,768 rows (H200, ldg): a K block's 64 promotion FFMAs held 22 % of the stall samples (12 %
+// dispatch) and the decode after them, behind the stage's wait in the next basic block, ~19 %
+// (waits on its shared loads and ALU chains); the two consumers meet at every step, so both
+// warps of a scheduler run the same phase and neither hides the other's stalls.
 #include "common/bulk_copy.cuh"
 #include "common/fp8.cuh"
 #include "common/tma.cuh"
@@ -54,6 +68,19 @@ constexpr bool kSxStaged = KILN_W4A8_SX == 1;
 #endif
 constexpr bool kDecProd = KILN_W4A8_DEC == 1;
 constexpr int DEC_THREADS = 96;  // KILN_W4A8_DEC: warps 1-3 of the producer warpgroup
+#if defined(KILN_W4A8_BESIDE)
+constexpr bool kBeside = true;
+#else
+constexpr bool kBeside = false;
+#endif
+static_assert(!(kBeside && kDecProd), "KILN_W4A8_BESIDE orders the consumers' own decode: not with KILN_W4A8_DEC");
+#if defined(KILN_W4A8_IDLE)
+constexpr bool kIdleDec = true;
+#else
+constexpr bool kIdleDec = false;
+#endif
+static_assert(!kIdleDec || (kBeside && kSxStaged && !kDecProd),
+              "KILN_W4A8_IDLE runs with KILN_W4A8_BESIDE and KILN_W4A8_SX=1 only (the host's rule)");
 
 constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES, SLOTS = 3, XBOX = 32;
 constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
@@ -101,33 +128,63 @@ __device__ __forceinline__ u32 w4a8_bytes(u32 w, u32 t0, u32 t1) {
   return __byte_perm(t0, t1, sel) | sign;
 }
 
-// Decodes this consumer's atom of stage s into slot `slot`: thread t takes row t / 2 of the
-// atom, k 64 (t % 2) .. + 63 (two 32-blocks, one table each), and stores four 16-byte chunks
-// where a 128B-swizzled TMA load of the e4m3 row would have put them.
+// A thread's unit of a stage's decode: row t / 2 of consumer c's atom, k 64 (t % 2) .. + 63 (two
+// 32-blocks, one table each), stored as four 16-byte chunks where a 128B-swizzled TMA load of the
+// e4m3 row would have put them.
+struct W4Unit {
+  u32 atom, dst;  // the atom in the stage; the row in the slot
+  int row, hh;
+  u16 offs;  // the two blocks' table offsets
+};
+// A 32-block of a unit: its four code words and its table.
+struct W4Block {
+  u32 w0, w1, w2, w3, t0, t1;
+};
+
+__device__ __forceinline__ W4Unit w4a8_unit(const W4Ctx& x, int s, int slot, int c, int t) {
+  W4Unit u;
+  u.atom = x.base + s * STAGE_BYTES + X_BYTES + c * ATOM_BYTES;
+  const int r = t / 2;
+  u.hh = t % 2;
+  u.row = 64 * c + r;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(u.offs) : "r"(u.atom + ATOM_CODES + r * 4 + u.hh * 2));
+  u.dst = x.slots + slot * SLOT_BYTES + u.row * 128;
+  return u;
+}
+
+// The shared loads of block b: its 32 codes (thread t's 16 bytes of the atom's b-th 2 KB) and its
+// table.
+__device__ __forceinline__ W4Block w4a8_load_block(const W4Ctx& x, const W4Unit& u, int t, int b) {
+  W4Block k;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(k.w0), "=r"(k.w1), "=r"(k.w2), "=r"(k.w3)
+               : "r"(u.atom + 2048 * b + t * 16));
+  // the table's byte offset masked to 8 (0..15): the 8-byte load stays aligned and inside the
+  // 16 tables whatever the weight bytes hold (unmasked, a byte off the multiples of 8 faulted
+  // with a misaligned address; the prepack writes only multiples of 8, which pass unchanged)
+  const u32 toff = (b ? u.offs >> 8 : u.offs) & LUT_MASK;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(k.t0), "=r"(k.t1) : "r"(x.lut + toff));
+  return k;
+}
+
+// Block b's e4m3 bytes into chunks 4hh + 2b and + 1 of the row.
+__device__ __forceinline__ void w4a8_store_block(const W4Unit& u, int b, const W4Block& k) {
+  const u32 c0 = (u32)(4 * u.hh + 2 * b) ^ (u32)(u.row & 7), c1 = c0 ^ 1u;
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(u.dst + c0 * 16), "r"(w4a8_bytes<0>(k.w0, k.t0, k.t1)),
+               "r"(w4a8_bytes<1>(k.w0, k.t0, k.t1)), "r"(w4a8_bytes<0>(k.w1, k.t0, k.t1)),
+               "r"(w4a8_bytes<1>(k.w1, k.t0, k.t1))
+               : "memory");
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(u.dst + c1 * 16), "r"(w4a8_bytes<0>(k.w2, k.t0, k.t1)),
+               "r"(w4a8_bytes<1>(k.w2, k.t0, k.t1)), "r"(w4a8_bytes<0>(k.w3, k.t0, k.t1)),
+               "r"(w4a8_bytes<1>(k.w3, k.t0, k.t1))
+               : "memory");
+}
+
+// Decodes unit (c, t) of stage s into slot `slot`, one 32-block at a time (few registers).
 __device__ __forceinline__ void w4a8_decode_unit(const W4Ctx& x, int s, int slot, int c, int t) {
-  const u32 atom = x.base + s * STAGE_BYTES + X_BYTES + c * ATOM_BYTES;
-  const int r = t / 2, hh = t % 2, row = 64 * c + r;
-  u16 offs;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(offs) : "r"(atom + ATOM_CODES + r * 4 + hh * 2));
-  const u32 dst = x.slots + slot * SLOT_BYTES + row * 128;
-  // one 32-block at a time (words 4b .. 4b + 3, chunks 4hh + 2b and + 1), to keep few registers
+  const W4Unit u = w4a8_unit(x, s, slot, c, t);
 #pragma unroll
-  for (int b = 0; b < 2; ++b) {
-    u32 w0, w1, w2, w3, t0, t1;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(atom + 2048 * b + t * 16));
-    // the table's byte offset masked to 8 (0..15): the 8-byte load stays aligned and inside the
-    // 16 tables whatever the weight bytes hold (unmasked, a byte off the multiples of 8 faulted
-    // with a misaligned address; the prepack writes only multiples of 8, which pass unchanged)
-    const u32 toff = (b ? offs >> 8 : offs) & LUT_MASK;
-    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(t0), "=r"(t1) : "r"(x.lut + toff));
-    const u32 c0 = (u32)(4 * hh + 2 * b) ^ (u32)(row & 7), c1 = c0 ^ 1u;
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + c0 * 16), "r"(w4a8_bytes<0>(w0, t0, t1)),
-                 "r"(w4a8_bytes<1>(w0, t0, t1)), "r"(w4a8_bytes<0>(w1, t0, t1)), "r"(w4a8_bytes<1>(w1, t0, t1))
-                 : "memory");
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + c1 * 16), "r"(w4a8_bytes<0>(w2, t0, t1)),
-                 "r"(w4a8_bytes<1>(w2, t0, t1)), "r"(w4a8_bytes<0>(w3, t0, t1)), "r"(w4a8_bytes<1>(w3, t0, t1))
-                 : "memory");
-  }
+  for (int b = 0; b < 2; ++b) w4a8_store_block(u, b, w4a8_load_block(x, u, t, b));
 }
 
 // KILN_W4A8_SX: where the tile's first scale of K block kb sits in the stage's box, in bytes
@@ -136,8 +193,17 @@ __device__ __forceinline__ u32 w4a8_sx_shift(int kb, int x_rows, int row0) {
   return 4u * ((u32)(kb * x_rows + row0) & 3u);
 }
 
-// This consumer's atom of stage s (thread t of consumer c: row t / 2, half t % 2).
-__device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) { w4a8_decode_unit(x, s, slot, x.c, x.t); }
+// UNITS 1: this consumer's atom of stage s (thread t of consumer c: row t / 2, half t % 2); 2:
+// both atoms (KILN_W4A8_IDLE, the consumer without tokens of a tile of at most 64); 0: none.
+template <int UNITS = 1>
+__device__ __forceinline__ void w4a8_decode(const W4Ctx& x, int s, int slot) {
+  if constexpr (UNITS == 2) {
+    w4a8_decode_unit(x, s, slot, 0, x.t);
+    w4a8_decode_unit(x, s, slot, 1, x.t);
+  } else if constexpr (UNITS == 1) {
+    w4a8_decode_unit(x, s, slot, x.c, x.t);
+  }
+}
 
 // KILN_W4A8_DEC: slot i's barriers. `ready` completes a phase when the 96 decoding threads have
 // written (and fenced) the slot's tile; `free` when the 8 consumer warps' wgmmas have read it.
@@ -174,53 +240,79 @@ __device__ __forceinline__ void w4a8_decoders(const W4Ctx& x, const MoeIndexRing
   }
 }
 
+// A K step's stage: `it`'s ring stage (waited for), its decoded slot, and (KILN_W4A8_SX, a
+// consumer with tokens) the thread's two token rows' X scales, `shift` bytes into its box.
+struct W4Stage {
+  int s, slot;
+  float2 sc;
+};
+
+template <bool LIVE>
+__device__ __forceinline__ W4Stage w4a8_wait(const W4Ctx& x, u32 it, u32 shift) {
+  W4Stage g;
+  g.s = x.ring.wait_full(it);
+  g.slot = (int)(it % SLOTS);
+  g.sc = make_float2(0.0f, 0.0f);
+  if constexpr (kSxStaged && LIVE) {
+    const u32 at = x.base + g.s * STAGE_BYTES + x.sx_off + shift;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(g.sc.x) : "r"(at));
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(g.sc.y) : "r"(at + 32));
+  }
+  return g;
+}
+
+// The four k32 wgmmas of stage g into the fresh accumulator `a` (X of this consumer's 64 tokens
+// as A, the decoded slot as B), committed as one batch.
+__device__ __forceinline__ void w4a8_issue(const W4Ctx& x, const W4Stage& g, float (&a)[64]) {
+  const int s = g.s, slot = g.slot;
+  const u32 sa = x.base + s * STAGE_BYTES + x.c * 64 * 128, sb = x.slots + slot * SLOT_BYTES;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
+  wgmma_fence();
+  if constexpr (kSxStaged) {
+    // the descriptors from the tiles' start addresses in 16-byte units, one add a k32 step
+    // (wgmma_desc_sw128 on each address rebuilt both, ~10 uniform instructions a wgmma: 23 %
+    // of the loop's instructions in the profile at 32,768 rows; F15). Not with KILN_W4A8_SX
+    // = 0: its grouped GEMM, at its 232 registers, spills 16 bytes with them.
+    const u32 sa16 = (x.base >> 4) + s * (STAGE_BYTES / 16) + x.c * (64 * 128 / 16);
+    const u32 sb16 = (x.slots >> 4) + slot * (SLOT_BYTES / 16);
+    const u64 da = wgmma_desc_sw128_at(sa16, 16, 1024), db = wgmma_desc_sw128_at(sb16, 16, 1024);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64k32_fp8<0, 0, 128>(a, da + 2 * kk, db + 2 * kk, kk > 0 ? 1 : 0);
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64k32_fp8<0, 0, 128>(a, wgmma_desc_sw128(sa + kk * 32, 16, 1024), wgmma_desc_sw128(sb + kk * 32, 16, 1024),
+                                  kk > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+#pragma unroll
+  for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
+}
+
+// The slot of stage g written (this consumer's atom), fenced for wgmma, and both consumers met.
+__device__ __forceinline__ void w4a8_meet() {
+  fence_proxy_async_shared();
+  named_barrier_sync(1, 256);
+}
+
 // One K step: wait for stage `it`, decode this consumer's atom, meet the other consumer (with
 // KILN_W4A8_DEC: wait for the decoding warps' slot instead), then (when the consumer has tokens)
 // issue the four k32 wgmmas into the fresh accumulator `a`.
 // KILN_W4A8_SX: returns the thread's two token rows' X scales of the step's K block, `shift`
 // bytes into the stage's box.
-template <bool LIVE>
+// UNITS: the atoms this consumer decodes (w4a8_decode).
+template <bool LIVE, int UNITS = 1>
 __device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[64], u32 shift = 0) {
-  const int s = x.ring.wait_full(it), slot = (int)(it % SLOTS);
-  float2 sc = make_float2(0.0f, 0.0f);
-  if constexpr (kSxStaged && LIVE) {
-    const u32 at = x.base + s * STAGE_BYTES + x.sx_off + shift;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc.x) : "r"(at));
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sc.y) : "r"(at + 32));
-  }
+  const W4Stage g = w4a8_wait<LIVE>(x, it, shift);
   if constexpr (kDecProd) {
-    mbar_wait(w4a8_ready(x, slot), (it / SLOTS) & 1);  // the decoding warps have filled the slot
+    mbar_wait(w4a8_ready(x, g.slot), (it / SLOTS) & 1);  // the decoding warps have filled the slot
   } else {
-    w4a8_decode(x, s, slot);
-    fence_proxy_async_shared();
-    named_barrier_sync(1, 256);
+    w4a8_decode<UNITS>(x, g.s, g.slot);
+    w4a8_meet();
   }
-  if constexpr (LIVE) {
-    const u32 sa = x.base + s * STAGE_BYTES + x.c * 64 * 128, sb = x.slots + slot * SLOT_BYTES;
-#pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
-    wgmma_fence();
-    if constexpr (kSxStaged) {
-      // the descriptors from the tiles' start addresses in 16-byte units, one add a k32 step
-      // (wgmma_desc_sw128 on each address rebuilt both, ~10 uniform instructions a wgmma: 23 %
-      // of the loop's instructions in the profile at 32,768 rows; F15). Not with KILN_W4A8_SX
-      // = 0: its grouped GEMM, at its 232 registers, spills 16 bytes with them.
-      const u32 sa16 = (x.base >> 4) + s * (STAGE_BYTES / 16) + x.c * (64 * 128 / 16);
-      const u32 sb16 = (x.slots >> 4) + slot * (SLOT_BYTES / 16);
-      const u64 da = wgmma_desc_sw128_at(sa16, 16, 1024), db = wgmma_desc_sw128_at(sb16, 16, 1024);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_m64k32_fp8<0, 0, 128>(a, da + 2 * kk, db + 2 * kk, kk > 0 ? 1 : 0);
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64k32_fp8<0, 0, 128>(a, wgmma_desc_sw128(sa + kk * 32, 16, 1024),
-                                    wgmma_desc_sw128(sb + kk * 32, 16, 1024), kk > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
-  }
-  return sc;
+  if constexpr (LIVE) w4a8_issue(x, g, a);
+  return g.sc;
 }
 
 // fin += a * (X scale of the register's token row): rows 16w + g (sa) and + 8 (sb).
@@ -235,24 +327,24 @@ __device__ __forceinline__ void w4a8_promote(float (&fin)[64], float (&a)[64], f
 // top of the loop exactly block j's batch is in flight, so each promotion reads a finished one).
 // sxs(j) gives K block j's two X scales (0 past the end); with KILN_W4A8_SX the steps read them
 // from their stages instead, sxsh(j) bytes into block j's box.
-template <class Sx, class Sh>
+template <int UNITS, class Sx, class Sh>
 __device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
                                            float (&acc2)[64], const Sx& sxs, const Sh& sxsh) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
   float2 s0, s1;
   if constexpr (!kSxStaged) s0 = sxs(0), s1 = sxs(1);
-  const float2 f0 = w4a8_step<true>(x, it, acc, sxsh(0));
+  const float2 f0 = w4a8_step<true, UNITS>(x, it, acc, sxsh(0));
   if constexpr (kSxStaged) s0 = f0;
   int j = 0;
   for (; j + 2 < nk; j += 2, it += 2) {
-    const float2 f1 = w4a8_step<true>(x, it + 1, acc2, sxsh(j + 1));
+    const float2 f1 = w4a8_step<true, UNITS>(x, it + 1, acc2, sxsh(j + 1));
     if constexpr (kSxStaged) s1 = f1;
     wgmma_wait<1>();
     w4a8_done(x, it);
     w4a8_promote(fin, acc, s0.x, s0.y);
     if constexpr (!kSxStaged) s0 = sxs(j + 2);
-    const float2 f2 = w4a8_step<true>(x, it + 2, acc, sxsh(j + 2));
+    const float2 f2 = w4a8_step<true, UNITS>(x, it + 2, acc, sxsh(j + 2));
     if constexpr (kSxStaged) s0 = f2;
     wgmma_wait<1>();
     w4a8_done(x, it + 1);
@@ -260,7 +352,7 @@ __device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, floa
     if constexpr (!kSxStaged) s1 = sxs(j + 3);
   }
   if (j + 1 < nk) {
-    const float2 f1 = w4a8_step<true>(x, it + 1, acc2, sxsh(j + 1));
+    const float2 f1 = w4a8_step<true, UNITS>(x, it + 1, acc2, sxsh(j + 1));
     if constexpr (kSxStaged) s1 = f1;
     wgmma_wait<1>();
     w4a8_done(x, it);
@@ -275,6 +367,106 @@ __device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, floa
     w4a8_promote(fin, acc, s0.x, s0.y);
     it += 1;
   }
+}
+
+// KILN_W4A8_BESIDE: promotes block j into fin while decoding this consumer's atom of stage g
+// into its slot, in one block of code: the decode's shared loads first, then the FFMAs with the
+// byte permutes and stores among them (the FMA pipe and the ALU side by side; in the order of
+// w4a8_kloop the promotion ends one basic block and the decode, behind the stage's wait, starts
+// the next, so a warp ran 64 FFMAs, then ~75 ALU instructions, each phase stalled on its own).
+__device__ __forceinline__ void w4a8_promote_decode(const W4Ctx& x, const W4Stage& g, float (&fin)[64],
+                                                    float (&a)[64], float sa, float sb) {
+  const W4Unit u = w4a8_unit(x, g.s, g.slot, x.c, x.t);
+  const W4Block k0 = w4a8_load_block(x, u, x.t, 0), k1 = w4a8_load_block(x, u, x.t, 1);
+#pragma unroll
+  for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) fin[i] = fmaf(((i >> 1) & 1) ? sb : sa, a[i], fin[i]);
+  w4a8_store_block(u, 0, k0);
+#pragma unroll
+  for (int i = 32; i < 64; ++i) fin[i] = fmaf(((i >> 1) & 1) ? sb : sa, a[i], fin[i]);
+  w4a8_store_block(u, 1, k1);
+}
+
+// KILN_W4A8_BESIDE (`KILN_W4A8_PROMOTE=beside`): w4a8_kloop's batches and barriers in the same
+// order, but the wait for stage j + 2 comes before the wgmma wait for block j, so that block j's
+// promotion and stage j + 2's decode share one block of code (w4a8_promote_decode). At the top
+// of each half-turn blocks j (in `pa`) and j + 1 are in flight; the decode of j + 2 writes slot
+// (j + 2) % 3, last read by the wgmmas of block j - 1, which this consumer waited for before
+// and the other consumer before the barrier of step j + 1 (as in w4a8_kloop).
+template <int UNITS, class Sx, class Sh>
+struct W4Beside {
+  const W4Ctx& x;
+  const Sx& sxs;
+  const Sh& sxsh;
+
+  // Block j's stage (ring iteration `at`) decoded, met and issued into `a`, with nothing to
+  // promote before it; returns block j's X scales.
+  __device__ __forceinline__ float2 first(u32 at, int j, float (&a)[64]) const {
+    const W4Stage g = w4a8_wait<true>(x, at, sxsh(j));
+    w4a8_decode<UNITS>(x, g.s, g.slot);
+    w4a8_meet();
+    w4a8_issue(x, g, a);
+    return kSxStaged ? g.sc : sxs(j);
+  }
+
+  // Block j (iteration `at`): its stage waited for, then block j - 2's batch (in `a`, scales
+  // `sa`) waited for, freed and promoted beside block j's decode; met, and block j issued into
+  // `a`. Returns block j's X scales.
+  __device__ __forceinline__ float2 next(u32 at, int j, float (&fin)[64], float (&a)[64], float2 sa) const {
+    const W4Stage g = w4a8_wait<true>(x, at, sxsh(j));
+    wgmma_wait<1>();
+    w4a8_done(x, at - 2);
+    if constexpr (UNITS == 1) {
+      w4a8_promote_decode(x, g, fin, a, sa.x, sa.y);
+    } else {
+      w4a8_promote(fin, a, sa.x, sa.y);
+    }
+    w4a8_meet();
+    w4a8_issue(x, g, a);
+    return kSxStaged ? g.sc : sxs(j);
+  }
+
+  // The last two batches: iteration `at` in `a` (scales sa), then at + 1 in `b` (sb).
+  __device__ __forceinline__ void last(u32 at, float (&fin)[64], float (&a)[64], float2 sa, float (&b)[64],
+                                       float2 sb) const {
+    wgmma_wait<1>();
+    w4a8_done(x, at);
+    w4a8_promote(fin, a, sa.x, sa.y);
+    wgmma_wait<0>();
+    w4a8_done(x, at + 1);
+    w4a8_promote(fin, b, sb.x, sb.y);
+  }
+};
+
+template <int UNITS, class Sx, class Sh>
+__device__ __forceinline__ void w4a8_kloop_beside(const W4Ctx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
+                                                  float (&acc2)[64], const Sx& sxs, const Sh& sxsh) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
+  const W4Beside<UNITS, Sx, Sh> k{x, sxs, sxsh};
+  float2 s0 = k.first(it, 0, acc);
+  if (nk == 1) {
+    wgmma_wait<0>();
+    w4a8_done(x, it);
+    w4a8_promote(fin, acc, s0.x, s0.y);
+    it += 1;
+    return;
+  }
+  float2 s1 = k.first(it + 1, 1, acc2);
+  // blocks j (acc) and j + 1 (acc2) in flight, j + 1 < nk
+  int j = 0;
+  for (; j + 2 < nk; j += 2, it += 2) {
+    s0 = k.next(it + 2, j + 2, fin, acc, s0);
+    if (j + 3 == nk) {  // blocks j + 1 (acc2) and j + 2 (acc) left
+      k.last(it + 1, fin, acc2, s1, acc, s0);
+      it += 3;
+      return;
+    }
+    s1 = k.next(it + 3, j + 3, fin, acc2, s1);
+  }
+  k.last(it, fin, acc, s0, acc2, s1);  // blocks j (acc) and j + 1 = nk - 1 (acc2) left
+  it += 2;
 }
 
 // The stores of a consumer's 64 tokens: register i holds token 16w + g + 8((i>>1)&1) and B row
@@ -406,7 +598,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           if (tile.valid_rows <= 64 * c) {  // no tokens: decode for the other consumer (or just wait)
             for (int kb = 0; kb < p.katoms; ++kb, ++it) {
               float none[64];
-              w4a8_step<false>(x, it, none);
+              w4a8_step<false, kIdleDec ? 2 : 1>(x, it, none);
               w4a8_done(x, it);
             }
             continue;
@@ -420,7 +612,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           };
           const auto sxsh = [&](int kb) { return kSxStaged ? w4a8_sx_shift(kb, p.x_rows, tile.row0) : 0u; };
           float fin[64], acc[64], acc2[64];
-          w4a8_kloop(x, it, p.katoms, fin, acc, acc2, sxs, sxsh);
+          // KILN_W4A8_IDLE: in a tile of at most 64 tokens consumer 1 decodes both atoms
+          if (kIdleDec && tile.valid_rows <= 64) {
+            if constexpr (kBeside) {
+              w4a8_kloop_beside<0>(x, it, p.katoms, fin, acc, acc2, sxs, sxsh);
+            } else {
+              w4a8_kloop<0>(x, it, p.katoms, fin, acc, acc2, sxs, sxsh);
+            }
+          } else if constexpr (kBeside) {
+            w4a8_kloop_beside<1>(x, it, p.katoms, fin, acc, acc2, sxs, sxsh);
+          } else {
+            w4a8_kloop<1>(x, it, p.katoms, fin, acc, acc2, sxs, sxsh);
+          }
           w4a8_store(x, p, tile, ids[tile.expert], fin);
         }
       });

@@ -517,6 +517,40 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.moe.w4a8_producer_decode.then(|| "producer".to_string()),
     },
     Knob {
+        name: "KILN_W4A8_IDLE",
+        takes: || {
+            "`wait` (in a tile of at most 64 tokens each consumer decodes its own atom, and the \
+             one without tokens waits) or `decode` (that one decodes both atoms; with \
+             KILN_W4A8_PROMOTE=beside and KILN_W4A8_SX=tma): the W4A8 experts' short tiles"
+                .into()
+        },
+        default: "wait",
+        set: |o, v| {
+            put(
+                &mut o.moe.w4a8_idle_decode,
+                or(v, false, |v| either(v, "wait", "decode")),
+            )
+        },
+        show: |o| o.moe.w4a8_idle_decode.then(|| "decode".to_string()),
+    },
+    Knob {
+        name: "KILN_W4A8_PROMOTE",
+        takes: || {
+            "`after` (each K block's promotion, then the next stage's wait and decode) or \
+             `beside` (the next stage waited for first, its decode and the promotion in one block \
+             of code): the order of the W4A8 experts' consumer step"
+                .into()
+        },
+        default: "after",
+        set: |o, v| {
+            put(
+                &mut o.moe.w4a8_beside,
+                or(v, false, |v| either(v, "after", "beside")),
+            )
+        },
+        show: |o| o.moe.w4a8_beside.then(|| "beside".to_string()),
+    },
+    Knob {
         name: "KILN_W4A8_SX",
         takes: || {
             "`ldg` (each consumer loads its X scales from global memory) or `tma` (the producer \

@@ -243,6 +243,16 @@ pub struct MoeOverrides {
     /// warpgroup's three idle warps a stage ahead (docs/moe.md, ledger F14). Default
     /// `consumers`: `producer` verifies but ran 24-43 % slower on the H200 (F14).
     pub w4a8_producer_decode: bool,
+    /// `KILN_W4A8_PROMOTE` (`after` or `beside`): the W4A8 consumers' K step as before (block j's
+    /// promotion, then the wait for stage j + 2 and its decode) or with the stage waited for
+    /// first and its decode beside the promotion in one block of code (docs/moe.md, ledger F16).
+    /// Default `after` until the device shows `beside` faster.
+    pub w4a8_beside: bool,
+    /// `KILN_W4A8_IDLE` (`wait` or `decode`): in a W4A8 tile of at most 64 tokens, the consumer
+    /// without tokens waits at each step's barrier after decoding its atom, or decodes both
+    /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
+    /// Default `wait` until the device shows `decode` faster.
+    pub w4a8_idle_decode: bool,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
@@ -271,6 +281,8 @@ impl MoeOverrides {
         fp4_tail: 8,
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,
+        w4a8_beside: false,
+        w4a8_idle_decode: false,
         gather: MoeGather::Auto,
         fp8_grouped: None,
     };

@@ -48,6 +48,14 @@ pub struct W4a8Variant {
     pub sx_staged: bool,
     /// `KILN_W4A8_DECODE=producer`: the producer warpgroup's idle warps decode the weights.
     pub producer_decode: bool,
+    /// `KILN_W4A8_PROMOTE=beside`: a consumer's promotion of block j and its decode of stage
+    /// j + 2 in one block of code (ledger F16). Orders the consumers' own decode, so not with
+    /// `producer_decode`.
+    pub beside: bool,
+    /// `KILN_W4A8_IDLE=decode`: in a tile of at most 64 tokens the consumer without tokens
+    /// decodes both atoms (ledger F17). Only with `beside` and `sx_staged` (without `beside` the
+    /// SwiGLU spills 4 bytes, and so does the grouped GEMM with the scales from global memory).
+    pub idle_decode: bool,
 }
 
 impl W4a8Variant {
@@ -72,24 +80,77 @@ impl W4a8Variant {
     pub const DEFAULT: W4a8Variant = W4a8Variant {
         sx_staged: true,
         producer_decode: false,
+        beside: false,
+        idle_decode: false,
     };
 
     /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 4] = [
+    pub const ALL: [W4a8Variant; 7] = [
         W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
             producer_decode: false,
+            beside: false,
+            idle_decode: false,
         },
         W4a8Variant {
             sx_staged: false,
             producer_decode: true,
+            beside: false,
+            idle_decode: false,
         },
         W4a8Variant {
             sx_staged: true,
             producer_decode: true,
+            beside: false,
+            idle_decode: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            producer_decode: false,
+            beside: true,
+            idle_decode: false,
+        },
+        W4a8Variant {
+            sx_staged: false,
+            producer_decode: false,
+            beside: true,
+            idle_decode: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            producer_decode: false,
+            beside: true,
+            idle_decode: true,
         },
     ];
+
+    /// The variant the knobs ask for, or why they cannot go together.
+    pub fn from_knobs(
+        sx_staged: bool,
+        producer_decode: bool,
+        beside: bool,
+        idle_decode: bool,
+    ) -> Result<Self> {
+        if producer_decode && beside {
+            return Err(Error::invalid(
+                "KILN_W4A8_PROMOTE=beside orders the consumers' own decode, and \
+                 KILN_W4A8_DECODE=producer moves the decode off them: set one of the two",
+            ));
+        }
+        if idle_decode && !(beside && sx_staged) {
+            return Err(Error::invalid(
+                "KILN_W4A8_IDLE=decode runs with KILN_W4A8_PROMOTE=beside and KILN_W4A8_SX=tma \
+                 only: set those too, or leave KILN_W4A8_IDLE out",
+            ));
+        }
+        Ok(W4a8Variant {
+            sx_staged,
+            producer_decode,
+            beside,
+            idle_decode,
+        })
+    }
 }
 
 /// Output columns of a tile: two 64-row atoms, the GEMM's 128 or the SwiGLU's 64 (gate, up).
@@ -210,7 +271,9 @@ pub struct W4a8Experts;
 
 impl W4a8Experts {
     /// `v`: the X scales in the stages (`KILN_W4A8_SX=tma`, the default), the decode on the
-    /// producer's warps (`KILN_W4A8_DECODE=producer`); each defined only when on.
+    /// producer's warps (`KILN_W4A8_DECODE=producer`), the promotion beside the next decode
+    /// (`KILN_W4A8_PROMOTE=beside`), a short tile's decode on its idle consumer
+    /// (`KILN_W4A8_IDLE=decode`); each defined only when on.
     pub fn spec(arch: &str, swiglu: bool, v: W4a8Variant) -> KernelSpec {
         let mut s = KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
             .define("KILN_OUT", DType::Bf16.code())
@@ -223,6 +286,12 @@ impl W4a8Experts {
         }
         if v.producer_decode {
             s = s.define("KILN_W4A8_DEC", 1);
+        }
+        if v.beside {
+            s = s.define("KILN_W4A8_BESIDE", 1);
+        }
+        if v.idle_decode {
+            s = s.define("KILN_W4A8_IDLE", 1);
         }
         s
     }
@@ -292,10 +361,13 @@ impl W4a8Experts {
         let tx = x_map(p, ops.x.ptr());
         tx.validate().map_err(unsupported)?;
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
-        let v = W4a8Variant {
-            sx_staged: ctx.overrides.moe.w4a8_sx_staged,
-            producer_decode: ctx.overrides.moe.w4a8_producer_decode,
-        };
+        let knobs = &ctx.overrides.moe;
+        let v = W4a8Variant::from_knobs(
+            knobs.w4a8_sx_staged,
+            knobs.w4a8_producer_decode,
+            knobs.w4a8_beside,
+            knobs.w4a8_idle_decode,
+        )?;
         let staged = v.sx_staged;
         // the kernel takes a scales map either way; unstaged, it never reads it (X's stands in)
         let mut map_sx = if staged {
@@ -387,6 +459,30 @@ mod tests {
             table_bytes(MAX_EXPERTS) as u32
         );
         assert_eq!(W4a8Experts::variants("sm_90a").len(), 2);
+    }
+
+    #[test]
+    fn the_knobs_make_only_the_compiled_variants() {
+        assert_eq!(
+            W4a8Variant::from_knobs(true, false, false, false).unwrap(),
+            W4a8Variant::DEFAULT
+        );
+        let e = W4a8Variant::from_knobs(true, true, true, false).unwrap_err();
+        assert!(e.to_string().contains("KILN_W4A8_PROMOTE=beside"), "{e}");
+        for (sx, beside) in [(true, false), (false, true)] {
+            let e = W4a8Variant::from_knobs(sx, false, beside, true).unwrap_err();
+            assert!(e.to_string().contains("KILN_W4A8_IDLE=decode"), "{e}");
+        }
+        // every combination the knobs allow is one that the test below compiles
+        let mut allowed = 0;
+        for bits in 0..16u32 {
+            let b = |i: u32| bits >> i & 1 == 1;
+            if let Ok(v) = W4a8Variant::from_knobs(b(0), b(1), b(2), b(3)) {
+                assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
+                allowed += 1;
+            }
+        }
+        assert_eq!(allowed, W4a8Variant::ALL.len());
     }
 
     #[test]

@@ -227,6 +227,11 @@
 #                                and ldg; then two alternating rounds of lean/lean1 at 1x8192x8192,
 #                                1x4096x4096, and of W4A8 tma/ldg at E256 32,768 rows and the
 #                                512-row decode (about 1.5 + 2.5 minutes on an H200)
+#   fp4pack [verify|time]        the NVFP4 GEMV on codes in the GEMV layout (docs/fp4.md G10):
+#                                `fp4 verify --suite quick` and `full` under KILN_FP4_GEMV=pack,
+#                                compute-sanitizer memcheck on it; then two alternating rounds of
+#                                auto/pack at 1x8192x8192, 4x8192x8192, 1x14336x4096 and
+#                                4x14336x4096 (about 1 + 1.5 minutes on an H200)
 #   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
 #                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
@@ -419,9 +424,9 @@ step_json() {
   return $rc
 }
 
-# fp4_task_setup [verify|time|all]: what the 4-bit A/B tasks (fp4swz, fp4stage, fp4g9) share:
-# the binary checked, the decode counts, `part` (which half to run), RAGGED (a ragged problem
-# with a partial last K block) and SAN (the sanitizer binary).
+# fp4_task_setup [verify|time|all]: what the 4-bit A/B tasks (fp4swz, fp4stage, fp4g9,
+# fp4pack) share: the binary checked, the decode counts, `part` (which half to run), RAGGED (a
+# ragged problem with a partial last K block) and SAN (the sanitizer binary).
 fp4_task_setup() {
   need_bin "$KILN"; machine "$KILN"
   decode_counts
@@ -1743,6 +1748,24 @@ fp4g9)
   gemv_summary gemv-lean1-quick gemv-lean1-verify
   table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
   table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
+  ;;
+
+fp4pack)
+  fp4_task_setup "${1:-all}"
+  if [ "$part" != time ]; then
+  # the path verified before it is timed
+  step gemv-pack-quick 60 env KILN_FP4_GEMV=pack "$KILN" --no-store fp4 verify --suite quick
+  step gemv-pack-verify 60 env KILN_FP4_GEMV=pack "$KILN" --no-store fp4 verify --suite full
+  step gemv-pack-sanitize 120 env KILN_FP4_GEMV=pack "$SAN" --tool memcheck \
+    "$KILN" --no-store fp4 verify --suite quick
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab auto pack "1 8192 8192" "4 8192 8192" "1 14336 4096" "4 14336 4096"
+  fi
+  table
+  echo
+  gemv_summary gemv-pack-quick gemv-pack-verify
+  table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
   ;;
 
 fp4ncu)

@@ -103,6 +103,12 @@
 // system serves requests roughly in the order they were made, the CTAs' first stages (4.7 MB)
 // land first (~1.8 us) and the rest behind them while the first is decoded.
 //
+// KILN_GEMV_EAGER = 1 with KILN_GEMV_LEAN1 and KILN_GEMV_PACKED (`KILN_FP4_GEMV=pack1` at M 1):
+// lean1's lighter stage (M 1 at compile time, slots stepped around the ring, read offsets kept;
+// ~10 % fewer instructions a stage than lean) on codes in the GEMV layout, with lean's start
+// (the ring filled at once) instead of the lazy one, which only moved the first wait to the
+// second stage (G9).
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
@@ -133,6 +139,9 @@
 #if !defined(KILN_GEMV_ORDERED)
 #define KILN_GEMV_ORDERED 0
 #endif
+#if !defined(KILN_GEMV_EAGER)
+#define KILN_GEMV_EAGER 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
@@ -147,7 +156,11 @@ static_assert(!kXfirst || kLean, "X first is the lean ring's");
 constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 constexpr bool kPacked = KILN_GEMV_PACKED == 1;
-static_assert(!kPacked || (kLean && !kXfirst && !kLean1) || kXswz, "the GEMV layout is read by lean and xswz");
+static_assert(!kPacked || (kLean && !kXfirst) || kXswz, "the GEMV layout is read by lean, lean1 and xswz");
+constexpr bool kEager = KILN_GEMV_EAGER == 1;
+static_assert(!kEager || kLean1, "the eager start is lean1's");
+// lean1's lazy start (its first stage alone), unless eager: the ring filled at once as lean's
+constexpr bool kLazy = kLean1 && !kEager;
 constexpr bool kOrdered = KILN_GEMV_ORDERED == 1;
 static_assert(!kOrdered || kPacked, "the ordered start is the pack path's");
 
@@ -642,7 +655,7 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
   u32x4 xr[LEAN_MAX_M];
   if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);  // ahead of the weights
-  if constexpr (kLean1) {
+  if constexpr (kLazy) {
     // the lazy start: the first stage alone, then the ring's other two once it has landed
     issue_lean(ring, a, w, s, wl, sl, row0, lane, stage_of(0), steps, fast(stage_of(0)));
     load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);

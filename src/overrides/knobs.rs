@@ -229,7 +229,7 @@ pub(super) static KNOBS: &[Knob] = &[
              cp.async), `xswz` (xring with X placed for conflict-free reads), `xstage` \
              (2-step stages that carry X by cp.async, M up to 8), `pack` (lean at M 1 and xswz \
              above on codes in the GEMV layout, where the caller holds them so; `packsync` with \
-             the first stages asked for in order); the rings need K a multiple \
+             the first stages asked for in order, `pack1` with lean1's stage at M 1); the rings need K a multiple \
              of 128"
                 .into()
         },
@@ -248,6 +248,7 @@ pub(super) static KNOBS: &[Knob] = &[
                 "xstage" => Some(Fp4Gemv::Xstage),
                 "pack" => Some(Fp4Gemv::Pack),
                 "packsync" => Some(Fp4Gemv::Packsync),
+                "pack1" => Some(Fp4Gemv::Pack1),
                 _ => None,
             };
             put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Auto, path))

@@ -222,7 +222,7 @@ pub struct MoeOverrides {
     /// 1,068-1,114, verified; docs/moe.md, ledger F7).
     pub fp4_shift: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
-    /// `xswz`, `xstage`, `pack` or `packsync`): how
+    /// `xswz`, `xstage`, `pack`, `packsync` or `pack1`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
     /// fastest there (H200, 2026-11-29: lean at M 1, xswz at 2-4 from 9ba589c, wide above;
     /// docs/fp4.md G5, G6); K not a multiple of 128 runs the register path.
@@ -323,6 +323,9 @@ pub enum Fp4Gemv {
     /// each warp's stage j), so that the first stages are not served behind the second and
     /// third (docs/fp4.md G11).
     Packsync,
+    /// `Pack` with `Lean1`'s lighter stage at M 1 and `Lean`'s start (the ring filled at once,
+    /// not the lazy start); above M 1 the same as `Pack` (docs/fp4.md G12).
+    Pack1,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

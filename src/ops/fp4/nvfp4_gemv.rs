@@ -257,6 +257,18 @@ pub fn spec_pack(arch: &str, m: usize) -> KernelSpec {
     ring.define("KILN_GEMV_PACKED", 1)
 }
 
+/// [`spec_pack`] with lean1's lighter stage at M 1 and lean's start (`KILN_FP4_GEMV=pack1`;
+/// compiled only when asked for); above M 1 the same as [`spec_pack`].
+pub fn spec_pack1(arch: &str, m: usize) -> KernelSpec {
+    if m == 1 {
+        spec_lean1(arch)
+            .define("KILN_GEMV_PACKED", 1)
+            .define("KILN_GEMV_EAGER", 1)
+    } else {
+        spec_pack(arch, m)
+    }
+}
+
 /// [`spec_pack`] with the ring's first stages asked for in order across the CTA
 /// (`KILN_FP4_GEMV=packsync`; compiled only when asked for).
 pub fn spec_packsync(arch: &str, m: usize) -> KernelSpec {
@@ -360,8 +372,8 @@ impl GemvProblem {
             (Fp4Gemv::Auto, 1) => Fp4Gemv::Lean,
             (Fp4Gemv::Auto, 2..=4) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync, 1) => Fp4Gemv::Lean,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync, _) => Fp4Gemv::Xswz,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, 1) => Fp4Gemv::Lean,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, _) => Fp4Gemv::Xswz,
             (a, _) => a,
         };
         match asked {
@@ -402,6 +414,8 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Pack => (spec_pack(arch, m), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Packsync if m == 1 => (spec_packsync(arch, m), warps * lean_warp_bytes(m)),
         Fp4Gemv::Packsync => (spec_packsync(arch, m), warps * xswz_warp_bytes(m)),
+        Fp4Gemv::Pack1 if m == 1 => (spec_pack1(arch, m), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Pack1 => (spec_pack1(arch, m), warps * xswz_warp_bytes(m)),
     }
 }
 
@@ -484,12 +498,13 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack | Fp4Gemv::Packsync
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1
     ) && p.takes_gemv_layout()
 }
 
 /// [`launch`] for codes in the GEMV layout ([`pack_gemv_codes`] of the standard codes; the
-/// scales as they are): the pack path, the only one that reads them (`packsync` where asked).
+/// scales as they are): the pack path, the only one that reads them (`packsync` or `pack1`
+/// where asked).
 pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
     check_operands(p, ops)?;
     if !p.takes_gemv_layout() {
@@ -500,7 +515,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        Fp4Gemv::Packsync => Fp4Gemv::Packsync,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -510,8 +525,8 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let sms = ctx.info.sm_count.max(1);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync if p.m == 1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync => p.xswz_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
@@ -1168,10 +1183,11 @@ mod tests {
                 spec_pack("sm_90a", 12),
                 spec_packsync("sm_90a", 1),
                 spec_packsync("sm_90a", 4),
+                spec_pack1("sm_90a", 1),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            for (s, most) in specs.iter().zip([112, 80, 80, 112, 80]) {
+            for (s, most) in specs.iter().zip([112, 80, 80, 112, 80, 112]) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
             }
@@ -1186,6 +1202,7 @@ mod tests {
             assert_eq!(p.takes_gemv_layout(), takes, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
         }
     }
 

@@ -227,6 +227,11 @@
 #                                and ldg; then two alternating rounds of lean/lean1 at 1x8192x8192,
 #                                1x4096x4096, and of W4A8 tma/ldg at E256 32,768 rows and the
 #                                512-row decode (about 1.5 + 2.5 minutes on an H200)
+#   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
+#                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
+#                                SwiGLU, one launch each after warm-up: speed of light, warp
+#                                stall reasons, scheduler issue, memory workload, occupancy;
+#                                NCU names the binary (default ncu); about 2-4 minutes
 #   fp4pack [verify|time]        the NVFP4 GEMV on codes in the GEMV layout (docs/fp4.md G10,
 #                                G12): `fp4 verify --suite quick` and `full` under
 #                                KILN_FP4_GEMV=pack, quick under pack1, compute-sanitizer memcheck
@@ -234,11 +239,6 @@
 #                                1x8192x8192, 4x8192x8192, 1x14336x4096 and 4x14336x4096, and of
 #                                pack/pack1 at the two M 1 shapes (about 1.5 + 2 minutes on an
 #                                H200)
-#   fp4ncu                       ncu on the 4-bit streams (docs/moe.md, "Where decode stops"): the
-#                                NVFP4 GEMV 1x8192x8192 (NCU_GEMV, default regs wide lean) and the E256 512-row decode
-#                                SwiGLU, one launch each after warm-up: speed of light, warp
-#                                stall reasons, scheduler issue, memory workload, occupancy;
-#                                NCU names the binary (default ncu); about 2-4 minutes
 #   anyopncu                     ncu on an odd-pitch C's write (ledger #100: why it goes at
 #                                1.1-1.3 TB/s): 9664x16127x17 RC f16 in the small-K kernel (element
 #                                and 16-byte-chunk stores), in the wgmma kernel's row store
@@ -1752,26 +1752,6 @@ fp4g9)
   table_lines '^\| (mxfp4|bf16 swiglu)|checks' "$D"/verify-w4a8*.err "$D"/w4a8-*.txt
   ;;
 
-fp4pack)
-  fp4_task_setup "${1:-all}"
-  if [ "$part" != time ]; then
-  # the path verified before it is timed
-  step gemv-pack-quick 60 env KILN_FP4_GEMV=pack "$KILN" --no-store fp4 verify --suite quick
-  step gemv-pack-verify 60 env KILN_FP4_GEMV=pack "$KILN" --no-store fp4 verify --suite full
-  step gemv-pack1-quick 60 env KILN_FP4_GEMV=pack1 "$KILN" --no-store fp4 verify --suite quick
-  step gemv-pack1-sanitize 120 env KILN_FP4_GEMV=pack1 "$SAN" --tool memcheck \
-    "$KILN" --no-store fp4 verify --suite quick
-  fi
-  if [ "$part" != verify ]; then
-  gemv_ab auto pack "1 8192 8192" "4 8192 8192" "1 14336 4096" "4 14336 4096"
-  gemv_ab pack pack1 "1 8192 8192" "1 14336 4096"
-  fi
-  table
-  echo
-  gemv_summary gemv-pack-quick gemv-pack-verify gemv-pack1-quick
-  table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
-  ;;
-
 fp4ncu)
   need_bin "$KILN"; machine "$KILN"
   decode_counts
@@ -1792,6 +1772,26 @@ fp4ncu)
     echo "== $(basename "$f" .txt)"
     grep -E 'Duration|DRAM Throughput|dram__|Issue Slots Busy|smsp__issue_active|Achieved Occupancy|Stall|Registers Per|Warp Cycles Per Issued' "$f" | head -30
   done | tee "$D/summary.txt"
+  ;;
+
+fp4pack)
+  fp4_task_setup "${1:-all}"
+  if [ "$part" != time ]; then
+  # the path verified before it is timed
+  step gemv-pack-quick 60 env KILN_FP4_GEMV=pack "$KILN" --no-store fp4 verify --suite quick
+  step gemv-pack-verify 60 env KILN_FP4_GEMV=pack "$KILN" --no-store fp4 verify --suite full
+  step gemv-pack1-quick 60 env KILN_FP4_GEMV=pack1 "$KILN" --no-store fp4 verify --suite quick
+  step gemv-pack1-sanitize 120 env KILN_FP4_GEMV=pack1 "$SAN" --tool memcheck \
+    "$KILN" --no-store fp4 verify --suite quick
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab auto pack "1 8192 8192" "4 8192 8192" "1 14336 4096" "4 14336 4096"
+  gemv_ab pack pack1 "1 8192 8192" "1 14336 4096"
+  fi
+  table
+  echo
+  gemv_summary gemv-pack-quick gemv-pack-verify gemv-pack1-quick
+  table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
   ;;
 
 anyopncu)

@@ -246,6 +246,11 @@
 #                                SwiGLU, one launch each after warm-up: speed of light, warp
 #                                stall reasons, scheduler issue, memory workload, occupancy;
 #                                NCU names the binary (default ncu); about 2-4 minutes
+#   fp4pack [verify|time]        the NVFP4 GEMV on codes in the GEMV layout (docs/fp4.md G10):
+#                                `fp4 verify --suite quick` and `full` under KILN_FP4_GEMV=pack,
+#                                compute-sanitizer memcheck on it; then two alternating rounds of
+#                                auto/pack at 1x8192x8192, 4x8192x8192, 1x14336x4096 and
+#                                4x14336x4096 (about 1 + 1 minutes on an H200)
 #   anyopncu                     ncu on an odd-pitch C's write (ledger #100: why it goes at
 #                                1.1-1.3 TB/s): 9664x16127x17 RC f16 in the small-K kernel (element
 #                                and 16-byte-chunk stores), in the wgmma kernel's row store
@@ -433,9 +438,9 @@ step_json() {
   return $rc
 }
 
-# fp4_task_setup [verify|time|all]: what the 4-bit A/B tasks (fp4swz, fp4stage, fp4g9) share:
-# the binary checked, the decode counts, `part` (which half to run), RAGGED (a ragged problem
-# with a partial last K block) and SAN (the sanitizer binary).
+# fp4_task_setup [verify|time|all]: what the 4-bit A/B tasks (fp4swz, fp4stage, fp4g9,
+# fp4pack) share: the binary checked, the decode counts, `part` (which half to run), RAGGED (a
+# ragged problem with a partial last K block) and SAN (the sanitizer binary).
 fp4_task_setup() {
   need_bin "$KILN"; machine "$KILN"
   decode_counts
@@ -1837,6 +1842,24 @@ fp4ncu)
     echo "== $(basename "$f" .txt)"
     grep -E 'Duration|DRAM Throughput|dram__|Issue Slots Busy|smsp__issue_active|Achieved Occupancy|Stall|Registers Per|Warp Cycles Per Issued' "$f" | head -30
   done | tee "$D/summary.txt"
+  ;;
+
+fp4pack)
+  fp4_task_setup "${1:-all}"
+  if [ "$part" != time ]; then
+  # the path verified before it is timed
+  step gemv-pack-quick 60 env KILN_FP4_GEMV=pack "$KILN" --no-store fp4 verify --suite quick
+  step gemv-pack-verify 60 env KILN_FP4_GEMV=pack "$KILN" --no-store fp4 verify --suite full
+  step gemv-pack-sanitize 120 env KILN_FP4_GEMV=pack "$SAN" --tool memcheck \
+    "$KILN" --no-store fp4 verify --suite quick
+  fi
+  if [ "$part" != verify ]; then
+  gemv_ab auto pack "1 8192 8192" "4 8192 8192" "1 14336 4096" "4 14336 4096"
+  fi
+  table
+  echo
+  gemv_summary gemv-pack-quick gemv-pack-verify
+  table_lines 'ERROR SUMMARY' "$D"/*-sanitize.txt
   ;;
 
 anyopncu)

@@ -86,6 +86,29 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
+// KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
+// lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
+// so that each pair decodes with fewer instructions). The standard word decodes a pair with a
+// mask, a multiply and a mask (plus a shift shared by two pairs): 13 instructions a word. In
+// the GEMV layout pair 0 is already at its bf16 bits (one mask), pairs 1 and 2 one rotation
+// away (rotation, mask), and pair 3 is split over two rotations (two rotations, a mask, a
+// select): 9 a word, 32 fewer a step. The pairs, their bf16 bits and everything after are
+// the ring's own.
+//
+// KILN_GEMV_ORDERED = 1 with KILN_GEMV_PACKED (`KILN_FP4_GEMV=packsync`): the pack path with the
+// ring's first stages asked for in order across the CTA (a barrier after each warp's stage j).
+// The profile of lean at M 1 had every warp waiting ~3.2 us for its first stage (17.7 % of the
+// stall samples), the time the DRAM takes to serve every warp's first three stages (13.5 MB)
+// when they come in no order and a stage is ready only when its last line is. If the memory
+// system serves requests roughly in the order they were made, the CTAs' first stages (4.7 MB)
+// land first (~1.8 us) and the rest behind them while the first is decoded.
+//
+// KILN_GEMV_EAGER = 1 with KILN_GEMV_LEAN1 and KILN_GEMV_PACKED (`KILN_FP4_GEMV=pack1` at M 1):
+// lean1's lighter stage (M 1 at compile time, slots stepped around the ring, read offsets kept;
+// ~10 % fewer instructions a stage than lean) on codes in the GEMV layout, with lean's start
+// (the ring filled at once) instead of the lazy one, which only moved the first wait to the
+// second stage (G9).
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
@@ -110,6 +133,15 @@
 #if !defined(KILN_GEMV_LEAN1)
 #define KILN_GEMV_LEAN1 0
 #endif
+#if !defined(KILN_GEMV_PACKED)
+#define KILN_GEMV_PACKED 0
+#endif
+#if !defined(KILN_GEMV_ORDERED)
+#define KILN_GEMV_ORDERED 0
+#endif
+#if !defined(KILN_GEMV_EAGER)
+#define KILN_GEMV_EAGER 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
@@ -123,6 +155,14 @@ constexpr bool kXfirst = KILN_GEMV_XFIRST == 1;
 static_assert(!kXfirst || kLean, "X first is the lean ring's");
 constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
+constexpr bool kPacked = KILN_GEMV_PACKED == 1;
+static_assert(!kPacked || (kLean && !kXfirst) || kXswz, "the GEMV layout is read by lean, lean1 and xswz");
+constexpr bool kEager = KILN_GEMV_EAGER == 1;
+static_assert(!kEager || kLean1, "the eager start is lean1's");
+// lean1's lazy start (its first stage alone), unless eager: the ring filled at once as lean's
+constexpr bool kLazy = kLean1 && !kEager;
+constexpr bool kOrdered = KILN_GEMV_ORDERED == 1;
+static_assert(!kOrdered || kPacked, "the ordered start is the pack path's");
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -206,6 +246,27 @@ template <int I> __device__ __forceinline__ u32 nibble_pair_mul(u32 w, u32 w8) {
   return t & 0x81C081C0u;
 }
 
+template <int N> __device__ __forceinline__ u32 rotl(u32 w) {
+  u32 r;
+  asm("shf.l.wrap.b32 %0, %1, %1, %2;" : "=r"(r) : "r"(w), "n"(N));
+  return r;
+}
+
+// The four pairs of a word in the GEMV layout, as nibble_pair_mul gives them from the standard
+// word: pair i (elements i and i + 4) with the magnitudes at bits 6..8 and 22..24, the signs at
+// 15 and 31. Where the layout keeps pair i's bits (`pack_gemv_word` on the host): pair 0 at
+// those bits, pair 1 six bits lower and pair 2 twelve lower (mod 32), pair 3's magnitude low
+// bits and signs two lower and its top magnitude bits ten lower.
+__device__ __forceinline__ void packed_pairs(u32 w, u32 (&p)[4]) {
+  constexpr u32 PAIR = 0x81C081C0u, TOP = 0x01000100u;
+  // pairs 1 and 3's low bits do not wrap: plain shifts, which ptxas may put on the FMA pipe
+  // (IMAD.SHL) beside the logic ops
+  p[0] = w & PAIR;
+  p[1] = (w << 6) & PAIR;
+  p[2] = rotl<12>(w) & PAIR;
+  p[3] = ((w << 2) & (PAIR & ~TOP)) | (rotl<10>(w) & TOP);
+}
+
 // The two e4m3 scale codes in `codes` (low byte first) as bf16 pairs (s, s), times `f` (1, or
 // 2^118 where the 2^126 of the decoded pairs is folded in; exact either way).
 __device__ __forceinline__ void scale_pairs(u32 codes, u32& s0, u32& s1, float f = 1.0f) {
@@ -271,7 +332,10 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
     const u32 w0 = word(st.w[0], v), w1 = word(st.w[1], v);
     const int blk = v / 2;
     u32 a0[4], a1[4];  // pairs i = 0..3 of rows g and g + 8
-    if constexpr (kRing) {
+    if constexpr (kPacked) {
+      packed_pairs(w0, a0);
+      packed_pairs(w1, a1);
+    } else if constexpr (kRing) {
       const u32 h0 = w0 >> 8, h1 = w1 >> 8;
       a0[0] = nibble_pair_mul<0>(w0, h0), a0[1] = nibble_pair_mul<1>(w0, h0);
       a0[2] = nibble_pair_mul<2>(w0, h0), a0[3] = nibble_pair_mul<3>(w0, h0);
@@ -591,7 +655,7 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
   u32x4 xr[LEAN_MAX_M];
   if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);  // ahead of the weights
-  if constexpr (kLean1) {
+  if constexpr (kLazy) {
     // the lazy start: the first stage alone, then the ring's other two once it has landed
     issue_lean(ring, a, w, s, wl, sl, row0, lane, stage_of(0), steps, fast(stage_of(0)));
     load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
@@ -601,8 +665,10 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
       issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
   } else {
 #pragma unroll
-    for (int j = 0; j < LEAN_RING - 1; ++j)
+    for (int j = 0; j < LEAN_RING - 1; ++j) {
       issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+      if constexpr (kOrdered) __syncthreads();  // the CTA's stage j copies asked for before any stage j + 1
+    }
     if constexpr (!kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
   }
   if (mine > 0) store_lean_x(xbuf, xr, m_rows, lane);
@@ -733,8 +799,10 @@ __device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs&
     xoff2[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q + 2);
   }
 #pragma unroll
-  for (int j = 0; j < XR_RING - 1; ++j)
+  for (int j = 0; j < XR_RING - 1; ++j) {
     issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
+    if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
+  }
   for (int j = 0; j < mine; ++j) {
     __syncwarp();  // every lane has read the slot that step j + XR_RING - 1 overwrites (step j - 1's)
     issue_xring(ring + ((j + XR_RING - 1) % XR_RING) * slot_bytes, a, w, s, l, row0, lane,

@@ -364,27 +364,48 @@ pub struct GemvWeights {
     pub tensor_scale: f32,
     dc: DeviceBuffer,
     ds: DeviceBuffer,
+    /// The device codes are in the GEMV layout (`KILN_FP4_GEMV=pack`); `codes` stay standard.
+    packed: bool,
 }
 
 impl GemvWeights {
-    /// Draws the weights of `p` from `rng`, codes first.
-    pub fn draw(p: &GemvProblem, rng: &mut impl Rng, tensor_scale: f32) -> Result<GemvWeights> {
+    /// Draws the weights of `p` from `rng`, codes first; on the device in the GEMV layout where
+    /// the pack path is asked for.
+    pub fn draw(
+        ctx: &Context,
+        p: &GemvProblem,
+        rng: &mut impl Rng,
+        tensor_scale: f32,
+    ) -> Result<GemvWeights> {
         let rows = p.n * p.batch;
         let codes: Vec<u8> = (0..rows * p.k / 2).map(|_| rng.gen()).collect();
         let scales: Vec<u8> = (0..rows * p.k / 16)
             .map(|_| rng.gen_range(0x20..0x58))
             .collect();
-        let (dc, ds) = (
-            DeviceBuffer::from_host(&codes)?,
-            DeviceBuffer::from_host(&scales)?,
-        );
+        let packed = nvfp4_gemv::gemv_layout_asked(ctx, p);
+        let dc = if packed {
+            DeviceBuffer::from_host(&nvfp4_gemv::pack_gemv_codes(&codes))?
+        } else {
+            DeviceBuffer::from_host(&codes)?
+        };
+        let ds = DeviceBuffer::from_host(&scales)?;
         Ok(GemvWeights {
             codes,
             scales,
             tensor_scale,
             dc,
             ds,
+            packed,
         })
+    }
+
+    /// The GEMV on these weights: the pack path where the device codes are in its layout.
+    pub fn launch(&self, ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
+        if self.packed {
+            nvfp4_gemv::launch_packed(ctx, p, ops)
+        } else {
+            nvfp4_gemv::launch(ctx, p, ops)
+        }
     }
 
     /// The GEMV's operands: X [batch x M, K] into Y [batch x M, N].
@@ -442,7 +463,7 @@ impl Check for GemvProblem {
     fn draw(&self, ctx: &Context, seed: u64) -> Result<GemvDrawn> {
         let p = self;
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-        let w = GemvWeights::draw(p, &mut rng, 0.0123)?;
+        let w = GemvWeights::draw(ctx, p, &mut rng, 0.0123)?;
         let xs: Vec<bf16> = (0..p.batch * p.m * p.k)
             .map(|_| bf16::from_f32(rng.gen_range(-1.0f32..1.0)))
             .collect();
@@ -453,7 +474,7 @@ impl Check for GemvProblem {
     }
 
     fn launch(&self, ctx: &Context, d: &mut GemvDrawn) -> Result<()> {
-        nvfp4_gemv::launch(ctx, self, &d.w.operands(self, &d.dx, &d.y))
+        d.w.launch(ctx, self, &d.w.operands(self, &d.dx, &d.y))
     }
 
     fn flops(&self) -> f64 {

@@ -38,7 +38,7 @@ pub fn bench_gemv(
     p.validate()?;
     let ceiling = peak::measure(ctx, &Cublas)?.copy_tbps;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-    let w = super::fp4::GemvWeights::draw(p, &mut rng, 0.01)?;
+    let w = super::fp4::GemvWeights::draw(ctx, p, &mut rng, 0.01)?;
     let x = ctx.alloc(p.batch * p.m * p.k * 2)?;
     super::device_data::fill(ctx, &x, DType::Bf16, (p.batch * p.m, p.k, p.k), 3)?;
     let y = ctx.alloc(p.batch * p.m * p.n * p.output.size())?;
@@ -51,7 +51,7 @@ pub fn bench_gemv(
     };
     ctx.synchronize()?;
     let run = Bench::new(ctx, opt)?;
-    let mut ours = || nvfp4_gemv::launch(ctx, p, &ops);
+    let mut ours = || w.launch(ctx, p, &ops);
     let times = match &vendor_bufs {
         Some(b) => {
             let vops = b.operands();

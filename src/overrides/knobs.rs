@@ -226,8 +226,10 @@ pub(super) static KNOBS: &[Knob] = &[
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
              2-step stages that carry X, M up to 4), `leanx` (lean with the first X load ahead \
              of the weights), `lean1` (lean compiled for M 1, with a lazy start), `xring` (one-step slots that carry X by \
-             cp.async), `xswz` (xring with X placed for conflict-free reads) or `xstage` \
-             (2-step stages that carry X by cp.async, M up to 8); the rings need K a multiple \
+             cp.async), `xswz` (xring with X placed for conflict-free reads), `xstage` \
+             (2-step stages that carry X by cp.async, M up to 8), `pack` (lean at M 1 and xswz \
+             above on codes in the GEMV layout, where the caller holds them so; `packsync` with \
+             the first stages asked for in order, `pack1` with lean1's stage at M 1); the rings need K a multiple \
              of 128"
                 .into()
         },
@@ -244,6 +246,9 @@ pub(super) static KNOBS: &[Knob] = &[
                 "xring" => Some(Fp4Gemv::Xring),
                 "xswz" => Some(Fp4Gemv::Xswz),
                 "xstage" => Some(Fp4Gemv::Xstage),
+                "pack" => Some(Fp4Gemv::Pack),
+                "packsync" => Some(Fp4Gemv::Packsync),
+                "pack1" => Some(Fp4Gemv::Pack1),
                 _ => None,
             };
             put(&mut o.moe.fp4_gemv, or(v, Fp4Gemv::Auto, path))

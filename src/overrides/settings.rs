@@ -221,7 +221,8 @@ pub struct MoeOverrides {
     /// Default `shift` (H200, 2026-11-29, 5268cf5: the 512-row decode 979-984 us against
     /// 1,068-1,114, verified; docs/moe.md, ledger F7).
     pub fp4_shift: bool,
-    /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `xring` or `xswz`): how
+    /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
+    /// `xswz`, `xstage`, `pack`, `packsync` or `pack1`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
     /// fastest there (H200, 2026-11-29: lean at M 1, xswz at 2-4 from 9ba589c, wide above;
     /// docs/fp4.md G5, G6); K not a multiple of 128 runs the register path.
@@ -324,6 +325,21 @@ pub enum Fp4Gemv {
     /// copy and permute instructions a step (K a multiple of 128, M up to 8; a larger M runs
     /// `Wide`). Verified, but slower than `Lean` and `Xswz` on the H200 (docs/fp4.md G8).
     Xstage,
+    /// `Auto`'s rings (`Lean` at M 1, `Xswz` above) reading codes in the GEMV layout
+    /// (`nvfp4_gemv::pack_gemv_codes`: each 32-bit word's bits placed for a decode of 9
+    /// instructions a word against 13), where the caller holds them so and says so
+    /// (`nvfp4_gemv::launch_packed`; `fp4 verify` and `fp4 bench --gemv` do under this knob);
+    /// standard codes run those rings as they are. H200, 2026-11-29: 18.8 against auto's 20.0 us
+    /// at 1x8192x8192, 19.0 against 20.3 at 4x14336x4096, verified (docs/fp4.md G10).
+    Pack,
+    /// `Pack` with the rings' first stages asked for in order across each CTA (a barrier after
+    /// each warp's stage j), so that the first stages are not served behind the second and
+    /// third. Verified, no faster than `Pack` on the H200 (docs/fp4.md G11).
+    Packsync,
+    /// `Pack` with `Lean1`'s lighter stage at M 1 and `Lean`'s start (the ring filled at once,
+    /// not the lazy start); above M 1 the same as `Pack`. Verified, no faster than `Pack` on
+    /// the H200 (docs/fp4.md G12).
+    Pack1,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

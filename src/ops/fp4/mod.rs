@@ -4,6 +4,7 @@
 pub mod fp4_dequant;
 pub mod fp4_quant;
 pub mod nvfp4_gemv;
+pub mod nvfp4_gemv_pack;
 
 pub use fp4_dequant::{dequantize_into, Dequantize};
 pub use fp4_quant::{quantize, quantize_into, Fp4Format, Fp4Matrix, Fp4View};

@@ -10,6 +10,7 @@ use crate::ops::gemm::DType;
 use crate::overrides::Fp4Gemv;
 
 use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
+pub use super::nvfp4_gemv_pack::pack_gemv_codes;
 
 pub const NAME: &str = "nvfp4_gemv";
 
@@ -243,6 +244,37 @@ pub fn spec_lean1(arch: &str) -> KernelSpec {
     spec_lean(arch).define("KILN_GEMV_LEAN1", 1)
 }
 
+/// `auto`'s rings reading codes in the GEMV layout (`KILN_FP4_GEMV=pack`, codes from
+/// [`pack_gemv_codes`]; compiled only when asked for, the variant budget): the lean ring at M
+/// 1, the swizzled X ring above (`nf` its column tiles), each with a decode of 9 instructions a
+/// word against 13 and the rest its own.
+pub fn spec_pack(arch: &str, m: usize) -> KernelSpec {
+    let ring = if m == 1 {
+        spec_lean(arch)
+    } else {
+        spec_xswz(arch, if m > 8 { 2 } else { 1 })
+    };
+    ring.define("KILN_GEMV_PACKED", 1)
+}
+
+/// [`spec_pack`] with lean1's lighter stage at M 1 and lean's start (`KILN_FP4_GEMV=pack1`;
+/// compiled only when asked for); above M 1 the same as [`spec_pack`].
+pub fn spec_pack1(arch: &str, m: usize) -> KernelSpec {
+    if m == 1 {
+        spec_lean1(arch)
+            .define("KILN_GEMV_PACKED", 1)
+            .define("KILN_GEMV_EAGER", 1)
+    } else {
+        spec_pack(arch, m)
+    }
+}
+
+/// [`spec_pack`] with the ring's first stages asked for in order across the CTA
+/// (`KILN_FP4_GEMV=packsync`; compiled only when asked for).
+pub fn spec_packsync(arch: &str, m: usize) -> KernelSpec {
+    spec_pack(arch, m).define("KILN_GEMV_ORDERED", 1)
+}
+
 pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
@@ -325,14 +357,23 @@ impl GemvProblem {
         self.k.is_multiple_of(128)
     }
 
+    /// Whether the pack path takes it: codes in the GEMV layout run its rings only (K a
+    /// multiple of 128; any M).
+    pub fn takes_gemv_layout(&self) -> bool {
+        self.takes_async()
+    }
+
     /// The path `asked` for runs where K allows it, else the register path; the lean ring holds
-    /// at most [`LEAN_MAX_M`] rows of X, so a larger M runs the wide ring.
-    /// `Auto` picks by M first.
+    /// at most [`LEAN_MAX_M`] rows of X, so a larger M runs the wide ring. `Auto` picks by M
+    /// first; `Pack` is for codes in the GEMV layout ([`launch_packed`]): standard codes run
+    /// what it runs on them, `Lean` at M 1 and `Xswz` above.
     pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
         let asked = match (asked, self.m) {
             (Fp4Gemv::Auto, 1) => Fp4Gemv::Lean,
             (Fp4Gemv::Auto, 2..=4) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, 1) => Fp4Gemv::Lean,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, _) => Fp4Gemv::Xswz,
             (a, _) => a,
         };
         match asked {
@@ -369,6 +410,12 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Xring => (spec_xring(arch, nf), warps * xring_warp_bytes(m)),
         Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Xstage => (spec_xstage(arch), warps * xstage_warp_bytes(m)),
+        Fp4Gemv::Pack if m == 1 => (spec_pack(arch, m), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Pack => (spec_pack(arch, m), warps * xswz_warp_bytes(m)),
+        Fp4Gemv::Packsync if m == 1 => (spec_packsync(arch, m), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Packsync => (spec_packsync(arch, m), warps * xswz_warp_bytes(m)),
+        Fp4Gemv::Pack1 if m == 1 => (spec_pack1(arch, m), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Pack1 => (spec_pack1(arch, m), warps * xswz_warp_bytes(m)),
     }
 }
 
@@ -443,10 +490,43 @@ pub fn check_operands(p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
 pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
     check_operands(p, ops)?;
     // the ring asked for where K (and, lean, M) allows it; else the register path
-    let path = p.path(ctx.overrides.moe.fp4_gemv);
+    launch_on(ctx, p, ops, p.path(ctx.overrides.moe.fp4_gemv))
+}
+
+/// Whether the caller should hold the codes of `p` in the GEMV layout: `KILN_FP4_GEMV=pack`
+/// and a shape the pack path takes (`fp4 verify` and `fp4 bench --gemv` ask this).
+pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
+    matches!(
+        ctx.overrides.moe.fp4_gemv,
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1
+    ) && p.takes_gemv_layout()
+}
+
+/// [`launch`] for codes in the GEMV layout ([`pack_gemv_codes`] of the standard codes; the
+/// scales as they are): the pack path, the only one that reads them (`packsync` or `pack1`
+/// where asked).
+pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
+    check_operands(p, ops)?;
+    if !p.takes_gemv_layout() {
+        return Err(Error::invalid(format!(
+            "codes in the GEMV layout need K a multiple of 128, not {}: keep the standard \
+             layout for this shape",
+            p.label()
+        )));
+    }
+    let path = match ctx.overrides.moe.fp4_gemv {
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1) => a,
+        _ => Fp4Gemv::Pack,
+    };
+    launch_on(ctx, p, ops, path)
+}
+
+fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
@@ -1087,6 +1167,42 @@ mod tests {
         ] {
             let p = GemvProblem::new(m, 64, k, DType::Bf16);
             assert_eq!(p.path(Fp4Gemv::Lean1), want, "M {m} K {k}");
+        }
+    }
+
+    /// The pack path compiles as cleanly as its rings, lean within 112 registers and xswz
+    /// within 80 (only when asked for: the variant budget); it reads codes in the GEMV layout,
+    /// which need K a multiple of 128, and standard codes under `pack` run lean at M 1 and xswz
+    /// above.
+    #[test]
+    fn the_pack_path_compiles_and_reads_the_gemv_layout_only() {
+        if crate::jit::testing::nvrtc_here() {
+            let specs = [
+                spec_pack("sm_90a", 1),
+                spec_pack("sm_90a", 4),
+                spec_pack("sm_90a", 12),
+                spec_packsync("sm_90a", 1),
+                spec_packsync("sm_90a", 4),
+                spec_pack1("sm_90a", 1),
+            ];
+            crate::jit::testing::assert_compile_clean(&specs);
+            let jit = crate::jit::Jit::default();
+            for (s, most) in specs.iter().zip([112, 80, 80, 112, 80, 112]) {
+                let r = jit.compile(s).unwrap().resources.registers;
+                assert!(r <= most, "{}: {r} registers", s.label());
+            }
+        }
+        for (m, k, takes, standard) in [
+            (1, 256, true, Fp4Gemv::Lean),
+            (4, 256, true, Fp4Gemv::Xswz),
+            (12, 256, true, Fp4Gemv::Xswz),
+            (1, 160, false, Fp4Gemv::Regs),
+        ] {
+            let p = GemvProblem::new(m, 64, k, DType::Bf16);
+            assert_eq!(p.takes_gemv_layout(), takes, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
         }
     }
 

@@ -1,0 +1,129 @@
+//! The GEMV layout of NVFP4 codes (`KILN_FP4_GEMV=pack`): the standard codes with the bits of
+//! each 32-bit word placed so that the GEMV decodes the word's four bf16 pairs in 9
+//! instructions (the kernel's `packed_pairs`) where the standard word takes 13. Only bits inside
+//! a word move: the same 8 codes a word, the same words and bytes a row, so the scales, rows,
+//! K and every address stay as they are.
+//!
+//! A standard word holds code j (element j of its 8) at bits 4j .. 4j + 3: magnitude m, e0, e1,
+//! then the sign. The GEMV's pair i is codes i and i + 4 as two bf16 halves, each the e2m1 value
+//! times 2^-126: m, e0, e1 at bits 6, 7, 8 of the half and the sign at 15. The GEMV layout keeps
+//! pair 0 at those bits, pair 1 six bits lower and pair 2 twelve lower (mod 32: a rotation
+//! brings each back), and pair 3, which no rotation of the same pattern fits into the 8 bits
+//! left, with m, e0 and the sign two bits lower and e1 ten lower.
+
+/// Where the GEMV layout puts each bit of a standard word: bit 4j + b (code j's bit b) goes to
+/// `GEMV_BIT[4j + b]`.
+pub const GEMV_BIT: [u32; 32] = gemv_bits();
+
+const fn gemv_bits() -> [u32; 32] {
+    // a half's bits m, e0, e1, sign, as the decoded bf16 has them
+    const TARGET: [u32; 4] = [6, 7, 8, 15];
+    let mut out = [0u32; 32];
+    let mut j = 0;
+    while j < 8 {
+        let (pair, half) = (j % 4, j / 4);
+        let mut b = 0;
+        while b < 4 {
+            let t = TARGET[b] + 16 * half as u32;
+            // the rotation (left) the kernel applies to bring the bit to t
+            let rot = match pair {
+                0 => 0,
+                1 => 6,
+                2 => 12,
+                _ if b == 2 => 10,
+                _ => 2,
+            };
+            out[4 * j + b] = (t + 32 - rot) % 32;
+            b += 1;
+        }
+        j += 1;
+    }
+    out
+}
+
+/// One standard word of 8 codes in the GEMV layout.
+pub fn pack_gemv_word(w: u32) -> u32 {
+    GEMV_BIT
+        .iter()
+        .enumerate()
+        .fold(0, |acc, (b, &to)| acc | ((w >> b) & 1) << to)
+}
+
+/// Standard NVFP4 codes (rows of K / 2 bytes, K a multiple of 8) in the GEMV layout: each
+/// little-endian 32-bit word through [`pack_gemv_word`].
+pub fn pack_gemv_codes(codes: &[u8]) -> Vec<u8> {
+    codes
+        .chunks_exact(4)
+        .flat_map(|c| pack_gemv_word(u32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's `packed_pairs`: pair 0 masked, pair 1 shifted by 6 and pair 2 rotated by
+    /// 12, each masked, pair 3 from a shift by 2 (m, e0, sign) and a rotation by 10 (e1).
+    fn packed_pairs(w: u32) -> [u32; 4] {
+        const PAIR: u32 = 0x81C0_81C0;
+        const TOP: u32 = 0x0100_0100;
+        [
+            w & PAIR,
+            (w << 6) & PAIR,
+            w.rotate_left(12) & PAIR,
+            ((w << 2) & (PAIR & !TOP)) | (w.rotate_left(10) & TOP),
+        ]
+    }
+
+    fn bf16_half(bits: u32, hi: bool) -> f64 {
+        let h = if hi { bits >> 16 } else { bits & 0xFFFF } as u16;
+        half::bf16::from_bits(h).to_f64()
+    }
+
+    #[test]
+    fn the_gemv_layout_moves_every_bit_of_a_word_to_its_own_place() {
+        let mut seen = [false; 32];
+        for &to in &GEMV_BIT {
+            assert!(!seen[to as usize], "bit {to} taken twice");
+            seen[to as usize] = true;
+        }
+        assert_eq!(pack_gemv_word(0), 0);
+        assert_eq!(pack_gemv_word(u32::MAX), u32::MAX);
+        // the bytes of a row are words as they are, in order
+        let codes: Vec<u8> = (0..16u8).map(|i| i.wrapping_mul(37)).collect();
+        let packed = pack_gemv_codes(&codes);
+        for (i, c) in codes.chunks_exact(4).enumerate() {
+            let w = pack_gemv_word(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            assert_eq!(&packed[4 * i..4 * i + 4], &w.to_le_bytes());
+        }
+    }
+
+    /// Every code in every position, the other seven random: pair i of the decoded GEMV word must
+    /// be codes i (low half) and i + 4 (high half), each the e2m1 value times 2^-126 (the
+    /// standard decode's bits, which the scale then multiplies by 2^118 x s).
+    #[test]
+    fn the_kernels_packed_decode_gives_each_pair_its_two_codes() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_F491);
+        for j in 0..8u32 {
+            for code in 0u32..16 {
+                for _ in 0..64 {
+                    let rest: u32 = rng.gen();
+                    let w = (rest & !(0xF << (4 * j))) | code << (4 * j);
+                    let pairs = packed_pairs(pack_gemv_word(w));
+                    for (i, &pair) in pairs.iter().enumerate() {
+                        for hi in [false, true] {
+                            let c = (w >> (4 * (i + 4 * hi as usize))) & 0xF;
+                            let want = crate::formats::fp4::decode(c as u8) as f64;
+                            let got = bf16_half(pair, hi) * 2f64.powi(126);
+                            // -0 and +0 both decode to zero; the sign bit must still be the code's
+                            assert_eq!(got, want, "word {w:#010x} pair {i} hi {hi}");
+                            let sign = (pair >> if hi { 31 } else { 15 }) & 1;
+                            assert_eq!(sign, c >> 3, "word {w:#010x} pair {i} hi {hi}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -174,23 +174,30 @@ fn bench(env: &Env, a: &Fp4BenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": rows }));
     } else {
-        type C = Cell<GemvTiming>;
-        const VERSION: C = ("version", |r| r.version.clone());
-        const PROBLEM: C = ("problem", |r| r.problem.clone());
-        const MEDIAN: C = ("median us", |r| format!("{:.2}", r.median_us));
-        const MIN: C = ("min us", |r| format!("{:.2}", r.min_us));
-        const GBPS: C = ("GB/s", |r| format!("{:.0}", r.gbps));
-        const OF_COPY: C = ("of copy", |r| format!("{:.0}%", 100.0 * r.of_copy_ceiling));
-        const VS: C = ("vs cuBLAS bf16", |r| {
-            r.speedup_vs_cublas
-                .map(|s| format!("{s:.2}x"))
-                .unwrap_or_default()
-        });
-        let columns = [VERSION, PROBLEM, MEDIAN, MIN, GBPS, OF_COPY, VS];
-        print!("{}", table(&columns, &rows).render());
-        println!("on {} (L2 flushed before every launch)", ctx.info.name);
+        print!("{}", gemv_text(&rows, &ctx.info.name));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln fp4 bench --gemv`'s table (without --json): a row per timing, the device under it.
+pub(super) fn gemv_text(rows: &[GemvTiming], device: &str) -> String {
+    type C = Cell<GemvTiming>;
+    const VERSION: C = ("version", |r| r.version.clone());
+    const PROBLEM: C = ("problem", |r| r.problem.clone());
+    const MEDIAN: C = ("median us", |r| format!("{:.2}", r.median_us));
+    const MIN: C = ("min us", |r| format!("{:.2}", r.min_us));
+    const GBPS: C = ("GB/s", |r| format!("{:.0}", r.gbps));
+    const OF_COPY: C = ("of copy", |r| format!("{:.0}%", 100.0 * r.of_copy_ceiling));
+    const VS: C = ("vs cuBLAS bf16", |r| {
+        r.speedup_vs_cublas
+            .map(|s| format!("{s:.2}x"))
+            .unwrap_or_default()
+    });
+    let columns = [VERSION, PROBLEM, MEDIAN, MIN, GBPS, OF_COPY, VS];
+    format!(
+        "{}on {device} (L2 flushed before every launch)\n",
+        table(&columns, rows).render()
+    )
 }
 
 fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {

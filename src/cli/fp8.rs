@@ -338,30 +338,34 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": rows }));
     } else {
-        type C = Cell<Fp8Timing>;
-        const VERSION: C = ("version", |r| r.version.clone());
-        const PROBLEM: C = ("problem", |r| r.problem.clone());
-        const BN: C = ("bn", |r| r.config.clone().unwrap_or_default());
-        const MEDIAN: C = ("median ms", |r| format!("{:.4}", r.median_ms));
-        const MIN: C = ("min", |r| format!("{:.4}", r.min_ms));
-        const MAX: C = ("max", |r| format!("{:.4}", r.max_ms));
-        const TFLOPS: C = ("TFLOPS", |r| format!("{:.0}", r.tflops));
-        const VS: C = ("vs cuBLASLt", |r| {
-            r.speedup_vs_cublaslt
-                .map(|s| format!("{s:.3}x"))
-                .unwrap_or_default()
-        });
-        const DIFF: C = ("diff vs cuBLASLt", |r| {
-            r.rel_diff_vs_cublaslt
-                .map(|d| format!("{d:.1e}"))
-                .or_else(|| r.vendor_note.clone())
-                .unwrap_or_default()
-        });
-        let columns = [VERSION, PROBLEM, BN, MEDIAN, MIN, MAX, TFLOPS, VS, DIFF];
-        print!("{}", table(&columns, &rows).render());
-        println!("on {}", ctx.info.name);
+        print!("{}", bench_text(&rows, &ctx.info.name));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln fp8 bench`'s table (without --json): a row per timing, the device under it.
+pub(super) fn bench_text(rows: &[Fp8Timing], device: &str) -> String {
+    type C = Cell<Fp8Timing>;
+    const VERSION: C = ("version", |r| r.version.clone());
+    const PROBLEM: C = ("problem", |r| r.problem.clone());
+    const BN: C = ("bn", |r| r.config.clone().unwrap_or_default());
+    const MEDIAN: C = ("median ms", |r| format!("{:.4}", r.median_ms));
+    const MIN: C = ("min", |r| format!("{:.4}", r.min_ms));
+    const MAX: C = ("max", |r| format!("{:.4}", r.max_ms));
+    const TFLOPS: C = ("TFLOPS", |r| format!("{:.0}", r.tflops));
+    const VS: C = ("vs cuBLASLt", |r| {
+        r.speedup_vs_cublaslt
+            .map(|s| format!("{s:.3}x"))
+            .unwrap_or_default()
+    });
+    const DIFF: C = ("diff vs cuBLASLt", |r| {
+        r.rel_diff_vs_cublaslt
+            .map(|d| format!("{d:.1e}"))
+            .or_else(|| r.vendor_note.clone())
+            .unwrap_or_default()
+    });
+    let columns = [VERSION, PROBLEM, BN, MEDIAN, MIN, MAX, TFLOPS, VS, DIFF];
+    format!("{}on {device}\n", table(&columns, rows).render())
 }
 
 fn check(env: &Env, a: &super::args::ArchArgs) -> Result<ExitCode> {

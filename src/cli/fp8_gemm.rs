@@ -117,15 +117,16 @@ pub(super) fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     let mut opt = bench_options(env, &a.timing);
     opt.interleave = !a.sequential;
     let rows = bench_fp8(&ctx, &p, &[], true, &opt)?;
-    print_timings(env, &rows, &ctx.info.name);
+    if env.json {
+        env.print_json(&json!(rows));
+    } else {
+        print!("{}", timings_text(&rows, &ctx.info.name));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_timings(env: &Env, rows: &[Fp8Timing], device: &str) {
-    if env.json {
-        env.print_json(&json!(rows));
-        return;
-    }
+/// `kiln bench --dtype e4m3`'s table (without --json): a row per timing, the device under it.
+pub(super) fn timings_text(rows: &[Fp8Timing], device: &str) -> String {
     type C = Cell<Fp8Timing>;
     const VERSION: C = ("version", |r| r.version.clone());
     const PROBLEM: C = ("problem", |r| r.problem.clone());
@@ -139,8 +140,7 @@ fn print_timings(env: &Env, rows: &[Fp8Timing], device: &str) {
             .unwrap_or_default()
     });
     let columns = [VERSION, PROBLEM, CONFIG, MEDIAN, TFLOPS, VS];
-    print!("{}", table(&columns, rows).render());
-    println!("on {device}");
+    format!("{}on {device}\n", table(&columns, rows).render())
 }
 
 /// The ladder's FP8 rung: [`ladder_problems`] timed beside cuBLASLt's FP8 (a table, or the rows

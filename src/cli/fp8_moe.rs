@@ -131,23 +131,30 @@ pub fn bench(env: &Env, a: &Fp8GroupedArgs, opt: &BenchOptions) -> Result<ExitCo
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": [t] }));
     } else {
-        type C = Cell<Fp8MoeTiming>;
-        const VERSION: C = ("version", |t| t.version.clone());
-        const PROBLEM: C = ("problem", |t| t.problem.clone());
-        const MEDIAN: C = ("median ms", |t| format!("{:.4}", t.median_ms));
-        const MIN: C = ("min", |t| format!("{:.4}", t.min_ms));
-        const MAX: C = ("max", |t| format!("{:.4}", t.max_ms));
-        const TFLOPS: C = ("TFLOPS", |t| format!("{:.0}", t.tflops));
-        const TBPS: C = ("TB/s", |t| format!("{:.2}", t.tbps));
-        const OF_COPY: C = ("of copy", |t| {
-            let c = t.copy_tbps;
-            format!("{:.0} % of {c:.2}", 100.0 * t.tbps / c)
-        });
-        let columns = [VERSION, PROBLEM, MEDIAN, MIN, MAX, TFLOPS, TBPS, OF_COPY];
-        print!("{}", table(&columns, &[t]).render());
-        println!("on {}", ctx.info.name);
+        print!("{}", bench_text(&t, &ctx.info.name));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln fp8 bench --grouped`'s table (without --json): the timing, the device under it.
+pub(super) fn bench_text(t: &Fp8MoeTiming, device: &str) -> String {
+    type C = Cell<Fp8MoeTiming>;
+    const VERSION: C = ("version", |t| t.version.clone());
+    const PROBLEM: C = ("problem", |t| t.problem.clone());
+    const MEDIAN: C = ("median ms", |t| format!("{:.4}", t.median_ms));
+    const MIN: C = ("min", |t| format!("{:.4}", t.min_ms));
+    const MAX: C = ("max", |t| format!("{:.4}", t.max_ms));
+    const TFLOPS: C = ("TFLOPS", |t| format!("{:.0}", t.tflops));
+    const TBPS: C = ("TB/s", |t| format!("{:.2}", t.tbps));
+    const OF_COPY: C = ("of copy", |t| {
+        let c = t.copy_tbps;
+        format!("{:.0} % of {c:.2}", 100.0 * t.tbps / c)
+    });
+    let columns = [VERSION, PROBLEM, MEDIAN, MIN, MAX, TFLOPS, TBPS, OF_COPY];
+    format!(
+        "{}on {device}\n",
+        table(&columns, std::slice::from_ref(t)).render()
+    )
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ mod attention;
 mod attention_backward;
 mod attention_decode;
 mod attention_varlen;
+#[cfg(test)]
+mod bench_pins;
 mod bench_random;
 mod check;
 mod device;

@@ -282,12 +282,19 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
         env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "flush_l2": opt.flush_l2, "flush": ctx.overrides.bench.flush.label(opt.flush_l2), "rows": rows}));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("rows per expert: {:?}", r.counts);
+    print!("{}", bench_text(&r.counts, &rows));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln moe bench`'s text (without --json): the counts, then a row per timed piece.
+pub(super) fn bench_text(counts: &[usize], rows: &[MoeTiming]) -> String {
     const PIECE: Cell<MoeTiming> = ("piece", |x| x.piece.clone());
     const TILE: Cell<MoeTiming> = ("tile", |x| x.tile.clone());
     let columns = [PIECE, TIMED_PROBLEM, TILE, MEDIAN, MIN, MAX, TFLOPS, GBPS];
-    print!("{}", table(&columns, &rows).render());
-    Ok(ExitCode::SUCCESS)
+    format!(
+        "rows per expert: {counts:?}\n{}",
+        table(&columns, rows).render()
+    )
 }
 
 /// The columns of a MoE timing (`kiln moe bench`, `--layer`).

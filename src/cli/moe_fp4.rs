@@ -120,14 +120,22 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
         env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "weights": format.name(), "act": if w4a8 { "e4m3" } else { "bf16" }, "flush_l2": opt.flush_l2, "rows": rows}));
         return Ok(ExitCode::SUCCESS);
     }
+    print!("{}", bench_text(&r, &rows));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln moe bench --weights`'s text (without --json): the problem in a line, then a row per
+/// timed kernel.
+pub(super) fn bench_text(r: &Fp4BenchRequest, rows: &[Fp4BenchRow]) -> String {
     let touched = r.counts.iter().filter(|&&c| c > 0).count();
-    println!(
-        "{} experts ({touched} with rows), {} rows, N {}, K {}, {} activations, {format} weights",
+    let head = format!(
+        "{} experts ({touched} with rows), {} rows, N {}, K {}, {} activations, {} weights\n",
         r.counts.len(),
         r.counts.iter().sum::<usize>(),
         r.n,
         r.k,
-        r.dtype
+        r.dtype,
+        r.format
     );
     type C = Cell<Fp4BenchRow>;
     const KERNEL: C = ("kernel", |x| x.kernel.clone());
@@ -140,8 +148,7 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     const OF_COPY: C = ("of copy", |x| format!("{:.1} %", 100.0 * x.copy_fraction));
     const X_BF16: C = ("x bf16", |x| format!("{:.2}", x.speedup));
     let columns = [KERNEL, TILE, MEDIAN, MIN, MAX, MOVED, GBPS, OF_COPY, X_BF16];
-    print!("{}", table(&columns, &rows).render());
-    Ok(ExitCode::SUCCESS)
+    head + &table(&columns, rows).render()
 }
 
 /// `kiln moe prepack`: random weights of the shape (codes and block scales), prepacked, every weight checked

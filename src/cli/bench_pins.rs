@@ -1,0 +1,189 @@
+//! What users read of each family's bench, pinned from fixed synthetic rows (no GPU): the table
+//! a bench prints without --json and the JSON of its rows, each compared with the text in
+//! `tests/fixtures/bench-pins/`, written by the code before the one bench row (2026-11-29,
+//! f6e1f15). Code that moves a family onto another row type must leave these texts as they are.
+//! `BLESS_PINS=1` writes the files instead of comparing (only for a new pin, never to pass).
+
+use std::path::PathBuf;
+
+use kiln::harness::fp4_bench::GemvTiming;
+use kiln::harness::fp8_bench::Fp8Timing;
+use kiln::harness::fp8_moe_bench::Fp8MoeTiming;
+use kiln::harness::moe_bench::MoeTiming;
+use kiln::harness::moe_fp4_bench::{Fp4BenchRequest, Fp4BenchRow};
+use kiln::ops::gemm::DType;
+use kiln::ops::moe::fp4::Fp4Format;
+use serde_json::json;
+
+/// Compares `text` with the pinned file `name` (or writes it under `BLESS_PINS`).
+fn pinned(name: &str, text: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/bench-pins")
+        .join(name);
+    if std::env::var_os("BLESS_PINS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (BLESS_PINS=1 writes a new pin)", path.display()));
+    assert_eq!(text, want, "{name} changed");
+}
+
+fn json_text(v: serde_json::Value) -> String {
+    serde_json::to_string_pretty(&v).unwrap() + "\n"
+}
+
+/// Two kiln configs beside cuBLASLt, then a problem cuBLASLt refused.
+fn fp8_rows() -> Vec<Fp8Timing> {
+    let row = |version: &str, problem: &str, config: Option<&str>, ms: f64| Fp8Timing {
+        version: version.into(),
+        problem: problem.into(),
+        m: 4096,
+        n: 7168,
+        k: 16384,
+        scale: "block".into(),
+        promote: true,
+        config: config.map(Into::into),
+        median_ms: ms,
+        min_ms: ms * 0.99,
+        max_ms: ms * 1.031,
+        reps: 30,
+        tflops: 2.0 * 4096.0 * 7168.0 * 16384.0 / (ms * 1e-3) / 1e12,
+        speedup_vs_cublaslt: None,
+        rel_diff_vs_cublaslt: None,
+        vendor_note: None,
+    };
+    let p = "4096x7168x16384 e4m3 block -> bf16";
+    let mut a = row("fp8_wgmma", p, Some("bn128 s1 reduce none"), 0.7312);
+    a.speedup_vs_cublaslt = Some(0.7651 / 0.7312);
+    a.rel_diff_vs_cublaslt = Some(3.25e-3);
+    let mut b = row("fp8_wgmma", p, Some("bn256 s1 reduce none"), 0.7499);
+    b.speedup_vs_cublaslt = Some(0.7651 / 0.7499);
+    b.rel_diff_vs_cublaslt = Some(3.31e-3);
+    let v = row("cublaslt", p, None, 0.7651);
+    let mut lone = row(
+        "fp8_wgmma",
+        "4097x7168x16384 e4m3 block -> bf16",
+        Some("bn128"),
+        0.9,
+    );
+    lone.vendor_note = Some("cuBLASLt has no algorithm for this problem".into());
+    vec![a, b, v, lone]
+}
+
+#[test]
+fn fp8_bench_table_and_json_are_pinned() {
+    let rows = fp8_rows();
+    pinned(
+        "fp8-bench.txt",
+        &super::fp8::bench_text(&rows, "NVIDIA H200"),
+    );
+    pinned("fp8-bench.json", &json_text(json!(rows)));
+    pinned(
+        "bench-e4m3.txt",
+        &super::fp8_gemm::timings_text(&rows, "NVIDIA H200"),
+    );
+}
+
+#[test]
+fn fp8_grouped_bench_table_and_json_are_pinned() {
+    let t = Fp8MoeTiming {
+        version: "fp8_swiglu".into(),
+        problem: "E8 x256 N4096 K7168 swiglu".into(),
+        median_ms: 0.2412,
+        min_ms: 0.2398,
+        max_ms: 0.2533,
+        reps: 30,
+        tflops: 913.37,
+        tbps: 1.874,
+        copy_tbps: 4.218,
+    };
+    pinned(
+        "fp8-grouped-bench.txt",
+        &super::fp8_moe::bench_text(&t, "NVIDIA H200"),
+    );
+    pinned("fp8-grouped-bench.json", &json_text(json!([t])));
+}
+
+#[test]
+fn fp4_gemv_bench_table_and_json_are_pinned() {
+    let row = |version: &str, us: f64, vs: Option<f64>| GemvTiming {
+        version: version.into(),
+        problem: "1x7168x16384 nvfp4 -> bf16".into(),
+        median_us: us,
+        min_us: us * 0.97,
+        max_us: us * 1.2,
+        gbps: 66.06e6 / (us * 1e-6) / 1e9,
+        of_copy_ceiling: 66.06e6 / (us * 1e-6) / 4.22e12,
+        speedup_vs_cublas: vs,
+    };
+    let rows = vec![
+        row("nvfp4_gemv", 21.37, Some(71.2 / 21.37)),
+        row("cublas_bf16", 71.2, None),
+    ];
+    pinned(
+        "fp4-gemv-bench.txt",
+        &super::fp4::gemv_text(&rows, "NVIDIA H200"),
+    );
+    pinned("fp4-gemv-bench.json", &json_text(json!(rows)));
+}
+
+fn moe_rows() -> Vec<MoeTiming> {
+    let row = |piece: &str, tile: &str, ms: f64| MoeTiming {
+        piece: piece.into(),
+        problem: "E8 x[512, 0, 3, 700] N4096 K7168".into(),
+        tile: tile.into(),
+        median_ms: ms,
+        min_ms: ms - 0.0012,
+        max_ms: ms + 0.0105,
+        reps: 30,
+        tflops: 650.123 * 0.1 / ms,
+        gbps: 2934.7 * 0.1 / ms,
+    };
+    vec![
+        row("swiglu_dual", "128x128", 0.1042),
+        row("down_proj", "128x256", 0.0513),
+        row("ffn", "-", 0.1555),
+    ]
+}
+
+#[test]
+fn moe_bench_table_and_json_are_pinned() {
+    let rows = moe_rows();
+    pinned(
+        "moe-bench.txt",
+        &super::moe::bench_text(&[512, 0, 3, 700], &rows),
+    );
+    pinned("moe-bench.json", &json_text(json!(rows)));
+}
+
+#[test]
+fn moe_4bit_bench_table_and_json_are_pinned() {
+    let r = Fp4BenchRequest {
+        counts: vec![512, 0, 3, 700],
+        n: 4096,
+        k: 7168,
+        dtype: DType::Bf16,
+        format: Fp4Format::Nvfp4,
+        swiglu: None,
+    };
+    let row = |kernel: &str, us: f64, bytes: f64| Fp4BenchRow {
+        kernel: kernel.into(),
+        problem: "E4 x1215 N4096 K7168".into(),
+        tile: "128x128".into(),
+        median_us: us,
+        min_us: us * 0.98,
+        max_us: us * 1.07,
+        bytes,
+        gbps: bytes / (us * 1e-6) / 1e9,
+        copy_fraction: bytes / (us * 1e-6) / 4.22e12,
+        speedup: 61.3 / us,
+    };
+    let rows = vec![
+        row("bf16 grouped_gemm", 61.3, 1.88e8),
+        row("nvfp4 fp4_experts", 25.04, 5.5e7),
+    ];
+    pinned("moe-4bit-bench.txt", &super::moe_fp4::bench_text(&r, &rows));
+    pinned("moe-4bit-bench.json", &json_text(json!(rows)));
+}

@@ -11,6 +11,7 @@ use kiln::harness::fp8_bench::Fp8Timing;
 use kiln::harness::fp8_moe_bench::Fp8MoeTiming;
 use kiln::harness::moe_bench::MoeTiming;
 use kiln::harness::moe_fp4_bench::{Fp4BenchRequest, Fp4BenchRow};
+use kiln::harness::pointwise::PointwiseTiming;
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use serde_json::json;
@@ -84,6 +85,9 @@ fn fp8_bench_table_and_json_are_pinned() {
         "bench-e4m3.txt",
         &super::fp8_gemm::timings_text(&rows, "NVIDIA H200"),
     );
+    pinned("fp8-ladder-rung.txt", &super::fp8_gemm::rung_text(&rows));
+    let lines: Vec<String> = rows.iter().map(super::fp8::progress_line).collect();
+    pinned("fp8-bench-progress.txt", &(lines.join("\n") + "\n"));
 }
 
 #[test]
@@ -156,6 +160,12 @@ fn moe_bench_table_and_json_are_pinned() {
         &super::moe::bench_text(&[512, 0, 3, 700], &rows),
     );
     pinned("moe-bench.json", &json_text(json!(rows)));
+    let mut layer = rows;
+    layer[0].piece = "route".into();
+    layer[1].piece = "experts".into();
+    layer[2].piece = "layer".into();
+    pinned("moe-layer-bench.txt", &super::moe_layer::bench_text(&layer));
+    pinned("moe-layer-bench.json", &json_text(json!(layer)));
 }
 
 #[test]
@@ -186,4 +196,29 @@ fn moe_4bit_bench_table_and_json_are_pinned() {
     ];
     pinned("moe-4bit-bench.txt", &super::moe_fp4::bench_text(&r, &rows));
     pinned("moe-4bit-bench.json", &json_text(json!(rows)));
+}
+
+#[test]
+fn pointwise_bench_table_and_json_are_pinned() {
+    let row = |problem: &str, us: f64, bytes: usize| PointwiseTiming {
+        problem: problem.into(),
+        median_us: us,
+        min_us: us - 0.4,
+        max_us: us + 2.25,
+        bytes,
+        tb_per_s: bytes as f64 / (us * 1e-6) / 1e12,
+    };
+    let timings = vec![
+        row(
+            "rmsnorm 8192x4096 bf16 +residual",
+            41.3,
+            8192 * 4096 * 2 * 4,
+        ),
+        row("rope b2 s4096 hq32 hk8 d128 bf16", 33.75, 42_991_616),
+    ];
+    pinned(
+        "pointwise-bench.txt",
+        &super::pointwise::bench_text(&timings),
+    );
+    pinned("pointwise-bench.json", &json_text(json!(timings)));
 }

@@ -321,16 +321,7 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
         let r = bench_fp8(&ctx, p, &cfgs, !a.no_vendor, &opt)?;
         if !env.json {
             for t in &r {
-                eprintln!(
-                    "{} {}: {:.3} ms, {:.0} TFLOPS{}",
-                    t.version,
-                    t.problem,
-                    t.median_ms,
-                    t.tflops,
-                    t.speedup_vs_cublaslt
-                        .map(|s| format!(", {s:.3}x cuBLASLt"))
-                        .unwrap_or_default()
-                );
+                eprintln!("{}", progress_line(t));
             }
         }
         rows.extend(r);
@@ -341,6 +332,20 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
         print!("{}", bench_text(&rows, &ctx.info.name));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The line `kiln fp8 bench` says on stderr as each timing lands (without --json).
+pub(super) fn progress_line(t: &Fp8Timing) -> String {
+    format!(
+        "{} {}: {:.3} ms, {:.0} TFLOPS{}",
+        t.version,
+        t.problem,
+        t.median_ms,
+        t.tflops,
+        t.speedup_vs_cublaslt
+            .map(|s| format!(", {s:.3}x cuBLASLt"))
+            .unwrap_or_default()
+    )
 }
 
 /// `kiln fp8 bench`'s table (without --json): a row per timing, the device under it.

@@ -157,25 +157,30 @@ pub(super) fn ladder_rung(
         rows.extend(bench_fp8(ctx, &p, &[], true, opt)?);
     }
     if !env.json {
-        let mut t = Table::new(&["problem", "fp8_wgmma TFLOPS", "cuBLASLt TFLOPS", "ratio"]);
-        for r in rows.iter().filter(|r| r.config.is_some()) {
-            let vendor = rows
-                .iter()
-                .find(|v| v.config.is_none() && v.problem == r.problem);
-            t.row(&[
-                r.problem.clone(),
-                format!("{:.0}", r.tflops),
-                vendor
-                    .map(|v| format!("{:.0}", v.tflops))
-                    .unwrap_or_else(|| "-".into()),
-                r.speedup_vs_cublaslt
-                    .map(|s| format!("{s:.3}x"))
-                    .unwrap_or_else(|| "-".into()),
-            ]);
-        }
-        say(t.render().trim_end());
+        say(rung_text(&rows).trim_end());
     }
     Ok(rows)
+}
+
+/// The ladder's FP8 rung as a table: a row per problem, kiln's TFLOPS beside cuBLASLt's.
+pub(super) fn rung_text(rows: &[Fp8Timing]) -> String {
+    let mut t = Table::new(&["problem", "fp8_wgmma TFLOPS", "cuBLASLt TFLOPS", "ratio"]);
+    for r in rows.iter().filter(|r| r.config.is_some()) {
+        let vendor = rows
+            .iter()
+            .find(|v| v.config.is_none() && v.problem == r.problem);
+        t.row(&[
+            r.problem.clone(),
+            format!("{:.0}", r.tflops),
+            vendor
+                .map(|v| format!("{:.0}", v.tflops))
+                .unwrap_or_else(|| "-".into()),
+            r.speedup_vs_cublaslt
+                .map(|s| format!("{s:.3}x"))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    t.render()
 }
 
 /// `kiln plan --dtype e4m3`: the config, the rules that chose it, every compiled config's cost.

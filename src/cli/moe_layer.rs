@@ -90,9 +90,14 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, shapes: &str) -> Result<ExitCode> {
         env.print_json(&json!({"device": ctx.info.name, "flush_l2": opt.flush_l2, "rows": all}));
         return Ok(ExitCode::SUCCESS);
     }
+    print!("{}", bench_text(&all));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln moe bench --layer`'s table (without --json): a row per timed step of each layer.
+pub(super) fn bench_text(rows: &[MoeTiming]) -> String {
     use super::moe::{GBPS, MAX, MEDIAN, MIN, TFLOPS, TIMED_PROBLEM};
     const STEP: Cell<MoeTiming> = ("step", |x| x.piece.clone());
     let columns = [TIMED_PROBLEM, STEP, MEDIAN, MIN, MAX, TFLOPS, GBPS];
-    print!("{}", table(&columns, &all).render());
-    Ok(ExitCode::SUCCESS)
+    table(&columns, rows).render()
 }

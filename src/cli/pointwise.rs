@@ -114,15 +114,20 @@ fn run_bench(env: &Env, a: &PointwiseBenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!(timings));
     } else {
-        type C = Cell<PointwiseTiming>;
-        const TIMED: C = ("problem", |m| m.problem.clone());
-        const MEDIAN: C = ("median µs", |m| format!("{:.1}", m.median_us));
-        const MIN: C = ("min µs", |m| format!("{:.1}", m.min_us));
-        const MAX: C = ("max µs", |m| format!("{:.1}", m.max_us));
-        const MOVED: C = ("MB moved", |m| format!("{:.1}", m.bytes as f64 / 1e6));
-        const TBPS: C = ("TB/s", |m| format!("{:.2}", m.tb_per_s));
-        let columns = [TIMED, MEDIAN, MIN, MAX, MOVED, TBPS];
-        print!("{}", table(&columns, &timings).render());
+        print!("{}", bench_text(&timings));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln pointwise bench`'s table (without --json): a row per timed kernel.
+pub(super) fn bench_text(timings: &[PointwiseTiming]) -> String {
+    type C = Cell<PointwiseTiming>;
+    const TIMED: C = ("problem", |m| m.problem.clone());
+    const MEDIAN: C = ("median µs", |m| format!("{:.1}", m.median_us));
+    const MIN: C = ("min µs", |m| format!("{:.1}", m.min_us));
+    const MAX: C = ("max µs", |m| format!("{:.1}", m.max_us));
+    const MOVED: C = ("MB moved", |m| format!("{:.1}", m.bytes as f64 / 1e6));
+    const TBPS: C = ("TB/s", |m| format!("{:.2}", m.tb_per_s));
+    let columns = [TIMED, MEDIAN, MIN, MAX, MOVED, TBPS];
+    table(&columns, timings).render()
 }

@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
+use kiln::harness::bench::{Row, Summary, Times};
 use kiln::harness::fp4_bench::GemvTiming;
-use kiln::harness::fp8_bench::Fp8Timing;
 use kiln::harness::fp8_moe_bench::Fp8MoeTiming;
 use kiln::harness::moe_bench::MoeTiming;
 use kiln::harness::moe_fp4_bench::{Fp4BenchRequest, Fp4BenchRow};
@@ -36,40 +36,46 @@ fn json_text(v: serde_json::Value) -> String {
 }
 
 /// Two kiln configs beside cuBLASLt, then a problem cuBLASLt refused.
-fn fp8_rows() -> Vec<Fp8Timing> {
-    let row = |version: &str, problem: &str, config: Option<&str>, ms: f64| Fp8Timing {
-        version: version.into(),
-        problem: problem.into(),
-        m: 4096,
-        n: 7168,
-        k: 16384,
-        scale: "block".into(),
-        promote: true,
-        config: config.map(Into::into),
-        median_ms: ms,
-        min_ms: ms * 0.99,
-        max_ms: ms * 1.031,
-        reps: 30,
-        tflops: 2.0 * 4096.0 * 7168.0 * 16384.0 / (ms * 1e-3) / 1e12,
-        speedup_vs_cublaslt: None,
-        rel_diff_vs_cublaslt: None,
-        vendor_note: None,
+fn fp8_rows() -> Vec<Row> {
+    let row = |version: &str, problem: &str, config: Option<&str>, ms: f64| {
+        let s = Summary {
+            median_ms: ms,
+            min_ms: ms * 0.99,
+            max_ms: ms * 1.031,
+            reps: 30,
+        };
+        Row::timed(&s, Times::Ms)
+            .with("version", version)
+            .with("problem", problem)
+            .with("m", 4096)
+            .with("n", 7168)
+            .with("k", 16384)
+            .with("scale", "block")
+            .with("promote", true)
+            .with("config", config)
+            .with(
+                "tflops",
+                2.0 * 4096.0 * 7168.0 * 16384.0 / (ms * 1e-3) / 1e12,
+            )
+            .with("speedup_vs_cublaslt", None::<f64>)
+            .with("rel_diff_vs_cublaslt", None::<f64>)
+            .with("vendor_note", None::<String>)
     };
     let p = "4096x7168x16384 e4m3 block -> bf16";
-    let mut a = row("fp8_wgmma", p, Some("bn128 s1 reduce none"), 0.7312);
-    a.speedup_vs_cublaslt = Some(0.7651 / 0.7312);
-    a.rel_diff_vs_cublaslt = Some(3.25e-3);
-    let mut b = row("fp8_wgmma", p, Some("bn256 s1 reduce none"), 0.7499);
-    b.speedup_vs_cublaslt = Some(0.7651 / 0.7499);
-    b.rel_diff_vs_cublaslt = Some(3.31e-3);
+    let a = row("fp8_wgmma", p, Some("bn128 s1 reduce none"), 0.7312)
+        .with("speedup_vs_cublaslt", 0.7651 / 0.7312)
+        .with("rel_diff_vs_cublaslt", 3.25e-3);
+    let b = row("fp8_wgmma", p, Some("bn256 s1 reduce none"), 0.7499)
+        .with("speedup_vs_cublaslt", 0.7651 / 0.7499)
+        .with("rel_diff_vs_cublaslt", 3.31e-3);
     let v = row("cublaslt", p, None, 0.7651);
-    let mut lone = row(
+    let lone = row(
         "fp8_wgmma",
         "4097x7168x16384 e4m3 block -> bf16",
         Some("bn128"),
         0.9,
-    );
-    lone.vendor_note = Some("cuBLASLt has no algorithm for this problem".into());
+    )
+    .with("vendor_note", "cuBLASLt has no algorithm for this problem");
     vec![a, b, v, lone]
 }
 

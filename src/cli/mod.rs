@@ -9,6 +9,7 @@ mod attention_varlen;
 #[cfg(test)]
 mod bench_pins;
 mod bench_random;
+mod bench_table;
 mod check;
 mod device;
 mod env;

@@ -123,6 +123,89 @@ impl Summary {
     }
 }
 
+/// One timed line of any family's bench, as its users read it: what ran, the [`Summary`] of its
+/// launches in the family's unit ([`Times`]), its rates, the peer's figures and whatever else the
+/// family writes, each under the JSON key the family has always used. The handlers print rows
+/// through `json!`, whose objects order their keys by name (as every family's typed rows printed),
+/// so the order keys are set in never shows; a key set to `None` is written as null.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Row(serde_json::Map<String, serde_json::Value>);
+
+/// The unit of a family's times, and so their keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Times {
+    /// `median_ms`, `min_ms`, `max_ms` and `reps`.
+    Ms,
+    /// `median_us`, `min_us` and `max_us` (the GEMV, the 4-bit experts and the pointwise kernels,
+    /// which never wrote `reps`).
+    Us,
+}
+
+impl Row {
+    /// The times of `s` under `times`' keys.
+    pub fn timed(s: &Summary, times: Times) -> Row {
+        let r = Row::default();
+        match times {
+            Times::Ms => r
+                .with("median_ms", s.median_ms)
+                .with("min_ms", s.min_ms)
+                .with("max_ms", s.max_ms)
+                .with("reps", s.reps),
+            Times::Us => r
+                .with("median_us", s.median_ms * 1e3)
+                .with("min_us", s.min_ms * 1e3)
+                .with("max_us", s.max_ms * 1e3),
+        }
+    }
+
+    /// The row with `key` set to `value`.
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Row {
+        self.set(key, value);
+        self
+    }
+
+    /// Sets `key` to `value` (null for a value JSON cannot hold).
+    pub fn set(&mut self, key: &str, value: impl Serialize) {
+        let v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        self.0.insert(key.into(), v);
+    }
+
+    /// The number under `key` (None where it is absent or null).
+    pub fn num(&self, key: &str) -> Option<f64> {
+        self.0.get(key).and_then(serde_json::Value::as_f64)
+    }
+
+    /// The text under `key`: a string as it is, "" where absent or null, else its JSON.
+    pub fn text(&self, key: &str) -> String {
+        match self.0.get(key) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(v) => v.to_string(),
+        }
+    }
+
+    /// Whether `key` holds something other than null.
+    pub fn has(&self, key: &str) -> bool {
+        self.0.get(key).is_some_and(|v| !v.is_null())
+    }
+
+    /// The number under `key` with `digits` decimals ("" where absent or null).
+    pub fn fixed(&self, key: &str, digits: usize) -> String {
+        self.num(key)
+            .map(|x| format!("{x:.digits$}"))
+            .unwrap_or_default()
+    }
+
+    /// The number under `key` as a ratio with `digits` decimals, `1.046x` ("" where absent or
+    /// null).
+    pub fn ratio(&self, key: &str, digits: usize) -> String {
+        self.num(key)
+            .map(|x| format!("{x:.digits$}x"))
+            .unwrap_or_default()
+    }
+}
+
 /// The one bench runner: a family's bench names its launches and makes its rows from the
 /// [`Summary`] of each; the warm-up, the L2 flush before every timed launch, the events and
 /// the cut for a launch far behind (over 100 ms) are the same for every family.
@@ -498,6 +581,44 @@ mod tests {
         assert_eq!(FlushMode::Read.label(true), "read");
         assert_eq!(FlushMode::Memset.label(true), "memset");
         assert_eq!(FlushMode::Memset.label(false), "none");
+    }
+
+    #[test]
+    fn a_row_keeps_each_familys_keys_and_formats_its_cells() {
+        let s = Summary::of(vec![0.5, 0.25, 1.0]);
+        let ms = Row::timed(&s, Times::Ms)
+            .with("version", "v")
+            .with("config", None::<String>)
+            .with("speedup", 1.0463);
+        let keys: Vec<&String> = ms.0.keys().collect();
+        let want = [
+            "config",
+            "max_ms",
+            "median_ms",
+            "min_ms",
+            "reps",
+            "speedup",
+            "version",
+        ];
+        assert_eq!(keys, want);
+        assert_eq!(ms.0["reps"], serde_json::json!(3));
+        assert_eq!(
+            (ms.text("version"), ms.text("config")),
+            ("v".into(), String::new())
+        );
+        assert_eq!(
+            (ms.fixed("median_ms", 4), ms.ratio("speedup", 3)),
+            ("0.5000".into(), "1.046x".into())
+        );
+        assert_eq!(
+            (ms.fixed("config", 2), ms.has("config"), ms.has("reps")),
+            (String::new(), false, true)
+        );
+        let us = Row::timed(&s, Times::Us);
+        assert_eq!(
+            (us.num("median_us"), us.num("max_us"), us.has("reps")),
+            (Some(500.0), Some(1000.0), false)
+        );
     }
 
     #[test]

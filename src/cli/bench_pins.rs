@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use kiln::harness::bench::{Row, Summary, Times};
 use kiln::harness::fp4_bench::GemvTiming;
-use kiln::harness::fp8_moe_bench::Fp8MoeTiming;
 use kiln::harness::moe_bench::MoeTiming;
 use kiln::harness::moe_fp4_bench::{Fp4BenchRequest, Fp4BenchRow};
 use kiln::harness::pointwise::PointwiseTiming;
@@ -98,17 +97,18 @@ fn fp8_bench_table_and_json_are_pinned() {
 
 #[test]
 fn fp8_grouped_bench_table_and_json_are_pinned() {
-    let t = Fp8MoeTiming {
-        version: "fp8_swiglu".into(),
-        problem: "E8 x256 N4096 K7168 swiglu".into(),
+    let s = Summary {
         median_ms: 0.2412,
         min_ms: 0.2398,
         max_ms: 0.2533,
         reps: 30,
-        tflops: 913.37,
-        tbps: 1.874,
-        copy_tbps: 4.218,
     };
+    let t = Row::timed(&s, Times::Ms)
+        .with("version", "fp8_swiglu")
+        .with("problem", "E8 x256 N4096 K7168 swiglu")
+        .with("tflops", 913.37)
+        .with("tbps", 1.874)
+        .with("copy_tbps", 4.218);
     pinned(
         "fp8-grouped-bench.txt",
         &super::fp8_moe::bench_text(&t, "NVIDIA H200"),

@@ -25,7 +25,7 @@ use kiln::ops::gemm::{parse_shape, DType};
 use super::bench_table::{self, Col, MAX, MEDIAN_MS, MIN, PROBLEM, TFLOPS, VERSION};
 use super::env::Env;
 use super::verdicts::{
-    self, table, verified, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
+    self, verified, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
     VERDICT,
 };
 

@@ -21,8 +21,7 @@ use super::bench_table::{self, Col, MEDIAN_MS, PROBLEM, TFLOPS, VERSION};
 use super::env::{bench_options, device_or_h100, Env};
 use super::progress::bar;
 use super::verdicts::{
-    failures, print_outcomes, table, verified, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, REL_ERR,
-    VERDICT,
+    failures, print_outcomes, verified, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, REL_ERR, VERDICT,
 };
 
 /// The generic GEMM flags as the library's request reads them.

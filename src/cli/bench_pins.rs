@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use kiln::harness::bench::{Row, Summary, Times};
-use kiln::harness::fp4_bench::GemvTiming;
 use kiln::harness::moe_bench::MoeTiming;
 use kiln::harness::moe_fp4_bench::{Fp4BenchRequest, Fp4BenchRow};
 use kiln::harness::pointwise::PointwiseTiming;
@@ -118,15 +117,16 @@ fn fp8_grouped_bench_table_and_json_are_pinned() {
 
 #[test]
 fn fp4_gemv_bench_table_and_json_are_pinned() {
-    let row = |version: &str, us: f64, vs: Option<f64>| GemvTiming {
-        version: version.into(),
-        problem: "1x7168x16384 nvfp4 -> bf16".into(),
-        median_us: us,
-        min_us: us * 0.97,
-        max_us: us * 1.2,
-        gbps: 66.06e6 / (us * 1e-6) / 1e9,
-        of_copy_ceiling: 66.06e6 / (us * 1e-6) / 4.22e12,
-        speedup_vs_cublas: vs,
+    let row = |version: &str, us: f64, vs: Option<f64>| {
+        Row::default()
+            .with("median_us", us)
+            .with("min_us", us * 0.97)
+            .with("max_us", us * 1.2)
+            .with("version", version)
+            .with("problem", "1x7168x16384 nvfp4 -> bf16")
+            .with("gbps", 66.06e6 / (us * 1e-6) / 1e9)
+            .with("of_copy_ceiling", 66.06e6 / (us * 1e-6) / 4.22e12)
+            .with("speedup_vs_cublas", vs)
     };
     let rows = vec![
         row("nvfp4_gemv", 21.37, Some(71.2 / 21.37)),

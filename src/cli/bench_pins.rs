@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use kiln::harness::bench::{Row, Summary, Times};
 use kiln::harness::moe_bench::MoeTiming;
-use kiln::harness::moe_fp4_bench::{Fp4BenchRequest, Fp4BenchRow};
+use kiln::harness::moe_fp4_bench::Fp4BenchRequest;
 use kiln::harness::pointwise::PointwiseTiming;
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
@@ -184,17 +184,18 @@ fn moe_4bit_bench_table_and_json_are_pinned() {
         format: Fp4Format::Nvfp4,
         swiglu: None,
     };
-    let row = |kernel: &str, us: f64, bytes: f64| Fp4BenchRow {
-        kernel: kernel.into(),
-        problem: "E4 x1215 N4096 K7168".into(),
-        tile: "128x128".into(),
-        median_us: us,
-        min_us: us * 0.98,
-        max_us: us * 1.07,
-        bytes,
-        gbps: bytes / (us * 1e-6) / 1e9,
-        copy_fraction: bytes / (us * 1e-6) / 4.22e12,
-        speedup: 61.3 / us,
+    let row = |kernel: &str, us: f64, bytes: f64| {
+        Row::default()
+            .with("kernel", kernel)
+            .with("problem", "E4 x1215 N4096 K7168")
+            .with("tile", "128x128")
+            .with("median_us", us)
+            .with("min_us", us * 0.98)
+            .with("max_us", us * 1.07)
+            .with("bytes", bytes)
+            .with("gbps", bytes / (us * 1e-6) / 1e9)
+            .with("copy_fraction", bytes / (us * 1e-6) / 4.22e12)
+            .with("speedup", 61.3 / us)
     };
     let rows = vec![
         row("bf16 grouped_gemm", 61.3, 1.88e8),

@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use kiln::harness::bench::{Row, Summary, Times};
-use kiln::harness::moe_bench::MoeTiming;
 use kiln::harness::moe_fp4_bench::Fp4BenchRequest;
 use kiln::harness::pointwise::PointwiseTiming;
 use kiln::ops::gemm::DType;
@@ -139,17 +138,20 @@ fn fp4_gemv_bench_table_and_json_are_pinned() {
     pinned("fp4-gemv-bench.json", &json_text(json!(rows)));
 }
 
-fn moe_rows() -> Vec<MoeTiming> {
-    let row = |piece: &str, tile: &str, ms: f64| MoeTiming {
-        piece: piece.into(),
-        problem: "E8 x[512, 0, 3, 700] N4096 K7168".into(),
-        tile: tile.into(),
-        median_ms: ms,
-        min_ms: ms - 0.0012,
-        max_ms: ms + 0.0105,
-        reps: 30,
-        tflops: 650.123 * 0.1 / ms,
-        gbps: 2934.7 * 0.1 / ms,
+fn moe_rows() -> Vec<Row> {
+    let row = |piece: &str, tile: &str, ms: f64| {
+        let s = Summary {
+            median_ms: ms,
+            min_ms: ms - 0.0012,
+            max_ms: ms + 0.0105,
+            reps: 30,
+        };
+        Row::timed(&s, Times::Ms)
+            .with("piece", piece)
+            .with("problem", "E8 x[512, 0, 3, 700] N4096 K7168")
+            .with("tile", tile)
+            .with("tflops", 650.123 * 0.1 / ms)
+            .with("gbps", 2934.7 * 0.1 / ms)
     };
     vec![
         row("swiglu_dual", "128x128", 0.1042),
@@ -167,9 +169,9 @@ fn moe_bench_table_and_json_are_pinned() {
     );
     pinned("moe-bench.json", &json_text(json!(rows)));
     let mut layer = rows;
-    layer[0].piece = "route".into();
-    layer[1].piece = "experts".into();
-    layer[2].piece = "layer".into();
+    layer[0].set("piece", "route");
+    layer[1].set("piece", "experts");
+    layer[2].set("piece", "layer");
     pinned("moe-layer-bench.txt", &super::moe_layer::bench_text(&layer));
     pinned("moe-layer-bench.json", &json_text(json!(layer)));
 }

@@ -6,9 +6,9 @@ use serde::Serialize;
 use super::ResultRow;
 use crate::harness::attention::bench::AttnTiming;
 use crate::harness::attention::decode::DecodeTiming;
-use crate::harness::bench::{FlushMode, Timing};
+use crate::harness::bench::{FlushMode, Row, Timing};
 use crate::harness::check::CheckRow;
-use crate::harness::moe_bench::{MoeBenchRequest, MoeTiming};
+use crate::harness::moe_bench::MoeBenchRequest;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::peak::Peak;
 use crate::harness::suite::BenchRow;
@@ -341,14 +341,11 @@ pub fn moe_layer_verify_row(c: &crate::harness::moe_layer::LayerCase, o: &Outcom
 }
 
 /// `kiln moe bench --layer`: one piece of one layer timed.
-pub fn moe_layer_bench_row(
-    p: &crate::ops::moe::layer::LayerProblem,
-    t: &crate::harness::moe_bench::MoeTiming,
-) -> ResultRow {
+pub fn moe_layer_bench_row(p: &crate::ops::moe::layer::LayerProblem, t: &Row) -> ResultRow {
     row(
         "moe",
         crate::ops::moe::layer::NAME,
-        t.piece.clone(),
+        t.text("piece"),
         p,
         t,
         None,
@@ -356,15 +353,16 @@ pub fn moe_layer_bench_row(
 }
 
 /// `kiln moe bench`: one piece of the request `r` timed.
-pub fn moe_bench_row(r: &MoeBenchRequest, t: &MoeTiming) -> ResultRow {
+pub fn moe_bench_row(r: &MoeBenchRequest, t: &Row) -> ResultRow {
+    let label = t.text("problem");
     let p = MoeBenchProblem {
-        label: &t.problem,
+        label: &label,
         counts: &r.counts,
         n: r.n,
         k: r.k,
         dtype: r.dtype,
     };
-    row("moe", &t.piece, String::new(), &p, t, None)
+    row("moe", &t.text("piece"), String::new(), &p, t, None)
 }
 
 /// `kiln sanitize`: one sanitizer tool over one version and problem, the tool as the variant.
@@ -616,17 +614,18 @@ mod tests {
             dtype: DType::F16,
             swiglu: None,
         };
-        let t = MoeTiming {
-            piece: "ffn".into(),
-            problem: "E3 x43".into(),
-            tile: "128x128".into(),
+        let s = crate::harness::bench::Summary {
             median_ms: 0.1,
             min_ms: 0.09,
             max_ms: 0.2,
             reps: 10,
-            tflops: 100.0,
-            gbps: 900.0,
         };
+        let t = Row::timed(&s, crate::harness::bench::Times::Ms)
+            .with("piece", "ffn")
+            .with("problem", "E3 x43")
+            .with("tile", "128x128")
+            .with("tflops", 100.0)
+            .with("gbps", 900.0);
         let r = moe_bench_row(&req, &t);
         assert_eq!(
             (
@@ -639,7 +638,7 @@ mod tests {
         );
         assert_eq!(
             r.problem,
-            json!({"label": t.problem, "counts": req.counts, "n": req.n, "k": req.k, "dtype": req.dtype})
+            json!({"label": t.text("problem"), "counts": req.counts, "n": req.n, "k": req.k, "dtype": req.dtype})
         );
         assert_eq!(r.metrics, json!(t));
     }

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use kiln::harness::bench::{Row, Summary, Times};
 use kiln::harness::moe_fp4_bench::Fp4BenchRequest;
-use kiln::harness::pointwise::PointwiseTiming;
 use kiln::ops::gemm::DType;
 use kiln::ops::moe::fp4::Fp4Format;
 use serde_json::json;
@@ -209,13 +208,14 @@ fn moe_4bit_bench_table_and_json_are_pinned() {
 
 #[test]
 fn pointwise_bench_table_and_json_are_pinned() {
-    let row = |problem: &str, us: f64, bytes: usize| PointwiseTiming {
-        problem: problem.into(),
-        median_us: us,
-        min_us: us - 0.4,
-        max_us: us + 2.25,
-        bytes,
-        tb_per_s: bytes as f64 / (us * 1e-6) / 1e12,
+    let row = |problem: &str, us: f64, bytes: usize| {
+        Row::default()
+            .with("problem", problem)
+            .with("median_us", us)
+            .with("min_us", us - 0.4)
+            .with("max_us", us + 2.25)
+            .with("bytes", bytes)
+            .with("tb_per_s", bytes as f64 / (us * 1e-6) / 1e12)
     };
     let timings = vec![
         row(

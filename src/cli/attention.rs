@@ -383,7 +383,17 @@ pub(super) fn time_versions<K: ?Sized, P: serde::Serialize>(
         env.print_json(&json!(timings));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}", header());
+    print!("{}", versions_text(&header(), &timings, base));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text of [`time_versions`] without --json: the `header` line, then a row per timing (with
+/// its speed-up over `base`'s median, where a base is named).
+pub(super) fn versions_text<P>(
+    header: &str,
+    timings: &[KernelTiming<P>],
+    base: Option<&str>,
+) -> String {
     let mut heads = vec!["version", "median ms", "min ms", "TFLOPS"];
     let vs = base.map(|b| format!("vs {b}"));
     heads.extend(vs.as_deref());
@@ -392,7 +402,7 @@ pub(super) fn time_versions<K: ?Sized, P: serde::Serialize>(
         .find(|t| Some(t.version.as_str()) == base)
         .map(|t| t.median_ms);
     let mut t = Table::new(&heads);
-    for r in &timings {
+    for r in timings {
         let mut cells = vec![
             r.version.clone(),
             format!("{:.3}", r.median_ms),
@@ -408,6 +418,5 @@ pub(super) fn time_versions<K: ?Sized, P: serde::Serialize>(
         }
         t.row(&cells);
     }
-    print!("{}", t.render());
-    Ok(ExitCode::SUCCESS)
+    format!("{header}\n{}", t.render())
 }

@@ -234,15 +234,15 @@ fn pointwise_bench_table_and_json_are_pinned() {
 
 #[test]
 fn attention_bench_table_and_json_are_pinned() {
-    use kiln::harness::bench::KernelTiming;
+    use kiln::harness::bench::kernel_row;
     use kiln::ops::attention::AttentionProblem;
     let mut p = AttentionProblem::new(2, 16, 8192, 128);
     p.causal = true;
     let times = |ms: f64| vec![ms + 0.01, ms, ms - 0.002, ms + 0.03, ms];
     let flops = 4.0 * 2.0 * 16.0 * 8192.0 * 8192.0 * 128.0 / 2.0;
     let timings = vec![
-        KernelTiming::of("fa3_wgmma", p, flops, times(1.2031)),
-        KernelTiming::of("composed", p, flops, times(9.875)),
+        kernel_row("fa3_wgmma", p, flops, times(1.2031)),
+        kernel_row("composed", p, flops, times(9.875)),
     ];
     let header = "b2 h16 s8192 d128 causal (8.796e12 FLOPs over unmasked pairs) on NVIDIA H200";
     let text = super::attention::versions_text(header, &timings, Some("composed"));

@@ -61,38 +61,17 @@ pub struct Timing {
     pub host_us: Option<f64>,
 }
 
-/// Timings of one version on one problem of a family that counts FLOPs (attention forward and
-/// backward), with every timed launch.
-#[derive(Debug, Clone, Serialize)]
-pub struct KernelTiming<P> {
-    pub version: String,
-    pub problem: P,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    /// The problem's FLOPs per second of the median.
-    pub tflops: f64,
-    /// Every timed launch (ms) in launch order: bimodal runs and drift show here, not in the
-    /// median.
-    pub times_ms: Vec<f64>,
-}
-
-impl<P> KernelTiming<P> {
-    /// The summary of `version`'s `times` (ms) on `problem` of `flops`.
-    pub fn of(version: &str, problem: P, flops: f64, times: Vec<f64>) -> Self {
-        let s = Summary::of(times.clone());
-        KernelTiming {
-            version: version.into(),
-            problem,
-            median_ms: s.median_ms,
-            min_ms: s.min_ms,
-            max_ms: s.max_ms,
-            reps: s.reps,
-            tflops: s.rate(flops, 1e12),
-            times_ms: times,
-        }
-    }
+/// The row of `version`'s `times` (ms, in launch order) on `problem` of `flops` (attention's
+/// forward and backward): `version`, `problem` (the problem's own keys), the times in ms,
+/// `tflops`, and `times_ms`, every timed launch in launch order (bimodal runs and drift show
+/// there, not in the median).
+pub fn kernel_row(version: &str, problem: impl Serialize, flops: f64, times: Vec<f64>) -> Row {
+    let s = Summary::of(times.clone());
+    Row::timed(&s, Times::Ms)
+        .with("version", version)
+        .with("problem", problem)
+        .with("tflops", s.rate(flops, 1e12))
+        .with("times_ms", times)
 }
 
 /// A set of timed launches summarised: the median, the fastest and the slowest (ms), and how
@@ -183,6 +162,24 @@ impl Row {
             None | Some(serde_json::Value::Null) => String::new(),
             Some(v) => v.to_string(),
         }
+    }
+
+    /// The number under `key`, NaN where it is absent or null.
+    pub fn number(&self, key: &str) -> f64 {
+        self.num(key).unwrap_or(f64::NAN)
+    }
+
+    /// The value under `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&serde_json::Value> {
+        self.0.get(key)
+    }
+
+    /// A row of `keys` only (those it has).
+    pub fn only(&self, keys: &[&str]) -> Row {
+        let kept = keys
+            .iter()
+            .filter_map(|&k| Some((k.to_string(), self.0.get(k)?.clone())));
+        Row(kept.collect())
     }
 
     /// Whether `key` holds something other than null.

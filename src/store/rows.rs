@@ -4,7 +4,6 @@
 use serde::Serialize;
 
 use super::ResultRow;
-use crate::harness::attention::bench::AttnTiming;
 use crate::harness::attention::decode::DecodeTiming;
 use crate::harness::bench::{FlushMode, Row, Timing};
 use crate::harness::check::CheckRow;
@@ -65,16 +64,6 @@ pub struct AttentionVerifyMetrics<'a> {
     pub seed: u64,
     pub skipped: &'a Option<String>,
     pub message: &'a str,
-}
-
-/// One attention timing (`kiln attn bench`; its per-launch times stay out of the store).
-#[derive(Debug, Clone, Serialize)]
-pub struct AttentionBenchMetrics {
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    pub tflops: f64,
 }
 
 /// The problem of an MoE timing (`kiln moe bench`): the piece's label and the request's shape.
@@ -245,16 +234,10 @@ pub fn attention_verify_row(o: &Outcome) -> ResultRow {
     )
 }
 
-/// `kiln attn bench`: one version timed on `p`.
-pub fn attention_bench_row(p: &AttentionProblem, t: &AttnTiming) -> ResultRow {
-    let m = AttentionBenchMetrics {
-        median_ms: t.median_ms,
-        min_ms: t.min_ms,
-        max_ms: t.max_ms,
-        reps: t.reps,
-        tflops: t.tflops,
-    };
-    row("attention", &t.version, String::new(), p, &m, None)
+/// `kiln attn bench`: one version timed on `p` (its per-launch times stay out of the store).
+pub fn attention_bench_row(p: &AttentionProblem, t: &Row) -> ResultRow {
+    let m = t.only(&["median_ms", "min_ms", "max_ms", "reps", "tflops"]);
+    row("attention", &t.text("version"), String::new(), p, &m, None)
 }
 
 /// `kiln attn verify --decode`: one decode step checked, its split count as the variant (the
@@ -306,14 +289,14 @@ pub fn attention_backward_verify_row(o: &Outcome) -> ResultRow {
 }
 
 /// `kiln attn bench --backward`: one backward version timed.
-pub fn attention_backward_bench_row(
-    t: &crate::harness::attention::backward_bench::BackwardTiming,
-) -> ResultRow {
+pub fn attention_backward_bench_row(t: &Row) -> ResultRow {
+    let problem = t.get("problem");
+    let version = t.text("version");
     row(
         "attention_backward",
-        &t.version,
+        &version,
         String::new(),
-        &t.problem,
+        &problem,
         t,
         None,
     )
@@ -557,16 +540,7 @@ mod tests {
             r.metrics,
             json!({"rel_error": o.rel_error, "bound": o.bound, "lse_max_error": o.lse_max_error(), "nan_or_unwritten": o.mismatches, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message})
         );
-        let t = AttnTiming {
-            version: "fa2_mma_sync".into(),
-            problem: p,
-            median_ms: 1.5,
-            min_ms: 1.4,
-            max_ms: 1.9,
-            reps: 20,
-            tflops: 401.0,
-            times_ms: vec![1.5, 1.4],
-        };
+        let t = crate::harness::bench::kernel_row("fa2_mma_sync", p, 1.45e12, vec![1.5, 1.4]);
         let r = attention_bench_row(&p, &t);
         assert_eq!(
             (r.op.as_str(), r.version.as_str(), r.passed),
@@ -575,7 +549,7 @@ mod tests {
         assert_eq!(r.problem, json!(p));
         assert_eq!(
             r.metrics,
-            json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops})
+            json!({"median_ms": 1.45, "min_ms": 1.4, "max_ms": 1.5, "reps": 2, "tflops": t.number("tflops")})
         );
     }
 

@@ -133,8 +133,8 @@
 #                                binary in turn with --json and few repetitions, paired by
 #                                scripts/bench-pair.py (the same rows, each with the same keys;
 #                                the medians side by side): BENCH_FAMILIES (default fp8
-#                                fp8grouped gemv moe ffn nvfp4 w4a8 layer pointwise; each <= 60 s,
-#                                about 4 min in all on an H200)
+#                                fp8grouped gemv moe ffn nvfp4 w4a8 layer pointwise attn bwd;
+#                                each <= 60 s, about 5 min in all on an H200)
 #   fp8wide                      the 128 x 256 tile and the large rule's threshold (docs/fp8.md,
 #                                ledger rows 15-17; about 7 min on an H200): FP8W_TILES (default
 #                                256tmh 256otmh) verified at their edges, timed twice each beside
@@ -992,7 +992,7 @@ benches-pair)
   OLD=$(abspath "$1"); NEW=$(abspath "$2")
   need_bin "$OLD" "$NEW"; machine "$OLD" "$NEW"
   few=(--counts 8,0,3,1 --n 2048 --k 7168)
-  for fam in ${BENCH_FAMILIES:-fp8 fp8grouped gemv moe ffn nvfp4 w4a8 layer pointwise}; do
+  for fam in ${BENCH_FAMILIES:-fp8 fp8grouped gemv moe ffn nvfp4 w4a8 layer pointwise attn bwd}; do
     case $fam in
       fp8) args=(fp8 bench --shape 4096x7168x16384 --shape 64x2112x7168 --reps 10) ;;
       fp8grouped) args=(fp8 bench --grouped --groups 4 --rows 2048 --reps 10) ;;
@@ -1003,6 +1003,8 @@ benches-pair)
       w4a8) args=(moe bench --weights mxfp4 --act e4m3 "${few[@]}" --reps 10) ;;
       layer) args=(moe bench --layer E64,k8,H2048,I1408,T1+4096 --reps 10) ;;
       pointwise) args=(pointwise bench --reps 20) ;;
+      attn) args=(attn bench --batch 2 --heads 16 --seqlen 4096 --dim 128 --reps 10) ;;
+      bwd) args=(attn bench --backward --batch 2 --heads 16 --seqlen 4096 --dim 128 --reps 10) ;;
       *) echo "unknown family $fam" >&2; exit 2 ;;
     esac
     step_json "$fam-old" 60 "$OLD" --no-store --json "${args[@]}"

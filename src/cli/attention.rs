@@ -10,18 +10,18 @@ use kiln::harness::attention::{
     shapes::{attention_suite, strided_suite},
     verify::{blank, verify_attention, LSE_BOUND},
 };
-use kiln::harness::bench::{KernelTiming, L2Flusher};
+use kiln::harness::bench::{L2Flusher, Row};
 use kiln::harness::memory;
 use kiln::harness::outcome::Outcome;
 use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention::{AttentionProblem, AttnLayout};
 use kiln::ops::gemm::DType;
-use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
+use super::bench_table::{self, Col};
 use super::env::{bench_options, finish, named, record, refuse_given, Env};
-use super::verdicts::{by_version, fail_line, largest, Landing, Summary};
+use super::verdicts::{by_version, fail_line, largest, table, Landing, Summary};
 
 #[derive(Debug, Args)]
 pub struct AttnCliArgs {
@@ -361,13 +361,13 @@ pub(super) fn versions_to_time<'a, K: ?Sized>(
 /// the timings as JSON, or the `header` line and their table (with each one's speed-up over
 /// `base`'s median, where a base is named).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn time_versions<K: ?Sized, P: serde::Serialize>(
+pub(super) fn time_versions<K: ?Sized>(
     env: &Env,
     ctx: &kiln::device::Context,
     kind: &str,
     ks: &[&K],
-    time: impl Fn(&K) -> Result<KernelTiming<P>>,
-    row: impl Fn(&KernelTiming<P>) -> kiln::store::ResultRow,
+    time: impl Fn(&K) -> Result<Row>,
+    row: impl Fn(&Row) -> kiln::store::ResultRow,
     header: impl FnOnce() -> String,
     base: Option<&str>,
 ) -> Result<ExitCode> {
@@ -383,31 +383,24 @@ pub(super) fn time_versions<K: ?Sized, P: serde::Serialize>(
         env.print_json(&json!(timings));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}", header());
-    let mut heads = vec!["version", "median ms", "min ms", "TFLOPS"];
-    let vs = base.map(|b| format!("vs {b}"));
-    heads.extend(vs.as_deref());
-    let base_ms = timings
-        .iter()
-        .find(|t| Some(t.version.as_str()) == base)
-        .map(|t| t.median_ms);
-    let mut t = Table::new(&heads);
-    for r in &timings {
-        let mut cells = vec![
-            r.version.clone(),
-            format!("{:.3}", r.median_ms),
-            format!("{:.3}", r.min_ms),
-            format!("{:.1}", r.tflops),
-        ];
-        if base.is_some() {
-            cells.push(
-                base_ms
-                    .map(|b| format!("{:.2}x", b / r.median_ms))
-                    .unwrap_or_default(),
-            );
-        }
-        t.row(&cells);
-    }
-    print!("{}", t.render());
+    print!("{}", versions_text(&header(), &timings, base));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The text of [`time_versions`] without --json: the `header` line, then a row per timing (with
+/// its speed-up over `base`'s median, where a base is named).
+pub(super) fn versions_text(header: &str, timings: &[Row], base: Option<&str>) -> String {
+    const MEDIAN: Col = ("median ms", |r| r.fixed("median_ms", 3));
+    const MIN: Col = ("min ms", |r| r.fixed("min_ms", 3));
+    const TFLOPS: Col = ("TFLOPS", |r| r.fixed("tflops", 1));
+    let mut t = table(&[bench_table::VERSION, MEDIAN, MIN, TFLOPS], timings);
+    if let Some(b) = base {
+        let base_row = timings.iter().find(|t| t.text("version") == b);
+        let vs = timings.iter().map(|r| match base_row {
+            Some(v) => format!("{:.2}x", v.number("median_ms") / r.number("median_ms")),
+            None => String::new(),
+        });
+        t.column(&format!("vs {b}"), vs);
+    }
+    format!("{header}\n{}", t.render())
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use kiln::device::Context;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::{
-    backward_bench::{BackwardBuffers, BackwardTiming},
+    backward_bench::BackwardBuffers,
     backward_shapes::backward_suite,
     backward_varlen::{
         blank as varlen_blank, random_inputs, time_varlen_backward, varlen_backward_flops,
@@ -17,7 +17,7 @@ use kiln::harness::attention::{
     backward_verify::{blank, grad_errors, reproducible, verify_backward},
     varlen::dense_equivalent,
 };
-use kiln::harness::bench::{sample_launches, BenchOptions, L2Flusher};
+use kiln::harness::bench::{kernel_row, sample_launches, BenchOptions, L2Flusher, Row};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
@@ -229,9 +229,9 @@ fn time_backward(
     bufs: &BackwardBuffers,
     flusher: &L2Flusher,
     opt: &BenchOptions,
-) -> Result<BackwardTiming> {
+) -> Result<Row> {
     let times = sample_launches(ctx, flusher, opt, || k.launch(ctx, p, &bufs.operands()))?;
-    Ok(BackwardTiming::of(k.name(), *p, p.flops(), times))
+    Ok(kernel_row(k.name(), p, p.flops(), times))
 }
 
 /// `--backward --varlen-count N` (or `--varlen`): the packed backward timed beside one dense
@@ -263,7 +263,7 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let forward = r.select_attention(&dense.attn, &ctx.info, None)?;
     let dbufs = BackwardBuffers::new(&ctx, forward, &dense, seed)?;
     let dt = time_backward(&ctx, kernel, &dense, &dbufs, &flusher, &opt)?;
-    let ratio = tflops / dt.tflops;
+    let (dt_tflops, ratio) = (dt.number("tflops"), tflops / dt.number("tflops"));
     if env.json {
         env.print_json(&serde_json::json!({
             "problem": varlen_backward_label(&p),
@@ -288,9 +288,9 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         ("bwd_fa3_lookahead packed".to_string(), median, min, tflops),
         (
             format!("{} dense {}", kernel.name(), dense.label()),
-            dt.median_ms,
-            dt.min_ms,
-            dt.tflops,
+            dt.number("median_ms"),
+            dt.number("min_ms"),
+            dt_tflops,
         ),
     ];
     for (call, median, min, tflops) in rows {
@@ -299,7 +299,7 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             format!("{median:.3}"),
             format!("{min:.3}"),
             format!("{tflops:.1}"),
-            format!("{:.3}x", tflops / dt.tflops),
+            format!("{:.3}x", tflops / dt_tflops),
         ]);
     }
     print!("{}", t.render());

@@ -218,7 +218,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     // The same work in one dense call: its TFLOPS are what the packed call's are measured against.
     let dense = dense_equivalent(&p);
     let dt = dense_call(&dense)?;
-    let ratio = tflops / dt.tflops;
+    let ratio = tflops / dt.number("tflops");
     // The same batch at one length: what raggedness alone costs (the packed call against it).
     let even = dense_equal_batch(&p);
     let et = dense_call(&even)?;
@@ -232,7 +232,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             "dense": dt,
             "vs_dense": ratio,
             "equal_lengths": et,
-            "vs_equal_lengths": tflops / et.tflops,
+            "vs_equal_lengths": tflops / et.number("tflops"),
             "seed": seed,
         }));
     } else {
@@ -247,15 +247,15 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             ("packed".to_string(), median, min, tflops),
             (
                 format!("dense {}", dense.label()),
-                dt.median_ms,
-                dt.min_ms,
-                dt.tflops,
+                dt.number("median_ms"),
+                dt.number("min_ms"),
+                dt.number("tflops"),
             ),
             (
                 format!("equal lengths {}", even.label()),
-                et.median_ms,
-                et.min_ms,
-                et.tflops,
+                et.number("median_ms"),
+                et.number("min_ms"),
+                et.number("tflops"),
             ),
         ];
         for (call, median, min, tflops) in rows {
@@ -264,13 +264,13 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
                 format!("{median:.3}"),
                 format!("{min:.3}"),
                 format!("{tflops:.1}"),
-                format!("{:.3}x", tflops / dt.tflops),
+                format!("{:.3}x", tflops / dt.number("tflops")),
             ]);
         }
         print!("{}", t.render());
         println!(
             "packed vs equal lengths (the cost of raggedness alone): {:.3}x",
-            tflops / et.tflops
+            tflops / et.number("tflops")
         );
     }
     Ok(ExitCode::SUCCESS)

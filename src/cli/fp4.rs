@@ -9,17 +9,19 @@ use serde_json::json;
 
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
+use kiln::harness::bench::Row;
 use kiln::harness::fp4::{
     every_code_tensor_scales, gemv_suite, outcomes_or_failure, verify_every_code, verify_gemv,
     verify_quantization, verify_refusal, Values,
 };
-use kiln::harness::fp4_bench::{bench_gemv, GemvTiming};
+use kiln::harness::fp4_bench::bench_gemv;
 use kiln::harness::fp4_seeds::{geomean, run_shape, shapes, SeedResult};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::ops::fp4::{Fp4Format, GemvProblem};
 use kiln::ops::gemm::DType;
 
+use super::bench_table::{self, Col, PROBLEM, VERSION};
 use super::env::Env;
 use super::verdicts::{
     failures, print_outcomes, table, verified, Cell, Column, Landing, CASE, CHECK, REL_ERR,
@@ -174,23 +176,26 @@ fn bench(env: &Env, a: &Fp4BenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": rows }));
     } else {
-        type C = Cell<GemvTiming>;
-        const VERSION: C = ("version", |r| r.version.clone());
-        const PROBLEM: C = ("problem", |r| r.problem.clone());
-        const MEDIAN: C = ("median us", |r| format!("{:.2}", r.median_us));
-        const MIN: C = ("min us", |r| format!("{:.2}", r.min_us));
-        const GBPS: C = ("GB/s", |r| format!("{:.0}", r.gbps));
-        const OF_COPY: C = ("of copy", |r| format!("{:.0}%", 100.0 * r.of_copy_ceiling));
-        const VS: C = ("vs cuBLAS bf16", |r| {
-            r.speedup_vs_cublas
-                .map(|s| format!("{s:.2}x"))
-                .unwrap_or_default()
-        });
-        let columns = [VERSION, PROBLEM, MEDIAN, MIN, GBPS, OF_COPY, VS];
-        print!("{}", table(&columns, &rows).render());
-        println!("on {} (L2 flushed before every launch)", ctx.info.name);
+        print!("{}", gemv_text(&rows, &ctx.info.name));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln fp4 bench --gemv`'s table (without --json): a row per timing, the device under it.
+pub(super) fn gemv_text(rows: &[Row], device: &str) -> String {
+    const MEDIAN: Col = ("median us", |r| r.fixed("median_us", 2));
+    const MIN: Col = ("min us", |r| r.fixed("min_us", 2));
+    const GBPS: Col = ("GB/s", |r| r.fixed("gbps", 0));
+    const OF_COPY: Col = ("of copy", |r| {
+        format!(
+            "{:.0}%",
+            100.0 * r.num("of_copy_ceiling").unwrap_or(f64::NAN)
+        )
+    });
+    const VS: Col = ("vs cuBLAS bf16", |r| r.ratio("speedup_vs_cublas", 2));
+    let columns = [VERSION, PROBLEM, MEDIAN, MIN, GBPS, OF_COPY, VS];
+    let footer = format!("on {device} (L2 flushed before every launch)");
+    bench_table::text(&columns, rows, &footer)
 }
 
 fn seeds(env: &Env, a: &Fp4SeedsArgs) -> Result<ExitCode> {

@@ -10,21 +10,23 @@ use serde_json::json;
 use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
 use kiln::formats::{Fp8Format, ScaleRecipe};
+use kiln::harness::bench::Row;
 use kiln::harness::fp8::{
     gemm_suite, verify_conversions, verify_gemm, verify_gemm_seeded, verify_promotion,
     verify_quantization, Data, GemmCase,
 };
-use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes, Fp8Timing};
+use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
 use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
 
+use super::bench_table::{self, Col, MAX, MEDIAN_MS, MIN, PROBLEM, TFLOPS, VERSION};
 use super::env::Env;
 use super::verdicts::{
-    self, table, verified, Cell, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR,
-    ROWS, VERDICT,
+    self, verified, Column, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, CHECK, REL_ERR, ROWS,
+    VERDICT,
 };
 
 #[derive(Debug, Args)]
@@ -315,22 +317,13 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     }
     let problems = bench_problems(&a.problem)?;
     let ctx = env.context()?;
-    let mut rows: Vec<Fp8Timing> = Vec::new();
+    let mut rows = Vec::new();
     for p in &problems {
         let cfgs = tiles_for(p, &a.problem.tile, &ctx.info)?;
         let r = bench_fp8(&ctx, p, &cfgs, !a.no_vendor, &opt)?;
         if !env.json {
             for t in &r {
-                eprintln!(
-                    "{} {}: {:.3} ms, {:.0} TFLOPS{}",
-                    t.version,
-                    t.problem,
-                    t.median_ms,
-                    t.tflops,
-                    t.speedup_vs_cublaslt
-                        .map(|s| format!(", {s:.3}x cuBLASLt"))
-                        .unwrap_or_default()
-                );
+                eprintln!("{}", progress_line(t));
             }
         }
         rows.extend(r);
@@ -338,30 +331,40 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": rows }));
     } else {
-        type C = Cell<Fp8Timing>;
-        const VERSION: C = ("version", |r| r.version.clone());
-        const PROBLEM: C = ("problem", |r| r.problem.clone());
-        const BN: C = ("bn", |r| r.config.clone().unwrap_or_default());
-        const MEDIAN: C = ("median ms", |r| format!("{:.4}", r.median_ms));
-        const MIN: C = ("min", |r| format!("{:.4}", r.min_ms));
-        const MAX: C = ("max", |r| format!("{:.4}", r.max_ms));
-        const TFLOPS: C = ("TFLOPS", |r| format!("{:.0}", r.tflops));
-        const VS: C = ("vs cuBLASLt", |r| {
-            r.speedup_vs_cublaslt
-                .map(|s| format!("{s:.3}x"))
-                .unwrap_or_default()
-        });
-        const DIFF: C = ("diff vs cuBLASLt", |r| {
-            r.rel_diff_vs_cublaslt
-                .map(|d| format!("{d:.1e}"))
-                .or_else(|| r.vendor_note.clone())
-                .unwrap_or_default()
-        });
-        let columns = [VERSION, PROBLEM, BN, MEDIAN, MIN, MAX, TFLOPS, VS, DIFF];
-        print!("{}", table(&columns, &rows).render());
-        println!("on {}", ctx.info.name);
+        print!("{}", bench_text(&rows, &ctx.info.name));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The line `kiln fp8 bench` says on stderr as each timing lands (without --json).
+pub(super) fn progress_line(t: &Row) -> String {
+    let vs = t.ratio("speedup_vs_cublaslt", 3);
+    format!(
+        "{} {}: {} ms, {} TFLOPS{}",
+        t.text("version"),
+        t.text("problem"),
+        t.fixed("median_ms", 3),
+        t.fixed("tflops", 0),
+        if vs.is_empty() {
+            vs
+        } else {
+            format!(", {vs} cuBLASLt")
+        }
+    )
+}
+
+/// `kiln fp8 bench`'s table (without --json): a row per timing, the device under it.
+pub(super) fn bench_text(rows: &[Row], device: &str) -> String {
+    const BN: Col = ("bn", |r| r.text("config"));
+    const VS: Col = ("vs cuBLASLt", |r| r.ratio("speedup_vs_cublaslt", 3));
+    const DIFF: Col = ("diff vs cuBLASLt", |r| {
+        match r.num("rel_diff_vs_cublaslt") {
+            Some(d) => format!("{d:.1e}"),
+            None => r.text("vendor_note"),
+        }
+    });
+    let columns = [VERSION, PROBLEM, BN, MEDIAN_MS, MIN, MAX, TFLOPS, VS, DIFF];
+    bench_table::text(&columns, rows, &format!("on {device}"))
 }
 
 fn check(env: &Env, a: &super::args::ArchArgs) -> Result<ExitCode> {

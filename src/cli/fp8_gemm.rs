@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
+use kiln::harness::bench::Row;
 use kiln::harness::fp8::{gemm_suite, verify_gemm};
-use kiln::harness::fp8_bench::{bench_fp8, ladder_problems, Fp8Timing};
+use kiln::harness::fp8_bench::{bench_fp8, ladder_problems};
 use kiln::harness::outcome::Outcome;
 use kiln::ops::fp8::gemm::NAME;
 use kiln::ops::fp8::request::{fp8_problem, fp8_request, GemmFlags};
@@ -16,11 +17,11 @@ use kiln::report::Table;
 use serde_json::json;
 
 use super::args::{BenchArgs, InspectArgs, PlanArgs, ProblemArgs, TuneArgs, VerifyArgs};
+use super::bench_table::{self, Col, MEDIAN_MS, PROBLEM, TFLOPS, VERSION};
 use super::env::{bench_options, device_or_h100, Env};
 use super::progress::bar;
 use super::verdicts::{
-    failures, print_outcomes, table, verified, Cell, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE,
-    REL_ERR, VERDICT,
+    failures, print_outcomes, verified, Landing, BEYOND_ROUNDING, BOUND_SCI, CASE, REL_ERR, VERDICT,
 };
 
 /// The generic GEMM flags as the library's request reads them.
@@ -117,30 +118,23 @@ pub(super) fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     let mut opt = bench_options(env, &a.timing);
     opt.interleave = !a.sequential;
     let rows = bench_fp8(&ctx, &p, &[], true, &opt)?;
-    print_timings(env, &rows, &ctx.info.name);
+    if env.json {
+        env.print_json(&json!(rows));
+    } else {
+        print!("{}", timings_text(&rows, &ctx.info.name));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_timings(env: &Env, rows: &[Fp8Timing], device: &str) {
-    if env.json {
-        env.print_json(&json!(rows));
-        return;
-    }
-    type C = Cell<Fp8Timing>;
-    const VERSION: C = ("version", |r| r.version.clone());
-    const PROBLEM: C = ("problem", |r| r.problem.clone());
-    const CONFIG: C = ("config", |r| r.config.clone().unwrap_or_default());
-    const MEDIAN: C = ("median ms", |r| format!("{:.4}", r.median_ms));
-    const TFLOPS: C = ("TFLOPS", |r| format!("{:.0}", r.tflops));
-    const VS: C = ("vs cuBLASLt FP8", |r| {
-        r.speedup_vs_cublaslt
-            .map(|s| format!("{s:.3}x"))
-            .or_else(|| r.vendor_note.clone())
-            .unwrap_or_default()
+/// `kiln bench --dtype e4m3`'s table (without --json): a row per timing, the device under it.
+pub(super) fn timings_text(rows: &[Row], device: &str) -> String {
+    const CONFIG: Col = ("config", |r| r.text("config"));
+    const VS: Col = ("vs cuBLASLt FP8", |r| match r.num("speedup_vs_cublaslt") {
+        Some(s) => format!("{s:.3}x"),
+        None => r.text("vendor_note"),
     });
-    let columns = [VERSION, PROBLEM, CONFIG, MEDIAN, TFLOPS, VS];
-    print!("{}", table(&columns, rows).render());
-    println!("on {device}");
+    let columns = [VERSION, PROBLEM, CONFIG, MEDIAN_MS, TFLOPS, VS];
+    bench_table::text(&columns, rows, &format!("on {device}"))
 }
 
 /// The ladder's FP8 rung: [`ladder_problems`] timed beside cuBLASLt's FP8 (a table, or the rows
@@ -150,32 +144,34 @@ pub(super) fn ladder_rung(
     ctx: &kiln::device::Context,
     opt: &BenchOptions,
     say: &dyn Fn(&str),
-) -> Result<Vec<Fp8Timing>> {
+) -> Result<Vec<Row>> {
     say("\n== FP8 rung: fp8_wgmma against cuBLASLt's FP8 (e4m3, bf16 out) ==");
     let mut rows = Vec::new();
     for p in ladder_problems() {
         rows.extend(bench_fp8(ctx, &p, &[], true, opt)?);
     }
     if !env.json {
-        let mut t = Table::new(&["problem", "fp8_wgmma TFLOPS", "cuBLASLt TFLOPS", "ratio"]);
-        for r in rows.iter().filter(|r| r.config.is_some()) {
-            let vendor = rows
-                .iter()
-                .find(|v| v.config.is_none() && v.problem == r.problem);
-            t.row(&[
-                r.problem.clone(),
-                format!("{:.0}", r.tflops),
-                vendor
-                    .map(|v| format!("{:.0}", v.tflops))
-                    .unwrap_or_else(|| "-".into()),
-                r.speedup_vs_cublaslt
-                    .map(|s| format!("{s:.3}x"))
-                    .unwrap_or_else(|| "-".into()),
-            ]);
-        }
-        say(t.render().trim_end());
+        say(rung_text(&rows).trim_end());
     }
     Ok(rows)
+}
+
+/// The ladder's FP8 rung as a table: a row per problem, kiln's TFLOPS beside cuBLASLt's.
+pub(super) fn rung_text(rows: &[Row]) -> String {
+    let mut t = Table::new(&["problem", "fp8_wgmma TFLOPS", "cuBLASLt TFLOPS", "ratio"]);
+    let or_dash = |s: String| if s.is_empty() { "-".into() } else { s };
+    for r in rows.iter().filter(|r| r.has("config")) {
+        let vendor = rows
+            .iter()
+            .find(|v| !v.has("config") && v.text("problem") == r.text("problem"));
+        t.row(&[
+            r.text("problem"),
+            r.fixed("tflops", 0),
+            or_dash(vendor.map(|v| v.fixed("tflops", 0)).unwrap_or_default()),
+            or_dash(r.ratio("speedup_vs_cublaslt", 3)),
+        ]);
+    }
+    t.render()
 }
 
 /// `kiln plan --dtype e4m3`: the config, the rules that chose it, every compiled config's cost.

@@ -8,16 +8,18 @@ use serde_json::json;
 
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
+use kiln::harness::bench::Row;
 use kiln::harness::fp8_moe::{suite, verify_case, Fp8MoeCase};
-use kiln::harness::fp8_moe_bench::{bench_fp8_moe, Fp8MoeTiming};
+use kiln::harness::fp8_moe_bench::bench_fp8_moe;
 use kiln::harness::outcome::Outcome;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::parse_counts;
 
+use super::bench_table::{self, Col, MAX, MEDIAN_MS, MIN, PROBLEM, TFLOPS, VERSION};
 use super::env::Env;
 use super::verdicts::{
-    failures, print_outcomes, table, verified, Cell, Column, Landing, BEYOND_ROUNDING, CASE, CHECK,
-    REL_ERR, ROWS, VERDICT,
+    failures, print_outcomes, verified, Column, Landing, BEYOND_ROUNDING, CASE, CHECK, REL_ERR,
+    ROWS, VERDICT,
 };
 
 /// The grouped FP8 problem flags `fp8 verify` and `fp8 bench` share.
@@ -131,23 +133,23 @@ pub fn bench(env: &Env, a: &Fp8GroupedArgs, opt: &BenchOptions) -> Result<ExitCo
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": [t] }));
     } else {
-        type C = Cell<Fp8MoeTiming>;
-        const VERSION: C = ("version", |t| t.version.clone());
-        const PROBLEM: C = ("problem", |t| t.problem.clone());
-        const MEDIAN: C = ("median ms", |t| format!("{:.4}", t.median_ms));
-        const MIN: C = ("min", |t| format!("{:.4}", t.min_ms));
-        const MAX: C = ("max", |t| format!("{:.4}", t.max_ms));
-        const TFLOPS: C = ("TFLOPS", |t| format!("{:.0}", t.tflops));
-        const TBPS: C = ("TB/s", |t| format!("{:.2}", t.tbps));
-        const OF_COPY: C = ("of copy", |t| {
-            let c = t.copy_tbps;
-            format!("{:.0} % of {c:.2}", 100.0 * t.tbps / c)
-        });
-        let columns = [VERSION, PROBLEM, MEDIAN, MIN, MAX, TFLOPS, TBPS, OF_COPY];
-        print!("{}", table(&columns, &[t]).render());
-        println!("on {}", ctx.info.name);
+        print!("{}", bench_text(&t, &ctx.info.name));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln fp8 bench --grouped`'s table (without --json): the timing, the device under it.
+pub(super) fn bench_text(t: &Row, device: &str) -> String {
+    const TBPS: Col = ("TB/s", |t| t.fixed("tbps", 2));
+    const OF_COPY: Col = ("of copy", |t| {
+        let (tbps, c) = (
+            t.num("tbps").unwrap_or(f64::NAN),
+            t.num("copy_tbps").unwrap_or(f64::NAN),
+        );
+        format!("{:.0} % of {c:.2}", 100.0 * tbps / c)
+    });
+    let columns = [VERSION, PROBLEM, MEDIAN_MS, MIN, MAX, TFLOPS, TBPS, OF_COPY];
+    bench_table::text(&columns, std::slice::from_ref(t), &format!("on {device}"))
 }
 
 #[cfg(test)]

@@ -6,7 +6,10 @@ mod attention;
 mod attention_backward;
 mod attention_decode;
 mod attention_varlen;
+#[cfg(test)]
+mod bench_pins;
 mod bench_random;
+mod bench_table;
 mod check;
 mod device;
 mod env;

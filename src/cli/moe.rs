@@ -5,8 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
+use kiln::harness::bench::Row;
 use kiln::harness::check::check_all;
-use kiln::harness::moe_bench::{bench_moe, problems, MoeBenchRequest, MoeTiming};
+use kiln::harness::moe_bench::{bench_moe, problems, MoeBenchRequest};
 use kiln::harness::moe_shapes::moe_suite;
 use kiln::harness::moe_verify::{verify_moe, Mode};
 use kiln::harness::outcome::Outcome;
@@ -17,10 +18,11 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{ArchArgs, MoeAction, MoeBenchArgs, MoeCmdArgs, MoeVerifyArgs};
+use super::bench_table::{self, Col, MEDIAN_MS};
 use super::env::{bench_options, device_or_h100, finish, record, Env};
 use super::verdicts::{
-    exit_if, failures, print_outcomes, table, verified, Cell, Column, Landing, BOUND, PROBLEM,
-    REL_ERROR, ROWS, VERDICT, VERSION,
+    exit_if, failures, print_outcomes, table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR,
+    ROWS, VERDICT, VERSION,
 };
 
 pub fn moe(env: &Env, a: &MoeCmdArgs) -> Result<ExitCode> {
@@ -282,21 +284,35 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
         env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "flush_l2": opt.flush_l2, "flush": ctx.overrides.bench.flush.label(opt.flush_l2), "rows": rows}));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("rows per expert: {:?}", r.counts);
-    const PIECE: Cell<MoeTiming> = ("piece", |x| x.piece.clone());
-    const TILE: Cell<MoeTiming> = ("tile", |x| x.tile.clone());
-    let columns = [PIECE, TIMED_PROBLEM, TILE, MEDIAN, MIN, MAX, TFLOPS, GBPS];
-    print!("{}", table(&columns, &rows).render());
+    print!("{}", bench_text(&r.counts, &rows));
     Ok(ExitCode::SUCCESS)
 }
 
+/// `kiln moe bench`'s text (without --json): the counts, then a row per timed piece.
+pub(super) fn bench_text(counts: &[usize], rows: &[Row]) -> String {
+    const PIECE: Col = ("piece", |x| x.text("piece"));
+    const TILE: Col = ("tile", |x| x.text("tile"));
+    let columns = [
+        PIECE,
+        bench_table::PROBLEM,
+        TILE,
+        MEDIAN_MS,
+        MIN,
+        MAX,
+        TFLOPS,
+        GBPS,
+    ];
+    format!(
+        "rows per expert: {counts:?}\n{}",
+        table(&columns, rows).render()
+    )
+}
+
 /// The columns of a MoE timing (`kiln moe bench`, `--layer`).
-pub(super) const TIMED_PROBLEM: Cell<MoeTiming> = ("problem", |x| x.problem.clone());
-pub(super) const MEDIAN: Cell<MoeTiming> = ("median ms", |x| format!("{:.4}", x.median_ms));
-pub(super) const MIN: Cell<MoeTiming> = ("min ms", |x| format!("{:.4}", x.min_ms));
-pub(super) const MAX: Cell<MoeTiming> = ("max ms", |x| format!("{:.4}", x.max_ms));
-pub(super) const TFLOPS: Cell<MoeTiming> = ("TFLOPS", |x| format!("{:.1}", x.tflops));
-pub(super) const GBPS: Cell<MoeTiming> = ("GB/s", |x| format!("{:.0}", x.gbps));
+pub(super) const MIN: Col = ("min ms", |x| x.fixed("min_ms", 4));
+pub(super) const MAX: Col = ("max ms", |x| x.fixed("max_ms", 4));
+pub(super) const TFLOPS: Col = ("TFLOPS", |x| x.fixed("tflops", 1));
+pub(super) const GBPS: Col = ("GB/s", |x| x.fixed("gbps", 0));
 
 fn check(env: &Env, a: &ArchArgs) -> Result<ExitCode> {
     kiln::jit::arch::check(&a.arch)?;

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use kiln::error::{Error, Result};
+use kiln::harness::bench::Row;
 use kiln::harness::moe_fp4::{fp4_suite, verify_fp4};
-use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest, Fp4BenchRow};
+use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest};
 use kiln::harness::moe_fp4_data::{prepack_for, random_weights};
 use kiln::harness::moe_verify::Mode;
 use kiln::harness::moe_w4a8::{verify_w4a8, w4a8_suite};
@@ -20,10 +21,11 @@ use kiln::ops::moe::MoeProblem;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoePrepackArgs};
+use super::bench_table::Col;
 use super::env::{bench_options, Env};
 use super::verdicts::{
-    failures, print_outcomes, table, verified, Cell, Landing, BOUND, PROBLEM, REL_ERROR, ROWS,
-    VERDICT, VERSION,
+    failures, print_outcomes, table, verified, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT,
+    VERSION,
 };
 
 /// Whether `--act` asks for e4m3 activations (W4A8), which take MXFP4 weights only.
@@ -120,28 +122,41 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
         env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "weights": format.name(), "act": if w4a8 { "e4m3" } else { "bf16" }, "flush_l2": opt.flush_l2, "rows": rows}));
         return Ok(ExitCode::SUCCESS);
     }
+    print!("{}", bench_text(&r, &rows));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln moe bench --weights`'s text (without --json): the problem in a line, then a row per
+/// timed kernel.
+pub(super) fn bench_text(r: &Fp4BenchRequest, rows: &[Row]) -> String {
     let touched = r.counts.iter().filter(|&&c| c > 0).count();
-    println!(
-        "{} experts ({touched} with rows), {} rows, N {}, K {}, {} activations, {format} weights",
+    let head = format!(
+        "{} experts ({touched} with rows), {} rows, N {}, K {}, {} activations, {} weights\n",
         r.counts.len(),
         r.counts.iter().sum::<usize>(),
         r.n,
         r.k,
-        r.dtype
+        r.dtype,
+        r.format
     );
-    type C = Cell<Fp4BenchRow>;
-    const KERNEL: C = ("kernel", |x| x.kernel.clone());
-    const TILE: C = ("tile", |x| x.tile.clone());
-    const MEDIAN: C = ("median us", |x| format!("{:.1}", x.median_us));
-    const MIN: C = ("min us", |x| format!("{:.1}", x.min_us));
-    const MAX: C = ("max us", |x| format!("{:.1}", x.max_us));
-    const MOVED: C = ("GB moved", |x| format!("{:.3}", x.bytes / 1e9));
-    const GBPS: C = ("GB/s", |x| format!("{:.0}", x.gbps));
-    const OF_COPY: C = ("of copy", |x| format!("{:.1} %", 100.0 * x.copy_fraction));
-    const X_BF16: C = ("x bf16", |x| format!("{:.2}", x.speedup));
+    const KERNEL: Col = ("kernel", |x| x.text("kernel"));
+    const TILE: Col = ("tile", |x| x.text("tile"));
+    const MEDIAN: Col = ("median us", |x| x.fixed("median_us", 1));
+    const MIN: Col = ("min us", |x| x.fixed("min_us", 1));
+    const MAX: Col = ("max us", |x| x.fixed("max_us", 1));
+    const MOVED: Col = ("GB moved", |x| {
+        format!("{:.3}", x.num("bytes").unwrap_or(f64::NAN) / 1e9)
+    });
+    const GBPS: Col = ("GB/s", |x| x.fixed("gbps", 0));
+    const OF_COPY: Col = ("of copy", |x| {
+        format!(
+            "{:.1} %",
+            100.0 * x.num("copy_fraction").unwrap_or(f64::NAN)
+        )
+    });
+    const X_BF16: Col = ("x bf16", |x| x.fixed("speedup", 2));
     let columns = [KERNEL, TILE, MEDIAN, MIN, MAX, MOVED, GBPS, OF_COPY, X_BF16];
-    print!("{}", table(&columns, &rows).render());
-    Ok(ExitCode::SUCCESS)
+    head + &table(&columns, rows).render()
 }
 
 /// `kiln moe prepack`: random weights of the shape (codes and block scales), prepacked, every weight checked

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use kiln::error::{Error, Result};
-use kiln::harness::moe_bench::MoeTiming;
+use kiln::harness::bench::Row;
 use kiln::harness::moe_layer::{layer_suite, parse_suite};
 use kiln::harness::moe_layer_bench::{bench_layer, issue_layers, parse_layers};
 use kiln::harness::moe_layer_verify::verify_layer;
@@ -14,10 +14,11 @@ use kiln::store::rows;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoeVerifyArgs};
+use super::bench_table;
 use super::env::{bench_options, finish, record, Env};
 use super::verdicts::{
-    failures, print_outcomes, table, verified, Cell, Column, Landing, BOUND, PROBLEM, REL_ERROR,
-    ROWS, VERDICT,
+    failures, print_outcomes, table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS,
+    VERDICT,
 };
 
 pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
@@ -90,9 +91,23 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, shapes: &str) -> Result<ExitCode> {
         env.print_json(&json!({"device": ctx.info.name, "flush_l2": opt.flush_l2, "rows": all}));
         return Ok(ExitCode::SUCCESS);
     }
-    use super::moe::{GBPS, MAX, MEDIAN, MIN, TFLOPS, TIMED_PROBLEM};
-    const STEP: Cell<MoeTiming> = ("step", |x| x.piece.clone());
-    let columns = [TIMED_PROBLEM, STEP, MEDIAN, MIN, MAX, TFLOPS, GBPS];
-    print!("{}", table(&columns, &all).render());
+    print!("{}", bench_text(&all));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln moe bench --layer`'s table (without --json): a row per timed step of each layer.
+pub(super) fn bench_text(rows: &[Row]) -> String {
+    use super::bench_table::{Col, MEDIAN_MS};
+    use super::moe::{GBPS, MAX, MIN, TFLOPS};
+    const STEP: Col = ("step", |x| x.text("piece"));
+    let columns = [
+        bench_table::PROBLEM,
+        STEP,
+        MEDIAN_MS,
+        MIN,
+        MAX,
+        TFLOPS,
+        GBPS,
+    ];
+    table(&columns, rows).render()
 }

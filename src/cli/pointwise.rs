@@ -5,13 +5,15 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use kiln::error::Result;
+use kiln::harness::bench::Row;
 use kiln::harness::bench::{Bench, BenchOptions};
 use kiln::harness::outcome::Extra;
-use kiln::harness::pointwise::{bench, suite, verify, Case, PointwiseTiming};
+use kiln::harness::pointwise::{bench, suite, verify, Case};
 use serde_json::json;
 
+use super::bench_table::Col;
 use super::env::Env;
-use super::verdicts::{failures, print_outcomes, table, verified, Cell, Column, PROBLEM};
+use super::verdicts::{failures, print_outcomes, table, verified, Column, PROBLEM};
 
 #[derive(Debug, Args)]
 pub struct PointwiseCmdArgs {
@@ -114,15 +116,21 @@ fn run_bench(env: &Env, a: &PointwiseBenchArgs) -> Result<ExitCode> {
     if env.json {
         env.print_json(&json!(timings));
     } else {
-        type C = Cell<PointwiseTiming>;
-        const TIMED: C = ("problem", |m| m.problem.clone());
-        const MEDIAN: C = ("median µs", |m| format!("{:.1}", m.median_us));
-        const MIN: C = ("min µs", |m| format!("{:.1}", m.min_us));
-        const MAX: C = ("max µs", |m| format!("{:.1}", m.max_us));
-        const MOVED: C = ("MB moved", |m| format!("{:.1}", m.bytes as f64 / 1e6));
-        const TBPS: C = ("TB/s", |m| format!("{:.2}", m.tb_per_s));
-        let columns = [TIMED, MEDIAN, MIN, MAX, MOVED, TBPS];
-        print!("{}", table(&columns, &timings).render());
+        print!("{}", bench_text(&timings));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln pointwise bench`'s table (without --json): a row per timed kernel.
+pub(super) fn bench_text(timings: &[Row]) -> String {
+    const TIMED: Col = ("problem", |m| m.text("problem"));
+    const MEDIAN: Col = ("median µs", |m| m.fixed("median_us", 1));
+    const MIN: Col = ("min µs", |m| m.fixed("min_us", 1));
+    const MAX: Col = ("max µs", |m| m.fixed("max_us", 1));
+    const MOVED: Col = ("MB moved", |m| {
+        format!("{:.1}", m.num("bytes").unwrap_or(f64::NAN) / 1e6)
+    });
+    const TBPS: Col = ("TB/s", |m| m.fixed("tb_per_s", 2));
+    let columns = [TIMED, MEDIAN, MIN, MAX, MOVED, TBPS];
+    table(&columns, timings).render()
 }

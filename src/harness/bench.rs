@@ -61,38 +61,17 @@ pub struct Timing {
     pub host_us: Option<f64>,
 }
 
-/// Timings of one version on one problem of a family that counts FLOPs (attention forward and
-/// backward), with every timed launch.
-#[derive(Debug, Clone, Serialize)]
-pub struct KernelTiming<P> {
-    pub version: String,
-    pub problem: P,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    /// The problem's FLOPs per second of the median.
-    pub tflops: f64,
-    /// Every timed launch (ms) in launch order: bimodal runs and drift show here, not in the
-    /// median.
-    pub times_ms: Vec<f64>,
-}
-
-impl<P> KernelTiming<P> {
-    /// The summary of `version`'s `times` (ms) on `problem` of `flops`.
-    pub fn of(version: &str, problem: P, flops: f64, times: Vec<f64>) -> Self {
-        let s = Summary::of(times.clone());
-        KernelTiming {
-            version: version.into(),
-            problem,
-            median_ms: s.median_ms,
-            min_ms: s.min_ms,
-            max_ms: s.max_ms,
-            reps: s.reps,
-            tflops: s.rate(flops, 1e12),
-            times_ms: times,
-        }
-    }
+/// The row of `version`'s `times` (ms, in launch order) on `problem` of `flops` (attention's
+/// forward and backward): `version`, `problem` (the problem's own keys), the times in ms,
+/// `tflops`, and `times_ms`, every timed launch in launch order (bimodal runs and drift show
+/// there, not in the median).
+pub fn kernel_row(version: &str, problem: impl Serialize, flops: f64, times: Vec<f64>) -> Row {
+    let s = Summary::of(times.clone());
+    Row::timed(&s, Times::Ms)
+        .with("version", version)
+        .with("problem", problem)
+        .with("tflops", s.rate(flops, 1e12))
+        .with("times_ms", times)
 }
 
 /// A set of timed launches summarised: the median, the fastest and the slowest (ms), and how
@@ -120,6 +99,107 @@ impl Summary {
     /// 1e9: GB/s).
     pub fn rate(&self, amount: f64, unit: f64) -> f64 {
         amount / (self.median_ms * 1e-3) / unit
+    }
+}
+
+/// One timed line of any family's bench, as its users read it: what ran, the [`Summary`] of its
+/// launches in the family's unit ([`Times`]), its rates, the peer's figures and whatever else the
+/// family writes, each under the JSON key the family has always used. The handlers print rows
+/// through `json!`, whose objects order their keys by name (as every family's typed rows printed),
+/// so the order keys are set in never shows; a key set to `None` is written as null.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Row(serde_json::Map<String, serde_json::Value>);
+
+/// The unit of a family's times, and so their keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Times {
+    /// `median_ms`, `min_ms`, `max_ms` and `reps`.
+    Ms,
+    /// `median_us`, `min_us` and `max_us` (the GEMV, the 4-bit experts and the pointwise kernels,
+    /// which never wrote `reps`).
+    Us,
+}
+
+impl Row {
+    /// The times of `s` under `times`' keys.
+    pub fn timed(s: &Summary, times: Times) -> Row {
+        let r = Row::default();
+        match times {
+            Times::Ms => r
+                .with("median_ms", s.median_ms)
+                .with("min_ms", s.min_ms)
+                .with("max_ms", s.max_ms)
+                .with("reps", s.reps),
+            Times::Us => r
+                .with("median_us", s.median_ms * 1e3)
+                .with("min_us", s.min_ms * 1e3)
+                .with("max_us", s.max_ms * 1e3),
+        }
+    }
+
+    /// The row with `key` set to `value`.
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Row {
+        self.set(key, value);
+        self
+    }
+
+    /// Sets `key` to `value` (null for a value JSON cannot hold).
+    pub fn set(&mut self, key: &str, value: impl Serialize) {
+        let v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        self.0.insert(key.into(), v);
+    }
+
+    /// The number under `key` (None where it is absent or null).
+    pub fn num(&self, key: &str) -> Option<f64> {
+        self.0.get(key).and_then(serde_json::Value::as_f64)
+    }
+
+    /// The text under `key`: a string as it is, "" where absent or null, else its JSON.
+    pub fn text(&self, key: &str) -> String {
+        match self.0.get(key) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(v) => v.to_string(),
+        }
+    }
+
+    /// The number under `key`, NaN where it is absent or null.
+    pub fn number(&self, key: &str) -> f64 {
+        self.num(key).unwrap_or(f64::NAN)
+    }
+
+    /// The value under `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&serde_json::Value> {
+        self.0.get(key)
+    }
+
+    /// A row of `keys` only (those it has).
+    pub fn only(&self, keys: &[&str]) -> Row {
+        let kept = keys
+            .iter()
+            .filter_map(|&k| Some((k.to_string(), self.0.get(k)?.clone())));
+        Row(kept.collect())
+    }
+
+    /// Whether `key` holds something other than null.
+    pub fn has(&self, key: &str) -> bool {
+        self.0.get(key).is_some_and(|v| !v.is_null())
+    }
+
+    /// The number under `key` with `digits` decimals ("" where absent or null).
+    pub fn fixed(&self, key: &str, digits: usize) -> String {
+        self.num(key)
+            .map(|x| format!("{x:.digits$}"))
+            .unwrap_or_default()
+    }
+
+    /// The number under `key` as a ratio with `digits` decimals, `1.046x` ("" where absent or
+    /// null).
+    pub fn ratio(&self, key: &str, digits: usize) -> String {
+        self.num(key)
+            .map(|x| format!("{x:.digits$}x"))
+            .unwrap_or_default()
     }
 }
 
@@ -498,6 +578,44 @@ mod tests {
         assert_eq!(FlushMode::Read.label(true), "read");
         assert_eq!(FlushMode::Memset.label(true), "memset");
         assert_eq!(FlushMode::Memset.label(false), "none");
+    }
+
+    #[test]
+    fn a_row_keeps_each_familys_keys_and_formats_its_cells() {
+        let s = Summary::of(vec![0.5, 0.25, 1.0]);
+        let ms = Row::timed(&s, Times::Ms)
+            .with("version", "v")
+            .with("config", None::<String>)
+            .with("speedup", 1.0463);
+        let keys: Vec<&String> = ms.0.keys().collect();
+        let want = [
+            "config",
+            "max_ms",
+            "median_ms",
+            "min_ms",
+            "reps",
+            "speedup",
+            "version",
+        ];
+        assert_eq!(keys, want);
+        assert_eq!(ms.0["reps"], serde_json::json!(3));
+        assert_eq!(
+            (ms.text("version"), ms.text("config")),
+            ("v".into(), String::new())
+        );
+        assert_eq!(
+            (ms.fixed("median_ms", 4), ms.ratio("speedup", 3)),
+            ("0.5000".into(), "1.046x".into())
+        );
+        assert_eq!(
+            (ms.fixed("config", 2), ms.has("config"), ms.has("reps")),
+            (String::new(), false, true)
+        );
+        let us = Row::timed(&s, Times::Us);
+        assert_eq!(
+            (us.num("median_us"), us.num("max_us"), us.has("reps")),
+            (Some(500.0), Some(1000.0), false)
+        );
     }
 
     #[test]

@@ -3,9 +3,8 @@
 //! fraction of the measured copy ceiling.
 
 use rand::SeedableRng;
-use serde::Serialize;
 
-use super::bench::{Bench, BenchBuffers, BenchOptions, Summary};
+use super::bench::{Bench, BenchBuffers, BenchOptions, Row, Summary, Times};
 use super::peak;
 use crate::device::Context;
 use crate::error::Result;
@@ -13,28 +12,16 @@ use crate::ops::fp4::nvfp4_gemv::{self, GemvProblem};
 use crate::ops::gemm::{DType, GemmKernel, GemmProblem, Layout};
 use crate::vendor::cublas::Cublas;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct GemvTiming {
-    pub version: String,
-    pub problem: String,
-    pub median_us: f64,
-    pub min_us: f64,
-    pub max_us: f64,
-    /// Bytes it must read (and write) per second.
-    pub gbps: f64,
-    /// `gbps` over the device-to-device copy rate `kiln peak` measures.
-    pub of_copy_ceiling: f64,
-    /// cuBLAS bf16's median over this one's (rows other than cuBLAS's).
-    pub speedup_vs_cublas: Option<f64>,
-}
-
-/// Times the NVFP4 GEMV of `p` and, unless `no_vendor`, cuBLAS bf16 on [M, K] x [N, K]^T.
+/// Times the NVFP4 GEMV of `p` and, unless `no_vendor`, cuBLAS bf16 on [M, K] x [N, K]^T: a row
+/// each of `version`, `problem`, the times in µs, `gbps` (the bytes it must read and write per
+/// second), `of_copy_ceiling` (`gbps` over the copy rate `kiln peak` measures) and, on kiln's,
+/// `speedup_vs_cublas` (cuBLAS bf16's median over this one's; null without cuBLAS's row).
 pub fn bench_gemv(
     ctx: &Context,
     p: &GemvProblem,
     no_vendor: bool,
     opt: &BenchOptions,
-) -> Result<Vec<GemvTiming>> {
+) -> Result<Vec<Row>> {
     p.validate()?;
     let ceiling = peak::measure(ctx, &Cublas)?.copy_tbps;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
@@ -61,20 +48,19 @@ pub fn bench_gemv(
         None => run.interleaved(&mut [&mut ours])?,
     };
     let bf16_bytes = (p.n * p.k * 2 + p.m * p.k * 2 + p.m * p.n * p.output.size()) as f64;
-    let row = |version: &str, t: &Summary, bytes: f64| GemvTiming {
-        version: version.into(),
-        problem: p.label(),
-        median_us: t.median_ms * 1e3,
-        min_us: t.min_ms * 1e3,
-        max_us: t.max_ms * 1e3,
-        gbps: t.rate(bytes, 1e9),
-        of_copy_ceiling: t.rate(bytes, 1e9) / (ceiling * 1e3),
-        speedup_vs_cublas: None,
+    let row = |version: &str, t: &Summary, bytes: f64| {
+        Row::timed(t, Times::Us)
+            .with("version", version)
+            .with("problem", p.label())
+            .with("gbps", t.rate(bytes, 1e9))
+            .with("of_copy_ceiling", t.rate(bytes, 1e9) / (ceiling * 1e3))
+            .with("speedup_vs_cublas", None::<f64>)
     };
     let mut out = vec![row(nvfp4_gemv::NAME, &times[0], p.min_bytes())];
-    out.extend(times.get(1).map(|t| row("cublas bf16", t, bf16_bytes)));
-    if out.len() == 2 {
-        out[0].speedup_vs_cublas = Some(out[1].median_us / out[0].median_us);
+    if let Some(t) = times.get(1) {
+        let us = |t: &Summary| t.median_ms * 1e3;
+        out[0].set("speedup_vs_cublas", us(t) / us(&times[0]));
+        out.push(row("cublas bf16", t, bf16_bytes));
     }
     Ok(out)
 }

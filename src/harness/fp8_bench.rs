@@ -4,12 +4,10 @@
 //! equal results. The operands are drawn on the GPU in f32 and quantised there, so a large
 //! problem is set up in one pass over device memory.
 
-use serde::Serialize;
-
 use crate::device::Context;
 use crate::error::{Error, Result};
 use crate::formats::{Fp8Format, ScaleRecipe};
-use crate::harness::bench::{Bench, BenchOptions, Summary};
+use crate::harness::bench::{Bench, BenchOptions, Row, Summary, Times};
 use crate::harness::device_data::random_buffer;
 use crate::ops::fp8::quant::{Granularity, QuantSpec};
 use crate::ops::fp8::{self, Fp8Config, Fp8Operands, Fp8Problem, Scales};
@@ -17,41 +15,21 @@ use crate::ops::gemm::DType;
 use crate::reference::data::HostData;
 use crate::vendor::cublaslt_fp8::LtFp8;
 
-/// One version's timing on one problem.
-#[derive(Debug, Clone, Serialize)]
-pub struct Fp8Timing {
-    pub version: String,
-    pub problem: String,
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
-    pub scale: String,
-    pub promote: bool,
-    /// kiln's config (None for the vendor).
-    pub config: Option<String>,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    pub tflops: f64,
-    /// kiln's time over cuBLASLt's inverted (> 1: kiln faster), when cuBLASLt ran.
-    pub speedup_vs_cublaslt: Option<f64>,
-    /// ‖kiln − cuBLASLt‖ / ‖cuBLASLt‖ over the whole C, when cuBLASLt ran.
-    pub rel_diff_vs_cublaslt: Option<f64>,
-    /// Why cuBLASLt did not run, if it did not.
-    pub vendor_note: Option<String>,
-}
-
 /// Times `p` with each of `cfgs` (none: the default choice) and, with `vendor`, cuBLASLt, all
 /// interleaved launch by launch on the same operands: one row per kiln config (in `cfgs`'s
 /// order; a config given twice is timed twice, the spread of one version), then cuBLASLt's.
+/// Each row: `version`, `problem`, `m`, `n`, `k`, `scale`, `promote`, `config` (kiln's, splits and
+/// reduction included; null for the vendor), the times in ms, `tflops`, and against cuBLASLt
+/// `speedup_vs_cublaslt` (its median over this one's), `rel_diff_vs_cublaslt` (‖kiln − cuBLASLt‖
+/// / ‖cuBLASLt‖ over the whole C) or, when it did not run, why in `vendor_note` (null keys
+/// where they do not apply).
 pub fn bench_fp8(
     ctx: &Context,
     p: &Fp8Problem,
     cfgs: &[Fp8Config],
     vendor: bool,
     opt: &BenchOptions,
-) -> Result<Vec<Fp8Timing>> {
+) -> Result<Vec<Row>> {
     p.validate()?;
     crate::harness::memory::plan_fp8_bench(p, &ctx.info)
         .ensure(ctx, &format!("the problem {p}"))?;
@@ -115,37 +93,34 @@ pub fn bench_fp8(
         launches.push(v);
     }
     let times = run.interleaved(&mut launches)?;
-    let row = |version: &str, config: Option<String>, t: &Summary| Fp8Timing {
-        version: version.into(),
-        problem: p.to_string(),
-        m: p.m,
-        n: p.n,
-        k: p.k,
-        scale: p.scale.to_string(),
-        promote: p.promote,
-        config,
-        median_ms: t.median_ms,
-        min_ms: t.min_ms,
-        max_ms: t.max_ms,
-        reps: t.reps,
-        tflops: t.rate(p.flops(), 1e12),
-        speedup_vs_cublaslt: None,
-        rel_diff_vs_cublaslt: None,
-        vendor_note: note.clone(),
+    let row = |version: &str, config: Option<String>, t: &Summary| {
+        Row::timed(t, Times::Ms)
+            .with("version", version)
+            .with("problem", p.to_string())
+            .with("m", p.m)
+            .with("n", p.n)
+            .with("k", p.k)
+            .with("scale", p.scale.to_string())
+            .with("promote", p.promote)
+            .with("config", config)
+            .with("tflops", t.rate(p.flops(), 1e12))
+            .with("speedup_vs_cublaslt", None::<f64>)
+            .with("rel_diff_vs_cublaslt", None::<f64>)
+            .with("vendor_note", &note)
     };
-    let mut out: Vec<Fp8Timing> = cfgs
+    let mut out: Vec<Row> = cfgs
         .iter()
         .zip(&times)
         .map(|(c, t)| row(fp8::gemm::NAME, Some(shown(c).to_string()), t))
         .collect();
     if lt.is_some() {
-        let v = row("cublaslt", None, &times[cfgs.len()]);
+        let vt = &times[cfgs.len()];
         let get = |b: &crate::device::DeviceBuffer| -> Result<HostData> {
             Ok(HostData::from_bytes(p.out, &b.download::<u8>(bytes)?))
         };
         let c = get(&dv)?;
-        for (r, dc) in out.iter_mut().zip(&outs) {
-            r.speedup_vs_cublaslt = Some(v.median_ms / r.median_ms);
+        for ((r, dc), t) in out.iter_mut().zip(&outs).zip(&times) {
+            r.set("speedup_vs_cublaslt", vt.median_ms / t.median_ms);
             let k = get(dc)?;
             let (mut d2, mut r2) = (0.0, 0.0);
             for m in 0..p.m {
@@ -156,9 +131,12 @@ pub fn bench_fp8(
                     r2 += y * y;
                 }
             }
-            r.rel_diff_vs_cublaslt = Some(crate::harness::verify::rel_l2(d2, r2));
+            r.set(
+                "rel_diff_vs_cublaslt",
+                crate::harness::verify::rel_l2(d2, r2),
+            );
         }
-        out.push(v);
+        out.push(row("cublaslt", None, vt));
     }
     Ok(out)
 }

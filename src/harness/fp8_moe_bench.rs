@@ -2,12 +2,10 @@
 //! on the GPU (X 1x128, W 128x128 per expert), L2 flushed before each launch, medians, TFLOPS
 //! and TB/s of the fewest bytes the problem moves against the device's measured copy ceiling.
 
-use serde::Serialize;
-
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::formats::Fp8Format;
-use crate::harness::bench::{Bench, BenchOptions};
+use crate::harness::bench::{Bench, BenchOptions, Row, Times};
 use crate::harness::device_data::random_buffer;
 use crate::harness::fp8_bench::operand;
 use crate::ops::fp8::Granularity;
@@ -16,24 +14,11 @@ use crate::ops::moe::fp8_problem::{Fp8MoeOperands, Fp8MoeProblem};
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{fp8_grouped, fp8_swiglu};
 
-/// One timing.
-#[derive(Debug, Clone, Serialize)]
-pub struct Fp8MoeTiming {
-    pub version: String,
-    pub problem: String,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    pub tflops: f64,
-    /// The fewest bytes the problem moves ([`Fp8MoeProblem::min_bytes`]) per second, TB/s.
-    pub tbps: f64,
-    /// The device's copy rate (bytes read plus written per second, 1 GiB), TB/s.
-    pub copy_tbps: f64,
-}
-
-/// Times `p` (the grouped GEMM, or the SwiGLU when `p.swiglu` is set).
-pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Result<Fp8MoeTiming> {
+/// Times `p` (the grouped GEMM, or the SwiGLU when `p.swiglu` is set): a row of `version`,
+/// `problem`, the times in ms, `tflops`, `tbps` (the fewest bytes the problem moves,
+/// [`Fp8MoeProblem::min_bytes`], per second) and `copy_tbps` (the device's copy rate, bytes read
+/// plus written per second over 1 GiB).
+pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Result<Row> {
     p.validate()?;
     if !p.n.is_multiple_of(128) {
         return Err(Error::invalid(format!(
@@ -81,15 +66,10 @@ pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Re
         None => fp8_grouped::launch(ctx, p, &ops),
     };
     let t = Bench::new(ctx, opt)?.interleaved(&mut [&mut launch])?[0];
-    Ok(Fp8MoeTiming {
-        version: version.into(),
-        problem: p.label(),
-        median_ms: t.median_ms,
-        min_ms: t.min_ms,
-        max_ms: t.max_ms,
-        reps: t.reps,
-        tflops: t.rate(p.flops(), 1e12),
-        tbps: t.rate(p.min_bytes(), 1e12),
-        copy_tbps: super::peak::copy_ceiling_tbps(ctx)?,
-    })
+    Ok(Row::timed(&t, Times::Ms)
+        .with("version", version)
+        .with("problem", p.label())
+        .with("tflops", t.rate(p.flops(), 1e12))
+        .with("tbps", t.rate(p.min_bytes(), 1e12))
+        .with("copy_tbps", super::peak::copy_ceiling_tbps(ctx)?))
 }

@@ -3,9 +3,7 @@
 //! CUDA events, warm-up excluded, L2 flushed before every timed repetition, random inputs made on
 //! the GPU.
 
-use serde::Serialize;
-
-use super::bench::{Bench, BenchOptions};
+use super::bench::{Bench, BenchOptions, Row, Times};
 use super::device_data::random_buffer;
 use super::memory;
 use super::moe_verify::MoeBuffers;
@@ -18,22 +16,6 @@ use crate::ops::moe::schedule::{sched_bytes, TileConfig};
 use crate::ops::moe::{check_operands, version_for, MoeOperands, MoeProblem, SwiGlu, WeightLayout};
 use crate::ops::registry::Registry;
 use crate::overrides::MoeOverrides;
-
-/// Timings of one piece on one problem.
-#[derive(Debug, Clone, Serialize)]
-pub struct MoeTiming {
-    /// `grouped_gemm`, `swiglu_dual`, `down_proj` or `ffn`.
-    pub piece: String,
-    pub problem: String,
-    /// The tile shape used.
-    pub tile: String,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    pub tflops: f64,
-    pub gbps: f64,
-}
 
 /// What `kiln moe bench` runs.
 #[derive(Debug, Clone)]
@@ -81,24 +63,17 @@ pub fn tile_label(p: &MoeProblem, sms: u32, o: &MoeOverrides) -> String {
     }
 }
 
-/// Times `launch` (one enqueue per call) in `run`, counting the piece's flops and bytes.
-pub fn time_piece(
-    run: &Bench,
-    piece: Piece,
-    launch: impl FnMut() -> Result<()>,
-) -> Result<MoeTiming> {
+/// Times `launch` (one enqueue per call) in `run`, counting the piece's flops and bytes: a row
+/// of `piece` (`grouped_gemm`, `swiglu_dual`, `down_proj`, `ffn`, or a layer's step), `problem`,
+/// `tile` (the tile shape used), the times in ms, `tflops` and `gbps`.
+pub fn time_piece(run: &Bench, piece: Piece, launch: impl FnMut() -> Result<()>) -> Result<Row> {
     let t = run.one(launch)?;
-    Ok(MoeTiming {
-        piece: piece.name,
-        problem: piece.problem,
-        tile: piece.tile,
-        median_ms: t.median_ms,
-        min_ms: t.min_ms,
-        max_ms: t.max_ms,
-        reps: t.reps,
-        tflops: t.rate(piece.flops, 1e12),
-        gbps: t.rate(piece.bytes, 1e9),
-    })
+    Ok(Row::timed(&t, Times::Ms)
+        .with("piece", piece.name)
+        .with("problem", piece.problem)
+        .with("tile", piece.tile)
+        .with("tflops", t.rate(piece.flops, 1e12))
+        .with("gbps", t.rate(piece.bytes, 1e9)))
 }
 
 /// The problems of a request: (first, down projection if an FFN).
@@ -152,7 +127,7 @@ pub fn bench_moe(
     reg: &Registry,
     r: &MoeBenchRequest,
     opt: &BenchOptions,
-) -> Result<Vec<MoeTiming>> {
+) -> Result<Vec<Row>> {
     let (first, down) = problems(r);
     first.validate()?;
     if let Some(d) = &down {

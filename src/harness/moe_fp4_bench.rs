@@ -1,9 +1,7 @@
 //! The 4-bit MoE kernels timed against kiln's bf16 kernel of the same counts in one run: µs, and
 //! GB/s of the bytes each must move (touched experts only) as a fraction of the copy ceiling.
 
-use serde::Serialize;
-
-use super::bench::{Bench, BenchOptions};
+use super::bench::{Bench, BenchOptions, Row, Times};
 use super::device_data::random_buffer;
 use super::moe_bench::{random_buffers, tile_label};
 use super::moe_fp4::Fp4Buffers;
@@ -39,23 +37,9 @@ impl Fp4BenchRequest {
     }
 }
 
-/// One timed kernel.
-#[derive(Debug, Clone, Serialize)]
-pub struct Fp4BenchRow {
-    /// `bf16 swiglu_dual`, `nvfp4 fp4_experts`, ...
-    pub kernel: String,
-    pub problem: String,
-    pub tile: String,
-    pub median_us: f64,
-    pub min_us: f64,
-    pub max_us: f64,
-    /// Bytes it must move: touched experts' weights, routed X and Y rows.
-    pub bytes: f64,
-    pub gbps: f64,
-    /// gbps over the measured device-to-device copy rate (read + write).
-    pub copy_fraction: f64,
-    /// The bf16 kernel's median over this one's.
-    pub speedup: f64,
+/// The median of a 4-bit bench's row (µs).
+pub fn median_us(r: &Row) -> f64 {
+    r.num("median_us").unwrap_or(f64::NAN)
 }
 
 /// Bytes of X and Y's routed rows.
@@ -96,32 +80,32 @@ impl<'c> BenchRun<'c> {
         })
     }
 
-    /// `launch` of `kernel` (with its `tile`) on `p` timed, a row of `bytes` moved.
+    /// `launch` of `kernel` (with its `tile`) on `p` timed: a row of `kernel` (`bf16
+    /// swiglu_dual`, `nvfp4 fp4_experts`, ...), `problem`, `tile`, the times in µs, `bytes` (what
+    /// it must move: touched experts' weights, routed X and Y rows), `gbps`, `copy_fraction`
+    /// (`gbps` over the measured device-to-device copy rate) and `speedup` (1; the caller sets
+    /// the bf16 kernel's median over this one's).
     pub fn time(
         &self,
         p: &MoeProblem,
         (kernel, tile): (String, String),
         bytes: f64,
         launch: impl FnMut() -> Result<()>,
-    ) -> Result<Fp4BenchRow> {
+    ) -> Result<Row> {
         let t = self.bench.one(launch)?;
         let gbps = t.rate(bytes, 1e9);
-        Ok(Fp4BenchRow {
-            kernel,
-            problem: p.label(),
-            tile,
-            median_us: t.median_ms * 1e3,
-            min_us: t.min_ms * 1e3,
-            max_us: t.max_ms * 1e3,
-            bytes,
-            gbps,
-            copy_fraction: gbps / self.copy,
-            speedup: 1.0,
-        })
+        Ok(Row::timed(&t, Times::Us)
+            .with("kernel", kernel)
+            .with("problem", p.label())
+            .with("tile", tile)
+            .with("bytes", bytes)
+            .with("gbps", gbps)
+            .with("copy_fraction", gbps / self.copy)
+            .with("speedup", 1.0))
     }
 
     /// kiln's bf16 kernel on `p` (its buffers freed before the caller makes its own).
-    pub fn bf16_baseline(&self, reg: &Registry, p: &MoeProblem) -> Result<Fp4BenchRow> {
+    pub fn bf16_baseline(&self, reg: &Registry, p: &MoeProblem) -> Result<Row> {
         let ctx = self.bench.ctx;
         let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
         let k = reg.moe_version(version_for(p, o))?;
@@ -140,7 +124,7 @@ pub fn bench_fp4(
     reg: &Registry,
     r: &Fp4BenchRequest,
     opt: &BenchOptions,
-) -> Result<Vec<Fp4BenchRow>> {
+) -> Result<Vec<Row>> {
     let p = r.problem();
     p.validate()?;
     let run = BenchRun::new(ctx, opt)?;
@@ -182,7 +166,7 @@ pub fn bench_fp4(
     let mut fp4 = run.time(&p, what, fp4_bytes(&p, &l), || {
         Fp4Experts::launch(ctx, &p, &l, &ops)
     })?;
-    fp4.speedup = base.median_us / fp4.median_us;
+    fp4.set("speedup", median_us(&base) / median_us(&fp4));
     Ok(vec![base, fp4])
 }
 

@@ -4,8 +4,9 @@
 //! E 128 (I 768), top-8, H 2048, at 1, 8, 64 and 4,096 tokens, routed by a given top-k (the
 //! transformers experts interface); at 1 and 4,096 tokens also from softmax logits.
 
+use super::bench::Row;
 use super::bench::{Bench, BenchOptions};
-use super::moe_bench::{time_piece, MoeTiming, Piece};
+use super::moe_bench::{time_piece, Piece};
 use super::moe_layer::{given, problem, softmax, LayerBuffers, LayerCase, RouteInputs};
 use crate::device::Context;
 use crate::error::{Error, Result};
@@ -92,7 +93,7 @@ pub fn bench_layer(
     p: &LayerProblem,
     opt: &BenchOptions,
     seed: u64,
-) -> Result<Vec<MoeTiming>> {
+) -> Result<Vec<Row>> {
     p.validate()?;
     super::moe_layer_verify::plan(&LayerCase::of(*p))
         .ensure(ctx, &format!("the layer {}", p.label()))?;

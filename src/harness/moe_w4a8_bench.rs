@@ -2,8 +2,9 @@
 //! FP8 quantiser on the same X (what a layer whose input is not already e4m3 adds).
 
 use super::bench::BenchOptions;
+use super::bench::Row;
 use super::device_data::random_buffer;
-use super::moe_fp4_bench::{touched, BenchRun, Fp4BenchRequest, Fp4BenchRow};
+use super::moe_fp4_bench::{median_us, touched, BenchRun, Fp4BenchRequest};
 use super::moe_verify::settle;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
@@ -46,7 +47,7 @@ pub fn bench_w4a8(
     reg: &Registry,
     r: &Fp4BenchRequest,
     opt: &BenchOptions,
-) -> Result<Vec<Fp4BenchRow>> {
+) -> Result<Vec<Row>> {
     let mp = r.problem();
     mp.validate()?;
     let p = w4a8_problem(&mp);
@@ -101,7 +102,7 @@ pub fn bench_w4a8(
     let mut w4a8 = run.time(&mp, what, w4a8_bytes(&p, &l), || {
         W4a8Experts::launch(ctx, &p, &l, &ops)
     })?;
-    w4a8.speedup = base.median_us / w4a8.median_us;
+    w4a8.set("speedup", median_us(&base) / median_us(&w4a8));
     // the quantiser alone: X read in bf16, codes and scales written
     let qbytes = (xr * k * 3 + 4 * Granularity::Block1x128.scale_count(xr, k)) as f64;
     let what = (
@@ -111,6 +112,7 @@ pub fn bench_w4a8(
     let mut quant = run.time(&mp, what, qbytes, || {
         fp8::quantize_into(ctx, &x, DType::Bf16, xr, k, k, spec, &q.codes, k, &q.scales)
     })?;
-    quant.speedup = base.median_us / (w4a8.median_us + quant.median_us);
+    let both = median_us(&w4a8) + median_us(&quant);
+    quant.set("speedup", median_us(&base) / both);
     Ok(vec![base, w4a8, quant])
 }

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::bench::{Bench, Summary};
+use super::bench::{Bench, Row, Summary, Times};
 use super::outcome::{Extra, Outcome};
 use super::runner::Check;
 use super::verify::fresh_seed;
@@ -485,21 +485,11 @@ fn judge_rope(c: &RopeCase, dr: &RopeDrawn) -> Result<(Tally, bool)> {
     Ok((t, plan.shape.vec8))
 }
 
-/// One timed kernel: its median time and the bytes it moves (read + written once).
-#[derive(Debug, Clone, Serialize)]
-pub struct PointwiseTiming {
-    pub problem: String,
-    pub median_us: f64,
-    pub min_us: f64,
-    pub max_us: f64,
-    pub bytes: usize,
-    pub tb_per_s: f64,
-}
-
 /// Times `c` in `run` (L2 flushed before each launch) on the inputs its check draws: RMSNorm
 /// moves x, the weight, out (and the residual twice); the rotary embedding moves q and k twice
-/// and the cos and sin tables once.
-pub fn bench(run: &Bench, c: &Case) -> Result<PointwiseTiming> {
+/// and the cos and sin tables once. A row of `problem`, the times in µs, `bytes` (moved, read
+/// and written once) and `tb_per_s`.
+pub fn bench(run: &Bench, c: &Case) -> Result<Row> {
     let ctx = run.ctx;
     let mut d = c.draw(ctx, fresh_seed())?;
     let (t, bytes) = if matches!(
@@ -518,12 +508,8 @@ pub fn bench(run: &Bench, c: &Case) -> Result<PointwiseTiming> {
         };
         (run.one(|| c.launch(ctx, &mut d))?, bytes)
     };
-    Ok(PointwiseTiming {
-        problem: c.label(),
-        median_us: t.median_ms * 1e3,
-        min_us: t.min_ms * 1e3,
-        max_us: t.max_ms * 1e3,
-        bytes,
-        tb_per_s: t.rate(bytes as f64, 1e12),
-    })
+    Ok(Row::timed(&t, Times::Us)
+        .with("problem", c.label())
+        .with("bytes", bytes)
+        .with("tb_per_s", t.rate(bytes as f64, 1e12)))
 }

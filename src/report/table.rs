@@ -28,6 +28,16 @@ impl Table {
             .push(cells.iter().map(|s| s.to_string()).collect());
     }
 
+    /// Adds the column `head` on the right, its `cells` one per row in order ("" for a row
+    /// past their end).
+    pub fn column(&mut self, head: &str, cells: impl IntoIterator<Item = String>) {
+        self.header.push(head.into());
+        let mut cells = cells.into_iter();
+        for r in &mut self.rows {
+            r.push(cells.next().unwrap_or_default());
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

@@ -4,11 +4,10 @@
 use serde::Serialize;
 
 use super::ResultRow;
-use crate::harness::attention::bench::AttnTiming;
 use crate::harness::attention::decode::DecodeTiming;
-use crate::harness::bench::{FlushMode, Timing};
+use crate::harness::bench::{FlushMode, Row, Timing};
 use crate::harness::check::CheckRow;
-use crate::harness::moe_bench::{MoeBenchRequest, MoeTiming};
+use crate::harness::moe_bench::MoeBenchRequest;
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::peak::Peak;
 use crate::harness::suite::BenchRow;
@@ -65,16 +64,6 @@ pub struct AttentionVerifyMetrics<'a> {
     pub seed: u64,
     pub skipped: &'a Option<String>,
     pub message: &'a str,
-}
-
-/// One attention timing (`kiln attn bench`; its per-launch times stay out of the store).
-#[derive(Debug, Clone, Serialize)]
-pub struct AttentionBenchMetrics {
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    pub reps: usize,
-    pub tflops: f64,
 }
 
 /// The problem of an MoE timing (`kiln moe bench`): the piece's label and the request's shape.
@@ -245,16 +234,10 @@ pub fn attention_verify_row(o: &Outcome) -> ResultRow {
     )
 }
 
-/// `kiln attn bench`: one version timed on `p`.
-pub fn attention_bench_row(p: &AttentionProblem, t: &AttnTiming) -> ResultRow {
-    let m = AttentionBenchMetrics {
-        median_ms: t.median_ms,
-        min_ms: t.min_ms,
-        max_ms: t.max_ms,
-        reps: t.reps,
-        tflops: t.tflops,
-    };
-    row("attention", &t.version, String::new(), p, &m, None)
+/// `kiln attn bench`: one version timed on `p` (its per-launch times stay out of the store).
+pub fn attention_bench_row(p: &AttentionProblem, t: &Row) -> ResultRow {
+    let m = t.only(&["median_ms", "min_ms", "max_ms", "reps", "tflops"]);
+    row("attention", &t.text("version"), String::new(), p, &m, None)
 }
 
 /// `kiln attn verify --decode`: one decode step checked, its split count as the variant (the
@@ -306,14 +289,14 @@ pub fn attention_backward_verify_row(o: &Outcome) -> ResultRow {
 }
 
 /// `kiln attn bench --backward`: one backward version timed.
-pub fn attention_backward_bench_row(
-    t: &crate::harness::attention::backward_bench::BackwardTiming,
-) -> ResultRow {
+pub fn attention_backward_bench_row(t: &Row) -> ResultRow {
+    let problem = t.get("problem");
+    let version = t.text("version");
     row(
         "attention_backward",
-        &t.version,
+        &version,
         String::new(),
-        &t.problem,
+        &problem,
         t,
         None,
     )
@@ -341,14 +324,11 @@ pub fn moe_layer_verify_row(c: &crate::harness::moe_layer::LayerCase, o: &Outcom
 }
 
 /// `kiln moe bench --layer`: one piece of one layer timed.
-pub fn moe_layer_bench_row(
-    p: &crate::ops::moe::layer::LayerProblem,
-    t: &crate::harness::moe_bench::MoeTiming,
-) -> ResultRow {
+pub fn moe_layer_bench_row(p: &crate::ops::moe::layer::LayerProblem, t: &Row) -> ResultRow {
     row(
         "moe",
         crate::ops::moe::layer::NAME,
-        t.piece.clone(),
+        t.text("piece"),
         p,
         t,
         None,
@@ -356,15 +336,16 @@ pub fn moe_layer_bench_row(
 }
 
 /// `kiln moe bench`: one piece of the request `r` timed.
-pub fn moe_bench_row(r: &MoeBenchRequest, t: &MoeTiming) -> ResultRow {
+pub fn moe_bench_row(r: &MoeBenchRequest, t: &Row) -> ResultRow {
+    let label = t.text("problem");
     let p = MoeBenchProblem {
-        label: &t.problem,
+        label: &label,
         counts: &r.counts,
         n: r.n,
         k: r.k,
         dtype: r.dtype,
     };
-    row("moe", &t.piece, String::new(), &p, t, None)
+    row("moe", &t.text("piece"), String::new(), &p, t, None)
 }
 
 /// `kiln sanitize`: one sanitizer tool over one version and problem, the tool as the variant.
@@ -559,16 +540,7 @@ mod tests {
             r.metrics,
             json!({"rel_error": o.rel_error, "bound": o.bound, "lse_max_error": o.lse_max_error(), "nan_or_unwritten": o.mismatches, "rows_checked": o.rows_checked, "seed": o.seed, "skipped": o.skipped, "message": o.message})
         );
-        let t = AttnTiming {
-            version: "fa2_mma_sync".into(),
-            problem: p,
-            median_ms: 1.5,
-            min_ms: 1.4,
-            max_ms: 1.9,
-            reps: 20,
-            tflops: 401.0,
-            times_ms: vec![1.5, 1.4],
-        };
+        let t = crate::harness::bench::kernel_row("fa2_mma_sync", p, 1.45e12, vec![1.5, 1.4]);
         let r = attention_bench_row(&p, &t);
         assert_eq!(
             (r.op.as_str(), r.version.as_str(), r.passed),
@@ -577,7 +549,7 @@ mod tests {
         assert_eq!(r.problem, json!(p));
         assert_eq!(
             r.metrics,
-            json!({"median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms, "reps": t.reps, "tflops": t.tflops})
+            json!({"median_ms": 1.45, "min_ms": 1.4, "max_ms": 1.5, "reps": 2, "tflops": t.number("tflops")})
         );
     }
 
@@ -616,17 +588,18 @@ mod tests {
             dtype: DType::F16,
             swiglu: None,
         };
-        let t = MoeTiming {
-            piece: "ffn".into(),
-            problem: "E3 x43".into(),
-            tile: "128x128".into(),
+        let s = crate::harness::bench::Summary {
             median_ms: 0.1,
             min_ms: 0.09,
             max_ms: 0.2,
             reps: 10,
-            tflops: 100.0,
-            gbps: 900.0,
         };
+        let t = Row::timed(&s, crate::harness::bench::Times::Ms)
+            .with("piece", "ffn")
+            .with("problem", "E3 x43")
+            .with("tile", "128x128")
+            .with("tflops", 100.0)
+            .with("gbps", 900.0);
         let r = moe_bench_row(&req, &t);
         assert_eq!(
             (
@@ -639,7 +612,7 @@ mod tests {
         );
         assert_eq!(
             r.problem,
-            json!({"label": t.problem, "counts": req.counts, "n": req.n, "k": req.k, "dtype": req.dtype})
+            json!({"label": t.text("problem"), "counts": req.counts, "n": req.n, "k": req.k, "dtype": req.dtype})
         );
         assert_eq!(r.metrics, json!(t));
     }

@@ -90,10 +90,10 @@ pub fn tune_fp8(
         };
         if c.verified {
             let timed = bench_fp8(ctx, p, &[config], true, opt)?;
-            if let Some(t) = timed.iter().find(|t| t.config.is_some()) {
-                c.median_ms = Some(t.median_ms);
-                c.tflops = Some(t.tflops);
-                c.speedup_vs_cublaslt = t.speedup_vs_cublaslt;
+            if let Some(t) = timed.iter().find(|t| t.has("config")) {
+                c.median_ms = t.num("median_ms");
+                c.tflops = t.num("tflops");
+                c.speedup_vs_cublaslt = t.num("speedup_vs_cublaslt");
             }
         }
         on_candidate(&c);

@@ -287,7 +287,7 @@ impl Gpu {
                     config: job.config.clone(),
                 };
                 let t = time_attention(&self.ctx, &k, p, b, fl, opt)?;
-                Ok((t.median_ms, t.tflops))
+                Ok((t.number("median_ms"), t.number("tflops")))
             }
             _ => Err(Error::invalid(format!(
                 "{} cannot time a {} problem",

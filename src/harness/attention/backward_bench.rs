@@ -5,13 +5,9 @@
 use super::device_inputs;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
-use crate::harness::bench::KernelTiming;
 use crate::harness::verify::refusal;
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands};
 use crate::ops::attention_backward::{BackwardOperands, BackwardProblem};
-
-/// The backward's timings: TFLOPS of 2.5 times the forward's FLOPs over unmasked pairs.
-pub type BackwardTiming = KernelTiming<BackwardProblem>;
 
 /// The nine buffers of one backward: inputs random, O and LSE from the forward.
 pub struct BackwardBuffers {

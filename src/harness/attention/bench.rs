@@ -8,13 +8,10 @@ use serde::Serialize;
 use super::decode::DecodeSpec;
 use super::decode_check::DecodeBuffers;
 use super::device_inputs;
-use crate::harness::bench::{sample_launches, BenchOptions, KernelTiming, L2Flusher, Summary};
+use crate::harness::bench::{kernel_row, sample_launches, BenchOptions, L2Flusher, Row, Summary};
 use crate::ops::attention::decode_paged;
 use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
-
-/// The forward's timings: TFLOPS over unmasked pairs.
-pub type AttnTiming = KernelTiming<AttentionProblem>;
 
 /// Random Q, K, V and output buffers for one problem.
 pub struct AttnBuffers {
@@ -53,7 +50,7 @@ impl AttnBuffers {
     }
 }
 
-/// Times `kernel` on `p` with the given buffers.
+/// Times `kernel` on `p` with the given buffers: its [`kernel_row`], TFLOPS over unmasked pairs.
 pub fn time_attention(
     ctx: &Context,
     kernel: &dyn AttentionKernel,
@@ -61,10 +58,10 @@ pub fn time_attention(
     bufs: &AttnBuffers,
     flusher: &L2Flusher,
     opt: &BenchOptions,
-) -> Result<AttnTiming> {
+) -> Result<Row> {
     let ops = bufs.operands();
     let times = sample_launches(ctx, flusher, opt, || kernel.launch(ctx, p, &ops))?;
-    Ok(AttnTiming::of(kernel.name(), *p, p.flops(), times))
+    Ok(kernel_row(kernel.name(), p, p.flops(), times))
 }
 
 /// One decode timing: event times with L2 flushed, and the cache bytes the step must read.

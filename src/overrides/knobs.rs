@@ -143,6 +143,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.attention.bwd_dq_keys, false, bit),
     },
     Knob {
+        name: "KILN_BWD_EXP_POLY",
+        takes: || "0 to 8".into(),
+        default: "3: bwd_fa3_m128_fma takes 3 of every 8 of Pᵀ's exponentials on the FMA pipe",
+        set: |o, v| put(&mut o.attention.bwd_exp_poly, opt(v, |v| number(v, 0, 8))),
+        show: |o| o.attention.bwd_exp_poly.map(|n| n.to_string()),
+    },
+    Knob {
         name: "KILN_BWD_NO_AHEAD",
         takes: || FLAG.into(),
         default: "0: bwd_fa3_lookahead issues the next block's Sᵀ before this block's dQ staging",

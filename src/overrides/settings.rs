@@ -126,6 +126,9 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_DQ_KEYS`: `bwd_fa3_bulk_dq` and `bwd_fa3_tma_dq` at d128 split dQ between their
     /// warpgroups by keys (each its own 64, no meeting) instead of by columns. Default: false.
     pub bwd_dq_keys: bool,
+    /// `KILN_BWD_EXP_POLY`: how many of every 8 of Pᵀ's exponentials `bwd_fa3_m128_fma` computes
+    /// by a polynomial on the FMA pipe instead of MUFU (0: none). Default: none (its own, 3).
+    pub bwd_exp_poly: Option<u32>,
     /// `KILN_BWD_NO_AHEAD`: `bwd_fa3_lookahead` issues each query block's Sᵀ at the block's top
     /// (descriptors by adds only) instead of before the previous block's dQ staging. Default:
     /// false.
@@ -145,6 +148,7 @@ impl AttentionOverrides {
     /// No overrides: the defaults.
     pub const NONE: AttentionOverrides = AttentionOverrides {
         bwd_dq_keys: false,
+        bwd_exp_poly: None,
         bwd_no_ahead: false,
         bwd_pingpong: false,
         fa3_d64: None,

@@ -136,6 +136,13 @@ pub(super) const FLAG: &str = "0 or 1";
 /// Every experiment knob, in name order.
 pub(super) static KNOBS: &[Knob] = &[
     Knob {
+        name: "KILN_BWD_D256_P16",
+        takes: || FLAG.into(),
+        default: "0: the d256 backwards hand Pᵀ between their warpgroups in fp32",
+        set: |o, v| put(&mut o.attention.bwd_d256_p16, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_d256_p16, false, bit),
+    },
+    Knob {
         name: "KILN_BWD_DQ_KEYS",
         takes: || FLAG.into(),
         default: "0: bwd_fa3_bulk_dq and bwd_fa3_tma_dq at d128 split dQ by columns",

@@ -72,14 +72,15 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 57 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (57, 14));
+    // 58 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (58, 14));
 }
 
 #[test]
 fn every_knob_round_trips_through_active_and_resets_when_empty() {
     // one non-default value per knob
     let values: &[(&str, &str)] = &[
+        ("KILN_BWD_D256_P16", "1"),
         ("KILN_BWD_DQ_KEYS", "1"),
         ("KILN_BWD_EXP_POLY", "0"),
         ("KILN_BWD_NO_AHEAD", "1"),

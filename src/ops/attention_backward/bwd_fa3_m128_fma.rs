@@ -15,8 +15,8 @@
 //! packed dSᵀ takes 4 instructions a pair. Deterministic mode: the ordered atomics, as
 //! `bwd_fa3_m128_rows`. Not the default until the device shows it verified and faster.
 
-use super::bwd_fa3_m128_rows;
-use super::bwd_fa3_wgmma::{launch_tile, supports_tile, WgmmaBwdTile};
+use super::bwd_fa3_wgmma::{launch_tile, WgmmaBwdTile};
+use super::{bwd_fa3_m128, bwd_fa3_m128_rows};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
@@ -49,13 +49,7 @@ impl AttentionBackwardKernel for BwdFa3M128Fma {
         8
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        if p.attn.head_dim != 64 {
-            return Err(format!(
-                "head_dim {} is not supported (128 query rows a step fit only at d64); use 64, or bwd_fa3_lookahead",
-                p.attn.head_dim
-            ));
-        }
-        supports_tile(p, dev, tile(EXP_POLY))
+        bwd_fa3_m128::supports_m128(p, dev, tile(EXP_POLY))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         // its main kernels only (the passes are the default's); other shares of

@@ -18,7 +18,7 @@
 //! `bwd_fa3_lookahead` at d64.
 
 use super::bwd_fa3_m128;
-use super::bwd_fa3_wgmma::{launch_tile, supports_tile, WgmmaBwdTile};
+use super::bwd_fa3_wgmma::{launch_tile, WgmmaBwdTile};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
@@ -47,13 +47,7 @@ impl AttentionBackwardKernel for BwdFa3M128Rows {
         7
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        if p.attn.head_dim != 64 {
-            return Err(format!(
-                "head_dim {} is not supported (128 query rows a step fit only at d64); use 64, or bwd_fa3_lookahead",
-                p.attn.head_dim
-            ));
-        }
-        supports_tile(p, dev, tile())
+        bwd_fa3_m128::supports_m128(p, dev, tile())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         // its main kernels only: the preprocess and postprocess are the default's, compiled with

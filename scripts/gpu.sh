@@ -83,10 +83,10 @@
 #                                rows) verified at d64 (each <= 90 s), then timed beside
 #                                bwd_fa3_m128 and bwd_fa3_lookahead at `backward`'s 4 d64 shapes and
 #                                SDPA's backwards on them (about 3 min on an H200)
-#   bwd-m128-fma                 bwd_fa3_m128_fma (bwd_fa3_m128_rows with 3 of every 8 exponentials
-#                                on the FMA pipe, dSᵀ in packed bf16 pairs) the same way, timed
-#                                beside bwd_fa3_m128_rows too, and with KILN_BWD_EXP_POLY=0 and 2 at
-#                                B4 H16 S4096 (about 4 min on an H200)
+#   bwd-m128-fma                 bwd_fa3_m128_fma (bwd_fa3_m128_rows with dSᵀ in packed bf16 pairs)
+#                                the same way, timed beside bwd_fa3_m128_rows too, and with
+#                                KILN_BWD_EXP_POLY=2 and 3 (that many of every 8 exponentials on the
+#                                FMA pipe) at B4 H16 S4096 (about 4 min on an H200)
 #   bwd-window                   the sliding window's backward (bwd_fa3_lookahead, KILN_BWD_WINDOW;
 #                                ledger B13): the forward alone at the split ragged block, then
 #                                nine verify problems (each <= 90 s: GQA, Sq != Skv and Sq = Skv
@@ -1271,9 +1271,9 @@ bwd-m128-rows | bwd-m128-fma)
   # bwd_fa3_m128_rows (d64, 128 query rows a step, dQ split by query rows: each dQ element added
   # once a block) verified at d64, then timed beside bwd_fa3_m128 and bwd_fa3_lookahead at the 4
   # d64 shapes of `backward` and SDPA's backwards on them (about 3 min on an H200).
-  # bwd-m128-fma: bwd_fa3_m128_fma (the same with 3 of every 8 exponentials on the FMA pipe and dSᵀ
-  # in packed bf16 pairs) the same way, timed beside bwd_fa3_m128_rows too, and at B4 H16 S4096
-  # with KILN_BWD_EXP_POLY=0 (the packed dSᵀ alone) and 2 (about 4 min).
+  # bwd-m128-fma: bwd_fa3_m128_fma (the same with dSᵀ in packed bf16 pairs) the same way, timed
+  # beside bwd_fa3_m128_rows too, and at B4 H16 S4096 with KILN_BWD_EXP_POLY=2 and 3 (that many of
+  # every 8 exponentials on the FMA pipe; about 4 min).
   need_bin "$KILN"; machine "$KILN"
   n=${task#bwd-}
   V=bwd_fa3_${n//-/_}
@@ -1290,7 +1290,7 @@ bwd-m128-rows | bwd-m128-fma)
     shapes="$shapes;$1,16,$2,64${3:+,causal}"
   done
   if [ "$V" = bwd_fa3_m128_fma ]; then
-    for e in 0 2; do
+    for e in 2 3; do
       step "$n-bench-b4-s4096-exp-poly-$e" 60 env KILN_BWD_EXP_POLY=$e "$KILN" attn bench --backward --batch 4 \
         --heads 16 --seqlen 4096 --dim 64 --version "$V" --reps 10 --warmup 3
     done

@@ -152,7 +152,7 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_BWD_EXP_POLY",
         takes: || "0 to 8".into(),
-        default: "3: bwd_fa3_m128_fma takes 3 of every 8 of Pᵀ's exponentials on the FMA pipe",
+        default: "0: bwd_fa3_m128_fma takes all of Pᵀ's exponentials on MUFU (n: n of every 8 on the FMA pipe)",
         set: |o, v| put(&mut o.attention.bwd_exp_poly, opt(v, |v| number(v, 0, 8))),
         show: |o| o.attention.bwd_exp_poly.map(|n| n.to_string()),
     },

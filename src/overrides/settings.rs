@@ -130,7 +130,7 @@ pub struct AttentionOverrides {
     /// warpgroups by keys (each its own 64, no meeting) instead of by columns. Default: false.
     pub bwd_dq_keys: bool,
     /// `KILN_BWD_EXP_POLY`: how many of every 8 of Pᵀ's exponentials `bwd_fa3_m128_fma` computes
-    /// by a polynomial on the FMA pipe instead of MUFU (0: none). Default: none (its own, 3).
+    /// by a polynomial on the FMA pipe instead of MUFU (0: none). Default: none (its own, 0).
     pub bwd_exp_poly: Option<u32>,
     /// `KILN_BWD_NO_AHEAD`: `bwd_fa3_lookahead` issues each query block's Sᵀ at the block's top
     /// (descriptors by adds only) instead of before the previous block's dQ staging. Default:

@@ -13,7 +13,13 @@
 //! once its queue drains. With 3 of every 8 exponentials on the FMA pipe MUFU's share drops to 640
 //! cycles and the added issue (8 instructions an exponential in bf16) still fits beside it; the
 //! packed dSᵀ takes 4 instructions a pair. Deterministic mode: the ordered atomics, as
-//! `bwd_fa3_m128_rows`. Not the default until the device shows it verified and faster.
+//! `bwd_fa3_m128_rows`.
+//!
+//! Measured (H200, the lead's mid-way call on 5e97a8c, 2026-11-29; ledger B15): verified (S4096,
+//! GQA, ragged BHSD f16 causal, deterministic S4097 bitwise), 1.04x `bwd_fa3_m128_rows` at B4 H16
+//! S4096 (447.2 against 430.5 TFLOPS) and 1.025x at B1 H16 S16384 (478.5 against 466.7); with no
+//! exponential on the FMA pipe 448.3: the packed dSᵀ is the gain, so the default share is 0 and
+//! the polynomial a knob (`KILN_BWD_EXP_POLY`).
 
 use super::bwd_fa3_wgmma::{launch_tile, WgmmaBwdTile};
 use super::{bwd_fa3_m128, bwd_fa3_m128_rows};
@@ -25,11 +31,15 @@ use crate::ops::attention::DTYPES;
 
 pub struct BwdFa3M128Fma;
 
-/// Of every 8 exponentials, how many its default takes on the FMA pipe (`KILN_BWD_EXP_POLY`).
-pub const EXP_POLY: u32 = 3;
+/// Of every 8 exponentials, how many its default takes on the FMA pipe (`KILN_BWD_EXP_POLY`): none.
+/// 3 measured the same as 0 on an H200 (the lead's mid-way call on 5e97a8c, 2026-11-29: B4 H16
+/// S4096 447.2 against 448.3 TFLOPS; the packed dSᵀ alone gave the gain over `bwd_fa3_m128_rows`),
+/// so the polynomial stays a knob for the sweep, off the default path.
+pub const EXP_POLY: u32 = 0;
 
-/// Its tile: `bwd_fa3_m128_rows`'s with `exp_poly` of every 8 exponentials by polynomial and dSᵀ
-/// in packed pairs (bf16; f16 keeps the fp32 product).
+/// Its tile: `bwd_fa3_m128_rows`'s with dSᵀ in packed pairs (bf16; f16 keeps the fp32 product,
+/// so that its kernel is `bwd_fa3_m128_rows`' by default) and `exp_poly` of every 8 exponentials
+/// by polynomial.
 pub(super) fn tile(exp_poly: u32) -> WgmmaBwdTile {
     WgmmaBwdTile {
         exp_poly,
@@ -43,7 +53,7 @@ impl AttentionBackwardKernel for BwdFa3M128Fma {
         "bwd_fa3_m128_fma"
     }
     fn summary(&self) -> &'static str {
-        "bwd_fa3_m128_rows with 3 of 8 exponentials by polynomial on the FMA pipe and dS^T in packed bf16 pairs"
+        "bwd_fa3_m128_rows with dS^T in packed bf16 pairs (and, by KILN_BWD_EXP_POLY, a share of the exponentials on the FMA pipe)"
     }
     fn rung(&self) -> u32 {
         8
@@ -80,18 +90,17 @@ mod tests {
         assert_eq!(t.smem_bytes(), rows.smem_bytes());
         let bf16 = t.spec("sm_90a", DType::Bf16).label();
         let f16 = t.spec("sm_90a", DType::F16).label();
+        // by default the packed dSᵀ in bf16 only; f16 is the row split's own kernel
         assert!(
-            bf16.contains("KILN_BWD_EXP_POLY=3") && bf16.contains("KILN_BWD_DS_PACKED=1"),
+            bf16.contains("KILN_BWD_DS_PACKED=1") && !bf16.contains("EXP_POLY"),
             "{bf16}"
         );
-        // f16 keeps dSᵀ's fp32 product (its range), but takes the polynomial
-        assert!(
-            f16.contains("KILN_BWD_EXP_POLY=3") && !f16.contains("DS_PACKED"),
-            "{f16}"
-        );
-        // no share, no define: the row split's own label with the packed dSᵀ only
-        let none = tile(0).spec("sm_90a", DType::Bf16).label();
-        assert!(!none.contains("EXP_POLY"), "{none}");
+        assert_eq!(f16, rows.spec("sm_90a", DType::F16).label());
+        // a share of the exponentials by the knob: its define in both dtypes
+        for dt in DTYPES {
+            let l = tile(3).spec("sm_90a", dt).label();
+            assert!(l.contains("KILN_BWD_EXP_POLY=3"), "{l}");
+        }
         // the row split keeps its label
         let old = rows.spec("sm_90a", DType::Bf16).label();
         assert!(
@@ -154,14 +163,15 @@ mod tests {
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's
     /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored), and so do
-    /// the shares a bench may ask for by `KILN_BWD_EXP_POLY` around it (0, 2, 4; at 5 ptxas
-    /// spilled 4 bytes).
+    /// the shares a bench may ask for by `KILN_BWD_EXP_POLY` (2, 3, 4 in bf16, 3 in f16; at 5
+    /// ptxas spilled 4 bytes).
     #[test]
     fn every_variant_compiles_without_spills() {
         let mut v = BwdFa3M128Fma.variants("sm_90a");
-        for n in [0, EXP_POLY - 1, EXP_POLY + 1] {
+        for n in [2, 3, 4] {
             v.push(tile(n).spec("sm_90a", DType::Bf16));
         }
+        v.push(tile(3).spec("sm_90a", DType::F16));
         crate::ops::attention_backward::assert_compiles_clean(v, &["C751", "C7507", "C7508"]);
     }
 }

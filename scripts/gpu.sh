@@ -83,6 +83,10 @@
 #                                rows) verified at d64 (each <= 90 s), then timed beside
 #                                bwd_fa3_m128 and bwd_fa3_lookahead at `backward`'s 4 d64 shapes and
 #                                SDPA's backwards on them (about 3 min on an H200)
+#   bwd-m128-fma                 bwd_fa3_m128_fma (bwd_fa3_m128_rows with dSᵀ in packed bf16 pairs)
+#                                the same way, timed beside bwd_fa3_m128_rows too, and with
+#                                KILN_BWD_EXP_POLY=2 and 3 (that many of every 8 exponentials on the
+#                                FMA pipe) at B4 H16 S4096 (about 4 min on an H200)
 #   bwd-window                   the sliding window's backward (bwd_fa3_lookahead, KILN_BWD_WINDOW;
 #                                ledger B13): the forward alone at the split ragged block, then
 #                                nine verify problems (each <= 90 s: GQA, Sq != Skv and Sq = Skv
@@ -1284,22 +1288,34 @@ bwd-dq-late)
   BWD_VERSION="bwd_fa3_lookahead bwd_fa3_dq_late" bwd_bench
   ;;
 
-bwd-m128-rows)
+bwd-m128-rows | bwd-m128-fma)
   # bwd_fa3_m128_rows (d64, 128 query rows a step, dQ split by query rows: each dQ element added
   # once a block) verified at d64, then timed beside bwd_fa3_m128 and bwd_fa3_lookahead at the 4
   # d64 shapes of `backward` and SDPA's backwards on them (about 3 min on an H200).
+  # bwd-m128-fma: bwd_fa3_m128_fma (the same with dSᵀ in packed bf16 pairs) the same way, timed
+  # beside bwd_fa3_m128_rows too, and at B4 H16 S4096 with KILN_BWD_EXP_POLY=2 and 3 (that many of
+  # every 8 exponentials on the FMA pipe; about 4 min).
   need_bin "$KILN"; machine "$KILN"
-  V=bwd_fa3_m128_rows
-  bwd_dim_verify m128-rows "$V" 64
-  step m128-rows-determ-4097 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 2 --seqlen 4097 \
+  n=${task#bwd-}
+  V=bwd_fa3_${n//-/_}
+  bwd_dim_verify "$n" "$V" 64
+  step "$n-determ-4097" 90 "$KILN" attn verify --backward --version "$V" --batch 2 --heads 2 --seqlen 4097 \
     --dim 64 --deterministic
+  others=(--version bwd_fa3_lookahead --version bwd_fa3_m128)
+  [ "$V" = bwd_fa3_m128_rows ] || others+=(--version bwd_fa3_m128_rows)
   shapes=""
   for shape in "4 4096" "4 4096 --causal" "1 16384" "1 16384 --causal"; do
     set -- $shape
-    step "m128-rows-bench-b$1-s$2${3:+-causal}" 120 "$KILN" attn bench --backward --batch "$1" --heads 16 \
-      --seqlen "$2" --dim 64 ${3:-} --version bwd_fa3_lookahead --version bwd_fa3_m128 --version "$V" --reps 10 --warmup 3
+    step "$n-bench-b$1-s$2${3:+-causal}" 120 "$KILN" attn bench --backward --batch "$1" --heads 16 \
+      --seqlen "$2" --dim 64 ${3:-} "${others[@]}" --version "$V" --reps 10 --warmup 3
     shapes="$shapes;$1,16,$2,64${3:+,causal}"
   done
+  if [ "$V" = bwd_fa3_m128_fma ]; then
+    for e in 2 3; do
+      step "$n-bench-b4-s4096-exp-poly-$e" 60 env KILN_BWD_EXP_POLY=$e "$KILN" attn bench --backward --batch 4 \
+        --heads 16 --seqlen 4096 --dim 64 --version "$V" --reps 10 --warmup 3
+    done
+  fi
   step peers-backward-d64 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
   table
   ;;

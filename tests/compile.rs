@@ -87,3 +87,11 @@ fn the_backwards_deterministic_writer_and_row_split_compile_for_sm90a_without_sp
     check_version("bwd_fa3_ordered_dq", 4);
     check_version("bwd_fa3_m128_rows", 2);
 }
+
+#[test]
+fn the_d64_backward_with_exponentials_on_the_fma_pipe_compiles_for_sm90a_without_spills() {
+    // (the gate above compiles it too: quick after a change to Pᵀ's or dSᵀ's math in
+    // bwd_fa3_block.cuh or to ex2_poly)
+    require_nvrtc!();
+    check_version("bwd_fa3_m128_fma", 2);
+}

@@ -77,6 +77,34 @@ static_assert(BM == 64 || (BM == 128 && D == 64), "64 query rows a step, or 128 
 // each) are what is live while dV runs. dSᵀ gains one more rounding of the input type (2^-9 of
 // each element in bf16), beside its own.
 constexpr bool P_ROUNDED = BM == 128;
+// KILN_BWD_EXP_POLY n (the host's bwd_fa3_m128_fma; 0 when undefined: every other variant's SASS
+// is unchanged): n of every 8 of Pᵀ's exponentials by ex2_poly on the FMA pipe, the rest on MUFU.
+// The H200 profile of bwd_fa3_m128_rows (d64 B4 H16 S4096, 2026-11-29) put 24 % of the stall
+// samples in Pᵀ's loop, MUFU-bound (mio and the MUFU results' short_sb): 64 MUFU.EX2 a thread a
+// step, 1,024 cycles of MUFU an SM sub-partition for its two consumer warps, of which the tensor
+// pipe covers 512 with dPᵀ. Degree 3 in bf16 (relative error 7.6e-5 against a rounding of up to
+// 3.9e-3), 4 in f16 (2.7e-6 against 4.9e-4).
+#if defined(KILN_BWD_EXP_POLY)
+constexpr int EXP_POLY = KILN_BWD_EXP_POLY;
+#else
+constexpr int EXP_POLY = 0;
+#endif
+static_assert(EXP_POLY >= 0 && EXP_POLY <= 8, "KILN_BWD_EXP_POLY: how many of every 8 exponentials on the FMA pipe");
+constexpr int EXP_POLY_DEG = KILN_IN == 0 ? 3 : 4;
+// Whether element i of a thread's Pᵀ takes ex2_poly: n of every 8, spread evenly.
+__device__ __forceinline__ constexpr bool exp_on_fma(int i) { return (i * EXP_POLY) % 8 < EXP_POLY; }
+// KILN_BWD_DS_PACKED 1 (the host's bwd_fa3_m128_fma, bf16 only; needs P_ROUNDED): dSᵀ = Pᵀ ∘
+// (dPᵀ − D) in packed pairs, the rounded Pᵀ times (dPᵀ − D) rounded to bf16 by one mul.bf16x2,
+// in place of unpacking Pᵀ, multiplying in fp32 and packing: 4 instructions a pair where there
+// were 7 (the same profile: 11 % of the samples in this phase, issue-bound). One more rounding
+// (dPᵀ − D to bf16, 2^-9 of the element) inside dSᵀ's own. Not in f16, whose range (65504) the
+// factor dPᵀ − D may pass where dSᵀ does not.
+#if defined(KILN_BWD_DS_PACKED)
+constexpr bool DS_PACKED = KILN_BWD_DS_PACKED != 0;
+#else
+constexpr bool DS_PACKED = false;
+#endif
+static_assert(!DS_PACKED || (P_ROUNDED && KILN_IN == 0), "packed dSᵀ math from the rounded Pᵀ (128 rows a step), in bf16");
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 static_assert(D == 64 || D == 128 || (D == 256 && BN == 64),
               "head dim 64 or 128 (dK and dV of 64 keys x D in registers), or 256 at 64 keys a block (bwd_fa3_d256.cu)");
@@ -367,7 +395,8 @@ __device__ __forceinline__ void p_from_s(float (&st)[SR], float2 (&l)[BM / 8], c
     if (!AHEAD) l[j] = *reinterpret_cast<const float2*>(sl + 8 * j + 2 * t);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float pe = ex2_approx(fmaf(st[4 * j + e], p.scale_log2, -((e & 1) ? l[j].y : l[j].x)));
+      const float x = fmaf(st[4 * j + e], p.scale_log2, -((e & 1) ? l[j].y : l[j].x));
+      float pe = EXP_POLY > 0 && exp_on_fma(4 * j + e) ? ex2_poly<EXP_POLY_DEG>(x) : ex2_approx(x);
       if (MASK) {
         const int key = k.n0 + row + 8 * (e >> 1), q = m0 + 8 * j + 2 * t + (e & 1);
         const bool hidden = BWD_WINDOW ? q >= k.rows_q(p) || !window_sees(q, key, k.off, p.win_left, p.win_right, k.rows_k(p))
@@ -417,18 +446,31 @@ __device__ __forceinline__ u32 bwd_grads(float (&st)[SR], float (&dp)[SR], float
   wgmma_commit();
   wgmma_wait<1>();
   fence_all(dp);
-#pragma unroll
-  for (int j = 0; j < BM / 8; ++j) {
-    if (!AHEAD) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 4 * j + e;
-      const float pe = P_ROUNDED ? half_to_float<in_t>(pa[i / 8][(i % 8) / 2], i & 1) : st[i];
-      dp[i] = pe * (dp[i] - ((e & 1) ? dd[j].y : dd[j].x));
-    }
-  }
   u32 dsa[KP][4];
-  pack_a<KP>(dsa, dp);
+  if constexpr (DS_PACKED) {
+    // pair (4j + 2h, + 1) of queries: Pᵀ's packed pa[j / 2][2 (j % 2) + h], D's dd[j]
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      if (!AHEAD) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 4 * j + 2 * h;
+        dsa[j / 2][2 * (j % 2) + h] = mul2<in_t>(pa[j / 2][2 * (j % 2) + h], pack2<in_t>(dp[i] - dd[j].x, dp[i + 1] - dd[j].y));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      if (!AHEAD) dd[j] = *reinterpret_cast<const float2*>(sl + BM + 8 * j + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * j + e;
+        const float pe = P_ROUNDED ? half_to_float<in_t>(pa[i / 8][(i % 8) / 2], i & 1) : st[i];
+        dp[i] = pe * (dp[i] - ((e & 1) ? dd[j].y : dd[j].x));
+      }
+    }
+    pack_a<KP>(dsa, dp);
+  }
   if (P_ROUNDED) fence_packed(dsa);
   wgmma_fence();
   keys_by_dims<D, BM, AT>(dk, dsa, sq_a);

@@ -51,9 +51,20 @@ constexpr bool DQ_STAGED = KILN_D256_DQ != 0;
 
 static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
 
-// Pᵀ exchanged in fp32, [SR / 4][128 threads] of float4: a warp's 32 float4 stores are 512
-// contiguous bytes.
-constexpr u32 PX_BYTES = 64 * BM * 4;
+// KILN_D256_P16 1 (the knob KILN_BWD_D256_P16): Pᵀ handed over as consumer 0 packs it for dV
+// (16-bit pairs: 8 KB a block, [KP][128 threads] of uint4), not in fp32 (16 KB), and consumer 1's
+// dSᵀ = Pᵀ ∘ (dPᵀ − D) takes the rounded Pᵀ (as bwd_fa3_m128's P_ROUNDED: one more rounding of
+// the input type, 2^-9 of the element in bf16). The H200 profile of bwd_fa3_d256_tma (B4 H16
+// S4096, 2026-11-29: the L2 at 80.6 % of its throughput, the tensor pipe 45.4 %) put 7.7 % of the
+// stall samples on the exchange's STS.128 and LDS.128; half the bytes, half the instructions.
+#if defined(KILN_D256_P16)
+constexpr bool P16 = KILN_D256_P16 != 0;
+#else
+constexpr bool P16 = false;
+#endif
+// Pᵀ exchanged in fp32, [SR / 4][128 threads] of float4 (a warp's 32 float4 stores are 512
+// contiguous bytes), or packed (P16).
+constexpr u32 PX_BYTES = 64 * BM * (P16 ? 2 : 4);
 constexpr u32 OFF_DS = 2 * KV_BYTES + STAGES * STAGE_BYTES;
 constexpr u32 OFF_PX = OFF_DS + 2 * DS_BYTES;
 constexpr u32 OFF_VEC = OFF_PX + PX_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
@@ -158,24 +169,45 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
       } else {
         p_from_s<true, false>(acc, v, sl, p, k, th.krow, th.t, m0);
       }
-      if (it > 0) named_barrier_sync(BAR_P_FREE, 256);  // consumer 1 has read the previous block's
-#pragma unroll
-      for (int i = 0; i < SR / 4; ++i) px[i * 128 + tid] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
-      named_barrier_arrive(BAR_P_READY, 256);
       u32 pa[KP][4];
-      pack_a<KP>(pa, acc);
+      if (P16) pack_a<KP>(pa, acc);
+      if (it > 0) named_barrier_sync(BAR_P_FREE, 256);  // consumer 1 has read the previous block's
+      if (P16) {
+#pragma unroll
+        for (int kk = 0; kk < KP; ++kk) reinterpret_cast<uint4*>(px)[kk * 128 + tid] = make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < SR / 4; ++i) px[i * 128 + tid] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+      }
+      named_barrier_arrive(BAR_P_READY, 256);
+      if (!P16) pack_a<KP>(pa, acc);
       wgmma_fence();
       keys_by_dims<D, BM, true>(g, pa, sdo16);
       wgmma_commit();
     } else {
       named_barrier_sync(BAR_P_READY, 256);
+      if (P16) {
 #pragma unroll
-      for (int i = 0; i < SR / 4; ++i) {
-        const float4 pe = px[i * 128 + tid];  // register 4i + e: query 8i + 2t + (e & 1)
-        acc[4 * i] = pe.x * (acc[4 * i] - v[i].x);
-        acc[4 * i + 1] = pe.y * (acc[4 * i + 1] - v[i].y);
-        acc[4 * i + 2] = pe.z * (acc[4 * i + 2] - v[i].x);
-        acc[4 * i + 3] = pe.w * (acc[4 * i + 3] - v[i].y);
+        for (int kk = 0; kk < KP; ++kk) {
+          const uint4 q = reinterpret_cast<const uint4*>(px)[kk * 128 + tid];
+          const u32 w[4] = {q.x, q.y, q.z, q.w};  // pa[kk][e]: registers 8kk + 2e, + 1
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int n = 8 * kk + 2 * e + hf;  // query 8(n / 4) + 2t + hf
+              acc[n] = half_to_float<in_t>(w[e], hf) * (acc[n] - (hf ? v[n / 4].y : v[n / 4].x));
+            }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < SR / 4; ++i) {
+          const float4 pe = px[i * 128 + tid];  // register 4i + e: query 8i + 2t + (e & 1)
+          acc[4 * i] = pe.x * (acc[4 * i] - v[i].x);
+          acc[4 * i + 1] = pe.y * (acc[4 * i + 1] - v[i].y);
+          acc[4 * i + 2] = pe.z * (acc[4 * i + 2] - v[i].x);
+          acc[4 * i + 3] = pe.w * (acc[4 * i + 3] - v[i].y);
+        }
       }
       if (it + 1 < k.iters) named_barrier_arrive(BAR_P_FREE, 256);
       u32 dsa[KP][4];

@@ -27,6 +27,19 @@ template <int NK> __device__ __forceinline__ void pack_a(u32 (&a)[NK][4], const 
     for (int e = 0; e < 4; ++e) a[kk][e] = pack2<in_t>(x[8 * kk + 2 * e], x[8 * kk + 2 * e + 1]);
 }
 
+// Two packed pairs multiplied element by element, rounded to T (KILN_BWD_DS_PACKED's dSᵀ).
+template <class T> __device__ __forceinline__ u32 mul2(u32 a, u32 b);
+template <> __device__ __forceinline__ u32 mul2<bf16>(u32 a, u32 b) {
+  u32 r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <> __device__ __forceinline__ u32 mul2<f16>(u32 a, u32 b) {
+  u32 r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
 // Register-A chunks pinned where they were packed: NVVM otherwise sinks each chunk's conversions
 // to just before the wgmma that reads it, between the product's wgmmas, and ptxas then injects a
 // warpgroup.arrive before each (C7519; seen at 128 query rows).

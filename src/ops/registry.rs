@@ -34,8 +34,10 @@ pub const OPS: &[&str] = &["gemm"];
 /// the atomics until the device says which is fastest (the versions that lose go then), 4 for
 /// the backward's sliding window (the `KILN_BWD_WINDOW` variants of `bwd_fa3_lookahead`,
 /// d64/d128 x bf16/f16: what a windowed problem dispatches to) and 4 for its packed batches
-/// (the `KILN_BWD_VARLEN` variants, the same grid).
-pub const VARIANT_BUDGET: usize = 1544;
+/// (the `KILN_BWD_VARLEN` variants, the same grid). Raised to 1,546 on 2026-11-29 for
+/// `bwd_fa3_m128_fma` (d64's row split with a share of the exponentials on the FMA pipe and dSᵀ
+/// in packed pairs: bf16 and f16), beside the row split until the device says which is faster.
+pub const VARIANT_BUDGET: usize = 1546;
 
 pub struct Registry {
     gemm: Vec<Box<dyn GemmKernel>>,
@@ -74,6 +76,7 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_lookahead::BwdFa3Lookahead),
             Box::new(attention_backward::bwd_fa3_m128::BwdFa3M128),
             Box::new(attention_backward::bwd_fa3_m128_rows::BwdFa3M128Rows),
+            Box::new(attention_backward::bwd_fa3_m128_fma::BwdFa3M128Fma),
             Box::new(attention_backward::bwd_fa3_dq_late::BwdFa3DqLate),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Atomics)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Staged)),
@@ -320,7 +323,7 @@ mod tests {
     }
 
     /// The backward's default is a shape-dependent choice at d64 (`bwd_fa3_m128` causal from 4,096
-    /// rows, `bwd_fa3_m128_rows` non-causal from 4,096, `bwd_fa3_lookahead` elsewhere) and the
+    /// rows, `bwd_fa3_m128_fma` non-causal from 4,096, `bwd_fa3_lookahead` elsewhere) and the
     /// lookahead at d128; a request still wins.
     #[test]
     fn the_backward_default_follows_the_d64_rule() {
@@ -336,8 +339,8 @@ mod tests {
         };
         assert_eq!(pick(16384, 64, true, None), "bwd_fa3_m128");
         assert_eq!(pick(4096, 64, true, None), "bwd_fa3_m128");
-        assert_eq!(pick(4096, 64, false, None), "bwd_fa3_m128_rows");
-        assert_eq!(pick(16384, 64, false, None), "bwd_fa3_m128_rows");
+        assert_eq!(pick(4096, 64, false, None), "bwd_fa3_m128_fma");
+        assert_eq!(pick(16384, 64, false, None), "bwd_fa3_m128_fma");
         assert_eq!(pick(2048, 64, false, None), "bwd_fa3_lookahead");
         assert_eq!(pick(16384, 128, true, None), "bwd_fa3_lookahead");
         let asked = Some("bwd_fa3_m128");

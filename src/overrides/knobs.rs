@@ -136,11 +136,25 @@ pub(super) const FLAG: &str = "0 or 1";
 /// Every experiment knob, in name order.
 pub(super) static KNOBS: &[Knob] = &[
     Knob {
+        name: "KILN_BWD_D256_P16",
+        takes: || FLAG.into(),
+        default: "0: the d256 backwards hand Pᵀ between their warpgroups in fp32",
+        set: |o, v| put(&mut o.attention.bwd_d256_p16, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_d256_p16, false, bit),
+    },
+    Knob {
         name: "KILN_BWD_DQ_KEYS",
         takes: || FLAG.into(),
         default: "0: bwd_fa3_bulk_dq and bwd_fa3_tma_dq at d128 split dQ by columns",
         set: |o, v| put(&mut o.attention.bwd_dq_keys, or(v, false, flag)),
         show: |o| unless(o.attention.bwd_dq_keys, false, bit),
+    },
+    Knob {
+        name: "KILN_BWD_EXP_POLY",
+        takes: || "0 to 8".into(),
+        default: "0: bwd_fa3_m128_fma takes all of Pᵀ's exponentials on MUFU (n: n of every 8 on the FMA pipe)",
+        set: |o, v| put(&mut o.attention.bwd_exp_poly, opt(v, |v| number(v, 0, 8))),
+        show: |o| o.attention.bwd_exp_poly.map(|n| n.to_string()),
     },
     Knob {
         name: "KILN_BWD_NO_AHEAD",

@@ -123,9 +123,15 @@ impl Default for GemmOverrides {
 /// `order=`, `qbuf=` numbers; `overlap=`, `pingpong=` 0 or 1). It wins over the tuned config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AttentionOverrides {
+    /// `KILN_BWD_D256_P16`: the d256 backwards hand Pᵀ from the warpgroup that computes it to the
+    /// one that computes dSᵀ in 16-bit pairs (8 KB a block) instead of fp32. Default: false.
+    pub bwd_d256_p16: bool,
     /// `KILN_BWD_DQ_KEYS`: `bwd_fa3_bulk_dq` and `bwd_fa3_tma_dq` at d128 split dQ between their
     /// warpgroups by keys (each its own 64, no meeting) instead of by columns. Default: false.
     pub bwd_dq_keys: bool,
+    /// `KILN_BWD_EXP_POLY`: how many of every 8 of Pᵀ's exponentials `bwd_fa3_m128_fma` computes
+    /// by a polynomial on the FMA pipe instead of MUFU (0: none). Default: none (its own, 0).
+    pub bwd_exp_poly: Option<u32>,
     /// `KILN_BWD_NO_AHEAD`: `bwd_fa3_lookahead` issues each query block's Sᵀ at the block's top
     /// (descriptors by adds only) instead of before the previous block's dQ staging. Default:
     /// false.
@@ -144,7 +150,9 @@ pub struct AttentionOverrides {
 impl AttentionOverrides {
     /// No overrides: the defaults.
     pub const NONE: AttentionOverrides = AttentionOverrides {
+        bwd_d256_p16: false,
         bwd_dq_keys: false,
+        bwd_exp_poly: None,
         bwd_no_ahead: false,
         bwd_pingpong: false,
         fa3_d64: None,

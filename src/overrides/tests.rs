@@ -80,7 +80,9 @@ fn the_name_table_is_in_order_and_without_duplicates() {
 fn every_knob_round_trips_through_active_and_resets_when_empty() {
     // one non-default value per knob
     let values: &[(&str, &str)] = &[
+        ("KILN_BWD_D256_P16", "1"),
         ("KILN_BWD_DQ_KEYS", "1"),
+        ("KILN_BWD_EXP_POLY", "0"),
         ("KILN_BWD_NO_AHEAD", "1"),
         ("KILN_BWD_PINGPONG", "1"),
         ("KILN_FA3_D128", "pingpong=1,persist=2"),

@@ -93,8 +93,9 @@ impl D256 {
 }
 
 /// The kernel of version `v` for `dtype` (the pair's define only where it pairs, so that the
-/// others' sources stay as they were).
-fn spec(arch: &str, dtype: DType, v: D256) -> KernelSpec {
+/// others' sources stay as they were); `p16`: Pᵀ handed over in 16-bit pairs instead of fp32
+/// (`KILN_BWD_D256_P16`, the define `KILN_D256_P16`; the shared memory as in fp32).
+fn spec(arch: &str, dtype: DType, v: D256, p16: bool) -> KernelSpec {
     let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
         .define("KILN_IN", dtype.code())
         .define("KILN_D", DIM)
@@ -103,8 +104,13 @@ fn spec(arch: &str, dtype: DType, v: D256) -> KernelSpec {
         .define("KILN_DQ_SPLIT", 0)
         .define("KILN_D256_DQ", v.staged() as u32)
         .define("KILN_SMEM", smem_bytes());
-    if v.cluster() > 1 {
+    let s = if v.cluster() > 1 {
         s.define("KILN_BWD_CLUSTER", v.cluster())
+    } else {
+        s
+    };
+    if p16 {
+        s.define("KILN_D256_P16", 1)
     } else {
         s
     }
@@ -145,11 +151,13 @@ impl AttentionBackwardKernel for BwdFa3D256 {
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         let mut v = vec![bwd_prep::pre_spec(arch), bwd_prep::post_spec(arch)];
-        v.extend(DTYPES.iter().map(|&dt| spec(arch, dt, self.0)));
+        // (`KILN_BWD_D256_P16`'s compile when asked for, outside the variant budget)
+        v.extend(DTYPES.iter().map(|&dt| spec(arch, dt, self.0, false)));
         v
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let main = spec(&ctx.arch(), p.attn.dtype, self.0);
+        let p16 = ctx.overrides.attention.bwd_d256_p16;
+        let main = spec(&ctx.arch(), p.attn.dtype, self.0, p16);
         launch_main(
             self.name(),
             ctx,
@@ -245,5 +253,20 @@ mod tests {
                 &["C751", "C7507", "C7508"],
             );
         }
+    }
+
+    /// `KILN_BWD_D256_P16`'s kernels (the default's, bf16 and f16) compile the same way, under a
+    /// label of their own; without it the labels stay.
+    #[test]
+    fn the_16_bit_p_exchange_compiles_without_spills() {
+        let specs: Vec<KernelSpec> = DTYPES
+            .iter()
+            .map(|&dt| spec("sm_90a", dt, D256::Staged, true))
+            .collect();
+        assert!(specs.iter().all(|s| s.label().contains("KILN_D256_P16=1")));
+        assert!(!spec("sm_90a", DType::Bf16, D256::Staged, false)
+            .label()
+            .contains("P16"));
+        crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

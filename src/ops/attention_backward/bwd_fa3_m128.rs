@@ -55,13 +55,7 @@ impl AttentionBackwardKernel for BwdFa3M128 {
         6
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        if p.attn.head_dim != DIM {
-            return Err(format!(
-                "head_dim {} is not supported (128 query rows a step fit only at d64); use 64, or bwd_fa3_lookahead",
-                p.attn.head_dim
-            ));
-        }
-        supports_tile(p, dev, tile(false))
+        supports_m128(p, dev, tile(false))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         // the default walk only: `KILN_BWD_NO_AHEAD`'s (measured the same at 902a3c0, ledger B7;
@@ -83,6 +77,22 @@ impl AttentionBackwardKernel for BwdFa3M128 {
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
         m128_wins(p)
     }
+}
+
+/// Whether a 128-row tile `t` (this version's, `bwd_fa3_m128_rows`', `bwd_fa3_m128_fma`'s) can run
+/// `p` on `dev`: d64 only, then the tile's own limits.
+pub(super) fn supports_m128(
+    p: &BackwardProblem,
+    dev: &DeviceInfo,
+    t: WgmmaBwdTile,
+) -> std::result::Result<(), String> {
+    if p.attn.head_dim != DIM {
+        return Err(format!(
+            "head_dim {} is not supported (128 query rows a step fit only at d64); use 64, or bwd_fa3_lookahead",
+            p.attn.head_dim
+        ));
+    }
+    supports_tile(p, dev, t)
 }
 
 /// Where 128 query rows a step measured faster than `bwd_fa3_lookahead`'s 64 at d64 (H200, main

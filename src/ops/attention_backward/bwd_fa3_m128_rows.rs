@@ -18,7 +18,7 @@
 //! `bwd_fa3_lookahead` at d64.
 
 use super::bwd_fa3_m128;
-use super::bwd_fa3_wgmma::{launch_tile, supports_tile, WgmmaBwdTile};
+use super::bwd_fa3_wgmma::{launch_tile, WgmmaBwdTile};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
@@ -47,13 +47,7 @@ impl AttentionBackwardKernel for BwdFa3M128Rows {
         7
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        if p.attn.head_dim != 64 {
-            return Err(format!(
-                "head_dim {} is not supported (128 query rows a step fit only at d64); use 64, or bwd_fa3_lookahead",
-                p.attn.head_dim
-            ));
-        }
-        supports_tile(p, dev, tile())
+        bwd_fa3_m128::supports_m128(p, dev, tile())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         // its main kernels only: the preprocess and postprocess are the default's, compiled with
@@ -66,14 +60,14 @@ impl AttentionBackwardKernel for BwdFa3M128Rows {
     fn by_default(&self) -> bool {
         false
     }
-    /// The default where it measured fastest: d64, non-causal, not deterministic, 4,096 query
-    /// rows or more (H200, 2026-11-29, final call of bc5de42, one round: B4 H16 S4096 427.4
-    /// TFLOPS against `bwd_fa3_lookahead`'s 412.9 and `bwd_fa3_m128`'s 408.5; B1 H16 S16384
-    /// 454.1 against 438.8 and 443.4). Causal it tied them (359.0 / 438.3 against 361.7 / 446.2),
-    /// and the shorter walks were not timed: `m128_wins` and the lookahead keep those.
-    fn by_default_for(&self, p: &BackwardProblem) -> bool {
-        let a = &p.attn;
-        a.head_dim == 64 && !a.causal && !p.deterministic && a.seqlen_q >= 4096
+    /// Not the default anywhere since `bwd_fa3_m128_fma` (this tile with dSᵀ in packed bf16
+    /// pairs) measured 1.025-1.04x faster at its shapes (H200, 2026-11-29, mid-way call on
+    /// 5e97a8c); it was the default at d64, non-causal, not deterministic, from 4,096 query rows
+    /// since 4cad1b1 (final call of bc5de42: B4 H16 S4096 427.4 TFLOPS against
+    /// `bwd_fa3_lookahead`'s 412.9 and `bwd_fa3_m128`'s 408.5; B1 H16 S16384 454.1 against 438.8
+    /// and 443.4), a rule `bwd_fa3_m128_fma` keeps.
+    fn by_default_for(&self, _p: &BackwardProblem) -> bool {
+        false
     }
 }
 

@@ -67,6 +67,12 @@ pub struct WgmmaBwdTile {
     /// A packed batch (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_VARLEN`, always beside
     /// `KILN_BWD_WINDOW`: one variant for packed batches with or without a window).
     pub varlen: bool,
+    /// How many of every 8 of Pᵀ's exponentials go to the FMA pipe as a polynomial instead of
+    /// MUFU (`bwd_fa3_m128_fma`: the define `KILN_BWD_EXP_POLY`; 0: none, no define).
+    pub exp_poly: u32,
+    /// dSᵀ = Pᵀ ∘ (dPᵀ − D) in packed bf16 pairs from the rounded Pᵀ (`bwd_fa3_m128_fma`, bf16:
+    /// the define `KILN_BWD_DS_PACKED`; 128 rows a step only).
+    pub ds_packed: bool,
 }
 
 /// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
@@ -97,33 +103,29 @@ pub enum DqAdd {
 
 impl WgmmaBwdTile {
     pub fn for_dim(d: usize) -> WgmmaBwdTile {
+        let d64 = WgmmaBwdTile {
+            d: 64,
+            stages: 3,
+            dq_split: 1,
+            dq: DqAdd::Atomic,
+            pingpong: false,
+            ahead: Ahead::No,
+            bm: BM,
+            dq_late: false,
+            det_writer: false,
+            window: false,
+            varlen: false,
+            exp_poly: 0,
+            ds_packed: false,
+        };
         match d {
             128 => WgmmaBwdTile {
                 d: 128,
                 stages: 2,
                 dq_split: 0,
-                dq: DqAdd::Atomic,
-                pingpong: false,
-                ahead: Ahead::No,
-                bm: BM,
-                dq_late: false,
-                det_writer: false,
-                window: false,
-                varlen: false,
+                ..d64
             },
-            _ => WgmmaBwdTile {
-                d: 64,
-                stages: 3,
-                dq_split: 1,
-                dq: DqAdd::Atomic,
-                pingpong: false,
-                ahead: Ahead::No,
-                bm: BM,
-                dq_late: false,
-                det_writer: false,
-                window: false,
-                varlen: false,
-            },
+            _ => d64,
         }
     }
 
@@ -232,6 +234,17 @@ impl WgmmaBwdTile {
         };
         let spec = if self.varlen {
             spec.define("KILN_BWD_VARLEN", 1)
+        } else {
+            spec
+        };
+        // (no defines without them: the older variants' labels stay)
+        let spec = if self.exp_poly > 0 {
+            spec.define("KILN_BWD_EXP_POLY", self.exp_poly)
+        } else {
+            spec
+        };
+        let spec = if self.ds_packed && dtype == DType::Bf16 {
+            spec.define("KILN_BWD_DS_PACKED", 1)
         } else {
             spec
         };

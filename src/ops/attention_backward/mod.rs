@@ -7,6 +7,7 @@ pub mod bwd_fa3_d256;
 pub mod bwd_fa3_dq_late;
 pub mod bwd_fa3_lookahead;
 pub mod bwd_fa3_m128;
+pub mod bwd_fa3_m128_fma;
 pub mod bwd_fa3_m128_rows;
 pub mod bwd_fa3_ordered_dq;
 pub mod bwd_fa3_tma_dq;

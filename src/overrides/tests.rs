@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 58 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (58, 14));
+    // 60 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (60, 14));
 }
 
 #[test]

@@ -5,6 +5,7 @@ use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::ops::attention::{self, AttentionKernel, AttentionProblem};
 use crate::ops::attention_backward::bwd_fa3_d256::D256;
+use crate::ops::attention_backward::bwd_fa3_wgmma::DetWriter;
 use crate::ops::attention_backward::{self, AttentionBackwardKernel, BackwardProblem};
 use crate::ops::gemm::{self, GemmKernel, GemmProblem};
 use crate::ops::moe::{self, MoeKernel};
@@ -34,8 +35,11 @@ pub const OPS: &[&str] = &["gemm"];
 /// the atomics until the device says which is fastest (the versions that lose go then), 4 for
 /// the backward's sliding window (the `KILN_BWD_WINDOW` variants of `bwd_fa3_lookahead`,
 /// d64/d128 x bf16/f16: what a windowed problem dispatches to) and 4 for its packed batches
-/// (the `KILN_BWD_VARLEN` variants, the same grid).
-pub const VARIANT_BUDGET: usize = 1544;
+/// (the `KILN_BWD_VARLEN` variants, the same grid). Raised on 2026-11-29 to 1,548 for the
+/// deterministic writer that bumps its counters eagerly (`bwd_fa3_ordered_eager`: d64/d128 x
+/// bf16/f16), kept beside `bwd_fa3_ordered_dq` until the device says which is faster (the loser
+/// goes then).
+pub const VARIANT_BUDGET: usize = 1548;
 
 pub struct Registry {
     gemm: Vec<Box<dyn GemmKernel>>,
@@ -78,7 +82,12 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Atomics)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Staged)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Pair)),
-            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq),
+            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
+                DetWriter::Late,
+            )),
+            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
+                DetWriter::Eager,
+            )),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

@@ -139,22 +139,21 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 // next tiles, and the consumers for the writer (H200 ncu, d64 B4 H16 S4096, 2026-11-29: 29.7 % of
 // all stall samples at the hand-back barrier, 68 % of the counter reads not yet due). Here the
 // consumers wait only for the tiles' issue and read: the counter's wait, the adds' completion and
-// the bump run while they compute the next block. The next block's (head, query block) is in the
-// walk table once its tiles are handed over: the consumers waited for its stage (the lookahead's
-// next Sᵀ) before they stored this block's.
+// the bump run while they compute the next block. The next block's counter is read before this
+// block's adds are waited for, so that a writer's step is the issue, the longer of that read's
+// round trip and the completion, and the bump (in one thread they would add up to more than
+// d128's step). The next block's (head, query block) is in the walk table once this block's tiles
+// are handed over: the consumers waited for its stage (the lookahead's next Sᵀ) before they
+// stored them.
 __device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& t1, const BwdSmem& sm, const AttnBwdArgs& p,
                                                 const BwdWalk& k, const DetGroup& g) {
   const bool det = p.dq_sem != nullptr;
-  // lane 0: the counter of iteration `it` (null when not deterministic), its turn waited for
-  auto turn = [&](int it) -> u32* {
-    if (!det) return nullptr;
+  // lane 0: the counter of iteration `it` and this block's rank there
+  auto counter = [&](int it, u32& rank) -> u32* {
     int h, mb;
     walk_get(sm, it, h, mb);
-    u32* sem = p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
-    const u32 rank = det_rank(k, p, g, mb);
-    while (ld_acquire(sem) < rank) {
-    }
-    return sem;
+    rank = det_rank(k, p, g, mb);
+    return p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
   };
   u32* sem = nullptr;
   for (int it = 0; it < k.iters; ++it) {
@@ -163,7 +162,12 @@ __device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& 
     int h, mb;
     walk_get(sm, it, h, mb);
     if (t0.adder) {
-      if (it == 0) sem = turn(0);  // (the later blocks' turns: waited for ahead, below)
+      if (det && it == 0) {  // (the later blocks' turns: waited for ahead, below)
+        u32 rank;
+        sem = counter(0, rank);
+        while (ld_acquire(sem) < rank) {
+        }
+      }
       if (det) fence_proxy_async_global();  // (the counter's acquire before the bulk adds)
       t0.reduce(t0.smem, p, k, h, mb * BM, DQ_MH);
       if (!MEET) tma_store_wait<0>();  // split by keys both add to every element: consumer 0's first
@@ -176,10 +180,21 @@ __device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& 
       named_barrier_arrive(11, 160);
     }
     if (t0.adder && det) {
+      // the next block's counter read first, so that its round trip overlaps these adds'
+      // completion (an acquire: no later access moves above it; this block's bump is later)
+      u32 rank = 0, at = 0;
+      u32* next = nullptr;
+      if (it + 1 < k.iters) {
+        next = counter(it + 1, rank);
+        at = ld_acquire(next);
+      }
       tma_store_wait<0>();
       fence_proxy_async_global();
       red_release_add(sem, 1);
-      if (it + 1 < k.iters) sem = turn(it + 1);
+      if (next != nullptr) {
+        while (at < rank) at = ld_acquire(next);  // (bumped first: a waiting writer holds nothing)
+        sem = next;
+      }
     }
     __syncwarp();
   }

@@ -131,6 +131,29 @@ __device__ __forceinline__ void red_release_add(u32* p, u32 v) {
 // acquire before a bulk add; a completed bulk add before the release).
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
+// The writer's adds of one block (lane 0: tiles t0 and t1 into head h, query block mb), the tiles
+// read when it returns; between(): once consumer 0's adds are complete, before consumer 1's are
+// issued, which split by keys (both add to every element) is their order. Then (the whole warp)
+// the tiles handed back to the consumers unless it was the walk's last block.
+template <class Between>
+__device__ __forceinline__ void writer_add(const DqTile& t0, const DqTile& t1, const AttnBwdArgs& p, const BwdWalk& k, int h, int mb,
+                                           const Between& between) {
+  t0.reduce(t0.smem, p, k, h, mb * BM, DQ_MH);
+  if (!MEET) {
+    tma_store_wait<0>();
+    between();
+  }
+  t1.reduce(t1.smem, p, k, h, mb * BM, DQ_MH);
+  tma_store_wait_read<0>();
+}
+__device__ __forceinline__ void writer_hand_back(bool more) {
+  __syncwarp();
+  if (more) {
+    named_barrier_arrive(10, 160);
+    named_barrier_arrive(11, 160);
+  }
+}
+
 // KILN_BWD_DET_WRITER 2, the writer's loop (dq_writer's tiles t0, t1 and group g): a block's counter
 // is bumped as soon as its adds are complete, and the next block's turn is waited for before its
 // tiles arrive. The late bump below puts a step between a block's add and the next adder's turn:
@@ -169,16 +192,9 @@ __device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& 
         }
       }
       if (det) fence_proxy_async_global();  // (the counter's acquire before the bulk adds)
-      t0.reduce(t0.smem, p, k, h, mb * BM, DQ_MH);
-      if (!MEET) tma_store_wait<0>();  // split by keys both add to every element: consumer 0's first
-      t1.reduce(t1.smem, p, k, h, mb * BM, DQ_MH);
-      tma_store_wait_read<0>();
+      writer_add(t0, t1, p, k, h, mb, [] {});
     }
-    __syncwarp();
-    if (it + 1 < k.iters) {
-      named_barrier_arrive(10, 160);
-      named_barrier_arrive(11, 160);
-    }
+    writer_hand_back(it + 1 < k.iters);
     if (t0.adder && det) {
       // the next block's counter read first, so that its round trip overlaps these adds'
       // completion (an acquire: no later access moves above it; this block's bump is later)
@@ -249,19 +265,9 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
         }
         fence_proxy_async_global();
       }
-      t0.reduce(t0.smem, p, k, h, mb * BM, DQ_MH);
-      if (!MEET) {
-        tma_store_wait<0>();  // consumer 0's, and the previous block's
-        release([] {});
-      }
-      t1.reduce(t1.smem, p, k, h, mb * BM, DQ_MH);
-      tma_store_wait_read<0>();
+      writer_add(t0, t1, p, k, h, mb, [&] { release([] {}); });  // (the wait: consumer 0's and the previous block's)
     }
-    __syncwarp();
-    if (it + 1 < k.iters) {
-      named_barrier_arrive(10, 160);
-      named_barrier_arrive(11, 160);
-    }
+    writer_hand_back(it + 1 < k.iters);
     if (lead) {
       release([] { tma_store_wait<2>(); });  // the previous block's two (this block's two in flight)
       prev = sem;

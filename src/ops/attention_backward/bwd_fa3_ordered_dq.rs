@@ -29,6 +29,8 @@
 //! cost the previous adder's next step. d64 takes `bwd_fa3_m128_rows`' tile (dQ split by query
 //! rows): the two tiles of a block add to different rows, so both reduces are issued at once
 //! (split by keys consumer 0's had to complete before consumer 1's was issued), half the bytes.
+//! Measured (H200, 9af92b5): 1.30x the late writer at d64 (0.92x the non-deterministic
+//! default), 1.04x at d128 (0.81x), 1.10x causal (0.85x): the deterministic default since.
 
 use super::bwd_fa3_m128::m128_wins;
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, DetWriter, WgmmaBwdTile, BWD_WGMMA_DIMS};
@@ -100,13 +102,16 @@ impl AttentionBackwardKernel for BwdFa3OrderedDq {
     fn by_default(&self) -> bool {
         false
     }
-    /// `bwd_fa3_ordered_dq`: the deterministic mode's default at d64 and d128 (H200, 2026-11-29,
-    /// final call of bc5de42: the quick suites 18/18 at both dims, 6 of 6 deterministic runs
-    /// bitwise equal each; d128 B2 H16 S8192 477.7 TFLOPS against the ordered atomics' 325.4,
-    /// causal 431.7 against 182.0, d64 B4 H16 S4096 303.6 against `bwd_fa3_m128`'s 176.6). Not
-    /// the non-deterministic mode's. `bwd_fa3_ordered_eager`: not yet measured.
+    /// `bwd_fa3_ordered_eager`: the deterministic mode's default at d64 and d128 (H200,
+    /// 2026-11-29, the mid-way call on 9af92b5, beside `bwd_fa3_ordered_dq` and the
+    /// non-deterministic default in the same call: d64 B4 H16 S4096 395.9 TFLOPS against 304.0,
+    /// 0.92x `bwd_fa3_m128_rows`' 430.4; d128 B2 H16 S8192 499.3 against 479.2, 0.81x the
+    /// lookahead's 616.5; causal 476.0 against 432.7, 0.85x of 561.6; the d64 quick suite 18/18
+    /// with 6 of 6 deterministic runs bitwise equal, five deterministic problems at d64/d128
+    /// bitwise). `bwd_fa3_ordered_dq` was it before (bc5de42: 1.5-2.4x the ordered atomics).
+    /// Neither is the non-deterministic mode's.
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
-        self.0 == DetWriter::Late && p.deterministic
+        self.0 == DetWriter::Eager && p.deterministic
     }
 }
 
@@ -187,18 +192,23 @@ mod tests {
             (LATE.name(), EAGER.name()),
             ("bwd_fa3_ordered_dq", "bwd_fa3_ordered_eager")
         );
-        // the late writer is the deterministic mode's default, not the other's; the eager one
-        // not yet
-        assert!(LATE.by_default_for(&problem(8192, 128, false, true)));
-        assert!(!LATE.by_default_for(&problem(8192, 128, false, false)));
-        assert!(!EAGER.by_default_for(&problem(8192, 128, false, true)));
+        // the eager writer is the deterministic mode's default at both dims, not the other
+        // mode's; the late one no longer
+        for d in BWD_WGMMA_DIMS {
+            for causal in [false, true] {
+                assert!(EAGER.by_default_for(&problem(8192, d, causal, true)));
+                assert!(!EAGER.by_default_for(&problem(8192, d, causal, false)));
+                assert!(!LATE.by_default_for(&problem(8192, d, causal, true)));
+                let det = problem(8192, d, causal, true);
+                let k = r.select_attention_backward(&det, &dev, None).unwrap();
+                assert_eq!(k.name(), "bwd_fa3_ordered_eager");
+            }
+        }
         let det = problem(8192, 128, true, true);
-        let k = r.select_attention_backward(&det, &dev, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_ordered_dq");
         let k = r
-            .select_attention_backward(&det, &dev, Some("bwd_fa3_ordered_eager"))
+            .select_attention_backward(&det, &dev, Some("bwd_fa3_ordered_dq"))
             .unwrap();
-        assert_eq!(k.name(), "bwd_fa3_ordered_eager");
+        assert_eq!(k.name(), "bwd_fa3_ordered_dq");
     }
 
     #[test]

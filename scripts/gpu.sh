@@ -79,6 +79,9 @@
 #                                of more blocks than SMs, deterministic; each <= 90 s, after the
 #                                kernels are compiled), then the deterministic shapes timed beside
 #                                the default's ordered atomics (<= 60 s each; about 5 min on an H200)
+#   bwd-ordered-eager            bwd_fa3_ordered_eager (the writer bumps each counter as soon as its
+#                                adds complete) verified the same way, timed beside
+#                                bwd_fa3_ordered_dq and the non-deterministic default (~5 min)
 #   bwd-m128-rows                bwd_fa3_m128_rows (d64, 128 query rows a step, dQ split by query
 #                                rows) verified at d64 (each <= 90 s), then timed beside
 #                                bwd_fa3_m128 and bwd_fa3_lookahead at `backward`'s 4 d64 shapes and
@@ -1233,19 +1236,23 @@ bwd-m128)
   BWD_VERSION="bwd_fa3_lookahead bwd_fa3_m128@64" bwd_bench
   ;;
 
-bwd-ordered-dq)
+bwd-ordered-dq|bwd-ordered-eager)
   # bwd_fa3_ordered_dq's first full device run (about 5 min on an H200): verified (two runs of every
   # deterministic problem bitwise equal; grids of 153 blocks, more than the SMs, so that the
   # rotated order's wave groups and the descending order's late blocks are exercised), then the
   # deterministic shapes timed beside the default (the ordered atomics) and the non-deterministic
-  # default on the same shape (the 0.85x target is against it).
+  # default on the same shape (the 0.85x target is against it). bwd-ordered-eager: the same for
+  # bwd_fa3_ordered_eager, timed beside bwd_fa3_ordered_dq.
   need_bin "$KILN"; machine "$KILN"
   V=bwd_fa3_ordered_dq
+  [ "$task" = bwd-ordered-eager ] && V=bwd_fa3_ordered_eager
   # (compiled first, in parallel: the verify compiles what it lacks one kernel at a time, and the
   # whole quick suite cold did not finish in 80 s at the mid-way run, 2026-11-29)
   step od-compile 90 "$KILN" check --version "$V"
   step od-compile-lookahead 90 "$KILN" check --version bwd_fa3_lookahead
   step od-compile-m128 90 "$KILN" check --version bwd_fa3_m128
+  step od-compile-m128-rows 90 "$KILN" check --version bwd_fa3_m128_rows
+  [ "$V" = bwd_fa3_ordered_dq ] || step od-compile-ordered 90 "$KILN" check --version bwd_fa3_ordered_dq
   step od-quick-d64 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 64
   step od-quick-d128 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
   # the shapes that hung until 2026-11-29 (a rotated group one query block apart; det_schedule.rs)
@@ -1264,10 +1271,12 @@ bwd-ordered-dq)
   # (each shape names the default's version when not deterministic: `bench` without --version
   # times every version)
   for shape in "bwd_fa3_lookahead 2 16 8192 128" "bwd_fa3_lookahead 2 16 8192 128 --causal" \
-    "bwd_fa3_lookahead 4 32 4096 128 --causal" "bwd_fa3_lookahead 4 16 4096 64" \
+    "bwd_fa3_lookahead 4 32 4096 128 --causal" "bwd_fa3_m128_rows 4 16 4096 64" \
     "bwd_fa3_m128 1 16 16384 64 --causal"; do
     set -- $shape
-    det=bwd_fa3_lookahead; [ "$5" = 64 ] && det=bwd_fa3_m128  # the default's deterministic version
+    # the version it replaces: the ordered atomics, or the late writer
+    det=bwd_fa3_lookahead; [ "$5" = 64 ] && det=bwd_fa3_m128
+    [ "$V" = bwd_fa3_ordered_eager ] && det=bwd_fa3_ordered_dq
     n="d$5-b$2-h$3-s$4${6:+-causal}"
     step "od-det-$n" 60 "$KILN" attn bench --backward --batch "$2" --heads "$3" --seqlen "$4" --dim "$5" ${6:-} \
       --deterministic --version "$det" --version "$V" --reps 10 --warmup 3

@@ -131,6 +131,92 @@ __device__ __forceinline__ void red_release_add(u32* p, u32 v) {
 // acquire before a bulk add; a completed bulk add before the release).
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
+// The writer's adds of one block (lane 0: tiles t0 and t1 into head h, query block mb), the tiles
+// read when it returns; between(): once consumer 0's adds are complete, before consumer 1's are
+// issued, which split by keys (both add to every element) is their order. Then (the whole warp)
+// the tiles handed back to the consumers unless it was the walk's last block.
+template <class Between>
+__device__ __forceinline__ void writer_add(const DqTile& t0, const DqTile& t1, const AttnBwdArgs& p, const BwdWalk& k, int h, int mb,
+                                           const Between& between) {
+  t0.reduce(t0.smem, p, k, h, mb * BM, DQ_MH);
+  if (!MEET) {
+    tma_store_wait<0>();
+    between();
+  }
+  t1.reduce(t1.smem, p, k, h, mb * BM, DQ_MH);
+  tma_store_wait_read<0>();
+}
+__device__ __forceinline__ void writer_hand_back(bool more) {
+  __syncwarp();
+  if (more) {
+    named_barrier_arrive(10, 160);
+    named_barrier_arrive(11, 160);
+  }
+}
+
+// KILN_BWD_DET_WRITER 2, the writer's loop (dq_writer's tiles t0, t1 and group g): a block's counter
+// is bumped as soon as its adds are complete, and the next block's turn is waited for before its
+// tiles arrive. The late bump below puts a step between a block's add and the next adder's turn:
+// where the order has the adders of a query block one step apart (d64's 128-row steps, S4096:
+// 32 key blocks of a head over 32 query blocks) every hop then waited for the previous block's
+// next tiles, and the consumers for the writer (H200 ncu, d64 B4 H16 S4096, 2026-11-29: 29.7 % of
+// all stall samples at the hand-back barrier, 68 % of the counter reads not yet due). Here the
+// consumers wait only for the tiles' issue and read: the counter's wait, the adds' completion and
+// the bump run while they compute the next block. The next block's counter is read before this
+// block's adds are waited for, so that a writer's step is the issue, the longer of that read's
+// round trip and the completion, and the bump (in one thread they would add up to more than
+// d128's step). The next block's (head, query block) is in the walk table once this block's tiles
+// are handed over: the consumers waited for its stage (the lookahead's next Sᵀ) before they
+// stored them.
+__device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& t1, const BwdSmem& sm, const AttnBwdArgs& p,
+                                                const BwdWalk& k, const DetGroup& g) {
+  const bool det = p.dq_sem != nullptr;
+  // lane 0: the counter of iteration `it` and this block's rank there
+  auto counter = [&](int it, u32& rank) -> u32* {
+    int h, mb;
+    walk_get(sm, it, h, mb);
+    rank = det_rank(k, p, g, mb);
+    return p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
+  };
+  u32* sem = nullptr;
+  for (int it = 0; it < k.iters; ++it) {
+    named_barrier_sync(8, 160);
+    named_barrier_sync(9, 160);
+    int h, mb;
+    walk_get(sm, it, h, mb);
+    if (t0.adder) {
+      if (det && it == 0) {  // (the later blocks' turns: waited for ahead, below)
+        u32 rank;
+        sem = counter(0, rank);
+        while (ld_acquire(sem) < rank) {
+        }
+      }
+      if (det) fence_proxy_async_global();  // (the counter's acquire before the bulk adds)
+      writer_add(t0, t1, p, k, h, mb, [] {});
+    }
+    writer_hand_back(it + 1 < k.iters);
+    if (t0.adder && det) {
+      // the next block's counter read first, so that its round trip overlaps these adds'
+      // completion (an acquire: no later access moves above it; this block's bump is later)
+      u32 rank = 0, at = 0;
+      u32* next = nullptr;
+      if (it + 1 < k.iters) {
+        next = counter(it + 1, rank);
+        at = ld_acquire(next);
+      }
+      tma_store_wait<0>();
+      fence_proxy_async_global();
+      red_release_add(sem, 1);
+      if (next != nullptr) {
+        while (at < rank) at = ld_acquire(next);  // (bumped first: a waiting writer holds nothing)
+        sem = next;
+      }
+    }
+    __syncwarp();
+  }
+  if (t0.adder) tma_store_wait<0>();
+}
+
 // KILN_BWD_DET_WRITER: the writer warp (warp 1 of warpgroup 0, at the producer's registers), over
 // the walk table. Per query block: both consumers' tiles handed over (named barriers 8 + c), then
 // lane 0 waits until the counter of (head, query block) reads this key block's rank in the fixed
@@ -149,6 +235,10 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
   const u32 base = sm.sk + OFF_DQ;  // (sm.sk: the aligned base)
   const DqTile t0{map, base, 0, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, SPLIT_M ? 64 : 0, lead};
   const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
+  if (DET_EAGER) {
+    dq_writer_eager(t0, t1, sm, p, k, g);
+    return;
+  }
   u32* prev = nullptr;  // (lane 0) the previous block's counter while not yet bumped
   // its adds complete (`wait`), then its counter bumped
   auto release = [&](auto wait) {
@@ -175,19 +265,9 @@ __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, 
         }
         fence_proxy_async_global();
       }
-      t0.reduce(t0.smem, p, k, h, mb * BM, DQ_MH);
-      if (!MEET) {
-        tma_store_wait<0>();  // consumer 0's, and the previous block's
-        release([] {});
-      }
-      t1.reduce(t1.smem, p, k, h, mb * BM, DQ_MH);
-      tma_store_wait_read<0>();
+      writer_add(t0, t1, p, k, h, mb, [&] { release([] {}); });  // (the wait: consumer 0's and the previous block's)
     }
-    __syncwarp();
-    if (it + 1 < k.iters) {
-      named_barrier_arrive(10, 160);
-      named_barrier_arrive(11, 160);
-    }
+    writer_hand_back(it + 1 < k.iters);
     if (lead) {
       release([] { tma_store_wait<2>(); });  // the previous block's two (this block's two in flight)
       prev = sem;

@@ -113,10 +113,16 @@ static_assert(D == 64 || D == 128 || (D == 256 && BN == 64),
 // adds them by TMA reduce in a fixed order of key blocks per query block (det_rank), the walks
 // arranged so that a block's turn has mostly come by the time it gets there (bwd_walk; the
 // writer: bwd_dq_tile.cuh's dq_writer).
+// KILN_BWD_DET_WRITER 2 (the host's bwd_fa3_ordered_eager): the same order, the writer bumping
+// each counter as soon as its add is complete and waiting for the next block's turn before that
+// block's tiles arrive (dq_writer).
 #if defined(KILN_BWD_DET_WRITER)
 constexpr bool DET_WRITER = KILN_BWD_DET_WRITER != 0;
+constexpr bool DET_EAGER = KILN_BWD_DET_WRITER == 2;
+static_assert(KILN_BWD_DET_WRITER >= 0 && KILN_BWD_DET_WRITER <= 2, "KILN_BWD_DET_WRITER: 0, 1 (late bumps) or 2 (eager)");
 #else
 constexpr bool DET_WRITER = false;
+constexpr bool DET_EAGER = false;
 #endif
 // KILN_BWD_CLUSTER 2 (bwd_fa3_d256.cu only: the host's bwd_fa3_d256_pair): clusters of two
 // adjacent key blocks that walk the same query blocks in step (causal: from the first block the

@@ -5,6 +5,7 @@ use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::ops::attention::{self, AttentionKernel, AttentionProblem};
 use crate::ops::attention_backward::bwd_fa3_d256::D256;
+use crate::ops::attention_backward::bwd_fa3_wgmma::DetWriter;
 use crate::ops::attention_backward::{self, AttentionBackwardKernel, BackwardProblem};
 use crate::ops::gemm::{self, GemmKernel, GemmProblem};
 use crate::ops::moe::{self, MoeKernel};
@@ -34,10 +35,12 @@ pub const OPS: &[&str] = &["gemm"];
 /// the atomics until the device says which is fastest (the versions that lose go then), 4 for
 /// the backward's sliding window (the `KILN_BWD_WINDOW` variants of `bwd_fa3_lookahead`,
 /// d64/d128 x bf16/f16: what a windowed problem dispatches to) and 4 for its packed batches
-/// (the `KILN_BWD_VARLEN` variants, the same grid). Raised to 1,546 on 2026-11-29 for
-/// `bwd_fa3_m128_fma` (d64's row split with a share of the exponentials on the FMA pipe and dSᵀ
-/// in packed pairs: bf16 and f16), beside the row split until the device says which is faster.
-pub const VARIANT_BUDGET: usize = 1546;
+/// (the `KILN_BWD_VARLEN` variants, the same grid). Raised on 2026-11-29 to 1,550: 2 for
+/// `bwd_fa3_m128_fma` (d64's row split with dSᵀ in packed pairs, a share of the exponentials on
+/// the FMA pipe by a knob: bf16 and f16) and 4 for the deterministic writer that bumps its
+/// counters eagerly (`bwd_fa3_ordered_eager`: d64/d128 x bf16/f16), each kept beside the version
+/// it replaced as the default until the next stretch drops the loser.
+pub const VARIANT_BUDGET: usize = 1550;
 
 pub struct Registry {
     gemm: Vec<Box<dyn GemmKernel>>,
@@ -81,7 +84,12 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Atomics)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Staged)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Pair)),
-            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq),
+            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
+                DetWriter::Late,
+            )),
+            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
+                DetWriter::Eager,
+            )),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

@@ -18,45 +18,71 @@
 //! they are added. d64 runs `bwd_fa3_m128`'s tile (one ordered add per 128 rows), d128
 //! `bwd_fa3_lookahead`'s. Problems that are not deterministic run exactly the default's kernels.
 //! Not the default until the device shows it verified (two runs bitwise equal) and faster.
+//!
+//! `bwd_fa3_ordered_eager` (the define `KILN_BWD_DET_WRITER=2`): the same order, the writer
+//! bumping each counter as soon as its adds are complete (not once the next block's are issued)
+//! and waiting for the next block's turn while the consumers compute it, so that they wait for
+//! the writer only while it issues a block's adds and the reduce reads the tiles. An H200 profile
+//! of `bwd_fa3_ordered_dq` (ncu, d64 B4 H16 S4096, 2026-11-29) put 29.7 % of all stall samples on
+//! the consumers' wait for the writer's hand-back and found 68 % of the counters not yet due:
+//! there the order has a query block's adders one step apart, and with the late bump every hop
+//! cost the previous adder's next step. d64 takes `bwd_fa3_m128_rows`' tile (dQ split by query
+//! rows): the two tiles of a block add to different rows, so both reduces are issued at once
+//! (split by keys consumer 0's had to complete before consumer 1's was issued), half the bytes.
+//! Measured (H200, 9af92b5): 1.30x the late writer at d64 (0.92x the non-deterministic
+//! default), 1.04x at d128 (0.81x), 1.10x causal (0.85x): the deterministic default since.
 
 use super::bwd_fa3_m128::m128_wins;
-use super::bwd_fa3_wgmma::{launch_tile, supports_tile, WgmmaBwdTile, BWD_WGMMA_DIMS};
+use super::bwd_fa3_wgmma::{launch_tile, supports_tile, DetWriter, WgmmaBwdTile, BWD_WGMMA_DIMS};
 use super::{
-    bwd_fa3_lookahead, bwd_fa3_m128, AttentionBackwardKernel, BackwardOperands, BackwardProblem,
+    bwd_fa3_lookahead, bwd_fa3_m128, bwd_fa3_m128_rows, AttentionBackwardKernel, BackwardOperands,
+    BackwardProblem,
 };
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::{AttentionProblem, DTYPES};
 
-pub struct BwdFa3OrderedDq;
+/// One of the two versions of the writer (`DetWriter::Late`: `bwd_fa3_ordered_dq`,
+/// `DetWriter::Eager`: `bwd_fa3_ordered_eager`).
+pub struct BwdFa3OrderedDq(pub DetWriter);
 
-/// Its tile for `p`: the default's (`bwd_fa3_m128` where it wins, which is every deterministic
-/// d64 problem, else `bwd_fa3_lookahead`), with the writer warp when `p` is deterministic.
-fn tile(p: &BackwardProblem) -> WgmmaBwdTile {
-    let t = if m128_wins(p) {
+/// The tile of writer `w` for `p`: the default's (`bwd_fa3_m128` where it wins, which is every
+/// deterministic d64 problem, else `bwd_fa3_lookahead`), with the writer when `p` is
+/// deterministic; the eager writer's at d64 is `bwd_fa3_m128_rows`' (both tiles of a block added
+/// at once).
+pub(super) fn tile(p: &BackwardProblem, w: DetWriter) -> WgmmaBwdTile {
+    let t = if w == DetWriter::Eager && p.deterministic && p.attn.head_dim == 64 {
+        bwd_fa3_m128_rows::tile()
+    } else if m128_wins(p) {
         bwd_fa3_m128::tile(false)
     } else {
         bwd_fa3_lookahead::tile(p.attn.head_dim, false, false)
     };
     WgmmaBwdTile {
-        det_writer: p.deterministic,
+        det_writer: if p.deterministic { w } else { DetWriter::No },
         ..t
     }
 }
 
 impl AttentionBackwardKernel for BwdFa3OrderedDq {
     fn name(&self) -> &'static str {
-        "bwd_fa3_ordered_dq"
+        match self.0 {
+            DetWriter::Eager => "bwd_fa3_ordered_eager",
+            _ => "bwd_fa3_ordered_dq",
+        }
     }
     fn summary(&self) -> &'static str {
-        "the default with the deterministic dQ through a writer warp by TMA reduce, key blocks in a swizzled fixed order"
+        match self.0 {
+            DetWriter::Eager => "bwd_fa3_ordered_dq with each counter bumped as soon as its adds complete and the next turn awaited ahead (d64: dQ split by rows)",
+            _ => "the default with the deterministic dQ through a writer warp by TMA reduce, key blocks in a swizzled fixed order",
+        }
     }
     fn rung(&self) -> u32 {
         8
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        supports_tile(p, dev, tile(p))
+        supports_tile(p, dev, tile(p, self.0))
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         // the writer's kernels only: the rest, the preprocess and postprocess included, are the
@@ -65,23 +91,27 @@ impl AttentionBackwardKernel for BwdFa3OrderedDq {
         for d in BWD_WGMMA_DIMS {
             let p = BackwardProblem::new(AttentionProblem::new(1, 1, 64, d), true);
             for dt in DTYPES {
-                v.push(tile(&p).spec(arch, dt));
+                v.push(tile(&p, self.0).spec(arch, dt));
             }
         }
         v
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        launch_tile(self.name(), ctx, p, ops, tile(p))
+        launch_tile(self.name(), ctx, p, ops, tile(p, self.0))
     }
     fn by_default(&self) -> bool {
         false
     }
-    /// The deterministic mode's default at d64 and d128 (H200, 2026-11-29, final call of bc5de42:
-    /// the quick suites 18/18 at both dims, 6 of 6 deterministic runs bitwise equal each; d128 B2
-    /// H16 S8192 477.7 TFLOPS against the ordered atomics' 325.4, causal 431.7 against 182.0, d64
-    /// B4 H16 S4096 303.6 against `bwd_fa3_m128`'s 176.6). Not the non-deterministic mode's.
+    /// `bwd_fa3_ordered_eager`: the deterministic mode's default at d64 and d128 (H200,
+    /// 2026-11-29, the mid-way call on 9af92b5, beside `bwd_fa3_ordered_dq` and the
+    /// non-deterministic default in the same call: d64 B4 H16 S4096 395.9 TFLOPS against 304.0,
+    /// 0.92x `bwd_fa3_m128_rows`' 430.4; d128 B2 H16 S8192 499.3 against 479.2, 0.81x the
+    /// lookahead's 616.5; causal 476.0 against 432.7, 0.85x of 561.6; the d64 quick suite 18/18
+    /// with 6 of 6 deterministic runs bitwise equal, five deterministic problems at d64/d128
+    /// bitwise). `bwd_fa3_ordered_dq` was it before (bc5de42: 1.5-2.4x the ordered atomics).
+    /// Neither is the non-deterministic mode's.
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
-        p.deterministic
+        self.0 == DetWriter::Eager && p.deterministic
     }
 }
 
@@ -89,6 +119,9 @@ impl AttentionBackwardKernel for BwdFa3OrderedDq {
 mod tests {
     use super::*;
     use crate::ops::attention_backward::DetOrder;
+
+    const LATE: BwdFa3OrderedDq = BwdFa3OrderedDq(DetWriter::Late);
+    const EAGER: BwdFa3OrderedDq = BwdFa3OrderedDq(DetWriter::Eager);
 
     fn problem(s: usize, d: usize, causal: bool, det: bool) -> BackwardProblem {
         let mut a = AttentionProblem::new(2, 16, s, d);
@@ -104,26 +137,32 @@ mod tests {
                     problem(8192, d, causal, true),
                     problem(8192, d, causal, false),
                 );
-                let t = tile(&det);
-                assert!(t.det_writer);
-                assert_eq!(t.bm, if d == 64 { 128 } else { 64 });
-                // the tile it extends (d64: m128's, deterministic at any shape) and the walk
-                // table, and a label of its own
-                let base = if d == 64 {
-                    bwd_fa3_m128::tile(false)
-                } else {
-                    bwd_fa3_lookahead::tile(d, false, false)
-                };
-                assert_eq!(t.smem_bytes(), base.smem_bytes() + 64);
-                assert!(t.smem_bytes() <= 227 * 1024);
-                let label = t.spec("sm_90a", DTYPES[0]).label();
-                assert!(label.contains("KILN_BWD_DET_WRITER=1"), "{label}");
-                assert!(!tile(&free).det_writer);
+                for (w, define) in [
+                    (DetWriter::Late, "KILN_BWD_DET_WRITER=1"),
+                    (DetWriter::Eager, "KILN_BWD_DET_WRITER=2"),
+                ] {
+                    let t = tile(&det, w);
+                    assert_eq!(t.det_writer, w);
+                    assert_eq!(t.bm, if d == 64 { 128 } else { 64 });
+                    // the tile it extends (d64: m128's, deterministic at any shape, or the eager
+                    // writer's row split) and the walk table, and a label of its own
+                    let base = match (d, w) {
+                        (64, DetWriter::Eager) => bwd_fa3_m128_rows::tile(),
+                        (64, _) => bwd_fa3_m128::tile(false),
+                        _ => bwd_fa3_lookahead::tile(d, false, false),
+                    };
+                    assert_eq!(t.dq_split, base.dq_split);
+                    assert_eq!(t.smem_bytes(), base.smem_bytes() + 64);
+                    assert!(t.smem_bytes() <= 227 * 1024);
+                    let label = t.spec("sm_90a", DTYPES[0]).label();
+                    assert!(label.contains(define), "{label}");
+                    assert_eq!(tile(&free, w).det_writer, DetWriter::No);
+                }
             }
         }
         // a problem that is not deterministic runs the default's own kernel (where the default is
         // lookahead's or m128's: at d64 non-causal from 4,096 rows it is bwd_fa3_m128_rows, whose
-        // row split this version does not compile)
+        // row split only the eager writer compiles, deterministic)
         let r = crate::ops::registry::Registry::default();
         let dev = DeviceInfo::h100_sxm();
         for p in [
@@ -133,22 +172,42 @@ mod tests {
         ] {
             let default = r.select_attention_backward(&p, &dev, None).unwrap();
             let own = default.variants("sm_90a");
-            let spec = tile(&p).spec("sm_90a", DTYPES[0]);
-            assert!(
-                own.iter().any(|s| s.label() == spec.label()),
-                "{}",
-                p.label()
-            );
+            for w in [DetWriter::Late, DetWriter::Eager] {
+                let spec = tile(&p, w).spec("sm_90a", DTYPES[0]);
+                assert!(
+                    own.iter().any(|s| s.label() == spec.label()),
+                    "{}",
+                    p.label()
+                );
+            }
         }
-        let v = BwdFa3OrderedDq.variants("sm_90a");
-        assert_eq!(v.len(), 4);
-        let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 4);
-        // the deterministic mode's default, not the other's
-        assert!(BwdFa3OrderedDq.by_default_for(&problem(8192, 128, false, true)));
-        assert!(!BwdFa3OrderedDq.by_default_for(&problem(8192, 128, false, false)));
+        let mut labels = std::collections::HashSet::new();
+        for k in [LATE, EAGER] {
+            let v = k.variants("sm_90a");
+            assert_eq!(v.len(), 4);
+            labels.extend(v.iter().map(|s| s.label()));
+        }
+        assert_eq!(labels.len(), 8);
+        assert_eq!(
+            (LATE.name(), EAGER.name()),
+            ("bwd_fa3_ordered_dq", "bwd_fa3_ordered_eager")
+        );
+        // the eager writer is the deterministic mode's default at both dims, not the other
+        // mode's; the late one no longer
+        for d in BWD_WGMMA_DIMS {
+            for causal in [false, true] {
+                assert!(EAGER.by_default_for(&problem(8192, d, causal, true)));
+                assert!(!EAGER.by_default_for(&problem(8192, d, causal, false)));
+                assert!(!LATE.by_default_for(&problem(8192, d, causal, true)));
+                let det = problem(8192, d, causal, true);
+                let k = r.select_attention_backward(&det, &dev, None).unwrap();
+                assert_eq!(k.name(), "bwd_fa3_ordered_eager");
+            }
+        }
         let det = problem(8192, 128, true, true);
-        let k = r.select_attention_backward(&det, &dev, None).unwrap();
+        let k = r
+            .select_attention_backward(&det, &dev, Some("bwd_fa3_ordered_dq"))
+            .unwrap();
         assert_eq!(k.name(), "bwd_fa3_ordered_dq");
     }
 
@@ -167,13 +226,13 @@ mod tests {
         }
     }
 
-    /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's
-    /// C751x notes) and its register split honoured (C7507, C7508: setmaxnreg ignored).
+    /// Every variant of both writers compiles for sm_90a with no local memory, no wgmma
+    /// serialisation (ptxas's C751x notes) and its register split honoured (C7507, C7508:
+    /// setmaxnreg ignored).
     #[test]
     fn every_variant_compiles_without_spills() {
-        crate::ops::attention_backward::assert_compiles_clean(
-            BwdFa3OrderedDq.variants("sm_90a"),
-            &["C751", "C7507", "C7508"],
-        );
+        let mut v = LATE.variants("sm_90a");
+        v.extend(EAGER.variants("sm_90a"));
+        crate::ops::attention_backward::assert_compiles_clean(v, &["C751", "C7507", "C7508"]);
     }
 }

@@ -59,8 +59,9 @@ pub struct WgmmaBwdTile {
     /// (`bwd_fa3_dq_late`: `bwd_fa3_lookahead.cu` with the define `KILN_BWD_DQ_LATE`).
     pub dq_late: bool,
     /// The deterministic mode's dQ through a writer warp in a fixed order of key blocks
-    /// (`bwd_fa3_ordered_dq`: `bwd_fa3_lookahead.cu` with the define `KILN_BWD_DET_WRITER`).
-    pub det_writer: bool,
+    /// (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_DET_WRITER`), and when it bumps a
+    /// counter.
+    pub det_writer: DetWriter,
     /// The sliding window (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_WINDOW`): the walk
     /// over the query blocks the window reaches, the edge blocks masked.
     pub window: bool,
@@ -85,6 +86,19 @@ pub enum Ahead {
     SAhead,
     /// `bwd_fa3_lookahead.cu` with only the descriptors by adds (`KILN_BWD_NO_AHEAD=1`).
     DescOnly,
+}
+
+/// Whether a tile's deterministic mode adds dQ through a writer warp (`KILN_BWD_DET_WRITER`), and
+/// when the writer bumps the counter of a (head, query block) it has added into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DetWriter {
+    /// No writer: the consumers' ordered atomics.
+    No,
+    /// Once the next block's adds are issued (`bwd_fa3_ordered_dq`, the define 1).
+    Late,
+    /// As soon as its adds are complete, the next block's turn waited for before its tiles
+    /// arrive (`bwd_fa3_ordered_eager`, the define 2).
+    Eager,
 }
 
 /// How a WGMMA backward adds dQ's partials into the fp32 accumulator (its deterministic mode
@@ -112,7 +126,7 @@ impl WgmmaBwdTile {
             ahead: Ahead::No,
             bm: BM,
             dq_late: false,
-            det_writer: false,
+            det_writer: DetWriter::No,
             window: false,
             varlen: false,
             exp_poly: 0,
@@ -191,7 +205,11 @@ impl WgmmaBwdTile {
         };
         let bars = 8 * (1 + 2 * self.stages);
         // the writer's walk table: 8 (head, query block) pairs
-        let walk = if self.det_writer { 64 } else { 0 };
+        let walk = if self.det_writer == DetWriter::No {
+            0
+        } else {
+            64
+        };
         1024 + kv + self.stages * stage + ds + vec + dq + walk + bars
     }
 
@@ -221,10 +239,10 @@ impl WgmmaBwdTile {
         } else {
             spec
         };
-        let spec = if self.det_writer {
-            spec.define("KILN_BWD_DET_WRITER", 1)
-        } else {
-            spec
+        let spec = match self.det_writer {
+            DetWriter::No => spec,
+            DetWriter::Late => spec.define("KILN_BWD_DET_WRITER", 1),
+            DetWriter::Eager => spec.define("KILN_BWD_DET_WRITER", 2),
         };
         // (no defines for the dense, unwindowed walk: the older variants' labels stay)
         let spec = if self.window || self.varlen {
@@ -334,7 +352,7 @@ pub fn launch_tile(
         t.smem_bytes(),
         BN,
         dq_cols,
-        t.det_writer,
+        t.det_writer != DetWriter::No,
         1,
         None,
     )

@@ -16,9 +16,11 @@ pub enum Release {
     /// Only after the next block's adds are issued (the first device version: it could wait for
     /// its own turn while holding the bump another block waits for).
     Held,
-    /// As `Held` when the next block's turn has come; else first, before it waits (the device's
-    /// now): a waiting writer holds nothing.
+    /// As `Held` when the next block's turn has come; else first, before it waits
+    /// (`bwd_fa3_ordered_dq`): a waiting writer holds nothing.
     BeforeWait,
+    /// As soon as the add is complete, before anything else (`bwd_fa3_ordered_eager`).
+    AtOnce,
 }
 
 /// One add of a block's dQ tile: batch, query head, query block, and its rank (how many key blocks
@@ -151,7 +153,9 @@ pub fn run(walks: &[Vec<Add>], sms: usize, rule: Release) -> Option<Vec<Add>> {
                 }
                 assert_eq!(at, a.rank, "{a:?} added out of order");
                 done.push(a);
-                if let Some(held) = r.2.replace(a) {
+                if rule == Release::AtOnce {
+                    bump(&mut counter, a);
+                } else if let Some(held) = r.2.replace(a) {
                     bump(&mut counter, held);
                 }
                 r.1 += 1;
@@ -216,11 +220,13 @@ mod tests {
             }
         }
         assert!(ranks.is_empty());
-        assert!(
-            run(&w, sms, Release::BeforeWait).is_some(),
-            "{} bm {bm} on {sms} SMs hangs",
-            p.label()
-        );
+        for rule in [Release::BeforeWait, Release::AtOnce] {
+            assert!(
+                run(&w, sms, rule).is_some(),
+                "{} bm {bm} on {sms} SMs hangs ({rule:?})",
+                p.label()
+            );
+        }
     }
 
     #[test]
@@ -235,6 +241,7 @@ mod tests {
             let w = walks(&p, bm, 128, 132);
             assert!(run(&w, 132, Release::Held).is_none(), "{}", p.label());
             assert!(run(&w, 132, Release::BeforeWait).is_some(), "{}", p.label());
+            assert!(run(&w, 132, Release::AtOnce).is_some(), "{}", p.label());
         }
         // two query blocks a step apart or more: no ring (B2 H16 S8192 d128 ran)
         let p = problem(2, 16, 16, 8192, 8192, false);
@@ -274,6 +281,7 @@ mod tests {
             let p = problem(1, 2, 2, sq, skv, true);
             let w = walks(&p, 64, 128, 1);
             assert!(run(&w, 1, Release::BeforeWait).is_some(), "{}", p.label());
+            assert!(run(&w, 1, Release::AtOnce).is_some(), "{}", p.label());
         }
     }
 

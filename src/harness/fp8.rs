@@ -689,18 +689,18 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
     // 352..527, spans B blocks 2, 3 and 4: N = 520 reaches into the third), split slices, each
     // output type; the A scales by TMA where M is a multiple of 4 (M = 200, 300; at M = 129 the
     // copier warp takes them, as with `s`); pairs in f32 and, whose second tile lies past M
-    // (three rows of tiles at M = 300), in slices; one staging buffer a consumer (h: each chunk
-    // after the last one's store) in the tile pipelined over parts: four chunks of 16-bit C,
-    // eight of f32
+    // (three rows of tiles at M = 300), in slices; one staging buffer a consumer deferred (d:
+    // each chunk under the next tile's first K block, the second tile past M at M = 300; f32 as
+    // h, each chunk after the last one's store): four chunks of 16-bit C, eight of f32
     for (m, n, k, out, tile) in [
         (129, 392, 4112, DType::Bf16, "176se"),
         (129, 392, 4112, DType::Bf16, "112se/3"),
         (200, 360, 1024, DType::F32, "112se"),
         (200, 360, 1024, DType::F32, "128ptme"),
         (300, 520, 2048, DType::F16, "128ptme/2"),
-        (300, 520, 2048, DType::Bf16, "256ptmh"),
-        (200, 360, 1024, DType::F32, "256ptmh"),
-        (300, 520, 2048, DType::F16, "256ptmh"),
+        (300, 520, 2048, DType::Bf16, "256tmd"),
+        (200, 360, 1024, DType::F32, "256tmd"),
+        (300, 520, 2048, DType::F16, "256tmd"),
         (300, 520, 2048, DType::F16, "160se"),
         (300, 520, 2048, DType::Bf16, "128te"),
         (300, 520, 2048, DType::Bf16, "176se"),

@@ -82,6 +82,12 @@ pub struct Fp8Config {
     /// for the ring.
     #[serde(default)]
     pub one_buffer: bool,
+    /// The epilogue deferred (`d`, `KILN_TMAE=3`; the 128 x 256 tile in pairs: `256md` with tensor
+    /// scales, `256tmd` with block scales): part of the tile's C held in registers as 16-bit
+    /// pairs and stored under the next tile's wgmmas (f32 C as `e` / `h`); two staging buffers
+    /// a consumer, one beside the block scales' slots.
+    #[serde(default)]
+    pub deferred: bool,
     pub splits: u32,
     /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
     /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
@@ -128,6 +134,7 @@ impl Fp8Config {
             cluster_n: 1,
             tma_epi: false,
             one_buffer: false,
+            deferred: false,
             splits: 0,
             stream: false,
             reduce: None,
@@ -174,6 +181,16 @@ impl Fp8Config {
         Fp8Config::tile(128, bn, false, false)
             .paired()
             .one_staging_buffer()
+    }
+
+    /// The same tile with its epilogue deferred under the next tile's K blocks (`d`).
+    pub const fn deferred_epilogue(self) -> Self {
+        Fp8Config {
+            tma_epi: true,
+            one_buffer: false,
+            deferred: true,
+            ..self
+        }
     }
 
     /// The same tile with A's fragments from registers (`r`).
@@ -223,6 +240,7 @@ impl Fp8Config {
             self.cluster_n,
             self.tma_epi,
             self.one_buffer,
+            self.deferred,
         ) == (
             other.bm,
             other.bn,
@@ -234,6 +252,7 @@ impl Fp8Config {
             other.cluster_n,
             other.tma_epi,
             other.one_buffer,
+            other.deferred,
         )
     }
 
@@ -254,18 +273,24 @@ impl Fp8Config {
         }
     }
 
-    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer, or one.
+    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer, or one (`h`; `d`
+    /// beside block scales' slots, where two would cost the 128 x 256 ring its fourth stage).
     pub const fn c_bytes(&self) -> u32 {
         match self.tmae_define() {
             0 => 0,
             1 => 4 * 8192,
+            3 if !self.sscale => 4 * 8192,
             _ => 2 * 8192,
         }
     }
 
-    /// `KILN_TMAE`: 0 registers, 1 two staging buffers a consumer, 2 one.
+    /// `KILN_TMAE`: 0 registers, 1 two staging buffers a consumer, 2 one, 3 one and deferred.
     pub const fn tmae_define(&self) -> u32 {
-        three_way(self.tma_epi, self.one_buffer)
+        if self.tma_epi && self.deferred {
+            3
+        } else {
+            three_way(self.tma_epi, self.one_buffer)
+        }
     }
 
     /// Block tiles a cluster tile holds along M (CTAs sharing B).
@@ -449,9 +474,10 @@ impl std::fmt::Display for Fp8Config {
             },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
-            match (self.tma_epi, self.one_buffer) {
-                (true, true) => "h",
-                (true, false) => "e",
+            match (self.tma_epi, self.one_buffer, self.deferred) {
+                (true, false, true) => "d",
+                (true, true, _) => "h",
+                (true, false, _) => "e",
                 _ => "",
             }
         )?;
@@ -471,7 +497,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h|d][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -483,12 +509,13 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h|d][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
-                 TMA-store epilogue (h: with one staging buffer a consumer), 64x for the 64-row \
+                 TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
+                 next tile, 256md), 64x for the 64-row \
                  tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
                  through slots or in a cluster's shared memory (64x128ps/7a, 64x128ps/4c, 128pte/k)"
             ))
@@ -511,10 +538,15 @@ impl std::str::FromStr for Fp8Config {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
         };
-        let (head, tma_epi, one_buffer) = match (head.strip_suffix('e'), head.strip_suffix('h')) {
-            (Some(h), _) => (h, true, false),
-            (None, Some(h)) => (h, true, true),
-            _ => (head, false, false),
+        let (head, tma_epi, one_buffer, deferred) = match (
+            head.strip_suffix('e'),
+            head.strip_suffix('h'),
+            head.strip_suffix('d'),
+        ) {
+            (Some(h), _, _) => (h, true, false, false),
+            (None, Some(h), _) => (h, true, true, false),
+            (None, None, Some(h)) => (h, true, false, true),
+            _ => (head, false, false, false),
         };
         let (head, cluster_n) = match head.strip_suffix('n') {
             Some(h) => (h, 2),
@@ -554,6 +586,7 @@ impl std::str::FromStr for Fp8Config {
             cluster_n,
             tma_epi,
             one_buffer,
+            deferred,
             splits,
             stream,
             reduce,
@@ -576,9 +609,10 @@ impl std::str::FromStr for Fp8Config {
 /// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in pairs of CTAs along M
 /// multicasting B (`128ptme`); and since ledger row 15 the 128 x 256 tile in the same pairs
 /// (`256tmh`, each consumer's 64 x 256 in two drained halves: 1.03x cuBLASLt at 4096x7168x16384 on
-/// an H200, `large`'s where its waves allow); since ledger row 18 the same pairs pipelined over
-/// four parts of 64 of the consumers' columns (`256ptmh`: even with `256tmh` at K >= 2048, 1.6 %
-/// ahead at K = 1536). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
+/// an H200, `large`'s where its waves allow); since ledger row 24 the same with its epilogue
+/// deferred under the next tile's first K block (`256tmd`, in the place of `256ptmh`, the pairs
+/// pipelined over four parts of 64 of the consumers' columns: even with `256tmh` at K >= 2048,
+/// 1.6 % ahead at K = 1536, taken by no rule, row 18). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
 /// `128psm`, `160sm`) lost at 7eb2e34, `128ps`, `128se` at 22a9572 (to `128s` and `128te`),
 /// `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), the pairs
 /// along N and 2 x 2 clusters (`128ptne`, `128ptmne`) to `128ptme` (row 13), and `128ptmh`
@@ -593,11 +627,9 @@ pub fn configs(
     scale: ScaleMode,
     promote: bool,
 ) -> &'static [Fp8Config] {
-    const PROMOTED: &[Fp8Config] = &[
-        Fp8Config::new(128, true),
-        Fp8Config::new(128, false),
-        Fp8Config::new(160, false),
-    ];
+    // (row scales: the drained 128, which no rule took, the waves rule's `128p` having its
+    // tiles at less cost, made way for the deferred epilogue's `256md` in ledger row 24)
+    const PROMOTED: &[Fp8Config] = &[Fp8Config::new(128, true), Fp8Config::new(160, false)];
     const BLOCK: &[Fp8Config] = &[
         Fp8Config::new(128, true),
         Fp8Config::new(128, false),
@@ -623,20 +655,23 @@ pub fn configs(
             .scales_by_tma()
             .tma_store(),
         Fp8Config::wide_pair(256, false),
-        Fp8Config::wide_pair(256, true),
+        Fp8Config::wide_pair(256, false).deferred_epilogue(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
-    // promoted 160 (which no rule of the new family takes) and beside the unpromoted 256
+    // promoted 160 (which no rule of the new family takes) and beside the unpromoted 256; since
+    // ledger row 24 also with its epilogue deferred under the next tile's K blocks (`256md`)
     const TENSOR: &[Fp8Config] = &[
         Fp8Config::new(128, true),
         Fp8Config::new(128, false),
         Fp8Config::wide_pair_tensor(256),
+        Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
     ];
     const TENSOR_FAST: &[Fp8Config] = &[
         Fp8Config::new(128, false),
         Fp8Config::new(256, false),
         Fp8Config::wide_pair_tensor(256),
+        Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
     ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
@@ -1537,7 +1572,7 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             "config {cfg} asks for stream-K (/k), which sums a tile's runs atomically in a tile \
              not run in parts; drop the w, or the /k{}",
             if cfg.parts() > 1 {
-                " (256tmh and 256ptmh take no slices)"
+                " (256tmh and 256tmd take no slices)"
             } else {
                 ""
             }
@@ -1552,7 +1587,7 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
         "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
          split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, {MAX_CLUSTER_SPLITS} in a \
          cluster as its ring holds, none for the tiles whose consumers run in parts: 256tmh, \
-         256ptmh)",
+         256tmd, 256mh, 256md)",
         names.join(", ")
     )))
 }
@@ -2029,6 +2064,7 @@ mod tests {
             "256ptmh",
             "256prtmh",
             "176ptmh",
+            "256md",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -2164,10 +2200,11 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         assert!(v.len() <= 93, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, tensor unpromoted 3 (`256mh` beside 128 and 256),
-        // row unpromoted 2, block 14 kernels (15 configs: 128ote runs 128te's); e5m2 pairs 2
-        // each; 3 outputs
-        assert_eq!(v.len(), (3 + 3 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
+        // e4m3: tensor promoted 4 (`256mh` and `256md` beside 128p and 128), row promoted 2,
+        // tensor unpromoted 4 (`256mh` and `256md` beside 128 and 256), row unpromoted 2, block
+        // 14 kernels (15 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place); e5m2
+        // pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (4 + 2 + 4 + 2 + 14) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -2547,6 +2584,50 @@ mod tests {
             (wide_t.stages(), wide_t.parts(), wide_t.smem_bytes()),
             (4, 2, 214_080)
         );
+        // the deferred epilogue (`d`): its own kernel (KILN_TMAE = 3) on the same ring of four
+        // stages, two staging buffers a consumer (no scale slots beside them)
+        let deferred = wide_t.deferred_epilogue();
+        assert_eq!(deferred.to_string(), "256md");
+        assert_eq!(
+            (
+                deferred.stages(),
+                deferred.smem_bytes(),
+                deferred.tmae_define()
+            ),
+            (4, 1024 + 4 * 49_168 + 32_768, 3)
+        );
+        assert!(!deferred.same_kernel(&wide_t) && deferred.max_splits() == 1);
+        let fast = Fp8Problem {
+            promote: false,
+            ..Fp8Problem::new(8192, 8192, 8192, DType::Bf16, ScaleMode::Tensor)
+        };
+        assert!(check_config(&fast, deferred).is_ok());
+        assert!(check_config(
+            &Fp8Problem {
+                promote: true,
+                ..fast
+            },
+            deferred
+        )
+        .is_ok());
+        // with block scales `256tmd`: 256tmh's ring, slots, halves and one staging buffer
+        let block = Fp8Problem {
+            scale: ScaleMode::Block,
+            ..fast
+        };
+        let tmd: Fp8Config = "256tmd".parse().unwrap();
+        assert_eq!(
+            (tmd.stages(), tmd.smem_bytes(), tmd.two_halves()),
+            (4, 216_640, true)
+        );
+        assert!(check_config(
+            &Fp8Problem {
+                promote: true,
+                ..block
+            },
+            tmd
+        )
+        .is_ok());
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
         // clusters only where they tile C whole: DeepSeek-V3's M = 4096 has 32 rows of tiles,
         // N = 2112 17 columns; M = 1100 9 rows

@@ -959,7 +959,7 @@ pub fn busiest_blocks(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> (u64
 /// H200 at every shape timed, ledger row 19: the large rule applies it from M = 1024 only.)
 fn stream_if_it_fills(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> Fp8Config {
     let sk = cfg.streamed();
-    if cfg.stream || cfg.splits > 0 || check_config(p, sk).is_err() {
+    if cfg.stream || cfg.splits > 0 || cfg.parts() > 1 || check_config(p, sk).is_err() {
         return *cfg;
     }
     let (plain, stream) = busiest_blocks(p, cfg, dev);
@@ -1568,7 +1568,12 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
              in parts and no stream-K; drop the c, or use a tile such as 64x128ps/4c"
         )));
     }
-    if cfg.stream && (cfg.max_splits() == 1 || cfg.reduction() != Reduce::Atomic) {
+    // (the unpromoted 128 x 256 tensor-scale tile, `256mh` / `256md`, counted as two parts so
+    // that no rule slices it, runs one accumulator a consumer: its runs sum as any one-part
+    // tile's, asked for by name only)
+    let one_part =
+        cfg.max_splits() > 1 || (!p.promote && p.scale == ScaleMode::Tensor && !cfg.sscale);
+    if cfg.stream && (!one_part || cfg.reduction() != Reduce::Atomic) {
         return Err(Error::invalid(format!(
             "config {cfg} asks for stream-K (/k), which sums a tile's runs atomically in a tile \
              not run in parts; drop the w, or the /k{}",
@@ -2603,6 +2608,25 @@ mod tests {
             ..Fp8Problem::new(8192, 8192, 8192, DType::Bf16, ScaleMode::Tensor)
         };
         assert!(check_config(&fast, deferred).is_ok());
+        // stream-K by name on the unpromoted tile (one accumulator a consumer), not promoted, and
+        // never by the rule
+        assert!(check_config(&fast, deferred.streamed()).is_ok());
+        assert!(check_config(&fast, wide_t.streamed()).is_ok());
+        assert!(check_config(
+            &Fp8Problem {
+                promote: true,
+                ..fast
+            },
+            deferred.streamed()
+        )
+        .is_err());
+        let ragged = Fp8Problem {
+            m: 4096,
+            n: 4096,
+            k: 1024,
+            ..fast
+        };
+        assert!(!choose_large(&ragged, &dev).is_some_and(|c| c.stream));
         assert!(check_config(
             &Fp8Problem {
                 promote: true,

@@ -151,8 +151,9 @@
 #                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
 #   fp8defer                     tensor scales, the deferred epilogue (docs/fp8.md, ledger row 25;
 #                                about 2 min on an H200): 256md verified at its edges promoted and
-#                                with fast accumulation, then timed twice beside 256mh at 6144^3
-#                                and 8192^3 both ways, and under `large`; table by scripts/fp8-table.py
+#                                with fast accumulation (and 256md/k, stream-K by name), then timed
+#                                twice beside 256mh at 6144^3 and 8192^3 both ways, and under
+#                                `large`; table by scripts/fp8-table.py
 #   fp8sk                        stream-K (docs/fp8.md, ledger row 19; about 3 min on an H200):
 #                                128pte/k, 128ptme/k and 64x128ps/k verified at their edges, the
 #                                small-M shapes under `measured` (the old choice), `large` (the
@@ -1162,15 +1163,19 @@ fp8defer)
   step fp8defer-edges-f32 60 "$KILN" fp8 verify --scale tensor --unpromoted --tile 256md --out f32 \
     --shape 4104x4104x384 --shape 300x520x2048
   ab=(--tile 256mh --tile 256md --tile large)
+  fast=(--tile 256mh --tile 256md --tile 256md/k --tile large)
+  step fp8defer-edges-stream 60 "$KILN" fp8 verify --scale tensor --unpromoted --tile 256md/k \
+    --tile 256mh/k --shape 4096x4096x1024 --shape 4104x4104x384
   step_json fp8defer-fast 120 "$KILN" --json fp8 bench --scale tensor --unpromoted --reps 10 \
-    --shape 6144x6144x6144 --shape 8192x8192x8192 "${ab[@]}" "${ab[@]}"
+    --shape 6144x6144x6144 --shape 8192x8192x8192 "${fast[@]}" "${fast[@]}"
   step_json fp8defer-promoted 120 "$KILN" --json fp8 bench --scale tensor --reps 10 \
     --shape 6144x6144x6144 --shape 8192x8192x8192 "${ab[@]}" "${ab[@]}"
   table
   echo
   labels=""; for i in 1 2; do for t in 256mh 256md large; do labels="$labels $t#$i"; done; done
+  flabels=""; for i in 1 2; do for t in 256mh 256md 256md/k large; do flabels="$flabels $t#$i"; done; done
   "$PY" scripts/fp8-table.py "$D" "fast accumulation, each config twice" fp8defer-fast.json \
-    "$labels" "promoted, each config twice" fp8defer-promoted.json "$labels" | tee "$D/summary.txt"
+    "$flabels" "promoted, each config twice" fp8defer-promoted.json "$labels" | tee "$D/summary.txt"
   ;;
 
 backward)

@@ -143,13 +143,13 @@
 #                                DeepSeek-V3's N x K under 128pte, 128ptme, 256tmh and `large`; DeepSeek-V3's
 #                                set under `measured` and `large`; table by scripts/fp8-table.py
 #   fp8parts                     a 128 x 256 block-scaled tile against the drained halves (docs/fp8.md,
-#                                ledger rows 18 and 24; about 2 min on an H200): FP8P_TILES (default
+#                                ledger rows 18 and 26; about 2 min on an H200): FP8P_TILES (default
 #                                256tmd, the epilogue deferred; 256ptmh, 256prtmh and 176ptmh lost
 #                                and are not compiled) verified at their edges,
 #                                then timed twice each beside
 #                                256tmh and 128ptme at five of DeepSeek-V3's M = 4096 shapes, and
 #                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
-#   fp8defer                     tensor scales, the deferred epilogue (docs/fp8.md, ledger row 25;
+#   fp8defer                     tensor scales, the deferred epilogue (docs/fp8.md, ledger row 26;
 #                                about 2 min on an H200): 256md verified at its edges promoted and
 #                                with fast accumulation (and 256md/k, stream-K by name), then timed
 #                                twice beside 256mh at 6144^3 and 8192^3 both ways, and under
@@ -1118,7 +1118,7 @@ fp8slices)
 fp8parts)
   need_bin "$KILN"; machine "$KILN"
   # The promotion pipelined over parts of the consumers' columns (docs/fp8.md ledger row 18):
-  # FP8P_TILES (default 256tmd: ledger row 25) verified at their edges: M = 1 and 64 (the second consumer past
+  # FP8P_TILES (default 256tmd: ledger row 26) verified at their edges: M = 1 and 64 (the second consumer past
   # M), N = 2112 (the last column tile past N), 300x520 (a pair's second tile past M, a column
   # tile of 8), M = 129 (no A-scale map, C from registers),
   # K = 16 (one K block: no lap of the pipelined loop), f16 and f32 out; then timed twice each
@@ -1148,7 +1148,7 @@ fp8parts)
 fp8defer)
   need_bin "$KILN"; machine "$KILN"
   # The 128 x 256 tensor-scale tile's epilogue deferred under the next tile (docs/fp8.md ledger
-  # row 25): 256md (and 256mh beside it) verified at its edges with fast accumulation and promoted:
+  # row 26): 256md (and 256mh beside it) verified at its edges with fast accumulation and promoted:
   # several tiles a CTA (4096^2), a tile of fewer K blocks than deferred chunks (K = 128), M and N
   # past the tiles (4104: a pair's second tile past M, a last column tile of 8), 1000^2 with K =
   # 1040 (a partial K block), f16 and f32 out; then each twice beside cuBLASLt at 6144^3 and

@@ -609,7 +609,7 @@ impl std::str::FromStr for Fp8Config {
 /// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in pairs of CTAs along M
 /// multicasting B (`128ptme`); and since ledger row 15 the 128 x 256 tile in the same pairs
 /// (`256tmh`, each consumer's 64 x 256 in two drained halves: 1.03x cuBLASLt at 4096x7168x16384 on
-/// an H200, `large`'s where its waves allow); since ledger row 25 the same with its epilogue
+/// an H200, `large`'s where its waves allow); since ledger row 26 the same with its epilogue
 /// deferred under the next tile's first K block (`256tmd`, in the place of `256ptmh`, the pairs
 /// pipelined over four parts of 64 of the consumers' columns: even with `256tmh` at K >= 2048,
 /// 1.6 % ahead at K = 1536, taken by no rule, row 18). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
@@ -628,7 +628,7 @@ pub fn configs(
     promote: bool,
 ) -> &'static [Fp8Config] {
     // (row scales: the drained 128, which no rule took, the waves rule's `128p` having its
-    // tiles at less cost, made way for the deferred epilogue's `256md` in ledger row 25)
+    // tiles at less cost, made way for the deferred epilogue's `256md` in ledger row 26)
     const PROMOTED: &[Fp8Config] = &[Fp8Config::new(128, true), Fp8Config::new(160, false)];
     const BLOCK: &[Fp8Config] = &[
         Fp8Config::new(128, true),
@@ -660,7 +660,7 @@ pub fn configs(
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
     // promoted 160 (which no rule of the new family takes) and beside the unpromoted 256; since
-    // ledger row 25 also with its epilogue deferred under the next tile's K blocks (`256md`), in
+    // ledger row 26 also with its epilogue deferred under the next tile's K blocks (`256md`), in
     // the place of the promoted drained 128 (no rule took it: the waves rule's `128p` has its
     // tiles at less cost; the promotion check's drained kernel is `256mh` since)
     const TENSOR: &[Fp8Config] = &[

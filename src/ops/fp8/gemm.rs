@@ -997,8 +997,13 @@ pub const LARGE_CLUSTER_WAVES: u64 = 4;
 pub const LARGE_WIDE_COST: f64 = 0.92;
 
 /// The tiles wider than 128 (in pairs along M) the large rule weighs against `128ptme` where the
-/// pairs run, each with its time per 128 columns of work against `128ptme`'s (H200).
-pub const LARGE_WIDE: &[(Fp8Config, f64)] = &[(Fp8Config::wide_pair(256, false), LARGE_WIDE_COST)];
+/// pairs run, each with its time per 128 columns of work against `128ptme`'s (H200): the 128 x 256
+/// tile with its epilogue deferred (`256tmd`: 0.667 against `256tmh`'s 0.682 ms at
+/// 4096x7168x16384 on an H200 at 90cac7f, ledger row 26; weighed at `256tmh`'s 0.92).
+pub const LARGE_WIDE: &[(Fp8Config, f64)] = &[(
+    Fp8Config::wide_pair(256, false).deferred_epilogue(),
+    LARGE_WIDE_COST,
+)];
 
 /// A wide tile's cost per 128 columns in the large rule ([`LARGE_WIDE`]), if it has one.
 pub fn large_wide_cost(c: &Fp8Config) -> Option<f64> {
@@ -1064,14 +1069,14 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 }
 
 /// The large rule with tensor scales (M >= [`LARGE_M`]): the 128 x 256 tile in pairs along M
-/// (`256mh`) where the pairs tile C whole, the 128-wide tiles fill [`LARGE_CLUSTER_WAVES`] waves
+/// ([`large_wide_tensor`]: `256mh`, with fast accumulation `256md`) where the pairs tile C whole, the 128-wide tiles fill [`LARGE_CLUSTER_WAVES`] waves
 /// of the SMs, and its waves (two 128-wide tiles of work each) are no more than the 128-wide
 /// tile's: 6144^3 9 waves of it against 18, 8192^3 16 against 32; `None` elsewhere (the waves
 /// rule's old family) or where it is not compiled (e4m3 only) or does not fit.
 fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let sms = dev.sm_count.max(1) as u64;
     let narrow = Fp8Config::new(128, p.promote);
-    let wide = Fp8Config::wide_pair_tensor(256);
+    let wide = large_wide_tensor(p.promote);
     let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
     let compiled = configs(p.a, p.b, p.scale, p.promote)
         .iter()
@@ -1082,6 +1087,19 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && 2 * waves(&wide) <= waves(&narrow)
         && dev.check_smem(wide.smem_bytes()).is_ok())
     .then_some(wide)
+}
+
+/// The tensor-scale 128 x 256 tile the large rule takes: with fast accumulation its epilogue
+/// deferred (`256md`: on an H200 at 90cac7f 0.709 against `256mh`'s 0.717 ms at 8192^3, 0.298
+/// against 0.301 at 6144^3, each beyond the other's min-max, ledger row 26); promoted `256mh`
+/// until `256md` is timed there.
+pub fn large_wide_tensor(promote: bool) -> Fp8Config {
+    let w = Fp8Config::wide_pair_tensor(256);
+    if promote {
+        w
+    } else {
+        w.deferred_epilogue()
+    }
 }
 
 /// `cluster` (CTAs along M, along N) where its cluster tiles of 128 x 128 cover `p`'s C with
@@ -2482,7 +2500,7 @@ mod tests {
         let pte: Fp8Config = "128pte".parse().unwrap();
         let te: Fp8Config = "128te".parse().unwrap();
         let pair: Fp8Config = "128ptme".parse().unwrap();
-        let wide: Fp8Config = "256tmh".parse().unwrap();
+        let wide: Fp8Config = "256tmd".parse().unwrap();
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
@@ -2577,7 +2595,11 @@ mod tests {
             };
             for (m, n, k) in [(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)] {
                 let p = t(m, n, k);
-                assert_eq!(choose_large(&p, &dev), Some(wide_t), "{p}");
+                assert_eq!(
+                    choose_large(&p, &dev),
+                    Some(large_wide_tensor(promote)),
+                    "{p}"
+                );
                 assert!(check_config(&p, wide_t).is_ok() && wide_t.max_splits() == 1);
             }
             // 2048^3: 256 tiles of 128, under 4 waves; M = 1100: pairs would leave a tile past M

@@ -176,6 +176,30 @@ impl Fp8Config {
             .one_staging_buffer()
     }
 
+    /// The 128 x 256 tile in single CTAs (`256th`, ledger row 24): `256tmh`'s kernel without the
+    /// pairs, for 64 < M <= 128, where a pair along M has no second row of tiles. Its four stages
+    /// of 48 KB hold a whole K of 512 at once (one tile a CTA at N = 32,768: every load of the
+    /// CTA in flight from the start), and it reads A once for 256 columns.
+    pub const fn small_rows_wide() -> Self {
+        Fp8Config::tile(128, 256, false, true)
+            .scales_by_tma()
+            .one_staging_buffer()
+    }
+
+    /// (In pairs along N sharing A, `256tnh`: A read once for 512 columns, as cuBLASLt's
+    /// clusters of four along N read it at 128x24576x1536.)
+    ///
+    /// The pipelined 128 x 128 tile in pairs of CTAs along N sharing A (`128ptne`, ledger row
+    /// 24): cuBLASLt's arrangement at M = 128 (ncu, H200: 128 x 128 tiles, clusters of two
+    /// along N, 132 persistent CTAs), where every CTA reads the same A: each CTA of a pair
+    /// loads half of it and multicasts it to both.
+    pub const fn small_rows_pair_n() -> Self {
+        Fp8Config::tile(128, 128, true, true)
+            .scales_by_tma()
+            .paired_n()
+            .tma_store()
+    }
+
     /// The same tile with A's fragments from registers (`r`).
     pub const fn a_from_registers(self) -> Self {
         Fp8Config {
@@ -624,6 +648,10 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, true),
+        // the small-M candidates of ledger row 24 (one wins, the other goes after the A/B)
+        Fp8Config::small_rows_wide(),
+        Fp8Config::small_rows_wide().paired_n(),
+        Fp8Config::small_rows_pair_n(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
@@ -2163,11 +2191,12 @@ mod tests {
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 93, "{} variants", v.len());
+        assert!(v.len() <= 102, "{} variants", v.len());
         // e4m3: tensor and row promoted 3, tensor unpromoted 3 (`256mh` beside 128 and 256),
-        // row unpromoted 2, block 14 kernels (15 configs: 128ote runs 128te's); e5m2 pairs 2
-        // each; 3 outputs
-        assert_eq!(v.len(), (3 + 3 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
+        // row unpromoted 2, block 17 kernels (18 configs: 128ote runs 128te's; `256th`,
+        // `256tnh` and `128ptne` the candidates of ledger row 24, the losers dropped after its
+        // A/B); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 3 + 3 + 2 + 17) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

@@ -82,6 +82,11 @@ pub struct Fp8Config {
     /// for the ring.
     #[serde(default)]
     pub one_buffer: bool,
+    /// With `tma_epi`, unsplit, block scales and no pairs along M: a CTA's last tile staged all
+    /// at once in the ring, which takes no more loads, instead of chunk by chunk through the
+    /// staging buffers (`l`, `Fp8Args.ring_epi`, run time; ledger row 25).
+    #[serde(default)]
+    pub ring_epi: bool,
     pub splits: u32,
     /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
     /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
@@ -128,6 +133,7 @@ impl Fp8Config {
             cluster_n: 1,
             tma_epi: false,
             one_buffer: false,
+            ring_epi: false,
             splits: 0,
             stream: false,
             reduce: None,
@@ -198,6 +204,14 @@ impl Fp8Config {
             .scales_by_tma()
             .paired_n()
             .tma_store()
+    }
+
+    /// The same tile (with the TMA-store epilogue) staging its last tile in the ring (`l`).
+    pub const fn last_in_ring(self) -> Self {
+        Fp8Config {
+            ring_epi: true,
+            ..self
+        }
     }
 
     /// The same tile with A's fragments from registers (`r`).
@@ -479,6 +493,9 @@ impl std::fmt::Display for Fp8Config {
                 _ => "",
             }
         )?;
+        if self.ring_epi {
+            f.write_str("l")?;
+        }
         if self.stream {
             f.write_str("/k")?;
         } else if self.splits > 0 {
@@ -535,6 +552,10 @@ impl std::str::FromStr for Fp8Config {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
         };
+        let (head, ring_epi) = match head.strip_suffix('l') {
+            Some(h) => (h, true),
+            None => (head, false),
+        };
         let (head, tma_epi, one_buffer) = match (head.strip_suffix('e'), head.strip_suffix('h')) {
             (Some(h), _) => (h, true, false),
             (None, Some(h)) => (h, true, true),
@@ -578,6 +599,7 @@ impl std::str::FromStr for Fp8Config {
             cluster_n,
             tma_epi,
             one_buffer,
+            ring_epi,
             splits,
             stream,
             reduce,
@@ -1516,6 +1538,9 @@ pub struct Fp8Args {
     /// block, and the K blocks of those tiles.
     pub sk_from: i32,
     pub sk_w: u32,
+    /// 1: a CTA's last unit staged in the ring ([`Fp8Config::ring_epi`]; unsplit, with a map of
+    /// C), else 0.
+    pub ring_epi: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -1569,6 +1594,19 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             } else {
                 ""
             }
+        )));
+    }
+    if cfg.ring_epi
+        && (!cfg.tma_epi
+            || cfg.ctas_m() > 1
+            || p.scale != ScaleMode::Block
+            || cfg.stream
+            || cfg.splits > 1)
+    {
+        return Err(Error::invalid(format!(
+            "config {cfg} stages its last tile in the ring (l), which only an unsplit \
+             block-scaled config with the TMA-store epilogue and no pairs along M does; drop the \
+             l, or use a config such as 256thl or 128ptel"
         )));
     }
     let w = configs(p.a, p.b, p.scale, p.promote);
@@ -1650,6 +1688,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         order: cfg.order as i32,
         sk_from: 0,
         sk_w: 0,
+        ring_epi: 0,
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -1690,6 +1729,9 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     if let Some((sk_from, sk_w)) = stream {
         (args.sk_from, args.sk_w) = (sk_from as i32, sk_w);
     }
+    // `l`: unsplit launches that store C by TMA (check_config refuses it with slices asked for;
+    // the launch's own choice of slices leaves it off)
+    args.ring_epi = (cfg.ring_epi && map_c.is_some() && splits == 1 && stream.is_none()) as i32;
     // a tile's slices in one cluster: every unit a CTA of its own (no workspace)
     let cluster_sum = splits > 1 && reduce == Reduce::Cluster;
     if cluster_sum {
@@ -2021,6 +2063,46 @@ mod tests {
             assert!(e.contains("stream-K (/k)"), "{bad}: {e}");
         }
         assert!("128pte/k3".parse::<Fp8Config>().is_err());
+    }
+
+    #[test]
+    fn the_last_tile_in_the_ring_is_a_run_time_choice_of_unsplit_tma_store_configs() {
+        for s in ["256thl", "256tnhl", "128ptel", "128ptnel", "128ptel/1"] {
+            let c: Fp8Config = s.parse().unwrap();
+            assert!(c.ring_epi && c.tma_epi, "{s}");
+            assert_eq!(c.to_string(), s);
+            // the same kernel as without the l: no variant of its own
+            let plain: Fp8Config = s.replacen('l', "", 1).parse().unwrap();
+            assert!(c.same_kernel(&plain) && !plain.ring_epi, "{s}");
+        }
+        let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Block);
+        for ok in ["256thl", "256tnhl", "128ptel", "128ptnel", "128ptel/1"] {
+            assert!(check_config(&p, ok.parse().unwrap()).is_ok(), "{ok}");
+        }
+        for bad in [
+            "128pl",
+            "64x128psl",
+            "128ptel/2",
+            "128ptel/k",
+            "256tmhl",
+            "128ptmel",
+        ] {
+            let e = check_config(&p, bad.parse().unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("in the ring (l)"), "{bad}: {e}");
+        }
+        // the three candidates of ledger row 24 compile (one kernel each, three outputs)
+        let v = variants("sm_90a");
+        for s in ["256th", "256tnh", "128ptne"] {
+            let c: Fp8Config = s.parse().unwrap();
+            let n = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true)
+                .iter()
+                .filter(|x| x.same_kernel(&c))
+                .count();
+            assert_eq!(n, 1, "{s}");
+        }
+        assert!(!v.is_empty());
     }
 
     #[test]

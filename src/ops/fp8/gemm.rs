@@ -512,7 +512,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -524,13 +524,13 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
-                 TMA-store epilogue (h: with one staging buffer a consumer), 64x for the 64-row \
-                 tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
+                 TMA-store epilogue (h: with one staging buffer a consumer), l for the last \
+                 tile staged in the ring, 64x for the 64-row tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
                  through slots or in a cluster's shared memory (64x128ps/7a, 64x128ps/4c, 128pte/k)"
             ))
         };

@@ -192,18 +192,13 @@ impl Fp8Config {
             .one_staging_buffer()
     }
 
-    /// (In pairs along N sharing A, `256tnh`: A read once for 512 columns, as cuBLASLt's
-    /// clusters of four along N read it at 128x24576x1536.)
-    ///
-    /// The pipelined 128 x 128 tile in pairs of CTAs along N sharing A (`128ptne`, ledger row
-    /// 24): cuBLASLt's arrangement at M = 128 (ncu, H200: 128 x 128 tiles, clusters of two
-    /// along N, 132 persistent CTAs), where every CTA reads the same A: each CTA of a pair
-    /// loads half of it and multicasts it to both.
-    pub const fn small_rows_pair_n() -> Self {
-        Fp8Config::tile(128, 128, true, true)
-            .scales_by_tma()
-            .paired_n()
-            .tma_store()
+    /// The same tile in one slice (`/1`: the launch takes none of its own).
+    pub const fn unsplit(self) -> Self {
+        Fp8Config {
+            splits: 1,
+            stream: false,
+            ..self
+        }
     }
 
     /// The same tile (with the TMA-store epilogue) staging its last tile in the ring (`l`).
@@ -670,10 +665,10 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, true),
-        // the small-M candidates of ledger row 24 (one wins, the other goes after the A/B)
+        // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
+        // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
+        // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
         Fp8Config::small_rows_wide(),
-        Fp8Config::small_rows_wide().paired_n(),
-        Fp8Config::small_rows_pair_n(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
@@ -923,6 +918,9 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m <= 64 || p.m > SMALL_M {
         return None;
     }
+    if let Some(c) = choose_one_tile(p, dev) {
+        return Some(c);
+    }
     let c = configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
@@ -939,6 +937,35 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let s = choose_splits(p, &c, dev) as u64;
     (kblocks / s >= SMALL_ROWS_BLOCKS || (s == 1 && kblocks <= SMALL_ROWS_SHORT_K)).then_some(c)
+}
+
+/// The config the large rule runs at 64 < M <= [`SMALL_M`] where its tiles, one a cluster,
+/// occupy at least [`SMALL_ROWS_FILL`] of the resident clusters and no more than all of them,
+/// and hold more than [`SMALL_ROWS_SHORT_K`] K blocks (ledger rows 24-25): every CTA's whole
+/// work one tile, its last epilogue staged in the ring. On an H200 `256thl` ran
+/// 128x24576x1536 (96 tiles of 12 K blocks) in 19.5-19.7 us against `64x128ps/1`'s 19.9-20.0
+/// (cuBLASLt 17.9-18.0), and lost at 128x32768x512 (4 K blocks: 15.4-15.7 against `128pte/1`'s
+/// 13.9-14.0). Of DeepSeek-V3's shapes it takes 128x24576x1536 only.
+pub const SMALL_ROWS_ONE_TILE: Fp8Config = Fp8Config::small_rows_wide().last_in_ring().unsplit();
+pub const SMALL_ROWS_FILL: f64 = 0.7;
+
+/// [`SMALL_ROWS_ONE_TILE`] where its tiles fill the SMs once (above), else `None` (also where
+/// it is not compiled, for want of e4m3 block scales, or does not fit).
+fn choose_one_tile(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    let c = SMALL_ROWS_ONE_TILE;
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&c));
+    if !compiled || dev.check_smem(c.smem_bytes()).is_err() {
+        return None;
+    }
+    let clusters = (dev.sm_count.max(1) / c.ctas()).max(1) as u64;
+    let ctiles = tiles(p, &c) / c.ctas() as u64;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    (kblocks > SMALL_ROWS_SHORT_K
+        && ctiles <= clusters
+        && ctiles as f64 >= SMALL_ROWS_FILL * clusters as f64)
+        .then_some(c)
 }
 
 /// The K blocks of `cfg`'s busiest cluster on `dev` (a cluster per SM or per pair): as the
@@ -2076,7 +2103,7 @@ mod tests {
             assert!(c.same_kernel(&plain) && !plain.ring_epi, "{s}");
         }
         let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Block);
-        for ok in ["256thl", "256tnhl", "128ptel", "128ptnel", "128ptel/1"] {
+        for ok in ["256thl", "128ptel", "128ptel/1"] {
             assert!(check_config(&p, ok.parse().unwrap()).is_ok(), "{ok}");
         }
         for bad in [
@@ -2092,9 +2119,10 @@ mod tests {
                 .to_string();
             assert!(e.contains("in the ring (l)"), "{bad}: {e}");
         }
-        // the three candidates of ledger row 24 compile (one kernel each, three outputs)
+        // ledger row 24's `256th` compiles (one kernel, three outputs); its pairs along N
+        // (`256tnh`) and `128ptne` lost and are not
         let v = variants("sm_90a");
-        for s in ["256th", "256tnh", "128ptne"] {
+        for s in ["256th"] {
             let c: Fp8Config = s.parse().unwrap();
             let n = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true)
                 .iter()
@@ -2273,12 +2301,11 @@ mod tests {
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 102, "{} variants", v.len());
+        assert!(v.len() <= 96, "{} variants", v.len());
         // e4m3: tensor and row promoted 3, tensor unpromoted 3 (`256mh` beside 128 and 256),
-        // row unpromoted 2, block 17 kernels (18 configs: 128ote runs 128te's; `256th`,
-        // `256tnh` and `128ptne` the candidates of ledger row 24, the losers dropped after its
-        // A/B); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 3 + 3 + 2 + 17) * 3 + 3 * 2 * 3);
+        // row unpromoted 2, block 15 kernels (16 configs: 128ote runs 128te's; `256th` for the
+        // large rule at M = 128, ledger rows 24-25); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 3 + 3 + 2 + 15) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -2568,12 +2595,13 @@ mod tests {
         }
         // at 64 < M <= 128 the 128-row tile where its units hold 32 K blocks or more, or 4 at
         // most unsplit; else (and at M <= 64) the measured rule's 64-row tile; no stream-K
+        // (but one tile a CTA where the 128-row tile of SMALL_ROWS_ONE_TILE fills the SMs once,
+        // ledger rows 24-25: below)
         for (m, n, k, rows) in [
             (128, 7168, 16384, 128),
             (128, 32768, 512, 128),
             (128, 2112, 7168, 64),
             (128, 7168, 2048, 64),
-            (128, 24576, 1536, 64),
             (128, 4096, 7168, 64),
             (64, 7168, 16384, 64),
             (64, 32768, 512, 64),
@@ -2590,6 +2618,15 @@ mod tests {
             } else {
                 assert!(c.same_kernel(&measured), "{p}");
             }
+        }
+        for (m, n, k) in [(128, 24576, 1536), (100, 24576, 1536), (128, 32768, 1024)] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(c, SMALL_ROWS_ONE_TILE, "{p}");
+            assert!(
+                check_config(&p, c).is_ok() && splits_for(&p, &c, &dev) == 1,
+                "{p}"
+            );
         }
         // 64x7168x2048 unsplit, where the measured rule's two slices add their tail (below)
         let p = Fp8Problem::new(64, 7168, 2048, DType::Bf16, ScaleMode::Block);

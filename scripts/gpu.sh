@@ -165,6 +165,12 @@
 #                                unsplit and /4c, /7c, 128pte/2c verified at their edges, the slice
 #                                curves of 64x128ps (1-7 slices, a and c) at five small-M shapes,
 #                                twice; DeepSeek-V3's set under `measured` and `large`
+#   fp8rows                      the 128-row tiles at M = 128 with few K blocks (docs/fp8.md,
+#                                ledger rows 24-25; about 2 min on an H200): 256th and the last
+#                                tile staged in the ring (256thl, 128ptel/1), verified at their
+#                                edges, then timed twice each beside the rule's
+#                                configs at 128x32768x512, 128x24576x1536 and 64x32768x512;
+#                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -1113,6 +1119,31 @@ fp8slices)
     "$labels" "two slices, atomic and in clusters" fp8slices-rows.json \
     "128pte/2a#1 128pte/2c#1 64x128ps/2a 64x128ps/2c 128pte/2a#2 128pte/2c#2" \
     "DeepSeek-V3" fp8slices-ds.json "measured large" | tee "$D/summary.txt"
+  ;;
+
+fp8rows)
+  need_bin "$KILN"; machine "$KILN"
+  # The 128-row tiles at M = 128 with few K blocks (docs/fp8.md ledger rows 24-25): 256th (256tmh's
+  # tile in single CTAs, the large rule's 256thl at 128x24576x1536), and with a CTA's last tile
+  # staged in the ring (l), verified at their edges (ragged M, N and K, M = 1, a pair's second tile past
+  # N, two rows of tiles, f32 and f16 out), then timed twice each beside the rule's configs at
+  # the shapes they are for; then DeepSeek-V3's set under `large`.
+  tiles=(--tile large --tile 256th --tile 256thl --tile 128ptel/1)
+  step fp8rows-edges 60 "$KILN" fp8 verify --shape 128x32768x512 --shape 100x1000x2064 \
+    --shape 1x392x512 --shape 129x520x1040 --shape 64x32768x512 "${tiles[@]}"
+  step fp8rows-edges-out 60 "$KILN" fp8 verify --shape 300x520x2064 --out f32 "${tiles[@]}"
+  step fp8rows-edges-f16 60 "$KILN" fp8 verify --shape 129x392x4112 --out f16 "${tiles[@]}"
+  rows=(large 128pte/1 64x128ps/1 256th 256thl 128ptel/1)
+  rr=(); for t in "${rows[@]}"; do rr+=(--tile "$t"); done
+  step_json fp8rows-ab 120 "$KILN" --json fp8 bench --scale block --reps 20 \
+    --shape 128x32768x512 --shape 128x24576x1536 --shape 64x32768x512 "${rr[@]}" "${rr[@]}"
+  step_json fp8rows-ds 120 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile large
+  table
+  echo
+  labels=""; for i in 1 2; do for t in "${rows[@]}"; do labels="$labels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "M = 128 and 64, each config twice" fp8rows-ab.json "$labels" \
+    "DeepSeek-V3" fp8rows-ds.json "large" | tee "$D/summary.txt"
   ;;
 
 fp8parts)

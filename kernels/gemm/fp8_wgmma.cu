@@ -94,6 +94,12 @@
 // has read it). TMA drops what lies past M and N. A width that is not whole chunks (112, 144,
 // 176 for 16-bit C) stores its last columns from registers. KILN_TMAE = 3 (the 128 x 256
 // tile, 16-bit C) defers part of it under the next tile's wgmmas (below).
+// Fp8Args.ring_epi (run time, the
+// `l` of a config; unsplit launches): a CTA's last unit stages its whole tile at once in the
+// ring, which nothing loads into any more, instead of chunk by chunk through the staging
+// buffers (one consumer chunk after another's store has read its buffer): both consumers past
+// their last wgmmas (named barrier RING_BAR), every chunk written, one fence and barrier, and
+// the leader sends them all; the tail of a CTA whose one tile is all its work (M <= 128).
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/gemm_args.cuh"
@@ -187,7 +193,24 @@ constexpr u32 C_BYTES = TMA_EPI ? 2 * EPI_BUFS * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
 // split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
 // 128 threads sync, the other consumer's 128 arrive).
-constexpr u32 SPLIT_BAR = 3, TURN = 4;
+constexpr u32 SPLIT_BAR = 3, TURN = 4, RING_BAR = 6;
+// Fp8Args.ring_epi is compiled into the block-scaled TMA-store kernels without pairs along M
+// (the small-M tiles it is for; the paired large-M kernels keep their code as it was: the
+// unpromoted 256-wide one spilled with it).
+constexpr bool RING_EPI = TMA_EPI && SCALE == 2 && CM == 1;
+static_assert(!RING_EPI || 2 * C_NCH * Epi::CHUNK_BYTES <= STAGES * STAGE_BYTES,
+              "Fp8Args.ring_epi stages both consumers' whole tiles in the ring: it must hold them");
+
+// One chunk of a consumer's 64 x WN result (registers res, already scaled) into 8 KB at buf,
+// laid out as the staging buffers are (Fp8Args.ring_epi).
+template <class OutT, int N>
+__device__ __forceinline__ void stage_result_chunk(u32 buf, int ch, int w, int lane, const float (&res)[N]) {
+  if constexpr (sizeof(OutT) == 4)
+    stage_chunk_f32(buf, ch, w, lane, [&](int i) { return res[i]; });
+  else
+    stage_chunk_16(buf, ch, 16 * w + (lane & 15), lane,
+                   [&](int J, int x) { return pack2<OutT>(res[8 * J + 2 * x], res[8 * J + 2 * x + 1]); });
+}
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
 static_assert(WN % 8 == 0 && WN >= 8 && WN <= 256, "a consumer's width is a multiple of 8 in 8..256");
@@ -268,6 +291,7 @@ struct Fp8Args {
   // and sk_w * clusters < 2^31 (32-bit arithmetic, as split_range's).
   int sk_from;
   u32 sk_w;
+  int ring_epi;  // 1: the last unit's tile staged in the ring, all at once (the host: splits 1)
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -509,6 +533,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     int t, tm, tn, kb0, kb1, sp, ns;
     unit(u, t, tm, tn, kb0, kb1, sp, ns);
     const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
+    // Fp8Args.ring_epi: this CTA's last unit, after which the ring takes no more loads
+    const bool ring = RING_EPI && tma_out && p.ring_epi != 0 && u_next(u) >= u_end;
     const int m0 = tm * BM, n0 = tn * BN + bcol;  // the consumer's first row of C is m0 + arow
     const int row = m0 + arow + 16 * w + lane / 4;  // this thread's rows: row, row + 8
     // Block scales: the consumer's column groups J < jb lie in B block nb0, the rest
@@ -840,13 +866,31 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (tma_out) return;
       }
       if (TMA_EPI && tma_out) {
+        // The ring's stages are free once both consumers are past their last wgmmas (the loads
+        // they read have all landed; nothing else loads into it): both reach this barrier.
+        if (ring) named_barrier_sync(RING_BAR, 256);
         // A consumer wholly past M or N stores nothing (TMA would drop it all).
         const int cm0 = m0 + arow;
         if (cm0 >= p.m || n0 >= p.n) return;
         const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+        if (ring) {
+          // every chunk of this consumer's tile in its own 8 KB of the ring (consumer c's from
+          // chunk c * C_NCH on), then one fence, one barrier and the leader's bulk stores
+          auto buf = [&](int ch) { return base + (u32)(c * C_NCH + ch) * Epi::CHUNK_BYTES; };
 #pragma unroll
-        for (int ch = 0; ch < C_NCH; ++ch)
-          if (ch < nch) epi.store_acc_chunk(&tma_c, ch, nch, cm0, n0, 1.0f, 0.0f, res);
+          for (int ch = 0; ch < C_NCH; ++ch)
+            if (ch < nch) stage_result_chunk<out_t>(buf(ch), ch, w, lane, res);
+          fence_proxy_async_shared();
+          named_barrier_sync(1 + c, 128);
+          if ((threadIdx.x % 128) == 0) {
+            for (int ch = 0; ch < nch; ++ch) tma_store_2d(&tma_c, buf(ch), n0 + C_COLS * ch, cm0);
+            tma_store_commit();
+          }
+        } else {
+#pragma unroll
+          for (int ch = 0; ch < C_NCH; ++ch)
+            if (ch < nch) epi.store_acc_chunk(&tma_c, ch, nch, cm0, n0, 1.0f, 0.0f, res);
+        }
         // the last C_TAIL columns (8-column groups C_NCH * C_COLS / 8 ..) from registers
         if constexpr (C_TAIL != 0) store_acc_groups<C_NCH * C_COLS / 8>(cout, gp, row, n0, res, q);
       } else {

@@ -88,6 +88,11 @@ pub struct Fp8Config {
     /// a consumer, one beside the block scales' slots.
     #[serde(default)]
     pub deferred: bool,
+    /// With `tma_epi`, unsplit, block scales and no pairs along M: a CTA's last tile staged all
+    /// at once in the ring, which takes no more loads, instead of chunk by chunk through the
+    /// staging buffers (`l`, `Fp8Args.ring_epi`, run time; ledger row 25).
+    #[serde(default)]
+    pub ring_epi: bool,
     pub splits: u32,
     /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
     /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
@@ -135,6 +140,7 @@ impl Fp8Config {
             tma_epi: false,
             one_buffer: false,
             deferred: false,
+            ring_epi: false,
             splits: 0,
             stream: false,
             reduce: None,
@@ -181,6 +187,33 @@ impl Fp8Config {
         Fp8Config::tile(128, bn, false, false)
             .paired()
             .one_staging_buffer()
+    }
+
+    /// The 128 x 256 tile in single CTAs (`256th`, ledger row 24): `256tmh`'s kernel without the
+    /// pairs, for 64 < M <= 128, where a pair along M has no second row of tiles. Its four stages
+    /// of 48 KB hold a whole K of 512 at once (one tile a CTA at N = 32,768: every load of the
+    /// CTA in flight from the start), and it reads A once for 256 columns.
+    pub const fn small_rows_wide() -> Self {
+        Fp8Config::tile(128, 256, false, true)
+            .scales_by_tma()
+            .one_staging_buffer()
+    }
+
+    /// The same tile in one slice (`/1`: the launch takes none of its own).
+    pub const fn unsplit(self) -> Self {
+        Fp8Config {
+            splits: 1,
+            stream: false,
+            ..self
+        }
+    }
+
+    /// The same tile (with the TMA-store epilogue) staging its last tile in the ring (`l`).
+    pub const fn last_in_ring(self) -> Self {
+        Fp8Config {
+            ring_epi: true,
+            ..self
+        }
     }
 
     /// The same tile with A's fragments from registers (`r`).
@@ -481,6 +514,9 @@ impl std::fmt::Display for Fp8Config {
                 _ => "",
             }
         )?;
+        if self.ring_epi {
+            f.write_str("l")?;
+        }
         if self.stream {
             f.write_str("/k")?;
         } else if self.splits > 0 {
@@ -497,7 +533,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h|d][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -509,13 +545,13 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h|d][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
-                 next tile, 256md), 64x for the 64-row \
+                 next tile, 256md), l for the last tile staged in the ring, 64x for the 64-row \
                  tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
                  through slots or in a cluster's shared memory (64x128ps/7a, 64x128ps/4c, 128pte/k)"
             ))
@@ -537,6 +573,10 @@ impl std::str::FromStr for Fp8Config {
         let (bm, head) = match head.split_once('x') {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
+        };
+        let (head, ring_epi) = match head.strip_suffix('l') {
+            Some(h) => (h, true),
+            None => (head, false),
         };
         let (head, tma_epi, one_buffer, deferred) = match (
             head.strip_suffix('e'),
@@ -587,6 +627,7 @@ impl std::str::FromStr for Fp8Config {
             tma_epi,
             one_buffer,
             deferred,
+            ring_epi,
             splits,
             stream,
             reduce,
@@ -656,6 +697,10 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, false).deferred_epilogue(),
+        // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
+        // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
+        // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
+        Fp8Config::small_rows_wide(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
@@ -909,6 +954,9 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m <= 64 || p.m > SMALL_M {
         return None;
     }
+    if let Some(c) = choose_one_tile(p, dev) {
+        return Some(c);
+    }
     let c = configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
@@ -925,6 +973,35 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let s = choose_splits(p, &c, dev) as u64;
     (kblocks / s >= SMALL_ROWS_BLOCKS || (s == 1 && kblocks <= SMALL_ROWS_SHORT_K)).then_some(c)
+}
+
+/// The config the large rule runs at 64 < M <= [`SMALL_M`] where its tiles, one a cluster,
+/// occupy at least [`SMALL_ROWS_FILL`] of the resident clusters and no more than all of them,
+/// and hold more than [`SMALL_ROWS_SHORT_K`] K blocks (ledger rows 24-25): every CTA's whole
+/// work one tile, its last epilogue staged in the ring. On an H200 `256thl` ran
+/// 128x24576x1536 (96 tiles of 12 K blocks) in 19.5-19.7 us against `64x128ps/1`'s 19.9-20.0
+/// (cuBLASLt 17.9-18.0), and lost at 128x32768x512 (4 K blocks: 15.4-15.7 against `128pte/1`'s
+/// 13.9-14.0). Of DeepSeek-V3's shapes it takes 128x24576x1536 only.
+pub const SMALL_ROWS_ONE_TILE: Fp8Config = Fp8Config::small_rows_wide().last_in_ring().unsplit();
+pub const SMALL_ROWS_FILL: f64 = 0.7;
+
+/// [`SMALL_ROWS_ONE_TILE`] where its tiles fill the SMs once (above), else `None` (also where
+/// it is not compiled, for want of e4m3 block scales, or does not fit).
+fn choose_one_tile(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    let c = SMALL_ROWS_ONE_TILE;
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&c));
+    if !compiled || dev.check_smem(c.smem_bytes()).is_err() {
+        return None;
+    }
+    let clusters = (dev.sm_count.max(1) / c.ctas()).max(1) as u64;
+    let ctiles = tiles(p, &c) / c.ctas() as u64;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    (kblocks > SMALL_ROWS_SHORT_K
+        && ctiles <= clusters
+        && ctiles as f64 >= SMALL_ROWS_FILL * clusters as f64)
+        .then_some(c)
 }
 
 /// The K blocks of `cfg`'s busiest cluster on `dev` (a cluster per SM or per pair): as the
@@ -1542,6 +1619,9 @@ pub struct Fp8Args {
     /// block, and the K blocks of those tiles.
     pub sk_from: i32,
     pub sk_w: u32,
+    /// 1: a CTA's last unit staged in the ring ([`Fp8Config::ring_epi`]; unsplit, with a map of
+    /// C), else 0.
+    pub ring_epi: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -1600,6 +1680,19 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             } else {
                 ""
             }
+        )));
+    }
+    if cfg.ring_epi
+        && (!cfg.tma_epi
+            || cfg.ctas_m() > 1
+            || p.scale != ScaleMode::Block
+            || cfg.stream
+            || cfg.splits > 1)
+    {
+        return Err(Error::invalid(format!(
+            "config {cfg} stages its last tile in the ring (l), which only an unsplit \
+             block-scaled config with the TMA-store epilogue and no pairs along M does; drop the \
+             l, or use a config such as 256thl or 128ptel"
         )));
     }
     let w = configs(p.a, p.b, p.scale, p.promote);
@@ -1681,6 +1774,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         order: cfg.order as i32,
         sk_from: 0,
         sk_w: 0,
+        ring_epi: 0,
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -1721,6 +1815,9 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     if let Some((sk_from, sk_w)) = stream {
         (args.sk_from, args.sk_w) = (sk_from as i32, sk_w);
     }
+    // `l`: unsplit launches that store C by TMA (check_config refuses it with slices asked for;
+    // the launch's own choice of slices leaves it off)
+    args.ring_epi = (cfg.ring_epi && map_c.is_some() && splits == 1 && stream.is_none()) as i32;
     // a tile's slices in one cluster: every unit a CTA of its own (no workspace)
     let cluster_sum = splits > 1 && reduce == Reduce::Cluster;
     if cluster_sum {
@@ -2055,6 +2152,47 @@ mod tests {
     }
 
     #[test]
+    fn the_last_tile_in_the_ring_is_a_run_time_choice_of_unsplit_tma_store_configs() {
+        for s in ["256thl", "256tnhl", "128ptel", "128ptnel", "128ptel/1"] {
+            let c: Fp8Config = s.parse().unwrap();
+            assert!(c.ring_epi && c.tma_epi, "{s}");
+            assert_eq!(c.to_string(), s);
+            // the same kernel as without the l: no variant of its own
+            let plain: Fp8Config = s.replacen('l', "", 1).parse().unwrap();
+            assert!(c.same_kernel(&plain) && !plain.ring_epi, "{s}");
+        }
+        let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Block);
+        for ok in ["256thl", "128ptel", "128ptel/1"] {
+            assert!(check_config(&p, ok.parse().unwrap()).is_ok(), "{ok}");
+        }
+        for bad in [
+            "128pl",
+            "64x128psl",
+            "128ptel/2",
+            "128ptel/k",
+            "256tmhl",
+            "128ptmel",
+        ] {
+            let e = check_config(&p, bad.parse().unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("in the ring (l)"), "{bad}: {e}");
+        }
+        // ledger row 24's `256th` compiles (one kernel, three outputs); its pairs along N
+        // (`256tnh`) and `128ptne` lost and are not
+        let v = variants("sm_90a");
+        for s in ["256th"] {
+            let c: Fp8Config = s.parse().unwrap();
+            let n = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true)
+                .iter()
+                .filter(|x| x.same_kernel(&c))
+                .count();
+            assert_eq!(n, 1, "{s}");
+        }
+        assert!(!v.is_empty());
+    }
+
+    #[test]
     fn configs_parse_and_print_back() {
         for s in [
             "128",
@@ -2223,12 +2361,12 @@ mod tests {
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 93, "{} variants", v.len());
-        // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2,
-        // tensor unpromoted 4 (`256mh` and `256md` beside 128 and 256), row unpromoted 2, block
-        // 14 kernels (15 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place); e5m2
-        // pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 4 + 2 + 14) * 3 + 3 * 2 * 3);
+        assert!(v.len() <= 96, "{} variants", v.len());
+        // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2, tensor
+        // unpromoted 4 (`256mh` and `256md` beside 128 and 256), row unpromoted 2, block 15
+        // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 4 + 2 + 15) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -2518,12 +2656,13 @@ mod tests {
         }
         // at 64 < M <= 128 the 128-row tile where its units hold 32 K blocks or more, or 4 at
         // most unsplit; else (and at M <= 64) the measured rule's 64-row tile; no stream-K
+        // (but one tile a CTA where the 128-row tile of SMALL_ROWS_ONE_TILE fills the SMs once,
+        // ledger rows 24-25: below)
         for (m, n, k, rows) in [
             (128, 7168, 16384, 128),
             (128, 32768, 512, 128),
             (128, 2112, 7168, 64),
             (128, 7168, 2048, 64),
-            (128, 24576, 1536, 64),
             (128, 4096, 7168, 64),
             (64, 7168, 16384, 64),
             (64, 32768, 512, 64),
@@ -2540,6 +2679,15 @@ mod tests {
             } else {
                 assert!(c.same_kernel(&measured), "{p}");
             }
+        }
+        for (m, n, k) in [(128, 24576, 1536), (100, 24576, 1536), (128, 32768, 1024)] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(c, SMALL_ROWS_ONE_TILE, "{p}");
+            assert!(
+                check_config(&p, c).is_ok() && splits_for(&p, &c, &dev) == 1,
+                "{p}"
+            );
         }
         // 64x7168x2048 unsplit, where the measured rule's two slices add their tail (below)
         let p = Fp8Problem::new(64, 7168, 2048, DType::Bf16, ScaleMode::Block);

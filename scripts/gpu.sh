@@ -149,12 +149,18 @@
 #                                KILN_TMA_PROMOTION=128 and none; M = 1024, 2048, 3072 with
 #                                DeepSeek-V3's N x K under 128pte, 128ptme, 256tmh and `large`; DeepSeek-V3's
 #                                set under `measured` and `large`; table by scripts/fp8-table.py
-#   fp8parts                     the promotion pipelined over parts (docs/fp8.md, ledger row 18;
-#                                about 2 min on an H200): FP8P_TILES (default 256ptmh; 256prtmh
-#                                and 176ptmh lost and are not compiled) verified at their edges,
+#   fp8parts                     a 128 x 256 block-scaled tile against the drained halves (docs/fp8.md,
+#                                ledger rows 18 and 26; about 2 min on an H200): FP8P_TILES (default
+#                                256tmd, the epilogue deferred; 256ptmh, 256prtmh and 176ptmh lost
+#                                and are not compiled) verified at their edges,
 #                                then timed twice each beside
 #                                256tmh and 128ptme at five of DeepSeek-V3's M = 4096 shapes, and
 #                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
+#   fp8defer                     tensor scales, the deferred epilogue (docs/fp8.md, ledger row 26;
+#                                about 2 min on an H200): 256md verified at its edges promoted and
+#                                with fast accumulation (and 256md/k, stream-K by name), then timed
+#                                twice beside 256mh at 6144^3 and 8192^3 both ways, and under
+#                                `large`; table by scripts/fp8-table.py
 #   fp8sk                        stream-K (docs/fp8.md, ledger row 19; about 3 min on an H200):
 #                                128pte/k, 128ptme/k and 64x128ps/k verified at their edges, the
 #                                small-M shapes under `measured` (the old choice), `large` (the
@@ -166,6 +172,12 @@
 #                                unsplit and /4c, /7c, 128pte/2c verified at their edges, the slice
 #                                curves of 64x128ps (1-7 slices, a and c) at five small-M shapes,
 #                                twice; DeepSeek-V3's set under `measured` and `large`
+#   fp8rows                      the 128-row tiles at M = 128 with few K blocks (docs/fp8.md,
+#                                ledger rows 24-25; about 2 min on an H200): 256th and the last
+#                                tile staged in the ring (256thl, 128ptel/1), verified at their
+#                                edges, then timed twice each beside the rule's
+#                                configs at 128x32768x512, 128x24576x1536 and 64x32768x512;
+#                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -1137,16 +1149,41 @@ fp8slices)
     "DeepSeek-V3" fp8slices-ds.json "measured large" | tee "$D/summary.txt"
   ;;
 
+fp8rows)
+  need_bin "$KILN"; machine "$KILN"
+  # The 128-row tiles at M = 128 with few K blocks (docs/fp8.md ledger rows 24-25): 256th (256tmh's
+  # tile in single CTAs, the large rule's 256thl at 128x24576x1536), and with a CTA's last tile
+  # staged in the ring (l), verified at their edges (ragged M, N and K, M = 1, a pair's second tile past
+  # N, two rows of tiles, f32 and f16 out), then timed twice each beside the rule's configs at
+  # the shapes they are for; then DeepSeek-V3's set under `large`.
+  tiles=(--tile large --tile 256th --tile 256thl --tile 128ptel/1)
+  step fp8rows-edges 60 "$KILN" fp8 verify --shape 128x32768x512 --shape 100x1000x2064 \
+    --shape 1x392x512 --shape 129x520x1040 --shape 64x32768x512 "${tiles[@]}"
+  step fp8rows-edges-out 60 "$KILN" fp8 verify --shape 300x520x2064 --out f32 "${tiles[@]}"
+  step fp8rows-edges-f16 60 "$KILN" fp8 verify --shape 129x392x4112 --out f16 "${tiles[@]}"
+  rows=(large 128pte/1 64x128ps/1 256th 256thl 128ptel/1)
+  rr=(); for t in "${rows[@]}"; do rr+=(--tile "$t"); done
+  step_json fp8rows-ab 120 "$KILN" --json fp8 bench --scale block --reps 20 \
+    --shape 128x32768x512 --shape 128x24576x1536 --shape 64x32768x512 "${rr[@]}" "${rr[@]}"
+  step_json fp8rows-ds 120 "$KILN" --json fp8 bench --set deepseek --scale block --reps 20 \
+    --tile large
+  table
+  echo
+  labels=""; for i in 1 2; do for t in "${rows[@]}"; do labels="$labels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "M = 128 and 64, each config twice" fp8rows-ab.json "$labels" \
+    "DeepSeek-V3" fp8rows-ds.json "large" | tee "$D/summary.txt"
+  ;;
+
 fp8parts)
   need_bin "$KILN"; machine "$KILN"
   # The promotion pipelined over parts of the consumers' columns (docs/fp8.md ledger row 18):
-  # FP8P_TILES (default 256ptmh) verified at their edges: M = 1 and 64 (the second consumer past
+  # FP8P_TILES (default 256tmd: ledger row 26) verified at their edges: M = 1 and 64 (the second consumer past
   # M), N = 2112 (the last column tile past N), 300x520 (a pair's second tile past M, a column
   # tile of 8), M = 129 (no A-scale map, C from registers),
   # K = 16 (one K block: no lap of the pipelined loop), f16 and f32 out; then timed twice each
   # beside 256tmh (the drained halves) and 128ptme at five M = 4096 shapes; then DeepSeek-V3's set
   # under `large`.
-  ptiles=${FP8P_TILES:-256ptmh}
+  ptiles=${FP8P_TILES:-256tmd}
   tiles=(); for t in $ptiles; do tiles+=(--tile "$t"); done
   ab=(--tile 256tmh --tile 128ptme "${tiles[@]}")
   step fp8parts-edges 90 "$KILN" fp8 verify --shape 1x256x256 --shape 64x2112x7168 \
@@ -1165,6 +1202,39 @@ fp8parts)
   labels=""; for i in 1 2; do for t in 256tmh 128ptme $ptiles; do labels="$labels $t#$i"; done; done
   "$PY" scripts/fp8-table.py "$D" "five M = 4096 shapes, each config twice" fp8parts-large.json \
     "$labels" "DeepSeek-V3" fp8parts-ds.json "large" | tee "$D/summary.txt"
+  ;;
+
+fp8defer)
+  need_bin "$KILN"; machine "$KILN"
+  # The 128 x 256 tensor-scale tile's epilogue deferred under the next tile (docs/fp8.md ledger
+  # row 26): 256md (and 256mh beside it) verified at its edges with fast accumulation and promoted:
+  # several tiles a CTA (4096^2), a tile of fewer K blocks than deferred chunks (K = 128), M and N
+  # past the tiles (4104: a pair's second tile past M, a last column tile of 8), 1000^2 with K =
+  # 1040 (a partial K block), f16 and f32 out; then each twice beside cuBLASLt at 6144^3 and
+  # 8192^3, and `large`.
+  d=(--tile 256mh --tile 256md)
+  step fp8defer-edges-fast 60 "$KILN" fp8 verify --scale tensor --unpromoted "${d[@]}" \
+    --shape 4096x4096x128 --shape 4104x4104x384 --shape 1000x1000x1040 --shape 300x520x2048
+  step fp8defer-edges 60 "$KILN" fp8 verify --scale tensor "${d[@]}" \
+    --shape 4096x4096x128 --shape 4104x4104x384 --shape 1000x1000x1040 --shape 300x520x2048
+  step fp8defer-edges-out 60 "$KILN" fp8 verify --scale tensor --tile 256md --out f16 \
+    --shape 4104x4104x384 --shape 300x520x2048
+  step fp8defer-edges-f32 60 "$KILN" fp8 verify --scale tensor --unpromoted --tile 256md --out f32 \
+    --shape 4104x4104x384 --shape 300x520x2048
+  ab=(--tile 256mh --tile 256md --tile large)
+  fast=(--tile 256mh --tile 256md --tile 256md/k --tile large)
+  step fp8defer-edges-stream 60 "$KILN" fp8 verify --scale tensor --unpromoted --tile 256md/k \
+    --tile 256mh/k --shape 4096x4096x1024 --shape 4104x4104x384
+  step_json fp8defer-fast 120 "$KILN" --json fp8 bench --scale tensor --unpromoted --reps 10 \
+    --shape 6144x6144x6144 --shape 8192x8192x8192 "${fast[@]}" "${fast[@]}"
+  step_json fp8defer-promoted 120 "$KILN" --json fp8 bench --scale tensor --reps 10 \
+    --shape 6144x6144x6144 --shape 8192x8192x8192 "${ab[@]}" "${ab[@]}"
+  table
+  echo
+  labels=""; for i in 1 2; do for t in 256mh 256md large; do labels="$labels $t#$i"; done; done
+  flabels=""; for i in 1 2; do for t in 256mh 256md 256md/k large; do flabels="$flabels $t#$i"; done; done
+  "$PY" scripts/fp8-table.py "$D" "fast accumulation, each config twice" fp8defer-fast.json \
+    "$flabels" "promoted, each config twice" fp8defer-promoted.json "$labels" | tee "$D/summary.txt"
   ;;
 
 backward)

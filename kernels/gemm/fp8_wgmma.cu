@@ -92,7 +92,14 @@
 // cp.async.bulk.tensor, and goes on to the next unit's K blocks without waiting for the stores
 // (the grid is persistent: they drain under its wgmmas; a buffer is rewritten only once its store
 // has read it). TMA drops what lies past M and N. A width that is not whole chunks (112, 144,
-// 176 for 16-bit C) stores its last columns from registers.
+// 176 for 16-bit C) stores its last columns from registers. KILN_TMAE = 3 (the 128 x 256
+// tile, 16-bit C) defers part of it under the next tile's wgmmas (below).
+// Fp8Args.ring_epi (run time, the
+// `l` of a config; unsplit launches): a CTA's last unit stages its whole tile at once in the
+// ring, which nothing loads into any more, instead of chunk by chunk through the staging
+// buffers (one consumer chunk after another's store has read its buffer): both consumers past
+// their last wgmmas (named barrier RING_BAR), every chunk written, one fence and barrier, and
+// the leader sends them all; the tail of a CTA whose one tile is all its work (M <= 128).
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/gemm_args.cuh"
@@ -154,17 +161,56 @@ constexpr u32 SLOT_BYTES = !SSCALE ? 0 : A_SCALE_TMA ? (BM * 4 + 16 + 127) / 128
 static_assert(KILN_SSCALE >= 0 && KILN_SSCALE <= 2, "KILN_SSCALE is 0, 1 or 2");
 // KILN_TMAE: the TMA-store epilogue's staging after the ring, two 8 KB chunks per consumer (1),
 // or one (2: each chunk waits for the previous one's store to read it; the 16 KB saved buy the
-// ring a stage).
+// ring a stage), or deferred (3, `d`, the 128 x 256 tile with 16-bit C; two buffers a consumer,
+// one beside block scales' slots): the tensor cores waited between tiles for the whole
+// epilogue, so part of it goes under the next tile's wgmmas, its chunks held in registers as
+// 16-bit pairs meanwhile (half of their fp32 registers). On an H200 (ledger row 26) it saved
+// ~0.5 us a tile with fast accumulation (+1 % at 6144^3 and 8192^3) and ~2 us a block-scaled
+// tile (+2.1 % at 4096x7168x16384). Unpromoted: chunks 0 and 1 staged at once, 2 and 3
+// (32 pair registers beside the next tile's 128-register accumulator; all four spilled) staged
+// and stored one a K block under the next tile's batches. Promoted (the drained halves: `256md`
+// with tensor scales, `256tmd` with block scales): fin (128) and a half's accumulator (64) leave
+// no room for pairs across a tile, so all four go under the next tile's first K block, two under
+// each half's batch, and that block's promotion writes fin fresh (fin is dead until then). With
+// f32 C, as 2 (or 1).
 constexpr bool TMA_EPI = KILN_TMAE != 0;
-constexpr int EPI_BUFS = KILN_TMAE == 2 ? 1 : 2;
-static_assert(KILN_TMAE >= 0 && KILN_TMAE <= 2, "KILN_TMAE is 0, 1 (two staging buffers a consumer) or 2 (one)");
+constexpr int EPI_BUFS = KILN_TMAE == 2 || (KILN_TMAE == 3 && SSCALE) ? 1 : 2;
+static_assert(KILN_TMAE >= 0 && KILN_TMAE <= 3,
+              "KILN_TMAE is 0, 1 (two staging buffers a consumer), 2 (one) or 3 (deferred)");
+constexpr bool DEFER = KILN_TMAE == 3 && sizeof(out_t) == 2;
 using Epi = TmaStoreEpilogue<1, out_t, EPI_BUFS>;
 constexpr int C_COLS = Epi::C_COLS, C_NCH = WN / C_COLS, C_TAIL = WN % C_COLS;
+static_assert(!DEFER || C_TAIL == 0, "the deferred epilogue stores whole chunks: a width of whole 64 columns");
+// Chunks deferred: promoted all (under the next tile's first K block, fin half dead there);
+// unpromoted the last half, the first staged at once (two buffers, no wait between them): the
+// pairs of all four beside the next tile's 128-register accumulator spilled (ptxas: 136-160
+// bytes), of two they fit.
+constexpr int DCH = PROMOTE ? C_NCH : C_NCH / 2;
+static_assert(KILN_TMAE != 3 || (!PROMOTE && SCALE == 0) || (PROMOTE && !PIPE && PARTS == 2),
+              "KILN_TMAE = 3 defers the epilogue of the unpromoted tensor-scale kernel or of the drained "
+              "halves of the 128 x 256 tile");
 constexpr u32 C_BYTES = TMA_EPI ? 2 * EPI_BUFS * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
 // split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
 // 128 threads sync, the other consumer's 128 arrive).
-constexpr u32 SPLIT_BAR = 3, TURN = 4;
+constexpr u32 SPLIT_BAR = 3, TURN = 4, RING_BAR = 6;
+// Fp8Args.ring_epi is compiled into the block-scaled TMA-store kernels without pairs along M
+// (the small-M tiles it is for; the paired large-M kernels keep their code as it was: the
+// unpromoted 256-wide one spilled with it).
+constexpr bool RING_EPI = TMA_EPI && SCALE == 2 && CM == 1;
+static_assert(!RING_EPI || 2 * C_NCH * Epi::CHUNK_BYTES <= STAGES * STAGE_BYTES,
+              "Fp8Args.ring_epi stages both consumers' whole tiles in the ring: it must hold them");
+
+// One chunk of a consumer's 64 x WN result (registers res, already scaled) into 8 KB at buf,
+// laid out as the staging buffers are (Fp8Args.ring_epi).
+template <class OutT, int N>
+__device__ __forceinline__ void stage_result_chunk(u32 buf, int ch, int w, int lane, const float (&res)[N]) {
+  if constexpr (sizeof(OutT) == 4)
+    stage_chunk_f32(buf, ch, w, lane, [&](int i) { return res[i]; });
+  else
+    stage_chunk_16(buf, ch, 16 * w + (lane & 15), lane,
+                   [&](int J, int x) { return pack2<OutT>(res[8 * J + 2 * x], res[8 * J + 2 * x + 1]); });
+}
 static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 (block)");
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
 static_assert(WN % 8 == 0 && WN >= 8 && WN <= 256, "a consumer's width is a multiple of 8 in 8..256");
@@ -192,6 +238,18 @@ static_assert(!B_STRADDLE || WN % 8 == 0, "column groups of 8 must not straddle 
 constexpr int PRODUCER_REGS = CLUSTER > 2 || PARTS > 1 ? 56 : 40;
 constexpr int CONSUMER_REGS = CLUSTER > 2 || PARTS > 1 ? 224 : 232;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
+
+// Two values as one 32-bit pair of 16-bit C (the deferred epilogue's; 0 for f32 C, which does not
+// defer: a template, so that pack2<float> is never instantiated).
+template <class T> __device__ __forceinline__ u32 pack_pair(float a, float b) {
+  if constexpr (sizeof(T) == 2) return pack2<T>(a, b);
+  else return 0u;
+}
+
+// A compile-time flag for a generic lambda's argument (the deferred epilogue's first K block).
+template <bool B> struct Flag {
+  static constexpr bool value = B;
+};
 
 // One K block's block scales: A's for this thread's two rows, B's for the consumer's one, two or
 // three 128-column blocks.
@@ -233,6 +291,7 @@ struct Fp8Args {
   // and sk_w * clusters < 2^31 (32-bit arithmetic, as split_range's).
   int sk_from;
   u32 sk_w;
+  int ring_epi;  // 1: the last unit's tile staged in the ring, all at once (the host: splits 1)
 };
 
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -422,6 +481,24 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int nblocks_b = (p.n + 127) / 128;
   Epi epi(cstage, 0, c, w, lane);  // (its barriers are the C-load epilogue's: none here)
   const bool tma_out = TMA_EPI && p.tma_c != 0;
+  // KILN_TMAE = 3: the last tile's deferred chunks (C_NCH - DCH ..) of scaled C as 16-bit pairs
+  // (pair 4J + x of 16-column block J, what stage_chunk_16 reads, less the chunks sent at once)
+  // and what is left of them to store: chunks dnch - dleft .. dnch - 1 (of its dnch within N) at
+  // the consumer's rows dm0 .., columns dn0 ... defer_step stages and sends the next one (the
+  // chunk index unrolled: the pairs stay in registers).
+  u32 packed[DEFER ? DCH * 16 : 1];
+  int dleft = 0, dnch = 0, dm0 = 0, dn0 = 0;
+  auto defer_step = [&]() {
+    if constexpr (DEFER) {
+      if (dleft == 0) return;
+      const int next = dnch - dleft;
+#pragma unroll
+      for (int ch = 0; ch < C_NCH; ++ch)
+        if (ch == next)
+          if (ch >= C_NCH - DCH) epi.store_chunk(&tma_c, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x - 16 * (C_NCH - DCH)]; });
+      --dleft;
+    }
+  };
 
   float acc[HR];    // a K block's (or half's) sums; without promotion, the whole K's
   float fin[NR];    // the promoted sums (unused, and so not allocated, without promotion)
@@ -456,13 +533,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     int t, tm, tn, kb0, kb1, sp, ns;
     unit(u, t, tm, tn, kb0, kb1, sp, ns);
     const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
+    // Fp8Args.ring_epi: this CTA's last unit, after which the ring takes no more loads
+    const bool ring = RING_EPI && tma_out && p.ring_epi != 0 && u_next(u) >= u_end;
     const int m0 = tm * BM, n0 = tn * BN + bcol;  // the consumer's first row of C is m0 + arow
     const int row = m0 + arow + 16 * w + lane / 4;  // this thread's rows: row, row + 8
     // Block scales: the consumer's column groups J < jb lie in B block nb0, the rest
     // (B_STRADDLE) in nb0 + 1, or (B_TRIPLE) from jb + 16 on in nb0 + 2; nb0 is the tile's first
     // or second B block (ib).
     const int nb0 = n0 / 128, jb = (128 - n0 % 128) / 8, ib = nb0 - tn * BN / 128;
-    if constexpr (PROMOTE) {
+    if constexpr (PROMOTE && !DEFER) {  // (deferred: the first K block writes fin fresh)
 #pragma unroll
       for (int i = 0; i < NR; ++i) fin[i] = 0.0f;
     }
@@ -515,8 +594,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       return sc;
     };
     // A finished batch's sums `a` (half h's) into fin: multiplied by their block's scales, or as
-    // they are.
-    auto promote = [&](float(&a)[HR], const BlockScales& sc, int h = 0) {
+    // they are; `fresh` (a constant: the deferred epilogue's first K block) in place of fin's
+    // old value (the same bits as adding to zero but for a zero's sign; tensor scales add to
+    // zero: a plain copy let ptxas wait on the batch early, C7517).
+    auto promote = [&](float(&a)[HR], const BlockScales& sc, int h = 0, bool fresh = false) {
 #pragma unroll
       for (int j = 0; j < HR; ++j) wgmma_fence_operand(a[j]);
       if constexpr (SCALE == 2) {
@@ -533,11 +614,22 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                           : (!B_STRADDLE || J < jb)      ? (r8 ? s10 : s00)
                           : (!B_TRIPLE || J < jb + 16) ? (r8 ? s11 : s01)
                                                        : (r8 ? s12 : s02);
-          fin[i] = fmaf(f, a[j], fin[i]);
+          fin[i] = fresh ? f * a[j] : fmaf(f, a[j], fin[i]);
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < HR; ++j) fin[h * HR + j] += a[j];
+        for (int j = 0; j < HR; ++j) fin[h * HR + j] = (fresh ? 0.0f : fin[h * HR + j]) + a[j];
+      }
+    };
+    // Deferred and promoted: the last tile's chunks of part h's columns (indices unrolled: each
+    // pair dead once sent); after the last part none is left.
+    auto send_part = [&](int h) {
+      if constexpr (DEFER && PROMOTE) {
+#pragma unroll
+        for (int ch = h * C_NCH / PARTS; ch < (h + 1) * C_NCH / PARTS; ++ch)
+          if (ch < dnch)
+            epi.store_chunk(&tma_c, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x]; });
+        if (h == PARTS - 1) dleft = 0;
       }
     };
     if (PROMOTE && (m0 + arow >= p.m || n0 >= p.n)) {
@@ -545,6 +637,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // past N: it only frees the stages, leaving the tensor cores to the other consumer.
       // (Promoted kernels only: in the unpromoted ones ptxas then serialised the wgmmas, C7515.)
       // Its sums (zero) still go through split-K, where every consumer thread counts.
+#pragma unroll
+      for (int h = 0; h < PARTS; ++h) send_part(h);
+      if constexpr (DEFER) {  // (no K block writes fin here: zero, not the last tile's)
+#pragma unroll
+        for (int i = 0; i < NR; ++i) fin[i] = 0.0f;
+      }
       for (int j = 0; j < nk; ++j, ++it) {
 #pragma unroll
         for (int h = 0; h < PARTS; ++h) {
@@ -557,12 +655,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     } else if constexpr (!PROMOTE) {
       // One accumulator over the whole K; one batch kept in flight: once the previous one is
       // done, its stage can be refilled.
+      // KILN_TMAE = 3: the last tile's C goes out a chunk a K block, under this tile's batches.
       int prev = 0;
       for (int j = 0; j < nk; ++j, ++it) {
         issue(it, acc, j == 0);
         wgmma_wait<1>();
         if (j > 0) release(prev);
         prev = it % STAGES;
+        defer_step();
       }
       wgmma_wait<0>();
 #pragma unroll
@@ -572,7 +672,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // Each K block's batch drains before its promotion (the other consumer's wgmmas run
       // meanwhile; taking turns, always).
       // The 256-wide tile: its two halves in turn, the stage freed after the second.
-      for (int j = 0; j < nk; ++j, ++it) {
+      // Deferred (KILN_TMAE = 3): the first K block peeled, the last tile's chunks of half h's
+      // columns staged under half h's batch (chunk indices unrolled: each pair dead once sent),
+      // its promotion fresh.
+      auto kblock = [&](int j, auto first_t) {
+        constexpr bool FIRST = decltype(first_t)::value;
         BlockScales sc = load_scales(j);
 #pragma unroll
         for (int h = 0; h < PARTS; ++h) {
@@ -580,11 +684,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           const BlockScales ss = issue(it, acc, true, h);
           turn_pass();
           if (SSCALE && h == 0) sc = ss;
+          if constexpr (FIRST) send_part(h);
           wgmma_wait<0>();
           if (h == PARTS - 1) release(it % STAGES);
-          promote(acc, sc, h);
+          promote(acc, sc, h, FIRST);
         }
+      };
+      int j = 0;
+      if constexpr (DEFER) {
+        kblock(j++, Flag<true>{});
+        ++it;
       }
+      for (; j < nk; ++j, ++it) kblock(j, Flag<false>{});
     } else if constexpr (PARTS > 1) {
       // Pipelined over parts: even parts in acc, odd in acc2; at the top of each pair exactly
       // part h's batch is in flight (in acc), and the part after it is issued before part h is
@@ -733,14 +844,53 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < NR; ++i) res[i] *= tensor_scale;
       }
+      if constexpr (DEFER) {
+        // Deferred: what is left of the last tile first (a tile of fewer K blocks than chunks),
+        // then this one's pairs, stored under the next tile's K blocks (or after the last).
+        // (promoted: none left, the first K block or the skip sent them all; the loop is not
+        // written there, or the pairs would stay live through the K blocks.) The pairs are
+        // written whatever the path, none to store without the map: else the last tile's would
+        // stay live through the K blocks.
+        if constexpr (!PROMOTE) while (dleft > 0) defer_step();
+        dm0 = m0 + arow;
+        dn0 = n0;
+        dnch = !tma_out || dm0 >= p.m || n0 >= p.n ? 0 : min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+#pragma unroll
+        for (int ch = 0; ch < C_NCH - DCH; ++ch)
+          if (ch < dnch) epi.store_acc_chunk(&tma_c, ch, dnch, dm0, n0, 1.0f, 0.0f, res);
+        dleft = dnch > C_NCH - DCH ? dnch - (C_NCH - DCH) : 0;
+#pragma unroll
+        for (int J = 4 * (C_NCH - DCH); J < WN / 16; ++J)
+#pragma unroll
+          for (int x = 0; x < 4; ++x) packed[4 * J + x - 16 * (C_NCH - DCH)] = pack_pair<out_t>(res[8 * J + 2 * x], res[8 * J + 2 * x + 1]);
+        if (tma_out) return;
+      }
       if (TMA_EPI && tma_out) {
+        // The ring's stages are free once both consumers are past their last wgmmas (the loads
+        // they read have all landed; nothing else loads into it): both reach this barrier.
+        if (ring) named_barrier_sync(RING_BAR, 256);
         // A consumer wholly past M or N stores nothing (TMA would drop it all).
         const int cm0 = m0 + arow;
         if (cm0 >= p.m || n0 >= p.n) return;
         const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+        if (ring) {
+          // every chunk of this consumer's tile in its own 8 KB of the ring (consumer c's from
+          // chunk c * C_NCH on), then one fence, one barrier and the leader's bulk stores
+          auto buf = [&](int ch) { return base + (u32)(c * C_NCH + ch) * Epi::CHUNK_BYTES; };
 #pragma unroll
-        for (int ch = 0; ch < C_NCH; ++ch)
-          if (ch < nch) epi.store_acc_chunk(&tma_c, ch, nch, cm0, n0, 1.0f, 0.0f, res);
+          for (int ch = 0; ch < C_NCH; ++ch)
+            if (ch < nch) stage_result_chunk<out_t>(buf(ch), ch, w, lane, res);
+          fence_proxy_async_shared();
+          named_barrier_sync(1 + c, 128);
+          if ((threadIdx.x % 128) == 0) {
+            for (int ch = 0; ch < nch; ++ch) tma_store_2d(&tma_c, buf(ch), n0 + C_COLS * ch, cm0);
+            tma_store_commit();
+          }
+        } else {
+#pragma unroll
+          for (int ch = 0; ch < C_NCH; ++ch)
+            if (ch < nch) epi.store_acc_chunk(&tma_c, ch, nch, cm0, n0, 1.0f, 0.0f, res);
+        }
         // the last C_TAIL columns (8-column groups C_NCH * C_COLS / 8 ..) from registers
         if constexpr (C_TAIL != 0) store_acc_groups<C_NCH * C_COLS / 8>(cout, gp, row, n0, res, q);
       } else {
@@ -750,6 +900,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     epilogue(sums);
   }
   if (order && c == 0) named_barrier_sync(TURN, 256);  // consumer 1's last hand-off
+  while (dleft > 0) defer_step();  // the last tile's deferred chunks
   // Bulk stores still reading the staging chunks finish before the shared memory goes away.
   if (TMA_EPI && tma_out && (threadIdx.x % 128) == 0) tma_store_wait<0>();
   // No CTA may leave while a peer's consumers can still arrive on its barriers.

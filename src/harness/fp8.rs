@@ -499,7 +499,8 @@ impl Check for GemmCase {
 pub fn verify_promotion(ctx: &Context) -> Result<Outcome> {
     let seed = fresh_seed();
     let base = Fp8Problem::new(256, 256, 16384, DType::F32, ScaleMode::Tensor);
-    // unpromoted, promoted after a drained pipeline, pipelined promotion; each over the whole K
+    // unpromoted, promoted after a drained pipeline (the 128 x 256 tile's halves), pipelined
+    // promotion; each over the whole K
     // (split-K would shorten the unpromoted sums: on an H100, 8 slices cut its error from
     // 2.5e-1 to 3.5e-2)
     let whole = |c: &str| Fp8Config {
@@ -530,7 +531,7 @@ pub fn verify_promotion(ctx: &Context) -> Result<Outcome> {
         base,
         &[
             (false, whole("128")),
-            (true, whole("128")),
+            (true, whole("256mh")),
             (true, whole("128p")),
         ],
     )?;
@@ -650,7 +651,7 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
         (ScaleMode::Block, true, "128p/3"),
         (ScaleMode::Block, true, "160/5"),
         (ScaleMode::Tensor, false, "256/4"),
-        (ScaleMode::Row, true, "128/2"),
+        (ScaleMode::Row, true, "160/2"),
         (ScaleMode::Block, true, "128p/3a"),
         (ScaleMode::Block, true, "160se/5"),
         (ScaleMode::Block, true, "64x192ps/5w"),
@@ -689,18 +690,18 @@ pub fn gemm_suite(quick: bool) -> Vec<GemmCase> {
     // 352..527, spans B blocks 2, 3 and 4: N = 520 reaches into the third), split slices, each
     // output type; the A scales by TMA where M is a multiple of 4 (M = 200, 300; at M = 129 the
     // copier warp takes them, as with `s`); pairs in f32 and, whose second tile lies past M
-    // (three rows of tiles at M = 300), in slices; one staging buffer a consumer (h: each chunk
-    // after the last one's store) in the tile pipelined over parts: four chunks of 16-bit C,
-    // eight of f32
+    // (three rows of tiles at M = 300), in slices; one staging buffer a consumer deferred (d:
+    // each chunk under the next tile's first K block, the second tile past M at M = 300; f32 as
+    // h, each chunk after the last one's store): four chunks of 16-bit C, eight of f32
     for (m, n, k, out, tile) in [
         (129, 392, 4112, DType::Bf16, "176se"),
         (129, 392, 4112, DType::Bf16, "112se/3"),
         (200, 360, 1024, DType::F32, "112se"),
         (200, 360, 1024, DType::F32, "128ptme"),
         (300, 520, 2048, DType::F16, "128ptme/2"),
-        (300, 520, 2048, DType::Bf16, "256ptmh"),
-        (200, 360, 1024, DType::F32, "256ptmh"),
-        (300, 520, 2048, DType::F16, "256ptmh"),
+        (300, 520, 2048, DType::Bf16, "256tmd"),
+        (200, 360, 1024, DType::F32, "256tmd"),
+        (300, 520, 2048, DType::F16, "256tmd"),
         (300, 520, 2048, DType::F16, "160se"),
         (300, 520, 2048, DType::Bf16, "128te"),
         (300, 520, 2048, DType::Bf16, "176se"),

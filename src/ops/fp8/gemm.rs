@@ -82,6 +82,17 @@ pub struct Fp8Config {
     /// for the ring.
     #[serde(default)]
     pub one_buffer: bool,
+    /// The epilogue deferred (`d`, `KILN_TMAE=3`; the 128 x 256 tile in pairs: `256md` with tensor
+    /// scales, `256tmd` with block scales): part of the tile's C held in registers as 16-bit
+    /// pairs and stored under the next tile's wgmmas (f32 C as `e` / `h`); two staging buffers
+    /// a consumer, one beside the block scales' slots.
+    #[serde(default)]
+    pub deferred: bool,
+    /// With `tma_epi`, unsplit, block scales and no pairs along M: a CTA's last tile staged all
+    /// at once in the ring, which takes no more loads, instead of chunk by chunk through the
+    /// staging buffers (`l`, `Fp8Args.ring_epi`, run time; ledger row 25).
+    #[serde(default)]
+    pub ring_epi: bool,
     pub splits: u32,
     /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
     /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
@@ -128,6 +139,8 @@ impl Fp8Config {
             cluster_n: 1,
             tma_epi: false,
             one_buffer: false,
+            deferred: false,
+            ring_epi: false,
             splits: 0,
             stream: false,
             reduce: None,
@@ -174,6 +187,33 @@ impl Fp8Config {
         Fp8Config::tile(128, bn, false, false)
             .paired()
             .one_staging_buffer()
+    }
+
+    /// The 128 x 256 tile in single CTAs (`256th`, ledger row 24): `256tmh`'s kernel without the
+    /// pairs, for 64 < M <= 128, where a pair along M has no second row of tiles. Its four stages
+    /// of 48 KB hold a whole K of 512 at once (one tile a CTA at N = 32,768: every load of the
+    /// CTA in flight from the start), and it reads A once for 256 columns.
+    pub const fn small_rows_wide() -> Self {
+        Fp8Config::tile(128, 256, false, true)
+            .scales_by_tma()
+            .one_staging_buffer()
+    }
+
+    /// The same tile in one slice (`/1`: the launch takes none of its own).
+    pub const fn unsplit(self) -> Self {
+        Fp8Config {
+            splits: 1,
+            stream: false,
+            ..self
+        }
+    }
+
+    /// The same tile (with the TMA-store epilogue) staging its last tile in the ring (`l`).
+    pub const fn last_in_ring(self) -> Self {
+        Fp8Config {
+            ring_epi: true,
+            ..self
+        }
     }
 
     /// The same tile with A's fragments from registers (`r`).
@@ -223,6 +263,7 @@ impl Fp8Config {
             self.cluster_n,
             self.tma_epi,
             self.one_buffer,
+            self.deferred,
         ) == (
             other.bm,
             other.bn,
@@ -234,6 +275,7 @@ impl Fp8Config {
             other.cluster_n,
             other.tma_epi,
             other.one_buffer,
+            other.deferred,
         )
     }
 
@@ -254,18 +296,34 @@ impl Fp8Config {
         }
     }
 
-    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer, or one.
+    /// The same tile with its epilogue deferred under the next tile's K blocks (`d`).
+    pub const fn deferred_epilogue(self) -> Self {
+        Fp8Config {
+            tma_epi: true,
+            one_buffer: false,
+            deferred: true,
+            ..self
+        }
+    }
+
+    /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer, or one (`h`; `d`
+    /// beside block scales' slots, where two would cost the 128 x 256 ring its fourth stage).
     pub const fn c_bytes(&self) -> u32 {
         match self.tmae_define() {
             0 => 0,
             1 => 4 * 8192,
+            3 if !self.sscale => 4 * 8192,
             _ => 2 * 8192,
         }
     }
 
-    /// `KILN_TMAE`: 0 registers, 1 two staging buffers a consumer, 2 one.
+    /// `KILN_TMAE`: 0 registers, 1 two staging buffers a consumer, 2 one, 3 one and deferred.
     pub const fn tmae_define(&self) -> u32 {
-        three_way(self.tma_epi, self.one_buffer)
+        if self.tma_epi && self.deferred {
+            3
+        } else {
+            three_way(self.tma_epi, self.one_buffer)
+        }
     }
 
     /// Block tiles a cluster tile holds along M (CTAs sharing B).
@@ -449,12 +507,16 @@ impl std::fmt::Display for Fp8Config {
             },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
-            match (self.tma_epi, self.one_buffer) {
-                (true, true) => "h",
-                (true, false) => "e",
+            match (self.tma_epi, self.one_buffer, self.deferred) {
+                (true, false, true) => "d",
+                (true, true, _) => "h",
+                (true, false, _) => "e",
                 _ => "",
             }
         )?;
+        if self.ring_epi {
+            f.write_str("l")?;
+        }
         if self.stream {
             f.write_str("/k")?;
         } else if self.splits > 0 {
@@ -471,7 +533,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][m][n][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -483,12 +545,13 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][m][n][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
-                 TMA-store epilogue (h: with one staging buffer a consumer), 64x for the 64-row \
+                 TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
+                 next tile, 256md), l for the last tile staged in the ring, 64x for the 64-row \
                  tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
                  through slots or in a cluster's shared memory (64x128ps/7a, 64x128ps/4c, 128pte/k)"
             ))
@@ -511,10 +574,19 @@ impl std::str::FromStr for Fp8Config {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
         };
-        let (head, tma_epi, one_buffer) = match (head.strip_suffix('e'), head.strip_suffix('h')) {
-            (Some(h), _) => (h, true, false),
-            (None, Some(h)) => (h, true, true),
-            _ => (head, false, false),
+        let (head, ring_epi) = match head.strip_suffix('l') {
+            Some(h) => (h, true),
+            None => (head, false),
+        };
+        let (head, tma_epi, one_buffer, deferred) = match (
+            head.strip_suffix('e'),
+            head.strip_suffix('h'),
+            head.strip_suffix('d'),
+        ) {
+            (Some(h), _, _) => (h, true, false, false),
+            (None, Some(h), _) => (h, true, true, false),
+            (None, None, Some(h)) => (h, true, false, true),
+            _ => (head, false, false, false),
         };
         let (head, cluster_n) = match head.strip_suffix('n') {
             Some(h) => (h, 2),
@@ -554,6 +626,8 @@ impl std::str::FromStr for Fp8Config {
             cluster_n,
             tma_epi,
             one_buffer,
+            deferred,
+            ring_epi,
             splits,
             stream,
             reduce,
@@ -576,9 +650,10 @@ impl std::str::FromStr for Fp8Config {
 /// `176se`'s kernel say); and for its feed (ledger row 13), `128pte` in pairs of CTAs along M
 /// multicasting B (`128ptme`); and since ledger row 15 the 128 x 256 tile in the same pairs
 /// (`256tmh`, each consumer's 64 x 256 in two drained halves: 1.03x cuBLASLt at 4096x7168x16384 on
-/// an H200, `large`'s where its waves allow); since ledger row 18 the same pairs pipelined over
-/// four parts of 64 of the consumers' columns (`256ptmh`: even with `256tmh` at K >= 2048, 1.6 %
-/// ahead at K = 1536). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
+/// an H200, `large`'s where its waves allow); since ledger row 26 the same with its epilogue
+/// deferred under the next tile's first K block (`256tmd`, in the place of `256ptmh`, the pairs
+/// pipelined over four parts of 64 of the consumers' columns: even with `256tmh` at K >= 2048,
+/// 1.6 % ahead at K = 1536, taken by no rule, row 18). The 120-wide, 192-wide and paired tiles (`120ps`, `192s`,
 /// `128psm`, `160sm`) lost at 7eb2e34, `128ps`, `128se` at 22a9572 (to `128s` and `128te`),
 /// `128s` and `176te` to `128te` at 22a9572 and aa92128 (ledger rows 11 and 12), the pairs
 /// along N and 2 x 2 clusters (`128ptne`, `128ptmne`) to `128ptme` (row 13), and `128ptmh`
@@ -593,11 +668,9 @@ pub fn configs(
     scale: ScaleMode,
     promote: bool,
 ) -> &'static [Fp8Config] {
-    const PROMOTED: &[Fp8Config] = &[
-        Fp8Config::new(128, true),
-        Fp8Config::new(128, false),
-        Fp8Config::new(160, false),
-    ];
+    // (row scales: the drained 128, which no rule took, the waves rule's `128p` having its
+    // tiles at less cost, made way for the deferred epilogue's `256md` in ledger row 26)
+    const PROMOTED: &[Fp8Config] = &[Fp8Config::new(128, true), Fp8Config::new(160, false)];
     const BLOCK: &[Fp8Config] = &[
         Fp8Config::new(128, true),
         Fp8Config::new(128, false),
@@ -623,20 +696,28 @@ pub fn configs(
             .scales_by_tma()
             .tma_store(),
         Fp8Config::wide_pair(256, false),
-        Fp8Config::wide_pair(256, true),
+        Fp8Config::wide_pair(256, false).deferred_epilogue(),
+        // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
+        // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
+        // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
+        Fp8Config::small_rows_wide(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
-    // promoted 160 (which no rule of the new family takes) and beside the unpromoted 256
+    // promoted 160 (which no rule of the new family takes) and beside the unpromoted 256; since
+    // ledger row 26 also with its epilogue deferred under the next tile's K blocks (`256md`), in
+    // the place of the promoted drained 128 (no rule took it: the waves rule's `128p` has its
+    // tiles at less cost; the promotion check's drained kernel is `256mh` since)
     const TENSOR: &[Fp8Config] = &[
         Fp8Config::new(128, true),
-        Fp8Config::new(128, false),
         Fp8Config::wide_pair_tensor(256),
+        Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
     ];
     const TENSOR_FAST: &[Fp8Config] = &[
         Fp8Config::new(128, false),
         Fp8Config::new(256, false),
         Fp8Config::wide_pair_tensor(256),
+        Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
     ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
@@ -873,6 +954,9 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m <= 64 || p.m > SMALL_M {
         return None;
     }
+    if let Some(c) = choose_one_tile(p, dev) {
+        return Some(c);
+    }
     let c = configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .copied()
@@ -889,6 +973,35 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let s = choose_splits(p, &c, dev) as u64;
     (kblocks / s >= SMALL_ROWS_BLOCKS || (s == 1 && kblocks <= SMALL_ROWS_SHORT_K)).then_some(c)
+}
+
+/// The config the large rule runs at 64 < M <= [`SMALL_M`] where its tiles, one a cluster,
+/// occupy at least [`SMALL_ROWS_FILL`] of the resident clusters and no more than all of them,
+/// and hold more than [`SMALL_ROWS_SHORT_K`] K blocks (ledger rows 24-25): every CTA's whole
+/// work one tile, its last epilogue staged in the ring. On an H200 `256thl` ran
+/// 128x24576x1536 (96 tiles of 12 K blocks) in 19.5-19.7 us against `64x128ps/1`'s 19.9-20.0
+/// (cuBLASLt 17.9-18.0), and lost at 128x32768x512 (4 K blocks: 15.4-15.7 against `128pte/1`'s
+/// 13.9-14.0). Of DeepSeek-V3's shapes it takes 128x24576x1536 only.
+pub const SMALL_ROWS_ONE_TILE: Fp8Config = Fp8Config::small_rows_wide().last_in_ring().unsplit();
+pub const SMALL_ROWS_FILL: f64 = 0.7;
+
+/// [`SMALL_ROWS_ONE_TILE`] where its tiles fill the SMs once (above), else `None` (also where
+/// it is not compiled, for want of e4m3 block scales, or does not fit).
+fn choose_one_tile(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    let c = SMALL_ROWS_ONE_TILE;
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&c));
+    if !compiled || dev.check_smem(c.smem_bytes()).is_err() {
+        return None;
+    }
+    let clusters = (dev.sm_count.max(1) / c.ctas()).max(1) as u64;
+    let ctiles = tiles(p, &c) / c.ctas() as u64;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    (kblocks > SMALL_ROWS_SHORT_K
+        && ctiles <= clusters
+        && ctiles as f64 >= SMALL_ROWS_FILL * clusters as f64)
+        .then_some(c)
 }
 
 /// The K blocks of `cfg`'s busiest cluster on `dev` (a cluster per SM or per pair): as the
@@ -923,7 +1036,7 @@ pub fn busiest_blocks(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> (u64
 /// H200 at every shape timed, ledger row 19: the large rule applies it from M = 1024 only.)
 fn stream_if_it_fills(p: &Fp8Problem, cfg: &Fp8Config, dev: &DeviceInfo) -> Fp8Config {
     let sk = cfg.streamed();
-    if cfg.stream || cfg.splits > 0 || check_config(p, sk).is_err() {
+    if cfg.stream || cfg.splits > 0 || cfg.parts() > 1 || check_config(p, sk).is_err() {
         return *cfg;
     }
     let (plain, stream) = busiest_blocks(p, cfg, dev);
@@ -961,8 +1074,13 @@ pub const LARGE_CLUSTER_WAVES: u64 = 4;
 pub const LARGE_WIDE_COST: f64 = 0.92;
 
 /// The tiles wider than 128 (in pairs along M) the large rule weighs against `128ptme` where the
-/// pairs run, each with its time per 128 columns of work against `128ptme`'s (H200).
-pub const LARGE_WIDE: &[(Fp8Config, f64)] = &[(Fp8Config::wide_pair(256, false), LARGE_WIDE_COST)];
+/// pairs run, each with its time per 128 columns of work against `128ptme`'s (H200): the 128 x 256
+/// tile with its epilogue deferred (`256tmd`: 0.667 against `256tmh`'s 0.682 ms at
+/// 4096x7168x16384 on an H200 at 90cac7f, ledger row 26; weighed at `256tmh`'s 0.92).
+pub const LARGE_WIDE: &[(Fp8Config, f64)] = &[(
+    Fp8Config::wide_pair(256, false).deferred_epilogue(),
+    LARGE_WIDE_COST,
+)];
 
 /// A wide tile's cost per 128 columns in the large rule ([`LARGE_WIDE`]), if it has one.
 pub fn large_wide_cost(c: &Fp8Config) -> Option<f64> {
@@ -1028,14 +1146,14 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 }
 
 /// The large rule with tensor scales (M >= [`LARGE_M`]): the 128 x 256 tile in pairs along M
-/// (`256mh`) where the pairs tile C whole, the 128-wide tiles fill [`LARGE_CLUSTER_WAVES`] waves
+/// ([`large_wide_tensor`]: `256mh`, with fast accumulation `256md`) where the pairs tile C whole, the 128-wide tiles fill [`LARGE_CLUSTER_WAVES`] waves
 /// of the SMs, and its waves (two 128-wide tiles of work each) are no more than the 128-wide
 /// tile's: 6144^3 9 waves of it against 18, 8192^3 16 against 32; `None` elsewhere (the waves
 /// rule's old family) or where it is not compiled (e4m3 only) or does not fit.
 fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let sms = dev.sm_count.max(1) as u64;
     let narrow = Fp8Config::new(128, p.promote);
-    let wide = Fp8Config::wide_pair_tensor(256);
+    let wide = large_wide_tensor(p.promote);
     let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
     let compiled = configs(p.a, p.b, p.scale, p.promote)
         .iter()
@@ -1046,6 +1164,19 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && 2 * waves(&wide) <= waves(&narrow)
         && dev.check_smem(wide.smem_bytes()).is_ok())
     .then_some(wide)
+}
+
+/// The tensor-scale 128 x 256 tile the large rule takes: with fast accumulation its epilogue
+/// deferred (`256md`: on an H200 at 90cac7f 0.709 against `256mh`'s 0.717 ms at 8192^3, 0.298
+/// against 0.301 at 6144^3, each beyond the other's min-max, ledger row 26); promoted `256mh`
+/// until `256md` is timed there.
+pub fn large_wide_tensor(promote: bool) -> Fp8Config {
+    let w = Fp8Config::wide_pair_tensor(256);
+    if promote {
+        w
+    } else {
+        w.deferred_epilogue()
+    }
 }
 
 /// `cluster` (CTAs along M, along N) where its cluster tiles of 128 x 128 cover `p`'s C with
@@ -1488,6 +1619,9 @@ pub struct Fp8Args {
     /// block, and the K blocks of those tiles.
     pub sk_from: i32,
     pub sk_w: u32,
+    /// 1: a CTA's last unit staged in the ring ([`Fp8Config::ring_epi`]; unsplit, with a map of
+    /// C), else 0.
+    pub ring_epi: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -1532,15 +1666,33 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
              in parts and no stream-K; drop the c, or use a tile such as 64x128ps/4c"
         )));
     }
-    if cfg.stream && (cfg.max_splits() == 1 || cfg.reduction() != Reduce::Atomic) {
+    // (the unpromoted 128 x 256 tensor-scale tile, `256mh` / `256md`, counted as two parts so
+    // that no rule slices it, runs one accumulator a consumer: its runs sum as any one-part
+    // tile's, asked for by name only)
+    let one_part =
+        cfg.max_splits() > 1 || (!p.promote && p.scale == ScaleMode::Tensor && !cfg.sscale);
+    if cfg.stream && (!one_part || cfg.reduction() != Reduce::Atomic) {
         return Err(Error::invalid(format!(
             "config {cfg} asks for stream-K (/k), which sums a tile's runs atomically in a tile \
              not run in parts; drop the w, or the /k{}",
             if cfg.parts() > 1 {
-                " (256tmh and 256ptmh take no slices)"
+                " (256tmh and 256tmd take no slices)"
             } else {
                 ""
             }
+        )));
+    }
+    if cfg.ring_epi
+        && (!cfg.tma_epi
+            || cfg.ctas_m() > 1
+            || p.scale != ScaleMode::Block
+            || cfg.stream
+            || cfg.splits > 1)
+    {
+        return Err(Error::invalid(format!(
+            "config {cfg} stages its last tile in the ring (l), which only an unsplit \
+             block-scaled config with the TMA-store epilogue and no pairs along M does; drop the \
+             l, or use a config such as 256thl or 128ptel"
         )));
     }
     let w = configs(p.a, p.b, p.scale, p.promote);
@@ -1552,7 +1704,7 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
         "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
          split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, {MAX_CLUSTER_SPLITS} in a \
          cluster as its ring holds, none for the tiles whose consumers run in parts: 256tmh, \
-         256ptmh)",
+         256tmd, 256mh, 256md)",
         names.join(", ")
     )))
 }
@@ -1622,6 +1774,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         order: cfg.order as i32,
         sk_from: 0,
         sk_w: 0,
+        ring_epi: 0,
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -1662,6 +1815,9 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     if let Some((sk_from, sk_w)) = stream {
         (args.sk_from, args.sk_w) = (sk_from as i32, sk_w);
     }
+    // `l`: unsplit launches that store C by TMA (check_config refuses it with slices asked for;
+    // the launch's own choice of slices leaves it off)
+    args.ring_epi = (cfg.ring_epi && map_c.is_some() && splits == 1 && stream.is_none()) as i32;
     // a tile's slices in one cluster: every unit a CTA of its own (no workspace)
     let cluster_sum = splits > 1 && reduce == Reduce::Cluster;
     if cluster_sum {
@@ -1996,6 +2152,47 @@ mod tests {
     }
 
     #[test]
+    fn the_last_tile_in_the_ring_is_a_run_time_choice_of_unsplit_tma_store_configs() {
+        for s in ["256thl", "256tnhl", "128ptel", "128ptnel", "128ptel/1"] {
+            let c: Fp8Config = s.parse().unwrap();
+            assert!(c.ring_epi && c.tma_epi, "{s}");
+            assert_eq!(c.to_string(), s);
+            // the same kernel as without the l: no variant of its own
+            let plain: Fp8Config = s.replacen('l', "", 1).parse().unwrap();
+            assert!(c.same_kernel(&plain) && !plain.ring_epi, "{s}");
+        }
+        let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Block);
+        for ok in ["256thl", "128ptel", "128ptel/1"] {
+            assert!(check_config(&p, ok.parse().unwrap()).is_ok(), "{ok}");
+        }
+        for bad in [
+            "128pl",
+            "64x128psl",
+            "128ptel/2",
+            "128ptel/k",
+            "256tmhl",
+            "128ptmel",
+        ] {
+            let e = check_config(&p, bad.parse().unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("in the ring (l)"), "{bad}: {e}");
+        }
+        // ledger row 24's `256th` compiles (one kernel, three outputs); its pairs along N
+        // (`256tnh`) and `128ptne` lost and are not
+        let v = variants("sm_90a");
+        for s in ["256th"] {
+            let c: Fp8Config = s.parse().unwrap();
+            let n = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true)
+                .iter()
+                .filter(|x| x.same_kernel(&c))
+                .count();
+            assert_eq!(n, 1, "{s}");
+        }
+        assert!(!v.is_empty());
+    }
+
+    #[test]
     fn configs_parse_and_print_back() {
         for s in [
             "128",
@@ -2029,6 +2226,7 @@ mod tests {
             "256ptmh",
             "256prtmh",
             "176ptmh",
+            "256md",
         ] {
             let c: Fp8Config = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
@@ -2163,11 +2361,12 @@ mod tests {
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 93, "{} variants", v.len());
-        // e4m3: tensor and row promoted 3, tensor unpromoted 3 (`256mh` beside 128 and 256),
-        // row unpromoted 2, block 14 kernels (15 configs: 128ote runs 128te's); e5m2 pairs 2
-        // each; 3 outputs
-        assert_eq!(v.len(), (3 + 3 + 3 + 2 + 14) * 3 + 3 * 2 * 3);
+        assert!(v.len() <= 96, "{} variants", v.len());
+        // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2, tensor
+        // unpromoted 4 (`256mh` and `256md` beside 128 and 256), row unpromoted 2, block 15
+        // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 4 + 2 + 15) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -2439,7 +2638,7 @@ mod tests {
         let pte: Fp8Config = "128pte".parse().unwrap();
         let te: Fp8Config = "128te".parse().unwrap();
         let pair: Fp8Config = "128ptme".parse().unwrap();
-        let wide: Fp8Config = "256tmh".parse().unwrap();
+        let wide: Fp8Config = "256tmd".parse().unwrap();
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
@@ -2457,12 +2656,13 @@ mod tests {
         }
         // at 64 < M <= 128 the 128-row tile where its units hold 32 K blocks or more, or 4 at
         // most unsplit; else (and at M <= 64) the measured rule's 64-row tile; no stream-K
+        // (but one tile a CTA where the 128-row tile of SMALL_ROWS_ONE_TILE fills the SMs once,
+        // ledger rows 24-25: below)
         for (m, n, k, rows) in [
             (128, 7168, 16384, 128),
             (128, 32768, 512, 128),
             (128, 2112, 7168, 64),
             (128, 7168, 2048, 64),
-            (128, 24576, 1536, 64),
             (128, 4096, 7168, 64),
             (64, 7168, 16384, 64),
             (64, 32768, 512, 64),
@@ -2479,6 +2679,15 @@ mod tests {
             } else {
                 assert!(c.same_kernel(&measured), "{p}");
             }
+        }
+        for (m, n, k) in [(128, 24576, 1536), (100, 24576, 1536), (128, 32768, 1024)] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(c, SMALL_ROWS_ONE_TILE, "{p}");
+            assert!(
+                check_config(&p, c).is_ok() && splits_for(&p, &c, &dev) == 1,
+                "{p}"
+            );
         }
         // 64x7168x2048 unsplit, where the measured rule's two slices add their tail (below)
         let p = Fp8Problem::new(64, 7168, 2048, DType::Bf16, ScaleMode::Block);
@@ -2534,7 +2743,11 @@ mod tests {
             };
             for (m, n, k) in [(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)] {
                 let p = t(m, n, k);
-                assert_eq!(choose_large(&p, &dev), Some(wide_t), "{p}");
+                assert_eq!(
+                    choose_large(&p, &dev),
+                    Some(large_wide_tensor(promote)),
+                    "{p}"
+                );
                 assert!(check_config(&p, wide_t).is_ok() && wide_t.max_splits() == 1);
             }
             // 2048^3: 256 tiles of 128, under 4 waves; M = 1100: pairs would leave a tile past M
@@ -2547,6 +2760,69 @@ mod tests {
             (wide_t.stages(), wide_t.parts(), wide_t.smem_bytes()),
             (4, 2, 214_080)
         );
+        // the deferred epilogue (`d`): its own kernel (KILN_TMAE = 3) on the same ring of four
+        // stages, two staging buffers a consumer (no scale slots beside them)
+        let deferred = wide_t.deferred_epilogue();
+        assert_eq!(deferred.to_string(), "256md");
+        assert_eq!(
+            (
+                deferred.stages(),
+                deferred.smem_bytes(),
+                deferred.tmae_define()
+            ),
+            (4, 1024 + 4 * 49_168 + 32_768, 3)
+        );
+        assert!(!deferred.same_kernel(&wide_t) && deferred.max_splits() == 1);
+        let fast = Fp8Problem {
+            promote: false,
+            ..Fp8Problem::new(8192, 8192, 8192, DType::Bf16, ScaleMode::Tensor)
+        };
+        assert!(check_config(&fast, deferred).is_ok());
+        // stream-K by name on the unpromoted tile (one accumulator a consumer), not promoted, and
+        // never by the rule
+        assert!(check_config(&fast, deferred.streamed()).is_ok());
+        assert!(check_config(&fast, wide_t.streamed()).is_ok());
+        assert!(check_config(
+            &Fp8Problem {
+                promote: true,
+                ..fast
+            },
+            deferred.streamed()
+        )
+        .is_err());
+        let ragged = Fp8Problem {
+            m: 4096,
+            n: 4096,
+            k: 1024,
+            ..fast
+        };
+        assert!(!choose_large(&ragged, &dev).is_some_and(|c| c.stream));
+        assert!(check_config(
+            &Fp8Problem {
+                promote: true,
+                ..fast
+            },
+            deferred
+        )
+        .is_ok());
+        // with block scales `256tmd`: 256tmh's ring, slots, halves and one staging buffer
+        let block = Fp8Problem {
+            scale: ScaleMode::Block,
+            ..fast
+        };
+        let tmd: Fp8Config = "256tmd".parse().unwrap();
+        assert_eq!(
+            (tmd.stages(), tmd.smem_bytes(), tmd.two_halves()),
+            (4, 216_640, true)
+        );
+        assert!(check_config(
+            &Fp8Problem {
+                promote: true,
+                ..block
+            },
+            tmd
+        )
+        .is_ok());
         assert_eq!(Fp8Rule::parse("large"), Some(Fp8Rule::Large));
         // clusters only where they tile C whole: DeepSeek-V3's M = 4096 has 32 rows of tiles,
         // N = 2112 17 columns; M = 1100 9 rows

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::gemm::{
     choose_by, choose_splits, column_cost, configs, large_wide_cost, predict_us, ranked,
     small_m_stream_us, splits_for, stream_layout, supports, tiles, Fp8Config, Fp8Rule, Reduce, BK,
-    LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M,
+    LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M, SMALL_ROWS_FILL,
 };
 use super::problem::{Fp8Problem, ScaleMode};
 use crate::device::DeviceInfo;
@@ -160,6 +160,12 @@ pub fn plan(
                      tile in pairs along M (the tiles cover C whole, the 128-wide tiles fill \
                      {LARGE_CLUSTER_WAVES} waves of the SMs or more, and its waves are half the \
                      128-wide tile's or fewer)"
+                ),
+                Fp8Rule::Large if c.ring_epi && p.m <= SMALL_M => format!(
+                    "tile {c} (rule `large`): 64 < M <= {SMALL_M} where its tiles fill {} to all \
+                     of the SMs once: every CTA's whole work one tile, its epilogue staged in the \
+                     ring at once (ledger rows 24-25)",
+                    SMALL_ROWS_FILL
                 ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 && p.m <= SMALL_M => format!(
                     "tile {c} (rule `large`): 64 < M <= {SMALL_M} takes the 128-row tile with the \

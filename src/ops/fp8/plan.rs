@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::gemm::{
     choose_by, choose_splits, column_cost, configs, large_wide_cost, predict_us, ranked,
     small_m_stream_us, splits_for, stream_layout, supports, tiles, Fp8Config, Fp8Rule, Reduce, BK,
-    LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M, SMALL_ROWS_FILL,
+    LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M, SMALL_ROWS_FILL, SMALL_ROWS_SHORT_K,
 };
 use super::problem::{Fp8Problem, ScaleMode};
 use crate::device::DeviceInfo;
@@ -163,8 +163,9 @@ pub fn plan(
                 ),
                 Fp8Rule::Large if c.ring_epi && p.m <= SMALL_M => format!(
                     "tile {c} (rule `large`): 64 < M <= {SMALL_M} where its tiles fill {} to all \
-                     of the SMs once: every CTA's whole work one tile, its epilogue staged in the \
-                     ring at once (ledger rows 24-25)",
+                     of the SMs once and hold more than {SMALL_ROWS_SHORT_K} K blocks: every \
+                     CTA's whole work one tile, its epilogue staged in the ring at once (on an \
+                     H200 1.02x the 64-row tile at 128x24576x1536; ledger rows 24-25)",
                     SMALL_ROWS_FILL
                 ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 && p.m <= SMALL_M => format!(

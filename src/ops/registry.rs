@@ -330,9 +330,9 @@ mod tests {
         gemm.chain(attention).chain(moe).collect()
     }
 
-    /// The backward's default is a shape-dependent choice at d64 (`bwd_fa3_m128` causal from 4,096
-    /// rows, `bwd_fa3_m128_fma` non-causal from 4,096, `bwd_fa3_lookahead` elsewhere) and the
-    /// lookahead at d128; a request still wins.
+    /// The backward's default is a shape-dependent choice at d64 (`bwd_fa3_m128_fma` from 4,096
+    /// rows, causal or not; `bwd_fa3_lookahead` below) and the lookahead at d128; a request still
+    /// wins.
     #[test]
     fn the_backward_default_follows_the_d64_rule() {
         use crate::ops::attention::AttentionProblem;
@@ -345,8 +345,9 @@ mod tests {
                 .unwrap()
                 .name()
         };
-        assert_eq!(pick(16384, 64, true, None), "bwd_fa3_m128");
-        assert_eq!(pick(4096, 64, true, None), "bwd_fa3_m128");
+        assert_eq!(pick(16384, 64, true, None), "bwd_fa3_m128_fma");
+        assert_eq!(pick(4096, 64, true, None), "bwd_fa3_m128_fma");
+        assert_eq!(pick(2048, 64, true, None), "bwd_fa3_lookahead");
         assert_eq!(pick(4096, 64, false, None), "bwd_fa3_m128_fma");
         assert_eq!(pick(16384, 64, false, None), "bwd_fa3_m128_fma");
         assert_eq!(pick(2048, 64, false, None), "bwd_fa3_lookahead");

@@ -76,14 +76,15 @@ impl AttentionBackwardKernel for BwdFa3M128Fma {
     fn by_default(&self) -> bool {
         false
     }
-    /// The default where `bwd_fa3_m128_rows` was, which it beats there: d64, non-causal, not
-    /// deterministic, from 4,096 query rows (H200, mid-way call on 5e97a8c, 2026-11-29: B4 H16
-    /// S4096 448.3 TFLOPS against 430.5, B1 H16 S16384 478.5 against 466.7; the row split had
-    /// measured fastest of the d64 versions there, bc5de42). Causal keeps `bwd_fa3_m128` (the row
-    /// split tied it; this one not yet timed causal), shorter walks `bwd_fa3_lookahead`.
+    /// The default at d64 from 4,096 query rows when not deterministic, causal or not: where
+    /// `bwd_fa3_m128_rows` (non-causal) and `bwd_fa3_m128` (causal) were, both of which it beats
+    /// there (H200, 5e73734, 2026-11-30, two rounds: B4 H16 S4096 448.5 / 445.4 TFLOPS against the
+    /// row split's 430.5 / 429.1, causal 375.1 / 375.1 against `bwd_fa3_m128`'s 358.5 / 359.4; B1
+    /// H16 S16384 478.9 / 485.0, causal 471.2 / 474.9 against 434.9 / 439.3). Shorter walks keep
+    /// `bwd_fa3_lookahead`.
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
         let a = &p.attn;
-        a.head_dim == 64 && !a.causal && !p.deterministic && a.seqlen_q >= 4096
+        a.head_dim == 64 && !p.deterministic && a.seqlen_q >= 4096
     }
 }
 
@@ -121,14 +122,14 @@ mod tests {
         assert!(BwdFa3M128Fma.supports(&p(64), &h100).is_ok());
         assert!(BwdFa3M128Fma.supports(&p(128), &h100).is_err());
         assert!(!BwdFa3M128Fma.by_default_for(&p(64)));
-        // the row split's shapes: d64, non-causal, not deterministic, from 4,096 rows
+        // d64, causal or not, not deterministic, from 4,096 rows
         let q = |s, causal, det| {
             let mut a = AttentionProblem::new(4, 16, s, 64);
             a.causal = causal;
             BackwardProblem::new(a, det)
         };
         assert!(BwdFa3M128Fma.by_default_for(&q(4096, false, false)));
-        assert!(!BwdFa3M128Fma.by_default_for(&q(4096, true, false)));
+        assert!(BwdFa3M128Fma.by_default_for(&q(4096, true, false)));
         assert!(!BwdFa3M128Fma.by_default_for(&q(4096, false, true)));
         assert!(!BwdFa3M128Fma.by_default_for(&q(2048, false, false)));
         assert!(!bwd_fa3_m128_rows::BwdFa3M128Rows.by_default_for(&q(4096, false, false)));

@@ -468,6 +468,16 @@ fp4_task_setup() {
   SAN=${SANITIZER:-compute-sanitizer}
 }
 
+# w4a8_bench NAME [VAR=VALUE...]: W4A8 timed at E256 32,768 rows and at the 512-row decode under
+# the given knobs, as w4a8-prefill-NAME.txt and w4a8-decode512-NAME.txt (fp4_task_setup first).
+w4a8_bench() {
+  local name=$1; shift
+  step "w4a8-prefill-$name" 120 env "$@" "$KILN" --no-store \
+    moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
+  step "w4a8-decode512-$name" 120 env "$@" "$KILN" --no-store \
+    moe bench --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+}
+
 # w4a8_verify NAME [VAR=VALUE...]: the W4A8 suite, the ragged SwiGLU and GEMM problems and the
 # 512-row decode counts under the given knobs, as verify-w4a8NAME*.json (fp4_task_setup first).
 w4a8_verify() {
@@ -1847,10 +1857,7 @@ fp4g9)
   gemv_ab lean lean1 "1 8192 8192" "1 4096 4096"
   for r in 1 2; do
     for sx in tma ldg; do
-      step "w4a8-prefill-$sx-$r" 120 env KILN_W4A8_SX=$sx "$KILN" --no-store \
-        moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
-      step "w4a8-decode512-$sx-$r" 120 env KILN_W4A8_SX=$sx "$KILN" --no-store \
-        moe bench --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+      w4a8_bench "$sx-$r" KILN_W4A8_SX=$sx
     done
   done
   fi
@@ -1882,10 +1889,7 @@ w4a8beside)
         beside) env=("${BESIDE[@]}") ;;
         idle) env=("${IDLE[@]}") ;;
       esac
-      step "w4a8-prefill-$v-$r" 120 env "${env[@]}" "$KILN" --no-store \
-        moe bench --weights mxfp4 --act e4m3 --experts 256 --tokens 32768 "${SW[@]}"
-      step "w4a8-decode512-$v-$r" 120 env "${env[@]}" "$KILN" --no-store \
-        moe bench --weights mxfp4 --act e4m3 --counts "$DECODE" "${SW[@]}"
+      w4a8_bench "$v-$r" "${env[@]}"
     done
   done
   fi

@@ -13,12 +13,11 @@ use super::varlen::VarlenOffsets;
 use super::workspace::{pending_errors, Workspaces, PACKED_OFFSETS_WORD};
 use crate::device::Context;
 use crate::error::{Error, Result};
-use crate::ops::attention_backward::varlen::{launch_varlen, VarlenBackwardOperands};
+use crate::ops::attention_backward::varlen::{
+    launch_varlen, VarlenBackwardOperands, VARLEN_VERSION,
+};
 use crate::ops::attention_backward::{check_buffers, BackwardOperands};
 use crate::ops::registry::Registry;
-
-/// The version that runs packed batches backward.
-const VARLEN_VERSION: &str = "bwd_fa3_lookahead";
 
 /// The forward's tensors a backward reads: q, k, v, the output o and its f32 LSE.
 #[derive(Clone, Copy)]

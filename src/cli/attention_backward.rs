@@ -21,7 +21,7 @@ use kiln::harness::bench::{kernel_row, sample_launches, BenchOptions, L2Flusher,
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
-use kiln::ops::attention_backward::varlen::supports_varlen;
+use kiln::ops::attention_backward::varlen::{supports_varlen, VARLEN_VERSION};
 use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use kiln::report::Table;
 use kiln::store::rows;
@@ -246,7 +246,7 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let p = super::attention_varlen::problem(&a.problem.shape, &a.problem.dtype, &lengths)?;
     let ctx = env.context()?;
     supports_varlen(&p.shape(), false, &ctx.info).map_err(|reason| Error::Unsupported {
-        kernel: "bwd_fa3_lookahead".into(),
+        kernel: VARLEN_VERSION.into(),
         reason,
     })?;
     let opt = a.options(env);

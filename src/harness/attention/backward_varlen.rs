@@ -14,7 +14,7 @@ use crate::harness::runner::{self, Check};
 use crate::ops::attention::fa3_wgmma::Fa3Wgmma;
 use crate::ops::attention::VarlenProblem;
 use crate::ops::attention_backward::varlen::{
-    dense_view, launch_varlen, supports_varlen, VarlenBackwardOperands,
+    dense_view, launch_varlen, supports_varlen, VarlenBackwardOperands, VARLEN_VERSION,
 };
 use crate::ops::attention_backward::{BackwardOperands, BackwardProblem};
 use crate::reference::{attention_varlen::varlen_backward, data::HostData};
@@ -71,7 +71,7 @@ pub fn blank(p: &VarlenProblem, seed: u64) -> Outcome {
         reproducible: None,
     };
     Outcome::new(
-        "bwd_fa3_lookahead",
+        VARLEN_VERSION,
         varlen_backward_label(p),
         seed,
         grad_bound(p.dtype),

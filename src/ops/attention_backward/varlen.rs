@@ -79,6 +79,10 @@ pub fn check_varlen_backward_buffers(p: &VarlenShape, ops: &VarlenBackwardOperan
     Ok(())
 }
 
+/// The version that runs packed batches backward (`bwd_fa3_lookahead`'s `KILN_BWD_VARLEN`
+/// variants): what the library, the CLI and the check name.
+pub const VARLEN_VERSION: &str = "bwd_fa3_lookahead";
+
 /// Enqueues the packed backward of `p` (validated; [`supports_varlen`] holds). A batch with no
 /// query rows has zero dK and dV, one with no keys zero dQ.
 pub fn launch_varlen(
@@ -87,11 +91,10 @@ pub fn launch_varlen(
     deterministic: bool,
     ops: &VarlenBackwardOperands,
 ) -> Result<()> {
-    const NAME: &str = "bwd_fa3_lookahead";
     check_varlen_backward_buffers(p, ops)?;
     if let Err(reason) = supports_varlen(p, deterministic, &ctx.info) {
         return Err(Error::Unsupported {
-            kernel: NAME.into(),
+            kernel: VARLEN_VERSION.into(),
             reason,
         });
     }
@@ -102,11 +105,11 @@ pub fn launch_varlen(
         return Ok(());
     }
     let dense = BackwardProblem::new(dense_view(p), false);
-    check_aligned(NAME, &ops.dense)?;
+    check_aligned(VARLEN_VERSION, &ops.dense)?;
     for (name, b) in [("cu_seqlens_q", ops.cu_q), ("cu_seqlens_k", ops.cu_k)] {
         if b.ptr() % 4 != 0 {
             return Err(Error::Unsupported {
-                kernel: NAME.into(),
+                kernel: VARLEN_VERSION.into(),
                 reason: format!(
                     "{name} starts at {:#x}, which is not 4-byte aligned (i32)",
                     b.ptr()
@@ -125,7 +128,7 @@ pub fn launch_varlen(
     };
     let main = t.spec(&ctx.arch(), p.dtype);
     launch_main(
-        NAME,
+        VARLEN_VERSION,
         ctx,
         &dense,
         &ops.dense,

@@ -127,13 +127,21 @@ constexpr int CM = KILN_CLUSTER;            // CTAs along M sharing each B tile 
 constexpr int CN = KILN_CLUSTER_N;          // CTAs along N sharing each A tile likewise
 constexpr int CLUSTER = CM * CN;
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
+// KILN_BM = 192 (`192x192md`, 2026-11-30): three consumer warpgroups of 64 rows each (cuBLASLt's
+// 192 x 192 tile at 6144^3 has the same rows), 512 threads; tensor scales unpromoted only, in
+// pairs along M (no split-K, turns or ring epilogue: their named barriers count two consumers).
+constexpr int NCONS = BM == 192 ? 3 : 2;    // consumer warpgroups
+constexpr int THREADS = 128 * (NCONS + 1);
 constexpr int WN = SPLIT_N ? BN / 2 : BN;   // one consumer's wgmma width
 constexpr int NR = WN / 2;                  // its accumulator registers
 // Parts (above): drained, 256 in two of 128; pipelined, 256 in four of 64 and the widths over
 // 128 in two (three arrays of WN / 2 registers, the whole-width pipeline, fit up to 128).
 constexpr int PARTS = !PROMOTE || SPLIT_N ? 1 : PIPE ? (WN <= 128 ? 1 : WN == 256 ? 4 : 2) : (WN == 256 ? 2 : 1);
 constexpr int HN = WN / PARTS, HR = HN / 2;  // one part's wgmma width and registers
-static_assert(BM == 64 || BM == 128, "KILN_BM is 64 (consumers split N) or 128 (consumers split M)");
+static_assert(BM == 64 || BM == 128 || BM == 192,
+              "KILN_BM is 64 (consumers split N), 128 or 192 (two or three consumers split M)");
+static_assert(NCONS == 2 || (SCALE == 0 && !PROMOTE && KILN_CLUSTER_N == 1),
+              "the 192-row tile (three consumers) is compiled for unpromoted tensor scales, no pairs along N");
 static_assert(!PIPE || PROMOTE, "KILN_PIPE pipelines the promotion: it needs KILN_PROMOTE = 1");
 static_assert(WN % (8 * PARTS) == 0 && PARTS % 2 == (PARTS > 1 ? 0 : 1),
               "a consumer's parts are whole 8-column groups, two or four of them");
@@ -148,10 +156,10 @@ constexpr bool ARS = KILN_ARS != 0;
 static_assert(!ARS || (PIPE && PARTS > 1 && (HN == 64 || HN == 128)),
               "KILN_ARS reads A from registers in the promotion pipelined over parts of 64 or 128");
 static_assert(!SSCALE || SCALE == 2, "KILN_SSCALE carries block scales: it needs KILN_SCALE = 2");
-static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2) && (CLUSTER == 1 || BM == 128) &&
+static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2) && (CLUSTER == 1 || BM == 128 || (BM == 192 && CN == 1)) &&
                   (BN / CM) % 8 == 0,
-              "KILN_CLUSTER and KILN_CLUSTER_N are 1 or 2, pairs with 128-row tiles whose B halves are "
-              "whole 8-row swizzle atoms");
+              "KILN_CLUSTER and KILN_CLUSTER_N are 1 or 2, pairs with 128-row tiles (192-row: along M) whose B "
+              "halves are whole 8-row swizzle atoms");
 constexpr int B_PART = BN / CM;  // B rows each CTA of a cluster loads (and multicasts along M)
 constexpr int A_PART = BM / CN;  // A rows likewise (along N)
 constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -174,7 +182,8 @@ static_assert(KILN_SSCALE >= 0 && KILN_SSCALE <= 2, "KILN_SSCALE is 0, 1 or 2");
 // each half's batch, and that block's promotion writes fin fresh (fin is dead until then). With
 // f32 C, as 2 (or 1).
 constexpr bool TMA_EPI = KILN_TMAE != 0;
-constexpr int EPI_BUFS = KILN_TMAE == 2 || (KILN_TMAE == 3 && SSCALE) ? 1 : 2;
+// (three consumers, deferred: one buffer each, so that the 48 KB ring keeps four stages)
+constexpr int EPI_BUFS = KILN_TMAE == 2 || (KILN_TMAE == 3 && (SSCALE || NCONS == 3)) ? 1 : 2;
 static_assert(KILN_TMAE >= 0 && KILN_TMAE <= 3,
               "KILN_TMAE is 0, 1 (two staging buffers a consumer), 2 (one) or 3 (deferred)");
 constexpr bool DEFER = KILN_TMAE == 3 && sizeof(out_t) == 2;
@@ -185,15 +194,18 @@ static_assert(!DEFER || C_TAIL == 0, "the deferred epilogue stores whole chunks:
 // unpromoted the last half, the first staged at once (two buffers, no wait between them): the
 // pairs of all four beside the next tile's 128-register accumulator spilled (ptxas: 136-160
 // bytes), of two they fit.
-constexpr int DCH = PROMOTE ? C_NCH : C_NCH / 2;
+// With one staging buffer (three consumers) all but the first are deferred, one a K block, so
+// that no chunk waits on the one before it (the 192-wide consumer's two: 32 pair registers
+// beside its 96-register accumulator).
+constexpr int DCH = PROMOTE ? C_NCH : EPI_BUFS == 1 ? C_NCH - 1 : C_NCH / 2;
 static_assert(KILN_TMAE != 3 || (!PROMOTE && SCALE == 0) || (PROMOTE && !PIPE && PARTS == 2),
               "KILN_TMAE = 3 defers the epilogue of the unpromoted tensor-scale kernel or of the drained "
               "halves of the 128 x 256 tile");
-constexpr u32 C_BYTES = TMA_EPI ? 2 * EPI_BUFS * Epi::CHUNK_BYTES : 0;
-// Named barriers: 1 and 2 are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 3 the
+constexpr u32 C_BYTES = TMA_EPI ? NCONS * EPI_BUFS * Epi::CHUNK_BYTES : 0;
+// Named barriers: 1 to NCONS are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 7 the
 // split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
 // 128 threads sync, the other consumer's 128 arrive).
-constexpr u32 SPLIT_BAR = 3, TURN = 4, RING_BAR = 6;
+constexpr u32 SPLIT_BAR = 7, TURN = 4, RING_BAR = 6;
 // Fp8Args.ring_epi is compiled into the block-scaled TMA-store kernels without pairs along M
 // (the small-M tiles it is for; the paired large-M kernels keep their code as it was: the
 // unpromoted 256-wide one spilled with it).
@@ -235,9 +247,11 @@ static_assert(!B_STRADDLE || WN % 8 == 0, "column groups of 8 must not straddle 
 // The 256-wide tile's producer spilled at 40 as well (its scale copier's loop); its consumers
 // use 204 (fin 128, one half's 64, addressing), with split-K left out (the last slice's sum
 // took them past 232); every tile run in parts likewise.
-constexpr int PRODUCER_REGS = CLUSTER > 2 || PARTS > 1 ? 56 : 40;
-constexpr int CONSUMER_REGS = CLUSTER > 2 || PARTS > 1 ? 224 : 232;
-static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * 384, "register pool overcommitted");
+// Three consumers (512 threads, 128 registers each at entry): 32 for the producer, 160 each (at
+// 40 / 152 ptxas spilled 52 bytes in the 192 x 192 tile; n256's 128 accumulators do not fit).
+constexpr int PRODUCER_REGS = NCONS == 3 ? 32 : CLUSTER > 2 || PARTS > 1 ? 56 : 40;
+constexpr int CONSUMER_REGS = NCONS == 3 ? 160 : CLUSTER > 2 || PARTS > 1 ? 224 : 232;
+static_assert(128 * PRODUCER_REGS + 128 * NCONS * CONSUMER_REGS <= 65536, "register pool overcommitted");
 
 // Two values as one 32-bit pair of 16-bit C (the deferred epilogue's; 0 for f32 C, which does not
 // defer: a template, so that pack2<float> is never instantiated).
@@ -294,7 +308,7 @@ struct Fp8Args {
   int ring_epi;  // 1: the last unit's tile staged in the ring, all at once (the host: splits 1)
 };
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
     gemm_fp8_wgmma(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
                    const __grid_constant__ TmaMap tma_c, const __grid_constant__ TmaMap tma_sa,
                    const Fp8Args p) {
@@ -317,7 +331,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
       mbar_init(full(s), SSCALE ? 1 + 32 : 1);
       // lane 0 of each consumer warp of this CTA and of each peer this CTA writes into
-      mbar_init(empty(s), 8 * (CM + CN - 1));
+      mbar_init(empty(s), 4 * NCONS * (CM + CN - 1));
     }
     mbar_fence_init();
   }
@@ -457,7 +471,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   // so the turns alternate block by block through every unit, and consumer 0 takes the last
   // hand-off after its loop (no arrival is left on a barrier at exit). The same value for every
   // thread: both consumers take turns or neither.
-  const bool order = PROMOTE && !PIPE && p.order != 0;
+  const bool order = PROMOTE && !PIPE && NCONS == 2 && p.order != 0;
   auto turn_wait = [&]() {
     if (order) named_barrier_sync(TURN + c, 256);
   };
@@ -798,7 +812,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if constexpr (PROMOTE) return &fin;
       else return &acc;
     }();
-    if (PARTS == 1 && ns > 1) {  // (a tile run in parts is never split)
+    if (PARTS == 1 && NCONS == 2 && ns > 1) {  // (a tile run in parts, or by three consumers, is never split)
       const int ct = threadIdx.x - 128;
       if (p.reduce == 2) {
         // The tile's slices are this cluster's CTAs (rank sp), one unit each

@@ -17,7 +17,8 @@ use crate::ops::gemm::DType;
 
 /// The version's name (its device file's stem).
 pub const NAME: &str = "fp8_wgmma";
-/// K depth of a stage (one 128-byte swizzle row) and the threads of a CTA.
+/// K depth of a stage (one 128-byte swizzle row) and the threads of a CTA with two consumer
+/// warpgroups ([`Fp8Config::threads`]: the 192-row tile has three).
 pub const BK: u32 = 128;
 pub const THREADS: u32 = 384;
 /// Tile-rows per group of the grouped tile order.
@@ -189,6 +190,15 @@ impl Fp8Config {
             .one_staging_buffer()
     }
 
+    /// The 192-row tile of three consumer warpgroups (64 rows each, `bn` columns) for
+    /// unpromoted tensor scales (`192x192md`, 2026-11-30): pairs along M multicasting B, the
+    /// epilogue deferred under the next tile (one staging buffer a consumer: four 48 KB stages).
+    pub const fn three_consumers(bn: u32) -> Self {
+        Fp8Config::tile(192, bn, false, false)
+            .paired()
+            .deferred_epilogue()
+    }
+
     /// The 128 x 256 tile in single CTAs (`256th`, ledger row 24): `256tmh`'s kernel without the
     /// pairs, for 64 < M <= 128, where a pair along M has no second row of tiles. Its four stages
     /// of 48 KB hold a whole K of 512 at once (one tile a CTA at N = 32,768: every load of the
@@ -307,14 +317,30 @@ impl Fp8Config {
     }
 
     /// Bytes of the TMA-store epilogue's staging: two 8 KB chunks per consumer, or one (`h`; `d`
-    /// beside block scales' slots, where two would cost the 128 x 256 ring its fourth stage).
+    /// beside block scales' slots, where two would cost the 128 x 256 ring its fourth stage, and
+    /// `d` of the 192-row tile, whose three consumers' two would cost its ring the fourth).
     pub const fn c_bytes(&self) -> u32 {
-        match self.tmae_define() {
+        let per_consumer = match self.tmae_define() {
             0 => 0,
-            1 => 4 * 8192,
-            3 if !self.sscale => 4 * 8192,
-            _ => 2 * 8192,
+            1 => 2 * 8192,
+            3 if !self.sscale && self.consumers() == 2 => 2 * 8192,
+            _ => 8192,
+        };
+        per_consumer * self.consumers()
+    }
+
+    /// Consumer warpgroups: three in the 192-row tile (each 64 rows), else two.
+    pub const fn consumers(&self) -> u32 {
+        if self.bm == 192 {
+            3
+        } else {
+            2
         }
+    }
+
+    /// Threads of a CTA: a producer warpgroup and the consumers.
+    pub const fn threads(&self) -> u32 {
+        128 * (self.consumers() + 1)
     }
 
     /// `KILN_TMAE`: 0 registers, 1 two staging buffers a consumer, 2 one, 3 one and deferred.
@@ -472,7 +498,8 @@ impl Fp8Config {
     /// Most split-K slices this config's reduction takes (1: none, [`Fp8Config::parts`]; so
     /// also whether it can take stream-K, whose units are summed the same way).
     pub fn max_splits(&self) -> u32 {
-        if self.parts() > 1 {
+        // (three consumers: the split-K hand-off's barrier counts two)
+        if self.parts() > 1 || self.consumers() > 2 {
             return 1;
         }
         match self.reduction() {
@@ -713,11 +740,15 @@ pub fn configs(
         Fp8Config::wide_pair_tensor(256),
         Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
     ];
+    // unpromoted, since 2026-11-30 also the 192 x 192 tile of three consumers (`192x192md`: the
+    // tile cuBLASLt runs at 6144^3), in pairs along M, its epilogue deferred; a knob-free name,
+    // no rule takes it until it is timed
     const TENSOR_FAST: &[Fp8Config] = &[
         Fp8Config::new(128, false),
         Fp8Config::new(256, false),
         Fp8Config::wide_pair_tensor(256),
         Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
+        Fp8Config::three_consumers(192),
     ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
@@ -1804,7 +1835,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
     // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
     let ctas = cfg.ctas();
-    let slots = ctx.max_active_clusters(&f, ctas, THREADS, cfg.smem_bytes()) as u64;
+    let slots = ctx.max_active_clusters(&f, ctas, cfg.threads(), cfg.smem_bytes()) as u64;
     let ctiles = t / ctas as u64;
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     // stream-K: every resident cluster, the tiles past the whole waves shared out by K block
@@ -1855,13 +1886,14 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         None if cluster_sum => (ctiles * splits) as u32,
         None => (ctiles * splits).min(slots).max(1) as u32 * ctas,
     };
+    let threads = cfg.threads();
     let cfg = LaunchConfig {
         smem_bytes: cfg.smem_bytes(),
         cluster: match cluster_sum {
             true => Some((splits as u32, 1, 1)),
             false => (ctas > 1).then_some((ctas, 1, 1)),
         },
-        ..LaunchConfig::simple((grid, 1, 1), THREADS)
+        ..LaunchConfig::simple((grid, 1, 1), threads)
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8Args): four 128-byte maps and
     // the argument block, in that order. The maps address A, B, C and the A scales (C's and the
@@ -2193,8 +2225,48 @@ mod tests {
     }
 
     #[test]
+    fn the_192_row_tile_runs_three_consumers_unsliced_in_four_stages() {
+        let c: Fp8Config = "192x192md".parse().unwrap();
+        assert_eq!(c, Fp8Config::three_consumers(192));
+        assert_eq!((c.consumers(), c.threads(), c.stages()), (3, 512, 4));
+        // one 8 KB staging buffer a consumer beside four stages of 48 KB
+        assert_eq!(c.c_bytes(), 3 * 8192);
+        assert!(c.smem_bytes() <= SMEM_BUDGET);
+        assert_eq!(c.max_splits(), 1);
+        let p = Fp8Problem {
+            promote: false,
+            ..Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor)
+        };
+        assert!(check_config(&p, c).is_ok());
+        assert!(check_config(&p, Fp8Config { splits: 2, ..c }).is_err());
+        // compiled for unpromoted tensor scales only, and no rule but `bytes` reaches it
+        let promoted = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
+        assert!(check_config(&promoted, c).is_err());
+        let dev = h200();
+        for rule in [
+            Fp8Rule::Large,
+            Fp8Rule::Measured,
+            Fp8Rule::Waves,
+            Fp8Rule::Fill,
+        ] {
+            assert_ne!(choose_by(&p, &dev, rule).bm, 192, "{rule:?}");
+        }
+        // the same work a CTA as the 128 x 256 pairs at 6144^3 (8 tiles against 9, both 97 % of
+        // the last wave), and fewer waves' worth at 8192^3 (15 of 192 x 192 against 16 of 128 x 256)
+        let busiest = |c: &Fp8Config, n: usize| {
+            let q = Fp8Problem { m: n, n, k: n, ..p };
+            let pairs = (dev.sm_count / 2) as u64;
+            (tiles(&q, c) / 2).div_ceil(pairs) * (c.bm * c.bn) as u64
+        };
+        let wide = large_wide_tensor(false);
+        assert_eq!(busiest(&c, 6144), busiest(&wide, 6144));
+        assert!(busiest(&c, 8192) > busiest(&wide, 8192));
+    }
+
+    #[test]
     fn configs_parse_and_print_back() {
         for s in [
+            "192x192md",
             "128",
             "128p",
             "160",
@@ -2361,12 +2433,12 @@ mod tests {
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 96, "{} variants", v.len());
+        assert!(v.len() <= 99, "{} variants", v.len());
         // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2, tensor
-        // unpromoted 4 (`256mh` and `256md` beside 128 and 256), row unpromoted 2, block 15
+        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 15
         // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
         // the large rule at M = 128, ledger rows 24-25); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 4 + 2 + 15) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 15) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

@@ -289,12 +289,13 @@ impl Fp8Plan {
     /// The launch in two lines: tiles, grid, pipeline.
     pub fn launch_text(&self) -> String {
         format!(
-            "tiles {}x{} (K {BK} a stage), {} stages, {} B shared memory, 384 threads\n\
+            "tiles {}x{} (K {BK} a stage), {} stages, {} B shared memory, {} threads\n\
              grid {} persistent CTAs, split-K {}{}{}; predicted {:.1} us",
             self.config.bm,
             self.config.bn,
             self.stages,
             self.smem_bytes,
+            self.config.threads(),
             self.grid,
             self.splits,
             if self.splits > 1 {

@@ -1194,7 +1194,38 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && tiles(p, &narrow) >= LARGE_CLUSTER_WAVES * sms
         && 2 * waves(&wide) <= waves(&narrow)
         && dev.check_smem(wide.smem_bytes()).is_ok())
-    .then_some(wide)
+    .then(
+        || match LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
+            true => Fp8Config::three_consumers(192),
+            false => wide,
+        },
+    )
+}
+
+/// Whether the large rule takes the 192 x 192 tile of three consumers (`192x192md`, ledger row
+/// 28) where [`three_consumers_fill`] says it may: off until it has beaten `256md` in two
+/// rounds (H200, 2026-11-30).
+pub const LARGE_THREE_CONSUMERS: bool = false;
+
+/// Where the 192 x 192 tile (unpromoted tensor scales, pairs along M) gives the busiest CTA no
+/// more outputs than the 128 x 256 tile of [`large_wide_tensor`] in fewer tiles: 6144^3 (8
+/// tiles of 36,864 against 9 of 32,768), not 8192^3 (15 against 16: 5.5 % more) nor 4096^3 or
+/// 12288^3; and where it is compiled, fits, and its pairs tile C whole.
+pub fn three_consumers_fill(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
+    let three = Fp8Config::three_consumers(192);
+    let wide = large_wide_tensor(false);
+    let sms = dev.sm_count.max(1) as u64;
+    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
+    let outputs = |c: &Fp8Config| waves(c) * (c.bm * c.bn) as u64;
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|c| c.same_kernel(&three));
+    compiled
+        && !p.promote
+        && p.m.div_ceil(192) % 2 == 0
+        && outputs(&three) <= outputs(&wide)
+        && waves(&three) < waves(&wide)
+        && dev.check_smem(three.smem_bytes()).is_ok()
 }
 
 /// The tensor-scale 128 x 256 tile the large rule takes: with fast accumulation its epilogue
@@ -2243,16 +2274,29 @@ mod tests {
         let promoted = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
         assert!(check_config(&promoted, c).is_err());
         let dev = h200();
-        for rule in [
-            Fp8Rule::Large,
-            Fp8Rule::Measured,
-            Fp8Rule::Waves,
-            Fp8Rule::Fill,
-        ] {
+        for rule in [Fp8Rule::Measured, Fp8Rule::Waves, Fp8Rule::Fill] {
             assert_ne!(choose_by(&p, &dev, rule).bm, 192, "{rule:?}");
         }
+        // the large rule where it fills the SMs as the 128 x 256 tile does in fewer tiles, once
+        // LARGE_THREE_CONSUMERS is on
+        let cube = |n: usize| Fp8Problem { m: n, n, k: n, ..p };
+        let fills: Vec<bool> = [4096, 6144, 8192, 12288]
+            .iter()
+            .map(|&n| three_consumers_fill(&cube(n), &dev))
+            .collect();
+        assert_eq!(fills, [false, true, false, false]);
+        assert!(!three_consumers_fill(&promoted, &dev));
+        let expected = match LARGE_THREE_CONSUMERS {
+            true => c,
+            false => large_wide_tensor(false),
+        };
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), expected);
+        assert_eq!(
+            choose_by(&cube(8192), &dev, Fp8Rule::Large),
+            large_wide_tensor(false)
+        );
         // the same work a CTA as the 128 x 256 pairs at 6144^3 (8 tiles against 9, both 97 % of
-        // the last wave), and fewer waves' worth at 8192^3 (15 of 192 x 192 against 16 of 128 x 256)
+        // the last wave), 5.5 % more at 8192^3 (15 of 192 x 192 against 16 of 128 x 256)
         let busiest = |c: &Fp8Config, n: usize| {
             let q = Fp8Problem { m: n, n, k: n, ..p };
             let pairs = (dev.sm_count / 2) as u64;
@@ -2815,11 +2859,12 @@ mod tests {
             };
             for (m, n, k) in [(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)] {
                 let p = t(m, n, k);
-                assert_eq!(
-                    choose_large(&p, &dev),
-                    Some(large_wide_tensor(promote)),
-                    "{p}"
-                );
+                // (with LARGE_THREE_CONSUMERS, `192x192md` at 6144^3 unpromoted)
+                let expected = match LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
+                    true => Fp8Config::three_consumers(192),
+                    false => large_wide_tensor(promote),
+                };
+                assert_eq!(choose_large(&p, &dev), Some(expected), "{p}");
                 assert!(check_config(&p, wide_t).is_ok() && wide_t.max_splits() == 1);
             }
             // 2048^3: 256 tiles of 128, under 4 waves; M = 1100: pairs would leave a tile past M

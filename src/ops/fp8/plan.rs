@@ -155,6 +155,12 @@ pub fn plan(
                     c.bn as f64 / 128.0,
                     large_wide_cost(&c).unwrap_or(1.0)
                 ),
+                Fp8Rule::Large if p.scale == ScaleMode::Tensor && c.bm == 192 => format!(
+                    "tile {c} (rule `large`): tensor scales with fast accumulation at M >= \
+                     {LARGE_M}, the 192 x 192 tile of three consumers in pairs along M: its \
+                     busiest CTA computes no more than the 128 x 256 tile's, in fewer tiles \
+                     (ledger row 28)"
+                ),
                 Fp8Rule::Large if p.scale == ScaleMode::Tensor && c.ctas() > 1 => format!(
                     "tile {c} (rule `large`): tensor scales at M >= {LARGE_M}, the 128 x 256 \
                      tile in pairs along M (the tiles cover C whole, the 128-wide tiles fill \

@@ -1222,7 +1222,7 @@ pub fn three_consumers_fill(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
         .any(|c| c.same_kernel(&three));
     compiled
         && !p.promote
-        && p.m.div_ceil(192) % 2 == 0
+        && p.m.div_ceil(192).is_multiple_of(2)
         && outputs(&three) <= outputs(&wide)
         && waves(&three) < waves(&wide)
         && dev.check_smem(three.smem_bytes()).is_ok()

@@ -334,9 +334,9 @@ pub(super) static KNOBS: &[Knob] = &[
              where no earlier work on the stream writes B)"
                 .into()
         },
-        default: "0",
-        set: |o, v| put(&mut o.fp8.pdl, or(v, Fp8Pdl::Off, Fp8Pdl::parse)),
-        show: |o| unless(o.fp8.pdl, Fp8Pdl::Off, |p| p.name().to_string()),
+        default: "1, 0 where a tile's slices are summed in a cluster (ledger row 27)",
+        set: |o, v| put(&mut o.fp8.pdl, opt(v, Fp8Pdl::parse)),
+        show: |o| o.fp8.pdl.map(|p| p.name().to_string()),
     },
     Knob {
         name: "KILN_FP8_RULE",

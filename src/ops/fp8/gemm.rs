@@ -1724,11 +1724,16 @@ pub fn gemm(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands) -> Result<()> {
 
 /// [`gemm`] with an explicit config (one of [`configs`]).
 pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Config) -> Result<()> {
-    gemm_launch(ctx, p, ops, cfg, ctx.overrides.fp8.pdl)
+    let pdl = ctx.overrides.fp8.pdl.unwrap_or_else(|| {
+        let cluster_sum = cfg.reduction() == Reduce::Cluster && splits_for(p, &cfg, &ctx.info) > 1;
+        Fp8Pdl::default_for(cluster_sum)
+    });
+    gemm_launch(ctx, p, ops, cfg, pdl)
 }
 
 /// [`gemm_with`] launched as `pdl` says after the kernel before it on the stream (`gemm_with`:
-/// as `KILN_FP8_PDL` says, plainly by default). [`Fp8Pdl::WeightsEarly`] reads B before the
+/// as `KILN_FP8_PDL` says, by default [`Fp8Pdl::default_for`]: a programmatic dependent unless
+/// the launch sums its slices in a cluster). [`Fp8Pdl::WeightsEarly`] reads B before the
 /// kernel before has finished: only for a B no earlier work on the stream writes.
 pub fn gemm_launch(
     ctx: &Context,

@@ -178,7 +178,7 @@
 #                                edges, then timed twice each beside the rule's
 #                                configs at 128x32768x512, 128x24576x1536 and 64x32768x512;
 #                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
-#   fp8chain                     the dense FP8 GEMM in a stream (docs/fp8.md, ledger row 27;
+#   fp8chain                     the dense FP8 GEMM in a stream (docs/fp8.md, ledger row 29;
 #                                about 1 min): KILN_FP8_PDL=1 and 2 verified at the small-M
 #                                edges, then chains of FP8CHAIN_N (8) launches in a CUDA graph at
 #                                DeepSeek-V3's M = 64 and 128 shapes: kiln plainly, 1 and 2,
@@ -1192,7 +1192,7 @@ fp8rows)
 fp8chain)
   need_bin "$KILN"; machine "$KILN"
   # The dense FP8 GEMM as a programmatic dependent in a stream of launches (docs/fp8.md ledger
-  # row 27): KILN_FP8_PDL=1 and 2 verified at the small-M edges (M = 1, 63, 65, 127, 129, K not a
+  # row 29): KILN_FP8_PDL=1 and 2 verified at the small-M edges (M = 1, 63, 65, 127, 129, K not a
   # multiple of 128), then `kiln fp8 bench --chain` at DeepSeek-V3's M = 64 and 128 shapes: each
   # chain in a CUDA graph, kiln plainly, under 1 and under 2 (each chain's outputs checked on
   # poisoned C against cuBLASLt's), beside cuBLASLt's chain; the figures per launch.

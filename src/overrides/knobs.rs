@@ -334,7 +334,7 @@ pub(super) static KNOBS: &[Knob] = &[
              where no earlier work on the stream writes B)"
                 .into()
         },
-        default: "1, 0 where a tile's slices are summed in a cluster (ledger row 27)",
+        default: "1, 0 where a tile's slices are summed in a cluster (ledger row 29)",
         set: |o, v| put(&mut o.fp8.pdl, opt(v, Fp8Pdl::parse)),
         show: |o| o.fp8.pdl.map(|p| p.name().to_string()),
     },

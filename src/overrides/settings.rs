@@ -624,7 +624,7 @@ pub struct Fp8Overrides {
     /// dependent of the kernel before it (1), or so and with the weights' first stages loaded
     /// before its wait (2: only where no earlier work on the stream writes B). Default (`None`):
     /// 1, but plainly where a tile's slices are summed in a cluster
-    /// ([`crate::ops::fp8::Fp8Pdl::default_for`], ledger row 27).
+    /// ([`crate::ops::fp8::Fp8Pdl::default_for`], ledger row 29).
     pub pdl: Option<Fp8Pdl>,
 }
 

@@ -2,7 +2,7 @@
 //! stream of GEMMs (a decode step's projections, each one or two waves of 12-40 us at M <= 128)
 //! each launch's fixed part (the launch, the CTAs' prologue, the first loads' DRAM round trip)
 //! can run while the kernel before it finishes, where the per-launch figures pay it in full.
-//! Launches are programmatic dependents by default since ledger row 27 ([`Fp8Pdl::default_for`]).
+//! Launches are programmatic dependents by default since ledger row 29 ([`Fp8Pdl::default_for`]).
 
 /// How the dense FP8 GEMM is launched after the kernel before it on the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -49,7 +49,7 @@ impl Fp8Pdl {
 
     /// The mode a launch takes when `KILN_FP8_PDL` is unset: [`Fp8Pdl::Wait`], but plainly where
     /// the launch sums a tile's slices in a cluster (`cluster_sum`: the `c` configs, whose grid is
-    /// the units). In chains of 8 on an H200 (ledger row 27, two rounds of 2026-11-30) `Wait` took
+    /// the units). In chains of 8 on an H200 (ledger row 29, two rounds of 2026-11-30) `Wait` took
     /// 0.3-0.9 us a launch off plain launches at 128x32768x512, 128x7168x2048, 64x32768x512 and
     /// 64x2112x7168, 0.1-0.2 at 128x2112x7168 and 128x4096x7168, and was as fast at
     /// 128x24576x1536 (-0.1, +0.2: within the spread), and it never changes the one-launch figures;

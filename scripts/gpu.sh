@@ -178,6 +178,11 @@
 #                                edges, then timed twice each beside the rule's
 #                                configs at 128x32768x512, 128x24576x1536 and 64x32768x512;
 #                                DeepSeek-V3's set under `large`; table by scripts/fp8-table.py
+#   fp8chain                     the dense FP8 GEMM in a stream (docs/fp8.md, ledger row 29;
+#                                about 1 min): KILN_FP8_PDL=1 and 2 verified at the small-M
+#                                edges, then chains of FP8CHAIN_N (8) launches in a CUDA graph at
+#                                DeepSeek-V3's M = 64 and 128 shapes: kiln plainly, 1 and 2,
+#                                beside cuBLASLt's chain, per launch; table by fp8-table.py
 #   fp4moe                       the MoE kernels with 4-bit weights: `kiln moe prepack` (round
 #                                trip), the NVFP4 and MXFP4 verify suites, then `kiln moe bench
 #                                --weights` against kiln's bf16 kernel at the issue's decode (E 256,
@@ -1182,6 +1187,27 @@ fp8rows)
   labels=""; for i in 1 2; do for t in "${rows[@]}"; do labels="$labels $t#$i"; done; done
   "$PY" scripts/fp8-table.py "$D" "M = 128 and 64, each config twice" fp8rows-ab.json "$labels" \
     "DeepSeek-V3" fp8rows-ds.json "large" | tee "$D/summary.txt"
+  ;;
+
+fp8chain)
+  need_bin "$KILN"; machine "$KILN"
+  # The dense FP8 GEMM as a programmatic dependent in a stream of launches (docs/fp8.md ledger
+  # row 29): KILN_FP8_PDL=1 and 2 verified at the small-M edges (M = 1, 63, 65, 127, 129, K not a
+  # multiple of 128), then `kiln fp8 bench --chain` at DeepSeek-V3's M = 64 and 128 shapes: each
+  # chain in a CUDA graph, kiln plainly, under 1 and under 2 (each chain's outputs checked on
+  # poisoned C against cuBLASLt's), beside cuBLASLt's chain; the figures per launch.
+  n=${FP8CHAIN_N:-8}
+  e=(--shape 1x392x512 --shape 63x520x1040 --shape 65x2112x7168 --shape 127x1000x2064
+    --shape 129x520x1040 --shape 128x24576x1536 --tile large)
+  step fp8chain-verify1 60 env KILN_FP8_PDL=1 "$KILN" fp8 verify "${e[@]}"
+  step fp8chain-verify2 60 env KILN_FP8_PDL=2 "$KILN" fp8 verify "${e[@]}"
+  s=(); for m in 64 128; do for nk in 2112x7168 24576x1536 32768x512 7168x16384 4096x7168 7168x2048; do
+    s+=(--shape "${m}x$nk"); done; done
+  step_json fp8chain 300 "$KILN" --json fp8 bench --chain "$n" --reps 15 --tile large "${s[@]}"
+  table
+  echo
+  "$PY" scripts/fp8-table.py "$D" "chains of $n launches, per launch" fp8chain.json "plain pdl1 pdl2" |
+    tee "$D/summary.txt"
   ;;
 
 fp8parts)

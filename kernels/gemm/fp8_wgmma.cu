@@ -104,6 +104,7 @@
 #include "common/cp_async.cuh"
 #include "common/gemm_args.cuh"
 #include "common/gemm_ws.cuh"
+#include "common/grid_dep.cuh"
 #include "common/mbarrier.cuh"
 #include "common/mma_sync.cuh"
 #include "common/split_k.cuh"
@@ -306,6 +307,14 @@ struct Fp8Args {
   int sk_from;
   u32 sk_w;
   int ring_epi;  // 1: the last unit's tile staged in the ring, all at once (the host: splits 1)
+  // Programmatic dependent launch (KILN_FP8_PDL, common/grid_dep.cuh; 0 when launched plainly):
+  // bit 0, launched as the programmatic dependent of the kernel before it: every thread that
+  // reads global memory waits for that grid first (griddepcontrol.wait), and each CTA lets the
+  // next kernel launch as soon as it starts (its CTAs take the SMs as this grid's leave). Bit 1
+  // (single CTAs: not in clusters that multicast): the B tiles of the first unit's first STAGES K blocks are loaded
+  // before the wait, so the weights stream while the kernel before still runs; the caller
+  // promises that no earlier work on the stream writes B.
+  int pdl;
 };
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -334,6 +343,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       mbar_init(empty(s), 4 * NCONS * (CM + CN - 1));
     }
     mbar_fence_init();
+    if (p.pdl & 1) launch_dependents();
   }
   // peers' barriers exist before any multicast or remote arrive
   if constexpr (CLUSTER > 1) cluster_sync();
@@ -394,16 +404,34 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       const u16 b_peers = (u16)(((1 << CM) - 1) << (CM * rn));
       const u16 a_peers = (u16)((1 << rm) | (CN > 1 ? 1 << (rm + CM) : 0));
       u32 it = 0;
+      // Fp8Args.pdl bit 1: the first unit's first `early` stages (fresh: no empty wait) take
+      // their B tiles before the wait for the grid before, their A (and scales) after it.
+      u32 early = 0;
+      if (CLUSTER == 1 && (p.pdl & 2) && u_first < u_end) {
+        int t, tm, tn, kb0, kb1, sp, ns;
+        unit(u_first, t, tm, tn, kb0, kb1, sp, ns);
+        early = (u32)min(kb1 - kb0, STAGES);
+        for (u32 j = 0; j < early; ++j) {
+          mbar_arrive_expect_tx(full((int)j), stage_tx);
+          tma_load_2d(base + j * STAGE_BYTES + A_BYTES, &tma_b, full((int)j), (kb0 + (int)j) * BK, tn * BN);
+        }
+      }
+      if (p.pdl & 1) grid_dependency_wait();
       for (int u = u_first; u < u_end; u = u_next(u)) {
         int t, tm, tn, kb0, kb1, sp, ns;
         unit(u, t, tm, tn, kb0, kb1, sp, ns);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
+          const u32 sa = base + s * STAGE_BYTES;
+          if (it < early) {  // B on its way already
+            tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
+            if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
+            continue;
+          }
           // fresh barriers: parity 1 passes; in a cluster, free once the consumers of every CTA
           // this one multicasts into (its peers along M and N) have read the stage
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
           mbar_arrive_expect_tx(full(s), stage_tx);  // whole A and B tiles land, every part
-          const u32 sa = base + s * STAGE_BYTES;
           if constexpr (CN > 1)
             tma_load_2d_multicast(sa + rn * A_PART * 128, &tma_a, full(s), kb * BK, tm * BM + rn * A_PART,
                                   a_peers);
@@ -422,6 +450,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       // The scale copier: the same (unit, K block) sequence as the TMA thread; rows past M and a
       // B block past N are zero-filled (their products are never stored).
       const int lane = threadIdx.x % 32, nblocks_b = (p.n + 127) / 128;
+      if (p.pdl & 1) grid_dependency_wait();  // the scales may be the grid before's output
       u32 it = 0;
       for (int u = u_first; u < u_end; u = u_next(u)) {
         int t, tm, tn, kb0, kb1, sp, ns;
@@ -451,6 +480,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   }
 
   warpgroup_reg_inc<CONSUMER_REGS>();
+  // (the consumers read scales, the split-K sums and counters, and write C: all after the grid
+  // before has finished)
+  if (p.pdl & 1) grid_dependency_wait();
   const int c = wg - 1;
   const int arow = SPLIT_N ? 0 : 64 * c;  // this consumer's first row and column in the tile
   const int bcol = SPLIT_N ? WN * c : 0;

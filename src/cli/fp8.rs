@@ -16,6 +16,7 @@ use kiln::harness::fp8::{
     verify_quantization, Data, GemmCase,
 };
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes};
+use kiln::harness::fp8_chain::bench_fp8_chain;
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
@@ -121,6 +122,12 @@ pub struct Fp8BenchArgs {
     /// Time kiln alone.
     #[arg(long)]
     pub no_vendor: bool,
+    /// Time chains of N launches of each problem instead (each on its own copy of B, captured
+    /// in a CUDA graph, the figure per launch): kiln plainly, as programmatic dependents
+    /// (KILN_FP8_PDL=1) and with the weights' first stages before the wait (2), beside
+    /// cuBLASLt's chain.
+    #[arg(long, value_name = "N")]
+    pub chain: Option<usize>,
     #[command(flatten)]
     pub timing: super::args::TimingArgs,
     #[command(flatten)]
@@ -322,7 +329,10 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
     for p in &problems {
         let cfgs = tiles_for(p, &a.problem.tile, &ctx.info)?;
-        let r = bench_fp8(&ctx, p, &cfgs, !a.no_vendor, &opt)?;
+        let r = match a.chain {
+            Some(n) => bench_fp8_chain(&ctx, p, &cfgs, !a.no_vendor, &opt, n)?,
+            None => bench_fp8(&ctx, p, &cfgs, !a.no_vendor, &opt)?,
+        };
         if !env.json {
             for t in &r {
                 eprintln!("{}", progress_line(t));

@@ -327,6 +327,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.moe.fp8_grouped.map(|f| f.name().to_string()),
     },
     Knob {
+        name: "KILN_FP8_PDL",
+        takes: || {
+            "0, 1 or 2 (the dense FP8 GEMM launched plainly, as the programmatic dependent of the \
+             kernel before it, or so with the weights' first stages loaded before its wait: only \
+             where no earlier work on the stream writes B)"
+                .into()
+        },
+        default: "1, 0 where a tile's slices are summed in a cluster (ledger row 29)",
+        set: |o, v| put(&mut o.fp8.pdl, opt(v, Fp8Pdl::parse)),
+        show: |o| o.fp8.pdl.map(|p| p.name().to_string()),
+    },
+    Knob {
         name: "KILN_FP8_RULE",
         takes: || {
             let names: Vec<&str> = Fp8Rule::ALL.into_iter().map(Fp8Rule::name).collect();

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::fp8::gemm::Fp8Rule;
+use crate::ops::fp8::Fp8Pdl;
 use crate::ops::gemm::small_k::SmallK;
 use crate::ops::gemm::wgmma_tma_ws::{InPlace, Swap, TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
 use crate::ops::moe::fp4::kernel::Fp4Path;
@@ -619,11 +620,18 @@ pub struct Fp8Overrides {
     /// (the 64-row tile at M <= 128, as timed on an H200 at 7eb2e34; above, the rule of a8381a5,
     /// `waves`).
     pub rule: Fp8Rule,
+    /// `KILN_FP8_PDL` (0, 1 or 2): the dense FP8 GEMM launched plainly (0), as the programmatic
+    /// dependent of the kernel before it (1), or so and with the weights' first stages loaded
+    /// before its wait (2: only where no earlier work on the stream writes B). Default (`None`):
+    /// 1, but plainly where a tile's slices are summed in a cluster
+    /// ([`crate::ops::fp8::Fp8Pdl::default_for`], ledger row 29).
+    pub pdl: Option<Fp8Pdl>,
 }
 
 impl Fp8Overrides {
     pub const NONE: Fp8Overrides = Fp8Overrides {
         rule: Fp8Rule::Large,
+        pdl: None,
     };
 }
 

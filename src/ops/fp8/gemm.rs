@@ -7,6 +7,7 @@
 
 use std::ffi::c_void;
 
+use super::pdl::Fp8Pdl;
 use super::problem::{Fp8Problem, ScaleMode, Scales};
 use super::tma::Fp8Operand;
 use crate::device::{Context, DeviceBuffer, DeviceInfo, LaunchConfig, Tma2d, TmaDType, TmaSwizzle};
@@ -1684,6 +1685,9 @@ pub struct Fp8Args {
     /// 1: a CTA's last unit staged in the ring ([`Fp8Config::ring_epi`]; unsplit, with a map of
     /// C), else 0.
     pub ring_epi: i32,
+    /// Programmatic dependent launch ([`Fp8Pdl::bits`]): bit 0 wait for the grid before, bit 1
+    /// B's first stages before that wait; 0 when launched plainly.
+    pub pdl: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -1782,6 +1786,24 @@ pub fn gemm(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands) -> Result<()> {
 
 /// [`gemm`] with an explicit config (one of [`configs`]).
 pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Config) -> Result<()> {
+    let pdl = ctx.overrides.fp8.pdl.unwrap_or_else(|| {
+        let cluster_sum = cfg.reduction() == Reduce::Cluster && splits_for(p, &cfg, &ctx.info) > 1;
+        Fp8Pdl::default_for(cluster_sum)
+    });
+    gemm_launch(ctx, p, ops, cfg, pdl)
+}
+
+/// [`gemm_with`] launched as `pdl` says after the kernel before it on the stream (`gemm_with`:
+/// as `KILN_FP8_PDL` says, by default [`Fp8Pdl::default_for`]: a programmatic dependent unless
+/// the launch sums its slices in a cluster). [`Fp8Pdl::WeightsEarly`] reads B before the
+/// kernel before has finished: only for a B no earlier work on the stream writes.
+pub fn gemm_launch(
+    ctx: &Context,
+    p: &Fp8Problem,
+    ops: &Fp8Operands,
+    cfg: Fp8Config,
+    pdl: Fp8Pdl,
+) -> Result<()> {
     check(p, ops, &ctx.info)?;
     check_config(p, cfg)?;
     // Host scales go to the device first.
@@ -1837,6 +1859,7 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         sk_from: 0,
         sk_w: 0,
         ring_epi: 0,
+        pdl: pdl.bits(),
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -1926,6 +1949,15 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
         },
         ..LaunchConfig::simple((grid, 1, 1), threads)
     };
+    // (as a programmatic dependent the kernel waits in griddepcontrol.wait before any global
+    // read but B's first stages, and those only under Fp8Pdl::WeightsEarly's promise)
+    let params = &mut [
+        map_a.as_param(),
+        map_b.as_param(),
+        c_param,
+        sa_param,
+        &mut args as *mut Fp8Args as *mut c_void,
+    ];
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8Args): four 128-byte maps and
     // the argument block, in that order. The maps address A, B, C and the A scales (C's and the
     // scales' only where `tma_c` and `tma_sa` say so; else copies of A's that the kernel never
@@ -1934,17 +1966,10 @@ pub fn gemm_with(ctx: &Context, p: &Fp8Problem, ops: &Fp8Operands, cfg: Fp8Confi
     // until the stream is done, and the host scales' copies live until the synchronisation
     // below.
     unsafe {
-        f.launch(
-            ctx.stream,
-            &cfg,
-            &mut [
-                map_a.as_param(),
-                map_b.as_param(),
-                c_param,
-                sa_param,
-                &mut args as *mut Fp8Args as *mut c_void,
-            ],
-        )?;
+        match pdl.dependent() {
+            true => f.launch_dependent(ctx.stream, &cfg, params)?,
+            false => f.launch(ctx.stream, &cfg, params)?,
+        }
     }
     if ha.is_some() || hb.is_some() {
         ctx.synchronize()?;
@@ -1973,7 +1998,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8Args, order), 88);
         assert_eq!(std::mem::offset_of!(Fp8Args, sk_from), 92);
         assert_eq!(std::mem::offset_of!(Fp8Args, sk_w), 96);
-        assert_eq!(std::mem::size_of::<Fp8Args>(), 104);
+        assert_eq!(std::mem::offset_of!(Fp8Args, ring_epi), 100);
+        assert_eq!(std::mem::offset_of!(Fp8Args, pdl), 104);
+        assert_eq!(std::mem::size_of::<Fp8Args>(), 112);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod gemm;
+pub mod pdl;
 pub mod plan;
 pub mod problem;
 pub mod quant;
@@ -12,7 +13,8 @@ pub mod tma;
 
 use crate::ops::moe::{fp8_grouped, fp8_swiglu};
 
-pub use gemm::{gemm, gemm_with, Fp8Config, Fp8Operands};
+pub use gemm::{gemm, gemm_launch, gemm_with, Fp8Config, Fp8Operands};
+pub use pdl::Fp8Pdl;
 pub use problem::{Fp8Problem, ScaleMode, Scales};
 pub use quant::{quantize, quantize_into, Granularity, QuantSpec, Quantized};
 

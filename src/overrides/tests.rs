@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 60 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (60, 14));
+    // 61 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (61, 14));
 }
 
 #[test]
@@ -117,6 +117,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_TMA_PROMOTION", "none"),
         ("KILN_TUNE_FAKE", "hang@3,crash@5,wrong@7"),
         ("KILN_W4A8_DECODE", "producer"),
+        ("KILN_W4A8_FORM", "rs-lanes"),
         ("KILN_W4A8_IDLE", "decode"),
         ("KILN_W4A8_PROMOTE", "beside"),
         ("KILN_W4A8_SX", "ldg"),

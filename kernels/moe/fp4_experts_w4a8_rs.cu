@@ -44,6 +44,18 @@ constexpr bool kSxLanes = true;
 #else
 constexpr bool kSxLanes = false;
 #endif
+// KILN_W4A8_FRAGS (`KILN_W4A8_FORM=rs-frags`, with KILN_W4A8_SXL): the weights prepacked in the
+// A fragments' order (src/ops/moe/fp4/w4a8.rs, `W4a8Order::Frags`): row r's 16 bytes for lane
+// class q at byte 64r + 16q of the atom, word kk holding codes k 32kk + 4q .. + 3 (its low half)
+// and k 32kk + 16 + 4q .. + 3 (its high half). One 16-byte load a row, each word's two halves
+// decoded as the shared-memory form decodes them. Without it the rows' order (a row's 32-block
+// kk in 16 bytes, word i k 8i .. + 7): a lane loads two words a block and decodes half of each.
+#if defined(KILN_W4A8_FRAGS)
+constexpr bool kFrags = true;
+#else
+constexpr bool kFrags = false;
+#endif
+static_assert(!kFrags || kSxLanes, "KILN_W4A8_FRAGS runs with KILN_W4A8_SXL (the host's rule)");
 
 constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES, XBOX = 32;
 constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
@@ -83,26 +95,37 @@ __device__ __forceinline__ u32 rs_half(u32 x, u32 t0, u32 t1, u32 sh, u32 ss) {
 }
 
 // Decodes this thread's A fragments of stage s: per row h and step kk, the 32-block kk's table
-// (by its offset byte) and the two words lane q needs.
+// (by its offset byte) and the codes lane q needs.
 __device__ __forceinline__ void rs_decode(const RsCtx& x, int s, RsFrag& f) {
   const u32 st = x.base + s * STAGE_BYTES;
   const u32 sh = 16u * (u32)(x.q & 1), ss = 4u * (u32)(x.q & 1);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    u32 offs;
+    u32 offs, c[4];
     asm volatile("ld.shared.u32 %0, [%1];" : "=r"(offs) : "r"(st + x.offs[h]));
+    if constexpr (kFrags) {
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                   : "r"(st + x.code[h]));
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       // masked to a multiple of 8 inside the 16 tables whatever the bytes hold (the prepack
       // writes only such offsets; the 8-byte load must be aligned)
       const u32 toff = (offs >> (8 * kk)) & LUT_MASK;
-      u32 t0, t1, w0, w1;
+      u32 t0, t1;
       asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(t0), "=r"(t1) : "r"(x.lut + toff));
-      const u32 at = st + x.code[h] + 2048u * (kk & 1) + 16u * (kk >> 1);
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w0) : "r"(at));
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w1) : "r"(at + 8));
-      f.r[4 * kk + h] = rs_half(w0, t0, t1, sh, ss);
-      f.r[4 * kk + 2 + h] = rs_half(w1, t0, t1, sh, ss);
+      if constexpr (kFrags) {
+        f.r[4 * kk + h] = w4a8_bytes<0>(c[kk], t0, t1);
+        f.r[4 * kk + 2 + h] = w4a8_bytes<1>(c[kk], t0, t1);
+      } else {
+        u32 w0, w1;
+        const u32 at = st + x.code[h] + 2048u * (kk & 1) + 16u * (kk >> 1);
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w0) : "r"(at));
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w1) : "r"(at + 8));
+        f.r[4 * kk + h] = rs_half(w0, t0, t1, sh, ss);
+        f.r[4 * kk + 2 + h] = rs_half(w1, t0, t1, sh, ss);
+      }
     }
   }
 }
@@ -331,7 +354,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           const int atom = KILN_SWIGLU ? h : c;
           const int r = KILN_SWIGLU ? 32 * c + 8 * x.w + x.g : 16 * x.w + x.g + 8 * h;
           const u32 at = X_BYTES + atom * W4A8_ATOM_BYTES;
-          x.code[h] = at + 32u * r + 4u * (u32)(x.q / 2);
+          x.code[h] = kFrags ? at + 64u * r + 16u * (u32)x.q : at + 32u * r + 4u * (u32)(x.q / 2);
           x.offs[h] = at + W4A8_ATOM_CODES + 4u * r;
         }
         u32 it = 0;

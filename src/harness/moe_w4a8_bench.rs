@@ -65,6 +65,7 @@ pub fn bench_w4a8(
         n: p.n,
         k: p.k,
         swiglu: p.swiglu.is_some(),
+        order: crate::ops::moe::fp4::w4a8::W4a8Order::for_form(ctx.overrides.moe.w4a8_form),
     };
     let s = |i: u64| run.seed.wrapping_add(i);
     // X drawn in bf16 and quantised by kiln's quantiser (real e4m3 codes and scales); random

@@ -262,10 +262,11 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`ss`, `rs` or `rs-lanes`): the W4A8 experts with the decoded weights
+    /// `KILN_W4A8_FORM` (`ss`, `rs`, `rs-lanes` or `rs-frags`): the W4A8 experts with the decoded weights
     /// in shared memory as wgmma's B (both consumers reading one decode), or decoded by each
     /// consumer into its register A operand with the tokens as N (docs/moe.md, ledger F20;
-    /// `rs-lanes` with each K block's X scales laid out lane-major first, F21). Default `ss`
+    /// `rs-lanes` with each K block's X scales laid out lane-major first, F21; `rs-frags` also on
+    /// weights prepacked in the A fragments' order, F22). Default `ss`
     /// until the device shows a register form faster in two rounds.
     pub w4a8_form: W4a8Form,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
@@ -315,6 +316,9 @@ pub enum W4a8Form {
     /// `Rs` with each K block's X scales laid out lane-major by the consumer before its
     /// promotion reads them (ledger F21).
     RsLanes,
+    /// `RsLanes` on weights prepacked in the A fragments' order (`W4a8Order::Frags`): one
+    /// 16-byte load a row and K block, no per-lane halves (ledger F22).
+    RsFrags,
 }
 
 impl W4a8Form {
@@ -324,6 +328,7 @@ impl W4a8Form {
             W4a8Form::Ss => "ss",
             W4a8Form::Rs => "rs",
             W4a8Form::RsLanes => "rs-lanes",
+            W4a8Form::RsFrags => "rs-frags",
         }
     }
 }

@@ -8,7 +8,7 @@ use super::kernel::{
     check_buffers, check_weights_fit, launch_persistent, max_tiles_m, need_routing,
 };
 use super::layout::TILE_N;
-use super::w4a8::{W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
+use super::w4a8::{W4a8Order, W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
 use crate::device::{Context, DeviceBuffer, DeviceInfo, TensorMap, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -69,6 +69,9 @@ pub struct W4a8Variant {
     /// the consumer (one load, one store and a 128-thread barrier a thread) so that its
     /// promotion reads them in 8 sixteen-byte loads instead of 32 four-byte ones (ledger F21).
     pub sx_lanes: bool,
+    /// `KILN_W4A8_FORM=rs-frags` (with `sx_lanes`): the weights prepacked in the A fragments'
+    /// order ([`W4a8Order::Frags`]), one 16-byte load a row and K block (ledger F22).
+    pub frags: bool,
 }
 
 impl W4a8Variant {
@@ -97,10 +100,11 @@ impl W4a8Variant {
         idle_decode: false,
         rs: false,
         sx_lanes: false,
+        frags: false,
     };
 
     /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 9] = [
+    pub const ALL: [W4a8Variant; 10] = [
         W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
@@ -109,6 +113,7 @@ impl W4a8Variant {
             idle_decode: false,
             rs: false,
             sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -117,6 +122,7 @@ impl W4a8Variant {
             idle_decode: false,
             rs: false,
             sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -125,6 +131,7 @@ impl W4a8Variant {
             idle_decode: false,
             rs: false,
             sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -133,6 +140,7 @@ impl W4a8Variant {
             idle_decode: false,
             rs: false,
             sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -141,6 +149,7 @@ impl W4a8Variant {
             idle_decode: false,
             rs: false,
             sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -149,6 +158,7 @@ impl W4a8Variant {
             idle_decode: true,
             rs: false,
             sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -157,6 +167,7 @@ impl W4a8Variant {
             idle_decode: false,
             rs: true,
             sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -165,6 +176,16 @@ impl W4a8Variant {
             idle_decode: false,
             rs: true,
             sx_lanes: true,
+            frags: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            producer_decode: false,
+            beside: false,
+            idle_decode: false,
+            rs: true,
+            sx_lanes: true,
+            frags: true,
         },
     ];
 
@@ -179,7 +200,7 @@ impl W4a8Variant {
         let rs = form != W4a8Form::Ss;
         if rs && (!sx_staged || producer_decode || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=rs and rs-lanes read X's scales from the stages and decode on \
+                "KILN_W4A8_FORM=rs, rs-lanes and rs-frags read X's scales from the stages and decode on \
                  their consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, \
                  KILN_W4A8_PROMOTE and KILN_W4A8_IDLE at their defaults",
             ));
@@ -202,7 +223,8 @@ impl W4a8Variant {
             beside,
             idle_decode,
             rs,
-            sx_lanes: form == W4a8Form::RsLanes,
+            sx_lanes: matches!(form, W4a8Form::RsLanes | W4a8Form::RsFrags),
+            frags: form == W4a8Form::RsFrags,
         })
     }
 }
@@ -260,6 +282,8 @@ pub struct W4a8Layout {
     pub n: usize,
     pub k: usize,
     pub swiglu: bool,
+    /// The order of the code words in the atoms: the kernel form must match it.
+    pub order: W4a8Order,
 }
 
 impl W4a8Prepacked {
@@ -269,6 +293,7 @@ impl W4a8Prepacked {
             n: self.n,
             k: self.k,
             swiglu: self.swiglu,
+            order: self.order,
         }
     }
 }
@@ -280,6 +305,7 @@ impl W4a8Layout {
             n: self.n,
             k: self.k,
             swiglu: self.swiglu,
+            order: self.order,
             bytes: Vec::new(),
             escale: Vec::new(),
         }
@@ -354,6 +380,9 @@ impl W4a8Experts {
         }
         if v.sx_lanes {
             s = s.define("KILN_W4A8_SXL", 1);
+        }
+        if v.frags {
+            s = s.define("KILN_W4A8_FRAGS", 1);
         }
         s
     }
@@ -431,6 +460,20 @@ impl W4a8Experts {
             knobs.w4a8_idle_decode,
             knobs.w4a8_form,
         )?;
+        let want = if v.frags {
+            W4a8Order::Frags
+        } else {
+            W4a8Order::Rows
+        };
+        if l.order != want {
+            return Err(Error::invalid(format!(
+                "the W4A8 weights are prepacked in the {:?} order but KILN_W4A8_FORM={} reads the \
+                 {want:?} order: prepack them with `prepack_w4a8_in` / `prepack_w4a8_swiglu_in` \
+                 and W4a8Order::{want:?}, or set KILN_W4A8_FORM to match",
+                l.order,
+                knobs.w4a8_form.name()
+            )));
+        }
         let staged = v.sx_staged;
         // the kernel takes a scales map either way; unstaged, it never reads it (X's stands in)
         let mut map_sx = if staged {
@@ -542,7 +585,12 @@ mod tests {
         let mut allowed = 0;
         for bits in 0..16u32 {
             let b = |i: u32| bits >> i & 1 == 1;
-            for form in [W4a8Form::Ss, W4a8Form::Rs, W4a8Form::RsLanes] {
+            for form in [
+                W4a8Form::Ss,
+                W4a8Form::Rs,
+                W4a8Form::RsLanes,
+                W4a8Form::RsFrags,
+            ] {
                 if let Ok(v) = W4a8Variant::from_knobs(b(0), b(1), b(2), b(3), form) {
                     assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
                     allowed += 1;

@@ -55,6 +55,7 @@
 #include "common/wgmma_fp8.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
+#include "moe/w4a8_args.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
 #error "KILN_SWIGLU, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
@@ -84,7 +85,7 @@ static_assert(!kIdleDec || (kBeside && kSxStaged && !kDecProd),
 
 constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES, SLOTS = 3, XBOX = 32;
 constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
-constexpr u32 ATOM_CODES = 4096, ATOM_BYTES = ATOM_CODES + 64 * 4;
+constexpr u32 ATOM_CODES = W4A8_ATOM_CODES, ATOM_BYTES = W4A8_ATOM_BYTES;
 constexpr u32 X_BYTES = BM * BK, W_BYTES = 2 * ATOM_BYTES;
 constexpr int SX_BOX = BM + 4;  // the staged X scales: a box from a multiple of 4 (the host's SX_BOX)
 constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = kSxStaged ? SX_BOX * 4 : 0;
@@ -93,24 +94,9 @@ static_assert(SX_OFF % 128 == 0 && SX_OFF + SX_BYTES <= STAGE_BYTES, "the X scal
 constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m3
 constexpr u32 LUT_BYTES = kDecProd ? 128 + 64 : 128;  // 16 tables of 8 bytes (then the slots' ready, free barriers)
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
-constexpr int U_MIN = -8, LUTS = 15;
-constexpr u32 LUT_MASK = 0x78u;  // a table's byte offset: 8 x (0..15); w4a8.rs's `table_offset`
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + SLOTS * SLOT_BYTES + LUT_BYTES + 2 * STAGES * 8 +
                                MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, slots, tables and ring need");
-
-// The argument block, laid out as `W4a8Args` in src/ops/moe/fp4/kernel_w4a8.rs.
-struct W4a8Args {
-  const int* sched;
-  void* y;
-  const float* route;
-  const float* escale;        // [E][halves][n_pad]: each weight row's 2^(c_ref - 127)
-  const unsigned char* w;     // the W4A8 prepack
-  const float* sx;            // X's 1x128 scales, M-major
-  i64 ldy, expert_bytes;
-  int experts, n, katoms, n_pad;
-  int tiles_n, group_m, by_expert, x_rows;
-};
 
 struct W4Ctx {
   u32 base, slots, lut;  // KILN_W4A8_DEC: slot i's ready barrier at lut + 128 + 8i, its free one 24 on
@@ -119,14 +105,6 @@ struct W4Ctx {
   u32 sx_off;  // KILN_W4A8_SX: this thread's first token's scale in a stage (the second 32 B on),
                // before the box's shift (w4a8_sx_shift)
 };
-
-// The four e4m3 bytes of codes 0..3 (HI = 0) or 4..7 (HI = 1) of word w under table (t0, t1).
-template <int HI>
-__device__ __forceinline__ u32 w4a8_bytes(u32 w, u32 t0, u32 t1) {
-  const u32 sel = (HI ? w >> 16 : w) & 0x7777u;
-  const u32 sign = (HI ? w << 4 : w) & 0x80808080u;
-  return __byte_perm(t0, t1, sel) | sign;
-}
 
 // A thread's unit of a stage's decode: row t / 2 of consumer c's atom, k 64 (t % 2) .. + 63 (two
 // 32-blocks, one table each), stored as four 16-byte chunks where a 128B-swizzled TMA load of the
@@ -542,17 +520,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     }
     mbar_fence_init();
   }
-  // The e4m3 tables: byte m of table i < 15 is e2m1 magnitude m times 2^(i - 8), exact; table
-  // 15 is NaN, which no prepacked block names (the verify poisons unread experts with offset
-  // 120 so that a stray read turns into NaN).
-  if (threadIdx.x < 16 * 4) {
-    const int i = threadIdx.x / 4, m = 2 * (threadIdx.x % 4);
-    // magnitudes m and m + 1 (m even): 0 and 0.5, 1 and 1.5, 2 and 3, 4 and 6
-    const float lo = m == 0 ? 0.0f : (float)(1 << (m / 2 - 1)), hi = m == 0 ? 0.5f : 1.5f * lo;
-    const float scale = __int_as_float((127 + i + U_MIN) << 23);
-    const u16 two = i == LUTS ? 0x7F7F : fp8x2_encode<FP8_E4M3>(hi * scale, lo * scale);
-    *reinterpret_cast<u16*>(smem_raw + (lut - raw) + 8 * i + m) = two;
-  }
+  w4a8_write_tables(smem_raw, raw, lut);
   moe_load_tables(table, p.sched, E);
   __syncthreads();
 

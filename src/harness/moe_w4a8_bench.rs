@@ -65,6 +65,7 @@ pub fn bench_w4a8(
         n: p.n,
         k: p.k,
         swiglu: p.swiglu.is_some(),
+        order: crate::ops::moe::fp4::w4a8::W4a8Order::for_form(ctx.overrides.moe.w4a8_form),
     };
     let s = |i: u64| run.seed.wrapping_add(i);
     // X drawn in bf16 and quantised by kiln's quantiser (real e4m3 codes and scales); random
@@ -97,8 +98,16 @@ pub fn bench_w4a8(
         sched: &sched,
     };
     W4a8Experts::check(&p, &l, &ops)?;
-    let tile = "128 tokens x 128 weight rows, smem-decoded e4m3";
-    let what = (format!("mxfp4 x e4m3 {NAME}"), tile.to_string());
+    let form = ctx.overrides.moe.w4a8_form;
+    let tile = if form == crate::overrides::W4a8Form::Ss {
+        "128 tokens x 128 weight rows, smem-decoded e4m3".to_string()
+    } else {
+        format!(
+            "128 weight rows x 128 tokens, register-decoded e4m3 ({})",
+            form.name()
+        )
+    };
+    let what = (format!("mxfp4 x e4m3 {NAME}"), tile);
     let mut w4a8 = run.time(&mp, what, w4a8_bytes(&p, &l), || {
         W4a8Experts::launch(ctx, &p, &l, &ops)
     })?;

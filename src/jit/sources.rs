@@ -194,6 +194,14 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/fp4_experts_w4a8.cu"),
     ),
     (
+        "moe/fp4_experts_w4a8_rs.cu",
+        include_str!("../../kernels/moe/fp4_experts_w4a8_rs.cu"),
+    ),
+    (
+        "moe/w4a8_args.cuh",
+        include_str!("../../kernels/moe/w4a8_args.cuh"),
+    ),
+    (
         "gemm/simt_naive.cu",
         include_str!("../../kernels/gemm/simt_naive.cu"),
     ),

@@ -263,6 +263,13 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
+    /// `KILN_W4A8_FORM` (`ss`, `rs`, `rs-lanes` or `rs-frags`): the W4A8 experts with the decoded weights
+    /// in shared memory as wgmma's B (both consumers reading one decode), or decoded by each
+    /// consumer into its register A operand with the tokens as N (docs/moe.md, ledger F20;
+    /// `rs-lanes` with each K block's X scales laid out lane-major first, F21; `rs-frags` also on
+    /// weights prepacked in the A fragments' order, F22). Default `ss`
+    /// until the device shows a register form faster in two rounds.
+    pub w4a8_form: W4a8Form,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
@@ -293,9 +300,38 @@ impl MoeOverrides {
         w4a8_producer_decode: false,
         w4a8_beside: false,
         w4a8_idle_decode: false,
+        w4a8_form: W4a8Form::Ss,
         gather: MoeGather::Auto,
         fp8_grouped: None,
     };
+}
+
+/// The form of the W4A8 experts' kernel (`KILN_W4A8_FORM`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum W4a8Form {
+    /// The decoded weights in shared memory, wgmma's B operand, read by both consumers.
+    Ss,
+    /// Each consumer decodes its own weight rows into wgmma's register A operand; the tokens
+    /// are N (ledger F20).
+    Rs,
+    /// `Rs` with each K block's X scales laid out lane-major by the consumer before its
+    /// promotion reads them (ledger F21).
+    RsLanes,
+    /// `RsLanes` on weights prepacked in the A fragments' order (`W4a8Order::Frags`): one
+    /// 16-byte load a row and K block, no per-lane halves (ledger F22).
+    RsFrags,
+}
+
+impl W4a8Form {
+    /// The knob's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            W4a8Form::Ss => "ss",
+            W4a8Form::Rs => "rs",
+            W4a8Form::RsLanes => "rs-lanes",
+            W4a8Form::RsFrags => "rs-frags",
+        }
+    }
 }
 
 /// How the NVFP4 GEMV streams its weights (`KILN_FP4_GEMV`).

@@ -8,7 +8,7 @@ use super::kernel::{
     check_buffers, check_weights_fit, launch_persistent, max_tiles_m, need_routing,
 };
 use super::layout::TILE_N;
-use super::w4a8::{W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
+use super::w4a8::{W4a8Order, W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
 use crate::device::{Context, DeviceBuffer, DeviceInfo, TensorMap, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -17,9 +17,13 @@ use crate::ops::moe::fp8_grouped::{self, x_map};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::{sched_bytes, TileOrder, INDEX_RING_BYTES, MAX_EXPERTS};
 use crate::ops::moe::{tile_prefix, MoeOperands};
+use crate::overrides::W4a8Form;
 
 pub const NAME: &str = "fp4_experts_w4a8";
 pub const ENTRY: &str = "moe_fp4_experts_w4a8";
+/// `KILN_W4A8_FORM=rs`: the weights decoded into registers as wgmma's A operand, the tokens N
+/// (ledger F20).
+pub const RS_ENTRY: &str = "moe_fp4_experts_w4a8_rs";
 /// Tokens of a tile (two consumers of 64) and its K block.
 pub const BM: u32 = 128;
 const SMEM_LIMIT: u32 = 227 * 1024;
@@ -56,6 +60,18 @@ pub struct W4a8Variant {
     /// decodes both atoms (ledger F17). Only with `beside` and `sx_staged` (without `beside` the
     /// SwiGLU spills 4 bytes, and so does the grouped GEMM with the scales from global memory).
     pub idle_decode: bool,
+    /// `KILN_W4A8_FORM=rs`: `kernels/moe/fp4_experts_w4a8_rs.cu`, each consumer decoding its own
+    /// weight rows into wgmma's register A operand, the tokens as N (ledger F20). Reads the
+    /// staged scales, so only with `sx_staged` and none of the other knobs (they order the
+    /// shared-memory form's decode). Same shared-memory layout and stages as the default.
+    pub rs: bool,
+    /// `KILN_W4A8_FORM=rs-lanes` (with `rs`): each K block's X scales laid out lane-major by
+    /// the consumer (one load, one store and a 128-thread barrier a thread) so that its
+    /// promotion reads them in 8 sixteen-byte loads instead of 32 four-byte ones (ledger F21).
+    pub sx_lanes: bool,
+    /// `KILN_W4A8_FORM=rs-frags` (with `sx_lanes`): the weights prepacked in the A fragments'
+    /// order ([`W4a8Order::Frags`]), one 16-byte load a row and K block (ledger F22).
+    pub frags: bool,
 }
 
 impl W4a8Variant {
@@ -82,46 +98,94 @@ impl W4a8Variant {
         producer_decode: false,
         beside: false,
         idle_decode: false,
+        rs: false,
+        sx_lanes: false,
+        frags: false,
     };
 
     /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 7] = [
+    pub const ALL: [W4a8Variant; 10] = [
         W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
             producer_decode: false,
             beside: false,
             idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: false,
             producer_decode: true,
             beside: false,
             idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: true,
             producer_decode: true,
             beside: false,
             idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: true,
             producer_decode: false,
             beside: true,
             idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: false,
             producer_decode: false,
             beside: true,
             idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
         },
         W4a8Variant {
             sx_staged: true,
             producer_decode: false,
             beside: true,
             idle_decode: true,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            producer_decode: false,
+            beside: false,
+            idle_decode: false,
+            rs: true,
+            sx_lanes: false,
+            frags: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            producer_decode: false,
+            beside: false,
+            idle_decode: false,
+            rs: true,
+            sx_lanes: true,
+            frags: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            producer_decode: false,
+            beside: false,
+            idle_decode: false,
+            rs: true,
+            sx_lanes: true,
+            frags: true,
         },
     ];
 
@@ -131,7 +195,16 @@ impl W4a8Variant {
         producer_decode: bool,
         beside: bool,
         idle_decode: bool,
+        form: W4a8Form,
     ) -> Result<Self> {
+        let rs = form != W4a8Form::Ss;
+        if rs && (!sx_staged || producer_decode || beside || idle_decode) {
+            return Err(Error::invalid(
+                "KILN_W4A8_FORM=rs, rs-lanes and rs-frags read X's scales from the stages and decode on \
+                 their consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, \
+                 KILN_W4A8_PROMOTE and KILN_W4A8_IDLE at their defaults",
+            ));
+        }
         if producer_decode && beside {
             return Err(Error::invalid(
                 "KILN_W4A8_PROMOTE=beside orders the consumers' own decode, and \
@@ -149,6 +222,9 @@ impl W4a8Variant {
             producer_decode,
             beside,
             idle_decode,
+            rs,
+            sx_lanes: matches!(form, W4a8Form::RsLanes | W4a8Form::RsFrags),
+            frags: form == W4a8Form::RsFrags,
         })
     }
 }
@@ -206,6 +282,8 @@ pub struct W4a8Layout {
     pub n: usize,
     pub k: usize,
     pub swiglu: bool,
+    /// The order of the code words in the atoms: the kernel form must match it.
+    pub order: W4a8Order,
 }
 
 impl W4a8Prepacked {
@@ -215,6 +293,7 @@ impl W4a8Prepacked {
             n: self.n,
             k: self.k,
             swiglu: self.swiglu,
+            order: self.order,
         }
     }
 }
@@ -226,6 +305,7 @@ impl W4a8Layout {
             n: self.n,
             k: self.k,
             swiglu: self.swiglu,
+            order: self.order,
             bytes: Vec::new(),
             escale: Vec::new(),
         }
@@ -275,13 +355,18 @@ impl W4a8Experts {
     /// (`KILN_W4A8_PROMOTE=beside`), a short tile's decode on its idle consumer
     /// (`KILN_W4A8_IDLE=decode`); each defined only when on.
     pub fn spec(arch: &str, swiglu: bool, v: W4a8Variant) -> KernelSpec {
-        let mut s = KernelSpec::new("moe/fp4_experts_w4a8.cu", ENTRY, arch)
+        let (file, entry) = if v.rs {
+            ("moe/fp4_experts_w4a8_rs.cu", RS_ENTRY)
+        } else {
+            ("moe/fp4_experts_w4a8.cu", ENTRY)
+        };
+        let mut s = KernelSpec::new(file, entry, arch)
             .define("KILN_OUT", DType::Bf16.code())
             .define("KILN_SWIGLU", swiglu as u32)
             .define("KILN_STAGES", v.stages())
             .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
             .define("KILN_SMEM", v.smem_bytes());
-        if v.sx_staged {
+        if v.sx_staged && !v.rs {
             s = s.define("KILN_W4A8_SX", 1);
         }
         if v.producer_decode {
@@ -292,6 +377,12 @@ impl W4a8Experts {
         }
         if v.idle_decode {
             s = s.define("KILN_W4A8_IDLE", 1);
+        }
+        if v.sx_lanes {
+            s = s.define("KILN_W4A8_SXL", 1);
+        }
+        if v.frags {
+            s = s.define("KILN_W4A8_FRAGS", 1);
         }
         s
     }
@@ -367,7 +458,22 @@ impl W4a8Experts {
             knobs.w4a8_producer_decode,
             knobs.w4a8_beside,
             knobs.w4a8_idle_decode,
+            knobs.w4a8_form,
         )?;
+        let want = if v.frags {
+            W4a8Order::Frags
+        } else {
+            W4a8Order::Rows
+        };
+        if l.order != want {
+            return Err(Error::invalid(format!(
+                "the W4A8 weights are prepacked in the {:?} order but KILN_W4A8_FORM={} reads the \
+                 {want:?} order: prepack them with `prepack_w4a8_in` / `prepack_w4a8_swiglu_in` \
+                 and W4a8Order::{want:?}, or set KILN_W4A8_FORM to match",
+                l.order,
+                knobs.w4a8_form.name()
+            )));
+        }
         let staged = v.sx_staged;
         // the kernel takes a scales map either way; unstaged, it never reads it (X's stands in)
         let mut map_sx = if staged {
@@ -464,22 +570,31 @@ mod tests {
     #[test]
     fn the_knobs_make_only_the_compiled_variants() {
         assert_eq!(
-            W4a8Variant::from_knobs(true, false, false, false).unwrap(),
+            W4a8Variant::from_knobs(true, false, false, false, W4a8Form::Ss).unwrap(),
             W4a8Variant::DEFAULT
         );
-        let e = W4a8Variant::from_knobs(true, true, true, false).unwrap_err();
+        let e = W4a8Variant::from_knobs(true, true, true, false, W4a8Form::Ss).unwrap_err();
         assert!(e.to_string().contains("KILN_W4A8_PROMOTE=beside"), "{e}");
         for (sx, beside) in [(true, false), (false, true)] {
-            let e = W4a8Variant::from_knobs(sx, false, beside, true).unwrap_err();
+            let e = W4a8Variant::from_knobs(sx, false, beside, true, W4a8Form::Ss).unwrap_err();
             assert!(e.to_string().contains("KILN_W4A8_IDLE=decode"), "{e}");
         }
+        let e = W4a8Variant::from_knobs(false, false, false, false, W4a8Form::Rs).unwrap_err();
+        assert!(e.to_string().contains("KILN_W4A8_FORM=rs"), "{e}");
         // every combination the knobs allow is one that the test below compiles
         let mut allowed = 0;
         for bits in 0..16u32 {
             let b = |i: u32| bits >> i & 1 == 1;
-            if let Ok(v) = W4a8Variant::from_knobs(b(0), b(1), b(2), b(3)) {
-                assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
-                allowed += 1;
+            for form in [
+                W4a8Form::Ss,
+                W4a8Form::Rs,
+                W4a8Form::RsLanes,
+                W4a8Form::RsFrags,
+            ] {
+                if let Ok(v) = W4a8Variant::from_knobs(b(0), b(1), b(2), b(3), form) {
+                    assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
+                    allowed += 1;
+                }
             }
         }
         assert_eq!(allowed, W4a8Variant::ALL.len());

@@ -60,6 +60,16 @@
 #if !defined(KILN_FP4_PDL)
 #define KILN_FP4_PDL 0
 #endif
+// KILN_FP4_PREFETCH=D (the decode tiles, `KILN_FP4_PREFETCH=D`): the producer asks L2 for each
+// weight atom D stages before its stage is filled (a tile's first D at its start, one copy a
+// block). The ncu profile of the 512-row decode (53c7c5d) had the consumers waiting for full
+// stages in 25 % of the stall samples with DRAM at 73 % of peak (kiln's bf16 kernel reads at
+// ~92 %): the ring's bytes in flight do not cover the latency under load, and an L2 prefetch
+// adds bytes in flight that hold no shared memory.
+#if !defined(KILN_FP4_PREFETCH)
+#define KILN_FP4_PREFETCH 0
+#endif
+constexpr int PREFETCH = KILN_FP4_PREFETCH;
 constexpr bool kMmaSync = KILN_FP4_MMA;
 
 constexpr int CTAS = KILN_CTAS;
@@ -380,7 +390,19 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
           const unsigned char* src = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes +
                                      (u64)kb0 * FP4_ATOM_BYTES;
+          if constexpr (PREFETCH > 0) {
+#pragma unroll
+            for (int a = 0; a < 2 * MB; ++a)
+              bulk_prefetch_l2(src + a * block_bytes, min(PREFETCH, kb1 - kb0) * FP4_ATOM_BYTES);
+          }
           for (int kb = kb0; kb < kb1; ++kb, ++it, src += FP4_ATOM_BYTES) {
+            if constexpr (PREFETCH > 0) {
+              if (kb + PREFETCH < kb1) {
+#pragma unroll
+                for (int a = 0; a < 2 * MB; ++a)
+                  bulk_prefetch_l2(src + a * block_bytes + PREFETCH * FP4_ATOM_BYTES, FP4_ATOM_BYTES);
+              }
+            }
             ws_fill(stages, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
               for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);

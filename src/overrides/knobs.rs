@@ -338,6 +338,17 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_pdl, false, bit),
     },
     Knob {
+        name: "KILN_FP4_PREFETCH",
+        takes: || {
+            "0 to 32 (stages ahead of its fill that the 4-bit decode tiles' producer asks L2 \
+             for each weight atom; 0: no prefetch)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_prefetch, or(v, 0, |v| number(v, 0, 32))),
+        show: |o| unless(o.moe.fp4_prefetch, 0, |n| n.to_string()),
+    },
+    Knob {
         name: "KILN_FP4_TAIL",
         takes: || {
             format!(

@@ -256,6 +256,11 @@ pub struct MoeOverrides {
     /// 0 cuts only a wave at most half full, into CTAs / tail tiles. Default 0 until the device
     /// shows 1 faster.
     pub fp4_balance: bool,
+    /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
+    /// atom this many stages before it fills its stage (a tile's first ones at its start):
+    /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
+    /// 0 (none) until the device shows a distance faster.
+    pub fp4_prefetch: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -306,6 +311,7 @@ impl MoeOverrides {
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
         fp4_balance: false,
+        fp4_prefetch: 0,
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         w4a8_beside: false,

@@ -618,6 +618,11 @@ impl Fp4Experts {
         if pdl {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
+        // KILN_FP4_PREFETCH=D: the decode tiles' weight atoms asked of L2 D stages ahead
+        let prefetch = ctx.overrides.moe.fp4_prefetch;
+        if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+            spec = spec.define("KILN_FP4_PREFETCH", prefetch);
+        }
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(tile.bn(swiglu));
@@ -780,11 +785,11 @@ mod tests {
         crate::jit::testing::assert_compile_clean(&specs);
     }
 
-    /// `KILN_FP4_MMA=sync` and `KILN_FP4_PDL=1` (compiled only when asked for: the variant
-    /// budget) compile clean on the 8-token tiles they apply to: both formats, both ops, one
+    /// `KILN_FP4_MMA=sync`, `KILN_FP4_PDL=1` and `KILN_FP4_PREFETCH` (compiled only when asked
+    /// for: the variant budget) compile clean on the 8-token tiles they apply to: both formats, both ops, one
     /// and two CTAs an SM, f16 activations.
     #[test]
-    fn the_mma_sync_and_dependent_tiles_compile_without_spills() {
+    fn the_decode_tiles_knobs_compile_without_spills() {
         if !crate::jit::testing::nvrtc_here() {
             return;
         }
@@ -822,8 +827,16 @@ mod tests {
                 true,
                 Fp4Tile::narrow(16, true),
             )
-            .define("KILN_FP4_PDL", 1),
+            .define("KILN_FP4_PDL", 1)
+            .define("KILN_FP4_PREFETCH", 8),
         );
+        for f in Fp4Format::ALL {
+            let paired = Fp4Tile::narrow(8, true).paired(true);
+            specs.push(
+                Fp4Experts::spec("sm_90a", DType::Bf16, f, true, paired)
+                    .define("KILN_FP4_PREFETCH", 8),
+            );
+        }
         crate::jit::testing::assert_compile_clean(&specs);
     }
 

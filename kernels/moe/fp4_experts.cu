@@ -23,7 +23,8 @@
 // with most CTAs idle (E256 decode: 3,184 tiles on 264 CTAs leave 16 in a 13th wave; 896 leave
 // 104 in a 4th). Only here is the tile count known, so the kernel checks whether the last wave
 // is at most half full and if so cuts each of its tiles into min(CTAs / tail, max_splits,
-// katoms / 4) K slices: units are the whole tiles, then the slices. A slice stores its fp32
+// katoms / 4) K slices (with Fp4Split.balance, the default: any last wave, into the slice count
+// that ends it first, fp4_balanced_splits): units are the whole tiles, then the slices. A slice stores its fp32
 // accumulators (both consumers', fragment order) to ws, counts itself on the tile's counter, and
 // the slice that counts last adds the others and runs the epilogue (common/split_k.cuh).
 //

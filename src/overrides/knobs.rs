@@ -216,9 +216,9 @@ pub(super) static KNOBS: &[Knob] = &[
              first, whatever its fill; 0: slots / tail slices of a wave at most half full)"
                 .into()
         },
-        default: "0",
-        set: |o, v| put(&mut o.moe.fp4_balance, or(v, false, flag)),
-        show: |o| unless(o.moe.fp4_balance, false, bit),
+        default: "1",
+        set: |o, v| put(&mut o.moe.fp4_balance, or(v, true, flag)),
+        show: |o| unless(o.moe.fp4_balance, true, bit),
     },
     Knob {
         name: "KILN_FP4_CTAS",

@@ -253,8 +253,9 @@ pub struct MoeOverrides {
     pub fp4_tail: u32,
     /// `KILN_FP4_BALANCE` (0 or 1): 1 cuts any last wave of the decode tiles into the slice
     /// count (up to `fp4_tail`) whose rounds of slices end it first (docs/moe.md, ledger F32);
-    /// 0 cuts only a wave at most half full, into CTAs / tail tiles. Default 0 until the device
-    /// shows 1 faster.
+    /// 0 cuts only a wave at most half full, into CTAs / tail tiles. Default 1 (H200,
+    /// 2026-11-30, 693ae7f, two rounds: the E256 64-row decode 302.0 / 302.9 -> 283.5 / 284.5 us,
+    /// the 512-row decode on the same path; verified at the 64- and 512-row counts).
     pub fp4_balance: bool,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
@@ -310,7 +311,7 @@ impl MoeOverrides {
         fp4_pdl: false,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
-        fp4_balance: false,
+        fp4_balance: true,
         fp4_prefetch: 0,
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,

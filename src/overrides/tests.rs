@@ -89,7 +89,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FA3_D256", "stages=3"),
         ("KILN_FA3_D64", "bn=128"),
         ("KILN_FLUSH", "memset"),
-        ("KILN_FP4_BALANCE", "1"),
+        ("KILN_FP4_BALANCE", "0"),
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_DECODE", "rot"),
         ("KILN_FP4_GEMV", "async"),

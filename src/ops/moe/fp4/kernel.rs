@@ -368,8 +368,8 @@ pub struct Fp4Split {
     pub ws: u64,
     pub counters: u64,
     pub max_splits: i32,
-    /// `KILN_FP4_BALANCE`: 1 lets the kernel pick the slice count that ends any last wave first
-    /// (then up to `max_splits` slices of every tile of a wave of up to a grid).
+    /// `KILN_FP4_BALANCE` (the default): 1 lets the kernel pick the slice count that ends any
+    /// last wave first (then up to `max_splits` slices of every tile of a wave of up to a grid).
     pub balance: i32,
 }
 

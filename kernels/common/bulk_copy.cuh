@@ -13,6 +13,12 @@ __device__ __forceinline__ void bulk_copy_g2s(u32 dst, const void* src, u32 byte
                : "memory");
 }
 
+// Asks L2 to fetch `bytes` (a multiple of 16) from global `src` (16-byte aligned), without waiting
+// and without a destination: bytes in flight from DRAM that hold no shared memory.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, u32 bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+}
+
 // Adds `bytes` (a multiple of 16) of fp32 at shared `src` into global `dst` (both 16-byte
 // aligned), each element atomically in L2: dst[i] += src[i]. Asynchronous, in the issuing
 // thread's bulk group: tma_store_commit(), and tma_store_wait_read() before rewriting `src`.

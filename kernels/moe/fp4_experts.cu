@@ -23,10 +23,22 @@
 // with most CTAs idle (E256 decode: 3,184 tiles on 264 CTAs leave 16 in a 13th wave; 896 leave
 // 104 in a 4th). Only here is the tile count known, so the kernel checks whether the last wave
 // is at most half full and if so cuts each of its tiles into min(CTAs / tail, max_splits,
-// katoms / 4) K slices: units are the whole tiles, then the slices. A slice stores its fp32
+// katoms / 4) K slices (with Fp4Split.balance, the default: any last wave, into the slice count
+// that ends it first, fp4_balanced_splits): units are the whole tiles, then the slices. A slice stores its fp32
 // accumulators (both consumers', fragment order) to ws, counts itself on the tile's counter, and
 // the slice that counts last adds the others and runs the epilogue (common/split_k.cuh).
+//
+// KILN_FP4_MMA (the 8-token tile, `KILN_FP4_MMA=sync`): each consumer warp runs its 16 weight rows
+// as warp-level mma.sync m16n8k16 instead of the warpgroup's wgmma (its A fragment layout is
+// wgmma's per warp, its C layout wgmma's m64n8 accumulators per warp), X's fragments by ldmatrix
+// from the same swizzled stage. A wgmma waits for the warpgroup's four warps, on four schedulers,
+// at every batch, so the slowest warp's decode sets the pace of all four; the ncu profile of the
+// 512-row decode (d4f7f42) had ~22 % of the stall samples at the two batches' first HGMMA. Warps
+// that wait for nobody but their stage, one A set each (mma.sync reads its registers at issue),
+// and a stage freed as soon as the warp has read it.
 #include "common/bulk_copy.cuh"
+#include "common/grid_dep.cuh"
+#include "common/mma_sync.cuh"
 #include "common/split_k.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_rs.cuh"
@@ -43,6 +55,24 @@
 // decode weights on an SM (the decode tiles, whose consumers are bound by each stage's decode
 // latency, not by the bytes in flight). The register pool of a CTA is 65536 / (384 CTAS) per
 // thread rounded down to 8 (80 for two): 32 + 2 x 104 = 240 of it.
+#if !defined(KILN_FP4_MMA)
+#define KILN_FP4_MMA 0
+#endif
+#if !defined(KILN_FP4_PDL)
+#define KILN_FP4_PDL 0
+#endif
+// KILN_FP4_PREFETCH=D (the decode tiles, `KILN_FP4_PREFETCH=D`): the producer asks L2 for each
+// weight atom D stages before its stage is filled (a tile's first D at its start, one copy a
+// block). The ncu profile of the 512-row decode (53c7c5d) had the consumers waiting for full
+// stages in 25 % of the stall samples with DRAM at 73 % of peak (kiln's bf16 kernel reads at
+// ~92 %): the ring's bytes in flight do not cover the latency under load, and an L2 prefetch
+// adds bytes in flight that hold no shared memory.
+#if !defined(KILN_FP4_PREFETCH)
+#define KILN_FP4_PREFETCH 0
+#endif
+constexpr int PREFETCH = KILN_FP4_PREFETCH;
+constexpr bool kMmaSync = KILN_FP4_MMA;
+
 constexpr int CTAS = KILN_CTAS;
 static_assert(CTAS == 1 || CTAS == 2, "KILN_CTAS is 1 or 2");
 constexpr int PRODUCER_REGS = CTAS == 1 ? 40 : 32, CONSUMER_REGS = CTAS == 1 ? 232 : 104;
@@ -57,20 +87,36 @@ constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;  // X firs
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
 static_assert((TT == 8 || TT == 16 || TT % 32 == 0) && TT <= 256, "KILN_TT is 8, 16 or a multiple of 32 up to 256");
 static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
+static_assert(!kMmaSync || TT == 8, "KILN_FP4_MMA is the 8-token tile's");
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
 
 // The last-wave split's workspace, laid out as `Fp4Split` in src/ops/moe/fp4/kernel.rs: ws holds
-// up to gridDim.x partial tiles of 256 x NA floats, counters gridDim.x / 2 zeros.
+// up to gridDim.x partial tiles of 256 x NA floats, counters gridDim.x / 2 zeros (with balance,
+// max_splits x gridDim.x partials and gridDim.x counters).
 struct Fp4Split {
   float* ws;
   u32* counters;
   int max_splits;  // 1: no split
-  int pad;
+  int balance;     // KILN_FP4_BALANCE: the slice count by fp4_balanced_splits, any last wave
 };
 constexpr bool kSplit = TT <= 16;  // the decode tiles; the wider ones never split
 constexpr int NA = MB * TT / 2;    // a consumer thread's accumulators
 constexpr u32 SPLIT_BAR = 1;       // the named barrier of the two consumers' 256 threads
+
+// KILN_FP4_BALANCE: the slices s (1..most) of each of a last wave's `tail` tiles that end it
+// first on `slots` CTAs: ceil(tail s / slots) rounds of 1/s of a tile; the fewest slices of the
+// shortest. The default rule (a wave at most half full, slots / tail slices) gives the 64-row
+// decode's 104 tail tiles on 264 CTAs 2 slices, one round of half a tile; 5 take two rounds of a
+// fifth (the ideal, 104 / 264 = 0.39 of a tile).
+__device__ __forceinline__ int fp4_balanced_splits(int tail, int slots, int most) {
+  int best = 1, rounds = 1;  // whole tiles: one round (tail < slots)
+  for (int s = 2; s <= most; ++s) {
+    const int r = (tail * s + slots - 1) / slots;
+    if (r * best < rounds * s) best = s, rounds = r;
+  }
+  return best;
+}
 
 // Unit u as (tile t, K atoms [kb0, kb1), slice sp of ns).
 __device__ __forceinline__ void fp4_unit(int u, int split_from, int splits, int katoms, int& t, int& sp, int& ns,
@@ -201,9 +247,60 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
   if constexpr (kTwoInFlight) wgmma_wait<0>();
 }
 
+// This warp's B fragments of stage s's X tile (8 tokens of 64 k, one 128-byte row a token in
+// the 128B swizzle: 16-byte chunk j of row r at chunk j ^ r): b[j] for k16 step j. Matrix m of
+// an ldmatrix is k chunk m (then m + 4) of the 8 tokens, so lane l (token l / 4) receives the k
+// pair 2(l % 4) of each chunk: b0 of step j is chunk 2j, b1 chunk 2j + 1.
+__device__ __forceinline__ void fp4_load_x(const Fp4Ctx& x, int s, u32 (&b)[4][2]) {
+  const u32 sx = x.base + s * STAGE_BYTES;
+  const int r = x.lane % 8, m = x.lane / 8;
+  u32 lo[4], hi[4];
+  ldmatrix_x4(lo, sx + r * 128 + ((m ^ r) << 4));
+  ldmatrix_x4(hi, sx + r * 128 + (((m + 4) ^ r) << 4));
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    b[j][0] = lo[2 * j];
+    b[j][1] = lo[2 * j + 1];
+    b[j + 2][0] = hi[2 * j];
+    b[j + 2][1] = hi[2 * j + 1];
+  }
+}
+
+// The K loop of one 8-token tile with mma.sync (KILN_FP4_MMA): per stage the warp waits for it,
+// reads X's fragments and its atoms' codes and scales, frees it (the reads are ordered before
+// the release's arrive), dequantises and issues 4 k16 steps x MB atoms. Two accumulators an atom
+// (even and odd k16 steps) halve the chain of dependent mmas; added at the end into acc, which
+// holds wgmma's m64n8 fragment for this warp's rows.
+__device__ __forceinline__ void fp4_mainloop_sync(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
+  float d[MB][2][4];
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) d[m][h][i] = 0.0f;
+  for (int kb = 0; kb < x.katoms; ++kb, ++it) {
+    const int s = x.ring.wait_full(it);
+    u32 b[4][2], a[MB][4][4];
+    fp4_load_x(x, s, b);
+    fp4_dequant(x, s, a);
+    x.ring.release(s, x.lane);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int m = 0; m < MB; ++m) mma_16816<in_t>(d[m][j & 1], a[m][j], b[j]);
+  }
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[m][i] = d[m][0][i] + d[m][1][i];
+}
+
 template <int W>
 __device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
-  if (width >= W || W == 8) {
+  if constexpr (kMmaSync) {
+    fp4_mainloop_sync(x, acc, it);
+  } else if (width >= W || W == 8) {
     fp4_mainloop<W>(x, acc, it);
   } else if constexpr (W > 8) {
     fp4_dispatch<(W > 32 ? W - 32 : W / 2)>(width, x, acc, it);
@@ -248,6 +345,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
     ring.init(8);
     mbar_fence_init();
   }
+  // KILN_FP4_PDL: launched as moe_tile_prefix's programmatic dependent, the CTAs have set up
+  // their barriers while it ran; its tables are read from here on.
+  if constexpr (KILN_FP4_PDL) grid_dependency_wait();
   moe_load_tables(table, p.sched, E);
   __syncthreads();
 
@@ -256,8 +356,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
   int split_from = tiles, splits = 1;
   if constexpr (kSplit) {
     const int slots = gridDim.x, tail = tiles % slots;
-    if (sx.max_splits > 1 && tail > 0 && 2 * tail <= slots) {
-      const int s = min(min(slots / tail, sx.max_splits), p.katoms / 4);
+    if (sx.max_splits > 1 && tail > 0 && (sx.balance || 2 * tail <= slots)) {
+      const int most = min(sx.max_splits, p.katoms / 4);
+      const int s = sx.balance ? fp4_balanced_splits(tail, slots, most) : min(slots / tail, most);
       if (s > 1) {
         splits = s;
         split_from = tiles - tail;
@@ -290,7 +391,19 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
           const unsigned char* src = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes +
                                      (u64)kb0 * FP4_ATOM_BYTES;
+          if constexpr (PREFETCH > 0) {
+#pragma unroll
+            for (int a = 0; a < 2 * MB; ++a)
+              bulk_prefetch_l2(src + a * block_bytes, min(PREFETCH, kb1 - kb0) * FP4_ATOM_BYTES);
+          }
           for (int kb = kb0; kb < kb1; ++kb, ++it, src += FP4_ATOM_BYTES) {
+            if constexpr (PREFETCH > 0) {
+              if (kb + PREFETCH < kb1) {
+#pragma unroll
+                for (int a = 0; a < 2 * MB; ++a)
+                  bulk_prefetch_l2(src + a * block_bytes + PREFETCH * FP4_ATOM_BYTES, FP4_ATOM_BYTES);
+              }
+            }
             ws_fill(stages, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
               for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);

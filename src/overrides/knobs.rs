@@ -210,6 +210,17 @@ pub(super) static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        name: "KILN_FP4_BALANCE",
+        takes: || {
+            "0 or 1 (1: the 4-bit decode tiles' last wave cut into the slice count that ends it \
+             first, whatever its fill; 0: slots / tail slices of a wave at most half full)"
+                .into()
+        },
+        default: "1",
+        set: |o, v| put(&mut o.moe.fp4_balance, or(v, true, flag)),
+        show: |o| unless(o.moe.fp4_balance, true, bit),
+    },
+    Knob {
         name: "KILN_FP4_CTAS",
         takes: || "1 or 2 (CTAs per SM of the 4-bit SwiGLU's 8-token decode tile)".into(),
         default: "2",
@@ -274,6 +285,22 @@ pub(super) static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        name: "KILN_FP4_MMA",
+        takes: || {
+            "`wgmma` (the warpgroup's) or `sync` (each warp's own mma.sync): the tensor-core \
+             instruction of the 4-bit experts' 8-token decode tile"
+                .into()
+        },
+        default: "wgmma",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp4_mma_sync,
+                or(v, false, |v| either(v, "wgmma", "sync")),
+            )
+        },
+        show: |o| o.moe.fp4_mma_sync.then(|| "sync".to_string()),
+    },
+    Knob {
         name: "KILN_FP4_PAIR",
         takes: || {
             "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \
@@ -298,6 +325,28 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "rs",
         set: |o, v| put(&mut o.moe.fp4_path, opt(v, Fp4Path::parse)),
         show: |o| o.moe.fp4_path.map(|p| p.name().to_string()),
+    },
+    Knob {
+        name: "KILN_FP4_PDL",
+        takes: || {
+            "0 or 1 (1: the 4-bit experts' decode tiles launched as the tile prefix's \
+             programmatic dependent, their tables unsorted)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_pdl, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_pdl, false, bit),
+    },
+    Knob {
+        name: "KILN_FP4_PREFETCH",
+        takes: || {
+            "0 to 32 (stages ahead of its fill that the 4-bit decode tiles' producer asks L2 \
+             for each weight atom; 0: no prefetch)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_prefetch, or(v, 0, |v| number(v, 0, 32))),
+        show: |o| unless(o.moe.fp4_prefetch, 0, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP4_TAIL",

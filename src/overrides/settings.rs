@@ -230,6 +230,16 @@ pub struct MoeOverrides {
     /// Default `shift` (H200, 2026-11-29, 5268cf5: the 512-row decode 979-984 us against
     /// 1,068-1,114, verified; docs/moe.md, ledger F7).
     pub fp4_shift: bool,
+    /// `KILN_FP4_MMA` (`wgmma` or `sync`): the 4-bit experts' 8-token decode tile issues the
+    /// consumer warpgroup's wgmma (each batch waits for its four warps) or each warp's own
+    /// mma.sync m16n8k16 on the same fragments (docs/moe.md, ledger F30). Default `wgmma` until
+    /// the device shows `sync` faster.
+    pub fp4_mma_sync: bool,
+    /// `KILN_FP4_PDL` (0 or 1): 1 launches the 4-bit experts' decode tiles (8 and 16 tokens) as
+    /// `moe_tile_prefix`'s programmatic dependent and builds their tables unsorted (every decode
+    /// tile streams the whole K, so the heaviest-first order buys nothing there; docs/moe.md,
+    /// ledger F31). Default 0 until the device shows 1 faster.
+    pub fp4_pdl: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
     /// `xswz`, `xstage`, `pack`, `packsync` or `pack1`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
@@ -242,6 +252,17 @@ pub struct MoeOverrides {
     /// us, 8 tokens unchanged, the 512-row decode -2 to -5 % (F6); verified; docs/moe.md F9); 1
     /// never splits.
     pub fp4_tail: u32,
+    /// `KILN_FP4_BALANCE` (0 or 1): 1 cuts any last wave of the decode tiles into the slice
+    /// count (up to `fp4_tail`) whose rounds of slices end it first (docs/moe.md, ledger F32);
+    /// 0 cuts only a wave at most half full, into CTAs / tail tiles. Default 1 (H200,
+    /// 2026-11-30, 693ae7f, two rounds: the E256 64-row decode 302.0 / 302.9 -> 283.5 / 284.5 us,
+    /// the 512-row decode on the same path; verified at the 64- and 512-row counts).
+    pub fp4_balance: bool,
+    /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
+    /// atom this many stages before it fills its stage (a tile's first ones at its start):
+    /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
+    /// 0 (none) until the device shows a distance faster.
+    pub fp4_prefetch: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -294,8 +315,12 @@ impl MoeOverrides {
         fp4_ctas: 2,
         fp4_pair_gemm: true,
         fp4_shift: true,
+        fp4_mma_sync: false,
+        fp4_pdl: false,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_tail: 8,
+        fp4_balance: true,
+        fp4_prefetch: 0,
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         w4a8_beside: false,

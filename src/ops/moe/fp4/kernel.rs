@@ -368,7 +368,9 @@ pub struct Fp4Split {
     pub ws: u64,
     pub counters: u64,
     pub max_splits: i32,
-    pub pad: i32,
+    /// `KILN_FP4_BALANCE` (the default): 1 lets the kernel pick the slice count that ends any
+    /// last wave first (then up to `max_splits` slices of every tile of a wave of up to a grid).
+    pub balance: i32,
 }
 
 /// The most K slices `KILN_FP4_TAIL` may ask for (the kernel takes min(CTAs / tail tiles, this,
@@ -607,6 +609,20 @@ impl Fp4Experts {
         if !ctx.overrides.moe.fp4_shift {
             spec = spec.define("KILN_FP4_ROT", 1); // the old decode, compiled when asked for
         }
+        // KILN_FP4_MMA=sync: the 8-token tile's warps on mma.sync (compiled when asked for)
+        if ctx.overrides.moe.fp4_mma_sync && tile.tt == 8 && tile.path == Fp4Path::Rs {
+            spec = spec.define("KILN_FP4_MMA", 1);
+        }
+        // KILN_FP4_PDL=1: the decode tiles as the prefix kernel's dependent, tables unsorted
+        let pdl = ctx.overrides.moe.fp4_pdl && tile.tt <= 16 && tile.path == Fp4Path::Rs;
+        if pdl {
+            spec = spec.define("KILN_FP4_PDL", 1);
+        }
+        // KILN_FP4_PREFETCH=D: the decode tiles' weight atoms asked of L2 D stages ahead
+        let prefetch = ctx.overrides.moe.fp4_prefetch;
+        if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+            spec = spec.define("KILN_FP4_PREFETCH", prefetch);
+        }
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(tile.bn(swiglu));
@@ -648,23 +664,31 @@ impl Fp4Experts {
             ws: 0,
             counters: 0,
             max_splits: max_splits as i32,
-            pad: 0,
+            balance: ctx.overrides.moe.fp4_balance as i32,
         };
         if max_splits > 1 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+            // a partial per CTA and a counter per tile of a wave at most half full; balanced,
+            // up to max_splits partials per CTA and a counter per CTA
+            let (partials, counters) = if split.balance != 0 {
+                (grid * max_splits, grid as usize + 1)
+            } else {
+                (grid, grid as usize / 2 + 1)
+            };
             split.ws = ctx
                 .scratch
                 .swiglu_split
-                .at_least(ctx, split_workspace_bytes(grid, tile.tt, swiglu))?;
+                .at_least(ctx, split_workspace_bytes(partials, tile.tt, swiglu))?;
             split.counters = ctx
                 .scratch
                 .swiglu_split_counters
-                .at_least(ctx, grid as usize / 2 * 4 + 4)?;
+                .at_least(ctx, counters * 4)?;
         } else {
             split.max_splits = 1;
         }
-        // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row
+        // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row; under
+        // KILN_FP4_PDL the decode tiles' in the experts' order (every one streams the whole K)
         if build_tables {
-            tile_prefix::launch(ctx, p, &moe_ops, tile.tt, true)?;
+            tile_prefix::launch(ctx, p, &moe_ops, tile.tt, !pdl)?;
         }
         let mut params = vec![map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void];
         if tile.path == Fp4Path::Rs {
@@ -674,8 +698,17 @@ impl Fp4Experts {
         // shared-memory path's the first two. The map addresses X, the args Y, the weights, the
         // factors, the routing weights and the schedule workspace; `check` has matched every
         // buffer to the problem and the caller keeps them alive until the stream has run. The
-        // split workspace and its counters are sized for this grid (or the split is off).
-        unsafe { launch_persistent(ctx, &f, grid as u64, tile.smem_bytes(swiglu), &mut params) }
+        // split workspace and its counters are sized for this grid (or the split is off). Under
+        // KILN_FP4_PDL the kernel waits in grid_dependency_wait before it reads the tables or
+        // anything else earlier work wrote, so it may start while the prefix kernel runs.
+        unsafe {
+            let launch = if pdl {
+                launch_persistent_dependent
+            } else {
+                launch_persistent
+            };
+            launch(ctx, &f, grid as u64, tile.smem_bytes(swiglu), &mut params)
+        }
     }
 }
 
@@ -692,13 +725,31 @@ pub(crate) unsafe fn launch_persistent(
     smem: u32,
     params: &mut [*mut c_void],
 ) -> Result<()> {
-    let lc = LaunchConfig {
+    f.launch(ctx.stream, &persistent_config(ctas, smem), params)
+}
+
+/// As [`launch_persistent`], as the previous kernel's programmatic dependent.
+///
+/// # Safety
+/// As [`launch_persistent`]; the kernel waits (grid_dependency_wait) before it reads anything
+/// earlier work wrote.
+unsafe fn launch_persistent_dependent(
+    ctx: &Context,
+    f: &Function,
+    ctas: u64,
+    smem: u32,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    f.launch_dependent(ctx.stream, &persistent_config(ctas, smem), params)
+}
+
+fn persistent_config(ctas: u64, smem: u32) -> LaunchConfig {
+    LaunchConfig {
         grid: (ctas.max(1) as u32, 1, 1),
         block: (THREADS, 1, 1),
         smem_bytes: smem,
         cluster: None,
-    };
-    f.launch(ctx.stream, &lc, params)
+    }
 }
 
 /// Token tiles of height `tt` that can exist for any rows the GPU may hold.
@@ -730,6 +781,61 @@ mod tests {
             let shift = Fp4Experts::spec("sm_90a", DType::Bf16, f, true, tile);
             specs.push(shift.clone().define("KILN_FP4_ROT", 1));
             specs.push(shift);
+        }
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_MMA=sync`, `KILN_FP4_PDL=1` and `KILN_FP4_PREFETCH` (compiled only when asked
+    /// for: the variant budget) compile clean on the 8-token tiles they apply to: both formats, both ops, one
+    /// and two CTAs an SM, f16 activations.
+    #[test]
+    fn the_decode_tiles_knobs_compile_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for (f, dt, swiglu, tile) in [
+            (
+                Fp4Format::Nvfp4,
+                DType::Bf16,
+                true,
+                Fp4Tile::narrow(8, true).paired(true),
+            ),
+            (
+                Fp4Format::Mxfp4,
+                DType::Bf16,
+                true,
+                Fp4Tile::narrow(8, true).paired(true),
+            ),
+            (
+                Fp4Format::Nvfp4,
+                DType::Bf16,
+                false,
+                Fp4Tile::narrow(8, false).paired(false),
+            ),
+            (Fp4Format::Nvfp4, DType::F16, true, Fp4Tile::narrow(8, true)),
+        ] {
+            let spec = Fp4Experts::spec("sm_90a", dt, f, swiglu, tile).define("KILN_FP4_MMA", 1);
+            specs.push(spec.clone().define("KILN_FP4_PDL", 1));
+            specs.push(spec);
+        }
+        specs.push(
+            Fp4Experts::spec(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Nvfp4,
+                true,
+                Fp4Tile::narrow(16, true),
+            )
+            .define("KILN_FP4_PDL", 1)
+            .define("KILN_FP4_PREFETCH", 8),
+        );
+        for f in Fp4Format::ALL {
+            let paired = Fp4Tile::narrow(8, true).paired(true);
+            specs.push(
+                Fp4Experts::spec("sm_90a", DType::Bf16, f, true, paired)
+                    .define("KILN_FP4_PREFETCH", 8),
+            );
         }
         crate::jit::testing::assert_compile_clean(&specs);
     }

@@ -109,12 +109,20 @@
 // (the ring filled at once) instead of the lazy one, which only moved the first wait to the
 // second stage (G9).
 //
+// KILN_GEMV_PDL = 1 (`KILN_FP4_GEMV_PDL=1`): the kernel is launched as a programmatic dependent
+// of the one before it and releases its own dependents as it starts, so that back-to-back
+// launches (a decode step's layers) overlap one's start with the other's end. Everything that
+// may depend on earlier work (X; Y's stores) waits in griddepcontrol.wait; the lean ring asks for
+// its first weight stages before it (weights are a layer's constants, not what the kernel before
+// it writes), the other paths wait first.
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
 // warp: that load left after three stages of weight copies from every warp on the GPU and
 // waited behind them.
 #include "common/cp_async.cuh"
+#include "common/grid_dep.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
 
@@ -142,6 +150,9 @@
 #if !defined(KILN_GEMV_EAGER)
 #define KILN_GEMV_EAGER 0
 #endif
+#if !defined(KILN_GEMV_PDL)
+#define KILN_GEMV_PDL 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
@@ -163,6 +174,7 @@ static_assert(!kEager || kLean1, "the eager start is lean1's");
 constexpr bool kLazy = kLean1 && !kEager;
 constexpr bool kOrdered = KILN_GEMV_ORDERED == 1;
 static_assert(!kOrdered || kPacked, "the ordered start is the pack path's");
+constexpr bool kPdl = KILN_GEMV_PDL == 1;
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -654,10 +666,12 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   const auto stage_of = [&](int j) { return warp + j * warps; };
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
   u32x4 xr[LEAN_MAX_M];
+  if constexpr (kPdl && kXfirst) grid_dependency_wait();  // X first: nothing ahead of the wait
   if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);  // ahead of the weights
   if constexpr (kLazy) {
     // the lazy start: the first stage alone, then the ring's other two once it has landed
     issue_lean(ring, a, w, s, wl, sl, row0, lane, stage_of(0), steps, fast(stage_of(0)));
+    if constexpr (kPdl) grid_dependency_wait();  // X may be the kernel before's output
     load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
     cp_async_wait<0>();
 #pragma unroll
@@ -669,6 +683,7 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
       issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
       if constexpr (kOrdered) __syncthreads();  // the CTA's stage j copies asked for before any stage j + 1
     }
+    if constexpr (kPdl && !kXfirst) grid_dependency_wait();  // the weights asked for; X may be the kernel before's output
     if constexpr (!kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
   }
   if (mine > 0) store_lean_x(xbuf, xr, m_rows, lane);
@@ -969,6 +984,10 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
 #pragma unroll
   for (int f = 0; f < NF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
   extern __shared__ __align__(16) unsigned char ring_raw[];
+  if constexpr (kPdl) {
+    launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
+    if constexpr (!kLean) grid_dependency_wait();  // the lean ring waits after its first weight copies
+  }
   if constexpr (kAsync) {
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
   } else if constexpr (kWide) {

@@ -274,6 +274,13 @@ pub(super) static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        name: "KILN_FP4_GEMV_PDL",
+        takes: || FLAG.into(),
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_gemv_pdl, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_gemv_pdl, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_PAIR",
         takes: || {
             "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \

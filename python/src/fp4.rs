@@ -104,6 +104,7 @@ pub fn fp4_dequantize(
 /// Writes the codes of an NVFP4 [rows, K] matrix (K a multiple of 128) into `dst` in the GEMV
 /// layout (`dst` may be `codes`); enqueued, not waited for.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 pub fn nvfp4_gemv_layout(
     py: Python<'_>,
     device: usize,

@@ -114,7 +114,8 @@
 // launches (a decode step's layers) overlap one's start with the other's end. Everything that
 // may depend on earlier work (X; Y's stores) waits in griddepcontrol.wait; the lean ring asks for
 // its first weight stages before it (weights are a layer's constants, not what the kernel before
-// it writes), the other paths wait first.
+// it writes), the X ring (xring, xswz) its first slots' weight copies, their X after it; the
+// other paths wait first.
 //
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
@@ -762,27 +763,37 @@ struct XrLane {
 // the async ring's codes and scales from the lane's fixed sources, else bounded and zero-filled
 // (copy_step); then X's chunks, M x 16 of 16 bytes (chunk i = lane + 32 t: row i / 16, elements
 // 8 (i % 16) .. + 7 of the step's 128; K is a multiple of 128, so each is whole). One commit
-// group per call, empty past the warp's last step.
+// group per call, empty past the warp's last step (issue_xring; its halves issue_xring_w, the
+// weights, and issue_xring_x, X, leave the commit to the caller).
+__device__ __forceinline__ void issue_xring_w(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XrLane& l,
+                                              int row0, int lane, int step, bool fast) {
+  const int g = lane / 4, q = lane % 4;
+  if (fast) {
+    const u64 off = (u64)step * (STEP / 2);
+    cp_async16_full(dst + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
+    cp_async16_full(dst + (g + 8) * 64 + 16 * q, reinterpret_cast<const void*>(l.w1 + off));
+    if (lane < 16)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + RING_CODES + 8 * lane),
+                   "l"(l.s + (u64)step * (STEP / 16)));
+  } else {
+    copy_step(dst, a, w, s, row0, lane, step);
+  }
+}
+
+__device__ __forceinline__ void issue_xring_x(u32 dst, const XrLane& l, int lane, int step) {
+  const u64 xs = l.x + (u64)step * (STEP * 2);
+#pragma unroll
+  for (int t = 0; t < 4 * NF; ++t) {  // 8 NF rows x 16 chunks at most: 4 NF a lane
+    const u32 at = kXswz ? dst + l.xdst + 2 * XR_PITCH * t : dst + RING_STEP + 16 * lane + 512 * t;
+    if (t < l.nx) cp_async16_ca(at, reinterpret_cast<const void*>(xs + t * l.xrow2));
+  }
+}
+
 __device__ __forceinline__ void issue_xring(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XrLane& l,
                                             int row0, int lane, int step, int steps, bool fast) {
   if (step < steps) {  // warp-uniform
-    const int g = lane / 4, q = lane % 4;
-    if (fast) {
-      const u64 off = (u64)step * (STEP / 2);
-      cp_async16_full(dst + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
-      cp_async16_full(dst + (g + 8) * 64 + 16 * q, reinterpret_cast<const void*>(l.w1 + off));
-      if (lane < 16)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + RING_CODES + 8 * lane),
-                     "l"(l.s + (u64)step * (STEP / 16)));
-    } else {
-      copy_step(dst, a, w, s, row0, lane, step);
-    }
-    const u64 xs = l.x + (u64)step * (STEP * 2);
-#pragma unroll
-    for (int t = 0; t < 4 * NF; ++t) {  // 8 NF rows x 16 chunks at most: 4 NF a lane
-      const u32 at = kXswz ? dst + l.xdst + 2 * XR_PITCH * t : dst + RING_STEP + 16 * lane + 512 * t;
-      if (t < l.nx) cp_async16_ca(at, reinterpret_cast<const void*>(xs + t * l.xrow2));
-    }
+    issue_xring_w(dst, a, w, s, l, row0, lane, step, fast);
+    issue_xring_x(dst, l, lane, step);
   }
   cp_async_commit();
 }
@@ -813,10 +824,25 @@ __device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs&
     xoff[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q);
     xoff2[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q + 2);
   }
+  if constexpr (kPdl) {
+    // PDL: the first slots' weights asked for before the wait, their X (the kernel before's
+    // output, maybe) after it; group 0 then holds every prologue weight copy and X of slot 0,
+    // group j the X of slot j, so slot j is whole once groups 0..j are, as the loop waits
 #pragma unroll
-  for (int j = 0; j < XR_RING - 1; ++j) {
-    issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
-    if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
+    for (int j = 0; j < XR_RING - 1; ++j)
+      if (warp + j * warps < steps) issue_xring_w(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, fast);
+    grid_dependency_wait();
+#pragma unroll
+    for (int j = 0; j < XR_RING - 1; ++j) {
+      if (warp + j * warps < steps) issue_xring_x(ring + j * slot_bytes, l, lane, warp + j * warps);
+      cp_async_commit();
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < XR_RING - 1; ++j) {
+      issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
+      if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
+    }
   }
   for (int j = 0; j < mine; ++j) {
     __syncwarp();  // every lane has read the slot that step j + XR_RING - 1 overwrites (step j - 1's)
@@ -986,7 +1012,7 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   extern __shared__ __align__(16) unsigned char ring_raw[];
   if constexpr (kPdl) {
     launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
-    if constexpr (!kLean) grid_dependency_wait();  // the lean ring waits after its first weight copies
+    if constexpr (!kLean && !kXring) grid_dependency_wait();  // the lean and X rings wait after their first weight copies
   }
   if constexpr (kAsync) {
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);

@@ -34,6 +34,24 @@ def graph_us(gos, reps=9):
 
 G = 16
 pdl = os.environ.get("KILN_FP4_GEMV_PDL", "0")
+# A dependent chain (each GEMV's X the previous one's Y, 1x8192x8192 in the GEMV layout) replayed
+# from a graph against torch's chain on the dequantised weights: a launch that read X before the
+# one before it wrote it (a PDL ordering bug) would be off by O(1), not by bf16 roundings.
+torch.manual_seed(1)
+n = k = 8192
+q = kiln.fp4.quantize_nvfp4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02)
+qg = kiln.fp4.to_gemv_layout(q)
+ws = [kiln.fp4.Nvfp4Tensor(qg.codes.clone(), qg.scales.clone(), qg.tensor_scale, layout="gemv") for _ in range(G)]
+ys = [torch.empty(1, n, device="cuda", dtype=torch.bfloat16) for _ in range(G + 1)]
+ys[0].copy_(torch.randn(1, k, device="cuda", dtype=torch.bfloat16))
+gos = [lambda i=i: kiln.fp4.nvfp4_gemv(ys[i], ws[i], out=ys[i + 1]) for i in range(G)]
+graph_us(gos, reps=1)
+wdq = q.dequantize("f32")
+ref = ys[0].float()
+for _ in range(G):
+    ref = (ref @ wdq.T).bfloat16().float()
+rel = ((ys[G].float() - ref).norm() / ref.norm()).item()
+print(f"dependent chain of {G} (PDL {pdl}): relative error {rel:.2e} against torch's chain ({'ok' if rel < 5e-2 else 'FAILED'})", flush=True)
 shapes = [(1, 8192, 8192), (4, 14336, 4096)]
 for m, n, k in shapes:
     torch.manual_seed(0)
@@ -64,22 +82,4 @@ for m, n, k in shapes:
         med, lo = graph_us(gos)
         print(f"| {m}x{n}x{k} | torch bf16 | {med:.2f} ({lo:.2f}) | {n * k * 2 / 1e6 / med:.2f} TB/s |", flush=True)
         del wbs
-# A dependent chain (each GEMV's X the previous one's Y, 1x8192x8192 in the GEMV layout) replayed
-# from a graph against torch's chain on the dequantised weights: a launch that read X before the
-# one before it wrote it (a PDL ordering bug) would be off by O(1), not by bf16 roundings.
-torch.manual_seed(1)
-n = k = 8192
-q = kiln.fp4.quantize_nvfp4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02)
-qg = kiln.fp4.to_gemv_layout(q)
-ws = [kiln.fp4.Nvfp4Tensor(qg.codes.clone(), qg.scales.clone(), qg.tensor_scale, layout="gemv") for _ in range(G)]
-ys = [torch.empty(1, n, device="cuda", dtype=torch.bfloat16) for _ in range(G + 1)]
-ys[0].copy_(torch.randn(1, k, device="cuda", dtype=torch.bfloat16))
-gos = [lambda i=i: kiln.fp4.nvfp4_gemv(ys[i], ws[i], out=ys[i + 1]) for i in range(G)]
-graph_us(gos, reps=1)
-wdq = q.dequantize("f32")
-ref = ys[0].float()
-for _ in range(G):
-    ref = (ref @ wdq.T).bfloat16().float()
-rel = ((ys[G].float() - ref).norm() / ref.norm()).item()
-print(f"dependent chain of {G} (PDL {pdl}): relative error {rel:.2e} against torch's chain ({'ok' if rel < 5e-2 else 'FAILED'})")
 print(f"graph: {G} back-to-back launches over {G} copies of the weights, median of 9 replays")

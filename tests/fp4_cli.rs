@@ -32,6 +32,8 @@ fn bad_fp4_requests_are_one_clear_error_each() {
         (&["bench", "--gemv", "--k", "8208"], "not a multiple of 32"),
         (&["bench", "--gemv", "--out", "f32"], "bf16 or f16"),
         (&["bench", "--gemv", "--out", "fp4"], "unknown"),
+        (&["bench", "--gemv", "--chain", "17"], "outside 1..=16"),
+        (&["bench", "--gemv", "--chain", "0"], "outside 1..=16"),
         (&["seeds", "--problem", "conv"], "gemv, gemm, dual, group"),
         (&["verify", "--suite", "huge"], "use quick or full"),
     ] {

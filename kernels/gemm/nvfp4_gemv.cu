@@ -109,12 +109,21 @@
 // (the ring filled at once) instead of the lazy one, which only moved the first wait to the
 // second stage (G9).
 //
+// KILN_GEMV_PDL = 1 (`KILN_FP4_GEMV_PDL=1`): the kernel is launched as a programmatic dependent
+// of the one before it and releases its own dependents as it starts, so that back-to-back
+// launches (a decode step's layers) overlap one's start with the other's end. Everything that
+// may depend on earlier work (X; Y's stores) waits in griddepcontrol.wait; the lean ring asks for
+// its first weight stages before it (weights are a layer's constants, not what the kernel before
+// it writes), the X ring (xring, xswz) its first slots' weight copies, their X after it; the
+// other paths wait first.
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
 // warp: that load left after three stages of weight copies from every warp on the GPU and
 // waited behind them.
 #include "common/cp_async.cuh"
+#include "common/grid_dep.cuh"
 #include "common/mma_sync.cuh"
 #include "common/fp8.cuh"
 
@@ -142,6 +151,9 @@
 #if !defined(KILN_GEMV_EAGER)
 #define KILN_GEMV_EAGER 0
 #endif
+#if !defined(KILN_GEMV_PDL)
+#define KILN_GEMV_PDL 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
@@ -163,6 +175,7 @@ static_assert(!kEager || kLean1, "the eager start is lean1's");
 constexpr bool kLazy = kLean1 && !kEager;
 constexpr bool kOrdered = KILN_GEMV_ORDERED == 1;
 static_assert(!kOrdered || kPacked, "the ordered start is the pack path's");
+constexpr bool kPdl = KILN_GEMV_PDL == 1;
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -654,10 +667,12 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
   const auto stage_of = [&](int j) { return warp + j * warps; };
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
   u32x4 xr[LEAN_MAX_M];
+  if constexpr (kPdl && kXfirst) grid_dependency_wait();  // X first: nothing ahead of the wait
   if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);  // ahead of the weights
   if constexpr (kLazy) {
     // the lazy start: the first stage alone, then the ring's other two once it has landed
     issue_lean(ring, a, w, s, wl, sl, row0, lane, stage_of(0), steps, fast(stage_of(0)));
+    if constexpr (kPdl) grid_dependency_wait();  // X may be the kernel before's output
     load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
     cp_async_wait<0>();
 #pragma unroll
@@ -669,6 +684,7 @@ __device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& 
       issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
       if constexpr (kOrdered) __syncthreads();  // the CTA's stage j copies asked for before any stage j + 1
     }
+    if constexpr (kPdl && !kXfirst) grid_dependency_wait();  // the weights asked for; X may be the kernel before's output
     if constexpr (!kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
   }
   if (mine > 0) store_lean_x(xbuf, xr, m_rows, lane);
@@ -747,27 +763,37 @@ struct XrLane {
 // the async ring's codes and scales from the lane's fixed sources, else bounded and zero-filled
 // (copy_step); then X's chunks, M x 16 of 16 bytes (chunk i = lane + 32 t: row i / 16, elements
 // 8 (i % 16) .. + 7 of the step's 128; K is a multiple of 128, so each is whole). One commit
-// group per call, empty past the warp's last step.
+// group per call, empty past the warp's last step (issue_xring; its halves issue_xring_w, the
+// weights, and issue_xring_x, X, leave the commit to the caller).
+__device__ __forceinline__ void issue_xring_w(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XrLane& l,
+                                              int row0, int lane, int step, bool fast) {
+  const int g = lane / 4, q = lane % 4;
+  if (fast) {
+    const u64 off = (u64)step * (STEP / 2);
+    cp_async16_full(dst + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
+    cp_async16_full(dst + (g + 8) * 64 + 16 * q, reinterpret_cast<const void*>(l.w1 + off));
+    if (lane < 16)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + RING_CODES + 8 * lane),
+                   "l"(l.s + (u64)step * (STEP / 16)));
+  } else {
+    copy_step(dst, a, w, s, row0, lane, step);
+  }
+}
+
+__device__ __forceinline__ void issue_xring_x(u32 dst, const XrLane& l, int lane, int step) {
+  const u64 xs = l.x + (u64)step * (STEP * 2);
+#pragma unroll
+  for (int t = 0; t < 4 * NF; ++t) {  // 8 NF rows x 16 chunks at most: 4 NF a lane
+    const u32 at = kXswz ? dst + l.xdst + 2 * XR_PITCH * t : dst + RING_STEP + 16 * lane + 512 * t;
+    if (t < l.nx) cp_async16_ca(at, reinterpret_cast<const void*>(xs + t * l.xrow2));
+  }
+}
+
 __device__ __forceinline__ void issue_xring(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XrLane& l,
                                             int row0, int lane, int step, int steps, bool fast) {
   if (step < steps) {  // warp-uniform
-    const int g = lane / 4, q = lane % 4;
-    if (fast) {
-      const u64 off = (u64)step * (STEP / 2);
-      cp_async16_full(dst + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
-      cp_async16_full(dst + (g + 8) * 64 + 16 * q, reinterpret_cast<const void*>(l.w1 + off));
-      if (lane < 16)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + RING_CODES + 8 * lane),
-                     "l"(l.s + (u64)step * (STEP / 16)));
-    } else {
-      copy_step(dst, a, w, s, row0, lane, step);
-    }
-    const u64 xs = l.x + (u64)step * (STEP * 2);
-#pragma unroll
-    for (int t = 0; t < 4 * NF; ++t) {  // 8 NF rows x 16 chunks at most: 4 NF a lane
-      const u32 at = kXswz ? dst + l.xdst + 2 * XR_PITCH * t : dst + RING_STEP + 16 * lane + 512 * t;
-      if (t < l.nx) cp_async16_ca(at, reinterpret_cast<const void*>(xs + t * l.xrow2));
-    }
+    issue_xring_w(dst, a, w, s, l, row0, lane, step, fast);
+    issue_xring_x(dst, l, lane, step);
   }
   cp_async_commit();
 }
@@ -798,10 +824,25 @@ __device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs&
     xoff[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q);
     xoff2[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q + 2);
   }
+  if constexpr (kPdl) {
+    // PDL: the first slots' weights asked for before the wait, their X (the kernel before's
+    // output, maybe) after it; group 0 then holds every prologue weight copy and X of slot 0,
+    // group j the X of slot j, so slot j is whole once groups 0..j are, as the loop waits
 #pragma unroll
-  for (int j = 0; j < XR_RING - 1; ++j) {
-    issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
-    if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
+    for (int j = 0; j < XR_RING - 1; ++j)
+      if (warp + j * warps < steps) issue_xring_w(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, fast);
+    grid_dependency_wait();
+#pragma unroll
+    for (int j = 0; j < XR_RING - 1; ++j) {
+      if (warp + j * warps < steps) issue_xring_x(ring + j * slot_bytes, l, lane, warp + j * warps);
+      cp_async_commit();
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < XR_RING - 1; ++j) {
+      issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
+      if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
+    }
   }
   for (int j = 0; j < mine; ++j) {
     __syncwarp();  // every lane has read the slot that step j + XR_RING - 1 overwrites (step j - 1's)
@@ -969,6 +1010,10 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
 #pragma unroll
   for (int f = 0; f < NF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
   extern __shared__ __align__(16) unsigned char ring_raw[];
+  if constexpr (kPdl) {
+    launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
+    if constexpr (!kLean && !kXring) grid_dependency_wait();  // the lean and X rings wait after their first weight copies
+  }
   if constexpr (kAsync) {
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
   } else if constexpr (kWide) {

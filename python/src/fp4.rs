@@ -101,8 +101,33 @@ pub fn fp4_dequantize(
         .map_err(to_py)
 }
 
-/// out [M, N] = g * x [M, K] . w^T: bf16 x (M 1..16), NVFP4 w [N, K], bf16 or f16 out.
+/// Writes the codes of an NVFP4 [rows, K] matrix (K a multiple of 128) into `dst` in the GEMV
+/// layout (`dst` may be `codes`); enqueued, not waited for.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn nvfp4_gemv_layout(
+    py: Python<'_>,
+    device: usize,
+    stream: usize,
+    rows: usize,
+    k: usize,
+    codes: PyBytes,
+    scales: PyBytes,
+    dst: PyBytes,
+) -> PyResult<()> {
+    let w = raw_fp4("nvfp4", rows, k, codes, scales, 1.0, device)?;
+    let dst = raw_bytes(dst, device);
+    raw::check_nvfp4_gemv_layout(device, &w, &dst).map_err(to_py)?;
+    let kh = handle(device)?;
+    // SAFETY: as in `gemm`.
+    py.allow_threads(|| unsafe { raw::nvfp4_gemv_layout(&kh, stream_of(stream), &w, &dst) })
+        .map_err(to_py)
+}
+
+/// out [M, N] = g * x [M, K] . w^T: bf16 x (M 1..16), NVFP4 w [N, K], bf16 or f16 out;
+/// `gemv_layout`: w's codes are in the GEMV layout (`nvfp4_gemv_layout`).
+#[pyfunction]
+#[pyo3(signature = (device, stream, x, n, k, codes, scales, tensor_scale, out, gemv_layout=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn nvfp4_gemv(
     py: Python<'_>,
@@ -115,6 +140,7 @@ pub fn nvfp4_gemv(
     scales: PyBytes,
     tensor_scale: f32,
     out: PyTensor,
+    gemv_layout: bool,
 ) -> PyResult<()> {
     let x = tensor("x", x, device)?;
     let w = raw_fp4("nvfp4", n, k, codes, scales, tensor_scale, device)?;
@@ -122,6 +148,8 @@ pub fn nvfp4_gemv(
     raw::check_nvfp4_gemv(device, &x, &w, &out).map_err(to_py)?;
     let kh = handle(device)?;
     // SAFETY: as in `gemm`.
-    py.allow_threads(|| unsafe { raw::nvfp4_gemv(&kh, stream_of(stream), &x, &w, &out) })
-        .map_err(to_py)
+    py.allow_threads(|| unsafe {
+        raw::nvfp4_gemv(&kh, stream_of(stream), &x, &w, &out, gemv_layout)
+    })
+    .map_err(to_py)
 }

@@ -304,6 +304,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fp4::fp4_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(fp4::fp4_dequantize, m)?)?;
     m.add_function(wrap_pyfunction!(fp4::nvfp4_gemv, m)?)?;
+    m.add_function(wrap_pyfunction!(fp4::nvfp4_gemv_layout, m)?)?;
     m.add_function(wrap_pyfunction!(moe_fp4::fp4_prepack_experts, m)?)?;
     m.add_function(wrap_pyfunction!(moe_fp4::fp4_experts, m)?)?;
     m.add_function(wrap_pyfunction!(moe_fp4::fp4_moe_layer, m)?)?;

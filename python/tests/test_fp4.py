@@ -87,6 +87,25 @@ class Fp4Checks(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"K = 16 is not a multiple of 32"):
             kiln.fp4.nvfp4_gemv(Tensor((1, 16)), odd)
 
+    def test_gemv_layout_arguments(self):
+        codes, scales = packed(rows=64, k=160)
+        w = kiln.fp4.Nvfp4Tensor(codes, scales, 1.0)
+        with self.assertRaisesRegex(ValueError, r"K = 160 is not a multiple of 128: the GEMV layout"):
+            kiln.fp4.to_gemv_layout(w)
+        with self.assertRaisesRegex(ValueError, r"K = 160 is not a multiple of 128: the GEMV layout"):
+            kiln.fp4.Nvfp4Tensor(codes, scales, 1.0, layout="gemv")
+        with self.assertRaisesRegex(ValueError, r"the layout is 'blocked'"):
+            kiln.fp4.Nvfp4Tensor(codes, scales, 1.0, layout="blocked")
+        with self.assertRaisesRegex(TypeError, r"`w` is tuple; the GEMV layout takes an Nvfp4Tensor"):
+            kiln.fp4.to_gemv_layout((codes, scales))
+        with self.assertRaisesRegex(ValueError, r"K = 160 is not a multiple of 128: the GEMV layout"):
+            kiln.fp4.quantize_nvfp4(Tensor((4, 160)), layout="gemv")
+        codes, scales = packed(rows=64, k=256)
+        g = kiln.fp4.Nvfp4Tensor(codes, scales, 1.0, layout="gemv")
+        self.assertIs(kiln.fp4.to_gemv_layout(g), g)
+        with self.assertRaisesRegex(ValueError, r"GEMV layout, which only the GEMV reads"):
+            g.dequantize()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -8,6 +8,7 @@ use super::tensor::RawTensor;
 use crate::device::DeviceBuffer;
 use crate::error::{ArgumentKind, Error, Result};
 use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
+use crate::ops::fp4::nvfp4_gemv_pack;
 use crate::ops::fp4::{dequantize_into, quantize_into, Fp4Format, Fp4View};
 use crate::ops::gemm::DType as OpDType;
 
@@ -261,7 +262,55 @@ pub fn check_nvfp4_gemv(
     Ok(p)
 }
 
-/// y = g * x . w^T, enqueued on `stream` and not waited for.
+/// The checks of [`nvfp4_gemv_layout`]: `w` NVFP4 [rows, K] with K a multiple of 128, `dst`
+/// on its GPU and as long as its codes.
+pub fn check_nvfp4_gemv_layout(device: usize, w: &RawFp4, dst: &RawBytes) -> Result<()> {
+    if w.format != Fp4Format::Nvfp4 {
+        return Err(Error::invalid(format!(
+            "the GEMV layout is NVFP4's, not {}",
+            w.format
+        )));
+    }
+    check_packed(w, device)?;
+    check_device("out", dst.device, device)?;
+    // SAFETY: never dereferenced: the check reads the sizes and addresses only.
+    let (bs, bd) = unsafe {
+        (
+            DeviceBuffer::borrowed(w.codes.ptr, w.codes.len),
+            DeviceBuffer::borrowed(dst.ptr, dst.len),
+        )
+    };
+    nvfp4_gemv_pack::check_gemv_layout(w.rows, w.k, &bs, &bd).map(|_| ())
+}
+
+/// Writes `w`'s codes into `dst` in the GEMV layout (`dst` may be `w.codes`: only bits inside
+/// each 32-bit word move), enqueued on `stream`; [`nvfp4_gemv`] with `gemv_layout` reads them,
+/// with `w`'s scales and tensor scale as they are.
+///
+/// # Safety
+/// As [`fp4_quantize`], until `stream` has run the launch.
+pub unsafe fn nvfp4_gemv_layout(
+    k: &Kiln,
+    stream: CUstream,
+    w: &RawFp4,
+    dst: &RawBytes,
+) -> Result<()> {
+    check_nvfp4_gemv_layout(k.ordinal(), w, dst)?;
+    let label = format!("nvfp4 GEMV layout {}x{}", w.rows, w.k);
+    k.run(Some(stream), &label, &label, |ctx, _, _| {
+        // SAFETY: the caller vouches for the memory (this function's contract).
+        let (bs, bd) = unsafe {
+            (
+                DeviceBuffer::borrowed(w.codes.ptr, w.codes.len),
+                DeviceBuffer::borrowed(dst.ptr, dst.len),
+            )
+        };
+        nvfp4_gemv_pack::to_gemv_layout(ctx, w.rows, w.k, &bs, &bd)
+    })
+}
+
+/// y = g * x . w^T, enqueued on `stream` and not waited for; `gemv_layout`: `w`'s codes are in
+/// the GEMV layout ([`nvfp4_gemv_layout`]; K a multiple of 128), read by its faster decode.
 ///
 /// # Safety
 /// As [`fp4_quantize`], until `stream` has run the launch.
@@ -271,6 +320,7 @@ pub unsafe fn nvfp4_gemv(
     x: &RawTensor,
     w: &RawFp4,
     y: &RawTensor,
+    gemv_layout: bool,
 ) -> Result<()> {
     let p = check_nvfp4_gemv(k.ordinal(), x, w, y)?;
     let label = format!("{} {}", nvfp4_gemv::NAME, p.label());
@@ -298,7 +348,11 @@ pub unsafe fn nvfp4_gemv(
             y: &by,
             ldy: p.n,
         };
-        nvfp4_gemv::launch(ctx, &p, &ops)
+        if gemv_layout {
+            nvfp4_gemv::launch_packed(ctx, &p, &ops)
+        } else {
+            nvfp4_gemv::launch(ctx, &p, &ops)
+        }
     })
 }
 

@@ -21,8 +21,8 @@ pub use super::fp4_experts_raw::{
 };
 pub use super::fp4_layer::{check_fp4_moe_layer, fp4_moe_layer, Fp4LayerLayout};
 pub use super::fp4_raw::{
-    check_fp4_dequantize, check_fp4_quantize, check_nvfp4_gemv, fp4_dequantize, fp4_quantize,
-    nvfp4_gemv, RawBytes, RawFp4,
+    check_fp4_dequantize, check_fp4_quantize, check_nvfp4_gemv, check_nvfp4_gemv_layout,
+    fp4_dequantize, fp4_quantize, nvfp4_gemv, nvfp4_gemv_layout, RawBytes, RawFp4,
 };
 pub use super::fp8::{
     check_fp8_cast, check_fp8_gemm_nt, check_fp8_grouped_gemm, fp8_cast, fp8_gemm_nt,

@@ -115,20 +115,23 @@ fn fp8_grouped_bench_table_and_json_are_pinned() {
 
 #[test]
 fn fp4_gemv_bench_table_and_json_are_pinned() {
-    let row = |version: &str, us: f64, vs: Option<f64>| {
+    let row = |version: &str, us: f64, vs: Option<f64>, of_read: Option<f64>| {
         Row::default()
             .with("median_us", us)
             .with("min_us", us * 0.97)
             .with("max_us", us * 1.2)
             .with("version", version)
             .with("problem", "1x7168x16384 nvfp4 -> bf16")
+            .with("chain", 1)
             .with("gbps", 66.06e6 / (us * 1e-6) / 1e9)
             .with("of_copy_ceiling", 66.06e6 / (us * 1e-6) / 4.22e12)
+            .with("of_read_ceiling", of_read)
             .with("speedup_vs_cublas", vs)
     };
     let rows = vec![
-        row("nvfp4_gemv", 21.37, Some(71.2 / 21.37)),
-        row("cublas_bf16", 71.2, None),
+        row("nvfp4_gemv", 21.37, Some(71.2 / 21.37), Some(17.9 / 21.37)),
+        row("read", 17.9, None, Some(1.0)),
+        row("cublas_bf16", 71.2, None, None),
     ];
     pinned(
         "fp4-gemv-bench.txt",

@@ -78,6 +78,10 @@ pub struct Fp4BenchArgs {
     pub reps: usize,
     #[arg(long, default_value_t = 10)]
     pub warmup: usize,
+    /// Launches a sample (1 to 16), back to back, each on its own copy of the weights (so each
+    /// reads DRAM): 1 times a lone call from a flushed L2, more a decode step's chain of layers.
+    #[arg(long, default_value_t = 1)]
+    pub chain: usize,
 }
 
 #[derive(Debug, Args)]
@@ -166,13 +170,14 @@ fn bench(env: &Env, a: &Fp4BenchArgs) -> Result<ExitCode> {
     let out: DType = a.out.parse()?;
     let p = GemvProblem::new(a.m, a.n, a.k, out);
     p.validate()?;
+    kiln::harness::fp4_bench::check_chain(a.chain)?;
     let ctx = env.context()?;
     let opt = BenchOptions {
         warmup: a.warmup,
         reps: a.reps,
         ..BenchOptions::default()
     };
-    let rows = bench_gemv(&ctx, &p, a.no_vendor, &opt)?;
+    let rows = bench_gemv(&ctx, &p, a.no_vendor, a.chain, &opt)?;
     if env.json {
         env.print_json(&json!({ "device": ctx.info, "timings": rows }));
     } else {
@@ -192,9 +197,25 @@ pub(super) fn gemv_text(rows: &[Row], device: &str) -> String {
             100.0 * r.num("of_copy_ceiling").unwrap_or(f64::NAN)
         )
     });
+    const OF_READ: Col = ("of read", |r| match r.num("of_read_ceiling") {
+        Some(f) => format!("{:.0}%", 100.0 * f),
+        None => "-".into(),
+    });
     const VS: Col = ("vs cuBLAS bf16", |r| r.ratio("speedup_vs_cublas", 2));
-    let columns = [VERSION, PROBLEM, MEDIAN, MIN, GBPS, OF_COPY, VS];
-    let footer = format!("on {device} (L2 flushed before every launch)");
+    let columns = [VERSION, PROBLEM, MEDIAN, MIN, GBPS, OF_COPY, OF_READ, VS];
+    let chain = rows.first().and_then(|r| r.num("chain")).unwrap_or(1.0);
+    let how = if chain > 1.0 {
+        format!(
+            "L2 flushed, then {chain} launches back to back over as many copies of the weights; \
+             per launch"
+        )
+    } else {
+        "L2 flushed before every launch".into()
+    };
+    let footer = format!(
+        "on {device} ({how}; `read`: a plain read of the GEMV's bytes timed the same way, the \
+         ceiling at this size)"
+    );
     bench_table::text(&columns, rows, &footer)
 }
 

@@ -14,6 +14,7 @@ use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::Check;
 use crate::harness::verify::{fresh_seed, rel_l2};
 use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
+use crate::ops::fp4::nvfp4_gemv_pack;
 use crate::ops::fp4::{dequantize_into, quantize, Fp4Format, Fp4View};
 use crate::ops::gemm::DType;
 use crate::reference::fp4 as reference;
@@ -364,7 +365,8 @@ pub struct GemvWeights {
     pub tensor_scale: f32,
     dc: DeviceBuffer,
     ds: DeviceBuffer,
-    /// The device codes are in the GEMV layout (`KILN_FP4_GEMV=pack`); `codes` stay standard.
+    /// The device codes are in the GEMV layout (`KILN_FP4_GEMV=pack`, written by kiln's device
+    /// prepack); `codes` stay standard.
     packed: bool,
 }
 
@@ -383,11 +385,11 @@ impl GemvWeights {
             .map(|_| rng.gen_range(0x20..0x58))
             .collect();
         let packed = nvfp4_gemv::gemv_layout_asked(ctx, p);
-        let dc = if packed {
-            DeviceBuffer::from_host(&nvfp4_gemv::pack_gemv_codes(&codes))?
-        } else {
-            DeviceBuffer::from_host(&codes)?
-        };
+        let dc = DeviceBuffer::from_host(&codes)?;
+        if packed {
+            // kiln's own prepack on the GPU, in place (the judge holds it to the CPU's layout)
+            nvfp4_gemv_pack::to_gemv_layout(ctx, rows, p.k, &dc, &dc)?;
+        }
         let ds = DeviceBuffer::from_host(&scales)?;
         Ok(GemvWeights {
             codes,
@@ -519,10 +521,20 @@ impl Check for GemvProblem {
                 }
             }
         }
+        // the GPU's prepack into the GEMV layout, byte for byte the CPU's
+        let layout_bad = if w.packed {
+            let dev: Vec<u8> = w.dc.download(w.codes.len())?;
+            let want = nvfp4_gemv::pack_gemv_codes(&w.codes);
+            dev.iter().zip(&want).filter(|(a, b)| a != b).count()
+        } else {
+            0
+        };
         o.rel_error = rel_l2(diff2, ref2);
-        o.mismatches = nan;
-        o.passed = nan == 0 && o.rel_error <= GEMV_BOUND;
-        o.message = if nan > 0 {
+        o.mismatches = nan + layout_bad;
+        o.passed = nan == 0 && layout_bad == 0 && o.rel_error <= GEMV_BOUND;
+        o.message = if layout_bad > 0 {
+            format!("{layout_bad} code bytes of the GPU's GEMV layout differ from the CPU's")
+        } else if nan > 0 {
             format!("{nan} outputs not written or not finite")
         } else if o.passed {
             "ok".into()

@@ -397,6 +397,10 @@ pub static FILES: &[(&str, &str)] = &[
         "gemm/nvfp4_gemv.cu",
         include_str!("../../kernels/gemm/nvfp4_gemv.cu"),
     ),
+    (
+        "gemm/nvfp4_gemv_pack.cu",
+        include_str!("../../kernels/gemm/nvfp4_gemv_pack.cu"),
+    ),
 ];
 
 /// The text of `path` (relative to `kernels/`).

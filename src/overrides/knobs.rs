@@ -285,6 +285,13 @@ pub(super) static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        name: "KILN_FP4_GEMV_PDL",
+        takes: || FLAG.into(),
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_gemv_pdl, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_gemv_pdl, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_MMA",
         takes: || {
             "`wgmma` (the warpgroup's) or `sync` (each warp's own mma.sync): the tensor-core \

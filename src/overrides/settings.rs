@@ -246,6 +246,12 @@ pub struct MoeOverrides {
     /// fastest there (H200, 2026-11-29: lean at M 1, xswz at 2-4 from 9ba589c, wide above;
     /// docs/fp4.md G5, G6); K not a multiple of 128 runs the register path.
     pub fp4_gemv: Fp4Gemv,
+    /// `KILN_FP4_GEMV_PDL` (0 or 1): the NVFP4 GEMV launched as a programmatic dependent of the
+    /// kernel before it on the stream, releasing its own dependents as it starts: at M 1 its
+    /// first weight stages are asked for before `griddepcontrol.wait` (weights are not written
+    /// by the kernel before a GEMV: a layer's input is), X and everything after it behind the
+    /// wait; the other paths wait first. Default off until measured (docs/fp4.md G13).
+    pub fp4_gemv_pdl: bool,
     /// `KILN_FP4_TAIL` (1 to 16): the most K slices the 4-bit experts' decode tiles (8 and 16
     /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 8 (H200,
     /// 2026-11-29, 3fa7842: the MoE layer's SwiGLU at 1 and 4 tokens 28.1 -> 23.1 and 50.1 -> 43.0
@@ -318,6 +324,7 @@ impl MoeOverrides {
         fp4_mma_sync: false,
         fp4_pdl: false,
         fp4_gemv: Fp4Gemv::Auto,
+        fp4_gemv_pdl: false,
         fp4_tail: 8,
         fp4_balance: true,
         fp4_prefetch: 0,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 65 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (65, 14));
+    // 66 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (66, 14));
 }
 
 #[test]
@@ -93,6 +93,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_DECODE", "rot"),
         ("KILN_FP4_GEMV", "async"),
+        ("KILN_FP4_GEMV_PDL", "1"),
         ("KILN_FP4_MMA", "sync"),
         ("KILN_FP4_PAIR", "swiglu"),
         ("KILN_FP4_PATH", "dq"),

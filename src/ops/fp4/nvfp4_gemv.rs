@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use crate::device::{Context, DeviceBuffer, LaunchConfig};
+use crate::device::{Context, DeviceBuffer, Function, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
@@ -275,6 +275,13 @@ pub fn spec_packsync(arch: &str, m: usize) -> KernelSpec {
     spec_pack(arch, m).define("KILN_GEMV_ORDERED", 1)
 }
 
+/// `spec` launched as a programmatic dependent (`KILN_FP4_GEMV_PDL=1`; compiled only when asked
+/// for): it releases its dependents as it starts and waits for the kernel before it ahead of X
+/// (the lean ring after its first weight copies).
+pub fn with_pdl(spec: KernelSpec) -> KernelSpec {
+    spec.define("KILN_GEMV_PDL", 1)
+}
+
 pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
@@ -533,6 +540,8 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps);
+    let pdl = ctx.overrides.moe.fp4_gemv_pdl;
+    let spec = if pdl { with_pdl(spec) } else { spec };
     let f = ctx.function(&spec)?;
     let mut args = GemvArgs {
         x: ops.x.ptr(),
@@ -555,8 +564,16 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     // SAFETY: the kernel takes one `GemvArgs` by value, laid out as this #[repr(C)] struct;
     // check_operands proved every buffer holds what the kernel reads and writes, with the
     // alignment of its 16-byte loads; the caller keeps them alive until the stream is done.
+    // Under `pdl` the kernel executes `griddepcontrol.wait` before it reads X or writes Y (only
+    // weight copies go ahead of it), so it may be launched as a dependent.
+    let launch = if pdl {
+        Function::launch_dependent
+    } else {
+        Function::launch
+    };
     unsafe {
-        f.launch(
+        launch(
+            &f,
             ctx.stream,
             &LaunchConfig {
                 smem_bytes: smem,
@@ -1203,6 +1220,28 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
+        }
+    }
+
+    /// The programmatic-dependent GEMV (`KILN_FP4_GEMV_PDL=1`) compiles as cleanly as the paths
+    /// it is asked with, within their registers (only when asked for: the variant budget).
+    #[test]
+    fn the_pdl_paths_compile_within_their_rings_registers() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let specs = [
+            with_pdl(spec_pack("sm_90a", 1)),
+            with_pdl(spec_pack("sm_90a", 4)),
+            with_pdl(spec_lean("sm_90a")),
+            with_pdl(spec_xswz("sm_90a", 1)),
+            with_pdl(spec_wide("sm_90a", 2)),
+        ];
+        crate::jit::testing::assert_compile_clean(&specs);
+        let jit = crate::jit::Jit::default();
+        for (s, most) in specs.iter().zip([112, 80, 112, 80, 128]) {
+            let r = jit.compile(s).unwrap().resources.registers;
+            assert!(r <= most, "{}: {r} registers", s.label());
         }
     }
 

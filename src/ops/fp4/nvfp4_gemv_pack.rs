@@ -11,6 +11,82 @@
 //! brings each back), and pair 3, which no rotation of the same pattern fits into the 8 bits
 //! left, with m, e0 and the sign two bits lower and e1 ten lower.
 
+use std::ffi::c_void;
+
+use crate::device::{Context, DeviceBuffer, LaunchConfig};
+use crate::error::{Error, Result};
+use crate::jit::KernelSpec;
+
+/// The device kernel that writes codes in the GEMV layout (`kernels/gemm/nvfp4_gemv_pack.cu`;
+/// compiled only when asked for, the variant budget).
+pub fn spec_gemv_layout(arch: &str) -> KernelSpec {
+    KernelSpec::new("gemm/nvfp4_gemv_pack.cu", "nvfp4_gemv_pack", arch)
+}
+
+/// Checks that `src` and `dst` hold the codes of a [rows, K] NVFP4 matrix that the GEMV can read
+/// in its layout (K a multiple of 128), 16-byte aligned; returns the codes' bytes.
+pub fn check_gemv_layout(
+    rows: usize,
+    k: usize,
+    src: &DeviceBuffer,
+    dst: &DeviceBuffer,
+) -> Result<usize> {
+    if rows == 0 || k == 0 || !k.is_multiple_of(128) {
+        return Err(Error::invalid(format!(
+            "the GEMV layout is for [rows, K] codes with K a multiple of 128 (the GEMV's rings \
+             read it), not [{rows}, {k}]: keep the standard layout for this shape"
+        )));
+    }
+    let bytes = rows * k / 2;
+    for (name, b) in [("the codes", src), ("the GEMV-layout codes", dst)] {
+        if b.bytes() < bytes {
+            return Err(Error::invalid(format!(
+                "{name} hold {} bytes; a [{rows}, {k}] NVFP4 matrix has {bytes}",
+                b.bytes()
+            )));
+        }
+        if !b.ptr().is_multiple_of(16) {
+            return Err(Error::invalid(format!(
+                "{name} must start on a 16-byte boundary (the kernel's vector loads)"
+            )));
+        }
+    }
+    Ok(bytes)
+}
+
+/// Enqueues the codes of a [rows, K] NVFP4 matrix (standard layout, in `src`) into `dst` in the
+/// GEMV layout, bit for bit [`pack_gemv_codes`]; `dst` may be `src` (only bits inside each word
+/// move). The scales and the tensor scale stay as they are; a GEMV on the result goes through
+/// `nvfp4_gemv::launch_packed`.
+pub fn to_gemv_layout(
+    ctx: &Context,
+    rows: usize,
+    k: usize,
+    src: &DeviceBuffer,
+    dst: &DeviceBuffer,
+) -> Result<()> {
+    let bytes = check_gemv_layout(rows, k, src, dst)?;
+    let f = ctx.function(&spec_gemv_layout(&ctx.arch()))?;
+    let (mut s, mut d, mut n16) = (src.ptr(), dst.ptr(), (bytes / 16) as u64);
+    let blocks = (bytes / 16)
+        .div_ceil(256)
+        .clamp(1, 8 * ctx.info.sm_count.max(1) as usize);
+    // SAFETY: the kernel takes (const u32x4*, u32x4*, u64) in this order and touches the first
+    // `n16` 16-byte chunks of both, which check_gemv_layout proved inside them and aligned; a
+    // thread reads its chunk before it writes it, so `dst` may be `src`.
+    unsafe {
+        f.launch(
+            ctx.stream,
+            &LaunchConfig::simple((blocks as u32, 1, 1), 256),
+            &mut [
+                &mut s as *mut u64 as *mut c_void,
+                &mut d as *mut u64 as *mut c_void,
+                &mut n16 as *mut u64 as *mut c_void,
+            ],
+        )
+    }
+}
+
 /// Where the GEMV layout puts each bit of a standard word: bit 4j + b (code j's bit b) goes to
 /// `GEMV_BIT[4j + b]`.
 pub const GEMV_BIT: [u32; 32] = gemv_bits();
@@ -78,6 +154,55 @@ mod tests {
     fn bf16_half(bits: u32, hi: bool) -> f64 {
         let h = if hi { bits >> 16 } else { bits & 0xFFFF } as u16;
         half::bf16::from_bits(h).to_f64()
+    }
+
+    /// The device kernel compiles cleanly (only when asked for: the variant budget), and a
+    /// shape the GEMV cannot read in its layout is refused before any launch.
+    #[test]
+    fn the_gemv_layout_kernel_compiles_and_refuses_what_the_gemv_cannot_read() {
+        if crate::jit::testing::nvrtc_here() {
+            crate::jit::testing::assert_compile_clean(&[spec_gemv_layout("sm_90a")]);
+        }
+        // SAFETY: never dereferenced: the checks look at the sizes and addresses only.
+        let b = |ptr: u64, bytes: usize| unsafe { DeviceBuffer::borrowed(ptr, bytes) };
+        let ok = b(0x1000, 64 * 128);
+        assert_eq!(check_gemv_layout(128, 128, &ok, &ok).unwrap(), 64 * 128);
+        assert!(check_gemv_layout(128, 96, &ok, &ok)
+            .unwrap_err()
+            .to_string()
+            .contains("multiple of 128"));
+        assert!(check_gemv_layout(129, 128, &ok, &ok)
+            .unwrap_err()
+            .to_string()
+            .contains("hold"));
+        let odd = b(0x1008, 64 * 128);
+        assert!(check_gemv_layout(128, 128, &ok, &odd)
+            .unwrap_err()
+            .to_string()
+            .contains("16-byte"));
+    }
+
+    /// The device kernel's bit map (`gemv_bit(j, b)`: rotations right by 0, 6, 12 and 2/10 of
+    /// each half's bf16 bits) is the host's GEMV_BIT.
+    #[test]
+    fn the_device_bit_map_is_the_hosts() {
+        for j in 0..8 {
+            for b in 0..4 {
+                let target = if b == 3 { 15 } else { 6 + b } + 16 * (j / 4);
+                let rot = match (j % 4, b) {
+                    (0, _) => 0,
+                    (1, _) => 6,
+                    (2, _) => 12,
+                    (_, 2) => 10,
+                    _ => 2,
+                };
+                assert_eq!(
+                    GEMV_BIT[4 * j + b] as usize,
+                    (target + 32 - rot) % 32,
+                    "code {j} bit {b}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -152,12 +152,7 @@ mod tests {
             &super::super::bwd_fa2_mma_sync::BwdFa2MmaSync,
             &super::super::bwd_fa3_m128::BwdFa3M128,
             // the dQ writer's order knows no window (bwd_fa3_block.cuh refuses the pair)
-            &super::super::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
-                super::super::bwd_fa3_wgmma::DetWriter::Late,
-            ),
-            &super::super::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
-                super::super::bwd_fa3_wgmma::DetWriter::Eager,
-            ),
+            &super::super::bwd_fa3_ordered_eager::BwdFa3OrderedEager,
         ] {
             let e = other.supports(&p, &h100).unwrap_err();
             assert!(e.contains("bwd_fa3_lookahead"), "{}: {e}", other.name());

@@ -9,7 +9,7 @@ pub mod bwd_fa3_lookahead;
 pub mod bwd_fa3_m128;
 pub mod bwd_fa3_m128_fma;
 pub mod bwd_fa3_m128_rows;
-pub mod bwd_fa3_ordered_dq;
+pub mod bwd_fa3_ordered_eager;
 pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
@@ -161,7 +161,7 @@ pub struct AttnBwdArgs {
     pub errors: u64,
 }
 
-/// The order in which a dQ writer warp (`bwd_fa3_ordered_dq`) adds the key blocks' partials of a
+/// The order in which a dQ writer warp (`bwd_fa3_ordered_eager`) adds the key blocks' partials of a
 /// query block in the deterministic mode (the argument block's `det_order`; `det_rank` in
 /// `kernels/attention/bwd_fa3_block.cuh`). Any fixed order gives the same bits run after run;
 /// these make a block's turn come about when it gets there.

@@ -206,10 +206,33 @@ __device__ __forceinline__ bool bwd_varlen_start(const AttnBwdArgs& p) {
   return true;
 }
 
-// (nb: the block's key block, blockIdx.x but under det_walk's reversal)
-__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = blockIdx.x) {
+// p.lpt_heads = g > 0 (the host's KILN_BWD_LPT: causal, not deterministic, dense, no window, one
+// CTA a cluster): the block's key block, key/value head and batch in longest-walk-first order.
+// A causal key block nb walks per_head = query blocks - nb·BN/BM steps, and the grid's order (key
+// blocks fastest) launches each head's longest walk first but the last heads' long walks late: a
+// schedule of the walks onto 132 SMs (one CTA each) ends 3-6 % past the mean at d128 B4 H32 S4096
+// and B2 H16 S8192 and d64 B4 H16 S4096 (ncu, H200, 2026-11-30: the d128 one's SMs idle 3.9 % of
+// its cycles). Here the linear block index L runs over chunks of g (head, batch) pairs, within a
+// chunk key block slowest: a chunk's longest walks first, its shortest last, and only g heads'
+// Q, dO and dQ in flight at once (the host's g: SMs / key blocks, the heads the grid's order has
+// in flight), not every head's.
+constexpr bool LPT_WALK = !BWD_WINDOW && !BWD_VARLEN && BWD_CLUSTER == 1;
+__device__ __forceinline__ void lpt_block(const AttnBwdArgs& p, int& nb, int& hk, int& b) {
+  const int nx = gridDim.x, pairs = gridDim.y * gridDim.z, g = p.lpt_heads;
+  const int l = blockIdx.x + nx * (blockIdx.y + gridDim.y * blockIdx.z);
+  const int chunk = l / (g * nx), r = l - chunk * g * nx;
+  const int gc = min(g, pairs - chunk * g);  // (the last chunk may hold fewer pairs)
+  const int pair = chunk * g + r % gc;
+  nb = r / gc, hk = pair % gridDim.y, b = pair / gridDim.y;
+}
+
+// (nb: the block's key block, blockIdx.x but under det_walk's reversal; -1: the grid's, or
+// lpt_block's)
+__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = -1) {
   BwdWalk k;
-  k.nb = nb, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
+  k.nb = nb < 0 ? (int)blockIdx.x : nb, k.hk = blockIdx.y, k.b = blockIdx.z;
+  if (LPT_WALK && nb < 0 && p.lpt_heads > 0) lpt_block(p, k.nb, k.hk, k.b);
+  k.n0 = k.nb * BN;
   k.off = k.rows_k(p) - k.rows_q(p);
   if (BWD_WINDOW) {
     // the rows that see one of this block's keys (n0 < skv: a packed block past its sequence's

@@ -157,6 +157,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.attention.bwd_exp_poly.map(|n| n.to_string()),
     },
     Knob {
+        name: "KILN_BWD_LPT",
+        takes: || FLAG.into(),
+        default: "0: the causal backward's blocks in the grid's order (key blocks fastest); 1: longest walk first, a chunk of heads at a time",
+        set: |o, v| put(&mut o.attention.bwd_lpt, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_lpt, false, bit),
+    },
+    Knob {
         name: "KILN_BWD_NO_AHEAD",
         takes: || FLAG.into(),
         default: "0: bwd_fa3_lookahead issues the next block's Sᵀ before this block's dQ staging",

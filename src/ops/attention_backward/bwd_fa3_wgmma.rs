@@ -407,6 +407,14 @@ pub fn launch_main(
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
         args.m_blocks = g.m_blocks as i32;
     }
+    // KILN_BWD_LPT: causal blocks longest walk first, a chunk of heads at a time
+    args.lpt_heads = super::lpt::lpt_heads(
+        ctx.overrides.attention.bwd_lpt,
+        p,
+        packed.is_none() && cluster == 1,
+        (a.seqlen_kv as u32).div_ceil(bn),
+        ctx.info.sm_count,
+    );
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
     let (qd, qs) = map_shape(

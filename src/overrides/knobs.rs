@@ -178,6 +178,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.attention.bwd_pingpong, false, bit),
     },
     Knob {
+        name: "KILN_BWD_VARLEN_M128",
+        takes: || FLAG.into(),
+        default: "0: the packed d64 backward on bwd_fa3_lookahead's 64-row tile (1: on bwd_fa3_m128_fma's 128-row tile)",
+        set: |o, v| put(&mut o.attention.bwd_varlen_m128, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_varlen_m128, false, bit),
+    },
+    Knob {
         name: "KILN_FA3_D128",
         takes: || FA3_TAKES.into(),
         default: "the tuned config, else the built-in one",

@@ -143,6 +143,9 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_PINGPONG`: `bwd_fa3_tma_dq`'s two warpgroups take turns to issue Sᵀ and dPᵀ, so
     /// that one's exponentials run under the other's products. Default: false.
     pub bwd_pingpong: bool,
+    /// `KILN_BWD_VARLEN_M128`: the packed d64 backward runs `bwd_fa3_m128_fma`'s tile (128 query
+    /// rows a step) instead of `bwd_fa3_lookahead`'s 64-row one. Default: false.
+    pub bwd_varlen_m128: bool,
     /// `KILN_FA3_D64`. Default: none (the tuned config, else `Config::default_for(64)`).
     pub fa3_d64: Option<Fa3Config>,
     /// `KILN_FA3_D128`. Default: none (the tuned config, else `Config::default_for(128)`).
@@ -160,6 +163,7 @@ impl AttentionOverrides {
         bwd_lpt: false,
         bwd_no_ahead: false,
         bwd_pingpong: false,
+        bwd_varlen_m128: false,
         fa3_d64: None,
         fa3_d128: None,
         fa3_d256: None,

@@ -88,6 +88,12 @@
 #                                the same way, timed beside bwd_fa3_m128_rows too, and with
 #                                KILN_BWD_EXP_POLY=2 and 3 (that many of every 8 exponentials on the
 #                                FMA pipe) at B4 H16 S4096 (about 4 min on an H200)
+#   bwd-rounds                   the backward shapes in BWD_ROUNDS rounds (default 3), each
+#                                one process of scripts/peers.py backward --kiln --interleave: the
+#                                default kiln backward (the Python package), its deterministic mode
+#                                and SDPA's cuDNN and FLASH backwards timed in turn, one launch each a
+#                                round, after BWD_WARMUP_MS (default 1000) of warm-up: the same
+#                                (power-capped) clock for all (needs the kiln wheel on PYTHONPATH)
 #   bwd-window                   the sliding window's backward (bwd_fa3_lookahead, KILN_BWD_WINDOW;
 #                                ledger B13): the forward alone at the split ragged block, then
 #                                nine verify problems (each <= 90 s: GQA, Sq != Skv and Sq = Skv
@@ -1451,6 +1457,19 @@ bwd-d256-dq)
     shapes="$shapes;$1,16,$2,256${3:+,causal}"
   done
   step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
+  ;;
+
+bwd-rounds)
+  # Under sustained load an H200 sits at its 700 W cap (1.47-1.77 GHz, where a short run sees up to
+  # 1.98): timed in separate processes the same d128 kernel measured 555-617 TFLOPS across calls
+  # (2026-11-30). Interleaved, kiln and the peers see one clock, so their ratio holds.
+  sh="2,16,8192,128;2,16,8192,128,causal;4,32,4096,128,causal;4,16,4096,64;4,16,4096,64,causal;1,16,16384,64"
+  sh="$sh;1,16,16384,64,causal;4,16,4096,256;4,16,4096,256,causal;1,16,16384,256;1,16,16384,256,causal"
+  for r in $(seq "${BWD_ROUNDS:-3}"); do
+    step "bwd-round-$r" 300 "$PY" scripts/peers.py backward --kiln --kiln-det --interleave --backends cudnn,flash \
+      --reps 10 --warmup 2 --warmup-ms "${BWD_WARMUP_MS:-1000}" --shapes "$sh"
+  done
   table
   ;;
 

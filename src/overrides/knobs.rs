@@ -159,9 +159,9 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_BWD_LPT",
         takes: || FLAG.into(),
-        default: "0: the causal backward's blocks in the grid's order (key blocks fastest); 1: longest walk first, a chunk of heads at a time",
-        set: |o, v| put(&mut o.attention.bwd_lpt, or(v, false, flag)),
-        show: |o| unless(o.attention.bwd_lpt, false, bit),
+        default: "the causal backward's blocks longest walk first, a chunk of heads at a time, at d64 from 4,096 query rows, else in the grid's order (1: longest first wherever causal; 0: the grid's order everywhere)",
+        set: |o, v| put(&mut o.attention.bwd_lpt, opt(v, flag)),
+        show: |o| o.attention.bwd_lpt.map(bit),
     },
     Knob {
         name: "KILN_BWD_NO_AHEAD",

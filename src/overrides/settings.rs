@@ -132,10 +132,10 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_EXP_POLY`: how many of every 8 of Pᵀ's exponentials `bwd_fa3_m128_fma` computes
     /// by a polynomial on the FMA pipe instead of MUFU (0: none). Default: none (its own, 0).
     pub bwd_exp_poly: Option<u32>,
-    /// `KILN_BWD_LPT`: the causal WGMMA backwards launch their key blocks longest walk first, a
-    /// chunk of (key/value head, batch) pairs at a time (`attention_backward::lpt`), instead of
-    /// in the grid's order. Default: false.
-    pub bwd_lpt: bool,
+    /// `KILN_BWD_LPT`: whether the causal WGMMA backwards launch their key blocks longest walk
+    /// first, a chunk of (key/value head, batch) pairs at a time (`attention_backward::lpt`),
+    /// instead of in the grid's order. Default: none (the rule: at d64 from 4,096 query rows).
+    pub bwd_lpt: Option<bool>,
     /// `KILN_BWD_NO_AHEAD`: `bwd_fa3_lookahead` issues each query block's Sᵀ at the block's top
     /// (descriptors by adds only) instead of before the previous block's dQ staging. Default:
     /// false.
@@ -160,7 +160,7 @@ impl AttentionOverrides {
         bwd_d256_p16: false,
         bwd_dq_keys: false,
         bwd_exp_poly: None,
-        bwd_lpt: false,
+        bwd_lpt: None,
         bwd_no_ahead: false,
         bwd_pingpong: false,
         bwd_varlen_m128: false,

@@ -12,21 +12,33 @@
 //! a 50 MB L2). So the order runs over chunks of `g` (key/value head, batch) pairs, key block
 //! slowest within a chunk: `g` = SMs / key blocks is about the heads the grid's order has in
 //! flight, and the same schedule then ends 0.2-0.3 % past the mean.
+//!
+//! The default at d64 from 4,096 query rows since 2026-11-30 ([`lpt_by_default`]: faster there in
+//! two rounds); elsewhere `KILN_BWD_LPT=1` until measured.
 
 use super::BackwardProblem;
 
+/// Whether the order is taken by default for `p`: at d64 from 4,096 query rows (`bwd_fa3_m128_fma`'s
+/// problems), where it measured faster in two rounds (H200, 2026-11-30: d64 B4 H16 S4096 causal
+/// 1.027x / 1.029x and 1.035x / 1.020x the grid's order, off and on in alternate processes); at
+/// d128 and d256 the same A/B moved within the process-to-process spread (±6 %): the knob only.
+pub fn lpt_by_default(p: &BackwardProblem) -> bool {
+    p.attn.head_dim == 64 && p.attn.seqlen_q >= 4096
+}
+
 /// The argument block's `lpt_heads` for `p` with `key_blocks` blocks a head and `sms` SMs: 0 (the
-/// grid's order) unless `on` (the knob) and `p` is causal, not deterministic and without a window;
-/// `dense_grid`: not packed and one CTA a cluster (the packed grid's z is the sequence, and a
-/// pair's CTAs must be adjacent key blocks).
+/// grid's order) unless `knob` (`KILN_BWD_LPT`; unset: [`lpt_by_default`]) and `p` is causal, not
+/// deterministic and without a window; `dense_grid`: not packed and one CTA a cluster (the
+/// packed grid's z is the sequence, and a pair's CTAs must be adjacent key blocks).
 pub fn lpt_heads(
-    on: bool,
+    knob: Option<bool>,
     p: &BackwardProblem,
     dense_grid: bool,
     key_blocks: u32,
     sms: u32,
 ) -> i32 {
     let a = &p.attn;
+    let on = knob.unwrap_or_else(|| lpt_by_default(p));
     if !on
         || !a.causal
         || p.deterministic
@@ -90,24 +102,42 @@ mod tests {
 
     #[test]
     fn only_causal_dense_problems_get_an_order_of_heads_in_flight() {
+        let on = Some(true);
         let p = causal(4, 32, 4096, 128);
-        assert_eq!(lpt_heads(true, &p, true, 32, 132), 4);
-        assert_eq!(lpt_heads(true, &causal(2, 16, 8192, 128), true, 64, 132), 2);
-        assert_eq!(
-            lpt_heads(true, &causal(1, 16, 65536, 64), true, 512, 132),
-            1
-        );
-        assert_eq!(lpt_heads(false, &p, true, 32, 132), 0);
-        assert_eq!(lpt_heads(true, &p, false, 32, 132), 0);
+        assert_eq!(lpt_heads(on, &p, true, 32, 132), 4);
+        assert_eq!(lpt_heads(on, &causal(2, 16, 8192, 128), true, 64, 132), 2);
+        assert_eq!(lpt_heads(on, &causal(1, 16, 65536, 64), true, 512, 132), 1);
+        assert_eq!(lpt_heads(Some(false), &p, true, 32, 132), 0);
+        assert_eq!(lpt_heads(on, &p, false, 32, 132), 0);
         let det = BackwardProblem::new(p.attn, true);
-        assert_eq!(lpt_heads(true, &det, true, 32, 132), 0);
+        assert_eq!(lpt_heads(on, &det, true, 32, 132), 0);
         let free = BackwardProblem::new(AttentionProblem::new(4, 32, 4096, 128), false);
-        assert_eq!(lpt_heads(true, &free, true, 32, 132), 0);
+        assert_eq!(lpt_heads(on, &free, true, 32, 132), 0);
         let mut w = p;
         w.attn.window = Window {
             left: 128,
             right: 0,
         };
-        assert_eq!(lpt_heads(true, &w, true, 32, 132), 0);
+        assert_eq!(lpt_heads(on, &w, true, 32, 132), 0);
+    }
+
+    #[test]
+    fn the_default_takes_the_order_at_d64_from_4096_rows_only() {
+        // measured faster in two rounds there (d64 B4 H16 S4096 causal); d128, d256 and shorter
+        // d64 walks keep the grid's order unless the knob says 1
+        assert_eq!(lpt_heads(None, &causal(4, 16, 4096, 64), true, 32, 132), 4);
+        assert_eq!(
+            lpt_heads(None, &causal(1, 16, 16384, 64), true, 128, 132),
+            1
+        );
+        assert_eq!(lpt_heads(None, &causal(4, 16, 2048, 64), true, 16, 132), 0);
+        assert_eq!(lpt_heads(None, &causal(4, 32, 4096, 128), true, 32, 132), 0);
+        assert_eq!(lpt_heads(None, &causal(4, 16, 4096, 256), true, 64, 132), 0);
+        assert_eq!(
+            lpt_heads(Some(false), &causal(4, 16, 4096, 64), true, 32, 132),
+            0
+        );
+        let det = BackwardProblem::new(causal(4, 16, 4096, 64).attn, true);
+        assert_eq!(lpt_heads(None, &det, true, 32, 132), 0);
     }
 }

@@ -73,15 +73,13 @@
 #                                key blocks, twice deterministic), then each that verified timed
 #                                beside bwd_fa3_d256 at the 4 d256 shapes and SDPA's backwards
 #                                (about 5 min on an H200)
-#   bwd-ordered-dq               bwd_fa3_ordered_dq (the deterministic dQ through a writer warp in a
-#                                swizzled fixed order) verified (quick suite: every deterministic
-#                                problem twice, bitwise; GQA causal, ragged BHSD f16 and two grids
-#                                of more blocks than SMs, deterministic; each <= 90 s, after the
-#                                kernels are compiled), then the deterministic shapes timed beside
-#                                the default's ordered atomics (<= 60 s each; about 5 min on an H200)
-#   bwd-ordered-eager            bwd_fa3_ordered_eager (the writer bumps each counter as soon as its
-#                                adds complete) verified the same way, timed beside
-#                                bwd_fa3_ordered_dq and the non-deterministic default (~5 min)
+#   bwd-ordered-eager            bwd_fa3_ordered_eager (the deterministic dQ through a writer warp
+#                                in a swizzled fixed order, each counter bumped as soon as its adds
+#                                complete) verified (quick suite: every deterministic problem twice,
+#                                bitwise; GQA causal, ragged BHSD f16 and two grids of more blocks
+#                                than SMs, deterministic; each <= 90 s, after the kernels are
+#                                compiled), then the deterministic shapes timed beside the ordered
+#                                atomics and the non-deterministic default (~5 min on an H200)
 #   bwd-m128-rows                bwd_fa3_m128_rows (d64, 128 query rows a step, dQ split by query
 #                                rows) verified at d64 (each <= 90 s), then timed beside
 #                                bwd_fa3_m128 and bwd_fa3_lookahead at `backward`'s 4 d64 shapes and
@@ -90,6 +88,12 @@
 #                                the same way, timed beside bwd_fa3_m128_rows too, and with
 #                                KILN_BWD_EXP_POLY=2 and 3 (that many of every 8 exponentials on the
 #                                FMA pipe) at B4 H16 S4096 (about 4 min on an H200)
+#   bwd-rounds                   the issue's backward shapes in BWD_ROUNDS rounds (default 3), each
+#                                one process of scripts/peers.py backward --kiln --interleave: the
+#                                default kiln backward (the Python package), its deterministic mode
+#                                and SDPA's cuDNN and FLASH backwards timed in turn, one launch each a
+#                                round, after BWD_WARMUP_MS (default 1000) of warm-up: the same
+#                                (power-capped) clock for all (needs the kiln wheel on PYTHONPATH)
 #   bwd-window                   the sliding window's backward (bwd_fa3_lookahead, KILN_BWD_WINDOW;
 #                                ledger B13): the forward alone at the split ragged block, then
 #                                nine verify problems (each <= 90 s: GQA, Sq != Skv and Sq = Skv
@@ -1342,23 +1346,20 @@ bwd-m128)
   BWD_VERSION="bwd_fa3_lookahead bwd_fa3_m128@64" bwd_bench
   ;;
 
-bwd-ordered-dq|bwd-ordered-eager)
-  # bwd_fa3_ordered_dq's first full device run (about 5 min on an H200): verified (two runs of every
-  # deterministic problem bitwise equal; grids of 153 blocks, more than the SMs, so that the
-  # rotated order's wave groups and the descending order's late blocks are exercised), then the
-  # deterministic shapes timed beside the default (the ordered atomics) and the non-deterministic
-  # default on the same shape (the 0.85x target is against it). bwd-ordered-eager: the same for
-  # bwd_fa3_ordered_eager, timed beside bwd_fa3_ordered_dq.
+bwd-ordered-eager)
+  # bwd_fa3_ordered_eager verified (two runs of every deterministic problem bitwise equal; grids of
+  # 153 blocks, more than the SMs, so that the rotated order's wave groups and the descending
+  # order's late blocks are exercised), then the deterministic shapes timed beside the ordered
+  # atomics and the non-deterministic default on the same shape (the 0.85x target is against it).
+  # (bwd_fa3_ordered_dq, the late writer this task first timed it beside, was removed on 2026-11-30.)
   need_bin "$KILN"; machine "$KILN"
-  V=bwd_fa3_ordered_dq
-  [ "$task" = bwd-ordered-eager ] && V=bwd_fa3_ordered_eager
+  V=bwd_fa3_ordered_eager
   # (compiled first, in parallel: the verify compiles what it lacks one kernel at a time, and the
   # whole quick suite cold did not finish in 80 s at the mid-way run, 2026-11-29)
   step od-compile 90 "$KILN" check --version "$V"
   step od-compile-lookahead 90 "$KILN" check --version bwd_fa3_lookahead
   step od-compile-m128 90 "$KILN" check --version bwd_fa3_m128
-  step od-compile-m128-rows 90 "$KILN" check --version bwd_fa3_m128_rows
-  [ "$V" = bwd_fa3_ordered_dq ] || step od-compile-ordered 90 "$KILN" check --version bwd_fa3_ordered_dq
+  step od-compile-m128-fma 90 "$KILN" check --version bwd_fa3_m128_fma
   step od-quick-d64 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 64
   step od-quick-d128 90 "$KILN" attn verify --backward --suite quick --version "$V" --dim 128
   # the shapes that hung until 2026-11-29 (a rotated group one query block apart; det_schedule.rs)
@@ -1377,12 +1378,11 @@ bwd-ordered-dq|bwd-ordered-eager)
   # (each shape names the default's version when not deterministic: `bench` without --version
   # times every version)
   for shape in "bwd_fa3_lookahead 2 16 8192 128" "bwd_fa3_lookahead 2 16 8192 128 --causal" \
-    "bwd_fa3_lookahead 4 32 4096 128 --causal" "bwd_fa3_m128_rows 4 16 4096 64" \
-    "bwd_fa3_m128 1 16 16384 64 --causal"; do
+    "bwd_fa3_lookahead 4 32 4096 128 --causal" "bwd_fa3_m128_fma 4 16 4096 64" \
+    "bwd_fa3_m128_fma 1 16 16384 64 --causal"; do
     set -- $shape
-    # the version it replaces: the ordered atomics, or the late writer
+    # the version it replaced: the ordered atomics
     det=bwd_fa3_lookahead; [ "$5" = 64 ] && det=bwd_fa3_m128
-    [ "$V" = bwd_fa3_ordered_eager ] && det=bwd_fa3_ordered_dq
     n="d$5-b$2-h$3-s$4${6:+-causal}"
     step "od-det-$n" 60 "$KILN" attn bench --backward --batch "$2" --heads "$3" --seqlen "$4" --dim "$5" ${6:-} \
       --deterministic --version "$det" --version "$V" --reps 10 --warmup 3
@@ -1483,6 +1483,19 @@ bwd-d256-dq)
     shapes="$shapes;$1,16,$2,256${3:+,causal}"
   done
   step peers-backward-d256 300 "$PY" scripts/peers.py backward --reps 10 --shapes "${shapes#;}"
+  table
+  ;;
+
+bwd-rounds)
+  # Under sustained load an H200 sits at its 700 W cap (1.47-1.77 GHz, where a short run sees up to
+  # 1.98): timed in separate processes the same d128 kernel measured 555-617 TFLOPS across calls
+  # (2026-11-30). Interleaved, kiln and the peers see one clock, so their ratio holds.
+  sh="2,16,8192,128;2,16,8192,128,causal;4,32,4096,128,causal;4,16,4096,64;4,16,4096,64,causal;1,16,16384,64"
+  sh="$sh;1,16,16384,64,causal;4,16,4096,256;4,16,4096,256,causal;1,16,16384,256;1,16,16384,256,causal"
+  for r in $(seq "${BWD_ROUNDS:-3}"); do
+    step "bwd-round-$r" 300 "$PY" scripts/peers.py backward --kiln --kiln-det --interleave --backends cudnn,flash \
+      --reps 10 --warmup 2 --warmup-ms "${BWD_WARMUP_MS:-1000}" --shapes "$sh"
+  done
   table
   ;;
 

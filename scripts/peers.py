@@ -143,6 +143,12 @@ def backward(a):
     for name in a.backends.split(","):
         if name not in known:
             sys.exit(f"unknown backend `{name}` in --backends (use cudnn, flash)")
+    kiln = None
+    if a.kiln:
+        try:
+            import kiln
+        except ImportError as e:
+            sys.exit(f"--kiln needs the kiln Python package on PYTHONPATH ({e})")
     for spec in a.shapes.split(";"):
         f = spec.split(",")
         b, h, sq, d = (int(x) for x in f[:4])
@@ -159,22 +165,50 @@ def backward(a):
         out = {"batch": b, "heads": h, "seqlen": sq, "dim": d, "causal": causal,
                "dtype": str(dtype).split(".")[-1], "device": torch.cuda.get_device_name(),
                "torch": torch.__version__, "flops": "2.5x forward"}
+        # name -> the timed call: each backend's backward through autograd (its forward run once
+        # under the backend), and with --kiln kiln's backward (and --kiln-det its deterministic
+        # mode) on the same tensors (BSHD views) from kiln's own forward
+        fns = {}
         for name in a.backends.split(","):
             try:
                 with sdpa_kernel([known[name]]):
                     o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-                def fn():
+                def fn(o=o):
                     return torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
 
-                t = timed(torch, fn, a.reps, a.warmup, flush)
-                out[name + "_ms"] = round(t["median_ms"], 4)
-                out[name + "_tflops"] = round(flops / (t["median_ms"] * 1e-3) / 1e12, 1)
-                del o
+                fn()
+                fns[name] = fn
             except Exception as e:  # a backend that refuses the shape is data, not a crash
                 out[name + "_error"] = str(e).splitlines()[0][:200]
+        if kiln is not None:
+            qs, ks, vs, ds = (t.detach().transpose(1, 2) for t in (q, k, v, dout))
+            try:
+                ko, lse = kiln.flash_attn_func(qs, ks, vs, causal=causal, return_lse=True)
+                for name, det in [("kiln", False)] + ([("kiln_det", True)] if a.kiln_det else []):
+                    def kfn(det=det):
+                        return kiln.flash_attn_backward(ds, qs, ks, vs, ko, lse, causal=causal, deterministic=det)
+
+                    kfn()
+                    fns[name] = kfn
+            except Exception as e:
+                out["kiln_error"] = str(e).splitlines()[0][:200]
+        if a.interleave:
+            times = timed_interleaved(torch, fns, a.reps, a.warmup, a.warmup_ms, flush)
+        else:
+            times = {}
+            for name, fn in fns.items():
+                warm_for(torch, fn, a.warmup_ms)
+                times[name] = timed(torch, fn, a.reps, a.warmup, flush)
+        for name, t in times.items():
+            out[name + "_ms"] = round(t["median_ms"], 4)
+            out[name + "_tflops"] = round(flops / (t["median_ms"] * 1e-3) / 1e12, 1)
+        if "kiln_ms" in out and "cudnn_ms" in out:
+            out["kiln_x_cudnn"] = round(out["cudnn_ms"] / out["kiln_ms"], 3)
+        if "kiln_det_ms" in out and "kiln_ms" in out:
+            out["det_x_kiln"] = round(out["kiln_ms"] / out["kiln_det_ms"], 3)
         print(json.dumps(out), flush=True)
-        del q, k, v, dout
+        del q, k, v, dout, fns
         torch.cuda.empty_cache()
     return 0
 
@@ -203,6 +237,64 @@ def timed(torch, fn, reps, warmup, flush):
     m = len(ts)
     med = ts[m // 2] if m % 2 else 0.5 * (ts[m // 2 - 1] + ts[m // 2])
     return {"median_ms": med, "min_ms": ts[0], "max_ms": ts[-1], "reps": m}
+
+
+def timed_interleaved(torch, fns, reps, warmup, warmup_ms, flush):
+    """The calls of `fns` (name -> call) timed in turn, one launch each a round: warm-up rounds
+    until `warmup_ms` of GPU time has passed (at least `warmup`), then `reps` rounds, every
+    launch between its own events with L2 flushed before it. Under a power cap the clock drifts
+    with the load (an H200 at 700 W: 1.47-1.98 GHz); taken in turn, every call sees the same
+    clock, so their ratio holds where separate timings drift apart by up to 11 %."""
+    names = list(fns)
+    for _ in range(max(warmup, 1)):
+        for n in names:
+            fns[n]()
+    torch.cuda.synchronize()
+    done = 0.0
+    while done < warmup_ms:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for n in names:
+            fns[n]()
+        e.record()
+        e.synchronize()
+        done += s.elapsed_time(e)
+    ev = {n: [] for n in names}
+    for _ in range(reps):
+        for n in names:
+            if flush is not None:
+                flush.zero_()
+            s, t = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fns[n]()
+            t.record()
+            ev[n].append((s, t))
+    torch.cuda.synchronize()
+    out = {}
+    for n in names:
+        ts = sorted(s.elapsed_time(t) for s, t in ev[n])
+        m = len(ts)
+        med = ts[m // 2] if m % 2 else 0.5 * (ts[m // 2 - 1] + ts[m // 2])
+        out[n] = {"median_ms": med, "min_ms": ts[0], "max_ms": ts[-1], "reps": m}
+    return out
+
+
+def warm_for(torch, fn, warmup_ms):
+    """As kiln's --warmup-ms: fn in chunks of about 50 ms between events until their GPU time
+    reaches warmup_ms, so that what follows is timed at the power-capped steady clock (a short
+    warm-up times the first moments of load, up to 11 % faster on an H200: 2026-11-30)."""
+    done, per = 0.0, None
+    while done < warmup_ms:
+        n = 1 if per is None else max(1, math.ceil(min(warmup_ms - done, 50.0) / max(per, 1e-4)))
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(n):
+            fn()
+        e.record()
+        e.synchronize()
+        ms = s.elapsed_time(e)
+        done += ms
+        per = ms / n
 
 
 def with_tflops(t, flops):
@@ -551,6 +643,13 @@ def parser():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed launch")
     p.add_argument("--backends", default="cudnn,flash", help="comma list of the SDPA backends (cudnn, flash)")
+    p.add_argument("--warmup-ms", type=float, default=0.0,
+                   help="also warm up for at least this much GPU time (ms) before each timing, as kiln's --warmup-ms")
+    p.add_argument("--kiln", action="store_true",
+                   help="also time kiln's backward (the kiln Python package: flash_attn_backward on the same tensors)")
+    p.add_argument("--kiln-det", action="store_true", help="with --kiln: also kiln's deterministic mode")
+    p.add_argument("--interleave", action="store_true",
+                   help="time the calls in turn, one launch each a round (the same clock for all under a power cap)")
     p.set_defaults(run=backward)
 
     p = sub.add_parser("moe", help="torch._grouped_mm and the unfused SwiGLU FFN (for `kiln moe bench`)")

@@ -84,7 +84,6 @@ fn the_backwards_deterministic_writer_and_row_split_compile_for_sm90a_without_sp
     // (the gate above compiles them too: quick after a change to the writer, its order or the
     // dQ splits in bwd_fa3_block.cuh and bwd_dq_tile.cuh)
     require_nvrtc!();
-    check_version("bwd_fa3_ordered_dq", 4);
     check_version("bwd_fa3_ordered_eager", 4);
     check_version("bwd_fa3_m128_rows", 2);
 }

@@ -36,4 +36,8 @@ struct AttnBwdArgs {
   const int* cu_q;   // KILN_BWD_VARLEN: cumulative query and key offsets, [sequences + 1] (grid z:
   const int* cu_k;   //   the sequence); batch is then 1 and sq, skv the packed rows
   u32* errors;       // KILN_BWD_VARLEN: a host-mapped word set to 1 when the offsets are bad; or null
+  // The WGMMA kernels' block order (bwd_fa3_block.cuh's bwd_walk): 0 the grid's (key blocks
+  // fastest); g > 0 (KILN_BWD_LPT, causal) chunks of g (key/value head, batch) pairs, the key
+  // blocks slowest within a chunk, so that the longest walks start first.
+  int lpt_heads;
 };

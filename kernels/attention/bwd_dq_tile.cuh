@@ -156,7 +156,8 @@ __device__ __forceinline__ void writer_hand_back(bool more) {
 
 // KILN_BWD_DET_WRITER 2, the writer's loop (dq_writer's tiles t0, t1 and group g): a block's counter
 // is bumped as soon as its adds are complete, and the next block's turn is waited for before its
-// tiles arrive. The late bump below puts a step between a block's add and the next adder's turn:
+// tiles arrive. The late bump (bwd_fa3_ordered_dq's, removed 2026-11-30) put a step between a
+// block's add and the next adder's turn:
 // where the order has the adders of a query block one step apart (d64's 128-row steps, S4096:
 // 32 key blocks of a head over 32 query blocks) every hop then waited for the previous block's
 // next tiles, and the consumers for the writer (H200 ncu, d64 B4 H16 S4096, 2026-11-29: 29.7 % of
@@ -223,58 +224,16 @@ __device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& 
 // order (det_rank: every block before it has added), adds the tiles by TMA reduce and hands them
 // back once read (named barriers 10 + c; not after the last block). Split by keys both tiles add
 // to every element, so consumer 0's completes before consumer 1's is issued. A block's counter is
-// bumped once its adds are complete: late, after the next block's adds are issued (by when they
-// mostly are), when that block's turn has come; first, before any wait, when it has not. A writer
-// that waited holding its bump (as it did until 2026-11-29) made block i's bump wait on block i +
-// 1's, and where the rotated order has blocks one step apart (query blocks per group member gs =
-// 1: Sq 65 Skv 200 at d128, S4096 at d64) the group's waits closed a ring and hung
-// (det_schedule.rs models the order and both rules). Without counters the same adds in no order.
+// bumped as soon as its adds are complete (dq_writer_eager). A writer that waited holding its
+// bump (as it did until 2026-11-29) made block i's bump wait on block i + 1's, and where the
+// rotated order has blocks one step apart (query blocks per group member gs = 1: Sq 65 Skv 200 at
+// d128, S4096 at d64) the group's waits closed a ring and hung (det_schedule.rs models the order
+// and the rules). Without counters the same adds in no order.
 __device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, const AttnBwdArgs& p, const BwdWalk& k) {
   if (!DET_WRITER) return;
   const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;
   const u32 base = sm.sk + OFF_DQ;  // (sm.sk: the aligned base)
   const DqTile t0{map, base, 0, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, SPLIT_M ? 64 : 0, lead};
   const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
-  if (DET_EAGER) {
-    dq_writer_eager(t0, t1, sm, p, k, g);
-    return;
-  }
-  u32* prev = nullptr;  // (lane 0) the previous block's counter while not yet bumped
-  // its adds complete (`wait`), then its counter bumped
-  auto release = [&](auto wait) {
-    if (prev != nullptr) {
-      wait();
-      fence_proxy_async_global();
-      red_release_add(prev, 1);
-      prev = nullptr;
-    }
-  };
-  for (int it = 0; it < k.iters; ++it) {
-    named_barrier_sync(8, 160);
-    named_barrier_sync(9, 160);
-    int h, mb;
-    walk_get(sm, it, h, mb);
-    u32* sem = det ? p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb : nullptr;
-    if (lead) {
-      if (det) {
-        const u32 rank = det_rank(k, p, g, mb);
-        if (ld_acquire(sem) < rank) {
-          release([] { tma_store_wait<0>(); });  // (never wait holding a bump)
-          while (ld_acquire(sem) < rank) {
-          }
-        }
-        fence_proxy_async_global();
-      }
-      writer_add(t0, t1, p, k, h, mb, [&] { release([] {}); });  // (the wait: consumer 0's and the previous block's)
-    }
-    writer_hand_back(it + 1 < k.iters);
-    if (lead) {
-      release([] { tma_store_wait<2>(); });  // the previous block's two (this block's two in flight)
-      prev = sem;
-    }
-  }
-  if (lead) {
-    tma_store_wait<0>();
-    release([] {});
-  }
+  dq_writer_eager(t0, t1, sm, p, k, g);
 }

@@ -108,21 +108,18 @@ static_assert(!DS_PACKED || (P_ROUNDED && KILN_IN == 0), "packed dSᵀ math from
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 static_assert(D == 64 || D == 128 || (D == 256 && BN == 64),
               "head dim 64 or 128 (dK and dV of 64 keys x D in registers), or 256 at 64 keys a block (bwd_fa3_d256.cu)");
-// KILN_BWD_DET_WRITER 1 (the host's bwd_fa3_ordered_dq; bwd_fa3_lookahead.cu's walk only): in the
-// deterministic mode each block's dQ tiles go to a writer warp (warp 1 of warpgroup 0), which
+// KILN_BWD_DET_WRITER 2 (the host's bwd_fa3_ordered_eager; bwd_fa3_lookahead.cu's walk only): in
+// the deterministic mode each block's dQ tiles go to a writer warp (warp 1 of warpgroup 0), which
 // adds them by TMA reduce in a fixed order of key blocks per query block (det_rank), the walks
-// arranged so that a block's turn has mostly come by the time it gets there (bwd_walk; the
-// writer: bwd_dq_tile.cuh's dq_writer).
-// KILN_BWD_DET_WRITER 2 (the host's bwd_fa3_ordered_eager): the same order, the writer bumping
+// arranged so that a block's turn has mostly come by the time it gets there (bwd_walk), bumping
 // each counter as soon as its add is complete and waiting for the next block's turn before that
-// block's tiles arrive (dq_writer).
+// block's tiles arrive (bwd_dq_tile.cuh's dq_writer). The value 1 (the late bump of the removed
+// bwd_fa3_ordered_dq, 2026-11-30) is refused.
 #if defined(KILN_BWD_DET_WRITER)
 constexpr bool DET_WRITER = KILN_BWD_DET_WRITER != 0;
-constexpr bool DET_EAGER = KILN_BWD_DET_WRITER == 2;
-static_assert(KILN_BWD_DET_WRITER >= 0 && KILN_BWD_DET_WRITER <= 2, "KILN_BWD_DET_WRITER: 0, 1 (late bumps) or 2 (eager)");
+static_assert(KILN_BWD_DET_WRITER == 0 || KILN_BWD_DET_WRITER == 2, "KILN_BWD_DET_WRITER: 0 or 2 (the eager writer)");
 #else
 constexpr bool DET_WRITER = false;
-constexpr bool DET_EAGER = false;
 #endif
 // KILN_BWD_CLUSTER 2 (bwd_fa3_d256.cu only: the host's bwd_fa3_d256_pair): clusters of two
 // adjacent key blocks that walk the same query blocks in step (causal: from the first block the
@@ -150,7 +147,7 @@ constexpr bool BWD_VARLEN = false;
 #endif
 static_assert(!(BWD_WINDOW || BWD_VARLEN) || D != 256, "the window's and the packed walk: d64 or d128 (bwd_fa3_d256.cu masks by its own rule)");
 static_assert(!(DET_WRITER && (BWD_WINDOW || BWD_VARLEN)),
-              "the dQ writer's order (det_rank) knows no window or packed sequence: bwd_fa3_ordered_dq refuses them");
+              "the dQ writer's order (det_rank) knows no window or packed sequence: bwd_fa3_ordered_eager refuses them");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
@@ -209,10 +206,33 @@ __device__ __forceinline__ bool bwd_varlen_start(const AttnBwdArgs& p) {
   return true;
 }
 
-// (nb: the block's key block, blockIdx.x but under det_walk's reversal)
-__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = blockIdx.x) {
+// p.lpt_heads = g > 0 (the host's KILN_BWD_LPT: causal, not deterministic, dense, no window, one
+// CTA a cluster): the block's key block, key/value head and batch in longest-walk-first order.
+// A causal key block nb walks per_head = query blocks - nb·BN/BM steps, and the grid's order (key
+// blocks fastest) launches each head's longest walk first but the last heads' long walks late: a
+// schedule of the walks onto 132 SMs (one CTA each) ends 3-6 % past the mean at d128 B4 H32 S4096
+// and B2 H16 S8192 and d64 B4 H16 S4096 (ncu, H200, 2026-11-30: the d128 one's SMs idle 3.9 % of
+// its cycles). Here the linear block index L runs over chunks of g (head, batch) pairs, within a
+// chunk key block slowest: a chunk's longest walks first, its shortest last, and only g heads'
+// Q, dO and dQ in flight at once (the host's g: SMs / key blocks, the heads the grid's order has
+// in flight), not every head's.
+constexpr bool LPT_WALK = !BWD_WINDOW && !BWD_VARLEN && BWD_CLUSTER == 1;
+__device__ __forceinline__ void lpt_block(const AttnBwdArgs& p, int& nb, int& hk, int& b) {
+  const int nx = gridDim.x, pairs = gridDim.y * gridDim.z, g = p.lpt_heads;
+  const int l = blockIdx.x + nx * (blockIdx.y + gridDim.y * blockIdx.z);
+  const int chunk = l / (g * nx), r = l - chunk * g * nx;
+  const int gc = min(g, pairs - chunk * g);  // (the last chunk may hold fewer pairs)
+  const int pair = chunk * g + r % gc;
+  nb = r / gc, hk = pair % gridDim.y, b = pair / gridDim.y;
+}
+
+// (nb: the block's key block, blockIdx.x but under det_walk's reversal; -1: the grid's, or
+// lpt_block's)
+__device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = -1) {
   BwdWalk k;
-  k.nb = nb, k.hk = blockIdx.y, k.b = blockIdx.z, k.n0 = k.nb * BN;
+  k.nb = nb < 0 ? (int)blockIdx.x : nb, k.hk = blockIdx.y, k.b = blockIdx.z;
+  if (LPT_WALK && nb < 0 && p.lpt_heads > 0) lpt_block(p, k.nb, k.hk, k.b);
+  k.n0 = k.nb * BN;
   k.off = k.rows_k(p) - k.rows_q(p);
   if (BWD_WINDOW) {
     // the rows that see one of this block's keys (n0 < skv: a packed block past its sequence's

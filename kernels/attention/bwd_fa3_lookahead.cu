@@ -26,13 +26,13 @@
 // barrier and each computes its 64 query rows of dQ over all 128 keys: each dQ element added once
 // a block instead of twice (L2 at 73 % of its peak in the d64 key split's H200 profile,
 // 2026-11-29), 32 accumulators instead of 64, two dSᵀ buffers in the staging tiles' freed half.
-// KILN_BWD_DET_WRITER 1 (the host's bwd_fa3_ordered_dq): the deterministic mode's dQ through the
-// tile and a writer warp, in a fixed order per query block, instead of ordered atomics by the
-// consumers (bwd_fa3_block.cuh: det_rank, the rotated walk; bwd_dq_tile.cuh: dq_writer); 2 (the
-// host's bwd_fa3_ordered_eager) the writer's counters bumped as soon as the adds complete. The
-// atomics' profile (H200, 18d83d3, d128 B2 H16 S8192, 326.8 TFLOPS: 0.53x the non-deterministic
-// run) put 23 % of the stall samples on the __threadfence after each block's atomics, 11 % on the
-// barrier behind the counter's spin and 8 % on the atomics: all on the consumers' path.
+// KILN_BWD_DET_WRITER 2 (the host's bwd_fa3_ordered_eager): the deterministic mode's dQ through
+// the tile and a writer warp, in a fixed order per query block, each counter bumped as soon as
+// its adds complete, instead of ordered atomics by the consumers (bwd_fa3_block.cuh: det_rank,
+// the rotated walk; bwd_dq_tile.cuh: dq_writer). The atomics' profile (H200, 18d83d3, d128 B2 H16
+// S8192, 326.8 TFLOPS: 0.53x the non-deterministic run) put 23 % of the stall samples on the
+// __threadfence after each block's atomics, 11 % on the barrier behind the counter's spin and 8 %
+// on the atomics: all on the consumers' path.
 // KILN_BWD_DQ_LATE 1 (the host's bwd_fa3_dq_late; BM 64): two dQ staging tiles a warpgroup; each
 // block's tile is stored with no fence or barrier of its own and added by a reduce issued after
 // the next block's dSᵀ barrier, the writers' fences just before that barrier (bwd_dq_tile.cuh).
@@ -53,7 +53,7 @@ constexpr bool LA = BM == 64;
 static_assert(QN == 64, "d128 split by columns or d64 by keys: dQ in 32 accumulators beside dK, dV and the next Sᵀ");
 // (the eager writer reads the next block's walk entry once this block's tiles are handed over:
 // the consumers have waited for the next stage by then only when its Sᵀ is issued early)
-static_assert(!DET_EAGER || SA, "KILN_BWD_DET_WRITER 2 needs KILN_BWD_SAHEAD 1");
+static_assert(!DET_WRITER || SA, "KILN_BWD_DET_WRITER 2 needs KILN_BWD_SAHEAD 1");
 
 // A consumer warpgroup's walk with Sᵀ one block ahead (bwd_consume's, otherwise): dK and dV
 // zeroed, K and V waited for, block 0's Sᵀ issued, then per query block dPᵀ, bwd_grads, dQ, the

@@ -5,7 +5,6 @@ use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::ops::attention::{self, AttentionKernel, AttentionProblem};
 use crate::ops::attention_backward::bwd_fa3_d256::D256;
-use crate::ops::attention_backward::bwd_fa3_wgmma::DetWriter;
 use crate::ops::attention_backward::{self, AttentionBackwardKernel, BackwardProblem};
 use crate::ops::gemm::{self, GemmKernel, GemmProblem};
 use crate::ops::moe::{self, MoeKernel};
@@ -84,12 +83,7 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Atomics)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Staged)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Pair)),
-            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
-                DetWriter::Late,
-            )),
-            Box::new(attention_backward::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
-                DetWriter::Eager,
-            )),
+            Box::new(attention_backward::bwd_fa3_ordered_eager::BwdFa3OrderedEager),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

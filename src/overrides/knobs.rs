@@ -157,6 +157,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.attention.bwd_exp_poly.map(|n| n.to_string()),
     },
     Knob {
+        name: "KILN_BWD_LPT",
+        takes: || FLAG.into(),
+        default: "the causal backward's blocks longest walk first, a chunk of heads at a time, at d64 from 4,096 query rows, else in the grid's order (1: longest first wherever causal; 0: the grid's order everywhere)",
+        set: |o, v| put(&mut o.attention.bwd_lpt, opt(v, flag)),
+        show: |o| o.attention.bwd_lpt.map(bit),
+    },
+    Knob {
         name: "KILN_BWD_NO_AHEAD",
         takes: || FLAG.into(),
         default: "0: bwd_fa3_lookahead issues the next block's Sᵀ before this block's dQ staging",
@@ -169,6 +176,13 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "0: bwd_fa3_tma_dq's warpgroups issue their products in any order",
         set: |o, v| put(&mut o.attention.bwd_pingpong, or(v, false, flag)),
         show: |o| unless(o.attention.bwd_pingpong, false, bit),
+    },
+    Knob {
+        name: "KILN_BWD_VARLEN_M128",
+        takes: || FLAG.into(),
+        default: "0: the packed d64 backward on bwd_fa3_lookahead's 64-row tile (1: on bwd_fa3_m128_fma's 128-row tile)",
+        set: |o, v| put(&mut o.attention.bwd_varlen_m128, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_varlen_m128, false, bit),
     },
     Knob {
         name: "KILN_FA3_D128",

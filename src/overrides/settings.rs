@@ -133,6 +133,10 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_EXP_POLY`: how many of every 8 of Pᵀ's exponentials `bwd_fa3_m128_fma` computes
     /// by a polynomial on the FMA pipe instead of MUFU (0: none). Default: none (its own, 0).
     pub bwd_exp_poly: Option<u32>,
+    /// `KILN_BWD_LPT`: whether the causal WGMMA backwards launch their key blocks longest walk
+    /// first, a chunk of (key/value head, batch) pairs at a time (`attention_backward::lpt`),
+    /// instead of in the grid's order. Default: none (the rule: at d64 from 4,096 query rows).
+    pub bwd_lpt: Option<bool>,
     /// `KILN_BWD_NO_AHEAD`: `bwd_fa3_lookahead` issues each query block's Sᵀ at the block's top
     /// (descriptors by adds only) instead of before the previous block's dQ staging. Default:
     /// false.
@@ -140,6 +144,9 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_PINGPONG`: `bwd_fa3_tma_dq`'s two warpgroups take turns to issue Sᵀ and dPᵀ, so
     /// that one's exponentials run under the other's products. Default: false.
     pub bwd_pingpong: bool,
+    /// `KILN_BWD_VARLEN_M128`: the packed d64 backward runs `bwd_fa3_m128_fma`'s tile (128 query
+    /// rows a step) instead of `bwd_fa3_lookahead`'s 64-row one. Default: false.
+    pub bwd_varlen_m128: bool,
     /// `KILN_FA3_D64`. Default: none (the tuned config, else `Config::default_for(64)`).
     pub fa3_d64: Option<Fa3Config>,
     /// `KILN_FA3_D128`. Default: none (the tuned config, else `Config::default_for(128)`).
@@ -154,8 +161,10 @@ impl AttentionOverrides {
         bwd_d256_p16: false,
         bwd_dq_keys: false,
         bwd_exp_poly: None,
+        bwd_lpt: None,
         bwd_no_ahead: false,
         bwd_pingpong: false,
+        bwd_varlen_m128: false,
         fa3_d64: None,
         fa3_d128: None,
         fa3_d256: None,

@@ -35,11 +35,21 @@ pub(super) fn tile(d: usize, no_ahead: bool, window: bool) -> WgmmaBwdTile {
 }
 
 /// Its packed tile at head dim `d` (`KILN_BWD_VARLEN`, always beside the window's walk and masks:
-/// one variant for packed batches with a window or without; [`super::varlen`]).
-pub(super) fn varlen_tile(d: usize) -> WgmmaBwdTile {
+/// one variant for packed batches with a window or without; [`super::varlen`]). `m128`
+/// (`KILN_BWD_VARLEN_M128`, d64 only): `bwd_fa3_m128_fma`'s tile instead (128 query rows a step,
+/// dQ split by query rows, dSᵀ in packed bf16 pairs), the dense d64 default's from 4,096 rows:
+/// the packed d64 backward on the 64-row tile ran 0.81x one dense call of the same work (H200,
+/// 53c7c5d, 2026-11-30), where that dense call runs `bwd_fa3_m128_fma`.
+pub(super) fn varlen_tile(d: usize, m128: bool) -> WgmmaBwdTile {
+    let t = if m128 && d == 64 {
+        super::bwd_fa3_m128_fma::tile(0)
+    } else {
+        tile(d, false, false)
+    };
     WgmmaBwdTile {
         varlen: true,
-        ..tile(d, false, true)
+        window: true,
+        ..t
     }
 }
 
@@ -73,8 +83,12 @@ impl AttentionBackwardKernel for BwdFa3Lookahead {
         for d in BWD_WGMMA_DIMS {
             for dt in DTYPES {
                 v.push(tile(d, false, true).spec(arch, dt));
-                v.push(varlen_tile(d).spec(arch, dt));
+                v.push(varlen_tile(d, false).spec(arch, dt));
             }
+        }
+        // the packed d64 batch on `bwd_fa3_m128_fma`'s tile (`KILN_BWD_VARLEN_M128`)
+        for dt in DTYPES {
+            v.push(varlen_tile(64, true).spec(arch, dt));
         }
         v
     }
@@ -116,11 +130,22 @@ mod tests {
             .unwrap_err()
             .contains("use 64, 128"));
         let v = BwdFa3Lookahead.variants("sm_90a");
-        assert_eq!(v.len(), 14);
+        assert_eq!(v.len(), 16);
         let unique: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
-        assert_eq!(unique.len(), 14);
-        let packed = varlen_tile(128).spec("sm_90a", DTYPES[0]).label();
+        assert_eq!(unique.len(), 16);
+        let packed = varlen_tile(128, false).spec("sm_90a", DTYPES[0]).label();
         assert!(packed.contains("KILN_BWD_VARLEN=1") && packed.contains("KILN_BWD_WINDOW=1"));
+        // the packed d64 tile on m128_fma's rows (the knob; d128 keeps its tile)
+        let m128 = varlen_tile(64, true);
+        assert_eq!((m128.bm, m128.dq_split), (128, 2));
+        assert!(m128.varlen && m128.window && m128.ds_packed);
+        assert!(m128.smem_bytes() <= 227 * 1024);
+        let label = m128.spec("sm_90a", DTYPES[0]).label();
+        assert!(
+            label.contains("KILN_BM=128") && label.contains("KILN_BWD_VARLEN=1"),
+            "{label}"
+        );
+        assert_eq!(varlen_tile(128, true), varlen_tile(128, false));
         // verified (36/36 quick, deterministic bitwise) and 1.08-1.17x bwd_fa3_tma_dq at four
         // shapes on an H200 (2026-11-29): the default, above it
         assert!(BwdFa3Lookahead.by_default());
@@ -152,12 +177,7 @@ mod tests {
             &super::super::bwd_fa2_mma_sync::BwdFa2MmaSync,
             &super::super::bwd_fa3_m128::BwdFa3M128,
             // the dQ writer's order knows no window (bwd_fa3_block.cuh refuses the pair)
-            &super::super::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
-                super::super::bwd_fa3_wgmma::DetWriter::Late,
-            ),
-            &super::super::bwd_fa3_ordered_dq::BwdFa3OrderedDq(
-                super::super::bwd_fa3_wgmma::DetWriter::Eager,
-            ),
+            &super::super::bwd_fa3_ordered_eager::BwdFa3OrderedEager,
         ] {
             let e = other.supports(&p, &h100).unwrap_err();
             assert!(e.contains("bwd_fa3_lookahead"), "{}: {e}", other.name());

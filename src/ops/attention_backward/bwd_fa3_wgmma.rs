@@ -88,14 +88,14 @@ pub enum Ahead {
     DescOnly,
 }
 
-/// Whether a tile's deterministic mode adds dQ through a writer warp (`KILN_BWD_DET_WRITER`), and
-/// when the writer bumps the counter of a (head, query block) it has added into.
+/// Whether a tile's deterministic mode adds dQ through a writer warp (`KILN_BWD_DET_WRITER`). The
+/// writer that bumped a counter only once the next block's adds were issued (the define 1,
+/// `bwd_fa3_ordered_dq`) was removed on 2026-11-30; the define keeps the value 2, so that the
+/// labels and cache keys stay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DetWriter {
     /// No writer: the consumers' ordered atomics.
     No,
-    /// Once the next block's adds are issued (`bwd_fa3_ordered_dq`, the define 1).
-    Late,
     /// As soon as its adds are complete, the next block's turn waited for before its tiles
     /// arrive (`bwd_fa3_ordered_eager`, the define 2).
     Eager,
@@ -241,7 +241,6 @@ impl WgmmaBwdTile {
         };
         let spec = match self.det_writer {
             DetWriter::No => spec,
-            DetWriter::Late => spec.define("KILN_BWD_DET_WRITER", 1),
             DetWriter::Eager => spec.define("KILN_BWD_DET_WRITER", 2),
         };
         // (no defines for the dense, unwindowed walk: the older variants' labels stay)
@@ -408,6 +407,14 @@ pub fn launch_main(
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
         args.m_blocks = g.m_blocks as i32;
     }
+    // KILN_BWD_LPT: causal blocks longest walk first, a chunk of heads at a time
+    args.lpt_heads = super::lpt::lpt_heads(
+        ctx.overrides.attention.bwd_lpt,
+        p,
+        packed.is_none() && cluster == 1,
+        (a.seqlen_kv as u32).div_ceil(bn),
+        ctx.info.sm_count,
+    );
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
     let (qd, qs) = map_shape(

@@ -1,4 +1,4 @@
-//! The deterministic mode's order of dQ adds with a writer warp (`bwd_fa3_ordered_dq`), modelled on
+//! The deterministic mode's order of dQ adds with a writer warp (`bwd_fa3_ordered_eager`), modelled on
 //! the CPU: each key block's walk and its rank at every (head, query block) as the device computes
 //! them (`det_walk`, `det_group`, `det_rank` in `kernels/attention/bwd_fa3_block.cuh`), the number
 //! of key blocks that add into each dQ tile, and a run of the writers' waits over blocks launched
@@ -17,7 +17,7 @@ pub enum Release {
     /// its own turn while holding the bump another block waits for).
     Held,
     /// As `Held` when the next block's turn has come; else first, before it waits
-    /// (`bwd_fa3_ordered_dq`): a waiting writer holds nothing.
+    /// (`bwd_fa3_ordered_dq`, removed 2026-11-30): a waiting writer holds nothing.
     BeforeWait,
     /// As soon as the add is complete, before anything else (`bwd_fa3_ordered_eager`).
     AtOnce,

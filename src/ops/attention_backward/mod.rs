@@ -9,11 +9,12 @@ pub mod bwd_fa3_lookahead;
 pub mod bwd_fa3_m128;
 pub mod bwd_fa3_m128_fma;
 pub mod bwd_fa3_m128_rows;
-pub mod bwd_fa3_ordered_dq;
+pub mod bwd_fa3_ordered_eager;
 pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod det_schedule;
+pub mod lpt;
 pub mod problem;
 pub mod varlen;
 
@@ -159,9 +160,12 @@ pub struct AttnBwdArgs {
     /// `KILN_BWD_VARLEN`: a host-mapped word the kernel sets to 1 when the offsets are bad; 0:
     /// not recorded.
     pub errors: u64,
+    /// The WGMMA kernels' block order: 0 the grid's; g > 0 (`KILN_BWD_LPT`, causal) longest walk
+    /// first in chunks of g (key/value head, batch) pairs ([`lpt`]).
+    pub lpt_heads: i32,
 }
 
-/// The order in which a dQ writer warp (`bwd_fa3_ordered_dq`) adds the key blocks' partials of a
+/// The order in which a dQ writer warp (`bwd_fa3_ordered_eager`) adds the key blocks' partials of a
 /// query block in the deterministic mode (the argument block's `det_order`; `det_rank` in
 /// `kernels/attention/bwd_fa3_block.cuh`). Any fixed order gives the same bits run after run;
 /// these make a block's turn come about when it gets there.
@@ -269,6 +273,7 @@ impl AttnBwdArgs {
             cu_q: 0,
             cu_k: 0,
             errors: 0,
+            lpt_heads: 0,
         }
     }
 
@@ -389,6 +394,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, win_left), 200);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, cu_q), 208);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, errors), 224);
-        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 232);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, lpt_heads), 232);
+        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 240);
     }
 }

@@ -60,7 +60,12 @@ pub fn supports_varlen(
         ));
     }
     let dense = BackwardProblem::new(dense_view(p), false);
-    supports_tile(&dense, dev, bwd_fa3_lookahead::varlen_tile(p.head_dim))
+    // (both packed d64 tiles take the same problems: the 64-row one decides)
+    supports_tile(
+        &dense,
+        dev,
+        bwd_fa3_lookahead::varlen_tile(p.head_dim, false),
+    )
 }
 
 /// Checks that the buffers hold the packed tensors and offsets of `p`.
@@ -117,10 +122,11 @@ pub fn launch_varlen(
             });
         }
     }
-    let t = bwd_fa3_lookahead::varlen_tile(p.head_dim);
+    let t = bwd_fa3_lookahead::varlen_tile(p.head_dim, ctx.overrides.attention.bwd_varlen_m128);
     let grid = PackedGrid {
         key_blocks: (p.max_k.max(1) as u32).div_ceil(BN),
         seqs: p.batch as u32,
+        // (in 64-row blocks, the argument block's m_block, whatever the tile's rows a step)
         m_blocks: (p.max_q.max(1) as u32).div_ceil(BM),
         cu_q: ops.cu_q.ptr(),
         cu_k: ops.cu_k.ptr(),

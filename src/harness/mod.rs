@@ -13,6 +13,7 @@ pub mod fp4_bench;
 pub mod fp4_seeds;
 pub mod fp8;
 pub mod fp8_bench;
+pub mod fp8_checks;
 pub mod fp8_moe;
 pub mod fp8_moe_bench;
 pub mod fp8_moe_judge;

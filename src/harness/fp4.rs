@@ -1,7 +1,8 @@
 //! FP4 verification on the GPU: quantisation to NVFP4 and MXFP4 from every input dtype bit for bit
 //! against the CPU formats (random tensors of odd shapes, every code and scale, zeros, huge and
 //! tiny values, NaN and infinity refused at the same element), dequantisation to every output
-//! dtype against the exact value rounded once, and the NVFP4 GEMV against float64.
+//! dtype against the exact value rounded once, and the NVFP4 GEMV against float64; the suite as
+//! one list of checks is [`super::fp4_checks`].
 
 use half::bf16;
 use rand::{Rng, SeedableRng};
@@ -23,7 +24,7 @@ use crate::reference::fp4 as reference;
 pub const GEMV_BOUND: f64 = 1e-3;
 
 /// An FP4 check of kind `check` on `case`, not yet judged.
-fn fp4_outcome(check: &str, case: String, seed: u64) -> Outcome {
+pub(crate) fn fp4_outcome(check: &str, case: String, seed: u64) -> Outcome {
     Outcome::new(check, case, seed, f64::NAN, Extra::Fp4)
 }
 
@@ -98,7 +99,7 @@ pub fn upload(xs: &[f32], input: DType) -> Result<DeviceBuffer> {
 }
 
 /// The CPU's quantisation of `xs`: (codes, scales, tensor scale).
-fn cpu_quantize(
+pub(crate) fn cpu_quantize(
     format: Fp4Format,
     xs: &[f32],
     rows: usize,
@@ -138,58 +139,6 @@ pub fn outcomes_or_failure(
         }
         Err(e) => Err(e),
     }
-}
-
-/// The GPU's quantisation of a tensor against the CPU's, bit for bit, then its dequantisation to
-/// every output dtype against the exact values rounded once.
-pub fn verify_quantization(
-    ctx: &Context,
-    format: Fp4Format,
-    input: DType,
-    values: Values,
-    rows: usize,
-    k: usize,
-) -> Result<Vec<Outcome>> {
-    let seed = fresh_seed();
-    let xs = tensor(values, input, rows, k, seed);
-    let case = format!("{format} from {input}, {rows}x{k}, {values:?}");
-    let (codes, scales, g) = cpu_quantize(format, &xs, rows, k)?;
-    let x = upload(&xs, input)?;
-    let q = quantize(ctx, &x, input, rows, k, k, format, None)?;
-    let (gc, gs): (Vec<u8>, Vec<u8>) = (
-        q.codes.download(codes.len())?,
-        q.scales.download(scales.len())?,
-    );
-    let mut bad = 0;
-    let mut first = None;
-    if q.tensor_scale.to_bits() != g.to_bits() {
-        bad += 1;
-        first = Some(format!("tensor scale {} (CPU {g})", q.tensor_scale));
-    }
-    for (i, (a, b)) in gs.iter().zip(&scales).enumerate() {
-        if a != b {
-            bad += 1;
-            first.get_or_insert_with(|| format!("scale {i}: {a:#04x} (CPU {b:#04x})"));
-        }
-    }
-    for (i, x) in xs.iter().enumerate() {
-        let (a, b) = (fp4::code_at(&gc, i), fp4::code_at(&codes, i));
-        if a != b {
-            bad += 1;
-            first.get_or_insert_with(|| {
-                format!(
-                    "element ({}, {}) = {x}: code {a:#x} (CPU {b:#x})",
-                    i / k,
-                    i % k
-                )
-            });
-        }
-    }
-    let mut out = vec![fp4_outcome("quantize", case.clone(), seed).judge_bits(bad, first)];
-    for o in verify_dequantization(ctx, &q.view(), &codes, &scales, &case, seed)? {
-        out.push(o);
-    }
-    Ok(out)
 }
 
 /// The GPU's dequantisation of `m` (whose codes and scales the CPU holds too) to every output

@@ -10,6 +10,7 @@ pub mod device_data;
 pub mod draw;
 pub mod fp4;
 pub mod fp4_bench;
+pub mod fp4_checks;
 pub mod fp4_seeds;
 pub mod fp8;
 pub mod fp8_bench;

@@ -1,0 +1,280 @@
+//! `fp4 verify`'s suite as one list of checks: for NVFP4 and MXFP4, every code dequantised, the
+//! GPU's quantisation bit for bit against the CPU's (a problem on the runner: a tensor drawn
+//! from a seed, the GPU's quantiser, judged against the CPU format; its dequantisation checked
+//! after it), NaN and infinity refused; then the NVFP4 GEMV suite.
+
+use super::fp4::{
+    cpu_quantize, every_code_tensor_scales, fp4_outcome, gemv_suite, outcomes_or_failure, tensor,
+    upload, verify_dequantization, verify_every_code, verify_gemv, verify_refusal, Values,
+};
+use super::outcome::Outcome;
+use super::runner::{self, Check};
+use super::verify::fresh_seed;
+use crate::device::{Context, DeviceBuffer};
+use crate::error::{Error, Result};
+use crate::formats::fp4;
+use crate::ops::fp4::{quantize, Fp4Format, Fp4Matrix, GemvProblem};
+use crate::ops::gemm::DType;
+
+/// One check of `fp4 verify`'s suite.
+pub enum Fp4Check {
+    /// Every code times every scale code, under one tensor scale.
+    EveryCode {
+        format: Fp4Format,
+        tensor_scale: f32,
+    },
+    Quantize(QuantCase),
+    /// `poison` in a tensor of `input`: refused at the element the CPU names.
+    Refuse {
+        format: Fp4Format,
+        input: DType,
+        poison: f32,
+    },
+    Gemv(GemvProblem),
+}
+
+/// The suite (`quick`: without the 300-row tensors, the quick GEMV shapes), in the order the
+/// table lists it.
+pub fn suite(quick: bool) -> Vec<Fp4Check> {
+    let mut v = Vec::new();
+    for format in Fp4Format::ALL {
+        for tensor_scale in every_code_tensor_scales(format) {
+            v.push(Fp4Check::EveryCode {
+                format,
+                tensor_scale,
+            });
+        }
+        let b = format.block();
+        for input in [DType::Bf16, DType::F16, DType::F32] {
+            let mut cases = vec![
+                (Values::Spread, 37, 7 * b),
+                (Values::Spread, 1, b),
+                (Values::Ties, 3, 4 * b),
+                (Values::Zeros, 2, 2 * b),
+                (Values::Huge, 5, 3 * b),
+                (Values::Tiny, 5, 3 * b),
+            ];
+            if !quick {
+                cases.push((Values::Spread, 300, 64 * b));
+            }
+            for (values, rows, k) in cases {
+                let case = QuantCase {
+                    format,
+                    input,
+                    values,
+                    rows,
+                    k,
+                };
+                v.push(Fp4Check::Quantize(case));
+            }
+            for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                v.push(Fp4Check::Refuse {
+                    format,
+                    input,
+                    poison,
+                });
+            }
+        }
+    }
+    v.extend(gemv_suite(quick).into_iter().map(Fp4Check::Gemv));
+    v
+}
+
+/// Runs one check of the suite on fresh inputs: its outcomes, or, when the case could not run
+/// (an input or a shape refused), one failed outcome saying why.
+pub fn verify(ctx: &Context, c: &Fp4Check) -> Result<Vec<Outcome>> {
+    match c {
+        &Fp4Check::EveryCode {
+            format,
+            tensor_scale: g,
+        } => {
+            let case = format!("{format}: every code, tensor scale {g}");
+            outcomes_or_failure("dequantize", case, verify_every_code(ctx, format, g))
+        }
+        Fp4Check::Quantize(q) => outcomes_or_failure("quantize", q.label(), q.verify(ctx)),
+        &Fp4Check::Refuse {
+            format,
+            input,
+            poison,
+        } => {
+            // the refusal is the expected result here: a passed check, not an error
+            let case = format!("{format} from {input}, {poison}");
+            let r = verify_refusal(ctx, format, input, poison).map(|o| vec![o]);
+            outcomes_or_failure("refuse", case, r)
+        }
+        Fp4Check::Gemv(p) => {
+            outcomes_or_failure("gemv", p.label(), verify_gemv(ctx, p).map(|o| vec![o]))
+        }
+    }
+}
+
+/// A rows x K tensor of `values` in `input`, quantised to `format` on the GPU and checked bit for
+/// bit against the CPU's quantisation; the GPU's codes then dequantised to every output dtype.
+#[derive(Debug, Clone, Copy)]
+pub struct QuantCase {
+    pub format: Fp4Format,
+    pub input: DType,
+    pub values: Values,
+    pub rows: usize,
+    pub k: usize,
+}
+
+impl QuantCase {
+    fn label(&self) -> String {
+        let (format, input, values) = (self.format, self.input, self.values);
+        format!(
+            "{format} from {input}, {}x{}, {values:?}",
+            self.rows, self.k
+        )
+    }
+
+    /// The quantisation's outcome, then the dequantisation's of its codes.
+    fn verify(&self, ctx: &Context) -> Result<Vec<Outcome>> {
+        let (o, drawn) = runner::run_keeping(ctx, self, fresh_seed())?;
+        let seed = o.seed;
+        let mut out = vec![o];
+        if let Some(QuantDrawn {
+            codes,
+            scales,
+            q: Some(q),
+            ..
+        }) = drawn
+        {
+            let label = self.label();
+            out.extend(verify_dequantization(
+                ctx,
+                &q.view(),
+                &codes,
+                &scales,
+                &label,
+                seed,
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+/// The tensor as the input type holds it (host and device), the CPU's codes, scales and tensor
+/// scale of it, and the GPU's quantisation once launched.
+pub struct QuantDrawn {
+    xs: Vec<f32>,
+    x: DeviceBuffer,
+    codes: Vec<u8>,
+    scales: Vec<u8>,
+    tensor_scale: f32,
+    q: Option<Fp4Matrix>,
+}
+
+impl Check for QuantCase {
+    type Drawn = QuantDrawn;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        fp4_outcome("quantize", self.label(), seed)
+    }
+
+    fn supports(&self, _ctx: &Context) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn draw(&self, _ctx: &Context, seed: u64) -> Result<QuantDrawn> {
+        let xs = tensor(self.values, self.input, self.rows, self.k, seed);
+        let (codes, scales, tensor_scale) = cpu_quantize(self.format, &xs, self.rows, self.k)?;
+        let x = upload(&xs, self.input)?;
+        Ok(QuantDrawn {
+            xs,
+            x,
+            codes,
+            scales,
+            tensor_scale,
+            q: None,
+        })
+    }
+
+    fn launch(&self, ctx: &Context, d: &mut QuantDrawn) -> Result<()> {
+        let (rows, k) = (self.rows, self.k);
+        d.q = Some(quantize(
+            ctx,
+            &d.x,
+            self.input,
+            rows,
+            k,
+            k,
+            self.format,
+            None,
+        )?);
+        Ok(())
+    }
+
+    fn flops(&self) -> f64 {
+        0.0
+    }
+
+    fn judge(&self, d: &QuantDrawn, o: &mut Outcome) -> Result<()> {
+        let k = self.k;
+        let Some(q) = &d.q else {
+            return Err(Error::invalid(
+                "the FP4 quantisation was judged before its launch",
+            ));
+        };
+        let gc: Vec<u8> = q.codes.download(d.codes.len())?;
+        let gs: Vec<u8> = q.scales.download(d.scales.len())?;
+        let (mut bad, mut first) = (0, None);
+        let g = d.tensor_scale;
+        if q.tensor_scale.to_bits() != g.to_bits() {
+            bad += 1;
+            first = Some(format!("tensor scale {} (CPU {g})", q.tensor_scale));
+        }
+        for (i, (a, b)) in gs.iter().zip(&d.scales).enumerate() {
+            if a != b {
+                bad += 1;
+                first.get_or_insert_with(|| format!("scale {i}: {a:#04x} (CPU {b:#04x})"));
+            }
+        }
+        for (i, x) in d.xs.iter().enumerate() {
+            let (a, b) = (fp4::code_at(&gc, i), fp4::code_at(&d.codes, i));
+            if a != b {
+                bad += 1;
+                first.get_or_insert_with(|| {
+                    format!(
+                        "element ({}, {}) = {x}: code {a:#x} (CPU {b:#x})",
+                        i / k,
+                        i % k
+                    )
+                });
+            }
+        }
+        *o = o.clone().judge_bits(bad, first);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suite_keeps_each_formats_checks_in_order_then_the_gemvs() {
+        for quick in [true, false] {
+            let s = suite(quick);
+            let count = |f: fn(&Fp4Check) -> bool| s.iter().filter(|c| f(c)).count();
+            let per_input = if quick { 6 } else { 7 };
+            assert_eq!(
+                count(|c| matches!(c, Fp4Check::Quantize(_))),
+                2 * 3 * per_input
+            );
+            assert_eq!(count(|c| matches!(c, Fp4Check::Refuse { .. })), 2 * 3 * 3);
+            assert_eq!(count(|c| matches!(c, Fp4Check::EveryCode { .. })), 4 + 1);
+            assert_eq!(
+                count(|c| matches!(c, Fp4Check::Gemv(_))),
+                gemv_suite(quick).len()
+            );
+            assert!(matches!(
+                s[0],
+                Fp4Check::EveryCode {
+                    format: Fp4Format::Nvfp4,
+                    ..
+                }
+            ));
+        }
+    }
+}

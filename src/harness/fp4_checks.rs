@@ -18,18 +18,11 @@ use crate::ops::gemm::DType;
 
 /// One check of `fp4 verify`'s suite.
 pub enum Fp4Check {
-    /// Every code times every scale code, under one tensor scale.
-    EveryCode {
-        format: Fp4Format,
-        tensor_scale: f32,
-    },
+    /// Every code times every scale code of a format, under one tensor scale.
+    EveryCode(Fp4Format, f32),
     Quantize(QuantCase),
-    /// `poison` in a tensor of `input`: refused at the element the CPU names.
-    Refuse {
-        format: Fp4Format,
-        input: DType,
-        poison: f32,
-    },
+    /// A NaN or an infinity in a tensor of the input type: refused at the element the CPU names.
+    Refuse(Fp4Format, DType, f32),
     Gemv(GemvProblem),
 }
 
@@ -38,12 +31,8 @@ pub enum Fp4Check {
 pub fn suite(quick: bool) -> Vec<Fp4Check> {
     let mut v = Vec::new();
     for format in Fp4Format::ALL {
-        for tensor_scale in every_code_tensor_scales(format) {
-            v.push(Fp4Check::EveryCode {
-                format,
-                tensor_scale,
-            });
-        }
+        let scales = every_code_tensor_scales(format);
+        v.extend(scales.into_iter().map(|g| Fp4Check::EveryCode(format, g)));
         let b = format.block();
         for input in [DType::Bf16, DType::F16, DType::F32] {
             let mut cases = vec![
@@ -67,13 +56,8 @@ pub fn suite(quick: bool) -> Vec<Fp4Check> {
                 };
                 v.push(Fp4Check::Quantize(case));
             }
-            for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-                v.push(Fp4Check::Refuse {
-                    format,
-                    input,
-                    poison,
-                });
-            }
+            let poisons = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+            v.extend(poisons.map(|poison| Fp4Check::Refuse(format, input, poison)));
         }
     }
     v.extend(gemv_suite(quick).into_iter().map(Fp4Check::Gemv));
@@ -84,19 +68,12 @@ pub fn suite(quick: bool) -> Vec<Fp4Check> {
 /// (an input or a shape refused), one failed outcome saying why.
 pub fn verify(ctx: &Context, c: &Fp4Check) -> Result<Vec<Outcome>> {
     match c {
-        &Fp4Check::EveryCode {
-            format,
-            tensor_scale: g,
-        } => {
+        &Fp4Check::EveryCode(format, g) => {
             let case = format!("{format}: every code, tensor scale {g}");
             outcomes_or_failure("dequantize", case, verify_every_code(ctx, format, g))
         }
         Fp4Check::Quantize(q) => outcomes_or_failure("quantize", q.label(), q.verify(ctx)),
-        &Fp4Check::Refuse {
-            format,
-            input,
-            poison,
-        } => {
+        &Fp4Check::Refuse(format, input, poison) => {
             // the refusal is the expected result here: a passed check, not an error
             let case = format!("{format} from {input}, {poison}");
             let r = verify_refusal(ctx, format, input, poison).map(|o| vec![o]);
@@ -254,27 +231,15 @@ mod tests {
 
     #[test]
     fn the_suite_keeps_each_formats_checks_in_order_then_the_gemvs() {
-        for quick in [true, false] {
+        for (quick, tensors) in [(true, 6), (false, 7)] {
             let s = suite(quick);
-            let count = |f: fn(&Fp4Check) -> bool| s.iter().filter(|c| f(c)).count();
-            let per_input = if quick { 6 } else { 7 };
-            assert_eq!(
-                count(|c| matches!(c, Fp4Check::Quantize(_))),
-                2 * 3 * per_input
-            );
-            assert_eq!(count(|c| matches!(c, Fp4Check::Refuse { .. })), 2 * 3 * 3);
-            assert_eq!(count(|c| matches!(c, Fp4Check::EveryCode { .. })), 4 + 1);
-            assert_eq!(
-                count(|c| matches!(c, Fp4Check::Gemv(_))),
-                gemv_suite(quick).len()
-            );
-            assert!(matches!(
-                s[0],
-                Fp4Check::EveryCode {
-                    format: Fp4Format::Nvfp4,
-                    ..
-                }
-            ));
+            let quantize = s.iter().filter(|c| matches!(c, Fp4Check::Quantize(_)));
+            assert_eq!(quantize.count(), 2 * 3 * tensors);
+            let refuse = s.iter().filter(|c| matches!(c, Fp4Check::Refuse(..)));
+            assert_eq!(refuse.count(), 2 * 3 * 3);
+            let gemvs = s.iter().filter(|c| matches!(c, Fp4Check::Gemv(_)));
+            assert_eq!(gemvs.count(), gemv_suite(quick).len());
+            assert!(matches!(s[0], Fp4Check::EveryCode(Fp4Format::Nvfp4, _)));
         }
     }
 }

@@ -17,9 +17,10 @@ use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::args::{ArchArgs, MoeAction, MoeBenchArgs, MoeCmdArgs, MoeVerifyArgs};
+use super::args::ArchArgs;
 use super::bench_table::{self, Col, MEDIAN_MS};
 use super::env::{bench_options, device_or_h100, finish, record, Env};
+use super::moe_args::{MoeAction, MoeBenchArgs, MoeCmdArgs, MoeVerifyArgs};
 use super::verdicts::{
     exit_if, failures, print_outcomes, table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR,
     ROWS, VERDICT, VERSION,
@@ -38,13 +39,13 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     if a.layer {
         return super::moe_layer::verify(env, a);
     }
-    if let Some(w) = &a.weights {
+    if let Some(w) = &a.four_bit.weights {
         if a.version.is_some() || a.suite.is_some() {
             return Err(Error::invalid(
                 "--weights verifies the 4-bit kernel on its own suite or on --counts; leave out --version and --suite",
             ));
         }
-        return super::moe_fp4::verify(env, own_problem(a)?, w, a.graph, a.act.as_deref());
+        return super::moe_fp4::verify(env, own_problem(a)?, w, a.graph, a.four_bit.act.as_deref());
     }
     if let Some(v) = &a.version {
         env.registry.moe_version(v)?;
@@ -268,7 +269,7 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     if let Some(shapes) = &a.layer {
         return super::moe_layer::bench(env, a, shapes);
     }
-    if let Some(w) = &a.weights {
+    if let Some(w) = &a.four_bit.weights {
         return super::moe_fp4::bench(env, a, w);
     }
     let r = request(a)?;

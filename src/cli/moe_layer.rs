@@ -13,9 +13,9 @@ use kiln::ops::moe::layer::CombineMode;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::args::{MoeBenchArgs, MoeVerifyArgs};
 use super::bench_table;
 use super::env::{bench_options, finish, record, Env};
+use super::moe_args::{MoeBenchArgs, MoeVerifyArgs};
 use super::verdicts::{
     failures, print_outcomes, table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS,
     VERDICT,
@@ -25,7 +25,7 @@ pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let shaping = [
         ("--version", a.version.is_some()),
         ("--counts", a.counts.is_some() || a.counts_file.is_some()),
-        ("--weights", a.weights.is_some()),
+        ("--weights", a.four_bit.weights.is_some()),
         ("--swiglu", a.swiglu.is_some()),
         ("--masked", a.masked),
     ];

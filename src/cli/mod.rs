@@ -20,7 +20,6 @@ mod fp8_moe;
 mod fuzz;
 mod gemm;
 mod moe;
-mod moe_args;
 mod moe_fp4;
 mod moe_layer;
 mod pointwise;

@@ -17,10 +17,9 @@ use kiln::report::Table;
 use kiln::store::rows;
 use serde_json::json;
 
-use super::args::ArchArgs;
+use super::args::{ArchArgs, MoeAction, MoeBenchArgs, MoeCmdArgs, MoeVerifyArgs};
 use super::bench_table::{self, Col, MEDIAN_MS};
 use super::env::{bench_options, device_or_h100, finish, record, Env};
-use super::moe_args::{MoeAction, MoeBenchArgs, MoeCmdArgs, MoeVerifyArgs};
 use super::verdicts::{
     exit_if, failures, print_outcomes, table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR,
     ROWS, VERDICT, VERSION,

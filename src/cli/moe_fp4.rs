@@ -20,9 +20,9 @@ use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::MoeProblem;
 use serde_json::json;
 
+use super::args::{MoeBenchArgs, MoePrepackArgs};
 use super::bench_table::Col;
 use super::env::{bench_options, Env};
-use super::moe_args::{MoeBenchArgs, MoePrepackArgs};
 use super::verdicts::{
     failures, print_outcomes, table, verified, Landing, BOUND, PROBLEM, REL_ERROR, ROWS, VERDICT,
     VERSION,

@@ -13,9 +13,9 @@ use kiln::ops::moe::layer::CombineMode;
 use kiln::store::rows;
 use serde_json::json;
 
+use super::args::{MoeBenchArgs, MoeVerifyArgs};
 use super::bench_table;
 use super::env::{bench_options, finish, record, Env};
-use super::moe_args::{MoeBenchArgs, MoeVerifyArgs};
 use super::verdicts::{
     failures, print_outcomes, table, verified, Column, Landing, BOUND, PROBLEM, REL_ERROR, ROWS,
     VERDICT,

@@ -65,24 +65,25 @@ pub fn suite(quick: bool) -> Vec<Fp4Check> {
 }
 
 /// Runs one check of the suite on fresh inputs: its outcomes, or, when the case could not run
-/// (an input or a shape refused), one failed outcome saying why.
+/// (an input or a shape refused), one failed outcome saying why. A refusal check's refusal is
+/// its expected result: a passed check, not an error.
 pub fn verify(ctx: &Context, c: &Fp4Check) -> Result<Vec<Outcome>> {
-    match c {
-        &Fp4Check::EveryCode(format, g) => {
-            let case = format!("{format}: every code, tensor scale {g}");
-            outcomes_or_failure("dequantize", case, verify_every_code(ctx, format, g))
-        }
-        Fp4Check::Quantize(q) => outcomes_or_failure("quantize", q.label(), q.verify(ctx)),
-        &Fp4Check::Refuse(format, input, poison) => {
-            // the refusal is the expected result here: a passed check, not an error
-            let case = format!("{format} from {input}, {poison}");
-            let r = verify_refusal(ctx, format, input, poison).map(|o| vec![o]);
-            outcomes_or_failure("refuse", case, r)
-        }
-        Fp4Check::Gemv(p) => {
-            outcomes_or_failure("gemv", p.label(), verify_gemv(ctx, p).map(|o| vec![o]))
-        }
-    }
+    let one = |o: Result<Outcome>| o.map(|o| vec![o]);
+    let (kind, case, r) = match c {
+        &Fp4Check::EveryCode(f, g) => (
+            "dequantize",
+            format!("{f}: every code, tensor scale {g}"),
+            verify_every_code(ctx, f, g),
+        ),
+        Fp4Check::Quantize(q) => ("quantize", q.label(), q.verify(ctx)),
+        &Fp4Check::Refuse(f, input, poison) => (
+            "refuse",
+            format!("{f} from {input}, {poison}"),
+            one(verify_refusal(ctx, f, input, poison)),
+        ),
+        Fp4Check::Gemv(p) => ("gemv", p.label(), one(verify_gemv(ctx, p))),
+    };
+    outcomes_or_failure(kind, case, r)
 }
 
 /// A rows x K tensor of `values` in `input`, quantised to `format` on the GPU and checked bit for
@@ -117,14 +118,9 @@ impl QuantCase {
             ..
         }) = drawn
         {
-            let label = self.label();
+            let (view, label) = (q.view(), self.label());
             out.extend(verify_dequantization(
-                ctx,
-                &q.view(),
-                &codes,
-                &scales,
-                &label,
-                seed,
+                ctx, &view, &codes, &scales, &label, seed,
             )?);
         }
         Ok(out)
@@ -168,17 +164,8 @@ impl Check for QuantCase {
     }
 
     fn launch(&self, ctx: &Context, d: &mut QuantDrawn) -> Result<()> {
-        let (rows, k) = (self.rows, self.k);
-        d.q = Some(quantize(
-            ctx,
-            &d.x,
-            self.input,
-            rows,
-            k,
-            k,
-            self.format,
-            None,
-        )?);
+        let (input, rows, k, format) = (self.input, self.rows, self.k, self.format);
+        d.q = Some(quantize(ctx, &d.x, input, rows, k, k, format, None)?);
         Ok(())
     }
 

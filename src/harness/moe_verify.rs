@@ -275,18 +275,11 @@ pub struct Score {
 }
 
 impl Score {
-    /// Writes the score of `rows` checked rows into `out` (before its verdict).
-    pub fn fill(self, out: &mut Outcome, rows: usize) {
-        out.mismatches = self.nan_or_unwritten;
-        out.written_outside = self.written_outside;
-        out.rel_error = self.rel_error;
-        out.rows_checked = rows;
-    }
-
-    /// [`Score::fill`], then the verdict: the first fault present, the error held to `out`'s
-    /// bound (`bound` names it: "the bf16 bound").
+    /// Writes the score of `rows` checked rows into `out`, then the verdict: the first fault
+    /// present, the error held to `out`'s bound (`bound` names it: "the bf16 bound").
     pub fn judge(self, out: &mut Outcome, rows: usize, bound: &str) {
-        self.fill(out, rows);
+        (out.mismatches, out.written_outside) = (self.nan_or_unwritten, self.written_outside);
+        (out.rel_error, out.rows_checked) = (self.rel_error, rows);
         let o = out.clone();
         (out.passed, out.message) = verdict(&[
             (o.mismatches > 0, &|| {

@@ -582,14 +582,8 @@ pub struct MoeVerifyArgs {
     /// counts are read on the GPU), instead of launching it directly.
     #[arg(long)]
     pub graph: bool,
-    /// Verify the kernels with 4-bit weights instead: nvfp4 or mxfp4 (its own suite without
-    /// --counts).
-    #[arg(long, value_name = "FORMAT")]
-    pub weights: Option<String>,
-    /// With --weights mxfp4: the activations, bf16 (the default) or e4m3 (quantised by kiln's
-    /// FP8 quantiser with 1x128 scales, on the FP8 tensor cores: W4A8).
-    #[arg(long, value_name = "TYPE", requires = "weights")]
-    pub act: Option<String>,
+    #[command(flatten)]
+    pub four_bit: FourBitArgs,
     /// Verify the whole MoE layer instead (routing, the gathered SwiGLU, the down projection
     /// with its combine) against its float64 reference, on its suite (--suite quick or full).
     #[arg(long)]
@@ -630,14 +624,8 @@ pub struct MoeBenchArgs {
     pub seed: u64,
     #[command(flatten)]
     pub timing: TimingArgs,
-    /// Time the kernel with 4-bit weights (nvfp4 or mxfp4) against kiln's bf16 kernel of the
-    /// same counts: the grouped GEMM, or with --swiglu the fused SwiGLU alone.
-    #[arg(long, value_name = "FORMAT")]
-    pub weights: Option<String>,
-    /// With --weights mxfp4: the activations, bf16 (the default) or e4m3 (W4A8 on the FP8
-    /// tensor cores; also times kiln's FP8 quantisation of X).
-    #[arg(long, value_name = "TYPE", requires = "weights")]
-    pub act: Option<String>,
+    #[command(flatten)]
+    pub four_bit: FourBitArgs,
     /// Time the whole MoE layer and its steps instead: the issue's shapes, or the sizes given
     /// as `E64,k8,H2048,I1408,T1+64+4096`.
     #[arg(long, num_args = 0..=1, default_missing_value = "issue", value_name = "SHAPES")]
@@ -645,6 +633,21 @@ pub struct MoeBenchArgs {
     /// The layer's combine: atomic (the default) or ordered (deterministic).
     #[arg(long, requires = "layer")]
     pub combine: Option<String>,
+}
+
+/// The 4-bit experts' flags `moe verify` and `moe bench` share.
+#[derive(Debug, Args)]
+pub struct FourBitArgs {
+    /// The kernels with 4-bit weights instead: nvfp4 or mxfp4 (verify: on their own suite without
+    /// --counts; bench: timed against kiln's bf16 kernel of the same counts, the grouped GEMM or
+    /// with --swiglu the fused SwiGLU alone).
+    #[arg(long, value_name = "FORMAT")]
+    pub weights: Option<String>,
+    /// With --weights mxfp4: the activations, bf16 (the default) or e4m3 (quantised by kiln's
+    /// FP8 quantiser with 1x128 scales, on the FP8 tensor cores: W4A8; bench also times that
+    /// quantisation).
+    #[arg(long, value_name = "TYPE", requires = "weights")]
+    pub act: Option<String>,
 }
 
 /// The architecture a family's `check` compiles for (`moe check`, `fp8 check`, `fp4 check`).

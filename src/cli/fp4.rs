@@ -10,15 +10,12 @@ use serde_json::json;
 use kiln::error::{Error, Result};
 use kiln::harness::bench::BenchOptions;
 use kiln::harness::bench::Row;
-use kiln::harness::fp4::{
-    every_code_tensor_scales, gemv_suite, outcomes_or_failure, verify_every_code, verify_gemv,
-    verify_quantization, verify_refusal, Values,
-};
 use kiln::harness::fp4_bench::bench_gemv;
+use kiln::harness::fp4_checks::{suite, verify as verify_check};
 use kiln::harness::fp4_seeds::{geomean, run_shape, shapes, SeedResult};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
-use kiln::ops::fp4::{Fp4Format, GemvProblem};
+use kiln::ops::fp4::GemvProblem;
 use kiln::ops::gemm::DType;
 
 use super::bench_table::{self, Col, PROBLEM, VERSION};
@@ -105,44 +102,11 @@ pub fn run(env: &Env, a: &Fp4CliArgs) -> Result<ExitCode> {
 fn verify(env: &Env, a: &Fp4VerifyArgs) -> Result<ExitCode> {
     let quick = a.suite.parse::<Suite>()? == Suite::Quick;
     let ctx = env.context()?;
+    let checks = suite(quick);
+    let landing = Landing::begin(env, &ctx, None, Some((checks.len(), "fp4 verify")))?;
     let mut outcomes: Vec<Outcome> = Vec::new();
-    for format in Fp4Format::ALL {
-        for g in every_code_tensor_scales(format) {
-            let case = format!("{format}: every code, tensor scale {g}");
-            let r = verify_every_code(&ctx, format, g);
-            outcomes.extend(outcomes_or_failure("dequantize", case, r)?);
-        }
-        let b = format.block();
-        for input in [DType::Bf16, DType::F16, DType::F32] {
-            let mut cases = vec![
-                (Values::Spread, 37, 7 * b),
-                (Values::Spread, 1, b),
-                (Values::Ties, 3, 4 * b),
-                (Values::Zeros, 2, 2 * b),
-                (Values::Huge, 5, 3 * b),
-                (Values::Tiny, 5, 3 * b),
-            ];
-            if !quick {
-                cases.push((Values::Spread, 300, 64 * b));
-            }
-            for (values, rows, k) in cases {
-                let case = format!("{format} from {input}, {rows}x{k}, {values:?}");
-                let r = verify_quantization(&ctx, format, input, values, rows, k);
-                outcomes.extend(outcomes_or_failure("quantize", case, r)?);
-            }
-            // the refusal is the expected result here: a passed check, not an error
-            for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-                let case = format!("{format} from {input}, {poison}");
-                let r = verify_refusal(&ctx, format, input, poison).map(|o| vec![o]);
-                outcomes.extend(outcomes_or_failure("refuse", case, r)?);
-            }
-        }
-    }
-    let cases = gemv_suite(quick);
-    let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "fp4 verify")))?;
-    for p in &cases {
-        let r = verify_gemv(&ctx, p).map(|o| vec![o]);
-        landing.land(&mut outcomes, outcomes_or_failure("gemv", p.label(), r)?);
+    for c in &checks {
+        landing.land(&mut outcomes, verify_check(&ctx, c)?);
     }
     landing.end(false)?;
     let failed = failures(&outcomes);

@@ -11,16 +11,14 @@ use kiln::device::DeviceInfo;
 use kiln::error::{Error, Result};
 use kiln::formats::{Fp8Format, ScaleRecipe};
 use kiln::harness::bench::Row;
-use kiln::harness::fp8::{
-    gemm_suite, verify_conversions, verify_gemm, verify_gemm_seeded, verify_promotion,
-    verify_quantization, Data, GemmCase,
-};
+use kiln::harness::fp8::{verify_gemm_seeded, Data, GemmCase};
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes};
 use kiln::harness::fp8_chain::bench_fp8_chain;
+use kiln::harness::fp8_checks::{suite, verify as verify_check};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
-use kiln::ops::fp8::{Fp8Config, Fp8Problem, Granularity, QuantSpec, ScaleMode};
+use kiln::ops::fp8::{Fp8Config, Fp8Problem, ScaleMode};
 use kiln::ops::gemm::{parse_shape, DType};
 
 use super::bench_table::{self, Col, MAX, MEDIAN_MS, MIN, PROBLEM, TFLOPS, VERSION};
@@ -151,33 +149,13 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         return verify_at(env, a);
     }
     let ctx = env.context()?;
-    let mut outcomes: Vec<Outcome> = vec![verify_conversions(&ctx)?];
-    let inputs: &[DType] = if quick {
-        &[DType::Bf16]
-    } else {
-        &[DType::Bf16, DType::F16, DType::F32]
-    };
-    for &input in inputs {
-        for format in Fp8Format::ALL {
-            for granularity in Granularity::ALL {
-                for recipe in ScaleRecipe::ALL {
-                    let spec = QuantSpec {
-                        format,
-                        granularity,
-                        recipe,
-                    };
-                    outcomes.push(verify_quantization(&ctx, input, spec, 300, 1000)?);
-                }
-            }
-        }
-    }
-    let cases = gemm_suite(quick);
-    let landing = Landing::begin(env, &ctx, None, Some((cases.len(), "fp8 verify")))?;
-    for case in &cases {
-        landing.land(&mut outcomes, verify_gemm(&ctx, case, a.vendor)?);
+    let checks = suite(quick);
+    let landing = Landing::begin(env, &ctx, None, Some((checks.len(), "fp8 verify")))?;
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    for c in &checks {
+        landing.land(&mut outcomes, verify_check(&ctx, c, a.vendor)?);
     }
     landing.end(false)?;
-    outcomes.push(verify_promotion(&ctx)?);
     print_outcomes(env, &ctx.info, &outcomes)
 }
 

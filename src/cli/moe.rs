@@ -38,13 +38,13 @@ fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     if a.layer {
         return super::moe_layer::verify(env, a);
     }
-    if let Some(w) = &a.weights {
+    if let Some(w) = &a.four_bit.weights {
         if a.version.is_some() || a.suite.is_some() {
             return Err(Error::invalid(
                 "--weights verifies the 4-bit kernel on its own suite or on --counts; leave out --version and --suite",
             ));
         }
-        return super::moe_fp4::verify(env, own_problem(a)?, w, a.graph, a.act.as_deref());
+        return super::moe_fp4::verify(env, own_problem(a)?, w, a.graph, a.four_bit.act.as_deref());
     }
     if let Some(v) = &a.version {
         env.registry.moe_version(v)?;
@@ -268,7 +268,7 @@ fn bench(env: &Env, a: &MoeBenchArgs) -> Result<ExitCode> {
     if let Some(shapes) = &a.layer {
         return super::moe_layer::bench(env, a, shapes);
     }
-    if let Some(w) = &a.weights {
+    if let Some(w) = &a.four_bit.weights {
         return super::moe_fp4::bench(env, a, w);
     }
     let r = request(a)?;

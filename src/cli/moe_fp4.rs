@@ -99,7 +99,7 @@ pub fn verify(
 /// `kiln moe bench --weights F [--act e4m3]`.
 pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     let format = Fp4Format::parse(weights)?;
-    let w4a8 = e4m3_act(a.act.as_deref(), format)?;
+    let w4a8 = e4m3_act(a.four_bit.act.as_deref(), format)?;
     let counts = a.row_counts()?;
     let swiglu = a.swiglu_of()?;
     let r = Fp4BenchRequest {

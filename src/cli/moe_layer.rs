@@ -25,7 +25,7 @@ pub fn verify(env: &Env, a: &MoeVerifyArgs) -> Result<ExitCode> {
     let shaping = [
         ("--version", a.version.is_some()),
         ("--counts", a.counts.is_some() || a.counts_file.is_some()),
-        ("--weights", a.weights.is_some()),
+        ("--weights", a.four_bit.weights.is_some()),
         ("--swiglu", a.swiglu.is_some()),
         ("--masked", a.masked),
     ];

@@ -1,7 +1,8 @@
 //! FP4 verification on the GPU: quantisation to NVFP4 and MXFP4 from every input dtype bit for bit
 //! against the CPU formats (random tensors of odd shapes, every code and scale, zeros, huge and
 //! tiny values, NaN and infinity refused at the same element), dequantisation to every output
-//! dtype against the exact value rounded once, and the NVFP4 GEMV against float64.
+//! dtype against the exact value rounded once, and the NVFP4 GEMV against float64; the suite as
+//! one list of checks is [`super::fp4_checks`].
 
 use half::bf16;
 use rand::{Rng, SeedableRng};
@@ -11,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::formats::{fp4, mxfp4, nvfp4};
 use crate::harness::fp8::as_input;
 use crate::harness::outcome::{Extra, Outcome};
-use crate::harness::runner::Check;
+use crate::harness::runner::{self, Check};
 use crate::harness::verify::{fresh_seed, rel_l2};
 use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
 use crate::ops::fp4::nvfp4_gemv_pack;
@@ -24,7 +25,7 @@ use crate::reference::fp4 as reference;
 pub const GEMV_BOUND: f64 = 1e-3;
 
 /// An FP4 check of kind `check` on `case`, not yet judged.
-fn fp4_outcome(check: &str, case: String, seed: u64) -> Outcome {
+pub(crate) fn fp4_outcome(check: &str, case: String, seed: u64) -> Outcome {
     Outcome::new(check, case, seed, f64::NAN, Extra::Fp4)
 }
 
@@ -99,7 +100,7 @@ pub fn upload(xs: &[f32], input: DType) -> Result<DeviceBuffer> {
 }
 
 /// The CPU's quantisation of `xs`: (codes, scales, tensor scale).
-fn cpu_quantize(
+pub(crate) fn cpu_quantize(
     format: Fp4Format,
     xs: &[f32],
     rows: usize,
@@ -141,60 +142,10 @@ pub fn outcomes_or_failure(
     }
 }
 
-/// The GPU's quantisation of a tensor against the CPU's, bit for bit, then its dequantisation to
-/// every output dtype against the exact values rounded once.
-pub fn verify_quantization(
-    ctx: &Context,
-    format: Fp4Format,
-    input: DType,
-    values: Values,
-    rows: usize,
-    k: usize,
-) -> Result<Vec<Outcome>> {
-    let seed = fresh_seed();
-    let xs = tensor(values, input, rows, k, seed);
-    let case = format!("{format} from {input}, {rows}x{k}, {values:?}");
-    let (codes, scales, g) = cpu_quantize(format, &xs, rows, k)?;
-    let x = upload(&xs, input)?;
-    let q = quantize(ctx, &x, input, rows, k, k, format, None)?;
-    let (gc, gs): (Vec<u8>, Vec<u8>) = (
-        q.codes.download(codes.len())?,
-        q.scales.download(scales.len())?,
-    );
-    let mut bad = 0;
-    let mut first = None;
-    if q.tensor_scale.to_bits() != g.to_bits() {
-        bad += 1;
-        first = Some(format!("tensor scale {} (CPU {g})", q.tensor_scale));
-    }
-    for (i, (a, b)) in gs.iter().zip(&scales).enumerate() {
-        if a != b {
-            bad += 1;
-            first.get_or_insert_with(|| format!("scale {i}: {a:#04x} (CPU {b:#04x})"));
-        }
-    }
-    for (i, x) in xs.iter().enumerate() {
-        let (a, b) = (fp4::code_at(&gc, i), fp4::code_at(&codes, i));
-        if a != b {
-            bad += 1;
-            first.get_or_insert_with(|| {
-                format!(
-                    "element ({}, {}) = {x}: code {a:#x} (CPU {b:#x})",
-                    i / k,
-                    i % k
-                )
-            });
-        }
-    }
-    let mut out = vec![fp4_outcome("quantize", case.clone(), seed).judge_bits(bad, first)];
-    for o in verify_dequantization(ctx, &q.view(), &codes, &scales, &case, seed)? {
-        out.push(o);
-    }
-    Ok(out)
-}
-
 /// The GPU's dequantisation of `m` (whose codes and scales the CPU holds too) to every output
-/// dtype against the exact values rounded once.
+/// dtype against the exact values rounded once: every dtype dense, then rows with padding,
+/// 16-byte aligned (the vector stores) and not (the element-wise path); each layout a check on
+/// the runner.
 pub fn verify_dequantization(
     ctx: &Context,
     m: &Fp4View,
@@ -210,20 +161,9 @@ pub fn verify_dequantization(
         1.0
     };
     let mut exact = vec![0.0; rows * k];
-    for r in 0..rows {
-        reference::decode_row(
-            m.format,
-            codes,
-            scales,
-            k,
-            r,
-            g,
-            &mut exact[r * k..(r + 1) * k],
-        );
+    for (r, row) in exact.chunks_mut(k).enumerate() {
+        reference::decode_row(m.format, codes, scales, k, r, g, row);
     }
-    let mut out = Vec::new();
-    // every dtype dense, then rows with padding: 16-byte aligned (the vector stores) and not
-    // (the element-wise path); padding must stay as it was
     let layouts = [
         (DType::Bf16, k),
         (DType::F16, k),
@@ -232,10 +172,66 @@ pub fn verify_dequantization(
         (DType::F32, k + 4),
         (DType::F16, k + 3),
     ];
-    for (dt, ldy) in layouts {
-        let y = ctx.alloc(((rows - 1) * ldy + k) * dt.size())?;
+    let exact = &exact;
+    let each = |(dt, ldy)| {
+        runner::run(
+            ctx,
+            &Dequant {
+                m,
+                exact,
+                case,
+                dt,
+                ldy,
+            },
+            seed,
+        )
+    };
+    layouts.into_iter().map(each).collect()
+}
+
+/// One output layout of a dequantisation: `dt` rows `ldy` apart, poisoned before the launch;
+/// the padding must stay as it was.
+struct Dequant<'a> {
+    m: &'a Fp4View<'a>,
+    exact: &'a [f64],
+    case: &'a str,
+    dt: DType,
+    ldy: usize,
+}
+
+impl Check for Dequant<'_> {
+    type Drawn = DeviceBuffer;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        let (case, dt, ldy) = (self.case, self.dt, self.ldy);
+        let layout = match ldy == self.m.k {
+            true => String::new(),
+            false => format!(", ldy {ldy}"),
+        };
+        fp4_outcome("dequantize", format!("{case} -> {dt}{layout}"), seed)
+    }
+
+    fn supports(&self, _ctx: &Context) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn draw(&self, ctx: &Context, _seed: u64) -> Result<DeviceBuffer> {
+        let (rows, k) = (self.m.rows, self.m.k);
+        let y = ctx.alloc(((rows - 1) * self.ldy + k) * self.dt.size())?;
         y.fill_bytes(0xFF, ctx)?;
-        dequantize_into(ctx, m, dt, &y, ldy, true)?;
+        Ok(y)
+    }
+
+    fn launch(&self, ctx: &Context, y: &mut DeviceBuffer) -> Result<()> {
+        dequantize_into(ctx, self.m, self.dt, y, self.ldy, true)
+    }
+
+    fn flops(&self) -> f64 {
+        0.0
+    }
+
+    fn judge(&self, y: &DeviceBuffer, o: &mut Outcome) -> Result<()> {
+        let (rows, k, dt, ldy, exact) = (self.m.rows, self.m.k, self.dt, self.ldy, self.exact);
         let len = (rows - 1) * ldy + k;
         let got: Vec<u32> = match dt {
             DType::F32 => y.download::<u32>(len)?,
@@ -265,17 +261,9 @@ pub fn verify_dequantization(
                 });
             }
         }
-        let layout = if ldy == k {
-            String::new()
-        } else {
-            format!(", ldy {ldy}")
-        };
-        out.push(
-            fp4_outcome("dequantize", format!("{case} -> {dt}{layout}"), seed)
-                .judge_bits(bad, first),
-        );
+        *o = o.clone().judge_bits(bad, first);
+        Ok(())
     }
-    Ok(out)
 }
 
 /// The tensor scales the every-code check runs under: NVFP4's 1, an inexact one, the smallest
@@ -437,7 +425,7 @@ impl GemvWeights {
 /// Random NVFP4 weights (tensor scale 0.0123) and bf16 X; the GEMV against the float64 product
 /// of the dequantised operands.
 pub fn verify_gemv(ctx: &Context, p: &GemvProblem) -> Result<Outcome> {
-    super::runner::run(ctx, p, fresh_seed())
+    runner::run(ctx, p, fresh_seed())
 }
 
 /// The drawn weights, X (host and device) and the poisoned Y.

@@ -1,8 +1,8 @@
-//! FP8 verification: the GPU's conversions and quantisation against the CPU's (bit for bit), and
-//! the FP8 GEMM against the float64 product of the dequantised operands, on fresh random data with
-//! a NaN-poisoned output, over a suite of shapes, scale modes, tile widths and output types;
-//! cuBLASLt's FP8 GEMM on the same operands when asked. Also the promotion check: at K = 16,384
-//! the unpromoted accumulation misses the error bound and the promoted one meets it.
+//! FP8 GEMM verification: the GEMM against the float64 product of the dequantised operands, on
+//! fresh random data with a NaN-poisoned output, over a suite of shapes, scale modes, tile widths
+//! and output types; cuBLASLt's FP8 GEMM on the same operands when asked. Also the promotion
+//! check: at K = 16,384 the unpromoted accumulation misses the error bound and the promoted one
+//! meets it. The conversion and quantisation checks are in [`super::fp8_checks`].
 
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -13,9 +13,7 @@ use crate::formats::{Fp8Format, ScaleRecipe};
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::Check;
 use crate::harness::verify::{fresh_seed, rel_l2, spread_rows, verdict, within};
-use crate::ops::fp8::{
-    self, convert, Fp8Config, Fp8Operands, Fp8Problem, QuantSpec, ScaleMode, Scales,
-};
+use crate::ops::fp8::{self, Fp8Config, Fp8Operands, Fp8Problem, QuantSpec, ScaleMode, Scales};
 use crate::ops::gemm::DType;
 use crate::reference::fp8 as reference;
 use crate::vendor::cublaslt_fp8::LtFp8;
@@ -55,31 +53,6 @@ pub fn accumulation_bound(p: &Fp8Problem) -> f64 {
 /// `case`, not yet judged.
 pub(crate) fn fp8_outcome(check: &str, case: String, seed: u64) -> Outcome {
     Outcome::new(check, case, seed, f64::NAN, Extra::FP8)
-}
-
-/// The GPU's encodings of the probe values and decodings of all 256 codes against the CPU's.
-pub fn verify_conversions(ctx: &Context) -> Result<Outcome> {
-    let seed = fresh_seed();
-    let xs = convert::probe_values(200_000, seed);
-    let got = convert::convert_on_device(ctx, &xs)?;
-    let bad = convert::mismatches(&xs, &got);
-    let mut o = fp8_outcome(
-        "convert",
-        format!("{} values, 256 codes, e4m3 and e5m2", xs.len()),
-        seed,
-    );
-    o.mismatches = bad.len();
-    o.passed = bad.is_empty();
-    o.message = if bad.is_empty() {
-        "bit-exact".into()
-    } else {
-        format!(
-            "{} mismatches, first: {}",
-            bad.len(),
-            bad[..bad.len().min(3)].join("; ")
-        )
-    };
-    Ok(o)
 }
 
 /// How test data is drawn.
@@ -133,57 +106,18 @@ pub(crate) fn as_input(x: &[f32], dtype: DType) -> (Vec<u8>, Vec<f32>) {
 
 /// How many of `codes` and of `scales` differ bit for bit from the CPU's `want_codes` and
 /// `want_scales`.
-fn bits_differ(codes: &[u8], want_codes: &[u8], scales: &[f32], want: &[f32]) -> (usize, usize) {
+pub(crate) fn bits_differ(
+    codes: &[u8],
+    want_codes: &[u8],
+    scales: &[f32],
+    want: &[f32],
+) -> (usize, usize) {
     let codes = codes.iter().zip(want_codes).filter(|(a, b)| a != b);
     let scales = scales
         .iter()
         .zip(want)
         .filter(|(a, b)| a.to_bits() != b.to_bits());
     (codes.count(), scales.count())
-}
-
-/// Quantises `x` on the GPU from `input` and checks codes and scales bit for bit against the
-/// CPU's quantisation of the same values.
-pub fn verify_quantization(
-    ctx: &Context,
-    input: DType,
-    spec: QuantSpec,
-    rows: usize,
-    cols: usize,
-) -> Result<Outcome> {
-    let seed = fresh_seed();
-    let mut x = random_matrix(rows, cols, Data::Signed, seed);
-    // special values: a zero block, a NaN, a value beyond the format's range, a signed zero
-    x.iter_mut().take(cols.min(128)).for_each(|v| *v = 0.0);
-    if rows * cols > 300 {
-        x[200] = f32::NAN;
-        x[260] = -0.0;
-        x[rows * cols - 1] = 1e6;
-    }
-    let (bytes, vals) = as_input(&x, input);
-    let dx = DeviceBuffer::from_host(&bytes)?;
-    let q = fp8::quantize(ctx, &dx, input, rows, cols, cols, spec)?;
-    ctx.synchronize()?;
-    let codes: Vec<u8> = q.codes.download(rows * cols)?;
-    let scales: Vec<f32> = q
-        .scales
-        .download(spec.granularity.scale_count(rows, cols))?;
-    let (want_codes, want_scales) = reference::quantize(&vals, rows, cols, cols, spec);
-    let mut o = fp8_outcome("quantize", format!("{input} {rows}x{cols} -> {spec}"), seed);
-    let (bad_codes, bad_scales) = bits_differ(&codes, &want_codes, &scales, &want_scales);
-    o.mismatches = bad_codes + bad_scales;
-    o.passed = o.mismatches == 0;
-    o.message = if o.passed {
-        "bit-exact".into()
-    } else {
-        let first = codes.iter().zip(&want_codes).position(|(a, b)| a != b);
-        format!(
-            "{bad_codes} codes and {bad_scales} scales differ (first code at {first:?}: GPU {:?}, CPU {:?})",
-            first.map(|i| codes[i]),
-            first.map(|i| want_codes[i])
-        )
-    };
-    Ok(o)
 }
 
 /// One GEMM check.
@@ -305,7 +239,7 @@ fn rows_to_check(p: &Fp8Problem, seed: u64) -> Vec<usize> {
 }
 
 /// Rounds `x` to `out`'s precision (the reference as the output type would hold it).
-fn round_to(out: DType, x: f64) -> f64 {
+pub(crate) fn round_to(out: DType, x: f64) -> f64 {
     match out {
         DType::Bf16 => half::bf16::from_f64(x).to_f64(),
         DType::F16 => half::f16::from_f64(x).to_f64(),

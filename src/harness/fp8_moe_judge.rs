@@ -1,6 +1,7 @@
 //! The verdicts of the FP8 MoE checks on downloaded outputs (pure, no GPU): bf16 / f32 output
 //! against the float64 reference, and the e4m3-quantised SwiGLU output against the reference.
 
+use super::fp8::round_to;
 use super::outcome::Outcome;
 use super::verify::{rel_l2, verdict, within};
 use crate::formats::scale::{amax, dequantize_one, quantize_one, scale_for};
@@ -13,15 +14,6 @@ use crate::reference::data::HostData;
 pub const BOUND: f64 = 1e-3;
 /// Against the exact reference (bf16's own rounding is about 1.6e-3 of it).
 pub const EXACT_BOUND: f64 = 4e-3;
-
-/// The output type's rounding of a reference value.
-fn round_to(out: DType, x: f64) -> f64 {
-    match out {
-        DType::Bf16 => half::bf16::from_f64(x).to_f64(),
-        DType::F16 => half::f16::from_f64(x).to_f64(),
-        DType::F32 => x as f32 as f64,
-    }
-}
 
 /// The kernel's relative error before its output was rounded, estimated from the rounded output:
 /// √(‖out − ref‖² − ‖round(ref) − ref‖²) / ‖ref‖ (`d2`, `q2`, `r2` those squared norms).

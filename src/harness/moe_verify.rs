@@ -10,7 +10,8 @@ use cudarc::driver::{result, sys};
 use serde::Serialize;
 
 use super::outcome::{Extra, Outcome};
-use super::verify::{bound, fresh_seed, refusal, rel_l2, spread_rows, verdict, within};
+use super::runner::{self, Check};
+use super::verify::{bound, fresh_seed, rel_l2, spread_rows, verdict, within};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
@@ -158,10 +159,7 @@ pub fn verify_moe_seeded(
 ) -> Result<Outcome> {
     p.validate()?;
     super::memory::plan_moe_verify(p).ensure(ctx, &format!("the problem {}", p.label()))?;
-    if let Err(reason) = kernel.supports(p, &ctx.info) {
-        return Ok(blank(kernel, p, mode, seed).skip(reason));
-    }
-    MoeFixture::new(p, seed)?.check(ctx, kernel, mode)
+    runner::run(ctx, &MoeCheck { kernel, p, mode }, seed)
 }
 
 /// One problem's inputs on the host and the GPU, and its float64 reference (computed at the
@@ -194,52 +192,78 @@ impl<'p> MoeFixture<'p> {
         })
     }
 
-    /// Poisons Y, launches `kernel` (directly, or replayed from a graph), and scores Y.
-    pub fn check(&self, ctx: &Context, kernel: &dyn MoeKernel, mode: Mode) -> Result<Outcome> {
-        let p = self.p;
-        let mut out = blank(kernel, p, mode, self.seed);
-        if let Err(reason) = kernel.supports(p, &ctx.info) {
-            return Ok(out.skip(reason));
-        }
-        self.bufs.y.upload(self.poison.bytes())?;
-        settle()?;
-        let ops = self.bufs.operands();
-        let limit = Duration::from_secs_f64(10.0 + p.flops() / 1e11);
-        let what = format!("{} on {}", kernel.name(), p.label());
-        let launched = match mode {
-            Mode::Direct => kernel.launch(ctx, p, &ops),
-            Mode::Graph => replay_in_graph(ctx, kernel, p, &self.bufs, limit, &what),
-        };
-        if let Some(reason) = refusal(launched)? {
-            return Ok(out.skip(reason));
-        }
-        ctx.synchronize_within(limit, &what)?;
-        let got = HostData::from_bytes(
-            p.output,
-            &self.bufs.y.download::<u8>(p.y_elems() * p.output.size())?,
-        );
-        let reference = self
-            .reference
-            .get_or_init(|| reference_rows(p, &self.inp, &self.rows));
-        let sc = score_against(p, reference, &got, &self.poison, &self.rows);
-        sc.judge(
-            &mut out,
-            self.rows.len(),
-            &format!("the {} bound", p.output),
-        );
-        Ok(out)
+    /// `kernel` launched as `mode` on these inputs (Y poisoned again first), judged.
+    pub fn check(&mut self, ctx: &Context, kernel: &dyn MoeKernel, mode: Mode) -> Result<Outcome> {
+        let (p, seed) = (self.p, self.seed);
+        runner::run_on(ctx, &MoeCheck { kernel, p, mode }, self, seed)
     }
 }
 
-/// `kernel` on `p` launched as `mode` with the inputs of `seed`, not yet judged.
-fn blank(kernel: &dyn MoeKernel, p: &MoeProblem, mode: Mode, seed: u64) -> Outcome {
-    Outcome::new(
-        kernel.name(),
-        p.label(),
-        seed,
-        bound(p.output),
-        Extra::Moe { mode },
-    )
+/// One version of the bf16/f16 MoE kernels on one problem, launched as `mode`, as the runner
+/// checks it: Y poisoned, one launch (or one replay of a graph captured while the device counts
+/// were zero), every routed row checked for unwritten elements, every other for stray writes,
+/// sampled rows against the float64 reference with the output dtype's bound.
+pub struct MoeCheck<'k, 'p> {
+    pub kernel: &'k dyn MoeKernel,
+    pub p: &'p MoeProblem,
+    pub mode: Mode,
+}
+
+impl<'p> Check for MoeCheck<'_, 'p> {
+    type Drawn = MoeFixture<'p>;
+
+    fn blank(&self, seed: u64) -> Outcome {
+        let extra = Extra::Moe { mode: self.mode };
+        Outcome::new(
+            self.kernel.name(),
+            self.p.label(),
+            seed,
+            bound(self.p.output),
+            extra,
+        )
+    }
+
+    fn supports(&self, ctx: &Context) -> std::result::Result<(), String> {
+        self.kernel.supports(self.p, &ctx.info)
+    }
+
+    fn draw(&self, _ctx: &Context, seed: u64) -> Result<MoeFixture<'p>> {
+        MoeFixture::new(self.p, seed)
+    }
+
+    fn launch(&self, ctx: &Context, f: &mut MoeFixture<'p>) -> Result<()> {
+        let (p, kernel) = (self.p, self.kernel);
+        f.bufs.y.upload(f.poison.bytes())?;
+        settle()?;
+        match self.mode {
+            Mode::Direct => kernel.launch(ctx, p, &f.bufs.operands()),
+            Mode::Graph => replay_with_rows(
+                ctx,
+                &|| kernel.launch(ctx, p, &f.bufs.operands()),
+                &f.bufs.rows,
+                &vec![0i32; p.rows_array().len()],
+                p.rows_array(),
+                self.wait(),
+                &format!("{} on {}", kernel.name(), p.label()),
+            ),
+        }
+    }
+
+    fn flops(&self) -> f64 {
+        self.p.flops()
+    }
+
+    fn judge(&self, f: &MoeFixture<'p>, out: &mut Outcome) -> Result<()> {
+        let p = self.p;
+        let raw = f.bufs.y.download::<u8>(p.y_elems() * p.output.size())?;
+        let got = HostData::from_bytes(p.output, &raw);
+        let reference = f
+            .reference
+            .get_or_init(|| reference_rows(p, &f.inp, &f.rows));
+        let sc = score_against(p, reference, &got, &f.poison, &f.rows);
+        sc.judge(out, f.rows.len(), &format!("the {} bound", p.output));
+        Ok(())
+    }
 }
 
 /// What the checks found in one output.
@@ -251,18 +275,11 @@ pub struct Score {
 }
 
 impl Score {
-    /// Writes the score of `rows` checked rows into `out` (before its verdict).
-    pub fn fill(self, out: &mut Outcome, rows: usize) {
-        out.mismatches = self.nan_or_unwritten;
-        out.written_outside = self.written_outside;
-        out.rel_error = self.rel_error;
-        out.rows_checked = rows;
-    }
-
-    /// [`Score::fill`], then the verdict: the first fault present, the error held to `out`'s
-    /// bound (`bound` names it: "the bf16 bound").
+    /// Writes the score of `rows` checked rows into `out`, then the verdict: the first fault
+    /// present, the error held to `out`'s bound (`bound` names it: "the bf16 bound").
     pub fn judge(self, out: &mut Outcome, rows: usize, bound: &str) {
-        self.fill(out, rows);
+        (out.mismatches, out.written_outside) = (self.nan_or_unwritten, self.written_outside);
+        (out.rel_error, out.rows_checked) = (self.rel_error, rows);
         let o = out.clone();
         (out.passed, out.message) = verdict(&[
             (o.mismatches > 0, &|| {
@@ -344,28 +361,6 @@ pub fn score_against(
         written_outside,
         rel_error: rel_l2(diff2, ref2),
     }
-}
-
-/// Captures the launch into a graph while the device rows array holds no rows at all, uploads
-/// the real array, and replays the graph once.
-fn replay_in_graph(
-    ctx: &Context,
-    kernel: &dyn MoeKernel,
-    p: &MoeProblem,
-    bufs: &MoeBuffers,
-    limit: Duration,
-    what: &str,
-) -> Result<()> {
-    let empty = vec![0i32; p.rows_array().len()];
-    replay_with_rows(
-        ctx,
-        &|| kernel.launch(ctx, p, &bufs.operands()),
-        &bufs.rows,
-        &empty,
-        p.rows_array(),
-        limit,
-        what,
-    )
 }
 
 /// Uploads `before` into the device rows array (or any input buffer: the MoE layer's logits or

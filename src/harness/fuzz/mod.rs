@@ -501,13 +501,13 @@ pub fn run(
     }
     for (problem, mode, seed) in &drawn.moe {
         let (mode, seed) = (*mode, *seed);
-        let fixture = if v.moe.iter().any(|k| k.supports(problem, &ctx.info).is_ok()) {
+        let mut fixture = if v.moe.iter().any(|k| k.supports(problem, &ctx.info).is_ok()) {
             Some(MoeFixture::new(problem, seed)?)
         } else {
             None
         };
         for k in &v.moe {
-            let o = match &fixture {
+            let o = match &mut fixture {
                 Some(f) => f.check(ctx, *k, mode),
                 None => verify_moe_seeded(ctx, *k, problem, mode, seed),
             };

@@ -7,6 +7,7 @@ use clap::Args;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::decode::{
     bad_table_specs, decode_suite, time_decode, verify_bad_tables, verify_decode, DecodeSpec,
+    DecodeTiming,
 };
 use kiln::harness::outcome::{Extra, Outcome};
 use kiln::harness::peak;
@@ -189,36 +190,44 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let t = time_decode(&ctx, &spec, seed, &opt)?;
     // The copy ceiling of `kiln peak`, measured now on the same GPU (1 GiB each way).
     let copy = peak::copy_ceiling_tbps(&ctx)?;
-    let of_copy = t.gbps / (copy * 1e3);
     record(&run, rows::decode_bench_row(&t, copy))?;
     finish(&run, "ok")?;
     if env.json {
-        env.print_json(&json!({"timing": t, "copy_tbps": copy, "of_copy": of_copy}));
+        env.print_json(&decode_json(&t, copy));
     } else {
-        println!(
-            "{} on {}: {} splits, {:.1} MB of K/V read",
-            spec.label(),
-            ctx.info.name,
-            t.splits,
-            t.cache_bytes as f64 / 1e6
-        );
-        let mut tb = Table::new(&[
-            "median us",
-            "min us",
-            "max us",
-            "GB/s",
-            "copy GB/s",
-            "of copy",
-        ]);
-        tb.row(&[
-            format!("{:.1}", t.median_us),
-            format!("{:.1}", t.min_us),
-            format!("{:.1}", t.max_us),
-            format!("{:.0}", t.gbps),
-            format!("{:.0}", copy * 1e3),
-            format!("{:.1}%", 100.0 * of_copy),
-        ]);
-        print!("{}", tb.render());
+        print!("{}", decode_text(&spec.label(), &ctx.info.name, &t, copy));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `attn bench --decode --json`: the timing, the copy ceiling (TB/s) and the share of it reached.
+pub(super) fn decode_json(t: &DecodeTiming, copy: f64) -> serde_json::Value {
+    json!({"timing": t, "copy_tbps": copy, "of_copy": t.gbps / (copy * 1e3)})
+}
+
+/// `attn bench --decode` without --json: what ran on `device` (the problem's `label`), then the
+/// times beside the copy ceiling (`copy`, TB/s).
+pub(super) fn decode_text(label: &str, device: &str, t: &DecodeTiming, copy: f64) -> String {
+    let head = format!(
+        "{label} on {device}: {} splits, {:.1} MB of K/V read\n",
+        t.splits,
+        t.cache_bytes as f64 / 1e6
+    );
+    let mut tb = Table::new(&[
+        "median us",
+        "min us",
+        "max us",
+        "GB/s",
+        "copy GB/s",
+        "of copy",
+    ]);
+    tb.row(&[
+        format!("{:.1}", t.median_us),
+        format!("{:.1}", t.min_us),
+        format!("{:.1}", t.max_us),
+        format!("{:.0}", t.gbps),
+        format!("{:.0}", copy * 1e3),
+        format!("{:.1}%", 100.0 * (t.gbps / (copy * 1e3))),
+    ]);
+    head + &tb.render()
 }

@@ -98,9 +98,20 @@ pub fn time_decode(
         splits = decode_paged::launch(ctx, &s, &ops)?.splits;
         Ok(())
     })?;
-    let sum = Summary::of(times.clone());
     let cache_bytes = s.cache_bytes_read(&p.context_lens);
-    Ok(DecodeTiming {
+    Ok(decode_timing(spec, splits, times, cache_bytes))
+}
+
+/// The timing of a decode step of `spec` in `splits` from its launches' `times` (ms, in launch
+/// order): µs, and GB/s of the `cache_bytes` it reads.
+pub fn decode_timing(
+    spec: &DecodeSpec,
+    splits: usize,
+    times: Vec<f64>,
+    cache_bytes: u64,
+) -> DecodeTiming {
+    let sum = Summary::of(times.clone());
+    DecodeTiming {
         spec: *spec,
         splits,
         median_us: sum.median_ms * 1e3,
@@ -110,5 +121,5 @@ pub fn time_decode(
         cache_bytes,
         gbps: sum.rate(cache_bytes as f64, 1e9),
         times_ms: times,
-    })
+    }
 }

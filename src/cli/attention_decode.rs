@@ -7,8 +7,8 @@ use clap::Args;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::decode::{
     bad_table_specs, decode_suite, time_decode, verify_bad_tables, verify_decode, DecodeSpec,
-    DecodeTiming,
 };
+use kiln::harness::bench::Row;
 use kiln::harness::outcome::{Extra, Outcome};
 use kiln::harness::peak;
 use kiln::harness::verify::fresh_seed;
@@ -201,33 +201,35 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
 }
 
 /// `attn bench --decode --json`: the timing, the copy ceiling (TB/s) and the share of it reached.
-pub(super) fn decode_json(t: &DecodeTiming, copy: f64) -> serde_json::Value {
-    json!({"timing": t, "copy_tbps": copy, "of_copy": t.gbps / (copy * 1e3)})
+pub(super) fn decode_json(t: &Row, copy: f64) -> serde_json::Value {
+    json!({"timing": t, "copy_tbps": copy, "of_copy": t.number("gbps") / (copy * 1e3)})
 }
 
 /// `attn bench --decode` without --json: what ran on `device` (the problem's `label`), then the
 /// times beside the copy ceiling (`copy`, TB/s).
-pub(super) fn decode_text(label: &str, device: &str, t: &DecodeTiming, copy: f64) -> String {
+pub(super) fn decode_text(label: &str, device: &str, t: &Row, copy: f64) -> String {
     let head = format!(
         "{label} on {device}: {} splits, {:.1} MB of K/V read\n",
-        t.splits,
-        t.cache_bytes as f64 / 1e6
+        t.text("splits"),
+        t.number("cache_bytes") / 1e6
     );
-    let mut tb = Table::new(&[
+    let columns = [
         "median us",
         "min us",
         "max us",
         "GB/s",
         "copy GB/s",
         "of copy",
-    ]);
+    ];
+    let mut tb = Table::new(&columns);
+    let gbps = t.number("gbps");
     tb.row(&[
-        format!("{:.1}", t.median_us),
-        format!("{:.1}", t.min_us),
-        format!("{:.1}", t.max_us),
-        format!("{:.0}", t.gbps),
+        t.fixed("median_us", 1),
+        t.fixed("min_us", 1),
+        t.fixed("max_us", 1),
+        format!("{gbps:.0}"),
         format!("{:.0}", copy * 1e3),
-        format!("{:.1}%", 100.0 * (t.gbps / (copy * 1e3))),
+        format!("{:.1}%", 100.0 * (gbps / (copy * 1e3))),
     ]);
     head + &tb.render()
 }

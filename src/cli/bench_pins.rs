@@ -256,7 +256,7 @@ fn attention_bench_table_and_json_are_pinned() {
 /// onto the one row.
 #[test]
 fn attention_decode_bench_table_and_json_are_pinned() {
-    use kiln::harness::attention::decode::{decode_timing, DecodeSpec};
+    use kiln::harness::attention::decode::{decode_row, DecodeSpec};
     let spec = DecodeSpec {
         batch: 64,
         heads_q: 32,
@@ -273,7 +273,7 @@ fn attention_decode_bench_table_and_json_are_pinned() {
         left_pad: false,
     };
     let times = vec![0.2291, 0.2287, 0.2302, 0.2289, 0.2311];
-    let t = decode_timing(&spec, 4, times, 64 * 8192 * 8 * 128 * 2 * 2 / 4);
+    let t = decode_row(&spec, 4, times, 64 * 8192 * 8 * 128 * 2 * 2 / 4);
     let text = super::attention_decode::decode_text(&spec.label(), "NVIDIA H200", &t, 4.12);
     pinned("attention-decode-bench.txt", &text);
     let json = super::attention_decode::decode_json(&t, 4.12);

@@ -10,23 +10,23 @@ use kiln::harness::attention::{
     backward_bench::BackwardBuffers,
     backward_shapes::backward_suite,
     backward_varlen::{
-        blank as varlen_blank, random_inputs, time_varlen_backward, varlen_backward_flops,
-        varlen_backward_label, varlen_backward_suite, verify_varlen_backward,
-        VarlenBackwardBuffers,
+        blank as varlen_blank, random_inputs, varlen_backward_flops, varlen_backward_label,
+        varlen_backward_suite, verify_varlen_backward, VarlenBackwardBuffers,
     },
     backward_verify::{blank, grad_errors, reproducible, verify_backward},
     varlen::dense_equivalent,
 };
-use kiln::harness::bench::{kernel_row, sample_launches, BenchOptions, L2Flusher, Row};
+use kiln::harness::bench::{kernel_row, sample_launches, Bench, BenchOptions, L2Flusher, Row};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
-use kiln::ops::attention_backward::varlen::{supports_varlen, VARLEN_VERSION};
+use kiln::ops::attention_backward::varlen::{launch_varlen, supports_varlen, VARLEN_VERSION};
 use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use kiln::report::Table;
 use kiln::store::rows;
 
 use super::attention::{only_dim, time_versions, versions_to_time, AttnBenchArgs, AttnVerifyArgs};
+use super::attention_varlen::{calls_table, timed, RESULT, SEED};
 use super::env::{named, Env};
 use super::verdicts::{
     by_version, fail_line, largest, table as verdict_table, Column, Landing, Summary, PROBLEM,
@@ -206,17 +206,11 @@ fn verify_varlen(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     });
     let outcomes = landing.each(checks, fail_line, None)?;
     landing.report(env, &outcomes, |outcomes| {
-        let result: Column = ("result", |o| match (&o.skipped, o.passed) {
-            (Some(r), _) => format!("skipped: {r}"),
-            (None, true) => "ok".into(),
-            (None, false) => format!("FAIL: {}", o.message),
-        });
         let grads: Column = ("dQ / dK / dV rel error", |o| {
             let [q, k, v] = grad_errors(o);
             format!("{q:.2e} / {k:.2e} / {v:.2e} (bound {:.0e})", o.bound)
         });
-        let seed: Column = ("seed", |o| o.seed.to_string());
-        verdict_table(&[PROBLEM, result, grads, seed], outcomes).render()
+        verdict_table(&[PROBLEM, RESULT, grads, SEED], outcomes).render()
     })
 }
 
@@ -238,23 +232,19 @@ fn time_backward(
 /// backward of the same work (the default version on one sequence of the same pairs).
 fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     refuse_deterministic_varlen(&a.backward)?;
-    let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
-    let lengths = a
-        .varlen
-        .lengths(seed)?
-        .ok_or_else(|| Error::invalid("--varlen-range needs --varlen-count"))?;
-    let p = super::attention_varlen::problem(&a.problem.shape, &a.problem.dtype, &lengths)?;
+    let (p, seed) = super::attention_varlen::bench_problem(a)?;
     let ctx = env.context()?;
     supports_varlen(&p.shape(), false, &ctx.info).map_err(|reason| Error::Unsupported {
         kernel: VARLEN_VERSION.into(),
         reason,
     })?;
-    let opt = a.options(env);
-    let host = random_inputs(&p, seed);
-    let [q, k, v, d_o] = &host;
+    let run = Bench::new(&ctx, &a.options(env))?;
+    let [q, k, v, d_o] = &random_inputs(&p, seed);
     let bufs = VarlenBackwardBuffers::new(&ctx, &p, [q, k, v, d_o])?;
-    let flusher = L2Flusher::new(&ctx)?;
-    let (median, min, tflops) = time_varlen_backward(&ctx, &p, &bufs, &flusher, &opt)?;
+    let (ops, shape) = (bufs.operands(0), p.shape());
+    let packed = run.one(|| launch_varlen(&ctx, &shape, false, &ops))?;
+    let (median, min) = (packed.median_ms, packed.min_ms);
+    let tflops = packed.rate(varlen_backward_flops(&p), 1e12);
     drop(bufs);
     // The same work in one dense backward: what the packed call is measured against.
     let dense = BackwardProblem::new(dense_equivalent(&p), false);
@@ -262,7 +252,7 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let kernel = r.select_attention_backward(&dense, &ctx.info, None)?;
     let forward = r.select_attention(&dense.attn, &ctx.info, None)?;
     let dbufs = BackwardBuffers::new(&ctx, forward, &dense, seed)?;
-    let dt = time_backward(&ctx, kernel, &dense, &dbufs, &flusher, &opt)?;
+    let dt = time_backward(&ctx, kernel, &dense, &dbufs, &run.flusher, &run.opt)?;
     let (dt_tflops, ratio) = (dt.number("tflops"), tflops / dt.number("tflops"));
     if env.json {
         env.print_json(&serde_json::json!({
@@ -283,25 +273,10 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         varlen_backward_flops(&p),
         ctx.info.name
     );
-    let mut t = Table::new(&["call", "median ms", "min ms", "TFLOPS", "vs dense"]);
     let rows = [
         ("bwd_fa3_lookahead packed".to_string(), median, min, tflops),
-        (
-            format!("{} dense {}", kernel.name(), dense.label()),
-            dt.number("median_ms"),
-            dt.number("min_ms"),
-            dt_tflops,
-        ),
+        timed(format!("{} dense {}", kernel.name(), dense.label()), &dt),
     ];
-    for (call, median, min, tflops) in rows {
-        t.row(&[
-            call,
-            format!("{median:.3}"),
-            format!("{min:.3}"),
-            format!("{tflops:.1}"),
-            format!("{:.3}x", tflops / dt_tflops),
-        ]);
-    }
-    print!("{}", t.render());
+    print!("{}", calls_table(&rows, dt_tflops));
     Ok(ExitCode::SUCCESS)
 }

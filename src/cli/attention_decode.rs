@@ -8,6 +8,7 @@ use kiln::error::{Error, Result};
 use kiln::harness::attention::decode::{
     bad_table_specs, decode_suite, time_decode, verify_bad_tables, verify_decode, DecodeSpec,
 };
+use kiln::harness::bench::Row;
 use kiln::harness::outcome::{Extra, Outcome};
 use kiln::harness::peak;
 use kiln::harness::verify::fresh_seed;
@@ -189,36 +190,46 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let t = time_decode(&ctx, &spec, seed, &opt)?;
     // The copy ceiling of `kiln peak`, measured now on the same GPU (1 GiB each way).
     let copy = peak::copy_ceiling_tbps(&ctx)?;
-    let of_copy = t.gbps / (copy * 1e3);
     record(&run, rows::decode_bench_row(&t, copy))?;
     finish(&run, "ok")?;
     if env.json {
-        env.print_json(&json!({"timing": t, "copy_tbps": copy, "of_copy": of_copy}));
+        env.print_json(&decode_json(&t, copy));
     } else {
-        println!(
-            "{} on {}: {} splits, {:.1} MB of K/V read",
-            spec.label(),
-            ctx.info.name,
-            t.splits,
-            t.cache_bytes as f64 / 1e6
-        );
-        let mut tb = Table::new(&[
-            "median us",
-            "min us",
-            "max us",
-            "GB/s",
-            "copy GB/s",
-            "of copy",
-        ]);
-        tb.row(&[
-            format!("{:.1}", t.median_us),
-            format!("{:.1}", t.min_us),
-            format!("{:.1}", t.max_us),
-            format!("{:.0}", t.gbps),
-            format!("{:.0}", copy * 1e3),
-            format!("{:.1}%", 100.0 * of_copy),
-        ]);
-        print!("{}", tb.render());
+        print!("{}", decode_text(&spec.label(), &ctx.info.name, &t, copy));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `attn bench --decode --json`: the timing, the copy ceiling (TB/s) and the share of it reached.
+pub(super) fn decode_json(t: &Row, copy: f64) -> serde_json::Value {
+    json!({"timing": t, "copy_tbps": copy, "of_copy": t.number("gbps") / (copy * 1e3)})
+}
+
+/// `attn bench --decode` without --json: what ran on `device` (the problem's `label`), then the
+/// times beside the copy ceiling (`copy`, TB/s).
+pub(super) fn decode_text(label: &str, device: &str, t: &Row, copy: f64) -> String {
+    let head = format!(
+        "{label} on {device}: {} splits, {:.1} MB of K/V read\n",
+        t.text("splits"),
+        t.number("cache_bytes") / 1e6
+    );
+    let columns = [
+        "median us",
+        "min us",
+        "max us",
+        "GB/s",
+        "copy GB/s",
+        "of copy",
+    ];
+    let mut tb = Table::new(&columns);
+    let gbps = t.number("gbps");
+    tb.row(&[
+        t.fixed("median_us", 1),
+        t.fixed("min_us", 1),
+        t.fixed("max_us", 1),
+        format!("{gbps:.0}"),
+        format!("{:.0}", copy * 1e3),
+        format!("{:.1}%", 100.0 * (gbps / (copy * 1e3))),
+    ]);
+    head + &tb.render()
 }

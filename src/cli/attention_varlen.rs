@@ -11,7 +11,7 @@ use kiln::harness::attention::varlen::{
     varlen_suite, verify_varlen, VarlenBounds, VarlenBuffers,
 };
 use kiln::harness::attention::varlen_bad::verify_bad_offsets;
-use kiln::harness::bench::Bench;
+use kiln::harness::bench::{Bench, Row};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention::fa3_wgmma::Fa3Wgmma;
@@ -177,15 +177,17 @@ pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
             });
     let outcomes = landing.each(checks.chain(bad), fail_line, None)?;
     landing.report(env, &outcomes, |outcomes| {
-        let result: Column = ("result", |o| match (&o.skipped, o.passed) {
-            (Some(r), _) => format!("skipped: {r}"),
-            (None, true) => "ok".into(),
-            (None, false) => format!("FAIL: {}", o.message),
-        });
-        let seed: Column = ("seed", |o| o.seed.to_string());
-        table(&[PROBLEM, result, O_ERROR, LSE_ERROR, seed], outcomes).render()
+        table(&[PROBLEM, RESULT, O_ERROR, LSE_ERROR, SEED], outcomes).render()
     })
 }
+
+/// "ok", "FAIL: " and the message, or "skipped: " and the reason (the packed checks' tables).
+pub(super) const RESULT: Column = ("result", |o| match (&o.skipped, o.passed) {
+    (Some(r), _) => format!("skipped: {r}"),
+    (None, true) => "ok".into(),
+    (None, false) => format!("FAIL: {}", o.message),
+});
+pub(super) const SEED: Column = ("seed", |o| o.seed.to_string());
 
 /// The O error with its bound, and the largest LSE error (decode and the packed forward).
 pub(super) const O_ERROR: Column = ("O rel error", |o| {
@@ -194,12 +196,7 @@ pub(super) const O_ERROR: Column = ("O rel error", |o| {
 pub(super) const LSE_ERROR: Column = ("LSE error", |o| format!("{:.2e}", o.lse_max_error()));
 
 pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
-    let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
-    let lengths = a
-        .varlen
-        .lengths(seed)?
-        .ok_or_else(|| Error::invalid("--varlen-range needs --varlen-count"))?;
-    let p = problem(&a.problem.shape, &a.problem.dtype, &lengths)?;
+    let (p, seed) = bench_problem(a)?;
     let ctx = env.context()?;
     let run = Bench::new(&ctx, &a.options(env))?;
     let (_, bufs) = VarlenBuffers::random(&p, seed)?;
@@ -242,32 +239,12 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             varlen_flops(&p),
             ctx.info.name
         );
-        let mut t = Table::new(&["call", "median ms", "min ms", "TFLOPS", "vs dense"]);
         let rows = [
-            ("packed".to_string(), median, min, tflops),
-            (
-                format!("dense {}", dense.label()),
-                dt.number("median_ms"),
-                dt.number("min_ms"),
-                dt.number("tflops"),
-            ),
-            (
-                format!("equal lengths {}", even.label()),
-                et.number("median_ms"),
-                et.number("min_ms"),
-                et.number("tflops"),
-            ),
+            ("fa3_wgmma packed".to_string(), median, min, tflops),
+            timed(format!("fa3_wgmma dense {}", dense.label()), &dt),
+            timed(format!("fa3_wgmma equal lengths {}", even.label()), &et),
         ];
-        for (call, median, min, tflops) in rows {
-            t.row(&[
-                format!("fa3_wgmma {call}"),
-                format!("{median:.3}"),
-                format!("{min:.3}"),
-                format!("{tflops:.1}"),
-                format!("{:.3}x", tflops / dt.number("tflops")),
-            ]);
-        }
-        print!("{}", t.render());
+        print!("{}", calls_table(&rows, dt.number("tflops")));
         println!(
             "packed vs equal lengths (the cost of raggedness alone): {:.3}x",
             tflops / et.number("tflops")
@@ -276,9 +253,59 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The packed problem a bench times (`--varlen` or `--varlen-count`, the packed forward's or
+/// backward's) and the seed of its lengths and inputs.
+pub(super) fn bench_problem(a: &AttnBenchArgs) -> Result<(VarlenProblem, u64)> {
+    let seed = a.varlen.seed.unwrap_or_else(fresh_seed);
+    let lengths = a
+        .varlen
+        .lengths(seed)?
+        .ok_or_else(|| Error::invalid("--varlen-range needs --varlen-count"))?;
+    Ok((problem(&a.problem.shape, &a.problem.dtype, &lengths)?, seed))
+}
+
+/// A call of a packed bench's table: its name, median and minimum ms, TFLOPS.
+pub(super) type Call = (String, f64, f64, f64);
+
+/// The call `name` timed as `row`.
+pub(super) fn timed(name: String, row: &Row) -> Call {
+    let n = |k| row.number(k);
+    (name, n("median_ms"), n("min_ms"), n("tflops"))
+}
+
+/// A packed bench's table: a row per call, each with its speed over the dense call's TFLOPS.
+pub(super) fn calls_table(calls: &[Call], dense_tflops: f64) -> String {
+    let mut t = Table::new(&["call", "median ms", "min ms", "TFLOPS", "vs dense"]);
+    for (call, median, min, tflops) in calls {
+        t.row(&[
+            call.clone(),
+            format!("{median:.3}"),
+            format!("{min:.3}"),
+            format!("{tflops:.1}"),
+            format!("{:.3}x", tflops / dense_tflops),
+        ]);
+    }
+    t.render()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_packed_benches_table_has_a_row_per_call_against_the_dense_one() {
+        let calls = [
+            ("fa3_wgmma packed".to_string(), 1.25, 1.2, 300.0),
+            ("fa3_wgmma dense 1x4x1000x1000".to_string(), 2.0, 1.9, 400.0),
+        ];
+        assert_eq!(
+            calls_table(&calls, 400.0),
+            "| call                          | median ms | min ms | TFLOPS | vs dense |\n\
+             |-------------------------------|-----------|--------|--------|----------|\n\
+             | fa3_wgmma packed              | 1.250     | 1.200  | 300.0  | 0.750x   |\n\
+             | fa3_wgmma dense 1x4x1000x1000 | 2.000     | 1.900  | 400.0  | 1.000x   |\n"
+        );
+    }
 
     #[test]
     fn lengths_ranges_and_windows_parse_or_say_why_not() {

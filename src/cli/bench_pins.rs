@@ -254,3 +254,33 @@ fn attention_bench_table_and_json_are_pinned() {
     pinned("attention-bench-no-base.txt", &text);
     pinned("attention-bench.json", &json_text(json!(timings)));
 }
+
+/// Pinned from the typed `DecodeTiming` (2026-11-30, on 53c7c5d), before decode's bench moved
+/// onto the one row.
+#[test]
+fn attention_decode_bench_table_and_json_are_pinned() {
+    use kiln::harness::attention::decode::{decode_row, DecodeSpec};
+    let spec = DecodeSpec {
+        batch: 64,
+        heads_q: 32,
+        heads_kv: 8,
+        head_dim: 128,
+        seqlen_q: 1,
+        page_size: 16,
+        context: 8192,
+        random_lengths: false,
+        causal: false,
+        dtype: DType::Bf16,
+        append: 0,
+        dense: false,
+        left_pad: false,
+    };
+    let times = vec![0.2291, 0.2287, 0.2302, 0.2289, 0.2311];
+    let t = decode_row(&spec, 4, times, 64 * 8192 * 8 * 128 * 2 * 2 / 4);
+    let text = super::attention_decode::decode_text(&spec.label(), "NVIDIA H200", &t, 4.12);
+    pinned("attention-decode-bench.txt", &text);
+    let json = super::attention_decode::decode_json(&t, 4.12);
+    pinned("attention-decode-bench.json", &json_text(json));
+    let row = kiln::store::rows::decode_bench_row(&t, 4.12);
+    pinned("attention-decode-bench-store.json", &json_text(json!(row)));
+}

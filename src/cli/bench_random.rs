@@ -59,14 +59,7 @@ pub fn bench_random(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
     } else {
         BenchVersions::Listed(&listed)
     };
-    // Lines besides the tables go to stderr under --json, so stdout stays one JSON value.
-    let say = |s: &str| {
-        if env.json {
-            eprintln!("{s}")
-        } else {
-            println!("{s}")
-        }
-    };
+    let say = |s: &str| env.say(s);
     // Every variant the shapes run, compiled in parallel before the first timing rather than one
     // at a time at each shape's first launch.
     let arch = ctx.info.arch();

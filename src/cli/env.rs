@@ -37,6 +37,16 @@ impl Env {
         }
     }
 
+    /// A line besides the tables (a section header, a summary): on stdout, or on stderr under
+    /// --json, so that stdout stays one JSON value.
+    pub(super) fn say(&self, line: &str) {
+        if self.json {
+            eprintln!("{line}")
+        } else {
+            println!("{line}")
+        }
+    }
+
     pub(super) fn jit(&self) -> Jit {
         match &self.config.jit.cache_dir {
             Some(d) => Jit {

@@ -85,13 +85,7 @@ pub fn fuzz(env: &Env, a: &FuzzArgs) -> Result<ExitCode> {
         .map(|c| c.info.clone())
         .unwrap_or_else(kiln::device::DeviceInfo::h100_sxm);
     let items = fuzz::compile_items(&versions, &drawn, &dev, &env.tuned());
-    let say = |s: String| {
-        if env.json {
-            eprintln!("{s}")
-        } else {
-            println!("{s}")
-        }
-    };
+    let say = |s: String| env.say(&s);
     say(format!(
         "fuzz seed {seed}: {} GEMM, {} attention, {} MoE, {} FP8 problems, {} MoE layers on {} versions; {} variants to compile",
         drawn.gemm.len(),

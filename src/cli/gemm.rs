@@ -199,13 +199,7 @@ pub fn bench(env: &Env, a: &BenchArgs) -> Result<ExitCode> {
         true,
     )?;
     if a.set.as_deref() == Some("ladder") {
-        let say = |s: &str| {
-            if env.json {
-                eprintln!("{s}")
-            } else {
-                println!("{s}")
-            }
-        };
+        let say = |s: &str| env.say(s);
         let fp8 = super::fp8_gemm::ladder_rung(env, &ctx, &opt, &say)?;
         if env.json {
             eprintln!("{}", json!({ "fp8_rung": fp8 }));

@@ -27,14 +27,7 @@ pub fn suite(env: &Env, a: &SuiteArgs) -> Result<ExitCode> {
     if let Some(s) = &a.verify {
         s.parse::<shapes::Suite>()?;
     }
-    // Section headers and the summary go to stderr under --json, so stdout stays one JSON value.
-    let say = |s: &str| {
-        if env.json {
-            eprintln!("{s}")
-        } else {
-            println!("{s}")
-        }
-    };
+    let say = |s: &str| env.say(s);
     let ctx = match env.context() {
         Ok(ctx) => Ok(ctx),
         Err(Error::NoGpu(why)) => Err(why),

@@ -102,16 +102,26 @@ mod tests {
     use super::*;
     use crate::ops::gemm::{DType, Layout};
 
+    fn dispatched<'a>(
+        registry: &'a Registry,
+        tuned: &'a TunedTable,
+        requested: Option<&'a str>,
+    ) -> BenchVersions<'a> {
+        BenchVersions::Dispatched {
+            registry,
+            tuned,
+            requested,
+        }
+    }
+
     #[test]
     fn the_dispatch_times_the_version_it_would_run_and_says_why_when_none_can() {
-        let reg = Registry::default();
-        let none = TunedTable::empty();
-        let dev = DeviceInfo::h100_sxm();
-        let v = BenchVersions::Dispatched {
-            registry: &reg,
-            tuned: &none,
-            requested: None,
-        };
+        let (reg, none, dev) = (
+            Registry::default(),
+            TunedTable::empty(),
+            DeviceInfo::h100_sxm(),
+        );
+        let v = dispatched(&reg, &none, None);
         let p = GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16);
         let (ks, skipped) = v.for_problem(&p, &dev);
         let chosen = reg.select_gemm(&p, &dev, &none, None).unwrap();
@@ -121,11 +131,7 @@ mod tests {
         );
         assert!(skipped.is_empty());
         // A configured version the device does not run is a skip with its reason, not an error.
-        let forced = BenchVersions::Dispatched {
-            registry: &reg,
-            tuned: &none,
-            requested: Some("wgmma_tma_ws"),
-        };
+        let forced = dispatched(&reg, &none, Some("wgmma_tma_ws"));
         let ampere = DeviceInfo {
             compute_capability: (8, 0),
             ..dev.clone()
@@ -143,14 +149,12 @@ mod tests {
 
     #[test]
     fn dispatched_items_are_the_chosen_versions_variants_once_then_the_flush_and_the_fill() {
-        let reg = Registry::default();
-        let none = TunedTable::empty();
-        let dev = DeviceInfo::h100_sxm();
-        let v = BenchVersions::Dispatched {
-            registry: &reg,
-            tuned: &none,
-            requested: None,
-        };
+        let (reg, none, dev) = (
+            Registry::default(),
+            TunedTable::empty(),
+            DeviceInfo::h100_sxm(),
+        );
+        let v = dispatched(&reg, &none, None);
         let p = GemmProblem::new(4096, 4096, 4096, Layout::RC, DType::Bf16, DType::Bf16);
         let items = v.compile_items(&[p, p], &dev, &none);
         let chosen = reg.select_gemm(&p, &dev, &none, None).unwrap();

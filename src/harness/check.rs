@@ -71,113 +71,54 @@ pub type CheckItem = (&'static str, &'static str, KernelSpec);
 
 /// Every variant of every version for `arch` (or of the version `only`), in registry order.
 pub fn check_items(registry: &Registry, arch: &str, only: Option<&str>) -> Vec<CheckItem> {
-    let mut work: Vec<CheckItem> = registry
-        .gemm()
-        .iter()
-        .filter(|k| only.is_none_or(|v| v == k.name()))
-        .flat_map(|k| {
-            k.variants(arch)
-                .into_iter()
-                .map(move |s| ("gemm", k.name(), s))
-        })
-        .collect();
-    work.extend(
-        registry
-            .attention()
-            .iter()
-            .filter(|k| only.is_none_or(|v| v == k.name()))
-            .flat_map(|k| {
-                k.variants(arch)
-                    .into_iter()
-                    .map(move |s| ("attention", k.name(), s))
-            }),
-    );
-    work.extend(
-        registry
-            .attention_backward()
-            .iter()
-            .filter(|k| only.is_none_or(|v| v == k.name()))
-            .flat_map(|k| {
-                k.variants(arch)
-                    .into_iter()
-                    .map(move |s| ("attention_backward", k.name(), s))
-            }),
-    );
-    work.extend(
-        registry
-            .moe()
-            .iter()
-            .filter(|k| only.is_none_or(|v| v == k.name()))
-            .flat_map(|k| {
-                k.variants(arch)
-                    .into_iter()
-                    .map(move |s| ("moe", k.name(), s))
-            }),
-    );
+    let mut work = Vec::new();
+    // A version's variants as items of `op`, made only when `only` does not name another one.
+    let mut add = |op: &'static str, version: &'static str, specs: &dyn Fn() -> Vec<KernelSpec>| {
+        if only.is_none_or(|v| v == version) {
+            work.extend(specs().into_iter().map(|s| (op, version, s)));
+        }
+    };
+    for k in registry.gemm() {
+        add("gemm", k.name(), &|| k.variants(arch));
+    }
+    for k in registry.attention() {
+        add("attention", k.name(), &|| k.variants(arch));
+    }
+    for k in registry.attention_backward() {
+        add("attention_backward", k.name(), &|| k.variants(arch));
+    }
+    for k in registry.moe() {
+        add("moe", k.name(), &|| k.variants(arch));
+    }
     // The 4-bit formats' quantisers and the NVFP4 GEMV.
-    work.extend(
-        crate::ops::fp4::variants(arch)
-            .into_iter()
-            .filter(|(version, _)| only.is_none_or(|v| v == *version))
-            .map(|(version, s)| ("fp4", version, s)),
-    );
+    for (version, s) in crate::ops::fp4::variants(arch) {
+        add("fp4", version, &|| vec![s.clone()]);
+    }
     // The MoE kernels with 4-bit weights (prepacked operands, so outside the MoeKernel registry).
-    let fp4 = crate::ops::moe::fp4::kernel::NAME;
-    if only.is_none_or(|v| v == fp4) {
-        work.extend(
-            crate::ops::moe::fp4::variants(arch)
-                .into_iter()
-                .map(|s| ("moe", fp4, s)),
-        );
-    }
+    use crate::ops::moe::{fp4, layer};
+    add("moe", fp4::kernel::NAME, &|| fp4::variants(arch));
     // The MoE layer's routing and combine kernels (its GEMMs are grouped_gemm's and swiglu_dual's).
-    if only.is_none_or(|v| v == crate::ops::moe::layer::NAME) {
-        work.extend(
-            crate::ops::moe::layer::own_variants(arch)
-                .into_iter()
-                .map(|s| ("moe", crate::ops::moe::layer::NAME, s)),
-        );
-    }
+    add("moe", layer::NAME, &|| layer::own_variants(arch));
     // Decode over a paged KV cache: its two passes and the append, outside the forward's registry.
     for (name, specs) in crate::ops::attention::decode_variants(arch) {
-        if only.is_none_or(|v| v == name) {
-            work.extend(specs.into_iter().map(|s| ("attention", name, s)));
-        }
+        add("attention", name, &|| specs.clone());
     }
     // RMSNorm and the rotary embedding.
-    work.extend(
-        crate::ops::pointwise::variants(arch)
-            .into_iter()
-            .filter(|(name, _)| only.is_none_or(|v| v == *name))
-            .map(|(name, s)| ("pointwise", name, s)),
-    );
+    for (name, s) in crate::ops::pointwise::variants(arch) {
+        add("pointwise", name, &|| vec![s.clone()]);
+    }
     // The bench's own kernel: every timed launch waits for it, so it is compiled and checked too.
-    if only.is_none_or(|v| v == "l2_read_flush") {
-        work.push((
-            "harness",
-            "l2_read_flush",
-            crate::harness::bench::read_flush_spec(arch),
-        ));
-    }
+    add("harness", "l2_read_flush", &|| {
+        vec![crate::harness::bench::read_flush_spec(arch)]
+    });
     // The GPU input generator of the benches and the fuzz.
-    if only.is_none_or(|v| v == "counter_fill") {
-        work.push((
-            "harness",
-            "counter_fill",
-            crate::harness::device_data::spec(arch),
-        ));
-    }
+    add("harness", "counter_fill", &|| {
+        vec![crate::harness::device_data::spec(arch)]
+    });
     // The fuzz's fp32 reference GEMM and its comparison.
-    for spec in crate::harness::fuzz::gemm::specs(arch) {
-        if only.is_none_or(|v| v == spec.entry) {
-            let name = if spec.entry == "gemm_reference" {
-                "gemm_reference"
-            } else {
-                "gemm_compare"
-            };
-            work.push(("harness", name, spec));
-        }
-    }
+    let [reference, compare] = crate::harness::fuzz::gemm::specs(arch);
+    add("harness", "gemm_reference", &|| vec![reference.clone()]);
+    add("harness", "gemm_compare", &|| vec![compare.clone()]);
     work
 }
 

@@ -81,6 +81,28 @@ pub struct Param {
     pub launch: bool,
 }
 
+impl Param {
+    /// Where `c`'s value of this parameter stands among its values (the first if none).
+    pub fn index_in(&self, c: &Config) -> usize {
+        self.values
+            .iter()
+            .position(|&v| Some(v) == c.get(&self.name))
+            .unwrap_or(0)
+    }
+
+    /// A value index next to `cur` (inward at the ends, else either side with even odds: the
+    /// only case that draws from `rng`). The parameter has two values or more.
+    pub fn step_from(&self, cur: usize, rng: &mut impl Rng) -> usize {
+        if cur == 0 {
+            1
+        } else if cur + 1 == self.values.len() || rng.gen_bool(0.5) {
+            cur - 1
+        } else {
+            cur + 1
+        }
+    }
+}
+
 /// A constraint every config must satisfy, with why.
 #[derive(Clone)]
 pub struct Rule {
@@ -249,20 +271,10 @@ impl ParamSpace {
             let changes = if rng.gen_bool(0.25) { 2 } else { 1 };
             for _ in 0..changes {
                 let p = movable[rng.gen_range(0..movable.len())];
-                let cur = p
-                    .values
-                    .iter()
-                    .position(|&v| Some(v) == m.get(&p.name))
-                    .unwrap_or(0);
+                let cur = p.index_in(&m);
                 let next = if rng.gen_bool(0.7) {
                     // a step to a neighbouring value
-                    if cur == 0 {
-                        1
-                    } else if cur + 1 == p.values.len() || rng.gen_bool(0.5) {
-                        cur - 1
-                    } else {
-                        cur + 1
-                    }
+                    p.step_from(cur, rng)
                 } else {
                     rng.gen_range(0..p.values.len())
                 };

@@ -4,7 +4,6 @@
 use serde::Serialize;
 
 use super::ResultRow;
-use crate::harness::attention::decode::DecodeTiming;
 use crate::harness::bench::{FlushMode, Row, Timing};
 use crate::harness::check::CheckRow;
 use crate::harness::moe_bench::MoeBenchRequest;
@@ -259,19 +258,22 @@ pub fn decode_verify_row(o: &Outcome) -> ResultRow {
 }
 
 /// `kiln attn bench --decode`: one decode step timed, with the copy ceiling measured beside it.
-pub fn decode_bench_row(t: &DecodeTiming, copy_tbps: f64) -> ResultRow {
-    let m = serde_json::json!({
-        "median_us": t.median_us,
-        "min_us": t.min_us,
-        "max_us": t.max_us,
-        "reps": t.reps,
-        "cache_bytes": t.cache_bytes,
-        "gbps": t.gbps,
-        "copy_tbps": copy_tbps,
-        "of_copy": t.gbps / (copy_tbps * 1e3),
-    });
-    let variant = format!("splits {}", t.splits);
-    row("attention", "decode_paged", variant, &t.spec, &m, None)
+pub fn decode_bench_row(t: &Row, copy_tbps: f64) -> ResultRow {
+    let keys = [
+        "median_us",
+        "min_us",
+        "max_us",
+        "reps",
+        "cache_bytes",
+        "gbps",
+    ];
+    let m = t
+        .only(&keys)
+        .with("copy_tbps", copy_tbps)
+        .with("of_copy", t.number("gbps") / (copy_tbps * 1e3));
+    let variant = format!("splits {}", t.text("splits"));
+    let spec = t.get("spec").cloned().unwrap_or_default();
+    row("attention", "decode_paged", variant, &spec, &m, None)
 }
 
 /// `kiln attn verify --backward`: one backward version checked on its problem (the metrics are

@@ -1,14 +1,13 @@
 //! The packed (variable-length) attention backward in the harness: fresh random Q, K, V and dO,
 //! O and LSE from fa3_wgmma's packed forward, NaN-poisoned dQ, dK and dV, each gradient compared
-//! with the float64 reference of every sequence on its own; and timed beside one dense backward
-//! of the same work.
+//! with the float64 reference of every sequence on its own (the bench, beside one dense backward
+//! of the same work, is `kiln attn bench --backward --varlen`'s, on [`crate::harness::bench::Bench`]).
 
 use crate::device::{Context, DeviceBuffer, HostFlags};
 use crate::error::{Error, Result};
 use crate::harness::attention::backward_verify::{grad_bound, judge_grads, REFERENCE_LIMIT};
 use crate::harness::attention::varlen::{varlen_label, varlen_pairs, varlen_suite, VarlenBuffers};
 use crate::harness::attention::verify::o_error_of;
-use crate::harness::bench::{sample_launches, stats, BenchOptions, L2Flusher};
 use crate::harness::outcome::{Extra, Outcome};
 use crate::harness::runner::{self, Check};
 use crate::ops::attention::fa3_wgmma::Fa3Wgmma;
@@ -43,12 +42,8 @@ pub fn varlen_backward_suite() -> Vec<VarlenProblem> {
 
 /// Random Q, K, V and dO of `p` from `seed` (Q's seed, then the next three).
 pub fn random_inputs(p: &VarlenProblem, seed: u64) -> [HostData; 4] {
-    [
-        HostData::random(p.dtype, p.q_elems(), seed),
-        HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(1)),
-        HostData::random(p.dtype, p.kv_elems(), seed.wrapping_add(2)),
-        HostData::random(p.dtype, p.q_elems(), seed.wrapping_add(3)),
-    ]
+    let (q, kv) = (p.q_elems(), p.kv_elems());
+    super::host_inputs(p.dtype, [q, kv, kv, q], seed)
 }
 
 /// FlashAttention's count, as the dense backward's: 2.5 times the forward's over real pairs.
@@ -235,26 +230,6 @@ impl Check for PackedBackward<'_> {
         );
         Ok(())
     }
-}
-
-/// Median, min and TFLOPS (real pairs, FlashAttention's backward count) of the packed backward.
-pub fn time_varlen_backward(
-    ctx: &Context,
-    p: &VarlenProblem,
-    bufs: &VarlenBackwardBuffers,
-    flusher: &L2Flusher,
-    opt: &BenchOptions,
-) -> Result<(f64, f64, f64)> {
-    let (ops, shape) = (bufs.operands(0), p.shape());
-    let times = sample_launches(ctx, flusher, opt, || {
-        launch_varlen(ctx, &shape, false, &ops)
-    })?;
-    let (median, min, _) = stats(&mut times.clone());
-    Ok((
-        median,
-        min,
-        varlen_backward_flops(p) / (median * 1e-3) / 1e12,
-    ))
 }
 
 #[cfg(test)]

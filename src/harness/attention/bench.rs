@@ -3,12 +3,13 @@
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
-use serde::Serialize;
 
 use super::decode::DecodeSpec;
 use super::decode_check::DecodeBuffers;
 use super::device_inputs;
-use crate::harness::bench::{kernel_row, sample_launches, BenchOptions, L2Flusher, Row, Summary};
+use crate::harness::bench::{
+    kernel_row, sample_launches, BenchOptions, L2Flusher, Row, Summary, Times,
+};
 use crate::ops::attention::decode_paged;
 use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
 use crate::ops::gemm::DType;
@@ -64,28 +65,8 @@ pub fn time_attention(
     Ok(kernel_row(kernel.name(), p, p.flops(), times))
 }
 
-/// One decode timing: event times with L2 flushed, and the cache bytes the step must read.
-#[derive(Debug, Clone, Serialize)]
-pub struct DecodeTiming {
-    pub spec: DecodeSpec,
-    pub splits: usize,
-    pub median_us: f64,
-    pub min_us: f64,
-    pub max_us: f64,
-    pub reps: usize,
-    /// K and V bytes of every context, once.
-    pub cache_bytes: u64,
-    pub gbps: f64,
-    pub times_ms: Vec<f64>,
-}
-
 /// Times one decode step of `spec` (random data made on the GPU; the append is not timed).
-pub fn time_decode(
-    ctx: &Context,
-    spec: &DecodeSpec,
-    seed: u64,
-    opt: &BenchOptions,
-) -> Result<DecodeTiming> {
+pub fn time_decode(ctx: &Context, spec: &DecodeSpec, seed: u64, opt: &BenchOptions) -> Result<Row> {
     let p = spec.problem(seed)?;
     let s = spec.shape(&p);
     let bufs = DecodeBuffers::random(ctx, spec, &p, seed)?;
@@ -98,17 +79,20 @@ pub fn time_decode(
         splits = decode_paged::launch(ctx, &s, &ops)?.splits;
         Ok(())
     })?;
-    let sum = Summary::of(times.clone());
     let cache_bytes = s.cache_bytes_read(&p.context_lens);
-    Ok(DecodeTiming {
-        spec: *spec,
-        splits,
-        median_us: sum.median_ms * 1e3,
-        min_us: sum.min_ms * 1e3,
-        max_us: sum.max_ms * 1e3,
-        reps: sum.reps,
-        cache_bytes,
-        gbps: sum.rate(cache_bytes as f64, 1e9),
-        times_ms: times,
-    })
+    Ok(decode_row(spec, splits, times, cache_bytes))
+}
+
+/// The row of a decode step of `spec` in `splits` from its launches' `times` (ms, in launch
+/// order): the times in µs with `reps`, `spec`, `splits`, `cache_bytes` (the K and V bytes of
+/// every context, once), `gbps` of them, and `times_ms`.
+pub fn decode_row(spec: &DecodeSpec, splits: usize, times: Vec<f64>, cache_bytes: u64) -> Row {
+    let s = Summary::of(times.clone());
+    Row::timed(&s, Times::Us)
+        .with("reps", s.reps)
+        .with("spec", spec)
+        .with("splits", splits)
+        .with("cache_bytes", cache_bytes)
+        .with("gbps", s.rate(cache_bytes as f64, 1e9))
+        .with("times_ms", times)
 }

@@ -11,7 +11,7 @@ use crate::ops::attention::decode_paged::{DecodeShape, DecodeStrides};
 use crate::ops::attention::PagedProblem;
 use crate::ops::gemm::DType;
 
-pub use super::bench::{time_decode, DecodeTiming};
+pub use super::bench::{decode_row, time_decode};
 pub use super::decode_check::{verify_bad_tables, verify_decode};
 
 /// What a decode problem is made from (the CLI's flags, the suite's rows).

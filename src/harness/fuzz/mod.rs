@@ -231,14 +231,20 @@ fn input_seed(seed: u64, tag: u64, i: usize) -> u64 {
     mix64(seed ^ (tag << 56) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
-/// The problems of a plan, drawn from its seed: the same on every machine.
+/// The problems of a plan, drawn from its seed: the same on every machine. Each op's come with
+/// the seed of their inputs.
 #[derive(Default)]
 pub struct Drawn {
     pub gemm: Vec<(GemmProblem, u64)>,
     pub attention: Vec<(AttentionProblem, u64)>,
-    pub moe: Vec<(MoeProblem, Mode, u64)>,
-    pub fp8: Vec<(Fp8Problem, ScaleRecipe, u64)>,
+    pub moe: Vec<((MoeProblem, Mode), u64)>,
+    pub fp8: Vec<((Fp8Problem, ScaleRecipe), u64)>,
     pub moe_layer: Vec<(LayerCase, u64)>,
+}
+
+/// Each of `drawn` as the case `case` makes of it and its seed.
+fn cases_of<T>(drawn: &[(T, u64)], case: impl Fn(&T, u64) -> Case) -> Vec<Case> {
+    drawn.iter().map(|(p, seed)| case(p, *seed)).collect()
 }
 
 impl Drawn {
@@ -247,92 +253,67 @@ impl Drawn {
     pub fn cases(&self, version: &str) -> [Vec<Case>; 5] {
         let v = || version.to_string();
         [
-            self.gemm
-                .iter()
-                .map(|&(problem, seed)| Case::Gemm {
-                    version: v(),
-                    problem,
-                    seed,
-                })
-                .collect(),
-            self.attention
-                .iter()
-                .map(|&(problem, seed)| Case::Attention {
-                    version: v(),
-                    problem,
-                    seed,
-                })
-                .collect(),
-            self.moe
-                .iter()
-                .map(|(p, mode, seed)| Case::Moe {
-                    version: v(),
-                    problem: p.clone(),
-                    mode: *mode,
-                    seed: *seed,
-                })
-                .collect(),
-            self.fp8
-                .iter()
-                .map(|&(problem, recipe, seed)| Case::Fp8 {
-                    version: v(),
-                    problem,
-                    recipe,
-                    seed,
-                })
-                .collect(),
-            self.moe_layer
-                .iter()
-                .map(|(c, seed)| Case::MoeLayer {
-                    version: v(),
-                    case: c.clone(),
-                    seed: *seed,
-                })
-                .collect(),
+            cases_of(&self.gemm, |&problem, seed| Case::Gemm {
+                version: v(),
+                problem,
+                seed,
+            }),
+            cases_of(&self.attention, |&problem, seed| Case::Attention {
+                version: v(),
+                problem,
+                seed,
+            }),
+            cases_of(&self.moe, |(problem, mode), seed| Case::Moe {
+                version: v(),
+                problem: problem.clone(),
+                mode: *mode,
+                seed,
+            }),
+            cases_of(&self.fp8, |&(problem, recipe), seed| Case::Fp8 {
+                version: v(),
+                problem,
+                recipe,
+                seed,
+            }),
+            cases_of(&self.moe_layer, |case, seed| Case::MoeLayer {
+                version: v(),
+                case: case.clone(),
+                seed,
+            }),
         ]
     }
 }
 
+/// `n` problems of op `tag`, each drawn by `one` from the stream of `seed ^ salt`, with the seed
+/// of its inputs ([`input_seed`]).
+fn draw_n<T>(
+    seed: u64,
+    salt: u64,
+    tag: u64,
+    n: usize,
+    mut one: impl FnMut(&mut Draw) -> T,
+) -> Vec<(T, u64)> {
+    let mut d = Draw::new(seed ^ salt);
+    (0..n)
+        .map(|i| (one(&mut d), input_seed(seed, tag, i)))
+        .collect()
+}
+
 pub fn draw(plan: &FuzzPlan) -> Drawn {
-    let mut d = Draw::new(plan.seed);
-    let g = GemmDraw::fuzz();
-    let gemm = (0..plan.gemm)
-        .map(|i| (d.gemm(&g), input_seed(plan.seed, 1, i)))
-        .collect();
-    let mut d = Draw::new(plan.seed ^ 0xA77E);
-    let attention = (0..plan.attention)
-        .map(|i| (d.attention(plan.max_seq), input_seed(plan.seed, 2, i)))
-        .collect();
-    let mut d = Draw::new(plan.seed ^ 0x30E);
-    let moe = (0..plan.moe)
-        .map(|i| {
+    let (seed, g) = (plan.seed, GemmDraw::fuzz());
+    Drawn {
+        gemm: draw_n(seed, 0, 1, plan.gemm, |d| d.gemm(&g)),
+        attention: draw_n(seed, 0xA77E, 2, plan.attention, |d| {
+            d.attention(plan.max_seq)
+        }),
+        moe: draw_n(seed, 0x30E, 3, plan.moe, |d| {
             let p = d.moe();
             // Masked problems are replayed from a CUDA graph a third of the time.
-            let mode = if p.is_masked() && d.chance(1.0 / 3.0) {
-                Mode::Graph
-            } else {
-                Mode::Direct
-            };
-            (p, mode, input_seed(plan.seed, 3, i))
-        })
-        .collect();
-    let mut d = Draw::new(plan.seed ^ 0xF8);
-    let fp8 = (0..plan.fp8)
-        .map(|i| {
-            let (p, recipe) = d.fp8();
-            (p, recipe, input_seed(plan.seed, 4, i))
-        })
-        .collect();
-    let mut d = Draw::new(plan.seed ^ 0x1A7E);
-    let moe_layer = (0..plan.moe_layer)
-        .map(|i| (draw_layer(&mut d), input_seed(plan.seed, 5, i)))
-        .collect();
-    Drawn {
-        gemm,
-        attention,
-        moe,
-        fp8,
-        moe_layer,
+            let graph = p.is_masked() && d.chance(1.0 / 3.0);
+            (p, if graph { Mode::Graph } else { Mode::Direct })
+        }),
+        fp8: draw_n(seed, 0xF8, 4, plan.fp8, Draw::fp8),
+        moe_layer: draw_n(seed, 0x1A7E, 5, plan.moe_layer, draw_layer),
     }
 }
 
@@ -499,7 +480,7 @@ pub fn run(
             )?;
         }
     }
-    for (problem, mode, seed) in &drawn.moe {
+    for ((problem, mode), seed) in &drawn.moe {
         let (mode, seed) = (*mode, *seed);
         let mut fixture = if v.moe.iter().any(|k| k.supports(problem, &ctx.info).is_ok()) {
             Some(MoeFixture::new(problem, seed)?)
@@ -535,7 +516,7 @@ pub fn run(
             o,
         )?;
     }
-    for &(problem, recipe, seed) in drawn.fp8.iter().filter(|_| v.fp8) {
+    for &((problem, recipe), seed) in drawn.fp8.iter().filter(|_| v.fp8) {
         let gc = Fp8Case {
             p: problem,
             cfg: None,
@@ -589,7 +570,7 @@ pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict>
             ..
         } => {
             v.moe.push(registry.moe_version(version)?);
-            drawn.moe.push((problem, mode, seed));
+            drawn.moe.push(((problem, mode), seed));
         }
         Case::MoeLayer { case, seed, .. } => {
             only(version, LAYER_VERSION, "MoE layer", "the layer's")?;
@@ -604,7 +585,7 @@ pub fn rerun(ctx: &Context, registry: &Registry, case: &Case) -> Result<Verdict>
         } => {
             only(version, FP8_VERSION, "FP8", "the FP8 GEMM's")?;
             v.fp8 = true;
-            drawn.fp8.push((problem, recipe, seed));
+            drawn.fp8.push(((problem, recipe), seed));
         }
     }
     let mut got = None;
@@ -755,7 +736,7 @@ mod tests {
             },
             Case::Moe {
                 version: "swiglu_dual".into(),
-                problem: d.moe[2].0.clone(),
+                problem: d.moe[2].0 .0.clone(),
                 mode: Mode::Graph,
                 seed: 9,
             },
@@ -766,8 +747,8 @@ mod tests {
             },
             Case::Fp8 {
                 version: FP8_VERSION.into(),
-                problem: d.fp8[4].0,
-                recipe: d.fp8[4].1,
+                problem: d.fp8[4].0 .0,
+                recipe: d.fp8[4].0 .1,
                 seed: 11,
             },
         ];

@@ -234,19 +234,9 @@ fn mutate_n(space: &ParamSpace, c: &Config, k: usize, rng: &mut SmallRng) -> Opt
         which.shuffle(rng);
         for &i in which.iter().take(k.clamp(1, movable.len())) {
             let p = &space.params[i];
-            let cur = p
-                .values
-                .iter()
-                .position(|&v| Some(v) == m.get(&p.name))
-                .unwrap_or(0);
+            let cur = p.index_in(&m);
             let next = if rng.gen_bool(0.6) {
-                if cur == 0 {
-                    1
-                } else if cur + 1 == p.values.len() || rng.gen_bool(0.5) {
-                    cur - 1
-                } else {
-                    cur + 1
-                }
+                p.step_from(cur, rng)
             } else {
                 // any other value
                 let j = rng.gen_range(0..p.values.len() - 1);

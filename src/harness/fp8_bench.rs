@@ -55,21 +55,14 @@ pub fn bench_fp8(
     };
     let run = Bench::new(ctx, opt)?;
     let (ap, bp, dvp) = (a.codes.ptr(), b.codes.ptr(), dv.ptr());
-    let mut note = None;
-    let lt = if vendor {
-        match LtFp8::new(ctx, p, a.scales.ptr(), b.scales.ptr()) {
-            Ok(mut lt) => {
-                lt.select(ctx, &run.flusher, ap, bp, dvp)?;
-                Some(lt)
-            }
-            Err(e) => {
-                note = Some(e.to_string());
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let (lt, note) = vendor_peer(
+        ctx,
+        &run,
+        vendor,
+        p,
+        [a.scales.ptr(), b.scales.ptr()],
+        [ap, bp, dvp],
+    )?;
     let mut kiln_launches: Vec<_> = cfgs
         .iter()
         .zip(&outs)
@@ -143,6 +136,29 @@ pub fn bench_fp8(
 
 /// A rows x cols operand drawn on the GPU in f32 from `seed` ([`random_buffer`]) and quantised
 /// there to `format` at granularity `g` (fp32 scales); the f32 copy is freed before the next.
+/// cuBLASLt's FP8 GEMM for `p` with its fastest algorithm selected on `run`'s flusher (scales
+/// `[sa, sb]`, operands `[a, b, c]`), or, when cuBLASLt refuses the problem, why (the table's note);
+/// nothing when `vendor` is off.
+pub(super) fn vendor_peer(
+    ctx: &Context,
+    run: &Bench,
+    vendor: bool,
+    p: &Fp8Problem,
+    [sa, sb]: [u64; 2],
+    [a, b, c]: [u64; 3],
+) -> Result<(Option<LtFp8>, Option<String>)> {
+    if !vendor {
+        return Ok((None, None));
+    }
+    match LtFp8::new(ctx, p, sa, sb) {
+        Ok(mut lt) => {
+            lt.select(ctx, &run.flusher, a, b, c)?;
+            Ok((Some(lt), None))
+        }
+        Err(e) => Ok((None, Some(e.to_string()))),
+    }
+}
+
 pub(super) fn operand(
     ctx: &Context,
     rows: usize,

@@ -13,10 +13,9 @@ use cudarc::driver::sys;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::harness::bench::{Bench, BenchOptions, Row, Summary, Times};
-use crate::harness::fp8_bench::operand;
+use crate::harness::fp8_bench::{operand, vendor_peer};
 use crate::ops::fp8::{self, Fp8Config, Fp8Operands, Fp8Pdl, Fp8Problem, Scales};
 use crate::reference::data::HostData;
-use crate::vendor::cublaslt_fp8::LtFp8;
 
 /// Most launches a chain takes (its copies of B must fit beside each other).
 pub const MAX_CHAIN: usize = 64;
@@ -132,21 +131,14 @@ pub fn bench_fp8_chain(
     let vc: Vec<DeviceBuffer> = (0..n).map(|_| ctx.alloc(c_bytes)).collect::<Result<_>>()?;
     ctx.synchronize()?;
     let run = Bench::new(ctx, opt)?;
-    let mut note = None;
-    let lt = if vendor {
-        match LtFp8::new(ctx, p, a.scales.ptr(), b0.scales.ptr()) {
-            Ok(mut lt) => {
-                lt.select(ctx, &run.flusher, a.codes.ptr(), bs[0].ptr(), vc[0].ptr())?;
-                Some(lt)
-            }
-            Err(e) => {
-                note = Some(e.to_string());
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let (lt, note) = vendor_peer(
+        ctx,
+        &run,
+        vendor,
+        p,
+        [a.scales.ptr(), b0.scales.ptr()],
+        [a.codes.ptr(), bs[0].ptr(), vc[0].ptr()],
+    )?;
     // kiln's chain under `pdl`: the first launch plain (nothing of the chain before it)
     let (a_r, b0_r, bs_r, kc_r) = (&a, &b0, &bs, &kc);
     let kiln_chain = |cfg: Fp8Config, pdl: Fp8Pdl| {

@@ -40,4 +40,7 @@ struct AttnBwdArgs {
   // fastest); g > 0 (KILN_BWD_LPT, causal) chunks of g (key/value head, batch) pairs, the key
   // blocks slowest within a chunk, so that the longest walks start first.
   int lpt_heads;
+  // KILN_BWD_DET_WRITER's writer warps (bwd_dq_tile.cuh's dq_writer): 2 (KILN_BWD_DET_WRITERS=2)
+  // warps 1 and 2 take the blocks in turn; else warp 1 takes them all.
+  int det_writers;
 };

@@ -89,14 +89,16 @@ struct DqTile {
     if (adder) reduce_dq_tile<DQ_PIECES, DQ_MH>(map, tile, k.q0(p) + k.rows_q(p), k.bi(), h, k.q0(p) + m0 + row0, col0, halves);
   }
 
-  // DET_WRITER, deterministic mode: this block's partial handed to the writer warp through the
-  // tile, once the writer has handed back the previous block's (named barrier 10 + c; full:
-  // 8 + c, each the warpgroup's 128 threads and the writer's 32).
-  template <int H> __device__ __forceinline__ void hand_over(const float (&dq)[H][QN / 2], const BwdThread& th, int it) const {
-    if (it > 0) named_barrier_sync(10 + th.c, 160);
+  // DET_WRITER, deterministic mode: this block's partial handed to writer w = it % writers
+  // (det_writers) through the tile, once writer (it - 1) % writers has handed back the previous
+  // block's (named barrier 10 + 4w + c; full: 8 + 4w + c, each the warpgroup's 128 threads and
+  // the writer's 32).
+  template <int H>
+  __device__ __forceinline__ void hand_over(const float (&dq)[H][QN / 2], const BwdThread& th, int it, int writers) const {
+    if (it > 0) named_barrier_sync(10 + 4 * ((it - 1) & (writers - 1)) + th.c, 160);
     store(dq, th, smem);
     fence_proxy_async_shared();
-    named_barrier_arrive(8 + th.c, 160);
+    named_barrier_arrive(8 + 4 * (it & (writers - 1)) + th.c, 160);
   }
 
   // DQ_LATE, buffer b's tile.
@@ -146,13 +148,16 @@ __device__ __forceinline__ void writer_add(const DqTile& t0, const DqTile& t1, c
   t1.reduce(t1.smem, p, k, h, mb * BM, DQ_MH);
   tma_store_wait_read<0>();
 }
-__device__ __forceinline__ void writer_hand_back(bool more) {
+__device__ __forceinline__ void writer_hand_back(bool more, u32 bar) {
   __syncwarp();
   if (more) {
-    named_barrier_arrive(10, 160);
-    named_barrier_arrive(11, 160);
+    named_barrier_arrive(bar, 160);
+    named_barrier_arrive(bar + 1, 160);
   }
 }
+
+// The deterministic mode's writer warps: 2 with KILN_BWD_DET_WRITERS=2 (p.det_writers), else 1.
+__device__ __forceinline__ int det_writers(const AttnBwdArgs& p) { return p.det_writers == 2 ? 2 : 1; }
 
 // KILN_BWD_DET_WRITER 2, the writer's loop (dq_writer's tiles t0, t1 and group g): a block's counter
 // is bumped as soon as its adds are complete, and the next block's turn is waited for before its
@@ -169,40 +174,54 @@ __device__ __forceinline__ void writer_hand_back(bool more) {
 // d128's step). The next block's (head, query block) is in the walk table once this block's tiles
 // are handed over: the consumers waited for its stage (the lookahead's next Sᵀ) before they
 // stored them.
+//   Writer j of `writers` (det_writers) takes blocks j, j + writers, ..: with two (KILN_BWD_DET_WRITERS
+// =2), each has two consumer steps for a block's issue, read, counter read, completion and bump.
+// The H200 profile of one writer (ncu, d128 B2 H16 S8192, 7102da0) put 18.1 % of all stall samples
+// on the consumers' first dQ store after the hand-back barrier while the writer never waited at
+// its tiles' barrier (under 0.3 %): it was busy every step with the reduces' read (2.5 %), the
+// counter's acquire (1.6 %) and the release (1.3 %), d128's step of ~2.3 us being about its own.
+// Its next block's entry is not yet in the walk table when it reads that block's counter (two
+// stages on), so it computes it (det_walk_at).
 __device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& t1, const BwdSmem& sm, const AttnBwdArgs& p,
-                                                const BwdWalk& k, const DetGroup& g) {
+                                                const BwdWalk& k, const DetGroup& g, int j, int writers) {
   const bool det = p.dq_sem != nullptr;
-  // lane 0: the counter of iteration `it` and this block's rank there
-  auto counter = [&](int it, u32& rank) -> u32* {
+  // lane 0: the counter of iteration `it` (its walk entry from the table, or computed) and this
+  // block's rank there
+  auto counter = [&](int it, bool table, u32& rank) -> u32* {
     int h, mb;
-    walk_get(sm, it, h, mb);
+    if (table) {
+      walk_get(sm, it, h, mb);
+    } else {
+      det_walk_at(k, p, it, h, mb);
+    }
     rank = det_rank(k, p, g, mb);
     return p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
   };
+  const u32 full = 8 + 4 * j;  // (full, full + 1; the hand-back: full + 2, full + 3)
   u32* sem = nullptr;
-  for (int it = 0; it < k.iters; ++it) {
-    named_barrier_sync(8, 160);
-    named_barrier_sync(9, 160);
+  for (int it = j; it < k.iters; it += writers) {
+    named_barrier_sync(full, 160);
+    named_barrier_sync(full + 1, 160);
     int h, mb;
     walk_get(sm, it, h, mb);
     if (t0.adder) {
-      if (det && it == 0) {  // (the later blocks' turns: waited for ahead, below)
+      if (det && it == j) {  // (the later blocks' turns: waited for ahead, below)
         u32 rank;
-        sem = counter(0, rank);
+        sem = counter(it, true, rank);
         while (ld_acquire(sem) < rank) {
         }
       }
       if (det) fence_proxy_async_global();  // (the counter's acquire before the bulk adds)
       writer_add(t0, t1, p, k, h, mb, [] {});
     }
-    writer_hand_back(it + 1 < k.iters);
+    writer_hand_back(it + 1 < k.iters, full + 2);
     if (t0.adder && det) {
       // the next block's counter read first, so that its round trip overlaps these adds'
       // completion (an acquire: no later access moves above it; this block's bump is later)
       u32 rank = 0, at = 0;
       u32* next = nullptr;
-      if (it + 1 < k.iters) {
-        next = counter(it + 1, rank);
+      if (it + writers < k.iters) {
+        next = counter(it + writers, writers == 1, rank);
         at = ld_acquire(next);
       }
       tma_store_wait<0>();
@@ -218,8 +237,9 @@ __device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& 
   if (t0.adder) tma_store_wait<0>();
 }
 
-// KILN_BWD_DET_WRITER: the writer warp (warp 1 of warpgroup 0, at the producer's registers), over
-// the walk table. Per query block: both consumers' tiles handed over (named barriers 8 + c), then
+// KILN_BWD_DET_WRITER: the writer warp (warp 1 of warpgroup 0, at the producer's registers; with
+// p.det_writers 2 warps 1 and 2 in turn, writer j = warp - 1 on barriers 8 + 4j ..), over the
+// walk table. Per query block: both consumers' tiles handed over (named barriers 8 + c), then
 // lane 0 waits until the counter of (head, query block) reads this key block's rank in the fixed
 // order (det_rank: every block before it has added), adds the tiles by TMA reduce and hands them
 // back once read (named barriers 10 + c; not after the last block). Split by keys both tiles add
@@ -229,11 +249,12 @@ __device__ __forceinline__ void dq_writer_eager(const DqTile& t0, const DqTile& 
 // rotated order has blocks one step apart (query blocks per group member gs = 1: Sq 65 Skv 200 at
 // d128, S4096 at d64) the group's waits closed a ring and hung (det_schedule.rs models the order
 // and the rules). Without counters the same adds in no order.
-__device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, const AttnBwdArgs& p, const BwdWalk& k) {
-  if (!DET_WRITER) return;
+__device__ __forceinline__ void dq_writer(const TmaMap* map, const BwdSmem& sm, const AttnBwdArgs& p, const BwdWalk& k, int j) {
+  const int writers = det_writers(p);
+  if (!DET_WRITER || j >= writers) return;
   const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;
   const u32 base = sm.sk + OFF_DQ;  // (sm.sk: the aligned base)
   const DqTile t0{map, base, 0, 0, lead}, t1{map, base + DQ_BUFS * DQ_BYTES, SPLIT_N ? QN : 0, SPLIT_M ? 64 : 0, lead};
   const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
-  dq_writer_eager(t0, t1, sm, p, k, g);
+  dq_writer_eager(t0, t1, sm, p, k, g, j, writers);
 }

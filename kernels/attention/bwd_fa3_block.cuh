@@ -281,14 +281,32 @@ __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArg
 // was launched before it, as FlashAttention-3 orders its deterministic causal blocks. Only the
 // producer walks it; the consumers and the writer read its (head, query block) pairs from the
 // walk table.
+// KILN_BWD_DET_LPT (the host's p.lpt_heads > 0 under det_order 2, only where a head's key blocks
+// fit on the SMs at once): the causal blocks longest walk first in chunks of heads (lpt_block),
+// the order of adds unchanged. The reversed launch puts each head's longest walk last and the
+// last heads' long walks at the very end: a list schedule of the walks onto 132 SMs ends 7.8 %
+// past the mean at d64 B4 H16 S4096 (128-row steps) and d128 B2 H16 S8192, 7.4 % at d64 B1 H16
+// S16384; the chunks end within 0.2-0.5 % (lpt.rs). A block then waits for later key blocks
+// launched after it, but only of its own chunk (at most SMs blocks): every block of the chunk
+// gets an SM once the earlier chunks, which wait on nothing later, have finished
+// (det_schedule.rs checks it).
 __device__ __forceinline__ BwdWalk det_walk(const AttnBwdArgs& p) {
   const bool det = DET_WRITER && p.dq_sem != nullptr;
-  BwdWalk w = bwd_walk(p, det && p.det_order == 2 ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x);
+  const bool reversed = det && p.det_order == 2 && p.lpt_heads == 0;
+  // (-1: the grid's order, or lpt_block's where p.lpt_heads is set)
+  BwdWalk w = bwd_walk(p, reversed ? (int)(gridDim.x - 1 - blockIdx.x) : det ? -1 : (int)blockIdx.x);
   if (det && p.det_order == 1) {
     const DetGroup g = det_group(w, p);
     w.m_first = (w.nb - g.g0) * g.gs;
   }
   return w;
+}
+
+// Iteration it's (head, query block) on det_walk's walk, as the producer takes it (a rotated walk
+// wraps at the head's last block): for a writer that needs it before the walk table has it.
+__device__ __forceinline__ void det_walk_at(const BwdWalk& k, const AttnBwdArgs& p, int it, int& h, int& mb) {
+  walk_at(k, p, it, h, mb);
+  if (!p.causal && mb >= k.per_head) mb -= k.per_head;
 }
 
 // DET_WRITER, deterministic mode: how many key blocks add their partials of query block mb (of
@@ -669,7 +687,8 @@ __device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_ve
 // (bwd_start, `extra` prefetched), where the block sits, the register split with the producer
 // warp (TX_FIRST: bwd_produce's) and consumer c's consume(c, walk, smem). The warpgroup index is
 // broadcast (warpgroup_index), so that what the consumers derive from c is warp-uniform.
-// DET_WRITER: warp 1 of warpgroup 0 runs write(walk, smem) (at the producer's registers).
+// DET_WRITER: warps 1 and 2 of warpgroup 0 run write(walk, smem, writer) with writer 0 and 1 (at
+// the producer's registers; the second has work only with p.det_writers 2).
 template <bool TX_FIRST, class Consume, class Write>
 __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
@@ -688,15 +707,18 @@ __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec,
     return;
   }
   const BwdWalk k = DET_WRITER ? det_walk(p) : bwd_walk(p);
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, DET_WRITER ? 64 : 32>(
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, DET_WRITER ? 96 : 32>(
       warpgroup_index(),
       [&] {
         if (!DET_WRITER) {
           bwd_produce<TX_FIRST>(p, k, sm, tq, tk, tv, tdo);
-        } else if (__shfl_sync(0xffffffffu, (int)(threadIdx.x / 32), 0) == 0) {  // (warp-uniform: a plain test spilled)
+          return;
+        }
+        const int w = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 32), 0);  // (warp-uniform: a plain test spilled)
+        if (w == 0) {
           bwd_produce<TX_FIRST>(p, k, sm, tq, tk, tv, tdo);
         } else {
-          write(k, sm);
+          write(k, sm, w - 1);  // (writer 1 returns at once unless p.det_writers is 2)
         }
       },
       [&](int c) { consume(c, k, sm); });
@@ -706,5 +728,5 @@ template <bool TX_FIRST, class Consume>
 __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
                                            const Consume& consume) {
-  bwd_kernel<TX_FIRST>(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra, p, consume, [](const BwdWalk&, const BwdSmem&) {});
+  bwd_kernel<TX_FIRST>(smem_raw, off_vec, off_bars, tq, tk, tv, tdo, extra, p, consume, [](const BwdWalk&, const BwdSmem&, int) {});
 }

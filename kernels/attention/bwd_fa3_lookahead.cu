@@ -154,7 +154,7 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
       tile.store(dq, th, tile.buf(it & 1));
       h_prev = h, m0_prev = m0;
     } else if (DET_WRITER) {
-      tile.hand_over(dq, th, it);
+      tile.hand_over(dq, th, it, det_writers(p));
     } else {
       u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
       tile.add(dq, p, k, th, h, m0, sem);
@@ -183,5 +183,5 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   bwd_kernel<true>(
       smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq, p,
       [&](int c, const BwdWalk& k, const BwdSmem& sm) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, smem_raw, c)); },
-      [&](const BwdWalk& k, const BwdSmem& sm) { dq_writer(&tdq, sm, p, k); });
+      [&](const BwdWalk& k, const BwdSmem& sm, int j) { dq_writer(&tdq, sm, p, k, j); });
 }

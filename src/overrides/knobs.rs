@@ -143,6 +143,20 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.attention.bwd_d256_p16, false, bit),
     },
     Knob {
+        name: "KILN_BWD_DET_LPT",
+        takes: || FLAG.into(),
+        default: "0: the deterministic causal backward launches each head's key blocks in reverse, shortest walk first (1: longest first in chunks of heads where a head's key blocks fit on the SMs at once)",
+        set: |o, v| put(&mut o.attention.bwd_det_lpt, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_det_lpt, false, bit),
+    },
+    Knob {
+        name: "KILN_BWD_DET_WRITERS",
+        takes: || "1 or 2".into(),
+        default: "1: the deterministic backward's dQ through one writer warp (2: two, taking the query blocks in turn)",
+        set: |o, v| put(&mut o.attention.bwd_det_writers, or(v, 1, |v| number(v, 1, 2))),
+        show: |o| unless(o.attention.bwd_det_writers, 1, |n| n.to_string()),
+    },
+    Knob {
         name: "KILN_BWD_DQ_KEYS",
         takes: || FLAG.into(),
         default: "0: bwd_fa3_bulk_dq and bwd_fa3_tma_dq at d128 split dQ by columns",

@@ -127,6 +127,13 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_D256_P16`: the d256 backwards hand Pᵀ from the warpgroup that computes it to the
     /// one that computes dSᵀ in 16-bit pairs (8 KB a block) instead of fp32. Default: false.
     pub bwd_d256_p16: bool,
+    /// `KILN_BWD_DET_LPT`: the deterministic causal backward (`bwd_fa3_ordered_eager`) launches
+    /// its key blocks longest walk first in chunks of heads (`lpt_block`) where a head's key
+    /// blocks fit on the SMs at once, instead of each head's in reverse. Default: false.
+    pub bwd_det_lpt: bool,
+    /// `KILN_BWD_DET_WRITERS`: the deterministic backward's dQ writer warps (1 or 2, taking the
+    /// query blocks in turn). Default: 1.
+    pub bwd_det_writers: u32,
     /// `KILN_BWD_DQ_KEYS`: `bwd_fa3_bulk_dq` and `bwd_fa3_tma_dq` at d128 split dQ between their
     /// warpgroups by keys (each its own 64, no meeting) instead of by columns. Default: false.
     pub bwd_dq_keys: bool,
@@ -159,6 +166,8 @@ impl AttentionOverrides {
     /// No overrides: the defaults.
     pub const NONE: AttentionOverrides = AttentionOverrides {
         bwd_d256_p16: false,
+        bwd_det_lpt: false,
+        bwd_det_writers: 1,
         bwd_dq_keys: false,
         bwd_exp_poly: None,
         bwd_lpt: None,

@@ -33,13 +33,61 @@
 use super::bwd_fa3_m128::m128_wins;
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, DetWriter, WgmmaBwdTile, BWD_WGMMA_DIMS};
 use super::{
-    bwd_fa3_lookahead, bwd_fa3_m128, bwd_fa3_m128_rows, AttentionBackwardKernel, BackwardOperands,
-    BackwardProblem,
+    bwd_fa3_lookahead, bwd_fa3_m128, bwd_fa3_m128_rows, AttentionBackwardKernel, AttnBwdArgs,
+    BackwardOperands, BackwardProblem, DetOrder,
 };
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
-use crate::ops::attention::{AttentionProblem, DTYPES};
+use crate::ops::attention::{AttentionProblem, Window, DTYPES};
+use crate::overrides::AttentionOverrides;
+
+/// The argument block's deterministic fields for `p` on a kernel with a dQ writer: the order of
+/// adds (`DetOrder`), the SMs its rotated groups assume, the writer warps (`KILN_BWD_DET_WRITERS`)
+/// and, with `KILN_BWD_DET_LPT`, the causal launch order ([`det_lpt_heads`]); `key_blocks` a
+/// head, `sms` on the device, `dense_grid`: not packed and one CTA a cluster.
+pub(super) fn det_args(
+    args: &mut AttnBwdArgs,
+    p: &BackwardProblem,
+    o: &AttentionOverrides,
+    key_blocks: u32,
+    sms: u32,
+    dense_grid: bool,
+) {
+    args.det_order = DetOrder::of(p) as i32;
+    args.det_sms = sms as i32;
+    args.det_writers = o.bwd_det_writers as i32;
+    args.lpt_heads = det_lpt_heads(o.bwd_det_lpt, p, dense_grid, key_blocks, sms);
+}
+
+/// The deterministic causal launch order (`KILN_BWD_DET_LPT`, the argument block's `lpt_heads`
+/// under `DetOrder::Descending`): `g` > 0, longest walk first in chunks of `g` = SMs / key blocks
+/// (key/value head, batch) pairs (`lpt_block`), or 0: each head's key blocks in reverse. Under
+/// the descending order a block waits for the later key blocks of its head, which the chunks
+/// launch after it: safe only while a chunk fits on the SMs at once (every block of the chunk
+/// gets one once the earlier chunks, which wait on nothing later, are done), so 0 where a head
+/// has more key blocks than `sms` (`det_schedule` runs both). Not with a window or a packed or
+/// clustered grid (no writer runs them).
+pub fn det_lpt_heads(
+    knob: bool,
+    p: &BackwardProblem,
+    dense_grid: bool,
+    key_blocks: u32,
+    sms: u32,
+) -> i32 {
+    let a = &p.attn;
+    if !knob
+        || !p.deterministic
+        || DetOrder::of(p) != DetOrder::Descending
+        || !dense_grid
+        || a.window != Window::UNBOUNDED
+        || key_blocks == 0
+        || key_blocks > sms
+    {
+        return 0;
+    }
+    (sms / key_blocks) as i32
+}
 
 /// The deterministic writer that bumps its counters as soon as its adds complete.
 pub struct BwdFa3OrderedEager;

@@ -8,7 +8,7 @@
 
 use super::{
     bwd_prep, check_aligned, check_buffers, check_shape, refuse_window, AttentionBackwardKernel,
-    AttnBwdArgs, BackwardOperands, BackwardProblem, BackwardWorkspace, DetOrder,
+    AttnBwdArgs, BackwardOperands, BackwardProblem, BackwardWorkspace,
 };
 use crate::device::{
     Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
@@ -399,10 +399,6 @@ pub fn launch_main(
     let main = ctx.function(main)?;
     let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
-    if det_writer && p.deterministic {
-        args.det_order = DetOrder::of(p) as i32;
-        args.det_sms = ctx.info.sm_count as i32;
-    }
     if let Some(g) = packed {
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
         args.m_blocks = g.m_blocks as i32;
@@ -415,6 +411,17 @@ pub fn launch_main(
         (a.seqlen_kv as u32).div_ceil(bn),
         ctx.info.sm_count,
     );
+    // the deterministic writer's order, launch order and writers (`bwd_fa3_ordered_eager`)
+    if det_writer && p.deterministic {
+        super::bwd_fa3_ordered_eager::det_args(
+            &mut args,
+            p,
+            &ctx.overrides.attention,
+            (a.seqlen_kv as u32).div_ceil(bn),
+            ctx.info.sm_count,
+            packed.is_none() && cluster == 1,
+        );
+    }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
     let (qd, qs) = map_shape(

@@ -59,61 +59,95 @@ pub fn adders(p: &BackwardProblem, bm: usize, bn: usize, mb: usize) -> usize {
 /// Every block's adds in walk order, the blocks in launch order (grid x fastest, then key/value
 /// head, then batch), as the device runs `p` in the deterministic mode with `sms` blocks at once.
 pub fn walks(p: &BackwardProblem, bm: usize, bn: usize, sms: usize) -> Vec<Vec<Add>> {
+    walks_launched(p, bm, bn, sms, 0)
+}
+
+/// [`walks`] with the argument block's `lpt_heads` = `lpt` (`KILN_BWD_DET_LPT`,
+/// [`super::bwd_fa3_ordered_eager::det_lpt_heads`]): under the descending order, `lpt` > 0
+/// launches the blocks longest walk first in chunks of `lpt` (key/value head, batch) pairs
+/// (`lpt_block`) instead of each head's key blocks in reverse.
+pub fn walks_launched(
+    p: &BackwardProblem,
+    bm: usize,
+    bn: usize,
+    sms: usize,
+    lpt: usize,
+) -> Vec<Vec<Add>> {
+    let a = &p.attn;
+    let (nx, _) = grid(p, bm, bn);
+    let order = DetOrder::of(p);
+    let blocks = nx * a.heads_kv * a.batch;
+    (0..blocks)
+        .map(|l| {
+            let (x, hk, b) = (l % nx, (l / nx) % a.heads_kv, l / (nx * a.heads_kv));
+            let (nb, hk, b) = if order == DetOrder::Descending && lpt > 0 {
+                let (nb, hk, b) = super::lpt::lpt_block(
+                    l as u32,
+                    lpt as u32,
+                    nx as u32,
+                    a.heads_kv as u32,
+                    a.batch as u32,
+                );
+                (nb as usize, hk as usize, b as usize)
+            } else if order == DetOrder::Descending {
+                (nx - 1 - x, hk, b) // launched in reverse
+            } else {
+                (x, hk, b)
+            };
+            block_walk(p, bm, bn, sms, nb, hk, b)
+        })
+        .collect()
+}
+
+/// The adds of key block `nb` of key/value head `hk`, batch `b`, in walk order.
+fn block_walk(
+    p: &BackwardProblem,
+    bm: usize,
+    bn: usize,
+    sms: usize,
+    nb: usize,
+    hk: usize,
+    b: usize,
+) -> Vec<Add> {
     let a = &p.attn;
     let (nx, m_blocks) = grid(p, bm, bn);
     let (group, off) = (a.group(), a.seqlen_kv as i64 - a.seqlen_q as i64);
     let order = DetOrder::of(p);
-    let mut v = Vec::with_capacity(nx * a.heads_kv * a.batch);
-    for b in 0..a.batch {
-        for hk in 0..a.heads_kv {
-            for x in 0..nx {
-                // descending: launched in reverse
-                let nb = if order == DetOrder::Descending {
-                    nx - 1 - x
-                } else {
-                    x
-                };
-                let m_first = if a.causal {
-                    ((nb * bn) as i64 - off).max(0) as usize / bm
-                } else {
-                    0
-                };
-                let per_head = m_blocks - m_first;
-                // the rotated order's group: the key blocks of this head in this block's wave
-                let base = nx * (hk + a.heads_kv * b);
-                let w0 = (base + nb) / sms * sms;
-                let g0 = w0.saturating_sub(base);
-                let gn = nx.min(w0 + sms - base) - g0;
-                let gs = m_blocks / gn;
-                let start = if order == DetOrder::Rotated {
-                    (nb - g0) * gs
-                } else {
-                    m_first
-                };
-                let mut adds = Vec::with_capacity(group * per_head);
-                for it in 0..group * per_head {
-                    let h = hk * group + it / per_head;
-                    let mut mb = start + it % per_head;
-                    if !a.causal && mb >= per_head {
-                        mb -= per_head;
-                    }
-                    let rank = match order {
-                        DetOrder::Descending => {
-                            let x = ((mb + 1) * bm) as i64 + off;
-                            ((nx - 1).min(((x - 1) / bn as i64) as usize)) - nb
-                        }
-                        DetOrder::Rotated if gs > 0 => {
-                            g0 + ((gn - 1).min(mb / gs) + gn - (nb - g0)) % gn
-                        }
-                        _ => nb,
-                    };
-                    adds.push(Add { b, h, mb, rank });
-                }
-                v.push(adds);
-            }
+    let m_first = if a.causal {
+        ((nb * bn) as i64 - off).max(0) as usize / bm
+    } else {
+        0
+    };
+    let per_head = m_blocks - m_first;
+    // the rotated order's group: the key blocks of this head in this block's wave
+    let base = nx * (hk + a.heads_kv * b);
+    let w0 = (base + nb) / sms * sms;
+    let g0 = w0.saturating_sub(base);
+    let gn = nx.min(w0 + sms - base) - g0;
+    let gs = m_blocks / gn;
+    let start = if order == DetOrder::Rotated {
+        (nb - g0) * gs
+    } else {
+        m_first
+    };
+    let mut adds = Vec::with_capacity(group * per_head);
+    for it in 0..group * per_head {
+        let h = hk * group + it / per_head;
+        let mut mb = start + it % per_head;
+        if !a.causal && mb >= per_head {
+            mb -= per_head;
         }
+        let rank = match order {
+            DetOrder::Descending => {
+                let x = ((mb + 1) * bm) as i64 + off;
+                ((nx - 1).min(((x - 1) / bn as i64) as usize)) - nb
+            }
+            DetOrder::Rotated if gs > 0 => g0 + ((gn - 1).min(mb / gs) + gn - (nb - g0)) % gn,
+            _ => nb,
+        };
+        adds.push(Add { b, h, mb, rank });
     }
-    v
+    adds
 }
 
 /// Runs the writers' waits: blocks launched in order onto `sms` slots, each adding its tiles in
@@ -179,6 +213,7 @@ pub fn run(walks: &[Vec<Add>], sms: usize, rule: Release) -> Option<Vec<Add>> {
 mod tests {
     use super::*;
     use crate::ops::attention::AttentionProblem;
+    use crate::ops::attention_backward::bwd_fa3_ordered_eager::det_lpt_heads;
     use std::collections::HashMap;
 
     fn problem(
@@ -196,37 +231,71 @@ mod tests {
         BackwardProblem::new(a, true)
     }
 
-    /// Every tile's adds are ranked 0 .. adders - 1, once each, and the run finishes.
+    /// Every tile's adds are ranked 0 .. adders - 1, once each, and the run finishes, with the
+    /// blocks launched as `KILN_BWD_DET_LPT` unset and set would launch them.
     fn check(p: &BackwardProblem, bm: usize, sms: usize) {
-        let w = walks(p, bm, 128, sms);
-        let mut ranks: HashMap<(usize, usize, usize), Vec<usize>> = HashMap::new();
-        for a in w.iter().flatten() {
-            ranks.entry((a.b, a.h, a.mb)).or_default().push(a.rank);
-        }
-        let (_, m_blocks) = grid(p, bm, 128);
-        for b in 0..p.attn.batch {
-            for h in 0..p.attn.heads_q {
-                for mb in 0..m_blocks {
-                    let mut r = ranks.remove(&(b, h, mb)).unwrap_or_default();
-                    r.sort_unstable();
-                    let n = adders(p, bm, 128, mb);
-                    assert_eq!(
-                        r,
-                        (0..n).collect::<Vec<_>>(),
-                        "{} bm {bm} mb {mb}",
-                        p.label()
-                    );
+        let (nx, m_blocks) = grid(p, bm, 128);
+        let lpt = det_lpt_heads(true, p, true, nx as u32, sms as u32) as usize;
+        for w in [walks(p, bm, 128, sms), walks_launched(p, bm, 128, sms, lpt)] {
+            let mut ranks: HashMap<(usize, usize, usize), Vec<usize>> = HashMap::new();
+            for a in w.iter().flatten() {
+                ranks.entry((a.b, a.h, a.mb)).or_default().push(a.rank);
+            }
+            for b in 0..p.attn.batch {
+                for h in 0..p.attn.heads_q {
+                    for mb in 0..m_blocks {
+                        let mut r = ranks.remove(&(b, h, mb)).unwrap_or_default();
+                        r.sort_unstable();
+                        let n = adders(p, bm, 128, mb);
+                        assert_eq!(
+                            r,
+                            (0..n).collect::<Vec<_>>(),
+                            "{} bm {bm} mb {mb}",
+                            p.label()
+                        );
+                    }
                 }
             }
+            assert!(ranks.is_empty());
+            for rule in [Release::BeforeWait, Release::AtOnce] {
+                assert!(
+                    run(&w, sms, rule).is_some(),
+                    "{} bm {bm} on {sms} SMs hangs ({rule:?}, lpt {lpt})",
+                    p.label()
+                );
+            }
         }
-        assert!(ranks.is_empty());
-        for rule in [Release::BeforeWait, Release::AtOnce] {
-            assert!(
-                run(&w, sms, rule).is_some(),
-                "{} bm {bm} on {sms} SMs hangs ({rule:?})",
-                p.label()
-            );
+    }
+
+    #[test]
+    fn the_causal_chunks_run_where_a_head_fits_on_the_sms_and_would_hang_past_that() {
+        // KILN_BWD_DET_LPT: the causal shapes (d128 64-row steps, d64 128-row steps) on
+        // 132 SMs take chunks of SMs / key blocks heads and finish
+        for (b, h, s, bm, g) in [
+            (2, 16, 8192, 64, 2),
+            (4, 32, 4096, 64, 4),
+            (4, 16, 4096, 128, 4),
+            (1, 16, 16384, 128, 1),
+        ] {
+            let p = problem(b, h, h, s, s, true);
+            let nx = s.div_ceil(128);
+            assert_eq!(det_lpt_heads(true, &p, true, nx as u32, 132), g);
+            let w = walks_launched(&p, bm, 128, 132, g as usize);
+            assert!(run(&w, 132, Release::AtOnce).is_some(), "{}", p.label());
+            // longest walks first: the first block launched walks the whole head
+            assert_eq!(w[0].len(), s.div_ceil(bm));
         }
+        // a head of 8 key blocks on 3 SMs: key blocks 0-2 take the SMs and wait for key block 3,
+        // which never gets one; the rule refuses it (the reversed launch runs)
+        let p = problem(1, 2, 2, 1000, 1000, true);
+        assert!(run(&walks_launched(&p, 64, 128, 3, 1), 3, Release::AtOnce).is_none());
+        assert_eq!(det_lpt_heads(true, &p, true, 8, 3), 0);
+        assert!(run(&walks(&p, 64, 128, 3), 3, Release::AtOnce).is_some());
+        // not without the knob, nor non-causal, nor past a dense grid
+        assert_eq!(det_lpt_heads(false, &p, true, 8, 132), 0);
+        assert_eq!(det_lpt_heads(true, &p, false, 8, 132), 0);
+        let q = problem(1, 2, 2, 1000, 1000, false);
+        assert_eq!(det_lpt_heads(true, &q, true, 8, 132), 0);
     }
 
     #[test]

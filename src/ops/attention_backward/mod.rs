@@ -163,6 +163,9 @@ pub struct AttnBwdArgs {
     /// The WGMMA kernels' block order: 0 the grid's; g > 0 (`KILN_BWD_LPT`, causal) longest walk
     /// first in chunks of g (key/value head, batch) pairs ([`lpt`]).
     pub lpt_heads: i32,
+    /// The deterministic mode's dQ writer warps (`KILN_BWD_DET_WRITERS`): 2, warps 1 and 2 take
+    /// the query blocks in turn; else 1 (ignored by every kernel without a writer).
+    pub det_writers: i32,
 }
 
 /// The order in which a dQ writer warp (`bwd_fa3_ordered_eager`) adds the key blocks' partials of a
@@ -274,6 +277,7 @@ impl AttnBwdArgs {
             cu_k: 0,
             errors: 0,
             lpt_heads: 0,
+            det_writers: 1,
         }
     }
 
@@ -395,6 +399,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, cu_q), 208);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, errors), 224);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, lpt_heads), 232);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, det_writers), 236);
         assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 240);
     }
 }

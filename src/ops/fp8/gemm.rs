@@ -1204,9 +1204,10 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 }
 
 /// Whether the large rule takes the 192 x 192 tile of three consumers (`192x192md`, ledger row
-/// 28) where [`three_consumers_fill`] says it may: off until it has beaten `256md` in two
-/// rounds (H200, 2026-11-30).
-pub const LARGE_THREE_CONSUMERS: bool = false;
+/// 28) where [`three_consumers_fill`] says it may: on since it beat `256md` at 6144^3 in two
+/// rounds (H200, 2026-11-30: +1.8-2.0 %, 0.966-0.976x cuBLASLt against 0.947-0.958x; it lost
+/// 3.3 % at 8192^3, which the fill test leaves to `256md`).
+pub const LARGE_THREE_CONSUMERS: bool = true;
 
 /// Where the 192 x 192 tile (unpromoted tensor scales, pairs along M) gives the busiest CTA no
 /// more outputs than the 128 x 256 tile of [`large_wide_tensor`] in fewer tiles: 6144^3 (8

@@ -12,7 +12,6 @@ use crate::harness::verify::rel_l2;
 use crate::ops::fp8::{Fp8Problem, ScaleMode};
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp8_problem::{Fp8MoeOperands, Fp8MoeProblem};
-use crate::ops::moe::problem::Rows;
 use crate::reference::data::HostData;
 use crate::vendor::cublaslt_fp8::LtFp8;
 
@@ -53,21 +52,6 @@ pub fn refusal(p: &Fp8MoeProblem) -> Option<String> {
     }
 }
 
-/// The rows of X each expert owns, (first row, rows), in expert order.
-fn spans(p: &Fp8MoeProblem) -> Vec<(usize, usize)> {
-    match &p.rows {
-        Rows::Contiguous { offsets, .. } => offsets
-            .windows(2)
-            .map(|w| (w[0] as usize, (w[1] - w[0]) as usize))
-            .collect(),
-        Rows::Masked { max_rows, counts } => counts
-            .iter()
-            .enumerate()
-            .map(|(e, &c)| (e * max_rows, c as usize))
-            .collect(),
-    }
-}
-
 impl VendorLoop {
     /// Plans one cuBLASLt GEMM per expert with rows on `ops`'s X, W and scales (the layouts of
     /// `ops::moe::fp8_problem`), each with its fastest algorithm on `run`'s flusher.
@@ -82,7 +66,7 @@ impl VendorLoop {
         let sx: Vec<f32> = ops.sx.download(p.x_scales())?;
         let sw: Vec<f32> = ops.sw.download(p.w_scales())?;
         let out = ctx.alloc(x_rows * n * 2)?;
-        let spans = spans(p);
+        let spans = p.layout().spans();
         let (mut gemms, mut scales) = (Vec::new(), Vec::new());
         for (e, &(s0, rows)) in spans.iter().enumerate() {
             if rows == 0 {

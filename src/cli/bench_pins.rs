@@ -105,12 +105,44 @@ fn fp8_grouped_bench_table_and_json_are_pinned() {
         .with("problem", "E8 x256 N4096 K7168 swiglu")
         .with("tflops", 913.37)
         .with("tbps", 1.874)
-        .with("copy_tbps", 4.218);
+        .with("copy_tbps", 4.218)
+        .with("vs_cublaslt_loop", None::<f64>)
+        .with("rel_diff_vs_cublaslt_loop", None::<f64>)
+        .with(
+            "vendor_note",
+            "cuBLASLt has no fused SwiGLU: its loop is timed for the plain grouped GEMM",
+        );
     pinned(
         "fp8-grouped-bench.txt",
-        &super::fp8_moe::bench_text(&t, "NVIDIA H200"),
+        &super::fp8_moe::bench_text(std::slice::from_ref(&t), "NVIDIA H200"),
     );
     pinned("fp8-grouped-bench.json", &json_text(json!([t])));
+    // the plain grouped GEMM beside cuBLASLt's per-expert loop of the same work
+    let row = |version: &str, ms: f64, tflops: f64| {
+        let s = Summary {
+            median_ms: ms,
+            min_ms: ms * 0.99,
+            max_ms: ms * 1.02,
+            reps: 20,
+        };
+        Row::timed(&s, Times::Ms)
+            .with("version", version)
+            .with("problem", "E4 x8192 N4096 K7168")
+            .with("tflops", tflops)
+            .with("tbps", 0.62)
+            .with("copy_tbps", 4.218)
+            .with("vs_cublaslt_loop", None::<f64>)
+            .with("rel_diff_vs_cublaslt_loop", None::<f64>)
+            .with("vendor_note", None::<String>)
+    };
+    let mut kiln = row("fp8_grouped", 0.7301, 1317.6);
+    kiln.set("vs_cublaslt_loop", 1.1123);
+    kiln.set("rel_diff_vs_cublaslt_loop", 2.1e-5);
+    let rows = [kiln, row("cublaslt_loop", 0.8121, 1184.6)];
+    pinned(
+        "fp8-grouped-loop-bench.txt",
+        &super::fp8_moe::bench_text(&rows, "NVIDIA H200"),
+    );
 }
 
 #[test]

@@ -300,7 +300,7 @@ pub fn tiles_for(p: &Fp8Problem, tiles: &[String], dev: &DeviceInfo) -> Result<V
 fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     let opt = super::env::bench_options(env, &a.timing);
     if a.grouped.grouped {
-        return super::fp8_moe::bench(env, &a.grouped, &opt);
+        return super::fp8_moe::bench(env, &a.grouped, &opt, !a.no_vendor);
     }
     let problems = bench_problems(&a.problem)?;
     let ctx = env.context()?;

@@ -123,23 +123,24 @@ pub fn verify(env: &Env, a: &Fp8GroupedArgs, quick: bool) -> Result<ExitCode> {
     Ok(verified(failed > 0))
 }
 
-/// Times the problem the flags name.
-pub fn bench(env: &Env, a: &Fp8GroupedArgs, opt: &BenchOptions) -> Result<ExitCode> {
+/// Times the problem the flags name (with `vendor`, beside cuBLASLt's per-expert loop).
+pub fn bench(env: &Env, a: &Fp8GroupedArgs, opt: &BenchOptions, vendor: bool) -> Result<ExitCode> {
     let Some(p) = a.problem(Some(vec![a.rows; a.groups]))? else {
         return Err(Error::invalid("give --counts or --groups and --rows"));
     };
     let ctx = env.context()?;
-    let t = bench_fp8_moe(&ctx, &p, opt)?;
+    let t = bench_fp8_moe(&ctx, &p, opt, vendor)?;
     if env.json {
-        env.print_json(&json!({ "device": ctx.info, "timings": [t] }));
+        env.print_json(&json!({ "device": ctx.info, "timings": t }));
     } else {
         print!("{}", bench_text(&t, &ctx.info.name));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kiln fp8 bench --grouped`'s table (without --json): the timing, the device under it.
-pub(super) fn bench_text(t: &Row, device: &str) -> String {
+/// `kiln fp8 bench --grouped`'s table (without --json): the timings (kiln's, then cuBLASLt's
+/// per-expert loop where it ran), the device under it, and why the loop did not run if so.
+pub(super) fn bench_text(t: &[Row], device: &str) -> String {
     const TBPS: Col = ("TB/s", |t| t.fixed("tbps", 2));
     const OF_COPY: Col = ("of copy", |t| {
         let (tbps, c) = (
@@ -148,8 +149,22 @@ pub(super) fn bench_text(t: &Row, device: &str) -> String {
         );
         format!("{:.0} % of {c:.2}", 100.0 * tbps / c)
     });
-    let columns = [VERSION, PROBLEM, MEDIAN_MS, MIN, MAX, TFLOPS, TBPS, OF_COPY];
-    bench_table::text(&columns, std::slice::from_ref(t), &format!("on {device}"))
+    const VS: Col = ("vs cuBLASLt loop", |t| t.ratio("vs_cublaslt_loop", 3));
+    const DIFF: Col = ("diff vs loop", |t| {
+        match t.num("rel_diff_vs_cublaslt_loop") {
+            Some(d) => format!("{d:.1e}"),
+            None => String::new(),
+        }
+    });
+    let columns = [
+        VERSION, PROBLEM, MEDIAN_MS, MIN, MAX, TFLOPS, TBPS, OF_COPY, VS, DIFF,
+    ];
+    let mut s = bench_table::text(&columns, t, &format!("on {device}"));
+    let note = t.first().map(|r| r.text("vendor_note")).unwrap_or_default();
+    if !note.is_empty() {
+        s.push_str(&format!("{note}\n"));
+    }
+    s
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::formats::Fp8Format;
-use crate::harness::bench::{Bench, BenchOptions, Row, Times};
+use crate::harness::bench::{Bench, BenchOptions, Row, Summary, Times};
 use crate::harness::device_data::random_buffer;
 use crate::harness::fp8_bench::operand;
+use crate::harness::fp8_moe_vendor::{self, VendorLoop};
 use crate::ops::fp8::Granularity;
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp8_problem::{Fp8MoeOperands, Fp8MoeProblem};
@@ -17,8 +18,16 @@ use crate::ops::moe::{fp8_grouped, fp8_swiglu};
 /// Times `p` (the grouped GEMM, or the SwiGLU when `p.swiglu` is set): a row of `version`,
 /// `problem`, the times in ms, `tflops`, `tbps` (the fewest bytes the problem moves,
 /// [`Fp8MoeProblem::min_bytes`], per second) and `copy_tbps` (the device's copy rate, bytes read
-/// plus written per second over 1 GiB).
-pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Result<Row> {
+/// plus written per second over 1 GiB). With `vendor`, cuBLASLt's per-expert loop of the same
+/// work on the same operands is timed interleaved with it ([`fp8_moe_vendor`]): the kiln row
+/// gains `vs_cublaslt_loop` (the loop's median over kiln's) and `rel_diff_vs_cublaslt_loop`, and
+/// a second row is the loop's; or, where the loop does not run, why in `vendor_note`.
+pub fn bench_fp8_moe(
+    ctx: &Context,
+    p: &Fp8MoeProblem,
+    opt: &BenchOptions,
+    vendor: bool,
+) -> Result<Vec<Row>> {
     p.validate()?;
     if !p.n.is_multiple_of(128) {
         return Err(Error::invalid(format!(
@@ -65,11 +74,39 @@ pub fn bench_fp8_moe(ctx: &Context, p: &Fp8MoeProblem, opt: &BenchOptions) -> Re
         Some(_) => fp8_swiglu::launch(ctx, p, &ops),
         None => fp8_grouped::launch(ctx, p, &ops),
     };
-    let t = Bench::new(ctx, opt)?.interleaved(&mut [&mut launch])?[0];
-    Ok(Row::timed(&t, Times::Ms)
-        .with("version", version)
-        .with("problem", p.label())
-        .with("tflops", t.rate(p.flops(), 1e12))
-        .with("tbps", t.rate(p.min_bytes(), 1e12))
-        .with("copy_tbps", super::peak::copy_ceiling_tbps(ctx)?))
+    let run = Bench::new(ctx, opt)?;
+    let (lt, note) = match (vendor, fp8_moe_vendor::refusal(p)) {
+        (false, _) => (None, None),
+        (true, Some(why)) => (None, Some(why)),
+        (true, None) => match VendorLoop::new(ctx, &run, p, &ops) {
+            Ok(l) => (Some(l), None),
+            Err(e) => (None, Some(format!("cuBLASLt's per-expert loop: {e}"))),
+        },
+    };
+    let mut vendor_launch = lt.as_ref().map(|l| move || l.launch(ctx));
+    let mut launches: Vec<&mut dyn FnMut() -> Result<()>> = vec![&mut launch];
+    if let Some(v) = vendor_launch.as_mut() {
+        launches.push(v);
+    }
+    let times = run.interleaved(&mut launches)?;
+    let copy = super::peak::copy_ceiling_tbps(ctx)?;
+    let row = |version: &str, t: &Summary| {
+        Row::timed(t, Times::Ms)
+            .with("version", version)
+            .with("problem", p.label())
+            .with("tflops", t.rate(p.flops(), 1e12))
+            .with("tbps", t.rate(p.min_bytes(), 1e12))
+            .with("copy_tbps", copy)
+            .with("vs_cublaslt_loop", None::<f64>)
+            .with("rel_diff_vs_cublaslt_loop", None::<f64>)
+            .with("vendor_note", &note)
+    };
+    let mut rows = vec![row(version, &times[0])];
+    if let Some(l) = &lt {
+        let vt = &times[1];
+        rows[0].set("vs_cublaslt_loop", vt.median_ms / times[0].median_ms);
+        rows[0].set("rel_diff_vs_cublaslt_loop", l.rel_diff(p, &y)?);
+        rows.push(row(fp8_moe_vendor::NAME, vt));
+    }
+    Ok(rows)
 }

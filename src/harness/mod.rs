@@ -19,6 +19,7 @@ pub mod fp8_checks;
 pub mod fp8_moe;
 pub mod fp8_moe_bench;
 pub mod fp8_moe_judge;
+pub mod fp8_moe_vendor;
 pub mod fuzz;
 pub mod memory;
 pub mod moe_bench;

@@ -1178,7 +1178,7 @@ pub fn choose_large(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 }
 
 /// The large rule with tensor scales (M >= [`LARGE_M`]): the 128 x 256 tile in pairs along M
-/// ([`large_wide_tensor`]: `256mh`, with fast accumulation `256md`) where the pairs tile C whole, the 128-wide tiles fill [`LARGE_CLUSTER_WAVES`] waves
+/// ([`large_wide_tensor`]: `256md`, or `256mh` promoted without [`LARGE_PROMOTED_DEFERRED`]) where the pairs tile C whole, the 128-wide tiles fill [`LARGE_CLUSTER_WAVES`] waves
 /// of the SMs, and its waves (two 128-wide tiles of work each) are no more than the 128-wide
 /// tile's: 6144^3 9 waves of it against 18, 8192^3 16 against 32; `None` elsewhere (the waves
 /// rule's old family) or where it is not compiled (e4m3 only) or does not fit.
@@ -1204,9 +1204,10 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 }
 
 /// Whether the large rule takes the 192 x 192 tile of three consumers (`192x192md`, ledger row
-/// 28) where [`three_consumers_fill`] says it may: off until it has beaten `256md` in two
-/// rounds (H200, 2026-11-30).
-pub const LARGE_THREE_CONSUMERS: bool = false;
+/// 28) where [`three_consumers_fill`] says it may: on since it beat `256md` at 6144^3 in two
+/// rounds (H200, 2026-11-30: +1.8-2.0 %, 0.966-0.976x cuBLASLt against 0.947-0.958x; it lost
+/// 3.3 % at 8192^3, which the fill test leaves to `256md`).
+pub const LARGE_THREE_CONSUMERS: bool = true;
 
 /// Where the 192 x 192 tile (unpromoted tensor scales, pairs along M) gives the busiest CTA no
 /// more outputs than the 128 x 256 tile of [`large_wide_tensor`] in fewer tiles: 6144^3 (8
@@ -1229,18 +1230,23 @@ pub fn three_consumers_fill(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
         && dev.check_smem(three.smem_bytes()).is_ok()
 }
 
-/// The tensor-scale 128 x 256 tile the large rule takes: with fast accumulation its epilogue
-/// deferred (`256md`: on an H200 at 90cac7f 0.709 against `256mh`'s 0.717 ms at 8192^3, 0.298
-/// against 0.301 at 6144^3, each beyond the other's min-max, ledger row 26); promoted `256mh`
-/// until `256md` is timed there.
+/// The tensor-scale 128 x 256 tile the large rule takes: its epilogue deferred (`256md`) with
+/// fast accumulation (on an H200 at 90cac7f 0.709 against `256mh`'s 0.717 ms at 8192^3, 0.298
+/// against 0.301 at 6144^3, each beyond the other's min-max, ledger row 26), and promoted where
+/// [`LARGE_PROMOTED_DEFERRED`] says so, else `256mh`.
 pub fn large_wide_tensor(promote: bool) -> Fp8Config {
     let w = Fp8Config::wide_pair_tensor(256);
-    if promote {
+    if promote && !LARGE_PROMOTED_DEFERRED {
         w
     } else {
         w.deferred_epilogue()
     }
 }
+
+/// Whether the large rule's promoted tensor-scale tile defers its epilogue (`256md` in place of
+/// `256mh`, ledger row 32): on an H200 after 1 s of load 2-3 % ahead at 6144^3 and 8192^3 in two
+/// rounds (2026-11-30: 0.986 / 0.946x cuBLASLt against 0.965 / 0.921x in the first).
+pub const LARGE_PROMOTED_DEFERRED: bool = true;
 
 /// `cluster` (CTAs along M, along N) where its cluster tiles of 128 x 128 cover `p`'s C with
 /// no tile past M or N (such a tile costs its CTA a whole tile's time), else single CTAs.

@@ -2339,6 +2339,16 @@ mod tests {
         assert_eq!(fills(100, 24576, 1536), (true, true));
         assert_eq!(fills(128, 32768, 1536), (false, true));
         assert_eq!(fills(128, 24576, 512), (false, true));
+        // what round 1 of row 40 runs by name: the turns, slices, the ring epilogue of both widths
+        let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
+        for ok in ["192othl/1", "256othl/1", "192th/2", "192th/2c", "192th"] {
+            let c: Fp8Config = ok.parse().unwrap();
+            assert!(
+                check_config(&p, c).is_ok(),
+                "{ok}: {:?}",
+                check_config(&p, c)
+            );
+        }
     }
 
     #[test]

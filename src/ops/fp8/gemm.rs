@@ -1018,8 +1018,32 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         })?;
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let s = choose_splits(p, &c, dev) as u64;
-    (kblocks / s >= SMALL_ROWS_BLOCKS || (s == 1 && kblocks <= SMALL_ROWS_SHORT_K)).then_some(c)
+    let long = kblocks / s >= SMALL_ROWS_BLOCKS;
+    let short = s == 1 && kblocks <= SMALL_ROWS_SHORT_K;
+    // ledger row 41: the same tile drained, its consumers taking turns (`128ote`), where tried
+    let turns = (long && SMALL_ROWS_TURNS_LONG) || (short && SMALL_ROWS_TURNS_SHORT);
+    let c = if turns { SMALL_ROWS_TURNS } else { c };
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&c));
+    ((long || short) && compiled).then_some(c)
 }
+
+/// The drained 128-row tile with the A scales by TMA, the TMA-store epilogue and its consumers
+/// taking turns issuing K blocks (`128ote`, ledger row 41): at M = 128 both consumers of the
+/// drained kernel promote in phase while the tensor cores idle, and the pipelined `128pte`
+/// keeps one batch of its own in flight; the turns keep the other consumer's batch there. In
+/// round 1a (H200, 2026-11-30, after 1 s of warm-up) `128ote/1` ran 128x32768x512 in 15.0 us
+/// against `128pte/1`'s 16.9-17.4 (and the 128 x 192 tile 19.6 with turns against 22.8-23.4
+/// without). The large rule takes it in `128pte`'s place where [`SMALL_ROWS_TURNS_SHORT`]
+/// (units of at most [`SMALL_ROWS_SHORT_K`] K blocks, unsplit) or [`SMALL_ROWS_TURNS_LONG`]
+/// (units of [`SMALL_ROWS_BLOCKS`] or more) is on: off until it wins two rounds.
+pub const SMALL_ROWS_TURNS: Fp8Config = Fp8Config::tile(128, 128, false, true)
+    .ordered()
+    .scales_by_tma()
+    .tma_store();
+pub const SMALL_ROWS_TURNS_SHORT: bool = false;
+pub const SMALL_ROWS_TURNS_LONG: bool = false;
 
 /// The config the large rule runs at 64 < M <= [`SMALL_M`] where its tiles, one a cluster,
 /// occupy at least [`SMALL_ROWS_FILL`] of the resident clusters and no more than all of them,
@@ -1031,14 +1055,18 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 pub const SMALL_ROWS_ONE_TILE: Fp8Config = Fp8Config::small_rows_wide().last_in_ring().unsplit();
 pub const SMALL_ROWS_FILL: f64 = 0.7;
 
-/// The 128 x 192 tile in one slice (`192thl/1`, ledger row 40), which the large rule takes in
+/// The 128 x 192 tile in one slice, its consumers taking turns (`192othl/1`, ledger row 40: the
+/// drained tile in phase ran 22.8-23.4 us in round 1a, with turns 19.6), which the large rule takes in
 /// the place of [`SMALL_ROWS_ONE_TILE`] where its tiles fill the SMs once by the same test
 /// (the narrower first: each CTA's work a quarter smaller) when [`SMALL_ROWS_TRY_NARROW`] is
 /// on. Of DeepSeek-V3's shapes 128x24576x1536: 128 tiles for 132 SMs against 256's 96, whose
 /// every CTA streams at the rate its promotion and wgmmas allow (~54 GB/s of B, ledger row 20),
 /// so the busiest CTA's 12 K blocks of 128 x 192 should take ~0.75 of 128 x 256's.
-pub const SMALL_ROWS_NARROW: Fp8Config = Fp8Config::small_rows_192().last_in_ring().unsplit();
-/// Off until `192thl/1` beats `256thl/1` beyond the spread in two rounds (ledger row 40).
+pub const SMALL_ROWS_NARROW: Fp8Config = Fp8Config::small_rows_192()
+    .ordered()
+    .last_in_ring()
+    .unsplit();
+/// Off until `192othl/1` beats `256thl/1` beyond the spread in two rounds (ledger row 40).
 pub const SMALL_ROWS_TRY_NARROW: bool = false;
 
 /// The one-tile config of the large rule at 64 < M <= [`SMALL_M`] (above): the narrowest of
@@ -2322,7 +2350,7 @@ mod tests {
         // staging buffer a consumer, its last tile staged in the ring
         let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
         let c = SMALL_ROWS_NARROW;
-        assert_eq!(c.to_string(), "192thl/1");
+        assert_eq!(c.to_string(), "192othl/1");
         assert_eq!(
             "192th".parse::<Fp8Config>().unwrap(),
             Fp8Config::small_rows_192()
@@ -2888,7 +2916,23 @@ mod tests {
             let pair_sum = splits_for(&p, &measured, &dev) == 2 || (rows == 128 && k == 16384);
             assert_eq!(c.reduce == Some(Reduce::Cluster), pair_sum, "{p}: {c}");
             if rows == 128 {
-                assert!(c.same_kernel(&pte), "{p}");
+                // the drained tile with turns where tried (ledger row 41), else pipelined
+                let turns = if k == 16384 {
+                    SMALL_ROWS_TURNS_LONG
+                } else {
+                    SMALL_ROWS_TURNS_SHORT
+                };
+                let want = if turns { SMALL_ROWS_TURNS } else { pte };
+                assert!(c.same_kernel(&want) && c.order == turns, "{p}: {c}");
+                assert!(check_config(&p, c).is_ok(), "{p}: {c}");
+                // and the other choice runs there too (both values of the flags)
+                let other = if turns { pte } else { SMALL_ROWS_TURNS };
+                let other = Fp8Config {
+                    splits: c.splits,
+                    reduce: c.reduce,
+                    ..other
+                };
+                assert!(check_config(&p, other).is_ok(), "{p}: {other}");
             } else {
                 assert!(c.same_kernel(&measured), "{p}");
             }

@@ -1037,12 +1037,15 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 /// against `128pte/1`'s 16.9-17.4 (and the 128 x 192 tile 19.6 with turns against 22.8-23.4
 /// without). The large rule takes it in `128pte`'s place where [`SMALL_ROWS_TURNS_SHORT`]
 /// (units of at most [`SMALL_ROWS_SHORT_K`] K blocks, unsplit) or [`SMALL_ROWS_TURNS_LONG`]
-/// (units of [`SMALL_ROWS_BLOCKS`] or more) is on: off until it wins two rounds.
+/// (units of [`SMALL_ROWS_BLOCKS`] or more) is on. Short: on since it won rounds 1a and 1
+/// (round 1, X Y Y X: `128ote/1` 14.8 / 13.3 us against `128pte/1` 13.7 / 16.4, a round's
+/// position moving a median by up to 15 %). Long: off (round 1: `128ote/2c` 51.0 / 49.7 against
+/// `128pte/2c` 47.4 / 48.2 at 128x7168x16384).
 pub const SMALL_ROWS_TURNS: Fp8Config = Fp8Config::tile(128, 128, false, true)
     .ordered()
     .scales_by_tma()
     .tma_store();
-pub const SMALL_ROWS_TURNS_SHORT: bool = false;
+pub const SMALL_ROWS_TURNS_SHORT: bool = true;
 pub const SMALL_ROWS_TURNS_LONG: bool = false;
 
 /// The config the large rule runs at 64 < M <= [`SMALL_M`] where its tiles, one a cluster,
@@ -1066,7 +1069,8 @@ pub const SMALL_ROWS_NARROW: Fp8Config = Fp8Config::small_rows_192()
     .ordered()
     .last_in_ring()
     .unsplit();
-/// Off until `192othl/1` beats `256thl/1` beyond the spread in two rounds (ledger row 40).
+/// Off: `192othl/1` led `256thl/1` in round 1a (19.6 against 21.6 / 18.8 us) and trailed it in
+/// round 1 (22.3 / 19.1 against 18.7 / 21.1; ledger row 40).
 pub const SMALL_ROWS_TRY_NARROW: bool = false;
 
 /// The one-tile config of the large rule at 64 < M <= [`SMALL_M`] (above): the narrowest of

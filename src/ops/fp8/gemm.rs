@@ -210,6 +210,17 @@ impl Fp8Config {
             .one_staging_buffer()
     }
 
+    /// The 128 x 192 tile in single CTAs (`192th`, ledger row 40): `256th` two B blocks
+    /// narrower, for 64 < M <= 128 at N = 24,576, whose 128 column tiles of 192 fill 128 of 132
+    /// SMs once where 256's 96 leave 36 idle (each CTA a quarter fewer wgmmas and B bytes).
+    /// Drained (one 96-register accumulator beside the 96 of the sums), the A scales by TMA, one
+    /// staging buffer a consumer: five stages of 40 KB.
+    pub const fn small_rows_192() -> Self {
+        Fp8Config::tile(128, 192, false, true)
+            .scales_by_tma()
+            .one_staging_buffer()
+    }
+
     /// The same tile in one slice (`/1`: the launch takes none of its own).
     pub const fn unsplit(self) -> Self {
         Fp8Config {
@@ -729,6 +740,9 @@ pub fn configs(
         // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
         // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
         Fp8Config::small_rows_wide(),
+        // ledger row 40: the 128 x 192 tile in single CTAs, one wave of 128 tiles at
+        // N = 24,576 (`192thl/1`; `192othl/1` its turns), by name only until timed in two rounds
+        Fp8Config::small_rows_192(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
@@ -1004,8 +1018,35 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         })?;
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let s = choose_splits(p, &c, dev) as u64;
-    (kblocks / s >= SMALL_ROWS_BLOCKS || (s == 1 && kblocks <= SMALL_ROWS_SHORT_K)).then_some(c)
+    let long = kblocks / s >= SMALL_ROWS_BLOCKS;
+    let short = s == 1 && kblocks <= SMALL_ROWS_SHORT_K;
+    // ledger row 41: the same tile drained, its consumers taking turns (`128ote`), where tried
+    let turns = (long && SMALL_ROWS_TURNS_LONG) || (short && SMALL_ROWS_TURNS_SHORT);
+    let c = if turns { SMALL_ROWS_TURNS } else { c };
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&c));
+    ((long || short) && compiled).then_some(c)
 }
+
+/// The drained 128-row tile with the A scales by TMA, the TMA-store epilogue and its consumers
+/// taking turns issuing K blocks (`128ote`, ledger row 41): at M = 128 both consumers of the
+/// drained kernel promote in phase while the tensor cores idle, and the pipelined `128pte`
+/// keeps one batch of its own in flight; the turns keep the other consumer's batch there. In
+/// round 1a (H200, 2026-11-30, after 1 s of warm-up) `128ote/1` ran 128x32768x512 in 15.0 us
+/// against `128pte/1`'s 16.9-17.4 (and the 128 x 192 tile 19.6 with turns against 22.8-23.4
+/// without). The large rule takes it in `128pte`'s place where [`SMALL_ROWS_TURNS_SHORT`]
+/// (units of at most [`SMALL_ROWS_SHORT_K`] K blocks, unsplit) or [`SMALL_ROWS_TURNS_LONG`]
+/// (units of [`SMALL_ROWS_BLOCKS`] or more) is on. Short: on since it won rounds 1a and 1
+/// (round 1, X Y Y X: `128ote/1` 14.8 / 13.3 us against `128pte/1` 13.7 / 16.4, a round's
+/// position moving a median by up to 15 %). Long: off (round 1: `128ote/2c` 51.0 / 49.7 against
+/// `128pte/2c` 47.4 / 48.2 at 128x7168x16384).
+pub const SMALL_ROWS_TURNS: Fp8Config = Fp8Config::tile(128, 128, false, true)
+    .ordered()
+    .scales_by_tma()
+    .tma_store();
+pub const SMALL_ROWS_TURNS_SHORT: bool = true;
+pub const SMALL_ROWS_TURNS_LONG: bool = false;
 
 /// The config the large rule runs at 64 < M <= [`SMALL_M`] where its tiles, one a cluster,
 /// occupy at least [`SMALL_ROWS_FILL`] of the resident clusters and no more than all of them,
@@ -1017,23 +1058,48 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 pub const SMALL_ROWS_ONE_TILE: Fp8Config = Fp8Config::small_rows_wide().last_in_ring().unsplit();
 pub const SMALL_ROWS_FILL: f64 = 0.7;
 
-/// [`SMALL_ROWS_ONE_TILE`] where its tiles fill the SMs once (above), else `None` (also where
-/// it is not compiled, for want of e4m3 block scales, or does not fit).
+/// The 128 x 192 tile in one slice, its consumers taking turns (`192othl/1`, ledger row 40: the
+/// drained tile in phase ran 22.8-23.4 us in round 1a, with turns 19.6), which the large rule takes in
+/// the place of [`SMALL_ROWS_ONE_TILE`] where its tiles fill the SMs once by the same test
+/// (the narrower first: each CTA's work a quarter smaller) when [`SMALL_ROWS_TRY_NARROW`] is
+/// on. Of DeepSeek-V3's shapes 128x24576x1536: 128 tiles for 132 SMs against 256's 96, whose
+/// every CTA streams at the rate its promotion and wgmmas allow (~54 GB/s of B, ledger row 20),
+/// so the busiest CTA's 12 K blocks of 128 x 192 should take ~0.75 of 128 x 256's.
+pub const SMALL_ROWS_NARROW: Fp8Config = Fp8Config::small_rows_192()
+    .ordered()
+    .last_in_ring()
+    .unsplit();
+/// Off: `192othl/1` led `256thl/1` in round 1a (19.6 against 21.6 / 18.8 us) and trailed it in
+/// round 1 (22.3 / 19.1 against 18.7 / 21.1; ledger row 40).
+pub const SMALL_ROWS_TRY_NARROW: bool = false;
+
+/// The one-tile config of the large rule at 64 < M <= [`SMALL_M`] (above): the narrowest of
+/// [`SMALL_ROWS_NARROW`] (when tried) and [`SMALL_ROWS_ONE_TILE`] whose tiles fill the SMs
+/// once, else `None` (also where none is compiled, for want of e4m3 block scales, or fits).
 fn choose_one_tile(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
-    let c = SMALL_ROWS_ONE_TILE;
+    let narrow = SMALL_ROWS_TRY_NARROW.then_some(SMALL_ROWS_NARROW);
+    narrow
+        .into_iter()
+        .chain([SMALL_ROWS_ONE_TILE])
+        .find(|c| one_tile_fills(p, dev, c))
+}
+
+/// Whether `c` (single CTAs, one slice) is compiled for `p`, fits `dev` and gives every CTA one
+/// tile of more than [`SMALL_ROWS_SHORT_K`] K blocks, its tiles at least [`SMALL_ROWS_FILL`] of
+/// the SMs and no more than all of them.
+fn one_tile_fills(p: &Fp8Problem, dev: &DeviceInfo, c: &Fp8Config) -> bool {
     let compiled = configs(p.a, p.b, p.scale, p.promote)
         .iter()
-        .any(|x| x.same_kernel(&c));
+        .any(|x| x.same_kernel(c));
     if !compiled || dev.check_smem(c.smem_bytes()).is_err() {
-        return None;
+        return false;
     }
     let clusters = (dev.sm_count.max(1) / c.ctas()).max(1) as u64;
-    let ctiles = tiles(p, &c) / c.ctas() as u64;
+    let ctiles = tiles(p, c) / c.ctas() as u64;
     let kblocks = (p.k as u64).div_ceil(BK as u64);
-    (kblocks > SMALL_ROWS_SHORT_K
+    kblocks > SMALL_ROWS_SHORT_K
         && ctiles <= clusters
-        && ctiles as f64 >= SMALL_ROWS_FILL * clusters as f64)
-        .then_some(c)
+        && ctiles as f64 >= SMALL_ROWS_FILL * clusters as f64
 }
 
 /// The K blocks of `cfg`'s busiest cluster on `dev` (a cluster per SM or per pair): as the
@@ -1989,6 +2055,14 @@ mod tests {
     use crate::harness::check::judge;
     use crate::jit::Jit;
 
+    /// The large rule's config at 128x7168x16384: two slices summed in pairs, of `128pte` or,
+    /// where the turns are tried at long K (ledger row 41), `128ote`.
+    const LONG_128: &str = if SMALL_ROWS_TURNS_LONG {
+        "128ote/2c"
+    } else {
+        "128pte/2c"
+    };
+
     #[test]
     fn args_match_the_device_layout() {
         // three pointers, three ints, pad to 8, an i64, a float, an int, two pointers, two ints
@@ -2289,6 +2363,41 @@ mod tests {
     }
 
     #[test]
+    fn the_128_by_192_tile_fills_one_wave_at_n_24576_only() {
+        // ledger row 40: `192th` is compiled (one kernel), five stages of 40 KB beside one
+        // staging buffer a consumer, its last tile staged in the ring
+        let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
+        let c = SMALL_ROWS_NARROW;
+        assert_eq!(c.to_string(), "192othl/1");
+        assert_eq!(
+            "192th".parse::<Fp8Config>().unwrap(),
+            Fp8Config::small_rows_192()
+        );
+        assert_eq!(block.iter().filter(|x| x.same_kernel(&c)).count(), 1);
+        assert_eq!((c.stages(), c.parts(), c.c_bytes()), (5, 1, 2 * 8192));
+        let dev = DeviceInfo::h100_sxm();
+        let fills = |m, n, k| {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            (one_tile_fills(&p, &dev, &c), check_config(&p, c).is_ok())
+        };
+        // 128 tiles of 12 K blocks (256's 96); 171 tiles at N = 32,768; 4 K blocks
+        assert_eq!(fills(128, 24576, 1536), (true, true));
+        assert_eq!(fills(100, 24576, 1536), (true, true));
+        assert_eq!(fills(128, 32768, 1536), (false, true));
+        assert_eq!(fills(128, 24576, 512), (false, true));
+        // what round 1 of row 40 runs by name: the turns, slices, the ring epilogue of both widths
+        let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
+        for ok in ["192othl/1", "256othl/1", "192th/2", "192th/2c", "192th"] {
+            let c: Fp8Config = ok.parse().unwrap();
+            assert!(
+                check_config(&p, c).is_ok(),
+                "{ok}: {:?}",
+                check_config(&p, c)
+            );
+        }
+    }
+
+    #[test]
     fn the_192_row_tile_runs_three_consumers_unsliced_in_four_stages() {
         let c: Fp8Config = "192x192md".parse().unwrap();
         assert_eq!(c, Fp8Config::three_consumers(192));
@@ -2510,12 +2619,13 @@ mod tests {
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        assert!(v.len() <= 99, "{} variants", v.len());
+        // (102 since ledger row 40's `192th`: one block kernel, three outputs)
+        assert!(v.len() <= 102, "{} variants", v.len());
         // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2, tensor
-        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 15
-        // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 15) * 3 + 3 * 2 * 3);
+        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 16
+        // kernels (17 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25; `192th`, row 40); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 16) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -2824,15 +2934,39 @@ mod tests {
             let pair_sum = splits_for(&p, &measured, &dev) == 2 || (rows == 128 && k == 16384);
             assert_eq!(c.reduce == Some(Reduce::Cluster), pair_sum, "{p}: {c}");
             if rows == 128 {
-                assert!(c.same_kernel(&pte), "{p}");
+                // the drained tile with turns where tried (ledger row 41), else pipelined
+                let turns = if k == 16384 {
+                    SMALL_ROWS_TURNS_LONG
+                } else {
+                    SMALL_ROWS_TURNS_SHORT
+                };
+                let want = if turns { SMALL_ROWS_TURNS } else { pte };
+                assert!(c.same_kernel(&want) && c.order == turns, "{p}: {c}");
+                assert!(check_config(&p, c).is_ok(), "{p}: {c}");
+                // and the other choice runs there too (both values of the flags)
+                let other = if turns { pte } else { SMALL_ROWS_TURNS };
+                let other = Fp8Config {
+                    splits: c.splits,
+                    reduce: c.reduce,
+                    ..other
+                };
+                assert!(check_config(&p, other).is_ok(), "{p}: {other}");
             } else {
                 assert!(c.same_kernel(&measured), "{p}");
             }
         }
+        // (the 128 x 192 tile where it is tried and its 128 tiles fill the SMs: N = 24,576;
+        // at N = 32,768 its 171 tiles take two waves, ledger row 40)
         for (m, n, k) in [(128, 24576, 1536), (100, 24576, 1536), (128, 32768, 1024)] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
-            assert_eq!(c, SMALL_ROWS_ONE_TILE, "{p}");
+            let narrow = SMALL_ROWS_TRY_NARROW && n == 24576;
+            let want = if narrow {
+                SMALL_ROWS_NARROW
+            } else {
+                SMALL_ROWS_ONE_TILE
+            };
+            assert_eq!(c, want, "{p}");
             assert!(
                 check_config(&p, c).is_ok() && splits_for(&p, &c, &dev) == 1,
                 "{p}"
@@ -2847,7 +2981,7 @@ mod tests {
         );
         let p = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
         assert_eq!(splits_for(&p, &pte, &dev), 2);
-        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large).to_string(), "128pte/2c");
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large).to_string(), LONG_128);
         let small: Fp8Config = "64x128ps".parse().unwrap();
         assert_eq!(busiest_blocks(&p, &small, &dev), (128, 109));
         // in between, the measured rule (waves above M = 128); tensor scales have no such tile
@@ -3072,7 +3206,7 @@ mod tests {
             "64x128ps"
         );
         let p = at(128, 7168, 16384);
-        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large).to_string(), "128pte/2c");
+        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large).to_string(), LONG_128);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 # (b) as a CUDA graph of 16 back-to-back launches over 16 rotating buffers (per launch).
 import sys, statistics, ctypes, glob
 import torch
+from cuda_graph_timer import ev, graph_us
 
 SRC = r'''
 typedef unsigned long long u64; typedef unsigned int u32;
@@ -200,9 +201,6 @@ def launcher(kind, arr, nbytes):
 def flush():
     rd_grid((SMS * 4,), (512,), (flush_buf, u64(flush_buf.numel() // 16), sink))
 
-def ev():
-    return torch.cuda.Event(enable_timing=True)
-
 def single_us(go, reps=25):
     ts = []
     for i in range(reps + 3):
@@ -211,27 +209,6 @@ def single_us(go, reps=25):
         s.record(); go(); e.record(); e.synchronize()
         if i >= 3:
             ts.append(s.elapsed_time(e) * 1e3)
-    ts.sort()
-    return statistics.median(ts), ts[0]
-
-def graph_us(gos, reps=7):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for g in gos:
-            g()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for g in gos:
-            g()
-    ts = []
-    for i in range(reps + 2):
-        s, e = ev(), ev()
-        s.record(); graph.replay(); e.record(); e.synchronize()
-        if i >= 2:
-            ts.append(s.elapsed_time(e) * 1e3 / len(gos))
     ts.sort()
     return statistics.median(ts), ts[0]
 
@@ -266,7 +243,7 @@ for label, nbytes in sizes:
         go(); torch.cuda.synchronize()
         sm, smin = single_us(go)
         gos = [launcher(kind, Slice(arena, i * nbytes), nbytes) for i in range(rot)]
-        gm, gmin = graph_us(gos)
+        gm, gmin = graph_us(gos, 7)
         r = lambda us: nbytes / (us * 1e-6) / 1e12
         print(f"| {label} | {nbytes / 1e6:.1f} | {kind} | {sm:.2f} ({smin:.2f}) | {r(sm):.2f} | {100 * r(sm) / copy_tbps:.0f} % "
               f"| {gm:.2f} ({gmin:.2f}) | {r(gm):.2f} | {100 * r(gm) / copy_tbps:.0f} % |", flush=True)

@@ -1,5 +1,6 @@
 # Usage (GPU host with torch; NVRTC from the CUDA toolkit or torch's nvidia wheels, or NVRTC_DIR):
-# python3 scripts/read_ceiling.py. docs/fp4.md G13 holds what it measured on an H200.
+# python3 scripts/read_ceiling.py [SIZE ...] (SIZE a label of `sizes` below, e.g. 1x8192x8192:
+# those sizes and kiln's grid-stride read only). docs/fp4.md G13 holds what it measured on an H200.
 # The read ceiling at the NVFP4 GEMV's sizes: plain read-only kernels (grid-stride as kiln's
 # l2_read_flush, contiguous per-CTA chunks with 8 loads in flight, a TMA bulk ring), timed
 # (a) as single launches with L2 flushed before each (events around the launch, as kiln's bench)
@@ -231,6 +232,12 @@ sizes = [("1x4096x4096", gemv_bytes(4096, 4096)), ("1x14336x4096", gemv_bytes(14
          ("1x8192x8192", gemv_bytes(8192, 8192)), ("28672x8192", gemv_bytes(28672, 8192)),
          ("16384x16384", gemv_bytes(16384, 16384)), ("1GiB", 1 << 30)]
 kinds = ['grid', 'chunk4', 'chunk8x2', 'chunk8x4', 'bulk1x12x16', 'bulk2x6x16', 'bulk1x6x32']
+if sys.argv[1:]:
+    unknown = [a for a in sys.argv[1:] if a not in dict(sizes)]
+    if unknown:
+        raise SystemExit(f"unknown size {unknown[0]}: give labels among {', '.join(l for l, _ in sizes)}")
+    sizes = [(l, b) for l, b in sizes if l in sys.argv[1:]]
+    kinds = ['grid']
 G = 16
 print("| size | MB | kernel | single us (min) | single TB/s | of copy | graph us/launch (min) | graph TB/s | of copy |")
 print("|---|---|---|---|---|---|---|---|---|")

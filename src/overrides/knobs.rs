@@ -260,7 +260,7 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
-            "`auto` (by M: lean at 1, xswz at 2-4, wide above), `regs` (weights in registers), \
+            "`auto` (by M: lean at 1, xswz at 2-8, wide above), `regs` (weights in registers), \
              `async` (a cp.async ring in shared memory), `wide` \
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
              2-step stages that carry X, M up to 4), `leanx` (lean with the first X load ahead \

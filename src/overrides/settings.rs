@@ -252,8 +252,9 @@ pub struct MoeOverrides {
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
     /// `xswz`, `xstage`, `pack`, `packsync` or `pack1`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
-    /// fastest there (H200, 2026-11-29: lean at M 1, xswz at 2-4 from 9ba589c, wide above;
-    /// docs/fp4.md G5, G6); K not a multiple of 128 runs the register path.
+    /// fastest there (H200: lean at M 1, xswz at 2-4 from 9ba589c (2026-11-29) and at 5-8 from
+    /// 2026-11-30, wide above; docs/fp4.md G5, G6, G18); K not a multiple of 128 runs the
+    /// register path.
     pub fp4_gemv: Fp4Gemv,
     /// `KILN_FP4_GEMV_ACC` (1, 2 or 4): the accumulator chains a warp of the NVFP4 GEMV spreads
     /// its mmas over (one chain: each mma waits for the one before; docs/fp4.md G17). Default 1

@@ -355,8 +355,8 @@ pub fn xstage_chunk(c: usize) -> usize {
 }
 
 /// The specialisations the defaults launch (`KILN_FP4_GEMV_PDL` on since 2026-11-30, G16): auto's
-/// register path (K off the 128s), wide ring (M 5-16), lean ring (M 1) and swizzled X ring (M
-/// 2-4), and the pack path on codes in the GEMV layout (lean at M 1, xswz at M 2-8 and 9-16),
+/// register path (K off the 128s), wide ring (M 9-16; 5-8 until G18), lean ring (M 1) and
+/// swizzled X ring (M 2-8), and the pack path on codes in the GEMV layout (lean at M 1, xswz at M 2-8 and 9-16),
 /// each as a programmatic dependent. The overrides' paths, and these launched plainly
 /// (`KILN_FP4_GEMV_PDL=0`), compile when asked for (the variant budget).
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
@@ -395,7 +395,9 @@ impl GemvProblem {
     pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
         let asked = match (asked, self.m) {
             (Fp4Gemv::Auto, 1) => Fp4Gemv::Lean,
-            (Fp4Gemv::Auto, 2..=4) => Fp4Gemv::Xswz,
+            // M 5-8 from 2026-11-30: -18 % at 8x8192x8192 and -8 % at 6x14336x4096 chained, two
+            // rounds (docs/fp4.md G18)
+            (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
             (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, 1) => Fp4Gemv::Lean,
             (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, _) => Fp4Gemv::Xswz,
@@ -1357,13 +1359,15 @@ mod tests {
         // M 8's slots: 4 x (1,152 + 2,048) bytes a warp; twelve warps fit an SM's 227 KB
         assert_eq!(xring_warp_bytes(8), 12_800);
         assert!(XRING_MAX_WARPS * xring_warp_bytes(8) + 1024 <= 227 * 1024);
-        // auto: lean at M 1, the swizzled X ring at 2-4, wide above; the register path where K
+        // auto: lean at M 1, the swizzled X ring at 2-8, wide above; the register path where K
         // is not a multiple of 128
         for (m, k, want) in [
             (1, 256, Fp4Gemv::Lean),
             (2, 256, Fp4Gemv::Xswz),
             (4, 256, Fp4Gemv::Xswz),
-            (5, 256, Fp4Gemv::Wide),
+            (5, 256, Fp4Gemv::Xswz),
+            (8, 256, Fp4Gemv::Xswz),
+            (9, 256, Fp4Gemv::Wide),
             (16, 256, Fp4Gemv::Wide),
             (1, 160, Fp4Gemv::Regs),
         ] {

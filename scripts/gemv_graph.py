@@ -1,39 +1,17 @@
 # Usage (GPU host, the kiln wheel on PYTHONPATH): python3 scripts/gemv_graph.py; run it again with
-# KILN_FP4_GEMV_PDL=1 for the GEMV launched as a programmatic dependent (docs/fp4.md G14, G15).
+# KILN_FP4_GEMV_PDL=0 for the GEMV launched as an ordinary kernel (the default launches it as a
+# programmatic dependent: docs/fp4.md G14-G16).
 # kiln's NVFP4 GEMV through Python on the standard codes and on kiln.fp4.to_gemv_layout's, and
-# torch's bf16 x @ W.T, each as 16 launches back to back in a CUDA graph over 16 copies of the
-# weights (per-launch time of the replay); KILN_FP4_GEMV_PDL from the environment.
-import os, statistics
+# torch's bf16 x @ W.T (under the default only), each as 16 launches back to back in a CUDA graph
+# over 16 copies of the weights (per-launch time of the replay, scripts/cuda_graph_timer.py).
+import os
 import torch
 import kiln
 import kiln.fp4
-
-def ev():
-    return torch.cuda.Event(enable_timing=True)
-
-def graph_us(gos, reps=9):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for g in gos:
-            g()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for g in gos:
-            g()
-    ts = []
-    for i in range(reps + 2):
-        s, e = ev(), ev()
-        s.record(); graph.replay(); e.record(); e.synchronize()
-        if i >= 2:
-            ts.append(s.elapsed_time(e) * 1e3 / len(gos))
-    ts.sort()
-    return statistics.median(ts), ts[0]
+from cuda_graph_timer import graph_us
 
 G = 16
-pdl = os.environ.get("KILN_FP4_GEMV_PDL", "0")
+pdl = os.environ.get("KILN_FP4_GEMV_PDL", "1")  # kiln's default: on (docs/fp4.md G16)
 # A dependent chain (each GEMV's X the previous one's Y, 1x8192x8192 in the GEMV layout) replayed
 # from a graph against torch's chain on the dequantised weights: a launch that read X before the
 # one before it wrote it (a PDL ordering bug) would be off by O(1), not by bf16 roundings.
@@ -45,7 +23,7 @@ ws = [kiln.fp4.Nvfp4Tensor(qg.codes.clone(), qg.scales.clone(), qg.tensor_scale,
 ys = [torch.empty(1, n, device="cuda", dtype=torch.bfloat16) for _ in range(G + 1)]
 ys[0].copy_(torch.randn(1, k, device="cuda", dtype=torch.bfloat16))
 gos = [lambda i=i: kiln.fp4.nvfp4_gemv(ys[i], ws[i], out=ys[i + 1]) for i in range(G)]
-graph_us(gos, reps=1)
+graph_us(gos, 1)
 wdq = q.dequantize("f32")
 ref = ys[0].float()
 for _ in range(G):
@@ -72,14 +50,14 @@ for m, n, k in shapes:
         ws = [kiln.fp4.Nvfp4Tensor(w0.codes.clone(), w0.scales.clone(), w0.tensor_scale, layout=w0.layout) for _ in range(G)]
         outs = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(G)]
         gos = [lambda w=w, o=o: kiln.fp4.nvfp4_gemv(x, w, out=o) for w, o in zip(ws, outs)]
-        med, lo = graph_us(gos)
+        med, lo = graph_us(gos, 9)
         print(f"| {m}x{n}x{k} | kiln {name} PDL {pdl} | {med:.2f} ({lo:.2f}) | {n * k * 0.5625 / 1e6 / med:.2f} TB/s |", flush=True)
         del ws
-    if pdl == "0":
+    if pdl == "1":
         wbs = [wb.clone() for _ in range(G)]
         outs2 = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(G)]
         gos = [lambda w=w, o=o: torch.matmul(x, w.T, out=o) for w, o in zip(wbs, outs2)]
-        med, lo = graph_us(gos)
+        med, lo = graph_us(gos, 9)
         print(f"| {m}x{n}x{k} | torch bf16 | {med:.2f} ({lo:.2f}) | {n * k * 2 / 1e6 / med:.2f} TB/s |", flush=True)
         del wbs
 print(f"graph: {G} back-to-back launches over {G} copies of the weights, median of 9 replays")

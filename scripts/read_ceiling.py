@@ -1,11 +1,13 @@
 # Usage (GPU host with torch; NVRTC from the CUDA toolkit or torch's nvidia wheels, or NVRTC_DIR):
-# python3 scripts/read_ceiling.py. docs/fp4.md G13 holds what it measured on an H200.
+# python3 scripts/read_ceiling.py [SIZE ...] (SIZE a label of `sizes` below, e.g. 1x8192x8192:
+# those sizes and kiln's grid-stride read only). docs/fp4.md G13 holds what it measured on an H200.
 # The read ceiling at the NVFP4 GEMV's sizes: plain read-only kernels (grid-stride as kiln's
 # l2_read_flush, contiguous per-CTA chunks with 8 loads in flight, a TMA bulk ring), timed
 # (a) as single launches with L2 flushed before each (events around the launch, as kiln's bench)
 # (b) as a CUDA graph of 16 back-to-back launches over 16 rotating buffers (per launch).
 import sys, statistics, ctypes, glob
 import torch
+from cuda_graph_timer import ev, graph_us
 
 SRC = r'''
 typedef unsigned long long u64; typedef unsigned int u32;
@@ -200,9 +202,6 @@ def launcher(kind, arr, nbytes):
 def flush():
     rd_grid((SMS * 4,), (512,), (flush_buf, u64(flush_buf.numel() // 16), sink))
 
-def ev():
-    return torch.cuda.Event(enable_timing=True)
-
 def single_us(go, reps=25):
     ts = []
     for i in range(reps + 3):
@@ -211,27 +210,6 @@ def single_us(go, reps=25):
         s.record(); go(); e.record(); e.synchronize()
         if i >= 3:
             ts.append(s.elapsed_time(e) * 1e3)
-    ts.sort()
-    return statistics.median(ts), ts[0]
-
-def graph_us(gos, reps=7):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for g in gos:
-            g()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for g in gos:
-            g()
-    ts = []
-    for i in range(reps + 2):
-        s, e = ev(), ev()
-        s.record(); graph.replay(); e.record(); e.synchronize()
-        if i >= 2:
-            ts.append(s.elapsed_time(e) * 1e3 / len(gos))
     ts.sort()
     return statistics.median(ts), ts[0]
 
@@ -254,6 +232,12 @@ sizes = [("1x4096x4096", gemv_bytes(4096, 4096)), ("1x14336x4096", gemv_bytes(14
          ("1x8192x8192", gemv_bytes(8192, 8192)), ("28672x8192", gemv_bytes(28672, 8192)),
          ("16384x16384", gemv_bytes(16384, 16384)), ("1GiB", 1 << 30)]
 kinds = ['grid', 'chunk4', 'chunk8x2', 'chunk8x4', 'bulk1x12x16', 'bulk2x6x16', 'bulk1x6x32']
+if sys.argv[1:]:
+    unknown = [a for a in sys.argv[1:] if a not in dict(sizes)]
+    if unknown:
+        raise SystemExit(f"unknown size {unknown[0]}: give labels among {', '.join(l for l, _ in sizes)}")
+    sizes = [(l, b) for l, b in sizes if l in sys.argv[1:]]
+    kinds = ['grid']
 G = 16
 print("| size | MB | kernel | single us (min) | single TB/s | of copy | graph us/launch (min) | graph TB/s | of copy |")
 print("|---|---|---|---|---|---|---|---|---|")
@@ -266,7 +250,7 @@ for label, nbytes in sizes:
         go(); torch.cuda.synchronize()
         sm, smin = single_us(go)
         gos = [launcher(kind, Slice(arena, i * nbytes), nbytes) for i in range(rot)]
-        gm, gmin = graph_us(gos)
+        gm, gmin = graph_us(gos, 7)
         r = lambda us: nbytes / (us * 1e-6) / 1e12
         print(f"| {label} | {nbytes / 1e6:.1f} | {kind} | {sm:.2f} ({smin:.2f}) | {r(sm):.2f} | {100 * r(sm) / copy_tbps:.0f} % "
               f"| {gm:.2f} ({gmin:.2f}) | {r(gm):.2f} | {100 * r(gm) / copy_tbps:.0f} % |", flush=True)

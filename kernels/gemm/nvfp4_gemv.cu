@@ -117,6 +117,13 @@
 // it writes), the X ring (xring, xswz) its first slots' weight copies, their X after it; the
 // other paths wait first.
 //
+// KILN_GEMV_ACC = 2 or 4 (`KILN_FP4_GEMV_ACC`, any path): the step's mmas spread over 2 or 4
+// accumulators instead of one, added together once before the CTA's reduction. With one, every
+// mma of a warp waits for the one before it (8 a step at M 1-8: ~8 x 33 cycles of fixed latency
+// a step, each warp's longest chain), and at ~4 warps a scheduler the loop stalls on fixed
+// latencies (`wait`, 22 % of the samples of lean at M 1, G12); two chains halve that path for
+// 4 (NF 1) or 8 registers more. Sums in another order: the same bound (fp32, K terms).
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
@@ -154,7 +161,14 @@
 #if !defined(KILN_GEMV_PDL)
 #define KILN_GEMV_PDL 0
 #endif
+#if !defined(KILN_GEMV_ACC)
+#define KILN_GEMV_ACC 1
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
+// accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
+constexpr int NACC = KILN_GEMV_ACC;
+static_assert(NACC == 1 || NACC == 2 || NACC == 4, "1, 2 or 4 accumulator chains");
+typedef float Acc[NACC][NF][4];
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
 static_assert(!kXstage || NF == 1, "the X stages hold X of at most 8 rows: one mma column tile");
@@ -334,7 +348,7 @@ __device__ __forceinline__ u32 word(const u32x4& v, int i) { return i == 0 ? v.x
 
 // FOLD: the scales carry 2^118 and the pairs are not multiplied by 2^126 (kAsync's path).
 template <bool FOLD = false>
-__device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& st, const XStep& xs) {
+__device__ __forceinline__ void compute_step(Acc& acc, const WStep& st, const XStep& xs) {
   constexpr u32 TWO_126 = 0x7E807E80u;  // bf16 2^126, twice
   constexpr float F = FOLD ? 0x1p118f : 1.0f;
   u32 s[2][2];                           // [row half][block]
@@ -379,7 +393,7 @@ __device__ __forceinline__ void compute_step(float (&acc)[NF][4], const WStep& s
         const u32 lo = word(xs.x[f][v], j), hi = word(xs.x[f][v], j + 2);
         const u32 b[2] = {kXsorted ? word(xs.x[f][v], 2 * j) : prmt(lo, hi, 0x5410),
                           kXsorted ? word(xs.x[f][v], 2 * j + 1) : prmt(lo, hi, 0x7632)};
-        mma_16816<bf16>(acc[f], a, b);
+        mma_16816<bf16>(acc[(2 * v + j) % NACC][f], a, b);
       }
     }
   }
@@ -429,7 +443,7 @@ __device__ __forceinline__ void read_step(WStep& st, u32 src, int g, int q) {
 
 // The async path's K loop of one warp: steps warp, warp + warps, ... through its ring, RING - 1
 // of them in flight while one is decoded.
-__device__ __forceinline__ void async_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+__device__ __forceinline__ void async_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
                                             const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = (a.k + STEP - 1) / STEP;
   const int mine = steps > warp ? (steps - warp + warps - 1) / warps : 0;
@@ -510,7 +524,7 @@ __device__ __forceinline__ void read_kept(WStep& st, u32 slot, u32 rd0, u32 rd1,
 
 // The wide path's K loop of one warp: stages warp, warp + warps, ... through its ring of
 // WIDE_RING, WIDE_RING - 1 in flight while one is decoded; X one step ahead of the decode.
-__device__ __forceinline__ void wide_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+__device__ __forceinline__ void wide_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
                                            const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = (a.k + STEP - 1) / STEP;
   const int stages = (steps + WIDE_STEPS - 1) / WIDE_STEPS;
@@ -650,7 +664,7 @@ __device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, u32 xsr
 // three stages at once (~14 MB at 1x8192x8192, ~3.4 us at the copy rate), so a warp whose first
 // stage came last waited that long; here a warp asks for its first stage only, waits for it,
 // then fills the ring (4.7 MB ahead of every warp's first step, ~1.1 us).
-__device__ __forceinline__ void lean_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+__device__ __forceinline__ void lean_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
                                            const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
   const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
@@ -800,7 +814,7 @@ __device__ __forceinline__ void issue_xring(u32 dst, const GemvArgs& a, const u8
 
 // The X ring's K loop of one warp: steps warp, warp + warps, ... through its ring of XR_RING
 // slots, XR_RING - 1 in flight while one is decoded; each slot carries its step's X.
-__device__ __forceinline__ void xring_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+__device__ __forceinline__ void xring_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
                                             const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
   const int mine = steps > warp ? (steps - warp + warps - 1) / warps : 0;
@@ -918,7 +932,7 @@ __device__ __forceinline__ void issue_xstage(u32 dst, const GemvArgs& a, const u
 // landed each lane puts its own X chunks into the mma's pair order (store_lean_x's order) in
 // place; after the warp barrier the steps read X's row min(g, M - 1) (columns at or past M are
 // computed, never stored).
-__device__ __forceinline__ void xstage_kloop(float (&acc)[NF][4], const GemvArgs& a, const u8* w, const u8* s,
+__device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
                                              const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
   const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
@@ -1006,9 +1020,11 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   const u8* s = reinterpret_cast<const u8*>(a.s) + (i64)blockIdx.z * a.s_batch;
   const bf16* x = reinterpret_cast<const bf16*>(a.x) + (i64)blockIdx.z * a.x_batch;
   u16* y = reinterpret_cast<u16*>(a.y) + (i64)blockIdx.z * a.y_batch;  // bf16 or f16 bits
-  float acc[NF][4];
+  Acc acc;
 #pragma unroll
-  for (int f = 0; f < NF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
+  for (int c = 0; c < NACC; ++c)
+#pragma unroll
+    for (int f = 0; f < NF; ++f) acc[c][f][0] = acc[c][f][1] = acc[c][f][2] = acc[c][f][3] = 0.0f;
   extern __shared__ __align__(16) unsigned char ring_raw[];
   if constexpr (kPdl) {
     launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
@@ -1060,7 +1076,12 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
 #pragma unroll
   for (int f = 0; f < NF; ++f)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][4 * f + i][lane] = acc[f][i];
+    for (int i = 0; i < 4; ++i) {
+      float t = acc[0][f][i];
+#pragma unroll
+      for (int c = 1; c < NACC; ++c) t += acc[c][f][i];  // the chains, once
+      red[warp][4 * f + i][lane] = t;
+    }
   __syncthreads();
   if (warp != 0) return;
 #pragma unroll

@@ -75,6 +75,10 @@ pub struct Fp4BenchArgs {
     pub reps: usize,
     #[arg(long, default_value_t = 10)]
     pub warmup: usize,
+    /// Warm up for at least this many ms of GPU time too (the clock under sustained load; 0:
+    /// `--warmup` launches only).
+    #[arg(long, value_parser = super::args::warmup_ms, default_value_t = 0.0)]
+    pub warmup_ms: f64,
     /// Launches a sample (1 to 16), back to back, each on its own copy of the weights (so each
     /// reads DRAM): 1 times a lone call from a flushed L2, more a decode step's chain of layers.
     #[arg(long, default_value_t = 1)]
@@ -138,6 +142,7 @@ fn bench(env: &Env, a: &Fp4BenchArgs) -> Result<ExitCode> {
     let ctx = env.context()?;
     let opt = BenchOptions {
         warmup: a.warmup,
+        warmup_ms: a.warmup_ms,
         reps: a.reps,
         ..BenchOptions::default()
     };

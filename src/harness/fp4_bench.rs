@@ -6,7 +6,8 @@
 //!
 //! A sample is one launch (`chain` 1: what a lone call costs from a flushed L2) or `chain`
 //! launches back to back over as many copies of the weights, each from DRAM (a decode step's
-//! chain of layers; with `KILN_FP4_GEMV_PDL` the GEMV's start then overlaps the launch before it).
+//! chain of layers; the GEMV, a programmatic dependent by default (`KILN_FP4_GEMV_PDL`), then
+//! overlaps its start with the launch before it).
 
 use rand::SeedableRng;
 

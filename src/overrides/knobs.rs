@@ -274,7 +274,7 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
-            "`auto` (by M: lean at 1, xswz at 2-4, wide above), `regs` (weights in registers), \
+            "`auto` (by M: lean at 1, xswz at 2-8, wide above), `regs` (weights in registers), \
              `async` (a cp.async ring in shared memory), `wide` \
              (a ring of 4-step stages copied 256 bytes a row at a time), `lean` (a ring of \
              2-step stages that carry X, M up to 4), `leanx` (lean with the first X load ahead \
@@ -313,11 +313,24 @@ pub(super) static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        name: "KILN_FP4_GEMV_ACC",
+        takes: || {
+            "1, 2 or 4: the NVFP4 GEMV's accumulator chains a warp (its mmas spread over them)"
+                .into()
+        },
+        default: "1",
+        set: |o, v| {
+            let chains = |v: &str| number(v, 1, 4).filter(|n| n.is_power_of_two());
+            put(&mut o.moe.fp4_gemv_acc, or(v, 1, chains))
+        },
+        show: |o| unless(o.moe.fp4_gemv_acc, 1, |n| n.to_string()),
+    },
+    Knob {
         name: "KILN_FP4_GEMV_PDL",
         takes: || FLAG.into(),
-        default: "0",
-        set: |o, v| put(&mut o.moe.fp4_gemv_pdl, or(v, false, flag)),
-        show: |o| unless(o.moe.fp4_gemv_pdl, false, bit),
+        default: "1",
+        set: |o, v| put(&mut o.moe.fp4_gemv_pdl, or(v, true, flag)),
+        show: |o| unless(o.moe.fp4_gemv_pdl, true, bit),
     },
     Knob {
         name: "KILN_FP4_MMA",

@@ -261,14 +261,22 @@ pub struct MoeOverrides {
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
     /// `xswz`, `xstage`, `pack`, `packsync` or `pack1`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
-    /// fastest there (H200, 2026-11-29: lean at M 1, xswz at 2-4 from 9ba589c, wide above;
-    /// docs/fp4.md G5, G6); K not a multiple of 128 runs the register path.
+    /// fastest there (H200: lean at M 1, xswz at 2-4 from 9ba589c (2026-11-29) and at 5-8 from
+    /// 2026-11-30, wide above; docs/fp4.md G5, G6, G18); K not a multiple of 128 runs the
+    /// register path.
     pub fp4_gemv: Fp4Gemv,
+    /// `KILN_FP4_GEMV_ACC` (1, 2 or 4): the accumulator chains a warp of the NVFP4 GEMV spreads
+    /// its mmas over (one chain: each mma waits for the one before; docs/fp4.md G17). Default 1
+    /// until measured faster in two rounds.
+    pub fp4_gemv_acc: u32,
     /// `KILN_FP4_GEMV_PDL` (0 or 1): the NVFP4 GEMV launched as a programmatic dependent of the
-    /// kernel before it on the stream, releasing its own dependents as it starts: at M 1 its
-    /// first weight stages are asked for before `griddepcontrol.wait` (weights are not written
-    /// by the kernel before a GEMV: a layer's input is), X and everything after it behind the
-    /// wait; the other paths wait first. Default off until measured (docs/fp4.md G13).
+    /// kernel before it on the stream, releasing its own dependents as it starts: the lean ring
+    /// (M 1) and the X ring (M 2-4) ask for their first weight stages before
+    /// `griddepcontrol.wait` (weights are not written by the kernel before a GEMV: a layer's
+    /// input is), X and everything after it behind the wait; the other paths wait first. Default 1 (H200, 2026-11-30: chained launches -17.6 %
+    /// at 1x8192x8192 and -14 % at 4x14336x4096 in two rounds, lone launches equal; docs/fp4.md
+    /// G14, G16); 0 launches it as an ordinary kernel (a GEMV after a kernel that writes its
+    /// weights and releases its dependents before those writes would read them stale).
     pub fp4_gemv_pdl: bool,
     /// `KILN_FP4_TAIL` (1 to 16): the most K slices the 4-bit experts' decode tiles (8 and 16
     /// tokens) cut a last wave's tiles into when that wave is at most half full. Default 8 (H200,
@@ -342,7 +350,8 @@ impl MoeOverrides {
         fp4_mma_sync: false,
         fp4_pdl: false,
         fp4_gemv: Fp4Gemv::Auto,
-        fp4_gemv_pdl: false,
+        fp4_gemv_acc: 1,
+        fp4_gemv_pdl: true,
         fp4_tail: 8,
         fp4_balance: true,
         fp4_prefetch: 0,

@@ -275,11 +275,22 @@ pub fn spec_packsync(arch: &str, m: usize) -> KernelSpec {
     spec_pack(arch, m).define("KILN_GEMV_ORDERED", 1)
 }
 
-/// `spec` launched as a programmatic dependent (`KILN_FP4_GEMV_PDL=1`; compiled only when asked
-/// for): it releases its dependents as it starts and waits for the kernel before it ahead of X
-/// (the lean ring after its first weight copies).
+/// `spec` launched as a programmatic dependent (`KILN_FP4_GEMV_PDL=1`, the default): it releases
+/// its dependents as it starts and waits for the kernel before it ahead of X (the lean and X
+/// rings after their first weight copies).
 pub fn with_pdl(spec: KernelSpec) -> KernelSpec {
     spec.define("KILN_GEMV_PDL", 1)
+}
+
+/// `spec` with its step's mmas spread over `chains` accumulators (`KILN_FP4_GEMV_ACC`, 1, 2 or
+/// 4; 1 is `spec` itself; the others compiled only when asked for): a warp's mma chain a step 8
+/// -> 4 or 2 long, for 4 or 12 registers more at M 1-8.
+pub fn with_chains(spec: KernelSpec, chains: u32) -> KernelSpec {
+    if chains > 1 {
+        spec.define("KILN_GEMV_ACC", chains)
+    } else {
+        spec
+    }
 }
 
 pub fn lean_warp_bytes(m: usize) -> u32 {
@@ -343,19 +354,26 @@ pub fn xstage_chunk(c: usize) -> usize {
     xswz_chunk(c)
 }
 
-/// Every specialisation.
+/// The specialisations the defaults launch (`KILN_FP4_GEMV_PDL` on since 2026-11-30, G16): auto's
+/// register path (K off the 128s), wide ring (M 9-16; 5-8 until G18), lean ring (M 1) and
+/// swizzled X ring (M 2-8), and the pack path on codes in the GEMV layout (lean at M 1, xswz at M 2-8 and 9-16),
+/// each as a programmatic dependent. The overrides' paths, and these launched plainly
+/// (`KILN_FP4_GEMV_PDL=0`), compile when asked for (the variant budget).
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
-    vec![
+    [
         spec(arch, 1),
         spec(arch, 2),
-        spec_async(arch, 1),
-        spec_async(arch, 2),
         spec_wide(arch, 1),
         spec_wide(arch, 2),
         spec_lean(arch),
-        spec_xring(arch, 1),
-        spec_xring(arch, 2),
+        spec_xswz(arch, 1),
+        spec_pack(arch, 1),
+        spec_pack(arch, 4),
+        spec_pack(arch, 16),
     ]
+    .into_iter()
+    .map(with_pdl)
+    .collect()
 }
 
 impl GemvProblem {
@@ -377,7 +395,9 @@ impl GemvProblem {
     pub fn path(&self, asked: Fp4Gemv) -> Fp4Gemv {
         let asked = match (asked, self.m) {
             (Fp4Gemv::Auto, 1) => Fp4Gemv::Lean,
-            (Fp4Gemv::Auto, 2..=4) => Fp4Gemv::Xswz,
+            // M 5-8 from 2026-11-30: -18 % at 8x8192x8192 and -8 % at 6x14336x4096 chained, two
+            // rounds (docs/fp4.md G18)
+            (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
             (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, 1) => Fp4Gemv::Lean,
             (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, _) => Fp4Gemv::Xswz,
@@ -542,6 +562,7 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps);
     let pdl = ctx.overrides.moe.fp4_gemv_pdl;
     let spec = if pdl { with_pdl(spec) } else { spec };
+    let spec = with_chains(spec, ctx.overrides.moe.fp4_gemv_acc);
     let f = ctx.function(&spec)?;
     let mut args = GemvArgs {
         x: ops.x.ptr(),
@@ -1223,26 +1244,65 @@ mod tests {
         }
     }
 
-    /// The programmatic-dependent GEMV (`KILN_FP4_GEMV_PDL=1`) compiles as cleanly as the paths
-    /// it is asked with, within their registers (only when asked for: the variant budget).
+    /// The programmatic-dependent GEMV (the default) and the plain launches
+    /// (`KILN_FP4_GEMV_PDL=0`, compiled only when asked for: the variant budget) compile cleanly
+    /// within their rings' registers.
     #[test]
-    fn the_pdl_paths_compile_within_their_rings_registers() {
+    fn the_pdl_and_plain_paths_compile_within_their_rings_registers() {
         if !crate::jit::testing::nvrtc_here() {
             return;
         }
-        let specs = [
-            with_pdl(spec_pack("sm_90a", 1)),
-            with_pdl(spec_pack("sm_90a", 4)),
-            with_pdl(spec_lean("sm_90a")),
-            with_pdl(spec_xswz("sm_90a", 1)),
-            with_pdl(spec_wide("sm_90a", 2)),
+        let plain = [
+            spec_pack("sm_90a", 1),
+            spec_pack("sm_90a", 4),
+            spec_lean("sm_90a"),
+            spec_xswz("sm_90a", 1),
+            spec_wide("sm_90a", 2),
         ];
+        let specs: Vec<KernelSpec> = plain
+            .iter()
+            .cloned()
+            .chain(plain.iter().cloned().map(with_pdl))
+            .collect();
         crate::jit::testing::assert_compile_clean(&specs);
         let jit = crate::jit::Jit::default();
-        for (s, most) in specs.iter().zip([112, 80, 112, 80, 128]) {
+        let most = [112, 80, 112, 80, 128];
+        for (s, most) in specs.iter().zip(most.iter().chain(&most)) {
             let r = jit.compile(s).unwrap().resources.registers;
+            assert!(r <= *most, "{}: {r} registers", s.label());
+        }
+    }
+
+    /// `KILN_FP4_GEMV_ACC` 2 and 4 (compiled only when asked for) compile cleanly, without
+    /// spills, within the rings' registers: the X ring's 80 and the lean ring's 112 at 2 chains;
+    /// 4 chains take the lean ring to its bound's 128 (NVRTC 13.0: 125), which leaves its 4-warp
+    /// and larger CTAs as resident as at 112 (only 2-warp CTAs, 9 an SM by registers at 112,
+    /// fit 8: the lean ring's M 2-4, never the defaults').
+    #[test]
+    fn the_accumulator_chains_compile_within_the_rings_registers() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let specs: Vec<KernelSpec> = [2, 4]
+            .into_iter()
+            .flat_map(|c| {
+                [
+                    with_chains(with_pdl(spec_pack("sm_90a", 1)), c),
+                    with_chains(with_pdl(spec_pack("sm_90a", 4)), c),
+                    with_chains(with_pdl(spec_lean("sm_90a")), c),
+                    with_chains(with_pdl(spec_xswz("sm_90a", 1)), c),
+                ]
+            })
+            .collect();
+        crate::jit::testing::assert_compile_clean(&specs);
+        let jit = crate::jit::Jit::default();
+        let most = [112, 80, 112, 80, 128, 80, 128, 80];
+        for (s, most) in specs.iter().zip(most) {
+            let r = jit.compile(s).unwrap().resources.registers;
+            eprintln!("{}: {r} registers", s.label());
             assert!(r <= most, "{}: {r} registers", s.label());
         }
+        assert_eq!(with_chains(spec_lean("sm_90a"), 1), spec_lean("sm_90a"));
     }
 
     /// lean1's kept read offsets are read_ring<2>'s and read_lean's addresses (row 0 of X):
@@ -1299,13 +1359,15 @@ mod tests {
         // M 8's slots: 4 x (1,152 + 2,048) bytes a warp; twelve warps fit an SM's 227 KB
         assert_eq!(xring_warp_bytes(8), 12_800);
         assert!(XRING_MAX_WARPS * xring_warp_bytes(8) + 1024 <= 227 * 1024);
-        // auto: lean at M 1, the swizzled X ring at 2-4, wide above; the register path where K
+        // auto: lean at M 1, the swizzled X ring at 2-8, wide above; the register path where K
         // is not a multiple of 128
         for (m, k, want) in [
             (1, 256, Fp4Gemv::Lean),
             (2, 256, Fp4Gemv::Xswz),
             (4, 256, Fp4Gemv::Xswz),
-            (5, 256, Fp4Gemv::Wide),
+            (5, 256, Fp4Gemv::Xswz),
+            (8, 256, Fp4Gemv::Xswz),
+            (9, 256, Fp4Gemv::Wide),
             (16, 256, Fp4Gemv::Wide),
             (1, 160, Fp4Gemv::Regs),
         ] {

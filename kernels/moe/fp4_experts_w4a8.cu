@@ -67,8 +67,17 @@ constexpr bool kSxStaged = KILN_W4A8_SX == 1;
 #ifndef KILN_W4A8_DEC
 #define KILN_W4A8_DEC 0
 #endif
-constexpr bool kDecProd = KILN_W4A8_DEC == 1;
-constexpr int DEC_THREADS = 96;  // KILN_W4A8_DEC: warps 1-3 of the producer warpgroup
+constexpr bool kDecProd = KILN_W4A8_DEC >= 1;  // the decode off the consumers (1 or 2)
+constexpr bool kDecWg = KILN_W4A8_DEC == 2;    // a warpgroup of its own (KILN_W4A8_DECODE=warpgroup)
+// KILN_W4A8_DEC 1: warps 1-3 of the producer warpgroup; 2: warpgroup 1, all four warps
+constexpr int DEC_THREADS = kDecWg ? 128 : 96;
+constexpr int THREADS = kDecWg ? 512 : 384;
+// KILN_W4A8_DEC=2: the register split of the four warpgroups over the launch's pool of 128 a
+// thread (40 + 56 + 2 x 208 = 512): the consumers keep both accumulators and fin (192) and their
+// addressing; a decoding thread holds its two units' four 32-blocks (24) at once.
+constexpr int WG_PRODUCER_REGS = 40, WG_DECODER_REGS = 56, WG_CONSUMER_REGS = 208;
+static_assert(!kDecWg || WG_PRODUCER_REGS + WG_DECODER_REGS + 2 * WG_CONSUMER_REGS <= 4 * (65536 / 512),
+              "the warpgroups' registers exceed the launch's pool");
 #if defined(KILN_W4A8_BESIDE)
 constexpr bool kBeside = true;
 #else
@@ -165,6 +174,21 @@ __device__ __forceinline__ void w4a8_decode_unit(const W4Ctx& x, int s, int slot
   for (int b = 0; b < 2; ++b) w4a8_store_block(u, b, w4a8_load_block(x, u, t, b));
 }
 
+// KILN_W4A8_DEC=2: decoding thread d's two units of stage s (row d / 2 of both atoms, half
+// d % 2), the four 32-blocks' shared loads issued before any byte permute or store: four
+// independent chains a thread. F14's decoders (three warps of the producer warpgroup at 40
+// registers) ran ~2.7 units a thread one block after another, each block's loads behind the
+// previous block's stores (volatile asm keeps their order), and fell a stage behind.
+__device__ __forceinline__ void w4a8_decode_pair(const W4Ctx& x, int s, int slot, int d) {
+  const W4Unit u0 = w4a8_unit(x, s, slot, 0, d), u1 = w4a8_unit(x, s, slot, 1, d);
+  const W4Block a0 = w4a8_load_block(x, u0, d, 0), a1 = w4a8_load_block(x, u0, d, 1);
+  const W4Block b0 = w4a8_load_block(x, u1, d, 0), b1 = w4a8_load_block(x, u1, d, 1);
+  w4a8_store_block(u0, 0, a0);
+  w4a8_store_block(u1, 0, b0);
+  w4a8_store_block(u0, 1, a1);
+  w4a8_store_block(u1, 1, b1);
+}
+
 // KILN_W4A8_SX: where the tile's first scale of K block kb sits in the stage's box, in bytes
 // (the box starts at its index rounded down to 4: fp4_produce_pairs).
 __device__ __forceinline__ u32 w4a8_sx_shift(int kb, int x_rows, int row0) {
@@ -199,8 +223,7 @@ __device__ __forceinline__ void w4a8_done(const W4Ctx& x, u32 it) {
 // same tiles as the consumers, and for each K block wait for the stage and for its slot to be
 // free, decode both atoms (256 units of a row half, ~2.7 a thread), fence them for wgmma, arrive
 // on the slot's `ready` barrier and free the stage (its atoms read).
-__device__ __forceinline__ void w4a8_decoders(const W4Ctx& x, const MoeIndexRing& ring, int tiles, int katoms) {
-  const int d = (int)threadIdx.x - 32;
+__device__ __forceinline__ void w4a8_decoders(const W4Ctx& x, const MoeIndexRing& ring, int tiles, int katoms, int d) {
   u32 it = 0;
   for (int j = 0;; ++j) {
     const int t = ring.take(j, x.lane);
@@ -208,8 +231,12 @@ __device__ __forceinline__ void w4a8_decoders(const W4Ctx& x, const MoeIndexRing
     for (int kb = 0; kb < katoms; ++kb, ++it) {
       const int s = x.ring.wait_full(it), slot = (int)(it % SLOTS);
       mbar_wait(w4a8_free(x, slot), ((it / SLOTS) & 1) ^ 1);  // a fresh barrier passes at once
+      if constexpr (kDecWg) {
+        w4a8_decode_pair(x, s, slot, d);
+      } else {
 #pragma unroll 1
-      for (int u = d; u < 256; u += DEC_THREADS) w4a8_decode_unit(x, s, slot, u / 128, u % 128);
+        for (int u = d; u < 256; u += DEC_THREADS) w4a8_decode_unit(x, s, slot, u / 128, u % 128);
+      }
       fence_proxy_async_shared();
       mbar_arrive(w4a8_ready(x, slot));
       __syncwarp();  // every lane has read the stage's atoms before lane 0 frees it
@@ -497,7 +524,7 @@ __device__ __forceinline__ void w4a8_store(const W4Ctx& x, const W4a8Args& p, co
   }
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
     moe_fp4_experts_w4a8(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_sx, const W4a8Args p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
@@ -528,25 +555,24 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
 
-  // the producer warpgroup: thread 0 loads; with KILN_W4A8_DEC warps 1-3 decode
-  ws_roles<40, 232, kDecProd ? 128 : 1>(
-      wg,
-      [&] {
-        if (threadIdx.x == 0) {
-          fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, stages, ring,
-                                                                                               table, base, &tma_sx);
-        } else if (kDecProd && threadIdx.x >= 32) {
-          W4Ctx x;
-          x.base = base;
-          x.slots = slots;
-          x.lut = lut;
-          x.ring = stages;
-          x.c = x.t = 0;
-          x.lane = threadIdx.x % 32;
-          x.sx_off = 0;
-          w4a8_decoders(x, ring, tiles, p.katoms);
-        }
-      },
+  // the producer: thread 0 of warpgroup 0
+  const auto produce = [&] {
+    fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, stages, ring, table,
+                                                                                         base, &tma_sx);
+  };
+  // KILN_W4A8_DEC: decoding thread d (0 .. DEC_THREADS - 1)
+  const auto decode = [&](int d) {
+    W4Ctx x;
+    x.base = base;
+    x.slots = slots;
+    x.lut = lut;
+    x.ring = stages;
+    x.c = x.t = 0;
+    x.lane = threadIdx.x % 32;
+    x.sx_off = 0;
+    w4a8_decoders(x, ring, tiles, p.katoms, d);
+  };
+  const auto consume =
       [&](int c) {
         W4Ctx x;
         x.base = base;
@@ -594,5 +620,30 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           }
           w4a8_store(x, p, tile, ids[tile.expert], fin);
         }
-      });
+      };
+  if constexpr (kDecWg) {
+    // KILN_W4A8_DEC=2: warpgroup 0 produces (thread 0), warpgroup 1 decodes, 2 and 3 consume
+    if (wg == 0) {
+      warpgroup_reg_dec<WG_PRODUCER_REGS>();
+      if (threadIdx.x == 0) produce();
+    } else if (wg == 1) {
+      warpgroup_reg_dec<WG_DECODER_REGS>();
+      decode((int)threadIdx.x - 128);
+    } else {
+      warpgroup_reg_inc<WG_CONSUMER_REGS>();
+      consume(wg - 2);
+    }
+  } else {
+    // thread 0 loads; with KILN_W4A8_DEC=1 warps 1-3 of the producer warpgroup decode
+    ws_roles<40, 232, kDecProd ? 128 : 1>(
+        wg,
+        [&] {
+          if (threadIdx.x == 0) {
+            produce();
+          } else if (kDecProd && threadIdx.x >= 32) {
+            decode((int)threadIdx.x - 32);
+          }
+        },
+        consume);
+  }
 }

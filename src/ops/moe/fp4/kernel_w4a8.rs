@@ -55,8 +55,8 @@ pub struct W4a8Variant {
     /// threads, F40).
     pub decode: W4a8Decode,
     /// `KILN_W4A8_PROMOTE=beside`: a consumer's promotion of block j and its decode of stage
-    /// j + 2 in one block of code (ledger F16). Orders the consumers' own decode, so not with
-    /// `producer_decode`.
+    /// j + 2 in one block of code (ledger F16). Orders the consumers' own decode, so only with
+    /// `decode` on the consumers.
     pub beside: bool,
     /// `KILN_W4A8_IDLE=decode`: in a tile of at most 64 tokens the consumer without tokens
     /// decodes both atoms (ledger F17). Only with `beside` and `sx_staged` (without `beside` the

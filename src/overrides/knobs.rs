@@ -605,8 +605,9 @@ pub(super) static KNOBS: &[Knob] = &[
         takes: || {
             "`consumers` (each consumer warpgroup decodes its weight atom of every stage), \
              `producer` (the producer warpgroup's three idle warps decode both atoms a stage \
-             ahead) or `warpgroup` (a fourth warpgroup of four warps decodes both atoms a stage \
-             ahead): where the W4A8 experts decode their weights"
+             ahead), `warpgroup` (a fourth warpgroup of four warps decodes both atoms a stage \
+             ahead) or `warpgroup-ring` (warpgroup, the atoms in a ring apart from X's): where \
+             the W4A8 experts decode their weights"
                 .into()
         },
         default: "consumers",
@@ -616,6 +617,7 @@ pub(super) static KNOBS: &[Knob] = &[
                     W4a8Decode::Consumers,
                     W4a8Decode::Producer,
                     W4a8Decode::Warpgroup,
+                    W4a8Decode::WarpgroupRing,
                 ]
                 .into_iter()
                 .find(|d| d.name() == v)

@@ -286,8 +286,8 @@ pub struct MoeOverrides {
     pub w4a8_sx_staged: bool,
     /// `KILN_W4A8_DECODE` (`consumers`, `producer` or `warpgroup`): where the W4A8 experts' weight
     /// atoms are decoded ([`W4a8Decode`]). Default `consumers`: `producer` verifies but ran
-    /// 24-43 % slower on the H200 (docs/moe.md, ledger F14); `warpgroup` until the device shows
-    /// it faster in two rounds (F40).
+    /// 24-43 % slower on the H200 (docs/moe.md, ledger F14); `warpgroup` and `warpgroup-ring`
+    /// until the device shows one faster in two rounds (F40, F41).
     pub w4a8_decode: W4a8Decode,
     /// `KILN_W4A8_PROMOTE` (`after` or `beside`): the W4A8 consumers' K step as before (block j's
     /// promotion, then the wait for stage j + 2 and its decode) or with the stage waited for
@@ -359,6 +359,10 @@ pub enum W4a8Decode {
     /// with their loads in flight together; the consumers only wait, issue and promote
     /// (ledger F40).
     Warpgroup,
+    /// `Warpgroup` with the weight atoms in a ring of their own, freed by the decoding warps,
+    /// apart from X's (freed by the consumers), so that a stage is not held from the decode a
+    /// stage ahead to the consumers' wgmmas (ledger F41).
+    WarpgroupRing,
 }
 
 impl W4a8Decode {
@@ -368,6 +372,7 @@ impl W4a8Decode {
             W4a8Decode::Consumers => "consumers",
             W4a8Decode::Producer => "producer",
             W4a8Decode::Warpgroup => "warpgroup",
+            W4a8Decode::WarpgroupRing => "warpgroup-ring",
         }
     }
 }

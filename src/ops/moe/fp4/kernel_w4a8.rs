@@ -38,6 +38,11 @@ const fn stage_bytes(sx_staged: bool) -> u32 {
     let sx = if sx_staged { 4 * SX_BOX } else { 0 };
     BM * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32 + sx).div_ceil(1024) * 1024
 }
+/// `KILN_W4A8_DECODE=warpgroup-ring`: a stage of the X ring (the tile and its staged scales, 1 KB)
+/// and of the atom ring (the two atoms), and the atom ring's stages.
+const X_STAGE_BYTES: u32 = BM * W4A8_K as u32 + 1024;
+const ATOM_STAGE_BYTES: u32 = 2 * W4A8_ATOM_BYTES as u32;
+pub const ATOM_STAGES: u32 = 6;
 /// Three decoded 128 x 128 e4m3 weight tiles, and the 15 e4m3 tables.
 const SLOTS_BYTES: u32 = 3 * 128 * 128;
 const LUT_BYTES: u32 = 128;
@@ -86,12 +91,34 @@ impl W4a8Variant {
         1024 + SLOTS_BYTES + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * MAX_EXPERTS as u32 + 2) * 4
     }
 
+    const fn split(self) -> bool {
+        matches!(self.decode, W4a8Decode::WarpgroupRing)
+    }
+
+    /// The atom ring's bytes with its barriers (`warpgroup-ring` only).
+    const fn atom_ring_bytes(self) -> u32 {
+        if self.split() {
+            ATOM_STAGES * (ATOM_STAGE_BYTES + 16)
+        } else {
+            0
+        }
+    }
+
+    const fn stage_size(self) -> u32 {
+        if self.split() {
+            X_STAGE_BYTES
+        } else {
+            stage_bytes(self.sx_staged)
+        }
+    }
+
+    /// The stages of the ring X rides in (with the atoms unless `warpgroup-ring`).
     pub const fn stages(self) -> u32 {
-        (SMEM_LIMIT - self.fixed_bytes()) / (stage_bytes(self.sx_staged) + 16)
+        (SMEM_LIMIT - self.fixed_bytes() - self.atom_ring_bytes()) / (self.stage_size() + 16)
     }
 
     pub const fn smem_bytes(self) -> u32 {
-        self.fixed_bytes() + self.stages() * (stage_bytes(self.sx_staged) + 16)
+        self.fixed_bytes() + self.atom_ring_bytes() + self.stages() * (self.stage_size() + 16)
     }
 
     /// What runs when no knob asks otherwise.
@@ -106,7 +133,7 @@ impl W4a8Variant {
     };
 
     /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 11] = [
+    pub const ALL: [W4a8Variant; 12] = [
         W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
@@ -198,12 +225,21 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
         },
+        W4a8Variant {
+            sx_staged: true,
+            decode: W4a8Decode::WarpgroupRing,
+            beside: false,
+            idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
+        },
     ];
 
     /// Threads a CTA: a fourth warpgroup with `KILN_W4A8_DECODE=warpgroup`.
     pub const fn threads(self) -> u32 {
         match self.decode {
-            W4a8Decode::Warpgroup => 512,
+            W4a8Decode::Warpgroup | W4a8Decode::WarpgroupRing => 512,
             _ => 384,
         }
     }
@@ -231,9 +267,10 @@ impl W4a8Variant {
                  KILN_W4A8_DECODE=producer or warpgroup moves the decode off them: set one of the two",
             ));
         }
-        if decode == W4a8Decode::Warpgroup && !sx_staged {
+        if matches!(decode, W4a8Decode::Warpgroup | W4a8Decode::WarpgroupRing) && !sx_staged {
             return Err(Error::invalid(
-                "KILN_W4A8_DECODE=warpgroup reads X's scales from the stages: leave KILN_W4A8_SX at tma",
+                "KILN_W4A8_DECODE=warpgroup and warpgroup-ring read X's scales from the stages: leave \
+                 KILN_W4A8_SX at tma",
             ));
         }
         if idle_decode && !(beside && sx_staged) {
@@ -398,6 +435,11 @@ impl W4a8Experts {
             W4a8Decode::Consumers => {}
             W4a8Decode::Producer => s = s.define("KILN_W4A8_DEC", 1),
             W4a8Decode::Warpgroup => s = s.define("KILN_W4A8_DEC", 2),
+            W4a8Decode::WarpgroupRing => {
+                s = s
+                    .define("KILN_W4A8_DEC", 3)
+                    .define("KILN_W4A8_ASTAGES", ATOM_STAGES)
+            }
         }
         if v.beside {
             s = s.define("KILN_W4A8_BESIDE", 1);
@@ -584,7 +626,12 @@ mod tests {
         for v in W4a8Variant::ALL {
             assert!(v.smem_bytes() <= SMEM_LIMIT);
             assert!(v.stages() >= 5, "{v:?}: {}", v.stages());
-            assert_eq!(stage_bytes(v.sx_staged) % 1024, 0);
+            assert_eq!(v.stage_size() % 1024, 0);
+            // the slots after the atom ring stay on 1 KB (their 128B swizzle)
+            assert_eq!(
+                v.atom_ring_bytes() / (ATOM_STAGE_BYTES + 16) * ATOM_STAGE_BYTES % 1024,
+                0
+            );
         }
         // neither the staged scales (a KB of each stage) nor the slots' barriers cost a stage
         assert!(W4a8Variant::ALL.iter().all(|v| v.stages() == 6));
@@ -602,7 +649,11 @@ mod tests {
                 .unwrap(),
             W4a8Variant::DEFAULT
         );
-        for d in [W4a8Decode::Producer, W4a8Decode::Warpgroup] {
+        for d in [
+            W4a8Decode::Producer,
+            W4a8Decode::Warpgroup,
+            W4a8Decode::WarpgroupRing,
+        ] {
             let e = W4a8Variant::from_knobs(true, d, true, false, W4a8Form::Ss).unwrap_err();
             assert!(e.to_string().contains("KILN_W4A8_PROMOTE=beside"), "{e}");
         }
@@ -625,6 +676,7 @@ mod tests {
                 W4a8Decode::Consumers,
                 W4a8Decode::Producer,
                 W4a8Decode::Warpgroup,
+                W4a8Decode::WarpgroupRing,
             ] {
                 for form in [
                     W4a8Form::Ss,

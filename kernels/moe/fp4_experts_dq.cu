@@ -140,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzles follow absolute address bits
   const u32 slots = base + STAGES * STAGE_BYTES;
   const int E = p.experts;
-  const MoeRings<STAGES> rings(smem_raw, raw, slots + SLOTS * SLOT_BYTES, p.sched, E, 8,  // lane 0 of each consumer warp
+  const MoeRings<STAGES> rings(smem_raw, raw, slots + SLOTS * SLOT_BYTES, p.sched, E, 8, 8,  // lane 0 of each consumer warp
                                [] {}, [] {});
   const MbarRing<STAGES>& stages = rings.stages;
   const MoeIndexRing& ring = rings.ring;

@@ -592,9 +592,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const MbarRing<ASTAGES> aring{lut + LUT_BYTES};
   const u32 abars = kSplit ? 16u * ASTAGES : 0u;
   const int E = p.experts;
-  // lane 0 of each consumer warp (and of each decoding warp: they read the atoms and the tiles)
+  // lane 0 of each consumer warp (and of each decoding warp: they read the atoms and the tiles;
+  // with KILN_W4A8_DEC=3 they free the atom ring's stages, not X's)
   const MoeRings<STAGES> rings(
-      smem_raw, raw, lut + LUT_BYTES + abars, p.sched, E, kDecProd ? 8 + DEC_THREADS / 32 : 8,
+      smem_raw, raw, lut + LUT_BYTES + abars, p.sched, E, kDecProd && !kSplit ? 8 + DEC_THREADS / 32 : 8,
+      kDecProd ? 8 + DEC_THREADS / 32 : 8,
       [&] {
         if constexpr (kSplit) aring.init(DEC_THREADS / 32);  // lane 0 of each decoding warp
         if constexpr (kDecProd) {

@@ -314,7 +314,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzles follow absolute address bits
   const u32 slots = base + STAGES * STAGE_BYTES, lut = slots + SLOTS_BYTES;
   const int E = p.experts;
-  const MoeRings<STAGES> rings(smem_raw, raw, lut + LUT_BYTES, p.sched, E, 8,  // lane 0 of each consumer warp
+  const MoeRings<STAGES> rings(smem_raw, raw, lut + LUT_BYTES, p.sched, E, 8, 8,  // lane 0 of each consumer warp
                                [] {}, [&] { w4a8_write_tables(smem_raw, raw, lut); });
   const MbarRing<STAGES>& stages = rings.stages;
   const MoeIndexRing& ring = rings.ring;

@@ -139,18 +139,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzles follow absolute address bits
   const u32 slots = base + STAGES * STAGE_BYTES;
-  const MbarRing<STAGES> stages{slots + SLOTS * SLOT_BYTES};
-  const MoeIndexRing ring(smem_raw, raw, stages.bars + 16u * STAGES);
-  int* table = ring.slot + 2;
-
   const int E = p.experts;
-  if (threadIdx.x == 0) {
-    stages.init(8);  // lane 0 of each consumer warp
-    ring.init(8);
-    mbar_fence_init();
-  }
-  moe_load_tables(table, p.sched, E);
-  __syncthreads();
+  const MoeRings<STAGES> rings(smem_raw, raw, slots + SLOTS * SLOT_BYTES, p.sched, E, 8, 8,  // lane 0 of each consumer warp
+                               [] {}, [] {});
+  const MbarRing<STAGES>& stages = rings.stages;
+  const MoeIndexRing& ring = rings.ring;
+  int* table = rings.table;
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
   const int* ids = p.sched + moe_table_ints(E) + 1;

@@ -67,8 +67,28 @@ constexpr bool kSxStaged = KILN_W4A8_SX == 1;
 #ifndef KILN_W4A8_DEC
 #define KILN_W4A8_DEC 0
 #endif
-constexpr bool kDecProd = KILN_W4A8_DEC == 1;
-constexpr int DEC_THREADS = 96;  // KILN_W4A8_DEC: warps 1-3 of the producer warpgroup
+constexpr bool kDecProd = KILN_W4A8_DEC >= 1;  // the decode off the consumers (1 or 2)
+constexpr bool kDecWg = KILN_W4A8_DEC >= 2;    // a warpgroup of its own (KILN_W4A8_DECODE=warpgroup)
+// KILN_W4A8_DEC=3 (KILN_W4A8_DECODE=warpgroup-ring): the weight atoms in a ring of their own
+// (KILN_W4A8_ASTAGES stages, freed by the decoding warps once decoded), X and its scales in the
+// other (KILN_STAGES, freed by the consumers). With one ring for both a stage is held from its
+// landing through the decode a stage ahead to the consumers' wgmmas: round 1a's ncu (F40) had
+// the decoders waiting for landed stages (5.9 % of the samples) and for free slots (2.5 %), the
+// consumers for decoded slots (17 %).
+constexpr bool kSplit = KILN_W4A8_DEC == 3;
+#ifndef KILN_W4A8_ASTAGES
+#define KILN_W4A8_ASTAGES 2
+#endif
+constexpr int ASTAGES = KILN_W4A8_ASTAGES;
+// KILN_W4A8_DEC 1: warps 1-3 of the producer warpgroup; 2 and 3: warpgroup 1, all four warps
+constexpr int DEC_THREADS = kDecWg ? 128 : 96;
+constexpr int THREADS = kDecWg ? 512 : 384;
+// KILN_W4A8_DEC=2: the register split of the four warpgroups over the launch's pool of 128 a
+// thread (40 + 56 + 2 x 208 = 512): the consumers keep both accumulators and fin (192) and their
+// addressing; a decoding thread holds its two units' four 32-blocks (24) at once.
+constexpr int WG_PRODUCER_REGS = 40, WG_DECODER_REGS = 56, WG_CONSUMER_REGS = 208;
+static_assert(!kDecWg || WG_PRODUCER_REGS + WG_DECODER_REGS + 2 * WG_CONSUMER_REGS <= 4 * (65536 / 512),
+              "the warpgroups' registers exceed the launch's pool");
 #if defined(KILN_W4A8_BESIDE)
 constexpr bool kBeside = true;
 #else
@@ -88,19 +108,25 @@ constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-
 constexpr u32 ATOM_CODES = W4A8_ATOM_CODES, ATOM_BYTES = W4A8_ATOM_BYTES;
 constexpr u32 X_BYTES = BM * BK, W_BYTES = 2 * ATOM_BYTES;
 constexpr int SX_BOX = BM + 4;  // the staged X scales: a box from a multiple of 4 (the host's SX_BOX)
-constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = kSxStaged ? SX_BOX * 4 : 0;
-constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + SX_BYTES + 1023) / 1024 * 1024;  // the host's stage_bytes
+// KILN_W4A8_DEC=3: a stage is X and its scales, the atoms in their own ring of ASTAGE_BYTES
+constexpr u32 SX_OFF = X_BYTES + (kSplit ? 0 : W_BYTES), SX_BYTES = kSxStaged ? SX_BOX * 4 : 0;
+constexpr u32 STAGE_BYTES = X_BYTES + ((kSplit ? 0 : W_BYTES) + SX_BYTES + 1023) / 1024 * 1024;  // the host's stage_bytes
+constexpr u32 ASTAGE_BYTES = kSplit ? W_BYTES : 0;
+static_assert(!kSplit || (kSxStaged && ASTAGES % 2 == 0), "KILN_W4A8_DEC=3: staged scales, an even atom ring (1 KB)");
 static_assert(SX_OFF % 128 == 0 && SX_OFF + SX_BYTES <= STAGE_BYTES, "the X scales fit the stage");
 constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m3
 constexpr u32 LUT_BYTES = kDecProd ? 128 + 64 : 128;  // 16 tables of 8 bytes (then the slots' ready, free barriers)
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + SLOTS * SLOT_BYTES + LUT_BYTES + 2 * STAGES * 8 +
+                               (kSplit ? ASTAGES * (ASTAGE_BYTES + 16) : 0) +
                                MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, slots, tables and ring need");
 
 struct W4Ctx {
   u32 base, slots, lut;  // KILN_W4A8_DEC: slot i's ready barrier at lut + 128 + 8i, its free one 24 on
   MbarRing<STAGES> ring;
+  u32 abase;               // KILN_W4A8_DEC=3: the atom ring's first stage
+  MbarRing<ASTAGES> aring;  // and its barriers
   int c, t, lane;
   u32 sx_off;  // KILN_W4A8_SX: this thread's first token's scale in a stage (the second 32 B on),
                // before the box's shift (w4a8_sx_shift)
@@ -121,7 +147,7 @@ struct W4Block {
 
 __device__ __forceinline__ W4Unit w4a8_unit(const W4Ctx& x, int s, int slot, int c, int t) {
   W4Unit u;
-  u.atom = x.base + s * STAGE_BYTES + X_BYTES + c * ATOM_BYTES;
+  u.atom = (kSplit ? x.abase + s * ASTAGE_BYTES : x.base + s * STAGE_BYTES + X_BYTES) + c * ATOM_BYTES;
   const int r = t / 2;
   u.hh = t % 2;
   u.row = 64 * c + r;
@@ -165,6 +191,21 @@ __device__ __forceinline__ void w4a8_decode_unit(const W4Ctx& x, int s, int slot
   for (int b = 0; b < 2; ++b) w4a8_store_block(u, b, w4a8_load_block(x, u, t, b));
 }
 
+// KILN_W4A8_DEC=2: decoding thread d's two units of stage s (row d / 2 of both atoms, half
+// d % 2), the four 32-blocks' shared loads issued before any byte permute or store: four
+// independent chains a thread. F14's decoders (three warps of the producer warpgroup at 40
+// registers) ran ~2.7 units a thread one block after another, each block's loads behind the
+// previous block's stores (volatile asm keeps their order), and fell a stage behind.
+__device__ __forceinline__ void w4a8_decode_pair(const W4Ctx& x, int s, int slot, int d) {
+  const W4Unit u0 = w4a8_unit(x, s, slot, 0, d), u1 = w4a8_unit(x, s, slot, 1, d);
+  const W4Block a0 = w4a8_load_block(x, u0, d, 0), a1 = w4a8_load_block(x, u0, d, 1);
+  const W4Block b0 = w4a8_load_block(x, u1, d, 0), b1 = w4a8_load_block(x, u1, d, 1);
+  w4a8_store_block(u0, 0, a0);
+  w4a8_store_block(u1, 0, b0);
+  w4a8_store_block(u0, 1, a1);
+  w4a8_store_block(u1, 1, b1);
+}
+
 // KILN_W4A8_SX: where the tile's first scale of K block kb sits in the stage's box, in bytes
 // (the box starts at its index rounded down to 4: fp4_produce_pairs).
 __device__ __forceinline__ u32 w4a8_sx_shift(int kb, int x_rows, int row0) {
@@ -199,22 +240,65 @@ __device__ __forceinline__ void w4a8_done(const W4Ctx& x, u32 it) {
 // same tiles as the consumers, and for each K block wait for the stage and for its slot to be
 // free, decode both atoms (256 units of a row half, ~2.7 a thread), fence them for wgmma, arrive
 // on the slot's `ready` barrier and free the stage (its atoms read).
-__device__ __forceinline__ void w4a8_decoders(const W4Ctx& x, const MoeIndexRing& ring, int tiles, int katoms) {
-  const int d = (int)threadIdx.x - 32;
+__device__ __forceinline__ void w4a8_decoders(const W4Ctx& x, const MoeIndexRing& ring, int tiles, int katoms, int d) {
   u32 it = 0;
   for (int j = 0;; ++j) {
     const int t = ring.take(j, x.lane);
     if (t >= tiles) break;
     for (int kb = 0; kb < katoms; ++kb, ++it) {
-      const int s = x.ring.wait_full(it), slot = (int)(it % SLOTS);
+      const int s = kSplit ? x.aring.wait_full(it) : x.ring.wait_full(it), slot = (int)(it % SLOTS);
       mbar_wait(w4a8_free(x, slot), ((it / SLOTS) & 1) ^ 1);  // a fresh barrier passes at once
+      if constexpr (kDecWg) {
+        w4a8_decode_pair(x, s, slot, d);
+      } else {
 #pragma unroll 1
-      for (int u = d; u < 256; u += DEC_THREADS) w4a8_decode_unit(x, s, slot, u / 128, u % 128);
+        for (int u = d; u < 256; u += DEC_THREADS) w4a8_decode_unit(x, s, slot, u / 128, u % 128);
+      }
       fence_proxy_async_shared();
       mbar_arrive(w4a8_ready(x, slot));
       __syncwarp();  // every lane has read the stage's atoms before lane 0 frees it
-      x.ring.release(s, x.lane);
+      if constexpr (kSplit) {
+        x.aring.release(s, x.lane);
+      } else {
+        x.ring.release(s, x.lane);
+      }
     }
+  }
+}
+
+// KILN_W4A8_DEC=3: the producer thread (fp4_produce_pairs with the atoms in their own ring):
+// per K block the two atoms into the atom ring, then X's rows and scales into the X ring.
+__device__ __forceinline__ void w4a8_produce_split(const W4a8Args& p, const TmaMap* tma_x, const TmaMap* tma_sx,
+                                                   const MbarRing<STAGES>& xring, const MbarRing<ASTAGES>& aring,
+                                                   const MoeIndexRing& ring, const int* table, u32 base, u32 abase) {
+  const int E = p.experts, tiles_m = table[E], tiles = tiles_m * p.tiles_n;
+  int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
+  const int* ids = p.sched + moe_table_ints(E) + 1;
+  tma_prefetch(tma_x);
+  tma_prefetch(tma_sx);
+  u32 it = 0;
+  int t = blockIdx.x;
+  for (int j = 0;; ++j) {
+    ring.publish(j, t);
+    if (t >= tiles) break;
+    const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+    const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
+    const u32 bytes = boxes * XBOX * 128u + SX_BYTES;  // X rows of 128 bytes, the scales' box
+    const u64 block_bytes = (u64)p.katoms * ATOM_BYTES;
+    const unsigned char* src = p.w + (i64)ids[tile.expert] * p.expert_bytes + (u64)(2 * (tile.n0 / BN)) * block_bytes;
+    for (int kb = 0; kb < p.katoms; ++kb, ++it, src += ATOM_BYTES) {
+      ws_fill(aring, it, W_BYTES, [&](int s, u32 bar) {
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+          bulk_copy_g2s(abase + s * ASTAGE_BYTES + a * ATOM_BYTES, src + a * block_bytes, ATOM_BYTES, bar);
+      });
+      ws_fill(xring, it, bytes, [&](int s, u32 bar) {
+        const u32 sx = base + s * STAGE_BYTES;
+        for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+        tma_load_2d(sx + X_BYTES, tma_sx, bar, (kb * p.x_rows + tile.row0) & ~3, 0);
+      });
+    }
+    t = (int)gridDim.x + atomicAdd(counter, 1);
   }
 }
 
@@ -497,56 +581,64 @@ __device__ __forceinline__ void w4a8_store(const W4Ctx& x, const W4a8Args& p, co
   }
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
     moe_fp4_experts_w4a8(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_sx, const W4a8Args p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzles follow absolute address bits
-  const u32 slots = base + STAGES * STAGE_BYTES, lut = slots + SLOTS * SLOT_BYTES;
-  const MbarRing<STAGES> stages{lut + LUT_BYTES};
-  const MoeIndexRing ring(smem_raw, raw, stages.bars + 16u * STAGES);
-  int* table = ring.slot + 2;
-
+  // KILN_W4A8_DEC=3: the atom ring between the X stages and the slots, its barriers after the tables
+  const u32 abase = base + STAGES * STAGE_BYTES;
+  const u32 slots = abase + ASTAGES * ASTAGE_BYTES, lut = slots + SLOTS * SLOT_BYTES;
+  const MbarRing<ASTAGES> aring{lut + LUT_BYTES};
+  const u32 abars = kSplit ? 16u * ASTAGES : 0u;
   const int E = p.experts;
-  if (threadIdx.x == 0) {
-    // lane 0 of each consumer warp (and of each decoding warp: they read the atoms and the tiles)
-    stages.init(kDecProd ? 8 + DEC_THREADS / 32 : 8);
-    ring.init(kDecProd ? 8 + DEC_THREADS / 32 : 8);
-    if constexpr (kDecProd) {
-      for (int i = 0; i < SLOTS; ++i) {
-        mbar_init(lut + 128 + 8u * i, DEC_THREADS);    // ready: every decoding thread
-        mbar_init(lut + 128 + 8u * (SLOTS + i), 8);    // free: lane 0 of each consumer warp
-      }
-    }
-    mbar_fence_init();
-  }
-  w4a8_write_tables(smem_raw, raw, lut);
-  moe_load_tables(table, p.sched, E);
-  __syncthreads();
+  // lane 0 of each consumer warp (and of each decoding warp: they read the atoms and the tiles;
+  // with KILN_W4A8_DEC=3 they free the atom ring's stages, not X's)
+  const MoeRings<STAGES> rings(
+      smem_raw, raw, lut + LUT_BYTES + abars, p.sched, E, kDecProd && !kSplit ? 8 + DEC_THREADS / 32 : 8,
+      kDecProd ? 8 + DEC_THREADS / 32 : 8,
+      [&] {
+        if constexpr (kSplit) aring.init(DEC_THREADS / 32);  // lane 0 of each decoding warp
+        if constexpr (kDecProd) {
+          for (int i = 0; i < SLOTS; ++i) {
+            mbar_init(lut + 128 + 8u * i, DEC_THREADS);  // ready: every decoding thread
+            mbar_init(lut + 128 + 8u * (SLOTS + i), 8);  // free: lane 0 of each consumer warp
+          }
+        }
+      },
+      [&] { w4a8_write_tables(smem_raw, raw, lut); });
+  const MbarRing<STAGES>& stages = rings.stages;
+  const MoeIndexRing& ring = rings.ring;
+  int* table = rings.table;
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
   const int* ids = p.sched + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
 
-  // the producer warpgroup: thread 0 loads; with KILN_W4A8_DEC warps 1-3 decode
-  ws_roles<40, 232, kDecProd ? 128 : 1>(
-      wg,
-      [&] {
-        if (threadIdx.x == 0) {
-          fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, stages, ring,
-                                                                                               table, base, &tma_sx);
-        } else if (kDecProd && threadIdx.x >= 32) {
-          W4Ctx x;
-          x.base = base;
-          x.slots = slots;
-          x.lut = lut;
-          x.ring = stages;
-          x.c = x.t = 0;
-          x.lane = threadIdx.x % 32;
-          x.sx_off = 0;
-          w4a8_decoders(x, ring, tiles, p.katoms);
-        }
-      },
+  // the producer: thread 0 of warpgroup 0
+  const auto produce = [&] {
+    if constexpr (kSplit) {
+      w4a8_produce_split(p, &tma_x, &tma_sx, stages, aring, ring, table, base, abase);
+      return;
+    }
+    fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, stages, ring, table,
+                                                                                         base, &tma_sx);
+  };
+  // KILN_W4A8_DEC: decoding thread d (0 .. DEC_THREADS - 1)
+  const auto decode = [&](int d) {
+    W4Ctx x;
+    x.base = base;
+    x.slots = slots;
+    x.lut = lut;
+    x.ring = stages;
+    x.abase = abase;
+    x.aring = aring;
+    x.c = x.t = 0;
+    x.lane = threadIdx.x % 32;
+    x.sx_off = 0;
+    w4a8_decoders(x, ring, tiles, p.katoms, d);
+  };
+  const auto consume =
       [&](int c) {
         W4Ctx x;
         x.base = base;
@@ -594,5 +686,30 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           }
           w4a8_store(x, p, tile, ids[tile.expert], fin);
         }
-      });
+      };
+  if constexpr (kDecWg) {
+    // KILN_W4A8_DEC=2: warpgroup 0 produces (thread 0), warpgroup 1 decodes, 2 and 3 consume
+    if (wg == 0) {
+      warpgroup_reg_dec<WG_PRODUCER_REGS>();
+      if (threadIdx.x == 0) produce();
+    } else if (wg == 1) {
+      warpgroup_reg_dec<WG_DECODER_REGS>();
+      decode((int)threadIdx.x - 128);
+    } else {
+      warpgroup_reg_inc<WG_CONSUMER_REGS>();
+      consume(wg - 2);
+    }
+  } else {
+    // thread 0 loads; with KILN_W4A8_DEC=1 warps 1-3 of the producer warpgroup decode
+    ws_roles<40, 232, kDecProd ? 128 : 1>(
+        wg,
+        [&] {
+          if (threadIdx.x == 0) {
+            produce();
+          } else if (kDecProd && threadIdx.x >= 32) {
+            decode((int)threadIdx.x - 32);
+          }
+        },
+        consume);
+  }
 }

@@ -219,3 +219,33 @@ struct MoeIndexRing {
     return v;
   }
 };
+
+// The set-up that the persistent MoE kernels with a stage ring and a tile-index ring share
+// (moe/fp4_experts_dq.cu, moe/fp4_experts_w4a8.cu, moe/fp4_experts_w4a8_rs.cu): the stages' full
+// and empty barriers at `bars`, the index ring after them, moe_tile_prefix's tables after its
+// slots. Thread 0 initialises the stage ring for `readers` warps (lane 0 of each frees the
+// stages) and the index ring for `takers` (lane 0 of each takes the tile indices), runs `first()`
+// (the kernel's own barriers) and fences the inits; every
+// thread runs `every()` (the kernel's own shared tables), the schedule's tables are loaded and
+// the block meets.
+template <int STAGES>
+struct MoeRings {
+  MbarRing<STAGES> stages;
+  MoeIndexRing ring;
+  int* table;
+
+  template <class First, class Every>
+  __device__ __forceinline__ MoeRings(unsigned char* smem_raw, u32 raw, u32 bars, const int* sched, int experts,
+                                      int readers, int takers, const First& first, const Every& every)
+      : stages{bars}, ring(smem_raw, raw, bars + 16u * STAGES), table(ring.slot + 2) {
+    if (threadIdx.x == 0) {
+      stages.init(readers);
+      ring.init(takers);
+      first();
+      mbar_fence_init();
+    }
+    every();
+    moe_load_tables(table, sched, experts);
+    __syncthreads();
+  }
+};

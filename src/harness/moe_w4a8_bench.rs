@@ -99,8 +99,17 @@ pub fn bench_w4a8(
     };
     W4a8Experts::check(&p, &l, &ops)?;
     let form = ctx.overrides.moe.w4a8_form;
+    let decode = ctx.overrides.moe.w4a8_decode;
     let tile = if form == crate::overrides::W4a8Form::Ss {
-        "128 tokens x 128 weight rows, smem-decoded e4m3".to_string()
+        match decode {
+            crate::overrides::W4a8Decode::Consumers => {
+                "128 tokens x 128 weight rows, smem-decoded e4m3".to_string()
+            }
+            d => format!(
+                "128 tokens x 128 weight rows, smem-decoded e4m3 ({} decode)",
+                d.name()
+            ),
+        }
     } else {
         format!(
             "128 weight rows x 128 tokens, register-decoded e4m3 ({})",

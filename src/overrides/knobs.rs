@@ -630,19 +630,31 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_W4A8_DECODE",
         takes: || {
-            "`consumers` (each consumer warpgroup decodes its weight atom of every stage) or \
+            "`consumers` (each consumer warpgroup decodes its weight atom of every stage), \
              `producer` (the producer warpgroup's three idle warps decode both atoms a stage \
-             ahead): where the W4A8 experts decode their weights"
+             ahead), `warpgroup` (a fourth warpgroup of four warps decodes both atoms a stage \
+             ahead) or `warpgroup-ring` (warpgroup, the atoms in a ring apart from X's): where \
+             the W4A8 experts decode their weights"
                 .into()
         },
         default: "consumers",
         set: |o, v| {
+            let decode = |v: &str| {
+                [
+                    W4a8Decode::Consumers,
+                    W4a8Decode::Producer,
+                    W4a8Decode::Warpgroup,
+                    W4a8Decode::WarpgroupRing,
+                ]
+                .into_iter()
+                .find(|d| d.name() == v)
+            };
             put(
-                &mut o.moe.w4a8_producer_decode,
-                or(v, false, |v| either(v, "consumers", "producer")),
+                &mut o.moe.w4a8_decode,
+                or(v, W4a8Decode::Consumers, decode),
             )
         },
-        show: |o| o.moe.w4a8_producer_decode.then(|| "producer".to_string()),
+        show: |o| unless(o.moe.w4a8_decode, W4a8Decode::Consumers, |d| d.name().to_string()),
     },
     Knob {
         name: "KILN_W4A8_FORM",

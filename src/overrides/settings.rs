@@ -301,11 +301,11 @@ pub struct MoeOverrides {
     /// (H200, 2026-11-29: the 512-row decode -3.5 to -4 % in two calls, a58281f and 004f7d6;
     /// 32,768 rows equal; verified and sanitizer-clean; docs/moe.md, ledger F11, F13).
     pub w4a8_sx_staged: bool,
-    /// `KILN_W4A8_DECODE` (`consumers` or `producer`): the W4A8 experts' weight atoms decoded by
-    /// the consumers, each its own, between the stage's wait and the wgmmas, or by the producer
-    /// warpgroup's three idle warps a stage ahead (docs/moe.md, ledger F14). Default
-    /// `consumers`: `producer` verifies but ran 24-43 % slower on the H200 (F14).
-    pub w4a8_producer_decode: bool,
+    /// `KILN_W4A8_DECODE` (`consumers`, `producer` or `warpgroup`): where the W4A8 experts' weight
+    /// atoms are decoded ([`W4a8Decode`]). Default `consumers`: `producer` verifies but ran
+    /// 24-43 % slower on the H200 (docs/moe.md, ledger F14); `warpgroup` and `warpgroup-ring`
+    /// until the device shows one faster in two rounds (F40, F41).
+    pub w4a8_decode: W4a8Decode,
     /// `KILN_W4A8_PROMOTE` (`after` or `beside`): the W4A8 consumers' K step as before (block j's
     /// promotion, then the wait for stage j + 2 and its decode) or with the stage waited for
     /// first and its decode beside the promotion in one block of code (docs/moe.md, ledger F16).
@@ -356,13 +356,43 @@ impl MoeOverrides {
         fp4_balance: true,
         fp4_prefetch: 0,
         w4a8_sx_staged: true,
-        w4a8_producer_decode: false,
+        w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,
         w4a8_idle_decode: false,
         w4a8_form: W4a8Form::Ss,
         gather: MoeGather::Auto,
         fp8_grouped: None,
     };
+}
+
+/// Where the W4A8 experts decode their weight atoms (`KILN_W4A8_DECODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum W4a8Decode {
+    /// Each consumer warpgroup its own atom of every stage, between the stage's wait and its
+    /// wgmmas, then a named barrier with the other consumer.
+    Consumers,
+    /// The producer warpgroup's three idle warps, both atoms a stage ahead (ledger F14).
+    Producer,
+    /// A fourth warpgroup of four decoding warps, both atoms a stage ahead, two units a thread
+    /// with their loads in flight together; the consumers only wait, issue and promote
+    /// (ledger F40).
+    Warpgroup,
+    /// `Warpgroup` with the weight atoms in a ring of their own, freed by the decoding warps,
+    /// apart from X's (freed by the consumers), so that a stage is not held from the decode a
+    /// stage ahead to the consumers' wgmmas (ledger F41).
+    WarpgroupRing,
+}
+
+impl W4a8Decode {
+    /// The knob's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            W4a8Decode::Consumers => "consumers",
+            W4a8Decode::Producer => "producer",
+            W4a8Decode::Warpgroup => "warpgroup",
+            W4a8Decode::WarpgroupRing => "warpgroup-ring",
+        }
+    }
 }
 
 /// The form of the W4A8 experts' kernel (`KILN_W4A8_FORM`).

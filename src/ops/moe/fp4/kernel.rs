@@ -728,6 +728,23 @@ pub(crate) unsafe fn launch_persistent(
     f.launch(ctx.stream, &persistent_config(ctas, smem), params)
 }
 
+/// As [`launch_persistent`] with `threads` a CTA (W4A8's decoding warpgroup: 512).
+///
+/// # Safety
+/// As [`launch_persistent`]; the kernel is compiled for `threads`.
+pub(crate) unsafe fn launch_persistent_threads(
+    ctx: &Context,
+    f: &Function,
+    ctas: u64,
+    threads: u32,
+    smem: u32,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    let mut cfg = persistent_config(ctas, smem);
+    cfg.block = (threads, 1, 1);
+    f.launch(ctx.stream, &cfg, params)
+}
+
 /// As [`launch_persistent`], as the previous kernel's programmatic dependent.
 ///
 /// # Safety

@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 
 use super::kernel::{
-    check_buffers, check_weights_fit, launch_persistent, max_tiles_m, need_routing,
+    check_buffers, check_weights_fit, launch_persistent_threads, max_tiles_m, need_routing,
 };
 use super::layout::TILE_N;
 use super::w4a8::{W4a8Order, W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
@@ -17,7 +17,7 @@ use crate::ops::moe::fp8_grouped::{self, x_map};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::{sched_bytes, TileOrder, INDEX_RING_BYTES, MAX_EXPERTS};
 use crate::ops::moe::{tile_prefix, MoeOperands};
-use crate::overrides::W4a8Form;
+use crate::overrides::{W4a8Decode, W4a8Form};
 
 pub const NAME: &str = "fp4_experts_w4a8";
 pub const ENTRY: &str = "moe_fp4_experts_w4a8";
@@ -38,6 +38,11 @@ const fn stage_bytes(sx_staged: bool) -> u32 {
     let sx = if sx_staged { 4 * SX_BOX } else { 0 };
     BM * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32 + sx).div_ceil(1024) * 1024
 }
+/// `KILN_W4A8_DECODE=warpgroup-ring`: a stage of the X ring (the tile and its staged scales, 1 KB)
+/// and of the atom ring (the two atoms), and the atom ring's stages.
+const X_STAGE_BYTES: u32 = BM * W4A8_K as u32 + 1024;
+const ATOM_STAGE_BYTES: u32 = 2 * W4A8_ATOM_BYTES as u32;
+pub const ATOM_STAGES: u32 = 6;
 /// Three decoded 128 x 128 e4m3 weight tiles, and the 15 e4m3 tables.
 const SLOTS_BYTES: u32 = 3 * 128 * 128;
 const LUT_BYTES: u32 = 128;
@@ -50,11 +55,13 @@ const SLOT_BARRIER_BYTES: u32 = 64;
 pub struct W4a8Variant {
     /// `KILN_W4A8_SX=tma`: X's scales ride in the stages.
     pub sx_staged: bool,
-    /// `KILN_W4A8_DECODE=producer`: the producer warpgroup's idle warps decode the weights.
-    pub producer_decode: bool,
+    /// `KILN_W4A8_DECODE`: who decodes the weights: the consumers (the default), the producer
+    /// warpgroup's idle warps (`producer`, F14) or a warpgroup of their own (`warpgroup`, 512
+    /// threads, F40).
+    pub decode: W4a8Decode,
     /// `KILN_W4A8_PROMOTE=beside`: a consumer's promotion of block j and its decode of stage
-    /// j + 2 in one block of code (ledger F16). Orders the consumers' own decode, so not with
-    /// `producer_decode`.
+    /// j + 2 in one block of code (ledger F16). Orders the consumers' own decode, so only with
+    /// `decode` on the consumers.
     pub beside: bool,
     /// `KILN_W4A8_IDLE=decode`: in a tile of at most 64 tokens the consumer without tokens
     /// decodes both atoms (ledger F17). Only with `beside` and `sx_staged` (without `beside` the
@@ -76,7 +83,7 @@ pub struct W4a8Variant {
 
 impl W4a8Variant {
     const fn fixed_bytes(self) -> u32 {
-        let bars = if self.producer_decode {
+        let bars = if !matches!(self.decode, W4a8Decode::Consumers) {
             SLOT_BARRIER_BYTES
         } else {
             0
@@ -84,18 +91,40 @@ impl W4a8Variant {
         1024 + SLOTS_BYTES + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * MAX_EXPERTS as u32 + 2) * 4
     }
 
+    const fn split(self) -> bool {
+        matches!(self.decode, W4a8Decode::WarpgroupRing)
+    }
+
+    /// The atom ring's bytes with its barriers (`warpgroup-ring` only).
+    const fn atom_ring_bytes(self) -> u32 {
+        if self.split() {
+            ATOM_STAGES * (ATOM_STAGE_BYTES + 16)
+        } else {
+            0
+        }
+    }
+
+    const fn stage_size(self) -> u32 {
+        if self.split() {
+            X_STAGE_BYTES
+        } else {
+            stage_bytes(self.sx_staged)
+        }
+    }
+
+    /// The stages of the ring X rides in (with the atoms unless `warpgroup-ring`).
     pub const fn stages(self) -> u32 {
-        (SMEM_LIMIT - self.fixed_bytes()) / (stage_bytes(self.sx_staged) + 16)
+        (SMEM_LIMIT - self.fixed_bytes() - self.atom_ring_bytes()) / (self.stage_size() + 16)
     }
 
     pub const fn smem_bytes(self) -> u32 {
-        self.fixed_bytes() + self.stages() * (stage_bytes(self.sx_staged) + 16)
+        self.fixed_bytes() + self.atom_ring_bytes() + self.stages() * (self.stage_size() + 16)
     }
 
     /// What runs when no knob asks otherwise.
     pub const DEFAULT: W4a8Variant = W4a8Variant {
         sx_staged: true,
-        producer_decode: false,
+        decode: W4a8Decode::Consumers,
         beside: false,
         idle_decode: false,
         rs: false,
@@ -104,11 +133,11 @@ impl W4a8Variant {
     };
 
     /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 10] = [
+    pub const ALL: [W4a8Variant; 12] = [
         W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
-            producer_decode: false,
+            decode: W4a8Decode::Consumers,
             beside: false,
             idle_decode: false,
             rs: false,
@@ -117,7 +146,7 @@ impl W4a8Variant {
         },
         W4a8Variant {
             sx_staged: false,
-            producer_decode: true,
+            decode: W4a8Decode::Producer,
             beside: false,
             idle_decode: false,
             rs: false,
@@ -126,7 +155,7 @@ impl W4a8Variant {
         },
         W4a8Variant {
             sx_staged: true,
-            producer_decode: true,
+            decode: W4a8Decode::Producer,
             beside: false,
             idle_decode: false,
             rs: false,
@@ -135,7 +164,7 @@ impl W4a8Variant {
         },
         W4a8Variant {
             sx_staged: true,
-            producer_decode: false,
+            decode: W4a8Decode::Consumers,
             beside: true,
             idle_decode: false,
             rs: false,
@@ -144,7 +173,7 @@ impl W4a8Variant {
         },
         W4a8Variant {
             sx_staged: false,
-            producer_decode: false,
+            decode: W4a8Decode::Consumers,
             beside: true,
             idle_decode: false,
             rs: false,
@@ -153,7 +182,7 @@ impl W4a8Variant {
         },
         W4a8Variant {
             sx_staged: true,
-            producer_decode: false,
+            decode: W4a8Decode::Consumers,
             beside: true,
             idle_decode: true,
             rs: false,
@@ -162,7 +191,7 @@ impl W4a8Variant {
         },
         W4a8Variant {
             sx_staged: true,
-            producer_decode: false,
+            decode: W4a8Decode::Consumers,
             beside: false,
             idle_decode: false,
             rs: true,
@@ -171,7 +200,7 @@ impl W4a8Variant {
         },
         W4a8Variant {
             sx_staged: true,
-            producer_decode: false,
+            decode: W4a8Decode::Consumers,
             beside: false,
             idle_decode: false,
             rs: true,
@@ -180,35 +209,68 @@ impl W4a8Variant {
         },
         W4a8Variant {
             sx_staged: true,
-            producer_decode: false,
+            decode: W4a8Decode::Consumers,
             beside: false,
             idle_decode: false,
             rs: true,
             sx_lanes: true,
             frags: true,
         },
+        W4a8Variant {
+            sx_staged: true,
+            decode: W4a8Decode::Warpgroup,
+            beside: false,
+            idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            decode: W4a8Decode::WarpgroupRing,
+            beside: false,
+            idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
+        },
     ];
+
+    /// Threads a CTA: a fourth warpgroup with `KILN_W4A8_DECODE=warpgroup`.
+    pub const fn threads(self) -> u32 {
+        match self.decode {
+            W4a8Decode::Warpgroup | W4a8Decode::WarpgroupRing => 512,
+            _ => 384,
+        }
+    }
 
     /// The variant the knobs ask for, or why they cannot go together.
     pub fn from_knobs(
         sx_staged: bool,
-        producer_decode: bool,
+        decode: W4a8Decode,
         beside: bool,
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
         let rs = form != W4a8Form::Ss;
-        if rs && (!sx_staged || producer_decode || beside || idle_decode) {
+        let off_consumers = decode != W4a8Decode::Consumers;
+        if rs && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
                 "KILN_W4A8_FORM=rs, rs-lanes and rs-frags read X's scales from the stages and decode on \
                  their consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, \
                  KILN_W4A8_PROMOTE and KILN_W4A8_IDLE at their defaults",
             ));
         }
-        if producer_decode && beside {
+        if off_consumers && beside {
             return Err(Error::invalid(
                 "KILN_W4A8_PROMOTE=beside orders the consumers' own decode, and \
-                 KILN_W4A8_DECODE=producer moves the decode off them: set one of the two",
+                 KILN_W4A8_DECODE=producer or warpgroup moves the decode off them: set one of the two",
+            ));
+        }
+        if matches!(decode, W4a8Decode::Warpgroup | W4a8Decode::WarpgroupRing) && !sx_staged {
+            return Err(Error::invalid(
+                "KILN_W4A8_DECODE=warpgroup and warpgroup-ring read X's scales from the stages: leave \
+                 KILN_W4A8_SX at tma",
             ));
         }
         if idle_decode && !(beside && sx_staged) {
@@ -219,7 +281,7 @@ impl W4a8Variant {
         }
         Ok(W4a8Variant {
             sx_staged,
-            producer_decode,
+            decode,
             beside,
             idle_decode,
             rs,
@@ -369,8 +431,15 @@ impl W4a8Experts {
         if v.sx_staged && !v.rs {
             s = s.define("KILN_W4A8_SX", 1);
         }
-        if v.producer_decode {
-            s = s.define("KILN_W4A8_DEC", 1);
+        match v.decode {
+            W4a8Decode::Consumers => {}
+            W4a8Decode::Producer => s = s.define("KILN_W4A8_DEC", 1),
+            W4a8Decode::Warpgroup => s = s.define("KILN_W4A8_DEC", 2),
+            W4a8Decode::WarpgroupRing => {
+                s = s
+                    .define("KILN_W4A8_DEC", 3)
+                    .define("KILN_W4A8_ASTAGES", ATOM_STAGES)
+            }
         }
         if v.beside {
             s = s.define("KILN_W4A8_BESIDE", 1);
@@ -455,7 +524,7 @@ impl W4a8Experts {
         let knobs = &ctx.overrides.moe;
         let v = W4a8Variant::from_knobs(
             knobs.w4a8_sx_staged,
-            knobs.w4a8_producer_decode,
+            knobs.w4a8_decode,
             knobs.w4a8_beside,
             knobs.w4a8_idle_decode,
             knobs.w4a8_form,
@@ -522,10 +591,11 @@ impl W4a8Experts {
         // factors, the routing weights and the schedule workspace; `check` has matched every
         // buffer to the problem and the caller keeps them alive until the stream has run.
         unsafe {
-            launch_persistent(
+            launch_persistent_threads(
                 ctx,
                 &f,
                 tiles.min(ctx.info.sm_count as u64),
+                v.threads(),
                 v.smem_bytes(),
                 &mut [
                     map_x.as_param(),
@@ -556,7 +626,12 @@ mod tests {
         for v in W4a8Variant::ALL {
             assert!(v.smem_bytes() <= SMEM_LIMIT);
             assert!(v.stages() >= 5, "{v:?}: {}", v.stages());
-            assert_eq!(stage_bytes(v.sx_staged) % 1024, 0);
+            assert_eq!(v.stage_size() % 1024, 0);
+            // the slots after the atom ring stay on 1 KB (their 128B swizzle)
+            assert_eq!(
+                v.atom_ring_bytes() / (ATOM_STAGE_BYTES + 16) * ATOM_STAGE_BYTES % 1024,
+                0
+            );
         }
         // neither the staged scales (a KB of each stage) nor the slots' barriers cost a stage
         assert!(W4a8Variant::ALL.iter().all(|v| v.stages() == 6));
@@ -570,30 +645,49 @@ mod tests {
     #[test]
     fn the_knobs_make_only_the_compiled_variants() {
         assert_eq!(
-            W4a8Variant::from_knobs(true, false, false, false, W4a8Form::Ss).unwrap(),
+            W4a8Variant::from_knobs(true, W4a8Decode::Consumers, false, false, W4a8Form::Ss)
+                .unwrap(),
             W4a8Variant::DEFAULT
         );
-        let e = W4a8Variant::from_knobs(true, true, true, false, W4a8Form::Ss).unwrap_err();
-        assert!(e.to_string().contains("KILN_W4A8_PROMOTE=beside"), "{e}");
+        for d in [
+            W4a8Decode::Producer,
+            W4a8Decode::Warpgroup,
+            W4a8Decode::WarpgroupRing,
+        ] {
+            let e = W4a8Variant::from_knobs(true, d, true, false, W4a8Form::Ss).unwrap_err();
+            assert!(e.to_string().contains("KILN_W4A8_PROMOTE=beside"), "{e}");
+        }
+        let e = W4a8Variant::from_knobs(false, W4a8Decode::Warpgroup, false, false, W4a8Form::Ss)
+            .unwrap_err();
+        assert!(e.to_string().contains("KILN_W4A8_DECODE=warpgroup"), "{e}");
         for (sx, beside) in [(true, false), (false, true)] {
-            let e = W4a8Variant::from_knobs(sx, false, beside, true, W4a8Form::Ss).unwrap_err();
+            let e = W4a8Variant::from_knobs(sx, W4a8Decode::Consumers, beside, true, W4a8Form::Ss)
+                .unwrap_err();
             assert!(e.to_string().contains("KILN_W4A8_IDLE=decode"), "{e}");
         }
-        let e = W4a8Variant::from_knobs(false, false, false, false, W4a8Form::Rs).unwrap_err();
+        let e = W4a8Variant::from_knobs(false, W4a8Decode::Consumers, false, false, W4a8Form::Rs)
+            .unwrap_err();
         assert!(e.to_string().contains("KILN_W4A8_FORM=rs"), "{e}");
         // every combination the knobs allow is one that the test below compiles
         let mut allowed = 0;
-        for bits in 0..16u32 {
+        for bits in 0..8u32 {
             let b = |i: u32| bits >> i & 1 == 1;
-            for form in [
-                W4a8Form::Ss,
-                W4a8Form::Rs,
-                W4a8Form::RsLanes,
-                W4a8Form::RsFrags,
+            for decode in [
+                W4a8Decode::Consumers,
+                W4a8Decode::Producer,
+                W4a8Decode::Warpgroup,
+                W4a8Decode::WarpgroupRing,
             ] {
-                if let Ok(v) = W4a8Variant::from_knobs(b(0), b(1), b(2), b(3), form) {
-                    assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
-                    allowed += 1;
+                for form in [
+                    W4a8Form::Ss,
+                    W4a8Form::Rs,
+                    W4a8Form::RsLanes,
+                    W4a8Form::RsFrags,
+                ] {
+                    if let Ok(v) = W4a8Variant::from_knobs(b(0), decode, b(1), b(2), form) {
+                        assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
+                        allowed += 1;
+                    }
                 }
             }
         }

@@ -71,6 +71,22 @@
 #define KILN_FP4_PREFETCH 0
 #endif
 constexpr int PREFETCH = KILN_FP4_PREFETCH;
+// KILN_FP4_WTMA (`KILN_FP4_LOAD=tma`): the producer loads each weight atom as a TMA box of the
+// weights seen as rows of W_ROW bytes (the host's map: no swizzle, 256-byte L2 promotion as
+// kiln's bf16 kernels' weight maps) instead of one bulk copy. Both move the same contiguous
+// bytes; what differs is how the copy engine asks L2 and DRAM for them. kiln's bf16 SwiGLU reads
+// its weights by TMA boxes at ~106 % of the copy rate on the decode counts where these bulk
+// copies reach ~80 % (docs/moe.md, ledger F34). The map is a fourth kernel parameter.
+#if !defined(KILN_FP4_WTMA)
+#define KILN_FP4_WTMA 0
+#endif
+constexpr u32 W_ROW = 128;  // bytes a row of the weights' map (fp4::kernel::W_MAP_ROW)
+static_assert(FP4_ATOM_BYTES % W_ROW == 0, "an atom is whole rows of the weights' map");
+#if KILN_FP4_WTMA
+#define FP4_WMAP_PARAM , const __grid_constant__ TmaMap tma_w
+#else
+#define FP4_WMAP_PARAM
+#endif
 constexpr bool kMmaSync = KILN_FP4_MMA;
 
 constexpr int CTAS = KILN_CTAS;
@@ -331,7 +347,7 @@ __device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp
 }
 
 extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
-    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx) {
+    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
@@ -374,6 +390,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
       wg,
       [&] {
         tma_prefetch(&tma_x);
+#if KILN_FP4_WTMA
+        tma_prefetch(&tma_w);
+#endif
         u32 it = 0;
         int u = blockIdx.x;
         for (int j = 0;; ++j) {
@@ -408,7 +427,15 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
               const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
               for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
 #pragma unroll
-              for (int a = 0; a < 2 * MB; ++a) bulk_copy_g2s(sw + a * FP4_ATOM_BYTES, src + a * block_bytes, FP4_ATOM_BYTES, bar);
+              for (int a = 0; a < 2 * MB; ++a) {
+#if KILN_FP4_WTMA
+                // the atom's first row of the map: its byte offset / W_ROW (under 2^31 rows)
+                const int row = (int)((u64)(src + a * block_bytes - p.w) / W_ROW);
+                tma_load_2d(sw + a * FP4_ATOM_BYTES, &tma_w, bar, 0, row);
+#else
+                bulk_copy_g2s(sw + a * FP4_ATOM_BYTES, src + a * block_bytes, FP4_ATOM_BYTES, bar);
+#endif
+              }
             });
           }
           u = (int)gridDim.x + atomicAdd(counter, 1);

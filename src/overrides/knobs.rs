@@ -306,6 +306,22 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_gemv_pdl, false, bit),
     },
     Knob {
+        name: "KILN_FP4_LOAD",
+        takes: || {
+            "`bulk` (one bulk copy an atom) or `tma` (a TMA box of a map over the weights, 256-byte \
+             L2 promotion): how the 4-bit experts' producer loads the weight atoms"
+                .into()
+        },
+        default: "bulk",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp4_load_tma,
+                or(v, false, |v| either(v, "bulk", "tma")),
+            )
+        },
+        show: |o| o.moe.fp4_load_tma.then(|| "tma".to_string()),
+    },
+    Knob {
         name: "KILN_FP4_MMA",
         takes: || {
             "`wgmma` (the warpgroup's) or `sync` (each warp's own mma.sync): the tensor-core \

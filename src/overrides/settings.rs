@@ -278,6 +278,11 @@ pub struct MoeOverrides {
     /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
     /// 0 (none) until the device shows a distance faster.
     pub fp4_prefetch: u32,
+    /// `KILN_FP4_LOAD` (`bulk` or `tma`): the 4-bit experts' producer loads each weight atom
+    /// (register path) by one bulk copy or as a TMA box of a map over the weights with 256-byte
+    /// L2 promotion, the way kiln's bf16 kernels load theirs (docs/moe.md, ledger F34). Default
+    /// `bulk` until the device shows `tma` faster.
+    pub fp4_load_tma: bool,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -337,6 +342,7 @@ impl MoeOverrides {
         fp4_tail: 8,
         fp4_balance: true,
         fp4_prefetch: 0,
+        fp4_load_tma: false,
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         w4a8_beside: false,

@@ -5,7 +5,9 @@ use std::ffi::c_void;
 
 use super::layout::{atom_bytes, ATOM_K, TILE_N};
 use super::{Fp4Format, Fp4Prepacked};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig};
+use crate::device::{
+    Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaDType, TmaSwizzle,
+};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
@@ -30,6 +32,25 @@ const SMEM_LIMIT: u32 = 227 * 1024;
 const SMEM_PER_SM: u32 = 228 * 1024;
 /// The shared-memory path's bf16 slots: three stages of two decoded 64 x 64 atoms.
 const DQ_SLOT_BYTES: u32 = 3 * 2 * 64 * 64 * 2;
+/// Bytes a row of the weights' tensor map under `KILN_FP4_LOAD=tma` (the kernel's `W_ROW`):
+/// both formats' atoms are whole rows (NVFP4 18, MXFP4 17).
+pub const W_MAP_ROW: usize = 128;
+
+/// The prepacked weights at `addr` seen as rows of [`W_MAP_ROW`] bytes, a box one atom
+/// (`KILN_FP4_LOAD=tma`: the producer loads each atom as a TMA box instead of a bulk copy). No
+/// swizzle: the bytes land as a bulk copy would put them. The L2 promotion is the 2D maps' rule
+/// (256 B: rows start on 128-byte lines), or `KILN_TMA_PROMOTION`'s.
+pub fn w_map(l: &Fp4Layout, addr: u64) -> Tma2d {
+    let rows = l.experts * l.expert_bytes() / W_MAP_ROW;
+    Tma2d {
+        dtype: TmaDType::U8,
+        addr,
+        dims: [W_MAP_ROW as u64, rows as u64],
+        row_stride_bytes: W_MAP_ROW as u64,
+        box_dims: [W_MAP_ROW as u32, (atom_bytes(l.format) / W_MAP_ROW) as u32],
+        swizzle: TmaSwizzle::None,
+    }
+}
 
 /// Where the weights are dequantised: in each consumer's registers, straight into wgmma's A
 /// operand (`fp4_experts.cu`), or once per CTA into shared memory, read by both consumers
@@ -623,6 +644,14 @@ impl Fp4Experts {
         if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_PREFETCH", prefetch);
         }
+        // KILN_FP4_LOAD=tma: the register path's weight atoms as TMA boxes of a map over the
+        // weights (a fourth kernel parameter), compiled when asked for
+        let mut map_w = if ctx.overrides.moe.fp4_load_tma && tile.path == Fp4Path::Rs {
+            spec = spec.define("KILN_FP4_WTMA", 1);
+            Some(w_map(l, ops.w.ptr()).encode_with(ctx.overrides.tma.promotion)?)
+        } else {
+            None
+        };
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(tile.bn(swiglu));
@@ -694,7 +723,12 @@ impl Fp4Experts {
         if tile.path == Fp4Path::Rs {
             params.push(&mut split as *mut Fp4Split as *mut c_void);
         }
-        // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order, the
+        if let Some(m) = map_w.as_mut() {
+            params.push(m.as_param());
+        }
+        // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order,
+        // and under KILN_FP4_WTMA (defined exactly when `map_w` is built) the weights' TmaMap
+        // fourth, over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`; the
         // shared-memory path's the first two. The map addresses X, the args Y, the weights, the
         // factors, the routing weights and the schedule workspace; `check` has matched every
         // buffer to the problem and the caller keeps them alive until the stream has run. The
@@ -838,6 +872,57 @@ mod tests {
             );
         }
         crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_LOAD=tma` (compiled only when asked for) compiles clean on the decode tiles
+    /// both formats run at the E256 counts and on the wider tiles its verify reaches.
+    #[test]
+    fn the_weights_map_load_compiles_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for f in Fp4Format::ALL {
+            for (swiglu, tile) in [
+                (true, Fp4Tile::narrow(8, true).paired(true)),
+                (false, Fp4Tile::narrow(8, false).paired(false)),
+            ] {
+                specs.push(
+                    Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile)
+                        .define("KILN_FP4_WTMA", 1),
+                );
+            }
+        }
+        for tile in [Fp4Tile::narrow(16, true), Fp4Tile::prefill(true)] {
+            specs.push(
+                Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, true, tile)
+                    .define("KILN_FP4_WTMA", 1),
+            );
+        }
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// The weights' map under `KILN_FP4_LOAD=tma`: a box is one atom of either format, whole
+    /// rows, and the map covers every expert's bytes and passes the encoder's rules.
+    #[test]
+    fn the_weights_map_boxes_one_atom() {
+        for f in Fp4Format::ALL {
+            let l = Fp4Layout {
+                format: f,
+                experts: 256,
+                n: 2048,
+                k: 7168,
+                swiglu: true,
+                min_scale_byte: 255,
+            };
+            let m = w_map(&l, 0x7f00_0000_0000);
+            assert_eq!(m.box_bytes() as usize, atom_bytes(f), "{f:?}");
+            assert_eq!(atom_bytes(f) % W_MAP_ROW, 0);
+            assert_eq!(m.dims[1] as usize * W_MAP_ROW, 256 * l.expert_bytes());
+            // the kernel's row index of an atom is an int
+            assert!(m.dims[1] < 1 << 31);
+            m.validate().unwrap();
+        }
     }
 
     #[test]

@@ -82,6 +82,18 @@ constexpr int PREFETCH = KILN_FP4_PREFETCH;
 #endif
 constexpr u32 W_ROW = 128;  // bytes a row of the weights' map (fp4::kernel::W_MAP_ROW)
 static_assert(FP4_ATOM_BYTES % W_ROW == 0, "an atom is whole rows of the weights' map");
+// KILN_FP4_STAGGER (`KILN_FP4_STAGGER=1`, the decode tiles): each unit (tile or slice) walks its
+// K atoms from a point of its own, a hash of the unit, wrapping; the consumers take the stages in
+// the order they come (a sum in another order). Tiles handed out together (an expert's n-tiles,
+// the first wave) otherwise stream their blocks in lockstep, every one at the same offset of
+// blocks 252 KB apart: if that lands the concurrent requests unevenly on the memory partitions
+// and the two L2 halves' fabric (the early profile: the fabric 86 % busy at 73 % DRAM), spreading
+// the offsets evens them out (docs/moe.md, ledger F35).
+#if !defined(KILN_FP4_STAGGER)
+#define KILN_FP4_STAGGER 0
+#endif
+constexpr bool STAGGER = KILN_FP4_STAGGER;
+static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order; the prefetch assumes in order");
 #if KILN_FP4_WTMA
 #define FP4_WMAP_PARAM , const __grid_constant__ TmaMap tma_w
 #else
@@ -408,14 +420,19 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           // 64-row block 2 tn + a, or of output block 2 tn + a / 2 the gate (a even) or up atom
           // (the prepack alternates W1 and W3 blocks). A block's atoms follow each other along K.
           const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
-          const unsigned char* src = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes +
-                                     (u64)kb0 * FP4_ATOM_BYTES;
+          const unsigned char* src0 = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes +
+                                      (u64)kb0 * FP4_ATOM_BYTES;
           if constexpr (PREFETCH > 0) {
 #pragma unroll
             for (int a = 0; a < 2 * MB; ++a)
-              bulk_prefetch_l2(src + a * block_bytes, min(PREFETCH, kb1 - kb0) * FP4_ATOM_BYTES);
+              bulk_prefetch_l2(src0 + a * block_bytes, min(PREFETCH, kb1 - kb0) * FP4_ATOM_BYTES);
           }
-          for (int kb = kb0; kb < kb1; ++kb, ++it, src += FP4_ATOM_BYTES) {
+          // KILN_FP4_STAGGER: the unit's atoms from a point of its own (a hash of the unit), wrapping
+          const int nk = kb1 - kb0;
+          const int rot = STAGGER ? (int)((u32)u * 2654435761u % (u32)nk) : 0;
+          for (int i = 0; i < nk; ++i, ++it) {
+            const int kb = kb0 + (i + rot < nk ? i + rot : i + rot - nk);
+            const unsigned char* src = src0 + (u64)(kb - kb0) * FP4_ATOM_BYTES;
             if constexpr (PREFETCH > 0) {
               if (kb + PREFETCH < kb1) {
 #pragma unroll

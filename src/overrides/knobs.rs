@@ -386,6 +386,17 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_prefetch, 0, |n| n.to_string()),
     },
     Knob {
+        name: "KILN_FP4_STAGGER",
+        takes: || {
+            "0 or 1 (1: each 4-bit decode tile or slice streams its K atoms from a point of its \
+             own, wrapping, instead of in lockstep with the tiles handed out beside it)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_stagger, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_stagger, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_TAIL",
         takes: || {
             format!(

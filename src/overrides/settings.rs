@@ -283,6 +283,11 @@ pub struct MoeOverrides {
     /// L2 promotion, the way kiln's bf16 kernels load theirs (docs/moe.md, ledger F34). Default
     /// `bulk` until the device shows `tma` faster.
     pub fp4_load_tma: bool,
+    /// `KILN_FP4_STAGGER` (0 or 1): 1 has each unit (tile or slice) of the 4-bit decode tiles
+    /// walk its K atoms from a point of its own, wrapping, so that tiles handed out together do
+    /// not stream their weight blocks at the same offsets in lockstep (docs/moe.md, ledger
+    /// F35). Default 0 until the device shows 1 faster.
+    pub fp4_stagger: bool,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -343,6 +348,7 @@ impl MoeOverrides {
         fp4_balance: true,
         fp4_prefetch: 0,
         fp4_load_tma: false,
+        fp4_stagger: false,
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         w4a8_beside: false,

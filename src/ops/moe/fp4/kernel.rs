@@ -644,6 +644,15 @@ impl Fp4Experts {
         if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_PREFETCH", prefetch);
         }
+        // KILN_FP4_STAGGER=1: the decode tiles' units walk K from a point of their own
+        if ctx.overrides.moe.fp4_stagger && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+            if prefetch > 0 {
+                return Err(Error::invalid(
+                    "KILN_FP4_STAGGER=1 walks K out of order, which KILN_FP4_PREFETCH does not follow: set one of them",
+                ));
+            }
+            spec = spec.define("KILN_FP4_STAGGER", 1);
+        }
         // KILN_FP4_LOAD=tma: the register path's weight atoms as TMA boxes of a map over the
         // weights (a fourth kernel parameter), compiled when asked for
         let mut map_w = if ctx.overrides.moe.fp4_load_tma && tile.path == Fp4Path::Rs {
@@ -874,8 +883,9 @@ mod tests {
         crate::jit::testing::assert_compile_clean(&specs);
     }
 
-    /// `KILN_FP4_LOAD=tma` (compiled only when asked for) compiles clean on the decode tiles
-    /// both formats run at the E256 counts and on the wider tiles its verify reaches.
+    /// `KILN_FP4_LOAD=tma` and `KILN_FP4_STAGGER=1` (compiled only when asked for) compile
+    /// clean on the decode tiles both formats run at the E256 counts, alone and together, and
+    /// the map load on the wider tiles its verify reaches.
     #[test]
     fn the_weights_map_load_compiles_without_spills() {
         if !crate::jit::testing::nvrtc_here() {
@@ -887,9 +897,12 @@ mod tests {
                 (true, Fp4Tile::narrow(8, true).paired(true)),
                 (false, Fp4Tile::narrow(8, false).paired(false)),
             ] {
+                let spec = Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile);
+                specs.push(spec.clone().define("KILN_FP4_WTMA", 1));
+                specs.push(spec.clone().define("KILN_FP4_STAGGER", 1));
                 specs.push(
-                    Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile)
-                        .define("KILN_FP4_WTMA", 1),
+                    spec.define("KILN_FP4_WTMA", 1)
+                        .define("KILN_FP4_STAGGER", 1),
                 );
             }
         }

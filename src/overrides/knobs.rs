@@ -258,6 +258,17 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| (!o.moe.fp4_shift).then(|| "rot".to_string()),
     },
     Knob {
+        name: "KILN_FP4_DEEP",
+        takes: || {
+            "0 or 1 (1: the 4-bit experts' paired decode tiles, at up to 256 experts, keep \
+             tables for 256 and turn the room into a stage more of weights in flight)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_deep, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_deep, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
             "`auto` (by M: lean at 1, xswz at 2-4, wide above), `regs` (weights in registers), \

@@ -288,6 +288,11 @@ pub struct MoeOverrides {
     /// not stream their weight blocks at the same offsets in lockstep (docs/moe.md, ledger
     /// F35). Default 0 until the device shows 1 faster.
     pub fp4_stagger: bool,
+    /// `KILN_FP4_DEEP` (0 or 1): 1 gives the 4-bit experts' paired decode tiles of launches
+    /// of up to 256 experts shared-memory tables for 256 (not 1,024) and the stage that frees
+    /// (the SwiGLU's ring 9 -> 10 stages a CTA; docs/moe.md, ledger F36). Default 0 until the
+    /// device shows 1 faster.
+    pub fp4_deep: bool,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -349,6 +354,7 @@ impl MoeOverrides {
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,
+        fp4_deep: false,
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         w4a8_beside: false,

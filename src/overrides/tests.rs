@@ -73,7 +73,7 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
     // 69 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (71, 14));
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (72, 14));
 }
 
 #[test]
@@ -94,6 +94,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_BALANCE", "0"),
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_DECODE", "rot"),
+        ("KILN_FP4_DEEP", "1"),
         ("KILN_FP4_GEMV", "async"),
         ("KILN_FP4_GEMV_PDL", "1"),
         ("KILN_FP4_LOAD", "tma"),

@@ -32,6 +32,8 @@ const SMEM_LIMIT: u32 = 227 * 1024;
 const SMEM_PER_SM: u32 = 228 * 1024;
 /// The shared-memory path's bf16 slots: three stages of two decoded 64 x 64 atoms.
 const DQ_SLOT_BYTES: u32 = 3 * 2 * 64 * 64 * 2;
+/// The most experts of a launch whose paired decode tiles `KILN_FP4_DEEP` deepens.
+pub const DEEP_EXPERTS: u32 = 256;
 /// Bytes a row of the weights' tensor map under `KILN_FP4_LOAD=tma` (the kernel's `W_ROW`):
 /// both formats' atoms are whole rows (NVFP4 18, MXFP4 17).
 pub const W_MAP_ROW: usize = 128;
@@ -87,6 +89,9 @@ pub struct Fp4Tile {
     pub stages: u32,
     pub path: Fp4Path,
     pub ctas: u32,
+    /// The most experts its shared-memory tables hold: `MAX_EXPERTS`, or fewer under
+    /// `KILN_FP4_DEEP` ([`Fp4Tile::with_tables`]), whose room goes to stages.
+    pub experts: u32,
 }
 
 impl Fp4Tile {
@@ -112,6 +117,7 @@ impl Fp4Tile {
             stages: 0,
             path: Fp4Path::Dq,
             ctas: 1,
+            experts: MAX_EXPERTS as u32,
         };
         Fp4Tile {
             stages: probe.most_stages(true),
@@ -125,6 +131,7 @@ impl Fp4Tile {
             stages: 0,
             path: Fp4Path::Rs,
             ctas: 1,
+            experts: MAX_EXPERTS as u32,
         };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
@@ -140,6 +147,18 @@ impl Fp4Tile {
     /// The same tile at `ctas` CTAs per SM: as many stages as its share of an SM holds.
     pub fn at_ctas(self, ctas: u32, swiglu: bool) -> Fp4Tile {
         let probe = Fp4Tile { ctas, ..self };
+        Fp4Tile {
+            stages: probe.most_stages(swiglu),
+            ..probe
+        }
+    }
+
+    /// The same tile with tables for at most `experts` experts (`KILN_FP4_DEEP`, the paired
+    /// decode tiles of launches of up to 256 experts): the 12 KB that tables for
+    /// `MAX_EXPERTS` take of a CTA's 113 KB become a stage more of weights in flight (the
+    /// SwiGLU's 10 instead of 9; the GEMM's 18 instead of 16).
+    pub fn with_tables(self, experts: u32, swiglu: bool) -> Fp4Tile {
+        let probe = Fp4Tile { experts, ..self };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
             ..probe
@@ -177,7 +196,7 @@ impl Fp4Tile {
         } else {
             0
         };
-        1024 + INDEX_RING_BYTES + table_bytes(MAX_EXPERTS) as u32 + slots
+        1024 + INDEX_RING_BYTES + table_bytes(self.experts as usize) as u32 + slots
     }
 
     pub fn smem_bytes(self, swiglu: bool) -> u32 {
@@ -490,7 +509,7 @@ impl Fp4Experts {
             Fp4Path::Dq => spec,
         };
         spec.define("KILN_STAGES", tile.stages)
-            .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
+            .define("KILN_MAX_EXPERTS", tile.experts)
             .define("KILN_SMEM", tile.smem_bytes(swiglu))
     }
 
@@ -563,7 +582,20 @@ impl Fp4Experts {
             });
         }
         let o = &ctx.overrides.moe;
-        Ok(Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm))
+        let tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
+        // KILN_FP4_DEEP=1: the paired decode tiles with tables for up to 256 experts and the
+        // stage their room makes (compiled when asked for)
+        Ok(
+            if o.fp4_deep
+                && tile.path == Fp4Path::Rs
+                && tile.ctas == 2
+                && p.experts <= DEEP_EXPERTS as usize
+            {
+                tile.with_tables(DEEP_EXPERTS, p.swiglu.is_some())
+            } else {
+                tile
+            },
+        )
     }
 
     /// Checks `p`, the prepacked weights `l` and the buffers against each other.
@@ -913,6 +945,32 @@ mod tests {
             );
         }
         crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_DEEP`: tables for 256 experts give the paired decode tiles a stage more (the
+    /// SwiGLU's 9 -> 10, the GEMM's 16 -> 18), still two CTAs an SM, and compile clean.
+    #[test]
+    fn deep_paired_tiles_gain_a_stage_and_compile() {
+        let mut specs = Vec::new();
+        for swiglu in [true, false] {
+            let t = Fp4Tile::narrow(8, swiglu).paired(swiglu);
+            let d = t.with_tables(DEEP_EXPERTS, swiglu);
+            assert!(d.stages > t.stages, "{t:?} {d:?}");
+            assert!(2 * (d.smem_bytes(swiglu) + 1024) <= 228 * 1024, "{d:?}");
+            for f in Fp4Format::ALL {
+                specs.push(Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, d));
+            }
+        }
+        assert_eq!(
+            Fp4Tile::narrow(8, true)
+                .paired(true)
+                .with_tables(DEEP_EXPERTS, true)
+                .stages,
+            10
+        );
+        if crate::jit::testing::nvrtc_here() {
+            crate::jit::testing::assert_compile_clean(&specs);
+        }
     }
 
     /// The weights' map under `KILN_FP4_LOAD=tma`: a box is one atom of either format, whole

@@ -116,6 +116,33 @@ constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
 static_assert((TT == 8 || TT == 16 || TT % 32 == 0) && TT <= 256, "KILN_TT is 8, 16 or a multiple of 32 up to 256");
 static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
 static_assert(!kMmaSync || TT == 8, "KILN_FP4_MMA is the 8-token tile's");
+// KILN_FP4_RUN = R > 1 (`KILN_FP4_RUN=R`, the decode tiles): one bulk copy brings a weight block's
+// atoms of R consecutive stages (R x 2,304 contiguous bytes of global memory, as the prepack
+// keeps a block's atoms along K) where the ring slot and the unit allow, instead of R copies of
+// one. Shared memory is then laid out by block: all stages' X tiles first, then each block's
+// atoms of stages 0..STAGES-1 side by side (fp4_x_at, fp4_w_at). The run's first stage's full
+// barrier counts the run's weights, the others only their X: a consumer reaches a later stage of
+// the run only after it has waited for the first. Why: the brief's (2), longer contiguous runs per
+// request for the DRAM, without a new prepack (docs/moe.md, ledger F37).
+#if !defined(KILN_FP4_RUN)
+#define KILN_FP4_RUN 1
+#endif
+constexpr int RUN = KILN_FP4_RUN;
+static_assert(RUN == 1 || RUN == 2 || RUN == 4, "KILN_FP4_RUN is 1, 2 or 4");
+static_assert(RUN == 1 || (PREFETCH == 0 && !STAGGER && !KILN_FP4_WTMA),
+              "KILN_FP4_RUN walks K in order with bulk copies: not with the prefetch, the stagger or the map load");
+static_assert(STAGES * (X_BYTES + W_BYTES) <= STAGES * STAGE_BYTES, "the run layout fits the stages' bytes");
+static_assert(RUN == 1 || XBOX == TT, "a run's X tiles are one box each (the decode tiles)");
+
+// Stage s's X tile (1024-aligned for the 128B swizzle) and its weight atom a (of 2 MB).
+__device__ __forceinline__ u32 fp4_x_at(u32 base, int s) {
+  return RUN == 1 ? base + s * STAGE_BYTES : base + s * X_BYTES;
+}
+__device__ __forceinline__ u32 fp4_w_at(u32 base, int s, int a) {
+  return RUN == 1 ? base + s * STAGE_BYTES + X_BYTES + a * FP4_ATOM_BYTES
+                  : base + STAGES * X_BYTES + (a * STAGES + s) * FP4_ATOM_BYTES;
+}
+
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
 
@@ -188,16 +215,15 @@ __device__ __forceinline__ int fp4_wait_stage(const Fp4Ctx& x, u32 it) {
 
 // This thread's A fragments of its atoms in stage s.
 __device__ __forceinline__ void fp4_dequant(const Fp4Ctx& x, int s, u32 (&a)[MB][4][4]) {
-  const u32 sw = x.base + s * STAGE_BYTES + X_BYTES + x.c * MB * FP4_ATOM_BYTES;
 #pragma unroll
-  for (int m = 0; m < MB; ++m) fp4_load_fragments<kBf16>(sw + m * FP4_ATOM_BYTES, x.t, a[m]);
+  for (int m = 0; m < MB; ++m) fp4_load_fragments<kBf16>(fp4_w_at(x.base, s, x.c * MB + m), x.t, a[m]);
 }
 
 // One stage's batch: 4 k16 steps x MB atoms against the X tile of stage s.
 template <int N>
 __device__ __forceinline__ void fp4_issue(const Fp4Ctx& x, float (&acc)[MB][TT / 2], const u32 (&a)[MB][4][4], int s,
                                           bool first) {
-  const u32 sx = x.base + s * STAGE_BYTES;
+  const u32 sx = fp4_x_at(x.base, s);
 #pragma unroll
   for (int m = 0; m < MB; ++m)
 #pragma unroll
@@ -280,7 +306,7 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
 // an ldmatrix is k chunk m (then m + 4) of the 8 tokens, so lane l (token l / 4) receives the k
 // pair 2(l % 4) of each chunk: b0 of step j is chunk 2j, b1 chunk 2j + 1.
 __device__ __forceinline__ void fp4_load_x(const Fp4Ctx& x, int s, u32 (&b)[4][2]) {
-  const u32 sx = x.base + s * STAGE_BYTES;
+  const u32 sx = fp4_x_at(x.base, s);
   const int r = x.lane % 8, m = x.lane / 8;
   u32 lo[4], hi[4];
   ldmatrix_x4(lo, sx + r * 128 + ((m ^ r) << 4));
@@ -440,17 +466,37 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
                   bulk_prefetch_l2(src + a * block_bytes + PREFETCH * FP4_ATOM_BYTES, FP4_ATOM_BYTES);
               }
             }
+            if constexpr (RUN > 1) {
+              // a run of RUN stages where it starts on a multiple of RUN, fits the ring and the unit;
+              // a decode tile's X is one box of X_BYTES (XBOX == TT)
+              const int s0 = MbarRing<STAGES>::slot(it);
+              if (s0 % RUN == 0 && s0 + RUN <= STAGES && i + RUN <= nk) {
+#pragma unroll 1
+                for (int r = 0; r < RUN; ++r) {
+                  stages.acquire(it + r);
+                  mbar_arrive_expect_tx(stages.full(s0 + r), r == 0 ? X_BYTES + RUN * W_BYTES : X_BYTES);
+                  tma_load_2d(fp4_x_at(base, s0 + r), &tma_x, stages.full(s0 + r), (kb + r) * BK, tile.row0);
+                }
+#pragma unroll
+                for (int a = 0; a < 2 * MB; ++a)
+                  bulk_copy_g2s(fp4_w_at(base, s0, a), src + a * block_bytes, RUN * FP4_ATOM_BYTES, stages.full(s0));
+                i += RUN - 1;
+                it += RUN - 1;
+                continue;
+              }
+            }
             ws_fill(stages, it, bytes, [&](int s, u32 bar) {
-              const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
+              const u32 sx = fp4_x_at(base, s);
               for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
 #pragma unroll
               for (int a = 0; a < 2 * MB; ++a) {
+                const u32 sw = fp4_w_at(base, s, a);
 #if KILN_FP4_WTMA
                 // the atom's first row of the map: its byte offset / W_ROW (under 2^31 rows)
                 const int row = (int)((u64)(src + a * block_bytes - p.w) / W_ROW);
-                tma_load_2d(sw + a * FP4_ATOM_BYTES, &tma_w, bar, 0, row);
+                tma_load_2d(sw, &tma_w, bar, 0, row);
 #else
-                bulk_copy_g2s(sw + a * FP4_ATOM_BYTES, src + a * block_bytes, FP4_ATOM_BYTES, bar);
+                bulk_copy_g2s(sw, src + a * block_bytes, FP4_ATOM_BYTES, bar);
 #endif
               }
             });

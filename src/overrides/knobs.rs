@@ -397,6 +397,25 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_prefetch, 0, |n| n.to_string()),
     },
     Knob {
+        name: "KILN_FP4_RUN",
+        takes: || {
+            "1, 2 or 4 (the 4-bit decode tiles' weight atoms of that many consecutive stages of a \
+             block brought by one bulk copy where the ring allows; 1: a copy an atom)"
+                .into()
+        },
+        default: "1",
+        set: |o, v| {
+            let run = |v: &str| match v {
+                "1" => Some(1),
+                "2" => Some(2),
+                "4" => Some(4),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_run, or(v, 1, run))
+        },
+        show: |o| unless(o.moe.fp4_run, 1, |n| n.to_string()),
+    },
+    Knob {
         name: "KILN_FP4_STAGGER",
         takes: || {
             "0 or 1 (1: each 4-bit decode tile or slice streams its K atoms from a point of its \

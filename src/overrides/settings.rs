@@ -293,6 +293,12 @@ pub struct MoeOverrides {
     /// (the SwiGLU's ring 9 -> 10 stages a CTA; docs/moe.md, ledger F36). Default 0 until the
     /// device shows 1 faster.
     pub fp4_deep: bool,
+    /// `KILN_FP4_RUN` (1, 2 or 4): the 4-bit decode tiles' producer brings a weight block's
+    /// atoms of that many consecutive stages in one bulk copy (longer contiguous runs of global
+    /// memory a request) where the ring slot and the unit allow, with shared memory laid out by
+    /// block (docs/moe.md, ledger F37). Default 1 (a copy an atom) until the device shows more
+    /// faster.
+    pub fp4_run: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -355,6 +361,7 @@ impl MoeOverrides {
         fp4_load_tma: false,
         fp4_stagger: false,
         fp4_deep: false,
+        fp4_run: 1,
         w4a8_sx_staged: true,
         w4a8_producer_decode: false,
         w4a8_beside: false,

@@ -73,7 +73,7 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
     // 69 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (72, 14));
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (73, 14));
 }
 
 #[test]
@@ -103,6 +103,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_PDL", "1"),
         ("KILN_FP4_PREFETCH", "8"),
+        ("KILN_FP4_RUN", "2"),
         ("KILN_FP4_STAGGER", "1"),
         ("KILN_FP4_TAIL", "1"),
         ("KILN_FP8_GROUPED", "tm"),

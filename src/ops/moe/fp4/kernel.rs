@@ -685,6 +685,17 @@ impl Fp4Experts {
             }
             spec = spec.define("KILN_FP4_STAGGER", 1);
         }
+        // KILN_FP4_RUN=R: the decode tiles' weight atoms of R stages a copy (in order, bulk)
+        let run = ctx.overrides.moe.fp4_run;
+        if run > 1 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+            let o = &ctx.overrides.moe;
+            if prefetch > 0 || o.fp4_stagger || o.fp4_load_tma {
+                return Err(Error::invalid(
+                    "KILN_FP4_RUN brings runs of atoms in order by bulk copies: unset KILN_FP4_PREFETCH, KILN_FP4_STAGGER and KILN_FP4_LOAD=tma with it",
+                ));
+            }
+            spec = spec.define("KILN_FP4_RUN", run);
+        }
         // KILN_FP4_LOAD=tma: the register path's weight atoms as TMA boxes of a map over the
         // weights (a fourth kernel parameter), compiled when asked for
         let mut map_w = if ctx.overrides.moe.fp4_load_tma && tile.path == Fp4Path::Rs {
@@ -971,6 +982,46 @@ mod tests {
         if crate::jit::testing::nvrtc_here() {
             crate::jit::testing::assert_compile_clean(&specs);
         }
+    }
+
+    /// `KILN_FP4_RUN` 2 and 4 (compiled only when asked for) compile clean on the paired decode
+    /// tiles, both formats and ops, and with `KILN_FP4_DEEP`'s ten stages (a run never
+    /// straddles the ring's end: the ninth or tenth stage takes single copies).
+    #[test]
+    fn runs_of_atoms_compile_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for run in [2, 4] {
+            for f in Fp4Format::ALL {
+                for swiglu in [true, false] {
+                    let t = Fp4Tile::narrow(8, swiglu).paired(swiglu);
+                    specs.push(
+                        Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, t)
+                            .define("KILN_FP4_RUN", run),
+                    );
+                }
+            }
+            let deep = Fp4Tile::narrow(8, true)
+                .paired(true)
+                .with_tables(DEEP_EXPERTS, true);
+            specs.push(
+                Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, true, deep)
+                    .define("KILN_FP4_RUN", run),
+            );
+        }
+        specs.push(
+            Fp4Experts::spec(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Nvfp4,
+                true,
+                Fp4Tile::narrow(16, true),
+            )
+            .define("KILN_FP4_RUN", 2),
+        );
+        crate::jit::testing::assert_compile_clean(&specs);
     }
 
     /// The weights' map under `KILN_FP4_LOAD=tma`: a box is one atom of either format, whole

@@ -71,6 +71,34 @@
 #define KILN_FP4_PREFETCH 0
 #endif
 constexpr int PREFETCH = KILN_FP4_PREFETCH;
+// KILN_FP4_WTMA (`KILN_FP4_LOAD=tma`): the producer loads each weight atom as a TMA box of the
+// weights seen as rows of W_ROW bytes (the host's map: no swizzle, 256-byte L2 promotion as
+// kiln's bf16 kernels' weight maps) instead of one bulk copy. Both move the same contiguous
+// bytes; what differs is how the copy engine asks L2 and DRAM for them. kiln's bf16 SwiGLU reads
+// its weights by TMA boxes at ~106 % of the copy rate on the decode counts where these bulk
+// copies reach ~80 % (docs/moe.md, ledger F34). The map is a fourth kernel parameter.
+#if !defined(KILN_FP4_WTMA)
+#define KILN_FP4_WTMA 0
+#endif
+constexpr u32 W_ROW = 128;  // bytes a row of the weights' map (fp4::kernel::W_MAP_ROW)
+static_assert(FP4_ATOM_BYTES % W_ROW == 0, "an atom is whole rows of the weights' map");
+// KILN_FP4_STAGGER (`KILN_FP4_STAGGER=1`, the decode tiles): each unit (tile or slice) walks its
+// K atoms from a point of its own, a hash of the unit, wrapping; the consumers take the stages in
+// the order they come (a sum in another order). Tiles handed out together (an expert's n-tiles,
+// the first wave) otherwise stream their blocks in lockstep, every one at the same offset of
+// blocks 252 KB apart: if that lands the concurrent requests unevenly on the memory partitions
+// and the two L2 halves' fabric (the early profile: the fabric 86 % busy at 73 % DRAM), spreading
+// the offsets evens them out (docs/moe.md, ledger F35).
+#if !defined(KILN_FP4_STAGGER)
+#define KILN_FP4_STAGGER 0
+#endif
+constexpr bool STAGGER = KILN_FP4_STAGGER;
+static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order; the prefetch assumes in order");
+#if KILN_FP4_WTMA
+#define FP4_WMAP_PARAM , const __grid_constant__ TmaMap tma_w
+#else
+#define FP4_WMAP_PARAM
+#endif
 constexpr bool kMmaSync = KILN_FP4_MMA;
 
 constexpr int CTAS = KILN_CTAS;
@@ -88,6 +116,33 @@ constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
 static_assert((TT == 8 || TT == 16 || TT % 32 == 0) && TT <= 256, "KILN_TT is 8, 16 or a multiple of 32 up to 256");
 static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
 static_assert(!kMmaSync || TT == 8, "KILN_FP4_MMA is the 8-token tile's");
+// KILN_FP4_RUN = R > 1 (`KILN_FP4_RUN=R`, the decode tiles): one bulk copy brings a weight block's
+// atoms of R consecutive stages (R x 2,304 contiguous bytes of global memory, as the prepack
+// keeps a block's atoms along K) where the ring slot and the unit allow, instead of R copies of
+// one. Shared memory is then laid out by block: all stages' X tiles first, then each block's
+// atoms of stages 0..STAGES-1 side by side (fp4_x_at, fp4_w_at). The run's first stage's full
+// barrier counts the run's weights, the others only their X: a consumer reaches a later stage of
+// the run only after it has waited for the first. Why: the brief's (2), longer contiguous runs per
+// request for the DRAM, without a new prepack (docs/moe.md, ledger F37).
+#if !defined(KILN_FP4_RUN)
+#define KILN_FP4_RUN 1
+#endif
+constexpr int RUN = KILN_FP4_RUN;
+static_assert(RUN == 1 || RUN == 2 || RUN == 4, "KILN_FP4_RUN is 1, 2 or 4");
+static_assert(RUN == 1 || (PREFETCH == 0 && !STAGGER && !KILN_FP4_WTMA),
+              "KILN_FP4_RUN walks K in order with bulk copies: not with the prefetch, the stagger or the map load");
+static_assert(STAGES * (X_BYTES + W_BYTES) <= STAGES * STAGE_BYTES, "the run layout fits the stages' bytes");
+static_assert(RUN == 1 || XBOX == TT, "a run's X tiles are one box each (the decode tiles)");
+
+// Stage s's X tile (1024-aligned for the 128B swizzle) and its weight atom a (of 2 MB).
+__device__ __forceinline__ u32 fp4_x_at(u32 base, int s) {
+  return RUN == 1 ? base + s * STAGE_BYTES : base + s * X_BYTES;
+}
+__device__ __forceinline__ u32 fp4_w_at(u32 base, int s, int a) {
+  return RUN == 1 ? base + s * STAGE_BYTES + X_BYTES + a * FP4_ATOM_BYTES
+                  : base + STAGES * X_BYTES + (a * STAGES + s) * FP4_ATOM_BYTES;
+}
+
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
 
@@ -160,16 +215,15 @@ __device__ __forceinline__ int fp4_wait_stage(const Fp4Ctx& x, u32 it) {
 
 // This thread's A fragments of its atoms in stage s.
 __device__ __forceinline__ void fp4_dequant(const Fp4Ctx& x, int s, u32 (&a)[MB][4][4]) {
-  const u32 sw = x.base + s * STAGE_BYTES + X_BYTES + x.c * MB * FP4_ATOM_BYTES;
 #pragma unroll
-  for (int m = 0; m < MB; ++m) fp4_load_fragments<kBf16>(sw + m * FP4_ATOM_BYTES, x.t, a[m]);
+  for (int m = 0; m < MB; ++m) fp4_load_fragments<kBf16>(fp4_w_at(x.base, s, x.c * MB + m), x.t, a[m]);
 }
 
 // One stage's batch: 4 k16 steps x MB atoms against the X tile of stage s.
 template <int N>
 __device__ __forceinline__ void fp4_issue(const Fp4Ctx& x, float (&acc)[MB][TT / 2], const u32 (&a)[MB][4][4], int s,
                                           bool first) {
-  const u32 sx = x.base + s * STAGE_BYTES;
+  const u32 sx = fp4_x_at(x.base, s);
 #pragma unroll
   for (int m = 0; m < MB; ++m)
 #pragma unroll
@@ -252,7 +306,7 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
 // an ldmatrix is k chunk m (then m + 4) of the 8 tokens, so lane l (token l / 4) receives the k
 // pair 2(l % 4) of each chunk: b0 of step j is chunk 2j, b1 chunk 2j + 1.
 __device__ __forceinline__ void fp4_load_x(const Fp4Ctx& x, int s, u32 (&b)[4][2]) {
-  const u32 sx = x.base + s * STAGE_BYTES;
+  const u32 sx = fp4_x_at(x.base, s);
   const int r = x.lane % 8, m = x.lane / 8;
   u32 lo[4], hi[4];
   ldmatrix_x4(lo, sx + r * 128 + ((m ^ r) << 4));
@@ -331,7 +385,7 @@ __device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp
 }
 
 extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
-    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx) {
+    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
@@ -374,6 +428,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
       wg,
       [&] {
         tma_prefetch(&tma_x);
+#if KILN_FP4_WTMA
+        tma_prefetch(&tma_w);
+#endif
         u32 it = 0;
         int u = blockIdx.x;
         for (int j = 0;; ++j) {
@@ -389,14 +446,19 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           // 64-row block 2 tn + a, or of output block 2 tn + a / 2 the gate (a even) or up atom
           // (the prepack alternates W1 and W3 blocks). A block's atoms follow each other along K.
           const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
-          const unsigned char* src = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes +
-                                     (u64)kb0 * FP4_ATOM_BYTES;
+          const unsigned char* src0 = p.w + (i64)expert * p.expert_bytes + (u64)(2 * MB * (tile.n0 / BN)) * block_bytes +
+                                      (u64)kb0 * FP4_ATOM_BYTES;
           if constexpr (PREFETCH > 0) {
 #pragma unroll
             for (int a = 0; a < 2 * MB; ++a)
-              bulk_prefetch_l2(src + a * block_bytes, min(PREFETCH, kb1 - kb0) * FP4_ATOM_BYTES);
+              bulk_prefetch_l2(src0 + a * block_bytes, min(PREFETCH, kb1 - kb0) * FP4_ATOM_BYTES);
           }
-          for (int kb = kb0; kb < kb1; ++kb, ++it, src += FP4_ATOM_BYTES) {
+          // KILN_FP4_STAGGER: the unit's atoms from a point of its own (a hash of the unit), wrapping
+          const int nk = kb1 - kb0;
+          const int rot = STAGGER ? (int)((u32)u * 2654435761u % (u32)nk) : 0;
+          for (int i = 0; i < nk; ++i, ++it) {
+            const int kb = kb0 + (i + rot < nk ? i + rot : i + rot - nk);
+            const unsigned char* src = src0 + (u64)(kb - kb0) * FP4_ATOM_BYTES;
             if constexpr (PREFETCH > 0) {
               if (kb + PREFETCH < kb1) {
 #pragma unroll
@@ -404,11 +466,39 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
                   bulk_prefetch_l2(src + a * block_bytes + PREFETCH * FP4_ATOM_BYTES, FP4_ATOM_BYTES);
               }
             }
+            if constexpr (RUN > 1) {
+              // a run of RUN stages where it starts on a multiple of RUN, fits the ring and the unit;
+              // a decode tile's X is one box of X_BYTES (XBOX == TT)
+              const int s0 = MbarRing<STAGES>::slot(it);
+              if (s0 % RUN == 0 && s0 + RUN <= STAGES && i + RUN <= nk) {
+#pragma unroll 1
+                for (int r = 0; r < RUN; ++r) {
+                  stages.acquire(it + r);
+                  mbar_arrive_expect_tx(stages.full(s0 + r), r == 0 ? X_BYTES + RUN * W_BYTES : X_BYTES);
+                  tma_load_2d(fp4_x_at(base, s0 + r), &tma_x, stages.full(s0 + r), (kb + r) * BK, tile.row0);
+                }
+#pragma unroll
+                for (int a = 0; a < 2 * MB; ++a)
+                  bulk_copy_g2s(fp4_w_at(base, s0, a), src + a * block_bytes, RUN * FP4_ATOM_BYTES, stages.full(s0));
+                i += RUN - 1;
+                it += RUN - 1;
+                continue;
+              }
+            }
             ws_fill(stages, it, bytes, [&](int s, u32 bar) {
-              const u32 sx = base + s * STAGE_BYTES, sw = sx + X_BYTES;
+              const u32 sx = fp4_x_at(base, s);
               for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
 #pragma unroll
-              for (int a = 0; a < 2 * MB; ++a) bulk_copy_g2s(sw + a * FP4_ATOM_BYTES, src + a * block_bytes, FP4_ATOM_BYTES, bar);
+              for (int a = 0; a < 2 * MB; ++a) {
+                const u32 sw = fp4_w_at(base, s, a);
+#if KILN_FP4_WTMA
+                // the atom's first row of the map: its byte offset / W_ROW (under 2^31 rows)
+                const int row = (int)((u64)(src + a * block_bytes - p.w) / W_ROW);
+                tma_load_2d(sw, &tma_w, bar, 0, row);
+#else
+                bulk_copy_g2s(sw, src + a * block_bytes, FP4_ATOM_BYTES, bar);
+#endif
+              }
             });
           }
           u = (int)gridDim.x + atomicAdd(counter, 1);

@@ -272,6 +272,17 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| (!o.moe.fp4_shift).then(|| "rot".to_string()),
     },
     Knob {
+        name: "KILN_FP4_DEEP",
+        takes: || {
+            "0 or 1 (1: the 4-bit experts' paired decode tiles, at up to 256 experts, keep \
+             tables for 256 and turn the room into a stage more of weights in flight)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_deep, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_deep, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
             "`auto` (by M: lean at 1, xswz at 2-8, wide above), `regs` (weights in registers), \
@@ -331,6 +342,22 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "1",
         set: |o, v| put(&mut o.moe.fp4_gemv_pdl, or(v, true, flag)),
         show: |o| unless(o.moe.fp4_gemv_pdl, true, bit),
+    },
+    Knob {
+        name: "KILN_FP4_LOAD",
+        takes: || {
+            "`bulk` (one bulk copy an atom) or `tma` (a TMA box of a map over the weights, 256-byte \
+             L2 promotion): how the 4-bit experts' producer loads the weight atoms"
+                .into()
+        },
+        default: "bulk",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp4_load_tma,
+                or(v, false, |v| either(v, "bulk", "tma")),
+            )
+        },
+        show: |o| o.moe.fp4_load_tma.then(|| "tma".to_string()),
     },
     Knob {
         name: "KILN_FP4_MMA",
@@ -395,6 +422,36 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "0",
         set: |o, v| put(&mut o.moe.fp4_prefetch, or(v, 0, |v| number(v, 0, 32))),
         show: |o| unless(o.moe.fp4_prefetch, 0, |n| n.to_string()),
+    },
+    Knob {
+        name: "KILN_FP4_RUN",
+        takes: || {
+            "1, 2 or 4 (the 4-bit decode tiles' weight atoms of that many consecutive stages of a \
+             block brought by one bulk copy where the ring allows; 1: a copy an atom)"
+                .into()
+        },
+        default: "1",
+        set: |o, v| {
+            let run = |v: &str| match v {
+                "1" => Some(1),
+                "2" => Some(2),
+                "4" => Some(4),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_run, or(v, 1, run))
+        },
+        show: |o| unless(o.moe.fp4_run, 1, |n| n.to_string()),
+    },
+    Knob {
+        name: "KILN_FP4_STAGGER",
+        takes: || {
+            "0 or 1 (1: each 4-bit decode tile or slice streams its K atoms from a point of its \
+             own, wrapping, instead of in lockstep with the tiles handed out beside it)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_stagger, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_stagger, false, bit),
     },
     Knob {
         name: "KILN_FP4_TAIL",

@@ -295,6 +295,27 @@ pub struct MoeOverrides {
     /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
     /// 0 (none) until the device shows a distance faster.
     pub fp4_prefetch: u32,
+    /// `KILN_FP4_LOAD` (`bulk` or `tma`): the 4-bit experts' producer loads each weight atom
+    /// (register path) by one bulk copy or as a TMA box of a map over the weights with 256-byte
+    /// L2 promotion, the way kiln's bf16 kernels load theirs (docs/moe.md, ledger F34). Default
+    /// `bulk` until the device shows `tma` faster.
+    pub fp4_load_tma: bool,
+    /// `KILN_FP4_STAGGER` (0 or 1): 1 has each unit (tile or slice) of the 4-bit decode tiles
+    /// walk its K atoms from a point of its own, wrapping, so that tiles handed out together do
+    /// not stream their weight blocks at the same offsets in lockstep (docs/moe.md, ledger
+    /// F35). Default 0 until the device shows 1 faster.
+    pub fp4_stagger: bool,
+    /// `KILN_FP4_DEEP` (0 or 1): 1 gives the 4-bit experts' paired decode tiles of launches
+    /// of up to 256 experts shared-memory tables for 256 (not 1,024) and the stage that frees
+    /// (the SwiGLU's ring 9 -> 10 stages a CTA; docs/moe.md, ledger F36). Default 0 until the
+    /// device shows 1 faster.
+    pub fp4_deep: bool,
+    /// `KILN_FP4_RUN` (1, 2 or 4): the 4-bit decode tiles' producer brings a weight block's
+    /// atoms of that many consecutive stages in one bulk copy (longer contiguous runs of global
+    /// memory a request) where the ring slot and the unit allow, with shared memory laid out by
+    /// block (docs/moe.md, ledger F37). Default 1 (a copy an atom) until the device shows more
+    /// faster.
+    pub fp4_run: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -355,6 +376,10 @@ impl MoeOverrides {
         fp4_tail: 8,
         fp4_balance: true,
         fp4_prefetch: 0,
+        fp4_load_tma: false,
+        fp4_stagger: false,
+        fp4_deep: false,
+        fp4_run: 1,
         w4a8_sx_staged: true,
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,

@@ -5,7 +5,9 @@ use std::ffi::c_void;
 
 use super::layout::{atom_bytes, ATOM_K, TILE_N};
 use super::{Fp4Format, Fp4Prepacked};
-use crate::device::{Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig};
+use crate::device::{
+    Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaDType, TmaSwizzle,
+};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::gemm::{alignment, DType};
@@ -30,6 +32,27 @@ const SMEM_LIMIT: u32 = 227 * 1024;
 const SMEM_PER_SM: u32 = 228 * 1024;
 /// The shared-memory path's bf16 slots: three stages of two decoded 64 x 64 atoms.
 const DQ_SLOT_BYTES: u32 = 3 * 2 * 64 * 64 * 2;
+/// The most experts of a launch whose paired decode tiles `KILN_FP4_DEEP` deepens.
+pub const DEEP_EXPERTS: u32 = 256;
+/// Bytes a row of the weights' tensor map under `KILN_FP4_LOAD=tma` (the kernel's `W_ROW`):
+/// both formats' atoms are whole rows (NVFP4 18, MXFP4 17).
+pub const W_MAP_ROW: usize = 128;
+
+/// The prepacked weights at `addr` seen as rows of [`W_MAP_ROW`] bytes, a box one atom
+/// (`KILN_FP4_LOAD=tma`: the producer loads each atom as a TMA box instead of a bulk copy). No
+/// swizzle: the bytes land as a bulk copy would put them. The L2 promotion is the 2D maps' rule
+/// (256 B: rows start on 128-byte lines), or `KILN_TMA_PROMOTION`'s.
+pub fn w_map(l: &Fp4Layout, addr: u64) -> Tma2d {
+    let rows = l.experts * l.expert_bytes() / W_MAP_ROW;
+    Tma2d {
+        dtype: TmaDType::U8,
+        addr,
+        dims: [W_MAP_ROW as u64, rows as u64],
+        row_stride_bytes: W_MAP_ROW as u64,
+        box_dims: [W_MAP_ROW as u32, (atom_bytes(l.format) / W_MAP_ROW) as u32],
+        swizzle: TmaSwizzle::None,
+    }
+}
 
 /// Where the weights are dequantised: in each consumer's registers, straight into wgmma's A
 /// operand (`fp4_experts.cu`), or once per CTA into shared memory, read by both consumers
@@ -66,6 +89,9 @@ pub struct Fp4Tile {
     pub stages: u32,
     pub path: Fp4Path,
     pub ctas: u32,
+    /// The most experts its shared-memory tables hold: `MAX_EXPERTS`, or fewer under
+    /// `KILN_FP4_DEEP` ([`Fp4Tile::with_tables`]), whose room goes to stages.
+    pub experts: u32,
 }
 
 impl Fp4Tile {
@@ -91,6 +117,7 @@ impl Fp4Tile {
             stages: 0,
             path: Fp4Path::Dq,
             ctas: 1,
+            experts: MAX_EXPERTS as u32,
         };
         Fp4Tile {
             stages: probe.most_stages(true),
@@ -104,6 +131,7 @@ impl Fp4Tile {
             stages: 0,
             path: Fp4Path::Rs,
             ctas: 1,
+            experts: MAX_EXPERTS as u32,
         };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
@@ -119,6 +147,18 @@ impl Fp4Tile {
     /// The same tile at `ctas` CTAs per SM: as many stages as its share of an SM holds.
     pub fn at_ctas(self, ctas: u32, swiglu: bool) -> Fp4Tile {
         let probe = Fp4Tile { ctas, ..self };
+        Fp4Tile {
+            stages: probe.most_stages(swiglu),
+            ..probe
+        }
+    }
+
+    /// The same tile with tables for at most `experts` experts (`KILN_FP4_DEEP`, the paired
+    /// decode tiles of launches of up to 256 experts): the 12 KB that tables for
+    /// `MAX_EXPERTS` take of a CTA's 113 KB become a stage more of weights in flight (the
+    /// SwiGLU's 10 instead of 9; the GEMM's 18 instead of 16).
+    pub fn with_tables(self, experts: u32, swiglu: bool) -> Fp4Tile {
+        let probe = Fp4Tile { experts, ..self };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
             ..probe
@@ -156,7 +196,7 @@ impl Fp4Tile {
         } else {
             0
         };
-        1024 + INDEX_RING_BYTES + table_bytes(MAX_EXPERTS) as u32 + slots
+        1024 + INDEX_RING_BYTES + table_bytes(self.experts as usize) as u32 + slots
     }
 
     pub fn smem_bytes(self, swiglu: bool) -> u32 {
@@ -469,7 +509,7 @@ impl Fp4Experts {
             Fp4Path::Dq => spec,
         };
         spec.define("KILN_STAGES", tile.stages)
-            .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
+            .define("KILN_MAX_EXPERTS", tile.experts)
             .define("KILN_SMEM", tile.smem_bytes(swiglu))
     }
 
@@ -542,7 +582,20 @@ impl Fp4Experts {
             });
         }
         let o = &ctx.overrides.moe;
-        Ok(Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm))
+        let tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
+        // KILN_FP4_DEEP=1: the paired decode tiles with tables for up to 256 experts and the
+        // stage their room makes (compiled when asked for)
+        Ok(
+            if o.fp4_deep
+                && tile.path == Fp4Path::Rs
+                && tile.ctas == 2
+                && p.experts <= DEEP_EXPERTS as usize
+            {
+                tile.with_tables(DEEP_EXPERTS, p.swiglu.is_some())
+            } else {
+                tile
+            },
+        )
     }
 
     /// Checks `p`, the prepacked weights `l` and the buffers against each other.
@@ -623,6 +676,34 @@ impl Fp4Experts {
         if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_PREFETCH", prefetch);
         }
+        // KILN_FP4_STAGGER=1: the decode tiles' units walk K from a point of their own
+        if ctx.overrides.moe.fp4_stagger && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+            if prefetch > 0 {
+                return Err(Error::invalid(
+                    "KILN_FP4_STAGGER=1 walks K out of order, which KILN_FP4_PREFETCH does not follow: set one of them",
+                ));
+            }
+            spec = spec.define("KILN_FP4_STAGGER", 1);
+        }
+        // KILN_FP4_RUN=R: the decode tiles' weight atoms of R stages a copy (in order, bulk)
+        let run = ctx.overrides.moe.fp4_run;
+        if run > 1 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+            let o = &ctx.overrides.moe;
+            if prefetch > 0 || o.fp4_stagger || o.fp4_load_tma {
+                return Err(Error::invalid(
+                    "KILN_FP4_RUN brings runs of atoms in order by bulk copies: unset KILN_FP4_PREFETCH, KILN_FP4_STAGGER and KILN_FP4_LOAD=tma with it",
+                ));
+            }
+            spec = spec.define("KILN_FP4_RUN", run);
+        }
+        // KILN_FP4_LOAD=tma: the register path's weight atoms as TMA boxes of a map over the
+        // weights (a fourth kernel parameter), compiled when asked for
+        let mut map_w = if ctx.overrides.moe.fp4_load_tma && tile.path == Fp4Path::Rs {
+            spec = spec.define("KILN_FP4_WTMA", 1);
+            Some(w_map(l, ops.w.ptr()).encode_with(ctx.overrides.tma.promotion)?)
+        } else {
+            None
+        };
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(tile.bn(swiglu));
@@ -694,7 +775,12 @@ impl Fp4Experts {
         if tile.path == Fp4Path::Rs {
             params.push(&mut split as *mut Fp4Split as *mut c_void);
         }
-        // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order, the
+        if let Some(m) = map_w.as_mut() {
+            params.push(m.as_param());
+        }
+        // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order,
+        // and under KILN_FP4_WTMA (defined exactly when `map_w` is built) the weights' TmaMap
+        // fourth, over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`; the
         // shared-memory path's the first two. The map addresses X, the args Y, the weights, the
         // factors, the routing weights and the schedule workspace; `check` has matched every
         // buffer to the problem and the caller keeps them alive until the stream has run. The
@@ -855,6 +941,127 @@ mod tests {
             );
         }
         crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_LOAD=tma` and `KILN_FP4_STAGGER=1` (compiled only when asked for) compile
+    /// clean on the decode tiles both formats run at the E256 counts, alone and together, and
+    /// the map load on the wider tiles its verify reaches.
+    #[test]
+    fn the_weights_map_load_compiles_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for f in Fp4Format::ALL {
+            for (swiglu, tile) in [
+                (true, Fp4Tile::narrow(8, true).paired(true)),
+                (false, Fp4Tile::narrow(8, false).paired(false)),
+            ] {
+                let spec = Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile);
+                specs.push(spec.clone().define("KILN_FP4_WTMA", 1));
+                specs.push(spec.clone().define("KILN_FP4_STAGGER", 1));
+                specs.push(
+                    spec.define("KILN_FP4_WTMA", 1)
+                        .define("KILN_FP4_STAGGER", 1),
+                );
+            }
+        }
+        for tile in [Fp4Tile::narrow(16, true), Fp4Tile::prefill(true)] {
+            specs.push(
+                Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, true, tile)
+                    .define("KILN_FP4_WTMA", 1),
+            );
+        }
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_DEEP`: tables for 256 experts give the paired decode tiles a stage more (the
+    /// SwiGLU's 9 -> 10, the GEMM's 16 -> 18), still two CTAs an SM, and compile clean.
+    #[test]
+    fn deep_paired_tiles_gain_a_stage_and_compile() {
+        let mut specs = Vec::new();
+        for swiglu in [true, false] {
+            let t = Fp4Tile::narrow(8, swiglu).paired(swiglu);
+            let d = t.with_tables(DEEP_EXPERTS, swiglu);
+            assert!(d.stages > t.stages, "{t:?} {d:?}");
+            assert!(2 * (d.smem_bytes(swiglu) + 1024) <= 228 * 1024, "{d:?}");
+            for f in Fp4Format::ALL {
+                specs.push(Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, d));
+            }
+        }
+        assert_eq!(
+            Fp4Tile::narrow(8, true)
+                .paired(true)
+                .with_tables(DEEP_EXPERTS, true)
+                .stages,
+            10
+        );
+        if crate::jit::testing::nvrtc_here() {
+            crate::jit::testing::assert_compile_clean(&specs);
+        }
+    }
+
+    /// `KILN_FP4_RUN` 2 and 4 (compiled only when asked for) compile clean on the paired decode
+    /// tiles, both formats and ops, and with `KILN_FP4_DEEP`'s ten stages (a run never
+    /// straddles the ring's end: the ninth or tenth stage takes single copies).
+    #[test]
+    fn runs_of_atoms_compile_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for run in [2, 4] {
+            for f in Fp4Format::ALL {
+                for swiglu in [true, false] {
+                    let t = Fp4Tile::narrow(8, swiglu).paired(swiglu);
+                    specs.push(
+                        Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, t)
+                            .define("KILN_FP4_RUN", run),
+                    );
+                }
+            }
+            let deep = Fp4Tile::narrow(8, true)
+                .paired(true)
+                .with_tables(DEEP_EXPERTS, true);
+            specs.push(
+                Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, true, deep)
+                    .define("KILN_FP4_RUN", run),
+            );
+        }
+        specs.push(
+            Fp4Experts::spec(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Nvfp4,
+                true,
+                Fp4Tile::narrow(16, true),
+            )
+            .define("KILN_FP4_RUN", 2),
+        );
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// The weights' map under `KILN_FP4_LOAD=tma`: a box is one atom of either format, whole
+    /// rows, and the map covers every expert's bytes and passes the encoder's rules.
+    #[test]
+    fn the_weights_map_boxes_one_atom() {
+        for f in Fp4Format::ALL {
+            let l = Fp4Layout {
+                format: f,
+                experts: 256,
+                n: 2048,
+                k: 7168,
+                swiglu: true,
+                min_scale_byte: 255,
+            };
+            let m = w_map(&l, 0x7f00_0000_0000);
+            assert_eq!(m.box_bytes() as usize, atom_bytes(f), "{f:?}");
+            assert_eq!(atom_bytes(f) % W_MAP_ROW, 0);
+            assert_eq!(m.dims[1] as usize * W_MAP_ROW, 256 * l.expert_bytes());
+            // the kernel's row index of an atom is an int
+            assert!(m.dims[1] < 1 << 31);
+            m.validate().unwrap();
+        }
     }
 
     #[test]

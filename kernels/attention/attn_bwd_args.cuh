@@ -40,4 +40,11 @@ struct AttnBwdArgs {
   // fastest); g > 0 (KILN_BWD_LPT, causal) chunks of g (key/value head, batch) pairs, the key
   // blocks slowest within a chunk, so that the longest walks start first.
   int lpt_heads;
+  // KILN_BWD_TAIL (bwd_tail.cuh; a 1D grid when tail_parts > 0): blocks before tail_full take a
+  // whole key block, each later key block is tail_parts blocks; tail_sem: a counter per split key
+  // block (zero between launches), tail_acc: the parts' fp32 dK and dV partials.
+  int tail_parts;
+  int tail_full;
+  u32* tail_sem;
+  float* tail_acc;
 };

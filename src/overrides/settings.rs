@@ -144,6 +144,10 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_PINGPONG`: `bwd_fa3_tma_dq`'s two warpgroups take turns to issue Sᵀ and dPᵀ, so
     /// that one's exponentials run under the other's products. Default: false.
     pub bwd_pingpong: bool,
+    /// `KILN_BWD_TAIL`: the non-causal WGMMA backwards (`bwd_fa3_lookahead`'s file) split the
+    /// key blocks of the grid's last partial wave into parts (`attention_backward::tail`): 1 as
+    /// many as the host's model picks, 2 to 4 that many; 0: off. Default: 0.
+    pub bwd_tail: u32,
     /// `KILN_BWD_VARLEN_M128`: the packed d64 backward runs `bwd_fa3_m128_fma`'s tile (128 query
     /// rows a step) instead of `bwd_fa3_lookahead`'s 64-row one. Default: false.
     pub bwd_varlen_m128: bool,
@@ -164,6 +168,7 @@ impl AttentionOverrides {
         bwd_lpt: None,
         bwd_no_ahead: false,
         bwd_pingpong: false,
+        bwd_tail: 0,
         bwd_varlen_m128: false,
         fa3_d64: None,
         fa3_d128: None,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 69 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (69, 14));
+    // 70 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (70, 14));
 }
 
 #[test]
@@ -86,6 +86,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_BWD_LPT", "1"),
         ("KILN_BWD_NO_AHEAD", "1"),
         ("KILN_BWD_PINGPONG", "1"),
+        ("KILN_BWD_TAIL", "3"),
         ("KILN_BWD_VARLEN_M128", "1"),
         ("KILN_FA3_D128", "pingpong=1,persist=2"),
         ("KILN_FA3_D256", "stages=3"),

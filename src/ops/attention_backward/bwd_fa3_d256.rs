@@ -170,6 +170,7 @@ impl AttentionBackwardKernel for BwdFa3D256 {
             false,
             self.0.cluster(),
             None,
+            None,
         )
     }
     fn by_default(&self) -> bool {

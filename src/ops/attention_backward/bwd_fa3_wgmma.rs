@@ -6,6 +6,7 @@
 //! tile, support check and launch also serve `bwd_fa3_bulk_dq`, the same block with dQ staged in
 //! shared memory.
 
+use super::tail::{self, TailPlan};
 use super::{
     bwd_prep, check_aligned, check_buffers, check_shape, refuse_window, AttentionBackwardKernel,
     AttnBwdArgs, BackwardOperands, BackwardProblem, BackwardWorkspace, DetOrder,
@@ -74,6 +75,9 @@ pub struct WgmmaBwdTile {
     /// dSᵀ = Pᵀ ∘ (dPᵀ − D) in packed bf16 pairs from the rounded Pᵀ (`bwd_fa3_m128_fma`, bf16:
     /// the define `KILN_BWD_DS_PACKED`; 128 rows a step only).
     pub ds_packed: bool,
+    /// The grid's last partial wave of key blocks split into parts (`KILN_BWD_TAIL`:
+    /// `bwd_fa3_lookahead.cu` with the define `KILN_BWD_TAIL`, the dense walk only; [`super::tail`]).
+    pub tail: bool,
 }
 
 /// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
@@ -131,6 +135,7 @@ impl WgmmaBwdTile {
             varlen: false,
             exp_poly: 0,
             ds_packed: false,
+            tail: false,
         };
         match d {
             128 => WgmmaBwdTile {
@@ -265,6 +270,11 @@ impl WgmmaBwdTile {
         } else {
             spec
         };
+        let spec = if self.tail {
+            spec.define("KILN_BWD_TAIL", 1)
+        } else {
+            spec
+        };
         match (self.dq, self.ahead) {
             (DqAdd::TensorTile, Ahead::No) => spec.define("KILN_BWD_PP", self.pingpong as u32),
             (DqAdd::TensorTile, a) => spec.define("KILN_BWD_SAHEAD", (a == Ahead::SAhead) as u32),
@@ -341,6 +351,12 @@ pub fn launch_tile(
     // `bwd_fa3_tma_dq`, `bwd_fa3_lookahead`: a fifth map, over the dQ accumulator, that their
     // tiles are added through.
     let dq_cols = (t.dq == DqAdd::TensorTile).then(|| t.dq_cols());
+    // KILN_BWD_TAIL: the last partial wave split, on `bwd_fa3_lookahead.cu`'s dense walk
+    let tail = tail_plan(ctx, p, &t);
+    let t = WgmmaBwdTile {
+        tail: tail.is_some(),
+        ..t
+    };
     let main = t.spec(&ctx.arch(), p.attn.dtype);
     launch_main(
         name,
@@ -354,7 +370,28 @@ pub fn launch_tile(
         t.det_writer != DetWriter::No,
         1,
         None,
+        tail,
     )
+}
+
+/// `KILN_BWD_TAIL`'s split of `p`'s grid under tile `t`, if the knob asks for one and `t` is
+/// `bwd_fa3_lookahead.cu`'s dense walk without a writer: the key blocks of every key/value head
+/// and batch, each walking every query block of its group's heads.
+pub fn tail_plan(ctx: &Context, p: &BackwardProblem, t: &WgmmaBwdTile) -> Option<TailPlan> {
+    let knob = ctx.overrides.attention.bwd_tail;
+    let walk = t.dq == DqAdd::TensorTile
+        && t.ahead != Ahead::No
+        && !t.window
+        && !t.varlen
+        && t.det_writer == DetWriter::No
+        && !t.dq_late;
+    if knob == 0 || !walk || !tail::applies(p) {
+        return None;
+    }
+    let a = &p.attn;
+    let units = (a.seqlen_kv as u32).div_ceil(BN) * a.heads_kv as u32 * a.batch as u32;
+    let steps = a.group() as u32 * (a.seqlen_q as u32).div_ceil(t.bm);
+    tail::plan(knob, units, ctx.info.sm_count, steps)
 }
 
 /// A packed launch (`KILN_BWD_VARLEN`) of [`launch_main`]: the problem is the packed batch's dense
@@ -378,7 +415,8 @@ pub struct PackedGrid {
 /// rows); `dq_cols`: the fifth map, over the dQ accumulator in boxes of 64 rows x `dq_cols`
 /// columns, for the versions that add dQ tiles through it; `cluster`: CTAs a cluster along the key
 /// blocks (1, or 2 for `bwd_fa3_d256_pair`: the grid rounded up to whole clusters); `packed`: a
-/// packed batch's grid and offsets ([`PackedGrid`]). `name` for refusals.
+/// packed batch's grid and offsets ([`PackedGrid`]); `tail`: the last partial wave split
+/// (`KILN_BWD_TAIL`, a 1D grid; [`super::tail`]). `name` for refusals.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_main(
     name: &str,
@@ -392,6 +430,7 @@ pub fn launch_main(
     det_writer: bool,
     cluster: u32,
     packed: Option<PackedGrid>,
+    tail: Option<TailPlan>,
 ) -> Result<()> {
     check_buffers(p, ops)?;
     check_aligned(name, ops)?;
@@ -415,6 +454,10 @@ pub fn launch_main(
         (a.seqlen_kv as u32).div_ceil(bn),
         ctx.info.sm_count,
     );
+    if let Some(t) = &tail {
+        (args.tail_sem, args.tail_acc) = tail::workspace(ctx, t, a.head_dim)?;
+        (args.tail_parts, args.tail_full) = (t.parts as i32, t.full as i32);
+    }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
     let (qd, qs) = map_shape(
@@ -443,9 +486,10 @@ pub fn launch_main(
         smem_bytes: smem,
         cluster: (cluster > 1).then_some((cluster, 1, 1)),
         ..LaunchConfig::simple(
-            match packed {
-                Some(g) => (g.key_blocks, a.heads_kv as u32, g.seqs),
-                None => (
+            match (packed, tail) {
+                (Some(g), _) => (g.key_blocks, a.heads_kv as u32, g.seqs),
+                (None, Some(t)) => (t.blocks(), 1, 1),
+                (None, None) => (
                     (a.seqlen_kv as u32).div_ceil(bn).next_multiple_of(cluster),
                     a.heads_kv as u32,
                     a.batch as u32,

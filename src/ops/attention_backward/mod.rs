@@ -16,6 +16,7 @@ pub mod bwd_prep;
 pub mod det_schedule;
 pub mod lpt;
 pub mod problem;
+pub mod tail;
 pub mod varlen;
 
 use std::ffi::c_void;
@@ -163,6 +164,14 @@ pub struct AttnBwdArgs {
     /// The WGMMA kernels' block order: 0 the grid's; g > 0 (`KILN_BWD_LPT`, causal) longest walk
     /// first in chunks of g (key/value head, batch) pairs ([`lpt`]).
     pub lpt_heads: i32,
+    /// `KILN_BWD_TAIL` ([`tail`]): 0, or the blocks each split key block becomes (the grid then
+    /// 1D: `tail_full` whole key blocks first, in the grid's order, then the split ones' parts).
+    pub tail_parts: i32,
+    pub tail_full: i32,
+    /// u32 [split key blocks] counters, zero between launches; then (`tail_acc`) the parts' fp32
+    /// dK and dV partials.
+    pub tail_sem: u64,
+    pub tail_acc: u64,
 }
 
 /// The order in which a dQ writer warp (`bwd_fa3_ordered_eager`) adds the key blocks' partials of a
@@ -274,6 +283,10 @@ impl AttnBwdArgs {
             cu_k: 0,
             errors: 0,
             lpt_heads: 0,
+            tail_parts: 0,
+            tail_full: 0,
+            tail_sem: 0,
+            tail_acc: 0,
         }
     }
 
@@ -395,6 +408,10 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, cu_q), 208);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, errors), 224);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, lpt_heads), 232);
-        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 240);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_parts), 236);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_full), 240);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_sem), 248);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_acc), 256);
+        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 264);
     }
 }

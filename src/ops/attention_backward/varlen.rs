@@ -145,6 +145,7 @@ pub fn launch_varlen(
         false,
         1,
         Some(grid),
+        None,
     )
 }
 

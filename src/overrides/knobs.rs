@@ -187,9 +187,9 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_BWD_VARLEN_M128",
         takes: || FLAG.into(),
-        default: "0: the packed d64 backward on bwd_fa3_lookahead's 64-row tile (1: on bwd_fa3_m128_fma's 128-row tile)",
-        set: |o, v| put(&mut o.attention.bwd_varlen_m128, or(v, false, flag)),
-        show: |o| unless(o.attention.bwd_varlen_m128, false, bit),
+        default: "1: the packed d64 backward on bwd_fa3_m128_fma's 128-row tile (0: on bwd_fa3_lookahead's 64-row tile)",
+        set: |o, v| put(&mut o.attention.bwd_varlen_m128, or(v, true, flag)),
+        show: |o| unless(o.attention.bwd_varlen_m128, true, bit),
     },
     Knob {
         name: "KILN_FA3_D128",

@@ -87,7 +87,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_BWD_NO_AHEAD", "1"),
         ("KILN_BWD_PINGPONG", "1"),
         ("KILN_BWD_TAIL", "3"),
-        ("KILN_BWD_VARLEN_M128", "1"),
+        ("KILN_BWD_VARLEN_M128", "0"),
         ("KILN_FA3_D128", "pingpong=1,persist=2"),
         ("KILN_FA3_D256", "stages=3"),
         ("KILN_FA3_D64", "bn=128"),

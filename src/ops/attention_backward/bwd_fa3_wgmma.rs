@@ -374,11 +374,15 @@ pub fn launch_tile(
     )
 }
 
-/// `KILN_BWD_TAIL`'s split of `p`'s grid under tile `t`, if the knob asks for one and `t` is
+/// `KILN_BWD_TAIL`'s split of `p`'s grid under tile `t`, if the knob asks for one (or `t.tail`
+/// does: `bwd_fa3_tail`, the model's choice unless the knob names the parts) and `t` is
 /// `bwd_fa3_lookahead.cu`'s dense walk without a writer: the key blocks of every key/value head
 /// and batch, each walking every query block of its group's heads.
 pub fn tail_plan(ctx: &Context, p: &BackwardProblem, t: &WgmmaBwdTile) -> Option<TailPlan> {
-    let knob = ctx.overrides.attention.bwd_tail;
+    let knob = match ctx.overrides.attention.bwd_tail {
+        0 if t.tail => 1,
+        k => k,
+    };
     let walk = t.dq == DqAdd::TensorTile
         && t.ahead != Ahead::No
         && !t.window

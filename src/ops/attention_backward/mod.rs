@@ -10,6 +10,7 @@ pub mod bwd_fa3_m128;
 pub mod bwd_fa3_m128_fma;
 pub mod bwd_fa3_m128_rows;
 pub mod bwd_fa3_ordered_eager;
+pub mod bwd_fa3_tail;
 pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;

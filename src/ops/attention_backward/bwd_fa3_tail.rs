@@ -1,8 +1,11 @@
 //! `bwd_fa3_tail`: the d64/d128 default's kernels (`bwd_fa3_m128_fma` at d64 from 4,096 query
-//! rows, `bwd_fa3_lookahead` otherwise) with the non-causal grid's last partial wave split into
-//! parts ([`super::tail`]) whether or not `KILN_BWD_TAIL` is set (the knob still names the parts,
-//! 2 to 4; 0 or 1: the model's choice). The knob's path as a version, so that a bench times it
-//! beside the default in one process (`--version bwd_fa3_m128_fma --version bwd_fa3_tail`):
+//! rows, `bwd_fa3_lookahead` otherwise) with the grid's end mended: the non-causal grid's last
+//! partial wave split into parts ([`super::tail`]) whether or not `KILN_BWD_TAIL` is set (the knob
+//! still names the parts, 2 to 4; 0 or 1: the model's choice), and the causal blocks longest walk
+//! first ([`super::lpt`]) unless `KILN_BWD_LPT=0` (the default's rule takes it at d64 from 4,096
+//! rows only: at d128 the A/B in alternate processes moved within their ±6 % spread, ledger B18).
+//! The knobs' paths as a version, so that a bench times them beside the default in one process
+//! (`--version bwd_fa3_m128_fma --version bwd_fa3_tail`):
 //! timed in alternate processes the two moved 4-7 % process to process at the H200's power cap
 //! (round 1a, 2026-11-30), more than the ~2 % the split is for. Not the default until the device
 //! shows it faster. Its kernels are the knob's `KILN_BWD_TAIL` variants, which compile when asked
@@ -33,7 +36,7 @@ impl AttentionBackwardKernel for BwdFa3Tail {
         "bwd_fa3_tail"
     }
     fn summary(&self) -> &'static str {
-        "the d64/d128 default's kernels with the non-causal grid's last partial wave of key blocks split into parts (dK, dV summed by the last)"
+        "the d64/d128 default's kernels with the grid's end mended: the non-causal last partial wave split into parts (dK, dV summed by the last), causal blocks longest walk first"
     }
     fn rung(&self) -> u32 {
         9

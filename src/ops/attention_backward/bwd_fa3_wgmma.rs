@@ -351,10 +351,17 @@ pub fn launch_tile(
     // `bwd_fa3_tma_dq`, `bwd_fa3_lookahead`: a fifth map, over the dQ accumulator, that their
     // tiles are added through.
     let dq_cols = (t.dq == DqAdd::TensorTile).then(|| t.dq_cols());
-    // KILN_BWD_TAIL: the last partial wave split, on `bwd_fa3_lookahead.cu`'s dense walk
-    let tail = tail_plan(ctx, p, &t);
+    // KILN_BWD_TAIL: the last partial wave split, on `bwd_fa3_lookahead.cu`'s dense walk;
+    // KILN_BWD_LPT: the causal blocks longest walk first (`bwd_fa3_tail`: both asked for)
+    let sched = Sched {
+        split: tail_plan(ctx, p, &t),
+        lpt: match ctx.overrides.attention.bwd_lpt {
+            None if t.tail => Some(true),
+            knob => knob,
+        },
+    };
     let t = WgmmaBwdTile {
-        tail: tail.is_some(),
+        tail: sched.split.is_some(),
         ..t
     };
     let main = t.spec(&ctx.arch(), p.attn.dtype);
@@ -370,8 +377,27 @@ pub fn launch_tile(
         t.det_writer != DetWriter::No,
         1,
         None,
-        tail,
+        sched,
     )
+}
+
+/// How a launch puts its blocks on the SMs beyond the grid's order: `split`, the non-causal
+/// grid's last partial wave split into parts (`KILN_BWD_TAIL`, a 1D grid; [`super::tail`]);
+/// `lpt`, the causal blocks longest walk first (`KILN_BWD_LPT`; `None`: [`super::lpt`]'s rule).
+#[derive(Debug, Clone, Copy)]
+pub struct Sched {
+    pub split: Option<TailPlan>,
+    pub lpt: Option<bool>,
+}
+
+impl Sched {
+    /// The knobs' schedule with no split: what the versions without one launch with.
+    pub fn of(ctx: &Context) -> Sched {
+        Sched {
+            split: None,
+            lpt: ctx.overrides.attention.bwd_lpt,
+        }
+    }
 }
 
 /// `KILN_BWD_TAIL`'s split of `p`'s grid under tile `t`, if the knob asks for one (or `t.tail`
@@ -419,8 +445,8 @@ pub struct PackedGrid {
 /// rows); `dq_cols`: the fifth map, over the dQ accumulator in boxes of 64 rows x `dq_cols`
 /// columns, for the versions that add dQ tiles through it; `cluster`: CTAs a cluster along the key
 /// blocks (1, or 2 for `bwd_fa3_d256_pair`: the grid rounded up to whole clusters); `packed`: a
-/// packed batch's grid and offsets ([`PackedGrid`]); `tail`: the last partial wave split
-/// (`KILN_BWD_TAIL`, a 1D grid; [`super::tail`]). `name` for refusals.
+/// packed batch's grid and offsets ([`PackedGrid`]); `sched`: the blocks' order beyond the grid's
+/// ([`Sched`]). `name` for refusals.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_main(
     name: &str,
@@ -434,7 +460,7 @@ pub fn launch_main(
     det_writer: bool,
     cluster: u32,
     packed: Option<PackedGrid>,
-    tail: Option<TailPlan>,
+    sched: Sched,
 ) -> Result<()> {
     check_buffers(p, ops)?;
     check_aligned(name, ops)?;
@@ -452,12 +478,13 @@ pub fn launch_main(
     }
     // KILN_BWD_LPT: causal blocks longest walk first, a chunk of heads at a time
     args.lpt_heads = super::lpt::lpt_heads(
-        ctx.overrides.attention.bwd_lpt,
+        sched.lpt,
         p,
         packed.is_none() && cluster == 1,
         (a.seqlen_kv as u32).div_ceil(bn),
         ctx.info.sm_count,
     );
+    let tail = sched.split;
     if let Some(t) = &tail {
         (args.tail_sem, args.tail_acc) = tail::workspace(ctx, t, a.head_dim)?;
         (args.tail_parts, args.tail_full) = (t.parts as i32, t.full as i32);

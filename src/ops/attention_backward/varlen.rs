@@ -10,7 +10,7 @@
 //! 2026-11-30).
 
 use super::bwd_fa3_lookahead;
-use super::bwd_fa3_wgmma::{launch_main, supports_tile, PackedGrid, BM, BN};
+use super::bwd_fa3_wgmma::{launch_main, supports_tile, PackedGrid, Sched, BM, BN};
 use super::{check_aligned, check_buffers, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -147,7 +147,7 @@ pub fn launch_varlen(
         false,
         1,
         Some(grid),
-        None,
+        Sched::of(ctx),
     )
 }
 

@@ -406,6 +406,12 @@
 #                                then the attention timing at B4 H16 S4096 d128 (kiln in candle and
 #                                kiln's Rust API alternately, candle's composed
 #                                matmul-softmax-matmul), not causal and causal; table last
+#   bwd-tail                     the non-causal backward's last partial wave split (ledger B20;
+#                                `bwd_fa3_tail`, `KILN_BWD_TAIL`): verified (d64 GQA S4096 split
+#                                twice in one process, d128 f16 BHSD ragged, the quick suite with 3
+#                                parts forced), then timed beside the default in one process
+#                                (default, split, default, split; 1 s of warm-up each) at d64 B4 H16
+#                                S4096, d64 B1 H16 S16384 and d128 B2 H16 S8192 (about 2 min)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -2658,6 +2664,23 @@ candle)
   step time-causal 120 "$EX" --time --causal
   table
   echo; for f in check time time-causal; do cat "$D/$f.txt"; echo; done ;;
+
+bwd-tail)
+  # The non-causal backward's last partial wave split into parts (ledger B20): 2,048 key blocks
+  # on 132 SMs leave 64 SMs idle in the 16th wave. Verified, then `bwd_fa3_tail` timed beside the
+  # default in one process (alternate processes moved 4-7 % at the power cap: round 1a).
+  need_bin "$KILN"; machine "$KILN"
+  step btail-verify-d64 90 "$KILN" attn verify --backward --version bwd_fa3_tail --version bwd_fa3_m128_fma \
+    --version bwd_fa3_tail --batch 1 --heads 15 --kv-heads 5 --seqlen 4096 --dim 64
+  step btail-verify-d128 90 "$KILN" attn verify --backward --version bwd_fa3_tail --batch 1 --heads 2 \
+    --seqlen-q 1000 --seqlen-kv 3000 --dim 128 --dtype f16 --layout BHSD
+  step btail-quick 120 env KILN_BWD_TAIL=3 "$KILN" attn verify --backward --suite quick --version bwd_fa3_lookahead
+  for sh in "4 16 4096 64 bwd_fa3_m128_fma" "1 16 16384 64 bwd_fa3_m128_fma" "2 16 8192 128 bwd_fa3_lookahead"; do
+    read -r b h s d v <<< "$sh"
+    step "btail-ab-d$d-b$b-s$s" 60 "$KILN" attn bench --backward --batch "$b" --heads "$h" --seqlen "$s" --dim "$d" \
+      --reps 20 --warmup 2 --warmup-ms 1000 --version "$v" --version bwd_fa3_tail --version "$v" --version bwd_fa3_tail
+  done
+  table ;;
 
 *)
   echo "unknown task \`$task\`: bash scripts/gpu.sh help lists them" >&2

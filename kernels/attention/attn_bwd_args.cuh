@@ -43,4 +43,11 @@ struct AttnBwdArgs {
   // KILN_BWD_DET_WRITER's writer warps (bwd_dq_tile.cuh's dq_writer): 2 (KILN_BWD_DET_WRITERS=2)
   // warps 1 and 2 take the blocks in turn; else warp 1 takes them all.
   int det_writers;
+  // KILN_BWD_TAIL (bwd_tail.cuh; a 1D grid when tail_parts > 0): blocks before tail_full take a
+  // whole key block, each later key block is tail_parts blocks; tail_sem: a counter per split key
+  // block (zero between launches), tail_acc: the parts' fp32 dK and dV partials.
+  int tail_parts;
+  int tail_full;
+  u32* tail_sem;
+  float* tail_acc;
 };

@@ -29,6 +29,7 @@
 #pragma once
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
+#include "attention/bwd_tail.cuh"
 #include "attention/bwd_wgmma.cuh"
 #include "attention/tma_4d.cuh"
 #include "attention/window.cuh"
@@ -179,6 +180,10 @@ struct BwdWalk {
   int nb, hk, b, n0;
   int off;  // query i sees keys j <= i + off when causal
   int m_first, per_head, iters;
+  // KILN_BWD_TAIL (bwd_tail.cuh): the block walks iterations it0 .. it0 + iters - 1 of its key
+  // block's walk (0 ..: the whole walk; a part's slot and index are worked out again at the end,
+  // tail_part, rather than held across the walk: held, d128's consumers spilled).
+  int it0;
   __device__ __forceinline__ int rows_q(const AttnBwdArgs& p) const { return BWD_VARLEN ? bwd_seq(1) : p.sq; }
   __device__ __forceinline__ int rows_k(const AttnBwdArgs& p) const { return BWD_VARLEN ? bwd_seq(3) : p.skv; }
   __device__ __forceinline__ int q0(const AttnBwdArgs&) const { return BWD_VARLEN ? bwd_seq(0) : 0; }
@@ -217,6 +222,10 @@ __device__ __forceinline__ bool bwd_varlen_start(const AttnBwdArgs& p) {
 // Q, dO and dQ in flight at once (the host's g: SMs / key blocks, the heads the grid's order has
 // in flight), not every head's.
 constexpr bool LPT_WALK = !BWD_WINDOW && !BWD_VARLEN && BWD_CLUSTER == 1;
+// KILN_BWD_TAIL (bwd_tail.cuh): the dense walk only, no writer (the host sets p.tail_parts for
+// non-causal, non-deterministic problems only).
+constexpr bool TAIL_WALK = TAIL && LPT_WALK && !DET_WRITER;
+static_assert(!TAIL || TAIL_WALK, "KILN_BWD_TAIL: the dense walk without a window, packed sequences, clusters or the dQ writer");
 __device__ __forceinline__ void lpt_block(const AttnBwdArgs& p, int& nb, int& hk, int& b) {
   const int nx = gridDim.x, pairs = gridDim.y * gridDim.z, g = p.lpt_heads;
   const int l = blockIdx.x + nx * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -231,7 +240,10 @@ __device__ __forceinline__ void lpt_block(const AttnBwdArgs& p, int& nb, int& hk
 __device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = -1) {
   BwdWalk k;
   k.nb = nb < 0 ? (int)blockIdx.x : nb, k.hk = blockIdx.y, k.b = blockIdx.z;
+  k.it0 = 0;
   if (LPT_WALK && nb < 0 && p.lpt_heads > 0) lpt_block(p, k.nb, k.hk, k.b);
+  int part = -1;
+  if (TAIL_WALK && p.tail_parts > 0) tail_unit(p, (p.skv + BN - 1) / BN, p.heads_q / p.group, k.nb, k.hk, k.b, part);
   k.n0 = k.nb * BN;
   k.off = k.rows_k(p) - k.rows_q(p);
   if (BWD_WINDOW) {
@@ -248,12 +260,18 @@ __device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = -1) {
     if (BWD_VARLEN) k.per_head = max(0, k.per_head);  // keys past a shorter sequence's end
   }
   k.iters = p.group * k.per_head;
+  if (TAIL_WALK && part >= 0) {
+    int it0, n;
+    tail_share(k.iters, p.tail_parts, part, it0, n);
+    k.it0 = it0, k.iters = n;
+  }
   return k;
 }
 
 // Iteration it's query head h and query block mb (DET_WRITER: the producer's, a rotated walk
 // wrapping; the other roles read it from the walk table).
 __device__ __forceinline__ void walk_at(const BwdWalk& k, const AttnBwdArgs& p, int it, int& h, int& mb) {
+  if (TAIL_WALK) it += k.it0;
   h = k.hk * p.group + it / k.per_head;
   mb = k.m_first + it % k.per_head;
 }

@@ -38,6 +38,9 @@
 // the next block's dSᵀ barrier, the writers' fences just before that barrier (bwd_dq_tile.cuh).
 // KILN_BWD_WINDOW 1 (the host's tile for a problem with a sliding window): bwd_fa3_block.cuh's
 // windowed walk and masks; the dense, unwindowed variants compile to the same SASS as before it.
+// KILN_BWD_TAIL 1 (the host's KILN_BWD_TAIL knob): the last partial wave's key blocks split into
+// parts that each walk a share of the query blocks, dK and dV summed by the last part to finish
+// (bwd_tail.cuh); without the define, the same SASS as before it.
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_tile.cuh"
 
@@ -173,6 +176,10 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
   tile.before_exit();
   fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
   fence_all(dv);
+  // KILN_BWD_TAIL: a part of a split key block stores dK and dV only if it is the last to finish,
+  // with the other parts' partials added (bwd_tail.cuh)
+  int slot, part;
+  if (TAIL && tail_part(p, slot, part) && !tail_fixup<KR>(dk, dv, p, slot, part, c * 128 + (int)(threadIdx.x % 128))) return;
   store_dk_dv<D>(bwd_kv_rows(p.dk, p, k), bwd_kv_rows(p.dv, p, k), dk, dv, p.scale, k.n0 + c * 64 + th.krow, k.rows_k(p), p.kv_ss, th.t);
 }
 

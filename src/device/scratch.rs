@@ -80,6 +80,10 @@ pub struct Workspaces {
     pub attn_bwd_delta: Scratch,
     pub attn_bwd_dq_acc: Scratch,
     pub attn_bwd_dq_sem: Scratch,
+    /// The attention backward's split tail (`KILN_BWD_TAIL`): the parts' fp32 dK and dV partials
+    /// and a counter per split key block (zero between launches: the last part resets it).
+    pub attn_bwd_tail: Scratch,
+    pub attn_bwd_tail_counters: Scratch,
     /// `decode_paged`: every split's fp32 partial O and LSE.
     pub decode_partials: Scratch,
     /// `swiglu_dual`: the split tiles' workspace and counters.
@@ -108,6 +112,8 @@ impl Workspaces {
             attn_bwd_delta: Scratch::new("attention backward D workspace", false),
             attn_bwd_dq_acc: Scratch::new("attention backward dQ accumulator", false),
             attn_bwd_dq_sem: Scratch::new("attention backward dQ counter", false),
+            attn_bwd_tail: Scratch::new("attention backward tail partials", false),
+            attn_bwd_tail_counters: Scratch::new("attention backward tail counter", true),
             decode_partials: Scratch::new("decode partials workspace", false),
             swiglu_split: Scratch::new("SwiGLU split workspace", false),
             swiglu_split_counters: Scratch::new("SwiGLU split counter", true),

@@ -326,6 +326,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_dq_stage.cuh"),
     ),
     (
+        "attention/bwd_tail.cuh",
+        include_str!("../../kernels/attention/bwd_tail.cuh"),
+    ),
+    (
         "attention/bwd_fa3_lookahead.cu",
         include_str!("../../kernels/attention/bwd_fa3_lookahead.cu"),
     ),

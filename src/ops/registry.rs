@@ -79,6 +79,7 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_m128::BwdFa3M128),
             Box::new(attention_backward::bwd_fa3_m128_rows::BwdFa3M128Rows),
             Box::new(attention_backward::bwd_fa3_m128_fma::BwdFa3M128Fma),
+            Box::new(attention_backward::bwd_fa3_tail::BwdFa3Tail),
             Box::new(attention_backward::bwd_fa3_dq_late::BwdFa3DqLate),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Atomics)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Staged)),

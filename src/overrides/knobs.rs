@@ -192,11 +192,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.attention.bwd_pingpong, false, bit),
     },
     Knob {
+        name: "KILN_BWD_TAIL",
+        takes: || "0 to 4 (0: off; 1: the host's choice of parts; 2 to 4: that many parts)".into(),
+        default: "0: the non-causal backward's last partial wave of key blocks runs whole (1: split into parts that spread over every SM)",
+        set: |o, v| put(&mut o.attention.bwd_tail, or(v, 0, |v| number(v, 0, 4))),
+        show: |o| unless(o.attention.bwd_tail, 0, |n| n.to_string()),
+    },
+    Knob {
         name: "KILN_BWD_VARLEN_M128",
         takes: || FLAG.into(),
-        default: "0: the packed d64 backward on bwd_fa3_lookahead's 64-row tile (1: on bwd_fa3_m128_fma's 128-row tile)",
-        set: |o, v| put(&mut o.attention.bwd_varlen_m128, or(v, false, flag)),
-        show: |o| unless(o.attention.bwd_varlen_m128, false, bit),
+        default: "1: the packed d64 backward on bwd_fa3_m128_fma's 128-row tile (0: on bwd_fa3_lookahead's 64-row tile)",
+        set: |o, v| put(&mut o.attention.bwd_varlen_m128, or(v, true, flag)),
+        show: |o| unless(o.attention.bwd_varlen_m128, true, bit),
     },
     Knob {
         name: "KILN_FA3_D128",

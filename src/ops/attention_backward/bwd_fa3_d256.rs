@@ -30,7 +30,7 @@
 //! the device shows it verified and faster (`bwd_fa3_d256_tma`, mid-way run at 7cc6536: verified
 //! on three problems, 1.27x / 1.36x `bwd_fa3_d256` at B4 H16 S4096 / causal).
 
-use super::bwd_fa3_wgmma::launch_main;
+use super::bwd_fa3_wgmma::{launch_main, Sched};
 use super::{
     bwd_prep, check_shape, refuse_window, AttentionBackwardKernel, BackwardOperands,
     BackwardProblem,
@@ -170,6 +170,7 @@ impl AttentionBackwardKernel for BwdFa3D256 {
             false,
             self.0.cluster(),
             None,
+            Sched::of(ctx),
         )
     }
     fn by_default(&self) -> bool {

@@ -36,10 +36,12 @@ pub(super) fn tile(d: usize, no_ahead: bool, window: bool) -> WgmmaBwdTile {
 
 /// Its packed tile at head dim `d` (`KILN_BWD_VARLEN`, always beside the window's walk and masks:
 /// one variant for packed batches with a window or without; [`super::varlen`]). `m128`
-/// (`KILN_BWD_VARLEN_M128`, d64 only): `bwd_fa3_m128_fma`'s tile instead (128 query rows a step,
-/// dQ split by query rows, dSᵀ in packed bf16 pairs), the dense d64 default's from 4,096 rows:
-/// the packed d64 backward on the 64-row tile ran 0.81x one dense call of the same work (H200,
-/// 53c7c5d, 2026-11-30), where that dense call runs `bwd_fa3_m128_fma`.
+/// (`KILN_BWD_VARLEN_M128`, d64 only; the default since 2026-11-30): `bwd_fa3_m128_fma`'s tile
+/// instead (128 query rows a step, dQ split by query rows, dSᵀ in packed bf16 pairs), the dense
+/// d64 default's from 4,096 rows: the packed d64 backward on the 64-row tile ran 0.81x one dense
+/// call of the same work (H200, 53c7c5d, 2026-11-30), where that dense call runs
+/// `bwd_fa3_m128_fma`; on the 128-row tile 1.09-1.11x that in two rounds (0.90-0.92x the dense
+/// call; ledger B19).
 pub(super) fn varlen_tile(d: usize, m128: bool) -> WgmmaBwdTile {
     let t = if m128 && d == 64 {
         super::bwd_fa3_m128_fma::tile(0)

@@ -6,6 +6,7 @@
 //! tile, support check and launch also serve `bwd_fa3_bulk_dq`, the same block with dQ staged in
 //! shared memory.
 
+use super::tail::{self, TailPlan};
 use super::{
     bwd_prep, check_aligned, check_buffers, check_shape, refuse_window, AttentionBackwardKernel,
     AttnBwdArgs, BackwardOperands, BackwardProblem, BackwardWorkspace,
@@ -74,6 +75,9 @@ pub struct WgmmaBwdTile {
     /// dSᵀ = Pᵀ ∘ (dPᵀ − D) in packed bf16 pairs from the rounded Pᵀ (`bwd_fa3_m128_fma`, bf16:
     /// the define `KILN_BWD_DS_PACKED`; 128 rows a step only).
     pub ds_packed: bool,
+    /// The grid's last partial wave of key blocks split into parts (`KILN_BWD_TAIL`:
+    /// `bwd_fa3_lookahead.cu` with the define `KILN_BWD_TAIL`, the dense walk only; [`super::tail`]).
+    pub tail: bool,
 }
 
 /// Whether a `TensorTile` tile compiles `bwd_fa3_tma_dq.cu` or `bwd_fa3_lookahead.cu`, and which
@@ -131,6 +135,7 @@ impl WgmmaBwdTile {
             varlen: false,
             exp_poly: 0,
             ds_packed: false,
+            tail: false,
         };
         match d {
             128 => WgmmaBwdTile {
@@ -265,6 +270,11 @@ impl WgmmaBwdTile {
         } else {
             spec
         };
+        let spec = if self.tail {
+            spec.define("KILN_BWD_TAIL", 1)
+        } else {
+            spec
+        };
         match (self.dq, self.ahead) {
             (DqAdd::TensorTile, Ahead::No) => spec.define("KILN_BWD_PP", self.pingpong as u32),
             (DqAdd::TensorTile, a) => spec.define("KILN_BWD_SAHEAD", (a == Ahead::SAhead) as u32),
@@ -341,6 +351,19 @@ pub fn launch_tile(
     // `bwd_fa3_tma_dq`, `bwd_fa3_lookahead`: a fifth map, over the dQ accumulator, that their
     // tiles are added through.
     let dq_cols = (t.dq == DqAdd::TensorTile).then(|| t.dq_cols());
+    // KILN_BWD_TAIL: the last partial wave split, on `bwd_fa3_lookahead.cu`'s dense walk;
+    // KILN_BWD_LPT: the causal blocks longest walk first (`bwd_fa3_tail`: both asked for)
+    let sched = Sched {
+        split: tail_plan(ctx, p, &t),
+        lpt: match ctx.overrides.attention.bwd_lpt {
+            None if t.tail => Some(true),
+            knob => knob,
+        },
+    };
+    let t = WgmmaBwdTile {
+        tail: sched.split.is_some(),
+        ..t
+    };
     let main = t.spec(&ctx.arch(), p.attn.dtype);
     launch_main(
         name,
@@ -354,7 +377,51 @@ pub fn launch_tile(
         t.det_writer != DetWriter::No,
         1,
         None,
+        sched,
     )
+}
+
+/// How a launch puts its blocks on the SMs beyond the grid's order: `split`, the non-causal
+/// grid's last partial wave split into parts (`KILN_BWD_TAIL`, a 1D grid; [`super::tail`]);
+/// `lpt`, the causal blocks longest walk first (`KILN_BWD_LPT`; `None`: [`super::lpt`]'s rule).
+#[derive(Debug, Clone, Copy)]
+pub struct Sched {
+    pub split: Option<TailPlan>,
+    pub lpt: Option<bool>,
+}
+
+impl Sched {
+    /// The knobs' schedule with no split: what the versions without one launch with.
+    pub fn of(ctx: &Context) -> Sched {
+        Sched {
+            split: None,
+            lpt: ctx.overrides.attention.bwd_lpt,
+        }
+    }
+}
+
+/// `KILN_BWD_TAIL`'s split of `p`'s grid under tile `t`, if the knob asks for one (or `t.tail`
+/// does: `bwd_fa3_tail`, the model's choice unless the knob names the parts) and `t` is
+/// `bwd_fa3_lookahead.cu`'s dense walk without a writer: the key blocks of every key/value head
+/// and batch, each walking every query block of its group's heads.
+pub fn tail_plan(ctx: &Context, p: &BackwardProblem, t: &WgmmaBwdTile) -> Option<TailPlan> {
+    let knob = match ctx.overrides.attention.bwd_tail {
+        0 if t.tail => 1,
+        k => k,
+    };
+    let walk = t.dq == DqAdd::TensorTile
+        && t.ahead != Ahead::No
+        && !t.window
+        && !t.varlen
+        && t.det_writer == DetWriter::No
+        && !t.dq_late;
+    if knob == 0 || !walk || !tail::applies(p) {
+        return None;
+    }
+    let a = &p.attn;
+    let units = (a.seqlen_kv as u32).div_ceil(BN) * a.heads_kv as u32 * a.batch as u32;
+    let steps = a.group() as u32 * (a.seqlen_q as u32).div_ceil(t.bm);
+    tail::plan(knob, units, ctx.info.sm_count, steps)
 }
 
 /// A packed launch (`KILN_BWD_VARLEN`) of [`launch_main`]: the problem is the packed batch's dense
@@ -378,7 +445,8 @@ pub struct PackedGrid {
 /// rows); `dq_cols`: the fifth map, over the dQ accumulator in boxes of 64 rows x `dq_cols`
 /// columns, for the versions that add dQ tiles through it; `cluster`: CTAs a cluster along the key
 /// blocks (1, or 2 for `bwd_fa3_d256_pair`: the grid rounded up to whole clusters); `packed`: a
-/// packed batch's grid and offsets ([`PackedGrid`]). `name` for refusals.
+/// packed batch's grid and offsets ([`PackedGrid`]); `sched`: the blocks' order beyond the grid's
+/// ([`Sched`]). `name` for refusals.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_main(
     name: &str,
@@ -392,6 +460,7 @@ pub fn launch_main(
     det_writer: bool,
     cluster: u32,
     packed: Option<PackedGrid>,
+    sched: Sched,
 ) -> Result<()> {
     check_buffers(p, ops)?;
     check_aligned(name, ops)?;
@@ -405,7 +474,7 @@ pub fn launch_main(
     }
     // KILN_BWD_LPT: causal blocks longest walk first, a chunk of heads at a time
     args.lpt_heads = super::lpt::lpt_heads(
-        ctx.overrides.attention.bwd_lpt,
+        sched.lpt,
         p,
         packed.is_none() && cluster == 1,
         (a.seqlen_kv as u32).div_ceil(bn),
@@ -421,6 +490,11 @@ pub fn launch_main(
             ctx.info.sm_count,
             packed.is_none() && cluster == 1,
         );
+    }
+    let tail = sched.split;
+    if let Some(t) = &tail {
+        (args.tail_sem, args.tail_acc) = tail::workspace(ctx, t, a.head_dim)?;
+        (args.tail_parts, args.tail_full) = (t.parts as i32, t.full as i32);
     }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
@@ -450,9 +524,10 @@ pub fn launch_main(
         smem_bytes: smem,
         cluster: (cluster > 1).then_some((cluster, 1, 1)),
         ..LaunchConfig::simple(
-            match packed {
-                Some(g) => (g.key_blocks, a.heads_kv as u32, g.seqs),
-                None => (
+            match (packed, tail) {
+                (Some(g), _) => (g.key_blocks, a.heads_kv as u32, g.seqs),
+                (None, Some(t)) => (t.blocks(), 1, 1),
+                (None, None) => (
                     (a.seqlen_kv as u32).div_ceil(bn).next_multiple_of(cluster),
                     a.heads_kv as u32,
                     a.batch as u32,

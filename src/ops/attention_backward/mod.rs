@@ -10,12 +10,14 @@ pub mod bwd_fa3_m128;
 pub mod bwd_fa3_m128_fma;
 pub mod bwd_fa3_m128_rows;
 pub mod bwd_fa3_ordered_eager;
+pub mod bwd_fa3_tail;
 pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod det_schedule;
 pub mod lpt;
 pub mod problem;
+pub mod tail;
 pub mod varlen;
 
 use std::ffi::c_void;
@@ -166,6 +168,14 @@ pub struct AttnBwdArgs {
     /// The deterministic mode's dQ writer warps (`KILN_BWD_DET_WRITERS`): 2, warps 1 and 2 take
     /// the query blocks in turn; else 1 (ignored by every kernel without a writer).
     pub det_writers: i32,
+    /// `KILN_BWD_TAIL` ([`tail`]): 0, or the blocks each split key block becomes (the grid then
+    /// 1D: `tail_full` whole key blocks first, in the grid's order, then the split ones' parts).
+    pub tail_parts: i32,
+    pub tail_full: i32,
+    /// u32 [split key blocks] counters, zero between launches; then (`tail_acc`) the parts' fp32
+    /// dK and dV partials.
+    pub tail_sem: u64,
+    pub tail_acc: u64,
 }
 
 /// The order in which a dQ writer warp (`bwd_fa3_ordered_eager`) adds the key blocks' partials of a
@@ -278,6 +288,10 @@ impl AttnBwdArgs {
             errors: 0,
             lpt_heads: 0,
             det_writers: 1,
+            tail_parts: 0,
+            tail_full: 0,
+            tail_sem: 0,
+            tail_acc: 0,
         }
     }
 
@@ -400,6 +414,10 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, errors), 224);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, lpt_heads), 232);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, det_writers), 236);
-        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 240);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_parts), 240);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_full), 244);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_sem), 248);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_acc), 256);
+        assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 264);
     }
 }

@@ -5,10 +5,12 @@
 //! accumulator over every packed row, the postprocess's conversion); the main kernel's grid is
 //! the longest sequence's key blocks x key/value heads x sequences, and each block reads its
 //! sequence's rows from the offsets (checked there, as the forward checks them). Nothing here
-//! reads the offsets' contents.
+//! reads the offsets' contents. d64 runs on `bwd_fa3_m128_fma`'s 128-row tile (the dense d64
+//! default's from 4,096 rows) unless `KILN_BWD_VARLEN_M128=0` (the 64-row tile, the default until
+//! 2026-11-30).
 
 use super::bwd_fa3_lookahead;
-use super::bwd_fa3_wgmma::{launch_main, supports_tile, PackedGrid, BM, BN};
+use super::bwd_fa3_wgmma::{launch_main, supports_tile, PackedGrid, Sched, BM, BN};
 use super::{check_aligned, check_buffers, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -145,6 +147,7 @@ pub fn launch_varlen(
         false,
         1,
         Some(grid),
+        Sched::of(ctx),
     )
 }
 

@@ -145,6 +145,11 @@ def backward(a):
             sys.exit(f"unknown backend `{name}` in --backends (use cudnn, flash)")
     kiln = None
     if a.kiln:
+        knobs = knobs_in_environment()
+        if knobs:
+            sys.exit(f"--kiln: {', '.join(knobs)} set, but the kiln Python package reads no KILN_* knob "
+                     "from the environment (only the CLI does): kiln's figures would be its defaults; "
+                     "unset it, or time the knob with `kiln attn bench --backward`")
         try:
             import kiln
         except ImportError as e:
@@ -699,6 +704,19 @@ def parser():
     p.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed launch")
     p.set_defaults(run=decode)
     return ap
+
+
+# The KILN_* names the scripts and the host set for themselves (where things live, which binary):
+# not knobs, so they may be set beside --kiln.
+NOT_KNOBS = {"KILN_BIN", "KILN_CACHE_DIR", "KILN_STORE", "KILN_NVRTC", "KILN_PYTHON_DEPS", "KILN_WHEEL",
+             "KILN_REQUIRE_NATIVE", "KILN_COMMIT", "KILN_GIT_COMMIT"}
+
+
+def knobs_in_environment():
+    """The KILN_* knobs set (non-empty) here: the Python package ignores them, so a knob's A/B
+    through this script would time kiln's default on both sides (2026-11-30, ledger D10/D11)."""
+    import os
+    return sorted(k for k, v in os.environ.items() if k.startswith("KILN_") and v and k not in NOT_KNOBS)
 
 
 def main():

@@ -199,6 +199,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.attention.bwd_tail.map(|n| n.to_string()),
     },
     Knob {
+        name: "KILN_BWD_VARLEN_COMPACT",
+        takes: || FLAG.into(),
+        default: "0: the packed backward's grid is the longest sequence's key blocks x heads x sequences (1: the sequences' key blocks back to back, at most 63 sequences)",
+        set: |o, v| put(&mut o.attention.bwd_varlen_compact, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_varlen_compact, false, bit),
+    },
+    Knob {
         name: "KILN_BWD_VARLEN_M128",
         takes: || FLAG.into(),
         default: "1: the packed d64 backward on bwd_fa3_m128_fma's 128-row tile (0: on bwd_fa3_lookahead's 64-row tile)",

@@ -69,6 +69,9 @@ pub struct WgmmaBwdTile {
     /// A packed batch (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_VARLEN`, always beside
     /// `KILN_BWD_WINDOW`: one variant for packed batches with or without a window).
     pub varlen: bool,
+    /// The packed grid with the sequences' key blocks back to back (`KILN_BWD_VARLEN_COMPACT`:
+    /// the define `KILN_BWD_VARLEN` 2, `kernels/attention/bwd_varlen_grid.cuh`; `varlen` only).
+    pub varlen_compact: bool,
     /// How many of every 8 of Pᵀ's exponentials go to the FMA pipe as a polynomial instead of
     /// MUFU (`bwd_fa3_m128_fma`: the define `KILN_BWD_EXP_POLY`; 0: none, no define).
     pub exp_poly: u32,
@@ -133,6 +136,7 @@ impl WgmmaBwdTile {
             det_writer: DetWriter::No,
             window: false,
             varlen: false,
+            varlen_compact: false,
             exp_poly: 0,
             ds_packed: false,
             tail: false,
@@ -255,7 +259,7 @@ impl WgmmaBwdTile {
             spec
         };
         let spec = if self.varlen {
-            spec.define("KILN_BWD_VARLEN", 1)
+            spec.define("KILN_BWD_VARLEN", 1 + self.varlen_compact as u32)
         } else {
             spec
         };

@@ -412,6 +412,11 @@
 #                                parts forced), then timed beside the default in one process
 #                                (default, split, default, split; 1 s of warm-up each) at d64 B4 H16
 #                                S4096, d64 B1 H16 S16384 and d128 B2 H16 S8192 (about 2 min)
+#   bwd-compact                  the packed backward's grid without its empty blocks (ledger B23,
+#                                `KILN_BWD_VARLEN_COMPACT`): the packed suite and a drawn GQA batch
+#                                verified with it, then the issue's packed batch (32 sequences of
+#                                128..8192, d64 and d128) against one dense call, the knob off, on,
+#                                off, on (each its own process; the vs-dense ratio compares them)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -2679,6 +2684,23 @@ bwd-tail)
     read -r b h s d v <<< "$sh"
     step "btail-ab-d$d-b$b-s$s" 60 "$KILN" attn bench --backward --batch "$b" --heads "$h" --seqlen "$s" --dim "$d" \
       --reps 20 --warmup 2 --warmup-ms 1000 --version "$v" --version bwd_fa3_tail --version "$v" --version bwd_fa3_tail
+  done
+  table ;;
+
+bwd-compact)
+  # The packed grid with the sequences' key blocks back to back (ledger B23): the longest
+  # sequence's key blocks x sequences grid launched 13,680 empty blocks of its 32,768 at the
+  # issue's packed batch. A knob: the ratio to the dense call in the same process compares runs.
+  need_bin "$KILN"; machine "$KILN"
+  step bcompact-suite 90 env KILN_BWD_VARLEN_COMPACT=1 "$KILN" attn verify --backward --varlen-suite
+  step bcompact-gqa-window 90 env KILN_BWD_VARLEN_COMPACT=1 "$KILN" attn verify --backward --varlen-count 32 \
+    --varlen-range 128:1024 --seed 1 --heads 8 --kv-heads 2 --dim 128 --causal --window 256,0
+  for d in 64 128; do
+    for i in 1 2 3 4; do
+      k=$(( (i + 1) % 2 ))
+      step "bcompact-d$d-$i-k$k" 60 env KILN_BWD_VARLEN_COMPACT=$k "$KILN" attn bench --backward --varlen-count 32 --seed 1 \
+        --heads 16 --dim "$d" --reps 10 --warmup 3 --warmup-ms 300
+    done
   done
   table ;;
 

@@ -95,3 +95,11 @@ fn the_d64_backward_with_exponentials_on_the_fma_pipe_compiles_for_sm90a_without
     require_nvrtc!();
     check_version("bwd_fa3_m128_fma", 2);
 }
+
+#[test]
+fn the_backwards_split_tail_compiles_for_sm90a_without_spills() {
+    // (the gate above compiles it too: quick after a change to bwd_tail.cuh or the walk it
+    // shares; the default at d64 from 4,096 rows and d128 since 2026-11-30)
+    require_nvrtc!();
+    check_version("bwd_fa3_tail", 4);
+}

@@ -26,10 +26,13 @@
 //   [1, H, total_q]): grid z is the sequence, a block's keys and query blocks are its sequence's
 //   (rows read past the sequence's end are masked, and their dQ rows, all zero, are added into
 //   the next sequence's); a block whose keys lie past its sequence's end returns at once.
+//   KILN_BWD_VARLEN 2: the same with the sequences' key blocks back to back along grid x
+//   (bwd_varlen_grid.cuh): no block past the longest sequence's keys for the shorter ones.
 #pragma once
 #include "attention/attn_bwd_args.cuh"
 #include "attention/bwd_dq.cuh"
 #include "attention/bwd_tail.cuh"
+#include "attention/bwd_varlen_grid.cuh"
 #include "attention/bwd_wgmma.cuh"
 #include "attention/tma_4d.cuh"
 #include "attention/window.cuh"
@@ -163,14 +166,23 @@ static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
 // bytes spilled; reloaded from the offsets at each use, their addresses did: 28). DET_WRITER:
 // the walk may start past the head's first block, then wraps at its last (walk_at).
 #if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
-// The block's sequence: its first query row, query rows, first key row and key rows (bwd_kernel).
+// The block's sequence: its first query row, query rows, first key row and key rows (bwd_kernel);
+// KILN_BWD_VARLEN 2, its key block within the sequence (bwd_seq(4)).
 __shared__ int4 bwd_seq_rows;
+#endif
+#if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN == 2
+__shared__ int bwd_seq_block;
 #endif
 // Entry i of bwd_seq_rows (0 without KILN_BWD_VARLEN), by a load the compiler cannot hoist.
 __device__ __forceinline__ int bwd_seq(int i) {
 #if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
   int v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(&bwd_seq_rows) + 4 * i));
+#if KILN_BWD_VARLEN == 2
+  const u32 at = i == 4 ? smem_u32(&bwd_seq_block) : smem_u32(&bwd_seq_rows) + 4 * i;
+#else
+  const u32 at = smem_u32(&bwd_seq_rows) + 4 * i;
+#endif
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(at));
   return v;
 #else
   return 0;
@@ -198,15 +210,29 @@ struct BwdWalk {
 // written) and p.errors records it; so does a block past its sequence's keys (nothing to store).
 // Thread 0 of a block with work puts the sequence's rows in bwd_seq_rows (bwd_start's barrier
 // publishes them).
+// KILN_BWD_VARLEN 2: the sequence and key block from grid x (varlen_compact_block), the offsets
+// first checked to rise from 0; a sequence's keys then fit its blocks by construction.
 __device__ __forceinline__ bool bwd_varlen_start(const AttnBwdArgs& p) {
 #if defined(KILN_BWD_VARLEN) && KILN_BWD_VARLEN
-  const int b = blockIdx.z;
+  int b = blockIdx.z, nb = blockIdx.x, seqs = gridDim.z;
+  bool placed = true;
+  if (VARLEN_COMPACT) {
+    seqs = varlen_compact_seqs<BN>(p);
+    placed = varlen_compact_block<BN>(p, b, nb);
+    if (!placed) b = 0, nb = 0;
+  }
   const int qs = __ldg(p.cu_q + b), qe = __ldg(p.cu_q + b + 1), ks = __ldg(p.cu_k + b), ke = __ldg(p.cu_k + b + 1);
-  const bool ok = 0 <= qs && qs <= qe && qe <= p.sq && qe - qs <= p.m_blocks * p.m_block && 0 <= ks && ks <= ke && ke <= p.skv &&
-                  ke - ks <= (int)gridDim.x * BN && (b > 0 || (qs | ks) == 0) && (b + 1 < (int)gridDim.z || (qe == p.sq && ke == p.skv));
+  const bool ok = placed && 0 <= qs && qs <= qe && qe <= p.sq && qe - qs <= p.m_blocks * p.m_block && 0 <= ks && ks <= ke &&
+                  ke <= p.skv && (VARLEN_COMPACT || ke - ks <= (int)gridDim.x * BN) && (b > 0 || (qs | ks) == 0) &&
+                  (b + 1 < seqs || (qe == p.sq && ke == p.skv));
   if (!ok && p.errors != nullptr && threadIdx.x == 0) *reinterpret_cast<volatile u32*>(p.errors) = 1u;
-  if (!ok || (int)blockIdx.x * BN >= ke - ks) return false;
-  if (threadIdx.x == 0) bwd_seq_rows = make_int4(qs, qe - qs, ks, ke - ks);
+  if (!ok || nb * BN >= ke - ks) return false;
+  if (threadIdx.x == 0) {
+    bwd_seq_rows = make_int4(qs, qe - qs, ks, ke - ks);
+#if KILN_BWD_VARLEN == 2
+    bwd_seq_block = nb;
+#endif
+  }
 #endif
   return true;
 }
@@ -239,7 +265,7 @@ __device__ __forceinline__ void lpt_block(const AttnBwdArgs& p, int& nb, int& hk
 // lpt_block's)
 __device__ __forceinline__ BwdWalk bwd_walk(const AttnBwdArgs& p, int nb = -1) {
   BwdWalk k;
-  k.nb = nb < 0 ? (int)blockIdx.x : nb, k.hk = blockIdx.y, k.b = blockIdx.z;
+  k.nb = nb >= 0 ? nb : VARLEN_COMPACT ? bwd_seq(4) : (int)blockIdx.x, k.hk = blockIdx.y, k.b = blockIdx.z;
   k.it0 = 0;
   if (LPT_WALK && nb < 0 && p.lpt_heads > 0) lpt_block(p, k.nb, k.hk, k.b);
   int part = -1;

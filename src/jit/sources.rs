@@ -330,6 +330,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_tail.cuh"),
     ),
     (
+        "attention/bwd_varlen_grid.cuh",
+        include_str!("../../kernels/attention/bwd_varlen_grid.cuh"),
+    ),
+    (
         "attention/bwd_fa3_lookahead.cu",
         include_str!("../../kernels/attention/bwd_fa3_lookahead.cu"),
     ),

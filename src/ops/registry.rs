@@ -325,30 +325,49 @@ mod tests {
         gemm.chain(attention).chain(moe).collect()
     }
 
-    /// The backward's default is a shape-dependent choice at d64 (`bwd_fa3_m128_fma` from 4,096
-    /// rows, causal or not; `bwd_fa3_lookahead` below) and the lookahead at d128; a request still
-    /// wins.
+    /// The backward's default is `bwd_fa3_tail` (the older default's kernels with the grid's end
+    /// mended) at d64 from 4,096 rows and at d128, causal or not; `bwd_fa3_lookahead` at d64 below
+    /// 4,096 rows and with a window; the deterministic writer in deterministic mode; a request
+    /// still wins, and the older default stays by name.
     #[test]
     fn the_backward_default_follows_the_d64_rule() {
-        use crate::ops::attention::AttentionProblem;
+        use crate::ops::attention::{AttentionProblem, Window};
         let (r, dev) = (Registry::default(), DeviceInfo::h100_sxm());
-        let pick = |s, d, causal, requested| {
+        let pick_in = |s, d, causal, det, window, requested| {
             let mut a = AttentionProblem::new(1, 16, s, d);
             a.causal = causal;
-            let p = BackwardProblem::new(a, false);
+            a.window = window;
+            let p = BackwardProblem::new(a, det);
             r.select_attention_backward(&p, &dev, requested)
                 .unwrap()
                 .name()
         };
-        assert_eq!(pick(16384, 64, true, None), "bwd_fa3_m128_fma");
-        assert_eq!(pick(4096, 64, true, None), "bwd_fa3_m128_fma");
+        let pick =
+            |s, d, causal, requested| pick_in(s, d, causal, false, Window::UNBOUNDED, requested);
+        assert_eq!(pick(16384, 64, true, None), "bwd_fa3_tail");
+        assert_eq!(pick(4096, 64, true, None), "bwd_fa3_tail");
         assert_eq!(pick(2048, 64, true, None), "bwd_fa3_lookahead");
-        assert_eq!(pick(4096, 64, false, None), "bwd_fa3_m128_fma");
-        assert_eq!(pick(16384, 64, false, None), "bwd_fa3_m128_fma");
+        assert_eq!(pick(4096, 64, false, None), "bwd_fa3_tail");
+        assert_eq!(pick(16384, 64, false, None), "bwd_fa3_tail");
         assert_eq!(pick(2048, 64, false, None), "bwd_fa3_lookahead");
-        assert_eq!(pick(16384, 128, true, None), "bwd_fa3_lookahead");
+        assert_eq!(pick(16384, 128, true, None), "bwd_fa3_tail");
+        assert_eq!(pick(1000, 128, false, None), "bwd_fa3_tail");
+        let w = Window {
+            left: 256,
+            right: 0,
+        };
+        assert_eq!(
+            pick_in(8192, 128, true, false, w, None),
+            "bwd_fa3_lookahead"
+        );
+        assert_eq!(
+            pick_in(8192, 128, false, true, Window::UNBOUNDED, None),
+            "bwd_fa3_ordered_eager"
+        );
         let asked = Some("bwd_fa3_m128");
         assert_eq!(pick(4096, 64, false, asked), "bwd_fa3_m128");
+        let old = Some("bwd_fa3_m128_fma");
+        assert_eq!(pick(4096, 64, false, old), "bwd_fa3_m128_fma");
     }
 
     /// `kiln check --arch sm_89` compiles what runs there, not a failure per wgmma variant.

@@ -173,7 +173,7 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_BWD_LPT",
         takes: || FLAG.into(),
-        default: "the causal backward's blocks longest walk first, a chunk of heads at a time, at d64 from 4,096 query rows, else in the grid's order (1: longest first wherever causal; 0: the grid's order everywhere)",
+        default: "the causal backward's blocks longest walk first, a chunk of heads at a time, in the default version (bwd_fa3_tail: d64 from 4,096 query rows, d128) and at d64 from 4,096 rows in the versions asked for by name, else in the grid's order (1: longest first wherever causal; 0: the grid's order everywhere)",
         set: |o, v| put(&mut o.attention.bwd_lpt, opt(v, flag)),
         show: |o| o.attention.bwd_lpt.map(bit),
     },
@@ -194,9 +194,16 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_BWD_TAIL",
         takes: || "0 to 4 (0: off; 1: the host's choice of parts; 2 to 4: that many parts)".into(),
-        default: "0: the non-causal backward's last partial wave of key blocks runs whole (1: split into parts that spread over every SM)",
-        set: |o, v| put(&mut o.attention.bwd_tail, or(v, 0, |v| number(v, 0, 4))),
-        show: |o| unless(o.attention.bwd_tail, 0, |n| n.to_string()),
+        default: "the default backward (bwd_fa3_tail) splits the non-causal grid's last partial wave of key blocks into the model's parts, the versions asked for by name run it whole (0: whole everywhere; 1: the model's split wherever it applies)",
+        set: |o, v| put(&mut o.attention.bwd_tail, opt(v, |v| number(v, 0, 4))),
+        show: |o| o.attention.bwd_tail.map(|n| n.to_string()),
+    },
+    Knob {
+        name: "KILN_BWD_VARLEN_COMPACT",
+        takes: || FLAG.into(),
+        default: "0: the packed backward's grid is the longest sequence's key blocks x heads x sequences (1: the sequences' key blocks back to back, at most 63 sequences)",
+        set: |o, v| put(&mut o.attention.bwd_varlen_compact, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_varlen_compact, false, bit),
     },
     Knob {
         name: "KILN_BWD_VARLEN_M128",

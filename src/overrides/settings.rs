@@ -153,8 +153,14 @@ pub struct AttentionOverrides {
     pub bwd_pingpong: bool,
     /// `KILN_BWD_TAIL`: the non-causal WGMMA backwards (`bwd_fa3_lookahead`'s file) split the
     /// key blocks of the grid's last partial wave into parts (`attention_backward::tail`): 1 as
-    /// many as the host's model picks, 2 to 4 that many; 0: off. Default: 0.
-    pub bwd_tail: u32,
+    /// many as the host's model picks, 2 to 4 that many; 0: off everywhere. Default: none (the
+    /// default version, `bwd_fa3_tail`, takes the model's split; the older versions asked for by
+    /// name run the grid whole).
+    pub bwd_tail: Option<u32>,
+    /// `KILN_BWD_VARLEN_COMPACT`: the packed backward's grid with the sequences' key blocks back
+    /// to back (no block past a shorter sequence's keys), for batches of at most 63 sequences.
+    /// Default: false.
+    pub bwd_varlen_compact: bool,
     /// `KILN_BWD_VARLEN_M128`: the packed d64 backward runs `bwd_fa3_m128_fma`'s tile (128 query
     /// rows a step) instead of `bwd_fa3_lookahead`'s 64-row one. Default: true (1.09-1.11x the
     /// 64-row tile in two H200 rounds, 2026-11-30).
@@ -185,7 +191,8 @@ impl AttentionOverrides {
         bwd_lpt: None,
         bwd_no_ahead: false,
         bwd_pingpong: false,
-        bwd_tail: 0,
+        bwd_tail: None,
+        bwd_varlen_compact: false,
         bwd_varlen_m128: true,
         fa3_d64: None,
         fa3_d128: None,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 77 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (77, 14));
+    // 78 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (78, 14));
 }
 
 #[test]
@@ -89,6 +89,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_BWD_NO_AHEAD", "1"),
         ("KILN_BWD_PINGPONG", "1"),
         ("KILN_BWD_TAIL", "3"),
+        ("KILN_BWD_VARLEN_COMPACT", "1"),
         ("KILN_BWD_VARLEN_M128", "0"),
         ("KILN_FA3_D128", "pingpong=1,persist=2"),
         ("KILN_FA3_D256", "stages=3"),

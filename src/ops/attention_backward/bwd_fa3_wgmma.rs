@@ -69,6 +69,9 @@ pub struct WgmmaBwdTile {
     /// A packed batch (`bwd_fa3_lookahead.cu` with the define `KILN_BWD_VARLEN`, always beside
     /// `KILN_BWD_WINDOW`: one variant for packed batches with or without a window).
     pub varlen: bool,
+    /// The packed grid with the sequences' key blocks back to back (`KILN_BWD_VARLEN_COMPACT`:
+    /// the define `KILN_BWD_VARLEN` 2, `kernels/attention/bwd_varlen_grid.cuh`; `varlen` only).
+    pub varlen_compact: bool,
     /// How many of every 8 of Pᵀ's exponentials go to the FMA pipe as a polynomial instead of
     /// MUFU (`bwd_fa3_m128_fma`: the define `KILN_BWD_EXP_POLY`; 0: none, no define).
     pub exp_poly: u32,
@@ -133,6 +136,7 @@ impl WgmmaBwdTile {
             det_writer: DetWriter::No,
             window: false,
             varlen: false,
+            varlen_compact: false,
             exp_poly: 0,
             ds_packed: false,
             tail: false,
@@ -255,7 +259,7 @@ impl WgmmaBwdTile {
             spec
         };
         let spec = if self.varlen {
-            spec.define("KILN_BWD_VARLEN", 1)
+            spec.define("KILN_BWD_VARLEN", 1 + self.varlen_compact as u32)
         } else {
             spec
         };
@@ -400,15 +404,29 @@ impl Sched {
     }
 }
 
-/// `KILN_BWD_TAIL`'s split of `p`'s grid under tile `t`, if the knob asks for one (or `t.tail`
-/// does: `bwd_fa3_tail`, the model's choice unless the knob names the parts) and `t` is
-/// `bwd_fa3_lookahead.cu`'s dense walk without a writer: the key blocks of every key/value head
-/// and batch, each walking every query block of its group's heads.
+/// `KILN_BWD_TAIL`'s split of `p`'s grid under tile `t`, if the knob asks for one (or, the knob
+/// unset, `t.tail` does: `bwd_fa3_tail`, the default, takes the model's choice; `KILN_BWD_TAIL=0`
+/// runs its grid whole, the old default's arrangement) and `t` is `bwd_fa3_lookahead.cu`'s dense
+/// walk without a writer: the key blocks of every key/value head and batch, each walking every
+/// query block of its group's heads.
 pub fn tail_plan(ctx: &Context, p: &BackwardProblem, t: &WgmmaBwdTile) -> Option<TailPlan> {
-    let knob = match ctx.overrides.attention.bwd_tail {
-        0 if t.tail => 1,
-        k => k,
-    };
+    let knob = tail_knob(ctx.overrides.attention.bwd_tail, t.tail);
+    tail_plan_for(knob, p, t, ctx.info.sm_count)
+}
+
+/// What `KILN_BWD_TAIL` (`knob`; unset: `None`) asks of a tile that asks for the split itself
+/// (`wants`) or not: 0 off, 1 the model's parts, 2-4 that many.
+pub fn tail_knob(knob: Option<u32>, wants: bool) -> u32 {
+    knob.unwrap_or(wants as u32)
+}
+
+/// [`tail_plan`] with the knob resolved ([`tail_knob`]) on `sms` SMs.
+pub fn tail_plan_for(
+    knob: u32,
+    p: &BackwardProblem,
+    t: &WgmmaBwdTile,
+    sms: u32,
+) -> Option<TailPlan> {
     let walk = t.dq == DqAdd::TensorTile
         && t.ahead != Ahead::No
         && !t.window
@@ -421,7 +439,7 @@ pub fn tail_plan(ctx: &Context, p: &BackwardProblem, t: &WgmmaBwdTile) -> Option
     let a = &p.attn;
     let units = (a.seqlen_kv as u32).div_ceil(BN) * a.heads_kv as u32 * a.batch as u32;
     let steps = a.group() as u32 * (a.seqlen_q as u32).div_ceil(t.bm);
-    tail::plan(knob, units, ctx.info.sm_count, steps)
+    tail::plan(knob, units, sms, steps)
 }
 
 /// A packed launch (`KILN_BWD_VARLEN`) of [`launch_main`]: the problem is the packed batch's dense

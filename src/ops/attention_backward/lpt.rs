@@ -14,7 +14,10 @@
 //! flight, and the same schedule then ends 0.2-0.3 % past the mean.
 //!
 //! The default at d64 from 4,096 query rows since 2026-11-30 ([`lpt_by_default`]: faster there in
-//! two rounds); elsewhere `KILN_BWD_LPT=1` until measured.
+//! two rounds), and at d128 since `bwd_fa3_tail` (which asks for it) became the default there
+//! (2026-11-30, ledger B22: d128 B4 H32 S4096 causal 1.039x and 1.020x in one process);
+//! [`lpt_by_default`] stays the rule of the versions asked for by name (the older default), so
+//! that `--version bwd_fa3_lookahead --version bwd_fa3_tail` times the two orders.
 
 use super::BackwardProblem;
 

@@ -10,7 +10,7 @@
 //! 2026-11-30).
 
 use super::bwd_fa3_lookahead;
-use super::bwd_fa3_wgmma::{launch_main, supports_tile, PackedGrid, Sched, BM, BN};
+use super::bwd_fa3_wgmma::{launch_main, supports_tile, PackedGrid, Sched, WgmmaBwdTile, BM, BN};
 use super::{check_aligned, check_buffers, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -124,10 +124,17 @@ pub fn launch_varlen(
             });
         }
     }
-    let t = bwd_fa3_lookahead::varlen_tile(p.head_dim, ctx.overrides.attention.bwd_varlen_m128);
+    let o = &ctx.overrides.attention;
+    let t = bwd_fa3_lookahead::varlen_tile(p.head_dim, o.bwd_varlen_m128);
+    let compact = o.bwd_varlen_compact && p.batch <= COMPACT_MAX_SEQS;
+    let t = WgmmaBwdTile {
+        varlen_compact: compact,
+        ..t
+    };
+    let (key_blocks, seqs) = packed_grid(p, compact);
     let grid = PackedGrid {
-        key_blocks: (p.max_k.max(1) as u32).div_ceil(BN),
-        seqs: p.batch as u32,
+        key_blocks,
+        seqs,
         // (in 64-row blocks, the argument block's m_block, whatever the tile's rows a step)
         m_blocks: (p.max_q.max(1) as u32).div_ceil(BM),
         cu_q: ops.cu_q.ptr(),
@@ -149,6 +156,22 @@ pub fn launch_varlen(
         Some(grid),
         Sched::of(ctx),
     )
+}
+
+/// The most sequences the compact grid takes (`KILN_BWD_VARLEN_COMPACT`): a warp finds a block's
+/// sequence among offsets it holds two a lane (`kernels/attention/bwd_varlen_grid.cuh`).
+pub const COMPACT_MAX_SEQS: usize = 63;
+
+/// The packed grid's x and z (a block per `BN` keys of each key/value head, y): the longest
+/// sequence's key blocks x the sequences, or `compact` the sequences' key blocks back to back
+/// (floor(total_k / BN) + sequences: sequence z owns floor(cu_k[z] / BN) + z onwards, at least
+/// its ceil(keys / BN)) x 1.
+pub fn packed_grid(p: &VarlenShape, compact: bool) -> (u32, u32) {
+    if compact {
+        ((p.total_k / BN as usize + p.batch) as u32, 1)
+    } else {
+        ((p.max_k.max(1) as u32).div_ceil(BN), p.batch as u32)
+    }
 }
 
 #[cfg(test)]
@@ -173,6 +196,76 @@ mod tests {
         assert_eq!(d.q_elems(), p.q_elems());
         assert_eq!(d.kv_elems(), p.kv_elems());
         assert_eq!(d.lse_elems(), 4 * 73);
+    }
+
+    /// The compact grid gives each sequence at least its key blocks, starting where the device's
+    /// `varlen_compact_block` puts them (floor(cu_k[z] / BN) + z), and ends with the last one.
+    #[test]
+    fn the_compact_grid_holds_every_sequences_key_blocks() {
+        let lens = [6698, 5067, 658, 8103, 128, 0, 1, 129, 255, 256, 257, 7];
+        let pairs: Vec<(usize, usize)> = lens.iter().map(|&l| (l, l)).collect();
+        let p = VarlenProblem::new(&pairs, 4, 64).shape();
+        let (x, z) = packed_grid(&p, true);
+        assert_eq!(z, 1);
+        let bn = BN as usize;
+        let mut cu = 0;
+        let base = |cu: usize, i: usize| cu / bn + i;
+        for (i, &l) in lens.iter().enumerate() {
+            let owned = base(cu + l, i + 1) - base(cu, i);
+            assert!(
+                owned >= l.div_ceil(bn) && owned <= l.div_ceil(bn) + 1,
+                "{i}: {owned}"
+            );
+            cu += l;
+        }
+        assert_eq!(base(cu, lens.len()), x as usize);
+        // the dense-style grid: the longest sequence's blocks x sequences
+        assert_eq!(
+            packed_grid(&p, false),
+            (8103u32.div_ceil(BN), lens.len() as u32)
+        );
+        // 32 sequences of 128..8192 (seed 1's): 1,192 + 32 blocks a head for 2,048 x 32
+        let drawn: Vec<(usize, usize)> = [
+            6698, 5067, 658, 8103, 2679, 7591, 648, 3906, 2293, 5738, 5155, 6498, 3202, 4775, 6769,
+            1207, 4243, 924, 4937, 1185, 6609, 6887, 4163, 6944, 6491, 7162, 7417, 1769, 4709,
+            6977, 5214, 4185,
+        ]
+        .iter()
+        .map(|&l| (l, l))
+        .collect();
+        let d = VarlenProblem::new(&drawn, 16, 64).shape();
+        assert_eq!(packed_grid(&d, true), (150803 / 128 + 32, 1));
+        assert_eq!(packed_grid(&d, false), (64, 32));
+    }
+
+    /// The compact grid's kernels (`KILN_BWD_VARLEN_COMPACT`: the define `KILN_BWD_VARLEN` 2) on
+    /// the packed tiles the knob takes, d64's 128-row one and d128's, compile for sm_90a with no
+    /// local memory, no wgmma serialisation and the register split honoured; they compile when
+    /// the knob asks for them, outside the variant budget.
+    #[test]
+    fn the_compact_grids_variants_compile_without_spills() {
+        use crate::ops::attention::DTYPES;
+        let mut v = Vec::new();
+        for t in [
+            bwd_fa3_lookahead::varlen_tile(64, true),
+            bwd_fa3_lookahead::varlen_tile(128, true),
+        ] {
+            let c = WgmmaBwdTile {
+                varlen_compact: true,
+                ..t
+            };
+            for dt in DTYPES {
+                let spec = c.spec("sm_90a", dt);
+                assert!(
+                    spec.label().contains("KILN_BWD_VARLEN=2"),
+                    "{}",
+                    spec.label()
+                );
+                assert!(t.spec("sm_90a", dt).label().contains("KILN_BWD_VARLEN=1"));
+                v.push(spec);
+            }
+        }
+        crate::ops::attention_backward::assert_compiles_clean(v, &["C751", "C7507", "C7508"]);
     }
 
     #[test]

@@ -60,6 +60,15 @@
 #endif
 constexpr bool DQ_STAGED = KILN_D256_DQ != 0;
 static_assert(!D256_DET || DQ_STAGED, "KILN_D256_DET orders the staged dQ's reduces (KILN_D256_DQ 1)");
+// KILN_D256_DET 2 (the host's bwd_fa3_d256_ordered_early): the adder reads its counter before the
+// consumers meet (consumer 0 before it waits for dV, 1 before the meet), so that the read's round
+// trip (an acquire: a load and an L1 invalidation, ~0.4 us) overlaps the wait there instead of
+// holding the warpgroup at the dQ add; a turn not yet come is read again there.
+#if defined(KILN_D256_DET)
+constexpr bool D256_EARLY = KILN_D256_DET == 2;
+#else
+constexpr bool D256_EARLY = false;
+#endif
 
 static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
 
@@ -111,7 +120,7 @@ __device__ __forceinline__ void d256_release(const BwdSmem& sm, int s, u32 count
 // 64 keys, waited for and added (sem: the deterministic mode's counter, else null): by atomics,
 // or (staged) into the tile at `tile` and, by warp 0's first thread, through the map `tdq`.
 __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int h,
-                                        int m0, u32* sem, bool staged, const TmaMap* tdq, u32 tile) {
+                                        int m0, u32* sem, u32 seen, bool staged, const TmaMap* tdq, u32 tile) {
   float dq[QN / 2];
   wgmma_fence();
   dq_from_ds<QN, QKS, BM, BN, true>(dq, d256_at16(sm.sds) + (it & 1) * (DS_BYTES / 16), d256_at16(sm.sk), 0, th.c * (QN / 64));
@@ -133,9 +142,9 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
       if (D256_DET && sem != nullptr) {
         // D256_DET: this block's turn (both consumers of every block before it in det_rank's
         // order have bumped), then the counter's acquire before the bulk adds
+        // (seen: the counter as read before the meet, D256_EARLY; else 0)
         const u32 turn = 2 * (u32)det_rank(k, p, det_group(k, p), m0 / BM);
-        while (ld_acquire(sem) < turn) {
-        }
+        while (seen < turn) seen = ld_acquire(sem);
         fence_proxy_async_global();
       }
       reduce_dq_tile<1>(tdq, tile, p.sq, k.b, h, m0, th.c * QN, 1);
@@ -267,6 +276,10 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     }
     // dV (C 0) or dK (C 1) has completed: Q and dO are read by this warpgroup, and Pᵀ's or dSᵀ's
     // registers are free before dQ's. Consumer 1 meets consumer 0 first (its dSᵀ is stored).
+    u32 seen = 0;
+    if constexpr (D256_EARLY) {
+      if (ordered && adder) seen = ld_acquire(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb);
+    }
     if (C == 1) named_barrier_sync(BAR_DS, 256);
     wgmma_wait<0>();
     int it_late = it;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
@@ -275,7 +288,7 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     if (C == 0) named_barrier_sync(BAR_DS, 256);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     // consumer 0's tile in the stage's dO half, consumer 1's in its Q half
-    d256_dq(p, k, sm, th, it, h, m0, sem, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
+    d256_dq(p, k, sm, th, it, h, m0, sem, seen, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
   }
   if (adder) {
     if (ordered && k.iters > 0) d256_bump(p, k, k.iters - 1);

@@ -12,6 +12,9 @@
 //! bounds). Problems that are not deterministic run `bwd_fa3_d256_tma`. Not the default until the
 //! device shows it verified and faster; its kernels compile when asked for, outside the variant
 //! budget.
+//!   `bwd_fa3_d256_ordered_early` (`KILN_D256_DET=2`): the same, each adder reading its counter
+//!   before the consumers meet, so that the read's round trip overlaps the wait there rather than
+//!   holding the warpgroup at the add (a turn not yet come is read again at the add).
 
 use super::bwd_fa3_d256::{self, BwdFa3D256, D256, DQ_BOX_COLS};
 use super::bwd_fa3_wgmma::{launch_main, Sched};
@@ -21,22 +24,32 @@ use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
 
-pub struct BwdFa3D256Ordered;
+/// `BwdFa3D256Ordered(early)`: `early`, the counter read before the consumers meet.
+pub struct BwdFa3D256Ordered(pub bool);
 
-/// Its kernel for `dtype`: the staged version's with the define (`p16`: `KILN_BWD_D256_P16`).
-pub fn spec(arch: &str, dtype: DType, p16: bool) -> KernelSpec {
-    bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 1)
+/// The kernel for `dtype`: the staged version's with the define, 1 or (`early`) 2 (`p16`:
+/// `KILN_BWD_D256_P16`).
+pub fn spec(arch: &str, dtype: DType, early: bool, p16: bool) -> KernelSpec {
+    bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 1 + early as u32)
 }
 
 impl AttentionBackwardKernel for BwdFa3D256Ordered {
     fn name(&self) -> &'static str {
-        "bwd_fa3_d256_ordered"
+        if self.0 {
+            "bwd_fa3_d256_ordered_early"
+        } else {
+            "bwd_fa3_d256_ordered"
+        }
     }
     fn summary(&self) -> &'static str {
-        "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by TMA reduce in the dQ writer's fixed order, on its rotated (causal: reversed) walks"
+        if self.0 {
+            "bwd_fa3_d256_ordered with each adder's counter read before the consumers meet"
+        } else {
+            "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by TMA reduce in the dQ writer's fixed order, on its rotated (causal: reversed) walks"
+        }
     }
     fn rung(&self) -> u32 {
-        11
+        11 + self.0 as u32
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
         BwdFa3D256(D256::Staged).supports(p, dev)
@@ -52,6 +65,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         let main = spec(
             &ctx.arch(),
             p.attn.dtype,
+            self.0,
             ctx.overrides.attention.bwd_d256_p16,
         );
         // det_writer: the argument block's order of adds and SMs (`det_args`; its writer count
@@ -83,36 +97,44 @@ mod tests {
     use crate::ops::registry::Registry;
 
     #[test]
-    fn it_takes_d256_by_name_only() {
+    fn they_take_d256_by_name_only() {
         let h100 = DeviceInfo::h100_sxm();
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
-        assert!(BwdFa3D256Ordered.supports(&p(256, true), &h100).is_ok());
-        assert!(BwdFa3D256Ordered.supports(&p(128, true), &h100).is_err());
-        assert!(BwdFa3D256Ordered.variants("sm_90a").is_empty());
         let r = Registry::default();
-        let k = r
-            .select_attention_backward(&p(256, true), &h100, Some("bwd_fa3_d256_ordered"))
-            .unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_ordered");
+        for early in [false, true] {
+            let v = BwdFa3D256Ordered(early);
+            assert!(v.supports(&p(256, true), &h100).is_ok());
+            assert!(v.supports(&p(128, true), &h100).is_err());
+            assert!(v.variants("sm_90a").is_empty());
+            let k = r
+                .select_attention_backward(&p(256, true), &h100, Some(v.name()))
+                .unwrap();
+            assert_eq!(k.name(), v.name());
+            let label = spec("sm_90a", DTYPES[0], early, false).label();
+            let det = format!("KILN_D256_DET={}", 1 + early as u32);
+            assert!(
+                label.contains(&det) && label.contains("KILN_D256_DQ=1"),
+                "{label}"
+            );
+        }
         let k = r
             .select_attention_backward(&p(256, true), &h100, None)
             .unwrap();
         assert_eq!(k.name(), "bwd_fa3_d256_tma");
-        let label = spec("sm_90a", DTYPES[0], false).label();
-        assert!(
-            label.contains("KILN_D256_DET=1") && label.contains("KILN_D256_DQ=1"),
-            "{label}"
-        );
     }
 
-    /// Its kernels (bf16, f16; with and without `KILN_BWD_D256_P16`) compile for sm_90a with no
-    /// local memory, no wgmma serialisation and the register split honoured.
+    /// Their kernels (bf16, f16; early or not; with and without `KILN_BWD_D256_P16`) compile for
+    /// sm_90a with no local memory, no wgmma serialisation and the register split honoured.
     #[test]
     fn every_variant_compiles_without_spills() {
-        let specs = DTYPES
-            .iter()
-            .flat_map(|&dt| [spec("sm_90a", dt, false), spec("sm_90a", dt, true)])
-            .collect();
+        let mut specs = Vec::new();
+        for dt in DTYPES {
+            for early in [false, true] {
+                for p16 in [false, true] {
+                    specs.push(spec("sm_90a", dt, early, p16));
+                }
+            }
+        }
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

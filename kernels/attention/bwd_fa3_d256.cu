@@ -60,10 +60,13 @@
 #endif
 constexpr bool DQ_STAGED = KILN_D256_DQ != 0;
 static_assert(!D256_DET || DQ_STAGED, "KILN_D256_DET orders the staged dQ's reduces (KILN_D256_DQ 1)");
-// KILN_D256_DET 2 (the host's bwd_fa3_d256_ordered_early): the adder reads its counter before the
-// consumers meet (consumer 0 before it waits for dV, 1 before the meet), so that the read's round
-// trip (an acquire: a load and an L1 invalidation, ~0.4 us) overlaps the wait there instead of
-// holding the warpgroup at the dQ add; a turn not yet come is read again there.
+// KILN_D256_DET 2 (the host's bwd_fa3_d256_ordered_early): the previous block's completion waited
+// for and its bump made before the consumers meet (consumer 0 before it waits for dV, 1 before the
+// meet) rather than at the block's first product, then this block's counter read there, so that
+// neither the reduce's completion (~1-2 us after its issue: the first round, H200 2026-11-30, had
+// the ordered reduces' step ~1.9 us longer than the staged run's, 0.60-0.70x) nor the read's round
+// trip holds the warpgroup; a turn not yet come is read again at the add. The bump comes about
+// two thirds of a step later, still before the next adder (a step behind at gs = 1) adds.
 #if defined(KILN_D256_DET)
 constexpr bool D256_EARLY = KILN_D256_DET == 2;
 #else
@@ -207,7 +210,7 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
       // the previous block's tile read: its stage (both consumers' adders, 4 arrivals each) free;
       // D256_DET: its adds complete and its counter bumped first (before this block's turn is
       // waited for: a waiting adder holds no bump)
-      if (ordered) {
+      if (ordered && !D256_EARLY) {
         d256_bump(p, k, it - 1);
       } else {
         tma_store_wait_read<0>();
@@ -278,7 +281,10 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     // registers are free before dQ's. Consumer 1 meets consumer 0 first (its dSᵀ is stored).
     u32 seen = 0;
     if constexpr (D256_EARLY) {
-      if (ordered && adder) seen = ld_acquire(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb);
+      if (ordered && adder) {
+        if (it > 0) d256_bump(p, k, it - 1);  // (before any wait for a turn)
+        seen = ld_acquire(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb);
+      }
     }
     if (C == 1) named_barrier_sync(BAR_DS, 256);
     wgmma_wait<0>();

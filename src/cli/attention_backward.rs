@@ -194,6 +194,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
 /// deterministic `p`, timed in interleaved rounds on the same buffers, so that the ratio the
 /// deterministic mode is held to (>= 0.85x the other) is read at one clock; separate processes at
 /// the H200's power cap spread ±6 %.
+#[allow(clippy::too_many_arguments)]
 fn bench_vs_nondeterministic(
     env: &Env,
     ctx: &Context,

@@ -6,6 +6,8 @@
 //! writer in one process (`--version bwd_fa3_ordered_eager --version bwd_fa3_ordered_w2`). The
 //! same kernels (the writers are a run-time argument, `det_writers`): no variant of its own.
 //! Problems that are not deterministic run the one-writer version's choice (the default's kernels).
+//! The deterministic mode's default at d64 and d128 since 2026-11-30 (ledger D12, D13): faster than
+//! one writer in two rounds and never slower.
 
 use super::bwd_fa3_ordered_eager::{tile, BwdFa3OrderedEager};
 use super::bwd_fa3_wgmma::{launch_main, launch_tile, Sched, BN};
@@ -65,6 +67,17 @@ impl AttentionBackwardKernel for BwdFa3OrderedW2 {
     fn by_default(&self) -> bool {
         false
     }
+    /// The deterministic mode's default at d64 and d128 (H200, 2026-11-30). The early call (main
+    /// f559116, separate processes, ledger D12): d128 B2 H16 S8192 1.02x / 1.14x one writer, causal
+    /// 1.08x / 1.04x; the morning's pair at d64 B4 H16 S4096 causal 1.19x. Round 1 (merged
+    /// 19f8979, one process, `--vs-nondeterministic`, ledger D13): 1.24x at d128 B2 H16 S8192,
+    /// 1.20x causal, 1.16x B4 H32 causal, 1.20x d64 B4 causal, 1.00x d64 B4 S4096, 1.01x / 1.02x
+    /// d64 B1 S16384 and causal; against the non-deterministic default (`bwd_fa3_tail`) in the same
+    /// processes 0.88-1.00x at all seven shapes (one writer 0.80-0.94x). Verified: d64 causal
+    /// over two launch chunks and, as the knob, d128 and GQA causal (runs bitwise equal).
+    fn by_default_for(&self, p: &BackwardProblem) -> bool {
+        p.deterministic
+    }
 }
 
 #[cfg(test)]
@@ -89,10 +102,17 @@ mod tests {
             .select_attention_backward(&p(128, true), &h100, Some("bwd_fa3_ordered_w2"))
             .unwrap();
         assert_eq!(k.name(), "bwd_fa3_ordered_w2");
-        // not the default (one writer stays until the device says otherwise)
-        let k = r
-            .select_attention_backward(&p(128, true), &h100, None)
-            .unwrap();
-        assert_eq!(k.name(), "bwd_fa3_ordered_eager");
+        // the deterministic default at d64 and d128 (two rounds faster than one writer); a problem
+        // that is not deterministic keeps the other mode's default
+        for d in [64, 128] {
+            let k = r
+                .select_attention_backward(&p(d, true), &h100, None)
+                .unwrap();
+            assert_eq!(k.name(), "bwd_fa3_ordered_w2");
+            let k = r
+                .select_attention_backward(&p(d, false), &h100, None)
+                .unwrap();
+            assert_ne!(k.name(), "bwd_fa3_ordered_w2");
+        }
     }
 }

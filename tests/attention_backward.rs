@@ -281,6 +281,22 @@ fn bad_backward_flags_name_the_problem_and_exit_2() {
             "--causal describes one problem",
         ),
         (
+            vec!["attn", "bench", "--backward", "--vs-nondeterministic"],
+            "--deterministic",
+        ),
+        (
+            vec![
+                "attn",
+                "verify",
+                "--backward",
+                "--deterministic",
+                "--vs-nondeterministic",
+                "--seqlen",
+                "8",
+            ],
+            "use it with `attn bench`",
+        ),
+        (
             vec!["attn", "verify", "--backward", "--dim", "96"],
             "no problem with head dim 96",
         ),

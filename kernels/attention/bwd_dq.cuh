@@ -21,3 +21,13 @@ __device__ __forceinline__ u32 ld_acquire(const u32* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+
+// A counter bumped with release semantics at GPU scope: this thread's earlier writes (and, after
+// fence_proxy_async_global, its completed bulk adds) are seen by whoever reads the new value
+// with acquire (the dQ writer's counters, bwd_dq_tile.cuh; bwd_fa3_d256.cu's ordered reduces).
+__device__ __forceinline__ void red_release_add(u32* p, u32 v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// Orders this thread's generic-proxy and async-proxy accesses to global memory (the counter's
+// acquire before a bulk add; a completed bulk add before the release).
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }

@@ -123,16 +123,7 @@ __device__ __forceinline__ DqTile dq_tile(const TmaMap* map, unsigned char* smem
                 threadIdx.x % 128 == 0};
 }
 
-// A counter bumped with release semantics at GPU scope: this thread's earlier writes (and, after
-// fence_proxy_async_global, its completed bulk adds) are seen by whoever reads the new value
-// with acquire.
-__device__ __forceinline__ void red_release_add(u32* p, u32 v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-// Orders this thread's generic-proxy and async-proxy accesses to global memory (the counter's
-// acquire before a bulk add; a completed bulk add before the release).
-__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
-
+// (red_release_add, fence_proxy_async_global: bwd_dq.cuh)
 // The writer's adds of one block (lane 0: tiles t0 and t1 into head h, query block mb), the tiles
 // read when it returns; between(): once consumer 0's adds are complete, before consumer 1's are
 // issued, which split by keys (both add to every element) is their order. Then (the whole warp)

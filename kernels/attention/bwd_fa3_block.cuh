@@ -125,6 +125,17 @@ static_assert(KILN_BWD_DET_WRITER == 0 || KILN_BWD_DET_WRITER == 2, "KILN_BWD_DE
 #else
 constexpr bool DET_WRITER = false;
 #endif
+// KILN_D256_DET 1 (bwd_fa3_d256.cu only: the host's bwd_fa3_d256_ordered): the deterministic
+// mode's dQ staged and added by the consumers' TMA reduces in the dQ writer's fixed order
+// (det_rank), on the writer's walks (det_walk: rotated non-causal, reversed causal), where the
+// other d256 versions add by ordered atomics with every block walking the same query blocks.
+#if defined(KILN_D256_DET)
+constexpr bool D256_DET = KILN_D256_DET != 0;
+#else
+constexpr bool D256_DET = false;
+#endif
+// The walks and order of adds of the dQ writer (DET_WRITER) or of d256's ordered reduces.
+constexpr bool DET_ORDERED = DET_WRITER || D256_DET;
 // KILN_BWD_CLUSTER 2 (bwd_fa3_d256.cu only: the host's bwd_fa3_d256_pair): clusters of two
 // adjacent key blocks that walk the same query blocks in step (causal: from the first block the
 // cluster's first key block sees). Each CTA's producer loads half of a stage (the first CTA Q,
@@ -137,6 +148,7 @@ constexpr int BWD_CLUSTER = KILN_BWD_CLUSTER;
 constexpr int BWD_CLUSTER = 1;
 #endif
 static_assert(BWD_CLUSTER == 1 || (BWD_CLUSTER == 2 && D == 256 && BM == 64 && !DET_WRITER), "a pair of CTAs at d256 only");
+static_assert(!D256_DET || (D == 256 && BWD_CLUSTER == 1), "KILN_D256_DET: bwd_fa3_d256.cu's ordered reduces, one CTA a cluster");
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1 || (KILN_DQ_SPLIT == 2 && BM == 128),
               "dQ split over columns (0), keys (1) or, at 128 rows a step, query rows (2)");
 #if defined(KILN_BWD_WINDOW)
@@ -335,7 +347,7 @@ __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArg
 // gets an SM once the earlier chunks, which wait on nothing later, have finished
 // (det_schedule.rs checks it).
 __device__ __forceinline__ BwdWalk det_walk(const AttnBwdArgs& p) {
-  const bool det = DET_WRITER && p.dq_sem != nullptr;
+  const bool det = DET_ORDERED && p.dq_sem != nullptr;
   const bool reversed = det && p.det_order == 2 && p.lpt_heads == 0;
   // (-1: the grid's order, or lpt_block's where p.lpt_heads is set)
   BwdWalk w = bwd_walk(p, reversed ? (int)(gridDim.x - 1 - blockIdx.x) : det ? -1 : (int)blockIdx.x);
@@ -427,7 +439,7 @@ __device__ __forceinline__ void bwd_produce(const AttnBwdArgs& p, const BwdWalk&
   for (int it = 0; it < k.iters; ++it) {
     int h, mb;
     walk_at(k, p, it, h, mb);
-    if (DET_WRITER && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
+    if (DET_ORDERED && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
     const int m0 = mb * BM;
     const int s = sm.qring.acquire(it);
     if (!TX_FIRST) stage_lse(sm.vec + s * 2 * BM, p, k, h, m0, lane);
@@ -750,7 +762,7 @@ __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec,
         [&](int c) { consume(c, bwd_walk(p), sm); });
     return;
   }
-  const BwdWalk k = DET_WRITER ? det_walk(p) : bwd_walk(p);
+  const BwdWalk k = DET_ORDERED ? det_walk(p) : bwd_walk(p);
   ws_roles<PRODUCER_REGS, CONSUMER_REGS, DET_WRITER ? 96 : 32>(
       warpgroup_index(),
       [&] {

@@ -32,7 +32,18 @@
 // (bwd_dq_stage.cuh) and releases the stage for the producer once the reduce has read it, which
 // it waits for after the next block's first product is issued: the empty barrier's 8 arrivals
 // come as 4 from each consumer's adder. The deterministic mode keeps the ordered atomics (and the
-// release by every warp once dV or dK is done).
+// release by every warp once dV or dK is done), except with KILN_D256_DET:
+// KILN_D256_DET 1 (the host's bwd_fa3_d256_ordered, with KILN_D256_DQ 1): the deterministic mode
+// staged as above, each consumer's adder waiting for the block's turn on the (head, query block)
+// counter before its reduce, in the order and on the walks of the d64/d128 dQ writer (det_rank,
+// det_walk: non-causal walks rotated so that the blocks of a wave reach a query block a few steps
+// apart in the order they add; causal key blocks launched in reverse, the last first). With the
+// atomics every block walked the query blocks in the same order, so block n waited at each one for
+// block n - 1's adds, fence and bump (0.30-0.55x the non-deterministic run, H200 2026-11-30). Two
+// bumps a block (one a consumer, each adding its own 128 columns): a block's turn comes at twice
+// its rank. The adder bumps once its reduce has completed, at the next block's first product
+// (where it already waited for the read), before it waits for any turn: a waiting adder holds no
+// bump (the rule that kept the writer's waits from closing a ring, det_schedule.rs).
 // KILN_BWD_CLUSTER 2 (the host's bwd_fa3_d256_pair, with KILN_D256_DQ 1): two adjacent key blocks
 // as a cluster walking the same query blocks, each stage's Q and dO loaded half by each CTA and
 // multicast to both (bwd_fa3_block.cuh), so the L2 serves a stage once per pair: with dQ's
@@ -48,6 +59,19 @@
 #error "KILN_D256_DQ (dQ by atomics, 0, or staged in the ring and added by TMA reduce, 1) must be defined by the host"
 #endif
 constexpr bool DQ_STAGED = KILN_D256_DQ != 0;
+static_assert(!D256_DET || DQ_STAGED, "KILN_D256_DET orders the staged dQ's reduces (KILN_D256_DQ 1)");
+// KILN_D256_DET 2 (the host's bwd_fa3_d256_ordered_early): the previous block's completion waited
+// for and its bump made before the consumers meet (consumer 0 before it waits for dV, 1 before the
+// meet) rather than at the block's first product, then this block's counter read there, so that
+// neither the reduce's completion (~1-2 us after its issue: the first round, H200 2026-11-30, had
+// the ordered reduces' step ~1.9 us longer than the staged run's, 0.60-0.70x) nor the read's round
+// trip holds the warpgroup; a turn not yet come is read again at the add. The bump comes about
+// two thirds of a step later, still before the next adder (a step behind at gs = 1) adds.
+#if defined(KILN_D256_DET)
+constexpr bool D256_EARLY = KILN_D256_DET == 2;
+#else
+constexpr bool D256_EARLY = false;
+#endif
 
 static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
 
@@ -99,7 +123,7 @@ __device__ __forceinline__ void d256_release(const BwdSmem& sm, int s, u32 count
 // 64 keys, waited for and added (sem: the deterministic mode's counter, else null): by atomics,
 // or (staged) into the tile at `tile` and, by warp 0's first thread, through the map `tdq`.
 __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int h,
-                                        int m0, u32* sem, bool staged, const TmaMap* tdq, u32 tile) {
+                                        int m0, u32* sem, u32 seen, bool staged, const TmaMap* tdq, u32 tile) {
   float dq[QN / 2];
   wgmma_fence();
   dq_from_ds<QN, QKS, BM, BN, true>(dq, d256_at16(sm.sds) + (it & 1) * (DS_BYTES / 16), d256_at16(sm.sk), 0, th.c * (QN / 64));
@@ -117,8 +141,30 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
     named_barrier_arrive(BAR_TILE + th.c, 128);
   } else {
     named_barrier_sync(BAR_TILE + th.c, 128);
-    if (th.lane == 0) reduce_dq_tile<1>(tdq, tile, p.sq, k.b, h, m0, th.c * QN, 1);
+    if (th.lane == 0) {
+      if (D256_DET && sem != nullptr) {
+        // D256_DET: this block's turn (both consumers of every block before it in det_rank's
+        // order have bumped), then the counter's acquire before the bulk adds
+        // (seen: the counter as read before the meet, D256_EARLY; else 0)
+        const u32 turn = 2 * (u32)det_rank(k, p, det_group(k, p), m0 / BM);
+        while (seen < turn) seen = ld_acquire(sem);
+        fence_proxy_async_global();
+      }
+      reduce_dq_tile<1>(tdq, tile, p.sq, k.b, h, m0, th.c * QN, 1);
+    }
   }
+}
+
+// D256_DET, by a consumer's adder: its adds of iteration `it` complete (the bulk group waited for,
+// not only read), then its half of the block's bump on that (head, query block)'s counter (two a
+// block: one a consumer, each adding its own 128 columns).
+__device__ __forceinline__ void d256_bump(const AttnBwdArgs& p, const BwdWalk& k, int it) {
+  tma_store_wait<0>();
+  fence_proxy_async_global();
+  int mb = k.m_first + it % k.per_head;
+  if (!p.causal && mb >= k.per_head) mb -= k.per_head;  // (a rotated walk wraps: det_walk)
+  const int h = k.hk * p.group + it / k.per_head;
+  red_release_add(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb, 1);
 }
 
 // Consumer C's walk, written once for both: its gradient g (C 0: dV, 1: dK) zeroed, K and V
@@ -138,11 +184,16 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
   const int tid = threadIdx.x % 128;
   const u32 ring16 = d256_at16(sm.ring);
   const u32 x16 = d256_at16(C == 0 ? sm.sk : sm.sv), y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
-  const bool staged = DQ_STAGED && p.dq_sem == nullptr, adder = staged && th.w == 0 && th.lane == 0;
+  // (D256_DET: the deterministic mode staged too, its reduces in det_rank's order)
+  const bool ordered = D256_DET && p.dq_sem != nullptr;
+  const bool staged = DQ_STAGED && (ordered || p.dq_sem == nullptr), adder = staged && th.w == 0 && th.lane == 0;
   mbar_wait(sm.kv_full, 0);
   float acc[SR];
   for (int it = 0; it < k.iters; ++it) {
-    const int h = k.hk * p.group + it / k.per_head, mb = k.m_first + it % k.per_head, m0 = mb * BM;
+    const int h = k.hk * p.group + it / k.per_head;
+    int mb = k.m_first + it % k.per_head;
+    if (D256_DET && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
+    const int m0 = mb * BM;
     sm.qring.wait_full(it);
     // the stage from the iteration, not from the wait, so that the descriptors stay uniform;
     // operand addresses in 16-byte units (every descriptor an add: bwd_wgmma.cuh's desc_at)
@@ -156,8 +207,14 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     keys_by_queries<D, BM, BN, true>(acc, x16, sq16 + y_off16);
     wgmma_commit();
     if (adder && it > 0) {
-      // the previous block's tile read: its stage (both consumers' adders, 4 arrivals each) free
-      tma_store_wait_read<0>();
+      // the previous block's tile read: its stage (both consumers' adders, 4 arrivals each) free;
+      // D256_DET: its adds complete and its counter bumped first (before this block's turn is
+      // waited for: a waiting adder holds no bump)
+      if (ordered && !D256_EARLY) {
+        d256_bump(p, k, it - 1);
+      } else {
+        tma_store_wait_read<0>();
+      }
       d256_release(sm, sm.qring.slot(it - 1), 4);
     }
     wgmma_wait<0>();
@@ -222,6 +279,13 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     }
     // dV (C 0) or dK (C 1) has completed: Q and dO are read by this warpgroup, and Pᵀ's or dSᵀ's
     // registers are free before dQ's. Consumer 1 meets consumer 0 first (its dSᵀ is stored).
+    u32 seen = 0;
+    if constexpr (D256_EARLY) {
+      if (ordered && adder) {
+        if (it > 0) d256_bump(p, k, it - 1);  // (before any wait for a turn)
+        seen = ld_acquire(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb);
+      }
+    }
     if (C == 1) named_barrier_sync(BAR_DS, 256);
     wgmma_wait<0>();
     int it_late = it;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
@@ -230,9 +294,10 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     if (C == 0) named_barrier_sync(BAR_DS, 256);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     // consumer 0's tile in the stage's dO half, consumer 1's in its Q half
-    d256_dq(p, k, sm, th, it, h, m0, sem, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
+    d256_dq(p, k, sm, th, it, h, m0, sem, seen, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
   }
   if (adder) {
+    if (ordered && k.iters > 0) d256_bump(p, k, k.iters - 1);
     tma_store_wait<0>();  // the last tile added before the block's memory goes
     if (BWD_CLUSTER > 1 && k.iters > 0) d256_release(sm, sm.qring.slot(k.iters - 1), 4);  // (the pair's producers wait for it)
   }

@@ -16,7 +16,9 @@ use kiln::harness::attention::{
     backward_verify::{blank, grad_errors, reproducible, verify_backward},
     varlen::dense_equivalent,
 };
-use kiln::harness::bench::{kernel_row, sample_launches, Bench, BenchOptions, L2Flusher, Row};
+use kiln::harness::bench::{
+    kernel_row, sample_interleaved, sample_launches, Bench, BenchOptions, L2Flusher, Row,
+};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
@@ -25,9 +27,11 @@ use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use kiln::report::Table;
 use kiln::store::rows;
 
-use super::attention::{only_dim, time_versions, versions_to_time, AttnBenchArgs, AttnVerifyArgs};
+use super::attention::{
+    only_dim, time_versions, versions_text, versions_to_time, AttnBenchArgs, AttnVerifyArgs,
+};
 use super::attention_varlen::{calls_table, timed, RESULT, SEED};
-use super::env::{named, Env};
+use super::env::{finish, named, record, Env};
 use super::verdicts::{
     by_version, fail_line, largest, table as verdict_table, Column, Landing, Summary, PROBLEM,
 };
@@ -42,6 +46,11 @@ pub struct BackwardFlags {
     /// also runs twice and compares). The suite alternates it by itself.
     #[arg(long, requires = "backward")]
     pub deterministic: bool,
+    /// With --deterministic (`bench`): the non-deterministic default timed too, in interleaved
+    /// rounds with the versions (one launch of each a round, after the warm-up), and each row's
+    /// ratio to it: what the deterministic mode costs, at one clock.
+    #[arg(long, requires = "deterministic")]
+    pub vs_nondeterministic: bool,
 }
 
 impl BackwardFlags {
@@ -76,6 +85,11 @@ fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
 }
 
 pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
+    if a.backward.vs_nondeterministic {
+        return Err(Error::invalid(
+            "--vs-nondeterministic times the two modes side by side: use it with `attn bench`",
+        ));
+    }
     if a.varlen.given() || a.varlen_suite {
         return verify_varlen(env, a);
     }
@@ -160,6 +174,9 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             forward.name()
         )
     };
+    if a.backward.vs_nondeterministic {
+        return bench_vs_nondeterministic(env, &ctx, &ks, &p, &bufs, &flusher, &opt, header);
+    }
     time_versions(
         env,
         &ctx,
@@ -170,6 +187,63 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         header,
         None,
     )
+}
+
+/// `--deterministic --vs-nondeterministic`: the non-deterministic default (the dispatcher's
+/// choice for `p` without the mode, its row named "NAME (non-det)") and `ks` on the
+/// deterministic `p`, timed in interleaved rounds on the same buffers, so that the ratio the
+/// deterministic mode is held to (>= 0.85x the other) is read at one clock; separate processes at
+/// the H200's power cap spread ±6 %.
+#[allow(clippy::too_many_arguments)]
+fn bench_vs_nondeterministic(
+    env: &Env,
+    ctx: &Context,
+    ks: &[&dyn AttentionBackwardKernel],
+    p: &BackwardProblem,
+    bufs: &BackwardBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+    header: impl FnOnce() -> String,
+) -> Result<ExitCode> {
+    let free = BackwardProblem::new(p.attn, false);
+    let kfree = env
+        .registry
+        .select_attention_backward(&free, &ctx.info, None)?;
+    let ks: Vec<&dyn AttentionBackwardKernel> = if ks.is_empty() {
+        vec![env.registry.select_attention_backward(p, &ctx.info, None)?]
+    } else {
+        ks.to_vec()
+    };
+    let ops = bufs.operands();
+    let mut base = || kfree.launch(ctx, &free, &ops);
+    let mut each: Vec<Box<dyn FnMut() -> Result<()> + '_>> = ks
+        .iter()
+        .map(|k| Box::new(|| k.launch(ctx, p, &ops)) as Box<dyn FnMut() -> Result<()>>)
+        .collect();
+    let mut launches: Vec<&mut dyn FnMut() -> Result<()>> = vec![&mut base];
+    launches.extend(
+        each.iter_mut()
+            .map(|f| f.as_mut() as &mut dyn FnMut() -> Result<()>),
+    );
+    let times = sample_interleaved(ctx, flusher, opt, &mut launches)?;
+    ctx.synchronize()?;
+    let base_name = format!("{} (non-det)", kfree.name());
+    let names = std::iter::once(base_name.clone()).chain(ks.iter().map(|k| k.name().to_string()));
+    let rows: Vec<Row> = names
+        .zip(times)
+        .map(|(n, (t, _))| kernel_row(&n, p, p.flops(), t))
+        .collect();
+    let run = env.begin("attn-bench-backward", Some(&ctx.info))?;
+    for r in &rows {
+        record(&run, rows::attention_backward_bench_row(r))?;
+    }
+    finish(&run, "ok")?;
+    if env.json {
+        env.print_json(&serde_json::json!(rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", versions_text(&header(), &rows, Some(&base_name)));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The packed backward has no deterministic mode: said before anything runs.

@@ -85,6 +85,13 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Staged)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Pair)),
             Box::new(attention_backward::bwd_fa3_ordered_eager::BwdFa3OrderedEager),
+            Box::new(attention_backward::bwd_fa3_ordered_w2::BwdFa3OrderedW2),
+            Box::new(attention_backward::bwd_fa3_d256_ordered::BwdFa3D256Ordered(
+                false,
+            )),
+            Box::new(attention_backward::bwd_fa3_d256_ordered::BwdFa3D256Ordered(
+                true,
+            )),
         ];
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),

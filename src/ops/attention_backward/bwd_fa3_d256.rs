@@ -47,7 +47,7 @@ pub struct BwdFa3D256(pub D256);
 /// The head dim it covers.
 const DIM: u32 = 256;
 /// Keys per block (both warpgroups' M), query rows a step, ring stages.
-const BN: u32 = 64;
+pub(super) const BN: u32 = 64;
 const BM: u32 = 64;
 const STAGES: u32 = 2;
 
@@ -65,7 +65,7 @@ pub fn smem_bytes() -> u32 {
 
 /// The staged versions' map box over the dQ accumulator: 64 rows of 32 columns (one 128-byte
 /// piece a row, so that a store's 8 rows fall on 8 swizzle patterns; four boxes a consumer).
-const DQ_BOX_COLS: u32 = 32;
+pub(super) const DQ_BOX_COLS: u32 = 32;
 
 /// How a d256 version adds dQ and whether its CTAs pair up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl D256 {
 /// The kernel of version `v` for `dtype` (the pair's define only where it pairs, so that the
 /// others' sources stay as they were); `p16`: Pᵀ handed over in 16-bit pairs instead of fp32
 /// (`KILN_BWD_D256_P16`, the define `KILN_D256_P16`; the shared memory as in fp32).
-fn spec(arch: &str, dtype: DType, v: D256, p16: bool) -> KernelSpec {
+pub(super) fn spec(arch: &str, dtype: DType, v: D256, p16: bool) -> KernelSpec {
     let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
         .define("KILN_IN", dtype.code())
         .define("KILN_D", DIM)

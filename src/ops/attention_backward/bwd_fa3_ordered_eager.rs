@@ -215,14 +215,15 @@ mod tests {
         assert_eq!(v.len(), 4);
         let labels: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
         assert_eq!(labels.len(), 4);
-        // the deterministic mode's default at both dims, not the other mode's
+        // a deterministic default at both dims, not the other mode's; the dispatcher takes its
+        // two-writer form (`bwd_fa3_ordered_w2`, registered after it) since 2026-11-30
         for d in BWD_WGMMA_DIMS {
             for causal in [false, true] {
                 assert!(BwdFa3OrderedEager.by_default_for(&problem(8192, d, causal, true)));
                 assert!(!BwdFa3OrderedEager.by_default_for(&problem(8192, d, causal, false)));
                 let det = problem(8192, d, causal, true);
                 let k = r.select_attention_backward(&det, &dev, None).unwrap();
-                assert_eq!(k.name(), "bwd_fa3_ordered_eager");
+                assert_eq!(k.name(), "bwd_fa3_ordered_w2");
             }
         }
         // the late writer is gone (2026-11-30): its name is no version

@@ -363,6 +363,7 @@ pub fn launch_tile(
             None if t.tail => Some(true),
             knob => knob,
         },
+        det_writers: None,
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -387,11 +388,14 @@ pub fn launch_tile(
 
 /// How a launch puts its blocks on the SMs beyond the grid's order: `split`, the non-causal
 /// grid's last partial wave split into parts (`KILN_BWD_TAIL`, a 1D grid; [`super::tail`]);
-/// `lpt`, the causal blocks longest walk first (`KILN_BWD_LPT`; `None`: [`super::lpt`]'s rule).
+/// `lpt`, the causal blocks longest walk first (`KILN_BWD_LPT`; `None`: [`super::lpt`]'s rule);
+/// `det_writers`, the deterministic dQ writer warps a version asks for (`bwd_fa3_ordered_w2`: 2;
+/// `None`: `KILN_BWD_DET_WRITERS`).
 #[derive(Debug, Clone, Copy)]
 pub struct Sched {
     pub split: Option<TailPlan>,
     pub lpt: Option<bool>,
+    pub det_writers: Option<u32>,
 }
 
 impl Sched {
@@ -400,6 +404,7 @@ impl Sched {
         Sched {
             split: None,
             lpt: ctx.overrides.attention.bwd_lpt,
+            det_writers: None,
         }
     }
 }
@@ -508,6 +513,9 @@ pub fn launch_main(
             ctx.info.sm_count,
             packed.is_none() && cluster == 1,
         );
+        if let Some(w) = sched.det_writers {
+            args.det_writers = w as i32;
+        }
     }
     let tail = sched.split;
     if let Some(t) = &tail {

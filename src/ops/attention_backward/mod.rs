@@ -4,12 +4,14 @@
 pub mod bwd_fa2_mma_sync;
 pub mod bwd_fa3_bulk_dq;
 pub mod bwd_fa3_d256;
+pub mod bwd_fa3_d256_ordered;
 pub mod bwd_fa3_dq_late;
 pub mod bwd_fa3_lookahead;
 pub mod bwd_fa3_m128;
 pub mod bwd_fa3_m128_fma;
 pub mod bwd_fa3_m128_rows;
 pub mod bwd_fa3_ordered_eager;
+pub mod bwd_fa3_ordered_w2;
 pub mod bwd_fa3_tail;
 pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;

@@ -155,7 +155,14 @@ struct Fp4Split {
   int max_splits;  // 1: no split
   int balance;     // KILN_FP4_BALANCE: the slice count by fp4_balanced_splits, any last wave
 };
-constexpr bool kSplit = TT <= 16;  // the decode tiles; the wider ones never split
+// KILN_FP4_WSPLIT (`KILN_FP4_FILL=1`, the tiles of 64-256 tokens): they split too. The host
+// then launches every CTA the SMs hold, so a launch of fewer tiles than CTAs (one expert of 300
+// rows at N 2048: 48 prefill tiles on 132 SMs, each streaming the whole K) or a last wave of a
+// few runs on every SM; a partial is 256 x NA floats (128 KB for the 128-token SwiGLU tile).
+#if !defined(KILN_FP4_WSPLIT)
+#define KILN_FP4_WSPLIT 0
+#endif
+constexpr bool kSplit = TT <= 16 || KILN_FP4_WSPLIT;  // the decode tiles; the wider ones when asked
 constexpr int NA = MB * TT / 2;    // a consumer thread's accumulators
 constexpr u32 SPLIT_BAR = 1;       // the named barrier of the two consumers' 256 threads
 

@@ -290,6 +290,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_deep, false, bit),
     },
     Knob {
+        name: "KILN_FP4_FILL",
+        takes: || {
+            "0 or 1 (1: the 4-bit experts' register path launched on every CTA the SMs hold, \
+             and a last wave (or a launch of fewer tiles than CTAs) cut into K slices on the \
+             tiles of 64 to 256 tokens too)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_fill, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_fill, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
             "`auto` (by M: lean at 1, xswz at 2-8, wide above), `regs` (weights in registers), \
@@ -434,10 +446,11 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP4_RUN",
         takes: || {
             "1, 2 or 4 (the 4-bit decode tiles' weight atoms of that many consecutive stages of a \
-             block brought by one bulk copy where the ring allows; 1: a copy an atom)"
+             block brought by one bulk copy where the ring allows; 4 the default from \
+             2026-11-30, 1: a copy an atom as before)"
                 .into()
         },
-        default: "1",
+        default: "4",
         set: |o, v| {
             let run = |v: &str| match v {
                 "1" => Some(1),
@@ -445,9 +458,9 @@ pub(super) static KNOBS: &[Knob] = &[
                 "4" => Some(4),
                 _ => None,
             };
-            put(&mut o.moe.fp4_run, or(v, 1, run))
+            put(&mut o.moe.fp4_run, or(v, 4, run))
         },
-        show: |o| unless(o.moe.fp4_run, 1, |n| n.to_string()),
+        show: |o| unless(o.moe.fp4_run, 4, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP4_STAGGER",

@@ -395,6 +395,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.moe.fp4_mma_sync.then(|| "sync".to_string()),
     },
     Knob {
+        name: "KILN_FP4_NARROW",
+        takes: || {
+            "0 or 1 (1: the 4-bit experts' 8-token decode tile, paired, in place of the 16-token \
+             one where experts of 9-16 rows are few enough that it costs at most a quarter more \
+             tiles)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_narrow, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_narrow, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_PAIR",
         takes: || {
             "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \

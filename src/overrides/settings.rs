@@ -310,6 +310,12 @@ pub struct MoeOverrides {
     /// few runs on every SM (docs/moe.md, ledger F51). Default 0 until the device shows it
     /// faster.
     pub fp4_fill: bool,
+    /// `KILN_FP4_NARROW` (0 or 1): 1 gives launches whose experts have at most 16 rows the
+    /// 8-token decode tile (two CTAs an SM, as the dispatch pairs it) in place of the 16-token
+    /// one (one CTA an SM) where that costs at most a quarter more tiles
+    /// ([`crate::ops::moe::fp4::Fp4Tile::eight_pays`]; docs/moe.md, ledger F52). Default 0 until
+    /// the device shows it faster.
+    pub fp4_narrow: bool,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
     /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
@@ -397,6 +403,7 @@ impl MoeOverrides {
         fp4_tail: 8,
         fp4_balance: true,
         fp4_fill: false,
+        fp4_narrow: false,
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,

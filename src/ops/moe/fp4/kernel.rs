@@ -239,18 +239,39 @@ impl Fp4Tile {
         ctas: u32,
         gemm_too: bool,
     ) -> Fp4Tile {
-        let t = Self::choose_with(p, path);
+        Self::choose_with(p, path).paired_for(p, ctas, gemm_too)
+    }
+
+    /// This tile at `ctas` CTAs an SM where [`Self::choose_paired`] pairs it: the 8-token tile
+    /// of the register path with bf16 activations, the SwiGLU's (and the GEMM's with `gemm_too`).
+    pub fn paired_for(self, p: &MoeProblem, ctas: u32, gemm_too: bool) -> Fp4Tile {
         let swiglu = p.swiglu.is_some();
         if ctas > 1
             && (swiglu || gemm_too)
             && p.input == DType::Bf16
-            && t.path == Fp4Path::Rs
-            && t.tt == 8
+            && self.path == Fp4Path::Rs
+            && self.tt == 8
         {
-            t.at_ctas(ctas, swiglu)
+            self.at_ctas(ctas, swiglu)
         } else {
-            t
+            self
         }
+    }
+
+    /// Whether the 8-token tile takes at most a quarter more tiles than the 16-token one for
+    /// `p`'s rows (contiguous, known on the host): an expert of 9-16 rows is two 8-token tiles,
+    /// which stream its weights twice (from L2, the second, when they run side by side), but the
+    /// 8-token tile runs two CTAs an SM (`KILN_FP4_NARROW`, docs/moe.md ledger F52).
+    pub fn eight_pays(p: &MoeProblem) -> bool {
+        if p.is_masked() {
+            return false;
+        }
+        let (mut t8, mut t16) = (0usize, 0usize);
+        for (_, c) in p.spans() {
+            t8 += c.div_ceil(8);
+            t16 += c.div_ceil(16);
+        }
+        t16 > 0 && 4 * t8 <= 5 * t16
     }
 
     /// [`Fp4Tile::choose`] with the path forced (`KILN_FP4_PATH`): `Some(Dq)` takes the
@@ -624,7 +645,13 @@ impl Fp4Experts {
             });
         }
         let o = &ctx.overrides.moe;
-        let tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
+        let mut tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
+        // KILN_FP4_NARROW=1: the 8-token tile (paired as the dispatch pairs it) in place of the
+        // 16-token one where that costs at most a quarter more tiles
+        if o.fp4_narrow && tile.tt == 16 && tile.path == Fp4Path::Rs && Fp4Tile::eight_pays(p) {
+            let eight = Fp4Tile::narrow(8, p.swiglu.is_some());
+            tile = eight.paired_for(p, o.fp4_ctas, o.fp4_pair_gemm);
+        }
         // KILN_FP4_DEEP=1: the paired decode tiles with tables for up to 256 experts and the
         // stage their room makes (compiled when asked for)
         Ok(
@@ -1120,6 +1147,27 @@ mod tests {
             2,
         ));
         crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_NARROW`: the 8-token tile where experts of 9-16 rows are few (128 tokens top-8
+    /// on 256 experts), not where most have them, nor for the masked layout.
+    #[test]
+    fn eight_token_tiles_pay_where_few_experts_pass_eight_rows() {
+        let bf = |c: &[usize]| {
+            MoeProblem::contiguous(c, 256, 128, DType::Bf16, DType::Bf16)
+                .with_swiglu(crate::ops::moe::WeightLayout::Separate, true)
+        };
+        let mut few = vec![4usize; 256];
+        few[..5].fill(11);
+        assert_eq!(Fp4Tile::choose(&bf(&few)).tt, 16);
+        assert!(Fp4Tile::eight_pays(&bf(&few)));
+        let eight = Fp4Tile::narrow(8, true).paired_for(&bf(&few), 2, true);
+        assert_eq!((eight.tt, eight.ctas), (8, 2));
+        let many = vec![12usize; 64];
+        assert!(!Fp4Tile::eight_pays(&bf(&many)));
+        let masked = MoeProblem::masked(&[1, 12], 16, 256, 128, DType::Bf16, DType::Bf16);
+        assert!(!Fp4Tile::eight_pays(&masked));
+        assert!(!Fp4Tile::eight_pays(&bf(&[0, 0])));
     }
 
     /// `KILN_FP4_FILL`'s wider tiles that split (compiled only when asked for) compile clean:

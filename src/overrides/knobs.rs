@@ -293,8 +293,8 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP4_FILL",
         takes: || {
             "0 or 1 (1: the 4-bit experts' register path launched on every CTA the SMs hold, \
-             and a last wave (or a launch of fewer tiles than CTAs) cut into K slices on the \
-             tiles of 64 to 256 tokens too)"
+             and on the tiles of 64 to 256 tokens a launch or last wave of at most half the \
+             CTAs cut into up to 4 K slices too)"
                 .into()
         },
         default: "0",

@@ -155,7 +155,15 @@ struct Fp4Split {
   int max_splits;  // 1: no split
   int balance;     // KILN_FP4_BALANCE: the slice count by fp4_balanced_splits, any last wave
 };
-constexpr bool kSplit = TT <= 16;  // the decode tiles; the wider ones never split
+// KILN_FP4_WSPLIT (`KILN_FP4_FILL=1`, the tiles of 64-256 tokens): they split too. The host
+// then launches every CTA the SMs hold, so a launch of fewer tiles than CTAs (one expert of 300
+// rows at N 2048: 48 prefill tiles on 132 SMs, each streaming the whole K) or a last wave of a
+// few runs on every SM; a partial is 256 x NA floats (128 KB for the 128-token SwiGLU tile).
+#if !defined(KILN_FP4_WSPLIT)
+#define KILN_FP4_WSPLIT 0
+#endif
+constexpr bool kSplit = TT <= 16 || KILN_FP4_WSPLIT;  // the decode tiles; the wider ones when asked
+constexpr int WIDE_SPLITS = 4;  // the most slices of a wide tile (its partials' traffic, below)
 constexpr int NA = MB * TT / 2;    // a consumer thread's accumulators
 constexpr u32 SPLIT_BAR = 1;       // the named barrier of the two consumers' 256 threads
 
@@ -410,9 +418,14 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
   int split_from = tiles, splits = 1;
   if constexpr (kSplit) {
     const int slots = gridDim.x, tail = tiles % slots;
-    if (sx.max_splits > 1 && tail > 0 && (sx.balance || 2 * tail <= slots)) {
-      const int most = min(sx.max_splits, p.katoms / 4);
-      const int s = sx.balance ? fp4_balanced_splits(tail, slots, most) : min(slots / tail, most);
+    // The wide tiles (KILN_FP4_WSPLIT) only in one round, a wave at most half full, at most
+    // WIDE_SPLITS ways: a slice's partial is 64-128 KB, written and read back through L2 and
+    // DRAM, so eight slices of each of E64's 99 tail tiles (the balanced rule's four) cost more
+    // than the quarter tile they save (H200, 2026-11-30, ledger F51: 264 -> 301 us).
+    const bool wide = TT > 16, sparse = 2 * tail <= slots;
+    if (sx.max_splits > 1 && tail > 0 && (wide ? sparse : sx.balance || sparse)) {
+      const int most = min(wide ? min(sx.max_splits, WIDE_SPLITS) : sx.max_splits, p.katoms / 4);
+      const int s = sx.balance && !wide ? fp4_balanced_splits(tail, slots, most) : min(slots / tail, most);
       if (s > 1) {
         splits = s;
         split_from = tiles - tail;

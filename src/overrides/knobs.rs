@@ -297,6 +297,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_deep, false, bit),
     },
     Knob {
+        name: "KILN_FP4_FILL",
+        takes: || {
+            "0 or 1 (1: the 4-bit experts' register path launched on every CTA the SMs hold, \
+             and on the tiles of 64 to 256 tokens a launch or last wave of at most half the \
+             CTAs cut into up to 4 K slices too)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_fill, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_fill, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_GEMV",
         takes: || {
             "`auto` (by M: lean at 1, xswz at 2-8, wide above), `regs` (weights in registers), \
@@ -390,6 +402,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.moe.fp4_mma_sync.then(|| "sync".to_string()),
     },
     Knob {
+        name: "KILN_FP4_NARROW",
+        takes: || {
+            "0 or 1 (1: the 4-bit experts' 8-token decode tile, paired, in place of the 16-token \
+             one where experts of 9-16 rows are few enough that it costs at most a quarter more \
+             tiles)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_narrow, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_narrow, false, bit),
+    },
+    Knob {
         name: "KILN_FP4_PAIR",
         takes: || {
             "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \
@@ -441,10 +465,11 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP4_RUN",
         takes: || {
             "1, 2 or 4 (the 4-bit decode tiles' weight atoms of that many consecutive stages of a \
-             block brought by one bulk copy where the ring allows; 1: a copy an atom)"
+             block brought by one bulk copy where the ring allows; 4 the default from \
+             2026-11-30, 1: a copy an atom as before)"
                 .into()
         },
-        default: "1",
+        default: "4",
         set: |o, v| {
             let run = |v: &str| match v {
                 "1" => Some(1),
@@ -452,9 +477,9 @@ pub(super) static KNOBS: &[Knob] = &[
                 "4" => Some(4),
                 _ => None,
             };
-            put(&mut o.moe.fp4_run, or(v, 1, run))
+            put(&mut o.moe.fp4_run, or(v, 4, run))
         },
-        show: |o| unless(o.moe.fp4_run, 1, |n| n.to_string()),
+        show: |o| unless(o.moe.fp4_run, 4, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP4_STAGGER",

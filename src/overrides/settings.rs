@@ -310,6 +310,19 @@ pub struct MoeOverrides {
     /// 2026-11-30, 693ae7f, two rounds: the E256 64-row decode 302.0 / 302.9 -> 283.5 / 284.5 us,
     /// the 512-row decode on the same path; verified at the 64- and 512-row counts).
     pub fp4_balance: bool,
+    /// `KILN_FP4_FILL` (0 or 1): 1 launches the 4-bit experts' register path on every CTA the
+    /// SMs hold (not at most one a tile), so that the decode tiles' last-wave split (`fp4_tail`,
+    /// `fp4_balance`) reaches a launch of fewer tiles than CTAs, and cuts the tiles of 64 to 256
+    /// tokens of a launch or last wave of at most half the CTAs into up to 4 slices, one round
+    /// (one expert of 300 rows at N 2048: 48 tiles on 132 SMs, two slices each; docs/moe.md,
+    /// ledger F51). Default 0 until the device shows it faster in two rounds.
+    pub fp4_fill: bool,
+    /// `KILN_FP4_NARROW` (0 or 1): 1 gives launches whose experts have at most 16 rows the
+    /// 8-token decode tile (two CTAs an SM, as the dispatch pairs it) in place of the 16-token
+    /// one (one CTA an SM) where that costs at most a quarter more tiles
+    /// ([`crate::ops::moe::fp4::Fp4Tile::eight_pays`]; docs/moe.md, ledger F52). Default 0 until
+    /// the device shows it faster.
+    pub fp4_narrow: bool,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
     /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
@@ -333,8 +346,9 @@ pub struct MoeOverrides {
     /// `KILN_FP4_RUN` (1, 2 or 4): the 4-bit decode tiles' producer brings a weight block's
     /// atoms of that many consecutive stages in one bulk copy (longer contiguous runs of global
     /// memory a request) where the ring slot and the unit allow, with shared memory laid out by
-    /// block (docs/moe.md, ledger F37). Default 1 (a copy an atom) until the device shows more
-    /// faster.
+    /// block (docs/moe.md, ledger F37). Default 4 from 2026-11-30 (faster in two rounds on an
+    /// H200: the E256 decode 6-8 % at 512 and 64 rows, NVFP4 and MXFP4); 1 is a copy an atom,
+    /// as before. The eliminated KILN_FP4_PREFETCH, KILN_FP4_STAGGER and KILN_FP4_LOAD=tma take 1.
     pub fp4_run: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
@@ -395,11 +409,13 @@ impl MoeOverrides {
         fp4_gemv_pdl: true,
         fp4_tail: 8,
         fp4_balance: true,
+        fp4_fill: false,
+        fp4_narrow: false,
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,
         fp4_deep: false,
-        fp4_run: 1,
+        fp4_run: 4,
         w4a8_sx_staged: true,
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,

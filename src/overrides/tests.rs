@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 78 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (78, 14));
+    // 80 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (80, 14));
 }
 
 #[test]
@@ -99,16 +99,18 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_DECODE", "rot"),
         ("KILN_FP4_DEEP", "1"),
+        ("KILN_FP4_FILL", "1"),
         ("KILN_FP4_GEMV", "async"),
         ("KILN_FP4_GEMV_ACC", "2"),
         ("KILN_FP4_GEMV_PDL", "0"),
         ("KILN_FP4_LOAD", "tma"),
         ("KILN_FP4_MMA", "sync"),
+        ("KILN_FP4_NARROW", "1"),
         ("KILN_FP4_PAIR", "swiglu"),
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_PDL", "1"),
         ("KILN_FP4_PREFETCH", "8"),
-        ("KILN_FP4_RUN", "2"),
+        ("KILN_FP4_RUN", "1"),
         ("KILN_FP4_STAGGER", "1"),
         ("KILN_FP4_TAIL", "1"),
         ("KILN_FP8_GROUPED", "tm"),

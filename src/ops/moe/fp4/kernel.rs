@@ -37,6 +37,11 @@ pub const DEEP_EXPERTS: u32 = 256;
 /// Bytes a row of the weights' tensor map under `KILN_FP4_LOAD=tma` (the kernel's `W_ROW`):
 /// both formats' atoms are whole rows (NVFP4 18, MXFP4 17).
 pub const W_MAP_ROW: usize = 128;
+/// The decode tiles' run: a weight block's atoms of this many consecutive stages in one bulk
+/// copy (`KILN_FP4_RUN`'s default; the kernel's `RUN`). On an H200 (2026-11-30, two rounds,
+/// docs/moe.md ledger F37) 4 against one copy an atom: the E256 decode's NVFP4 SwiGLU at 512
+/// rows 84.7 -> 91.5 % of the copy rate, 64 rows 79.5 -> 85.7 %; MXFP4 alike.
+pub const DEFAULT_RUN: u32 = 4;
 
 /// The prepacked weights at `addr` seen as rows of [`W_MAP_ROW`] bytes, a box one atom
 /// (`KILN_FP4_LOAD=tma`: the producer loads each atom as a TMA box instead of a bulk copy). No
@@ -234,18 +239,39 @@ impl Fp4Tile {
         ctas: u32,
         gemm_too: bool,
     ) -> Fp4Tile {
-        let t = Self::choose_with(p, path);
+        Self::choose_with(p, path).paired_for(p, ctas, gemm_too)
+    }
+
+    /// This tile at `ctas` CTAs an SM where [`Self::choose_paired`] pairs it: the 8-token tile
+    /// of the register path with bf16 activations, the SwiGLU's (and the GEMM's with `gemm_too`).
+    pub fn paired_for(self, p: &MoeProblem, ctas: u32, gemm_too: bool) -> Fp4Tile {
         let swiglu = p.swiglu.is_some();
         if ctas > 1
             && (swiglu || gemm_too)
             && p.input == DType::Bf16
-            && t.path == Fp4Path::Rs
-            && t.tt == 8
+            && self.path == Fp4Path::Rs
+            && self.tt == 8
         {
-            t.at_ctas(ctas, swiglu)
+            self.at_ctas(ctas, swiglu)
         } else {
-            t
+            self
         }
+    }
+
+    /// Whether the 8-token tile takes at most a quarter more tiles than the 16-token one for
+    /// `p`'s rows (contiguous, known on the host): an expert of 9-16 rows is two 8-token tiles,
+    /// which stream its weights twice (from L2, the second, when they run side by side), but the
+    /// 8-token tile runs two CTAs an SM (`KILN_FP4_NARROW`, docs/moe.md ledger F52).
+    pub fn eight_pays(p: &MoeProblem) -> bool {
+        if p.is_masked() {
+            return false;
+        }
+        let (mut t8, mut t16) = (0usize, 0usize);
+        for (_, c) in p.spans() {
+            t8 += c.div_ceil(8);
+            t16 += c.div_ceil(16);
+        }
+        t16 > 0 && 4 * t8 <= 5 * t16
     }
 
     /// [`Fp4Tile::choose`] with the path forced (`KILN_FP4_PATH`): `Some(Dq)` takes the
@@ -284,6 +310,13 @@ impl Fp4Tile {
         }
         v.push(Self::narrow(8, swiglu).paired(swiglu));
         v
+    }
+
+    /// The decode tiles of 8 and 16 tokens on the register path: their X of a stage is one box,
+    /// so the producer may bring a block's atoms of several stages in one copy (`KILN_FP4_RUN`),
+    /// and they split a last wave in K (`KILN_FP4_TAIL`; the wider tiles under `KILN_FP4_FILL`).
+    pub fn narrow_rs(self) -> bool {
+        self.tt <= 16 && self.path == Fp4Path::Rs
     }
 
     /// Token rows per TMA box of X: the kernel's `XBOX`.
@@ -492,7 +525,37 @@ pub struct Fp4Operands<'a> {
 pub struct Fp4Experts;
 
 impl Fp4Experts {
+    /// The kernel of `tile` as the default path compiles it: the decode tiles with runs of
+    /// [`DEFAULT_RUN`] atoms a copy.
     pub fn spec(arch: &str, input: DType, f: Fp4Format, swiglu: bool, tile: Fp4Tile) -> KernelSpec {
+        Self::spec_run(arch, input, f, swiglu, tile, DEFAULT_RUN)
+    }
+
+    /// [`Self::spec`] with the decode tiles' weight atoms of `run` stages a bulk copy (1: a copy
+    /// an atom, the kernel's own default, so no define; the wider tiles take none either way).
+    pub fn spec_run(
+        arch: &str,
+        input: DType,
+        f: Fp4Format,
+        swiglu: bool,
+        tile: Fp4Tile,
+        run: u32,
+    ) -> KernelSpec {
+        let spec = Self::spec_base(arch, input, f, swiglu, tile);
+        if run > 1 && tile.narrow_rs() {
+            spec.define("KILN_FP4_RUN", run)
+        } else {
+            spec
+        }
+    }
+
+    fn spec_base(
+        arch: &str,
+        input: DType,
+        f: Fp4Format,
+        swiglu: bool,
+        tile: Fp4Tile,
+    ) -> KernelSpec {
         let spec = match tile.path {
             Fp4Path::Rs => KernelSpec::new("moe/fp4_experts.cu", ENTRY, arch),
             Fp4Path::Dq => KernelSpec::new("moe/fp4_experts_dq.cu", ENTRY_DQ, arch),
@@ -582,7 +645,13 @@ impl Fp4Experts {
             });
         }
         let o = &ctx.overrides.moe;
-        let tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
+        let mut tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
+        // KILN_FP4_NARROW=1: the 8-token tile (paired as the dispatch pairs it) in place of the
+        // 16-token one where that costs at most a quarter more tiles
+        if o.fp4_narrow && tile.tt == 16 && tile.path == Fp4Path::Rs && Fp4Tile::eight_pays(p) {
+            let eight = Fp4Tile::narrow(8, p.swiglu.is_some());
+            tile = eight.paired_for(p, o.fp4_ctas, o.fp4_pair_gemm);
+        }
         // KILN_FP4_DEEP=1: the paired decode tiles with tables for up to 256 experts and the
         // stage their room makes (compiled when asked for)
         Ok(
@@ -658,7 +727,15 @@ impl Fp4Experts {
             reason,
         })?;
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
-        let mut spec = Self::spec(&ctx.arch(), p.input, l.format, swiglu, tile);
+        // KILN_FP4_RUN=R: the decode tiles' weight atoms of R stages a copy (in order, bulk; 4
+        // by default). The eliminated knobs that walk K otherwise or load atoms by map or ahead
+        // (KILN_FP4_PREFETCH, KILN_FP4_STAGGER, KILN_FP4_LOAD=tma) were measured at a copy an
+        // atom and take that.
+        let o = &ctx.overrides.moe;
+        let prefetch = o.fp4_prefetch;
+        let walks_otherwise = prefetch > 0 || o.fp4_stagger || o.fp4_load_tma;
+        let run = if walks_otherwise { 1 } else { o.fp4_run };
+        let mut spec = Self::spec_run(&ctx.arch(), p.input, l.format, swiglu, tile, run);
         if !ctx.overrides.moe.fp4_shift {
             spec = spec.define("KILN_FP4_ROT", 1); // the old decode, compiled when asked for
         }
@@ -672,7 +749,6 @@ impl Fp4Experts {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
         // KILN_FP4_PREFETCH=D: the decode tiles' weight atoms asked of L2 D stages ahead
-        let prefetch = ctx.overrides.moe.fp4_prefetch;
         if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_PREFETCH", prefetch);
         }
@@ -685,17 +761,6 @@ impl Fp4Experts {
             }
             spec = spec.define("KILN_FP4_STAGGER", 1);
         }
-        // KILN_FP4_RUN=R: the decode tiles' weight atoms of R stages a copy (in order, bulk)
-        let run = ctx.overrides.moe.fp4_run;
-        if run > 1 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
-            let o = &ctx.overrides.moe;
-            if prefetch > 0 || o.fp4_stagger || o.fp4_load_tma {
-                return Err(Error::invalid(
-                    "KILN_FP4_RUN brings runs of atoms in order by bulk copies: unset KILN_FP4_PREFETCH, KILN_FP4_STAGGER and KILN_FP4_LOAD=tma with it",
-                ));
-            }
-            spec = spec.define("KILN_FP4_RUN", run);
-        }
         // KILN_FP4_LOAD=tma: the register path's weight atoms as TMA boxes of a map over the
         // weights (a fourth kernel parameter), compiled when asked for
         let mut map_w = if ctx.overrides.moe.fp4_load_tma && tile.path == Fp4Path::Rs {
@@ -704,6 +769,12 @@ impl Fp4Experts {
         } else {
             None
         };
+        // KILN_FP4_FILL=1: every CTA the SMs hold, whatever the tiles (a CTA without a unit
+        // exits), and the wider tiles split like the decode tiles (compiled when asked for)
+        let fill = ctx.overrides.moe.fp4_fill && tile.path == Fp4Path::Rs;
+        if fill && !tile.narrow_rs() {
+            spec = spec.define("KILN_FP4_WSPLIT", 1);
+        }
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(tile.bn(swiglu));
@@ -733,9 +804,8 @@ impl Fp4Experts {
             row_map: None,
         };
         let tiles = tile.max_tiles_m(p) * tiles_n as u64;
-        let grid = tiles
-            .min(tile.ctas as u64 * ctx.info.sm_count as u64)
-            .max(1) as u32;
+        let slots = tile.ctas as u64 * ctx.info.sm_count as u64;
+        let grid = if fill { slots } else { tiles.min(slots).max(1) } as u32;
         // The last wave's split (KILN_FP4_TAIL), on the decode tiles: the kernel decides (only
         // it knows the tile count); the workspace is kept for the largest split this grid allows.
         // The SwiGLU dual GEMM's buffers serve (one stream: the ops never overlap, and either
@@ -747,7 +817,7 @@ impl Fp4Experts {
             max_splits: max_splits as i32,
             balance: ctx.overrides.moe.fp4_balance as i32,
         };
-        if max_splits > 1 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
+        if max_splits > 1 && (tile.narrow_rs() || fill) {
             // a partial per CTA and a counter per tile of a wave at most half full; balanced,
             // up to max_splits partials per CTA and a counter per CTA
             let (partials, counters) = if split.balance != 0 {
@@ -922,13 +992,15 @@ mod tests {
             specs.push(spec.clone().define("KILN_FP4_PDL", 1));
             specs.push(spec);
         }
+        // the prefetch walks atom by atom: at a copy an atom, as launch gives it
         specs.push(
-            Fp4Experts::spec(
+            Fp4Experts::spec_run(
                 "sm_90a",
                 DType::Bf16,
                 Fp4Format::Nvfp4,
                 true,
                 Fp4Tile::narrow(16, true),
+                1,
             )
             .define("KILN_FP4_PDL", 1)
             .define("KILN_FP4_PREFETCH", 8),
@@ -936,7 +1008,7 @@ mod tests {
         for f in Fp4Format::ALL {
             let paired = Fp4Tile::narrow(8, true).paired(true);
             specs.push(
-                Fp4Experts::spec("sm_90a", DType::Bf16, f, true, paired)
+                Fp4Experts::spec_run("sm_90a", DType::Bf16, f, true, paired, 1)
                     .define("KILN_FP4_PREFETCH", 8),
             );
         }
@@ -957,7 +1029,8 @@ mod tests {
                 (true, Fp4Tile::narrow(8, true).paired(true)),
                 (false, Fp4Tile::narrow(8, false).paired(false)),
             ] {
-                let spec = Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile);
+                // at a copy an atom, as launch gives these knobs
+                let spec = Fp4Experts::spec_run("sm_90a", DType::Bf16, f, swiglu, tile, 1);
                 specs.push(spec.clone().define("KILN_FP4_WTMA", 1));
                 specs.push(spec.clone().define("KILN_FP4_STAGGER", 1));
                 specs.push(
@@ -968,7 +1041,7 @@ mod tests {
         }
         for tile in [Fp4Tile::narrow(16, true), Fp4Tile::prefill(true)] {
             specs.push(
-                Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, true, tile)
+                Fp4Experts::spec_run("sm_90a", DType::Bf16, Fp4Format::Nvfp4, true, tile, 1)
                     .define("KILN_FP4_WTMA", 1),
             );
         }
@@ -1001,42 +1074,128 @@ mod tests {
         }
     }
 
-    /// `KILN_FP4_RUN` 2 and 4 (compiled only when asked for) compile clean on the paired decode
-    /// tiles, both formats and ops, and with `KILN_FP4_DEEP`'s ten stages (a run never
-    /// straddles the ring's end: the ninth or tenth stage takes single copies).
+    /// The decode tiles (8 and 16 tokens, register path) run 4 atoms a copy by default and
+    /// the wider tiles never; `KILN_FP4_RUN=1` gives the old kernel (no define), 2 a define.
+    #[test]
+    fn the_decode_tiles_run_four_atoms_a_copy_by_default() {
+        let run_of = |spec: &KernelSpec| {
+            spec.defines
+                .iter()
+                .find(|(k, _)| k == "KILN_FP4_RUN")
+                .map(|(_, v)| v.clone())
+        };
+        for swiglu in [true, false] {
+            for tile in Fp4Tile::all(swiglu) {
+                let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile);
+                let want = tile.narrow_rs().then(|| DEFAULT_RUN.to_string());
+                assert_eq!(run_of(&spec), want, "{tile:?}");
+                assert_eq!(tile.narrow_rs(), tile.tt <= 16 && tile.path == Fp4Path::Rs);
+                let old =
+                    Fp4Experts::spec_run("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile, 1);
+                assert_eq!(run_of(&old), None, "{tile:?}");
+                let two =
+                    Fp4Experts::spec_run("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile, 2);
+                assert_eq!(run_of(&two), tile.narrow_rs().then(|| "2".to_string()));
+            }
+        }
+    }
+
+    /// `KILN_FP4_RUN` 1 and 2 (compiled only when asked for; 4 is every decode variant's)
+    /// compile clean on the paired decode tiles, both formats and ops, and with
+    /// `KILN_FP4_DEEP`'s ten stages (a run never straddles the ring's end: the ninth or tenth
+    /// stage takes single copies).
     #[test]
     fn runs_of_atoms_compile_without_spills() {
         if !crate::jit::testing::nvrtc_here() {
             return;
         }
         let mut specs = Vec::new();
-        for run in [2, 4] {
+        for run in [1, 2, 4] {
             for f in Fp4Format::ALL {
                 for swiglu in [true, false] {
                     let t = Fp4Tile::narrow(8, swiglu).paired(swiglu);
-                    specs.push(
-                        Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, t)
-                            .define("KILN_FP4_RUN", run),
-                    );
+                    if run != DEFAULT_RUN {
+                        specs.push(Fp4Experts::spec_run(
+                            "sm_90a",
+                            DType::Bf16,
+                            f,
+                            swiglu,
+                            t,
+                            run,
+                        ));
+                    }
                 }
             }
             let deep = Fp4Tile::narrow(8, true)
                 .paired(true)
                 .with_tables(DEEP_EXPERTS, true);
-            specs.push(
-                Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, true, deep)
-                    .define("KILN_FP4_RUN", run),
-            );
+            specs.push(Fp4Experts::spec_run(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Nvfp4,
+                true,
+                deep,
+                run,
+            ));
+        }
+        specs.push(Fp4Experts::spec_run(
+            "sm_90a",
+            DType::Bf16,
+            Fp4Format::Nvfp4,
+            true,
+            Fp4Tile::narrow(16, true),
+            2,
+        ));
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_NARROW`: the 8-token tile where experts of 9-16 rows are few (128 tokens top-8
+    /// on 256 experts), not where most have them, nor for the masked layout.
+    #[test]
+    fn eight_token_tiles_pay_where_few_experts_pass_eight_rows() {
+        let bf = |c: &[usize]| {
+            MoeProblem::contiguous(c, 256, 128, DType::Bf16, DType::Bf16)
+                .with_swiglu(crate::ops::moe::WeightLayout::Separate, true)
+        };
+        let mut few = vec![4usize; 256];
+        few[..5].fill(11);
+        assert_eq!(Fp4Tile::choose(&bf(&few)).tt, 16);
+        assert!(Fp4Tile::eight_pays(&bf(&few)));
+        let eight = Fp4Tile::narrow(8, true).paired_for(&bf(&few), 2, true);
+        assert_eq!((eight.tt, eight.ctas), (8, 2));
+        let many = vec![12usize; 64];
+        assert!(!Fp4Tile::eight_pays(&bf(&many)));
+        let masked = MoeProblem::masked(&[1, 12], 16, 256, 128, DType::Bf16, DType::Bf16);
+        assert!(!Fp4Tile::eight_pays(&masked));
+        assert!(!Fp4Tile::eight_pays(&bf(&[0, 0])));
+    }
+
+    /// `KILN_FP4_FILL`'s wider tiles that split (compiled only when asked for) compile clean:
+    /// the 64-token decode tile and the prefill tiles, both ops, both formats' SwiGLU.
+    #[test]
+    fn the_wide_tiles_split_compiles_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for swiglu in [true, false] {
+            for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+                assert!(!tile.narrow_rs());
+                specs.push(
+                    Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
+                        .define("KILN_FP4_WSPLIT", 1),
+                );
+            }
         }
         specs.push(
             Fp4Experts::spec(
                 "sm_90a",
                 DType::Bf16,
-                Fp4Format::Nvfp4,
+                Fp4Format::Mxfp4,
                 true,
-                Fp4Tile::narrow(16, true),
+                Fp4Tile::prefill(true),
             )
-            .define("KILN_FP4_RUN", 2),
+            .define("KILN_FP4_WSPLIT", 1),
         );
         crate::jit::testing::assert_compile_clean(&specs);
     }

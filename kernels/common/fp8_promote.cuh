@@ -34,12 +34,17 @@ __device__ __forceinline__ void fp8_promote(float (&fin)[N / 2], float (&a)[N / 
 
 // Part h of a consumer's N columns (HN wide, its registers HN / 2) into fin's registers
 // h * HN / 2 on: fin += s0 * a on the fragment's first row, s1 * a on its second (row + 8).
-template <int HN, int N>
+// FRESH: fin = s * a instead, fin's old value dead (a tile's first K block where the last tile's
+// epilogue is deferred under it; the same bits as adding to zero but for a zero's sign).
+template <int HN, int N, bool FRESH = false>
 __device__ __forceinline__ void fp8_promote_part(float (&fin)[N / 2], float (&a)[HN / 2], float s0, float s1, int h) {
 #pragma unroll
   for (int j = 0; j < HN / 2; ++j) wgmma_fence_operand(a[j]);
 #pragma unroll
-  for (int j = 0; j < HN / 2; ++j) fin[h * (HN / 2) + j] = fmaf(((j >> 1) & 1) ? s1 : s0, a[j], fin[h * (HN / 2) + j]);
+  for (int j = 0; j < HN / 2; ++j) {
+    const float f = ((j >> 1) & 1) ? s1 : s0;
+    fin[h * (HN / 2) + j] = FRESH ? f * a[j] : fmaf(f, a[j], fin[h * (HN / 2) + j]);
+  }
 }
 
 // Waits for ring iteration `it`'s stage and issues its four e4m3 x e4m3 m64nNk32 wgmmas into `a`

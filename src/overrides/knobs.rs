@@ -511,8 +511,9 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP8_GROUPED",
         takes: || {
             "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
-             ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile) or `tm256` \
-             (`tm` with 128 x 256 tiles): how the FP8 grouped GEMM feeds its mainloop"
+             ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile), `tm256` \
+             (`tm` with 128 x 256 tiles) or `tm256d` (`tm256` storing by TMA under the next \
+             tile): how the FP8 grouped GEMM feeds its mainloop and stores"
                 .into()
         },
         default: "tm256 (ldg where X's scales are not 16-byte aligned; H200, ledger row 22)",

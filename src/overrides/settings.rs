@@ -382,7 +382,7 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm` or `tm256`): how the FP8 grouped GEMM feeds its
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256` or `tm256d`): how the FP8 grouped GEMM feeds its
     /// mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256` where X's scales can be mapped
     /// ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
@@ -601,14 +601,19 @@ pub enum Fp8GroupedFeed {
     /// `tm256`: `tm` with the 128 x 256 tile, each consumer's 64 x 256 in two drained halves
     /// (the dense kernel's `256tmh`).
     StagedPairsWide,
+    /// `tm256d`: `tm256` with the dense `256tmd`'s epilogue: a consumer's 64 x 256 whose rows are
+    /// all its expert's is stored by TMA, staged under the next tile's first K block (docs/fp8.md
+    /// ledger row 60); Y's rows must be a multiple of 16 bytes (else `tm256`).
+    StagedPairsWideDeferred,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 4] = [
+    pub const ALL: [Fp8GroupedFeed; 5] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
+        Fp8GroupedFeed::StagedPairsWideDeferred,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -633,6 +638,7 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::Staged => "t",
             Fp8GroupedFeed::StagedPairs => "tm",
             Fp8GroupedFeed::StagedPairsWide => "tm256",
+            Fp8GroupedFeed::StagedPairsWideDeferred => "tm256d",
         }
     }
 }

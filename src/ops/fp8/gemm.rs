@@ -263,6 +263,12 @@ impl Fp8Config {
         }
     }
 
+    /// Stream-K in a tile run in parts (`256tmd/k`, `KILN_SK_PARTS`, ledger row 61): a kernel
+    /// of its own, where stream-K is a run-time choice of the one-part tiles.
+    pub const fn sk_parts(&self) -> bool {
+        self.stream && self.parts() > 1 && self.sscale
+    }
+
     /// The same tile writing C through the TMA-store epilogue.
     pub const fn tma_store(self) -> Self {
         Fp8Config {
@@ -286,6 +292,7 @@ impl Fp8Config {
             self.tma_epi,
             self.one_buffer,
             self.deferred,
+            self.sk_parts(),
         ) == (
             other.bm,
             other.bn,
@@ -298,6 +305,7 @@ impl Fp8Config {
             other.tma_epi,
             other.one_buffer,
             other.deferred,
+            other.sk_parts(),
         )
     }
 
@@ -736,6 +744,11 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, false).deferred_epilogue(),
+        // ledger row 61: `256tmd` with stream-K (the last of 6.79 waves at 4096x7168x16384
+        // shared out by K block), by name only until timed in two rounds
+        Fp8Config::wide_pair(256, false)
+            .deferred_epilogue()
+            .streamed(),
         // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
         // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
         // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
@@ -793,7 +806,7 @@ fn spec_of(
     cfg: Fp8Config,
     out: DType,
 ) -> KernelSpec {
-    KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
+    let spec = KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
         .define("KILN_FP8_A", a.define())
         .define("KILN_FP8_B", b.define())
         .define("KILN_SCALE", scale.define())
@@ -813,7 +826,12 @@ fn spec_of(
         .define("KILN_A_ROW", 1)
         .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
-        .define("KILN_SMEM", cfg.smem_bytes())
+        .define("KILN_SMEM", cfg.smem_bytes());
+    // (passed for `256tmd/k` only: the other kernels' specs, and so their cache keys, unchanged)
+    match cfg.sk_parts() {
+        true => spec.define("KILN_SK_PARTS", 1),
+        false => spec,
+    }
 }
 
 /// Every specialisation (for the compile check): one per compiled kernel, a config that only
@@ -1807,14 +1825,15 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     // (the unpromoted 128 x 256 tensor-scale tile, `256mh` / `256md`, counted as two parts so
     // that no rule slices it, runs one accumulator a consumer: its runs sum as any one-part
     // tile's, asked for by name only)
-    let one_part =
-        cfg.max_splits() > 1 || (!p.promote && p.scale == ScaleMode::Tensor && !cfg.sscale);
+    let one_part = cfg.max_splits() > 1
+        || (!p.promote && p.scale == ScaleMode::Tensor && !cfg.sscale)
+        || (cfg.sk_parts() && cfg.deferred && p.scale == ScaleMode::Block);
     if cfg.stream && (!one_part || cfg.reduction() != Reduce::Atomic) {
         return Err(Error::invalid(format!(
             "config {cfg} asks for stream-K (/k), which sums a tile's runs atomically in a tile \
              not run in parts; drop the w, or the /k{}",
             if cfg.parts() > 1 {
-                " (256tmh and 256tmd take no slices)"
+                " (256tmh and 256tmd take no slices; 256tmd/k with block scales takes stream-K)"
             } else {
                 ""
             }
@@ -2319,6 +2338,21 @@ mod tests {
             assert!(e.contains("stream-K (/k)"), "{bad}: {e}");
         }
         assert!("128pte/k3".parse::<Fp8Config>().is_err());
+        // the drained halves' stream-K is a kernel of its own (ledger row 61), block scales only,
+        // and the only spec that passes KILN_SK_PARTS
+        let tmd: Fp8Config = "256tmd".parse().unwrap();
+        let tmdk: Fp8Config = "256tmd/k".parse().unwrap();
+        assert!(tmdk.sk_parts() && !tmd.sk_parts() && !tmdk.same_kernel(&tmd));
+        assert!(check_config(&p, tmdk).is_ok());
+        let has_sk = |c: Fp8Config| {
+            spec("sm_90a", &p, c)
+                .defines
+                .iter()
+                .any(|(k, _)| k == "KILN_SK_PARTS")
+        };
+        assert!(has_sk(tmdk) && !has_sk(tmd) && !has_sk(sk));
+        let tensor = Fp8Problem::new(8192, 8192, 8192, DType::Bf16, ScaleMode::Tensor);
+        assert!(check_config(&tensor, "256md/k".parse().unwrap()).is_err());
     }
 
     #[test]
@@ -2619,13 +2653,15 @@ mod tests {
     #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
-        // (102 since ledger row 40's `192th`: one block kernel, three outputs)
-        assert!(v.len() <= 102, "{} variants", v.len());
+        // (102 since ledger row 40's `192th`: one block kernel, three outputs; 105 since row
+        // 61's `256tmd/k`)
+        assert!(v.len() <= 105, "{} variants", v.len());
         // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2, tensor
-        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 16
-        // kernels (17 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25; `192th`, row 40); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 16) * 3 + 3 * 2 * 3);
+        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 17
+        // kernels (18 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25; `192th`, row 40; `256tmd/k`, row 61);
+        // e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 17) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

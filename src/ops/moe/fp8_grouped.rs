@@ -40,11 +40,25 @@ const fn fixed_bytes() -> u32 {
     1024 + TABLE_BYTES
 }
 
-/// Tile columns: 256 for `tm256`, else [`BN`].
+/// Tile columns: 256 for `tm256` and `tm256d`, else [`BN`].
 pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
-        Fp8GroupedFeed::StagedPairsWide => 256,
+        Fp8GroupedFeed::StagedPairsWide | Fp8GroupedFeed::StagedPairsWideDeferred => 256,
         _ => BN,
+    }
+}
+
+/// Whether `feed` stores Y by TMA under the next tile (`tm256d`: the kernel's `KILN_TMAE = 3`).
+pub const fn deferred(feed: Fp8GroupedFeed) -> bool {
+    matches!(feed, Fp8GroupedFeed::StagedPairsWideDeferred)
+}
+
+/// The deferred epilogue's staging: one 8 KB buffer (64 rows x 128 bytes) per consumer.
+pub const fn staging_bytes(feed: Fp8GroupedFeed) -> u32 {
+    if deferred(feed) {
+        2 * 64 * 128
+    } else {
+        0
     }
 }
 
@@ -63,18 +77,21 @@ pub const fn slot_bytes(feed: Fp8GroupedFeed) -> u32 {
     }
 }
 
-/// CTAs sharing each W tile: 2 for `tm` (pairs along M), else 1.
+/// CTAs sharing each W tile: 2 for `tm`, `tm256` and `tm256d` (pairs along M), else 1.
 pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
     match feed {
-        Fp8GroupedFeed::StagedPairs | Fp8GroupedFeed::StagedPairsWide => 2,
+        Fp8GroupedFeed::StagedPairs
+        | Fp8GroupedFeed::StagedPairsWide
+        | Fp8GroupedFeed::StagedPairsWideDeferred => 2,
         _ => 1,
     }
 }
 
-/// Stages in the ring: as many as the budget holds (each with its slot and two mbarriers), at
-/// most 8.
+/// Stages in the ring: as many as the budget holds beside the staging (each with its slot and
+/// two mbarriers), at most 8.
 pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
-    let s = (SMEM_BUDGET - fixed_bytes()) / (stage_bytes_of(feed) + slot_bytes(feed) + 16);
+    let s = (SMEM_BUDGET - fixed_bytes() - staging_bytes(feed))
+        / (stage_bytes_of(feed) + slot_bytes(feed) + 16);
     if s > 8 {
         8
     } else {
@@ -83,7 +100,9 @@ pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
 }
 
 pub const fn smem_of(feed: Fp8GroupedFeed) -> u32 {
-    fixed_bytes() + stages_of(feed) * (stage_bytes_of(feed) + slot_bytes(feed) + 16)
+    fixed_bytes()
+        + staging_bytes(feed)
+        + stages_of(feed) * (stage_bytes_of(feed) + slot_bytes(feed) + 16)
 }
 
 /// The `ldg` kernel's ring (the FP8 SwiGLU's budget is reckoned beside it).
@@ -104,6 +123,7 @@ pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
         .define("KILN_OUT", DType::Bf16.code())
         .define("KILN_SSCALE", (feed != Fp8GroupedFeed::Ldg) as u32)
         .define("KILN_CLUSTER", ctas(feed))
+        .define("KILN_TMAE", if deferred(feed) { 3 } else { 0 })
 }
 
 /// Every specialisation (for the compile check): the kernel of each feed, and the prefix kernel
@@ -157,6 +177,12 @@ pub fn w_map(p: &Fp8MoeProblem, addr: u64, box_rows: u32) -> Tma3d {
         BK,
         box_rows,
     )
+}
+
+/// The deferred epilogue's map of Y (bf16 rows in X's row space, N apart): boxes of 64 columns
+/// by 64 rows, as the dense kernel's C; none where TMA cannot store Y's rows whole.
+pub fn y_map(p: &Fp8MoeProblem, addr: u64) -> Option<Tma2d> {
+    crate::ops::gemm::wgmma_tma_ws::c_store_map(p.x_rows(), p.n, p.n, DType::Bf16, addr)
 }
 
 /// The persistent grid: one CTA per SM, or per possible tile when there are fewer. The bound
@@ -223,6 +249,12 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         ctx.overrides.moe.fp8_grouped.unwrap_or_else(|| {
             Fp8GroupedFeed::default_for(sx_map(p, ops.sx.ptr()).validate().is_ok())
         });
+    // `tm256d` stores Y by TMA: where Y's rows are no multiple of 16 bytes, `tm256` instead
+    let map_y = deferred(feed).then(|| y_map(p, ops.y.ptr())).flatten();
+    let feed = match (feed, &map_y) {
+        (Fp8GroupedFeed::StagedPairsWideDeferred, None) => Fp8GroupedFeed::StagedPairsWide,
+        _ => feed,
+    };
     let (pairs, staged, bn) = (ctas(feed), feed != Fp8GroupedFeed::Ldg, bn_of(feed));
     // the tables count the tiles of a pair (256 rows), which its CTAs halve
     prepare(ctx, p, ops, pairs * BM, smem_of(feed), NAME)?;
@@ -239,6 +271,10 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         encode_sx_map(p, ops.sx.ptr(), NAME)?
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
+    };
+    let mut map_y = match map_y {
+        Some(m) => m.encode()?,
+        None => map_x, // a stand-in: only `tm256d` reads it
     };
     let f = ctx.function(&spec(&ctx.arch(), feed))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
@@ -257,10 +293,11 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         cluster: (pairs > 1).then_some((pairs, 1, 1)),
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
-    // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The maps
-    // address X, W and X's scales (the `ldg` kernel reads no third map: X's stands in), the args
-    // Y, the scales and the schedule workspace; `prepare` has matched every buffer to the
-    // problem, and the caller keeps them alive until the stream has run.
+    // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The
+    // maps address X, W, X's scales and Y (the `ldg` kernel reads no third map, only `tm256d` a
+    // fourth: X's stands in), the args Y, the scales and the schedule workspace; `prepare` has
+    // matched every buffer to the problem, and the caller keeps them alive until the stream has
+    // run.
     unsafe {
         f.launch(
             ctx.stream,
@@ -269,6 +306,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
                 map_x.as_param(),
                 map_w.as_param(),
                 map_sx.as_param(),
+                map_y.as_param(),
                 args.as_param(),
             ],
         )
@@ -293,11 +331,7 @@ mod tests {
     #[test]
     fn every_feed_keeps_six_stages_and_its_slot_holds_the_scales() {
         for feed in Fp8GroupedFeed::ALL {
-            let want = if feed == Fp8GroupedFeed::StagedPairsWide {
-                4
-            } else {
-                6
-            };
+            let want = if bn_of(feed) == 256 { 4 } else { 6 };
             assert_eq!(stages_of(feed), want, "{feed:?}");
             assert!(smem_of(feed) <= SMEM_BUDGET);
         }
@@ -313,8 +347,11 @@ mod tests {
         assert_eq!(slot_bytes(Fp8GroupedFeed::Staged), 640);
         assert_eq!(slot_bytes(Fp8GroupedFeed::Ldg), 0);
         assert_eq!(smem_of(Fp8GroupedFeed::StagedPairs), 213_864);
+        // `tm256d`: the same ring, and a staging buffer of 8 KB a consumer after it
+        let deferred = Fp8GroupedFeed::StagedPairsWideDeferred;
+        assert_eq!(smem_of(deferred), smem_of(wide) + 16_384);
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 5);
+        assert_eq!(specs.len(), 6);
         // the measured default (ledger row 22), where TMA can map X's scales
         assert_eq!(
             (

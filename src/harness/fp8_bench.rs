@@ -86,21 +86,8 @@ pub fn bench_fp8(
         launches.push(v);
     }
     let times = run.interleaved(&mut launches)?;
-    let row = |version: &str, config: Option<String>, t: &Summary| {
-        Row::timed(t, Times::Ms)
-            .with("version", version)
-            .with("problem", p.to_string())
-            .with("m", p.m)
-            .with("n", p.n)
-            .with("k", p.k)
-            .with("scale", p.scale.to_string())
-            .with("promote", p.promote)
-            .with("config", config)
-            .with("tflops", t.rate(p.flops(), 1e12))
-            .with("speedup_vs_cublaslt", None::<f64>)
-            .with("rel_diff_vs_cublaslt", None::<f64>)
-            .with("vendor_note", &note)
-    };
+    let row =
+        |version: &str, config: Option<String>, t: &Summary| fp8_row(p, version, config, t, &note);
     let mut out: Vec<Row> = cfgs
         .iter()
         .zip(&times)
@@ -132,6 +119,32 @@ pub fn bench_fp8(
         out.push(row("cublaslt", None, vt));
     }
     Ok(out)
+}
+
+/// One FP8 bench row of `p` (the one-launch bench's and, with its extra keys, the chain's):
+/// `version`, `problem`, `m`, `n`, `k`, `scale`, `promote`, `config`, the times `t` in ms,
+/// `tflops`, and `speedup_vs_cublaslt` and `rel_diff_vs_cublaslt` left null for the caller to
+/// set, `vendor_note` why cuBLASLt did not run (null if it did).
+pub(super) fn fp8_row(
+    p: &Fp8Problem,
+    version: &str,
+    config: Option<String>,
+    t: &Summary,
+    note: &Option<String>,
+) -> Row {
+    Row::timed(t, Times::Ms)
+        .with("version", version)
+        .with("problem", p.to_string())
+        .with("m", p.m)
+        .with("n", p.n)
+        .with("k", p.k)
+        .with("scale", p.scale.to_string())
+        .with("promote", p.promote)
+        .with("config", config)
+        .with("tflops", t.rate(p.flops(), 1e12))
+        .with("speedup_vs_cublaslt", None::<f64>)
+        .with("rel_diff_vs_cublaslt", None::<f64>)
+        .with("vendor_note", note)
 }
 
 /// A rows x cols operand drawn on the GPU in f32 from `seed` ([`random_buffer`]) and quantised

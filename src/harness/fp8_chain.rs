@@ -12,8 +12,8 @@ use cudarc::driver::sys;
 
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
-use crate::harness::bench::{Bench, BenchOptions, Row, Summary, Times};
-use crate::harness::fp8_bench::{operand, vendor_peer};
+use crate::harness::bench::{Bench, BenchOptions, Row, Summary};
+use crate::harness::fp8_bench::{fp8_row, operand, vendor_peer};
 use crate::ops::fp8::{self, Fp8Config, Fp8Operands, Fp8Pdl, Fp8Problem, Scales};
 use crate::reference::data::HostData;
 
@@ -197,22 +197,9 @@ pub fn bench_fp8_chain(
         reps: t.reps,
     };
     let row = |version: &str, config: Option<String>, pdl: Option<&str>, t: &Summary| {
-        let t = per_launch(t);
-        Row::timed(&t, Times::Ms)
-            .with("version", version)
-            .with("problem", p.to_string())
-            .with("m", p.m)
-            .with("n", p.n)
-            .with("k", p.k)
-            .with("scale", p.scale.to_string())
-            .with("promote", p.promote)
-            .with("config", config)
+        fp8_row(p, version, config, &per_launch(t), &note)
             .with("chain", n)
             .with("pdl", pdl)
-            .with("tflops", t.rate(p.flops(), 1e12))
-            .with("speedup_vs_cublaslt", None::<f64>)
-            .with("rel_diff_vs_cublaslt", None::<f64>)
-            .with("vendor_note", &note)
     };
     let mut out: Vec<Row> = versions
         .iter()

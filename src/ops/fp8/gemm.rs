@@ -221,6 +221,11 @@ impl Fp8Config {
             .one_staging_buffer()
     }
 
+    /// The same tile with its promotion pipelined (`p`; over parts of its columns above 128).
+    pub const fn pipelined(self) -> Self {
+        Fp8Config { pipe: true, ..self }
+    }
+
     /// The same tile in one slice (`/1`: the launch takes none of its own).
     pub const fn unsplit(self) -> Self {
         Fp8Config {
@@ -756,6 +761,11 @@ pub fn configs(
         // ledger row 40: the 128 x 192 tile in single CTAs, one wave of 128 tiles at
         // N = 24,576 (`192thl/1`; `192othl/1` its turns), by name only until timed in two rounds
         Fp8Config::small_rows_192(),
+        // ledger row 51 (2026-11-30): `256th` with the promotion pipelined over four parts of
+        // 64 (`256pth`): at M = 128 a CTA's one tile has no second tile to hide its drained
+        // batches; by name only until it wins a second round (`192pth`, two parts of 96, tied
+        // it in round 1 and is not compiled: one line here)
+        Fp8Config::small_rows_wide().pipelined(),
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
@@ -2432,6 +2442,35 @@ mod tests {
     }
 
     #[test]
+    fn the_wide_small_rows_tile_pipelined_over_parts_runs_by_name_unsliced() {
+        // ledger row 51: `256pth` (four parts of 64) in single CTAs, the ring of its drained
+        // kernel (`256th`: four stages of 48 KB)
+        let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
+        let c: Fp8Config = "256pth".parse().unwrap();
+        let d = Fp8Config::small_rows_wide();
+        assert_eq!(c, d.pipelined());
+        assert_eq!(c.to_string(), "256pth");
+        assert_eq!(block.iter().filter(|x| x.same_kernel(&c)).count(), 1);
+        assert!(!c.same_kernel(&d));
+        assert_eq!(
+            (c.parts(), c.stages(), c.smem_bytes()),
+            (4, 4, d.smem_bytes())
+        );
+        assert_eq!(c.max_splits(), 1, "a tile run in parts takes no slices");
+        // what rounds 1-2 of rows 51-52 run by name: one tile a CTA, the last staged in the
+        // ring; and the 112-wide drained tile in pairs of slices at 128x7168x16384 (64 tiles:
+        // 128 CTAs)
+        let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
+        let long = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
+        for (p, ok) in [(&p, "256pthl/1"), (&long, "112se/2c"), (&long, "112ose/2c")] {
+            let c: Fp8Config = ok.parse().unwrap();
+            assert!(check_config(p, c).is_ok(), "{ok}: {:?}", check_config(p, c));
+        }
+        assert!(check_config(&p, "256pth/2".parse().unwrap()).is_err());
+        assert!(check_config(&p, "192pthl/1".parse().unwrap()).is_err());
+    }
+
+    #[test]
     fn the_192_row_tile_runs_three_consumers_unsliced_in_four_stages() {
         let c: Fp8Config = "192x192md".parse().unwrap();
         assert_eq!(c, Fp8Config::three_consumers(192));
@@ -2654,14 +2693,15 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         // (102 since ledger row 40's `192th`: one block kernel, three outputs; 105 since row
-        // 61's `256tmd/k`)
-        assert!(v.len() <= 105, "{} variants", v.len());
+        // 61's `256tmd/k`; 108 since row 51's `256pth`)
+        assert!(v.len() <= 108, "{} variants", v.len());
         // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2, tensor
-        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 17
-        // kernels (18 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25; `192th`, row 40; `256tmd/k`, row 61);
+        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 18
+        // kernels (19 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25; `192th`, row 40; `256pth`, row 51;
+        // `256tmd/k`, row 61);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 17) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 18) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

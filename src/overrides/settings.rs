@@ -517,8 +517,7 @@ pub enum Fp4Gemv {
     /// weight at M 4, a ring of 3 slots (K a multiple of 128, M up to 8; a larger M runs
     /// `Xswz`; docs/fp4.md G19).
     Xswz2,
-    /// `Pack` with `Xswz2` at M 2-8 on codes in the GEMV layout (`Lean` at M 1, `Xswz` at
-    /// M 9-16, as `Pack`).
+    /// `Xswz2` at M 1-8 on codes in the GEMV layout (`Xswz` at M 9-16, as `Pack`).
     Pack2,
 }
 

@@ -350,9 +350,9 @@ pub fn xswz2_warp_bytes(m: usize) -> u32 {
     XSWZ2_SLOTS * (2 * RING_STEP_BYTES + XSWZ_PITCH * m as u32)
 }
 
-/// [`spec_pack`] with the two-tile X ring at M 2-8 (`KILN_FP4_GEMV=pack2`).
+/// [`spec_pack`] with the two-tile X ring at M 1-8 (`KILN_FP4_GEMV=pack2`).
 pub fn spec_pack2(arch: &str, m: usize) -> KernelSpec {
-    if (2..=XSWZ2_MAX_M).contains(&m) {
+    if m <= XSWZ2_MAX_M {
         spec_xswz2(arch).define("KILN_GEMV_PACKED", 1)
     } else {
         spec_pack(arch, m)
@@ -433,10 +433,8 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2, 1) => {
-                Fp4Gemv::Lean
-            }
-            (Fp4Gemv::Pack2, 2..=XSWZ2_MAX_M) => Fp4Gemv::Xswz2,
+            (Fp4Gemv::Pack2, 1..=XSWZ2_MAX_M) => Fp4Gemv::Xswz2,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, 1) => Fp4Gemv::Lean,
             (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2, _) => {
                 Fp4Gemv::Xswz
             }
@@ -479,10 +477,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Xstage => (spec_xstage(arch), warps * xstage_warp_bytes(m)),
         Fp4Gemv::Xswz2 => (spec_xswz2(arch), warps * xswz2_warp_bytes(m)),
-        Fp4Gemv::Pack2 if (2..=XSWZ2_MAX_M).contains(&m) => {
-            (spec_pack2(arch, m), warps * xswz2_warp_bytes(m))
-        }
-        Fp4Gemv::Pack2 if m == 1 => (spec_pack2(arch, m), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Pack2 if m <= XSWZ2_MAX_M => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Pack2 => (spec_pack2(arch, m), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Pack if m == 1 => (spec_pack(arch, m), warps * lean_warp_bytes(m)),
         Fp4Gemv::Pack => (spec_pack(arch, m), warps * xswz_warp_bytes(m)),
@@ -599,11 +594,9 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let sms = ctx.info.sm_count.max(1);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2 if p.m == 1 => {
-            p.lean_warps(sms)
-        }
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
         Fp4Gemv::Pack2 if p.m <= XSWZ2_MAX_M => p.xswz2_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
         Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2 => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
@@ -635,7 +628,7 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     // the two-tile X ring's CTAs hold 32 rows of W
     let rows = match path {
         Fp4Gemv::Xswz2 => 32,
-        Fp4Gemv::Pack2 if (2..=XSWZ2_MAX_M).contains(&p.m) => 32,
+        Fp4Gemv::Pack2 if p.m <= XSWZ2_MAX_M => 32,
         _ => 16,
     };
     let grid = (p.n.div_ceil(rows) as u32, 1, p.batch as u32);

@@ -4,7 +4,7 @@
 use super::*;
 
 /// xswz2 takes M up to 8 with K a multiple of 128 (else xswz or the register path); `pack2` on
-/// standard codes runs lean at M 1, xswz2 at M 2-8 and xswz above, as `pack` does with xswz.
+/// standard codes runs xswz2 at M 1-8 and xswz above, as `pack` does.
 #[test]
 fn the_two_tile_ring_takes_m_up_to_8_and_pack2_runs_it_at_m_2_to_8() {
     for (m, k, want) in [
@@ -18,7 +18,7 @@ fn the_two_tile_ring_takes_m_up_to_8_and_pack2_runs_it_at_m_2_to_8() {
         assert_eq!(p.path(Fp4Gemv::Xswz2), want, "M {m} K {k}");
     }
     for (m, want) in [
-        (1, Fp4Gemv::Lean),
+        (1, Fp4Gemv::Xswz2),
         (2, Fp4Gemv::Xswz2),
         (8, Fp4Gemv::Xswz2),
         (12, Fp4Gemv::Xswz),
@@ -35,7 +35,13 @@ fn the_two_tile_ring_takes_m_up_to_8_and_pack2_runs_it_at_m_2_to_8() {
 #[test]
 fn the_two_tile_ring_keeps_one_wave_of_32_row_ctas() {
     assert_eq!(xswz2_warp_bytes(4), 3 * (2 * 1152 + 4 * 272));
-    for (m, n, k, want) in [(4, 14336, 4096, 5), (4, 8192, 8192, 11), (8, 8192, 8192, 8)] {
+    for (m, n, k, want) in [
+        (1, 8192, 8192, 12),
+        (4, 14336, 4096, 5),
+        (4, 8192, 8192, 11),
+        (4, 28672, 8192, 3),
+        (8, 8192, 8192, 8),
+    ] {
         let p = GemvProblem::new(m, n, k, DType::Bf16);
         let w = p.xswz2_warps(132) as usize;
         assert_eq!(w, want, "{}", p.label());
@@ -65,7 +71,7 @@ fn the_two_tile_ring_compiles_without_spills_in_80_registers() {
     let specs = [
         spec_xswz2("sm_90a"),
         with_pdl(spec_xswz2("sm_90a")),
-        with_pdl(spec_pack2("sm_90a", 4)),
+        with_pdl(spec_pack2("sm_90a", 1)),
     ];
     crate::jit::testing::assert_compile_clean(&specs);
     let jit = crate::jit::Jit::default();

@@ -301,7 +301,7 @@ pub(super) static KNOBS: &[Knob] = &[
              (2-step stages that carry X by cp.async, M up to 8), `pack` (lean at M 1 and xswz \
              above on codes in the GEMV layout, where the caller holds them so; `packsync` with \
              the first stages asked for in order, `pack1` with lean1's stage at M 1, `pack2` with xswz2 at \
-             M 1-8), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
+             M 2-8 where a warp gets 16 steps of K or more), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
              of 128"
                 .into()
         },

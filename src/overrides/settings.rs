@@ -517,7 +517,9 @@ pub enum Fp4Gemv {
     /// weight at M 4, a ring of 3 slots (K a multiple of 128, M up to 8; a larger M runs
     /// `Xswz`; docs/fp4.md G19).
     Xswz2,
-    /// `Xswz2` at M 1-8 on codes in the GEMV layout (`Xswz` at M 9-16, as `Pack`).
+    /// `Pack` with `Xswz2` on codes in the GEMV layout at M 2-8 where a warp gets at least 16
+    /// steps of K (`GemvProblem::two_tiles_pay`: large N and K, where it measured faster);
+    /// standard codes run what `Pack` runs on them.
     Pack2,
 }
 

@@ -166,6 +166,18 @@ impl GemvProblem {
         self.ring_warps_rows(sms, xswz2_warp_bytes(self.m), (self.k / 128).max(1), 32)
     }
 
+    /// Whether `pack2` runs the two-tile X ring on codes in the GEMV layout: M 2-8, K a multiple
+    /// of 128, and at least [`XSWZ2_MIN_STEPS`] steps a warp. H200, round 1 of 2026-11-30
+    /// (G19): against pack (xswz) chained, -32 % at 4x28672x8192 (21 steps a warp; xswz's
+    /// one-wave rule leaves it 1-warp CTAs there) and -5 % at 4x16384x16384 (26), but equal at
+    /// 4x14336x4096 (6) and +6.5 % at 4x8192x8192 (6): its fewer instructions a weight pay in a
+    /// long loop, its start (two double slots in flight, 32-row CTAs) in a short one.
+    pub fn two_tiles_pay(&self, sms: u32) -> bool {
+        (2..=XSWZ2_MAX_M).contains(&self.m)
+            && self.takes_async()
+            && self.k / 128 >= XSWZ2_MIN_STEPS * self.xswz2_warps(sms) as usize
+    }
+
     fn ring_warps(&self, sms: u32, per_warp: u32) -> u32 {
         self.ring_warps_of(sms, per_warp, (self.k / 128).max(1))
     }
@@ -346,13 +358,16 @@ pub fn spec_xswz2(arch: &str) -> KernelSpec {
 /// steps, then M rows of X): the kernel's XR_RING (with TILES 2) and xring_slot_bytes.
 pub const XSWZ2_SLOTS: u32 = 3;
 pub const XSWZ2_MAX_M: usize = 8;
+/// The fewest steps of 128 K a warp for which `pack2` takes the two-tile ring.
+pub const XSWZ2_MIN_STEPS: usize = 16;
 pub fn xswz2_warp_bytes(m: usize) -> u32 {
     XSWZ2_SLOTS * (2 * RING_STEP_BYTES + XSWZ_PITCH * m as u32)
 }
 
-/// [`spec_pack`] with the two-tile X ring at M 1-8 (`KILN_FP4_GEMV=pack2`).
+/// `KILN_FP4_GEMV=pack2`'s two-tile form: the two-tile X ring on the GEMV layout at M 2-8
+/// ([`spec_pack`] elsewhere).
 pub fn spec_pack2(arch: &str, m: usize) -> KernelSpec {
-    if m <= XSWZ2_MAX_M {
+    if (2..=XSWZ2_MAX_M).contains(&m) {
         spec_xswz2(arch).define("KILN_GEMV_PACKED", 1)
     } else {
         spec_pack(arch, m)
@@ -433,8 +448,9 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack2, 1..=XSWZ2_MAX_M) => Fp4Gemv::Xswz2,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, 1) => Fp4Gemv::Lean,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2, 1) => {
+                Fp4Gemv::Lean
+            }
             (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2, _) => {
                 Fp4Gemv::Xswz
             }
@@ -477,8 +493,8 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Xstage => (spec_xstage(arch), warps * xstage_warp_bytes(m)),
         Fp4Gemv::Xswz2 => (spec_xswz2(arch), warps * xswz2_warp_bytes(m)),
-        Fp4Gemv::Pack2 if m <= XSWZ2_MAX_M => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
-        Fp4Gemv::Pack2 => (spec_pack2(arch, m), warps * xswz_warp_bytes(m)),
+        // pack2 reaches here only where it takes the two-tile ring (launch_on: else pack)
+        Fp4Gemv::Pack2 => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Pack if m == 1 => (spec_pack(arch, m), warps * lean_warp_bytes(m)),
         Fp4Gemv::Pack => (spec_pack(arch, m), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Packsync if m == 1 => (spec_packsync(arch, m), warps * lean_warp_bytes(m)),
@@ -592,10 +608,15 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
+    // pack2: the two-tile X ring where a warp's share of K is long, else pack (G19)
+    let path = match path {
+        Fp4Gemv::Pack2 if !p.two_tiles_pay(sms) => Fp4Gemv::Pack,
+        a => a,
+    };
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack2 if p.m <= XSWZ2_MAX_M => p.xswz2_warps(sms),
+        Fp4Gemv::Pack2 => p.xswz2_warps(sms),
         Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
         Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2 => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
@@ -628,7 +649,7 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     // the two-tile X ring's CTAs hold 32 rows of W
     let rows = match path {
         Fp4Gemv::Xswz2 => 32,
-        Fp4Gemv::Pack2 if p.m <= XSWZ2_MAX_M => 32,
+        Fp4Gemv::Pack2 => 32,
         _ => 16,
     };
     let grid = (p.n.div_ceil(rows) as u32, 1, p.batch as u32);

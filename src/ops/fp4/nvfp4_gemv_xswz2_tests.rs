@@ -4,7 +4,8 @@
 use super::*;
 
 /// xswz2 takes M up to 8 with K a multiple of 128 (else xswz or the register path); `pack2` on
-/// standard codes runs xswz2 at M 1-8 and xswz above, as `pack` does.
+/// standard codes runs what `pack` runs, and on the GEMV layout the two-tile ring at M 2-8 where
+/// a warp gets 16 steps of K or more (where it measured faster, G19).
 #[test]
 fn the_two_tile_ring_takes_m_up_to_8_and_pack2_runs_it_at_m_2_to_8() {
     for (m, k, want) in [
@@ -18,16 +19,29 @@ fn the_two_tile_ring_takes_m_up_to_8_and_pack2_runs_it_at_m_2_to_8() {
         assert_eq!(p.path(Fp4Gemv::Xswz2), want, "M {m} K {k}");
     }
     for (m, want) in [
-        (1, Fp4Gemv::Xswz2),
-        (2, Fp4Gemv::Xswz2),
-        (8, Fp4Gemv::Xswz2),
+        (1, Fp4Gemv::Lean),
+        (2, Fp4Gemv::Xswz),
+        (8, Fp4Gemv::Xswz),
         (12, Fp4Gemv::Xswz),
     ] {
         let p = GemvProblem::new(m, 64, 256, DType::Bf16);
         assert_eq!(p.path(Fp4Gemv::Pack2), want, "M {m}");
+        assert_eq!(p.path(Fp4Gemv::Pack2), p.path(Fp4Gemv::Pack), "M {m}");
     }
-    let p = GemvProblem::new(4, 64, 256, DType::Bf16);
-    assert_eq!(p.path(Fp4Gemv::Pack2), p.path(Fp4Gemv::Xswz2));
+    for (m, n, k, pays) in [
+        (4, 28672, 8192, true),
+        (4, 16384, 16384, true),
+        (4, 8192, 28672, true),
+        (8, 16384, 16384, true),
+        (4, 14336, 4096, false),
+        (4, 8192, 8192, false),
+        (1, 16384, 16384, false),
+        (12, 16384, 16384, false),
+        (4, 16384, 16032, false),
+    ] {
+        let p = GemvProblem::new(m, n, k, DType::Bf16);
+        assert_eq!(p.two_tiles_pay(132), pays, "{}", p.label());
+    }
 }
 
 /// Its CTAs of 32 rows stay in one wave with a warp's 3 slots (two tiles' steps and M rows of
@@ -71,7 +85,7 @@ fn the_two_tile_ring_compiles_without_spills_in_80_registers() {
     let specs = [
         spec_xswz2("sm_90a"),
         with_pdl(spec_xswz2("sm_90a")),
-        with_pdl(spec_pack2("sm_90a", 1)),
+        with_pdl(spec_pack2("sm_90a", 4)),
     ];
     crate::jit::testing::assert_compile_clean(&specs);
     let jit = crate::jit::Jit::default();

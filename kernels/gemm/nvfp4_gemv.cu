@@ -124,6 +124,15 @@
 // latencies (`wait`, 22 % of the samples of lean at M 1, G12); two chains halve that path for
 // 4 (NF 1) or 8 registers more. Sums in another order: the same bound (fp32, K terms).
 //
+// KILN_GEMV_TILES = 2 with KILN_GEMV_XSWZ (`KILN_FP4_GEMV=xswz2`, and `pack2` on the GEMV
+// layout; M up to 8): the swizzled X ring with 32 rows of W a CTA, two 16-row tiles a warp step
+// sharing the step's X. At M 4 the X ring copies as many bytes of X a step (M x 256) as of
+// weights (1,152) and spends ~40 of its ~225 instructions a step on X (its copies, 4 shared
+// loads, 16 PRMT); here each step of X serves 2,304 weight bytes: X's copies, shared traffic and
+// reads a weight byte halve (~17 % fewer instructions a weight at M 4). The ring holds 3 slots
+// (two in flight: 4.6 KB of weights a warp, more than the one-tile ring's 3.5 KB), so that ~20
+// warps an SM fit at M 4. Sums as the X ring's, per tile.
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
@@ -164,6 +173,9 @@
 #if !defined(KILN_GEMV_ACC)
 #define KILN_GEMV_ACC 1
 #endif
+#if !defined(KILN_GEMV_TILES)
+#define KILN_GEMV_TILES 1
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
 constexpr int NACC = KILN_GEMV_ACC;
@@ -190,6 +202,9 @@ constexpr bool kLazy = kLean1 && !kEager;
 constexpr bool kOrdered = KILN_GEMV_ORDERED == 1;
 static_assert(!kOrdered || kPacked, "the ordered start is the pack path's");
 constexpr bool kPdl = KILN_GEMV_PDL == 1;
+// 16-row tiles of W a CTA (KILN_GEMV_TILES): 2 only on the swizzled X ring at M up to 8
+constexpr int TILES = KILN_GEMV_TILES;
+static_assert(TILES == 1 || (TILES == 2 && kXswz && NF == 1), "two row tiles are the swizzled X ring's, M up to 8");
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -205,9 +220,10 @@ constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
 constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
 constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16)
 constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
-constexpr int XR_RING = 4;                       // xring: one-step slots a warp's ring holds
+constexpr int XR_RING = TILES == 2 ? 3 : 4;      // xring: one-step slots a warp's ring holds
 constexpr int XR_MAX_WARPS = 12;                 // xring: the most warps a CTA (the host's XR_MAX_WARPS)
 constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's rows in a slot
+constexpr u32 XR_X = TILES * RING_STEP;          // xring: where X starts in a slot (after each tile's step)
 constexpr int XS_RING = 3;                       // xstage: 2-step slots a warp's ring holds
 constexpr u32 XS_PITCH = 528;                    // xstage: bytes between X's rows (256 bf16, 16 more)
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
@@ -758,7 +774,7 @@ __device__ __forceinline__ void lean_kloop(Acc& acc, const GemvArgs& a, const u8
 
 // A warp's X ring for M rows of X: XR_RING one-step slots, each the async ring's step (codes,
 // then scales) and M x 128 bf16 of X (256 bytes a row).
-__device__ __forceinline__ u32 xring_slot_bytes(int m) { return RING_STEP + XR_PITCH * m; }
+__device__ __forceinline__ u32 xring_slot_bytes(int m) { return XR_X + XR_PITCH * m; }
 
 // Where X's 16-byte chunk c (0..15) of a row sits in it: as it is, or (xswz) c ^ ((c >> 2) & 2).
 __device__ __forceinline__ u32 xr_chunk(u32 c) { return kXswz ? c ^ ((c >> 2) & 2u) : c; }
@@ -768,6 +784,7 @@ __device__ __forceinline__ u32 xr_chunk(u32 c) { return kXswz ? c ^ ((c >> 2) & 
 // and how many X chunks it copies a step (rows lane / 16 + 2 t below M).
 struct XrLane {
   u64 w0, w1, s, x;
+  u64 wtile, stile;  // bytes between the codes (scales) of two 16-row tiles (KILN_GEMV_TILES 2)
   u64 xrow2;  // bytes between rows of X two apart
   int nx;
   u32 xdst;  // xswz: where the lane's first X chunk lands in a slot
@@ -782,15 +799,19 @@ struct XrLane {
 __device__ __forceinline__ void issue_xring_w(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XrLane& l,
                                               int row0, int lane, int step, bool fast) {
   const int g = lane / 4, q = lane % 4;
-  if (fast) {
-    const u64 off = (u64)step * (STEP / 2);
-    cp_async16_full(dst + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
-    cp_async16_full(dst + (g + 8) * 64 + 16 * q, reinterpret_cast<const void*>(l.w1 + off));
-    if (lane < 16)
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + RING_CODES + 8 * lane),
-                   "l"(l.s + (u64)step * (STEP / 16)));
-  } else {
-    copy_step(dst, a, w, s, row0, lane, step);
+#pragma unroll
+  for (int t = 0; t < TILES; ++t) {  // tile t: rows row0 + 16 t .., at dst + t RING_STEP
+    const u32 d = dst + t * RING_STEP;
+    if (fast) {
+      const u64 off = (u64)step * (STEP / 2) + t * l.wtile;
+      cp_async16_full(d + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
+      cp_async16_full(d + (g + 8) * 64 + 16 * q, reinterpret_cast<const void*>(l.w1 + off));
+      if (lane < 16)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d + RING_CODES + 8 * lane),
+                     "l"(l.s + (u64)step * (STEP / 16) + t * l.stile));
+    } else {
+      copy_step(d, a, w, s, row0 + 16 * t, lane, step);
+    }
   }
 }
 
@@ -798,7 +819,7 @@ __device__ __forceinline__ void issue_xring_x(u32 dst, const XrLane& l, int lane
   const u64 xs = l.x + (u64)step * (STEP * 2);
 #pragma unroll
   for (int t = 0; t < 4 * NF; ++t) {  // 8 NF rows x 16 chunks at most: 4 NF a lane
-    const u32 at = kXswz ? dst + l.xdst + 2 * XR_PITCH * t : dst + RING_STEP + 16 * lane + 512 * t;
+    const u32 at = kXswz ? dst + l.xdst + 2 * XR_PITCH * t : dst + XR_X + 16 * lane + 512 * t;
     if (t < l.nx) cp_async16_ca(at, reinterpret_cast<const void*>(xs + t * l.xrow2));
   }
 }
@@ -813,13 +834,14 @@ __device__ __forceinline__ void issue_xring(u32 dst, const GemvArgs& a, const u8
 }
 
 // The X ring's K loop of one warp: steps warp, warp + warps, ... through its ring of XR_RING
-// slots, XR_RING - 1 in flight while one is decoded; each slot carries its step's X.
-__device__ __forceinline__ void xring_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
+// slots, XR_RING - 1 in flight while one is decoded; each slot carries its step's X (and, with
+// TILES 2, the step's weights of the CTA's two row tiles, each decoded against the one X).
+__device__ __forceinline__ void xring_kloop(Acc (&acc)[TILES], const GemvArgs& a, const u8* w, const u8* s,
                                             const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
   const int mine = steps > warp ? (steps - warp + warps - 1) / warps : 0;
   const u32 slot_bytes = xring_slot_bytes(a.m);
-  const bool fast = row0 + 16 <= a.n;
+  const bool fast = row0 + 16 * TILES <= a.n;
   XrLane l;  // rows clamped: only the fast path reads w0, w1 and s
   l.w0 = reinterpret_cast<u64>(w + (i64)min(row0 + g, a.n - 1) * (a.k / 2) + 16 * q);
   l.w1 = reinterpret_cast<u64>(w + (i64)min(row0 + g + 8, a.n - 1) * (a.k / 2) + 16 * q);
@@ -827,16 +849,19 @@ __device__ __forceinline__ void xring_kloop(Acc& acc, const GemvArgs& a, const u
   l.x = reinterpret_cast<u64>(x + (i64)(lane / 16) * a.ldx + 8 * (lane % 16));
   l.xrow2 = (u64)(4 * a.ldx);
   l.nx = (a.m - lane / 16 + 1) / 2;
-  l.xdst = RING_STEP + XR_PITCH * (lane / 16) + 16 * xr_chunk(lane % 16);
+  l.xdst = XR_X + XR_PITCH * (lane / 16) + 16 * xr_chunk(lane % 16);
+  l.wtile = (u64)16 * (a.k / 2);
+  l.stile = (u64)16 * (a.k / 16);
   // opaque to the compiler, which otherwise recomputes the sources every step (64-bit products)
   asm volatile("" : "+l"(l.w0), "+l"(l.w1), "+l"(l.s), "+l"(l.x), "+l"(l.xrow2), "+r"(l.nx));
+  if constexpr (TILES > 1) asm volatile("" : "+l"(l.wtile), "+l"(l.stile));
   // X's rows of this lane's mma columns, clamped: columns at or past M are computed, never stored
   // (xswz: chunks 4q, 4q + 1 at xoff, 4q + 2, 4q + 3 at xoff2; q of 2 and 3 have them swapped)
   u32 xoff[NF], xoff2[NF];
 #pragma unroll
   for (int f = 0; f < NF; ++f) {
-    xoff[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q);
-    xoff2[f] = RING_STEP + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q + 2);
+    xoff[f] = XR_X + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q);
+    xoff2[f] = XR_X + XR_PITCH * min(g + 8 * f, a.m - 1) + 16u * xr_chunk(4 * q + 2);
   }
   if constexpr (kPdl) {
     // PDL: the first slots' weights asked for before the wait, their X (the kernel before's
@@ -858,15 +883,24 @@ __device__ __forceinline__ void xring_kloop(Acc& acc, const GemvArgs& a, const u
       if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
     }
   }
+  // TILES 2: the slots of step j and of step j + XR_RING - 1 stepped around the ring (3 slots:
+  // no modulo by 3)
+  const u32 ring_end = ring + XR_RING * slot_bytes;
+  u32 slot2 = ring, fill2 = ring + (XR_RING - 1) * slot_bytes;
   for (int j = 0; j < mine; ++j) {
     __syncwarp();  // every lane has read the slot that step j + XR_RING - 1 overwrites (step j - 1's)
-    issue_xring(ring + ((j + XR_RING - 1) % XR_RING) * slot_bytes, a, w, s, l, row0, lane,
-                warp + (j + XR_RING - 1) * warps, steps, fast);
+    const u32 fill = TILES > 1 ? fill2 : ring + ((j + XR_RING - 1) % XR_RING) * slot_bytes;
+    issue_xring(fill, a, w, s, l, row0, lane, warp + (j + XR_RING - 1) * warps, steps, fast);
     cp_async_wait<XR_RING - 1>();  // this lane's copies of step j have landed
     __syncwarp();                  // and every lane's
-    const u32 slot = ring + (j % XR_RING) * slot_bytes;
-    WStep st;
-    read_step(st, slot, g, q);
+    const u32 slot = TILES > 1 ? slot2 : ring + (j % XR_RING) * slot_bytes;
+    if constexpr (TILES > 1) {
+      fill2 = fill2 + slot_bytes == ring_end ? ring : fill2 + slot_bytes;
+      slot2 = slot2 + slot_bytes == ring_end ? ring : slot2 + slot_bytes;
+    }
+    WStep st[TILES];
+#pragma unroll
+    for (int t = 0; t < TILES; ++t) read_step(st[t], slot + t * RING_STEP, g, q);
     XStep xs;
 #pragma unroll
     for (int f = 0; f < NF; ++f)
@@ -877,7 +911,8 @@ __device__ __forceinline__ void xring_kloop(Acc& acc, const GemvArgs& a, const u
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
                      : "r"(at));
       }
-    compute_step<true>(acc, st, xs);
+#pragma unroll
+    for (int t = 0; t < TILES; ++t) compute_step<true>(acc[t], st[t], xs);  // X's permutes shared
   }
   cp_async_wait<0>();
 }
@@ -1013,18 +1048,22 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
 #define GEMV_BOUNDS __launch_bounds__(MAX_WARPS * 32, 1)
 #endif
 extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
-  __shared__ float red_static[kRing ? 1 : MAX_WARPS][NF * 4][32];
+  constexpr int SUMS = TILES * NF * 4;  // a lane's partial sums: tile t, column tile f, register i at 4 (NF t + f) + i
+  __shared__ float red_static[kRing ? 1 : MAX_WARPS][SUMS][32];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-  const int row0 = blockIdx.x * 16;
+  const int row0 = blockIdx.x * (16 * TILES);
   const u8* w = reinterpret_cast<const u8*>(a.w) + (i64)blockIdx.z * a.w_batch;
   const u8* s = reinterpret_cast<const u8*>(a.s) + (i64)blockIdx.z * a.s_batch;
   const bf16* x = reinterpret_cast<const bf16*>(a.x) + (i64)blockIdx.z * a.x_batch;
   u16* y = reinterpret_cast<u16*>(a.y) + (i64)blockIdx.z * a.y_batch;  // bf16 or f16 bits
-  Acc acc;
+  Acc acc_t[TILES];  // a tile's sums (acc: the first tile's, the only one but on two-tile X rings)
+  Acc& acc = acc_t[0];
 #pragma unroll
-  for (int c = 0; c < NACC; ++c)
+  for (int t = 0; t < TILES; ++t)
 #pragma unroll
-    for (int f = 0; f < NF; ++f) acc[c][f][0] = acc[c][f][1] = acc[c][f][2] = acc[c][f][3] = 0.0f;
+    for (int c = 0; c < NACC; ++c)
+#pragma unroll
+      for (int f = 0; f < NF; ++f) acc_t[t][c][f][0] = acc_t[t][c][f][1] = acc_t[t][c][f][2] = acc_t[t][c][f][3] = 0.0f;
   extern __shared__ __align__(16) unsigned char ring_raw[];
   if constexpr (kPdl) {
     launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
@@ -1037,7 +1076,7 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   } else if constexpr (kLean) {
     lean_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * lean_warp_bytes(a.m), row0, warp, warps, lane);
   } else if constexpr (kXring) {
-    xring_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XR_RING * xring_slot_bytes(a.m), row0, warp, warps,
+    xring_kloop(acc_t, a, w, s, x, smem_u32(ring_raw) + warp * XR_RING * xring_slot_bytes(a.m), row0, warp, warps,
                 lane);
   } else if constexpr (kXstage) {
     xstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XS_RING * xstage_slot_bytes(a.m), row0, warp, warps,
@@ -1068,31 +1107,35 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   }
   const float gy = kAsync || kRing ? a.g * 256.0f : a.g;  // the rings' sums are 2^-8 of the value
   // the wide path's partial sums go where its rings were, once every warp is done with its own
-  float(*red)[NF * 4][32] = red_static;
+  float(*red)[SUMS][32] = red_static;
   if constexpr (kRing) {
     __syncthreads();
-    red = reinterpret_cast<float(*)[NF * 4][32]>(ring_raw);
+    red = reinterpret_cast<float(*)[SUMS][32]>(ring_raw);
   }
 #pragma unroll
-  for (int f = 0; f < NF; ++f)
+  for (int tt = 0; tt < TILES; ++tt)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float t = acc[0][f][i];
+    for (int f = 0; f < NF; ++f)
 #pragma unroll
-      for (int c = 1; c < NACC; ++c) t += acc[c][f][i];  // the chains, once
-      red[warp][4 * f + i][lane] = t;
-    }
+      for (int i = 0; i < 4; ++i) {
+        float t = acc_t[tt][0][f][i];
+#pragma unroll
+        for (int c = 1; c < NACC; ++c) t += acc_t[tt][c][f][i];  // the chains, once
+        red[warp][4 * (NF * tt + f) + i][lane] = t;
+      }
   __syncthreads();
   if (warp != 0) return;
 #pragma unroll
-  for (int f = 0; f < NF; ++f)
+  for (int tt = 0; tt < TILES; ++tt)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float t = 0.0f;
-      for (int v = 0; v < warps; ++v) t += red[v][4 * f + i][lane];
-      // d0, d1: row g, columns 2q, 2q + 1; d2, d3: row g + 8.
-      const int r = row0 + g + 8 * (i / 2), m = 8 * f + 2 * q + (i % 2);
-      if (r < a.n && m < a.m)
-        y[(i64)m * a.ldy + r] = a.out_f16 ? from_float<f16>(t * gy).bits : from_float<bf16>(t * gy).bits;
-    }
+    for (int f = 0; f < NF; ++f)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float t = 0.0f;
+        for (int v = 0; v < warps; ++v) t += red[v][4 * (NF * tt + f) + i][lane];
+        // d0, d1: row g, columns 2q, 2q + 1; d2, d3: row g + 8 (of tile tt).
+        const int r = row0 + 16 * tt + g + 8 * (i / 2), m = 8 * f + 2 * q + (i % 2);
+        if (r < a.n && m < a.m)
+          y[(i64)m * a.ldy + r] = a.out_f16 ? from_float<f16>(t * gy).bits : from_float<bf16>(t * gy).bits;
+      }
 }

@@ -533,8 +533,9 @@ impl Check for GemvProblem {
     }
 }
 
-/// The GEMV shapes `fp4 verify` checks: M 1..16 (one and two mma tiles), N not a multiple of 16,
-/// K not a multiple of 128, a batch, eight-warp and four-warp CTAs, both outputs.
+/// The GEMV shapes `fp4 verify` checks: M 1..16 (one and two mma tiles), N not a multiple of 16
+/// (nor of 32, both ways), K not a multiple of 128, a batch, eight-warp and four-warp CTAs, both
+/// outputs.
 pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
     let mut v = vec![
         GemvProblem::new(1, 8192, 8192, DType::Bf16),
@@ -551,6 +552,9 @@ pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
         // the lean ring's largest M with an odd number of steps (a last stage of one) and a
         // ragged N (a last CTA on the bounded copies)
         GemvProblem::new(4, 520, 1152, DType::F16),
+        // a last 32-row CTA whose first tile is whole and second ragged (the two-tile X ring,
+        // `xswz2`: rows 304..311 of 288..319), an odd M between the rings' 4 and 8
+        GemvProblem::new(5, 312, 1280, DType::Bf16),
     ];
     if !quick {
         v.extend([

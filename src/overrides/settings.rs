@@ -535,6 +535,15 @@ pub enum Fp4Gemv {
     /// not the lazy start); above M 1 the same as `Pack`. Verified, no faster than `Pack` on
     /// the H200 (docs/fp4.md G12).
     Pack1,
+    /// `Xswz` with 32 rows of W a CTA, two 16-row tiles a warp step decoded against the step's
+    /// one X (its copies, shared loads and permutes shared): about 17 % fewer instructions a
+    /// weight at M 4, a ring of 3 slots (K a multiple of 128, M up to 8; a larger M runs
+    /// `Xswz`; docs/fp4.md G19).
+    Xswz2,
+    /// `Pack` with `Xswz2` on codes in the GEMV layout at M 2-8 where a warp gets at least 16
+    /// steps of K (`GemvProblem::two_tiles_pay`: large N and K, where it measured faster);
+    /// standard codes run what `Pack` runs on them.
+    Pack2,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

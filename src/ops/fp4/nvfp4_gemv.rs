@@ -160,6 +160,24 @@ impl GemvProblem {
         self.ring_warps_of(sms, xstage_warp_bytes(self.m), (self.k / 256).max(1))
     }
 
+    /// Warps per CTA of the two-tile X ring (`xswz2`): as the X ring's, over its CTAs of 32
+    /// rows (4x14336x4096: 448 CTAs, 4 an SM at M 4, 5 warps each, 20 an SM).
+    pub fn xswz2_warps(&self, sms: u32) -> u32 {
+        self.ring_warps_rows(sms, xswz2_warp_bytes(self.m), (self.k / 128).max(1), 32)
+    }
+
+    /// Whether `pack2` runs the two-tile X ring on codes in the GEMV layout: M 2-8, K a multiple
+    /// of 128, and at least [`XSWZ2_MIN_STEPS`] steps a warp. H200, round 1 of 2026-11-30
+    /// (G19): against pack (xswz) chained, -32 % at 4x28672x8192 (21 steps a warp; xswz's
+    /// one-wave rule leaves it 1-warp CTAs there) and -5 % at 4x16384x16384 (26), but equal at
+    /// 4x14336x4096 (6) and +6.5 % at 4x8192x8192 (6): its fewer instructions a weight pay in a
+    /// long loop, its start (two double slots in flight, 32-row CTAs) in a short one.
+    pub fn two_tiles_pay(&self, sms: u32) -> bool {
+        (2..=XSWZ2_MAX_M).contains(&self.m)
+            && self.takes_async()
+            && self.k / 128 >= XSWZ2_MIN_STEPS * self.xswz2_warps(sms) as usize
+    }
+
     fn ring_warps(&self, sms: u32, per_warp: u32) -> u32 {
         self.ring_warps_of(sms, per_warp, (self.k / 128).max(1))
     }
@@ -167,7 +185,12 @@ impl GemvProblem {
     /// The most warps a CTA (up to [`XRING_MAX_WARPS`] and `units`, a warp's share of K at
     /// least one) that keep the grid in one wave with `per_warp` bytes of shared memory a warp.
     fn ring_warps_of(&self, sms: u32, per_warp: u32, units: usize) -> u32 {
-        let ctas = self.n.div_ceil(16) * self.batch;
+        self.ring_warps_rows(sms, per_warp, units, 16)
+    }
+
+    /// [`Self::ring_warps_of`] for CTAs of `rows` rows of W.
+    fn ring_warps_rows(&self, sms: u32, per_warp: u32, units: usize, rows: usize) -> u32 {
+        let ctas = self.n.div_ceil(rows) * self.batch;
         let per_warp = per_warp as usize;
         let resident = |w: usize| -> usize {
             // 1 KB of shared memory a CTA is the driver's; 64 warps an SM
@@ -325,6 +348,32 @@ pub fn xswz_warp_bytes(m: usize) -> u32 {
     XRING_SLOTS * (RING_STEP_BYTES + XSWZ_PITCH * m as u32)
 }
 
+/// The swizzled X ring with two 16-row tiles a CTA (`KILN_FP4_GEMV=xswz2`, M up to 8;
+/// compiled only when asked for, the variant budget): each step's X decoded against 32 rows of
+/// W, a ring of [`XSWZ2_SLOTS`] slots.
+pub fn spec_xswz2(arch: &str) -> KernelSpec {
+    spec_xswz(arch, 1).define("KILN_GEMV_TILES", 2)
+}
+/// Slots in a warp's two-tile X ring, and a warp's bytes for M rows (each slot two async-ring
+/// steps, then M rows of X): the kernel's XR_RING (with TILES 2) and xring_slot_bytes.
+pub const XSWZ2_SLOTS: u32 = 3;
+pub const XSWZ2_MAX_M: usize = 8;
+/// The fewest steps of 128 K a warp for which `pack2` takes the two-tile ring.
+pub const XSWZ2_MIN_STEPS: usize = 16;
+pub fn xswz2_warp_bytes(m: usize) -> u32 {
+    XSWZ2_SLOTS * (2 * RING_STEP_BYTES + XSWZ_PITCH * m as u32)
+}
+
+/// `KILN_FP4_GEMV=pack2`'s two-tile form: the two-tile X ring on the GEMV layout at M 2-8
+/// ([`spec_pack`] elsewhere).
+pub fn spec_pack2(arch: &str, m: usize) -> KernelSpec {
+    if (2..=XSWZ2_MAX_M).contains(&m) {
+        spec_xswz2(arch).define("KILN_GEMV_PACKED", 1)
+    } else {
+        spec_pack(arch, m)
+    }
+}
+
 /// Where the swizzled X ring puts X's 16-byte chunk `c` (0..15) of a row: the kernel's
 /// `xr_chunk`.
 pub fn xswz_chunk(c: usize) -> usize {
@@ -399,8 +448,12 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, 1) => Fp4Gemv::Lean,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, _) => Fp4Gemv::Xswz,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2, 1) => {
+                Fp4Gemv::Lean
+            }
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2, _) => {
+                Fp4Gemv::Xswz
+            }
             (a, _) => a,
         };
         match asked {
@@ -411,6 +464,7 @@ impl GemvProblem {
             | Fp4Gemv::Lean1
             | Fp4Gemv::Xring
             | Fp4Gemv::Xswz
+            | Fp4Gemv::Xswz2
             | Fp4Gemv::Xstage
                 if !self.takes_async() =>
             {
@@ -419,6 +473,7 @@ impl GemvProblem {
             Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 if self.m > LEAN_MAX_M => Fp4Gemv::Wide,
             Fp4Gemv::Lean1 if self.m > 1 => Fp4Gemv::Lean,
             Fp4Gemv::Xstage if self.m > XSTAGE_MAX_M => Fp4Gemv::Wide,
+            Fp4Gemv::Xswz2 if self.m > XSWZ2_MAX_M => Fp4Gemv::Xswz,
             a => a,
         }
     }
@@ -437,6 +492,9 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Xring => (spec_xring(arch, nf), warps * xring_warp_bytes(m)),
         Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Xstage => (spec_xstage(arch), warps * xstage_warp_bytes(m)),
+        Fp4Gemv::Xswz2 => (spec_xswz2(arch), warps * xswz2_warp_bytes(m)),
+        // pack2 reaches here only where it takes the two-tile ring (launch_on: else pack)
+        Fp4Gemv::Pack2 => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Pack if m == 1 => (spec_pack(arch, m), warps * lean_warp_bytes(m)),
         Fp4Gemv::Pack => (spec_pack(arch, m), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Packsync if m == 1 => (spec_packsync(arch, m), warps * lean_warp_bytes(m)),
@@ -525,7 +583,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2
     ) && p.takes_gemv_layout()
 }
 
@@ -542,7 +600,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -550,10 +608,17 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
+    // pack2: the two-tile X ring where a warp's share of K is long, else pack (G19)
+    let path = match path {
+        Fp4Gemv::Pack2 if !p.two_tiles_pay(sms) => Fp4Gemv::Pack,
+        a => a,
+    };
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
+        Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
+        Fp4Gemv::Pack2 => p.xswz2_warps(sms),
         Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 => p.xswz_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2 => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
@@ -581,7 +646,13 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         k: p.k as i32,
         out_f16: (p.output == DType::F16) as i32,
     };
-    let grid = (p.n.div_ceil(16) as u32, 1, p.batch as u32);
+    // the two-tile X ring's CTAs hold 32 rows of W
+    let rows = match path {
+        Fp4Gemv::Xswz2 => 32,
+        Fp4Gemv::Pack2 => 32,
+        _ => 16,
+    };
+    let grid = (p.n.div_ceil(rows) as u32, 1, p.batch as u32);
     // SAFETY: the kernel takes one `GemvArgs` by value, laid out as this #[repr(C)] struct;
     // check_operands proved every buffer holds what the kernel reads and writes, with the
     // alignment of its 16-byte loads; the caller keeps them alive until the stream is done.
@@ -608,6 +679,10 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
 #[cfg(test)]
 #[path = "nvfp4_gemv_xstage_tests.rs"]
 mod xstage_tests;
+
+#[cfg(test)]
+#[path = "nvfp4_gemv_xswz2_tests.rs"]
+mod xswz2_tests;
 
 #[cfg(test)]
 mod tests {

@@ -447,6 +447,9 @@ pub enum W4a8Form {
     /// `RsLanes` on weights prepacked in the A fragments' order (`W4a8Order::Frags`): one
     /// 16-byte load a row and K block, no per-lane halves (ledger F22).
     RsFrags,
+    /// `Ss` in tiles of 192 tokens: three consumer warpgroups of 64 read each decoded weight
+    /// tile, one accumulator each (ledger F60).
+    Wide,
 }
 
 impl W4a8Form {
@@ -457,6 +460,7 @@ impl W4a8Form {
             W4a8Form::Rs => "rs",
             W4a8Form::RsLanes => "rs-lanes",
             W4a8Form::RsFrags => "rs-frags",
+            W4a8Form::Wide => "wide",
         }
     }
 }

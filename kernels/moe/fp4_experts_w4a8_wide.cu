@@ -84,9 +84,75 @@ __device__ __forceinline__ WideStage wide_wait(const WideCtx& x, u32 it, u32 shi
   return g;
 }
 
-// Consumers 0 and 1 decode atom c of stage g into its slot and fence it for wgmma; all three meet.
+// KILN_W4A8_SPREAD (`KILN_W4A8_FORM=wide-spread`, F61): the decode spread over all three
+// consumers in half-blocks (16 codes: two code words, one 16-byte store), a stage's 1,024 of them
+// three a thread for consumers 0 and 1 and two for consumer 2 (instead of 64 codes for consumers 0
+// and 1 and none for 2), every load of a thread's half-blocks issued before its first byte permute.
+// Round 1's ncu of `wide` (F60): 29.5 % of the stall samples at the consumers' barrier (waiting for
+// the decoders) and ~13 % on the decode's first use of its shared loads (short scoreboard): one
+// unit's loads come in three dependent rounds (the table offsets, then block 0's codes and table,
+// then, behind block 0's stores, block 1's).
+#if defined(KILN_W4A8_SPREAD)
+constexpr bool kSpread = true;
+#else
+constexpr bool kSpread = false;
+#endif
+constexpr int HALVES = 2 * 2 * 128 * 2;  // a stage's half-blocks: atoms x blocks x units x halves
+constexpr int SPREAD = (HALVES + 128 * CONSUMERS - 1) / (128 * CONSUMERS);  // the most a thread takes
+
+// Half-block h = ((2a + b) * 128 + u) * 2 + q of stage g: atom a, 32-block b, unit u (row u / 2,
+// k half u % 2, as w4a8_unit_at's), code words 2q and 2q + 1 of the block, so that consecutive
+// threads read consecutive 8 bytes. Thread i of the three consumers takes h = i + 384 k.
+__device__ __forceinline__ void wide_decode_spread(const WideCtx& x, const WideStage& g) {
+  const int i = 128 * x.c + x.t;
+  const u32 atoms = x.base + g.s * STAGE_BYTES + X_BYTES, slot = x.slots + g.slot * SLOT_BYTES;
+  u32 w0[SPREAD], w1[SPREAD];
+  u16 off[SPREAD];
+#pragma unroll
+  for (int k = 0; k < SPREAD; ++k) {
+    const int h = i + 128 * CONSUMERS * k;
+    if (h >= HALVES) break;
+    const int q = h & 1, u = (h >> 1) & 127, b = (h >> 8) & 1, a = h >> 9;
+    const u32 atom = atoms + a * W4A8_ATOM_BYTES;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(w0[k]), "=r"(w1[k]) : "r"(atom + 2048 * b + 16 * u + 8 * q));
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(off[k]) : "r"(atom + W4A8_ATOM_CODES + 4 * (u / 2) + 2 * (u % 2)));
+  }
+  // the tables too before the first store (the SwiGLU); the grouped GEMM loads each beside its
+  // store (all of them at once spilled 12 bytes of its consumers at 160 registers)
+  constexpr bool TABLES_FIRST = KILN_SWIGLU;
+  u32 t0[SPREAD], t1[SPREAD];
+  const auto table = [&](int k, int h) {
+    const u32 toff = (((h >> 8) & 1) ? (u32)off[k] >> 8 : (u32)off[k]) & LUT_MASK;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(t0[k]), "=r"(t1[k]) : "r"(x.lut + toff));
+  };
+#pragma unroll
+  for (int k = 0; k < SPREAD; ++k) {
+    const int h = i + 128 * CONSUMERS * k;
+    if (h >= HALVES) break;
+    if constexpr (TABLES_FIRST) table(k, h);
+  }
+#pragma unroll
+  for (int k = 0; k < SPREAD; ++k) {
+    const int h = i + 128 * CONSUMERS * k;
+    if (h >= HALVES) break;
+    if constexpr (!TABLES_FIRST) table(k, h);
+    const int q = h & 1, u = (h >> 1) & 127, b = (h >> 8) & 1, a = h >> 9;
+    const int row = 64 * a + u / 2;
+    const u32 chunk = (u32)(4 * (u % 2) + 2 * b + q) ^ (u32)(row & 7);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(slot + row * 128 + chunk * 16),
+                 "r"(w4a8_bytes<0>(w0[k], t0[k], t1[k])), "r"(w4a8_bytes<1>(w0[k], t0[k], t1[k])),
+                 "r"(w4a8_bytes<0>(w1[k], t0[k], t1[k])), "r"(w4a8_bytes<1>(w1[k], t0[k], t1[k]))
+                 : "memory");
+  }
+}
+
+// Consumers 0 and 1 decode atom c of stage g into its slot (KILN_W4A8_SPREAD: all three their
+// half-blocks of both atoms) and fence it for wgmma; all three meet.
 __device__ __forceinline__ void wide_decode_meet(const WideCtx& x, const WideStage& g) {
-  if (x.c < DECODERS) {
+  if constexpr (kSpread) {
+    wide_decode_spread(x, g);
+    fence_proxy_async_shared();
+  } else if (x.c < DECODERS) {
     const u32 atom = x.base + g.s * STAGE_BYTES + X_BYTES + x.c * W4A8_ATOM_BYTES;
     w4a8_decode_unit_at(x.lut, w4a8_unit_at(atom, x.slots + g.slot * SLOT_BYTES, x.c, x.t), x.t);
     fence_proxy_async_shared();

@@ -727,9 +727,9 @@ pub(super) static KNOBS: &[Knob] = &[
              (each consumer decodes its own weight rows into wgmma's register A, the tokens as N; \
              with KILN_W4A8_SX=tma only), `rs-lanes` (rs with each K block's X scales laid out \
              lane-major before the promotion), `rs-frags` (rs-lanes on weights prepacked in \
-             the A fragments' order) or `wide` (ss in tiles of 192 tokens, three consumers; \
-             with KILN_W4A8_SX=tma only, at most 256 experts): the form of the W4A8 experts' \
-             kernel"
+             the A fragments' order), `wide` (ss in tiles of 192 tokens, three consumers; \
+             with KILN_W4A8_SX=tma only, at most 256 experts) or `wide-spread` (wide with the \
+             decode spread over the three consumers): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "ss",
@@ -741,6 +741,7 @@ pub(super) static KNOBS: &[Knob] = &[
                     W4a8Form::RsLanes,
                     W4a8Form::RsFrags,
                     W4a8Form::Wide,
+                    W4a8Form::WideSpread,
                 ]
                 .into_iter()
                     .find(|f| f.name() == v)

@@ -90,6 +90,9 @@ pub struct W4a8Variant {
     /// tiles of [`WIDE_BM`] tokens, three consumers reading each decoded weight tile (ledger
     /// F60). Its own stages; with `sx_staged` and none of the other knobs.
     pub wide: bool,
+    /// `KILN_W4A8_FORM=wide-spread` (with `wide`): the decode spread over the three consumers
+    /// in half-blocks, each thread's loads before its stores (ledger F61).
+    pub spread: bool,
 }
 
 impl W4a8Variant {
@@ -160,10 +163,11 @@ impl W4a8Variant {
         sx_lanes: false,
         frags: false,
         wide: false,
+        spread: false,
     };
 
     /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 13] = [
+    pub const ALL: [W4a8Variant; 14] = [
         W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
@@ -174,6 +178,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -184,6 +189,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -194,6 +200,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -204,6 +211,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -214,6 +222,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -224,6 +233,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -234,6 +244,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -244,6 +255,7 @@ impl W4a8Variant {
             sx_lanes: true,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -254,6 +266,7 @@ impl W4a8Variant {
             sx_lanes: true,
             frags: true,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -264,6 +277,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -274,6 +288,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -284,6 +299,18 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: true,
+            spread: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            decode: W4a8Decode::Consumers,
+            beside: false,
+            idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
+            wide: true,
+            spread: true,
         },
     ];
 
@@ -305,12 +332,12 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = form == W4a8Form::Wide;
-        let rs = !matches!(form, W4a8Form::Ss | W4a8Form::Wide);
+        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideSpread);
+        let rs = !matches!(form, W4a8Form::Ss) && !wide;
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide reads X's scales from the stages and decodes on its \
+                "KILN_W4A8_FORM=wide and wide-spread read X's scales from the stages and decodes on its \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -349,6 +376,7 @@ impl W4a8Variant {
             sx_lanes: matches!(form, W4a8Form::RsLanes | W4a8Form::RsFrags),
             frags: form == W4a8Form::RsFrags,
             wide,
+            spread: form == W4a8Form::WideSpread,
         })
     }
 }
@@ -531,6 +559,9 @@ impl W4a8Experts {
         }
         if v.frags {
             s = s.define("KILN_W4A8_FRAGS", 1);
+        }
+        if v.spread {
+            s = s.define("KILN_W4A8_SPREAD", 1);
         }
         s
     }
@@ -727,9 +758,10 @@ mod tests {
             .filter(|v| !v.wide)
             .all(|v| v.stages() == 6));
         // the wide form's 34 KB stages: five, with the tables of 256 experts (four with 1,024)
-        let wide = W4a8Variant::ALL[W4a8Variant::ALL.len() - 1];
-        assert!(wide.wide && wide.stages() == 5 && wide.threads() == 512);
-        assert_eq!(wide.stage_size(), 192 * 128 + 10 * 1024);
+        for wide in W4a8Variant::ALL.iter().filter(|v| v.wide) {
+            assert!(wide.stages() == 5 && wide.threads() == 512);
+            assert_eq!(wide.stage_size(), 192 * 128 + 10 * 1024);
+        }
         assert_eq!(
             (3 * MAX_EXPERTS as u32 + 2) * 4,
             table_bytes(MAX_EXPERTS) as u32
@@ -782,6 +814,7 @@ mod tests {
                     W4a8Form::RsLanes,
                     W4a8Form::RsFrags,
                     W4a8Form::Wide,
+                    W4a8Form::WideSpread,
                 ] {
                     if let Ok(v) = W4a8Variant::from_knobs(b(0), decode, b(1), b(2), form) {
                         assert!(W4a8Variant::ALL.contains(&v), "{v:?}");

@@ -81,13 +81,35 @@ __device__ __forceinline__ void fp4_store_block(const Fp4Args& p, const MoeTile&
   }
 }
 
-// The producer thread of the kernels whose tile is two weight atoms (moe/fp4_experts_dq.cu,
-// moe/fp4_experts_w4a8.cu): walks the tiles (its CTA's first, then from the global counter),
-// publishes each to the consumers, and per K atom fills one stage: the tile's X rows at
-// base + s * STAGE_BYTES, in ceil(valid / XBOX) boxes of XBOX rows (BK elements, 128 bytes), then its two
-// atoms of ATOM bytes at X_BYTES further, weight blocks 2 tn and 2 tn + 1 of the expert (the
-// GEMM's 64-row blocks of its 128 columns, or the SwiGLU's gate and up blocks of its 64: the
-// prepacks alternate W1 and W3 blocks). A block's atoms follow each other along K.
+// The producer thread's walk over the tiles of the kernels whose tile is two weight atoms
+// (moe/fp4_experts_dq.cu, moe/fp4_experts_w4a8*.cu): its CTA's first tile, then the global
+// counter's; each published to the consumers, then fill(it, kb, tile, boxes, src, block_bytes) for
+// each of its K atoms kb, ring iteration `it` counting on across tiles: `boxes` the tile's X boxes
+// of XBOX rows (ceil(valid / XBOX)), `src` the atom kb of the tile's first weight block (weight
+// blocks 2 tn and 2 tn + 1 of the expert: the GEMM's 64-row blocks of its 128 columns, or the
+// SwiGLU's gate and up blocks of its 64, which the prepacks alternate), the second block_bytes on
+// (a block's atoms follow each other along K).
+template <int BM, int BN, int XBOX, u32 ATOM, class Args, class Fill>
+__device__ __forceinline__ void fp4_walk_pairs(const Args& p, const MoeIndexRing& ring, const int* table,
+                                               const Fill& fill) {
+  const MoeTiles sp(table, p.sched, p.experts, p.tiles_n);
+  u32 it = 0;
+  int t = blockIdx.x;
+  for (int j = 0;; ++j) {
+    ring.publish(j, t);
+    if (t >= sp.tiles) break;
+    const MoeTile tile = moe_tile(table, p.experts, t, sp.tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+    const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
+    const u64 block_bytes = (u64)p.katoms * ATOM;
+    const unsigned char* src = p.w + (i64)sp.id(tile.expert) * p.expert_bytes + (u64)(2 * (tile.n0 / BN)) * block_bytes;
+    for (int kb = 0; kb < p.katoms; ++kb, ++it, src += ATOM) fill(it, kb, tile, boxes, src, block_bytes);
+    t = (int)gridDim.x + atomicAdd(sp.counter(), 1);
+  }
+}
+
+// The producer thread of those kernels (fp4_walk_pairs): per K atom one stage, the tile's X rows
+// at base + s * STAGE_BYTES in `boxes` TMA boxes (BK elements, 128 bytes a row), then its two
+// atoms of ATOM bytes at X_BYTES further.
 // SX_BYTES > 0 (W4A8's KILN_W4A8_SX=1): the K block's X scales of the tile's BM rows ride too, one
 // box of `tma_sx` (the scales as one row) after the two atoms, from the tile's first scale
 // `kb * x_rows + row0` rounded down to 4: a box must start on 16 bytes of global memory.
@@ -96,31 +118,18 @@ template <int STAGES, int BM, int BN, int BK, int XBOX, u32 X_BYTES, u32 ATOM, u
 __device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* tma_x, const MbarRing<STAGES>& stages,
                                                   const MoeIndexRing& ring, const int* table, u32 base,
                                                   const TmaMap* tma_sx = nullptr) {
-  const int E = p.experts, tiles_m = table[E], tiles = tiles_m * p.tiles_n;
-  int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
-  const int* ids = p.sched + moe_table_ints(E) + 1;
   tma_prefetch(tma_x);
   if constexpr (SX_BYTES > 0) tma_prefetch(tma_sx);
-  u32 it = 0;
-  int t = blockIdx.x;
-  for (int j = 0;; ++j) {
-    ring.publish(j, t);
-    if (t >= tiles) break;
-    const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
-    const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
+  fp4_walk_pairs<BM, BN, XBOX, ATOM>(p, ring, table, [&](u32 it, int kb, const MoeTile& tile, int boxes,
+                                                          const unsigned char* src, u64 block_bytes) {
     const u32 bytes = boxes * XBOX * 128u + 2 * ATOM + SX_BYTES;  // X rows of 128 bytes
-    const u64 block_bytes = (u64)p.katoms * ATOM;
-    const unsigned char* src = p.w + (i64)ids[tile.expert] * p.expert_bytes + (u64)(2 * (tile.n0 / BN)) * block_bytes;
-    for (int kb = 0; kb < p.katoms; ++kb, ++it, src += ATOM) {
-      ws_fill(stages, it, bytes, [&](int s, u32 bar) {
-        const u32 sx = base + s * STAGE_BYTES;
-        for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+    ws_fill(stages, it, bytes, [&](int s, u32 bar) {
+      const u32 sx = base + s * STAGE_BYTES;
+      for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, tma_x, bar, kb * BK, tile.row0 + b * XBOX);
 #pragma unroll
-        for (int a = 0; a < 2; ++a) bulk_copy_g2s(sx + X_BYTES + a * ATOM, src + a * block_bytes, ATOM, bar);
-        if constexpr (SX_BYTES > 0)
-          tma_load_2d(sx + X_BYTES + 2 * ATOM, tma_sx, bar, (kb * p.x_rows + tile.row0) & ~3, 0);
-      });
-    }
-    t = (int)gridDim.x + atomicAdd(counter, 1);
-  }
+      for (int a = 0; a < 2; ++a) bulk_copy_g2s(sx + X_BYTES + a * ATOM, src + a * block_bytes, ATOM, bar);
+      if constexpr (SX_BYTES > 0)
+        tma_load_2d(sx + X_BYTES + 2 * ATOM, tma_sx, bar, (kb * p.x_rows + tile.row0) & ~3, 0);
+    });
+  });
 }

@@ -142,39 +142,34 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int E = p.experts;
   const MoeRings<STAGES> rings(smem_raw, raw, slots + SLOTS * SLOT_BYTES, p.sched, E, 8, 8,  // lane 0 of each consumer warp
                                [] {}, [] {});
-  const MbarRing<STAGES>& stages = rings.stages;
-  const MoeIndexRing& ring = rings.ring;
-  int* table = rings.table;
-
-  const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
-  const int* ids = p.sched + moe_table_ints(E) + 1;
+  const MoeTiles sp(rings.table, p.sched, E, p.tiles_n);
   const int wg = warpgroup_index();
 
   ws_roles<40, 232>(
       wg,
       [&] {
-        fp4_produce_pairs<STAGES, 2 * TT, BN, BK, XBOX, X_BYTES, FP4_ATOM_BYTES, STAGE_BYTES>(p, &tma_x, stages, ring, table, base);
+        fp4_produce_pairs<STAGES, 2 * TT, BN, BK, XBOX, X_BYTES, FP4_ATOM_BYTES, STAGE_BYTES>(p, &tma_x, rings.stages, rings.ring, rings.table, base);
       },
       [&](int c) {
         DqCtx x;
         x.base = base;
         x.slots = slots;
-        x.ring = stages;
+        x.ring = rings.stages;
         x.katoms = p.katoms;
         x.c = c;
         x.t = threadIdx.x % 128;
         x.lane = threadIdx.x % 32;
         u32 it = 0;
         for (int j = 0;; ++j) {
-          const int t = ring.take(j, x.lane);
-          if (t >= tiles) break;
-          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, 2 * TT, BN);
+          const int t = rings.ring.take(j, x.lane);
+          if (t >= sp.tiles) break;
+          const MoeTile tile = moe_tile(rings.table, E, t, sp.tiles_m, p.tiles_n, p.group_m, p.by_expert, 2 * TT, BN);
           const int mine = min(max(tile.valid_rows - c * TT, 0), TT);
           const int width = mine == 0 ? 0 : fp4_width(mine);
           float acc[2][TT / 2];
           dq_dispatch<TT>(width, x, acc, it);
           if (mine == 0) continue;
-          const int expert = ids[tile.expert];
+          const int expert = sp.id(tile.expert);
           if constexpr (KILN_SWIGLU) {
             fp4_store_block(p, tile, x.t, acc[0], acc[1], p.escale[2 * expert], p.escale[2 * expert + 1], width,
                             tile.n0, c * TT);

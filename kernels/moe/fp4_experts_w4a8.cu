@@ -56,6 +56,7 @@
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
 #include "moe/w4a8_args.cuh"
+#include "moe/w4a8_smem.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
 #error "KILN_SWIGLU, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
@@ -132,63 +133,15 @@ struct W4Ctx {
                // before the box's shift (w4a8_sx_shift)
 };
 
-// A thread's unit of a stage's decode: row t / 2 of consumer c's atom, k 64 (t % 2) .. + 63 (two
-// 32-blocks, one table each), stored as four 16-byte chunks where a 128B-swizzled TMA load of the
-// e4m3 row would have put them.
-struct W4Unit {
-  u32 atom, dst;  // the atom in the stage; the row in the slot
-  int row, hh;
-  u16 offs;  // the two blocks' table offsets
-};
-// A 32-block of a unit: its four code words and its table.
-struct W4Block {
-  u32 w0, w1, w2, w3, t0, t1;
-};
-
+// Unit (c, t) of stage s (w4a8_unit_at), decoded into slot `slot`.
 __device__ __forceinline__ W4Unit w4a8_unit(const W4Ctx& x, int s, int slot, int c, int t) {
-  W4Unit u;
-  u.atom = (kSplit ? x.abase + s * ASTAGE_BYTES : x.base + s * STAGE_BYTES + X_BYTES) + c * ATOM_BYTES;
-  const int r = t / 2;
-  u.hh = t % 2;
-  u.row = 64 * c + r;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(u.offs) : "r"(u.atom + ATOM_CODES + r * 4 + u.hh * 2));
-  u.dst = x.slots + slot * SLOT_BYTES + u.row * 128;
-  return u;
-}
-
-// The shared loads of block b: its 32 codes (thread t's 16 bytes of the atom's b-th 2 KB) and its
-// table.
-__device__ __forceinline__ W4Block w4a8_load_block(const W4Ctx& x, const W4Unit& u, int t, int b) {
-  W4Block k;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(k.w0), "=r"(k.w1), "=r"(k.w2), "=r"(k.w3)
-               : "r"(u.atom + 2048 * b + t * 16));
-  // the table's byte offset masked to 8 (0..15): the 8-byte load stays aligned and inside the
-  // 16 tables whatever the weight bytes hold (unmasked, a byte off the multiples of 8 faulted
-  // with a misaligned address; the prepack writes only multiples of 8, which pass unchanged)
-  const u32 toff = (b ? u.offs >> 8 : u.offs) & LUT_MASK;
-  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(k.t0), "=r"(k.t1) : "r"(x.lut + toff));
-  return k;
-}
-
-// Block b's e4m3 bytes into chunks 4hh + 2b and + 1 of the row.
-__device__ __forceinline__ void w4a8_store_block(const W4Unit& u, int b, const W4Block& k) {
-  const u32 c0 = (u32)(4 * u.hh + 2 * b) ^ (u32)(u.row & 7), c1 = c0 ^ 1u;
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(u.dst + c0 * 16), "r"(w4a8_bytes<0>(k.w0, k.t0, k.t1)),
-               "r"(w4a8_bytes<1>(k.w0, k.t0, k.t1)), "r"(w4a8_bytes<0>(k.w1, k.t0, k.t1)),
-               "r"(w4a8_bytes<1>(k.w1, k.t0, k.t1))
-               : "memory");
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(u.dst + c1 * 16), "r"(w4a8_bytes<0>(k.w2, k.t0, k.t1)),
-               "r"(w4a8_bytes<1>(k.w2, k.t0, k.t1)), "r"(w4a8_bytes<0>(k.w3, k.t0, k.t1)),
-               "r"(w4a8_bytes<1>(k.w3, k.t0, k.t1))
-               : "memory");
+  const u32 atom = (kSplit ? x.abase + s * ASTAGE_BYTES : x.base + s * STAGE_BYTES + X_BYTES) + c * ATOM_BYTES;
+  return w4a8_unit_at(atom, x.slots + slot * SLOT_BYTES, c, t);
 }
 
 // Decodes unit (c, t) of stage s into slot `slot`, one 32-block at a time (few registers).
 __device__ __forceinline__ void w4a8_decode_unit(const W4Ctx& x, int s, int slot, int c, int t) {
-  const W4Unit u = w4a8_unit(x, s, slot, c, t);
-#pragma unroll
-  for (int b = 0; b < 2; ++b) w4a8_store_block(u, b, w4a8_load_block(x, u, t, b));
+  w4a8_decode_unit_at(x.lut, w4a8_unit(x, s, slot, c, t), t);
 }
 
 // KILN_W4A8_DEC=2: decoding thread d's two units of stage s (row d / 2 of both atoms, half
@@ -198,18 +151,12 @@ __device__ __forceinline__ void w4a8_decode_unit(const W4Ctx& x, int s, int slot
 // previous block's stores (volatile asm keeps their order), and fell a stage behind.
 __device__ __forceinline__ void w4a8_decode_pair(const W4Ctx& x, int s, int slot, int d) {
   const W4Unit u0 = w4a8_unit(x, s, slot, 0, d), u1 = w4a8_unit(x, s, slot, 1, d);
-  const W4Block a0 = w4a8_load_block(x, u0, d, 0), a1 = w4a8_load_block(x, u0, d, 1);
-  const W4Block b0 = w4a8_load_block(x, u1, d, 0), b1 = w4a8_load_block(x, u1, d, 1);
+  const W4Block a0 = w4a8_load_block(x.lut, u0, d, 0), a1 = w4a8_load_block(x.lut, u0, d, 1);
+  const W4Block b0 = w4a8_load_block(x.lut, u1, d, 0), b1 = w4a8_load_block(x.lut, u1, d, 1);
   w4a8_store_block(u0, 0, a0);
   w4a8_store_block(u1, 0, b0);
   w4a8_store_block(u0, 1, a1);
   w4a8_store_block(u1, 1, b1);
-}
-
-// KILN_W4A8_SX: where the tile's first scale of K block kb sits in the stage's box, in bytes
-// (the box starts at its index rounded down to 4: fp4_produce_pairs).
-__device__ __forceinline__ u32 w4a8_sx_shift(int kb, int x_rows, int row0) {
-  return 4u * ((u32)(kb * x_rows + row0) & 3u);
 }
 
 // UNITS 1: this consumer's atom of stage s (thread t of consumer c: row t / 2, half t % 2); 2:
@@ -271,35 +218,22 @@ __device__ __forceinline__ void w4a8_decoders(const W4Ctx& x, const MoeIndexRing
 __device__ __forceinline__ void w4a8_produce_split(const W4a8Args& p, const TmaMap* tma_x, const TmaMap* tma_sx,
                                                    const MbarRing<STAGES>& xring, const MbarRing<ASTAGES>& aring,
                                                    const MoeIndexRing& ring, const int* table, u32 base, u32 abase) {
-  const int E = p.experts, tiles_m = table[E], tiles = tiles_m * p.tiles_n;
-  int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
-  const int* ids = p.sched + moe_table_ints(E) + 1;
   tma_prefetch(tma_x);
   tma_prefetch(tma_sx);
-  u32 it = 0;
-  int t = blockIdx.x;
-  for (int j = 0;; ++j) {
-    ring.publish(j, t);
-    if (t >= tiles) break;
-    const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
-    const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
-    const u32 bytes = boxes * XBOX * 128u + SX_BYTES;  // X rows of 128 bytes, the scales' box
-    const u64 block_bytes = (u64)p.katoms * ATOM_BYTES;
-    const unsigned char* src = p.w + (i64)ids[tile.expert] * p.expert_bytes + (u64)(2 * (tile.n0 / BN)) * block_bytes;
-    for (int kb = 0; kb < p.katoms; ++kb, ++it, src += ATOM_BYTES) {
-      ws_fill(aring, it, W_BYTES, [&](int s, u32 bar) {
+  fp4_walk_pairs<BM, BN, XBOX, ATOM_BYTES>(p, ring, table, [&](u32 it, int kb, const MoeTile& tile, int boxes,
+                                                                const unsigned char* src, u64 block_bytes) {
+    ws_fill(aring, it, W_BYTES, [&](int s, u32 bar) {
 #pragma unroll
-        for (int a = 0; a < 2; ++a)
-          bulk_copy_g2s(abase + s * ASTAGE_BYTES + a * ATOM_BYTES, src + a * block_bytes, ATOM_BYTES, bar);
-      });
-      ws_fill(xring, it, bytes, [&](int s, u32 bar) {
-        const u32 sx = base + s * STAGE_BYTES;
-        for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, tma_x, bar, kb * BK, tile.row0 + b * XBOX);
-        tma_load_2d(sx + X_BYTES, tma_sx, bar, (kb * p.x_rows + tile.row0) & ~3, 0);
-      });
-    }
-    t = (int)gridDim.x + atomicAdd(counter, 1);
-  }
+      for (int a = 0; a < 2; ++a)
+        bulk_copy_g2s(abase + s * ASTAGE_BYTES + a * ATOM_BYTES, src + a * block_bytes, ATOM_BYTES, bar);
+    });
+    const u32 bytes = boxes * XBOX * 128u + SX_BYTES;  // X rows of 128 bytes, the scales' box
+    ws_fill(xring, it, bytes, [&](int s, u32 bar) {
+      const u32 sx = base + s * STAGE_BYTES;
+      for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+      tma_load_2d(sx + X_BYTES, tma_sx, bar, (kb * p.x_rows + tile.row0) & ~3, 0);
+    });
+  });
 }
 
 // A K step's stage: `it`'s ring stage (waited for), its decoded slot, and (KILN_W4A8_SX, a
@@ -377,14 +311,6 @@ __device__ __forceinline__ float2 w4a8_step(const W4Ctx& x, u32 it, float (&a)[6
   return g.sc;
 }
 
-// fin += a * (X scale of the register's token row): rows 16w + g (sa) and + 8 (sb).
-__device__ __forceinline__ void w4a8_promote(float (&fin)[64], float (&a)[64], float sa, float sb) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
-#pragma unroll
-  for (int i = 0; i < 64; ++i) fin[i] = fmaf(((i >> 1) & 1) ? sb : sa, a[i], fin[i]);
-}
-
 // The promoted K loop of a consumer with tokens (the structure of common/fp8_promote.cuh: at the
 // top of the loop exactly block j's batch is in flight, so each promotion reads a finished one).
 // sxs(j) gives K block j's two X scales (0 past the end); with KILN_W4A8_SX the steps read them
@@ -439,7 +365,7 @@ __device__ __forceinline__ void w4a8_kloop(const W4Ctx& x, u32& it, int nk, floa
 __device__ __forceinline__ void w4a8_promote_decode(const W4Ctx& x, const W4Stage& g, float (&fin)[64],
                                                     float (&a)[64], float sa, float sb) {
   const W4Unit u = w4a8_unit(x, g.s, g.slot, x.c, x.t);
-  const W4Block k0 = w4a8_load_block(x, u, x.t, 0), k1 = w4a8_load_block(x, u, x.t, 1);
+  const W4Block k0 = w4a8_load_block(x.lut, u, x.t, 0), k1 = w4a8_load_block(x.lut, u, x.t, 1);
 #pragma unroll
   for (int i = 0; i < 64; ++i) wgmma_fence_operand(a[i]);
 #pragma unroll
@@ -531,56 +457,6 @@ __device__ __forceinline__ void w4a8_kloop_beside(const W4Ctx& x, u32& it, int n
   it += 2;
 }
 
-// The stores of a consumer's 64 tokens: register i holds token 16w + g + 8((i>>1)&1) and B row
-// 8(i>>2) + 2q + (i&1); the GEMM's B rows are its 128 output columns, the SwiGLU's first 64 the
-// gate and the next 64 the up rows of its 64 columns (register i + 32).
-__device__ __forceinline__ void w4a8_store(const W4Ctx& x, const W4a8Args& p, const MoeTile& tile, int expert,
-                                           const float (&fin)[64]) {
-  out_t* y = static_cast<out_t*>(p.y);
-  const int w = x.t / 32, g = x.lane / 4, q = x.lane % 4;
-  const int halves = KILN_SWIGLU ? 2 : 1;
-  const float* f0 = p.escale + (i64)expert * halves * p.n_pad + tile.n0;
-  const float* f1 = f0 + p.n_pad;  // the SwiGLU's up rows
-  // The factors and routing weights loaded before the stores that use them: the compiler cannot
-  // move a load above a store it cannot prove apart, so loaded column by column they were BN / 8
-  // round trips to L2 in a row, each tile (F12). In groups of G columns (the SwiGLU's 4: all 8
-  // at once spilled), one round trip a group. Columns up to n0 + BN are inside n_pad (a multiple
-  // of 128): the factors are read whole, padding included, and used below N only.
-  constexpr int G = KILN_SWIGLU ? BN / 16 : BN / 8;
-  float rt[2] = {1.0f, 1.0f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int tok = 64 * x.c + 16 * w + g + 8 * h;
-    if (KILN_SWIGLU && p.route != nullptr && tok < tile.valid_rows) rt[h] = p.route[(i64)tile.row0 + tok];
-  }
-#pragma unroll
-  for (int j0 = 0; j0 < BN / 8; j0 += G) {
-    float2 fa[G], fu[G];
-#pragma unroll
-    for (int j = 0; j < G; ++j) {
-      fa[j] = *reinterpret_cast<const float2*>(f0 + 8 * (j0 + j) + 2 * q);
-      if constexpr (KILN_SWIGLU) fu[j] = *reinterpret_cast<const float2*>(f1 + 8 * (j0 + j) + 2 * q);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int tok = 64 * x.c + 16 * w + g + 8 * h;
-      if (tok >= tile.valid_rows) continue;
-      const i64 row = (i64)tile.row0 + tok;
-#pragma unroll
-      for (int j = 0; j < G; ++j) {
-        const int col = 8 * (j0 + j) + 2 * q, i = 4 * (j0 + j) + 2 * h;
-        if (tile.n0 + col >= p.n) continue;
-        float v0 = fin[i] * fa[j].x, v1 = fin[i + 1] * fa[j].y;
-        if constexpr (KILN_SWIGLU) {
-          v0 = silu_tanh(v0) * fin[i + 32] * fu[j].x * rt[h];
-          v1 = silu_tanh(v1) * fin[i + 33] * fu[j].y * rt[h];
-        }
-        fp4_store2(y, p.ldy, p.n, row, tile.n0 + col, v0, v1);
-      }
-    }
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     moe_fp4_experts_w4a8(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_sx, const W4a8Args p) {
   extern __shared__ unsigned char smem_raw[];
@@ -607,21 +483,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         }
       },
       [&] { w4a8_write_tables(smem_raw, raw, lut); });
-  const MbarRing<STAGES>& stages = rings.stages;
-  const MoeIndexRing& ring = rings.ring;
-  int* table = rings.table;
-
-  const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
-  const int* ids = p.sched + moe_table_ints(E) + 1;
+  const MoeTiles sp(rings.table, p.sched, E, p.tiles_n);
   const int wg = warpgroup_index();
 
   // the producer: thread 0 of warpgroup 0
   const auto produce = [&] {
     if constexpr (kSplit) {
-      w4a8_produce_split(p, &tma_x, &tma_sx, stages, aring, ring, table, base, abase);
+      w4a8_produce_split(p, &tma_x, &tma_sx, rings.stages, aring, rings.ring, rings.table, base, abase);
       return;
     }
-    fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, stages, ring, table,
+    fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, rings.stages, rings.ring, rings.table,
                                                                                          base, &tma_sx);
   };
   // KILN_W4A8_DEC: decoding thread d (0 .. DEC_THREADS - 1)
@@ -630,13 +501,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     x.base = base;
     x.slots = slots;
     x.lut = lut;
-    x.ring = stages;
+    x.ring = rings.stages;
     x.abase = abase;
     x.aring = aring;
     x.c = x.t = 0;
     x.lane = threadIdx.x % 32;
     x.sx_off = 0;
-    w4a8_decoders(x, ring, tiles, p.katoms, d);
+    w4a8_decoders(x, rings.ring, sp.tiles, p.katoms, d);
   };
   const auto consume =
       [&](int c) {
@@ -644,7 +515,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         x.base = base;
         x.slots = slots;
         x.lut = lut;
-        x.ring = stages;
+        x.ring = rings.stages;
         x.c = c;
         x.t = threadIdx.x % 128;
         x.lane = threadIdx.x % 32;
@@ -652,9 +523,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         x.sx_off = SX_OFF + 4u * tok_a;
         u32 it = 0;
         for (int j = 0;; ++j) {
-          const int t = ring.take(j, x.lane);
-          if (t >= tiles) break;
-          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+          const int t = rings.ring.take(j, x.lane);
+          if (t >= sp.tiles) break;
+          const MoeTile tile = moe_tile(rings.table, E, t, sp.tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
           if (tile.valid_rows <= 64 * c) {  // no tokens: decode for the other consumer (or just wait)
             for (int kb = 0; kb < p.katoms; ++kb, ++it) {
               float none[64];
@@ -684,7 +555,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           } else {
             w4a8_kloop<1>(x, it, p.katoms, fin, acc, acc2, sxs, sxsh);
           }
-          w4a8_store(x, p, tile, ids[tile.expert], fin);
+          w4a8_store<BN>(x.c, x.t, x.lane, p, tile, sp.id(tile.expert), fin);
         }
       };
   if constexpr (kDecWg) {

@@ -316,26 +316,21 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int E = p.experts;
   const MoeRings<STAGES> rings(smem_raw, raw, lut + LUT_BYTES, p.sched, E, 8, 8,  // lane 0 of each consumer warp
                                [] {}, [&] { w4a8_write_tables(smem_raw, raw, lut); });
-  const MbarRing<STAGES>& stages = rings.stages;
-  const MoeIndexRing& ring = rings.ring;
-  int* table = rings.table;
-
-  const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
-  const int* ids = p.sched + moe_table_ints(E) + 1;
+  const MoeTiles sp(rings.table, p.sched, E, p.tiles_n);
   const int wg = warpgroup_index();
 
   ws_roles<40, 232>(
       wg,
       [&] {
         fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, W4A8_ATOM_BYTES, STAGE_BYTES, SX_BYTES>(
-            p, &tma_x, stages, ring, table, base, &tma_sx);
+            p, &tma_x, rings.stages, rings.ring, rings.table, base, &tma_sx);
       },
       [&](int c) {
         RsCtx x;
         x.base = base;
         x.lut = lut;
         x.sxl = slots + c * SXL_BUFS * SXL_BYTES;
-        x.ring = stages;
+        x.ring = rings.stages;
         x.c = c;
         const int t = threadIdx.x % 128;
         x.w = t / 32;
@@ -352,12 +347,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         }
         u32 it = 0;
         for (int j = 0;; ++j) {
-          const int tt = ring.take(j, x.lane);
-          if (tt >= tiles) break;
-          const MoeTile tile = moe_tile(table, E, tt, tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+          const int tt = rings.ring.take(j, x.lane);
+          if (tt >= sp.tiles) break;
+          const MoeTile tile = moe_tile(rings.table, E, tt, sp.tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
           float fin[64];
           rs_kloop(x, it, p.katoms, p.x_rows, tile, fin);
-          rs_store(x, p, tile, ids[tile.expert], fin);
+          rs_store(x, p, tile, sp.id(tile.expert), fin);
         }
       });
 }

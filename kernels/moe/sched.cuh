@@ -249,3 +249,18 @@ struct MoeRings {
     __syncthreads();
   }
 };
+
+// A persistent kernel's tile space, from the tables in shared memory (`table`, MoeRings') and the
+// workspace `sched`: its m-tiles, its tiles (a row of tiles_n for each m-tile), the tile counter
+// after the tables and the expert at each table position after it. The two are addressed from
+// `sched` when asked for (a kernel argument, which the compiler reloads rather than keep or spill).
+struct MoeTiles {
+  int tiles_m, tiles;
+  const int* sched;
+  int experts;
+
+  __device__ __forceinline__ MoeTiles(const int* table, const int* sched_, int experts_, int tiles_n)
+      : tiles_m(table[experts_]), tiles(table[experts_] * tiles_n), sched(sched_), experts(experts_) {}
+  __device__ __forceinline__ int* counter() const { return const_cast<int*>(sched) + moe_table_ints(experts); }
+  __device__ __forceinline__ int id(int e) const { return sched[moe_table_ints(experts) + 1 + e]; }
+};

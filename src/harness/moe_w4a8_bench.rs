@@ -100,7 +100,15 @@ pub fn bench_w4a8(
     W4a8Experts::check(&p, &l, &ops)?;
     let form = ctx.overrides.moe.w4a8_form;
     let decode = ctx.overrides.moe.w4a8_decode;
-    let tile = if form == crate::overrides::W4a8Form::Ss {
+    let tile = if matches!(
+        form,
+        crate::overrides::W4a8Form::Wide | crate::overrides::W4a8Form::WideSpread
+    ) {
+        format!(
+            "192 tokens x 128 weight rows, smem-decoded e4m3, three consumers ({})",
+            form.name()
+        )
+    } else if form == crate::overrides::W4a8Form::Ss {
         match decode {
             crate::overrides::W4a8Decode::Consumers => {
                 "128 tokens x 128 weight rows, smem-decoded e4m3".to_string()

@@ -198,8 +198,16 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/fp4_experts_w4a8_rs.cu"),
     ),
     (
+        "moe/fp4_experts_w4a8_wide.cu",
+        include_str!("../../kernels/moe/fp4_experts_w4a8_wide.cu"),
+    ),
+    (
         "moe/w4a8_args.cuh",
         include_str!("../../kernels/moe/w4a8_args.cuh"),
+    ),
+    (
+        "moe/w4a8_smem.cuh",
+        include_str!("../../kernels/moe/w4a8_smem.cuh"),
     ),
     (
         "gemm/simt_naive.cu",

@@ -470,6 +470,12 @@ pub enum W4a8Form {
     /// `RsLanes` on weights prepacked in the A fragments' order (`W4a8Order::Frags`): one
     /// 16-byte load a row and K block, no per-lane halves (ledger F22).
     RsFrags,
+    /// `Ss` in tiles of 192 tokens: three consumer warpgroups of 64 read each decoded weight
+    /// tile, one accumulator each (ledger F60).
+    Wide,
+    /// `Wide` with the decode spread over the three consumers in half-blocks, each thread's
+    /// loads issued before its stores (ledger F61).
+    WideSpread,
 }
 
 impl W4a8Form {
@@ -480,6 +486,8 @@ impl W4a8Form {
             W4a8Form::Rs => "rs",
             W4a8Form::RsLanes => "rs-lanes",
             W4a8Form::RsFrags => "rs-frags",
+            W4a8Form::Wide => "wide",
+            W4a8Form::WideSpread => "wide-spread",
         }
     }
 }

@@ -24,19 +24,26 @@ pub const ENTRY: &str = "moe_fp4_experts_w4a8";
 /// `KILN_W4A8_FORM=rs`: the weights decoded into registers as wgmma's A operand, the tokens N
 /// (ledger F20).
 pub const RS_ENTRY: &str = "moe_fp4_experts_w4a8_rs";
+/// `KILN_W4A8_FORM=wide`: tiles of 192 tokens, three consumers (ledger F60).
+pub const WIDE_ENTRY: &str = "moe_fp4_experts_w4a8_wide";
 /// Tokens of a tile (two consumers of 64) and its K block.
 pub const BM: u32 = 128;
+/// Tokens of a `wide` tile: three consumers of 64.
+pub const WIDE_BM: u32 = 192;
+/// The most experts a `wide` launch takes: its shared memory holds their tables (12 bytes an
+/// expert) beside five stages of 34 KB, which the tables of [`MAX_EXPERTS`] would cut to four.
+pub const WIDE_MAX_EXPERTS: u32 = 256;
 const SMEM_LIMIT: u32 = 227 * 1024;
 /// The box of X's scales a stage carries with `KILN_W4A8_SX=tma`: a tile's 128 rows and 4 more,
 /// because a TMA box must start on 16 bytes of global memory (a start 4 bytes off is an illegal
 /// instruction, F11's fault): the box starts at the tile's first scale rounded down to 4.
 pub const SX_BOX: u32 = BM + 4;
 
-/// A stage: the X tile (128 rows of 128 e4m3), the two weight atoms and (staged) X's scales,
-/// rounded to 1 KB.
-const fn stage_bytes(sx_staged: bool) -> u32 {
-    let sx = if sx_staged { 4 * SX_BOX } else { 0 };
-    BM * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32 + sx).div_ceil(1024) * 1024
+/// A stage: the X tile (`bm` rows of 128 e4m3), the two weight atoms and (staged) X's scales (a
+/// box of `bm` + 4), rounded to 1 KB.
+const fn stage_bytes(bm: u32, sx_staged: bool) -> u32 {
+    let sx = if sx_staged { 4 * (bm + 4) } else { 0 };
+    bm * W4A8_K as u32 + (2 * W4A8_ATOM_BYTES as u32 + sx).div_ceil(1024) * 1024
 }
 /// `KILN_W4A8_DECODE=warpgroup-ring`: a stage of the X ring (the tile and its staged scales, 1 KB)
 /// and of the atom ring (the two atoms), and the atom ring's stages.
@@ -79,6 +86,13 @@ pub struct W4a8Variant {
     /// `KILN_W4A8_FORM=rs-frags` (with `sx_lanes`): the weights prepacked in the A fragments'
     /// order ([`W4a8Order::Frags`]), one 16-byte load a row and K block (ledger F22).
     pub frags: bool,
+    /// `KILN_W4A8_FORM=wide`: `kernels/moe/fp4_experts_w4a8_wide.cu`, the shared-memory form in
+    /// tiles of [`WIDE_BM`] tokens, three consumers reading each decoded weight tile (ledger
+    /// F60). Its own stages; with `sx_staged` and none of the other knobs.
+    pub wide: bool,
+    /// `KILN_W4A8_FORM=wide-spread` (with `wide`): the decode spread over the three consumers
+    /// in half-blocks, each thread's loads before its stores (ledger F61).
+    pub spread: bool,
 }
 
 impl W4a8Variant {
@@ -88,7 +102,25 @@ impl W4a8Variant {
         } else {
             0
         };
-        1024 + SLOTS_BYTES + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * MAX_EXPERTS as u32 + 2) * 4
+        1024 + SLOTS_BYTES + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * self.max_experts() + 2) * 4
+    }
+
+    /// Tokens of a tile.
+    pub const fn bm(self) -> u32 {
+        if self.wide {
+            WIDE_BM
+        } else {
+            BM
+        }
+    }
+
+    /// The most experts a launch takes (the tables in shared memory).
+    pub const fn max_experts(self) -> u32 {
+        if self.wide {
+            WIDE_MAX_EXPERTS
+        } else {
+            MAX_EXPERTS as u32
+        }
     }
 
     const fn split(self) -> bool {
@@ -108,7 +140,7 @@ impl W4a8Variant {
         if self.split() {
             X_STAGE_BYTES
         } else {
-            stage_bytes(self.sx_staged)
+            stage_bytes(self.bm(), self.sx_staged)
         }
     }
 
@@ -130,10 +162,12 @@ impl W4a8Variant {
         rs: false,
         sx_lanes: false,
         frags: false,
+        wide: false,
+        spread: false,
     };
 
     /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 12] = [
+    pub const ALL: [W4a8Variant; 14] = [
         W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
@@ -143,6 +177,8 @@ impl W4a8Variant {
             rs: false,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -152,6 +188,8 @@ impl W4a8Variant {
             rs: false,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -161,6 +199,8 @@ impl W4a8Variant {
             rs: false,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -170,6 +210,8 @@ impl W4a8Variant {
             rs: false,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -179,6 +221,8 @@ impl W4a8Variant {
             rs: false,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -188,6 +232,8 @@ impl W4a8Variant {
             rs: false,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -197,6 +243,8 @@ impl W4a8Variant {
             rs: true,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -206,6 +254,8 @@ impl W4a8Variant {
             rs: true,
             sx_lanes: true,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -215,6 +265,8 @@ impl W4a8Variant {
             rs: true,
             sx_lanes: true,
             frags: true,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -224,6 +276,8 @@ impl W4a8Variant {
             rs: false,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -233,12 +287,38 @@ impl W4a8Variant {
             rs: false,
             sx_lanes: false,
             frags: false,
+            wide: false,
+            spread: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            decode: W4a8Decode::Consumers,
+            beside: false,
+            idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
+            wide: true,
+            spread: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            decode: W4a8Decode::Consumers,
+            beside: false,
+            idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
+            wide: true,
+            spread: true,
         },
     ];
 
-    /// Threads a CTA: a fourth warpgroup with `KILN_W4A8_DECODE=warpgroup`.
+    /// Threads a CTA: a fourth warpgroup with `KILN_W4A8_DECODE=warpgroup` (its decoders) and
+    /// `KILN_W4A8_FORM=wide` (a third consumer).
     pub const fn threads(self) -> u32 {
         match self.decode {
+            _ if self.wide => 512,
             W4a8Decode::Warpgroup | W4a8Decode::WarpgroupRing => 512,
             _ => 384,
         }
@@ -252,8 +332,16 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let rs = form != W4a8Form::Ss;
+        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideSpread);
+        let rs = !matches!(form, W4a8Form::Ss) && !wide;
         let off_consumers = decode != W4a8Decode::Consumers;
+        if wide && (!sx_staged || off_consumers || beside || idle_decode) {
+            return Err(Error::invalid(
+                "KILN_W4A8_FORM=wide and wide-spread read X's scales from the stages and decodes on its \
+                 consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
+                 and KILN_W4A8_IDLE at their defaults",
+            ));
+        }
         if rs && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
                 "KILN_W4A8_FORM=rs, rs-lanes and rs-frags read X's scales from the stages and decode on \
@@ -287,6 +375,8 @@ impl W4a8Variant {
             rs,
             sx_lanes: matches!(form, W4a8Form::RsLanes | W4a8Form::RsFrags),
             frags: form == W4a8Form::RsFrags,
+            wide,
+            spread: form == W4a8Form::WideSpread,
         })
     }
 }
@@ -387,13 +477,18 @@ impl W4a8Layout {
 /// works (a map over [K blocks, rows] would need the rows a multiple of 4); the kernel starts
 /// each box on a multiple of 4 scales, the tile's first one of the box's first 4.
 pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
+    sx_map_box(p, addr, SX_BOX)
+}
+
+/// [`sx_map`] in boxes of `boxed` scales (a tile's rows and 4 more).
+pub fn sx_map_box(p: &Fp8MoeProblem, addr: u64, boxed: u32) -> Tma2d {
     let len = p.x_scales() as u64;
     Tma2d {
         dtype: TmaDType::F32,
         addr,
         dims: [len, 1],
         row_stride_bytes: (4 * len).next_multiple_of(16),
-        box_dims: [SX_BOX, 1],
+        box_dims: [boxed, 1],
         swizzle: TmaSwizzle::None,
     }
 }
@@ -401,7 +496,17 @@ pub fn sx_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
 /// [`sx_map`] validated and encoded (no L2 promotion) for `kernel`, or why TMA cannot map the
 /// scales (their address off 16 bytes).
 pub fn encode_sx_map(p: &Fp8MoeProblem, addr: u64, kernel: &str) -> Result<TensorMap> {
-    let ts = sx_map(p, addr);
+    encode_sx_map_box(p, addr, kernel, SX_BOX)
+}
+
+/// [`encode_sx_map`] in boxes of `boxed` scales.
+pub fn encode_sx_map_box(
+    p: &Fp8MoeProblem,
+    addr: u64,
+    kernel: &str,
+    boxed: u32,
+) -> Result<TensorMap> {
+    let ts = sx_map_box(p, addr, boxed);
     ts.validate().map_err(|r| Error::Unsupported {
         kernel: kernel.into(),
         reason: format!("X's scales: {r}"),
@@ -417,7 +522,9 @@ impl W4a8Experts {
     /// (`KILN_W4A8_PROMOTE=beside`), a short tile's decode on its idle consumer
     /// (`KILN_W4A8_IDLE=decode`); each defined only when on.
     pub fn spec(arch: &str, swiglu: bool, v: W4a8Variant) -> KernelSpec {
-        let (file, entry) = if v.rs {
+        let (file, entry) = if v.wide {
+            ("moe/fp4_experts_w4a8_wide.cu", WIDE_ENTRY)
+        } else if v.rs {
             ("moe/fp4_experts_w4a8_rs.cu", RS_ENTRY)
         } else {
             ("moe/fp4_experts_w4a8.cu", ENTRY)
@@ -426,9 +533,9 @@ impl W4a8Experts {
             .define("KILN_OUT", DType::Bf16.code())
             .define("KILN_SWIGLU", swiglu as u32)
             .define("KILN_STAGES", v.stages())
-            .define("KILN_MAX_EXPERTS", MAX_EXPERTS)
+            .define("KILN_MAX_EXPERTS", v.max_experts())
             .define("KILN_SMEM", v.smem_bytes());
-        if v.sx_staged && !v.rs {
+        if v.sx_staged && !v.rs && !v.wide {
             s = s.define("KILN_W4A8_SX", 1);
         }
         match v.decode {
@@ -452,6 +559,9 @@ impl W4a8Experts {
         }
         if v.frags {
             s = s.define("KILN_W4A8_FRAGS", 1);
+        }
+        if v.spread {
+            s = s.define("KILN_W4A8_SPREAD", 1);
         }
         s
     }
@@ -543,10 +653,19 @@ impl W4a8Experts {
                 knobs.w4a8_form.name()
             )));
         }
+        if p.experts > v.max_experts() as usize {
+            return Err(Error::invalid(format!(
+                "KILN_W4A8_FORM={} takes at most {} experts a launch, not {}: leave \
+                 KILN_W4A8_FORM at ss for more",
+                knobs.w4a8_form.name(),
+                v.max_experts(),
+                p.experts
+            )));
+        }
         let staged = v.sx_staged;
         // the kernel takes a scales map either way; unstaged, it never reads it (X's stands in)
         let mut map_sx = if staged {
-            encode_sx_map(p, ops.sx.ptr(), NAME)?
+            encode_sx_map_box(p, ops.sx.ptr(), NAME, v.bm() + 4)?
         } else {
             tx.encode_with(ctx.overrides.tma.promotion)?
         };
@@ -584,8 +703,8 @@ impl W4a8Experts {
             row_map: None,
         };
         // heaviest experts first, each expert's n-tiles in a row
-        tile_prefix::launch(ctx, &layout, &moe_ops, BM, true)?;
-        let tiles = max_tiles_m(&layout, BM as usize) * tiles_n as u64;
+        tile_prefix::launch(ctx, &layout, &moe_ops, v.bm(), true)?;
+        let tiles = max_tiles_m(&layout, v.bm() as usize) * tiles_n as u64;
         // SAFETY: the kernel takes (TmaMap, TmaMap, W4a8Args) in this order. The maps address X
         // and X's scales (or X again, unread), the args Y, X's scales, the weights, the row
         // factors, the routing weights and the schedule workspace; `check` has matched every
@@ -634,7 +753,15 @@ mod tests {
             );
         }
         // neither the staged scales (a KB of each stage) nor the slots' barriers cost a stage
-        assert!(W4a8Variant::ALL.iter().all(|v| v.stages() == 6));
+        assert!(W4a8Variant::ALL
+            .iter()
+            .filter(|v| !v.wide)
+            .all(|v| v.stages() == 6));
+        // the wide form's 34 KB stages: five, with the tables of 256 experts (four with 1,024)
+        for wide in W4a8Variant::ALL.iter().filter(|v| v.wide) {
+            assert!(wide.stages() == 5 && wide.threads() == 512);
+            assert_eq!(wide.stage_size(), 192 * 128 + 10 * 1024);
+        }
         assert_eq!(
             (3 * MAX_EXPERTS as u32 + 2) * 4,
             table_bytes(MAX_EXPERTS) as u32
@@ -668,6 +795,9 @@ mod tests {
         let e = W4a8Variant::from_knobs(false, W4a8Decode::Consumers, false, false, W4a8Form::Rs)
             .unwrap_err();
         assert!(e.to_string().contains("KILN_W4A8_FORM=rs"), "{e}");
+        let e = W4a8Variant::from_knobs(true, W4a8Decode::Warpgroup, false, false, W4a8Form::Wide)
+            .unwrap_err();
+        assert!(e.to_string().contains("KILN_W4A8_FORM=wide"), "{e}");
         // every combination the knobs allow is one that the test below compiles
         let mut allowed = 0;
         for bits in 0..8u32 {
@@ -683,6 +813,8 @@ mod tests {
                     W4a8Form::Rs,
                     W4a8Form::RsLanes,
                     W4a8Form::RsFrags,
+                    W4a8Form::Wide,
+                    W4a8Form::WideSpread,
                 ] {
                     if let Ok(v) = W4a8Variant::from_knobs(b(0), decode, b(1), b(2), form) {
                         assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
@@ -718,9 +850,9 @@ mod tests {
         }
         let sx_off = BM * W4A8_K as u32 + 2 * W4A8_ATOM_BYTES as u32;
         assert_eq!(sx_off % 128, 0);
-        assert!(sx_off + 4 * SX_BOX <= stage_bytes(true));
+        assert!(sx_off + 4 * SX_BOX <= stage_bytes(BM, true));
         assert!(
-            sx_off + 4 * SX_BOX > stage_bytes(false),
+            sx_off + 4 * SX_BOX > stage_bytes(BM, false),
             "the `ldg` stage stays as it was"
         );
     }

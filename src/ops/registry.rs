@@ -369,7 +369,7 @@ mod tests {
         );
         assert_eq!(
             pick_in(8192, 128, false, true, Window::UNBOUNDED, None),
-            "bwd_fa3_ordered_eager"
+            "bwd_fa3_ordered_w2"
         );
         let asked = Some("bwd_fa3_m128");
         assert_eq!(pick(4096, 64, false, asked), "bwd_fa3_m128");

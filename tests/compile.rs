@@ -77,6 +77,8 @@ fn bwd_fa3_d256_compiles_for_sm90a_without_spills() {
     for v in ["bwd_fa3_d256", "bwd_fa3_d256_tma", "bwd_fa3_d256_pair"] {
         check_version(v, 4);
     }
+    // the deterministic default's ordered reduces (their pre- and postprocess the others')
+    check_version("bwd_fa3_d256_ordered", 2);
 }
 
 #[test]

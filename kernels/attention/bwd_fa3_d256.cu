@@ -43,7 +43,9 @@
 // bumps a block (one a consumer, each adding its own 128 columns): a block's turn comes at twice
 // its rank. The adder bumps once its reduce has completed, at the next block's first product
 // (where it already waited for the read), before it waits for any turn: a waiting adder holds no
-// bump (the rule that kept the writer's waits from closing a ring, det_schedule.rs).
+// bump (the rule that kept the writer's waits from closing a ring, det_schedule.rs). The order's
+// chains (the run-time p.dq_chains: the host's bwd_fa3_d256_chains 2, else 1) split it into
+// interleaved chains with an accumulator and counters each (d256_slot).
 // KILN_BWD_CLUSTER 2 (the host's bwd_fa3_d256_pair, with KILN_D256_DQ 1): two adjacent key blocks
 // as a cluster walking the same query blocks, each stage's Q and dO loaded half by each CTA and
 // multicast to both (bwd_fa3_block.cuh), so the L2 serves a stage once per pair: with dQ's
@@ -119,6 +121,30 @@ __device__ __forceinline__ void d256_release(const BwdSmem& sm, int s, u32 count
   }
 }
 
+// D256_DET: where block k's partial of (query head h, query block mb) goes in the fixed order of
+// adds. Its rank r (det_rank) falls in chain r mod p.dq_chains (1, 2 or 4, a power of two: the
+// host's), which has its own counters and its own fp32 accumulator (the map's batch coordinate
+// chain · batch + b; bwd_prep.cu zeroes every chain's and sums them in order), and its turn comes
+// when the chain's counter reads 2 · (r / chains) (two bumps a block: one a consumer). With one
+// chain a query block's adders pass one after another, consecutive adders one step apart on the
+// rotated and the causal walks alike (gs = 1 at d256's shapes), so each hop (a reduce's
+// completion, the bump, the next adder's acquire) had to fit in a step: the first two rounds
+// (H200, 2026-11-30) ran 0.55-0.70x the non-deterministic step. With c chains consecutive adders
+// of a chain are c steps apart; a block waits for a subset of the blocks it waited for with one.
+struct D256Slot {
+  u32* sem;
+  u32 turn;
+  int b_acc;
+};
+__device__ __forceinline__ D256Slot d256_slot(const AttnBwdArgs& p, const BwdWalk& k, int h, int mb) {
+  const int r = det_rank(k, p, det_group(k, p), mb), c = r & (p.dq_chains - 1);
+  D256Slot s;
+  s.b_acc = c * p.batch + k.b;
+  s.sem = p.dq_sem + ((i64)s.b_acc * p.heads_q + h) * p.m_blocks + mb;
+  s.turn = 2 * (u32)(r >> (__ffs(p.dq_chains) - 1));
+  return s;
+}
+
 // What both consumers do once dSᵀ of block it is stored: dQ's 128 columns of consumer c over the
 // 64 keys, waited for and added (sem: the deterministic mode's counter, else null): by atomics,
 // or (staged) into the tile at `tile` and, by warp 0's first thread, through the map `tdq`.
@@ -142,29 +168,31 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
   } else {
     named_barrier_sync(BAR_TILE + th.c, 128);
     if (th.lane == 0) {
+      int b_acc = k.b;
       if (D256_DET && sem != nullptr) {
-        // D256_DET: this block's turn (both consumers of every block before it in det_rank's
-        // order have bumped), then the counter's acquire before the bulk adds
-        // (seen: the counter as read before the meet, D256_EARLY; else 0)
-        const u32 turn = 2 * (u32)det_rank(k, p, det_group(k, p), m0 / BM);
-        while (seen < turn) seen = ld_acquire(sem);
+        // D256_DET: this block's turn in its chain (both consumers of every block before it in
+        // the chain's order have bumped), then the counter's acquire before the bulk adds into
+        // the chain's accumulator (seen: the counter as read before the meet, D256_EARLY; else 0)
+        const D256Slot s = d256_slot(p, k, h, m0 / BM);
+        while (seen < s.turn) seen = ld_acquire(s.sem);
         fence_proxy_async_global();
+        b_acc = s.b_acc;
       }
-      reduce_dq_tile<1>(tdq, tile, p.sq, k.b, h, m0, th.c * QN, 1);
+      reduce_dq_tile<1>(tdq, tile, p.sq, b_acc, h, m0, th.c * QN, 1);
     }
   }
 }
 
 // D256_DET, by a consumer's adder: its adds of iteration `it` complete (the bulk group waited for,
-// not only read), then its half of the block's bump on that (head, query block)'s counter (two a
-// block: one a consumer, each adding its own 128 columns).
+// not only read), then its half of the block's bump on that (head, query block)'s counter of its
+// chain (two a block: one a consumer, each adding its own 128 columns).
 __device__ __forceinline__ void d256_bump(const AttnBwdArgs& p, const BwdWalk& k, int it) {
   tma_store_wait<0>();
   fence_proxy_async_global();
   int mb = k.m_first + it % k.per_head;
   if (!p.causal && mb >= k.per_head) mb -= k.per_head;  // (a rotated walk wraps: det_walk)
   const int h = k.hk * p.group + it / k.per_head;
-  red_release_add(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb, 1);
+  red_release_add(d256_slot(p, k, h, mb).sem, 1);
 }
 
 // Consumer C's walk, written once for both: its gradient g (C 0: dV, 1: dK) zeroed, K and V
@@ -283,7 +311,7 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     if constexpr (D256_EARLY) {
       if (ordered && adder) {
         if (it > 0) d256_bump(p, k, it - 1);  // (before any wait for a turn)
-        seen = ld_acquire(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb);
+        seen = ld_acquire(d256_slot(p, k, h, mb).sem);
       }
     }
     if (C == 1) named_barrier_sync(BAR_DS, 256);

@@ -70,7 +70,7 @@ impl Default for Registry {
             Box::new(attention::fa3_wgmma::Fa3Wgmma),
         ];
         attention.sort_by_key(|k| k.rung());
-        let attention_backward: Vec<Box<dyn AttentionBackwardKernel>> = vec![
+        let mut attention_backward: Vec<Box<dyn AttentionBackwardKernel>> = vec![
             Box::new(attention_backward::bwd_fa2_mma_sync::BwdFa2MmaSync),
             Box::new(attention_backward::bwd_fa3_wgmma::BwdFa3Wgmma),
             Box::new(attention_backward::bwd_fa3_bulk_dq::BwdFa3BulkDq),
@@ -86,13 +86,13 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Pair)),
             Box::new(attention_backward::bwd_fa3_ordered_eager::BwdFa3OrderedEager),
             Box::new(attention_backward::bwd_fa3_ordered_w2::BwdFa3OrderedW2),
-            Box::new(attention_backward::bwd_fa3_d256_ordered::BwdFa3D256Ordered(
-                false,
-            )),
-            Box::new(attention_backward::bwd_fa3_d256_ordered::BwdFa3D256Ordered(
-                true,
-            )),
         ];
+        // the d256 ordered reduces: the first form (the deterministic default at d256), the early
+        // one and its chains
+        attention_backward.extend(
+            attention_backward::bwd_fa3_d256_ordered::BwdFa3D256Ordered::ALL
+                .map(|v| Box::new(v) as Box<dyn AttentionBackwardKernel>),
+        );
         let moe: Vec<Box<dyn MoeKernel>> = vec![
             Box::new(moe::grouped_gemm::GroupedGemm),
             Box::new(moe::grouped_swapab::GroupedSwapAb),

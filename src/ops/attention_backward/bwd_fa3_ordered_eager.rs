@@ -1,5 +1,7 @@
 //! Host side of `bwd_fa3_lookahead.cu` with the deterministic mode's dQ through a writer warp
-//! (the define `KILN_BWD_DET_WRITER=2`): the deterministic mode's default at d64 and d128. The
+//! (the define `KILN_BWD_DET_WRITER=2`), one writer: the deterministic mode's default at d64 and
+//! d128 from 2026-11-29 until `bwd_fa3_ordered_w2` (the same kernels with two writer warps, ledger
+//! D12, D13) took its place on 2026-11-30; kept by name for the A/B, no longer a default. The
 //! ordered atomics it replaces have the consumers add dQ with per-thread atomics in key-block
 //! order: key block n spins on the (head, query block) counter until it reads n, both warpgroups
 //! meet, add, `__threadfence`, meet again, and bump it. An H200 profile of them (18d83d3, d128 B2
@@ -144,15 +146,6 @@ impl AttentionBackwardKernel for BwdFa3OrderedEager {
     fn by_default(&self) -> bool {
         false
     }
-    /// The deterministic mode's default at d64 and d128 (H200, 2026-11-29, the mid-way call on
-    /// 9af92b5, beside `bwd_fa3_ordered_dq` and the non-deterministic default in the same call:
-    /// d64 B4 H16 S4096 395.9 TFLOPS against 304.0, 0.92x `bwd_fa3_m128_rows`' 430.4; d128 B2
-    /// H16 S8192 499.3 against 479.2, 0.81x the lookahead's 616.5; causal 476.0 against 432.7,
-    /// 0.85x of 561.6; the d64 quick suite 18/18 with 6 of 6 deterministic runs bitwise equal,
-    /// five deterministic problems at d64/d128 bitwise). Not the non-deterministic mode's.
-    fn by_default_for(&self, p: &BackwardProblem) -> bool {
-        p.deterministic
-    }
 }
 
 #[cfg(test)]
@@ -215,11 +208,11 @@ mod tests {
         assert_eq!(v.len(), 4);
         let labels: std::collections::HashSet<_> = v.iter().map(|s| s.label()).collect();
         assert_eq!(labels.len(), 4);
-        // a deterministic default at both dims, not the other mode's; the dispatcher takes its
-        // two-writer form (`bwd_fa3_ordered_w2`, registered after it) since 2026-11-30
+        // no longer a default in either mode: the dispatcher takes its two-writer form
+        // (`bwd_fa3_ordered_w2`) in deterministic mode since 2026-11-30 (ledger D13)
         for d in BWD_WGMMA_DIMS {
             for causal in [false, true] {
-                assert!(BwdFa3OrderedEager.by_default_for(&problem(8192, d, causal, true)));
+                assert!(!BwdFa3OrderedEager.by_default_for(&problem(8192, d, causal, true)));
                 assert!(!BwdFa3OrderedEager.by_default_for(&problem(8192, d, causal, false)));
                 let det = problem(8192, d, causal, true);
                 let k = r.select_attention_backward(&det, &dev, None).unwrap();

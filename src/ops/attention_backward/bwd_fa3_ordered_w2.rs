@@ -10,7 +10,7 @@
 //! one writer in two rounds and never slower.
 
 use super::bwd_fa3_ordered_eager::{tile, BwdFa3OrderedEager};
-use super::bwd_fa3_wgmma::{launch_main, launch_tile, Sched, BN};
+use super::bwd_fa3_wgmma::launch_tile_writers;
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
@@ -39,30 +39,9 @@ impl AttentionBackwardKernel for BwdFa3OrderedW2 {
         Vec::new()
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let t = tile(p);
-        if !p.deterministic {
-            return launch_tile(self.name(), ctx, p, ops, t);
-        }
-        // launch_tile's launch of a writer tile (no split: the writer's walk has none), with the
-        // writers asked for
-        let main = t.spec(&ctx.arch(), p.attn.dtype);
-        launch_main(
-            self.name(),
-            ctx,
-            p,
-            ops,
-            &main,
-            t.smem_bytes(),
-            BN,
-            Some(t.dq_cols()),
-            true,
-            1,
-            None,
-            Sched {
-                det_writers: Some(WRITERS),
-                ..Sched::of(ctx)
-            },
-        )
+        // the one writer's launch with the writers asked for (not deterministic: no writer, the
+        // default's kernels)
+        launch_tile_writers(self.name(), ctx, p, ops, tile(p), Some(WRITERS))
     }
     fn by_default(&self) -> bool {
         false

@@ -14,7 +14,7 @@ use super::{
 use crate::device::{
     Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::attention::fa3_wgmma::{encode, map_shape};
 use crate::ops::attention::DTYPES;
@@ -352,6 +352,20 @@ pub fn launch_tile(
     ops: &BackwardOperands,
     t: WgmmaBwdTile,
 ) -> Result<()> {
+    launch_tile_writers(name, ctx, p, ops, t, None)
+}
+
+/// [`launch_tile`] with the deterministic dQ writer warps a version asks for (`det_writers`:
+/// `bwd_fa3_ordered_w2`'s 2; `None`: `KILN_BWD_DET_WRITERS`'s choice), applied by
+/// [`launch_main`] to a writer tile's deterministic launch only.
+pub fn launch_tile_writers(
+    name: &str,
+    ctx: &Context,
+    p: &BackwardProblem,
+    ops: &BackwardOperands,
+    t: WgmmaBwdTile,
+    det_writers: Option<u32>,
+) -> Result<()> {
     // `bwd_fa3_tma_dq`, `bwd_fa3_lookahead`: a fifth map, over the dQ accumulator, that their
     // tiles are added through.
     let dq_cols = (t.dq == DqAdd::TensorTile).then(|| t.dq_cols());
@@ -363,7 +377,8 @@ pub fn launch_tile(
             None if t.tail => Some(true),
             knob => knob,
         },
-        det_writers: None,
+        det_writers,
+        det_chains: 1,
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -390,12 +405,14 @@ pub fn launch_tile(
 /// grid's last partial wave split into parts (`KILN_BWD_TAIL`, a 1D grid; [`super::tail`]);
 /// `lpt`, the causal blocks longest walk first (`KILN_BWD_LPT`; `None`: [`super::lpt`]'s rule);
 /// `det_writers`, the deterministic dQ writer warps a version asks for (`bwd_fa3_ordered_w2`: 2;
-/// `None`: `KILN_BWD_DET_WRITERS`).
+/// `None`: `KILN_BWD_DET_WRITERS`); `det_chains`, the deterministic mode's chains of adds
+/// (`bwd_fa3_d256_chains`: 2, only on a kernel that reads them; 1 elsewhere).
 #[derive(Debug, Clone, Copy)]
 pub struct Sched {
     pub split: Option<TailPlan>,
     pub lpt: Option<bool>,
     pub det_writers: Option<u32>,
+    pub det_chains: u32,
 }
 
 impl Sched {
@@ -405,6 +422,7 @@ impl Sched {
             split: None,
             lpt: ctx.overrides.attention.bwd_lpt,
             det_writers: None,
+            det_chains: 1,
         }
     }
 }
@@ -489,8 +507,16 @@ pub fn launch_main(
     check_aligned(name, ops)?;
     let a = &p.attn;
     let main = ctx.function(main)?;
-    let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
+    // the deterministic mode's chains of adds (1, 2 or 4: the kernel splits ranks by a mask)
+    let chains = if p.deterministic { sched.det_chains } else { 1 };
+    if !matches!(chains, 1 | 2 | 4) {
+        return Err(Error::invalid(format!(
+            "{name}: {chains} chains of dQ adds asked for; use 1, 2 or 4"
+        )));
+    }
+    let ws = BackwardWorkspace::chained(ctx, p, BM as usize, chains as usize)?;
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
+    args.dq_chains = chains as i32;
     if let Some(g) = packed {
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
         args.m_blocks = g.m_blocks as i32;
@@ -563,7 +589,7 @@ pub fn launch_main(
         )
     };
     let mut dq_map = match dq_cols {
-        Some(cols) => Some(dq_acc_map(p, ws.dq_acc, cols)?),
+        Some(cols) => Some(dq_acc_map(p, ws.dq_acc, cols, chains)?),
         None => None,
     };
     let [tq, tk, tv, tdo] = &mut maps;
@@ -590,14 +616,15 @@ pub fn launch_main(
 /// The rank-5 map `bwd_fa3_tma_dq` adds its dQ tiles through: the fp32 accumulator [B, H, Sq, D]
 /// (packed, at `acc`) seen as [B, H, Sq, D/32, 32], each row cut into 128-byte pieces so that a
 /// piece is one row of the 128B swizzle; a box is 64 query rows x `cols` columns of one head.
-/// Rows past Sq fall outside dim 2 and are dropped.
-pub fn dq_acc_args(p: &BackwardProblem, acc: u64, cols: u32) -> TiledArgs {
+/// Rows past Sq fall outside dim 2 and are dropped. `chains` accumulators back to back (the
+/// deterministic mode's chains of adds) are one map of `chains` · B batches.
+pub fn dq_acc_args(p: &BackwardProblem, acc: u64, cols: u32, chains: u32) -> TiledArgs {
     let a = &p.attn;
     let (d, sq, h, b) = (
         a.head_dim as u64,
         a.seqlen_q as u64,
         a.heads_q as u64,
-        a.batch as u64,
+        chains as u64 * a.batch as u64,
     );
     TiledArgs::new(
         TmaDType::F32,
@@ -609,8 +636,8 @@ pub fn dq_acc_args(p: &BackwardProblem, acc: u64, cols: u32) -> TiledArgs {
     )
 }
 
-fn dq_acc_map(p: &BackwardProblem, acc: u64, cols: u32) -> Result<TensorMap> {
-    dq_acc_args(p, acc, cols).encode(|| {
+fn dq_acc_map(p: &BackwardProblem, acc: u64, cols: u32, chains: u32) -> Result<TensorMap> {
+    dq_acc_args(p, acc, cols, chains).encode(|| {
         format!(
             "cuTensorMapEncodeTiled (the backward's fp32 dQ accumulator, rank 5, {})",
             p.label()

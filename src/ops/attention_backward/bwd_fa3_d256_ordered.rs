@@ -27,7 +27,10 @@
 //!   step; with c chains it has c steps. The early form's late bump, which cost it the hop with
 //!   one chain, is then free, and it keeps the completion wait and the counter's round trip off
 //!   the warpgroups' path. Cost: (c - 1) more fp32 dQ accumulators zeroed and read (256 MiB each
-//!   at B1 H16 S16384). No variant of its own; not a default until measured faster in two rounds.
+//!   at B1 H16 S16384). No variant of its own. Refuted in its first round (H200, 2026-11-30,
+//!   ledger D22, D23): two chains 0.68-0.92x one chain, four 0.56-0.70x, slower with every chain
+//!   and most at S16384 (the live dQ in the L2 grows with the chains, docs/attention-backward.md);
+//!   off, to be deleted once it has lost a second round.
 
 use super::bwd_fa3_d256::{self, BwdFa3D256, D256, DQ_BOX_COLS};
 use super::bwd_fa3_wgmma::{launch_main, Sched};

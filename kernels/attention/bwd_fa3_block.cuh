@@ -346,8 +346,12 @@ __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArg
 // launched after it, but only of its own chunk (at most SMs blocks): every block of the chunk
 // gets an SM once the earlier chunks, which wait on nothing later, have finished
 // (det_schedule.rs checks it).
+// D256_DET with no counters and det_order 1 (the host's bwd_fa3_d256_rotated, a diagnostic): the
+// rotated walks without the order, the non-deterministic staged adds on them (what the rotated
+// walk alone costs: its blocks sit on as many query tiles as are resident, where the
+// non-deterministic walk keeps a head's blocks on one).
 __device__ __forceinline__ BwdWalk det_walk(const AttnBwdArgs& p) {
-  const bool det = DET_ORDERED && p.dq_sem != nullptr;
+  const bool det = DET_ORDERED && (p.dq_sem != nullptr || (D256_DET && p.det_order == 1));
   const bool reversed = det && p.det_order == 2 && p.lpt_heads == 0;
   // (-1: the grid's order, or lpt_block's where p.lpt_heads is set)
   BwdWalk w = bwd_walk(p, reversed ? (int)(gridDim.x - 1 - blockIdx.x) : det ? -1 : (int)blockIdx.x);

@@ -228,10 +228,16 @@ mod tests {
     fn only_the_staged_dq_is_the_default_and_each_can_be_asked_for() {
         let h100 = DeviceInfo::h100_sxm();
         let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
+        let free = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), false);
         let reg = Registry::default();
-        // the default at d256 (verified and faster on an H200); d64 and d128 keep theirs
-        let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
+        // the default at d256 (verified and faster on an H200); in deterministic mode its ordered
+        // reduces (`bwd_fa3_d256_ordered`, since 2026-11-30); d64 and d128 keep theirs
+        let k = reg
+            .select_attention_backward(&free(256), &h100, None)
+            .unwrap();
         assert_eq!(k.name(), "bwd_fa3_d256_tma");
+        let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_ordered");
         let k = reg.select_attention_backward(&p(128), &h100, None).unwrap();
         assert!(!k.name().starts_with("bwd_fa3_d256"), "{}", k.name());
         for v in ALL {

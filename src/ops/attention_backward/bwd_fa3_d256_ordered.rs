@@ -42,11 +42,14 @@ use crate::ops::attention::DTYPES;
 use crate::ops::gemm::DType;
 
 /// A d256 ordered-reduce version: `early`, the completion wait, bump and counter read before the
-/// consumers meet (`KILN_D256_DET=2`); `chains`, the fixed order's chains (1, 2 or 4).
+/// consumers meet (`KILN_D256_DET=2`); `chains`, the fixed order's chains (1, 2 or 4); `rotated`,
+/// its problems that are not deterministic run on the ordered kernel's rotated walks (non-causal)
+/// with no order of adds, where the others run `bwd_fa3_d256_tma`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BwdFa3D256Ordered {
     pub early: bool,
     pub chains: u32,
+    pub rotated: bool,
 }
 
 impl BwdFa3D256Ordered {
@@ -54,24 +57,42 @@ impl BwdFa3D256Ordered {
     pub const ORDERED: Self = BwdFa3D256Ordered {
         early: false,
         chains: 1,
+        rotated: false,
     };
     /// `bwd_fa3_d256_ordered_early`.
     pub const EARLY: Self = BwdFa3D256Ordered {
         early: true,
         chains: 1,
+        rotated: false,
     };
     /// `bwd_fa3_d256_chains`.
     pub const CHAINS: Self = BwdFa3D256Ordered {
         early: true,
         chains: 2,
+        rotated: false,
     };
     /// `bwd_fa3_d256_chains4`.
     pub const CHAINS4: Self = BwdFa3D256Ordered {
         early: true,
         chains: 4,
+        rotated: false,
+    };
+    /// `bwd_fa3_d256_rotated`: a diagnostic, `bwd_fa3_d256_ordered` whose problems that are not
+    /// deterministic run on its rotated walks (non-causal) without the order: what the walk alone
+    /// costs beside `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile.
+    pub const ROTATED: Self = BwdFa3D256Ordered {
+        early: false,
+        chains: 1,
+        rotated: true,
     };
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 4] = [Self::ORDERED, Self::EARLY, Self::CHAINS, Self::CHAINS4];
+    pub const ALL: [Self; 5] = [
+        Self::ORDERED,
+        Self::EARLY,
+        Self::CHAINS,
+        Self::CHAINS4,
+        Self::ROTATED,
+    ];
 }
 
 /// The kernel for `dtype`: the staged version's with the define, 1 or (`early`) 2 (`p16`:
@@ -83,6 +104,7 @@ pub fn spec(arch: &str, dtype: DType, early: bool, p16: bool) -> KernelSpec {
 impl AttentionBackwardKernel for BwdFa3D256Ordered {
     fn name(&self) -> &'static str {
         match (self.early, self.chains) {
+            _ if self.rotated => "bwd_fa3_d256_rotated",
             (false, _) => "bwd_fa3_d256_ordered",
             (true, 1) => "bwd_fa3_d256_ordered_early",
             (true, 2) => "bwd_fa3_d256_chains",
@@ -91,6 +113,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
     }
     fn summary(&self) -> &'static str {
         match (self.early, self.chains) {
+            _ if self.rotated => "bwd_fa3_d256_ordered whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
             (false, _) => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by TMA reduce in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             (true, 1) => "bwd_fa3_d256_ordered with each adder's completion wait, bump and next counter read before the consumers meet",
             (true, 2) => "bwd_fa3_d256_ordered_early with the fixed order in two interleaved chains (even and odd ranks), an fp32 dQ accumulator and counters each, summed in order",
@@ -98,7 +121,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         }
     }
     fn rung(&self) -> u32 {
-        11 + self.early as u32 + self.chains.trailing_zeros()
+        11 + self.early as u32 + self.chains.trailing_zeros() + 4 * self.rotated as u32
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
         BwdFa3D256(D256::Staged).supports(p, dev)
@@ -117,7 +140,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         }
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        if !p.deterministic {
+        if !p.deterministic && !self.rotated {
             return BwdFa3D256(D256::Staged).launch(ctx, p, ops);
         }
         let main = spec(
@@ -142,6 +165,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             None,
             Sched {
                 det_chains: self.chains,
+                rotate: self.rotated,
                 ..Sched::of(ctx)
             },
         )
@@ -177,7 +201,8 @@ mod tests {
                 "bwd_fa3_d256_ordered",
                 "bwd_fa3_d256_ordered_early",
                 "bwd_fa3_d256_chains",
-                "bwd_fa3_d256_chains4"
+                "bwd_fa3_d256_chains4",
+                "bwd_fa3_d256_rotated"
             ]
         );
         for v in BwdFa3D256Ordered::ALL {
@@ -196,6 +221,8 @@ mod tests {
                 .unwrap();
             assert_eq!(k.name(), v.name());
             let label = spec("sm_90a", DTYPES[0], v.early, false).label();
+            // (the diagnostic's kernel is the default's)
+            assert_eq!(v.rotated, v == BwdFa3D256Ordered::ROTATED);
             let det = format!("KILN_D256_DET={}", 1 + v.early as u32);
             assert!(
                 label.contains(&det) && label.contains("KILN_D256_DQ=1"),

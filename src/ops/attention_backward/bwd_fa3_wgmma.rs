@@ -379,6 +379,7 @@ pub fn launch_tile_writers(
         },
         det_writers,
         det_chains: 1,
+        rotate: false,
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -406,13 +407,16 @@ pub fn launch_tile_writers(
 /// `lpt`, the causal blocks longest walk first (`KILN_BWD_LPT`; `None`: [`super::lpt`]'s rule);
 /// `det_writers`, the deterministic dQ writer warps a version asks for (`bwd_fa3_ordered_w2`: 2;
 /// `None`: `KILN_BWD_DET_WRITERS`); `det_chains`, the deterministic mode's chains of adds
-/// (`bwd_fa3_d256_chains`: 2, only on a kernel that reads them; 1 elsewhere).
+/// (`bwd_fa3_d256_chains`: 2, only on a kernel that reads them; 1 elsewhere); `rotate`, a
+/// non-deterministic, non-causal run on the rotated walks of the deterministic order
+/// (`bwd_fa3_d256_rotated`, a diagnostic: only the d256 ordered kernel reads it).
 #[derive(Debug, Clone, Copy)]
 pub struct Sched {
     pub split: Option<TailPlan>,
     pub lpt: Option<bool>,
     pub det_writers: Option<u32>,
     pub det_chains: u32,
+    pub rotate: bool,
 }
 
 impl Sched {
@@ -423,6 +427,7 @@ impl Sched {
             lpt: ctx.overrides.attention.bwd_lpt,
             det_writers: None,
             det_chains: 1,
+            rotate: false,
         }
     }
 }
@@ -542,6 +547,11 @@ pub fn launch_main(
         if let Some(w) = sched.det_writers {
             args.det_writers = w as i32;
         }
+    }
+    // `bwd_fa3_d256_rotated`: the rotated walks (waves of one block a SM) with no order of adds
+    if sched.rotate && !p.deterministic && !a.causal {
+        args.det_order = super::DetOrder::Rotated as i32;
+        args.det_sms = ctx.info.sm_count as i32;
     }
     let tail = sched.split;
     if let Some(t) = &tail {

@@ -544,6 +544,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   // chunk index unrolled: the pairs stay in registers).
   u32 packed[DEFER ? DCH * 16 : 1];
   int dleft = 0, dnch = 0, dm0 = 0, dn0 = 0;
+  // KILN_SK_PARTS: false where the last tile was a run that did not count last; its chunks are
+  // staged as a tile's but not sent (a skip taken on that flag, which ptxas cannot see is the
+  // same for the whole warpgroup, pushed the K loop off the uniform datapath: ledger row 61).
+  bool dsend = true;
   auto defer_step = [&]() {
     if constexpr (DEFER) {
       if (dleft == 0) return;
@@ -551,7 +555,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
       for (int ch = 0; ch < C_NCH; ++ch)
         if (ch == next)
-          if (ch >= C_NCH - DCH) epi.store_chunk(&tma_c, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x - 16 * (C_NCH - DCH)]; });
+          if (ch >= C_NCH - DCH) epi.store_chunk(&tma_c, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x - 16 * (C_NCH - DCH)]; }, dsend);
       --dleft;
     }
   };
@@ -684,7 +688,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int ch = h * C_NCH / PARTS; ch < (h + 1) * C_NCH / PARTS; ++ch)
           if (ch < dnch)
-            epi.store_chunk(&tma_c, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x]; });
+            epi.store_chunk(&tma_c, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x]; }, dsend);
         if (h == PARTS - 1) dleft = 0;
       }
     };
@@ -917,7 +921,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         if constexpr (!PROMOTE) while (dleft > 0) defer_step();
         dm0 = m0 + arow;
         dn0 = n0;
-        dnch = (SK_PARTS && skip) || !tma_out || dm0 >= p.m || n0 >= p.n ? 0 : min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+        dnch = !tma_out || dm0 >= p.m || n0 >= p.n ? 0 : min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+        dsend = !(SK_PARTS && skip);
 #pragma unroll
         for (int ch = 0; ch < C_NCH - DCH; ++ch)
           if (ch < dnch) epi.store_acc_chunk(&tma_c, ch, dnch, dm0, n0, 1.0f, 0.0f, res);
@@ -928,7 +933,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           for (int x = 0; x < 4; ++x) packed[4 * J + x - 16 * (C_NCH - DCH)] = pack_pair<out_t>(res[8 * J + 2 * x], res[8 * J + 2 * x + 1]);
         if (tma_out) return;
       }
-      if (SK_PARTS && skip) return;  // (a partial run, its pairs written as a tile's: nothing to store)
+      // A partial run (KILN_SK_PARTS) stores nothing: deferred, through the register path with no
+      // row in bounds (no return on `skip`, ledger row 61); else it returns here.
+      if (SK_PARTS && !DEFER && skip) return;
+      if constexpr (SK_PARTS && DEFER) gp.m = skip ? 0 : p.m;
       if (TMA_EPI && tma_out) {
         // The ring's stages are free once both consumers are past their last wgmmas (the loads
         // they read have all landed; nothing else loads into it): both reach this barrier.

@@ -42,6 +42,10 @@
 // store to have read it) two chunks under each half's batch of the next tile's first K block,
 // whose promotion writes fin fresh; Y is stored by TMA (`tma_y`). A consumer holding rows past
 // its expert's end (another expert's rows: never written) stores from registers as before.
+// Fp8MoeArgs.x_one_box (run time, `tm256x`, the register-store kernels: ledger row 81): a tile
+// whose 128 rows are all its expert's loads them as one box of 128 rows, as the dense tile loads
+// A, through the fourth map (X in 128-row boxes in the slot `tma_y` takes when deferred); the
+// 128B swizzle repeats every 8 rows, so the stage holds the same bytes as four 32-row boxes.
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
@@ -135,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tma_prefetch(&tma_x);
         tma_prefetch(&tma_w);
         if (STAGED) tma_prefetch(&tma_sx);
-        if (DEFER) tma_prefetch(&tma_y);
+        if (DEFER || p.x_one_box) tma_prefetch(&tma_y);
         const int rank = CM > 1 ? (int)cluster_ctarank() : 0;
         u32 it = 0;
         for (int u = first; u < units; u += stride) {
@@ -147,7 +151,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int kb = 0; kb < kblocks; ++kb, ++it) {
             ws_fill(ring, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES;
-              for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+              // (Fp8MoeArgs.x_one_box read where it is tested: a flag held beside the count spilled
+              // at the producer's 40 registers)
+              if (!DEFER && boxes == BM / XBOX && p.x_one_box != 0) tma_load_2d(sx, &tma_y, bar, kb * BK, tile.row0);
+              else
+                for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
               if constexpr (CM > 1)
                 tma_load_3d_multicast(sx + X_BYTES + rank * W_PART * 128u, &tma_w, bar, kb * BK, tile.n0 + rank * W_PART,
                                       tile.expert, (u16)((1 << CM) - 1));

@@ -40,9 +40,24 @@ const fn fixed_bytes() -> u32 {
     1024 + TABLE_BYTES
 }
 
-/// Tile columns: 256 for `tm256` and `tm256d`, else [`BN`].
-pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
+/// The feed whose kernel `feed` runs: `tm256x` is `tm256`'s kernel with a run-time flag
+/// (`Fp8MoeArgs.x_one_box`), every other feed its own.
+pub const fn kernel_of(feed: Fp8GroupedFeed) -> Fp8GroupedFeed {
     match feed {
+        Fp8GroupedFeed::StagedPairsWideOneBox => Fp8GroupedFeed::StagedPairsWide,
+        f => f,
+    }
+}
+
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256x`) through the map in
+/// the kernel's fourth slot, which the register-store kernels leave unused.
+pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
+    matches!(feed, Fp8GroupedFeed::StagedPairsWideOneBox)
+}
+
+/// Tile columns: 256 for `tm256`, `tm256d` and `tm256x`, else [`BN`].
+pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
+    match kernel_of(feed) {
         Fp8GroupedFeed::StagedPairsWide | Fp8GroupedFeed::StagedPairsWideDeferred => 256,
         _ => BN,
     }
@@ -77,9 +92,9 @@ pub const fn slot_bytes(feed: Fp8GroupedFeed) -> u32 {
     }
 }
 
-/// CTAs sharing each W tile: 2 for `tm`, `tm256` and `tm256d` (pairs along M), else 1.
+/// CTAs sharing each W tile: 2 for `tm`, `tm256`, `tm256d` and `tm256x` (pairs along M), else 1.
 pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
-    match feed {
+    match kernel_of(feed) {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideDeferred => 2,
@@ -115,6 +130,7 @@ pub const fn smem_bytes() -> u32 {
 }
 
 pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
+    let feed = kernel_of(feed);
     KernelSpec::new("moe/fp8_grouped.cu", ENTRY, arch)
         .define("KILN_BN", bn_of(feed))
         .define("KILN_STAGES", stages_of(feed))
@@ -126,14 +142,19 @@ pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
         .define("KILN_TMAE", if deferred(feed) { 3 } else { 0 })
 }
 
-/// Every specialisation (for the compile check): the kernel of each feed, and the prefix kernel
-/// it runs first.
+/// Every specialisation (for the compile check): the kernel of each feed (once: `tm256x` runs
+/// `tm256`'s), and the prefix kernel it runs first.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
     }
     let mut v = vec![tile_prefix::spec(arch)];
-    v.extend(Fp8GroupedFeed::ALL.map(|f| spec(arch, f)));
+    v.extend(
+        Fp8GroupedFeed::ALL
+            .into_iter()
+            .filter(|&f| kernel_of(f) == f)
+            .map(|f| spec(arch, f)),
+    );
     v
 }
 
@@ -156,12 +177,18 @@ pub fn supports(p: &Fp8MoeProblem, dev: &DeviceInfo, smem: u32) -> std::result::
 
 /// The map over all rows of X: e4m3 bytes in boxes of {128 of K, 32 rows}.
 pub fn x_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
+    x_map_rows(p, addr, X_BOX)
+}
+
+/// [`x_map`] in boxes of `rows` rows (`tm256x`: [`BM`], a full tile's X in one box; the 128B
+/// swizzle repeats every 8 rows, so one box of 128 lands as four of 32 side by side do).
+pub fn x_map_rows(p: &Fp8MoeProblem, addr: u64, rows: u32) -> Tma2d {
     Tma2d {
         dtype: TmaDType::U8,
         addr,
         dims: [p.k as u64, p.x_rows() as u64],
         row_stride_bytes: p.k as u64,
-        box_dims: [BK, X_BOX],
+        box_dims: [BK, rows],
         swizzle: TmaSwizzle::B128,
     }
 }
@@ -272,13 +299,20 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
     };
+    // the fourth slot: Y for `tm256d`, X in boxes of 128 rows for `tm256x`, else a stand-in
     let mut map_y = match map_y {
         Some(m) => m.encode()?,
-        None => map_x, // a stand-in: only `tm256d` reads it
+        None if one_x_box(feed) => {
+            let t = x_map_rows(p, ops.x.ptr(), BM);
+            t.validate().map_err(unsupported)?;
+            t.encode()?
+        }
+        None => map_x,
     };
     let f = ctx.function(&spec(&ctx.arch(), feed))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
     let mut args = Fp8MoeArgs::new(p, ops, bn, order);
+    args.x_one_box = one_x_box(feed) as i32;
     let grid = if pairs > 1 {
         pair_grid(
             p,
@@ -294,8 +328,9 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The
-    // maps address X, W, X's scales and Y (the `ldg` kernel reads no third map, only `tm256d` a
-    // fourth: X's stands in), the args Y, the scales and the schedule workspace; `prepare` has
+    // maps address X, W, X's scales and Y (the `ldg` kernel reads no third map, only `tm256d` and
+    // `tm256x` a fourth, X in 128-row boxes for `tm256x`: X's stands in), the args Y, the scales
+    // and the schedule workspace; `prepare` has
     // matched every buffer to the problem, and the caller keeps them alive until the stream has
     // run.
     unsafe {

@@ -16,9 +16,7 @@ struct Fp8MoeArgs {
   int tiles_n;
   int group_m;    // m-tiles swept together in the grouped tile order (any value >= 1 is correct)
   int by_expert;  // 1: the order goes expert by expert (moe/sched.cuh)
-  // 1: a tile whose rows are all its expert's loads X as one 128-row box through the fourth map
-  // (fp8_grouped's `tm256x`: its register-store kernels leave that slot unused)
-  int x_one_box;
+  int pad_;
 };
 
 // X's scale of K block kb for X row `row` of a tile with `valid` real rows from row0: rows past

@@ -42,10 +42,15 @@
 // store to have read it) two chunks under each half's batch of the next tile's first K block,
 // whose promotion writes fin fresh; Y is stored by TMA (`tma_y`). A consumer holding rows past
 // its expert's end (another expert's rows: never written) stores from registers as before.
-// Fp8MoeArgs.x_one_box (run time, `tm256x`, the register-store kernels: ledger row 81): a tile
-// whose 128 rows are all its expert's loads them as one box of 128 rows, as the dense tile loads
-// A, through the fourth map (X in 128-row boxes in the slot `tma_y` takes when deferred); the
-// 128B swizzle repeats every 8 rows, so the stage holds the same bytes as four 32-row boxes.
+// KILN_XFEED = 1 (`tm256x`, the 128 x 256 tile with register stores: ledger row 81), the dense
+// `256tmd`'s feed: a tile whose 128 rows are all its expert's loads them as one box of 128 rows,
+// as the dense tile loads A, through the fourth map (X in 128-row boxes, in the slot `tma_y`
+// takes when deferred; the 128B swizzle repeats every 8 rows, so the stage holds the same bytes
+// as four 32-row boxes), and a K block's scales are read from the slot under its first half's
+// batch, not before it: ptxas recomputes their slot offset each K block from threadIdx and
+// x_rows (S2R, LDC, a dozen dependent instructions), which held the batch's issue back (those
+// lines ~4 % of the stall samples, ncu of `tm256` 2026-11-30), where the dense loop's scales
+// take one LEA.
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
@@ -57,8 +62,9 @@
 #include "moe/sched.cuh"
 
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM) || \
-    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER) || !defined(KILN_TMAE)
-#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE, KILN_CLUSTER and KILN_TMAE (src/ops/moe/fp8_grouped.rs)"
+    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER) || !defined(KILN_TMAE) ||          \
+    !defined(KILN_XFEED)
+#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE, KILN_CLUSTER, KILN_TMAE and KILN_XFEED (src/ops/moe/fp8_grouped.rs)"
 #endif
 
 constexpr int BM = 128, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
@@ -80,6 +86,8 @@ constexpr int C_NCH = BN / Epi::C_COLS;
 constexpr u32 C_BYTES = DEFER ? 2 * Epi::CHUNK_BYTES : 0;
 static_assert(KILN_TMAE == 0 || (DEFER && BN == 256 && sizeof(out_t) == 2),
               "KILN_TMAE is 0 (register stores) or 3 (deferred TMA stores: the 128 x 256 tile, 16-bit Y)");
+constexpr bool XFEED = KILN_XFEED != 0;
+static_assert(!XFEED || (BN == 256 && !DEFER), "KILN_XFEED feeds the 128 x 256 tile with register stores (its fourth map)");
 static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
               "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
               "in the ring, in pairs");
@@ -139,10 +147,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tma_prefetch(&tma_x);
         tma_prefetch(&tma_w);
         if (STAGED) tma_prefetch(&tma_sx);
-        if (DEFER || p.x_one_box) tma_prefetch(&tma_y);
+        if (DEFER || XFEED) tma_prefetch(&tma_y);
         const int rank = CM > 1 ? (int)cluster_ctarank() : 0;
         u32 it = 0;
-        for (int u = first; u < units; u += stride) {
+        // (KILN_XFEED: the stride reread from %nctaid each tile, which ptxas else spilled at the
+        // producer's 40 registers)
+        auto next_stride = [&]() {
+          if constexpr (!XFEED) return stride;
+          u32 n;
+          asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
+          return (int)n / CM;
+        };
+        for (int u = first; u < units; u += next_stride()) {
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, rank);
           const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
           const int nb = tile.n0 / 128;
@@ -151,9 +167,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int kb = 0; kb < kblocks; ++kb, ++it) {
             ws_fill(ring, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES;
-              // (Fp8MoeArgs.x_one_box read where it is tested: a flag held beside the count spilled
-              // at the producer's 40 registers)
-              if (!DEFER && boxes == BM / XBOX && p.x_one_box != 0) tma_load_2d(sx, &tma_y, bar, kb * BK, tile.row0);
+              if (XFEED && boxes == BM / XBOX) tma_load_2d(sx, &tma_y, bar, kb * BK, tile.row0);
               else
                 for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
               if constexpr (CM > 1)
@@ -226,18 +240,26 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
               for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
             }
+            // block kb's scales from stage s's slot
+            auto read_scales = [&](int kb, int s) {
+              const u32 sl = slots + s * SLOT_BYTES;
+              const u32 sa = sl + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
+              Fp8BlockScales v;
+              v.a0 = r0 < tile.valid_rows ? ld_shared_f32(sa + 4u * r0) : 0.0f;
+              v.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sa + 4u * (r0 + 8)) : 0.0f;
+              v.b0 = ld_shared_f32(sl + SW_AT);
+              v.b1 = ld_shared_f32(sl + SW_AT + 4);
+              return v;
+            };
             auto kblock = [&](int kb, auto first_t) {
               constexpr bool FIRST = decltype(first_t)::value;
-              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0, [&](int s) {
-                const u32 sl = slots + s * SLOT_BYTES;
-                const u32 sa = sl + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
-                Fp8BlockScales v;
-                v.a0 = r0 < tile.valid_rows ? ld_shared_f32(sa + 4u * r0) : 0.0f;
-                v.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sa + 4u * (r0 + 8)) : 0.0f;
-                v.b0 = ld_shared_f32(sl + SW_AT);
-                v.b1 = ld_shared_f32(sl + SW_AT + 4);
-                return v;
+              // KILN_XFEED: the scales read once the first half's batch is issued (the stage is
+              // held until the second half's wait)
+              Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0, [&](int s) {
+                if constexpr (XFEED) return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f};
+                else return read_scales(kb, s);
               });
+              if constexpr (XFEED) sc = read_scales(kb, MbarRing<STAGES>::slot(it));
               if constexpr (FIRST) send_part(0);
               wgmma_wait<0>();
               fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);

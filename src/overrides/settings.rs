@@ -622,9 +622,10 @@ pub enum Fp8GroupedFeed {
     /// all its expert's is stored by TMA, staged under the next tile's first K block (docs/fp8.md
     /// ledger row 60); Y's rows must be a multiple of 16 bytes (else `tm256`).
     StagedPairsWideDeferred,
-    /// `tm256x`: `tm256`'s kernel, a tile whose 128 rows are all its expert's loading them as one
-    /// X box of 128 rows (the dense tile's A box) instead of four of 32 (docs/fp8.md ledger row
-    /// 81); a run-time choice (`Fp8MoeArgs.x_one_box`), no kernel of its own.
+    /// `tm256x`: `tm256` with the dense `256tmd`'s feed: a tile whose 128 rows are all its
+    /// expert's loads them as one X box of 128 rows (the dense tile's A box) instead of four of
+    /// 32, and a K block's scales are read under its first half's batch (docs/fp8.md ledger row
+    /// 81).
     StagedPairsWideOneBox,
 }
 

@@ -40,25 +40,19 @@ const fn fixed_bytes() -> u32 {
     1024 + TABLE_BYTES
 }
 
-/// The feed whose kernel `feed` runs: `tm256x` is `tm256`'s kernel with a run-time flag
-/// (`Fp8MoeArgs.x_one_box`), every other feed its own.
-pub const fn kernel_of(feed: Fp8GroupedFeed) -> Fp8GroupedFeed {
-    match feed {
-        Fp8GroupedFeed::StagedPairsWideOneBox => Fp8GroupedFeed::StagedPairsWide,
-        f => f,
-    }
-}
-
-/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256x`) through the map in
-/// the kernel's fourth slot, which the register-store kernels leave unused.
+/// Whether `feed` is the dense tile's feed (`tm256x`, the kernel's `KILN_XFEED`): a full tile's X
+/// as one box of [`BM`] rows through the map in the kernel's fourth slot (which the register-store
+/// kernels leave unused), a K block's scales read under its first half's batch.
 pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
     matches!(feed, Fp8GroupedFeed::StagedPairsWideOneBox)
 }
 
 /// Tile columns: 256 for `tm256`, `tm256d` and `tm256x`, else [`BN`].
 pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
-    match kernel_of(feed) {
-        Fp8GroupedFeed::StagedPairsWide | Fp8GroupedFeed::StagedPairsWideDeferred => 256,
+    match feed {
+        Fp8GroupedFeed::StagedPairsWide
+        | Fp8GroupedFeed::StagedPairsWideDeferred
+        | Fp8GroupedFeed::StagedPairsWideOneBox => 256,
         _ => BN,
     }
 }
@@ -94,10 +88,11 @@ pub const fn slot_bytes(feed: Fp8GroupedFeed) -> u32 {
 
 /// CTAs sharing each W tile: 2 for `tm`, `tm256`, `tm256d` and `tm256x` (pairs along M), else 1.
 pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
-    match kernel_of(feed) {
+    match feed {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
-        | Fp8GroupedFeed::StagedPairsWideDeferred => 2,
+        | Fp8GroupedFeed::StagedPairsWideDeferred
+        | Fp8GroupedFeed::StagedPairsWideOneBox => 2,
         _ => 1,
     }
 }
@@ -130,7 +125,6 @@ pub const fn smem_bytes() -> u32 {
 }
 
 pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
-    let feed = kernel_of(feed);
     KernelSpec::new("moe/fp8_grouped.cu", ENTRY, arch)
         .define("KILN_BN", bn_of(feed))
         .define("KILN_STAGES", stages_of(feed))
@@ -140,21 +134,17 @@ pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
         .define("KILN_SSCALE", (feed != Fp8GroupedFeed::Ldg) as u32)
         .define("KILN_CLUSTER", ctas(feed))
         .define("KILN_TMAE", if deferred(feed) { 3 } else { 0 })
+        .define("KILN_XFEED", one_x_box(feed) as u32)
 }
 
-/// Every specialisation (for the compile check): the kernel of each feed (once: `tm256x` runs
-/// `tm256`'s), and the prefix kernel it runs first.
+/// Every specialisation (for the compile check): the kernel of each feed, and the prefix kernel
+/// it runs first.
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     if !crate::jit::arch::has_wgmma(arch) {
         return Vec::new();
     }
     let mut v = vec![tile_prefix::spec(arch)];
-    v.extend(
-        Fp8GroupedFeed::ALL
-            .into_iter()
-            .filter(|&f| kernel_of(f) == f)
-            .map(|f| spec(arch, f)),
-    );
+    v.extend(Fp8GroupedFeed::ALL.map(|f| spec(arch, f)));
     v
 }
 
@@ -312,7 +302,6 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     let f = ctx.function(&spec(&ctx.arch(), feed))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
     let mut args = Fp8MoeArgs::new(p, ops, bn, order);
-    args.x_one_box = one_x_box(feed) as i32;
     let grid = if pairs > 1 {
         pair_grid(
             p,
@@ -386,7 +375,7 @@ mod tests {
         let deferred = Fp8GroupedFeed::StagedPairsWideDeferred;
         assert_eq!(smem_of(deferred), smem_of(wide) + 16_384);
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 6);
+        assert_eq!(specs.len(), 7);
         // the measured default (ledger row 22), where TMA can map X's scales
         assert_eq!(
             (

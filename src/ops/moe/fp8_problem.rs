@@ -324,9 +324,7 @@ pub struct Fp8MoeArgs {
     pub tiles_n: i32,
     pub group_m: i32,
     pub by_expert: i32,
-    /// 1: a tile whose rows are all its expert's loads X as one 128-row box through the fourth
-    /// map (`tm256x`, fp8_grouped's register-store kernels only)
-    pub x_one_box: i32,
+    pub pad: i32,
 }
 
 impl Fp8MoeArgs {
@@ -348,7 +346,7 @@ impl Fp8MoeArgs {
             tiles_n: p.n.div_ceil(bn as usize) as i32,
             group_m,
             by_expert,
-            x_one_box: 0,
+            pad: 0,
         }
     }
 

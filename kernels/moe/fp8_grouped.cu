@@ -301,6 +301,20 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             fp8_promoted_kloop<BN, STAGES, STAGE_BYTES>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales, release);
           }
 
+          // Y from registers, row by row: `put(h, j0, row_ok, r)` transposes the quad's four 8-column
+          // groups j0 .. j0 + 3 of fragment row h (tile row r = r0 + 8 h) and stores its lane's
+          // group where the row is its expert's (both stores' one loop: the deferred kernel's rows
+          // past its expert from the 16-bit pairs, else fin; every lane takes part in the
+          // transposes, stored row or not).
+          auto store_rows = [&](auto put) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = r0 + 8 * h;
+              const bool row_ok = r < tile.valid_rows;
+#pragma unroll
+              for (int j0 = 0; j0 < BN / 8; j0 += 4) put(h, j0, row_ok, r);
+            }
+          };
           if constexpr (DEFER) {
             // The pairs are written whatever the store: else the last tile's would stay live
             // through the K blocks. A consumer whose 64 rows are all its expert's goes by TMA.
@@ -314,40 +328,28 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               dnch = min(C_NCH, (p.n - tile.n0 + Epi::C_COLS - 1) / Epi::C_COLS);
               continue;
             }
-            // From the pairs too (fin dead once packed: fin and the pairs together spilled).
-            // Group j's pair of fragment row h is pair 2 (j & 1) + h of 16-column block j / 2.
+            // From the pairs (fin dead once packed: fin and the pairs together spilled). Group j's
+            // pair of fragment row h is pair 2 (j & 1) + h of 16-column block j / 2.
+            store_rows([&](int h, int j0, bool row_ok, int r) {
+              u32 v[4];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = r0 + 8 * h;
-              const bool row_ok = r < tile.valid_rows;
-#pragma unroll
-              for (int j0 = 0; j0 < BN / 8; j0 += 4) {
-                u32 v[4];
-#pragma unroll
-                for (int s = 0; s < 4; ++s) v[s] = packed[4 * ((j0 + s) / 2) + 2 * ((j0 + s) & 1) + h];
-                quad_transpose_packed(v, q);
-                if (row_ok) moe_store8_packed(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), v);
-              }
-            }
+              for (int s = 0; s < 4; ++s) v[s] = packed[4 * ((j0 + s) / 2) + 2 * ((j0 + s) & 1) + h];
+              quad_transpose_packed(v, q);
+              if (row_ok) moe_store8_packed(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), v);
+            });
             continue;
           }
           // Register i holds row r0 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1).
+          store_rows([&](int h, int j0, bool row_ok, int r) {
+            float e[4][2];
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = r0 + 8 * h;
-            const bool row_ok = r < tile.valid_rows;
-#pragma unroll
-            for (int j0 = 0; j0 < BN / 8; j0 += 4) {
-              float e[4][2];
-#pragma unroll
-              for (int s = 0; s < 4; ++s) {
-                e[s][0] = fin[4 * (j0 + s) + 2 * h];
-                e[s][1] = fin[4 * (j0 + s) + 2 * h + 1];
-              }
-              quad_transpose(e, q);
-              if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), e);
+            for (int s = 0; s < 4; ++s) {
+              e[s][0] = fin[4 * (j0 + s) + 2 * h];
+              e[s][1] = fin[4 * (j0 + s) + 2 * h + 1];
             }
-          }
+            quad_transpose(e, q);
+            if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), e);
+          });
         }
         if constexpr (DEFER) {
           // the last tile's deferred chunks; their bulk stores finish before the shared memory goes

@@ -17,18 +17,16 @@
 // chunk before): the leader waits for it, the warpgroup writes
 // the chunk (`stage()`), makes the writes visible to the async proxy, and the leader sends it
 // to (c0, c1) of `map` in a group of its own. `accumulate` (beta == 1) adds it to C there
-// instead of overwriting C (TMA's reduce-add: C is not read by the kernel). `issue` false: the
-// chunk is staged but not sent (a stream-K run whose partial another run stores: every thread
-// takes the same path, so that ptxas keeps the caller's loop uniform; read by the leader only).
+// instead of overwriting C (TMA's reduce-add: C is not read by the kernel).
 template <int PENDING = 1, class Stage>
 __device__ __forceinline__ void store_staged_chunk(const TmaMap* map, u32 buf, u32 bar, bool leader, int c0, int c1,
-                                                   bool accumulate, Stage stage, bool issue = true) {
+                                                   bool accumulate, Stage stage) {
   if (leader) tma_store_wait_read<PENDING>();
   named_barrier_sync(bar, 128);
   stage();
   fence_proxy_async_shared();
   named_barrier_sync(bar, 128);
-  if (leader && issue) {
+  if (leader) {
     if (accumulate) tma_reduce_add_2d(map, buf, c0, c1);
     else tma_store_2d(map, buf, c0, c1);
     tma_store_commit();
@@ -146,11 +144,9 @@ struct TmaStoreEpilogue {
 
   // Chunk ch of nch of the consumer's 64 x N tile to C at (m0, n0 + C_COLS ch). 16-bit C (EPI 1):
   // get(J, x) is the x-th 16-bit pair of 16-column block J (accumulators 8J + 2x, 8J + 2x + 1);
-  // otherwise get(i) is accumulator i, scaled. `issue` false stages the chunk without sending it
-  // (store_staged_chunk).
+  // otherwise get(i) is accumulator i, scaled.
   template <class Get>
-  __device__ __forceinline__ void store_chunk(const TmaMap* map, int ch, int nch, int m0, int n0, float beta, Get get,
-                                              bool issue = true) {
+  __device__ __forceinline__ void store_chunk(const TmaMap* map, int ch, int nch, int m0, int n0, float beta, Get get) {
     const u32 buf = stage + (NBUF * c + (chunks % NBUF)) * CHUNK_BYTES;
     const u32 cbar = bars + 8u * (2 * c + (chunks & 1));
     if (C_LOAD) mbar_wait(cbar, (chunks >> 1) & 1);
@@ -159,7 +155,7 @@ struct TmaStoreEpilogue {
       else if constexpr (EPI == 2) stage_chunk_16_blend<OutT>(buf, ch, srow, w, lane, beta, get);
       else if constexpr (sizeof(OutT) == 4) stage_chunk_f32(buf, ch, w, lane, get);
       else stage_chunk_16(buf, ch, srow, lane, get);
-    }, issue);
+    });
     // After the last chunk the wait frees both buffers for the next tile's first loads; not
     // after the one before it, whose buffer nothing reloads in this tile.
     if (C_LOAD && leader && ch + 2 != nch) {

@@ -42,15 +42,16 @@
 // store to have read it) two chunks under each half's batch of the next tile's first K block,
 // whose promotion writes fin fresh; Y is stored by TMA (`tma_y`). A consumer holding rows past
 // its expert's end (another expert's rows: never written) stores from registers as before.
-// KILN_XFEED = 1 (`tm256x`, the 128 x 256 tile with register stores: ledger row 81), the dense
-// `256tmd`'s feed: a tile whose 128 rows are all its expert's loads them as one box of 128 rows,
-// as the dense tile loads A, through the fourth map (X in 128-row boxes, in the slot `tma_y`
-// takes when deferred; the 128B swizzle repeats every 8 rows, so the stage holds the same bytes
-// as four 32-row boxes), and a K block's scales are read from the slot under its first half's
-// batch, not before it: ptxas recomputes their slot offset each K block from threadIdx and
-// x_rows (S2R, LDC, a dozen dependent instructions), which held the batch's issue back (those
-// lines ~4 % of the stall samples, ncu of `tm256` 2026-11-30), where the dense loop's scales
-// take one LEA.
+// KILN_XFEED (the 128 x 256 tile with register stores: docs/fp8.md ledger rows 81 and 84), the
+// dense `256tmd`'s feed, in two parts. Bit 0 (`tm256b`): a tile whose 128 rows are all its
+// expert's loads them as one box of 128 rows, as the dense tile loads A, through the fourth map
+// (X in 128-row boxes, in the slot `tma_y` takes when deferred; the 128B swizzle repeats every 8
+// rows, so the stage holds the same bytes as four 32-row boxes). Bit 1 (`tm256s`): a K block's
+// scales are read from the slot under its first half's batch, not before it: ptxas recomputes
+// their slot offset each K block from threadIdx and x_rows (S2R, LDC, a dozen dependent
+// instructions) between the full-stage wait and the first wgmma (those lines ~4 % of the stall
+// samples, ncu of `tm256` 2026-11-30), where the dense loop's scales take one LEA. Both (round
+// 1's `tm256x`) ran 10 % slower than `tm256` (ncu: +8 % cycles): the parts are timed apart.
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
@@ -86,8 +87,9 @@ constexpr int C_NCH = BN / Epi::C_COLS;
 constexpr u32 C_BYTES = DEFER ? 2 * Epi::CHUNK_BYTES : 0;
 static_assert(KILN_TMAE == 0 || (DEFER && BN == 256 && sizeof(out_t) == 2),
               "KILN_TMAE is 0 (register stores) or 3 (deferred TMA stores: the 128 x 256 tile, 16-bit Y)");
-constexpr bool XFEED = KILN_XFEED != 0;
-static_assert(!XFEED || (BN == 256 && !DEFER), "KILN_XFEED feeds the 128 x 256 tile with register stores (its fourth map)");
+constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, LATE_SCALES = (KILN_XFEED & 2) != 0;
+static_assert(KILN_XFEED >= 0 && KILN_XFEED <= 3 && (KILN_XFEED == 0 || (BN == 256 && !DEFER)),
+              "KILN_XFEED (bits: one X box, the scales read late) feeds the 128 x 256 tile with register stores");
 static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
               "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
               "in the ring, in pairs");
@@ -147,13 +149,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tma_prefetch(&tma_x);
         tma_prefetch(&tma_w);
         if (STAGED) tma_prefetch(&tma_sx);
-        if (DEFER || XFEED) tma_prefetch(&tma_y);
+        if (DEFER || X_ONE_BOX) tma_prefetch(&tma_y);
         const int rank = CM > 1 ? (int)cluster_ctarank() : 0;
         u32 it = 0;
-        // (KILN_XFEED: the stride reread from %nctaid each tile, which ptxas else spilled at the
+        // (one X box: the stride reread from %nctaid each tile, which ptxas else spilled at the
         // producer's 40 registers)
         auto next_stride = [&]() {
-          if constexpr (!XFEED) return stride;
+          if constexpr (!X_ONE_BOX) return stride;
           u32 n;
           asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
           return (int)n / CM;
@@ -167,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int kb = 0; kb < kblocks; ++kb, ++it) {
             ws_fill(ring, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES;
-              if (XFEED && boxes == BM / XBOX) tma_load_2d(sx, &tma_y, bar, kb * BK, tile.row0);
+              if (X_ONE_BOX && boxes == BM / XBOX) tma_load_2d(sx, &tma_y, bar, kb * BK, tile.row0);
               else
                 for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
               if constexpr (CM > 1)
@@ -253,13 +255,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             };
             auto kblock = [&](int kb, auto first_t) {
               constexpr bool FIRST = decltype(first_t)::value;
-              // KILN_XFEED: the scales read once the first half's batch is issued (the stage is
+              // LATE_SCALES: the scales read once the first half's batch is issued (the stage is
               // held until the second half's wait)
               Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0, [&](int s) {
-                if constexpr (XFEED) return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f};
+                if constexpr (LATE_SCALES) return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f};
                 else return read_scales(kb, s);
               });
-              if constexpr (XFEED) sc = read_scales(kb, MbarRing<STAGES>::slot(it));
+              if constexpr (LATE_SCALES) sc = read_scales(kb, MbarRing<STAGES>::slot(it));
               if constexpr (FIRST) send_part(0);
               wgmma_wait<0>();
               fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);

@@ -516,9 +516,9 @@ pub(super) static KNOBS: &[Knob] = &[
             "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
              ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile), `tm256` \
              (`tm` with 128 x 256 tiles), `tm256d` (`tm256` storing by TMA under the next \
-             tile) or `tm256x` (`tm256` fed as the dense 256tmd: a full tile's X as one 128-row \
-             box, the scales read under the wgmmas): how the FP8 grouped GEMM feeds its mainloop \
-             and stores"
+             tile), `tm256b` (`tm256` loading a full tile's X as one 128-row box) or `tm256s` \
+             (`tm256` reading the scales under the wgmmas): how the FP8 grouped GEMM feeds its \
+             mainloop and stores"
                 .into()
         },
         default: "tm256 (ldg where X's scales are not 16-byte aligned; H200, ledger row 22)",

@@ -40,19 +40,29 @@ const fn fixed_bytes() -> u32 {
     1024 + TABLE_BYTES
 }
 
-/// Whether `feed` is the dense tile's feed (`tm256x`, the kernel's `KILN_XFEED`): a full tile's X
-/// as one box of [`BM`] rows through the map in the kernel's fourth slot (which the register-store
-/// kernels leave unused), a K block's scales read under its first half's batch.
-pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
-    matches!(feed, Fp8GroupedFeed::StagedPairsWideOneBox)
+/// The parts of the dense tile's feed `feed` takes (the kernel's `KILN_XFEED` bits): 1, a full
+/// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot (`tm256b`); 2,
+/// a K block's scales read under its first half's batch (`tm256s`); 0 for the other feeds.
+pub const fn xfeed(feed: Fp8GroupedFeed) -> u32 {
+    match feed {
+        Fp8GroupedFeed::StagedPairsWideOneBox => 1,
+        Fp8GroupedFeed::StagedPairsWideLateScales => 2,
+        _ => 0,
+    }
 }
 
-/// Tile columns: 256 for `tm256`, `tm256d` and `tm256x`, else [`BN`].
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256b`).
+pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
+    xfeed(feed) & 1 != 0
+}
+
+/// Tile columns: 256 for `tm256`, `tm256d`, `tm256b` and `tm256s`, else [`BN`].
 pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideDeferred
-        | Fp8GroupedFeed::StagedPairsWideOneBox => 256,
+        | Fp8GroupedFeed::StagedPairsWideOneBox
+        | Fp8GroupedFeed::StagedPairsWideLateScales => 256,
         _ => BN,
     }
 }
@@ -86,13 +96,14 @@ pub const fn slot_bytes(feed: Fp8GroupedFeed) -> u32 {
     }
 }
 
-/// CTAs sharing each W tile: 2 for `tm`, `tm256`, `tm256d` and `tm256x` (pairs along M), else 1.
+/// CTAs sharing each W tile: 2 for `tm` and the 128 x 256 tiles (pairs along M), else 1.
 pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideDeferred
-        | Fp8GroupedFeed::StagedPairsWideOneBox => 2,
+        | Fp8GroupedFeed::StagedPairsWideOneBox
+        | Fp8GroupedFeed::StagedPairsWideLateScales => 2,
         _ => 1,
     }
 }
@@ -134,7 +145,7 @@ pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
         .define("KILN_SSCALE", (feed != Fp8GroupedFeed::Ldg) as u32)
         .define("KILN_CLUSTER", ctas(feed))
         .define("KILN_TMAE", if deferred(feed) { 3 } else { 0 })
-        .define("KILN_XFEED", one_x_box(feed) as u32)
+        .define("KILN_XFEED", xfeed(feed))
 }
 
 /// Every specialisation (for the compile check): the kernel of each feed, and the prefix kernel
@@ -170,7 +181,7 @@ pub fn x_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
     x_map_rows(p, addr, X_BOX)
 }
 
-/// [`x_map`] in boxes of `rows` rows (`tm256x`: [`BM`], a full tile's X in one box; the 128B
+/// [`x_map`] in boxes of `rows` rows (`tm256b`: [`BM`], a full tile's X in one box; the 128B
 /// swizzle repeats every 8 rows, so one box of 128 lands as four of 32 side by side do).
 pub fn x_map_rows(p: &Fp8MoeProblem, addr: u64, rows: u32) -> Tma2d {
     Tma2d {
@@ -289,7 +300,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
     };
-    // the fourth slot: Y for `tm256d`, X in boxes of 128 rows for `tm256x`, else a stand-in
+    // the fourth slot: Y for `tm256d`, X in boxes of 128 rows for `tm256b`, else a stand-in
     let mut map_y = match map_y {
         Some(m) => m.encode()?,
         None if one_x_box(feed) => {
@@ -318,7 +329,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The
     // maps address X, W, X's scales and Y (the `ldg` kernel reads no third map, only `tm256d` and
-    // `tm256x` a fourth, X in 128-row boxes for `tm256x`: X's stands in), the args Y, the scales
+    // `tm256b` a fourth, X in 128-row boxes for `tm256b`: X's stands in), the args Y, the scales
     // and the schedule workspace; `prepare` has
     // matched every buffer to the problem, and the caller keeps them alive until the stream has
     // run.
@@ -375,7 +386,7 @@ mod tests {
         let deferred = Fp8GroupedFeed::StagedPairsWideDeferred;
         assert_eq!(smem_of(deferred), smem_of(wide) + 16_384);
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 7);
+        assert_eq!(specs.len(), 8);
         // the measured default (ledger row 22), where TMA can map X's scales
         assert_eq!(
             (

@@ -139,16 +139,6 @@ constexpr int NR = WN / 2;                  // its accumulator registers
 // 128 in two (three arrays of WN / 2 registers, the whole-width pipeline, fit up to 128).
 constexpr int PARTS = !PROMOTE || SPLIT_N ? 1 : PIPE ? (WN <= 128 ? 1 : WN == 256 ? 4 : 2) : (WN == 256 ? 2 : 1);
 constexpr int HN = WN / PARTS, HR = HN / 2;  // one part's wgmma width and registers
-// KILN_SK_PARTS = 1 (`256tmd/k`, docs/fp8.md ledger row 61; passed for that kernel only): the
-// drained halves take stream-K's runs, summed atomically (the only reduction compiled there; the
-// other tiles in parts take none). A run that does not count last goes through the deferred
-// epilogue storing nothing, so that the pairs' lifetimes stay those of a whole tile.
-#ifndef KILN_SK_PARTS
-#define KILN_SK_PARTS 0
-#endif
-constexpr bool SK_PARTS = KILN_SK_PARTS != 0;
-static_assert(!SK_PARTS || (PROMOTE && !PIPE && PARTS == 2 && NCONS == 2 && KILN_TMAE == 3),
-              "KILN_SK_PARTS streams the drained halves with the deferred epilogue (256tmd/k)");
 static_assert(BM == 64 || BM == 128 || BM == 192,
               "KILN_BM is 64 (consumers split N), 128 or 192 (two or three consumers split M)");
 static_assert(NCONS == 2 || (SCALE == 0 && !PROMOTE && KILN_CLUSTER_N == 1),
@@ -854,11 +844,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if constexpr (PROMOTE) return &fin;
       else return &acc;
     }();
-    bool skip = false;  // KILN_SK_PARTS: a run that did not count last (its partial is summed)
-    // (a tile run in parts, or by three consumers, is never split; but KILN_SK_PARTS's)
-    if ((PARTS == 1 || SK_PARTS) && NCONS == 2 && ns > 1) {
+    if (PARTS == 1 && NCONS == 2 && ns > 1) {  // (a tile run in parts, or by three consumers, is never split)
       const int ct = threadIdx.x - 128;
-      if (!SK_PARTS && p.reduce == 2) {
+      if (p.reduce == 2) {
         // The tile's slices are this cluster's CTAs (rank sp), one unit each
         // (common/split_k_cluster.cuh): once every consumer is past its K blocks, rank 0's ring
         // takes the peers' partials, and rank 0 goes on with their sum.
@@ -867,19 +855,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         cluster_sync();
         if (sp != 0) continue;
         split_cluster_sum(base, ns, ct, sums);
-      } else if (SK_PARTS || p.reduce) {
+      } else if (p.reduce) {
         // Atomic adds into the tile's one fp32 sum; only the slice that counts last goes on.
         // Rows past M (and a consumer wholly past N) add nothing: the sum there stays zero.
         float* tile_ws = p.ws + (i64)t * (BM * BN);
         const bool live = row < p.m && n0 < p.n;
         split_red_partial(tile_ws, ct, sums, live);
-        if constexpr (SK_PARTS) {
-          if (split_arrive(p.counters + t, ns, ct, SPLIT_BAR)) split_take_sum(tile_ws, ct, sums, live);
-          else skip = true;
-        } else {
-          if (!split_arrive(p.counters + t, ns, ct, SPLIT_BAR)) continue;
-          split_take_sum(tile_ws, ct, sums, live);
-        }
+        if (!split_arrive(p.counters + t, ns, ct, SPLIT_BAR)) continue;
+        split_take_sum(tile_ws, ct, sums, live);
       } else {
         // Partials through the workspace; only the slice that counts last goes on.
         float* tile_ws = p.ws + (i64)t * ns * (BM * BN);
@@ -917,7 +900,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         if constexpr (!PROMOTE) while (dleft > 0) defer_step();
         dm0 = m0 + arow;
         dn0 = n0;
-        dnch = (SK_PARTS && skip) || !tma_out || dm0 >= p.m || n0 >= p.n ? 0 : min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+        dnch = !tma_out || dm0 >= p.m || n0 >= p.n ? 0 : min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
 #pragma unroll
         for (int ch = 0; ch < C_NCH - DCH; ++ch)
           if (ch < dnch) epi.store_acc_chunk(&tma_c, ch, dnch, dm0, n0, 1.0f, 0.0f, res);
@@ -928,7 +911,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           for (int x = 0; x < 4; ++x) packed[4 * J + x - 16 * (C_NCH - DCH)] = pack_pair<out_t>(res[8 * J + 2 * x], res[8 * J + 2 * x + 1]);
         if (tma_out) return;
       }
-      if (SK_PARTS && skip) return;  // (a partial run, its pairs written as a tile's: nothing to store)
       if (TMA_EPI && tma_out) {
         // The ring's stages are free once both consumers are past their last wgmmas (the loads
         // they read have all landed; nothing else loads into it): both reach this barrier.

@@ -42,6 +42,16 @@
 // store to have read it) two chunks under each half's batch of the next tile's first K block,
 // whose promotion writes fin fresh; Y is stored by TMA (`tma_y`). A consumer holding rows past
 // its expert's end (another expert's rows: never written) stores from registers as before.
+// KILN_XFEED (the 128 x 256 tile with register stores: docs/fp8.md ledger rows 81 and 84), the
+// dense `256tmd`'s feed, in two parts. Bit 0 (`tm256b`): a tile whose 128 rows are all its
+// expert's loads them as one box of 128 rows, as the dense tile loads A, through the fourth map
+// (X in 128-row boxes, in the slot `tma_y` takes when deferred; the 128B swizzle repeats every 8
+// rows, so the stage holds the same bytes as four 32-row boxes). Bit 1 (`tm256s`): a K block's
+// scales are read from the slot under its first half's batch, not before it: ptxas recomputes
+// their slot offset each K block from threadIdx and x_rows (S2R, LDC, a dozen dependent
+// instructions) between the full-stage wait and the first wgmma (those lines ~4 % of the stall
+// samples, ncu of `tm256` 2026-11-30), where the dense loop's scales take one LEA. Both (round
+// 1's `tm256x`) ran 10 % slower than `tm256` (ncu: +8 % cycles): the parts are timed apart.
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
@@ -53,8 +63,9 @@
 #include "moe/sched.cuh"
 
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM) || \
-    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER) || !defined(KILN_TMAE)
-#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE, KILN_CLUSTER and KILN_TMAE (src/ops/moe/fp8_grouped.rs)"
+    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER) || !defined(KILN_TMAE) ||          \
+    !defined(KILN_XFEED)
+#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE, KILN_CLUSTER, KILN_TMAE and KILN_XFEED (src/ops/moe/fp8_grouped.rs)"
 #endif
 
 constexpr int BM = 128, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
@@ -76,6 +87,9 @@ constexpr int C_NCH = BN / Epi::C_COLS;
 constexpr u32 C_BYTES = DEFER ? 2 * Epi::CHUNK_BYTES : 0;
 static_assert(KILN_TMAE == 0 || (DEFER && BN == 256 && sizeof(out_t) == 2),
               "KILN_TMAE is 0 (register stores) or 3 (deferred TMA stores: the 128 x 256 tile, 16-bit Y)");
+constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, LATE_SCALES = (KILN_XFEED & 2) != 0;
+static_assert(KILN_XFEED >= 0 && KILN_XFEED <= 3 && (KILN_XFEED == 0 || (BN == 256 && !DEFER)),
+              "KILN_XFEED (bits: one X box, the scales read late) feeds the 128 x 256 tile with register stores");
 static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
               "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
               "in the ring, in pairs");
@@ -135,10 +149,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tma_prefetch(&tma_x);
         tma_prefetch(&tma_w);
         if (STAGED) tma_prefetch(&tma_sx);
-        if (DEFER) tma_prefetch(&tma_y);
+        if (DEFER || X_ONE_BOX) tma_prefetch(&tma_y);
         const int rank = CM > 1 ? (int)cluster_ctarank() : 0;
         u32 it = 0;
-        for (int u = first; u < units; u += stride) {
+        // (one X box: the stride reread from %nctaid each tile, which ptxas else spilled at the
+        // producer's 40 registers)
+        auto next_stride = [&]() {
+          if constexpr (!X_ONE_BOX) return stride;
+          u32 n;
+          asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
+          return (int)n / CM;
+        };
+        for (int u = first; u < units; u += next_stride()) {
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, rank);
           const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
           const int nb = tile.n0 / 128;
@@ -147,7 +169,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int kb = 0; kb < kblocks; ++kb, ++it) {
             ws_fill(ring, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES;
-              for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
+              if (X_ONE_BOX && boxes == BM / XBOX) tma_load_2d(sx, &tma_y, bar, kb * BK, tile.row0);
+              else
+                for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
               if constexpr (CM > 1)
                 tma_load_3d_multicast(sx + X_BYTES + rank * W_PART * 128u, &tma_w, bar, kb * BK, tile.n0 + rank * W_PART,
                                       tile.expert, (u16)((1 << CM) - 1));
@@ -218,18 +242,26 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
               for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
             }
+            // block kb's scales from stage s's slot
+            auto read_scales = [&](int kb, int s) {
+              const u32 sl = slots + s * SLOT_BYTES;
+              const u32 sa = sl + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
+              Fp8BlockScales v;
+              v.a0 = r0 < tile.valid_rows ? ld_shared_f32(sa + 4u * r0) : 0.0f;
+              v.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sa + 4u * (r0 + 8)) : 0.0f;
+              v.b0 = ld_shared_f32(sl + SW_AT);
+              v.b1 = ld_shared_f32(sl + SW_AT + 4);
+              return v;
+            };
             auto kblock = [&](int kb, auto first_t) {
               constexpr bool FIRST = decltype(first_t)::value;
-              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0, [&](int s) {
-                const u32 sl = slots + s * SLOT_BYTES;
-                const u32 sa = sl + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
-                Fp8BlockScales v;
-                v.a0 = r0 < tile.valid_rows ? ld_shared_f32(sa + 4u * r0) : 0.0f;
-                v.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sa + 4u * (r0 + 8)) : 0.0f;
-                v.b0 = ld_shared_f32(sl + SW_AT);
-                v.b1 = ld_shared_f32(sl + SW_AT + 4);
-                return v;
+              // LATE_SCALES: the scales read once the first half's batch is issued (the stage is
+              // held until the second half's wait)
+              Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0, [&](int s) {
+                if constexpr (LATE_SCALES) return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f};
+                else return read_scales(kb, s);
               });
+              if constexpr (LATE_SCALES) sc = read_scales(kb, MbarRing<STAGES>::slot(it));
               if constexpr (FIRST) send_part(0);
               wgmma_wait<0>();
               fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
@@ -271,6 +303,20 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             fp8_promoted_kloop<BN, STAGES, STAGE_BYTES>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales, release);
           }
 
+          // Y from registers, row by row: `put(h, j0, row_ok, r)` transposes the quad's four 8-column
+          // groups j0 .. j0 + 3 of fragment row h (tile row r = r0 + 8 h) and stores its lane's
+          // group where the row is its expert's (both stores' one loop: the deferred kernel's rows
+          // past its expert from the 16-bit pairs, else fin; every lane takes part in the
+          // transposes, stored row or not).
+          auto store_rows = [&](auto put) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = r0 + 8 * h;
+              const bool row_ok = r < tile.valid_rows;
+#pragma unroll
+              for (int j0 = 0; j0 < BN / 8; j0 += 4) put(h, j0, row_ok, r);
+            }
+          };
           if constexpr (DEFER) {
             // The pairs are written whatever the store: else the last tile's would stay live
             // through the K blocks. A consumer whose 64 rows are all its expert's goes by TMA.
@@ -284,40 +330,28 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               dnch = min(C_NCH, (p.n - tile.n0 + Epi::C_COLS - 1) / Epi::C_COLS);
               continue;
             }
-            // From the pairs too (fin dead once packed: fin and the pairs together spilled).
-            // Group j's pair of fragment row h is pair 2 (j & 1) + h of 16-column block j / 2.
+            // From the pairs (fin dead once packed: fin and the pairs together spilled). Group j's
+            // pair of fragment row h is pair 2 (j & 1) + h of 16-column block j / 2.
+            store_rows([&](int h, int j0, bool row_ok, int r) {
+              u32 v[4];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = r0 + 8 * h;
-              const bool row_ok = r < tile.valid_rows;
-#pragma unroll
-              for (int j0 = 0; j0 < BN / 8; j0 += 4) {
-                u32 v[4];
-#pragma unroll
-                for (int s = 0; s < 4; ++s) v[s] = packed[4 * ((j0 + s) / 2) + 2 * ((j0 + s) & 1) + h];
-                quad_transpose_packed(v, q);
-                if (row_ok) moe_store8_packed(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), v);
-              }
-            }
+              for (int s = 0; s < 4; ++s) v[s] = packed[4 * ((j0 + s) / 2) + 2 * ((j0 + s) & 1) + h];
+              quad_transpose_packed(v, q);
+              if (row_ok) moe_store8_packed(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), v);
+            });
             continue;
           }
           // Register i holds row r0 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1).
+          store_rows([&](int h, int j0, bool row_ok, int r) {
+            float e[4][2];
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = r0 + 8 * h;
-            const bool row_ok = r < tile.valid_rows;
-#pragma unroll
-            for (int j0 = 0; j0 < BN / 8; j0 += 4) {
-              float e[4][2];
-#pragma unroll
-              for (int s = 0; s < 4; ++s) {
-                e[s][0] = fin[4 * (j0 + s) + 2 * h];
-                e[s][1] = fin[4 * (j0 + s) + 2 * h + 1];
-              }
-              quad_transpose(e, q);
-              if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), e);
+            for (int s = 0; s < 4; ++s) {
+              e[s][0] = fin[4 * (j0 + s) + 2 * h];
+              e[s][1] = fin[4 * (j0 + s) + 2 * h + 1];
             }
-          }
+            quad_transpose(e, q);
+            if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), e);
+          });
         }
         if constexpr (DEFER) {
           // the last tile's deferred chunks; their bulk stores finish before the shared memory goes

@@ -515,8 +515,10 @@ pub(super) static KNOBS: &[Knob] = &[
         takes: || {
             "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
              ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile), `tm256` \
-             (`tm` with 128 x 256 tiles) or `tm256d` (`tm256` storing by TMA under the next \
-             tile): how the FP8 grouped GEMM feeds its mainloop and stores"
+             (`tm` with 128 x 256 tiles), `tm256d` (`tm256` storing by TMA under the next \
+             tile), `tm256b` (`tm256` loading a full tile's X as one 128-row box) or `tm256s` \
+             (`tm256` reading the scales under the wgmmas): how the FP8 grouped GEMM feeds its \
+             mainloop and stores"
                 .into()
         },
         default: "tm256 (ldg where X's scales are not 16-byte aligned; H200, ledger row 22)",

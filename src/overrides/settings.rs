@@ -382,9 +382,9 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256` or `tm256d`): how the FP8 grouped GEMM feeds its
-    /// mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256` where X's scales can be mapped
-    /// ([`Fp8GroupedFeed::default_for`]).
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256d`, `tm256b` or `tm256s`): how the FP8
+    /// grouped GEMM feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256` where X's scales can
+    /// be mapped ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
 }
 
@@ -622,15 +622,25 @@ pub enum Fp8GroupedFeed {
     /// all its expert's is stored by TMA, staged under the next tile's first K block (docs/fp8.md
     /// ledger row 60); Y's rows must be a multiple of 16 bytes (else `tm256`).
     StagedPairsWideDeferred,
+    /// `tm256b`: `tm256` with one part of the dense `256tmd`'s feed: a tile whose 128 rows are
+    /// all its expert's loads them as one X box of 128 rows (the dense tile's A box) instead of
+    /// four of 32 (docs/fp8.md ledger rows 81 and 84).
+    StagedPairsWideOneBox,
+    /// `tm256s`: `tm256` with the other part: a K block's scales are read under its first half's
+    /// batch instead of before it (ledger rows 81 and 84). With `tm256b`'s part (round 1's
+    /// `tm256x`) 10 % slower than `tm256`.
+    StagedPairsWideLateScales,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 5] = [
+    pub const ALL: [Fp8GroupedFeed; 7] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
         Fp8GroupedFeed::StagedPairsWideDeferred,
+        Fp8GroupedFeed::StagedPairsWideOneBox,
+        Fp8GroupedFeed::StagedPairsWideLateScales,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -656,6 +666,8 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::StagedPairs => "tm",
             Fp8GroupedFeed::StagedPairsWide => "tm256",
             Fp8GroupedFeed::StagedPairsWideDeferred => "tm256d",
+            Fp8GroupedFeed::StagedPairsWideOneBox => "tm256b",
+            Fp8GroupedFeed::StagedPairsWideLateScales => "tm256s",
         }
     }
 }

@@ -268,12 +268,6 @@ impl Fp8Config {
         }
     }
 
-    /// Stream-K in a tile run in parts (`256tmd/k`, `KILN_SK_PARTS`, ledger row 61): a kernel
-    /// of its own, where stream-K is a run-time choice of the one-part tiles.
-    pub const fn sk_parts(&self) -> bool {
-        self.stream && self.parts() > 1 && self.sscale
-    }
-
     /// The same tile writing C through the TMA-store epilogue.
     pub const fn tma_store(self) -> Self {
         Fp8Config {
@@ -297,7 +291,6 @@ impl Fp8Config {
             self.tma_epi,
             self.one_buffer,
             self.deferred,
-            self.sk_parts(),
         ) == (
             other.bm,
             other.bn,
@@ -310,7 +303,6 @@ impl Fp8Config {
             other.tma_epi,
             other.one_buffer,
             other.deferred,
-            other.sk_parts(),
         )
     }
 
@@ -749,11 +741,6 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, false).deferred_epilogue(),
-        // ledger row 61: `256tmd` with stream-K (the last of 6.79 waves at 4096x7168x16384
-        // shared out by K block), by name only until timed in two rounds
-        Fp8Config::wide_pair(256, false)
-            .deferred_epilogue()
-            .streamed(),
         // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
         // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
         // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
@@ -816,7 +803,7 @@ fn spec_of(
     cfg: Fp8Config,
     out: DType,
 ) -> KernelSpec {
-    let spec = KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
+    KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
         .define("KILN_FP8_A", a.define())
         .define("KILN_FP8_B", b.define())
         .define("KILN_SCALE", scale.define())
@@ -836,12 +823,7 @@ fn spec_of(
         .define("KILN_A_ROW", 1)
         .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
-        .define("KILN_SMEM", cfg.smem_bytes());
-    // (passed for `256tmd/k` only: the other kernels' specs, and so their cache keys, unchanged)
-    match cfg.sk_parts() {
-        true => spec.define("KILN_SK_PARTS", 1),
-        false => spec,
-    }
+        .define("KILN_SMEM", cfg.smem_bytes())
 }
 
 /// Every specialisation (for the compile check): one per compiled kernel, a config that only
@@ -1835,15 +1817,15 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     // (the unpromoted 128 x 256 tensor-scale tile, `256mh` / `256md`, counted as two parts so
     // that no rule slices it, runs one accumulator a consumer: its runs sum as any one-part
     // tile's, asked for by name only)
-    let one_part = cfg.max_splits() > 1
-        || (!p.promote && p.scale == ScaleMode::Tensor && !cfg.sscale)
-        || (cfg.sk_parts() && cfg.deferred && p.scale == ScaleMode::Block);
+    let one_part =
+        cfg.max_splits() > 1 || (!p.promote && p.scale == ScaleMode::Tensor && !cfg.sscale);
     if cfg.stream && (!one_part || cfg.reduction() != Reduce::Atomic) {
         return Err(Error::invalid(format!(
             "config {cfg} asks for stream-K (/k), which sums a tile's runs atomically in a tile \
              not run in parts; drop the w, or the /k{}",
             if cfg.parts() > 1 {
-                " (256tmh and 256tmd take no slices; 256tmd/k with block scales takes stream-K)"
+                " (256tmh and 256tmd take no slices; 256tmd/k lost to 256tmd in two rounds, ledger \
+                 rows 61 and 82)"
             } else {
                 ""
             }
@@ -2348,19 +2330,9 @@ mod tests {
             assert!(e.contains("stream-K (/k)"), "{bad}: {e}");
         }
         assert!("128pte/k3".parse::<Fp8Config>().is_err());
-        // the drained halves' stream-K is a kernel of its own (ledger row 61), block scales only,
-        // and the only spec that passes KILN_SK_PARTS
-        let tmd: Fp8Config = "256tmd".parse().unwrap();
-        let tmdk: Fp8Config = "256tmd/k".parse().unwrap();
-        assert!(tmdk.sk_parts() && !tmd.sk_parts() && !tmdk.same_kernel(&tmd));
-        assert!(check_config(&p, tmdk).is_ok());
-        let has_sk = |c: Fp8Config| {
-            spec("sm_90a", &p, c)
-                .defines
-                .iter()
-                .any(|(k, _)| k == "KILN_SK_PARTS")
-        };
-        assert!(has_sk(tmdk) && !has_sk(tmd) && !has_sk(sk));
+        // the drained halves' stream-K (`256tmd/k`) lost to `256tmd` in two rounds (ledger rows
+        // 61 and 82) and is not compiled
+        assert!(check_config(&p, "256tmd/k".parse().unwrap()).is_err());
         let tensor = Fp8Problem::new(8192, 8192, 8192, DType::Bf16, ScaleMode::Tensor);
         assert!(check_config(&tensor, "256md/k".parse().unwrap()).is_err());
     }
@@ -2693,15 +2665,14 @@ mod tests {
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         // (102 since ledger row 40's `192th`: one block kernel, three outputs; 105 since row
-        // 61's `256tmd/k`; 108 since row 51's `256pth`)
-        assert!(v.len() <= 108, "{} variants", v.len());
+        // 51's `256pth`; row 61's `256tmd/k` lost in two rounds, row 82)
+        assert!(v.len() <= 105, "{} variants", v.len());
         // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2, tensor
-        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 18
-        // kernels (19 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25; `192th`, row 40; `256pth`, row 51;
-        // `256tmd/k`, row 61);
+        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 17
+        // kernels (18 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25; `192th`, row 40; `256pth`, row 51);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 18) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 17) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

@@ -40,10 +40,29 @@ const fn fixed_bytes() -> u32 {
     1024 + TABLE_BYTES
 }
 
-/// Tile columns: 256 for `tm256` and `tm256d`, else [`BN`].
+/// The parts of the dense tile's feed `feed` takes (the kernel's `KILN_XFEED` bits): 1, a full
+/// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot (`tm256b`); 2,
+/// a K block's scales read under its first half's batch (`tm256s`); 0 for the other feeds.
+pub const fn xfeed(feed: Fp8GroupedFeed) -> u32 {
+    match feed {
+        Fp8GroupedFeed::StagedPairsWideOneBox => 1,
+        Fp8GroupedFeed::StagedPairsWideLateScales => 2,
+        _ => 0,
+    }
+}
+
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256b`).
+pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
+    xfeed(feed) & 1 != 0
+}
+
+/// Tile columns: 256 for `tm256`, `tm256d`, `tm256b` and `tm256s`, else [`BN`].
 pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
-        Fp8GroupedFeed::StagedPairsWide | Fp8GroupedFeed::StagedPairsWideDeferred => 256,
+        Fp8GroupedFeed::StagedPairsWide
+        | Fp8GroupedFeed::StagedPairsWideDeferred
+        | Fp8GroupedFeed::StagedPairsWideOneBox
+        | Fp8GroupedFeed::StagedPairsWideLateScales => 256,
         _ => BN,
     }
 }
@@ -77,12 +96,14 @@ pub const fn slot_bytes(feed: Fp8GroupedFeed) -> u32 {
     }
 }
 
-/// CTAs sharing each W tile: 2 for `tm`, `tm256` and `tm256d` (pairs along M), else 1.
+/// CTAs sharing each W tile: 2 for `tm` and the 128 x 256 tiles (pairs along M), else 1.
 pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
-        | Fp8GroupedFeed::StagedPairsWideDeferred => 2,
+        | Fp8GroupedFeed::StagedPairsWideDeferred
+        | Fp8GroupedFeed::StagedPairsWideOneBox
+        | Fp8GroupedFeed::StagedPairsWideLateScales => 2,
         _ => 1,
     }
 }
@@ -124,6 +145,7 @@ pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
         .define("KILN_SSCALE", (feed != Fp8GroupedFeed::Ldg) as u32)
         .define("KILN_CLUSTER", ctas(feed))
         .define("KILN_TMAE", if deferred(feed) { 3 } else { 0 })
+        .define("KILN_XFEED", xfeed(feed))
 }
 
 /// Every specialisation (for the compile check): the kernel of each feed, and the prefix kernel
@@ -156,12 +178,18 @@ pub fn supports(p: &Fp8MoeProblem, dev: &DeviceInfo, smem: u32) -> std::result::
 
 /// The map over all rows of X: e4m3 bytes in boxes of {128 of K, 32 rows}.
 pub fn x_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
+    x_map_rows(p, addr, X_BOX)
+}
+
+/// [`x_map`] in boxes of `rows` rows (`tm256b`: [`BM`], a full tile's X in one box; the 128B
+/// swizzle repeats every 8 rows, so one box of 128 lands as four of 32 side by side do).
+pub fn x_map_rows(p: &Fp8MoeProblem, addr: u64, rows: u32) -> Tma2d {
     Tma2d {
         dtype: TmaDType::U8,
         addr,
         dims: [p.k as u64, p.x_rows() as u64],
         row_stride_bytes: p.k as u64,
-        box_dims: [BK, X_BOX],
+        box_dims: [BK, rows],
         swizzle: TmaSwizzle::B128,
     }
 }
@@ -272,9 +300,15 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
     };
+    // the fourth slot: Y for `tm256d`, X in boxes of 128 rows for `tm256b`, else a stand-in
     let mut map_y = match map_y {
         Some(m) => m.encode()?,
-        None => map_x, // a stand-in: only `tm256d` reads it
+        None if one_x_box(feed) => {
+            let t = x_map_rows(p, ops.x.ptr(), BM);
+            t.validate().map_err(unsupported)?;
+            t.encode()?
+        }
+        None => map_x,
     };
     let f = ctx.function(&spec(&ctx.arch(), feed))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
@@ -294,8 +328,9 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The
-    // maps address X, W, X's scales and Y (the `ldg` kernel reads no third map, only `tm256d` a
-    // fourth: X's stands in), the args Y, the scales and the schedule workspace; `prepare` has
+    // maps address X, W, X's scales and Y (the `ldg` kernel reads no third map, only `tm256d` and
+    // `tm256b` a fourth, X in 128-row boxes for `tm256b`: X's stands in), the args Y, the scales
+    // and the schedule workspace; `prepare` has
     // matched every buffer to the problem, and the caller keeps them alive until the stream has
     // run.
     unsafe {
@@ -351,7 +386,7 @@ mod tests {
         let deferred = Fp8GroupedFeed::StagedPairsWideDeferred;
         assert_eq!(smem_of(deferred), smem_of(wide) + 16_384);
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 6);
+        assert_eq!(specs.len(), 8);
         // the measured default (ledger row 22), where TMA can map X's scales
         assert_eq!(
             (

@@ -38,6 +38,12 @@
 //     multiple of 4: rows 16-byte aligned) into the slot with A and B on the stage's full
 //     barrier, and the copier warp copies only the B scales; without the map (Fp8Args.tma_sa =
 //     0), as KILN_SSCALE = 1.
+//     Fp8Args.tma_sa = 2 (run time, either slot kernel in single CTAs; the `b` of a config): the producer
+//     thread copies the stage's A scales with one 1D bulk copy (cp.async.bulk, no tensor map:
+//     a tile's scales of one K block are contiguous in [K/128, M], M a multiple of 4) on the
+//     stage's full barrier, counting only the rows within M (the slot's rows past M keep stale
+//     values, whose products lie in rows never stored). The A-scale map's first use cost a
+//     128-row launch 1.5-3 us whenever another kernel ran last on the SM (ledger row 53).
 // Promotion (KILN_PROMOTE = 1): each 128-deep K block is accumulated by its four wgmmas into
 // fresh registers (the first with scale-d off), then added (block scales: multiplied by its
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
@@ -100,6 +106,7 @@
 // buffers (one consumer chunk after another's store has read its buffer): both consumers past
 // their last wgmmas (named barrier RING_BAR), every chunk written, one fence and barrier, and
 // the leader sends them all; the tail of a CTA whose one tile is all its work (M <= 128).
+#include "common/bulk_copy.cuh"
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/gemm_args.cuh"
@@ -127,6 +134,9 @@ constexpr bool A_SCALE_TMA = KILN_SSCALE == 2;  // the slot's A scales by TMA (F
 constexpr int CM = KILN_CLUSTER;            // CTAs along M sharing each B tile by TMA multicast
 constexpr int CN = KILN_CLUSTER_N;          // CTAs along N sharing each A tile likewise
 constexpr int CLUSTER = CM * CN;
+// Fp8Args.tma_sa = 2 (the A scales by one bulk copy) is compiled into the single-CTA slot kernels
+// (the small-M tiles it is for: the pairs' producer spilled at 40 registers with it)
+constexpr bool SA_BULK = SSCALE && CLUSTER == 1;
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 // KILN_BM = 192 (`192x192md`, 2026-11-30): three consumer warpgroups of 64 rows each (cuBLASLt's
 // 192 x 192 tile at 6144^3 has the same rows), 512 threads; tensor scales unpromoted only, in
@@ -305,7 +315,8 @@ struct Fp8Args {
   int reduce;
   int a_rows;  // rows of the A box (the tensor map's): BM, or fewer when M is smaller
   int tma_c;   // KILN_TMAE: 1 when tma_c maps C (the TMA-store epilogue), 0 for registers
-  int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0)
+  int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0);
+               // any KILN_SSCALE: 2 when the producer bulk-copies them (no map; M % 4 == 0)
   int order;   // 1: the consumers take turns issuing K blocks (drained promoted kernels only)
   // Stream-K (sk_w > 0; splits = 1, reduce 1): cluster tiles below sk_from run whole, cluster g
   // taking g, g + clusters, ..; then the sk_w K blocks of the tiles from sk_from on, laid end to
@@ -345,7 +356,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     tma_prefetch(&tma_a);
     tma_prefetch(&tma_b);
     if (TMA_EPI && p.tma_c) tma_prefetch(&tma_c);
-    if (A_SCALE_TMA && p.tma_sa) tma_prefetch(&tma_sa);
+    if (A_SCALE_TMA && p.tma_sa == 1) tma_prefetch(&tma_sa);
     for (int s = 0; s < STAGES; ++s) {
       // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
       mbar_init(full(s), SSCALE ? 1 + 32 : 1);
@@ -406,9 +417,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
-      // whole boxes, zero fill included; KILN_SSCALE = 2: BM A scales
-      const bool sa_by_tma = A_SCALE_TMA && p.tma_sa;
-      const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES + (sa_by_tma ? BM * 4 : 0);
+      // whole boxes, zero fill included; KILN_SSCALE = 2: BM A scales; a bulk copy: the
+      // tile's rows within M
+      const bool sa_by_tma = A_SCALE_TMA && p.tma_sa == 1, sa_by_bulk = SA_BULK && p.tma_sa == 2;
+      const u32 box_tx = (u32)p.a_rows * BK + B_BYTES + (sa_by_tma ? BM * 4 : 0);
+      auto sa_bytes = [&](int tm) { return sa_by_bulk ? 4u * (u32)min(BM, p.m - tm * BM) : 0u; };
+      // the K block's A scales of the tile's rows: box {BM, 1} of the map over [K/128, M], or
+      // the same run of scales by one bulk copy
+      auto load_sa = [&](int s, int kb, int tm) {
+        if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
+        else if (sa_by_bulk) bulk_copy_g2s(slot(s), p.sa + (i64)kb * p.m + tm * BM, sa_bytes(tm), full(s));
+      };
       // the CTAs sharing this CTA's B tile (same rn: ranks CM * rn ..) and its A tile (same rm)
       const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0, rm = rank % CM, rn = rank / CM;
       const u16 b_peers = (u16)(((1 << CM) - 1) << (CM * rn));
@@ -422,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         unit(u_first, t, tm, tn, kb0, kb1, sp, ns);
         early = (u32)min(kb1 - kb0, STAGES);
         for (u32 j = 0; j < early; ++j) {
-          mbar_arrive_expect_tx(full((int)j), stage_tx);
+          mbar_arrive_expect_tx(full((int)j), box_tx + sa_bytes(tm));
           tma_load_2d(base + j * STAGE_BYTES + A_BYTES, &tma_b, full((int)j), (kb0 + (int)j) * BK, tn * BN);
         }
       }
@@ -435,13 +454,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           const u32 sa = base + s * STAGE_BYTES;
           if (it < early) {  // B on its way already
             tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
-            if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
+            load_sa(s, kb, tm);
             continue;
           }
           // fresh barriers: parity 1 passes; in a cluster, free once the consumers of every CTA
           // this one multicasts into (its peers along M and N) have read the stage
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          mbar_arrive_expect_tx(full(s), stage_tx);  // whole A and B tiles land, every part
+          mbar_arrive_expect_tx(full(s), box_tx + sa_bytes(tm));  // whole A and B tiles land, every part
           if constexpr (CN > 1)
             tma_load_2d_multicast(sa + rn * A_PART * 128, &tma_a, full(s), kb * BK, tm * BM + rn * A_PART,
                                   a_peers);
@@ -452,8 +471,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                                   tn * BN + rm * B_PART, b_peers);
           else
             tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
-          // the K block's A scales of the tile's rows: box {BM, 1} of the map over [K/128, M]
-          if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
+          load_sa(s, kb, tm);
         }
       }
     } else if (SSCALE && threadIdx.x / 32 == 1) {
@@ -470,8 +488,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         const bool b_in = lane < B_SPAN && nb < nblocks_b;
         const float* sb_k = p.sb + (b_in ? (i64)nb * kblocks : 0);
         const float* sa_k = p.sa + (i64)kb0 * p.m;
-        // KILN_SSCALE = 2 with a map: the A scales come by TMA, this warp copies B's only
-        const int a_rows = A_SCALE_TMA && p.tma_sa ? 0 : BM;
+        // the A scales by TMA (a map, or one bulk copy): this warp copies B's only
+        const int a_rows = p.tma_sa ? 0 : BM;
         for (int kb = kb0; kb < kb1; ++kb, ++it, sa_k += p.m) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);

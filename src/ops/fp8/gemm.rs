@@ -78,6 +78,11 @@ pub struct Fp8Config {
     /// A-scale map's first use cost a cold 128-row launch 1.5-3 us (row 53).
     #[serde(default)]
     pub sa_bulk: bool,
+    /// With `sa_bulk` and `tma_scales`: the B scales by bulk copies as well, each B block's
+    /// 16-byte run of four K blocks' scales, and no copier warp (`q`, `Fp8Args.tma_sa = 3`, run
+    /// time; where ceil(K / 128) is a multiple of 4 and the B scales 16-byte aligned, else as `b`).
+    #[serde(default)]
+    pub sb_bulk: bool,
     /// CTAs along M sharing each B tile (`m`).
     #[serde(default = "one_cta")]
     pub cluster: u32,
@@ -144,6 +149,7 @@ impl Fp8Config {
             sscale,
             tma_scales: false,
             sa_bulk: false,
+            sb_bulk: false,
             cluster: 1,
             cluster_n: 1,
             tma_epi: false,
@@ -232,6 +238,15 @@ impl Fp8Config {
     pub const fn scales_by_bulk_copy(self) -> Self {
         Fp8Config {
             sa_bulk: true,
+            ..self
+        }
+    }
+
+    /// The same tile (the A scales by TMA) with both scales by bulk copies, no copier (`q`).
+    pub const fn scales_all_by_bulk_copy(self) -> Self {
+        Fp8Config {
+            sa_bulk: true,
+            sb_bulk: true,
             ..self
         }
     }
@@ -572,7 +587,11 @@ impl std::fmt::Display for Fp8Config {
                 (true, false) => "s",
                 _ => "",
             },
-            if self.sa_bulk { "b" } else { "" },
+            match (self.sa_bulk, self.sb_bulk) {
+                (true, true) => "q",
+                (true, false) => "b",
+                _ => "",
+            },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
             match (self.tma_epi, self.one_buffer, self.deferred) {
@@ -601,23 +620,24 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][b][m][n][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
     /// N multicasting A), `128ptmne` (clusters of 2 x 2, both), `128ptmh` (the TMA-store epilogue
     /// with one staging buffer a consumer), `256prtmh` (A's fragments from registers),
     /// `176se` (C through the TMA-store epilogue), `64x128ps` (the 64-row tile), `128otbe` (the
-    /// A scales of `128ote` by one bulk copy, no map), `/S` for S
+    /// A scales of `128ote` by one bulk copy, no map; `128otqe` the B scales too, no copier),
+    /// `/S` for S
     /// split-K slices (`/k`: stream-K), `a` / `w` to reduce them atomically or through
     /// per-slice slots (`64x128ps/7a`).
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b][m][n][e|h|d][l][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
-                 A scales by TMA; b: by one bulk copy), m for \
+                 A scales by TMA; b: by one bulk copy; q: both scales by bulk copies), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
                  next tile, 256md), l for the last tile staged in the ring, 64x for the 64-row \
@@ -665,9 +685,10 @@ impl std::str::FromStr for Fp8Config {
             Some(h) => (h, 2),
             None => (head, 1),
         };
-        let (head, sa_bulk) = match head.strip_suffix('b') {
-            Some(h) => (h, true),
-            None => (head, false),
+        let (head, sa_bulk, sb_bulk) = match (head.strip_suffix('b'), head.strip_suffix('q')) {
+            (Some(h), _) => (h, true, false),
+            (None, Some(h)) => (h, true, true),
+            _ => (head, false, false),
         };
         let (head, sscale, tma_scales) = match (head.strip_suffix('s'), head.strip_suffix('t')) {
             (Some(h), _) => (h, true, false),
@@ -696,6 +717,7 @@ impl std::str::FromStr for Fp8Config {
             sscale,
             tma_scales,
             sa_bulk,
+            sb_bulk,
             cluster,
             cluster_n,
             tma_epi,
@@ -1779,6 +1801,12 @@ pub fn a_scales_bulk_copyable(sa: u64, m: usize) -> bool {
     m.is_multiple_of(4) && sa.is_multiple_of(16)
 }
 
+/// Whether the B scales at `sb` (fp32 `[ceil(N / 128), kblocks]`) can go in 16-byte runs of four
+/// K blocks (`q`): every block's row starts on 16 bytes and holds whole runs.
+pub fn b_scales_bulk_copyable(sb: u64, kblocks: u64) -> bool {
+    kblocks.is_multiple_of(4) && sb.is_multiple_of(16)
+}
+
 /// The argument block, laid out as `Fp8Args` in `kernels/gemm/fp8_wgmma.cu`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -1801,7 +1829,8 @@ pub struct Fp8Args {
     /// 1 when the launch passes a tensor map of C (the TMA-store epilogue runs), else 0.
     pub tma_c: i32,
     /// 1 when the launch passes a tensor map of the A scales (`KILN_SSCALE=2`), 2 when the
-    /// producer copies them in bulk ([`Fp8Config::sa_bulk`]), else 0 (the copier warp).
+    /// producer copies them in bulk ([`Fp8Config::sa_bulk`]), 3 the B scales too
+    /// ([`Fp8Config::sb_bulk`]), else 0 (the copier warp).
     pub tma_sa: i32,
     /// 1: the consumers take turns issuing K blocks ([`Fp8Config::order`]; drained promoted
     /// kernels only), else 0.
@@ -1875,6 +1904,13 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             } else {
                 ""
             }
+        )));
+    }
+    if cfg.sb_bulk && (!cfg.tma_scales || cfg.bn == 192) {
+        return Err(Error::invalid(format!(
+            "config {cfg} copies both scales in bulk (q), which only a config with the A scales \
+             by TMA (t) and a width other than 192 does; write b for the A scales alone, or use \
+             a config such as 128otqe"
         )));
     }
     if cfg.sa_bulk && (!cfg.sscale || p.scale != ScaleMode::Block || cfg.ctas() > 1) {
@@ -2016,7 +2052,16 @@ pub fn gemm_launch(
     }
     .map(|m| m.encode())
     .transpose()?;
-    args.tma_sa = if bulk_sa { 2 } else { map_sa.is_some() as i32 };
+    // `q`: the B scales too, each block's run of four K blocks' scales 16-byte aligned
+    let bulk_sb = bulk_sa
+        && cfg.sb_bulk
+        && cfg.tma_scales
+        && b_scales_bulk_copyable(args.sb, (p.k as u64).div_ceil(BK as u64));
+    args.tma_sa = match (bulk_sa, bulk_sb) {
+        (true, true) => 3,
+        (true, false) => 2,
+        _ => map_sa.is_some() as i32,
+    };
     let t = tiles(p, &cfg);
     let splits = splits_for(p, &cfg, &ctx.info) as u64;
     if t * splits > i32::MAX as u64 {
@@ -2519,6 +2564,28 @@ mod tests {
         assert!(a_scales_bulk_copyable(0x1000, 100));
         assert!(!a_scales_bulk_copyable(0x1000, 126));
         assert!(!a_scales_bulk_copyable(0x1008, 128));
+        // `q`: both scales by bulk copies, on the `t` kernels only (the slot's room past the A
+        // scales), where K's blocks come in whole runs of four
+        for (name, plain) in [("128otqe/1", "128ote/1"), ("256tqhl/1", "256thl/1")] {
+            let c: Fp8Config = name.parse().unwrap();
+            let d: Fp8Config = plain.parse().unwrap();
+            assert_eq!(c.to_string(), name);
+            assert_eq!(c, d.scales_all_by_bulk_copy());
+            assert!(c.same_kernel(&d) && c.sa_bulk && c.sb_bulk, "{name}");
+            assert!(
+                check_config(&p, c).is_ok(),
+                "{name}: {:?}",
+                check_config(&p, c)
+            );
+        }
+        for bad in ["64x256psq/1", "192tqhl/1"] {
+            let e = check_config(&p, bad.parse().unwrap()).unwrap_err();
+            assert!(e.to_string().contains("(q)"), "{bad}: {e}");
+        }
+        assert!(b_scales_bulk_copyable(0x1000, 4));
+        assert!(b_scales_bulk_copyable(0x1000, 128));
+        assert!(!b_scales_bulk_copyable(0x1000, 12 + 1));
+        assert!(!b_scales_bulk_copyable(0x1004, 4));
         // `256pth` (ledger row 51) lost two rounds and is not compiled since row 70
         assert!(!block
             .iter()
@@ -2708,7 +2775,7 @@ mod tests {
             Reduce::Atomic
         );
         for bad in [
-            "p", "64x", "128q", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
+            "p", "64x", "128y", "128a", "x128", "128/", "128ps/x", "128ms", "128es", "128st",
             "128po", "128op", "128so", "o", "128nm", "128en", "128pnt", "128he", "128eh", "128rp",
             "128tr", "r",
         ] {

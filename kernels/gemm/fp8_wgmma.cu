@@ -38,6 +38,17 @@
 //     multiple of 4: rows 16-byte aligned) into the slot with A and B on the stage's full
 //     barrier, and the copier warp copies only the B scales; without the map (Fp8Args.tma_sa =
 //     0), as KILN_SSCALE = 1.
+//     Fp8Args.tma_sa = 2 (run time, either slot kernel in single CTAs; the `b` of a config): the producer
+//     thread copies the stage's A scales with one 1D bulk copy (cp.async.bulk, no tensor map:
+//     a tile's scales of one K block are contiguous in [K/128, M], M a multiple of 4) on the
+//     stage's full barrier, counting only the rows within M (the slot's rows past M keep stale
+//     values, whose products lie in rows never stored). The A-scale map's first use cost a
+//     128-row launch 1.5-3 us whenever another kernel ran last on the SM (ledger row 53).
+//     Fp8Args.tma_sa = 3 (the `q` of a config; KILN_SSCALE = 2 kernels in single CTAs, ceil(K /
+//     128) a multiple of 4): the B scales come the same way, each B block's 16-byte run of four
+//     K blocks' scales (sb[nb * kblocks + (kb & ~3)] ..) after the A scales at 16-byte steps, the
+//     block's own at (kb & 3); the copier warp does nothing and the full barrier counts only the
+//     producer's arrival.
 // Promotion (KILN_PROMOTE = 1): each 128-deep K block is accumulated by its four wgmmas into
 // fresh registers (the first with scale-d off), then added (block scales: multiplied by its
 // scales and added) into a separate fp32 accumulator on the CUDA cores: the tensor cores' FP8
@@ -100,6 +111,7 @@
 // buffers (one consumer chunk after another's store has read its buffer): both consumers past
 // their last wgmmas (named barrier RING_BAR), every chunk written, one fence and barrier, and
 // the leader sends them all; the tail of a CTA whose one tile is all its work (M <= 128).
+#include "common/bulk_copy.cuh"
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/gemm_args.cuh"
@@ -127,6 +139,13 @@ constexpr bool A_SCALE_TMA = KILN_SSCALE == 2;  // the slot's A scales by TMA (F
 constexpr int CM = KILN_CLUSTER;            // CTAs along M sharing each B tile by TMA multicast
 constexpr int CN = KILN_CLUSTER_N;          // CTAs along N sharing each A tile likewise
 constexpr int CLUSTER = CM * CN;
+// Fp8Args.tma_sa = 2 (the A scales by one bulk copy) is compiled into the single-CTA slot kernels
+// (the small-M tiles it is for: the pairs' producer spilled at 40 registers with it)
+constexpr bool SA_BULK = SSCALE && CLUSTER == 1;
+// Fp8Args.tma_sa = 3 (the A scales and the B scales by bulk copies, no copier warp) likewise, in
+// the kernels whose slot has room past the A scales for a 16-byte run per B block (KILN_SSCALE = 2)
+// but the 192-wide tile (`192th`, by name only: it spilled 28 bytes with it)
+constexpr bool SB_BULK = A_SCALE_TMA && CLUSTER == 1 && BN != 192;
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 // KILN_BM = 192 (`192x192md`, 2026-11-30): three consumer warpgroups of 64 rows each (cuBLASLt's
 // 192 x 192 tile at 6144^3 has the same rows), 512 threads; tensor scales unpromoted only, in
@@ -236,6 +255,7 @@ static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + 16 + SLOT_BYTES) + C_B
 // scales in shared memory only.
 constexpr int GCD_BN_128 = (BN & -BN) < 128 ? (BN & -BN) : 128;
 constexpr int B_SPAN = (BN - GCD_BN_128 + 127) / 128 + 1;
+static_assert(!SB_BULK || BM * 4 + 16 * B_SPAN <= SLOT_BYTES, "Fp8Args.tma_sa = 3: a 16-byte run per B block past the A scales");
 static_assert(SCALE != 2 || B_SPAN <= 2 || (B_SPAN == 3 && SSCALE && !SPLIT_N),
               "a block-scaled tile spans at most two B scale blocks, or three in 128-row tiles with KILN_SSCALE");
 // Whether a consumer's columns can straddle two B blocks (else every column group takes b0), or
@@ -295,7 +315,8 @@ struct Fp8Args {
   int reduce;
   int a_rows;  // rows of the A box (the tensor map's): BM, or fewer when M is smaller
   int tma_c;   // KILN_TMAE: 1 when tma_c maps C (the TMA-store epilogue), 0 for registers
-  int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0)
+  int tma_sa;  // KILN_SSCALE = 2: 1 when tma_sa maps the A scales ([K/128, M], M % 4 == 0);
+               // any KILN_SSCALE: 2 when the producer bulk-copies them (no map; M % 4 == 0)
   int order;   // 1: the consumers take turns issuing K blocks (drained promoted kernels only)
   // Stream-K (sk_w > 0; splits = 1, reduce 1): cluster tiles below sk_from run whole, cluster g
   // taking g, g + clusters, ..; then the sk_w K blocks of the tiles from sk_from on, laid end to
@@ -335,10 +356,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     tma_prefetch(&tma_a);
     tma_prefetch(&tma_b);
     if (TMA_EPI && p.tma_c) tma_prefetch(&tma_c);
-    if (A_SCALE_TMA && p.tma_sa) tma_prefetch(&tma_sa);
+    if (A_SCALE_TMA && p.tma_sa == 1) tma_prefetch(&tma_sa);
     for (int s = 0; s < STAGES; ++s) {
       // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
-      mbar_init(full(s), SSCALE ? 1 + 32 : 1);
+      // (Fp8Args.tma_sa = 3: the producer's alone, the copier idle)
+      mbar_init(full(s), SSCALE && !(SB_BULK && p.tma_sa == 3) ? 1 + 32 : 1);
       // lane 0 of each consumer warp of this CTA and of each peer this CTA writes into
       mbar_init(empty(s), 4 * NCONS * (CM + CN - 1));
     }
@@ -396,9 +418,30 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   if (wg == 0) {
     warpgroup_reg_dec<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
-      // whole boxes, zero fill included; KILN_SSCALE = 2: BM A scales
-      const bool sa_by_tma = A_SCALE_TMA && p.tma_sa;
-      const u32 stage_tx = (u32)p.a_rows * BK + B_BYTES + (sa_by_tma ? BM * 4 : 0);
+      // whole boxes, zero fill included; KILN_SSCALE = 2: BM A scales; a bulk copy: the
+      // tile's rows within M
+      const bool sa_by_tma = A_SCALE_TMA && p.tma_sa == 1, sa_by_bulk = SA_BULK && p.tma_sa >= 2;
+      const bool sb_by_bulk = SB_BULK && p.tma_sa == 3;
+      const int nblocks_b = (p.n + 127) / 128;
+      const u32 box_tx = (u32)p.a_rows * BK + B_BYTES + (sa_by_tma ? BM * 4 : 0);
+      // the bulk copies' bytes of a unit: the tile's rows within M, its B blocks within N
+      auto scale_bytes = [&](int tm, int tn) {
+        return (sa_by_bulk ? 4u * (u32)min(BM, p.m - tm * BM) : 0u) +
+               (sb_by_bulk ? 16u * (u32)min(B_SPAN, nblocks_b - tn * BN / 128) : 0u);
+      };
+      // the K block's A scales of the tile's rows: box {BM, 1} of the map over [K/128, M], or
+      // the same run of scales by one bulk copy; with tma_sa = 3 each B block's run of four
+      auto load_slot = [&](int s, int kb, int tm, int tn) {
+        if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
+        else if (sa_by_bulk) bulk_copy_g2s(slot(s), p.sa + (i64)kb * p.m + tm * BM, 4u * (u32)min(BM, p.m - tm * BM), full(s));
+        if (sb_by_bulk) {
+#pragma unroll
+          for (int i = 0; i < B_SPAN; ++i) {
+            const int nb = tn * BN / 128 + i;
+            if (nb < nblocks_b) bulk_copy_g2s(slot(s) + BM * 4 + 16 * i, p.sb + (i64)nb * kblocks + (kb & ~3), 16, full(s));
+          }
+        }
+      };
       // the CTAs sharing this CTA's B tile (same rn: ranks CM * rn ..) and its A tile (same rm)
       const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0, rm = rank % CM, rn = rank / CM;
       const u16 b_peers = (u16)(((1 << CM) - 1) << (CM * rn));
@@ -412,7 +455,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         unit(u_first, t, tm, tn, kb0, kb1, sp, ns);
         early = (u32)min(kb1 - kb0, STAGES);
         for (u32 j = 0; j < early; ++j) {
-          mbar_arrive_expect_tx(full((int)j), stage_tx);
+          mbar_arrive_expect_tx(full((int)j), box_tx + scale_bytes(tm, tn));
           tma_load_2d(base + j * STAGE_BYTES + A_BYTES, &tma_b, full((int)j), (kb0 + (int)j) * BK, tn * BN);
         }
       }
@@ -425,13 +468,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           const u32 sa = base + s * STAGE_BYTES;
           if (it < early) {  // B on its way already
             tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
-            if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
+            load_slot(s, kb, tm, tn);
             continue;
           }
           // fresh barriers: parity 1 passes; in a cluster, free once the consumers of every CTA
           // this one multicasts into (its peers along M and N) have read the stage
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          mbar_arrive_expect_tx(full(s), stage_tx);  // whole A and B tiles land, every part
+          mbar_arrive_expect_tx(full(s), box_tx + scale_bytes(tm, tn));  // whole A and B tiles land, every part
           if constexpr (CN > 1)
             tma_load_2d_multicast(sa + rn * A_PART * 128, &tma_a, full(s), kb * BK, tm * BM + rn * A_PART,
                                   a_peers);
@@ -442,11 +485,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                                   tn * BN + rm * B_PART, b_peers);
           else
             tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
-          // the K block's A scales of the tile's rows: box {BM, 1} of the map over [K/128, M]
-          if (sa_by_tma) tma_load_2d(slot(s), &tma_sa, full(s), tm * BM, kb);
+          load_slot(s, kb, tm, tn);
         }
       }
-    } else if (SSCALE && threadIdx.x / 32 == 1) {
+    } else if (SSCALE && threadIdx.x / 32 == 1 && !(SB_BULK && p.tma_sa == 3)) {
       // The scale copier: the same (unit, K block) sequence as the TMA thread; rows past M and a
       // B block past N are zero-filled (their products are never stored).
       const int lane = threadIdx.x % 32, nblocks_b = (p.n + 127) / 128;
@@ -460,8 +502,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         const bool b_in = lane < B_SPAN && nb < nblocks_b;
         const float* sb_k = p.sb + (b_in ? (i64)nb * kblocks : 0);
         const float* sa_k = p.sa + (i64)kb0 * p.m;
-        // KILN_SSCALE = 2 with a map: the A scales come by TMA, this warp copies B's only
-        const int a_rows = A_SCALE_TMA && p.tma_sa ? 0 : BM;
+        // the A scales by TMA (a map, or one bulk copy): this warp copies B's only
+        const int a_rows = p.tma_sa ? 0 : BM;
         for (int kb = kb0; kb < kb1; ++kb, ++it, sa_k += p.m) {
           const int s = it % STAGES;
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
@@ -579,6 +621,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     int t, tm, tn, kb0, kb1, sp, ns;
     unit(u, t, tm, tn, kb0, kb1, sp, ns);
     const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
+    const u32 it_unit = it;    // the ring iteration of its first (Fp8Args.tma_sa = 3: kb % 4)
     // Fp8Args.ring_epi: this CTA's last unit, after which the ring takes no more loads
     const bool ring = RING_EPI && tma_out && p.ring_epi != 0 && u_next(u) >= u_end;
     const int m0 = tm * BM, n0 = tn * BN + bcol;  // the consumer's first row of C is m0 + arow
@@ -617,10 +660,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         const int r = arow + 16 * w + lane / 4;
         sc.a0 = ld_shared_f32(sl + 4 * r);
         sc.a1 = ld_shared_f32(sl + 4 * (r + 8));
-        sc.b0 = ld_shared_f32(sl + 4 * (BM + ib));
+        // B block i's scale at 4 i past the A scales, or (tma_sa = 3) in its 16-byte run of
+        // four K blocks, at 16 i + 4 (kb % 4)
+        const bool runs = SB_BULK && p.tma_sa == 3;
+        const u32 bstep = runs ? 16u : 4u;
+        const u32 bsl = sl + 4 * BM + (runs ? 4u * (u32)((kb0 + (int)(i - it_unit)) & 3) : 0u);
+        sc.b0 = ld_shared_f32(bsl + bstep * ib);
         // (a consumer that starts in the tile's second block ends there: its b1 goes unused)
-        if constexpr (B_STRADDLE) sc.b1 = ld_shared_f32(sl + 4 * (BM + 1));
-        if constexpr (B_TRIPLE) sc.b2 = ld_shared_f32(sl + 4 * (BM + 2));
+        if constexpr (B_STRADDLE) sc.b1 = ld_shared_f32(bsl + bstep);
+        if constexpr (B_TRIPLE) sc.b2 = ld_shared_f32(bsl + 2 * bstep);
       }
       if (ARS && h == 0) load_a(s);
 #pragma unroll

@@ -47,12 +47,6 @@ pub fn bench_fp8(
         .map(|_| ctx.alloc(bytes))
         .collect::<Result<_>>()?;
     let dv = ctx.alloc(bytes)?;
-    // What ran, splits and reduction included (for the table).
-    let shown = |c: &Fp8Config| Fp8Config {
-        splits: fp8::gemm::splits_for(p, c, &ctx.info),
-        reduce: Some(c.reduction()),
-        ..*c
-    };
     let run = Bench::new(ctx, opt)?;
     let (ap, bp, dvp) = (a.codes.ptr(), b.codes.ptr(), dv.ptr());
     let (lt, note) = vendor_peer(
@@ -91,7 +85,7 @@ pub fn bench_fp8(
     let mut out: Vec<Row> = cfgs
         .iter()
         .zip(&times)
-        .map(|(c, t)| row(fp8::gemm::NAME, Some(shown(c).to_string()), t))
+        .map(|(c, t)| row(fp8::gemm::NAME, Some(shown(ctx, p, c).to_string()), t))
         .collect();
     if lt.is_some() {
         let vt = &times[cfgs.len()];
@@ -101,24 +95,36 @@ pub fn bench_fp8(
         let c = get(&dv)?;
         for ((r, dc), t) in out.iter_mut().zip(&outs).zip(&times) {
             r.set("speedup_vs_cublaslt", vt.median_ms / t.median_ms);
-            let k = get(dc)?;
-            let (mut d2, mut r2) = (0.0, 0.0);
-            for m in 0..p.m {
-                for n in 0..p.n {
-                    let i = m * p.ldc + n;
-                    let (x, y) = (k.get(i), c.get(i));
-                    d2 += (x - y) * (x - y);
-                    r2 += y * y;
-                }
-            }
-            r.set(
-                "rel_diff_vs_cublaslt",
-                crate::harness::verify::rel_l2(d2, r2),
-            );
+            r.set("rel_diff_vs_cublaslt", c_rel_diff(p, &get(dc)?, &c));
         }
         out.push(row("cublaslt", None, vt));
     }
     Ok(out)
+}
+
+/// `c` as it runs `p` on `ctx`'s device: its split-K slices and their reduction filled in (the
+/// bench tables' config column, the one-launch bench's and the chain's).
+pub(super) fn shown(ctx: &Context, p: &Fp8Problem, c: &Fp8Config) -> Fp8Config {
+    Fp8Config {
+        splits: fp8::gemm::splits_for(p, c, &ctx.info),
+        reduce: Some(c.reduction()),
+        ..*c
+    }
+}
+
+/// ‖x − y‖ / ‖y‖ over `p`'s C (the first N of each row of `ldc`): kiln's output `x` against
+/// cuBLASLt's `y` (NaN where x holds one).
+pub(super) fn c_rel_diff(p: &Fp8Problem, x: &HostData, y: &HostData) -> f64 {
+    let (mut d2, mut r2) = (0.0, 0.0);
+    for m in 0..p.m {
+        for n in 0..p.n {
+            let i = m * p.ldc + n;
+            let (a, b) = (x.get(i), y.get(i));
+            d2 += (a - b) * (a - b);
+            r2 += b * b;
+        }
+    }
+    crate::harness::verify::rel_l2(d2, r2)
 }
 
 /// One FP8 bench row of `p` (the one-launch bench's and, with its extra keys, the chain's):

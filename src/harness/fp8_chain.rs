@@ -13,7 +13,7 @@ use cudarc::driver::sys;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::harness::bench::{Bench, BenchOptions, Row, Summary};
-use crate::harness::fp8_bench::{fp8_row, operand, vendor_peer};
+use crate::harness::fp8_bench::{c_rel_diff, fp8_row, operand, shown, vendor_peer};
 use crate::ops::fp8::{self, Fp8Config, Fp8Operands, Fp8Pdl, Fp8Problem, Scales};
 use crate::reference::data::HostData;
 
@@ -205,13 +205,8 @@ pub fn bench_fp8_chain(
         .iter()
         .zip(&times)
         .map(|(&(c, pdl), t)| {
-            let shown = Fp8Config {
-                splits: fp8::gemm::splits_for(p, &c, &ctx.info),
-                reduce: Some(c.reduction()),
-                ..c
-            };
             // (the mode in the config's column too, for the text table)
-            let label = format!("{shown}+pdl{}", pdl.name());
+            let label = format!("{}+pdl{}", shown(ctx, p, &c), pdl.name());
             row(fp8::gemm::NAME, Some(label), Some(pdl.name()), t)
         })
         .collect();
@@ -234,17 +229,7 @@ pub fn bench_fp8_chain(
             // JSON has no NaN, so they are counted apart
             let (mut worst, mut nan_outputs) = (0.0f64, 0usize);
             for (c, w) in kc.iter().zip(&want) {
-                let k = get(c)?;
-                let (mut d2, mut r2) = (0.0, 0.0);
-                for m in 0..p.m {
-                    for j in 0..p.n {
-                        let i = m * p.ldc + j;
-                        let (x, y) = (k.get(i), w.get(i));
-                        d2 += (x - y) * (x - y);
-                        r2 += y * y;
-                    }
-                }
-                let d = crate::harness::verify::rel_l2(d2, r2);
+                let d = c_rel_diff(p, &get(c)?, w);
                 match d.is_nan() {
                     true => nan_outputs += 1,
                     false => worst = worst.max(d),

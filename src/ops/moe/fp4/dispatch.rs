@@ -17,9 +17,10 @@ use crate::ops::moe::MoeProblem;
 pub enum Fp4TileRule {
     /// The narrowest tile that holds the most rows an expert has (the default).
     Rows,
-    /// The tile of least estimated time from the rows' tile counts ([`by_count`]); the decode
-    /// tiles it picks are launched on every CTA the SMs hold, so their split reaches a launch
-    /// of a few tiles.
+    /// The tile of least estimated time from the rows' tile counts ([`by_count`]), launched on
+    /// every CTA the SMs hold where that lets it split in K: the decode tiles always (their
+    /// balanced split), a wide tile where the launch has at most half as many tiles as CTAs
+    /// ([`few_wide`]).
     Count,
     /// That many tokens a tile, whatever the rows: 8 (paired as the dispatch pairs it), 16, 64,
     /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only).
@@ -48,7 +49,7 @@ impl Fp4TileRule {
         }
     }
 
-    /// Whether the decode tiles this rule gives are launched on every CTA the SMs hold.
+    /// Whether this rule launches on every CTA the SMs hold (where its tile can split).
     pub fn fills(self) -> bool {
         self == Fp4TileRule::Count
     }
@@ -67,8 +68,9 @@ pub fn tile_of(p: &MoeProblem, tt: u32, ctas: u32, gemm_too: bool) -> Fp4Tile {
 }
 
 /// The candidate of least estimated time on `sms` SMs ([`estimate_us`]) among `base` (the rows
-/// rule's tile) and the narrower register tiles, a narrower one only where it is estimated at
-/// most [`SWITCH`] of `base`'s time: the estimate is coarse, and `base` is what was measured
+/// rule's tile; split in K where it runs [`few_wide`] tiles) and the narrower register tiles (the
+/// decode tiles on every CTA, split), a narrower one only where it is estimated at most
+/// [`SWITCH`] of `base`'s time: the estimate is coarse, and `base` is what was measured
 /// everywhere before. `base` as it is for the masked layout (no host counts), f16 activations
 /// (no wide tile: the rows rule's tile is already the decode tile or narrower) and the
 /// shared-memory path.
@@ -76,7 +78,8 @@ pub fn by_count(p: &MoeProblem, base: Fp4Tile, sms: u32, ctas: u32, gemm_too: bo
     if p.is_masked() || p.input != DType::Bf16 || base.path != Fp4Path::Rs {
         return base;
     }
-    let limit = SWITCH * estimate_us(p, base, sms, false);
+    let split = base.narrow_rs() || few_wide(p, base, base.ctas * sms);
+    let limit = SWITCH * estimate_us(p, base, sms, split);
     let mut best = (base, f64::INFINITY);
     for tt in [64, 16, 8] {
         if tt >= base.tt {
@@ -113,14 +116,17 @@ pub fn width(rows: usize) -> usize {
     }
 }
 
-/// Microseconds a CTA of `tile` spends on one 64-deep stage at wgmma width `w`, with every CTA
-/// of the launch busy (H200, 2026-11-30). The 128-token SwiGLU tile: 1.02 us at width 128 (one
-/// expert of 300 rows, 48 tiles, 114 us for 112 stages) and 0.85 at 80 (77 rows, 95.6 us): a
-/// fixed ~0.5 (the decode and the register operand's wait) and the tensor work. The paired
-/// 8-token tile ran one row in 49.6 us alone (0.44); two CTAs an SM share the SM's issue, so
-/// 0.6 when both run. The GEMM's stage is one weight atom a consumer, half the SwiGLU's.
+/// Microseconds a CTA of `tile` spends on one 64-deep stage at wgmma width `w` (H200,
+/// 2026-11-30, launches of one round, so no wait for a slot). The SwiGLU: 1.02 us at width 128
+/// (the 128-token tile, one expert of 300 rows: 48 tiles, 114 us for 112 stages), 0.85 at 80
+/// (77 rows), 0.77 at 64 (the 64-token tile, 5 experts of 60 rows, 80 tiles, 86 us): a fixed
+/// ~0.5 (the decode and the register operand's wait) and the tensor work. The GEMM (its stage
+/// one weight atom a consumer): its 256-token tile 1.7 us at width 256 (300 rows at K 2048,
+/// 112 tiles, 63 us), ~0.7 at 80. The paired 8-token tile ran one row in 49.6 us alone (0.44);
+/// two CTAs an SM share the SM, so 0.1 more when both run. Results: decode4-early12-f559116
+/// and decode4-early13-33dca92.
 pub fn stage_us(tile: Fp4Tile, w: usize, swiglu: bool) -> f64 {
-    let (fixed, per_col) = if swiglu { (0.5, 0.004) } else { (0.35, 0.002) };
+    let (fixed, per_col) = if swiglu { (0.5, 0.004) } else { (0.3, 0.0056) };
     let alone = fixed + per_col * w as f64;
     if tile.ctas > 1 {
         alone + 0.1
@@ -132,35 +138,79 @@ pub fn stage_us(tile: Fp4Tile, w: usize, swiglu: bool) -> f64 {
 /// DRAM bytes a microsecond the weight stream may reach (H200: the copy rate, 4.2 TB/s).
 const DRAM_BYTES_PER_US: f64 = 4.2e6;
 
-/// The cost of a launch's split slices beyond their share of a tile (partials written and
-/// summed, the counter), in microseconds.
-const SPLIT_US: f64 = 4.0;
+/// The cost of a decode tile's K slices beyond their share of a tile (partials of 256 x 4-8
+/// floats, the sum, the counter), in microseconds: one row on the paired 8-token tile, 16 tiles
+/// cut 8 ways on 264 CTAs, took 24 us against 49.6 whole (ledger F51).
+const SPLIT_US: f64 = 10.0;
 
-/// Estimated microseconds of `p` on `tile` over `sms` SMs: rounds of whole tiles (or, where
-/// the decode tiles split a last wave, `split`, the kernel's balanced slices), each the
-/// slowest tile's stages at [`stage_us`], against the time the distinct experts' weights take
-/// from DRAM. Only to compare tiles for one problem.
+/// The same for the wide tiles (partials of 256 x 64-128 floats): one expert of 300 rows, 48
+/// tiles cut in two, 78-80 us against 114 whole (ledger F53).
+const WIDE_SPLIT_US: f64 = 20.0;
+
+/// The most K slices of a wide tile (`WIDE_SPLITS` in fp4_experts.cu).
+const WIDE_SPLITS: u64 = 4;
+
+/// Whether `tile` is a wide one (64 tokens or more) of which `p` runs at most half of `slots`:
+/// a launch of a few tiles, each streaming the whole K while most SMs idle. The kernel's split
+/// (`KILN_FP4_WSPLIT`) cuts each into min(slots / tiles, 4) slices, one round.
+pub fn few_wide(p: &MoeProblem, tile: Fp4Tile, slots: u32) -> bool {
+    if p.is_masked() || tile.narrow_rs() || tile.path != Fp4Path::Rs {
+        return false;
+    }
+    let tiles = m_tiles(p, tile.tt) * p.n.div_ceil(tile.bn(p.swiglu.is_some())) as u64;
+    tiles > 0 && 2 * tiles <= slots as u64
+}
+
+/// Estimated microseconds of `p` on `tile` over `sms` SMs, only to compare tiles for one
+/// problem: each tile's stages at [`stage_us`] of its own width (an expert's full tiles, then
+/// its remainder), the launch as the longest tile where it is one round, else the work spread
+/// over the CTAs and half a tile of tail (a quarter where the decode tiles split it), against
+/// the time the distinct experts' weights take from DRAM. `split`: the decode tiles' balanced
+/// split (on every CTA), or a wide tile's of a launch of [`few_wide`] tiles.
 pub fn estimate_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, split: bool) -> f64 {
     let swiglu = p.swiglu.is_some();
     let tt = tile.tt as usize;
-    let most = p.spans().iter().map(|s| s.1).max().unwrap_or(0);
-    let tiles = m_tiles(p, tile.tt) * p.n.div_ceil(tile.bn(swiglu)) as u64;
+    let tiles_n = p.n.div_ceil(tile.bn(swiglu)) as f64;
+    let stages = p.k.div_ceil(64) as f64;
+    let pace = |rows: usize| stages * stage_us(tile, width(rows), swiglu);
+    let (mut tiles, mut work, mut longest) = (0u64, 0.0f64, 0.0f64);
+    for &(_, c) in p.spans().iter().filter(|s| s.1 > 0) {
+        let (full, rem) = (c / tt, c % tt);
+        tiles += (full + (rem > 0) as usize) as u64;
+        work += full as f64 * pace(tt) + if rem > 0 { pace(rem) } else { 0.0 };
+        longest = longest.max(pace(c.min(tt)));
+    }
     if tiles == 0 {
         return 0.0;
     }
+    let tiles = tiles * tiles_n as u64;
+    let work = work * tiles_n;
     let slots = (tile.ctas * sms).max(1) as u64;
-    let katoms = p.k.div_ceil(64);
-    let (full, tail) = (tiles / slots, tiles % slots);
-    let mut rounds = full as f64 + (tail > 0) as u32 as f64;
-    let mut extra = 0.0;
-    if split && tail > 0 {
-        let s = balanced_splits(tail, slots, (katoms as u64 / 4).clamp(1, 8));
-        if s > 1 {
-            rounds = full as f64 + (tail * s).div_ceil(slots) as f64 / s as f64;
-            extra = SPLIT_US;
+    let compute = if !tile.narrow_rs() {
+        if split && 2 * tiles <= slots {
+            let s = (slots / tiles)
+                .min(WIDE_SPLITS)
+                .min((stages as u64 / 4).max(1));
+            longest / s as f64 + WIDE_SPLIT_US
+        } else if tiles <= slots {
+            longest
+        } else {
+            work / slots as f64 + 0.5 * longest
         }
-    }
-    let compute = rounds * katoms as f64 * stage_us(tile, width(most.min(tt)), swiglu) + extra;
+    } else if split {
+        let (full, tail) = (tiles / slots, tiles % slots);
+        let s = balanced_splits(tail, slots, (stages as u64 / 4).clamp(1, 8));
+        let cut = if s > 1 && tail > 0 { SPLIT_US } else { 0.0 };
+        if full == 0 {
+            longest * (tail * s).div_ceil(slots) as f64 / s as f64 + cut
+        } else {
+            work / slots as f64 + 0.25 * longest + cut
+        }
+    } else if tiles <= slots {
+        longest
+    } else {
+        work / slots as f64 + 0.5 * longest
+    };
     let experts = p.spans().iter().filter(|s| s.1 > 0).count();
     let halves = if swiglu { 2.0 } else { 1.0 };
     // e2m1 codes and a byte of scale a 16 (NVFP4, the larger): 9/16 of a byte a weight
@@ -227,13 +277,21 @@ mod tests {
     }
 
     #[test]
-    fn a_few_wide_tiles_give_way_to_narrower_ones() {
-        // one expert of 77 rows: 16 wide tiles on 132 SMs; the 8-token tiles split on 264
-        assert!(count_tile(&sw(&[0, 0, 77, 0])) <= 16);
-        // one expert of 300 rows: 48 wide tiles; 80 of the 64-token tile in one round
-        assert_eq!(count_tile(&sw(&[300])), 64);
-        // the masked decode pattern as counts: 96 wide tiles, 128 of 64 tokens
-        assert_eq!(count_tile(&sw(&[0, 1, 40, 64, 128, 3, 0, 100])), 64);
+    fn a_few_wide_tiles_split_or_give_way_to_narrower_ones() {
+        let wide = Fp4Tile::prefill(true);
+        // one expert of 77 or 300 rows: 16 or 48 wide tiles on 132 SMs, cut in K (4 or 2 ways)
+        for c in [vec![0, 0, 77, 0], vec![300]] {
+            assert_eq!(count_tile(&sw(&c)), 128);
+            assert!(few_wide(&sw(&c), wide, 132));
+        }
+        // the masked decode pattern as counts: 96 wide tiles, 128 of 64 tokens in one round
+        let decode = sw(&[0, 1, 40, 64, 128, 3, 0, 100]);
+        assert!(!few_wide(&decode, wide, 132));
+        assert_eq!(count_tile(&decode), 64);
+        // the GEMM at the down projection's N 7168, K 2048: 77 rows on 56 wide tiles of 256
+        // tokens at ~1.7 us a stage, or 112 of 64 at ~0.7 in one round
+        let g77 = MoeProblem::contiguous(&[0, 0, 77, 0], 7168, 2048, DType::Bf16, DType::Bf16);
+        assert_eq!(count_tile(&g77), 64);
     }
 
     #[test]

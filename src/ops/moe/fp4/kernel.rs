@@ -784,16 +784,17 @@ impl Fp4Experts {
         } else {
             None
         };
-        // KILN_FP4_FILL=1 (or the decode tiles under KILN_FP4_TILE=count): every CTA the SMs
-        // hold, whatever the tiles (a CTA without a unit exits), so the decode tiles' split
-        // reaches a launch of a few tiles; the wider tiles split too (compiled when asked for)
-        // where the host counts a launch or last wave of at most half the CTAs
+        // KILN_FP4_FILL=1 (or KILN_FP4_TILE=count): every CTA the SMs hold, whatever the tiles
+        // (a CTA without a unit exits), so the decode tiles' split reaches a launch of a few
+        // tiles; the wider tiles split too (compiled when asked for) where the host counts a
+        // launch or last wave of at most half the CTAs (under count: a launch of so few tiles)
         let slots = tile.ctas * ctx.info.sm_count;
         let fill = tile.path == Fp4Path::Rs
             && if tile.narrow_rs() {
                 o.fp4_fill || o.fp4_tile.fills()
             } else {
-                o.fp4_fill && dispatch::wide_split_pays(p, tile, slots)
+                (o.fp4_fill && dispatch::wide_split_pays(p, tile, slots))
+                    || (o.fp4_tile.fills() && dispatch::few_wide(p, tile, slots))
             };
         if fill && !tile.narrow_rs() {
             spec = spec.define("KILN_FP4_WSPLIT", 1);

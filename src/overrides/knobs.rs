@@ -299,9 +299,9 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_FILL",
         takes: || {
-            "0 or 1 (1: the 4-bit experts' register path launched on every CTA the SMs hold, \
-             and on the tiles of 64 to 256 tokens a launch or last wave of at most half the \
-             CTAs cut into up to 4 K slices too)"
+            "0 or 1 (1: the 4-bit experts' decode tiles launched on every CTA the SMs hold, \
+             and the tiles of 64 to 256 tokens cut into up to 4 K slices where the host counts \
+             a launch or last wave of at most half the CTAs)"
                 .into()
         },
         default: "0",
@@ -514,8 +514,8 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP4_TILE",
         takes: || {
             "`rows` (the 4-bit experts' narrowest tile that holds the most rows an expert has), \
-             `count` (the tile of least estimated time from the rows' tile counts, its decode \
-             tiles on every CTA), or one tile whatever the rows: `8`, `16`, `64` or `wide` \
+             `count` (the tile of least estimated time from the rows' tile counts, split in K \
+             where it runs few tiles), or one tile whatever the rows: `8`, `16`, `64` or `wide` \
              (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
                 .into()
         },

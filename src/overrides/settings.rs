@@ -311,12 +311,13 @@ pub struct MoeOverrides {
     /// 2026-11-30, 693ae7f, two rounds: the E256 64-row decode 302.0 / 302.9 -> 283.5 / 284.5 us,
     /// the 512-row decode on the same path; verified at the 64- and 512-row counts).
     pub fp4_balance: bool,
-    /// `KILN_FP4_FILL` (0 or 1): 1 launches the 4-bit experts' register path on every CTA the
-    /// SMs hold (not at most one a tile), so that the decode tiles' last-wave split (`fp4_tail`,
-    /// `fp4_balance`) reaches a launch of fewer tiles than CTAs, and cuts the tiles of 64 to 256
-    /// tokens of a launch or last wave of at most half the CTAs into up to 4 slices, one round
-    /// (one expert of 300 rows at N 2048: 48 tiles on 132 SMs, two slices each; docs/moe.md,
-    /// ledger F51). Default 0 until the device shows it faster in two rounds.
+    /// `KILN_FP4_FILL` (0 or 1): 1 launches the 4-bit experts' decode tiles on every CTA the SMs
+    /// hold (not at most one a tile), so that their last-wave split (`fp4_tail`, `fp4_balance`)
+    /// reaches a launch of fewer tiles than CTAs, and, where the host counts a launch or last
+    /// wave of at most half the CTAs, the tiles of 64 to 256 tokens too, cut into up to 4 slices,
+    /// one round (one expert of 300 rows at N 2048: 48 tiles on 132 SMs, two slices each;
+    /// docs/moe.md, ledger F51, F53, F72). Default 0 until the device shows it faster in two
+    /// rounds.
     pub fp4_fill: bool,
     /// `KILN_FP4_NARROW` (0 or 1): 1 gives launches whose experts have at most 16 rows the
     /// 8-token decode tile (two CTAs an SM, as the dispatch pairs it) in place of the 16-token

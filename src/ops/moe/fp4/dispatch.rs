@@ -86,7 +86,7 @@ pub fn by_count(p: &MoeProblem, base: Fp4Tile, sms: u32, ctas: u32, gemm_too: bo
             continue;
         }
         let c = tile_of(p, tt, ctas, gemm_too);
-        let t = estimate_us(p, c, sms, c.narrow_rs());
+        let t = estimate_us(p, c, sms, c.narrow_rs() || few_wide(p, c, c.ctas * sms));
         if t <= limit && t < best.1 {
             best = (c, t);
         }
@@ -94,8 +94,9 @@ pub fn by_count(p: &MoeProblem, base: Fp4Tile, sms: u32, ctas: u32, gemm_too: bo
     best.0
 }
 
-/// A narrower tile replaces the rows rule's only where estimated at most this share of its time.
-pub const SWITCH: f64 = 0.85;
+/// A narrower tile replaces the rows rule's only where estimated at most this share of its time
+/// (the estimates of the round 1 call's launches were within 10 % of their times, ledger F71).
+pub const SWITCH: f64 = 0.92;
 
 /// Token tiles of height `tt` over the experts' host counts (the kernel's tables:
 /// ceil(rows / tt) an expert, `moe_expert_tiles` with no fold).
@@ -143,9 +144,18 @@ const DRAM_BYTES_PER_US: f64 = 4.2e6;
 /// cut 8 ways on 264 CTAs, took 24 us against 49.6 whole (ledger F51).
 const SPLIT_US: f64 = 10.0;
 
-/// The same for the wide tiles (partials of 256 x 64-128 floats): one expert of 300 rows, 48
-/// tiles cut in two, 78-80 us against 114 whole (ledger F53).
-const WIDE_SPLIT_US: f64 = 20.0;
+/// The same for a wide tile whose consumer threads hold `na` accumulators each (a slice's
+/// partial: 256 x `na` floats): one expert of 77 rows cut 4 ways, 48 us on the 128-token SwiGLU
+/// tile (na 128) against 96 whole, 36.8 on the 64-token one (na 64) against ~85; 300 rows, 48
+/// tiles of 128 tokens cut in two, 77-80 against 114 (ledger F53, F71).
+fn wide_split_us(na: usize) -> f64 {
+    8.0 + 0.11 * na as f64
+}
+
+/// The share of its longest tile a launch of several rounds loses to its last one (beyond the
+/// work spread over the CTAs): the GEMM's 64-token tile ran 300 rows at K 2048, 280 tiles on
+/// 132 CTAs, in 53.8 us, ~46 of them the kernel's (ledger F71).
+const TAIL: f64 = 0.25;
 
 /// The most K slices of a wide tile (`WIDE_SPLITS` in fp4_experts.cu).
 const WIDE_SPLITS: u64 = 4;
@@ -164,7 +174,7 @@ pub fn few_wide(p: &MoeProblem, tile: Fp4Tile, slots: u32) -> bool {
 /// Estimated microseconds of `p` on `tile` over `sms` SMs, only to compare tiles for one
 /// problem: each tile's stages at [`stage_us`] of its own width (an expert's full tiles, then
 /// its remainder), the launch as the longest tile where it is one round, else the work spread
-/// over the CTAs and half a tile of tail (a quarter where the decode tiles split it), against
+/// over the CTAs and [`TAIL`] of its longest tile, against
 /// the time the distinct experts' weights take from DRAM. `split`: the decode tiles' balanced
 /// split (on every CTA), or a wide tile's of a launch of [`few_wide`] tiles.
 pub fn estimate_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, split: bool) -> f64 {
@@ -191,11 +201,12 @@ pub fn estimate_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, split: bool) -> f64 
             let s = (slots / tiles)
                 .min(WIDE_SPLITS)
                 .min((stages as u64 / 4).max(1));
-            longest / s as f64 + WIDE_SPLIT_US
+            let na = if swiglu { tt } else { tt / 2 };
+            longest / s as f64 + wide_split_us(na)
         } else if tiles <= slots {
             longest
         } else {
-            work / slots as f64 + 0.5 * longest
+            work / slots as f64 + TAIL * longest
         }
     } else if split {
         let (full, tail) = (tiles / slots, tiles % slots);
@@ -204,12 +215,12 @@ pub fn estimate_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, split: bool) -> f64 
         if full == 0 {
             longest * (tail * s).div_ceil(slots) as f64 / s as f64 + cut
         } else {
-            work / slots as f64 + 0.25 * longest + cut
+            work / slots as f64 + TAIL * longest + cut
         }
     } else if tiles <= slots {
         longest
     } else {
-        work / slots as f64 + 0.5 * longest
+        work / slots as f64 + TAIL * longest
     };
     let experts = p.spans().iter().filter(|s| s.1 > 0).count();
     let halves = if swiglu { 2.0 } else { 1.0 };
@@ -279,11 +290,14 @@ mod tests {
     #[test]
     fn a_few_wide_tiles_split_or_give_way_to_narrower_ones() {
         let wide = Fp4Tile::prefill(true);
-        // one expert of 77 or 300 rows: 16 or 48 wide tiles on 132 SMs, cut in K (4 or 2 ways)
-        for c in [vec![0, 0, 77, 0], vec![300]] {
-            assert_eq!(count_tile(&sw(&c)), 128);
-            assert!(few_wide(&sw(&c), wide, 132));
-        }
+        // one expert of 300 rows: 48 wide tiles on 132 SMs, cut in K two ways
+        assert_eq!(count_tile(&sw(&[300])), 128);
+        assert!(few_wide(&sw(&[300]), wide, 132));
+        // one of 77 rows: 32 tiles of 64 tokens cut 4 ways (36.8 us on the H200) rather than
+        // 16 of 128 cut 4 ways (48)
+        let c77 = sw(&[0, 0, 77, 0]);
+        assert_eq!(count_tile(&c77), 64);
+        assert!(few_wide(&c77, Fp4Tile::decode(true), 132));
         // the masked decode pattern as counts: 96 wide tiles, 128 of 64 tokens in one round
         let decode = sw(&[0, 1, 40, 64, 128, 3, 0, 100]);
         assert!(!few_wide(&decode, wide, 132));
@@ -292,6 +306,9 @@ mod tests {
         // tokens at ~1.7 us a stage, or 112 of 64 at ~0.7 in one round
         let g77 = MoeProblem::contiguous(&[0, 0, 77, 0], 7168, 2048, DType::Bf16, DType::Bf16);
         assert_eq!(count_tile(&g77), 64);
+        // 300 rows: 112 tiles of 256 (63 us) or 280 of 64 in a round and a bit (54)
+        let g300 = MoeProblem::contiguous(&[300], 7168, 2048, DType::Bf16, DType::Bf16);
+        assert_eq!(count_tile(&g300), 64);
     }
 
     #[test]

@@ -299,9 +299,9 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_FILL",
         takes: || {
-            "0 or 1 (1: the 4-bit experts' register path launched on every CTA the SMs hold, \
-             and on the tiles of 64 to 256 tokens a launch or last wave of at most half the \
-             CTAs cut into up to 4 K slices too)"
+            "0 or 1 (1: the 4-bit experts' decode tiles launched on every CTA the SMs hold, \
+             and the tiles of 64 to 256 tokens cut into up to 4 K slices where the host counts \
+             a launch or last wave of at most half the CTAs)"
                 .into()
         },
         default: "0",
@@ -407,14 +407,14 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_NARROW",
         takes: || {
-            "0 or 1 (1: the 4-bit experts' 8-token decode tile, paired, in place of the 16-token \
-             one where experts of 9-16 rows are few enough that it costs at most a quarter more \
-             tiles)"
+            "0 or 1 (1, the default from 2026-11-30: the 4-bit experts' 8-token decode tile, \
+             paired, in place of the 16-token one where experts of 9-16 rows are few enough \
+             that it costs at most a quarter more tiles; 0: the 16-token tile)"
                 .into()
         },
-        default: "0",
-        set: |o, v| put(&mut o.moe.fp4_narrow, or(v, false, flag)),
-        show: |o| unless(o.moe.fp4_narrow, false, bit),
+        default: "1",
+        set: |o, v| put(&mut o.moe.fp4_narrow, or(v, true, flag)),
+        show: |o| unless(o.moe.fp4_narrow, true, bit),
     },
     Knob {
         name: "KILN_FP4_PAIR",
@@ -509,6 +509,24 @@ pub(super) static KNOBS: &[Knob] = &[
             put(&mut o.moe.fp4_tail, or(v, 8, |v| number(v, 1, most)))
         },
         show: |o| unless(o.moe.fp4_tail, 8, |n| n.to_string()),
+    },
+    Knob {
+        name: "KILN_FP4_TILE",
+        takes: || {
+            "`rows` (the 4-bit experts' narrowest tile that holds the most rows an expert has), \
+             `count` (the tile of least estimated time from the rows' tile counts, split in K \
+             where it runs few tiles), or one tile whatever the rows: `8`, `16`, `64` or `wide` \
+             (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
+                .into()
+        },
+        default: "rows",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp4_tile,
+                or(v, Fp4TileRule::Rows, Fp4TileRule::parse),
+            )
+        },
+        show: |o| (o.moe.fp4_tile != Fp4TileRule::Rows).then(|| o.moe.fp4_tile.name()),
     },
     Knob {
         name: "KILN_FP8_GROUPED",

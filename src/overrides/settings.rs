@@ -9,6 +9,7 @@ use crate::ops::fp8::Fp8Pdl;
 use crate::ops::gemm::small_k::SmallK;
 use crate::ops::gemm::wgmma_tma_ws::{InPlace, Swap, TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
 use crate::ops::moe::fp4::kernel::Fp4Path;
+use crate::ops::moe::fp4::Fp4TileRule;
 use crate::ops::moe::grouped_swapab::SwapConfig;
 use crate::ops::moe::schedule::TileConfig as MoeTile;
 use crate::ops::moe::swiglu_dual::MAX_TAIL_SPLITS;
@@ -310,19 +311,26 @@ pub struct MoeOverrides {
     /// 2026-11-30, 693ae7f, two rounds: the E256 64-row decode 302.0 / 302.9 -> 283.5 / 284.5 us,
     /// the 512-row decode on the same path; verified at the 64- and 512-row counts).
     pub fp4_balance: bool,
-    /// `KILN_FP4_FILL` (0 or 1): 1 launches the 4-bit experts' register path on every CTA the
-    /// SMs hold (not at most one a tile), so that the decode tiles' last-wave split (`fp4_tail`,
-    /// `fp4_balance`) reaches a launch of fewer tiles than CTAs, and cuts the tiles of 64 to 256
-    /// tokens of a launch or last wave of at most half the CTAs into up to 4 slices, one round
-    /// (one expert of 300 rows at N 2048: 48 tiles on 132 SMs, two slices each; docs/moe.md,
-    /// ledger F51). Default 0 until the device shows it faster in two rounds.
+    /// `KILN_FP4_FILL` (0 or 1): 1 launches the 4-bit experts' decode tiles on every CTA the SMs
+    /// hold (not at most one a tile), so that their last-wave split (`fp4_tail`, `fp4_balance`)
+    /// reaches a launch of fewer tiles than CTAs, and, where the host counts a launch or last
+    /// wave of at most half the CTAs, the tiles of 64 to 256 tokens too, cut into up to 4 slices,
+    /// one round (one expert of 300 rows at N 2048: 48 tiles on 132 SMs, two slices each;
+    /// docs/moe.md, ledger F51, F53, F72). Default 0 until the device shows it faster in two
+    /// rounds.
     pub fp4_fill: bool,
     /// `KILN_FP4_NARROW` (0 or 1): 1 gives launches whose experts have at most 16 rows the
     /// 8-token decode tile (two CTAs an SM, as the dispatch pairs it) in place of the 16-token
     /// one (one CTA an SM) where that costs at most a quarter more tiles
-    /// ([`crate::ops::moe::fp4::Fp4Tile::eight_pays`]; docs/moe.md, ledger F52). Default 0 until
-    /// the device shows it faster.
+    /// ([`crate::ops::moe::fp4::Fp4Tile::eight_pays`]; docs/moe.md, ledger F52). Default 1 from
+    /// 2026-11-30 (H200, two rounds: the 1,024-row decode's SwiGLU 2.45 -> 2.96-3.12x kiln's
+    /// bf16, its down projection 1.63 -> 2.41x; ledger F70); 0 keeps the 16-token tile.
     pub fp4_narrow: bool,
+    /// `KILN_FP4_TILE` (`rows`, `count`, `8`, `16`, `64` or `wide`): how the 4-bit experts'
+    /// register path picks its tile ([`Fp4TileRule`]; docs/moe.md, ledger F71). Default `rows`
+    /// (the narrowest tile that holds the most rows an expert has) until `count` is measured
+    /// faster in two rounds.
+    pub fp4_tile: Fp4TileRule,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
     /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
@@ -410,7 +418,8 @@ impl MoeOverrides {
         fp4_tail: 8,
         fp4_balance: true,
         fp4_fill: false,
-        fp4_narrow: false,
+        fp4_narrow: true,
+        fp4_tile: Fp4TileRule::Rows,
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 80 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (80, 14));
+    // 81 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (81, 14));
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_GEMV_PDL", "0"),
         ("KILN_FP4_LOAD", "tma"),
         ("KILN_FP4_MMA", "sync"),
-        ("KILN_FP4_NARROW", "1"),
+        ("KILN_FP4_NARROW", "0"),
         ("KILN_FP4_PAIR", "swiglu"),
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_PDL", "1"),
@@ -113,6 +113,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_RUN", "1"),
         ("KILN_FP4_STAGGER", "1"),
         ("KILN_FP4_TAIL", "1"),
+        ("KILN_FP4_TILE", "count"),
         ("KILN_FP8_GROUPED", "tm"),
         ("KILN_FP8_PDL", "2"),
         ("KILN_FP8_RULE", "bytes"),

@@ -3,6 +3,7 @@
 
 use std::ffi::c_void;
 
+use super::dispatch::{self, Fp4TileRule};
 use super::layout::{atom_bytes, ATOM_K, TILE_N};
 use super::{Fp4Format, Fp4Prepacked};
 use crate::device::{
@@ -646,11 +647,25 @@ impl Fp4Experts {
         }
         let o = &ctx.overrides.moe;
         let mut tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
-        // KILN_FP4_NARROW=1: the 8-token tile (paired as the dispatch pairs it) in place of the
-        // 16-token one where that costs at most a quarter more tiles
+        // KILN_FP4_TILE=8|16|64|wide: that tile whatever the rows (the register path)
+        if let (Fp4TileRule::Tokens(tt), Fp4Path::Rs) = (o.fp4_tile, tile.path) {
+            if tt == 0 && p.input != DType::Bf16 {
+                return Err(Error::invalid(
+                    "KILN_FP4_TILE=wide runs bf16 activations only (f16 compiles no wide tile); unset it or ask for 8, 16 or 64",
+                ));
+            }
+            return Ok(dispatch::tile_of(p, tt, o.fp4_ctas, o.fp4_pair_gemm));
+        }
+        // KILN_FP4_NARROW (1 by default): the 8-token tile (paired as the dispatch pairs it) in
+        // place of the 16-token one where that costs at most a quarter more tiles
         if o.fp4_narrow && tile.tt == 16 && tile.path == Fp4Path::Rs && Fp4Tile::eight_pays(p) {
             let eight = Fp4Tile::narrow(8, p.swiglu.is_some());
             tile = eight.paired_for(p, o.fp4_ctas, o.fp4_pair_gemm);
+        }
+        // KILN_FP4_TILE=count: a narrower tile where its estimated time is well below this one's
+        if o.fp4_tile == Fp4TileRule::Count {
+            let sms = ctx.info.sm_count;
+            tile = dispatch::by_count(p, tile, sms, o.fp4_ctas, o.fp4_pair_gemm);
         }
         // KILN_FP4_DEEP=1: the paired decode tiles with tables for up to 256 experts and the
         // stage their room makes (compiled when asked for)
@@ -769,9 +784,18 @@ impl Fp4Experts {
         } else {
             None
         };
-        // KILN_FP4_FILL=1: every CTA the SMs hold, whatever the tiles (a CTA without a unit
-        // exits), and the wider tiles split like the decode tiles (compiled when asked for)
-        let fill = ctx.overrides.moe.fp4_fill && tile.path == Fp4Path::Rs;
+        // KILN_FP4_FILL=1 (or KILN_FP4_TILE=count): every CTA the SMs hold, whatever the tiles
+        // (a CTA without a unit exits), so the decode tiles' split reaches a launch of a few
+        // tiles; the wider tiles split too (compiled when asked for) where the host counts a
+        // launch or last wave of at most half the CTAs (under count: a launch of so few tiles)
+        let slots = tile.ctas * ctx.info.sm_count;
+        let fill = tile.path == Fp4Path::Rs
+            && if tile.narrow_rs() {
+                o.fp4_fill || o.fp4_tile.fills()
+            } else {
+                (o.fp4_fill && dispatch::wide_split_pays(p, tile, slots))
+                    || (o.fp4_tile.fills() && dispatch::few_wide(p, tile, slots))
+            };
         if fill && !tile.narrow_rs() {
             spec = spec.define("KILN_FP4_WSPLIT", 1);
         }
@@ -804,8 +828,11 @@ impl Fp4Experts {
             row_map: None,
         };
         let tiles = tile.max_tiles_m(p) * tiles_n as u64;
-        let slots = tile.ctas as u64 * ctx.info.sm_count as u64;
-        let grid = if fill { slots } else { tiles.min(slots).max(1) } as u32;
+        let grid = if fill {
+            slots as u64
+        } else {
+            tiles.min(slots as u64).max(1)
+        } as u32;
         // The last wave's split (KILN_FP4_TAIL), on the decode tiles: the kernel decides (only
         // it knows the tile count); the workspace is kept for the largest split this grid allows.
         // The SwiGLU dual GEMM's buffers serve (one stream: the ops never overlap, and either

@@ -1,6 +1,7 @@
 //! MoE experts with 4-bit weights (NVFP4, MXFP4): the standard stacked layout users hand in, the
 //! prepack into the layout the kernel loads, and the host side of `kernels/moe/fp4_experts.cu`.
 
+pub mod dispatch;
 pub mod file;
 pub mod kernel;
 pub mod kernel_w4a8;
@@ -10,6 +11,7 @@ pub mod prepack;
 mod prepack_tests;
 pub mod w4a8;
 
+pub use dispatch::Fp4TileRule;
 pub use kernel::{Fp4Experts, Fp4Operands, Fp4Tile};
 pub use kernel_w4a8::{W4a8Experts, W4a8Operands};
 pub use prepack::{prepack, prepack_swiglu, Fp4Prepacked};

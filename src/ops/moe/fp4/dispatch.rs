@@ -1,0 +1,349 @@
+//! Which tile the 4-bit experts' register path runs a launch on (`KILN_FP4_TILE`): by the most
+//! rows an expert has (the default, [`Fp4Tile::choose`] then `KILN_FP4_NARROW`), by rows and
+//! tile count (`count`: the candidate tile whose estimated time is least), or one forced tile.
+//!
+//! Why by count: the tile that holds an expert's rows in the fewest tiles is the fastest only
+//! where the launch fills the GPU. One expert of 77 or 300 rows at N 2048 runs 16 or 48 wide
+//! tiles on 132 SMs, each streaming the whole K at the wide tile's pace (~1 us a 64-deep stage on
+//! an H200 against ~0.5 for the narrow tiles), so 4-bit ran at 0.66-0.78x kiln's bf16 there
+//! (docs/moe.md, ledger F53, F70) while more tiles of a narrower tile run in the same round.
+
+use super::kernel::{Fp4Path, Fp4Tile};
+use crate::ops::gemm::DType;
+use crate::ops::moe::MoeProblem;
+
+/// `KILN_FP4_TILE`: how the register path's tile is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fp4TileRule {
+    /// The narrowest tile that holds the most rows an expert has (the default).
+    Rows,
+    /// The tile of least estimated time from the rows' tile counts ([`by_count`]), launched on
+    /// every CTA the SMs hold where that lets it split in K: the decode tiles always (their
+    /// balanced split), a wide tile where the launch has at most half as many tiles as CTAs
+    /// ([`few_wide`]).
+    Count,
+    /// That many tokens a tile, whatever the rows: 8 (paired as the dispatch pairs it), 16, 64,
+    /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only).
+    Tokens(u32),
+}
+
+impl Fp4TileRule {
+    pub fn parse(s: &str) -> Option<Fp4TileRule> {
+        match s {
+            "rows" => Some(Fp4TileRule::Rows),
+            "count" => Some(Fp4TileRule::Count),
+            "8" => Some(Fp4TileRule::Tokens(8)),
+            "16" => Some(Fp4TileRule::Tokens(16)),
+            "64" => Some(Fp4TileRule::Tokens(64)),
+            "wide" => Some(Fp4TileRule::Tokens(0)),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Fp4TileRule::Rows => "rows".into(),
+            Fp4TileRule::Count => "count".into(),
+            Fp4TileRule::Tokens(0) => "wide".into(),
+            Fp4TileRule::Tokens(t) => t.to_string(),
+        }
+    }
+
+    /// Whether this rule launches on every CTA the SMs hold (where its tile can split).
+    pub fn fills(self) -> bool {
+        self == Fp4TileRule::Count
+    }
+}
+
+/// The register path's tile of `tt` tokens (0: the wide one), paired as the dispatch pairs the
+/// 8-token tile (`ctas`, `gemm_too`).
+pub fn tile_of(p: &MoeProblem, tt: u32, ctas: u32, gemm_too: bool) -> Fp4Tile {
+    let swiglu = p.swiglu.is_some();
+    let tile = match tt {
+        8 | 16 => Fp4Tile::narrow(tt, swiglu),
+        64 => Fp4Tile::decode(swiglu),
+        _ => Fp4Tile::prefill(swiglu),
+    };
+    tile.paired_for(p, ctas, gemm_too)
+}
+
+/// The candidate of least estimated time on `sms` SMs ([`estimate_us`]) among `base` (the rows
+/// rule's tile; split in K where it runs [`few_wide`] tiles) and the narrower register tiles (the
+/// decode tiles on every CTA, split), a narrower one only where it is estimated at most
+/// [`SWITCH`] of `base`'s time: the estimate is coarse, and `base` is what was measured
+/// everywhere before. `base` as it is for the masked layout (no host counts), f16 activations
+/// (no wide tile: the rows rule's tile is already the decode tile or narrower) and the
+/// shared-memory path.
+pub fn by_count(p: &MoeProblem, base: Fp4Tile, sms: u32, ctas: u32, gemm_too: bool) -> Fp4Tile {
+    if p.is_masked() || p.input != DType::Bf16 || base.path != Fp4Path::Rs {
+        return base;
+    }
+    let split = base.narrow_rs() || few_wide(p, base, base.ctas * sms);
+    let limit = SWITCH * estimate_us(p, base, sms, split);
+    let mut best = (base, f64::INFINITY);
+    for tt in [64, 16, 8] {
+        if tt >= base.tt {
+            continue;
+        }
+        let c = tile_of(p, tt, ctas, gemm_too);
+        let t = estimate_us(p, c, sms, c.narrow_rs() || few_wide(p, c, c.ctas * sms));
+        if t <= limit && t < best.1 {
+            best = (c, t);
+        }
+    }
+    best.0
+}
+
+/// A narrower tile replaces the rows rule's only where estimated at most this share of its time
+/// (the estimates of the round 1 call's launches were within 10 % of their times, ledger F71).
+pub const SWITCH: f64 = 0.92;
+
+/// Token tiles of height `tt` over the experts' host counts (the kernel's tables:
+/// ceil(rows / tt) an expert, `moe_expert_tiles` with no fold).
+pub fn m_tiles(p: &MoeProblem, tt: u32) -> u64 {
+    p.spans()
+        .iter()
+        .map(|&(_, c)| c.div_ceil(tt as usize) as u64)
+        .sum()
+}
+
+/// The kernel's wgmma width for a tile of `rows` rows (`fp4_width` in fp4_experts.cuh).
+pub fn width(rows: usize) -> usize {
+    match rows {
+        0..=8 => 8,
+        9..=16 => 16,
+        17..=32 => 32,
+        _ => 32 * rows.div_ceil(32),
+    }
+}
+
+/// Microseconds a CTA of `tile` spends on one 64-deep stage at wgmma width `w` (H200,
+/// 2026-11-30, launches of one round, so no wait for a slot). The SwiGLU: 1.02 us at width 128
+/// (the 128-token tile, one expert of 300 rows: 48 tiles, 114 us for 112 stages), 0.85 at 80
+/// (77 rows), 0.77 at 64 (the 64-token tile, 5 experts of 60 rows, 80 tiles, 86 us): a fixed
+/// ~0.5 (the decode and the register operand's wait) and the tensor work. The GEMM (its stage
+/// one weight atom a consumer): its 256-token tile 1.7 us at width 256 (300 rows at K 2048,
+/// 112 tiles, 63 us), ~0.7 at 80. The paired 8-token tile ran one row in 49.6 us alone (0.44);
+/// two CTAs an SM share the SM, so 0.1 more when both run. Results: decode4-early12-f559116
+/// and decode4-early13-33dca92.
+pub fn stage_us(tile: Fp4Tile, w: usize, swiglu: bool) -> f64 {
+    let (fixed, per_col) = if swiglu { (0.5, 0.004) } else { (0.3, 0.0056) };
+    let alone = fixed + per_col * w as f64;
+    if tile.ctas > 1 {
+        alone + 0.1
+    } else {
+        alone
+    }
+}
+
+/// DRAM bytes a microsecond the weight stream may reach (H200: the copy rate, 4.2 TB/s).
+const DRAM_BYTES_PER_US: f64 = 4.2e6;
+
+/// The cost of a decode tile's K slices beyond their share of a tile (partials of 256 x 4-8
+/// floats, the sum, the counter), in microseconds: one row on the paired 8-token tile, 16 tiles
+/// cut 8 ways on 264 CTAs, took 24 us against 49.6 whole (ledger F51).
+const SPLIT_US: f64 = 10.0;
+
+/// The same for a wide tile whose consumer threads hold `na` accumulators each (a slice's
+/// partial: 256 x `na` floats): one expert of 77 rows cut 4 ways, 48 us on the 128-token SwiGLU
+/// tile (na 128) against 96 whole, 36.8 on the 64-token one (na 64) against ~85; 300 rows, 48
+/// tiles of 128 tokens cut in two, 77-80 against 114 (ledger F53, F71).
+fn wide_split_us(na: usize) -> f64 {
+    8.0 + 0.11 * na as f64
+}
+
+/// The share of its longest tile a launch of several rounds loses to its last one (beyond the
+/// work spread over the CTAs): the GEMM's 64-token tile ran 300 rows at K 2048, 280 tiles on
+/// 132 CTAs, in 53.8 us, ~46 of them the kernel's (ledger F71).
+const TAIL: f64 = 0.25;
+
+/// The most K slices of a wide tile (`WIDE_SPLITS` in fp4_experts.cu).
+const WIDE_SPLITS: u64 = 4;
+
+/// Whether `tile` is a wide one (64 tokens or more) of which `p` runs at most half of `slots`:
+/// a launch of a few tiles, each streaming the whole K while most SMs idle. The kernel's split
+/// (`KILN_FP4_WSPLIT`) cuts each into min(slots / tiles, 4) slices, one round.
+pub fn few_wide(p: &MoeProblem, tile: Fp4Tile, slots: u32) -> bool {
+    if p.is_masked() || tile.narrow_rs() || tile.path != Fp4Path::Rs {
+        return false;
+    }
+    let tiles = m_tiles(p, tile.tt) * p.n.div_ceil(tile.bn(p.swiglu.is_some())) as u64;
+    tiles > 0 && 2 * tiles <= slots as u64
+}
+
+/// Estimated microseconds of `p` on `tile` over `sms` SMs, only to compare tiles for one
+/// problem: each tile's stages at [`stage_us`] of its own width (an expert's full tiles, then
+/// its remainder), the launch as the longest tile where it is one round, else the work spread
+/// over the CTAs and [`TAIL`] of its longest tile, against
+/// the time the distinct experts' weights take from DRAM. `split`: the decode tiles' balanced
+/// split (on every CTA), or a wide tile's of a launch of [`few_wide`] tiles.
+pub fn estimate_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, split: bool) -> f64 {
+    let swiglu = p.swiglu.is_some();
+    let tt = tile.tt as usize;
+    let tiles_n = p.n.div_ceil(tile.bn(swiglu)) as f64;
+    let stages = p.k.div_ceil(64) as f64;
+    let pace = |rows: usize| stages * stage_us(tile, width(rows), swiglu);
+    let (mut tiles, mut work, mut longest) = (0u64, 0.0f64, 0.0f64);
+    for &(_, c) in p.spans().iter().filter(|s| s.1 > 0) {
+        let (full, rem) = (c / tt, c % tt);
+        tiles += (full + (rem > 0) as usize) as u64;
+        work += full as f64 * pace(tt) + if rem > 0 { pace(rem) } else { 0.0 };
+        longest = longest.max(pace(c.min(tt)));
+    }
+    if tiles == 0 {
+        return 0.0;
+    }
+    let tiles = tiles * tiles_n as u64;
+    let work = work * tiles_n;
+    let slots = (tile.ctas * sms).max(1) as u64;
+    let compute = if !tile.narrow_rs() {
+        if split && 2 * tiles <= slots {
+            let s = (slots / tiles)
+                .min(WIDE_SPLITS)
+                .min((stages as u64 / 4).max(1));
+            let na = if swiglu { tt } else { tt / 2 };
+            longest / s as f64 + wide_split_us(na)
+        } else if tiles <= slots {
+            longest
+        } else {
+            work / slots as f64 + TAIL * longest
+        }
+    } else if split {
+        let (full, tail) = (tiles / slots, tiles % slots);
+        let s = balanced_splits(tail, slots, (stages as u64 / 4).clamp(1, 8));
+        let cut = if s > 1 && tail > 0 { SPLIT_US } else { 0.0 };
+        if full == 0 {
+            longest * (tail * s).div_ceil(slots) as f64 / s as f64 + cut
+        } else {
+            work / slots as f64 + TAIL * longest + cut
+        }
+    } else if tiles <= slots {
+        longest
+    } else {
+        work / slots as f64 + TAIL * longest
+    };
+    let experts = p.spans().iter().filter(|s| s.1 > 0).count();
+    let halves = if swiglu { 2.0 } else { 1.0 };
+    // e2m1 codes and a byte of scale a 16 (NVFP4, the larger): 9/16 of a byte a weight
+    let bytes = experts as f64 * halves * p.n as f64 * p.k as f64 * 9.0 / 16.0;
+    compute.max(bytes / DRAM_BYTES_PER_US)
+}
+
+/// The kernel's balanced slice count for a last wave of `tail` tiles on `slots` CTAs, up to
+/// `most` (`fp4_balanced_splits` in fp4_experts.cu): the fewest slices of the shortest rounds.
+pub fn balanced_splits(tail: u64, slots: u64, most: u64) -> u64 {
+    let (mut best, mut rounds) = (1u64, 1u64);
+    for s in 2..=most {
+        let r = (tail * s).div_ceil(slots);
+        if r * best < rounds * s {
+            best = s;
+            rounds = r;
+        }
+    }
+    best
+}
+
+/// Whether the wide tiles' split variant (`KILN_FP4_FILL`) pays for `p` on `slots` CTAs: the
+/// host counts the tiles (contiguous rows) and the launch or its last wave is at most half the
+/// CTAs, the only case the kernel splits a wide tile in. Elsewhere the variant only costs (E64
+/// 8,192 rows, a last wave of 99 tiles on 132: +4 %, ledger F53).
+pub fn wide_split_pays(p: &MoeProblem, tile: Fp4Tile, slots: u32) -> bool {
+    if p.is_masked() || tile.narrow_rs() || tile.path != Fp4Path::Rs {
+        return false;
+    }
+    let tiles = m_tiles(p, tile.tt) * p.n.div_ceil(tile.bn(p.swiglu.is_some())) as u64;
+    let tail = tiles % slots.max(1) as u64;
+    tail > 0 && 2 * tail <= slots as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::moe::{uneven_counts, WeightLayout};
+
+    fn sw(counts: &[usize]) -> MoeProblem {
+        MoeProblem::contiguous(counts, 2048, 7168, DType::Bf16, DType::Bf16)
+            .with_swiglu(WeightLayout::Separate, true)
+    }
+
+    /// The E64 row: 8,192 rows on 64 experts as `moe bench` draws them, K 2048, N 1408.
+    fn e64() -> MoeProblem {
+        let c = uneven_counts(8192, 64, 1);
+        MoeProblem::contiguous(&c, 1408, 2048, DType::Bf16, DType::Bf16)
+            .with_swiglu(WeightLayout::Separate, true)
+    }
+
+    fn count_tile(p: &MoeProblem) -> u32 {
+        let base = Fp4Tile::choose_paired(p, None, 2, true);
+        by_count(p, base, 132, 2, true).tt
+    }
+
+    #[test]
+    fn the_rule_parses_and_names_each_value() {
+        for v in ["rows", "count", "8", "16", "64", "wide"] {
+            assert_eq!(Fp4TileRule::parse(v).unwrap().name(), v);
+        }
+        assert_eq!(Fp4TileRule::parse("128"), None);
+        assert!(Fp4TileRule::Count.fills() && !Fp4TileRule::Rows.fills());
+    }
+
+    #[test]
+    fn a_few_wide_tiles_split_or_give_way_to_narrower_ones() {
+        let wide = Fp4Tile::prefill(true);
+        // one expert of 300 rows: 48 wide tiles on 132 SMs, cut in K two ways
+        assert_eq!(count_tile(&sw(&[300])), 128);
+        assert!(few_wide(&sw(&[300]), wide, 132));
+        // one of 77 rows: 32 tiles of 64 tokens cut 4 ways (36.8 us on the H200) rather than
+        // 16 of 128 cut 4 ways (48)
+        let c77 = sw(&[0, 0, 77, 0]);
+        assert_eq!(count_tile(&c77), 64);
+        assert!(few_wide(&c77, Fp4Tile::decode(true), 132));
+        // the masked decode pattern as counts: 96 wide tiles, 128 of 64 tokens in one round
+        let decode = sw(&[0, 1, 40, 64, 128, 3, 0, 100]);
+        assert!(!few_wide(&decode, wide, 132));
+        assert_eq!(count_tile(&decode), 64);
+        // the GEMM at the down projection's N 7168, K 2048: 77 rows on 56 wide tiles of 256
+        // tokens at ~1.7 us a stage, or 112 of 64 at ~0.7 in one round
+        let g77 = MoeProblem::contiguous(&[0, 0, 77, 0], 7168, 2048, DType::Bf16, DType::Bf16);
+        assert_eq!(count_tile(&g77), 64);
+        // 300 rows: 112 tiles of 256 (63 us) or 280 of 64 in a round and a bit (54)
+        let g300 = MoeProblem::contiguous(&[300], 7168, 2048, DType::Bf16, DType::Bf16);
+        assert_eq!(count_tile(&g300), 64);
+    }
+
+    #[test]
+    fn launches_that_fill_the_gpu_keep_the_rows_rule() {
+        // E256 32,768 rows, 8 experts of 7,516, E64 8,192 rows: many waves of the wide tile
+        assert_eq!(count_tile(&sw(&uneven_counts(32768, 256, 1))), 128);
+        assert_eq!(count_tile(&sw(&uneven_counts(7516, 8, 1))), 128);
+        assert_eq!(count_tile(&e64()), 128);
+        // the decode counts: the rows rule's 8-token tile is already the narrowest
+        assert_eq!(count_tile(&sw(&[2; 256])), 8);
+        // 256 experts of 0-64 rows: the memory stream, not the tile, sets the time
+        assert_eq!(
+            count_tile(&sw(&crate::harness::moe_shapes::many_experts())),
+            64
+        );
+    }
+
+    #[test]
+    fn the_balanced_split_matches_the_kernel() {
+        // the 64-row decode's 104 tail tiles on 264 CTAs: five slices, two rounds of a fifth
+        assert_eq!(balanced_splits(104, 264, 8), 5);
+        assert_eq!(balanced_splits(250, 264, 8), 1);
+        assert_eq!(balanced_splits(16, 264, 8), 8);
+    }
+
+    #[test]
+    fn the_wide_split_only_where_the_host_counts_a_sparse_wave() {
+        let wide = Fp4Tile::prefill(true);
+        // 300 rows: 48 tiles on 132; E64's last wave of 99 is over half
+        assert!(wide_split_pays(&sw(&[300]), wide, 132));
+        assert!(!wide_split_pays(&e64(), wide, 132));
+        assert!(!wide_split_pays(
+            &sw(&[300]),
+            Fp4Tile::narrow(16, true),
+            132
+        ));
+    }
+}

@@ -1109,7 +1109,16 @@ mod tests {
                     &[Fp4Format::Nvfp4]
                 };
                 for &f in formats {
-                    for (epi, xtile) in [(1, 0), (2, 0), (0, 1), (0, 2), (0, 4), (2, 1), (2, 4)] {
+                    for (epi, xtile) in [
+                        (1, 0),
+                        (2, 0),
+                        (0, 1),
+                        (0, 2),
+                        (0, 4),
+                        (2, 1),
+                        (1, 2),
+                        (2, 4),
+                    ] {
                         let run = xtile_run(xtile, false, tile);
                         let mut spec = Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile);
                         if let Some(d) = epi_define(epi, tile, run.unwrap_or(1)) {

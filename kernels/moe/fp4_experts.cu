@@ -44,6 +44,7 @@
 #include "common/wgmma_rs.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
+#include "moe/fp4_epilogue.cuh"
 #include "moe/fp4_weights.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || \
@@ -100,6 +101,14 @@ static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order
 #define FP4_WMAP_PARAM
 #endif
 constexpr bool kMmaSync = KILN_FP4_MMA;
+// KILN_FP4_EPI (`KILN_FP4_EPI=ahead|defer`, the tiles of 64-256 tokens): 1 loads all of a tile's
+// routing weights a consumer thread needs at once, then stores; 2 also defers the stores of half
+// its results until the next unit's first wgmma batch is issued (moe/fp4_epilogue.cuh says why).
+#if !defined(KILN_FP4_EPI)
+#define KILN_FP4_EPI 0
+#endif
+constexpr int EPI = KILN_FP4_EPI;
+static_assert(EPI == 0 || KILN_TT >= 64, "KILN_FP4_EPI is the wide tiles' epilogue");
 
 constexpr int CTAS = KILN_CTAS;
 static_assert(CTAS == 1 || CTAS == 2, "KILN_CTAS is 1 or 2");
@@ -108,7 +117,19 @@ constexpr int PRODUCER_REGS = CTAS == 1 ? 40 : 32, CONSUMER_REGS = CTAS == 1 ? 2
 constexpr bool kBf16 = KILN_IN == 0;
 constexpr int MB = KILN_SWIGLU ? 2 : 1;  // weight atoms per consumer per stage
 constexpr int TT = KILN_TT, STAGES = KILN_STAGES, BK = 64, BN = 128;
-constexpr int XBOX = TT < 16 ? TT : 16;  // X rows per TMA box: a tile of a few tokens loads 8-16 rows
+// X rows per TMA box: a tile of a few tokens loads 8-16 rows. KILN_FP4_XBOX = TT (`KILN_FP4_XTILE`,
+// the tiles of 64-256 tokens): the whole tile in one box, so a stage is 1 + 2 MB requests instead
+// of TT / 16 + 2 MB, and the weights may come in runs (KILN_FP4_RUN). The early profile of the
+// 128-token SwiGLU tile (H200, 33dca92, 7,516 rows) had its consumers waiting for landed stages
+// in 35 % of the samples at L2 29 % and DRAM 10 % busy, where kiln's bf16 SwiGLU moves twice the
+// bytes a stage in 3 requests with its tensor pipe 89 % busy (docs/moe.md, ledger F81). Rows past
+// the tile's are loaded too (the next expert's, or zeros past X): columns never stored.
+#if defined(KILN_FP4_XBOX)
+constexpr int XBOX = KILN_FP4_XBOX;
+static_assert(XBOX == TT && TT >= 64, "KILN_FP4_XBOX is the wide tiles' whole tile");
+#else
+constexpr int XBOX = TT < 16 ? TT : 16;
+#endif
 constexpr u32 X_BYTES = TT * BK * 2;
 constexpr u32 W_BYTES = 2 * MB * FP4_ATOM_BYTES;
 constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;  // X first, 1024-aligned for the swizzle
@@ -309,6 +330,54 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
   if constexpr (kTwoInFlight) wgmma_wait<0>();
 }
 
+// fp4_mainloop with issued() run once, after the first batch is issued (KILN_FP4_EPI 2: the
+// previous unit's deferred stores, under the tensor work). The first batch stands outside the
+// loop, so that what issued() reads is dead inside it (in the loop, under `kb == 0`, ptxas kept
+// the packed results live through every stage and spilled them). A copy of the loop rather than
+// the default's changed: the default's form is what ptxas pipelines without serialising.
+template <int N, class Issued>
+__device__ __forceinline__ void fp4_mainloop_peeled(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it,
+                                             const Issued& issued) {
+  constexpr int PENDING = kTwoInFlight ? 1 : 0;
+  u32 a0[MB][4][4], a1[MB][4][4];
+  int s0 = fp4_wait_stage(x, it), s1 = 0;
+  fp4_dequant(x, s0, a0);
+  fp4_issue<N>(x, acc, a0, s0, true);
+  issued();
+  for (int kb = 0;; kb += 2) {
+    if (kTwoInFlight && kb > 0) {
+      fp4_retire<N, PENDING>(x, acc, a1, s1);
+      ++it;
+    }
+    if (kb + 1 < x.katoms) {
+      s1 = fp4_wait_stage(x, it + 1);
+      fp4_dequant(x, s1, a1);
+    }
+    if (!kTwoInFlight || kb + 1 >= x.katoms) {
+      fp4_retire<N, 0>(x, acc, a0, s0);
+      ++it;
+    }
+    if (kb + 1 >= x.katoms) break;
+    fp4_issue<N>(x, acc, a1, s1, false);
+    if (kTwoInFlight) {
+      fp4_retire<N, PENDING>(x, acc, a0, s0);
+      ++it;
+    }
+    if (kb + 2 < x.katoms) {
+      s0 = fp4_wait_stage(x, it + 1);
+      fp4_dequant(x, s0, a0);
+    }
+    if (!kTwoInFlight || kb + 2 >= x.katoms) {
+      fp4_retire<N, 0>(x, acc, a1, s1);
+      ++it;
+    }
+    if (kb + 2 >= x.katoms) break;
+    fp4_issue<N>(x, acc, a0, s0, false);
+  }
+  // as fp4_mainloop: the last batch has been waited for, which ptxas cannot tell (C7517)
+  if constexpr (kTwoInFlight) wgmma_wait<0>();
+}
+
 // This warp's B fragments of stage s's X tile (8 tokens of 64 k, one 128-byte row a token in
 // the 128B swizzle: 16-byte chunk j of row r at chunk j ^ r): b[j] for k16 step j. Matrix m of
 // an ldmatrix is k chunk m (then m + 4) of the 8 tokens, so lane l (token l / 4) receives the k
@@ -358,14 +427,21 @@ __device__ __forceinline__ void fp4_mainloop_sync(const Fp4Ctx& x, float (&acc)[
     for (int i = 0; i < 4; ++i) acc[m][i] = d[m][0][i] + d[m][1][i];
 }
 
-template <int W>
-__device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
+template <int W, class Issued>
+__device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it,
+                                             const Issued& issued) {
   if constexpr (kMmaSync) {
+    issued();
     fp4_mainloop_sync(x, acc, it);
   } else if (width >= W || W == 8) {
-    fp4_mainloop<W>(x, acc, it);
+    if constexpr (EPI == 2) {
+      fp4_mainloop_peeled<W>(x, acc, it, issued);
+    } else {
+      issued();
+      fp4_mainloop<W>(x, acc, it);
+    }
   } else if constexpr (W > 8) {
-    fp4_dispatch<(W > 32 ? W - 32 : W / 2)>(width, x, acc, it);
+    fp4_dispatch<(W > 32 ? W - 32 : W / 2)>(width, x, acc, it, issued);
   }
 }
 
@@ -526,6 +602,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
         x.t = threadIdx.x % 128;
         x.lane = threadIdx.x % 32;
         u32 it = 0;
+        // KILN_FP4_EPI: this consumer's packed results of its last tile (2: not yet stored)
+        Fp4Packed<TT / 8> done;
+        done.pending = false;
         for (int j = 0;; ++j) {
           const int u = ring.take(j, x.lane);
           if (u >= units) break;
@@ -539,9 +618,20 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
             for (int e = 0; e < NA; ++e) acc[e / (TT / 2)][e % (TT / 2)] = 0.0f;
           }
           x.katoms = kb1 - kb0;
-          fp4_dispatch<TT>(width, x, acc, it);
+          fp4_dispatch<TT>(width, x, acc, it, [&] {
+            if constexpr (EPI == 2) fp4_flush(p, x.t, done);
+          });
           if (kSplit && ns > 1 && !fp4_split_sum(sx, t - split_from, sp, ns, acc)) continue;
-          fp4_store(x, tile, ids[tile.expert], p, acc, width);
+          if constexpr (EPI > 0) {
+            const int expert = ids[tile.expert];
+            const float sg = p.escale[expert * MB], su = p.escale[expert * MB + MB - 1];
+            const int col0 = tile.n0 + x.c * 64;
+            if constexpr (EPI == 1) fp4_store_block_ahead(p, tile, x.t, acc[0], acc[MB - 1], sg, su, width, col0);
+            else fp4_pack_block(p, tile, x.t, acc[0], acc[MB - 1], sg, su, width, col0, done);
+          } else {
+            fp4_store(x, tile, ids[tile.expert], p, acc, width);
+          }
         }
+        if constexpr (EPI == 2) fp4_flush(p, x.t, done);  // the last tile's
       });
 }

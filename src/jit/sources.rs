@@ -182,6 +182,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/fp4_experts.cuh"),
     ),
     (
+        "moe/fp4_epilogue.cuh",
+        include_str!("../../kernels/moe/fp4_epilogue.cuh"),
+    ),
+    (
         "moe/fp4_experts.cu",
         include_str!("../../kernels/moe/fp4_experts.cu"),
     ),

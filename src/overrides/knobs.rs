@@ -297,6 +297,27 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_deep, false, bit),
     },
     Knob {
+        name: "KILN_FP4_EPI",
+        takes: || {
+            "`each` (each store pair after its own routing weight's load), `ahead` (the 4-bit \
+             experts' tiles of 64 to 256 tokens load a tile's routing weights at once, then \
+             store) or `defer` (`ahead`, and on the 128- and 256-token tiles half the stores \
+             deferred under the next tile's first wgmma batch)"
+                .into()
+        },
+        default: "each",
+        set: |o, v| {
+            let epi = |v: &str| match v {
+                "each" => Some(0),
+                "ahead" => Some(1),
+                "defer" => Some(2),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_epi, or(v, 0, epi))
+        },
+        show: |o| unless(o.moe.fp4_epi, 0, |n| ["each", "ahead", "defer"][n as usize].to_string()),
+    },
+    Knob {
         name: "KILN_FP4_FILL",
         takes: || {
             "0 or 1 (1: the 4-bit experts' decode tiles launched on every CTA the SMs hold, \
@@ -527,6 +548,27 @@ pub(super) static KNOBS: &[Knob] = &[
             )
         },
         show: |o| (o.moe.fp4_tile != Fp4TileRule::Rows).then(|| o.moe.fp4_tile.name()),
+    },
+    Knob {
+        name: "KILN_FP4_XTILE",
+        takes: || {
+            "0, 1, 2 or 4 (not 0: the 4-bit experts' tiles of 64 to 256 tokens load each stage's \
+             X as one box of the whole tile, and their weight atoms of that many stages in one \
+             bulk copy)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| {
+            let run = |v: &str| match v {
+                "0" => Some(0),
+                "1" => Some(1),
+                "2" => Some(2),
+                "4" => Some(4),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_xtile, or(v, 0, run))
+        },
+        show: |o| unless(o.moe.fp4_xtile, 0, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP8_GROUPED",

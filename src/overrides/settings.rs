@@ -358,6 +358,19 @@ pub struct MoeOverrides {
     /// H200: the E256 decode 6-8 % at 512 and 64 rows, NVFP4 and MXFP4); 1 is a copy an atom,
     /// as before. The eliminated KILN_FP4_PREFETCH, KILN_FP4_STAGGER and KILN_FP4_LOAD=tma take 1.
     pub fp4_run: u32,
+    /// `KILN_FP4_EPI` (`each`, `ahead` or `defer`): the epilogue of the 4-bit experts' register
+    /// path on its tiles of 64 to 256 tokens: 0 reads each token's routing weight right before
+    /// its stores (the compiler cannot move a load above a store, so a 128-token tile waits for
+    /// 32 dependent round trips to L2 or L1); 1 loads them all first; 2 also stores half the
+    /// results under the next tile's first wgmma batch (the 128- and 256-token tiles; 1 on the
+    /// 64-token one, where ptxas would serialise the wgmmas). docs/moe.md, ledger F80. Default
+    /// `each` until the device shows another faster in two rounds.
+    pub fp4_epi: u32,
+    /// `KILN_FP4_XTILE` (0, 1, 2 or 4): not 0, the 4-bit experts' register path on its tiles
+    /// of 64 to 256 tokens loads each stage's X as one TMA box of the whole tile (not boxes of
+    /// 16 rows), and its weight atoms of that many stages in one bulk copy (docs/moe.md, ledger
+    /// F81). Default 0 until the device shows another faster in two rounds.
+    pub fp4_xtile: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -425,6 +438,8 @@ impl MoeOverrides {
         fp4_stagger: false,
         fp4_deep: false,
         fp4_run: 4,
+        fp4_epi: 0,
+        fp4_xtile: 0,
         w4a8_sx_staged: true,
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 81 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (81, 14));
+    // 83 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (83, 14));
 }
 
 #[test]
@@ -99,6 +99,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_DECODE", "rot"),
         ("KILN_FP4_DEEP", "1"),
+        ("KILN_FP4_EPI", "defer"),
         ("KILN_FP4_FILL", "1"),
         ("KILN_FP4_GEMV", "async"),
         ("KILN_FP4_GEMV_ACC", "2"),
@@ -114,6 +115,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_STAGGER", "1"),
         ("KILN_FP4_TAIL", "1"),
         ("KILN_FP4_TILE", "count"),
+        ("KILN_FP4_XTILE", "2"),
         ("KILN_FP8_GROUPED", "tm"),
         ("KILN_FP8_PDL", "2"),
         ("KILN_FP8_RULE", "bytes"),

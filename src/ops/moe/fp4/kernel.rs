@@ -523,6 +523,27 @@ pub struct Fp4Operands<'a> {
     pub sched: &'a DeviceBuffer,
 }
 
+/// The kernel's `KILN_FP4_EPI` for `KILN_FP4_EPI`'s value `epi` (0 `each`, 1 `ahead`, 2
+/// `defer`) on `tile` whose weights come in runs of `run` stages (`KILN_FP4_XTILE`): none on the
+/// decode tiles and the shared-memory path; 1 for `defer` on the 64-token tile and with runs
+/// (with half their stores deferred ptxas serialises those kernels' wgmmas: C7511, C7513).
+pub(crate) fn epi_define(epi: u32, tile: Fp4Tile, run: u32) -> Option<u32> {
+    if epi == 0 || tile.tt < 64 || tile.path != Fp4Path::Rs {
+        return None;
+    }
+    Some(if tile.tt < 128 || run > 1 { 1 } else { epi })
+}
+
+/// `KILN_FP4_XTILE`'s run (1, 2 or 4 stages of weights a copy) on `tile`, or none: none when the
+/// knob is 0, on the decode tiles (one box a stage already, runs by `KILN_FP4_RUN`) and the
+/// shared-memory path; a copy an atom under `KILN_FP4_LOAD=tma` (the map load takes no runs).
+pub(crate) fn xtile_run(xtile: u32, load_tma: bool, tile: Fp4Tile) -> Option<u32> {
+    if xtile == 0 || tile.narrow_rs() || tile.path != Fp4Path::Rs {
+        return None;
+    }
+    Some(if load_tma { 1 } else { xtile })
+}
+
 pub struct Fp4Experts;
 
 impl Fp4Experts {
@@ -736,7 +757,15 @@ impl Fp4Experts {
         Self::check(p, l, ops)?;
         let swiglu = p.swiglu.is_some();
         let tile = Self::tile(ctx, p)?;
-        let tx = x_map(p, ops.x.ptr(), tile.x_box());
+        let o = &ctx.overrides.moe;
+        // KILN_FP4_XTILE=R: the wide tiles' X in one box of the tile, their weights in runs of R
+        let xtile = xtile_run(o.fp4_xtile, o.fp4_load_tma, tile);
+        let x_box = if xtile.is_some() {
+            tile.tt
+        } else {
+            tile.x_box()
+        };
+        let tx = x_map(p, ops.x.ptr(), x_box);
         tx.validate().map_err(|reason| Error::Unsupported {
             kernel: NAME.into(),
             reason,
@@ -746,13 +775,18 @@ impl Fp4Experts {
         // by default). The eliminated knobs that walk K otherwise or load atoms by map or ahead
         // (KILN_FP4_PREFETCH, KILN_FP4_STAGGER, KILN_FP4_LOAD=tma) were measured at a copy an
         // atom and take that.
-        let o = &ctx.overrides.moe;
         let prefetch = o.fp4_prefetch;
         let walks_otherwise = prefetch > 0 || o.fp4_stagger || o.fp4_load_tma;
         let run = if walks_otherwise { 1 } else { o.fp4_run };
         let mut spec = Self::spec_run(&ctx.arch(), p.input, l.format, swiglu, tile, run);
         if !ctx.overrides.moe.fp4_shift {
             spec = spec.define("KILN_FP4_ROT", 1); // the old decode, compiled when asked for
+        }
+        if let Some(run) = xtile {
+            spec = spec.define("KILN_FP4_XBOX", tile.tt);
+            if run > 1 {
+                spec = spec.define("KILN_FP4_RUN", run);
+            }
         }
         // KILN_FP4_MMA=sync: the 8-token tile's warps on mma.sync (compiled when asked for)
         if ctx.overrides.moe.fp4_mma_sync && tile.tt == 8 && tile.path == Fp4Path::Rs {
@@ -798,6 +832,12 @@ impl Fp4Experts {
             };
         if fill && !tile.narrow_rs() {
             spec = spec.define("KILN_FP4_WSPLIT", 1);
+        }
+        // KILN_FP4_EPI=ahead|defer: the wide tiles' routing weights loaded at once (and, on the
+        // 128- and 256-token tiles, half the stores deferred under the next tile's first batch),
+        // compiled when asked for
+        if let Some(epi) = epi_define(ctx.overrides.moe.fp4_epi, tile, xtile.unwrap_or(1)) {
+            spec = spec.define("KILN_FP4_EPI", epi);
         }
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
@@ -1073,6 +1113,71 @@ mod tests {
             );
         }
         crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_EPI=ahead|defer` and `KILN_FP4_XTILE=1|2|4` (compiled only when asked for) on
+    /// the tiles of 64-256 tokens, both ops, alone and together (both formats on the 128-token
+    /// SwiGLU tile, NVFP4 on the others: the knobs touch no decode): no spills, and no wgmma
+    /// serialised (the deferred stores' registers would push ptxas to it; `defer` takes `ahead`'s
+    /// form on the 64-token tile and with runs for that). One compile each.
+    #[test]
+    fn the_wide_tiles_epilogue_and_load_forms_compile_clean() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let jit = crate::jit::Jit::without_cache();
+        let dev = crate::device::DeviceInfo::h100_sxm();
+        let mut specs = Vec::new();
+        for swiglu in [true, false] {
+            for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+                let formats: &[Fp4Format] = if swiglu && tile.tt == 128 {
+                    &Fp4Format::ALL
+                } else {
+                    &[Fp4Format::Nvfp4]
+                };
+                for &f in formats {
+                    for (epi, xtile) in [
+                        (1, 0),
+                        (2, 0),
+                        (0, 1),
+                        (0, 2),
+                        (0, 4),
+                        (2, 1),
+                        (1, 2),
+                        (2, 4),
+                    ] {
+                        let run = xtile_run(xtile, false, tile);
+                        let mut spec = Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile);
+                        if let Some(d) = epi_define(epi, tile, run.unwrap_or(1)) {
+                            spec = spec.define("KILN_FP4_EPI", d);
+                        }
+                        if let Some(r) = run {
+                            spec = spec.define("KILN_FP4_XBOX", tile.tt);
+                            if r > 1 {
+                                spec = spec.define("KILN_FP4_RUN", r);
+                            }
+                        }
+                        if !specs.contains(&spec) {
+                            specs.push(spec);
+                        }
+                    }
+                }
+            }
+        }
+        for spec in &specs {
+            let c = jit.compile(spec).unwrap();
+            let problems = crate::harness::check::judge(spec, &c.resources, &dev);
+            assert!(problems.is_empty(), "{}: {problems:?}", spec.label());
+            assert!(!c.log.contains("C751"), "{}: {}", spec.label(), c.log);
+        }
+        // none on the decode tiles or the shared-memory path, nor for `each`
+        assert_eq!(epi_define(2, Fp4Tile::narrow(16, true), 1), None);
+        assert_eq!(epi_define(2, Fp4Tile::dq(), 1), None);
+        assert_eq!(epi_define(0, Fp4Tile::prefill(true), 1), None);
+        assert_eq!(epi_define(2, Fp4Tile::decode(true), 1), Some(1));
+        assert_eq!(epi_define(2, Fp4Tile::prefill(true), 4), Some(1));
+        assert_eq!(xtile_run(2, false, Fp4Tile::narrow(8, true)), None);
+        assert_eq!(xtile_run(4, true, Fp4Tile::prefill(true)), Some(1));
     }
 
     /// `KILN_FP4_DEEP`: tables for 256 experts give the paired decode tiles a stage more (the

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::formats::ScaleRecipe;
 use crate::ops::fp8::{self, Granularity, QuantSpec};
 use crate::ops::gemm::DType;
-use crate::ops::moe::fp4::kernel_w4a8::{W4a8Layout, NAME};
+use crate::ops::moe::fp4::kernel_w4a8::{auto_form, W4a8Layout, W4a8Variant, NAME};
 use crate::ops::moe::fp4::{W4a8Experts, W4a8Operands};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::sched_bytes;
@@ -98,20 +98,18 @@ pub fn bench_w4a8(
         sched: &sched,
     };
     W4a8Experts::check(&p, &l, &ops)?;
-    let form = ctx.overrides.moe.w4a8_form;
-    let decode = ctx.overrides.moe.w4a8_decode;
-    let tile = if matches!(
-        form,
-        crate::overrides::W4a8Form::Wide | crate::overrides::W4a8Form::WideSpread
-    ) {
+    // the form and knobs this launch runs (`auto` resolved by the rows)
+    let form = auto_form(&p, &ctx.overrides.moe);
+    let v = W4a8Variant::for_launch(&p, &ctx.overrides.moe)?;
+    let tile = if v.wide {
         format!(
             "192 tokens x 128 weight rows, smem-decoded e4m3, three consumers ({})",
             form.name()
         )
-    } else if form == crate::overrides::W4a8Form::Ss {
-        match decode {
+    } else if !v.rs {
+        match v.decode {
             crate::overrides::W4a8Decode::Consumers => {
-                "128 tokens x 128 weight rows, smem-decoded e4m3".to_string()
+                "128 tokens x 128 weight rows, smem-decoded e4m3 (ss)".to_string()
             }
             d => format!(
                 "128 tokens x 128 weight rows, smem-decoded e4m3 ({} decode)",

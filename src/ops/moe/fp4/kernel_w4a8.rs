@@ -671,6 +671,18 @@ impl W4a8Experts {
         l: &W4a8Layout,
         ops: &W4a8Operands,
     ) -> Result<()> {
+        Self::launch_form(ctx, p, l, ops, ctx.overrides.moe.w4a8_form)
+    }
+
+    /// [`launch`](Self::launch) in the form `form` instead of `KILN_W4A8_FORM`'s (the bench's
+    /// `--forms`: several forms timed in one process), the other W4A8 knobs as set.
+    pub fn launch_form(
+        ctx: &Context,
+        p: &Fp8MoeProblem,
+        l: &W4a8Layout,
+        ops: &W4a8Operands,
+        form: W4a8Form,
+    ) -> Result<()> {
         let unsupported = |reason: String| Error::Unsupported {
             kernel: NAME.into(),
             reason,
@@ -681,7 +693,10 @@ impl W4a8Experts {
         let tx = x_map(p, ops.x.ptr());
         tx.validate().map_err(unsupported)?;
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
-        let knobs = &ctx.overrides.moe;
+        let knobs = &MoeOverrides {
+            w4a8_form: form,
+            ..ctx.overrides.moe
+        };
         let form = auto_form(p, knobs);
         let v = W4a8Variant::for_launch(p, knobs)?;
         let want = if v.frags {

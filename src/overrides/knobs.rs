@@ -759,8 +759,8 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_W4A8_FORM",
         takes: || {
-            "`auto` (`wide` where the launch's rows are contiguous and average at least \
-             WIDE_ROWS_PER_EXPERT an expert, `ss` otherwise), `ss` (the decoded weights in shared \
+            "`auto` (`wide` for the fused SwiGLU where the launch's rows are contiguous and \
+             average at least 112 an expert, `ss` otherwise), `ss` (the decoded weights in shared \
              memory, wgmma's B, read by both consumers), `rs` (each consumer decodes its own \
              weight rows into wgmma's register A, the tokens as N; with KILN_W4A8_SX=tma only), \
              `rs-lanes` (rs with each K block's X scales laid out lane-major before the \

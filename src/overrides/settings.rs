@@ -459,9 +459,10 @@ impl W4a8Decode {
 /// The form of the W4A8 experts' kernel (`KILN_W4A8_FORM`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum W4a8Form {
-    /// By the launch's rows per expert: `Wide` at prefill (contiguous rows, at least
-    /// `kernel_w4a8::WIDE_ROWS_PER_EXPERT` an expert on average, at most 256 experts, the other
-    /// W4A8 knobs at their defaults), `Ss` otherwise (decode, masked rows; ledger F90).
+    /// By the launch's rows per expert: `Wide` for the fused SwiGLU at prefill (contiguous
+    /// rows, at least `kernel_w4a8::WIDE_ROWS_PER_EXPERT` an expert on average, at most 256
+    /// experts, the other W4A8 knobs at their defaults), `Ss` otherwise (decode, masked rows,
+    /// the grouped GEMM; ledger F90).
     Auto,
     /// The decoded weights in shared memory, wgmma's B operand, read by both consumers.
     Ss,

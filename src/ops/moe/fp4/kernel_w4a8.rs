@@ -405,11 +405,12 @@ impl W4a8Variant {
     }
 }
 
-/// The form `KILN_W4A8_FORM` runs for `p`: `auto` (the default) is `wide` where the rows are
-/// contiguous and average at least [`WIDE_ROWS_PER_EXPERT`] an expert, over at most
-/// [`WIDE_MAX_EXPERTS`], with the other W4A8 knobs at their defaults (they shape the 128-token
-/// form), and `ss` otherwise: at decode, and with masked rows, whose counts only the GPU sees;
-/// any other value stands. The host sees a launch's rows and experts, not how they spread.
+/// The form `KILN_W4A8_FORM` runs for `p`: `auto` (the default) is `wide` for the fused SwiGLU
+/// where the rows are contiguous and average at least [`WIDE_ROWS_PER_EXPERT`] an expert, over
+/// at most [`WIDE_MAX_EXPERTS`], with the other W4A8 knobs at their defaults (they shape the
+/// 128-token form), and `ss` otherwise: at decode, with masked rows, whose counts only the GPU
+/// sees, and for the grouped GEMM (`wide`'s is verified, not yet timed); any other value
+/// stands. The host sees a launch's rows and experts, not how they spread.
 pub fn auto_form(p: &Fp8MoeProblem, k: &MoeOverrides) -> W4a8Form {
     if k.w4a8_form != W4a8Form::Auto {
         return k.w4a8_form;
@@ -423,7 +424,9 @@ pub fn auto_form(p: &Fp8MoeProblem, k: &MoeOverrides) -> W4a8Form {
         Rows::Masked { .. } => false,
     };
     let fits = p.experts > 0 && p.experts <= WIDE_MAX_EXPERTS as usize;
-    if defaults && prefill && fits {
+    // the fused SwiGLU only: `wide`'s grouped GEMM (the down projection) is verified but has
+    // not been timed against `ss` yet
+    if defaults && prefill && fits && p.swiglu.is_some() {
         W4a8Form::Wide
     } else {
         W4a8Form::Ss
@@ -896,8 +899,11 @@ mod tests {
         assert_eq!(k.w4a8_form, W4a8Form::Auto);
         let even = |rows: usize, e: usize| {
             let c: Vec<usize> = (0..e).map(|i| (i + 1) * rows / e - i * rows / e).collect();
-            Fp8MoeProblem::contiguous(&c, 2048, 7168)
+            Fp8MoeProblem::contiguous(&c, 2048, 7168).with_swiglu(true, false)
         };
+        // the grouped GEMM keeps ss until wide's is timed
+        let gemm = Fp8MoeProblem::contiguous(&[128; 256], 7168, 2048);
+        assert_eq!(auto_form(&gemm, &k), W4a8Form::Ss);
         // the bench's prefill (32,768 rows on 256 experts, 128 an expert) and the threshold
         let prefill = even(32768, 256);
         assert_eq!(auto_form(&prefill, &k), W4a8Form::Wide);
@@ -919,7 +925,7 @@ mod tests {
             W4a8Variant::for_launch(&decode, &k).unwrap(),
             W4a8Variant::DEFAULT
         );
-        let masked = Fp8MoeProblem::masked(&[200; 8], 256, 2048, 7168);
+        let masked = Fp8MoeProblem::masked(&[200; 8], 256, 2048, 7168).with_swiglu(true, false);
         assert_eq!(auto_form(&masked, &k), W4a8Form::Ss);
         // more experts than wide's tables: ss
         assert_eq!(auto_form(&even(512 * 200, 512), &k), W4a8Form::Ss);

@@ -236,25 +236,11 @@ __device__ __forceinline__ void w4a8_produce_split(const W4a8Args& p, const TmaM
   });
 }
 
-// A K step's stage: `it`'s ring stage (waited for), its decoded slot, and (KILN_W4A8_SX, a
-// consumer with tokens) the thread's two token rows' X scales, `shift` bytes into its box.
-struct W4Stage {
-  int s, slot;
-  float2 sc;
-};
-
+// A K step's stage (w4a8_stage_wait): with KILN_W4A8_SX, a consumer with tokens reads its two
+// token rows' X scales, `shift` bytes into the stage's box.
 template <bool LIVE>
 __device__ __forceinline__ W4Stage w4a8_wait(const W4Ctx& x, u32 it, u32 shift) {
-  W4Stage g;
-  g.s = x.ring.wait_full(it);
-  g.slot = (int)(it % SLOTS);
-  g.sc = make_float2(0.0f, 0.0f);
-  if constexpr (kSxStaged && LIVE) {
-    const u32 at = x.base + g.s * STAGE_BYTES + x.sx_off + shift;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(g.sc.x) : "r"(at));
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(g.sc.y) : "r"(at + 32));
-  }
-  return g;
+  return w4a8_stage_wait<kSxStaged && LIVE, SLOTS, STAGE_BYTES>(x, it, shift);
 }
 
 // The four k32 wgmmas of stage g into the fresh accumulator `a` (X of this consumer's 64 tokens
@@ -492,8 +478,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       w4a8_produce_split(p, &tma_x, &tma_sx, rings.stages, aring, rings.ring, rings.table, base, abase);
       return;
     }
-    fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, ATOM_BYTES, STAGE_BYTES, SX_BYTES>(p, &tma_x, rings.stages, rings.ring, rings.table,
-                                                                                         base, &tma_sx);
+    w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES>(p, &tma_x, &tma_sx, rings, base);
   };
   // KILN_W4A8_DEC: decoding thread d (0 .. DEC_THREADS - 1)
   const auto decode = [&](int d) {
@@ -512,15 +497,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const auto consume =
       [&](int c) {
         W4Ctx x;
-        x.base = base;
-        x.slots = slots;
-        x.lut = lut;
-        x.ring = rings.stages;
-        x.c = c;
-        x.t = threadIdx.x % 128;
-        x.lane = threadIdx.x % 32;
-        const int tok_a = 64 * c + 16 * (x.t / 32) + x.lane / 4;
-        x.sx_off = SX_OFF + 4u * tok_a;
+        w4a8_consumer_ctx(x, base, slots, lut, rings.stages, c, SX_OFF);
+        const int tok_a = 64 * c + 16 * (x.t / 32) + x.lane / 4;  // its first token (sx_off's)
         u32 it = 0;
         for (int j = 0;; ++j) {
           const int t = rings.ring.take(j, x.lane);

@@ -57,7 +57,7 @@ constexpr bool kFrags = false;
 #endif
 static_assert(!kFrags || kSxLanes, "KILN_W4A8_FRAGS runs with KILN_W4A8_SXL (the host's rule)");
 
-constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES, XBOX = 32;
+constexpr int BM = 128, BK = 128, STAGES = KILN_STAGES;
 constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
 constexpr u32 X_BYTES = BM * BK, W_BYTES = 2 * W4A8_ATOM_BYTES;
 constexpr int SX_BOX = BM + 4;  // the staged X scales: a box from a multiple of 4 (the host's SX_BOX)
@@ -321,10 +321,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   ws_roles<40, 232>(
       wg,
-      [&] {
-        fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, W4A8_ATOM_BYTES, STAGE_BYTES, SX_BYTES>(
-            p, &tma_x, rings.stages, rings.ring, rings.table, base, &tma_sx);
-      },
+      [&] { w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES>(p, &tma_x, &tma_sx, rings, base); },
       [&](int c) {
         RsCtx x;
         x.base = base;

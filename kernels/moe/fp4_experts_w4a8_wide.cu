@@ -39,7 +39,7 @@
 #endif
 
 constexpr int CONSUMERS = 3, DECODERS = 2;  // consumers 0 and 1 decode atom c of each stage
-constexpr int BM = 64 * CONSUMERS, BK = 128, STAGES = KILN_STAGES, SLOTS = 3, XBOX = 32;
+constexpr int BM = 64 * CONSUMERS, BK = 128, STAGES = KILN_STAGES, SLOTS = 3;
 constexpr int BN = KILN_SWIGLU ? 64 : 128;  // output columns of a tile (two 64-row atoms)
 constexpr int THREADS = 128 * (1 + CONSUMERS), PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 static_assert(PRODUCER_REGS + CONSUMERS * CONSUMER_REGS <= (1 + CONSUMERS) * (65536 / THREADS),
@@ -65,96 +65,24 @@ struct WideCtx {
 
 // Step `it`'s stage (waited for), its slot and (LIVE: a consumer with tokens) the thread's two
 // token rows' X scales, `shift` bytes into the stage's box.
-struct WideStage {
-  int s, slot;
-  float2 sc;
-};
-
 template <bool LIVE>
-__device__ __forceinline__ WideStage wide_wait(const WideCtx& x, u32 it, u32 shift) {
-  WideStage g;
-  g.s = x.ring.wait_full(it);
-  g.slot = (int)(it % SLOTS);
-  g.sc = make_float2(0.0f, 0.0f);
-  if constexpr (LIVE) {
-    const u32 at = x.base + g.s * STAGE_BYTES + x.sx_off + shift;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(g.sc.x) : "r"(at));
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(g.sc.y) : "r"(at + 32));
-  }
-  return g;
+__device__ __forceinline__ W4Stage wide_wait(const WideCtx& x, u32 it, u32 shift) {
+  return w4a8_stage_wait<LIVE, SLOTS, STAGE_BYTES>(x, it, shift);
 }
 
-// KILN_W4A8_SPREAD (`KILN_W4A8_FORM=wide-spread`, F61): the decode spread over all three
-// consumers in half-blocks (16 codes: two code words, one 16-byte store), a stage's 1,024 of them
-// three a thread for consumers 0 and 1 and two for consumer 2 (instead of 64 codes for consumers 0
-// and 1 and none for 2), every load of a thread's half-blocks issued before its first byte permute.
-// Round 1's ncu of `wide` (F60): 29.5 % of the stall samples at the consumers' barrier (waiting for
-// the decoders) and ~13 % on the decode's first use of its shared loads (short scoreboard): one
-// unit's loads come in three dependent rounds (the table offsets, then block 0's codes and table,
-// then, behind block 0's stores, block 1's).
-#if defined(KILN_W4A8_SPREAD)
-constexpr bool kSpread = true;
+#if defined(KILN_W4A8_FIRST)
+constexpr bool kFirst = KILN_SWIGLU;  // the grouped GEMM spills 8 bytes with it at 160 registers
 #else
-constexpr bool kSpread = false;
+constexpr bool kFirst = false;
 #endif
-constexpr int HALVES = 2 * 2 * 128 * 2;  // a stage's half-blocks: atoms x blocks x units x halves
-constexpr int SPREAD = (HALVES + 128 * CONSUMERS - 1) / (128 * CONSUMERS);  // the most a thread takes
 
-// Half-block h = ((2a + b) * 128 + u) * 2 + q of stage g: atom a, 32-block b, unit u (row u / 2,
-// k half u % 2, as w4a8_unit_at's), code words 2q and 2q + 1 of the block, so that consecutive
-// threads read consecutive 8 bytes. Thread i of the three consumers takes h = i + 384 k.
-__device__ __forceinline__ void wide_decode_spread(const WideCtx& x, const WideStage& g) {
-  const int i = 128 * x.c + x.t;
-  const u32 atoms = x.base + g.s * STAGE_BYTES + X_BYTES, slot = x.slots + g.slot * SLOT_BYTES;
-  u32 w0[SPREAD], w1[SPREAD];
-  u16 off[SPREAD];
-#pragma unroll
-  for (int k = 0; k < SPREAD; ++k) {
-    const int h = i + 128 * CONSUMERS * k;
-    if (h >= HALVES) break;
-    const int q = h & 1, u = (h >> 1) & 127, b = (h >> 8) & 1, a = h >> 9;
-    const u32 atom = atoms + a * W4A8_ATOM_BYTES;
-    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(w0[k]), "=r"(w1[k]) : "r"(atom + 2048 * b + 16 * u + 8 * q));
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(off[k]) : "r"(atom + W4A8_ATOM_CODES + 4 * (u / 2) + 2 * (u % 2)));
-  }
-  // the tables too before the first store (the SwiGLU); the grouped GEMM loads each beside its
-  // store (all of them at once spilled 12 bytes of its consumers at 160 registers)
-  constexpr bool TABLES_FIRST = KILN_SWIGLU;
-  u32 t0[SPREAD], t1[SPREAD];
-  const auto table = [&](int k, int h) {
-    const u32 toff = (((h >> 8) & 1) ? (u32)off[k] >> 8 : (u32)off[k]) & LUT_MASK;
-    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(t0[k]), "=r"(t1[k]) : "r"(x.lut + toff));
-  };
-#pragma unroll
-  for (int k = 0; k < SPREAD; ++k) {
-    const int h = i + 128 * CONSUMERS * k;
-    if (h >= HALVES) break;
-    if constexpr (TABLES_FIRST) table(k, h);
-  }
-#pragma unroll
-  for (int k = 0; k < SPREAD; ++k) {
-    const int h = i + 128 * CONSUMERS * k;
-    if (h >= HALVES) break;
-    if constexpr (!TABLES_FIRST) table(k, h);
-    const int q = h & 1, u = (h >> 1) & 127, b = (h >> 8) & 1, a = h >> 9;
-    const int row = 64 * a + u / 2;
-    const u32 chunk = (u32)(4 * (u % 2) + 2 * b + q) ^ (u32)(row & 7);
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(slot + row * 128 + chunk * 16),
-                 "r"(w4a8_bytes<0>(w0[k], t0[k], t1[k])), "r"(w4a8_bytes<1>(w0[k], t0[k], t1[k])),
-                 "r"(w4a8_bytes<0>(w1[k], t0[k], t1[k])), "r"(w4a8_bytes<1>(w1[k], t0[k], t1[k]))
-                 : "memory");
-  }
-}
-
-// Consumers 0 and 1 decode atom c of stage g into its slot (KILN_W4A8_SPREAD: all three their
-// half-blocks of both atoms) and fence it for wgmma; all three meet.
-__device__ __forceinline__ void wide_decode_meet(const WideCtx& x, const WideStage& g) {
-  if constexpr (kSpread) {
-    wide_decode_spread(x, g);
-    fence_proxy_async_shared();
-  } else if (x.c < DECODERS) {
+// Consumers 0 and 1 decode atom c of stage g into its slot and fence it for wgmma; all three meet.
+// KILN_W4A8_FIRST (`KILN_W4A8_FORM=wide-first`, F91): both 32-blocks' shared loads before the first
+// store.
+__device__ __forceinline__ void wide_decode_meet(const WideCtx& x, const W4Stage& g) {
+  if (x.c < DECODERS) {
     const u32 atom = x.base + g.s * STAGE_BYTES + X_BYTES + x.c * W4A8_ATOM_BYTES;
-    w4a8_decode_unit_at(x.lut, w4a8_unit_at(atom, x.slots + g.slot * SLOT_BYTES, x.c, x.t), x.t);
+    w4a8_decode_unit_at<kFirst>(x.lut, w4a8_unit_at(atom, x.slots + g.slot * SLOT_BYTES, x.c, x.t), x.t);
     fence_proxy_async_shared();
   }
   named_barrier_sync(1, 128 * CONSUMERS);
@@ -163,7 +91,7 @@ __device__ __forceinline__ void wide_decode_meet(const WideCtx& x, const WideSta
 // The four k32 wgmmas of stage g into the fresh accumulator `a` (X of this consumer's 64 tokens as
 // A, the decoded slot as B), committed as one batch; the descriptors from the tiles' addresses in
 // 16-byte units, one add a k32 step.
-__device__ __forceinline__ void wide_issue(const WideCtx& x, const WideStage& g, float (&a)[64]) {
+__device__ __forceinline__ void wide_issue(const WideCtx& x, const W4Stage& g, float (&a)[64]) {
   const u32 sa16 = (x.base >> 4) + g.s * (STAGE_BYTES / 16) + x.c * (64 * 128 / 16);
   const u32 sb16 = (x.slots >> 4) + g.slot * (SLOT_BYTES / 16);
   const u64 da = wgmma_desc_sw128_at(sa16, 16, 1024), db = wgmma_desc_sw128_at(sb16, 16, 1024);
@@ -190,7 +118,7 @@ __device__ __forceinline__ void wide_kloop(const WideCtx& x, u32& it, int nk, fl
                                            const Sh& sxsh) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
-  WideStage g = wide_wait<true>(x, it, sxsh(0));
+  W4Stage g = wide_wait<true>(x, it, sxsh(0));
   wide_decode_meet(x, g);
   wide_issue(x, g, acc);
   float2 sc = g.sc;
@@ -222,20 +150,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
       warpgroup_index(),
-      [&] {
-        fp4_produce_pairs<STAGES, BM, BN, BK, XBOX, X_BYTES, W4A8_ATOM_BYTES, STAGE_BYTES, SX_BYTES>(
-            p, &tma_x, rings.stages, rings.ring, rings.table, base, &tma_sx);
-      },
+      [&] { w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES>(p, &tma_x, &tma_sx, rings, base); },
       [&](int c) {
         WideCtx x;
-        x.base = base;
-        x.slots = slots;
-        x.lut = lut;
-        x.ring = rings.stages;
-        x.c = c;
-        x.t = threadIdx.x % 128;
-        x.lane = threadIdx.x % 32;
-        x.sx_off = SX_OFF + 4u * (64 * c + 16 * (x.t / 32) + x.lane / 4);
+        w4a8_consumer_ctx(x, base, slots, lut, rings.stages, c, SX_OFF);
         u32 it = 0;
         for (int j = 0;; ++j) {
           const int t = rings.ring.take(j, x.lane);

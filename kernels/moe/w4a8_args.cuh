@@ -5,6 +5,7 @@
 #pragma once
 #include "common/fp8.cuh"
 #include "common/types.cuh"
+#include "moe/fp4_experts.cuh"
 
 // The argument block, laid out as `W4a8Args` in src/ops/moe/fp4/kernel_w4a8.rs.
 struct W4a8Args {
@@ -48,4 +49,14 @@ __device__ __forceinline__ u32 w4a8_bytes(u32 w, u32 t0, u32 t1) {
   const u32 sel = (HI ? w >> 16 : w) & 0x7777u;
   const u32 sign = (HI ? w << 4 : w) & 0x80808080u;
   return __byte_perm(t0, t1, sel) | sign;
+}
+
+// The producer thread of every W4A8 form: fp4_produce_pairs with W4A8's K block (128 e4m3), X boxes
+// of 32 rows and atoms. Per K block one stage of `rings`: the tile's BM X rows, the two weight atoms
+// and (SX_BYTES > 0) the box of X's scales.
+template <int STAGES, int BM, int BN, u32 STAGE_BYTES, u32 SX_BYTES>
+__device__ __forceinline__ void w4a8_produce(const W4a8Args& p, const TmaMap* tma_x, const TmaMap* tma_sx,
+                                             const MoeRings<STAGES>& rings, u32 base) {
+  fp4_produce_pairs<STAGES, BM, BN, 128, 32, BM * 128, W4A8_ATOM_BYTES, STAGE_BYTES, SX_BYTES>(
+      p, tma_x, rings.stages, rings.ring, rings.table, base, tma_sx);
 }

@@ -61,10 +61,60 @@ __device__ __forceinline__ void w4a8_store_block(const W4Unit& u, int b, const W
                : "memory");
 }
 
-// Decodes unit u, one 32-block at a time (few registers).
+// Decodes unit u, one 32-block at a time (few registers); FIRST: both blocks' shared loads before
+// the first store (the stores' "memory" clobber keeps block 1's loads behind block 0's stores
+// otherwise: a third dependent round of shared loads in the decoding thread's chain; F91).
+template <bool FIRST = false>
 __device__ __forceinline__ void w4a8_decode_unit_at(u32 lut, const W4Unit& u, int t) {
+  if constexpr (FIRST) {
+    const W4Block b0 = w4a8_load_block(lut, u, t, 0), b1 = w4a8_load_block(lut, u, t, 1);
+    w4a8_store_block(u, 0, b0);
+    w4a8_store_block(u, 1, b1);
+  } else {
 #pragma unroll
-  for (int b = 0; b < 2; ++b) w4a8_store_block(u, b, w4a8_load_block(lut, u, t, b));
+    for (int b = 0; b < 2; ++b) w4a8_store_block(u, b, w4a8_load_block(lut, u, t, b));
+  }
+}
+
+// Sets what every shared-memory form's consumer context holds: the stages at `base`, the decoded
+// slots, the tables, the stage ring, consumer c with this thread's t and lane, and sx_off, the
+// thread's first token's X scale in a stage (the scales at `sx_first` of it; its second token's 32
+// bytes on), before the box's shift (w4a8_sx_shift).
+template <class Ctx, class Ring>
+__device__ __forceinline__ void w4a8_consumer_ctx(Ctx& x, u32 base, u32 slots, u32 lut, const Ring& ring, int c,
+                                                  u32 sx_first) {
+  x.base = base;
+  x.slots = slots;
+  x.lut = lut;
+  x.ring = ring;
+  x.c = c;
+  x.t = threadIdx.x % 128;
+  x.lane = threadIdx.x % 32;
+  x.sx_off = sx_first + 4u * (64 * c + 16 * (x.t / 32) + x.lane / 4);
+}
+
+// A K step's stage: its ring stage `s` (waited for), its decoded slot, and the thread's two token
+// rows' X scales (staged with X; zero unless LIVE).
+struct W4Stage {
+  int s, slot;
+  float2 sc;
+};
+
+// Waits for step `it`'s stage of the consumer context x's ring (stages STAGE_BYTES apart from
+// x.base) and, LIVE, reads the thread's two X scales (x.sx_off, `shift` bytes into the box, and 32
+// bytes on).
+template <bool LIVE, int SLOTS, u32 STAGE_BYTES, class Ctx>
+__device__ __forceinline__ W4Stage w4a8_stage_wait(const Ctx& x, u32 it, u32 shift) {
+  W4Stage g;
+  g.s = x.ring.wait_full(it);
+  g.slot = (int)(it % SLOTS);
+  g.sc = make_float2(0.0f, 0.0f);
+  if constexpr (LIVE) {
+    const u32 at = x.base + g.s * STAGE_BYTES + x.sx_off + shift;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(g.sc.x) : "r"(at));
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(g.sc.y) : "r"(at + 32));
+  }
+  return g;
 }
 
 // Where the tile's first X scale of K block kb sits in the stage's box, in bytes

@@ -626,6 +626,11 @@ pub struct MoeBenchArgs {
     pub timing: TimingArgs,
     #[command(flatten)]
     pub four_bit: FourBitArgs,
+    /// With --act e4m3: the W4A8 kernel forms to time (`KILN_W4A8_FORM` values, comma-separated,
+    /// e.g. `ss,wide,wide-first`), each beside kiln's bf16 kernel in interleaved rounds of one
+    /// process (default: the knob's form alone, interleaved with bf16 the same way).
+    #[arg(long, value_name = "LIST", requires = "act")]
+    pub forms: Option<String>,
     /// Time the whole MoE layer and its steps instead: the issue's shapes, or the sizes given
     /// as `E64,k8,H2048,I1408,T1+64+4096`.
     #[arg(long, num_args = 0..=1, default_missing_value = "issue", value_name = "SHAPES")]

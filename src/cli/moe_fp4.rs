@@ -18,6 +18,7 @@ use kiln::ops::moe::fp4::Fp4Format;
 use kiln::ops::moe::fp4::Fp4Prepacked;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::MoeProblem;
+use kiln::overrides::W4a8Form;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoePrepackArgs};
@@ -96,6 +97,24 @@ pub fn verify(
     Ok(verified(failed > 0))
 }
 
+/// `--forms ss,wide`: W4A8 kernel forms by their `KILN_W4A8_FORM` names.
+fn parse_forms(list: &str) -> Result<Vec<W4a8Form>> {
+    list.split(',')
+        .map(|name| {
+            W4a8Form::ALL
+                .into_iter()
+                .find(|f| f.name() == name.trim())
+                .ok_or_else(|| {
+                    let names: Vec<_> = W4a8Form::ALL.iter().map(|f| f.name()).collect();
+                    Error::invalid(format!(
+                        "--forms takes KILN_W4A8_FORM values ({}), not {name:?}",
+                        names.join(", ")
+                    ))
+                })
+        })
+        .collect()
+}
+
 /// `kiln moe bench --weights F [--act e4m3]`.
 pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     let format = Fp4Format::parse(weights)?;
@@ -111,10 +130,12 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
         swiglu,
     };
     r.problem().validate()?;
+    let forms = a.forms.as_deref().map(parse_forms).transpose()?;
     let ctx = env.context()?;
     let opt = bench_options(env, &a.timing);
     let rows = if w4a8 {
-        bench_w4a8(&ctx, &env.registry, &r, &opt)?
+        let forms = forms.unwrap_or_else(|| vec![ctx.overrides.moe.w4a8_form]);
+        bench_w4a8(&ctx, &env.registry, &r, &opt, &forms)?
     } else {
         bench_fp4(&ctx, &env.registry, &r, &opt)?
     };

@@ -1,18 +1,19 @@
 //! The 4-bit MoE kernels timed against kiln's bf16 kernel of the same counts in one run: µs, and
 //! GB/s of the bytes each must move (touched experts only) as a fraction of the copy ceiling.
 
-use super::bench::{Bench, BenchOptions, Row, Times};
+use super::bench::{Bench, BenchOptions, Row, Summary, Times};
 use super::device_data::random_buffer;
 use super::moe_bench::{random_buffers, tile_label};
 use super::moe_fp4::Fp4Buffers;
 use super::moe_verify::settle;
+use super::moe_verify::MoeBuffers;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp4::kernel::{Fp4Experts, Fp4Layout, NAME};
 use crate::ops::moe::fp4::Fp4Format;
 use crate::ops::moe::schedule::sched_bytes;
-use crate::ops::moe::{check_operands, version_for, MoeProblem, WeightLayout};
+use crate::ops::moe::{check_operands, version_for, MoeKernel, MoeProblem, WeightLayout};
 use crate::ops::registry::Registry;
 
 /// What `kiln moe bench --weights` runs.
@@ -93,15 +94,43 @@ impl<'c> BenchRun<'c> {
         launch: impl FnMut() -> Result<()>,
     ) -> Result<Row> {
         let t = self.bench.one(launch)?;
+        Ok(self.row(p, (kernel, tile), bytes, &t))
+    }
+
+    /// [`time`](Self::time)'s row from times taken elsewhere (interleaved rounds).
+    pub fn row(
+        &self,
+        p: &MoeProblem,
+        (kernel, tile): (String, String),
+        bytes: f64,
+        t: &Summary,
+    ) -> Row {
         let gbps = t.rate(bytes, 1e9);
-        Ok(Row::timed(&t, Times::Us)
+        Row::timed(t, Times::Us)
             .with("kernel", kernel)
             .with("problem", p.label())
             .with("tile", tile)
             .with("bytes", bytes)
             .with("gbps", gbps)
             .with("copy_fraction", gbps / self.copy)
-            .with("speedup", 1.0))
+            .with("speedup", 1.0)
+    }
+
+    /// kiln's bf16 kernel on `p`, its random buffers and its row's (kernel, tile) labels, for a
+    /// caller that times it beside its own kernel.
+    pub fn bf16_parts<'r>(
+        &self,
+        reg: &'r Registry,
+        p: &MoeProblem,
+    ) -> Result<(&'r dyn MoeKernel, MoeBuffers, (String, String))> {
+        let ctx = self.bench.ctx;
+        let (sms, o) = (ctx.info.sm_count, &ctx.overrides.moe);
+        let k = reg.moe_version(version_for(p, o))?;
+        k.supports(p, &ctx.info).map_err(Error::refused(k.name()))?;
+        let b = random_buffers(ctx, p, self.seed)?;
+        check_operands(p, &b.operands())?;
+        let what = (format!("{} {}", p.input, k.name()), tile_label(p, sms, o));
+        Ok((k, b, what))
     }
 
     /// kiln's bf16 kernel on `p` (its buffers freed before the caller makes its own).

@@ -4,19 +4,21 @@
 use super::bench::BenchOptions;
 use super::bench::Row;
 use super::device_data::random_buffer;
-use super::moe_fp4_bench::{median_us, touched, BenchRun, Fp4BenchRequest};
+use super::moe_fp4_bench::{bf16_bytes, median_us, touched, BenchRun, Fp4BenchRequest};
 use super::moe_verify::settle;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
 use crate::formats::ScaleRecipe;
 use crate::ops::fp8::{self, Granularity, QuantSpec};
 use crate::ops::gemm::DType;
-use crate::ops::moe::fp4::kernel_w4a8::{W4a8Layout, NAME};
+use crate::ops::moe::fp4::kernel_w4a8::{auto_form, W4a8Layout, W4a8Variant, NAME};
+use crate::ops::moe::fp4::w4a8::W4a8Order;
 use crate::ops::moe::fp4::{W4a8Experts, W4a8Operands};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{MoeProblem, Rows};
 use crate::ops::registry::Registry;
+use crate::overrides::{MoeOverrides, W4a8Decode, W4a8Form};
 
 /// The W4A8 kernel's problem for `p`'s rows, shape and SwiGLU (its routing; the W1/W3 layout
 /// matters to the bf16 kernel only).
@@ -41,12 +43,16 @@ pub fn w4a8_bytes(p: &Fp8MoeProblem, l: &W4a8Layout) -> f64 {
         + rows * (p.k as f64 + 4.0 * p.k.div_ceil(128) as f64 + 2.0 * p.n as f64)
 }
 
-/// Times kiln's bf16 kernel, the W4A8 kernel and the FP8 quantisation of X on the request.
+/// Times kiln's bf16 kernel and the W4A8 kernel in each of `forms` (`KILN_W4A8_FORM` values, at
+/// least one) in interleaved rounds of one process (the SM clock moves under load: kernels timed
+/// one after the other ran at different clocks), then kiln's FP8 quantisation of X. Rows: bf16,
+/// each form (its speedup over bf16), the quantiser (speedup of the first form and it together).
 pub fn bench_w4a8(
     ctx: &Context,
     reg: &Registry,
     r: &Fp4BenchRequest,
     opt: &BenchOptions,
+    forms: &[W4a8Form],
 ) -> Result<Vec<Row>> {
     let mp = r.problem();
     mp.validate()?;
@@ -57,15 +63,24 @@ pub fn bench_w4a8(
             "e4m3 activations are quantised from bf16 here; leave out --dtype",
         ));
     }
+    let Some(&first) = forms.first() else {
+        return Err(Error::invalid("name at least one W4A8 form to time"));
+    };
+    let order = W4a8Order::for_form(first);
+    if forms.iter().any(|&f| W4a8Order::for_form(f) != order) {
+        return Err(Error::invalid(
+            "rs-frags reads weights prepacked in another order than the other forms: time it on its own",
+        ));
+    }
     W4a8Experts::supports(&p, &ctx.info).map_err(Error::refused(NAME))?;
     let run = BenchRun::new(ctx, opt)?;
-    let base = run.bf16_baseline(reg, &mp)?;
+    let (bf16, bf16_bufs, bf16_what) = run.bf16_parts(reg, &mp)?;
     let l = W4a8Layout {
         experts: p.experts,
         n: p.n,
         k: p.k,
         swiglu: p.swiglu.is_some(),
-        order: crate::ops::moe::fp4::w4a8::W4a8Order::for_form(ctx.overrides.moe.w4a8_form),
+        order,
     };
     let s = |i: u64| run.seed.wrapping_add(i);
     // X drawn in bf16 and quantised by kiln's quantiser (real e4m3 codes and scales); random
@@ -98,37 +113,30 @@ pub fn bench_w4a8(
         sched: &sched,
     };
     W4a8Experts::check(&p, &l, &ops)?;
-    let form = ctx.overrides.moe.w4a8_form;
-    let decode = ctx.overrides.moe.w4a8_decode;
-    let tile = if matches!(
-        form,
-        crate::overrides::W4a8Form::Wide | crate::overrides::W4a8Form::WideSpread
-    ) {
-        format!(
-            "192 tokens x 128 weight rows, smem-decoded e4m3, three consumers ({})",
-            form.name()
-        )
-    } else if form == crate::overrides::W4a8Form::Ss {
-        match decode {
-            crate::overrides::W4a8Decode::Consumers => {
-                "128 tokens x 128 weight rows, smem-decoded e4m3".to_string()
-            }
-            d => format!(
-                "128 tokens x 128 weight rows, smem-decoded e4m3 ({} decode)",
-                d.name()
-            ),
-        }
-    } else {
-        format!(
-            "128 weight rows x 128 tokens, register-decoded e4m3 ({})",
-            form.name()
-        )
-    };
-    let what = (format!("mxfp4 x e4m3 {NAME}"), tile);
-    let mut w4a8 = run.time(&mp, what, w4a8_bytes(&p, &l), || {
-        W4a8Experts::launch(ctx, &p, &l, &ops)
-    })?;
-    w4a8.set("speedup", median_us(&base) / median_us(&w4a8));
+    let bops = bf16_bufs.operands();
+    let mut launches: Vec<Box<dyn FnMut() -> Result<()> + '_>> =
+        vec![Box::new(|| bf16.launch(ctx, &mp, &bops))];
+    for &f in forms {
+        let (p, l, ops) = (&p, &l, &ops);
+        launches.push(Box::new(move || {
+            W4a8Experts::launch_form(ctx, p, l, ops, f)
+        }));
+    }
+    let mut refs: Vec<&mut dyn FnMut() -> Result<()>> = launches
+        .iter_mut()
+        .map(|f| f.as_mut() as &mut dyn FnMut() -> Result<()>)
+        .collect();
+    let times = run.bench.interleaved(&mut refs)?;
+    drop(refs);
+    drop(launches);
+    let base = run.row(&mp, bf16_what, bf16_bytes(&mp), &times[0]);
+    let mut out = vec![base];
+    for (&f, t) in forms.iter().zip(&times[1..]) {
+        let what = (format!("mxfp4 x e4m3 {NAME}"), form_label(ctx, &p, f)?);
+        let mut row = run.row(&mp, what, w4a8_bytes(&p, &l), t);
+        row.set("speedup", median_us(&out[0]) / median_us(&row));
+        out.push(row);
+    }
     // the quantiser alone: X read in bf16, codes and scales written
     let qbytes = (xr * k * 3 + 4 * Granularity::Block1x128.scale_count(xr, k)) as f64;
     let what = (
@@ -138,7 +146,30 @@ pub fn bench_w4a8(
     let mut quant = run.time(&mp, what, qbytes, || {
         fp8::quantize_into(ctx, &x, DType::Bf16, xr, k, k, spec, &q.codes, k, &q.scales)
     })?;
-    let both = median_us(&w4a8) + median_us(&quant);
-    quant.set("speedup", median_us(&base) / both);
-    Ok(vec![base, w4a8, quant])
+    let both = median_us(&out[1]) + median_us(&quant);
+    quant.set("speedup", median_us(&out[0]) / both);
+    out.push(quant);
+    Ok(out)
+}
+
+/// What `form` runs on `p` under the other knobs, in words (`auto` resolved by the rows).
+fn form_label(ctx: &Context, p: &Fp8MoeProblem, form: W4a8Form) -> Result<String> {
+    let k = MoeOverrides {
+        w4a8_form: form,
+        ..ctx.overrides.moe
+    };
+    let (name, v) = (auto_form(p, &k).name(), W4a8Variant::for_launch(p, &k)?);
+    let auto = if form == W4a8Form::Auto { "auto: " } else { "" };
+    Ok(if v.wide {
+        format!("192 tokens x 128 weight rows, smem-decoded e4m3, three consumers ({auto}{name})")
+    } else if v.rs {
+        format!("128 weight rows x 128 tokens, register-decoded e4m3 ({name})")
+    } else if v.decode == W4a8Decode::Consumers {
+        format!("128 tokens x 128 weight rows, smem-decoded e4m3 ({auto}{name})")
+    } else {
+        format!(
+            "128 tokens x 128 weight rows, smem-decoded e4m3 ({} decode)",
+            v.decode.name()
+        )
+    })
 }

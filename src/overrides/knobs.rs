@@ -821,32 +821,23 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_W4A8_FORM",
         takes: || {
-            "`ss` (the decoded weights in shared memory, wgmma's B, read by both consumers), `rs` \
-             (each consumer decodes its own weight rows into wgmma's register A, the tokens as N; \
-             with KILN_W4A8_SX=tma only), `rs-lanes` (rs with each K block's X scales laid out \
-             lane-major before the promotion), `rs-frags` (rs-lanes on weights prepacked in \
-             the A fragments' order), `wide` (ss in tiles of 192 tokens, three consumers; \
-             with KILN_W4A8_SX=tma only, at most 256 experts) or `wide-spread` (wide with the \
-             decode spread over the three consumers): the form of the W4A8 experts' kernel"
+            "`auto` (`wide` for the fused SwiGLU where the launch's rows are contiguous and \
+             average at least 112 an expert, `ss` otherwise), `ss` (the decoded weights in shared \
+             memory, wgmma's B, read by both consumers), `rs` (each consumer decodes its own \
+             weight rows into wgmma's register A, the tokens as N; with KILN_W4A8_SX=tma only), \
+             `rs-lanes` (rs with each K block's X scales laid out lane-major before the \
+             promotion), `rs-frags` (rs-lanes on weights prepacked in the A fragments' order), \
+             `wide` (ss in tiles of 192 tokens, three consumers; with KILN_W4A8_SX=tma only, at \
+             most 256 experts) or `wide-first` (wide with each decoding thread's shared loads \
+             before its stores): the form of the W4A8 experts' kernel"
                 .into()
         },
-        default: "ss",
+        default: "auto",
         set: |o, v| {
-            let form = |v: &str| {
-                [
-                    W4a8Form::Ss,
-                    W4a8Form::Rs,
-                    W4a8Form::RsLanes,
-                    W4a8Form::RsFrags,
-                    W4a8Form::Wide,
-                    W4a8Form::WideSpread,
-                ]
-                .into_iter()
-                    .find(|f| f.name() == v)
-            };
-            put(&mut o.moe.w4a8_form, or(v, W4a8Form::Ss, form))
+            let form = |v: &str| W4a8Form::ALL.into_iter().find(|f| f.name() == v);
+            put(&mut o.moe.w4a8_form, or(v, W4a8Form::Auto, form))
         },
-        show: |o| unless(o.moe.w4a8_form, W4a8Form::Ss, |f| f.name().to_string()),
+        show: |o| unless(o.moe.w4a8_form, W4a8Form::Auto, |f| f.name().to_string()),
     },
     Knob {
         name: "KILN_W4A8_IDLE",

@@ -392,12 +392,12 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`ss`, `rs`, `rs-lanes` or `rs-frags`): the W4A8 experts with the decoded weights
-    /// in shared memory as wgmma's B (both consumers reading one decode), or decoded by each
-    /// consumer into its register A operand with the tokens as N (docs/moe.md, ledger F20;
-    /// `rs-lanes` with each K block's X scales laid out lane-major first, F21; `rs-frags` also on
-    /// weights prepacked in the A fragments' order, F22). Default `ss`
-    /// until the device shows a register form faster in two rounds.
+    /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide` or `wide-first`):
+    /// the W4A8 experts with the decoded weights in shared memory as wgmma's B (both consumers
+    /// reading one decode), decoded by each consumer into its register A operand with the tokens
+    /// as N (docs/moe.md, ledger F20-F22), or in tiles of 192 tokens read by three consumers
+    /// (`wide`, F60; `wide-first` with each decoding thread's loads first, F91). Default `auto`:
+    /// `wide` at prefill, where it won two rounds (F60), `ss` at decode (F90).
     pub w4a8_form: W4a8Form,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
@@ -444,7 +444,7 @@ impl MoeOverrides {
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,
         w4a8_idle_decode: false,
-        w4a8_form: W4a8Form::Ss,
+        w4a8_form: W4a8Form::Auto,
         gather: MoeGather::Auto,
         fp8_grouped: None,
     };
@@ -483,6 +483,11 @@ impl W4a8Decode {
 /// The form of the W4A8 experts' kernel (`KILN_W4A8_FORM`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum W4a8Form {
+    /// By the launch's rows per expert: `Wide` for the fused SwiGLU at prefill (contiguous
+    /// rows, at least `kernel_w4a8::WIDE_ROWS_PER_EXPERT` an expert on average, at most 256
+    /// experts, the other W4A8 knobs at their defaults), `Ss` otherwise (decode, masked rows,
+    /// the grouped GEMM; ledger F90).
+    Auto,
     /// The decoded weights in shared memory, wgmma's B operand, read by both consumers.
     Ss,
     /// Each consumer decodes its own weight rows into wgmma's register A operand; the tokens
@@ -497,23 +502,35 @@ pub enum W4a8Form {
     /// `Ss` in tiles of 192 tokens: three consumer warpgroups of 64 read each decoded weight
     /// tile, one accumulator each (ledger F60).
     Wide,
-    /// `Wide` with the decode spread over the three consumers in half-blocks, each thread's
-    /// loads issued before its stores (ledger F61).
-    WideSpread,
+    /// `Wide` with both 32-blocks' shared loads of a decoding thread's unit issued before its
+    /// first store (ledger F91).
+    WideFirst,
 }
 
 impl W4a8Form {
     /// The knob's name for it.
     pub fn name(self) -> &'static str {
         match self {
+            W4a8Form::Auto => "auto",
             W4a8Form::Ss => "ss",
             W4a8Form::Rs => "rs",
             W4a8Form::RsLanes => "rs-lanes",
             W4a8Form::RsFrags => "rs-frags",
             W4a8Form::Wide => "wide",
-            W4a8Form::WideSpread => "wide-spread",
+            W4a8Form::WideFirst => "wide-first",
         }
     }
+
+    /// Every value the knob takes.
+    pub const ALL: [W4a8Form; 7] = [
+        W4a8Form::Auto,
+        W4a8Form::Ss,
+        W4a8Form::Rs,
+        W4a8Form::RsLanes,
+        W4a8Form::RsFrags,
+        W4a8Form::Wide,
+        W4a8Form::WideFirst,
+    ];
 }
 
 /// How the NVFP4 GEMV streams its weights (`KILN_FP4_GEMV`).

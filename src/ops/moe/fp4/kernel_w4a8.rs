@@ -16,8 +16,8 @@ use crate::ops::gemm::DType;
 use crate::ops::moe::fp8_grouped::{self, x_map};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::{sched_bytes, TileOrder, INDEX_RING_BYTES, MAX_EXPERTS};
-use crate::ops::moe::{tile_prefix, MoeOperands};
-use crate::overrides::{W4a8Decode, W4a8Form};
+use crate::ops::moe::{tile_prefix, MoeOperands, Rows};
+use crate::overrides::{MoeOverrides, W4a8Decode, W4a8Form};
 
 pub const NAME: &str = "fp4_experts_w4a8";
 pub const ENTRY: &str = "moe_fp4_experts_w4a8";
@@ -33,6 +33,11 @@ pub const WIDE_BM: u32 = 192;
 /// The most experts a `wide` launch takes: its shared memory holds their tables (12 bytes an
 /// expert) beside five stages of 34 KB, which the tables of [`MAX_EXPERTS`] would cut to four.
 pub const WIDE_MAX_EXPERTS: u32 = 256;
+/// Rows an expert, on the launch's average, from which `KILN_W4A8_FORM=auto` (the default) runs
+/// `wide` (ledger F90). Below, an expert's rows fill at most two of a 192-token tile's three
+/// consumers (its third meets each step with nothing to do), while `ss`'s 128-token tile is full;
+/// above, `ss` cuts most experts into a full tile and a short one, which `wide` takes in one.
+pub const WIDE_ROWS_PER_EXPERT: usize = 112;
 const SMEM_LIMIT: u32 = 227 * 1024;
 /// The box of X's scales a stage carries with `KILN_W4A8_SX=tma`: a tile's 128 rows and 4 more,
 /// because a TMA box must start on 16 bytes of global memory (a start 4 bytes off is an illegal
@@ -90,9 +95,9 @@ pub struct W4a8Variant {
     /// tiles of [`WIDE_BM`] tokens, three consumers reading each decoded weight tile (ledger
     /// F60). Its own stages; with `sx_staged` and none of the other knobs.
     pub wide: bool,
-    /// `KILN_W4A8_FORM=wide-spread` (with `wide`): the decode spread over the three consumers
-    /// in half-blocks, each thread's loads before its stores (ledger F61).
-    pub spread: bool,
+    /// `KILN_W4A8_FORM=wide-first` (with `wide`): each decoding thread's shared loads of both
+    /// 32-blocks of its unit before its first store (ledger F91).
+    pub first: bool,
 }
 
 impl W4a8Variant {
@@ -163,7 +168,14 @@ impl W4a8Variant {
         sx_lanes: false,
         frags: false,
         wide: false,
-        spread: false,
+        first: false,
+    };
+
+    /// What `KILN_W4A8_FORM=auto` runs at prefill ([`auto_form`]): the default's knobs in tiles
+    /// of [`WIDE_BM`] tokens.
+    pub const WIDE: W4a8Variant = W4a8Variant {
+        wide: true,
+        ..W4a8Variant::DEFAULT
     };
 
     /// Every variant, the default first.
@@ -178,7 +190,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -189,7 +201,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -200,7 +212,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -211,7 +223,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -222,7 +234,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -233,7 +245,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -244,7 +256,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -255,7 +267,7 @@ impl W4a8Variant {
             sx_lanes: true,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -266,7 +278,7 @@ impl W4a8Variant {
             sx_lanes: true,
             frags: true,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -277,7 +289,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -288,7 +300,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: false,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -299,7 +311,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: true,
-            spread: false,
+            first: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -310,7 +322,7 @@ impl W4a8Variant {
             sx_lanes: false,
             frags: false,
             wide: true,
-            spread: true,
+            first: true,
         },
     ];
 
@@ -324,7 +336,19 @@ impl W4a8Variant {
         }
     }
 
-    /// The variant the knobs ask for, or why they cannot go together.
+    /// The variant a launch of `p` runs under the knobs `k` (`KILN_W4A8_FORM=auto` by
+    /// [`auto_form`]), or why they cannot go together.
+    pub fn for_launch(p: &Fp8MoeProblem, k: &MoeOverrides) -> Result<Self> {
+        W4a8Variant::from_knobs(
+            k.w4a8_sx_staged,
+            k.w4a8_decode,
+            k.w4a8_beside,
+            k.w4a8_idle_decode,
+            auto_form(p, k),
+        )
+    }
+
+    /// The variant the knobs ask for (`auto` counts as `ss`), or why they cannot go together.
     pub fn from_knobs(
         sx_staged: bool,
         decode: W4a8Decode,
@@ -332,12 +356,12 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideSpread);
-        let rs = !matches!(form, W4a8Form::Ss) && !wide;
+        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideFirst);
+        let rs = matches!(form, W4a8Form::Rs | W4a8Form::RsLanes | W4a8Form::RsFrags);
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide and wide-spread read X's scales from the stages and decodes on its \
+                "KILN_W4A8_FORM=wide and wide-first read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -376,8 +400,36 @@ impl W4a8Variant {
             sx_lanes: matches!(form, W4a8Form::RsLanes | W4a8Form::RsFrags),
             frags: form == W4a8Form::RsFrags,
             wide,
-            spread: form == W4a8Form::WideSpread,
+            first: form == W4a8Form::WideFirst,
         })
+    }
+}
+
+/// The form `KILN_W4A8_FORM` runs for `p`: `auto` (the default) is `wide` for the fused SwiGLU
+/// where the rows are contiguous and average at least [`WIDE_ROWS_PER_EXPERT`] an expert, over
+/// at most [`WIDE_MAX_EXPERTS`], with the other W4A8 knobs at their defaults (they shape the
+/// 128-token form), and `ss` otherwise: at decode, with masked rows, whose counts only the GPU
+/// sees, and for the grouped GEMM (`wide`'s is verified, not yet timed); any other value
+/// stands. The host sees a launch's rows and experts, not how they spread.
+pub fn auto_form(p: &Fp8MoeProblem, k: &MoeOverrides) -> W4a8Form {
+    if k.w4a8_form != W4a8Form::Auto {
+        return k.w4a8_form;
+    }
+    let defaults = k.w4a8_sx_staged
+        && k.w4a8_decode == W4a8Decode::Consumers
+        && !k.w4a8_beside
+        && !k.w4a8_idle_decode;
+    let prefill = match &p.rows {
+        Rows::Contiguous { x_rows, .. } => *x_rows >= WIDE_ROWS_PER_EXPERT * p.experts,
+        Rows::Masked { .. } => false,
+    };
+    let fits = p.experts > 0 && p.experts <= WIDE_MAX_EXPERTS as usize;
+    // the fused SwiGLU only: `wide`'s grouped GEMM (the down projection) is verified but has
+    // not been timed against `ss` yet
+    if defaults && prefill && fits && p.swiglu.is_some() {
+        W4a8Form::Wide
+    } else {
+        W4a8Form::Ss
     }
 }
 
@@ -560,21 +612,22 @@ impl W4a8Experts {
         if v.frags {
             s = s.define("KILN_W4A8_FRAGS", 1);
         }
-        if v.spread {
-            s = s.define("KILN_W4A8_SPREAD", 1);
+        if v.first {
+            s = s.define("KILN_W4A8_FIRST", 1);
         }
         s
     }
 
-    /// The grouped GEMM and the fused SwiGLU (for `kiln check`).
+    /// The grouped GEMM and the fused SwiGLU of both forms `auto` runs, `ss` and `wide` (for
+    /// `kiln check`).
     pub fn variants(arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
         }
-        vec![
-            Self::spec(arch, false, W4a8Variant::DEFAULT),
-            Self::spec(arch, true, W4a8Variant::DEFAULT),
-        ]
+        [W4a8Variant::DEFAULT, W4a8Variant::WIDE]
+            .into_iter()
+            .flat_map(|v| [false, true].map(|swiglu| Self::spec(arch, swiglu, v)))
+            .collect()
     }
 
     /// `Ok` or why `p` cannot run on `dev`: the FP8 MoE kernels' conditions (Hopper, experts
@@ -621,6 +674,18 @@ impl W4a8Experts {
         l: &W4a8Layout,
         ops: &W4a8Operands,
     ) -> Result<()> {
+        Self::launch_form(ctx, p, l, ops, ctx.overrides.moe.w4a8_form)
+    }
+
+    /// [`launch`](Self::launch) in the form `form` instead of `KILN_W4A8_FORM`'s (the bench's
+    /// `--forms`: several forms timed in one process), the other W4A8 knobs as set.
+    pub fn launch_form(
+        ctx: &Context,
+        p: &Fp8MoeProblem,
+        l: &W4a8Layout,
+        ops: &W4a8Operands,
+        form: W4a8Form,
+    ) -> Result<()> {
         let unsupported = |reason: String| Error::Unsupported {
             kernel: NAME.into(),
             reason,
@@ -631,14 +696,12 @@ impl W4a8Experts {
         let tx = x_map(p, ops.x.ptr());
         tx.validate().map_err(unsupported)?;
         let mut map_x = tx.encode_with(ctx.overrides.tma.promotion)?;
-        let knobs = &ctx.overrides.moe;
-        let v = W4a8Variant::from_knobs(
-            knobs.w4a8_sx_staged,
-            knobs.w4a8_decode,
-            knobs.w4a8_beside,
-            knobs.w4a8_idle_decode,
-            knobs.w4a8_form,
-        )?;
+        let knobs = &MoeOverrides {
+            w4a8_form: form,
+            ..ctx.overrides.moe
+        };
+        let form = auto_form(p, knobs);
+        let v = W4a8Variant::for_launch(p, knobs)?;
         let want = if v.frags {
             W4a8Order::Frags
         } else {
@@ -650,14 +713,14 @@ impl W4a8Experts {
                  {want:?} order: prepack them with `prepack_w4a8_in` / `prepack_w4a8_swiglu_in` \
                  and W4a8Order::{want:?}, or set KILN_W4A8_FORM to match",
                 l.order,
-                knobs.w4a8_form.name()
+                form.name()
             )));
         }
         if p.experts > v.max_experts() as usize {
             return Err(Error::invalid(format!(
                 "KILN_W4A8_FORM={} takes at most {} experts a launch, not {}: leave \
                  KILN_W4A8_FORM at ss for more",
-                knobs.w4a8_form.name(),
+                form.name(),
                 v.max_experts(),
                 p.experts
             )));
@@ -766,7 +829,8 @@ mod tests {
             (3 * MAX_EXPERTS as u32 + 2) * 4,
             table_bytes(MAX_EXPERTS) as u32
         );
-        assert_eq!(W4a8Experts::variants("sm_90a").len(), 2);
+        assert_eq!(W4a8Experts::variants("sm_90a").len(), 4);
+        assert!(W4a8Variant::ALL.contains(&W4a8Variant::WIDE));
     }
 
     #[test]
@@ -814,7 +878,7 @@ mod tests {
                     W4a8Form::RsLanes,
                     W4a8Form::RsFrags,
                     W4a8Form::Wide,
-                    W4a8Form::WideSpread,
+                    W4a8Form::WideFirst,
                 ] {
                     if let Ok(v) = W4a8Variant::from_knobs(b(0), decode, b(1), b(2), form) {
                         assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
@@ -824,6 +888,67 @@ mod tests {
             }
         }
         assert_eq!(allowed, W4a8Variant::ALL.len());
+    }
+
+    /// F90: `auto` (the default) runs `wide` at prefill and `ss` at decode, by the launch's rows
+    /// an expert; masked rows, more experts than `wide`'s tables hold, or another W4A8 knob set
+    /// keep `ss`; an explicit form stands either way.
+    #[test]
+    fn auto_takes_wide_by_rows_per_expert() {
+        let k = MoeOverrides::NONE;
+        assert_eq!(k.w4a8_form, W4a8Form::Auto);
+        let even = |rows: usize, e: usize| {
+            let c: Vec<usize> = (0..e).map(|i| (i + 1) * rows / e - i * rows / e).collect();
+            Fp8MoeProblem::contiguous(&c, 2048, 7168).with_swiglu(true, false)
+        };
+        // the grouped GEMM keeps ss until wide's is timed
+        let gemm = Fp8MoeProblem::contiguous(&[128; 256], 7168, 2048);
+        assert_eq!(auto_form(&gemm, &k), W4a8Form::Ss);
+        // the bench's prefill (32,768 rows on 256 experts, 128 an expert) and the threshold
+        let prefill = even(32768, 256);
+        assert_eq!(auto_form(&prefill, &k), W4a8Form::Wide);
+        assert_eq!(
+            W4a8Variant::for_launch(&prefill, &k).unwrap(),
+            W4a8Variant::WIDE
+        );
+        assert_eq!(
+            auto_form(&even(WIDE_ROWS_PER_EXPERT * 256, 256), &k),
+            W4a8Form::Wide
+        );
+        assert_eq!(
+            auto_form(&even(WIDE_ROWS_PER_EXPERT * 256 - 1, 256), &k),
+            W4a8Form::Ss
+        );
+        // decode: 512 rows on 256 experts, and the same as masked counts
+        let decode = even(512, 256);
+        assert_eq!(
+            W4a8Variant::for_launch(&decode, &k).unwrap(),
+            W4a8Variant::DEFAULT
+        );
+        let masked = Fp8MoeProblem::masked(&[200; 8], 256, 2048, 7168).with_swiglu(true, false);
+        assert_eq!(auto_form(&masked, &k), W4a8Form::Ss);
+        // more experts than wide's tables: ss
+        assert_eq!(auto_form(&even(512 * 200, 512), &k), W4a8Form::Ss);
+        // a knob of the 128-token form keeps it (no error for a knob auto would have clashed with)
+        let beside = MoeOverrides {
+            w4a8_beside: true,
+            ..MoeOverrides::NONE
+        };
+        assert_eq!(auto_form(&prefill, &beside), W4a8Form::Ss);
+        assert!(W4a8Variant::for_launch(&prefill, &beside).is_ok());
+        // the knob forces either form
+        for (form, v) in [
+            (W4a8Form::Ss, W4a8Variant::DEFAULT),
+            (W4a8Form::Wide, W4a8Variant::WIDE),
+        ] {
+            let k = MoeOverrides {
+                w4a8_form: form,
+                ..MoeOverrides::NONE
+            };
+            for p in [&prefill, &decode] {
+                assert_eq!(W4a8Variant::for_launch(p, &k).unwrap(), v);
+            }
+        }
     }
 
     #[test]

@@ -70,7 +70,9 @@ pub fn check_gemv_layout(
 /// GEMV layout, bit for bit [`pack_gemv_codes`]; `dst` may be `src` (only bits inside each word
 /// move). The scales and the tensor scale stay as they are; a GEMV on the result goes through
 /// `nvfp4_gemv::launch_packed`. Under `KILN_FP4_GEMV=pairs` the layout with adjacent pairs
-/// ([`pack_gemv_codes_pairs`]), which the GEMV then reads.
+/// ([`pack_gemv_codes_pairs`]), which the GEMV then reads. It returns once the codes are
+/// written (a load-time step): the GEMV, a programmatic dependent, asks for its weights before
+/// it waits for the kernel ahead of it, which here would be this one writing them.
 pub fn to_gemv_layout(
     ctx: &Context,
     rows: usize,
@@ -102,7 +104,8 @@ pub fn to_gemv_layout(
                 &mut n16 as *mut u64 as *mut c_void,
             ],
         )
-    }
+    }?;
+    ctx.synchronize()
 }
 
 /// Where the GEMV layout puts each bit of a standard word: bit 4j + b (code j's bit b) goes to

@@ -133,6 +133,15 @@
 // (two in flight: 4.6 KB of weights a warp, more than the one-tile ring's 3.5 KB), so that ~20
 // warps an SM fit at M 4. Sums as the X ring's, per tile.
 //
+// KILN_GEMV_PAIRS = 1 with KILN_GEMV_PACKED (`KILN_FP4_GEMV=pairs`): the GEMV layout with
+// adjacent pairs (`pack_gemv_codes_pairs` on the host, the layout kernel under the same define):
+// pair i of a word is codes 2i and 2i + 1 instead of i and i + 4, each placed at the bits
+// `packed_pairs` takes them from, so the decode is the same 9 instructions a word. The mma's k
+// order follows: its B pair (k 2q, 2q + 1) is then X's elements 2i, 2i + 1, a 32-bit word of X as
+// it lies in memory, so the X ring's two byte permutes an mma (16 PRMT a step, on the path from
+// X's shared load to the mma) go, and the lean ring stores X as it loads it. At M 4 the X ring's
+// step is ~225 instructions (SASS, NVRTC 13.0), the two-tile ring's ~185 a tile-step.
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
@@ -176,6 +185,9 @@
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
 #endif
+#if !defined(KILN_GEMV_PAIRS)
+#define KILN_GEMV_PAIRS 0
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
 constexpr int NACC = KILN_GEMV_ACC;
@@ -184,8 +196,10 @@ typedef float Acc[NACC][NF][4];
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
 static_assert(!kXstage || NF == 1, "the X stages hold X of at most 8 rows: one mma column tile");
+// the GEMV layout with adjacent pairs: X's words are the mma's B pairs as they are in memory
+constexpr bool kPairs = KILN_GEMV_PAIRS == 1;
 // the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
-constexpr bool kXsorted = kLean || kXstage;
+constexpr bool kXsorted = kLean || kXstage || kPairs;
 // the paths whose sums carry the folded 2^-8 and whose partial sums reuse the ring's memory
 constexpr bool kRing = kWide || kLean || kXring || kXstage;
 static_assert(!kXswz || kXring, "the X swizzle is the X ring's");
@@ -195,6 +209,7 @@ constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 constexpr bool kPacked = KILN_GEMV_PACKED == 1;
 static_assert(!kPacked || (kLean && !kXfirst) || kXswz, "the GEMV layout is read by lean, lean1 and xswz");
+static_assert(!kPairs || (kPacked && !kLean1 && !kXstage), "adjacent pairs are the pack path's layout (lean, xswz, xswz2)");
 constexpr bool kEager = KILN_GEMV_EAGER == 1;
 static_assert(!kEager || kLean1, "the eager start is lean1's");
 // lean1's lazy start (its first stage alone), unless eager: the ring filled at once as lean's
@@ -405,7 +420,8 @@ __device__ __forceinline__ void compute_step(Acc& acc, const WStep& st, const XS
 #pragma unroll
       for (int f = 0; f < NF; ++f) {
         // X elements 8v + i and 8v + i + 4 as one pair: register 2 j (+ 2) of the word's four.
-        // (the lean and xstage rings hold X's pairs already in this order: words 2 j, 2 j + 1)
+        // (the lean and xstage rings hold X's pairs already in this order: words 2 j, 2 j + 1;
+        // with adjacent pairs, kPairs, pair i is elements 8v + 2i, 8v + 2i + 1: word i as it is)
         const u32 lo = word(xs.x[f][v], j), hi = word(xs.x[f][v], j + 2);
         const u32 b[2] = {kXsorted ? word(xs.x[f][v], 2 * j) : prmt(lo, hi, 0x5410),
                           kXsorted ? word(xs.x[f][v], 2 * j + 1) : prmt(lo, hi, 0x7632)};
@@ -639,16 +655,23 @@ __device__ __forceinline__ void load_lean_x(u32x4 (&xr)[LEAN_MAX_M], const GemvA
 
 // Stores a lane's X chunks (row m's 256 elements at dst + 512 m) with each 8-element group's pairs in the mma's B order:
 // (x0, x4), (x1, x5), (x2, x6), (x3, x7), so that a step's B fragments are read as they are,
-// without compute_step's two byte permutes an mma (16 a step).
+// without compute_step's two byte permutes an mma (16 a step); with adjacent pairs (kPairs) the
+// B order is X's own, (x0, x1), (x2, x3), ...: stored as loaded.
 __device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX_M], int m_rows, int lane) {
 #pragma unroll
   for (int m = 0; m < LEAN_MAX_M; ++m) {
     if (m >= m_rows) break;
     const u32x4 v = xr[m];
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + 512 * m + 16 * lane),
-                 "r"(prmt(v.x, v.z, 0x5410)), "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)),
-                 "r"(prmt(v.y, v.w, 0x7632))
-                 : "memory");
+    if constexpr (kPairs) {
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + 512 * m + 16 * lane), "r"(v.x), "r"(v.y),
+                   "r"(v.z), "r"(v.w)
+                   : "memory");
+    } else {
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + 512 * m + 16 * lane),
+                   "r"(prmt(v.x, v.z, 0x5410)), "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)),
+                   "r"(prmt(v.y, v.w, 0x7632))
+                   : "memory");
+    }
   }
 }
 

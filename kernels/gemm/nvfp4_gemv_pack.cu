@@ -6,12 +6,18 @@
 // half); the layout stores pair 1 rotated right by 6, pair 2 by 12 and pair 3's m, e0 and sign
 // by 2 and its e1 by 10, so that the GEMV brings each back with one shift or rotation.
 // A streaming kernel over 16-byte chunks, grid-stride; it runs once per weight, at load time.
+// KILN_GEMV_PAIRS = 1 (`KILN_FP4_GEMV=pairs`): the layout with adjacent pairs, code j half j % 2
+// of pair j / 2 (the host's GEMV_BIT_PAIRS), the same bits a pair.
 #include "common/types.cuh"
 
-// Where bit b of code j goes (the host's GEMV_BIT[4j + b]).
+#if !defined(KILN_GEMV_PAIRS)
+#define KILN_GEMV_PAIRS 0
+#endif
+
+// Where bit b of code j goes (the host's GEMV_BIT[4j + b], or GEMV_BIT_PAIRS').
 __device__ __forceinline__ constexpr int gemv_bit(int j, int b) {
-  const int target = (b == 3 ? 15 : 6 + b) + 16 * (j / 4);
-  const int pair = j % 4;
+  const int half = KILN_GEMV_PAIRS ? j % 2 : j / 4, pair = KILN_GEMV_PAIRS ? j / 2 : j % 4;
+  const int target = (b == 3 ? 15 : 6 + b) + 16 * half;
   const int rot = pair == 0 ? 0 : pair == 1 ? 6 : pair == 2 ? 12 : b == 2 ? 10 : 2;
   return (target + 32 - rot) % 32;
 }

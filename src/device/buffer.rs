@@ -13,6 +13,19 @@ pub struct DeviceBuffer {
     owned: bool,
 }
 
+/// Waits until a synchronous copy from pageable host memory has reached the device. Such a
+/// copy returns once the data is in the driver's staging memory, with its DMA to the device
+/// maybe still running on the legacy stream, which the contexts' non-blocking streams do not
+/// wait for: a kernel enqueued right after an upload could read the buffer's old bytes. H200,
+/// 2026-11-30 (docs/fp4.md G20): `fp4 verify` uploaded 1 MB of codes and put them in the GEMV
+/// layout in place on the context's stream at once; 32,659 of the bytes read back were still
+/// the standard codes.
+fn landed() -> Result<()> {
+    // SAFETY: the null stream is the current context's legacy stream.
+    unsafe { result::stream::synchronize(std::ptr::null_mut()) }
+        .map_err(|e| Error::cuda("waiting for a copy to the device", format!("{e:?}")))
+}
+
 impl DeviceBuffer {
     pub fn new(bytes: usize) -> Result<DeviceBuffer> {
         let bytes = bytes.max(1);
@@ -64,7 +77,8 @@ impl DeviceBuffer {
         }
         // SAFETY: the destination holds at least `n` bytes; the copy is synchronous.
         unsafe { result::memcpy_htod_sync(self.ptr, data) }
-            .map_err(|e| Error::cuda("copying to the device", format!("{e:?}")))
+            .map_err(|e| Error::cuda("copying to the device", format!("{e:?}")))?;
+        landed()
     }
 
     /// Copies `data` to the bytes starting `first_byte` bytes into the buffer.
@@ -78,7 +92,8 @@ impl DeviceBuffer {
         }
         // SAFETY: the destination range lies inside this allocation; the copy is synchronous.
         unsafe { result::memcpy_htod_sync(self.ptr + first_byte as u64, data) }
-            .map_err(|e| Error::cuda("copying to the device", format!("{e:?}")))
+            .map_err(|e| Error::cuda("copying to the device", format!("{e:?}")))?;
+        landed()
     }
 
     pub fn download<T: Copy + Default>(&self, count: usize) -> Result<Vec<T>> {

@@ -356,6 +356,8 @@ pub struct GemvWeights {
     /// The device codes are in the GEMV layout (`KILN_FP4_GEMV=pack`, written by kiln's device
     /// prepack); `codes` stay standard.
     packed: bool,
+    /// That layout with adjacent pairs (`KILN_FP4_GEMV=pairs`).
+    pairs: bool,
 }
 
 impl GemvWeights {
@@ -386,6 +388,7 @@ impl GemvWeights {
             dc,
             ds,
             packed,
+            pairs: nvfp4_gemv_pack::pairs_asked(ctx),
         })
     }
 
@@ -512,7 +515,11 @@ impl Check for GemvProblem {
         // the GPU's prepack into the GEMV layout, byte for byte the CPU's
         let layout_bad = if w.packed {
             let dev: Vec<u8> = w.dc.download(w.codes.len())?;
-            let want = nvfp4_gemv::pack_gemv_codes(&w.codes);
+            let want = if w.pairs {
+                nvfp4_gemv::pack_gemv_codes_pairs(&w.codes)
+            } else {
+                nvfp4_gemv::pack_gemv_codes(&w.codes)
+            };
             dev.iter().zip(&want).filter(|(a, b)| a != b).count()
         } else {
             0
@@ -555,6 +562,9 @@ pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
         // a last 32-row CTA whose first tile is whole and second ragged (the two-tile X ring,
         // `xswz2`: rows 304..311 of 288..319), an odd M between the rings' 4 and 8
         GemvProblem::new(5, 312, 1280, DType::Bf16),
+        // `pack`'s two-tile form (G20: at least 16 steps of K a warp, here 192 steps over 12
+        // warps): a last 32-row CTA whose first tile is whole and second ragged (rows 80..87)
+        GemvProblem::new(3, 88, 24576, DType::Bf16),
     ];
     if !quick {
         v.extend([
@@ -569,6 +579,18 @@ pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fp4 verify --suite quick` under `pack` runs its two-tile form (G20) on the H200's and
+    /// H100's SM counts, not only the one-tile ring.
+    #[test]
+    fn the_quick_suite_runs_packs_two_tile_form() {
+        for sms in [132, 114] {
+            assert!(
+                gemv_suite(true).iter().any(|p| p.two_tiles_pay(sms)),
+                "{sms} SMs"
+            );
+        }
+    }
 
     /// `fp4 verify` stopped at its first f16 case: 2^20-scaled inputs round to infinity in f16,
     /// which the CPU quantiser refuses. Every drawn tensor must be finite in its type and

@@ -574,25 +574,31 @@ pub enum Fp4Gemv {
     /// instructions a word against 13), where the caller holds them so and says so
     /// (`nvfp4_gemv::launch_packed`; `fp4 verify` and `fp4 bench --gemv` do under this knob);
     /// standard codes run those rings as they are. H200, 2026-11-29: 18.8 against auto's 20.0 us
-    /// at 1x8192x8192, 19.0 against 20.3 at 4x14336x4096, verified (docs/fp4.md G10).
+    /// at 1x8192x8192, 19.0 against 20.3 at 4x14336x4096, verified (docs/fp4.md G10). At M 2-8
+    /// with at least 16 steps of K a warp (`GemvProblem::two_tiles_pay`) the GEMV layout runs
+    /// `Xswz2` instead (the two-tile ring: -31 % at 4x28672x8192 and -5 % at 4x16384x16384 in
+    /// two rounds, G19; from G20 on).
     Pack,
+    /// `Pack` on the GEMV layout with adjacent pairs (`nvfp4_gemv::pack_gemv_codes_pairs`:
+    /// pair i of a word is codes 2i and 2i + 1, where `Pack`'s is i and i + 4), which the
+    /// caller's `to_gemv_layout` writes under this knob: the mma's B pairs are X's words as they
+    /// are, so the X ring's 16 byte permutes a step go (docs/fp4.md G21).
+    Pairs,
     /// `Pack` with the rings' first stages asked for in order across each CTA (a barrier after
     /// each warp's stage j), so that the first stages are not served behind the second and
     /// third. Verified, no faster than `Pack` on the H200 (docs/fp4.md G11).
     Packsync,
     /// `Pack` with `Lean1`'s lighter stage at M 1 and `Lean`'s start (the ring filled at once,
-    /// not the lazy start); above M 1 the same as `Pack`. Verified, no faster than `Pack` on
+    /// not the lazy start); above M 1 `Pack`'s one-tile ring at every shape (the `Pack` before
+    /// G20). Verified, no faster than `Pack` on
     /// the H200 (docs/fp4.md G12).
     Pack1,
     /// `Xswz` with 32 rows of W a CTA, two 16-row tiles a warp step decoded against the step's
     /// one X (its copies, shared loads and permutes shared): about 17 % fewer instructions a
     /// weight at M 4, a ring of 3 slots (K a multiple of 128, M up to 8; a larger M runs
-    /// `Xswz`; docs/fp4.md G19).
+    /// `Xswz`; docs/fp4.md G19). `Pack` runs it on the GEMV layout where a warp's share of K
+    /// is long (G20).
     Xswz2,
-    /// `Pack` with `Xswz2` on codes in the GEMV layout at M 2-8 where a warp gets at least 16
-    /// steps of K (`GemvProblem::two_tiles_pay`: large N and K, where it measured faster);
-    /// standard codes run what `Pack` runs on them.
-    Pack2,
 }
 
 /// How the MoE layer's gate/up projection reads X's rows in the expert-sorted order.

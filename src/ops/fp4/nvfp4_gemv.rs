@@ -10,7 +10,7 @@ use crate::ops::gemm::DType;
 use crate::overrides::Fp4Gemv;
 
 use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
-pub use super::nvfp4_gemv_pack::pack_gemv_codes;
+pub use super::nvfp4_gemv_pack::{pack_gemv_codes, pack_gemv_codes_pairs};
 
 pub const NAME: &str = "nvfp4_gemv";
 
@@ -166,12 +166,13 @@ impl GemvProblem {
         self.ring_warps_rows(sms, xswz2_warp_bytes(self.m), (self.k / 128).max(1), 32)
     }
 
-    /// Whether `pack2` runs the two-tile X ring on codes in the GEMV layout: M 2-8, K a multiple
-    /// of 128, and at least [`XSWZ2_MIN_STEPS`] steps a warp. H200, round 1 of 2026-11-30
-    /// (G19): against pack (xswz) chained, -32 % at 4x28672x8192 (21 steps a warp; xswz's
-    /// one-wave rule leaves it 1-warp CTAs there) and -5 % at 4x16384x16384 (26), but equal at
-    /// 4x14336x4096 (6) and +6.5 % at 4x8192x8192 (6): its fewer instructions a weight pay in a
-    /// long loop, its start (two double slots in flight, 32-row CTAs) in a short one.
+    /// Whether `pack` runs the two-tile X ring on codes in the GEMV layout: M 2-8, K a multiple
+    /// of 128, and at least [`XSWZ2_MIN_STEPS`] steps a warp. H200, two rounds of 2026-11-30
+    /// (G19, as `pack2`): against the one-tile ring (xswz) chained, -31 to -32 % at
+    /// 4x28672x8192 (21 steps a warp; xswz's one-wave rule leaves it 1-warp CTAs there) and -5 %
+    /// at 4x16384x16384 (26), but equal at 4x14336x4096 (6) and +6.5 % at 4x8192x8192 (6): its
+    /// fewer instructions a weight pay in a long loop, its start (two double slots in flight,
+    /// 32-row CTAs) in a short one. `pack` takes it from G20 on.
     pub fn two_tiles_pay(&self, sms: u32) -> bool {
         (2..=XSWZ2_MAX_M).contains(&self.m)
             && self.takes_async()
@@ -280,6 +281,13 @@ pub fn spec_pack(arch: &str, m: usize) -> KernelSpec {
     ring.define("KILN_GEMV_PACKED", 1)
 }
 
+/// `spec`, a pack-path kernel, reading the GEMV layout with adjacent pairs
+/// (`KILN_FP4_GEMV=pairs`, [`pack_gemv_codes_pairs`]; compiled only when asked for): X's words
+/// are the mma's B pairs as they are, no byte permutes.
+pub fn with_pairs(spec: KernelSpec) -> KernelSpec {
+    spec.define("KILN_GEMV_PAIRS", 1)
+}
+
 /// [`spec_pack`] with lean1's lighter stage at M 1 and lean's start (`KILN_FP4_GEMV=pack1`;
 /// compiled only when asked for); above M 1 the same as [`spec_pack`].
 pub fn spec_pack1(arch: &str, m: usize) -> KernelSpec {
@@ -358,14 +366,14 @@ pub fn spec_xswz2(arch: &str) -> KernelSpec {
 /// steps, then M rows of X): the kernel's XR_RING (with TILES 2) and xring_slot_bytes.
 pub const XSWZ2_SLOTS: u32 = 3;
 pub const XSWZ2_MAX_M: usize = 8;
-/// The fewest steps of 128 K a warp for which `pack2` takes the two-tile ring.
+/// The fewest steps of 128 K a warp for which `pack` takes the two-tile ring.
 pub const XSWZ2_MIN_STEPS: usize = 16;
 pub fn xswz2_warp_bytes(m: usize) -> u32 {
     XSWZ2_SLOTS * (2 * RING_STEP_BYTES + XSWZ_PITCH * m as u32)
 }
 
-/// `KILN_FP4_GEMV=pack2`'s two-tile form: the two-tile X ring on the GEMV layout at M 2-8
-/// ([`spec_pack`] elsewhere).
+/// `KILN_FP4_GEMV=pack`'s two-tile form ([`GemvProblem::two_tiles_pay`]): the two-tile X ring
+/// on the GEMV layout at M 2-8 ([`spec_pack`] elsewhere).
 pub fn spec_pack2(arch: &str, m: usize) -> KernelSpec {
     if (2..=XSWZ2_MAX_M).contains(&m) {
         spec_xswz2(arch).define("KILN_GEMV_PACKED", 1)
@@ -405,8 +413,9 @@ pub fn xstage_chunk(c: usize) -> usize {
 
 /// The specialisations the defaults launch (`KILN_FP4_GEMV_PDL` on since 2026-11-30, G16): auto's
 /// register path (K off the 128s), wide ring (M 9-16; 5-8 until G18), lean ring (M 1) and
-/// swizzled X ring (M 2-8), and the pack path on codes in the GEMV layout (lean at M 1, xswz at M 2-8 and 9-16),
-/// each as a programmatic dependent. The overrides' paths, and these launched plainly
+/// swizzled X ring (M 2-8), and the pack path on codes in the GEMV layout (lean at M 1, xswz at M 2-8 and 9-16,
+/// the two-tile X ring at M 2-8 where a warp's share of K is long), each as a programmatic
+/// dependent. The overrides' paths, and these launched plainly
 /// (`KILN_FP4_GEMV_PDL=0`), compile when asked for (the variant budget).
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     [
@@ -419,6 +428,7 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         spec_pack(arch, 1),
         spec_pack(arch, 4),
         spec_pack(arch, 16),
+        spec_pack2(arch, 4),
     ]
     .into_iter()
     .map(with_pdl)
@@ -448,10 +458,10 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2, 1) => {
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs, 1) => {
                 Fp4Gemv::Lean
             }
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2, _) => {
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs, _) => {
                 Fp4Gemv::Xswz
             }
             (a, _) => a,
@@ -479,10 +489,16 @@ impl GemvProblem {
     }
 }
 
-/// The kernel and dynamic shared memory of `path` for M `m` and `warps` a CTA.
-fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u32) {
+/// The kernel and dynamic shared memory of `path` for M `m` and `warps` a CTA (`two`: pack's
+/// two-tile form, [`GemvProblem::two_tiles_pay`]).
+fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (KernelSpec, u32) {
     let nf = if m > 8 { 2 } else { 1 };
     match path {
+        Fp4Gemv::Pairs => {
+            let (spec, smem) = kernel_of(arch, Fp4Gemv::Pack, m, warps, two);
+            (with_pairs(spec), smem)
+        }
+        Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
@@ -493,8 +509,6 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32) -> (KernelSpec, u3
         Fp4Gemv::Xswz => (spec_xswz(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Xstage => (spec_xstage(arch), warps * xstage_warp_bytes(m)),
         Fp4Gemv::Xswz2 => (spec_xswz2(arch), warps * xswz2_warp_bytes(m)),
-        // pack2 reaches here only where it takes the two-tile ring (launch_on: else pack)
-        Fp4Gemv::Pack2 => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Pack if m == 1 => (spec_pack(arch, m), warps * lean_warp_bytes(m)),
         Fp4Gemv::Pack => (spec_pack(arch, m), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Packsync if m == 1 => (spec_packsync(arch, m), warps * lean_warp_bytes(m)),
@@ -583,13 +597,13 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs
     ) && p.takes_gemv_layout()
 }
 
 /// [`launch`] for codes in the GEMV layout ([`pack_gemv_codes`] of the standard codes; the
 /// scales as they are): the pack path, the only one that reads them (`packsync` or `pack1`
-/// where asked).
+/// where asked; `pack1` at M 2-8 is the one-tile ring everywhere, the pack before G20).
 pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
     check_operands(p, ops)?;
     if !p.takes_gemv_layout() {
@@ -600,7 +614,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pack2) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -608,23 +622,22 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
-    // pack2: the two-tile X ring where a warp's share of K is long, else pack (G19)
-    let path = match path {
-        Fp4Gemv::Pack2 if !p.two_tiles_pay(sms) => Fp4Gemv::Pack,
-        a => a,
-    };
+    // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
+    let two = matches!(path, Fp4Gemv::Pack | Fp4Gemv::Pairs) && p.two_tiles_pay(sms);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 => p.xswz_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Pairs if two => p.xswz2_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs if p.m == 1 => {
+            p.lean_warps(sms)
+        }
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
         _ => p.warps(sms),
     };
-    let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps);
+    let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps, two);
     let pdl = ctx.overrides.moe.fp4_gemv_pdl;
     let spec = if pdl { with_pdl(spec) } else { spec };
     let spec = with_chains(spec, ctx.overrides.moe.fp4_gemv_acc);
@@ -647,10 +660,10 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         out_f16: (p.output == DType::F16) as i32,
     };
     // the two-tile X ring's CTAs hold 32 rows of W
-    let rows = match path {
-        Fp4Gemv::Xswz2 => 32,
-        Fp4Gemv::Pack2 => 32,
-        _ => 16,
+    let rows = if path == Fp4Gemv::Xswz2 || two {
+        32
+    } else {
+        16
     };
     let grid = (p.n.div_ceil(rows) as u32, 1, p.batch as u32);
     // SAFETY: the kernel takes one `GemvArgs` by value, laid out as this #[repr(C)] struct;
@@ -1297,10 +1310,15 @@ mod tests {
                 spec_packsync("sm_90a", 1),
                 spec_packsync("sm_90a", 4),
                 spec_pack1("sm_90a", 1),
+                with_pdl(with_pairs(spec_pack("sm_90a", 1))),
+                with_pdl(with_pairs(spec_pack("sm_90a", 4))),
+                with_pdl(with_pairs(spec_pack2("sm_90a", 4))),
+                with_pdl(with_pairs(spec_pack("sm_90a", 12))),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            for (s, most) in specs.iter().zip([112, 80, 80, 112, 80, 112]) {
+            let most = [112, 80, 80, 112, 80, 112, 112, 80, 80, 80];
+            for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
             }
@@ -1316,6 +1334,7 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::Pairs), standard, "M {m} K {k}");
         }
     }
 

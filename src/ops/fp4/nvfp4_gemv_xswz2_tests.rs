@@ -1,13 +1,14 @@
-//! The two-tile X ring (`KILN_FP4_GEMV=xswz2`, `pack2`): which problems take it, its warps and
-//! shared memory a CTA, and its compile (docs/fp4.md G19).
+//! The two-tile X ring (`KILN_FP4_GEMV=xswz2`, and `pack`'s where a warp's share of K is
+//! long): which problems take it, its warps and shared memory a CTA, and its compile
+//! (docs/fp4.md G19, G20).
 
 use super::*;
 
-/// xswz2 takes M up to 8 with K a multiple of 128 (else xswz or the register path); `pack2` on
-/// standard codes runs what `pack` runs, and on the GEMV layout the two-tile ring at M 2-8 where
-/// a warp gets 16 steps of K or more (where it measured faster, G19).
+/// xswz2 takes M up to 8 with K a multiple of 128 (else xswz or the register path); `pack` on
+/// standard codes runs lean at M 1 and xswz above, and on the GEMV layout the two-tile ring at M
+/// 2-8 where a warp gets 16 steps of K or more (where it measured faster, G19; G20).
 #[test]
-fn the_two_tile_ring_takes_m_up_to_8_and_pack2_runs_it_at_m_2_to_8() {
+fn the_two_tile_ring_takes_m_up_to_8_and_pack_runs_it_at_m_2_to_8_with_long_k() {
     for (m, k, want) in [
         (1, 256, Fp4Gemv::Xswz2),
         (4, 256, Fp4Gemv::Xswz2),
@@ -25,8 +26,8 @@ fn the_two_tile_ring_takes_m_up_to_8_and_pack2_runs_it_at_m_2_to_8() {
         (12, Fp4Gemv::Xswz),
     ] {
         let p = GemvProblem::new(m, 64, 256, DType::Bf16);
-        assert_eq!(p.path(Fp4Gemv::Pack2), want, "M {m}");
-        assert_eq!(p.path(Fp4Gemv::Pack2), p.path(Fp4Gemv::Pack), "M {m}");
+        assert_eq!(p.path(Fp4Gemv::Pack), want, "M {m}");
+        assert_eq!(p.path(Fp4Gemv::Pack1), want, "M {m}");
     }
     for (m, n, k, pays) in [
         (4, 28672, 8192, true),
@@ -38,6 +39,7 @@ fn the_two_tile_ring_takes_m_up_to_8_and_pack2_runs_it_at_m_2_to_8() {
         (1, 16384, 16384, false),
         (12, 16384, 16384, false),
         (4, 16384, 16032, false),
+        (3, 88, 24576, true),
     ] {
         let p = GemvProblem::new(m, n, k, DType::Bf16);
         assert_eq!(p.two_tiles_pay(132), pays, "{}", p.label());
@@ -74,7 +76,7 @@ fn the_two_tile_ring_keeps_one_wave_of_32_row_ctas() {
     );
 }
 
-/// xswz2 (and pack2's form of it), plain and as a programmatic dependent, compiles without
+/// xswz2 (and pack's form of it, among the defaults' variants), plain and as a programmatic dependent, compiles without
 /// spills or serialisation notes within the X ring's 80 registers (only when asked for: the
 /// variant budget).
 #[test]
@@ -87,6 +89,7 @@ fn the_two_tile_ring_compiles_without_spills_in_80_registers() {
         with_pdl(spec_xswz2("sm_90a")),
         with_pdl(spec_pack2("sm_90a", 4)),
     ];
+    assert!(variants("sm_90a").contains(&with_pdl(spec_pack2("sm_90a", 4))));
     crate::jit::testing::assert_compile_clean(&specs);
     let jit = crate::jit::Jit::default();
     for s in &specs {

@@ -872,14 +872,8 @@ mod tests {
                 W4a8Decode::Warpgroup,
                 W4a8Decode::WarpgroupRing,
             ] {
-                for form in [
-                    W4a8Form::Ss,
-                    W4a8Form::Rs,
-                    W4a8Form::RsLanes,
-                    W4a8Form::RsFrags,
-                    W4a8Form::Wide,
-                    W4a8Form::WideFirst,
-                ] {
+                // every form the knob can force (`auto` picks one of them by the rows)
+                for form in W4a8Form::ALL.into_iter().filter(|f| *f != W4a8Form::Auto) {
                     if let Ok(v) = W4a8Variant::from_knobs(b(0), decode, b(1), b(2), form) {
                         assert!(W4a8Variant::ALL.contains(&v), "{v:?}");
                         allowed += 1;

@@ -42,10 +42,11 @@ fn every_moe_variant_is_listed_for_the_compile_check() {
     // gathers x 2 inputs; fp4_experts: 2 ops x (2 formats x bf16 on the 8-, 16- and 64-token
     // decode tiles and prefill, and NVFP4 f16 on the three decode tiles), the SwiGLU's
     // shared-memory tile, the 8-token tile of both ops at two CTAs an SM in both formats, and the W4A8
-    // GEMM and SwiGLU; moe_layer: the routing's two kernels, the combine's two and the sorted copy
+    // GEMM and SwiGLU in their `ss` and `wide` forms (`auto` picks either by rows); moe_layer: the
+    // routing's two kernels, the combine's two and the sorted copy
     assert_eq!(
         moe.len(),
-        (1 + 48 + 24) + (1 + 18) + (6 + 4) + (22 + 6 + 2) + 5
+        (1 + 48 + 24) + (1 + 18) + (6 + 4) + (22 + 6 + 2 * 2) + 5
     );
     for k in Registry::default().moe() {
         assert!(
@@ -63,7 +64,7 @@ fn moe_check_lists_every_variant_and_passes() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("137 MoE variants for sm_90a: 0 with problems"),
+        t.contains("139 MoE variants for sm_90a: 0 with problems"),
         "{t}"
     );
     assert!(

@@ -164,11 +164,17 @@ const WIDE_SPLITS: u64 = 4;
 /// a launch of a few tiles, each streaming the whole K while most SMs idle. The kernel's split
 /// (`KILN_FP4_WSPLIT`) cuts each into min(slots / tiles, 4) slices, one round.
 pub fn few_wide(p: &MoeProblem, tile: Fp4Tile, slots: u32) -> bool {
+    wide_tiles(p, tile).is_some_and(|tiles| tiles > 0 && 2 * tiles <= slots as u64)
+}
+
+/// The tiles of `p` on `tile` where the host can count them and the kernel may split them: a
+/// wide tile of the register path over contiguous rows; none for the decode tiles, the
+/// shared-memory path and masked rows (whose counts only the GPU sees).
+fn wide_tiles(p: &MoeProblem, tile: Fp4Tile) -> Option<u64> {
     if p.is_masked() || tile.narrow_rs() || tile.path != Fp4Path::Rs {
-        return false;
+        return None;
     }
-    let tiles = m_tiles(p, tile.tt) * p.n.div_ceil(tile.bn(p.swiglu.is_some())) as u64;
-    tiles > 0 && 2 * tiles <= slots as u64
+    Some(m_tiles(p, tile.tt) * p.n.div_ceil(tile.bn(p.swiglu.is_some())) as u64)
 }
 
 /// Estimated microseconds of `p` on `tile` over `sms` SMs, only to compare tiles for one
@@ -248,12 +254,10 @@ pub fn balanced_splits(tail: u64, slots: u64, most: u64) -> u64 {
 /// CTAs, the only case the kernel splits a wide tile in. Elsewhere the variant only costs (E64
 /// 8,192 rows, a last wave of 99 tiles on 132: +4 %, ledger F53).
 pub fn wide_split_pays(p: &MoeProblem, tile: Fp4Tile, slots: u32) -> bool {
-    if p.is_masked() || tile.narrow_rs() || tile.path != Fp4Path::Rs {
-        return false;
-    }
-    let tiles = m_tiles(p, tile.tt) * p.n.div_ceil(tile.bn(p.swiglu.is_some())) as u64;
-    let tail = tiles % slots.max(1) as u64;
-    tail > 0 && 2 * tail <= slots as u64
+    wide_tiles(p, tile).is_some_and(|tiles| {
+        let tail = tiles % slots.max(1) as u64;
+        tail > 0 && 2 * tail <= slots as u64
+    })
 }
 
 #[cfg(test)]

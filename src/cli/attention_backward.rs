@@ -177,6 +177,20 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     if a.backward.vs_nondeterministic {
         return bench_vs_nondeterministic(env, &ctx, &ks, &p, &bufs, &flusher, &opt, header);
     }
+    if ks.len() > 1 && opt.interleave {
+        // several versions: one launch of each a round after the warm-up, so that their ratios
+        // are read at one clock (the H200 at its power cap drifts ±5 % within a process)
+        let ops = bufs.operands();
+        let mut each: Vec<Box<dyn FnMut() -> Result<()> + '_>> = ks
+            .iter()
+            .map(|k| Box::new(|| k.launch(&ctx, &p, &ops)) as Box<dyn FnMut() -> Result<()>>)
+            .collect();
+        let names = ks.iter().map(|k| k.name().to_string()).collect();
+        let base = ks[0].name().to_string();
+        return report_interleaved(
+            env, &ctx, &p, &flusher, &opt, &mut each, names, base, header,
+        );
+    }
     time_versions(
         env,
         &ctx,
@@ -215,23 +229,45 @@ fn bench_vs_nondeterministic(
         ks.to_vec()
     };
     let ops = bufs.operands();
-    let mut base = || kfree.launch(ctx, &free, &ops);
-    let mut each: Vec<Box<dyn FnMut() -> Result<()> + '_>> = ks
-        .iter()
-        .map(|k| Box::new(|| k.launch(ctx, p, &ops)) as Box<dyn FnMut() -> Result<()>>)
-        .collect();
-    let mut launches: Vec<&mut dyn FnMut() -> Result<()>> = vec![&mut base];
-    launches.extend(
-        each.iter_mut()
-            .map(|f| f.as_mut() as &mut dyn FnMut() -> Result<()>),
+    let mut each: Vec<Box<dyn FnMut() -> Result<()> + '_>> =
+        vec![Box::new(|| kfree.launch(ctx, &free, &ops))];
+    each.extend(
+        ks.iter()
+            .map(|k| Box::new(|| k.launch(ctx, p, &ops)) as Box<dyn FnMut() -> Result<()>>),
     );
+    let base_name = format!("{} (non-det)", kfree.name());
+    let names = std::iter::once(base_name.clone())
+        .chain(ks.iter().map(|k| k.name().to_string()))
+        .collect();
+    report_interleaved(
+        env, ctx, p, flusher, opt, &mut each, names, base_name, header,
+    )
+}
+
+/// `launches` (named `names`, in order) timed in interleaved rounds on `p`, recorded and printed
+/// with each row's ratio to the row named `base`.
+#[allow(clippy::too_many_arguments)]
+fn report_interleaved(
+    env: &Env,
+    ctx: &Context,
+    p: &BackwardProblem,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+    each: &mut [Box<dyn FnMut() -> Result<()> + '_>],
+    names: Vec<String>,
+    base_name: String,
+    header: impl FnOnce() -> String,
+) -> Result<ExitCode> {
+    let mut launches: Vec<&mut dyn FnMut() -> Result<()>> = each
+        .iter_mut()
+        .map(|f| f.as_mut() as &mut dyn FnMut() -> Result<()>)
+        .collect();
     let times = sample_interleaved(ctx, flusher, opt, &mut launches)?;
     ctx.synchronize()?;
-    let base_name = format!("{} (non-det)", kfree.name());
-    let names = std::iter::once(base_name.clone()).chain(ks.iter().map(|k| k.name().to_string()));
     let rows: Vec<Row> = names
+        .iter()
         .zip(times)
-        .map(|(n, (t, _))| kernel_row(&n, p, p.flops(), t))
+        .map(|(n, (t, _))| kernel_row(n, p, p.flops(), t))
         .collect();
     let run = env.begin("attn-bench-backward", Some(&ctx.info))?;
     for r in &rows {

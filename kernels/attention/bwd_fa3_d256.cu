@@ -76,6 +76,7 @@ constexpr bool D256_EARLY = false;
 #endif
 
 static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
+static_assert(!TAIL || !D256_DET, "KILN_BWD_TAIL splits the non-deterministic walk only (the ordered adds count whole key blocks)");
 
 // KILN_D256_P16 1 (the knob KILN_BWD_D256_P16): Pᵀ handed over as consumer 0 packs it for dV
 // (16-bit pairs: 8 KB a block, [KP][128 threads] of uint4), not in fp32 (16 KB), and consumer 1's
@@ -195,6 +196,43 @@ __device__ __forceinline__ void d256_bump(const AttnBwdArgs& p, const BwdWalk& k
   red_release_add(d256_slot(p, k, h, mb).sem, 1);
 }
 
+// KILN_BWD_TAIL 1 (the host's bwd_fa3_d256_tail, non-causal): the grid's last partial wave split
+// (bwd_tail.cuh): each of the last key blocks is p.tail_parts blocks walking a share of its
+// iterations. bwd_tail.cuh's tail_fixup sums dK and dV that each consumer holds both of; here
+// consumer C holds one (0: dV, 1: dK), so each writes its own partial, laid out
+// [slot][part][consumer][register quad][128 threads] as float4s (a warp's stores and loads whole
+// 512-byte lines; 128 KB a part), and the part that bumps the key block's counter last adds the
+// others' into g. Named barrier 1 (BAR_DS, both consumers' 256 threads, balanced once their walks
+// are done) orders the fenced stores before the bump and the bump before the reads.
+template <int C>
+__device__ __forceinline__ bool d256_tail_fixup(float (&g)[KR], const AttnBwdArgs& p, int slot, int part, int tid) {
+  constexpr int Q4 = KR / 4;
+  const int parts = p.tail_parts;
+  float4* acc = reinterpret_cast<float4*>(p.tail_acc);
+  float4* mine = acc + ((i64)(slot * parts + part) * 2 + C) * Q4 * 128 + tid;
+#pragma unroll
+  for (int i = 0; i < Q4; ++i) mine[i * 128] = make_float4(g[4 * i], g[4 * i + 1], g[4 * i + 2], g[4 * i + 3]);
+  __threadfence();
+  named_barrier_sync(BAR_DS, 256);
+  bool last = false;
+  if (C == 0 && tid == 0) {
+    last = atomicAdd(p.tail_sem + slot, 1u) == (u32)(parts - 1);
+    if (last) p.tail_sem[slot] = 0u;  // every part has arrived: ready for the next launch
+  }
+  if (!named_barrier_or(BAR_DS, 256, last)) return false;
+  __threadfence();
+  for (int q = 0; q < parts; ++q) {
+    if (q == part) continue;
+    const float4* other = acc + ((i64)(slot * parts + q) * 2 + C) * Q4 * 128 + tid;
+#pragma unroll
+    for (int i = 0; i < Q4; ++i) {
+      const float4 a = __ldcg(other + i * 128);
+      g[4 * i] += a.x, g[4 * i + 1] += a.y, g[4 * i + 2] += a.z, g[4 * i + 3] += a.w;
+    }
+  }
+  return true;
+}
+
 // Consumer C's walk, written once for both: its gradient g (C 0: dV, 1: dK) zeroed, K and V
 // waited for; per query block its first product acc (C 0: Sᵀ = K·Qᵀ, 1: dPᵀ = V·dOᵀ), its middle
 // (below), the stage released and its half of dQ; then g stored in K's layout (dK times scale).
@@ -218,8 +256,9 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
   mbar_wait(sm.kv_full, 0);
   float acc[SR];
   for (int it = 0; it < k.iters; ++it) {
-    const int h = k.hk * p.group + it / k.per_head;
-    int mb = k.m_first + it % k.per_head;
+    const int itw = TAIL_WALK ? it + k.it0 : it;  // (KILN_BWD_TAIL: a part walks its share, from it0)
+    const int h = k.hk * p.group + itw / k.per_head;
+    int mb = k.m_first + itw % k.per_head;
     if (D256_DET && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
     const int m0 = mb * BM;
     sm.qring.wait_full(it);
@@ -330,6 +369,10 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     if (BWD_CLUSTER > 1 && k.iters > 0) d256_release(sm, sm.qring.slot(k.iters - 1), 4);  // (the pair's producers wait for it)
   }
   fence_all(g);
+  // KILN_BWD_TAIL: a part of a split key block stores its gradient only if it is the last to
+  // finish, with the other parts' partials added
+  int slot, part;
+  if (TAIL && tail_part(p, slot, part) && !d256_tail_fixup<C>(g, p, slot, part, tid)) return;
   store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,
                     k.n0 + th.krow, p.skv, p.kv_ss, th.t);
 }

@@ -15,6 +15,14 @@
 //! Deterministic problems run the default's ordered atomics unchanged (`lpt_heads` is 0 there;
 //! the deterministic default at d256 is `bwd_fa3_d256_ordered`, which this does not touch).
 //! `KILN_BWD_LPT=0` runs the grid's order here too (the knob, where set, wins).
+//!
+//! The default for causal d256 problems that are not deterministic since 2026-11-30 (ledger D40):
+//! at B4 H16 S4096 causal it took 1.77 % fewer cycles than the grid's order in the early ncu
+//! (main 5e674b5, one launch each, SMs idle 0.98 % against 3.08 %) and ran 1.017x and 1.018x
+//! `bwd_fa3_d256_tma` interleaved in one process, both orders (round 1, merged 263eb42), verified
+//! (the d256 quick suite 18/18, 6 of 6 deterministic runs bitwise; B1 H9 S2049 causal over chunks
+//! of 4 heads; GQA ragged BHSD f16 causal). `--version bwd_fa3_d256_tma` keeps the grid's order
+//! for the A/B.
 
 use super::bwd_fa3_d256::{self, BwdFa3D256, D256, DQ_BOX_COLS};
 use super::bwd_fa3_wgmma::{launch_main, Sched};
@@ -73,9 +81,11 @@ impl AttentionBackwardKernel for BwdFa3D256Lpt {
             },
         )
     }
-    fn by_default(&self) -> bool {
-        // not until it has measured faster than `bwd_fa3_d256_tma` in two rounds (ledger D40)
-        false
+    /// The default where it measured faster (ledger D40): causal, not deterministic (the
+    /// deterministic default at d256 is `bwd_fa3_d256_ordered`, with its own order). Non-causal
+    /// problems launch the same as `bwd_fa3_d256_tma`, which stays their default by name.
+    fn by_default_for(&self, p: &BackwardProblem) -> bool {
+        p.attn.causal && !p.deterministic
     }
 }
 
@@ -93,7 +103,7 @@ mod tests {
     }
 
     #[test]
-    fn it_takes_d256_by_name_only_and_adds_no_variant() {
+    fn it_is_the_causal_d256_default_and_adds_no_variant() {
         let h100 = DeviceInfo::h100_sxm();
         let r = Registry::default();
         let p = causal(4, 16, 4096);
@@ -101,13 +111,17 @@ mod tests {
         let d128 = BackwardProblem::new(AttentionProblem::new(1, 2, 129, 128), false);
         assert!(BwdFa3D256Lpt.supports(&d128, &h100).is_err());
         assert!(BwdFa3D256Lpt.variants("sm_90a").is_empty());
-        // the default stays `bwd_fa3_d256_tma` (causal or not); by name it is this one
+        // the default for causal problems; non-causal ones keep `bwd_fa3_d256_tma` (the same
+        // launch), which also runs the grid's order by name
         let k = r.select_attention_backward(&p, &h100, None).unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_lpt");
+        let free = BackwardProblem::new(AttentionProblem::new(4, 16, 4096, 256), false);
+        let k = r.select_attention_backward(&free, &h100, None).unwrap();
         assert_eq!(k.name(), "bwd_fa3_d256_tma");
         let k = r
-            .select_attention_backward(&p, &h100, Some("bwd_fa3_d256_lpt"))
+            .select_attention_backward(&p, &h100, Some("bwd_fa3_d256_tma"))
             .unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_lpt");
+        assert_eq!(k.name(), "bwd_fa3_d256_tma");
         // the deterministic default at d256 is untouched
         let det = BackwardProblem::new(p.attn, true);
         let k = r.select_attention_backward(&det, &h100, None).unwrap();

@@ -24,7 +24,9 @@ use super::BackwardProblem;
 /// Whether the order is taken by default for `p`: at d64 from 4,096 query rows (`bwd_fa3_m128_fma`'s
 /// problems), where it measured faster in two rounds (H200, 2026-11-30: d64 B4 H16 S4096 causal
 /// 1.027x / 1.029x and 1.035x / 1.020x the grid's order, off and on in alternate processes); at
-/// d128 and d256 the same A/B moved within the process-to-process spread (±6 %): the knob only.
+/// d128 and d256 the same A/B moved within the process-to-process spread (±6 %). The versions
+/// that ask for it take it there: `bwd_fa3_tail` (d128), `bwd_fa3_d256_lpt` (d256 causal, the
+/// default since 2026-11-30: 1.017x / 1.018x the grid's order in one process).
 pub fn lpt_by_default(p: &BackwardProblem) -> bool {
     p.attn.head_dim == 64 && p.attn.seqlen_q >= 4096
 }

@@ -294,7 +294,24 @@ fn bad_backward_flags_name_the_problem_and_exit_2() {
                 "--seqlen",
                 "8",
             ],
-            "use it with `attn bench`",
+            "use them with `attn bench`",
+        ),
+        (
+            vec![
+                "attn",
+                "verify",
+                "--backward",
+                "--deterministic",
+                "--det-trace",
+                "t",
+                "--seqlen",
+                "8",
+            ],
+            "use them with `attn bench`",
+        ),
+        (
+            vec!["attn", "bench", "--backward", "--det-trace", "t"],
+            "--deterministic",
         ),
         (
             vec!["attn", "verify", "--backward", "--dim", "96"],

@@ -12,7 +12,7 @@ struct AttnBwdArgs {
   const void* dout;  // dO, in Q's layout
   const float* lse;  // [batch, heads_q, sq], natural log, as the forward writes it
   float* delta;      // [batch, heads_q, sq]: rowsum(dO * O), written by the preprocess
-  float* dq_acc;     // [batch, heads_q, sq, d] fp32 (dq_chains of them), zeroed by the preprocess
+  float* dq_acc;     // [batch, heads_q, sq, d] fp32, zeroed by the preprocess
   void* dq;          // Q's layout
   void* dk;          // K's layout
   void* dv;
@@ -50,9 +50,7 @@ struct AttnBwdArgs {
   int tail_full;
   u32* tail_sem;
   float* tail_acc;
-  // The deterministic mode's chains of adds (bwd_fa3_d256.cu's ordered reduces; 1 elsewhere): 1, 2
-  // or 4 fp32 dQ accumulators back to back (dq_acc as [chains · batch, heads_q, sq, d]), each with
-  // its own counters (dq_sem as [chains · batch, heads_q, m_blocks]); a partial of rank r in the
-  // fixed order goes to chain r mod chains, and the postprocess sums the chains in order.
-  int dq_chains;
+  // A diagnostic (the host's --det-trace; null otherwise): the d256 ordered adds' time stamps,
+  // written only by bwd_fa3_d256.cu compiled with KILN_D256_TRACE (d256_trace).
+  u32* det_trace;
 };

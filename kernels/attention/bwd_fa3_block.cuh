@@ -134,6 +134,15 @@ constexpr bool D256_DET = KILN_D256_DET != 0;
 #else
 constexpr bool D256_DET = false;
 #endif
+// KILN_D256_DET 3 (the host's bwd_fa3_d256_writer, _w2): those adds by writer warps of warpgroup 0
+// (bwd_fa3_d256.cu's d256_writer) instead of the consumers.
+#if defined(KILN_D256_DET)
+constexpr bool D256_WRITER = KILN_D256_DET == 3;
+#else
+constexpr bool D256_WRITER = false;
+#endif
+// Warps 1 and 2 of warpgroup 0 run a writer (bwd_kernel's write()).
+constexpr bool WRITER_WARPS = DET_WRITER || D256_WRITER;
 // The walks and order of adds of the dQ writer (DET_WRITER) or of d256's ordered reduces.
 constexpr bool DET_ORDERED = DET_WRITER || D256_DET;
 // KILN_BWD_CLUSTER 2 (bwd_fa3_d256.cu only: the host's bwd_fa3_d256_pair): clusters of two
@@ -747,8 +756,8 @@ __device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_ve
 // (bwd_start, `extra` prefetched), where the block sits, the register split with the producer
 // warp (TX_FIRST: bwd_produce's) and consumer c's consume(c, walk, smem). The warpgroup index is
 // broadcast (warpgroup_index), so that what the consumers derive from c is warp-uniform.
-// DET_WRITER: warps 1 and 2 of warpgroup 0 run write(walk, smem, writer) with writer 0 and 1 (at
-// the producer's registers; the second has work only with p.det_writers 2).
+// DET_WRITER, D256_WRITER: warps 1 and 2 of warpgroup 0 run write(walk, smem, writer) with writer
+// 0 and 1 (at the producer's registers; the second has work only with p.det_writers 2).
 template <bool TX_FIRST, class Consume, class Write>
 __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
@@ -767,10 +776,10 @@ __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec,
     return;
   }
   const BwdWalk k = DET_ORDERED ? det_walk(p) : bwd_walk(p);
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, DET_WRITER ? 96 : 32>(
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, WRITER_WARPS ? 96 : 32>(
       warpgroup_index(),
       [&] {
-        if (!DET_WRITER) {
+        if (!WRITER_WARPS) {
           bwd_produce<TX_FIRST>(p, k, sm, tq, tk, tv, tdo);
           return;
         }

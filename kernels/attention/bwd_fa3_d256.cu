@@ -43,9 +43,12 @@
 // bumps a block (one a consumer, each adding its own 128 columns): a block's turn comes at twice
 // its rank. The adder bumps once its reduce has completed, at the next block's first product
 // (where it already waited for the read), before it waits for any turn: a waiting adder holds no
-// bump (the rule that kept the writer's waits from closing a ring, det_schedule.rs). The order's
-// chains (the run-time p.dq_chains: the host's bwd_fa3_d256_chains 2, else 1) split it into
-// interleaved chains with an accumulator and counters each (d256_slot).
+// bump (the rule that kept the writer's waits from closing a ring, det_schedule.rs).
+// KILN_D256_DET 3 (the host's bwd_fa3_d256_writer and bwd_fa3_d256_w2): the same order and walks,
+// the adds by writer warps of the producer warpgroup instead of the consumers (d256_writer), so
+// that neither a turn nor a reduce's completion is waited for in a consumer's path.
+// KILN_D256_TRACE 1 (with KILN_D256_DET; the host's --det-trace, a diagnostic never dispatched):
+// each adder stamps its turn, issue, completion and bump into p.det_trace (d256_stamp).
 // KILN_BWD_CLUSTER 2 (the host's bwd_fa3_d256_pair, with KILN_D256_DQ 1): two adjacent key blocks
 // as a cluster walking the same query blocks, each stage's Q and dO loaded half by each CTA and
 // multicast to both (bwd_fa3_block.cuh), so the L2 serves a stage once per pair: with dQ's
@@ -53,7 +56,8 @@
 // release of a stage goes to both CTAs' empty barriers.
 // Named barriers: 1 (dSᵀ stored, both), 3 (the deterministic adds), 4 (Pᵀ written: consumer 0
 // arrives, 1 waits), 5 (Pᵀ read: consumer 1 arrives, 0 waits before it writes the next), 6 + c
-// (consumer c's staged dQ rows fenced: warps 1-3 arrive, warp 0 waits).
+// (consumer c's staged dQ rows fenced: warps 1-3 arrive, warp 0 waits), 8 + s (KILN_D256_DET 3:
+// both consumers' tiles of ring stage s staged: they arrive, its writer waits).
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_stage.cuh"
 
@@ -71,9 +75,55 @@ static_assert(!D256_DET || DQ_STAGED, "KILN_D256_DET orders the staged dQ's redu
 // two thirds of a step later, still before the next adder (a step behind at gs = 1) adds.
 #if defined(KILN_D256_DET)
 constexpr bool D256_EARLY = KILN_D256_DET == 2;
+static_assert(KILN_D256_DET <= 3, "KILN_D256_DET: 1 (ordered reduces), 2 (early bump) or 3 (writer warps)");
 #else
 constexpr bool D256_EARLY = false;
 #endif
+// KILN_D256_DET 3 (D256_WRITER, bwd_fa3_block.cuh): named barrier 8 + s, ring stage s's two tiles
+// staged (the consumers' 256 threads arrive, the writer's 32 wait). Stage s is rewritten only
+// after the writer has released it, so a barrier sees one stage's arrivals at a time.
+constexpr u32 BAR_HANDOFF = 8;
+static_assert(!D256_WRITER || STAGES == 2, "a writer barrier per ring stage: 8 and 9");
+
+// KILN_D256_TRACE 1 (the host's --det-trace; a diagnostic, never dispatched): each adder (a
+// consumer's warp 0 lane 0, or the writer's lane 0) stamps its adds into p.det_trace, a record of
+// TRACE_WORDS u32 per (block, role, iteration) at ((block · 2 + role) · group · m_blocks + it)
+// (block: the grid's linear index; role: the consumer, 0 for a writer): [0] the counter's index in
+// dq_sem, [1] the turn awaited, [13] the SM, [14] bumps a block (2: one a consumer; 1: the
+// writer's); the global timer (ns, low 32 bits) at [2] the turn's wait begun, [3] the turn seen
+// (the reduce issued next), [4] the completion's wait begun, [5] the completion seen, [6] the bump
+// made, [7] the step's start (a consumer: its stage full; a writer: the tiles handed over), [15]
+// (a writer) the tiles read and the stage released; the SM clock (low 32 bits) at [8..12] for
+// [2..6]. src/ops/attention_backward/bwd_fa3_d256_ordered.rs reads it, scripts/det_trace.py sums
+// it up.
+#if defined(KILN_D256_TRACE)
+constexpr bool D256_TRACE = KILN_D256_TRACE != 0;
+#else
+constexpr bool D256_TRACE = false;
+#endif
+static_assert(!D256_TRACE || D256_DET, "KILN_D256_TRACE stamps the ordered adds (KILN_D256_DET)");
+enum D256Event { EV_READY = 2, EV_TURN, EV_CW0, EV_CW1, EV_BUMP, EV_STEP, EV_READ = 15 };
+constexpr int TRACE_WORDS = 16;
+__device__ __forceinline__ u32* d256_trace_at(const AttnBwdArgs& p, int role, int it) {
+  const i64 blk = blockIdx.x + (i64)gridDim.x * (blockIdx.y + (i64)gridDim.y * blockIdx.z);
+  return p.det_trace + ((blk * 2 + role) * (i64)(p.group * p.m_blocks) + it) * TRACE_WORDS;
+}
+__device__ __forceinline__ void d256_stamp(const AttnBwdArgs& p, int role, int it, int ev) {
+  if (!D256_TRACE || p.det_trace == nullptr) return;
+  u64 g, c;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+  u32* r = d256_trace_at(p, role, it);
+  r[ev] = (u32)g;
+  if (ev >= EV_READY && ev <= EV_BUMP) r[ev + 6] = (u32)c;
+}
+__device__ __forceinline__ void d256_trace_head(const AttnBwdArgs& p, int role, int it, const u32* sem, u32 turn, u32 bumps) {
+  if (!D256_TRACE || p.det_trace == nullptr) return;
+  u32 sm_id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm_id));
+  u32* r = d256_trace_at(p, role, it);
+  r[0] = (u32)(sem - p.dq_sem), r[1] = turn, r[13] = sm_id, r[14] = bumps;
+}
 
 static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
 static_assert(!TAIL || !D256_DET, "KILN_BWD_TAIL splits the non-deterministic walk only (the ordered adds count whole key blocks)");
@@ -122,30 +172,6 @@ __device__ __forceinline__ void d256_release(const BwdSmem& sm, int s, u32 count
   }
 }
 
-// D256_DET: where block k's partial of (query head h, query block mb) goes in the fixed order of
-// adds. Its rank r (det_rank) falls in chain r mod p.dq_chains (1, 2 or 4, a power of two: the
-// host's), which has its own counters and its own fp32 accumulator (the map's batch coordinate
-// chain · batch + b; bwd_prep.cu zeroes every chain's and sums them in order), and its turn comes
-// when the chain's counter reads 2 · (r / chains) (two bumps a block: one a consumer). With one
-// chain a query block's adders pass one after another, consecutive adders one step apart on the
-// rotated and the causal walks alike (gs = 1 at d256's shapes), so each hop (a reduce's
-// completion, the bump, the next adder's acquire) had to fit in a step: the first two rounds
-// (H200, 2026-11-30) ran 0.55-0.70x the non-deterministic step. With c chains consecutive adders
-// of a chain are c steps apart; a block waits for a subset of the blocks it waited for with one.
-struct D256Slot {
-  u32* sem;
-  u32 turn;
-  int b_acc;
-};
-__device__ __forceinline__ D256Slot d256_slot(const AttnBwdArgs& p, const BwdWalk& k, int h, int mb) {
-  const int r = det_rank(k, p, det_group(k, p), mb), c = r & (p.dq_chains - 1);
-  D256Slot s;
-  s.b_acc = c * p.batch + k.b;
-  s.sem = p.dq_sem + ((i64)s.b_acc * p.heads_q + h) * p.m_blocks + mb;
-  s.turn = 2 * (u32)(r >> (__ffs(p.dq_chains) - 1));
-  return s;
-}
-
 // What both consumers do once dSᵀ of block it is stored: dQ's 128 columns of consumer c over the
 // 64 keys, waited for and added (sem: the deterministic mode's counter, else null): by atomics,
 // or (staged) into the tile at `tile` and, by warp 0's first thread, through the map `tdq`.
@@ -163,37 +189,45 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
   }
   stage_dq_rows<1, 1>(reinterpret_cast<const float (&)[1][QN / 2]>(dq), th.krow, th.t, tile);
   fence_proxy_async_shared();
+  if (D256_WRITER) {
+    named_barrier_arrive(BAR_HANDOFF + sm.qring.slot(it), 288);  // (the writer adds both tiles)
+    return;
+  }
   // Warps 1-3 signal and go on; warp 0 waits for them, and its first thread adds the tile.
   if (th.w != 0) {
     named_barrier_arrive(BAR_TILE + th.c, 128);
   } else {
     named_barrier_sync(BAR_TILE + th.c, 128);
     if (th.lane == 0) {
-      int b_acc = k.b;
       if (D256_DET && sem != nullptr) {
-        // D256_DET: this block's turn in its chain (both consumers of every block before it in
-        // the chain's order have bumped), then the counter's acquire before the bulk adds into
-        // the chain's accumulator (seen: the counter as read before the meet, D256_EARLY; else 0)
-        const D256Slot s = d256_slot(p, k, h, m0 / BM);
-        while (seen < s.turn) seen = ld_acquire(s.sem);
+        // D256_DET: this block's turn (both consumers of every block before it in det_rank's
+        // order have bumped), then the counter's acquire before the bulk adds
+        // (seen: the counter as read before the meet, D256_EARLY; else 0)
+        const u32 turn = 2 * (u32)det_rank(k, p, det_group(k, p), m0 / BM);
+        d256_trace_head(p, th.c, it, sem, turn, 2);
+        d256_stamp(p, th.c, it, EV_READY);
+        while (seen < turn) seen = ld_acquire(sem);
         fence_proxy_async_global();
-        b_acc = s.b_acc;
+        d256_stamp(p, th.c, it, EV_TURN);
       }
-      reduce_dq_tile<1>(tdq, tile, p.sq, b_acc, h, m0, th.c * QN, 1);
+      reduce_dq_tile<1>(tdq, tile, p.sq, k.b, h, m0, th.c * QN, 1);
     }
   }
 }
 
-// D256_DET, by a consumer's adder: its adds of iteration `it` complete (the bulk group waited for,
-// not only read), then its half of the block's bump on that (head, query block)'s counter of its
-// chain (two a block: one a consumer, each adding its own 128 columns).
-__device__ __forceinline__ void d256_bump(const AttnBwdArgs& p, const BwdWalk& k, int it) {
+// D256_DET, by consumer c's adder: its adds of iteration `it` complete (the bulk group waited
+// for, not only read), then its half of the block's bump on that (head, query block)'s counter
+// (two a block: one a consumer, each adding its own 128 columns).
+__device__ __forceinline__ void d256_bump(const AttnBwdArgs& p, const BwdWalk& k, int c, int it) {
+  d256_stamp(p, c, it, EV_CW0);
   tma_store_wait<0>();
+  d256_stamp(p, c, it, EV_CW1);
   fence_proxy_async_global();
   int mb = k.m_first + it % k.per_head;
   if (!p.causal && mb >= k.per_head) mb -= k.per_head;  // (a rotated walk wraps: det_walk)
   const int h = k.hk * p.group + it / k.per_head;
-  red_release_add(d256_slot(p, k, h, mb).sem, 1);
+  red_release_add(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb, 1);
+  d256_stamp(p, c, it, EV_BUMP);
 }
 
 // KILN_BWD_TAIL 1 (the host's bwd_fa3_d256_tail, non-causal): the grid's last partial wave split
@@ -241,7 +275,8 @@ __device__ __forceinline__ bool d256_tail_fixup(float (&g)[KR], const AttnBwdArg
 //   C 1: Pᵀ read from `px` once written, dSᵀ = Pᵀ ∘ (dPᵀ − D), dK += dSᵀ·Q, dSᵀ stored; then
 //        both meet.
 // Staged (DQ_STAGED, not deterministic): the stage is released by warp 0's first thread once the
-// reduce has read the tile, after the next block's first product is issued (and after the walk).
+// reduce has read the tile, after the next block's first product is issued (and after the walk);
+// D256_WRITER: by the writer, which adds the tiles (the consumers hand them over and go on).
 template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th,
                                                               float4* px, const TmaMap* tdq) {
   float g[KR];
@@ -252,7 +287,7 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
   const u32 x16 = d256_at16(C == 0 ? sm.sk : sm.sv), y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
   // (D256_DET: the deterministic mode staged too, its reduces in det_rank's order)
   const bool ordered = D256_DET && p.dq_sem != nullptr;
-  const bool staged = DQ_STAGED && (ordered || p.dq_sem == nullptr), adder = staged && th.w == 0 && th.lane == 0;
+  const bool staged = DQ_STAGED && (ordered || p.dq_sem == nullptr), adder = staged && !D256_WRITER && th.w == 0 && th.lane == 0;
   mbar_wait(sm.kv_full, 0);
   float acc[SR];
   for (int it = 0; it < k.iters; ++it) {
@@ -262,6 +297,7 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     if (D256_DET && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
     const int m0 = mb * BM;
     sm.qring.wait_full(it);
+    if (D256_TRACE && adder) d256_stamp(p, C, it, EV_STEP);
     // the stage from the iteration, not from the wait, so that the descriptors stay uniform;
     // operand addresses in 16-byte units (every descriptor an add: bwd_wgmma.cuh's desc_at)
     const int s = sm.qring.slot(it);
@@ -278,7 +314,7 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
       // D256_DET: its adds complete and its counter bumped first (before this block's turn is
       // waited for: a waiting adder holds no bump)
       if (ordered && !D256_EARLY) {
-        d256_bump(p, k, it - 1);
+        d256_bump(p, k, C, it - 1);
       } else {
         tma_store_wait_read<0>();
       }
@@ -349,8 +385,8 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     u32 seen = 0;
     if constexpr (D256_EARLY) {
       if (ordered && adder) {
-        if (it > 0) d256_bump(p, k, it - 1);  // (before any wait for a turn)
-        seen = ld_acquire(d256_slot(p, k, h, mb).sem);
+        if (it > 0) d256_bump(p, k, C, it - 1);  // (before any wait for a turn)
+        seen = ld_acquire(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb);
       }
     }
     if (C == 1) named_barrier_sync(BAR_DS, 256);
@@ -364,7 +400,7 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     d256_dq(p, k, sm, th, it, h, m0, sem, seen, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
   }
   if (adder) {
-    if (ordered && k.iters > 0) d256_bump(p, k, k.iters - 1);
+    if (ordered && k.iters > 0) d256_bump(p, k, C, k.iters - 1);
     tma_store_wait<0>();  // the last tile added before the block's memory goes
     if (BWD_CLUSTER > 1 && k.iters > 0) d256_release(sm, sm.qring.slot(k.iters - 1), 4);  // (the pair's producers wait for it)
   }
@@ -375,6 +411,71 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
   if (TAIL && tail_part(p, slot, part) && !d256_tail_fixup<C>(g, p, slot, part, tid)) return;
   store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,
                     k.n0 + th.krow, p.skv, p.kv_ss, th.t);
+}
+
+// D256_WRITER: writer j of p.det_writers (warp 1 + j of warpgroup 0; with 2, warps 1 and 2 take
+// the iterations of parity j, one ring stage each; else warp 1 takes them all), its lane 0 adding
+// both consumers' tiles of a block (consumer 0's columns staged in the stage's dO half, consumer
+// 1's in its Q half) in det_rank's order: the tiles handed over (named barrier 8 + s), the block's
+// turn waited for, both reduces issued, the stage released once they have read it, then the adds'
+// completion waited for and the counter bumped once (a block's turn is its rank). The consumers
+// wait for neither the turn nor the completion, where the first form's adders waited for the
+// completion at the next block's first product and for the turn at the add, each a stall of the
+// whole warpgroup (H200, 2026-11-30: 0.56-0.69x the non-deterministic run). The bump comes before
+// the next turn is waited for (a waiting writer holds no bump: det_schedule.rs), and the next
+// block's counter is read before the completion is waited for, so that the read's round trip
+// overlaps it (as bwd_dq_tile.cuh's eager writer).
+__device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const TmaMap* tdq, int j) {
+  const int writers = p.det_writers == 2 ? 2 : 1;
+  if (!D256_WRITER || j >= writers) return;
+  const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;
+  const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
+  // lane 0: iteration it's (head, query block), counter and turn
+  auto slot = [&](int it, int& h, int& mb, u32& turn) -> u32* {
+    det_walk_at(k, p, it, h, mb);
+    turn = det ? (u32)det_rank(k, p, g, mb) : 0;
+    return det ? p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb : nullptr;
+  };
+  u32 at = 0;  // the counter as last read (0: not yet)
+  for (int it = j; it < k.iters; it += writers) {
+    const int s = sm.qring.slot(it);
+    named_barrier_sync(BAR_HANDOFF + s, 288);
+    if (lead) {
+      int h, mb;
+      u32 turn;
+      u32* sem = slot(it, h, mb, turn);
+      d256_trace_head(p, 0, it, sem, turn, 1);
+      d256_stamp(p, 0, it, EV_STEP);
+      d256_stamp(p, 0, it, EV_READY);
+      if (det) {
+        while (at < turn) at = ld_acquire(sem);
+        fence_proxy_async_global();  // (the counter's acquire before the bulk adds)
+      }
+      d256_stamp(p, 0, it, EV_TURN);
+      const u32 st = sm.ring + s * STAGE_BYTES;
+      reduce_dq_tile<1>(tdq, st + Q_BYTES, p.sq, k.b, h, mb * BM, 0, 1);
+      reduce_dq_tile<1>(tdq, st, p.sq, k.b, h, mb * BM, QN, 1);
+      tma_store_wait_read<0>();
+      d256_release(sm, s, 8);  // (the consumers' 8 warps' arrivals, as the staged adders' 4 + 4)
+      d256_stamp(p, 0, it, EV_READ);
+      at = 0;
+      if (det) {
+        // the next block's counter read first (an acquire: no later access moves above it; this
+        // block's bump is later), then the completion and the bump
+        int h2, mb2;
+        u32 turn2;
+        if (it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
+        d256_stamp(p, 0, it, EV_CW0);
+        tma_store_wait<0>();
+        d256_stamp(p, 0, it, EV_CW1);
+        fence_proxy_async_global();
+        red_release_add(sem, 1);
+        d256_stamp(p, 0, it, EV_BUMP);
+      }
+    }
+    __syncwarp();
+  }
+  if (lead) tma_store_wait<0>();  // (the last tiles read before the block's memory goes)
 }
 
 // The staged variant takes the accumulator's map (tdq) after dO's, as bwd_fa3_tma_dq does.
@@ -391,7 +492,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                       const __grid_constant__ TmaMap tdo D256_DQ_MAP, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const TmaMap* tdq = D256_DQ_PTR;
-  bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq, p, [&](int c, const BwdWalk& k, const BwdSmem& sm) {
+  auto consume = [&](int c, const BwdWalk& k, const BwdSmem& sm) {
     BwdThread th;
     th.c = c, th.w = (threadIdx.x / 32) % 4, th.lane = threadIdx.x % 32, th.t = th.lane & 3;
     th.krow = 16 * th.w + (th.lane >> 2);
@@ -401,5 +502,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     } else {
       d256_consume<1>(p, k, sm, th, px, tdq);
     }
-  });
+  };
+  if constexpr (D256_WRITER) {
+    bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq, p, consume,
+                     [&](const BwdWalk& k, const BwdSmem& sm, int j) { d256_writer(p, k, sm, tdq, j); });
+  } else {
+    bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq, p, consume);
+  }
 }

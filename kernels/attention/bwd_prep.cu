@@ -1,8 +1,7 @@
 // The attention backward's first and last passes, around bwd_fa2_mma_sync.cu:
 //   attn_bwd_pre:  D = rowsum(dO * O) in fp32 per query row, the fp32 dQ accumulator zeroed, and
 //                  (deterministic mode) the per-query-block counters zeroed;
-//   attn_bwd_post: dQ = scale * accumulator (the chains' accumulators summed in order, where the
-//                  deterministic mode keeps more than one), rounded to the input type, in Q's layout.
+//   attn_bwd_post: dQ = scale * accumulator, rounded to the input type, in Q's layout.
 // Both are memory-bound and take the head dim and dtype at run time; KILN_PASS (0 pre, 1 post)
 // picks the one a compile holds. A block owns PREP_ROWS query rows of one (batch, head): grid
 // (ceil(sq / PREP_ROWS), heads_q, batch).
@@ -52,22 +51,17 @@ extern "C" __global__ void __launch_bounds__(PREP_THREADS) attn_bwd_pre(AttnBwdA
   } else {
     pre_rows<f16>(p, b, h, r0);
   }
-  // This block's rows of each chain's accumulator (one but in bwd_fa3_d256.cu's chained
-  // deterministic mode: dq_chains, batch c · batch + b): contiguous, d floats a row.
+  // This block's rows of the accumulator: contiguous, d floats a row.
   const int rows = min(PREP_ROWS, p.sq - r0);
+  float4* acc = reinterpret_cast<float4*>(p.dq_acc + (((i64)b * p.heads_q + h) * p.sq + r0) * p.d);
   const int n4 = rows * p.d / 4;
-  for (int c = 0; c < p.dq_chains; ++c) {
-    float4* acc = reinterpret_cast<float4*>(p.dq_acc + ((((i64)c * p.batch + b) * p.heads_q + h) * p.sq + r0) * p.d);
-    for (int i = threadIdx.x; i < n4; i += PREP_THREADS) acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
-  // The counters of the main kernel's query blocks that start among these rows (each chain's).
+  for (int i = threadIdx.x; i < n4; i += PREP_THREADS) acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  // The counters of the main kernel's query blocks that start among these rows.
   if (p.dq_sem != nullptr) {
-    for (int c = 0; c < p.dq_chains; ++c) {
-      u32* sem = p.dq_sem + (((i64)c * p.batch + b) * p.heads_q + h) * p.m_blocks;
-      for (int m = (r0 + p.m_block - 1) / p.m_block + threadIdx.x; m < p.m_blocks && m * p.m_block < r0 + rows;
-           m += PREP_THREADS)
-        sem[m] = 0;
-    }
+    u32* sem = p.dq_sem + ((i64)b * p.heads_q + h) * p.m_blocks;
+    for (int m = (r0 + p.m_block - 1) / p.m_block + threadIdx.x; m < p.m_blocks && m * p.m_block < r0 + rows;
+         m += PREP_THREADS)
+      sem[m] = 0;
   }
 }
 
@@ -76,22 +70,11 @@ template <class T> __device__ __forceinline__ void post_rows(const AttnBwdArgs& 
   const int cpr = p.d / 8; // 16-byte output chunks per row
   const int rows = min(PREP_ROWS, p.sq - r0);
   const float* acc = p.dq_acc + (((i64)b * p.heads_q + h) * p.sq + r0) * p.d;
-  const i64 chain = (i64)p.batch * p.heads_q * p.sq * p.d;  // one chain's accumulator, in floats
   T* dq = static_cast<T*>(p.dq) + b * p.q_sb + h * p.q_sh;
   for (int i = threadIdx.x; i < rows * cpr; i += PREP_THREADS) {
     const int r = i / cpr, c = i % cpr;
-    const float* a = acc + (i64)r * p.d + c * 8;
-    float4 x = *reinterpret_cast<const float4*>(a);
-    float4 y = *reinterpret_cast<const float4*>(a + 4);
-    // the other chains' sums (dq_chains > 1: bwd_fa3_d256.cu's chained deterministic mode), added
-    // in chain order, so that runs stay bitwise equal
-    for (int ch = 1; ch < p.dq_chains; ++ch) {
-      a += chain;
-      const float4 u = *reinterpret_cast<const float4*>(a);
-      const float4 w = *reinterpret_cast<const float4*>(a + 4);
-      x = make_float4(x.x + u.x, x.y + u.y, x.z + u.z, x.w + u.w);
-      y = make_float4(y.x + w.x, y.y + w.y, y.z + w.z, y.w + w.w);
-    }
+    const float4 x = *reinterpret_cast<const float4*>(acc + (i64)r * p.d + c * 8);
+    const float4 y = *reinterpret_cast<const float4*>(acc + (i64)r * p.d + c * 8 + 4);
     u32x4 out;
     out.x = pack2<T>(x.x * p.scale, x.y * p.scale);
     out.y = pack2<T>(x.z * p.scale, x.w * p.scale);

@@ -22,6 +22,7 @@ use kiln::harness::bench::{
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
+use kiln::ops::attention_backward::bwd_fa3_d256_ordered::{BwdFa3D256Ordered, TRACE_WORDS};
 use kiln::ops::attention_backward::varlen::{launch_varlen, supports_varlen, VARLEN_VERSION};
 use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use kiln::report::Table;
@@ -51,6 +52,12 @@ pub struct BackwardFlags {
     /// ratio to it: what the deterministic mode costs, at one clock.
     #[arg(long, requires = "deterministic")]
     pub vs_nondeterministic: bool,
+    /// With --deterministic (`bench`, d256 ordered forms): after the timing, one more launch of
+    /// each such version on a kernel that stamps its ordered adds (turn awaited and seen, issue,
+    /// completion, bump), written to PREFIX-VERSION.bin (u32 records; scripts/det_trace.py
+    /// reads them). A diagnostic: the stamped launch is not timed.
+    #[arg(long, requires = "deterministic", value_name = "PREFIX")]
+    pub det_trace: Option<String>,
 }
 
 impl BackwardFlags {
@@ -85,9 +92,9 @@ fn problems(a: &AttnVerifyArgs) -> Result<Vec<BackwardProblem>> {
 }
 
 pub fn verify(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
-    if a.backward.vs_nondeterministic {
+    if a.backward.vs_nondeterministic || a.backward.det_trace.is_some() {
         return Err(Error::invalid(
-            "--vs-nondeterministic times the two modes side by side: use it with `attn bench`",
+            "--vs-nondeterministic and --det-trace go with the timing: use them with `attn bench`",
         ));
     }
     if a.varlen.given() || a.varlen_suite {
@@ -174,10 +181,9 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             forward.name()
         )
     };
-    if a.backward.vs_nondeterministic {
-        return bench_vs_nondeterministic(env, &ctx, &ks, &p, &bufs, &flusher, &opt, header);
-    }
-    if ks.len() > 1 && opt.interleave {
+    let code = if a.backward.vs_nondeterministic {
+        bench_vs_nondeterministic(env, &ctx, &ks, &p, &bufs, &flusher, &opt, header)?
+    } else if ks.len() > 1 && opt.interleave {
         // several versions: one launch of each a round after the warm-up, so that their ratios
         // are read at one clock (the H200 at its power cap drifts ±5 % within a process)
         let ops = bufs.operands();
@@ -187,20 +193,62 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
             .collect();
         let names = ks.iter().map(|k| k.name().to_string()).collect();
         let base = ks[0].name().to_string();
-        return report_interleaved(
+        report_interleaved(
             env, &ctx, &p, &flusher, &opt, &mut each, names, base, header,
+        )?
+    } else {
+        time_versions(
+            env,
+            &ctx,
+            "attn-bench-backward",
+            &ks,
+            |k| time_backward(&ctx, k, &p, &bufs, &flusher, &opt),
+            rows::attention_backward_bench_row,
+            header,
+            None,
+        )?
+    };
+    if let Some(prefix) = &a.backward.det_trace {
+        let ks = if ks.is_empty() {
+            vec![r.select_attention_backward(&p, &ctx.info, None)?]
+        } else {
+            ks
+        };
+        write_traces(&ctx, &ks, &p, &bufs, prefix)?;
+    }
+    Ok(code)
+}
+
+/// `--det-trace PREFIX`: one stamped launch of each d256 ordered form among `ks` (after the
+/// timing, so at the clock it left), its records written to PREFIX-VERSION.bin; the others named
+/// as having no stamps.
+fn write_traces(
+    ctx: &Context,
+    ks: &[&dyn AttentionBackwardKernel],
+    p: &BackwardProblem,
+    bufs: &BackwardBuffers,
+    prefix: &str,
+) -> Result<()> {
+    for k in ks {
+        let Some(v) = BwdFa3D256Ordered::by_name(k.name()) else {
+            eprintln!(
+                "--det-trace: {} stamps nothing (only the d256 ordered forms do)",
+                k.name()
+            );
+            continue;
+        };
+        let words = v.trace_launch(ctx, p, &bufs.operands())?;
+        let path = format!("{prefix}-{}.bin", k.name());
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        std::fs::write(&path, bytes)
+            .map_err(|e| Error::invalid(format!("--det-trace could not write {path}: {e}")))?;
+        eprintln!(
+            "--det-trace: {} records of {} stamped into {path}",
+            words.len() / TRACE_WORDS,
+            k.name()
         );
     }
-    time_versions(
-        env,
-        &ctx,
-        "attn-bench-backward",
-        &ks,
-        |k| time_backward(&ctx, k, &p, &bufs, &flusher, &opt),
-        rows::attention_backward_bench_row,
-        header,
-        None,
-    )
+    Ok(())
 }
 
 /// `--deterministic --vs-nondeterministic`: the non-deterministic default (the dispatcher's

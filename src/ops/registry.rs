@@ -93,7 +93,7 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_ordered_w2::BwdFa3OrderedW2),
         ];
         // the d256 ordered reduces: the first form (the deterministic default at d256), the early
-        // one and its chains
+        // one, the writer warps' and the rotated walk's diagnostic
         attention_backward.extend(
             attention_backward::bwd_fa3_d256_ordered::BwdFa3D256Ordered::ALL
                 .map(|v| Box::new(v) as Box<dyn AttentionBackwardKernel>),

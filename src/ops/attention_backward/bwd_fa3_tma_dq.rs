@@ -132,7 +132,7 @@ mod tests {
     fn the_accumulator_map_cuts_rows_into_swizzle_rows() {
         let a = AttentionProblem::new(3, 5, 1000, 128);
         let p = BackwardProblem::new(a, false);
-        let m = dq_acc_args(&p, 0x7f00_0000_0000, 64, 1);
+        let m = dq_acc_args(&p, 0x7f00_0000_0000, 64);
         assert_eq!(m.rank(), 5);
         assert_eq!(m.dims(), [32, 4, 1000, 5, 3]);
         assert_eq!(m.strides(), [128, 512, 512 * 1000, 512 * 1000 * 5]);
@@ -144,14 +144,8 @@ mod tests {
             &BackwardProblem::new(AttentionProblem::new(1, 1, 64, 64), false),
             0,
             64,
-            1,
         );
         assert_eq!((k.dims()[1], k.box_dims()[1]), (2, 2));
-        // two chains of adds (`bwd_fa3_d256_chains`): the second accumulator follows the first,
-        // batches 3.. of the same strides
-        let c = dq_acc_args(&p, 0x7f00_0000_0000, 64, 2);
-        assert_eq!(c.dims(), [32, 4, 1000, 5, 6]);
-        assert_eq!(c.strides(), m.strides());
     }
 
     /// Every variant compiles for sm_90a with no local memory, no wgmma serialisation (ptxas's

@@ -14,7 +14,7 @@ use super::{
 use crate::device::{
     Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::fa3_wgmma::{encode, map_shape};
 use crate::ops::attention::DTYPES;
@@ -378,7 +378,7 @@ pub fn launch_tile_writers(
             knob => knob,
         },
         det_writers,
-        det_chains: 1,
+        det_trace: 0,
         rotate: false,
     };
     let t = WgmmaBwdTile {
@@ -406,8 +406,8 @@ pub fn launch_tile_writers(
 /// grid's last partial wave split into parts (`KILN_BWD_TAIL`, a 1D grid; [`super::tail`]);
 /// `lpt`, the causal blocks longest walk first (`KILN_BWD_LPT`; `None`: [`super::lpt`]'s rule);
 /// `det_writers`, the deterministic dQ writer warps a version asks for (`bwd_fa3_ordered_w2`: 2;
-/// `None`: `KILN_BWD_DET_WRITERS`); `det_chains`, the deterministic mode's chains of adds
-/// (`bwd_fa3_d256_chains`: 2, only on a kernel that reads them; 1 elsewhere); `rotate`, a
+/// `None`: `KILN_BWD_DET_WRITERS`); `det_trace`, a diagnostic's buffer of time stamps (only the
+/// d256 ordered kernels compiled with `KILN_D256_TRACE` write it; 0 elsewhere); `rotate`, a
 /// non-deterministic, non-causal run on the rotated walks of the deterministic order
 /// (`bwd_fa3_d256_rotated`, a diagnostic: only the d256 ordered kernel reads it).
 #[derive(Debug, Clone, Copy)]
@@ -415,7 +415,7 @@ pub struct Sched {
     pub split: Option<TailPlan>,
     pub lpt: Option<bool>,
     pub det_writers: Option<u32>,
-    pub det_chains: u32,
+    pub det_trace: u64,
     pub rotate: bool,
 }
 
@@ -426,7 +426,7 @@ impl Sched {
             split: None,
             lpt: ctx.overrides.attention.bwd_lpt,
             det_writers: None,
-            det_chains: 1,
+            det_trace: 0,
             rotate: false,
         }
     }
@@ -512,16 +512,9 @@ pub fn launch_main(
     check_aligned(name, ops)?;
     let a = &p.attn;
     let main = ctx.function(main)?;
-    // the deterministic mode's chains of adds (1, 2 or 4: the kernel splits ranks by a mask)
-    let chains = if p.deterministic { sched.det_chains } else { 1 };
-    if !matches!(chains, 1 | 2 | 4) {
-        return Err(Error::invalid(format!(
-            "{name}: {chains} chains of dQ adds asked for; use 1, 2 or 4"
-        )));
-    }
-    let ws = BackwardWorkspace::chained(ctx, p, BM as usize, chains as usize)?;
+    let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
-    args.dq_chains = chains as i32;
+    args.det_trace = sched.det_trace;
     if let Some(g) = packed {
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
         args.m_blocks = g.m_blocks as i32;
@@ -599,7 +592,7 @@ pub fn launch_main(
         )
     };
     let mut dq_map = match dq_cols {
-        Some(cols) => Some(dq_acc_map(p, ws.dq_acc, cols, chains)?),
+        Some(cols) => Some(dq_acc_map(p, ws.dq_acc, cols)?),
         None => None,
     };
     let [tq, tk, tv, tdo] = &mut maps;
@@ -626,15 +619,14 @@ pub fn launch_main(
 /// The rank-5 map `bwd_fa3_tma_dq` adds its dQ tiles through: the fp32 accumulator [B, H, Sq, D]
 /// (packed, at `acc`) seen as [B, H, Sq, D/32, 32], each row cut into 128-byte pieces so that a
 /// piece is one row of the 128B swizzle; a box is 64 query rows x `cols` columns of one head.
-/// Rows past Sq fall outside dim 2 and are dropped. `chains` accumulators back to back (the
-/// deterministic mode's chains of adds) are one map of `chains` · B batches.
-pub fn dq_acc_args(p: &BackwardProblem, acc: u64, cols: u32, chains: u32) -> TiledArgs {
+/// Rows past Sq fall outside dim 2 and are dropped.
+pub fn dq_acc_args(p: &BackwardProblem, acc: u64, cols: u32) -> TiledArgs {
     let a = &p.attn;
     let (d, sq, h, b) = (
         a.head_dim as u64,
         a.seqlen_q as u64,
         a.heads_q as u64,
-        chains as u64 * a.batch as u64,
+        a.batch as u64,
     );
     TiledArgs::new(
         TmaDType::F32,
@@ -646,8 +638,8 @@ pub fn dq_acc_args(p: &BackwardProblem, acc: u64, cols: u32, chains: u32) -> Til
     )
 }
 
-fn dq_acc_map(p: &BackwardProblem, acc: u64, cols: u32, chains: u32) -> Result<TensorMap> {
-    dq_acc_args(p, acc, cols, chains).encode(|| {
+fn dq_acc_map(p: &BackwardProblem, acc: u64, cols: u32) -> Result<TensorMap> {
+    dq_acc_args(p, acc, cols).encode(|| {
         format!(
             "cuTensorMapEncodeTiled (the backward's fp32 dQ accumulator, rank 5, {})",
             p.label()

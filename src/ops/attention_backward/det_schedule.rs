@@ -7,8 +7,8 @@
 //! its d64 timing (B4 H16 S4096) never returned (2026-11-29): in both the rotated order puts a
 //! group's blocks one step apart, and a writer that waited for its counter while still holding
 //! the previous block's bump closed a ring of waits; `Release::Held` reproduces it. The d256
-//! ordered reduces (`bwd_fa3_d256_ordered`) take the same walks and order at 64 keys a block, and
-//! `bwd_fa3_d256_chains` splits each tile's order into chains ([`run_chains`]).
+//! ordered reduces (`bwd_fa3_d256_ordered`, and its writer warps, `bwd_fa3_d256_writer`) take the
+//! same walks and order at 64 keys a block.
 
 use super::{BackwardProblem, DetOrder};
 
@@ -157,26 +157,13 @@ fn block_walk(
 /// last counter. Some(adds in the order they happened) when every block finishes, None on a
 /// hang. Panics if a tile is added out of its order (two equal ranks).
 pub fn run(walks: &[Vec<Add>], sms: usize, rule: Release) -> Option<Vec<Add>> {
-    run_chains(walks, sms, rule, 1)
-}
-
-/// [`run`] with the order of each tile's adds split into `chains` interleaved chains
-/// (`bwd_fa3_d256_chains`, the argument block's `dq_chains`): an add of rank r goes to chain
-/// r mod `chains`, which has its own counter, and waits until that counter reads r / `chains`.
-pub fn run_chains(
-    walks: &[Vec<Add>],
-    sms: usize,
-    rule: Release,
-    chains: usize,
-) -> Option<Vec<Add>> {
     use std::collections::HashMap;
-    let mut counter: HashMap<(usize, usize, usize, usize), usize> = HashMap::new();
+    let mut counter: HashMap<(usize, usize, usize), usize> = HashMap::new();
     let mut done = Vec::new();
     // resident blocks: (index, next add, the add whose bump is held)
     let mut resident: Vec<(usize, usize, Option<Add>)> = Vec::new();
     let mut next = 0;
-    let key = |a: Add| (a.b, a.h, a.mb, a.rank % chains);
-    let bump = |c: &mut HashMap<_, usize>, a: Add| *c.entry(key(a)).or_insert(0) += 1;
+    let bump = |c: &mut HashMap<_, usize>, a: Add| *c.entry((a.b, a.h, a.mb)).or_insert(0) += 1;
     loop {
         while resident.len() < sms && next < walks.len() {
             resident.push((next, 0, None));
@@ -190,8 +177,8 @@ pub fn run_chains(
             let w = &walks[r.0];
             while r.1 < w.len() {
                 let a = w[r.1];
-                let (at, turn) = (counter.get(&key(a)).copied().unwrap_or(0), a.rank / chains);
-                if at < turn {
+                let at = counter.get(&(a.b, a.h, a.mb)).copied().unwrap_or(0);
+                if at < a.rank {
                     if rule == Release::BeforeWait {
                         if let Some(held) = r.2.take() {
                             bump(&mut counter, held);
@@ -200,7 +187,7 @@ pub fn run_chains(
                     }
                     break;
                 }
-                assert_eq!(at, turn, "{a:?} added out of order");
+                assert_eq!(at, a.rank, "{a:?} added out of order");
                 done.push(a);
                 if rule == Release::AtOnce {
                     bump(&mut counter, a);
@@ -359,39 +346,29 @@ mod tests {
     }
 
     #[test]
-    fn the_d256_chains_keep_each_chains_order_and_every_run_finishes() {
-        // bwd_fa3_d256_ordered's walks (64 keys a block, 64-row steps) with the order split into
-        // 1, 2 or 4 chains (`bwd_fa3_d256_chains`): each chain's adds of a tile pass in rank
-        // order (`run_chains` panics otherwise) and no run hangs, the verify suite's lengths and
+    fn the_d256_walks_keep_each_tiles_order_and_every_run_finishes() {
+        // bwd_fa3_d256_ordered's walks (64 keys a block, 64-row steps): each tile's adds pass in
+        // rank order (`run` panics otherwise) and no run hangs, the verify suite's lengths and
         // the d256 grids (scaled down in heads), on 132 SMs and on a few
         let lens = [1, 63, 65, 200, 1000, 2049];
-        for chains in [1, 2, 4] {
-            for causal in [false, true] {
-                for (hq, hkv) in [(1, 1), (4, 2)] {
-                    for s in lens {
-                        for sms in [132, 5] {
-                            let mut p = problem(2, hq, hkv, s, s, causal);
-                            p.attn.head_dim = 256;
-                            let w = walks(&p, 64, 64, sms);
-                            let done = run_chains(&w, sms, Release::BeforeWait, chains);
-                            let n: usize = w.iter().map(|b| b.len()).sum();
-                            assert_eq!(done.map(|d| d.len()), Some(n), "{} {chains}", p.label());
-                        }
+        for causal in [false, true] {
+            for (hq, hkv) in [(1, 1), (4, 2)] {
+                for s in lens {
+                    for sms in [132, 5] {
+                        let mut p = problem(2, hq, hkv, s, s, causal);
+                        p.attn.head_dim = 256;
+                        let w = walks(&p, 64, 64, sms);
+                        let done = run(&w, sms, Release::BeforeWait);
+                        let n: usize = w.iter().map(|b| b.len()).sum();
+                        assert_eq!(done.map(|d| d.len()), Some(n), "{}", p.label());
                     }
                 }
-                for (b, h, s) in [(4, 3, 4096), (1, 2, 16384)] {
-                    let mut p = problem(b, h, h, s, s, causal);
-                    p.attn.head_dim = 256;
-                    let w = walks(&p, 64, 64, 132);
-                    assert!(run_chains(&w, 132, Release::BeforeWait, chains).is_some());
-                }
             }
-        }
-        // Sq != Skv, causal or not, 65 queries over 200 keys (the quick suite's)
-        for causal in [false, true] {
-            let p = problem(1, 2, 2, 65, 200, causal);
-            for chains in [2, 4] {
-                assert!(run_chains(&walks(&p, 64, 64, 3), 3, Release::AtOnce, chains).is_some());
+            for (b, h, s) in [(4, 3, 4096), (1, 2, 16384)] {
+                let mut p = problem(b, h, h, s, s, causal);
+                p.attn.head_dim = 256;
+                let w = walks(&p, 64, 64, 132);
+                assert!(run(&w, 132, Release::BeforeWait).is_some());
             }
         }
     }

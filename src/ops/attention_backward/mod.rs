@@ -180,10 +180,10 @@ pub struct AttnBwdArgs {
     /// dK and dV partials.
     pub tail_sem: u64,
     pub tail_acc: u64,
-    /// The deterministic mode's chains of adds (`bwd_fa3_d256_chains`: 2; 1 elsewhere): that many
-    /// fp32 dQ accumulators and sets of counters back to back, a partial of rank r in the fixed
-    /// order added into chain r mod `dq_chains`, the chains summed in order by the postprocess.
-    pub dq_chains: i32,
+    /// A diagnostic (`kiln attn bench --backward --det-trace`; 0 otherwise): u32 records of the
+    /// d256 ordered adds' time stamps ([`bwd_fa3_d256_ordered::TRACE_WORDS`] a record), written
+    /// only by the kernels compiled with `KILN_D256_TRACE`.
+    pub det_trace: u64,
 }
 
 /// The order in which a dQ writer warp (`bwd_fa3_ordered_eager`) adds the key blocks' partials of a
@@ -230,25 +230,14 @@ impl BackwardWorkspace {
     /// The context's scratch buffers grown to what `p` needs with query blocks of `m_block`
     /// rows (the counters only in deterministic mode).
     pub fn of(ctx: &Context, p: &BackwardProblem, m_block: usize) -> Result<BackwardWorkspace> {
-        BackwardWorkspace::chained(ctx, p, m_block, 1)
-    }
-
-    /// [`BackwardWorkspace::of`] with `chains` dQ accumulators and sets of counters back to back
-    /// (the argument block's `dq_chains`): at B1 H16 S16384 d256 each accumulator is 256 MiB.
-    pub fn chained(
-        ctx: &Context,
-        p: &BackwardProblem,
-        m_block: usize,
-        chains: usize,
-    ) -> Result<BackwardWorkspace> {
         let a = &p.attn;
         let s = &ctx.scratch;
         let sems = a.batch * a.heads_q * a.seqlen_q.div_ceil(m_block);
         Ok(BackwardWorkspace {
             delta: s.attn_bwd_delta.at_least(ctx, a.lse_elems() * 4)?,
-            dq_acc: s.attn_bwd_dq_acc.at_least(ctx, chains * a.q_elems() * 4)?,
+            dq_acc: s.attn_bwd_dq_acc.at_least(ctx, a.q_elems() * 4)?,
             dq_sem: if p.deterministic {
-                s.attn_bwd_dq_sem.at_least(ctx, chains * sems * 4)?
+                s.attn_bwd_dq_sem.at_least(ctx, sems * 4)?
             } else {
                 0
             },
@@ -311,7 +300,7 @@ impl AttnBwdArgs {
             tail_full: 0,
             tail_sem: 0,
             tail_acc: 0,
-            dq_chains: 1,
+            det_trace: 0,
         }
     }
 
@@ -438,7 +427,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_full), 244);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_sem), 248);
         assert_eq!(std::mem::offset_of!(AttnBwdArgs, tail_acc), 256);
-        assert_eq!(std::mem::offset_of!(AttnBwdArgs, dq_chains), 264);
+        assert_eq!(std::mem::offset_of!(AttnBwdArgs, det_trace), 264);
         assert_eq!(std::mem::size_of::<AttnBwdArgs>(), 272);
     }
 }

@@ -1053,7 +1053,7 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         return None;
     }
     if let Some(c) = choose_one_tile(p, dev) {
-        return Some(c);
+        return Some(scales_by_bulk_if_short(p, c));
     }
     let c = configs(p.a, p.b, p.scale, p.promote)
         .iter()
@@ -1078,7 +1078,36 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let compiled = configs(p.a, p.b, p.scale, p.promote)
         .iter()
         .any(|x| x.same_kernel(&c));
-    ((long || short) && compiled).then_some(c)
+    ((long || short) && compiled).then_some(scales_by_bulk_if_short(p, c))
+}
+
+/// Most K blocks for which the large rule's 128-row tiles at 64 < M <= [`SMALL_M`] copy a
+/// stage's A scales by one bulk copy instead of their tensor map (`b`, [`Fp8Config::sa_bulk`];
+/// ledger rows 70 and 90): K < 2048. On an H200 `b` won two rounds where a CTA's whole K is a
+/// few blocks and the map's first use is part of a short launch's fixed part (128x32768x512
+/// `128otbe/1` 1.4 and 2.8 % under `128ote/1`, 128x24576x1536 `256tbhl/1` 2.0 and 2.9 % under
+/// `256thl/1`), and lost two with the pipelined tile's 64 K blocks a slice at 128x7168x16384
+/// (`128ptbe/2c` 3.5 and 3.8 % over `128pte/2c`: the producer thread's longer issue a stage).
+pub const SMALL_ROWS_BULK_K: u64 = 15;
+
+/// With `b` at the short K of [`SMALL_ROWS_BULK_K`]: the B scales by bulk copies as well, no
+/// copier warp (`q`, [`Fp8Config::sb_bulk`]; ledger rows 71 and 90), once it has won two rounds.
+pub const SMALL_ROWS_BULK_BOTH: bool = false;
+
+/// `c` (one of the large rule's single-CTA slot tiles at 64 < M <= [`SMALL_M`]) with its scales
+/// by bulk copies where K holds at most [`SMALL_ROWS_BULK_K`] blocks, else `c`. A run-time
+/// letter: the launch runs the same kernel as without it where M is not a multiple of 4 (and
+/// `q` as `b` where the K blocks are not whole runs of four).
+fn scales_by_bulk_if_short(p: &Fp8Problem, c: Fp8Config) -> Fp8Config {
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    if p.scale != ScaleMode::Block || !c.sscale || c.ctas() > 1 || kblocks > SMALL_ROWS_BULK_K {
+        return c;
+    }
+    if SMALL_ROWS_BULK_BOTH && c.tma_scales && c.bn != 192 {
+        c.scales_all_by_bulk_copy()
+    } else {
+        c.scales_by_bulk_copy()
+    }
 }
 
 /// The drained 128-row tile with the A scales by TMA, the TMA-store epilogue and its consumers
@@ -2461,6 +2490,41 @@ mod tests {
     }
 
     #[test]
+    fn the_large_rule_copies_the_a_scales_in_bulk_below_k_2048_at_m_128() {
+        // ledger rows 70 and 90: `b` won two rounds at 128x32768x512 and 128x24576x1536 and
+        // lost two with the pipelined tile at K = 16,384, which keeps the map
+        let dev = DeviceInfo::h100_sxm();
+        let bulk = if SMALL_ROWS_BULK_BOTH { "q" } else { "b" };
+        for (m, n, k, want) in [
+            (128, 32768, 512, format!("128ot{bulk}e")),
+            (100, 32768, 512, format!("128ot{bulk}e")),
+            (128, 24576, 1536, format!("256t{bulk}hl/1")),
+            (128, 32768, 1024, format!("256t{bulk}hl/1")),
+            (128, 24576, 1920, format!("256t{bulk}hl/1")),
+            // 16 K blocks: the map
+            (128, 24576, 2048, "256thl/1".to_string()),
+            (128, 7168, 16384, LONG_128.to_string()),
+        ] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            // (the turns' slices left to the launch: one, at 4 K blocks)
+            assert_eq!(c.to_string(), want, "{p}");
+            assert!(check_config(&p, c).is_ok(), "{p}: {c}");
+            assert_eq!(splits_for(&p, &c, &dev), if k == 16384 { 2 } else { 1 }, "{p}");
+        }
+        // the 64-row tile (M <= 64) and M above 128 as before: no bulk copy
+        for (m, n, k) in [(64, 32768, 512), (64, 2112, 7168), (4096, 32768, 512)] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert!(!c.sa_bulk && !c.sb_bulk, "{p}: {c}");
+        }
+        // not block scales: untouched
+        let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Tensor);
+        let c = "128pte/1".parse::<Fp8Config>().unwrap();
+        assert_eq!(scales_by_bulk_if_short(&p, c), c);
+    }
+
+    #[test]
     fn the_128_by_192_tile_fills_one_wave_at_n_24576_only() {
         // ledger row 40: `192th` is compiled (one kernel), five stages of 40 KB beside one
         // staging buffer a consumer, its last tile staged in the ring
@@ -3135,7 +3199,9 @@ mod tests {
             } else {
                 SMALL_ROWS_ONE_TILE
             };
-            assert_eq!(c, want, "{p}");
+            // K < 2048: the A scales by one bulk copy (ledger rows 70 and 90)
+            assert_eq!(c, scales_by_bulk_if_short(&p, want), "{p}");
+            assert!(c.sa_bulk && c.same_kernel(&want), "{p}: {c}");
             assert!(
                 check_config(&p, c).is_ok() && splits_for(&p, &c, &dev) == 1,
                 "{p}"

@@ -1014,7 +1014,9 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
             Some(c) => stream_if_it_fills(p, &c, dev),
             None => with_small_m_splits(
                 p,
-                choose_small_rows(p, dev).unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                choose_small_rows(p, dev)
+                    .or_else(|| choose_short_k_64(p, dev))
+                    .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
                 dev,
             ),
         },
@@ -1089,6 +1091,31 @@ pub const SMALL_ROWS_BULK_K: u64 = 15;
 /// against `b`.
 /// On since ledger row 90: `q` ran 0.4 and 4.1 % under `b` (row 71's round 2: 1.4 and 0.5 %).
 pub const SMALL_ROWS_BULK_BOTH: bool = true;
+
+/// The large rule's config at M <= 64 with at most [`SMALL_ROWS_SHORT_K`] K blocks where its 64 x
+/// 128 tiles fill the SMs once or more (ledger row 94): `64x128psb/1`, two tiles a CTA at
+/// 64x32768x512, the A scales by one bulk copy. On an H200 it ran 3.5, 1.1 and 2.3 % under the
+/// measured rule's `64x256ps/1` there in three rounds (rows 70 and 94), where `64x128ps/1`
+/// without `b` was level with it (-1, +1, 0 %): the copier warp's 4-byte copies of the A scales
+/// are in each of its two tiles' first stages.
+pub const SMALL_M_SHORT: Fp8Config = Fp8Config::tile(64, 128, true, true)
+    .scales_by_bulk_copy()
+    .unsplit();
+
+fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
+    let c = SMALL_M_SHORT;
+    let kblocks = (p.k as u64).div_ceil(BK as u64);
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&c));
+    (p.m <= 64
+        && p.scale == ScaleMode::Block
+        && kblocks <= SMALL_ROWS_SHORT_K
+        && compiled
+        && dev.check_smem(c.smem_bytes()).is_ok()
+        && tiles(p, &c) >= dev.sm_count.max(1) as u64)
+        .then_some(c)
+}
 
 /// `c` (one of the large rule's single-CTA slot tiles at 64 < M <= [`SMALL_M`]) with its scales
 /// by bulk copies where K holds at most [`SMALL_ROWS_BULK_K`] blocks, else `c`. A run-time
@@ -2495,8 +2522,8 @@ mod tests {
                 "{p}"
             );
         }
-        // the 64-row tile (M <= 64) and M above 128 as before: no bulk copy
-        for (m, n, k) in [(64, 32768, 512), (64, 2112, 7168), (4096, 32768, 512)] {
+        // the 64-row tile (M <= 64; but at short K, row 94) and M above 128: no bulk copy
+        for (m, n, k) in [(64, 2112, 7168), (64, 7168, 2048), (4096, 32768, 512)] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             assert!(!c.sa_bulk && !c.sb_bulk, "{p}: {c}");
@@ -2505,6 +2532,34 @@ mod tests {
         let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Tensor);
         let c = "128pte/1".parse::<Fp8Config>().unwrap();
         assert_eq!(scales_by_bulk_if_short(&p, c), c);
+    }
+
+    #[test]
+    fn the_large_rule_takes_the_64_by_128_tile_with_bulk_a_scales_at_m_64_short_k() {
+        // ledger row 94: `64x128psb/1` where its tiles fill the SMs and K holds at most 4 blocks
+        let dev = DeviceInfo::h100_sxm();
+        assert_eq!(SMALL_M_SHORT.to_string(), "64x128psb/1");
+        assert_eq!(SMALL_M_SHORT, "64x128psb/1".parse().unwrap());
+        for (m, n, k, short) in [
+            (64, 32768, 512, true),
+            (33, 32768, 384, true),
+            (64, 24576, 512, true),
+            // 132 tiles of 128 or fewer: the measured rule (slices)
+            (64, 7168, 512, false),
+            (64, 32768, 640, false),
+            (64, 2112, 7168, false),
+            (65, 32768, 512, false),
+        ] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(c == SMALL_M_SHORT, short, "{p}: {c}");
+            assert!(check_config(&p, c).is_ok(), "{p}: {c}");
+            if short {
+                assert_eq!(splits_for(&p, &c, &dev), 1);
+            }
+        }
+        let t = Fp8Problem::new(64, 32768, 512, DType::Bf16, ScaleMode::Tensor);
+        assert_ne!(choose_by(&t, &dev, Fp8Rule::Large), SMALL_M_SHORT);
     }
 
     #[test]
@@ -3154,7 +3209,6 @@ mod tests {
             (128, 7168, 2048, 64),
             (128, 4096, 7168, 64),
             (64, 7168, 16384, 64),
-            (64, 32768, 512, 64),
         ] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);

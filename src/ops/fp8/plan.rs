@@ -176,6 +176,12 @@ pub fn plan(
                     SMALL_ROWS_FILL,
                     bulk_reason(&c)
                 ),
+                Fp8Rule::Large if c.bm == 64 && c.sa_bulk => format!(
+                    "tile {c} (rule `large`): M <= 64 with at most {SMALL_ROWS_SHORT_K} K blocks \
+                     where its 64 x 128 tiles fill the SMs: the A scales of a stage by one bulk \
+                     copy, no copier (on an H200 1.1-3.5 % under 64x256ps/1 at 64x32768x512 in \
+                     three rounds; ledger row 94)"
+                ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 && p.m <= SMALL_M => format!(
                     "tile {c} (rule `large`): 64 < M <= {SMALL_M} takes the 128-row tile with the \
                      A scales by TMA and the TMA-store epilogue where its units hold 32 K blocks \

@@ -179,7 +179,7 @@ pub fn plan(
                 Fp8Rule::Large if c.bm == 64 && c.sa_bulk => format!(
                     "tile {c} (rule `large`): M <= 64 with at most {SMALL_ROWS_SHORT_K} K blocks \
                      where its 64 x 128 tiles fill the SMs: the A scales of a stage by one bulk \
-                     copy, no copier (on an H200 1.1-3.5 % under 64x256ps/1 at 64x32768x512 in \
+                     copy, not the copier warp (on an H200 1.1-3.5 % under 64x256ps/1 at 64x32768x512 in \
                      three rounds; ledger row 94)"
                 ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 && p.m <= SMALL_M => format!(

@@ -8,7 +8,8 @@ use serde::Serialize;
 use super::gemm::{
     choose_by, choose_splits, column_cost, configs, large_wide_cost, predict_us, ranked,
     small_m_stream_us, splits_for, stream_layout, supports, tiles, Fp8Config, Fp8Rule, Reduce, BK,
-    LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M, SMALL_ROWS_FILL, SMALL_ROWS_SHORT_K,
+    LARGE_CLUSTER_WAVES, LARGE_M, LARGE_PIPE_K, NAME, SMALL_M, SMALL_ROWS_BULK_K, SMALL_ROWS_FILL,
+    SMALL_ROWS_SHORT_K,
 };
 use super::problem::{Fp8Problem, ScaleMode};
 use crate::device::DeviceInfo;
@@ -171,14 +172,22 @@ pub fn plan(
                     "tile {c} (rule `large`): 64 < M <= {SMALL_M} where its tiles fill {} to all \
                      of the SMs once and hold more than {SMALL_ROWS_SHORT_K} K blocks: every \
                      CTA's whole work one tile, its epilogue staged in the ring at once (on an \
-                     H200 1.02x the 64-row tile at 128x24576x1536; ledger rows 24-25)",
-                    SMALL_ROWS_FILL
+                     H200 1.02x the 64-row tile at 128x24576x1536; ledger rows 24-25){}",
+                    SMALL_ROWS_FILL,
+                    bulk_reason(&c)
+                ),
+                Fp8Rule::Large if c.bm == 64 && c.sa_bulk => format!(
+                    "tile {c} (rule `large`): M <= 64 with at most {SMALL_ROWS_SHORT_K} K blocks \
+                     where its 64 x 128 tiles fill the SMs: the A scales of a stage by one bulk \
+                     copy, not the copier warp (on an H200 1.1-3.5 % under 64x256ps/1 at 64x32768x512 in \
+                     three rounds; ledger row 94)"
                 ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 && p.m <= SMALL_M => format!(
                     "tile {c} (rule `large`): 64 < M <= {SMALL_M} takes the 128-row tile with the \
                      A scales by TMA and the TMA-store epilogue where its units hold 32 K blocks \
                      or more, or 4 at most unsplit (on an H200 1.09-1.11x the 64-row tile at \
-                     128x7168x16384 and 128x32768x512)"
+                     128x7168x16384 and 128x32768x512){}",
+                    bulk_reason(&c)
                 ),
                 Fp8Rule::Large if c.tma_scales && c.bm == 128 => format!(
                     "tile {c} (rule `large`): M >= {LARGE_M} takes the 128-wide tile with the A \
@@ -321,6 +330,21 @@ impl Fp8Plan {
             self.predicted_us
         )
     }
+}
+
+/// The plan's words for the large rule's bulk copies of the scales at 64 < M <= 128 (ledger
+/// rows 70-71 and 90), or nothing where the config has none.
+fn bulk_reason(c: &Fp8Config) -> String {
+    let what = match (c.sa_bulk, c.sb_bulk) {
+        (false, _) => return String::new(),
+        (true, false) => "the A scales of a stage by one bulk copy, no tensor map (b)",
+        (true, true) => "both scales by bulk copies, no tensor map or copier warp (q)",
+    };
+    format!(
+        "; {what}, at most {SMALL_ROWS_BULK_K} K blocks (on an H200 2-3 % under the map's \
+         config at 128x32768x512 and 128x24576x1536 in two rounds; it costs the pipelined tile \
+         at K = 16,384)"
+    )
 }
 
 #[cfg(test)]

@@ -257,25 +257,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             fp8_promoted_kloop<BN, STAGES, STAGE_BYTES>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales, release);
           }
 
-          // Y from registers, row by row: the quad transposes its four 8-column groups j0 .. j0 + 3
-          // of fragment row h (tile row r0 + 8 h; register i holds row r0 + 8((i>>1)&1), column
-          // 8(i>>2) + 2q + (i&1)) and each lane stores its group where the row is its expert's
-          // (every lane takes part in the transposes, stored row or not).
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = r0 + 8 * h;
-#pragma unroll
-            for (int j0 = 0; j0 < BN / 8; j0 += 4) {
-              float e[4][2];
-#pragma unroll
-              for (int s = 0; s < 4; ++s) {
-                e[s][0] = fin[4 * (j0 + s) + 2 * h];
-                e[s][1] = fin[4 * (j0 + s) + 2 * h + 1];
-              }
-              quad_transpose(e, q);
-              if (r < tile.valid_rows) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), e);
-            }
-          }
+          // Y from registers (moe/epilogue.cuh), rows past the expert's end never stored
+          moe_store_fragment<BN>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0, q, fin);
         }
       });
   // No CTA of a pair may leave while its peer can still arrive on its barriers or multicast into it.

@@ -51,6 +51,32 @@ __device__ __forceinline__ void moe_store8(OutT* y, i64 ldy, int n_total, i64 ro
   }
 }
 
+// A consumer thread's two fragment rows r0 and r0 + 8 of COLS columns (register i of f: row
+// r0 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1), as the m64nN accumulator lays them out) into Y's
+// rows row0 + r, columns col0 on: the quad transposes its four 8-column groups j0 .. j0 + 3 and
+// each lane stores its group where r < valid_rows (every lane takes part in the transposes,
+// stored row or not). The FP8 grouped GEMM's and the FP8 SwiGLU's register epilogue.
+template <int COLS, class OutT, int NR>
+__device__ __forceinline__ void moe_store_fragment(OutT* y, i64 ldy, int n_total, int row0, int valid_rows, int r0,
+                                                   int col0, int q, const float (&f)[NR]) {
+  static_assert(COLS % 32 == 0 && COLS / 2 <= NR, "COLS columns of the fragment, 32 at a time (the quad's groups)");
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r0 + 8 * h;
+#pragma unroll
+    for (int j0 = 0; j0 < COLS / 8; j0 += 4) {
+      float e[4][2];
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        e[s][0] = f[4 * (j0 + s) + 2 * h];
+        e[s][1] = f[4 * (j0 + s) + 2 * h + 1];
+      }
+      quad_transpose(e, q);
+      if (r < valid_rows) moe_store8(y, ldy, n_total, (i64)(row0 + r), col0 + 8 * (j0 + q), e);
+    }
+  }
+}
+
 // acc(row, n .. n + 7) += v (f32, atomically per element), only the columns below n_total: two
 // 16-byte vector reductions (red.global.add.v4.f32, sm_90) when aligned and in range. The MoE
 // layer's down projection adds each weighted row into its token's accumulator row this way;

@@ -35,24 +35,18 @@
 // each half's four wgmmas into one 64-register accumulator, drained and promoted into its half
 // of 128 registers of sums (two arrays of 128 beside them would not fit); the stage is freed
 // after the second half. A tile spans two W scale blocks: the slot carries both.
-// KILN_TMAE = 3 (with the 128 x 256 tile: `tm256d`, the dense kernel's `256tmd`, its epilogue
-// deferred under the next tile; docs/fp8.md ledger row 60): a consumer whose 64 rows all belong
-// to its tile's expert packs its 64 x 256 into 16-bit pairs and stages them (common/c_staging.cuh,
-// one 8 KB buffer a consumer after the ring, each chunk waiting for the previous chunk's bulk
-// store to have read it) two chunks under each half's batch of the next tile's first K block,
-// whose promotion writes fin fresh; Y is stored by TMA (`tma_y`). A consumer holding rows past
-// its expert's end (another expert's rows: never written) stores from registers as before.
-// KILN_XFEED (the 128 x 256 tile with register stores: docs/fp8.md ledger rows 81 and 84), the
-// dense `256tmd`'s feed, in two parts. Bit 0 (`tm256b`): a tile whose 128 rows are all its
-// expert's loads them as one box of 128 rows, as the dense tile loads A, through the fourth map
-// (X in 128-row boxes, in the slot `tma_y` takes when deferred; the 128B swizzle repeats every 8
-// rows, so the stage holds the same bytes as four 32-row boxes). Bit 1 (`tm256s`): a K block's
-// scales are read from the slot under its first half's batch, not before it: ptxas recomputes
-// their slot offset each K block from threadIdx and x_rows (S2R, LDC, a dozen dependent
-// instructions) between the full-stage wait and the first wgmma (those lines ~4 % of the stall
-// samples, ncu of `tm256` 2026-11-30), where the dense loop's scales take one LEA. Both (round
-// 1's `tm256x`) ran 10 % slower than `tm256` (ncu: +8 % cycles): the parts are timed apart.
-#include "common/c_staging.cuh"
+// KILN_XFEED (the 128 x 256 tile: docs/fp8.md ledger rows 81, 84 and 100), parts of the dense
+// `256tmd`'s feed. Bit 0 (`tm256b`, the default since it won two rounds): a tile whose 128 rows
+// are all its expert's loads them as one box of 128 rows, as the dense tile loads A, through the
+// fourth map (X in 128-row boxes; the 128B swizzle repeats every 8 rows, so the stage holds the
+// same bytes as four 32-row boxes). Bit 1 (`tm256bh`, with bit 0): the X scales' slot offset kept
+// in registers across the K loop: `tm256b` rederives it every K block between the full-stage wait
+// and the first wgmma (S2R, LDC of x_rows, the valid-row predicates: a dependent chain of a dozen
+// instructions, ~4 % of the stall samples in `tm256`'s ncu), where the dense loop's scales take
+// one LEA before the wait and the loads after it. Here a thread's row offset is fixed, the box's
+// offset (kb x_rows + row0) mod 4 advances by x_rows mod 4 a K block, and every row's scale is
+// read (a row past its expert's end is never stored). The scales stay read before the batch:
+// reading them under it (`tm256s`, rows 81 and 84) cost 10-15 %.
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
 #include "common/mem_ops.cuh"
@@ -63,9 +57,8 @@
 #include "moe/sched.cuh"
 
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM) || \
-    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER) || !defined(KILN_TMAE) ||          \
-    !defined(KILN_XFEED)
-#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE, KILN_CLUSTER, KILN_TMAE and KILN_XFEED (src/ops/moe/fp8_grouped.rs)"
+    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER) || !defined(KILN_XFEED)
+#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE, KILN_CLUSTER and KILN_XFEED (src/ops/moe/fp8_grouped.rs)"
 #endif
 
 constexpr int BM = 128, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
@@ -79,32 +72,19 @@ constexpr int NSW = BN / 128;         // W scale blocks a tile spans (its n0 is 
 constexpr u32 X_BYTES = BM * BK, W_BYTES = BN * BK, STAGE_BYTES = X_BYTES + W_BYTES;
 constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 * NSW + 127) / 128 * 128 : 0;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
-// KILN_TMAE = 3: the deferred TMA-store epilogue (16-bit Y, the 128 x 256 tile): one staging
-// buffer a consumer, four chunks of 64 columns a consumer's tile, their pairs held meanwhile.
-constexpr bool DEFER = KILN_TMAE == 3;
-using Epi = TmaStoreEpilogue<1, out_t, 1>;
-constexpr int C_NCH = BN / Epi::C_COLS;
-constexpr u32 C_BYTES = DEFER ? 2 * Epi::CHUNK_BYTES : 0;
-static_assert(KILN_TMAE == 0 || (DEFER && BN == 256 && sizeof(out_t) == 2),
-              "KILN_TMAE is 0 (register stores) or 3 (deferred TMA stores: the 128 x 256 tile, 16-bit Y)");
-constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, LATE_SCALES = (KILN_XFEED & 2) != 0;
-static_assert(KILN_XFEED >= 0 && KILN_XFEED <= 3 && (KILN_XFEED == 0 || (BN == 256 && !DEFER)),
-              "KILN_XFEED (bits: one X box, the scales read late) feeds the 128 x 256 tile with register stores");
+constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, HOIST = (KILN_XFEED & 2) != 0;
+static_assert(KILN_XFEED == 0 || KILN_XFEED == 1 || (KILN_XFEED == 3 && BN == 256),
+              "KILN_XFEED is 0, 1 (one X box) or 3 (and the X scales' offset kept across the K loop: the 128 x 256 tile)");
+static_assert(KILN_XFEED == 0 || BN == 256, "KILN_XFEED feeds the 128 x 256 tile");
 static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
               "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
               "in the ring, in pairs");
 static_assert(KILN_SSCALE == 0 || KILN_SSCALE == 1, "KILN_SSCALE is 0 (scales from global memory) or 1 (in the ring)");
 static_assert(CM == 1 || CM == 2, "KILN_CLUSTER is 1 or 2 (pairs along M)");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + SLOT_BYTES) + 2 * STAGES * 8 + TABLE_BYTES + C_BYTES,
+static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + SLOT_BYTES) + 2 * STAGES * 8 + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-
-// A compile-time flag for a generic lambda's argument (the deferred epilogue's first K block; as
-// gemm/fp8_wgmma.cu's `Flag`).
-template <bool B> struct FirstBlock {
-  static constexpr bool value = B;
-};
 
 // Work unit u's tile for CTA `rank` of its pair (rank 0 without pairs): the tables count pair
 // tiles of CM * BM rows, the CTA takes its BM of them (valid_rows 0 past its expert's rows).
@@ -119,13 +99,12 @@ __device__ __forceinline__ MoeTile fp8_moe_cta_tile(const int* table, const Fp8M
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_fp8_grouped(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w,
-                    const __grid_constant__ TmaMap tma_sx, const __grid_constant__ TmaMap tma_y,
+                    const __grid_constant__ TmaMap tma_sx, const __grid_constant__ TmaMap tma_x128,
                     const Fp8MoeArgs p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);
-  const u32 cstage = base + STAGES * STAGE_BYTES;  // KILN_TMAE's staging buffers, 1024-aligned
-  const u32 slots = cstage + C_BYTES;              // KILN_SSCALE's scale slots
+  const u32 slots = base + STAGES * STAGE_BYTES;  // KILN_SSCALE's scale slots
   const MbarRing<STAGES> ring{slots + STAGES * SLOT_BYTES};
   int* table = reinterpret_cast<int*>(smem_raw + (ring.bars - raw) + 2 * STAGES * 8);
   const int E = p.experts;
@@ -149,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tma_prefetch(&tma_x);
         tma_prefetch(&tma_w);
         if (STAGED) tma_prefetch(&tma_sx);
-        if (DEFER || X_ONE_BOX) tma_prefetch(&tma_y);
+        if (X_ONE_BOX) tma_prefetch(&tma_x128);
         const int rank = CM > 1 ? (int)cluster_ctarank() : 0;
         u32 it = 0;
         // (one X box: the stride reread from %nctaid each tile, which ptxas else spilled at the
@@ -169,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int kb = 0; kb < kblocks; ++kb, ++it) {
             ws_fill(ring, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES;
-              if (X_ONE_BOX && boxes == BM / XBOX) tma_load_2d(sx, &tma_y, bar, kb * BK, tile.row0);
+              if (X_ONE_BOX && boxes == BM / XBOX) tma_load_2d(sx, &tma_x128, bar, kb * BK, tile.row0);
               else
                 for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
               if constexpr (CM > 1)
@@ -201,30 +180,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         for (int i = 0; i < AR; ++i) acc[i] = 0.0f;  // defined before their first wgmma
 #pragma unroll
         for (int i = 0; i < (BN == 256 ? 1 : AR); ++i) acc2[i] = 0.0f;
-        // KILN_TMAE = 3: the last tile's 64 x 256 of this consumer as 16-bit pairs (pair 4J + x of
-        // 16-column block J, what stage_chunk_16 reads) and its chunks left to store (dnch, 0
-        // once sent or where the registers stored it) at rows dm0 .., columns dn0 ..; send_part(h)
-        // stages and sends chunks 2h and 2h + 1 (indices unrolled: each pair dead once sent).
-        Epi epi(cstage, 0, c, w, lane);
-        u32 packed[DEFER ? BN / 4 : 1];
-        int dnch = 0, dm0 = 0, dn0 = 0;
-        auto send_part = [&](int h) {
-          if constexpr (DEFER) {
-#pragma unroll
-            for (int ch = h * C_NCH / 2; ch < (h + 1) * C_NCH / 2; ++ch)
-              if (ch < dnch)
-                epi.store_chunk(&tma_y, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x]; });
-            if (h == 1) dnch = 0;
-          }
-        };
+        // HOIST: this thread's first row's place in a slot's X scales (fixed: r0 below), and
+        // x_rows mod 4 in bytes, the step of the box's offset from one K block to the next
+        const u32 row_at = 4u * (u32)(64 * c + 16 * w + lane / 4), x_step = 4u * ((u32)p.x_rows & 3u);
         u32 it = 0;
         for (int u = first; u < units; u += stride) {
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
           if (64 * c >= tile.valid_rows) {
-            // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing
-            // (but the last tile's deferred chunks).
-            send_part(0);
-            send_part(1);
+            // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.
             for (int kb = 0; kb < kblocks; ++kb, ++it) release(ring.wait_full(it));
             continue;
           }
@@ -234,49 +197,40 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             // Two drained halves a K block: half h's four wgmmas (W rows 128 h on), waited for,
             // promoted with W scale block h into fin's registers 64 h on; the stage freed after
             // the second. (fp8_issue_block waits for the stage; the second wait passes at once.)
-            // Deferred (KILN_TMAE = 3): the first K block peeled, the last tile's chunks of half
-            // h's columns staged under half h's batch, its promotion fresh (fin dead till then).
             const u64 db1 = wgmma_desc_add(db0, 128 * 128);
             auto none = [](int) { return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f}; };
-            if constexpr (!DEFER) {
 #pragma unroll
-              for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
-            }
+            for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
+            // HOIST: block kb's X scales start (kb x_rows + row0) mod 4 scales into the slot
+            u32 x_at = 4u * ((u32)tile.row0 & 3u);
             // block kb's scales from stage s's slot
             auto read_scales = [&](int kb, int s) {
               const u32 sl = slots + s * SLOT_BYTES;
-              const u32 sa = sl + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
               Fp8BlockScales v;
-              v.a0 = r0 < tile.valid_rows ? ld_shared_f32(sa + 4u * r0) : 0.0f;
-              v.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sa + 4u * (r0 + 8)) : 0.0f;
+              if constexpr (HOIST) {
+                const u32 sa = sl + x_at + row_at;
+                v.a0 = ld_shared_f32(sa);
+                v.a1 = ld_shared_f32(sa + 32u);
+                x_at = (x_at + x_step) & 12u;
+              } else {
+                const u32 sa = sl + 4u * ((u32)(kb * p.x_rows + tile.row0) & 3u);
+                v.a0 = r0 < tile.valid_rows ? ld_shared_f32(sa + 4u * r0) : 0.0f;
+                v.a1 = r0 + 8 < tile.valid_rows ? ld_shared_f32(sa + 4u * (r0 + 8)) : 0.0f;
+              }
               v.b0 = ld_shared_f32(sl + SW_AT);
               v.b1 = ld_shared_f32(sl + SW_AT + 4);
               return v;
             };
-            auto kblock = [&](int kb, auto first_t) {
-              constexpr bool FIRST = decltype(first_t)::value;
-              // LATE_SCALES: the scales read once the first half's batch is issued (the stage is
-              // held until the second half's wait)
-              Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db0, [&](int s) {
-                if constexpr (LATE_SCALES) return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f};
-                else return read_scales(kb, s);
-              });
-              if constexpr (LATE_SCALES) sc = read_scales(kb, MbarRing<STAGES>::slot(it));
-              if constexpr (FIRST) send_part(0);
+            for (int kb = 0; kb < kblocks; ++kb, ++it) {
+              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(
+                  ring, it, acc, da0, db0, [&](int s) { return read_scales(kb, s); });
               wgmma_wait<0>();
-              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
               fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db1, none);
-              if constexpr (FIRST) send_part(1);
               wgmma_wait<0>();
               release(MbarRing<STAGES>::slot(it));
-              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
-            };
-            int kb = 0;
-            if constexpr (DEFER) {
-              kblock(kb++, FirstBlock<true>{});
-              ++it;
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
             }
-            for (; kb < kblocks; ++kb, ++it) kblock(kb, FirstBlock<false>{});
           } else if constexpr (STAGED) {
             // block kb's scales from its stage's slot: X's from the box's start rounded down
             auto scales = [&](int kb, int s) {
@@ -303,61 +257,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             fp8_promoted_kloop<BN, STAGES, STAGE_BYTES>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales, release);
           }
 
-          // Y from registers, row by row: `put(h, j0, row_ok, r)` transposes the quad's four 8-column
-          // groups j0 .. j0 + 3 of fragment row h (tile row r = r0 + 8 h) and stores its lane's
-          // group where the row is its expert's (both stores' one loop: the deferred kernel's rows
-          // past its expert from the 16-bit pairs, else fin; every lane takes part in the
-          // transposes, stored row or not).
-          auto store_rows = [&](auto put) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = r0 + 8 * h;
-              const bool row_ok = r < tile.valid_rows;
-#pragma unroll
-              for (int j0 = 0; j0 < BN / 8; j0 += 4) put(h, j0, row_ok, r);
-            }
-          };
-          if constexpr (DEFER) {
-            // The pairs are written whatever the store: else the last tile's would stay live
-            // through the K blocks. A consumer whose 64 rows are all its expert's goes by TMA.
-#pragma unroll
-            for (int J = 0; J < BN / 16; ++J)
-#pragma unroll
-              for (int x = 0; x < 4; ++x) packed[4 * J + x] = pack2<out_t>(fin[8 * J + 2 * x], fin[8 * J + 2 * x + 1]);
-            if (tile.valid_rows >= 64 * c + 64) {
-              dm0 = tile.row0 + 64 * c;
-              dn0 = tile.n0;
-              dnch = min(C_NCH, (p.n - tile.n0 + Epi::C_COLS - 1) / Epi::C_COLS);
-              continue;
-            }
-            // From the pairs (fin dead once packed: fin and the pairs together spilled). Group j's
-            // pair of fragment row h is pair 2 (j & 1) + h of 16-column block j / 2.
-            store_rows([&](int h, int j0, bool row_ok, int r) {
-              u32 v[4];
-#pragma unroll
-              for (int s = 0; s < 4; ++s) v[s] = packed[4 * ((j0 + s) / 2) + 2 * ((j0 + s) & 1) + h];
-              quad_transpose_packed(v, q);
-              if (row_ok) moe_store8_packed(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), v);
-            });
-            continue;
-          }
-          // Register i holds row r0 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1).
-          store_rows([&](int h, int j0, bool row_ok, int r) {
-            float e[4][2];
-#pragma unroll
-            for (int s = 0; s < 4; ++s) {
-              e[s][0] = fin[4 * (j0 + s) + 2 * h];
-              e[s][1] = fin[4 * (j0 + s) + 2 * h + 1];
-            }
-            quad_transpose(e, q);
-            if (row_ok) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), tile.n0 + 8 * (j0 + q), e);
-          });
-        }
-        if constexpr (DEFER) {
-          // the last tile's deferred chunks; their bulk stores finish before the shared memory goes
-          send_part(0);
-          send_part(1);
-          if ((threadIdx.x % 128) == 0) tma_store_wait<0>();
+          // Y from registers (moe/epilogue.cuh), rows past the expert's end never stored
+          moe_store_fragment<BN>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0, q, fin);
         }
       });
   // No CTA of a pair may leave while its peer can still arrive on its barriers or multicast into it.

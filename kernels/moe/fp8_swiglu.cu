@@ -140,22 +140,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int i = 0; i < WN / 4; ++i) fin[i] = swiglu_silu(fin[i]) * fin[i + WN / 4] * route[(i >> 1) & 1];
           const int col0 = tile.n0 + c * WBOX;
           if constexpr (!QOUT) {
-            out_t* y = static_cast<out_t*>(p.y);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = r0 + 8 * h;
-#pragma unroll
-              for (int j0 = 0; j0 < WBOX / 8; j0 += 4) {
-                float e[4][2];
-#pragma unroll
-                for (int s = 0; s < 4; ++s) {
-                  e[s][0] = fin[4 * (j0 + s) + 2 * h];
-                  e[s][1] = fin[4 * (j0 + s) + 2 * h + 1];
-                }
-                quad_transpose(e, q);
-                if (r < tile.valid_rows) moe_store8(y, p.ldy, p.n, (i64)(tile.row0 + r), col0 + 8 * (j0 + q), e);
-              }
-            }
+            moe_store_fragment<WBOX>(static_cast<out_t*>(p.y), p.ldy, p.n, tile.row0, tile.valid_rows, r0, col0, q, fin);
           } else {
             float* red = amax_buf + parity * 2 * BM;
 #pragma unroll

@@ -576,13 +576,12 @@ pub(super) static KNOBS: &[Knob] = &[
         takes: || {
             "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
              ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile), `tm256` \
-             (`tm` with 128 x 256 tiles), `tm256d` (`tm256` storing by TMA under the next \
-             tile), `tm256b` (`tm256` loading a full tile's X as one 128-row box) or `tm256s` \
-             (`tm256` reading the scales under the wgmmas): how the FP8 grouped GEMM feeds its \
-             mainloop and stores"
+             (`tm` with 128 x 256 tiles), `tm256b` (`tm256` loading a full tile's X as one \
+             128-row box) or `tm256bh` (`tm256b` with the X scales' slot offset kept across the \
+             K loop): how the FP8 grouped GEMM feeds its mainloop"
                 .into()
         },
-        default: "tm256 (ldg where X's scales are not 16-byte aligned; H200, ledger row 22)",
+        default: "tm256b (ldg where X's scales are not 16-byte aligned; H200, ledger rows 22 and 84)",
         set: |o, v| put(&mut o.moe.fp8_grouped, opt(v, Fp8GroupedFeed::parse)),
         show: |o| o.moe.fp8_grouped.map(|f| f.name().to_string()),
     },

@@ -403,9 +403,9 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256d`, `tm256b` or `tm256s`): how the FP8
-    /// grouped GEMM feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256` where X's scales can
-    /// be mapped ([`Fp8GroupedFeed::default_for`]).
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256b` or `tm256bh`): how the FP8 grouped
+    /// GEMM feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256b` where X's scales can be
+    /// mapped ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
 }
 
@@ -665,42 +665,38 @@ pub enum Fp8GroupedFeed {
     /// `tm256`: `tm` with the 128 x 256 tile, each consumer's 64 x 256 in two drained halves
     /// (the dense kernel's `256tmh`).
     StagedPairsWide,
-    /// `tm256d`: `tm256` with the dense `256tmd`'s epilogue: a consumer's 64 x 256 whose rows are
-    /// all its expert's is stored by TMA, staged under the next tile's first K block (docs/fp8.md
-    /// ledger row 60); Y's rows must be a multiple of 16 bytes (else `tm256`).
-    StagedPairsWideDeferred,
     /// `tm256b`: `tm256` with one part of the dense `256tmd`'s feed: a tile whose 128 rows are
     /// all its expert's loads them as one X box of 128 rows (the dense tile's A box) instead of
-    /// four of 32 (docs/fp8.md ledger rows 81 and 84).
+    /// four of 32 (docs/fp8.md ledger rows 81 and 84; the default since it won two rounds).
     StagedPairsWideOneBox,
-    /// `tm256s`: `tm256` with the other part: a K block's scales are read under its first half's
-    /// batch instead of before it (ledger rows 81 and 84). With `tm256b`'s part (round 1's
-    /// `tm256x`) 10 % slower than `tm256`.
-    StagedPairsWideLateScales,
+    /// `tm256bh`: `tm256b` with the X scales' slot offset kept in registers across the K loop
+    /// (advanced by x_rows mod 4 each K block) and read for every row, so that the full-stage
+    /// wait is followed by the scales' loads alone, as in the dense tile (docs/fp8.md row 100).
+    StagedPairsWideOneBoxHoisted,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 7] = [
+    pub const ALL: [Fp8GroupedFeed; 6] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
-        Fp8GroupedFeed::StagedPairsWideDeferred,
         Fp8GroupedFeed::StagedPairsWideOneBox,
-        Fp8GroupedFeed::StagedPairsWideLateScales,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
         Fp8GroupedFeed::ALL.into_iter().find(|f| f.name() == v)
     }
 
-    /// The feed measured fastest (H200, 2026-11-29, docs/fp8.md ledger row 22): `tm256` ran
+    /// The feed measured fastest (H200, docs/fp8.md ledger rows 22 and 84): `tm256` ran
     /// contiguous 4 x 8192 rows in 1.481-1.482 ms against `ldg`'s 1.720-1.728 (1,298 TFLOPS) and
-    /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS). It needs X's scales where TMA can
-    /// map them (`scales_mappable`: 16-byte aligned); else `ldg`.
+    /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS); `tm256b` beat `tm256` in two rounds
+    /// (2026-11-30: 0.968-0.970x cuBLASLt's per-expert loop against 0.952-0.957x). It needs X's
+    /// scales where TMA can map them (`scales_mappable`: 16-byte aligned); else `ldg`.
     pub fn default_for(scales_mappable: bool) -> Fp8GroupedFeed {
         if scales_mappable {
-            Fp8GroupedFeed::StagedPairsWide
+            Fp8GroupedFeed::StagedPairsWideOneBox
         } else {
             Fp8GroupedFeed::Ldg
         }
@@ -712,9 +708,8 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::Staged => "t",
             Fp8GroupedFeed::StagedPairs => "tm",
             Fp8GroupedFeed::StagedPairsWide => "tm256",
-            Fp8GroupedFeed::StagedPairsWideDeferred => "tm256d",
             Fp8GroupedFeed::StagedPairsWideOneBox => "tm256b",
-            Fp8GroupedFeed::StagedPairsWideLateScales => "tm256s",
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => "tm256bh",
         }
     }
 }

@@ -42,42 +42,27 @@ const fn fixed_bytes() -> u32 {
 
 /// The parts of the dense tile's feed `feed` takes (the kernel's `KILN_XFEED` bits): 1, a full
 /// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot (`tm256b`); 2,
-/// a K block's scales read under its first half's batch (`tm256s`); 0 for the other feeds.
+/// the X scales' slot offset kept across the K loop (`tm256bh`, with 1); 0 for the other feeds.
 pub const fn xfeed(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWideOneBox => 1,
-        Fp8GroupedFeed::StagedPairsWideLateScales => 2,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 3,
         _ => 0,
     }
 }
 
-/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256b`).
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256b`, `tm256bh`).
 pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
     xfeed(feed) & 1 != 0
 }
 
-/// Tile columns: 256 for `tm256`, `tm256d`, `tm256b` and `tm256s`, else [`BN`].
+/// Tile columns: 256 for `tm256`, `tm256b` and `tm256bh`, else [`BN`].
 pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWide
-        | Fp8GroupedFeed::StagedPairsWideDeferred
         | Fp8GroupedFeed::StagedPairsWideOneBox
-        | Fp8GroupedFeed::StagedPairsWideLateScales => 256,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 256,
         _ => BN,
-    }
-}
-
-/// Whether `feed` stores Y by TMA under the next tile (`tm256d`: the kernel's `KILN_TMAE = 3`).
-pub const fn deferred(feed: Fp8GroupedFeed) -> bool {
-    matches!(feed, Fp8GroupedFeed::StagedPairsWideDeferred)
-}
-
-/// The deferred epilogue's staging: one 8 KB buffer (64 rows x 128 bytes) per consumer.
-pub const fn staging_bytes(feed: Fp8GroupedFeed) -> u32 {
-    if deferred(feed) {
-        2 * 64 * 128
-    } else {
-        0
     }
 }
 
@@ -101,18 +86,16 @@ pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
-        | Fp8GroupedFeed::StagedPairsWideDeferred
         | Fp8GroupedFeed::StagedPairsWideOneBox
-        | Fp8GroupedFeed::StagedPairsWideLateScales => 2,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 2,
         _ => 1,
     }
 }
 
-/// Stages in the ring: as many as the budget holds beside the staging (each with its slot and
-/// two mbarriers), at most 8.
+/// Stages in the ring: as many as the budget holds (each with its slot and two mbarriers), at
+/// most 8.
 pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
-    let s = (SMEM_BUDGET - fixed_bytes() - staging_bytes(feed))
-        / (stage_bytes_of(feed) + slot_bytes(feed) + 16);
+    let s = (SMEM_BUDGET - fixed_bytes()) / (stage_bytes_of(feed) + slot_bytes(feed) + 16);
     if s > 8 {
         8
     } else {
@@ -121,9 +104,7 @@ pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
 }
 
 pub const fn smem_of(feed: Fp8GroupedFeed) -> u32 {
-    fixed_bytes()
-        + staging_bytes(feed)
-        + stages_of(feed) * (stage_bytes_of(feed) + slot_bytes(feed) + 16)
+    fixed_bytes() + stages_of(feed) * (stage_bytes_of(feed) + slot_bytes(feed) + 16)
 }
 
 /// The `ldg` kernel's ring (the FP8 SwiGLU's budget is reckoned beside it).
@@ -144,7 +125,6 @@ pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
         .define("KILN_OUT", DType::Bf16.code())
         .define("KILN_SSCALE", (feed != Fp8GroupedFeed::Ldg) as u32)
         .define("KILN_CLUSTER", ctas(feed))
-        .define("KILN_TMAE", if deferred(feed) { 3 } else { 0 })
         .define("KILN_XFEED", xfeed(feed))
 }
 
@@ -205,12 +185,6 @@ pub fn w_map(p: &Fp8MoeProblem, addr: u64, box_rows: u32) -> Tma3d {
         BK,
         box_rows,
     )
-}
-
-/// The deferred epilogue's map of Y (bf16 rows in X's row space, N apart): boxes of 64 columns
-/// by 64 rows, as the dense kernel's C; none where TMA cannot store Y's rows whole.
-pub fn y_map(p: &Fp8MoeProblem, addr: u64) -> Option<Tma2d> {
-    crate::ops::gemm::wgmma_tma_ws::c_store_map(p.x_rows(), p.n, p.n, DType::Bf16, addr)
 }
 
 /// The persistent grid: one CTA per SM, or per possible tile when there are fewer. The bound
@@ -277,12 +251,6 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         ctx.overrides.moe.fp8_grouped.unwrap_or_else(|| {
             Fp8GroupedFeed::default_for(sx_map(p, ops.sx.ptr()).validate().is_ok())
         });
-    // `tm256d` stores Y by TMA: where Y's rows are no multiple of 16 bytes, `tm256` instead
-    let map_y = deferred(feed).then(|| y_map(p, ops.y.ptr())).flatten();
-    let feed = match (feed, &map_y) {
-        (Fp8GroupedFeed::StagedPairsWideDeferred, None) => Fp8GroupedFeed::StagedPairsWide,
-        _ => feed,
-    };
     let (pairs, staged, bn) = (ctas(feed), feed != Fp8GroupedFeed::Ldg, bn_of(feed));
     // the tables count the tiles of a pair (256 rows), which its CTAs halve
     prepare(ctx, p, ops, pairs * BM, smem_of(feed), NAME)?;
@@ -300,15 +268,13 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
     };
-    // the fourth slot: Y for `tm256d`, X in boxes of 128 rows for `tm256b`, else a stand-in
-    let mut map_y = match map_y {
-        Some(m) => m.encode()?,
-        None if one_x_box(feed) => {
-            let t = x_map_rows(p, ops.x.ptr(), BM);
-            t.validate().map_err(unsupported)?;
-            t.encode()?
-        }
-        None => map_x,
+    // the fourth slot: X in boxes of 128 rows for `tm256b` and `tm256bh`, else a stand-in
+    let mut map_x128 = if one_x_box(feed) {
+        let t = x_map_rows(p, ops.x.ptr(), BM);
+        t.validate().map_err(unsupported)?;
+        t.encode()?
+    } else {
+        map_x
     };
     let f = ctx.function(&spec(&ctx.arch(), feed))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
@@ -328,11 +294,10 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The
-    // maps address X, W, X's scales and Y (the `ldg` kernel reads no third map, only `tm256d` and
-    // `tm256b` a fourth, X in 128-row boxes for `tm256b`: X's stands in), the args Y, the scales
-    // and the schedule workspace; `prepare` has
-    // matched every buffer to the problem, and the caller keeps them alive until the stream has
-    // run.
+    // maps address X, W, X's scales and X in 128-row boxes (the `ldg` kernel reads no third map,
+    // only `tm256b` and `tm256bh` the fourth: X's stands in), the args Y, the scales and the
+    // schedule workspace; `prepare` has matched every buffer to the problem, and the caller keeps
+    // them alive until the stream has run.
     unsafe {
         f.launch(
             ctx.stream,
@@ -341,7 +306,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
                 map_x.as_param(),
                 map_w.as_param(),
                 map_sx.as_param(),
-                map_y.as_param(),
+                map_x128.as_param(),
                 args.as_param(),
             ],
         )
@@ -382,18 +347,24 @@ mod tests {
         assert_eq!(slot_bytes(Fp8GroupedFeed::Staged), 640);
         assert_eq!(slot_bytes(Fp8GroupedFeed::Ldg), 0);
         assert_eq!(smem_of(Fp8GroupedFeed::StagedPairs), 213_864);
-        // `tm256d`: the same ring, and a staging buffer of 8 KB a consumer after it
-        let deferred = Fp8GroupedFeed::StagedPairsWideDeferred;
-        assert_eq!(smem_of(deferred), smem_of(wide) + 16_384);
+        // the one-box feeds: `tm256`'s ring
+        for f in [
+            Fp8GroupedFeed::StagedPairsWideOneBox,
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
+        ] {
+            assert_eq!(smem_of(f), smem_of(wide));
+            assert!(one_x_box(f));
+        }
+        // the prefix kernel and one kernel a feed
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 8);
-        // the measured default (ledger row 22), where TMA can map X's scales
+        assert_eq!(specs.len(), 7);
+        // the measured default (ledger rows 22 and 84), where TMA can map X's scales
         assert_eq!(
             (
                 Fp8GroupedFeed::default_for(true),
                 Fp8GroupedFeed::default_for(false)
             ),
-            (Fp8GroupedFeed::StagedPairsWide, Fp8GroupedFeed::Ldg)
+            (Fp8GroupedFeed::StagedPairsWideOneBox, Fp8GroupedFeed::Ldg)
         );
     }
 

@@ -369,8 +369,15 @@ pub struct MoeOverrides {
     /// `KILN_FP4_XTILE` (0, 1, 2 or 4): not 0, the 4-bit experts' register path on its tiles
     /// of 64 to 256 tokens loads each stage's X as one TMA box of the whole tile (not boxes of
     /// 16 rows), and its weight atoms of that many stages in one bulk copy (docs/moe.md, ledger
-    /// F81). Default 0 until the device shows another faster in two rounds.
+    /// F81). Default 2 from 2026-11-30 (with `KILN_FP4_EPI=ahead`, ledger F82); 0 is the old
+    /// form (boxes of 16 rows, a copy an atom), for A/B.
     pub fp4_xtile: u32,
+    /// `KILN_FP4_GCOLS` (128 or 256): 256 runs the 4-bit experts' grouped GEMM as tiles of 128
+    /// tokens by 256 output columns where the rows would give its 256-token tile (each consumer
+    /// two 64-row weight blocks a stage: half the X bytes a stage for the same tensor work, and
+    /// 8 stages in the ring instead of 5; docs/moe.md, ledger F111). Default 128 until the
+    /// device shows 256 faster in two rounds.
+    pub fp4_gcols: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -438,8 +445,9 @@ impl MoeOverrides {
         fp4_stagger: false,
         fp4_deep: false,
         fp4_run: 4,
-        fp4_epi: 0,
-        fp4_xtile: 0,
+        fp4_epi: 1,
+        fp4_xtile: 2,
+        fp4_gcols: 128,
         w4a8_sx_staged: true,
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,

@@ -114,7 +114,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_RUN", "1"),
         ("KILN_FP4_STAGGER", "1"),
         ("KILN_FP4_TAIL", "1"),
-        ("KILN_FP4_TILE", "count"),
+        ("KILN_FP4_TILE", "rows"),
         ("KILN_FP4_XTILE", "2"),
         ("KILN_FP8_GROUPED", "tm"),
         ("KILN_FP8_PDL", "2"),

@@ -439,6 +439,23 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_narrow, true, bit),
     },
     Knob {
+        name: "KILN_FP4_ORDER",
+        takes: || {
+            "`experts` (the 4-bit experts' wide tiles handed out expert by expert) or \
+             `whole-first` (every whole m-tile first, the experts' short last ones after them; \
+             launches of at most 64 experts)"
+                .into()
+        },
+        default: "experts",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp4_whole_first,
+                or(v, false, |v| either(v, "experts", "whole-first")),
+            )
+        },
+        show: |o| o.moe.fp4_whole_first.then(|| "whole-first".into()),
+    },
+    Knob {
         name: "KILN_FP4_PAIR",
         takes: || {
             "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \

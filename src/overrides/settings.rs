@@ -333,6 +333,13 @@ pub struct MoeOverrides {
     /// row 1.04 -> 2.15-2.20x, the decode pattern 1.02 -> 1.30-1.36x, 300 rows 0.65 ->
     /// 0.94-0.97x); `rows` is the narrowest tile that holds the most rows an expert has.
     pub fp4_tile: Fp4TileRule,
+    /// `KILN_FP4_ORDER` (`experts` or `whole-first`): the order in which the 4-bit experts'
+    /// register path hands out its tiles of 64 to 256 tokens on launches of at most
+    /// [`crate::ops::moe::fp4::kernel::ORDER_EXPERTS`] experts: each expert's m-tiles in a row
+    /// (the tables' order), or every whole m-tile first and the experts' short last ones after
+    /// them, so that the long tiles start in the first wave (docs/moe.md, ledger F101). Default
+    /// `experts` until the device shows `whole-first` faster in two rounds.
+    pub fp4_whole_first: bool,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
     /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
@@ -435,6 +442,7 @@ impl MoeOverrides {
         fp4_fill: false,
         fp4_narrow: true,
         fp4_tile: Fp4TileRule::Count,
+        fp4_whole_first: false,
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,

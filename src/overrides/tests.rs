@@ -73,7 +73,7 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
     // 83 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (83, 14));
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (84, 14));
 }
 
 #[test]
@@ -107,6 +107,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_LOAD", "tma"),
         ("KILN_FP4_MMA", "sync"),
         ("KILN_FP4_NARROW", "0"),
+        ("KILN_FP4_ORDER", "whole-first"),
         ("KILN_FP4_PAIR", "swiglu"),
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_PDL", "1"),

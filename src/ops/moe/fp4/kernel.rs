@@ -538,6 +538,18 @@ pub(crate) fn epi_define(epi: u32, tile: Fp4Tile, run: u32) -> Option<u32> {
 /// `KILN_FP4_XTILE`'s run (1, 2 or 4 stages of weights a copy) on `tile`, or none: none when the
 /// knob is 0, on the decode tiles (one box a stage already, runs by `KILN_FP4_RUN`) and the
 /// shared-memory path; a copy an atom under `KILN_FP4_LOAD=tma` (the map load takes no runs).
+/// The most experts a launch may have for `KILN_FP4_ORDER=whole-first`: the kernel finds a
+/// tile's m-tile by walking the experts (a few hundred cycles at 64, against a wide tile's
+/// tens of microseconds).
+pub const ORDER_EXPERTS: usize = 64;
+
+/// Whether `KILN_FP4_ORDER=whole-first` applies to `p` on `tile`: a wide tile of the register
+/// path (the decode tiles' launches are of short tiles throughout) and at most
+/// [`ORDER_EXPERTS`] experts.
+pub(crate) fn order_whole_first(o: &MoeOverrides, p: &MoeProblem, tile: Fp4Tile) -> bool {
+    o.fp4_whole_first && !tile.narrow_rs() && tile.path == Fp4Path::Rs && p.experts <= ORDER_EXPERTS
+}
+
 pub(crate) fn xtile_run(xtile: u32, load_tma: bool, tile: Fp4Tile) -> Option<u32> {
     if xtile == 0 || tile.narrow_rs() || tile.path != Fp4Path::Rs {
         return None;
@@ -845,6 +857,11 @@ impl Fp4Experts {
             };
         if fill && !tile.narrow_rs() {
             spec = spec.define("KILN_FP4_WSPLIT", 1);
+        }
+        // KILN_FP4_ORDER=whole-first: the wide tiles' whole m-tiles handed out first, on
+        // launches of few experts (the kernel walks the experts to place each tile)
+        if order_whole_first(o, p, tile) {
+            spec = spec.define("KILN_FP4_ORDER", 1);
         }
         // KILN_FP4_EPI=ahead|defer: the wide tiles' routing weights loaded at once (and, on the
         // 128- and 256-token tiles, half the stores deferred under the next tile's first batch),
@@ -1330,6 +1347,47 @@ mod tests {
                 Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
             })
             .collect();
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_ORDER=whole-first` (compiled only when asked for) compiles clean on the wide
+    /// tiles it applies to, whole and cut in K, and applies to no decode tile nor to launches of
+    /// many experts.
+    #[test]
+    fn the_whole_first_order_compiles_where_it_applies() {
+        let o = MoeOverrides {
+            fp4_whole_first: true,
+            ..MoeOverrides::NONE
+        };
+        let sw = |c: &[usize]| {
+            MoeProblem::contiguous(c, 2048, 7168, DType::Bf16, DType::Bf16)
+                .with_swiglu(crate::ops::moe::WeightLayout::Separate, true)
+        };
+        let folds = sw(&[144, 145, 16, 272, 0, 130, 160, 161]);
+        assert!(order_whole_first(&o, &folds, Fp4Tile::prefill(true)));
+        assert!(!order_whole_first(
+            &MoeOverrides::NONE,
+            &folds,
+            Fp4Tile::prefill(true)
+        ));
+        assert!(!order_whole_first(&o, &folds, Fp4Tile::narrow(16, true)));
+        let many = sw(&[100; 65]);
+        assert!(!order_whole_first(&o, &many, Fp4Tile::prefill(true)));
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for (swiglu, tile) in [
+            (true, Fp4Tile::prefill(true)),
+            (false, Fp4Tile::decode(false)),
+        ] {
+            let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
+                .define("KILN_FP4_ORDER", 1);
+            specs.push(spec.clone());
+            if swiglu {
+                specs.push(spec.define("KILN_FP4_WSPLIT", 1));
+            }
+        }
         crate::jit::testing::assert_compile_clean(&specs);
     }
 

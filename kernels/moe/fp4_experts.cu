@@ -45,6 +45,7 @@
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
 #include "moe/fp4_epilogue.cuh"
+#include "moe/fp4_order.cuh"
 #include "moe/fp4_weights.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || \
@@ -514,7 +515,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           if (u >= units) break;
           int t, sp, ns, kb0, kb1;
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
-          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
+          const MoeTile tile = fp4_tile_at(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
           const int expert = ids[tile.expert];
           const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
           const u32 bytes = boxes * XBOX * BK * 2 + W_BYTES;
@@ -597,7 +598,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           if (u >= units) break;
           int t, sp, ns, kb0, kb1;
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
-          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
+          const MoeTile tile = fp4_tile_at(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
           const int width = fp4_width(tile.valid_rows);
           float acc[MB][TT / 2];
           if constexpr (kSplit && TT > 8) {  // a slice's partial is whole: no unwritten registers

@@ -459,6 +459,23 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_narrow, true, bit),
     },
     Knob {
+        name: "KILN_FP4_ORDER",
+        takes: || {
+            "`experts` (the 4-bit experts' wide tiles handed out expert by expert) or \
+             `whole-first` (every whole m-tile first, the experts' short last ones after them; \
+             launches of at most 64 experts)"
+                .into()
+        },
+        default: "experts",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp4_whole_first,
+                or(v, false, |v| either(v, "experts", "whole-first")),
+            )
+        },
+        show: |o| o.moe.fp4_whole_first.then(|| "whole-first".into()),
+    },
+    Knob {
         name: "KILN_FP4_PAIR",
         takes: || {
             "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \
@@ -555,20 +572,20 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_TILE",
         takes: || {
-            "`rows` (the 4-bit experts' narrowest tile that holds the most rows an expert has), \
-             `count` (the tile of least estimated time from the rows' tile counts, split in K \
-             where it runs few tiles), or one tile whatever the rows: `8`, `16`, `64` or `wide` \
-             (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
+            "`count` (the 4-bit experts' tile of least estimated time from the rows' tile \
+             counts, split in K where it runs few tiles), `rows` (the narrowest tile that holds \
+             the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64` or \
+             `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
                 .into()
         },
-        default: "rows",
+        default: "count",
         set: |o, v| {
             put(
                 &mut o.moe.fp4_tile,
-                or(v, Fp4TileRule::Rows, Fp4TileRule::parse),
+                or(v, Fp4TileRule::Count, Fp4TileRule::parse),
             )
         },
-        show: |o| (o.moe.fp4_tile != Fp4TileRule::Rows).then(|| o.moe.fp4_tile.name()),
+        show: |o| (o.moe.fp4_tile != Fp4TileRule::Count).then(|| o.moe.fp4_tile.name()),
     },
     Knob {
         name: "KILN_FP4_XTILE",

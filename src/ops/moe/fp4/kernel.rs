@@ -18,6 +18,7 @@ use crate::ops::moe::schedule::{
 use crate::ops::moe::{
     common_support, tile_prefix, with_dtypes, x_map, MoeOperands, MoeProblem, Rows,
 };
+use crate::overrides::MoeOverrides;
 use serde::Serialize;
 
 pub const ENTRY: &str = "moe_fp4_experts";
@@ -586,6 +587,18 @@ pub(crate) fn epi_define(epi: u32, tile: Fp4Tile, run: u32) -> Option<u32> {
 /// `KILN_FP4_XTILE`'s run (1, 2 or 4 stages of weights a copy) on `tile`, or none: none when the
 /// knob is 0, on the decode tiles (one box a stage already, runs by `KILN_FP4_RUN`) and the
 /// shared-memory path; a copy an atom under `KILN_FP4_LOAD=tma` (the map load takes no runs).
+/// The most experts a launch may have for `KILN_FP4_ORDER=whole-first`: the kernel finds a
+/// tile's m-tile by walking the experts (a few hundred cycles at 64, against a wide tile's
+/// tens of microseconds).
+pub const ORDER_EXPERTS: usize = 64;
+
+/// Whether `KILN_FP4_ORDER=whole-first` applies to `p` on `tile`: a wide tile of the register
+/// path (the decode tiles' launches are of short tiles throughout) and at most
+/// [`ORDER_EXPERTS`] experts.
+pub(crate) fn order_whole_first(o: &MoeOverrides, p: &MoeProblem, tile: Fp4Tile) -> bool {
+    o.fp4_whole_first && !tile.narrow_rs() && tile.path == Fp4Path::Rs && p.experts <= ORDER_EXPERTS
+}
+
 pub(crate) fn xtile_run(xtile: u32, load_tma: bool, tile: Fp4Tile) -> Option<u32> {
     if xtile == 0 || tile.narrow_rs() || tile.path != Fp4Path::Rs {
         return None;
@@ -685,7 +698,10 @@ impl Fp4Experts {
     }
 
     /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
-    /// every tile (the SwiGLU's shared-memory tile too); NVFP4 with f16 activations on the
+    /// every tile (the SwiGLU's shared-memory tile too) but the single 8-token one, which bf16
+    /// runs paired (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), and
+    /// the SwiGLU's wide tiles cut in K as `KILN_FP4_TILE=count` (the default) launches them
+    /// where a launch has few ([`dispatch::few_wide`]); NVFP4 with f16 activations on the
     /// register path's tiles but prefill (which [`Fp4Tile::choose`] never gives f16). MXFP4 with
     /// f16 is not compiled: f16 holds MXFP4 weights exactly only within 2^24 of scale range, and
     /// the compile gate's variant budget is spent. The prefix kernel is the 16-bit MoE kernels'
@@ -698,8 +714,14 @@ impl Fp4Experts {
         for swiglu in [false, true] {
             let tiles = Fp4Tile::all(swiglu);
             for f in Fp4Format::ALL {
-                for tile in &tiles {
+                for tile in tiles.iter().filter(|t| !(t.tt == 8 && t.ctas == 1)) {
                     v.push(Self::spec(arch, DType::Bf16, f, swiglu, *tile));
+                }
+                if swiglu {
+                    for tile in [Fp4Tile::decode(true), Fp4Tile::prefill(true)] {
+                        let spec = Self::spec(arch, DType::Bf16, f, true, tile);
+                        v.push(spec.define("KILN_FP4_WSPLIT", 1));
+                    }
                 }
             }
             for tile in &tiles[..3] {
@@ -745,14 +767,18 @@ impl Fp4Experts {
     /// The tile `launch` runs: [`Fp4Tile::choose_with`] under the context's `KILN_FP4_PATH`, or
     /// why a forced shared-memory path cannot run `p`.
     pub fn tile(ctx: &Context, p: &MoeProblem) -> Result<Fp4Tile> {
-        let path = ctx.overrides.moe.fp4_path;
+        Self::tile_with(p, &ctx.overrides.moe, ctx.info.sm_count)
+    }
+
+    /// [`Self::tile`] under the knobs `o` on `sms` SMs.
+    pub fn tile_with(p: &MoeProblem, o: &MoeOverrides, sms: u32) -> Result<Fp4Tile> {
+        let path = o.fp4_path;
         if path == Some(Fp4Path::Dq) && (p.swiglu.is_none() || p.input != DType::Bf16) {
             return Err(Error::Unsupported {
                 kernel: NAME.into(),
                 reason: "KILN_FP4_PATH=dq runs the fused SwiGLU with bf16 activations only; unset it for this problem".into(),
             });
         }
-        let o = &ctx.overrides.moe;
         let mut tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
         // KILN_FP4_TILE=8|16|64|wide: that tile whatever the rows (the register path)
         if let (Fp4TileRule::Tokens(tt), Fp4Path::Rs) = (o.fp4_tile, tile.path) {
@@ -771,7 +797,6 @@ impl Fp4Experts {
         }
         // KILN_FP4_TILE=count: a narrower tile where its estimated time is well below this one's
         if o.fp4_tile == Fp4TileRule::Count {
-            let sms = ctx.info.sm_count;
             tile = dispatch::by_count(p, tile, sms, o.fp4_ctas, o.fp4_pair_gemm);
         }
         // KILN_FP4_GCOLS=256: the grouped GEMM's 256-token tile as 128 tokens by 256 columns
@@ -919,6 +944,11 @@ impl Fp4Experts {
             };
         if fill && !tile.narrow_rs() {
             spec = spec.define("KILN_FP4_WSPLIT", 1);
+        }
+        // KILN_FP4_ORDER=whole-first: the wide tiles' whole m-tiles handed out first, on
+        // launches of few experts (the kernel walks the experts to place each tile)
+        if order_whole_first(o, p, tile) {
+            spec = spec.define("KILN_FP4_ORDER", 1);
         }
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
@@ -1459,6 +1489,87 @@ mod tests {
         assert!(!Fp4Tile::eight_pays(&bf(&[0, 0])));
     }
 
+    /// The single 8-token tile with bf16 activations, which `kiln check` leaves out (bf16 runs
+    /// it paired; `KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for),
+    /// compiles clean for both ops.
+    #[test]
+    fn the_single_eight_token_tile_compiles_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let specs: Vec<_> = [true, false]
+            .into_iter()
+            .map(|swiglu| {
+                let tile = Fp4Tile::narrow(8, swiglu);
+                Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
+            })
+            .collect();
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_ORDER=whole-first` (compiled only when asked for) compiles clean on the wide
+    /// tiles it applies to, whole and cut in K, and applies to no decode tile nor to launches of
+    /// many experts.
+    #[test]
+    fn the_whole_first_order_compiles_where_it_applies() {
+        let o = MoeOverrides {
+            fp4_whole_first: true,
+            ..MoeOverrides::NONE
+        };
+        let sw = |c: &[usize]| {
+            MoeProblem::contiguous(c, 2048, 7168, DType::Bf16, DType::Bf16)
+                .with_swiglu(crate::ops::moe::WeightLayout::Separate, true)
+        };
+        let folds = sw(&[144, 145, 16, 272, 0, 130, 160, 161]);
+        assert!(order_whole_first(&o, &folds, Fp4Tile::prefill(true)));
+        assert!(!order_whole_first(
+            &MoeOverrides::NONE,
+            &folds,
+            Fp4Tile::prefill(true)
+        ));
+        assert!(!order_whole_first(&o, &folds, Fp4Tile::narrow(16, true)));
+        let many = sw(&[100; 65]);
+        assert!(!order_whole_first(&o, &many, Fp4Tile::prefill(true)));
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for (swiglu, tile) in [
+            (true, Fp4Tile::prefill(true)),
+            (false, Fp4Tile::decode(false)),
+        ] {
+            let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
+                .define("KILN_FP4_ORDER", 1);
+            specs.push(spec.clone());
+            if swiglu {
+                specs.push(spec.define("KILN_FP4_WSPLIT", 1));
+            }
+        }
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `kiln check` lists the SwiGLU's wide tiles cut in K (`KILN_FP4_TILE=count` launches
+    /// them), not the GEMM's (count never cuts them), and the single 8-token tile with f16
+    /// activations only (bf16 runs it paired).
+    #[test]
+    fn check_lists_what_count_launches() {
+        let v = Fp4Experts::variants("sm_90a");
+        let spec = |dt, f, swiglu, tile| Fp4Experts::spec("sm_90a", dt, f, swiglu, tile);
+        for f in Fp4Format::ALL {
+            for swiglu in [true, false] {
+                for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+                    let cut = spec(DType::Bf16, f, swiglu, tile).define("KILN_FP4_WSPLIT", 1);
+                    assert_eq!(v.contains(&cut), swiglu, "{tile:?}");
+                }
+                let single = Fp4Tile::narrow(8, swiglu);
+                assert!(!v.contains(&spec(DType::Bf16, f, swiglu, single)));
+                assert!(v.contains(&spec(DType::Bf16, f, swiglu, single.paired(swiglu))));
+            }
+        }
+        let f16 = spec(DType::F16, Fp4Format::Nvfp4, true, Fp4Tile::narrow(8, true));
+        assert!(v.contains(&f16));
+    }
+
     /// `KILN_FP4_FILL`'s wider tiles that split (compiled only when asked for) compile clean:
     /// the 64-token decode tile and the prefill tiles, both ops, both formats' SwiGLU.
     #[test]
@@ -1610,8 +1721,11 @@ mod tests {
         assert_eq!(Fp4Tile::choose(&f16(&[300])).tt, 64);
         assert_eq!(Fp4Tile::choose(&f16(&[5, 2])).tt, 8);
         assert_eq!(Fp4Tile::choose(&f16(&[5, 12])).tt, 16);
-        // whatever is chosen is compiled
+        // whatever the defaults launch is compiled by `kiln check`: the tile, cut in K where
+        // `count` cuts it (the SwiGLU's few wide tiles)
         let compiled = Fp4Experts::variants("sm_90a");
+        let sw = |p: MoeProblem| p.with_swiglu(swiglu, true);
+        let big = |c: &[usize]| MoeProblem::contiguous(c, 2048, 7168, DType::Bf16, DType::Bf16);
         for p in [
             bf(&[3]),
             bf(&[12]),
@@ -1620,15 +1734,25 @@ mod tests {
             f16(&[3]),
             f16(&[12]),
             f16(&[300]),
+            sw(bf(&[3])),
+            sw(bf(&[300])),
+            big(&[1]),
+            big(&[0, 0, 77, 0]),
+            big(&[300]),
+            sw(big(&[1])),
+            sw(big(&[0, 0, 77, 0])),
+            sw(big(&[300])),
+            sw(big(&[0, 1, 40, 64, 128, 3, 0, 100])),
+            sw(big(&[144, 145, 16, 272, 0, 130, 160, 161])),
         ] {
-            let want = Fp4Experts::spec(
-                "sm_90a",
-                p.input,
-                Fp4Format::Nvfp4,
-                false,
-                Fp4Tile::choose(&p),
-            );
-            assert!(compiled.contains(&want), "{p:?}");
+            let o = MoeOverrides::NONE;
+            let tile = Fp4Experts::tile_with(&p, &o, 132).unwrap();
+            let swiglu = p.swiglu.is_some();
+            let mut want = Fp4Experts::spec("sm_90a", p.input, Fp4Format::Nvfp4, swiglu, tile);
+            if dispatch::few_wide(&p, tile, tile.ctas * 132) {
+                want = want.define("KILN_FP4_WSPLIT", 1);
+            }
+            assert!(compiled.contains(&want), "{p:?}: {want:?}");
         }
     }
 

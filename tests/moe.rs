@@ -39,9 +39,10 @@ fn every_moe_variant_is_listed_for_the_compile_check() {
     // grouped_gemm: the prefix kernel and 8 tile shapes (4, and each as CTA pairs) x 6 dtype
     // pairs, and the layer's 4 single-CTA shapes x 2 inputs x (gather, combine, scaled rows);
     // grouped_swapab: the prefix kernel and 3 shapes x 6; swiglu_dual: 6, and the layer's 2
-    // gathers x 2 inputs; fp4_experts: 2 ops x (2 formats x bf16 on the 8-, 16- and 64-token
-    // decode tiles and prefill, and NVFP4 f16 on the three decode tiles), the SwiGLU's
-    // shared-memory tile, the 8-token tile of both ops at two CTAs an SM in both formats, and the W4A8
+    // gathers x 2 inputs; fp4_experts: 2 ops x (2 formats x bf16 on the 16- and 64-token
+    // decode tiles, prefill and the 8-token tile at two CTAs an SM, and NVFP4 f16 on the three
+    // decode tiles), the SwiGLU's shared-memory tile and its 64- and 128-token tiles cut in K
+    // (`KILN_FP4_TILE=count`) in both formats, and the W4A8
     // GEMM and SwiGLU in their `ss` and `wide` forms (`auto` picks either by rows); moe_layer: the
     // routing's two kernels, the combine's two and the sorted copy
     assert_eq!(

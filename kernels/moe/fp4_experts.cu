@@ -45,6 +45,7 @@
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
 #include "moe/fp4_epilogue.cuh"
+#include "moe/fp4_order.cuh"
 #include "moe/fp4_weights.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || \
@@ -114,9 +115,24 @@ constexpr int CTAS = KILN_CTAS;
 static_assert(CTAS == 1 || CTAS == 2, "KILN_CTAS is 1 or 2");
 constexpr int PRODUCER_REGS = CTAS == 1 ? 40 : 32, CONSUMER_REGS = CTAS == 1 ? 232 : 104;
 
+// KILN_FP4_GCOLS = 256 (`KILN_FP4_GCOLS=256`, the grouped GEMM's 128-token tile): a tile of
+// 256 output columns, each consumer two 64-row weight blocks a stage (MB 2, as the SwiGLU's gate
+// and up blocks), so one stage's X serves twice the weight rows. The 256-token GEMM tile of 128
+// columns brings 32 KB of X and 4.5 KB of weights a stage into a ring of 5 stages for 1,024 tensor
+// cycles; this one 16 KB and 9 KB into 8 stages for the same tensor work. The early profile of
+// the 256-token tile at one expert of 300 rows (H200, 5e674b5, docs/moe.md ledger F110) had the
+// consumers waiting for landed stages at ~1,800 cycles a stage: its rate is its bytes in flight
+// over their latency, and two stages of its five are held by the consumers.
+#if !defined(KILN_FP4_GCOLS)
+#define KILN_FP4_GCOLS 128
+#endif
+static_assert(KILN_FP4_GCOLS == 128 || (KILN_FP4_GCOLS == 256 && !KILN_SWIGLU && KILN_TT >= 64),
+              "KILN_FP4_GCOLS is 128, or 256 on the grouped GEMM's wide tiles");
+static_assert(EPI < 2 || KILN_SWIGLU || KILN_FP4_GCOLS == 128, "KILN_FP4_EPI 2 holds one block's results");
 constexpr bool kBf16 = KILN_IN == 0;
-constexpr int MB = KILN_SWIGLU ? 2 : 1;  // weight atoms per consumer per stage
-constexpr int TT = KILN_TT, STAGES = KILN_STAGES, BK = 64, BN = 128;
+constexpr int MB = KILN_SWIGLU ? 2 : KILN_FP4_GCOLS / 128;  // weight atoms per consumer per stage
+constexpr int HALVES = KILN_SWIGLU ? 2 : 1;                 // epilogue factors an expert (gate, up)
+constexpr int TT = KILN_TT, STAGES = KILN_STAGES, BK = 64, BN = KILN_SWIGLU ? 128 : KILN_FP4_GCOLS;
 // X rows per TMA box: a tile of a few tokens loads 8-16 rows. KILN_FP4_XBOX = TT (`KILN_FP4_XTILE`,
 // the tiles of 64-256 tokens): the whole tile in one box, so a stage is 1 + 2 MB requests instead
 // of TT / 16 + 2 MB, and the weights may come in runs (KILN_FP4_RUN). The early profile of the
@@ -184,6 +200,7 @@ struct Fp4Split {
 #define KILN_FP4_WSPLIT 0
 #endif
 constexpr bool kSplit = TT <= 16 || KILN_FP4_WSPLIT;  // the decode tiles; the wider ones when asked
+static_assert(!KILN_FP4_WSPLIT || KILN_FP4_GCOLS == 128, "the split's partials are of 128-column tiles");
 constexpr int WIDE_SPLITS = 4;  // the most slices of a wide tile (its partials' traffic, below)
 constexpr int NA = MB * TT / 2;    // a consumer thread's accumulators
 constexpr u32 SPLIT_BAR = 1;       // the named barrier of the two consumers' 256 threads
@@ -290,14 +307,26 @@ __device__ __forceinline__ void fp4_retire(const Fp4Ctx& x, float (&acc)[MB][TT 
 // tensor cores have a batch queued while the thread dequantises; else it waits for stage k's
 // batch before it issues stage k + 1's. A stage is freed, and its set rewritten, once its batch
 // has completed. Two copies of the dequantise-and-issue step, as few as the two sets allow.
-template <int N>
-__device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
+// issued() runs before the loop, or with PEEL (KILN_FP4_EPI 2: the previous unit's deferred
+// stores, under the tensor work) once the first batch is issued: the first batch then stands
+// outside the loop and the loop ends on stage k + 2's issue, so that what issued() reads is dead
+// inside it (in the loop, under `kb == 0`, ptxas kept the packed results live through every
+// stage and spilled them). Without PEEL the loop is the form ptxas pipelines without
+// serialising, as it was: the peel's lines are `if constexpr` and compile to nothing.
+template <int N, bool PEEL, class Issued>
+__device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it,
+                                             const Issued& issued) {
   constexpr int PENDING = kTwoInFlight ? 1 : 0;
+  if constexpr (!PEEL) issued();
   u32 a0[MB][4][4], a1[MB][4][4];
   int s0 = fp4_wait_stage(x, it), s1 = 0;
   fp4_dequant(x, s0, a0);
-  for (int kb = 0; kb < x.katoms; kb += 2) {
-    fp4_issue<N>(x, acc, a0, s0, kb == 0);
+  if constexpr (PEEL) {
+    fp4_issue<N>(x, acc, a0, s0, true);
+    issued();
+  }
+  for (int kb = 0; PEEL || kb < x.katoms; kb += 2) {
+    if constexpr (!PEEL) fp4_issue<N>(x, acc, a0, s0, kb == 0);
     if (kTwoInFlight && kb > 0) {
       fp4_retire<N, PENDING>(x, acc, a1, s1);
       ++it;
@@ -323,58 +352,14 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
     if (!kTwoInFlight || kb + 2 >= x.katoms) {
       fp4_retire<N, 0>(x, acc, a1, s1);
       ++it;
+    }
+    if constexpr (PEEL) {
+      if (kb + 2 >= x.katoms) break;
+      fp4_issue<N>(x, acc, a0, s0, false);
     }
   }
   // Every path above has waited for the last batch, but ptxas cannot tell on the loop's own
   // exit and would inject a wait before the epilogue reads acc (C7517): say it here, for free.
-  if constexpr (kTwoInFlight) wgmma_wait<0>();
-}
-
-// fp4_mainloop with issued() run once, after the first batch is issued (KILN_FP4_EPI 2: the
-// previous unit's deferred stores, under the tensor work). The first batch stands outside the
-// loop, so that what issued() reads is dead inside it (in the loop, under `kb == 0`, ptxas kept
-// the packed results live through every stage and spilled them). A copy of the loop rather than
-// the default's changed: the default's form is what ptxas pipelines without serialising.
-template <int N, class Issued>
-__device__ __forceinline__ void fp4_mainloop_peeled(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it,
-                                             const Issued& issued) {
-  constexpr int PENDING = kTwoInFlight ? 1 : 0;
-  u32 a0[MB][4][4], a1[MB][4][4];
-  int s0 = fp4_wait_stage(x, it), s1 = 0;
-  fp4_dequant(x, s0, a0);
-  fp4_issue<N>(x, acc, a0, s0, true);
-  issued();
-  for (int kb = 0;; kb += 2) {
-    if (kTwoInFlight && kb > 0) {
-      fp4_retire<N, PENDING>(x, acc, a1, s1);
-      ++it;
-    }
-    if (kb + 1 < x.katoms) {
-      s1 = fp4_wait_stage(x, it + 1);
-      fp4_dequant(x, s1, a1);
-    }
-    if (!kTwoInFlight || kb + 1 >= x.katoms) {
-      fp4_retire<N, 0>(x, acc, a0, s0);
-      ++it;
-    }
-    if (kb + 1 >= x.katoms) break;
-    fp4_issue<N>(x, acc, a1, s1, false);
-    if (kTwoInFlight) {
-      fp4_retire<N, PENDING>(x, acc, a0, s0);
-      ++it;
-    }
-    if (kb + 2 < x.katoms) {
-      s0 = fp4_wait_stage(x, it + 1);
-      fp4_dequant(x, s0, a0);
-    }
-    if (!kTwoInFlight || kb + 2 >= x.katoms) {
-      fp4_retire<N, 0>(x, acc, a1, s1);
-      ++it;
-    }
-    if (kb + 2 >= x.katoms) break;
-    fp4_issue<N>(x, acc, a0, s0, false);
-  }
-  // as fp4_mainloop: the last batch has been waited for, which ptxas cannot tell (C7517)
   if constexpr (kTwoInFlight) wgmma_wait<0>();
 }
 
@@ -434,22 +419,25 @@ __device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (
     issued();
     fp4_mainloop_sync(x, acc, it);
   } else if (width >= W || W == 8) {
-    if constexpr (EPI == 2) {
-      fp4_mainloop_peeled<W>(x, acc, it, issued);
-    } else {
-      issued();
-      fp4_mainloop<W>(x, acc, it);
-    }
+    fp4_mainloop<W, EPI == 2>(x, acc, it, issued);
   } else if constexpr (W > 8) {
     fp4_dispatch<(W > 32 ? W - 32 : W / 2)>(width, x, acc, it, issued);
   }
 }
 
-// The stores of a tile computed at width `width`: this consumer's 64 output columns.
+// The stores of a tile computed at width `width`: this consumer's 64 output columns (the GEMM
+// under KILN_FP4_GCOLS 256: its 128, block m's from column 64 m). The SwiGLU's two atoms are one
+// block's gate and up.
 __device__ __forceinline__ void fp4_store(const Fp4Ctx& x, const MoeTile& tile, int expert, const Fp4Args& p,
                                           const float (&acc)[MB][TT / 2], int width) {
-  fp4_store_block(p, tile, x.t, acc[0], acc[MB - 1], p.escale[expert * MB], p.escale[expert * MB + MB - 1], width,
-                  tile.n0 + x.c * 64, 0);
+  const float sg = p.escale[expert * HALVES], su = p.escale[expert * HALVES + HALVES - 1];
+  if constexpr (KILN_SWIGLU) {
+    fp4_store_block(p, tile, x.t, acc[0], acc[1], sg, su, width, tile.n0 + x.c * 64, 0);
+  } else {
+#pragma unroll
+    for (int m = 0; m < MB; ++m)
+      fp4_store_block(p, tile, x.t, acc[m], acc[m], sg, sg, width, tile.n0 + (x.c * MB + m) * 64, 0);
+  }
 }
 
 // A slice of a split tile (ns > 1): stores this consumer thread's partial, counts the slice, and
@@ -527,7 +515,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           if (u >= units) break;
           int t, sp, ns, kb0, kb1;
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
-          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
+          const MoeTile tile = fp4_tile_at(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
           const int expert = ids[tile.expert];
           const int boxes = (tile.valid_rows + XBOX - 1) / XBOX;
           const u32 bytes = boxes * XBOX * BK * 2 + W_BYTES;
@@ -610,7 +598,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           if (u >= units) break;
           int t, sp, ns, kb0, kb1;
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
-          const MoeTile tile = moe_tile(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
+          const MoeTile tile = fp4_tile_at(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
           const int width = fp4_width(tile.valid_rows);
           float acc[MB][TT / 2];
           if constexpr (kSplit && TT > 8) {  // a slice's partial is whole: no unwritten registers
@@ -624,10 +612,16 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           if (kSplit && ns > 1 && !fp4_split_sum(sx, t - split_from, sp, ns, acc)) continue;
           if constexpr (EPI > 0) {
             const int expert = ids[tile.expert];
-            const float sg = p.escale[expert * MB], su = p.escale[expert * MB + MB - 1];
-            const int col0 = tile.n0 + x.c * 64;
-            if constexpr (EPI == 1) fp4_store_block_ahead(p, tile, x.t, acc[0], acc[MB - 1], sg, su, width, col0);
-            else fp4_pack_block(p, tile, x.t, acc[0], acc[MB - 1], sg, su, width, col0, done);
+            const float sg = p.escale[expert * HALVES], su = p.escale[expert * HALVES + HALVES - 1];
+            if constexpr (EPI == 1 && !KILN_SWIGLU && MB > 1) {
+#pragma unroll
+              for (int m = 0; m < MB; ++m)
+                fp4_store_block_ahead(p, tile, x.t, acc[m], acc[m], sg, sg, width, tile.n0 + (x.c * MB + m) * 64);
+            } else {
+              const int col0 = tile.n0 + x.c * 64;
+              if constexpr (EPI == 1) fp4_store_block_ahead(p, tile, x.t, acc[0], acc[MB - 1], sg, su, width, col0);
+              else fp4_pack_block(p, tile, x.t, acc[0], acc[MB - 1], sg, su, width, col0, done);
+            }
           } else {
             fp4_store(x, tile, ids[tile.expert], p, acc, width);
           }

@@ -186,6 +186,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/fp4_epilogue.cuh"),
     ),
     (
+        "moe/fp4_order.cuh",
+        include_str!("../../kernels/moe/fp4_order.cuh"),
+    ),
+    (
         "moe/fp4_experts.cu",
         include_str!("../../kernels/moe/fp4_experts.cu"),
     ),

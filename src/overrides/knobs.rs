@@ -302,10 +302,11 @@ pub(super) static KNOBS: &[Knob] = &[
             "`each` (each store pair after its own routing weight's load), `ahead` (the 4-bit \
              experts' tiles of 64 to 256 tokens load a tile's routing weights at once, then \
              store) or `defer` (`ahead`, and on the 128- and 256-token tiles half the stores \
-             deferred under the next tile's first wgmma batch)"
+             deferred under the next tile's first wgmma batch); `ahead` the default from \
+             2026-11-30, `each` the old form"
                 .into()
         },
-        default: "each",
+        default: "ahead",
         set: |o, v| {
             let epi = |v: &str| match v {
                 "each" => Some(0),
@@ -313,9 +314,9 @@ pub(super) static KNOBS: &[Knob] = &[
                 "defer" => Some(2),
                 _ => None,
             };
-            put(&mut o.moe.fp4_epi, or(v, 0, epi))
+            put(&mut o.moe.fp4_epi, or(v, 1, epi))
         },
-        show: |o| unless(o.moe.fp4_epi, 0, |n| ["each", "ahead", "defer"][n as usize].to_string()),
+        show: |o| unless(o.moe.fp4_epi, 1, |n| ["each", "ahead", "defer"][n as usize].to_string()),
     },
     Knob {
         name: "KILN_FP4_FILL",
@@ -328,6 +329,25 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "0",
         set: |o, v| put(&mut o.moe.fp4_fill, or(v, false, flag)),
         show: |o| unless(o.moe.fp4_fill, false, bit),
+    },
+    Knob {
+        name: "KILN_FP4_GCOLS",
+        takes: || {
+            "128 or 256 (256: the 4-bit experts' grouped GEMM runs 128 tokens by 256 output \
+             columns where it would run its 256-token tile, each consumer two weight blocks a \
+             stage; bf16 activations, N padded to a multiple of 256)"
+                .into()
+        },
+        default: "128",
+        set: |o, v| {
+            let cols = |v: &str| match v {
+                "128" => Some(128),
+                "256" => Some(256),
+                _ => None,
+            };
+            put(&mut o.moe.fp4_gcols, or(v, 128, cols))
+        },
+        show: |o| unless(o.moe.fp4_gcols, 128, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP4_GEMV",
@@ -439,6 +459,23 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_narrow, true, bit),
     },
     Knob {
+        name: "KILN_FP4_ORDER",
+        takes: || {
+            "`experts` (the 4-bit experts' wide tiles handed out expert by expert) or \
+             `whole-first` (every whole m-tile first, the experts' short last ones after them; \
+             launches of at most 64 experts)"
+                .into()
+        },
+        default: "experts",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp4_whole_first,
+                or(v, false, |v| either(v, "experts", "whole-first")),
+            )
+        },
+        show: |o| o.moe.fp4_whole_first.then(|| "whole-first".into()),
+    },
+    Knob {
         name: "KILN_FP4_PAIR",
         takes: || {
             "`swiglu` (two CTAs an SM on the 4-bit SwiGLU's 8-token decode tile) or `all` (on \
@@ -535,30 +572,31 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_TILE",
         takes: || {
-            "`rows` (the 4-bit experts' narrowest tile that holds the most rows an expert has), \
-             `count` (the tile of least estimated time from the rows' tile counts, split in K \
-             where it runs few tiles), or one tile whatever the rows: `8`, `16`, `64` or `wide` \
-             (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
+            "`count` (the 4-bit experts' tile of least estimated time from the rows' tile \
+             counts, split in K where it runs few tiles), `rows` (the narrowest tile that holds \
+             the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64` or \
+             `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
                 .into()
         },
-        default: "rows",
+        default: "count",
         set: |o, v| {
             put(
                 &mut o.moe.fp4_tile,
-                or(v, Fp4TileRule::Rows, Fp4TileRule::parse),
+                or(v, Fp4TileRule::Count, Fp4TileRule::parse),
             )
         },
-        show: |o| (o.moe.fp4_tile != Fp4TileRule::Rows).then(|| o.moe.fp4_tile.name()),
+        show: |o| (o.moe.fp4_tile != Fp4TileRule::Count).then(|| o.moe.fp4_tile.name()),
     },
     Knob {
         name: "KILN_FP4_XTILE",
         takes: || {
             "0, 1, 2 or 4 (not 0: the 4-bit experts' tiles of 64 to 256 tokens load each stage's \
              X as one box of the whole tile, and their weight atoms of that many stages in one \
-             bulk copy)"
+             bulk copy; 2 the default from 2026-11-30, 0 the old form: boxes of 16 rows, a copy \
+             an atom)"
                 .into()
         },
-        default: "0",
+        default: "2",
         set: |o, v| {
             let run = |v: &str| match v {
                 "0" => Some(0),
@@ -567,9 +605,9 @@ pub(super) static KNOBS: &[Knob] = &[
                 "4" => Some(4),
                 _ => None,
             };
-            put(&mut o.moe.fp4_xtile, or(v, 0, run))
+            put(&mut o.moe.fp4_xtile, or(v, 2, run))
         },
-        show: |o| unless(o.moe.fp4_xtile, 0, |n| n.to_string()),
+        show: |o| unless(o.moe.fp4_xtile, 2, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP8_GROUPED",

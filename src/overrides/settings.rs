@@ -326,11 +326,20 @@ pub struct MoeOverrides {
     /// 2026-11-30 (H200, two rounds: the 1,024-row decode's SwiGLU 2.45 -> 2.96-3.12x kiln's
     /// bf16, its down projection 1.63 -> 2.41x; ledger F70); 0 keeps the 16-token tile.
     pub fp4_narrow: bool,
-    /// `KILN_FP4_TILE` (`rows`, `count`, `8`, `16`, `64` or `wide`): how the 4-bit experts'
-    /// register path picks its tile ([`Fp4TileRule`]; docs/moe.md, ledger F71). Default `rows`
-    /// (the narrowest tile that holds the most rows an expert has) until `count` is measured
-    /// faster in two rounds.
+    /// `KILN_FP4_TILE` (`count`, `rows`, `8`, `16`, `64` or `wide`): how the 4-bit experts'
+    /// register path picks its tile ([`Fp4TileRule`]; docs/moe.md, ledger F71, F100). Default
+    /// `count` from 2026-11-30 (the tile of least estimated time, split in K where it runs few:
+    /// faster than `rows` in two rounds on an H200, 77 rows 0.78 -> 1.98-2.00x kiln's bf16, one
+    /// row 1.04 -> 2.15-2.20x, the decode pattern 1.02 -> 1.30-1.36x, 300 rows 0.65 ->
+    /// 0.94-0.97x); `rows` is the narrowest tile that holds the most rows an expert has.
     pub fp4_tile: Fp4TileRule,
+    /// `KILN_FP4_ORDER` (`experts` or `whole-first`): the order in which the 4-bit experts'
+    /// register path hands out its tiles of 64 to 256 tokens on launches of at most
+    /// [`crate::ops::moe::fp4::kernel::ORDER_EXPERTS`] experts: each expert's m-tiles in a row
+    /// (the tables' order), or every whole m-tile first and the experts' short last ones after
+    /// them, so that the long tiles start in the first wave (docs/moe.md, ledger F101). Default
+    /// `experts` until the device shows `whole-first` faster in two rounds.
+    pub fp4_whole_first: bool,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
     /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
@@ -369,8 +378,15 @@ pub struct MoeOverrides {
     /// `KILN_FP4_XTILE` (0, 1, 2 or 4): not 0, the 4-bit experts' register path on its tiles
     /// of 64 to 256 tokens loads each stage's X as one TMA box of the whole tile (not boxes of
     /// 16 rows), and its weight atoms of that many stages in one bulk copy (docs/moe.md, ledger
-    /// F81). Default 0 until the device shows another faster in two rounds.
+    /// F81). Default 2 from 2026-11-30 (with `KILN_FP4_EPI=ahead`, ledger F82); 0 is the old
+    /// form (boxes of 16 rows, a copy an atom), for A/B.
     pub fp4_xtile: u32,
+    /// `KILN_FP4_GCOLS` (128 or 256): 256 runs the 4-bit experts' grouped GEMM as tiles of 128
+    /// tokens by 256 output columns where the rows would give its 256-token tile (each consumer
+    /// two 64-row weight blocks a stage: half the X bytes a stage for the same tensor work, and
+    /// 8 stages in the ring instead of 5; docs/moe.md, ledger F111). Default 128 until the
+    /// device shows 256 faster in two rounds.
+    pub fp4_gcols: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -432,14 +448,16 @@ impl MoeOverrides {
         fp4_balance: true,
         fp4_fill: false,
         fp4_narrow: true,
-        fp4_tile: Fp4TileRule::Rows,
+        fp4_tile: Fp4TileRule::Count,
+        fp4_whole_first: false,
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,
         fp4_deep: false,
         fp4_run: 4,
-        fp4_epi: 0,
-        fp4_xtile: 0,
+        fp4_epi: 1,
+        fp4_xtile: 2,
+        fp4_gcols: 128,
         w4a8_sx_staged: true,
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,

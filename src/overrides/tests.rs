@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 83 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (83, 14));
+    // 85 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (85, 14));
 }
 
 #[test]
@@ -101,12 +101,14 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_DEEP", "1"),
         ("KILN_FP4_EPI", "defer"),
         ("KILN_FP4_FILL", "1"),
+        ("KILN_FP4_GCOLS", "256"),
         ("KILN_FP4_GEMV", "async"),
         ("KILN_FP4_GEMV_ACC", "2"),
         ("KILN_FP4_GEMV_PDL", "0"),
         ("KILN_FP4_LOAD", "tma"),
         ("KILN_FP4_MMA", "sync"),
         ("KILN_FP4_NARROW", "0"),
+        ("KILN_FP4_ORDER", "whole-first"),
         ("KILN_FP4_PAIR", "swiglu"),
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_PDL", "1"),
@@ -114,8 +116,8 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_RUN", "1"),
         ("KILN_FP4_STAGGER", "1"),
         ("KILN_FP4_TAIL", "1"),
-        ("KILN_FP4_TILE", "count"),
-        ("KILN_FP4_XTILE", "2"),
+        ("KILN_FP4_TILE", "rows"),
+        ("KILN_FP4_XTILE", "0"),
         ("KILN_FP8_GROUPED", "tm"),
         ("KILN_FP8_PDL", "2"),
         ("KILN_FP8_RULE", "bytes"),

@@ -1,6 +1,7 @@
-//! Which tile the 4-bit experts' register path runs a launch on (`KILN_FP4_TILE`): by the most
-//! rows an expert has (the default, [`Fp4Tile::choose`] then `KILN_FP4_NARROW`), by rows and
-//! tile count (`count`: the candidate tile whose estimated time is least), or one forced tile.
+//! Which tile the 4-bit experts' register path runs a launch on (`KILN_FP4_TILE`): by rows and
+//! tile count (`count`, the default: the candidate tile whose estimated time is least), by the
+//! most rows an expert has (`rows`, [`Fp4Tile::choose`] then `KILN_FP4_NARROW`), or one forced
+//! tile.
 //!
 //! Why by count: the tile that holds an expert's rows in the fewest tiles is the fastest only
 //! where the launch fills the GPU. One expert of 77 or 300 rows at N 2048 runs 16 or 48 wide
@@ -15,9 +16,10 @@ use crate::ops::moe::MoeProblem;
 /// `KILN_FP4_TILE`: how the register path's tile is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fp4TileRule {
-    /// The narrowest tile that holds the most rows an expert has (the default).
+    /// The narrowest tile that holds the most rows an expert has (the default until
+    /// 2026-11-30; ledger F71, F100).
     Rows,
-    /// The tile of least estimated time from the rows' tile counts ([`by_count`]), launched on
+    /// The default: the tile of least estimated time from the rows' tile counts ([`by_count`]), launched on
     /// every CTA the SMs hold where that lets it split in K: the decode tiles always (their
     /// balanced split), a wide tile where the launch has at most half as many tiles as CTAs
     /// ([`few_wide`]).
@@ -160,11 +162,15 @@ const TAIL: f64 = 0.25;
 /// The most K slices of a wide tile (`WIDE_SPLITS` in fp4_experts.cu).
 const WIDE_SPLITS: u64 = 4;
 
-/// Whether `tile` is a wide one (64 tokens or more) of which `p` runs at most half of `slots`:
-/// a launch of a few tiles, each streaming the whole K while most SMs idle. The kernel's split
-/// (`KILN_FP4_WSPLIT`) cuts each into min(slots / tiles, 4) slices, one round.
+/// Whether `tile` is a wide one (64 tokens or more) of the fused SwiGLU of which `p` runs at
+/// most half of `slots`: a launch of a few tiles, each streaming the whole K while most SMs
+/// idle. The kernel's split (`KILN_FP4_WSPLIT`) cuts each into min(slots / tiles, 4) slices, one
+/// round. Not the grouped GEMM's wide tiles: their split was never timed (the GEMM's launches
+/// the device timed under `count`, the down projection's N 7168 at 77 and 300 rows, run 112 or
+/// 280 tiles of 64 tokens unsplit), so `count` weighs them whole against its narrower tiles.
 pub fn few_wide(p: &MoeProblem, tile: Fp4Tile, slots: u32) -> bool {
-    wide_tiles(p, tile).is_some_and(|tiles| tiles > 0 && 2 * tiles <= slots as u64)
+    p.swiglu.is_some()
+        && wide_tiles(p, tile).is_some_and(|tiles| tiles > 0 && 2 * tiles <= slots as u64)
 }
 
 /// The tiles of `p` on `tile` where the host can count them and the kernel may split them: a
@@ -313,6 +319,19 @@ mod tests {
         // 300 rows: 112 tiles of 256 (63 us) or 280 of 64 in a round and a bit (54)
         let g300 = MoeProblem::contiguous(&[300], 7168, 2048, DType::Bf16, DType::Bf16);
         assert_eq!(count_tile(&g300), 64);
+    }
+
+    #[test]
+    fn count_cuts_only_the_swiglus_wide_tiles() {
+        // the GEMM's wide tiles whole (their split never timed), though a launch has few: one
+        // expert of 300 rows at N 2048, K 7168 is 32 tiles of 256 tokens or 80 of 64
+        let g = MoeProblem::contiguous(&[300], 2048, 7168, DType::Bf16, DType::Bf16);
+        assert!(!few_wide(&g, Fp4Tile::prefill(false), 132));
+        assert!(!few_wide(&g, Fp4Tile::decode(false), 132));
+        assert_eq!(count_tile(&g), 64);
+        // the FILL knob's split still asks for them (compiled when asked for)
+        assert!(wide_split_pays(&g, Fp4Tile::prefill(false), 132));
+        assert!(few_wide(&sw(&[300]), Fp4Tile::decode(true), 132) == (2 * 80 <= 132));
     }
 
     #[test]

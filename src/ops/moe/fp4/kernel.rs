@@ -18,6 +18,7 @@ use crate::ops::moe::schedule::{
 use crate::ops::moe::{
     common_support, tile_prefix, with_dtypes, x_map, MoeOperands, MoeProblem, Rows,
 };
+use crate::overrides::MoeOverrides;
 use serde::Serialize;
 
 pub const ENTRY: &str = "moe_fp4_experts";
@@ -43,6 +44,15 @@ pub const W_MAP_ROW: usize = 128;
 /// docs/moe.md ledger F37) 4 against one copy an atom: the E256 decode's NVFP4 SwiGLU at 512
 /// rows 84.7 -> 91.5 % of the copy rate, 64 rows 79.5 -> 85.7 %; MXFP4 alike.
 pub const DEFAULT_RUN: u32 = 4;
+/// The wide tiles' (64-256 tokens, register path) load: X of a stage as one TMA box of the whole
+/// tile and the weight atoms of this many stages in one bulk copy (`KILN_FP4_XTILE`'s default).
+/// With [`DEFAULT_EPI`], on an H200 (2026-11-30, docs/moe.md ledger F81, F82; each won two
+/// rounds, the pair a third): 8 experts x 7,516 rows 810 -> 632-638 us (1.11x kiln's bf16),
+/// E64 8,192 rows 263 -> 199-201 (1.22x), E256 32,768 rows 4,018 -> 3,385 (1.29x).
+pub const DEFAULT_XTILE: u32 = 2;
+/// The wide tiles' epilogue: a tile's routing weights loaded at once, then the stores
+/// (`KILN_FP4_EPI=ahead`, 1; docs/moe.md ledger F80, F82).
+pub const DEFAULT_EPI: u32 = 1;
 
 /// The prepacked weights at `addr` seen as rows of [`W_MAP_ROW`] bytes, a box one atom
 /// (`KILN_FP4_LOAD=tma`: the producer loads each atom as a TMA box instead of a bulk copy). No
@@ -98,6 +108,9 @@ pub struct Fp4Tile {
     /// The most experts its shared-memory tables hold: `MAX_EXPERTS`, or fewer under
     /// `KILN_FP4_DEEP` ([`Fp4Tile::with_tables`]), whose room goes to stages.
     pub experts: u32,
+    /// Output columns of a tile: 128, or 256 for the grouped GEMM's 128-token tile under
+    /// `KILN_FP4_GCOLS=256` ([`Fp4Tile::gemm_cols`]: two weight blocks a consumer a stage).
+    pub cols: u32,
 }
 
 impl Fp4Tile {
@@ -124,6 +137,7 @@ impl Fp4Tile {
             path: Fp4Path::Dq,
             ctas: 1,
             experts: MAX_EXPERTS as u32,
+            cols: TILE_N as u32,
         };
         Fp4Tile {
             stages: probe.most_stages(true),
@@ -138,10 +152,41 @@ impl Fp4Tile {
             path: Fp4Path::Rs,
             ctas: 1,
             experts: MAX_EXPERTS as u32,
+            cols: TILE_N as u32,
         };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
             ..probe
+        }
+    }
+
+    /// The grouped GEMM's tile of 128 tokens by 256 output columns (`KILN_FP4_GCOLS=256`): each
+    /// consumer two 64-row weight blocks a stage, so a stage's 16 KB of X serve 256 weight rows
+    /// (the 256-token tile's 32 KB serve 128), and the ring holds 8 stages instead of 5.
+    pub fn gemm_cols() -> Fp4Tile {
+        let probe = Fp4Tile {
+            cols: 2 * TILE_N as u32,
+            ..Self::rs(128, false)
+        };
+        Fp4Tile {
+            stages: probe.most_stages(false),
+            ..probe
+        }
+    }
+
+    /// [`Fp4Tile::gemm_cols`] in place of this tile where `cols` (`KILN_FP4_GCOLS`) is 256 and
+    /// this is the grouped GEMM's 256-token tile with bf16 activations, N padded to a multiple
+    /// of 256 (the producer reads four 64-row blocks a tile: none past the expert's); else this.
+    pub fn with_gemm_cols(self, p: &MoeProblem, cols: u32) -> Fp4Tile {
+        let fits = p.swiglu.is_none()
+            && p.input == DType::Bf16
+            && p.n.div_ceil(TILE_N).is_multiple_of(2)
+            && self.path == Fp4Path::Rs
+            && self.tt == 256;
+        if cols > TILE_N as u32 && fits {
+            Self::gemm_cols()
+        } else {
+            self
         }
     }
 
@@ -188,7 +233,7 @@ impl Fp4Tile {
     /// One stage: the X tile, then the weight atoms of both consumers (the larger NVFP4 atom, so
     /// one size serves both formats), rounded to 1 KB.
     pub fn stage_bytes(self, swiglu: bool) -> u32 {
-        let atoms = if swiglu && self.path == Fp4Path::Rs {
+        let atoms = if (swiglu || self.cols > TILE_N as u32) && self.path == Fp4Path::Rs {
             4
         } else {
             2
@@ -214,7 +259,7 @@ impl Fp4Tile {
         if self.path == Fp4Path::Dq && swiglu {
             TILE_N / 2
         } else {
-            TILE_N
+            self.cols as usize
         }
     }
 
@@ -334,7 +379,8 @@ impl Fp4Tile {
     pub fn label(self) -> String {
         match self.path {
             Fp4Path::Rs => format!(
-                "swapAB 128x{} (wgmma N 8..{}, {} stages{})",
+                "swapAB {}x{} (wgmma N 8..{}, {} stages{})",
+                self.cols,
                 self.tt,
                 self.tt,
                 self.stages,
@@ -531,12 +577,28 @@ pub(crate) fn epi_define(epi: u32, tile: Fp4Tile, run: u32) -> Option<u32> {
     if epi == 0 || tile.tt < 64 || tile.path != Fp4Path::Rs {
         return None;
     }
-    Some(if tile.tt < 128 || run > 1 { 1 } else { epi })
+    Some(if tile.tt < 128 || run > 1 || tile.cols > TILE_N as u32 {
+        1
+    } else {
+        epi
+    })
 }
 
 /// `KILN_FP4_XTILE`'s run (1, 2 or 4 stages of weights a copy) on `tile`, or none: none when the
 /// knob is 0, on the decode tiles (one box a stage already, runs by `KILN_FP4_RUN`) and the
 /// shared-memory path; a copy an atom under `KILN_FP4_LOAD=tma` (the map load takes no runs).
+/// The most experts a launch may have for `KILN_FP4_ORDER=whole-first`: the kernel finds a
+/// tile's m-tile by walking the experts (a few hundred cycles at 64, against a wide tile's
+/// tens of microseconds).
+pub const ORDER_EXPERTS: usize = 64;
+
+/// Whether `KILN_FP4_ORDER=whole-first` applies to `p` on `tile`: a wide tile of the register
+/// path (the decode tiles' launches are of short tiles throughout) and at most
+/// [`ORDER_EXPERTS`] experts.
+pub(crate) fn order_whole_first(o: &MoeOverrides, p: &MoeProblem, tile: Fp4Tile) -> bool {
+    o.fp4_whole_first && !tile.narrow_rs() && tile.path == Fp4Path::Rs && p.experts <= ORDER_EXPERTS
+}
+
 pub(crate) fn xtile_run(xtile: u32, load_tma: bool, tile: Fp4Tile) -> Option<u32> {
     if xtile == 0 || tile.narrow_rs() || tile.path != Fp4Path::Rs {
         return None;
@@ -547,14 +609,44 @@ pub(crate) fn xtile_run(xtile: u32, load_tma: bool, tile: Fp4Tile) -> Option<u32
 pub struct Fp4Experts;
 
 impl Fp4Experts {
-    /// The kernel of `tile` as the default path compiles it: the decode tiles with runs of
-    /// [`DEFAULT_RUN`] atoms a copy.
+    /// The kernel of `tile` as the default path compiles it (what `kiln check` compiles and the
+    /// launch builds without knobs): the decode tiles with runs of [`DEFAULT_RUN`] atoms a copy,
+    /// the wide tiles with [`DEFAULT_XTILE`]'s load and [`DEFAULT_EPI`]'s epilogue.
     pub fn spec(arch: &str, input: DType, f: Fp4Format, swiglu: bool, tile: Fp4Tile) -> KernelSpec {
-        Self::spec_run(arch, input, f, swiglu, tile, DEFAULT_RUN)
+        let spec = Self::spec_run(arch, input, f, swiglu, tile, DEFAULT_RUN);
+        Self::with_wide_forms(
+            spec,
+            tile,
+            xtile_run(DEFAULT_XTILE, false, tile),
+            DEFAULT_EPI,
+        )
     }
 
-    /// [`Self::spec`] with the decode tiles' weight atoms of `run` stages a bulk copy (1: a copy
-    /// an atom, the kernel's own default, so no define; the wider tiles take none either way).
+    /// `spec` (of `tile`) with the wide tiles' load and epilogue forms: `xtile` the run of
+    /// [`xtile_run`] (none: X in boxes of 16 rows and a copy an atom, the kernel's own default)
+    /// and `epi` `KILN_FP4_EPI`'s value (0, `each`: no define). Nothing on the other tiles.
+    pub fn with_wide_forms(
+        mut spec: KernelSpec,
+        tile: Fp4Tile,
+        xtile: Option<u32>,
+        epi: u32,
+    ) -> KernelSpec {
+        if let Some(run) = xtile {
+            spec = spec.define("KILN_FP4_XBOX", tile.tt);
+            if run > 1 {
+                spec = spec.define("KILN_FP4_RUN", run);
+            }
+        }
+        match epi_define(epi, tile, xtile.unwrap_or(1)) {
+            Some(e) => spec.define("KILN_FP4_EPI", e),
+            None => spec,
+        }
+    }
+
+    /// The bare kernel of `tile` with the decode tiles' weight atoms of `run` stages a bulk copy
+    /// (1: a copy an atom, the kernel's own default, so no define) and the wide tiles in their
+    /// old forms (boxes of 16 X rows, a copy an atom, each routing weight before its stores;
+    /// [`Self::with_wide_forms`] adds others).
     pub fn spec_run(
         arch: &str,
         input: DType,
@@ -593,13 +685,23 @@ impl Fp4Experts {
             Fp4Path::Rs => spec.define("KILN_CTAS", tile.ctas),
             Fp4Path::Dq => spec,
         };
-        spec.define("KILN_STAGES", tile.stages)
+        let spec = spec
+            .define("KILN_STAGES", tile.stages)
             .define("KILN_MAX_EXPERTS", tile.experts)
-            .define("KILN_SMEM", tile.smem_bytes(swiglu))
+            .define("KILN_SMEM", tile.smem_bytes(swiglu));
+        // KILN_FP4_GCOLS=256: the GEMM's tile of 256 columns (compiled when asked for)
+        if tile.cols > TILE_N as u32 {
+            spec.define("KILN_FP4_GCOLS", tile.cols)
+        } else {
+            spec
+        }
     }
 
     /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
-    /// every tile (the SwiGLU's shared-memory tile too); NVFP4 with f16 activations on the
+    /// every tile (the SwiGLU's shared-memory tile too) but the single 8-token one, which bf16
+    /// runs paired (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), and
+    /// the SwiGLU's wide tiles cut in K as `KILN_FP4_TILE=count` (the default) launches them
+    /// where a launch has few ([`dispatch::few_wide`]); NVFP4 with f16 activations on the
     /// register path's tiles but prefill (which [`Fp4Tile::choose`] never gives f16). MXFP4 with
     /// f16 is not compiled: f16 holds MXFP4 weights exactly only within 2^24 of scale range, and
     /// the compile gate's variant budget is spent. The prefix kernel is the 16-bit MoE kernels'
@@ -612,8 +714,14 @@ impl Fp4Experts {
         for swiglu in [false, true] {
             let tiles = Fp4Tile::all(swiglu);
             for f in Fp4Format::ALL {
-                for tile in &tiles {
+                for tile in tiles.iter().filter(|t| !(t.tt == 8 && t.ctas == 1)) {
                     v.push(Self::spec(arch, DType::Bf16, f, swiglu, *tile));
+                }
+                if swiglu {
+                    for tile in [Fp4Tile::decode(true), Fp4Tile::prefill(true)] {
+                        let spec = Self::spec(arch, DType::Bf16, f, true, tile);
+                        v.push(spec.define("KILN_FP4_WSPLIT", 1));
+                    }
                 }
             }
             for tile in &tiles[..3] {
@@ -659,14 +767,18 @@ impl Fp4Experts {
     /// The tile `launch` runs: [`Fp4Tile::choose_with`] under the context's `KILN_FP4_PATH`, or
     /// why a forced shared-memory path cannot run `p`.
     pub fn tile(ctx: &Context, p: &MoeProblem) -> Result<Fp4Tile> {
-        let path = ctx.overrides.moe.fp4_path;
+        Self::tile_with(p, &ctx.overrides.moe, ctx.info.sm_count)
+    }
+
+    /// [`Self::tile`] under the knobs `o` on `sms` SMs.
+    pub fn tile_with(p: &MoeProblem, o: &MoeOverrides, sms: u32) -> Result<Fp4Tile> {
+        let path = o.fp4_path;
         if path == Some(Fp4Path::Dq) && (p.swiglu.is_none() || p.input != DType::Bf16) {
             return Err(Error::Unsupported {
                 kernel: NAME.into(),
                 reason: "KILN_FP4_PATH=dq runs the fused SwiGLU with bf16 activations only; unset it for this problem".into(),
             });
         }
-        let o = &ctx.overrides.moe;
         let mut tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
         // KILN_FP4_TILE=8|16|64|wide: that tile whatever the rows (the register path)
         if let (Fp4TileRule::Tokens(tt), Fp4Path::Rs) = (o.fp4_tile, tile.path) {
@@ -685,9 +797,10 @@ impl Fp4Experts {
         }
         // KILN_FP4_TILE=count: a narrower tile where its estimated time is well below this one's
         if o.fp4_tile == Fp4TileRule::Count {
-            let sms = ctx.info.sm_count;
             tile = dispatch::by_count(p, tile, sms, o.fp4_ctas, o.fp4_pair_gemm);
         }
+        // KILN_FP4_GCOLS=256: the grouped GEMM's 256-token tile as 128 tokens by 256 columns
+        let tile = tile.with_gemm_cols(p, o.fp4_gcols);
         // KILN_FP4_DEEP=1: the paired decode tiles with tables for up to 256 experts and the
         // stage their room makes (compiled when asked for)
         Ok(
@@ -778,15 +891,12 @@ impl Fp4Experts {
         let prefetch = o.fp4_prefetch;
         let walks_otherwise = prefetch > 0 || o.fp4_stagger || o.fp4_load_tma;
         let run = if walks_otherwise { 1 } else { o.fp4_run };
-        let mut spec = Self::spec_run(&ctx.arch(), p.input, l.format, swiglu, tile, run);
+        // KILN_FP4_XTILE and KILN_FP4_EPI: the wide tiles' load and epilogue forms (2 and
+        // `ahead` by default, compiled into every wide variant; 0 and `each` the old forms)
+        let spec = Self::spec_run(&ctx.arch(), p.input, l.format, swiglu, tile, run);
+        let mut spec = Self::with_wide_forms(spec, tile, xtile, o.fp4_epi);
         if !ctx.overrides.moe.fp4_shift {
             spec = spec.define("KILN_FP4_ROT", 1); // the old decode, compiled when asked for
-        }
-        if let Some(run) = xtile {
-            spec = spec.define("KILN_FP4_XBOX", tile.tt);
-            if run > 1 {
-                spec = spec.define("KILN_FP4_RUN", run);
-            }
         }
         // KILN_FP4_MMA=sync: the 8-token tile's warps on mma.sync (compiled when asked for)
         if ctx.overrides.moe.fp4_mma_sync && tile.tt == 8 && tile.path == Fp4Path::Rs {
@@ -827,17 +937,18 @@ impl Fp4Experts {
             && if tile.narrow_rs() {
                 o.fp4_fill || o.fp4_tile.fills()
             } else {
-                (o.fp4_fill && dispatch::wide_split_pays(p, tile, slots))
-                    || (o.fp4_tile.fills() && dispatch::few_wide(p, tile, slots))
+                // the split's partials are 128-column tiles' (not KILN_FP4_GCOLS=256's)
+                tile.cols == TILE_N as u32
+                    && ((o.fp4_fill && dispatch::wide_split_pays(p, tile, slots))
+                        || (o.fp4_tile.fills() && dispatch::few_wide(p, tile, slots)))
             };
         if fill && !tile.narrow_rs() {
             spec = spec.define("KILN_FP4_WSPLIT", 1);
         }
-        // KILN_FP4_EPI=ahead|defer: the wide tiles' routing weights loaded at once (and, on the
-        // 128- and 256-token tiles, half the stores deferred under the next tile's first batch),
-        // compiled when asked for
-        if let Some(epi) = epi_define(ctx.overrides.moe.fp4_epi, tile, xtile.unwrap_or(1)) {
-            spec = spec.define("KILN_FP4_EPI", epi);
+        // KILN_FP4_ORDER=whole-first: the wide tiles' whole m-tiles handed out first, on
+        // launches of few experts (the kernel walks the experts to place each tile)
+        if order_whole_first(o, p, tile) {
+            spec = spec.define("KILN_FP4_ORDER", 1);
         }
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
@@ -1147,16 +1258,8 @@ mod tests {
                         (2, 4),
                     ] {
                         let run = xtile_run(xtile, false, tile);
-                        let mut spec = Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile);
-                        if let Some(d) = epi_define(epi, tile, run.unwrap_or(1)) {
-                            spec = spec.define("KILN_FP4_EPI", d);
-                        }
-                        if let Some(r) = run {
-                            spec = spec.define("KILN_FP4_XBOX", tile.tt);
-                            if r > 1 {
-                                spec = spec.define("KILN_FP4_RUN", r);
-                            }
-                        }
+                        let bare = Fp4Experts::spec_run("sm_90a", DType::Bf16, f, swiglu, tile, 1);
+                        let spec = Fp4Experts::with_wide_forms(bare, tile, run, epi);
                         if !specs.contains(&spec) {
                             specs.push(spec);
                         }
@@ -1178,6 +1281,52 @@ mod tests {
         assert_eq!(epi_define(2, Fp4Tile::prefill(true), 4), Some(1));
         assert_eq!(xtile_run(2, false, Fp4Tile::narrow(8, true)), None);
         assert_eq!(xtile_run(4, true, Fp4Tile::prefill(true)), Some(1));
+    }
+
+    /// `KILN_FP4_GCOLS=256` (compiled when asked for): the grouped GEMM's tile of 128 tokens by
+    /// 256 columns, 4 atoms and 25 KB a stage, 8 stages; taken only in place of the GEMM's
+    /// 256-token tile with N padded to a multiple of 256; compiles without spills or wgmma
+    /// serialised in the default load and epilogue forms and the old ones, both formats.
+    #[test]
+    fn the_gemm_tile_of_256_columns_fits_and_compiles_clean() {
+        let t = Fp4Tile::gemm_cols();
+        assert_eq!((t.tt, t.cols, t.bn(false), t.stages), (128, 256, 256, 8));
+        assert_eq!(t.stage_bytes(false), 128 * 128 + 9 * 1024);
+        assert!(t.smem_bytes(false) <= SMEM_LIMIT);
+        let gemm = |c: &[usize], n| MoeProblem::contiguous(c, n, 2048, DType::Bf16, DType::Bf16);
+        for (counts, n, want) in [
+            (&[300][..], 7168, true),
+            (&[300][..], 1280, true),
+            (&[300][..], 1408, false), // 11 blocks of 128: the last tile's second half past them
+            (&[40, 3][..], 7168, false), // the 64-token tile stays
+        ] {
+            let p = gemm(counts, n);
+            let base = Fp4Tile::choose(&p);
+            assert_eq!(base.with_gemm_cols(&p, 256) == t, want, "{counts:?} {n}");
+            assert_eq!(base.with_gemm_cols(&p, 128), base);
+        }
+        let sw = gemm(&[300], 7168).with_swiglu(crate::ops::moe::WeightLayout::Separate, true);
+        assert_eq!(Fp4Tile::choose(&sw).with_gemm_cols(&sw, 256).cols, 128);
+        assert_eq!(epi_define(2, t, 1), Some(1));
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let jit = crate::jit::Jit::without_cache();
+        let dev = crate::device::DeviceInfo::h100_sxm();
+        for f in Fp4Format::ALL {
+            for (xtile, epi) in [(DEFAULT_XTILE, DEFAULT_EPI), (0, 0)] {
+                let bare = Fp4Experts::spec_run("sm_90a", DType::Bf16, f, false, t, 1);
+                let spec = Fp4Experts::with_wide_forms(bare, t, xtile_run(xtile, false, t), epi);
+                assert!(spec
+                    .defines
+                    .iter()
+                    .any(|(k, v)| k == "KILN_FP4_GCOLS" && v == "256"));
+                let c = jit.compile(&spec).unwrap();
+                let problems = crate::harness::check::judge(&spec, &c.resources, &dev);
+                assert!(problems.is_empty(), "{}: {problems:?}", spec.label());
+                assert!(!c.log.contains("C751"), "{}: {}", spec.label(), c.log);
+            }
+        }
     }
 
     /// `KILN_FP4_DEEP`: tables for 256 experts give the paired decode tiles a stage more (the
@@ -1206,8 +1355,41 @@ mod tests {
         }
     }
 
+    /// What the launch builds under the default overrides is what [`Fp4Experts::spec`] (and so
+    /// `kiln check`) compiles, every tile: the wide tiles' pair (`KILN_FP4_XTILE=2`,
+    /// `KILN_FP4_EPI=ahead`) included; `KILN_FP4_XTILE=0 KILN_FP4_EPI=each` is the bare kernel.
+    #[test]
+    fn the_default_overrides_launch_the_checked_spec() {
+        let o = crate::overrides::MoeOverrides::NONE;
+        for swiglu in [true, false] {
+            for tile in Fp4Tile::all(swiglu) {
+                for f in Fp4Format::ALL {
+                    let bare =
+                        Fp4Experts::spec_run("sm_90a", DType::Bf16, f, swiglu, tile, o.fp4_run);
+                    let xtile = xtile_run(o.fp4_xtile, o.fp4_load_tma, tile);
+                    let launched =
+                        Fp4Experts::with_wide_forms(bare.clone(), tile, xtile, o.fp4_epi);
+                    assert_eq!(
+                        launched,
+                        Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile)
+                    );
+                    let wide = !tile.narrow_rs() && tile.path == Fp4Path::Rs;
+                    assert_eq!(launched != bare, wide, "{tile:?}");
+                    let old = Fp4Experts::with_wide_forms(
+                        bare.clone(),
+                        tile,
+                        xtile_run(0, false, tile),
+                        0,
+                    );
+                    assert_eq!(old, bare, "{tile:?}");
+                }
+            }
+        }
+    }
+
     /// The decode tiles (8 and 16 tokens, register path) run 4 atoms a copy by default and
-    /// the wider tiles never; `KILN_FP4_RUN=1` gives the old kernel (no define), 2 a define.
+    /// the wide ones `KILN_FP4_XTILE`'s 2; `KILN_FP4_RUN=1` gives the old kernel (no define),
+    /// 2 a define.
     #[test]
     fn the_decode_tiles_run_four_atoms_a_copy_by_default() {
         let run_of = |spec: &KernelSpec| {
@@ -1219,7 +1401,12 @@ mod tests {
         for swiglu in [true, false] {
             for tile in Fp4Tile::all(swiglu) {
                 let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile);
-                let want = tile.narrow_rs().then(|| DEFAULT_RUN.to_string());
+                // the wide tiles' runs are KILN_FP4_XTILE's (2 by default), with X in one box
+                let want = if tile.narrow_rs() {
+                    Some(DEFAULT_RUN.to_string())
+                } else {
+                    (tile.path == Fp4Path::Rs).then(|| DEFAULT_XTILE.to_string())
+                };
                 assert_eq!(run_of(&spec), want, "{tile:?}");
                 assert_eq!(tile.narrow_rs(), tile.tt <= 16 && tile.path == Fp4Path::Rs);
                 let old =
@@ -1300,6 +1487,87 @@ mod tests {
         let masked = MoeProblem::masked(&[1, 12], 16, 256, 128, DType::Bf16, DType::Bf16);
         assert!(!Fp4Tile::eight_pays(&masked));
         assert!(!Fp4Tile::eight_pays(&bf(&[0, 0])));
+    }
+
+    /// The single 8-token tile with bf16 activations, which `kiln check` leaves out (bf16 runs
+    /// it paired; `KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for),
+    /// compiles clean for both ops.
+    #[test]
+    fn the_single_eight_token_tile_compiles_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let specs: Vec<_> = [true, false]
+            .into_iter()
+            .map(|swiglu| {
+                let tile = Fp4Tile::narrow(8, swiglu);
+                Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
+            })
+            .collect();
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_ORDER=whole-first` (compiled only when asked for) compiles clean on the wide
+    /// tiles it applies to, whole and cut in K, and applies to no decode tile nor to launches of
+    /// many experts.
+    #[test]
+    fn the_whole_first_order_compiles_where_it_applies() {
+        let o = MoeOverrides {
+            fp4_whole_first: true,
+            ..MoeOverrides::NONE
+        };
+        let sw = |c: &[usize]| {
+            MoeProblem::contiguous(c, 2048, 7168, DType::Bf16, DType::Bf16)
+                .with_swiglu(crate::ops::moe::WeightLayout::Separate, true)
+        };
+        let folds = sw(&[144, 145, 16, 272, 0, 130, 160, 161]);
+        assert!(order_whole_first(&o, &folds, Fp4Tile::prefill(true)));
+        assert!(!order_whole_first(
+            &MoeOverrides::NONE,
+            &folds,
+            Fp4Tile::prefill(true)
+        ));
+        assert!(!order_whole_first(&o, &folds, Fp4Tile::narrow(16, true)));
+        let many = sw(&[100; 65]);
+        assert!(!order_whole_first(&o, &many, Fp4Tile::prefill(true)));
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let mut specs = Vec::new();
+        for (swiglu, tile) in [
+            (true, Fp4Tile::prefill(true)),
+            (false, Fp4Tile::decode(false)),
+        ] {
+            let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
+                .define("KILN_FP4_ORDER", 1);
+            specs.push(spec.clone());
+            if swiglu {
+                specs.push(spec.define("KILN_FP4_WSPLIT", 1));
+            }
+        }
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `kiln check` lists the SwiGLU's wide tiles cut in K (`KILN_FP4_TILE=count` launches
+    /// them), not the GEMM's (count never cuts them), and the single 8-token tile with f16
+    /// activations only (bf16 runs it paired).
+    #[test]
+    fn check_lists_what_count_launches() {
+        let v = Fp4Experts::variants("sm_90a");
+        let spec = |dt, f, swiglu, tile| Fp4Experts::spec("sm_90a", dt, f, swiglu, tile);
+        for f in Fp4Format::ALL {
+            for swiglu in [true, false] {
+                for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
+                    let cut = spec(DType::Bf16, f, swiglu, tile).define("KILN_FP4_WSPLIT", 1);
+                    assert_eq!(v.contains(&cut), swiglu, "{tile:?}");
+                }
+                let single = Fp4Tile::narrow(8, swiglu);
+                assert!(!v.contains(&spec(DType::Bf16, f, swiglu, single)));
+                assert!(v.contains(&spec(DType::Bf16, f, swiglu, single.paired(swiglu))));
+            }
+        }
+        let f16 = spec(DType::F16, Fp4Format::Nvfp4, true, Fp4Tile::narrow(8, true));
+        assert!(v.contains(&f16));
     }
 
     /// `KILN_FP4_FILL`'s wider tiles that split (compiled only when asked for) compile clean:
@@ -1453,8 +1721,11 @@ mod tests {
         assert_eq!(Fp4Tile::choose(&f16(&[300])).tt, 64);
         assert_eq!(Fp4Tile::choose(&f16(&[5, 2])).tt, 8);
         assert_eq!(Fp4Tile::choose(&f16(&[5, 12])).tt, 16);
-        // whatever is chosen is compiled
+        // whatever the defaults launch is compiled by `kiln check`: the tile, cut in K where
+        // `count` cuts it (the SwiGLU's few wide tiles)
         let compiled = Fp4Experts::variants("sm_90a");
+        let sw = |p: MoeProblem| p.with_swiglu(swiglu, true);
+        let big = |c: &[usize]| MoeProblem::contiguous(c, 2048, 7168, DType::Bf16, DType::Bf16);
         for p in [
             bf(&[3]),
             bf(&[12]),
@@ -1463,15 +1734,25 @@ mod tests {
             f16(&[3]),
             f16(&[12]),
             f16(&[300]),
+            sw(bf(&[3])),
+            sw(bf(&[300])),
+            big(&[1]),
+            big(&[0, 0, 77, 0]),
+            big(&[300]),
+            sw(big(&[1])),
+            sw(big(&[0, 0, 77, 0])),
+            sw(big(&[300])),
+            sw(big(&[0, 1, 40, 64, 128, 3, 0, 100])),
+            sw(big(&[144, 145, 16, 272, 0, 130, 160, 161])),
         ] {
-            let want = Fp4Experts::spec(
-                "sm_90a",
-                p.input,
-                Fp4Format::Nvfp4,
-                false,
-                Fp4Tile::choose(&p),
-            );
-            assert!(compiled.contains(&want), "{p:?}");
+            let o = MoeOverrides::NONE;
+            let tile = Fp4Experts::tile_with(&p, &o, 132).unwrap();
+            let swiglu = p.swiglu.is_some();
+            let mut want = Fp4Experts::spec("sm_90a", p.input, Fp4Format::Nvfp4, swiglu, tile);
+            if dispatch::few_wide(&p, tile, tile.ctas * 132) {
+                want = want.define("KILN_FP4_WSPLIT", 1);
+            }
+            assert!(compiled.contains(&want), "{p:?}: {want:?}");
         }
     }
 

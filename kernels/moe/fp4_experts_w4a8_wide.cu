@@ -31,8 +31,8 @@
 #include "common/wgmma_fp8.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
-#include "moe/w4a8_ahead.cuh"
 #include "moe/w4a8_args.cuh"
+#include "moe/w4a8_lean.cuh"
 #include "moe/w4a8_smem.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
@@ -138,74 +138,52 @@ __device__ __forceinline__ void wide_kloop(const WideCtx& x, u32& it, int nk, fl
   it += nk;
 }
 
-#if defined(KILN_W4A8_AHEAD)
-constexpr bool kAhead = KILN_SWIGLU;  // the grouped GEMM runs wide_kloop (as with kFirst)
+#if defined(KILN_W4A8_LEAN)
+constexpr bool kLean = KILN_SWIGLU;  // the grouped GEMM runs wide_kloop (as with kFirst)
 #else
-constexpr bool kAhead = false;
+constexpr bool kLean = false;
 #endif
 
-// KILN_W4A8_AHEAD (`KILN_W4A8_FORM=wide-ahead`, F121; moe/w4a8_ahead.cuh): wide_kloop with each
-// decoding thread's loads of stage j + 1 (offsets and codes, then tables) issued after the meet of
-// step j and before it waits for and promotes batch j - 1, and its permutes and stores of j + 1
-// after the issue of j. The same order of meets, issues and
-// frees as wide_kloop, so a consumer in either loop (an idle one runs the plain decode) meets the
-// others at every step.
-// Step j's half before the issue: the decoders store stage j's unit (loaded a step earlier) and
-// fence it, all meet, and the decoders start the loads of stage j + 1 (its offsets; `s1` its ring
-// stage, waited for). Returns the offsets.
-__device__ __forceinline__ u32 wide_ahead_meet(const WideCtx& x, const W4Lane& l, const W4Ahead& a, const W4Stage& g,
-                                               bool dec, bool more, u32 next, int& s1) {
-  if (dec) {
-    w4a8_ahead_store(a, x.slots + g.slot * SLOT_BYTES, l);
+// KILN_W4A8_LEAN (`KILN_W4A8_FORM=wide-lean`, F122; moe/w4a8_lean.cuh): wide-first's step with a
+// decoding thread's addresses taken from its place once a tile instead of from the thread index
+// every step (an S2R and its dependents in the chain), and seven operations a code word. The same
+// meets, issues and frees as wide_kloop, so a consumer in either loop (an idle one runs the plain
+// decode) meets the others at every step.
+__device__ __forceinline__ void wide_lean_meet(const WideCtx& x, const W4Lane& l, const W4Stage& g) {
+  if (x.c < DECODERS) {
+    const u32 stage = x.base + g.s * STAGE_BYTES;
+    W4Codes a;
+    const u32 offs = w4a8_lean_offs(stage, l);
+    w4a8_lean_words(a, stage, l);
+    w4a8_lean_tables(a, x.lut, offs);
+    w4a8_lean_store(a, x.slots + g.slot * SLOT_BYTES, l);
     fence_proxy_async_shared();
   }
   named_barrier_sync(1, 128 * CONSUMERS);
-  s1 = more ? x.ring.wait_full(next) : 0;
-  return dec && more ? w4a8_ahead_offs(x.base + s1 * STAGE_BYTES, l, X_BYTES) : 0u;
-}
-
-// The decoders' code words and tables of stage j + 1 (its offsets loaded by wide_ahead_meet).
-__device__ __forceinline__ void wide_ahead_rest(const WideCtx& x, const W4Lane& l, W4Ahead& a, bool dec, int s1,
-                                                u32 offs) {
-  if (dec) {
-    w4a8_ahead_words(a, x.base + s1 * STAGE_BYTES, l, X_BYTES);
-    w4a8_ahead_tables(a, x.lut, offs);
-  }
 }
 
 template <class Sh>
-__device__ __forceinline__ void wide_kloop_ahead(const WideCtx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
-                                                 const Sh& sxsh) {
+__device__ __forceinline__ void wide_kloop_lean(const WideCtx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
+                                                const Sh& sxsh) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
-  const bool dec = x.c < DECODERS;
   // the thread's place, read opaquely once a tile so that the compiler does not hoist it out of
   // the tile loop (kept across the epilogue, such values spilled its factors)
   u32 tid;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
-  const W4Lane l = w4a8_lane(x.c, tid % 128);
-  W4Ahead a = {};  // defined on every path: undefined, it stayed live around the tile loop (spills)
+  const W4Lane l = w4a8_lane(X_BYTES, x.c, tid % 128);
   W4Stage g = wide_wait<true>(x, it, sxsh(0));
-  if (dec) {
-    w4a8_ahead_words(a, x.base + g.s * STAGE_BYTES, l, X_BYTES);
-    w4a8_ahead_tables(a, x.lut, w4a8_ahead_offs(x.base + g.s * STAGE_BYTES, l, X_BYTES));
-  }
-  int s1;
-  u32 offs = wide_ahead_meet(x, l, a, g, dec, nk > 1, it + 1, s1);
-  if (nk > 1) wide_ahead_rest(x, l, a, dec, s1, offs);
+  wide_lean_meet(x, l, g);
   wide_issue(x, g, acc);
   float2 sc = g.sc;
-  if (nk > 1) g = wide_wait<true>(x, it + 1, sxsh(1));  // landed: returns at once, reads the scales
   for (int j = 1; j < nk; ++j) {
-    const bool more = j + 1 < nk;
-    offs = wide_ahead_meet(x, l, a, g, dec, more, it + j + 1, s1);
+    g = wide_wait<true>(x, it + j, sxsh(j));
+    wide_lean_meet(x, l, g);
     wgmma_wait<0>();
     wide_done(x, it + j - 1);
-    if (more) wide_ahead_rest(x, l, a, dec, s1, offs);  // under the promotion
     w4a8_promote(fin, acc, sc.x, sc.y);
     wide_issue(x, g, acc);
     sc = g.sc;
-    if (more) g = wide_wait<true>(x, it + j + 1, sxsh(j + 1));
   }
   wgmma_wait<0>();
   wide_done(x, it + nk - 1);
@@ -247,8 +225,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           }
           const auto sxsh = [&](int kb) { return w4a8_sx_shift(kb, p.x_rows, tile.row0); };
           float fin[64], acc[64];
-          if constexpr (kAhead) {
-            wide_kloop_ahead(x, it, p.katoms, fin, acc, sxsh);
+          if constexpr (kLean) {
+            wide_kloop_lean(x, it, p.katoms, fin, acc, sxsh);
           } else {
             wide_kloop(x, it, p.katoms, fin, acc, sxsh);
           }

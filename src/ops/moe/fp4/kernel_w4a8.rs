@@ -98,10 +98,10 @@ pub struct W4a8Variant {
     /// `KILN_W4A8_FORM=wide-first` (with `wide`): each decoding thread's shared loads of both
     /// 32-blocks of its unit before its first store (ledger F91).
     pub first: bool,
-    /// `KILN_W4A8_FORM=wide-ahead` (with `wide`): each decoding thread's loads of stage j + 1
-    /// issued before it waits for and promotes batch j - 1, its addresses kept across the K
-    /// loop, seven operations a code word (ledger F121; the SwiGLU only, as `first`).
-    pub ahead: bool,
+    /// `KILN_W4A8_FORM=wide-lean` (with `wide`): `wide-first` with each decoding thread's
+    /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
+    /// code word (ledger F122; the SwiGLU only, as `first`).
+    pub lean: bool,
 }
 
 impl W4a8Variant {
@@ -173,7 +173,7 @@ impl W4a8Variant {
         frags: false,
         wide: false,
         first: false,
-        ahead: false,
+        lean: false,
     };
 
     /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
@@ -203,7 +203,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -215,7 +215,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -227,7 +227,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -239,7 +239,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -251,7 +251,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -263,7 +263,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -275,7 +275,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -287,7 +287,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -299,7 +299,7 @@ impl W4a8Variant {
             frags: true,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -311,7 +311,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -323,7 +323,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -335,7 +335,7 @@ impl W4a8Variant {
             frags: false,
             wide: true,
             first: false,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -347,7 +347,7 @@ impl W4a8Variant {
             frags: false,
             wide: true,
             first: true,
-            ahead: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -359,7 +359,7 @@ impl W4a8Variant {
             frags: false,
             wide: true,
             first: false,
-            ahead: true,
+            lean: true,
         },
     ];
 
@@ -401,13 +401,13 @@ impl W4a8Variant {
     ) -> Result<Self> {
         let wide = matches!(
             form,
-            W4a8Form::Wide | W4a8Form::WideFirst | W4a8Form::WideAhead
+            W4a8Form::Wide | W4a8Form::WideFirst | W4a8Form::WideLean
         );
         let rs = matches!(form, W4a8Form::Rs | W4a8Form::RsLanes | W4a8Form::RsFrags);
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide, wide-first and wide-ahead read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide, wide-first and wide-lean read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -447,17 +447,17 @@ impl W4a8Variant {
             frags: form == W4a8Form::RsFrags,
             wide,
             first: form == W4a8Form::WideFirst,
-            ahead: form == W4a8Form::WideAhead,
+            lean: form == W4a8Form::WideLean,
         })
     }
 }
 
 /// The form `KILN_W4A8_FORM` runs for `p`: `auto` (the default) is `wide-first` for the fused
-/// SwiGLU where the rows are contiguous and average at least [`WIDE_ROWS_PER_EXPERT`] an expert,
-/// over at most [`WIDE_MAX_EXPERTS`], with the other W4A8 knobs at their defaults (they shape the
-/// 128-token form), and `ss` otherwise: at decode, with masked rows, whose counts only the GPU
-/// sees, and for the grouped GEMM (`wide`'s has won one round of two); any other value stands.
-/// The host sees a launch's rows and experts, not how they spread.
+/// SwiGLU and `wide` for the grouped GEMM where the rows are contiguous and average at least
+/// [`WIDE_ROWS_PER_EXPERT`] an expert, over at most [`WIDE_MAX_EXPERTS`], with the other W4A8
+/// knobs at their defaults (they shape the 128-token form), and `ss` otherwise: at decode and
+/// with masked rows, whose counts only the GPU sees; any other value stands. The host sees a
+/// launch's rows and experts, not how they spread.
 pub fn auto_form(p: &Fp8MoeProblem, k: &MoeOverrides) -> W4a8Form {
     if k.w4a8_form != W4a8Form::Auto {
         return k.w4a8_form;
@@ -471,12 +471,12 @@ pub fn auto_form(p: &Fp8MoeProblem, k: &MoeOverrides) -> W4a8Form {
         Rows::Masked { .. } => false,
     };
     let fits = p.experts > 0 && p.experts <= WIDE_MAX_EXPERTS as usize;
-    // the fused SwiGLU only: `wide`'s grouped GEMM (the down projection) was 14 % faster than
-    // `ss` in one round (F90) and waits for a second
-    if defaults && prefill && fits && p.swiglu.is_some() {
-        W4a8Form::WideFirst
-    } else {
-        W4a8Form::Ss
+    // the grouped GEMM (the down projection) runs `wide`: 14 % faster than `ss` in two rounds
+    // (F90, F120); its `wide-first` is `wide` (the loads first spill there)
+    match (defaults && prefill && fits, p.swiglu.is_some()) {
+        (true, true) => W4a8Form::WideFirst,
+        (true, false) => W4a8Form::Wide,
+        (false, _) => W4a8Form::Ss,
     }
 }
 
@@ -664,8 +664,8 @@ impl W4a8Experts {
         if v.first && swiglu {
             s = s.define("KILN_W4A8_FIRST", 1);
         }
-        if v.ahead && swiglu {
-            s = s.define("KILN_W4A8_AHEAD", 1);
+        if v.lean && swiglu {
+            s = s.define("KILN_W4A8_LEAN", 1);
         }
         s
     }
@@ -950,7 +950,8 @@ mod tests {
 
     /// F90: `auto` (the default) runs `wide` at prefill and `ss` at decode, by the launch's rows
     /// an expert; masked rows, more experts than `wide`'s tables hold, or another W4A8 knob set
-    /// keep `ss`; an explicit form stands either way. F120: the prefill form is `wide-first`.
+    /// keep `ss`; an explicit form stands either way. F120: the SwiGLU's prefill form is
+    /// `wide-first`, and the grouped GEMM's is `wide`.
     #[test]
     fn auto_takes_wide_by_rows_per_expert() {
         let k = MoeOverrides::NONE;
@@ -959,9 +960,15 @@ mod tests {
             let c: Vec<usize> = (0..e).map(|i| (i + 1) * rows / e - i * rows / e).collect();
             Fp8MoeProblem::contiguous(&c, 2048, 7168).with_swiglu(true, false)
         };
-        // the grouped GEMM keeps ss until wide's is timed
+        // the grouped GEMM runs wide at prefill (F120), ss at decode
         let gemm = Fp8MoeProblem::contiguous(&[128; 256], 7168, 2048);
-        assert_eq!(auto_form(&gemm, &k), W4a8Form::Ss);
+        assert_eq!(auto_form(&gemm, &k), W4a8Form::Wide);
+        assert_eq!(
+            W4a8Variant::for_launch(&gemm, &k).unwrap(),
+            W4a8Variant::WIDE
+        );
+        let gemm_decode = Fp8MoeProblem::contiguous(&[2; 256], 7168, 2048);
+        assert_eq!(auto_form(&gemm_decode, &k), W4a8Form::Ss);
         // the bench's prefill (32,768 rows on 256 experts, 128 an expert) and the threshold
         let prefill = even(32768, 256);
         assert_eq!(auto_form(&prefill, &k), W4a8Form::WideFirst);

@@ -32,6 +32,7 @@
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
 #include "moe/w4a8_args.cuh"
+#include "moe/w4a8_lean.cuh"
 #include "moe/w4a8_smem.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
@@ -137,6 +138,59 @@ __device__ __forceinline__ void wide_kloop(const WideCtx& x, u32& it, int nk, fl
   it += nk;
 }
 
+#if defined(KILN_W4A8_LEAN)
+constexpr bool kLean = KILN_SWIGLU;  // the grouped GEMM runs wide_kloop (as with kFirst)
+#else
+constexpr bool kLean = false;
+#endif
+
+// KILN_W4A8_LEAN (`KILN_W4A8_FORM=wide-lean`, F122; moe/w4a8_lean.cuh): wide-first's step with a
+// decoding thread's addresses taken from its place once a tile instead of from the thread index
+// every step (an S2R and its dependents in the chain), and seven operations a code word. The same
+// meets, issues and frees as wide_kloop, so a consumer in either loop (an idle one runs the plain
+// decode) meets the others at every step.
+__device__ __forceinline__ void wide_lean_meet(const WideCtx& x, const W4Lane& l, const W4Stage& g) {
+  if (x.c < DECODERS) {
+    const u32 stage = x.base + g.s * STAGE_BYTES;
+    W4Codes a;
+    const u32 offs = w4a8_lean_offs(stage, l);
+    w4a8_lean_words(a, stage, l);
+    w4a8_lean_tables(a, x.lut, offs);
+    w4a8_lean_store(a, x.slots + g.slot * SLOT_BYTES, l);
+    fence_proxy_async_shared();
+  }
+  named_barrier_sync(1, 128 * CONSUMERS);
+}
+
+template <class Sh>
+__device__ __forceinline__ void wide_kloop_lean(const WideCtx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
+                                                const Sh& sxsh) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
+  // the thread's place, read opaquely once a tile so that the compiler does not hoist it out of
+  // the tile loop (kept across the epilogue, such values spilled its factors)
+  u32 tid;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  const W4Lane l = w4a8_lane(X_BYTES, x.c, tid % 128);
+  W4Stage g = wide_wait<true>(x, it, sxsh(0));
+  wide_lean_meet(x, l, g);
+  wide_issue(x, g, acc);
+  float2 sc = g.sc;
+  for (int j = 1; j < nk; ++j) {
+    g = wide_wait<true>(x, it + j, sxsh(j));
+    wide_lean_meet(x, l, g);
+    wgmma_wait<0>();
+    wide_done(x, it + j - 1);
+    w4a8_promote(fin, acc, sc.x, sc.y);
+    wide_issue(x, g, acc);
+    sc = g.sc;
+  }
+  wgmma_wait<0>();
+  wide_done(x, it + nk - 1);
+  w4a8_promote(fin, acc, sc.x, sc.y);
+  it += nk;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     moe_fp4_experts_w4a8_wide(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_sx,
                               const W4a8Args p) {
@@ -171,7 +225,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           }
           const auto sxsh = [&](int kb) { return w4a8_sx_shift(kb, p.x_rows, tile.row0); };
           float fin[64], acc[64];
-          wide_kloop(x, it, p.katoms, fin, acc, sxsh);
+          if constexpr (kLean) {
+            wide_kloop_lean(x, it, p.katoms, fin, acc, sxsh);
+          } else {
+            wide_kloop(x, it, p.katoms, fin, acc, sxsh);
+          }
           w4a8_store<BN>(c, x.t, x.lane, p, tile, sp.id(tile.expert), fin);
         }
       });

@@ -158,7 +158,8 @@ fn form_label(ctx: &Context, p: &Fp8MoeProblem, form: W4a8Form) -> Result<String
         w4a8_form: form,
         ..ctx.overrides.moe
     };
-    let (name, v) = (auto_form(p, &k).name(), W4a8Variant::for_launch(p, &k)?);
+    let resolved = auto_form(p, &k);
+    let (name, v) = (resolved.name(), W4a8Variant::for_form(&k, resolved)?);
     let auto = if form == W4a8Form::Auto { "auto: " } else { "" };
     Ok(if v.wide {
         format!("192 tokens x 128 weight rows, smem-decoded e4m3, three consumers ({auto}{name})")

@@ -408,12 +408,15 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide` or `wide-first`):
+    /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide`, `wide-first` or
+    /// `wide-lean`):
     /// the W4A8 experts with the decoded weights in shared memory as wgmma's B (both consumers
     /// reading one decode), decoded by each consumer into its register A operand with the tokens
     /// as N (docs/moe.md, ledger F20-F22), or in tiles of 192 tokens read by three consumers
     /// (`wide`, F60; `wide-first` with each decoding thread's loads first, F91). Default `auto`:
-    /// `wide` at prefill, where it won two rounds (F60), `ss` at decode (F90).
+    /// `wide-first` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide` won
+    /// two rounds (F60; the GEMM's F90, F120) and `wide-first` two more against it (F91), `ss` at
+    /// decode (F90).
     pub w4a8_form: W4a8Form,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
@@ -501,10 +504,10 @@ impl W4a8Decode {
 /// The form of the W4A8 experts' kernel (`KILN_W4A8_FORM`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum W4a8Form {
-    /// By the launch's rows per expert: `Wide` for the fused SwiGLU at prefill (contiguous
-    /// rows, at least `kernel_w4a8::WIDE_ROWS_PER_EXPERT` an expert on average, at most 256
-    /// experts, the other W4A8 knobs at their defaults), `Ss` otherwise (decode, masked rows,
-    /// the grouped GEMM; ledger F90).
+    /// By the launch's rows per expert: at prefill (contiguous rows, at least
+    /// `kernel_w4a8::WIDE_ROWS_PER_EXPERT` an expert on average, at most 256 experts, the other
+    /// W4A8 knobs at their defaults) `WideFirst` for the fused SwiGLU and `Wide` for the grouped
+    /// GEMM, `Ss` otherwise (decode, masked rows; ledger F90, F120).
     Auto,
     /// The decoded weights in shared memory, wgmma's B operand, read by both consumers.
     Ss,
@@ -523,6 +526,9 @@ pub enum W4a8Form {
     /// `Wide` with both 32-blocks' shared loads of a decoding thread's unit issued before its
     /// first store (ledger F91).
     WideFirst,
+    /// `WideFirst` with a decoding thread's addresses kept across the K loop and seven
+    /// operations a code word (ledger F122).
+    WideLean,
 }
 
 impl W4a8Form {
@@ -536,11 +542,12 @@ impl W4a8Form {
             W4a8Form::RsFrags => "rs-frags",
             W4a8Form::Wide => "wide",
             W4a8Form::WideFirst => "wide-first",
+            W4a8Form::WideLean => "wide-lean",
         }
     }
 
     /// Every value the knob takes.
-    pub const ALL: [W4a8Form; 7] = [
+    pub const ALL: [W4a8Form; 8] = [
         W4a8Form::Auto,
         W4a8Form::Ss,
         W4a8Form::Rs,
@@ -548,6 +555,7 @@ impl W4a8Form {
         W4a8Form::RsFrags,
         W4a8Form::Wide,
         W4a8Form::WideFirst,
+        W4a8Form::WideLean,
     ];
 }
 

@@ -98,6 +98,10 @@ pub struct W4a8Variant {
     /// `KILN_W4A8_FORM=wide-first` (with `wide`): each decoding thread's shared loads of both
     /// 32-blocks of its unit before its first store (ledger F91).
     pub first: bool,
+    /// `KILN_W4A8_FORM=wide-lean` (with `wide`): `wide-first` with each decoding thread's
+    /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
+    /// code word (ledger F122; the SwiGLU only, as `first`).
+    pub lean: bool,
 }
 
 impl W4a8Variant {
@@ -169,17 +173,25 @@ impl W4a8Variant {
         frags: false,
         wide: false,
         first: false,
+        lean: false,
     };
 
-    /// What `KILN_W4A8_FORM=auto` runs at prefill ([`auto_form`]): the default's knobs in tiles
-    /// of [`WIDE_BM`] tokens.
+    /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
     pub const WIDE: W4a8Variant = W4a8Variant {
         wide: true,
         ..W4a8Variant::DEFAULT
     };
 
+    /// What `KILN_W4A8_FORM=auto` runs for the fused SwiGLU at prefill ([`auto_form`]): `wide`
+    /// with each decoding thread's loads first (`wide-first`, ledger F91, 1.1-3.5 % faster than
+    /// `wide` in two rounds).
+    pub const WIDE_FIRST: W4a8Variant = W4a8Variant {
+        first: true,
+        ..W4a8Variant::WIDE
+    };
+
     /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 14] = [
+    pub const ALL: [W4a8Variant; 15] = [
         W4a8Variant::DEFAULT,
         W4a8Variant {
             sx_staged: false,
@@ -191,6 +203,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -202,6 +215,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -213,6 +227,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -224,6 +239,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: false,
@@ -235,6 +251,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -246,6 +263,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -257,6 +275,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -268,6 +287,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -279,6 +299,7 @@ impl W4a8Variant {
             frags: true,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -290,6 +311,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -301,6 +323,7 @@ impl W4a8Variant {
             frags: false,
             wide: false,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -312,6 +335,7 @@ impl W4a8Variant {
             frags: false,
             wide: true,
             first: false,
+            lean: false,
         },
         W4a8Variant {
             sx_staged: true,
@@ -323,6 +347,19 @@ impl W4a8Variant {
             frags: false,
             wide: true,
             first: true,
+            lean: false,
+        },
+        W4a8Variant {
+            sx_staged: true,
+            decode: W4a8Decode::Consumers,
+            beside: false,
+            idle_decode: false,
+            rs: false,
+            sx_lanes: false,
+            frags: false,
+            wide: true,
+            first: false,
+            lean: true,
         },
     ];
 
@@ -339,12 +376,18 @@ impl W4a8Variant {
     /// The variant a launch of `p` runs under the knobs `k` (`KILN_W4A8_FORM=auto` by
     /// [`auto_form`]), or why they cannot go together.
     pub fn for_launch(p: &Fp8MoeProblem, k: &MoeOverrides) -> Result<Self> {
+        W4a8Variant::for_form(k, auto_form(p, k))
+    }
+
+    /// The variant of `form` (already resolved by [`auto_form`]) under the other W4A8 knobs of
+    /// `k`, or why they cannot go together.
+    pub fn for_form(k: &MoeOverrides, form: W4a8Form) -> Result<Self> {
         W4a8Variant::from_knobs(
             k.w4a8_sx_staged,
             k.w4a8_decode,
             k.w4a8_beside,
             k.w4a8_idle_decode,
-            auto_form(p, k),
+            form,
         )
     }
 
@@ -356,12 +399,15 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideFirst);
+        let wide = matches!(
+            form,
+            W4a8Form::Wide | W4a8Form::WideFirst | W4a8Form::WideLean
+        );
         let rs = matches!(form, W4a8Form::Rs | W4a8Form::RsLanes | W4a8Form::RsFrags);
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide and wide-first read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide, wide-first and wide-lean read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -401,16 +447,17 @@ impl W4a8Variant {
             frags: form == W4a8Form::RsFrags,
             wide,
             first: form == W4a8Form::WideFirst,
+            lean: form == W4a8Form::WideLean,
         })
     }
 }
 
-/// The form `KILN_W4A8_FORM` runs for `p`: `auto` (the default) is `wide` for the fused SwiGLU
-/// where the rows are contiguous and average at least [`WIDE_ROWS_PER_EXPERT`] an expert, over
-/// at most [`WIDE_MAX_EXPERTS`], with the other W4A8 knobs at their defaults (they shape the
-/// 128-token form), and `ss` otherwise: at decode, with masked rows, whose counts only the GPU
-/// sees, and for the grouped GEMM (`wide`'s is verified, not yet timed); any other value
-/// stands. The host sees a launch's rows and experts, not how they spread.
+/// The form `KILN_W4A8_FORM` runs for `p`: `auto` (the default) is `wide-first` for the fused
+/// SwiGLU and `wide` for the grouped GEMM where the rows are contiguous and average at least
+/// [`WIDE_ROWS_PER_EXPERT`] an expert, over at most [`WIDE_MAX_EXPERTS`], with the other W4A8
+/// knobs at their defaults (they shape the 128-token form), and `ss` otherwise: at decode and
+/// with masked rows, whose counts only the GPU sees; any other value stands. The host sees a
+/// launch's rows and experts, not how they spread.
 pub fn auto_form(p: &Fp8MoeProblem, k: &MoeOverrides) -> W4a8Form {
     if k.w4a8_form != W4a8Form::Auto {
         return k.w4a8_form;
@@ -424,12 +471,12 @@ pub fn auto_form(p: &Fp8MoeProblem, k: &MoeOverrides) -> W4a8Form {
         Rows::Masked { .. } => false,
     };
     let fits = p.experts > 0 && p.experts <= WIDE_MAX_EXPERTS as usize;
-    // the fused SwiGLU only: `wide`'s grouped GEMM (the down projection) is verified but has
-    // not been timed against `ss` yet
-    if defaults && prefill && fits && p.swiglu.is_some() {
-        W4a8Form::Wide
-    } else {
-        W4a8Form::Ss
+    // the grouped GEMM (the down projection) runs `wide`: 14 % faster than `ss` in two rounds
+    // (F90, F120); its `wide-first` is `wide` (the loads first spill there)
+    match (defaults && prefill && fits, p.swiglu.is_some()) {
+        (true, true) => W4a8Form::WideFirst,
+        (true, false) => W4a8Form::Wide,
+        (false, _) => W4a8Form::Ss,
     }
 }
 
@@ -612,22 +659,33 @@ impl W4a8Experts {
         if v.frags {
             s = s.define("KILN_W4A8_FRAGS", 1);
         }
-        if v.first {
+        // the grouped GEMM decodes as `wide` does (its loads first spill at 160 registers): the
+        // same source, so the same cubin and cache entry
+        if v.first && swiglu {
             s = s.define("KILN_W4A8_FIRST", 1);
+        }
+        if v.lean && swiglu {
+            s = s.define("KILN_W4A8_LEAN", 1);
         }
         s
     }
 
-    /// The grouped GEMM and the fused SwiGLU of both forms `auto` runs, `ss` and `wide` (for
-    /// `kiln check`).
+    /// The grouped GEMM and the fused SwiGLU of the forms `auto` runs (for `kiln check`): `ss`
+    /// for both, `wide-first` for the SwiGLU, and `wide`'s grouped GEMM (what `wide-first`'s
+    /// compiles to: the GEMM decodes as `wide` does).
     pub fn variants(arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
             return Vec::new();
         }
-        [W4a8Variant::DEFAULT, W4a8Variant::WIDE]
-            .into_iter()
-            .flat_map(|v| [false, true].map(|swiglu| Self::spec(arch, swiglu, v)))
-            .collect()
+        [
+            (W4a8Variant::DEFAULT, false),
+            (W4a8Variant::DEFAULT, true),
+            (W4a8Variant::WIDE, false),
+            (W4a8Variant::WIDE_FIRST, true),
+        ]
+        .into_iter()
+        .map(|(v, swiglu)| Self::spec(arch, swiglu, v))
+        .collect()
     }
 
     /// `Ok` or why `p` cannot run on `dev`: the FP8 MoE kernels' conditions (Hopper, experts
@@ -701,7 +759,7 @@ impl W4a8Experts {
             ..ctx.overrides.moe
         };
         let form = auto_form(p, knobs);
-        let v = W4a8Variant::for_launch(p, knobs)?;
+        let v = W4a8Variant::for_form(knobs, form)?;
         let want = if v.frags {
             W4a8Order::Frags
         } else {
@@ -831,6 +889,12 @@ mod tests {
         );
         assert_eq!(W4a8Experts::variants("sm_90a").len(), 4);
         assert!(W4a8Variant::ALL.contains(&W4a8Variant::WIDE));
+        assert!(W4a8Variant::ALL.contains(&W4a8Variant::WIDE_FIRST));
+        // wide-first's grouped GEMM is wide's (the same spec, one compile)
+        assert_eq!(
+            W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE_FIRST),
+            W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
+        );
     }
 
     #[test]
@@ -886,7 +950,8 @@ mod tests {
 
     /// F90: `auto` (the default) runs `wide` at prefill and `ss` at decode, by the launch's rows
     /// an expert; masked rows, more experts than `wide`'s tables hold, or another W4A8 knob set
-    /// keep `ss`; an explicit form stands either way.
+    /// keep `ss`; an explicit form stands either way. F120: the SwiGLU's prefill form is
+    /// `wide-first`, and the grouped GEMM's is `wide`.
     #[test]
     fn auto_takes_wide_by_rows_per_expert() {
         let k = MoeOverrides::NONE;
@@ -895,19 +960,25 @@ mod tests {
             let c: Vec<usize> = (0..e).map(|i| (i + 1) * rows / e - i * rows / e).collect();
             Fp8MoeProblem::contiguous(&c, 2048, 7168).with_swiglu(true, false)
         };
-        // the grouped GEMM keeps ss until wide's is timed
+        // the grouped GEMM runs wide at prefill (F120), ss at decode
         let gemm = Fp8MoeProblem::contiguous(&[128; 256], 7168, 2048);
-        assert_eq!(auto_form(&gemm, &k), W4a8Form::Ss);
+        assert_eq!(auto_form(&gemm, &k), W4a8Form::Wide);
+        assert_eq!(
+            W4a8Variant::for_launch(&gemm, &k).unwrap(),
+            W4a8Variant::WIDE
+        );
+        let gemm_decode = Fp8MoeProblem::contiguous(&[2; 256], 7168, 2048);
+        assert_eq!(auto_form(&gemm_decode, &k), W4a8Form::Ss);
         // the bench's prefill (32,768 rows on 256 experts, 128 an expert) and the threshold
         let prefill = even(32768, 256);
-        assert_eq!(auto_form(&prefill, &k), W4a8Form::Wide);
+        assert_eq!(auto_form(&prefill, &k), W4a8Form::WideFirst);
         assert_eq!(
             W4a8Variant::for_launch(&prefill, &k).unwrap(),
-            W4a8Variant::WIDE
+            W4a8Variant::WIDE_FIRST
         );
         assert_eq!(
             auto_form(&even(WIDE_ROWS_PER_EXPERT * 256, 256), &k),
-            W4a8Form::Wide
+            W4a8Form::WideFirst
         );
         assert_eq!(
             auto_form(&even(WIDE_ROWS_PER_EXPERT * 256 - 1, 256), &k),
@@ -934,6 +1005,7 @@ mod tests {
         for (form, v) in [
             (W4a8Form::Ss, W4a8Variant::DEFAULT),
             (W4a8Form::Wide, W4a8Variant::WIDE),
+            (W4a8Form::WideFirst, W4a8Variant::WIDE_FIRST),
         ] {
             let k = MoeOverrides {
                 w4a8_form: form,

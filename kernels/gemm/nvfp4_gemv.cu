@@ -86,6 +86,13 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
+// KILN_GEMV_PACKED = 1 with 5 (`KILN_FP4_GEMV=packstage`, M <= 4): the xstage ring on the GEMV
+// layout, whose adjacent pairs leave X as it lies, so the stage's permute (a shared load, 4 PRMT
+// and a store a row of X, on every warp's path before its reads: G8's verdict) goes. What is
+// left of xstage against the X ring (xswz, pack's ring at M 2-8) is the 2-step stage: a commit,
+// a wait, two warp barriers and the copies' addressing a stage instead of a step, ~25 fewer
+// instructions a step of ~209 at M 4 (SASS, NVRTC 13.0).
+//
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
 // so that each pair decodes with fewer instructions). The standard word decodes a pair with a
@@ -133,14 +140,15 @@
 // (two in flight: 4.6 KB of weights a warp, more than the one-tile ring's 3.5 KB), so that ~20
 // warps an SM fit at M 4. Sums as the X ring's, per tile.
 //
-// KILN_GEMV_PAIRS = 1 with KILN_GEMV_PACKED (`KILN_FP4_GEMV=pairs`): the GEMV layout with
-// adjacent pairs (`pack_gemv_codes_pairs` on the host, the layout kernel under the same define):
-// pair i of a word is codes 2i and 2i + 1 instead of i and i + 4, each placed at the bits
-// `packed_pairs` takes them from, so the decode is the same 9 instructions a word. The mma's k
-// order follows: its B pair (k 2q, 2q + 1) is then X's elements 2i, 2i + 1, a 32-bit word of X as
-// it lies in memory, so the X ring's two byte permutes an mma (16 PRMT a step, on the path from
-// X's shared load to the mma) go, and the lean ring stores X as it loads it. At M 4 the X ring's
-// step is ~225 instructions (SASS, NVRTC 13.0), the two-tile ring's ~185 a tile-step.
+// The GEMV layout's pairs are adjacent (G21, the layout from G30 on): pair i of a word is codes
+// 2i and 2i + 1 (`pack_gemv_codes` on the host, the layout kernel), each placed at the bits
+// `packed_pairs` takes them from, so the decode is 9 instructions a word. The mma's k order
+// follows: its B pair (k 2q, 2q + 1) is X's elements 2i, 2i + 1, a 32-bit word of X as it lies
+// in memory, so the X ring reads B without byte permutes (16 PRMT a step fewer, on the path
+// from X's shared load to the mma) and the lean ring stores X as it loads it. At M 4 the X
+// ring's step is ~209 instructions (SASS, NVRTC 13.0), the two-tile ring's ~177 a tile-step.
+// KILN_GEMV_SPLIT = 1 with KILN_GEMV_PACKED (`KILN_FP4_GEMV=packsplit`, round 1's A/B of
+// 2026-11-30 only): the layout before, pair i codes i and i + 4, X's pairs permuted to match.
 //
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
@@ -185,8 +193,8 @@
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
 #endif
-#if !defined(KILN_GEMV_PAIRS)
-#define KILN_GEMV_PAIRS 0
+#if !defined(KILN_GEMV_SPLIT)
+#define KILN_GEMV_SPLIT 0
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
@@ -195,11 +203,10 @@ static_assert(NACC == 1 || NACC == 2 || NACC == 4, "1, 2 or 4 accumulator chains
 typedef float Acc[NACC][NF][4];
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
+
 static_assert(!kXstage || NF == 1, "the X stages hold X of at most 8 rows: one mma column tile");
-// the GEMV layout with adjacent pairs: X's words are the mma's B pairs as they are in memory
-constexpr bool kPairs = KILN_GEMV_PAIRS == 1;
-// the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
-constexpr bool kXsorted = kLean || kXstage || kPairs;
+// the layout before G30 (pair i codes i and i + 4), for round 1's A/B
+constexpr bool kSplit = KILN_GEMV_SPLIT == 1;
 // the paths whose sums carry the folded 2^-8 and whose partial sums reuse the ring's memory
 constexpr bool kRing = kWide || kLean || kXring || kXstage;
 static_assert(!kXswz || kXring, "the X swizzle is the X ring's");
@@ -208,8 +215,13 @@ static_assert(!kXfirst || kLean, "X first is the lean ring's");
 constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 constexpr bool kPacked = KILN_GEMV_PACKED == 1;
-static_assert(!kPacked || (kLean && !kXfirst) || kXswz, "the GEMV layout is read by lean, lean1 and xswz");
-static_assert(!kPairs || (kPacked && !kLean1 && !kXstage), "adjacent pairs are the pack path's layout (lean, xswz, xswz2)");
+static_assert(!kPacked || (kLean && !kXfirst) || kXswz || kXstage, "the GEMV layout is read by lean, lean1, xswz and xstage");
+static_assert(!kSplit || kPacked, "the split pairs are a GEMV layout");
+// the GEMV layout with adjacent pairs: X's words are the mma's B pairs as they are in memory
+constexpr bool kPairs = kPacked && !kSplit;
+// the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
+constexpr bool kXsorted = kLean || kXstage || kPairs;
+static_assert(!kXstage || !kPacked || kPairs, "xstage on the GEMV layout reads X as it lies: adjacent pairs");
 constexpr bool kEager = KILN_GEMV_EAGER == 1;
 static_assert(!kEager || kLean1, "the eager start is lean1's");
 // lean1's lazy start (its first stage alone), unless eager: the ring filled at once as lean's
@@ -310,9 +322,9 @@ template <int N> __device__ __forceinline__ u32 rotl(u32 w) {
   return r;
 }
 
-// The four pairs of a word in the GEMV layout, as nibble_pair_mul gives them from the standard
-// word: pair i (elements i and i + 4) with the magnitudes at bits 6..8 and 22..24, the signs at
-// 15 and 31. Where the layout keeps pair i's bits (`pack_gemv_word` on the host): pair 0 at
+// The four pairs of a word in the GEMV layout, each two codes as nibble_pair_mul's halves: pair i
+// (elements 2i and 2i + 1; i and i + 4 under KILN_GEMV_SPLIT) with the magnitudes at bits 6..8
+// and 22..24, the signs at 15 and 31. Where the layout keeps pair i's bits (`pack_gemv_word` on the host): pair 0 at
 // those bits, pair 1 six bits lower and pair 2 twelve lower (mod 32), pair 3's magnitude low
 // bits and signs two lower and its top magnitude bits ten lower.
 __device__ __forceinline__ void packed_pairs(u32 w, u32 (&p)[4]) {
@@ -962,25 +974,43 @@ struct XsLane {
 // inside N and both steps inside K) from the lane's fixed sources, else the lean ring's bounded
 // copies; then X's chunk `lane` of each row below M (none past K: a last stage of one step
 // copies its first 16 chunks). One commit group per call, empty past the warp's last stage.
-__device__ __forceinline__ void issue_xstage(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XsLane& l,
-                                             int row0, int lane, int stage, int steps, bool fast) {
-  if (stage * LEAN_STEPS < steps) {  // warp-uniform
-    if (fast) {
-      const u64 src = l.w + (u64)stage * (LEAN_STEPS * STEP / 2);
+__device__ __forceinline__ void issue_xstage_w(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XsLane& l,
+                                               int row0, int lane, int stage, int steps, bool fast) {
+  if (fast) {
+    const u64 src = l.w + (u64)stage * (LEAN_STEPS * STEP / 2);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        cp_async16_full(dst + (i < 2 ? l.wdst0 : l.wdst1) + 32 * i, reinterpret_cast<const void*>(src + 32 * i));
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + LEAN_CODES + 8 * lane),
-                   "l"(l.s + (u64)stage * (LEAN_STEPS * STEP / 16)));
+    for (int i = 0; i < 4; ++i)
+      cp_async16_full(dst + (i < 2 ? l.wdst0 : l.wdst1) + 32 * i, reinterpret_cast<const void*>(src + 32 * i));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + LEAN_CODES + 8 * lane),
+                 "l"(l.s + (u64)stage * (LEAN_STEPS * STEP / 16)));
+  } else {
+    copy_lean_bounded(dst, a, w, s, row0, lane, stage, steps);
+  }
+}
+
+__device__ __forceinline__ void issue_xstage_x(u32 dst, const GemvArgs& a, const XsLane& l, int lane, int stage,
+                                               int steps) {
+  if ((stage + 1) * LEAN_STEPS <= steps || lane < 16) {
+    u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
+    u32 xd = dst + l.xdst;
+    if constexpr (kPacked) {
+      // the GEMV layout's xstage (M up to LEAN_MAX_M): the rows' copies unrolled and predicated,
+      // one set of the copies' fillers instead of one a row
+#pragma unroll
+      for (int m = 0; m < LEAN_MAX_M; ++m)
+        if (m < a.m) cp_async16_ca(xd + m * XS_PITCH, reinterpret_cast<const void*>(xs + m * l.ldx2));
     } else {
-      copy_lean_bounded(dst, a, w, s, row0, lane, stage, steps);
-    }
-    if ((stage + 1) * LEAN_STEPS <= steps || lane < 16) {
-      u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
-      u32 xd = dst + l.xdst;
 #pragma unroll 1  // M is small: a plain loop (unrolled, M 1 paid ~25 instructions of remainder logic)
       for (int m = 0; m < a.m; ++m, xs += l.ldx2, xd += XS_PITCH) cp_async16_ca(xd, reinterpret_cast<const void*>(xs));
     }
+  }
+}
+
+__device__ __forceinline__ void issue_xstage(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XsLane& l,
+                                             int row0, int lane, int stage, int steps, bool fast) {
+  if (stage * LEAN_STEPS < steps) {  // warp-uniform
+    issue_xstage_w(dst, a, w, s, l, row0, lane, stage, steps, fast);
+    issue_xstage_x(dst, a, l, lane, stage, steps);
   }
   cp_async_commit();
 }
@@ -1020,9 +1050,25 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
   asm volatile("" : "+r"(xa), "+r"(xb), "+r"(rd0), "+r"(rd1), "+r"(sd));  // kept, not rebuilt every stage
   const auto stage_of = [&](int j) { return warp + j * warps; };
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+  if constexpr (kPdl && kPacked) {
+    // PDL (the GEMV layout's xstage): the first stages' weights asked for before the wait, their
+    // X after it; group 0 holds every prologue weight copy and the X of stage 0, group j the X of
+    // stage j, so stage j is whole once groups 0..j are, as the loop waits (the X ring's order)
 #pragma unroll
-  for (int j = 0; j < XS_RING - 1; ++j)
-    issue_xstage(ring + j * slot_bytes, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+    for (int j = 0; j < XS_RING - 1; ++j)
+      if (stage_of(j) * LEAN_STEPS < steps)
+        issue_xstage_w(ring + j * slot_bytes, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+    grid_dependency_wait();
+#pragma unroll
+    for (int j = 0; j < XS_RING - 1; ++j) {
+      if (stage_of(j) * LEAN_STEPS < steps) issue_xstage_x(ring + j * slot_bytes, a, l, lane, stage_of(j), steps);
+      cp_async_commit();
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < XS_RING - 1; ++j)
+      issue_xstage(ring + j * slot_bytes, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+  }
   // the slots of stage j and of stage j + XS_RING - 1, stepped around the ring (no modulo)
   const u32 ring_end = ring + XS_RING * slot_bytes;
   u32 slot = ring, fill = ring + (XS_RING - 1) * slot_bytes;
@@ -1032,16 +1078,18 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
     issue_xstage(fill, a, w, s, l, row0, lane, next, steps, fast(next));
     fill = fill + slot_bytes == ring_end ? ring : fill + slot_bytes;
     cp_async_wait<XS_RING - 1>();  // this lane's copies of stage j have landed
-    u32 at = slot + l.xdst;
+    if constexpr (!kPairs) {  // the GEMV layout's adjacent pairs read X as it lies
+      u32 at = slot + l.xdst;
 #pragma unroll 1
-    for (int m = 0; m < a.m; ++m, at += XS_PITCH) {  // this lane's chunk of each X row, into the pair order
-      u32x4 v;
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(at));
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(prmt(v.x, v.z, 0x5410)),
-                   "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)), "r"(prmt(v.y, v.w, 0x7632))
-                   : "memory");
+      for (int m = 0; m < a.m; ++m, at += XS_PITCH) {  // this lane's chunk of each X row, into the pair order
+        u32x4 v;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(at));
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(prmt(v.x, v.z, 0x5410)),
+                     "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)), "r"(prmt(v.y, v.w, 0x7632))
+                     : "memory");
+      }
     }
-    __syncwarp();  // every lane's copies and permutes
+    __syncwarp();  // every lane's copies (and permutes)
     const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
 #pragma unroll
     for (int u = 0; u < LEAN_STEPS; ++u) {
@@ -1090,7 +1138,8 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   extern __shared__ __align__(16) unsigned char ring_raw[];
   if constexpr (kPdl) {
     launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
-    if constexpr (!kLean && !kXring) grid_dependency_wait();  // the lean and X rings wait after their first weight copies
+    // the lean and X rings (and xstage on the GEMV layout) wait after their first weight copies
+    if constexpr (!kLean && !kXring && !(kXstage && kPacked)) grid_dependency_wait();
   }
   if constexpr (kAsync) {
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);

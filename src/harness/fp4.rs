@@ -356,8 +356,8 @@ pub struct GemvWeights {
     /// The device codes are in the GEMV layout (`KILN_FP4_GEMV=pack`, written by kiln's device
     /// prepack); `codes` stay standard.
     packed: bool,
-    /// That layout with adjacent pairs (`KILN_FP4_GEMV=pairs`).
-    pairs: bool,
+    /// That layout as it was before G30 (`KILN_FP4_GEMV=packsplit`).
+    split: bool,
 }
 
 impl GemvWeights {
@@ -388,7 +388,7 @@ impl GemvWeights {
             dc,
             ds,
             packed,
-            pairs: nvfp4_gemv_pack::pairs_asked(ctx),
+            split: nvfp4_gemv_pack::split_asked(ctx),
         })
     }
 
@@ -515,8 +515,8 @@ impl Check for GemvProblem {
         // the GPU's prepack into the GEMV layout, byte for byte the CPU's
         let layout_bad = if w.packed {
             let dev: Vec<u8> = w.dc.download(w.codes.len())?;
-            let want = if w.pairs {
-                nvfp4_gemv::pack_gemv_codes_pairs(&w.codes)
+            let want = if w.split {
+                nvfp4_gemv::pack_gemv_codes_split(&w.codes)
             } else {
                 nvfp4_gemv::pack_gemv_codes(&w.codes)
             };

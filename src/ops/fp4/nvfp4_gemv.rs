@@ -10,7 +10,7 @@ use crate::ops::gemm::DType;
 use crate::overrides::Fp4Gemv;
 
 use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
-pub use super::nvfp4_gemv_pack::{pack_gemv_codes, pack_gemv_codes_pairs};
+pub use super::nvfp4_gemv_pack::{pack_gemv_codes, pack_gemv_codes_split};
 
 pub const NAME: &str = "nvfp4_gemv";
 
@@ -281,11 +281,11 @@ pub fn spec_pack(arch: &str, m: usize) -> KernelSpec {
     ring.define("KILN_GEMV_PACKED", 1)
 }
 
-/// `spec`, a pack-path kernel, reading the GEMV layout with adjacent pairs
-/// (`KILN_FP4_GEMV=pairs`, [`pack_gemv_codes_pairs`]; compiled only when asked for): X's words
-/// are the mma's B pairs as they are, no byte permutes.
-pub fn with_pairs(spec: KernelSpec) -> KernelSpec {
-    spec.define("KILN_GEMV_PAIRS", 1)
+/// `spec`, a pack-path kernel, reading the GEMV layout before G30 (`KILN_FP4_GEMV=packsplit`,
+/// [`pack_gemv_codes_split`]: pair i codes i and i + 4, X's pairs permuted to match; round 1's
+/// A/B of 2026-11-30 only; compiled only when asked for).
+pub fn with_split(spec: KernelSpec) -> KernelSpec {
+    spec.define("KILN_GEMV_SPLIT", 1)
 }
 
 /// [`spec_pack`] with lean1's lighter stage at M 1 and lean's start (`KILN_FP4_GEMV=pack1`;
@@ -405,6 +405,13 @@ pub fn xstage_warp_bytes(m: usize) -> u32 {
     XSTAGE_SLOTS * (LEAN_SLOT + XSTAGE_PITCH * m as u32)
 }
 
+/// The xstage ring on the GEMV layout (`KILN_FP4_GEMV=packstage`, M up to [`LEAN_MAX_M`];
+/// compiled only when asked for): its adjacent pairs leave X as it lies, so the stage's permute
+/// goes, and a stage's 2 steps share one commit, wait and pair of warp barriers (docs/fp4.md G31).
+pub fn spec_packstage(arch: &str) -> KernelSpec {
+    spec_xstage(arch).define("KILN_GEMV_PACKED", 1)
+}
+
 /// Where the xstage ring puts X's 16-byte chunk `c` (0..31) of a stage's row: the kernel's
 /// `xs_chunk`, xswz's swizzle.
 pub fn xstage_chunk(c: usize) -> usize {
@@ -458,12 +465,22 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs, 1) => {
-                Fp4Gemv::Lean
-            }
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs, _) => {
-                Fp4Gemv::Xswz
-            }
+            (
+                Fp4Gemv::Pack
+                | Fp4Gemv::Packsync
+                | Fp4Gemv::Pack1
+                | Fp4Gemv::PackSplit
+                | Fp4Gemv::PackStage,
+                1,
+            ) => Fp4Gemv::Lean,
+            (
+                Fp4Gemv::Pack
+                | Fp4Gemv::Packsync
+                | Fp4Gemv::Pack1
+                | Fp4Gemv::PackSplit
+                | Fp4Gemv::PackStage,
+                _,
+            ) => Fp4Gemv::Xswz,
             (a, _) => a,
         };
         match asked {
@@ -494,10 +511,12 @@ impl GemvProblem {
 fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (KernelSpec, u32) {
     let nf = if m > 8 { 2 } else { 1 };
     match path {
-        Fp4Gemv::Pairs => {
+        Fp4Gemv::PackSplit => {
             let (spec, smem) = kernel_of(arch, Fp4Gemv::Pack, m, warps, two);
-            (with_pairs(spec), smem)
+            (with_split(spec), smem)
         }
+        // M up to LEAN_MAX_M (launch_on runs pack above)
+        Fp4Gemv::PackStage => (spec_packstage(arch), warps * xstage_warp_bytes(m)),
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
@@ -597,7 +616,11 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs
+        Fp4Gemv::Pack
+            | Fp4Gemv::Packsync
+            | Fp4Gemv::Pack1
+            | Fp4Gemv::PackSplit
+            | Fp4Gemv::PackStage
     ) && p.takes_gemv_layout()
 }
 
@@ -614,7 +637,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackSplit | Fp4Gemv::PackStage) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -622,19 +645,26 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
+    // packstage: the xstage ring on the GEMV layout holds at most LEAN_MAX_M rows of X
+    let path = match path {
+        Fp4Gemv::PackStage if p.m > LEAN_MAX_M => Fp4Gemv::Pack,
+        a => a,
+    };
     // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
-    let two = matches!(path, Fp4Gemv::Pack | Fp4Gemv::Pairs) && p.two_tiles_pay(sms);
+    let two = matches!(path, Fp4Gemv::Pack | Fp4Gemv::PackSplit) && p.two_tiles_pay(sms);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Pairs if two => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs if p.m == 1 => {
+        Fp4Gemv::Pack | Fp4Gemv::PackSplit if two => p.xswz2_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackSplit if p.m == 1 => {
             p.lean_warps(sms)
         }
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Pairs => p.xswz_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackSplit => {
+            p.xswz_warps(sms)
+        }
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
-        Fp4Gemv::Xstage => p.xstage_warps(sms),
+        Fp4Gemv::Xstage | Fp4Gemv::PackStage => p.xstage_warps(sms),
         _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps, two);
@@ -1310,14 +1340,15 @@ mod tests {
                 spec_packsync("sm_90a", 1),
                 spec_packsync("sm_90a", 4),
                 spec_pack1("sm_90a", 1),
-                with_pdl(with_pairs(spec_pack("sm_90a", 1))),
-                with_pdl(with_pairs(spec_pack("sm_90a", 4))),
-                with_pdl(with_pairs(spec_pack2("sm_90a", 4))),
-                with_pdl(with_pairs(spec_pack("sm_90a", 12))),
+                with_pdl(with_split(spec_pack("sm_90a", 1))),
+                with_pdl(with_split(spec_pack("sm_90a", 4))),
+                with_pdl(with_split(spec_pack2("sm_90a", 4))),
+                with_pdl(with_split(spec_pack("sm_90a", 12))),
+                with_pdl(spec_packstage("sm_90a")),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 112, 80, 80, 80];
+            let most = [112, 80, 80, 112, 80, 112, 112, 80, 80, 80, 80];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1334,7 +1365,8 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::Pairs), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::PackSplit), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::PackStage), standard, "M {m} K {k}");
         }
     }
 

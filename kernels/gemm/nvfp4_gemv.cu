@@ -90,8 +90,10 @@
 // layout, whose adjacent pairs leave X as it lies, so the stage's permute (a shared load, 4 PRMT
 // and a store a row of X, on every warp's path before its reads: G8's verdict) goes. What is
 // left of xstage against the X ring (xswz, pack's ring at M 2-8) is the 2-step stage: a commit,
-// a wait, two warp barriers and the copies' addressing a stage instead of a step, ~25 fewer
-// instructions a step of ~209 at M 4 (SASS, NVRTC 13.0).
+// a wait, two warp barriers and the copies' addressing a stage instead of a step, ~30 fewer
+// instructions a step of ~213 at M 4 (SASS, NVRTC 13.0). X has two slots of its own instead of
+// one in each weight slot, asked for a stage ahead (it comes from L2): 11.1 KB a warp at M 4
+// against 13.2, so the one-wave rule fits 5-warp CTAs at 4x8192x8192 (20 warps an SM, not 16).
 //
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
@@ -968,6 +970,8 @@ struct XsLane {
   u64 w, s, x;
   u64 ldx2;  // bytes between X's rows
   u32 wdst0, wdst1, xdst;
+  u32 xdst2;  // packstage: where the lane's odd copies of X land (xdst: its even ones)
+  bool x_in;  // packstage: the lane's row of X is below M
 };
 
 // The xstage ring's copies of stage `stage` into slot `dst`: when `fast` (the CTA's 16 rows
@@ -990,15 +994,22 @@ __device__ __forceinline__ void issue_xstage_w(u32 dst, const GemvArgs& a, const
 
 __device__ __forceinline__ void issue_xstage_x(u32 dst, const GemvArgs& a, const XsLane& l, int lane, int stage,
                                                int steps) {
-  if ((stage + 1) * LEAN_STEPS <= steps || lane < 16) {
+  if (kPacked || (stage + 1) * LEAN_STEPS <= steps || lane < 16) {
     u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
     u32 xd = dst + l.xdst;
     if constexpr (kPacked) {
-      // the GEMV layout's xstage (M up to LEAN_MAX_M): the rows' copies unrolled and predicated,
-      // one set of the copies' fillers instead of one a row
+      // packstage (M up to 4): lane L copies chunks L % 8 + 8 i of row L / 8 (its 4 copies from one
+      // source at immediate offsets; chunk c at xs_chunk(c): xdst for even i, xdst2 for odd)
+      if (l.x_in) {
+        // a last stage of one step has its first 128 elements only: copies 2 and 3 zero-filled,
+        // nothing read (no branch, one set of the copies' fillers)
+        const u32 second = (stage + 1) * LEAN_STEPS <= steps ? 16 : 0;
+        const u64 src = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
 #pragma unroll
-      for (int m = 0; m < LEAN_MAX_M; ++m)
-        if (m < a.m) cp_async16_ca(xd + m * XS_PITCH, reinterpret_cast<const void*>(xs + m * l.ldx2));
+        for (int i = 0; i < 4; ++i)
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + (i & 1 ? l.xdst2 : l.xdst) + 128 * i),
+                       "l"(src + 128 * i), "r"(i < 2 ? 16u : second));
+      }
     } else {
 #pragma unroll 1  // M is small: a plain loop (unrolled, M 1 paid ~25 instructions of remainder logic)
       for (int m = 0; m < a.m; ++m, xs += l.ldx2, xd += XS_PITCH) cp_async16_ca(xd, reinterpret_cast<const void*>(xs));
@@ -1050,25 +1061,9 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
   asm volatile("" : "+r"(xa), "+r"(xb), "+r"(rd0), "+r"(rd1), "+r"(sd));  // kept, not rebuilt every stage
   const auto stage_of = [&](int j) { return warp + j * warps; };
   const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
-  if constexpr (kPdl && kPacked) {
-    // PDL (the GEMV layout's xstage): the first stages' weights asked for before the wait, their
-    // X after it; group 0 holds every prologue weight copy and the X of stage 0, group j the X of
-    // stage j, so stage j is whole once groups 0..j are, as the loop waits (the X ring's order)
 #pragma unroll
-    for (int j = 0; j < XS_RING - 1; ++j)
-      if (stage_of(j) * LEAN_STEPS < steps)
-        issue_xstage_w(ring + j * slot_bytes, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
-    grid_dependency_wait();
-#pragma unroll
-    for (int j = 0; j < XS_RING - 1; ++j) {
-      if (stage_of(j) * LEAN_STEPS < steps) issue_xstage_x(ring + j * slot_bytes, a, l, lane, stage_of(j), steps);
-      cp_async_commit();
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < XS_RING - 1; ++j)
-      issue_xstage(ring + j * slot_bytes, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
-  }
+  for (int j = 0; j < XS_RING - 1; ++j)
+    issue_xstage(ring + j * slot_bytes, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
   // the slots of stage j and of stage j + XS_RING - 1, stepped around the ring (no modulo)
   const u32 ring_end = ring + XS_RING * slot_bytes;
   u32 slot = ring, fill = ring + (XS_RING - 1) * slot_bytes;
@@ -1078,18 +1073,16 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
     issue_xstage(fill, a, w, s, l, row0, lane, next, steps, fast(next));
     fill = fill + slot_bytes == ring_end ? ring : fill + slot_bytes;
     cp_async_wait<XS_RING - 1>();  // this lane's copies of stage j have landed
-    if constexpr (!kPairs) {  // the GEMV layout's adjacent pairs read X as it lies
-      u32 at = slot + l.xdst;
+    u32 at = slot + l.xdst;
 #pragma unroll 1
-      for (int m = 0; m < a.m; ++m, at += XS_PITCH) {  // this lane's chunk of each X row, into the pair order
-        u32x4 v;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(at));
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(prmt(v.x, v.z, 0x5410)),
-                     "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)), "r"(prmt(v.y, v.w, 0x7632))
-                     : "memory");
-      }
+    for (int m = 0; m < a.m; ++m, at += XS_PITCH) {  // this lane's chunk of each X row, into the pair order
+      u32x4 v;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(at));
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(prmt(v.x, v.z, 0x5410)),
+                   "r"(prmt(v.x, v.z, 0x7632)), "r"(prmt(v.y, v.w, 0x5410)), "r"(prmt(v.y, v.w, 0x7632))
+                   : "memory");
     }
-    __syncwarp();  // every lane's copies (and permutes)
+    __syncwarp();  // every lane's copies and permutes
     const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
 #pragma unroll
     for (int u = 0; u < LEAN_STEPS; ++u) {
@@ -1107,6 +1100,88 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
       compute_step<true>(acc, st, xs);
     }
     slot = slot + slot_bytes == ring_end ? ring : slot + slot_bytes;
+  }
+  cp_async_wait<0>();
+}
+
+// packstage's ring of a warp for M rows of X: XS_RING weight slots (a lean stage each), then two
+// X slots of M rows of a stage's 256 bf16, XS_PITCH bytes apart (the host's packstage_warp_bytes).
+__device__ __forceinline__ u32 packstage_warp_bytes(int m) { return XS_RING * LEAN_SLOT + 2u * XS_PITCH * m; }
+
+// packstage's K loop of one warp: xstage_kloop's stages and copies, X in its own two slots.
+// Commit groups: the prologue's [W(0), W(1), X(0)] and an empty one, then per iteration j
+// [X(j + 1)] and [W(j + 2)]; stage j is whole once every group up to X(j)'s is (at most three
+// after it pending: W(j + 1), X(j + 1), W(j + 2)).
+__device__ __forceinline__ void packstage_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
+                                                const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
+  const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
+  const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
+  const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
+  const u32 xbuf = ring + XS_RING * LEAN_SLOT, xslot = XS_PITCH * a.m;
+  const bool rows_in = row0 + 16 <= a.n;
+  XsLane l;  // rows clamped: only the fast path reads w and s
+  const int r = lane / 2, h = lane % 2, odd = r & 1;
+  l.w = reinterpret_cast<u64>(w + (i64)min(row0 + r, a.n - 1) * (a.k / 2) + 16 * h);
+  l.s = reinterpret_cast<u64>(s + (i64)min(row0 + r, a.n - 1) * (a.k / 16) + 8 * h);
+  const int xr = lane / 8, xc = lane % 8;  // the lane's X copies: row xr, chunks xc + 8 i
+  l.x_in = xr < a.m;
+  l.x = reinterpret_cast<u64>(x + (i64)min(xr, a.m - 1) * a.ldx + 8 * xc);
+  l.ldx2 = 0;
+  l.wdst0 = r * 128 + 16 * h + 64 * odd;
+  l.wdst1 = r * 128 + 16 * h - 64 * odd;
+  l.xdst = XS_PITCH * xr + 16 * xc;          // xs_chunk(xc + 8 i) for an even i: xc + 8 i
+  l.xdst2 = XS_PITCH * xr + 16 * (xc ^ 2);   // for an odd i: (xc + 8 i) ^ 2
+  // opaque to the compiler, which otherwise rebuilds them every stage
+  asm volatile("" : "+l"(l.w), "+l"(l.s), "+l"(l.x), "+r"(l.wdst0), "+r"(l.wdst1), "+r"(l.xdst), "+r"(l.xdst2));
+  // X's row of this lane's mma column, clamped, in an X slot (xstage_kloop's xa, xb)
+  const u32 xrow = XS_PITCH * min(g, a.m - 1) + 64 * q;
+  u32 xa = xrow + 16 * (q & 2), xb = xrow + 16 * (2 - (q & 2));
+  u32 rd0 = g * 128 + 16 * q + 64 * (g & 1), rd1 = g * 128 + 16 * q + 64 * (1 - (g & 1));
+  u32 sd = LEAN_CODES + 16 * g + 2 * q;
+  asm volatile("" : "+r"(xa), "+r"(xb), "+r"(rd0), "+r"(rd1), "+r"(sd));  // kept, not rebuilt every stage
+  const auto stage_of = [&](int j) { return warp + j * warps; };
+  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+  const auto ask_w = [&](u32 dst, int j) {
+    if (j < mine) issue_xstage_w(dst, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+  };
+  const auto ask_x = [&](int j) {
+    if (j < mine) issue_xstage_x(xbuf + (j & 1) * xslot, a, l, lane, stage_of(j), steps);
+  };
+  // the prologue: the first two stages' weights before the PDL wait (a layer's constants), X after it
+  ask_w(ring, 0);
+  ask_w(ring + LEAN_SLOT, 1);
+  if constexpr (kPdl) grid_dependency_wait();
+  ask_x(0);
+  cp_async_commit();
+  cp_async_commit();
+  const u32 ring_end = ring + XS_RING * LEAN_SLOT;
+  u32 slot = ring, fill = ring + (XS_RING - 1) * LEAN_SLOT;
+  for (int j = 0; j < mine; ++j) {
+    __syncwarp();  // every lane is done with stage j - 1's weight slot and X slot, which these overwrite
+    ask_x(j + 1);
+    cp_async_commit();
+    ask_w(fill, j + XS_RING - 1);
+    cp_async_commit();
+    fill = fill + LEAN_SLOT == ring_end ? ring : fill + LEAN_SLOT;
+    cp_async_wait<3>();  // this lane's copies of stage j have landed
+    __syncwarp();        // and every lane's
+    const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
+    const u32 xs0 = xbuf + (j & 1) * xslot;
+#pragma unroll
+    for (int u = 0; u < LEAN_STEPS; ++u) {
+      if (u >= last) break;  // warp-uniform: a last, partial stage
+      WStep st;
+      read_kept(st, slot, rd0, rd1, sd, u);
+      XStep xs;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        u32x4& d = xs.x[0][v];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                     : "r"(xs0 + (v < 2 ? xa : xb) + 256 * u + 16 * (v % 2)));
+      }
+      compute_step<true>(acc, st, xs);
+    }
+    slot = slot + LEAN_SLOT == ring_end ? ring : slot + LEAN_SLOT;
   }
   cp_async_wait<0>();
 }
@@ -1150,6 +1225,8 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   } else if constexpr (kXring) {
     xring_kloop(acc_t, a, w, s, x, smem_u32(ring_raw) + warp * XR_RING * xring_slot_bytes(a.m), row0, warp, warps,
                 lane);
+  } else if constexpr (kXstage && kPacked) {
+    packstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * packstage_warp_bytes(a.m), row0, warp, warps, lane);
   } else if constexpr (kXstage) {
     xstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XS_RING * xstage_slot_bytes(a.m), row0, warp, warps,
                  lane);

@@ -160,6 +160,12 @@ impl GemvProblem {
         self.ring_warps_of(sms, xstage_warp_bytes(self.m), (self.k / 256).max(1))
     }
 
+    /// Warps per CTA of packstage's ring: as the xstage ring's, its X in two slots of its own
+    /// (4x8192x8192: 5 warps, 4 CTAs an SM, 20 warps).
+    pub fn packstage_warps(&self, sms: u32) -> u32 {
+        self.ring_warps_of(sms, packstage_warp_bytes(self.m), (self.k / 256).max(1))
+    }
+
     /// Warps per CTA of the two-tile X ring (`xswz2`): as the X ring's, over its CTAs of 32
     /// rows (4x14336x4096: 448 CTAs, 4 an SM at M 4, 5 warps each, 20 an SM).
     pub fn xswz2_warps(&self, sms: u32) -> u32 {
@@ -407,9 +413,16 @@ pub fn xstage_warp_bytes(m: usize) -> u32 {
 
 /// The xstage ring on the GEMV layout (`KILN_FP4_GEMV=packstage`, M up to [`LEAN_MAX_M`];
 /// compiled only when asked for): its adjacent pairs leave X as it lies, so the stage's permute
-/// goes, and a stage's 2 steps share one commit, wait and pair of warp barriers (docs/fp4.md G31).
+/// goes, and a stage's 2 steps share one commit, wait and pair of warp barriers; X in two slots
+/// of its own, a stage ahead (docs/fp4.md G31).
 pub fn spec_packstage(arch: &str) -> KernelSpec {
     spec_xstage(arch).define("KILN_GEMV_PACKED", 1)
+}
+
+/// A warp's packstage ring for M rows of X: [`XSTAGE_SLOTS`] weight slots (a lean stage each),
+/// then two X slots of M rows [`XSTAGE_PITCH`] apart: the kernel's packstage_warp_bytes.
+pub fn packstage_warp_bytes(m: usize) -> u32 {
+    XSTAGE_SLOTS * LEAN_SLOT + 2 * XSTAGE_PITCH * m as u32
 }
 
 /// Where the xstage ring puts X's 16-byte chunk `c` (0..31) of a stage's row: the kernel's
@@ -516,7 +529,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
             (with_split(spec), smem)
         }
         // M up to LEAN_MAX_M (launch_on runs pack above)
-        Fp4Gemv::PackStage => (spec_packstage(arch), warps * xstage_warp_bytes(m)),
+        Fp4Gemv::PackStage => (spec_packstage(arch), warps * packstage_warp_bytes(m)),
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
@@ -664,7 +677,8 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         }
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
-        Fp4Gemv::Xstage | Fp4Gemv::PackStage => p.xstage_warps(sms),
+        Fp4Gemv::Xstage => p.xstage_warps(sms),
+        Fp4Gemv::PackStage => p.packstage_warps(sms),
         _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps, two);
@@ -1368,6 +1382,13 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::PackSplit), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::PackStage), standard, "M {m} K {k}");
         }
+        // packstage's X in two slots of its own: 11,136 bytes a warp at M 4, so 5-warp CTAs
+        // keep 4x8192x8192's 512 CTAs in one wave on 132 SMs (4 an SM), 20 warps an SM
+        assert_eq!(packstage_warp_bytes(4), 3 * 2304 + 2 * 528 * 4);
+        assert_eq!(
+            GemvProblem::new(4, 8192, 8192, DType::Bf16).packstage_warps(132),
+            5
+        );
     }
 
     /// The programmatic-dependent GEMV (the default) and the plain launches

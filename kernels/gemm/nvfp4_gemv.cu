@@ -149,8 +149,6 @@
 // in memory, so the X ring reads B without byte permutes (16 PRMT a step fewer, on the path
 // from X's shared load to the mma) and the lean ring stores X as it loads it. At M 4 the X
 // ring's step is ~209 instructions (SASS, NVRTC 13.0), the two-tile ring's ~177 a tile-step.
-// KILN_GEMV_SPLIT = 1 with KILN_GEMV_PACKED (`KILN_FP4_GEMV=packsplit`, round 1's A/B of
-// 2026-11-30 only): the layout before, pair i codes i and i + 4, X's pairs permuted to match.
 //
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
@@ -195,9 +193,6 @@
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
 #endif
-#if !defined(KILN_GEMV_SPLIT)
-#define KILN_GEMV_SPLIT 0
-#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
 constexpr int NACC = KILN_GEMV_ACC;
@@ -207,8 +202,6 @@ constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLea
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
 
 static_assert(!kXstage || NF == 1, "the X stages hold X of at most 8 rows: one mma column tile");
-// the layout before G30 (pair i codes i and i + 4), for round 1's A/B
-constexpr bool kSplit = KILN_GEMV_SPLIT == 1;
 // the paths whose sums carry the folded 2^-8 and whose partial sums reuse the ring's memory
 constexpr bool kRing = kWide || kLean || kXring || kXstage;
 static_assert(!kXswz || kXring, "the X swizzle is the X ring's");
@@ -218,9 +211,8 @@ constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 constexpr bool kPacked = KILN_GEMV_PACKED == 1;
 static_assert(!kPacked || (kLean && !kXfirst) || kXswz || kXstage, "the GEMV layout is read by lean, lean1, xswz and xstage");
-static_assert(!kSplit || kPacked, "the split pairs are a GEMV layout");
-// the GEMV layout with adjacent pairs: X's words are the mma's B pairs as they are in memory
-constexpr bool kPairs = kPacked && !kSplit;
+// the GEMV layout's adjacent pairs: X's words are the mma's B pairs as they are in memory
+constexpr bool kPairs = kPacked;
 // the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
 constexpr bool kXsorted = kLean || kXstage || kPairs;
 static_assert(!kXstage || !kPacked || kPairs, "xstage on the GEMV layout reads X as it lies: adjacent pairs");
@@ -325,7 +317,7 @@ template <int N> __device__ __forceinline__ u32 rotl(u32 w) {
 }
 
 // The four pairs of a word in the GEMV layout, each two codes as nibble_pair_mul's halves: pair i
-// (elements 2i and 2i + 1; i and i + 4 under KILN_GEMV_SPLIT) with the magnitudes at bits 6..8
+// (elements 2i and 2i + 1) with the magnitudes at bits 6..8
 // and 22..24, the signs at 15 and 31. Where the layout keeps pair i's bits (`pack_gemv_word` on the host): pair 0 at
 // those bits, pair 1 six bits lower and pair 2 twelve lower (mod 32), pair 3's magnitude low
 // bits and signs two lower and its top magnitude bits ten lower.

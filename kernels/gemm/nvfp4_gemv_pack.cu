@@ -6,17 +6,12 @@
 // half); the layout stores pair 1 rotated right by 6, pair 2 by 12 and pair 3's m, e0 and sign
 // by 2 and its e1 by 10, so that the GEMV brings each back with one shift or rotation.
 // A streaming kernel over 16-byte chunks, grid-stride; it runs once per weight, at load time.
-// The pairs are adjacent (G21; from G30 on). KILN_GEMV_SPLIT = 1 (`KILN_FP4_GEMV=packsplit`, round 1's A/B of 2026-11-30 only):
-// the layout before, code j half j / 4 of pair j % 4 (GEMV_BIT_SPLIT), the same bits a pair.
+// The pairs are adjacent from G30 on (G21; before, pair i was codes i and i + 4).
 #include "common/types.cuh"
 
-#if !defined(KILN_GEMV_SPLIT)
-#define KILN_GEMV_SPLIT 0
-#endif
-
-// Where bit b of code j goes (the host's GEMV_BIT[4j + b], or GEMV_BIT_SPLIT's).
+// Where bit b of code j goes (the host's GEMV_BIT[4j + b]).
 __device__ __forceinline__ constexpr int gemv_bit(int j, int b) {
-  const int half = KILN_GEMV_SPLIT ? j / 4 : j % 2, pair = KILN_GEMV_SPLIT ? j % 4 : j / 2;
+  const int half = j % 2, pair = j / 2;
   const int target = (b == 3 ? 15 : 6 + b) + 16 * half;
   const int rot = pair == 0 ? 0 : pair == 1 ? 6 : pair == 2 ? 12 : b == 2 ? 10 : 2;
   return (target + 32 - rot) % 32;

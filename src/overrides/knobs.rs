@@ -341,8 +341,7 @@ pub(super) static KNOBS: &[Knob] = &[
              (2-step stages that carry X by cp.async, M up to 8), `pack` (lean at M 1 and xswz \
              above on codes in the GEMV layout, where the caller holds them so, xswz2 at M 2-8 where \
              a warp gets 16 steps of K or more; `packsync` with the first stages asked for in \
-             order, `pack1` with lean1's stage at M 1 and the one-tile xswz at every shape above, `packsplit` on \
-             the GEMV layout before 2026-11-30's G30, pairs of codes i and i + 4, `packstage` with \
+             order, `pack1` with lean1's stage at M 1 and the one-tile xswz at every shape above, `packstage` with \
              the xstage ring at M 1-4), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
              of 128"
                 .into()
@@ -363,7 +362,6 @@ pub(super) static KNOBS: &[Knob] = &[
                 "pack" => Some(Fp4Gemv::Pack),
                 "packsync" => Some(Fp4Gemv::Packsync),
                 "pack1" => Some(Fp4Gemv::Pack1),
-                "packsplit" => Some(Fp4Gemv::PackSplit),
                 "packstage" => Some(Fp4Gemv::PackStage),
                 "xswz2" => Some(Fp4Gemv::Xswz2),
                 _ => None,

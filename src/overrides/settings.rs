@@ -280,7 +280,7 @@ pub struct MoeOverrides {
     /// ledger F31). Default 0 until the device shows 1 faster.
     pub fp4_pdl: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
-    /// `xswz`, `xstage`, `pack`, `packsplit`, `packstage`, `packsync`, `pack1` or `xswz2`): how
+    /// `xswz`, `xstage`, `pack`, `packstage`, `packsync`, `pack1` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
     /// fastest there (H200: lean at M 1, xswz at 2-4 from 9ba589c (2026-11-29) and at 5-8 from
     /// 2026-11-30, wide above; docs/fp4.md G5, G6, G18); K not a multiple of 128 runs the
@@ -581,10 +581,6 @@ pub enum Fp4Gemv {
     /// pairs are adjacent from G30 on (G21: the mma's B pairs are X's words as they are, no X
     /// permutes; -4.4 to -5 % at M 4, two rounds).
     Pack,
-    /// `Pack` on the layout before G30 (`nvfp4_gemv::pack_gemv_codes_split`: pair i of a word
-    /// codes i and i + 4, X's pairs permuted to match), which `to_gemv_layout` writes under this
-    /// knob: round 1's A/B of 2026-11-30 only (docs/fp4.md G30).
-    PackSplit,
     /// `Pack` with the `Xstage` ring at M 1-4 (2-step stages carrying X by cp.async), which the
     /// GEMV layout's adjacent pairs spare its permute: about 20 % fewer instructions a step than
     /// `Xswz` at M 4 (docs/fp4.md G31); above M 4 `Pack`.

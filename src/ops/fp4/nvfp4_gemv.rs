@@ -10,7 +10,7 @@ use crate::ops::gemm::DType;
 use crate::overrides::Fp4Gemv;
 
 use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
-pub use super::nvfp4_gemv_pack::{pack_gemv_codes, pack_gemv_codes_split};
+pub use super::nvfp4_gemv_pack::pack_gemv_codes;
 
 pub const NAME: &str = "nvfp4_gemv";
 
@@ -287,13 +287,6 @@ pub fn spec_pack(arch: &str, m: usize) -> KernelSpec {
     ring.define("KILN_GEMV_PACKED", 1)
 }
 
-/// `spec`, a pack-path kernel, reading the GEMV layout before G30 (`KILN_FP4_GEMV=packsplit`,
-/// [`pack_gemv_codes_split`]: pair i codes i and i + 4, X's pairs permuted to match; round 1's
-/// A/B of 2026-11-30 only; compiled only when asked for).
-pub fn with_split(spec: KernelSpec) -> KernelSpec {
-    spec.define("KILN_GEMV_SPLIT", 1)
-}
-
 /// [`spec_pack`] with lean1's lighter stage at M 1 and lean's start (`KILN_FP4_GEMV=pack1`;
 /// compiled only when asked for); above M 1 the same as [`spec_pack`].
 pub fn spec_pack1(arch: &str, m: usize) -> KernelSpec {
@@ -478,22 +471,12 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (
-                Fp4Gemv::Pack
-                | Fp4Gemv::Packsync
-                | Fp4Gemv::Pack1
-                | Fp4Gemv::PackSplit
-                | Fp4Gemv::PackStage,
-                1,
-            ) => Fp4Gemv::Lean,
-            (
-                Fp4Gemv::Pack
-                | Fp4Gemv::Packsync
-                | Fp4Gemv::Pack1
-                | Fp4Gemv::PackSplit
-                | Fp4Gemv::PackStage,
-                _,
-            ) => Fp4Gemv::Xswz,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage, 1) => {
+                Fp4Gemv::Lean
+            }
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage, _) => {
+                Fp4Gemv::Xswz
+            }
             (a, _) => a,
         };
         match asked {
@@ -524,10 +507,6 @@ impl GemvProblem {
 fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (KernelSpec, u32) {
     let nf = if m > 8 { 2 } else { 1 };
     match path {
-        Fp4Gemv::PackSplit => {
-            let (spec, smem) = kernel_of(arch, Fp4Gemv::Pack, m, warps, two);
-            (with_split(spec), smem)
-        }
         // M up to LEAN_MAX_M (launch_on runs pack above)
         Fp4Gemv::PackStage => (spec_packstage(arch), warps * packstage_warp_bytes(m)),
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
@@ -629,11 +608,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack
-            | Fp4Gemv::Packsync
-            | Fp4Gemv::Pack1
-            | Fp4Gemv::PackSplit
-            | Fp4Gemv::PackStage
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage
     ) && p.takes_gemv_layout()
 }
 
@@ -650,7 +625,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackSplit | Fp4Gemv::PackStage) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -664,17 +639,13 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         a => a,
     };
     // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
-    let two = matches!(path, Fp4Gemv::Pack | Fp4Gemv::PackSplit) && p.two_tiles_pay(sms);
+    let two = path == Fp4Gemv::Pack && p.two_tiles_pay(sms);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::PackSplit if two => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackSplit if p.m == 1 => {
-            p.lean_warps(sms)
-        }
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackSplit => {
-            p.xswz_warps(sms)
-        }
+        Fp4Gemv::Pack if two => p.xswz2_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
@@ -1354,15 +1325,12 @@ mod tests {
                 spec_packsync("sm_90a", 1),
                 spec_packsync("sm_90a", 4),
                 spec_pack1("sm_90a", 1),
-                with_pdl(with_split(spec_pack("sm_90a", 1))),
-                with_pdl(with_split(spec_pack("sm_90a", 4))),
-                with_pdl(with_split(spec_pack2("sm_90a", 4))),
-                with_pdl(with_split(spec_pack("sm_90a", 12))),
+                with_pdl(spec_pack("sm_90a", 12)),
                 with_pdl(spec_packstage("sm_90a")),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 112, 80, 80, 80, 80];
+            let most = [112, 80, 80, 112, 80, 112, 80, 80];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1379,7 +1347,6 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::PackSplit), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::PackStage), standard, "M {m} K {k}");
         }
         // packstage's X in two slots of its own: 11,136 bytes a warp at M 4, so 5-warp CTAs

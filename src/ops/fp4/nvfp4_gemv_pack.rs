@@ -198,37 +198,32 @@ mod tests {
     /// each half's bf16 bits) is the host's GEMV_BIT.
     #[test]
     fn the_device_bit_map_is_the_hosts() {
-        {
-            let map = &GEMV_BIT;
-            for j in 0..8 {
-                for b in 0..4 {
-                    let (half, pair) = (j % 2, j / 2);
-                    let target = if b == 3 { 15 } else { 6 + b } + 16 * half;
-                    let rot = match (pair, b) {
-                        (0, _) => 0,
-                        (1, _) => 6,
-                        (2, _) => 12,
-                        (_, 2) => 10,
-                        _ => 2,
-                    };
-                    assert_eq!(
-                        map[4 * j + b] as usize,
-                        (target + 32 - rot) % 32,
-                        "code {j} bit {b}"
-                    );
-                }
+        for j in 0..8 {
+            for b in 0..4 {
+                let (half, pair) = (j % 2, j / 2);
+                let target = if b == 3 { 15 } else { 6 + b } + 16 * half;
+                let rot = match (pair, b) {
+                    (0, _) => 0,
+                    (1, _) => 6,
+                    (2, _) => 12,
+                    (_, 2) => 10,
+                    _ => 2,
+                };
+                assert_eq!(
+                    GEMV_BIT[4 * j + b] as usize,
+                    (target + 32 - rot) % 32,
+                    "code {j} bit {b}"
+                );
             }
         }
     }
 
     #[test]
     fn the_gemv_layout_moves_every_bit_of_a_word_to_its_own_place() {
-        for map in [&GEMV_BIT] {
-            let mut seen = [false; 32];
-            for &to in map {
-                assert!(!seen[to as usize], "bit {to} taken twice");
-                seen[to as usize] = true;
-            }
+        let mut seen = [false; 32];
+        for &to in &GEMV_BIT {
+            assert!(!seen[to as usize], "bit {to} taken twice");
+            seen[to as usize] = true;
         }
         assert_eq!(pack_gemv_word(0), 0);
         assert_eq!(pack_gemv_word(u32::MAX), u32::MAX);
@@ -248,29 +243,22 @@ mod tests {
     fn the_kernels_packed_decode_gives_each_pair_its_two_codes() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_F491);
-        {
-            for j in 0..8u32 {
-                for code in 0u32..16 {
-                    for _ in 0..64 {
-                        let rest: u32 = rng.gen();
-                        let w = (rest & !(0xF << (4 * j))) | code << (4 * j);
-                        check_pairs(w, packed_pairs(pack_gemv_word(w)));
-                    }
+        for j in 0..8u32 {
+            for code in 0u32..16 {
+                for _ in 0..64 {
+                    let rest: u32 = rng.gen();
+                    let w = (rest & !(0xF << (4 * j))) | code << (4 * j);
+                    check_pairs(w, packed_pairs(pack_gemv_word(w)));
                 }
             }
         }
     }
 
-    /// The decoded pairs of standard word `w`: pair i is codes i and i + 4 (`adjacent`: 2i and
-    /// 2i + 1), low half first.
-    fn check_pairs(w: u32, pairs: [u32; 4], adjacent: bool) {
+    /// The decoded pairs of standard word `w`: pair i is codes 2i and 2i + 1, low half first.
+    fn check_pairs(w: u32, pairs: [u32; 4]) {
         for (i, &pair) in pairs.iter().enumerate() {
             for hi in [false, true] {
-                let j = if adjacent {
-                    2 * i + hi as usize
-                } else {
-                    i + 4 * hi as usize
-                };
+                let j = 2 * i + hi as usize;
                 let c = (w >> (4 * j)) & 0xF;
                 let want = crate::formats::fp4::decode(c as u8) as f64;
                 let got = bf16_half(pair, hi) * 2f64.powi(126);

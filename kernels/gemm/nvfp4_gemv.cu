@@ -94,6 +94,10 @@
 // instructions a step of ~213 at M 4 (SASS, NVRTC 13.0). X has two slots of its own instead of
 // one in each weight slot, asked for a stage ahead (it comes from L2): 11.1 KB a warp at M 4
 // against 13.2, so the one-wave rule fits 5-warp CTAs at 4x8192x8192 (20 warps an SM, not 16).
+// KILN_GEMV_PS_RING = 2 (`KILN_FP4_GEMV=packstage2`): two weight slots, one stage in flight while
+// one is decoded (8.8 KB a warp at M 4: the X ring's 24 warps an SM at 4x8192x8192, 21 at
+// 4x14336x4096). Round 1 had packstage -19 % in instructions and its issue rate 57 -> 48 %: the
+// loop waits on latencies the X ring's extra warps hid.
 //
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
@@ -184,6 +188,9 @@
 #if !defined(KILN_GEMV_EAGER)
 #define KILN_GEMV_EAGER 0
 #endif
+#if !defined(KILN_GEMV_PS_RING)
+#define KILN_GEMV_PS_RING 3
+#endif
 #if !defined(KILN_GEMV_PDL)
 #define KILN_GEMV_PDL 0
 #endif
@@ -247,6 +254,10 @@ constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's row
 constexpr u32 XR_X = TILES * RING_STEP;          // xring: where X starts in a slot (after each tile's step)
 constexpr int XS_RING = 3;                       // xstage: 2-step slots a warp's ring holds
 constexpr u32 XS_PITCH = 528;                    // xstage: bytes between X's rows (256 bf16, 16 more)
+// packstage: weight slots a warp's ring holds (KILN_GEMV_PS_RING, 3 or 2: `packstage2`, one stage
+// in flight while one is decoded, for the X ring's warps an SM)
+constexpr int PS_RING = KILN_GEMV_PS_RING;
+static_assert(PS_RING == 2 || PS_RING == 3, "packstage's ring holds 2 or 3 weight slots");
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -1096,20 +1107,20 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
   cp_async_wait<0>();
 }
 
-// packstage's ring of a warp for M rows of X: XS_RING weight slots (a lean stage each), then two
+// packstage's ring of a warp for M rows of X: PS_RING weight slots (a lean stage each), then two
 // X slots of M rows of a stage's 256 bf16, XS_PITCH bytes apart (the host's packstage_warp_bytes).
-__device__ __forceinline__ u32 packstage_warp_bytes(int m) { return XS_RING * LEAN_SLOT + 2u * XS_PITCH * m; }
+__device__ __forceinline__ u32 packstage_warp_bytes(int m) { return PS_RING * LEAN_SLOT + 2u * XS_PITCH * m; }
 
 // packstage's K loop of one warp: xstage_kloop's stages and copies, X in its own two slots.
-// Commit groups: the prologue's [W(0), W(1), X(0)] and an empty one, then per iteration j
-// [X(j + 1)] and [W(j + 2)]; stage j is whole once every group up to X(j)'s is (at most three
-// after it pending: W(j + 1), X(j + 1), W(j + 2)).
+// Commit groups: the prologue's [W(0) .. W(PS_RING - 2), X(0)] and PS_RING - 2 empty ones, then
+// per iteration j [X(j + 1)] and [W(j + PS_RING - 1)]; stage j is whole once every group up to
+// X(j)'s is (at most PS_RING after it pending: with 3 slots W(j + 1), X(j + 1), W(j + 2)).
 __device__ __forceinline__ void packstage_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
                                                 const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
   const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
   const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
-  const u32 xbuf = ring + XS_RING * LEAN_SLOT, xslot = XS_PITCH * a.m;
+  const u32 xbuf = ring + PS_RING * LEAN_SLOT, xslot = XS_PITCH * a.m;
   const bool rows_in = row0 + 16 <= a.n;
   XsLane l;  // rows clamped: only the fast path reads w and s
   const int r = lane / 2, h = lane % 2, odd = r & 1;
@@ -1140,22 +1151,22 @@ __device__ __forceinline__ void packstage_kloop(Acc& acc, const GemvArgs& a, con
     if (j < mine) issue_xstage_x(xbuf + (j & 1) * xslot, a, l, lane, stage_of(j), steps);
   };
   // the prologue: the first two stages' weights before the PDL wait (a layer's constants), X after it
-  ask_w(ring, 0);
-  ask_w(ring + LEAN_SLOT, 1);
+#pragma unroll
+  for (int i = 0; i < PS_RING - 1; ++i) ask_w(ring + i * LEAN_SLOT, i);
   if constexpr (kPdl) grid_dependency_wait();
   ask_x(0);
-  cp_async_commit();
-  cp_async_commit();
-  const u32 ring_end = ring + XS_RING * LEAN_SLOT;
-  u32 slot = ring, fill = ring + (XS_RING - 1) * LEAN_SLOT;
+#pragma unroll
+  for (int i = 0; i < PS_RING - 1; ++i) cp_async_commit();
+  const u32 ring_end = ring + PS_RING * LEAN_SLOT;
+  u32 slot = ring, fill = ring + (PS_RING - 1) * LEAN_SLOT;
   for (int j = 0; j < mine; ++j) {
     __syncwarp();  // every lane is done with stage j - 1's weight slot and X slot, which these overwrite
     ask_x(j + 1);
     cp_async_commit();
-    ask_w(fill, j + XS_RING - 1);
+    ask_w(fill, j + PS_RING - 1);
     cp_async_commit();
     fill = fill + LEAN_SLOT == ring_end ? ring : fill + LEAN_SLOT;
-    cp_async_wait<3>();  // this lane's copies of stage j have landed
+    cp_async_wait<PS_RING>();  // this lane's copies of stage j have landed
     __syncwarp();        // and every lane's
     const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
     const u32 xs0 = xbuf + (j & 1) * xslot;
